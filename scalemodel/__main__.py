@@ -1,0 +1,3 @@
+from scalemodel.cli import main
+
+main()

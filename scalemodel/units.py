@@ -1,0 +1,149 @@
+"""Parse quantities with units into SI floats, and format SI floats back into readable text.
+
+Inside scalemodel every number is in SI base units: bytes, seconds, FLOP, FLOP/s, bytes/s,
+watts, US dollars. Decimal prefixes are powers of 1000 (``GB`` = 1e9) and binary prefixes powers
+of 1024 (``GiB`` = 2**30); ``Gbit/s`` and ``Gbps`` are 1e9 bit/s = 1.25e8 B/s. A bare number
+means the SI base unit of the quantity.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal
+
+from scalemodel.errors import InputError
+
+Kind = Literal["bytes", "bandwidth", "time", "flops", "flop_rate", "power", "money", "price_rate", "count"]
+
+_DEC = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+
+
+def _table() -> dict[str, dict[str, float]]:
+    bytes_u: dict[str, float] = {"B": 1.0, "bytes": 1.0, "byte": 1.0}
+    bw: dict[str, float] = {"B/s": 1.0}
+    for p, f in _DEC.items():
+        if p in ("", "k"):
+            continue
+        bytes_u[f"{p}B"] = f
+        bw[f"{p}B/s"] = f
+        bw[f"{p}bit/s"] = f / 8
+        bw[f"{p}b/s"] = f / 8
+        bw[f"{p}bps"] = f / 8
+    bytes_u["kB"] = 1e3
+    bw["kB/s"] = 1e3
+    bw["bit/s"] = 1 / 8
+    bw["bps"] = 1 / 8
+    for p, f in _BIN.items():
+        bytes_u[f"{p}B"] = f
+        bw[f"{p}B/s"] = f
+    time_u = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0,
+              "min": 60.0, "h": 3600.0, "hr": 3600.0, "d": 86400.0, "day": 86400.0, "days": 86400.0}
+    flops: dict[str, float] = {}
+    flop_rate: dict[str, float] = {}
+    for p, f in _DEC.items():
+        if p == "k":
+            continue
+        flops[f"{p}FLOP"] = f
+        flops[f"{p}FLOPs"] = f
+        flop_rate[f"{p}FLOP/s"] = f
+        flop_rate[f"{p}FLOPS"] = f
+    power = {"W": 1.0, "kW": 1e3, "MW": 1e6}
+    money = {"USD": 1.0, "$": 1.0}
+    price = {"USD/h": 1 / 3600, "$/h": 1 / 3600, "USD/hour": 1 / 3600, "USD/s": 1.0}
+    count = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+    return {"bytes": bytes_u, "bandwidth": bw, "time": time_u, "flops": flops, "flop_rate": flop_rate,
+            "power": power, "money": money, "price_rate": price, "count": count}
+
+
+UNITS: dict[str, dict[str, float]] = _table()
+
+# The unit each kind is formatted in when no prefix applies, and the prefixes used for display.
+_BASE = {"bytes": "B", "bandwidth": "B/s", "flops": "FLOP", "flop_rate": "FLOP/s", "power": "W",
+         "money": "USD", "price_rate": "USD/h", "count": "", "time": "s"}
+_NUMBER = re.compile(r"^\s*\$?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
+
+
+def accepted_units(kind: str) -> str:
+    names = [u for u in UNITS[kind] if u]
+    return ", ".join(names)
+
+
+def parse_quantity(value: object, kind: str, *, where: str = "") -> float:
+    """Return ``value`` in SI base units. Numbers pass through; strings carry a unit of ``kind``.
+
+    Raises :class:`InputError` naming the value and the accepted units when the unit is wrong,
+    missing where a number alone would be ambiguous, or the value is not finite.
+    """
+    if kind not in UNITS:
+        raise KeyError(kind)
+    if isinstance(value, bool):
+        raise InputError(f"expected a {kind} quantity, got {value!r}", where=where,
+                         allowed=f"a number or a string with one of: {accepted_units(kind)}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+        unit = ""
+        factor = 1.0
+    elif isinstance(value, str):
+        m = _NUMBER.match(value)
+        if not m:
+            raise InputError(f"cannot read {value!r} as a {kind} quantity", where=where,
+                             allowed=f"a number followed by one of: {accepted_units(kind)}")
+        number = float(m.group(1))
+        unit = m.group(2)
+        if value.strip().startswith("$") and kind in ("money", "price_rate"):
+            unit = unit or "$"
+            if kind == "price_rate" and unit in ("/h", "/hour"):
+                unit = "$/h"
+        table = UNITS[kind]
+        if unit not in table:
+            if unit == "" and kind != "count":
+                # A bare number inside a string means the SI base unit, as a bare number does.
+                factor = 1.0
+            else:
+                raise InputError(f"unknown unit {unit!r} in {value!r} for a {kind} quantity", where=where,
+                                 allowed=f"one of: {accepted_units(kind)}")
+        else:
+            factor = table[unit]
+    else:
+        raise InputError(f"expected a {kind} quantity, got {type(value).__name__} {value!r}", where=where,
+                         allowed=f"a number or a string with one of: {accepted_units(kind)}")
+    result = number * factor
+    if not math.isfinite(result):
+        raise InputError(f"{value!r} is not a finite number", where=where, allowed="a finite quantity")
+    return result
+
+
+_DISPLAY = {
+    "bytes": [("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10), ("B", 1.0)],
+    "bandwidth": [("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("KB/s", 1e3), ("B/s", 1.0)],
+    "time": [("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)],
+    "flops": [("EFLOP", 1e18), ("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("FLOP", 1.0)],
+    "flop_rate": [("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6), ("FLOP/s", 1.0)],
+    "power": [("MW", 1e6), ("kW", 1e3), ("W", 1.0)],
+    "money": [("USD", 1.0)],
+    "price_rate": [("USD/h", 1 / 3600)],
+    "count": [("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3), ("", 1.0)],
+}
+
+
+def format_quantity(value: float, kind: str, digits: int = 4) -> str:
+    """Format an SI value with the largest display unit not above it, to ``digits`` significant digits.
+
+    ``parse_quantity(format_quantity(x, k, digits=17), k) == x`` for finite x; with the default
+    precision the round trip is within a relative 10**-(digits-1).
+    """
+    if not math.isfinite(value):
+        raise ValueError(f"cannot format non-finite {kind} value {value!r}")
+    units = _DISPLAY[kind]
+    mag = abs(value)
+    name, factor = units[-1]
+    for n, f in units:
+        if mag >= f:
+            name, factor = n, f
+            break
+    number = value / factor
+    text = f"{number:.{digits}g}"
+    sep = " " if name else ""
+    return f"{text}{sep}{name}"

@@ -1,0 +1,31 @@
+"""Shared test helpers: run the CLI in-process and capture its output and exit status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]):
+    """Call ``scalemodel`` with a list of arguments; returns exit code, stdout and stderr."""
+    from scalemodel.cli import main
+
+    def run(*args: str) -> CliResult:
+        code = 0
+        try:
+            main(list(args))
+        except SystemExit as exc:  # typer always ends with SystemExit in standalone mode
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
