@@ -1,0 +1,60 @@
+"""Validated input specs (pydantic) and their loading from YAML, built-in names and overrides."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from scalemodel.specs.accelerator import PRECISIONS, AcceleratorSpec, ComputeEfficiency
+from scalemodel.specs.cluster import ClusterSpec, TierSpec, Variability
+from scalemodel.specs.scenario import Assertions, ScenarioSpec
+from scalemodel.specs.training import StrategySpec, TrainingSpec
+from scalemodel.specs.workload import GenericWorkload, MoESpec, TransformerWorkload, Workload
+
+__all__ = [
+    "PRECISIONS", "AcceleratorSpec", "Assertions", "ClusterSpec", "ComputeEfficiency", "GenericWorkload",
+    "MoESpec", "ScenarioSpec", "StrategySpec", "TierSpec", "TrainingSpec", "TransformerWorkload",
+    "Variability", "Workload", "load_accelerator", "load_cluster", "load_scenario", "load_workload",
+]
+
+
+def load_accelerator(ref: str | Path, overrides: Iterable[str] = ()) -> AcceleratorSpec:
+    from scalemodel.specs.loader import load_spec
+
+    return load_spec("accelerator", ref, AcceleratorSpec, overrides)  # type: ignore[no-any-return]
+
+
+def load_cluster(ref: str | Path, overrides: Iterable[str] = ()) -> ClusterSpec:
+    from scalemodel.specs.loader import load_spec
+
+    return load_spec("cluster", ref, ClusterSpec, overrides)  # type: ignore[no-any-return]
+
+
+def load_workload(ref: str | Path, overrides: Iterable[str] = ()) -> TransformerWorkload | GenericWorkload:
+    from scalemodel.specs.loader import load_spec
+
+    return load_spec("workload", ref, Workload, overrides)  # type: ignore[no-any-return]
+
+
+def load_scenario(ref: str | Path, overrides: Iterable[str] = ()) -> ScenarioSpec:
+    from scalemodel.specs.loader import load_spec
+
+    return load_spec("scenario", ref, ScenarioSpec, overrides)  # type: ignore[no-any-return]
+
+
+def split_overrides(sets: Iterable[str]) -> dict[str, list[str]]:
+    """Route ``--set`` paths by their first part: cluster., accelerator., model., training., strategy."""
+    from scalemodel.errors import InputError
+
+    roots = {"cluster": "cluster", "accelerator": "cluster", "model": "model", "workload": "model",
+             "training": "training", "strategy": "strategy"}
+    out: dict[str, list[str]] = {"cluster": [], "model": [], "training": [], "strategy": []}
+    for item in sets:
+        head = item.split("=", 1)[0].split(".", 1)[0].strip()
+        if head not in roots or "." not in item.split("=", 1)[0]:
+            raise InputError(f"override {item!r} does not start with a known root", where="--set",
+                             allowed="cluster.<field>, accelerator.<field>, model.<field>, training.<field> "
+                                     "or strategy.<field>, e.g. cluster.tiers.ib.bandwidth=100Gbps")
+        rest = item.split(".", 1)[1]
+        out[roots[head]].append(f"accelerator.{rest}" if head == "accelerator" else rest)
+    return out

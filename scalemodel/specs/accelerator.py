@@ -1,0 +1,60 @@
+"""Accelerator spec: peak dense FLOP/s per precision, memory, memory bandwidth, power."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from scalemodel.specs.base import Sourced, Spec
+from scalemodel.specs.quantities import Bandwidth, Bytes, FlopRate, Fraction, Watts
+
+Precision = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
+PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
+Family = Literal["volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "tpu", "gaudi", "other"]
+
+
+class ComputeEfficiency(Spec):
+    """Achieved fraction of peak as a function of GEMM shape, and of memory bandwidth.
+
+    Per GEMM dimension d the efficiency factor is d / (d + gemm_half_dim); a GEMM reaches
+    ``gemm_max`` x the product of its three factors (see scalemodel.cost.compute).
+    """
+
+    gemm_max: Fraction = Field(description="asymptotic fraction of peak for large GEMMs")
+    gemm_half_dim: float = Field(gt=0, description="GEMM dimension at which its factor is one half")
+    memory: Fraction = Field(description="achievable fraction of memory bandwidth")
+    source: str = ""
+
+
+class AcceleratorSpec(Sourced):
+    kind: Literal["accelerator"] = "accelerator"
+    name: str
+    description: str = ""
+    vendor: str = ""
+    family: Family = "other"
+    peak_flops: dict[Precision, FlopRate] = Field(description="dense peak FLOP/s per precision")
+    memory: Bytes = Field(description="device memory capacity")
+    memory_bandwidth: Bandwidth
+    tdp: Watts
+    compute_efficiency: ComputeEfficiency | None = Field(
+        default=None, description="GEMM efficiency curve; None uses the family default")
+
+    @field_validator("peak_flops")
+    @classmethod
+    def _some_precision(cls, v: dict[str, float]) -> dict[str, float]:
+        if not v:
+            raise ValueError("needs at least one precision, e.g. bf16: 312 TFLOP/s")
+        return v
+
+    def peak(self, precision: str) -> float:
+        """Peak FLOP/s for a training precision; bf16 falls back to fp16 (and vice versa) when absent."""
+        fallbacks = {"bf16": ["bf16", "fp16"], "fp16": ["fp16", "bf16"], "tf32": ["tf32", "fp32"],
+                     "fp8": ["fp8"], "fp4": ["fp4"], "fp32": ["fp32"], "fp64": ["fp64"]}
+        for p in fallbacks.get(precision, [precision]):
+            if p in self.peak_flops:
+                return float(self.peak_flops[p])  # type: ignore[index]
+        from scalemodel.errors import InputError
+
+        raise InputError(f"accelerator {self.name!r} has no {precision} peak",
+                         where="precision", allowed=f"one of: {', '.join(self.peak_flops)}")

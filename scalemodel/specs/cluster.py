@@ -1,0 +1,91 @@
+"""Cluster spec: an accelerator, GPUs per node, and network tiers ordered innermost first."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from scalemodel.specs.accelerator import AcceleratorSpec
+from scalemodel.specs.base import Sourced, Spec
+from scalemodel.specs.quantities import Bandwidth, Fraction, PricePerHour, Seconds, Watts
+
+Topology = Literal["switch", "mesh", "torus", "ring"]
+Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp"]
+
+
+class TierSpec(Sourced):
+    name: str
+    span: int = Field(gt=0, description="GPUs reachable inside this tier (cumulative)")
+    bandwidth: Bandwidth = Field(description="line rate per GPU, per direction")
+    latency: Seconds = Field(description="per-message latency (alpha)")
+    efficiency: Fraction = Field(description="achievable fraction of line rate, 0 < e <= 1")
+    oversubscription: float = Field(default=1.0, ge=1.0, description="taper of traffic leaving the tier below")
+    in_network_reduction: bool = Field(default=False, description="SHARP / NVLS style reduction in switches")
+    topology: Topology = "switch"
+    protocol: str = ""
+
+
+class Variability(Spec):
+    """Per-worker step-time variability (stragglers): distribution and coefficient of variation."""
+
+    dist: Distribution = "lognormal"
+    cv: float = Field(default=0.0, ge=0.0, lt=10.0)
+    source: str = ""
+
+
+class ClusterSpec(Sourced):
+    kind: Literal["cluster"] = "cluster"
+    name: str
+    description: str = ""
+    accelerator: AcceleratorSpec
+    gpus_per_node: int = Field(gt=0)
+    max_gpus: int | None = Field(default=None, gt=0, description="largest deployment the spec describes")
+    tiers: list[TierSpec] = Field(min_length=1, description="network tiers, innermost first")
+    price_per_gpu_hour: PricePerHour | None = None
+    node_power: Watts | None = None
+    variability: Variability = Field(default_factory=Variability)
+
+    @field_validator("accelerator", mode="before")
+    @classmethod
+    def _resolve_accelerator(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            from scalemodel.specs.loader import load_raw
+
+            return load_raw("accelerator", v)
+        return v
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers_nest(cls, tiers: list[TierSpec]) -> list[TierSpec]:
+        for i in range(1, len(tiers)):
+            inner, outer = tiers[i - 1], tiers[i]
+            if outer.span <= inner.span:
+                raise ValueError(
+                    f"tiers[{i}] ({outer.name!r}) spans {outer.span} GPUs, not more than tiers[{i - 1}] "
+                    f"({inner.name!r}) with {inner.span}; spans must grow from the innermost tier outwards")
+            if outer.span % inner.span:
+                raise ValueError(
+                    f"tiers[{i}] ({outer.name!r}) span {outer.span} is not a multiple of tiers[{i - 1}] "
+                    f"({inner.name!r}) span {inner.span}; each tier must hold whole copies of the one inside it")
+        names = [t.name for t in tiers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tier names must be unique, got {names}")
+        return tiers
+
+    @property
+    def largest_gpus(self) -> int:
+        return self.max_gpus or self.tiers[-1].span
+
+    def network(self) -> Any:
+        """The tiers as plain numbers for the cost models (scalemodel.cost.network.Network)."""
+        from scalemodel.cost.network import Network, Tier
+
+        return Network(
+            tiers=tuple(
+                Tier(name=t.name, span=t.span, bandwidth=t.bandwidth, latency=t.latency,
+                     efficiency=t.efficiency, oversubscription=t.oversubscription,
+                     in_network_reduction=t.in_network_reduction, topology=t.topology, protocol=t.protocol)
+                for t in self.tiers),
+            gpus_per_node=self.gpus_per_node,
+        )

@@ -1,0 +1,350 @@
+"""Read specs from YAML (or a HuggingFace config.json), resolve built-in names, ``extends:`` and
+``--set`` overrides, and validate them, turning every problem into one clear :class:`InputError`.
+
+This is the only module that reads spec files.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from scalemodel.errors import InputError
+
+MAX_FILE_BYTES = 4 * 2**20
+MAX_EXPANDED_NODES = 200_000  # a spec has hundreds of nodes; an alias bomb has billions
+MAX_EXTENDS_DEPTH = 16
+
+# kind -> (top-level folder of the catalog, sub-folder)
+CATALOG = {
+    "accelerator": ("hardware", "accelerators"),
+    "cluster": ("hardware", "clusters"),
+    "workload": ("examples", "workloads"),
+    "scenario": ("examples", "scenarios"),
+}
+
+
+def _catalog_dir(kind: str) -> Path:
+    top, sub = CATALOG[kind]
+    here = Path(__file__).resolve().parent.parent
+    installed = here / "_builtin" / top / sub  # inside a wheel (see pyproject force-include)
+    if installed.is_dir():
+        return installed
+    return here.parent / top / sub  # a source checkout / editable install
+
+
+def builtin_names(kind: str) -> list[str]:
+    d = _catalog_dir(kind)
+    if not d.is_dir():
+        return []
+    return sorted(p.stem for p in d.glob("*.yaml"))
+
+
+def builtin_path(kind: str, name: str) -> Path | None:
+    p = _catalog_dir(kind) / f"{name}.yaml"
+    return p if p.is_file() else None
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith((".yaml", ".yml", ".json")) or "/" in ref or "\\" in ref
+
+
+def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
+    """A built-in name or a file path -> an existing file, or an error suggesting the nearest names."""
+    if _looks_like_path(ref):
+        p = Path(ref).expanduser()
+        if relative_to is not None and not p.is_absolute():
+            p = relative_to / p
+        if not p.is_file():
+            raise InputError(f"file not found: {ref}", where=str(p),
+                             allowed=f"an existing YAML file or a built-in {kind} name")
+        return p
+    found = builtin_path(kind, ref)
+    if found is not None:
+        return found
+    names = builtin_names(kind)
+    near = difflib.get_close_matches(ref, names, n=3, cutoff=0.4)
+    hint = f"did you mean {', '.join(near)}?" if near else f"built-in {kind}s: {', '.join(names)}"
+    raise InputError(f"unknown built-in {kind} {ref!r}", where=kind,
+                     allowed=f"{hint} (or give a path to a YAML file; `scalemodel hardware list` shows all)")
+
+
+# --- YAML reading --------------------------------------------------------------------------------
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int], depth: int = 0) -> int:
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if depth > 200:
+        raise InputError("YAML nesting is too deep", allowed="a spec nested less than 200 levels")
+    if isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, memo, depth + 1) + _expanded_size(v, memo, depth + 1)
+                       for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(v, memo, depth + 1) for v in node.value)
+    else:
+        size = 1
+    memo[key] = size
+    if size > MAX_EXPANDED_NODES:
+        raise InputError(f"YAML expands to more than {MAX_EXPANDED_NODES} nodes (alias bomb?)",
+                         allowed="a plain spec without repeated aliases")
+    return size
+
+
+def read_document(path: Path) -> tuple[Any, yaml.Node | None]:
+    """Parse a YAML or JSON file safely; returns the data and (for YAML) its node tree for line numbers."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror}", where=str(path)) from None
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"file is {size} bytes", where=str(path), allowed=f"a spec under {MAX_FILE_BYTES} bytes")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read file as UTF-8 text: {exc}", where=str(path)) from None
+    if path.suffix == ".json":
+        try:
+            return json.loads(text), None
+        except json.JSONDecodeError as exc:
+            raise InputError(f"malformed JSON: {exc.msg}", where=f"{path}:{exc.lineno}") from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        try:
+            _expanded_size(node, {})
+        except InputError as exc:
+            raise exc.at(str(path)) from None
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise InputError(f"malformed YAML: {exc.problem or exc.context}", where=where,
+                         allowed="valid YAML (check indentation and quoting)") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"malformed YAML: {exc}", where=str(path)) from None
+    finally:
+        loader.dispose()
+    return data, node
+
+
+def _line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int | None:
+    best = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if getattr(k, "value", None) == str(part)), None)
+            if nxt is None:
+                key = next((k for k, _ in node.value if getattr(k, "value", None) == str(part)), None)
+                return key.start_mark.line + 1 if key is not None else best
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            return best
+        best = node.start_mark.line + 1
+    return best
+
+
+# --- extends and overrides -----------------------------------------------------------------------
+
+def _merge(base: Any, over: Any) -> Any:
+    """Deep-merge ``over`` onto ``base``: dicts merge, lists of named dicts merge by name, else replace."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _merge(base[k], v) if k in base else v
+        return out
+    if (isinstance(base, list) and isinstance(over, list) and over
+            and all(isinstance(x, dict) and "name" in x for x in base + over)):
+        merged = [dict(x) for x in base]
+        index = {x["name"]: i for i, x in enumerate(merged)}
+        for item in over:
+            if item["name"] in index:
+                merged[index[item["name"]]] = _merge(merged[index[item["name"]]], item)
+            else:
+                merged.append(item)
+        return merged
+    return over
+
+
+def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
+             _nodes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The spec as a plain dict with ``extends:`` resolved (base first, this file on top)."""
+    path = ref if isinstance(ref, Path) else resolve(kind, ref, None)
+    key = str(path.resolve())
+    if key in _chain:
+        raise InputError(f"extends cycle: {' -> '.join(_chain + (key,))}", where=str(path))
+    if len(_chain) > MAX_EXTENDS_DEPTH:
+        raise InputError("extends chain too long", where=str(path), allowed=f"at most {MAX_EXTENDS_DEPTH}")
+    data, node = read_document(path)
+    if _nodes is not None and not _chain:
+        _nodes["node"], _nodes["path"] = node, path
+    if kind == "workload" and isinstance(data, dict) and path.suffix == ".json" and (
+            "num_hidden_layers" in data or "n_layer" in data):
+        from scalemodel.specs.workload import from_hf_config
+
+        data = from_hf_config(data, path.parent.name if path.name == "config.json" else path.stem)
+    if data is None:
+        raise InputError("file is empty", where=str(path), allowed=f"a {kind} spec (a YAML mapping)")
+    if not isinstance(data, dict):
+        raise InputError(f"expected a mapping of fields, got a {type(data).__name__}", where=str(path),
+                         allowed=f"a {kind} spec (a YAML mapping)")
+    parent = data.pop("extends", None)
+    if parent is not None:
+        if not isinstance(parent, str):
+            raise InputError("extends must be a name or a path", where=f"{path}: extends")
+        try:
+            base_path = resolve(kind, parent, path.parent)
+        except InputError as exc:
+            raise exc.at(f"{path}: extends") from None
+        base = load_raw(kind, base_path, _chain=_chain + (key,))
+        data = _merge(base, data)
+    return data
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str = "") -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides. List items are addressed by index or by their ``name``."""
+    out = copy.deepcopy(raw)
+    for item in overrides:
+        if "=" not in item:
+            raise InputError(f"override {item!r} has no '='", where="--set", allowed="path.to.field=value")
+        path, value = item.split("=", 1)
+        parts = [p for p in path.strip().split(".") if p]
+        if not parts:
+            raise InputError(f"override {item!r} has an empty path", where="--set", allowed="path.to.field=value")
+        node: Any = out
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if isinstance(node, dict):
+                if part == "accelerator" and kind == "cluster" and isinstance(node.get(part), str) and not last:
+                    node[part] = load_raw("accelerator", node[part])
+                if last:
+                    node[part] = _parse_value(value)
+                else:
+                    node = node.setdefault(part, {})
+            elif isinstance(node, list):
+                idx = int(part) if part.isdigit() else next(
+                    (j for j, x in enumerate(node) if isinstance(x, dict) and x.get("name") == part), None)
+                if idx is None or idx >= len(node):
+                    names = [str(x.get("name")) for x in node if isinstance(x, dict)]
+                    raise InputError(f"no item {part!r} in {'.'.join(parts[:i])}", where=f"--set {path}",
+                                     allowed=f"an index below {len(node)} or a name: {', '.join(names)}")
+                if last:
+                    node[idx] = _parse_value(value)
+                else:
+                    node = node[idx]
+            else:
+                raise InputError(f"{'.'.join(parts[:i])} is a value, not a group of fields",
+                                 where=f"--set {path}", allowed="a path to an existing field")
+    return out
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+_TAGS = {"transformer", "generic"}
+
+
+def _loc_text(loc: Sequence[Any]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text or "(top level)"
+
+
+def _fields_at(model: Any, loc: Sequence[Any]) -> list[str]:
+    """Field names of the model reached by ``loc`` (best effort, for 'allowed keys' hints)."""
+    import typing
+
+    cls: Any = model
+    for part in loc:
+        if isinstance(part, int) or part in _TAGS:
+            continue
+        fields = getattr(cls, "model_fields", None)
+        if not fields or part not in fields:
+            return []
+        ann = fields[part].annotation
+        cands = [ann]
+        for _ in range(4):
+            nxt: list[Any] = []
+            for c in cands:
+                args = typing.get_args(c)
+                nxt.extend(args if args else [c])
+            cands = nxt
+        models = [c for c in cands if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not models:
+            return []
+        cls = models[0]
+    return list(getattr(cls, "model_fields", {}))
+
+
+def validation_error(exc: ValidationError, model: Any, path: Path | None, node: yaml.Node | None,
+                     prefix: Sequence[Any] = ()) -> InputError:
+    errors = exc.errors()
+    err = errors[0]
+    loc = [p for p in err["loc"] if not (isinstance(p, str) and p in _TAGS)]
+    full = list(prefix) + loc
+    kind = err["type"]
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    allowed = ""
+    if kind == "extra_forbidden":
+        known = _fields_at(model, loc[:-1])
+        msg = f"unknown key {loc[-1]!r}"
+        near = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        allowed = (f"did you mean {near[0]!r}? " if near else "") + (f"known keys: {', '.join(known)}" if known else "")
+    elif kind == "missing":
+        msg = "missing required field"
+        allowed = "add it (see `scalemodel schema` for every field)"
+    elif "input" in err and kind not in ("value_error", "assertion_error"):
+        msg = f"{msg} (got {err['input']!r})"
+    where = _loc_text(full)
+    if path is not None:
+        line = _line_of(node, loc) if node is not None else None
+        where = f"{path}:{line}: {where}" if line else f"{path}: {where}"
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    return InputError(msg + more, where=where, allowed=allowed)
+
+
+M = TypeVar("M")
+
+
+def validate(model: Any, data: dict[str, Any], *, path: Path | None = None, node: yaml.Node | None = None,
+             prefix: Sequence[Any] = ()) -> Any:
+    try:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            return model.model_validate(data)
+        return TypeAdapter(model).validate_python(data)
+    except ValidationError as exc:
+        raise validation_error(exc, model, path, node, prefix) from None
+    except InputError as exc:
+        raise exc.at(str(path)) if path is not None else exc from None
+
+
+def load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> Any:
+    nodes: dict[str, Any] = {}
+    raw = load_raw(kind, ref if isinstance(ref, Path) else ref, _nodes=nodes)
+    declared = raw.get("kind")
+    expected = {"workload": ("transformer", "generic")}.get(kind, (kind,))
+    if declared is not None and declared not in expected:
+        raise InputError(f"this file is a {declared!r} spec", where=f"{nodes.get('path')}: kind",
+                         allowed=f"a {kind} spec (kind: {' or '.join(expected)})")
+    raw = apply_overrides(raw, overrides, kind=kind)
+    return validate(model, raw, path=nodes.get("path"), node=nodes.get("node"))

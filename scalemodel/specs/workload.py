@@ -1,0 +1,127 @@
+"""Workload specs: a transformer described by its shape, or a generic model by its totals."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, model_validator
+
+from scalemodel.specs.base import Sourced, Spec
+from scalemodel.specs.quantities import Bytes, Count, Flops
+
+
+class MoESpec(Spec):
+    experts: int = Field(gt=0, description="routed experts per MoE layer")
+    top_k: int = Field(gt=0, description="experts each token is routed to")
+    ffn_hidden: int | None = Field(default=None, gt=0, description="expert FFN width (default: ffn_hidden)")
+    shared_experts: int = Field(default=0, ge=0)
+    every: int = Field(default=1, gt=0, description="one MoE layer every N layers")
+    first_dense: int = Field(default=0, ge=0, description="leading layers that stay dense")
+
+    @model_validator(mode="after")
+    def _k_le_experts(self) -> MoESpec:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k {self.top_k} exceeds experts {self.experts}")
+        return self
+
+
+class TransformerWorkload(Sourced):
+    kind: Literal["transformer"] = "transformer"
+    name: str
+    description: str = ""
+    layers: int = Field(gt=0)
+    hidden: int = Field(gt=0)
+    heads: int = Field(gt=0)
+    kv_heads: int | None = Field(default=None, gt=0, description="key/value heads (GQA); default = heads")
+    head_dim: int | None = Field(default=None, gt=0, description="default hidden / heads")
+    ffn_hidden: int | None = Field(default=None, gt=0, description="default 4 * hidden")
+    vocab: int = Field(gt=0)
+    seq_len: int = Field(gt=0)
+    gated_mlp: bool = False
+    tied_embeddings: bool = False
+    moe: MoESpec | None = None
+    params: Count | None = Field(default=None, description="published parameter count, for checking")
+
+    @model_validator(mode="after")
+    def _heads(self) -> TransformerWorkload:
+        kv = self.kv_heads or self.heads
+        if self.heads % kv:
+            raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {kv}")
+        return self
+
+    @property
+    def ffn(self) -> int:
+        return self.ffn_hidden or 4 * self.hidden
+
+    @property
+    def kv(self) -> int:
+        return self.kv_heads or self.heads
+
+
+class GenericWorkload(Sourced):
+    kind: Literal["generic"] = "generic"
+    name: str
+    description: str = ""
+    params: Count
+    flops_per_sample: Flops = Field(description="FORWARD FLOPs per sample (training = fwd + bwd)")
+    backward_factor: float = Field(default=2.0, gt=0, description="backward FLOPs / forward FLOPs")
+    activation_bytes_per_sample: Bytes | None = None
+    input_bytes_per_sample: Bytes | None = None
+
+
+def _workload_kind(v: Any) -> str:
+    if isinstance(v, dict):
+        kind = v.get("kind")
+        if kind in ("transformer", "generic"):
+            return str(kind)
+        if kind is not None:
+            return str(kind)
+        return "transformer" if "layers" in v else "generic"
+    return str(getattr(v, "kind", "transformer"))
+
+
+Workload = Annotated[
+    Annotated[TransformerWorkload, Tag("transformer")] | Annotated[GenericWorkload, Tag("generic")],
+    Discriminator(_workload_kind),
+]
+
+
+def from_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    """Map a HuggingFace ``config.json`` onto the transformer workload fields (unknown keys ignored)."""
+
+    def first(*keys: str) -> Any:
+        for k in keys:
+            if k in cfg and cfg[k] is not None:
+                return cfg[k]
+        return None
+
+    act = str(first("hidden_act", "activation_function") or "").lower()
+    model_type = str(cfg.get("model_type", "")).lower()
+    gated = act in ("silu", "swiglu", "geglu", "swish") or model_type in ("llama", "mistral", "mixtral",
+                                                                           "qwen2", "deepseek_v3", "gemma")
+    out: dict[str, Any] = {
+        "kind": "transformer",
+        "name": name,
+        "description": f"from HuggingFace config ({model_type or 'unknown type'})",
+        "layers": first("num_hidden_layers", "n_layer", "num_layers"),
+        "hidden": first("hidden_size", "n_embd", "d_model"),
+        "heads": first("num_attention_heads", "n_head"),
+        "kv_heads": first("num_key_value_heads"),
+        "head_dim": first("head_dim"),
+        "ffn_hidden": first("intermediate_size", "n_inner", "ffn_dim"),
+        "vocab": first("vocab_size"),
+        "seq_len": first("max_position_embeddings", "n_positions", "seq_length") or 2048,
+        "gated_mlp": gated,
+        "tied_embeddings": bool(cfg.get("tie_word_embeddings", model_type in ("gpt2", "bert"))),
+    }
+    experts = first("num_local_experts", "n_routed_experts", "num_experts")
+    if experts:
+        out["moe"] = {
+            "experts": experts,
+            "top_k": first("num_experts_per_tok", "top_k") or 2,
+            "ffn_hidden": first("moe_intermediate_size"),
+            "shared_experts": first("n_shared_experts") or 0,
+            "every": first("moe_layer_freq") or 1,
+            "first_dense": first("first_k_dense_replace") or 0,
+        }
+    return {k: v for k, v in out.items() if v is not None}
