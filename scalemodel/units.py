@@ -109,7 +109,9 @@ def parse_quantity(value: object, kind: str, *, where: str = "") -> float:
     else:
         raise InputError(f"expected a {kind} quantity, got {type(value).__name__} {value!r}", where=where,
                          allowed=f"a number or a string with one of: {accepted_units(kind)}")
-    result = number * factor
+    inverse = round(1.0 / factor) if factor < 1.0 else 0
+    # Dividing by an exact integer keeps "5 us" == 5e-6 bit for bit (5 * 1e-6 is not).
+    result = number / inverse if inverse and abs(1.0 / factor - inverse) < 1e-9 * inverse else number * factor
     if not math.isfinite(result):
         raise InputError(f"{value!r} is not a finite number", where=where, allowed="a finite quantity")
     return result

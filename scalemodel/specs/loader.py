@@ -298,7 +298,8 @@ def _fields_at(model: Any, loc: Sequence[Any]) -> list[str]:
 
 def validation_error(exc: ValidationError, model: Any, path: Path | None, node: yaml.Node | None,
                      prefix: Sequence[Any] = ()) -> InputError:
-    errors = exc.errors()
+    # An unknown key usually explains a "missing" one next to it (a typo), so report it first.
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     err = errors[0]
     loc = [p for p in err["loc"] if not (isinstance(p, str) and p in _TAGS)]
     full = list(prefix) + loc
