@@ -1,0 +1,264 @@
+"""Compute time of transformer layers on one accelerator: a roofline per operation class.
+
+Pure functions on floats / numpy arrays (broadcasting), SI units: FLOP, bytes, seconds, FLOP/s, B/s.
+
+**GEMMs** (projections, MLP, attention core, logits), for a GEMM of M x K times K x N, batched
+``count`` times::
+
+    flops = 2 * M * N * K * count
+    bytes = (M*K + K*N + M*N) * elem_bytes * count
+    eff   = gemm_max * M/(M + d0) * N/(N + d0) * K/(K + d0)          (d0 = gemm_half_dim)
+    time  = max(flops / (peak * eff), bytes / (memory_bandwidth * memory))
+
+Each factor d/(d + d0) is 1/2 when the dimension equals d0 and tends to 1 for large ones, so small
+or skinny GEMMs (tensor parallelism divides N or K by t; the attention core has K = head_dim) run
+at a lower fraction of peak, the behaviour of cuBLAS tiles and wave quantisation (the same idea
+as Calculon's size-keyed efficiency tables, calculon@caa4b11:systems/a100_80g.json). The
+product is symmetric in (M, N, K), so the two backward GEMMs (data gradient M x N . N x K and
+weight gradient K x M . M x N) take exactly twice the forward GEMM time.
+
+**Memory-bound work** (norms, dropout + residual add, activation function, softmax and attention
+dropout, MoE token permutation): ``time = bytes / (memory_bandwidth * memory)``. Bytes counted
+per forward op at ``elem_bytes`` per element (1 byte per dropout mask element); backward moves
+twice the forward bytes (reads the saved input and the incoming gradient, writes the gradient).
+
+**Recompute**: full recompute repeats the whole forward in the backward pass; selective
+recompute repeats the attention core (Q K^T, softmax, attention dropout, softmax . V)
+[Korthikanti et al. 2022, arXiv:2205.05198 §5].
+
+Calibration (once per accelerator family; the values live in the accelerator spec's
+``compute_efficiency`` and in :data:`DEFAULT_EFFICIENCY`):
+
+    family   gemm_max  gemm_half_dim  memory  how
+    a100     0.75      96             0.85    fitted (see below)
+    others   0.75      96             0.85    NOT calibrated: A100 values as the default
+             (v100, h100, h200, h800, b200, gb200, mi250x, mi300x, mi325x, tpu, gaudi); no
+             per-layer measurement for them in ../shared/validation; override per accelerator.
+
+A100 fit: grid search (gemm_max 0.60-0.95 step 0.05; d0 in {0, 32, 64, 96, 128, 192, 256};
+memory 0.6-0.9) for the smallest worst-case error against Korthikanti et al. Table 4 (one layer
+of the 22B model, b 4, s 2048, h 6144, a 64, t 8; measured fwd 7.7 / 7.2 ms baseline / seq-par,
+bwd 11.9 / 11.8, selective bwd 13.2 / 13.1, full-recompute bwd 19.5 ms). The two forward TP
+all-reduces (2*(7/8)*b*s*h*2 bytes each at 230 GB/s busbw, nccl-tests on DGX A100) are added to
+fwd and to the full-recompute bwd; Megatron overlaps the backward all-reduces with the
+weight-gradient GEMMs, so bwd adds none. Round values near the optimum kept: worst error 6.1 %
+(seq-par bwd, which also repeats an all-gather in backward), mean 3 %.
+
+Check against Narayanan Table 1 (A100, full recompute): the model's compute-only per-GPU
+throughput must exceed the measured end-to-end TFLOP/s (which also pays communication and the
+pipeline bubble); see tests/test_compute.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scalemodel.cost.transformer import Shape, recompute_code
+from scalemodel.errors import InputError
+
+ArrayLike = Any
+
+
+@dataclass(frozen=True)
+class EfficiencyCurve:
+    """Achievable fractions of an accelerator's peaks (plain floats)."""
+
+    gemm_max: float = 0.75
+    gemm_half_dim: float = 96.0
+    memory: float = 0.85
+
+
+_A100 = EfficiencyCurve(gemm_max=0.75, gemm_half_dim=96.0, memory=0.85)
+
+#: Default curve per accelerator family (see the module docstring for how each was obtained).
+DEFAULT_EFFICIENCY: dict[str, EfficiencyCurve] = {
+    "a100": _A100,
+    "v100": _A100, "h100": _A100, "h200": _A100, "h800": _A100, "b200": _A100, "gb200": _A100,
+    "mi250x": _A100, "mi300x": _A100, "mi325x": _A100, "tpu": _A100, "gaudi": _A100,
+}
+
+
+def default_efficiency(accelerator_name: str) -> EfficiencyCurve:
+    """The documented default curve for an accelerator name (matched by family prefix)."""
+    key = accelerator_name.lower().replace("-", "").replace("_", "")
+    for family in sorted(DEFAULT_EFFICIENCY, key=len, reverse=True):
+        if key.startswith(family):
+            return DEFAULT_EFFICIENCY[family]
+    return _A100
+
+
+def _pos(name: str, value: ArrayLike) -> np.ndarray:
+    x = np.asarray(value, dtype=float)
+    if np.any(~np.isfinite(x) | (x <= 0)):
+        raise InputError(f"{name} must be finite and > 0", where=name)
+    return x
+
+
+def _fraction(name: str, value: ArrayLike) -> np.ndarray:
+    x = np.asarray(value, dtype=float)
+    if np.any(~np.isfinite(x) | (x <= 0) | (x > 1)):
+        raise InputError(f"{name} must be in (0, 1]", where=name)
+    return x
+
+
+def gemm_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, gemm_max: ArrayLike = 0.75,
+                    gemm_half_dim: ArrayLike = 96.0) -> np.ndarray:
+    """Fraction of peak for an M x N x K GEMM: gemm_max * prod(d / (d + d0))."""
+    m, n, k = (_pos(nm, v) for nm, v in (("gemm M", m), ("gemm N", n), ("gemm K", k)))
+    d0 = np.asarray(gemm_half_dim, dtype=float)
+    if np.any(~np.isfinite(d0) | (d0 < 0)):
+        raise InputError("gemm_half_dim must be finite and >= 0", where="compute_efficiency.gemm_half_dim")
+    return _fraction("compute_efficiency.gemm_max", gemm_max) * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0))
+
+
+def gemm_time(m: ArrayLike, n: ArrayLike, k: ArrayLike, count: ArrayLike = 1.0, *,
+              peak_flops: ArrayLike, memory_bandwidth: ArrayLike, gemm_max: ArrayLike = 0.75,
+              gemm_half_dim: ArrayLike = 96.0, memory_efficiency: ArrayLike = 0.85,
+              elem_bytes: ArrayLike = 2.0) -> np.ndarray:
+    """Roofline time of ``count`` M x N x K GEMMs (see module docstring). Zero when count is 0."""
+    count = np.asarray(count, dtype=float)
+    m, n, k = (np.maximum(np.asarray(v, dtype=float), 1.0) for v in (m, n, k))
+    flops = 2.0 * m * n * k * count
+    nbytes = (m * k + k * n + m * n) * np.asarray(elem_bytes, dtype=float) * count
+    eff = gemm_efficiency(m, n, k, gemm_max, gemm_half_dim)
+    t_compute = flops / (_pos("peak_flops", peak_flops) * eff)
+    t_memory = nbytes / (_pos("memory_bandwidth", memory_bandwidth)
+                         * _fraction("compute_efficiency.memory", memory_efficiency))
+    return np.maximum(t_compute, t_memory)
+
+
+def memory_time(nbytes: ArrayLike, *, memory_bandwidth: ArrayLike,
+                memory_efficiency: ArrayLike = 0.85) -> np.ndarray:
+    """Time of memory-bound work: bytes / (memory_bandwidth * memory_efficiency)."""
+    b = np.asarray(nbytes, dtype=float)
+    if np.any(~np.isfinite(b) | (b < 0)):
+        raise InputError("bytes must be finite and >= 0", where="memory_time")
+    return b / (_pos("memory_bandwidth", memory_bandwidth)
+                * _fraction("compute_efficiency.memory", memory_efficiency))
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """Compute time (seconds, arrays) of one transformer layer for one micro-batch on one GPU.
+
+    ``forward`` and ``backward`` exclude recomputation; ``recompute`` is the extra forward work done
+    in the backward pass for the chosen mode; ``total = forward + backward + recompute``. The
+    ``*_gemm`` / ``*_memory`` / ``attention_core`` parts break the forward down; ``forward_flops``
+    is the forward FLOPs on this GPU (for HFU accounting).
+    """
+
+    forward: np.ndarray
+    backward: np.ndarray
+    recompute: np.ndarray
+    forward_gemm: np.ndarray
+    forward_memory: np.ndarray
+    attention_core: np.ndarray
+    forward_flops: np.ndarray
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.forward + self.backward + self.recompute
+
+
+def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, peak_flops: ArrayLike,
+                       memory_bandwidth: ArrayLike, gemm_max: ArrayLike = 0.75,
+                       gemm_half_dim: ArrayLike = 96.0, memory_efficiency: ArrayLike = 0.85,
+                       tp: ArrayLike = 1, cp: ArrayLike = 1, ep: ArrayLike = 1,
+                       sequence_parallel: ArrayLike = False, recompute: ArrayLike = "none",
+                       moe: bool = False, flash_attention: ArrayLike = False,
+                       elem_bytes: ArrayLike = 2.0) -> LayerTime:
+    """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
+
+    Tokens on the GPU T = b*s/cp. GEMM shapes per GPU (t = tp; d = h/a; g = kv heads):
+      QKV   T x (a+2g)d/t x h        O-proj  T x h x a*d/t
+      MLP   T x (2|1)f/t x h (up, gate fused) and T x h x f/t (down)
+      core  b*a/t batches of (s/cp) x s x d (Q K^T) and (s/cp) x d x s (softmax . V)
+      MoE   router T x E x h; per GPU E/ep experts, each with ep*T*k/E tokens, widths f_e/t;
+            shared experts as a dense MLP of width shared*f_e.
+    Memory-bound bytes (forward): 2 norms 4X, 2 dropout+residual (3*eb+1)X where X = T*h*eb-elements
+    (/t with sequence parallelism); activation function (2|3)*eb*T*f/t; softmax + attention dropout
+    (4*eb+1)*b*(a/t)*(s/cp)*s unless ``flash_attention`` (fused into the core GEMM); MoE
+    dispatch + combine 4*eb*T*k*h. Backward = 2 x forward. Communication is not included.
+    """
+    b = _pos("micro_batch", micro_batch)
+    s = _pos("seq_len", seq_len)
+    t = _pos("tp", tp)
+    c = _pos("cp", cp)
+    e = _pos("ep", ep)
+    eb = _pos("elem_bytes", elem_bytes)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    flash = np.asarray(flash_attention, dtype=bool)
+    code = recompute_code(recompute)
+    kw = dict(peak_flops=peak_flops, memory_bandwidth=memory_bandwidth, gemm_max=gemm_max,
+              gemm_half_dim=gemm_half_dim, memory_efficiency=memory_efficiency, elem_bytes=eb)
+
+    h, a, g, d = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim
+    T = b * s / c
+    s_local = s / c
+    mats_up = np.where(sh.gated_mlp, 2.0, 1.0)
+
+    # weight GEMMs of the attention block
+    gemm = gemm_time(T, (a + 2 * g) * d / t, h, **kw) + gemm_time(T, h, a * d / t, **kw)
+    flops = 2 * T * h * (a + 2 * g) * d / t + 2 * T * h * a * d / t
+    # attention core
+    heads_local = b * a / t
+    core_gemm = (gemm_time(s_local, s, d, heads_local, **kw) + gemm_time(s_local, d, s, heads_local, **kw))
+    core_flops = 4 * heads_local * s_local * s * d
+    scores = heads_local * s_local * s
+    core_mem = np.where(flash, 0.0, (4 * eb + 1) * scores)
+
+    X = T * h * np.where(sp, 1.0 / t, 1.0)
+    mem = 4 * eb * X + 2 * (3 * eb + 1) * X
+    if moe:
+        k, E, fe = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0), sh.moe_ffn_hidden
+        tokens_per_expert = np.maximum(e * T * k / E, 1.0)
+        experts_here = E / e
+        gemm = gemm + gemm_time(T, E, h, **kw)  # router
+        gemm = gemm + gemm_time(tokens_per_expert, mats_up * fe / t, h, experts_here, **kw)
+        gemm = gemm + gemm_time(tokens_per_expert, h, fe / t, experts_here, **kw)
+        shared = sh.moe_shared_experts * fe
+        has_shared = shared > 0
+        gemm = gemm + np.where(has_shared, gemm_time(T, mats_up * np.maximum(shared, 1) / t, h, **kw)
+                               + gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
+        width = T * (k * fe + shared) / t
+        flops = flops + 2 * T * h * E + 2 * width * h * (mats_up + 1)
+        mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * width + 4 * eb * T * k * h
+    else:
+        f = sh.ffn_hidden
+        gemm = gemm + gemm_time(T, mats_up * f / t, h, **kw) + gemm_time(T, h, f / t, **kw)
+        flops = flops + 2 * T * h * f / t * (mats_up + 1)
+        mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * T * f / t
+
+    t_core = core_gemm + memory_time(core_mem, memory_bandwidth=memory_bandwidth,
+                                     memory_efficiency=memory_efficiency)
+    t_mem = memory_time(mem, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
+    forward = gemm + t_mem + t_core
+    recomp = np.where(code == 2, forward, np.where(code == 1, t_core, 0.0))
+    return LayerTime(forward=forward, backward=2.0 * forward, recompute=recomp, forward_gemm=gemm,
+                     forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
+
+
+def logits_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, peak_flops: ArrayLike,
+                        memory_bandwidth: ArrayLike, gemm_max: ArrayLike = 0.75,
+                        gemm_half_dim: ArrayLike = 96.0, memory_efficiency: ArrayLike = 0.85,
+                        tp: ArrayLike = 1, cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> LayerTime:
+    """Output layer + cross-entropy for one micro-batch on one GPU (last pipeline stage).
+
+    GEMM T x V/t x h; softmax cross-entropy in fp32 over T*V/t logits: read + write 8 bytes each
+    (Megatron's vocab-parallel cross-entropy). Backward = 2 x forward; never recomputed.
+    """
+    b = _pos("micro_batch", micro_batch)
+    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    t = _pos("tp", tp)
+    kw = dict(peak_flops=peak_flops, memory_bandwidth=memory_bandwidth, gemm_max=gemm_max,
+              gemm_half_dim=gemm_half_dim, memory_efficiency=memory_efficiency, elem_bytes=elem_bytes)
+    gemm = gemm_time(T, sh.vocab / t, sh.hidden, **kw)
+    mem = memory_time(8.0 * T * sh.vocab / t, memory_bandwidth=memory_bandwidth,
+                      memory_efficiency=memory_efficiency)
+    fwd = gemm + mem
+    zero = np.zeros_like(fwd)
+    return LayerTime(forward=fwd, backward=2.0 * fwd, recompute=zero, forward_gemm=gemm, forward_memory=mem,
+                     attention_core=zero, forward_flops=2.0 * T * sh.hidden * sh.vocab / t)

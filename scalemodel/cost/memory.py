@@ -1,0 +1,331 @@
+"""Memory per GPU: model states (weights, gradients, optimizer), activations, workspace.
+
+Pure functions on floats / numpy arrays (broadcasting); bytes in, bytes out.
+
+**Model states** for Ψ parameters held by a GPU, with bytes per parameter explicit:
+weights ``wb`` (2 for bf16/fp16), gradients ``gb`` (2 in the ZeRO paper, 4 = fp32 main grads in
+Megatron), optimizer ``K`` (12 for mixed-precision Adam: fp32 master weights, m, v). Presets:
+``"zero"`` = 2+2+12 = 16 B/param [Rajbhandari et al. 2019, arXiv:1910.02054 §3], ``"megatron"``
+= 2+4+12 = 18 B/param (Megatron theoretical_memory_usage.py). ZeRO over N_d data-parallel ranks
+[arXiv:1910.02054 §5, Figure 1]:
+
+    stage 0   (wb + gb + K) Ψ
+    stage 1   (wb + gb) Ψ + K Ψ / N_d                  (= Megatron distributed optimizer 6 + 12/d)
+    stage 2   wb Ψ + (gb + K) Ψ / N_d
+    stage 3   (wb + gb + K) Ψ / N_d  + wb * gathered    (FSDP full-shard is the same as stage 3;
+                                                        ``gathered`` = parameters all-gathered at once)
+
+**Activations** per layer, 16-bit, after Korthikanti et al. 2022 [arXiv:2205.05198] §4 / Table 2,
+generalised to GQA (g kv heads, d = h/a), any MLP width f and gated MLPs (s = local sequence
+s/cp, t = TP degree):
+
+    replicated (÷t only with sequence parallelism): 10 s b h
+        (2 norm inputs 4sbh, QKV input 2sbh, MLP input 2sbh, 2 dropout masks 2sbh)
+    split by t:  Q 2sbh + K,V 4 s b g d + O-proj input 2sbh + MLP act
+        MLP act = 4 s b f (GeLU input and output) or 6 s b f (gated: gate, up, product)
+        MoE MLP act = k (2 s b h + act(f_e)) + shared * act(f_e)
+    attention scores (÷t): 5 a s s_kv b  (softmax output 2, dropout mask 1, dropout output 2);
+        0 with selective recompute; 4 a s b (fp32 log-sum-exp) with flash attention
+    full recompute: 2 s b h per layer (the layer input; ÷t with SP), plus one layer's full
+        activations as the working set while it is recomputed
+
+With f = 4h, g = a this gives Table 2 exactly: sbh(34 + 5as/h), sbh(10 + 24/t + 5as/(ht)),
+sbh/t(34 + 5as/h), sbh(10 + 24/t), 34 sbh/t, 2 sbh.
+
+The first pipeline stage holds the most: its L/p layers times the in-flight micro-batches of the
+schedule: 1F1B min(m, p) [Narayanan et al. 2021 §2.2; Korthikanti §4.2.3], interleaved
+min(m, p) * (1 + (p-1)/(p v)) (Megatron theoretical_memory_usage.py), GPipe m; plus the
+embedding dropout mask s b h per in-flight micro-batch and, when p = 1, the fp32 logits 4 s b V / t.
+
+**Allowance**: total = (states + activations) * (1 + fragmentation) + workspace (CUDA context,
+cuBLAS/NCCL buffers). Defaults 5 % and 1 GB are assumptions, not measurements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scalemodel.cost.transformer import (
+    Shape,
+    attention_params,
+    embedding_params,
+    mlp_params,
+    norm_params,
+    recompute_code,
+)
+from scalemodel.errors import InputError
+
+ArrayLike = Any
+
+#: (weight, gradient, optimizer) bytes per parameter for mixed-precision Adam.
+BYTES_PER_PARAM: dict[str, tuple[float, float, float]] = {
+    "zero": (2.0, 2.0, 12.0),  # Rajbhandari et al. 2019: 16 B/param
+    "megatron": (2.0, 4.0, 12.0),  # Megatron theoretical_memory_usage.py: 18 B/param
+}
+
+ZERO_CODES = {"0": 0, "1": 1, "2": 2, "3": 3, "fsdp": 3}
+SCHEDULE_CODES = {"1f1b": 0, "interleaved": 1, "gpipe": 2}
+
+DEFAULT_FRAGMENTATION = 0.05
+DEFAULT_WORKSPACE = 1.0e9
+
+
+def zero_code(value: ArrayLike) -> np.ndarray:
+    """Map 0/1/2/3/"fsdp" (or an int array of stages) to an int array of ZeRO stages (fsdp = 3)."""
+    if isinstance(value, str):
+        if value.lower() not in ZERO_CODES:
+            raise InputError(f"unknown ZeRO stage {value!r}", where="zero", allowed="0, 1, 2, 3, fsdp")
+        return np.asarray(ZERO_CODES[value.lower()])
+    code = np.asarray(value)
+    if code.dtype.kind not in "iub" or np.any((code < 0) | (code > 3)):
+        raise InputError("ZeRO stage must be 0, 1, 2, 3 or fsdp", where="zero", allowed="0, 1, 2, 3, fsdp")
+    return code.astype(int)
+
+
+def schedule_code(value: ArrayLike) -> np.ndarray:
+    """Map "1f1b"/"interleaved"/"gpipe" (or codes 0/1/2) to an int array."""
+    if isinstance(value, str):
+        if value.lower() not in SCHEDULE_CODES:
+            raise InputError(f"unknown pipeline schedule {value!r}", where="schedule",
+                             allowed="1f1b, interleaved, gpipe")
+        return np.asarray(SCHEDULE_CODES[value.lower()])
+    code = np.asarray(value)
+    if code.dtype.kind not in "iub" or np.any((code < 0) | (code > 2)):
+        raise InputError("schedule code must be 0 (1f1b), 1 (interleaved) or 2 (gpipe)", where="schedule")
+    return code.astype(int)
+
+
+def _pos(name: str, value: ArrayLike) -> np.ndarray:
+    x = np.asarray(value, dtype=float)
+    if np.any(~np.isfinite(x) | (x <= 0)):
+        raise InputError(f"{name} must be finite and > 0", where=name)
+    return x
+
+
+def _nonneg(name: str, value: ArrayLike) -> np.ndarray:
+    x = np.asarray(value, dtype=float)
+    if np.any(~np.isfinite(x) | (x < 0)):
+        raise InputError(f"{name} must be finite and >= 0", where=name)
+    return x
+
+
+# --- model states -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    weights: np.ndarray
+    gradients: np.ndarray
+    optimizer: np.ndarray
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.weights + self.gradients + self.optimizer
+
+
+def model_state_bytes(params: ArrayLike, *, dp: ArrayLike = 1, zero_stage: ArrayLike = 0,
+                      weight_bytes: ArrayLike = 2.0, grad_bytes: ArrayLike = 2.0,
+                      optimizer_bytes: ArrayLike = 12.0, gathered_params: ArrayLike = 0.0) -> ModelStates:
+    """Bytes of weights, gradients and optimizer states for ``params`` parameters on one GPU.
+
+    ZeRO stage 1 shards the optimizer over ``dp``, stage 2 also the gradients, stage 3 (= FSDP)
+    also the weights, which then need ``gathered_params`` gathered at a time (see module docstring).
+    """
+    psi = _nonneg("params", params)
+    n = _pos("dp", dp)
+    z = zero_code(zero_stage)
+    wb, gb, k = (_nonneg(nm, v) for nm, v in (("weight_bytes", weight_bytes), ("grad_bytes", grad_bytes),
+                                              ("optimizer_bytes", optimizer_bytes)))
+    gathered = _nonneg("gathered_params", gathered_params)
+    opt = np.where(z >= 1, k * psi / n, k * psi)
+    grads = np.where(z >= 2, gb * psi / n, gb * psi)
+    weights = np.where(z >= 3, wb * psi / n + wb * gathered, wb * psi)
+    return ModelStates(weights=weights, gradients=grads, optimizer=opt)
+
+
+@dataclass(frozen=True)
+class ParamsPerGpu:
+    dense: np.ndarray  # replicated over all DP ranks (sharded by ZeRO over dp)
+    expert: np.ndarray  # MoE routed experts (replicated over dp/ep ranks)
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.dense + self.expert
+
+
+def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1) -> ParamsPerGpu:
+    """Parameters on the most loaded GPU (the first pipeline stage, which also holds the embedding).
+
+    dense  = [L/p (attention + norms) + dense_layers/p * mlp + moe_layers/p * (shared + router)
+              + V h (x2 when p = 1 and untied)] / t
+    expert = moe_layers/p * E * mlp(f_e) / (ep * t)
+    (Megatron's "most loaded shard = (layers/pp + embedding)/tp", theoretical_memory_usage.py.)
+    """
+    t, p, e = _pos("tp", tp), _pos("pp", pp), _pos("ep", ep)
+    per_layer = attention_params(sh) + norm_params(sh)
+    shared = sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden) + sh.hidden * sh.moe_experts
+    body = (sh.layers * per_layer + sh.dense_layers * mlp_params(sh) + sh.moe_layers * shared) / p
+    word = sh.vocab * sh.hidden
+    emb = np.where((p == 1), embedding_params(sh), word + sh.position_embeddings * sh.hidden)
+    dense = (body + emb) / t
+    expert = sh.moe_layers / p * sh.moe_experts * mlp_params(sh, sh.moe_ffn_hidden) / (e * t)
+    return ParamsPerGpu(dense=dense, expert=expert)
+
+
+# --- activations ------------------------------------------------------------------------------
+
+
+def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                               cp: ArrayLike = 1, sequence_parallel: ArrayLike = False,
+                               recompute: ArrayLike = "none", moe: bool = False,
+                               flash_attention: ArrayLike = False) -> np.ndarray:
+    """Activation bytes one layer keeps for one micro-batch (Korthikanti Table 2, generalised)."""
+    b = _pos("micro_batch", micro_batch)
+    s_full = _pos("seq_len", seq_len)
+    t = _pos("tp", tp)
+    s = s_full / _pos("cp", cp)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    flash = np.asarray(flash_attention, dtype=bool)
+    code = recompute_code(recompute)
+    h, a, g, d = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim
+    sbh = s * b * h
+    act_per_f = np.where(sh.gated_mlp, 6.0, 4.0) * s * b
+    if moe:
+        fe = sh.moe_ffn_hidden
+        mlp = sh.moe_top_k * (2 * sbh + act_per_f * fe) + sh.moe_shared_experts * act_per_f * fe
+    else:
+        mlp = act_per_f * sh.ffn_hidden
+    replicated = 10.0 * sbh
+    split = 2 * sbh + 4 * s * b * g * d + 2 * sbh + mlp
+    scores_full = np.where(flash, 4.0 * a * s * b, 5.0 * a * s * s_full * b)
+    scores = np.where(code == 1, np.where(flash, scores_full, 0.0), scores_full)
+    none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t
+    full = np.where(sp, 2 * sbh / t, 2 * sbh)
+    return np.where(code == 2, full, none_or_selective)
+
+
+def inflight_microbatches(pp: ArrayLike, num_microbatches: ArrayLike, schedule: ArrayLike = "1f1b",
+                          virtual_stages: ArrayLike = 1) -> np.ndarray:
+    """Micro-batches whose activations the first stage holds at its peak (as a multiple of L/p layers).
+
+    1F1B min(m, p); interleaved min(m, p) * (1 + (p-1)/(p v)); GPipe m; 1 without pipelining.
+    """
+    p = _pos("pp", pp)
+    m = _pos("num_microbatches", num_microbatches)
+    v = _pos("virtual_stages", virtual_stages)
+    code = schedule_code(schedule)
+    one_f = np.minimum(m, p)
+    inter = one_f * (1.0 + (p - 1.0) / (p * v))
+    out = np.where(code == 2, m, np.where(code == 1, inter, one_f))
+    return np.where(p == 1, 1.0, out)
+
+
+def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                     pp: ArrayLike = 1, cp: ArrayLike = 1, sequence_parallel: ArrayLike = False,
+                     recompute: ArrayLike = "none", num_microbatches: ArrayLike = 1,
+                     schedule: ArrayLike = "1f1b", virtual_stages: ArrayLike = 1,
+                     flash_attention: ArrayLike = False) -> np.ndarray:
+    """Peak activation bytes on the first pipeline stage (see module docstring)."""
+    kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
+              flash_attention=flash_attention)
+    p = _pos("pp", pp)
+    t = _pos("tp", tp)
+    code = recompute_code(recompute)
+    dense_l = activation_bytes_per_layer(sh, recompute=recompute, **kw)
+    moe_l = activation_bytes_per_layer(sh, recompute=recompute, moe=True, **kw)
+    per_stage = (sh.dense_layers * dense_l + sh.moe_layers * moe_l) / p
+    inflight = inflight_microbatches(p, num_microbatches, schedule, virtual_stages)
+    b = _pos("micro_batch", micro_batch)
+    s = _pos("seq_len", seq_len) / _pos("cp", cp)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    emb = s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
+    logits = np.where(p == 1, 4.0 * s * b * sh.vocab / t, 0.0)
+    # full recompute re-materialises one layer at a time: its full activations are the working set
+    work_dense = activation_bytes_per_layer(sh, recompute="none", **kw)
+    work_moe = activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
+    working = np.where(code == 2, np.where(sh.moe_layers > 0, np.maximum(work_dense, work_moe), work_dense), 0.0)
+    return (per_stage + emb) * inflight + logits + working
+
+
+# --- totals -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Per-GPU bytes (arrays). ``total`` = (states + activations) * (1 + frag) + workspace."""
+
+    weights: np.ndarray
+    gradients: np.ndarray
+    optimizer: np.ndarray
+    activations: np.ndarray
+    fragmentation: np.ndarray
+    workspace: np.ndarray
+
+    @property
+    def states(self) -> np.ndarray:
+        return self.weights + self.gradients + self.optimizer
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.states + self.activations + self.fragmentation + self.workspace
+
+
+def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp: ArrayLike = 1,
+                   tp: ArrayLike = 1, pp: ArrayLike = 1, cp: ArrayLike = 1, ep: ArrayLike = 1,
+                   zero_stage: ArrayLike = 0, recompute: ArrayLike = "none",
+                   sequence_parallel: ArrayLike = False, num_microbatches: ArrayLike = 1,
+                   schedule: ArrayLike = "1f1b", virtual_stages: ArrayLike = 1,
+                   weight_bytes: ArrayLike = 2.0, grad_bytes: ArrayLike = 2.0,
+                   optimizer_bytes: ArrayLike = 12.0, flash_attention: ArrayLike = False,
+                   fragmentation: ArrayLike = DEFAULT_FRAGMENTATION,
+                   workspace: ArrayLike = DEFAULT_WORKSPACE) -> MemoryBreakdown:
+    """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage).
+
+    Dense parameters are sharded by ZeRO over ``dp``; expert parameters over dp/ep (experts are
+    replicated on dp/ep ranks; EP is carved out of DP as in Megatron). ZeRO-3 gathers one layer at
+    a time, with one more prefetched (2 layers' weights).
+    """
+    n_dp = _pos("dp", dp)
+    e = _pos("ep", ep)
+    t = _pos("tp", tp)
+    frag = _nonneg("fragmentation", fragmentation)
+    ws = _nonneg("workspace", workspace)
+    pg = params_per_gpu(sh, tp=tp, pp=pp, ep=ep)
+    layer = (attention_params(sh) + norm_params(sh) + np.maximum(
+        mlp_params(sh), np.where(sh.moe_layers > 0, sh.moe_experts / e * mlp_params(sh, sh.moe_ffn_hidden), 0.0)))
+    gathered = 2.0 * layer / t
+    kw = dict(zero_stage=zero_stage, weight_bytes=weight_bytes, grad_bytes=grad_bytes,
+              optimizer_bytes=optimizer_bytes)
+    dense = model_state_bytes(pg.dense, dp=n_dp, gathered_params=gathered, **kw)
+    expert = model_state_bytes(pg.expert, dp=np.maximum(n_dp / e, 1.0), **kw)
+    act = activation_bytes(sh, micro_batch=micro_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp,
+                           sequence_parallel=sequence_parallel, recompute=recompute,
+                           num_microbatches=num_microbatches, schedule=schedule,
+                           virtual_stages=virtual_stages, flash_attention=flash_attention)
+    states = dense.total + expert.total
+    return MemoryBreakdown(
+        weights=dense.weights + expert.weights, gradients=dense.gradients + expert.gradients,
+        optimizer=dense.optimizer + expert.optimizer, activations=act,
+        fragmentation=frag * (states + act), workspace=ws + np.zeros_like(act))
+
+
+def fits(total_bytes: ArrayLike, capacity_bytes: ArrayLike) -> np.ndarray:
+    """True where the per-GPU total fits the accelerator memory."""
+    return np.asarray(total_bytes, dtype=float) <= _pos("capacity", capacity_bytes)
+
+
+def max_micro_batch(states_bytes: ArrayLike, activation_bytes_per_sample: ArrayLike,
+                    capacity_bytes: ArrayLike, *, fragmentation: ArrayLike = DEFAULT_FRAGMENTATION,
+                    workspace: ArrayLike = DEFAULT_WORKSPACE) -> np.ndarray:
+    """Largest integer micro-batch b with (states + b * act1) * (1 + frag) + workspace <= capacity.
+
+    Activations are linear in b (every term of Korthikanti's table has one factor b), so
+    b_max = floor((capacity - workspace - states (1 + frag)) / (act1 (1 + frag))), 0 if none fits.
+    """
+    f1 = 1.0 + _nonneg("fragmentation", fragmentation)
+    room = _pos("capacity", capacity_bytes) - _nonneg("workspace", workspace) - _nonneg("states", states_bytes) * f1
+    per = _pos("activation_bytes_per_sample", activation_bytes_per_sample) * f1
+    return np.maximum(np.floor(room / per), 0.0).astype(int)
