@@ -1,0 +1,663 @@
+"""Alpha-beta(-gamma) cost models of collective operations over a multi-tier network.
+
+Notation (all SI): ``S`` bytes (the nccl-tests "size": the full buffer for all-reduce, broadcast and
+reduce; the FULL gathered buffer for all-gather and reduce-scatter, each rank holding S/p; the total
+sent per rank for all-to-all), ``p`` ranks, ``alpha`` seconds per message (hop), ``beta = 1/B``
+seconds per byte, ``gamma`` seconds per byte of reduction arithmetic.
+
+Two layers:
+
+1. Textbook single-tier closed forms (``ring_allreduce``, ``tree_allreduce``, ``rhd_allreduce``, ...):
+   uniform links, exactly what a step-by-step simulation of the algorithm gives
+   (tests/test_collective_sim.py checks that).
+2. The multi-tier models (``ring_time``, ``tree_time``, ``rhd_time``, ``rd_time``, ``direct_time``,
+   ``hierarchical_time``) that map a group of p ranks placed ``stride`` GPUs apart onto the tiers of a
+   :class:`~scalemodel.cost.network.Network`, and :func:`collective_time` / :func:`best_algorithm`
+   which add NCCL's protocol lines (LL, LL128, Simple: the minimum over a low-latency and a
+   high-bandwidth line) and the per-collective base latency.
+
+Placement (``_Placement``): a group of p ranks with stride s occupies GPUs 0, s, 2s, ...; inside one
+domain of tier i (``span_i`` consecutive GPUs) sit ``c_i = clip(span_i // s, 1, p)`` of its ranks
+(the outermost tier holds all p). The group therefore touches ``n_i = p / c_i`` domains of tier i, and
+level i of a hierarchical decomposition has ``p_i = c_i / c_(i-1)`` members. A flat ring over the
+group in rank order has ``n_(i-1) - n_i`` edges whose outermost crossed tier is i.
+
+Per-tier bandwidth is ``Tier.effective_bandwidth`` (line rate x efficiency / oversubscription), per
+GPU per direction. Algorithms whose traffic leaves a node only on a few edges (flat ring and tree:
+NCCL stripes its channels over all NICs of the node) get ``c_0`` times the per-GPU bandwidth on
+outer tiers (collectives.md §5.3: busbw ~ min(NVLink busbw, NICs x B_nic,eff)); algorithms in which
+every GPU talks across the tier at once (RHD, RD, direct, hierarchical levels) get the per-GPU rate.
+
+Sources: Thakur, Rabenseifner & Gropp, IJHPCA 19(1) 2005 (ring, RHD, RD, pairwise, Bruck);
+Patarasuk & Yuan, JPDC 69(2) 2009 (ring bandwidth optimality); Sanders, Speck & Träff, Parallel
+Computing 35(12) 2009 (two-tree); Cho et al., BlueConnect, MLSys 2019 and Mikami et al.,
+arXiv:1811.05233 (hierarchical / 2D-torus); NVIDIA/nccl v2.30.7 src/graph/tuning.cc (protocol
+constants, base and per-hop latencies, ring hop counts, NVLS efficiency). See
+../shared/reference/collectives.md §1, §3 and §5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from scalemodel.cost.network import Network, Tier
+from scalemodel.errors import InputError
+
+OPS: tuple[str, ...] = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "reduce", "sendrecv")
+ALGORITHMS: tuple[str, ...] = ("ring", "tree", "rhd", "rd", "direct", "hierarchical")
+
+#: Which algorithms model each operation (``rhd`` for broadcast/reduce is scatter + all-gather (van de
+#: Geijn) / reduce-scatter + gather (Rabenseifner); ``rd`` for all-gather is recursive doubling, for
+#: reduce-scatter recursive halving, for all-to-all Bruck; ``direct`` for all-to-all is pairwise exchange).
+APPLICABLE: dict[str, tuple[str, ...]] = {
+    "allreduce": ("ring", "tree", "rhd", "rd", "direct", "hierarchical"),
+    "reducescatter": ("ring", "rd", "direct", "hierarchical"),
+    "allgather": ("ring", "rd", "direct", "hierarchical"),
+    "alltoall": ("direct", "rd"),
+    "broadcast": ("ring", "tree", "rhd"),
+    "reduce": ("ring", "tree", "rhd"),
+    "sendrecv": ("direct",),
+}
+
+# ---- NCCL protocol constants (NVIDIA/nccl v2.30.7, src/graph/tuning.cc; collectives.md §1.2, §1.3, §1.5) ----
+#: Per-collective base latency, seconds (baseLatencies, Ring row; Tree row 6.8/14/8.4 is within 3 %).
+BASE_LATENCY: dict[str, float] = {"ll": 6.6e-6, "ll128": 14.0e-6, "simple": 8.4e-6}
+#: Bandwidth multiplier per protocol: LL carries 8 B of data per 16 B line (x0.5); LL128 120/128 with
+#: NCCL's 0.92 factor; Simple ~1.
+PROTOCOL_BW: dict[str, float] = {"ll": 0.5, "ll128": 0.92, "simple": 1.0}
+#: Per-hop latency relative to the Simple protocol (hwLatencies, Ring): NVLink 0.6 / 1.9 / 3.4 us,
+#: NET 2.7 / 4.0 / 14 us. A tier's ``latency`` is read as its Simple-protocol hop latency.
+PROTOCOL_HOP_RATIO_INTRA: dict[str, float] = {"ll": 0.6 / 3.4, "ll128": 1.9 / 3.4, "simple": 1.0}
+PROTOCOL_HOP_RATIO_NET: dict[str, float] = {"ll": 2.7 / 14.0, "ll128": 4.0 / 14.0, "simple": 1.0}
+PROTOCOLS: tuple[str, ...] = ("ll", "ll128", "simple")
+#: Link classes that count as "intra-node" for the hop ratios above; LL128 is off on PCIe (§1.7).
+INTRA_PROTOCOLS = frozenset({"nvlink", "nvswitch", "pcie", "xgmi", "infinity-fabric", "ici", "c2c"})
+NO_LL128_PROTOCOLS = frozenset({"pcie", "tcp", "ethernet"})
+#: In-network reduction (NVLS / SHARP) efficiency: NCCL's NVLS "eff" for Hopper (tuning.cc, §1.5).
+INR_EFFICIENCY = 0.85
+
+_SMALL = 1e-300
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers
+# ------------------------------------------------------------------------------------------------
+
+def busbw_factor(op: str, p: np.ndarray | float) -> np.ndarray:
+    """nccl-tests bus-bandwidth factor (doc/PERFORMANCE.md): 2(n-1)/n all-reduce; (n-1)/n
+    reduce-scatter, all-gather, all-to-all; 1 broadcast, reduce, send/recv. n = 1 gives 1."""
+    _check_op(op)
+    p = np.asarray(p, dtype=float)
+    if op == "allreduce":
+        f = 2.0 * (p - 1.0) / p
+    elif op in ("reducescatter", "allgather", "alltoall"):
+        f = (p - 1.0) / p
+    else:
+        f = np.ones_like(p)
+    return np.where(p <= 1, 1.0, f)
+
+
+def _check_op(op: str) -> None:
+    if op not in OPS:
+        raise InputError(f"unknown collective {op!r}", where="op", allowed="one of: " + ", ".join(OPS))
+
+
+def _arr(x: object, name: str, *, minimum: float = 0.0) -> np.ndarray:
+    a = np.asarray(x, dtype=float)
+    if not np.all(np.isfinite(a)):
+        raise InputError(f"{name} must be finite", where=name, allowed="finite numbers")
+    if np.any(a < minimum):
+        raise InputError(f"{name} must be >= {minimum:g}", where=name, allowed=f"values >= {minimum:g}")
+    return a
+
+
+def _log2_floor(p: np.ndarray) -> np.ndarray:
+    """floor(log2 p) for p >= 1, robust to float rounding (log2(8) may be 2.9999999)."""
+    return np.floor(np.log2(np.maximum(p, 1.0)) + 1e-9)
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. Textbook single-tier closed forms (uniform alpha, beta). Used by tests and as building blocks.
+# ------------------------------------------------------------------------------------------------
+
+def ring_allreduce(S, p, alpha, beta, gamma=0.0):  # type: ignore[no-untyped-def]
+    """Ring all-reduce = ring reduce-scatter + ring all-gather:
+    ``T = 2(p-1) alpha + 2(p-1)/p S beta + (p-1)/p S gamma`` (Patarasuk & Yuan 2009; Thakur et al. 2005 §4)."""
+    p = np.asarray(p, dtype=float)
+    return np.where(p > 1, 2 * (p - 1) * alpha + 2 * (p - 1) / p * S * beta + (p - 1) / p * S * gamma, 0.0)
+
+
+def ring_reducescatter(S, p, alpha, beta, gamma=0.0):  # type: ignore[no-untyped-def]
+    """Ring reduce-scatter of a full buffer S: ``T = (p-1) alpha + (p-1)/p S (beta + gamma)`` (Thakur et al. 2005)."""
+    p = np.asarray(p, dtype=float)
+    return np.where(p > 1, (p - 1) * alpha + (p - 1) / p * S * (beta + gamma), 0.0)
+
+
+def ring_allgather(S, p, alpha, beta):  # type: ignore[no-untyped-def]
+    """Ring all-gather of a full buffer S: ``T = (p-1) alpha + (p-1)/p S beta`` (Thakur et al. 2005)."""
+    p = np.asarray(p, dtype=float)
+    return np.where(p > 1, (p - 1) * alpha + (p - 1) / p * S * beta, 0.0)
+
+
+def rhd_allreduce(S, p, alpha, beta, gamma=0.0):  # type: ignore[no-untyped-def]
+    """Rabenseifner: recursive-halving reduce-scatter + recursive-doubling all-gather.
+
+    For p a power of two ``T = 2 lg p alpha + 2(p-1)/p S beta + (p-1)/p S gamma`` (Thakur et al.
+    2005 §4.4). Otherwise p' = 2^floor(lg p) ranks run it and the r = p - p' extra ranks first send
+    their whole vector to a partner and get the result back at the end: + 2(alpha + S beta) + S gamma.
+    """
+    p = np.asarray(p, dtype=float)
+    L = _log2_floor(p)
+    pp = 2.0**L
+    t = 2 * L * alpha + 2 * (pp - 1) / pp * S * beta + (pp - 1) / pp * S * gamma
+    t = t + np.where(pp < p, 2 * (alpha + S * beta) + S * gamma, 0.0)
+    return np.where(p > 1, t, 0.0)
+
+
+def rd_allreduce(S, p, alpha, beta, gamma=0.0):  # type: ignore[no-untyped-def]
+    """Recursive doubling: lg p exchanges of the full vector, ``T = lg p (alpha + S beta + S gamma)``
+    (Thakur et al. 2005); non-power-of-two p adds the same pre/post step as :func:`rhd_allreduce`."""
+    p = np.asarray(p, dtype=float)
+    L = _log2_floor(p)
+    pp = 2.0**L
+    t = L * (alpha + S * beta + S * gamma) + np.where(pp < p, 2 * (alpha + S * beta) + S * gamma, 0.0)
+    return np.where(p > 1, t, 0.0)
+
+
+def tree_allreduce(S, p, alpha, beta, chunks=None):  # type: ignore[no-untyped-def]
+    """Pipelined double binary tree all-reduce (Sanders, Speck & Träff 2009; NCCL's Tree).
+
+    Each of two complementary binary trees of height ``h = floor(lg p)`` carries S/2, cut into k
+    chunks. At steady state a rank drives four streams (up in both trees, down to two children in
+    the tree where it is interior), so a tree link runs at B/4 and a chunk hop costs
+    ``t = alpha + (S/(2k)) 4 beta = alpha + 2 S beta / k``. Reduce up and broadcast down pipeline
+    through the root: ``T(k) = (2h + k - 1) t``. Per-rank traffic is 2S (NCCL's Tree algBw = busBw/2,
+    collectives.md §1.5). With ``chunks=None`` k is the continuous optimum
+    ``k* = sqrt((2h-1) 2 S beta / alpha)`` (>= 1), giving
+    ``T = 2 S beta + (2h-1) alpha + 2 sqrt((2h-1) alpha 2 S beta)``.
+    """
+    p = np.asarray(p, dtype=float)
+    h = _log2_floor(p)
+    D = 2 * h
+    if chunks is not None:
+        k = np.asarray(chunks, dtype=float)
+        t = (D + k - 1) * (alpha + 2 * S * beta / k)
+        return np.where(p > 1, t, 0.0)
+    A = D * alpha
+    V = D * 2 * S * beta
+    u = 2 * S * beta
+    return np.where(p > 1, _pipeline_opt(A, V, u, np.asarray(alpha, dtype=float) + 0 * p), 0.0)
+
+
+def _pipeline_opt(A, V, u, alpha_b):  # type: ignore[no-untyped-def]
+    """min over k >= 1 of ``T(k) = A + V/k + (k-1)(alpha_b + u/k)`` = (A - alpha_b + u) + (V-u)/k + k alpha_b.
+
+    Convex in k; optimum k* = sqrt((V-u)/alpha_b), clipped to k >= 1 (k = 1 gives A + V).
+    """
+    K = np.maximum(np.asarray(V - u, dtype=float), 0.0)
+    ab = np.asarray(alpha_b, dtype=float)
+    use_opt = K >= ab
+    t_opt = A - ab + u + 2.0 * np.sqrt(K * ab)
+    t_one = A + V
+    return np.where(use_opt, np.minimum(t_opt, t_one), t_one)
+
+
+def pipelined_chain_broadcast(S, p, alpha, beta, chunks=None):  # type: ignore[no-untyped-def]
+    """Pipelined chain (ring) broadcast: ``T(k) = (p - 2 + k)(alpha + S beta / k)``; the continuous
+    optimum is ``k* = sqrt((p-2) S beta / alpha)`` (Thakur et al. 2005; NCCL's ring broadcast)."""
+    p = np.asarray(p, dtype=float)
+    if chunks is not None:
+        k = np.asarray(chunks, dtype=float)
+        return np.where(p > 1, (p - 2 + k) * (alpha + S * beta / k), 0.0)
+    A = (p - 1) * alpha
+    V = (p - 1) * S * beta
+    u = S * beta
+    return np.where(p > 1, _pipeline_opt(A, V, u, np.asarray(alpha, dtype=float) + 0 * p), 0.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. Mapping a group onto the tiers
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Placement:
+    p: np.ndarray                # ranks (float array)
+    c: list[np.ndarray]          # group ranks inside one domain of tier i (cumulative), c[-1] == p
+    alpha: np.ndarray            # per-tier hop latency (s), shape (T,)
+    bw: np.ndarray               # per-tier effective bandwidth per GPU (B/s), shape (T,)
+    inr: tuple[bool, ...]        # in-network reduction per tier
+
+    @property
+    def ntiers(self) -> int:
+        return len(self.c)
+
+    def c_prev(self, i: int) -> np.ndarray:
+        return np.ones_like(self.p) if i == 0 else self.c[i - 1]
+
+    def level(self, i: int) -> np.ndarray:
+        """p_i: members of level i of a hierarchical decomposition (>= 1)."""
+        return self.c[i] / self.c_prev(i)
+
+    def domains(self, i: int) -> np.ndarray:
+        """n_i: domains of tier i the group touches; n_(-1) = p."""
+        return self.p if i < 0 else self.p / self.c[i]
+
+    def tier_for_block(self, ranks: np.ndarray | float) -> np.ndarray:
+        """Index of the innermost tier whose domain holds a block of ``ranks`` consecutive group ranks."""
+        idx = np.zeros(np.broadcast(self.p, np.asarray(ranks)).shape, dtype=int)
+        for i in range(self.ntiers - 1):
+            idx = idx + (self.c[i] < np.asarray(ranks) - 1e-9)
+        return idx
+
+    def agg(self, i: int) -> np.ndarray:
+        """Parallel streams a flat ring/tree gets on tier i: 1 inside tier 0, else the group ranks per
+        tier-0 domain (NCCL stripes channels over the node's NICs, §5.3)."""
+        return np.ones_like(self.p) if i == 0 else self.c[0]
+
+
+def place(p: np.ndarray, stride: np.ndarray | float, network: Network) -> _Placement:
+    """Map p ranks placed ``stride`` GPUs apart onto ``network``'s tiers (see module docstring)."""
+    tiers = network.tiers
+    if not tiers:
+        raise InputError("the network has no tiers", where="network.tiers", allowed="at least one tier")
+    for t in tiers:
+        if not (t.bandwidth > 0 and t.efficiency > 0 and t.oversubscription >= 1 and np.isfinite(t.bandwidth)):
+            raise InputError(f"tier {t.name!r} needs bandwidth > 0, efficiency > 0, oversubscription >= 1",
+                             where=f"tiers.{t.name}", allowed="positive finite numbers")
+        if not (t.latency >= 0 and np.isfinite(t.latency)):
+            raise InputError(f"tier {t.name!r} has a negative or non-finite latency",
+                             where=f"tiers.{t.name}.latency", allowed="latency >= 0")
+    p = np.asarray(p, dtype=float)
+    s = np.asarray(stride, dtype=float)
+    cs: list[np.ndarray] = []
+    prev = np.ones(np.broadcast(p, s).shape)
+    for i, t in enumerate(tiers):
+        if i == len(tiers) - 1:
+            c = p + 0 * prev
+        else:
+            c = np.clip(np.floor(t.span / s + 1e-9), 1.0, p)
+            c = np.minimum(np.maximum(c, prev), p)
+        cs.append(c)
+        prev = c
+    P = p + 0 * prev
+    return _Placement(P, cs, np.array([t.latency for t in tiers]), np.array([t.effective_bandwidth for t in tiers]),
+                      tuple(bool(t.in_network_reduction) for t in tiers))
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. Multi-tier algorithms. Each takes (op, S, placement, gamma) and returns seconds.
+# ------------------------------------------------------------------------------------------------
+
+def _steps_factor(op: str) -> float:
+    return 2.0 if op == "allreduce" else 1.0
+
+
+def ring_time(op: str, S: np.ndarray, pl: _Placement, gamma: float = 0.0) -> np.ndarray:
+    """Flat ring over the group in rank order (NCCL's Ring; latency composition of tuning.cc, §1.4).
+
+    All-reduce / reduce-scatter / all-gather:
+    ``T = sum_i f (n_(i-1) - n_i) alpha_i + f (p-1)/p S / min_i(a_i B_i) [+ (p-1)/p S gamma]``, f = 2 for
+    all-reduce else 1; f (n_(i-1) - n_i) is the number of ring steps whose hop crosses tier i (NCCL:
+    nInter = 2(N-1) of 2(n-1) steps), a_i the parallel streams on tier i (``_Placement.agg``).
+    Broadcast / reduce: the pipelined chain of :func:`pipelined_chain_broadcast` with path latency
+    ``sum_i (n_(i-1) - n_i) alpha_i`` and the bottleneck link.
+    """
+    p = pl.p
+    lat = np.zeros_like(p)
+    bmin = np.full_like(p, np.inf)
+    alpha_b = np.zeros_like(p)
+    hops = np.zeros_like(p)
+    V = np.zeros_like(p)
+    for i in range(pl.ntiers):
+        h = pl.domains(i - 1) - pl.domains(i)
+        crossed = h > 0.5
+        b = pl.agg(i) * pl.bw[i]
+        lat = lat + h * pl.alpha[i]
+        hops = hops + h
+        V = V + h * S / b
+        newmin = crossed & (b < bmin)
+        alpha_b = np.where(newmin, pl.alpha[i], alpha_b)
+        bmin = np.where(newmin, b, bmin)
+    bmin = np.where(np.isfinite(bmin), bmin, 1.0)
+    if op in ("broadcast", "reduce"):
+        # chain of p-1 hops: lat and V as computed (f = 1); bottleneck per-chunk time u = S / bmin
+        u = S / bmin
+        t = _pipeline_opt(lat, V, u, alpha_b)
+        if op == "reduce":
+            t = t + S * gamma
+        return np.where(p > 1, t, 0.0)
+    f = _steps_factor(op)
+    t = f * lat + f * (p - 1) / p * S / bmin
+    if op in ("allreduce", "reducescatter"):
+        t = t + (p - 1) / p * S * gamma
+    return np.where(p > 1, t, 0.0)
+
+
+def tree_time(op: str, S: np.ndarray, pl: _Placement, gamma: float = 0.0) -> np.ndarray:
+    """Pipelined double binary tree (all-reduce) or two-tree broadcast/reduce across the tiers.
+
+    Level i of the group (p_i members) adds ``d_i = max(1, floor(lg p_i))`` tree levels (0 if p_i = 1),
+    whose hops cost alpha_i and run at a_i B_i / 4 per link (all-reduce: 4 streams per rank, chunk
+    S/(2k)) or a_i B_i / 2 (broadcast/reduce: 2 streams). With D = number of hop traversals
+    (2 sum d_i for all-reduce, sum d_i otherwise):
+    ``T(k) = sum_i D_i (alpha_i + x_i / k) + (k-1)(alpha_b + x_b / k)``, x_i = 2S/(a_i B_i) (all-reduce) or
+    S/(a_i B_i), b the slowest tier, minimised over k >= 1 (:func:`tree_allreduce`; Sanders et al. 2009).
+    """
+    p = pl.p
+    A = np.zeros_like(p)
+    V = np.zeros_like(p)
+    u = np.zeros_like(p)
+    alpha_b = np.zeros_like(p)
+    bmin = np.full_like(p, np.inf)
+    mult = 2.0 if op == "allreduce" else 1.0
+    for i in range(pl.ntiers):
+        pi = pl.level(i)
+        d = np.where(pi > 1 + 1e-9, np.maximum(1.0, _log2_floor(pi)), 0.0)
+        b = pl.agg(i) * pl.bw[i]
+        x = mult * S / b
+        A = A + mult * d * pl.alpha[i]
+        V = V + mult * d * x
+        newmin = (d > 0) & (b < bmin)
+        alpha_b = np.where(newmin, pl.alpha[i], alpha_b)
+        u = np.where(newmin, x, u)
+        bmin = np.where(newmin, b, bmin)
+    t = _pipeline_opt(A, V, u, alpha_b)
+    if op in ("allreduce", "reduce"):
+        t = t + S * gamma
+    return np.where(p > 1, t, 0.0)
+
+
+def _log_steps(pl: _Placement) -> tuple[np.ndarray, int]:
+    L = _log2_floor(pl.p)
+    return L, int(np.max(L)) if L.size else 0
+
+
+def rhd_time(op: str, S: np.ndarray, pl: _Placement, gamma: float = 0.0) -> np.ndarray:
+    """Recursive halving/doubling across tiers, nearest partner first (Thakur et al. 2005).
+
+    Step k (k = 0 .. lg p' - 1) exchanges with the rank 2^k away; the pair lies in the innermost tier
+    t_k holding 2^(k+1) consecutive group ranks and every GPU sends at once (per-GPU B). Halving
+    sends S/2^(k+1):  RS = sum_k (alpha_tk + S/2^(k+1) (beta_tk + gamma)); AG the same without gamma;
+    all-reduce (Rabenseifner) = RS + AG. Non-power-of-two p adds 2 (alpha_0 + S beta_0) (+ S gamma).
+    Broadcast = binomial scatter (the same halving sweep, no gamma) + recursive-doubling all-gather
+    (van de Geijn; 2 lg p alpha + 2(p-1)/p S beta); reduce is its mirror, reduce-scatter + binomial
+    gather (Rabenseifner), + (p-1)/p S gamma.
+    """
+    p = pl.p
+    L, Lmax = _log_steps(pl)
+    pp = 2.0**L
+    half = np.zeros_like(p)  # one halving (or doubling) sweep, no gamma
+    for k in range(Lmax):
+        active = k < L
+        t = pl.tier_for_block(2.0 ** (k + 1))
+        m = S / 2.0 ** (k + 1)  # each halving step moves half of the remaining vector
+        half = half + np.where(active, pl.alpha[t] + m / pl.bw[t], 0.0)
+    extra = np.where(pp < p, pl.alpha[0] + S / pl.bw[0], 0.0)
+    red = (pp - 1) / pp * S * gamma
+    if op == "allreduce":
+        t_all = 2 * half + 2 * extra + red + np.where(pp < p, S * gamma, 0.0)
+    elif op == "reducescatter":
+        t_all = half + extra + red + np.where(pp < p, S * gamma, 0.0)
+    elif op == "allgather":
+        t_all = half + extra
+    elif op in ("broadcast", "reduce"):
+        t_all = 2 * half + 2 * extra + (red if op == "reduce" else 0.0 * red)
+    else:
+        raise InputError(f"rhd does not model {op}", where="algorithm", allowed=_allowed(op))
+    return np.where(p > 1, t_all, 0.0)
+
+
+def rd_time(op: str, S: np.ndarray, pl: _Placement, gamma: float = 0.0) -> np.ndarray:
+    """Recursive doubling (all-reduce: lg p exchanges of the full S; all-gather: doubling with S/2^(lg p - k);
+    reduce-scatter: recursive halving = same volume; all-to-all: Bruck, ceil(lg p) steps of S/2)
+    (Thakur et al. 2005, Table 1). Step k crosses the tier of a 2^(k+1)-rank block, per-GPU bandwidth."""
+    p = pl.p
+    L, Lmax = _log_steps(pl)
+    pp = 2.0**L
+    if op == "alltoall":
+        Lc = np.ceil(np.log2(np.maximum(p, 1.0)) - 1e-9)
+        tot = np.zeros_like(p)
+        for k in range(int(np.max(Lc)) if Lc.size else 0):
+            t = pl.tier_for_block(np.minimum(2.0 ** (k + 1), p))
+            tot = tot + np.where(k < Lc, pl.alpha[t] + (S / 2) / pl.bw[t], 0.0)
+        return np.where(p > 1, tot, 0.0)
+    tot = np.zeros_like(p)
+    for k in range(Lmax):
+        active = k < L
+        t = pl.tier_for_block(2.0 ** (k + 1))
+        if op == "allreduce":
+            m = S
+            g = S * gamma
+        elif op == "allgather":
+            m = S * 2.0**k / p  # doubling: block grows 1, 2, 4, ... shares of S/p
+            g = 0.0 * m
+        elif op == "reducescatter":
+            m = S / 2.0 ** (k + 1)  # recursive halving
+            g = m * gamma
+        else:
+            raise InputError(f"rd does not model {op}", where="algorithm", allowed=_allowed(op))
+        tot = tot + np.where(active, pl.alpha[t] + m / pl.bw[t] + g, 0.0)
+    extra = np.where(pp < p, 2 * (pl.alpha[0] + S / pl.bw[0]) + (S * gamma if op == "allreduce" else 0.0), 0.0)
+    if op != "allreduce":
+        extra = extra / 2
+    return np.where(p > 1, tot + extra, 0.0)
+
+
+def direct_time(op: str, S: np.ndarray, pl: _Placement, gamma: float = 0.0) -> np.ndarray:
+    """Direct (one-shot) algorithms: every rank exchanges with every peer at once.
+
+    Bytes to peers in tier i: ``(c_i - c_(i-1)) m`` with m = S (one-shot all-reduce: push the whole
+    buffer to every peer, reduce locally), S/p (all-gather, reduce-scatter, all-to-all) or S
+    (send/recv to one neighbour). Tier 0 has its own port; all outer tiers share the NIC, so
+    ``T_bw = max(bytes_0 / B_0, sum_(i>=1) bytes_i / B_i)``. Latency: one round, alpha of the outermost
+    tier crossed, for the one-shot collectives; all-to-all is pairwise exchange (Thakur et al. 2005):
+    ``sum_i (c_i - c_(i-1)) alpha_i`` (p-1 rounds). Send/recv: ``max_i alpha_i + S / B_i`` over the
+    tiers the ring of neighbours crosses.
+    """
+    p = pl.p
+    if op == "sendrecv":
+        worst = np.zeros_like(p)
+        for i in range(pl.ntiers):
+            crossed = (pl.domains(i - 1) - pl.domains(i)) > 0.5
+            worst = np.maximum(worst, np.where(crossed, pl.alpha[i] + S / pl.bw[i], 0.0))
+        return np.where(p > 1, worst, 0.0)
+    if op == "allreduce":
+        m = S + 0 * p
+    elif op in ("allgather", "reducescatter", "alltoall"):
+        m = S / p
+    else:
+        raise InputError(f"direct does not model {op}", where="algorithm", allowed=_allowed(op))
+    port0 = np.zeros_like(p)
+    nic = np.zeros_like(p)
+    lat = np.zeros_like(p)
+    lat_pairwise = np.zeros_like(p)
+    for i in range(pl.ntiers):
+        peers = pl.c[i] - pl.c_prev(i) if i > 0 else pl.c[0] - 1.0
+        crossed = peers > 0.5
+        if i == 0:
+            port0 = peers * m / pl.bw[0]
+        else:
+            nic = nic + peers * m / pl.bw[i]
+        lat = np.where(crossed, np.maximum(lat, pl.alpha[i]), lat)
+        lat_pairwise = lat_pairwise + peers * pl.alpha[i]
+    t = np.maximum(port0, nic)
+    if op == "alltoall":
+        t = t + lat_pairwise
+    else:
+        t = t + lat
+    if op in ("allreduce", "reducescatter"):
+        t = t + (p - 1) * m * gamma
+    return np.where(p > 1, t, 0.0)
+
+
+def hierarchical_time(op: str, S: np.ndarray, pl: _Placement, gamma: float = 0.0) -> np.ndarray:
+    """Multi-level decomposition over the tiers (BlueConnect, Cho et al. 2019; 2D-torus, Mikami et al. 2018;
+    Horovod hierarchical): reduce-scatter inside tier 0, then inside each outer tier on the shrinking
+    shard, all-reduce at the outermost level, all-gather back down. With m_i = S / c_(i-1):
+
+    ``T_AR = sum_i [2 (p_i - 1) alpha_i + 2 (p_i - 1)/p_i m_i / B_i + (p_i - 1)/p_i m_i gamma]``
+
+    where a level whose tier declares in-network reduction (NVLS/SHARP) may instead cost
+    ``2 alpha_i + m_i / (INR_EFFICIENCY B_i)`` (the cheaper is taken; nccl#1242, tuning.cc NVLS eff).
+    Reduce-scatter / all-gather: half of it (one sweep, no in-network shortcut).
+    With one level (everything inside one tier, no INR) this is exactly the flat ring.
+    """
+    p = pl.p
+    tot = np.zeros_like(p)
+    for i in range(pl.ntiers):
+        pi = pl.level(i)
+        m = S / pl.c_prev(i)
+        frac = (pi - 1) / pi
+        if op == "allreduce":
+            ring = 2 * (pi - 1) * pl.alpha[i] + 2 * frac * m / pl.bw[i] + frac * m * gamma
+            if pl.inr[i]:
+                inr = 2 * pl.alpha[i] + m / (INR_EFFICIENCY * pl.bw[i]) + frac * m * gamma
+                ring = np.minimum(ring, inr)
+        elif op in ("reducescatter", "allgather"):
+            ring = (pi - 1) * pl.alpha[i] + frac * m / pl.bw[i]
+            if op == "reducescatter":
+                ring = ring + frac * m * gamma
+        else:
+            raise InputError(f"hierarchical does not model {op}", where="algorithm", allowed=_allowed(op))
+        tot = tot + np.where(pi > 1 + 1e-9, ring, 0.0)
+    return np.where(p > 1, tot, 0.0)
+
+
+_ALGO_FUNCS: dict[str, Callable[[str, np.ndarray, _Placement, float], np.ndarray]] = {
+    "ring": ring_time, "tree": tree_time, "rhd": rhd_time, "rd": rd_time,
+    "direct": direct_time, "hierarchical": hierarchical_time,
+}
+
+
+def _allowed(op: str) -> str:
+    return "for " + op + ": " + ", ".join((*APPLICABLE[op], "auto"))
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. Protocols and the public entry points
+# ------------------------------------------------------------------------------------------------
+
+def _protocol_network(network: Network, proto: str) -> Network:
+    """The network as seen by one NCCL protocol: hop latency x ratio (intra or NET row), bandwidth x factor."""
+    tiers: list[Tier] = []
+    for i, t in enumerate(network.tiers):
+        intra = t.protocol.lower() in INTRA_PROTOCOLS or (i == 0 and not t.protocol)
+        ratio = (PROTOCOL_HOP_RATIO_INTRA if intra else PROTOCOL_HOP_RATIO_NET)[proto]
+        tiers.append(replace(t, latency=t.latency * ratio, bandwidth=t.bandwidth * PROTOCOL_BW[proto]))
+    return Network(tuple(tiers), network.gpus_per_node)
+
+
+def protocols_for(network: Network) -> tuple[str, ...]:
+    """LL and Simple always; LL128 only where no tier is PCIe/TCP (NCCL enables it only on NVLink
+    paths and capable NICs, collectives.md §1.7)."""
+    if any(t.protocol.lower() in NO_LL128_PROTOCOLS for t in network.tiers):
+        return ("ll", "simple")
+    return PROTOCOLS
+
+
+def _prepare(op: str, size_bytes: object, ranks: object, stride: object, dtype_bytes: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    _check_op(op)
+    if not (isinstance(dtype_bytes, (int, np.integer)) and dtype_bytes >= 1):
+        raise InputError(f"dtype_bytes must be a positive integer, got {dtype_bytes!r}", where="dtype_bytes",
+                         allowed="1, 2, 4 or 8")
+    S = _arr(size_bytes, "size_bytes")
+    p = _arr(ranks, "ranks", minimum=1.0)
+    s = _arr(stride, "stride", minimum=1.0)
+    if np.any(p != np.floor(p)):
+        raise InputError("ranks must be whole numbers", where="ranks", allowed="integers >= 1")
+    S = np.ceil(S / dtype_bytes) * dtype_bytes  # whole elements, as nccl-tests counts them
+    return S, p, s
+
+
+def algorithm_time(op: str, algorithm: str, S: np.ndarray, p: np.ndarray, network: Network, *,
+                   stride: np.ndarray | float = 1, gamma: float = 0.0,
+                   protocols: Sequence[str] | None = None) -> np.ndarray:
+    """Time of one named algorithm: min over protocol lines of ``BASE_LATENCY[proto] + T_algo(network_proto)``;
+    0 when p = 1. ``protocols=("simple",)`` with ``base=False``-like use: see :func:`raw_algorithm_time`."""
+    if algorithm not in APPLICABLE[op]:
+        raise InputError(f"algorithm {algorithm!r} does not apply to {op}", where="algorithm",
+                         allowed=_allowed(op))
+    protos = tuple(protocols) if protocols is not None else protocols_for(network)
+    best = None
+    for proto in protos:
+        pl = place(p, stride, _protocol_network(network, proto))
+        t = BASE_LATENCY[proto] + _ALGO_FUNCS[algorithm](op, S, pl, gamma)
+        best = t if best is None else np.minimum(best, t)
+    assert best is not None
+    return np.where(np.broadcast_to(p, best.shape) > 1, best, 0.0)
+
+
+def raw_algorithm_time(op: str, algorithm: str, S: object, p: object, network: Network, *,
+                       stride: object = 1, gamma: float = 0.0) -> np.ndarray:
+    """The bare alpha-beta model of one algorithm on ``network`` (no protocol lines, no base latency)."""
+    Sa, pa, sa = _prepare(op, S, p, stride, 1)
+    if algorithm not in APPLICABLE[op]:
+        raise InputError(f"algorithm {algorithm!r} does not apply to {op}", where="algorithm",
+                         allowed=_allowed(op))
+    return _ALGO_FUNCS[algorithm](op, Sa, place(pa, sa, network), gamma)
+
+
+def _auto_eligible(op: str, algorithm: str, p: np.ndarray, stride: np.ndarray, network: Network) -> np.ndarray:
+    """One-shot ``direct`` needs load/store access to every peer: only eligible inside tier 0 (except
+    all-to-all and send/recv, where direct is the standard algorithm)."""
+    if algorithm == "direct" and op not in ("alltoall", "sendrecv"):
+        return np.asarray(p * stride <= network.tiers[0].span)
+    return np.ones(np.broadcast(p, stride).shape, dtype=bool)
+
+
+def best_algorithm(op: str, size_bytes: object, ranks: object, network: Network, *, stride: object = 1,
+                   dtype_bytes: int = 2, gamma: float = 0.0
+                   ) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarray]:
+    """Every applicable algorithm's time and the fastest per element.
+
+    Returns ``(times, names, best_index, best_time)``: ``times`` has shape (len(names), *broadcast shape);
+    ``best_index`` indexes ``names``; one-shot direct is only a candidate inside the innermost tier.
+    """
+    S, p, s = _prepare(op, size_bytes, ranks, stride, dtype_bytes)
+    names = APPLICABLE[op]
+    times = np.stack([np.broadcast_to(algorithm_time(op, a, S, p, network, stride=s, gamma=gamma),
+                                      np.broadcast(S, p, s).shape) for a in names])
+    elig = np.stack([np.broadcast_to(_auto_eligible(op, a, p, s, network), times.shape[1:]) for a in names])
+    masked = np.where(elig, times, np.inf)
+    idx = np.argmin(masked, axis=0)
+    best = np.take_along_axis(times, idx[None, ...], axis=0)[0]
+    return times, names, idx, best
+
+
+def collective_time(op: str, size_bytes: object, ranks: object, network: Network, *, algorithm: str = "auto",
+                    stride: object = 1, dtype_bytes: int = 2, gamma: float = 0.0) -> np.ndarray:
+    """Seconds for collective ``op`` of ``size_bytes`` over ``ranks`` GPUs placed ``stride`` apart.
+
+    Size convention as nccl-tests (module docstring). ``algorithm="auto"`` takes the fastest applicable
+    algorithm per element (:func:`best_algorithm`). Broadcasts over size, ranks and stride; p = 1 costs 0.
+    """
+    _check_op(op)
+    if algorithm == "auto":
+        return best_algorithm(op, size_bytes, ranks, network, stride=stride, dtype_bytes=dtype_bytes,
+                              gamma=gamma)[3]
+    if algorithm not in ALGORITHMS:
+        raise InputError(f"unknown algorithm {algorithm!r}", where="algorithm", allowed=_allowed(op))
+    S, p, s = _prepare(op, size_bytes, ranks, stride, dtype_bytes)
+    return algorithm_time(op, algorithm, S, p, network, stride=s, gamma=gamma)
+
+
+def algbw(op: str, size_bytes: object, time_s: object) -> np.ndarray:
+    """nccl-tests algorithm bandwidth S / t (B/s); 0 where t = 0."""
+    S = np.asarray(size_bytes, dtype=float)
+    t = np.asarray(time_s, dtype=float)
+    return np.where(t > 0, S / np.maximum(t, _SMALL), 0.0)
+
+
+def busbw(op: str, size_bytes: object, ranks: object, time_s: object) -> np.ndarray:
+    """nccl-tests bus bandwidth = algbw x :func:`busbw_factor`."""
+    return algbw(op, size_bytes, time_s) * busbw_factor(op, np.asarray(ranks, dtype=float))
+
+
+def latency_floor(op: str, ranks: object, network: Network, *, algorithm: str = "auto", stride: object = 1
+                  ) -> np.ndarray:
+    """The size-independent part: the time of a zero-byte collective."""
+    return collective_time(op, 0.0, ranks, network, algorithm=algorithm, stride=stride, dtype_bytes=1)

@@ -1,0 +1,184 @@
+"""Closed-form collective models: hand computations and the properties the issue requires."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import collectives as C
+from scalemodel.cost.network import Network, Tier
+from scalemodel.errors import InputError
+
+GiB = 2.0**30
+NVL = Tier("nvlink", 8, 450e9, 3e-6, efficiency=0.8, protocol="nvlink")
+IB = Tier("ib", 256, 50e9, 5e-6, efficiency=0.9, protocol="rdma")
+SPINE = Tier("spine", 1 << 24, 50e9, 8e-6, efficiency=0.9, oversubscription=2.0, protocol="rdma")
+NET = Network((NVL, IB, SPINE), 8)
+ONE_TIER = Network((Tier("switch", 1 << 24, 100e9, 4e-6, efficiency=0.9, protocol="rdma"),), 1)
+
+
+def test_busbw_factors_are_nccl_tests() -> None:
+    assert float(C.busbw_factor("allreduce", 8)) == pytest.approx(2 * 7 / 8)
+    assert float(C.busbw_factor("allgather", 8)) == pytest.approx(7 / 8)
+    assert float(C.busbw_factor("alltoall", 4)) == pytest.approx(3 / 4)
+    assert float(C.busbw_factor("broadcast", 64)) == 1.0
+    assert float(C.busbw_factor("allreduce", 1)) == 1.0
+
+
+def test_ring_textbook_hand_values() -> None:
+    # p=8, S=1 GB, alpha=5us, B=100 GB/s: 14*5us + 1.75 * 1e9/1e11 = 70us + 17.5 ms
+    assert float(C.ring_allreduce(1e9, 8, 5e-6, 1e-11)) == pytest.approx(70e-6 + 0.0175)
+    assert float(C.ring_allgather(1e9, 8, 5e-6, 1e-11)) == pytest.approx(35e-6 + 0.00875)
+    # Rabenseifner p=8: 2*3 alpha + 1.75 S beta ; p=6 -> p'=4: 2*2 alpha + 1.5 S beta + 2(alpha + S beta)
+    assert float(C.rhd_allreduce(1e9, 8, 5e-6, 1e-11)) == pytest.approx(30e-6 + 0.0175)
+    assert float(C.rhd_allreduce(1e9, 6, 5e-6, 1e-11)) == pytest.approx(20e-6 + 0.015 + 10e-6 + 0.02)
+    # recursive doubling p=16: 4 (alpha + S beta)
+    assert float(C.rd_allreduce(1e9, 16, 5e-6, 1e-11)) == pytest.approx(4 * (5e-6 + 0.01))
+
+
+def test_ring_two_tier_hand_value() -> None:
+    """16 GPUs = 2 nodes. Ring AR hops: 2(16-2)=28 NVLink, 2(2-1)=2 IB; bottleneck min(360, 8*45) GB/s."""
+    S = 1e9
+    t = float(C.raw_algorithm_time("allreduce", "ring", S, 16, NET))
+    expected = 28 * 3e-6 + 2 * 5e-6 + 2 * 15 / 16 * S / 360e9
+    assert t == pytest.approx(expected)
+
+
+def test_ring_crossing_oversubscribed_spine() -> None:
+    """512 GPUs span two leaf domains: the spine (45/2 GB/s per GPU x 8 streams = 180 GB/s) limits the ring."""
+    S, p = 1e9, 512
+    t = float(C.raw_algorithm_time("allreduce", "ring", S, p, NET))
+    hops_nvl = 2 * (512 - 64)
+    hops_ib = 2 * (64 - 2)
+    hops_sp = 2 * (2 - 1)
+    expected = hops_nvl * 3e-6 + hops_ib * 5e-6 + hops_sp * 8e-6 + 2 * 511 / 512 * S / 180e9
+    assert t == pytest.approx(expected)
+
+
+def test_hierarchical_two_tier_hand_value() -> None:
+    """BlueConnect / Horovod: RS in node (8), AR of S/8 across 4 nodes at per-GPU 45 GB/s, AG in node."""
+    S = 1e9
+    t = float(C.raw_algorithm_time("allreduce", "hierarchical", S, 32, NET))
+    intra = 2 * 7 * 3e-6 + 2 * 7 / 8 * S / 360e9
+    inter = 2 * 3 * 5e-6 + 2 * 3 / 4 * (S / 8) / 45e9
+    assert t == pytest.approx(intra + inter)
+
+
+def test_hierarchical_equals_flat_ring_inside_one_tier() -> None:
+    S = np.logspace(0, 12, 25)
+    for p in (2, 3, 8):
+        assert np.allclose(C.raw_algorithm_time("allreduce", "hierarchical", S, p, NET),
+                           C.raw_algorithm_time("allreduce", "ring", S, p, NET), rtol=1e-12)
+        for op in ("allreduce", "allgather", "reducescatter"):
+            assert np.allclose(C.collective_time(op, S, p, NET, algorithm="hierarchical"),
+                               C.collective_time(op, S, p, NET, algorithm="ring"), rtol=1e-12)
+    p = np.array([2, 100, 4096, 10**6])
+    assert np.allclose(C.collective_time("allreduce", GiB, p, ONE_TIER, algorithm="hierarchical"),
+                       C.collective_time("allreduce", GiB, p, ONE_TIER, algorithm="ring"), rtol=1e-12)
+
+
+def test_in_network_reduction_level() -> None:
+    """An NVLS tier: all-reduce inside it costs 2 alpha + S / (0.85 B) (cheaper than 2(p-1)/p S/B for p=8)."""
+    nvls = Network((Tier("nvlink", 8, 450e9, 3e-6, efficiency=0.8, in_network_reduction=True),), 8)
+    S = 1e9
+    t = float(C.raw_algorithm_time("allreduce", "hierarchical", S, 8, nvls))
+    assert t == pytest.approx(2 * 3e-6 + S / (0.85 * 360e9))
+    assert t < float(C.raw_algorithm_time("allreduce", "ring", S, 8, nvls))
+
+
+def test_stride_moves_traffic_to_outer_tier() -> None:
+    """A DP group of 8 with stride 8 (one rank per node) runs entirely on IB at per-GPU bandwidth."""
+    S = 1e9
+    t = float(C.raw_algorithm_time("allreduce", "ring", S, 8, NET, stride=8))
+    assert t == pytest.approx(2 * 7 * 5e-6 + 2 * 7 / 8 * S / 45e9)
+    t_inner = float(C.raw_algorithm_time("allreduce", "ring", S, 8, NET, stride=1))
+    assert t > t_inner
+
+
+def test_protocol_lines_small_message() -> None:
+    """A 0-byte 8-GPU ring all-reduce takes the LL line: base 6.6 us + 14 hops x 3 us x 0.6/3.4."""
+    t = float(C.collective_time("allreduce", 0, 8, NET, algorithm="ring"))
+    assert t == pytest.approx(6.6e-6 + 14 * 3e-6 * 0.6 / 3.4)
+    # large messages take the Simple line: bandwidth term dominates, 1.75 GiB / 360 GB/s
+    big = float(C.collective_time("allreduce", 64 * GiB, 8, NET, algorithm="ring"))
+    assert big == pytest.approx(8.4e-6 + 14 * 3e-6 + 1.75 * 64 * GiB / 360e9)
+
+
+def test_ll128_disabled_on_pcie() -> None:
+    pcie = Network((Tier("pcie", 8, 25e9, 5e-6, protocol="pcie"),), 8)
+    assert C.protocols_for(pcie) == ("ll", "simple")
+    assert C.protocols_for(NET) == ("ll", "ll128", "simple")
+
+
+@pytest.mark.parametrize("op", C.OPS)
+def test_one_rank_costs_zero(op: str) -> None:
+    for algo in (*C.APPLICABLE[op], "auto"):
+        assert np.all(C.collective_time(op, [0, 1e3, 1e12], 1, NET, algorithm=algo) == 0.0)
+
+
+@pytest.mark.parametrize("op", C.OPS)
+def test_monotone_in_size_and_bandwidth(op: str) -> None:
+    S = np.logspace(0, 12, 60)
+    slower = Network(tuple(Tier(t.name, t.span, t.bandwidth / 2, t.latency, t.efficiency, t.oversubscription,
+                                t.in_network_reduction, t.topology, t.protocol) for t in NET.tiers), 8)
+    for p in (2, 8, 24, 512, 4096):
+        for algo in (*C.APPLICABLE[op], "auto"):
+            t = C.collective_time(op, S, p, NET, algorithm=algo)
+            assert np.all(np.diff(t) >= -1e-15 * t[1:]), (op, algo, p)
+            assert np.all(C.collective_time(op, S, p, slower, algorithm=algo) >= t * (1 - 1e-12)), (op, algo, p)
+
+
+def test_no_nan_at_extremes() -> None:
+    S = np.array([0.0, 1.0, 1e6, 2.0**40])[:, None]
+    p = np.array([1, 2, 3, 1000, 65536, 10**7])[None, :]
+    for op in C.OPS:
+        for algo in (*C.APPLICABLE[op], "auto"):
+            t = C.collective_time(op, S, p, NET, algorithm=algo, stride=3)
+            assert t.shape == (4, 6)
+            assert np.all(np.isfinite(t)) and np.all(t >= 0), (op, algo)
+
+
+def test_auto_is_the_minimum_and_names_it() -> None:
+    S = np.array([1e3, 1e6, 1e9])
+    times, names, idx, best = C.best_algorithm("allreduce", S, 1024, NET)
+    assert times.shape == (len(names), 3)
+    assert np.allclose(best, times[idx, np.arange(3)])
+    elig = [n for n in names if n != "direct"]  # one-shot is not eligible across nodes
+    assert np.allclose(best, np.min(times[[names.index(n) for n in elig]], axis=0))
+    assert np.allclose(C.collective_time("allreduce", S, 1024, NET), best)
+
+
+def test_tree_latency_grows_logarithmically_ring_linearly() -> None:
+    t_ring = [float(C.raw_algorithm_time("allreduce", "ring", 0.0, p, ONE_TIER)) for p in (64, 128)]
+    t_tree = [float(C.raw_algorithm_time("allreduce", "tree", 0.0, p, ONE_TIER)) for p in (64, 128)]
+    assert t_ring[1] - t_ring[0] == pytest.approx(2 * 64 * 4e-6)
+    assert t_tree[1] - t_tree[0] == pytest.approx(2 * 4e-6)  # one more level, up and down
+
+
+def test_alltoall_pairwise_hand_value() -> None:
+    """16 GPUs: 7 NVLink peers, 8 IB peers, S/16 each; NIC port 8 S/16 / 45 GB/s; pairwise latency."""
+    S = 1e9
+    t = float(C.raw_algorithm_time("alltoall", "direct", S, 16, NET))
+    bw = max(7 * S / 16 / 360e9, 8 * S / 16 / 45e9)
+    assert t == pytest.approx(bw + 7 * 3e-6 + 8 * 5e-6)
+
+
+def test_sendrecv_hand_value() -> None:
+    assert float(C.raw_algorithm_time("sendrecv", "direct", 1e9, 2, NET, stride=8)) == pytest.approx(5e-6 + 1e9 / 45e9)
+
+
+def test_bad_inputs_raise_input_error() -> None:
+    with pytest.raises(InputError):
+        C.collective_time("allsum", 1e6, 8, NET)
+    with pytest.raises(InputError):
+        C.collective_time("allreduce", -1, 8, NET)
+    with pytest.raises(InputError):
+        C.collective_time("allreduce", 1e6, 0, NET)
+    with pytest.raises(InputError):
+        C.collective_time("allreduce", float("nan"), 8, NET)
+    with pytest.raises(InputError):
+        C.collective_time("alltoall", 1e6, 8, NET, algorithm="ring")
+    with pytest.raises(InputError):
+        C.collective_time("allreduce", 1e6, 8, NET, algorithm="bogus")
+    with pytest.raises(InputError):
+        C.collective_time("allreduce", 1e6, 8, Network((Tier("x", 8, 0.0, 1e-6),), 8))
