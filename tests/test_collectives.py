@@ -182,3 +182,42 @@ def test_bad_inputs_raise_input_error() -> None:
         C.collective_time("allreduce", 1e6, 8, NET, algorithm="bogus")
     with pytest.raises(InputError):
         C.collective_time("allreduce", 1e6, 8, Network((Tier("x", 8, 0.0, 1e-6),), 8))
+
+
+# ---- CLI -------------------------------------------------------------------------------------------
+
+def test_cli_json_shape_and_busbw(cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    r = cli("collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "16", "--cluster", "dgx-h100", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert list(doc)[:2] == ["schema_version", "command"] and doc["command"] == "collective"
+    assert doc["op"] == "allreduce" and doc["ranks"] == 16
+    row = doc["rows"][0]
+    assert row["size_bytes"] == 2.0**30
+    algs = {a["algorithm"]: a for a in row["algorithms"]}
+    assert set(algs) == set(C.APPLICABLE["allreduce"])
+    assert row["best"] == min(algs, key=lambda n: algs[n]["time_s"] if n != "direct" else np.inf)
+    a = algs["ring"]
+    assert a["algbw_Bps"] == pytest.approx(2.0**30 / a["time_s"])
+    assert a["busbw_Bps"] == pytest.approx(a["algbw_Bps"] * 2 * 15 / 16)
+    assert 0 < a["latency_s"] < a["time_s"]
+
+
+def test_cli_sweep_and_errors(cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    r = cli("collective", "--op", "allgather", "--sizes", "1KiB:1MiB", "--gpus", "8", "--cluster", "dgx-a100",
+            "--algo", "ring", "--json")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)["rows"]
+    assert [x["size_bytes"] for x in rows] == [2.0**k for k in range(10, 21)]
+    assert all(x["best"] == "ring" and len(x["algorithms"]) == 1 for x in rows)
+    r = cli("collective", "--op", "allreduce", "--sizes", "1KiB:8MiB", "--gpus", "8", "--cluster", "dgx-a100")
+    assert r.code == 0 and "busbw" in r.out
+    for bad in (["--op", "allsum"], ["--algo", "magic"], ["--size", "1 parsec"], ["--gpus", "0"],
+                ["--op", "alltoall", "--algo", "ring"], ["--gpus", "100000000"], ["--sizes", "8GiB:1KiB"]):
+        args = ["collective", "--cluster", "dgx-h100", "--gpus", "16", *bad]
+        r = cli(*args)
+        assert r.code == 2 and r.err.startswith("error: ") and "Traceback" not in r.err, bad

@@ -1,0 +1,49 @@
+"""Render `scalemodel collective` results: nccl-tests-like tables or the JSON document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def render_collective(inputs: dict[str, Any], op: str, ranks: int, rows: list[dict[str, Any]], *,
+                      as_json: bool) -> None:
+    if as_json:
+        from scalemodel.report.output import emit_json
+
+        emit_json({"inputs": inputs, "op": op, "ranks": ranks, "rows": rows}, "collective")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    from scalemodel.units import format_quantity as fq
+
+    console = Console()
+    title = f"{op} over {ranks} GPUs on {inputs['cluster']}" + (
+        f" (stride {inputs['stride']})" if inputs.get("stride", 1) != 1 else "")
+    if len(rows) == 1:
+        row = rows[0]
+        t = Table(title=f"{title}, {fq(row['size_bytes'], 'bytes')}")
+        for col in ("algorithm", "time", "algbw", "busbw", "latency (0 B)", ""):
+            t.add_column(col, justify="right" if col not in ("algorithm", "") else "left")
+        for a in sorted(row["algorithms"], key=lambda a: a["time_s"]):
+            t.add_row(a["algorithm"], fq(a["time_s"], "time"), fq(a["algbw_Bps"], "bandwidth"),
+                      fq(a["busbw_Bps"], "bandwidth"), fq(a["latency_s"], "time"),
+                      "best" if a["algorithm"] == row["best"] else "")
+        console.print(t)
+        best = next(a for a in row["algorithms"] if a["algorithm"] == row["best"])
+        share = best["latency_s"] / best["time_s"] if best["time_s"] > 0 else 0.0
+        dominant = "latency-bound" if share > 0.5 else "bandwidth-bound"
+        console.print(f"best: {row['best']} ({fq(best['time_s'], 'time')}), {dominant}: "
+                      f"{share:.0%} of it is the zero-byte latency")
+        return
+    names = [a["algorithm"] for a in rows[0]["algorithms"]]
+    t = Table(title=title + " (fastest algorithm per size)")
+    for col in ("size", "best", "time", "algbw", "busbw"):
+        t.add_column(col, justify="left" if col == "best" else "right")
+    for row in rows:
+        best = next(a for a in row["algorithms"] if a["algorithm"] == row["best"])
+        t.add_row(fq(row["size_bytes"], "bytes"), row["best"], fq(best["time_s"], "time"),
+                  fq(best["algbw_Bps"], "bandwidth"), fq(best["busbw_Bps"], "bandwidth"))
+    console.print(t)
+    if len(names) > 1:
+        console.print("every algorithm's time is in --json (rows[].algorithms)")

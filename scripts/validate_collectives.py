@@ -1,0 +1,84 @@
+#!/usr/bin/env python
+"""Compare the collective models with the published collective cases in ../shared/validation/cases.yaml.
+
+Uses the built-in clusters as they are (no per-case tuning) and compares TIMES (busbw converted to a
+time with the nccl-tests factor), since busbw is only a derived quantity. Prints one row per point and
+the median and worst absolute error. Usage: python scripts/validate_collectives.py [cases.yaml]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from scalemodel.cost import collectives as C
+from scalemodel.specs import load_cluster
+
+CASES = Path(__file__).resolve().parents[2] / "shared" / "validation" / "cases.yaml"
+GB = 1e9
+
+
+def points(cases: list[dict]) -> list[tuple[str, str, int, int, float, float, str]]:
+    """(case id, cluster, ranks, stride, size bytes, measured time s, what) for every usable point."""
+    out = []
+    for c in cases:
+        if c.get("kind") != "collective":
+            continue
+        m = c["measured"]
+        if c["id"] == "az_nda100v4_allreduce_1node":
+            for s, bb in zip(m["msg_bytes"], m["busbw_GBps"], strict=True):
+                t = s * (2 * 7 / 8) / (bb * GB)
+                out.append((c["id"], "dgx-a100", 8, 1, float(s), t, f"busbw {bb} GB/s"))
+        elif c["id"] == "nt175_a100_1node_2node":
+            s = 4 * 2.0**30  # "to 4GB": the peak row of the sweep
+            out.append((c["id"], "dgx-a100", 8, 1, s, s * 2 * 7 / 8 / (m["busbw_GBps_1node_8gpu_to_4GB"] * GB),
+                        "1 node peak busbw"))
+            # 2 nodes with 4 HDR NICs per node: the dgx-a100 spec has 8 NICs; halve its NIC tier (4 x 25 GB/s)
+            out.append((c["id"], "dgx-a100|cluster.tiers.1.bandwidth=100Gbit/s", 16, 1, s,
+                        s * 2 * 15 / 16 / (m["busbw_GBps_2node_16gpu"] * GB), "2 nodes, 4 NICs/node"))
+        elif c["id"] == "nt212_h100_guidance":
+            s = 8 * 2.0**30  # peak: large message
+            out.append((c["id"], "dgx-h100", 8, 1, s, s / (m["nvls_peak_algbw_GBps"] * GB), "NVLS peak algbw"))
+            out.append((c["id"], "dgx-h100|ring", 8, 1, s, s * 2 * 7 / 8 / (m["ring_effective_busbw_GBps"] * GB),
+                        "ring busbw"))
+            s2 = 256e6
+            out.append((c["id"], "dgx-h100", 8, 1, s2, s2 / (m["user_algbw_GBps_at_256MB"] * GB), "algbw at 256 MB"))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    path = Path(argv[1]) if len(argv) > 1 else CASES
+    cases = yaml.safe_load(path.read_text())
+    rows = []
+    for cid, cl, p, stride, s, t_meas, what in points(cases):
+        name, *extra = cl.split("|")
+        algo = "auto"
+        overrides = []
+        for e in extra:
+            if e in C.ALGORITHMS:
+                algo = e
+            else:
+                overrides.append(e)
+        spec = load_cluster(name, [o.removeprefix("cluster.") for o in overrides])
+        t_pred = float(C.collective_time("allreduce", s, p, spec.network(), algorithm=algo, stride=stride))
+        _, names, idx, _ = C.best_algorithm("allreduce", s, p, spec.network(), stride=stride)
+        used = algo if algo != "auto" else names[int(idx)]
+        err = (t_pred - t_meas) / t_meas
+        rows.append((cid, name, p, s, used, what, t_meas, t_pred, err))
+    print(f"{'case':30s} {'cluster':9s} {'p':>4s} {'size':>10s} {'algo':12s} {'measured':>11s} "
+          f"{'predicted':>11s} {'error':>8s}")
+    for cid, name, p, s, used, _what, tm, tp, e in rows:
+        print(f"{cid:30s} {name:9s} {p:4d} {s:10.3g} {used:12s} {tm * 1e6:9.1f}us {tp * 1e6:9.1f}us {e:+8.1%}")
+    errs = [abs(r[-1]) for r in rows]
+    big = [abs(r[-1]) for r in rows if r[3] >= 2**20]
+    print(f"\n{len(errs)} points: median |error| {statistics.median(errs):.1%}, worst {max(errs):.1%}")
+    print(f"{len(big)} points >= 1 MiB: median |error| {statistics.median(big):.1%}, worst {max(big):.1%}")
+    return 0 if np.isfinite(max(errs)) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
