@@ -1,0 +1,126 @@
+"""Per-GPU memory model (scalemodel.cost.memory) against the ZeRO paper and Korthikanti Table 2."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalemodel.cost.memory import (
+    BYTES_PER_PARAM,
+    activation_bytes,
+    activation_bytes_per_layer,
+    fits,
+    inflight_microbatches,
+    max_micro_batch,
+    memory_per_gpu,
+    model_state_bytes,
+    params_per_gpu,
+)
+from scalemodel.cost.transformer import param_count, shape
+from scalemodel.errors import InputError
+
+GPT3 = shape(layers=96, hidden=12288, heads=96, vocab=51200)
+
+
+def test_zero_paper_example_7_5b_on_64_gpus():
+    # Rajbhandari et al. 2019 Figure 1: Psi = 7.5 B, N_d = 64, K = 12.
+    psi, nd = 7.5e9, 64
+    expected_gb = {0: 16 * psi, 1: 4 * psi + 12 * psi / nd, 2: 2 * psi + 14 * psi / nd, 3: 16 * psi / nd}
+    published_gb = {0: 120, 1: 31.4, 2: 16.6, 3: 1.9}
+    for stage, by_hand in expected_gb.items():
+        got = float(model_state_bytes(psi, dp=nd, zero_stage=stage).total)
+        assert got == pytest.approx(by_hand, rel=1e-12)
+        assert got / 1e9 == pytest.approx(published_gb[stage], abs=0.05)
+    assert float(model_state_bytes(psi, dp=nd, zero_stage="fsdp").total) == pytest.approx(16 * psi / nd)
+
+
+def test_megatron_18_bytes_and_distributed_optimizer():
+    wb, gb, k = BYTES_PER_PARAM["megatron"]
+    assert wb + gb + k == 18
+    st = model_state_bytes(1e9, dp=8, zero_stage=1, weight_bytes=wb, grad_bytes=gb, optimizer_bytes=k)
+    assert float(st.total) == pytest.approx((6 + 12 / 8) * 1e9)  # Megatron: 6 + 12/d
+
+
+S, B, H, A = 2048, 1, 12288, 96
+
+
+def test_korthikanti_table2_rows_by_hand():
+    kw = dict(micro_batch=B, seq_len=S)
+    sbh = S * B * H
+    t = 8
+    rows = {
+        ("none", 1, False): sbh * (34 + 5 * A * S / H),
+        ("none", t, False): sbh * (10 + 24 / t + 5 * A * S / (H * t)),
+        ("none", t, True): sbh / t * (34 + 5 * A * S / H),
+        ("selective", t, False): sbh * (10 + 24 / t),
+        ("selective", t, True): 34 * sbh / t,
+        ("full", t, False): 2 * sbh,
+        ("full", t, True): 2 * sbh / t,
+    }
+    for (rc, tp, sp), by_hand in rows.items():
+        got = float(activation_bytes_per_layer(GPT3, tp=tp, sequence_parallel=sp, recompute=rc, **kw))
+        assert got == pytest.approx(by_hand, rel=1e-12), (rc, tp, sp)
+
+
+def test_korthikanti_175b_activation_totals():
+    # GPT-3 175B, t 8, p 8, b 1: 1F1B first stage holds p = 8 micro-batches of L/p = 12 layers.
+    # SP + selective: 34 sbh / t per layer, plus the embedding dropout mask sbh / t per micro-batch.
+    sbh = S * B * H
+    layers_stage, inflight = 96 / 8, 8
+    per_layer = 34 * sbh / 8
+    emb = sbh / 8  # embedding dropout mask, per in-flight micro-batch (with SP)
+    by_hand = (layers_stage * per_layer + emb) * inflight
+    got = activation_bytes(GPT3, micro_batch=B, seq_len=S, tp=8, pp=8, sequence_parallel=True,
+                           recompute="selective", num_microbatches=64)
+    assert float(got) == pytest.approx(by_hand, rel=1e-12)
+    # Korthikanti §6.1: sequence parallel + selective needs ~1/5 of the no-recompute memory
+    none = activation_bytes(GPT3, micro_batch=B, seq_len=S, tp=8, pp=8, recompute="none", num_microbatches=64)
+    assert 3.5 < float(none) / float(got) < 6.5
+
+
+def test_inflight_microbatches_per_schedule():
+    p, m, v = 8, 96, 3
+    assert float(inflight_microbatches(p, m, "1f1b")) == 8
+    assert float(inflight_microbatches(p, m, "interleaved", v)) == pytest.approx(8 * (1 + 7 / 24))
+    assert float(inflight_microbatches(p, m, "gpipe")) == 96
+    assert float(inflight_microbatches(p, 4, "1f1b")) == 4  # fewer micro-batches than stages
+    assert float(inflight_microbatches(1, 96, "gpipe")) == 1
+
+
+def test_params_per_gpu_sum_to_total():
+    # tp 8, pp 1: every GPU holds 1/8 of everything
+    pg = params_per_gpu(GPT3, tp=8, pp=1)
+    assert float(pg.total) * 8 == pytest.approx(float(param_count(GPT3)), rel=1e-12)
+    # MoE: experts split over ep; 8 experts on ep 4 -> 2 experts per GPU
+    moe = shape(layers=4, hidden=1024, heads=8, vocab=1000, gated_mlp=True, moe_experts=8, moe_top_k=2,
+                moe_ffn_hidden=2048)
+    pg = params_per_gpu(moe, ep=4)
+    assert float(pg.expert) == pytest.approx(4 * 2 * 3 * 1024 * 2048)
+
+
+def test_max_micro_batch_is_the_largest_that_fits():
+    cap = 80e9
+    kw = dict(seq_len=2048, dp=16, tp=8, pp=8, zero_stage=1, recompute="selective", sequence_parallel=True,
+              num_microbatches=96)
+    one = memory_per_gpu(GPT3, micro_batch=1, **kw)
+    bmax = int(max_micro_batch(one.states, one.activations, cap))
+    assert bmax >= 1
+    at = memory_per_gpu(GPT3, micro_batch=bmax, **kw)
+    above = memory_per_gpu(GPT3, micro_batch=bmax + 1, **kw)
+    assert bool(fits(at.total, cap)) and not bool(fits(above.total, cap))
+
+
+def test_memory_breakdown_broadcasts_and_zero_reduces_states():
+    m = memory_per_gpu(GPT3, micro_batch=1, seq_len=2048, dp=64, tp=8, pp=8, zero_stage=np.array([0, 1, 2, 3]))
+    assert m.total.shape == (4,)
+    assert np.all(np.diff(m.states) < 0)
+    assert np.all(np.isfinite(m.total))
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(InputError):
+        model_state_bytes(1e9, dp=0)
+    with pytest.raises(InputError):
+        model_state_bytes(1e9, zero_stage="4")
+    with pytest.raises(InputError):
+        inflight_microbatches(8, 16, "zigzag")
