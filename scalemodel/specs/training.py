@@ -30,7 +30,7 @@ class TrainingSpec(Spec):
 
 _SCHEDULE = re.compile(r"^(1f1b|gpipe|zb|interleaved)(?::(\d+))?$")
 _SYNC = re.compile(r"^(bsp|asp|backup:\d+|ssp:\d+|local:\d+|hier:\d+(?::(?:asp|local:\d+))?)$")
-_COMPRESSION = re.compile(r"^(none|fp16|bf16|int8|int4|1bit|topk:(?:0?\.\d+|1(?:\.0+)?|\d+(?:\.\d+)?e-\d+))$")
+_COMPRESSION = re.compile(r"^(none|fp16|bf16|int8|topk:(?:0?\.\d+|1(?:\.0+)?|\d+(?:\.\d+)?e-\d+))$")
 _DP_COMM = re.compile(r"^(allreduce|ps:\d+(?::colocated|:dedicated)?)$")
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from scalemodel.specs.base import Sourced, Spec
-from scalemodel.specs.quantities import Bytes, Count, Flops
+from scalemodel.specs.quantities import Bytes, Count, Flops, Seconds
 
 
 class MoESpec(Spec):
@@ -67,6 +67,8 @@ class GenericWorkload(Sourced):
     backward_factor: float = Field(default=2.0, gt=0, description="backward FLOPs / forward FLOPs")
     activation_bytes_per_sample: Bytes | None = None
     input_bytes_per_sample: Bytes | None = None
+    time_per_sample: Seconds | None = Field(
+        default=None, description="measured single-GPU training time per sample (fwd+bwd); overrides the roofline")
 
 
 def _workload_kind(v: Any) -> str:

@@ -1,0 +1,109 @@
+"""`predict`: one strategy on one cluster at one size, as a readable, JSON-ready result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
+from scalemodel.engine.step import BREAKDOWN_KEYS, INFEASIBLE_REASONS, StepArrays, evaluate
+
+#: One-line explanations of each cost, used to say what dominates.
+EXPLAIN = {
+    "compute": "GPU compute (GEMMs and memory-bound kernels)",
+    "tp_comm": "tensor-parallel all-reduces not hidden by compute",
+    "cp_comm": "context-parallel attention exchange not hidden by compute",
+    "ep_comm": "MoE all-to-all",
+    "pp_comm": "pipeline send/recv of activations",
+    "bubble": "pipeline bubble (stages idle while the pipeline fills and drains)",
+    "dp_comm": "gradient synchronisation not hidden under the backward pass",
+    "optimizer": "optimizer step (memory-bound)",
+    "straggler": "waiting for the slowest worker",
+    "imbalance": "load imbalance",
+}
+
+
+@dataclass
+class Prediction:
+    inputs: dict[str, Any]
+    strategy: dict[str, Any]
+    feasible: bool
+    infeasible_reason: str | None
+    step_time_s: float
+    breakdown_s: dict[str, float]
+    throughput: dict[str, float]
+    flops: dict[str, float]
+    memory: dict[str, Any]
+    sync: dict[str, Any]
+    time_to_train_s: float | None
+    cost_usd: float | None
+    dominant: str
+    notes: list[str] = field(default_factory=list)
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "inputs": self.inputs, "strategy": self.strategy, "feasible": self.feasible,
+            "infeasible_reason": self.infeasible_reason, "step_time_s": self.step_time_s,
+            "breakdown_s": self.breakdown_s, "throughput": self.throughput, "flops": self.flops,
+            "memory": self.memory, "sync": self.sync, "time_to_train_s": self.time_to_train_s,
+            "cost_usd": self.cost_usd, "dominant": self.dominant, "notes": self.notes,
+        }
+
+
+def _f(x: Any) -> float:
+    v = float(np.asarray(x).reshape(-1)[0])
+    return v if np.isfinite(v) else 0.0
+
+
+def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: str,
+              inputs: dict[str, Any] | None = None) -> Prediction:
+    """Candidate ``i`` of an evaluation as a :class:`Prediction`."""
+    breakdown = {k: _f(res.breakdown[k][i]) for k in BREAKDOWN_KEYS}
+    step = sum(breakdown.values())
+    feasible = bool(res.feasible[i])
+    reason_code = int(res.reason[i])
+    gpus = int(grid.gpus[i])
+    tokens = _f(res.tokens_per_s[i])
+    stat = _f(res.statistical_efficiency[i]) or 1.0
+    time_to_train = job.train_tokens / (tokens * stat) if job.train_tokens > 0 and tokens > 0 else None
+    cost = time_to_train * gpus * job.price_per_gpu_s if time_to_train and job.price_per_gpu_s > 0 else None
+    mem = {k: _f(v[i]) for k, v in res.memory.items()}
+    top = max(breakdown, key=lambda k: breakdown[k])
+    share = breakdown[top] / step if step > 0 else 0.0
+    dominant = f"{top} is {share:.0%} of the step: {EXPLAIN[top]}"
+    notes = []
+    if not feasible:
+        notes.append(INFEASIBLE_REASONS[reason_code])
+    return Prediction(
+        inputs=inputs or {},
+        strategy={**grid.describe(i), "sync": sync},
+        feasible=feasible,
+        infeasible_reason=None if feasible else INFEASIBLE_REASONS[reason_code],
+        step_time_s=step,
+        breakdown_s=breakdown,
+        throughput={"tokens_per_s": tokens, "samples_per_s": _f(res.samples_per_s[i]),
+                    "tokens_per_s_per_gpu": tokens / gpus},
+        flops={"model_flops_per_step": _f(res.model_flops[i]), "hardware_flops_per_step": _f(res.hardware_flops[i]),
+               "tflops_per_gpu": _f(res.tflops_per_gpu[i]), "mfu": _f(res.mfu[i]), "hfu": _f(res.hfu[i])},
+        memory={"per_gpu_bytes": mem.pop("total"), "capacity_bytes": job.memory_capacity,
+                "fits": bool(res.fits[i]), "parts_bytes": mem},
+        sync={"mode": sync, "updates_per_s": _f(res.updates_per_s[i]),
+              "mean_staleness": _f(res.mean_staleness[i]),
+              "statistical_efficiency": stat},
+        time_to_train_s=time_to_train,
+        cost_usd=cost,
+        dominant=dominant,
+        notes=notes,
+    )
+
+
+def predict(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any, *,
+            straggler_cv: float | None = None, kappa: float | None = None,
+            inputs: dict[str, Any] | None = None) -> Prediction:
+    """Predict one training step for validated specs (the engine behind `scalemodel predict`)."""
+    job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
+    grid = grid_from_strategy(strategy, training, gpus, job)
+    res = evaluate(job, grid, sync=strategy.sync, kappa=kappa)
+    return result_at(job, grid, res, 0, sync=strategy.sync, inputs=inputs)

@@ -1,0 +1,388 @@
+"""One training step, composed from the cost models and vectorised over candidate strategies.
+
+For a strategy DP x TP x PP x CP (EP carved out of DP, as in Megatron-LM), ranks are placed TP
+innermost, then CP, then DP, then PP outermost (Megatron's default order), so a TP group has
+stride 1, CP stride tp, DP and EP stride tp*cp, and pipeline neighbours are tp*cp*dp apart. Each
+group's collective is placed on the network tiers its block of GPUs spans
+(:func:`scalemodel.cost.collectives.collective_time` with the group's stride).
+
+Per micro-batch on the busiest pipeline stage (the last: ceil(L/p) layers plus the logits):
+
+    t_mb = compute + TP comm + CP comm + EP comm + PP send/recv          (exposed parts only)
+
+and the pipelined part of the step is (m + bubble) * t_mb with m = B / (dp b) micro-batches and
+bubble = (p-1), (p-1)/v or (p-1)/3 micro-batch times (:mod:`scalemodel.cost.pipeline`). Then the
+DP gradient synchronisation (whatever of it is not hidden under the last micro-batch's backward),
+the optimizer step (memory-bound), and the wait for stragglers under the chosen sync mode
+(:mod:`scalemodel.cost.sync`). Every part of the breakdown is a term of that sum, so the parts add
+up exactly to the step time.
+
+Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-element):
+
+- TP (Narayanan et al. 2021 §3.3; Korthikanti et al. 2022 §4): 2 all-reduces of S_act in the
+  forward and 2 in the backward (each an equal-volume reduce-scatter + all-gather with sequence
+  parallelism), 2 more in the forward recompute under full recompute. Forward ones are exposed;
+  backward ones overlap the weight-gradient GEMMs (half of the backward GEMM time), as in
+  Megatron's asynchronous TP all-reduce, and only what exceeds them is exposed.
+- CP (ring attention, Liu et al. 2023): K and V of the local chunk, 2 b (s/cp) g d bytes/elem / tp,
+  pass round the cp ring (cp - 1 send/recv steps) forward, twice that backward; hidden under the
+  attention core, exposed beyond it.
+- EP (GShard/Switch): 2 all-to-alls (dispatch, combine) of b (s/cp) k h bytes/elem / tp per MoE
+  layer forward, 2 backward; exposed.
+- PP (Narayanan et al. 2021 §4.1 scatter/gather): b (s/cp) h bytes/elem / tp per boundary per
+  direction, 2 v send/recvs per micro-batch per stage on the critical path.
+- DP (ZeRO paper §7, Rajbhandari et al. 2020): gradients of the stage's parameters; all-reduce
+  for ZeRO-0, reduce-scatter + all-gather (same volume) for ZeRO-1/2, x1.5 for ZeRO-3/FSDP;
+  expert parameters over the dp/ep group. Overlapped with the last micro-batch's backward except
+  the final bucket (exposed = max(t_dp - window, t_dp x bucket share)). Compression changes the
+  bytes and adds encode/decode time; a parameter server replaces the all-reduce
+  (:mod:`scalemodel.cost.ps`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scalemodel.cost import collectives as coll
+from scalemodel.cost import pipeline
+from scalemodel.engine.job import ALGORITHMS, Job, StrategyGrid
+
+#: DDP/Megatron gradient bucket (PyTorch DDP default bucket_cap_mb = 25 MB).
+BUCKET_BYTES = 25e6
+#: Bytes moved per parameter by a mixed-precision Adam step: read fp32 master, m, v and the gradient,
+#: write master, m, v and the 16-bit weight copy (= 2 K + grad + 2 with K = 12 state bytes).
+WEIGHT_COPY_BYTES = 2.0
+
+INFEASIBLE_REASONS = {
+    1: "gpus not divisible by tp x pp x cp, or dp x tp x pp x cp != gpus",
+    2: "global batch not divisible by dp x micro-batch",
+    3: "layers not divisible by pp x virtual stages",
+    4: "heads not divisible by tp",
+    5: "expert parallelism must divide dp and the number of experts",
+    6: "sequence length not divisible by cp (x2 for load-balanced ring attention)",
+    7: "interleaved schedule needs v >= 2 and micro-batches divisible by pp",
+    8: "model parallelism (tp/pp/cp/ep > 1) needs a transformer workload",
+    9: "more GPUs than the cluster has",
+    10: "does not fit in accelerator memory",
+    11: "parameter server needs all-reduce-free DP (no ZeRO, no top-k)",
+}
+REASON_KEYS = {1: "gpus_not_divisible", 2: "batch_not_divisible", 3: "layers_not_divisible",
+               4: "heads_not_divisible", 5: "expert_parallel_invalid", 6: "seq_not_divisible",
+               7: "interleave_invalid", 8: "model_parallel_needs_transformer", 9: "exceeds_cluster",
+               10: "out_of_memory", 11: "ps_incompatible"}
+
+BREAKDOWN_KEYS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble", "dp_comm", "optimizer",
+                  "straggler", "imbalance")
+
+
+@dataclass
+class StepArrays:
+    """Results for every candidate (arrays of one shape). ``breakdown`` parts sum to ``step_time``."""
+
+    step_time: np.ndarray
+    breakdown: dict[str, np.ndarray]
+    feasible: np.ndarray
+    reason: np.ndarray  # 0 when feasible, else a key of INFEASIBLE_REASONS
+    microbatches: np.ndarray
+    tokens_per_s: np.ndarray
+    samples_per_s: np.ndarray
+    model_flops: np.ndarray  # per step, whole job
+    hardware_flops: np.ndarray
+    tflops_per_gpu: np.ndarray  # model FLOP/s per GPU / 1e12
+    mfu: np.ndarray
+    hfu: np.ndarray
+    memory: dict[str, np.ndarray]  # per-GPU bytes by part, plus "total"
+    fits: np.ndarray
+    statistical_efficiency: np.ndarray  # staleness penalty of the sync mode (1 for bsp)
+    updates_per_s: np.ndarray
+    mean_staleness: np.ndarray
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _ceil_div(a: Any, b: Any) -> np.ndarray:
+    return np.asarray(-(-np.asarray(a) // np.asarray(b)))
+
+
+def _collective(op: str, size: np.ndarray, ranks: np.ndarray, job: Job, stride: np.ndarray,
+                algorithm: np.ndarray | None = None) -> np.ndarray:
+    """collective_time with a per-candidate algorithm code (a few vectorised calls, one per code used)."""
+    size = np.maximum(size, 0.0)
+    if algorithm is None:
+        return np.asarray(coll.collective_time(op, size, ranks, job.network, stride=stride), dtype=float)
+    out = np.zeros(np.broadcast(size, ranks, stride, algorithm).shape)
+    size_b, ranks_b, stride_b, algo_b = np.broadcast_arrays(size, ranks, stride, algorithm)
+    for code in np.unique(algo_b):
+        sel = algo_b == code
+        out[sel] = coll.collective_time(op, size_b[sel], ranks_b[sel], job.network, stride=stride_b[sel],
+                                        algorithm=ALGORITHMS[int(code)])
+    return out
+
+
+def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
+    reason = np.zeros(g.size, dtype=np.int64)
+
+    def flag(code: int, bad: np.ndarray) -> None:
+        reason[(reason == 0) & bad] = code
+
+    flag(1, g.dp * g.tp * g.pp * g.cp != g.gpus)
+    flag(2, (g.global_batch % np.maximum(g.dp * g.micro_batch, 1) != 0) | (g.global_batch < g.dp * g.micro_batch))
+    if job.is_transformer:
+        sh = job.shape
+        layers = int(sh.layers)
+        v = np.where(g.schedule == 1, g.virtual_stages, 1)
+        flag(3, layers % (g.pp * v) != 0)
+        flag(4, (int(sh.heads) % g.tp != 0))
+        experts = int(sh.moe_experts)
+        flag(5, (g.ep > 1) & ((experts == 0) | (g.dp % g.ep != 0) | (experts % np.maximum(g.ep, 1) != 0)))
+        flag(6, (g.cp > 1) & (job.seq_len % (2 * g.cp) != 0))
+        flag(7, (g.schedule == 1) & ((g.virtual_stages < 2) | (m % g.pp != 0) | (g.pp < 2)))
+    else:
+        flag(8, (g.tp > 1) | (g.pp > 1) | (g.cp > 1) | (g.ep > 1))
+    flag(9, g.gpus > job.max_gpus)
+    flag(11, (g.ps_servers > 0) & ((g.zero > 0) | (g.compression == 5)))
+    return reason
+
+
+def _compute_per_microbatch(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
+    """Compute seconds for one micro-batch on the busiest stage, and the pieces overlap needs."""
+    from scalemodel.cost import compute
+
+    b = g.micro_batch.astype(float)
+    if not job.is_transformer:
+        if job.generic_time_per_sample > 0:
+            total = job.generic_time_per_sample * b
+        else:
+            flops = job.generic_flops_per_sample * (1.0 + job.generic_backward_factor) * b
+            total = flops / (job.peak_flops * job.gemm_max)
+        fwd = total / (1.0 + job.generic_backward_factor)
+        recompute = np.where(g.recompute == 2, fwd, 0.0)
+        bwd = total - fwd
+        zero = np.zeros_like(total)
+        return {"total": total + recompute, "forward": fwd, "backward": bwd + recompute, "wgrad": bwd / 2,
+                "attention_core": zero, "layers_per_stage": zero + 1}
+    sh = job.shape
+    kw: dict[str, Any] = dict(micro_batch=b, seq_len=job.seq_len, peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth,
+              gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
+              tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
+    rec = g.recompute
+    dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw)
+    layers_per_stage = _ceil_div(int(sh.layers), g.pp).astype(float)
+    moe_share = float(sh.moe_layers / sh.layers)
+    if moe_share > 0:
+        moe = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
+                                         moe=True, **kw)
+        mix = lambda a, c: (1 - moe_share) * a + moe_share * c  # noqa: E731
+        fwd_l, bwd_l, rec_l = mix(dense.forward, moe.forward), mix(dense.backward, moe.backward), mix(
+            dense.recompute, moe.recompute)
+        gemm_l, core_l = mix(dense.forward_gemm, moe.forward_gemm), mix(dense.attention_core, moe.attention_core)
+    else:
+        fwd_l, bwd_l, rec_l, gemm_l, core_l = (dense.forward, dense.backward, dense.recompute, dense.forward_gemm,
+                                               dense.attention_core)
+    logits = compute.logits_compute_time(sh, **kw)
+    fwd = layers_per_stage * fwd_l + logits.forward
+    bwd = layers_per_stage * (bwd_l + rec_l) + logits.backward
+    return {"total": fwd + bwd, "forward": fwd, "backward": bwd,
+            "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
+            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
+            "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l}
+
+
+def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Exposed TP, CP, EP and PP communication seconds per micro-batch on the busiest stage."""
+    zero = np.zeros(g.size)
+    if not job.is_transformer:
+        return {"tp": zero, "cp": zero, "ep": zero, "pp": zero}
+    sh = job.shape
+    b = g.micro_batch.astype(float)
+    tokens = b * job.seq_len / g.cp
+    act = tokens * float(sh.hidden) * job.elem_bytes
+    L = comp["layers_per_stage"]
+    one = np.ones_like(act)
+    # TP: all-reduce, or reduce-scatter + all-gather of the same buffer with sequence parallelism.
+    ar = _collective("allreduce", act, g.tp, job, one)
+    rs_ag = _collective("reducescatter", act, g.tp, job, one) + _collective("allgather", act, g.tp, job, one)
+    per = np.where(g.sequence_parallel, rs_ag, ar)
+    fwd_count = np.where(g.recompute == 2, 4.0, 2.0)
+    tp_fwd = L * fwd_count * per
+    tp_bwd = np.maximum(L * 2.0 * per - comp["wgrad"], 0.0)
+    tp = np.where(g.tp > 1, tp_fwd + tp_bwd, 0.0)
+    # CP: ring attention, K and V chunks pass round the cp ring; hidden under the attention core.
+    kv_bytes = 2.0 * tokens * float(sh.kv_heads * sh.head_dim) * job.elem_bytes / g.tp
+    step = _collective("sendrecv", kv_bytes, np.full_like(act, 2.0), job, g.tp.astype(float))
+    ring = (g.cp - 1) * step
+    # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core
+    cp = np.where(g.cp > 1, 3.0 * L * np.maximum(ring - comp["core_per_layer"], 0.0), 0.0)
+    # EP: dispatch + combine all-to-all per MoE layer, forward and backward.
+    moe_share = float(sh.moe_layers / sh.layers)
+    a2a_bytes = tokens * float(sh.moe_top_k) * float(sh.hidden) * job.elem_bytes / g.tp
+    a2a = _collective("alltoall", a2a_bytes, g.ep, job, (g.tp * g.cp).astype(float))
+    ep = np.where(g.ep > 1, L * moe_share * 4.0 * a2a, 0.0)
+    # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
+    p2p_bytes = act / g.tp
+    p2p = _collective("sendrecv", p2p_bytes, np.full_like(act, 2.0), job, (g.tp * g.cp * g.dp).astype(float))
+    v = np.where(g.schedule == 1, g.virtual_stages, 1).astype(float)
+    pp = np.where(g.pp > 1, 2.0 * v * p2p, 0.0)
+    return {"tp": tp, "cp": cp, "ep": ep, "pp": pp}
+
+
+def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
+    """(non-expert, expert) parameters held by one GPU before ZeRO sharding."""
+    dense = (job.params - job.expert_params) / (g.tp * g.pp)
+    expert = job.expert_params / (g.tp * g.pp * g.ep)
+    return dense, expert
+
+
+def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes per gradient element on the wire, and encode + decode seconds, per compression scheme.
+
+    Quantisation (reference sync_stragglers_ps.md §5.1, all-reducible): fp16 sends min(2, g) bytes,
+    int8 1 byte; encode reads g and writes q bytes per element, decode the reverse (memory-bound).
+    Top-k keeps a fraction rho as (value, int32 index) pairs, all-gathered (handled by the caller);
+    selection reads the gradient 3 times (radix select) and decoding scatter-adds the dp - 1 payloads.
+    """
+    gb = job.grad_bytes
+    q = np.select([g.compression == 1, g.compression == 2], [min(2.0, gb), 1.0], default=gb)
+    mem_bw = job.memory_bandwidth * job.memory_efficiency
+    quant_codec = np.where(q < gb, 2.0 * (gb + q) * elements / mem_bw, 0.0)
+    pair = gb + 4.0
+    topk_codec = (3.0 * gb + g.topk_ratio * pair * (1.0 + 2.0 * (g.dp - 1))) * elements / mem_bw
+    codec = np.where(g.compression == 5, topk_codec, quant_codec)
+    return q, codec
+
+
+def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Gradient synchronisation seconds per step: total and the exposed part after overlap."""
+    from scalemodel.cost import ps
+
+    dense, expert = _params_per_gpu(job, g)
+    stride = (g.tp * g.cp).astype(float)
+    dp = g.dp.astype(float)
+    volume = np.where(g.zero >= 3, 1.5, 1.0)  # ZeRO-3 / FSDP re-gathers parameters: 1.5x the volume
+    n_dense, n_expert = dense * volume, expert * volume
+    q, codec = _wire_and_codec(job, g, n_dense + n_expert)
+    edp = np.maximum(dp / g.ep, 1.0)
+    total = (_collective("allreduce", n_dense * q, dp, job, stride, g.algorithm)
+             + _collective("allreduce", n_expert * q, edp, job, stride * g.ep, g.algorithm))
+    topk = g.compression == 5
+    if np.any(topk):
+        per_rank = g.topk_ratio * (n_dense + n_expert) * (job.grad_bytes + 4.0)
+        total = np.where(topk, _collective("allgather", per_rank * dp, dp, job, stride), total)
+    total = np.where(dp > 1, total + codec, 0.0)
+    if np.any(g.ps_servers > 0):
+        # Parameter server over the outermost tier (BytePS analysis, reference §4.1).
+        outer = job.network.tiers[-1]
+        grads = (dense + expert) * job.grad_bytes
+        k = np.maximum(g.ps_servers, 1).astype(float)
+        dedicated = ps.ps_time(dp, k, grads, outer.effective_bandwidth, latency_s=outer.latency)
+        colocated = ps.ps_time(dp, k, grads, outer.effective_bandwidth, colocated=True, latency_s=outer.latency)
+        total = np.where(g.ps_servers > 0, np.where(g.ps_colocated, colocated, dedicated), total)
+    wire_total = np.maximum((n_dense + n_expert) * q, 1.0)
+    bucket_share = np.minimum(BUCKET_BYTES / wire_total, 1.0)
+    # Buckets start as soon as their gradients exist during the last micro-batch's backward; the
+    # final bucket can only start when the backward ends.
+    overlapped = np.maximum(total - comp["backward"], total * bucket_share)
+    exposed = np.where(g.overlap, np.minimum(overlapped, total), total)
+    return {"total": total, "exposed": exposed}
+
+
+def _optimizer_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    dense, expert = _params_per_gpu(job, g)
+    local = dense + expert
+    sharded = np.where(g.zero >= 1, local / g.dp, local)
+    bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
+    return sharded * bytes_per_param / (job.memory_bandwidth * job.memory_efficiency)
+
+
+def _memory(job: Job, g: StrategyGrid, m: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-GPU bytes by part (scalemodel.cost.memory), first pipeline stage."""
+    from scalemodel.cost import memory
+
+    if not job.is_transformer:
+        states = job.params * (2.0 + job.grad_bytes + job.optimizer_bytes_per_param)
+        shard = np.where(g.zero >= 1, 1.0 / g.dp, 1.0)
+        weights = job.params * 2.0 * np.where(g.zero >= 3, 1.0 / g.dp, 1.0)
+        grads = job.params * job.grad_bytes * np.where(g.zero >= 2, 1.0 / g.dp, 1.0)
+        opt = job.params * job.optimizer_bytes_per_param * shard
+        act = job.generic_activation_bytes * g.micro_batch * np.where(g.recompute == 2, 0.25, 1.0)
+        frag = memory.DEFAULT_FRAGMENTATION * (weights + grads + opt + act)
+        ws = memory.DEFAULT_WORKSPACE + 0 * act
+        del states
+        parts = {"weights": weights, "gradients": grads, "optimizer": opt, "activations": act,
+                 "fragmentation": frag, "workspace": ws}
+    else:
+        rec = g.recompute
+        br = memory.memory_per_gpu(
+            job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, dp=g.dp, tp=g.tp, pp=g.pp, cp=g.cp,
+            ep=g.ep, zero_stage=np.minimum(g.zero, 3), recompute=rec, sequence_parallel=g.sequence_parallel,
+            num_microbatches=m, schedule=np.where(g.schedule == 3, 0, g.schedule), virtual_stages=g.virtual_stages,
+            weight_bytes=2.0, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param)
+        parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
+                 "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
+    parts = {k: np.broadcast_to(np.asarray(v, dtype=float), g.gpus.shape) for k, v in parts.items()}
+    parts["total"] = sum(parts.values())  # type: ignore[assignment]
+    return parts
+
+
+def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | None = None,
+             imbalance: float = 0.0) -> StepArrays:
+    """Evaluate every candidate in ``g`` in one vectorised pass (one sync mode per call)."""
+    from scalemodel.cost import sync as sync_model
+
+    m = np.maximum(g.global_batch // np.maximum(g.dp * g.micro_batch, 1), 1).astype(float)
+    reason = _feasibility(job, g, m.astype(np.int64))
+    comp = _compute_per_microbatch(job, g)
+    mp = _model_parallel_comm(job, g, comp)
+    t_mb = comp["total"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
+    bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
+    dp = _dp_comm(job, g, comp)
+    opt = _optimizer_time(job, g)
+    imbalance_s = imbalance * m * comp["total"]
+    local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
+
+    kw: dict[str, Any] = {} if kappa is None else {"kappa": kappa}
+    sres = sync_model.sync_step(sync, g.dp.astype(float), local, job.straggler_cv, job.straggler_dist,
+                                comm_s=dp["exposed"], **kw)
+    step = np.asarray(sres.step_time_s, dtype=float)
+    straggler = np.asarray(sres.straggler_s, dtype=float)
+    dp_term = step - local - straggler  # the synchronisation's own share under this sync mode
+
+    breakdown = {
+        "compute": m * comp["total"], "tp_comm": m * mp["tp"], "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
+        "pp_comm": m * mp["pp"], "bubble": bubble_mb * t_mb, "dp_comm": np.maximum(dp_term, 0.0),
+        "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
+    }
+    step = sum(breakdown.values())  # identical to sres.step_time_s up to rounding; parts add up exactly
+    memory = _memory(job, g, m)
+    fits = memory["total"] <= job.memory_capacity
+    reason[(reason == 0) & ~fits] = 10
+    flops = _flops(job, g)
+    gpus = g.gpus.astype(float)
+    samples = g.global_batch.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        safe = np.where(step > 0, step, np.inf)
+        tflops = flops["model"] / safe / gpus / 1e12
+        mfu = flops["model"] / safe / (gpus * job.peak_flops)
+        hfu = flops["hardware"] / safe / (gpus * job.peak_flops)
+    return StepArrays(
+        step_time=step, breakdown=breakdown, feasible=reason == 0, reason=reason, microbatches=m,
+        tokens_per_s=samples * job.seq_len / safe, samples_per_s=samples / safe,
+        model_flops=flops["model"], hardware_flops=flops["hardware"], tflops_per_gpu=tflops, mfu=mfu, hfu=hfu,
+        memory=memory, fits=fits, statistical_efficiency=np.asarray(sres.efficiency, dtype=float) + 0 * step,
+        updates_per_s=np.asarray(sres.updates_per_s, dtype=float) + 0 * step,
+        mean_staleness=np.asarray(sres.mean_staleness, dtype=float) + 0 * step,
+        extras={"dp_comm_total": dp["total"], "microbatch_time": t_mb, "bubble_microbatches": bubble_mb + 0 * step},
+    )
+
+
+def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
+    from scalemodel.cost import transformer
+
+    rec = g.recompute
+    if job.is_transformer:
+        f = transformer.training_flops(job.shape, job.seq_len, g.global_batch.astype(float), rec)
+    else:
+        f = transformer.generic_training_flops(job.generic_flops_per_sample, g.global_batch.astype(float), rec)
+    return {"model": np.asarray(f.model, dtype=float), "hardware": np.asarray(f.hardware, dtype=float)}
