@@ -186,3 +186,85 @@ def test_hartley_david_cap():
     for dist in ("lognormal", "gamma", "exp"):
         assert st.expected_max(100, 1.0, 0.5 if dist != "exp" else 1.0, dist) <= st.hartley_david_bound(
             100, 1.0, 0.5 if dist != "exp" else 1.0)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_json_normal(cli):
+    import json
+
+    r = cli("stragglers", "--workers", "100", "--dist", "normal", "--mean", "1s", "--cv", "0.1",
+            "--backup", "4", "--comm", "0s", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["schema_version"] and doc["command"] == "stragglers" and doc["inputs"]["workers"] == 100
+    for key in ("workers", "expected_mean_s", "expected_max_s", "slowdown", "quantiles_s", "strategies"):
+        assert key in doc
+    assert doc["expected_max_s"] == pytest.approx(1 + 0.1 * 2.5076, abs=1e-4)
+    assert doc["slowdown"] == pytest.approx(doc["expected_max_s"])
+    syncs = {s["sync"]: s for s in doc["strategies"]}
+    assert set(syncs) == {"bsp", "backup:4", "asp", "ssp:3", "local:4"}
+    for s in doc["strategies"]:
+        assert set(s) >= {"sync", "step_time_s", "updates_per_s", "mean_staleness"}
+    # 100 of 104 normal workers: mu + sigma E[Z_(100:104)], below BSP
+    assert syncs["backup:4"]["step_time_s"] == pytest.approx(float(st.expected_kth(100, 104, 1.0, 0.1)))
+    assert syncs["backup:4"]["step_time_s"] < syncs["bsp"]["step_time_s"]
+    assert syncs["asp"]["updates_per_s"] == pytest.approx(100.0)
+    assert doc["quantiles_s"]["p50"] < doc["quantiles_s"]["p90"] < doc["quantiles_s"]["p99"]
+
+
+def test_cli_human_and_defaults(cli):
+    r = cli("stragglers", "--workers", "2048", "--dist", "lognormal", "--cv", "0.05")
+    assert r.code == 0, r.err
+    assert "2048" in r.out and "backup:82" in r.out and "slowdown" in r.out
+    # a normal with a large cv puts mass below zero: the output says so
+    r = cli("stragglers", "--workers", "100", "--dist", "normal", "--cv", "0.9")
+    assert r.code == 0 and "below zero" in r.out
+
+
+def test_cli_samples_files(cli, tmp_path):
+    import json
+
+    lines = tmp_path / "steps.txt"
+    lines.write_text("# measured\n1.0\n1.2s\n\n900ms\n1.1\n")
+    r = cli("stragglers", "--workers", "8", "--samples", str(lines), "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    x = np.array([1.0, 1.2, 0.9, 1.1])
+    assert doc["expected_mean_s"] == pytest.approx(x.mean())
+    # E[max of 8 resampled] = sum_j x_(j) ((j/4)^8 - ((j-1)/4)^8), by hand
+    xs = np.sort(x)
+    hand = sum(xs[j - 1] * ((j / 4) ** 8 - ((j - 1) / 4) ** 8) for j in range(1, 5))
+    assert doc["expected_max_s"] == pytest.approx(hand)
+    yml = tmp_path / "steps.yaml"
+    yml.write_text("- 1.0\n- 1.2\n- 0.9\n- 1.1\n")
+    assert json.loads(cli("stragglers", "--workers", "8", "--samples", str(yml), "--json").out)[
+        "expected_max_s"] == pytest.approx(hand)
+    js = tmp_path / "steps.json"
+    js.write_text("[1.0, 1.2, 0.9, 1.1]")
+    assert json.loads(cli("stragglers", "--workers", "8", "--samples", str(js), "--json").out)[
+        "expected_max_s"] == pytest.approx(hand)
+
+
+@pytest.mark.parametrize("content,where", [("1.0\nabc\n", "line 2"), ("1.0\n-3\n", "line 2"),
+                                           ("- 1.0\n- fast\n", "line 2"), ("[1.0, [2]]", "line 1"),
+                                           ("", "steps"), ("- 1.0\n  - : [\n", "line")])
+def test_cli_bad_samples(cli, tmp_path, content, where):
+    f = tmp_path / "steps"
+    f.write_text(content)
+    r = cli("stragglers", "--workers", "8", "--samples", str(f))
+    assert r.code == 2
+    assert r.err.startswith("error: ") and r.err.count("\n") == 1
+    assert str(f) in r.err and where in r.err
+
+
+@pytest.mark.parametrize("args", [("--workers", "0"), ("--workers", "8", "--dist", "pareto"),
+                                  ("--workers", "8", "--mean", "fast"), ("--workers", "8", "--cv", "-1"),
+                                  ("--workers", "8", "--dist", "shifted-exp", "--cv", "2"),
+                                  ("--workers", "8", "--backup", "-1"), ("--workers", "8", "--local", "0"),
+                                  ("--workers", "8", "--samples", "/nonexistent/steps.txt")])
+def test_cli_bad_input(cli, args):
+    r = cli("stragglers", *args)
+    assert r.code == 2, r.out
+    assert r.err.startswith("error: ") and r.err.count("\n") == 1 and "Traceback" not in r.err

@@ -1,0 +1,40 @@
+"""Human output of `scalemodel stragglers` (rich tables; no modelling here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def render(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from scalemodel.units import format_quantity as fq
+
+    inp = result["inputs"]
+    dist = inp["dist"] if inp["dist"] != "empirical" else f"empirical ({inp['samples']} samples)"
+    t = Table(title=f"Slowest of {result['workers']} workers ({dist}, cv {inp['cv']:.3g})")
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    t.add_row("mean worker step", fq(result["expected_mean_s"], "time"))
+    t.add_row("expected slowest worker (BSP compute)", fq(result["expected_max_s"], "time"))
+    t.add_row("slowdown vs mean", f"{result['slowdown']:.4f}x")
+    for k, v in result["quantiles_s"].items():
+        t.add_row(f"slowest worker, {k}", fq(v, "time"))
+    s = Table(title="Synchronisation strategies (per worker iteration, comm "
+                    f"{fq(inp['comm_s'], 'time')} per sync)")
+    for col in ("sync", "step", "vs BSP", "updates/s", "stale (steps)", "eff.", "eff. step"):
+        s.add_column(col, justify="right" if col != "sync" else "left")
+    bsp = result["strategies"][0]["step_time_s"]
+    for r in result["strategies"]:
+        s.add_row(r["sync"], fq(r["step_time_s"], "time"), f"{r['step_time_s'] / bsp:.3f}x",
+                  f"{r['updates_per_s']:.4g}", f"{r['mean_staleness']:.3g}", f"{r['efficiency']:.3f}",
+                  fq(r["effective_step_s"], "time"))
+    console = Console()
+    console.print(t)
+    console.print(s)
+    strag = result["expected_max_s"] - result["expected_mean_s"]
+    console.print(f"Stragglers add {fq(max(strag, 0.0), 'time')} "
+                  f"({100 * (result['slowdown'] - 1):.1f} %) to every synchronous step.")
+    for note in result.get("notes", []):
+        console.print(f"note: {note}", style="dim")
