@@ -30,9 +30,9 @@ Calibration (once per accelerator family; the values live in the accelerator spe
 ``compute_efficiency`` and in :data:`DEFAULT_EFFICIENCY`):
 
     family   gemm_max  gemm_half_dim  memory  how
-    a100     0.75      96             0.85    fitted (see below)
+    ampere   0.75      96             0.85    fitted on A100 (see below)
     others   0.75      96             0.85    NOT calibrated: A100 values as the default
-             (v100, h100, h200, h800, b200, gb200, mi250x, mi300x, mi325x, tpu, gaudi); no
+             (volta, hopper, blackwell, cdna2, cdna3, tpu, gaudi, other); no
              per-layer measurement for them in ../shared/validation; override per accelerator.
 
 A100 fit: grid search (gemm_max 0.60-0.95 step 0.05; d0 in {0, 32, 64, 96, 128, 192, 256};
@@ -73,21 +73,17 @@ class EfficiencyCurve:
 
 _A100 = EfficiencyCurve(gemm_max=0.75, gemm_half_dim=96.0, memory=0.85)
 
-#: Default curve per accelerator family (see the module docstring for how each was obtained).
+#: Default curve per accelerator family (AcceleratorSpec.family); see the module docstring.
 DEFAULT_EFFICIENCY: dict[str, EfficiencyCurve] = {
-    "a100": _A100,
-    "v100": _A100, "h100": _A100, "h200": _A100, "h800": _A100, "b200": _A100, "gb200": _A100,
-    "mi250x": _A100, "mi300x": _A100, "mi325x": _A100, "tpu": _A100, "gaudi": _A100,
+    "ampere": _A100,  # calibrated (Korthikanti Table 4)
+    "volta": _A100, "hopper": _A100, "blackwell": _A100, "cdna2": _A100, "cdna3": _A100,
+    "tpu": _A100, "gaudi": _A100, "other": _A100,  # not calibrated: A100 values
 }
 
 
-def default_efficiency(accelerator_name: str) -> EfficiencyCurve:
-    """The documented default curve for an accelerator name (matched by family prefix)."""
-    key = accelerator_name.lower().replace("-", "").replace("_", "")
-    for family in sorted(DEFAULT_EFFICIENCY, key=len, reverse=True):
-        if key.startswith(family):
-            return DEFAULT_EFFICIENCY[family]
-    return _A100
+def default_efficiency(family: str) -> EfficiencyCurve:
+    """The documented default curve for an accelerator family (unknown families get the A100 curve)."""
+    return DEFAULT_EFFICIENCY.get(family.lower(), _A100)
 
 
 def _pos(name: str, value: ArrayLike) -> np.ndarray:

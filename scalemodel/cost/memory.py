@@ -199,7 +199,7 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     else:
         mlp = act_per_f * sh.ffn_hidden
     replicated = 10.0 * sbh
-    split = 2 * sbh + 4 * s * b * g * d + 2 * sbh + mlp
+    split = 2 * s * b * a * d + 4 * s * b * g * d + 2 * s * b * a * d + mlp
     scores_full = np.where(flash, 4.0 * a * s * b, 5.0 * a * s * s_full * b)
     scores = np.where(code == 1, np.where(flash, scores_full, 0.0), scores_full)
     none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t

@@ -104,10 +104,7 @@ class Shape:
     moe_every: np.ndarray
     moe_first_dense: np.ndarray
     position_embeddings: np.ndarray  # learned positions (GPT/BERT), 0 for RoPE
-
-    @property
-    def head_dim(self) -> np.ndarray:
-        return self.hidden / self.heads
+    head_dim: np.ndarray  # d; hidden / heads unless the model sets it
 
     @property
     def moe_layers(self) -> np.ndarray:
@@ -127,8 +124,8 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
           biases: ArrayLike | None = None, moe_experts: ArrayLike = 0, moe_top_k: ArrayLike = 0,
           moe_ffn_hidden: ArrayLike | None = None, moe_shared_experts: ArrayLike = 0,
           moe_every: ArrayLike = 1, moe_first_dense: ArrayLike = 0,
-          position_embeddings: ArrayLike = 0) -> Shape:
-    """Validate a transformer shape and apply the defaults (g = a, f = 4h, f_e = f, biases = not gated)."""
+          position_embeddings: ArrayLike = 0, head_dim: ArrayLike | None = None) -> Shape:
+    """Validate a transformer shape and apply the defaults (g = a, d = h/a, f = 4h, f_e = f, biases = not gated)."""
     L = _arr("layers", layers)
     h = _arr("hidden", hidden)
     a = _arr("heads", heads)
@@ -151,6 +148,7 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         moe_every=_arr("moe_every", moe_every, minimum=1.0, strict=False),
         moe_first_dense=_arr("moe_first_dense", moe_first_dense, strict=False),
         position_embeddings=_arr("position_embeddings", position_embeddings, strict=False),
+        head_dim=_default(head_dim, h / a),
     )
 
 
@@ -280,15 +278,16 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
 
 
 def generic_training_flops(flops_per_sample: ArrayLike, samples: ArrayLike,
-                           recompute: ArrayLike = "none") -> StepFlops:
-    """Generic model: model = 3 * F * n (forward + 2x backward); full recompute adds one forward.
+                           recompute: ArrayLike = "none", backward_factor: ArrayLike = 2.0) -> StepFlops:
+    """Generic model: model = (1 + backward_factor) * F * n (3 F n by default); full recompute adds F n.
 
     Selective recompute has no defined meaning for a generic model and adds nothing.
     """
     fwd = _arr("flops_per_sample", flops_per_sample) * _arr("samples", samples)
     code = recompute_code(recompute)
     extra = np.where(code == 2, fwd, 0.0)
-    return StepFlops(forward=fwd, model=3.0 * fwd, hardware=3.0 * fwd + extra, recompute=extra)
+    model = (1.0 + _arr("backward_factor", backward_factor)) * fwd
+    return StepFlops(forward=fwd, model=model, hardware=model + extra, recompute=extra)
 
 
 def megatron_flops(batch: ArrayLike, seq_len: ArrayLike, layers: ArrayLike, hidden: ArrayLike,
