@@ -124,3 +124,26 @@ def test_bad_inputs_raise():
         model_state_bytes(1e9, zero_stage="4")
     with pytest.raises(InputError):
         inflight_microbatches(8, 16, "zigzag")
+
+
+def test_cli_memory_json_matches_hand_computation(cli):
+    import json
+
+    r = cli("memory", "--model", "gpt3-175b", "--cluster", "dgx-a100", "--gpus", "1024", "--tp", "8", "--pp", "8",
+            "--zero", "1", "--recompute", "selective", "--sequence-parallel", "--global-batch", "1536", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["command"] == "memory" and doc["inputs"]["dp"] == 16
+    # activations: 12 layers x 34 sbh/t x 8 in flight + embedding mask sbh/t x 8 (s 2048, h 12288, t 8)
+    sbh_t = 2048 * 12288 / 8
+    assert doc["per_gpu_bytes"]["activations"] == pytest.approx((12 * 34 * sbh_t + sbh_t) * 8, rel=1e-9)
+    br = doc["per_gpu_bytes"]
+    assert br["total"] == pytest.approx(sum(v for k, v in br.items() if k != "total"), rel=1e-12)
+    assert doc["fits"] is True and doc["max_micro_batch"] >= 1
+
+
+def test_cli_memory_bad_input_exits_2(cli):
+    r = cli("memory", "--model", "gpt3-175b", "--cluster", "dgx-a100", "--gpus", "100", "--tp", "8")
+    assert r.code == 2 and "error:" in r.err and "--gpus" in r.err
+    r = cli("memory", "--model", "gpt3-175b", "--cluster", "dgx-a100", "--gpus", "8", "--recompute", "maybe")
+    assert r.code == 2 and "recompute" in r.err

@@ -1,0 +1,47 @@
+"""Render `scalemodel memory` results: a breakdown table or the JSON document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ROWS = [("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states"),
+         ("activations", "activations"), ("fragmentation", "fragmentation allowance"),
+         ("workspace", "workspace allowance")]
+
+
+def render_memory(result: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        from scalemodel.report.output import emit_json
+
+        emit_json(result, "memory")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    from scalemodel.units import format_quantity as fq
+
+    inp = result["inputs"]
+    br = result["per_gpu_bytes"]
+    cap = result["capacity_bytes"]
+    console = Console()
+    title = (f"{inp['model']} on {inp['gpus']} x {result['accelerator']}: dp {inp['dp']} tp {inp['tp']} "
+             f"pp {inp['pp']} cp {inp['cp']} ep {inp['ep']}, micro-batch {inp['micro_batch']}, ZeRO {inp['zero']}, "
+             f"recompute {inp['recompute']}" + (", SP" if inp["sequence_parallel"] else ""))
+    t = Table(title=title)
+    t.add_column("per GPU")
+    t.add_column("bytes", justify="right")
+    t.add_column("share", justify="right")
+    for key, label in _ROWS:
+        t.add_row(label, fq(br[key], "bytes"), f"{br[key] / br['total']:.1%}" if br["total"] > 0 else "-")
+    t.add_row("total", fq(br["total"], "bytes"), f"{br['total'] / cap:.1%} of {fq(cap, 'bytes')}")
+    console.print(t)
+    verdict = "fits" if result["fits"] else "does NOT fit"
+    biggest = max((k for k, _ in _ROWS), key=lambda k: br[k])
+    console.print(f"{verdict}; largest part: {biggest}. Params on this GPU: {result['params_per_gpu']:.4g}.")
+    bmax = result["max_micro_batch"]
+    if bmax is None:
+        console.print("largest micro-batch: no activation size known for this workload")
+    elif bmax == 0:
+        console.print("no micro-batch fits: model states alone exceed the memory; try ZeRO, TP or PP")
+    else:
+        console.print(f"largest micro-batch that fits: {bmax}")
