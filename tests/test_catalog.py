@@ -71,14 +71,8 @@ def _unpublished(sources: dict[str, str], field: str) -> bool:
 # ---------------------------------------------------------------- every file
 
 
-# TPU v5p has no published chip power, and AcceleratorSpec still requires `tdp`; until it accepts a missing
-# tdp the file is held back as tpu-v5p.yaml.pending so the built-in catalog keeps loading.
-PENDING = {p.name.removesuffix(".yaml.pending"): p for p in ACC_DIR.glob("*.yaml.pending")}
-
-
 def test_required_names_exist() -> None:
-    assert REQUIRED_ACCELERATORS - set(PENDING) <= {p.stem for p in ACC_FILES}
-    assert set(PENDING) <= {"tpu-v5p"}, "only tpu-v5p may be pending"
+    assert REQUIRED_ACCELERATORS <= {p.stem for p in ACC_FILES}
     assert REQUIRED_CLUSTERS <= {p.stem for p in CLU_FILES}
     assert not list(HW.rglob("*.yml")), "use the .yaml extension"
 
@@ -96,7 +90,7 @@ def test_plain_yaml_with_comment_header(path: Path) -> None:
 # ---------------------------------------------------------------- accelerators
 
 
-@pytest.mark.parametrize("path", ACC_FILES + sorted(PENDING.values()), ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("path", ACC_FILES, ids=lambda p: p.name.split(".")[0])
 def test_accelerator_fields_and_sources(path: Path) -> None:
     d = _load(path)
     assert set(d) <= ACC_FIELDS, f"unknown keys {set(d) - ACC_FIELDS}"
@@ -378,14 +372,3 @@ def test_cluster_loads_through_specs(path: Path) -> None:
     for got, want in zip(net.tiers, d["tiers"], strict=True):
         assert got.latency == pytest.approx(parse_quantity(want["latency"], "time"))
         assert got.effective_bandwidth == pytest.approx(_eff_bw(want))
-
-
-def test_pending_files_wait_for_optional_tdp() -> None:
-    """Fails as soon as AcceleratorSpec accepts a missing tdp: then rename tpu-v5p.yaml.pending to .yaml."""
-    from scalemodel.specs.accelerator import AcceleratorSpec
-
-    for name, path in PENDING.items():
-        d = _load(path)
-        assert "tdp" not in d and _unpublished(d["sources"], "tdp"), f"{name}: pending only for the missing tdp"
-        assert AcceleratorSpec.model_fields["tdp"].is_required(), (
-            f"AcceleratorSpec now allows a missing tdp: rename {path.name} to {name}.yaml")

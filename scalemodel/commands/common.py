@@ -38,3 +38,49 @@ def load_cluster_with(ref: str, sets: list[str] | None) -> Any:
 def positive_int(value: int | None, option: str) -> None:
     if value is not None and value <= 0:
         raise InputError(f"{option} must be a positive integer, got {value}", where=option, allowed="an integer >= 1")
+
+
+# --- strategy / training options shared by predict, scale and memory ---------------------------
+
+TpOption = Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.")]
+PpOption = Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.")]
+CpOption = Annotated[int, typer.Option("--cp", help="Context-parallel degree.")]
+EpOption = Annotated[int, typer.Option("--ep", help="Expert-parallel degree (carved out of DP).")]
+DpOption = Annotated[int | None, typer.Option("--dp", help="Data-parallel degree (default: gpus / (tp pp cp)).")]
+MicroBatchOption = Annotated[int | None, typer.Option("--micro-batch", help="Sequences per micro-batch.")]
+GlobalBatchOption = Annotated[int | None, typer.Option("--global-batch", help="Sequences (samples) per step.")]
+SeqLenOption = Annotated[int | None, typer.Option("--seq-len", help="Sequence length (default: the model's).")]
+ZeroOption = Annotated[str | None, typer.Option("--zero", help="ZeRO stage 0|1|2|3 or fsdp.")]
+RecomputeOption = Annotated[str | None, typer.Option("--recompute", help="none | selective | full.")]
+SeqParOption = Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism.")]
+ScheduleOption = Annotated[str | None, typer.Option("--schedule", help="1f1b | interleaved:V | gpipe | zb.")]
+PrecisionOption = Annotated[str | None, typer.Option("--precision", help="fp32 | tf32 | bf16 | fp16 | fp8.")]
+OverlapOption = Annotated[bool | None, typer.Option("--overlap/--no-overlap",
+                                                    help="Overlap DP communication with backward.")]
+CompressionOption = Annotated[str | None, typer.Option("--compression", help="none | fp16 | int8 | topk:0.01.")]
+DpCommOption = Annotated[str | None, typer.Option("--dp-comm", help="allreduce | ps:K[:colocated].")]
+SyncOption = Annotated[str | None, typer.Option("--sync", help="bsp | backup:B | asp | ssp:S | local:H | hier:G.")]
+AlgoOption = Annotated[str | None, typer.Option("--algo", help="DP collective: auto|ring|tree|rhd|hierarchical.")]
+StragglerCvOption = Annotated[float | None, typer.Option(
+    "--straggler-cv", help="Per-worker step-time coefficient of variation (default: the cluster's).")]
+TrainTokensOption = Annotated[str | None, typer.Option("--train-tokens", help="Tokens to train, e.g. 300B.")]
+
+
+def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: dict[str, Any],
+                strategy: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """Cluster, workload, TrainingSpec and StrategySpec from CLI values plus --set overrides.
+
+    Values left as None keep the spec defaults; ``--set training.x=...`` and ``--set strategy.x=...``
+    apply on top of the flags.
+    """
+    from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, split_overrides
+    from scalemodel.specs.loader import apply_overrides, validate
+
+    routed = split_overrides(sets or [])
+    cl = load_cluster(cluster, routed["cluster"])
+    wl = load_workload(model, routed["model"])
+    tr_raw = apply_overrides({k: v for k, v in training.items() if v is not None}, routed["training"])
+    st_raw = apply_overrides({k: v for k, v in strategy.items() if v is not None}, routed["strategy"])
+    tr = validate(TrainingSpec, tr_raw, prefix=["training"])
+    st = validate(StrategySpec, st_raw, prefix=["strategy"])
+    return cl, wl, tr, st

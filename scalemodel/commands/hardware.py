@@ -52,7 +52,7 @@ def list_(as_json: JsonOption = False) -> None:
     for a in data["accelerators"]:
         bf16 = fq(a["bf16_flops_per_s"], "flop_rate") if a["bf16_flops_per_s"] else "-"
         t.add_row(a["name"], bf16, fq(a["memory_bytes"], "bytes"), fq(a["memory_bandwidth_Bps"], "bandwidth"),
-                  fq(a["tdp_w"], "power"), a["description"])
+                  fq(a["tdp_w"], "power") if a["tdp_w"] else "n/p", a["description"])
     c = Table(title="Clusters (tiers innermost first: span x per-GPU bandwidth)")
     for col in ("name", "accelerator", "GPUs/node", "tiers", "description"):
         c.add_column(col)

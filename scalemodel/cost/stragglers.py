@@ -334,7 +334,9 @@ def expected_max_step(mean: Array, cv: Array, n: Array, dist: str = "normal", k:
     _check_dist(dist)
     m, c = _check_mean_cv(mean, cv, dist)
     nn, kk = _check_nk(n, k)
-    m, c, nn, kk = np.broadcast_arrays(m, c, nn, kk)
+    # z depends on (k, N, cv) only: find the distinct triples on their own (small) broadcast shape,
+    # not on the candidates' full shape, then scale by the mean.
+    c, nn, kk = np.broadcast_arrays(c, nn, kk)
     keys = np.stack([kk.ravel(), nn.ravel(), c.ravel()], axis=-1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     z = np.empty(len(uniq))
@@ -352,7 +354,7 @@ def expected_max_step(mean: Array, cv: Array, n: Array, dist: str = "normal", k:
             _CACHE.clear()
         for i in idx:
             _CACHE[(dist, float(uniq[i, 0]), float(uniq[i, 1]), float(uniq[i, 2]))] = float(z[i])
-    return m * z[np.ravel(inverse)].reshape(m.shape)
+    return m * z[np.ravel(inverse)].reshape(c.shape)
 
 
 def expected_straggler_delay(mean: Array, cv: Array, n: Array, dist: str = "normal") -> np.ndarray:

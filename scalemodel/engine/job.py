@@ -115,7 +115,12 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
 
 @dataclass(frozen=True)
 class StrategyGrid:
-    """Candidate strategies as equally shaped numpy arrays (the planner's unit of work)."""
+    """Candidate strategies as mutually broadcastable numpy arrays (the planner's unit of work).
+
+    Fields may have different but broadcast-compatible shapes: a planner puts each choice on its
+    own axis (tp of shape (4,1,1), pp (1,5,1), ...), so a cost that depends on few choices is
+    computed on a small sub-grid and broadcast, not recomputed for every candidate.
+    """
 
     gpus: np.ndarray
     dp: np.ndarray
@@ -138,15 +143,31 @@ class StrategyGrid:
     algorithm: np.ndarray  # index into ALGORITHMS
 
     @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(np.broadcast_shapes(*(getattr(self, f.name).shape for f in fields(self))))
+
+    @property
     def size(self) -> int:
-        return int(self.gpus.size)
+        return int(np.prod(self.shape))
+
+    def flat(self) -> StrategyGrid:
+        """The same candidates as 1-D arrays of length ``size`` (materialised)."""
+        shape = self.shape
+        return replace(self, **{f.name: np.broadcast_to(getattr(self, f.name), shape).ravel()
+                                for f in fields(self)})
 
     def take(self, index: Any) -> StrategyGrid:
-        return replace(self, **{f.name: getattr(self, f.name)[index] for f in fields(self)})
+        """Candidates at flat positions ``index``."""
+        shape = self.shape
+        return replace(self, **{f.name: np.broadcast_to(getattr(self, f.name), shape).ravel()[index]
+                                for f in fields(self)})
 
     def describe(self, i: int) -> dict[str, Any]:
-        """Candidate i as the strategy dict of the JSON output."""
+        """Candidate i (flat position) as the strategy dict of the JSON output."""
         from scalemodel.cost.pipeline import SCHEDULE_CODES
+
+        if self.gpus.ndim != 1 or self.gpus.size != self.size:
+            return self.take(np.asarray([i])).describe(0)
 
         sched = {v: k for k, v in SCHEDULE_CODES.items()}[int(self.schedule[i])]
         v = int(self.virtual_stages[i])
@@ -167,7 +188,10 @@ class StrategyGrid:
 
 
 def grid_from_arrays(**arrays: Any) -> StrategyGrid:
-    """Broadcast keyword arrays into a StrategyGrid (missing fields take their defaults)."""
+    """A StrategyGrid from broadcast-compatible keyword arrays (missing fields take their defaults).
+
+    Shapes are kept (not materialised): pass axis-shaped arrays for a cartesian product.
+    """
     defaults: dict[str, Any] = dict(cp=1, ep=1, schedule=0, virtual_stages=1, zero=0, recompute=0,
                                     sequence_parallel=False, overlap=True, compression=0, topk_ratio=1.0,
                                     ps_servers=0, ps_colocated=False, algorithm=0)
@@ -176,12 +200,15 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     missing = [n for n in names if n not in values]
     if missing:
         raise TypeError(f"missing strategy arrays: {missing}")
-    bcast = np.broadcast_arrays(*[np.asarray(values[n]) for n in names])
     out: dict[str, np.ndarray] = {}
-    for n, arr in zip(names, bcast, strict=True):
+    for n in names:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated") else (
             float if n == "topk_ratio" else np.int64)
-        out[n] = np.ascontiguousarray(arr, dtype=kind).ravel()
+        out[n] = np.asarray(values[n], dtype=kind)
+    try:
+        np.broadcast_shapes(*(a.shape for a in out.values()))
+    except ValueError as exc:
+        raise TypeError(f"strategy arrays do not broadcast: {exc}") from None
     return StrategyGrid(**out)
 
 

@@ -52,24 +52,31 @@ class Prediction:
         }
 
 
+def _pick(a: Any, i: int) -> Any:
+    """Element at flat position i of a (broadcast) result array, without materialising it."""
+    arr = np.asarray(a)
+    return arr[np.unravel_index(i, arr.shape)] if arr.ndim else arr
+
+
 def _f(x: Any) -> float:
-    v = float(np.asarray(x).reshape(-1)[0])
+    v = float(x)
     return v if np.isfinite(v) else 0.0
 
 
 def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: str,
               inputs: dict[str, Any] | None = None) -> Prediction:
     """Candidate ``i`` of an evaluation as a :class:`Prediction`."""
-    breakdown = {k: _f(res.breakdown[k][i]) for k in BREAKDOWN_KEYS}
+    breakdown = {k: _f(_pick(res.breakdown[k], i)) for k in BREAKDOWN_KEYS}
     step = sum(breakdown.values())
-    feasible = bool(res.feasible[i])
-    reason_code = int(res.reason[i])
-    gpus = int(grid.gpus[i])
-    tokens = _f(res.tokens_per_s[i])
-    stat = _f(res.statistical_efficiency[i]) or 1.0
+    feasible = bool(_pick(res.feasible, i))
+    reason_code = int(_pick(res.reason, i))
+    strategy = grid.describe(i)
+    gpus = int(strategy["gpus"])
+    tokens = _f(_pick(res.tokens_per_s, i))
+    stat = _f(_pick(res.statistical_efficiency, i)) or 1.0
     time_to_train = job.train_tokens / (tokens * stat) if job.train_tokens > 0 and tokens > 0 else None
     cost = time_to_train * gpus * job.price_per_gpu_s if time_to_train and job.price_per_gpu_s > 0 else None
-    mem = {k: _f(v[i]) for k, v in res.memory.items()}
+    mem = {k: _f(_pick(v, i)) for k, v in res.memory.items()}
     top = max(breakdown, key=lambda k: breakdown[k])
     share = breakdown[top] / step if step > 0 else 0.0
     dominant = f"{top} is {share:.0%} of the step: {EXPLAIN[top]}"
@@ -78,19 +85,19 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
         notes.append(INFEASIBLE_REASONS[reason_code])
     return Prediction(
         inputs=inputs or {},
-        strategy={**grid.describe(i), "sync": sync},
+        strategy={**strategy, "sync": sync},
         feasible=feasible,
         infeasible_reason=None if feasible else INFEASIBLE_REASONS[reason_code],
         step_time_s=step,
         breakdown_s=breakdown,
-        throughput={"tokens_per_s": tokens, "samples_per_s": _f(res.samples_per_s[i]),
+        throughput={"tokens_per_s": tokens, "samples_per_s": _f(_pick(res.samples_per_s, i)),
                     "tokens_per_s_per_gpu": tokens / gpus},
-        flops={"model_flops_per_step": _f(res.model_flops[i]), "hardware_flops_per_step": _f(res.hardware_flops[i]),
-               "tflops_per_gpu": _f(res.tflops_per_gpu[i]), "mfu": _f(res.mfu[i]), "hfu": _f(res.hfu[i])},
+        flops={"model_flops_per_step": _f(_pick(res.model_flops, i)), "hardware_flops_per_step": _f(_pick(res.hardware_flops, i)),
+               "tflops_per_gpu": _f(_pick(res.tflops_per_gpu, i)), "mfu": _f(_pick(res.mfu, i)), "hfu": _f(_pick(res.hfu, i))},
         memory={"per_gpu_bytes": mem.pop("total"), "capacity_bytes": job.memory_capacity,
-                "fits": bool(res.fits[i]), "parts_bytes": mem},
-        sync={"mode": sync, "updates_per_s": _f(res.updates_per_s[i]),
-              "mean_staleness": _f(res.mean_staleness[i]),
+                "fits": bool(_pick(res.fits, i)), "parts_bytes": mem},
+        sync={"mode": sync, "updates_per_s": _f(_pick(res.updates_per_s, i)),
+              "mean_staleness": _f(_pick(res.mean_staleness, i)),
               "statistical_efficiency": stat},
         time_to_train_s=time_to_train,
         cost_usd=cost,

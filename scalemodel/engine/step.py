@@ -110,22 +110,24 @@ def _collective(op: str, size: np.ndarray, ranks: np.ndarray, job: Job, stride: 
                 algorithm: np.ndarray | None = None) -> np.ndarray:
     """collective_time with a per-candidate algorithm code (a few vectorised calls, one per code used)."""
     size = np.maximum(size, 0.0)
-    if algorithm is None:
-        return np.asarray(coll.collective_time(op, size, ranks, job.network, stride=stride), dtype=float)
-    out = np.zeros(np.broadcast(size, ranks, stride, algorithm).shape)
-    size_b, ranks_b, stride_b, algo_b = np.broadcast_arrays(size, ranks, stride, algorithm)
-    for code in np.unique(algo_b):
-        sel = algo_b == code
-        out[sel] = coll.collective_time(op, size_b[sel], ranks_b[sel], job.network, stride=stride_b[sel],
-                                        algorithm=ALGORITHMS[int(code)])
+    codes = np.unique(algorithm) if algorithm is not None else np.asarray([0])
+    if len(codes) == 1:
+        return np.asarray(coll.collective_time(op, size, ranks, job.network, stride=stride,
+                                               algorithm=ALGORITHMS[int(codes[0])]), dtype=float)
+    assert algorithm is not None
+    out = np.zeros(np.broadcast_shapes(np.shape(size), np.shape(ranks), np.shape(stride), np.shape(algorithm)))
+    for code in codes:  # one vectorised call per algorithm in use (a handful), selected by broadcasting
+        t = coll.collective_time(op, size, ranks, job.network, stride=stride, algorithm=ALGORITHMS[int(code)])
+        out = np.where(algorithm == code, t, out)
     return out
 
 
 def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
-    reason = np.zeros(g.size, dtype=np.int64)
+    reason = np.zeros(g.shape, dtype=np.int64)
 
-    def flag(code: int, bad: np.ndarray) -> None:
-        reason[(reason == 0) & bad] = code
+    def flag(code: int, bad: Any) -> None:
+        nonlocal reason
+        reason = np.where((reason == 0) & bad, code, reason)
 
     flag(1, g.dp * g.tp * g.pp * g.cp != g.gpus)
     flag(2, (g.global_batch % np.maximum(g.dp * g.micro_batch, 1) != 0) | (g.global_batch < g.dp * g.micro_batch))
@@ -192,7 +194,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
 
 def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Exposed TP, CP, EP and PP communication seconds per micro-batch on the busiest stage."""
-    zero = np.zeros(g.size)
+    zero = np.zeros(1)
     if not job.is_transformer:
         return {"tp": zero, "cp": zero, "ep": zero, "pp": zero}
     sh = job.shape
@@ -321,7 +323,7 @@ def _memory(job: Job, g: StrategyGrid, m: np.ndarray) -> dict[str, np.ndarray]:
             weight_bytes=2.0, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param)
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
-    parts = {k: np.broadcast_to(np.asarray(v, dtype=float), g.gpus.shape) for k, v in parts.items()}
+    parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
     parts["total"] = sum(parts.values())  # type: ignore[assignment]
     return parts
 
@@ -357,7 +359,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     step = sum(breakdown.values())  # identical to sres.step_time_s up to rounding; parts add up exactly
     memory = _memory(job, g, m)
     fits = memory["total"] <= job.memory_capacity
-    reason[(reason == 0) & ~fits] = 10
+    reason = np.where((reason == 0) & ~fits, 10, reason)
     flops = _flops(job, g)
     gpus = g.gpus.astype(float)
     samples = g.global_batch.astype(float)
@@ -366,14 +368,21 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         tflops = flops["model"] / safe / gpus / 1e12
         mfu = flops["model"] / safe / (gpus * job.peak_flops)
         hfu = flops["hardware"] / safe / (gpus * job.peak_flops)
+    shape = np.broadcast_shapes(g.shape, np.shape(step))
+
+    def full(a: Any) -> np.ndarray:  # read-only broadcast views: every result has the grid's shape
+        return np.broadcast_to(np.asarray(a), shape)
+
     return StepArrays(
-        step_time=step, breakdown=breakdown, feasible=reason == 0, reason=reason, microbatches=m,
-        tokens_per_s=samples * job.seq_len / safe, samples_per_s=samples / safe,
-        model_flops=flops["model"], hardware_flops=flops["hardware"], tflops_per_gpu=tflops, mfu=mfu, hfu=hfu,
-        memory=memory, fits=fits, statistical_efficiency=np.asarray(sres.efficiency, dtype=float) + 0 * step,
-        updates_per_s=np.asarray(sres.updates_per_s, dtype=float) + 0 * step,
-        mean_staleness=np.asarray(sres.mean_staleness, dtype=float) + 0 * step,
-        extras={"dp_comm_total": dp["total"], "microbatch_time": t_mb, "bubble_microbatches": bubble_mb + 0 * step},
+        step_time=full(step), breakdown={k: full(v) for k, v in breakdown.items()}, feasible=full(reason == 0),
+        reason=full(reason), microbatches=full(m), tokens_per_s=full(samples * job.seq_len / safe),
+        samples_per_s=full(samples / safe), model_flops=full(flops["model"]),
+        hardware_flops=full(flops["hardware"]), tflops_per_gpu=full(tflops), mfu=full(mfu), hfu=full(hfu),
+        memory={k: full(v) for k, v in memory.items()}, fits=full(fits),
+        statistical_efficiency=full(sres.efficiency), updates_per_s=full(sres.updates_per_s),
+        mean_staleness=full(sres.mean_staleness),
+        extras={"dp_comm_total": full(dp["total"]), "microbatch_time": full(t_mb),
+                "bubble_microbatches": full(bubble_mb)},
     )
 
 

@@ -36,7 +36,7 @@ class AcceleratorSpec(Sourced):
     peak_flops: dict[Precision, FlopRate] = Field(description="dense peak FLOP/s per precision")
     memory: Bytes = Field(description="device memory capacity")
     memory_bandwidth: Bandwidth
-    tdp: Watts
+    tdp: Watts | None = Field(default=None, description="board power; None where the vendor publishes none")
     compute_efficiency: ComputeEfficiency | None = Field(
         default=None, description="GEMM efficiency curve; None uses the family default")
 

@@ -1,0 +1,45 @@
+"""Rich rendering of a Prediction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scalemodel.units import format_quantity as fq
+
+
+def render_prediction(p: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    s = p.strategy
+    head = (f"[bold]{p.inputs.get('model', '')}[/bold] on {s['gpus']} x {p.inputs.get('cluster', '')}: "
+            f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']} x CP {s['cp']} (EP {s['ep']}), micro-batch "
+            f"{s['micro_batch']}, global batch {s['global_batch']}, {s['schedule']}, ZeRO {s['zero']}, "
+            f"recompute {s['recompute']}, sync {s['sync']}")
+    console.print(head)
+    if not p.feasible:
+        console.print(f"[bold red]infeasible:[/bold red] {p.infeasible_reason}")
+    t = Table(title=f"Step time {fq(p.step_time_s, 'time')}")
+    t.add_column("part")
+    t.add_column("time", justify="right")
+    t.add_column("share", justify="right")
+    for k, v in p.breakdown_s.items():
+        if v > 0:
+            t.add_row(k, fq(v, "time"), f"{v / p.step_time_s:.1%}" if p.step_time_s else "-")
+    console.print(t)
+    th, fl, mem = p.throughput, p.flops, p.memory
+    console.print(f"throughput: {th['tokens_per_s']:,.0f} tokens/s ({th['tokens_per_s_per_gpu']:,.0f} per GPU), "
+                  f"{th['samples_per_s']:,.2f} samples/s")
+    console.print(f"compute: {fl['tflops_per_gpu']:.1f} model TFLOP/s per GPU, MFU {fl['mfu']:.1%}, "
+                  f"HFU {fl['hfu']:.1%}")
+    console.print(f"memory: {fq(mem['per_gpu_bytes'], 'bytes')} of {fq(mem['capacity_bytes'], 'bytes')} per GPU"
+                  f" ({'fits' if mem['fits'] else 'DOES NOT FIT'})")
+    if p.sync["mode"] != "bsp":
+        console.print(f"sync {p.sync['mode']}: {p.sync['updates_per_s']:.3g} updates/s, mean staleness "
+                      f"{p.sync['mean_staleness']:.3g} steps, statistical efficiency "
+                      f"{p.sync['statistical_efficiency']:.1%}")
+    if p.time_to_train_s:
+        cost = f", {p.cost_usd:,.0f} USD" if p.cost_usd else ""
+        console.print(f"time to train: {p.time_to_train_s / 86400:,.1f} days{cost}")
+    console.print(f"[italic]{p.dominant}[/italic]")
