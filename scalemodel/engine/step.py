@@ -266,8 +266,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> dict[str
     n_dense, n_expert = dense * volume, expert * volume
     q, codec = _wire_and_codec(job, g, n_dense + n_expert)
     edp = np.maximum(dp / g.ep, 1.0)
-    total = (_collective("allreduce", n_dense * q, dp, job, stride, g.algorithm)
-             + _collective("allreduce", n_expert * q, edp, job, stride * g.ep, g.algorithm))
+    total = _collective("allreduce", n_dense * q, dp, job, stride, g.algorithm)
+    if job.expert_params > 0:  # routed experts are replicated over dp/ep ranks only
+        total = total + _collective("allreduce", n_expert * q, edp, job, stride * g.ep, g.algorithm)
     topk = g.compression == 5
     if np.any(topk):
         per_rank = g.topk_ratio * (n_dense + n_expert) * (job.grad_bytes + 4.0)

@@ -1,0 +1,222 @@
+"""The training-step model: each communication term against a hand composition of the formulas,
+breakdown sums, monotonicity, the pure-DP limit and infeasibility reporting."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import collectives as coll
+from scalemodel.cost import compute, ps
+from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
+from scalemodel.engine.predict import predict
+from scalemodel.engine.step import BREAKDOWN_KEYS, evaluate
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+
+
+@pytest.fixture(scope="module")
+def a100():  # type: ignore[no-untyped-def]
+    return load_cluster("dgx-a100")
+
+
+@pytest.fixture(scope="module")
+def gpt():  # type: ignore[no-untyped-def]
+    return load_workload("gpt-7.5b")
+
+
+def job_for(cluster, workload, **training):  # type: ignore[no-untyped-def]
+    return build_job(cluster, workload, TrainingSpec(**training))
+
+
+def one(job, training, gpus, **strategy):  # type: ignore[no-untyped-def]
+    st = StrategySpec(**strategy)
+    g = grid_from_strategy(st, TrainingSpec(**training), gpus, job)
+    return g, evaluate(job, g, sync=st.sync)
+
+
+def val(a) -> float:  # type: ignore[no-untyped-def]
+    return float(np.asarray(a).reshape(-1)[0])
+
+
+def test_breakdown_sums_exactly_over_a_grid(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    job = job_for(a100, gpt, global_batch=512)
+    tp = np.array([1, 2, 4, 8]).reshape(4, 1, 1, 1)
+    pp = np.array([1, 2, 4]).reshape(1, 3, 1, 1)
+    rec = np.array([0, 1, 2]).reshape(1, 1, 3, 1)
+    zero = np.array([0, 1, 3]).reshape(1, 1, 1, 3)
+    g = grid_from_arrays(gpus=64, dp=64 // (tp * pp), tp=tp, pp=pp, micro_batch=1, global_batch=512,
+                         recompute=rec, zero=zero)
+    res = evaluate(job, g)
+    total = sum(np.asarray(res.breakdown[k]) for k in BREAKDOWN_KEYS)
+    np.testing.assert_allclose(total, res.step_time, rtol=1e-12)
+    assert res.step_time.shape == g.shape
+    for k in BREAKDOWN_KEYS:
+        assert np.all(np.asarray(res.breakdown[k]) >= 0), k
+    assert np.all(np.isfinite(res.step_time))
+
+
+def test_pure_data_parallel_limit(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """TP = PP = 1: no TP/PP terms, no bubble, and the DP term is the all-reduce of all gradients."""
+    job = job_for(a100, gpt, global_batch=64, micro_batch=1)
+    g, res = one(job, dict(global_batch=64, micro_batch=1), 64, algorithm="ring", overlap=False)
+    for k in ("tp_comm", "pp_comm", "cp_comm", "ep_comm", "bubble"):
+        assert val(res.breakdown[k]) == 0.0
+    grad_bytes = job.params * 2.0  # bf16 gradients
+    expected = val(coll.collective_time("allreduce", grad_bytes, 64, job.network, algorithm="ring", stride=1))
+    assert val(res.breakdown["dp_comm"]) == pytest.approx(expected, rel=1e-9)
+
+
+def test_tp_term_is_four_allreduces_per_layer(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """Forward: 2 all-reduces of b*s*h*2 bytes per layer (exposed); backward: 2 more, hidden by the
+    weight-gradient GEMMs (= forward GEMM time) up to their length (Narayanan 2021 §3.3)."""
+    b, s, h, L = 2, gpt.seq_len, gpt.hidden, gpt.layers
+    job = job_for(a100, gpt, global_batch=8, micro_batch=b)
+    g, res = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8)
+    t_ar = val(coll.collective_time("allreduce", b * s * h * 2.0, 8, job.network, stride=1))
+    layer = compute.layer_compute_time(job.shape, micro_batch=b, seq_len=s, peak_flops=job.peak_flops,
+                                       memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max,
+                                       gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
+                                       tp=8)
+    wgrad = L * val(layer.forward_gemm)
+    m = 8 // b  # micro-batches (dp = 1)
+    expected = m * (L * 2 * t_ar + max(L * 2 * t_ar - wgrad, 0.0))
+    assert val(res.breakdown["tp_comm"]) == pytest.approx(expected, rel=1e-9)
+    # full recompute repeats the two forward all-reduces
+    g2, res2 = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, recompute="full")
+    assert val(res2.breakdown["tp_comm"]) == pytest.approx(expected + m * L * 2 * t_ar, rel=1e-9)
+
+
+def test_pp_term_and_bubble(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """PP: 2 send/recvs of b*s*h*2/tp bytes per micro-batch between stages tp*dp GPUs apart; the
+    1F1B bubble is (p - 1) micro-batch times, interleaving divides it by v."""
+    b, s, h = 1, gpt.seq_len, gpt.hidden
+    training = dict(global_batch=64, micro_batch=b)
+    job = job_for(a100, gpt, **training)
+    g, res = one(job, training, 64, tp=2, pp=4)  # dp = 8, m = 8
+    t_p2p = val(coll.collective_time("sendrecv", b * s * h * 2.0 / 2, 2, job.network, stride=2 * 8))
+    assert val(res.breakdown["pp_comm"]) == pytest.approx(8 * 2 * t_p2p, rel=1e-9)
+    t_mb = val(res.extras["microbatch_time"])
+    assert val(res.breakdown["bubble"]) == pytest.approx(3 * t_mb, rel=1e-12)
+    g2, res2 = one(job, training, 64, tp=2, pp=4, schedule="interleaved:2")
+    assert val(res2.breakdown["bubble"]) == pytest.approx(1.5 * val(res2.extras["microbatch_time"]), rel=1e-12)
+
+
+def test_zero3_moves_one_and_a_half_times_the_gradients(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    training = dict(global_batch=64, micro_batch=1)
+    job = job_for(a100, gpt, **training)
+    _, r3 = one(job, training, 64, zero="3", algorithm="ring", overlap=False)
+    expected = val(coll.collective_time("allreduce", 1.5 * job.params * 2.0, 64, job.network, algorithm="ring"))
+    assert val(r3.breakdown["dp_comm"]) == pytest.approx(expected, rel=1e-9)
+
+
+def test_int8_compression_term(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """int8: all-reduce of 1 byte per element plus encode+decode reading/writing 2 and 1 bytes (x2)."""
+    training = dict(global_batch=64, micro_batch=1)
+    job = job_for(a100, gpt, **training)
+    _, r = one(job, training, 64, compression="int8", algorithm="ring", overlap=False)
+    n = job.params
+    comm = val(coll.collective_time("allreduce", n * 1.0, 64, job.network, algorithm="ring"))
+    codec = 2 * (2.0 + 1.0) * n / (job.memory_bandwidth * job.memory_efficiency)
+    assert val(r.breakdown["dp_comm"]) == pytest.approx(comm + codec, rel=1e-9)
+
+
+def test_parameter_server_term(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    training = dict(global_batch=64, micro_batch=1)
+    job = job_for(a100, gpt, **training)
+    _, r = one(job, training, 64, dp_comm="ps:8", overlap=False)
+    outer = job.network.tiers[-1]
+    expected = val(ps.ps_time(64, 8, job.params * 2.0, outer.effective_bandwidth, latency_s=outer.latency))
+    assert val(r.breakdown["dp_comm"]) == pytest.approx(expected, rel=1e-9)
+
+
+def test_overlap_never_hurts_and_hides_at_most_the_backward(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    training = dict(global_batch=64, micro_batch=1)
+    job = job_for(a100, gpt, **training)
+    _, on = one(job, training, 64, overlap=True)
+    _, off = one(job, training, 64, overlap=False)
+    assert val(on.breakdown["dp_comm"]) <= val(off.breakdown["dp_comm"])
+    assert val(on.breakdown["dp_comm"]) >= val(off.breakdown["dp_comm"]) - val(on.breakdown["compute"])
+
+
+def test_more_bandwidth_is_never_slower(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    training = dict(global_batch=256, micro_batch=1)
+    job = job_for(a100, gpt, **training)
+    tp = np.array([1, 2, 8]).reshape(3, 1)
+    pp = np.array([1, 4]).reshape(1, 2)
+    g = grid_from_arrays(gpus=256, dp=256 // (tp * pp), tp=tp, pp=pp, micro_batch=1, global_batch=256)
+    base = evaluate(job, g).step_time
+    for factor in (2.0, 10.0):
+        tiers = tuple(replace(t, bandwidth=t.bandwidth * factor) for t in job.network.tiers)
+        fast = replace(job, network=replace(job.network, tiers=tiers))
+        assert np.all(evaluate(fast, g).step_time <= base * (1 + 1e-12))
+
+
+def test_more_microbatches_never_larger_bubble_fraction(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    job = job_for(a100, gpt, global_batch=8)
+    batches = np.array([8, 16, 32, 64, 128, 256])
+    g = grid_from_arrays(gpus=32, dp=1, tp=8, pp=4, micro_batch=1, global_batch=batches)
+    res = evaluate(job, g)
+    frac = np.asarray(res.breakdown["bubble"]) / np.asarray(res.step_time)
+    assert np.all(np.diff(frac) <= 1e-15)
+
+
+def test_memory_infeasible_is_reported(a100) -> None:  # type: ignore[no-untyped-def]
+    wl = load_workload("gpt3-175b")
+    p = predict(a100, wl, 8, TrainingSpec(global_batch=8), StrategySpec(tp=8))
+    assert not p.feasible and not p.memory["fits"]
+    assert "memory" in (p.infeasible_reason or "")
+    assert p.memory["per_gpu_bytes"] > p.memory["capacity_bytes"]
+
+
+def test_invalid_combinations_are_flagged(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    job = job_for(a100, gpt, global_batch=64)
+    g = grid_from_arrays(gpus=64, dp=np.array([64, 16, 8]), tp=np.array([1, 4, 8]), pp=1,
+                         micro_batch=np.array([1, 1, 3]), global_batch=64, zero=1)
+    res = evaluate(job, g)
+    assert res.feasible.tolist() == [True, True, False]
+    assert int(res.reason[2]) == 2  # 64 sequences cannot be split into dp 8 x micro-batch 3
+    heads = grid_from_arrays(gpus=64, dp=64 // 3 or 1, tp=3, pp=1, micro_batch=1, global_batch=63)
+    assert not bool(evaluate(job, heads).feasible.reshape(-1)[0])
+
+
+def test_mfu_definition(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    p = predict(a100, gpt, 64, TrainingSpec(global_batch=64), StrategySpec(tp=8, recompute="full"))
+    peak = a100.accelerator.peak("bf16")
+    assert p.flops["mfu"] == pytest.approx(p.flops["model_flops_per_step"] / (p.step_time_s * 64 * peak))
+    assert p.flops["hfu"] > p.flops["mfu"]  # full recompute adds hardware FLOPs
+
+
+def test_predict_cli_json_is_strict(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("predict", "--cluster", "dgx-a100", "--model", "gpt-1.7b", "--gpus", "64", "--global-batch", "128",
+            "--train-tokens", "10B", "--json")
+    assert r.code == 0, r.err
+
+    def bad(x: str) -> None:
+        raise ValueError(x)
+
+    doc = json.loads(r.out, parse_constant=bad)
+    for key in ("schema_version", "command", "inputs", "feasible", "infeasible_reason", "step_time_s",
+                "breakdown_s", "throughput", "flops", "memory", "time_to_train_s", "cost_usd"):
+        assert key in doc
+    assert doc["command"] == "predict"
+    assert sum(doc["breakdown_s"].values()) == pytest.approx(doc["step_time_s"], rel=1e-12)
+    assert doc["time_to_train_s"] == pytest.approx(10e9 / doc["throughput"]["tokens_per_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("args", [
+    ("--tp", "7"),
+    ("--dp", "3"),
+    ("--zero", "5"),
+    ("--schedule", "weird"),
+    ("--compression", "topk:abc"),
+    ("--sync", "ssp:x"),
+    ("--gpus", "0"),
+    ("--set", "model.layers=-1"),
+])
+def test_predict_bad_input_exit_2(cli, args) -> None:  # type: ignore[no-untyped-def]
+    r = cli("predict", "--cluster", "dgx-a100", "--model", "gpt-1.7b", "--gpus", "64", *args)
+    assert r.code == 2
+    assert r.err.startswith("error: ") and "Traceback" not in r.err
