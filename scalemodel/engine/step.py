@@ -166,7 +166,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
         return {"total": total + recompute, "forward": fwd, "backward": bwd + recompute, "wgrad": bwd / 2,
                 "attention_core": zero, "layers_per_stage": zero + 1}
     sh = job.shape
-    kw: dict[str, Any] = dict(micro_batch=b, seq_len=job.seq_len, peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth,
+    kw: dict[str, Any] = dict(
+              micro_batch=b, seq_len=job.seq_len, peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth,
               gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
               tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
     rec = g.recompute
