@@ -1,9 +1,44 @@
 """scalemodel: closed-form models of distributed training performance.
 
-The public API is the engine the CLI uses; names are imported lazily so that
-``import scalemodel`` stays light.
+The public API is the engine the CLI uses::
+
+    import scalemodel
+    cluster = scalemodel.load_cluster("dgx-h100")
+    model = scalemodel.load_workload("llama3-70b")
+    result = scalemodel.predict(cluster, model, 1024, scalemodel.TrainingSpec(global_batch=1024),
+                                scalemodel.StrategySpec(tp=8, pp=4))
+    print(result.step_time_s, result.breakdown_s)
+
+Names are imported lazily so that ``import scalemodel`` stays light.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_LAZY = {
+    "load_cluster": "scalemodel.specs",
+    "load_accelerator": "scalemodel.specs",
+    "load_workload": "scalemodel.specs",
+    "load_scenario": "scalemodel.specs",
+    "TrainingSpec": "scalemodel.specs",
+    "StrategySpec": "scalemodel.specs",
+    "ClusterSpec": "scalemodel.specs",
+    "predict": "scalemodel.engine.predict",
+    "build_job": "scalemodel.engine.job",
+    "evaluate": "scalemodel.engine.step",
+    "InputError": "scalemodel.errors",
+    "parse_quantity": "scalemodel.units",
+    "format_quantity": "scalemodel.units",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'scalemodel' has no attribute {name!r}")
