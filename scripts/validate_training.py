@@ -133,6 +133,12 @@ def main() -> int:
         b = p.breakdown_s  # type: ignore[attr-defined]
         other = max((k for k in b if k != "compute"), key=lambda k: b[k])
         print(f"{cid:<24} {metric:<12} {meas:>9.3g} {pred:>9.3g} {err:>+7.1%}  {other} {b[other] / p.step_time_s:.0%}")  # type: ignore[attr-defined]
+    families: dict[str, list[float]] = {}
+    for (cid, *_), err in zip(rows, errors, strict=True):
+        families.setdefault(cid.split("_")[0], []).append(err)
+    print()
+    for fam, errs in families.items():
+        print(f"{fam:<10} {len(errs):>2} comparisons: median |error| {statistics.median(errs):.1%}, worst {max(errs):.1%}")
     print(f"\n{len(errors)} comparisons: median |error| {statistics.median(errors):.1%}, worst {max(errors):.1%}")
     return 0
 
