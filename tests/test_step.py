@@ -220,3 +220,26 @@ def test_predict_bad_input_exit_2(cli, args) -> None:  # type: ignore[no-untyped
     r = cli("predict", "--cluster", "dgx-a100", "--model", "gpt-1.7b", "--gpus", "64", *args)
     assert r.code == 2
     assert r.err.startswith("error: ") and "Traceback" not in r.err
+
+
+def test_load_imbalance_static_vs_dynamic(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """Static shares end with the slowest replica's sum; a work queue costs its overhead per task
+    and half a task at the end (reference §6; cost.balance)."""
+    from scalemodel.cost import stragglers as st
+
+    training = dict(global_batch=512, micro_batch=1)
+    job = replace(job_for(a100, gpt, **training), work_cv=0.3)
+    _, r = one(job, training, 64, tp=8)  # dp = 8, m = 64 micro-batches per replica
+    m, n = 64, 8
+    task = val(r.breakdown["compute"]) / m
+    expected_static = m * val(st.expected_max_of_sum(m, n, task, 0.3, job.straggler_dist)) - m * task
+    assert val(r.breakdown["imbalance"]) == pytest.approx(expected_static, rel=1e-9)
+    o = 0.002
+    _, d = one(job, training, 64, tp=8, assignment="dynamic", dispatch_overhead=o)
+    t = task + o
+    M = m * n
+    expected_dynamic = M * t / n - n * t / (2 * n) + t - m * task
+    assert val(d.breakdown["imbalance"]) == pytest.approx(expected_dynamic, rel=1e-9)
+    balanced = replace(job, work_cv=0.0)
+    _, z = one(balanced, training, 64, tp=8)
+    assert val(z.breakdown["imbalance"]) == 0.0

@@ -63,6 +63,12 @@ SyncOption = Annotated[str | None, typer.Option("--sync", help="bsp | backup:B |
 AlgoOption = Annotated[str | None, typer.Option("--algo", help="DP collective: auto|ring|tree|rhd|hierarchical.")]
 StragglerCvOption = Annotated[float | None, typer.Option(
     "--straggler-cv", help="Per-worker step-time coefficient of variation (default: the cluster's).")]
+AssignmentOption = Annotated[str | None, typer.Option(
+    "--assignment", help="static (equal shares) | dynamic (work queue) assignment of micro-batches.")]
+DispatchOverheadOption = Annotated[str | None, typer.Option(
+    "--dispatch-overhead", help="Scheduling cost per dynamically assigned micro-batch, e.g. 5ms.")]
+WorkCvOption = Annotated[float | None, typer.Option(
+    "--work-cv", help="CV of one micro-batch's compute time (variable lengths); drives load imbalance.")]
 TrainTokensOption = Annotated[str | None, typer.Option("--train-tokens", help="Tokens to train, e.g. 300B.")]
 
 

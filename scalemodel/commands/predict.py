@@ -22,6 +22,8 @@ def register(app: typer.Typer) -> None:
         precision: o.PrecisionOption = None, overlap: o.OverlapOption = None,
         compression: o.CompressionOption = None, dp_comm: o.DpCommOption = None, sync: o.SyncOption = None,
         algo: o.AlgoOption = None, straggler_cv: o.StragglerCvOption = None,
+        assignment: o.AssignmentOption = None, dispatch_overhead: o.DispatchOverheadOption = None,
+        work_cv: o.WorkCvOption = None,
         train_tokens: o.TrainTokensOption = None, set_: o.SetOption = None, as_json: o.JsonOption = False,
     ) -> None:
         """Predict one training step: breakdown that adds up, tokens/s, MFU/HFU, memory, time and cost."""
@@ -29,10 +31,11 @@ def register(app: typer.Typer) -> None:
 
         o.positive_int(gpus, "--gpus")
         training = {"micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len,
-                    "precision": precision, "train_tokens": train_tokens}
+                    "precision": precision, "train_tokens": train_tokens, "work_cv": work_cv}
         strategy = {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": zero, "recompute": recompute,
                     "sequence_parallel": sequence_parallel or None, "schedule": schedule, "overlap": overlap,
-                    "compression": compression, "dp_comm": dp_comm, "sync": sync, "algorithm": algo}
+                    "compression": compression, "dp_comm": dp_comm, "sync": sync, "algorithm": algo,
+                    "assignment": assignment, "dispatch_overhead": dispatch_overhead}
         cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy=strategy)
         inputs: dict[str, Any] = {"cluster": cl.name, "model": wl.name, "gpus": gpus,
                                   "training": tr.model_dump(mode="json"), "strategy": st.model_dump(mode="json"),

@@ -57,6 +57,7 @@ class Job:
     straggler_dist: str
     train_tokens: float  # 0 = not given
     critical_batch: float  # B_noise in samples, 0 = not given
+    work_cv: float  # CV of one micro-batch's compute time (load imbalance)
     inputs: dict[str, Any] = field(default_factory=dict)
 
 
@@ -110,6 +111,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         straggler_cv=float(cv), straggler_dist=straggler_dist or var.dist,
         train_tokens=float(training.train_tokens or (training.train_samples or 0) * seq),
         critical_batch=float(training.critical_batch or 0.0),
+        work_cv=float(training.work_cv),
     )
 
 
@@ -141,6 +143,8 @@ class StrategyGrid:
     ps_servers: np.ndarray  # 0 = all-reduce, K > 0 = parameter server with K servers
     ps_colocated: np.ndarray  # bool
     algorithm: np.ndarray  # index into ALGORITHMS
+    dynamic_assignment: np.ndarray  # bool: micro-batches pulled from a shared queue
+    dispatch_overhead: np.ndarray  # seconds of scheduling per dynamically assigned micro-batch
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -184,6 +188,8 @@ class StrategyGrid:
             "compression": f"topk:{float(self.topk_ratio[i]):g}" if comp == "topk" else comp,
             "dp_comm": (f"ps:{ps}" + (":colocated" if bool(self.ps_colocated[i]) else "")) if ps else "allreduce",
             "algorithm": ALGORITHMS[int(self.algorithm[i])],
+            "assignment": "dynamic" if bool(self.dynamic_assignment[i]) else "static",
+            "dispatch_overhead_s": float(self.dispatch_overhead[i]),
         }
 
 
@@ -194,7 +200,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     """
     defaults: dict[str, Any] = dict(cp=1, ep=1, schedule=0, virtual_stages=1, zero=0, recompute=0,
                                     sequence_parallel=False, overlap=True, compression=0, topk_ratio=1.0,
-                                    ps_servers=0, ps_colocated=False, algorithm=0)
+                                    ps_servers=0, ps_colocated=False, algorithm=0, dynamic_assignment=False,
+                                    dispatch_overhead=0.0)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -202,8 +209,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
         raise TypeError(f"missing strategy arrays: {missing}")
     out: dict[str, np.ndarray] = {}
     for n in names:
-        kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated") else (
-            float if n == "topk_ratio" else np.int64)
+        kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment") else (
+            float if n in ("topk_ratio", "dispatch_overhead") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
         np.broadcast_shapes(*(a.shape for a in out.values()))
@@ -241,4 +248,5 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         zero=ZERO_CODES[strategy.zero], recompute=RECOMPUTE_CODES[strategy.recompute],
         sequence_parallel=strategy.sequence_parallel, overlap=strategy.overlap, compression=comp_code,
         topk_ratio=ratio, ps_servers=ps_k, ps_colocated=ps.endswith(":colocated"),
-        algorithm=ALGORITHMS.index(strategy.algorithm))
+        algorithm=ALGORITHMS.index(strategy.algorithm), dynamic_assignment=strategy.assignment == "dynamic",
+        dispatch_overhead=strategy.dispatch_overhead)

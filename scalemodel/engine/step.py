@@ -330,8 +330,29 @@ def _memory(job: Job, g: StrategyGrid, m: np.ndarray) -> dict[str, np.ndarray]:
     return parts
 
 
-def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | None = None,
-             imbalance: float = 0.0) -> StepArrays:
+def _imbalance(job: Job, g: StrategyGrid, m: np.ndarray, task: np.ndarray) -> np.ndarray:
+    """Seconds a step loses to uneven work across the dp replicas (reference sync_stragglers_ps.md §6).
+
+    Each replica runs m micro-batches whose compute times are i.i.d. with mean ``task`` and CV
+    ``job.work_cv``. Static assignment (fixed equal shares) ends with the slowest replica's sum,
+    m E[max_i sum_j X_ij]/m (:func:`cost.balance.noisy_static_makespan`); dynamic assignment pulls
+    micro-batches from a shared queue at ``dispatch_overhead`` seconds each
+    (:func:`cost.balance.noisy_dynamic_makespan`). The term is the makespan minus the balanced m x
+    task already counted as compute (never negative: the overhead is part of the loss).
+    """
+    from scalemodel.cost import balance
+
+    dynamic = g.dynamic_assignment
+    if job.work_cv == 0 and not np.any(dynamic):
+        return np.zeros(1)
+    dp = g.dp.astype(float)
+    static = balance.noisy_static_makespan(dp, m, task, job.work_cv, job.straggler_dist) if job.work_cv > 0 else (
+        m * task)
+    queued = balance.noisy_dynamic_makespan(dp, m * dp, task, g.dispatch_overhead) if np.any(dynamic) else static
+    return np.maximum(np.where(dynamic, queued, static) - m * task, 0.0)
+
+
+def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | None = None) -> StepArrays:
     """Evaluate every candidate in ``g`` in one vectorised pass (one sync mode per call)."""
     from scalemodel.cost import sync as sync_model
 
@@ -343,7 +364,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     dp = _dp_comm(job, g, comp)
     opt = _optimizer_time(job, g)
-    imbalance_s = imbalance * m * comp["total"]
+    imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
 
     kw: dict[str, Any] = {} if kappa is None else {"kappa": kappa}

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from scalemodel.specs.base import Spec
-from scalemodel.specs.quantities import Count
+from scalemodel.specs.quantities import Count, SecondsOrZero
 
 TrainPrecision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 
@@ -26,6 +26,9 @@ class TrainingSpec(Spec):
     train_tokens: Count | None = None
     train_samples: Count | None = None
     critical_batch: Count | None = Field(default=None, description="gradient noise scale B_noise, in samples")
+    work_cv: float = Field(default=0.0, ge=0.0, lt=10.0, description=(
+        "coefficient of variation of one micro-batch's compute time (variable sequence lengths, "
+        "data-dependent work); drives the load-imbalance term"))
 
 
 _SCHEDULE = re.compile(r"^(1f1b|gpipe|zb|interleaved)(?::(\d+))?$")
@@ -49,6 +52,9 @@ class StrategySpec(Spec):
     overlap: bool = True
     compression: str = Field(default="none", description="none | fp16 | int8 | topk:FRACTION")
     dp_comm: str = Field(default="allreduce", description="allreduce | ps:K[:colocated|:dedicated]")
+    assignment: Literal["static", "dynamic"] = Field(
+        default="static", description="micro-batches split equally up front, or pulled from a shared queue")
+    dispatch_overhead: SecondsOrZero = Field(default=0.0, description="scheduling cost per dynamically assigned task")
 
     @field_validator("zero", mode="before")
     @classmethod
