@@ -1,9 +1,50 @@
-"""The `sensitivity` command (not yet implemented)."""
+"""`scalemodel sensitivity`: elasticity of throughput to each hardware parameter, and what a better one buys."""
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 import typer
+
+from scalemodel.commands import common as o
 
 
 def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+    @app.command("sensitivity")
+    def sensitivity(
+        cluster: o.ClusterOption = "dgx-h100",
+        model: o.ModelOption = "gpt3-175b",
+        gpus: Annotated[int, typer.Option("--gpus", "-n", help="Number of GPUs.")] = 1024,
+        tp: o.TpOption = 1, pp: o.PpOption = 1, cp: o.CpOption = 1, ep: o.EpOption = 1, dp: o.DpOption = None,
+        micro_batch: o.MicroBatchOption = None, global_batch: o.GlobalBatchOption = None,
+        seq_len: o.SeqLenOption = None, zero: o.ZeroOption = None, recompute: o.RecomputeOption = None,
+        sequence_parallel: o.SeqParOption = False, schedule: o.ScheduleOption = None,
+        precision: o.PrecisionOption = None, overlap: o.OverlapOption = None,
+        compression: o.CompressionOption = None, dp_comm: o.DpCommOption = None, sync: o.SyncOption = None,
+        algo: o.AlgoOption = None, straggler_cv: o.StragglerCvOption = None,
+        factor: Annotated[float, typer.Option(
+            "--factor", help="Improvement to evaluate: bandwidths and FLOP/s x F, latencies and CV / F.")] = 2.0,
+        set_: o.SetOption = None, as_json: o.JsonOption = False,
+    ) -> None:
+        """Elasticity of throughput to every hardware parameter (d ln tokens/s / d ln p), ranked by impact."""
+        from scalemodel.engine.sensitivity import sensitivity_for
+
+        o.positive_int(gpus, "--gpus")
+        training = {"micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len,
+                    "precision": precision}
+        strategy = {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": zero, "recompute": recompute,
+                    "sequence_parallel": sequence_parallel or None, "schedule": schedule, "overlap": overlap,
+                    "compression": compression, "dp_comm": dp_comm, "sync": sync, "algorithm": algo}
+        cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy=strategy)
+        inputs: dict[str, Any] = {"cluster": cl.name, "model": wl.name, "gpus": gpus,
+                                  "training": tr.model_dump(mode="json"), "strategy": st.model_dump(mode="json"),
+                                  "set": list(set_ or []), "straggler_cv": straggler_cv, "factor": factor}
+        result = sensitivity_for(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, factor=factor, inputs=inputs)
+        if as_json:
+            from scalemodel.report.output import emit_json
+
+            emit_json(result.payload(), "sensitivity")
+        else:
+            from scalemodel.report.sensitivity import render_sensitivity
+
+            render_sensitivity(result)

@@ -1,0 +1,244 @@
+"""Sensitivity of training throughput to each hardware parameter.
+
+For a parameter p the *elasticity* of throughput X is
+
+    e_p = d ln X / d ln p  ~=  (ln X(p e^d) - ln X(p e^-d)) / (2 d)        (central difference in log space)
+
+so e_p = 0.3 means "1% more p gives 0.3% more throughput". Speeds (peak FLOP/s, memory bandwidth,
+tier bandwidths) have e >= 0, costs (latencies, straggler CV) e <= 0. Because every time in the
+step model is a work amount divided by a speed or a latency count times a latency, the step time is
+homogeneous of degree -1 in (speeds, 1/latencies) apart from fixed constants (NCCL base latency,
+the GEMM efficiency curve depends on shapes only), so by Euler's theorem
+
+    sum over speeds of e  -  sum over latencies of e  ~=  1
+
+i.e. the elasticities are the shares of the step each resource is responsible for (the part of
+the one that is missing is the fixed per-collective overhead). A single GPU has no network term:
+e_peak + e_memory_bandwidth = 1 exactly.
+
+Besides the local derivative, each parameter is improved by a finite factor (bandwidth x f,
+latency / f, ...) and the throughput ratio reported: "what a 2x better network buys" is the
+ratio with every tier improved at once. Memory capacity does not change the step time of a fixed
+strategy (elasticity 0); its row says whether the strategy fits before and after the improvement.
+
+Perturbations are :func:`dataclasses.replace` copies of the :class:`~scalemodel.engine.job.Job`
+(and of its :class:`~scalemodel.cost.network.Tier` objects); each is one vectorised
+:func:`~scalemodel.engine.step.evaluate` call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from scalemodel.engine.job import Job, StrategyGrid
+from scalemodel.errors import InputError
+
+#: Half-width of the central difference in log space (1%: small enough to stay on one branch of
+#: the model's max()/min() kinks in practice, large enough to be far above rounding error).
+LOG_STEP = 0.01
+
+Perturb = Callable[[Job, float], Job]
+
+
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    value: float
+    unit: str  # units.format_quantity kind, or "" for a plain number
+    group: str  # compute | memory | network | stragglers | capacity
+    better: int  # +1: larger is better (multiply by the factor), -1: smaller is better (divide)
+    perturb: Perturb
+
+
+@dataclass
+class ParameterSensitivity:
+    name: str
+    value: float
+    unit: str
+    group: str
+    elasticity: float
+    improved_by: str  # e.g. "x2" or "/2"
+    throughput_ratio: float
+    fits_when_improved: bool
+
+    def payload(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "unit": self.unit, "group": self.group,
+                "elasticity": self.elasticity, "improved_by": self.improved_by,
+                "throughput_ratio": self.throughput_ratio, "fits_when_improved": self.fits_when_improved}
+
+
+@dataclass
+class SensitivityResult:
+    inputs: dict[str, Any]
+    factor: float
+    baseline_tokens_per_s: float
+    baseline_step_time_s: float
+    feasible: bool
+    fits: bool
+    memory_per_gpu_bytes: float
+    memory_capacity_bytes: float
+    parameters: list[ParameterSensitivity]  # ranked by |elasticity|, largest first
+    group_ratios: dict[str, float]  # throughput ratio with every parameter of a group improved
+    group_elasticity: dict[str, float]  # sum of |elasticity| per group
+    bound: str  # the group with the largest summed |elasticity|
+    conclusion: str
+    notes: list[str] = field(default_factory=list)
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "inputs": self.inputs, "factor": self.factor,
+            "baseline": {"tokens_per_s": self.baseline_tokens_per_s, "step_time_s": self.baseline_step_time_s,
+                         "feasible": self.feasible, "fits": self.fits,
+                         "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
+                         "memory_capacity_bytes": self.memory_capacity_bytes},
+            "parameters": [p.payload() for p in self.parameters],
+            "groups": {g: {"elasticity": self.group_elasticity[g], "throughput_ratio": self.group_ratios[g]}
+                       for g in self.group_ratios},
+            "bound": self.bound, "conclusion": self.conclusion, "notes": self.notes,
+        }
+
+
+def _tier_perturb(index: int, attr: str) -> Perturb:
+    def apply(job: Job, mult: float) -> Job:
+        tiers = list(job.network.tiers)
+        t = tiers[index]
+        tiers[index] = replace(t, **{attr: getattr(t, attr) * mult})
+        return replace(job, network=replace(job.network, tiers=tuple(tiers)))
+    return apply
+
+
+def _job_perturb(attr: str) -> Perturb:
+    def apply(job: Job, mult: float) -> Job:
+        return replace(job, **{attr: getattr(job, attr) * mult})
+    return apply
+
+
+def hardware_parameters(job: Job) -> list[_Param]:
+    """The hardware parameters the step time depends on, with how to perturb each."""
+    params = [
+        _Param("peak FLOP/s", job.peak_flops, "flop_rate", "compute", +1, _job_perturb("peak_flops")),
+        _Param("memory bandwidth", job.memory_bandwidth, "bandwidth", "memory", +1, _job_perturb("memory_bandwidth")),
+    ]
+    for i, t in enumerate(job.network.tiers):
+        params.append(_Param(f"{t.name} bandwidth", t.bandwidth, "bandwidth", "network", +1,
+                             _tier_perturb(i, "bandwidth")))
+        params.append(_Param(f"{t.name} latency", t.latency, "time", "network", -1, _tier_perturb(i, "latency")))
+    params.append(_Param("straggler CV", job.straggler_cv, "", "stragglers", -1, _job_perturb("straggler_cv")))
+    params.append(_Param("memory capacity", job.memory_capacity, "bytes", "capacity", +1,
+                         _job_perturb("memory_capacity")))
+    return params
+
+
+def _evaluate_one(job: Job, grid: StrategyGrid, sync: str, kappa: float | None) -> tuple[float, float, bool, bool,
+                                                                                        float]:
+    """(tokens/s, step seconds, feasible, fits, memory bytes) of the single candidate in ``grid``."""
+    from scalemodel.engine.step import evaluate
+
+    res = evaluate(job, grid, sync=sync, kappa=kappa)
+    first = (0,) * res.step_time.ndim
+    return (float(res.tokens_per_s[first]), float(res.step_time[first]), bool(res.feasible[first]),
+            bool(res.fits[first]), float(res.memory["total"][first]))
+
+
+def _compose(perturbs: list[Perturb], mults: list[float]) -> Perturb:
+    def apply(job: Job, _: float) -> Job:
+        for p, m in zip(perturbs, mults, strict=True):
+            job = p(job, m)
+        return job
+    return apply
+
+
+def _fmt_factor(f: float) -> str:
+    return f"{f:g}"
+
+
+def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float | None = None,
+                factor: float = 2.0, log_step: float = LOG_STEP,
+                inputs: dict[str, Any] | None = None) -> SensitivityResult:
+    """Elasticity of throughput to every hardware parameter, and the gain of a ``factor`` improvement.
+
+    ``grid`` must hold one candidate (e.g. from :func:`~scalemodel.engine.job.grid_from_strategy`).
+    """
+    if grid.size != 1:
+        raise InputError(f"sensitivity needs one strategy, got {grid.size} candidates", where="strategy")
+    if not (math.isfinite(factor) and factor > 1.0):
+        raise InputError(f"improvement factor {factor} must be > 1", where="--factor",
+                         allowed="a number > 1, e.g. 2 (bandwidth x2, latency /2)")
+    if not (0.0 < log_step < 0.5):
+        raise InputError(f"log step {log_step} out of range", where="log_step", allowed="0 < step < 0.5")
+    base_x, base_t, feasible, fits, mem = _evaluate_one(job, grid, sync, kappa)
+    if not (base_x > 0 and math.isfinite(base_x)):
+        raise InputError("the baseline step has no positive throughput", where="strategy")
+    up, down = math.exp(log_step), math.exp(-log_step)
+    rows: list[ParameterSensitivity] = []
+    params = hardware_parameters(job)
+    for p in params:
+        x_up = _evaluate_one(p.perturb(job, up), grid, sync, kappa)[0]
+        x_dn = _evaluate_one(p.perturb(job, down), grid, sync, kappa)[0]
+        elasticity = (math.log(x_up) - math.log(x_dn)) / (2.0 * log_step)
+        improved = p.perturb(job, factor if p.better > 0 else 1.0 / factor)
+        x_imp, _, _, fits_imp, _ = _evaluate_one(improved, grid, sync, kappa)
+        if abs(elasticity) < 1e-12:
+            elasticity = 0.0
+        rows.append(ParameterSensitivity(
+            name=p.name, value=p.value, unit=p.unit, group=p.group, elasticity=elasticity,
+            improved_by=("x" if p.better > 0 else "/") + _fmt_factor(factor),
+            throughput_ratio=x_imp / base_x, fits_when_improved=fits_imp))
+    rows.sort(key=lambda r: -abs(r.elasticity))
+
+    # Whole groups improved at once: "2x network" = every tier's bandwidth x f and latency / f.
+    groups = ("compute", "memory", "network", "stragglers")
+    group_ratios: dict[str, float] = {}
+    group_elasticity: dict[str, float] = {}
+    for g in groups:
+        members = [p for p in params if p.group == g]
+        combined = _compose([p.perturb for p in members], [factor if p.better > 0 else 1.0 / factor for p in members])
+        group_ratios[g] = _evaluate_one(combined(job, 1.0), grid, sync, kappa)[0] / base_x
+        group_elasticity[g] = sum(abs(r.elasticity) for r in rows if r.group == g)
+    bound = max(groups, key=lambda g: group_elasticity[g])
+    conclusion = _conclusion(bound, group_elasticity, group_ratios, factor)
+    notes = []
+    if not fits:
+        notes.append(f"the strategy does not fit: {mem / job.memory_capacity:.2f}x the accelerator memory is needed")
+    elif not feasible:
+        notes.append("the strategy is infeasible (see `scalemodel predict`); elasticities describe its modelled step")
+    if job.straggler_cv == 0.0:
+        notes.append("straggler CV is 0 (no variability modelled): use --straggler-cv to see its effect")
+    return SensitivityResult(
+        inputs=inputs or {}, factor=factor, baseline_tokens_per_s=base_x, baseline_step_time_s=base_t,
+        feasible=feasible, fits=fits, memory_per_gpu_bytes=mem, memory_capacity_bytes=job.memory_capacity,
+        parameters=rows, group_ratios=group_ratios, group_elasticity=group_elasticity, bound=bound,
+        conclusion=conclusion, notes=notes)
+
+
+_GROUP_WORDS = {"compute": "compute-bound", "memory": "memory-bandwidth-bound", "network": "network-bound",
+                "stragglers": "straggler-bound"}
+_GROUP_NAMES = {"compute": "peak FLOP/s", "memory": "memory bandwidth", "network": "network",
+                "stragglers": "straggler CV"}
+
+
+def _conclusion(bound: str, elasticity: dict[str, float], ratios: dict[str, float], factor: float) -> str:
+    f = _fmt_factor(factor)
+    total = sum(elasticity.values())
+    share = elasticity[bound] / total if total > 0 else 0.0
+    buys = ", ".join(f"{f}x {_GROUP_NAMES[g]} buys {ratios[g] - 1.0:+.0%}"
+                     for g in ("network", "compute", "memory") if g in ratios)
+    return f"the step is {_GROUP_WORDS[bound]} ({share:.0%} of the sensitivity): {buys}"
+
+
+def sensitivity_for(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any, *,
+                    straggler_cv: float | None = None, kappa: float | None = None, factor: float = 2.0,
+                    inputs: dict[str, Any] | None = None) -> SensitivityResult:
+    """:func:`sensitivity` from validated specs (the engine behind `scalemodel sensitivity`)."""
+    from scalemodel.engine.job import build_job, grid_from_strategy
+
+    job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
+    grid = grid_from_strategy(strategy, training, gpus, job)
+    return sensitivity(job, grid, sync=strategy.sync, kappa=kappa, factor=factor, inputs=inputs)
+
+
+__all__ = ["LOG_STEP", "ParameterSensitivity", "SensitivityResult", "hardware_parameters", "sensitivity",
+           "sensitivity_for"]

@@ -1,0 +1,39 @@
+"""Rich rendering of a SensitivityResult: parameters ranked by elasticity, and a one-line conclusion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scalemodel.units import format_quantity as fq
+
+
+def _value(v: float, unit: str) -> str:
+    return fq(v, unit) if unit else f"{v:g}"
+
+
+def render_sensitivity(r: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    inp = r.inputs
+    console.print(f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}: "
+                  f"{r.baseline_tokens_per_s:,.0f} tokens/s, step {fq(r.baseline_step_time_s, 'time')}")
+    t = Table(title="Sensitivity of throughput to each hardware parameter (ranked by |elasticity|)")
+    t.add_column("parameter")
+    t.add_column("value", justify="right")
+    t.add_column("elasticity", justify="right")
+    t.add_column("improved", justify="right")
+    t.add_column("throughput", justify="right")
+    for p in r.parameters:
+        note = ""
+        if p.group == "capacity":
+            note = " (fits)" if p.fits_when_improved else " (does not fit)"
+        t.add_row(p.name, _value(p.value, p.unit), f"{p.elasticity:+.3f}", p.improved_by,
+                  f"{p.throughput_ratio - 1.0:+.1%}{note}")
+    console.print(t)
+    console.print("elasticity = % change in tokens/s per 1% change of the parameter; "
+                  "throughput = gain when the parameter is improved as shown")
+    for note in r.notes:
+        console.print(f"note: {note}")
+    console.print(f"[italic]{r.conclusion}[/italic]")
