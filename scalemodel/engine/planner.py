@@ -1,0 +1,584 @@
+"""The planner: enumerate every valid parallelisation of a job, evaluate them all in vectorised
+batches with :func:`scalemodel.engine.step.evaluate`, drop the infeasible ones (counted by reason)
+and rank the rest by an objective.
+
+The search space is a broadcast grid, never a Python loop over candidates:
+
+- a *configuration* axis (length K) of valid (dp, tp, pp, cp, ep, micro-batch, schedule, virtual
+  stages) tuples, built by vectorised filtering: tp, pp, cp are divisors of the GPU count whose
+  product divides it (dp = gpus / (tp pp cp)), tp <= heads, pp <= layers, cp <= seq_len / 2, ep
+  divides dp and the expert count (MoE only); micro-batches are the powers of two dividing the
+  per-replica batch B / dp; pipelines (pp > 1) try 1F1B, GPipe, ZB-H1 and interleaved:v for every
+  v >= 2 with layers divisible by pp v;
+- then ZeRO stage 0-3, recompute none/selective/full, sequence parallelism off/on (on only when
+  tp > 1) and the DP collective algorithm (auto and every all-reduce algorithm), each on its own
+  axis, so :mod:`scalemodel.engine.step` computes each cost on the sub-grid of the choices it
+  depends on and broadcasts.
+
+Structural duplicates (sequence parallelism with tp = 1, selective recompute for a generic model)
+are masked out and not counted. Divisibility rules that the step model checks itself (layers by
+pp, heads by tp, sequence by 2 cp, micro-batches by pp for interleaving, the global batch by dp)
+and memory are left to :func:`evaluate`, so they show up in ``infeasible_by_reason``.
+
+Ranking: ``throughput`` maximises tokens/s; ``time-to-train`` maximises tokens/s x statistical
+efficiency (the staleness penalty of the sync mode, :mod:`scalemodel.cost.sync`); ``cost``
+minimises time-to-train x gpus x price per GPU-second. Ties go to the simpler candidate (earlier on
+every axis: auto algorithm, ZeRO 0, no recompute, no sequence parallelism, smaller degrees).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+
+from scalemodel.engine.job import ALGORITHMS, RECOMPUTE_CODES, Job, StrategyGrid, grid_from_arrays
+from scalemodel.engine.predict import Prediction, result_at
+from scalemodel.engine.step import BREAKDOWN_KEYS, REASON_KEYS, evaluate
+from scalemodel.errors import InputError
+
+OBJECTIVES = ("throughput", "time-to-train", "cost")
+#: Candidates per evaluate() call: bounds memory (a few hundred MB) and paces the progress bar.
+CHUNK_CANDIDATES = 400_000
+ZERO_STAGES = (0, 1, 2, 3)
+SCHEDULE_NAMES = {"1f1b": 0, "interleaved": 1, "gpipe": 2, "zb": 3}
+
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "<=": operator.le, ">=": operator.ge, "!=": operator.ne, "==": operator.eq, "=": operator.eq,
+    "<": operator.lt, ">": operator.gt}
+_NUMERIC_KEYS = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages", "zero")
+_ALIASES = {"mb": "micro_batch", "micro-batch": "micro_batch", "microbatch": "micro_batch",
+            "sp": "sequence_parallel", "sequence-parallel": "sequence_parallel", "algo": "algorithm",
+            "v": "virtual_stages", "virtual-stages": "virtual_stages", "mem": "memory",
+            "memory_per_gpu": "memory"}
+CONSTRAINT_KEYS = (*_NUMERIC_KEYS, "recompute", "schedule", "sequence_parallel", "algorithm", "sync", "memory")
+_CONSTRAINT_ALLOWED = (f"KEY OP VALUE with KEY one of {', '.join(CONSTRAINT_KEYS)} and OP one of "
+                       "<=, >=, <, >, =, != (e.g. tp<=8, pp=1, zero<=1, memory<=60GB, schedule=1f1b, "
+                       "recompute=none)")
+_CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_\-]+)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*?)\s*$")
+
+Constraints = dict[str, list[tuple[str, Any]]]
+
+
+# --------------------------------------------------------------------------------------------
+# constraints
+
+
+def parse_constraints(texts: Sequence[str] | None, where: str = "--constraint") -> Constraints:
+    """Parse ``KEY OP VALUE`` strings (``tp<=8``, ``memory<=60GB``, ``schedule=1f1b``) into a dict
+    {key: [(op, value), ...]}; raise InputError naming the bad one."""
+    out: Constraints = {}
+    for text in texts or []:
+        for part in str(text).split(","):
+            if not part.strip():
+                continue
+            mt = _CONSTRAINT_RE.match(part)
+            if not mt:
+                raise InputError(f"cannot read constraint {part.strip()!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
+            key, op, value = mt.group(1).lower(), mt.group(2), mt.group(3)
+            key = _ALIASES.get(key, key.replace("-", "_"))
+            out.setdefault(key, []).append((op, value))
+    return normalize_constraints(out, where=where)
+
+
+def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--constraint") -> Constraints:
+    """Validate a constraint dict. Values may be a bare value (equality), an (op, value) pair or a
+    list of pairs; string values are parsed (names, integers, byte quantities)."""
+    out: Constraints = {}
+    for raw_key, spec in (constraints or {}).items():
+        key = _ALIASES.get(str(raw_key).lower(), str(raw_key).lower().replace("-", "_"))
+        if key not in CONSTRAINT_KEYS:
+            raise InputError(f"unknown constraint key {raw_key!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
+        if isinstance(spec, list):
+            pairs = spec
+        elif isinstance(spec, tuple) and len(spec) == 2 and spec[0] in _OPS:
+            pairs = [spec]
+        else:
+            pairs = [("=", spec)]
+        for op, value in pairs:
+            if op not in _OPS:
+                raise InputError(f"unknown operator {op!r} in constraint on {key}", where=where,
+                                 allowed=_CONSTRAINT_ALLOWED)
+            out.setdefault(key, []).append((op, _constraint_value(key, op, value, where)))
+    return out
+
+
+def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
+    text = str(value).strip().lower()
+    label = f"{key}{op}{value}"
+    if key in _NUMERIC_KEYS:
+        try:
+            v = int(text)
+        except ValueError:
+            raise InputError(f"constraint {label!r} needs an integer", where=where,
+                             allowed=_CONSTRAINT_ALLOWED) from None
+        return v
+    if key == "recompute":
+        if text not in RECOMPUTE_CODES:
+            raise InputError(f"unknown recompute {value!r} in {label!r}", where=where,
+                             allowed="none | selective | full")
+        return RECOMPUTE_CODES[text]
+    if key == "memory":
+        from scalemodel.units import parse_quantity
+
+        try:
+            return float(parse_quantity(text if not text.replace(".", "").isdigit() else f"{text} B", "bytes"))
+        except InputError as exc:
+            raise InputError(f"bad memory in {label!r}: {exc.what}", where=where, allowed="a size, e.g. 60GB") from None
+    if op not in ("=", "==", "!="):
+        raise InputError(f"{key} takes = or != only, got {label!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
+    if key == "sequence_parallel":
+        truth = {"true": True, "on": True, "yes": True, "1": True,
+                 "false": False, "off": False, "no": False, "0": False}
+        if text not in truth:
+            raise InputError(f"bad value in {label!r}", where=where, allowed="true | false")
+        return truth[text]
+    if key == "schedule":
+        name, _, vtext = text.partition(":")
+        if name not in SCHEDULE_NAMES or (vtext and (name != "interleaved" or not vtext.isdigit())):
+            raise InputError(f"unknown schedule {value!r} in {label!r}", where=where,
+                             allowed="1f1b | interleaved | interleaved:V | gpipe | zb")
+        return (SCHEDULE_NAMES[name], int(vtext) if vtext else None)
+    if key == "algorithm":
+        if text not in ALGORITHMS:
+            raise InputError(f"unknown algorithm {value!r} in {label!r}", where=where, allowed=" | ".join(ALGORITHMS))
+        return ALGORITHMS.index(text)
+    # sync
+    from scalemodel.cost.sync import parse_sync
+
+    try:
+        return parse_sync(text).label()
+    except InputError as exc:
+        raise InputError(exc.what, where=where, allowed=exc.allowed) from None
+
+
+def _keep(values: np.ndarray, pairs: list[tuple[str, Any]]) -> np.ndarray:
+    ok = np.ones(np.shape(values), dtype=bool)
+    for op, v in pairs:
+        ok &= _OPS[op](values, v)
+    return ok
+
+
+# --------------------------------------------------------------------------------------------
+# search space
+
+
+def _divisors(n: int) -> np.ndarray:
+    small = np.arange(1, math.isqrt(n) + 1)
+    small = small[n % small == 0]
+    return np.unique(np.concatenate([small, n // small]))
+
+
+def configurations(job: Job, gpus: int, global_batch: int, constraints: Constraints | None = None
+                   ) -> dict[str, np.ndarray]:
+    """The configuration axis: 1-D arrays dp, tp, pp, cp, ep, micro_batch, schedule, virtual_stages
+    of every valid combination (vectorised filtering of a cartesian product; see module docstring)."""
+    c = constraints or {}
+    div = _divisors(gpus)
+    if job.is_transformer:
+        sh = job.shape
+        layers, heads, experts = int(sh.layers), int(sh.heads), int(sh.moe_experts)
+        tp_c = div[div <= heads]
+        pp_c = div[div <= layers]
+        cp_c = div[(div == 1) | (2 * div <= job.seq_len)]
+        ep_c = div[div <= experts] if experts > 0 else np.asarray([1])
+    else:
+        layers = 1
+        tp_c = pp_c = cp_c = ep_c = np.asarray([1])
+    for name, axis in (("tp", "tp_c"), ("pp", "pp_c"), ("cp", "cp_c"), ("ep", "ep_c")):
+        if name in c:
+            arr = {"tp_c": tp_c, "pp_c": pp_c, "cp_c": cp_c, "ep_c": ep_c}[axis]
+            arr = arr[_keep(arr, c[name])]
+            if axis == "tp_c":
+                tp_c = arr
+            elif axis == "pp_c":
+                pp_c = arr
+            elif axis == "cp_c":
+                cp_c = arr
+            else:
+                ep_c = arr
+    tp, pp, cp, ep = (a.ravel() for a in np.meshgrid(tp_c, pp_c, cp_c, ep_c, indexing="ij"))
+    mp = tp * pp * cp
+    ok = gpus % mp == 0
+    tp, pp, cp, ep, mp = tp[ok], pp[ok], cp[ok], ep[ok], mp[ok]
+    dp = gpus // mp
+    ok = dp % ep == 0
+    if job.is_transformer and int(job.shape.moe_experts) > 0:
+        ok &= int(job.shape.moe_experts) % ep == 0
+    if "dp" in c:
+        ok &= _keep(dp, c["dp"])
+    tp, pp, cp, ep, dp = tp[ok], pp[ok], cp[ok], ep[ok], dp[ok]
+
+    # micro-batches: powers of two dividing the per-replica batch (1 alone when dp does not divide B,
+    # which evaluate() then reports as batch_not_divisible)
+    per_replica = np.where(global_batch % dp == 0, global_batch // np.maximum(dp, 1), 1)
+    top = max(int(per_replica.max(initial=1)), 1)
+    mb_c = 2 ** np.arange(int(math.log2(top)) + 1)
+    ok2 = (per_replica[:, None] % mb_c[None, :]) == 0
+    if "micro_batch" in c:
+        ok2 &= _keep(mb_c, c["micro_batch"])[None, :]
+    li, mi = np.nonzero(ok2)
+    tp, pp, cp, ep, dp, mb = tp[li], pp[li], cp[li], ep[li], dp[li], mb_c[mi]
+
+    # schedules: (code, v); only 1f1b without a pipeline, interleaved:v needs layers % (pp v) == 0
+    vs = np.arange(2, max(layers, 2) + 1)
+    sched = np.concatenate([np.asarray([0, 2, 3]), np.ones(len(vs), dtype=np.int64)])
+    virt = np.concatenate([np.ones(3, dtype=np.int64), vs])
+    ok3 = (pp[:, None] > 1) | (sched[None, :] == 0)
+    ok3 &= (sched[None, :] != 1) | (layers % (pp[:, None] * virt[None, :]) == 0)
+    if "schedule" in c:
+        for op, (code, v) in c["schedule"]:
+            match = (sched == code) & ((virt == v) if v is not None else True)
+            ok3 &= (match if op in ("=", "==") else ~match)[None, :]
+    if "virtual_stages" in c:
+        ok3 &= _keep(virt, c["virtual_stages"])[None, :]
+    ci, si = np.nonzero(ok3)
+    return {"dp": dp[ci], "tp": tp[ci], "pp": pp[ci], "cp": cp[ci], "ep": ep[ci], "micro_batch": mb[ci],
+            "schedule": sched[si], "virtual_stages": virt[si]}
+
+
+def _axes(job: Job, c: Constraints) -> dict[str, np.ndarray]:
+    zero = np.asarray(ZERO_STAGES)
+    rec = np.asarray([0, 1, 2]) if job.is_transformer else np.asarray([0, 2])
+    sp = np.asarray([False, True]) if job.is_transformer else np.asarray([False])
+    algo = np.arange(len(ALGORITHMS))
+    if "zero" in c:
+        zero = zero[_keep(zero, c["zero"])]
+    if "recompute" in c:
+        rec = rec[_keep(rec, c["recompute"])]
+    if "sequence_parallel" in c:
+        sp = sp[_keep(sp, c["sequence_parallel"])]
+    if "algorithm" in c:
+        algo = algo[_keep(algo, c["algorithm"])]
+    return {"zero": zero, "recompute": rec, "sequence_parallel": sp, "algorithm": algo}
+
+
+def _grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], lo: int, hi: int,
+          axes: dict[str, np.ndarray]) -> StrategyGrid:
+    """Configurations lo:hi on axis 0, then zero, recompute, sequence parallelism, algorithm."""
+    col = {k: v[lo:hi].reshape(-1, 1, 1, 1, 1) for k, v in cfg.items()}
+    return grid_from_arrays(
+        gpus=gpus, global_batch=global_batch, **col,
+        zero=axes["zero"].reshape(1, -1, 1, 1, 1), recompute=axes["recompute"].reshape(1, 1, -1, 1, 1),
+        sequence_parallel=axes["sequence_parallel"].reshape(1, 1, 1, -1, 1),
+        algorithm=axes["algorithm"].reshape(1, 1, 1, 1, -1))
+
+
+def take_one(grid: StrategyGrid, i: int) -> StrategyGrid:
+    """Candidate at flat position ``i`` of a broadcast grid as a 1-element grid (no materialising)."""
+    shape = grid.shape
+    idx = np.unravel_index(int(i), shape)
+    out = {}
+    for f in fields(grid):
+        a = getattr(grid, f.name)
+        a = a.reshape((1,) * (len(shape) - a.ndim) + a.shape)
+        out[f.name] = a[tuple(ix if n > 1 else 0 for ix, n in zip(idx, a.shape, strict=True))].reshape(1)
+    return replace(grid, **out)
+
+
+def _duplicate_mask(grid: StrategyGrid) -> np.ndarray:
+    """True for structural duplicates: sequence parallelism without tensor parallelism."""
+    return np.asarray(grid.sequence_parallel & (grid.tp == 1))
+
+
+def family(tp: int, pp: int, cp: int, ep: int, dp: int) -> str:
+    """Parallelism family of a strategy, e.g. 'DP+TP+PP'."""
+    names = [n for n, d in (("DP", dp), ("TP", tp), ("PP", pp), ("CP", cp), ("EP", ep)) if d > 1]
+    return "+".join(names) or "single GPU"
+
+
+def _family_code(cfg: dict[str, np.ndarray]) -> np.ndarray:
+    return ((cfg["dp"] > 1) * 1 + (cfg["tp"] > 1) * 2 + (cfg["pp"] > 1) * 4 + (cfg["cp"] > 1) * 8
+            + (cfg["ep"] > 1) * 16).astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# result
+
+
+@dataclass
+class PlanResult:
+    """Outcome of :func:`search`. ``ranked`` holds full :class:`Prediction` objects, best first."""
+
+    inputs: dict[str, Any]
+    objective: str
+    candidates_evaluated: int
+    feasible: int
+    infeasible_by_reason: dict[str, int]
+    elapsed_s: float
+    ranked: list[Prediction]
+    objective_values: list[float]
+    family_best: dict[str, Prediction] = field(default_factory=dict)
+    why: str = ""
+
+    @property
+    def best(self) -> Prediction | None:
+        return self.ranked[0] if self.ranked else None
+
+    def payload(self) -> dict[str, Any]:
+        ranked = []
+        for i, p in enumerate(self.ranked):
+            ranked.append({
+                "rank": i + 1, "strategy": p.strategy, "step_time_s": p.step_time_s,
+                "tokens_per_s": p.throughput["tokens_per_s"], "mfu": p.flops["mfu"],
+                "memory_per_gpu_bytes": p.memory["per_gpu_bytes"], "breakdown_s": p.breakdown_s,
+                "statistical_efficiency": p.sync["statistical_efficiency"],
+                "time_to_train_s": p.time_to_train_s, "cost_usd": p.cost_usd,
+            })
+        return {"inputs": self.inputs, "candidates_evaluated": self.candidates_evaluated,
+                "feasible": self.feasible, "infeasible_by_reason": self.infeasible_by_reason,
+                "elapsed_s": self.elapsed_s, "ranked": ranked, "why": self.why}
+
+
+def _score(objective: str, job: Job, gpus: int, res: Any) -> np.ndarray:
+    """Lower is better: seconds per token (throughput), per effective token (time-to-train), or USD."""
+    tok = np.asarray(res.tokens_per_s)
+    eff = np.asarray(1.0 if objective == "throughput" else res.statistical_efficiency)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = 1.0 / (tok * eff)
+    if objective == "cost":
+        score = score * (gpus * job.price_per_gpu_s)
+    return np.asarray(score)
+
+
+@dataclass(order=True)
+class _Pick:
+    score: float
+    order: tuple[int, int, int]  # (sync index, chunk start, flat index): deterministic tie-break
+    grid: StrategyGrid = field(compare=False)
+    sync: str = field(compare=False)
+
+
+def _strategy_key(g: StrategyGrid) -> tuple[Any, ...]:
+    return tuple(getattr(g, f.name).item() for f in fields(g) if f.name != "algorithm")
+
+
+def _distinct(picks: list[_Pick]) -> list[_Pick]:
+    """Drop candidates that differ from a better-ranked one only in the DP collective algorithm and
+    tie with it exactly (the explicit algorithm is the one ``auto`` picks: the same plan twice)."""
+    out: list[_Pick] = []
+    for p in sorted(picks):
+        key = (p.sync, _strategy_key(p.grid))
+        if any(q.score == p.score and (q.sync, _strategy_key(q.grid)) == key for q in out):
+            continue
+        out.append(p)
+    return out
+
+
+def _predict_all(job: Job, picks: list[_Pick], kappa: float | None) -> list[Prediction]:
+    """Full predictions for the picked candidates: one evaluate() per sync mode over all of them."""
+    out: list[Prediction | None] = [None] * len(picks)
+    for sync in dict.fromkeys(p.sync for p in picks):
+        idx = [i for i, p in enumerate(picks) if p.sync == sync]
+        grid = replace(picks[idx[0]].grid, **{
+            f.name: np.concatenate([getattr(picks[i].grid, f.name) for i in idx]) for f in fields(StrategyGrid)})
+        res = evaluate(job, grid, sync=sync, kappa=kappa)
+        for j, i in enumerate(idx):
+            out[i] = result_at(job, grid, res, j, sync=sync, inputs=None)
+    return [p for p in out if p is not None]
+
+
+def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughput", top: int = 5,
+           constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
+           progress: Callable[[int, int], None] | None = None, kappa: float | None = None,
+           inputs: dict[str, Any] | None = None) -> PlanResult:
+    """Search every valid strategy for ``job`` on ``gpus`` GPUs at ``global_batch`` sequences per step.
+
+    ``constraints``: {key: value | (op, value) | [(op, value), ...]} over CONSTRAINT_KEYS (see
+    :func:`parse_constraints`). ``progress(done, total)`` is called after each evaluated chunk.
+    Returns the top ``top`` feasible candidates by ``objective`` with counts of the rest.
+    """
+    t0 = time.perf_counter()
+    if objective not in OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r}", where="--objective", allowed=" | ".join(OBJECTIVES))
+    if gpus < 1 or global_batch < 1:
+        raise InputError("gpus and global batch must be >= 1", where="--gpus", allowed="positive integers")
+    if top < 1:
+        raise InputError(f"top must be >= 1, got {top}", where="--top", allowed="an integer >= 1")
+    if objective == "cost" and job.price_per_gpu_s <= 0:
+        raise InputError(f"cluster {job.cluster_name} has no price per GPU-hour", where="--objective",
+                         allowed="throughput | time-to-train, or --set cluster.price_per_gpu_hour=2.5USD/h")
+    c = normalize_constraints(constraints)
+    from scalemodel.cost.sync import parse_sync
+
+    modes = []
+    for s in sync_modes:
+        label = parse_sync(s).label()
+        if "sync" not in c or _keep(np.asarray([0]), [(op, 0 if v == label else 1) for op, v in c["sync"]])[0]:
+            modes.append(label)
+    mem_limit = [v for op, v in c.get("memory", [])]
+    cfg = configurations(job, gpus, global_batch, c)
+    axes = _axes(job, c)
+    inner = int(np.prod([len(a) for a in axes.values()]))
+    fam_of_cfg = _family_code(cfg)
+    n_cfg = len(cfg["dp"])
+    per_chunk = max(1, CHUNK_CANDIDATES // max(inner, 1))
+    total = n_cfg * inner * len(modes)
+
+    evaluated = feasible_n = 0
+    reasons = np.zeros(max(REASON_KEYS) + 1, dtype=np.int64)
+    over_limit = 0
+    picks: list[_Pick] = []
+    fam_best: dict[int, _Pick] = {}
+    keep = top * (len(axes["algorithm"]) + 1)  # room for exact ties that differ only in the algorithm
+    done = 0
+    for si, sync in enumerate(modes):
+        for lo in range(0, n_cfg, per_chunk):
+            hi = min(n_cfg, lo + per_chunk)
+            grid = _grid(gpus, global_batch, cfg, lo, hi, axes)
+            res = evaluate(job, grid, sync=sync, kappa=kappa)
+            valid = np.broadcast_to(~_duplicate_mask(grid), grid.shape)
+            feasible = np.asarray(res.feasible)
+            ok = feasible & valid
+            if mem_limit:
+                over = ok & ~_keep(np.asarray(res.memory["total"]), c["memory"])
+                over_limit += int(np.count_nonzero(over))
+                ok &= ~over
+            evaluated += int(np.count_nonzero(valid))
+            feasible_n += int(np.count_nonzero(ok))
+            reasons += np.bincount(np.asarray(res.reason)[valid & ~feasible], minlength=len(reasons))
+            score = np.where(ok, _score(objective, job, gpus, res), np.inf).reshape(hi - lo, -1)
+            flat = score.ravel()
+            k = min(keep, flat.size)
+            cand = np.argpartition(flat, k - 1)[:k] if k < flat.size else np.arange(flat.size)
+            for i in cand[np.isfinite(flat[cand])]:
+                picks.append(_Pick(float(flat[i]), (si, lo, int(i)), take_one(grid, int(i)), sync))
+            picks = sorted(picks)[:keep]
+            # best of each parallelism family (for the explanation)
+            row_best = score.argmin(axis=1)
+            row_score = score[np.arange(hi - lo), row_best]
+            fams = fam_of_cfg[lo:hi]
+            finite = np.isfinite(row_score)
+            for f in np.unique(fams[finite]):
+                rows = np.nonzero((fams == f) & finite)[0]
+                r = int(rows[np.argmin(row_score[rows])])
+                i = r * score.shape[1] + int(row_best[r])
+                p = _Pick(float(row_score[r]), (si, lo, i), take_one(grid, i), sync)
+                if int(f) not in fam_best or p < fam_best[int(f)]:
+                    fam_best[int(f)] = p
+            done += (hi - lo) * inner
+            if progress is not None:
+                progress(done, total)
+
+    picks = _distinct(picks)[:top]
+    fam_picks = sorted(fam_best.values())
+    preds = _predict_all(job, [*picks, *fam_picks], kappa)
+    ranked = preds[:len(picks)]
+    by_reason = {REASON_KEYS[int(code)]: int(n) for code, n in enumerate(reasons) if n > 0}
+    if over_limit:
+        by_reason["memory_constraint"] = over_limit
+    family_best = {}
+    for pred in preds[len(picks):]:
+        st = pred.strategy
+        family_best[family(st["tp"], st["pp"], st["cp"], st["ep"], st["dp"])] = pred
+    result = PlanResult(
+        inputs=dict(inputs or {}), objective=objective, candidates_evaluated=evaluated, feasible=feasible_n,
+        infeasible_by_reason=by_reason, elapsed_s=0.0, ranked=ranked, objective_values=[p.score for p in picks],
+        family_best=family_best)
+    result.why = explain(result)
+    result.elapsed_s = time.perf_counter() - t0
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# explanation
+
+
+def describe_strategy(s: dict[str, Any]) -> str:
+    """Short human label of a strategy dict."""
+    dims = f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']}"
+    if s["cp"] > 1:
+        dims += f" x CP {s['cp']}"
+    if s["ep"] > 1:
+        dims += f" (EP {s['ep']})"
+    extra = [f"mb {s['micro_batch']}"]
+    if s["pp"] > 1:
+        extra.append(s["schedule"])
+    extra.append(f"ZeRO-{s['zero']}")
+    if s["recompute"] != "none":
+        extra.append(f"{s['recompute']} recompute")
+    if s["sequence_parallel"]:
+        extra.append("SP")
+    if s["algorithm"] != "auto":
+        extra.append(s["algorithm"])
+    if s.get("sync", "bsp") != "bsp":
+        extra.append(s["sync"])
+    return f"{dims}, {', '.join(extra)}"
+
+
+def _fmt_s(x: float) -> str:
+    from scalemodel.units import format_quantity
+
+    return format_quantity(x, "time")
+
+
+#: Short names of the breakdown parts, for sentences.
+PART_WORDS = {"compute": "compute", "tp_comm": "exposed TP communication", "cp_comm": "exposed CP communication",
+              "ep_comm": "MoE all-to-all", "pp_comm": "pipeline send/recv", "bubble": "pipeline bubble",
+              "dp_comm": "exposed gradient sync", "optimizer": "optimizer step", "straggler": "straggler wait",
+              "imbalance": "load imbalance"}
+#: Relative step-time gap below which two plans are called a tie.
+TIE = 5e-4
+
+
+def _advantages(win: Prediction, other: Prediction, limit: int = 2) -> str:
+    """The breakdown parts where ``win`` is cheaper than ``other``, largest first, in words."""
+    floor = 1e-3 * win.step_time_s
+    gains = sorted(((other.breakdown_s[k] - win.breakdown_s[k], k) for k in BREAKDOWN_KEYS), reverse=True)
+    words = [f"{_fmt_s(d)} less {PART_WORDS[k]}" for d, k in gains[:limit] if d > floor]
+    text = ", ".join(words) if words else "a little less of everything"
+    losses = [(d, k) for d, k in gains if d < -floor]
+    if losses:
+        d, k = min(losses)
+        text += f" (for {_fmt_s(-d)} more {PART_WORDS[k]})"
+    return text
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> str:
+    keys = [k for k in a if k not in ("gpus", "global_batch") and a.get(k) != b.get(k)]
+    return ", ".join(f"{k} {a[k]} vs {b[k]}" for k in keys) or "nothing"
+
+
+def explain(result: PlanResult) -> str:
+    """Why the winner wins: against the runner-up and the best of the other parallelism families."""
+    if not result.ranked:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(result.infeasible_by_reason.items(), key=lambda kv: -kv[1]))
+        return f"No feasible strategy among {result.candidates_evaluated} candidates ({reasons or 'none enumerated'})."
+    win = result.ranked[0]
+    ws = win.strategy
+    fam = family(ws["tp"], ws["pp"], ws["cp"], ws["ep"], ws["dp"])
+    parts = [f"The winner ({describe_strategy(ws)}; {fam}) takes {_fmt_s(win.step_time_s)} per step; "
+             f"{win.dominant}."]
+    if len(result.ranked) > 1:
+        ru = result.ranked[1]
+        gap = ru.step_time_s / win.step_time_s - 1 if win.step_time_s > 0 else 0.0
+        if abs(gap) < TIE:
+            parts.append(f"The runner-up is a near tie ({gap:.2%} slower, differing in "
+                         f"{_differences(ws, ru.strategy)}).")
+        elif gap > 0:
+            parts.append(f"It beats the runner-up ({describe_strategy(ru.strategy)}) by {gap:.1%} with "
+                         f"{_advantages(win, ru)}.")
+        else:  # ranked by an objective other than step time
+            parts.append(f"The runner-up ({describe_strategy(ru.strategy)}) is {-gap:.1%} faster per step but "
+                         f"worse on {result.objective}.")
+    others = [(name, p) for name, p in result.family_best.items() if name != fam]
+    for name, p in others[:3]:
+        gap = p.step_time_s / win.step_time_s - 1 if win.step_time_s > 0 else 0.0
+        if gap > 0:
+            parts.append(f"The best {name} plan ({describe_strategy(p.strategy)}) is {gap:.1%} slower: the winner "
+                         f"has {_advantages(win, p)}.")
+        else:
+            parts.append(f"The best {name} plan ({describe_strategy(p.strategy)}) is {-gap:.1%} faster per step "
+                         f"but worse on {result.objective}.")
+    basic = {"DP", "DP+TP", "DP+PP", "DP+TP+PP"} if ws["gpus"] > 1 else set()
+    missing = sorted(basic - set(result.family_best) - {fam})
+    if missing:
+        why = "fits in memory" if result.infeasible_by_reason.get("out_of_memory") else "is feasible"
+        parts.append(f"No {' or '.join(missing)} plan {why} under the constraints.")
+    return " ".join(parts)
