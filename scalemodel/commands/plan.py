@@ -1,9 +1,86 @@
-"""The `plan` command (not yet implemented)."""
+"""`scalemodel plan`: search every valid parallelisation of a model on N GPUs and rank them."""
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 import typer
+
+from scalemodel.commands import common as o
+
+ConstraintOption = Annotated[
+    list[str] | None,
+    typer.Option("--constraint", metavar="KEY<=V",
+                 help="Restrict the search (repeatable, or comma-separated): tp<=8, pp=1, zero<=1, memory<=60GB, "
+                      "schedule=1f1b, recompute=none, micro_batch>=2, algorithm=ring, sp=true."),
+]
 
 
 def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+    @app.command("plan")
+    def plan(
+        cluster: o.ClusterOption = "dgx-h100",
+        model: o.ModelOption = "gpt3-175b",
+        gpus: Annotated[int, typer.Option("--gpus", "-n", help="Number of GPUs.")] = 1024,
+        global_batch: Annotated[int | None, typer.Option(
+            "--global-batch", help="Sequences (samples) per step (default: one per GPU, = --gpus).")] = None,
+        seq_len: o.SeqLenOption = None,
+        precision: o.PrecisionOption = None,
+        top: Annotated[int, typer.Option("--top", "-k", help="How many of the best strategies to show.")] = 5,
+        objective: Annotated[str, typer.Option(
+            "--objective", help="throughput | time-to-train (throughput x statistical efficiency) | cost.")
+        ] = "throughput",
+        constraint: ConstraintOption = None,
+        sync_modes: Annotated[str, typer.Option(
+            "--sync-modes", help="Comma-separated sync modes to search: bsp,asp,ssp:S,local:H,backup:B,hier:G.")
+        ] = "bsp",
+        straggler_cv: o.StragglerCvOption = None,
+        train_tokens: o.TrainTokensOption = None,
+        set_: o.SetOption = None,
+        as_json: o.JsonOption = False,
+    ) -> None:
+        """Rank every valid DP/TP/PP/CP/EP x micro-batch x schedule x ZeRO x recompute x algorithm choice."""
+        from scalemodel.engine.job import build_job
+        from scalemodel.engine.planner import OBJECTIVES, parse_constraints, search
+        from scalemodel.errors import InputError
+
+        o.positive_int(gpus, "--gpus")
+        o.positive_int(global_batch, "--global-batch")
+        o.positive_int(top, "--top")
+        if objective not in OBJECTIVES:
+            raise InputError(f"unknown objective {objective!r}", where="--objective", allowed=" | ".join(OBJECTIVES))
+        constraints = parse_constraints(constraint)
+        modes = [m.strip() for m in sync_modes.split(",") if m.strip()]
+        if not modes:
+            raise InputError("no sync mode given", where="--sync-modes", allowed="e.g. bsp or bsp,asp,ssp:2")
+        from scalemodel.cost.sync import parse_sync
+
+        for m in modes:
+            try:
+                parse_sync(m)
+            except InputError as exc:
+                raise InputError(exc.what, where="--sync-modes", allowed=exc.allowed) from None
+        training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
+                    "train_tokens": train_tokens}
+        cl, wl, tr, _st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy={})
+        batch = int(tr.global_batch or gpus)
+        job = build_job(cl, wl, tr, straggler_cv=straggler_cv)
+        inputs: dict[str, Any] = {
+            "cluster": cl.name, "model": wl.name, "gpus": gpus, "global_batch": batch, "seq_len": job.seq_len,
+            "precision": job.precision, "objective": objective, "top": top, "constraints": list(constraint or []),
+            "sync_modes": modes, "straggler_cv": job.straggler_cv, "train_tokens": job.train_tokens or None,
+            "set": list(set_ or [])}
+        from scalemodel.report.plan import LazyProgress, render_plan
+
+        bar = LazyProgress("searching strategies")  # stderr only, so --json stays clean
+        try:
+            result = search(job, gpus, batch, objective=objective, top=top, constraints=constraints,
+                            sync_modes=modes, progress=bar, inputs=inputs)
+        finally:
+            bar.close()
+        if as_json:
+            from scalemodel.report.output import emit_json
+
+            emit_json(result.payload(), "plan")
+        else:
+            render_plan(result)

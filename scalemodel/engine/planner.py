@@ -23,7 +23,9 @@ and memory are left to :func:`evaluate`, so they show up in ``infeasible_by_reas
 Ranking: ``throughput`` maximises tokens/s; ``time-to-train`` maximises tokens/s x statistical
 efficiency (the staleness penalty of the sync mode, :mod:`scalemodel.cost.sync`); ``cost``
 minimises time-to-train x gpus x price per GPU-second. Ties go to the simpler candidate (earlier on
-every axis: auto algorithm, ZeRO 0, no recompute, no sequence parallelism, smaller degrees).
+every axis: auto algorithm, ZeRO 0, no recompute, no sequence parallelism, smaller degrees). The
+ranked list shows each plan once, with its best DP collective algorithm (candidates that differ only
+in the algorithm are variants of one plan); every candidate is still evaluated and counted.
 """
 
 from __future__ import annotations
@@ -360,14 +362,15 @@ def _strategy_key(g: StrategyGrid) -> tuple[Any, ...]:
 
 
 def _distinct(picks: list[_Pick]) -> list[_Pick]:
-    """Drop candidates that differ from a better-ranked one only in the DP collective algorithm and
-    tie with it exactly (the explicit algorithm is the one ``auto`` picks: the same plan twice)."""
+    """Each plan once: drop candidates that differ from a better-ranked one only in the DP collective
+    algorithm (the list then shows distinct plans, each with its best algorithm)."""
     out: list[_Pick] = []
+    seen: set[tuple[Any, ...]] = set()
     for p in sorted(picks):
         key = (p.sync, _strategy_key(p.grid))
-        if any(q.score == p.score and (q.sync, _strategy_key(q.grid)) == key for q in out):
-            continue
-        out.append(p)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
     return out
 
 
@@ -426,7 +429,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     over_limit = 0
     picks: list[_Pick] = []
     fam_best: dict[int, _Pick] = {}
-    keep = top * (len(axes["algorithm"]) + 1)  # room for exact ties that differ only in the algorithm
+    keep = top * len(axes["algorithm"])  # enough for `top` plans that differ in more than the algorithm
     done = 0
     for si, sync in enumerate(modes):
         for lo in range(0, n_cfg, per_chunk):
@@ -490,13 +493,18 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
 # explanation
 
 
-def describe_strategy(s: dict[str, Any]) -> str:
-    """Short human label of a strategy dict."""
+def describe_layout(s: dict[str, Any]) -> str:
+    """'DP 256 x TP 4 x PP 4' (+ CP, EP when used)."""
     dims = f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']}"
     if s["cp"] > 1:
         dims += f" x CP {s['cp']}"
     if s["ep"] > 1:
         dims += f" (EP {s['ep']})"
+    return dims
+
+
+def describe_settings(s: dict[str, Any]) -> str:
+    """'mb 2, interleaved:12, ZeRO-2, selective recompute, SP' (what is not the layout)."""
     extra = [f"mb {s['micro_batch']}"]
     if s["pp"] > 1:
         extra.append(s["schedule"])
@@ -506,10 +514,15 @@ def describe_strategy(s: dict[str, Any]) -> str:
     if s["sequence_parallel"]:
         extra.append("SP")
     if s["algorithm"] != "auto":
-        extra.append(s["algorithm"])
+        extra.append(f"{s['algorithm']} all-reduce")
     if s.get("sync", "bsp") != "bsp":
         extra.append(s["sync"])
-    return f"{dims}, {', '.join(extra)}"
+    return ", ".join(extra)
+
+
+def describe_strategy(s: dict[str, Any]) -> str:
+    """Short human label of a strategy dict."""
+    return f"{describe_layout(s)}, {describe_settings(s)}"
 
 
 def _fmt_s(x: float) -> str:

@@ -1,0 +1,102 @@
+"""Rich rendering of a planner result, and the lazy progress bar of long searches."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from scalemodel.units import format_quantity as fq
+
+#: Short column labels of the breakdown parts.
+SHORT = {"compute": "compute", "tp_comm": "TP", "cp_comm": "CP", "ep_comm": "EP", "pp_comm": "PP",
+         "bubble": "bubble", "dp_comm": "DP", "optimizer": "optim", "straggler": "strag", "imbalance": "imbal"}
+
+
+class LazyProgress:
+    """A transient rich progress bar on stderr that appears only once a search has run for
+    ``after_s`` seconds (and only on a terminal). Call it as ``progress(done, total)``."""
+
+    def __init__(self, label: str, after_s: float = 1.0) -> None:
+        self.label = label
+        self.after_s = after_s
+        self.t0 = time.perf_counter()
+        self._progress: Any = None
+        self._task: Any = None
+        self._off = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._off:
+            return
+        if self._progress is None:
+            if time.perf_counter() - self.t0 < self.after_s or done >= total:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            console = Console(stderr=True)
+            if not console.is_terminal:
+                self._off = True
+                return
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TimeElapsedColumn(), console=console, transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task(self.label, total=total)
+        self._progress.update(self._task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+        self._off = True
+
+
+def _shares(breakdown: dict[str, float], step: float, n: int = 3) -> str:
+    parts = sorted(((v, k) for k, v in breakdown.items() if v > 0), reverse=True)[:n]
+    return ", ".join(f"{SHORT[k]} {v / step:.0%}" for v, k in parts) if step > 0 else "-"
+
+
+def render_plan(result: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from scalemodel.engine.planner import describe_layout, describe_settings
+    from scalemodel.engine.step import INFEASIBLE_REASONS, REASON_KEYS
+
+    console = Console()
+    inp = result.inputs
+    console.print(
+        f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}, global batch "
+        f"{inp.get('global_batch', '')} x {inp.get('seq_len', '')} tokens, {inp.get('precision', '')}; objective "
+        f"{result.objective}")
+    console.print(f"searched {result.candidates_evaluated:,} candidates in {result.elapsed_s:.2f} s: "
+                  f"{result.feasible:,} feasible")
+    if result.ranked:
+        t = Table(title=f"Top {len(result.ranked)} strategies")
+        for col, just in (("#", "right"), ("layout", "left"), ("settings", "left"), ("step", "right"),
+                          ("tokens/s", "right"), ("MFU", "right"), ("mem/GPU", "right"), ("breakdown", "left")):
+            t.add_column(col, justify=just)  # type: ignore[arg-type]
+        extra = result.objective != "throughput"
+        if extra:
+            t.add_column("time to train" if result.objective == "time-to-train" else "cost", justify="right")
+        for i, p in enumerate(result.ranked):
+            row = [str(i + 1), describe_layout(p.strategy), describe_settings(p.strategy), fq(p.step_time_s, "time"),
+                   f"{p.throughput['tokens_per_s']:,.0f}", f"{p.flops['mfu']:.1%}",
+                   fq(p.memory["per_gpu_bytes"], "bytes"), _shares(p.breakdown_s, p.step_time_s)]
+            if extra:
+                if result.objective == "cost":
+                    row.append(f"{p.cost_usd:,.0f} USD" if p.cost_usd else "-")
+                else:
+                    row.append(f"{p.time_to_train_s / 86400:,.1f} days" if p.time_to_train_s else "-")
+            t.add_row(*row)
+        console.print(t)
+    if result.infeasible_by_reason:
+        t2 = Table(title="Infeasible candidates")
+        t2.add_column("reason")
+        t2.add_column("count", justify="right")
+        t2.add_column("meaning")
+        meaning = {REASON_KEYS[k]: v for k, v in INFEASIBLE_REASONS.items()}
+        meaning["memory_constraint"] = "exceeds the --constraint memory limit"
+        for k, n in sorted(result.infeasible_by_reason.items(), key=lambda kv: -kv[1]):
+            t2.add_row(k, f"{n:,}", meaning.get(k, ""))
+        console.print(t2)
+    console.print(f"[italic]{result.why}[/italic]")
