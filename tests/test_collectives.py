@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -96,12 +98,91 @@ def test_stride_moves_traffic_to_outer_tier() -> None:
 
 
 def test_protocol_lines_small_message() -> None:
-    """A 0-byte 8-GPU ring all-reduce takes the LL line: base 6.6 us + 14 hops x 3 us x 0.6/3.4."""
+    """A 0-byte 8-GPU ring all-reduce takes the LL line: base 6.6 us + 14 hops x 3 us (the tier's latency is
+    the LL hop). LL128 would be 14 + 14 x (3 + 1.3) us, Simple 8.4 + 14 x (3 + 2.8) us (NCCL NVLink row)."""
     t = float(C.collective_time("allreduce", 0, 8, NET, algorithm="ring"))
-    assert t == pytest.approx(6.6e-6 + 14 * 3e-6 * 0.6 / 3.4)
-    # large messages take the Simple line: bandwidth term dominates, 1.75 GiB / 360 GB/s
+    assert t == pytest.approx(6.6e-6 + 14 * 3e-6)
+    ll128 = float(C.algorithm_time("allreduce", "ring", np.array(0.0), np.array(8.0), NET, protocols=("ll128",)))
+    assert ll128 == pytest.approx(14e-6 + 14 * 4.3e-6)
+    # large messages take the Simple line: bandwidth term dominates, 1.75 x 64 GiB / 360 GB/s
     big = float(C.collective_time("allreduce", 64 * GiB, 8, NET, algorithm="ring"))
-    assert big == pytest.approx(8.4e-6 + 14 * 3e-6 + 1.75 * 64 * GiB / 360e9)
+    assert big == pytest.approx(8.4e-6 + 14 * 5.8e-6 + 1.75 * 64 * GiB / 360e9)
+
+
+def test_hop_latency_adds_nccl_protocol_increments() -> None:
+    """hwLatencies (tuning.cc): NVLink Ring 0.6/1.9/3.4, Tree 0.6/1.25/4.0; NET Ring 2.7/4.0/14, Tree 5/8.5/14."""
+    assert C.hop_latency(NVL, 0, "ring", "ll") == pytest.approx(3e-6)
+    assert C.hop_latency(NVL, 0, "ring", "simple") == pytest.approx(3e-6 + 2.8e-6)
+    assert C.hop_latency(NVL, 0, "tree", "ll128") == pytest.approx(3e-6 + 0.65e-6)
+    assert C.hop_latency(IB, 1, "ring", "simple") == pytest.approx(5e-6 + 11.3e-6)
+    assert C.hop_latency(IB, 1, "tree", "ll") == pytest.approx(5e-6 + 2.3e-6)
+    pcie = Tier("pcie", 8, 25e9, 5e-6, protocol="pcie")
+    assert C.hop_latency(pcie, 0, "ring", "simple") == pytest.approx(5e-6 + 4.7e-6)
+
+
+def test_channel_ramp_hand_values() -> None:
+    """8 GPUs at 360 GB/s -> 18 channels of 20 GB/s. Simple: 512 threads x 64 B per channel, so below
+    S_full = 18 x 512 x 64 = 589824 B the bandwidth term costs as much as S_full; with one channel of 64
+    threads (r_min = 64 / (18 x 512)) below 4096 B it scales as S / r_min."""
+    lat = 8.4e-6 + 14 * 5.8e-6
+
+    def simple(S: float) -> float:
+        return float(C.algorithm_time("allreduce", "ring", np.array(S), np.array(8.0), NET, protocols=("simple",)))
+
+    assert simple(65536) == pytest.approx(lat + 1.75 * 589824 / 360e9)
+    assert simple(131072) == pytest.approx(simple(65536))
+    assert simple(1024) == pytest.approx(lat + 1.75 * 1024 * 18 * 512 / 64 / 360e9)
+    assert simple(2**21) == pytest.approx(lat + 1.75 * 2**21 / 360e9)
+    # Ring LL: threshold 8 B x nRanks per thread, bandwidth x0.5
+    ll = float(C.algorithm_time("allreduce", "ring", np.array(65536.0), np.array(8.0), NET, protocols=("ll",)))
+    assert ll == pytest.approx(6.6e-6 + 14 * 3e-6 + 1.75 * (18 * 512 * 64) / (0.5 * 360e9))
+
+
+def test_tree_correction_interpolates_nccl_table() -> None:
+    assert float(C.tree_correction("simple", 2.0**20)) == pytest.approx(0.5)  # index log2(2^20/64) = 14
+    assert float(C.tree_correction("simple", 2.0**20 * 2**0.5)) == pytest.approx(0.55)  # halfway to .6
+    assert float(C.tree_correction("ll", 64.0)) == 1.0 and float(C.tree_correction("ll", 2.0**40)) == 1.0
+
+
+def test_nccl_tree_hand_value() -> None:
+    """8 GPUs, Simple, 1 MiB: chain of 7 hops each way at 3 + (4.0 - 0.6) us, base 8.4 us;
+    algbw = 0.5 x 0.92 x 360 GB/s x 0.5 (treeCorrectionFactor at 1 MiB)."""
+    S = 2.0**20
+    t = float(C.algorithm_time("allreduce", "tree", np.array(S), np.array(8.0), NET, protocols=("simple",)))
+    assert t == pytest.approx(8.4e-6 + 2 * 7 * 6.4e-6 + S / (0.5 * 0.92 * 360e9 * 0.5))
+    # 64 nodes x 8: + 2 x floor(lg 32) IB hops at 5 + (14 - 2.7) us, and 2 spine hops (2 leaf domains)
+    t = float(C.algorithm_time("allreduce", "tree", np.array(S), np.array(512.0), NET, protocols=("simple",)))
+    lat = 8.4e-6 + 2 * (7 * 6.4e-6 + 5 * (5e-6 + 11.3e-6) + 1 * (8e-6 + 11.3e-6))
+    assert t == pytest.approx(lat + S / (0.5 * 0.92 * 180e9 * 0.5))
+
+
+def test_ring_simple_plateau_across_nodes() -> None:
+    """16 GPUs on 2 nodes, Simple, 1 GiB: latency x1.4 (S / (18 channels x 16) >= 64 B)."""
+    S = GiB
+    t = float(C.algorithm_time("allreduce", "ring", np.array(S), np.array(16.0), NET, protocols=("simple",)))
+    lat = 8.4e-6 + 28 * 5.8e-6 + 2 * 16.3e-6
+    assert t == pytest.approx(1.4 * lat + 2 * 15 / 16 * S / 360e9)
+    one_node = float(C.algorithm_time("allreduce", "ring", np.array(S), np.array(8.0), NET, protocols=("simple",)))
+    assert one_node == pytest.approx(8.4e-6 + 14 * 5.8e-6 + 1.75 * S / 360e9)  # no plateau inside a node
+
+
+def test_auto_chooses_only_nccl_algorithms_on_gpu_clusters() -> None:
+    S = np.logspace(1, 11, 30)
+    for op in C.OPS:
+        for p in (8, 16, 1024):
+            _, names, idx, best = C.best_algorithm(op, S, p, NET)
+            assert {names[int(i)] for i in idx} <= set(C.NCCL_FAMILY[op]) - {"hierarchical"}, (op, p)
+            _, _, _, best_all = C.best_algorithm(op, S, p, NET, family="all")
+            assert np.all(best_all <= best * (1 + 1e-12))
+    # in-network reduction declared on the NVLink tier: NVLS (as hierarchical) becomes a candidate
+    nvls = Network((replace(NVL, in_network_reduction=True), IB, SPINE), 8)
+    _, names, idx, _ = C.best_algorithm("allreduce", 8 * GiB, 8, nvls)
+    assert names[int(idx)] == "hierarchical"
+    # a TPU (ICI) network is not NCCL: auto considers every algorithm
+    ici = Network((Tier("ici", 4096, 45e9, 1e-6, protocol="ici"),), 4)
+    assert C.resolve_family(ici) == "all" and C.resolve_family(NET) == "nccl"
+    with pytest.raises(InputError):
+        C.collective_time("allreduce", 1e6, 8, NET, family="mpi")
 
 
 def test_ll128_disabled_on_pcie() -> None:
@@ -143,7 +224,7 @@ def test_auto_is_the_minimum_and_names_it() -> None:
     times, names, idx, best = C.best_algorithm("allreduce", S, 1024, NET)
     assert times.shape == (len(names), 3)
     assert np.allclose(best, times[idx, np.arange(3)])
-    elig = [n for n in names if n != "direct"]  # one-shot is not eligible across nodes
+    elig = ["ring", "tree"]  # NCCL's own algorithms; no tier of NET declares in-network reduction
     assert np.allclose(best, np.min(times[[names.index(n) for n in elig]], axis=0))
     assert np.allclose(C.collective_time("allreduce", S, 1024, NET), best)
 
@@ -198,7 +279,8 @@ def test_cli_json_shape_and_busbw(cli) -> None:  # type: ignore[no-untyped-def]
     assert row["size_bytes"] == 2.0**30
     algs = {a["algorithm"]: a for a in row["algorithms"]}
     assert set(algs) == set(C.APPLICABLE["allreduce"])
-    assert row["best"] == min(algs, key=lambda n: algs[n]["time_s"] if n != "direct" else np.inf)
+    nccl = ("ring", "tree", "hierarchical")  # dgx-h100's NVLink tier declares NVLS: hierarchical = NVLS
+    assert row["best"] == min(algs, key=lambda n: algs[n]["time_s"] if n in nccl else np.inf)
     a = algs["ring"]
     assert a["algbw_Bps"] == pytest.approx(2.0**30 / a["time_s"])
     assert a["busbw_Bps"] == pytest.approx(a["algbw_Bps"] * 2 * 15 / 16)
