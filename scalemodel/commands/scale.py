@@ -1,9 +1,178 @@
-"""The `scale` command (not yet implemented)."""
+"""`scalemodel scale`: a weak or strong scaling sweep with the lost efficiency attributed to its causes.
+
+With no arguments (or only output/mode options) it runs the built-in default scenario
+(examples/scenarios/default.yaml). ``--scenario FILE`` starts from another scenario; explicit flags
+override the scenario's fields. When ``--cluster``, ``--model`` or ``--gpus`` is given without
+``--scenario``, the flags alone describe the job (like ``predict``).
+"""
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 import typer
+
+from scalemodel.commands import common as o
+
+DEFAULT_GPUS = [128, 256, 512, 1024, 2048]
+
+
+def parse_gpus(text: str) -> list[int]:
+    from scalemodel.errors import InputError
+
+    try:
+        values = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise InputError(f"cannot read GPU counts {text!r}", where="--gpus",
+                         allowed="comma-separated integers, e.g. 128,256,512,1024,2048") from None
+    if not values or any(v <= 0 for v in values):
+        raise InputError(f"GPU counts must be positive integers, got {text!r}", where="--gpus",
+                         allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
+    return values
+
+
+def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | None, gpus: str | None,
+                  mode: str | None, best: bool | None, sets: list[str] | None, training: dict[str, Any],
+                  strategy: dict[str, Any]) -> dict[str, Any]:
+    """Specs for the sweep: scenario (explicit or the default) or flags, then flags, then --set."""
+    from pydantic import BaseModel
+
+    from scalemodel.specs import (
+        ClusterSpec,
+        StrategySpec,
+        TrainingSpec,
+        Workload,
+        load_cluster,
+        load_scenario,
+        load_workload,
+        split_overrides,
+    )
+    from scalemodel.specs.loader import apply_overrides, validate
+
+    routed = split_overrides(sets or [])
+    use_scenario = scenario is not None or (cluster is None and model is None and gpus is None)
+    scen = load_scenario(scenario or "default") if use_scenario else None
+
+    def dump(m: BaseModel) -> dict[str, Any]:
+        return m.model_dump(exclude={"sources"}) if "sources" in type(m).model_fields else m.model_dump()
+
+    if scen is not None and cluster is None:
+        cl = validate(ClusterSpec, apply_overrides(dump(scen.cluster), routed["cluster"]), prefix=["cluster"])
+    else:
+        cl = load_cluster(cluster or "dgx-h100", routed["cluster"])
+    if scen is not None and model is None:
+        wl = validate(Workload, apply_overrides(dump(scen.model), routed["model"]), prefix=["model"])
+    else:
+        wl = load_workload(model or "gpt3-175b", routed["model"])
+    tr_base = scen.training.model_dump(exclude_unset=True) if scen is not None else {}
+    st_base = scen.strategy.model_dump(exclude_unset=True) if scen is not None else {}
+    tr_raw = apply_overrides({**tr_base, **{k: v for k, v in training.items() if v is not None}}, routed["training"])
+    st_raw = apply_overrides({**st_base, **{k: v for k, v in strategy.items() if v is not None}}, routed["strategy"])
+    tr = validate(TrainingSpec, tr_raw, prefix=["training"])
+    st = validate(StrategySpec, st_raw, prefix=["strategy"])
+    counts = parse_gpus(gpus) if gpus is not None else (list(scen.gpus) if scen is not None else DEFAULT_GPUS)
+    return {"scenario": scen.name if scen is not None else None, "cluster": cl, "model": wl, "training": tr,
+            "strategy": st, "gpus": counts, "mode": mode or (scen.mode if scen is not None else "weak"),
+            "best": best if best is not None else (scen.best if scen is not None else False)}
 
 
 def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+    @app.command("scale")
+    def scale(
+        cluster: Annotated[str | None, typer.Option(
+            "--cluster", "-c", help="Built-in cluster name or a cluster YAML file.")] = None,
+        model: Annotated[str | None, typer.Option(
+            "--model", "-m", help="Built-in workload, a YAML file or a config.json.")] = None,
+        gpus: Annotated[str | None, typer.Option(
+            "--gpus", "-n", help="Comma-separated GPU counts, e.g. 128,256,512,1024,2048.")] = None,
+        mode: Annotated[str | None, typer.Option(
+            "--mode", help="weak (per-replica batch fixed, global batch grows) or strong (global batch fixed).",
+        )] = None,
+        scenario: Annotated[str | None, typer.Option(
+            "--scenario", help="Scenario YAML (or built-in name) to start from; flags override it.")] = None,
+        best: Annotated[bool | None, typer.Option(
+            "--best/--no-best", help="Search the best strategy at each point (planner), not a fixed one.")] = None,
+        objective: Annotated[str | None, typer.Option(
+            "--objective", help="Planner objective with --best: throughput | time-to-train | cost.")] = None,
+        tp: Annotated[int | None, typer.Option("--tp", help="Tensor-parallel degree.")] = None,
+        pp: Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel degree.")] = None,
+        cp: Annotated[int | None, typer.Option("--cp", help="Context-parallel degree.")] = None,
+        ep: Annotated[int | None, typer.Option("--ep", help="Expert-parallel degree (carved out of DP).")] = None,
+        micro_batch: o.MicroBatchOption = None,
+        global_batch: Annotated[int | None, typer.Option(
+            "--global-batch", help="Sequences per step at the FIRST point (weak mode grows it with N).")] = None,
+        seq_len: o.SeqLenOption = None, zero: o.ZeroOption = None, recompute: o.RecomputeOption = None,
+        sequence_parallel: Annotated[bool | None, typer.Option(
+            "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism.")] = None,
+        schedule: o.ScheduleOption = None, precision: o.PrecisionOption = None, overlap: o.OverlapOption = None,
+        compression: o.CompressionOption = None, dp_comm: o.DpCommOption = None, sync: o.SyncOption = None,
+        algo: o.AlgoOption = None, straggler_cv: o.StragglerCvOption = None,
+        train_tokens: o.TrainTokensOption = None,
+        critical_batch: Annotated[str | None, typer.Option(
+            "--critical-batch", help="Gradient noise scale B_noise in sequences: adds statistical efficiency "
+                                     "and time to target.")] = None,
+        as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV row per point.")] = False,
+        plot: Annotated[str | None, typer.Option(
+            "--plot", help="Write efficiency/throughput curves to FILE.png or FILE.svg (needs matplotlib).")] = None,
+        set_: o.SetOption = None, as_json: o.JsonOption = False,
+    ) -> None:
+        """Scaling sweep: step time, throughput, TFLOP/s per GPU and efficiency per point, and why it falls."""
+        from scalemodel.engine.scaling import sweep
+        from scalemodel.errors import InputError
+
+        if as_json and as_csv:
+            raise InputError("--json and --csv both given", where="--csv", allowed="one output format")
+        if mode is not None and mode not in ("weak", "strong"):
+            raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
+        for name, value in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--micro-batch", micro_batch),
+                            ("--global-batch", global_batch), ("--seq-len", seq_len)):
+            o.positive_int(value, name)
+        if plot is not None:
+            from scalemodel.report.plot import _format
+
+            _format(__import__("pathlib").Path(plot), "--plot")  # fail before the sweep on a bad extension
+        training = {"micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len,
+                    "precision": precision, "train_tokens": train_tokens, "critical_batch": critical_batch}
+        strategy = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": zero, "recompute": recompute,
+                    "sequence_parallel": sequence_parallel, "schedule": schedule, "overlap": overlap,
+                    "compression": compression, "dp_comm": dp_comm, "sync": sync, "algorithm": algo}
+        spec = resolve_specs(scenario=scenario, cluster=cluster, model=model, gpus=gpus, mode=mode, best=best,
+                             sets=set_, training=training, strategy=strategy)
+        cl, wl, tr, st = spec["cluster"], spec["model"], spec["training"], spec["strategy"]
+        inputs: dict[str, Any] = {
+            "scenario": spec["scenario"], "cluster": cl.name, "model": wl.name, "gpus": spec["gpus"],
+            "mode": spec["mode"], "best": spec["best"], "training": tr.model_dump(mode="json"),
+            "strategy": st.model_dump(mode="json"), "set": list(set_ or []), "straggler_cv": straggler_cv,
+            "objective": objective}
+        search: dict[str, Any] = {}
+        if objective is not None:
+            if not spec["best"]:
+                raise InputError("--objective only applies with --best", where="--objective",
+                                 allowed="add --best, or drop --objective")
+            search["objective"] = objective
+        if spec["best"] and st.sync != "bsp":
+            search["sync_modes"] = (st.sync,)
+        result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
+                       search=search or None, inputs=inputs)
+        if plot is not None:
+            from scalemodel.report.plot import plot_scaling
+
+            plot_scaling(result.payload(), plot)
+        if as_json:
+            from scalemodel.report.output import emit_json
+
+            emit_json(result.payload(), "scale")
+        elif as_csv:
+            import sys
+
+            from scalemodel.report.scale import to_csv
+
+            sys.stdout.write(to_csv(result))
+        else:
+            from scalemodel.report.scale import render_scaling
+
+            render_scaling(result)
+            if plot is not None:
+                from rich.console import Console
+
+                Console().print(f"plot written to {plot}")

@@ -1,0 +1,259 @@
+"""Scaling sweeps: one strategy (or the planner's best) at several GPU counts, weak or strong, with the
+efficiency lost at each point attributed to its causes.
+
+Definitions (per point, N GPUs, global batch B samples, step time t = sum_k t_k over the step-model
+breakdown, :data:`scalemodel.engine.step.BREAKDOWN_KEYS`):
+
+    T   = t   x N / B      GPU-seconds per sample (the inverse of per-GPU throughput)
+    T_k = t_k x N / B      the same for part k, so T = sum_k T_k
+    E   = T_0 / T_N        scaling efficiency: per-GPU throughput relative to the first point
+
+and the efficiency lost splits exactly into per-part contributions,
+
+    1 - E = (T_N - T_0) / T_N = sum_k (T_k(N) - T_k(0)) / T_N,
+
+so ``loss_attribution[k] = (T_k(N) - T_k(0)) / T_N`` (a negative value is a gain: e.g. ZeRO-1
+shrinking the optimizer step as DP grows). This is the "isoefficiency" bookkeeping of Grama, Gupta
+& Kumar (IEEE Concurrency 1993): total overhead N t - W split into its sources.
+
+With ``best=True`` each point uses the planner's best memory-feasible strategy. The fastest strategy
+ignoring memory has per-part times U_k; the memory-forced penalty F = T - sum_k U_k >= 0 (what the
+memory limit costs), and the attribution uses U_k for the causes plus ``memory_forced`` =
+(F(N) - F(0)) / T_N, again summing exactly to 1 - E.
+
+Weak scaling keeps the per-replica batch fixed: B(N) = B_0 N / N_0 (for a fixed strategy, B_0/dp_0
+samples per replica at every N). Strong scaling keeps B(N) = B_0. B_0 is ``training.global_batch``,
+by default dp_0 x micro-batch at the first point. DP is re-derived at each N as N / (tp pp cp).
+
+Statistical efficiency (McCandlish et al. 2018, arXiv:1812.06162, via
+:mod:`scalemodel.cost.efficiency`), when ``training.critical_batch`` (B_noise) is set: relative to the
+first point, (B_noise + B_0) / (B_noise + B_N), the samples the first point needs per sample needed
+at B_N. Time to target, when ``train_tokens`` is also set: the target is the loss reached after
+train_tokens at B_0, so E_0 = tokens / seq_len samples, S_min = E_0 / (B_noise + B_0) steps, and at
+B_N it takes S_min (1 + B_noise / B_N) steps of t_N each (divided by the sync mode's staleness
+efficiency).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from scalemodel.engine.predict import EXPLAIN, Prediction
+from scalemodel.engine.step import BREAKDOWN_KEYS
+from scalemodel.errors import InputError
+
+#: Cause names of the loss attribution, in display order (``memory_forced`` only with best=True).
+CAUSES: tuple[str, ...] = BREAKDOWN_KEYS + ("memory_forced",)
+CAUSE_EXPLAIN: dict[str, str] = {**EXPLAIN, "memory_forced": "memory limit forcing a slower strategy"}
+#: Multiplier on accelerator memory for the "ignore memory" search behind ``memory_forced``.
+_UNLIMITED_MEMORY = 1e9
+
+
+@dataclass
+class ScalingPoint:
+    gpus: int
+    global_batch: int
+    prediction: Prediction
+    gpu_seconds_per_sample: float  # T
+    parts_per_sample: dict[str, float]  # T_k (memory-unconstrained parts with best=True) + memory_forced
+    scaling_efficiency: float
+    loss_attribution: dict[str, float]
+    statistical_efficiency: float | None
+    time_to_target_s: float | None
+
+    @property
+    def strategy(self) -> dict[str, Any]:
+        return self.prediction.strategy
+
+    def payload(self) -> dict[str, Any]:
+        p = self.prediction
+        return {
+            "gpus": self.gpus, "global_batch": self.global_batch, "step_time_s": p.step_time_s,
+            "tokens_per_s": p.throughput["tokens_per_s"], "tflops_per_gpu": p.flops["tflops_per_gpu"],
+            "mfu": p.flops["mfu"], "scaling_efficiency": self.scaling_efficiency,
+            "loss_attribution": self.loss_attribution, "breakdown_s": p.breakdown_s, "strategy": p.strategy,
+            "statistical_efficiency": self.statistical_efficiency, "time_to_target_s": self.time_to_target_s,
+            "samples_per_s": p.throughput["samples_per_s"], "gpu_seconds_per_sample": self.gpu_seconds_per_sample,
+            "feasible": p.feasible, "infeasible_reason": p.infeasible_reason,
+            "memory_per_gpu_bytes": p.memory["per_gpu_bytes"],
+        }
+
+
+@dataclass
+class ScalingResult:
+    mode: str
+    best: bool
+    points: list[ScalingPoint]
+    inputs: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        return CAUSES if self.best else BREAKDOWN_KEYS
+
+    def top_causes(self, point: ScalingPoint, k: int = 3) -> list[tuple[str, float]]:
+        """The k largest positive contributions to the efficiency lost at ``point``."""
+        items = sorted(point.loss_attribution.items(), key=lambda kv: -kv[1])
+        return [(c, v) for c, v in items[:k] if v > 0.0005]
+
+    def summary(self) -> str:
+        """One line: how far efficiency falls and which causes take it."""
+        first, last = self.points[0], self.points[-1]
+        if len(self.points) == 1:
+            return f"one point ({first.gpus} GPUs): nothing to compare; give several --gpus"
+        e = last.scaling_efficiency
+        head = (f"{self.mode} scaling {first.gpus} -> {last.gpus} GPUs: per-GPU throughput at "
+                f"{e:.0%} of the {first.gpus}-GPU point")
+        top = self.top_causes(last, 2)
+        if e >= 0.995 or not top:
+            return head + " (no material loss)"
+        parts = []
+        for i, (cause, v) in enumerate(top):
+            text = f"{cause} takes {100 * v:.0f} points ({CAUSE_EXPLAIN[cause]}"
+            if i == 0 and cause in last.prediction.breakdown_s and not self.best:
+                a, b = first.prediction.breakdown_s[cause], last.prediction.breakdown_s[cause]
+                sa, sb = first.strategy, last.strategy
+                text += f": {_fmt_s(a)} -> {_fmt_s(b)} per step"
+                if cause == "dp_comm" and sa["dp"] != sb["dp"]:
+                    text += f" as the DP group grows {sa['dp']} -> {sb['dp']}"
+                elif cause == "bubble" and self.mode == "strong":
+                    text += " with fewer micro-batches per step"
+            parts.append(text + ")")
+        return head + "; " + "; ".join(parts)
+
+    def payload(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, "mode": self.mode, "best": self.best,
+                "points": [p.payload() for p in self.points], "summary": self.summary(), "notes": self.notes}
+
+
+def _fmt_s(x: float) -> str:
+    from scalemodel.units import format_quantity
+
+    return format_quantity(x, "time")
+
+
+def _batches(gpus: list[int], mode: str, b0: int) -> list[int]:
+    n0 = gpus[0]
+    if mode == "strong":
+        return [b0] * len(gpus)
+    out = []
+    for n in gpus:
+        if (b0 * n) % n0:
+            raise InputError(f"weak scaling grows the global batch {b0} by {n}/{n0}, which is not a whole number "
+                             "of samples", where="--gpus",
+                             allowed=f"GPU counts that make {b0} x N / {n0} an integer (e.g. multiples of {n0})")
+        out.append(b0 * n // n0)
+    return out
+
+
+def _check_split(n: int, batch: int, strategy: Any, micro: int, mode: str) -> None:
+    mp = strategy.tp * strategy.pp * strategy.cp
+    if n % mp:
+        raise InputError(f"{n} GPUs is not a multiple of tp x pp x cp = {mp}", where="--gpus",
+                         allowed=f"GPU counts that are multiples of {mp}")
+    dp = n // mp
+    if batch % (dp * micro) or batch < dp * micro:
+        raise InputError(f"{mode} scaling: global batch {batch} cannot be split over dp {dp} x micro-batch {micro} "
+                         f"at {n} GPUs", where="--global-batch",
+                         allowed=f"a global batch that is a multiple of dp x micro-batch at every point "
+                                 f"(here {dp * micro}), or a smaller --micro-batch or fewer GPUs")
+
+
+def _parts_per_sample(pred: Prediction, n: int, batch: int) -> dict[str, float]:
+    return {k: pred.breakdown_s[k] * n / batch for k in BREAKDOWN_KEYS}
+
+
+def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[int], mode: str, *,
+          best: bool = False, straggler_cv: float | None = None, kappa: float | None = None,
+          search: dict[str, Any] | None = None,
+          inputs: dict[str, Any] | None = None) -> ScalingResult:
+    """Evaluate ``strategy`` (or, with ``best``, the planner's best strategy) at each GPU count.
+
+    ``search`` holds extra keyword arguments for :func:`scalemodel.engine.planner.search` (objective,
+    constraints, sync_modes, progress). Raises InputError when a point cannot be built.
+    """
+    from scalemodel.cost import efficiency
+    from scalemodel.engine.job import build_job, grid_from_strategy
+    from scalemodel.engine.predict import result_at
+    from scalemodel.engine.step import evaluate
+
+    if mode not in ("weak", "strong"):
+        raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
+    gpus = [int(n) for n in gpus]
+    if not gpus or any(n <= 0 for n in gpus):
+        raise InputError(f"GPU counts must be positive integers, got {gpus}", where="--gpus",
+                         allowed="a comma-separated list such as 128,256,512")
+    notes: list[str] = []
+    if strategy.dp is not None:
+        notes.append(f"dp={strategy.dp} ignored: DP is re-derived at each point as N / (tp pp cp)")
+        strategy = strategy.model_copy(update={"dp": None})
+    job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
+    micro = training.micro_batch
+    n0 = gpus[0]
+    mp = strategy.tp * strategy.pp * strategy.cp
+    if training.global_batch is not None:
+        b0 = int(training.global_batch)
+    else:
+        if n0 % mp:
+            raise InputError(f"{n0} GPUs is not a multiple of tp x pp x cp = {mp}", where="--gpus",
+                             allowed=f"GPU counts that are multiples of {mp}")
+        b0 = (n0 // mp) * micro
+    batches = _batches(gpus, mode, b0)
+
+    preds: list[Prediction] = []
+    parts: list[dict[str, float]] = []
+    for n, batch in zip(gpus, batches, strict=True):
+        if best:
+            from scalemodel.engine.planner import search as plan_search
+
+            kw = dict(search or {})
+            found = plan_search(job, n, batch, top=1, **kw).ranked
+            if not found:
+                raise InputError(f"no feasible strategy for {n} GPUs at global batch {batch}", where="--best",
+                                 allowed="fewer GPUs, another global batch, or relaxed constraints")
+            pred = found[0]
+            free = plan_search(replace(job, memory_capacity=job.memory_capacity * _UNLIMITED_MEMORY), n, batch,
+                               top=1, **kw).ranked
+            own = _parts_per_sample(pred, n, batch)
+            t = sum(own.values())
+            unconstrained = _parts_per_sample(free[0], n, batch) if free else own
+            if sum(unconstrained.values()) >= t:  # not faster per sample (another objective): nothing forced
+                unconstrained = own
+            part = {**unconstrained, "memory_forced": t - sum(unconstrained.values())}
+        else:
+            _check_split(n, batch, strategy, micro, mode)
+            tr = training.model_copy(update={"global_batch": batch})
+            grid = grid_from_strategy(strategy, tr, n, job)
+            res = evaluate(job, grid, sync=strategy.sync, kappa=kappa)
+            pred = result_at(job, grid, res, 0, sync=strategy.sync)
+            part = _parts_per_sample(pred, n, batch)
+        if pred.step_time_s <= 0:
+            raise InputError(f"zero step time at {n} GPUs", where="--gpus")
+        preds.append(pred)
+        parts.append(part)
+
+    t0 = sum(parts[0].values())
+    points: list[ScalingPoint] = []
+    for n, batch, pred, part in zip(gpus, batches, preds, parts, strict=True):
+        t = sum(part.values())
+        attribution = {k: (part[k] - parts[0][k]) / t for k in part}
+        stat = ttt = None
+        if job.critical_batch > 0:
+            stat = float(efficiency.statistical_efficiency(batch, job.critical_batch, ref_batch=b0))
+            if job.train_tokens > 0:
+                e0 = job.train_tokens / job.seq_len
+                s_min = e0 / (job.critical_batch + b0)
+                sync_eff = min(max(pred.sync["statistical_efficiency"], 1e-12), 1.0)
+                ttt = float(efficiency.time_to_target(s_min, batch, job.critical_batch, pred.step_time_s, sync_eff))
+        points.append(ScalingPoint(
+            gpus=n, global_batch=batch, prediction=pred, gpu_seconds_per_sample=t, parts_per_sample=part,
+            scaling_efficiency=t0 / t, loss_attribution=attribution, statistical_efficiency=stat,
+            time_to_target_s=ttt))
+    infeasible = [p.gpus for p in points if not p.prediction.feasible]
+    if infeasible:
+        reason = next(p.prediction.infeasible_reason for p in points if not p.prediction.feasible)
+        notes.append(f"infeasible at {', '.join(map(str, infeasible))} GPUs: {reason}")
+    if job.critical_batch > 0 and job.train_tokens <= 0:
+        notes.append("time to target needs train_tokens as well as critical_batch")
+    return ScalingResult(mode=mode, best=best, points=points, inputs=inputs or {}, notes=notes)
