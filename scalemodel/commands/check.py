@@ -1,9 +1,37 @@
-"""The `check` command (not yet implemented)."""
+"""`scalemodel check capacity.yaml`: verify a capacity plan's assertions (exit 0 all hold, 1 any fails, 2 bad input)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from scalemodel.commands import common as o
 
 
 def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+    @app.command("check")
+    def check(
+        file: Annotated[str, typer.Argument(help="Capacity file: a scenario (kind: scenario) with assertions:.",
+                                            metavar="CAPACITY.yaml")],
+        straggler_cv: o.StragglerCvOption = None,
+        set_: Annotated[list[str] | None, typer.Option(
+            "--set", metavar="PATH=VALUE",
+            help="Override a field of the scenario, e.g. assertions.max_step_time=3s, "
+                 "cluster.price_per_gpu_hour=2.5, training.global_batch=2048 (repeatable).")] = None,
+        as_json: o.JsonOption = False,
+    ) -> None:
+        """Check a capacity plan for CI: each assertion's verdict; exit 0 when all hold, 1 when any fails."""
+        from scalemodel.engine.check import check_file
+
+        result = check_file(file, list(set_ or []), straggler_cv=straggler_cv)
+        if as_json:
+            from scalemodel.report.output import emit_json
+
+            emit_json(result.payload(), "check")
+        else:
+            from scalemodel.report.check import render_check
+
+            render_check(result)
+        if not result.passed:
+            raise typer.Exit(1)

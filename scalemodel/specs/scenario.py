@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, WithJsonSchema, field_validator
 
 from scalemodel.specs.base import Spec
 from scalemodel.specs.cluster import ClusterSpec
@@ -13,16 +13,30 @@ from scalemodel.specs.workload import Workload
 
 
 class Assertions(Spec):
-    """Capacity-plan guards checked by ``scalemodel check``. Each is optional."""
+    """Capacity-plan guards checked by ``scalemodel check``. Each is optional.
 
-    min_scaling_efficiency: float | None = Field(default=None, gt=0, le=1.5)
-    at: int | None = Field(default=None, gt=0, description="GPU count min_scaling_efficiency refers to")
-    max_step_time: float | None = Field(default=None, gt=0, description="seconds")
+    Time limits accept units ("2s", "30 days"), cost "5e6" or "$5e6"; a bare number is seconds / USD.
+    """
+
+    min_scaling_efficiency: float | None = Field(
+        default=None, gt=0, le=1.5,
+        description="per-GPU throughput at `at` GPUs relative to the first count in gpus")
+    at: int | None = Field(default=None, gt=0, description="GPU count min_scaling_efficiency refers to "
+                                                           "(default: the largest)")
+    max_step_time: Annotated[float | None, WithJsonSchema(
+        {"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}, {"type": "null"}],
+         "description": "seconds, or a time with a unit (2s, 500 ms)"})] = Field(default=None, gt=0)
     min_mfu: float | None = Field(default=None, gt=0, le=1)
     min_tokens_per_s: float | None = Field(default=None, gt=0)
     must_fit_memory: bool | None = None
-    max_cost_usd: float | None = Field(default=None, gt=0)
-    max_time_to_train: float | None = Field(default=None, gt=0, description="seconds")
+    max_cost_usd: Annotated[float | None, WithJsonSchema(
+        {"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}, {"type": "null"}],
+         "description": "USD (needs training.train_tokens and cluster.price_per_gpu_hour)"})] = Field(
+        default=None, gt=0)
+    max_time_to_train: Annotated[float | None, WithJsonSchema(
+        {"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}, {"type": "null"}],
+         "description": "seconds, or a time with a unit (30 days); needs training.train_tokens"})] = Field(
+        default=None, gt=0)
 
     @field_validator("max_step_time", "max_time_to_train", mode="before")
     @classmethod

@@ -1,0 +1,245 @@
+"""Capacity checks for CI: a scenario plus assertions, each verified against the step model.
+
+A capacity file is a :class:`~scalemodel.specs.ScenarioSpec` (cluster, model, gpus, mode, training,
+strategy, best) with an ``assertions:`` block. The scenario is evaluated at every GPU count with
+:func:`scalemodel.engine.scaling.sweep` (the same sweep `scalemodel scale` prints, so the two always
+agree); then
+
+- ``min_scaling_efficiency`` (+ ``at``, default the largest count) compares the scaling efficiency
+  at ``at`` GPUs: per-GPU throughput relative to the first count in ``gpus``,
+  E = (X_at / at) / (X_0 / N_0), weak or strong as the scenario's ``mode`` says;
+- every single-size assertion (``max_step_time``, ``min_mfu``, ``min_tokens_per_s``,
+  ``must_fit_memory``, ``max_time_to_train``, ``max_cost_usd``) is checked at the largest GPU count;
+- time to train = train_tokens / (tokens/s x sync statistical efficiency), or, when
+  ``training.critical_batch`` is set, the sweep's time to target (the larger weak-scaling batch
+  needs more samples, McCandlish et al. 2018); cost = time to train x N x price per GPU-second.
+
+An assertion that cannot be computed (cost without a price or without train_tokens, an efficiency
+with one GPU count, ``at`` not among the counts) is an :class:`~scalemodel.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scalemodel.errors import InputError
+
+#: Assertion name -> (unit, comparison). Order = display order.
+ASSERTIONS: dict[str, tuple[str, str]] = {
+    "min_scaling_efficiency": ("fraction", ">="),
+    "max_step_time": ("s", "<="),
+    "min_mfu": ("fraction", ">="),
+    "min_tokens_per_s": ("tokens/s", ">="),
+    "must_fit_memory": ("bytes", "<="),
+    "max_time_to_train": ("s", "<="),
+    "max_cost_usd": ("USD", "<="),
+}
+
+
+@dataclass
+class Verdict:
+    name: str
+    limit: float
+    value: float
+    passed: bool
+    at_gpus: int
+    unit: str
+    comparison: str  # ">=" or "<=": value must be ... limit
+
+    def payload(self) -> dict[str, Any]:
+        return {"name": self.name, "limit": self.limit, "value": self.value, "passed": self.passed,
+                "at_gpus": self.at_gpus, "unit": self.unit, "comparison": self.comparison}
+
+
+@dataclass
+class CheckResult:
+    inputs: dict[str, Any]
+    name: str
+    mode: str
+    largest_gpus: int
+    reference_gpus: int
+    verdicts: list[Verdict]
+    points: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+    def payload(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, "passed": self.passed,
+                "assertions": [v.payload() for v in self.verdicts],
+                "points": self.points, "notes": self.notes}
+
+
+# --- loading ---------------------------------------------------------------------------------------
+
+def load_capacity(ref: str | Path, overrides: list[str] | None = None) -> tuple[Any, Path]:
+    """Read a capacity file as a ScenarioSpec; built-in names and relative paths inside it resolve
+    against the file's folder, ``cluster: {extends: NAME, price_per_gpu_hour: ...}`` derives from a
+    built-in, and ``--set`` paths are relative to the scenario (``cluster.price_per_gpu_hour=2.5``,
+    ``assertions.max_step_time=3s``, ``gpus=[128,256]``)."""
+    from scalemodel.specs import ScenarioSpec, loader
+
+    path = loader.resolve("scenario", str(ref))
+    nodes: dict[str, Any] = {}
+    raw = loader.load_raw("scenario", path, _nodes=nodes)
+    declared = raw.get("kind")
+    if declared is not None and declared != "scenario":
+        raise InputError(f"this file is a {declared!r} spec", where=f"{path}: kind",
+                         allowed="a scenario with assertions (kind: scenario)")
+    for key, kind in (("cluster", "cluster"), ("model", "workload")):
+        raw[key] = _expand(raw.get(key), kind, path, key)
+    cluster = raw.get("cluster")
+    if isinstance(cluster, dict):
+        cluster["accelerator"] = _expand(cluster.get("accelerator"), "accelerator", path, "cluster.accelerator")
+    raw = loader.apply_overrides(raw, overrides or [], kind="scenario")
+    spec = loader.validate(ScenarioSpec, raw, path=path, node=nodes.get("node"))
+    return spec, path
+
+
+def _expand(value: Any, kind: str, path: Path, where: str) -> Any:
+    """A name/path (or a mapping with ``extends:``) inside the scenario -> the referenced spec's raw dict."""
+    from scalemodel.specs import loader
+
+    try:
+        if isinstance(value, str):
+            return loader.load_raw(kind, loader.resolve(kind, value, path.parent))
+        if isinstance(value, dict) and "extends" in value:
+            rest = dict(value)
+            parent = rest.pop("extends")
+            if not isinstance(parent, str):
+                raise InputError("extends must be a name or a path", allowed=f"a built-in {kind} name or a file")
+            base = loader.load_raw(kind, loader.resolve(kind, parent, path.parent))
+            return loader._merge(base, rest)
+    except InputError as exc:
+        raise exc.at(f"{path}: {where}") from None
+    return value
+
+
+# --- evaluation ------------------------------------------------------------------------------------
+
+def _active(assertions: Any) -> dict[str, Any]:
+    if assertions is None:
+        return {}
+    out = {k: getattr(assertions, k) for k in ASSERTIONS if getattr(assertions, k) is not None}
+    if out.get("must_fit_memory") is False:
+        del out["must_fit_memory"]
+    return out
+
+
+def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = None,
+              inputs: dict[str, Any] | None = None) -> CheckResult:
+    """Evaluate the scenario's assertions. Raises InputError when one cannot be computed.
+
+    ``source`` (the file) prefixes error locations.
+    """
+    from scalemodel.engine.scaling import sweep
+
+    prefix = f"{source}: " if source else ""
+    where = prefix + "assertions"
+
+    a = scenario.assertions
+    active = _active(a)
+    at = a.at if a is not None else None
+    if not active:
+        raise InputError("the scenario has no assertions to check", where=where,
+                         allowed="an assertions: block with e.g. max_step_time: 2s, min_mfu: 0.35, "
+                                 "min_scaling_efficiency: 0.7 (+ at: N), must_fit_memory: true, max_cost_usd: 5e6")
+    gpus = list(scenario.gpus)
+    largest = max(gpus)
+    if at is not None and "min_scaling_efficiency" not in active:
+        raise InputError("'at' only applies to min_scaling_efficiency", where=f"{where}.at",
+                         allowed="add min_scaling_efficiency, or remove at (other assertions use the largest count)")
+    if "min_scaling_efficiency" in active:
+        if len(gpus) < 2:
+            raise InputError(f"needs at least two GPU counts in gpus, got {gpus}",
+                             where=f"{where}.min_scaling_efficiency",
+                             allowed="gpus: [128, 2048] (efficiency is relative to the first count)")
+        target = at if at is not None else largest
+        if target not in gpus:
+            raise InputError(f"at: {target} is not one of the scenario's GPU counts {gpus}", where=f"{where}.at",
+                             allowed=f"one of {', '.join(map(str, gpus[1:]))}")
+        if target == gpus[0]:
+            raise InputError(f"at: {target} is the reference (first) count, where efficiency is 1 by definition",
+                             where=f"{where}.at", allowed=f"one of {', '.join(map(str, gpus[1:]))}")
+    else:
+        target = largest
+    training = scenario.training
+    price = float(scenario.cluster.price_per_gpu_hour or 0.0)  # USD per GPU-second internally
+    needs_tokens = [k for k in ("max_time_to_train", "max_cost_usd") if k in active]
+    if needs_tokens and not (training.train_tokens or training.train_samples):
+        raise InputError("needs the amount of training: training.train_tokens is not set",
+                         where=f"{where}.{needs_tokens[0]}",
+                         allowed="set training.train_tokens (e.g. 300B) in the scenario, "
+                                 "or --set training.train_tokens=300B")
+    if "max_cost_usd" in active and price <= 0:
+        raise InputError(f"the cluster {scenario.cluster.name!r} has no price_per_gpu_hour, so cost cannot be computed",
+                         where=f"{where}.max_cost_usd",
+                         allowed="set cluster.price_per_gpu_hour (e.g. cluster: {extends: dgx-h100, "
+                                 "price_per_gpu_hour: 2.5}) or --set cluster.price_per_gpu_hour=2.5")
+
+    result = sweep(scenario.cluster, scenario.model, training, scenario.strategy, gpus, scenario.mode,
+                   best=scenario.best, straggler_cv=straggler_cv)
+    by_gpus = {p.gpus: p for p in result.points}
+    big = by_gpus[largest]
+    pred = big.prediction
+    notes = list(result.notes)
+    for p in result.points:
+        reason = p.prediction.infeasible_reason
+        if reason is not None and p.prediction.memory["fits"]:
+            raise InputError(f"the strategy is invalid at {p.gpus} GPUs: {reason}", where=prefix + "gpus",
+                             allowed="change the strategy, the GPU counts or the global batch")
+
+    time_to_train = big.time_to_target_s if big.time_to_target_s is not None else pred.time_to_train_s
+    values: dict[str, tuple[float, float, int]] = {}  # name -> (value, limit, at_gpus)
+    for name, limit in active.items():
+        if name == "min_scaling_efficiency":
+            values[name] = (by_gpus[target].scaling_efficiency, float(limit), target)
+        elif name == "max_step_time":
+            values[name] = (pred.step_time_s, float(limit), largest)
+        elif name == "min_mfu":
+            values[name] = (pred.flops["mfu"], float(limit), largest)
+        elif name == "min_tokens_per_s":
+            values[name] = (pred.throughput["tokens_per_s"], float(limit), largest)
+        elif name == "must_fit_memory":
+            values[name] = (pred.memory["per_gpu_bytes"], pred.memory["capacity_bytes"], largest)
+        elif name in ("max_time_to_train", "max_cost_usd"):
+            if time_to_train is None:
+                raise InputError("time to train cannot be computed (zero throughput)", where=f"{where}.{name}")
+            value = time_to_train if name == "max_time_to_train" else time_to_train * largest * price
+            values[name] = (value, float(limit), largest)
+    verdicts = []
+    for name, (value, limit, n) in values.items():
+        unit, cmp = ASSERTIONS[name]
+        passed = value >= limit if cmp == ">=" else value <= limit
+        if name == "must_fit_memory":
+            passed = bool(pred.memory["fits"])
+        verdicts.append(Verdict(name=name, limit=limit, value=float(value), passed=bool(passed), at_gpus=n,
+                                unit=unit, comparison=cmp))
+    if "must_fit_memory" not in active:
+        unfit = [p.gpus for p in result.points if not p.prediction.memory["fits"]]
+        if unfit:
+            notes.append(f"the strategy does not fit in memory at {', '.join(map(str, unfit))} GPUs "
+                         "(add must_fit_memory: true to fail on it)")
+    points = [{"gpus": p.gpus, "global_batch": p.global_batch, "step_time_s": p.prediction.step_time_s,
+               "tokens_per_s": p.prediction.throughput["tokens_per_s"],
+               "tokens_per_s_per_gpu": p.prediction.throughput["tokens_per_s_per_gpu"],
+               "scaling_efficiency": p.scaling_efficiency, "mfu": p.prediction.flops["mfu"],
+               "memory_per_gpu_bytes": p.prediction.memory["per_gpu_bytes"], "fits": p.prediction.memory["fits"],
+               "strategy": p.prediction.strategy} for p in result.points]
+    return CheckResult(inputs=inputs or {}, name=scenario.name, mode=scenario.mode, largest_gpus=largest,
+                       reference_gpus=gpus[0], verdicts=verdicts, points=points, notes=notes)
+
+
+def check_file(ref: str | Path, overrides: list[str] | None = None, *,
+               straggler_cv: float | None = None) -> CheckResult:
+    """Load a capacity file and check it (the engine behind `scalemodel check`)."""
+    spec, path = load_capacity(ref, overrides)
+    inputs = {"file": str(ref), "set": list(overrides or []), "scenario": spec.name, "cluster": spec.cluster.name,
+              "model": spec.model.name, "gpus": list(spec.gpus), "mode": spec.mode, "best": spec.best,
+              "training": spec.training.model_dump(mode="json"), "strategy": spec.strategy.model_dump(mode="json"),
+              "assertions": spec.assertions.model_dump(mode="json", exclude_none=True) if spec.assertions else {}}
+    return run_check(spec, source=str(path), straggler_cv=straggler_cv, inputs=inputs)

@@ -1,0 +1,70 @@
+"""Rich rendering of a CheckResult: the scenario's points and each assertion's verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scalemodel.units import format_quantity as fq
+
+
+def format_value(value: float, unit: str) -> str:
+    if unit == "fraction":
+        return f"{value:.1%}"
+    if unit == "s":
+        return f"{value / 86400:,.1f} days" if value >= 2 * 86400 else fq(value, "time")
+    if unit == "bytes":
+        return fq(value, "bytes")
+    if unit == "USD":
+        return f"{value:,.0f} USD"
+    if unit == "tokens/s":
+        return f"{value:,.0f} tokens/s"
+    return f"{value:g} {unit}".strip()
+
+
+def render_check(r: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    inp = r.inputs
+    console.print(f"[bold]{r.name}[/bold]: {inp.get('model', '')} on {inp.get('cluster', '')}, "
+                  f"{r.mode} scaling over {', '.join(str(p['gpus']) for p in r.points)} GPUs")
+    if len(r.points) > 1:
+        pt = Table(title=f"Scenario (efficiency relative to {r.reference_gpus} GPUs)")
+        best = bool(inp.get("best"))
+        cols = ("GPUs", "global batch", "step time", "tokens/s per GPU", "scaling eff.", "MFU", "memory")
+        for col in cols + (("strategy",) if best else ()):
+            pt.add_column(col, justify="left" if col == "strategy" else "right")
+        for p in r.points:
+            row = [str(p["gpus"]), str(p["global_batch"]), fq(p["step_time_s"], "time"),
+                   f"{p['tokens_per_s_per_gpu']:,.0f}", f"{p['scaling_efficiency']:.1%}", f"{p['mfu']:.1%}",
+                   fq(p["memory_per_gpu_bytes"], "bytes") + ("" if p["fits"] else " (no fit)")]
+            if best:
+                s = p["strategy"]
+                row.append(f"DP{s['dp']} TP{s['tp']} PP{s['pp']} CP{s['cp']} mb{s['micro_batch']}")
+            pt.add_row(*row)
+        console.print(pt)
+    t = Table(title="Assertions")
+    t.add_column("assertion", no_wrap=True)
+    t.add_column("predicted", justify="right")
+    t.add_column("", justify="center")
+    t.add_column("limit", justify="right")
+    t.add_column("at GPUs", justify="right")
+    t.add_column("verdict")
+    for v in r.verdicts:
+        verdict = "[bold green]PASS[/bold green]" if v.passed else "[bold red]FAIL[/bold red]"
+        predicted = format_value(v.value, v.unit)
+        limit = format_value(v.limit, v.unit)
+        if v.name == "must_fit_memory":
+            predicted += "/GPU"
+        t.add_row(v.name, predicted, v.comparison, limit, str(v.at_gpus), verdict)
+    console.print(t)
+    console.print(f"single-size assertions are checked at the largest GPU count ({r.largest_gpus})")
+    for note in r.notes:
+        console.print(f"note: {note}")
+    failed = [v.name for v in r.verdicts if not v.passed]
+    if failed:
+        console.print(f"[bold red]FAIL[/bold red]: {len(failed)} of {len(r.verdicts)} assertions failed "
+                      f"({', '.join(failed)})")
+    else:
+        console.print(f"[bold green]PASS[/bold green]: all {len(r.verdicts)} assertions hold")
