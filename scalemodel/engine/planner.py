@@ -68,6 +68,10 @@ _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_\-]+)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*?)
 Constraints = dict[str, list[tuple[str, Any]]]
 
 
+class _Parsed(dict):  # type: ignore[type-arg]
+    """Marks a constraint dict whose values are already parsed (normalising it again is a no-op)."""
+
+
 # --------------------------------------------------------------------------------------------
 # constraints
 
@@ -92,7 +96,9 @@ def parse_constraints(texts: Sequence[str] | None, where: str = "--constraint") 
 def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--constraint") -> Constraints:
     """Validate a constraint dict. Values may be a bare value (equality), an (op, value) pair or a
     list of pairs; string values are parsed (names, integers, byte quantities)."""
-    out: Constraints = {}
+    if isinstance(constraints, _Parsed):
+        return constraints
+    out: Constraints = _Parsed()
     for raw_key, spec in (constraints or {}).items():
         key = _ALIASES.get(str(raw_key).lower(), str(raw_key).lower().replace("-", "_"))
         if key not in CONSTRAINT_KEYS:
@@ -112,6 +118,16 @@ def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--co
 
 
 def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
+    # already-parsed values (codes, byte counts, schedule pairs) pass through unchanged
+    if key == "schedule" and isinstance(value, tuple) and len(value) == 2 and value[0] in SCHEDULE_NAMES.values():
+        return value
+    if key in ("recompute", "algorithm") and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        if 0 <= int(value) < (len(RECOMPUTE_CODES) if key == "recompute" else len(ALGORITHMS)):
+            return int(value)
+    if key == "memory" and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    if key == "sequence_parallel" and isinstance(value, bool):
+        return value
     text = str(value).strip().lower()
     label = f"{key}{op}{value}"
     if key in _NUMERIC_KEYS:
@@ -130,7 +146,8 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         from scalemodel.units import parse_quantity
 
         try:
-            return float(parse_quantity(text if not text.replace(".", "").isdigit() else f"{text} B", "bytes"))
+            raw = str(value).strip()
+            return float(parse_quantity(raw if not raw.replace(".", "").isdigit() else f"{raw} B", "bytes"))
         except InputError as exc:
             raise InputError(f"bad memory in {label!r}: {exc.what}", where=where, allowed="a size, e.g. 60GB") from None
     if op not in ("=", "==", "!="):

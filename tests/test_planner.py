@@ -1,0 +1,255 @@
+"""The planner against an independent brute-force path, its counts, constraints and CLI contract.
+
+The brute force enumerates the same documented space with plain nested loops and evaluates each
+candidate on its own through ``grid_from_strategy`` (pydantic StrategySpec/TrainingSpec) and
+``evaluate``: a different path from the planner's broadcast grid.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from scalemodel.engine import planner
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.step import REASON_KEYS, evaluate
+from scalemodel.errors import InputError
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+
+GPUS, BATCH = 8, 8
+# A Llama-2-13B layer shape cut to 8 layers, so the brute force stays small; 40 GB A100s so that
+# some candidates run out of memory.
+MODEL_SETS = ["layers=8"]
+SMALL = {"cp": [("=", 1)], "algorithm": [("=", "auto")], "sequence_parallel": [("=", "false")],
+         "zero": [("<=", 1)], "recompute": [("!=", "selective")]}
+
+
+def _job(cluster: str = "dgx-a100-40g", model: str = "llama2-13b", sets: list[str] | None = None,
+         **training: object):
+    cl = load_cluster(cluster, [])
+    wl = load_workload(model, MODEL_SETS if sets is None else sets)
+    tr = TrainingSpec(global_batch=training.pop("global_batch", BATCH), **training)
+    return build_job(cl, wl, tr), cl, wl
+
+
+@pytest.fixture(scope="module")
+def small():
+    job, _cl, wl = _job()
+    res = planner.search(job, GPUS, BATCH, top=5, constraints=SMALL)
+    return job, wl, res
+
+
+def _brute_force(job, wl):
+    """Every candidate of the SMALL space, one at a time: (step_time, feasible, reason, strategy)."""
+    layers = wl.layers
+    rows = []
+    for tp in (1, 2, 4, 8):
+        for pp in (1, 2, 4, 8):
+            if GPUS % (tp * pp) or tp > wl.heads or pp > layers:
+                continue
+            dp = GPUS // (tp * pp)
+            per_replica = BATCH // dp
+            micro = [b for b in (1, 2, 4, 8, 16) if b <= per_replica and per_replica % b == 0]
+            schedules = ["1f1b"]
+            if pp > 1:
+                schedules += ["gpipe", "zb"] + [f"interleaved:{v}" for v in range(2, layers + 1)
+                                                 if layers % (pp * v) == 0]
+            for mb in micro:
+                for sched in schedules:
+                    for zero in ("0", "1"):
+                        for rec in ("none", "full"):
+                            st = StrategySpec(tp=tp, pp=pp, schedule=sched, zero=zero, recompute=rec)
+                            tr = TrainingSpec(global_batch=BATCH, micro_batch=mb)
+                            g = grid_from_strategy(st, tr, GPUS, job)
+                            r = evaluate(job, g)
+                            rows.append((float(r.step_time.ravel()[0]), bool(r.feasible.ravel()[0]),
+                                         int(r.reason.ravel()[0]), (tp, pp, dp, mb, sched, zero, rec)))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def brute(small):
+    job, wl, _res = small
+    return _brute_force(job, wl)
+
+
+def test_winner_beats_every_feasible_brute_force_candidate(small, brute):
+    _job_, _wl, res = small
+    feasible = [r for r in brute if r[1]]
+    assert feasible, "the small grid must have feasible candidates"
+    best = min(r[0] for r in feasible)
+    win = res.ranked[0]
+    assert win.step_time_s <= best * (1 + 1e-9)
+    for r in feasible:
+        assert win.step_time_s <= r[0] * (1 + 1e-9)
+    # and the winner is one of the brute-force candidates, with the same time
+    s = win.strategy
+    key = (s["tp"], s["pp"], s["dp"], s["micro_batch"], s["schedule"], s["zero"], s["recompute"])
+    match = [r for r in brute if r[3] == key]
+    assert len(match) == 1 and match[0][1]
+    assert match[0][0] == pytest.approx(win.step_time_s, rel=1e-12)
+
+
+def test_counts_match_brute_force(small, brute):
+    _job_, _wl, res = small
+    assert res.candidates_evaluated == len(brute)
+    assert res.feasible == sum(1 for r in brute if r[1])
+    expected = Counter(REASON_KEYS[r[2]] for r in brute if not r[1])
+    assert res.infeasible_by_reason == dict(expected)
+    assert res.feasible + sum(res.infeasible_by_reason.values()) == res.candidates_evaluated
+    # the grid has both memory-infeasible and interleave-infeasible candidates, so the test means something
+    assert expected["out_of_memory"] > 0 and expected["interleave_invalid"] > 0
+
+
+def test_ranked_are_feasible_sorted_and_distinct(small, brute):
+    job, _wl, res = small
+    times = [p.step_time_s for p in res.ranked]
+    assert len(res.ranked) == 5
+    assert times == sorted(times)
+    feasible_times = sorted(r[0] for r in brute if r[1])
+    assert times == pytest.approx(feasible_times[:5], rel=1e-12)
+    for p in res.ranked:
+        assert p.feasible and p.memory["fits"]
+        assert p.memory["per_gpu_bytes"] <= job.memory_capacity
+        assert sum(p.breakdown_s.values()) == pytest.approx(p.step_time_s, rel=1e-12)
+    keys = [tuple(sorted((k, v) for k, v in p.strategy.items() if k != "algorithm")) for p in res.ranked]
+    assert len(set(keys)) == len(keys)
+
+
+def test_memory_infeasible_reported_not_ranked():
+    job, _cl, _wl = _job(model="gpt3-175b", sets=[])
+    res = planner.search(job, 8, 8, top=3, constraints={"algorithm": "auto", "sequence_parallel": "false"})
+    # 175 B parameters x 16 bytes of training state over 8 x 40 GB cannot fit whatever the split
+    assert 175e9 * 16 / 8 > 40e9
+    assert res.ranked == [] and res.feasible == 0
+    assert res.infeasible_by_reason["out_of_memory"] > 0
+    assert sum(res.infeasible_by_reason.values()) == res.candidates_evaluated
+    assert "No feasible strategy" in res.why
+
+
+def test_constraints_respected_and_memory_limit_counted():
+    job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
+    cons = planner.parse_constraints(["tp<=2", "pp=2", "zero<=1", "memory<=30GB", "schedule=1f1b",
+                                      "recompute=none", "algorithm=ring"])
+    res = planner.search(job, 16, 32, top=10, constraints=cons)
+    assert res.ranked
+    for p in res.ranked:
+        s = p.strategy
+        assert s["tp"] <= 2 and s["pp"] == 2 and s["zero"] in ("0", "1") and s["schedule"] == "1f1b"
+        assert s["recompute"] == "none" and s["algorithm"] == "ring"
+        assert p.memory["per_gpu_bytes"] <= 30e9
+    assert res.infeasible_by_reason.get("memory_constraint", 0) > 0
+    assert res.feasible + sum(res.infeasible_by_reason.values()) == res.candidates_evaluated
+    # without the memory limit those candidates are feasible and some would rank higher
+    free = planner.search(job, 16, 32, top=1, constraints={k: v for k, v in cons.items() if k != "memory"})
+    assert free.feasible == res.feasible + res.infeasible_by_reason["memory_constraint"]
+    assert free.ranked[0].step_time_s <= res.ranked[0].step_time_s
+
+
+def test_time_to_train_divides_by_statistical_efficiency():
+    job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
+    cons = {"tp": 1, "pp": 1, "algorithm": "auto"}
+    res = planner.search(job, 16, 32, top=4, objective="time-to-train", constraints=cons, sync_modes=("bsp", "asp"))
+    values = []
+    for p in res.ranked:
+        stat = p.sync["statistical_efficiency"]
+        assert 0 < stat <= 1
+        values.append(1.0 / (p.throughput["tokens_per_s"] * stat))
+    assert values == sorted(values)
+    assert values == pytest.approx(res.objective_values, rel=1e-9)
+    # ASP's staleness (mean (N-1)/N steps, kappa 0.5) costs 1/(1 + 0.5 x 15/16) of the progress per update
+    asp = [p for p in res.ranked if p.strategy["sync"] == "asp"]
+    for p in asp:
+        assert p.sync["statistical_efficiency"] == pytest.approx(1 / (1 + 0.5 * 15 / 16), rel=1e-9)
+
+
+def test_cost_objective_needs_a_price():
+    job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
+    if job.price_per_gpu_s > 0:
+        res = planner.search(job, 16, 32, top=2, objective="cost", constraints={"tp": 1, "algorithm": "auto"})
+        assert res.objective_values[0] == pytest.approx(
+            16 * job.price_per_gpu_s / res.ranked[0].throughput["tokens_per_s"], rel=1e-9)
+    from dataclasses import replace
+
+    with pytest.raises(InputError):
+        planner.search(replace(job, price_per_gpu_s=0.0), 16, 32, objective="cost")
+
+
+def test_progress_called_up_to_total(small):
+    job, _wl, _res = small
+    calls: list[tuple[int, int]] = []
+    planner.search(job, GPUS, BATCH, top=1, constraints=SMALL, progress=lambda d, t: calls.append((d, t)))
+    assert calls and calls[-1][0] == calls[-1][1]
+    assert [d for d, _t in calls] == sorted(d for d, _t in calls)
+
+
+def test_parse_constraints():
+    c = planner.parse_constraints(["tp<=8", "pp=1,zero<=1", "memory<=60GB", "schedule=interleaved:2", "mb>=2"])
+    assert c["tp"] == [("<=", 8)] and c["pp"] == [("=", 1)] and c["zero"] == [("<=", 1)]
+    assert c["memory"] == [("<=", 60e9)]
+    assert c["schedule"] == [("=", (1, 2))]
+    assert c["micro_batch"] == [(">=", 2)]
+    for bad in ("foo<=3", "tp~8", "tp<=x", "memory<=lots", "schedule<=1f1b", "recompute=some", "sync=bogus"):
+        with pytest.raises(InputError):
+            planner.parse_constraints([bad])
+
+
+def _strict(text: str):
+    def reject(name: str):
+        raise ValueError(f"non-standard JSON constant {name}")
+
+    return json.loads(text, parse_constant=reject)
+
+
+def test_cli_json_strict_and_complete(cli):
+    r = cli("plan", "--cluster", "dgx-a100", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "32",
+            "--top", "3", "--constraint", "cp=1", "--json")
+    assert r.code == 0, r.err
+    doc = _strict(r.out)
+    for key in ("schema_version", "command", "inputs", "candidates_evaluated", "feasible", "infeasible_by_reason",
+                "elapsed_s", "ranked", "why"):
+        assert key in doc
+    assert doc["command"] == "plan" and doc["inputs"]["gpus"] == 16 and doc["inputs"]["global_batch"] == 32
+    assert doc["feasible"] + sum(doc["infeasible_by_reason"].values()) == doc["candidates_evaluated"]
+    assert len(doc["ranked"]) == 3 and [e["rank"] for e in doc["ranked"]] == [1, 2, 3]
+    for e in doc["ranked"]:
+        for key in ("strategy", "step_time_s", "tokens_per_s", "mfu", "memory_per_gpu_bytes", "breakdown_s"):
+            assert key in e
+        assert e["strategy"]["cp"] == 1
+        assert sum(e["breakdown_s"].values()) == pytest.approx(e["step_time_s"], rel=1e-9)
+        # tokens/s = global batch x seq_len / step time
+        assert e["tokens_per_s"] == pytest.approx(32 * 2048 / e["step_time_s"], rel=1e-9)
+    assert isinstance(doc["why"], str) and doc["why"]
+
+
+def test_cli_human_output(cli):
+    r = cli("plan", "--cluster", "dgx-a100", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "32",
+            "--top", "2")
+    assert r.code == 0, r.err
+    assert "Top 2 strategies" in r.out and "The winner" in r.out
+
+
+@pytest.mark.parametrize("args", [
+    ["--constraint", "foo<=3"], ["--constraint", "tp~8"], ["--constraint", "memory<=x"],
+    ["--objective", "fastest"], ["--sync-modes", "bogus"], ["--top", "0"], ["--gpus", "0"],
+])
+def test_cli_bad_input_exit_2(cli, args):
+    r = cli("plan", "--model", "gpt-1.7b", "--gpus", "16", *args)
+    assert r.code == 2
+    assert r.err.startswith("error:") and "Traceback" not in r.err
+
+
+def test_configurations_are_valid_and_unique():
+    job, _cl, wl = _job(cluster="dgx-a100", global_batch=64)
+    cfg = planner.configurations(job, 64, 64)
+    dp, tp, pp, cp = cfg["dp"], cfg["tp"], cfg["pp"], cfg["cp"]
+    assert np.all(dp * tp * pp * cp == 64)
+    assert np.all((64 // dp) % cfg["micro_batch"] == 0)
+    assert np.all((cfg["schedule"] == 0) | (pp > 1))
+    inter = cfg["schedule"] == 1
+    assert np.all(wl.layers % (pp[inter] * cfg["virtual_stages"][inter]) == 0)
+    rows = set(zip(*(cfg[k].tolist() for k in cfg), strict=True))
+    assert len(rows) == len(dp)
