@@ -240,3 +240,31 @@ def test_ring_sim_uniform_multi_tier_network_equals_ring_time() -> None:
     S, p = 3.2e6, 16
     sim = sim_ring_allreduce(p, S, lambda r: (ALPHA, BETA))
     assert sim == pytest.approx(float(C.raw_algorithm_time("allreduce", "ring", S, p, net)), rel=1e-12)
+
+
+def nccl_channel_loop(S: float, nc: int, nt: int, threshold: float) -> tuple[int, int]:
+    """NCCL's runtime reduction (enqueue.cc, collectives.md §1.5 item 5), step by step: drop channels
+    while S < nc nt threshold, then halve threads while nt % 128 == 0."""
+    while S < nc * nt * threshold:
+        if nc >= 2:
+            nc -= 1
+        elif nt % 128 == 0:
+            nt //= 2
+        else:
+            break
+    return nc, nt
+
+
+@pytest.mark.parametrize("proto,nt", [("simple", 512), ("ll", 512), ("ll128", 640)])
+def test_channel_ramp_brackets_nccl_loop(proto: str, nt: int) -> None:
+    """The continuous S_eff of channel_ramp_size never exceeds the discrete loop's S / (nc nt / (nc_max nt_max))
+    and is within a factor 2 of it (one channel or one thread halving of rounding)."""
+    nc_max, p = 18, 8
+    thr = C.NCCL_THREAD_THRESHOLD[proto] * (p if proto == "ll" else 1)
+    for S in np.unique(np.round(np.logspace(0, 8, 400))):
+        nc, nt_used = nccl_channel_loop(float(S), nc_max, nt, thr)
+        discrete = S * nc_max * nt / (nc * nt_used)
+        cont = float(C.channel_ramp_size(np.array(S), proto, np.array(float(nc_max)), np.array(float(p)),
+                                         ring_ll=True))
+        assert cont <= discrete * (1 + 1e-12), (proto, S)
+        assert discrete <= 2 * cont * (1 + 1e-12), (proto, S)

@@ -178,6 +178,10 @@ def test_auto_chooses_only_nccl_algorithms_on_gpu_clusters() -> None:
     nvls = Network((replace(NVL, in_network_reduction=True), IB, SPINE), 8)
     _, names, idx, _ = C.best_algorithm("allreduce", 8 * GiB, 8, nvls)
     assert names[int(idx)] == "hierarchical"
+    for net, fam in ((nvls, "auto"), (NET, "all"), (NET, "nccl")):
+        for p in (8, 64):  # collective_time's shortcut gives best_algorithm's minimum
+            assert np.array_equal(C.collective_time("allreduce", S, p, net, family=fam),
+                                  C.best_algorithm("allreduce", S, p, net, family=fam)[3])
     # a TPU (ICI) network is not NCCL: auto considers every algorithm
     ici = Network((Tier("ici", 4096, 45e9, 1e-6, protocol="ici"),), 4)
     assert C.resolve_family(ici) == "all" and C.resolve_family(NET) == "nccl"

@@ -77,7 +77,11 @@ def register(app: typer.Typer) -> None:
                                         "reduce|sendrecv")] = "allreduce",
         size: Annotated[str | None, typer.Option("--size", help="Message size as nccl-tests counts it.")] = None,
         sizes: Annotated[str | None, typer.Option("--sizes", help="Sweep MIN:MAX (x2 steps), e.g. 1KiB:8GiB.")] = None,
-        algo: Annotated[str, typer.Option("--algo", help="ring|tree|rhd|rd|direct|hierarchical|auto")] = "auto",
+        algo: Annotated[str, typer.Option("--algo", help=(
+            "ring|tree|rhd|rd|direct|hierarchical|auto. auto picks the fastest of what NCCL implements "
+            "(ring, tree; hierarchical = NVLS/CollNet only where a tier declares in-network reduction; "
+            "direct for alltoall/sendrecv; all algorithms on TPU/ICI clusters); rhd, rd, direct and "
+            "hierarchical can always be named explicitly."))] = "auto",
         stride: Annotated[int, typer.Option("--stride", help="Spacing of the group's ranks in GPU order.")] = 1,
         dtype_bytes: Annotated[int, typer.Option("--dtype-bytes", help="Element size in bytes.")] = 2,
         sets: SetOption = None,

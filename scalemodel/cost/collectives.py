@@ -12,9 +12,14 @@ Two layers:
    (tests/test_collective_sim.py checks that).
 2. The multi-tier models (``ring_time``, ``tree_time``, ``rhd_time``, ``rd_time``, ``direct_time``,
    ``hierarchical_time``) that map a group of p ranks placed ``stride`` GPUs apart onto the tiers of a
-   :class:`~scalemodel.cost.network.Network`, and :func:`collective_time` / :func:`best_algorithm`
-   which add NCCL's protocol lines (LL, LL128, Simple: the minimum over a low-latency and a
-   high-bandwidth line) and the per-collective base latency.
+   :class:`~scalemodel.cost.network.Network` (:func:`raw_algorithm_time` gives them bare).
+3. NCCL's own model on top (:func:`algorithm_time`, :func:`collective_time`, :func:`best_algorithm`;
+   constants from NCCL 2.30.7 ``src/graph/tuning.cc``/``enqueue.cc``, collectives.md §1): per
+   (algorithm, protocol) base latencies and per-hop latency increments, the minimum over the LL, LL128
+   and Simple lines, the runtime channel/thread reduction that leaves small messages unable to fill the
+   pipe (:func:`channel_ramp_size`), NCCL's Tree (intra-node chain, double binary tree across nodes,
+   treeCorrectionFactor) and the Ring Simple "plateau". ``auto`` on GPU clusters picks only among the
+   algorithms NCCL implements (``NCCL_FAMILY``); the others stay selectable by name.
 
 Placement (``_Placement``): a group of p ranks with stride s occupies GPUs 0, s, 2s, ...; inside one
 domain of tier i (``span_i`` consecutive GPUs) sit ``c_i = clip(span_i // s, 1, p)`` of its ranks
@@ -868,8 +873,20 @@ def collective_time(op: str, size_bytes: object, ranks: object, network: Network
     """
     _check_op(op)
     if algorithm == "auto":
-        return best_algorithm(op, size_bytes, ranks, network, stride=stride, dtype_bytes=dtype_bytes,
-                              gamma=gamma, family=family)[3]
+        # the same minimum as best_algorithm(...)[3], evaluating only the family's eligible algorithms
+        fam = resolve_family(network, family)
+        S, p, s = _prepare(op, size_bytes, ranks, stride, dtype_bytes)
+        shape = np.broadcast(S, p, s).shape
+        best = np.full(shape, np.inf)
+        for a in APPLICABLE[op]:
+            if fam == "nccl" and a not in NCCL_FAMILY[op]:
+                continue
+            elig = np.broadcast_to(_auto_eligible(op, a, p, s, network, fam), shape)
+            if not np.any(elig):
+                continue
+            best = np.where(elig, np.minimum(best, algorithm_time(op, a, S, p, network, stride=s, gamma=gamma)),
+                            best)
+        return best
     if algorithm not in ALGORITHMS:
         raise InputError(f"unknown algorithm {algorithm!r}", where="algorithm", allowed=_allowed(op))
     S, p, s = _prepare(op, size_bytes, ranks, stride, dtype_bytes)
