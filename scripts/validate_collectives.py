@@ -2,8 +2,10 @@
 """Compare the collective models with the published collective cases in ../shared/validation/cases.yaml.
 
 Uses the built-in clusters as they are (no per-case tuning) and compares TIMES (busbw converted to a
-time with the nccl-tests factor), since busbw is only a derived quantity. Prints one row per point and
-the median and worst absolute error. Usage: python scripts/validate_collectives.py [cases.yaml]
+time with the nccl-tests factor), since busbw is only a derived quantity. ``auto`` chooses among the
+algorithms NCCL implements (``--family all`` lets it pick rhd/rd/one-shot too, for comparison). Prints
+one row per point and the median and worst absolute error, for all sizes and for >= 1 MiB.
+Usage: python scripts/validate_collectives.py [cases.yaml] [--family nccl|all]
 """
 
 from __future__ import annotations
@@ -51,7 +53,13 @@ def points(cases: list[dict]) -> list[tuple[str, str, int, int, float, float, st
 
 
 def main(argv: list[str]) -> int:
-    path = Path(argv[1]) if len(argv) > 1 else CASES
+    args = list(argv[1:])
+    family = "auto"
+    if "--family" in args:
+        i = args.index("--family")
+        family = args[i + 1]
+        del args[i:i + 2]
+    path = Path(args[0]) if args else CASES
     cases = yaml.safe_load(path.read_text())
     rows = []
     for cid, cl, p, stride, s, t_meas, what in points(cases):
@@ -64,8 +72,9 @@ def main(argv: list[str]) -> int:
             else:
                 overrides.append(e)
         spec = load_cluster(name, [o.removeprefix("cluster.") for o in overrides])
-        t_pred = float(C.collective_time("allreduce", s, p, spec.network(), algorithm=algo, stride=stride))
-        _, names, idx, _ = C.best_algorithm("allreduce", s, p, spec.network(), stride=stride)
+        t_pred = float(C.collective_time("allreduce", s, p, spec.network(), algorithm=algo, stride=stride,
+                                         family=family))
+        _, names, idx, _ = C.best_algorithm("allreduce", s, p, spec.network(), stride=stride, family=family)
         used = algo if algo != "auto" else names[int(idx)]
         err = (t_pred - t_meas) / t_meas
         rows.append((cid, name, p, s, used, what, t_meas, t_pred, err))
