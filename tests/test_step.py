@@ -41,6 +41,12 @@ def val(a) -> float:  # type: ignore[no-untyped-def]
     return float(np.asarray(a).reshape(-1)[0])
 
 
+def bucketed_allreduce(nbytes: float, ranks: int, network, bucket: float = 25e6) -> float:  # type: ignore[no-untyped-def]
+    """DDP-style: ceil(bytes / bucket) ring all-reduces of equal buckets."""
+    n = max(int(np.ceil(nbytes / bucket)), 1)
+    return n * val(coll.collective_time("allreduce", nbytes / n, ranks, network, algorithm="ring", stride=1))
+
+
 def test_breakdown_sums_exactly_over_a_grid(a100, gpt) -> None:  # type: ignore[no-untyped-def]
     job = job_for(a100, gpt, global_batch=512)
     tp = np.array([1, 2, 4, 8]).reshape(4, 1, 1, 1)
@@ -65,8 +71,12 @@ def test_pure_data_parallel_limit(a100, gpt) -> None:  # type: ignore[no-untyped
     for k in ("tp_comm", "pp_comm", "cp_comm", "ep_comm", "bubble"):
         assert val(res.breakdown[k]) == 0.0
     grad_bytes = job.params * 2.0  # bf16 gradients
-    expected = val(coll.collective_time("allreduce", grad_bytes, 64, job.network, algorithm="ring", stride=1))
+    expected = bucketed_allreduce(grad_bytes, 64, job.network)
     assert val(res.breakdown["dp_comm"]) == pytest.approx(expected, rel=1e-9)
+    # one big bucket: a single all-reduce of every gradient
+    _, whole = one(job, dict(global_batch=64, micro_batch=1), 64, algorithm="ring", overlap=False, bucket_size=1e12)
+    single = val(coll.collective_time("allreduce", grad_bytes, 64, job.network, algorithm="ring"))
+    assert val(whole.breakdown["dp_comm"]) == pytest.approx(single, rel=1e-9)
 
 
 def test_tp_term_is_four_allreduces_per_layer(a100, gpt) -> None:  # type: ignore[no-untyped-def]
@@ -108,7 +118,7 @@ def test_zero3_moves_one_and_a_half_times_the_gradients(a100, gpt) -> None:  # t
     training = dict(global_batch=64, micro_batch=1)
     job = job_for(a100, gpt, **training)
     _, r3 = one(job, training, 64, zero="3", algorithm="ring", overlap=False)
-    expected = val(coll.collective_time("allreduce", 1.5 * job.params * 2.0, 64, job.network, algorithm="ring"))
+    expected = bucketed_allreduce(1.5 * job.params * 2.0, 64, job.network)
     assert val(r3.breakdown["dp_comm"]) == pytest.approx(expected, rel=1e-9)
 
 
@@ -118,7 +128,7 @@ def test_int8_compression_term(a100, gpt) -> None:  # type: ignore[no-untyped-de
     job = job_for(a100, gpt, **training)
     _, r = one(job, training, 64, compression="int8", algorithm="ring", overlap=False)
     n = job.params
-    comm = val(coll.collective_time("allreduce", n * 1.0, 64, job.network, algorithm="ring"))
+    comm = bucketed_allreduce(n * 1.0, 64, job.network)
     codec = 2 * (2.0 + 1.0) * n / (job.memory_bandwidth * job.memory_efficiency)
     assert val(r.breakdown["dp_comm"]) == pytest.approx(comm + codec, rel=1e-9)
 

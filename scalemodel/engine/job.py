@@ -20,6 +20,8 @@ RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
 ALGORITHMS = ("auto", "ring", "tree", "rhd", "rd", "direct", "hierarchical")
 ELEM_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 # Compression codes: 0 none, 1 fp16/bf16 cast, 2 int8, 5 top-k sparsification.
+#: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
+DEFAULT_BUCKET_BYTES = 25e6
 COMPRESSION_CODES = {"none": 0, "fp16": 1, "bf16": 1, "int8": 2, "topk": 5}
 
 
@@ -144,6 +146,7 @@ class StrategyGrid:
     ps_colocated: np.ndarray  # bool
     algorithm: np.ndarray  # index into ALGORITHMS
     dynamic_assignment: np.ndarray  # bool: micro-batches pulled from a shared queue
+    bucket_bytes: np.ndarray  # gradient bucket size of the DP synchronisation
     dispatch_overhead: np.ndarray  # seconds of scheduling per dynamically assigned micro-batch
 
     @property
@@ -190,6 +193,7 @@ class StrategyGrid:
             "algorithm": ALGORITHMS[int(self.algorithm[i])],
             "assignment": "dynamic" if bool(self.dynamic_assignment[i]) else "static",
             "dispatch_overhead_s": float(self.dispatch_overhead[i]),
+            "bucket_bytes": float(self.bucket_bytes[i]),
         }
 
 
@@ -201,7 +205,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     defaults: dict[str, Any] = dict(cp=1, ep=1, schedule=0, virtual_stages=1, zero=0, recompute=0,
                                     sequence_parallel=False, overlap=True, compression=0, topk_ratio=1.0,
                                     ps_servers=0, ps_colocated=False, algorithm=0, dynamic_assignment=False,
-                                    dispatch_overhead=0.0)
+                                    dispatch_overhead=0.0, bucket_bytes=DEFAULT_BUCKET_BYTES)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -210,7 +214,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     out: dict[str, np.ndarray] = {}
     for n in names:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment") else (
-            float if n in ("topk_ratio", "dispatch_overhead") else np.int64)
+            float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
         np.broadcast_shapes(*(a.shape for a in out.values()))
@@ -249,4 +253,4 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         sequence_parallel=strategy.sequence_parallel, overlap=strategy.overlap, compression=comp_code,
         topk_ratio=ratio, ps_servers=ps_k, ps_colocated=ps.endswith(":colocated"),
         algorithm=ALGORITHMS.index(strategy.algorithm), dynamic_assignment=strategy.assignment == "dynamic",
-        dispatch_overhead=strategy.dispatch_overhead)
+        dispatch_overhead=strategy.dispatch_overhead, bucket_bytes=strategy.bucket_size)

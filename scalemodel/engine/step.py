@@ -33,8 +33,10 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
   direction, 2 v send/recvs per micro-batch per stage on the critical path.
 - DP (ZeRO paper §7, Rajbhandari et al. 2020): gradients of the stage's parameters; all-reduce
   for ZeRO-0, reduce-scatter + all-gather (same volume) for ZeRO-1/2, x1.5 for ZeRO-3/FSDP;
-  expert parameters over the dp/ep group. Overlapped with the last micro-batch's backward except
-  the final bucket (exposed = max(t_dp - window, t_dp x bucket share)). Compression changes the
+  expert parameters over the dp/ep group. Gradients are synchronised in buckets (PyTorch DDP's
+  bucket_cap_mb, default 25 MB): n = ceil(bytes / bucket) collectives of bytes / n each, so every
+  bucket pays the collective's latency (which grows with the group for rings). Overlapped with the
+  last micro-batch's backward except the final bucket (exposed = max(t_dp - window, t_dp / n)). Compression changes the
   bytes and adds encode/decode time; a parameter server replaces the all-reduce
   (:mod:`scalemodel.cost.ps`).
 """
@@ -50,8 +52,6 @@ from scalemodel.cost import collectives as coll
 from scalemodel.cost import pipeline
 from scalemodel.engine.job import ALGORITHMS, Job, StrategyGrid
 
-#: DDP/Megatron gradient bucket (PyTorch DDP default bucket_cap_mb = 25 MB).
-BUCKET_BYTES = 25e6
 #: Bytes moved per parameter by a mixed-precision Adam step: read fp32 master, m, v and the gradient,
 #: write master, m, v and the 16-bit weight copy (= 2 K + grad + 2 with K = 12 state bytes).
 WEIGHT_COPY_BYTES = 2.0
@@ -267,13 +267,21 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> dict[str
     n_dense, n_expert = dense * volume, expert * volume
     q, codec = _wire_and_codec(job, g, n_dense + n_expert)
     edp = np.maximum(dp / g.ep, 1.0)
-    total = _collective("allreduce", n_dense * q, dp, job, stride, g.algorithm)
+    bucket = g.bucket_bytes.astype(float)
+
+    def bucketed(op: str, nbytes: Any, ranks: Any, stride_: Any, algorithm: Any = None) -> np.ndarray:
+        n = np.maximum(np.ceil(nbytes / bucket), 1.0)
+        return n * _collective(op, nbytes / n, ranks, job, stride_, algorithm)
+
+    total = bucketed("allreduce", n_dense * q, dp, stride, g.algorithm)
     if job.expert_params > 0:  # routed experts are replicated over dp/ep ranks only
-        total = total + _collective("allreduce", n_expert * q, edp, job, stride * g.ep, g.algorithm)
+        total = total + bucketed("allreduce", n_expert * q, edp, stride * g.ep, g.algorithm)
     topk = g.compression == 5
     if np.any(topk):
+        # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
         per_rank = g.topk_ratio * (n_dense + n_expert) * (job.grad_bytes + 4.0)
-        total = np.where(topk, _collective("allgather", per_rank * dp, dp, job, stride), total)
+        n_b = np.maximum(np.ceil((n_dense + n_expert) * job.grad_bytes / bucket), 1.0)
+        total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, dp, job, stride), total)
     total = np.where(dp > 1, total + codec, 0.0)
     if np.any(g.ps_servers > 0):
         # Parameter server over the outermost tier (BytePS analysis, reference §4.1).
@@ -284,7 +292,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> dict[str
         colocated = ps.ps_time(dp, k, grads, outer.effective_bandwidth, colocated=True, latency_s=outer.latency)
         total = np.where(g.ps_servers > 0, np.where(g.ps_colocated, colocated, dedicated), total)
     wire_total = np.maximum((n_dense + n_expert) * q, 1.0)
-    bucket_share = np.minimum(BUCKET_BYTES / wire_total, 1.0)
+    bucket_share = 1.0 / np.maximum(np.ceil(wire_total / bucket), 1.0)
     # Buckets start as soon as their gradients exist during the last micro-batch's backward; the
     # final bucket can only start when the backward ends.
     overlapped = np.maximum(total - comp["backward"], total * bucket_share)

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from scalemodel.specs.base import Spec
-from scalemodel.specs.quantities import Count, SecondsOrZero
+from scalemodel.specs.quantities import Bytes, Count, SecondsOrZero
 
 TrainPrecision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 
@@ -52,6 +52,7 @@ class StrategySpec(Spec):
     overlap: bool = True
     compression: str = Field(default="none", description="none | fp16 | int8 | topk:FRACTION")
     dp_comm: str = Field(default="allreduce", description="allreduce | ps:K[:colocated|:dedicated]")
+    bucket_size: Bytes = Field(default=25e6, description="gradient bucket per DP collective (PyTorch DDP: 25 MB)")
     assignment: Literal["static", "dynamic"] = Field(
         default="static", description="micro-batches split equally up front, or pulled from a shared queue")
     dispatch_overhead: SecondsOrZero = Field(default=0.0, description="scheduling cost per dynamically assigned task")
