@@ -253,3 +253,12 @@ def test_configurations_are_valid_and_unique():
     assert np.all(wl.layers % (pp[inter] * cfg["virtual_stages"][inter]) == 0)
     rows = set(zip(*(cfg[k].tolist() for k in cfg), strict=True))
     assert len(rows) == len(dp)
+
+
+def test_hier_sync_only_where_groups_divide_dp():
+    job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
+    res = planner.search(job, 16, 32, top=20, sync_modes=("hier:8",), constraints={"algorithm": "auto"})
+    assert res.ranked
+    assert all(p.strategy["dp"] % 8 == 0 and p.strategy["sync"] == "hier:8" for p in res.ranked)
+    # 16 GPUs with dp in {8, 16}: tp x pp x cp in {2, 1}
+    assert {p.strategy["dp"] for p in res.ranked} <= {8, 16}

@@ -374,6 +374,17 @@ class _Pick:
     sync: str = field(compare=False)
 
 
+def _for_sync(cfg: dict[str, np.ndarray], sync: str) -> dict[str, np.ndarray]:
+    """Configurations a sync mode applies to: hier:G needs G to divide the data-parallel degree."""
+    from scalemodel.cost.sync import parse_sync
+
+    strat = parse_sync(sync)
+    if strat.kind != "hier":
+        return cfg
+    ok = cfg["dp"] % strat.param == 0
+    return {k: v[ok] for k, v in cfg.items()}
+
+
 def _strategy_key(g: StrategyGrid) -> tuple[Any, ...]:
     return tuple(getattr(g, f.name).item() for f in fields(g) if f.name != "algorithm")
 
@@ -433,13 +444,12 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         if "sync" not in c or _keep(np.asarray([0]), [(op, 0 if v == label else 1) for op, v in c["sync"]])[0]:
             modes.append(label)
     mem_limit = [v for op, v in c.get("memory", [])]
-    cfg = configurations(job, gpus, global_batch, c)
+    all_cfg = configurations(job, gpus, global_batch, c)
     axes = _axes(job, c)
     inner = int(np.prod([len(a) for a in axes.values()]))
-    fam_of_cfg = _family_code(cfg)
-    n_cfg = len(cfg["dp"])
     per_chunk = max(1, CHUNK_CANDIDATES // max(inner, 1))
-    total = n_cfg * inner * len(modes)
+    by_mode = [_for_sync(all_cfg, sync) for sync in modes]
+    total = sum(len(m["dp"]) for m in by_mode) * inner
 
     evaluated = feasible_n = 0
     reasons = np.zeros(max(REASON_KEYS) + 1, dtype=np.int64)
@@ -448,7 +458,9 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     fam_best: dict[int, _Pick] = {}
     keep = top * len(axes["algorithm"])  # enough for `top` plans that differ in more than the algorithm
     done = 0
-    for si, sync in enumerate(modes):
+    for si, (sync, cfg) in enumerate(zip(modes, by_mode, strict=True)):
+        fam_of_cfg = _family_code(cfg)
+        n_cfg = len(cfg["dp"])
         for lo in range(0, n_cfg, per_chunk):
             hi = min(n_cfg, lo + per_chunk)
             grid = _grid(gpus, global_batch, cfg, lo, hi, axes)
