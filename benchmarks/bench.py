@@ -1,0 +1,173 @@
+"""Planner throughput and CLI latency of scalemodel, printed as figures (never asserted).
+
+    python benchmarks/bench.py            # all figures, best of 3 (pinned to one core)
+    python benchmarks/bench.py --repeat 5 --json
+
+Figures and the targets of issue 7:
+
+1. vectorised evaluation: candidates per second of ``engine.step.evaluate`` on the planner's grid
+   for GPT-3 175B on 4096 GPUs of dgx-a100 (target >= 1,000,000 /s on one core);
+2. ``planner.search`` for the same job, in process (the whole search: enumeration, evaluation,
+   ranking, explanation);
+(The CLI figures run ``python -m scalemodel``, i.e. the interpreter directly; the collective is also
+timed through the ``scalemodel`` script found on PATH. A pyenv shim in front of it adds ~0.1 s.)
+
+3. ``scalemodel plan --cluster dgx-a100 --model gpt3-175b --gpus 4096`` wall time as a fresh
+   process (target < 2 s);
+4. ``scalemodel collective --op allreduce --size 1GiB --gpus 2048 --cluster dgx-h100`` wall time
+   (target < 0.5 s), and whether scipy.stats / matplotlib get imported on that path (they must not).
+
+Every figure is pinned to one CPU core (``os.sched_setaffinity``) and single-threaded BLAS, so the
+numbers do not depend on the machine's core count; wall times are the minimum over ``--repeat``
+runs (the least disturbed by other load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+PLAN_CMD = ["plan", "--cluster", "dgx-a100", "--model", "gpt3-175b", "--gpus", "4096", "--json"]
+COLLECTIVE_CMD = ["collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "2048", "--cluster", "dgx-h100"]
+HEAVY = ("scipy", "scipy.stats", "scipy.special", "matplotlib", "pandas")
+
+
+def _one_core() -> int | None:
+    """Pin this process (and its children) to one core; return it (None where unsupported)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cpu = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    return cpu
+
+
+def _scalemodel() -> list[str]:
+    return [sys.executable, "-m", "scalemodel"]
+
+
+def bench_evaluate(repeat: int) -> dict[str, Any]:
+    """Candidates/s of one evaluate() call over one planner chunk of the GPT-3 175B / 4096 GPU grid."""
+    from scalemodel.engine import planner
+    from scalemodel.engine.job import build_job
+    from scalemodel.engine.step import evaluate
+    from scalemodel.specs import TrainingSpec, load_cluster, load_workload
+
+    job = build_job(load_cluster("dgx-a100", []), load_workload("gpt3-175b", []), TrainingSpec(global_batch=4096))
+    cfg = planner.configurations(job, 4096, 4096)
+    axes = planner._axes(job, {})
+    inner = 1
+    for a in axes.values():
+        inner *= len(a)
+    per_chunk = max(1, planner.CHUNK_CANDIDATES // inner)
+    grid = planner._grid(4096, 4096, cfg, 0, per_chunk, axes)
+    evaluate(job, grid)  # warm caches (order-statistic quadratures, imports)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        evaluate(job, grid)
+        times.append(time.perf_counter() - t0)
+    best = min(times)
+    return {"grid_candidates": grid.size, "seconds": best, "candidates_per_s": grid.size / best,
+            "target_per_s": 1_000_000, "met": grid.size / best >= 1_000_000}
+
+
+def bench_search(repeat: int) -> dict[str, Any]:
+    from scalemodel.engine import planner
+    from scalemodel.engine.job import build_job
+    from scalemodel.specs import TrainingSpec, load_cluster, load_workload
+
+    job = build_job(load_cluster("dgx-a100", []), load_workload("gpt3-175b", []), TrainingSpec(global_batch=4096))
+    planner.search(job, 4096, 4096, top=5)  # warm
+    times, res = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        res = planner.search(job, 4096, 4096, top=5)
+        times.append(time.perf_counter() - t0)
+    assert res is not None
+    best = min(times)
+    return {"candidates": res.candidates_evaluated, "feasible": res.feasible, "seconds": best,
+            "candidates_per_s": res.candidates_evaluated / best}
+
+
+def _wall(args: list[str], repeat: int, launcher: list[str] | None = None) -> tuple[float, float, str]:
+    times, out = [], ""
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        proc = subprocess.run((launcher or _scalemodel()) + args, capture_output=True, text=True, check=False)
+        times.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            raise SystemExit(f"scalemodel {' '.join(args)} failed: {proc.stderr.strip()}")
+        out = proc.stdout
+    return min(times), statistics.median(times), out
+
+
+def bench_cli(repeat: int) -> dict[str, Any]:
+    plan_best, plan_median, out = _wall(PLAN_CMD, repeat)
+    doc = json.loads(out)
+    coll_best, coll_median, _ = _wall(COLLECTIVE_CMD, max(repeat, 3))
+    probe = "\n".join([
+        "import json, sys", "from scalemodel.cli import main", "try:", f"    main({json.dumps(COLLECTIVE_CMD)})",
+        "except SystemExit:", "    pass", f"print('MODULES', json.dumps([m for m in {json.dumps(HEAVY)} "
+        "if m in sys.modules]))"])
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("MODULES")]
+    heavy = json.loads(line[-1].split(" ", 1)[1]) if line else ["<probe failed>"]
+    base_best, _, _ = _wall(["--help"], max(repeat, 3))
+    script = shutil.which("scalemodel")
+    path_best = _wall(COLLECTIVE_CMD, max(repeat, 3), [script])[0] if script else None
+    return {
+        "plan": {"command": "scalemodel " + " ".join(PLAN_CMD), "wall_s_best": plan_best, "wall_s_median": plan_median,
+                 "search_elapsed_s": doc["elapsed_s"], "candidates": doc["candidates_evaluated"],
+                 "target_s": 2.0, "met": plan_best < 2.0},
+        "collective": {"command": "scalemodel " + " ".join(COLLECTIVE_CMD), "wall_s_best": coll_best,
+                       "wall_s_median": coll_median, "heavy_modules_imported": heavy, "target_s": 0.5,
+                       "met": coll_best < 0.5 and not heavy},
+        "startup": {"command": "python -m scalemodel --help", "wall_s_best": base_best},
+        "collective_via_path": {"launcher": script, "wall_s_best": path_best},
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure (the best is reported)")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args()
+    cpu = _one_core()
+    figures = {"python": sys.version.split()[0], "pinned_cpu": cpu,
+               "evaluate": bench_evaluate(args.repeat), "search": bench_search(args.repeat),
+               **bench_cli(args.repeat)}
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    ev, se, pl, co, st = (figures[k] for k in ("evaluate", "search", "plan", "collective", "startup"))
+
+    def ok(flag: bool) -> str:
+        return "meets target" if flag else "MISSES target"
+
+    print(f"scalemodel benchmarks (python {figures['python']}, pinned to cpu {cpu})")
+    print(f"  vectorised evaluate : {ev['candidates_per_s']:>12,.0f} candidates/s  ({ev['grid_candidates']:,} in "
+          f"{ev['seconds'] * 1e3:.0f} ms; target >= 1,000,000/s: {ok(ev['met'])})")
+    print(f"  planner.search      : {se['seconds']:>12.3f} s  ({se['candidates']:,} candidates, {se['feasible']:,} "
+          f"feasible, {se['candidates_per_s']:,.0f}/s end to end)")
+    print(f"  scalemodel plan     : {pl['wall_s_best']:>12.3f} s wall (median {pl['wall_s_median']:.3f} s; search "
+          f"{pl['search_elapsed_s']:.3f} s; target < 2 s: {ok(pl['met'])})")
+    print(f"  scalemodel collective: {co['wall_s_best']:>11.3f} s wall (median {co['wall_s_median']:.3f} s; heavy "
+          f"modules imported: {co['heavy_modules_imported'] or 'none'}; target < 0.5 s: {ok(co['met'])})")
+    vp = figures["collective_via_path"]
+    if vp["wall_s_best"] is not None:
+        print(f"  same, via PATH      : {vp['wall_s_best']:>12.3f} s wall ({vp['launcher']})")
+    print(f"  scalemodel --help   : {st['wall_s_best']:>12.3f} s wall (interpreter + CLI start-up floor)")
+
+
+if __name__ == "__main__":
+    main()
