@@ -138,7 +138,8 @@ def main() -> int:
         families.setdefault(cid.split("_")[0], []).append(err)
     print()
     for fam, errs in families.items():
-        print(f"{fam:<10} {len(errs):>2} comparisons: median |error| {statistics.median(errs):.1%}, worst {max(errs):.1%}")
+        med, worst = statistics.median(errs), max(errs)
+        print(f"{fam:<10} {len(errs):>2} comparisons: median |error| {med:.1%}, worst {worst:.1%}")
     print(f"\n{len(errors)} comparisons: median |error| {statistics.median(errors):.1%}, worst {max(errors):.1%}")
     return 0
 
