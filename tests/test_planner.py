@@ -262,3 +262,16 @@ def test_hier_sync_only_where_groups_divide_dp():
     assert all(p.strategy["dp"] % 8 == 0 and p.strategy["sync"] == "hier:8" for p in res.ranked)
     # 16 GPUs with dp in {8, 16}: tp x pp x cp in {2, 1}
     assert {p.strategy["dp"] for p in res.ranked} <= {8, 16}
+
+
+def test_why_compares_with_runner_up_and_other_families(small, brute):
+    _job_, _wl, res = small
+    win = res.ranked[0].strategy
+    fam = planner.family(win["tp"], win["pp"], win["cp"], win["ep"], win["dp"])
+    assert res.why.startswith("The winner") and fam in res.why
+    others = [name for name in res.family_best if name != fam]
+    assert others and f"best {others[0]} plan" in res.why
+    # each family's best is the fastest feasible brute-force candidate of that family
+    for name, p in res.family_best.items():
+        times = [r[0] for r in brute if r[1] and planner.family(r[3][0], r[3][1], 1, 1, r[3][2]) == name]
+        assert p.step_time_s == pytest.approx(min(times), rel=1e-12)

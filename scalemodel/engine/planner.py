@@ -312,6 +312,12 @@ def family(tp: int, pp: int, cp: int, ep: int, dp: int) -> str:
     return "+".join(names) or "single GPU"
 
 
+def _family_name(code: int) -> str:
+    """Inverse of :func:`_family_code`."""
+    return family(2 if code & 2 else 1, 2 if code & 4 else 1, 2 if code & 8 else 1, 2 if code & 16 else 1,
+                  2 if code & 1 else 1)
+
+
 def _family_code(cfg: dict[str, np.ndarray]) -> np.ndarray:
     return ((cfg["dp"] > 1) * 1 + (cfg["tp"] > 1) * 2 + (cfg["pp"] > 1) * 4 + (cfg["cp"] > 1) * 8
             + (cfg["ep"] > 1) * 16).astype(np.int64)
@@ -334,6 +340,7 @@ class PlanResult:
     ranked: list[Prediction]
     objective_values: list[float]
     family_best: dict[str, Prediction] = field(default_factory=dict)
+    searched_families: list[str] = field(default_factory=list)  # families the enumeration contained
     why: str = ""
 
     @property
@@ -512,7 +519,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     result = PlanResult(
         inputs=dict(inputs or {}), objective=objective, candidates_evaluated=evaluated, feasible=feasible_n,
         infeasible_by_reason=by_reason, elapsed_s=0.0, ranked=ranked, objective_values=[p.score for p in picks],
-        family_best=family_best)
+        family_best=family_best, searched_families=sorted({
+            _family_name(int(code)) for m in by_mode for code in np.unique(_family_code(m))}))
     result.why = explain(result)
     result.elapsed_s = time.perf_counter() - t0
     return result
@@ -618,7 +626,7 @@ def explain(result: PlanResult) -> str:
         else:
             parts.append(f"The best {name} plan ({describe_strategy(p.strategy)}) is {-gap:.1%} faster per step "
                          f"but worse on {result.objective}.")
-    basic = {"DP", "DP+TP", "DP+PP", "DP+TP+PP"} if ws["gpus"] > 1 else set()
+    basic = {"DP", "DP+TP", "DP+PP", "DP+TP+PP"} & set(result.searched_families)
     missing = sorted(basic - set(result.family_best) - {fam})
     if missing:
         why = "fits in memory" if result.infeasible_by_reason.get("out_of_memory") else "is feasible"
