@@ -77,46 +77,11 @@ class CheckResult:
 # --- loading ---------------------------------------------------------------------------------------
 
 def load_capacity(ref: str | Path, overrides: list[str] | None = None) -> tuple[Any, Path]:
-    """Read a capacity file as a ScenarioSpec; built-in names and relative paths inside it resolve
-    against the file's folder, ``cluster: {extends: NAME, price_per_gpu_hour: ...}`` derives from a
-    built-in, and ``--set`` paths are relative to the scenario (``cluster.price_per_gpu_hour=2.5``,
-    ``assertions.max_step_time=3s``, ``gpus=[128,256]``)."""
-    from scalemodel.specs import ScenarioSpec, loader
+    """Read a capacity file as a ScenarioSpec (see :func:`scalemodel.specs.loader.load_scenario_spec`)."""
+    from scalemodel.specs import ScenarioSpec
+    from scalemodel.specs.loader import load_scenario_spec
 
-    path = loader.resolve("scenario", str(ref))
-    nodes: dict[str, Any] = {}
-    raw = loader.load_raw("scenario", path, _nodes=nodes)
-    declared = raw.get("kind")
-    if declared is not None and declared != "scenario":
-        raise InputError(f"this file is a {declared!r} spec", where=f"{path}: kind",
-                         allowed="a scenario with assertions (kind: scenario)")
-    for key, kind in (("cluster", "cluster"), ("model", "workload")):
-        raw[key] = _expand(raw.get(key), kind, path, key)
-    cluster = raw.get("cluster")
-    if isinstance(cluster, dict):
-        cluster["accelerator"] = _expand(cluster.get("accelerator"), "accelerator", path, "cluster.accelerator")
-    raw = loader.apply_overrides(raw, overrides or [], kind="scenario")
-    spec = loader.validate(ScenarioSpec, raw, path=path, node=nodes.get("node"))
-    return spec, path
-
-
-def _expand(value: Any, kind: str, path: Path, where: str) -> Any:
-    """A name/path (or a mapping with ``extends:``) inside the scenario -> the referenced spec's raw dict."""
-    from scalemodel.specs import loader
-
-    try:
-        if isinstance(value, str):
-            return loader.load_raw(kind, loader.resolve(kind, value, path.parent))
-        if isinstance(value, dict) and "extends" in value:
-            rest = dict(value)
-            parent = rest.pop("extends")
-            if not isinstance(parent, str):
-                raise InputError("extends must be a name or a path", allowed=f"a built-in {kind} name or a file")
-            base = loader.load_raw(kind, loader.resolve(kind, parent, path.parent))
-            return loader._merge(base, rest)
-    except InputError as exc:
-        raise exc.at(f"{path}: {where}") from None
-    return value
+    return load_scenario_spec(str(ref), ScenarioSpec, overrides or [])  # type: ignore[no-any-return]
 
 
 # --- evaluation ------------------------------------------------------------------------------------

@@ -37,9 +37,11 @@ def load_workload(ref: str | Path, overrides: Iterable[str] = ()) -> Transformer
 
 
 def load_scenario(ref: str | Path, overrides: Iterable[str] = ()) -> ScenarioSpec:
-    from scalemodel.specs.loader import load_spec
+    """A scenario file or built-in scenario name; names, paths and ``extends:`` inside it resolve
+    against its folder (see :func:`scalemodel.specs.loader.load_scenario_spec`)."""
+    from scalemodel.specs.loader import load_scenario_spec
 
-    return load_spec("scenario", ref, ScenarioSpec, overrides)  # type: ignore[no-any-return]
+    return load_scenario_spec(ref, ScenarioSpec, overrides)[0]  # type: ignore[no-any-return]
 
 
 def split_overrides(sets: Iterable[str]) -> dict[str, list[str]]:

@@ -349,3 +349,41 @@ def load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] =
                          allowed=f"a {kind} spec (kind: {' or '.join(expected)})")
     raw = apply_overrides(raw, overrides, kind=kind)
     return validate(model, raw, path=nodes.get("path"), node=nodes.get("node"))
+
+
+def _expand_ref(value: Any, kind: str, base_dir: Path, where: str, origin: Path) -> Any:
+    """A name/path (or a mapping with ``extends:``) inside a scenario -> the referenced spec's raw dict."""
+    try:
+        if isinstance(value, str):
+            return load_raw(kind, resolve(kind, value, base_dir))
+        if isinstance(value, dict) and "extends" in value:
+            rest = dict(value)
+            parent = rest.pop("extends")
+            if not isinstance(parent, str):
+                raise InputError("extends must be a name or a path", allowed=f"a built-in {kind} name or a file")
+            return _merge(load_raw(kind, resolve(kind, parent, base_dir)), rest)
+    except InputError as exc:
+        raise exc.at(f"{origin}: {where}") from None
+    return value
+
+
+def load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> tuple[Any, Path]:
+    """Read a scenario: built-in names and relative paths inside it resolve against its folder,
+    ``cluster: {extends: NAME, ...}`` (likewise ``model:`` and the cluster's ``accelerator:``) derives
+    from another spec, and ``--set`` paths are relative to the scenario (``cluster.price_per_gpu_hour=2.5``,
+    ``training.global_batch=512``, ``gpus=[128,256]``)."""
+    path = ref if isinstance(ref, Path) else resolve("scenario", ref)
+    nodes: dict[str, Any] = {}
+    raw = load_raw("scenario", path, _nodes=nodes)
+    declared = raw.get("kind")
+    if declared is not None and declared != "scenario":
+        raise InputError(f"this file is a {declared!r} spec", where=f"{path}: kind",
+                         allowed="a scenario (kind: scenario)")
+    for key, kind in (("cluster", "cluster"), ("model", "workload")):
+        raw[key] = _expand_ref(raw.get(key), kind, path.parent, key, path)
+    cluster = raw.get("cluster")
+    if isinstance(cluster, dict):
+        cluster["accelerator"] = _expand_ref(cluster.get("accelerator"), "accelerator", path.parent,
+                                             "cluster.accelerator", path)
+    raw = apply_overrides(raw, overrides, kind="scenario")
+    return validate(model, raw, path=path, node=nodes.get("node")), path
