@@ -58,7 +58,7 @@ def json_schema(kind: str) -> dict[str, Any]:
             schema["$defs"][name] = _allow_extends(schema["$defs"][name])
     if schema.get("title") in names or schema.get("properties", {}).get("kind", {}).get("const") in (
             "cluster", "accelerator"):
-        top = {k: schema.pop(k) for k in ("$schema", "$defs") if k in schema}
+        top: dict[str, Any] = {k: schema.pop(k) for k in ("$schema", "$defs") if k in schema}
         schema = {**top, "title": f"scalemodel {kind} spec", **_allow_extends(schema)}
     return schema
 
