@@ -169,7 +169,7 @@ def test_default_scenario_is_builtin():
     path = builtin_path("scenario", "default")
     assert path is not None and path.name == "default.yaml"
     s = load_scenario("default")
-    assert s.cluster.name == "pcie-25gbe" and s.mode == "weak" and s.gpus[0] == 128 and s.gpus[-1] == 2048
+    assert s.cluster.name.startswith("pcie-25gbe") and s.mode == "weak" and s.gpus[0] == 128 and s.gpus[-1] == 2048
 
 
 def test_cli_default_shows_the_paradox(cli):
@@ -182,7 +182,8 @@ def test_cli_default_shows_the_paradox(cli):
     keys = {"gpus", "global_batch", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "scaling_efficiency",
             "loss_attribution", "breakdown_s", "strategy", "statistical_efficiency", "time_to_target_s"}
     assert keys <= set(pts[0])
-    assert pts[-1]["tflops_per_gpu"] < 0.9 * pts[0]["tflops_per_gpu"]  # the paradox: a noticeable fall
+    # the paradox of the source document: per-GPU TFLOP/s falls by about a third from 128 to 2048 GPUs
+    assert 0.55 < pts[-1]["tflops_per_gpu"] / pts[0]["tflops_per_gpu"] < 0.75
     table = cli("scale")
     assert table.code == 0 and "2048" in table.out and "█" in table.out and "dp_comm" in table.out
 

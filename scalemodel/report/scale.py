@@ -130,12 +130,13 @@ def render_scaling(result: Any) -> None:
     t = Table(title="Scaling sweep (eff. = per-GPU throughput relative to the first point)",
               box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     for col in ("GPUs", "global\nbatch", "step\ntime", "tokens\nper s", "TFLOP/s\nper GPU", "scaling\neff."):
-        t.add_column(col, justify="right")
+        t.add_column(col, justify="right", no_wrap=True)
     if stat:
-        t.add_column("stat.\neff.", justify="right")
+        t.add_column("stat.\neff.", justify="right", no_wrap=True)
     if ttt:
-        t.add_column("time to\ntarget", justify="right")
-    t.add_column("lost to\n(points)", no_wrap=True)
+        t.add_column("time to\ntarget", justify="right", no_wrap=True)
+    # numbers never wrap; the causes column folds onto a second line when the terminal is narrow
+    t.add_column("lost to\n(points)", overflow="fold")
     for p in result.points:
         pr = p.prediction
         row = [str(p.gpus), f"{p.global_batch:,}", _short_time(pr.step_time_s), _short(pr.throughput["tokens_per_s"]),
