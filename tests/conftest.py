@@ -29,3 +29,12 @@ def cli(capsys: pytest.CaptureFixture[str]):
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+def validation_cases_path():  # type: ignore[no-untyped-def]
+    """../shared/validation/cases.yaml beside the checkout, else the copy kept in tests/data."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    shared = here.parents[1] / "shared" / "validation" / "cases.yaml"
+    return shared if shared.is_file() else here / "data" / "validation" / "cases.yaml"

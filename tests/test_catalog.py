@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import validation_cases_path
 
 from scalemodel.units import parse_quantity
 
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 HW = REPO / "hardware"
 ACC_DIR = HW / "accelerators"
 CLU_DIR = HW / "clusters"
-CASES = REPO.parent / "shared" / "validation" / "cases.yaml"
+CASES = validation_cases_path()
 
 REQUIRED_ACCELERATORS = {
     "v100-sxm2-32g", "a100-sxm-40g", "a100-sxm-80g", "a100-pcie-80g", "h100-sxm", "h100-pcie", "h800",

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import yaml
+from conftest import validation_cases_path
 
 from scalemodel.cost.compute import (
     DEFAULT_EFFICIENCY,
@@ -26,7 +25,7 @@ from scalemodel.cost.transformer import (
 from scalemodel.errors import InputError
 
 GPT3 = dict(layers=96, hidden=12288, heads=96, vocab=51200)
-CASES = Path(__file__).resolve().parents[2] / "shared" / "validation" / "cases.yaml"
+CASES = validation_cases_path()
 
 
 # --- FLOPs ------------------------------------------------------------------------------------

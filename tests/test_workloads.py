@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import validation_cases_path
 
 from scalemodel.cost.transformer import active_param_count, param_count, shape
 
@@ -71,8 +72,8 @@ def test_shape_derived_params_match_published(name):
 
 
 def test_narayanan_family_shapes_are_exactly_the_validation_cases():
-    cases = yaml.safe_load((Path(__file__).resolve().parents[2] / "shared/validation/cases.yaml").read_text()) \
-        if (Path(__file__).resolve().parents[2] / "shared/validation/cases.yaml").exists() else None
+    path = validation_cases_path()
+    cases = yaml.safe_load(path.read_text()) if path.exists() else None
     if cases is None:
         pytest.skip("shared/validation not present next to the repository")
     by_id = {c["id"]: c for c in cases}
