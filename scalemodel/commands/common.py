@@ -72,6 +72,36 @@ WorkCvOption = Annotated[float | None, typer.Option(
 TrainTokensOption = Annotated[str | None, typer.Option("--train-tokens", help="Tokens to train, e.g. 300B.")]
 
 
+TRAINING_FLAGS = ("micro_batch", "global_batch", "seq_len", "precision", "train_tokens", "critical_batch", "work_cv")
+STRATEGY_FLAGS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "zero": "zero", "recompute": "recompute",
+                  "sequence_parallel": "sequence_parallel", "schedule": "schedule", "overlap": "overlap",
+                  "compression": "compression", "dp_comm": "dp_comm", "sync": "sync", "algo": "algorithm",
+                  "assignment": "assignment", "dispatch_overhead": "dispatch_overhead"}
+
+
+def split_flags(**flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Route command-line values to the training and strategy specs (None = not given).
+
+    A plain ``--sequence-parallel`` switch that is off means "not given", so a scenario's or
+    ``--set``'s value stands.
+    """
+    unknown = set(flags) - set(TRAINING_FLAGS) - set(STRATEGY_FLAGS)
+    if unknown:
+        raise TypeError(f"not a training or strategy flag: {sorted(unknown)}")
+    training = {k: flags[k] for k in TRAINING_FLAGS if k in flags}
+    strategy = {STRATEGY_FLAGS[k]: v for k, v in flags.items() if k in STRATEGY_FLAGS}
+    if strategy.get("sequence_parallel") is False:
+        strategy["sequence_parallel"] = None
+    return training, strategy
+
+
+def spec_inputs(cluster: Any, workload: Any, training: Any, strategy: Any, sets: list[str] | None,
+                **extra: Any) -> dict[str, Any]:
+    """The ``inputs`` echo of a JSON result: resolved names, the specs as used, and the overrides."""
+    return {"cluster": cluster.name, "model": workload.name, **extra, "training": training.model_dump(mode="json"),
+            "strategy": strategy.model_dump(mode="json"), "set": list(sets or [])}
+
+
 def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: dict[str, Any],
                 strategy: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
     """Cluster, workload, TrainingSpec and StrategySpec from CLI values plus --set overrides.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -30,16 +30,14 @@ def register(app: typer.Typer) -> None:
         from scalemodel.engine.predict import predict as run
 
         o.positive_int(gpus, "--gpus")
-        training = {"micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len,
-                    "precision": precision, "train_tokens": train_tokens, "work_cv": work_cv}
-        strategy = {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": zero, "recompute": recompute,
-                    "sequence_parallel": sequence_parallel or None, "schedule": schedule, "overlap": overlap,
-                    "compression": compression, "dp_comm": dp_comm, "sync": sync, "algorithm": algo,
-                    "assignment": assignment, "dispatch_overhead": dispatch_overhead}
+        training, strategy = o.split_flags(
+            micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,
+            train_tokens=train_tokens, work_cv=work_cv, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero,
+            recompute=recompute, sequence_parallel=sequence_parallel, schedule=schedule, overlap=overlap,
+            compression=compression, dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment,
+            dispatch_overhead=dispatch_overhead)
         cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy=strategy)
-        inputs: dict[str, Any] = {"cluster": cl.name, "model": wl.name, "gpus": gpus,
-                                  "training": tr.model_dump(mode="json"), "strategy": st.model_dump(mode="json"),
-                                  "set": list(set_ or []), "straggler_cv": straggler_cv}
+        inputs = o.spec_inputs(cl, wl, tr, st, set_, gpus=gpus, straggler_cv=straggler_cv)
         result = run(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, inputs=inputs)
         if as_json:
             from scalemodel.report.output import emit_json

@@ -107,6 +107,8 @@ def register(app: typer.Typer) -> None:
         schedule: o.ScheduleOption = None, precision: o.PrecisionOption = None, overlap: o.OverlapOption = None,
         compression: o.CompressionOption = None, dp_comm: o.DpCommOption = None, sync: o.SyncOption = None,
         algo: o.AlgoOption = None, straggler_cv: o.StragglerCvOption = None,
+        assignment: o.AssignmentOption = None, dispatch_overhead: o.DispatchOverheadOption = None,
+        work_cv: o.WorkCvOption = None,
         train_tokens: o.TrainTokensOption = None,
         critical_batch: Annotated[str | None, typer.Option(
             "--critical-batch", help="Gradient noise scale B_noise in sequences: adds statistical efficiency "
@@ -131,11 +133,12 @@ def register(app: typer.Typer) -> None:
             from scalemodel.report.plot import _format
 
             _format(__import__("pathlib").Path(plot), "--plot")  # fail before the sweep on a bad extension
-        training = {"micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len,
-                    "precision": precision, "train_tokens": train_tokens, "critical_batch": critical_batch}
-        strategy = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": zero, "recompute": recompute,
-                    "sequence_parallel": sequence_parallel, "schedule": schedule, "overlap": overlap,
-                    "compression": compression, "dp_comm": dp_comm, "sync": sync, "algorithm": algo}
+        training, strategy = o.split_flags(
+            micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,
+            train_tokens=train_tokens, critical_batch=critical_batch, work_cv=work_cv, tp=tp, pp=pp, cp=cp, ep=ep,
+            zero=zero, recompute=recompute, schedule=schedule, overlap=overlap, compression=compression,
+            dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment, dispatch_overhead=dispatch_overhead)
+        strategy["sequence_parallel"] = sequence_parallel  # a --/--no- pair here: False is an explicit choice
         spec = resolve_specs(scenario=scenario, cluster=cluster, model=model, gpus=gpus, mode=mode, best=best,
                              sets=set_, training=training, strategy=strategy)
         cl, wl, tr, st = spec["cluster"], spec["model"], spec["training"], spec["strategy"]

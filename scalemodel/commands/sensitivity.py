@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -22,6 +22,8 @@ def register(app: typer.Typer) -> None:
         precision: o.PrecisionOption = None, overlap: o.OverlapOption = None,
         compression: o.CompressionOption = None, dp_comm: o.DpCommOption = None, sync: o.SyncOption = None,
         algo: o.AlgoOption = None, straggler_cv: o.StragglerCvOption = None,
+        assignment: o.AssignmentOption = None, dispatch_overhead: o.DispatchOverheadOption = None,
+        work_cv: o.WorkCvOption = None,
         factor: Annotated[float, typer.Option(
             "--factor", help="Improvement to evaluate: bandwidths and FLOP/s x F, latencies and CV / F.")] = 2.0,
         set_: o.SetOption = None, as_json: o.JsonOption = False,
@@ -30,15 +32,13 @@ def register(app: typer.Typer) -> None:
         from scalemodel.engine.sensitivity import sensitivity_for
 
         o.positive_int(gpus, "--gpus")
-        training = {"micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len,
-                    "precision": precision}
-        strategy = {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "ep": ep, "zero": zero, "recompute": recompute,
-                    "sequence_parallel": sequence_parallel or None, "schedule": schedule, "overlap": overlap,
-                    "compression": compression, "dp_comm": dp_comm, "sync": sync, "algorithm": algo}
+        training, strategy = o.split_flags(
+            micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,
+            work_cv=work_cv, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, recompute=recompute,
+            sequence_parallel=sequence_parallel, schedule=schedule, overlap=overlap, compression=compression,
+            dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment, dispatch_overhead=dispatch_overhead)
         cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy=strategy)
-        inputs: dict[str, Any] = {"cluster": cl.name, "model": wl.name, "gpus": gpus,
-                                  "training": tr.model_dump(mode="json"), "strategy": st.model_dump(mode="json"),
-                                  "set": list(set_ or []), "straggler_cv": straggler_cv, "factor": factor}
+        inputs = o.spec_inputs(cl, wl, tr, st, set_, gpus=gpus, straggler_cv=straggler_cv, factor=factor)
         result = sensitivity_for(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, factor=factor, inputs=inputs)
         if as_json:
             from scalemodel.report.output import emit_json
