@@ -56,6 +56,8 @@ from typing import Any
 
 import numpy as np
 
+from scalemodel.cost.checks import fraction as _fraction
+from scalemodel.cost.checks import positive as _pos
 from scalemodel.cost.transformer import Shape, recompute_code
 from scalemodel.errors import InputError
 
@@ -84,20 +86,6 @@ DEFAULT_EFFICIENCY: dict[str, EfficiencyCurve] = {
 def default_efficiency(family: str) -> EfficiencyCurve:
     """The documented default curve for an accelerator family (unknown families get the A100 curve)."""
     return DEFAULT_EFFICIENCY.get(family.lower(), _A100)
-
-
-def _pos(name: str, value: ArrayLike) -> np.ndarray:
-    x = np.asarray(value, dtype=float)
-    if np.any(~np.isfinite(x) | (x <= 0)):
-        raise InputError(f"{name} must be finite and > 0", where=name)
-    return x
-
-
-def _fraction(name: str, value: ArrayLike) -> np.ndarray:
-    x = np.asarray(value, dtype=float)
-    if np.any(~np.isfinite(x) | (x <= 0) | (x > 1)):
-        raise InputError(f"{name} must be in (0, 1]", where=name)
-    return x
 
 
 def gemm_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, gemm_max: ArrayLike = 0.75,

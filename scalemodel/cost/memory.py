@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from scalemodel.cost.checks import nonnegative as _nonneg
+from scalemodel.cost.checks import positive as _pos
 from scalemodel.cost.transformer import (
     Shape,
     attention_params,
@@ -96,20 +98,6 @@ def schedule_code(value: ArrayLike) -> np.ndarray:
     if code.dtype.kind not in "iub" or np.any((code < 0) | (code > 2)):
         raise InputError("schedule code must be 0 (1f1b), 1 (interleaved) or 2 (gpipe)", where="schedule")
     return code.astype(int)
-
-
-def _pos(name: str, value: ArrayLike) -> np.ndarray:
-    x = np.asarray(value, dtype=float)
-    if np.any(~np.isfinite(x) | (x <= 0)):
-        raise InputError(f"{name} must be finite and > 0", where=name)
-    return x
-
-
-def _nonneg(name: str, value: ArrayLike) -> np.ndarray:
-    x = np.asarray(value, dtype=float)
-    if np.any(~np.isfinite(x) | (x < 0)):
-        raise InputError(f"{name} must be finite and >= 0", where=name)
-    return x
 
 
 # --- model states -----------------------------------------------------------------------------
