@@ -6,7 +6,8 @@ paper states; what the paper leaves open is filled by one fixed rule for all cas
 - micro-batch: the paper's, else 1;
 - interleaved schedule (Narayanan Table 1 says "interleaved"): the largest v in (4, 3, 2) with
   layers divisible by pp*v and micro-batches divisible by pp, else plain 1F1B;
-- Narayanan Table 1 ran with full recompute; Korthikanti gives both recompute settings.
+- Narayanan Table 1 ran with full recompute; Korthikanti gives both recompute settings;
+- no fused (flash) attention: FlashAttention (Dao et al., 2022) postdates these Megatron runs.
 
 Narayanan reports TFLOP/s per GPU counting recompute (their 96 B s l h^2 formula), so the
 prediction compared is hardware FLOPs per second per GPU; Korthikanti reports iteration time.
@@ -67,7 +68,7 @@ def run(case: dict, recompute: str, seqpar: bool) -> tuple[float, object]:
         schedule = "1f1b"
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision="fp16")
     st = StrategySpec(tp=par["tp"], pp=par["pp"], dp=dp, recompute=recompute, sequence_parallel=seqpar,
-                      schedule=schedule)
+                      schedule=schedule, flash_attention=False)
     p = predict(cluster, wl, par["gpus"], tr, st)
     return p.step_time_s, p
 

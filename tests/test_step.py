@@ -89,7 +89,7 @@ def test_tp_term_is_four_allreduces_per_layer(a100, gpt) -> None:  # type: ignor
     layer = compute.layer_compute_time(job.shape, micro_batch=b, seq_len=s, peak_flops=job.peak_flops,
                                        memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max,
                                        gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
-                                       tp=8)
+                                       tp=8, flash_attention=True)
     wgrad = L * val(layer.forward_gemm)
     m = 8 // b  # micro-batches (dp = 1)
     expected = m * (L * 2 * t_ar + max(L * 2 * t_ar - wgrad, 0.0))

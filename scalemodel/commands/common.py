@@ -69,6 +69,8 @@ DispatchOverheadOption = Annotated[str | None, typer.Option(
     "--dispatch-overhead", help="Scheduling cost per dynamically assigned micro-batch, e.g. 5ms.")]
 WorkCvOption = Annotated[float | None, typer.Option(
     "--work-cv", help="CV of one micro-batch's compute time (variable lengths); drives load imbalance.")]
+FlashOption = Annotated[bool | None, typer.Option(
+    "--flash-attention/--no-flash-attention", help="Fused attention (default on): no s x s scores in memory.")]
 TrainTokensOption = Annotated[str | None, typer.Option("--train-tokens", help="Tokens to train, e.g. 300B.")]
 
 
@@ -76,7 +78,8 @@ TRAINING_FLAGS = ("micro_batch", "global_batch", "seq_len", "precision", "train_
 STRATEGY_FLAGS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "zero": "zero", "recompute": "recompute",
                   "sequence_parallel": "sequence_parallel", "schedule": "schedule", "overlap": "overlap",
                   "compression": "compression", "dp_comm": "dp_comm", "sync": "sync", "algo": "algorithm",
-                  "assignment": "assignment", "dispatch_overhead": "dispatch_overhead"}
+                  "assignment": "assignment", "dispatch_overhead": "dispatch_overhead",
+                  "flash_attention": "flash_attention"}
 
 
 def split_flags(**flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -98,7 +101,8 @@ def split_flags(**flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 def spec_inputs(cluster: Any, workload: Any, training: Any, strategy: Any, sets: list[str] | None,
                 **extra: Any) -> dict[str, Any]:
     """The ``inputs`` echo of a JSON result: resolved names, the specs as used, and the overrides."""
-    return {"cluster": cluster.name, "model": workload.name, **extra, "training": training.model_dump(mode="json"),
+    return {"cluster": cluster.name, "model": workload.name, "model_kind": workload.kind, **extra,
+            "training": training.model_dump(mode="json"),
             "strategy": strategy.model_dump(mode="json"), "set": list(sets or [])}
 
 

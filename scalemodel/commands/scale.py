@@ -108,6 +108,7 @@ def register(app: typer.Typer) -> None:
         compression: o.CompressionOption = None, dp_comm: o.DpCommOption = None, sync: o.SyncOption = None,
         algo: o.AlgoOption = None, straggler_cv: o.StragglerCvOption = None,
         assignment: o.AssignmentOption = None, dispatch_overhead: o.DispatchOverheadOption = None,
+        flash_attention: o.FlashOption = None,
         work_cv: o.WorkCvOption = None,
         train_tokens: o.TrainTokensOption = None,
         critical_batch: Annotated[str | None, typer.Option(
@@ -137,7 +138,8 @@ def register(app: typer.Typer) -> None:
             micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,
             train_tokens=train_tokens, critical_batch=critical_batch, work_cv=work_cv, tp=tp, pp=pp, cp=cp, ep=ep,
             zero=zero, recompute=recompute, schedule=schedule, overlap=overlap, compression=compression,
-            dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment, dispatch_overhead=dispatch_overhead)
+            dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment, dispatch_overhead=dispatch_overhead,
+            flash_attention=flash_attention)
         strategy["sequence_parallel"] = sequence_parallel  # a --/--no- pair here: False is an explicit choice
         spec = resolve_specs(scenario=scenario, cluster=cluster, model=model, gpus=gpus, mode=mode, best=best,
                              sets=set_, training=training, strategy=strategy)

@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
         compression: o.CompressionOption = None, dp_comm: o.DpCommOption = None, sync: o.SyncOption = None,
         algo: o.AlgoOption = None, straggler_cv: o.StragglerCvOption = None,
         assignment: o.AssignmentOption = None, dispatch_overhead: o.DispatchOverheadOption = None,
+        flash_attention: o.FlashOption = None,
         work_cv: o.WorkCvOption = None,
         factor: Annotated[float, typer.Option(
             "--factor", help="Improvement to evaluate: bandwidths and FLOP/s x F, latencies and CV / F.")] = 2.0,
@@ -36,7 +37,8 @@ def register(app: typer.Typer) -> None:
             micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,
             work_cv=work_cv, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, recompute=recompute,
             sequence_parallel=sequence_parallel, schedule=schedule, overlap=overlap, compression=compression,
-            dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment, dispatch_overhead=dispatch_overhead)
+            dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment, dispatch_overhead=dispatch_overhead,
+            flash_attention=flash_attention)
         cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy=strategy)
         inputs = o.spec_inputs(cl, wl, tr, st, set_, gpus=gpus, straggler_cv=straggler_cv, factor=factor)
         result = sensitivity_for(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, factor=factor, inputs=inputs)

@@ -147,6 +147,7 @@ class StrategyGrid:
     algorithm: np.ndarray  # index into ALGORITHMS
     dynamic_assignment: np.ndarray  # bool: micro-batches pulled from a shared queue
     bucket_bytes: np.ndarray  # gradient bucket size of the DP synchronisation
+    flash_attention: np.ndarray  # bool: fused attention, no s x s score matrix
     dispatch_overhead: np.ndarray  # seconds of scheduling per dynamically assigned micro-batch
 
     @property
@@ -194,6 +195,7 @@ class StrategyGrid:
             "assignment": "dynamic" if bool(self.dynamic_assignment[i]) else "static",
             "dispatch_overhead_s": float(self.dispatch_overhead[i]),
             "bucket_bytes": float(self.bucket_bytes[i]),
+            "flash_attention": bool(self.flash_attention[i]),
         }
 
 
@@ -205,7 +207,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     defaults: dict[str, Any] = dict(cp=1, ep=1, schedule=0, virtual_stages=1, zero=0, recompute=0,
                                     sequence_parallel=False, overlap=True, compression=0, topk_ratio=1.0,
                                     ps_servers=0, ps_colocated=False, algorithm=0, dynamic_assignment=False,
-                                    dispatch_overhead=0.0, bucket_bytes=DEFAULT_BUCKET_BYTES)
+                                    dispatch_overhead=0.0, bucket_bytes=DEFAULT_BUCKET_BYTES, flash_attention=True)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -213,7 +215,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
         raise TypeError(f"missing strategy arrays: {missing}")
     out: dict[str, np.ndarray] = {}
     for n in names:
-        kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment") else (
+        kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
+                             "flash_attention") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
@@ -253,4 +256,5 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         sequence_parallel=strategy.sequence_parallel, overlap=strategy.overlap, compression=comp_code,
         topk_ratio=ratio, ps_servers=ps_k, ps_colocated=ps.endswith(":colocated"),
         algorithm=ALGORITHMS.index(strategy.algorithm), dynamic_assignment=strategy.assignment == "dynamic",
-        dispatch_overhead=strategy.dispatch_overhead, bucket_bytes=strategy.bucket_size)
+        dispatch_overhead=strategy.dispatch_overhead, bucket_bytes=strategy.bucket_size,
+        flash_attention=strategy.flash_attention)

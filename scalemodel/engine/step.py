@@ -157,8 +157,14 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
         if job.generic_time_per_sample > 0:
             total = job.generic_time_per_sample * b
         else:
+            # Roofline of the whole network: FLOPs at the GEMM efficiency, or the activation traffic
+            # at the memory efficiency, whichever is longer. Each activation is written in the
+            # forward pass, read by the next layer, read again in the backward pass and its gradient
+            # written (4 passes); catalog activation sizes are fp32, scaled to the training precision.
             flops = job.generic_flops_per_sample * (1.0 + job.generic_backward_factor) * b
-            total = flops / (job.peak_flops * job.gemm_max)
+            traffic = 4.0 * job.generic_activation_bytes * (job.elem_bytes / 4.0) * b
+            total = np.maximum(flops / (job.peak_flops * job.gemm_max),
+                               traffic / (job.memory_bandwidth * job.memory_efficiency))
         fwd = total / (1.0 + job.generic_backward_factor)
         recompute = np.where(g.recompute == 2, fwd, 0.0)
         bwd = total - fwd
@@ -170,13 +176,15 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
               micro_batch=b, seq_len=job.seq_len, peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth,
               gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
               tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
+    flash: dict[str, Any] = {"flash_attention": g.flash_attention}
     rec = g.recompute
-    dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw)
+    dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
+                                       **flash)
     layers_per_stage = _ceil_div(int(sh.layers), g.pp).astype(float)
     moe_share = float(sh.moe_layers / sh.layers)
     if moe_share > 0:
         moe = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
-                                         moe=True, **kw)
+                                         moe=True, **kw, **flash)
         mix = lambda a, c: (1 - moe_share) * a + moe_share * c  # noqa: E731
         fwd_l, bwd_l, rec_l = mix(dense.forward, moe.forward), mix(dense.backward, moe.backward), mix(
             dense.recompute, moe.recompute)
@@ -330,7 +338,8 @@ def _memory(job: Job, g: StrategyGrid, m: np.ndarray) -> dict[str, np.ndarray]:
             job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, dp=g.dp, tp=g.tp, pp=g.pp, cp=g.cp,
             ep=g.ep, zero_stage=np.minimum(g.zero, 3), recompute=rec, sequence_parallel=g.sequence_parallel,
             num_microbatches=m, schedule=np.where(g.schedule == 3, 0, g.schedule), virtual_stages=g.virtual_stages,
-            weight_bytes=2.0, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param)
+            weight_bytes=2.0, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
+            flash_attention=g.flash_attention)
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}

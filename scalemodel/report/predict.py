@@ -29,8 +29,12 @@ def render_prediction(p: Any) -> None:
             t.add_row(k, fq(v, "time"), f"{v / p.step_time_s:.1%}" if p.step_time_s else "-")
     console.print(t)
     th, fl, mem = p.throughput, p.flops, p.memory
-    console.print(f"throughput: {th['tokens_per_s']:,.0f} tokens/s ({th['tokens_per_s_per_gpu']:,.0f} per GPU), "
-                  f"{th['samples_per_s']:,.2f} samples/s")
+    if p.inputs.get("model_kind") == "generic":
+        console.print(f"throughput: {th['samples_per_s']:,.1f} samples/s "
+                      f"({th['samples_per_s'] / s['gpus']:,.1f} per GPU)")
+    else:
+        console.print(f"throughput: {th['tokens_per_s']:,.0f} tokens/s ({th['tokens_per_s_per_gpu']:,.0f} per GPU), "
+                      f"{th['samples_per_s']:,.2f} sequences/s")
     console.print(f"compute: {fl['tflops_per_gpu']:.1f} model TFLOP/s per GPU, MFU {fl['mfu']:.1%}, "
                   f"HFU {fl['hfu']:.1%}")
     console.print(f"memory: {fq(mem['per_gpu_bytes'], 'bytes')} of {fq(mem['capacity_bytes'], 'bytes')} per GPU"

@@ -52,6 +52,8 @@ class StrategySpec(Spec):
     overlap: bool = True
     compression: str = Field(default="none", description="none | fp16 | int8 | topk:FRACTION")
     dp_comm: str = Field(default="allreduce", description="allreduce | ps:K[:colocated|:dedicated]")
+    flash_attention: bool = Field(
+        default=True, description="fused attention (Dao et al. 2022): no s x s scores in memory or HBM traffic")
     bucket_size: Bytes = Field(default=25e6, description="gradient bucket per DP collective (PyTorch DDP: 25 MB)")
     assignment: Literal["static", "dynamic"] = Field(
         default="static", description="micro-batches split equally up front, or pulled from a shared queue")
