@@ -125,6 +125,8 @@ _DISPLAY = {
     "flops": [("EFLOP", 1e18), ("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("FLOP", 1.0)],
     "flop_rate": [("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6), ("FLOP/s", 1.0)],
     "power": [("MW", 1e6), ("kW", 1e3), ("W", 1.0)],
+    # binary prefixes, for buffer sizes that are powers of two (nccl-tests sweeps)
+    "bytes_binary": [("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10), ("B", 1.0)],
     "money": [("USD", 1.0)],
     "price_rate": [("USD/h", 1 / 3600)],
     "count": [("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3), ("", 1.0)],
@@ -139,6 +141,8 @@ def format_quantity(value: float, kind: str, digits: int = 4) -> str:
     """
     if not math.isfinite(value):
         raise ValueError(f"cannot format non-finite {kind} value {value!r}")
+    if kind == "bytes" and value >= 1024 and math.log2(abs(value)).is_integer():
+        kind = "bytes_binary"  # 1 GiB reads better than 1.074 GB
     units = _DISPLAY[kind]
     mag = abs(value)
     name, factor = units[-1]

@@ -79,6 +79,7 @@ def test_round_trip_display_precision(x: float, kind: str) -> None:
 
 def test_format_picks_readable_unit() -> None:
     assert format_quantity(80e9, "bytes") == "80 GB"
-    assert format_quantity(2**30, "bytes") == "1.074 GB"
+    assert format_quantity(2**30, "bytes") == "1 GiB"  # exact powers of two read in binary units
+    assert format_quantity(3 * 2**30, "bytes") == "3.221 GB"
     assert format_quantity(1.5e-6, "time") == "1.5 us"
     assert format_quantity(312e12, "flop_rate") == "312 TFLOP/s"
