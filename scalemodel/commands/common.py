@@ -71,6 +71,9 @@ WorkCvOption = Annotated[float | None, typer.Option(
     "--work-cv", help="CV of one micro-batch's compute time (variable lengths); drives load imbalance.")]
 FlashOption = Annotated[bool | None, typer.Option(
     "--flash-attention/--no-flash-attention", help="Fused attention (default on): no s x s scores in memory.")]
+KappaOption = Annotated[float | None, typer.Option(
+    "--staleness-kappa", min=0.0,
+    help="Convergence sensitivity to staleness: efficiency = 1/(1 + kappa x staleness) (default 0.5, uncalibrated).")]
 TrainTokensOption = Annotated[str | None, typer.Option("--train-tokens", help="Tokens to train, e.g. 300B.")]
 
 

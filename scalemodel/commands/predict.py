@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         compression: o.CompressionOption = None, dp_comm: o.DpCommOption = None, sync: o.SyncOption = None,
         algo: o.AlgoOption = None, straggler_cv: o.StragglerCvOption = None,
         assignment: o.AssignmentOption = None, dispatch_overhead: o.DispatchOverheadOption = None,
-        flash_attention: o.FlashOption = None,
+        flash_attention: o.FlashOption = None, staleness_kappa: o.KappaOption = None,
         work_cv: o.WorkCvOption = None,
         train_tokens: o.TrainTokensOption = None, set_: o.SetOption = None, as_json: o.JsonOption = False,
     ) -> None:
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
             dispatch_overhead=dispatch_overhead, flash_attention=flash_attention)
         cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy=strategy)
         inputs = o.spec_inputs(cl, wl, tr, st, set_, gpus=gpus, straggler_cv=straggler_cv)
-        result = run(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, inputs=inputs)
+        result = run(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, kappa=staleness_kappa, inputs=inputs)
         if as_json:
             from scalemodel.report.output import emit_json
 

@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
         compression: o.CompressionOption = None, dp_comm: o.DpCommOption = None, sync: o.SyncOption = None,
         algo: o.AlgoOption = None, straggler_cv: o.StragglerCvOption = None,
         assignment: o.AssignmentOption = None, dispatch_overhead: o.DispatchOverheadOption = None,
-        flash_attention: o.FlashOption = None,
+        flash_attention: o.FlashOption = None, staleness_kappa: o.KappaOption = None,
         work_cv: o.WorkCvOption = None,
         train_tokens: o.TrainTokensOption = None,
         critical_batch: Annotated[str | None, typer.Option(
@@ -158,6 +158,7 @@ def register(app: typer.Typer) -> None:
         if spec["best"] and st.sync != "bsp":
             search["sync_modes"] = (st.sync,)
         result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
+                       kappa=staleness_kappa,
                        search=search or None, inputs=inputs)
         if plot is not None:
             from scalemodel.report.plot import plot_scaling

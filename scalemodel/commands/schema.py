@@ -60,6 +60,16 @@ def json_schema(kind: str) -> dict[str, Any]:
             "cluster", "accelerator"):
         top: dict[str, Any] = {k: schema.pop(k) for k in ("$schema", "$defs") if k in schema}
         schema = {**top, "title": f"scalemodel {kind} spec", **_allow_extends(schema)}
+    # A derived cluster lists only the tiers it changes, each by name with only the changed fields.
+    defs = schema.get("$defs", {})
+    if "TierSpec" in defs:
+        defs["TierOverride"] = {**defs["TierSpec"], "title": "TierOverride", "required": ["name"]}
+        cluster = defs.get("ClusterSpec", schema if kind == "cluster" else None)
+        if cluster is not None and "anyOf" in cluster:
+            relaxed = cluster["anyOf"][1]
+            relaxed["properties"] = {**relaxed["properties"],
+                                     "tiers": {**relaxed["properties"]["tiers"],
+                                               "items": {"$ref": "#/$defs/TierOverride"}}}
     return schema
 
 

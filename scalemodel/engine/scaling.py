@@ -76,7 +76,7 @@ class ScalingPoint:
             "statistical_efficiency": self.statistical_efficiency, "time_to_target_s": self.time_to_target_s,
             "samples_per_s": p.throughput["samples_per_s"], "gpu_seconds_per_sample": self.gpu_seconds_per_sample,
             "feasible": p.feasible, "infeasible_reason": p.infeasible_reason,
-            "memory_per_gpu_bytes": p.memory["per_gpu_bytes"],
+            "memory_per_gpu_bytes": p.memory["per_gpu_bytes"], "sync": p.sync,
         }
 
 
@@ -208,6 +208,7 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
             from scalemodel.engine.planner import search as plan_search
 
             kw = dict(search or {})
+            kw.setdefault("kappa", kappa)
             found = plan_search(job, n, batch, top=1, **kw).ranked
             if not found:
                 raise InputError(f"no feasible strategy for {n} GPUs at global batch {batch}", where="--best",

@@ -30,7 +30,8 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
 - EP (GShard/Switch): 2 all-to-alls (dispatch, combine) of b (s/cp) k h bytes/elem / tp per MoE
   layer forward, 2 backward; exposed.
 - PP (Narayanan et al. 2021 §4.1 scatter/gather): b (s/cp) h bytes/elem / tp per boundary per
-  direction, 2 v send/recvs per micro-batch per stage on the critical path.
+  direction, 2 v send/recvs per micro-batch per stage on the critical path, priced on the slowest
+  boundary (the one crossing the outermost tier the pipeline spans).
 - DP (ZeRO paper §7, Rajbhandari et al. 2020): gradients of the stage's parameters; all-reduce
   for ZeRO-0, reduce-scatter + all-gather (same volume) for ZeRO-1/2, x1.5 for ZeRO-3/FSDP;
   expert parameters over the dp/ep group. Gradients are synchronised in buckets (PyTorch DDP's
@@ -233,7 +234,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray])
     ep = np.where(g.ep > 1, L * moe_share * 4.0 * a2a, 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p_bytes = act / g.tp
-    p2p = _collective("sendrecv", p2p_bytes, np.full_like(act, 2.0), job, (g.tp * g.cp * g.dp).astype(float))
+    # 1F1B runs at the pace of its slowest boundary: the one that splits the pipeline's block of
+    # pp x (tp cp dp) GPUs across the outermost tier it spans (pair extent = the whole pipeline).
+    p2p = _collective("sendrecv", p2p_bytes, np.full_like(act, 2.0), job,
+                      (g.tp * g.cp * g.dp * np.maximum(g.pp, 2) / 2).astype(float))
     v = np.where(g.schedule == 1, g.virtual_stages, 1).astype(float)
     pp = np.where(g.pp > 1, 2.0 * v * p2p, 0.0)
     return {"tp": tp, "cp": cp, "ep": ep, "pp": pp}
@@ -264,48 +268,90 @@ def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np
     return q, codec
 
 
-def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Gradient synchronisation seconds per step: total and the exposed part after overlap."""
+def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, *,
+             group: Any = None, spread: Any = 1.0) -> dict[str, np.ndarray]:
+    """Gradient synchronisation seconds per step: total and the exposed part after overlap.
+
+    ``group`` ranks (default: the whole DP group) placed ``spread`` DP replicas apart take part;
+    hierarchical sync calls this once inside its groups and once across them.
+
+    ZeRO-0: all-reduce of the gradients. ZeRO-1/2: reduce-scatter of the gradients + all-gather of
+    the updated parameters (the all-reduce volume). ZeRO-3/FSDP: reduce-scatter of the gradients
+    once per step, and the 16-bit parameters all-gathered twice (forward and backward) in every
+    micro-batch, prefetched under that micro-batch's compute (Rajbhandari et al. 2020 §7: 1.5x the
+    all-reduce volume when m = 1).
+    """
     from scalemodel.cost import ps
 
     dense, expert = _params_per_gpu(job, g)
-    stride = (g.tp * g.cp).astype(float)
-    dp = g.dp.astype(float)
-    volume = np.where(g.zero >= 3, 1.5, 1.0)  # ZeRO-3 / FSDP re-gathers parameters: 1.5x the volume
-    n_dense, n_expert = dense * volume, expert * volume
-    q, codec = _wire_and_codec(job, g, n_dense + n_expert)
+    dp = g.dp.astype(float) if group is None else np.asarray(group, dtype=float)
+    stride = (g.tp * g.cp).astype(float) * spread
+    n_params = dense + expert
+    q, codec = _wire_and_codec(job, g, n_params)
     edp = np.maximum(dp / g.ep, 1.0)
     bucket = g.bucket_bytes.astype(float)
+    zero3 = g.zero >= 3
 
     def bucketed(op: str, nbytes: Any, ranks: Any, stride_: Any, algorithm: Any = None) -> np.ndarray:
         n = np.maximum(np.ceil(nbytes / bucket), 1.0)
         return n * _collective(op, nbytes / n, ranks, job, stride_, algorithm)
 
-    total = bucketed("allreduce", n_dense * q, dp, stride, g.algorithm)
+    def reduce(nbytes: Any, ranks: Any, stride_: Any) -> np.ndarray:
+        ar = bucketed("allreduce", nbytes, ranks, stride_, g.algorithm)
+        return np.where(zero3, bucketed("reducescatter", nbytes, ranks, stride_), ar) if np.any(zero3) else ar
+
+    total = reduce(dense * q, dp, stride)
     if job.expert_params > 0:  # routed experts are replicated over dp/ep ranks only
-        total = total + bucketed("allreduce", n_expert * q, edp, stride * g.ep, g.algorithm)
+        total = total + reduce(expert * q, edp, stride * g.ep)
     topk = g.compression == 5
     if np.any(topk):
         # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
-        per_rank = g.topk_ratio * (n_dense + n_expert) * (job.grad_bytes + 4.0)
-        n_b = np.maximum(np.ceil((n_dense + n_expert) * job.grad_bytes / bucket), 1.0)
+        per_rank = g.topk_ratio * n_params * (job.grad_bytes + 4.0)
+        n_b = np.maximum(np.ceil(n_params * job.grad_bytes / bucket), 1.0)
         total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, dp, job, stride), total)
     total = np.where(dp > 1, total + codec, 0.0)
     if np.any(g.ps_servers > 0):
         # Parameter server over the outermost tier (BytePS analysis, reference §4.1).
         outer = job.network.tiers[-1]
-        grads = (dense + expert) * job.grad_bytes
+        grads = n_params * job.grad_bytes
         k = np.maximum(g.ps_servers, 1).astype(float)
         dedicated = ps.ps_time(dp, k, grads, outer.effective_bandwidth, latency_s=outer.latency)
         colocated = ps.ps_time(dp, k, grads, outer.effective_bandwidth, colocated=True, latency_s=outer.latency)
         total = np.where(g.ps_servers > 0, np.where(g.ps_colocated, colocated, dedicated), total)
-    wire_total = np.maximum((n_dense + n_expert) * q, 1.0)
+    wire_total = np.maximum(n_params * q, 1.0)
     bucket_share = 1.0 / np.maximum(np.ceil(wire_total / bucket), 1.0)
     # Buckets start as soon as their gradients exist during the last micro-batch's backward; the
     # final bucket can only start when the backward ends.
     overlapped = np.maximum(total - comp["backward"], total * bucket_share)
     exposed = np.where(g.overlap, np.minimum(overlapped, total), total)
+    if np.any(zero3):
+        gathers = 2.0 * (bucketed("allgather", dense * 2.0, dp, stride)
+                         + (bucketed("allgather", expert * 2.0, edp, stride * g.ep) if job.expert_params > 0 else 0.0))
+        gathers = np.where((dp > 1) & zero3, gathers, 0.0)
+        hidden = np.maximum(gathers - comp["total"], gathers * np.minimum(bucket_share * 2.0, 1.0))
+        total = total + m * gathers
+        exposed = exposed + m * np.where(g.overlap, np.minimum(hidden, gathers), gathers)
     return {"total": total, "exposed": exposed}
+
+
+def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
+               sync: str) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """(cross-group comm, in-group comm or None, total comm) exposed seconds for the sync mode.
+
+    hier:G synchronises the G replicas of a group (G-rank collectives) and the N/G groups with
+    each other (collectives over N/G ranks spaced G replicas apart); every other mode syncs the
+    whole DP group.
+    """
+    from scalemodel.cost.sync import parse_sync
+
+    strategy = parse_sync(sync)
+    if strategy.kind != "hier":
+        dp = _dp_comm(job, g, comp, m)
+        return dp["exposed"], None, dp["total"]
+    size = float(strategy.param)
+    inner = _dp_comm(job, g, comp, m, group=np.minimum(g.dp, size))
+    outer = _dp_comm(job, g, comp, m, group=np.maximum(g.dp / size, 1.0), spread=size)
+    return outer["exposed"], inner["exposed"], inner["total"] + outer["total"]
 
 
 def _optimizer_time(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -379,14 +425,14 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     mp = _model_parallel_comm(job, g, comp)
     t_mb = comp["total"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
-    dp = _dp_comm(job, g, comp)
+    cross, in_group, dp_total = _sync_comm(job, g, comp, m, sync)
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
 
     kw: dict[str, Any] = {} if kappa is None else {"kappa": kappa}
     sres = sync_model.sync_step(sync, g.dp.astype(float), local, job.straggler_cv, job.straggler_dist,
-                                comm_s=dp["exposed"], **kw)
+                                comm_s=cross, group_comm_s=in_group, **kw)
     step = np.asarray(sres.step_time_s, dtype=float)
     straggler = np.asarray(sres.straggler_s, dtype=float)
     dp_term = step - local - straggler  # the synchronisation's own share under this sync mode
@@ -421,7 +467,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         memory={k: full(v) for k, v in memory.items()}, fits=full(fits),
         statistical_efficiency=full(sres.efficiency), updates_per_s=full(sres.updates_per_s),
         mean_staleness=full(sres.mean_staleness),
-        extras={"dp_comm_total": full(dp["total"]), "microbatch_time": full(t_mb),
+        extras={"dp_comm_total": full(dp_total), "microbatch_time": full(t_mb),
                 "bubble_microbatches": full(bubble_mb)},
     )
 

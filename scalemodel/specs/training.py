@@ -32,7 +32,7 @@ class TrainingSpec(Spec):
 
 
 _SCHEDULE = re.compile(r"^(1f1b|gpipe|zb|interleaved)(?::(\d+))?$")
-_SYNC = re.compile(r"^(bsp|asp|backup:\d+|ssp:\d+|local:\d+|hier:\d+(?::(?:asp|local:\d+))?)$")
+_SYNC = re.compile(r"^(bsp|asp|backup:\d+|ssp:\d+|local:\d+|hier:\d+(?::\d+)?)$")
 _COMPRESSION = re.compile(r"^(none|fp16|bf16|int8|topk:(?:0?\.\d+|1(?:\.0+)?|\d+(?:\.\d+)?e-\d+))$")
 _DP_COMM = re.compile(r"^(allreduce|ps:\d+(?::colocated|:dedicated)?)$")
 
@@ -47,7 +47,7 @@ class StrategySpec(Spec):
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = False
     schedule: str = Field(default="1f1b", description="1f1b | interleaved:V | gpipe | zb")
-    sync: str = Field(default="bsp", description="bsp | backup:B | asp | ssp:S | local:H | hier:G")
+    sync: str = Field(default="bsp", description="bsp | backup:B | asp | ssp:S | local:H | hier:G | hier:G:H")
     algorithm: str = Field(default="auto", description="collective algorithm for DP: auto|ring|tree|rhd|hierarchical")
     overlap: bool = True
     compression: str = Field(default="none", description="none | fp16 | int8 | topk:FRACTION")
@@ -75,7 +75,7 @@ class StrategySpec(Spec):
     @classmethod
     def _sync(cls, v: str) -> str:
         if not _SYNC.match(v):
-            raise ValueError(f"unknown sync mode {v!r}; use bsp, backup:B, asp, ssp:S, local:H or hier:G")
+            raise ValueError(f"unknown sync mode {v!r}; use bsp, backup:B, asp, ssp:S, local:H, hier:G or hier:G:H")
         return v
 
     @field_validator("compression")
