@@ -144,7 +144,7 @@ def test_alias_bomb_rejected_fast(files: Path) -> None:
 
 def test_unknown_builtin_suggests_nearest() -> None:
     msg = error_of("dgx-h10")
-    assert "unknown built-in cluster" in msg
+    assert "unknown built-in cluster" in msg and "did you mean dgx-h100" in msg
 
 
 def test_not_a_mapping(files: Path) -> None:

@@ -39,7 +39,7 @@ def list_(as_json: JsonOption = False) -> None:
     if as_json:
         from scalemodel.report.output import emit_json
 
-        emit_json(data, "hardware list")
+        emit_json({"inputs": {}, **data}, "hardware list")
         return
     from rich.console import Console
     from rich.table import Table
@@ -121,7 +121,7 @@ def show(name: Annotated[str, typer.Argument(help="A built-in name or a spec fil
     if as_json:
         from scalemodel.report.output import emit_json
 
-        emit_json({"kind": kind, "spec": data}, "hardware show")
+        emit_json({"inputs": {"name": name, "set": list(set_ or [])}, "kind": kind, "spec": data}, "hardware show")
         return
     import yaml
     from rich.console import Console
@@ -143,7 +143,8 @@ def validate(file: Annotated[Path, typer.Argument(help="The spec file to check."
     if as_json:
         from scalemodel.report.output import emit_json
 
-        emit_json({"file": str(file), "kind": kind, "name": spec.name, "valid": True}, "hardware validate")
+        emit_json({"inputs": {"file": str(file), "set": list(set_ or [])}, "file": str(file), "kind": kind,
+                   "name": spec.name, "valid": True}, "hardware validate")
     else:
         print(f"ok: {file} is a valid {kind} spec ({spec.name})")
 

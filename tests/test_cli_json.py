@@ -1,0 +1,42 @@
+"""Every command's --json: one strictly valid document, schema_version and command first, inputs echoed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG = str(ROOT / "tests" / "data" / "nccl" / "synthetic_current.log")
+
+COMMANDS = [  # the first element is the `command` the document must name
+    ("hardware list", "hardware", "list"),
+    ("hardware show", "hardware", "show", "dgx-a100"),
+    ("hardware validate", "hardware", "validate", str(ROOT / "hardware" / "clusters" / "dgx-h100.yaml")),
+    ("collective", "collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "64", "--cluster", "dgx-h100"),
+    ("calibrate", "calibrate", "nccl-tests", LOG, "--cluster", "dgx-a100"),
+    ("memory", "memory", "--model", "gpt3-175b", "--cluster", "dgx-a100", "--gpus", "1024", "--tp", "8", "--pp", "8"),
+    ("predict", "predict", "--model", "gpt-1.7b", "--cluster", "dgx-a100", "--gpus", "64"),
+    ("scale", "scale", "--gpus", "128,256", "--cluster", "dgx-a100", "--model", "gpt-1.7b"),
+    ("plan", "plan", "--model", "gpt-1.7b", "--cluster", "dgx-a100", "--gpus", "16", "--top", "2"),
+    ("check", "check", str(ROOT / "examples" / "capacity" / "gpt3-175b-dgx-h100.yaml")),
+    ("sensitivity", "sensitivity", "--model", "gpt-1.7b", "--cluster", "dgx-a100", "--gpus", "16"),
+    ("stragglers", "stragglers", "--workers", "256", "--cv", "0.05"),
+]
+
+
+def _reject(token: str) -> None:
+    raise ValueError(f"non-finite number {token} in JSON output")
+
+
+@pytest.mark.parametrize("case", COMMANDS, ids=lambda c: c[0])
+def test_json_is_strict_and_echoes_inputs(cli, case) -> None:  # type: ignore[no-untyped-def]
+    command, *args = case
+    res = cli(*args, "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out, parse_constant=_reject)
+    keys = list(doc)
+    assert keys[:2] == ["schema_version", "command"]
+    assert doc["command"] == command
+    assert "inputs" in doc and isinstance(doc["inputs"], dict)
