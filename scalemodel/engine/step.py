@@ -269,21 +269,25 @@ def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np
 
 
 def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, *,
-             group: Any = None, spread: Any = 1.0) -> dict[str, np.ndarray]:
-    """Gradient synchronisation seconds per step: total and the exposed part after overlap.
+             group: Any = None, spread: Any = 1.0, shard: Any = 1.0) -> dict[str, np.ndarray]:
+    """Gradient synchronisation seconds per step: the gradient sync (``grads``, overlappable with
+    the last backward), the ZeRO-3 parameter gathers (``gathers``, total and ``gathers_exposed``),
+    and the bucket share of the last bucket (``last_bucket``).
 
-    ``group`` ranks (default: the whole DP group) placed ``spread`` DP replicas apart take part;
-    hierarchical sync calls this once inside its groups and once across them.
+    ``group`` ranks (default: the whole DP group) placed ``spread`` DP replicas apart take part,
+    each synchronising 1/``shard`` of the gradients; hierarchical sync calls this once inside its
+    groups and once across them.
 
     ZeRO-0: all-reduce of the gradients. ZeRO-1/2: reduce-scatter of the gradients + all-gather of
     the updated parameters (the all-reduce volume). ZeRO-3/FSDP: reduce-scatter of the gradients
-    once per step, and the 16-bit parameters all-gathered twice (forward and backward) in every
-    micro-batch, prefetched under that micro-batch's compute (Rajbhandari et al. 2020 §7: 1.5x the
-    all-reduce volume when m = 1).
+    once per step, and the 16-bit parameters all-gathered layer by layer (FSDP wraps each layer)
+    twice (forward and backward) in every micro-batch, prefetched under that micro-batch's compute
+    (Rajbhandari et al. 2020 §7: 1.5x the all-reduce volume when m = 1).
     """
     from scalemodel.cost import ps
 
     dense, expert = _params_per_gpu(job, g)
+    dense, expert = dense / shard, expert / shard
     dp = g.dp.astype(float) if group is None else np.asarray(group, dtype=float)
     stride = (g.tp * g.cp).astype(float) * spread
     n_params = dense + expert
@@ -292,8 +296,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     bucket = g.bucket_bytes.astype(float)
     zero3 = g.zero >= 3
 
-    def bucketed(op: str, nbytes: Any, ranks: Any, stride_: Any, algorithm: Any = None) -> np.ndarray:
-        n = np.maximum(np.ceil(nbytes / bucket), 1.0)
+    def bucketed(op: str, nbytes: Any, ranks: Any, stride_: Any, algorithm: Any = None,
+                 size: Any = bucket) -> np.ndarray:
+        n = np.maximum(np.ceil(nbytes / size), 1.0)
         return n * _collective(op, nbytes / n, ranks, job, stride_, algorithm)
 
     def reduce(nbytes: Any, ranks: Any, stride_: Any) -> np.ndarray:
@@ -319,39 +324,55 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         colocated = ps.ps_time(dp, k, grads, outer.effective_bandwidth, colocated=True, latency_s=outer.latency)
         total = np.where(g.ps_servers > 0, np.where(g.ps_colocated, colocated, dedicated), total)
     wire_total = np.maximum(n_params * q, 1.0)
-    bucket_share = 1.0 / np.maximum(np.ceil(wire_total / bucket), 1.0)
-    # Buckets start as soon as their gradients exist during the last micro-batch's backward; the
-    # final bucket can only start when the backward ends.
-    overlapped = np.maximum(total - comp["backward"], total * bucket_share)
-    exposed = np.where(g.overlap, np.minimum(overlapped, total), total)
+    last_bucket = 1.0 / np.maximum(np.ceil(wire_total / bucket), 1.0)
+    gathers = np.zeros(1)
+    gathers_exposed = np.zeros(1)
     if np.any(zero3):
-        gathers = 2.0 * (bucketed("allgather", dense * 2.0, dp, stride)
-                         + (bucketed("allgather", expert * 2.0, edp, stride * g.ep) if job.expert_params > 0 else 0.0))
-        gathers = np.where((dp > 1) & zero3, gathers, 0.0)
-        hidden = np.maximum(gathers - comp["total"], gathers * np.minimum(bucket_share * 2.0, 1.0))
-        total = total + m * gathers
-        exposed = exposed + m * np.where(g.overlap, np.minimum(hidden, gathers), gathers)
-    return {"total": total, "exposed": exposed}
+        layers = comp["layers_per_stage"]
+        per_layer = dense * 2.0 / layers
+        gathered = 2.0 * layers * _collective("allgather", per_layer, dp, job, stride)
+        if job.expert_params > 0:
+            gathered = gathered + 2.0 * layers * _collective("allgather", expert * 2.0 / layers, edp, job,
+                                                             stride * g.ep)
+        gathered = np.where((dp > 1) & zero3, gathered, 0.0)
+        # layer i+1 is fetched while layer i computes: only the first layer's gather cannot hide
+        hidden = np.maximum(gathered - comp["total"], gathered / np.maximum(2.0 * layers, 1.0))
+        gathers = m * gathered
+        gathers_exposed = m * np.where(g.overlap, np.minimum(hidden, gathered), gathered)
+    return {"grads": total, "gathers": gathers, "gathers_exposed": gathers_exposed, "last_bucket": last_bucket}
+
+
+def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, last_bucket: np.ndarray) -> np.ndarray:
+    """The part of the gradient sync not hidden under the last micro-batch's backward pass: buckets
+    start as soon as their gradients exist; the final bucket can only start when the backward ends."""
+    overlapped = np.maximum(grads - comp["backward"], grads * last_bucket)
+    return np.where(g.overlap, np.minimum(overlapped, grads), grads)
 
 
 def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
                sync: str) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """(cross-group comm, in-group comm or None, total comm) exposed seconds for the sync mode.
 
-    hier:G synchronises the G replicas of a group (G-rank collectives) and the N/G groups with
-    each other (collectives over N/G ranks spaced G replicas apart); every other mode syncs the
-    whole DP group.
+    hier:G first all-reduces inside each group of G replicas; then every member holds the group's
+    gradient and exchanges its 1/G shard with its counterparts in the other N/G groups (G parallel
+    all-reduces of S/G over N/G ranks spaced G replicas apart), as a hierarchical all-reduce does.
+    Both share one overlap window (the last backward). Every other mode syncs the whole DP group.
     """
     from scalemodel.cost.sync import parse_sync
 
     strategy = parse_sync(sync)
     if strategy.kind != "hier":
         dp = _dp_comm(job, g, comp, m)
-        return dp["exposed"], None, dp["total"]
-    size = float(strategy.param)
-    inner = _dp_comm(job, g, comp, m, group=np.minimum(g.dp, size))
-    outer = _dp_comm(job, g, comp, m, group=np.maximum(g.dp / size, 1.0), spread=size)
-    return outer["exposed"], inner["exposed"], inner["total"] + outer["total"]
+        exposed = _expose(g, comp, dp["grads"], dp["last_bucket"]) + dp["gathers_exposed"]
+        return exposed, None, dp["grads"] + dp["gathers"]
+    size = np.minimum(g.dp, float(strategy.param)).astype(float)
+    inner = _dp_comm(job, g, comp, m, group=size)
+    outer = _dp_comm(job, g, comp, m, group=np.maximum(g.dp / size, 1.0), spread=size, shard=size)
+    both = inner["grads"] + outer["grads"]
+    exposed = _expose(g, comp, both, inner["last_bucket"])
+    share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
+    in_group = exposed * share + inner["gathers_exposed"]
+    return exposed * (1.0 - share) + outer["gathers_exposed"], in_group, both + inner["gathers"] + outer["gathers"]
 
 
 def _optimizer_time(job: Job, g: StrategyGrid) -> np.ndarray:
