@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -13,3 +15,16 @@ class Sourced(Spec):
     """A spec whose values carry their provenance: field name (or dotted path) -> citation."""
 
     sources: dict[str, str] = Field(default_factory=dict, description="field -> citation for its value")
+
+
+def builtin_ref(kind: str) -> Any:
+    """A before-validator: a string names a built-in spec (or a file) of ``kind``, loaded as raw fields."""
+
+    def resolve(v: Any) -> Any:
+        if isinstance(v, str):
+            from scalemodel.specs.loader import load_raw
+
+            return load_raw(kind, v)
+        return v
+
+    return resolve

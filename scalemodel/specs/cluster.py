@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from scalemodel.specs.accelerator import AcceleratorSpec
-from scalemodel.specs.base import Sourced, Spec
+from scalemodel.specs.base import Sourced, Spec, builtin_ref
 from scalemodel.specs.quantities import Bandwidth, Fraction, PricePerHour, Seconds, Watts
 
 Topology = Literal["switch", "mesh", "torus", "ring"]
@@ -46,14 +46,7 @@ class ClusterSpec(Sourced):
     node_power: Watts | None = None
     variability: Variability = Field(default_factory=Variability)
 
-    @field_validator("accelerator", mode="before")
-    @classmethod
-    def _resolve_accelerator(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            from scalemodel.specs.loader import load_raw
-
-            return load_raw("accelerator", v)
-        return v
+    _resolve_accelerator = field_validator("accelerator", mode="before")(builtin_ref("accelerator"))
 
     @field_validator("tiers")
     @classmethod

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema, field_validator
 
-from scalemodel.specs.base import Spec
+from scalemodel.specs.base import Spec, builtin_ref
 from scalemodel.specs.cluster import ClusterSpec
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 from scalemodel.specs.workload import Workload
@@ -82,20 +82,5 @@ class ScenarioSpec(Spec):
             raise ValueError("GPU counts must be positive")
         return v
 
-    @field_validator("cluster", mode="before")
-    @classmethod
-    def _cluster(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            from scalemodel.specs.loader import load_raw
-
-            return load_raw("cluster", v)
-        return v
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _model(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            from scalemodel.specs.loader import load_raw
-
-            return load_raw("workload", v)
-        return v
+    _cluster = field_validator("cluster", mode="before")(builtin_ref("cluster"))
+    _model = field_validator("model", mode="before")(builtin_ref("workload"))
