@@ -119,8 +119,8 @@ def test_zero3_gathers_parameters_every_microbatch(a100, gpt) -> None:  # type: 
     layer for the forward and again for the backward of every micro-batch (ZeRO paper §7: 1.5x
     the all-reduce volume at m = 1)."""
 
-    def bucketed(op: str, nbytes: float) -> float:
-        n = max(int(np.ceil(nbytes / 25e6)), 1)
+    def bucketed(op: str, nbytes: float) -> float:  # DeepSpeed reduce_bucket_size: 5e8 bf16 elements
+        n = max(int(np.ceil(nbytes / 1e9)), 1)
         return n * val(coll.collective_time(op, nbytes / n, 64, job.network))
 
     for m in (1, 4):

@@ -21,7 +21,9 @@ ALGORITHMS = ("auto", "ring", "tree", "rhd", "rd", "direct", "hierarchical")
 ELEM_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 # Compression codes: 0 none, 1 fp16/bf16 cast, 2 int8, 5 top-k sparsification.
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
-DEFAULT_BUCKET_BYTES = 25e6
+DDP_BUCKET_BYTES = 25e6
+#: DeepSpeed ZeRO's reduce_bucket_size default, 5e8 elements (hardware_and_formats.md §5.3).
+DEEPSPEED_BUCKET_ELEMENTS = 5e8
 COMPRESSION_CODES = {"none": 0, "fp16": 1, "bf16": 1, "int8": 2, "topk": 5}
 
 
@@ -146,7 +148,7 @@ class StrategyGrid:
     ps_colocated: np.ndarray  # bool
     algorithm: np.ndarray  # index into ALGORITHMS
     dynamic_assignment: np.ndarray  # bool: micro-batches pulled from a shared queue
-    bucket_bytes: np.ndarray  # gradient bucket size of the DP synchronisation
+    bucket_bytes: np.ndarray  # gradient bucket of the DP synchronisation; 0 = the framework's default
     flash_attention: np.ndarray  # bool: fused attention, no s x s score matrix
     dispatch_overhead: np.ndarray  # seconds of scheduling per dynamically assigned micro-batch
 
@@ -207,7 +209,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     defaults: dict[str, Any] = dict(cp=1, ep=1, schedule=0, virtual_stages=1, zero=0, recompute=0,
                                     sequence_parallel=False, overlap=True, compression=0, topk_ratio=1.0,
                                     ps_servers=0, ps_colocated=False, algorithm=0, dynamic_assignment=False,
-                                    dispatch_overhead=0.0, bucket_bytes=DEFAULT_BUCKET_BYTES, flash_attention=True)
+                                    dispatch_overhead=0.0, bucket_bytes=0.0, flash_attention=True)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -256,5 +258,5 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         sequence_parallel=strategy.sequence_parallel, overlap=strategy.overlap, compression=comp_code,
         topk_ratio=ratio, ps_servers=ps_k, ps_colocated=ps.endswith(":colocated"),
         algorithm=ALGORITHMS.index(strategy.algorithm), dynamic_assignment=strategy.assignment == "dynamic",
-        dispatch_overhead=strategy.dispatch_overhead, bucket_bytes=strategy.bucket_size,
+        dispatch_overhead=strategy.dispatch_overhead, bucket_bytes=strategy.bucket_size or 0.0,
         flash_attention=strategy.flash_attention)

@@ -268,6 +268,16 @@ def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np
     return q, codec
 
 
+def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], grad_bytes: Any) -> np.ndarray:
+    """The gradient bucket: the user's, else the framework's default for the ZeRO stage: PyTorch DDP
+    25 MB (ZeRO 0); DeepSpeed reduce_bucket_size 5e8 elements (ZeRO 1-3); FSDP one wrapped layer."""
+    from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS
+
+    framework = np.where(g.zero == 4, grad_bytes / comp["layers_per_stage"],
+                         np.where(g.zero >= 1, DEEPSPEED_BUCKET_ELEMENTS * job.grad_bytes, DDP_BUCKET_BYTES))
+    return np.where(g.bucket_bytes > 0, g.bucket_bytes, np.maximum(framework, 1.0))
+
+
 def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, *,
              group: Any = None, spread: Any = 1.0, shard: Any = 1.0) -> dict[str, np.ndarray]:
     """Gradient synchronisation seconds per step: the gradient sync (``grads``, overlappable with
@@ -293,8 +303,8 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     n_params = dense + expert
     q, codec = _wire_and_codec(job, g, n_params)
     edp = np.maximum(dp / g.ep, 1.0)
-    bucket = g.bucket_bytes.astype(float)
     zero3 = g.zero >= 3
+    bucket = _bucket_bytes(job, g, comp, dense * q)
 
     def bucketed(op: str, nbytes: Any, ranks: Any, stride_: Any, algorithm: Any = None,
                  size: Any = bucket) -> np.ndarray:

@@ -54,7 +54,9 @@ class StrategySpec(Spec):
     dp_comm: str = Field(default="allreduce", description="allreduce | ps:K[:colocated|:dedicated]")
     flash_attention: bool = Field(
         default=True, description="fused attention (Dao et al. 2022): no s x s scores in memory or HBM traffic")
-    bucket_size: Bytes = Field(default=25e6, description="gradient bucket per DP collective (PyTorch DDP: 25 MB)")
+    bucket_size: Bytes | None = Field(default=None, description=(
+        "gradient bucket per DP collective; default per framework: PyTorch DDP 25 MB (ZeRO 0), DeepSpeed "
+        "reduce_bucket_size 5e8 elements (ZeRO 1-3), one layer (FSDP)"))
     assignment: Literal["static", "dynamic"] = Field(
         default="static", description="micro-batches split equally up front, or pulled from a shared queue")
     dispatch_overhead: SecondsOrZero = Field(default=0.0, description="scheduling cost per dynamically assigned task")
