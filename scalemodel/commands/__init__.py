@@ -1,6 +1,7 @@
 """One module per CLI command; each exposes ``register(app)``. Heavy imports stay inside the commands."""
 
+# The order `scalemodel --help` lists them in: the questions users ask most first.
 COMMAND_MODULES = (
-    "hardware", "schema", "collective", "calibrate", "memory", "predict",
-    "stragglers", "scale", "plan", "check", "sensitivity",
+    "scale", "predict", "plan", "check", "sensitivity", "collective", "calibrate", "memory",
+    "stragglers", "hardware", "schema",
 )
