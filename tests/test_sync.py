@@ -124,3 +124,14 @@ def test_broadcasting():
         sync_step("bsp", 0, 1.0, 0.1)
     with pytest.raises(InputError):
         sync_step("bsp", 8, 1.0, 0.1, comm_s=-1)
+
+
+def test_hierarchical_every_step_is_the_bsp_barrier() -> None:
+    """hier:G:1 averages across groups every step: the barrier is BSP's exact E[max of N]."""
+    from scalemodel.cost import stragglers as st
+    from scalemodel.cost.sync import sync_step
+
+    n, mean, cv = 2048.0, 1.0, 0.05
+    r = sync_step("hier:128:1", n, mean, cv, "lognormal", comm_s=0.1, group_comm_s=0.2)
+    assert float(r.step_time_s) == pytest.approx(float(st.expected_max_step(mean, cv, n, "lognormal")) + 0.3)
+    assert float(r.mean_staleness) == 0.0

@@ -153,7 +153,8 @@ def sync_step(strategy: SyncStrategy | str, n: Array, mean: Array, cv: Array, di
     - hier:G:   T = E_G + C_group + C   (each group syncs, then pushes/pulls asynchronously;
                 C is dropped when G = N, which is then exactly BSP with C_group)
     - hier:G:H: T = m_G + s_G e_{N/G}/sqrt(H) + C_group + C/H, where m_G, s_G are the mean and sd
-                of the group step E_G (normal approximation of the cross-group barrier, 1.8/2.4).
+                of the group step E_G (normal approximation of the cross-group barrier, 1.8/2.4);
+                H = 1 is the exact BSP barrier E_N with a two-level exchange (no staleness).
     """
     strat = parse_sync(strategy) if isinstance(strategy, str) else strategy
     nn = np.asarray(n, dtype=float)
@@ -207,7 +208,13 @@ def sync_step(strategy: SyncStrategy | str, n: Array, mean: Array, cv: Array, di
                              allowed="G a divisor of N")
         groups = nn / g
         cross = np.where(groups > 1, comm, 0.0)  # one group (G = N) has no cross-group exchange
-        if strat.period:
+        if strat.period == 1:
+            # averaging across groups every step is a (two-level) synchronous barrier over all N
+            compute = st.expected_max_step(m, c_arr, nn, dist)
+            step = compute + gcomm + cross
+            updates = 1 / step
+            stale = zeros
+        elif strat.period:
             h = float(strat.period)
             mg, sg = st.order_stat_moments(g, g, m, c_arr, dist)
             e_groups = st.expected_max_step(0.0 * mg + 1.0, 1.0, groups, "normal") - 1.0  # e_{N/G}
