@@ -196,7 +196,7 @@ class StrategyGrid:
             "algorithm": ALGORITHMS[int(self.algorithm[i])],
             "assignment": "dynamic" if bool(self.dynamic_assignment[i]) else "static",
             "dispatch_overhead_s": float(self.dispatch_overhead[i]),
-            "bucket_bytes": float(self.bucket_bytes[i]),
+            "bucket_bytes": float(self.bucket_bytes[i]) or None,  # None: the framework's default
             "flash_attention": bool(self.flash_attention[i]),
         }
 

@@ -268,14 +268,18 @@ def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np
     return q, codec
 
 
-def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], grad_bytes: Any) -> np.ndarray:
-    """The gradient bucket: the user's, else the framework's default for the ZeRO stage: PyTorch DDP
-    25 MB (ZeRO 0); DeepSpeed reduce_bucket_size 5e8 elements (ZeRO 1-3); FSDP one wrapped layer."""
+def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_params: Any,
+                  wire: Any) -> np.ndarray:
+    """Wire bytes per gradient bucket. A bucket holds a number of gradient elements: the user's
+    ``bucket_size`` (bytes of uncompressed gradient), else the framework's default for the ZeRO
+    stage: PyTorch DDP 25 MB (ZeRO 0), DeepSpeed reduce_bucket_size 5e8 elements (ZeRO 1-3), FSDP
+    one wrapped layer. Compression shrinks the bytes on the wire, not the elements per bucket."""
     from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS
 
-    framework = np.where(g.zero == 4, grad_bytes / comp["layers_per_stage"],
-                         np.where(g.zero >= 1, DEEPSPEED_BUCKET_ELEMENTS * job.grad_bytes, DDP_BUCKET_BYTES))
-    return np.where(g.bucket_bytes > 0, g.bucket_bytes, np.maximum(framework, 1.0))
+    framework = np.where(g.zero == 4, layer_params,
+                         np.where(g.zero >= 1, DEEPSPEED_BUCKET_ELEMENTS, DDP_BUCKET_BYTES / job.grad_bytes))
+    elements = np.where(g.bucket_bytes > 0, g.bucket_bytes / job.grad_bytes, framework)
+    return np.maximum(elements * wire, 1.0)
 
 
 def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, *,
@@ -304,7 +308,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     q, codec = _wire_and_codec(job, g, n_params)
     edp = np.maximum(dp / g.ep, 1.0)
     zero3 = g.zero >= 3
-    bucket = _bucket_bytes(job, g, comp, dense * q)
+    bucket = _bucket_bytes(job, g, comp, dense * shard / comp["layers_per_stage"], q)
 
     def bucketed(op: str, nbytes: Any, ranks: Any, stride_: Any, algorithm: Any = None,
                  size: Any = bucket) -> np.ndarray:
