@@ -241,6 +241,16 @@ def _order_stat_nodes(k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndar
     return u, t, w
 
 
+def _order_stat_nodes_x(k: Array, n: Array, mean: Array, cv: Array, dist: str) -> tuple[np.ndarray, np.ndarray]:
+    """Quadrature nodes of X_(k:N) as step times, and their weights (last axis), after validation."""
+    _check_dist(dist)
+    nn, kk = _check_nk(n, k)
+    m, c = _check_mean_cv(mean, cv, dist)
+    nn, kk, m, c = np.broadcast_arrays(nn, kk, m, c)
+    u, t, w = _order_stat_nodes(kk, nn)
+    return _quantile_ut(u, t, m[..., None], c[..., None], dist), w
+
+
 def expected_kth(k: Array, n: Array, mean: Array, cv: Array, dist: str = "normal") -> np.ndarray:
     """E[X_(k:N)], the k-th smallest of N i.i.d. step times, exact (reference 1.1):
 
@@ -249,12 +259,7 @@ def expected_kth(k: Array, n: Array, mean: Array, cv: Array, dist: str = "normal
     evaluated by Gauss-Hermite quadrature after u = Beta^{-1}(Phi(z)). k = N is the BSP step
     (the slowest worker); k = N with N+b workers is "wait for N of N+b" (Chen et al. 2016).
     N and k may be non-integer (the Beta form interpolates smoothly)."""
-    _check_dist(dist)
-    nn, kk = _check_nk(n, k)
-    m, c = _check_mean_cv(mean, cv, dist)
-    nn, kk, m, c = np.broadcast_arrays(nn, kk, m, c)
-    u, t, w = _order_stat_nodes(kk, nn)
-    x = _quantile_ut(u, t, m[..., None], c[..., None], dist)
+    x, w = _order_stat_nodes_x(k, n, mean, cv, dist)
     return _nonneg(np.sum(x * w, axis=-1), dist)
 
 
@@ -266,12 +271,7 @@ def expected_max(n: Array, mean: Array, cv: Array, dist: str = "normal") -> np.n
 def order_stat_moments(k: Array, n: Array, mean: Array, cv: Array,
                        dist: str = "normal") -> tuple[np.ndarray, np.ndarray]:
     """(mean, standard deviation) of X_(k:N) from the same exact quadrature (E[X^2] alongside E[X])."""
-    _check_dist(dist)
-    nn, kk = _check_nk(n, k)
-    m, c = _check_mean_cv(mean, cv, dist)
-    nn, kk, m, c = np.broadcast_arrays(nn, kk, m, c)
-    u, t, w = _order_stat_nodes(kk, nn)
-    x = _quantile_ut(u, t, m[..., None], c[..., None], dist)
+    x, w = _order_stat_nodes_x(k, n, mean, cv, dist)
     e1 = np.sum(x * w, axis=-1)
     e2 = np.sum(x * x * w, axis=-1)
     return _nonneg(e1, dist), np.sqrt(np.maximum(e2 - e1 * e1, 0.0))
