@@ -289,3 +289,26 @@ def test_hierarchical_sync_prices_groups_and_leaders(a100, gpt) -> None:  # type
     group, cross = bucketed(grads, 4, 8), bucketed(grads / 4, 4, 8 * 4)
     assert val(hier.breakdown["dp_comm"]) == pytest.approx(group + cross, rel=1e-9)
     assert val(bsp.breakdown["dp_comm"]) == pytest.approx(bucketed(grads, 16, 8), rel=1e-9)
+
+
+def test_pipeline_boundary_saturates_a_tapered_spine_only_as_far_as_the_stage_fills_a_rack() -> None:
+    """Default scenario fabric (256-GPU leaves, 3:1 spine), TP 4 x PP 8: the stage holds 4 x dp GPUs
+    sending at once across the boundary that crosses the spine; taper = max(1, 3 x stage / 256)."""
+    from scalemodel.specs import load_scenario
+
+    scen = load_scenario("default")
+    net = scen.cluster.network()
+    flat = replace(net, tiers=tuple(replace(t, oversubscription=1.0) for t in net.tiers))
+    training = dict(global_batch=48 * 32, micro_batch=1)
+    job = build_job(scen.cluster, scen.model, TrainingSpec(**training))
+    nbytes = 1 * scen.model.seq_len * scen.model.hidden * 2.0 / 4
+    for gpus, taper in ((512, 1.0), (1024, 1.5), (2048, 3.0)):
+        dp = gpus // 32
+        tr = dict(global_batch=48 * dp, micro_batch=1)
+        _, r = one(job, tr, gpus, tp=4, pp=8)
+        extent = 4 * dp * 8
+        full = val(coll.collective_time("sendrecv", nbytes, 2, net, stride=extent / 2))
+        none = val(coll.collective_time("sendrecv", nbytes, 2, flat, stride=extent / 2))
+        expected_p2p = none + (full - none) * (taper - 1.0) / 2.0
+        m = 48
+        assert val(r.breakdown["pp_comm"]) == pytest.approx(m * 2 * expected_p2p, rel=1e-9), gpus

@@ -234,13 +234,41 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray])
     ep = np.where(g.ep > 1, L * moe_share * 4.0 * a2a, 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p_bytes = act / g.tp
-    # 1F1B runs at the pace of its slowest boundary: the one that splits the pipeline's block of
-    # pp x (tp cp dp) GPUs across the outermost tier it spans (pair extent = the whole pipeline).
-    p2p = _collective("sendrecv", p2p_bytes, np.full_like(act, 2.0), job,
-                      (g.tp * g.cp * g.dp * np.maximum(g.pp, 2) / 2).astype(float))
+    p2p = _stage_boundary_time(job, g, p2p_bytes)
     v = np.where(g.schedule == 1, g.virtual_stages, 1).astype(float)
     pp = np.where(g.pp > 1, 2.0 * v * p2p, 0.0)
     return {"tp": tp, "cp": cp, "ep": ep, "pp": pp}
+
+
+def _stage_boundary_time(job: Job, g: StrategyGrid, nbytes: np.ndarray) -> np.ndarray:
+    """One send/recv across the pipeline's slowest stage boundary.
+
+    1F1B runs at the pace of its slowest boundary: the one that splits the pipeline's block of
+    pp x (tp cp dp) GPUs across the outermost tier it spans (pair extent = the whole pipeline).
+    Across that boundary every GPU of a stage sends at once, so an oversubscribed tier (taper o
+    over child domains of T GPUs, hardware_and_formats.md §3.4) is saturated only as far as the
+    stage fills a child domain: the taper applied is max(1, o x min(stage, T) / T), interpolated
+    linearly in the bandwidth term between the untapered and fully tapered times.
+    """
+    from dataclasses import replace
+
+    stage = (g.tp * g.cp * g.dp).astype(float)
+    extent = stage * np.maximum(g.pp, 2)
+    pairs = np.full_like(np.asarray(nbytes, dtype=float), 2.0)
+    tapered = _collective("sendrecv", nbytes, pairs, job, extent / 2)
+    tiers = job.network.tiers
+    over = np.array([t.oversubscription for t in tiers])
+    if np.all(over <= 1.0):
+        return tapered
+    flat = replace(job, network=replace(job.network, tiers=tuple(replace(t, oversubscription=1.0) for t in tiers)))
+    untapered = _collective("sendrecv", nbytes, pairs, flat, extent / 2)
+    spans = np.array([t.span for t in tiers], dtype=float)
+    k = np.minimum(np.searchsorted(spans, extent), len(tiers) - 1)
+    child = np.where(k > 0, spans[np.maximum(k - 1, 0)], 1.0)
+    o = over[k]
+    o_eff = np.maximum(1.0, o * np.minimum(stage, child) / child)
+    share = np.divide(o_eff - 1.0, o - 1.0, out=np.zeros_like(o_eff), where=o > 1.0)
+    return untapered + (tapered - untapered) * share
 
 
 def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
