@@ -83,6 +83,16 @@ def test_every_scenario_validates_against_the_schema() -> None:
 
 
 # 1. Weak scaling: TFLOP/s per GPU falls by about a third 128 -> 2048, and what removes the loss.
+# default.yaml: GPT 39B (48 layers), TP 4 x PP 8, 48 micro-batches of 1 per replica, 256-GPU leaves, 3:1 spine.
+LEAF, TAPER, LAYERS, MICRO = 256, 3.0, 48, 48
+FLAT_SPINE = ("--set", "cluster.tiers.tcp-spine.oversubscription=1")
+
+
+def boundary_taper(stage: int) -> float:
+    """The README: the taper on the boundary crossing the spine, max(1, 3 x min(stage, 256) / 256)."""
+    return max(1.0, TAPER * min(stage, LEAF) / LEAF)
+
+
 def test_default_weak_scaling_loses_about_a_third(cli: Any) -> None:
     d = scale(cli, "default.yaml")
     drop = 1 - point(d, 2048)["tflops_per_gpu"] / point(d, 128)["tflops_per_gpu"]
@@ -90,13 +100,48 @@ def test_default_weak_scaling_loses_about_a_third(cli: Any) -> None:
     loss = point(d, 2048)["loss_attribution"]
     assert max(loss, key=loss.get) == "pp_comm"  # the README: pipeline traffic over the 3:1 spine leads
     assert loss["dp_comm"] > 0.05  # ... and the growing gradient all-reduce takes the rest
-    # README: the pipeline leaves the 256-GPU top-of-rack switch at 512 GPUs; the loss is a step there
-    pp = {n: point(d, n)["breakdown_s"]["pp_comm"] for n in (128, 256, 512, 2048)}
-    assert pp[256] == pytest.approx(pp[128]) and pp[512] > 2 * pp[256]
-    assert pp[2048] == pytest.approx(pp[512])  # every boundary already paced by the spine
-    assert point(d, 256)["scaling_efficiency"] > 0.85 > 0.75 > point(d, 512)["scaling_efficiency"]
-    assert point(d, 512)["scaling_efficiency"] - point(d, 2048)["scaling_efficiency"] < 0.05
-    # README: ZeRO-1 syncs in DeepSpeed's 1 GB buckets by default; bandwidth-bound, so DDP's change little
+    # README: the loss is gradual, no longer a step at 512 GPUs: > 85 % at 512, ~81 % at 1024, ~64 % at 2048
+    eff = {n: point(d, n)["scaling_efficiency"] for n in (128, 256, 512, 1024, 2048)}
+    assert eff[128] > eff[256] > eff[512] > eff[1024] > eff[2048]
+    assert eff[512] > 0.85 and 0.75 < eff[1024] < 0.85 and 0.55 < eff[2048] < 0.7
+    # ... up to 512 all of it is dp_comm; at 1024 dp_comm still leads; at 2048 pp_comm does
+    for n in (256, 512):
+        assert point(d, n)["loss_attribution"]["pp_comm"] < 0.005 < point(d, n)["loss_attribution"]["dp_comm"]
+    at1024 = point(d, 1024)["loss_attribution"]
+    assert at1024["dp_comm"] > at1024["pp_comm"] > 0.03
+
+
+def test_default_pipeline_boundary_fills_the_racks_share_of_the_spine(cli: Any) -> None:
+    """README section 1: stages of N/8 GPUs; the boundary across the spine is tapered only as far as the
+    stage fills a 256-GPU rack, linearly in the bandwidth term between the untapered and the fully tapered
+    send/recv; the 1F1B bubble is (p - 1)/m of compute + TP + send/recv."""
+    d, flat = scale(cli, "default.yaml"), scale(cli, "default.yaml", *FLAT_SPINE)
+    untapered = point(flat, 2048)["breakdown_s"]["pp_comm"]
+    full = point(d, 2048)["breakdown_s"]["pp_comm"]  # a 256-GPU stage: the whole rack, the full 3x
+    assert boundary_taper(2048 // 8) == TAPER and 2.5 < full / untapered < 3.05  # bandwidth-bound: ~3x
+    for n in (128, 256, 512, 1024, 2048):
+        b = point(d, n)["breakdown_s"]
+        # non-blocking spine: pp_comm stays at its 128-GPU value at every point
+        assert point(flat, n)["breakdown_s"]["pp_comm"] == pytest.approx(untapered, rel=1e-3)
+        expected = untapered + (full - untapered) * (boundary_taper(n // 8) - 1) / (TAPER - 1)
+        assert b["pp_comm"] == pytest.approx(expected, rel=0.01), n  # 3.23, 3.23, 3.23, 4.84, 9.67 s
+        assert b["bubble"] == pytest.approx((8 - 1) / MICRO * (b["compute"] + b["tp_comm"] + b["pp_comm"]), rel=1e-3)
+    # at 512 the 64-GPU stage does not bind the taper: the default and the non-blocking spine are identical
+    assert point(d, 512)["step_time_s"] == pytest.approx(point(flat, 512)["step_time_s"], rel=1e-4)
+    assert point(d, 1024)["tflops_per_gpu"] < 0.95 * point(flat, 1024)["tflops_per_gpu"]
+
+
+def test_default_dp_allreduce_grows_with_the_ring_factor(cli: Any) -> None:
+    """README section 1: each stage's DP group (DP replicas 4 GPUs apart, 16 -> 256 GPUs) stays under one
+    switch, so only the ring's 2(N-1)/N per-GPU bytes grow: 1.5 at DP 4 -> 1.97 at DP 64."""
+    d = scale(cli, "default.yaml")
+    base = point(d, 128)["breakdown_s"]["dp_comm"]
+    for n in (256, 512, 1024, 2048):
+        dp = n // 32
+        assert point(d, n)["strategy"]["dp"] == dp and 4 * dp <= LEAF
+        ring = (2 * (dp - 1) / dp) / (2 * 3 / 4)
+        assert point(d, n)["breakdown_s"]["dp_comm"] == pytest.approx(ring * base, rel=0.01), n
+    # ZeRO-1 syncs in DeepSpeed's 1 GB buckets by default; bandwidth-bound, so DDP's change little
     ds = scale(cli, "default.yaml", *DEEPSPEED)
     for a, b in zip(d["points"], ds["points"], strict=True):
         assert a["breakdown_s"]["dp_comm"] == pytest.approx(b["breakdown_s"]["dp_comm"], rel=1e-9)
@@ -105,30 +150,48 @@ def test_default_weak_scaling_loses_about_a_third(cli: Any) -> None:
     assert ddp["tflops_per_gpu"] == pytest.approx(point(d, 2048)["tflops_per_gpu"], rel=0.05)
 
 
+def test_flat_collectives_across_the_spine_pay_the_full_taper(cli: Any) -> None:
+    """README section 1 caveat: a DP group spanning racks (--pp 4 at 2048: DP 128 x TP 4 = 512 GPUs) is
+    charged the spine's bandwidth / 3 on all of its ring bytes, unlike the pipeline boundary."""
+    at = ("--gpus", "2048", "--global-batch", "3072", "--pp", "4")
+    tapered = point(scale(cli, "default.yaml", *at), 2048)
+    flat = point(scale(cli, "default.yaml", *at, *FLAT_SPINE), 2048)
+    assert tapered["strategy"]["dp"] * tapered["strategy"]["tp"] > LEAF
+    assert 2.7 < tapered["breakdown_s"]["dp_comm"] / flat["breakdown_s"]["dp_comm"] < 3.1  # 58.1 vs 19.3 s
+
+
 def test_what_removes_the_weak_scaling_loss(cli: Any) -> None:
     base = point(scale(cli, "default.yaml"), 2048)["tflops_per_gpu"]
-    spine = scale(cli, "default.yaml", "--set", "cluster.tiers.tcp-spine.oversubscription=1")
+    spine = scale(cli, "default.yaml", *FLAT_SPINE)
     assert point(spine, 2048)["scaling_efficiency"] > 0.8  # non-blocking spine: most of the loss gone
-    assert point(spine, 2048)["breakdown_s"]["pp_comm"] == pytest.approx(
-        point(spine, 128)["breakdown_s"]["pp_comm"], rel=0.01)  # pp_comm stays at its 128-GPU value
-    assert point(scale(cli, "weak-scaling-rdma.yaml"), 2048)["tflops_per_gpu"] > 1.2 * base
-    # the planner at 2048: a little better than the fixed layout, far from the non-blocking spine
-    best = point(scale(cli, "default.yaml", "--best", "--gpus", "2048", "--global-batch", "3072"), 2048)
-    assert base < best["tflops_per_gpu"] < 1.2 * base
-    assert best["tflops_per_gpu"] < 0.85 * point(spine, 2048)["tflops_per_gpu"]
-    b = best["breakdown_s"]
-    assert b["pp_comm"] > 0.25 * b["compute"] and b["dp_comm"] > 0.25 * b["compute"]  # both cross the spine
+    rdma = scale(cli, "weak-scaling-rdma.yaml")
+    assert point(rdma, 2048)["tflops_per_gpu"] > 1.2 * base
+    assert point(rdma, 2048)["scaling_efficiency"] < 0.75  # ... but the relative loss stays
+    # the planner at 2048: TP 2 x PP 16; PP 16 = gcd(48 layers, 2048 GPUs) is the deepest pipeline possible,
+    # so stages are 128 GPUs, half a rack: the boundary across the spine gets max(1, 3 x 128/256) = 1.5
     at_2048 = ("--best", "--gpus", "2048", "--global-batch", "3072")
-    flat = point(scale(cli, "default.yaml", *at_2048, "--set", "cluster.tiers.tcp-spine.oversubscription=1"), 2048)
-    assert flat["tflops_per_gpu"] > 1.3 * best["tflops_per_gpu"]  # the same search without the taper
+    best = point(scale(cli, "default.yaml", *at_2048), 2048)
+    flat = point(scale(cli, "default.yaml", *at_2048, *FLAT_SPINE), 2048)
+    s = best["strategy"]
+    assert s["pp"] <= math.gcd(LAYERS, 2048) == 16 and 2048 // s["pp"] >= 128
+    assert s["dp"] * s["tp"] <= LEAF  # its DP group stays under one switch
+    assert flat["strategy"]["pp"] == s["pp"] and flat["strategy"]["tp"] == s["tp"]  # the same layout ...
+    taper = boundary_taper(2048 // s["pp"])
+    assert taper == 1.5
+    assert best["breakdown_s"]["pp_comm"] == pytest.approx(taper * flat["breakdown_s"]["pp_comm"], rel=0.02)
+    assert best["breakdown_s"]["dp_comm"] == pytest.approx(flat["breakdown_s"]["dp_comm"], rel=1e-6)
+    assert 1.2 * base < best["tflops_per_gpu"] < 1.4 * base  # README: +30 % over the fixed layout
+    assert 1.1 * best["tflops_per_gpu"] < flat["tflops_per_gpu"] < 1.35 * best["tflops_per_gpu"]  # 36.8 vs 44.6
     int8 = point(scale(cli, "default.yaml", "--compression", "int8"), 2048)
-    assert int8["tflops_per_gpu"] > base  # int8 helps dp_comm but not the spine-bound pp_comm ...
+    assert int8["tflops_per_gpu"] > base  # int8 halves dp_comm but not the spine-bound pp_comm ...
+    assert int8["breakdown_s"]["dp_comm"] < 0.6 * point(scale(cli, "default.yaml"), 2048)["breakdown_s"]["dp_comm"]
     assert int8["scaling_efficiency"] < 0.8  # ... so the relative loss stays
     # hier:4: the DP group of a stage (64 replicas, 256 GPUs) already sits under one switch, so the two
     # levels only add a second pass through the NICs (the same with hier:4:1, no staleness): worse
     bsp = point(scale(cli, "default.yaml"), 2048)
-    hier = point(scale(cli, "default.yaml", "--sync", "hier:4"), 2048)
-    assert hier["tflops_per_gpu"] < base and hier["breakdown_s"]["dp_comm"] > bsp["breakdown_s"]["dp_comm"]
+    for sync in ("hier:4", "hier:4:1"):
+        hier = point(scale(cli, "default.yaml", "--sync", sync), 2048)
+        assert hier["tflops_per_gpu"] < base and hier["breakdown_s"]["dp_comm"] > bsp["breakdown_s"]["dp_comm"]
 
 
 # 2. Strong scaling: communication above 60 % of the step at 2048 GPUs.
@@ -418,7 +481,7 @@ def test_planner_beats_the_published_hybrid_with_zero3(cli: Any) -> None:
 # 8. TCP vs RDMA and topology.
 def test_rdma_and_topology(cli: Any) -> None:
     tcp, rdma = scale(cli, "default.yaml"), scale(cli, "weak-scaling-rdma.yaml")
-    for a, b in zip(tcp["points"], rdma["points"], strict=True):  # README: +25 % to +32 % at every point
+    for a, b in zip(tcp["points"], rdma["points"], strict=True):  # README: +25 % to +31 % at every point
         assert 1.2 < b["tflops_per_gpu"] / a["tflops_per_gpu"] < 1.4
     fast = scale(cli, "default.yaml", "--cluster", "dgx-a100")
     assert comm_share(point(fast, 2048)) < 0.25 < 0.6 < comm_share(point(tcp, 2048))
