@@ -2,8 +2,8 @@
 
 With no arguments (or only output/mode options) it runs the built-in default scenario
 (examples/scenarios/default.yaml). ``--scenario FILE`` starts from another scenario; explicit flags
-override the scenario's fields. When ``--cluster``, ``--model`` or ``--gpus`` is given without
-``--scenario``, the flags alone describe the job (like ``predict``).
+override the scenario's fields (``--gpus`` included). When ``--cluster`` or ``--model`` is given
+without ``--scenario``, the flags alone describe the job (like ``predict``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
     from scalemodel.specs.loader import apply_overrides, validate
 
     routed = split_overrides(sets or [])
-    use_scenario = scenario is not None or (cluster is None and model is None and gpus is None)
+    use_scenario = scenario is not None or (cluster is None and model is None)
     scen = load_scenario(scenario or "default") if use_scenario else None
 
     def dump(m: BaseModel) -> dict[str, Any]:
