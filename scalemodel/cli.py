@@ -35,11 +35,39 @@ for _name in COMMAND_MODULES:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``scalemodel`` console script and ``python -m scalemodel``."""
+    """Entry point of the ``scalemodel`` console script and ``python -m scalemodel``.
+
+    Every input problem ends as one line ``error: <where>: <what>; <allowed>`` and exit status 2:
+    spec and value errors (InputError), command-line usage errors, and inputs so far outside
+    physical ranges that the arithmetic overflows.
+    """
+    import warnings
+
+    import numpy as np
+
+    # Overflow and 0/0 in numpy become inf/nan, which the output layer refuses with a clear error;
+    # the intermediate RuntimeWarnings would only add noise on stderr.
+    warnings.filterwarnings("ignore", category=RuntimeWarning)
+    np.seterr(all="ignore")
     try:
-        app(args=argv, prog_name="scalemodel")
+        code = app(args=argv, prog_name="scalemodel", standalone_mode=False)
     except InputError as exc:
         sys.stderr.write(f"error: {exc.message()}\n")
         raise SystemExit(2) from None
+    except (OverflowError, RecursionError) as exc:
+        sys.stderr.write(f"error: input out of range: {exc}; values within physical ranges\n")
+        raise SystemExit(2) from None
     except BrokenPipeError:  # e.g. `scalemodel ... | head`
         raise SystemExit(0) from None
+    except Exception as exc:  # click's usage errors (typer may vendor its own click: match by protocol)
+        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+            raise
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            sys.stdout.write(ctx.get_help() + "\n")
+            raise SystemExit(0) from None
+        where = f"{ctx.command_path}: " if ctx is not None else ""
+        hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+        sys.stderr.write(f"error: {where}{exc.format_message()}{hint}\n")
+        raise SystemExit(2) from None
+    raise SystemExit(code if isinstance(code, int) else 0)

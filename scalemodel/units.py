@@ -140,7 +140,8 @@ def format_quantity(value: float, kind: str, digits: int = 4) -> str:
     precision the round trip is within a relative 10**-(digits-1).
     """
     if not math.isfinite(value):
-        raise ValueError(f"cannot format non-finite {kind} value {value!r}")
+        raise InputError(f"a result ({kind}) is not finite", where="result",
+                         allowed="inputs within physical ranges (sizes, bandwidths, latencies, times)")
     if kind == "bytes" and value >= 1024 and math.log2(abs(value)).is_integer():
         kind = "bytes_binary"  # 1 GiB reads better than 1.074 GB
     units = _DISPLAY[kind]

@@ -44,6 +44,10 @@ def register(app: typer.Typer) -> None:
 
         text = log_path.read_text(errors="replace")
         op_n = op.lower().replace("_", "") if op else None
+        from scalemodel.cost.collectives import APPLICABLE
+
+        if op_n is not None and op_n not in APPLICABLE:
+            raise InputError(f"unknown collective {op!r}", where="--op", allowed="one of: " + ", ".join(APPLICABLE))
         log = parse_nccl_tests(text, op=op_n)
         n = ranks or log.ranks or infer_ranks(log)
         if n is None or n < 2:
@@ -51,7 +55,11 @@ def register(app: typer.Typer) -> None:
         spec = load_cluster_with(cluster, sets)
         fit = fit_tier(log, spec.network(), cluster_name=spec.name, ranks=n, tier=tier, algorithm=algo)
         if out is not None:
-            out.write_text(overlay_yaml(fit, str(log_path)))
+            try:
+                out.write_text(overlay_yaml(fit, str(log_path)))
+            except OSError as exc:
+                raise InputError(f"cannot write {str(out)!r}: {exc.strerror}", where="--out",
+                                 allowed="a writable file path") from None
         if as_json:
             from scalemodel.report.output import emit_json
 

@@ -35,9 +35,14 @@ def load_cluster_with(ref: str, sets: list[str] | None) -> Any:
     return load_cluster(ref, split_overrides(sets or [])["cluster"])
 
 
+#: The largest count any command accepts (GPUs, ranks): beyond any machine, and within int64 arithmetic.
+MAX_COUNT = 10**8
+
+
 def positive_int(value: int | None, option: str) -> None:
-    if value is not None and value <= 0:
-        raise InputError(f"{option} must be a positive integer, got {value}", where=option, allowed="an integer >= 1")
+    if value is not None and not 1 <= value <= MAX_COUNT:
+        raise InputError(f"{option} must be a positive integer up to {MAX_COUNT:.0e}, got {value}", where=option,
+                         allowed=f"an integer from 1 to {MAX_COUNT:.0e}")
 
 
 # --- strategy / training options shared by predict, scale and memory ---------------------------

@@ -150,7 +150,8 @@ def register(app: typer.Typer) -> None:
         grad_bytes: Annotated[float | None, typer.Option(
             "--grad-bytes", help="Gradient bytes/param (default = weight bytes, ZeRO's 16 B; 4 = Megatron's 18 B).")]
         = None,
-        flash_attention: Annotated[bool, typer.Option("--flash-attention", help="No s^2 score activations.")] = False,
+        flash_attention: Annotated[bool, typer.Option(
+            "--flash-attention/--no-flash-attention", help="Fused attention (default on): no s^2 scores.")] = True,
         fragmentation: Annotated[float, typer.Option("--fragmentation", help="Allowance as a fraction.")] = 0.05,
         workspace: Annotated[str, typer.Option("--workspace", help="Fixed allowance (context, buffers).")] = "1GB",
         sets: SetOption = None,

@@ -25,7 +25,7 @@ def parse_gpus(text: str) -> list[int]:
     except ValueError:
         raise InputError(f"cannot read GPU counts {text!r}", where="--gpus",
                          allowed="comma-separated integers, e.g. 128,256,512,1024,2048") from None
-    if not values or any(v <= 0 for v in values):
+    if not values or any(not 0 < v <= 10**8 for v in values):
         raise InputError(f"GPU counts must be positive integers, got {text!r}", where="--gpus",
                          allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
     return values

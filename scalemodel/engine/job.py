@@ -244,6 +244,16 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         if dp * model_parallel != gpus:
             raise InputError(f"dp x tp x pp x cp = {dp * model_parallel} but --gpus is {gpus}", where="--dp",
                              allowed="dp = gpus / (tp pp cp), or leave --dp out to derive it")
+    if strategy.sync.startswith("hier:"):
+        group = int(strategy.sync.split(":")[1])
+        if group < 1 or dp % group:
+            raise InputError(f"hier group size {group} does not divide dp = {dp}", where="--sync",
+                             allowed=f"hier:G with G a divisor of {dp} (G counts data-parallel replicas)")
+    if ep > 1:
+        experts = int(job.shape.moe_experts) if job.is_transformer else 0
+        if experts == 0 or dp % ep or experts % ep:
+            raise InputError(f"--ep {ep} needs an MoE model whose {experts} experts and dp = {dp} it divides",
+                             where="--ep", allowed="an EP degree dividing both dp and the number of experts")
     micro = training.micro_batch
     global_batch = training.global_batch or dp * micro
     comp = strategy.compression

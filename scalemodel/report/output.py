@@ -22,7 +22,10 @@ def _plain(obj: Any) -> Any:
         return obj
     if isinstance(obj, float):
         if not math.isfinite(obj):
-            raise ValueError(f"refusing to write non-finite number {obj!r} to JSON")
+            from scalemodel.errors import InputError
+
+            raise InputError(f"a result is not finite ({obj!r}), so no JSON was written", where="result",
+                             allowed="inputs within physical ranges (sizes, bandwidths, latencies, times)")
         return obj
     if hasattr(obj, "model_dump"):
         return _plain(obj.model_dump(mode="json"))

@@ -132,6 +132,9 @@ def read_document(path: Path) -> tuple[Any, yaml.Node | None]:
                          allowed="valid YAML (check indentation and quoting)") from None
     except yaml.YAMLError as exc:
         raise InputError(f"malformed YAML: {exc}", where=str(path)) from None
+    except RecursionError:
+        raise InputError("YAML nesting is too deep", where=str(path),
+                         allowed="a spec nested less than 200 levels") from None
     finally:
         loader.dispose()
     return data, node

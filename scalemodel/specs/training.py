@@ -34,7 +34,7 @@ class TrainingSpec(Spec):
 _SCHEDULE = re.compile(r"^(1f1b|gpipe|zb|interleaved)(?::(\d+))?$")
 _SYNC = re.compile(r"^(bsp|asp|backup:\d+|ssp:\d+|local:\d+|hier:\d+(?::\d+)?)$")
 _COMPRESSION = re.compile(r"^(none|fp16|bf16|int8|topk:(?:0?\.\d+|1(?:\.0+)?|\d+(?:\.\d+)?e-\d+))$")
-_DP_COMM = re.compile(r"^(allreduce|ps:\d+(?::colocated|:dedicated)?)$")
+_DP_COMM = re.compile(r"^(allreduce|ps:[1-9]\d*(?::colocated|:dedicated)?)$")
 
 
 class StrategySpec(Spec):
@@ -69,7 +69,10 @@ class StrategySpec(Spec):
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, v: str) -> str:
-        if not _SCHEDULE.match(v):
+        m = _SCHEDULE.match(v)
+        if m and m.group(1) == "interleaved" and int(m.group(2) or 0) < 2:
+            raise ValueError(f"schedule {v!r} needs V >= 2 virtual stages, e.g. interleaved:2")
+        if not m:
             raise ValueError(f"unknown schedule {v!r}; use 1f1b, interleaved:V (V >= 2), gpipe or zb")
         return v
 
