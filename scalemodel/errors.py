@@ -17,7 +17,11 @@ class InputError(ValueError):
         super().__init__(self.message())
 
     def message(self) -> str:
-        text = f"{self.where}: {self.what}" if self.where else self.what
+        """One line: ``where: what; allowed`` (an echoed array is folded and cut to stay readable)."""
+        what = " ".join(self.what.split())
+        if len(what) > 300:
+            what = what[:297] + "..."
+        text = f"{self.where}: {what}" if self.where else what
         return f"{text}; {self.allowed}" if self.allowed else text
 
     def at(self, where: str) -> InputError:

@@ -316,4 +316,8 @@ def max_micro_batch(states_bytes: ArrayLike, activation_bytes_per_sample: ArrayL
     f1 = 1.0 + _nonneg("fragmentation", fragmentation)
     room = _pos("capacity", capacity_bytes) - _nonneg("workspace", workspace) - _nonneg("states", states_bytes) * f1
     per = _pos("activation_bytes_per_sample", activation_bytes_per_sample) * f1
-    return np.maximum(np.floor(room / per), 0.0).astype(int)
+    b = np.floor(room / per)
+    if np.any(~np.isfinite(b)) or np.any(b > 2**53):
+        raise InputError("the largest micro-batch is unbounded (activation bytes near zero or memory near infinite)",
+                         where="max_micro_batch", allowed="finite, physical activation sizes and capacities")
+    return np.maximum(b, 0.0).astype(np.int64)
