@@ -430,17 +430,12 @@ def _memory(job: Job, g: StrategyGrid, m: np.ndarray) -> dict[str, np.ndarray]:
     from scalemodel.cost import memory
 
     if not job.is_transformer:
-        states = job.params * (2.0 + job.grad_bytes + job.optimizer_bytes_per_param)
-        shard = np.where(g.zero >= 1, 1.0 / g.dp, 1.0)
-        weights = job.params * 2.0 * np.where(g.zero >= 3, 1.0 / g.dp, 1.0)
-        grads = job.params * job.grad_bytes * np.where(g.zero >= 2, 1.0 / g.dp, 1.0)
-        opt = job.params * job.optimizer_bytes_per_param * shard
+        ms = memory.model_state_bytes(job.params, dp=g.dp, zero_stage=np.minimum(g.zero, 3), weight_bytes=2.0,
+                                      grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param)
         act = job.generic_activation_bytes * g.micro_batch * np.where(g.recompute == 2, 0.25, 1.0)
-        frag = memory.DEFAULT_FRAGMENTATION * (weights + grads + opt + act)
-        ws = memory.DEFAULT_WORKSPACE + 0 * act
-        del states
-        parts = {"weights": weights, "gradients": grads, "optimizer": opt, "activations": act,
-                 "fragmentation": frag, "workspace": ws}
+        frag = memory.DEFAULT_FRAGMENTATION * (ms.total + act)
+        parts = {"weights": ms.weights, "gradients": ms.gradients, "optimizer": ms.optimizer, "activations": act,
+                 "fragmentation": frag, "workspace": memory.DEFAULT_WORKSPACE + 0 * act}
     else:
         rec = g.recompute
         br = memory.memory_per_gpu(
