@@ -17,7 +17,7 @@ from scalemodel.engine import planner
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import REASON_KEYS, evaluate
 from scalemodel.errors import InputError
-from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+from scalemodel.specs import StrategySpec, TrainingSpec, constraints, load_cluster, load_workload
 
 GPUS, BATCH = 8, 8
 # A Llama-2-13B layer shape cut to 8 layers, so the brute force stays small; 40 GB A100s so that
@@ -132,7 +132,7 @@ def test_memory_infeasible_reported_not_ranked():
 
 def test_constraints_respected_and_memory_limit_counted():
     job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
-    cons = planner.parse_constraints(["tp<=2", "pp=2", "zero<=1", "memory<=30GB", "schedule=1f1b",
+    cons = constraints.parse_constraints(["tp<=2", "pp=2", "zero<=1", "memory<=30GB", "schedule=1f1b",
                                       "recompute=none", "algorithm=ring"])
     res = planner.search(job, 16, 32, top=10, constraints=cons)
     assert res.ranked
@@ -187,14 +187,14 @@ def test_progress_called_up_to_total(small):
 
 
 def test_parse_constraints():
-    c = planner.parse_constraints(["tp<=8", "pp=1,zero<=1", "memory<=60GB", "schedule=interleaved:2", "mb>=2"])
+    c = constraints.parse_constraints(["tp<=8", "pp=1,zero<=1", "memory<=60GB", "schedule=interleaved:2", "mb>=2"])
     assert c["tp"] == [("<=", 8)] and c["pp"] == [("=", 1)] and c["zero"] == [("<=", 1)]
     assert c["memory"] == [("<=", 60e9)]
     assert c["schedule"] == [("=", (1, 2))]
     assert c["micro_batch"] == [(">=", 2)]
     for bad in ("foo<=3", "tp~8", "tp<=x", "memory<=lots", "schedule<=1f1b", "recompute=some", "sync=bogus"):
         with pytest.raises(InputError):
-            planner.parse_constraints([bad])
+            constraints.parse_constraints([bad])
 
 
 def _strict(text: str):

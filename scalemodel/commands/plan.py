@@ -41,8 +41,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Rank every valid DP/TP/PP/CP/EP x micro-batch x schedule x ZeRO x recompute x algorithm choice."""
         from scalemodel.engine.job import build_job
-        from scalemodel.engine.planner import OBJECTIVES, parse_constraints, search
+        from scalemodel.engine.planner import OBJECTIVES, search
         from scalemodel.errors import InputError
+        from scalemodel.specs.constraints import parse_constraints
 
         o.positive_int(gpus, "--gpus")
         o.positive_int(global_batch, "--global-batch")
@@ -53,7 +54,7 @@ def register(app: typer.Typer) -> None:
         modes = [m.strip() for m in sync_modes.split(",") if m.strip()]
         if not modes:
             raise InputError("no sync mode given", where="--sync-modes", allowed="e.g. bsp or bsp,asp,ssp:2")
-        from scalemodel.cost.sync import parse_sync
+        from scalemodel.choices import parse_sync
 
         for m in modes:
             try:

@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from scalemodel.choices import Recompute
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
 from scalemodel.cost.transformer import Shape, recompute_code
@@ -220,7 +221,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                                      memory_efficiency=memory_efficiency)
     t_mem = memory_time(mem, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     forward = gemm + t_mem + t_core
-    recomp = np.where(code == 2, forward, np.where(code == 1, t_core, 0.0))
+    recomp = np.where(code == Recompute.FULL, forward, np.where(code == Recompute.SELECTIVE, t_core, 0.0))
     return LayerTime(forward=forward, backward=2.0 * forward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
 

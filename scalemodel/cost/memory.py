@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from scalemodel.choices import Recompute, Zero, codes, sharding_stage
+from scalemodel.cost import pipeline
 from scalemodel.cost.checks import nonnegative as _nonneg
 from scalemodel.cost.checks import positive as _pos
 from scalemodel.cost.transformer import (
@@ -68,36 +70,15 @@ BYTES_PER_PARAM: dict[str, tuple[float, float, float]] = {
     "megatron": (2.0, 4.0, 12.0),  # Megatron theoretical_memory_usage.py: 18 B/param
 }
 
-ZERO_CODES = {"0": 0, "1": 1, "2": 2, "3": 3, "fsdp": 3}
-SCHEDULE_CODES = {"1f1b": 0, "interleaved": 1, "gpipe": 2}
 
 DEFAULT_FRAGMENTATION = 0.05
 DEFAULT_WORKSPACE = 1.0e9
 
 
 def zero_code(value: ArrayLike) -> np.ndarray:
-    """Map 0/1/2/3/"fsdp" (or an int array of stages) to an int array of ZeRO stages (fsdp = 3)."""
-    if isinstance(value, str):
-        if value.lower() not in ZERO_CODES:
-            raise InputError(f"unknown ZeRO stage {value!r}", where="zero", allowed="0, 1, 2, 3, fsdp")
-        return np.asarray(ZERO_CODES[value.lower()])
-    code = np.asarray(value)
-    if code.dtype.kind not in "iub" or np.any((code < 0) | (code > 3)):
-        raise InputError("ZeRO stage must be 0, 1, 2, 3 or fsdp", where="zero", allowed="0, 1, 2, 3, fsdp")
-    return code.astype(int)
-
-
-def schedule_code(value: ArrayLike) -> np.ndarray:
-    """Map "1f1b"/"interleaved"/"gpipe" (or codes 0/1/2) to an int array."""
-    if isinstance(value, str):
-        if value.lower() not in SCHEDULE_CODES:
-            raise InputError(f"unknown pipeline schedule {value!r}", where="schedule",
-                             allowed="1f1b, interleaved, gpipe")
-        return np.asarray(SCHEDULE_CODES[value.lower()])
-    code = np.asarray(value)
-    if code.dtype.kind not in "iub" or np.any((code < 0) | (code > 2)):
-        raise InputError("schedule code must be 0 (1f1b), 1 (interleaved) or 2 (gpipe)", where="schedule")
-    return code.astype(int)
+    """ZeRO stage(s) as labels or :class:`~scalemodel.choices.Zero` codes -> the sharding stage 0-3
+    (FSDP shards parameters, gradients and optimizer states like ZeRO-3)."""
+    return np.asarray(sharding_stage(codes(Zero, value, "zero")))
 
 
 # --- model states -----------------------------------------------------------------------------
@@ -189,10 +170,10 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     replicated = 10.0 * sbh
     split = 2 * s * b * a * d + 4 * s * b * g * d + 2 * s * b * a * d + mlp
     scores_full = np.where(flash, 4.0 * a * s * b, 5.0 * a * s * s_full * b)
-    scores = np.where(code == 1, np.where(flash, scores_full, 0.0), scores_full)
+    scores = np.where(code == Recompute.SELECTIVE, np.where(flash, scores_full, 0.0), scores_full)
     none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t
     full = np.where(sp, 2 * sbh / t, 2 * sbh)
-    return np.where(code == 2, full, none_or_selective)
+    return np.where(code == Recompute.FULL, full, none_or_selective)
 
 
 def inflight_microbatches(pp: ArrayLike, num_microbatches: ArrayLike, schedule: ArrayLike = "1f1b",
@@ -204,11 +185,7 @@ def inflight_microbatches(pp: ArrayLike, num_microbatches: ArrayLike, schedule: 
     p = _pos("pp", pp)
     m = _pos("num_microbatches", num_microbatches)
     v = _pos("virtual_stages", virtual_stages)
-    code = schedule_code(schedule)
-    one_f = np.minimum(m, p)
-    inter = one_f * (1.0 + (p - 1.0) / (p * v))
-    out = np.where(code == 2, m, np.where(code == 1, inter, one_f))
-    return np.where(p == 1, 1.0, out)
+    return np.where(p == 1, 1.0, pipeline.inflight_microbatches(p, m, schedule, v))
 
 
 def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
@@ -234,7 +211,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     # full recompute re-materialises one layer at a time: its full activations are the working set
     work_dense = activation_bytes_per_layer(sh, recompute="none", **kw)
     work_moe = activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
-    working = np.where(code == 2, np.where(sh.moe_layers > 0, np.maximum(work_dense, work_moe), work_dense), 0.0)
+    work = np.where(sh.moe_layers > 0, np.maximum(work_dense, work_moe), work_dense)
+    working = np.where(code == Recompute.FULL, work, 0.0)
     return (per_stage + emb) * inflight + logits + working
 
 

@@ -25,38 +25,36 @@ from typing import Any
 
 import numpy as np
 
-ArrayLike = Any
+from scalemodel.choices import ScheduleKind, codes
 
-# Integer codes so schedules broadcast as arrays inside the planner.
-SCHEDULE_CODES = {"1f1b": 0, "interleaved": 1, "gpipe": 2, "zb": 3}
+ArrayLike = Any
 
 
 def schedule_code(name: ArrayLike) -> np.ndarray:
-    """Schedule name(s) -> integer code(s) (see SCHEDULE_CODES)."""
-    if isinstance(name, str):
-        return np.asarray(SCHEDULE_CODES[name])
-    arr = np.asarray(name)
-    if arr.dtype.kind in "iu":
-        return arr
-    return np.vectorize(SCHEDULE_CODES.__getitem__, otypes=[int])(arr)
+    """Schedule name(s) or :class:`~scalemodel.choices.ScheduleKind` code(s) -> integer code array."""
+    return codes(ScheduleKind, name, "schedule")
 
 
-def bubble_microbatches(pp: ArrayLike, schedule: ArrayLike = 0, virtual_stages: ArrayLike = 1) -> np.ndarray:
+ONE_F_ONE_B = ScheduleKind.ONE_F_ONE_B
+
+
+def bubble_microbatches(pp: ArrayLike, schedule: ArrayLike = ONE_F_ONE_B, virtual_stages: ArrayLike = 1) -> np.ndarray:
     """Bubble length in units of one micro-batch's stage time: (p-1), (p-1)/v or (p-1)/3."""
     p = np.asarray(pp, dtype=float)
     code = schedule_code(schedule)
     v = np.maximum(np.asarray(virtual_stages, dtype=float), 1.0)
     base = p - 1.0
-    return np.where(code == 1, base / v, np.where(code == 3, base / 3.0, base))
+    zero_bubble = np.where(code == ScheduleKind.ZERO_BUBBLE, base / 3.0, base)
+    return np.where(code == ScheduleKind.INTERLEAVED, base / v, zero_bubble)
 
 
-def bubble_fraction(pp: ArrayLike, microbatches: ArrayLike, schedule: ArrayLike = 0,
+def bubble_fraction(pp: ArrayLike, microbatches: ArrayLike, schedule: ArrayLike = ONE_F_ONE_B,
                     virtual_stages: ArrayLike = 1) -> np.ndarray:
     """Bubble time over ideal time: (p-1)/m (1F1B, GPipe), (p-1)/(v m) interleaved, (p-1)/(3 m) ZB-H1."""
     return bubble_microbatches(pp, schedule, virtual_stages) / np.asarray(microbatches, dtype=float)
 
 
-def inflight_microbatches(pp: ArrayLike, microbatches: ArrayLike, schedule: ArrayLike = 0,
+def inflight_microbatches(pp: ArrayLike, microbatches: ArrayLike, schedule: ArrayLike = ONE_F_ONE_B,
                           virtual_stages: ArrayLike = 1) -> np.ndarray:
     """Micro-batches whose activations the first stage holds at once (peak activation memory).
 
@@ -67,4 +65,5 @@ def inflight_microbatches(pp: ArrayLike, microbatches: ArrayLike, schedule: Arra
     code = schedule_code(schedule)
     v = np.maximum(np.asarray(virtual_stages, dtype=float), 1.0)
     onef1b = np.minimum(m, p)
-    return np.where(code == 2, m, np.where(code == 1, onef1b * (1.0 + (p - 1.0) / (p * v)), onef1b))
+    interleaved = onef1b * (1.0 + (p - 1.0) / (p * v))
+    return np.where(code == ScheduleKind.GPIPE, m, np.where(code == ScheduleKind.INTERLEAVED, interleaved, onef1b))

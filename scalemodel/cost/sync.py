@@ -55,59 +55,18 @@ from typing import Any
 
 import numpy as np
 
+from scalemodel.choices import SYNC_ALLOWED, SyncKind, SyncMode, parse_sync
 from scalemodel.cost import stragglers as st
 from scalemodel.errors import InputError
+
+__all__ = ["SYNC_ALLOWED", "SyncStrategy", "parse_sync", "sync_step", "effective_step_time", "staleness_efficiency"]
 
 Array = Any
 
 DEFAULT_STALENESS_KAPPA = 0.5
-SYNC_KINDS = ("bsp", "backup", "asp", "ssp", "local", "hier")
-SYNC_ALLOWED = "bsp | backup:B | asp | ssp:S | local:H | hier:G | hier:G:H (B, S >= 0; H, G >= 1 integers)"
-
-
-@dataclass(frozen=True)
-class SyncStrategy:
-    """A parsed synchronisation strategy. ``param`` is B, S, H or G; ``period`` is H of hier:G:H."""
-
-    kind: str
-    param: int = 0
-    period: int = 0
-
-    def label(self) -> str:
-        if self.kind in ("bsp", "asp"):
-            return self.kind
-        if self.kind == "hier" and self.period:
-            return f"hier:{self.param}:{self.period}"
-        return f"{self.kind}:{self.param}"
-
-
-def parse_sync(text: str) -> SyncStrategy:
-    """Parse ``bsp|backup:B|asp|ssp:S|local:H|hier:G[:H]``; raise InputError on anything else."""
-    if not isinstance(text, str) or not text.strip():
-        raise InputError(f"empty sync strategy {text!r}", where="--sync", allowed=SYNC_ALLOWED)
-    parts = text.strip().lower().split(":")
-    kind, args = parts[0], parts[1:]
-    if kind not in SYNC_KINDS:
-        raise InputError(f"unknown sync strategy {text!r}", where="--sync", allowed=SYNC_ALLOWED)
-    want = {"bsp": (0,), "asp": (0,), "backup": (1,), "ssp": (1,), "local": (1,), "hier": (1, 2)}[kind]
-    if len(args) not in want:
-        raise InputError(f"wrong number of parameters in {text!r}", where="--sync", allowed=SYNC_ALLOWED)
-    vals = []
-    for a in args:
-        try:
-            v = int(a)
-        except ValueError:
-            raise InputError(f"parameter {a!r} in {text!r} is not an integer", where="--sync",
-                             allowed=SYNC_ALLOWED) from None
-        vals.append(v)
-    minimum = {"backup": 0, "ssp": 0, "local": 1, "hier": 1}.get(kind, 0)
-    if vals and vals[0] < minimum:
-        raise InputError(f"parameter of {kind} must be >= {minimum}, got {vals[0]}", where="--sync",
-                         allowed=SYNC_ALLOWED)
-    if len(vals) == 2 and vals[1] < 1:
-        raise InputError(f"averaging period of hier must be >= 1, got {vals[1]}", where="--sync",
-                         allowed=SYNC_ALLOWED)
-    return SyncStrategy(kind, vals[0] if vals else 0, vals[1] if len(vals) == 2 else 0)
+SYNC_KINDS = tuple(k.value for k in SyncKind)
+#: A parsed strategy (the vocabulary lives in :mod:`scalemodel.choices`).
+SyncStrategy = SyncMode
 
 
 @dataclass
@@ -174,29 +133,29 @@ def sync_step(strategy: SyncStrategy | str, n: Array, mean: Array, cv: Array, di
     wasted = zeros.copy()
     kind, p = strat.kind, strat.param
 
-    if kind == "bsp":
+    if kind == SyncKind.BSP:
         compute = st.expected_max_step(m, c_arr, nn, dist)
         step = compute + comm
         updates = 1 / step
         stale = zeros
-    elif kind == "backup":
+    elif kind == SyncKind.BACKUP:
         compute = st.expected_max_step(m, c_arr, nn + p, dist, k=nn)
         step = compute + comm
         updates = 1 / step
         stale = zeros
         total = nn + p + zeros
         wasted = p / (nn + p) + zeros
-    elif kind == "asp":
+    elif kind == SyncKind.ASP:
         compute = m + zeros
         step = compute + comm
         updates = nn / step
         stale = frac_others + zeros
-    elif kind == "ssp":
+    elif kind == SyncKind.SSP:
         compute = st.expected_max_of_sum(p + 1, nn, m, c_arr, dist)
         step = compute + comm
         updates = nn / step
         stale = p / 2 * frac_others + zeros
-    elif kind == "local":
+    elif kind == SyncKind.LOCAL:
         compute = st.expected_max_of_sum(p, nn, m, c_arr, dist)
         step = compute + comm / p
         updates = 1 / step

@@ -43,25 +43,14 @@ from typing import Any
 
 import numpy as np
 
+from scalemodel.choices import Recompute, codes
 from scalemodel.errors import InputError
 
 ArrayLike = Any  # float | np.ndarray; kept loose so callers can pass numbers or arrays
 
-RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
-
-
 def recompute_code(value: ArrayLike) -> np.ndarray:
-    """Map "none"/"selective"/"full" (or the codes 0/1/2, or an array of codes) to an int array."""
-    if isinstance(value, str):
-        if value not in RECOMPUTE_CODES:
-            raise InputError(f"unknown recompute mode {value!r}", where="recompute",
-                             allowed="none, selective, full")
-        return np.asarray(RECOMPUTE_CODES[value])
-    code = np.asarray(value)
-    if code.dtype.kind not in "iub" or np.any((code < 0) | (code > 2)):
-        raise InputError("recompute codes must be 0 (none), 1 (selective) or 2 (full)",
-                         where="recompute", allowed="none, selective, full")
-    return code.astype(int)
+    """Recompute mode(s) as labels or :class:`~scalemodel.choices.Recompute` codes -> int array."""
+    return codes(Recompute, value, "recompute")
 
 
 def _arr(name: str, value: ArrayLike, *, minimum: float = 0.0, strict: bool = True) -> np.ndarray:
@@ -272,7 +261,7 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
     fwd = forward_flops(sh, seq_len) * n
     layers_fwd = fwd - logits_flops(sh, seq_len) * n
     core = attention_core_flops(sh, seq_len) * sh.layers * n
-    extra = np.where(code == 2, layers_fwd, np.where(code == 1, core, 0.0))
+    extra = np.where(code == Recompute.FULL, layers_fwd, np.where(code == Recompute.SELECTIVE, core, 0.0))
     model = 3.0 * fwd
     return StepFlops(forward=fwd, model=model, hardware=model + extra, recompute=extra)
 
@@ -285,7 +274,7 @@ def generic_training_flops(flops_per_sample: ArrayLike, samples: ArrayLike,
     """
     fwd = _arr("flops_per_sample", flops_per_sample) * _arr("samples", samples)
     code = recompute_code(recompute)
-    extra = np.where(code == 2, fwd, 0.0)
+    extra = np.where(code == Recompute.FULL, fwd, 0.0)
     model = (1.0 + _arr("backward_factor", backward_factor)) * fwd
     return StepFlops(forward=fwd, model=model, hardware=model + extra, recompute=extra)
 

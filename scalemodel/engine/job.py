@@ -12,19 +12,30 @@ from typing import Any
 
 import numpy as np
 
+from scalemodel.choices import (
+    Algorithm,
+    Assignment,
+    Compression,
+    CompressionKind,
+    DpComm,
+    Precision,
+    Recompute,
+    Schedule,
+    ScheduleKind,
+    SyncKind,
+    Zero,
+    parse_compression,
+    parse_dp_comm,
+    parse_schedule,
+    parse_sync,
+)
 from scalemodel.cost.network import Network
 from scalemodel.errors import InputError
 
-ZERO_CODES = {"0": 0, "1": 1, "2": 2, "3": 3, "fsdp": 4}
-RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
-ALGORITHMS = ("auto", "ring", "tree", "rhd", "rd", "direct", "hierarchical")
-ELEM_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
-# Compression codes: 0 none, 1 fp16/bf16 cast, 2 int8, 5 top-k sparsification.
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
 DDP_BUCKET_BYTES = 25e6
 #: DeepSpeed ZeRO's reduce_bucket_size default, 5e8 elements (hardware_and_formats.md §5.3).
 DEEPSPEED_BUCKET_ELEMENTS = 5e8
-COMPRESSION_CODES = {"none": 0, "fp16": 1, "bf16": 1, "int8": 2, "topk": 5}
 
 
 @dataclass(frozen=True)
@@ -74,8 +85,8 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     precision = training.precision
     peak = acc.peak(precision)
     curve = acc.compute_efficiency or compute.default_efficiency(acc.family if acc.family != "other" else acc.name)
-    elem = ELEM_BYTES[precision] if precision != "fp8" else 2.0  # fp8 GEMMs keep 16-bit activations
-    grad_bytes = training.grad_bytes_per_param or (4.0 if precision in ("fp32", "tf32") else 2.0)
+    elem = Precision.parse(precision).element_bytes
+    grad_bytes = training.grad_bytes_per_param or Precision.parse(precision).gradient_bytes
     seq = training.seq_len or getattr(workload, "seq_len", 1) or 1
     if workload.kind == "transformer":
         moe = workload.moe
@@ -136,17 +147,17 @@ class StrategyGrid:
     ep: np.ndarray
     micro_batch: np.ndarray
     global_batch: np.ndarray  # sequences (samples) per step
-    schedule: np.ndarray  # scalemodel.cost.pipeline.SCHEDULE_CODES
+    schedule: np.ndarray  # choices.ScheduleKind codes
     virtual_stages: np.ndarray
-    zero: np.ndarray  # ZERO_CODES
-    recompute: np.ndarray  # RECOMPUTE_CODES
+    zero: np.ndarray  # choices.Zero codes
+    recompute: np.ndarray  # choices.Recompute codes
     sequence_parallel: np.ndarray  # bool
     overlap: np.ndarray  # bool: DP communication overlapped with backward
-    compression: np.ndarray  # COMPRESSION_CODES
+    compression: np.ndarray  # choices.CompressionKind codes
     topk_ratio: np.ndarray  # kept fraction for top-k
     ps_servers: np.ndarray  # 0 = all-reduce, K > 0 = parameter server with K servers
     ps_colocated: np.ndarray  # bool
-    algorithm: np.ndarray  # index into ALGORITHMS
+    algorithm: np.ndarray  # choices.Algorithm codes
     dynamic_assignment: np.ndarray  # bool: micro-batches pulled from a shared queue
     bucket_bytes: np.ndarray  # gradient bucket of the DP synchronisation; 0 = the framework's default
     flash_attention: np.ndarray  # bool: fused attention, no s x s score matrix
@@ -174,27 +185,24 @@ class StrategyGrid:
 
     def describe(self, i: int) -> dict[str, Any]:
         """Candidate i (flat position) as the strategy dict of the JSON output."""
-        from scalemodel.cost.pipeline import SCHEDULE_CODES
-
         if self.gpus.ndim != 1 or self.gpus.size != self.size:
             return self.take(np.asarray([i])).describe(0)
 
-        sched = {v: k for k, v in SCHEDULE_CODES.items()}[int(self.schedule[i])]
-        v = int(self.virtual_stages[i])
-        comp = {v2: k for k, v2 in COMPRESSION_CODES.items() if k != "bf16"}[int(self.compression[i])]
+        sched = ScheduleKind.of(self.schedule[i])
+        comp = CompressionKind.of(self.compression[i])
         ps = int(self.ps_servers[i])
         return {
             "gpus": int(self.gpus[i]), "dp": int(self.dp[i]), "tp": int(self.tp[i]), "pp": int(self.pp[i]),
             "cp": int(self.cp[i]), "ep": int(self.ep[i]), "micro_batch": int(self.micro_batch[i]),
             "global_batch": int(self.global_batch[i]),
-            "schedule": f"{sched}:{v}" if sched == "interleaved" else sched,
-            "zero": {v2: k for k, v2 in ZERO_CODES.items()}[int(self.zero[i])],
-            "recompute": {v2: k for k, v2 in RECOMPUTE_CODES.items()}[int(self.recompute[i])],
+            "schedule": Schedule(sched, int(self.virtual_stages[i])).label,
+            "zero": Zero.of(self.zero[i]).label,
+            "recompute": Recompute.of(self.recompute[i]).label,
             "sequence_parallel": bool(self.sequence_parallel[i]), "overlap": bool(self.overlap[i]),
-            "compression": f"topk:{float(self.topk_ratio[i]):g}" if comp == "topk" else comp,
-            "dp_comm": (f"ps:{ps}" + (":colocated" if bool(self.ps_colocated[i]) else "")) if ps else "allreduce",
-            "algorithm": ALGORITHMS[int(self.algorithm[i])],
-            "assignment": "dynamic" if bool(self.dynamic_assignment[i]) else "static",
+            "compression": Compression(comp, float(self.topk_ratio[i])).label,
+            "dp_comm": DpComm(ps, bool(self.ps_colocated[i])).label,
+            "algorithm": Algorithm.of(self.algorithm[i]).label,
+            "assignment": Assignment.of(self.dynamic_assignment[i]).label,
             "dispatch_overhead_s": float(self.dispatch_overhead[i]),
             "bucket_bytes": float(self.bucket_bytes[i]) or None,  # None: the framework's default
             "flash_attention": bool(self.flash_attention[i]),
@@ -206,9 +214,10 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
 
     Shapes are kept (not materialised): pass axis-shaped arrays for a cartesian product.
     """
-    defaults: dict[str, Any] = dict(cp=1, ep=1, schedule=0, virtual_stages=1, zero=0, recompute=0,
-                                    sequence_parallel=False, overlap=True, compression=0, topk_ratio=1.0,
-                                    ps_servers=0, ps_colocated=False, algorithm=0, dynamic_assignment=False,
+    defaults: dict[str, Any] = dict(cp=1, ep=1, schedule=ScheduleKind.ONE_F_ONE_B, virtual_stages=1, zero=Zero.NONE,
+                                    recompute=Recompute.NONE, sequence_parallel=False, overlap=True,
+                                    compression=CompressionKind.NONE, topk_ratio=1.0, ps_servers=0,
+                                    ps_colocated=False, algorithm=Algorithm.AUTO, dynamic_assignment=False,
                                     dispatch_overhead=0.0, bucket_bytes=0.0, flash_attention=True)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
@@ -230,8 +239,6 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
 
 def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> StrategyGrid:
     """One candidate from a StrategySpec + TrainingSpec at ``gpus`` GPUs (DP derived when not given)."""
-    from scalemodel.cost.pipeline import SCHEDULE_CODES
-
     tp, pp, cp, ep = strategy.tp, strategy.pp, strategy.cp, strategy.ep
     model_parallel = tp * pp * cp
     if strategy.dp is None:
@@ -244,8 +251,9 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         if dp * model_parallel != gpus:
             raise InputError(f"dp x tp x pp x cp = {dp * model_parallel} but --gpus is {gpus}", where="--dp",
                              allowed="dp = gpus / (tp pp cp), or leave --dp out to derive it")
-    if strategy.sync.startswith("hier:"):
-        group = int(strategy.sync.split(":")[1])
+    sync = parse_sync(strategy.sync)
+    if sync.kind == SyncKind.HIER:
+        group = sync.param
         if group < 1 or dp % group:
             raise InputError(f"hier group size {group} does not divide dp = {dp}", where="--sync",
                              allowed=f"hier:G with G a divisor of {dp} (G counts data-parallel replicas)")
@@ -256,17 +264,16 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
                              where="--ep", allowed="an EP degree dividing both dp and the number of experts")
     micro = training.micro_batch
     global_batch = training.global_batch or dp * micro
-    comp = strategy.compression
-    comp_code = COMPRESSION_CODES["topk" if comp.startswith("topk") else comp]
-    ratio = float(comp.split(":", 1)[1]) if comp.startswith("topk") else 1.0
-    ps = strategy.dp_comm
-    ps_k = int(ps.split(":")[1]) if ps.startswith("ps:") else 0
+    comp = parse_compression(strategy.compression)
+    ps = parse_dp_comm(strategy.dp_comm)
+    schedule = parse_schedule(strategy.schedule)
     return grid_from_arrays(
         gpus=gpus, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, micro_batch=micro, global_batch=global_batch,
-        schedule=SCHEDULE_CODES[strategy.schedule_kind], virtual_stages=strategy.virtual_stages,
-        zero=ZERO_CODES[strategy.zero], recompute=RECOMPUTE_CODES[strategy.recompute],
-        sequence_parallel=strategy.sequence_parallel, overlap=strategy.overlap, compression=comp_code,
-        topk_ratio=ratio, ps_servers=ps_k, ps_colocated=ps.endswith(":colocated"),
-        algorithm=ALGORITHMS.index(strategy.algorithm), dynamic_assignment=strategy.assignment == "dynamic",
+        schedule=schedule.kind, virtual_stages=schedule.virtual_stages,
+        zero=Zero.parse(strategy.zero), recompute=Recompute.parse(strategy.recompute),
+        sequence_parallel=strategy.sequence_parallel, overlap=strategy.overlap, compression=comp.kind,
+        topk_ratio=comp.topk_ratio, ps_servers=ps.servers, ps_colocated=ps.colocated,
+        algorithm=Algorithm.parse(strategy.algorithm),
+        dynamic_assignment=Assignment.parse(strategy.assignment) == Assignment.DYNAMIC,
         dispatch_overhead=strategy.dispatch_overhead, bucket_bytes=strategy.bucket_size or 0.0,
         flash_attention=strategy.flash_attention)

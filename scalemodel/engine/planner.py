@@ -31,8 +31,6 @@ in the algorithm are variants of one plan); every candidate is still evaluated a
 from __future__ import annotations
 
 import math
-import operator
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -40,149 +38,19 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.engine.job import ALGORITHMS, RECOMPUTE_CODES, Job, StrategyGrid, grid_from_arrays
+from scalemodel.choices import Algorithm, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
+from scalemodel.engine.job import Job, StrategyGrid, grid_from_arrays
 from scalemodel.engine.predict import Prediction, result_at
 from scalemodel.engine.step import BREAKDOWN_KEYS, REASON_KEYS, evaluate
 from scalemodel.errors import InputError
+from scalemodel.specs.constraints import Constraints, normalize_constraints
+from scalemodel.specs.constraints import keep as allowed_by
 
 OBJECTIVES = ("throughput", "time-to-train", "cost")
 #: Candidates per evaluate() call: bounds memory (a few hundred MB) and paces the progress bar.
 CHUNK_CANDIDATES = 400_000
-ZERO_STAGES = (0, 1, 2, 3)
-SCHEDULE_NAMES = {"1f1b": 0, "interleaved": 1, "gpipe": 2, "zb": 3}
-
-_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "<=": operator.le, ">=": operator.ge, "!=": operator.ne, "==": operator.eq, "=": operator.eq,
-    "<": operator.lt, ">": operator.gt}
-_NUMERIC_KEYS = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages", "zero")
-_ALIASES = {"mb": "micro_batch", "micro-batch": "micro_batch", "microbatch": "micro_batch",
-            "sp": "sequence_parallel", "sequence-parallel": "sequence_parallel", "algo": "algorithm",
-            "v": "virtual_stages", "virtual-stages": "virtual_stages", "mem": "memory",
-            "memory_per_gpu": "memory"}
-CONSTRAINT_KEYS = (*_NUMERIC_KEYS, "recompute", "schedule", "sequence_parallel", "algorithm", "sync", "memory")
-_CONSTRAINT_ALLOWED = (f"KEY OP VALUE with KEY one of {', '.join(CONSTRAINT_KEYS)} and OP one of "
-                       "<=, >=, <, >, =, != (e.g. tp<=8, pp=1, zero<=1, memory<=60GB, schedule=1f1b, "
-                       "recompute=none)")
-_CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_\-]+)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*?)\s*$")
-
-Constraints = dict[str, list[tuple[str, Any]]]
-
-
-class _Parsed(dict):  # type: ignore[type-arg]
-    """Marks a constraint dict whose values are already parsed (normalising it again is a no-op)."""
-
-
-# --------------------------------------------------------------------------------------------
-# constraints
-
-
-def parse_constraints(texts: Sequence[str] | None, where: str = "--constraint") -> Constraints:
-    """Parse ``KEY OP VALUE`` strings (``tp<=8``, ``memory<=60GB``, ``schedule=1f1b``) into a dict
-    {key: [(op, value), ...]}; raise InputError naming the bad one."""
-    out: Constraints = {}
-    for text in texts or []:
-        for part in str(text).split(","):
-            if not part.strip():
-                continue
-            mt = _CONSTRAINT_RE.match(part)
-            if not mt:
-                raise InputError(f"cannot read constraint {part.strip()!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
-            key, op, value = mt.group(1).lower(), mt.group(2), mt.group(3)
-            key = _ALIASES.get(key, key.replace("-", "_"))
-            out.setdefault(key, []).append((op, value))
-    return normalize_constraints(out, where=where)
-
-
-def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--constraint") -> Constraints:
-    """Validate a constraint dict. Values may be a bare value (equality), an (op, value) pair or a
-    list of pairs; string values are parsed (names, integers, byte quantities)."""
-    if isinstance(constraints, _Parsed):
-        return constraints
-    out: Constraints = _Parsed()
-    for raw_key, spec in (constraints or {}).items():
-        key = _ALIASES.get(str(raw_key).lower(), str(raw_key).lower().replace("-", "_"))
-        if key not in CONSTRAINT_KEYS:
-            raise InputError(f"unknown constraint key {raw_key!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
-        if isinstance(spec, list):
-            pairs = spec
-        elif isinstance(spec, tuple) and len(spec) == 2 and spec[0] in _OPS:
-            pairs = [spec]
-        else:
-            pairs = [("=", spec)]
-        for op, value in pairs:
-            if op not in _OPS:
-                raise InputError(f"unknown operator {op!r} in constraint on {key}", where=where,
-                                 allowed=_CONSTRAINT_ALLOWED)
-            out.setdefault(key, []).append((op, _constraint_value(key, op, value, where)))
-    return out
-
-
-def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
-    # already-parsed values (codes, byte counts, schedule pairs) pass through unchanged
-    if key == "schedule" and isinstance(value, tuple) and len(value) == 2 and value[0] in SCHEDULE_NAMES.values():
-        return value
-    if key in ("recompute", "algorithm") and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        if 0 <= int(value) < (len(RECOMPUTE_CODES) if key == "recompute" else len(ALGORITHMS)):
-            return int(value)
-    if key == "memory" and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    if key == "sequence_parallel" and isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    label = f"{key}{op}{value}"
-    if key in _NUMERIC_KEYS:
-        try:
-            v = int(text)
-        except ValueError:
-            raise InputError(f"constraint {label!r} needs an integer", where=where,
-                             allowed=_CONSTRAINT_ALLOWED) from None
-        return v
-    if key == "recompute":
-        if text not in RECOMPUTE_CODES:
-            raise InputError(f"unknown recompute {value!r} in {label!r}", where=where,
-                             allowed="none | selective | full")
-        return RECOMPUTE_CODES[text]
-    if key == "memory":
-        from scalemodel.units import parse_quantity
-
-        try:
-            raw = str(value).strip()
-            return float(parse_quantity(raw if not raw.replace(".", "").isdigit() else f"{raw} B", "bytes"))
-        except InputError as exc:
-            raise InputError(f"bad memory in {label!r}: {exc.what}", where=where, allowed="a size, e.g. 60GB") from None
-    if op not in ("=", "==", "!="):
-        raise InputError(f"{key} takes = or != only, got {label!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
-    if key == "sequence_parallel":
-        truth = {"true": True, "on": True, "yes": True, "1": True,
-                 "false": False, "off": False, "no": False, "0": False}
-        if text not in truth:
-            raise InputError(f"bad value in {label!r}", where=where, allowed="true | false")
-        return truth[text]
-    if key == "schedule":
-        name, _, vtext = text.partition(":")
-        if name not in SCHEDULE_NAMES or (vtext and (name != "interleaved" or not vtext.isdigit())):
-            raise InputError(f"unknown schedule {value!r} in {label!r}", where=where,
-                             allowed="1f1b | interleaved | interleaved:V | gpipe | zb")
-        return (SCHEDULE_NAMES[name], int(vtext) if vtext else None)
-    if key == "algorithm":
-        if text not in ALGORITHMS:
-            raise InputError(f"unknown algorithm {value!r} in {label!r}", where=where, allowed=" | ".join(ALGORITHMS))
-        return ALGORITHMS.index(text)
-    # sync
-    from scalemodel.cost.sync import parse_sync
-
-    try:
-        return parse_sync(text).label()
-    except InputError as exc:
-        raise InputError(exc.what, where=where, allowed=exc.allowed) from None
-
-
-def _keep(values: np.ndarray, pairs: list[tuple[str, Any]]) -> np.ndarray:
-    ok = np.ones(np.shape(values), dtype=bool)
-    for op, v in pairs:
-        ok &= _OPS[op](values, v)
-    return ok
-
+#: ZeRO stages the planner searches.
+ZERO_STAGES = (Zero.NONE, Zero.OPTIMIZER, Zero.GRADIENTS, Zero.PARAMETERS)
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -213,7 +81,7 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     for name, axis in (("tp", "tp_c"), ("pp", "pp_c"), ("cp", "cp_c"), ("ep", "ep_c")):
         if name in c:
             arr = {"tp_c": tp_c, "pp_c": pp_c, "cp_c": cp_c, "ep_c": ep_c}[axis]
-            arr = arr[_keep(arr, c[name])]
+            arr = arr[allowed_by(arr, c[name])]
             if axis == "tp_c":
                 tp_c = arr
             elif axis == "pp_c":
@@ -231,7 +99,7 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     if job.is_transformer and int(job.shape.moe_experts) > 0:
         ok &= int(job.shape.moe_experts) % ep == 0
     if "dp" in c:
-        ok &= _keep(dp, c["dp"])
+        ok &= allowed_by(dp, c["dp"])
     tp, pp, cp, ep, dp = tp[ok], pp[ok], cp[ok], ep[ok], dp[ok]
 
     # micro-batches: powers of two dividing the per-replica batch (1 alone when dp does not divide B,
@@ -241,22 +109,24 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     mb_c = 2 ** np.arange(int(math.log2(top)) + 1)
     ok2 = (per_replica[:, None] % mb_c[None, :]) == 0
     if "micro_batch" in c:
-        ok2 &= _keep(mb_c, c["micro_batch"])[None, :]
+        ok2 &= allowed_by(mb_c, c["micro_batch"])[None, :]
     li, mi = np.nonzero(ok2)
     tp, pp, cp, ep, dp, mb = tp[li], pp[li], cp[li], ep[li], dp[li], mb_c[mi]
 
     # schedules: (code, v); only 1f1b without a pipeline, interleaved:v needs layers % (pp v) == 0
     vs = np.arange(2, max(layers, 2) + 1)
-    sched = np.concatenate([np.asarray([0, 2, 3]), np.ones(len(vs), dtype=np.int64)])
-    virt = np.concatenate([np.ones(3, dtype=np.int64), vs])
-    ok3 = (pp[:, None] > 1) | (sched[None, :] == 0)
-    ok3 &= (sched[None, :] != 1) | (layers % (pp[:, None] * virt[None, :]) == 0)
+    flat_kinds = [ScheduleKind.ONE_F_ONE_B, ScheduleKind.GPIPE, ScheduleKind.ZERO_BUBBLE]
+    sched = np.concatenate([np.asarray(flat_kinds, dtype=np.int64),
+                            np.full(len(vs), ScheduleKind.INTERLEAVED, dtype=np.int64)])
+    virt = np.concatenate([np.ones(len(flat_kinds), dtype=np.int64), vs])
+    ok3 = (pp[:, None] > 1) | (sched[None, :] == ScheduleKind.ONE_F_ONE_B)
+    ok3 &= (sched[None, :] != ScheduleKind.INTERLEAVED) | (layers % (pp[:, None] * virt[None, :]) == 0)
     if "schedule" in c:
         for op, (code, v) in c["schedule"]:
             match = (sched == code) & ((virt == v) if v is not None else True)
             ok3 &= (match if op in ("=", "==") else ~match)[None, :]
     if "virtual_stages" in c:
-        ok3 &= _keep(virt, c["virtual_stages"])[None, :]
+        ok3 &= allowed_by(virt, c["virtual_stages"])[None, :]
     ci, si = np.nonzero(ok3)
     return {"dp": dp[ci], "tp": tp[ci], "pp": pp[ci], "cp": cp[ci], "ep": ep[ci], "micro_batch": mb[ci],
             "schedule": sched[si], "virtual_stages": virt[si]}
@@ -264,17 +134,18 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
 
 def _axes(job: Job, c: Constraints) -> dict[str, np.ndarray]:
     zero = np.asarray(ZERO_STAGES)
-    rec = np.asarray([0, 1, 2]) if job.is_transformer else np.asarray([0, 2])
+    # selective recompute has no meaning for a generic model
+    rec = np.asarray([r for r in Recompute if job.is_transformer or r != Recompute.SELECTIVE])
     sp = np.asarray([False, True]) if job.is_transformer else np.asarray([False])
-    algo = np.arange(len(ALGORITHMS))
+    algo = np.asarray(list(Algorithm))
     if "zero" in c:
-        zero = zero[_keep(zero, c["zero"])]
+        zero = zero[allowed_by(zero, c["zero"])]
     if "recompute" in c:
-        rec = rec[_keep(rec, c["recompute"])]
+        rec = rec[allowed_by(rec, c["recompute"])]
     if "sequence_parallel" in c:
-        sp = sp[_keep(sp, c["sequence_parallel"])]
+        sp = sp[allowed_by(sp, c["sequence_parallel"])]
     if "algorithm" in c:
-        algo = algo[_keep(algo, c["algorithm"])]
+        algo = algo[allowed_by(algo, c["algorithm"])]
     return {"zero": zero, "recompute": rec, "sequence_parallel": sp, "algorithm": algo}
 
 
@@ -383,10 +254,8 @@ class _Pick:
 
 def _for_sync(cfg: dict[str, np.ndarray], sync: str) -> dict[str, np.ndarray]:
     """Configurations a sync mode applies to: hier:G needs G to divide the data-parallel degree."""
-    from scalemodel.cost.sync import parse_sync
-
     strat = parse_sync(sync)
-    if strat.kind != "hier":
+    if strat.kind != SyncKind.HIER:
         return cfg
     ok = cfg["dp"] % strat.param == 0
     return {k: v[ok] for k, v in cfg.items()}
@@ -443,12 +312,10 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         raise InputError(f"cluster {job.cluster_name} has no price per GPU-hour", where="--objective",
                          allowed="throughput | time-to-train, or --set cluster.price_per_gpu_hour=2.5USD/h")
     c = normalize_constraints(constraints)
-    from scalemodel.cost.sync import parse_sync
-
     modes = []
     for s in sync_modes:
         label = parse_sync(s).label()
-        if "sync" not in c or _keep(np.asarray([0]), [(op, 0 if v == label else 1) for op, v in c["sync"]])[0]:
+        if "sync" not in c or allowed_by(np.asarray([0]), [(op, 0 if v == label else 1) for op, v in c["sync"]])[0]:
             modes.append(label)
     mem_limit = [v for op, v in c.get("memory", [])]
     all_cfg = configurations(job, gpus, global_batch, c)
@@ -476,7 +343,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             feasible = np.asarray(res.feasible)
             ok = feasible & valid
             if mem_limit:
-                over = ok & ~_keep(np.asarray(res.memory["total"]), c["memory"])
+                over = ok & ~allowed_by(np.asarray(res.memory["total"]), c["memory"])
                 over_limit += int(np.count_nonzero(over))
                 ok &= ~over
             evaluated += int(np.count_nonzero(valid))

@@ -45,35 +45,51 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
+from scalemodel.choices import Algorithm, CompressionKind, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import pipeline
-from scalemodel.engine.job import ALGORITHMS, Job, StrategyGrid
+from scalemodel.engine.job import Job, StrategyGrid
 
 #: Bytes moved per parameter by a mixed-precision Adam step: read fp32 master, m, v and the gradient,
 #: write master, m, v and the 16-bit weight copy (= 2 K + grad + 2 with K = 12 state bytes).
 WEIGHT_COPY_BYTES = 2.0
 
-INFEASIBLE_REASONS = {
-    1: "gpus not divisible by tp x pp x cp, or dp x tp x pp x cp != gpus",
-    2: "global batch not divisible by dp x micro-batch",
-    3: "layers not divisible by pp x virtual stages",
-    4: "heads not divisible by tp",
-    5: "expert parallelism must divide dp and the number of experts",
-    6: "sequence length not divisible by cp (x2 for load-balanced ring attention)",
-    7: "interleaved schedule needs v >= 2 and micro-batches divisible by pp",
-    8: "model parallelism (tp/pp/cp/ep > 1) needs a transformer workload",
-    9: "more GPUs than the cluster has",
-    10: "does not fit in accelerator memory",
-    11: "parameter server needs all-reduce-free DP (no ZeRO, no top-k)",
-}
-REASON_KEYS = {1: "gpus_not_divisible", 2: "batch_not_divisible", 3: "layers_not_divisible",
-               4: "heads_not_divisible", 5: "expert_parallel_invalid", 6: "seq_not_divisible",
-               7: "interleave_invalid", 8: "model_parallel_needs_transformer", 9: "exceeds_cluster",
-               10: "out_of_memory", 11: "ps_incompatible"}
+class Infeasible(IntEnum):
+    """Why a candidate cannot run: a code (0 = feasible), a JSON key and a sentence."""
+
+    key: str
+    text: str
+
+    def __new__(cls, code: int, key: str, text: str) -> Infeasible:
+        obj = int.__new__(cls, code)
+        obj._value_ = code
+        obj.key = key
+        obj.text = text
+        return obj
+
+    GPUS_NOT_DIVISIBLE = 1, "gpus_not_divisible", "gpus not divisible by tp x pp x cp, or dp x tp x pp x cp != gpus"
+    BATCH_NOT_DIVISIBLE = 2, "batch_not_divisible", "global batch not divisible by dp x micro-batch"
+    LAYERS_NOT_DIVISIBLE = 3, "layers_not_divisible", "layers not divisible by pp x virtual stages"
+    HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", "heads not divisible by tp"
+    EXPERT_PARALLEL_INVALID = 5, "expert_parallel_invalid", (
+        "expert parallelism must divide dp and the number of experts")
+    SEQ_NOT_DIVISIBLE = 6, "seq_not_divisible", (
+        "sequence length not divisible by cp (x2 for load-balanced ring attention)")
+    INTERLEAVE_INVALID = 7, "interleave_invalid", "interleaved schedule needs v >= 2 and micro-batches divisible by pp"
+    MODEL_PARALLEL_NEEDS_TRANSFORMER = 8, "model_parallel_needs_transformer", (
+        "model parallelism (tp/pp/cp/ep > 1) needs a transformer workload")
+    EXCEEDS_CLUSTER = 9, "exceeds_cluster", "more GPUs than the cluster has"
+    OUT_OF_MEMORY = 10, "out_of_memory", "does not fit in accelerator memory"
+    PS_INCOMPATIBLE = 11, "ps_incompatible", "parameter server needs all-reduce-free DP (no ZeRO, no top-k)"
+
+
+INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
+REASON_KEYS = {int(r): r.key for r in Infeasible}
 
 BREAKDOWN_KEYS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble", "dp_comm", "optimizer",
                   "straggler", "imbalance")
@@ -86,7 +102,7 @@ class StepArrays:
     step_time: np.ndarray
     breakdown: dict[str, np.ndarray]
     feasible: np.ndarray
-    reason: np.ndarray  # 0 when feasible, else a key of INFEASIBLE_REASONS
+    reason: np.ndarray  # 0 when feasible, else an Infeasible code
     microbatches: np.ndarray
     tokens_per_s: np.ndarray
     samples_per_s: np.ndarray
@@ -114,11 +130,11 @@ def _collective(op: str, size: np.ndarray, ranks: np.ndarray, job: Job, stride: 
     codes = np.unique(algorithm) if algorithm is not None else np.asarray([0])
     if len(codes) == 1:
         return np.asarray(coll.collective_time(op, size, ranks, job.network, stride=stride,
-                                               algorithm=ALGORITHMS[int(codes[0])]), dtype=float)
+                                               algorithm=Algorithm.of(codes[0]).label), dtype=float)
     assert algorithm is not None
     out = np.zeros(np.broadcast_shapes(np.shape(size), np.shape(ranks), np.shape(stride), np.shape(algorithm)))
     for code in codes:  # one vectorised call per algorithm in use (a handful), selected by broadcasting
-        t = coll.collective_time(op, size, ranks, job.network, stride=stride, algorithm=ALGORITHMS[int(code)])
+        t = coll.collective_time(op, size, ranks, job.network, stride=stride, algorithm=Algorithm.of(code).label)
         out = np.where(algorithm == code, t, out)
     return out
 
@@ -126,26 +142,32 @@ def _collective(op: str, size: np.ndarray, ranks: np.ndarray, job: Job, stride: 
 def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
     reason = np.zeros(g.shape, dtype=np.int64)
 
-    def flag(code: int, bad: Any) -> None:
+    R = Infeasible
+
+    def flag(code: Infeasible, bad: Any) -> None:
         nonlocal reason
         reason = np.where((reason == 0) & bad, code, reason)
 
-    flag(1, g.dp * g.tp * g.pp * g.cp != g.gpus)
-    flag(2, (g.global_batch % np.maximum(g.dp * g.micro_batch, 1) != 0) | (g.global_batch < g.dp * g.micro_batch))
+    flag(R.GPUS_NOT_DIVISIBLE, g.dp * g.tp * g.pp * g.cp != g.gpus)
+    per_step = g.dp * g.micro_batch
+    flag(R.BATCH_NOT_DIVISIBLE, (g.global_batch % np.maximum(per_step, 1) != 0) | (g.global_batch < per_step))
     if job.is_transformer:
         sh = job.shape
         layers = int(sh.layers)
-        v = np.where(g.schedule == 1, g.virtual_stages, 1)
-        flag(3, layers % (g.pp * v) != 0)
-        flag(4, (int(sh.heads) % g.tp != 0))
+        v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1)
+        flag(R.LAYERS_NOT_DIVISIBLE, layers % (g.pp * v) != 0)
+        flag(R.HEADS_NOT_DIVISIBLE, (int(sh.heads) % g.tp != 0))
         experts = int(sh.moe_experts)
-        flag(5, (g.ep > 1) & ((experts == 0) | (g.dp % g.ep != 0) | (experts % np.maximum(g.ep, 1) != 0)))
-        flag(6, (g.cp > 1) & (job.seq_len % (2 * g.cp) != 0))
-        flag(7, (g.schedule == 1) & ((g.virtual_stages < 2) | (m % g.pp != 0) | (g.pp < 2)))
+        bad_ep = (experts == 0) | (g.dp % g.ep != 0) | (experts % np.maximum(g.ep, 1) != 0)
+        flag(R.EXPERT_PARALLEL_INVALID, (g.ep > 1) & bad_ep)
+        flag(R.SEQ_NOT_DIVISIBLE, (g.cp > 1) & (job.seq_len % (2 * g.cp) != 0))
+        bad_v = (g.virtual_stages < 2) | (m % g.pp != 0) | (g.pp < 2)
+        flag(R.INTERLEAVE_INVALID, (g.schedule == ScheduleKind.INTERLEAVED) & bad_v)
     else:
-        flag(8, (g.tp > 1) | (g.pp > 1) | (g.cp > 1) | (g.ep > 1))
-    flag(9, g.gpus > job.max_gpus)
-    flag(11, (g.ps_servers > 0) & ((g.zero > 0) | (g.compression == 5)))
+        flag(R.MODEL_PARALLEL_NEEDS_TRANSFORMER, (g.tp > 1) | (g.pp > 1) | (g.cp > 1) | (g.ep > 1))
+    flag(R.EXCEEDS_CLUSTER, g.gpus > job.max_gpus)
+    topk = g.compression == CompressionKind.TOPK
+    flag(R.PS_INCOMPATIBLE, (g.ps_servers > 0) & ((g.zero > Zero.NONE) | topk))
     return reason
 
 
@@ -167,7 +189,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
             total = np.maximum(flops / (job.peak_flops * job.gemm_max),
                                traffic / (job.memory_bandwidth * job.memory_efficiency))
         fwd = total / (1.0 + job.generic_backward_factor)
-        recompute = np.where(g.recompute == 2, fwd, 0.0)
+        recompute = np.where(g.recompute == Recompute.FULL, fwd, 0.0)
         bwd = total - fwd
         zero = np.zeros_like(total)
         return {"total": total + recompute, "forward": fwd, "backward": bwd + recompute, "wgrad": bwd / 2,
@@ -217,7 +239,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray])
     ar = _collective("allreduce", act, g.tp, job, one)
     rs_ag = _collective("reducescatter", act, g.tp, job, one) + _collective("allgather", act, g.tp, job, one)
     per = np.where(g.sequence_parallel, rs_ag, ar)
-    fwd_count = np.where(g.recompute == 2, 4.0, 2.0)
+    fwd_count = np.where(g.recompute == Recompute.FULL, 4.0, 2.0)
     tp_fwd = L * fwd_count * per
     tp_bwd = np.maximum(L * 2.0 * per - comp["wgrad"], 0.0)
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd, 0.0)
@@ -235,7 +257,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray])
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p_bytes = act / g.tp
     p2p = _stage_boundary_time(job, g, p2p_bytes)
-    v = np.where(g.schedule == 1, g.virtual_stages, 1).astype(float)
+    v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
     pp = np.where(g.pp > 1, 2.0 * v * p2p, 0.0)
     return {"tp": tp, "cp": cp, "ep": ep, "pp": pp}
 
@@ -287,12 +309,13 @@ def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np
     selection reads the gradient 3 times (radix select) and decoding scatter-adds the dp - 1 payloads.
     """
     gb = job.grad_bytes
-    q = np.select([g.compression == 1, g.compression == 2], [min(2.0, gb), 1.0], default=gb)
+    q = np.select([g.compression == CompressionKind.FP16, g.compression == CompressionKind.INT8], [min(2.0, gb), 1.0],
+                  default=gb)
     mem_bw = job.memory_bandwidth * job.memory_efficiency
     quant_codec = np.where(q < gb, 2.0 * (gb + q) * elements / mem_bw, 0.0)
     pair = gb + 4.0
     topk_codec = (3.0 * gb + g.topk_ratio * pair * (1.0 + 2.0 * (g.dp - 1))) * elements / mem_bw
-    codec = np.where(g.compression == 5, topk_codec, quant_codec)
+    codec = np.where(g.compression == CompressionKind.TOPK, topk_codec, quant_codec)
     return q, codec
 
 
@@ -304,8 +327,8 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
     one wrapped layer. Compression shrinks the bytes on the wire, not the elements per bucket."""
     from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS
 
-    framework = np.where(g.zero == 4, layer_params,
-                         np.where(g.zero >= 1, DEEPSPEED_BUCKET_ELEMENTS, DDP_BUCKET_BYTES / job.grad_bytes))
+    deepspeed_or_ddp = np.where(g.zero >= Zero.OPTIMIZER, DEEPSPEED_BUCKET_ELEMENTS, DDP_BUCKET_BYTES / job.grad_bytes)
+    framework = np.where(g.zero == Zero.FSDP, layer_params, deepspeed_or_ddp)
     elements = np.where(g.bucket_bytes > 0, g.bucket_bytes / job.grad_bytes, framework)
     return np.maximum(elements * wire, 1.0)
 
@@ -335,7 +358,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     n_params = dense + expert
     q, codec = _wire_and_codec(job, g, n_params)
     edp = np.maximum(dp / g.ep, 1.0)
-    zero3 = g.zero >= 3
+    zero3 = g.zero >= Zero.PARAMETERS
     bucket = _bucket_bytes(job, g, comp, dense * shard / comp["layers_per_stage"], q)
 
     def bucketed(op: str, nbytes: Any, ranks: Any, stride_: Any, algorithm: Any = None,
@@ -350,7 +373,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     total = reduce(dense * q, dp, stride)
     if job.expert_params > 0:  # routed experts are replicated over dp/ep ranks only
         total = total + reduce(expert * q, edp, stride * g.ep)
-    topk = g.compression == 5
+    topk = g.compression == CompressionKind.TOPK
     if np.any(topk):
         # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
         per_rank = g.topk_ratio * n_params * (job.grad_bytes + 4.0)
@@ -400,10 +423,8 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     all-reduces of S/G over N/G ranks spaced G replicas apart), as a hierarchical all-reduce does.
     Both share one overlap window (the last backward). Every other mode syncs the whole DP group.
     """
-    from scalemodel.cost.sync import parse_sync
-
     strategy = parse_sync(sync)
-    if strategy.kind != "hier":
+    if strategy.kind != SyncKind.HIER:
         dp = _dp_comm(job, g, comp, m)
         exposed = _expose(g, comp, dp["grads"], dp["last_bucket"]) + dp["gathers_exposed"]
         return exposed, None, dp["grads"] + dp["gathers"]
@@ -420,7 +441,7 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
 def _optimizer_time(job: Job, g: StrategyGrid) -> np.ndarray:
     dense, expert = _params_per_gpu(job, g)
     local = dense + expert
-    sharded = np.where(g.zero >= 1, local / g.dp, local)
+    sharded = np.where(g.zero >= Zero.OPTIMIZER, local / g.dp, local)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     return sharded * bytes_per_param / (job.memory_bandwidth * job.memory_efficiency)
 
@@ -430,9 +451,9 @@ def _memory(job: Job, g: StrategyGrid, m: np.ndarray) -> dict[str, np.ndarray]:
     from scalemodel.cost import memory
 
     if not job.is_transformer:
-        ms = memory.model_state_bytes(job.params, dp=g.dp, zero_stage=np.minimum(g.zero, 3), weight_bytes=2.0,
+        ms = memory.model_state_bytes(job.params, dp=g.dp, zero_stage=g.zero, weight_bytes=2.0,
                                       grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param)
-        act = job.generic_activation_bytes * g.micro_batch * np.where(g.recompute == 2, 0.25, 1.0)
+        act = job.generic_activation_bytes * g.micro_batch * np.where(g.recompute == Recompute.FULL, 0.25, 1.0)
         frag = memory.DEFAULT_FRAGMENTATION * (ms.total + act)
         parts = {"weights": ms.weights, "gradients": ms.gradients, "optimizer": ms.optimizer, "activations": act,
                  "fragmentation": frag, "workspace": memory.DEFAULT_WORKSPACE + 0 * act}
@@ -440,8 +461,8 @@ def _memory(job: Job, g: StrategyGrid, m: np.ndarray) -> dict[str, np.ndarray]:
         rec = g.recompute
         br = memory.memory_per_gpu(
             job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, dp=g.dp, tp=g.tp, pp=g.pp, cp=g.cp,
-            ep=g.ep, zero_stage=np.minimum(g.zero, 3), recompute=rec, sequence_parallel=g.sequence_parallel,
-            num_microbatches=m, schedule=np.where(g.schedule == 3, 0, g.schedule), virtual_stages=g.virtual_stages,
+            ep=g.ep, zero_stage=g.zero, recompute=rec, sequence_parallel=g.sequence_parallel,
+            num_microbatches=m, schedule=g.schedule, virtual_stages=g.virtual_stages,
             weight_bytes=2.0, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
             flash_attention=g.flash_attention)
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
@@ -503,7 +524,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     step = sum(breakdown.values())  # identical to sres.step_time_s up to rounding; parts add up exactly
     memory = _memory(job, g, m)
     fits = memory["total"] <= job.memory_capacity
-    reason = np.where((reason == 0) & ~fits, 10, reason)
+    reason = np.where((reason == 0) & ~fits, Infeasible.OUT_OF_MEMORY, reason)
     flops = _flops(job, g)
     gpus = g.gpus.astype(float)
     samples = g.global_batch.astype(float)

@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
-import re
-from typing import Literal
+from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator
 
+from scalemodel.choices import (
+    Algorithm,
+    Assignment,
+    Choice,
+    Precision,
+    Recompute,
+    Schedule,
+    Zero,
+    parse_compression,
+    parse_dp_comm,
+    parse_schedule,
+    parse_sync,
+)
 from scalemodel.specs.base import Spec
 from scalemodel.specs.quantities import Bytes, Count, SecondsOrZero
 
-TrainPrecision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
+
+def _labels(cls: type[Choice]) -> WithJsonSchema:
+    return WithJsonSchema({"enum": cls.labels(), "type": "string"})
+
+
+# Text fields holding one of a choice's labels, validated and normalised by choices.py.
+TrainPrecision = Annotated[str, BeforeValidator(Precision.normalize), _labels(Precision)]
+ZeroText = Annotated[str, BeforeValidator(Zero.normalize), _labels(Zero)]
+RecomputeText = Annotated[str, BeforeValidator(Recompute.normalize), _labels(Recompute)]
+AssignmentText = Annotated[str, BeforeValidator(Assignment.normalize), _labels(Assignment)]
 
 
 class TrainingSpec(Spec):
@@ -31,20 +52,14 @@ class TrainingSpec(Spec):
         "data-dependent work); drives the load-imbalance term"))
 
 
-_SCHEDULE = re.compile(r"^(1f1b|gpipe|zb|interleaved)(?::(\d+))?$")
-_SYNC = re.compile(r"^(bsp|asp|backup:\d+|ssp:\d+|local:\d+|hier:\d+(?::\d+)?)$")
-_COMPRESSION = re.compile(r"^(none|fp16|bf16|int8|topk:(?:0?\.\d+|1(?:\.0+)?|\d+(?:\.\d+)?e-\d+))$")
-_DP_COMM = re.compile(r"^(allreduce|ps:[1-9]\d*(?::colocated|:dedicated)?)$")
-
-
 class StrategySpec(Spec):
     dp: int | None = Field(default=None, gt=0, description="data-parallel degree; default N / (tp pp cp)")
     tp: int = Field(default=1, gt=0)
     pp: int = Field(default=1, gt=0)
     cp: int = Field(default=1, gt=0)
     ep: int = Field(default=1, gt=0)
-    zero: Literal["0", "1", "2", "3", "fsdp"] = "0"
-    recompute: Literal["none", "selective", "full"] = "none"
+    zero: ZeroText = "0"
+    recompute: RecomputeText = "none"
     sequence_parallel: bool = False
     schedule: str = Field(default="1f1b", description="1f1b | interleaved:V | gpipe | zb")
     sync: str = Field(default="bsp", description="bsp | backup:B | asp | ssp:S | local:H | hier:G | hier:G:H")
@@ -57,60 +72,43 @@ class StrategySpec(Spec):
     bucket_size: Bytes | None = Field(default=None, description=(
         "gradient bucket per DP collective; default per framework: PyTorch DDP 25 MB (ZeRO 0), DeepSpeed "
         "reduce_bucket_size 5e8 elements (ZeRO 1-3), one layer (FSDP)"))
-    assignment: Literal["static", "dynamic"] = Field(
+    assignment: AssignmentText = Field(
         default="static", description="micro-batches split equally up front, or pulled from a shared queue")
     dispatch_overhead: SecondsOrZero = Field(default=0.0, description="scheduling cost per dynamically assigned task")
-
-    @field_validator("zero", mode="before")
-    @classmethod
-    def _zero(cls, v: object) -> object:
-        return str(v).lower() if isinstance(v, (int, str)) and not isinstance(v, bool) else v
 
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, v: str) -> str:
-        m = _SCHEDULE.match(v)
-        if m and m.group(1) == "interleaved" and int(m.group(2) or 0) < 2:
-            raise ValueError(f"schedule {v!r} needs V >= 2 virtual stages, e.g. interleaved:2")
-        if not m:
-            raise ValueError(f"unknown schedule {v!r}; use 1f1b, interleaved:V (V >= 2), gpipe or zb")
-        return v
+        return parse_schedule(v).label
 
     @field_validator("sync")
     @classmethod
     def _sync(cls, v: str) -> str:
-        if not _SYNC.match(v):
-            raise ValueError(f"unknown sync mode {v!r}; use bsp, backup:B, asp, ssp:S, local:H, hier:G or hier:G:H")
-        return v
+        return parse_sync(v, where="").label()
 
     @field_validator("compression")
     @classmethod
     def _compression(cls, v: str) -> str:
-        if not _COMPRESSION.match(v):
-            raise ValueError(f"unknown compression {v!r}; use none, fp16, int8 or topk:FRACTION (e.g. topk:0.01)")
-        return v
+        return parse_compression(v).label
 
     @field_validator("dp_comm")
     @classmethod
     def _dp_comm(cls, v: str) -> str:
-        if not _DP_COMM.match(v):
-            raise ValueError(f"unknown DP communication {v!r}; use allreduce or ps:K (K servers)")
-        return v
+        return parse_dp_comm(v).label
 
     @field_validator("algorithm")
     @classmethod
     def _algorithm(cls, v: str) -> str:
-        allowed = ("auto", "ring", "tree", "rhd", "rd", "direct", "hierarchical")
-        if v not in allowed:
-            raise ValueError(f"unknown collective algorithm {v!r}; use one of {', '.join(allowed)}")
-        return v
+        return Algorithm.normalize(v)
+
+    @property
+    def parsed_schedule(self) -> Schedule:
+        return parse_schedule(self.schedule)
 
     @property
     def virtual_stages(self) -> int:
-        m = _SCHEDULE.match(self.schedule)
-        return int(m.group(2)) if m and m.group(2) else 1
+        return self.parsed_schedule.virtual_stages
 
     @property
     def schedule_kind(self) -> str:
-        m = _SCHEDULE.match(self.schedule)
-        return m.group(1) if m else self.schedule
+        return self.parsed_schedule.kind.label

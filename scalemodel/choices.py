@@ -1,0 +1,368 @@
+"""The vocabulary: every enumerated strategy choice, named, coded and parsed once.
+
+Specs validate through these parsers, the engine and the planner put the integer codes into numpy
+arrays (an :class:`~enum.IntEnum` member *is* its code, so ``grid.zero >= Zero.THREE`` works on
+arrays), and reports turn codes back into the canonical spelling with ``Member.label``. Adding a
+choice means adding a member here and the formula that prices it; nothing else keeps a table of
+names or codes. Each bad spelling gets one error text, raised as :class:`InputError`.
+
+Parameterised choices (``interleaved:V``, ``topk:FRACTION``, ``ps:K[:colocated]``, ``hier:G[:H]``,
+``backup:B``, ...) parse into small frozen dataclasses that carry the kind and its parameters.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+from typing import Any, TypeVar
+
+import numpy as np
+
+from scalemodel.errors import InputError
+
+C = TypeVar("C", bound="Choice")
+
+
+class Choice(IntEnum):
+    """An enumerated choice: an integer code, a canonical label and accepted aliases."""
+
+    label: str
+    aliases: tuple[str, ...]
+
+    def __new__(cls, code: int, label: str, *aliases: str) -> Choice:
+        obj = int.__new__(cls, code)
+        obj._value_ = code
+        obj.label = label
+        obj.aliases = aliases
+        return obj
+
+    @classmethod
+    def of(cls: type[C], code: Any) -> C:
+        """The member whose integer code is ``code`` (a number or a 0-d array element)."""
+        return cls(int(code))  # type: ignore[call-arg]
+
+    @classmethod
+    def noun(cls) -> str:
+        return cls.__name__.lower()
+
+    @classmethod
+    def labels(cls) -> list[str]:
+        return [m.label for m in cls]
+
+    @classmethod
+    def allowed(cls) -> str:
+        names = cls.labels()
+        return "use " + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0])
+
+    @classmethod
+    def parse(cls: type[C], value: Any, where: str = "") -> C:
+        """The member spelled ``value`` (label or alias, case-insensitive; a member passes through)."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            text = value.strip().lower()
+            for m in cls:
+                if text == m.label or text in m.aliases:
+                    return m
+        raise InputError(f"unknown {cls.noun()} {value!r}", where=where, allowed=cls.allowed())
+
+    @classmethod
+    def normalize(cls, value: Any) -> str:
+        """Canonical label of ``value`` (for spec validators that keep the text form)."""
+        return cls.parse(value).label
+
+
+class Precision(Choice):
+    """Training precision of the GEMMs (and 16-bit activations under fp8, as Transformer Engine)."""
+
+    FP32 = 0, "fp32"
+    TF32 = 1, "tf32"
+    BF16 = 2, "bf16"
+    FP16 = 3, "fp16"
+    FP8 = 4, "fp8"
+
+    @property
+    def element_bytes(self) -> float:
+        """Bytes of an activation or weight element in compute (fp8 GEMMs keep 16-bit activations)."""
+        return 4.0 if self in (Precision.FP32, Precision.TF32) else 2.0
+
+    @property
+    def gradient_bytes(self) -> float:
+        """Default bytes of a communicated gradient element: fp32 for fp32/tf32 runs, else 16-bit."""
+        return 4.0 if self in (Precision.FP32, Precision.TF32) else 2.0
+
+
+class Zero(Choice):
+    """ZeRO stage (Rajbhandari et al. 2020) or PyTorch FSDP (Zhao et al. 2023, full sharding)."""
+
+    NONE = 0, "0"
+    OPTIMIZER = 1, "1"
+    GRADIENTS = 2, "2"
+    PARAMETERS = 3, "3"
+    FSDP = 4, "fsdp"
+
+    @classmethod
+    def noun(cls) -> str:
+        return "ZeRO stage"
+
+    @classmethod
+    def parse(cls, value: Any, where: str = "") -> Zero:
+        if isinstance(value, int) and not isinstance(value, (bool, Zero)):
+            value = str(value)
+        return super().parse(value, where)
+
+    @classmethod
+    def normalize(cls, value: Any) -> str:
+        return cls.parse(value).label
+
+
+def sharding_stage(zero: Any) -> Any:
+    """What is sharded, as the ZeRO stage number 0-3 (FSDP shards like ZeRO-3); arrays pass through."""
+    return np.minimum(zero, int(Zero.PARAMETERS))
+
+
+class Recompute(Choice):
+    """Activation recomputation (Korthikanti et al. 2022): none, the attention core, or every layer."""
+
+    NONE = 0, "none"
+    SELECTIVE = 1, "selective"
+    FULL = 2, "full"
+
+
+class ScheduleKind(Choice):
+    """Pipeline schedule (Narayanan et al. 2021 §2.2; Qi et al. 2024 for ZB-H1)."""
+
+    ONE_F_ONE_B = 0, "1f1b"
+    INTERLEAVED = 1, "interleaved"
+    GPIPE = 2, "gpipe"
+    ZERO_BUBBLE = 3, "zb"
+
+    @classmethod
+    def noun(cls) -> str:
+        return "schedule"
+
+
+class Algorithm(Choice):
+    """Collective algorithm for the data-parallel synchronisation (auto: NCCL's own choice)."""
+
+    AUTO = 0, "auto"
+    RING = 1, "ring"
+    TREE = 2, "tree"
+    RHD = 3, "rhd"
+    RD = 4, "rd"
+    DIRECT = 5, "direct"
+    HIERARCHICAL = 6, "hierarchical"
+
+    @classmethod
+    def noun(cls) -> str:
+        return "collective algorithm"
+
+
+class CompressionKind(Choice):
+    """Gradient compression on the wire: 16-bit cast, 8-bit quantisation, top-k sparsification."""
+
+    NONE = 0, "none"
+    FP16 = 1, "fp16", "bf16"
+    INT8 = 2, "int8"
+    TOPK = 3, "topk"
+
+    @classmethod
+    def noun(cls) -> str:
+        return "compression"
+
+
+class Assignment(Choice):
+    """Work assignment: equal shares fixed up front, or pulled from a shared queue."""
+
+    STATIC = 0, "static"
+    DYNAMIC = 1, "dynamic"
+
+
+class SyncKind(str, Enum):
+    """Synchronisation mode family (the parameters live in :class:`SyncMode`)."""
+
+    BSP = "bsp"
+    BACKUP = "backup"
+    ASP = "asp"
+    SSP = "ssp"
+    LOCAL = "local"
+    HIER = "hier"
+
+
+# --- parameterised choices ---------------------------------------------------------------------
+
+SCHEDULE_ALLOWED = "use 1f1b, interleaved:V (V >= 2), gpipe or zb"
+_INT = re.compile(r"^[0-9]{1,9}$")
+
+
+def _small_int(text: str) -> int | None:
+    """A plain ASCII decimal of at most 9 digits, else None (no signs, no Unicode digits)."""
+    return int(text) if _INT.match(text) else None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A pipeline schedule and its virtual stages per GPU (1 except for interleaved)."""
+
+    kind: ScheduleKind = ScheduleKind.ONE_F_ONE_B
+    virtual_stages: int = 1
+
+    @property
+    def label(self) -> str:
+        return f"interleaved:{self.virtual_stages}" if self.kind == ScheduleKind.INTERLEAVED else self.kind.label
+
+
+def parse_schedule(value: Any, where: str = "") -> Schedule:
+    """``1f1b | interleaved:V | gpipe | zb`` (V >= 2)."""
+    if isinstance(value, Schedule):
+        return value
+    text = str(value).strip().lower() if isinstance(value, str) else ""
+    name, sep, arg = text.partition(":")
+    kinds = {k.label: k for k in ScheduleKind}
+    if name in kinds and not sep and name != "interleaved":
+        return Schedule(kinds[name])
+    if name == "interleaved":
+        v = _small_int(arg) if sep else None
+        if v is None or v < 2:
+            raise InputError(f"schedule {value!r} needs V >= 2 virtual stages, e.g. interleaved:2", where=where,
+                             allowed=SCHEDULE_ALLOWED)
+        return Schedule(ScheduleKind.INTERLEAVED, v)
+    raise InputError(f"unknown schedule {value!r}", where=where, allowed=SCHEDULE_ALLOWED)
+
+
+COMPRESSION_ALLOWED = "use none, fp16, bf16, int8 or topk:FRACTION with 0 < FRACTION <= 1 (e.g. topk:0.01)"
+
+
+@dataclass(frozen=True)
+class Compression:
+    """Gradient compression and, for top-k, the kept fraction of the elements."""
+
+    kind: CompressionKind = CompressionKind.NONE
+    topk_ratio: float = 1.0
+
+    @property
+    def label(self) -> str:
+        return f"topk:{self.topk_ratio:g}" if self.kind == CompressionKind.TOPK else self.kind.label
+
+
+def parse_compression(value: Any, where: str = "") -> Compression:
+    """``none | fp16 | bf16 | int8 | topk:FRACTION`` (0 < FRACTION <= 1)."""
+    if isinstance(value, Compression):
+        return value
+    text = value.strip().lower() if isinstance(value, str) else ""
+    name, sep, arg = text.partition(":")
+    if name == "topk" and sep:
+        try:
+            ratio = float(arg) if re.fullmatch(r"[0-9.eE+-]{1,32}", arg) else math.nan
+        except ValueError:
+            ratio = math.nan
+        if not (0.0 < ratio <= 1.0):
+            raise InputError(f"top-k fraction in {value!r} must be in (0, 1]", where=where,
+                             allowed=COMPRESSION_ALLOWED)
+        return Compression(CompressionKind.TOPK, ratio)
+    if not sep and name != "topk":
+        for k in CompressionKind:
+            if name == k.label or name in k.aliases:
+                return Compression(k)
+    raise InputError(f"unknown compression {value!r}", where=where, allowed=COMPRESSION_ALLOWED)
+
+
+DP_COMM_ALLOWED = "use allreduce or ps:K[:colocated|:dedicated] (K >= 1 servers)"
+
+
+@dataclass(frozen=True)
+class DpComm:
+    """How data-parallel gradients are exchanged: all-reduce (servers = 0) or K parameter servers."""
+
+    servers: int = 0
+    colocated: bool = False
+
+    @property
+    def label(self) -> str:
+        if not self.servers:
+            return "allreduce"
+        return f"ps:{self.servers}" + (":colocated" if self.colocated else "")
+
+
+def parse_dp_comm(value: Any, where: str = "") -> DpComm:
+    """``allreduce | ps:K | ps:K:colocated | ps:K:dedicated``."""
+    if isinstance(value, DpComm):
+        return value
+    parts = value.strip().lower().split(":") if isinstance(value, str) else [""]
+    if parts == ["allreduce"]:
+        return DpComm()
+    if parts[0] == "ps" and len(parts) in (2, 3):
+        k = _small_int(parts[1])
+        place = parts[2] if len(parts) == 3 else "dedicated"
+        if k is not None and k >= 1 and place in ("colocated", "dedicated"):
+            return DpComm(k, place == "colocated")
+    raise InputError(f"unknown DP communication {value!r}", where=where, allowed=DP_COMM_ALLOWED)
+
+
+SYNC_ALLOWED = "bsp | backup:B | asp | ssp:S | local:H | hier:G | hier:G:H (B, S >= 0; H, G >= 1 integers)"
+
+
+@dataclass(frozen=True)
+class SyncMode:
+    """A parsed synchronisation strategy. ``param`` is B, S, H or G; ``period`` is H of hier:G:H."""
+
+    kind: str
+    param: int = 0
+    period: int = 0
+
+    def label(self) -> str:
+        if self.kind in (SyncKind.BSP, SyncKind.ASP):
+            return str(SyncKind(self.kind).value)
+        if self.kind == SyncKind.HIER and self.period:
+            return f"hier:{self.param}:{self.period}"
+        return f"{SyncKind(self.kind).value}:{self.param}"
+
+
+def parse_sync(text: Any, where: str = "--sync") -> SyncMode:
+    """Parse ``bsp|backup:B|asp|ssp:S|local:H|hier:G[:H]``; raise InputError on anything else."""
+    if isinstance(text, SyncMode):
+        return text
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"empty sync strategy {text!r}", where=where, allowed=SYNC_ALLOWED)
+    parts = text.strip().lower().split(":")
+    name, args = parts[0], parts[1:]
+    kinds = {k.value: k for k in SyncKind}
+    if name not in kinds:
+        raise InputError(f"unknown sync strategy {text!r}", where=where, allowed=SYNC_ALLOWED)
+    kind = kinds[name]
+    want = {SyncKind.BSP: (0,), SyncKind.ASP: (0,), SyncKind.HIER: (1, 2)}.get(kind, (1,))
+    if len(args) not in want:
+        raise InputError(f"wrong number of parameters in {text!r}", where=where, allowed=SYNC_ALLOWED)
+    vals = []
+    for a in args:
+        v = _small_int(a)
+        if v is None:
+            raise InputError(f"parameter {a!r} in {text!r} is not an integer", where=where, allowed=SYNC_ALLOWED)
+        vals.append(v)
+    minimum = 1 if kind in (SyncKind.LOCAL, SyncKind.HIER) else 0
+    if vals and vals[0] < minimum:
+        raise InputError(f"parameter of {name} must be >= {minimum}, got {vals[0]}", where=where,
+                         allowed=SYNC_ALLOWED)
+    if len(vals) == 2 and vals[1] < 1:
+        raise InputError(f"averaging period of hier must be >= 1, got {vals[1]}", where=where, allowed=SYNC_ALLOWED)
+    return SyncMode(kind, vals[0] if vals else 0, vals[1] if len(vals) == 2 else 0)
+
+
+def codes(cls: type[Choice], value: Any, where: str = "") -> np.ndarray:
+    """Labels or integer codes of ``cls`` (a scalar or an array) as an int array; anything else is an error.
+
+    Cost functions accept either spelling so they stay usable on plain numbers and numpy arrays.
+    """
+    where = where or cls.noun()
+    if isinstance(value, str):
+        return np.asarray(int(cls.parse(value, where)))
+    arr = np.asarray(value)
+    if arr.dtype.kind in "OUS":
+        return np.vectorize(lambda v: int(cls.parse(v, where)), otypes=[np.int64])(arr)
+    valid = [int(m) for m in cls]
+    if arr.dtype.kind not in "iub" or not np.all(np.isin(arr, valid)):
+        listed = ", ".join(f"{int(m)} ({m.label})" for m in cls)
+        raise InputError(f"{cls.noun()} codes must be one of {listed}", where=where, allowed=cls.allowed())
+    return arr.astype(np.int64)

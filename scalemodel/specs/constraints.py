@@ -1,0 +1,149 @@
+"""Planner constraints: ``KEY OP VALUE`` texts (``tp<=8``, ``memory<=60GB``, ``schedule=1f1b``) parsed
+and validated into {key: [(op, value), ...]} with values in the engine's codes (choices.py)."""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from scalemodel.choices import Algorithm, Recompute, Schedule, ScheduleKind, parse_schedule, parse_sync
+from scalemodel.errors import InputError
+from scalemodel.units import parse_quantity
+
+OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "<=": operator.le, ">=": operator.ge, "!=": operator.ne, "==": operator.eq, "=": operator.eq,
+    "<": operator.lt, ">": operator.gt}
+_NUMERIC_KEYS = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages", "zero")
+_ALIASES = {"mb": "micro_batch", "micro-batch": "micro_batch", "microbatch": "micro_batch",
+            "sp": "sequence_parallel", "sequence-parallel": "sequence_parallel", "algo": "algorithm",
+            "v": "virtual_stages", "virtual-stages": "virtual_stages", "mem": "memory",
+            "memory_per_gpu": "memory"}
+CONSTRAINT_KEYS = (*_NUMERIC_KEYS, "recompute", "schedule", "sequence_parallel", "algorithm", "sync", "memory")
+_CONSTRAINT_ALLOWED = (f"KEY OP VALUE with KEY one of {', '.join(CONSTRAINT_KEYS)} and OP one of "
+                       "<=, >=, <, >, =, != (e.g. tp<=8, pp=1, zero<=1, memory<=60GB, schedule=1f1b, "
+                       "recompute=none)")
+_CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_\-]+)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*?)\s*$")
+
+Constraints = dict[str, list[tuple[str, Any]]]
+
+
+class _Parsed(dict):  # type: ignore[type-arg]
+    """Marks a constraint dict whose values are already parsed (normalising it again is a no-op)."""
+
+
+# --------------------------------------------------------------------------------------------
+# constraints
+
+
+def parse_constraints(texts: Sequence[str] | None, where: str = "--constraint") -> Constraints:
+    """Parse ``KEY OP VALUE`` strings (``tp<=8``, ``memory<=60GB``, ``schedule=1f1b``) into a dict
+    {key: [(op, value), ...]}; raise InputError naming the bad one."""
+    out: Constraints = {}
+    for text in texts or []:
+        for part in str(text).split(","):
+            if not part.strip():
+                continue
+            mt = _CONSTRAINT_RE.match(part)
+            if not mt:
+                raise InputError(f"cannot read constraint {part.strip()!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
+            key, op, value = mt.group(1).lower(), mt.group(2), mt.group(3)
+            key = _ALIASES.get(key, key.replace("-", "_"))
+            out.setdefault(key, []).append((op, value))
+    return normalize_constraints(out, where=where)
+
+
+def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--constraint") -> Constraints:
+    """Validate a constraint dict. Values may be a bare value (equality), an (op, value) pair or a
+    list of pairs; string values are parsed (names, integers, byte quantities)."""
+    if isinstance(constraints, _Parsed):
+        return constraints
+    out: Constraints = _Parsed()
+    for raw_key, spec in (constraints or {}).items():
+        key = _ALIASES.get(str(raw_key).lower(), str(raw_key).lower().replace("-", "_"))
+        if key not in CONSTRAINT_KEYS:
+            raise InputError(f"unknown constraint key {raw_key!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
+        if isinstance(spec, list):
+            pairs = spec
+        elif isinstance(spec, tuple) and len(spec) == 2 and spec[0] in OPS:
+            pairs = [spec]
+        else:
+            pairs = [("=", spec)]
+        for op, value in pairs:
+            if op not in OPS:
+                raise InputError(f"unknown operator {op!r} in constraint on {key}", where=where,
+                                 allowed=_CONSTRAINT_ALLOWED)
+            out.setdefault(key, []).append((op, _constraint_value(key, op, value, where)))
+    return out
+
+
+def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
+    # already-parsed values (codes, byte counts, schedule pairs) pass through unchanged
+    if key == "schedule" and isinstance(value, tuple) and len(value) == 2 and value[0] in list(ScheduleKind):
+        return value
+    if key in ("recompute", "algorithm") and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        if int(value) in list(Recompute if key == "recompute" else Algorithm):
+            return int(value)
+    if key == "memory" and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    if key == "sequence_parallel" and isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    label = f"{key}{op}{value}"
+    if key in _NUMERIC_KEYS:
+        try:
+            v = int(text)
+        except ValueError:
+            raise InputError(f"constraint {label!r} needs an integer", where=where,
+                             allowed=_CONSTRAINT_ALLOWED) from None
+        return v
+    if key == "recompute":
+        try:
+            return int(Recompute.parse(text))
+        except InputError:
+            raise InputError(f"unknown recompute {value!r} in {label!r}", where=where,
+                             allowed=" | ".join(Recompute.labels())) from None
+    if key == "memory":
+        try:
+            raw = str(value).strip()
+            return float(parse_quantity(raw if not raw.replace(".", "").isdigit() else f"{raw} B", "bytes"))
+        except InputError as exc:
+            raise InputError(f"bad memory in {label!r}: {exc.what}", where=where, allowed="a size, e.g. 60GB") from None
+    if op not in ("=", "==", "!="):
+        raise InputError(f"{key} takes = or != only, got {label!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
+    if key == "sequence_parallel":
+        truth = {"true": True, "on": True, "yes": True, "1": True,
+                 "false": False, "off": False, "no": False, "0": False}
+        if text not in truth:
+            raise InputError(f"bad value in {label!r}", where=where, allowed="true | false")
+        return truth[text]
+    if key == "schedule":
+        allowed = "1f1b | interleaved | interleaved:V | gpipe | zb"
+        if text == ScheduleKind.INTERLEAVED.label:  # any number of virtual stages
+            return (int(ScheduleKind.INTERLEAVED), None)
+        try:
+            sched: Schedule = parse_schedule(text)
+        except InputError:
+            raise InputError(f"unknown schedule {value!r} in {label!r}", where=where, allowed=allowed) from None
+        return (int(sched.kind), sched.virtual_stages if sched.kind == ScheduleKind.INTERLEAVED else None)
+    if key == "algorithm":
+        try:
+            return int(Algorithm.parse(text))
+        except InputError:
+            raise InputError(f"unknown algorithm {value!r} in {label!r}", where=where,
+                             allowed=" | ".join(Algorithm.labels())) from None
+    # sync
+    try:
+        return parse_sync(text).label()
+    except InputError as exc:
+        raise InputError(exc.what, where=where, allowed=exc.allowed) from None
+
+
+def keep(values: np.ndarray, pairs: list[tuple[str, Any]]) -> np.ndarray:
+    ok = np.ones(np.shape(values), dtype=bool)
+    for op, v in pairs:
+        ok &= OPS[op](values, v)
+    return ok
