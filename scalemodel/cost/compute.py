@@ -59,7 +59,7 @@ import numpy as np
 from scalemodel.choices import Recompute
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
-from scalemodel.cost.transformer import Shape, recompute_code
+from scalemodel.cost.transformer import Shape, attention_matrices, recompute_code
 from scalemodel.errors import InputError
 
 ArrayLike = Any
@@ -159,8 +159,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
 
     Tokens on the GPU T = b*s/cp. GEMM shapes per GPU (t = tp; d = h/a; g = kv heads):
       QKV   T x (a+2g)d/t x h        O-proj  T x h x a*d/t
+            (MLA: the matrices of transformer.attention_matrices, down-projections not split)
       MLP   T x (2|1)f/t x h (up, gate fused) and T x h x f/t (down)
-      core  b*a/t batches of (s/cp) x s x d (Q K^T) and (s/cp) x d x s (softmax . V)
+      core  b*a/t batches of (s/cp) x k x d (Q K^T) and (s/cp) x d_v x k (softmax . V), with k = s
+            keys per query, or the window in sliding-window layers (Shape.attended_keys)
       MoE   router T x E x h; per GPU E/ep experts, each with ep*T*k/E tokens, widths f_e/t;
             shared experts as a dense MLP of width shared*f_e.
     Memory-bound bytes (forward): 2 norms 4X, 2 dropout+residual (3*eb+1)X where X = T*h*eb-elements
@@ -180,19 +182,25 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     kw = dict(peak_flops=peak_flops, memory_bandwidth=memory_bandwidth, gemm_max=gemm_max,
               gemm_half_dim=gemm_half_dim, memory_efficiency=memory_efficiency, elem_bytes=eb)
 
-    h, a, g, d = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim
+    h, a, d, dv = sh.hidden, sh.heads, sh.head_dim, sh.v_head_dim
     T = b * s / c
     s_local = s / c
     mats_up = np.where(sh.gated_mlp, 2.0, 1.0)
 
-    # weight GEMMs of the attention block
-    gemm = gemm_time(T, (a + 2 * g) * d / t, h, **kw) + gemm_time(T, h, a * d / t, **kw)
-    flops = 2 * T * h * (a + 2 * g) * d / t + 2 * T * h * a * d / t
-    # attention core
+    # weight GEMMs of the attention block (T x out x in; TP splits the output or input width)
+    gemm = np.zeros_like(T)
+    flops = np.zeros_like(T)
+    for name, n_in, n_out, split in attention_matrices(sh):
+        div = t if split else 1.0
+        out_w, in_w = (h + 0 * n_out, n_in / div) if name == "o" else (n_out / div, n_in)
+        gemm = gemm + gemm_time(T, out_w, in_w, np.where(n_in * n_out > 0, 1.0, 0.0), **kw)
+        flops = flops + 2 * T * n_in * n_out / div
+    # attention core: Q K^T (s_local x k x d) and softmax . V (s_local x d_v x k), k keys per query
+    keys = sh.attended_keys(s)
     heads_local = b * a / t
-    core_gemm = (gemm_time(s_local, s, d, heads_local, **kw) + gemm_time(s_local, d, s, heads_local, **kw))
-    core_flops = 4 * heads_local * s_local * s * d
-    scores = heads_local * s_local * s
+    core_gemm = (gemm_time(s_local, keys, d, heads_local, **kw) + gemm_time(s_local, dv, keys, heads_local, **kw))
+    core_flops = 2 * heads_local * s_local * keys * (d + dv)
+    scores = heads_local * s_local * keys
     core_mem = np.where(flash, 0.0, (4 * eb + 1) * scores)
 
     X = T * h * np.where(sp, 1.0 / t, 1.0)

@@ -159,7 +159,7 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     sp = np.asarray(sequence_parallel, dtype=bool)
     flash = np.asarray(flash_attention, dtype=bool)
     code = recompute_code(recompute)
-    h, a, g, d = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim
+    h, a, g, d, dv = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim
     sbh = s * b * h
     act_per_f = np.where(sh.gated_mlp, 6.0, 4.0) * s * b
     if moe:
@@ -167,9 +167,16 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
         mlp = sh.moe_top_k * (2 * sbh + act_per_f * fe) + sh.moe_shared_experts * act_per_f * fe
     else:
         mlp = act_per_f * sh.ffn_hidden
-    replicated = 10.0 * sbh
-    split = 2 * s * b * a * d + 4 * s * b * g * d + 2 * s * b * a * d + mlp
-    scores_full = np.where(flash, 4.0 * a * s * b, 5.0 * a * s * s_full * b)
+    # 2 norm inputs + QKV and MLP inputs + 2 dropout masks; a parallel block shares the layer input
+    # of its norms (2 sbh) and keeps one norm output per norm
+    replicated = np.where(sh.parallel_block, (2.0 + 2.0 * sh.norms_per_layer + 2.0) * sbh, 10.0 * sbh)
+    # Q, K, V as attention inputs (MLA: up-projected K of width d and V of width d_v per head, plus
+    # the latents r_q and r_kv + d_rope the up-projections read), and the O-projection input
+    kv = np.where(sh.mla, 2 * s * b * a * (d + dv) + 2 * s * b * (sh.q_lora_rank + sh.kv_lora_rank
+                                                                 + sh.qk_rope_head_dim), 4 * s * b * g * d)
+    split = 2 * s * b * a * d + kv + 2 * s * b * a * dv + mlp
+    keys = sh.attended_keys(s_full)
+    scores_full = np.where(flash, 4.0 * a * s * b, 5.0 * a * s * keys * b)
     scores = np.where(code == Recompute.SELECTIVE, np.where(flash, scores_full, 0.0), scores_full)
     none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t
     full = np.where(sp, 2 * sbh / t, 2 * sbh)

@@ -93,7 +93,15 @@ class Shape:
     moe_every: np.ndarray
     moe_first_dense: np.ndarray
     position_embeddings: np.ndarray  # learned positions (GPT/BERT), 0 for RoPE
-    head_dim: np.ndarray  # d; hidden / heads unless the model sets it
+    head_dim: np.ndarray  # d of Q and K; hidden / heads unless the model sets it (MLA: nope + rope)
+    v_head_dim: np.ndarray  # d of V and the O-projection input; head_dim unless set (MLA)
+    q_lora_rank: np.ndarray  # MLA low-rank query compression (0 = full-rank Q)
+    kv_lora_rank: np.ndarray  # MLA latent KV width (0 = ordinary multi-head/GQA attention)
+    qk_rope_head_dim: np.ndarray  # MLA decoupled RoPE key width shared by all heads
+    parallel_block: np.ndarray  # bool: attention and MLP read the same input and are summed (GPT-J, PaLM)
+    norms_per_layer: np.ndarray  # 2 pre-norms (or 1 shared norm in some parallel blocks)
+    sliding_window: np.ndarray  # keys a query attends in a local layer (0 = global attention everywhere)
+    sliding_window_pattern: np.ndarray  # every k-th layer global, the rest local (0 = all local)
 
     @property
     def moe_layers(self) -> np.ndarray:
@@ -106,6 +114,27 @@ class Shape:
     def dense_layers(self) -> np.ndarray:
         return self.layers - self.moe_layers
 
+    @property
+    def mla(self) -> np.ndarray:
+        """True for multi-head latent attention (DeepSeek-V2/V3)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def local_layer_fraction(self) -> np.ndarray:
+        """Share of layers with sliding-window attention: all when the pattern is 0, else all but
+        every ``sliding_window_pattern``-th (Gemma 2: 1 in 2 global, Gemma 3: 1 in 6)."""
+        k = self.sliding_window_pattern
+        globals_ = np.where(k > 0, np.floor(self.layers / np.maximum(k, 1.0)), 0.0)
+        return np.where(self.sliding_window > 0, 1.0 - globals_ / self.layers, 0.0)
+
+    def attended_keys(self, seq_len: ArrayLike) -> np.ndarray:
+        """Keys one query attends, averaged over the layers: s, or min(s, w) in sliding-window layers.
+
+        The full (not causal-halved) count, as for the s^2 term of the module docstring."""
+        s = np.asarray(seq_len, dtype=float)
+        local = self.local_layer_fraction
+        return (1.0 - local) * s + local * np.minimum(s, np.where(self.sliding_window > 0, self.sliding_window, s))
+
 
 def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: ArrayLike,
           kv_heads: ArrayLike | None = None, ffn_hidden: ArrayLike | None = None,
@@ -113,8 +142,12 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
           biases: ArrayLike | None = None, moe_experts: ArrayLike = 0, moe_top_k: ArrayLike = 0,
           moe_ffn_hidden: ArrayLike | None = None, moe_shared_experts: ArrayLike = 0,
           moe_every: ArrayLike = 1, moe_first_dense: ArrayLike = 0,
-          position_embeddings: ArrayLike = 0, head_dim: ArrayLike | None = None) -> Shape:
-    """Validate a transformer shape and apply the defaults (g = a, d = h/a, f = 4h, f_e = f, biases = not gated)."""
+          position_embeddings: ArrayLike = 0, head_dim: ArrayLike | None = None,
+          v_head_dim: ArrayLike | None = None, q_lora_rank: ArrayLike = 0, kv_lora_rank: ArrayLike = 0,
+          qk_rope_head_dim: ArrayLike = 0, parallel_block: ArrayLike = False, norms_per_layer: ArrayLike = 2,
+          sliding_window: ArrayLike = 0, sliding_window_pattern: ArrayLike = 0) -> Shape:
+    """Validate a transformer shape and apply the defaults (g = a, d = h/a, f = 4h, f_e = f, biases = not gated,
+    d_v = d)."""
     L = _arr("layers", layers)
     h = _arr("hidden", hidden)
     a = _arr("heads", heads)
@@ -128,6 +161,12 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         raise InputError("MoE top_k must be between 1 and the number of experts", where="moe.top_k")
     if np.any(g > a) or np.any(np.mod(a, g) != 0):
         raise InputError("kv_heads must divide heads", where="kv_heads")
+    d = _default(head_dim, h / a)
+    kv_rank = _arr("kv_lora_rank", kv_lora_rank, strict=False)
+    rope = _arr("qk_rope_head_dim", qk_rope_head_dim, strict=False)
+    if np.any((kv_rank > 0) & (rope >= d)):
+        raise InputError("MLA needs qk_rope_head_dim < head_dim (head_dim = qk_nope_head_dim + qk_rope_head_dim)",
+                         where="qk_rope_head_dim")
     return Shape(
         layers=L, hidden=h, heads=a, kv_heads=g, ffn_hidden=f, vocab=V, gated_mlp=gated,
         tied_embeddings=np.asarray(tied_embeddings, dtype=bool),
@@ -137,19 +176,70 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         moe_every=_arr("moe_every", moe_every, minimum=1.0, strict=False),
         moe_first_dense=_arr("moe_first_dense", moe_first_dense, strict=False),
         position_embeddings=_arr("position_embeddings", position_embeddings, strict=False),
-        head_dim=_default(head_dim, h / a),
+        head_dim=d,
+        v_head_dim=_default(v_head_dim, d),
+        q_lora_rank=_arr("q_lora_rank", q_lora_rank, strict=False),
+        kv_lora_rank=kv_rank,
+        qk_rope_head_dim=rope,
+        parallel_block=np.asarray(parallel_block, dtype=bool),
+        norms_per_layer=_arr("norms_per_layer", norms_per_layer, strict=False),
+        sliding_window=_arr("sliding_window", sliding_window, strict=False),
+        sliding_window_pattern=_arr("sliding_window_pattern", sliding_window_pattern, strict=False),
     )
 
 
 # --- parameters -------------------------------------------------------------------------------
 
 
+def attention_matrices(sh: Shape) -> list[tuple[str, np.ndarray, np.ndarray, bool]]:
+    """The weight matrices of one attention block as (name, input width, output width, split by TP).
+
+    Multi-head / grouped-query attention (Vaswani et al. 2017; Ainslie et al. 2023), fused QKV:
+        qkv  h x (a d + 2 g d)          o  a d_v x h
+    Multi-head latent attention (DeepSeek-AI 2024, arXiv:2405.04434 §2.1; V3 report arXiv:2412.19437
+    §2.1.1), with d = d_nope + d_rope for Q and K and r_q, r_kv the low ranks:
+        q_down h x r_q, q_up r_q x a d (or q h x a d when r_q = 0)
+        kv_down h x (r_kv + d_rope), kv_up r_kv x a (d_nope + d_v)       o  a d_v x h
+    The down-projections are replicated across tensor-parallel ranks (Megatron-LM's MLA), the rest
+    split.
+    """
+    h, a, g, d, dv = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim
+    mla = sh.mla
+    zero = np.zeros_like(h)
+    nope = d - sh.qk_rope_head_dim
+    has_q_lora = sh.q_lora_rank > 0
+    return [
+        # ordinary attention: one fused QKV matrix
+        ("qkv", np.where(mla, zero, h), np.where(mla, zero, a * d + 2 * g * d), True),
+        # MLA
+        ("q_down", np.where(mla & has_q_lora, h, zero), np.where(mla & has_q_lora, sh.q_lora_rank, zero), False),
+        ("q_up", np.where(mla, np.where(has_q_lora, sh.q_lora_rank, h), zero), np.where(mla, a * d, zero), True),
+        ("kv_down", np.where(mla, h, zero), np.where(mla, sh.kv_lora_rank + sh.qk_rope_head_dim, zero), False),
+        ("kv_up", np.where(mla, sh.kv_lora_rank, zero), np.where(mla, a * (nope + dv), zero), True),
+        ("o", a * dv, h, True),
+    ]
+
+
 def attention_params(sh: Shape) -> np.ndarray:
-    """Q, K, V, O projection weights (+ biases): h*a*d + 2*h*g*d + a*d*h."""
-    d = sh.head_dim
-    w = sh.hidden * (sh.heads * d) * 2 + 2 * sh.hidden * (sh.kv_heads * d)
-    b = np.where(sh.biases, (sh.heads + 2 * sh.kv_heads) * d + sh.hidden, 0.0)
-    return w + b
+    """Attention weights (sum of :func:`attention_matrices`) + biases ((a + 2g) d + h, GPT style) +
+    MLA's latent RMSNorm gains (r_q + r_kv)."""
+    w = sum(i * o for _, i, o, _ in attention_matrices(sh))
+    b = np.where(sh.biases & ~sh.mla, (sh.heads + 2 * sh.kv_heads) * sh.head_dim + sh.hidden, 0.0)
+    latent_norms = np.where(sh.mla, sh.q_lora_rank + sh.kv_lora_rank, 0.0)
+    return w + b + latent_norms
+
+
+def kv_elements_per_token(sh: Shape) -> np.ndarray:
+    """Key and value elements per token as attention reads them (what context parallelism passes
+    round its ring): 2 g d, or a (d + d_v) for MLA's up-projected heads."""
+    return np.where(sh.mla, sh.heads * (sh.head_dim + sh.v_head_dim), 2.0 * sh.kv_heads * sh.head_dim)
+
+
+def tp_allreduces_per_layer(sh: Shape) -> np.ndarray:
+    """Tensor-parallel all-reduces per layer per pass: 2 (after attention and after the MLP), or 1
+    when a parallel block sums both outputs before one reduction (GPT-NeoX ``gpt_j_residual``;
+    PaLM, Chowdhery et al. 2022 §2)."""
+    return np.where(sh.parallel_block, 1.0, 2.0)
 
 
 def mlp_params(sh: Shape, width: ArrayLike | None = None) -> np.ndarray:
@@ -160,8 +250,8 @@ def mlp_params(sh: Shape, width: ArrayLike | None = None) -> np.ndarray:
 
 
 def norm_params(sh: Shape) -> np.ndarray:
-    """Two norms per layer: 2h (RMSNorm gain) or 4h (LayerNorm gain + bias)."""
-    return np.where(sh.biases, 4.0, 2.0) * sh.hidden
+    """Norms per layer (2, or 1 in a parallel block sharing its norm) x h (RMSNorm gain) or 2h (LayerNorm)."""
+    return sh.norms_per_layer * np.where(sh.biases, 2.0, 1.0) * sh.hidden
 
 
 def embedding_params(sh: Shape) -> np.ndarray:
@@ -206,16 +296,17 @@ def active_param_count(sh: Shape) -> np.ndarray:
 
 
 def attention_core_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
-    """Forward FLOPs of Q K^T and softmax . V for one sequence, one layer: 4 * s^2 * a * d."""
+    """Forward FLOPs of Q K^T and softmax . V for one sequence, one layer (mean over layers):
+    2 s k a (d + d_v) with k the attended keys (s, or the window w in sliding-window layers);
+    4 s^2 a d for ordinary attention."""
     s = _arr("seq_len", seq_len)
-    return 4.0 * s * s * sh.heads * sh.head_dim
+    return 2.0 * s * sh.attended_keys(s) * sh.heads * (sh.head_dim + sh.v_head_dim)
 
 
 def layer_gemm_flops(sh: Shape, seq_len: ArrayLike, moe: bool = False) -> np.ndarray:
     """Forward FLOPs of the weight GEMMs of one layer for one sequence: 2 * s * (matrix params used)."""
     s = _arr("seq_len", seq_len)
-    d = sh.head_dim
-    attn = 2.0 * sh.hidden * sh.heads * d + 2.0 * sh.hidden * sh.kv_heads * d
+    attn = sum(i * o for _, i, o, _ in attention_matrices(sh))
     mats = np.where(sh.gated_mlp, 3.0, 2.0)
     if moe:
         mlp = ((sh.moe_top_k + sh.moe_shared_experts) * mats * sh.hidden * sh.moe_ffn_hidden

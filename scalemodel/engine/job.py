@@ -76,6 +76,27 @@ class Job:
     inputs: dict[str, Any] = field(default_factory=dict)
 
 
+def transformer_shape(workload: Any) -> Any:
+    """The :class:`scalemodel.cost.transformer.Shape` of a TransformerWorkload spec (every field that
+    changes parameters, FLOPs, memory or communication)."""
+    from scalemodel.cost import transformer
+
+    moe, mla = workload.moe, workload.mla
+    return transformer.shape(
+        layers=workload.layers, hidden=workload.hidden, heads=workload.heads, vocab=workload.vocab,
+        kv_heads=workload.kv_heads, ffn_hidden=workload.ffn_hidden, gated_mlp=workload.gated_mlp,
+        tied_embeddings=workload.tied_embeddings, biases=workload.biases,
+        head_dim=(mla.qk_nope_head_dim + mla.qk_rope_head_dim) if mla else workload.head_dim,
+        v_head_dim=mla.v_head_dim if mla else None, q_lora_rank=mla.q_lora_rank if mla else 0,
+        kv_lora_rank=mla.kv_lora_rank if mla else 0, qk_rope_head_dim=mla.qk_rope_head_dim if mla else 0,
+        position_embeddings=workload.position_embeddings, parallel_block=workload.parallel_block,
+        norms_per_layer=workload.norms_per_layer, sliding_window=workload.sliding_window or 0,
+        sliding_window_pattern=workload.sliding_window_pattern,
+        moe_experts=moe.experts if moe else 0, moe_top_k=moe.top_k if moe else 0,
+        moe_ffn_hidden=moe.ffn_hidden if moe else None, moe_shared_experts=moe.shared_experts if moe else 0,
+        moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0)
+
+
 def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float | None = None,
               straggler_dist: str | None = None) -> Job:
     """Resolve validated specs (ClusterSpec, workload, TrainingSpec) into a :class:`Job`."""
@@ -89,14 +110,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     grad_bytes = training.grad_bytes_per_param or Precision.parse(precision).gradient_bytes
     seq = training.seq_len or getattr(workload, "seq_len", 1) or 1
     if workload.kind == "transformer":
-        moe = workload.moe
-        sh = transformer.shape(
-            layers=workload.layers, hidden=workload.hidden, heads=workload.heads, vocab=workload.vocab,
-            kv_heads=workload.kv_heads, ffn_hidden=workload.ffn_hidden, gated_mlp=workload.gated_mlp,
-            tied_embeddings=workload.tied_embeddings,
-            moe_experts=moe.experts if moe else 0, moe_top_k=moe.top_k if moe else 0,
-            moe_ffn_hidden=moe.ffn_hidden if moe else None, moe_shared_experts=moe.shared_experts if moe else 0,
-            moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0)
+        sh = transformer_shape(workload)
         params = float(transformer.param_count(sh))
         expert = float(transformer.expert_params_per_layer(sh) * sh.moe_layers)
         gen_flops = gen_bwd = gen_act = gen_time = 0.0

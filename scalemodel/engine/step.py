@@ -52,7 +52,7 @@ import numpy as np
 
 from scalemodel.choices import Algorithm, CompressionKind, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
 from scalemodel.cost import collectives as coll
-from scalemodel.cost import pipeline
+from scalemodel.cost import pipeline, transformer
 from scalemodel.engine.job import Job, StrategyGrid
 
 #: Bytes moved per parameter by a mixed-precision Adam step: read fp32 master, m, v and the gradient,
@@ -239,12 +239,13 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray])
     ar = _collective("allreduce", act, g.tp, job, one)
     rs_ag = _collective("reducescatter", act, g.tp, job, one) + _collective("allgather", act, g.tp, job, one)
     per = np.where(g.sequence_parallel, rs_ag, ar)
-    fwd_count = np.where(g.recompute == Recompute.FULL, 4.0, 2.0)
+    per_pass = float(transformer.tp_allreduces_per_layer(sh))
+    fwd_count = np.where(g.recompute == Recompute.FULL, 2.0 * per_pass, per_pass)
     tp_fwd = L * fwd_count * per
-    tp_bwd = np.maximum(L * 2.0 * per - comp["wgrad"], 0.0)
+    tp_bwd = np.maximum(L * per_pass * per - comp["wgrad"], 0.0)
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd, 0.0)
     # CP: ring attention, K and V chunks pass round the cp ring; hidden under the attention core.
-    kv_bytes = 2.0 * tokens * float(sh.kv_heads * sh.head_dim) * job.elem_bytes / g.tp
+    kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     step = _collective("sendrecv", kv_bytes, np.full_like(act, 2.0), job, g.tp.astype(float))
     ring = (g.cp - 1) * step
     # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core
@@ -552,8 +553,6 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
 
 
 def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
-    from scalemodel.cost import transformer
-
     rec = g.recompute
     if job.is_transformer:
         f = transformer.training_flops(job.shape, job.seq_len, g.global_batch.astype(float), rec)

@@ -25,6 +25,16 @@ class MoESpec(Spec):
         return self
 
 
+class MLASpec(Spec):
+    """Multi-head latent attention (DeepSeek-AI 2024, arXiv:2405.04434 §2.1), HuggingFace key names."""
+
+    kv_lora_rank: int = Field(gt=0, description="latent KV width r_kv")
+    q_lora_rank: int = Field(default=0, ge=0, description="low-rank query width r_q (0 = full-rank Q)")
+    qk_nope_head_dim: int = Field(gt=0, description="per-head Q/K width without rotary embedding")
+    qk_rope_head_dim: int = Field(gt=0, description="decoupled rotary key width shared by the heads")
+    v_head_dim: int = Field(gt=0, description="per-head value width")
+
+
 class TransformerWorkload(Sourced):
     kind: Literal["transformer"] = "transformer"
     name: str
@@ -39,6 +49,19 @@ class TransformerWorkload(Sourced):
     seq_len: int = Field(gt=0)
     gated_mlp: bool = False
     tied_embeddings: bool = False
+    biases: bool | None = Field(default=None, description=(
+        "linear biases and LayerNorm (GPT/BERT style); default: true unless gated_mlp"))
+    position_embeddings: int = Field(default=0, ge=0, description=(
+        "learned absolute positions (GPT-2, OPT, BLOOM has none); 0 for rotary/ALiBi"))
+    parallel_block: bool = Field(default=False, description=(
+        "attention and MLP read the same input and are summed (GPT-J, GPT-NeoX, PaLM, Falcon)"))
+    norms_per_layer: int = Field(default=2, ge=1, le=2, description=(
+        "pre-norms per layer: 2, or 1 when a parallel block shares one (GPT-J, Falcon-7B)"))
+    sliding_window: int | None = Field(default=None, gt=0, description=(
+        "keys a query attends in local layers (Mistral 7B v0.1, Gemma 2/3); none = global attention"))
+    sliding_window_pattern: int = Field(default=0, ge=0, description=(
+        "every k-th layer is global, the others local (Gemma 2: 2, Gemma 3: 6); 0 = all layers local"))
+    mla: MLASpec | None = Field(default=None, description="multi-head latent attention (DeepSeek-V2/V3)")
     moe: MoESpec | None = None
     params: Count | None = Field(default=None, description="published parameter count, for checking")
 
@@ -47,6 +70,10 @@ class TransformerWorkload(Sourced):
         kv = self.kv_heads or self.heads
         if self.heads % kv:
             raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {kv}")
+        if self.sliding_window_pattern and not self.sliding_window:
+            raise ValueError("sliding_window_pattern needs sliding_window")
+        if self.moe and self.moe.first_dense >= self.layers:
+            raise ValueError(f"moe.first_dense {self.moe.first_dense} leaves no MoE layer of {self.layers}")
         return self
 
     @property
