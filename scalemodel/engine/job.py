@@ -22,7 +22,7 @@ ELEM_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 # Compression codes: 0 none, 1 fp16/bf16 cast, 2 int8, 5 top-k sparsification.
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
 DDP_BUCKET_BYTES = 25e6
-#: DeepSpeed ZeRO's reduce_bucket_size default, 5e8 elements (hardware_and_formats.md §5.3).
+#: DeepSpeed ZeRO's reduce_bucket_size default, 5e8 elements (DeepSpeed config-json docs).
 DEEPSPEED_BUCKET_ELEMENTS = 5e8
 COMPRESSION_CODES = {"none": 0, "fp16": 1, "bf16": 1, "int8": 2, "topk": 5}
 
