@@ -34,7 +34,7 @@ def _fmt(x: float) -> str:
 
 
 def make_log(era: str, sizes: np.ndarray, times: np.ndarray, ranks: int = 8) -> str:
-    """A log as nccl-tests of that era prints it (util.cu formats; §5.1 of the reference)."""
+    """A log as nccl-tests of that era prints it (util.cu formats; docs/model.md#nccl-tests-logs)."""
     f = float(busbw_factor("allreduce", ranks))
     lines = []
     if era == "current":

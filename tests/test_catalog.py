@@ -1,7 +1,7 @@
 """The built-in hardware catalog (hardware/): every file well-formed, every number sourced.
 
 Expected values are worked out by hand from the datasheets quoted in the reference sheet
-(../shared/reference/hardware_and_formats.md) and from the hardware stated by the validation
+(cited in each hardware/*.yaml file) and from the hardware stated by the validation
 cases (../shared/validation/cases.yaml), not read back from the files under test.
 """
 
@@ -135,7 +135,7 @@ def test_accelerator_peaks_are_consistent(path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "precision", "expected"),
     [
-        # NVIDIA prints tensor rates with 2:4 sparsity; the catalog holds dense = sparse / 2 (ref §1.1).
+        # NVIDIA prints tensor rates with 2:4 sparsity; the catalog holds dense = sparse / 2 (datasheet footnote).
         ("a100-sxm-80g", "bf16", 624 / 2 * TERA),
         ("a100-sxm-80g", "tf32", 312 / 2 * TERA),
         ("h100-sxm", "bf16", 1979 / 2 * TERA),
@@ -264,7 +264,7 @@ def test_per_direction_link_rates() -> None:
 def test_effective_rates_match_published_nccl_numbers() -> None:
     # sjeaugey (nccl-tests#212): H100 NVLink ring collectives reach ~370 GB/s.
     assert _eff_bw(_tier(_clu("dgx-h100"), "nvlink")) == pytest.approx(370e9, rel=0.01)
-    # collectives.md §5.3 (nccl#1576): a DGX A100's 8 HDR NICs give 8 x 24 = 192 GB/s per node.
+    # NVIDIA/nccl#1576: a DGX A100's 8 HDR NICs give 8 x 24 = 192 GB/s per node.
     c = _clu("dgx-a100")
     assert c["gpus_per_node"] * _eff_bw(_tier(c, "ib-leaf")) == pytest.approx(8 * 24e9, rel=0.01)
     # nccl-tests#290: NDR 400 Gb/s reaches 46-48 GB/s per NIC.
@@ -280,7 +280,7 @@ def test_tcp_commodity_is_slow_and_high_latency() -> None:
     tcp = _tier(c, "tcp")
     rdma = _tier(_clu("dgx-a100"), "ib-leaf")
     assert tcp["efficiency"] < rdma["efficiency"]
-    # ref §3.2: kernel-TCP alpha 20-50 us vs IB 2-5 us.
+    # kernel-TCP alpha 20-50 us (tens-of-us RTTs, RAMCloud RPC numbers) vs IB 2-5 us (nccl-tests#123).
     assert 20e-6 <= parse_quantity(tcp["latency"], "time") <= 50e-6
     assert 2e-6 <= parse_quantity(rdma["latency"], "time") <= 5e-6
     assert _tier(c, "pcie")["protocol"] == "pcie"

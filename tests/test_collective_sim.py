@@ -243,7 +243,7 @@ def test_ring_sim_uniform_multi_tier_network_equals_ring_time() -> None:
 
 
 def nccl_channel_loop(S: float, nc: int, nt: int, threshold: float) -> tuple[int, int]:
-    """NCCL's runtime reduction (enqueue.cc, collectives.md §1.5 item 5), step by step: drop channels
+    """NCCL's runtime reduction (enqueue.cc, docs/model.md#nccl), step by step: drop channels
     while S < nc nt threshold, then halve threads while nt % 128 == 0."""
     while S < nc * nt * threshold:
         if nc >= 2:

@@ -10,7 +10,7 @@ from scalemodel.errors import InputError
 
 
 def test_tradeoff_table():
-    # reference 3.1 table: B/B_crit = 1/4 .. 8 -> S/S_min = 5, 3, 2, 1.5, 1.25, 1.125; E/E_min = 1 + B/B_noise
+    # McCandlish 2018, by hand: B/B_crit = 1/4 .. 8 -> S/S_min = 5, 3, 2, 1.5, 1.25, 1.125; E/E_min = 1 + B/B_noise
     ratio = np.array([0.25, 0.5, 1, 2, 4, 8])
     s = ef.steps_to_target(1.0, ratio * 1000, 1000)
     e = ef.examples_to_target(1.0, ratio * 1000, 1000)
@@ -20,7 +20,7 @@ def test_tradeoff_table():
 
 
 def test_kaplan_critical_batch():
-    # reference 3.2: L = 4.0, 3.5, 3.0, 2.5, 2.0 -> 0.27M, 0.51M, 1.07M, 2.55M, 7.4M tokens
+    # Kaplan B_crit(L) by hand: L = 4.0, 3.5, 3.0, 2.5, 2.0 -> 0.27M, 0.51M, 1.07M, 2.55M, 7.4M tokens
     got = ef.critical_batch_kaplan([4.0, 3.5, 3.0, 2.5, 2.0])
     np.testing.assert_allclose(got / 1e6, [0.27, 0.51, 1.07, 2.55, 7.4], rtol=0.02)
     # by hand: 2e8 / 3^(1/0.21)

@@ -52,8 +52,8 @@ def allreduce(cli: Any, cluster: str, gpus: int, *flags: str, size: str = "1GiB"
 
 
 # Framework default gradient buckets (the README's intro): PyTorch DDP bucket_cap_mb = 25 MB for ZeRO 0
-# (sync_stragglers_ps.md §5.3), DeepSpeed reduce_bucket_size = 5e8 elements for ZeRO 1-3
-# (hardware_and_formats.md §5.3), i.e. 1e9 bytes of bf16 gradients.
+# (Li et al. 2020, PyTorch Distributed), DeepSpeed reduce_bucket_size = 5e8 elements for ZeRO 1-3
+# (DeepSpeed config-json docs), i.e. 1e9 bytes of bf16 gradients.
 DDP = ("--set", "strategy.bucket_size=25MB")
 DEEPSPEED = ("--set", f"strategy.bucket_size={5e8 * 2:.0f}B")
 GPT_1_7B_GRADS = 1647512064 * 2  # GPT 1.7B parameters (memory --json params_per_gpu at DP only), bf16

@@ -55,7 +55,7 @@ def test_1f1b_step_time_matches_simulation(p: int, m: int) -> None:
 
 
 def test_reference_examples() -> None:
-    # peers_and_formulas.md §4.2: p 8, m 96 -> 7.3 %; v 2 -> 3.6 %; p 12, m 64 -> 17.2 %
+    # by hand, (p-1)/m and (p-1)/(v m): p 8, m 96 -> 7.3 %; v 2 -> 3.6 %; p 12, m 64 -> 17.2 %
     assert bubble_fraction(8, 96, "1f1b") == pytest.approx(7 / 96)
     assert float(bubble_fraction(8, 96, "interleaved", 2)) == pytest.approx(0.0365, abs=5e-4)
     assert float(bubble_fraction(12, 64, "1f1b")) == pytest.approx(0.172, abs=5e-4)

@@ -35,7 +35,7 @@ def test_colocated_equals_allreduce_and_imbalance():
 
 
 def test_byteps_table():
-    # reference 4.1 table, t_opt in units of M/B
+    # BytePS Theorem 1 by hand, t_opt in units of M/B
     for n, row in ((8, [1.750, 1.474, 1.273, 1.000]), (64, [1.969, 1.585, 1.326, 1.000])):
         ks = np.array([0, n / 4, n / 2, n])
         np.testing.assert_allclose(ps.byteps_time(n, ks, M, B) / (M / B), row, atol=1e-3)

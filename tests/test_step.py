@@ -251,7 +251,7 @@ def test_predict_bad_input_exit_2(cli, args) -> None:  # type: ignore[no-untyped
 
 def test_load_imbalance_static_vs_dynamic(a100, gpt) -> None:  # type: ignore[no-untyped-def]
     """Static shares end with the slowest replica's sum; a work queue costs its overhead per task
-    and half a task at the end (reference §6; cost.balance)."""
+    and half a task at the end (docs/model.md#imbalance; cost.balance)."""
     from scalemodel.cost import stragglers as st
 
     training = dict(global_batch=512, micro_batch=1)

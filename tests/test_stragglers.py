@@ -27,7 +27,7 @@ def test_normal_table_of_reference():
 
 
 def test_exponential_harmonic():
-    # H_1024 = 7.50918 (reference 1.3); H_8 = 761/280 by hand.
+    # H_1024 = 7.50918 (summed numerically); H_8 = 761/280 by hand.
     assert st.harmonic(1024) == pytest.approx(7.50918, abs=1e-5)
     assert st.harmonic(8) == pytest.approx(761 / 280, rel=1e-12)
     assert st.expected_max(1024, 2.0, 1.0, "exp") == pytest.approx(2 * 7.50918, abs=1e-4)
@@ -62,7 +62,7 @@ def test_backup_table_reference_1_5():
 
 
 def test_lognormal_reference_values():
-    # reference 1.4: mu = 0, s = 0.25 -> E[max] = 1.808 (64), 2.261 (1024), 2.707 (16384)
+    # numerical integration: mu = 0, s = 0.25 -> E[max] = 1.808 (64), 2.261 (1024), 2.707 (16384)
     mean, cv = st.mean_cv_from_params("lognormal", mu=0.0, s=0.25)
     assert mean == pytest.approx(math.exp(0.03125))
     got = st.expected_max([64, 1024, 16384], mean, cv, "lognormal")
@@ -126,7 +126,7 @@ def test_fast_path_matches_exact_and_broadcasts():
 
 
 def test_max_of_sum_matches_reference_monte_carlo():
-    # reference 1.8: N = 256, mu = 1, sigma = 0.1, tau = 1, 4, 16 -> 1.2829, 1.1410, 1.0707 (MC)
+    # Monte Carlo: N = 256, mu = 1, sigma = 0.1, tau = 1, 4, 16 -> 1.2829, 1.1410, 1.0707 (MC)
     got = st.expected_max_of_sum(np.array([1, 4, 16]), 256, 1.0, 0.1, "normal")
     np.testing.assert_allclose(got, [1.2829, 1.1410, 1.0707], atol=1e-3)
 

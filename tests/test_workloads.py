@@ -107,7 +107,7 @@ def test_moe_active_params_match_published():
 
 
 def test_generic_workloads_count_forward_flops_not_macs():
-    # hardware_and_formats.md §4.2: torchvision GMACs x 2 = FLOPs.
+    # torchvision model docs print GMACs as "GFLOPS"; x 2 = FLOPs.
     assert _load("resnet50")["flops_per_sample"] == pytest.approx(2 * 4.09e9, rel=0.01)
     assert _load("vgg16")["flops_per_sample"] == pytest.approx(2 * 15.47e9, rel=0.01)
     assert _load("inception-v3")["flops_per_sample"] == pytest.approx(2 * 5.71e9, rel=0.01)

@@ -1,6 +1,6 @@
 """Load balance: static equal split, speed-proportional static split, dynamic assignment.
 
-Reference: ../shared/reference/sync_stragglers_ps.md section 6 (and 1.8 for noisy workers).
+Reference: docs/model.md#load-balance (and docs/model.md#imbalance for noisy workers).
 
 Workers i = 1..n have speeds v_i (work units per second, e.g. samples/s) along ``axis`` of
 ``speeds``; ``work`` is the total work W of one step. Leading axes broadcast (one row per
@@ -61,7 +61,7 @@ def static_equal_makespan(work: Array, speeds: Array, axis: int = -1) -> np.ndar
 
 
 def static_proportional_makespan(work: Array, speeds: Array, axis: int = -1) -> np.ndarray:
-    """T = W / sum v: shares proportional to speed finish together (reference 6)."""
+    """T = W / sum v: shares proportional to speed finish together (Jia et al. 2022, Whale)."""
     return ideal_makespan(work, speeds, axis)
 
 
@@ -97,7 +97,7 @@ def imbalance_ratio(makespan: Array, work: Array, speeds: Array, axis: int = -1)
 def noisy_static_makespan(n: Array, tasks_per_worker: Array, task_mean_s: Array, task_cv: Array,
                           dist: str = "normal") -> np.ndarray:
     """Identical workers, each with a fixed share of m i.i.d. tasks (mean, cv): the step ends
-    with the slowest sum, T = m E[max_i sum_{j<=m} X_ij]/m (reference 1.8 with tau = m)."""
+    with the slowest sum, T = m E[max_i sum_{j<=m} X_ij]/m (docs/model.md#stragglers, tau = m)."""
     m = np.asarray(tasks_per_worker, dtype=float)
     return m * st.expected_max_of_sum(m, n, task_mean_s, task_cv, dist)
 

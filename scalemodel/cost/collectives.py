@@ -14,7 +14,7 @@ Two layers:
    ``hierarchical_time``) that map a group of p ranks placed ``stride`` GPUs apart onto the tiers of a
    :class:`~scalemodel.cost.network.Network` (:func:`raw_algorithm_time` gives them bare).
 3. NCCL's own model on top (:func:`algorithm_time`, :func:`collective_time`, :func:`best_algorithm`;
-   constants from NCCL 2.30.7 ``src/graph/tuning.cc``/``enqueue.cc``, collectives.md §1): per
+   constants from NCCL 2.30.7 ``src/graph/tuning.cc``/``enqueue.cc``, docs/model.md#nccl): per
    (algorithm, protocol) base latencies and per-hop latency increments, the minimum over the LL, LL128
    and Simple lines, the runtime channel/thread reduction that leaves small messages unable to fill the
    pipe (:func:`channel_ramp_size`), NCCL's Tree (intra-node chain, double binary tree across nodes,
@@ -30,7 +30,7 @@ group in rank order has ``n_(i-1) - n_i`` edges whose outermost crossed tier is 
 Per-tier bandwidth is ``Tier.effective_bandwidth`` (line rate x efficiency / oversubscription), per
 GPU per direction. Algorithms whose traffic leaves a node only on a few edges (flat ring and tree:
 NCCL stripes its channels over all NICs of the node) get ``c_0`` times the per-GPU bandwidth on
-outer tiers (collectives.md §5.3: busbw ~ min(NVLink busbw, NICs x B_nic,eff)); algorithms in which
+outer tiers (docs/model.md#placement: busbw ~ min(NVLink busbw, NICs x B_nic,eff)); algorithms in which
 every GPU talks across the tier at once (RHD, RD, direct, hierarchical levels) get the per-GPU rate.
 
 Sources: Thakur, Rabenseifner & Gropp, IJHPCA 19(1) 2005 (ring, RHD, RD, pairwise, Bruck);
@@ -38,7 +38,7 @@ Patarasuk & Yuan, JPDC 69(2) 2009 (ring bandwidth optimality); Sanders, Speck & 
 Computing 35(12) 2009 (two-tree); Cho et al., BlueConnect, MLSys 2019 and Mikami et al.,
 arXiv:1811.05233 (hierarchical / 2D-torus); NVIDIA/nccl v2.30.7 src/graph/tuning.cc (protocol
 constants, base and per-hop latencies, ring hop counts, NVLS efficiency). See
-../shared/reference/collectives.md §1, §3 and §5.
+docs/model.md#collectives and docs/model.md#nccl.
 """
 
 from __future__ import annotations
@@ -67,13 +67,13 @@ APPLICABLE: dict[str, tuple[str, ...]] = {
     "sendrecv": ("direct",),
 }
 
-# ---- NCCL model constants (NVIDIA/nccl v2.30.7, commit 5067397; collectives.md §1) ----------------
-#: The NCCL release the constants below are read from (collectives.md §1.2: "A model should record
-#: which NCCL version its constants come from").
+# ---- NCCL model constants (NVIDIA/nccl v2.30.7, commit 5067397; docs/model.md#nccl) ----------
+#: The NCCL release the constants below are read from (docs/model.md#nccl: a model should record
+#: which NCCL version its constants come from).
 NCCL_VERSION = "2.30.7"
 PROTOCOLS: tuple[str, ...] = ("ll", "ll128", "simple")
 _PI = {"ll": 0, "ll128": 1, "simple": 2}
-#: baseLatencies[algorithm][protocol] in seconds, order LL / LL128 / Simple (tuning.cc; §1.2).
+#: baseLatencies[algorithm][protocol] in seconds, order LL / LL128 / Simple (tuning.cc).
 NCCL_BASE_LATENCY: dict[str, tuple[float, float, float]] = {
     "ring": (6.6e-6, 14.0e-6, 8.4e-6),
     "tree": (6.8e-6, 14.0e-6, 8.4e-6),
@@ -81,26 +81,26 @@ NCCL_BASE_LATENCY: dict[str, tuple[float, float, float]] = {
 #: Per-collective base latency of the Ring row, also used for the non-NCCL algorithms (rhd, rd, direct,
 #: hierarchical), which are charged the same launch/base cost as NCCL's ring (modelling assumption).
 BASE_LATENCY: dict[str, float] = dict(zip(PROTOCOLS, NCCL_BASE_LATENCY["ring"], strict=True))
-#: hwLatencies[link][algorithm][protocol] in seconds, LL / LL128 / Simple (tuning.cc; §1.3).
+#: hwLatencies[link][algorithm][protocol] in seconds, LL / LL128 / Simple (tuning.cc).
 NCCL_HW_LATENCY: dict[str, dict[str, tuple[float, float, float]]] = {
     "nvlink": {"ring": (0.6e-6, 1.9e-6, 3.4e-6), "tree": (0.6e-6, 1.25e-6, 4.0e-6)},
     "pci": {"ring": (1.0e-6, 2.5e-6, 5.7e-6), "tree": (1.0e-6, 1.9e-6, 4.0e-6)},
     "net": {"ring": (2.7e-6, 4.0e-6, 14.0e-6), "tree": (5.0e-6, 8.5e-6, 14.0e-6)},
 }
-#: Ring bandwidth per protocol relative to Simple (tuning.cc; §1.5 table): LL moves 8 B of data per
+#: Ring bandwidth per protocol relative to Simple (tuning.cc): LL moves 8 B of data per
 #: 16 B line (x0.5); LL128 x0.92 (comment "120/128"); Simple 1. NCCL's absolute caps (llMaxBw,
 #: perChMaxRingLL128Bw) depend on the GPU generation, which a Network does not carry: not applied.
 PROTOCOL_BW: dict[str, float] = {"ll": 0.5, "ll128": 0.92, "simple": 1.0}
-#: Tree all-reduce bandwidth factors (tuning.cc; §1.5): x0.92 for every protocol, then LL /3.8 and LL128
+#: Tree all-reduce bandwidth factors (tuning.cc): x0.92 for every protocol, then LL /3.8 and LL128
 #: x7/9 on one node, x120/128 across nodes. The "pure TREE pattern" x0.85 depends on NCCL's topology
 #: search and is not applied.
 TREE_AR_BW = 0.92
 TREE_LL_DIV = 3.8
 TREE_LL128_ONE_NODE = 7.0 / 9.0
 TREE_LL128_MULTI_NODE = 120.0 / 128.0
-#: Tree algBw = busBw x 0.5 (per-rank traffic ~2S of a double binary tree; §1.5 item 4, nccl#457).
+#: Tree algBw = busBw x 0.5 (per-rank traffic ~2S of a double binary tree; nccl#457).
 TREE_ALGBW = 0.5
-#: treeCorrectionFactor[protocol][floor(log2(S/64))], S = 64 B .. 256 MiB (tuning.cc; §1.6). NCCL uses
+#: treeCorrectionFactor[protocol][floor(log2(S/64))], S = 64 B .. 256 MiB (tuning.cc). NCCL uses
 #: it as a step function and only for index <= 22; here it is interpolated linearly in log2 S between
 #: bucket starts and is 1 from 512 MiB on, which keeps t(S) monotone (a step up in the factor would make
 #: a larger message faster than a smaller one).
@@ -110,10 +110,10 @@ TREE_CORRECTION: dict[str, tuple[float, ...]] = {
     "simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
 }
 #: Ring + Simple + AllReduce across nodes: latency x1.4 once S / (nChannels x nRanks) >= 64 B (the
-#: "plateau", tuning.cc; §1.6; x1.9 before SM80, not applied: every built-in GPU is SM80 or newer).
+#: "plateau", tuning.cc; x1.9 before SM80, not applied: every built-in GPU is SM80 or newer).
 RING_PLATEAU = 1.4
 RING_PLATEAU_BYTES = 64.0
-#: Runtime channel/thread reduction (enqueue.cc; §1.5 item 5): while S < nc x nt x threshold NCCL drops
+#: Runtime channel/thread reduction (enqueue.cc): while S < nc x nt x threshold NCCL drops
 #: channels down to 1, then halves threads while nt % 128 == 0. Threads per CTA (device.h): LL 512,
 #: LL128 640, Simple 512; the halving stops at 64 (512 -> 64) and at 320 for LL128 (320 % 128 != 0).
 #: Thresholds in bytes per thread (comm.h): LL 8, LL128 8, Simple 64; Ring LL x nRanks.
@@ -121,21 +121,21 @@ NCCL_THREADS: dict[str, float] = {"ll": 512.0, "ll128": 640.0, "simple": 512.0}
 NCCL_MIN_THREADS: dict[str, float] = {"ll": 64.0, "ll128": 320.0, "simple": 64.0}
 NCCL_THREAD_THRESHOLD: dict[str, float] = {"ll": 8.0, "ll128": 8.0, "simple": 64.0}
 #: Bandwidth one channel (one CTA at full threads) moves: NCCL's per-link NVLink bandwidth used by its
-#: topology search, 20.0 GB/s for SM70/SM80 (20.6 SM90; topo.h, §1.5 item 2); busBw = nChannels x bw per
-#: channel (§1.5 item 3). Modelling assumption: one channel carries about one link's worth on every tier,
+#: topology search, 20.0 GB/s for SM70/SM80 (20.6 SM90; topo.h); busBw = nChannels x bw per
+#: channel (tuning.cc). Modelling assumption: one channel carries about one link's worth on every tier,
 #: so a group whose bottleneck busbw is B runs clip(B / CHANNEL_BW, 1, MAXCHANNELS) channels when full.
 CHANNEL_BW = 20.0e9
-MAX_CHANNELS = 64.0  # MAXCHANNELS (device.h; §1.5 item 5)
+MAX_CHANNELS = 64.0  # MAXCHANNELS (device.h)
 #: Link classes that use NCCL's NVLink row / PCI row; every other tier uses the NET row.
-#: LL128 is off on PCIe and on TCP/Ethernet paths (§1.7).
+#: LL128 is off on PCIe and on TCP/Ethernet paths (tuning.cc).
 NVLINK_CLASS = frozenset({"nvlink", "nvswitch", "xgmi", "infinity-fabric", "ici", "c2c"})
 PCI_CLASS = frozenset({"pcie", "pci"})
 INTRA_PROTOCOLS = NVLINK_CLASS | PCI_CLASS
 NO_LL128_PROTOCOLS = frozenset({"pcie", "tcp", "ethernet"})
-#: In-network reduction (NVLS / SHARP) efficiency: NCCL's NVLS "eff" for Hopper (tuning.cc, §1.5).
+#: In-network reduction (NVLS / SHARP) efficiency: NCCL's NVLS "eff" for Hopper (tuning.cc).
 INR_EFFICIENCY = 0.85
 
-#: Algorithm families for ``auto``. "nccl": only what NCCL implements (§1.7): all-reduce Ring and Tree,
+#: Algorithm families for ``auto``. "nccl": only what NCCL implements (docs/model.md#nccl): all-reduce Ring and Tree,
 #: plus NVLS/CollNet (modelled by ``hierarchical`` with an in-network-reduction level) where a tier the
 #: group spans declares in-network reduction; AG/RS/broadcast/reduce Ring (PAT needs 1 GPU per node and is
 #: not modelled); all-to-all and send/recv are NCCL's grouped point-to-point (``direct``). "all": every
@@ -248,7 +248,7 @@ def tree_allreduce(S, p, alpha, beta, chunks=None):  # type: ignore[no-untyped-d
     the tree where it is interior), so a tree link runs at B/4 and a chunk hop costs
     ``t = alpha + (S/(2k)) 4 beta = alpha + 2 S beta / k``. Reduce up and broadcast down pipeline
     through the root: ``T(k) = (2h + k - 1) t``. Per-rank traffic is 2S (NCCL's Tree algBw = busBw/2,
-    collectives.md §1.5). With ``chunks=None`` k is the continuous optimum
+    NVIDIA/nccl#457). With ``chunks=None`` k is the continuous optimum
     ``k* = sqrt((2h-1) 2 S beta / alpha)`` (>= 1), giving
     ``T = 2 S beta + (2h-1) alpha + 2 sqrt((2h-1) alpha 2 S beta)``.
     """
@@ -327,7 +327,7 @@ class _Placement:
 
     def agg(self, i: int) -> np.ndarray:
         """Parallel streams a flat ring/tree gets on tier i: 1 inside tier 0, else the group ranks per
-        tier-0 domain (NCCL stripes channels over the node's NICs, §5.3)."""
+        tier-0 domain (NCCL stripes channels over the node's NICs, nccl#1576)."""
         return np.ones_like(self.p) if i == 0 else self.c[0]
 
 
@@ -369,7 +369,7 @@ def _steps_factor(op: str) -> float:
 
 
 def ring_time(op: str, S: np.ndarray, pl: _Placement, gamma: float = 0.0) -> np.ndarray:
-    """Flat ring over the group in rank order (NCCL's Ring; latency composition of tuning.cc, §1.4).
+    """Flat ring over the group in rank order (NCCL's Ring; latency composition of tuning.cc).
 
     All-reduce / reduce-scatter / all-gather:
     ``T = sum_i f (n_(i-1) - n_i) alpha_i + f (p-1)/p S / min_i(a_i B_i) [+ (p-1)/p S gamma]``, f = 2 for
@@ -629,8 +629,8 @@ def hop_latency(tier: Tier, i: int, algorithm: str, proto: str) -> float:
 
     ``Tier.latency`` is read as the measured per-hop latency of the smallest messages, which NCCL sends
     with Ring LL (nccl-tests#123: 8x A100 ring, 10 us at n = 2 to 33.7 us at n = 8, i.e. about 2 us per
-    hop on top of a ~6 us base; hardware_and_formats.md §3.2). Other (algorithm, protocol) pairs add
-    NCCL's own difference to that entry (hwLatencies, tuning.cc; collectives.md §1.3):
+    hop on top of a ~6 us base). Other (algorithm, protocol) pairs add
+    NCCL's own difference to that entry (hwLatencies, tuning.cc; docs/model.md#nccl):
     ``alpha = Tier.latency + hwLat[link][algorithm][proto] - hwLat[link][ring][LL]``, e.g. an NVLink hop of
     2 us costs 2 / 3.3 / 4.8 us with LL / LL128 / Simple. (Modelling assumption: NCCL's table is kept as
     per-protocol increments rather than absolute values, since its absolute LL NVLink hop, 0.6 us, is
@@ -653,7 +653,7 @@ def _protocol_network(network: Network, proto: str, algorithm: str = "ring", bw_
 
 def protocols_for(network: Network) -> tuple[str, ...]:
     """LL and Simple always; LL128 only where no tier is PCIe/TCP (NCCL enables it only on NVLink
-    paths and capable NICs, collectives.md §1.7)."""
+    paths and capable NICs, tuning.cc)."""
     if any(t.protocol.lower() in NO_LL128_PROTOCOLS for t in network.tiers):
         return ("ll", "simple")
     return PROTOCOLS
@@ -661,7 +661,7 @@ def protocols_for(network: Network) -> tuple[str, ...]:
 
 def _bottleneck(pl: _Placement) -> np.ndarray:
     """Bus bandwidth of a flat ring or tree over the group: min over the tiers its hops cross of
-    ``a_i B_i`` (NCCL busBw = nChannels x bw, channels striped over the node's NICs; §1.5, §5.3)."""
+    ``a_i B_i`` (NCCL busBw = nChannels x bw, channels striped over the node's NICs; nccl#1576)."""
     bmin = np.full_like(pl.p, np.inf)
     for i in range(pl.ntiers):
         crossed = (pl.domains(i - 1) - pl.domains(i)) > 0.5
@@ -672,7 +672,7 @@ def _bottleneck(pl: _Placement) -> np.ndarray:
 
 def nccl_channels(bus_bw: np.ndarray | float) -> np.ndarray:
     """Channels NCCL runs at full size: ``clip(busbw / CHANNEL_BW, 1, MAX_CHANNELS)`` (busBw = nChannels x
-    per-channel bw, §1.5; CHANNEL_BW is a modelling assumption, see its comment)."""
+    per-channel bw, tuning.cc; CHANNEL_BW is a modelling assumption, see its comment)."""
     return np.clip(np.asarray(bus_bw, dtype=float) / CHANNEL_BW, 1.0, MAX_CHANNELS)
 
 
@@ -680,8 +680,8 @@ def channel_ramp_size(S: np.ndarray, proto: str, channels: np.ndarray, ranks: np
                       ring_ll: bool = False) -> np.ndarray:
     """Bytes that the bandwidth term is charged for, once NCCL's runtime channel/thread reduction is applied.
 
-    NCCL runs ``nc`` channels of ``nt`` threads only while ``S >= nc nt threshold`` (enqueue.cc; §1.5
-    item 5, §5.2), first dropping channels to 1, then halving threads. Throughput is taken as proportional
+    NCCL runs ``nc`` channels of ``nt`` threads only while ``S >= nc nt threshold`` (enqueue.cc;
+    docs/model.md#nccl), first dropping channels to 1, then halving threads. Throughput is taken as proportional
     to active channels (busBw = nChannels x bw) and, within one channel, to active threads (modelling
     assumption). In the continuous limit the achieved fraction of the full bandwidth is
     ``r(S) = clip(S / S_full, r_min, 1)`` with ``S_full = nc nt threshold`` and
@@ -701,7 +701,7 @@ def channel_ramp_size(S: np.ndarray, proto: str, channels: np.ndarray, ranks: np
 
 
 def tree_correction(proto: str, S: np.ndarray) -> np.ndarray:
-    """NCCL's treeCorrectionFactor for Tree all-reduce bandwidth (tuning.cc; §1.6), interpolated linearly
+    """NCCL's treeCorrectionFactor for Tree all-reduce bandwidth (tuning.cc), interpolated linearly
     in log2(S/64) between bucket starts (64 B .. 256 MiB), 1 from 512 MiB on; constant below 64 B."""
     table = (*TREE_CORRECTION[proto], 1.0)
     x = np.log2(np.maximum(np.asarray(S, dtype=float), 1.0) / 64.0)
@@ -710,14 +710,14 @@ def tree_correction(proto: str, S: np.ndarray) -> np.ndarray:
 
 def nccl_tree_allreduce_time(S: np.ndarray, pl: _Placement, proto: str, bus_bw: np.ndarray,
                              channels: np.ndarray, gamma: float = 0.0) -> np.ndarray:
-    """NCCL's Tree all-reduce for one protocol (tuning.cc; collectives.md §1.4-§1.6).
+    """NCCL's Tree all-reduce for one protocol (tuning.cc; docs/model.md#nccl).
 
     Latency: ``base_tree[p] + 2 ((ppn - 1) alpha_0 + sum_(i>=1) d_i alpha_i)``: a chain inside the node
     (ppn = group ranks per innermost domain) and a double binary tree of depth ``d_i = max(1, floor(lg
     p_i))`` across each outer tier (NCCL: floor(log2 N) x interLat); alpha from :func:`hop_latency` with
     the Tree row (``pl`` is placed on that network).
     Bandwidth: ``algbw = 0.5 x 0.92 x f_p x busbw x corr_p(S)``, busbw the bottleneck of :func:`_bottleneck`
-    (NCCL's bwInter rule for N > 2; its N <= 2 use of bwIntra, §5.4, is not applied), f_LL = 1/3.8,
+    (NCCL's bwInter rule for N > 2; its N <= 2 use of bwIntra (tuning.cc) is not applied), f_LL = 1/3.8,
     f_LL128 = 7/9 on one node else 120/128, f_Simple = 1, corr from :func:`tree_correction`.
     ``T = lat + S_eff / algbw + S gamma`` with S_eff from :func:`channel_ramp_size`.
     """
@@ -756,7 +756,7 @@ def _prepare(op: str, size_bytes: object, ranks: object, stride: object, dtype_b
 def algorithm_time(op: str, algorithm: str, S: np.ndarray, p: np.ndarray, network: Network, *,
                    stride: np.ndarray | float = 1, gamma: float = 0.0,
                    protocols: Sequence[str] | None = None) -> np.ndarray:
-    """Time of one named algorithm: the minimum over NCCL's protocol lines (LL, LL128, Simple; §1.1);
+    """Time of one named algorithm: the minimum over NCCL's protocol lines (LL, LL128, Simple; tuning.cc);
     0 when p = 1.
 
     - ``tree`` all-reduce: :func:`nccl_tree_allreduce_time`.
@@ -764,7 +764,7 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, p: np.ndarray, networ
       (:func:`_protocol_network`, Ring hop row), with ``S_eff`` from :func:`channel_ramp_size` (Ring LL's
       threshold x p for ``ring`` and for ``hierarchical``, whose levels are rings; p is the whole group's
       size, so one-level hierarchical equals the flat ring). ``ring`` all-reduce with Simple across
-      nodes takes NCCL's x1.4 latency "plateau" once S / (nChannels p) >= 64 (§1.6).
+      nodes takes NCCL's x1.4 latency "plateau" once S / (nChannels p) >= 64 (tuning.cc).
 
     The bare alpha-beta forms without any of this are :func:`raw_algorithm_time`.
     """

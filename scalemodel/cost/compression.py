@@ -1,6 +1,6 @@
 """Compressed gradient communication: quantisation (all-reducible) vs sparsification (all-gather).
 
-Reference: ../shared/reference/sync_stragglers_ps.md section 5.1-5.2. Symbols: dense bytes M,
+Reference: docs/model.md#compression. Symbols: dense bytes M,
 compression ratio r, n ranks, per-rank bandwidth B, latency alpha, encode/decode times.
 
 - All-reduce-compatible (fp16/bf16 casts, int8 with a shared scale, PowerSGD factors):
@@ -29,7 +29,7 @@ Array = Any
 # bits per element of each all-reducible scheme, relative to fp32 gradients
 QUANT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8}
 COMPRESSION_KINDS = (*QUANT_BITS, "topk")
-AGARWAL_MARGIN = 0.10  # recommend compression only when it saves >= 10 % (reference 5.2)
+AGARWAL_MARGIN = 0.10  # recommend compression only when it saves >= 10 % (Agarwal et al. 2022)
 
 
 def _check(n: Array, size: Array, bw: Array, lat: Array, t_enc: Array, t_dec: Array) -> tuple[np.ndarray, ...]:

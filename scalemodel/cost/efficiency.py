@@ -1,6 +1,6 @@
 """Statistical efficiency vs global batch size: gradient noise scale and critical batch.
 
-Reference: ../shared/reference/sync_stragglers_ps.md section 3.
+Reference: docs/model.md#statistical-efficiency.
 
 McCandlish, Kaplan, Amodei et al., "An Empirical Model of Large-Batch Training" (arXiv 1812.06162):
 with B_noise the gradient noise scale, reaching a target loss at global batch B takes
@@ -12,7 +12,7 @@ and E_min = S_min * B_noise. At B = B_crit ~= B_noise both are twice their minim
 
 Kaplan et al., "Scaling Laws for Neural Language Models" (arXiv 2001.08361, section 5.1):
 B_crit(L) = B* / L^(1/alpha_B) tokens with B* ~= 2e8 tokens and alpha_B ~= 0.21 (L in nats/token).
-Fit on WebText2-era losses: extrapolating to other tokenizers and data is unsafe (reference 3.2).
+Fit on WebText2-era losses: extrapolating to other tokenizers and data is unsafe (docs/model.md#statistical-efficiency).
 
 Pollux (Qiao et al., OSDI 2021): GOODPUT = THROUGHPUT x EFFICIENCY, with efficiency relative to a
 reference batch M0: (B_noise + M0) / (B_noise + M). The "examples" form used here,
@@ -29,8 +29,8 @@ from scalemodel.errors import InputError
 
 Array = Any
 
-KAPLAN_B_STAR_TOKENS = 2.0e8  # Kaplan et al. 2020, section 5.1 (reference 3.2, [S])
-KAPLAN_ALPHA_B = 0.21  # Kaplan et al. 2020, section 5.1 (reference 3.2, [S])
+KAPLAN_B_STAR_TOKENS = 2.0e8  # Kaplan et al. 2020, section 5.1 (via secondary restatements)
+KAPLAN_ALPHA_B = 0.21  # Kaplan et al. 2020, section 5.1 (via secondary restatements)
 
 
 def _pos(x: Array, name: str, allow_zero: bool = False) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Parameter-server push/pull traffic vs ring all-reduce, and BytePS's optimal split.
 
-Reference: ../shared/reference/sync_stragglers_ps.md section 4 (BytePS, Jiang et al. OSDI 2020,
-section 2 and docs/rationale.md; Li et al. OSDI 2014). n GPU (worker) machines, k server
+Reference: docs/model.md#parameter-server (BytePS, Jiang et al. OSDI 2020,
+section 2 and byteps docs/rationale.md; Li et al. OSDI 2014). n GPU (worker) machines, k server
 machines, every NIC ``bandwidth`` B bytes/s per direction, model/gradient M bytes. Times are
 seconds of one push (gradients) + pull (parameters) round; full-duplex links, so a machine's time
 is its larger per-direction volume / B. Optional ``latency_s`` adds per-message latency.
@@ -17,8 +17,8 @@ is its larger per-direction volume / B. Optional ``latency_s`` adds per-message 
 - BytePS optimal split with k extra CPU servers (Theorem 1): t = 2n(n-1)M/((n^2 + kn - 2k)B);
   k = 0 is all-reduce, k = n is M/B.
 - Shard imbalance heuristic for many random shards: f_max ~= (1/k)(1 + CV_shard sqrt(2 ln k))
-  (reference 4.1, section 1.2 applied to server loads; [C, heuristic]).
-- Async PS update rate: min(sum_i 1/(X_i + 2M/B), k B/(2M)) (reference 4.1).
+  (normal order statistics applied to server loads; heuristic, docs/model.md#parameter-server).
+- Async PS update rate: min(sum_i 1/(X_i + 2M/B), k B/(2M)) (docs/model.md#parameter-server).
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def ps_beats_allreduce_servers(n: Array) -> np.ndarray:
 
 
 def shard_fmax_heuristic(k: Array, cv_shard: Array) -> np.ndarray:
-    """f_max ~= (1/k)(1 + CV_shard sqrt(2 ln k)), capped at 1 (heuristic, reference 4.1)."""
+    """f_max ~= (1/k)(1 + CV_shard sqrt(2 ln k)), capped at 1 (heuristic, docs/model.md#parameter-server)."""
     kk = _servers(k)
     cv = np.asarray(cv_shard, dtype=float)
     if np.any(cv < 0):
@@ -146,7 +146,7 @@ def shard_fmax_from_sizes(tensor_bytes: Array, k: int, partition_bytes: float | 
 
 
 def async_ps_rate(n: Array, step_mean_s: Array, k: Array, size: Array, bandwidth: Array) -> np.ndarray:
-    """Async PS updates/s: min(n/(X + 2M/B), k B/(2M)) (reference 4.1; identical workers)."""
+    """Async PS updates/s: min(n/(X + 2M/B), k B/(2M)) (docs/model.md#parameter-server; identical workers)."""
     nn, m, b, _ = _check(n, size, bandwidth, 0.0)
     kk = _servers(k)
     x = np.asarray(step_mean_s, dtype=float)

@@ -2,7 +2,7 @@
 
 In a synchronous (BSP) step every worker has to finish, so the step time is the maximum of the N
 per-worker times X_1..X_N; waiting for the first K of P workers (backup workers) takes the K-th
-order statistic X_(K:P). Reference: ../shared/reference/sync_stragglers_ps.md section 1.
+order statistic X_(K:P). Reference: docs/model.md#stragglers.
 
 Distributions (``dist``), each given by its mean and coefficient of variation ``cv`` = sd/mean
 (use :func:`mean_cv_from_params` to start from a distribution's own parameters):
@@ -20,7 +20,7 @@ Distributions (``dist``), each given by its mean and coefficient of variation ``
 All six are scale families: at fixed cv, every order statistic is ``mean`` times a number that
 depends only on (k, N, cv, dist). Every function here broadcasts over numpy arrays.
 
-Exact backend (reference 1.1): X_(k:N) = F^{-1}(U_(k)) with U_(k) ~ Beta(k, N-k+1), so
+Exact backend (David & Nagaraja 2003): X_(k:N) = F^{-1}(U_(k)) with U_(k) ~ Beta(k, N-k+1), so
 E[X_(k:N)] = E_p[F^{-1}(Beta^{-1}(k, N-k+1; p))] with p uniform. Writing p = Phi(z) turns this into
 a Gaussian expectation over z, evaluated by Gauss-Hermite quadrature. The upper tail 1 - U_(k)
 is computed directly from the mirrored Beta(N-k+1, k) so nothing cancels near u = 1; this keeps
@@ -252,7 +252,7 @@ def _order_stat_nodes_x(k: Array, n: Array, mean: Array, cv: Array, dist: str) -
 
 
 def expected_kth(k: Array, n: Array, mean: Array, cv: Array, dist: str = "normal") -> np.ndarray:
-    """E[X_(k:N)], the k-th smallest of N i.i.d. step times, exact (reference 1.1):
+    """E[X_(k:N)], the k-th smallest of N i.i.d. step times, exact (David & Nagaraja 2003):
 
         E[X_(k:N)] = integral_0^1 F^{-1}(u) Beta(k, N-k+1).pdf(u) du,
 
@@ -291,7 +291,7 @@ def harmonic(n: Array) -> np.ndarray:
 
 def expected_kth_shifted_exp(k: Array, n: Array, shift: Array, scale: Array) -> np.ndarray:
     """Shifted exponential Delta + Exp(mean=scale): E[X_(k:N)] = Delta + scale*(H_N - H_{N-k})
-    (reference 1.3; Dutta et al. 2018). shift = 0 is the plain exponential, E[max] = scale*H_N."""
+    (Dutta et al. 2018). shift = 0 is the plain exponential, E[max] = scale*H_N."""
     nn, kk = _check_nk(n, k)
     d, s = _arr(shift, "shift"), _arr(scale, "scale")
     if np.any(d < 0) or np.any(s < 0):
@@ -301,7 +301,7 @@ def expected_kth_shifted_exp(k: Array, n: Array, shift: Array, scale: Array) -> 
 
 def blom_normal(k: Array, n: Array) -> np.ndarray:
     """Blom (1958): E[Z_(k:N)] ~= Phi^{-1}((k - 0.375)/(N + 0.25)) for standard normals.
-    For the max (k = N) the error is <= 0.016 for N in [8, 1e5] (reference 1.2, tested)."""
+    For the max (k = N) the error is <= 0.016 for N in [8, 1e5] (tested)."""
     from scipy.special import ndtri
 
     nn, kk = _check_nk(n, k)
@@ -365,7 +365,7 @@ def expected_straggler_delay(mean: Array, cv: Array, n: Array, dist: str = "norm
 
 def expected_max_of_sum(tau: Array, n: Array, mean: Array, cv: Array, dist: str = "normal") -> np.ndarray:
     """E[max_i sum_{j=1..tau} X_ij] / tau: per-step barrier cost when workers sync every tau steps
-    (local SGD, gradient accumulation, SSP window; reference 1.8). The tau-step sum is modelled as
+    (local SGD, gradient accumulation, SSP window; docs/model.md#stragglers). The tau-step sum is modelled as
     the same family with mean tau*mean and cv/sqrt(tau): exact for normal and gamma (and the exp
     sum, which is gamma, when dist='gamma'), moment-matched otherwise. For normal this is
     mean + sd e_N / sqrt(tau)."""
@@ -383,7 +383,7 @@ def expected_max_of_sum(tau: Array, n: Array, mean: Array, cv: Array, dist: str 
 
 def failslow_step(t0: Array, n: Array, p_slow: Array, slowdown: Array) -> np.ndarray:
     """Expected BSP step time when each of N workers is independently slowed by a factor s with
-    probability p per step (reference 1.6, "The Tail at Scale", Dean & Barroso 2013):
+    probability p per step ("The Tail at Scale", Dean & Barroso 2013):
 
         E[T] = T0 [1 + (s - 1)(1 - (1 - p)^N)],   (1 - p)^N = exp(N log1p(-p)).
 
@@ -405,7 +405,7 @@ def failslow_step(t0: Array, n: Array, p_slow: Array, slowdown: Array) -> np.nda
 
 
 def persistent_step(t0: Array, slowdowns: Array, axis: int = -1) -> np.ndarray:
-    """Persistent heterogeneity is deterministic: T = T0 * max_i s_i (reference 1.7)."""
+    """Persistent heterogeneity is deterministic: T = T0 * max_i s_i (docs/model.md#stragglers)."""
     s = _arr(slowdowns, "slowdowns")
     if np.any(s <= 0):
         raise InputError("slowdown factors must be > 0", where="slowdowns")

@@ -1,6 +1,6 @@
 """Synchronisation strategies: step time, update rate, staleness and a convergence penalty.
 
-Reference: ../shared/reference/sync_stragglers_ps.md sections 1.5, 1.8, 2.1-2.4.
+Reference: docs/model.md#sync (formulas and primary sources).
 
 Strategies (option string for ``--sync``, parsed by :func:`parse_sync`):
 
@@ -33,7 +33,7 @@ Units of the results (all broadcast over the numeric inputs):
   j steps of the N-1 others; mean over j = 0..H-1: (H-1)/2 * (N-1)/N. hier:G async: the other
   groups' (N-G)/N share of one step; hier:G:H adds (H-1)/2 * (N-G)/N.
 - ``efficiency``: statistical efficiency multiplier in (0, 1], the fraction of a fresh
-  synchronous step's progress that one step makes. The model is the heuristic of reference 2.3:
+  synchronous step's progress that one step makes. The model is the heuristic of docs/model.md#sync:
 
       efficiency = 1 / (1 + kappa * mean_staleness)
 
@@ -45,7 +45,7 @@ Units of the results (all broadcast over the numeric inputs):
   Time to target = steps_sync * step_time_s / efficiency.
 
 Straggler terms come from :mod:`scalemodel.cost.stragglers`: BSP waits for E[max of N]; waiting
-every tau steps (SSP window S+1, local SGD H) costs E[max_i sum of tau steps]/tau (reference 1.8).
+every tau steps (SSP window S+1, local SGD H) costs E[max_i sum of tau steps]/tau (docs/model.md#stragglers).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class SyncResult:
 
 
 def staleness_efficiency(mean_staleness: Array, kappa: Array = DEFAULT_STALENESS_KAPPA) -> np.ndarray:
-    """efficiency = 1/(1 + kappa * staleness) (heuristic of reference 2.3; kappa >= 0 user-set)."""
+    """efficiency = 1/(1 + kappa * staleness) (heuristic, docs/model.md#sync; kappa >= 0 user-set)."""
     s = np.asarray(mean_staleness, dtype=float)
     k = np.asarray(kappa, dtype=float)
     if np.any(s < 0) or not np.all(np.isfinite(s)):
@@ -104,15 +104,15 @@ def sync_step(strategy: SyncStrategy | str, n: Array, mean: Array, cv: Array, di
     worker's push + pull), ``group_comm_s`` that of the intra-group sync of hier:G (defaults to
     ``comm_s``; the cross-group exchange of hier uses ``comm_s``). Formulas, with E_N = E[max of N]:
 
-    - bsp:      T = E_N + C                                         (reference 2.1)
-    - backup:B: T = E[X_(N:N+B)] + C; B/(N+B) of the gradients wasted (1.5, Chen et al. 2016)
-    - asp:      T = mean + C per worker; updates/s = N / T           (2.1)
-    - ssp:S:    T = E[max_i sum_{j<=S+1} X_ij]/(S+1) + C             (2.1, "window" heuristic)
-    - local:H:  T = E[max_i sum_{j<=H} X_ij]/H + C/H                 (1.8, 2.4 AdaComm runtime)
+    - bsp:      T = E_N + C                                         (docs/model.md#sync)
+    - backup:B: T = E[X_(N:N+B)] + C; B/(N+B) of the gradients wasted (Chen et al. 2016)
+    - asp:      T = mean + C per worker; updates/s = N / T           (docs/model.md#sync)
+    - ssp:S:    T = E[max_i sum_{j<=S+1} X_ij]/(S+1) + C             ("window" heuristic, docs/model.md#sync)
+    - local:H:  T = E[max_i sum_{j<=H} X_ij]/H + C/H                 (AdaComm runtime, Wang & Joshi 2019)
     - hier:G:   T = E_G + C_group + C   (each group syncs, then pushes/pulls asynchronously;
                 C is dropped when G = N, which is then exactly BSP with C_group)
     - hier:G:H: T = m_G + s_G e_{N/G}/sqrt(H) + C_group + C/H, where m_G, s_G are the mean and sd
-                of the group step E_G (normal approximation of the cross-group barrier, 1.8/2.4);
+                of the group step E_G (normal approximation of the cross-group barrier, docs/model.md#sync);
                 H = 1 is the exact BSP barrier E_N with a two-level exchange (no staleness).
     """
     strat = parse_sync(strategy) if isinstance(strategy, str) else strategy

@@ -19,7 +19,7 @@ Parameter count per layer (weights; biases and norm gains when ``biases``, the G
     total      = layers * per-layer + V*h * (1 if tied else 2) + final norm + learned positions
 
 With a = g, f = 4h and biases this is Megatron's 12*l*h^2*(1 + 13/(12h) + (V+s)/(12*l*h))
-[Narayanan et al. 2021, arXiv:2104.04473; the form quoted in peers_and_formulas.md §4.1].
+[Narayanan et al. 2021, arXiv:2104.04473; docs/model.md#flops].
 
 FLOPs (forward, one sequence of length s, 2 FLOP per multiply-accumulate):
 

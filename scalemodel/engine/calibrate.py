@@ -1,6 +1,6 @@
 """Fit a network tier's latency and bandwidth to nccl-tests measurements.
 
-Parsing follows ../shared/reference/hardware_and_formats.md §5.1 and collectives.md §2.2: text logs of
+Parsing follows docs/model.md#nccl-tests-logs (nccl-tests src/util.cu): text logs of
 every era (older: no ``root`` column and a float ``error``; middle: ``root`` and ``#wrong``; current:
 version and "Collective test starting" lines), launcher prefixes (``srun -l`` ``0:``, mpirun ``[0]``,
 ``[1,0]<stdout>:``), interleaved ``NCCL INFO``/``WARN`` lines, duplicated headers, ``N/A`` in #wrong,

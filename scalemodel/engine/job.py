@@ -34,7 +34,7 @@ from scalemodel.errors import InputError
 
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
 DDP_BUCKET_BYTES = 25e6
-#: DeepSpeed ZeRO's reduce_bucket_size default, 5e8 elements (hardware_and_formats.md §5.3).
+#: DeepSpeed ZeRO's reduce_bucket_size default, 5e8 elements (DeepSpeed config-json docs).
 DEEPSPEED_BUCKET_ELEMENTS = 5e8
 
 

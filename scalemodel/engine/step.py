@@ -269,7 +269,7 @@ def _stage_boundary_time(job: Job, g: StrategyGrid, nbytes: np.ndarray) -> np.nd
     1F1B runs at the pace of its slowest boundary: the one that splits the pipeline's block of
     pp x (tp cp dp) GPUs across the outermost tier it spans (pair extent = the whole pipeline).
     Across that boundary every GPU of a stage sends at once, so an oversubscribed tier (taper o
-    over child domains of T GPUs, hardware_and_formats.md §3.4) is saturated only as far as the
+    over child domains of T GPUs, docs/model.md#oversubscription) is saturated only as far as the
     stage fills a child domain: the taper applied is max(1, o x min(stage, T) / T), interpolated
     linearly in the bandwidth term between the untapered and fully tapered times.
     """
@@ -304,7 +304,7 @@ def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
 def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Bytes per gradient element on the wire, and encode + decode seconds, per compression scheme.
 
-    Quantisation (reference sync_stragglers_ps.md §5.1, all-reducible): fp16 sends min(2, g) bytes,
+    Quantisation (docs/model.md#compression, all-reducible): fp16 sends min(2, g) bytes,
     int8 1 byte; encode reads g and writes q bytes per element, decode the reverse (memory-bound).
     Top-k keeps a fraction rho as (value, int32 index) pairs, all-gathered (handled by the caller);
     selection reads the gradient 3 times (radix select) and decoding scatter-adds the dp - 1 payloads.
@@ -382,7 +382,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, dp, job, stride), total)
     total = np.where(dp > 1, total + codec, 0.0)
     if np.any(g.ps_servers > 0):
-        # Parameter server over the outermost tier (BytePS analysis, reference §4.1).
+        # Parameter server over the outermost tier (BytePS analysis, docs/model.md#parameter-server).
         outer = job.network.tiers[-1]
         grads = n_params * job.grad_bytes
         k = np.maximum(g.ps_servers, 1).astype(float)
@@ -474,7 +474,7 @@ def _memory(job: Job, g: StrategyGrid, m: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _imbalance(job: Job, g: StrategyGrid, m: np.ndarray, task: np.ndarray) -> np.ndarray:
-    """Seconds a step loses to uneven work across the dp replicas (reference sync_stragglers_ps.md §6).
+    """Seconds a step loses to uneven work across the dp replicas (docs/model.md#imbalance).
 
     Each replica runs m micro-batches whose compute times are i.i.d. with mean ``task`` and CV
     ``job.work_cv``. Static assignment (fixed equal shares) ends with the slowest replica's sum,
