@@ -196,8 +196,8 @@ def attention_matrices(sh: Shape) -> list[tuple[str, np.ndarray, np.ndarray, boo
 
     Multi-head / grouped-query attention (Vaswani et al. 2017; Ainslie et al. 2023), fused QKV:
         qkv  h x (a d + 2 g d)          o  a d_v x h
-    Multi-head latent attention (DeepSeek-AI 2024, arXiv:2405.04434 §2.1; V3 report arXiv:2412.19437
-    §2.1.1), with d = d_nope + d_rope for Q and K and r_q, r_kv the low ranks:
+    Multi-head latent attention (DeepSeek-AI 2024, arXiv:2405.04434 §2.1; the V3 report,
+    arXiv:2412.19437 §2.1.1), with d = d_nope + d_rope for Q and K and r_q, r_kv the low ranks:
         q_down h x r_q, q_up r_q x a d (or q h x a d when r_q = 0)
         kv_down h x (r_kv + d_rope), kv_up r_kv x a (d_nope + d_v)       o  a d_v x h
     The down-projections are replicated across tensor-parallel ranks (Megatron-LM's MLA), the rest
