@@ -125,22 +125,33 @@ class ParamsPerGpu:
         return self.dense + self.expert
 
 
-def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1) -> ParamsPerGpu:
+def _stage_share(sh: Shape, p: np.ndarray, stage_layers: ArrayLike | None) -> np.ndarray:
+    """Fraction of the layers on the first pipeline stage: 1/p, or its layer count / L when given
+    (uneven stages; dense and MoE layers are taken in proportion)."""
+    if stage_layers is None:
+        return 1.0 / p
+    return _nonneg("stage_layers", stage_layers) / sh.layers
+
+
+def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1,
+                   stage_layers: ArrayLike | None = None) -> ParamsPerGpu:
     """Parameters on the most loaded GPU (the first pipeline stage, which also holds the embedding).
 
     dense  = [L/p (attention + norms) + dense_layers/p * mlp + moe_layers/p * (shared + router)
               + V h (x2 when p = 1 and untied)] / t
     expert = moe_layers/p * E * mlp(f_e) / (ep * t)
-    (Megatron's "most loaded shard = (layers/pp + embedding)/tp", theoretical_memory_usage.py.)
+    (Megatron's "most loaded shard = (layers/pp + embedding)/tp", theoretical_memory_usage.py.) With
+    uneven stages the first stage's ``stage_layers`` replace L/p.
     """
     t, p, e = _pos("tp", tp), _pos("pp", pp), _pos("ep", ep)
+    share = _stage_share(sh, p, stage_layers)
     per_layer = attention_params(sh) + norm_params(sh)
     shared = sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden) + sh.hidden * sh.moe_experts
-    body = (sh.layers * per_layer + sh.dense_layers * mlp_params(sh) + sh.moe_layers * shared) / p
+    body = (sh.layers * per_layer + sh.dense_layers * mlp_params(sh) + sh.moe_layers * shared) * share
     word = sh.vocab * sh.hidden
     emb = np.where((p == 1), embedding_params(sh), word + sh.position_embeddings * sh.hidden)
     dense = (body + emb) / t
-    expert = sh.moe_layers / p * sh.moe_experts * mlp_params(sh, sh.moe_ffn_hidden) / (e * t)
+    expert = sh.moe_layers * share * sh.moe_experts * mlp_params(sh, sh.moe_ffn_hidden) / (e * t)
     return ParamsPerGpu(dense=dense, expert=expert)
 
 
@@ -199,8 +210,9 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      pp: ArrayLike = 1, cp: ArrayLike = 1, sequence_parallel: ArrayLike = False,
                      recompute: ArrayLike = "none", num_microbatches: ArrayLike = 1,
                      schedule: ArrayLike = "1f1b", virtual_stages: ArrayLike = 1,
-                     flash_attention: ArrayLike = False) -> np.ndarray:
-    """Peak activation bytes on the first pipeline stage (see module docstring)."""
+                     flash_attention: ArrayLike = False, stage_layers: ArrayLike | None = None) -> np.ndarray:
+    """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
+    replaces L/p for uneven stages."""
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention)
     p = _pos("pp", pp)
@@ -208,7 +220,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     code = recompute_code(recompute)
     dense_l = activation_bytes_per_layer(sh, recompute=recompute, **kw)
     moe_l = activation_bytes_per_layer(sh, recompute=recompute, moe=True, **kw)
-    per_stage = (sh.dense_layers * dense_l + sh.moe_layers * moe_l) / p
+    per_stage = (sh.dense_layers * dense_l + sh.moe_layers * moe_l) * _stage_share(sh, p, stage_layers)
     inflight = inflight_microbatches(p, num_microbatches, schedule, virtual_stages)
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len) / _pos("cp", cp)
@@ -254,8 +266,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    weight_bytes: ArrayLike = 2.0, grad_bytes: ArrayLike = 2.0,
                    optimizer_bytes: ArrayLike = 12.0, flash_attention: ArrayLike = False,
                    fragmentation: ArrayLike = DEFAULT_FRAGMENTATION,
-                   workspace: ArrayLike = DEFAULT_WORKSPACE) -> MemoryBreakdown:
-    """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage).
+                   workspace: ArrayLike = DEFAULT_WORKSPACE, stage_layers: ArrayLike | None = None) -> MemoryBreakdown:
+    """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
+    ``stage_layers`` layers when the stages are uneven, else L/p).
 
     Dense parameters are sharded by ZeRO over ``dp``; expert parameters over dp/ep (experts are
     replicated on dp/ep ranks; EP is carved out of DP as in Megatron). ZeRO-3 gathers one layer at
@@ -266,7 +279,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     t = _pos("tp", tp)
     frag = _nonneg("fragmentation", fragmentation)
     ws = _nonneg("workspace", workspace)
-    pg = params_per_gpu(sh, tp=tp, pp=pp, ep=ep)
+    pg = params_per_gpu(sh, tp=tp, pp=pp, ep=ep, stage_layers=stage_layers)
     layer = (attention_params(sh) + norm_params(sh) + np.maximum(
         mlp_params(sh), np.where(sh.moe_layers > 0, sh.moe_experts / e * mlp_params(sh, sh.moe_ffn_hidden), 0.0)))
     gathered = 2.0 * layer / t
@@ -277,7 +290,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     act = activation_bytes(sh, micro_batch=micro_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp,
                            sequence_parallel=sequence_parallel, recompute=recompute,
                            num_microbatches=num_microbatches, schedule=schedule,
-                           virtual_stages=virtual_stages, flash_attention=flash_attention)
+                           virtual_stages=virtual_stages, flash_attention=flash_attention,
+                           stage_layers=stage_layers)
     states = dense.total + expert.total
     return MemoryBreakdown(
         weights=dense.weights + expert.weights, gradients=dense.gradients + expert.gradients,

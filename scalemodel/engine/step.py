@@ -6,7 +6,8 @@ stride 1, CP stride tp, DP and EP stride tp*cp, and pipeline neighbours are tp*c
 group's collective is placed on the network tiers its block of GPUs spans
 (:func:`scalemodel.cost.collectives.collective_time` with the group's stride).
 
-Per micro-batch on the busiest pipeline stage (the last: ceil(L/p) layers plus the logits):
+Per micro-batch on the busiest pipeline stage (the slower of the last stage, with its layers and the
+logits, and the largest other stage; :func:`_stage_layers` for uneven splits):
 
     t_mb = compute + TP comm + CP comm + EP comm + PP send/recv          (exposed parts only)
 
@@ -74,7 +75,9 @@ class Infeasible(IntEnum):
 
     GPUS_NOT_DIVISIBLE = 1, "gpus_not_divisible", "gpus not divisible by tp x pp x cp, or dp x tp x pp x cp != gpus"
     BATCH_NOT_DIVISIBLE = 2, "batch_not_divisible", "global batch not divisible by dp x micro-batch"
-    LAYERS_NOT_DIVISIBLE = 3, "layers_not_divisible", "layers not divisible by pp x virtual stages"
+    LAYERS_NOT_DIVISIBLE = 3, "layers_not_divisible", (
+        "layers do not split into the pipeline stages (interleaving needs layers divisible by pp x v; "
+        "given first/last stage layers must leave the other stages an equal share of at least one)")
     HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", "heads not divisible by tp"
     EXPERT_PARALLEL_INVALID = 5, "expert_parallel_invalid", (
         "expert parallelism must divide dp and the number of experts")
@@ -119,10 +122,6 @@ class StepArrays:
     extras: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def _ceil_div(a: Any, b: Any) -> np.ndarray:
-    return np.asarray(-(-np.asarray(a) // np.asarray(b)))
-
-
 def _collective(op: str, size: np.ndarray, ranks: np.ndarray, job: Job, stride: np.ndarray,
                 algorithm: np.ndarray | None = None) -> np.ndarray:
     """collective_time with a per-candidate algorithm code (a few vectorised calls, one per code used)."""
@@ -153,9 +152,7 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
     flag(R.BATCH_NOT_DIVISIBLE, (g.global_batch % np.maximum(per_step, 1) != 0) | (g.global_batch < per_step))
     if job.is_transformer:
         sh = job.shape
-        layers = int(sh.layers)
-        v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1)
-        flag(R.LAYERS_NOT_DIVISIBLE, layers % (g.pp * v) != 0)
+        flag(R.LAYERS_NOT_DIVISIBLE, ~_layers_split(job, g))
         flag(R.HEADS_NOT_DIVISIBLE, (int(sh.heads) % g.tp != 0))
         experts = int(sh.moe_experts)
         bad_ep = (experts == 0) | (g.dp % g.ep != 0) | (experts % np.maximum(g.ep, 1) != 0)
@@ -171,8 +168,50 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
     return reason
 
 
-def _compute_per_microbatch(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
-    """Compute seconds for one micro-batch on the busiest stage, and the pieces overlap needs."""
+def _stage_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Layers on (the last stage, the busiest other stage, the first stage) of the pipeline.
+
+    Balanced split (Megatron's default when L divides; the planner's own split when it does not):
+    L mod p stages take ceil(L/p) layers and the rest floor(L/p), the short ones last, since the last
+    stage also runs the logits. Given first and/or last stage layers (Megatron-LM
+    --decoder-first/last-pipeline-num-layers), the other stages share the remaining layers evenly.
+    Without a pipeline the one stage holds every layer.
+    """
+    layers = float(job.shape.layers) if job.is_transformer else 1.0
+    p = g.pp.astype(float)
+    f, last = g.first_stage_layers.astype(float), g.last_stage_layers.astype(float)
+    set_f, set_l = f >= 0, last >= 0
+    n_mid = p - set_f - set_l
+    rest = layers - np.where(set_f, f, 0.0) - np.where(set_l, last, 0.0)
+    mid = rest / np.maximum(n_mid, 1.0)
+    explicit = set_f | set_l
+    ceil, floor = np.ceil(layers / p), np.floor(layers / p)
+    last_n = np.where(explicit, np.where(set_l, last, mid), floor)
+    other = np.where(explicit, np.maximum(np.where(set_f, f, mid), np.where(n_mid > 0, mid, 0.0)), ceil)
+    first = np.where(explicit, np.where(set_f, f, mid), ceil)
+    single = p <= 1
+    return (np.where(single, layers, last_n), np.where(single, layers, other), np.where(single, layers, first))
+
+
+def _layers_split(job: Job, g: StrategyGrid) -> np.ndarray:
+    """True where the layers split into the pipeline as asked (see :func:`_stage_layers`)."""
+    layers = int(job.shape.layers)
+    v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1)
+    set_f, set_l = g.first_stage_layers >= 0, g.last_stage_layers >= 0
+    explicit = set_f | set_l
+    n_mid = g.pp - set_f - set_l
+    rest = layers - np.where(set_f, g.first_stage_layers, 0) - np.where(set_l, g.last_stage_layers, 0)
+    even_rest = np.where(n_mid > 0, (rest >= n_mid) & (rest % np.maximum(n_mid, 1) == 0), rest == 0)
+    interleaved = g.schedule == ScheduleKind.INTERLEAVED
+    ok_explicit = (g.pp >= 2) & (rest >= 0) & even_rest & ~interleaved
+    ok_balanced = np.where(interleaved, layers % (g.pp * v) == 0, g.pp <= layers)
+    return np.asarray(np.where(explicit, ok_explicit, ok_balanced))
+
+
+def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndarray,
+                            logits_on_stage: bool = True) -> dict[str, np.ndarray]:
+    """Compute seconds for one micro-batch on a stage of ``layers_per_stage`` layers (with the logits
+    when ``logits_on_stage``), and the pieces overlap needs."""
     from scalemodel.cost import compute
 
     b = g.micro_batch.astype(float)
@@ -203,7 +242,6 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     rec = g.recompute
     dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
                                        **flash)
-    layers_per_stage = _ceil_div(int(sh.layers), g.pp).astype(float)
     moe_share = float(sh.moe_layers / sh.layers)
     if moe_share > 0:
         moe = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
@@ -216,8 +254,9 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
         fwd_l, bwd_l, rec_l, gemm_l, core_l = (dense.forward, dense.backward, dense.recompute, dense.forward_gemm,
                                                dense.attention_core)
     logits = compute.logits_compute_time(sh, **kw)
-    fwd = layers_per_stage * fwd_l + logits.forward
-    bwd = layers_per_stage * (bwd_l + rec_l) + logits.backward
+    with_logits = 1.0 if logits_on_stage else 0.0
+    fwd = layers_per_stage * fwd_l + with_logits * logits.forward
+    bwd = layers_per_stage * (bwd_l + rec_l) + with_logits * logits.backward
     return {"total": fwd + bwd, "forward": fwd, "backward": bwd,
             "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
             "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
@@ -460,12 +499,16 @@ def _memory(job: Job, g: StrategyGrid, m: np.ndarray) -> dict[str, np.ndarray]:
                  "fragmentation": frag, "workspace": memory.DEFAULT_WORKSPACE + 0 * act}
     else:
         rec = g.recompute
+        _last, other, first = _stage_layers(job, g)
+        # the first stage holds the most micro-batches in flight; with uneven stages it is priced with
+        # the larger of its own and the other stages' layer counts (an upper bound on the peak)
+        stage = np.where(g.pp > 1, np.maximum(first, other), float(job.shape.layers))
         br = memory.memory_per_gpu(
             job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, dp=g.dp, tp=g.tp, pp=g.pp, cp=g.cp,
             ep=g.ep, zero_stage=g.zero, recompute=rec, sequence_parallel=g.sequence_parallel,
             num_microbatches=m, schedule=g.schedule, virtual_stages=g.virtual_stages,
             weight_bytes=2.0, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
-            flash_attention=g.flash_attention)
+            flash_attention=g.flash_attention, stage_layers=stage)
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
@@ -501,9 +544,19 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
 
     m = np.maximum(g.global_batch // np.maximum(g.dp * g.micro_batch, 1), 1).astype(float)
     reason = _feasibility(job, g, m.astype(np.int64))
-    comp = _compute_per_microbatch(job, g)
+    last_layers, other_layers, _first = _stage_layers(job, g)
+    comp = _compute_per_microbatch(job, g, last_layers)
     mp = _model_parallel_comm(job, g, comp)
     t_mb = comp["total"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
+    if job.is_transformer and np.any(other_layers > last_layers):
+        # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
+        comp_o = _compute_per_microbatch(job, g, other_layers, logits_on_stage=False)
+        mp_o = _model_parallel_comm(job, g, comp_o)
+        t_o = comp_o["total"] + mp_o["tp"] + mp_o["cp"] + mp_o["ep"] + mp_o["pp"]
+        busier = t_o > t_mb
+        comp = {k: np.where(busier, comp_o[k], v) for k, v in comp.items()}
+        mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
+        t_mb = np.maximum(t_mb, t_o)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     cross, in_group, dp_total = _sync_comm(job, g, comp, m, sync)
     opt = _optimizer_time(job, g)

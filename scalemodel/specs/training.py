@@ -72,6 +72,11 @@ class StrategySpec(Spec):
     bucket_size: Bytes | None = Field(default=None, description=(
         "gradient bucket per DP collective; default per framework: PyTorch DDP 25 MB (ZeRO 0), DeepSpeed "
         "reduce_bucket_size 5e8 elements (ZeRO 1-3), one layer (FSDP)"))
+    first_stage_layers: int | None = Field(default=None, ge=0, description=(
+        "layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers); the "
+        "other stages share the rest evenly; default: the balanced split"))
+    last_stage_layers: int | None = Field(default=None, ge=0, description=(
+        "layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers)"))
     assignment: AssignmentText = Field(
         default="static", description="micro-batches split equally up front, or pulled from a shared queue")
     dispatch_overhead: SecondsOrZero = Field(default=0.0, description="scheduling cost per dynamically assigned task")
