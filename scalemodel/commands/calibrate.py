@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
 
         text = log_path.read_text(errors="replace")
         op_n = op.lower().replace("_", "") if op else None
-        from scalemodel.cost.collectives import APPLICABLE
+        from scalemodel.cost.algorithms import APPLICABLE
 
         if op_n is not None and op_n not in APPLICABLE:
             raise InputError(f"unknown collective {op!r}", where="--op", allowed="one of: " + ", ".join(APPLICABLE))
