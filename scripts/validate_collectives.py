@@ -19,6 +19,7 @@ import yaml
 
 from scalemodel.cost import collectives as C
 from scalemodel.cost.algorithms import ALGORITHMS
+from scalemodel.engine.job import build_network
 from scalemodel.specs import load_cluster
 
 CASES = Path(__file__).resolve().parents[2] / "shared" / "validation" / "cases.yaml"
@@ -73,7 +74,7 @@ def main(argv: list[str]) -> int:
             else:
                 overrides.append(e)
         spec = load_cluster(name, [o.removeprefix("cluster.") for o in overrides])
-        network = spec.network()
+        network = build_network(spec)
         t_pred = float(C.collective_time("allreduce", s, p, network, algorithm=algo, stride=stride, family=family))
         _, names, idx, _ = C.best_algorithm("allreduce", s, p, network, stride=stride, family=family)
         used = algo if algo != "auto" else names[int(idx)]

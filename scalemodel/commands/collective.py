@@ -91,6 +91,7 @@ def register(app: typer.Typer) -> None:
         """Predict one collective's time, algbw and busbw for every algorithm, and the best (nccl-tests style)."""
         from scalemodel.commands.common import load_cluster_with, positive_int, quantity
         from scalemodel.cost.algorithms import ALGORITHMS, OPS
+        from scalemodel.engine.job import build_network
         from scalemodel.errors import InputError
 
         op_n = op.lower().replace("_", "").replace("-", "")
@@ -112,7 +113,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{gpus} ranks x stride {stride} need {gpus * stride} GPUs but cluster {spec.name!r} "
                              f"has at most {spec.largest_gpus}", where="--gpus",
                              allowed=f"gpus x stride <= {spec.largest_gpus}")
-        rows = compute(op_n, size_list, gpus, spec.network(), algo, stride, dtype_bytes)
+        rows = compute(op_n, size_list, gpus, build_network(spec), algo, stride, dtype_bytes)
         inputs = {"cluster": spec.name, "op": op_n, "gpus": gpus, "stride": stride, "algo": algo,
                   "dtype_bytes": dtype_bytes, "sizes_bytes": size_list, "set": list(sets or [])}
         from scalemodel.report.collective import render_collective

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.cost.network import Network
+from scalemodel.cost.network import Network, Tier
 from scalemodel.errors import InputError
 
 ZERO_CODES = {"0": 0, "1": 1, "2": 2, "3": 3, "fsdp": 4}
@@ -65,6 +65,18 @@ class Job:
     inputs: dict[str, Any] = field(default_factory=dict)
 
 
+def build_network(cluster: Any) -> Network:
+    """A cluster spec's tiers as plain numbers for the cost models (once per job; specs/ stays below cost/)."""
+    return Network(
+        tiers=tuple(
+            Tier(name=t.name, span=t.span, bandwidth=t.bandwidth, latency=t.latency, efficiency=t.efficiency,
+                 oversubscription=t.oversubscription, in_network_reduction=t.in_network_reduction,
+                 topology=t.topology, protocol=t.protocol)
+            for t in cluster.tiers),
+        gpus_per_node=cluster.gpus_per_node,
+    )
+
+
 def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float | None = None,
               straggler_dist: str | None = None) -> Job:
     """Resolve validated specs (ClusterSpec, workload, TrainingSpec) into a :class:`Job`."""
@@ -102,7 +114,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     if not (0.0 <= cv < 10.0):
         raise InputError(f"straggler CV {cv} out of range", where="--straggler-cv", allowed="0 <= cv < 10")
     return Job(
-        name=workload.name, cluster_name=cluster.name, network=cluster.network(),
+        name=workload.name, cluster_name=cluster.name, network=build_network(cluster),
         gpus_per_node=cluster.gpus_per_node, max_gpus=cluster.largest_gpus, accelerator=acc.name,
         peak_flops=peak, memory_bandwidth=acc.memory_bandwidth, memory_capacity=acc.memory,
         gemm_max=curve.gemm_max, gemm_half_dim=curve.gemm_half_dim, memory_efficiency=curve.memory,
