@@ -12,7 +12,7 @@ These hold for every candidate the engine evaluates, feasible or not.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -28,7 +28,7 @@ MODELS = ("gpt-1.7b", "llama2-7b", "llama3-8b", "mixtral-8x7b", "falcon-7b", "mi
           "gpt-j-6b")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _job(cluster: str, model: str, precision: str, seq: int):
     cl = load_cluster(cluster)
     if precision not in cl.accelerator.peak_flops:  # fp8 only where the accelerator has it
@@ -55,7 +55,8 @@ def cases(draw):  # type: ignore[no-untyped-def]
     batch = dp * mb * accumulation + draw(st.sampled_from((0, 0, 0, 1)))  # sometimes not divisible
     arrays = dict(
         gpus=dp * tp * pp * cp, dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=mb, global_batch=batch,
-        zero=draw(st.sampled_from((0, 1, 2, 3, 4))), recompute=draw(st.sampled_from((0, 1, 2) if transformer else (0, 2))),
+        zero=draw(st.sampled_from((0, 1, 2, 3, 4))),
+        recompute=draw(st.sampled_from((0, 1, 2) if transformer else (0, 2))),
         schedule=draw(st.sampled_from((0, 2, 3))), sequence_parallel=draw(st.booleans()) and tp > 1,
         overlap=draw(st.booleans()), algorithm=draw(st.sampled_from((0, 1, 2, 6))),
         compression=draw(st.sampled_from((0, 1, 2))), flash_attention=draw(st.booleans()),
