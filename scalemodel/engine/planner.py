@@ -40,8 +40,9 @@ import numpy as np
 
 from scalemodel.choices import Algorithm, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
 from scalemodel.engine.job import Job, StrategyGrid, grid_from_arrays
+from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
 from scalemodel.engine.predict import Prediction, result_at
-from scalemodel.engine.step import BREAKDOWN_KEYS, REASON_KEYS, evaluate
+from scalemodel.engine.step import REASON_KEYS, evaluate
 from scalemodel.errors import InputError
 from scalemodel.specs.constraints import Constraints, normalize_constraints
 from scalemodel.specs.constraints import keep as allowed_by
@@ -435,11 +436,6 @@ def _fmt_s(x: float) -> str:
     return format_quantity(x, "time")
 
 
-#: Short names of the breakdown parts, for sentences.
-PART_WORDS = {"compute": "compute", "tp_comm": "exposed TP communication", "cp_comm": "exposed CP communication",
-              "ep_comm": "MoE all-to-all", "pp_comm": "pipeline send/recv", "bubble": "pipeline bubble",
-              "dp_comm": "exposed gradient sync", "optimizer": "optimizer step", "straggler": "straggler wait",
-              "imbalance": "load imbalance"}
 #: Relative step-time gap below which two plans are called a tie.
 TIE = 5e-4
 
@@ -448,12 +444,12 @@ def _advantages(win: Prediction, other: Prediction, limit: int = 2) -> str:
     """The breakdown parts where ``win`` is cheaper than ``other``, largest first, in words."""
     floor = 1e-3 * win.step_time_s
     gains = sorted(((other.breakdown_s[k] - win.breakdown_s[k], k) for k in BREAKDOWN_KEYS), reverse=True)
-    words = [f"{_fmt_s(d)} less {PART_WORDS[k]}" for d, k in gains[:limit] if d > floor]
+    words = [f"{_fmt_s(d)} less {PARTS[k].words}" for d, k in gains[:limit] if d > floor]
     text = ", ".join(words) if words else "a little less of everything"
     losses = [(d, k) for d, k in gains if d < -floor]
     if losses:
         d, k = min(losses)
-        text += f" (for {_fmt_s(-d)} more {PART_WORDS[k]})"
+        text += f" (for {_fmt_s(-d)} more {PARTS[k].words})"
     return text
 
 

@@ -2,7 +2,7 @@
 efficiency lost at each point attributed to its causes.
 
 Definitions (per point, N GPUs, global batch B samples, step time t = sum_k t_k over the step-model
-breakdown, :data:`scalemodel.engine.step.BREAKDOWN_KEYS`):
+breakdown, :data:`scalemodel.engine.parts.BREAKDOWN`):
 
     T   = t   x N / B      GPU-seconds per sample (the inverse of per-GPU throughput)
     T_k = t_k x N / B      the same for part k, so T = sum_k T_k
@@ -39,13 +39,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scalemodel.engine.predict import EXPLAIN, Prediction
-from scalemodel.engine.step import BREAKDOWN_KEYS
+from scalemodel.engine.parts import BREAKDOWN_KEYS, CAUSES, PARTS
+from scalemodel.engine.predict import Prediction
 from scalemodel.errors import InputError
 
-#: Cause names of the loss attribution, in display order (``memory_forced`` only with best=True).
-CAUSES: tuple[str, ...] = BREAKDOWN_KEYS + ("memory_forced",)
-CAUSE_EXPLAIN: dict[str, str] = {**EXPLAIN, "memory_forced": "memory limit forcing a slower strategy"}
 #: Multiplier on accelerator memory for the "ignore memory" search behind ``memory_forced``.
 _UNLIMITED_MEMORY = 1e9
 
@@ -110,7 +107,7 @@ class ScalingResult:
             return head + " (no material loss)"
         parts = []
         for i, (cause, v) in enumerate(top):
-            text = f"{cause} takes {100 * v:.0f} points ({CAUSE_EXPLAIN[cause]}"
+            text = f"{cause} takes {100 * v:.0f} points ({PARTS[cause].description}"
             if i == 0 and cause in last.prediction.breakdown_s and not self.best:
                 a, b = first.prediction.breakdown_s[cause], last.prediction.breakdown_s[cause]
                 sa, sb = first.strategy, last.strategy

@@ -54,6 +54,7 @@ from scalemodel.choices import Algorithm, CompressionKind, Recompute, ScheduleKi
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import pipeline
 from scalemodel.engine.job import Job, StrategyGrid
+from scalemodel.engine.parts import BREAKDOWN_KEYS
 
 #: Bytes moved per parameter by a mixed-precision Adam step: read fp32 master, m, v and the gradient,
 #: write master, m, v and the 16-bit weight copy (= 2 K + grad + 2 with K = 12 state bytes).
@@ -91,8 +92,6 @@ class Infeasible(IntEnum):
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
 REASON_KEYS = {int(r): r.key for r in Infeasible}
 
-BREAKDOWN_KEYS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble", "dp_comm", "optimizer",
-                  "straggler", "imbalance")
 
 
 @dataclass
@@ -521,6 +520,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         "pp_comm": m * mp["pp"], "bubble": bubble_mb * t_mb, "dp_comm": np.maximum(dp_term, 0.0),
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
     }
+    breakdown = {k: breakdown[k] for k in BREAKDOWN_KEYS}  # the parts table fixes names and order
     step = sum(breakdown.values())  # identical to sres.step_time_s up to rounding; parts add up exactly
     memory = _memory(job, g, m)
     fits = memory["total"] <= job.memory_capacity

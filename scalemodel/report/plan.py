@@ -5,11 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from scalemodel.engine.parts import PARTS
 from scalemodel.units import format_quantity as fq
-
-#: Short column labels of the breakdown parts.
-SHORT = {"compute": "compute", "tp_comm": "TP", "cp_comm": "CP", "ep_comm": "EP", "pp_comm": "PP",
-         "bubble": "bubble", "dp_comm": "DP", "optimizer": "optim", "straggler": "strag", "imbalance": "imbal"}
 
 
 class LazyProgress:
@@ -52,7 +49,7 @@ class LazyProgress:
 
 def _shares(breakdown: dict[str, float], step: float, n: int = 3) -> str:
     parts = sorted(((v, k) for k, v in breakdown.items() if v > 0), reverse=True)[:n]
-    return ", ".join(f"{SHORT[k]} {v / step:.0%}" for v, k in parts) if step > 0 else "-"
+    return ", ".join(f"{PARTS[k].label} {v / step:.0%}" for v, k in parts) if step > 0 else "-"
 
 
 def render_plan(result: Any) -> None:

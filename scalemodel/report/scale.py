@@ -6,14 +6,9 @@ import csv
 import io
 from typing import Any
 
+from scalemodel.engine.parts import PARTS
 from scalemodel.units import format_quantity as fq
 
-#: Terminal colour per cause (rich style names) and the legend order.
-CAUSE_STYLE: dict[str, str] = {
-    "compute": "white", "tp_comm": "magenta", "cp_comm": "bright_magenta", "ep_comm": "blue", "pp_comm": "cyan",
-    "bubble": "yellow", "dp_comm": "red", "optimizer": "bright_black", "straggler": "bright_red",
-    "imbalance": "bright_yellow", "memory_forced": "bright_blue",
-}
 BAR_WIDTH = 40
 FULL, LOST = "█", "▒"
 
@@ -83,12 +78,12 @@ def chart_lines(result: Any, width: int = BAR_WIDTH) -> list[str]:
             else:
                 if name not in used:
                     used.append(name)
-                text += f"[{CAUSE_STYLE.get(name, 'white')}]{LOST * n}[/]"
+                text += f"[{PARTS[name].style}]{LOST * n}[/]"
         more = "+" if p.scaling_efficiency > 1.0005 else " "
         lines.append(f"{str(p.gpus).rjust(label_w)} GPUs {text}{more} {p.scaling_efficiency:6.1%}  "
                      f"{p.prediction.flops['tflops_per_gpu']:6.1f} TFLOP/s/GPU")
     legend = "  ".join([f"[green]{FULL}[/green] efficiency"]
-                       + [f"[{CAUSE_STYLE.get(c, 'white')}]{LOST}[/] {c}" for c in used])
+                       + [f"[{PARTS[c].style}]{LOST}[/] {c}" for c in used])
     lines.append(" " * (label_w + 6) + legend)
     return lines
 
