@@ -93,7 +93,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         sh = transformer.shape(
             layers=workload.layers, hidden=workload.hidden, heads=workload.heads, vocab=workload.vocab,
             kv_heads=workload.kv_heads, ffn_hidden=workload.ffn_hidden, gated_mlp=workload.gated_mlp,
-            tied_embeddings=workload.tied_embeddings,
+            tied_embeddings=workload.tied_embeddings, head_dim=workload.head_dim,
             moe_experts=moe.experts if moe else 0, moe_top_k=moe.top_k if moe else 0,
             moe_ffn_hidden=moe.ffn_hidden if moe else None, moe_shared_experts=moe.shared_experts if moe else 0,
             moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0)

@@ -52,7 +52,7 @@ import numpy as np
 
 from scalemodel.choices import Algorithm, CompressionKind, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
 from scalemodel.cost import collectives as coll
-from scalemodel.cost import pipeline
+from scalemodel.cost import memory, pipeline
 from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 
@@ -445,25 +445,35 @@ def _optimizer_time(job: Job, g: StrategyGrid) -> np.ndarray:
     return sharded * bytes_per_param / (job.memory_bandwidth * job.memory_efficiency)
 
 
-def _memory(job: Job, g: StrategyGrid, m: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-GPU bytes by part (scalemodel.cost.memory), first pipeline stage."""
-    from scalemodel.cost import memory
+def microbatches(g: StrategyGrid) -> np.ndarray:
+    """Micro-batches per step and replica, m = B / (dp b) (at least 1): the pipeline's and memory's m."""
+    return np.maximum(g.global_batch // np.maximum(g.dp * g.micro_batch, 1), 1).astype(float)
 
+
+def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
+                 fragmentation: float = memory.DEFAULT_FRAGMENTATION,
+                 workspace: float = memory.DEFAULT_WORKSPACE) -> dict[str, np.ndarray]:
+    """Per-GPU bytes by part (scalemodel.cost.memory), first pipeline stage, plus ``total``.
+
+    Weights are held at the compute element size (4 bytes for fp32/tf32 runs, else 2: fp8 GEMMs
+    keep 16-bit weights). Generic workloads: the catalog's activation bytes per sample are fp32,
+    scaled to the training precision, and full recompute keeps a quarter of them.
+    """
     if not job.is_transformer:
-        ms = memory.model_state_bytes(job.params, dp=g.dp, zero_stage=g.zero, weight_bytes=2.0,
+        ms = memory.model_state_bytes(job.params, dp=g.dp, zero_stage=g.zero, weight_bytes=job.elem_bytes,
                                       grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param)
-        act = job.generic_activation_bytes * g.micro_batch * np.where(g.recompute == Recompute.FULL, 0.25, 1.0)
-        frag = memory.DEFAULT_FRAGMENTATION * (ms.total + act)
+        act = (job.generic_activation_bytes * (job.elem_bytes / 4.0) * g.micro_batch
+               * np.where(g.recompute == Recompute.FULL, 0.25, 1.0))
+        frag = fragmentation * (ms.total + act)
         parts = {"weights": ms.weights, "gradients": ms.gradients, "optimizer": ms.optimizer, "activations": act,
-                 "fragmentation": frag, "workspace": memory.DEFAULT_WORKSPACE + 0 * act}
+                 "fragmentation": frag, "workspace": workspace + 0 * act}
     else:
-        rec = g.recompute
         br = memory.memory_per_gpu(
             job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, dp=g.dp, tp=g.tp, pp=g.pp, cp=g.cp,
-            ep=g.ep, zero_stage=g.zero, recompute=rec, sequence_parallel=g.sequence_parallel,
+            ep=g.ep, zero_stage=g.zero, recompute=g.recompute, sequence_parallel=g.sequence_parallel,
             num_microbatches=m, schedule=g.schedule, virtual_stages=g.virtual_stages,
-            weight_bytes=2.0, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
-            flash_attention=g.flash_attention)
+            weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
+            flash_attention=g.flash_attention, fragmentation=fragmentation, workspace=workspace)
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
@@ -497,7 +507,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     """Evaluate every candidate in ``g`` in one vectorised pass (one sync mode per call)."""
     from scalemodel.cost import sync as sync_model
 
-    m = np.maximum(g.global_batch // np.maximum(g.dp * g.micro_batch, 1), 1).astype(float)
+    m = microbatches(g)
     reason = _feasibility(job, g, m.astype(np.int64))
     comp = _compute_per_microbatch(job, g)
     mp = _model_parallel_comm(job, g, comp)
@@ -522,8 +532,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     }
     breakdown = {k: breakdown[k] for k in BREAKDOWN_KEYS}  # the parts table fixes names and order
     step = sum(breakdown.values())  # identical to sres.step_time_s up to rounding; parts add up exactly
-    memory = _memory(job, g, m)
-    fits = memory["total"] <= job.memory_capacity
+    mem = memory_parts(job, g, m)
+    fits = mem["total"] <= job.memory_capacity
     reason = np.where((reason == 0) & ~fits, Infeasible.OUT_OF_MEMORY, reason)
     flops = _flops(job, g)
     gpus = g.gpus.astype(float)
@@ -543,7 +553,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         reason=full(reason), microbatches=full(m), tokens_per_s=full(samples * job.seq_len / safe),
         samples_per_s=full(samples / safe), model_flops=full(flops["model"]),
         hardware_flops=full(flops["hardware"]), tflops_per_gpu=full(tflops), mfu=full(mfu), hfu=full(hfu),
-        memory={k: full(v) for k, v in memory.items()}, fits=full(fits),
+        memory={k: full(v) for k, v in mem.items()}, fits=full(fits),
         statistical_efficiency=full(sres.efficiency), updates_per_s=full(sres.updates_per_s),
         mean_staleness=full(sres.mean_staleness),
         extras={"dp_comm_total": full(dp_total), "microbatch_time": full(t_mb),
