@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from scalemodel.choices import Algorithm, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
-from scalemodel.engine.job import Job, StrategyGrid, grid_from_arrays
+from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_arrays
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
 from scalemodel.engine.predict import Prediction, result_at
 from scalemodel.engine.step import REASON_KEYS, evaluate
@@ -392,6 +392,27 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     result.why = explain(result)
     result.elapsed_s = time.perf_counter() - t0
     return result
+
+
+def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: str = "throughput", top: int = 5,
+         constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
+         straggler_cv: float | None = None, progress: Callable[[int, int], None] | None = None,
+         echo: dict[str, Any] | None = None) -> PlanResult:
+    """Search every valid strategy for validated specs (the engine behind `scalemodel plan`).
+
+    The global batch defaults to one sequence per GPU. ``echo`` holds what the caller wants echoed
+    in the result's inputs besides the resolved job (the constraints as typed, the --set overrides).
+    """
+    batch = int(training.global_batch or gpus)
+    job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
+    inputs: dict[str, Any] = {
+        "cluster": cluster.name, "model": workload.name, "gpus": gpus, "global_batch": batch, "seq_len": job.seq_len,
+        "precision": job.precision, "objective": objective, "top": top, "constraints": [],
+        "sync_modes": list(sync_modes), "straggler_cv": job.straggler_cv, "train_tokens": job.train_tokens or None,
+        "set": []}
+    inputs.update(echo or {})
+    return search(job, gpus, batch, objective=objective, top=top, constraints=constraints, sync_modes=sync_modes,
+                  progress=progress, inputs=inputs)
 
 
 # --------------------------------------------------------------------------------------------

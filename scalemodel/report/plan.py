@@ -52,7 +52,12 @@ def _shares(breakdown: dict[str, float], step: float, n: int = 3) -> str:
     return ", ".join(f"{PARTS[k].label} {v / step:.0%}" for v, k in parts) if step > 0 else "-"
 
 
-def render_plan(result: Any) -> None:
+def render_plan(result: Any, *, as_json: bool) -> None:
+    if as_json:
+        from scalemodel.report.output import emit_json
+
+        emit_json(result.payload(), "plan")
+        return
     from rich.console import Console
     from rich.table import Table
 
