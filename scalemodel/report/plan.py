@@ -5,7 +5,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
 from scalemodel.engine.parts import PARTS
+from scalemodel.engine.planner import PlanResult
+from scalemodel.engine.step import INFEASIBLE_REASONS, REASON_KEYS
+from scalemodel.report.explain import describe_layout, describe_settings, explained
+from scalemodel.report.output import emit_json
 from scalemodel.units import format_quantity as fq
 
 
@@ -27,9 +35,6 @@ class LazyProgress:
         if self._progress is None:
             if time.perf_counter() - self.t0 < self.after_s or done >= total:
                 return
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
             console = Console(stderr=True)
             if not console.is_terminal:
                 self._off = True
@@ -52,18 +57,12 @@ def _shares(breakdown: dict[str, float], step: float, n: int = 3) -> str:
     return ", ".join(f"{PARTS[k].label} {v / step:.0%}" for v, k in parts) if step > 0 else "-"
 
 
-def render_plan(result: Any, *, as_json: bool) -> None:
+def render_plan(result: PlanResult, *, as_json: bool) -> None:
+    """The JSON document, or the ranked table, the infeasible counts and the explanation."""
+    result = explained(result)
     if as_json:
-        from scalemodel.report.output import emit_json
-
         emit_json(result.payload(), "plan")
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    from scalemodel.engine.planner import describe_layout, describe_settings
-    from scalemodel.engine.step import INFEASIBLE_REASONS, REASON_KEYS
-
     console = Console()
     inp = result.inputs
     console.print(
