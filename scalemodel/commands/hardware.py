@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
 
+from scalemodel import specs
 from scalemodel.commands.common import JsonOption, SetOption
+from scalemodel.errors import InputError
+from scalemodel.report.output import emit_json
+from scalemodel.specs import load_accelerator, load_cluster
+from scalemodel.specs.loader import builtin_names, builtin_path, read_document
+from scalemodel.units import format_quantity as fq
 
 hardware_app = typer.Typer(help="List, show and validate accelerator and cluster specs.", no_args_is_help=True)
 
 
 def _summaries() -> dict[str, list[dict[str, Any]]]:
-    from scalemodel.specs import load_accelerator, load_cluster
-    from scalemodel.specs.loader import builtin_names
-
     accs = []
     for name in builtin_names("accelerator"):
         a = load_accelerator(name)
@@ -37,15 +44,8 @@ def list_(as_json: JsonOption = False) -> None:
     """List the built-in accelerators and clusters."""
     data = _summaries()
     if as_json:
-        from scalemodel.report.output import emit_json
-
         emit_json({"inputs": {}, **data}, "hardware list")
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    from scalemodel.units import format_quantity as fq
-
     t = Table(title="Accelerators")
     for col in ("name", "bf16 dense", "memory", "mem bw", "TDP", "description"):
         t.add_column(col)
@@ -65,16 +65,11 @@ def list_(as_json: JsonOption = False) -> None:
 
 
 def _find(name: str) -> tuple[str, Any]:
-    from scalemodel.errors import InputError
-    from scalemodel.specs.loader import builtin_names, builtin_path
-
     for kind in ("cluster", "accelerator", "workload"):
         if builtin_path(kind, name) is not None:
             return kind, name
     if Path(name).is_file():
         return _kind_of(Path(name)), Path(name)
-    import difflib
-
     names = builtin_names("cluster") + builtin_names("accelerator") + builtin_names("workload")
     near = difflib.get_close_matches(name, names, n=3, cutoff=0.4)
     raise InputError(f"unknown built-in spec {name!r}", where="hardware show",
@@ -82,9 +77,6 @@ def _find(name: str) -> tuple[str, Any]:
 
 
 def _kind_of(path: Path) -> str:
-    from scalemodel.errors import InputError
-    from scalemodel.specs.loader import read_document
-
     data, _ = read_document(path)
     if path.suffix == ".json" and isinstance(data, dict) and ("num_hidden_layers" in data or "n_layer" in data):
         return "workload"
@@ -104,8 +96,6 @@ def _kind_of(path: Path) -> str:
 
 
 def _load(kind: str, ref: Any, sets: list[str] | None) -> Any:
-    from scalemodel import specs
-
     loaders = {"cluster": specs.load_cluster, "accelerator": specs.load_accelerator,
                "workload": specs.load_workload, "scenario": specs.load_scenario}
     return loaders[kind](ref, sets or [])
@@ -119,13 +109,8 @@ def show(name: Annotated[str, typer.Argument(help="A built-in name or a spec fil
     spec = _load(kind, ref, set_)
     data = spec.model_dump(mode="json")
     if as_json:
-        from scalemodel.report.output import emit_json
-
         emit_json({"inputs": {"name": name, "set": list(set_ or [])}, "kind": kind, "spec": data}, "hardware show")
         return
-    import yaml
-    from rich.console import Console
-
     Console().print(f"[bold]{kind}[/bold] {spec.name}")
     print(yaml.safe_dump(data, sort_keys=False, width=110).rstrip())
 
@@ -134,15 +119,11 @@ def show(name: Annotated[str, typer.Argument(help="A built-in name or a spec fil
 def validate(file: Annotated[Path, typer.Argument(help="The spec file to check.")],
              set_: SetOption = None, as_json: JsonOption = False) -> None:
     """Validate a spec file: exit 0 when valid, 2 (with the reason) when not."""
-    from scalemodel.errors import InputError
-
     if not file.is_file():
         raise InputError(f"file not found: {file}", where=str(file), allowed="an existing YAML file")
     kind = _kind_of(file)
     spec = _load(kind, file, set_)
     if as_json:
-        from scalemodel.report.output import emit_json
-
         emit_json({"inputs": {"file": str(file), "set": list(set_ or [])}, "file": str(file), "kind": kind,
                    "name": spec.name, "valid": True}, "hardware validate")
     else:

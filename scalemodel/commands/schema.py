@@ -7,6 +7,9 @@ from enum import Enum
 from typing import Annotated, Any
 
 import typer
+from pydantic import TypeAdapter
+
+from scalemodel import specs
 
 
 class SchemaKind(str, Enum):
@@ -27,10 +30,6 @@ def _allow_extends(d: dict[str, Any]) -> dict[str, Any]:
 
 def json_schema(kind: str) -> dict[str, Any]:
     """The Draft-07 JSON Schema of a spec kind (pydantic's schema with the draft declared)."""
-    from pydantic import TypeAdapter
-
-    from scalemodel import specs
-
     models: dict[str, Any] = {"cluster": specs.ClusterSpec, "accelerator": specs.AcceleratorSpec,
                               "workload": specs.Workload, "scenario": specs.ScenarioSpec}
     schema = TypeAdapter(models[kind]).json_schema(mode="validation")

@@ -29,6 +29,7 @@ from scalemodel.choices import (
     parse_schedule,
     parse_sync,
 )
+from scalemodel.cost import compute, transformer
 from scalemodel.cost.network import Network
 from scalemodel.errors import InputError
 
@@ -79,8 +80,6 @@ class Job:
 def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float | None = None,
               straggler_dist: str | None = None) -> Job:
     """Resolve validated specs (ClusterSpec, workload, TrainingSpec) into a :class:`Job`."""
-    from scalemodel.cost import compute, transformer
-
     acc = cluster.accelerator
     precision = training.precision
     peak = acc.peak(precision)

@@ -39,9 +39,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from scalemodel.cost import efficiency
+from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, CAUSES, PARTS
-from scalemodel.engine.predict import Prediction
+from scalemodel.engine.planner import search as plan_search
+from scalemodel.engine.predict import Prediction, result_at
+from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError
+from scalemodel.units import format_quantity
 
 #: Multiplier on accelerator memory for the "ignore memory" search behind ``memory_forced``.
 _UNLIMITED_MEMORY = 1e9
@@ -125,8 +130,6 @@ class ScalingResult:
 
 
 def _fmt_s(x: float) -> str:
-    from scalemodel.units import format_quantity
-
     return format_quantity(x, "time")
 
 
@@ -170,11 +173,6 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     ``search`` holds extra keyword arguments for :func:`scalemodel.engine.planner.search` (objective,
     constraints, sync_modes, progress). Raises InputError when a point cannot be built.
     """
-    from scalemodel.cost import efficiency
-    from scalemodel.engine.job import build_job, grid_from_strategy
-    from scalemodel.engine.predict import result_at
-    from scalemodel.engine.step import evaluate
-
     if mode not in ("weak", "strong"):
         raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
     gpus = [int(n) for n in gpus]
@@ -202,8 +200,6 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     parts: list[dict[str, float]] = []
     for n, batch in zip(gpus, batches, strict=True):
         if best:
-            from scalemodel.engine.planner import search as plan_search
-
             kw = dict(search or {})
             kw.setdefault("kappa", kappa)
             found = plan_search(job, n, batch, top=1, **kw).ranked

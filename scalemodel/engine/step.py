@@ -51,9 +51,10 @@ from typing import Any
 import numpy as np
 
 from scalemodel.choices import Algorithm, CompressionKind, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
+from scalemodel.cost import balance, compute, memory, pipeline, ps, transformer
 from scalemodel.cost import collectives as coll
-from scalemodel.cost import memory, pipeline
-from scalemodel.engine.job import Job, StrategyGrid
+from scalemodel.cost import sync as sync_model
+from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 
 #: Bytes moved per parameter by a mixed-precision Adam step: read fp32 master, m, v and the gradient,
@@ -172,8 +173,6 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
 
 def _compute_per_microbatch(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     """Compute seconds for one micro-batch on the busiest stage, and the pieces overlap needs."""
-    from scalemodel.cost import compute
-
     b = g.micro_batch.astype(float)
     if not job.is_transformer:
         if job.generic_time_per_sample > 0:
@@ -324,8 +323,6 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
     ``bucket_size`` (bytes of uncompressed gradient), else the framework's default for the ZeRO
     stage: PyTorch DDP 25 MB (ZeRO 0), DeepSpeed reduce_bucket_size 5e8 elements (ZeRO 1-3), FSDP
     one wrapped layer. Compression shrinks the bytes on the wire, not the elements per bucket."""
-    from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS
-
     deepspeed_or_ddp = np.where(g.zero >= Zero.OPTIMIZER, DEEPSPEED_BUCKET_ELEMENTS, DDP_BUCKET_BYTES / job.grad_bytes)
     framework = np.where(g.zero == Zero.FSDP, layer_params, deepspeed_or_ddp)
     elements = np.where(g.bucket_bytes > 0, g.bucket_bytes / job.grad_bytes, framework)
@@ -348,8 +345,6 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     twice (forward and backward) in every micro-batch, prefetched under that micro-batch's compute
     (Rajbhandari et al. 2020 §7: 1.5x the all-reduce volume when m = 1).
     """
-    from scalemodel.cost import ps
-
     dense, expert = _params_per_gpu(job, g)
     dense, expert = dense / shard, expert / shard
     dp = g.dp.astype(float) if group is None else np.asarray(group, dtype=float)
@@ -491,8 +486,6 @@ def _imbalance(job: Job, g: StrategyGrid, m: np.ndarray, task: np.ndarray) -> np
     (:func:`cost.balance.noisy_dynamic_makespan`). The term is the makespan minus the balanced m x
     task already counted as compute (never negative: the overhead is part of the loss).
     """
-    from scalemodel.cost import balance
-
     dynamic = g.dynamic_assignment
     if job.work_cv == 0 and not np.any(dynamic):
         return np.zeros(1)
@@ -505,8 +498,6 @@ def _imbalance(job: Job, g: StrategyGrid, m: np.ndarray, task: np.ndarray) -> np
 
 def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | None = None) -> StepArrays:
     """Evaluate every candidate in ``g`` in one vectorised pass (one sync mode per call)."""
-    from scalemodel.cost import sync as sync_model
-
     m = microbatches(g)
     reason = _feasibility(job, g, m.astype(np.int64))
     comp = _compute_per_microbatch(job, g)
@@ -562,8 +553,6 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
 
 
 def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
-    from scalemodel.cost import transformer
-
     rec = g.recompute
     if job.is_transformer:
         f = transformer.training_flops(job.shape, job.seq_len, g.global_batch.astype(float), rec)

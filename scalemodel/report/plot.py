@@ -19,14 +19,19 @@ def _format(path: Path, option: str) -> str:
     return fmt
 
 
+def check_plot_path(path: str | Path, option: str = "--plot") -> None:
+    """Raise the InputError a plot to ``path`` would raise for its extension (before any work is done)."""
+    _format(Path(path), option)
+
+
 def _pyplot(option: str) -> Any:
     try:
-        import matplotlib
+        import matplotlib  # optional heavy dependency (the `plot` extra): only --plot needs it
     except ImportError:
         raise InputError("plotting needs matplotlib, which is not installed", where=option,
                          allowed="pip install 'scalemodel[plot]' (or pip install matplotlib)") from None
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional heavy dependency, after the backend is chosen
 
     return plt
 

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
+from pathlib import Path
 from typing import Any
 
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
 from scalemodel.engine.parts import PARTS
+from scalemodel.engine.scaling import ScalingResult
+from scalemodel.report.output import emit_json
+from scalemodel.report.plot import plot_scaling
 from scalemodel.units import format_quantity as fq
 
 BAR_WIDTH = 40
@@ -104,11 +113,22 @@ def _causes_text(result: Any, point: Any) -> str:
     return ", ".join(f"{c} {100 * v:.1f}" for c, v in top) if top else "-"
 
 
-def render_scaling(result: Any) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
+def render_scale(result: ScalingResult, *, as_json: bool = False, as_csv: bool = False,
+                 plot: str | Path | None = None) -> None:
+    """Write the plot when asked, then print the JSON document, the CSV or the tables and bar chart."""
+    if plot is not None:
+        plot_scaling(result.payload(), plot)
+    if as_json:
+        emit_json(result.payload(), "scale")
+    elif as_csv:
+        sys.stdout.write(to_csv(result))
+    else:
+        render_scaling(result)
+        if plot is not None:
+            Console().print(f"plot written to {plot}")
 
+
+def render_scaling(result: Any) -> None:
     console = Console()
     inp = result.inputs
     first = result.points[0]
