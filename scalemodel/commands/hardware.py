@@ -66,18 +66,20 @@ def list_(as_json: JsonOption = False) -> None:
 
 def _find(name: str) -> tuple[str, Any]:
     from scalemodel.errors import InputError
+    from scalemodel.specs.files import exists
     from scalemodel.specs.loader import builtin_names, builtin_path
 
     for kind in ("cluster", "accelerator", "workload"):
         if builtin_path(kind, name) is not None:
             return kind, name
-    if Path(name).is_file():
+    if exists(name):  # a FIFO, a device or a directory is refused when read
         return _kind_of(Path(name)), Path(name)
     import difflib
 
     names = builtin_names("cluster") + builtin_names("accelerator") + builtin_names("workload")
-    near = difflib.get_close_matches(name, names, n=3, cutoff=0.4)
-    raise InputError(f"unknown built-in spec {name!r}", where="hardware show",
+    near = difflib.get_close_matches(name[:100], names, n=3, cutoff=0.4)
+    shown = name if len(name) <= 100 else f"{name[:60]}... ({len(name)} characters)"
+    raise InputError(f"unknown built-in spec {shown!r}", where="hardware show",
                      allowed=(f"did you mean {', '.join(near)}? " if near else "") + "see `scalemodel hardware list`")
 
 
@@ -135,9 +137,10 @@ def validate(file: Annotated[Path, typer.Argument(help="The spec file to check."
              set_: SetOption = None, as_json: JsonOption = False) -> None:
     """Validate a spec file: exit 0 when valid, 2 (with the reason) when not."""
     from scalemodel.errors import InputError
+    from scalemodel.specs.files import exists
 
-    if not file.is_file():
-        raise InputError(f"file not found: {file}", where=str(file), allowed="an existing YAML file")
+    if not exists(file):  # a FIFO, a device or a directory is refused when read
+        raise InputError(f"file not found: {str(file)[:200]}", where=str(file)[:200], allowed="an existing YAML file")
     kind = _kind_of(file)
     spec = _load(kind, file, set_)
     if as_json:
