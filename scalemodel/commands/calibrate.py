@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
                                                   metavar="[nccl-tests] LOG")],
         cluster: ClusterOption,
         tier: Annotated[str | None, typer.Option("--tier", help="Tier to fit (default: outermost crossed).")] = None,
-        out: Annotated[Path | None, typer.Option("--out", help="Write a YAML overlay (extends: CLUSTER).")] = None,
+        out: Annotated[str | None, typer.Option("--out", help="Write a YAML overlay (extends: CLUSTER).")] = None,
         ranks: Annotated[int | None, typer.Option("--ranks", help="Ranks in the log when it does not say.")] = None,
         op: Annotated[str | None, typer.Option("--op", help="Collective, when the log does not say.")] = None,
         algo: Annotated[str, typer.Option("--algo", help="Algorithm the model uses for the fit.")] = "ring",
@@ -38,28 +38,27 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"expected `nccl-tests LOG`, got {' '.join(args)!r}", where="calibrate",
                              allowed="scalemodel calibrate nccl-tests LOG --cluster C")
         positive_int(ranks, "--ranks")
-        if not log_path.is_file():
-            raise InputError(f"no such file {str(log_path)!r}", where="LOG", allowed="a nccl-tests output file")
-        from scalemodel.engine.calibrate import fit_tier, infer_ranks, overlay_yaml, parse_nccl_tests
+        from scalemodel.engine.calibrate import fit_tier, infer_ranks, overlay_yaml, read_nccl_tests
+        from scalemodel.report.output import check_output_path, write_file
 
-        text = log_path.read_text(errors="replace")
+        if out is not None:
+            check_output_path(out, "--out")  # before the work; write_file checks again, inputs included
         op_n = op.lower().replace("_", "") if op else None
         from scalemodel.cost.collectives import APPLICABLE
 
         if op_n is not None and op_n not in APPLICABLE:
             raise InputError(f"unknown collective {op!r}", where="--op", allowed="one of: " + ", ".join(APPLICABLE))
-        log = parse_nccl_tests(text, op=op_n)
+        log = read_nccl_tests(log_path, op=op_n)
         n = ranks or log.ranks or infer_ranks(log)
         if n is None or n < 2:
             raise InputError("cannot tell how many ranks the log used", where="LOG", allowed="pass --ranks N")
         spec = load_cluster_with(cluster, sets)
         fit = fit_tier(log, spec.network(), cluster_name=spec.name, ranks=n, tier=tier, algorithm=algo)
         if out is not None:
-            try:
-                out.write_text(overlay_yaml(fit, str(log_path)))
-            except OSError as exc:
-                raise InputError(f"cannot write {str(out)!r}: {exc.strerror}", where="--out",
-                                 allowed="a writable file path") from None
+            from scalemodel.specs.loader import reference_from
+
+            base = reference_from("cluster", cluster, Path(out).absolute().parent)
+            write_file(out, overlay_yaml(fit, str(log_path), extends=base), "--out")
         if as_json:
             from scalemodel.report.output import emit_json
 

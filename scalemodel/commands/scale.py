@@ -131,9 +131,9 @@ def register(app: typer.Typer) -> None:
                             ("--global-batch", global_batch), ("--seq-len", seq_len)):
             o.positive_int(value, name)
         if plot is not None:
-            from scalemodel.report.plot import _format
+            from scalemodel.report.plot import check_plot_path
 
-            _format(__import__("pathlib").Path(plot), "--plot")  # fail before the sweep on a bad extension
+            check_plot_path(plot, "--plot")  # fail before the sweep on a bad extension or path
         training, strategy = o.split_flags(
             micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,
             train_tokens=train_tokens, critical_batch=critical_batch, work_cv=work_cv, tp=tp, pp=pp, cp=cp, ep=ep,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -82,6 +83,19 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
     shown = ref if len(ref) <= 100 else f"{ref[:60]}... ({len(ref)} characters)"
     raise InputError(f"unknown built-in {kind} {shown!r}", where=kind,
                      allowed=f"{hint} (or give a path to a YAML file; `scalemodel hardware list` shows all)")
+
+
+def reference_from(kind: str, ref: str | Path, folder: Path) -> str:
+    """How a file in ``folder`` names the spec ``ref`` in ``extends:``: a built-in name as it is, a file
+    by its path relative to ``folder`` (as :func:`resolve` reads it back)."""
+    if isinstance(ref, str) and not _looks_like_path(ref) and builtin_path(kind, ref) is not None:
+        return ref
+    target = Path(ref).expanduser().resolve()
+    try:
+        rel = os.path.relpath(target, folder.resolve())
+    except ValueError:  # another drive (Windows)
+        return str(target)
+    return rel if "/" in rel or "\\" in rel else f"./{rel}"
 
 
 # --- YAML reading ---------------------------------------------------------------------------------
