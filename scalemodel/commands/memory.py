@@ -57,6 +57,7 @@ def compute(model: str, cluster: str, gpus: int, *, tp: int, pp: int, cp: int, e
     routed = split_overrides(sets)
     spec = load_cluster(cluster, routed["cluster"])
     wl = load_workload(model, routed["model"])
+    spec.require_gpus(gpus)
     for name, v in (("--gpus", gpus), ("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep),
                     ("--micro-batch", micro_batch)):
         if v < 1:

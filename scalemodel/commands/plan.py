@@ -63,6 +63,7 @@ def register(app: typer.Typer) -> None:
         training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
                     "train_tokens": train_tokens}
         cl, wl, tr, _st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy={})
+        cl.require_gpus(gpus)
         batch = int(tr.global_batch or gpus)
         job = build_job(cl, wl, tr, straggler_cv=straggler_cv)
         inputs: dict[str, Any] = {

@@ -70,6 +70,15 @@ class ClusterSpec(Sourced):
     def largest_gpus(self) -> int:
         return self.max_gpus or self.tiers[-1].span
 
+    def require_gpus(self, gpus: int, where: str = "--gpus") -> None:
+        """Refuse a GPU count beyond the cluster (the one message every command uses)."""
+        if gpus > self.largest_gpus:
+            from scalemodel.errors import InputError
+
+            raise InputError(f"{gpus} GPUs: more GPUs than the cluster has ({self.name} has at most "
+                             f"{self.largest_gpus})", where=where,
+                             allowed=f"at most {self.largest_gpus} GPUs, or a cluster spec with a larger max_gpus")
+
     def network(self) -> Any:
         """The tiers as plain numbers for the cost models (scalemodel.cost.network.Network)."""
         from scalemodel.cost.network import Network, Tier
