@@ -200,7 +200,10 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
             "num_hidden_layers" in data or "n_layer" in data):
         from scalemodel.specs.workload import from_hf_config
 
-        data = from_hf_config(data, path.parent.name if path.name == "config.json" else path.stem)
+        try:
+            data = from_hf_config(data, path.parent.name if path.name == "config.json" else path.stem)
+        except InputError as exc:
+            raise exc.at(str(path)) from None
     if data is None:
         raise InputError("file is empty", where=str(path), allowed=f"a {kind} spec (a YAML mapping)")
     if not isinstance(data, dict):
