@@ -21,7 +21,7 @@ from scalemodel.errors import InputError
 from scalemodel.specs import files, yamlread
 from scalemodel.units import parse_quantity
 
-MAX_LIST_ITEMS = 200_000  # as a YAML/JSON list; a longer series goes one value per line
+MAX_LIST_ITEMS = 100_000  # as a YAML list (a JSON list of numbers has no item limit beyond the size)
 
 
 def _items_of_list(text: str, path: str) -> list[tuple[str, Any]]:

@@ -31,10 +31,10 @@ class TrainingSpec(Spec):
         "data-dependent work); drives the load-imbalance term"))
 
 
-_SCHEDULE = re.compile(r"^(1f1b|gpipe|zb|interleaved)(?::(\d+))?$")
-_SYNC = re.compile(r"^(bsp|asp|backup:\d+|ssp:\d+|local:\d+|hier:\d+(?::\d+)?)$")
+_SCHEDULE = re.compile(r"^(1f1b|gpipe|zb|interleaved)(?::([0-9]{1,9}))?$")  # counts: ASCII, at most 9 digits
+_SYNC = re.compile(r"^(bsp|asp|backup:[0-9]{1,9}|ssp:[0-9]{1,9}|local:[0-9]{1,9}|hier:[0-9]{1,9}(?::[0-9]{1,9})?)$")
 _COMPRESSION = re.compile(r"^(none|fp16|bf16|int8|topk:(?:0?\.\d+|1(?:\.0+)?|\d+(?:\.\d+)?e-\d+))$")
-_DP_COMM = re.compile(r"^(allreduce|ps:[1-9]\d*(?::colocated|:dedicated)?)$")
+_DP_COMM = re.compile(r"^(allreduce|ps:[1-9][0-9]{0,8}(?::colocated|:dedicated)?)$")
 
 
 class StrategySpec(Spec):
@@ -86,7 +86,7 @@ class StrategySpec(Spec):
     @field_validator("compression")
     @classmethod
     def _compression(cls, v: str) -> str:
-        if not _COMPRESSION.match(v):
+        if not _COMPRESSION.match(v) or (v.startswith("topk:") and float(v[5:]) <= 0):
             raise ValueError(f"unknown compression {v!r}; use none, fp16, int8 or topk:FRACTION (e.g. topk:0.01)")
         return v
 
