@@ -637,3 +637,29 @@ def test_corpus_helpers_cover_every_reading_command() -> None:
     assert {"hardware", "predict", "memory", "scale", "plan", "check", "collective", "calibrate", "stragglers",
             "sensitivity"} <= covered
 
+
+
+def test_references_inside_specs_are_read_the_same_way(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """extends:, a scenario's cluster:/model: and a cluster's accelerator: go through the same bounded reader."""
+    os.mkfifo(tmp_path / "pipe.yaml")
+    os.symlink("/dev/zero", tmp_path / "zero.yaml")
+    for target in ("pipe.yaml", "zero.yaml"):
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(f"kind: cluster\nextends: {target}\nname: x\n")
+        refused(cli, "hardware", "validate", str(spec), match="not a regular file")
+        spec.write_text(SCENARIO.replace("cluster: dgx-h100", f"cluster: {target}"))
+        refused(cli, "check", str(spec), match="not a regular file")
+        spec.write_text(CLUSTER.replace("accelerator: h100-sxm", f"accelerator: {tmp_path / target}"))
+        refused(cli, "predict", "-c", str(spec), "-m", "gpt-1.7b", "-n", "8", match="not a regular file")
+
+
+def test_read_io_error_is_one_line(cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import scalemodel.specs.files as files
+
+    def eio(fd: int, n: int) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(files.os, "read", eio)
+    refused(cli, "calibrate", str(LOG), "-c", "dgx-a100", "--json", match="Input/output error")
+    refused(cli, "stragglers", "-n", "8", "--samples", str(LOG), "--json", match="Input/output error")
+    refused(cli, "hardware", "show", "dgx-h100", "--json", match="Input/output error")
