@@ -300,6 +300,7 @@ SET_CASES = {
     "model": "known root",
     "training.global_batch=" + "8" * 40: "digits",
     "strategy.tp=1e300": "tp",
+    "model." + "a." * 50_000 + "b=1": "parts",
 }
 
 

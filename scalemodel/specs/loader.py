@@ -243,6 +243,9 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
             raise InputError(f"override {item!r} has no '='", where="--set", allowed="path.to.field=value")
         path, value = item.split("=", 1)
         parts = [p for p in path.strip().split(".") if p]
+        if len(parts) > yamlread.MAX_DEPTH:
+            raise InputError(f"override path has {len(parts)} parts", where="--set",
+                             allowed=f"a path of at most {yamlread.MAX_DEPTH} parts")
         if not parts:
             raise InputError(f"override {item!r} has an empty path", where="--set", allowed="path.to.field=value")
         node: Any = out
