@@ -582,6 +582,18 @@ def test_interrupted_plot_leaves_the_old_plot(monkeypatch: pytest.MonkeyPatch, t
     assert [p.name for p in tmp_path.iterdir()] == ["curve.png"]
 
 
+def test_interrupted_command_is_one_line_and_keeps_the_old_file(cli, workdir: Path,  # type: ignore[no-untyped-def]
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    old = workdir / "old.yaml"
+    before = old.read_bytes()
+    _interrupt_after_write(monkeypatch)
+    r = cli("calibrate", str(workdir / "a.log"), "-c", "dgx-a100", "--out", str(old), "--json")
+    assert r.code == 130 and r.out == "" and "Traceback" not in r.err
+    assert r.err.count("\n") == 1 and r.err.startswith("error: interrupted")
+    assert old.read_bytes() == before
+    assert not [p for p in workdir.iterdir() if p.name.endswith(".tmp")]
+
+
 def test_failed_write_is_one_error_line(cli, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     def disk_full(fd: int) -> None:
         raise OSError(28, "No space left on device")
