@@ -392,7 +392,7 @@ def test_hostile_hf_configs(cli, tmp_path: Path, case: str) -> None:  # type: ig
 
 @pytest.mark.parametrize("text,match", [
     (json.dumps(HF_BASE)[:-1] + f', "x": {BIG}}}', "5000 digits"),
-    (json.dumps(HF_BASE)[:-1] + ', "vocab_size": 5}', "duplicate key 'vocab_size'"),
+    (json.dumps(HF_BASE)[:-1] + ',\n"vocab_size": 5}', "duplicate key 'vocab_size' (lines 1 and 2)"),
     (json.dumps(HF_BASE)[:-1] + ', "x": NaN}', "NaN"),
     ("[" * 100_000 + "]" * 100_000, "JSON"),
     (json.dumps(HF_BASE)[:-10], "malformed JSON"),

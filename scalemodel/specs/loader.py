@@ -111,19 +111,29 @@ def _json_constant(text: str) -> float:
     raise InputError(f"{text} is not a number", allowed="finite numbers (JSON has no NaN or Infinity)")
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
 def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in pairs:
         if k in out:
-            raise InputError(f"duplicate key {k!r}", allowed="each key once per object")
+            raise _DuplicateKey(k)
         out[k] = v
     return out
 
 
 def load_json(text: str, name: str) -> Any:
-    """Strict JSON: integers of bounded length, no NaN/Infinity, no duplicate keys."""
+    """Strict JSON: integers of bounded length, no NaN/Infinity, no duplicate keys (named with their lines)."""
     try:
         return json.loads(text, parse_int=_json_int, parse_constant=_json_constant, object_pairs_hook=_json_object)
+    except _DuplicateKey as exc:
+        key = str(exc.args[0])
+        lines = [text.count("\n", 0, m.start()) + 1
+                 for m in re.finditer(re.escape(json.dumps(key)) + r"\s*:", text)][:2]
+        at = f" (lines {lines[0]} and {lines[1]})" if len(lines) == 2 else ""
+        raise InputError(f"duplicate key {key[:100]!r}{at}", where=name, allowed="each key once per object") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON: {exc.msg}", where=f"{name}:{exc.lineno}") from None
     except InputError as exc:
