@@ -13,7 +13,6 @@ import typer
 
 from scalemodel.commands import COMMAND_MODULES
 from scalemodel.errors import InputError
-from scalemodel.specs.files import forget_reads
 
 app = typer.Typer(
     name="scalemodel",
@@ -61,7 +60,9 @@ def _main(argv: list[str] | None) -> None:
     # the intermediate RuntimeWarnings would only add noise on stderr.
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     np.seterr(all="ignore")
-    forget_reads()  # a new invocation: the files it reads are the ones its writers must not replace
+    files = sys.modules.get("scalemodel.specs.files")  # loaded by an earlier in-process invocation
+    if files is not None:
+        files.forget_reads()  # a new invocation: the files it reads are the ones its writers must not replace
     try:
         code = app(args=argv, prog_name="scalemodel", standalone_mode=False)
     except InputError as exc:

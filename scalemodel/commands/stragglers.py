@@ -9,9 +9,6 @@ import typer
 
 from scalemodel.commands.common import JsonOption
 from scalemodel.errors import InputError
-from scalemodel.specs.samples import read_samples
-
-__all__ = ["read_samples", "register", "summarise"]
 
 DIST_CHOICES = ("normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp")
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
@@ -128,7 +125,11 @@ def register(app: typer.Typer) -> None:
         comm_s = quantity(comm, "time", "--comm")
         if comm_s < 0:
             raise InputError(f"--comm must be >= 0, got {comm!r}", where="--comm")
-        data = read_samples(samples) if samples is not None else None
+        data = None
+        if samples is not None:
+            from scalemodel.specs.samples import read_samples
+
+            data = read_samples(samples)
         try:
             result = summarise(workers, dist, mean_s, cv, b, ssp, local, comm_s, kappa, data)
         except InputError as exc:
