@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
             from scalemodel.specs.loader import reference_from
 
             base = reference_from("cluster", cluster, Path(out).absolute().parent)
-            write_file(out, overlay_yaml(fit, str(log_path), extends=base), "--out")
+            write_file(out, overlay_yaml(fit, str(log_path), extends=base, sets=tuple(sets or ())), "--out")
         if as_json:
             from scalemodel.report.output import emit_json
 

@@ -108,12 +108,13 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
                      res, float(np.sqrt(np.mean(np.asarray(sol.fun) ** 2))), int(S.size))
 
 
-def overlay_yaml(fit: FitResult, source: str, extends: str | None = None) -> str:
+def overlay_yaml(fit: FitResult, source: str, extends: str | None = None, sets: tuple[str, ...] = ()) -> str:
     """A cluster YAML that ``extends:`` the calibrated cluster and overrides the fitted tier (merged by name).
 
     ``extends`` is how the overlay names its base: a built-in name, or the path of a cluster file
     relative to the overlay's folder (:func:`scalemodel.specs.loader.reference_from`); by default the
-    cluster's name, which loads only for a built-in cluster.
+    cluster's name, which loads only for a built-in cluster. ``sets`` (the ``--set`` overrides the
+    fit was made under) are listed in the header: the overlay does not carry them.
     """
     import yaml
 
@@ -130,4 +131,7 @@ def overlay_yaml(fit: FitResult, source: str, extends: str | None = None) -> str
     }
     head = (f"# Calibrated by `scalemodel calibrate nccl-tests` from {source}: {fit.op} on {fit.ranks} ranks,\n"
             f"# {fit.rows_used} sizes, algorithm {fit.algorithm}, rms log error {fit.rms_log_error:.3g}.\n")
+    for item in sets:
+        item = item.replace("\r", "\\r").replace("\n", "\\n")
+        head += f"# fitted with --set {item}: pass it again with this overlay\n"
     return head + yaml.safe_dump(doc, sort_keys=False)
