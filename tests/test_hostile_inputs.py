@@ -676,3 +676,15 @@ def test_read_io_error_is_one_line(cli, monkeypatch: pytest.MonkeyPatch, tmp_pat
     refused(cli, "calibrate", str(LOG), "-c", "dgx-a100", "--json", match="Input/output error")
     refused(cli, "stragglers", "-n", "8", "--samples", str(LOG), "--json", match="Input/output error")
     refused(cli, "hardware", "show", "dgx-h100", "--json", match="Input/output error")
+
+
+def test_permission_denied_is_one_line(cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """As test_unreadable_file, for a run as root (which may read anything): os.open refuses."""
+    import scalemodel.specs.files as files
+
+    def denied(*args: object, **kwargs: object) -> int:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(files.os, "open", denied)
+    refused(cli, "calibrate", str(LOG), "-c", "dgx-a100", "--json", match="Permission denied")
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--json", match="Permission denied")
