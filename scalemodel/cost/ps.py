@@ -23,6 +23,7 @@ is its larger per-direction volume / B. Optional ``latency_s`` adds per-message 
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 import numpy as np
@@ -127,8 +128,6 @@ def shard_fmax_heuristic(k: Array, cv_shard: Array) -> np.ndarray:
 def shard_fmax_from_sizes(tensor_bytes: Array, k: int, partition_bytes: float | None = None) -> float:
     """Largest server share when tensors (optionally split into ``partition_bytes`` pieces, as
     BytePS does with ~4 MB) are placed greedily largest-first on the least-loaded of k servers."""
-    import heapq
-
     sizes = np.asarray(tensor_bytes, dtype=float).ravel()
     if sizes.size == 0 or np.any(sizes <= 0) or int(k) < 1:
         raise InputError("need positive tensor sizes and k >= 1", where="shards")

@@ -29,9 +29,11 @@ the integral accurate for N up to 1e7 and beyond (tested).
 
 from __future__ import annotations
 
+from math import exp, gamma, sqrt
 from typing import Any
 
 import numpy as np
+from numpy.polynomial.hermite_e import hermegauss
 
 from scalemodel.errors import InputError
 
@@ -134,8 +136,6 @@ def mean_cv_from_params(dist: str, **p: float) -> tuple[float, float]:
     normal(mu, sigma); lognormal(mu, s) of the log; gamma(shape, scale); weibull(shape, scale);
     exp(rate) or exp(scale); shifted-exp(shift, rate) or shifted-exp(shift, scale).
     """
-    from math import exp, gamma, sqrt
-
     _check_dist(dist)
     try:
         if dist == "normal":
@@ -226,7 +226,6 @@ def _nonneg(x: np.ndarray, dist: str) -> np.ndarray:
 
 def _order_stat_nodes(k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Quadrature nodes (u, 1-u) of U_(k:N) ~ Beta(k, N-k+1) on a new trailing axis, and weights."""
-    from numpy.polynomial.hermite_e import hermegauss
     from scipy.special import betainccinv, betaincinv, ndtr  # heavy (~150 ms): loaded on first use, not on import
 
     z, w = hermegauss(_QUAD_NODES)

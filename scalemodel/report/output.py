@@ -7,12 +7,14 @@ import math
 import os
 import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from scalemodel.errors import InputError
+from scalemodel.specs.files import read_by_this_invocation
 
 SCHEMA_VERSION = "1.0"
 
@@ -63,9 +65,6 @@ def emit_json(payload: dict[str, Any], command: str) -> None:
 def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     """Refuse an output path before any work: a folder (or a name ending in /), a missing folder,
     something that is not a regular file, or a file this invocation has read (an input)."""
-    from scalemodel.errors import InputError
-    from scalemodel.specs.files import read_by_this_invocation
-
     text = os.fspath(path)
     shown = text if len(text) <= 200 else text[:200] + "..."
     if not text or text.endswith(("/", os.sep)) or text in (".", ".."):
@@ -107,10 +106,6 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, option: str) -> 
     Refuses what :func:`check_output_path` refuses. A symlink is followed (the file it points to is
     replaced); a replaced file keeps its permission bits. Every file scalemodel writes goes through here.
     """
-    import tempfile
-
-    from scalemodel.errors import InputError
-
     p = check_output_path(path, option)
     target = Path(os.path.realpath(p))
     payload = data.encode("utf-8") if isinstance(data, str) else data

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 from scalemodel.engine.parts import PARTS
 from scalemodel.errors import InputError
+from scalemodel.report.output import check_output_path, write_file
 
 FORMATS = {".png": "png", ".svg": "svg"}
 
@@ -21,8 +23,6 @@ def _format(path: Path, option: str) -> str:
 
 def check_plot_path(path: str | Path, option: str = "--plot") -> str:
     """Refuse a bad plot path before the work: unknown extension, a folder, a missing folder, an input."""
-    from scalemodel.report.output import check_output_path
-
     fmt = _format(Path(path), option)
     check_output_path(path, option)
     return fmt
@@ -47,10 +47,6 @@ def plot_scaling(payload: dict[str, Any], path: str | Path, *, option: str = "--
     (.png or .svg) and returns it. The image is rendered in memory and written atomically
     (:func:`scalemodel.report.output.write_file`): an interrupted run leaves an older plot intact.
     """
-    import io
-
-    from scalemodel.report.output import write_file
-
     fmt = check_plot_path(path, option)
     points = payload["points"]
     if not points:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from scalemodel.errors import InputError
 from scalemodel.specs.accelerator import PRECISIONS, AcceleratorSpec, ComputeEfficiency
 from scalemodel.specs.cluster import ClusterSpec, TierSpec, Variability
+from scalemodel.specs.loader import load_scenario_spec, load_spec
 from scalemodel.specs.scenario import Assertions, ScenarioSpec
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 from scalemodel.specs.workload import GenericWorkload, MoESpec, TransformerWorkload, Workload
@@ -19,35 +21,25 @@ __all__ = [
 
 
 def load_accelerator(ref: str | Path, overrides: Iterable[str] = ()) -> AcceleratorSpec:
-    from scalemodel.specs.loader import load_spec
-
     return load_spec("accelerator", ref, AcceleratorSpec, overrides)  # type: ignore[no-any-return]
 
 
 def load_cluster(ref: str | Path, overrides: Iterable[str] = ()) -> ClusterSpec:
-    from scalemodel.specs.loader import load_spec
-
     return load_spec("cluster", ref, ClusterSpec, overrides)  # type: ignore[no-any-return]
 
 
 def load_workload(ref: str | Path, overrides: Iterable[str] = ()) -> TransformerWorkload | GenericWorkload:
-    from scalemodel.specs.loader import load_spec
-
     return load_spec("workload", ref, Workload, overrides)  # type: ignore[no-any-return]
 
 
 def load_scenario(ref: str | Path, overrides: Iterable[str] = ()) -> ScenarioSpec:
     """A scenario file or built-in scenario name; names, paths and ``extends:`` inside it resolve
     against its folder (see :func:`scalemodel.specs.loader.load_scenario_spec`)."""
-    from scalemodel.specs.loader import load_scenario_spec
-
     return load_scenario_spec(ref, ScenarioSpec, overrides)[0]  # type: ignore[no-any-return]
 
 
 def split_overrides(sets: Iterable[str]) -> dict[str, list[str]]:
     """Route ``--set`` paths by their first part: cluster., accelerator., model., training., strategy."""
-    from scalemodel.errors import InputError
-
     roots = {"cluster": "cluster", "accelerator": "cluster", "model": "model", "workload": "model",
              "training": "training", "strategy": "strategy"}
     out: dict[str, list[str]] = {"cluster": [], "model": [], "training": [], "strategy": []}

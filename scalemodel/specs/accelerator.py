@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from scalemodel.errors import InputError
 from scalemodel.specs.base import Sourced, Spec
 from scalemodel.specs.quantities import Bandwidth, Bytes, FlopRate, Fraction, Watts
 
@@ -72,7 +73,5 @@ class AcceleratorSpec(Sourced):
         for p in fallbacks.get(precision, [precision]):
             if p in self.peak_flops:
                 return float(self.peak_flops[p])  # type: ignore[index]
-        from scalemodel.errors import InputError
-
         raise InputError(f"accelerator {self.name!r} has no {precision} peak",
                          where="precision", allowed=f"one of: {', '.join(self.peak_flops)}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -82,14 +83,24 @@ class Sourced(Spec):
     sources: dict[str, str] = Field(default_factory=dict, description="field -> citation for its value")
 
 
+#: Loads a named spec (a built-in name or a file) as raw fields: ``(kind, ref) -> dict``. The loader
+#: registers itself here when it is imported (scalemodel.specs imports it), so the spec classes below it
+#: need not import the loader above them.
+_reference_loader: Callable[[str, str], Any] | None = None
+
+
+def set_reference_loader(load: Callable[[str, str], Any]) -> None:
+    """Register the function that loads a spec named inside another spec (see :func:`builtin_ref`)."""
+    global _reference_loader
+    _reference_loader = load
+
+
 def builtin_ref(kind: str) -> Any:
     """A before-validator: a string names a built-in spec (or a file) of ``kind``, loaded as raw fields."""
 
     def resolve(v: Any) -> Any:
-        if isinstance(v, str):
-            from scalemodel.specs.loader import load_raw
-
-            return load_raw(kind, v)
+        if isinstance(v, str) and _reference_loader is not None:
+            return _reference_loader(kind, v)
         return v
 
     return resolve

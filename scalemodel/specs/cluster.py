@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from scalemodel.errors import InputError
 from scalemodel.specs.accelerator import AcceleratorSpec
 from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref
 from scalemodel.specs.quantities import Bandwidth, Fraction, PricePerHour, Seconds, Watts
@@ -73,8 +74,6 @@ class ClusterSpec(Sourced):
     def require_gpus(self, gpus: int, where: str = "--gpus") -> None:
         """Refuse a GPU count beyond the cluster (the one message every command uses)."""
         if gpus > self.largest_gpus:
-            from scalemodel.errors import InputError
-
             raise InputError(f"{gpus} GPUs: more GPUs than the cluster has ({self.name} has at most "
                              f"{self.largest_gpus})", where=where,
                              allowed=f"at most {self.largest_gpus} GPUs, or a cluster spec with a larger max_gpus")

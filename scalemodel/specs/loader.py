@@ -13,6 +13,7 @@ import difflib
 import json
 import os
 import re
+import typing
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +23,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from scalemodel.errors import InputError
 from scalemodel.specs import files, yamlread
+from scalemodel.specs.base import set_reference_loader
+from scalemodel.specs.workload import from_hf_config
 
 MAX_EXTENDS_DEPTH = 16
 MAX_SET_VALUE_CHARS = 64 * 2**10  # one --set value
@@ -208,8 +211,6 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
         _nodes["node"], _nodes["path"] = node, path
     if kind == "workload" and isinstance(data, dict) and path.suffix == ".json" and (
             "num_hidden_layers" in data or "n_layer" in data):
-        from scalemodel.specs.workload import from_hf_config
-
         try:
             data = from_hf_config(data, path.parent.name if path.name == "config.json" else path.stem)
         except InputError as exc:
@@ -302,8 +303,6 @@ def _loc_text(loc: Sequence[Any]) -> str:
 
 def _fields_at(model: Any, loc: Sequence[Any]) -> list[str]:
     """Field names of the model reached by ``loc`` (best effort, for 'allowed keys' hints)."""
-    import typing
-
     cls: Any = model
     for part in loc:
         if isinstance(part, int) or part in _TAGS:
@@ -417,3 +416,6 @@ def load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = (
                                              "cluster.accelerator", path)
     raw = apply_overrides(raw, overrides, kind="scenario")
     return validate(model, raw, path=path, node=nodes.get("node")), path
+
+
+set_reference_loader(load_raw)  # a spec naming another (cluster -> accelerator, scenario -> cluster) loads it here

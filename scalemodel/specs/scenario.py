@@ -10,6 +10,7 @@ from scalemodel.specs.base import MAX_GPUS, Spec, builtin_ref
 from scalemodel.specs.cluster import ClusterSpec
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 from scalemodel.specs.workload import Workload
+from scalemodel.units import parse_quantity
 
 
 class Assertions(Spec):
@@ -41,15 +42,11 @@ class Assertions(Spec):
     @field_validator("max_step_time", "max_time_to_train", mode="before")
     @classmethod
     def _time(cls, v: Any) -> Any:
-        from scalemodel.units import parse_quantity
-
         return None if v is None else parse_quantity(v, "time")
 
     @field_validator("max_cost_usd", mode="before")
     @classmethod
     def _money(cls, v: Any) -> Any:
-        from scalemodel.units import parse_quantity
-
         return None if v is None else parse_quantity(v, "money")
 
 

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
+from scalemodel.errors import InputError
 from scalemodel.specs.base import Sourced, Spec
 from scalemodel.specs.quantities import Bytes, Count, Flops, Seconds
 
@@ -134,8 +135,6 @@ def from_hf_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     most as many heads as hidden units, key/value heads dividing heads, and MoE layer settings within
     the layer count. ``max_position_embeddings`` (or its aliases) defaults to 2048 only when absent.
     """
-    from scalemodel.errors import InputError
-
     used: dict[str, str] = {}
 
     def first(field: str, *keys: str, required: bool = False, minimum: int = 1) -> Any:
