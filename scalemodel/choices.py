@@ -95,13 +95,15 @@ class Precision(Choice):
 
 
 class Zero(Choice):
-    """ZeRO stage (Rajbhandari et al. 2020) or PyTorch FSDP (Zhao et al. 2023, full sharding)."""
+    """ZeRO stage (Rajbhandari et al. 2020), PyTorch FSDP (Zhao et al. 2023, full sharding) or HSDP
+    (FSDP's hybrid sharding: shard inside a group of replicas, replicate across groups)."""
 
     NONE = 0, "0"
     OPTIMIZER = 1, "1"
     GRADIENTS = 2, "2"
     PARAMETERS = 3, "3"
     FSDP = 4, "fsdp"
+    HSDP = 5, "hsdp"  # FSDP sharded inside groups of replicas, replicated across them (HYBRID_SHARD)
 
     @classmethod
     def noun(cls) -> str:
@@ -119,7 +121,7 @@ class Zero(Choice):
 
 
 def sharding_stage(zero: Any) -> Any:
-    """What is sharded, as the ZeRO stage number 0-3 (FSDP shards like ZeRO-3); arrays pass through."""
+    """What is sharded, as the ZeRO stage number 0-3 (FSDP and HSDP shard like ZeRO-3); arrays pass through."""
     return np.minimum(zero, int(Zero.PARAMETERS))
 
 

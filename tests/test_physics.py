@@ -55,7 +55,7 @@ def cases(draw):  # type: ignore[no-untyped-def]
     batch = dp * mb * accumulation + draw(st.sampled_from((0, 0, 0, 1)))  # sometimes not divisible
     arrays = dict(
         gpus=dp * tp * pp * cp, dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=mb, global_batch=batch,
-        zero=draw(st.sampled_from((0, 1, 2, 3, 4))),
+        zero=draw(st.sampled_from((0, 1, 2, 3, 4, 5))),
         recompute=draw(st.sampled_from((0, 1, 2) if transformer else (0, 2))),
         schedule=draw(st.sampled_from((0, 2, 3))), sequence_parallel=draw(st.booleans()) and tp > 1,
         overlap=draw(st.booleans()), algorithm=draw(st.sampled_from((0, 1, 2, 6))),

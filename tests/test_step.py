@@ -138,6 +138,24 @@ def test_zero3_gathers_parameters_every_microbatch(a100, gpt) -> None:  # type: 
         _, rf = one(job, training, 64, zero="fsdp", overlap=False)
         fsdp = m * ((2 * L - 1) * t("allgather", grads / L) + L * t("reducescatter", grads / L))
         assert val(rf.breakdown["dp_comm"]) == pytest.approx(fsdp, rel=1e-9)
+    # HSDP: the same per-layer traffic inside groups of 8 replicas (one node), and each layer's reduced
+    # 1/8 shard all-reduced across the 64 / 8 = 8 groups (ranks 8 GPUs apart)
+    training = dict(global_batch=128, micro_batch=1)
+    job = job_for(a100, gpt, **training)
+    grads = job.params * 2.0
+    L = gpt.layers
+    _, rh = one(job, training, 64, zero="hsdp", overlap=False)
+
+    def tg(op: str, nbytes: float, ranks: int, stride: int) -> float:
+        return val(coll.collective_time(op, nbytes, ranks, job.network, stride=stride))
+
+    hsdp = 2 * ((2 * L - 1) * tg("allgather", grads / L, 8, 1)
+                + L * (tg("reducescatter", grads / L, 8, 1) + tg("allreduce", grads / L / 8, 8, 8)))
+    assert val(rh.breakdown["dp_comm"]) == pytest.approx(hsdp, rel=1e-9)
+    _, r_full = one(job, training, 64, zero="fsdp")
+    assert val(rh.memory["optimizer"]) == pytest.approx(8 * val(r_full.memory["optimizer"]), rel=1e-9)
+    _, bad = one(job, training, 64, zero="hsdp", shard_group=3)
+    assert not bool(bad.feasible[0])
     # with a ring, reduce-scatter + 2 all-gathers is 1.5 all-reduces of the same buffer (m = 1)
     ring = {op: val(coll.collective_time(op, 1e9, 64, job.network, algorithm="ring"))
             for op in ("allreduce", "reducescatter", "allgather")}

@@ -177,6 +177,7 @@ class StrategyGrid:
     bucket_bytes: np.ndarray  # gradient bucket of the DP synchronisation; 0 = the framework's default
     flash_attention: np.ndarray  # bool: fused attention, no s x s score matrix
     dispatch_overhead: np.ndarray  # seconds of scheduling per dynamically assigned micro-batch
+    shard_group: np.ndarray  # HSDP: data-parallel replicas per sharding group; 0 = the replicas in one node
     first_stage_layers: np.ndarray  # layers on the first pipeline stage; -1 = the balanced split
     last_stage_layers: np.ndarray  # layers on the last pipeline stage; -1 = the balanced split
 
@@ -223,6 +224,7 @@ class StrategyGrid:
             "dispatch_overhead_s": float(self.dispatch_overhead[i]),
             "bucket_bytes": float(self.bucket_bytes[i]) or None,  # None: the framework's default
             "flash_attention": bool(self.flash_attention[i]),
+            "shard_group": int(self.shard_group[i]) or None,
             "first_stage_layers": int(self.first_stage_layers[i]) if self.first_stage_layers[i] >= 0 else None,
             "last_stage_layers": int(self.last_stage_layers[i]) if self.last_stage_layers[i] >= 0 else None,
         }
@@ -238,7 +240,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     compression=CompressionKind.NONE, topk_ratio=1.0, ps_servers=0,
                                     ps_colocated=False, algorithm=Algorithm.AUTO, dynamic_assignment=False,
                                     dispatch_overhead=0.0, bucket_bytes=0.0, flash_attention=True,
-                                    first_stage_layers=-1, last_stage_layers=-1)
+                                    shard_group=0, first_stage_layers=-1, last_stage_layers=-1)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -297,5 +299,6 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         dynamic_assignment=Assignment.parse(strategy.assignment) == Assignment.DYNAMIC,
         dispatch_overhead=strategy.dispatch_overhead, bucket_bytes=strategy.bucket_size or 0.0,
         flash_attention=strategy.flash_attention,
+        shard_group=strategy.shard_group or 0,
         first_stage_layers=-1 if strategy.first_stage_layers is None else strategy.first_stage_layers,
         last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers)

@@ -93,6 +93,7 @@ class Infeasible(IntEnum):
     EXCEEDS_CLUSTER = 9, "exceeds_cluster", "more GPUs than the cluster has"
     OUT_OF_MEMORY = 10, "out_of_memory", "does not fit in accelerator memory"
     PS_INCOMPATIBLE = 11, "ps_incompatible", "parameter server needs all-reduce-free DP (no ZeRO, no top-k)"
+    HSDP_GROUP_INVALID = 12, "hsdp_group_invalid", "the HSDP sharding group must divide the data-parallel degree"
 
 
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
@@ -164,6 +165,8 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
     else:
         flag(R.MODEL_PARALLEL_NEEDS_TRANSFORMER, (g.tp > 1) | (g.pp > 1) | (g.cp > 1) | (g.ep > 1))
     flag(R.EXCEEDS_CLUSTER, g.gpus > job.max_gpus)
+    hsdp = g.zero == Zero.HSDP
+    flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & (g.dp % np.maximum(g.shard_group, 1) != 0))
     topk = g.compression == CompressionKind.TOPK
     flag(R.PS_INCOMPATIBLE, (g.ps_servers > 0) & ((g.zero > Zero.NONE) | topk))
     return reason
@@ -260,6 +263,21 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
             "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
             "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
             "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l}
+
+
+def hsdp_shard_group(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Data-parallel replicas per HSDP sharding group: the strategy's ``shard_group``, else the replicas
+    that fit in one node (gpus_per_node / (tp cp), at least 1, at most dp), as PyTorch's HYBRID_SHARD is
+    usually set up (shard inside the node, replicate across nodes)."""
+    in_node = np.maximum(job.gpus_per_node // np.maximum(g.tp * g.cp, 1), 1)
+    asked = np.where(g.shard_group > 0, g.shard_group, np.minimum(in_node, g.dp))
+    # a group that does not divide dp is infeasible (HSDP_GROUP_INVALID); price the largest that does
+    return np.asarray(np.gcd(asked, g.dp), dtype=float)
+
+
+def _sharding_degree(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Replicas that ZeRO/FSDP shard the model states over: the data-parallel degree, or the HSDP group."""
+    return np.where(g.zero == Zero.HSDP, hsdp_shard_group(job, g), g.dp)
 
 
 def _with_free_windows(comp: dict[str, np.ndarray], mp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -377,7 +395,8 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
 
 
 def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups, *,
-             shard: Any = 1.0) -> dict[str, np.ndarray]:
+             shard: Any = 1.0, hsdp: tuple[DataParallelGroups, DataParallelGroups] | None = None
+             ) -> dict[str, np.ndarray]:
     """Gradient synchronisation seconds per step: the gradient sync (``grads``, overlappable with
     the last backward), the ZeRO-3 parameter gathers (``gathers``, total and ``gathers_exposed``),
     and the bucket share of the last bucket (``last_bucket``).
@@ -433,7 +452,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     gathers = np.zeros(1)
     gathers_exposed = np.zeros(1)
     if np.any(zero3):
-        sharded = _sharded_parameter_traffic(job, g, comp, m, data, dense, expert, q, bucket)
+        sharded = _sharded_parameter_traffic(job, g, comp, m, data, dense, expert, q, bucket, hsdp)
         total = np.where(zero3, 0.0, total)  # the gradient reduce-scatters are in the per-unit traffic
         gathers = np.where(zero3, sharded["total"], 0.0)
         gathers_exposed = np.where(zero3, sharded["exposed"], 0.0)
@@ -447,7 +466,9 @@ DEEPSPEED_GATHERS_PER_LAYER = 4.0
 
 def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
                                data: DataParallelGroups, dense: np.ndarray, expert: np.ndarray,
-                               wire: np.ndarray, bucket: np.ndarray) -> dict[str, np.ndarray]:
+                               wire: np.ndarray, bucket: np.ndarray,
+                               hsdp: tuple[DataParallelGroups, DataParallelGroups] | None = None
+                               ) -> dict[str, np.ndarray]:
     """ZeRO-3 / FSDP traffic per step in the frameworks' units, and the part compute cannot hide.
 
     Each transformer layer is a unit (PyTorch FSDP wraps each block, Zhao et al. 2023 §3.2-3.3;
@@ -469,7 +490,9 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     never makes the step slower, and no compute hides more traffic than runs under it.
     DeepSpeed issues its gathers per module (:data:`DEEPSPEED_GATHERS_PER_LAYER` per layer) and its
     reduce-scatters in ``bucket`` pieces (reduce_bucket_size, or the user's bucket_size); FSDP one flat
-    gather and one reduce-scatter per unit.
+    gather and one reduce-scatter per unit. With HSDP (``hsdp`` = the shard groups and the replica
+    groups) the gathers and reduce-scatters stay inside groups of S replicas and each unit's reduced
+    1/S shard is all-reduced across the dp/S groups, in the same backward window.
     See docs/model.md#dp-comm.
     """
     layers = np.maximum(comp["layers_per_stage"], 1.0)
@@ -479,16 +502,28 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     def gather(params: np.ndarray, group: Placement) -> np.ndarray:  # one unit's parameters, 16-bit
         return pieces * _collective("allgather", 2.0 * params / layers / pieces, group)
 
-    ag = gather(dense, data.dense)
-    fsdp_rs = _collective("reducescatter", dense * wire / layers, data.dense)
-    n_b = np.maximum(np.ceil(dense * wire / bucket), 1.0)
-    ds_rs = n_b * _collective("reducescatter", dense * wire / n_b, data.dense) / layers
-    rs = np.where(deepspeed, ds_rs, fsdp_rs)
-    if job.expert_params > 0:  # routed experts are sharded over their dp/ep replicas
-        ag = ag + gather(expert, data.expert)
-        rs = rs + _collective("reducescatter", expert * wire / layers, data.expert)
-    ranks = data.ranks
-    ag, rs = np.where(ranks > 1, ag, 0.0), np.where(ranks > 1, rs, 0.0)
+    def unit_traffic(group: DataParallelGroups) -> tuple[np.ndarray, np.ndarray]:
+        """(AG, RS) of one unit over the sharding group."""
+        ag = gather(dense, group.dense)
+        fsdp_rs = _collective("reducescatter", dense * wire / layers, group.dense)
+        n_b = np.maximum(np.ceil(dense * wire / bucket), 1.0)
+        ds_rs = n_b * _collective("reducescatter", dense * wire / n_b, group.dense) / layers
+        rs = np.where(deepspeed, ds_rs, fsdp_rs)
+        if job.expert_params > 0:  # routed experts are sharded over their dp/ep replicas
+            ag = ag + gather(expert, group.expert)
+            rs = rs + _collective("reducescatter", expert * wire / layers, group.expert)
+        return np.where(group.ranks > 1, ag, 0.0), np.where(group.ranks > 1, rs, 0.0)
+
+    ag, rs = unit_traffic(data)
+    if hsdp is not None:
+        # HSDP: shard inside groups of S replicas, then all-reduce each unit's reduced 1/S shard with the
+        # same shard of the other dp/S groups (PyTorch HYBRID_SHARD; Zhao et al. 2023 §3.4)
+        shard_group, replicas = hsdp
+        ag_h, rs_h = unit_traffic(shard_group)
+        ar = _collective("allreduce", (dense + expert) * wire / layers / shard_group.ranks, replicas.dense)
+        ar = np.where(replicas.ranks > 1, ar, 0.0)
+        is_hsdp = g.zero == Zero.HSDP
+        ag, rs = np.where(is_hsdp, ag_h, ag), np.where(is_hsdp, rs_h + ar, rs)
     f = comp["forward_free"] / layers
     b = comp["backward_free"] / layers
     hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
@@ -516,7 +551,8 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     """
     strategy = parse_sync(sync)
     if strategy.kind != SyncKind.HIER:
-        dp = _dp_comm(job, g, comp, m, groups.data)
+        hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
+        dp = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)
         exposed = _expose(g, comp, dp["grads"], dp["last_bucket"]) + dp["gathers_exposed"]
         return exposed, None, dp["grads"] + dp["gathers"]
     size = np.minimum(g.dp, float(strategy.param)).astype(float)
@@ -533,7 +569,7 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
 def _optimizer_time(job: Job, g: StrategyGrid) -> np.ndarray:
     dense, expert = _params_per_gpu(job, g)
     local = dense + expert
-    sharded = np.where(g.zero >= Zero.OPTIMIZER, local / g.dp, local)
+    sharded = np.where(g.zero >= Zero.OPTIMIZER, local / _sharding_degree(job, g), local)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     return sharded * bytes_per_param / (job.memory_bandwidth * job.memory_efficiency)
 
@@ -553,7 +589,8 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
     scaled to the training precision, and full recompute keeps a quarter of them.
     """
     if not job.is_transformer:
-        ms = memory.model_state_bytes(job.params, dp=g.dp, zero_stage=g.zero, weight_bytes=job.elem_bytes,
+        ms = memory.model_state_bytes(job.params, dp=_sharding_degree(job, g), zero_stage=g.zero,
+                                      weight_bytes=job.elem_bytes,
                                       grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param)
         act = (job.generic_activation_bytes * (job.elem_bytes / 4.0) * g.micro_batch
                * np.where(g.recompute == Recompute.FULL, 0.25, 1.0))
@@ -566,7 +603,8 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
         # the larger of its own and the other stages' layer counts (an upper bound on the peak)
         stage = np.where(g.pp > 1, np.maximum(first, other), float(job.shape.layers))
         br = memory.memory_per_gpu(
-            job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, dp=g.dp, tp=g.tp, pp=g.pp, cp=g.cp,
+            job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_sharding_degree(job, g), tp=g.tp,
+            pp=g.pp, cp=g.cp,
             ep=g.ep, zero_stage=g.zero, recompute=g.recompute, sequence_parallel=g.sequence_parallel,
             num_microbatches=m, schedule=g.schedule, virtual_stages=g.virtual_stages,
             weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,

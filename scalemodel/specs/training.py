@@ -72,6 +72,9 @@ class StrategySpec(Spec):
     bucket_size: Bytes | None = Field(default=None, description=(
         "gradient bucket per DP collective; default per framework: PyTorch DDP 25 MB (ZeRO 0), DeepSpeed "
         "reduce_bucket_size 5e8 elements (ZeRO 1-3), one layer (FSDP)"))
+    shard_group: int | None = Field(default=None, gt=0, description=(
+        "zero: hsdp: data-parallel replicas per sharding group (PyTorch HYBRID_SHARD); default: the "
+        "replicas in one node"))
     first_stage_layers: int | None = Field(default=None, ge=0, description=(
         "layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers); the "
         "other stages share the rest evenly; default: the balanced split"))
