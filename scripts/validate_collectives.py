@@ -5,7 +5,9 @@ Uses the built-in clusters as they are (no per-case tuning) and compares TIMES (
 time with the nccl-tests factor), since busbw is only a derived quantity. ``auto`` chooses among the
 algorithms NCCL implements (``--family all`` lets it pick rhd/rd/one-shot too, for comparison). Prints
 one row per point and the median and worst absolute error, for all sizes and for >= 1 MiB.
-Usage: python scripts/validate_collectives.py [cases.yaml] [--family nccl|all]
+Cases with a ``cluster``, ``ranks`` and a measured ``msg_bytes`` / ``busbw_GBps`` sweep (the layout of
+hardware/measurements/nccl.yaml) are read generically.
+Usage: python scripts/validate_collectives.py [cases.yaml | hardware/measurements/nccl.yaml] [--family nccl|all]
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ def points(cases: list[dict]) -> list[tuple[str, str, int, int, float, float, st
                         "ring busbw"))
             s2 = 256e6
             out.append((c["id"], "dgx-h100", 8, 1, s2, s2 / (m["user_algbw_GBps_at_256MB"] * GB), "algbw at 256 MB"))
+        elif "cluster" in c and "msg_bytes" in m and "busbw_GBps" in m and c["collective"]["op"] == "all_reduce":
+            # generic sweep (hardware/measurements/nccl.yaml): all_reduce busbw = algbw x 2(p-1)/p
+            p = int(c["ranks"])
+            for s, bb in zip(m["msg_bytes"], m["busbw_GBps"], strict=True):
+                out.append((c["id"], c["cluster"], p, 1, float(s), s * 2 * (p - 1) / p / (bb * GB), f"busbw {bb} GB/s"))
     return out
 
 

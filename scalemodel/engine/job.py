@@ -106,6 +106,9 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     precision = training.precision
     peak = acc.peak(precision)
     curve = acc.compute_efficiency or compute.default_efficiency(acc.family if acc.family != "other" else acc.name)
+    # the spec's curve may carry a separate fp8 GEMM curve (ComputeEfficiency.gemm); family defaults do not
+    gemm_max, gemm_half_dim = (acc.compute_efficiency.gemm(precision) if acc.compute_efficiency is not None
+                               else (curve.gemm_max, curve.gemm_half_dim))
     elem = Precision.parse(precision).element_bytes
     grad_bytes = training.grad_bytes_per_param or Precision.parse(precision).gradient_bytes
     seq = training.seq_len or getattr(workload, "seq_len", 1) or 1
@@ -130,7 +133,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         name=workload.name, cluster_name=cluster.name, network=cluster.network(),
         gpus_per_node=cluster.gpus_per_node, max_gpus=cluster.largest_gpus, accelerator=acc.name,
         peak_flops=peak, memory_bandwidth=acc.memory_bandwidth, memory_capacity=acc.memory,
-        gemm_max=curve.gemm_max, gemm_half_dim=curve.gemm_half_dim, memory_efficiency=curve.memory,
+        gemm_max=gemm_max, gemm_half_dim=gemm_half_dim, memory_efficiency=curve.memory,
         precision=precision, elem_bytes=elem, grad_bytes=grad_bytes,
         optimizer_bytes_per_param=training.optimizer_bytes_per_param, seq_len=int(seq),
         is_transformer=sh is not None, shape=sh, params=params, expert_params=expert,

@@ -14,17 +14,35 @@ PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "f
 Family = Literal["volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "tpu", "gaudi", "other"]
 
 
+class GemmCurve(Spec):
+    """A GEMM efficiency curve for one input precision: gemm_max x prod(d / (d + gemm_half_dim))."""
+
+    gemm_max: Fraction = Field(description="asymptotic fraction of this precision's peak for large GEMMs")
+    gemm_half_dim: float = Field(gt=0, description="GEMM dimension at which its factor is one half")
+    source: str = ""
+
+
 class ComputeEfficiency(Spec):
     """Achieved fraction of peak as a function of GEMM shape, and of memory bandwidth.
 
     Per GEMM dimension d the efficiency factor is d / (d + gemm_half_dim); a GEMM reaches
-    ``gemm_max`` x the product of its three factors (see scalemodel.cost.compute).
+    ``gemm_max`` x the product of its three factors (see scalemodel.cost.compute). ``gemm_max`` and
+    ``gemm_half_dim`` describe 16-bit GEMMs (bf16/fp16; also used for tf32/fp32); ``fp8``, when
+    given, is the curve of fp8 GEMMs as a fraction of the fp8 peak (fp8 tensor cores reach a lower
+    fraction of their doubled peak, e.g. H100 MAMF 71 % fp8 vs 80 % bf16).
     """
 
-    gemm_max: Fraction = Field(description="asymptotic fraction of peak for large GEMMs")
+    gemm_max: Fraction = Field(description="asymptotic fraction of peak for large 16-bit GEMMs")
     gemm_half_dim: float = Field(gt=0, description="GEMM dimension at which its factor is one half")
     memory: Fraction = Field(description="achievable fraction of memory bandwidth")
+    fp8: GemmCurve | None = Field(default=None, description="fp8 GEMM curve; None uses the 16-bit curve")
     source: str = ""
+
+    def gemm(self, precision: str) -> tuple[float, float]:
+        """(gemm_max, gemm_half_dim) for GEMMs at ``precision``: the fp8 curve when given, else the 16-bit one."""
+        if precision == "fp8" and self.fp8 is not None:
+            return float(self.fp8.gemm_max), float(self.fp8.gemm_half_dim)
+        return float(self.gemm_max), float(self.gemm_half_dim)
 
 
 class AcceleratorSpec(Sourced):
