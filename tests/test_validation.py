@@ -6,8 +6,12 @@ no per-case constants (the rules are in scripts/validate_training.py).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
+import math
 import statistics
+import sys
 from pathlib import Path
 
 import yaml
@@ -15,10 +19,13 @@ import yaml
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "validate_training.py"
 
 
+@functools.cache
 def load_script():  # type: ignore[no-untyped-def]
+    """The script as a module, loaded once (its specs and predictions are cached inside it)."""
     spec = importlib.util.spec_from_file_location("validate_training", SCRIPT)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses resolve their annotations through sys.modules
     spec.loader.exec_module(mod)
     return mod
 
