@@ -35,6 +35,11 @@ Calibration (once per accelerator family; the values live in the accelerator spe
              (volta, hopper, blackwell, cdna2, cdna3, tpu, gaudi, other); no
              per-layer measurement for them in ../shared/validation; override per accelerator.
 
+Per-accelerator curves (V100, H100/H200/H800/H100 PCIe, B200, GB200, MI300X, Gaudi 3, with a
+separate fp8 curve where measured) are fitted to published GEMM microbenchmarks and BabelStream
+runs (hardware/measurements/, scripts/fit_compute_curves.py) and live in each accelerator YAML's
+``compute_efficiency``; they override these family defaults.
+
 A100 fit: grid search (gemm_max 0.60-0.95 step 0.05; d0 in {0, 32, 64, 96, 128, 192, 256};
 memory 0.6-0.9) for the smallest worst-case error against Korthikanti et al. Table 4 (one layer
 of the 22B model, b 4, s 2048, h 6144, a 64, t 8; measured fwd 7.7 / 7.2 ms baseline / seq-par,
