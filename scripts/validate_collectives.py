@@ -20,6 +20,8 @@ import numpy as np
 import yaml
 
 from scalemodel.cost import collectives as C
+from scalemodel.cost.algorithms import ALGORITHMS
+from scalemodel.engine.job import build_network
 from scalemodel.specs import load_cluster
 
 CASES = Path(__file__).resolve().parents[2] / "shared" / "validation" / "cases.yaml"
@@ -74,14 +76,14 @@ def main(argv: list[str]) -> int:
         algo = "auto"
         overrides = []
         for e in extra:
-            if e in C.ALGORITHMS:
+            if e in ALGORITHMS:
                 algo = e
             else:
                 overrides.append(e)
         spec = load_cluster(name, [o.removeprefix("cluster.") for o in overrides])
-        t_pred = float(C.collective_time("allreduce", s, p, spec.network(), algorithm=algo, stride=stride,
-                                         family=family))
-        _, names, idx, _ = C.best_algorithm("allreduce", s, p, spec.network(), stride=stride, family=family)
+        network = build_network(spec)
+        t_pred = float(C.collective_time("allreduce", s, p, network, algorithm=algo, stride=stride, family=family))
+        _, names, idx, _ = C.best_algorithm("allreduce", s, p, network, stride=stride, family=family)
         used = algo if algo != "auto" else names[int(idx)]
         err = (t_pred - t_meas) / t_meas
         rows.append((cid, name, p, s, used, what, t_meas, t_pred, err))

@@ -12,6 +12,7 @@ import pytest
 from scalemodel.cost.collectives import busbw_factor, collective_time
 from scalemodel.cost.network import Network, Tier
 from scalemodel.engine.calibrate import fit_tier, infer_ranks, overlay_yaml, parse_nccl_tests
+from scalemodel.engine.job import build_network
 
 DATA = Path(__file__).parent / "data" / "nccl"
 REF = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hardware_and_formats.md"
@@ -161,7 +162,8 @@ def test_overlay_is_loadable(tmp_path: Path) -> None:
 
     t = _true_times(SIZES)
     spec = load_cluster("dgx-a100")
-    fit = fit_tier(parse_nccl_tests(make_log("current", SIZES, t)), spec.network(), cluster_name="dgx-a100", ranks=8)
+    fit = fit_tier(parse_nccl_tests(make_log("current", SIZES, t)), build_network(spec), cluster_name="dgx-a100",
+                   ranks=8)
     path = tmp_path / "overlay.yaml"
     path.write_text(overlay_yaml(fit, "synthetic"))
     cal = load_cluster(str(path))

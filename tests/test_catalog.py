@@ -15,6 +15,7 @@ import pytest
 import yaml
 from conftest import validation_cases_path
 
+from scalemodel.engine.job import build_network
 from scalemodel.units import parse_quantity
 
 REPO = Path(__file__).resolve().parents[1]
@@ -368,7 +369,7 @@ def test_cluster_loads_through_specs(path: Path) -> None:
     c = specs.load_cluster(path.stem, overrides=[])
     assert c.name == path.stem and c.accelerator.name == d["accelerator"]
     assert c.gpus_per_node == d["gpus_per_node"]
-    net = c.network()
+    net = build_network(c)
     assert [t.span for t in net.tiers] == [t["span"] for t in d["tiers"]]
     for got, want in zip(net.tiers, d["tiers"], strict=True):
         assert got.latency == pytest.approx(parse_quantity(want["latency"], "time"))

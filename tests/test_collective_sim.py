@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from scalemodel.cost import algorithms as A
 from scalemodel.cost import collectives as C
+from scalemodel.cost import nccl
 from scalemodel.cost.network import Network, Tier
 
 
@@ -187,7 +189,7 @@ ALPHA, BETA = 3e-6, 1 / 40e9
 def test_ring_sim_equals_closed_form(p: int) -> None:
     S = 6.0e6
     sim = sim_ring_allreduce(p, S, lambda r: (ALPHA, BETA))
-    assert sim == pytest.approx(float(C.ring_allreduce(S, p, ALPHA, BETA)), rel=1e-12)
+    assert sim == pytest.approx(float(A.ring_allreduce(S, p, ALPHA, BETA)), rel=1e-12)
     # hand check for p = 4: 6 steps of (alpha + S/4 beta)
     if p == 4:
         assert sim == pytest.approx(6 * (3e-6 + 1.5e6 / 40e9))
@@ -197,13 +199,13 @@ def test_ring_sim_equals_closed_form(p: int) -> None:
 def test_tree_sim_equals_closed_form(p: int, k: int) -> None:
     S = 4.0e6
     sim = sim_tree_allreduce(p, S, k, ALPHA, BETA)
-    assert sim == pytest.approx(float(C.tree_allreduce(S, p, ALPHA, BETA, chunks=k)), rel=1e-12)
+    assert sim == pytest.approx(float(A.tree_allreduce(S, p, ALPHA, BETA, chunks=k)), rel=1e-12)
 
 
 def test_tree_optimal_chunks_is_minimum_over_integer_k() -> None:
     S, p = 64e6, 64
-    best_int = min(float(C.tree_allreduce(S, p, ALPHA, BETA, chunks=k)) for k in range(1, 400))
-    cont = float(C.tree_allreduce(S, p, ALPHA, BETA))
+    best_int = min(float(A.tree_allreduce(S, p, ALPHA, BETA, chunks=k)) for k in range(1, 400))
+    cont = float(A.tree_allreduce(S, p, ALPHA, BETA))
     assert cont <= best_int * (1 + 1e-12)
     assert cont >= best_int * 0.99  # the continuous optimum is within 1 % of the best whole k
 
@@ -212,7 +214,7 @@ def test_tree_optimal_chunks_is_minimum_over_integer_k() -> None:
 def test_rhd_sim_equals_closed_form(p: int) -> None:
     S = 8.0e6
     sim = sim_rhd_allreduce(p, S, lambda a, b: (ALPHA, BETA))
-    assert sim == pytest.approx(float(C.rhd_allreduce(S, p, ALPHA, BETA)), rel=1e-12)
+    assert sim == pytest.approx(float(A.rhd_allreduce(S, p, ALPHA, BETA)), rel=1e-12)
 
 
 def test_rhd_multi_tier_matches_simulation_with_per_pair_links() -> None:
@@ -260,11 +262,11 @@ def test_channel_ramp_brackets_nccl_loop(proto: str, nt: int) -> None:
     """The continuous S_eff of channel_ramp_size never exceeds the discrete loop's S / (nc nt / (nc_max nt_max))
     and is within a factor 2 of it (one channel or one thread halving of rounding)."""
     nc_max, p = 18, 8
-    thr = C.NCCL_THREAD_THRESHOLD[proto] * (p if proto == "ll" else 1)
+    thr = nccl.NCCL_THREAD_THRESHOLD[proto] * (p if proto == "ll" else 1)
     for S in np.unique(np.round(np.logspace(0, 8, 400))):
         nc, nt_used = nccl_channel_loop(float(S), nc_max, nt, thr)
         discrete = S * nc_max * nt / (nc * nt_used)
-        cont = float(C.channel_ramp_size(np.array(S), proto, np.array(float(nc_max)), np.array(float(p)),
+        cont = float(nccl.channel_ramp_size(np.array(S), proto, np.array(float(nc_max)), np.array(float(p)),
                                          ring_ll=True))
         assert cont <= discrete * (1 + 1e-12), (proto, S)
         assert discrete <= 2 * cont * (1 + 1e-12), (proto, S)

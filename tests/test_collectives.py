@@ -7,7 +7,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from scalemodel.cost import algorithms as A
 from scalemodel.cost import collectives as C
+from scalemodel.cost import nccl
 from scalemodel.cost.network import Network, Tier
 from scalemodel.errors import InputError
 
@@ -29,13 +31,13 @@ def test_busbw_factors_are_nccl_tests() -> None:
 
 def test_ring_textbook_hand_values() -> None:
     # p=8, S=1 GB, alpha=5us, B=100 GB/s: 14*5us + 1.75 * 1e9/1e11 = 70us + 17.5 ms
-    assert float(C.ring_allreduce(1e9, 8, 5e-6, 1e-11)) == pytest.approx(70e-6 + 0.0175)
-    assert float(C.ring_allgather(1e9, 8, 5e-6, 1e-11)) == pytest.approx(35e-6 + 0.00875)
+    assert float(A.ring_allreduce(1e9, 8, 5e-6, 1e-11)) == pytest.approx(70e-6 + 0.0175)
+    assert float(A.ring_allgather(1e9, 8, 5e-6, 1e-11)) == pytest.approx(35e-6 + 0.00875)
     # Rabenseifner p=8: 2*3 alpha + 1.75 S beta ; p=6 -> p'=4: 2*2 alpha + 1.5 S beta + 2(alpha + S beta)
-    assert float(C.rhd_allreduce(1e9, 8, 5e-6, 1e-11)) == pytest.approx(30e-6 + 0.0175)
-    assert float(C.rhd_allreduce(1e9, 6, 5e-6, 1e-11)) == pytest.approx(20e-6 + 0.015 + 10e-6 + 0.02)
+    assert float(A.rhd_allreduce(1e9, 8, 5e-6, 1e-11)) == pytest.approx(30e-6 + 0.0175)
+    assert float(A.rhd_allreduce(1e9, 6, 5e-6, 1e-11)) == pytest.approx(20e-6 + 0.015 + 10e-6 + 0.02)
     # recursive doubling p=16: 4 (alpha + S beta)
-    assert float(C.rd_allreduce(1e9, 16, 5e-6, 1e-11)) == pytest.approx(4 * (5e-6 + 0.01))
+    assert float(A.rd_allreduce(1e9, 16, 5e-6, 1e-11)) == pytest.approx(4 * (5e-6 + 0.01))
 
 
 def test_ring_two_tier_hand_value() -> None:
@@ -111,13 +113,13 @@ def test_protocol_lines_small_message() -> None:
 
 def test_hop_latency_adds_nccl_protocol_increments() -> None:
     """hwLatencies (tuning.cc): NVLink Ring 0.6/1.9/3.4, Tree 0.6/1.25/4.0; NET Ring 2.7/4.0/14, Tree 5/8.5/14."""
-    assert C.hop_latency(NVL, 0, "ring", "ll") == pytest.approx(3e-6)
-    assert C.hop_latency(NVL, 0, "ring", "simple") == pytest.approx(3e-6 + 2.8e-6)
-    assert C.hop_latency(NVL, 0, "tree", "ll128") == pytest.approx(3e-6 + 0.65e-6)
-    assert C.hop_latency(IB, 1, "ring", "simple") == pytest.approx(5e-6 + 11.3e-6)
-    assert C.hop_latency(IB, 1, "tree", "ll") == pytest.approx(5e-6 + 2.3e-6)
+    assert nccl.hop_latency(NVL, 0, "ring", "ll") == pytest.approx(3e-6)
+    assert nccl.hop_latency(NVL, 0, "ring", "simple") == pytest.approx(3e-6 + 2.8e-6)
+    assert nccl.hop_latency(NVL, 0, "tree", "ll128") == pytest.approx(3e-6 + 0.65e-6)
+    assert nccl.hop_latency(IB, 1, "ring", "simple") == pytest.approx(5e-6 + 11.3e-6)
+    assert nccl.hop_latency(IB, 1, "tree", "ll") == pytest.approx(5e-6 + 2.3e-6)
     pcie = Tier("pcie", 8, 25e9, 5e-6, protocol="pcie")
-    assert C.hop_latency(pcie, 0, "ring", "simple") == pytest.approx(5e-6 + 4.7e-6)
+    assert nccl.hop_latency(pcie, 0, "ring", "simple") == pytest.approx(5e-6 + 4.7e-6)
 
 
 def test_channel_ramp_hand_values() -> None:
@@ -139,9 +141,9 @@ def test_channel_ramp_hand_values() -> None:
 
 
 def test_tree_correction_interpolates_nccl_table() -> None:
-    assert float(C.tree_correction("simple", 2.0**20)) == pytest.approx(0.5)  # index log2(2^20/64) = 14
-    assert float(C.tree_correction("simple", 2.0**20 * 2**0.5)) == pytest.approx(0.55)  # halfway to .6
-    assert float(C.tree_correction("ll", 64.0)) == 1.0 and float(C.tree_correction("ll", 2.0**40)) == 1.0
+    assert float(nccl.tree_correction("simple", 2.0**20)) == pytest.approx(0.5)  # index log2(2^20/64) = 14
+    assert float(nccl.tree_correction("simple", 2.0**20 * 2**0.5)) == pytest.approx(0.55)  # halfway to .6
+    assert float(nccl.tree_correction("ll", 64.0)) == 1.0 and float(nccl.tree_correction("ll", 2.0**40)) == 1.0
 
 
 def test_nccl_tree_hand_value() -> None:
@@ -168,10 +170,10 @@ def test_ring_simple_plateau_across_nodes() -> None:
 
 def test_auto_chooses_only_nccl_algorithms_on_gpu_clusters() -> None:
     S = np.logspace(1, 11, 30)
-    for op in C.OPS:
+    for op in A.OPS:
         for p in (8, 16, 1024):
             _, names, idx, best = C.best_algorithm(op, S, p, NET)
-            assert {names[int(i)] for i in idx} <= set(C.NCCL_FAMILY[op]) - {"hierarchical"}, (op, p)
+            assert {names[int(i)] for i in idx} <= set(nccl.NCCL_FAMILY[op]) - {"hierarchical"}, (op, p)
             _, _, _, best_all = C.best_algorithm(op, S, p, NET, family="all")
             assert np.all(best_all <= best * (1 + 1e-12))
     # in-network reduction declared on the NVLink tier: NVLS (as hierarchical) becomes a candidate
@@ -184,30 +186,30 @@ def test_auto_chooses_only_nccl_algorithms_on_gpu_clusters() -> None:
                                   C.best_algorithm("allreduce", S, p, net, family=fam)[3])
     # a TPU (ICI) network is not NCCL: auto considers every algorithm
     ici = Network((Tier("ici", 4096, 45e9, 1e-6, protocol="ici"),), 4)
-    assert C.resolve_family(ici) == "all" and C.resolve_family(NET) == "nccl"
+    assert nccl.resolve_family(ici) == "all" and nccl.resolve_family(NET) == "nccl"
     with pytest.raises(InputError):
         C.collective_time("allreduce", 1e6, 8, NET, family="mpi")
 
 
 def test_ll128_disabled_on_pcie() -> None:
     pcie = Network((Tier("pcie", 8, 25e9, 5e-6, protocol="pcie"),), 8)
-    assert C.protocols_for(pcie) == ("ll", "simple")
-    assert C.protocols_for(NET) == ("ll", "ll128", "simple")
+    assert nccl.protocols_for(pcie) == ("ll", "simple")
+    assert nccl.protocols_for(NET) == ("ll", "ll128", "simple")
 
 
-@pytest.mark.parametrize("op", C.OPS)
+@pytest.mark.parametrize("op", A.OPS)
 def test_one_rank_costs_zero(op: str) -> None:
-    for algo in (*C.APPLICABLE[op], "auto"):
+    for algo in (*A.APPLICABLE[op], "auto"):
         assert np.all(C.collective_time(op, [0, 1e3, 1e12], 1, NET, algorithm=algo) == 0.0)
 
 
-@pytest.mark.parametrize("op", C.OPS)
+@pytest.mark.parametrize("op", A.OPS)
 def test_monotone_in_size_and_bandwidth(op: str) -> None:
     S = np.logspace(0, 12, 60)
     slower = Network(tuple(Tier(t.name, t.span, t.bandwidth / 2, t.latency, t.efficiency, t.oversubscription,
                                 t.in_network_reduction, t.topology, t.protocol) for t in NET.tiers), 8)
     for p in (2, 8, 24, 512, 4096):
-        for algo in (*C.APPLICABLE[op], "auto"):
+        for algo in (*A.APPLICABLE[op], "auto"):
             t = C.collective_time(op, S, p, NET, algorithm=algo)
             assert np.all(np.diff(t) >= -1e-15 * t[1:]), (op, algo, p)
             assert np.all(C.collective_time(op, S, p, slower, algorithm=algo) >= t * (1 - 1e-12)), (op, algo, p)
@@ -216,8 +218,8 @@ def test_monotone_in_size_and_bandwidth(op: str) -> None:
 def test_no_nan_at_extremes() -> None:
     S = np.array([0.0, 1.0, 1e6, 2.0**40])[:, None]
     p = np.array([1, 2, 3, 1000, 65536, 10**7])[None, :]
-    for op in C.OPS:
-        for algo in (*C.APPLICABLE[op], "auto"):
+    for op in A.OPS:
+        for algo in (*A.APPLICABLE[op], "auto"):
             t = C.collective_time(op, S, p, NET, algorithm=algo, stride=3)
             assert t.shape == (4, 6)
             assert np.all(np.isfinite(t)) and np.all(t >= 0), (op, algo)
@@ -282,7 +284,7 @@ def test_cli_json_shape_and_busbw(cli) -> None:  # type: ignore[no-untyped-def]
     row = doc["rows"][0]
     assert row["size_bytes"] == 2.0**30
     algs = {a["algorithm"]: a for a in row["algorithms"]}
-    assert set(algs) == set(C.APPLICABLE["allreduce"])
+    assert set(algs) == set(A.APPLICABLE["allreduce"])
     nccl = ("ring", "tree", "hierarchical")  # dgx-h100's NVLink tier declares NVLS: hierarchical = NVLS
     assert row["best"] == min(algs, key=lambda n: algs[n]["time_s"] if n in nccl else np.inf)
     a = algs["ring"]

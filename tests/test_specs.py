@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from scalemodel.engine.job import build_network
 from scalemodel.errors import InputError
 from scalemodel.specs import load_cluster, load_workload, split_overrides
 
@@ -62,7 +63,7 @@ def test_valid_cluster_in_si_units(files: Path) -> None:
     assert c.tiers[1].bandwidth == 25e9  # 200 Gbit/s = 25 GB/s
     assert c.tiers[0].latency == 2e-6
     assert c.accelerator.peak("bf16") == 312e12
-    net = c.network()
+    net = build_network(c)
     assert net.tiers[1].effective_bandwidth == pytest.approx(25e9 * 0.9 / 2)
 
 

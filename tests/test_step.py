@@ -11,7 +11,7 @@ import pytest
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import compute, ps
-from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
+from scalemodel.engine.job import build_job, build_network, grid_from_arrays, grid_from_strategy
 from scalemodel.engine.predict import predict
 from scalemodel.engine.step import BREAKDOWN_KEYS, evaluate
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
@@ -297,7 +297,7 @@ def test_pipeline_boundary_saturates_a_tapered_spine_only_as_far_as_the_stage_fi
     from scalemodel.specs import load_scenario
 
     scen = load_scenario("default")
-    net = scen.cluster.network()
+    net = build_network(scen.cluster)
     flat = replace(net, tiers=tuple(replace(t, oversubscription=1.0) for t in net.tiers))
     training = dict(global_batch=48 * 32, micro_batch=1)
     job = build_job(scen.cluster, scen.model, TrainingSpec(**training))

@@ -41,10 +41,11 @@ def register(app: typer.Typer) -> None:
         if not log_path.is_file():
             raise InputError(f"no such file {str(log_path)!r}", where="LOG", allowed="a nccl-tests output file")
         from scalemodel.engine.calibrate import fit_tier, infer_ranks, overlay_yaml, parse_nccl_tests
+        from scalemodel.engine.job import build_network
 
         text = log_path.read_text(errors="replace")
         op_n = op.lower().replace("_", "") if op else None
-        from scalemodel.cost.collectives import APPLICABLE
+        from scalemodel.cost.algorithms import APPLICABLE
 
         if op_n is not None and op_n not in APPLICABLE:
             raise InputError(f"unknown collective {op!r}", where="--op", allowed="one of: " + ", ".join(APPLICABLE))
@@ -53,7 +54,7 @@ def register(app: typer.Typer) -> None:
         if n is None or n < 2:
             raise InputError("cannot tell how many ranks the log used", where="LOG", allowed="pass --ranks N")
         spec = load_cluster_with(cluster, sets)
-        fit = fit_tier(log, spec.network(), cluster_name=spec.name, ranks=n, tier=tier, algorithm=algo)
+        fit = fit_tier(log, build_network(spec), cluster_name=spec.name, ranks=n, tier=tier, algorithm=algo)
         if out is not None:
             try:
                 out.write_text(overlay_yaml(fit, str(log_path)))

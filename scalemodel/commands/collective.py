@@ -39,6 +39,7 @@ def compute(op: str, sizes: list[float], gpus: int, network: Any, algo: str, str
     import numpy as np
 
     from scalemodel.cost import collectives as C
+    from scalemodel.cost.algorithms import APPLICABLE
 
     S = np.asarray(sizes, dtype=float)
     if algo == "auto":
@@ -46,11 +47,11 @@ def compute(op: str, sizes: list[float], gpus: int, network: Any, algo: str, str
         lat, *_ = C.best_algorithm(op, 0.0 * S, gpus, network, stride=stride, dtype_bytes=dtype_bytes)
         best = [names[int(i)] for i in idx]
     else:
-        if algo not in C.APPLICABLE[op]:
+        if algo not in APPLICABLE[op]:
             from scalemodel.errors import InputError
 
             raise InputError(f"algorithm {algo!r} does not apply to {op}", where="--algo",
-                             allowed="for " + op + ": " + ", ".join((*C.APPLICABLE[op], "auto")))
+                             allowed="for " + op + ": " + ", ".join((*APPLICABLE[op], "auto")))
         names = (algo,)
         times = C.collective_time(op, S, gpus, network, algorithm=algo, stride=stride, dtype_bytes=dtype_bytes)[None]
         lat = C.collective_time(op, 0.0 * S, gpus, network, algorithm=algo, stride=stride, dtype_bytes=1)[None]
@@ -89,7 +90,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Predict one collective's time, algbw and busbw for every algorithm, and the best (nccl-tests style)."""
         from scalemodel.commands.common import load_cluster_with, positive_int, quantity
-        from scalemodel.cost.collectives import ALGORITHMS, OPS
+        from scalemodel.cost.algorithms import ALGORITHMS, OPS
+        from scalemodel.engine.job import build_network
         from scalemodel.errors import InputError
 
         op_n = op.lower().replace("_", "").replace("-", "")
@@ -111,7 +113,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{gpus} ranks x stride {stride} need {gpus * stride} GPUs but cluster {spec.name!r} "
                              f"has at most {spec.largest_gpus}", where="--gpus",
                              allowed=f"gpus x stride <= {spec.largest_gpus}")
-        rows = compute(op_n, size_list, gpus, spec.network(), algo, stride, dtype_bytes)
+        rows = compute(op_n, size_list, gpus, build_network(spec), algo, stride, dtype_bytes)
         inputs = {"cluster": spec.name, "op": op_n, "gpus": gpus, "stride": stride, "algo": algo,
                   "dtype_bytes": dtype_bytes, "sizes_bytes": size_list, "set": list(sets or [])}
         from scalemodel.report.collective import render_collective

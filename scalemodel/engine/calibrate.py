@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from scalemodel.cost.network import Network
+from scalemodel.cost.placement import place
 from scalemodel.errors import InputError
 
 _OP_FROM_TEST = {
@@ -205,11 +206,12 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
     """
     from scipy.optimize import least_squares
 
-    from scalemodel.cost.collectives import APPLICABLE, collective_time
+    from scalemodel.cost.algorithms import APPLICABLE
+    from scalemodel.cost.collectives import collective_time
 
     names = [t.name for t in network.tiers]
     if tier is None:
-        idx = network.tier_index_for_group(ranks, stride)
+        idx = int(place(ranks, stride, network).tier)
     elif tier in names:
         idx = names.index(tier)
     else:

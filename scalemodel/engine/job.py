@@ -29,7 +29,7 @@ from scalemodel.choices import (
     parse_schedule,
     parse_sync,
 )
-from scalemodel.cost.network import Network
+from scalemodel.cost.network import Network, Tier
 from scalemodel.errors import InputError
 
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
@@ -97,6 +97,18 @@ def transformer_shape(workload: Any) -> Any:
         moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0)
 
 
+def build_network(cluster: Any) -> Network:
+    """A cluster spec's tiers as plain numbers for the cost models (once per job; specs/ stays below cost/)."""
+    return Network(
+        tiers=tuple(
+            Tier(name=t.name, span=t.span, bandwidth=t.bandwidth, latency=t.latency, efficiency=t.efficiency,
+                 oversubscription=t.oversubscription, in_network_reduction=t.in_network_reduction,
+                 topology=t.topology, protocol=t.protocol)
+            for t in cluster.tiers),
+        gpus_per_node=cluster.gpus_per_node,
+    )
+
+
 def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float | None = None,
               straggler_dist: str | None = None) -> Job:
     """Resolve validated specs (ClusterSpec, workload, TrainingSpec) into a :class:`Job`."""
@@ -130,7 +142,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     if not (0.0 <= cv < 10.0):
         raise InputError(f"straggler CV {cv} out of range", where="--straggler-cv", allowed="0 <= cv < 10")
     return Job(
-        name=workload.name, cluster_name=cluster.name, network=cluster.network(),
+        name=workload.name, cluster_name=cluster.name, network=build_network(cluster),
         gpus_per_node=cluster.gpus_per_node, max_gpus=cluster.largest_gpus, accelerator=acc.name,
         peak_flops=peak, memory_bandwidth=acc.memory_bandwidth, memory_capacity=acc.memory,
         gemm_max=gemm_max, gemm_half_dim=gemm_half_dim, memory_efficiency=curve.memory,

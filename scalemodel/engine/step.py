@@ -3,8 +3,9 @@
 For a strategy DP x TP x PP x CP (EP carved out of DP, as in Megatron-LM), ranks are placed TP
 innermost, then CP, then DP, then PP outermost (Megatron's default order), so a TP group has
 stride 1, CP stride tp, DP and EP stride tp*cp, and pipeline neighbours are tp*cp*dp apart. Each
-group's collective is placed on the network tiers its block of GPUs spans
-(:func:`scalemodel.cost.collectives.collective_time` with the group's stride).
+group is placed on the network tiers once per evaluation (:class:`scalemodel.cost.placement.ParallelGroups`)
+and every collective of that group is priced on that placement
+(:func:`scalemodel.cost.collectives.group_time`).
 
 Per micro-batch on the busiest pipeline stage (the slower of the last stage, with its layers and the
 logits, and the largest other stage; :func:`_stage_layers` for uneven splits):
@@ -54,6 +55,7 @@ import numpy as np
 from scalemodel.choices import Algorithm, CompressionKind, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import pipeline, transformer
+from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, Placement, parallel_groups
 from scalemodel.engine.job import Job, StrategyGrid
 
 #: Bytes moved per parameter by a mixed-precision Adam step: read fp32 master, m, v and the gradient,
@@ -122,18 +124,17 @@ class StepArrays:
     extras: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def _collective(op: str, size: np.ndarray, ranks: np.ndarray, job: Job, stride: np.ndarray,
-                algorithm: np.ndarray | None = None) -> np.ndarray:
-    """collective_time with a per-candidate algorithm code (a few vectorised calls, one per code used)."""
+def _collective(op: str, size: np.ndarray, group: Placement, algorithm: np.ndarray | None = None) -> np.ndarray:
+    """group_time on a placed group with a per-candidate algorithm code (a few vectorised calls, one per
+    code used)."""
     size = np.maximum(size, 0.0)
     codes = np.unique(algorithm) if algorithm is not None else np.asarray([0])
     if len(codes) == 1:
-        return np.asarray(coll.collective_time(op, size, ranks, job.network, stride=stride,
-                                               algorithm=Algorithm.of(codes[0]).label), dtype=float)
+        return np.asarray(coll.group_time(op, size, group, algorithm=Algorithm.of(codes[0]).label), dtype=float)
     assert algorithm is not None
-    out = np.zeros(np.broadcast_shapes(np.shape(size), np.shape(ranks), np.shape(stride), np.shape(algorithm)))
+    out = np.zeros(np.broadcast_shapes(np.shape(size), np.shape(group.p), np.shape(algorithm)))
     for code in codes:  # one vectorised call per algorithm in use (a handful), selected by broadcasting
-        t = coll.collective_time(op, size, ranks, job.network, stride=stride, algorithm=Algorithm.of(code).label)
+        t = coll.group_time(op, size, group, algorithm=Algorithm.of(code).label)
         out = np.where(algorithm == code, t, out)
     return out
 
@@ -263,7 +264,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
             "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l}
 
 
-def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], groups: ParallelGroups
+                         ) -> dict[str, np.ndarray]:
     """Exposed TP, CP, EP and PP communication seconds per micro-batch on the busiest stage."""
     zero = np.zeros(1)
     if not job.is_transformer:
@@ -273,10 +275,9 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray])
     tokens = b * job.seq_len / g.cp
     act = tokens * float(sh.hidden) * job.elem_bytes
     L = comp["layers_per_stage"]
-    one = np.ones_like(act)
     # TP: all-reduce, or reduce-scatter + all-gather of the same buffer with sequence parallelism.
-    ar = _collective("allreduce", act, g.tp, job, one)
-    rs_ag = _collective("reducescatter", act, g.tp, job, one) + _collective("allgather", act, g.tp, job, one)
+    ar = _collective("allreduce", act, groups.tensor)
+    rs_ag = _collective("reducescatter", act, groups.tensor) + _collective("allgather", act, groups.tensor)
     per = np.where(g.sequence_parallel, rs_ag, ar)
     per_pass = float(transformer.tp_allreduces_per_layer(sh))
     fwd_count = np.where(g.recompute == Recompute.FULL, 2.0 * per_pass, per_pass)
@@ -285,24 +286,24 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray])
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd, 0.0)
     # CP: ring attention, K and V chunks pass round the cp ring; hidden under the attention core.
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
-    step = _collective("sendrecv", kv_bytes, np.full_like(act, 2.0), job, g.tp.astype(float))
+    step = _collective("sendrecv", kv_bytes, groups.context)
     ring = (g.cp - 1) * step
     # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core
     cp = np.where(g.cp > 1, 3.0 * L * np.maximum(ring - comp["core_per_layer"], 0.0), 0.0)
     # EP: dispatch + combine all-to-all per MoE layer, forward and backward.
     moe_share = float(sh.moe_layers / sh.layers)
     a2a_bytes = tokens * float(sh.moe_top_k) * float(sh.hidden) * job.elem_bytes / g.tp
-    a2a = _collective("alltoall", a2a_bytes, g.ep, job, (g.tp * g.cp).astype(float))
+    a2a = _collective("alltoall", a2a_bytes, groups.expert)
     ep = np.where(g.ep > 1, L * moe_share * 4.0 * a2a, 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p_bytes = act / g.tp
-    p2p = _stage_boundary_time(job, g, p2p_bytes)
+    p2p = _stage_boundary_time(groups, p2p_bytes)
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
     pp = np.where(g.pp > 1, 2.0 * v * p2p, 0.0)
     return {"tp": tp, "cp": cp, "ep": ep, "pp": pp}
 
 
-def _stage_boundary_time(job: Job, g: StrategyGrid, nbytes: np.ndarray) -> np.ndarray:
+def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarray:
     """One send/recv across the pipeline's slowest stage boundary.
 
     1F1B runs at the pace of its slowest boundary: the one that splits the pipeline's block of
@@ -311,24 +312,19 @@ def _stage_boundary_time(job: Job, g: StrategyGrid, nbytes: np.ndarray) -> np.nd
     over child domains of T GPUs, docs/model.md#oversubscription) is saturated only as far as the
     stage fills a child domain: the taper applied is max(1, o x min(stage, T) / T), interpolated
     linearly in the bandwidth term between the untapered and fully tapered times.
+    The boundary pair and the tier it crosses come from the placement (``groups.pipeline``).
     """
-    from dataclasses import replace
-
-    stage = (g.tp * g.cp * g.dp).astype(float)
-    extent = stage * np.maximum(g.pp, 2)
-    pairs = np.full_like(np.asarray(nbytes, dtype=float), 2.0)
-    tapered = _collective("sendrecv", nbytes, pairs, job, extent / 2)
-    tiers = job.network.tiers
-    over = np.array([t.oversubscription for t in tiers])
+    pair = groups.pipeline
+    tapered = _collective("sendrecv", nbytes, pair)
+    over = pair.oversubscription
     if np.all(over <= 1.0):
         return tapered
-    flat = replace(job, network=replace(job.network, tiers=tuple(replace(t, oversubscription=1.0) for t in tiers)))
-    untapered = _collective("sendrecv", nbytes, pairs, flat, extent / 2)
-    spans = np.array([t.span for t in tiers], dtype=float)
-    k = np.minimum(np.searchsorted(spans, extent), len(tiers) - 1)
+    untapered = _collective("sendrecv", nbytes, pair.untapered())
+    spans = pair.spans
+    k = pair.tier
     child = np.where(k > 0, spans[np.maximum(k - 1, 0)], 1.0)
     o = over[k]
-    o_eff = np.maximum(1.0, o * np.minimum(stage, child) / child)
+    o_eff = np.maximum(1.0, o * np.minimum(groups.stage, child) / child)
     share = np.divide(o_eff - 1.0, o - 1.0, out=np.zeros_like(o_eff), where=o > 1.0)
     return untapered + (tapered - untapered) * share
 
@@ -373,15 +369,15 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
     return np.maximum(elements * wire, 1.0)
 
 
-def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, *,
-             group: Any = None, spread: Any = 1.0, shard: Any = 1.0) -> dict[str, np.ndarray]:
+def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups, *,
+             shard: Any = 1.0) -> dict[str, np.ndarray]:
     """Gradient synchronisation seconds per step: the gradient sync (``grads``, overlappable with
     the last backward), the ZeRO-3 parameter gathers (``gathers``, total and ``gathers_exposed``),
     and the bucket share of the last bucket (``last_bucket``).
 
-    ``group`` ranks (default: the whole DP group) placed ``spread`` DP replicas apart take part,
-    each synchronising 1/``shard`` of the gradients; hierarchical sync calls this once inside its
-    groups and once across them.
+    The replicas of ``data`` (the whole DP group, or the groups of hierarchical sync, which calls this
+    once inside its groups and once across them) take part, each synchronising 1/``shard`` of the
+    gradients.
 
     ZeRO-0: all-reduce of the gradients. ZeRO-1/2: reduce-scatter of the gradients + all-gather of
     the updated parameters (the all-reduce volume). ZeRO-3/FSDP: reduce-scatter of the gradients
@@ -393,32 +389,29 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
 
     dense, expert = _params_per_gpu(job, g)
     dense, expert = dense / shard, expert / shard
-    dp = g.dp.astype(float) if group is None else np.asarray(group, dtype=float)
-    stride = (g.tp * g.cp).astype(float) * spread
+    dp = data.ranks
     n_params = dense + expert
     q, codec = _wire_and_codec(job, g, n_params)
-    edp = np.maximum(dp / g.ep, 1.0)
     zero3 = g.zero >= Zero.PARAMETERS
     bucket = _bucket_bytes(job, g, comp, dense * shard / comp["layers_per_stage"], q)
 
-    def bucketed(op: str, nbytes: Any, ranks: Any, stride_: Any, algorithm: Any = None,
-                 size: Any = bucket) -> np.ndarray:
+    def bucketed(op: str, nbytes: Any, group: Placement, algorithm: Any = None, size: Any = bucket) -> np.ndarray:
         n = np.maximum(np.ceil(nbytes / size), 1.0)
-        return n * _collective(op, nbytes / n, ranks, job, stride_, algorithm)
+        return n * _collective(op, nbytes / n, group, algorithm)
 
-    def reduce(nbytes: Any, ranks: Any, stride_: Any) -> np.ndarray:
-        ar = bucketed("allreduce", nbytes, ranks, stride_, g.algorithm)
-        return np.where(zero3, bucketed("reducescatter", nbytes, ranks, stride_), ar) if np.any(zero3) else ar
+    def reduce(nbytes: Any, group: Placement) -> np.ndarray:
+        ar = bucketed("allreduce", nbytes, group, g.algorithm)
+        return np.where(zero3, bucketed("reducescatter", nbytes, group), ar) if np.any(zero3) else ar
 
-    total = reduce(dense * q, dp, stride)
+    total = reduce(dense * q, data.dense)
     if job.expert_params > 0:  # routed experts are replicated over dp/ep ranks only
-        total = total + reduce(expert * q, edp, stride * g.ep)
+        total = total + reduce(expert * q, data.expert)
     topk = g.compression == CompressionKind.TOPK
     if np.any(topk):
         # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
         per_rank = g.topk_ratio * n_params * (job.grad_bytes + 4.0)
         n_b = np.maximum(np.ceil(n_params * job.grad_bytes / bucket), 1.0)
-        total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, dp, job, stride), total)
+        total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, data.dense), total)
     total = np.where(dp > 1, total + codec, 0.0)
     if np.any(g.ps_servers > 0):
         # Parameter server over the outermost tier (BytePS analysis, docs/model.md#parameter-server).
@@ -435,10 +428,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     if np.any(zero3):
         layers = comp["layers_per_stage"]
         per_layer = dense * 2.0 / layers
-        gathered = 2.0 * layers * _collective("allgather", per_layer, dp, job, stride)
+        gathered = 2.0 * layers * _collective("allgather", per_layer, data.dense)
         if job.expert_params > 0:
-            gathered = gathered + 2.0 * layers * _collective("allgather", expert * 2.0 / layers, edp, job,
-                                                             stride * g.ep)
+            gathered = gathered + 2.0 * layers * _collective("allgather", expert * 2.0 / layers, data.expert)
         gathered = np.where((dp > 1) & zero3, gathered, 0.0)
         # layer i+1 is fetched while layer i computes: only the first layer's gather cannot hide
         hidden = np.maximum(gathered - comp["total"], gathered / np.maximum(2.0 * layers, 1.0))
@@ -455,7 +447,7 @@ def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, las
 
 
 def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
-               sync: str) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+               sync: str, groups: ParallelGroups) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """(cross-group comm, in-group comm or None, total comm) exposed seconds for the sync mode.
 
     hier:G first all-reduces inside each group of G replicas; then every member holds the group's
@@ -465,12 +457,13 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     """
     strategy = parse_sync(sync)
     if strategy.kind != SyncKind.HIER:
-        dp = _dp_comm(job, g, comp, m)
+        dp = _dp_comm(job, g, comp, m, groups.data)
         exposed = _expose(g, comp, dp["grads"], dp["last_bucket"]) + dp["gathers_exposed"]
         return exposed, None, dp["grads"] + dp["gathers"]
     size = np.minimum(g.dp, float(strategy.param)).astype(float)
-    inner = _dp_comm(job, g, comp, m, group=size)
-    outer = _dp_comm(job, g, comp, m, group=np.maximum(g.dp / size, 1.0), spread=size, shard=size)
+    in_groups, across = groups.data_split(size)
+    inner = _dp_comm(job, g, comp, m, in_groups)
+    outer = _dp_comm(job, g, comp, m, across, shard=size)
     both = inner["grads"] + outer["grads"]
     exposed = _expose(g, comp, both, inner["last_bucket"])
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
@@ -545,20 +538,21 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     m = np.maximum(g.global_batch // np.maximum(g.dp * g.micro_batch, 1), 1).astype(float)
     reason = _feasibility(job, g, m.astype(np.int64))
     last_layers, other_layers, _first = _stage_layers(job, g)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)  # placed once, reused
     comp = _compute_per_microbatch(job, g, last_layers)
-    mp = _model_parallel_comm(job, g, comp)
+    mp = _model_parallel_comm(job, g, comp, groups)
     t_mb = comp["total"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
     if job.is_transformer and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
         comp_o = _compute_per_microbatch(job, g, other_layers, logits_on_stage=False)
-        mp_o = _model_parallel_comm(job, g, comp_o)
+        mp_o = _model_parallel_comm(job, g, comp_o, groups)
         t_o = comp_o["total"] + mp_o["tp"] + mp_o["cp"] + mp_o["ep"] + mp_o["pp"]
         busier = t_o > t_mb
         comp = {k: np.where(busier, comp_o[k], v) for k, v in comp.items()}
         mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
         t_mb = np.maximum(t_mb, t_o)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
-    cross, in_group, dp_total = _sync_comm(job, g, comp, m, sync)
+    cross, in_group, dp_total = _sync_comm(job, g, comp, m, sync, groups)
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others

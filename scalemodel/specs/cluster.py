@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -69,16 +69,3 @@ class ClusterSpec(Sourced):
     @property
     def largest_gpus(self) -> int:
         return self.max_gpus or self.tiers[-1].span
-
-    def network(self) -> Any:
-        """The tiers as plain numbers for the cost models (scalemodel.cost.network.Network)."""
-        from scalemodel.cost.network import Network, Tier
-
-        return Network(
-            tiers=tuple(
-                Tier(name=t.name, span=t.span, bandwidth=t.bandwidth, latency=t.latency,
-                     efficiency=t.efficiency, oversubscription=t.oversubscription,
-                     in_network_reduction=t.in_network_reduction, topology=t.topology, protocol=t.protocol)
-                for t in self.tiers),
-            gpus_per_node=self.gpus_per_node,
-        )

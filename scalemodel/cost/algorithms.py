@@ -1,0 +1,434 @@
+"""Alpha-beta(-gamma) models of collective algorithms: textbook single-tier forms and their multi-tier
+versions over a placed group.
+
+Notation (all SI): ``S`` bytes (the nccl-tests "size": the full buffer for all-reduce, broadcast and
+reduce; the FULL gathered buffer for all-gather and reduce-scatter, each rank holding S/p; the total
+sent per rank for all-to-all), ``p`` ranks, ``alpha`` seconds per message (hop), ``beta = 1/B``
+seconds per byte, ``gamma`` seconds per byte of reduction arithmetic.
+
+1. Textbook single-tier closed forms (uniform alpha, beta; exactly what a step-by-step simulation of the
+   algorithm gives, tests/test_collective_sim.py):
+
+   - ring all-reduce ``2(p-1) alpha + 2(p-1)/p S beta + (p-1)/p S gamma`` (:func:`ring_allreduce`),
+     reduce-scatter ``(p-1) alpha + (p-1)/p S (beta + gamma)``, all-gather ``(p-1) alpha + (p-1)/p S beta``;
+   - Rabenseifner (recursive halving + doubling) ``2 lg p alpha + 2(p-1)/p S beta + (p-1)/p S gamma``
+     (:func:`rhd_allreduce`), recursive doubling ``lg p (alpha + S beta + S gamma)`` (:func:`rd_allreduce`);
+   - pipelined double binary tree ``T(k) = (2h + k - 1)(alpha + 2 S beta / k)``, h = floor(lg p)
+     (:func:`tree_allreduce`), pipelined chain broadcast ``(p - 2 + k)(alpha + S beta / k)``.
+
+2. Multi-tier versions (:func:`ring_time`, :func:`tree_time`, :func:`rhd_time`, :func:`rd_time`,
+   :func:`direct_time`, :func:`hierarchical_time`; :func:`algorithm_time` by name) on a
+   :class:`~scalemodel.cost.placement.Placement`: each hop is charged the latency ``alpha_i`` and the
+   bandwidth ``B_i`` of the outermost tier it crosses. Algorithms whose traffic leaves a node only on a few
+   edges (flat ring and tree: NCCL stripes its channels over all NICs of the node) get ``a_i = c_0`` times
+   the per-GPU bandwidth on outer tiers; algorithms in which every GPU talks across the tier at once (RHD,
+   RD, direct, hierarchical levels) get the per-GPU rate. No protocol, base latency or channel effects
+   here: those are NCCL's layer (:mod:`scalemodel.cost.nccl`).
+
+Sources: Thakur, Rabenseifner & Gropp, IJHPCA 19(1) 2005 (ring, RHD, RD, pairwise, Bruck);
+Patarasuk & Yuan, JPDC 69(2) 2009 (ring bandwidth optimality); Sanders, Speck & Träff, Parallel
+Computing 35(12) 2009 (two-tree); Cho et al., BlueConnect, MLSys 2019 and Mikami et al.,
+arXiv:1811.05233 (hierarchical / 2D-torus); NVIDIA/nccl v2.30.7 src/graph/tuning.cc (ring hop counts,
+NVLS efficiency). See docs/model.md#collectives and docs/model.md#nccl.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from scalemodel.cost.placement import Placement
+from scalemodel.errors import InputError
+
+OPS: tuple[str, ...] = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "reduce", "sendrecv")
+ALGORITHMS: tuple[str, ...] = ("ring", "tree", "rhd", "rd", "direct", "hierarchical")
+
+#: Which algorithms model each operation (``rhd`` for broadcast/reduce is scatter + all-gather (van de
+#: Geijn) / reduce-scatter + gather (Rabenseifner); ``rd`` for all-gather is recursive doubling, for
+#: reduce-scatter recursive halving, for all-to-all Bruck; ``direct`` for all-to-all is pairwise exchange).
+APPLICABLE: dict[str, tuple[str, ...]] = {
+    "allreduce": ("ring", "tree", "rhd", "rd", "direct", "hierarchical"),
+    "reducescatter": ("ring", "rd", "direct", "hierarchical"),
+    "allgather": ("ring", "rd", "direct", "hierarchical"),
+    "alltoall": ("direct", "rd"),
+    "broadcast": ("ring", "tree", "rhd"),
+    "reduce": ("ring", "tree", "rhd"),
+    "sendrecv": ("direct",),
+}
+
+#: In-network reduction (NVLS / SHARP) efficiency: NCCL's NVLS "eff" for Hopper (tuning.cc;
+#: docs/model.md#in-network-reduction).
+INR_EFFICIENCY = 0.85
+
+
+def check_op(op: str) -> None:
+    """Refuse an operation not in ``OPS``."""
+    if op not in OPS:
+        raise InputError(f"unknown collective {op!r}", where="op", allowed="one of: " + ", ".join(OPS))
+
+
+def allowed(op: str) -> str:
+    """The algorithms an error message offers for ``op``."""
+    return "for " + op + ": " + ", ".join((*APPLICABLE[op], "auto"))
+
+
+def log2_floor(p: np.ndarray) -> np.ndarray:
+    """floor(log2 p) for p >= 1, robust to float rounding (log2(8) may be 2.9999999)."""
+    return np.floor(np.log2(np.maximum(p, 1.0)) + 1e-9)
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. Textbook single-tier closed forms (uniform alpha, beta). Used by tests and as building blocks.
+# ------------------------------------------------------------------------------------------------
+
+def ring_allreduce(S, p, alpha, beta, gamma=0.0):  # type: ignore[no-untyped-def]
+    """Ring all-reduce = ring reduce-scatter + ring all-gather:
+    ``T = 2(p-1) alpha + 2(p-1)/p S beta + (p-1)/p S gamma`` (Patarasuk & Yuan 2009; Thakur et al. 2005 §4)."""
+    p = np.asarray(p, dtype=float)
+    return np.where(p > 1, 2 * (p - 1) * alpha + 2 * (p - 1) / p * S * beta + (p - 1) / p * S * gamma, 0.0)
+
+
+def ring_reducescatter(S, p, alpha, beta, gamma=0.0):  # type: ignore[no-untyped-def]
+    """Ring reduce-scatter of a full buffer S: ``T = (p-1) alpha + (p-1)/p S (beta + gamma)`` (Thakur et al. 2005)."""
+    p = np.asarray(p, dtype=float)
+    return np.where(p > 1, (p - 1) * alpha + (p - 1) / p * S * (beta + gamma), 0.0)
+
+
+def ring_allgather(S, p, alpha, beta):  # type: ignore[no-untyped-def]
+    """Ring all-gather of a full buffer S: ``T = (p-1) alpha + (p-1)/p S beta`` (Thakur et al. 2005)."""
+    p = np.asarray(p, dtype=float)
+    return np.where(p > 1, (p - 1) * alpha + (p - 1) / p * S * beta, 0.0)
+
+
+def rhd_allreduce(S, p, alpha, beta, gamma=0.0):  # type: ignore[no-untyped-def]
+    """Rabenseifner: recursive-halving reduce-scatter + recursive-doubling all-gather.
+
+    For p a power of two ``T = 2 lg p alpha + 2(p-1)/p S beta + (p-1)/p S gamma`` (Thakur et al.
+    2005 §4.4). Otherwise p' = 2^floor(lg p) ranks run it and the r = p - p' extra ranks first send
+    their whole vector to a partner and get the result back at the end: + 2(alpha + S beta) + S gamma.
+    """
+    p = np.asarray(p, dtype=float)
+    L = log2_floor(p)
+    pp = 2.0**L
+    t = 2 * L * alpha + 2 * (pp - 1) / pp * S * beta + (pp - 1) / pp * S * gamma
+    t = t + np.where(pp < p, 2 * (alpha + S * beta) + S * gamma, 0.0)
+    return np.where(p > 1, t, 0.0)
+
+
+def rd_allreduce(S, p, alpha, beta, gamma=0.0):  # type: ignore[no-untyped-def]
+    """Recursive doubling: lg p exchanges of the full vector, ``T = lg p (alpha + S beta + S gamma)``
+    (Thakur et al. 2005); non-power-of-two p adds the same pre/post step as :func:`rhd_allreduce`."""
+    p = np.asarray(p, dtype=float)
+    L = log2_floor(p)
+    pp = 2.0**L
+    t = L * (alpha + S * beta + S * gamma) + np.where(pp < p, 2 * (alpha + S * beta) + S * gamma, 0.0)
+    return np.where(p > 1, t, 0.0)
+
+
+def tree_allreduce(S, p, alpha, beta, chunks=None):  # type: ignore[no-untyped-def]
+    """Pipelined double binary tree all-reduce (Sanders, Speck & Träff 2009; NCCL's Tree).
+
+    Each of two complementary binary trees of height ``h = floor(lg p)`` carries S/2, cut into k
+    chunks. At steady state a rank drives four streams (up in both trees, down to two children in
+    the tree where it is interior), so a tree link runs at B/4 and a chunk hop costs
+    ``t = alpha + (S/(2k)) 4 beta = alpha + 2 S beta / k``. Reduce up and broadcast down pipeline
+    through the root: ``T(k) = (2h + k - 1) t``. Per-rank traffic is 2S (NCCL's Tree algBw = busBw/2,
+    docs/model.md#nccl). With ``chunks=None`` k is the continuous optimum
+    ``k* = sqrt((2h-1) 2 S beta / alpha)`` (>= 1), giving
+    ``T = 2 S beta + (2h-1) alpha + 2 sqrt((2h-1) alpha 2 S beta)``.
+    """
+    p = np.asarray(p, dtype=float)
+    h = log2_floor(p)
+    D = 2 * h
+    if chunks is not None:
+        k = np.asarray(chunks, dtype=float)
+        t = (D + k - 1) * (alpha + 2 * S * beta / k)
+        return np.where(p > 1, t, 0.0)
+    A = D * alpha
+    V = D * 2 * S * beta
+    u = 2 * S * beta
+    return np.where(p > 1, _pipeline_opt(A, V, u, np.asarray(alpha, dtype=float) + 0 * p), 0.0)
+
+
+def _pipeline_opt(A, V, u, alpha_b):  # type: ignore[no-untyped-def]
+    """min over k >= 1 of ``T(k) = A + V/k + (k-1)(alpha_b + u/k)`` = (A - alpha_b + u) + (V-u)/k + k alpha_b.
+
+    Convex in k; optimum k* = sqrt((V-u)/alpha_b), clipped to k >= 1 (k = 1 gives A + V).
+    """
+    K = np.maximum(np.asarray(V - u, dtype=float), 0.0)
+    ab = np.asarray(alpha_b, dtype=float)
+    use_opt = K >= ab
+    t_opt = A - ab + u + 2.0 * np.sqrt(K * ab)
+    t_one = A + V
+    return np.where(use_opt, np.minimum(t_opt, t_one), t_one)
+
+
+def pipelined_chain_broadcast(S, p, alpha, beta, chunks=None):  # type: ignore[no-untyped-def]
+    """Pipelined chain (ring) broadcast: ``T(k) = (p - 2 + k)(alpha + S beta / k)``; the continuous
+    optimum is ``k* = sqrt((p-2) S beta / alpha)`` (Thakur et al. 2005; NCCL's ring broadcast)."""
+    p = np.asarray(p, dtype=float)
+    if chunks is not None:
+        k = np.asarray(chunks, dtype=float)
+        return np.where(p > 1, (p - 2 + k) * (alpha + S * beta / k), 0.0)
+    A = (p - 1) * alpha
+    V = (p - 1) * S * beta
+    u = S * beta
+    return np.where(p > 1, _pipeline_opt(A, V, u, np.asarray(alpha, dtype=float) + 0 * p), 0.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. Mapping a group onto the tiers
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. Multi-tier algorithms. Each takes (op, S, placement, gamma) and returns seconds.
+# ------------------------------------------------------------------------------------------------
+
+def _steps_factor(op: str) -> float:
+    return 2.0 if op == "allreduce" else 1.0
+
+
+def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
+    """Flat ring over the group in rank order (NCCL's Ring; latency composition of NCCL's tuning.cc).
+
+    All-reduce / reduce-scatter / all-gather:
+    ``T = sum_i f (n_(i-1) - n_i) alpha_i + f (p-1)/p S / min_i(a_i B_i) [+ (p-1)/p S gamma]``, f = 2 for
+    all-reduce else 1; f (n_(i-1) - n_i) is the number of ring steps whose hop crosses tier i (NCCL:
+    nInter = 2(N-1) of 2(n-1) steps), a_i the parallel streams on tier i (``Placement.agg``).
+    Broadcast / reduce: the pipelined chain of :func:`pipelined_chain_broadcast` with path latency
+    ``sum_i (n_(i-1) - n_i) alpha_i`` and the bottleneck link.
+    """
+    p = pl.p
+    lat = np.zeros_like(p)
+    bmin = np.full_like(p, np.inf)
+    alpha_b = np.zeros_like(p)
+    hops = np.zeros_like(p)
+    V = np.zeros_like(p)
+    for i in range(pl.ntiers):
+        h = pl.domains(i - 1) - pl.domains(i)
+        crossed = h > 0.5
+        b = pl.agg(i) * pl.bw[i]
+        lat = lat + h * pl.alpha[i]
+        hops = hops + h
+        V = V + h * S / b
+        newmin = crossed & (b < bmin)
+        alpha_b = np.where(newmin, pl.alpha[i], alpha_b)
+        bmin = np.where(newmin, b, bmin)
+    bmin = np.where(np.isfinite(bmin), bmin, 1.0)
+    if op in ("broadcast", "reduce"):
+        # chain of p-1 hops: lat and V as computed (f = 1); bottleneck per-chunk time u = S / bmin
+        u = S / bmin
+        t = _pipeline_opt(lat, V, u, alpha_b)
+        if op == "reduce":
+            t = t + S * gamma
+        return np.where(p > 1, t, 0.0)
+    f = _steps_factor(op)
+    t = f * lat + f * (p - 1) / p * S / bmin
+    if op in ("allreduce", "reducescatter"):
+        t = t + (p - 1) / p * S * gamma
+    return np.where(p > 1, t, 0.0)
+
+
+def tree_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
+    """Pipelined double binary tree (all-reduce) or two-tree broadcast/reduce across the tiers.
+
+    Level i of the group (p_i members) adds ``d_i = max(1, floor(lg p_i))`` tree levels (0 if p_i = 1),
+    whose hops cost alpha_i and run at a_i B_i / 4 per link (all-reduce: 4 streams per rank, chunk
+    S/(2k)) or a_i B_i / 2 (broadcast/reduce: 2 streams). With D = number of hop traversals
+    (2 sum d_i for all-reduce, sum d_i otherwise):
+    ``T(k) = sum_i D_i (alpha_i + x_i / k) + (k-1)(alpha_b + x_b / k)``, x_i = 2S/(a_i B_i) (all-reduce) or
+    S/(a_i B_i), b the slowest tier, minimised over k >= 1 (:func:`tree_allreduce`; Sanders et al. 2009).
+    """
+    p = pl.p
+    A = np.zeros_like(p)
+    V = np.zeros_like(p)
+    u = np.zeros_like(p)
+    alpha_b = np.zeros_like(p)
+    bmin = np.full_like(p, np.inf)
+    mult = 2.0 if op == "allreduce" else 1.0
+    for i in range(pl.ntiers):
+        pi = pl.level(i)
+        d = np.where(pi > 1 + 1e-9, np.maximum(1.0, log2_floor(pi)), 0.0)
+        b = pl.agg(i) * pl.bw[i]
+        x = mult * S / b
+        A = A + mult * d * pl.alpha[i]
+        V = V + mult * d * x
+        newmin = (d > 0) & (b < bmin)
+        alpha_b = np.where(newmin, pl.alpha[i], alpha_b)
+        u = np.where(newmin, x, u)
+        bmin = np.where(newmin, b, bmin)
+    t = _pipeline_opt(A, V, u, alpha_b)
+    if op in ("allreduce", "reduce"):
+        t = t + S * gamma
+    return np.where(p > 1, t, 0.0)
+
+
+def _log_steps(pl: Placement) -> tuple[np.ndarray, int]:
+    L = log2_floor(pl.p)
+    return L, int(np.max(L)) if L.size else 0
+
+
+def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
+    """Recursive halving/doubling across tiers, nearest partner first (Thakur et al. 2005).
+
+    Step k (k = 0 .. lg p' - 1) exchanges with the rank 2^k away; the pair lies in the innermost tier
+    t_k holding 2^(k+1) consecutive group ranks and every GPU sends at once (per-GPU B). Halving
+    sends S/2^(k+1):  RS = sum_k (alpha_tk + S/2^(k+1) (beta_tk + gamma)); AG the same without gamma;
+    all-reduce (Rabenseifner) = RS + AG. Non-power-of-two p adds 2 (alpha_0 + S beta_0) (+ S gamma).
+    Broadcast = binomial scatter (the same halving sweep, no gamma) + recursive-doubling all-gather
+    (van de Geijn; 2 lg p alpha + 2(p-1)/p S beta); reduce is its mirror, reduce-scatter + binomial
+    gather (Rabenseifner), + (p-1)/p S gamma.
+    """
+    p = pl.p
+    L, Lmax = _log_steps(pl)
+    pp = 2.0**L
+    half = np.zeros_like(p)  # one halving (or doubling) sweep, no gamma
+    for k in range(Lmax):
+        active = k < L
+        t = pl.tier_for_block(2.0 ** (k + 1))
+        m = S / 2.0 ** (k + 1)  # each halving step moves half of the remaining vector
+        half = half + np.where(active, pl.alpha[t] + m / pl.bw[t], 0.0)
+    extra = np.where(pp < p, pl.alpha[0] + S / pl.bw[0], 0.0)
+    red = (pp - 1) / pp * S * gamma
+    if op == "allreduce":
+        t_all = 2 * half + 2 * extra + red + np.where(pp < p, S * gamma, 0.0)
+    elif op == "reducescatter":
+        t_all = half + extra + red + np.where(pp < p, S * gamma, 0.0)
+    elif op == "allgather":
+        t_all = half + extra
+    elif op in ("broadcast", "reduce"):
+        t_all = 2 * half + 2 * extra + (red if op == "reduce" else 0.0 * red)
+    else:
+        raise InputError(f"rhd does not model {op}", where="algorithm", allowed=allowed(op))
+    return np.where(p > 1, t_all, 0.0)
+
+
+def rd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
+    """Recursive doubling (all-reduce: lg p exchanges of the full S; all-gather: doubling with S/2^(lg p - k);
+    reduce-scatter: recursive halving = same volume; all-to-all: Bruck, ceil(lg p) steps of S/2)
+    (Thakur et al. 2005, Table 1). Step k crosses the tier of a 2^(k+1)-rank block, per-GPU bandwidth."""
+    p = pl.p
+    L, Lmax = _log_steps(pl)
+    pp = 2.0**L
+    if op == "alltoall":
+        Lc = np.ceil(np.log2(np.maximum(p, 1.0)) - 1e-9)
+        tot = np.zeros_like(p)
+        for k in range(int(np.max(Lc)) if Lc.size else 0):
+            t = pl.tier_for_block(np.minimum(2.0 ** (k + 1), p))
+            tot = tot + np.where(k < Lc, pl.alpha[t] + (S / 2) / pl.bw[t], 0.0)
+        return np.where(p > 1, tot, 0.0)
+    tot = np.zeros_like(p)
+    for k in range(Lmax):
+        active = k < L
+        t = pl.tier_for_block(2.0 ** (k + 1))
+        if op == "allreduce":
+            m = S
+            g = S * gamma
+        elif op == "allgather":
+            m = S * 2.0**k / p  # doubling: block grows 1, 2, 4, ... shares of S/p
+            g = 0.0 * m
+        elif op == "reducescatter":
+            m = S / 2.0 ** (k + 1)  # recursive halving
+            g = m * gamma
+        else:
+            raise InputError(f"rd does not model {op}", where="algorithm", allowed=allowed(op))
+        tot = tot + np.where(active, pl.alpha[t] + m / pl.bw[t] + g, 0.0)
+    extra = np.where(pp < p, 2 * (pl.alpha[0] + S / pl.bw[0]) + (S * gamma if op == "allreduce" else 0.0), 0.0)
+    if op != "allreduce":
+        extra = extra / 2
+    return np.where(p > 1, tot + extra, 0.0)
+
+
+def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
+    """Direct (one-shot) algorithms: every rank exchanges with every peer at once.
+
+    Bytes to peers in tier i: ``(c_i - c_(i-1)) m`` with m = S (one-shot all-reduce: push the whole
+    buffer to every peer, reduce locally), S/p (all-gather, reduce-scatter, all-to-all) or S
+    (send/recv to one neighbour). Tier 0 has its own port; all outer tiers share the NIC, so
+    ``T_bw = max(bytes_0 / B_0, sum_(i>=1) bytes_i / B_i)``. Latency: one round, alpha of the outermost
+    tier crossed, for the one-shot collectives; all-to-all is pairwise exchange (Thakur et al. 2005):
+    ``sum_i (c_i - c_(i-1)) alpha_i`` (p-1 rounds). Send/recv: ``max_i alpha_i + S / B_i`` over the
+    tiers the ring of neighbours crosses.
+    """
+    p = pl.p
+    if op == "sendrecv":
+        worst = np.zeros_like(p)
+        for i in range(pl.ntiers):
+            crossed = (pl.domains(i - 1) - pl.domains(i)) > 0.5
+            worst = np.maximum(worst, np.where(crossed, pl.alpha[i] + S / pl.bw[i], 0.0))
+        return np.where(p > 1, worst, 0.0)
+    if op == "allreduce":
+        m = S + 0 * p
+    elif op in ("allgather", "reducescatter", "alltoall"):
+        m = S / p
+    else:
+        raise InputError(f"direct does not model {op}", where="algorithm", allowed=allowed(op))
+    port0 = np.zeros_like(p)
+    nic = np.zeros_like(p)
+    lat = np.zeros_like(p)
+    lat_pairwise = np.zeros_like(p)
+    for i in range(pl.ntiers):
+        peers = pl.c[i] - pl.c_prev(i) if i > 0 else pl.c[0] - 1.0
+        crossed = peers > 0.5
+        if i == 0:
+            port0 = peers * m / pl.bw[0]
+        else:
+            nic = nic + peers * m / pl.bw[i]
+        lat = np.where(crossed, np.maximum(lat, pl.alpha[i]), lat)
+        lat_pairwise = lat_pairwise + peers * pl.alpha[i]
+    t = np.maximum(port0, nic)
+    if op == "alltoall":
+        t = t + lat_pairwise
+    else:
+        t = t + lat
+    if op in ("allreduce", "reducescatter"):
+        t = t + (p - 1) * m * gamma
+    return np.where(p > 1, t, 0.0)
+
+
+def hierarchical_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
+    """Multi-level decomposition over the tiers (BlueConnect, Cho et al. 2019; 2D-torus, Mikami et al. 2018;
+    Horovod hierarchical): reduce-scatter inside tier 0, then inside each outer tier on the shrinking
+    shard, all-reduce at the outermost level, all-gather back down. With m_i = S / c_(i-1):
+
+    ``T_AR = sum_i [2 (p_i - 1) alpha_i + 2 (p_i - 1)/p_i m_i / B_i + (p_i - 1)/p_i m_i gamma]``
+
+    where a level whose tier declares in-network reduction (NVLS/SHARP) may instead cost
+    ``2 alpha_i + m_i / (INR_EFFICIENCY B_i)`` (the cheaper is taken; nccl#1242, tuning.cc NVLS eff).
+    Reduce-scatter / all-gather: half of it (one sweep, no in-network shortcut).
+    With one level (everything inside one tier, no INR) this is exactly the flat ring.
+    """
+    p = pl.p
+    tot = np.zeros_like(p)
+    for i in range(pl.ntiers):
+        pi = pl.level(i)
+        m = S / pl.c_prev(i)
+        frac = (pi - 1) / pi
+        if op == "allreduce":
+            ring = 2 * (pi - 1) * pl.alpha[i] + 2 * frac * m / pl.bw[i] + frac * m * gamma
+            if pl.inr[i]:
+                inr = 2 * pl.alpha[i] + m / (INR_EFFICIENCY * pl.bw[i]) + frac * m * gamma
+                ring = np.minimum(ring, inr)
+        elif op in ("reducescatter", "allgather"):
+            ring = (pi - 1) * pl.alpha[i] + frac * m / pl.bw[i]
+            if op == "reducescatter":
+                ring = ring + frac * m * gamma
+        else:
+            raise InputError(f"hierarchical does not model {op}", where="algorithm", allowed=allowed(op))
+        tot = tot + np.where(pi > 1 + 1e-9, ring, 0.0)
+    return np.where(p > 1, tot, 0.0)
+
+
+ALGO_FUNCS: dict[str, Callable[[str, np.ndarray, Placement, float], np.ndarray]] = {
+    "ring": ring_time, "tree": tree_time, "rhd": rhd_time, "rd": rd_time,
+    "direct": direct_time, "hierarchical": hierarchical_time,
+}
+
+
+def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
+    """The bare alpha-beta model of one named algorithm on a placed group (no protocol lines, no base latency)."""
+    if algorithm not in APPLICABLE[op]:
+        raise InputError(f"algorithm {algorithm!r} does not apply to {op}", where="algorithm", allowed=allowed(op))
+    return ALGO_FUNCS[algorithm](op, S, pl, gamma)
+

@@ -1,0 +1,363 @@
+"""NCCL's own model on top of the alpha-beta algorithms: protocols, base latencies, channels, ``auto``.
+
+Constants from NVIDIA/nccl v2.30.7 ``src/graph/tuning.cc``, ``enqueue.cc``, ``device.h``, ``comm.h``
+(docs/model.md#nccl). For one algorithm on a placed group (:class:`~scalemodel.cost.placement.Placement`):
+
+- protocol lines: the time is the minimum over LL, LL128 and Simple (LL128 only where no tier is
+  PCIe/TCP, :func:`protocols_for`) of ``base[algorithm][proto] + T_algo(S_eff)`` on the group's links as
+  that protocol sees them: hop latency ``alpha = Tier.latency + hwLat[link][algorithm][proto] -
+  hwLat[link][ring][LL]`` (:func:`hop_latency`) and the Ring bandwidth factors LL x0.5, LL128 x0.92,
+  Simple x1. The links are swapped on the same placement; the group is not placed again;
+- channel ramp (:func:`channel_ramp_size`): below ``S_full = nc nt threshold`` NCCL drops
+  channels, then threads, so the bandwidth term is charged ``S_eff = min(S / r_min, max(S, S_full))``
+  bytes, with ``nc = clip(busbw / 20 GB/s, 1, 64)`` (:func:`nccl_channels`);
+- NCCL's Tree all-reduce (:func:`nccl_tree_allreduce_time`): intra-node chain plus double
+  binary trees across nodes, ``algbw = 0.5 x 0.92 x f_proto x busbw x treeCorrectionFactor(S)``;
+- Ring Simple all-reduce across nodes: latency x1.4 once ``S / (nChannels p) >= 64`` B (the "plateau");
+- ``auto`` (:func:`best_algorithm`, :func:`collective_time`): the fastest algorithm of the family
+  (:func:`resolve_family`); on GPU clusters only what NCCL implements (ring, tree; NVLS/CollNet as
+  ``hierarchical`` where a tier the group spans declares in-network reduction; ``direct`` for all-to-all
+  and send/recv), every applicable algorithm on TPU/ICI.
+
+Sources: NVIDIA/nccl v2.30.7 (commit 5067397) src/graph/tuning.cc (base and per-hop latencies, protocol
+bandwidth factors, treeCorrectionFactor, plateau, NVLS efficiency), src/enqueue.cc (channel/thread
+reduction), src/include/device.h and comm.h (threads, thresholds, MAXCHANNELS), src/graph/topo.h
+(per-channel NVLink bandwidth); nccl#457 (Tree algBw); nccl-tests#123 (measured LL ring hop).
+See docs/model.md#nccl.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from scalemodel.cost.algorithms import ALGO_FUNCS, APPLICABLE, allowed, log2_floor
+from scalemodel.cost.network import Network, Tier
+from scalemodel.cost.placement import Placement
+from scalemodel.errors import InputError
+
+#: The NCCL release the constants below are read from (docs/model.md#nccl: "A model should record
+#: which NCCL version its constants come from").
+NCCL_VERSION = "2.30.7"
+PROTOCOLS: tuple[str, ...] = ("ll", "ll128", "simple")
+_PI = {"ll": 0, "ll128": 1, "simple": 2}
+#: baseLatencies[algorithm][protocol] in seconds, order LL / LL128 / Simple (tuning.cc).
+NCCL_BASE_LATENCY: dict[str, tuple[float, float, float]] = {
+    "ring": (6.6e-6, 14.0e-6, 8.4e-6),
+    "tree": (6.8e-6, 14.0e-6, 8.4e-6),
+}
+#: Per-collective base latency of the Ring row, also used for the non-NCCL algorithms (rhd, rd, direct,
+#: hierarchical), which are charged the same launch/base cost as NCCL's ring (modelling assumption).
+BASE_LATENCY: dict[str, float] = dict(zip(PROTOCOLS, NCCL_BASE_LATENCY["ring"], strict=True))
+#: hwLatencies[link][algorithm][protocol] in seconds, LL / LL128 / Simple (tuning.cc).
+NCCL_HW_LATENCY: dict[str, dict[str, tuple[float, float, float]]] = {
+    "nvlink": {"ring": (0.6e-6, 1.9e-6, 3.4e-6), "tree": (0.6e-6, 1.25e-6, 4.0e-6)},
+    "pci": {"ring": (1.0e-6, 2.5e-6, 5.7e-6), "tree": (1.0e-6, 1.9e-6, 4.0e-6)},
+    "net": {"ring": (2.7e-6, 4.0e-6, 14.0e-6), "tree": (5.0e-6, 8.5e-6, 14.0e-6)},
+}
+#: Ring bandwidth per protocol relative to Simple (tuning.cc table): LL moves 8 B of data per
+#: 16 B line (x0.5); LL128 x0.92 (comment "120/128"); Simple 1. NCCL's absolute caps (llMaxBw,
+#: perChMaxRingLL128Bw) depend on the GPU generation, which a Network does not carry: not applied.
+PROTOCOL_BW: dict[str, float] = {"ll": 0.5, "ll128": 0.92, "simple": 1.0}
+#: Tree all-reduce bandwidth factors (tuning.cc): x0.92 for every protocol, then LL /3.8 and LL128
+#: x7/9 on one node, x120/128 across nodes. The "pure TREE pattern" x0.85 depends on NCCL's topology
+#: search and is not applied.
+TREE_AR_BW = 0.92
+TREE_LL_DIV = 3.8
+TREE_LL128_ONE_NODE = 7.0 / 9.0
+TREE_LL128_MULTI_NODE = 120.0 / 128.0
+#: Tree algBw = busBw x 0.5 (per-rank traffic ~2S of a double binary tree, nccl#457).
+TREE_ALGBW = 0.5
+#: treeCorrectionFactor[protocol][floor(log2(S/64))], S = 64 B .. 256 MiB (tuning.cc). NCCL uses
+#: it as a step function and only for index <= 22; here it is interpolated linearly in log2 S between
+#: bucket starts and is 1 from 512 MiB on, which keeps t(S) monotone (a step up in the factor would make
+#: a larger message faster than a smaller one).
+TREE_CORRECTION: dict[str, tuple[float, ...]] = {
+    "ll": (1, 1, 1, 1, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1, 1, 1, 1),
+    "ll128": (1, 1, 1, 1, 1, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1, 1),
+    "simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+}
+#: Ring + Simple + AllReduce across nodes: latency x1.4 once S / (nChannels x nRanks) >= 64 B (the
+#: "plateau", tuning.cc; x1.9 before SM80, not applied: every built-in GPU is SM80 or newer).
+RING_PLATEAU = 1.4
+RING_PLATEAU_BYTES = 64.0
+#: Runtime channel/thread reduction (enqueue.cc): while S < nc x nt x threshold NCCL drops
+#: channels down to 1, then halves threads while nt % 128 == 0. Threads per CTA (device.h): LL 512,
+#: LL128 640, Simple 512; the halving stops at 64 (512 -> 64) and at 320 for LL128 (320 % 128 != 0).
+#: Thresholds in bytes per thread (comm.h): LL 8, LL128 8, Simple 64; Ring LL x nRanks.
+NCCL_THREADS: dict[str, float] = {"ll": 512.0, "ll128": 640.0, "simple": 512.0}
+NCCL_MIN_THREADS: dict[str, float] = {"ll": 64.0, "ll128": 320.0, "simple": 64.0}
+NCCL_THREAD_THRESHOLD: dict[str, float] = {"ll": 8.0, "ll128": 8.0, "simple": 64.0}
+#: Bandwidth one channel (one CTA at full threads) moves: NCCL's per-link NVLink bandwidth used by its
+#: topology search, 20.0 GB/s for SM70/SM80 (20.6 SM90; topo.h); busBw = nChannels x bw per
+#: channel. Modelling assumption: one channel carries about one link's worth on every tier,
+#: so a group whose bottleneck busbw is B runs clip(B / CHANNEL_BW, 1, MAXCHANNELS) channels when full.
+CHANNEL_BW = 20.0e9
+MAX_CHANNELS = 64.0  # MAXCHANNELS (device.h)
+#: Link classes that use NCCL's NVLink row / PCI row; every other tier uses the NET row.
+#: LL128 is off on PCIe and on TCP/Ethernet paths.
+NVLINK_CLASS = frozenset({"nvlink", "nvswitch", "xgmi", "infinity-fabric", "ici", "c2c"})
+PCI_CLASS = frozenset({"pcie", "pci"})
+INTRA_PROTOCOLS = NVLINK_CLASS | PCI_CLASS
+NO_LL128_PROTOCOLS = frozenset({"pcie", "tcp", "ethernet"})
+
+#: Algorithm families for ``auto``. "nccl": only what NCCL implements: all-reduce Ring and Tree,
+#: plus NVLS/CollNet (modelled by ``hierarchical`` with an in-network-reduction level) where a tier the
+#: group spans declares in-network reduction; AG/RS/broadcast/reduce Ring (PAT needs 1 GPU per node and is
+#: not modelled); all-to-all and send/recv are NCCL's grouped point-to-point (``direct``). "all": every
+#: applicable algorithm (one-shot ``direct`` only inside the innermost tier). "auto" = "nccl" unless a
+#: tier's protocol is "ici" (TPU pods do not run NCCL), then "all".
+FAMILIES: tuple[str, ...] = ("auto", "nccl", "all")
+NCCL_FAMILY: dict[str, tuple[str, ...]] = {
+    "allreduce": ("ring", "tree", "hierarchical"),
+    "reducescatter": ("ring",),
+    "allgather": ("ring",),
+    "alltoall": ("direct",),
+    "broadcast": ("ring",),
+    "reduce": ("ring",),
+    "sendrecv": ("direct",),
+}
+
+# ------------------------------------------------------------------------------------------------
+# Links as one (algorithm, protocol) sees them
+# ------------------------------------------------------------------------------------------------
+
+def _link_class(tier: Tier, i: int) -> str:
+    """NCCL's link row for a tier: "nvlink" (NVLink/NVSwitch/xGMI/ICI/C2C, or an unlabelled innermost
+    tier), "pci" (PCIe) or "net" (everything else: RDMA, TCP, Ethernet)."""
+    proto = tier.protocol.lower()
+    if proto in NVLINK_CLASS or (i == 0 and not proto):
+        return "nvlink"
+    if proto in PCI_CLASS:
+        return "pci"
+    return "net"
+
+
+
+def _hop(latency: float, link: str, algorithm: str, proto: str) -> float:
+    row = NCCL_HW_LATENCY[link]
+    return latency + row[algorithm][_PI[proto]] - row["ring"][0]
+
+
+def hop_latency(tier: Tier, i: int, algorithm: str, proto: str) -> float:
+    """Per-hop latency of ``algorithm`` ("ring" or "tree") with protocol ``proto`` on tier ``i``.
+
+    ``Tier.latency`` is read as the measured per-hop latency of the smallest messages, which NCCL sends
+    with Ring LL (nccl-tests#123: 8x A100 ring, 10 us at n = 2 to 33.7 us at n = 8, i.e. about 2 us per
+    hop on top of a ~6 us base; docs/model.md#nccl). Other (algorithm, protocol) pairs add
+    NCCL's own difference to that entry (hwLatencies, tuning.cc; docs/model.md#nccl):
+    ``alpha = Tier.latency + hwLat[link][algorithm][proto] - hwLat[link][ring][LL]``, e.g. an NVLink hop of
+    2 us costs 2 / 3.3 / 4.8 us with LL / LL128 / Simple. (Modelling assumption: NCCL's table is kept as
+    per-protocol increments rather than absolute values, since its absolute LL NVLink hop, 0.6 us, is
+    about a third of the measured one.)
+    """
+    return _hop(tier.latency, _link_class(tier, i), algorithm, proto)
+
+
+def protocol_links(pl: Placement, proto: str, algorithm: str = "ring", bw_factor: float | None = None
+                   ) -> Placement:
+    """The placed group as one NCCL (algorithm, protocol) sees it: hop latency from :func:`hop_latency`
+    (the placement's latency read as the Ring LL hop), line rate x ``bw_factor`` (default: the Ring protocol
+    factor ``PROTOCOL_BW``). Same placement, other links."""
+    f = PROTOCOL_BW[proto] if bw_factor is None else bw_factor
+    alpha = np.array([_hop(float(a), _link_class(t, i), algorithm, proto)
+                      for i, (a, t) in enumerate(zip(pl.alpha, pl.network.tiers, strict=True))])
+    return pl.relinked(alpha, pl.bandwidth * f)
+
+
+def protocols_for(network: Network) -> tuple[str, ...]:
+    """LL and Simple always; LL128 only where no tier is PCIe/TCP (NCCL enables it only on NVLink
+    paths and capable NICs, docs/model.md#nccl)."""
+    if any(t.protocol.lower() in NO_LL128_PROTOCOLS for t in network.tiers):
+        return ("ll", "simple")
+    return PROTOCOLS
+
+
+
+# ------------------------------------------------------------------------------------------------
+# Channels, ramp, Tree corrections
+# ------------------------------------------------------------------------------------------------
+
+def nccl_channels(bus_bw: np.ndarray | float) -> np.ndarray:
+    """Channels NCCL runs at full size: ``clip(busbw / CHANNEL_BW, 1, MAX_CHANNELS)`` (busBw = nChannels x
+    per-channel bw; CHANNEL_BW is a modelling assumption, see its comment)."""
+    return np.clip(np.asarray(bus_bw, dtype=float) / CHANNEL_BW, 1.0, MAX_CHANNELS)
+
+
+def channel_ramp_size(S: np.ndarray, proto: str, channels: np.ndarray, ranks: np.ndarray, *,
+                      ring_ll: bool = False) -> np.ndarray:
+    """Bytes that the bandwidth term is charged for, once NCCL's runtime channel/thread reduction is applied.
+
+    NCCL runs ``nc`` channels of ``nt`` threads only while ``S >= nc nt threshold`` (enqueue.cc),
+    first dropping channels to 1, then halving threads. Throughput is taken as proportional
+    to active channels (busBw = nChannels x bw) and, within one channel, to active threads (modelling
+    assumption). In the continuous limit the achieved fraction of the full bandwidth is
+    ``r(S) = clip(S / S_full, r_min, 1)`` with ``S_full = nc nt threshold`` and
+    ``r_min = nt_min / (nc nt)``, and a bandwidth term ``S / (B r)`` equals one at full bandwidth for
+
+    ``S_eff = S / r(S) = min(S / r_min, max(S, S_full))``:
+
+    below S_full a message costs as many byte-times as S_full (too few bytes per channel to fill the
+    pipe), below r_min S_full it scales down linearly again. Non-decreasing in S. ``ring_ll``: the
+    algorithm is a ring, so the LL threshold is multiplied by the number of ranks (NCCL's Ring LL rule).
+    """
+    thr = NCCL_THREAD_THRESHOLD[proto] * (np.asarray(ranks, dtype=float) if ring_ll and proto == "ll" else 1.0)
+    nt = NCCL_THREADS[proto]
+    s_full = channels * nt * thr
+    r_min = NCCL_MIN_THREADS[proto] / (channels * nt)
+    return np.minimum(S / r_min, np.maximum(S, s_full))
+
+
+def tree_correction(proto: str, S: np.ndarray) -> np.ndarray:
+    """NCCL's treeCorrectionFactor for Tree all-reduce bandwidth (tuning.cc), interpolated linearly
+    in log2(S/64) between bucket starts (64 B .. 256 MiB), 1 from 512 MiB on; constant below 64 B."""
+    table = (*TREE_CORRECTION[proto], 1.0)
+    x = np.log2(np.maximum(np.asarray(S, dtype=float), 1.0) / 64.0)
+    return np.interp(x, np.arange(len(table), dtype=float), np.asarray(table, dtype=float))
+
+
+
+def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: np.ndarray,
+                             channels: np.ndarray, gamma: float = 0.0) -> np.ndarray:
+    """NCCL's Tree all-reduce for one protocol (tuning.cc; docs/model.md#nccl).
+
+    Latency: ``base_tree[p] + 2 ((ppn - 1) alpha_0 + sum_(i>=1) d_i alpha_i)``: a chain inside the node
+    (ppn = group ranks per innermost domain) and a double binary tree of depth ``d_i = max(1, floor(lg
+    p_i))`` across each outer tier (NCCL: floor(log2 N) x interLat); alpha from :func:`hop_latency` with
+    the Tree row (``pl`` is placed on that network).
+    Bandwidth: ``algbw = 0.5 x 0.92 x f_p x busbw x corr_p(S)``, busbw the bottleneck of :meth:`Placement.bottleneck`
+    (NCCL's bwInter rule for N > 2; its N <= 2 use of bwIntra, is not applied), f_LL = 1/3.8,
+    f_LL128 = 7/9 on one node else 120/128, f_Simple = 1, corr from :func:`tree_correction`.
+    ``T = lat + S_eff / algbw + S gamma`` with S_eff from :func:`channel_ramp_size`.
+    """
+    hops = (pl.c[0] - 1.0) * pl.alpha[0]
+    for i in range(1, pl.ntiers):
+        pi = pl.level(i)
+        hops = hops + np.where(pi > 1 + 1e-9, np.maximum(1.0, log2_floor(pi)), 0.0) * pl.alpha[i]
+    lat = NCCL_BASE_LATENCY["tree"][_PI[proto]] + 2.0 * hops
+    nodes = pl.domains(0)
+    if proto == "ll":
+        f: np.ndarray | float = 1.0 / TREE_LL_DIV
+    elif proto == "ll128":
+        f = np.where(nodes > 1.5, TREE_LL128_MULTI_NODE, TREE_LL128_ONE_NODE)
+    else:
+        f = 1.0
+    alg = TREE_ALGBW * TREE_AR_BW * f * bus_bw * tree_correction(proto, S)
+    S_eff = channel_ramp_size(S, proto, channels, pl.p)
+    return np.where(pl.p > 1, lat + S_eff / alg + S * gamma, 0.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# One algorithm over its protocol lines; the auto choice
+# ------------------------------------------------------------------------------------------------
+
+def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gamma: float = 0.0,
+                   protocols: Sequence[str] | None = None) -> np.ndarray:
+    """Time of one named algorithm on a placed group: the minimum over NCCL's protocol lines (LL, LL128,
+    Simple); 0 when p = 1.
+
+    - ``tree`` all-reduce: :func:`nccl_tree_allreduce_time`.
+    - everything else: ``base[p] + T_algo(S_eff)`` on the group's links as protocol p sees them
+      (:func:`protocol_links`, Ring hop row), with ``S_eff`` from :func:`channel_ramp_size` (Ring LL's
+      threshold x p for ``ring`` and for ``hierarchical``, whose levels are rings; p is the whole group's
+      size, so one-level hierarchical equals the flat ring). ``ring`` all-reduce with Simple across
+      nodes takes NCCL's x1.4 latency "plateau" once S / (nChannels p) >= 64.
+
+    The bare alpha-beta forms without any of this are :func:`scalemodel.cost.algorithms.algorithm_time`.
+    """
+    if algorithm not in APPLICABLE[op]:
+        raise InputError(f"algorithm {algorithm!r} does not apply to {op}", where="algorithm",
+                         allowed=allowed(op))
+    protos = tuple(protocols) if protocols is not None else protocols_for(pl.network)
+    bus = pl.bottleneck()
+    nc = nccl_channels(bus)
+    multi_node = pl.domains(0) > 1.5
+    best = None
+    for proto in protos:
+        if algorithm == "tree" and op == "allreduce":
+            t = nccl_tree_allreduce_time(S, protocol_links(pl, proto, "tree", bw_factor=1.0), proto, bus, nc, gamma)
+        else:
+            pp = protocol_links(pl, proto, "ring")
+            fn = ALGO_FUNCS[algorithm]
+            S_eff = channel_ramp_size(S, proto, nc, pp.p, ring_ll=algorithm in ("ring", "hierarchical"))
+            t = BASE_LATENCY[proto] + fn(op, S_eff, pp, gamma)
+            if algorithm == "ring" and op == "allreduce" and proto == "simple":
+                lat = BASE_LATENCY[proto] + fn(op, 0.0 * S, pp, gamma)
+                plateau = multi_node & (S / (nc * pp.p) >= RING_PLATEAU_BYTES)
+                t = t + np.where(plateau, (RING_PLATEAU - 1.0) * lat, 0.0)
+        best = t if best is None else np.minimum(best, t)
+    assert best is not None
+    return np.where(np.broadcast_to(pl.p, best.shape) > 1, best, 0.0)
+
+
+def resolve_family(network: Network, family: str = "auto") -> str:
+    """``"nccl"`` or ``"all"`` (see ``FAMILIES``); ``"auto"`` is "all" on ICI (TPU) networks, else "nccl"."""
+    if family not in FAMILIES:
+        raise InputError(f"unknown algorithm family {family!r}", where="family", allowed=", ".join(FAMILIES))
+    if family == "auto":
+        return "all" if any(t.protocol.lower() == "ici" for t in network.tiers) else "nccl"
+    return family
+
+
+
+def auto_eligible(op: str, algorithm: str, pl: Placement, family: str) -> np.ndarray:
+    """Whether ``auto`` may pick ``algorithm`` for the placed group (``family`` already resolved).
+    Family "nccl": ``NCCL_FAMILY[op]``, with ``hierarchical`` (standing for NVLS/CollNet) only where a tier
+    whose level the group spans (p_i > 1) declares in-network reduction. Family "all": everything, except
+    one-shot ``direct`` (load/store access to every peer) beyond the innermost tier, other than for
+    all-to-all and send/recv."""
+    shape = pl.p.shape
+    if family == "nccl":
+        if algorithm not in NCCL_FAMILY[op]:
+            return np.zeros(shape, dtype=bool)
+        if algorithm == "hierarchical":
+            ok = np.zeros(shape, dtype=bool)
+            for i in range(pl.ntiers):
+                if pl.inr[i]:
+                    ok = ok | (pl.level(i) > 1 + 1e-9)
+            return ok
+        return np.ones(shape, dtype=bool)
+    if algorithm == "direct" and op not in ("alltoall", "sendrecv"):
+        return pl.inside(0)
+    return np.ones(shape, dtype=bool)
+
+
+def best_algorithm(op: str, S: np.ndarray, pl: Placement, *, gamma: float = 0.0, family: str = "auto"
+                   ) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarray]:
+    """Every applicable algorithm's time on the placed group and the fastest eligible one per element.
+
+    Returns ``(times, names, best_index, best_time)``: ``times`` has shape (len(names), *broadcast shape)
+    for every algorithm in ``APPLICABLE[op]``; ``best_index`` indexes ``names`` and only points at an
+    algorithm of the ``family`` (:func:`resolve_family`; on GPU clusters NCCL's own: ring, tree, and
+    NVLS/CollNet as ``hierarchical`` where a tier declares in-network reduction).
+    """
+    fam = resolve_family(pl.network, family)
+    names = APPLICABLE[op]
+    shape = np.broadcast(S, pl.p).shape
+    times = np.stack([np.broadcast_to(algorithm_time(op, a, S, pl, gamma=gamma), shape) for a in names])
+    elig = np.stack([np.broadcast_to(auto_eligible(op, a, pl, fam), shape) for a in names])
+    masked = np.where(elig, times, np.inf)
+    idx = np.argmin(masked, axis=0)
+    best = np.take_along_axis(times, idx[None, ...], axis=0)[0]
+    return times, names, idx, best
+
+
+def collective_time(op: str, S: np.ndarray, pl: Placement, *, algorithm: str = "auto", gamma: float = 0.0,
+                    family: str = "auto") -> np.ndarray:
+    """Seconds for collective ``op`` of ``S`` bytes on the placed group: the named algorithm
+    (:func:`algorithm_time`), or with ``"auto"`` the fastest eligible algorithm of ``family`` per element
+    (the same minimum as ``best_algorithm(...)[3]``, evaluating only the family's eligible algorithms)."""
+    if algorithm != "auto":
+        return algorithm_time(op, algorithm, S, pl, gamma=gamma)
+    fam = resolve_family(pl.network, family)
+    shape = np.broadcast(S, pl.p).shape
+    best = np.full(shape, np.inf)
+    for a in APPLICABLE[op]:
+        if fam == "nccl" and a not in NCCL_FAMILY[op]:
+            continue
+        elig = np.broadcast_to(auto_eligible(op, a, pl, fam), shape)
+        if not np.any(elig):
+            continue
+        best = np.where(elig, np.minimum(best, algorithm_time(op, a, S, pl, gamma=gamma)), best)
+    return best

@@ -1,0 +1,261 @@
+"""Placement of a group of GPUs on the tiers of a network: the one answer to "which tier holds this group".
+
+A group of ``p`` ranks with stride ``s`` occupies GPUs 0, s, 2s, ... (s - 1 GPUs of other groups sit
+between consecutive members). Tier i is a set of domains of ``span_i`` consecutive GPUs (cumulative:
+a node's NVLink tier spans 8, a leaf 256, the spine the cluster; docs/model.md#placement). Then
+
+- inside one domain of tier i sit ``c_i = clip(floor(span_i / s), c_(i-1), p)`` of the group's ranks
+  (the outermost tier holds all p, ``c_(-1) = 1``);
+- the group touches ``n_i = p / c_i`` domains of tier i (``n_(-1) = p``);
+- level i of a hierarchical decomposition has ``p_i = c_i / c_(i-1)`` members;
+- a flat ring over the group in rank order has ``n_(i-1) - n_i`` edges whose outermost crossed tier is i;
+- the group occupies a block of ``p s`` consecutive GPUs (Megatron-style placement); the tier that holds
+  it, the outermost tier its traffic crosses, is the innermost i with ``p s <= span_i`` (equivalently
+  ``c_i = p`` for p >= 2), the outermost tier if none does (:attr:`Placement.tier`); a block of k
+  consecutive group ranks lies inside the innermost tier with ``c_i >= k`` (:meth:`Placement.tier_for_block`).
+
+Per-tier link figures travel with the placement: hop latency ``alpha_i`` (``Tier.latency``) and the
+effective bandwidth per GPU per direction ``B_i = line rate x efficiency / oversubscription``
+(``Tier.effective_bandwidth``); the NCCL layer (:mod:`scalemodel.cost.nccl`) swaps in its own per-protocol
+latencies and bandwidth factors without placing the group again (:meth:`Placement.relinked`), and
+:meth:`Placement.untapered` drops the oversubscription (traffic that does not fill the tapered tier).
+A flat ring or tree gets ``a_i = c_0`` parallel streams on outer tiers (NCCL stripes its channels over
+every NIC of a node, docs/model.md#placement: busbw ~ min(NVLink busbw, NICs x B_nic,eff)), so its bus
+bandwidth is ``min over crossed tiers of a_i B_i`` (:meth:`Placement.bottleneck`).
+
+The parallel groups of a DP x TP x PP x CP job (EP carved out of DP, as in Megatron-LM) follow
+Megatron-LM's default rank order, TP innermost, then CP, then DP, PP outermost (Narayanan et al.,
+SC'21 §3; Megatron-LM ``parallel_state.initialize_model_parallel``): TP stride 1, CP stride tp, DP and EP
+stride tp cp, the replicas of one expert shard stride tp cp ep, pipeline neighbours tp cp dp apart
+(:class:`ParallelGroups`; each group is placed once per evaluation, on first use).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import numpy as np
+
+from scalemodel.cost.network import Network
+from scalemodel.errors import InputError
+
+
+def checked_array(x: object, name: str, *, minimum: float = 0.0) -> np.ndarray:
+    """``x`` as a float array, refused unless finite and >= ``minimum``."""
+    a = np.asarray(x, dtype=float)
+    if not np.all(np.isfinite(a)):
+        raise InputError(f"{name} must be finite", where=name, allowed="finite numbers")
+    if np.any(a < minimum):
+        raise InputError(f"{name} must be >= {minimum:g}", where=name, allowed=f"values >= {minimum:g}")
+    return a
+
+
+def _check_tiers(network: Network) -> None:
+    tiers = network.tiers
+    if not tiers:
+        raise InputError("the network has no tiers", where="network.tiers", allowed="at least one tier")
+    for t in tiers:
+        if not (t.bandwidth > 0 and t.efficiency > 0 and t.oversubscription >= 1 and np.isfinite(t.bandwidth)):
+            raise InputError(f"tier {t.name!r} needs bandwidth > 0, efficiency > 0, oversubscription >= 1",
+                             where=f"tiers.{t.name}", allowed="positive finite numbers")
+        if not (t.latency >= 0 and np.isfinite(t.latency)):
+            raise InputError(f"tier {t.name!r} has a negative or non-finite latency",
+                             where=f"tiers.{t.name}.latency", allowed="latency >= 0")
+
+
+@dataclass(frozen=True, eq=False)
+class Placement:
+    """A group of ``p`` ranks placed on ``network`` (module docstring), with its per-tier link figures."""
+
+    network: Network
+    p: np.ndarray                 # ranks (float array, broadcast with the stride)
+    stride: np.ndarray            # GPUs between consecutive ranks (float array)
+    c: tuple[np.ndarray, ...]     # group ranks inside one domain of tier i (cumulative), c[-1] == p
+    alpha: np.ndarray             # per-tier hop latency (s), shape (T,)
+    bandwidth: np.ndarray         # per-tier line rate per GPU per direction (B/s), shape (T,)
+    efficiency: np.ndarray        # per-tier achievable fraction of the line rate, shape (T,)
+    oversubscription: np.ndarray  # per-tier taper of traffic leaving the tier below, shape (T,)
+
+    @property
+    def ntiers(self) -> int:
+        return len(self.c)
+
+    @cached_property
+    def spans(self) -> np.ndarray:
+        """GPUs inside one domain of each tier, shape (T,)."""
+        return np.array([t.span for t in self.network.tiers], dtype=float)
+
+    @cached_property
+    def inr(self) -> tuple[bool, ...]:
+        """Whether each tier reduces in the network (NVLS / SHARP)."""
+        return tuple(bool(t.in_network_reduction) for t in self.network.tiers)
+
+    @cached_property
+    def bw(self) -> np.ndarray:
+        """Effective bandwidth per GPU per direction: line rate x efficiency / oversubscription, shape (T,)."""
+        return self.bandwidth * self.efficiency / self.oversubscription
+
+    def c_prev(self, i: int) -> np.ndarray:
+        return np.ones_like(self.p) if i == 0 else self.c[i - 1]
+
+    def level(self, i: int) -> np.ndarray:
+        """p_i: members of level i of a hierarchical decomposition (>= 1)."""
+        return self.c[i] / self.c_prev(i)
+
+    def domains(self, i: int) -> np.ndarray:
+        """n_i: domains of tier i the group touches; n_(-1) = p."""
+        return self.p if i < 0 else self.p / self.c[i]
+
+    def tier_for_block(self, ranks: np.ndarray | float) -> np.ndarray:
+        """Index of the innermost tier whose domain holds a block of ``ranks`` consecutive group ranks."""
+        idx = np.zeros(np.broadcast(self.p, np.asarray(ranks)).shape, dtype=int)
+        for i in range(self.ntiers - 1):
+            idx = idx + (self.c[i] < np.asarray(ranks) - 1e-9)
+        return idx
+
+    @cached_property
+    def extent(self) -> np.ndarray:
+        """GPUs in the block the group occupies: p x stride."""
+        return self.p * self.stride
+
+    def inside(self, i: int) -> np.ndarray:
+        """Whether the group's block lies inside one domain of tier i (p x stride <= span_i)."""
+        return np.asarray(self.extent <= self.spans[i])
+
+    @cached_property
+    def tier(self) -> np.ndarray:
+        """Index of the innermost tier whose domain holds the group's block, i.e. the outermost tier its
+        traffic crosses; the outermost tier when none does."""
+        idx = np.zeros(self.p.shape, dtype=int)
+        for i in range(self.ntiers - 1):
+            idx = idx + ~self.inside(i)
+        return idx
+
+    def agg(self, i: int) -> np.ndarray:
+        """Parallel streams a flat ring/tree gets on tier i: 1 inside tier 0, else the group ranks per
+        tier-0 domain (NCCL stripes channels over the node's NICs, §5.3)."""
+        return np.ones_like(self.p) if i == 0 else self.c[0]
+
+    def bottleneck(self) -> np.ndarray:
+        """Bus bandwidth of a flat ring or tree over the group: min over the tiers its hops cross of
+        ``a_i B_i`` (NCCL busBw = nChannels x bw, channels striped over the node's NICs; §1.5, §5.3)."""
+        bmin = np.full_like(self.p, np.inf)
+        for i in range(self.ntiers):
+            crossed = (self.domains(i - 1) - self.domains(i)) > 0.5
+            b = self.agg(i) * self.bw[i]
+            bmin = np.where(crossed & (b < bmin), b, bmin)
+        return np.where(np.isfinite(bmin), bmin, self.bw[0])
+
+    def relinked(self, alpha: np.ndarray, bandwidth: np.ndarray) -> Placement:
+        """The same group with other per-tier hop latencies and line rates (no new placement)."""
+        return replace(self, alpha=alpha, bandwidth=bandwidth)
+
+    def untapered(self) -> Placement:
+        """The same group as if no tier were oversubscribed (oversubscription 1 everywhere)."""
+        return replace(self, oversubscription=np.ones_like(self.oversubscription))
+
+
+def place(ranks: object, stride: object, network: Network) -> Placement:
+    """Place ``ranks`` GPUs spaced ``stride`` apart on ``network``'s tiers (module docstring). Broadcasts."""
+    p = checked_array(ranks, "ranks", minimum=1.0)
+    s = checked_array(stride, "stride", minimum=1.0)
+    if np.any(p != np.floor(p)):
+        raise InputError("ranks must be whole numbers", where="ranks", allowed="integers >= 1")
+    _check_tiers(network)
+    tiers = network.tiers
+    cs: list[np.ndarray] = []
+    prev = np.ones(np.broadcast(p, s).shape)
+    for i, t in enumerate(tiers):
+        if i == len(tiers) - 1:
+            c = p + 0 * prev
+        else:
+            c = np.clip(np.floor(t.span / s + 1e-9), 1.0, p)
+            c = np.minimum(np.maximum(c, prev), p)
+        cs.append(c)
+        prev = c
+    return Placement(network, p + 0 * prev, s + 0 * prev, tuple(cs), np.array([t.latency for t in tiers]),
+                     np.array([t.bandwidth for t in tiers]), np.array([t.efficiency for t in tiers]),
+                     np.array([t.oversubscription for t in tiers]))
+
+
+@dataclass(frozen=True, eq=False)
+class DataParallelGroups:
+    """The replicas that synchronise gradients: ``ranks`` of them ``stride`` GPUs apart for the dense
+    parameters, and the max(ranks / ep, 1) replicas of one expert shard, ``stride x ep`` apart (routed
+    experts are replicated over dp / ep ranks only). Each is placed on first use."""
+
+    network: Network
+    ranks: np.ndarray
+    stride: np.ndarray
+    ep: np.ndarray
+
+    @cached_property
+    def dense(self) -> Placement:
+        return place(self.ranks, self.stride, self.network)
+
+    @cached_property
+    def expert(self) -> Placement:
+        return place(np.maximum(self.ranks / self.ep, 1.0), self.stride * self.ep, self.network)
+
+
+@dataclass(frozen=True, eq=False)
+class ParallelGroups:
+    """The parallel groups of a DP x TP x PP x CP (EP within DP) job in the rank order TP, CP, DP, PP
+    (module docstring), each placed once, on first use. Degrees are broadcastable arrays (one element
+    per candidate strategy)."""
+
+    network: Network
+    tp: np.ndarray
+    cp: np.ndarray
+    dp: np.ndarray
+    ep: np.ndarray
+    pp: np.ndarray
+
+    @cached_property
+    def tensor(self) -> Placement:
+        """A TP group: tp consecutive GPUs."""
+        return place(self.tp, 1.0, self.network)
+
+    @cached_property
+    def context(self) -> Placement:
+        """Two neighbours of a CP ring (ring attention passes K/V to the next CP rank): 2 ranks, stride tp."""
+        return place(2.0, self.tp.astype(float), self.network)
+
+    @cached_property
+    def expert(self) -> Placement:
+        """An EP group (all-to-all): ep ranks, stride tp cp."""
+        return place(self.ep, (self.tp * self.cp).astype(float), self.network)
+
+    @cached_property
+    def stage(self) -> np.ndarray:
+        """GPUs per pipeline stage, tp cp dp."""
+        return (self.tp * self.cp * self.dp).astype(float)
+
+    @cached_property
+    def pipeline(self) -> Placement:
+        """The pipeline's slowest stage boundary: a sending and a receiving GPU at either end of the
+        pipeline's block of stage x max(pp, 2) GPUs (2 ranks, stride half the block), so the pair crosses
+        the outermost tier the pipeline spans."""
+        extent = self.stage * np.maximum(self.pp, 2)
+        return place(2.0, extent / 2, self.network)
+
+    @cached_property
+    def data(self) -> DataParallelGroups:
+        """The whole DP group: dp replicas, stride tp cp."""
+        return DataParallelGroups(self.network, self.dp.astype(float), (self.tp * self.cp).astype(float) * 1.0,
+                                  self.ep)
+
+    def data_split(self, size: np.ndarray) -> tuple[DataParallelGroups, DataParallelGroups]:
+        """Hierarchical synchronisation over groups of ``size`` DP replicas: (inside a group: ``size``
+        consecutive replicas; across groups: max(dp / size, 1) replicas ``size`` replicas apart)."""
+        base = (self.tp * self.cp).astype(float)
+        inner = DataParallelGroups(self.network, np.asarray(size, dtype=float), base * 1.0, self.ep)
+        outer = DataParallelGroups(self.network, np.maximum(self.dp / size, 1.0), base * size, self.ep)
+        return inner, outer
+
+
+def parallel_groups(network: Network, *, tp: object, cp: object, dp: object, ep: object, pp: object
+                    ) -> ParallelGroups:
+    """The job's parallel groups on ``network`` (degrees as broadcastable integer arrays)."""
+    return ParallelGroups(network, *(np.asarray(x) for x in (tp, cp, dp, ep, pp)))

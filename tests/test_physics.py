@@ -1,0 +1,139 @@
+"""Physics the model may not break, over random clusters, models and strategies (hypothesis).
+
+- a step is never faster than its model FLOPs at the accelerator's peak on every GPU;
+- the breakdown adds up to the step time;
+- more bandwidth on any tier, or a faster accelerator, never makes a step slower;
+- more memory never changes the time (only what fits);
+- more micro-batches never make the bubble a larger fraction of the step's compute.
+
+These hold for every candidate the engine evaluates, feasible or not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scalemodel.engine.job import build_job, grid_from_arrays
+from scalemodel.engine.step import evaluate
+from scalemodel.specs import load_cluster, load_workload
+from scalemodel.specs.training import TrainingSpec
+
+CLUSTERS = ("dgx-a100", "dgx-h100", "pcie-25gbe", "gb200-nvl72", "mi300x-8", "dgx-a100-40g")
+MODELS = ("gpt-1.7b", "llama2-7b", "llama3-8b", "mixtral-8x7b", "falcon-7b", "mistral-7b", "resnet50",
+          "gpt-j-6b")
+
+
+@cache
+def _job(cluster: str, model: str, precision: str, seq: int):
+    cl = load_cluster(cluster)
+    if precision not in cl.accelerator.peak_flops:  # fp8 only where the accelerator has it
+        precision = "bf16"
+    wl = load_workload(model)
+    tr = TrainingSpec(precision=precision, seq_len=seq if wl.kind == "transformer" else None)
+    return build_job(cl, wl, tr)
+
+
+@st.composite
+def cases(draw):  # type: ignore[no-untyped-def]
+    cluster = draw(st.sampled_from(CLUSTERS))
+    model = draw(st.sampled_from(MODELS))
+    precision = draw(st.sampled_from(("bf16", "fp16", "fp8")))
+    seq = draw(st.sampled_from((512, 2048, 4096)))
+    job = _job(cluster, model, precision, seq)
+    transformer = job.is_transformer
+    tp = draw(st.sampled_from((1, 2, 4, 8))) if transformer else 1
+    pp = draw(st.sampled_from((1, 2, 3, 4, 8))) if transformer else 1
+    cp = draw(st.sampled_from((1, 2))) if transformer else 1
+    dp = draw(st.sampled_from((1, 2, 4, 16, 64)))
+    mb = draw(st.sampled_from((1, 2, 4)))
+    accumulation = draw(st.sampled_from((1, 2, 3, 8)))
+    batch = dp * mb * accumulation + draw(st.sampled_from((0, 0, 0, 1)))  # sometimes not divisible
+    arrays = dict(
+        gpus=dp * tp * pp * cp, dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=mb, global_batch=batch,
+        zero=draw(st.sampled_from((0, 1, 2, 3, 4))),
+        recompute=draw(st.sampled_from((0, 1, 2) if transformer else (0, 2))),
+        schedule=draw(st.sampled_from((0, 2, 3))), sequence_parallel=draw(st.booleans()) and tp > 1,
+        overlap=draw(st.booleans()), algorithm=draw(st.sampled_from((0, 1, 2, 6))),
+        compression=draw(st.sampled_from((0, 1, 2))), flash_attention=draw(st.booleans()),
+    )
+    return job, arrays
+
+
+def _eval(job, arrays, **kw):  # type: ignore[no-untyped-def]
+    return evaluate(job, grid_from_arrays(**{k: np.asarray([v]) for k, v in arrays.items()}), **kw)
+
+
+def _scaled_network(job, factor: float, tier: int | None = None):  # type: ignore[no-untyped-def]
+    tiers = tuple(replace(t, bandwidth=t.bandwidth * (factor if tier in (None, i) else 1.0))
+                  for i, t in enumerate(job.network.tiers))
+    return replace(job, network=replace(job.network, tiers=tiers))
+
+
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(cases())
+def test_step_never_beats_its_flops_at_peak(case) -> None:  # type: ignore[no-untyped-def]
+    job, arrays = case
+    res = _eval(job, arrays)
+    bound = float(res.model_flops[0]) / (arrays["gpus"] * job.peak_flops)
+    assert float(res.step_time[0]) >= bound * (1 - 1e-12), (arrays, float(res.step_time[0]), bound)
+    assert float(res.mfu[0]) <= 1.0 + 1e-12
+
+
+@FAST
+@given(cases())
+def test_breakdown_adds_up(case) -> None:  # type: ignore[no-untyped-def]
+    job, arrays = case
+    res = _eval(job, arrays)
+    parts = sum(float(v[0]) for v in res.breakdown.values())
+    assert parts == np.float64(res.step_time[0]) or abs(parts - float(res.step_time[0])) <= 1e-12 * parts
+    assert all(float(v[0]) >= 0 and np.isfinite(float(v[0])) for v in res.breakdown.values())
+
+
+@FAST
+@given(cases(), st.sampled_from((None, 0, 1, 2)), st.sampled_from((1.5, 2.0, 10.0)))
+def test_more_bandwidth_never_slower(case, tier, factor) -> None:  # type: ignore[no-untyped-def]
+    job, arrays = case
+    if tier is not None and tier >= len(job.network.tiers):
+        tier = None
+    base = float(_eval(job, arrays).step_time[0])
+    faster = float(_eval(_scaled_network(job, factor, tier), arrays).step_time[0])
+    assert faster <= base * (1 + 1e-9), (arrays, tier, factor, base, faster)
+
+
+@FAST
+@given(cases(), st.sampled_from((1.25, 2.0)))
+def test_faster_accelerator_never_slower(case, factor) -> None:  # type: ignore[no-untyped-def]
+    job, arrays = case
+    base = float(_eval(job, arrays).step_time[0])
+    quick = replace(job, peak_flops=job.peak_flops * factor, memory_bandwidth=job.memory_bandwidth * factor)
+    assert float(_eval(quick, arrays).step_time[0]) <= base * (1 + 1e-9)
+
+
+@FAST
+@given(cases())
+def test_more_memory_changes_only_what_fits(case) -> None:  # type: ignore[no-untyped-def]
+    job, arrays = case
+    base = _eval(job, arrays)
+    roomy = _eval(replace(job, memory_capacity=job.memory_capacity * 4), arrays)
+    assert float(roomy.step_time[0]) == float(base.step_time[0])
+    assert bool(roomy.fits[0]) or not bool(base.fits[0])
+
+
+@FAST
+@given(cases())
+def test_more_microbatches_never_grow_the_bubble_fraction(case) -> None:  # type: ignore[no-untyped-def]
+    job, arrays = case
+    arrays = dict(arrays, global_batch=arrays["dp"] * arrays["micro_batch"])
+    few = _eval(job, arrays)
+    many = _eval(job, dict(arrays, global_batch=arrays["global_batch"] * 4))
+    frac_few = float(few.breakdown["bubble"][0]) / float(few.breakdown["compute"][0])
+    frac_many = float(many.breakdown["bubble"][0]) / float(many.breakdown["compute"][0])
+    assert frac_many <= frac_few * (1 + 1e-9)
