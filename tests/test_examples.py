@@ -436,14 +436,14 @@ def test_hybrid_parallelism_makes_the_model_fit(cli: Any) -> None:
     pure = ("--tp", "1", "--pp", "1", "--schedule", "1f1b", "--zero", "3", "--global-batch", "3072")
     zero3 = point(scale(cli, "parallelism.yaml", *pure), 1536)
     assert zero3["feasible"] and zero3["memory_per_gpu_bytes"] < 0.5 * hybrid["memory_per_gpu_bytes"]
-    # README: pure DP + ZeRO-3 in DeepSpeed's default 1 GB buckets (or FSDP's one layer) is ~26 % faster
-    # than the hybrid: the reduce-scatter hides under the backward, gathers per layer are prefetched
+    # README: pure DP + ZeRO-3 with DeepSpeed's or FSDP's defaults is ~22-25 % faster than the hybrid: the
+    # per-layer gathers and reduce-scatters hide under each micro-batch's compute but the first and last
     ds = point(scale(cli, "parallelism.yaml", *pure, *DEEPSPEED), 1536)
     assert zero3["step_time_s"] == pytest.approx(ds["step_time_s"], rel=1e-9)  # the default is DeepSpeed's
     fsdp = point(scale(cli, "parallelism.yaml", *pure[:-4], "--zero", "fsdp", *pure[-2:]), 1536)
     for fast in (zero3, fsdp):
         assert 1.1 * hybrid["tflops_per_gpu"] < fast["tflops_per_gpu"] < 1.5 * hybrid["tflops_per_gpu"]
-        assert fast["breakdown_s"]["dp_comm"] < 0.01 * fast["step_time_s"]
+        assert fast["breakdown_s"]["dp_comm"] < 0.05 * fast["step_time_s"]
 
     def reduce_scatter(size: str) -> float:
         res = cli("collective", "--cluster", "dgx-a100", "--gpus", "1536", "--op", "reducescatter", "--size", size,
@@ -455,27 +455,37 @@ def test_hybrid_parallelism_makes_the_model_fit(cli: Any) -> None:
     per_microbatch = zero3["breakdown_s"]["compute"] / 2  # 3072 / 1536 = 2 micro-batches
     # 292 reduce-scatters of 1 GB: 3.2 s, well under the last micro-batch's backward (> half its compute)
     assert math.ceil(grads / 1e9) * reduce_scatter("1GB") < 0.5 * per_microbatch
-    # ... but in DDP's 25 MB buckets half the hybrid: 11,648 reduce-scatters, each paying a 1536-rank
-    # ring's latency; only the last micro-batch's backward (< its compute) can hide them
+    # ... but in DDP's 25 MB buckets 0.29x the hybrid: 11,648 reduce-scatters in each of the 2 micro-batches,
+    # each paying a 1536-rank ring's latency; at most each micro-batch's compute can hide them
     slow = point(scale(cli, "parallelism.yaml", *pure, *DDP), 1536)
-    assert 0.35 < slow["tflops_per_gpu"] / hybrid["tflops_per_gpu"] < 0.65
-    total = math.ceil(grads / 25e6) * reduce_scatter("25MB")  # 11,648 x 4.0 ms
-    assert total - per_microbatch < slow["breakdown_s"]["dp_comm"] < total
+    assert 0.2 < slow["tflops_per_gpu"] / hybrid["tflops_per_gpu"] < 0.4
+    total = 2 * math.ceil(grads / 25e6) * reduce_scatter("25MB")  # 2 x 11,648 x 4.0 ms
+    assert total - 2 * per_microbatch < slow["breakdown_s"]["dp_comm"] < total
     assert slow["breakdown_s"]["dp_comm"] > 0.5 * slow["step_time_s"]
     res = cli("memory", "--model", "gpt-145b", "--cluster", "dgx-a100", "--gpus", "1536", "--tp", "8",
               "--global-batch", "3072", "--recompute", "full", "--json")
     assert res.code == 0 and not json.loads(res.out)["fits"]  # tensor parallelism alone is not enough
 
 
-def test_planner_beats_the_published_hybrid_with_zero3(cli: Any) -> None:
-    """README section 7: the planner's winner at the published batch is ZeRO-3 without a pipeline, ~1.7x."""
+def test_planner_beats_the_published_hybrid_and_zero3_pays_its_gathers(cli: Any) -> None:
+    """README section 7: the planner's winner at the published batch is ~1.7x the published hybrid; pure
+    ZeRO-3 without a pipeline is slower than it, and the former ZeRO-3 winner (DP 768 x TP 2) pays
+    seconds of exposed gathers at 768-way data parallelism."""
     hybrid = point(scale(cli, "parallelism.yaml"), 1536)
-    res = cli("plan", "--cluster", "dgx-a100", "--model", "gpt-145b", "--gpus", "1536", "--global-batch", "2304",
-              "--top", "3", "--json")
-    assert res.code == 0, res.err
-    best = json.loads(res.out)["ranked"][0]
-    assert best["strategy"]["zero"] == "3" and best["strategy"]["pp"] == 1
+
+    def plan(*constraints: str) -> dict:
+        res = cli("plan", "--cluster", "dgx-a100", "--model", "gpt-145b", "--gpus", "1536", "--global-batch",
+                  "2304", "--top", "1", *constraints, "--json")
+        assert res.code == 0, res.err
+        return dict(json.loads(res.out)["ranked"][0])
+
+    best, zero3 = plan(), plan("--constraint", "zero=3", "--constraint", "pp=1")
     assert best["step_time_s"] < 0.65 * hybrid["step_time_s"]
+    assert zero3["step_time_s"] > 1.05 * best["step_time_s"]
+    res = cli("predict", "--cluster", "dgx-a100", "--model", "gpt-145b", "--gpus", "1536", "--global-batch", "2304",
+              "--tp", "2", "--zero", "3", "--sequence-parallel", "--json")
+    old = json.loads(res.out)
+    assert old["breakdown_s"]["dp_comm"] > 0.3 * old["step_time_s"] and old["step_time_s"] > 1.4 * best["step_time_s"]
 
 
 # 8. TCP vs RDMA and topology.

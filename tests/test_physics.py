@@ -89,6 +89,17 @@ def test_step_never_beats_its_flops_at_peak(case) -> None:  # type: ignore[no-un
 
 @FAST
 @given(cases())
+def test_overlap_hides_no_traffic_beyond_the_step(case) -> None:  # type: ignore[no-untyped-def]
+    """All data-parallel traffic of a step (gradient sync, ZeRO-3/FSDP gathers and reduce-scatters),
+    each collective at the network's bandwidth, takes no longer than the step: overlap only hides
+    traffic under compute that exists."""
+    job, arrays = case
+    res = _eval(job, arrays)
+    assert float(res.step_time[0]) >= float(res.extras["dp_comm_total"][0]) * (1 - 1e-12), arrays
+
+
+@FAST
+@given(cases())
 def test_breakdown_adds_up(case) -> None:  # type: ignore[no-untyped-def]
     job, arrays = case
     res = _eval(job, arrays)

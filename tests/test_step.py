@@ -115,23 +115,28 @@ def test_pp_term_and_bubble(a100, gpt) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_zero3_gathers_parameters_every_microbatch(a100, gpt) -> None:  # type: ignore[no-untyped-def]
-    """ZeRO-3: gradients reduce-scattered once per step; 16-bit parameters all-gathered layer by
-    layer for the forward and again for the backward of every micro-batch (ZeRO paper §7: 1.5x
-    the all-reduce volume at m = 1)."""
+    """ZeRO-3 / FSDP: in every micro-batch each layer's 16-bit parameters are all-gathered for the
+    forward and again for the backward (but the last layer's, still gathered), and its gradients
+    reduce-scattered (FSDP and DeepSpeed reduce
+    in every micro-batch); DeepSpeed gathers per module (4 per layer) and reduce-scatters in 5e8-element
+    buckets, FSDP one flat gather and reduce-scatter per layer (ZeRO paper §7: 1.5x the all-reduce
+    volume at m = 1). Without overlap every byte is exposed."""
 
-    def bucketed(op: str, nbytes: float) -> float:  # DeepSpeed reduce_bucket_size: 5e8 bf16 elements
-        n = max(int(np.ceil(nbytes / 1e9)), 1)
-        return n * val(coll.collective_time(op, nbytes / n, 64, job.network))
+    def t(op: str, nbytes: float) -> float:
+        return val(coll.collective_time(op, nbytes, 64, job.network))
 
     for m in (1, 4):
         training = dict(global_batch=64 * m, micro_batch=1)
         job = job_for(a100, gpt, **training)
-        _, r3 = one(job, training, 64, zero="3", overlap=False)
         grads = job.params * 2.0
         L = gpt.layers
-        per_layer = val(coll.collective_time("allgather", grads / L, 64, job.network))
-        expected = bucketed("reducescatter", grads) + m * 2 * L * per_layer
-        assert val(r3.breakdown["dp_comm"]) == pytest.approx(expected, rel=1e-9)
+        _, r3 = one(job, training, 64, zero="3", overlap=False)
+        n = max(int(np.ceil(grads / 1e9)), 1)  # DeepSpeed reduce_bucket_size: 5e8 bf16 elements
+        deepspeed = m * ((2 * L - 1) * 4 * t("allgather", grads / L / 4) + n * t("reducescatter", grads / n))
+        assert val(r3.breakdown["dp_comm"]) == pytest.approx(deepspeed, rel=1e-9)
+        _, rf = one(job, training, 64, zero="fsdp", overlap=False)
+        fsdp = m * ((2 * L - 1) * t("allgather", grads / L) + L * t("reducescatter", grads / L))
+        assert val(rf.breakdown["dp_comm"]) == pytest.approx(fsdp, rel=1e-9)
     # with a ring, reduce-scatter + 2 all-gathers is 1.5 all-reduces of the same buffer (m = 1)
     ring = {op: val(coll.collective_time(op, 1e9, 64, job.network, algorithm="ring"))
             for op in ("allreduce", "reducescatter", "allgather")}

@@ -56,7 +56,7 @@ from scalemodel.choices import Algorithm, CompressionKind, Recompute, ScheduleKi
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import pipeline, transformer
 from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, Placement, parallel_groups
-from scalemodel.engine.job import Job, StrategyGrid
+from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid
 
 #: Bytes moved per parameter by a mixed-precision Adam step: read fp32 master, m, v and the gradient,
 #: write master, m, v and the 16-bit weight copy (= 2 K + grad + 2 with K = 12 state bytes).
@@ -266,10 +266,12 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
 
 def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], groups: ParallelGroups
                          ) -> dict[str, np.ndarray]:
-    """Exposed TP, CP, EP and PP communication seconds per micro-batch on the busiest stage."""
+    """Exposed TP, CP, EP and PP communication seconds per micro-batch on the busiest stage, and the
+    forward and backward compute already busy hiding TP and CP traffic (``hidden_fwd``,
+    ``hidden_bwd``), which no other traffic can hide under again."""
     zero = np.zeros(1)
     if not job.is_transformer:
-        return {"tp": zero, "cp": zero, "ep": zero, "pp": zero}
+        return {"tp": zero, "cp": zero, "ep": zero, "pp": zero, "hidden_fwd": zero, "hidden_bwd": zero}
     sh = job.shape
     b = g.micro_batch.astype(float)
     tokens = b * job.seq_len / g.cp
@@ -284,12 +286,14 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     tp_fwd = L * fwd_count * per
     tp_bwd = np.maximum(L * per_pass * per - comp["wgrad"], 0.0)
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd, 0.0)
+    tp_hidden = np.where(g.tp > 1, np.minimum(L * per_pass * per, comp["wgrad"]), 0.0)
     # CP: ring attention, K and V chunks pass round the cp ring; hidden under the attention core.
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     step = _collective("sendrecv", kv_bytes, groups.context)
     ring = (g.cp - 1) * step
     # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core
     cp = np.where(g.cp > 1, 3.0 * L * np.maximum(ring - comp["core_per_layer"], 0.0), 0.0)
+    cp_hidden = np.where(g.cp > 1, L * np.minimum(ring, comp["core_per_layer"]), 0.0)
     # EP: dispatch + combine all-to-all per MoE layer, forward and backward.
     moe_share = float(sh.moe_layers / sh.layers)
     a2a_bytes = tokens * float(sh.moe_top_k) * float(sh.hidden) * job.elem_bytes / g.tp
@@ -300,7 +304,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     p2p = _stage_boundary_time(groups, p2p_bytes)
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
     pp = np.where(g.pp > 1, 2.0 * v * p2p, 0.0)
-    return {"tp": tp, "cp": cp, "ep": ep, "pp": pp}
+    return {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden, "hidden_bwd": tp_hidden + 2.0 * cp_hidden}
 
 
 def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarray:
@@ -361,8 +365,6 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
     ``bucket_size`` (bytes of uncompressed gradient), else the framework's default for the ZeRO
     stage: PyTorch DDP 25 MB (ZeRO 0), DeepSpeed reduce_bucket_size 5e8 elements (ZeRO 1-3), FSDP
     one wrapped layer. Compression shrinks the bytes on the wire, not the elements per bucket."""
-    from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS
-
     deepspeed_or_ddp = np.where(g.zero >= Zero.OPTIMIZER, DEEPSPEED_BUCKET_ELEMENTS, DDP_BUCKET_BYTES / job.grad_bytes)
     framework = np.where(g.zero == Zero.FSDP, layer_params, deepspeed_or_ddp)
     elements = np.where(g.bucket_bytes > 0, g.bucket_bytes / job.grad_bytes, framework)
@@ -380,10 +382,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     gradients.
 
     ZeRO-0: all-reduce of the gradients. ZeRO-1/2: reduce-scatter of the gradients + all-gather of
-    the updated parameters (the all-reduce volume). ZeRO-3/FSDP: reduce-scatter of the gradients
-    once per step, and the 16-bit parameters all-gathered layer by layer (FSDP wraps each layer)
-    twice (forward and backward) in every micro-batch, prefetched under that micro-batch's compute
-    (Rajbhandari et al. 2020 §7: 1.5x the all-reduce volume when m = 1).
+    the updated parameters (the all-reduce volume). ZeRO-3/FSDP: :func:`_sharded_parameter_traffic`
+    (per-unit gathers and reduce-scatters in every micro-batch; Rajbhandari et al. 2020 §7: 1.5x the
+    all-reduce volume when m = 1).
     """
     from scalemodel.cost import ps
 
@@ -426,23 +427,75 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     gathers = np.zeros(1)
     gathers_exposed = np.zeros(1)
     if np.any(zero3):
-        layers = comp["layers_per_stage"]
-        per_layer = dense * 2.0 / layers
-        gathered = 2.0 * layers * _collective("allgather", per_layer, data.dense)
-        if job.expert_params > 0:
-            gathered = gathered + 2.0 * layers * _collective("allgather", expert * 2.0 / layers, data.expert)
-        gathered = np.where((dp > 1) & zero3, gathered, 0.0)
-        # layer i+1 is fetched while layer i computes: only the first layer's gather cannot hide
-        hidden = np.maximum(gathered - comp["total"], gathered / np.maximum(2.0 * layers, 1.0))
-        gathers = m * gathered
-        gathers_exposed = m * np.where(g.overlap, np.minimum(hidden, gathered), gathered)
+        sharded = _sharded_parameter_traffic(job, g, comp, m, data, dense, expert, q, bucket)
+        total = np.where(zero3, 0.0, total)  # the gradient reduce-scatters are in the per-unit traffic
+        gathers = np.where(zero3, sharded["total"], 0.0)
+        gathers_exposed = np.where(zero3, sharded["exposed"], 0.0)
     return {"grads": total, "gathers": gathers, "gathers_exposed": gathers_exposed, "last_bucket": last_bucket}
+
+
+#: DeepSpeed ZeRO-3 gathers parameters module by module (coalesced per sub-module: QKV, output
+#: projection, MLP up/gate, MLP down): four gathers per transformer layer and pass.
+DEEPSPEED_GATHERS_PER_LAYER = 4.0
+
+
+def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
+                               data: DataParallelGroups, dense: np.ndarray, expert: np.ndarray,
+                               wire: np.ndarray, bucket: np.ndarray) -> dict[str, np.ndarray]:
+    """ZeRO-3 / FSDP traffic per step in the frameworks' units, and the part compute cannot hide.
+
+    Each transformer layer is a unit (PyTorch FSDP wraps each block, Zhao et al. 2023 §3.2-3.3;
+    DeepSpeed ZeRO-3 fetches each sub-module, Rajbhandari et al. 2020 §5.3). In every micro-batch a
+    unit's 16-bit parameters are all-gathered over the data-parallel group before its forward (AG),
+    again before its backward (parameters are freed after the forward: FSDP reshard_after_forward,
+    ZeRO-3's release), except the last unit, whose backward follows its forward at once (torchtitan
+    keeps it gathered; DeepSpeed's max_reuse_distance), and its gradients are reduce-scattered after
+    its backward (RS; FSDP and ZeRO-2/3 reduce in every micro-batch, not once per step): (2L - 1) AG
+    + L RS per micro-batch. With prefetching one unit ahead, the gather for unit i+1 runs under unit
+    i's forward, and the gather for unit i-1 plus the reduce-scatter of unit i+1 run under unit i's
+    backward (they share the network). Per micro-batch, with f and b one unit's forward and backward
+    compute:
+
+        exposed = AG + (L-1) max(0, AG - f) + (L-1) max(0, AG + RS - b) + RS
+
+    (the first gather and the last reduce-scatter have no compute under them); without overlap
+    everything is exposed. Each max() grows by at most what the compute shrinks, so a faster accelerator
+    never makes the step slower, and no compute hides more traffic than runs under it.
+    DeepSpeed issues its gathers per module (:data:`DEEPSPEED_GATHERS_PER_LAYER` per layer) and its
+    reduce-scatters in ``bucket`` pieces (reduce_bucket_size, or the user's bucket_size); FSDP one flat
+    gather and one reduce-scatter per unit.
+    See docs/model.md#dp-comm.
+    """
+    layers = np.maximum(comp["layers_per_stage"], 1.0)
+    deepspeed = g.zero == Zero.PARAMETERS
+    pieces = np.where(deepspeed, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
+
+    def gather(params: np.ndarray, group: Placement) -> np.ndarray:  # one unit's parameters, 16-bit
+        return pieces * _collective("allgather", 2.0 * params / layers / pieces, group)
+
+    ag = gather(dense, data.dense)
+    fsdp_rs = _collective("reducescatter", dense * wire / layers, data.dense)
+    n_b = np.maximum(np.ceil(dense * wire / bucket), 1.0)
+    ds_rs = n_b * _collective("reducescatter", dense * wire / n_b, data.dense) / layers
+    rs = np.where(deepspeed, ds_rs, fsdp_rs)
+    if job.expert_params > 0:  # routed experts are sharded over their dp/ep replicas
+        ag = ag + gather(expert, data.expert)
+        rs = rs + _collective("reducescatter", expert * wire / layers, data.expert)
+    ranks = data.ranks
+    ag, rs = np.where(ranks > 1, ag, 0.0), np.where(ranks > 1, rs, 0.0)
+    f = comp["forward_free"] / layers
+    b = comp["backward_free"] / layers
+    hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
+    hidden_bwd = (layers - 1.0) * np.maximum(ag + rs - b, 0.0)
+    per_mb = (2.0 * layers - 1.0) * ag + layers * rs
+    exposed = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, per_mb), per_mb)
+    return {"total": m * per_mb, "exposed": m * exposed}
 
 
 def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, last_bucket: np.ndarray) -> np.ndarray:
     """The part of the gradient sync not hidden under the last micro-batch's backward pass: buckets
     start as soon as their gradients exist; the final bucket can only start when the backward ends."""
-    overlapped = np.maximum(grads - comp["backward"], grads * last_bucket)
+    overlapped = np.maximum(grads - comp["backward_free"], grads * last_bucket)
     return np.where(g.overlap, np.minimum(overlapped, grads), grads)
 
 
@@ -551,6 +604,9 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         comp = {k: np.where(busier, comp_o[k], v) for k, v in comp.items()}
         mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
         t_mb = np.maximum(t_mb, t_o)
+    # compute windows left for data-parallel traffic once TP and CP traffic has been hidden in them
+    comp = dict(comp, forward_free=np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0),
+                backward_free=np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0))
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     cross, in_group, dp_total = _sync_comm(job, g, comp, m, sync, groups)
     opt = _optimizer_time(job, g)
