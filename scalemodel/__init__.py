@@ -9,7 +9,10 @@ The public API is the engine the CLI uses::
                                 scalemodel.StrategySpec(tp=8, pp=4))
     print(result.step_time_s, result.breakdown_s)
 
-Names are imported lazily so that ``import scalemodel`` stays light.
+Every command has one entry point here (``predict``, ``memory``, ``plan``, ``sweep``,
+``sensitivity_for``, ``check_file``, ``collective``, ``stragglers``, ``calibrate``) returning a
+dataclass whose ``payload()`` is the command's JSON document. Names are imported lazily so that
+``import scalemodel`` stays light.
 """
 
 from __future__ import annotations
@@ -27,9 +30,21 @@ _LAZY = {
     "TrainingSpec": "scalemodel.specs",
     "StrategySpec": "scalemodel.specs",
     "ClusterSpec": "scalemodel.specs",
+    # one entry point per question, the same the commands call (each returns a dataclass with .payload())
     "predict": "scalemodel.engine.predict",
+    "memory": "scalemodel.engine.memory",
+    "plan": "scalemodel.engine.planner",
+    "sweep": "scalemodel.engine.scaling",
+    "sensitivity_for": "scalemodel.engine.sensitivity",
+    "check_file": "scalemodel.engine.check",
+    "collective": "scalemodel.engine.collective",
+    "stragglers": "scalemodel.engine.stragglers",
+    "calibrate": "scalemodel.engine.calibrate",
+    "explained": "scalemodel.report.explain",  # a PlanResult with its `why` written
+    # lower-level engine pieces
     "build_job": "scalemodel.engine.job",
     "evaluate": "scalemodel.engine.step",
+    "search": "scalemodel.engine.planner",
     "InputError": "scalemodel.errors",
     "parse_quantity": "scalemodel.units",
     "format_quantity": "scalemodel.units",

@@ -1,6 +1,9 @@
 """The scalemodel command line: a thin layer of argument parsing over the engine.
 
-Each command lives in ``scalemodel/commands/<name>.py`` and registers itself here. Any
+Each command lives in ``scalemodel/commands/<name>.py`` and registers itself on a Typer app. The
+root group loads a command's module only when that command runs (click's LazyGroup pattern,
+https://click.palletsprojects.com/en/stable/complex/#lazily-loading-subcommands), so a query
+imports only what it uses; ``--help`` loads them all to list their summaries. Any
 :class:`~scalemodel.errors.InputError` becomes one line on stderr and exit status 2.
 """
 
@@ -8,14 +11,47 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
+from difflib import get_close_matches
+from typing import Any
 
+import numpy as np
 import typer
+from typer.core import TyperGroup
 
 from scalemodel.commands import COMMAND_MODULES
 from scalemodel.errors import InputError
 
+
+class LazyGroup(TyperGroup):
+    """A root group whose subcommands are the modules of :data:`COMMAND_MODULES`, imported on first use."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMAND_MODULES)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMAND_MODULES:
+            return None
+        if cmd_name not in self.commands:
+            sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+            importlib.import_module(f"scalemodel.commands.{cmd_name}").register(sub)
+            self.commands[cmd_name] = typer.main.get_group(sub).commands[cmd_name]
+        return self.commands[cmd_name]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return self._click_resolve_command(ctx, args)
+        except Exception as exc:  # a usage error of typer's click: suggest the nearest command names
+            message = getattr(exc, "message", None)
+            matches = get_close_matches(args[0], COMMAND_MODULES) if args and isinstance(message, str) else []
+            if matches:
+                exc.message = f"{message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in matches)}?"  # type: ignore[attr-defined, union-attr]
+            raise
+
+
 app = typer.Typer(
     name="scalemodel",
+    cls=LazyGroup,
     help="Predict how a distributed training job scales, why efficiency falls, and what to change.",
     no_args_is_help=True,
     add_completion=False,
@@ -24,14 +60,9 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _root() -> None:
     """Predict how a distributed training job scales, why efficiency falls, and what to change."""
-
-
-for _name in COMMAND_MODULES:
-    importlib.import_module(f"scalemodel.commands.{_name}").register(app)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -41,10 +72,6 @@ def main(argv: list[str] | None = None) -> None:
     spec and value errors (InputError), command-line usage errors, and inputs so far outside
     physical ranges that the arithmetic overflows.
     """
-    import warnings
-
-    import numpy as np
-
     # Overflow and 0/0 in numpy become inf/nan, which the output layer refuses with a clear error;
     # the intermediate RuntimeWarnings would only add noise on stderr.
     warnings.filterwarnings("ignore", category=RuntimeWarning)

@@ -17,6 +17,7 @@ from scalemodel.engine import planner
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import REASON_KEYS, evaluate
 from scalemodel.errors import InputError
+from scalemodel.report.explain import explained
 from scalemodel.specs import StrategySpec, TrainingSpec, constraints, load_cluster, load_workload
 
 GPUS, BATCH = 8, 8
@@ -38,7 +39,7 @@ def _job(cluster: str = "dgx-a100-40g", model: str = "llama2-13b", sets: list[st
 @pytest.fixture(scope="module")
 def small():
     job, _cl, wl = _job()
-    res = planner.search(job, GPUS, BATCH, top=5, constraints=SMALL)
+    res = explained(planner.search(job, GPUS, BATCH, top=5, constraints=SMALL))
     return job, wl, res
 
 
@@ -121,7 +122,7 @@ def test_ranked_are_feasible_sorted_and_distinct(small, brute):
 
 def test_memory_infeasible_reported_not_ranked():
     job, _cl, _wl = _job(model="gpt3-175b", sets=[])
-    res = planner.search(job, 8, 8, top=3, constraints={"algorithm": "auto", "sequence_parallel": "false"})
+    res = explained(planner.search(job, 8, 8, top=3, constraints={"algorithm": "auto", "sequence_parallel": "false"}))
     # 175 B parameters x 16 bytes of training state over 8 x 40 GB cannot fit whatever the split
     assert 175e9 * 16 / 8 > 40e9
     assert res.ranked == [] and res.feasible == 0

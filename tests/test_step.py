@@ -12,8 +12,9 @@ import pytest
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import compute, ps
 from scalemodel.engine.job import build_job, build_network, grid_from_arrays, grid_from_strategy
+from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.predict import predict
-from scalemodel.engine.step import BREAKDOWN_KEYS, evaluate
+from scalemodel.engine.step import evaluate
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
 

@@ -1,4 +1,4 @@
-"""One module per CLI command; each exposes ``register(app)``. Heavy imports stay inside the commands."""
+"""One module per CLI command; each exposes ``register(app)``. cli.py imports a command's module only when it runs."""
 
 # The order `scalemodel --help` lists them in: the questions users ask most first.
 COMMAND_MODULES = (

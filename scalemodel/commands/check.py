@@ -7,6 +7,8 @@ from typing import Annotated
 import typer
 
 from scalemodel.commands import common as o
+from scalemodel.engine.check import check_file
+from scalemodel.report.check import render_check
 
 
 def register(app: typer.Typer) -> None:
@@ -22,16 +24,7 @@ def register(app: typer.Typer) -> None:
         as_json: o.JsonOption = False,
     ) -> None:
         """Check a capacity plan for CI: each assertion's verdict; exit 0 when all hold, 1 when any fails."""
-        from scalemodel.engine.check import check_file
-
         result = check_file(file, list(set_ or []), straggler_cv=straggler_cv)
-        if as_json:
-            from scalemodel.report.output import emit_json
-
-            emit_json(result.payload(), "check")
-        else:
-            from scalemodel.report.check import render_check
-
-            render_check(result)
+        render_check(result, as_json=as_json)
         if not result.passed:
             raise typer.Exit(1)

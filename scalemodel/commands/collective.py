@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from scalemodel.commands.common import ClusterOption, JsonOption, SetOption
+from scalemodel.commands.common import (
+    ClusterOption,
+    JsonOption,
+    SetOption,
+    load_cluster_with,
+    positive_int,
+    quantity,
+)
+from scalemodel.engine.collective import collective as run
+from scalemodel.errors import InputError
+from scalemodel.report.collective import render_collective
 
 
 def parse_sizes(text: str) -> list[float]:
     """``"1KiB:8GiB"`` -> 1 KiB, 2 KiB, ... 8 GiB (factor 2, as nccl-tests ``-f 2``); ``"a:b:f"`` sets the factor."""
-    from scalemodel.commands.common import quantity
-    from scalemodel.errors import InputError
-
     parts = text.split(":")
     if len(parts) not in (2, 3):
         raise InputError(f"cannot read {text!r} as a size sweep", where="--sizes", allowed="MIN:MAX or MIN:MAX:FACTOR")
@@ -31,40 +38,6 @@ def parse_sizes(text: str) -> list[float]:
         out.append(s)
         s *= factor
     return out
-
-
-def compute(op: str, sizes: list[float], gpus: int, network: Any, algo: str, stride: int,
-            dtype_bytes: int) -> list[dict[str, Any]]:
-    """One row per size: every algorithm's time, algbw, busbw and zero-byte latency, and the best."""
-    import numpy as np
-
-    from scalemodel.cost import collectives as C
-    from scalemodel.cost.algorithms import APPLICABLE
-
-    S = np.asarray(sizes, dtype=float)
-    if algo == "auto":
-        times, names, idx, _ = C.best_algorithm(op, S, gpus, network, stride=stride, dtype_bytes=dtype_bytes)
-        lat, *_ = C.best_algorithm(op, 0.0 * S, gpus, network, stride=stride, dtype_bytes=dtype_bytes)
-        best = [names[int(i)] for i in idx]
-    else:
-        if algo not in APPLICABLE[op]:
-            from scalemodel.errors import InputError
-
-            raise InputError(f"algorithm {algo!r} does not apply to {op}", where="--algo",
-                             allowed="for " + op + ": " + ", ".join((*APPLICABLE[op], "auto")))
-        names = (algo,)
-        times = C.collective_time(op, S, gpus, network, algorithm=algo, stride=stride, dtype_bytes=dtype_bytes)[None]
-        lat = C.collective_time(op, 0.0 * S, gpus, network, algorithm=algo, stride=stride, dtype_bytes=1)[None]
-        best = [algo] * len(sizes)
-    rows = []
-    for j, s in enumerate(sizes):
-        algs = []
-        for a, name in enumerate(names):
-            t = float(times[a, j])
-            algs.append({"algorithm": name, "time_s": t, "algbw_Bps": float(C.algbw(op, s, t)),
-                         "busbw_Bps": float(C.busbw(op, s, gpus, t)), "latency_s": float(lat[a, j])})
-        rows.append({"size_bytes": float(s), "best": best[j], "algorithms": algs})
-    return rows
 
 
 def register(app: typer.Typer) -> None:
@@ -89,33 +62,12 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOption = False,
     ) -> None:
         """Predict one collective's time, algbw and busbw for every algorithm, and the best (nccl-tests style)."""
-        from scalemodel.commands.common import load_cluster_with, positive_int, quantity
-        from scalemodel.cost.algorithms import ALGORITHMS, OPS
-        from scalemodel.engine.job import build_network
-        from scalemodel.errors import InputError
-
-        op_n = op.lower().replace("_", "").replace("-", "")
-        if op_n not in OPS:
-            raise InputError(f"unknown collective {op!r}", where="--op", allowed="one of: " + ", ".join(OPS))
-        if algo not in (*ALGORITHMS, "auto"):
-            raise InputError(f"unknown algorithm {algo!r}", where="--algo",
-                             allowed="one of: " + ", ".join((*ALGORITHMS, "auto")))
         positive_int(gpus, "--gpus")
         positive_int(stride, "--stride")
         positive_int(dtype_bytes, "--dtype-bytes")
         if size is not None and sizes is not None:
             raise InputError("give --size or --sizes, not both", where="--size", allowed="one of them")
         size_list = parse_sizes(sizes) if sizes is not None else [quantity(size or "1GiB", "bytes", "--size")]
-        if any(s < 0 for s in size_list):
-            raise InputError("size must be >= 0", where="--size", allowed="a byte quantity such as 1GiB")
         spec = load_cluster_with(cluster, sets)
-        if gpus * stride > spec.largest_gpus:
-            raise InputError(f"{gpus} ranks x stride {stride} need {gpus * stride} GPUs but cluster {spec.name!r} "
-                             f"has at most {spec.largest_gpus}", where="--gpus",
-                             allowed=f"gpus x stride <= {spec.largest_gpus}")
-        rows = compute(op_n, size_list, gpus, build_network(spec), algo, stride, dtype_bytes)
-        inputs = {"cluster": spec.name, "op": op_n, "gpus": gpus, "stride": stride, "algo": algo,
-                  "dtype_bytes": dtype_bytes, "sizes_bytes": size_list, "set": list(sets or [])}
-        from scalemodel.report.collective import render_collective
-
-        render_collective(inputs, op_n, gpus, rows, as_json=as_json)
+        result = run(spec, op, size_list, gpus, algo=algo, stride=stride, dtype_bytes=dtype_bytes, sets=sets)
+        render_collective(result, as_json=as_json)

@@ -1,4 +1,4 @@
-"""Options and helpers shared by the commands (kept light: no engine imports here)."""
+"""Options and helpers shared by the commands (argument parsing and spec resolution; no engine imports)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from typing import Annotated, Any
 import typer
 
 from scalemodel.errors import InputError
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, split_overrides
+from scalemodel.specs.loader import apply_overrides, validate
+from scalemodel.units import parse_quantity
 
 SetOption = Annotated[
     list[str] | None,
@@ -21,8 +24,6 @@ ModelOption = Annotated[str, typer.Option("--model", "-m", help="Built-in worklo
 
 def quantity(text: str, kind: str, option: str) -> float:
     """Parse a CLI quantity; errors name the option."""
-    from scalemodel.units import parse_quantity
-
     try:
         return parse_quantity(text, kind)
     except InputError as exc:
@@ -30,8 +31,6 @@ def quantity(text: str, kind: str, option: str) -> float:
 
 
 def load_cluster_with(ref: str, sets: list[str] | None) -> Any:
-    from scalemodel.specs import load_cluster, split_overrides
-
     return load_cluster(ref, split_overrides(sets or [])["cluster"])
 
 
@@ -121,9 +120,6 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     Values left as None keep the spec defaults; ``--set training.x=...`` and ``--set strategy.x=...``
     apply on top of the flags.
     """
-    from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, split_overrides
-    from scalemodel.specs.loader import apply_overrides, validate
-
     routed = split_overrides(sets or [])
     cl = load_cluster(cluster, routed["cluster"])
     wl = load_workload(model, routed["model"])

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from scalemodel.choices import parse_sync
 from scalemodel.commands import common as o
+from scalemodel.engine.planner import OBJECTIVES
+from scalemodel.engine.planner import plan as run
+from scalemodel.errors import InputError
+from scalemodel.report.plan import LazyProgress, render_plan
+from scalemodel.specs.constraints import parse_constraints
 
 ConstraintOption = Annotated[
     list[str] | None,
@@ -40,11 +46,6 @@ def register(app: typer.Typer) -> None:
         as_json: o.JsonOption = False,
     ) -> None:
         """Rank every valid DP/TP/PP/CP/EP x micro-batch x schedule x ZeRO x recompute x algorithm choice."""
-        from scalemodel.engine.job import build_job
-        from scalemodel.engine.planner import OBJECTIVES, search
-        from scalemodel.errors import InputError
-        from scalemodel.specs.constraints import parse_constraints
-
         o.positive_int(gpus, "--gpus")
         o.positive_int(global_batch, "--global-batch")
         o.positive_int(top, "--top")
@@ -54,8 +55,6 @@ def register(app: typer.Typer) -> None:
         modes = [m.strip() for m in sync_modes.split(",") if m.strip()]
         if not modes:
             raise InputError("no sync mode given", where="--sync-modes", allowed="e.g. bsp or bsp,asp,ssp:2")
-        from scalemodel.choices import parse_sync
-
         for m in modes:
             try:
                 parse_sync(m)
@@ -64,24 +63,11 @@ def register(app: typer.Typer) -> None:
         training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
                     "train_tokens": train_tokens}
         cl, wl, tr, _st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy={})
-        batch = int(tr.global_batch or gpus)
-        job = build_job(cl, wl, tr, straggler_cv=straggler_cv)
-        inputs: dict[str, Any] = {
-            "cluster": cl.name, "model": wl.name, "gpus": gpus, "global_batch": batch, "seq_len": job.seq_len,
-            "precision": job.precision, "objective": objective, "top": top, "constraints": list(constraint or []),
-            "sync_modes": modes, "straggler_cv": job.straggler_cv, "train_tokens": job.train_tokens or None,
-            "set": list(set_ or [])}
-        from scalemodel.report.plan import LazyProgress, render_plan
-
         bar = LazyProgress("searching strategies")  # stderr only, so --json stays clean
         try:
-            result = search(job, gpus, batch, objective=objective, top=top, constraints=constraints,
-                            sync_modes=modes, progress=bar, inputs=inputs)
+            result = run(cl, wl, gpus, tr, objective=objective, top=top, constraints=constraints, sync_modes=modes,
+                         straggler_cv=straggler_cv, progress=bar,
+                         echo={"constraints": list(constraint or []), "set": list(set_ or [])})
         finally:
             bar.close()
-        if as_json:
-            from scalemodel.report.output import emit_json
-
-            emit_json(result.payload(), "plan")
-        else:
-            render_plan(result)
+        render_plan(result, as_json=as_json)

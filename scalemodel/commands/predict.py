@@ -7,6 +7,8 @@ from typing import Annotated
 import typer
 
 from scalemodel.commands import common as o
+from scalemodel.engine.predict import predict as run
+from scalemodel.report.predict import render_prediction
 
 
 def register(app: typer.Typer) -> None:
@@ -28,8 +30,6 @@ def register(app: typer.Typer) -> None:
         train_tokens: o.TrainTokensOption = None, set_: o.SetOption = None, as_json: o.JsonOption = False,
     ) -> None:
         """Predict one training step: breakdown that adds up, tokens/s, MFU/HFU, memory, time and cost."""
-        from scalemodel.engine.predict import predict as run
-
         o.positive_int(gpus, "--gpus")
         training, strategy = o.split_flags(
             micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,
@@ -40,11 +40,4 @@ def register(app: typer.Typer) -> None:
         cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy=strategy)
         inputs = o.spec_inputs(cl, wl, tr, st, set_, gpus=gpus, straggler_cv=straggler_cv)
         result = run(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, kappa=staleness_kappa, inputs=inputs)
-        if as_json:
-            from scalemodel.report.output import emit_json
-
-            emit_json(result.payload(), "predict")
-        else:
-            from scalemodel.report.predict import render_prediction
-
-            render_prediction(result)
+        render_prediction(result, as_json=as_json)

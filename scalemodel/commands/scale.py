@@ -11,15 +11,29 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel
 
 from scalemodel.commands import common as o
+from scalemodel.engine.scaling import sweep
+from scalemodel.errors import InputError
+from scalemodel.report.plot import check_plot_path
+from scalemodel.report.scale import render_scale
+from scalemodel.specs import (
+    ClusterSpec,
+    StrategySpec,
+    TrainingSpec,
+    Workload,
+    load_cluster,
+    load_scenario,
+    load_workload,
+    split_overrides,
+)
+from scalemodel.specs.loader import apply_overrides, validate
 
 DEFAULT_GPUS = [128, 256, 512, 1024, 2048]
 
 
 def parse_gpus(text: str) -> list[int]:
-    from scalemodel.errors import InputError
-
     try:
         values = [int(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
@@ -35,20 +49,6 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
                   mode: str | None, best: bool | None, sets: list[str] | None, training: dict[str, Any],
                   strategy: dict[str, Any]) -> dict[str, Any]:
     """Specs for the sweep: scenario (explicit or the default) or flags, then flags, then --set."""
-    from pydantic import BaseModel
-
-    from scalemodel.specs import (
-        ClusterSpec,
-        StrategySpec,
-        TrainingSpec,
-        Workload,
-        load_cluster,
-        load_scenario,
-        load_workload,
-        split_overrides,
-    )
-    from scalemodel.specs.loader import apply_overrides, validate
-
     routed = split_overrides(sets or [])
     use_scenario = scenario is not None or (cluster is None and model is None)
     scen = load_scenario(scenario or "default") if use_scenario else None
@@ -120,9 +120,6 @@ def register(app: typer.Typer) -> None:
         set_: o.SetOption = None, as_json: o.JsonOption = False,
     ) -> None:
         """Scaling sweep: step time, throughput, TFLOP/s per GPU and efficiency per point, and why it falls."""
-        from scalemodel.engine.scaling import sweep
-        from scalemodel.errors import InputError
-
         if as_json and as_csv:
             raise InputError("--json and --csv both given", where="--csv", allowed="one output format")
         if mode is not None and mode not in ("weak", "strong"):
@@ -131,9 +128,7 @@ def register(app: typer.Typer) -> None:
                             ("--global-batch", global_batch), ("--seq-len", seq_len)):
             o.positive_int(value, name)
         if plot is not None:
-            from scalemodel.report.plot import _format
-
-            _format(__import__("pathlib").Path(plot), "--plot")  # fail before the sweep on a bad extension
+            check_plot_path(plot, "--plot")  # fail before the sweep on a bad extension
         training, strategy = o.split_flags(
             micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,
             train_tokens=train_tokens, critical_batch=critical_batch, work_cv=work_cv, tp=tp, pp=pp, cp=cp, ep=ep,
@@ -160,25 +155,4 @@ def register(app: typer.Typer) -> None:
         result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
                        kappa=staleness_kappa,
                        search=search or None, inputs=inputs)
-        if plot is not None:
-            from scalemodel.report.plot import plot_scaling
-
-            plot_scaling(result.payload(), plot)
-        if as_json:
-            from scalemodel.report.output import emit_json
-
-            emit_json(result.payload(), "scale")
-        elif as_csv:
-            import sys
-
-            from scalemodel.report.scale import to_csv
-
-            sys.stdout.write(to_csv(result))
-        else:
-            from scalemodel.report.scale import render_scaling
-
-            render_scaling(result)
-            if plot is not None:
-                from rich.console import Console
-
-                Console().print(f"plot written to {plot}")
+        render_scale(result, as_json=as_json, as_csv=as_csv, plot=plot)

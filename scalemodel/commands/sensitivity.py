@@ -7,6 +7,8 @@ from typing import Annotated
 import typer
 
 from scalemodel.commands import common as o
+from scalemodel.engine.sensitivity import sensitivity_for
+from scalemodel.report.sensitivity import render_sensitivity
 
 
 def register(app: typer.Typer) -> None:
@@ -30,8 +32,6 @@ def register(app: typer.Typer) -> None:
         set_: o.SetOption = None, as_json: o.JsonOption = False,
     ) -> None:
         """Elasticity of throughput to every hardware parameter (d ln tokens/s / d ln p), ranked by impact."""
-        from scalemodel.engine.sensitivity import sensitivity_for
-
         o.positive_int(gpus, "--gpus")
         training, strategy = o.split_flags(
             micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,
@@ -42,11 +42,4 @@ def register(app: typer.Typer) -> None:
         cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy=strategy)
         inputs = o.spec_inputs(cl, wl, tr, st, set_, gpus=gpus, straggler_cv=straggler_cv, factor=factor)
         result = sensitivity_for(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, factor=factor, inputs=inputs)
-        if as_json:
-            from scalemodel.report.output import emit_json
-
-            emit_json(result.payload(), "sensitivity")
-        else:
-            from scalemodel.report.sensitivity import render_sensitivity
-
-            render_sensitivity(result)
+        render_sensitivity(result, as_json=as_json)

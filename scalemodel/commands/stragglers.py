@@ -7,21 +7,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 
-from scalemodel.commands.common import JsonOption
+from scalemodel.commands.common import JsonOption, quantity
+from scalemodel.engine.stragglers import DIST_CHOICES
+from scalemodel.engine.stragglers import stragglers as run
 from scalemodel.errors import InputError
-
-DIST_CHOICES = ("normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp")
-QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+from scalemodel.report.stragglers import render_stragglers
+from scalemodel.units import parse_quantity
 
 
 def read_samples(path: str) -> list[float]:
     """Measured step times from a file: one per line (blank lines and # comments skipped), or a
     YAML/JSON list. Values are seconds, or carry a time unit ("950ms"). Errors name file and line."""
-    import yaml
-
-    from scalemodel.units import parse_quantity
-
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -66,67 +64,6 @@ def read_samples(path: str) -> list[float]:
     return values
 
 
-def summarise(workers: int, dist: str, mean_s: float, cv: float, backup: int, ssp: int, local: int,
-              comm_s: float, kappa: float, samples: list[float] | None = None) -> dict[str, Any]:
-    """Pure composition of the cost models into the command's result (plain JSON-ready values)."""
-    import numpy as np
-
-    from scalemodel.cost import stragglers as st
-    from scalemodel.cost.sync import sync_step
-
-    notes = []
-    if samples is not None:
-        x = np.asarray(samples)
-        mean_s, cv = st.empirical_mean_cv(x)
-        e_max = float(st.empirical_expected_kth(x, workers, workers))
-        quant = {k: float(st.empirical_quantile_max(x, q, workers)) for k, q in QUANTILES}
-        backup_compute = float(st.empirical_expected_kth(x, workers, workers + backup))
-        model_dist = "gamma"  # moment-matched stand-in for the windowed strategies
-        notes.append(f"{len(samples)} measured step times resampled exactly for BSP/backup; SSP/local use a "
-                     "gamma with the samples' mean and cv")
-    else:
-        model_dist = dist
-        e_max = float(st.expected_max_step(mean_s, cv, workers, dist))
-        quant = {k: float(st.quantile_max(q, workers, mean_s, cv, dist)) for k, q in QUANTILES}
-        backup_compute = float(st.expected_max_step(mean_s, cv, workers + backup, dist, k=workers))
-    eff_cv = cv if model_dist != "exp" else 1.0
-    if samples is None and dist == "normal" and cv > 0.25:
-        from scipy.special import ndtr
-
-        notes.append(f"a normal with cv {cv:g} puts {100 * float(ndtr(-1 / cv)):.2g} % of step times below zero; "
-                     "lognormal or gamma is the better model for such jitter")
-    strategies = []
-    for label in ("bsp", f"backup:{backup}", "asp", f"ssp:{ssp}", f"local:{local}"):
-        r = sync_step(label, workers, mean_s, eff_cv, model_dist, comm_s=comm_s, kappa=kappa)
-        step = float(r.step_time_s)
-        if label == "bsp":
-            step = e_max + comm_s
-        elif label.startswith("backup"):
-            step = backup_compute + comm_s
-        upd = float(r.updates_per_s) if label not in ("bsp",) and not label.startswith("backup") else 1 / step
-        strategies.append({
-            "sync": label, "step_time_s": step, "updates_per_s": upd,
-            "mean_staleness": float(r.mean_staleness), "efficiency": float(r.efficiency),
-            "effective_step_s": step / float(r.efficiency), "workers_total": int(r.workers_total),
-        })
-    return {
-        "inputs": {"workers": workers, "dist": "empirical" if samples is not None else dist, "mean_s": mean_s,
-                   "cv": eff_cv if samples is None else cv, "backup": backup, "ssp": ssp, "local": local,
-                   "comm_s": comm_s, "staleness_kappa": kappa, "samples": len(samples) if samples else None},
-        "workers": workers,
-        "expected_mean_s": mean_s,
-        "expected_max_s": e_max,
-        "slowdown": e_max / mean_s,
-        "straggler_delay_s": max(e_max - mean_s, 0.0),
-        "quantiles_s": quant,
-        "strategies": strategies,
-        "notes": notes + [
-            "step_time_s is seconds per worker iteration (one gradient per worker); mean_staleness is in "
-            "global steps; efficiency = 1/(1 + kappa * staleness) with kappa set by --staleness-kappa "
-            "(a heuristic, not a universal constant)"],
-    }
-
-
 def register(app: typer.Typer) -> None:
     """Add this command to the app."""
 
@@ -149,8 +86,6 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOption = False,
     ) -> None:
         """Expected slowest of N workers, slowdown vs the mean, and the effect of backup workers, SSP and local SGD."""
-        from scalemodel.commands.common import quantity
-
         if workers < 1:
             raise InputError(f"--workers must be >= 1, got {workers}", where="--workers", allowed="an integer >= 1")
         if workers > 10**8:
@@ -178,15 +113,5 @@ def register(app: typer.Typer) -> None:
         if comm_s < 0:
             raise InputError(f"--comm must be >= 0, got {comm!r}", where="--comm")
         data = read_samples(samples) if samples is not None else None
-        try:
-            result = summarise(workers, dist, mean_s, cv, b, ssp, local, comm_s, kappa, data)
-        except InputError as exc:
-            raise exc.at("stragglers") from None
-        if as_json:
-            from scalemodel.report.output import emit_json
-
-            emit_json(result, "stragglers")
-            return
-        from scalemodel.report.stragglers import render
-
-        render(result)
+        result = run(workers, dist, mean_s, cv, b, ssp, local, comm_s, kappa, data)
+        render_stragglers(result, as_json=as_json)

@@ -20,9 +20,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import yaml
 
+from scalemodel.cost.algorithms import APPLICABLE
+from scalemodel.cost.collectives import collective_time
 from scalemodel.cost.network import Network
 from scalemodel.cost.placement import place
+from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
 
 _OP_FROM_TEST = {
@@ -204,10 +208,7 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
     log(t_model / t_measured), so every size counts equally. Efficiency = fitted effective bandwidth /
     the spec's line rate; when that exceeds 1 the line rate is raised instead and efficiency set to 1.
     """
-    from scipy.optimize import least_squares
-
-    from scalemodel.cost.algorithms import APPLICABLE
-    from scalemodel.cost.collectives import collective_time
+    from scipy.optimize import least_squares  # optional heavy dependency: only a fit needs it
 
     names = [t.name for t in network.tiers]
     if tier is None:
@@ -255,8 +256,6 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
 
 def overlay_yaml(fit: FitResult, source: str) -> str:
     """A cluster YAML that ``extends:`` the calibrated cluster and overrides the fitted tier (merged by name)."""
-    import yaml
-
     doc = {
         "extends": fit.cluster,
         "name": f"{fit.cluster}-calibrated",
@@ -270,3 +269,35 @@ def overlay_yaml(fit: FitResult, source: str) -> str:
     head = (f"# Calibrated by `scalemodel calibrate nccl-tests` from {source}: {fit.op} on {fit.ranks} ranks,\n"
             f"# {fit.rows_used} sizes, algorithm {fit.algorithm}, rms log error {fit.rms_log_error:.3g}.\n")
     return head + yaml.safe_dump(doc, sort_keys=False)
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    """A parsed nccl-tests log and one tier's fit to it."""
+
+    inputs: dict[str, Any]
+    log: NcclLog
+    ranks: int
+    fit: FitResult
+
+    def payload(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, "format": self.log.fmt, "fit": self.fit}
+
+
+def calibrate(text: str, cluster: Any, *, source: str, op: str | None = None, ranks: int | None = None,
+              tier: str | None = None, algorithm: str = "ring", out: str | None = None,
+              sets: list[str] | None = None) -> CalibrationResult:
+    """Fit one tier of ``cluster`` (a ClusterSpec) to the nccl-tests output ``text`` already read from
+    ``source`` (the engine behind `scalemodel calibrate`). ``op`` and ``ranks`` are used when the log
+    does not say; ``out`` is only echoed in the inputs."""
+    op_n = op.lower().replace("_", "") if op else None
+    if op_n is not None and op_n not in APPLICABLE:
+        raise InputError(f"unknown collective {op!r}", where="--op", allowed="one of: " + ", ".join(APPLICABLE))
+    log = parse_nccl_tests(text, op=op_n)
+    n = ranks or log.ranks or infer_ranks(log)
+    if n is None or n < 2:
+        raise InputError("cannot tell how many ranks the log used", where="LOG", allowed="pass --ranks N")
+    fit = fit_tier(log, build_network(cluster), cluster_name=cluster.name, ranks=n, tier=tier, algorithm=algorithm)
+    inputs = {"log": source, "cluster": cluster.name, "tier": tier, "ranks": n, "op": log.op, "algo": algorithm,
+              "out": out, "set": list(sets or [])}
+    return CalibrationResult(inputs=inputs, log=log, ranks=n, fit=fit)

@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalemodel.engine.scaling import sweep
 from scalemodel.errors import InputError
+from scalemodel.specs import ScenarioSpec
+from scalemodel.specs.loader import load_scenario_spec
 
 #: Assertion name -> (unit, comparison). Order = display order.
 ASSERTIONS: dict[str, tuple[str, str]] = {
@@ -78,9 +81,6 @@ class CheckResult:
 
 def load_capacity(ref: str | Path, overrides: list[str] | None = None) -> tuple[Any, Path]:
     """Read a capacity file as a ScenarioSpec (see :func:`scalemodel.specs.loader.load_scenario_spec`)."""
-    from scalemodel.specs import ScenarioSpec
-    from scalemodel.specs.loader import load_scenario_spec
-
     return load_scenario_spec(str(ref), ScenarioSpec, overrides or [])  # type: ignore[no-any-return]
 
 
@@ -101,8 +101,6 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
 
     ``source`` (the file) prefixes error locations.
     """
-    from scalemodel.engine.scaling import sweep
-
     prefix = f"{source}: " if source else ""
     where = prefix + "assertions"
 

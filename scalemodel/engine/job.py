@@ -29,7 +29,9 @@ from scalemodel.choices import (
     parse_schedule,
     parse_sync,
 )
-from scalemodel.cost.network import Network, Tier
+from scalemodel.cost import compute, transformer
+from scalemodel.cost.network import Network
+from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
 
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
@@ -79,8 +81,6 @@ class Job:
 def transformer_shape(workload: Any) -> Any:
     """The :class:`scalemodel.cost.transformer.Shape` of a TransformerWorkload spec (every field that
     changes parameters, FLOPs, memory or communication)."""
-    from scalemodel.cost import transformer
-
     moe, mla = workload.moe, workload.mla
     return transformer.shape(
         layers=workload.layers, hidden=workload.hidden, heads=workload.heads, vocab=workload.vocab,
@@ -97,23 +97,9 @@ def transformer_shape(workload: Any) -> Any:
         moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0)
 
 
-def build_network(cluster: Any) -> Network:
-    """A cluster spec's tiers as plain numbers for the cost models (once per job; specs/ stays below cost/)."""
-    return Network(
-        tiers=tuple(
-            Tier(name=t.name, span=t.span, bandwidth=t.bandwidth, latency=t.latency, efficiency=t.efficiency,
-                 oversubscription=t.oversubscription, in_network_reduction=t.in_network_reduction,
-                 topology=t.topology, protocol=t.protocol)
-            for t in cluster.tiers),
-        gpus_per_node=cluster.gpus_per_node,
-    )
-
-
 def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float | None = None,
               straggler_dist: str | None = None) -> Job:
     """Resolve validated specs (ClusterSpec, workload, TrainingSpec) into a :class:`Job`."""
-    from scalemodel.cost import compute, transformer
-
     acc = cluster.accelerator
     precision = training.precision
     peak = acc.peak(precision)

@@ -39,9 +39,10 @@ from typing import Any
 import numpy as np
 
 from scalemodel.choices import Algorithm, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
-from scalemodel.engine.job import Job, StrategyGrid, grid_from_arrays
+from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_arrays
+from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.predict import Prediction, result_at
-from scalemodel.engine.step import BREAKDOWN_KEYS, REASON_KEYS, evaluate
+from scalemodel.engine.step import REASON_KEYS, evaluate
 from scalemodel.errors import InputError
 from scalemodel.specs.constraints import Constraints, normalize_constraints
 from scalemodel.specs.constraints import keep as allowed_by
@@ -212,7 +213,7 @@ class PlanResult:
     objective_values: list[float]
     family_best: dict[str, Prediction] = field(default_factory=dict)
     searched_families: list[str] = field(default_factory=list)  # families the enumeration contained
-    why: str = ""
+    why: str = ""  # the explanation in words: filled by scalemodel.report.explain.explained
 
     @property
     def best(self) -> Prediction | None:
@@ -388,114 +389,40 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         infeasible_by_reason=by_reason, elapsed_s=0.0, ranked=ranked, objective_values=[p.score for p in picks],
         family_best=family_best, searched_families=sorted({
             _family_name(int(code)) for m in by_mode for code in np.unique(_family_code(m))}))
-    result.why = explain(result)
     result.elapsed_s = time.perf_counter() - t0
     return result
 
 
+def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: str = "throughput", top: int = 5,
+         constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
+         straggler_cv: float | None = None, progress: Callable[[int, int], None] | None = None,
+         echo: dict[str, Any] | None = None) -> PlanResult:
+    """Search every valid strategy for validated specs (the engine behind `scalemodel plan`).
+
+    The global batch defaults to one sequence per GPU. ``echo`` holds what the caller wants echoed
+    in the result's inputs besides the resolved job (the constraints as typed, the --set overrides).
+    """
+    batch = int(training.global_batch or gpus)
+    job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
+    inputs: dict[str, Any] = {
+        "cluster": cluster.name, "model": workload.name, "gpus": gpus, "global_batch": batch, "seq_len": job.seq_len,
+        "precision": job.precision, "objective": objective, "top": top, "constraints": [],
+        "sync_modes": list(sync_modes), "straggler_cv": job.straggler_cv, "train_tokens": job.train_tokens or None,
+        "set": []}
+    inputs.update(echo or {})
+    return search(job, gpus, batch, objective=objective, top=top, constraints=constraints, sync_modes=sync_modes,
+                  progress=progress, inputs=inputs)
+
+
 # --------------------------------------------------------------------------------------------
-# explanation
+# comparisons (data for the explanation, which report/explain.py writes)
 
 
-def describe_layout(s: dict[str, Any]) -> str:
-    """'DP 256 x TP 4 x PP 4' (+ CP, EP when used)."""
-    dims = f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']}"
-    if s["cp"] > 1:
-        dims += f" x CP {s['cp']}"
-    if s["ep"] > 1:
-        dims += f" (EP {s['ep']})"
-    return dims
+def part_gains(win: Prediction, other: Prediction) -> list[tuple[float, str]]:
+    """(seconds ``other`` spends beyond ``win``, part) for every breakdown part, largest first."""
+    return sorted(((other.breakdown_s[k] - win.breakdown_s[k], k) for k in BREAKDOWN_KEYS), reverse=True)
 
 
-def describe_settings(s: dict[str, Any]) -> str:
-    """'mb 2, interleaved:12, ZeRO-2, selective recompute, SP' (what is not the layout)."""
-    extra = [f"mb {s['micro_batch']}"]
-    if s["pp"] > 1:
-        extra.append(s["schedule"])
-    extra.append(f"ZeRO-{s['zero']}")
-    if s["recompute"] != "none":
-        extra.append(f"{s['recompute']} recompute")
-    if s["sequence_parallel"]:
-        extra.append("SP")
-    if s["algorithm"] != "auto":
-        extra.append(f"{s['algorithm']} all-reduce")
-    if s.get("sync", "bsp") != "bsp":
-        extra.append(s["sync"])
-    return ", ".join(extra)
-
-
-def describe_strategy(s: dict[str, Any]) -> str:
-    """Short human label of a strategy dict."""
-    return f"{describe_layout(s)}, {describe_settings(s)}"
-
-
-def _fmt_s(x: float) -> str:
-    from scalemodel.units import format_quantity
-
-    return format_quantity(x, "time")
-
-
-#: Short names of the breakdown parts, for sentences.
-PART_WORDS = {"compute": "compute", "tp_comm": "exposed TP communication", "cp_comm": "exposed CP communication",
-              "ep_comm": "MoE all-to-all", "pp_comm": "pipeline send/recv", "bubble": "pipeline bubble",
-              "dp_comm": "exposed gradient sync", "optimizer": "optimizer step", "straggler": "straggler wait",
-              "imbalance": "load imbalance"}
-#: Relative step-time gap below which two plans are called a tie.
-TIE = 5e-4
-
-
-def _advantages(win: Prediction, other: Prediction, limit: int = 2) -> str:
-    """The breakdown parts where ``win`` is cheaper than ``other``, largest first, in words."""
-    floor = 1e-3 * win.step_time_s
-    gains = sorted(((other.breakdown_s[k] - win.breakdown_s[k], k) for k in BREAKDOWN_KEYS), reverse=True)
-    words = [f"{_fmt_s(d)} less {PART_WORDS[k]}" for d, k in gains[:limit] if d > floor]
-    text = ", ".join(words) if words else "a little less of everything"
-    losses = [(d, k) for d, k in gains if d < -floor]
-    if losses:
-        d, k = min(losses)
-        text += f" (for {_fmt_s(-d)} more {PART_WORDS[k]})"
-    return text
-
-
-def _differences(a: dict[str, Any], b: dict[str, Any]) -> str:
-    keys = [k for k in a if k not in ("gpus", "global_batch") and a.get(k) != b.get(k)]
-    return ", ".join(f"{k} {a[k]} vs {b[k]}" for k in keys) or "nothing"
-
-
-def explain(result: PlanResult) -> str:
-    """Why the winner wins: against the runner-up and the best of the other parallelism families."""
-    if not result.ranked:
-        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(result.infeasible_by_reason.items(), key=lambda kv: -kv[1]))
-        return f"No feasible strategy among {result.candidates_evaluated} candidates ({reasons or 'none enumerated'})."
-    win = result.ranked[0]
-    ws = win.strategy
-    fam = family(ws["tp"], ws["pp"], ws["cp"], ws["ep"], ws["dp"])
-    parts = [f"The winner ({describe_strategy(ws)}; {fam}) takes {_fmt_s(win.step_time_s)} per step; "
-             f"{win.dominant}."]
-    if len(result.ranked) > 1:
-        ru = result.ranked[1]
-        gap = ru.step_time_s / win.step_time_s - 1 if win.step_time_s > 0 else 0.0
-        if abs(gap) < TIE:
-            parts.append(f"The runner-up is a near tie ({gap:.2%} slower, differing in "
-                         f"{_differences(ws, ru.strategy)}).")
-        elif gap > 0:
-            parts.append(f"It beats the runner-up ({describe_strategy(ru.strategy)}) by {gap:.1%} with "
-                         f"{_advantages(win, ru)}.")
-        else:  # ranked by an objective other than step time
-            parts.append(f"The runner-up ({describe_strategy(ru.strategy)}) is {-gap:.1%} faster per step but "
-                         f"worse on {result.objective}.")
-    others = [(name, p) for name, p in result.family_best.items() if name != fam]
-    for name, p in others[:3]:
-        gap = p.step_time_s / win.step_time_s - 1 if win.step_time_s > 0 else 0.0
-        if gap > 0:
-            parts.append(f"The best {name} plan ({describe_strategy(p.strategy)}) is {gap:.1%} slower: the winner "
-                         f"has {_advantages(win, p)}.")
-        else:
-            parts.append(f"The best {name} plan ({describe_strategy(p.strategy)}) is {-gap:.1%} faster per step "
-                         f"but worse on {result.objective}.")
-    basic = {"DP", "DP+TP", "DP+PP", "DP+TP+PP"} & set(result.searched_families)
-    missing = sorted(basic - set(result.family_best) - {fam})
-    if missing:
-        why = "fits in memory" if result.infeasible_by_reason.get("out_of_memory") else "is feasible"
-        parts.append(f"No {' or '.join(missing)} plan {why} under the constraints.")
-    return " ".join(parts)
+def strategy_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Strategy keys whose values differ between ``a`` and ``b`` (the GPU count and batch aside)."""
+    return [k for k in a if k not in ("gpus", "global_batch") and a.get(k) != b.get(k)]

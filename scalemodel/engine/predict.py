@@ -8,21 +8,8 @@ from typing import Any
 import numpy as np
 
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
-from scalemodel.engine.step import BREAKDOWN_KEYS, INFEASIBLE_REASONS, StepArrays, evaluate
-
-#: One-line explanations of each cost, used to say what dominates.
-EXPLAIN = {
-    "compute": "GPU compute (GEMMs and memory-bound kernels)",
-    "tp_comm": "tensor-parallel all-reduces not hidden by compute",
-    "cp_comm": "context-parallel attention exchange not hidden by compute",
-    "ep_comm": "MoE all-to-all",
-    "pp_comm": "pipeline send/recv of activations",
-    "bubble": "pipeline bubble (stages idle while the pipeline fills and drains)",
-    "dp_comm": "gradient synchronisation not hidden under the backward pass",
-    "optimizer": "optimizer step (memory-bound)",
-    "straggler": "waiting for the slowest worker",
-    "imbalance": "load imbalance",
-}
+from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
+from scalemodel.engine.step import INFEASIBLE_REASONS, StepArrays, evaluate
 
 
 @dataclass
@@ -79,7 +66,7 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
     mem = {k: _f(_pick(v, i)) for k, v in res.memory.items()}
     top = max(breakdown, key=lambda k: breakdown[k])
     share = breakdown[top] / step if step > 0 else 0.0
-    dominant = f"{top} is {share:.0%} of the step: {EXPLAIN[top]}"
+    dominant = f"{top} is {share:.0%} of the step: {PARTS[top].description}"
     notes = []
     if not feasible:
         notes.append(INFEASIBLE_REASONS[reason_code])

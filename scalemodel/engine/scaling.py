@@ -2,7 +2,7 @@
 efficiency lost at each point attributed to its causes.
 
 Definitions (per point, N GPUs, global batch B samples, step time t = sum_k t_k over the step-model
-breakdown, :data:`scalemodel.engine.step.BREAKDOWN_KEYS`):
+breakdown, :data:`scalemodel.engine.parts.BREAKDOWN`):
 
     T   = t   x N / B      GPU-seconds per sample (the inverse of per-GPU throughput)
     T_k = t_k x N / B      the same for part k, so T = sum_k T_k
@@ -39,13 +39,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scalemodel.engine.predict import EXPLAIN, Prediction
-from scalemodel.engine.step import BREAKDOWN_KEYS
+from scalemodel.cost import efficiency
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.parts import BREAKDOWN_KEYS, CAUSES, PARTS
+from scalemodel.engine.planner import search as plan_search
+from scalemodel.engine.predict import Prediction, result_at
+from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError
+from scalemodel.units import format_quantity
 
-#: Cause names of the loss attribution, in display order (``memory_forced`` only with best=True).
-CAUSES: tuple[str, ...] = BREAKDOWN_KEYS + ("memory_forced",)
-CAUSE_EXPLAIN: dict[str, str] = {**EXPLAIN, "memory_forced": "memory limit forcing a slower strategy"}
 #: Multiplier on accelerator memory for the "ignore memory" search behind ``memory_forced``.
 _UNLIMITED_MEMORY = 1e9
 
@@ -110,7 +112,7 @@ class ScalingResult:
             return head + " (no material loss)"
         parts = []
         for i, (cause, v) in enumerate(top):
-            text = f"{cause} takes {100 * v:.0f} points ({CAUSE_EXPLAIN[cause]}"
+            text = f"{cause} takes {100 * v:.0f} points ({PARTS[cause].description}"
             if i == 0 and cause in last.prediction.breakdown_s and not self.best:
                 a, b = first.prediction.breakdown_s[cause], last.prediction.breakdown_s[cause]
                 sa, sb = first.strategy, last.strategy
@@ -128,8 +130,6 @@ class ScalingResult:
 
 
 def _fmt_s(x: float) -> str:
-    from scalemodel.units import format_quantity
-
     return format_quantity(x, "time")
 
 
@@ -173,11 +173,6 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     ``search`` holds extra keyword arguments for :func:`scalemodel.engine.planner.search` (objective,
     constraints, sync_modes, progress). Raises InputError when a point cannot be built.
     """
-    from scalemodel.cost import efficiency
-    from scalemodel.engine.job import build_job, grid_from_strategy
-    from scalemodel.engine.predict import result_at
-    from scalemodel.engine.step import evaluate
-
     if mode not in ("weak", "strong"):
         raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
     gpus = [int(n) for n in gpus]
@@ -205,8 +200,6 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     parts: list[dict[str, float]] = []
     for n, batch in zip(gpus, batches, strict=True):
         if best:
-            from scalemodel.engine.planner import search as plan_search
-
             kw = dict(search or {})
             kw.setdefault("kappa", kappa)
             found = plan_search(job, n, batch, top=1, **kw).ranked

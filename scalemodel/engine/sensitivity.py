@@ -33,7 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scalemodel.engine.job import Job, StrategyGrid
+from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
+from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError
 
 #: Half-width of the central difference in log space (1%: small enough to stay on one branch of
@@ -135,8 +136,6 @@ def hardware_parameters(job: Job) -> list[_Param]:
 def _evaluate_one(job: Job, grid: StrategyGrid, sync: str, kappa: float | None) -> tuple[float, float, bool, bool,
                                                                                         float]:
     """(tokens/s, step seconds, feasible, fits, memory bytes) of the single candidate in ``grid``."""
-    from scalemodel.engine.step import evaluate
-
     res = evaluate(job, grid, sync=sync, kappa=kappa)
     first = (0,) * res.step_time.ndim
     return (float(res.tokens_per_s[first]), float(res.step_time[first]), bool(res.feasible[first]),
@@ -233,8 +232,6 @@ def sensitivity_for(cluster: Any, workload: Any, gpus: int, training: Any, strat
                     straggler_cv: float | None = None, kappa: float | None = None, factor: float = 2.0,
                     inputs: dict[str, Any] | None = None) -> SensitivityResult:
     """:func:`sensitivity` from validated specs (the engine behind `scalemodel sensitivity`)."""
-    from scalemodel.engine.job import build_job, grid_from_strategy
-
     job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
     grid = grid_from_strategy(strategy, training, gpus, job)
     return sensitivity(job, grid, sync=strategy.sync, kappa=kappa, factor=factor, inputs=inputs)

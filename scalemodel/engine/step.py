@@ -53,10 +53,12 @@ from typing import Any
 import numpy as np
 
 from scalemodel.choices import Algorithm, CompressionKind, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
+from scalemodel.cost import balance, compute, memory, pipeline, ps, transformer
 from scalemodel.cost import collectives as coll
-from scalemodel.cost import pipeline, transformer
+from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, Placement, parallel_groups
 from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid
+from scalemodel.engine.parts import BREAKDOWN_KEYS
 
 #: Bytes moved per parameter by a mixed-precision Adam step: read fp32 master, m, v and the gradient,
 #: write master, m, v and the 16-bit weight copy (= 2 K + grad + 2 with K = 12 state bytes).
@@ -96,8 +98,6 @@ class Infeasible(IntEnum):
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
 REASON_KEYS = {int(r): r.key for r in Infeasible}
 
-BREAKDOWN_KEYS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble", "dp_comm", "optimizer",
-                  "straggler", "imbalance")
 
 
 @dataclass
@@ -213,8 +213,6 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
                             logits_on_stage: bool = True) -> dict[str, np.ndarray]:
     """Compute seconds for one micro-batch on a stage of ``layers_per_stage`` layers (with the logits
     when ``logits_on_stage``), and the pieces overlap needs."""
-    from scalemodel.cost import compute
-
     b = g.micro_batch.astype(float)
     if not job.is_transformer:
         if job.generic_time_per_sample > 0:
@@ -386,8 +384,6 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     (per-unit gathers and reduce-scatters in every micro-batch; Rajbhandari et al. 2020 §7: 1.5x the
     all-reduce volume when m = 1).
     """
-    from scalemodel.cost import ps
-
     dense, expert = _params_per_gpu(job, g)
     dense, expert = dense / shard, expert / shard
     dp = data.ranks
@@ -532,29 +528,39 @@ def _optimizer_time(job: Job, g: StrategyGrid) -> np.ndarray:
     return sharded * bytes_per_param / (job.memory_bandwidth * job.memory_efficiency)
 
 
-def _memory(job: Job, g: StrategyGrid, m: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-GPU bytes by part (scalemodel.cost.memory), first pipeline stage."""
-    from scalemodel.cost import memory
+def microbatches(g: StrategyGrid) -> np.ndarray:
+    """Micro-batches per step and replica, m = B / (dp b) (at least 1): the pipeline's and memory's m."""
+    return np.maximum(g.global_batch // np.maximum(g.dp * g.micro_batch, 1), 1).astype(float)
 
+
+def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
+                 fragmentation: float = memory.DEFAULT_FRAGMENTATION,
+                 workspace: float = memory.DEFAULT_WORKSPACE) -> dict[str, np.ndarray]:
+    """Per-GPU bytes by part (scalemodel.cost.memory), first pipeline stage, plus ``total``.
+
+    Weights are held at the compute element size (4 bytes for fp32/tf32 runs, else 2: fp8 GEMMs
+    keep 16-bit weights). Generic workloads: the catalog's activation bytes per sample are fp32,
+    scaled to the training precision, and full recompute keeps a quarter of them.
+    """
     if not job.is_transformer:
-        ms = memory.model_state_bytes(job.params, dp=g.dp, zero_stage=g.zero, weight_bytes=2.0,
+        ms = memory.model_state_bytes(job.params, dp=g.dp, zero_stage=g.zero, weight_bytes=job.elem_bytes,
                                       grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param)
-        act = job.generic_activation_bytes * g.micro_batch * np.where(g.recompute == Recompute.FULL, 0.25, 1.0)
-        frag = memory.DEFAULT_FRAGMENTATION * (ms.total + act)
+        act = (job.generic_activation_bytes * (job.elem_bytes / 4.0) * g.micro_batch
+               * np.where(g.recompute == Recompute.FULL, 0.25, 1.0))
+        frag = fragmentation * (ms.total + act)
         parts = {"weights": ms.weights, "gradients": ms.gradients, "optimizer": ms.optimizer, "activations": act,
-                 "fragmentation": frag, "workspace": memory.DEFAULT_WORKSPACE + 0 * act}
+                 "fragmentation": frag, "workspace": workspace + 0 * act}
     else:
-        rec = g.recompute
         _last, other, first = _stage_layers(job, g)
         # the first stage holds the most micro-batches in flight; with uneven stages it is priced with
         # the larger of its own and the other stages' layer counts (an upper bound on the peak)
         stage = np.where(g.pp > 1, np.maximum(first, other), float(job.shape.layers))
         br = memory.memory_per_gpu(
             job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, dp=g.dp, tp=g.tp, pp=g.pp, cp=g.cp,
-            ep=g.ep, zero_stage=g.zero, recompute=rec, sequence_parallel=g.sequence_parallel,
+            ep=g.ep, zero_stage=g.zero, recompute=g.recompute, sequence_parallel=g.sequence_parallel,
             num_microbatches=m, schedule=g.schedule, virtual_stages=g.virtual_stages,
-            weight_bytes=2.0, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
-            flash_attention=g.flash_attention, stage_layers=stage)
+            weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
+            flash_attention=g.flash_attention, fragmentation=fragmentation, workspace=workspace, stage_layers=stage)
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
@@ -572,8 +578,6 @@ def _imbalance(job: Job, g: StrategyGrid, m: np.ndarray, task: np.ndarray) -> np
     (:func:`cost.balance.noisy_dynamic_makespan`). The term is the makespan minus the balanced m x
     task already counted as compute (never negative: the overhead is part of the loss).
     """
-    from scalemodel.cost import balance
-
     dynamic = g.dynamic_assignment
     if job.work_cv == 0 and not np.any(dynamic):
         return np.zeros(1)
@@ -586,9 +590,7 @@ def _imbalance(job: Job, g: StrategyGrid, m: np.ndarray, task: np.ndarray) -> np
 
 def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | None = None) -> StepArrays:
     """Evaluate every candidate in ``g`` in one vectorised pass (one sync mode per call)."""
-    from scalemodel.cost import sync as sync_model
-
-    m = np.maximum(g.global_batch // np.maximum(g.dp * g.micro_batch, 1), 1).astype(float)
+    m = microbatches(g)
     reason = _feasibility(job, g, m.astype(np.int64))
     last_layers, other_layers, _first = _stage_layers(job, g)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)  # placed once, reused
@@ -625,9 +627,10 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         "pp_comm": m * mp["pp"], "bubble": bubble_mb * t_mb, "dp_comm": np.maximum(dp_term, 0.0),
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
     }
+    breakdown = {k: breakdown[k] for k in BREAKDOWN_KEYS}  # the parts table fixes names and order
     step = sum(breakdown.values())  # identical to sres.step_time_s up to rounding; parts add up exactly
-    memory = _memory(job, g, m)
-    fits = memory["total"] <= job.memory_capacity
+    mem = memory_parts(job, g, m)
+    fits = mem["total"] <= job.memory_capacity
     reason = np.where((reason == 0) & ~fits, Infeasible.OUT_OF_MEMORY, reason)
     flops = _flops(job, g)
     gpus = g.gpus.astype(float)
@@ -647,7 +650,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         reason=full(reason), microbatches=full(m), tokens_per_s=full(samples * job.seq_len / safe),
         samples_per_s=full(samples / safe), model_flops=full(flops["model"]),
         hardware_flops=full(flops["hardware"]), tflops_per_gpu=full(tflops), mfu=full(mfu), hfu=full(hfu),
-        memory={k: full(v) for k, v in memory.items()}, fits=full(fits),
+        memory={k: full(v) for k, v in mem.items()}, fits=full(fits),
         statistical_efficiency=full(sres.efficiency), updates_per_s=full(sres.updates_per_s),
         mean_staleness=full(sres.mean_staleness),
         extras={"dp_comm_total": full(dp_total), "microbatch_time": full(t_mb),

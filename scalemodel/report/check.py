@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from rich.console import Console
+from rich.table import Table
 
+from scalemodel.engine.check import CheckResult
+from scalemodel.report.output import emit_json
 from scalemodel.units import format_quantity as fq
 
 
@@ -21,10 +24,11 @@ def format_value(value: float, unit: str) -> str:
     return f"{value:g} {unit}".strip()
 
 
-def render_check(r: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+def render_check(r: CheckResult, *, as_json: bool) -> None:
+    """The JSON document, or the scenario's points and each assertion's verdict."""
+    if as_json:
+        emit_json(r.payload(), "check")
+        return
     console = Console()
     inp = r.inputs
     console.print(f"[bold]{r.name}[/bold]: {inp.get('model', '')} on {inp.get('cluster', '')}, "

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from rich.console import Console
+from rich.table import Table
+
+from scalemodel.engine.collective import CollectiveResult
+from scalemodel.report.output import emit_json
+from scalemodel.units import format_quantity as fq
 
 
-def render_collective(inputs: dict[str, Any], op: str, ranks: int, rows: list[dict[str, Any]], *,
-                      as_json: bool) -> None:
+def render_collective(result: CollectiveResult, *, as_json: bool) -> None:
     if as_json:
-        from scalemodel.report.output import emit_json
-
-        emit_json({"inputs": inputs, "op": op, "ranks": ranks, "rows": rows}, "collective")
+        emit_json(result.payload(), "collective")
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    from scalemodel.units import format_quantity as fq
-
+    inputs, op, ranks, rows = result.inputs, result.op, result.ranks, result.rows
     console = Console()
     title = f"{op} over {ranks} GPUs on {inputs['cluster']}" + (
         f" (stride {inputs['stride']})" if inputs.get("stride", 1) != 1 else "")

@@ -2,29 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+from rich.console import Console
+from rich.table import Table
+
+from scalemodel.engine.memory import MemoryResult
+from scalemodel.report.output import emit_json
+from scalemodel.units import format_quantity as fq
 
 _ROWS = [("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states"),
          ("activations", "activations"), ("fragmentation", "fragmentation allowance"),
          ("workspace", "workspace allowance")]
 
 
-def render_memory(result: dict[str, Any], *, as_json: bool) -> None:
+def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     if as_json:
-        from scalemodel.report.output import emit_json
-
-        emit_json(result, "memory")
+        emit_json(result.payload(), "memory")
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    from scalemodel.units import format_quantity as fq
-
-    inp = result["inputs"]
-    br = result["per_gpu_bytes"]
-    cap = result["capacity_bytes"]
+    inp = result.inputs
+    br = result.per_gpu_bytes
+    cap = result.capacity_bytes
     console = Console()
-    title = (f"{inp['model']} on {inp['gpus']} x {result['accelerator']}: dp {inp['dp']} tp {inp['tp']} "
+    title = (f"{inp['model']} on {inp['gpus']} x {result.accelerator}: dp {inp['dp']} tp {inp['tp']} "
              f"pp {inp['pp']} cp {inp['cp']} ep {inp['ep']}, micro-batch {inp['micro_batch']}, ZeRO {inp['zero']}, "
              f"recompute {inp['recompute']}" + (", SP" if inp["sequence_parallel"] else ""))
     t = Table(title=title)
@@ -35,10 +33,10 @@ def render_memory(result: dict[str, Any], *, as_json: bool) -> None:
         t.add_row(label, fq(br[key], "bytes"), f"{br[key] / br['total']:.1%}" if br["total"] > 0 else "-")
     t.add_row("total", fq(br["total"], "bytes"), f"{br['total'] / cap:.1%} of {fq(cap, 'bytes')}")
     console.print(t)
-    verdict = "fits" if result["fits"] else "does NOT fit"
+    verdict = "fits" if result.fits else "does NOT fit"
     biggest = max((k for k, _ in _ROWS), key=lambda k: br[k])
-    console.print(f"{verdict}; largest part: {biggest}. Params on this GPU: {result['params_per_gpu']:.4g}.")
-    bmax = result["max_micro_batch"]
+    console.print(f"{verdict}; largest part: {biggest}. Params on this GPU: {result.params_per_gpu:.4g}.")
+    bmax = result.max_micro_batch
     if bmax is None:
         console.print("largest micro-batch: no activation size known for this workload")
     elif bmax == 0:

@@ -7,6 +7,10 @@ import math
 import sys
 from typing import Any
 
+import numpy as np
+
+from scalemodel.errors import InputError
+
 SCHEMA_VERSION = "1.0"
 
 
@@ -22,8 +26,6 @@ def _plain(obj: Any) -> Any:
         return obj
     if isinstance(obj, float):
         if not math.isfinite(obj):
-            from scalemodel.errors import InputError
-
             raise InputError(f"a result is not finite ({obj!r}), so no JSON was written", where="result",
                              allowed="inputs within physical ranges (sizes, bandwidths, latencies, times)")
         return obj
@@ -31,19 +33,14 @@ def _plain(obj: Any) -> Any:
         return _plain(obj.model_dump(mode="json"))
     if hasattr(obj, "__dataclass_fields__"):
         return _plain({k: getattr(obj, k) for k in obj.__dataclass_fields__})
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        np = None  # type: ignore[assignment]
-    if np is not None:
-        if isinstance(obj, np.ndarray):
-            return _plain(obj.tolist())
-        if isinstance(obj, np.bool_):
-            return bool(obj)
-        if isinstance(obj, np.integer):
-            return int(obj)
-        if isinstance(obj, np.floating):
-            return _plain(float(obj))
+    if isinstance(obj, np.ndarray):
+        return _plain(obj.tolist())
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return _plain(float(obj))
     return str(obj)
 
 

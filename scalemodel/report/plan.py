@@ -5,11 +5,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from scalemodel.units import format_quantity as fq
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-#: Short column labels of the breakdown parts.
-SHORT = {"compute": "compute", "tp_comm": "TP", "cp_comm": "CP", "ep_comm": "EP", "pp_comm": "PP",
-         "bubble": "bubble", "dp_comm": "DP", "optimizer": "optim", "straggler": "strag", "imbalance": "imbal"}
+from scalemodel.engine.parts import PARTS
+from scalemodel.engine.planner import PlanResult
+from scalemodel.engine.step import INFEASIBLE_REASONS, REASON_KEYS
+from scalemodel.report.explain import describe_layout, describe_settings, explained
+from scalemodel.report.output import emit_json
+from scalemodel.units import format_quantity as fq
 
 
 class LazyProgress:
@@ -30,9 +35,6 @@ class LazyProgress:
         if self._progress is None:
             if time.perf_counter() - self.t0 < self.after_s or done >= total:
                 return
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
             console = Console(stderr=True)
             if not console.is_terminal:
                 self._off = True
@@ -52,16 +54,15 @@ class LazyProgress:
 
 def _shares(breakdown: dict[str, float], step: float, n: int = 3) -> str:
     parts = sorted(((v, k) for k, v in breakdown.items() if v > 0), reverse=True)[:n]
-    return ", ".join(f"{SHORT[k]} {v / step:.0%}" for v, k in parts) if step > 0 else "-"
+    return ", ".join(f"{PARTS[k].label} {v / step:.0%}" for v, k in parts) if step > 0 else "-"
 
 
-def render_plan(result: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from scalemodel.engine.planner import describe_layout, describe_settings
-    from scalemodel.engine.step import INFEASIBLE_REASONS, REASON_KEYS
-
+def render_plan(result: PlanResult, *, as_json: bool) -> None:
+    """The JSON document, or the ranked table, the infeasible counts and the explanation."""
+    result = explained(result)
+    if as_json:
+        emit_json(result.payload(), "plan")
+        return
     console = Console()
     inp = result.inputs
     console.print(

@@ -5,15 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from scalemodel.engine.parts import PARTS
 from scalemodel.errors import InputError
 
 FORMATS = {".png": "png", ".svg": "svg"}
-#: Colours per cause (matplotlib names), matching report/scale.py's terminal styles.
-CAUSE_COLOR: dict[str, str] = {
-    "compute": "0.6", "tp_comm": "tab:purple", "cp_comm": "orchid", "ep_comm": "tab:blue", "pp_comm": "tab:cyan",
-    "bubble": "gold", "dp_comm": "tab:red", "optimizer": "0.35", "straggler": "tab:orange",
-    "imbalance": "khaki", "memory_forced": "tab:brown",
-}
 
 
 def _format(path: Path, option: str) -> str:
@@ -24,14 +19,19 @@ def _format(path: Path, option: str) -> str:
     return fmt
 
 
+def check_plot_path(path: str | Path, option: str = "--plot") -> None:
+    """Raise the InputError a plot to ``path`` would raise for its extension (before any work is done)."""
+    _format(Path(path), option)
+
+
 def _pyplot(option: str) -> Any:
     try:
-        import matplotlib
+        import matplotlib  # optional heavy dependency (the `plot` extra): only --plot needs it
     except ImportError:
         raise InputError("plotting needs matplotlib, which is not installed", where=option,
                          allowed="pip install 'scalemodel[plot]' (or pip install matplotlib)") from None
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional heavy dependency, after the backend is chosen
 
     return plt
 
@@ -62,7 +62,7 @@ def plot_scaling(payload: dict[str, Any], path: str | Path, *, option: str = "--
     fig.suptitle(f"{inp.get('model', '')} on {inp.get('cluster', '')}: {mode} scaling")
 
     ax1.stackplot(gpus, [eff, *layers], labels=["scaling efficiency", *[f"lost: {c}" for c in causes]],
-                  colors=["tab:green", *[CAUSE_COLOR.get(c, "0.5") for c in causes]], alpha=0.85)
+                  colors=["tab:green", *[PARTS[c].colour for c in causes]], alpha=0.85)
     ax1.plot(gpus, eff, "k.-", linewidth=1.2)
     ax1.set_xscale("log", base=2)
     ax1.set_xticks(gpus)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from rich.console import Console
+from rich.table import Table
 
+from scalemodel.engine.predict import Prediction
+from scalemodel.report.output import emit_json
 from scalemodel.units import format_quantity as fq
 
 
-def render_prediction(p: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+def render_prediction(p: Prediction, *, as_json: bool) -> None:
+    """The JSON document, or the breakdown table and one line each for throughput, compute, memory."""
+    if as_json:
+        emit_json(p.payload(), "predict")
+        return
     console = Console()
     s = p.strategy
     head = (f"[bold]{p.inputs.get('model', '')}[/bold] on {s['gpus']} x {p.inputs.get('cluster', '')}: "

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
+from pathlib import Path
 from typing import Any
 
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from scalemodel.engine.parts import PARTS
+from scalemodel.engine.scaling import ScalingResult
+from scalemodel.report.output import emit_json
+from scalemodel.report.plot import plot_scaling
 from scalemodel.units import format_quantity as fq
 
-#: Terminal colour per cause (rich style names) and the legend order.
-CAUSE_STYLE: dict[str, str] = {
-    "compute": "white", "tp_comm": "magenta", "cp_comm": "bright_magenta", "ep_comm": "blue", "pp_comm": "cyan",
-    "bubble": "yellow", "dp_comm": "red", "optimizer": "bright_black", "straggler": "bright_red",
-    "imbalance": "bright_yellow", "memory_forced": "bright_blue",
-}
 BAR_WIDTH = 40
 FULL, LOST = "█", "▒"
 
@@ -83,12 +87,12 @@ def chart_lines(result: Any, width: int = BAR_WIDTH) -> list[str]:
             else:
                 if name not in used:
                     used.append(name)
-                text += f"[{CAUSE_STYLE.get(name, 'white')}]{LOST * n}[/]"
+                text += f"[{PARTS[name].style}]{LOST * n}[/]"
         more = "+" if p.scaling_efficiency > 1.0005 else " "
         lines.append(f"{str(p.gpus).rjust(label_w)} GPUs {text}{more} {p.scaling_efficiency:6.1%}  "
                      f"{p.prediction.flops['tflops_per_gpu']:6.1f} TFLOP/s/GPU")
     legend = "  ".join([f"[green]{FULL}[/green] efficiency"]
-                       + [f"[{CAUSE_STYLE.get(c, 'white')}]{LOST}[/] {c}" for c in used])
+                       + [f"[{PARTS[c].style}]{LOST}[/] {c}" for c in used])
     lines.append(" " * (label_w + 6) + legend)
     return lines
 
@@ -109,11 +113,22 @@ def _causes_text(result: Any, point: Any) -> str:
     return ", ".join(f"{c} {100 * v:.1f}" for c, v in top) if top else "-"
 
 
-def render_scaling(result: Any) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
+def render_scale(result: ScalingResult, *, as_json: bool = False, as_csv: bool = False,
+                 plot: str | Path | None = None) -> None:
+    """Write the plot when asked, then print the JSON document, the CSV or the tables and bar chart."""
+    if plot is not None:
+        plot_scaling(result.payload(), plot)
+    if as_json:
+        emit_json(result.payload(), "scale")
+    elif as_csv:
+        sys.stdout.write(to_csv(result))
+    else:
+        render_scaling(result)
+        if plot is not None:
+            Console().print(f"plot written to {plot}")
 
+
+def render_scaling(result: Any) -> None:
     console = Console()
     inp = result.inputs
     first = result.points[0]

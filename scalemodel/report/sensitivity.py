@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from rich.console import Console
+from rich.table import Table
 
+from scalemodel.engine.sensitivity import SensitivityResult
+from scalemodel.report.output import emit_json
 from scalemodel.units import format_quantity as fq
 
 
@@ -11,10 +14,11 @@ def _value(v: float, unit: str) -> str:
     return fq(v, unit) if unit else f"{v:g}"
 
 
-def render_sensitivity(r: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+def render_sensitivity(r: SensitivityResult, *, as_json: bool) -> None:
+    """The JSON document, or the parameters ranked by elasticity and a one-line conclusion."""
+    if as_json:
+        emit_json(r.payload(), "sensitivity")
+        return
     console = Console()
     inp = r.inputs
     console.print(f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}: "

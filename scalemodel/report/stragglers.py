@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from rich.console import Console
+from rich.table import Table
+
+from scalemodel.engine.stragglers import StragglersResult
+from scalemodel.report.output import emit_json
+from scalemodel.units import format_quantity as fq
 
 
-def render(result: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from scalemodel.units import format_quantity as fq
-
+def render_stragglers(stragglers: StragglersResult, *, as_json: bool) -> None:
+    """The JSON document, or the slowest-worker and sync-strategy tables."""
+    if as_json:
+        emit_json(stragglers.payload(), "stragglers")
+        return
+    result = stragglers.payload()
     inp = result["inputs"]
     dist = inp["dist"] if inp["dist"] != "empirical" else f"empirical ({inp['samples']} samples)"
     t = Table(title=f"Slowest of {result['workers']} workers ({dist}, cv {inp['cv']:.3g})")

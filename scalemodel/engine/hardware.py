@@ -1,0 +1,103 @@
+"""The spec catalog as data: built-in accelerators and clusters, and any spec found by name or file
+(the engine behind `scalemodel hardware`)."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scalemodel import specs
+from scalemodel.errors import InputError
+from scalemodel.specs import load_accelerator, load_cluster
+from scalemodel.specs.loader import builtin_names, builtin_path, read_document
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Summaries of the built-in accelerators and clusters (SI units)."""
+
+    accelerators: list[dict[str, Any]]
+    clusters: list[dict[str, Any]]
+
+    def payload(self) -> dict[str, Any]:
+        return {"inputs": {}, "accelerators": self.accelerators, "clusters": self.clusters}
+
+
+@dataclass(frozen=True)
+class SpecView:
+    """One spec, resolved: its kind, the validated spec and how it was asked for."""
+
+    kind: str
+    spec: Any
+    inputs: dict[str, Any]
+
+
+def catalog() -> Catalog:
+    """The built-in accelerators and clusters, summarised."""
+    accs = []
+    for name in builtin_names("accelerator"):
+        a = load_accelerator(name)
+        accs.append({"name": a.name, "description": a.description, "bf16_flops_per_s": a.peak_flops.get("bf16"),
+                     "memory_bytes": a.memory, "memory_bandwidth_Bps": a.memory_bandwidth, "tdp_w": a.tdp})
+    clusters = []
+    for name in builtin_names("cluster"):
+        c = load_cluster(name)
+        clusters.append({
+            "name": c.name, "description": c.description, "accelerator": c.accelerator.name,
+            "gpus_per_node": c.gpus_per_node, "max_gpus": c.largest_gpus,
+            "tiers": [{"name": t.name, "span": t.span, "bandwidth_Bps": t.bandwidth, "latency_s": t.latency,
+                       "efficiency": t.efficiency} for t in c.tiers]})
+    return Catalog(accelerators=accs, clusters=clusters)
+
+
+def _find(name: str) -> tuple[str, Any]:
+    for kind in ("cluster", "accelerator", "workload"):
+        if builtin_path(kind, name) is not None:
+            return kind, name
+    if Path(name).is_file():
+        return _kind_of(Path(name)), Path(name)
+    names = builtin_names("cluster") + builtin_names("accelerator") + builtin_names("workload")
+    near = difflib.get_close_matches(name, names, n=3, cutoff=0.4)
+    raise InputError(f"unknown built-in spec {name!r}", where="hardware show",
+                     allowed=(f"did you mean {', '.join(near)}? " if near else "") + "see `scalemodel hardware list`")
+
+
+def _kind_of(path: Path) -> str:
+    data, _ = read_document(path)
+    if path.suffix == ".json" and isinstance(data, dict) and ("num_hidden_layers" in data or "n_layer" in data):
+        return "workload"
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping of fields", where=str(path), allowed="a spec with a `kind:` field")
+    kind = data.get("kind")
+    if kind in ("transformer", "generic"):
+        return "workload"
+    if kind in ("accelerator", "cluster", "scenario"):
+        return str(kind)
+    if "tiers" in data or "extends" in data and "accelerator" in data:
+        return "cluster"
+    if "peak_flops" in data:
+        return "accelerator"
+    raise InputError(f"cannot tell what kind of spec this is (kind: {kind!r})", where=f"{path}: kind",
+                     allowed="kind: accelerator, cluster, transformer, generic or scenario")
+
+
+def _load(kind: str, ref: Any, sets: list[str] | None) -> Any:
+    loaders = {"cluster": specs.load_cluster, "accelerator": specs.load_accelerator,
+               "workload": specs.load_workload, "scenario": specs.load_scenario}
+    return loaders[kind](ref, sets or [])
+
+
+def show_spec(name: str, sets: list[str] | None = None) -> SpecView:
+    """A built-in spec or a spec file by ``name``, with ``--set`` overrides applied."""
+    kind, ref = _find(name)
+    return SpecView(kind, _load(kind, ref, sets), {"name": name, "set": list(sets or [])})
+
+
+def validate_spec(file: Path, sets: list[str] | None = None) -> SpecView:
+    """Validate a spec file (any kind); raises InputError with the reason when it is not valid."""
+    if not file.is_file():
+        raise InputError(f"file not found: {file}", where=str(file), allowed="an existing YAML file")
+    kind = _kind_of(file)
+    return SpecView(kind, _load(kind, file, sets), {"file": str(file), "set": list(sets or [])})

@@ -1,0 +1,120 @@
+"""`memory`: the per-GPU memory of one strategy and the largest micro-batch that fits.
+
+The same engine path as `predict` (:func:`scalemodel.engine.job.build_job`, the strategy grid and
+:func:`scalemodel.engine.step.memory_parts`), so both report the same bytes and the same verdict.
+The number of micro-batches in flight follows the step model: m = B / (dp b) with B the global
+batch (default dp x micro-batch, i.e. m = 1), and the first pipeline stage holds min(m, pp) of
+them under 1F1B (:func:`scalemodel.cost.memory.inflight_microbatches`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from scalemodel.cost import memory as M
+from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
+from scalemodel.engine.step import memory_parts, microbatches
+from scalemodel.errors import InputError
+
+#: The parts of the per-GPU memory, in the order of the JSON object (then ``total``).
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "fragmentation", "workspace")
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    """Per-GPU memory of one strategy (bytes), and the largest micro-batch that fits."""
+
+    inputs: dict[str, Any]
+    accelerator: str
+    seq_len: int | None
+    num_microbatches: int
+    params_per_gpu: float
+    per_gpu_bytes: dict[str, float]  # MEMORY_PARTS and "total"
+    activation_bytes_per_micro_batch_sample: float
+    capacity_bytes: float
+    fits: bool
+    max_micro_batch: int | None  # None: no activation size known
+
+    def payload(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, "seq_len": self.seq_len, "num_microbatches": self.num_microbatches,
+                "params_per_gpu": self.params_per_gpu, "per_gpu_bytes": self.per_gpu_bytes,
+                "activation_bytes_per_micro_batch_sample": self.activation_bytes_per_micro_batch_sample,
+                "capacity_bytes": self.capacity_bytes, "fits": self.fits, "max_micro_batch": self.max_micro_batch,
+                "accelerator": self.accelerator}
+
+
+def _divisors(n: int) -> np.ndarray:
+    small = np.arange(1, int(np.sqrt(n)) + 2)
+    small = small[(small <= n) & (n % small == 0)]
+    return np.unique(np.concatenate([small, n // small]))
+
+
+def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None, states: float, act1: float,
+                         fragmentation: float, workspace: float) -> int | None:
+    """The largest micro-batch b whose memory fits, under the step model's rule for m.
+
+    Without a global batch, B = dp b, so m = 1 whatever b: activations are linear in b and
+    :func:`scalemodel.cost.memory.max_micro_batch` solves for b in closed form. With a global
+    batch B, b runs over the divisors of the per-replica batch B / dp (m = B / (dp b) changes with
+    b, and with it the micro-batches in flight): each is evaluated by the same memory model.
+    """
+    if act1 <= 0:
+        return None
+    if global_batch is None:
+        return int(M.max_micro_batch(states, act1, job.memory_capacity, fragmentation=fragmentation,
+                                     workspace=workspace))
+    dp = int(np.asarray(grid.dp).ravel()[0])
+    candidates = _divisors(global_batch // dp)
+    trial = replace(grid, micro_batch=candidates.astype(np.int64))
+    total = memory_parts(job, trial, microbatches(trial), fragmentation=fragmentation, workspace=workspace)["total"]
+    fitting = candidates[np.asarray(total <= job.memory_capacity)]
+    return int(fitting.max()) if fitting.size else 0
+
+
+def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any, *,
+           fragmentation: float = M.DEFAULT_FRAGMENTATION, workspace: float = M.DEFAULT_WORKSPACE,
+           sets: list[str] | None = None) -> MemoryResult:
+    """Per-GPU memory of validated specs at ``gpus`` GPUs (the engine behind `scalemodel memory`)."""
+    job = build_job(cluster, workload, training)
+    grid = grid_from_strategy(strategy, training, gpus, job)
+    tp, pp, cp, ep = strategy.tp, strategy.pp, strategy.cp, strategy.ep
+    dp = int(np.asarray(grid.dp).ravel()[0])
+    micro = int(training.micro_batch)
+    if not job.is_transformer and tp * pp * cp * ep != 1:
+        raise InputError("a generic workload supports data parallelism only", where="--tp/--pp/--cp/--ep",
+                         allowed="tp = pp = cp = ep = 1")
+    if job.is_transformer and int(job.shape.layers) % pp:
+        raise InputError(f"{int(job.shape.layers)} layers do not split evenly over pp = {pp}", where="--pp",
+                         allowed="a divisor of the layer count")
+    if training.global_batch is not None and training.global_batch % (micro * dp):
+        raise InputError(f"global batch {training.global_batch} is not a multiple of micro-batch x dp = "
+                         f"{micro * dp}", where="--global-batch", allowed="a multiple of micro_batch * dp")
+    m = microbatches(grid)
+    parts = memory_parts(job, grid, m, fragmentation=fragmentation, workspace=workspace)
+    breakdown = {k: float(np.asarray(parts[k]).ravel()[0]) for k in (*MEMORY_PARTS, "total")}
+    if not all(np.isfinite(list(breakdown.values()))):
+        raise InputError("the memory model overflows for these inputs", where="memory",
+                         allowed="values within physical ranges")
+    states = breakdown["weights"] + breakdown["gradients"] + breakdown["optimizer"]
+    act1 = breakdown["activations"] / micro
+    if job.is_transformer:
+        params = float(np.asarray(M.params_per_gpu(job.shape, tp=tp, pp=pp, ep=ep).total))
+    else:
+        params = job.params
+    inputs = {"model": job.name, "cluster": job.cluster_name, "gpus": gpus, "dp": dp, "tp": tp, "pp": pp, "cp": cp,
+              "ep": ep, "micro_batch": micro, "global_batch": training.global_batch, "zero": strategy.zero,
+              "recompute": strategy.recompute, "sequence_parallel": strategy.sequence_parallel,
+              "schedule": strategy.schedule, "precision": job.precision, "weight_bytes_per_param": job.elem_bytes,
+              "grad_bytes_per_param": job.grad_bytes, "optimizer_bytes_per_param": job.optimizer_bytes_per_param,
+              "flash_attention": strategy.flash_attention, "fragmentation": fragmentation,
+              "workspace_bytes": workspace, "set": list(sets or [])}
+    return MemoryResult(
+        inputs=inputs, accelerator=job.accelerator, seq_len=job.seq_len if job.is_transformer else None,
+        num_microbatches=int(np.asarray(m).ravel()[0]), params_per_gpu=params, per_gpu_bytes=breakdown,
+        activation_bytes_per_micro_batch_sample=act1, capacity_bytes=float(job.memory_capacity),
+        fits=bool(breakdown["total"] <= job.memory_capacity),
+        max_micro_batch=_largest_micro_batch(job, grid, training.global_batch, states, act1, fragmentation,
+                                             workspace))

@@ -1,0 +1,52 @@
+"""The parts of a step-time breakdown: one table for the engine, the tables, the plots and the JSON.
+
+Each part is a term of the step-time sum in :func:`scalemodel.engine.step.evaluate` (the JSON key of
+``breakdown_s``); ``memory_forced`` is the extra cause of a scaling sweep's loss attribution with
+``best=True`` (:mod:`scalemodel.engine.scaling`), not a step-time term.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Part:
+    """One breakdown part: JSON key, short column label, phrase for sentences, one-line description,
+    matplotlib colour and rich terminal style."""
+
+    name: str
+    label: str
+    words: str
+    description: str
+    colour: str
+    style: str
+
+
+#: The step-time breakdown, in the order of the sum (and of every table and JSON object).
+BREAKDOWN: tuple[Part, ...] = (
+    Part("compute", "compute", "compute", "GPU compute (GEMMs and memory-bound kernels)", "0.6", "white"),
+    Part("tp_comm", "TP", "exposed TP communication", "tensor-parallel all-reduces not hidden by compute",
+         "tab:purple", "magenta"),
+    Part("cp_comm", "CP", "exposed CP communication", "context-parallel attention exchange not hidden by compute",
+         "orchid", "bright_magenta"),
+    Part("ep_comm", "EP", "MoE all-to-all", "MoE all-to-all", "tab:blue", "blue"),
+    Part("pp_comm", "PP", "pipeline send/recv", "pipeline send/recv of activations", "tab:cyan", "cyan"),
+    Part("bubble", "bubble", "pipeline bubble",
+         "pipeline bubble (stages idle while the pipeline fills and drains)", "gold", "yellow"),
+    Part("dp_comm", "DP", "exposed gradient sync", "gradient synchronisation not hidden under the backward pass",
+         "tab:red", "red"),
+    Part("optimizer", "optim", "optimizer step", "optimizer step (memory-bound)", "0.35", "bright_black"),
+    Part("straggler", "strag", "straggler wait", "waiting for the slowest worker", "tab:orange", "bright_red"),
+    Part("imbalance", "imbal", "load imbalance", "load imbalance", "khaki", "bright_yellow"),
+)
+#: The scaling-sweep cause beyond the breakdown (``best=True`` only).
+MEMORY_FORCED = Part("memory_forced", "memory", "memory-forced strategy", "memory limit forcing a slower strategy",
+                     "tab:brown", "bright_blue")
+
+#: JSON keys of the breakdown, in order.
+BREAKDOWN_KEYS: tuple[str, ...] = tuple(p.name for p in BREAKDOWN)
+#: Cause names of a scaling sweep's loss attribution, in display order.
+CAUSES: tuple[str, ...] = BREAKDOWN_KEYS + (MEMORY_FORCED.name,)
+#: Every part and cause by name.
+PARTS: dict[str, Part] = {p.name: p for p in (*BREAKDOWN, MEMORY_FORCED)}

@@ -1,0 +1,114 @@
+"""The planner's explanation in words: why the winner wins, against the runner-up and the best plan
+of each other parallelism family (the data come from :mod:`scalemodel.engine.planner`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from scalemodel.engine.parts import PARTS
+from scalemodel.engine.planner import PlanResult, family, part_gains, strategy_differences
+from scalemodel.engine.predict import Prediction
+from scalemodel.units import format_quantity
+
+
+def describe_layout(s: dict[str, Any]) -> str:
+    """'DP 256 x TP 4 x PP 4' (+ CP, EP when used)."""
+    dims = f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']}"
+    if s["cp"] > 1:
+        dims += f" x CP {s['cp']}"
+    if s["ep"] > 1:
+        dims += f" (EP {s['ep']})"
+    return dims
+
+
+def describe_settings(s: dict[str, Any]) -> str:
+    """'mb 2, interleaved:12, ZeRO-2, selective recompute, SP' (what is not the layout)."""
+    extra = [f"mb {s['micro_batch']}"]
+    if s["pp"] > 1:
+        extra.append(s["schedule"])
+    extra.append(f"ZeRO-{s['zero']}")
+    if s["recompute"] != "none":
+        extra.append(f"{s['recompute']} recompute")
+    if s["sequence_parallel"]:
+        extra.append("SP")
+    if s["algorithm"] != "auto":
+        extra.append(f"{s['algorithm']} all-reduce")
+    if s.get("sync", "bsp") != "bsp":
+        extra.append(s["sync"])
+    return ", ".join(extra)
+
+
+def describe_strategy(s: dict[str, Any]) -> str:
+    """Short human label of a strategy dict."""
+    return f"{describe_layout(s)}, {describe_settings(s)}"
+
+
+def _fmt_s(x: float) -> str:
+    return format_quantity(x, "time")
+
+
+#: Relative step-time gap below which two plans are called a tie.
+TIE = 5e-4
+
+
+def _advantages(win: Prediction, other: Prediction, limit: int = 2) -> str:
+    """The breakdown parts where ``win`` is cheaper than ``other``, largest first, in words."""
+    floor = 1e-3 * win.step_time_s
+    gains = part_gains(win, other)
+    words = [f"{_fmt_s(d)} less {PARTS[k].words}" for d, k in gains[:limit] if d > floor]
+    text = ", ".join(words) if words else "a little less of everything"
+    losses = [(d, k) for d, k in gains if d < -floor]
+    if losses:
+        d, k = min(losses)
+        text += f" (for {_fmt_s(-d)} more {PARTS[k].words})"
+    return text
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> str:
+    keys = strategy_differences(a, b)
+    return ", ".join(f"{k} {a[k]} vs {b[k]}" for k in keys) or "nothing"
+
+
+def explain(result: PlanResult) -> str:
+    """Why the winner wins: against the runner-up and the best of the other parallelism families."""
+    if not result.ranked:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(result.infeasible_by_reason.items(), key=lambda kv: -kv[1]))
+        return f"No feasible strategy among {result.candidates_evaluated} candidates ({reasons or 'none enumerated'})."
+    win = result.ranked[0]
+    ws = win.strategy
+    fam = family(ws["tp"], ws["pp"], ws["cp"], ws["ep"], ws["dp"])
+    parts = [f"The winner ({describe_strategy(ws)}; {fam}) takes {_fmt_s(win.step_time_s)} per step; "
+             f"{win.dominant}."]
+    if len(result.ranked) > 1:
+        ru = result.ranked[1]
+        gap = ru.step_time_s / win.step_time_s - 1 if win.step_time_s > 0 else 0.0
+        if abs(gap) < TIE:
+            parts.append(f"The runner-up is a near tie ({gap:.2%} slower, differing in "
+                         f"{_differences(ws, ru.strategy)}).")
+        elif gap > 0:
+            parts.append(f"It beats the runner-up ({describe_strategy(ru.strategy)}) by {gap:.1%} with "
+                         f"{_advantages(win, ru)}.")
+        else:  # ranked by an objective other than step time
+            parts.append(f"The runner-up ({describe_strategy(ru.strategy)}) is {-gap:.1%} faster per step but "
+                         f"worse on {result.objective}.")
+    others = [(name, p) for name, p in result.family_best.items() if name != fam]
+    for name, p in others[:3]:
+        gap = p.step_time_s / win.step_time_s - 1 if win.step_time_s > 0 else 0.0
+        if gap > 0:
+            parts.append(f"The best {name} plan ({describe_strategy(p.strategy)}) is {gap:.1%} slower: the winner "
+                         f"has {_advantages(win, p)}.")
+        else:
+            parts.append(f"The best {name} plan ({describe_strategy(p.strategy)}) is {-gap:.1%} faster per step "
+                         f"but worse on {result.objective}.")
+    basic = {"DP", "DP+TP", "DP+PP", "DP+TP+PP"} & set(result.searched_families)
+    missing = sorted(basic - set(result.family_best) - {fam})
+    if missing:
+        why = "fits in memory" if result.infeasible_by_reason.get("out_of_memory") else "is feasible"
+        parts.append(f"No {' or '.join(missing)} plan {why} under the constraints.")
+    return " ".join(parts)
+
+
+def explained(result: PlanResult) -> PlanResult:
+    """``result`` with its ``why`` written (what the JSON's ``why`` and the table's last line show)."""
+    return replace(result, why=explain(result))

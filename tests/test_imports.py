@@ -1,0 +1,44 @@
+"""A query imports only what it uses: the CLI loads a command's module when that command runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+RUN = """
+import sys
+from scalemodel.cli import main
+try:
+    main({args!r})
+except SystemExit:
+    pass
+sys.stderr.write("\\n".join(sorted(sys.modules)))
+"""
+
+
+def _modules(code: str) -> set[str]:
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(r.stderr.split("\n"))
+
+
+def test_collective_imports_neither_the_step_model_nor_the_planner():
+    mods = _modules(RUN.format(args=["collective", "-c", "dgx-a100", "-n", "64", "--json"]))
+    assert "scalemodel.engine.collective" in mods
+    for name in ("scalemodel.engine.step", "scalemodel.engine.planner", "scalemodel.engine.job", "scipy",
+                 "matplotlib"):
+        assert name not in mods
+
+
+@pytest.mark.parametrize("command", ["predict", "memory", "plan", "scale", "stragglers", "calibrate"])
+def test_command_modules_import_no_optional_heavy_dependency(command):
+    mods = _modules(f"import sys, scalemodel.commands.{command}; sys.stderr.write('\\n'.join(sorted(sys.modules)))")
+    assert not any(m == "scipy" or m.startswith(("scipy.", "matplotlib")) for m in mods)
+
+
+def test_predict_runs_without_matplotlib():
+    mods = _modules(RUN.format(args=["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8",
+                                     "--pp", "8", "--json"]))
+    assert "scalemodel.engine.predict" in mods and "scalemodel.engine.planner" not in mods
+    assert not any(m.startswith("matplotlib") for m in mods)
