@@ -313,6 +313,8 @@ def comparison(case: dict[str, Any]) -> tuple[str, float] | str:
     value = meas.get("tflops_per_gpu")
     if value is None and "agg_pflops" in meas:
         value = float(meas["agg_pflops"]) * 1e3 / gpus
+    if value is None and "tflops_per_gpu_max" in meas:
+        return ("only an 'up to' TFLOP/s maximum (not a run average), counting convention not stated")
     if value is None:
         return "no throughput, time or TFLOP/s measurement"
     if conv.startswith("model"):
