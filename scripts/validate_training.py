@@ -4,7 +4,7 @@
 Two case files (issue 5 and issue 13):
 
 * ``../shared/validation/cases.yaml`` (15 comparisons: Narayanan 2021 Table 1, Korthikanti 2022,
-  Goyal 2017). Their rules are unchanged from issue 5 and kept exactly, so their figures do not move:
+  Goyal 2017). Their rules are issue 5's, kept exactly (only model changes move their figures):
   micro-batch the paper's, else 1; Narayanan's "interleaved" = the largest v in (4, 3, 2) with layers
   divisible by pp*v and micro-batches divisible by pp, else 1F1B; Narayanan ran with full recompute,
   Korthikanti gives both settings; no fused attention (FlashAttention postdates these runs); fp16.
@@ -27,8 +27,8 @@ Two case files (issue 5 and issue 13):
   Model
     - a built-in workload (examples/workloads) whose layers, hidden, heads, kv heads, FFN width,
       gating, experts and (when stated) vocabulary equal the case's is used (with the case's sequence
-      length); otherwise the
-      TransformerWorkload is built from the case's architecture fields (notes are not parsed).
+      length); otherwise the TransformerWorkload is built from the case's architecture fields (notes
+      are not parsed; MLA from the stated compression widths, a parallel block when stated).
     - unstated: FFN width 4 x hidden, MHA, ungated, no MoE; embedding tying: the one whose
       parameter count is nearer the case's stated count, else tied for GPT-family types (gpt, gpt2,
       mpt, bloom), untied otherwise; biases by the workload default; no learned position table.
@@ -42,7 +42,7 @@ Two case files (issue 5 and issue 13):
       Megatron-Core stacks (mlm24, mb2511, nemo2407: the distributed optimizer is their recipe default,
       and mlm24's --overlap-param-gather requires it), else 0.
     - sequence parallelism: as stated, else on when tp > 1 for runs from 2022 on (Korthikanti 2022).
-  Memory and kernels (by the run's year, from the source)
+  Memory and kernels (by the run's year, RUN_YEAR from validation/README.md's source table)
     - recompute: as stated (MaxText remat "minimal" = selective); unstated -> the least of none,
       selective, full that fits in memory by the model's memory estimate (selective only from 2022).
     - fused (flash) attention: as stated, else on for runs from 2023 on (FlashAttention 2022,
