@@ -59,6 +59,8 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+_INTERRUPTED = "error: interrupted; files are written whole or not at all, so none was left half-written\n"
+
 
 @app.callback()
 def _root() -> None:
@@ -72,10 +74,21 @@ def main(argv: list[str] | None = None) -> None:
     spec and value errors (InputError), command-line usage errors, and inputs so far outside
     physical ranges that the arithmetic overflows.
     """
+    try:
+        _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C outside the command (e.g. while numpy loads)
+        sys.stderr.write(_INTERRUPTED)
+        raise SystemExit(130) from None
+
+
+def _main(argv: list[str] | None) -> None:
     # Overflow and 0/0 in numpy become inf/nan, which the output layer refuses with a clear error;
     # the intermediate RuntimeWarnings would only add noise on stderr.
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     np.seterr(all="ignore")
+    files = sys.modules.get("scalemodel.specs.files")  # loaded by an earlier in-process invocation
+    if files is not None:
+        files.forget_reads()  # a new invocation: the files it reads are the ones its writers must not replace
     try:
         code = app(args=argv, prog_name="scalemodel", standalone_mode=False)
     except InputError as exc:
@@ -86,6 +99,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     except BrokenPipeError:  # e.g. `scalemodel ... | head`
         raise SystemExit(0) from None
+    except KeyboardInterrupt:  # Ctrl-C: files are written atomically, so nothing is left half-written
+        sys.stderr.write(_INTERRUPTED)
+        raise SystemExit(130) from None
     except Exception as exc:  # click's usage errors (typer may vendor its own click: match by protocol)
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
             raise
@@ -97,4 +113,6 @@ def main(argv: list[str] | None = None) -> None:
         hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
         sys.stderr.write(f"error: {where}{exc.format_message()}{hint}\n")
         raise SystemExit(2) from None
+    if code == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into exit status 130 without a word
+        sys.stderr.write(_INTERRUPTED)
     raise SystemExit(code if isinstance(code, int) else 0)

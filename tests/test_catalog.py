@@ -33,11 +33,12 @@ REQUIRED_CLUSTERS = {
     "aws-p5", "tpu-v4-pod", "pcie-25gbe",
 }
 PRECISIONS = {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"}
-FAMILIES = {"volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "tpu", "gaudi"}
+FAMILIES = {"pascal", "volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "tpu", "gaudi"}
 TOPOLOGIES = {"switch", "mesh", "torus", "ring"}
 PROTOCOLS = {"nvlink", "pcie", "xgmi", "ici", "rdma", "roce", "efa", "tcp"}
 
 ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "memory", "memory_bandwidth",
+              "compute_efficiency",
               "tdp", "sources"}
 ACC_NUMERIC = ("peak_flops", "memory", "memory_bandwidth", "tdp")
 CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "max_gpus", "price_per_gpu_hour",

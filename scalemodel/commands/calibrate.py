@@ -9,9 +9,12 @@ import typer
 
 from scalemodel.commands.common import ClusterOption, JsonOption, SetOption, load_cluster_with, positive_int
 from scalemodel.engine.calibrate import calibrate as run
-from scalemodel.engine.calibrate import overlay_yaml
+from scalemodel.engine.calibrate import collective_op, overlay_yaml
 from scalemodel.errors import InputError
 from scalemodel.report.calibrate import render_calibration
+from scalemodel.report.output import check_output_path, write_file
+from scalemodel.specs.loader import reference_from
+from scalemodel.specs.nccl_tests import read_nccl_tests
 
 
 def register(app: typer.Typer) -> None:
@@ -23,7 +26,7 @@ def register(app: typer.Typer) -> None:
                                                   metavar="[nccl-tests] LOG")],
         cluster: ClusterOption,
         tier: Annotated[str | None, typer.Option("--tier", help="Tier to fit (default: outermost crossed).")] = None,
-        out: Annotated[Path | None, typer.Option("--out", help="Write a YAML overlay (extends: CLUSTER).")] = None,
+        out: Annotated[str | None, typer.Option("--out", help="Write a YAML overlay (extends: CLUSTER).")] = None,
         ranks: Annotated[int | None, typer.Option("--ranks", help="Ranks in the log when it does not say.")] = None,
         op: Annotated[str | None, typer.Option("--op", help="Collective, when the log does not say.")] = None,
         algo: Annotated[str, typer.Option("--algo", help="Algorithm the model uses for the fit.")] = "ring",
@@ -39,16 +42,13 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"expected `nccl-tests LOG`, got {' '.join(args)!r}", where="calibrate",
                              allowed="scalemodel calibrate nccl-tests LOG --cluster C")
         positive_int(ranks, "--ranks")
-        if not log_path.is_file():
-            raise InputError(f"no such file {str(log_path)!r}", where="LOG", allowed="a nccl-tests output file")
-        text = log_path.read_text(errors="replace")
+        if out is not None:
+            check_output_path(out, "--out")  # before the work; write_file checks again, inputs included
+        log = read_nccl_tests(log_path, op=collective_op(op))
         spec = load_cluster_with(cluster, sets)
-        result = run(text, spec, source=str(log_path), op=op, ranks=ranks, tier=tier, algorithm=algo,
+        result = run(log, spec, source=str(log_path), ranks=ranks, tier=tier, algorithm=algo,
                      out=str(out) if out else None, sets=sets)
         if out is not None:
-            try:
-                out.write_text(overlay_yaml(result.fit, str(log_path)))
-            except OSError as exc:
-                raise InputError(f"cannot write {str(out)!r}: {exc.strerror}", where="--out",
-                                 allowed="a writable file path") from None
+            base = reference_from("cluster", cluster, Path(out).absolute().parent)
+            write_file(out, overlay_yaml(result.fit, str(log_path), extends=base, sets=tuple(sets or ())), "--out")
         render_calibration(result, as_json=as_json)

@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
             compression=compression, dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment,
             dispatch_overhead=dispatch_overhead, flash_attention=flash_attention)
         cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy=strategy)
+        cl.require_gpus(gpus)
         inputs = o.spec_inputs(cl, wl, tr, st, set_, gpus=gpus, straggler_cv=straggler_cv)
         result = run(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, kappa=staleness_kappa, inputs=inputs)
         render_prediction(result, as_json=as_json)

@@ -139,6 +139,7 @@ def register(app: typer.Typer) -> None:
         spec = resolve_specs(scenario=scenario, cluster=cluster, model=model, gpus=gpus, mode=mode, best=best,
                              sets=set_, training=training, strategy=strategy)
         cl, wl, tr, st = spec["cluster"], spec["model"], spec["training"], spec["strategy"]
+        cl.require_gpus(max(spec["gpus"]), "--gpus" if gpus is not None else "scenario gpus")
         inputs: dict[str, Any] = {
             "scenario": spec["scenario"], "cluster": cl.name, "model": wl.name, "gpus": spec["gpus"],
             "mode": spec["mode"], "best": spec["best"], "training": tr.model_dump(mode="json"),

@@ -3,65 +3,16 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-import yaml
 
 from scalemodel.commands.common import JsonOption, quantity
 from scalemodel.engine.stragglers import DIST_CHOICES
 from scalemodel.engine.stragglers import stragglers as run
 from scalemodel.errors import InputError
 from scalemodel.report.stragglers import render_stragglers
-from scalemodel.units import parse_quantity
-
-
-def read_samples(path: str) -> list[float]:
-    """Measured step times from a file: one per line (blank lines and # comments skipped), or a
-    YAML/JSON list. Values are seconds, or carry a time unit ("950ms"). Errors name file and line."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read samples file: {exc.__class__.__name__}", where=path,
-                         allowed="a readable text file of step times") from None
-    items: list[tuple[int, Any]] = []
-    stripped = text.lstrip()
-    if stripped.startswith("[") or stripped.startswith("-"):
-        try:
-            node = yaml.compose(text, Loader=yaml.SafeLoader)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            loc = f"line {mark.line + 1}" if mark is not None else "?"
-            raise InputError("not a valid YAML/JSON list", where=f"{path}: {loc}",
-                             allowed="a list of step times, e.g. [1.02, 0.98] or one value per line") from None
-        if not isinstance(node, yaml.SequenceNode):
-            raise InputError("expected a list of step times", where=path, allowed="a YAML/JSON list")
-        for item in node.value:
-            if not isinstance(item, yaml.ScalarNode):
-                raise InputError("list item is not a number", where=f"{path}: line {item.start_mark.line + 1}",
-                                 allowed="a number of seconds or a time such as 950ms")
-            value: Any = yaml.safe_load(item.value) if item.style is None else item.value
-            items.append((item.start_mark.line + 1, value))
-    else:
-        for i, raw in enumerate(text.splitlines(), start=1):
-            s = raw.split("#", 1)[0].strip().rstrip(",")
-            if s:
-                items.append((i, s))
-    values = []
-    for line, v in items:
-        where = f"{path}: line {line}"
-        if isinstance(v, bool) or v is None:
-            raise InputError(f"{v!r} is not a step time", where=where, allowed="a number of seconds or e.g. 950ms")
-        x = parse_quantity(v, "time", where=where)
-        if not (math.isfinite(x) and x > 0):
-            raise InputError(f"step time {v!r} must be a positive finite time", where=where,
-                             allowed="a number of seconds > 0 or e.g. 950ms")
-        values.append(x)
-    if not values:
-        raise InputError("no step times found", where=path, allowed="at least one measured step time")
-    return values
+from scalemodel.specs.samples import read_samples
 
 
 def register(app: typer.Typer) -> None:

@@ -84,7 +84,7 @@ _A100 = EfficiencyCurve(gemm_max=0.75, gemm_half_dim=96.0, memory=0.85)
 #: Default curve per accelerator family (AcceleratorSpec.family); see the module docstring.
 DEFAULT_EFFICIENCY: dict[str, EfficiencyCurve] = {
     "ampere": _A100,  # calibrated (Korthikanti Table 4)
-    "volta": _A100, "hopper": _A100, "blackwell": _A100, "cdna2": _A100, "cdna3": _A100,
+    "pascal": _A100, "volta": _A100, "hopper": _A100, "blackwell": _A100, "cdna2": _A100, "cdna3": _A100,
     "tpu": _A100, "gaudi": _A100, "other": _A100,  # not calibrated: A100 values
 }
 

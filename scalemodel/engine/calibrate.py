@@ -1,11 +1,6 @@
 """Fit a network tier's latency and bandwidth to nccl-tests measurements.
 
-Parsing follows docs/model.md#nccl-tests-logs (nccl-tests src/util.cu): text logs of
-every era (older: no ``root`` column and a float ``error``; middle: ``root`` and ``#wrong``; current:
-version and "Collective test starting" lines), launcher prefixes (``srun -l`` ``0:``, mpirun ``[0]``,
-``[1,0]<stdout>:``), interleaved ``NCCL INFO``/``WARN`` lines, duplicated headers, ``N/A`` in #wrong,
-and the ``-J`` JSON output. A data row is any line whose first two tokens are integers followed by
-blocks of (time, algbw, busbw, #wrong) for out-of-place and in-place.
+Parsing of the logs lives in :mod:`scalemodel.specs.nccl_tests` (re-exported here).
 
 The fit (``fit_tier``) adjusts one tier's per-hop latency and achievable bandwidth (line rate x
 efficiency) with ``scipy.optimize.least_squares`` on log(time) residuals of the collective model of
@@ -14,9 +9,7 @@ efficiency) with ``scipy.optimize.least_squares`` on log(time) residuals of the 
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -28,145 +21,10 @@ from scalemodel.cost.network import Network
 from scalemodel.cost.placement import place
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
+from scalemodel.specs.nccl_tests import NcclLog, NcclRow, parse_nccl_tests, read_nccl_tests
 
-_OP_FROM_TEST = {
-    "all_reduce": "allreduce", "reduce_scatter": "reducescatter", "all_gather": "allgather", "alltoall": "alltoall",
-    "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "sendrecv", "hypercube": "sendrecv",
-}
-_PREFIX = re.compile(r"^\s*(?:\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?|\d+:)\s?")
-_GLUED = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?")
-_NUM = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
-
-
-@dataclass
-class NcclRow:
-    size_bytes: float
-    count: int
-    dtype: str
-    time_oop_s: float
-    busbw_oop_Bps: float
-    time_ip_s: float | None = None
-    busbw_ip_Bps: float | None = None
-
-    @property
-    def time_s(self) -> float:
-        """Mean of out-of-place and in-place times (both measure the same operation)."""
-        if self.time_ip_s is None:
-            return self.time_oop_s
-        return 0.5 * (self.time_oop_s + self.time_ip_s)
-
-
-@dataclass
-class NcclLog:
-    op: str
-    ranks: int | None
-    rows: list[NcclRow] = field(default_factory=list)
-    fmt: str = "text"
-    nccl_version: str = ""
-
-
-def _is_num(tok: str) -> bool:
-    return bool(_NUM.match(tok))
-
-
-def _op_from(text: str) -> str | None:
-    m = re.search(r"Collective test (?:starting|concluded):\s*(\w+?)_perf", text)
-    if not m:
-        m = re.search(r"\b(\w+?)_perf\b", text)
-    if m and m.group(1) in _OP_FROM_TEST:
-        return _OP_FROM_TEST[m.group(1)]
-    return None
-
-
-def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
-    """Parse nccl-tests output (any era, text or ``-J`` JSON) into rows of size and time."""
-    stripped = text.lstrip()
-    if stripped.startswith("{") or re.match(r"\[\s*\{", stripped):
-        return _parse_json(stripped, op)
-    ranks: set[int] = set()
-    rows: list[NcclRow] = []
-    version = ""
-    for raw in text.splitlines():
-        line = _PREFIX.sub("", raw)
-        line = _GLUED.sub(" ", line)
-        if "NCCL INFO" in line or "NCCL WARN" in line:
-            continue
-        mv = re.search(r"nccl-tests version (\S+)", line)
-        if mv:
-            version = mv.group(1)
-        md = re.search(r"#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+", line)
-        if md:
-            ranks.add(int(md.group(1)))
-            continue
-        body = line.lstrip("#").strip() if not line.lstrip().startswith("#") else ""
-        toks = body.split()
-        if len(toks) < 6 or not (toks[0].isdigit() and toks[1].isdigit()):
-            continue
-        rest = [t for t in toks[2:] if _is_num(t) or t == "N/A"]
-        # a leading integer root column (-1 or a rank) makes the count 4k + 1
-        if len(rest) % 4 == 1:
-            rest = rest[1:]
-        if len(rest) < 3:
-            continue
-        try:
-            vals = [float(t) if t != "N/A" else 0.0 for t in rest]
-        except ValueError:
-            continue
-        t_oop, bus_oop = vals[0] * 1e-6, vals[2] * 1e9
-        t_ip = vals[4] * 1e-6 if len(vals) >= 7 else None
-        bus_ip = vals[6] * 1e9 if len(vals) >= 7 else None
-        if t_oop <= 0:
-            continue
-        dtype = next((t for t in toks[2:] if not _is_num(t)), "")
-        rows.append(NcclRow(float(toks[0]), int(toks[1]), dtype, t_oop, bus_oop, t_ip, bus_ip))
-    if not rows:
-        raise InputError("no nccl-tests data rows found", where="LOG",
-                         allowed="output of all_reduce_perf and the other *_perf tests, text or -J JSON")
-    found = op or _op_from(text) or "allreduce"
-    return NcclLog(found, len(ranks) or None, rows, "text", version)
-
-
-def _parse_json(text: str, op: str | None) -> NcclLog:
-    try:
-        doc: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg} at line {exc.lineno}", where="LOG") from None
-    results: list[dict[str, Any]] = []
-
-    def walk(x: Any) -> None:
-        if isinstance(x, dict):
-            if "size" in x and ("out_of_place" in x or "in_place" in x):
-                results.append(x)
-                return
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-
-    walk(doc)
-    if not results:
-        raise InputError("no result entries (size with out_of_place/in_place) in the JSON", where="LOG",
-                         allowed="nccl-tests -J output")
-    rows = []
-    for r in results:
-        oop = r.get("out_of_place") or {}
-        ip = r.get("in_place") or {}
-        t_oop = float(oop.get("time", ip.get("time", 0.0))) * 1e-6
-        if t_oop <= 0:
-            continue
-        rows.append(NcclRow(float(r["size"]), int(r.get("count", 0)), str(r.get("type", "")), t_oop,
-                            float(oop.get("bus_bw", 0.0)) * 1e9,
-                            float(ip["time"]) * 1e-6 if "time" in ip else None,
-                            float(ip["bus_bw"]) * 1e9 if "bus_bw" in ip else None))
-    ranks = None
-    if isinstance(doc, dict):
-        devs = doc.get("devices")
-        if isinstance(devs, list) and devs:
-            ranks = len(devs)
-        name = str(doc.get("config", {}).get("test", "")) if isinstance(doc.get("config"), dict) else ""
-        op = op or _op_from(name + "_perf " + json.dumps(doc.get("config", ""))) or None
-    return NcclLog(op or "allreduce", ranks, rows, "json")
+__all__ = ["FitResult", "NcclLog", "NcclRow", "fit_tier", "infer_ranks", "overlay_yaml", "parse_nccl_tests",
+           "read_nccl_tests"]
 
 
 def infer_ranks(log: NcclLog) -> int | None:
@@ -224,7 +82,7 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
     base = network.tiers[idx]
     S = np.array([r.size_bytes for r in log.rows])
     t = np.array([r.time_s for r in log.rows])
-    keep = (S > 0) & (t > 0)
+    keep = (S > 0) & (t > 0) & np.isfinite(S) & np.isfinite(t)
     S, t = S[keep], t[keep]
     if S.size < 2:
         raise InputError("need at least two rows with size > 0 to fit latency and bandwidth", where="LOG")
@@ -254,10 +112,17 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
                      res, float(np.sqrt(np.mean(np.asarray(sol.fun) ** 2))), int(S.size))
 
 
-def overlay_yaml(fit: FitResult, source: str) -> str:
-    """A cluster YAML that ``extends:`` the calibrated cluster and overrides the fitted tier (merged by name)."""
+def overlay_yaml(fit: FitResult, source: str, extends: str | None = None, sets: tuple[str, ...] = ()) -> str:
+    """A cluster YAML that ``extends:`` the calibrated cluster and overrides the fitted tier (merged by name).
+
+    ``extends`` is how the overlay names its base: a built-in name, or the path of a cluster file
+    relative to the overlay's folder (:func:`scalemodel.specs.loader.reference_from`); by default the
+    cluster's name, which loads only for a built-in cluster. ``sets`` (the ``--set`` overrides the
+    fit was made under) are listed in the header: the overlay does not carry them.
+    """
+    source = source.replace("\r", "\\r").replace("\n", "\\n")  # stays one comment line
     doc = {
-        "extends": fit.cluster,
+        "extends": extends or fit.cluster,
         "name": f"{fit.cluster}-calibrated",
         "tiers": [{
             "name": fit.tier,
@@ -268,6 +133,9 @@ def overlay_yaml(fit: FitResult, source: str) -> str:
     }
     head = (f"# Calibrated by `scalemodel calibrate nccl-tests` from {source}: {fit.op} on {fit.ranks} ranks,\n"
             f"# {fit.rows_used} sizes, algorithm {fit.algorithm}, rms log error {fit.rms_log_error:.3g}.\n")
+    for item in sets:
+        item = item.replace("\r", "\\r").replace("\n", "\\n")
+        head += f"# fitted with --set {item}: pass it again with this overlay\n"
     return head + yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -284,16 +152,19 @@ class CalibrationResult:
         return {"inputs": self.inputs, "format": self.log.fmt, "fit": self.fit}
 
 
-def calibrate(text: str, cluster: Any, *, source: str, op: str | None = None, ranks: int | None = None,
-              tier: str | None = None, algorithm: str = "ring", out: str | None = None,
-              sets: list[str] | None = None) -> CalibrationResult:
-    """Fit one tier of ``cluster`` (a ClusterSpec) to the nccl-tests output ``text`` already read from
-    ``source`` (the engine behind `scalemodel calibrate`). ``op`` and ``ranks`` are used when the log
-    does not say; ``out`` is only echoed in the inputs."""
+def collective_op(op: str | None) -> str | None:
+    """The ``--op`` name normalised (``all_reduce`` -> ``allreduce``), or None; an unknown one is an error."""
     op_n = op.lower().replace("_", "") if op else None
     if op_n is not None and op_n not in APPLICABLE:
         raise InputError(f"unknown collective {op!r}", where="--op", allowed="one of: " + ", ".join(APPLICABLE))
-    log = parse_nccl_tests(text, op=op_n)
+    return op_n
+
+
+def calibrate(log: NcclLog, cluster: Any, *, source: str, ranks: int | None = None, tier: str | None = None,
+              algorithm: str = "ring", out: str | None = None, sets: list[str] | None = None) -> CalibrationResult:
+    """Fit one tier of ``cluster`` (a ClusterSpec) to the nccl-tests ``log`` read from ``source`` (the
+    engine behind `scalemodel calibrate`). ``ranks`` is used when the log does not say; ``out`` is only
+    echoed in the inputs."""
     n = ranks or log.ranks or infer_ranks(log)
     if n is None or n < 2:
         raise InputError("cannot tell how many ranks the log used", where="LOG", allowed="pass --ranks N")

@@ -113,6 +113,7 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
                                  "min_scaling_efficiency: 0.7 (+ at: N), must_fit_memory: true, max_cost_usd: 5e6")
     gpus = list(scenario.gpus)
     largest = max(gpus)
+    scenario.cluster.require_gpus(largest, f"{prefix}gpus")
     if at is not None and "min_scaling_efficiency" not in active:
         raise InputError("'at' only applies to min_scaling_efficiency", where=f"{where}.at",
                          allowed="add min_scaling_efficiency, or remove at (other assertions use the largest count)")

@@ -11,6 +11,7 @@ from typing import Any
 from scalemodel import specs
 from scalemodel.errors import InputError
 from scalemodel.specs import load_accelerator, load_cluster
+from scalemodel.specs.files import exists
 from scalemodel.specs.loader import builtin_names, builtin_path, read_document
 
 
@@ -56,11 +57,12 @@ def _find(name: str) -> tuple[str, Any]:
     for kind in ("cluster", "accelerator", "workload"):
         if builtin_path(kind, name) is not None:
             return kind, name
-    if Path(name).is_file():
+    if exists(name):  # a FIFO, a device or a directory is refused when read
         return _kind_of(Path(name)), Path(name)
     names = builtin_names("cluster") + builtin_names("accelerator") + builtin_names("workload")
-    near = difflib.get_close_matches(name, names, n=3, cutoff=0.4)
-    raise InputError(f"unknown built-in spec {name!r}", where="hardware show",
+    near = difflib.get_close_matches(name[:100], names, n=3, cutoff=0.4)
+    shown = name if len(name) <= 100 else f"{name[:60]}... ({len(name)} characters)"
+    raise InputError(f"unknown built-in spec {shown!r}", where="hardware show",
                      allowed=(f"did you mean {', '.join(near)}? " if near else "") + "see `scalemodel hardware list`")
 
 
@@ -97,7 +99,7 @@ def show_spec(name: str, sets: list[str] | None = None) -> SpecView:
 
 def validate_spec(file: Path, sets: list[str] | None = None) -> SpecView:
     """Validate a spec file (any kind); raises InputError with the reason when it is not valid."""
-    if not file.is_file():
-        raise InputError(f"file not found: {file}", where=str(file), allowed="an existing YAML file")
+    if not exists(file):  # a FIFO, a device or a directory is refused when read
+        raise InputError(f"file not found: {str(file)[:200]}", where=str(file)[:200], allowed="an existing YAML file")
     kind = _kind_of(file)
     return SpecView(kind, _load(kind, file, sets), {"file": str(file), "set": list(sets or [])})

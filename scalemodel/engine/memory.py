@@ -78,6 +78,7 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
            fragmentation: float = M.DEFAULT_FRAGMENTATION, workspace: float = M.DEFAULT_WORKSPACE,
            sets: list[str] | None = None) -> MemoryResult:
     """Per-GPU memory of validated specs at ``gpus`` GPUs (the engine behind `scalemodel memory`)."""
+    cluster.require_gpus(gpus)
     job = build_job(cluster, workload, training)
     grid = grid_from_strategy(strategy, training, gpus, job)
     tp, pp, cp, ep = strategy.tp, strategy.pp, strategy.cp, strategy.ep

@@ -403,6 +403,7 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
     in the result's inputs besides the resolved job (the constraints as typed, the --set overrides).
     """
     batch = int(training.global_batch or gpus)
+    cluster.require_gpus(gpus)
     job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
     inputs: dict[str, Any] = {
         "cluster": cluster.name, "model": workload.name, "gpus": gpus, "global_batch": batch, "seq_len": job.seq_len,

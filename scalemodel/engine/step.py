@@ -262,6 +262,13 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
             "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l}
 
 
+def _with_free_windows(comp: dict[str, np.ndarray], mp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The stage's compute plus the forward and backward time left for data-parallel traffic once the
+    tensor- and context-parallel traffic has been hidden in it (no compute hides traffic twice)."""
+    return dict(comp, forward_free=np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0),
+                backward_free=np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0))
+
+
 def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], groups: ParallelGroups
                          ) -> dict[str, np.ndarray]:
     """Exposed TP, CP, EP and PP communication seconds per micro-batch on the busiest stage, and the
@@ -385,6 +392,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     all-reduce volume when m = 1).
     """
     dense, expert = _params_per_gpu(job, g)
+    if job.is_transformer:  # the priced stage's share: its layers over the average L / pp
+        share = comp["layers_per_stage"] * g.pp / float(job.shape.layers)
+        dense, expert = dense * share, expert * share
     dense, expert = dense / shard, expert / shard
     dp = data.ranks
     n_params = dense + expert
@@ -596,21 +606,23 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)  # placed once, reused
     comp = _compute_per_microbatch(job, g, last_layers)
     mp = _model_parallel_comm(job, g, comp, groups)
+    comp = _with_free_windows(comp, mp)
     t_mb = comp["total"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
+    comp_dp = comp  # the stage whose data-parallel traffic is priced: the one holding the most layers
     if job.is_transformer and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
         comp_o = _compute_per_microbatch(job, g, other_layers, logits_on_stage=False)
         mp_o = _model_parallel_comm(job, g, comp_o, groups)
+        comp_o = _with_free_windows(comp_o, mp_o)
         t_o = comp_o["total"] + mp_o["tp"] + mp_o["cp"] + mp_o["ep"] + mp_o["pp"]
         busier = t_o > t_mb
+        larger = other_layers > last_layers
+        comp_dp = {k: np.where(larger, comp_o[k], v) for k, v in comp.items()}
         comp = {k: np.where(busier, comp_o[k], v) for k, v in comp.items()}
         mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
         t_mb = np.maximum(t_mb, t_o)
-    # compute windows left for data-parallel traffic once TP and CP traffic has been hidden in them
-    comp = dict(comp, forward_free=np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0),
-                backward_free=np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0))
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
-    cross, in_group, dp_total = _sync_comm(job, g, comp, m, sync, groups)
+    cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups)
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others

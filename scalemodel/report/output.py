@@ -1,10 +1,13 @@
-"""Strict JSON output and shared console helpers for every command."""
+"""Strict JSON output, shared console helpers, and the one atomic writer of every output file."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,3 +56,85 @@ def to_json(payload: dict[str, Any], command: str) -> str:
 
 def emit_json(payload: dict[str, Any], command: str) -> None:
     sys.stdout.write(to_json(payload, command) + "\n")
+
+
+# --- files the tool writes ------------------------------------------------------------------------
+
+def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
+    """Refuse an output path before any work: a folder (or a name ending in /), a missing folder,
+    something that is not a regular file, or a file this invocation has read (an input)."""
+    from scalemodel.errors import InputError
+    from scalemodel.specs.files import read_by_this_invocation
+
+    text = os.fspath(path)
+    shown = text if len(text) <= 200 else text[:200] + "..."
+    if not text or text.endswith(("/", os.sep)) or text in (".", ".."):
+        raise InputError(f"{shown!r} names a folder, not a file", where=option, allowed="a file path, e.g. out.yaml")
+    p = Path(text)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot write {shown!r}: {getattr(exc, 'strerror', None) or exc}", where=option,
+                         allowed="a writable file path") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{shown!r} is a folder", where=option, allowed="a file path inside it")
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{shown!r} exists and is not a regular file", where=option,
+                             allowed="a new file or a regular file to replace")
+        source = read_by_this_invocation(p)
+        if source is not None:
+            raise InputError(f"{shown!r} is an input of this command ({source}); writing it would replace it",
+                             where=option, allowed="a different output file")
+    parent = p.resolve().parent if st is not None else (p.parent if str(p.parent) else Path("."))
+    if not parent.is_dir():
+        raise InputError(f"folder {str(parent)!r} does not exist", where=option,
+                         allowed="a file path in an existing folder")
+    return p
+
+
+def _new_file_mode() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def write_file(path: str | os.PathLike[str], data: str | bytes, option: str) -> Path:
+    """Write ``data`` to ``path`` atomically: a temporary file in the target's folder, flushed to disk,
+    then renamed over the target, so an interrupted or failed run leaves the previous file as it was.
+    Refuses what :func:`check_output_path` refuses. A symlink is followed (the file it points to is
+    replaced); a replaced file keeps its permission bits. Every file scalemodel writes goes through here.
+    """
+    import tempfile
+
+    from scalemodel.errors import InputError
+
+    p = check_output_path(path, option)
+    target = Path(os.path.realpath(p))
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        mode = _new_file_mode()
+    tmp = ""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".tmp", dir=target.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+        tmp = ""
+    except OSError as exc:
+        raise InputError(f"cannot write {str(p)!r}: {exc.strerror or exc}", where=option,
+                         allowed="a writable file path") from None
+    finally:
+        if tmp:  # failed or interrupted (KeyboardInterrupt included): the old file is untouched
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return p

@@ -19,9 +19,13 @@ def _format(path: Path, option: str) -> str:
     return fmt
 
 
-def check_plot_path(path: str | Path, option: str = "--plot") -> None:
-    """Raise the InputError a plot to ``path`` would raise for its extension (before any work is done)."""
-    _format(Path(path), option)
+def check_plot_path(path: str | Path, option: str = "--plot") -> str:
+    """Refuse a bad plot path before the work: unknown extension, a folder, a missing folder, an input."""
+    from scalemodel.report.output import check_output_path
+
+    fmt = _format(Path(path), option)
+    check_output_path(path, option)
+    return fmt
 
 
 def _pyplot(option: str) -> Any:
@@ -40,10 +44,14 @@ def plot_scaling(payload: dict[str, Any], path: str | Path, *, option: str = "--
     """Efficiency (with the lost efficiency as stacked areas by cause) and throughput against GPUs.
 
     ``payload`` is :meth:`scalemodel.engine.scaling.ScalingResult.payload`. Writes ``path``
-    (.png or .svg) and returns it.
+    (.png or .svg) and returns it. The image is rendered in memory and written atomically
+    (:func:`scalemodel.report.output.write_file`): an interrupted run leaves an older plot intact.
     """
-    out = Path(path)
-    fmt = _format(out, option)
+    import io
+
+    from scalemodel.report.output import write_file
+
+    fmt = check_plot_path(path, option)
     points = payload["points"]
     if not points:
         raise InputError("nothing to plot: no points", where=option)
@@ -96,11 +104,9 @@ def plot_scaling(payload: dict[str, Any], path: str | Path, *, option: str = "--
     ax2.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
 
     fig.tight_layout()
+    buf = io.BytesIO()
     try:
-        fig.savefig(out, format=fmt, dpi=120)
-    except OSError as exc:
-        raise InputError(f"cannot write {str(out)!r}: {exc.strerror or exc}", where=option,
-                         allowed="a writable path") from None
+        fig.savefig(buf, format=fmt, dpi=120)
     finally:
         plt.close(fig)
-    return out
+    return write_file(path, buf.getvalue(), option)

@@ -1,14 +1,79 @@
-"""Common base for every spec model: unknown keys are errors, values are validated on assignment."""
+"""Common base for every spec model: unknown keys are errors, values are validated on assignment.
+
+Numbers are checked alike in every spec: a boolean is not a number (pydantic would read ``true``
+as 1), NaN and infinities are refused, and no integer field exceeds :data:`MAX_SPEC_INT` (no count
+of layers, widths, heads, vocabulary, sequence length, batch or GPUs in a spec comes near a
+billion; beyond it the value is a typo, and products of such values overflow int64 in the cost
+models). GPU counts have the tighter :data:`MAX_GPUS`.
+"""
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+MAX_SPEC_INT = 10**9
+#: The most GPUs any spec or command accepts (the CLI's limit as well): beyond any machine.
+MAX_GPUS = 10**8
+
+
+def _takes_bool(annotation: Any) -> bool:
+    if annotation is bool or annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_takes_bool(a) for a in typing.get_args(annotation))
+    if origin is typing.Annotated:
+        return _takes_bool(typing.get_args(annotation)[0])
+    return False
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether a field holds numbers (int or float, possibly optional, in a list or as dict values)."""
+    if annotation in (int, float):
+        return True
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _numeric(args[0])
+    if origin in (typing.Union, types.UnionType, list, tuple, dict):
+        return any(_numeric(a) for a in args)
+    return False
+
+
+def _walk(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _walk(x)
+    elif isinstance(v, dict):
+        for x in v.values():
+            yield from _walk(x)
+    else:
+        yield v
 
 
 class Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, v: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and _numeric(field.annotation) and not _takes_bool(field.annotation):
+            if any(isinstance(x, bool) for x in _walk(v)):
+                raise ValueError(f"{v!r} is a boolean, not a number")
+        return v
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _bounded_ints(cls, v: Any) -> Any:
+        for x in _walk(v):
+            if isinstance(x, int) and not isinstance(x, bool) and abs(x) > MAX_SPEC_INT:
+                raise ValueError(f"{x} is beyond the largest integer a spec accepts ({MAX_SPEC_INT:.0e})")
+        return v
 
 
 class Sourced(Spec):
@@ -28,3 +93,6 @@ def builtin_ref(kind: str) -> Any:
         return v
 
     return resolve
+
+
+__all__ = ["MAX_GPUS", "MAX_SPEC_INT", "Sourced", "Spec", "builtin_ref"]

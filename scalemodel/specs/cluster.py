@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from scalemodel.specs.accelerator import AcceleratorSpec
-from scalemodel.specs.base import Sourced, Spec, builtin_ref
+from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref
 from scalemodel.specs.quantities import Bandwidth, Fraction, PricePerHour, Seconds, Watts
 
 Topology = Literal["switch", "mesh", "torus", "ring"]
@@ -16,11 +16,11 @@ Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifte
 
 class TierSpec(Sourced):
     name: str
-    span: int = Field(gt=0, description="GPUs reachable inside this tier (cumulative)")
+    span: int = Field(gt=0, le=MAX_GPUS, description="GPUs reachable inside this tier (cumulative)")
     bandwidth: Bandwidth = Field(description="line rate per GPU, per direction")
     latency: Seconds = Field(description="per-message latency (alpha)")
     efficiency: Fraction = Field(description="achievable fraction of line rate, 0 < e <= 1")
-    oversubscription: float = Field(default=1.0, ge=1.0, description="taper of traffic leaving the tier below")
+    oversubscription: float = Field(default=1.0, ge=1.0, le=1e6, description="taper of traffic leaving the tier below")
     in_network_reduction: bool = Field(default=False, description="SHARP / NVLS style reduction in switches")
     topology: Topology = "switch"
     protocol: str = ""
@@ -39,8 +39,8 @@ class ClusterSpec(Sourced):
     name: str
     description: str = ""
     accelerator: AcceleratorSpec
-    gpus_per_node: int = Field(gt=0)
-    max_gpus: int | None = Field(default=None, gt=0, description="largest deployment the spec describes")
+    gpus_per_node: int = Field(gt=0, le=MAX_GPUS)
+    max_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS, description="largest deployment the spec describes")
     tiers: list[TierSpec] = Field(min_length=1, description="network tiers, innermost first")
     price_per_gpu_hour: PricePerHour | None = None
     node_power: Watts | None = None
@@ -69,3 +69,12 @@ class ClusterSpec(Sourced):
     @property
     def largest_gpus(self) -> int:
         return self.max_gpus or self.tiers[-1].span
+
+    def require_gpus(self, gpus: int, where: str = "--gpus") -> None:
+        """Refuse a GPU count beyond the cluster (the one message every command uses)."""
+        if gpus > self.largest_gpus:
+            from scalemodel.errors import InputError
+
+            raise InputError(f"{gpus} GPUs: more GPUs than the cluster has ({self.name} has at most "
+                             f"{self.largest_gpus})", where=where,
+                             allowed=f"at most {self.largest_gpus} GPUs, or a cluster spec with a larger max_gpus")

@@ -1,7 +1,9 @@
 """Read specs from YAML (or a HuggingFace config.json), resolve built-in names, ``extends:`` and
 ``--set`` overrides, and validate them, turning every problem into one clear :class:`InputError`.
 
-This is the only module that reads spec files.
+Files are read through :mod:`scalemodel.specs.files` (regular files only, size-bounded) and YAML
+through :mod:`scalemodel.specs.yamlread` (YAML 1.2 core schema, duplicate keys refused, bounded in
+nodes, aliases and depth).
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,10 +21,12 @@ import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from scalemodel.errors import InputError
+from scalemodel.specs import files, yamlread
 
-MAX_FILE_BYTES = 4 * 2**20
-MAX_EXPANDED_NODES = 200_000  # a spec has hundreds of nodes; an alias bomb has billions
 MAX_EXTENDS_DEPTH = 16
+MAX_SET_VALUE_CHARS = 64 * 2**10  # one --set value
+#: A built-in name: what the catalog's file names use, and short enough for any file system.
+_BUILTIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
 
 # kind -> (top-level folder of the catalog, sub-folder)
 CATALOG = {
@@ -48,6 +54,8 @@ def builtin_names(kind: str) -> list[str]:
 
 
 def builtin_path(kind: str, name: str) -> Path | None:
+    if not _BUILTIN_NAME.match(name):
+        return None
     p = _catalog_dir(kind) / f"{name}.yaml"
     return p if p.is_file() else None
 
@@ -62,82 +70,89 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
         p = Path(ref).expanduser()
         if relative_to is not None and not p.is_absolute():
             p = relative_to / p
-        if not p.is_file():
-            raise InputError(f"file not found: {ref}", where=str(p),
+        if not files.exists(p):  # other kinds of file (a FIFO, a directory) are refused when read
+            raise InputError(f"file not found: {ref[:200]}", where=str(p)[:200],
                              allowed=f"an existing YAML file or a built-in {kind} name")
         return p
     found = builtin_path(kind, ref)
     if found is not None:
         return found
     names = builtin_names(kind)
-    near = difflib.get_close_matches(ref, names, n=3, cutoff=0.4)
+    near = difflib.get_close_matches(ref[:100], names, n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(near)}?" if near else f"built-in {kind}s: {', '.join(names)}"
-    raise InputError(f"unknown built-in {kind} {ref!r}", where=kind,
+    shown = ref if len(ref) <= 100 else f"{ref[:60]}... ({len(ref)} characters)"
+    raise InputError(f"unknown built-in {kind} {shown!r}", where=kind,
                      allowed=f"{hint} (or give a path to a YAML file; `scalemodel hardware list` shows all)")
 
 
-# --- YAML reading --------------------------------------------------------------------------------
+def reference_from(kind: str, ref: str | Path, folder: Path) -> str:
+    """How a file in ``folder`` names the spec ``ref`` in ``extends:``: a built-in name as it is, a file
+    by its path relative to ``folder`` (as :func:`resolve` reads it back)."""
+    if isinstance(ref, str) and not _looks_like_path(ref) and builtin_path(kind, ref) is not None:
+        return ref
+    target = Path(ref).expanduser().resolve()
+    try:
+        rel = os.path.relpath(target, folder.resolve())
+    except ValueError:  # another drive (Windows)
+        return str(target)
+    return rel if "/" in rel or "\\" in rel else f"./{rel}"
 
-def _expanded_size(node: yaml.Node, memo: dict[int, int], depth: int = 0) -> int:
-    key = id(node)
-    if key in memo:
-        return memo[key]
-    if depth > 200:
-        raise InputError("YAML nesting is too deep", allowed="a spec nested less than 200 levels")
-    if isinstance(node, yaml.MappingNode):
-        size = 1 + sum(_expanded_size(k, memo, depth + 1) + _expanded_size(v, memo, depth + 1)
-                       for k, v in node.value)
-    elif isinstance(node, yaml.SequenceNode):
-        size = 1 + sum(_expanded_size(v, memo, depth + 1) for v in node.value)
-    else:
-        size = 1
-    memo[key] = size
-    if size > MAX_EXPANDED_NODES:
-        raise InputError(f"YAML expands to more than {MAX_EXPANDED_NODES} nodes (alias bomb?)",
-                         allowed="a plain spec without repeated aliases")
-    return size
+
+# --- YAML reading ---------------------------------------------------------------------------------
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > yamlread.MAX_INT_DIGITS:
+        raise InputError(f"integer with {len(text.lstrip('-'))} digits",
+                         allowed=f"integers of at most {yamlread.MAX_INT_DIGITS} digits")
+    return int(text)
+
+
+def _json_constant(text: str) -> float:
+    raise InputError(f"{text} is not a number", allowed="finite numbers (JSON has no NaN or Infinity)")
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+def load_json(text: str, name: str) -> Any:
+    """Strict JSON: integers of bounded length, no NaN/Infinity, no duplicate keys (named with their lines)."""
+    try:
+        return json.loads(text, parse_int=_json_int, parse_constant=_json_constant, object_pairs_hook=_json_object)
+    except _DuplicateKey as exc:
+        key = str(exc.args[0])
+        lines = [text.count("\n", 0, m.start()) + 1
+                 for m in re.finditer(re.escape(json.dumps(key)) + r"\s*:", text)][:2]
+        at = f" (lines {lines[0]} and {lines[1]})" if len(lines) == 2 else ""
+        raise InputError(f"duplicate key {key[:100]!r}{at}", where=name, allowed="each key once per object") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON: {exc.msg}", where=f"{name}:{exc.lineno}") from None
+    except InputError as exc:
+        raise exc.at(name) from None
+    except RecursionError:
+        raise InputError("JSON nesting is too deep", where=name, allowed="a config nested a few levels") from None
 
 
 def read_document(path: Path) -> tuple[Any, yaml.Node | None]:
-    """Parse a YAML or JSON file safely; returns the data and (for YAML) its node tree for line numbers."""
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror}", where=str(path)) from None
-    if size > MAX_FILE_BYTES:
-        raise InputError(f"file is {size} bytes", where=str(path), allowed=f"a spec under {MAX_FILE_BYTES} bytes")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read file as UTF-8 text: {exc}", where=str(path)) from None
+    """Parse a YAML or JSON file safely; returns the data and (for YAML) its node tree for line numbers.
+
+    Size limits: :data:`scalemodel.specs.files.MAX_SPEC_BYTES` for YAML,
+    :data:`~scalemodel.specs.files.MAX_JSON_BYTES` for JSON (HuggingFace config.json).
+    """
     if path.suffix == ".json":
-        try:
-            return json.loads(text), None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON: {exc.msg}", where=f"{path}:{exc.lineno}") from None
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None, None
-        try:
-            _expanded_size(node, {})
-        except InputError as exc:
-            raise exc.at(str(path)) from None
-        data = loader.construct_document(node)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise InputError(f"malformed YAML: {exc.problem or exc.context}", where=where,
-                         allowed="valid YAML (check indentation and quoting)") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"malformed YAML: {exc}", where=str(path)) from None
-    except RecursionError:
-        raise InputError("YAML nesting is too deep", where=str(path),
-                         allowed="a spec nested less than 200 levels") from None
-    finally:
-        loader.dispose()
-    return data, node
+        text = files.read_text(path, limit=files.MAX_JSON_BYTES, what="JSON file")
+        return load_json(text, str(path)), None
+    text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="spec file")
+    return yamlread.load(text, str(path))
 
 
 def _line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int | None:
@@ -195,7 +210,10 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
             "num_hidden_layers" in data or "n_layer" in data):
         from scalemodel.specs.workload import from_hf_config
 
-        data = from_hf_config(data, path.parent.name if path.name == "config.json" else path.stem)
+        try:
+            data = from_hf_config(data, path.parent.name if path.name == "config.json" else path.stem)
+        except InputError as exc:
+            raise exc.at(str(path)) from None
     if data is None:
         raise InputError("file is empty", where=str(path), allowed=f"a {kind} spec (a YAML mapping)")
     if not isinstance(data, dict):
@@ -214,10 +232,16 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
     return data
 
 
-def _parse_value(text: str) -> Any:
+def _parse_value(text: str, where: str) -> Any:
+    """A --set value as YAML (1.2 core schema); text that is not valid YAML stays a string."""
+    if len(text) > MAX_SET_VALUE_CHARS:
+        raise InputError(f"value is {len(text)} characters long", where=where,
+                         allowed=f"a value of at most {MAX_SET_VALUE_CHARS} characters")
+    if not text.strip():
+        return ""
     try:
-        return yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError:
+        return yamlread.load(text, where)[0]
+    except yamlread.MalformedYAML:
         return text
 
 
@@ -229,6 +253,9 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
             raise InputError(f"override {item!r} has no '='", where="--set", allowed="path.to.field=value")
         path, value = item.split("=", 1)
         parts = [p for p in path.strip().split(".") if p]
+        if len(parts) > yamlread.MAX_DEPTH:
+            raise InputError(f"override path has {len(parts)} parts", where="--set",
+                             allowed=f"a path of at most {yamlread.MAX_DEPTH} parts")
         if not parts:
             raise InputError(f"override {item!r} has an empty path", where="--set", allowed="path.to.field=value")
         node: Any = out
@@ -238,18 +265,18 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
                 if part == "accelerator" and kind == "cluster" and isinstance(node.get(part), str) and not last:
                     node[part] = load_raw("accelerator", node[part])
                 if last:
-                    node[part] = _parse_value(value)
+                    node[part] = _parse_value(value, f"--set {path}")
                 else:
                     node = node.setdefault(part, {})
             elif isinstance(node, list):
-                idx = int(part) if part.isdigit() else next(
+                idx = int(part) if part.isascii() and part.isdigit() and len(part) < 10 else next(
                     (j for j, x in enumerate(node) if isinstance(x, dict) and x.get("name") == part), None)
                 if idx is None or idx >= len(node):
                     names = [str(x.get("name")) for x in node if isinstance(x, dict)]
                     raise InputError(f"no item {part!r} in {'.'.join(parts[:i])}", where=f"--set {path}",
                                      allowed=f"an index below {len(node)} or a name: {', '.join(names)}")
                 if last:
-                    node[idx] = _parse_value(value)
+                    node[idx] = _parse_value(value, f"--set {path}")
                 else:
                     node = node[idx]
             else:

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema, field_validator
 
-from scalemodel.specs.base import Spec, builtin_ref
+from scalemodel.specs.base import MAX_GPUS, Spec, builtin_ref
 from scalemodel.specs.cluster import ClusterSpec
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 from scalemodel.specs.workload import Workload
@@ -72,14 +72,17 @@ class ScenarioSpec(Spec):
         if isinstance(v, int) and not isinstance(v, bool):
             return [v]
         if isinstance(v, str):
-            return [int(x) for x in v.replace(" ", "").split(",") if x]
+            parts = [x for x in v.replace(" ", "").split(",") if x]
+            if not all(x.isascii() and x.isdigit() and len(x) <= 9 for x in parts):
+                raise ValueError(f"cannot read GPU counts {v[:60]!r}; comma-separated integers, e.g. 128,256")
+            return [int(x) for x in parts]
         return v
 
     @field_validator("gpus")
     @classmethod
     def _positive(cls, v: list[int]) -> list[int]:
-        if any(g <= 0 for g in v):
-            raise ValueError("GPU counts must be positive")
+        if any(not 0 < g <= MAX_GPUS for g in v):
+            raise ValueError(f"GPU counts must be positive integers up to {MAX_GPUS:.0e}")
         return v
 
     _cluster = field_validator("cluster", mode="before")(builtin_ref("cluster"))

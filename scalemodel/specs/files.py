@@ -1,0 +1,147 @@
+"""Bounded reading of every input file: regular files only, a documented size limit per kind of file.
+
+Every reader in :mod:`scalemodel.specs` (YAML specs, scenarios and capacity files, HuggingFace
+``config.json``, nccl-tests logs, ``--samples`` files) goes through :func:`read_text`, which
+
+- looks at the file with ``os.stat`` before opening it, and refuses anything that is not a regular
+  file (a directory, a FIFO, a socket, a device such as ``/dev/zero`` or a symlink to one), so no
+  read can block on a pipe without a writer or run without end on a device;
+- refuses a file larger than the limit for its kind (the error names the limit), and reads at most
+  ``limit + 1`` bytes even when the file grows while it is read;
+- opens with ``O_NONBLOCK`` and checks the opened descriptor again, so a file swapped for a FIFO
+  between the check and the open cannot block either;
+- decodes strict UTF-8, and remembers the file's identity (device, inode) so that the writers in
+  :mod:`scalemodel.report.output` can refuse to write over a file the same invocation read.
+
+The limits (bytes) are far above any real input: the largest built-in spec is about 5 KiB, a large
+HuggingFace config.json about 50 KiB, a verbose nccl-tests log a few MiB.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from scalemodel.errors import InputError
+
+KiB = 2**10
+MiB = 2**20
+
+#: YAML (or JSON) spec files: accelerators, clusters, workloads, scenarios, capacity files, overlays.
+MAX_SPEC_BYTES = 256 * KiB
+#: HuggingFace config.json files (parsed by the C JSON parser).
+MAX_JSON_BYTES = 8 * MiB
+#: nccl-tests output logs (text or ``-J`` JSON).
+MAX_LOG_BYTES = 64 * MiB
+#: ``stragglers --samples`` files of measured step times.
+MAX_SAMPLES_BYTES = 16 * MiB
+
+_READ_CHUNK = MiB
+
+# (st_dev, st_ino) -> the path as given, for every file read since the last forget_reads()
+_reads: dict[tuple[int, int], str] = {}
+
+
+def _size_text(n: int) -> str:
+    if n >= MiB and n % MiB == 0:
+        return f"{n // MiB} MiB"
+    if n >= KiB and n % KiB == 0:
+        return f"{n // KiB} KiB"
+    return f"{n} bytes"
+
+
+def _file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def forget_reads() -> None:
+    """Start a new invocation: forget which files were read (the CLI calls this once per command)."""
+    _reads.clear()
+
+
+def read_by_this_invocation(path: str | Path) -> str | None:
+    """The name under which ``path`` (the same file, by device and inode) was read, or None."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return _reads.get((st.st_dev, st.st_ino))
+
+
+def _stat(path: str | Path, what: str) -> os.stat_result:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{what} not found", where=str(path), allowed=f"an existing {what}") from None
+    except ValueError:  # an embedded NUL byte in the path
+        raise InputError("the path contains a NUL byte", where=repr(str(path))[:80],
+                         allowed=f"a path to a {what}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", where=str(path)[:200],
+                         allowed=f"a readable {what}") from None
+
+
+def read_bytes(path: str | Path, *, limit: int, what: str = "file") -> bytes:
+    """The whole content of a regular file of at most ``limit`` bytes (see the module docstring)."""
+    where = str(path)
+    st = _stat(path, what)
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"is {_file_type(st.st_mode)}, not a regular file", where=where,
+                         allowed=f"a {what} (a regular file)")
+    too_big = InputError(f"{what} is larger than the {_size_text(limit)} limit", where=where,
+                         allowed=f"a {what} of at most {_size_text(limit)} ({limit} bytes)")
+    if st.st_size > limit:
+        raise too_big
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"cannot open {what}: {exc.strerror or exc}", where=where,
+                         allowed=f"a readable {what}") from None
+    try:
+        fst = os.fstat(fd)
+        if not stat.S_ISREG(fst.st_mode):  # swapped between the stat and the open
+            raise InputError(f"is {_file_type(fst.st_mode)}, not a regular file", where=where,
+                             allowed=f"a {what} (a regular file)")
+        chunks: list[bytes] = []
+        got = 0
+        while got <= limit:
+            chunk = os.read(fd, min(_READ_CHUNK, limit + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        if got > limit:  # it grew while being read
+            raise too_big
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", where=where,
+                         allowed=f"a readable {what}") from None
+    finally:
+        os.close(fd)
+    _reads[(fst.st_dev, fst.st_ino)] = where
+    return b"".join(chunks)
+
+
+def read_text(path: str | Path, *, limit: int, what: str = "file") -> str:
+    """:func:`read_bytes` decoded as UTF-8 (a leading byte-order mark is dropped)."""
+    data = read_bytes(path, limit=limit, what=what)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})", where=str(path),
+                         allowed=f"a UTF-8 text {what}") from None
+
+
+def exists(path: str | Path) -> bool:
+    """Whether anything exists at ``path`` (without raising on names the file system cannot hold)."""
+    try:
+        os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return True

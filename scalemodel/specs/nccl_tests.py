@@ -1,0 +1,198 @@
+"""Read nccl-tests output (any era, text or ``-J`` JSON) into rows of size and time.
+
+Parsing follows docs/model.md#nccl-tests-logs (nccl-tests src/util.cu): text logs of
+every era (older: no ``root`` column and a float ``error``; middle: ``root`` and ``#wrong``; current:
+version and "Collective test starting" lines), launcher prefixes (``srun -l`` ``0:``, mpirun ``[0]``,
+``[1,0]<stdout>:``), interleaved ``NCCL INFO``/``WARN`` lines, duplicated headers, ``N/A`` in #wrong,
+and the ``-J`` JSON output. A data row is any line whose first two tokens are (ASCII) integers followed
+by blocks of (time, algbw, busbw, #wrong) for out-of-place and in-place. Rows with a time that is not
+a positive finite number are skipped; a ``-J`` entry whose fields are not numbers is an error naming it.
+
+The file is read by :func:`read_nccl_tests` through :mod:`scalemodel.specs.files` (a regular file of at
+most :data:`~scalemodel.specs.files.MAX_LOG_BYTES`); undecodable bytes become U+FFFD.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scalemodel.errors import InputError
+from scalemodel.specs import files
+from scalemodel.specs.loader import load_json
+
+MAX_INT_DIGITS = 30
+
+_OP_FROM_TEST = {
+    "all_reduce": "allreduce", "reduce_scatter": "reducescatter", "all_gather": "allgather", "alltoall": "alltoall",
+    "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "sendrecv", "hypercube": "sendrecv",
+}
+_PREFIX = re.compile(r"^\s*(?:\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?|\d+:)\s?")
+_GLUED = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?")
+_NUM = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$", re.ASCII)
+_INT = re.compile(rf"^[0-9]{{1,{MAX_INT_DIGITS}}}$")
+
+
+@dataclass
+class NcclRow:
+    size_bytes: float
+    count: int
+    dtype: str
+    time_oop_s: float
+    busbw_oop_Bps: float
+    time_ip_s: float | None = None
+    busbw_ip_Bps: float | None = None
+
+    @property
+    def time_s(self) -> float:
+        """Mean of out-of-place and in-place times (both measure the same operation)."""
+        if self.time_ip_s is None:
+            return self.time_oop_s
+        return 0.5 * (self.time_oop_s + self.time_ip_s)
+
+
+@dataclass
+class NcclLog:
+    op: str
+    ranks: int | None
+    rows: list[NcclRow] = field(default_factory=list)
+    fmt: str = "text"
+    nccl_version: str = ""
+
+
+def _is_num(tok: str) -> bool:
+    return bool(_NUM.match(tok))
+
+
+def _op_from(text: str) -> str | None:
+    m = re.search(r"Collective test (?:starting|concluded):\s*(\w+?)_perf", text)
+    if not m:
+        m = re.search(r"\b(\w+?)_perf\b", text)
+    if m and m.group(1) in _OP_FROM_TEST:
+        return _OP_FROM_TEST[m.group(1)]
+    return None
+
+
+def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
+    """Parse nccl-tests output (any era, text or ``-J`` JSON) into rows of size and time."""
+    stripped = text.lstrip()
+    if stripped.startswith("{") or re.match(r"\[\s*\{", stripped):
+        return _parse_json(stripped, op)
+    ranks: set[int] = set()
+    rows: list[NcclRow] = []
+    version = ""
+    for raw in text.splitlines():
+        line = _PREFIX.sub("", raw)
+        line = _GLUED.sub(" ", line)
+        if "NCCL INFO" in line or "NCCL WARN" in line:
+            continue
+        mv = re.search(r"nccl-tests version (\S+)", line)
+        if mv:
+            version = mv.group(1)
+        md = re.search(r"#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+", line)
+        if md:
+            ranks.add(int(md.group(1)))
+            continue
+        body = line.lstrip("#").strip() if not line.lstrip().startswith("#") else ""
+        toks = body.split()
+        if len(toks) < 6 or not (_INT.match(toks[0]) and _INT.match(toks[1])):
+            continue
+        rest = [t for t in toks[2:] if _is_num(t) or t == "N/A"]
+        # a leading integer root column (-1 or a rank) makes the count 4k + 1
+        if len(rest) % 4 == 1:
+            rest = rest[1:]
+        if len(rest) < 3:
+            continue
+        try:
+            vals = [float(t) if t != "N/A" else 0.0 for t in rest]
+        except ValueError:
+            continue
+        t_oop, bus_oop = vals[0] * 1e-6, vals[2] * 1e9
+        t_ip = vals[4] * 1e-6 if len(vals) >= 7 else None
+        bus_ip = vals[6] * 1e9 if len(vals) >= 7 else None
+        if not (t_oop > 0 and math.isfinite(t_oop) and all(math.isfinite(v) for v in vals)):
+            continue
+        dtype = next((t for t in toks[2:] if not _is_num(t)), "")
+        rows.append(NcclRow(float(toks[0]), int(toks[1]), dtype, t_oop, bus_oop, t_ip, bus_ip))
+    if not rows:
+        raise InputError("no nccl-tests data rows found", where="LOG",
+                         allowed="output of all_reduce_perf and the other *_perf tests, text or -J JSON")
+    found = op or _op_from(text) or "allreduce"
+    return NcclLog(found, len(ranks) or None, rows, "text", version)
+
+
+def _number(x: Any, where: str, default: float | None) -> float:
+    """A finite number >= 0 from a -J field (None means the default; no default makes it required)."""
+    if x is None and default is not None:
+        return default
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+        raise InputError(f"expected a number >= 0, got {str(x)[:40]!r}", where=where,
+                         allowed="nccl-tests -J output (numbers for size, count, time and bus_bw)")
+    return float(x)
+
+
+def _entry(r: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    v = r.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise InputError(f"{key} is a {type(v).__name__}, not an object", where=where,
+                         allowed="nccl-tests -J output")
+    return v
+
+
+def _parse_json(text: str, op: str | None) -> NcclLog:
+    doc: Any = load_json(text, "LOG")
+    results: list[dict[str, Any]] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            if "size" in x and ("out_of_place" in x or "in_place" in x):
+                results.append(x)
+                return
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(doc)
+    if not results:
+        raise InputError("no result entries (size with out_of_place/in_place) in the JSON", where="LOG",
+                         allowed="nccl-tests -J output")
+    rows = []
+    for i, r in enumerate(results):
+        where = f"LOG: result {i + 1}"
+        oop = _entry(r, "out_of_place", where)
+        ip = _entry(r, "in_place", where)
+        t_oop = _number(oop.get("time", ip.get("time")), f"{where}: time", 0.0) * 1e-6
+        if not t_oop > 0:
+            continue
+        size = _number(r["size"], f"{where}: size", None)
+        count = _number(r.get("count", 0), f"{where}: count", 0.0)
+        t_ip = _number(ip["time"], f"{where}: in_place.time", None) * 1e-6 if "time" in ip else None
+        bus_ip = _number(ip["bus_bw"], f"{where}: in_place.bus_bw", None) * 1e9 if "bus_bw" in ip else None
+        rows.append(NcclRow(size, int(count), str(r.get("type", ""))[:40], t_oop,
+                            _number(oop.get("bus_bw", 0.0), f"{where}: out_of_place.bus_bw", 0.0) * 1e9,
+                            t_ip if t_ip is not None and t_ip > 0 else None, bus_ip))
+    if not rows:
+        raise InputError("no result entry has a positive time", where="LOG",
+                         allowed="nccl-tests -J output with measured times")
+    ranks = None
+    if isinstance(doc, dict):
+        devs = doc.get("devices")
+        if isinstance(devs, list) and devs:
+            ranks = len(devs)
+        name = str(doc.get("config", {}).get("test", "")) if isinstance(doc.get("config"), dict) else ""
+        op = op or _op_from(name + "_perf " + json.dumps(doc.get("config", ""))) or None
+    return NcclLog(op or "allreduce", ranks, rows, "json")
+
+
+def read_nccl_tests(path: str | Path, *, op: str | None = None) -> NcclLog:
+    """Read and parse an nccl-tests log file (bounded: see the module docstring)."""
+    data = files.read_bytes(path, limit=files.MAX_LOG_BYTES, what="nccl-tests log")
+    return parse_nccl_tests(data.decode("utf-8", errors="replace"), op=op)
