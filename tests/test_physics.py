@@ -18,7 +18,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scalemodel.cost import collectives as coll
+from scalemodel.cost.algorithms import APPLICABLE
 from scalemodel.engine.job import build_job, grid_from_arrays
+from scalemodel.engine.network import build_network
 from scalemodel.engine.step import evaluate
 from scalemodel.specs import load_cluster, load_workload
 from scalemodel.specs.training import TrainingSpec
@@ -148,3 +151,35 @@ def test_more_microbatches_never_grow_the_bubble_fraction(case) -> None:  # type
     frac_few = float(few.breakdown["bubble"][0]) / float(few.breakdown["compute"][0])
     frac_many = float(many.breakdown["bubble"][0]) / float(many.breakdown["compute"][0])
     assert frac_many <= frac_few * (1 + 1e-9)
+
+
+# --- collectives: no faster than the bytes that must cross each tier ------------------------------
+
+ALL_CLUSTERS = ("dgx-a100", "dgx-h100", "pcie-25gbe", "gb200-nvl72", "mi300x-8", "aws-p4d", "tpu-v4-pod",
+                "dgx-2", "h800-8")
+
+
+@cache
+def _network(cluster: str):  # type: ignore[no-untyped-def]
+    return build_network(load_cluster(cluster))
+
+
+@FAST
+@given(st.sampled_from(ALL_CLUSTERS), st.sampled_from(("allreduce", "reducescatter", "allgather")),
+       st.sampled_from((2, 3, 8, 16, 64, 256, 1024)), st.sampled_from((1, 2, 8)),
+       st.sampled_from((1e3, 1e6, 1e8, 4e9)), st.sampled_from(("auto", "ring", "tree", "hierarchical", "rhd")))
+def test_collectives_never_beat_the_bytes_crossing_each_tier(cluster, op, ranks, stride, size, algo) -> None:  # type: ignore[no-untyped-def]
+    """Whatever the algorithm, every child domain of a tier that holds c of the group's p ranks must send
+    out at least (n - 1)/n of the data (n = p / c domains: their contributions, or their shards), through
+    at most c uplinks at the tier's line rate: t >= (n - 1)/n S / (c B). (In-network reduction still
+    needs one copy of the data across; all-reduce moves twice this without it.)"""
+    net = _network(cluster)
+    if ranks * stride > max(t.span for t in net.tiers) or (algo != "auto" and algo not in APPLICABLE[op]):
+        return
+    t = float(coll.collective_time(op, size, ranks, net, algorithm=algo, stride=stride, family="all"))
+    for inner, outer in zip(net.tiers[:-1], net.tiers[1:], strict=True):
+        c = min(max(inner.span // stride, 1), ranks)
+        n = ranks / c
+        if n > 1:
+            bound = (n - 1) / n * size / (c * outer.bandwidth)
+            assert t >= bound * (1 - 1e-9), (cluster, op, ranks, stride, size, algo, outer.name, t, bound)
