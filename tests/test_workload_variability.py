@@ -92,3 +92,61 @@ def test_work_cv_and_sequence_lengths_are_exclusive(cli: Any) -> None:
     res = run(cli, "--set", "training.sequence_lengths=uniform:1:4096")
     assert res.code == 2 and "seq_len" in res.err
     assert breakdown(run(cli, "--set", "training.sequence_lengths=fixed", "--json"))["imbalance"] == 0.0
+
+
+def test_kaplan_default_critical_batch_by_hand() -> None:
+    """B_crit = 2e8 / L^(1/0.21) tokens at L = (8.8e13 / N)^0.076 (Kaplan et al. 2020 eq. 1.1 and §5.1)."""
+    from scalemodel.cost import efficiency
+
+    n = 12 * 24 * 2304.0 ** 2  # GPT 1.7B's non-embedding weights (12 L h^2)
+    loss = (8.8e13 / n) ** 0.076
+    assert float(efficiency.kaplan_loss(n)) == pytest.approx(loss)
+    assert 2.29 < loss < 2.31
+    assert float(efficiency.default_critical_batch_tokens(n)) == pytest.approx(2e8 / loss ** (1 / 0.21))
+
+
+def test_scenarios_without_critical_batch_get_the_kaplan_default(cli: Any) -> None:
+    """strong-scaling.yaml gives no critical_batch: GPT 1.7B's default B_noise ~ 1850 sequences of 2048, so its
+    4096-sequence batch has statistical efficiency (relative to the first point's batch, the same) 1."""
+    res = cli("scale", "--scenario", str(SCEN.parent / "strong-scaling.yaml"), "--gpus", "128", "--json")
+    assert res.code == 0, res.err
+    pt = json.loads(res.out)["points"][0]
+    assert pt["statistical_efficiency"] == pytest.approx(1.0)
+    no = cli("scale", "--scenario", str(SCEN.parent / "strong-scaling.yaml"), "--gpus", "128")
+    assert "train_tokens" not in no.out + no.err  # no complaint about a critical batch nobody gave
+
+
+def test_topk_below_the_published_density_is_flagged(cli: Any) -> None:
+    from scalemodel.cost import compression
+
+    assert compression.accuracy_note("topk", 0.001) is None and compression.accuracy_note("int8") is None
+    res = cli("scale", "--scenario", str(SCEN.parent / "comm-reduction.yaml"), "--gpus", "2048",
+              "--compression", "topk:0.0001", "--json")
+    assert res.code == 0, res.err
+    assert any("published accuracy" in n for n in json.loads(res.out)["notes"])
+
+
+def test_fit_script_reads_the_published_points() -> None:
+    import subprocess
+    import sys
+
+    root = SCEN.parents[2]
+    out = subprocess.run([sys.executable, str(root / "scripts" / "fit_convergence.py")], capture_output=True,
+                         text=True, check=True, env={"PYTHONPATH": str(root)}).stdout
+    assert "resnet50" in out and "mean +0.27" in out and "no step-count cost" in out
+    assert "default kappa 0.5 (placeholder)" in out
+
+
+def test_accumulation_past_the_critical_batch_loses_progress(cli: Any) -> None:
+    """README section 6: 8x accumulation at 2048 GPUs (8192 -> 65536 sequences) quadruples throughput, but with
+    GPT 1.7B's default B_noise each example is worth (B_n + 8192)/(B_n + 65536) as much: progress/s falls."""
+    from scalemodel.cost import efficiency
+
+    comm = SCEN.parent / "comm-reduction.yaml"
+    runs = [json.loads(cli("scale", "--scenario", str(comm), "--gpus", "2048", "--global-batch", b, "--json").out)
+            for b in ("8192", "65536")]
+    gain = runs[1]["points"][0]["tokens_per_s"] / runs[0]["points"][0]["tokens_per_s"]
+    b_noise = float(efficiency.default_critical_batch_tokens(12 * 24 * 2304.0 ** 2)) / 2048
+    worth = (b_noise + 8192) / (b_noise + 65536)
+    assert 3.8 < gain < 4.4 and 0.14 < worth < 0.16
+    assert gain * worth < 0.7

@@ -30,7 +30,7 @@ from scalemodel.choices import (
     parse_sequence_lengths,
     parse_sync,
 )
-from scalemodel.cost import balance, compute, transformer
+from scalemodel.cost import balance, compute, efficiency, transformer
 from scalemodel.cost.network import Network
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
@@ -141,9 +141,21 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         price_per_gpu_s=float(cluster.price_per_gpu_hour or 0.0),
         straggler_cv=float(cv), straggler_dist=straggler_dist or var.dist,
         train_tokens=float(training.train_tokens or (training.train_samples or 0) * seq),
-        critical_batch=float(training.critical_batch or 0.0),
+        critical_batch=_critical_batch(training, sh, int(seq)),
         work_cv=_work_cv(training, sh, int(seq)),
     )
+
+
+def _critical_batch(training: Any, shape: Any, seq_len: int) -> float:
+    """B_noise in samples: the workload's ``training.critical_batch``, else for a transformer language model
+    Kaplan's B_crit at the loss its non-embedding parameter count predicts (docs/model.md#statistical-efficiency),
+    else 0 (not known: no statistical efficiency or time to target)."""
+    if training.critical_batch is not None:
+        return float(training.critical_batch)
+    if shape is None:
+        return 0.0
+    non_embedding = float(transformer.active_param_count(shape) - transformer.embedding_params(shape))
+    return float(efficiency.default_critical_batch_tokens(non_embedding)) / seq_len
 
 
 def _work_cv(training: Any, shape: Any, seq_len: int) -> float:
