@@ -271,6 +271,41 @@ def parse_compression(value: Any, where: str = "") -> Compression:
     raise InputError(f"unknown compression {value!r}", where=where, allowed=COMPRESSION_ALLOWED)
 
 
+SEQUENCE_LENGTHS_ALLOWED = "use fixed (every sample seq_len tokens, e.g. packed) or uniform:LO:HI (1 <= LO <= HI)"
+
+
+@dataclass(frozen=True)
+class SequenceLengths:
+    """Distribution of one training sample's length in tokens: ``fixed`` (low = high = 0: every sample
+    is seq_len tokens, as with packed sequences) or discrete uniform on [low, high]."""
+
+    low: int = 0
+    high: int = 0
+
+    @property
+    def fixed(self) -> bool:
+        return self.high == 0
+
+    @property
+    def label(self) -> str:
+        return "fixed" if self.fixed else f"uniform:{self.low}:{self.high}"
+
+
+def parse_sequence_lengths(value: Any, where: str = "") -> SequenceLengths:
+    """``fixed | packed | uniform:LO:HI`` (1 <= LO <= HI, plain decimals)."""
+    if isinstance(value, SequenceLengths):
+        return value
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if text in ("fixed", "packed"):
+        return SequenceLengths()
+    name, _, rest = text.partition(":")
+    lo_text, _, hi_text = rest.partition(":")
+    lo, hi = _small_int(lo_text), _small_int(hi_text)
+    if name == "uniform" and lo is not None and hi is not None and 1 <= lo <= hi:
+        return SequenceLengths(lo, hi)
+    raise InputError(f"unknown sequence-length distribution {value!r}", where=where, allowed=SEQUENCE_LENGTHS_ALLOWED)
+
+
 DP_COMM_ALLOWED = "use allreduce or ps:K[:colocated|:dedicated] (K >= 1 servers)"
 
 

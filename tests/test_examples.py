@@ -237,16 +237,15 @@ def test_async_trades_convergence_for_throughput(cli: Any) -> None:
     assert straggle > point(scale(cli, "sync-stragglers.yaml"), 128)["breakdown_s"]["straggler"]
 
 
-def test_async_in_the_documents_regime(cli: Any) -> None:
-    """README section 3: 10 % jitter and kappa = 0.2 give the document's +30 % and -15-20 %."""
-    at = ("--straggler-cv", "0.1", "--staleness-kappa", "0.2")
-    bsp = point(scale(cli, "sync-stragglers.yaml", *at), 2048)
-    asp = point(scale(cli, "sync-stragglers.yaml", *at, "--sync", "asp"), 2048)
-    assert asp["tokens_per_s"] > 1.3 * bsp["tokens_per_s"]
-    assert 0.8 <= asp["sync"]["statistical_efficiency"] <= 0.85  # 1 / (1 + 0.2 x 2047/2048) = 0.833
-    assert asp["time_to_target_s"] < bsp["time_to_target_s"]  # here ASP also reaches the target first
-    five = point(scale(cli, "sync-stragglers.yaml", "--sync", "asp"), 2048)["tokens_per_s"]
-    assert five / point(scale(cli, "sync-stragglers.yaml"), 2048)["tokens_per_s"] < 1.25  # 5 % jitter: less
+def test_async_at_the_scenarios_sourced_values(cli: Any) -> None:
+    """README section 3: nothing is chosen to match; at 5 % jitter ASP is +16 %, short of the document's +30 %,
+    and the staleness penalty is the documented placeholder kappa = 0.5 (no published point transcribed)."""
+    bsp = point(scale(cli, "sync-stragglers.yaml"), 2048)
+    asp = point(scale(cli, "sync-stragglers.yaml", "--sync", "asp"), 2048)
+    assert 1.1 < asp["tokens_per_s"] / bsp["tokens_per_s"] < 1.25
+    assert asp["sync"]["statistical_efficiency"] == pytest.approx(1 / (1 + 0.5 * 2047 / 2048))
+    text = (SCEN.parents[1] / "validation" / "convergence.yaml").read_text()
+    assert "default_status: placeholder" in text  # the README's "not measured yet" stays true until it is
 
 
 # 4. Static vs dynamic assignment with scheduling overhead.
@@ -259,6 +258,14 @@ def test_dynamic_assignment_removes_imbalance_but_costs_dispatch(cli: Any) -> No
     assert f["imbalance"] < 0.25 * s["imbalance"]
     assert f["imbalance"] < p["imbalance"] < s["imbalance"]  # dispatch cost shows up in the same term
     assert point(paid, 2048)["step_time_s"] < point(static, 2048)["step_time_s"]
+    # README: nothing chosen to match; the lengths give 66 % static imbalance (the document: 25 %), the queue at
+    # Ray's measured 1.02 ms per hand-out stays under 5 % (16.5 hand-outs' worth above the free queue)
+    compute = point(static, 2048)["breakdown_s"]["compute"]
+    assert s["imbalance"] > 0.5 * compute
+    assert p["imbalance"] < 0.05 * compute
+    assert p["imbalance"] - f["imbalance"] == pytest.approx(16.5 / 980.7121217208985, rel=0.02)
+    packed = scale(cli, "assignment.yaml", "--gpus", "2048", "--set", "training.sequence_lengths=fixed")
+    assert point(packed, 2048)["breakdown_s"]["imbalance"] == 0.0
 
 
 # 5. Hierarchical synchronisation, 16 groups of 128 at 2048 GPUs.

@@ -19,6 +19,15 @@ candidate). Results are seconds.
   T ~= m/R - n/(2R) + max t_i, clipped into the bounds. For identical workers this is
   m t/n + t/2: the last task costs half a task on average, not the "max over fixed shares".
 - Imbalance ratio = makespan / (W / sum v) >= 1 (1 = perfect balance, scheduling cost included).
+
+Work variability from the data (docs/model.md#imbalance): a sample of L tokens costs c(L) (the model's
+own forward FLOPs of one sequence, GEMMs ~ L plus attention ~ L^2); with L drawn from the workload's
+length distribution, a micro-batch of b samples has compute CV = CV[c(L)] / sqrt(b).
+
+Dispatch latency default (:data:`DEFAULT_DISPATCH_OVERHEAD_S`): the measured round trip of one
+synchronous task through Ray's scheduler, 980.7 tasks/s in Ray's release microbenchmark
+(``single_client_tasks_sync``, ray-project/ray ``release/perf_metrics/microbenchmark.json`` at commit
+08444c4c), i.e. 1.02 ms per task: submit, schedule, run an empty task, return its result.
 """
 
 from __future__ import annotations
@@ -31,6 +40,13 @@ from scalemodel.cost import stragglers as st
 from scalemodel.errors import InputError
 
 Array = Any
+
+#: Ray release microbenchmark ``single_client_tasks_sync``: 980.7121 tasks/s (release/perf_metrics/
+#: microbenchmark.json, ray-project/ray commit 08444c4c): one synchronous task round trip, 1.02 ms.
+RAY_SINGLE_CLIENT_TASKS_SYNC_PER_S = 980.7121217208985
+#: Ray ``single_client_tasks_async``: 8040.5 tasks/s, the rate one driver can hand out tasks at.
+RAY_SINGLE_CLIENT_TASKS_ASYNC_PER_S = 8040.530786886751
+DEFAULT_DISPATCH_OVERHEAD_S = 1.0 / RAY_SINGLE_CLIENT_TASKS_SYNC_PER_S
 
 
 def _speeds(speeds: Array) -> np.ndarray:
@@ -112,3 +128,15 @@ def noisy_dynamic_makespan(n: Array, total_tasks: Array, task_mean_s: Array,
     if np.any(nn < 1) or np.any(mm < 0) or np.any(t <= 0):
         raise InputError("need n >= 1, tasks >= 0 and a positive task time", where="balance")
     return np.maximum(mm * t / nn - np.minimum(mm, nn) * t / (2 * nn) + t, np.where(mm > 0, t, 0.0))
+
+
+def length_cost_cv(costs: Array, samples_per_task: Array = 1) -> float:
+    """CV of a task's cost when each of its ``samples_per_task`` samples draws one of ``costs`` (the
+    cost of every possible length, equally likely) independently: CV[c] / sqrt(b)."""
+    c = np.asarray(costs, dtype=float)
+    b = float(np.asarray(samples_per_task, dtype=float))
+    if c.size < 1 or np.any(c <= 0) or not np.all(np.isfinite(c)):
+        raise InputError("per-length costs must be finite and > 0", where="sequence_lengths")
+    if not (b >= 1 and np.isfinite(b)):
+        raise InputError("samples per task must be >= 1", where="micro_batch")
+    return float(np.std(c) / np.mean(c) / np.sqrt(b))

@@ -31,6 +31,24 @@ QUANT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8}
 COMPRESSION_KINDS = (*QUANT_BITS, "topk")
 AGARWAL_MARGIN = 0.10  # recommend compression only when it saves >= 10 % (Agarwal et al. 2022)
 
+#: Convergence cost of each scheme, as published (validation/convergence.yaml, scripts/fit_convergence.py).
+#: The step model charges no extra steps for any of them *within the published range*, because none was
+#: measured: fp16/bf16 casts of 16-bit gradients are exact; int8 with a shared scale and error feedback is within
+#: QSGD's "full accuracy" 8-bit setting (Alistarh et al. 2017); top-k with error feedback (DGC's local
+#: accumulation + momentum correction) matched the dense top-1 on ImageNet at density 0.001 from 8 to 128 GPUs
+#: (synxlin/deep-gradient-compression README table: ResNet-50 mean +0.27 points, VGG-16-BN +0.15). Without error
+#: feedback no scheme here is claimed lossless (Seide et al. 2014; Karimireddy et al. 2019).
+TOPK_LOWEST_PUBLISHED_DENSITY = 0.001
+
+
+def accuracy_note(kind: str, density: float = 1.0) -> str | None:
+    """A one-line caveat where a scheme runs outside the density its accuracy was published for, else None."""
+    if kind == "topk" and density < TOPK_LOWEST_PUBLISHED_DENSITY:
+        return (f"top-k density {density:g} is below the lowest with a published accuracy "
+                f"({TOPK_LOWEST_PUBLISHED_DENSITY:g}, DGC with error feedback); no step-count cost is charged, "
+                "but none is known")
+    return None
+
 
 def _check(n: Array, size: Array, bw: Array, lat: Array, t_enc: Array, t_dec: Array) -> tuple[np.ndarray, ...]:
     vals = [np.asarray(x, dtype=float) for x in (n, size, bw, lat, t_enc, t_dec)]

@@ -31,6 +31,8 @@ Array = Any
 
 KAPLAN_B_STAR_TOKENS = 2.0e8  # Kaplan et al. 2020, section 5.1 (via secondary restatements)
 KAPLAN_ALPHA_B = 0.21  # Kaplan et al. 2020, section 5.1 (via secondary restatements)
+KAPLAN_N_C = 8.8e13  # Kaplan et al. 2020, eq. (1.1): L(N) = (N_c / N)^alpha_N, N non-embedding parameters
+KAPLAN_ALPHA_N = 0.076  # Kaplan et al. 2020, eq. (1.1)
 
 
 def _pos(x: Array, name: str, allow_zero: bool = False) -> np.ndarray:
@@ -62,6 +64,18 @@ def critical_batch_kaplan(loss: Array, b_star: Array = KAPLAN_B_STAR_TOKENS,
                           alpha_b: Array = KAPLAN_ALPHA_B) -> np.ndarray:
     """B_crit(L) = B* / L^(1/alpha_B) tokens (Kaplan et al. 2020, section 5.1)."""
     return _pos(b_star, "b_star") / _pos(loss, "loss") ** (1 / _pos(alpha_b, "alpha_b"))
+
+
+def kaplan_loss(non_embedding_params: Array, n_c: Array = KAPLAN_N_C, alpha_n: Array = KAPLAN_ALPHA_N) -> np.ndarray:
+    """L(N) = (N_c / N)^alpha_N nats/token (Kaplan et al. 2020 eq. 1.1: converged loss of a model with N
+    non-embedding parameters trained on enough WebText2 data)."""
+    return (_pos(n_c, "n_c") / _pos(non_embedding_params, "params")) ** _pos(alpha_n, "alpha_n")
+
+
+def default_critical_batch_tokens(non_embedding_params: Array) -> np.ndarray:
+    """The documented default B_noise of a language model: B_crit(L(N)) tokens (Kaplan et al. 2020 §5.1 at
+    the eq. 1.1 loss). A WebText2-era fit: an order-of-magnitude default, not a measurement of the workload."""
+    return critical_batch_kaplan(kaplan_loss(non_embedding_params))
 
 
 def time_to_target(s_min: Array, batch: Array, b_noise: Array, step_time_s: Array,

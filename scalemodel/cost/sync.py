@@ -41,7 +41,9 @@ Units of the results (all broadcast over the numeric inputs):
   NOT a universal constant: staleness theory only gives bounds (SSP regret grows with sqrt(s+1),
   Ho et al. 2013; linear speedup for async needs staleness O(sqrt(K/M)), Lian et al. 2015; the
   local-SGD error term grows with tau-1, Wang & Joshi 2021). The default
-  :data:`DEFAULT_STALENESS_KAPPA` = 0.5 is an uncalibrated placeholder; set it from measurement.
+  :data:`DEFAULT_STALENESS_KAPPA` = 0.5 is an uncalibrated placeholder for every optimizer and model family:
+  the published measurements (Dai et al. ICLR 2019, Chen et al. 2016, Ho et al. 2013) are recorded in
+  validation/convergence.yaml, none transcribed as a number yet. Set it from measurement.
   Time to target = steps_sync * step_time_s / efficiency.
 
 Straggler terms come from :mod:`scalemodel.cost.stragglers`: BSP waits for E[max of N]; waiting

@@ -27,9 +27,10 @@ from scalemodel.choices import (
     parse_compression,
     parse_dp_comm,
     parse_schedule,
+    parse_sequence_lengths,
     parse_sync,
 )
-from scalemodel.cost import compute, transformer
+from scalemodel.cost import balance, compute, efficiency, transformer
 from scalemodel.cost.network import Network
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
@@ -140,9 +141,43 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         price_per_gpu_s=float(cluster.price_per_gpu_hour or 0.0),
         straggler_cv=float(cv), straggler_dist=straggler_dist or var.dist,
         train_tokens=float(training.train_tokens or (training.train_samples or 0) * seq),
-        critical_batch=float(training.critical_batch or 0.0),
-        work_cv=float(training.work_cv),
+        critical_batch=_critical_batch(training, sh, int(seq)),
+        work_cv=_work_cv(training, sh, int(seq)),
     )
+
+
+def _critical_batch(training: Any, shape: Any, seq_len: int) -> float:
+    """B_noise in samples: the workload's ``training.critical_batch``, else for a transformer language model
+    Kaplan's B_crit at the loss its non-embedding parameter count predicts (docs/model.md#statistical-efficiency),
+    else 0 (not known: no statistical efficiency or time to target)."""
+    if training.critical_batch is not None:
+        return float(training.critical_batch)
+    if shape is None:
+        return 0.0
+    non_embedding = float(transformer.active_param_count(shape) - transformer.embedding_params(shape))
+    return float(efficiency.default_critical_batch_tokens(non_embedding)) / seq_len
+
+
+def _work_cv(training: Any, shape: Any, seq_len: int) -> float:
+    """The micro-batch compute CV: ``training.work_cv``, or from ``training.sequence_lengths`` by the
+    model's own forward FLOPs of each length (docs/model.md#imbalance)."""
+    if training.sequence_lengths is None:
+        return float(training.work_cv)
+    where = "training.sequence_lengths"
+    if training.work_cv:
+        raise InputError("give work_cv or sequence_lengths, not both", where=where,
+                         allowed="sequence_lengths derives work_cv")
+    lengths = parse_sequence_lengths(training.sequence_lengths, where=where)
+    if lengths.fixed:
+        return 0.0
+    if shape is None:
+        raise InputError("sequence lengths need a transformer workload (a generic model has no cost per token)",
+                         where=where, allowed="work_cv for generic models")
+    if lengths.high > seq_len:
+        raise InputError(f"longest sample {lengths.high} exceeds seq_len {seq_len}", where=where,
+                         allowed="HI <= seq_len")
+    costs = transformer.forward_flops(shape, np.arange(lengths.low, lengths.high + 1, dtype=float))
+    return balance.length_cost_cv(costs, training.micro_batch)
 
 
 @dataclass(frozen=True)
@@ -297,7 +332,8 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         topk_ratio=comp.topk_ratio, ps_servers=ps.servers, ps_colocated=ps.colocated,
         algorithm=Algorithm.parse(strategy.algorithm),
         dynamic_assignment=Assignment.parse(strategy.assignment) == Assignment.DYNAMIC,
-        dispatch_overhead=strategy.dispatch_overhead, bucket_bytes=strategy.bucket_size or 0.0,
+        dispatch_overhead=(balance.DEFAULT_DISPATCH_OVERHEAD_S if strategy.dispatch_overhead is None
+                           else strategy.dispatch_overhead), bucket_bytes=strategy.bucket_size or 0.0,
         flash_attention=strategy.flash_attention,
         shard_group=strategy.shard_group or 0,
         first_stage_layers=-1 if strategy.first_stage_layers is None else strategy.first_stage_layers,

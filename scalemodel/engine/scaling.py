@@ -39,7 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scalemodel.cost import efficiency
+from scalemodel.choices import parse_compression
+from scalemodel.cost import compression, efficiency
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, CAUSES, PARTS
 from scalemodel.engine.planner import search as plan_search
@@ -184,6 +185,10 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
         notes.append(f"dp={strategy.dp} ignored: DP is re-derived at each point as N / (tp pp cp)")
         strategy = strategy.model_copy(update={"dp": None})
     job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
+    comp = parse_compression(strategy.compression)
+    caveat = compression.accuracy_note(comp.kind.label, comp.topk_ratio)
+    if caveat:
+        notes.append(caveat)
     micro = training.micro_batch
     n0 = gpus[0]
     mp = strategy.tp * strategy.pp * strategy.cp
@@ -248,6 +253,6 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     if infeasible:
         reason = next(p.prediction.infeasible_reason for p in points if not p.prediction.feasible)
         notes.append(f"infeasible at {', '.join(map(str, infeasible))} GPUs: {reason}")
-    if job.critical_batch > 0 and job.train_tokens <= 0:
+    if training.critical_batch is not None and job.train_tokens <= 0:
         notes.append("time to target needs train_tokens as well as critical_batch")
     return ScalingResult(mode=mode, best=best, points=points, inputs=inputs or {}, notes=notes)
