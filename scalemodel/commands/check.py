@@ -21,10 +21,13 @@ def register(app: typer.Typer) -> None:
             "--set", metavar="PATH=VALUE",
             help="Override a field of the scenario, e.g. assertions.max_step_time=3s, "
                  "cluster.price_per_gpu_hour=2.5, training.global_batch=2048 (repeatable).")] = None,
+        pessimistic: Annotated[bool, typer.Option(
+            "--pessimistic",
+            help="Check at the slow end of the prediction interval (docs/model.md#intervals).")] = False,
         as_json: o.JsonOption = False,
     ) -> None:
         """Check a capacity plan for CI: each assertion's verdict; exit 0 when all hold, 1 when any fails."""
-        result = check_file(file, list(set_ or []), straggler_cv=straggler_cv)
+        result = check_file(file, list(set_ or []), straggler_cv=straggler_cv, pessimistic=pessimistic)
         render_check(result, as_json=as_json)
         if not result.passed:
             raise typer.Exit(1)

@@ -96,10 +96,12 @@ def _active(assertions: Any) -> dict[str, Any]:
 
 
 def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = None,
-              inputs: dict[str, Any] | None = None) -> CheckResult:
+              inputs: dict[str, Any] | None = None, pessimistic: bool = False) -> CheckResult:
     """Evaluate the scenario's assertions. Raises InputError when one cannot be computed.
 
-    ``source`` (the file) prefixes error locations.
+    ``source`` (the file) prefixes error locations. ``pessimistic`` checks the step time, MFU,
+    throughput, time to train and cost at the slow end of the prediction interval
+    (engine/intervals.py) instead of the point prediction.
     """
     prefix = f"{source}: " if source else ""
     where = prefix + "assertions"
@@ -158,22 +160,31 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
                              allowed="change the strategy, the GPU counts or the global batch")
 
     time_to_train = big.time_to_target_s if big.time_to_target_s is not None else pred.time_to_train_s
+    slow = 1.0  # the slow end of the interval, as a factor on the step time
+    if pessimistic:
+        if pred.interval is None:
+            raise InputError("no prediction interval is available (no validation residuals shipped)",
+                             where="--pessimistic", allowed="check without --pessimistic")
+        slow = max(1.0 + pred.interval["speed_error_range"][1], 1.0)
+        notes.append(f"--pessimistic: times x {slow:.3f} and rates / {slow:.3f}, the slow end of the interval "
+                     f"({' '.join(pred.interval['family'].values()) or 'all runs'}, "
+                     f"{pred.interval['cases']} published runs)")
     values: dict[str, tuple[float, float, int]] = {}  # name -> (value, limit, at_gpus)
     for name, limit in active.items():
         if name == "min_scaling_efficiency":
             values[name] = (by_gpus[target].scaling_efficiency, float(limit), target)
         elif name == "max_step_time":
-            values[name] = (pred.step_time_s, float(limit), largest)
+            values[name] = (pred.step_time_s * slow, float(limit), largest)
         elif name == "min_mfu":
-            values[name] = (pred.flops["mfu"], float(limit), largest)
+            values[name] = (pred.flops["mfu"] / slow, float(limit), largest)
         elif name == "min_tokens_per_s":
-            values[name] = (pred.throughput["tokens_per_s"], float(limit), largest)
+            values[name] = (pred.throughput["tokens_per_s"] / slow, float(limit), largest)
         elif name == "must_fit_memory":
             values[name] = (pred.memory["per_gpu_bytes"], pred.memory["capacity_bytes"], largest)
         elif name in ("max_time_to_train", "max_cost_usd"):
             if time_to_train is None:
                 raise InputError("time to train cannot be computed (zero throughput)", where=f"{where}.{name}")
-            value = time_to_train if name == "max_time_to_train" else time_to_train * largest * price
+            value = time_to_train * slow if name == "max_time_to_train" else time_to_train * slow * largest * price
             values[name] = (value, float(limit), largest)
     verdicts = []
     for name, (value, limit, n) in values.items():
@@ -199,11 +210,12 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
 
 
 def check_file(ref: str | Path, overrides: list[str] | None = None, *,
-               straggler_cv: float | None = None) -> CheckResult:
+               straggler_cv: float | None = None, pessimistic: bool = False) -> CheckResult:
     """Load a capacity file and check it (the engine behind `scalemodel check`)."""
     spec, path = load_capacity(ref, overrides)
     inputs = {"file": str(ref), "set": list(overrides or []), "scenario": spec.name, "cluster": spec.cluster.name,
               "model": spec.model.name, "gpus": list(spec.gpus), "mode": spec.mode, "best": spec.best,
               "training": spec.training.model_dump(mode="json"), "strategy": spec.strategy.model_dump(mode="json"),
-              "assertions": spec.assertions.model_dump(mode="json", exclude_none=True) if spec.assertions else {}}
-    return run_check(spec, source=str(path), straggler_cv=straggler_cv, inputs=inputs)
+              "assertions": spec.assertions.model_dump(mode="json", exclude_none=True) if spec.assertions else {},
+              "pessimistic": pessimistic}
+    return run_check(spec, source=str(path), straggler_cv=straggler_cv, inputs=inputs, pessimistic=pessimistic)

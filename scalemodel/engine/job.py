@@ -51,6 +51,7 @@ class Job:
     gpus_per_node: int
     max_gpus: int
     accelerator: str
+    accelerator_family: str  # AcceleratorSpec.family: the generation validation residuals are matched on
     peak_flops: float  # at the training precision
     memory_bandwidth: float
     memory_capacity: float
@@ -131,6 +132,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     return Job(
         name=workload.name, cluster_name=cluster.name, network=build_network(cluster),
         gpus_per_node=cluster.gpus_per_node, max_gpus=cluster.largest_gpus, accelerator=acc.name,
+        accelerator_family=acc.family,
         peak_flops=peak, memory_bandwidth=acc.memory_bandwidth, memory_capacity=acc.memory,
         gemm_max=gemm_max, gemm_half_dim=gemm_half_dim, memory_efficiency=curve.memory,
         precision=precision, elem_bytes=elem, grad_bytes=grad_bytes,

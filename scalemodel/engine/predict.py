@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from scalemodel.choices import Zero
+from scalemodel.engine.intervals import generation_of, interval_for, precision_family
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
 from scalemodel.engine.step import INFEASIBLE_REASONS, StepArrays, evaluate
@@ -28,6 +30,7 @@ class Prediction:
     cost_usd: float | None
     dominant: str
     notes: list[str] = field(default_factory=list)
+    interval: dict[str, Any] | None = None  # engine/intervals.py: band from the validation residuals
 
     def payload(self) -> dict[str, Any]:
         return {
@@ -36,6 +39,7 @@ class Prediction:
             "breakdown_s": self.breakdown_s, "throughput": self.throughput, "flops": self.flops,
             "memory": self.memory, "sync": self.sync, "time_to_train_s": self.time_to_train_s,
             "cost_usd": self.cost_usd, "dominant": self.dominant, "notes": self.notes,
+            "interval": self.interval,
         }
 
 
@@ -70,6 +74,10 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
     notes = []
     if not feasible:
         notes.append(INFEASIBLE_REASONS[reason_code])
+    mfu = _f(_pick(res.mfu, i))
+    band = interval_for(generation_of(job.accelerator_family),
+                        "FSDP/ZeRO-3" if Zero.parse(strategy["zero"]) >= Zero.PARAMETERS else "TP/PP/DP",
+                        "MoE" if job.expert_params > 0 else "dense", precision_family(job.precision), gpus)
     return Prediction(
         inputs=inputs or {},
         strategy={**strategy, "sync": sync},
@@ -81,7 +89,7 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
                     "tokens_per_s_per_gpu": tokens / gpus},
         flops={"model_flops_per_step": _f(_pick(res.model_flops, i)),
                "hardware_flops_per_step": _f(_pick(res.hardware_flops, i)),
-               "tflops_per_gpu": _f(_pick(res.tflops_per_gpu, i)), "mfu": _f(_pick(res.mfu, i)),
+               "tflops_per_gpu": _f(_pick(res.tflops_per_gpu, i)), "mfu": mfu,
                "hfu": _f(_pick(res.hfu, i))},
         memory={"per_gpu_bytes": mem.pop("total"), "capacity_bytes": job.memory_capacity,
                 "fits": bool(_pick(res.fits, i)), "parts_bytes": mem},
@@ -92,6 +100,7 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
         cost_usd=cost,
         dominant=dominant,
         notes=notes,
+        interval=band.payload(step, tokens, mfu) if band is not None and step > 0 else None,
     )
 
 

@@ -32,6 +32,8 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
         if v > 0:
             t.add_row(k, fq(v, "time"), f"{v / p.step_time_s:.1%}" if p.step_time_s else "-")
     console.print(t)
+    if p.interval:
+        console.print(interval_line(p.interval))
     th, fl, mem = p.throughput, p.flops, p.memory
     if p.inputs.get("model_kind") == "generic":
         console.print(f"throughput: {th['samples_per_s']:,.1f} samples/s "
@@ -51,3 +53,13 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
         cost = f", {p.cost_usd:,.0f} USD" if p.cost_usd else ""
         console.print(f"time to train: {p.time_to_train_s / 86400:,.1f} days{cost}")
     console.print(f"[italic]{p.dominant}[/italic]")
+
+
+def interval_line(band: dict) -> str:  # type: ignore[type-arg]
+    """'likely 1.93-2.48 s per step (ampere TP/PP/DP dense 16-bit: 18 published runs)' or the OOD warning."""
+    lo, hi = band["step_time_s"]
+    fam = " ".join(band["family"].values()) or "all validated runs"
+    text = f"likely {fq(lo, 'time')} to {fq(hi, 'time')} per step ({fam}: {band['cases']} published runs"
+    if band["out_of_distribution"]:
+        return f"[bold yellow]out of distribution:[/bold yellow] {band['basis']}; {text})"
+    return f"{text}; docs/model.md#intervals)"

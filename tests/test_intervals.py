@@ -1,0 +1,96 @@
+"""Prediction intervals from the validation residuals (docs/model.md#intervals): the band is the error
+range of the most similar validated runs, recomputed here from the shipped residual file; a job with
+nothing similar validated says so; check --pessimistic asserts on the slow end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import validation_cases_path
+
+from scalemodel.engine.intervals import RESIDUALS, interval_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cases() -> list[dict[str, Any]]:
+    return list(json.loads(RESIDUALS.read_text())["cases"])
+
+
+def test_the_shipped_residuals_are_the_validation_scripts() -> None:
+    if not validation_cases_path().exists():
+        pytest.skip("shared/validation not present next to the repository")
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_residuals.py"), "--check"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_band_is_the_error_range_of_the_most_similar_runs() -> None:
+    same = [c for c in _cases() if (c["generation"], c["parallelism"], c["model"], c["precision"])
+            == ("ampere", "TP/PP/DP", "dense", "16-bit")]
+    errors = np.array([c["speed_error"] for c in same])
+    assert len(errors) >= 10  # quantile band
+    band = interval_for("ampere", "TP/PP/DP", "dense", "16-bit", 1024)
+    assert band is not None and not band.out_of_distribution and band.cases == len(errors)
+    assert band.low == pytest.approx(np.quantile(errors, 0.1)) and band.high == pytest.approx(np.quantile(errors, 0.9))
+    lo, hi = band.step_time(10.0)
+    assert lo == pytest.approx(10.0 * (1 + band.low)) and hi == pytest.approx(10.0 * (1 + band.high))
+    x_lo, x_hi = band.throughput(100.0)
+    assert x_lo == pytest.approx(100.0 / (1 + band.high)) and x_hi == pytest.approx(100.0 / (1 + band.low))
+
+
+def test_fewer_cases_fall_back_to_a_wider_family_and_say_which_keys_matched() -> None:
+    # hopper ZeRO-3 MoE has no validated run: the family drops model and precision until >= 3 remain
+    band = interval_for("hopper", "FSDP/ZeRO-3", "MoE", "fp8", 512)
+    assert band is not None and not band.out_of_distribution
+    matched = [c for c in _cases() if c["generation"] == "hopper" and c["parallelism"] == "FSDP/ZeRO-3"]
+    assert band.family == {"generation": "hopper", "parallelism": "FSDP/ZeRO-3"}
+    assert band.cases == len(matched) and "not matched on model, precision" in band.reason
+    errors = [c["speed_error"] for c in matched]
+    assert band.low == pytest.approx(min(errors)) and band.high == pytest.approx(max(errors))
+
+
+def test_nothing_similar_validated_is_out_of_distribution_with_a_wide_band() -> None:
+    band = interval_for("cdna3", "TP/PP/DP", "dense", "16-bit", 8)
+    assert band is not None and band.out_of_distribution and "no validated run on cdna3" in band.reason
+    errors = [c["speed_error"] for c in _cases()]
+    assert band.high - band.low > max(errors) - min(errors)
+    far = interval_for("ampere", "TP/PP/DP", "dense", "16-bit", 1_000_000)
+    assert far is not None and far.out_of_distribution and "outside" in far.reason
+
+
+def test_predict_json_carries_the_interval(cli: Any) -> None:
+    res = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8",
+              "--global-batch", "1536", "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    band = doc["interval"]
+    lo, hi = band["speed_error_range"]
+    assert band["step_time_s"] == pytest.approx([doc["step_time_s"] * (1 + lo), doc["step_time_s"] * (1 + hi)])
+    assert band["family"]["generation"] == "ampere" and band["cases"] >= 3 and not band["out_of_distribution"]
+
+
+def test_check_pessimistic_asserts_on_the_slow_end(cli: Any) -> None:
+    capacity = str(ROOT / "examples" / "capacity" / "gpt3-175b-dgx-h100.yaml")
+    res = cli("check", capacity, "--json")
+    doc = json.loads(res.out)
+    step = next(v for v in doc["assertions"] if v["name"] == "max_step_time")["value"]
+    pred = cli("predict", "-m", "gpt3-175b", "-c", "dgx-h100", "-n", "1024", "--tp", "8", "--pp", "16",
+               "--zero", "1", "--recompute", "selective", "--sequence-parallel", "--schedule", "interleaved:2",
+               "--global-batch", "2048", "--json")
+    high = json.loads(pred.out)["interval"]["speed_error_range"][1]
+    assert high > 0.02
+    limit = f"assertions.max_step_time={step * (1 + high / 2):.6g}s"  # between the point and the slow end
+    assert cli("check", capacity, "--set", limit, "--json").code in (0, 1)
+    point = json.loads(cli("check", capacity, "--set", limit, "--json").out)
+    slow = json.loads(cli("check", capacity, "--set", limit, "--pessimistic", "--json").out)
+    verdict = {v["name"]: v for v in point["assertions"]}["max_step_time"]
+    verdict_slow = {v["name"]: v for v in slow["assertions"]}["max_step_time"]
+    assert verdict["passed"] and not verdict_slow["passed"]
+    assert verdict_slow["value"] == pytest.approx(verdict["value"] * (1 + high), rel=1e-9)
