@@ -10,8 +10,9 @@ cases on, its min-max below) applied to the prediction: the measured step time w
 ``t (1 + e)``, the measured throughput ``x / (1 + e)``.
 
 Nothing similar validated (no case of the accelerator generation) is out of distribution: the result
-says so, and the band is the whole validation set's error range (min to max), doubled, not a narrow one. A job far outside
-the GPU counts of its family (more than :data:`SCALE_MARGIN` x beyond them) is flagged the same way.
+says so, and the band is the whole validation set's error range (min to max), doubled, not a narrow
+one. A job far outside the GPU counts of its family (more than :data:`SCALE_MARGIN` x beyond them) is
+flagged the same way.
 """
 
 from __future__ import annotations
