@@ -19,6 +19,10 @@ is its larger per-direction volume / B. Optional ``latency_s`` adds per-message 
 - Shard imbalance heuristic for many random shards: f_max ~= (1/k)(1 + CV_shard sqrt(2 ln k))
   (normal order statistics applied to server loads; heuristic, docs/model.md#parameter-server).
 - Async PS update rate: min(sum_i 1/(X_i + 2M/B), k B/(2M)) (docs/model.md#parameter-server).
+
+The step model uses :func:`ps_exchange`: the same formulas at machine level with separate worker
+and server NICs, an intra-node reduction before the push, DRAM summation on the servers and
+push/pull pipelined in BytePS partitions (:data:`BYTEPS_PARTITION_BYTES`, :func:`round_robin_fmax`).
 """
 
 from __future__ import annotations
