@@ -142,3 +142,27 @@ def test_engine_async_on_the_ps_path(job) -> None:  # type: ignore[no-untyped-de
     G = job.params * 2.0
     floor = 8 * G / (8 * 390.625e6 * 0.64)  # 13 s, far above one worker's 0.2 s of compute
     assert float(np.ravel(r1.step_time)[0]) == pytest.approx(floor, rel=1e-9)
+
+
+def _t(n: int, k: int, p: float, bw: float, bs: float, mem: float, co: bool, intra: float, c: float) -> float:
+    f = float(ps.round_robin_fmax(min(k, n) if co else k, p))
+    return float(ps.ps_exchange(n, k, p, bw, bs, colocated=co, f_max=f, chunks=c, intra_s=intra,
+                                server_memory_bw=mem)["time"])
+
+
+def test_more_servers_or_bandwidth_never_slower() -> None:
+    """Monotonicity: more servers, a faster server NIC or DRAM, more pieces of overlap never slow the
+    exchange (each stage time is non-increasing in them, and so is the pipeline's makespan)."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n, k = (int(x) for x in rng.integers(1, 64, 2))
+        p = float(rng.uniform(1e6, 1e10))
+        bw, bs, mem = (float(x) for x in rng.uniform(1e9, 1e11, 3))
+        co = bool(rng.integers(0, 2))
+        intra = float(rng.uniform(0, 1))
+        c = float(np.ceil(p / ps.BYTEPS_PARTITION_BYTES))
+        base = _t(n, k, p, bw, bs, mem, co, intra, c)
+        assert _t(n, k + 1, p, bw, bs, mem, co, intra, c) <= base * (1 + 1e-12)
+        assert _t(n, k, p, bw, 2 * bs, mem, co, intra, c) <= base * (1 + 1e-12)
+        assert _t(n, k, p, bw, bs, 2 * mem, co, intra, c) <= base * (1 + 1e-12)
+        assert _t(n, k, p, bw, bs, mem, co, intra, 1.0) >= base * (1 - 1e-12)
