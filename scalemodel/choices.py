@@ -311,7 +311,9 @@ DP_COMM_ALLOWED = "use allreduce or ps:K[:colocated|:dedicated] (K >= 1 servers)
 
 @dataclass(frozen=True)
 class DpComm:
-    """How data-parallel gradients are exchanged: all-reduce (servers = 0) or K parameter servers."""
+    """How data-parallel gradients are exchanged: all-reduce (servers = 0) or K parameter servers,
+    dedicated machines with their own NICs (``ps:K``, ``ps:K:dedicated``) or colocated on the GPU
+    machines (``ps:K:colocated``); docs/model.md#parameter-server."""
 
     servers: int = 0
     colocated: bool = False

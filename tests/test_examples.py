@@ -508,3 +508,31 @@ def test_rdma_and_topology(cli: Any) -> None:
     tapered = allreduce(cli, "pcie-25gbe", 2048, "--set", "cluster.tiers.tcp.oversubscription=3")
     assert tapered == pytest.approx(3 * racks, rel=0.1)  # bandwidth-bound: 3:1 taper, ~3x the time
     assert allreduce(cli, "dgx-a100", 2048) < racks / 20
+
+
+def test_parameter_server_with_cpu_servers(cli: Any) -> None:
+    """README §9: as many dedicated CPU servers as GPU servers about halve the exchange against the
+    all-reduce; fewer servers lose it; colocated servers with k < machines lose to every all-reduce;
+    asp on the PS path is capped by the servers (one push of every worker per worker iteration)."""
+    scen = "parameter-server.yaml"
+    ded = point(scale(cli, scen), 128)
+    ring = point(scale(cli, scen, "--dp-comm", "allreduce"), 128)
+    hier = point(scale(cli, scen, "--dp-comm", "allreduce", "--algo", "hierarchical"), 128)
+    assert ded["tflops_per_gpu"] > 2.0 * ring["tflops_per_gpu"]
+    assert ded["breakdown_s"]["dp_comm"] < 0.5 * hier["breakdown_s"]["dp_comm"]
+    half = point(scale(cli, scen, "--dp-comm", "ps:8"), 128)
+    assert half["breakdown_s"]["dp_comm"] > 2.0 * ded["breakdown_s"]["dp_comm"]
+    for gpus in (128, 256):
+        col = point(scale(cli, scen, "--dp-comm", "ps:8:colocated"), gpus)
+        for ar in ("allreduce", "allreduce --algo hierarchical"):
+            other = point(scale(cli, scen, "--dp-comm", *ar.split()), gpus)
+            assert col["step_time_s"] > other["step_time_s"]
+    # 16 colocated servers (one per machine at 128 GPUs) are slower than 16 dedicated ones by ~2(n-1)/n
+    col16 = point(scale(cli, scen, "--dp-comm", "ps:16:colocated"), 128)
+    assert col16["breakdown_s"]["dp_comm"] > 1.7 * ded["breakdown_s"]["dp_comm"]
+    asp2 = point(scale(cli, scen, "--sync", "asp", "--dp-comm", "ps:2"), 64)
+    # the busier of 2 servers holds 403 of the 805 4096000-byte pieces (round-robin): 8 machines x that share
+    # of 3.3 GB through one 25 GbE NIC at TCP efficiency 0.64
+    pieces = math.ceil(GPT_1_7B_GRADS / 4096000)
+    share = math.ceil(pieces / 2) / pieces
+    assert asp2["step_time_s"] == pytest.approx(8 * GPT_1_7B_GRADS * share / (25e9 / 8 * 0.64), rel=1e-6)

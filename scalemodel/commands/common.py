@@ -62,7 +62,9 @@ PrecisionOption = Annotated[str | None, typer.Option("--precision", help="fp32 |
 OverlapOption = Annotated[bool | None, typer.Option("--overlap/--no-overlap",
                                                     help="Overlap DP communication with backward.")]
 CompressionOption = Annotated[str | None, typer.Option("--compression", help="none | fp16 | int8 | topk:0.01.")]
-DpCommOption = Annotated[str | None, typer.Option("--dp-comm", help="allreduce | ps:K[:colocated].")]
+DpCommOption = Annotated[str | None, typer.Option("--dp-comm", help=(
+    "allreduce | ps:K[:dedicated|:colocated]: K parameter servers, dedicated machines (default) or on the GPU "
+    "machines"))]
 SyncOption = Annotated[str | None, typer.Option("--sync", help="bsp | backup:B | asp | ssp:S | local:H | hier:G.")]
 AlgoOption = Annotated[str | None, typer.Option("--algo", help="DP collective: auto|ring|tree|rhd|hierarchical.")]
 StragglerCvOption = Annotated[float | None, typer.Option(

@@ -78,6 +78,12 @@ class Job:
     critical_batch: float  # B_noise in samples, 0 = not given
     work_cv: float  # CV of one micro-batch's compute time (load imbalance)
     inputs: dict[str, Any] = field(default_factory=dict)
+    # dedicated parameter servers (docs/model.md#parameter-server): NIC line rate per direction
+    # (0 = a GPU node's NIC), DRAM bandwidth, BytePS partition size, shard imbalance (0 = round-robin)
+    ps_server_nic_bandwidth: float = 0.0
+    ps_server_memory_bandwidth: float = 204.8e9
+    ps_partition_bytes: float = 4096000.0
+    ps_shard_imbalance: float = 0.0
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -145,6 +151,10 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         train_tokens=float(training.train_tokens or (training.train_samples or 0) * seq),
         critical_batch=_critical_batch(training, sh, int(seq)),
         work_cv=_work_cv(training, sh, int(seq)),
+        ps_server_nic_bandwidth=float(cluster.parameter_server.nic_bandwidth or 0.0),
+        ps_server_memory_bandwidth=float(cluster.parameter_server.memory_bandwidth),
+        ps_partition_bytes=float(cluster.parameter_server.partition_bytes),
+        ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
     )
 
 

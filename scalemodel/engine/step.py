@@ -56,7 +56,7 @@ from scalemodel.choices import Algorithm, CompressionKind, Recompute, ScheduleKi
 from scalemodel.cost import balance, compute, memory, pipeline, ps, transformer
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import sync as sync_model
-from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, Placement, parallel_groups
+from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, Placement, parallel_groups, place
 from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 
@@ -439,14 +439,14 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         n_b = np.maximum(np.ceil(n_params * job.grad_bytes / bucket), 1.0)
         total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, data.dense), total)
     total = np.where(dp > 1, total + codec, 0.0)
+    ps_worker = ps_round = np.zeros(1)
     if np.any(g.ps_servers > 0):
-        # Parameter server over the outermost tier (BytePS analysis, docs/model.md#parameter-server).
-        outer = job.network.tiers[-1]
-        grads = n_params * job.grad_bytes
-        k = np.maximum(g.ps_servers, 1).astype(float)
-        dedicated = ps.ps_time(dp, k, grads, outer.effective_bandwidth, latency_s=outer.latency)
-        colocated = ps.ps_time(dp, k, grads, outer.effective_bandwidth, colocated=True, latency_s=outer.latency)
-        total = np.where(g.ps_servers > 0, np.where(g.ps_colocated, colocated, dedicated), total)
+        # Parameter server at machine level (BytePS analysis, docs/model.md#parameter-server).
+        ex = _ps_exchange(job, g, data, n_params * q)
+        uses_ps = g.ps_servers > 0
+        total = np.where(uses_ps, np.where(dp > 1, ex["time"] + codec, 0.0), total)
+        ps_worker = np.where(uses_ps & (dp > 1), ex["worker"] + codec, 0.0)
+        ps_round = np.where(uses_ps & (dp > 1), ex["server_round"], 0.0)
     wire_total = np.maximum(n_params * q, 1.0)
     last_bucket = 1.0 / np.maximum(np.ceil(wire_total / bucket), 1.0)
     gathers = np.zeros(1)
@@ -456,7 +456,61 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         total = np.where(zero3, 0.0, total)  # the gradient reduce-scatters are in the per-unit traffic
         gathers = np.where(zero3, sharded["total"], 0.0)
         gathers_exposed = np.where(zero3, sharded["exposed"], 0.0)
-    return {"grads": total, "gathers": gathers, "gathers_exposed": gathers_exposed, "last_bucket": last_bucket}
+    return {"grads": total, "gathers": gathers, "gathers_exposed": gathers_exposed, "last_bucket": last_bucket,
+            "ps_worker": ps_worker, "ps_server_round": ps_round}
+
+
+def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes: np.ndarray) -> dict[str, np.ndarray]:
+    """A parameter server's push + pull for the data-parallel group ``data``, machine by machine
+    (:func:`scalemodel.cost.ps.ps_exchange`; docs/model.md#parameter-server).
+
+    A node (``gpus_per_node`` GPUs) holds c0 = clip(floor(gpus_per_node / stride), 1, dp) replicas
+    of the group. As BytePS does, each node first reduce-scatters their ``gpu_bytes`` over its inner
+    tier, then pushes what it holds, P = gpus_per_node x gpu_bytes / c0 bytes (the node's GPUs of the
+    other tensor/pipeline groups push theirs through the same NIC at the same time), and all-gathers
+    after the pull. Worker NIC B_w = gpus_per_node x the smallest effective per-GPU bandwidth of
+    the tiers between the node and the outermost tier the job spans (the taper of an
+    oversubscribed tier applies, as to an all-reduce). Every machine of the job, W = gpus /
+    gpus_per_node, pushes to the same k servers. Dedicated servers have their own NIC, line rate
+    ``ps_server_nic_bandwidth`` (default: a node's NIC) x the NIC tier's efficiency, untapered;
+    colocated ones share the workers'. Shards: ``ps_partition_bytes`` pieces dealt round-robin
+    (f_max = ceil(c/k)/c) or the given imbalance / k.
+    """
+    net = job.network
+    tiers = net.tiers
+    gpn = float(net.gpus_per_node)
+    stride = data.dense.stride
+    ranks = data.ranks.astype(float)
+    c0 = np.clip(np.floor(gpn / stride + 1e-9), 1.0, ranks)
+    gpus = g.gpus.astype(float)
+    machines = np.maximum(np.ceil(gpus / gpn), 1.0)
+    node_tier = next((i for i, t in enumerate(tiers) if t.span >= gpn), len(tiers) - 1)
+    nic_tier = min(node_tier + 1, len(tiers) - 1)
+    per_gpu = np.full(np.shape(gpus), np.inf)
+    alpha = np.zeros(np.shape(gpus))
+    below = np.zeros(np.shape(gpus), dtype=bool)  # the job spilled past the tiers seen so far
+    for i, t in enumerate(tiers):
+        crossed = (i > node_tier) & ((i == nic_tier) | below)
+        per_gpu = np.where(crossed, np.minimum(per_gpu, t.effective_bandwidth), per_gpu)
+        alpha = np.where(crossed, t.latency, alpha)
+        below = gpus > t.span
+    nic = tiers[nic_tier]
+    per_gpu = np.where(np.isfinite(per_gpu), per_gpu, nic.effective_bandwidth)
+    worker_bw = gpn * per_gpu
+    server_line = job.ps_server_nic_bandwidth or gpn * nic.bandwidth
+    server_bw = server_line * nic.efficiency
+    machine_bytes = np.minimum(gpn, gpus) * gpu_bytes / c0
+    k = np.maximum(g.ps_servers, 1).astype(float)
+    k_eff = np.where(g.ps_colocated, np.minimum(k, machines), k)
+    pieces = np.maximum(np.ceil(machine_bytes / job.ps_partition_bytes), 1.0)
+    f_max = (np.minimum(job.ps_shard_imbalance / k_eff, 1.0) if job.ps_shard_imbalance > 0
+             else ps.round_robin_fmax(k_eff, machine_bytes, job.ps_partition_bytes))
+    local = place(c0, stride, net)  # the node's replicas: reduce-scatter before the push, all-gather after
+    both = _collective("reducescatter", gpu_bytes, local) + _collective("allgather", gpu_bytes, local)
+    intra = np.where(c0 > 1, both, 0.0)
+    return ps.ps_exchange(machines, k_eff, machine_bytes, worker_bw, server_bw, colocated=g.ps_colocated,
+                          f_max=f_max, chunks=pieces, intra_s=intra, server_memory_bw=job.ps_server_memory_bandwidth,
+                          latency_s=alpha)
 
 
 #: DeepSpeed ZeRO-3 gathers parameters module by module (coalesced per sub-module: QKV, output
@@ -541,19 +595,30 @@ def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, las
 
 
 def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
-               sync: str, groups: ParallelGroups) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+               sync: str, groups: ParallelGroups, *, local: Any = None
+               ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """(cross-group comm, in-group comm or None, total comm) exposed seconds for the sync mode.
 
     hier:G first all-reduces inside each group of G replicas; then every member holds the group's
     gradient and exchanges its 1/G shard with its counterparts in the other N/G groups (G parallel
     all-reduces of S/G over N/G ranks spaced G replicas apart), as a hierarchical all-reduce does.
     Both share one overlap window (the last backward). Every other mode syncs the whole DP group.
+
+    asp and ssp:S on a parameter server (dp_comm ps:K): each worker pushes and pulls on its own
+    clock, so its communication is its own exchange over its NIC (``ps_worker``, exposed as the
+    synchronous exchange is), but the servers must absorb one round of every worker's push per
+    worker iteration: C = max(expose(C_worker), C_server_round - local), so that
+    local + C >= C_server_round (the server cap of ``ps.async_ps_rate``; docs/model.md#parameter-server).
     """
     strategy = parse_sync(sync)
     if strategy.kind != SyncKind.HIER:
         hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
         dp = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)
         exposed = _expose(g, comp, dp["grads"], dp["last_bucket"]) + dp["gathers_exposed"]
+        if strategy.kind in (SyncKind.ASP, SyncKind.SSP) and np.any(g.ps_servers > 0):
+            worker = _expose(g, comp, dp["ps_worker"], dp["last_bucket"])
+            busy = dp["ps_server_round"] - (0.0 if local is None else local)
+            exposed = np.where(g.ps_servers > 0, np.maximum(worker, busy), exposed)
         return exposed, None, dp["grads"] + dp["gathers"]
     size = np.minimum(g.dp, float(strategy.param)).astype(float)
     in_groups, across = groups.data_split(size)
@@ -660,10 +725,10 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
         t_mb = np.maximum(t_mb, t_o)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
-    cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups)
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
+    cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local)
 
     kw: dict[str, Any] = {} if kappa is None else {"kappa": kappa}
     sres = sync_model.sync_step(sync, g.dp.astype(float), local, job.straggler_cv, job.straggler_dist,

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 from scalemodel.errors import InputError
 from scalemodel.specs.accelerator import AcceleratorSpec
 from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref
-from scalemodel.specs.quantities import Bandwidth, Fraction, PricePerHour, Seconds, Watts
+from scalemodel.specs.quantities import Bandwidth, Bytes, Fraction, PricePerHour, Seconds, Watts
 
 Topology = Literal["switch", "mesh", "torus", "ring"]
 Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp"]
@@ -35,6 +35,26 @@ class Variability(Spec):
     source: str = ""
 
 
+class ParameterServerSpec(Spec):
+    """Dedicated parameter-server (CPU) machines and how tensors are sharded over them
+    (docs/model.md#parameter-server). Used only with ``dp_comm: ps:K``."""
+
+    nic_bandwidth: Bandwidth | None = Field(default=None, description=(
+        "line rate of one dedicated server's NIC(s), per direction; default: a GPU node's NIC bandwidth "
+        "(gpus_per_node x the per-GPU line rate of the first tier outside the node), as in BytePS's "
+        "equal-NIC analysis"))
+    memory_bandwidth: Bandwidth = Field(default=204.8e9, description=(
+        "server DRAM bandwidth for summation; default 204.8 GB/s = one socket of 8 DDR4-3200 channels "
+        "(8 x 25.6 GB/s; Intel Xeon Platinum 8380 / AMD EPYC 7763 datasheets)"))
+    partition_bytes: Bytes = Field(default=4096000.0, description=(
+        "tensors are cut into pieces of at most this size, dealt to servers and pipelined "
+        "(BytePS BYTEPS_PARTITION_BYTES default 4096000)"))
+    shard_imbalance: float | None = Field(default=None, ge=1.0, le=1e6, description=(
+        "largest server load / mean server load; default: equal partitions dealt round-robin, "
+        "k ceil(c/k)/c for c partitions"))
+    source: str = ""
+
+
 class ClusterSpec(Sourced):
     kind: Literal["cluster"] = "cluster"
     name: str
@@ -46,6 +66,7 @@ class ClusterSpec(Sourced):
     price_per_gpu_hour: PricePerHour | None = None
     node_power: Watts | None = None
     variability: Variability = Field(default_factory=Variability)
+    parameter_server: ParameterServerSpec = Field(default_factory=ParameterServerSpec)
 
     _resolve_accelerator = field_validator("accelerator", mode="before")(builtin_ref("accelerator"))
 
