@@ -15,9 +15,12 @@ Constants from NVIDIA/nccl v2.30.7 ``src/graph/tuning.cc``, ``enqueue.cc``, ``de
   binary trees across nodes, ``algbw = 0.5 x 0.92 x f_proto x busbw x treeCorrectionFactor(S)``;
 - Ring Simple all-reduce across nodes: latency x1.4 once ``S / (nChannels p) >= 64`` B (the "plateau");
 - ``auto`` (:func:`best_algorithm`, :func:`collective_time`): the fastest algorithm of the family
-  (:func:`resolve_family`); on GPU clusters only what NCCL implements (ring, tree; NVLS/CollNet as
-  ``hierarchical`` where a tier the group spans declares in-network reduction; ``direct`` for all-to-all
-  and send/recv), every applicable algorithm on TPU/ICI.
+  (:func:`resolve_family`); on GPU clusters only what NCCL implements (ring, tree; NVLS/NVLSTree/CollNetChain
+  as ``hierarchical`` where in-network reduction applies, :func:`inr_applies`; ``direct`` for all-to-all
+  and send/recv), every applicable algorithm on TPU/ICI;
+- in-network reduction (:func:`nccl_inr_allreduce_time`, docs/model.md#in-network-reduction): NCCL's NVLS,
+  NVLSTree and CollNetChain all-reduce, Simple only, with their own latencies (25 us NVLS), nvlsEfficiency
+  per generation, NVLSTree per-channel caps and the NVLS chunk pipeline.
 
 Sources: NVIDIA/nccl v2.30.7 (commit 5067397) src/graph/tuning.cc (base and per-hop latencies, protocol
 bandwidth factors, treeCorrectionFactor, plateau, NVLS efficiency), src/enqueue.cc (channel/thread
