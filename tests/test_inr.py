@@ -102,3 +102,21 @@ def test_auto_prefers_ring_or_tree_for_small_and_nvls_for_large() -> None:
     # one rank per node (stride 8) and no SHARP: no NVLS, no CollNet
     assert not nccl.inr_applies(place(4, 8, h100_like()))
     assert nccl.inr_applies(place(4, 8, h100_like(sharp=True)))
+
+
+def test_tuner_choice_uses_nccls_own_latencies() -> None:
+    # NCCL decides by its own estimates: 8 GPUs, 1 KiB: Ring LL 6.6 + 14 x 0.6 = 15.0 us (absolute NVLink hop,
+    # not the measured 2 us that makes our ring 34.6 us) < NVLS 25 us -> Ring/Tree, even though our NVLS time
+    # (25 us) is below our ring's; 1 GiB: NVLS (busBw 487.9 vs ring 369 GB/s) -> NVLS.
+    pl = place(8, 1, h100_like())
+    small, large = np.array(1024.0), np.array(2.0**30)
+    assert not bool(nccl.nccl_tuner_picks_inr(small, pl))
+    assert bool(nccl.nccl_tuner_picks_inr(large, pl))
+    assert float(nccl.algorithm_time("allreduce", "hierarchical", small, pl)) < float(
+        nccl.algorithm_time("allreduce", "ring", small, pl))
+    _, names, idx, _ = nccl.best_algorithm("allreduce", small, pl)
+    assert names[int(idx)] in ("ring", "tree")
+    # 72 GPUs in one NVLink domain: NCCL's Ring LL is 6.6 + 142 x 0.6 = 91.8 us > 25 us -> NVLS even at 1 KiB
+    net = Network(tiers=(Tier("nvlink", 72, 900e9, 2e-6, efficiency=0.80, in_network_reduction=True,
+                              protocol="nvlink"),), gpus_per_node=4)
+    assert bool(nccl.nccl_tuner_picks_inr(small, place(72, 1, net)))

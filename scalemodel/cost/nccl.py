@@ -306,7 +306,7 @@ def _log2i(x: np.ndarray) -> np.ndarray:
     return log2_floor(np.maximum(x, 1.0))
 
 
-def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
+def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *, fill: bool = True) -> np.ndarray:
     """NCCL's in-network-reduction all-reduce on a placed group: the fastest of the NVLS, NVLSTree and
     CollNetChain algorithms that apply (inf where none does). tuning.cc, v2.30.7; docs/model.md#in-network-reduction.
 
@@ -330,8 +330,9 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0) ->
     NVLS/NVLSTree time: ``lat + (S + f min(S, ops C)) 2(p-1)/p / busBw + (p-1)/p S gamma`` (algBw =
     busBw p / (2(p-1)), tuning.cc "ratio = nRanks/nsteps"), with the pipeline fill ``f = 2`` chunk steps
     (``NVLS_PIPELINE_FILL_STEPS``) of ``ops C`` bytes, ``ops = nvlsChannels x k``, ``C`` from
-    :func:`nvls_chunk_size`. NCCL's own time estimate has no fill term; the fill comes from the kernel's
-    three warp groups (device/all_reduce.h).
+    :func:`nvls_chunk_size`. NCCL's own time estimate has no fill term (``fill=False`` gives that estimate,
+    which :func:`nccl_tuner_picks_inr` uses); the fill comes from the kernel's three warp groups
+    (device/all_reduce.h).
     """
     S = np.asarray(S, dtype=float)
     p = pl.p
@@ -359,20 +360,20 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0) ->
         intra = 2.0 * eff * graph_bw * (k - 1.0) / np.maximum(k, 1.0)
         ctas = np.where(multi, NVLS_CTAS[gen][1], NVLS_CTAS[gen][0])
         ops = ctas * k
-        fill = NVLS_PIPELINE_FILL_STEPS * np.minimum(S, ops * nvls_chunk_size(S, ops))
+        extra = NVLS_PIPELINE_FILL_STEPS * np.minimum(S, ops * nvls_chunk_size(S, ops)) if fill else 0.0 * S
         ok = k > 1.5  # NVLS needs at least 2 channels (tuning.cc)
         # NVLS: one domain, or several joined by SHARP (NCCL enables multi-node NVLS only with CollNet)
         nvls_ok = ok & (~multi | sharp_outer)
         bus = np.where(multi, np.minimum(intra, k * b_net), intra)
         lat = NVLS_LATENCY + np.where(multi, NVLS_NET_LATENCY, 0.0)
-        t = lat + (S + fill) * bus_factor / bus + red
+        t = lat + (S + extra) * bus_factor / bus + red
         best = np.where(nvls_ok, np.minimum(best, t), best)
         # NVLSTree: several domains
         idx = np.where(N <= 2 + 1e-9, 1, 2)
         cap = k * np.asarray(NVLSTREE_MAX_BW[gen])[idx]
         bus_t = np.minimum(np.minimum(intra, k * b_net * np.where(N <= 2 + 1e-9, 2.0, 1.0)), cap)
         lat_t = NVLS_LATENCY + 2.0 * _log2i(N) * NVLSTREE_NET_LATENCY
-        t_t = lat_t + (S + fill) * bus_factor / bus_t + red
+        t_t = lat_t + (S + extra) * bus_factor / bus_t + red
         best = np.where(ok & multi, np.minimum(best, t_t), best)
     # CollNetChain: SHARP on an outer tier the group spans
     chain_bw = np.minimum(0.5 * pl.bw[0], n0 * b_net)
@@ -456,10 +457,28 @@ def resolve_family(network: Network, family: str = "auto") -> str:
 
 
 
-def auto_eligible(op: str, algorithm: str, pl: Placement, family: str) -> np.ndarray:
+def nccl_tuner_picks_inr(S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
+    """Whether NCCL's tuner would choose its in-network-reduction all-reduce (NVLS/NVLSTree/CollNetChain) for
+    ``S`` bytes: its own estimate of that algorithm (:func:`nccl_inr_allreduce_time` with ``fill=False``) is
+    at most its own estimate of Ring and Tree, which is this module's Ring/Tree model with every hop at NCCL's
+    absolute ``hwLatencies`` (Ring LL hop NVLink 0.6, PCI 1.0, NET 2.7 us, plus NCCL's per-protocol
+    increments) instead of the measured ``Tier.latency`` (tuning.cc ncclTopoTuneModel / ncclTopoGetAlgoTime;
+    docs/model.md#in-network-reduction). NCCL picks by its own estimates, so a size where the measured-hop
+    ring would be slower than NVLS but NCCL's estimate is not still runs Ring/Tree."""
+    own = np.array([NCCL_HW_LATENCY[_link_class(t, i)]["ring"][0] for i, t in enumerate(pl.network.tiers)])
+    pn = pl.relinked(own, pl.bandwidth)
+    t_inr = nccl_inr_allreduce_time(S, pn, gamma, fill=False)
+    t_rt = np.minimum(algorithm_time("allreduce", "ring", S, pn, gamma=gamma),
+                      algorithm_time("allreduce", "tree", S, pn, gamma=gamma))
+    return np.asarray(t_inr <= t_rt)
+
+
+def auto_eligible(op: str, algorithm: str, pl: Placement, family: str, S: np.ndarray | None = None,
+                  gamma: float = 0.0) -> np.ndarray:
     """Whether ``auto`` may pick ``algorithm`` for the placed group (``family`` already resolved).
-    Family "nccl": ``NCCL_FAMILY[op]``, with ``hierarchical`` (standing for NVLS/CollNet) only where a tier
-    whose level the group spans (p_i > 1) declares in-network reduction. Family "all": everything, except
+    Family "nccl": ``NCCL_FAMILY[op]``, with ``hierarchical`` (standing for NVLS/NVLSTree/CollNetChain) only
+    where in-network reduction applies (:func:`inr_applies`) and, given the size ``S``, where NCCL's tuner
+    would pick it (:func:`nccl_tuner_picks_inr`). Family "all": everything, except
     one-shot ``direct`` (load/store access to every peer) beyond the innermost tier, other than for
     all-to-all and send/recv."""
     shape = pl.p.shape
@@ -467,7 +486,10 @@ def auto_eligible(op: str, algorithm: str, pl: Placement, family: str) -> np.nda
         if algorithm not in NCCL_FAMILY[op]:
             return np.zeros(shape, dtype=bool)
         if algorithm == "hierarchical":
-            return inr_applies(pl)
+            ok = inr_applies(pl)
+            if S is not None and op == "allreduce" and np.any(ok):
+                ok = ok & nccl_tuner_picks_inr(S, pl, gamma)
+            return ok
         return np.ones(shape, dtype=bool)
     if algorithm == "direct" and op not in ("alltoall", "sendrecv"):
         return pl.inside(0)
@@ -487,7 +509,7 @@ def best_algorithm(op: str, S: np.ndarray, pl: Placement, *, gamma: float = 0.0,
     names = APPLICABLE[op]
     shape = np.broadcast(S, pl.p).shape
     times = np.stack([np.broadcast_to(algorithm_time(op, a, S, pl, gamma=gamma), shape) for a in names])
-    elig = np.stack([np.broadcast_to(auto_eligible(op, a, pl, fam), shape) for a in names])
+    elig = np.stack([np.broadcast_to(auto_eligible(op, a, pl, fam, S, gamma), shape) for a in names])
     masked = np.where(elig, times, np.inf)
     idx = np.argmin(masked, axis=0)
     best = np.take_along_axis(times, idx[None, ...], axis=0)[0]
@@ -507,7 +529,7 @@ def collective_time(op: str, S: np.ndarray, pl: Placement, *, algorithm: str = "
     for a in APPLICABLE[op]:
         if fam == "nccl" and a not in NCCL_FAMILY[op]:
             continue
-        elig = np.broadcast_to(auto_eligible(op, a, pl, fam), shape)
+        elig = np.broadcast_to(auto_eligible(op, a, pl, fam, S, gamma), shape)
         if not np.any(elig):
             continue
         best = np.where(elig, np.minimum(best, algorithm_time(op, a, S, pl, gamma=gamma)), best)
