@@ -257,6 +257,14 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
 
 #: nvlsEfficiency per GPU generation (tuning.cc): Hopper 0.85, Blackwell 0.74.
 NVLS_EFFICIENCY: dict[str, float] = {"hopper": 0.85, "blackwell": 0.74}
+#: Measured / NCCL-formula ratio of the NVLS intra-domain bus bandwidth (busBw_intra below), per generation.
+#: Hopper 1.0: NCCL's own formula is within 2 % of the Azure 8x H100 / 8x H200 sweeps at 1-8 GiB and of the
+#: H800 peak. Blackwell 0.854: FITTED on ONE point, the CoreWeave one-rack GB200 NVL72 sweep at 8 GiB
+#: (834.57 GB/s busbw out-of-place, NCCL 2.26.2; hardware/measurements/nccl.yaml cw_gb200_nvl72_allreduce_1rack):
+#: (t_model(8 GiB) - 25 us) / (t_measured - 25 us) = (17345.7 - 25) / (20299.4 - 25) = 0.854 with
+#: nvlsEfficiency 0.74. Held out: the 2-rack and 20-rack CoreWeave sweeps (NVLSTree).
+#: docs/model.md#in-network-reduction.
+NVLS_CALIBRATION: dict[str, float] = {"hopper": 1.0, "blackwell": 0.854}
 #: NVLS and NVLSTree run Simple only; their baseLatencies are 0 and their whole latency is the hwLatencies
 #: entry (tuning.cc): NVLink NVLS / NVLSTree 25 us; NET NVLS 18 us, NVLSTree 20.9 us (per tree level,
 #: x2 log2i(nNodes)); CollNetChain NVLink 2.8 us (per chain hop, x2 (ppn - 1)) + NET 30 us.
@@ -317,7 +325,8 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
     - NVLS graph: each channel pulls ``bw`` from every GPU, twice from its head, so ``(k + 1) bw <= B_0``
       and ``k bw = B_0 k / (k + 1)`` (search.cc ncclTopoSearchTryNvls; continuous limit of NCCL's speed
       table, modelling assumption). ``busBw_intra = 2 eff_g k bw (k - 1)/k`` ("AllReduce pipelines two
-      operations" x2, ``nvlsEfficiency``).
+      operations" x2, ``nvlsEfficiency``), times ``NVLS_CALIBRATION[g]`` (1 on Hopper; 0.854 on Blackwell,
+      fitted on one measured point, see its comment).
     - NVLS (tier 0 reduces in the switch; N = 1, or N > 1 with SHARP on an outer tier): latency 25 us
       (+ 18 us NET when N > 1); ``busBw = min(busBw_intra, k B_net)``.
     - NVLSTree (tier 0 reduces, N > 1): latency ``25 us + 2 log2i(N) 20.9 us``;
@@ -357,7 +366,7 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
         eff = NVLS_EFFICIENCY[gen]
         k = np.minimum(NVLS_MAX_ARITY, n0)
         graph_bw = pl.bw[0] * k / (k + 1.0)
-        intra = 2.0 * eff * graph_bw * (k - 1.0) / np.maximum(k, 1.0)
+        intra = 2.0 * eff * graph_bw * (k - 1.0) / np.maximum(k, 1.0) * NVLS_CALIBRATION[gen]
         ctas = np.where(multi, NVLS_CTAS[gen][1], NVLS_CTAS[gen][0])
         ops = ctas * k
         extra = NVLS_PIPELINE_FILL_STEPS * np.minimum(S, ops * nvls_chunk_size(S, ops)) if fill else 0.0 * S
