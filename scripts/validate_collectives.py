@@ -5,8 +5,10 @@ Uses the built-in clusters as they are (no per-case tuning) and compares TIMES (
 time with the nccl-tests factor), since busbw is only a derived quantity. ``auto`` chooses among the
 algorithms NCCL implements (``--family all`` lets it pick rhd/rd/one-shot too, for comparison). Prints
 one row per point and the median and worst absolute error, for all sizes and for >= 1 MiB.
-Cases with a ``cluster``, ``ranks`` and a measured ``msg_bytes`` / ``busbw_GBps`` sweep (the layout of
-hardware/measurements/nccl.yaml) are read generically.
+Cases with a ``cluster``, ``ranks`` and a measured ``msg_bytes`` / ``busbw_GBps`` sweep, a ``peak_busbw_GBps`` or
+a ``latency_us`` (the layout of hardware/measurements/nccl.yaml) are read generically; a run that forced an
+algorithm (``collective.algorithm``: NVLS, Ring, CollNetChain) is compared with that algorithm (``FORCED``), and
+a table of median / worst error per family (``FAMILIES``) follows the rows (docs/model.md#in-network-reduction).
 Usage: python scripts/validate_collectives.py [cases.yaml | hardware/measurements/nccl.yaml] [--family nccl|all]
 """
 
@@ -53,12 +55,43 @@ def points(cases: list[dict]) -> list[tuple[str, str, int, int, float, float, st
                         "ring busbw"))
             s2 = 256e6
             out.append((c["id"], "dgx-h100", 8, 1, s2, s2 / (m["user_algbw_GBps_at_256MB"] * GB), "algbw at 256 MB"))
-        elif "cluster" in c and "msg_bytes" in m and "busbw_GBps" in m and c["collective"]["op"] == "all_reduce":
-            # generic sweep (hardware/measurements/nccl.yaml): all_reduce busbw = algbw x 2(p-1)/p
+        elif "cluster" in c and c.get("collective", {}).get("op") == "all_reduce":
+            # hardware/measurements/nccl.yaml: all_reduce busbw = algbw x 2(p-1)/p; an algorithm the run forced
+            # (NCCL_ALGO) is modelled by the same algorithm, not by auto (FORCED)
             p = int(c["ranks"])
-            for s, bb in zip(m["msg_bytes"], m["busbw_GBps"], strict=True):
-                out.append((c["id"], c["cluster"], p, 1, float(s), s * 2 * (p - 1) / p / (bb * GB), f"busbw {bb} GB/s"))
+            cl = c["cluster"] + FORCED.get(str(c["collective"].get("algorithm", "")), "")
+            if "msg_bytes" in m and "busbw_GBps" in m:
+                for s, bb in zip(m["msg_bytes"], m["busbw_GBps"], strict=True):
+                    out.append((c["id"], cl, p, 1, float(s), s * 2 * (p - 1) / p / (bb * GB), f"busbw {bb} GB/s"))
+            elif "peak_busbw_GBps" in m:
+                s = 8 * 2.0**30  # a peak without a size: read at nccl-tests' usual largest size, 8 GiB
+                out.append((c["id"], cl, p, 1, s, s * 2 * (p - 1) / p / (m["peak_busbw_GBps"] * GB), "peak busbw"))
+            elif "latency_us" in m:
+                s = float(m.get("msg_bytes_range", [128])[0])  # the flat small-message latency, at its smallest size
+                out.append((c["id"], c["cluster"], p, 1, s, m["latency_us"] * 1e-6, "latency"))
     return out
+
+
+#: NCCL_ALGO forced by a measured run -> the algorithm (and cluster overrides) that model it: NVLS and
+#: NVLSTree are ``hierarchical`` on an NVLS tier; CollNetChain is ``hierarchical`` with SHARP switched on for
+#: the InfiniBand tiers (the clusters ship with it off: it needs the CollNet plugin); Ring is ``ring``.
+#: NVLSTree on one node is disabled by NCCL (tuning.cc), so that latency case is compared with auto.
+FORCED = {"NVLS": "|hierarchical", "Ring": "|ring",
+          "CollNetChain": "|hierarchical|cluster.tiers.1.in_network_reduction=true"
+                          "|cluster.tiers.2.in_network_reduction=true|cluster.tiers.3.in_network_reduction=true"}
+
+#: Families of the summary table (by case id prefix).
+FAMILIES = (("az_ndh100v5", "NVLS 8x H100"), ("az_ndh200v5", "NVLS 8x H200"), ("az_ndgb200v6", "GB200 4 GPUs ring"),
+            ("cw_gb200_nvl72", "NVL72 1 rack"), ("cw_gb200_allreduce_2racks", "NVL72 2 racks"),
+            ("cw_gb200_allreduce_20racks", "NVL72 20 racks"), ("cw_h100_64gpu", "SHARP IB 64x H100"),
+            ("nccl1374_h800", "H800 NVLS peak"), ("nccl1259", "H100 2-GPU latency"), ("az_ndmi300x", "MI300X RCCL"))
+
+
+def family_of(cid: str) -> str:
+    for prefix, name in FAMILIES:
+        if cid.startswith(prefix):
+            return name
+    return cid
 
 
 def main(argv: list[str]) -> int:
@@ -93,6 +126,15 @@ def main(argv: list[str]) -> int:
         print(f"{cid:30s} {name:9s} {p:4d} {s:10.3g} {used:12s} {tm * 1e6:9.1f}us {tp * 1e6:9.1f}us {e:+8.1%}")
     errs = [abs(r[-1]) for r in rows]
     big = [abs(r[-1]) for r in rows if r[3] >= 2**20]
+    fams: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        fams.setdefault(family_of(r[0]), []).append((r[3], r[-1]))
+    print(f"\n{'family':24s} {'points':>6s} {'median':>8s} {'worst':>8s} {'median>=1MiB':>13s} {'worst>=1MiB':>12s}")
+    for name, fe in fams.items():
+        a = [abs(e) for _, e in fe]
+        b = [abs(e) for sz, e in fe if sz >= 2**20]
+        mb = f"{statistics.median(b):13.1%} {max(b):12.1%}" if b else f"{'-':>13s} {'-':>12s}"
+        print(f"{name:24s} {len(a):6d} {statistics.median(a):8.1%} {max(a):8.1%} {mb}")
     print(f"\n{len(errs)} points: median |error| {statistics.median(errs):.1%}, worst {max(errs):.1%}")
     print(f"{len(big)} points >= 1 MiB: median |error| {statistics.median(big):.1%}, worst {max(big):.1%}")
     return 0 if np.isfinite(max(errs)) else 1

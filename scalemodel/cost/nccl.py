@@ -15,9 +15,12 @@ Constants from NVIDIA/nccl v2.30.7 ``src/graph/tuning.cc``, ``enqueue.cc``, ``de
   binary trees across nodes, ``algbw = 0.5 x 0.92 x f_proto x busbw x treeCorrectionFactor(S)``;
 - Ring Simple all-reduce across nodes: latency x1.4 once ``S / (nChannels p) >= 64`` B (the "plateau");
 - ``auto`` (:func:`best_algorithm`, :func:`collective_time`): the fastest algorithm of the family
-  (:func:`resolve_family`); on GPU clusters only what NCCL implements (ring, tree; NVLS/CollNet as
-  ``hierarchical`` where a tier the group spans declares in-network reduction; ``direct`` for all-to-all
-  and send/recv), every applicable algorithm on TPU/ICI.
+  (:func:`resolve_family`); on GPU clusters only what NCCL implements (ring, tree; NVLS/NVLSTree/CollNetChain
+  as ``hierarchical`` where in-network reduction applies, :func:`inr_applies`; ``direct`` for all-to-all
+  and send/recv), every applicable algorithm on TPU/ICI;
+- in-network reduction (:func:`nccl_inr_allreduce_time`, docs/model.md#in-network-reduction): NCCL's NVLS,
+  NVLSTree and CollNetChain all-reduce, Simple only, with their own latencies (25 us NVLS), nvlsEfficiency
+  per generation, NVLSTree per-channel caps and the NVLS chunk pipeline.
 
 Sources: NVIDIA/nccl v2.30.7 (commit 5067397) src/graph/tuning.cc (base and per-hop latencies, protocol
 bandwidth factors, treeCorrectionFactor, plateau, NVLS efficiency), src/enqueue.cc (channel/thread
@@ -249,6 +252,161 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
 
 
 # ------------------------------------------------------------------------------------------------
+# In-network reduction: NVLS, NVLSTree, CollNet (SHARP) all-reduce (docs/model.md#in-network-reduction)
+# ------------------------------------------------------------------------------------------------
+
+#: nvlsEfficiency per GPU generation (tuning.cc): Hopper 0.85, Blackwell 0.74.
+NVLS_EFFICIENCY: dict[str, float] = {"hopper": 0.85, "blackwell": 0.74}
+#: Measured / NCCL-formula ratio of the NVLS intra-domain bus bandwidth (busBw_intra below), per generation.
+#: Hopper 1.0: NCCL's own formula is within 2 % of the Azure 8x H100 / 8x H200 sweeps at 1-8 GiB and of the
+#: H800 peak. Blackwell 0.854: FITTED on ONE point, the CoreWeave one-rack GB200 NVL72 sweep at 8 GiB
+#: (834.57 GB/s busbw out-of-place, NCCL 2.26.2; hardware/measurements/nccl.yaml cw_gb200_nvl72_allreduce_1rack):
+#: (t_model(8 GiB) - 25 us) / (t_measured - 25 us) = (17345.7 - 25) / (20299.4 - 25) = 0.854 with
+#: nvlsEfficiency 0.74. Held out: the 2-rack and 20-rack CoreWeave sweeps (NVLSTree).
+#: docs/model.md#in-network-reduction.
+NVLS_CALIBRATION: dict[str, float] = {"hopper": 1.0, "blackwell": 0.854}
+#: NVLS and NVLSTree run Simple only; their baseLatencies are 0 and their whole latency is the hwLatencies
+#: entry (tuning.cc): NVLink NVLS / NVLSTree 25 us; NET NVLS 18 us, NVLSTree 20.9 us (per tree level,
+#: x2 log2i(nNodes)); CollNetChain NVLink 2.8 us (per chain hop, x2 (ppn - 1)) + NET 30 us.
+NVLS_LATENCY = 25.0e-6
+NVLS_NET_LATENCY = 18.0e-6
+NVLSTREE_NET_LATENCY = 20.9e-6
+COLLNET_CHAIN_NVLINK_LATENCY = 2.8e-6
+COLLNET_CHAIN_NET_LATENCY = 30.0e-6
+#: NCCL_MAX_NVLS_ARITY (device.h): NVLS graph channels (one head GPU each) = min(32, GPUs in the domain).
+NVLS_MAX_ARITY = 32.0
+#: perChMaxNVLSTreeBws[generation][N1, N2, N4+] in B/s (tuning.cc): the per-channel cap of NVLSTree.
+NVLSTREE_MAX_BW: dict[str, tuple[float, float, float]] = {
+    "hopper": (0.0, 57.7e9, 45.5e9), "blackwell": (0.0, 96.0e9, 80.0e9)}
+#: nvlsChannels (CTAs) per generation (transport/nvls.cc): SM90 16; SM100 24 on one (multi-node NVLink)
+#: domain, 32 across domains.
+NVLS_CTAS: dict[str, tuple[float, float]] = {"hopper": (16.0, 16.0), "blackwell": (24.0, 32.0)}
+#: NVLS_CHUNKSIZE default 128 KiB (transport/nvls.cc); enqueue.cc shrinks it for small messages (see
+#: :func:`nvls_chunk_size`).
+NVLS_CHUNK = 128.0 * 1024.0
+#: Pipeline stages of the NVLS all-reduce kernel (device/all_reduce.h: scatter, reduce through the switch,
+#: gather warp groups): a chunk pipeline of k stages costs k - 1 extra chunk steps to fill.
+NVLS_PIPELINE_FILL_STEPS = 2.0
+#: NVLink 4 (Hopper) carries at most 450 GB/s per GPU per direction; a faster NVLink tier is NVLink 5
+#: (Blackwell). NVLS exists only on NVSwitch gen 3 (Hopper) and later.
+NVLINK4_MAX_BW = 450.0e9
+
+
+def nvls_generation(tier: Tier) -> str:
+    """GPU generation whose NCCL NVLS constants apply to an NVLink tier: "blackwell" when its line rate
+    exceeds NVLink 4's 450 GB/s per direction (NVLink 5: 900 GB/s), else "hopper" (H100/H200 450 GB/s,
+    H800 200 GB/s; NVLS needs NVSwitch gen 3, i.e. Hopper or later). Modelling assumption: a Network does
+    not carry the GPU's compute capability, which is what NCCL keys its tables on."""
+    return "blackwell" if tier.bandwidth > NVLINK4_MAX_BW * (1 + 1e-9) else "hopper"
+
+
+def nvls_chunk_size(S: np.ndarray, concurrent_ops: np.ndarray) -> np.ndarray:
+    """NVLS all-reduce chunk (enqueue.cc, NCCL_ALGO_NVLS): 128 KiB, 64 KiB if S < 64 ops C, 32 KiB if
+    S < 8 ops C, 16 KiB if S < 2 ops C (each rule on the chunk left by the previous one), with
+    ops = nvlsChannels x nHeads."""
+    c = np.full(np.broadcast(S, concurrent_ops).shape, NVLS_CHUNK)
+    for mult, floor, new in ((64.0, 65536.0, 65536.0), (8.0, 32768.0, 32768.0), (2.0, 16384.0, 16384.0)):
+        c = np.where((S < mult * concurrent_ops * c) & (c > floor), new, c)
+    return c
+
+
+def _log2i(x: np.ndarray) -> np.ndarray:
+    return log2_floor(np.maximum(x, 1.0))
+
+
+def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *, fill: bool = True) -> np.ndarray:
+    """NCCL's in-network-reduction all-reduce on a placed group: the fastest of the NVLS, NVLSTree and
+    CollNetChain algorithms that apply (inf where none does). tuning.cc, v2.30.7; docs/model.md#in-network-reduction.
+
+    With ``n_0 = c_0`` ranks per NVLink domain, ``N = p / c_0`` domains, ``B_0`` the per-GPU NVLink rate
+    (line x efficiency), ``B_net`` the slowest per-GPU rate of the outer tiers the group spans, ``g`` the
+    generation (:func:`nvls_generation`), ``k = min(32, n_0)`` NVLS heads (graph channels):
+
+    - NVLS graph: each channel pulls ``bw`` from every GPU, twice from its head, so ``(k + 1) bw <= B_0``
+      and ``k bw = B_0 k / (k + 1)`` (search.cc ncclTopoSearchTryNvls; continuous limit of NCCL's speed
+      table, modelling assumption). ``busBw_intra = 2 eff_g k bw (k - 1)/k`` ("AllReduce pipelines two
+      operations" x2, ``nvlsEfficiency``), times ``NVLS_CALIBRATION[g]`` (1 on Hopper; 0.854 on Blackwell,
+      fitted on one measured point, see its comment).
+    - NVLS (tier 0 reduces in the switch; N = 1, or N > 1 with SHARP on an outer tier): latency 25 us
+      (+ 18 us NET when N > 1); ``busBw = min(busBw_intra, k B_net)``.
+    - NVLSTree (tier 0 reduces, N > 1): latency ``25 us + 2 log2i(N) 20.9 us``;
+      ``busBw = min(busBw_intra, k B_net x (2 if N <= 2), k perChMaxNVLSTreeBw[g][N])``.
+    - CollNetChain (an outer spanned tier reduces, SHARP; N > 1): latency ``2 (n_0 - 1) 2.8 us + 30 us``;
+      ``algBw = 0.5 busBw`` with NCCL's ``busBw = bwIntra`` = B_0 (chain inside the node), and not above
+      the node's NICs ``n_0 B_net`` (each node sends and receives S once through the switch; modelling
+      assumption, NCCL's formula has no NIC term).
+
+    NVLS/NVLSTree time: ``lat + (S + f min(S, ops C)) 2(p-1)/p / busBw + (p-1)/p S gamma`` (algBw =
+    busBw p / (2(p-1)), tuning.cc "ratio = nRanks/nsteps"), with the pipeline fill ``f = 2`` chunk steps
+    (``NVLS_PIPELINE_FILL_STEPS``) of ``ops C`` bytes, ``ops = nvlsChannels x k``, ``C`` from
+    :func:`nvls_chunk_size`. NCCL's own time estimate has no fill term (``fill=False`` gives that estimate,
+    which :func:`nccl_tuner_picks_inr` uses); the fill comes from the kernel's three warp groups
+    (device/all_reduce.h).
+    """
+    S = np.asarray(S, dtype=float)
+    p = pl.p
+    shape = np.broadcast(S, p).shape
+    best = np.full(shape, np.inf)
+    tiers = pl.network.tiers
+    n0 = pl.c[0]
+    N = p / n0
+    spans_outer = [i for i in range(1, pl.ntiers)]
+    b_net = np.full(p.shape, np.inf)
+    sharp_outer = np.zeros(p.shape, dtype=bool)
+    for i in spans_outer:
+        spanned = pl.level(i) > 1 + 1e-9
+        b_net = np.where(spanned, np.minimum(b_net, pl.bw[i]), b_net)
+        if pl.inr[i]:
+            sharp_outer = sharp_outer | spanned
+    multi = N > 1 + 1e-9
+    red = (p - 1) / np.maximum(p, 1.0) * S * gamma
+    bus_factor = 2.0 * (p - 1) / np.maximum(p, 1.0)
+    if pl.inr[0] and _link_class(tiers[0], 0) == "nvlink":
+        gen = nvls_generation(tiers[0])
+        eff = NVLS_EFFICIENCY[gen]
+        k = np.minimum(NVLS_MAX_ARITY, n0)
+        graph_bw = pl.bw[0] * k / (k + 1.0)
+        intra = 2.0 * eff * graph_bw * (k - 1.0) / np.maximum(k, 1.0) * NVLS_CALIBRATION[gen]
+        ctas = np.where(multi, NVLS_CTAS[gen][1], NVLS_CTAS[gen][0])
+        ops = ctas * k
+        extra = NVLS_PIPELINE_FILL_STEPS * np.minimum(S, ops * nvls_chunk_size(S, ops)) if fill else 0.0 * S
+        ok = k > 1.5  # NVLS needs at least 2 channels (tuning.cc)
+        # NVLS: one domain, or several joined by SHARP (NCCL enables multi-node NVLS only with CollNet)
+        nvls_ok = ok & (~multi | sharp_outer)
+        bus = np.where(multi, np.minimum(intra, k * b_net), intra)
+        lat = NVLS_LATENCY + np.where(multi, NVLS_NET_LATENCY, 0.0)
+        t = lat + (S + extra) * bus_factor / bus + red
+        best = np.where(nvls_ok, np.minimum(best, t), best)
+        # NVLSTree: several domains
+        idx = np.where(N <= 2 + 1e-9, 1, 2)
+        cap = k * np.asarray(NVLSTREE_MAX_BW[gen])[idx]
+        bus_t = np.minimum(np.minimum(intra, k * b_net * np.where(N <= 2 + 1e-9, 2.0, 1.0)), cap)
+        lat_t = NVLS_LATENCY + 2.0 * _log2i(N) * NVLSTREE_NET_LATENCY
+        t_t = lat_t + (S + extra) * bus_factor / bus_t + red
+        best = np.where(ok & multi, np.minimum(best, t_t), best)
+    # CollNetChain: SHARP on an outer tier the group spans
+    chain_bw = np.minimum(0.5 * pl.bw[0], n0 * b_net)
+    lat_c = 2.0 * (n0 - 1.0) * COLLNET_CHAIN_NVLINK_LATENCY + COLLNET_CHAIN_NET_LATENCY
+    t_c = lat_c + S / chain_bw + red
+    best = np.where(sharp_outer & multi, np.minimum(best, t_c), best)
+    return np.where(p > 1, best, 0.0)
+
+
+def inr_applies(pl: Placement) -> np.ndarray:
+    """Whether one of NCCL's in-network-reduction algorithms applies to the placed group: tier 0 (NVLink)
+    reduces in the switch and the group has at least 2 ranks in one of its domains (NVLS/NVLSTree), or an
+    outer tier the group spans reduces in the network and the group spans several tier-0 domains
+    (CollNet/SHARP)."""
+    ok = np.zeros(pl.p.shape, dtype=bool)
+    if pl.inr[0] and _link_class(pl.network.tiers[0], 0) == "nvlink":
+        ok = ok | (pl.c[0] > 1.5)
+    for i in range(1, pl.ntiers):
+        if pl.inr[i]:
+            ok = ok | (pl.level(i) > 1 + 1e-9)
+    return ok
+
+
+# ------------------------------------------------------------------------------------------------
 # One algorithm over its protocol lines; the auto choice
 # ------------------------------------------------------------------------------------------------
 
@@ -270,6 +428,11 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
         raise InputError(f"algorithm {algorithm!r} does not apply to {op}", where="algorithm",
                          allowed=allowed(op))
     protos = tuple(protocols) if protocols is not None else protocols_for(pl.network)
+    inr = np.zeros(pl.p.shape, dtype=bool)
+    if algorithm == "hierarchical" and op == "allreduce":
+        inr = inr_applies(pl)
+        if np.all(inr):
+            return nccl_inr_allreduce_time(S, pl, gamma)
     bus = pl.bottleneck()
     nc = nccl_channels(bus)
     multi_node = pl.domains(0) > 1.5
@@ -288,6 +451,8 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
                 t = t + np.where(plateau, (RING_PLATEAU - 1.0) * lat, 0.0)
         best = t if best is None else np.minimum(best, t)
     assert best is not None
+    if np.any(inr):
+        best = np.where(inr, nccl_inr_allreduce_time(S, pl, gamma), best)
     return np.where(np.broadcast_to(pl.p, best.shape) > 1, best, 0.0)
 
 
@@ -301,10 +466,28 @@ def resolve_family(network: Network, family: str = "auto") -> str:
 
 
 
-def auto_eligible(op: str, algorithm: str, pl: Placement, family: str) -> np.ndarray:
+def nccl_tuner_picks_inr(S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
+    """Whether NCCL's tuner would choose its in-network-reduction all-reduce (NVLS/NVLSTree/CollNetChain) for
+    ``S`` bytes: its own estimate of that algorithm (:func:`nccl_inr_allreduce_time` with ``fill=False``) is
+    at most its own estimate of Ring and Tree, which is this module's Ring/Tree model with every hop at NCCL's
+    absolute ``hwLatencies`` (Ring LL hop NVLink 0.6, PCI 1.0, NET 2.7 us, plus NCCL's per-protocol
+    increments) instead of the measured ``Tier.latency`` (tuning.cc ncclTopoTuneModel / ncclTopoGetAlgoTime;
+    docs/model.md#in-network-reduction). NCCL picks by its own estimates, so a size where the measured-hop
+    ring would be slower than NVLS but NCCL's estimate is not still runs Ring/Tree."""
+    own = np.array([NCCL_HW_LATENCY[_link_class(t, i)]["ring"][0] for i, t in enumerate(pl.network.tiers)])
+    pn = pl.relinked(own, pl.bandwidth)
+    t_inr = nccl_inr_allreduce_time(S, pn, gamma, fill=False)
+    t_rt = np.minimum(algorithm_time("allreduce", "ring", S, pn, gamma=gamma),
+                      algorithm_time("allreduce", "tree", S, pn, gamma=gamma))
+    return np.asarray(t_inr <= t_rt)
+
+
+def auto_eligible(op: str, algorithm: str, pl: Placement, family: str, S: np.ndarray | None = None,
+                  gamma: float = 0.0) -> np.ndarray:
     """Whether ``auto`` may pick ``algorithm`` for the placed group (``family`` already resolved).
-    Family "nccl": ``NCCL_FAMILY[op]``, with ``hierarchical`` (standing for NVLS/CollNet) only where a tier
-    whose level the group spans (p_i > 1) declares in-network reduction. Family "all": everything, except
+    Family "nccl": ``NCCL_FAMILY[op]``, with ``hierarchical`` (standing for NVLS/NVLSTree/CollNetChain) only
+    where in-network reduction applies (:func:`inr_applies`) and, given the size ``S``, where NCCL's tuner
+    would pick it (:func:`nccl_tuner_picks_inr`). Family "all": everything, except
     one-shot ``direct`` (load/store access to every peer) beyond the innermost tier, other than for
     all-to-all and send/recv."""
     shape = pl.p.shape
@@ -312,10 +495,9 @@ def auto_eligible(op: str, algorithm: str, pl: Placement, family: str) -> np.nda
         if algorithm not in NCCL_FAMILY[op]:
             return np.zeros(shape, dtype=bool)
         if algorithm == "hierarchical":
-            ok = np.zeros(shape, dtype=bool)
-            for i in range(pl.ntiers):
-                if pl.inr[i]:
-                    ok = ok | (pl.level(i) > 1 + 1e-9)
+            ok = inr_applies(pl)
+            if S is not None and op == "allreduce" and np.any(ok):
+                ok = ok & nccl_tuner_picks_inr(S, pl, gamma)
             return ok
         return np.ones(shape, dtype=bool)
     if algorithm == "direct" and op not in ("alltoall", "sendrecv"):
@@ -336,7 +518,7 @@ def best_algorithm(op: str, S: np.ndarray, pl: Placement, *, gamma: float = 0.0,
     names = APPLICABLE[op]
     shape = np.broadcast(S, pl.p).shape
     times = np.stack([np.broadcast_to(algorithm_time(op, a, S, pl, gamma=gamma), shape) for a in names])
-    elig = np.stack([np.broadcast_to(auto_eligible(op, a, pl, fam), shape) for a in names])
+    elig = np.stack([np.broadcast_to(auto_eligible(op, a, pl, fam, S, gamma), shape) for a in names])
     masked = np.where(elig, times, np.inf)
     idx = np.argmin(masked, axis=0)
     best = np.take_along_axis(times, idx[None, ...], axis=0)[0]
@@ -356,7 +538,7 @@ def collective_time(op: str, S: np.ndarray, pl: Placement, *, algorithm: str = "
     for a in APPLICABLE[op]:
         if fam == "nccl" and a not in NCCL_FAMILY[op]:
             continue
-        elig = np.broadcast_to(auto_eligible(op, a, pl, fam), shape)
+        elig = np.broadcast_to(auto_eligible(op, a, pl, fam, S, gamma), shape)
         if not np.any(elig):
             continue
         best = np.where(elig, np.minimum(best, algorithm_time(op, a, S, pl, gamma=gamma)), best)

@@ -1,0 +1,135 @@
+"""NCCL's in-network-reduction all-reduce (NVLS, NVLSTree, CollNetChain): expected values computed by hand
+from tuning.cc v2.30.7's formulas (docs/model.md#in-network-reduction), not from the implementation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import nccl
+from scalemodel.cost.network import Network, Tier
+from scalemodel.cost.placement import place
+from scalemodel.engine.job import build_network
+from scalemodel.specs import load_cluster
+
+GB = 1e9
+
+
+def h100_like(sharp: bool = False, nvl_bw: float = 450e9, span: int = 8) -> Network:
+    return Network(tiers=(
+        Tier("nvlink", span, nvl_bw, 2e-6, efficiency=0.82, in_network_reduction=True, protocol="nvlink"),
+        Tier("ib", 4096, 50e9, 3.5e-6, efficiency=0.94, in_network_reduction=sharp, protocol="rdma"),
+    ), gpus_per_node=8)
+
+
+def test_nvls_one_node_large_message_by_hand() -> None:
+    # 8 GPUs, Hopper: k = 8 heads, NVLS graph 8 bw with 9 bw <= B0 = 450 x 0.82 = 369 GB/s;
+    # busBw = 2 x 0.85 x 369 x 8/9 x 7/8 = 487.9 GB/s; 8 GiB: C = 128 KiB, ops = 16 x 8 = 128,
+    # fill = 2 x 128 x 128 KiB = 32 MiB; T = 25 us + (8 GiB + 32 MiB) x 2 x 7/8 / busBw
+    S = 8 * 2.0**30
+    bus = 2 * 0.85 * 369e9 * (8 / 9) * (7 / 8)
+    expect = 25e-6 + (S + 2 * 128 * 128 * 1024) * 1.75 / bus
+    pl = place(8, 1, h100_like())
+    got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), pl))
+    assert got == pytest.approx(expect, rel=1e-9)
+    # nccl-tests busbw of that run: 487.9 x 8 GiB / (8 GiB + 32 MiB) + latency = 485.6 GB/s, within 2 % of
+    # the published 8x H100 NVLS peak (478.87 GB/s, hardware/measurements/nccl.yaml)
+    assert S * 1.75 / got / GB == pytest.approx(478.87, rel=0.02)
+
+
+def test_nvls_small_message_pays_25us_and_three_chunk_stages() -> None:
+    # 1 KiB: fill = 2 x min(S, ops C) = 2 KiB -> T = 25 us + 3 KiB x 1.75 / busBw
+    S = 1024.0
+    bus = 2 * 0.85 * 369e9 * (8 / 9) * (7 / 8)
+    pl = place(8, 1, h100_like())
+    got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), pl))
+    assert got == pytest.approx(25e-6 + 3 * S * 1.75 / bus, rel=1e-9)
+
+
+def test_nvls_chunk_size_rules() -> None:
+    ops = 128.0  # 16 CTAs x 8 heads
+    # >= 64 ops 128K = 1 GiB: 128K; 64 MiB .. 1 GiB: 64K; 8 MiB .. 64 MiB: 32K; below 8 MiB: 16K
+    sizes = np.array([2.0**30, 2.0**30 - 1, 64 * 2.0**20, 64 * 2.0**20 - 1, 8 * 2.0**20, 8 * 2.0**20 - 1, 1e3])
+    got = nccl.nvls_chunk_size(sizes, np.array(ops))
+    assert list(got) == [131072, 65536, 65536, 32768, 32768, 16384, 16384]
+
+
+def test_nvlstree_two_nodes_capped_by_per_channel_max() -> None:
+    # 16 GPUs on 2 nodes, no SHARP: NVLSTree. intra 487.9, inter 8 x 47 x 2 = 752, cap 8 x 57.7 = 461.6 GB/s
+    # -> busBw 461.6; latency 25 + 2 x log2i(2) x 20.9 = 66.8 us; Hopper runs 16 CTAs on any node count,
+    # ops = 16 x 8 = 128, and 1 GiB >= 64 x 128 x 128 KiB keeps C = 128 KiB.
+    S = 2.0**30
+    pl = place(16, 1, h100_like())
+    bus = 8 * 57.7e9
+    expect = 66.8e-6 + (S + 2 * 128 * 131072) * 2 * 15 / 16 / bus
+    got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), pl))
+    assert got == pytest.approx(expect, rel=1e-9)
+
+
+def test_collnet_chain_with_sharp() -> None:
+    # 64 GPUs, 8 nodes, SHARP on the IB tier: CollNetChain lat = 2 x 7 x 2.8 + 30 = 69.2 us,
+    # algBw = min(0.5 x 369, 8 x 47) = 184.5 GB/s; NVLS multi-node (CollNet+NVLS): lat 25 + 18 = 43 us,
+    # busBw = min(487.9, 8 x 47 = 376) = 376 -> algBw = 376 x 64 / 126 = 191.0 GB/s plus the fill: faster.
+    S = 4 * 2.0**30
+    pl = place(64, 1, h100_like(sharp=True))
+    chain = 69.2e-6 + S / 184.5e9
+    nvls = 43e-6 + (S + 2 * 128 * 131072) * 2 * 63 / 64 / 376e9
+    got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), pl))
+    assert got == pytest.approx(min(chain, nvls), rel=1e-9)
+
+
+def test_blackwell_generation_and_72_gpu_heads() -> None:
+    # NVLink 5 (900 GB/s x 0.80 = 720): Blackwell eff 0.74, k = min(32, 72) = 32, 24 CTAs in one domain;
+    # busBw = 2 x 0.74 x 720 x 32/33 x 31/32 = 1001.9 GB/s by NCCL's formula; 8 GiB: ops = 768,
+    # C = 128 KiB (8 GiB >= 64 x 768 x 128K = 6.4 GB)
+    net = Network(tiers=(Tier("nvlink", 72, 900e9, 2e-6, efficiency=0.80, in_network_reduction=True,
+                              protocol="nvlink"),), gpus_per_node=4)
+    assert nccl.nvls_generation(net.tiers[0]) == "blackwell"
+    assert nccl.nvls_generation(h100_like().tiers[0]) == "hopper"
+    S = 8 * 2.0**30
+    # x 0.854, the one Blackwell factor fitted on the CoreWeave one-rack 8 GiB point (834.57 GB/s busbw)
+    bus = 2 * 0.74 * 720e9 * (32 / 33) * (31 / 32) * 0.854
+    expect = 25e-6 + (S + 2 * 768 * 131072) * 2 * 71 / 72 / bus
+    got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), place(72, 1, net)))
+    assert got == pytest.approx(expect, rel=1e-9)
+
+
+def test_auto_prefers_ring_or_tree_for_small_and_nvls_for_large() -> None:
+    pl = place(8, 1, h100_like())
+    sizes = np.array([2.0**20, 2.0**30])
+    _, names, idx, _ = nccl.best_algorithm("allreduce", sizes, pl)
+    assert names[int(idx[1])] == "hierarchical"
+    # no in-network reduction anywhere: hierarchical is not eligible under auto
+    plain = Network(tiers=(Tier("nvlink", 8, 450e9, 2e-6, efficiency=0.82, protocol="nvlink"),), gpus_per_node=8)
+    assert not nccl.inr_applies(place(8, 1, plain))
+    # one rank per node (stride 8) and no SHARP: no NVLS, no CollNet
+    assert not nccl.inr_applies(place(4, 8, h100_like()))
+    assert nccl.inr_applies(place(4, 8, h100_like(sharp=True)))
+
+
+def test_tuner_choice_uses_nccls_own_latencies() -> None:
+    # NCCL decides by its own estimates: 8 GPUs, 1 KiB: Ring LL 6.6 + 14 x 0.6 = 15.0 us (absolute NVLink hop,
+    # not the measured 2 us that makes our ring 34.6 us) < NVLS 25 us -> Ring/Tree, even though our NVLS time
+    # (25 us) is below our ring's; 1 GiB: NVLS (busBw 487.9 vs ring 369 GB/s) -> NVLS.
+    pl = place(8, 1, h100_like())
+    small, large = np.array(1024.0), np.array(2.0**30)
+    assert not bool(nccl.nccl_tuner_picks_inr(small, pl))
+    assert bool(nccl.nccl_tuner_picks_inr(large, pl))
+    assert float(nccl.algorithm_time("allreduce", "hierarchical", small, pl)) < float(
+        nccl.algorithm_time("allreduce", "ring", small, pl))
+    _, names, idx, _ = nccl.best_algorithm("allreduce", small, pl)
+    assert names[int(idx)] in ("ring", "tree")
+    # 72 GPUs in one NVLink domain: NCCL's Ring LL is 6.6 + 142 x 0.6 = 91.8 us > 25 us -> NVLS even at 1 KiB
+    net = Network(tiers=(Tier("nvlink", 72, 900e9, 2e-6, efficiency=0.80, in_network_reduction=True,
+                              protocol="nvlink"),), gpus_per_node=4)
+    assert bool(nccl.nccl_tuner_picks_inr(small, place(72, 1, net)))
+
+
+def test_blackwell_fit_reproduces_its_point_and_predicts_two_racks() -> None:
+    # the fitted point: 72 GPUs, 8 GiB, measured 834.57 GB/s busbw -> within 0.1 % by construction of 0.854;
+    # held out: 144 GPUs (2 racks, NVLSTree), 16 GiB measured 810.41 GB/s busbw -> within 5 %
+    net = build_network(load_cluster("gb200-nvl72", []))
+    for p, S, busbw, tol in ((72, 8 * 2.0**30, 834.57e9, 1e-3), (144, 16 * 2.0**30, 810.41e9, 0.05)):
+        t_meas = S * 2 * (p - 1) / p / busbw
+        got = float(nccl.collective_time("allreduce", np.array(S), place(p, 1, net)))
+        assert got == pytest.approx(t_meas, rel=tol)
