@@ -104,8 +104,9 @@ class Placement:
         return self.c[i] / self.c_prev(i)
 
     def domains(self, i: int) -> np.ndarray:
-        """n_i: domains of tier i the group touches; n_(-1) = p."""
-        return self.p if i < 0 else self.p / self.c[i]
+        """n_i: domains of tier i the group touches, ceil(p / c_i) (a group that does not fill its last
+        domain still reaches it); n_(-1) = p."""
+        return self.p if i < 0 else np.ceil(self.p / self.c[i] - 1e-9)
 
     def tier_for_block(self, ranks: np.ndarray | float) -> np.ndarray:
         """Index of the innermost tier whose domain holds a block of ``ranks`` consecutive group ranks."""
