@@ -81,7 +81,24 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(130) from None
 
 
+def _print_warnings() -> None:
+    """Each warning raised while reading the inputs as one ``warning:`` line on stderr (once)."""
+    notices = sys.modules.get("scalemodel.specs.notices")  # not loaded: nothing was read, nothing to say
+    if notices is None:
+        return
+    for line in notices.current():
+        sys.stderr.write(f"warning: {line}\n")
+    notices.clear()
+
+
 def _main(argv: list[str] | None) -> None:
+    try:
+        _run(argv)
+    finally:
+        _print_warnings()  # also after a usage error or an interrupted run
+
+
+def _run(argv: list[str] | None) -> None:
     # Overflow and 0/0 in numpy become inf/nan, which the output layer refuses with a clear error;
     # the intermediate RuntimeWarnings would only add noise on stderr.
     warnings.filterwarnings("ignore", category=RuntimeWarning)
@@ -89,9 +106,13 @@ def _main(argv: list[str] | None) -> None:
     files = sys.modules.get("scalemodel.specs.files")  # loaded by an earlier in-process invocation
     if files is not None:
         files.forget_reads()  # a new invocation: the files it reads are the ones its writers must not replace
+    notices = sys.modules.get("scalemodel.specs.notices")
+    if notices is not None:
+        notices.clear()  # a new invocation: forget what an earlier in-process one (or a library call) raised
     try:
         code = app(args=argv, prog_name="scalemodel", standalone_mode=False)
     except InputError as exc:
+        _print_warnings()
         sys.stderr.write(f"error: {exc.message()}\n")
         raise SystemExit(2) from None
     except (OverflowError, RecursionError) as exc:

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 import typer
 
 from scalemodel.errors import InputError
-from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, split_overrides
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
+from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
 from scalemodel.units import parse_quantity
 
@@ -108,7 +109,8 @@ def split_flags(**flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 def spec_inputs(cluster: Any, workload: Any, training: Any, strategy: Any, sets: list[str] | None,
                 **extra: Any) -> dict[str, Any]:
     """The ``inputs`` echo of a JSON result: resolved names, the specs as used, and the overrides."""
-    return {"cluster": cluster.name, "model": workload.name, "model_kind": workload.kind, **extra,
+    return {"cluster": cluster.name, "model": workload.name, "model_kind": workload.kind,
+            "seq_len": training.seq_len or getattr(workload, "seq_len", None), **extra,
             "training": training.model_dump(mode="json"),
             "strategy": strategy.model_dump(mode="json"), "set": list(sets or [])}
 
@@ -127,4 +129,12 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     st_raw = apply_overrides({k: v for k, v in strategy.items() if v is not None}, routed["strategy"])
     tr = validate(TrainingSpec, tr_raw, prefix=["training"])
     st = validate(StrategySpec, st_raw, prefix=["strategy"])
+    check_seq_len(wl, tr)
     return cl, wl, tr, st
+
+
+def check_seq_len(workload: Any, training: Any) -> None:
+    """Warn when the training sequence length is a HuggingFace config's context length."""
+    note = seq_len_note(workload, training.seq_len)
+    if note:
+        notices.warn(note)

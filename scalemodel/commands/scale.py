@@ -70,6 +70,7 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
     st_raw = apply_overrides({**st_base, **{k: v for k, v in strategy.items() if v is not None}}, routed["strategy"])
     tr = validate(TrainingSpec, tr_raw, prefix=["training"])
     st = validate(StrategySpec, st_raw, prefix=["strategy"])
+    o.check_seq_len(wl, tr)
     counts = parse_gpus(gpus) if gpus is not None else (list(scen.gpus) if scen is not None else DEFAULT_GPUS)
     return {"scenario": scen.name if scen is not None else None, "cluster": cl, "model": wl, "training": tr,
             "strategy": st, "gpus": counts, "mode": mode or (scen.mode if scen is not None else "weak"),
@@ -142,7 +143,8 @@ def register(app: typer.Typer) -> None:
         cl.require_gpus(max(spec["gpus"]), "--gpus" if gpus is not None else "scenario gpus")
         inputs: dict[str, Any] = {
             "scenario": spec["scenario"], "cluster": cl.name, "model": wl.name, "gpus": spec["gpus"],
-            "mode": spec["mode"], "best": spec["best"], "training": tr.model_dump(mode="json"),
+            "mode": spec["mode"], "best": spec["best"], "seq_len": tr.seq_len or getattr(wl, "seq_len", None),
+            "training": tr.model_dump(mode="json"),
             "strategy": st.model_dump(mode="json"), "set": list(set_ or []), "straggler_cv": straggler_cv,
             "objective": objective}
         search: dict[str, Any] = {}
