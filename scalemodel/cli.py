@@ -10,6 +10,7 @@ imports only what it uses; ``--help`` loads them all to list their summaries. An
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import warnings
 from difflib import get_close_matches
@@ -58,6 +59,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+#: Options of Megatron-LM (megatron/training/arguments.py) and DeepSpeed's launcher that users paste.
+_FRAMEWORK_FLAG = re.compile(r"--(tensor-model-parallel-size|pipeline-model-parallel-size|context-parallel-size|"
+                             r"expert-model-parallel-size|micro-batch-size|global-batch-size|seq-length|"
+                             r"recompute-granularity|use-distributed-optimizer|deepspeed_config|deepspeed)\b")
 
 _INTERRUPTED = "error: interrupted; files are written whole or not at all, so none was left half-written\n"
 
@@ -132,6 +138,9 @@ def _run(argv: list[str] | None) -> None:
             raise SystemExit(0) from None
         where = f"{ctx.command_path}: " if ctx is not None else ""
         hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+        if _FRAMEWORK_FLAG.search(exc.format_message()):
+            hint = ("; Megatron-LM and DeepSpeed flags are read from a file: put them in one (a launch script "
+                    "will do) and give it with --strategy FILE")
         sys.stderr.write(f"error: {where}{exc.format_message()}{hint}\n")
         raise SystemExit(2) from None
     if code == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into exit status 130 without a word

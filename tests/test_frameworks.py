@@ -180,3 +180,14 @@ def test_a_bad_value_in_a_strategy_yaml_names_the_file(tmp_path: Path) -> None:
         read_strategy_file(f)
     msg = info.value.message()
     assert str(f) in msg and "zeroo" in msg and "zero" in msg
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (["predict", "-m", "gpt-1.7b", "-n", "8", "--tensor-model-parallel-size", "8"], "--strategy FILE"),
+    (["predict", "-m", str(DATA / "ds_zero2_fp16.json"), "-n", "8"], "a DeepSpeed config"),
+    (["predict", "-m", str(DATA / "torchtitan_llama3_8b.toml"), "-n", "8"], "--strategy FILE"),
+    (["predict", "-c", str(DATA / "ds_zero3_offload.json"), "-n", "8"], "a DeepSpeed config"),
+])
+def test_framework_configs_in_the_wrong_place_point_to_strategy(cli, args: list[str], match: str) -> None:  # type: ignore[no-untyped-def]
+    r = cli(*args)
+    assert r.code == 2 and r.err.count("\n") == 1 and match in r.err

@@ -23,7 +23,8 @@ SetOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one strictly valid JSON document instead of tables.")]
 ClusterOption = Annotated[str, typer.Option("--cluster", "-c", help="Built-in cluster name or a cluster YAML file.")]
-ModelOption = Annotated[str, typer.Option("--model", "-m", help="Built-in workload, a YAML file or a config.json.")]
+ModelOption = Annotated[str, typer.Option(
+    "--model", "-m", help="Built-in workload, a YAML file, a HuggingFace config.json or a model folder holding one.")]
 
 
 def quantity(text: str, kind: str, option: str) -> float:

@@ -85,7 +85,8 @@ def register(app: typer.Typer) -> None:
         cluster: Annotated[str | None, typer.Option(
             "--cluster", "-c", help="Built-in cluster name or a cluster YAML file.")] = None,
         model: Annotated[str | None, typer.Option(
-            "--model", "-m", help="Built-in workload, a YAML file or a config.json.")] = None,
+            "--model", "-m",
+            help="Built-in workload, a YAML file, a HuggingFace config.json or a model folder holding one.")] = None,
         gpus: Annotated[str | None, typer.Option(
             "--gpus", "-n", help="Comma-separated GPU counts, e.g. 128,256,512,1024,2048.")] = None,
         mode: Annotated[str | None, typer.Option(

@@ -70,6 +70,12 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-
 _HF_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 
 
+_DEEPSPEED_KEYS = ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size",
+                   "gradient_accumulation_steps")
+#: Framework launch configs (torchtitan TOML, a Megatron-LM script or argument list) belong to --strategy.
+_FRAMEWORK_SUFFIXES = (".toml", ".sh", ".args")
+
+
 def is_hf_config(data: dict[str, Any]) -> bool:
     """Whether a JSON document is a HuggingFace model config (not a workload spec in JSON)."""
     if data.get("kind") in ("transformer", "generic"):
@@ -114,6 +120,9 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
 
     For a workload, a folder stands for its ``config.json`` (a HuggingFace snapshot folder), and a
     hub id ``org/name`` that is not a local path gets an error saying how to download it."""
+    if ref.endswith(_FRAMEWORK_SUFFIXES):
+        raise InputError(f"{ref[:200]!r} looks like a training framework's launch config, not a {kind}",
+                         where=kind, allowed="give a torchtitan TOML or Megatron-LM flags with --strategy FILE")
     if _looks_like_path(ref):
         p = Path(ref).expanduser()
         if relative_to is not None and not p.is_absolute():
@@ -270,6 +279,9 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
     data, node = read_document(path)
     if _nodes is not None and not _chain:
         _nodes["node"], _nodes["path"] = node, path
+    if isinstance(data, dict) and path.suffix == ".json" and any(k in data for k in _DEEPSPEED_KEYS):
+        raise InputError(f"a DeepSpeed config, not a {kind} spec", where=str(path),
+                         allowed="give it with --strategy FILE (it sets ZeRO, batch sizes and precision)")
     if kind == "workload" and isinstance(data, dict) and path.suffix == ".json" and is_hf_config(data):
         try:
             data = from_hf_config(data, hf_model_name(path), where=str(path))
