@@ -179,6 +179,9 @@ def strategy_constraints(sf: StrategyFile | None, given: list[str] | None) -> li
                 out.append(f"{_PINNABLE[key]}={str(value).lower() if isinstance(value, bool) else value}")
         elif key not in TRAINING_FLAGS:
             unpinned.append(key)
+    if sf.gradient_accumulation is not None:
+        unpinned.append(f"gradient_accumulation_steps {sf.gradient_accumulation} (the global batch depends on the "
+                        "dp the planner picks; give --global-batch)")
     if unpinned:
         notices.warn(f"{sf.path}: plan pins the axes it searches; not pinned as given: {', '.join(unpinned)}")
     return out

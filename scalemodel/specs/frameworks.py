@@ -231,8 +231,19 @@ def _megatron_tokens(text: str) -> list[str]:
                          allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def _megatron(text: str, out: StrategyFile) -> None:
+    bad = _CONTROL.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise InputError(f"control character 0x{ord(bad.group()):02x} on line {line}",
+                         allowed="a text file of Megatron-LM flags (a launch script)")
     tokens = _megatron_tokens(text)
+    if not any(t.startswith("--") for t in tokens):
+        raise InputError("no Megatron-LM flag in the file",
+                         allowed="flags such as --tensor-model-parallel-size 8 --micro-batch-size 1")
     args: dict[str, str | None] = {}
     model_flags: list[str] = []
     i = 0
