@@ -191,3 +191,17 @@ def test_a_bad_value_in_a_strategy_yaml_names_the_file(tmp_path: Path) -> None:
 def test_framework_configs_in_the_wrong_place_point_to_strategy(cli, args: list[str], match: str) -> None:  # type: ignore[no-untyped-def]
     r = cli(*args)
     assert r.code == 2 and r.err.count("\n") == 1 and match in r.err
+
+
+def test_megatron_virtual_stage_spellings(tmp_path: Path) -> None:
+    f = tmp_path / "a.args"
+    f.write_text("--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 3\n")
+    assert read_strategy_file(f).strategy == {"pp": 4, "schedule": "interleaved:3"}
+    f.write_text("--pipeline-model-parallel-size=4 --virtual-pipeline-model-parallel-size=2\n")
+    assert read_strategy_file(f).strategy == {"pp": 4, "schedule": "interleaved:2"}
+
+
+def test_torchtitan_reduce_dtype_sets_the_gradient_width(tmp_path: Path) -> None:
+    f = tmp_path / "t.toml"
+    f.write_text('[training]\nmixed_precision_param = "bfloat16"\nmixed_precision_reduce = "float32"\n')
+    assert read_strategy_file(f).training == {"precision": "bf16", "grad_bytes_per_param": 4.0}

@@ -170,3 +170,11 @@ def test_seq_len_from_the_config_is_printed_and_warned(cli) -> None:  # type: ig
     assert r.err == "" and doc["warnings"] == [] and doc["inputs"]["seq_len"] == 4096
     r = cli("predict", "-m", str(HF / "Qwen3-8B"), "-c", "dgx-h100", "-n", "8", "--json")
     assert "max_position_embeddings" in json.loads(r.out)["warnings"][0]
+
+
+def test_warnings_carry_no_terminal_escapes(tmp_path: Path) -> None:
+    notices.clear()
+    cfg = json.loads((HF / "gpt2" / "config.json").read_text())
+    cfg["\x1b[31mred"] = 1
+    load_workload(_write(tmp_path, cfg))
+    assert notices.current() and all("\x1b" not in w for w in notices.current())

@@ -215,6 +215,7 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--nproc", "--nnodes", "--node-rank", "--master", "--rdzv", "--max-restarts")
 _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer",
                     "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
+                    "--num-virtual-stages-per-pipeline-rank",
                     "--fp8-format", "--pipeline-model-parallel-layout"}
 
 
@@ -301,7 +302,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")
     if args.get("--pipeline-model-parallel-layout") is not None:
         out.unused.append("--pipeline-model-parallel-layout (give first/last stage layers instead)")
-    vpp = number("--virtual-pipeline-model-parallel-size") if "--virtual-pipeline-model-parallel-size" in args else None
+    vpp = next((number(k) for k in ("--virtual-pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank")
+                if k in args), None)
     per_stage = (number("--num-layers-per-virtual-pipeline-stage")
                  if "--num-layers-per-virtual-pipeline-stage" in args else None)
     if per_stage is not None and vpp is None:
@@ -356,6 +358,13 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     if "pipeline_parallel_microbatch_size" in par:
         out.training["micro_batch"] = _int(par["pipeline_parallel_microbatch_size"],
                                            "parallelism.pipeline_parallel_microbatch_size")
+    reduce = training.get("mixed_precision_reduce")
+    if reduce is not None:  # the dtype of FSDP's gradient reduce-scatter (torchtitan's default: float32)
+        width = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}.get(str(reduce))
+        if width is None:
+            out.unused.append(f"training.mixed_precision_reduce {str(reduce)[:20]}")
+        else:
+            out.training["grad_bytes_per_param"] = width
     mp = training.get("mixed_precision_param")
     if mp is not None:
         out.training["precision"] = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(mp), str(mp))

@@ -15,6 +15,7 @@ MAX_WARNINGS = 100  # a hostile config could name thousands of keys; one line ea
 def warn(message: str) -> None:
     """Record one warning (a single line; repeated messages are kept once)."""
     line = " ".join(message.split())
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)  # no terminal escapes from a file
     if line not in _collected and len(_collected) < MAX_WARNINGS:
         _collected.append(line)
 
