@@ -178,3 +178,13 @@ def test_warnings_carry_no_terminal_escapes(tmp_path: Path) -> None:
     cfg["\x1b[31mred"] = 1
     load_workload(_write(tmp_path, cfg))
     assert notices.current() and all("\x1b" not in w for w in notices.current())
+
+
+def test_family_keys_outside_their_family_are_named(tmp_path: Path) -> None:
+    notices.clear()
+    cfg = json.loads((HF / "Meta-Llama-3-8B" / "config.json").read_text())
+    cfg["parallel_attn"] = True  # a Falcon key on a Llama config: not applied, so it must be named
+    cfg["vision_config"] = {"hidden_size": 1024}
+    load_workload(_write(tmp_path, cfg))
+    text = " ".join(notices.current())
+    assert "parallel_attn" in text and "vision tower" in text

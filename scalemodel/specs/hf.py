@@ -69,10 +69,9 @@ router_jitter_noise output_router_logits aux_loss_alpha seq_aux norm_topk_prob r
 topk_method n_group topk_group ep_size query_pre_attn_scalar attn_logit_softcapping final_logit_softcapping
 cache_implementation do_layer_norm_before _remove_final_layer_norm use_sliding_window max_window_layers
 use_qk_norm qk_layernorm label2id id2label problem_type finetuning_task prefix max_length chunk_size_feed_forward
-use_parallel_residual parallel_attn new_decoder_architecture multi_query bias num_ln_in_parallel_attn
-tie_word_embeddings n_ctx vision_config text_config embedding_multiplier lm_head_multiplier logits_scaling
+tie_word_embeddings n_ctx text_config embedding_multiplier lm_head_multiplier logits_scaling
 moe_layer_freq decoder_sparse_step first_k_dense_replace mlp_only_layers sliding_window sliding_window_pattern
-layer_types enable_bias attention_bias mlp_bias word_embed_proj_dim num_nextn_predict_layers is_encoder_decoder
+layer_types attention_bias mlp_bias num_nextn_predict_layers is_encoder_decoder
 embd_pdrop rotary_emb_fraction use_rotary_position_embeddings position_embedding_type original_max_position_embeddings
 gradient_checkpointing rotary sliding_window_size
 """.split())
@@ -144,6 +143,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
         notices.warn(f"{where}: {text}")
 
     text_cfg = cfg.get("text_config")
+    if "vision_config" in cfg and not (isinstance(text_cfg, dict) and not any(k in cfg for k in _KEYS["layers"])):
+        warn("vision_config: the vision tower is not counted, only the language model")
     if isinstance(text_cfg, dict) and not any(k in cfg for k in _KEYS["layers"]):
         warn("a multimodal config: the text model (text_config) is modelled, the vision tower is not counted")
         outer = cfg
@@ -196,16 +197,20 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
             kv_heads = None
         norms = cfg.get("num_ln_in_parallel_attn") or (2 if new_arch else (1 if parallel else 2))
         biases = _flag(cfg, "bias", False)
+        read.update(("new_decoder_architecture", "parallel_attn", "multi_query", "num_ln_in_parallel_attn", "bias",
+                     "num_kv_heads", "n_head_kv"))
     elif model_type == "gptj" or model_type == "phi":
         parallel, norms, biases = True, 1, True  # GPTJBlock / PhiDecoderLayer: one LayerNorm, attn + MLP summed
     elif model_type == "gpt_neox":
         parallel = _flag(cfg, "use_parallel_residual", True)  # GPTNeoXLayer: two LayerNorms either way
         norms, biases = 2, True
+        read.add("use_parallel_residual")
     else:
         parallel, norms = False, 2
         biases = None if gated else True
         if model_type == "opt":
             biases = _flag(cfg, "enable_bias", True)
+            read.update(("enable_bias", "word_embed_proj_dim"))
     for key in ("attention_bias", "mlp_bias"):
         if _flag(cfg, key, False) and gated:
             warn(f"{key} true: these linear biases are not counted (a few parameters per layer)")
