@@ -188,3 +188,14 @@ def test_family_keys_outside_their_family_are_named(tmp_path: Path) -> None:
     load_workload(_write(tmp_path, cfg))
     text = " ".join(notices.current())
     assert "parallel_attn" in text and "vision tower" in text
+
+
+@pytest.mark.parametrize(("folder", "builtin"), [("falcon-7b", "falcon-7b"), ("DeepSeek-V3", "deepseek-v3"),
+                                                 ("Mixtral-8x7B-v0.1", "mixtral-8x7b"), ("gpt-j-6b", "gpt-j-6b")])
+def test_config_and_builtin_yaml_describe_the_same_model(folder: str, builtin: str) -> None:
+    """The built-in YAMLs were written by hand from the same configs: the two readings must agree."""
+    ours = transformer_shape(load_workload(HF / folder))
+    ref = transformer_shape(load_workload(builtin))
+    assert float(transformer.param_count(ours)) == pytest.approx(float(transformer.param_count(ref)), rel=1e-3)
+    assert float(transformer.forward_flops(ours, 2048)) == pytest.approx(float(transformer.forward_flops(ref, 2048)),
+                                                                         rel=1e-3)
