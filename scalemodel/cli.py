@@ -10,6 +10,7 @@ imports only what it uses; ``--help`` loads them all to list their summaries. An
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import warnings
 from difflib import get_close_matches
@@ -59,6 +60,11 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+#: Options of Megatron-LM (megatron/training/arguments.py) and DeepSpeed's launcher that users paste.
+_FRAMEWORK_FLAG = re.compile(r"--(tensor-model-parallel-size|pipeline-model-parallel-size|context-parallel-size|"
+                             r"expert-model-parallel-size|micro-batch-size|global-batch-size|seq-length|"
+                             r"recompute-granularity|use-distributed-optimizer|deepspeed_config|deepspeed)\b")
+
 _INTERRUPTED = "error: interrupted; files are written whole or not at all, so none was left half-written\n"
 
 
@@ -81,7 +87,24 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(130) from None
 
 
+def _print_warnings() -> None:
+    """Each warning raised while reading the inputs as one ``warning:`` line on stderr (once)."""
+    notices = sys.modules.get("scalemodel.specs.notices")  # not loaded: nothing was read, nothing to say
+    if notices is None:
+        return
+    for line in notices.current():
+        sys.stderr.write(f"warning: {line}\n")
+    notices.clear()
+
+
 def _main(argv: list[str] | None) -> None:
+    try:
+        _run(argv)
+    finally:
+        _print_warnings()  # also after a usage error or an interrupted run
+
+
+def _run(argv: list[str] | None) -> None:
     # Overflow and 0/0 in numpy become inf/nan, which the output layer refuses with a clear error;
     # the intermediate RuntimeWarnings would only add noise on stderr.
     warnings.filterwarnings("ignore", category=RuntimeWarning)
@@ -89,9 +112,13 @@ def _main(argv: list[str] | None) -> None:
     files = sys.modules.get("scalemodel.specs.files")  # loaded by an earlier in-process invocation
     if files is not None:
         files.forget_reads()  # a new invocation: the files it reads are the ones its writers must not replace
+    notices = sys.modules.get("scalemodel.specs.notices")
+    if notices is not None:
+        notices.clear()  # a new invocation: forget what an earlier in-process one (or a library call) raised
     try:
         code = app(args=argv, prog_name="scalemodel", standalone_mode=False)
     except InputError as exc:
+        _print_warnings()
         sys.stderr.write(f"error: {exc.message()}\n")
         raise SystemExit(2) from None
     except (OverflowError, RecursionError) as exc:
@@ -111,6 +138,9 @@ def _main(argv: list[str] | None) -> None:
             raise SystemExit(0) from None
         where = f"{ctx.command_path}: " if ctx is not None else ""
         hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+        if _FRAMEWORK_FLAG.search(exc.format_message()):
+            hint = ("; Megatron-LM and DeepSpeed flags are read from a file: put them in one (a launch script "
+                    "will do) and give it with --strategy FILE")
         sys.stderr.write(f"error: {where}{exc.format_message()}{hint}\n")
         raise SystemExit(2) from None
     if code == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into exit status 130 without a word

@@ -149,6 +149,12 @@ READERS: dict[str, tuple[str, list[str]]] = {
     "calibrate LOG": (".log", ["calibrate", "{f}", "-c", "dgx-a100", "--json"]),
     "calibrate --cluster": (".yaml", ["calibrate", str(LOG), "-c", "{f}", "--json"]),
     "stragglers --samples": (".txt", ["stragglers", "-n", "64", "--samples", "{f}", "--json"]),
+    "predict --strategy json": (".json", ["predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", "{f}",
+                                          "--json"]),
+    "predict --strategy toml": (".toml", ["predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", "{f}",
+                                          "--json"]),
+    "plan --strategy sh": (".sh", ["plan", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", "{f}",
+                                   "--json"]),
 }
 
 

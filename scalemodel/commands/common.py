@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 import typer
 
+from scalemodel.choices import Zero
 from scalemodel.errors import InputError
-from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, split_overrides
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
+from scalemodel.specs.frameworks import StrategyFile, read_strategy_file
+from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
 from scalemodel.units import parse_quantity
 
@@ -19,7 +23,8 @@ SetOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one strictly valid JSON document instead of tables.")]
 ClusterOption = Annotated[str, typer.Option("--cluster", "-c", help="Built-in cluster name or a cluster YAML file.")]
-ModelOption = Annotated[str, typer.Option("--model", "-m", help="Built-in workload, a YAML file or a config.json.")]
+ModelOption = Annotated[str, typer.Option(
+    "--model", "-m", help="Built-in workload, a YAML file, a HuggingFace config.json or a model folder holding one.")]
 
 
 def quantity(text: str, kind: str, option: str) -> float:
@@ -46,10 +51,14 @@ def positive_int(value: int | None, option: str) -> None:
 
 # --- strategy / training options shared by predict, scale and memory ---------------------------
 
-TpOption = Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.")]
-PpOption = Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.")]
-CpOption = Annotated[int, typer.Option("--cp", help="Context-parallel degree.")]
-EpOption = Annotated[int, typer.Option("--ep", help="Expert-parallel degree (carved out of DP).")]
+StrategyFileOption = Annotated[str | None, typer.Option(
+    "--strategy", metavar="FILE",
+    help="Strategy and training settings from a file: a scalemodel strategy YAML, a DeepSpeed config JSON, "
+         "Megatron-LM flags (a launch script) or a torchtitan TOML; explicit flags override it.")]
+TpOption = Annotated[int | None, typer.Option("--tp", help="Tensor-parallel degree.")]
+PpOption = Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel degree.")]
+CpOption = Annotated[int | None, typer.Option("--cp", help="Context-parallel degree.")]
+EpOption = Annotated[int | None, typer.Option("--ep", help="Expert-parallel degree (carved out of DP).")]
 DpOption = Annotated[int | None, typer.Option("--dp", help="Data-parallel degree (default: gpus / (tp pp cp)).")]
 MicroBatchOption = Annotated[int | None, typer.Option("--micro-batch", help="Sequences per micro-batch.")]
 GlobalBatchOption = Annotated[int | None, typer.Option("--global-batch", help="Sequences (samples) per step.")]
@@ -110,23 +119,98 @@ def split_flags(**flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 def spec_inputs(cluster: Any, workload: Any, training: Any, strategy: Any, sets: list[str] | None,
                 **extra: Any) -> dict[str, Any]:
     """The ``inputs`` echo of a JSON result: resolved names, the specs as used, and the overrides."""
-    return {"cluster": cluster.name, "model": workload.name, "model_kind": workload.kind, **extra,
+    return {"cluster": cluster.name, "model": workload.name, "model_kind": workload.kind,
+            "seq_len": training.seq_len or getattr(workload, "seq_len", None), **extra,
             "training": training.model_dump(mode="json"),
             "strategy": strategy.model_dump(mode="json"), "set": list(sets or [])}
 
 
+def read_strategy(ref: str | None) -> StrategyFile | None:
+    """The ``--strategy FILE`` of a command, or None."""
+    if ref is None:
+        return None
+    try:
+        return read_strategy_file(ref)
+    except InputError as exc:
+        raise exc.at("--strategy") from None
+
+
+def with_strategy_file(sf: StrategyFile | None, training: dict[str, Any], strategy: dict[str, Any],
+                       gpus: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The file's settings with the given flags (not None) on top; DeepSpeed's gradient accumulation
+    turned into a global batch micro x steps x dp at ``gpus`` GPUs."""
+    tr = {k: v for k, v in training.items() if v is not None}
+    st = {k: v for k, v in strategy.items() if v is not None}
+    if sf is None:
+        return tr, st
+    tr, st = {**sf.training, **tr}, {**sf.strategy, **st}
+    if gpus and "global_batch" not in tr and sf.gradient_accumulation:
+        model_parallel = int(st.get("tp", 1)) * int(st.get("pp", 1)) * int(st.get("cp", 1))
+        dp = int(st.get("dp") or max(gpus // max(model_parallel, 1), 1))
+        tr["global_batch"] = int(tr.get("micro_batch", 1)) * sf.gradient_accumulation * dp
+    return tr, st
+
+
+#: StrategySpec/TrainingSpec fields a planner constraint can pin, and the constraint key for each.
+_PINNABLE = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "zero": "zero", "recompute": "recompute",
+             "sequence_parallel": "sequence_parallel", "algorithm": "algorithm", "micro_batch": "micro_batch",
+             "sync": "sync"}
+
+
+def strategy_constraints(sf: StrategyFile | None, given: list[str] | None) -> list[str]:
+    """The ``--strategy`` file's axes as planner constraints (``tp=8``), except the keys that a
+    ``--constraint`` already restricts; what the planner cannot pin is warned about."""
+    if sf is None:
+        return []
+    constrained = {re.split(r"[<>=!]", c.strip(), maxsplit=1)[0].strip().replace("-", "_").lower()
+                   for text in (given or []) for c in text.split(",")}
+    out, unpinned = [], []
+    for key, value in {**sf.strategy, **sf.training}.items():
+        if key == "schedule":
+            kind, _, v = str(value).partition(":")
+            if "schedule" not in constrained:
+                out.append(f"schedule={kind}")
+            if v and "virtual_stages" not in constrained:
+                out.append(f"virtual_stages={v}")
+        elif key in _PINNABLE:
+            if key == "zero":  # constraints compare ZeRO codes; the planner searches stages 0-3
+                value = min(int(Zero.parse(value, "--strategy")), int(Zero.PARAMETERS))
+                if Zero.parse(sf.strategy["zero"]) == Zero.FSDP:
+                    unpinned.append("zero fsdp (pinned as ZeRO-3, which the planner searches)")
+            if _PINNABLE[key] not in constrained and not (key == "sequence_parallel" and "sp" in constrained):
+                out.append(f"{_PINNABLE[key]}={str(value).lower() if isinstance(value, bool) else value}")
+        elif key not in TRAINING_FLAGS:
+            unpinned.append(key)
+    if sf.gradient_accumulation is not None:
+        unpinned.append(f"gradient_accumulation_steps {sf.gradient_accumulation} (the global batch depends on the "
+                        "dp the planner picks; give --global-batch)")
+    if unpinned:
+        notices.warn(f"{sf.path}: plan pins the axes it searches; not pinned as given: {', '.join(unpinned)}")
+    return out
+
+
 def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: dict[str, Any],
-                strategy: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+                strategy: dict[str, Any], strategy_file: StrategyFile | None = None,
+                gpus: int | None = None) -> tuple[Any, Any, Any, Any]:
     """Cluster, workload, TrainingSpec and StrategySpec from CLI values plus --set overrides.
 
-    Values left as None keep the spec defaults; ``--set training.x=...`` and ``--set strategy.x=...``
-    apply on top of the flags.
+    Values left as None keep the ``--strategy`` file's values, then the spec defaults;
+    ``--set training.x=...`` and ``--set strategy.x=...`` apply on top of the flags.
     """
     routed = split_overrides(sets or [])
     cl = load_cluster(cluster, routed["cluster"])
     wl = load_workload(model, routed["model"])
-    tr_raw = apply_overrides({k: v for k, v in training.items() if v is not None}, routed["training"])
-    st_raw = apply_overrides({k: v for k, v in strategy.items() if v is not None}, routed["strategy"])
+    tr_given, st_given = with_strategy_file(strategy_file, training, strategy, gpus)
+    tr_raw = apply_overrides(tr_given, routed["training"])
+    st_raw = apply_overrides(st_given, routed["strategy"])
     tr = validate(TrainingSpec, tr_raw, prefix=["training"])
     st = validate(StrategySpec, st_raw, prefix=["strategy"])
+    check_seq_len(wl, tr)
     return cl, wl, tr, st
+
+
+def check_seq_len(workload: Any, training: Any) -> None:
+    """Warn when the training sequence length is a HuggingFace config's context length."""
+    note = seq_len_note(workload, training.seq_len)
+    if note:
+        notices.warn(note)

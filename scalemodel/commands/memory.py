@@ -20,8 +20,9 @@ def register(app: typer.Typer) -> None:
         model: o.ModelOption,
         cluster: o.ClusterOption,
         gpus: Annotated[int, typer.Option("--gpus", "-n", help="Total GPUs (dp = gpus / (tp pp cp)).")],
-        tp: o.TpOption = 1, pp: o.PpOption = 1, cp: o.CpOption = 1,
-        ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree (divides dp).")] = 1,
+        tp: o.TpOption = None, pp: o.PpOption = None, cp: o.CpOption = None,
+        ep: Annotated[int | None, typer.Option("--ep", help="Expert-parallel degree (divides dp).")] = None,
+        strategy_file: o.StrategyFileOption = None,
         micro_batch: Annotated[int | None, typer.Option("--micro-batch", "-b", help="Sequences per micro-batch.")]
         = None,
         seq_len: Annotated[int | None, typer.Option("--seq-len", help="Default: the workload's.")] = None,
@@ -54,6 +55,10 @@ def register(app: typer.Typer) -> None:
         _, strategy = o.split_flags(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, recompute=recompute,
                                     sequence_parallel=sequence_parallel, schedule=schedule,
                                     flash_attention=flash_attention)
-        cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training, strategy=strategy)
+        sf = o.read_strategy(strategy_file)
+        cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training, strategy=strategy,
+                                       strategy_file=sf, gpus=gpus)
         result = run(cl, wl, gpus, tr, st, fragmentation=fragmentation, workspace=ws, sets=sets)
+        if sf is not None:
+            result.inputs["strategy_file"] = sf.echo()
         render_memory(result, as_json=as_json)

@@ -43,6 +43,7 @@ def register(app: typer.Typer) -> None:
         straggler_cv: o.StragglerCvOption = None,
         train_tokens: o.TrainTokensOption = None,
         set_: o.SetOption = None,
+        strategy_file: o.StrategyFileOption = None,
         as_json: o.JsonOption = False,
     ) -> None:
         """Rank every valid DP/TP/PP/CP/EP x micro-batch x schedule x ZeRO x recompute x algorithm choice."""
@@ -51,7 +52,8 @@ def register(app: typer.Typer) -> None:
         o.positive_int(top, "--top")
         if objective not in OBJECTIVES:
             raise InputError(f"unknown objective {objective!r}", where="--objective", allowed=" | ".join(OBJECTIVES))
-        constraints = parse_constraints(constraint)
+        sf = o.read_strategy(strategy_file)
+        constraints = parse_constraints([*o.strategy_constraints(sf, constraint), *(constraint or [])])
         modes = [m.strip() for m in sync_modes.split(",") if m.strip()]
         if not modes:
             raise InputError("no sync mode given", where="--sync-modes", allowed="e.g. bsp or bsp,asp,ssp:2")
@@ -62,12 +64,16 @@ def register(app: typer.Typer) -> None:
                 raise InputError(exc.what, where="--sync-modes", allowed=exc.allowed) from None
         training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
                     "train_tokens": train_tokens}
+        if sf is not None:  # the planner searches micro-batches; a file's micro-batch is pinned as a constraint
+            training = {**{k: v for k, v in sf.training.items() if k != "micro_batch"},
+                        **{k: v for k, v in training.items() if v is not None}}
         cl, wl, tr, _st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy={})
         bar = LazyProgress("searching strategies")  # stderr only, so --json stays clean
         try:
             result = run(cl, wl, gpus, tr, objective=objective, top=top, constraints=constraints, sync_modes=modes,
                          straggler_cv=straggler_cv, progress=bar,
-                         echo={"constraints": list(constraint or []), "set": list(set_ or [])})
+                         echo={"constraints": list(constraint or []), "set": list(set_ or []),
+                               "strategy_file": sf.echo() if sf else None})
         finally:
             bar.close()
         render_plan(result, as_json=as_json)

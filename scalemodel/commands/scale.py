@@ -47,8 +47,9 @@ def parse_gpus(text: str) -> list[int]:
 
 def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | None, gpus: str | None,
                   mode: str | None, best: bool | None, sets: list[str] | None, training: dict[str, Any],
-                  strategy: dict[str, Any]) -> dict[str, Any]:
-    """Specs for the sweep: scenario (explicit or the default) or flags, then flags, then --set."""
+                  strategy: dict[str, Any], strategy_file: o.StrategyFile | None = None) -> dict[str, Any]:
+    """Specs for the sweep: scenario (explicit or the default) or flags, then the --strategy file,
+    then flags, then --set."""
     routed = split_overrides(sets or [])
     use_scenario = scenario is not None or (cluster is None and model is None)
     scen = load_scenario(scenario or "default") if use_scenario else None
@@ -66,11 +67,13 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
         wl = load_workload(model or "gpt3-175b", routed["model"])
     tr_base = scen.training.model_dump(exclude_unset=True) if scen is not None else {}
     st_base = scen.strategy.model_dump(exclude_unset=True) if scen is not None else {}
-    tr_raw = apply_overrides({**tr_base, **{k: v for k, v in training.items() if v is not None}}, routed["training"])
-    st_raw = apply_overrides({**st_base, **{k: v for k, v in strategy.items() if v is not None}}, routed["strategy"])
+    counts = parse_gpus(gpus) if gpus is not None else (list(scen.gpus) if scen is not None else DEFAULT_GPUS)
+    tr_given, st_given = o.with_strategy_file(strategy_file, training, strategy, counts[0])
+    tr_raw = apply_overrides({**tr_base, **tr_given}, routed["training"])
+    st_raw = apply_overrides({**st_base, **st_given}, routed["strategy"])
     tr = validate(TrainingSpec, tr_raw, prefix=["training"])
     st = validate(StrategySpec, st_raw, prefix=["strategy"])
-    counts = parse_gpus(gpus) if gpus is not None else (list(scen.gpus) if scen is not None else DEFAULT_GPUS)
+    o.check_seq_len(wl, tr)
     return {"scenario": scen.name if scen is not None else None, "cluster": cl, "model": wl, "training": tr,
             "strategy": st, "gpus": counts, "mode": mode or (scen.mode if scen is not None else "weak"),
             "best": best if best is not None else (scen.best if scen is not None else False)}
@@ -82,7 +85,8 @@ def register(app: typer.Typer) -> None:
         cluster: Annotated[str | None, typer.Option(
             "--cluster", "-c", help="Built-in cluster name or a cluster YAML file.")] = None,
         model: Annotated[str | None, typer.Option(
-            "--model", "-m", help="Built-in workload, a YAML file or a config.json.")] = None,
+            "--model", "-m",
+            help="Built-in workload, a YAML file, a HuggingFace config.json or a model folder holding one.")] = None,
         gpus: Annotated[str | None, typer.Option(
             "--gpus", "-n", help="Comma-separated GPU counts, e.g. 128,256,512,1024,2048.")] = None,
         mode: Annotated[str | None, typer.Option(
@@ -117,6 +121,7 @@ def register(app: typer.Typer) -> None:
         as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV row per point.")] = False,
         plot: Annotated[str | None, typer.Option(
             "--plot", help="Write efficiency/throughput curves to FILE.png or FILE.svg (needs matplotlib).")] = None,
+        strategy_file: o.StrategyFileOption = None,
         set_: o.SetOption = None, as_json: o.JsonOption = False,
     ) -> None:
         """Scaling sweep: step time, throughput, TFLOP/s per GPU and efficiency per point, and why it falls."""
@@ -136,15 +141,17 @@ def register(app: typer.Typer) -> None:
             dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment, dispatch_overhead=dispatch_overhead,
             flash_attention=flash_attention)
         strategy["sequence_parallel"] = sequence_parallel  # a --/--no- pair here: False is an explicit choice
+        sf = o.read_strategy(strategy_file)
         spec = resolve_specs(scenario=scenario, cluster=cluster, model=model, gpus=gpus, mode=mode, best=best,
-                             sets=set_, training=training, strategy=strategy)
+                             sets=set_, training=training, strategy=strategy, strategy_file=sf)
         cl, wl, tr, st = spec["cluster"], spec["model"], spec["training"], spec["strategy"]
         cl.require_gpus(max(spec["gpus"]), "--gpus" if gpus is not None else "scenario gpus")
         inputs: dict[str, Any] = {
             "scenario": spec["scenario"], "cluster": cl.name, "model": wl.name, "gpus": spec["gpus"],
-            "mode": spec["mode"], "best": spec["best"], "training": tr.model_dump(mode="json"),
+            "mode": spec["mode"], "best": spec["best"], "seq_len": tr.seq_len or getattr(wl, "seq_len", None),
+            "training": tr.model_dump(mode="json"),
             "strategy": st.model_dump(mode="json"), "set": list(set_ or []), "straggler_cv": straggler_cv,
-            "objective": objective}
+            "objective": objective, "strategy_file": sf.echo() if sf else None}
         search: dict[str, Any] = {}
         if objective is not None:
             if not spec["best"]:

@@ -17,7 +17,8 @@ def register(app: typer.Typer) -> None:
         cluster: o.ClusterOption = "dgx-h100",
         model: o.ModelOption = "gpt3-175b",
         gpus: Annotated[int, typer.Option("--gpus", "-n", help="Number of GPUs.")] = 1024,
-        tp: o.TpOption = 1, pp: o.PpOption = 1, cp: o.CpOption = 1, ep: o.EpOption = 1, dp: o.DpOption = None,
+        tp: o.TpOption = None, pp: o.PpOption = None, cp: o.CpOption = None, ep: o.EpOption = None,
+        dp: o.DpOption = None, strategy_file: o.StrategyFileOption = None,
         micro_batch: o.MicroBatchOption = None, global_batch: o.GlobalBatchOption = None,
         seq_len: o.SeqLenOption = None, zero: o.ZeroOption = None, recompute: o.RecomputeOption = None,
         sequence_parallel: o.SeqParOption = False, schedule: o.ScheduleOption = None,
@@ -39,8 +40,11 @@ def register(app: typer.Typer) -> None:
             sequence_parallel=sequence_parallel, schedule=schedule, overlap=overlap, compression=compression,
             dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment, dispatch_overhead=dispatch_overhead,
             flash_attention=flash_attention)
-        cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy=strategy)
+        sf = o.read_strategy(strategy_file)
+        cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training,
+                                       strategy=strategy, strategy_file=sf, gpus=gpus)
         cl.require_gpus(gpus)
-        inputs = o.spec_inputs(cl, wl, tr, st, set_, gpus=gpus, straggler_cv=straggler_cv, factor=factor)
+        inputs = o.spec_inputs(cl, wl, tr, st, set_, gpus=gpus, strategy_file=sf.echo() if sf else None,
+                               straggler_cv=straggler_cv, factor=factor)
         result = sensitivity_for(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, factor=factor, inputs=inputs)
         render_sensitivity(result, as_json=as_json)

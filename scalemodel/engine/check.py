@@ -26,7 +26,8 @@ from typing import Any
 
 from scalemodel.engine.scaling import sweep
 from scalemodel.errors import InputError
-from scalemodel.specs import ScenarioSpec
+from scalemodel.specs import ScenarioSpec, notices
+from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import load_scenario_spec
 
 #: Assertion name -> (unit, comparison). Order = display order.
@@ -213,8 +214,12 @@ def check_file(ref: str | Path, overrides: list[str] | None = None, *,
                straggler_cv: float | None = None, pessimistic: bool = False) -> CheckResult:
     """Load a capacity file and check it (the engine behind `scalemodel check`)."""
     spec, path = load_capacity(ref, overrides)
+    note = seq_len_note(spec.model, spec.training.seq_len, "training.seq_len")
+    if note:
+        notices.warn(note)
     inputs = {"file": str(ref), "set": list(overrides or []), "scenario": spec.name, "cluster": spec.cluster.name,
               "model": spec.model.name, "gpus": list(spec.gpus), "mode": spec.mode, "best": spec.best,
+              "seq_len": spec.training.seq_len or getattr(spec.model, "seq_len", None),
               "training": spec.training.model_dump(mode="json"), "strategy": spec.strategy.model_dump(mode="json"),
               "assertions": spec.assertions.model_dump(mode="json", exclude_none=True) if spec.assertions else {},
               "pessimistic": pessimistic}

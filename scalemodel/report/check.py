@@ -32,7 +32,8 @@ def render_check(r: CheckResult, *, as_json: bool) -> None:
     console = Console()
     inp = r.inputs
     console.print(f"[bold]{r.name}[/bold]: {inp.get('model', '')} on {inp.get('cluster', '')}, "
-                  f"{r.mode} scaling over {', '.join(str(p['gpus']) for p in r.points)} GPUs")
+                  f"{r.mode} scaling over {', '.join(str(p['gpus']) for p in r.points)} GPUs"
+                  + (f", seq {inp['seq_len']:,}" if isinstance(inp.get("seq_len"), int) else ""))
     if len(r.points) > 1:
         pt = Table(title=f"Scenario (efficiency relative to {r.reference_gpus} GPUs)")
         best = bool(inp.get("best"))

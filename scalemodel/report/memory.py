@@ -24,7 +24,8 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     console = Console()
     title = (f"{inp['model']} on {inp['gpus']} x {result.accelerator}: dp {inp['dp']} tp {inp['tp']} "
              f"pp {inp['pp']} cp {inp['cp']} ep {inp['ep']}, micro-batch {inp['micro_batch']}, ZeRO {inp['zero']}, "
-             f"recompute {inp['recompute']}" + (", SP" if inp["sequence_parallel"] else ""))
+             f"recompute {inp['recompute']}" + (", SP" if inp["sequence_parallel"] else "")
+             + (f", seq {result.seq_len:,}" if result.seq_len else ""))
     t = Table(title=title)
     t.add_column("per GPU")
     t.add_column("bytes", justify="right")

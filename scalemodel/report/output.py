@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from scalemodel.errors import InputError
+from scalemodel.specs import notices
 from scalemodel.specs.files import read_by_this_invocation
 
 SCHEMA_VERSION = "1.0"
@@ -50,9 +51,12 @@ def _plain(obj: Any) -> Any:
 
 
 def to_json(payload: dict[str, Any], command: str) -> str:
-    """One strictly valid JSON document with ``schema_version`` and ``command`` first."""
-    doc = {"schema_version": SCHEMA_VERSION, "command": command}
+    """One strictly valid JSON document with ``schema_version`` and ``command`` first, and the
+    ``warnings`` raised while reading the inputs (:mod:`scalemodel.specs.notices`) last."""
+    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "command": command}
     doc.update(payload)
+    own = list(payload.get("warnings", []))
+    doc["warnings"] = own + [w for w in notices.current() if w not in own]
     return json.dumps(_plain(doc), allow_nan=False, indent=2)
 
 

@@ -10,6 +10,12 @@ from scalemodel.report.output import emit_json
 from scalemodel.units import format_quantity as fq
 
 
+def _seq(inputs: dict[str, object]) -> str:
+    """The training sequence length for a header (transformers only)."""
+    seq = inputs.get("seq_len")
+    return f", seq {seq:,}" if isinstance(seq, int) and inputs.get("model_kind") != "generic" else ""
+
+
 def render_prediction(p: Prediction, *, as_json: bool) -> None:
     """The JSON document, or the breakdown table and one line each for throughput, compute, memory."""
     if as_json:
@@ -20,7 +26,7 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     head = (f"[bold]{p.inputs.get('model', '')}[/bold] on {s['gpus']} x {p.inputs.get('cluster', '')}: "
             f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']} x CP {s['cp']} (EP {s['ep']}), micro-batch "
             f"{s['micro_batch']}, global batch {s['global_batch']}, {s['schedule']}, ZeRO {s['zero']}, "
-            f"recompute {s['recompute']}, sync {s['sync']}")
+            f"recompute {s['recompute']}, sync {s['sync']}" + _seq(p.inputs))
     console.print(head)
     if not p.feasible:
         console.print(f"[bold red]infeasible:[/bold red] {p.infeasible_reason}")

@@ -137,6 +137,8 @@ def render_scaling(result: Any) -> None:
         f"TP {s['tp']} x PP {s['pp']} x CP {s['cp']} (EP {s['ep']}), DP = N / {s['tp'] * s['pp'] * s['cp']}, "
         f"micro-batch {s['micro_batch']}, {s['schedule']}, ZeRO {s['zero']}, recompute {s['recompute']}, "
         f"sync {s['sync']}")
+    if isinstance(inp.get("seq_len"), int):
+        what += f", seq {inp['seq_len']:,}"
     scen = f" [dim](scenario {inp['scenario']})[/dim]" if inp.get("scenario") else ""
     console.print(f"[bold]{inp.get('model', '')}[/bold] on {inp.get('cluster', '')}, {result.mode} scaling: "
                   f"{what}{scen}")

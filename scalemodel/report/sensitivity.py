@@ -22,7 +22,8 @@ def render_sensitivity(r: SensitivityResult, *, as_json: bool) -> None:
     console = Console()
     inp = r.inputs
     console.print(f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}: "
-                  f"{r.baseline_tokens_per_s:,.0f} tokens/s, step {fq(r.baseline_step_time_s, 'time')}")
+                  f"{r.baseline_tokens_per_s:,.0f} tokens/s, step {fq(r.baseline_step_time_s, 'time')}"
+                  + (f", seq {inp['seq_len']:,}" if isinstance(inp.get("seq_len"), int) else ""))
     t = Table(title="Sensitivity of throughput to each hardware parameter (ranked by |elasticity|)")
     t.add_column("parameter")
     t.add_column("value", justify="right")

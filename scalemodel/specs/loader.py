@@ -22,9 +22,9 @@ import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from scalemodel.errors import InputError
-from scalemodel.specs import files, yamlread
+from scalemodel.specs import files, notices, yamlread
 from scalemodel.specs.base import set_reference_loader
-from scalemodel.specs.workload import from_hf_config
+from scalemodel.specs.hf import from_hf_config
 
 MAX_EXTENDS_DEPTH = 16
 MAX_SET_VALUE_CHARS = 64 * 2**10  # one --set value
@@ -67,19 +67,87 @@ def _looks_like_path(ref: str) -> bool:
     return ref.endswith((".yaml", ".yml", ".json")) or "/" in ref or "\\" in ref
 
 
+#: A HuggingFace hub model id: ``org/name`` (what ``huggingface-cli download`` takes).
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_HF_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
+
+_DEEPSPEED_KEYS = ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size",
+                   "gradient_accumulation_steps")
+#: Framework launch configs (torchtitan TOML, a Megatron-LM script or argument list) belong to --strategy.
+_FRAMEWORK_SUFFIXES = (".toml", ".sh", ".args")
+
+
+def is_hf_config(data: dict[str, Any]) -> bool:
+    """Whether a JSON document is a HuggingFace model config (not a workload spec in JSON)."""
+    if data.get("kind") in ("transformer", "generic"):
+        return False
+    return any(k in data for k in (*_HF_LAYER_KEYS, "model_type", "architectures", "text_config"))
+
+
+def hf_model_name(path: Path) -> str:
+    """The model's name for a config file: ``org/name`` inside a hub cache folder
+    (``models--org--name/snapshots/<rev>/config.json``), else the folder (or file) name."""
+    if path.name != "config.json":
+        return path.stem
+    parts = path.resolve().parts if path.is_absolute() or files.exists(path) else path.parts
+    for part in reversed(parts):
+        if part.startswith("models--") and part.count("--") >= 2:
+            return part.removeprefix("models--").replace("--", "/", 1)
+    return path.parent.name or "config"
+
+
+def _config_in_folder(folder: Path, ref: str) -> Path:
+    """``config.json`` of a model folder: a ``--local-dir`` download, one snapshot of the hub cache
+    (``snapshots/<rev>/config.json``: the newest), or the cache folder ``models--org--name``."""
+    direct = folder / "config.json"
+    if files.exists(direct):
+        return direct
+    snaps = folder / "snapshots"
+    found = sorted(snaps.glob("*/config.json"), key=lambda p: p.stat().st_mtime) if os.path.isdir(snaps) else []
+    if found:
+        if len(found) > 1:
+            notices.warn(f"{ref[:200]}: {len(found)} snapshots hold a config.json; the newest, "
+                         f"{found[-1].parent.name}, is read (give its folder to choose another)")
+        return found[-1]
+    raise InputError("folder holds no config.json", where=ref[:200],
+                     allowed="a model folder (what `huggingface-cli download ORG/NAME --local-dir DIR` leaves), "
+                             "its config.json, a workload YAML or a built-in workload name")
+
+
 def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
-    """A built-in name or a file path -> an existing file, or an error suggesting the nearest names."""
+    """A built-in name or a file path -> an existing file, or an error suggesting the nearest names.
+
+    For a workload, a folder stands for its ``config.json`` (a HuggingFace snapshot folder), and a
+    hub id ``org/name`` that is not a local path gets an error saying how to download it."""
+    if ref.endswith(_FRAMEWORK_SUFFIXES):
+        raise InputError(f"{ref[:200]!r} looks like a training framework's launch config, not a {kind}",
+                         where=kind, allowed="give a torchtitan TOML or Megatron-LM flags with --strategy FILE")
     if _looks_like_path(ref):
         p = Path(ref).expanduser()
         if relative_to is not None and not p.is_absolute():
             p = relative_to / p
+        if kind == "workload" and not ref.endswith((".yaml", ".yml", ".json")) and os.path.isdir(p):
+            return _config_in_folder(p, ref)
         if not files.exists(p):  # other kinds of file (a FIFO, a directory) are refused when read
+            if kind == "workload" and _HUB_ID.match(ref) and not ref.endswith((".yaml", ".yml", ".json")):
+                raise InputError(f"no file or folder {ref[:200]!r}; it looks like a HuggingFace hub id, and "
+                                 "scalemodel reads no network", where="--model",
+                                 allowed=f"download its config first, `huggingface-cli download {ref} config.json "
+                                         f"--local-dir {ref.rsplit('/', 1)[-1]}`, then give that folder "
+                                         f"(--model {ref.rsplit('/', 1)[-1]})")
             raise InputError(f"file not found: {ref[:200]}", where=str(p)[:200],
                              allowed=f"an existing YAML file or a built-in {kind} name")
         return p
     found = builtin_path(kind, ref)
     if found is not None:
         return found
+    if kind == "workload":
+        p = Path(ref).expanduser()
+        if relative_to is not None and not p.is_absolute():
+            p = relative_to / p
+        if os.path.isdir(p):
+            return _config_in_folder(p, ref)
     names = builtin_names(kind)
     near = difflib.get_close_matches(ref[:100], names, n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(near)}?" if near else f"built-in {kind}s: {', '.join(names)}"
@@ -201,6 +269,8 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
              _nodes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The spec as a plain dict with ``extends:`` resolved (base first, this file on top)."""
     path = ref if isinstance(ref, Path) else resolve(kind, ref, None)
+    if kind == "workload" and path.suffix not in (".yaml", ".yml", ".json") and os.path.isdir(path):
+        path = _config_in_folder(path, str(path))
     key = str(path.resolve())
     if key in _chain:
         raise InputError(f"extends cycle: {' -> '.join(_chain + (key,))}", where=str(path))
@@ -209,10 +279,12 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
     data, node = read_document(path)
     if _nodes is not None and not _chain:
         _nodes["node"], _nodes["path"] = node, path
-    if kind == "workload" and isinstance(data, dict) and path.suffix == ".json" and (
-            "num_hidden_layers" in data or "n_layer" in data):
+    if isinstance(data, dict) and path.suffix == ".json" and any(k in data for k in _DEEPSPEED_KEYS):
+        raise InputError(f"a DeepSpeed config, not a {kind} spec", where=str(path),
+                         allowed="give it with --strategy FILE (it sets ZeRO, batch sizes and precision)")
+    if kind == "workload" and isinstance(data, dict) and path.suffix == ".json" and is_hf_config(data):
         try:
-            data = from_hf_config(data, path.parent.name if path.name == "config.json" else path.stem)
+            data = from_hf_config(data, hf_model_name(path), where=str(path))
         except InputError as exc:
             raise exc.at(str(path)) from None
     if data is None:

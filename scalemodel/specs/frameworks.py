@@ -1,0 +1,471 @@
+"""``--strategy FILE``: the parallel strategy and training settings of a job from the file that launches it.
+
+Four formats, told apart by content (then by name):
+
+* a scalemodel strategy YAML: ``strategy:`` and/or ``training:`` mappings (or their fields at the top);
+* a DeepSpeed config JSON (https://www.deepspeed.ai/docs/config-json/): ``train_batch_size``,
+  ``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps``, ``bf16``/``fp16``,
+  ``zero_optimization.stage``, ``reduce_bucket_size`` (elements), ``overlap_comm``, offload;
+* a Megatron-LM argument list (the flags of a launch script, ``megatron/training/arguments.py``):
+  ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``, ``--context-parallel-size``,
+  ``--expert-model-parallel-size``, ``--micro-batch-size``, ``--global-batch-size``, ``--seq-length``,
+  ``--sequence-parallel``, ``--recompute-granularity``/``--recompute-activations``,
+  ``--num-layers-per-virtual-pipeline-stage``/``--virtual-pipeline-model-parallel-size``,
+  ``--use-distributed-optimizer`` (ZeRO-1), ``--decoder-first/last-pipeline-num-layers``, precision;
+* a torchtitan job TOML (``torchtitan/config/job_config.py``): ``[training]``, ``[parallelism]``,
+  ``[activation_checkpoint]``. TOML is read with :mod:`tomllib` (Python 3.11+) or, on 3.10, the
+  ``tomli`` package (a dependency there, see pyproject.toml).
+
+Every setting that is read is returned as StrategySpec / TrainingSpec fields; every setting that
+could matter but is not modelled (CPU offload, ZeRO-3 prefetch knobs, partial recompute, an
+unresolved ``auto`` or ``$VAR``) is named in :attr:`StrategyFile.unused` and warned about. The
+file is read through :mod:`scalemodel.specs.files` (regular files only, bounded in size).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scalemodel.errors import InputError
+from scalemodel.specs import files, notices, yamlread
+from scalemodel.specs.loader import load_json, validate
+from scalemodel.specs.training import StrategySpec, TrainingSpec
+
+if sys.version_info >= (3, 11):
+    import tomllib as toml_reader  # standard library from Python 3.11
+else:  # pragma: no cover - Python 3.10: the same parser as a dependency (pyproject.toml)
+    try:
+        import tomli as toml_reader
+    except ImportError:
+        toml_reader = None
+
+TRAINING_FIELDS = ("global_batch", "micro_batch", "seq_len", "precision", "optimizer_bytes_per_param",
+                   "grad_bytes_per_param", "train_tokens", "train_samples", "critical_batch", "work_cv")
+STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "sync",
+                   "algorithm", "overlap", "compression", "dp_comm", "flash_attention", "bucket_size",
+                   "first_stage_layers", "last_stage_layers", "assignment", "dispatch_overhead")
+
+
+@dataclass
+class StrategyFile:
+    """What a strategy file sets: TrainingSpec and StrategySpec fields, and what it could not use."""
+
+    path: str
+    format: str  # scalemodel | deepspeed | megatron | torchtitan
+    training: dict[str, Any] = field(default_factory=dict)
+    strategy: dict[str, Any] = field(default_factory=dict)
+    gradient_accumulation: int | None = None  # DeepSpeed steps: global batch = micro x steps x dp
+    unused: list[str] = field(default_factory=list)
+
+    def echo(self) -> dict[str, Any]:
+        """The JSON echo: where the values came from and what they were."""
+        return {"path": self.path, "format": self.format, "training": self.training, "strategy": self.strategy,
+                "gradient_accumulation": self.gradient_accumulation, "unused": self.unused}
+
+    def global_batch_at(self, dp: int) -> int | None:
+        """DeepSpeed's train_batch_size = micro x gradient_accumulation_steps x dp, when only the last two are given."""
+        if self.gradient_accumulation is None or "global_batch" in self.training:
+            return None
+        return int(self.training.get("micro_batch", 1)) * self.gradient_accumulation * dp
+
+
+# --- helpers ------------------------------------------------------------------------------------------
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**8:
+        raise InputError(f"expected a count, got {str(value)[:40]!r}", where=where, allowed="an integer from 0 to 1e8")
+    return value
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"expected true or false, got {str(value)[:40]!r}", where=where)
+    return value
+
+
+def _auto(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().lower() == "auto"
+
+
+# --- scalemodel YAML ----------------------------------------------------------------------------------
+
+def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
+    for key, value in data.items():
+        if key in ("strategy", "training") and isinstance(value, dict):
+            getattr(out, key).update(value)  # validated with the specs, errors naming strategy.<field>
+        elif key in STRATEGY_FIELDS:
+            out.strategy[key] = value
+        elif key in TRAINING_FIELDS:
+            out.training[key] = value
+        elif key not in ("kind", "name", "description", "sources"):
+            out.unused.append(key)
+
+
+# --- DeepSpeed ------------------------------------------------------------------------------------------
+
+_DS_HARMLESS = {"steps_per_print", "wall_clock_breakdown", "dump_state", "optimizer", "scheduler", "gradient_clipping",
+                "prescale_gradients", "gradient_predivide_factor", "zero_allow_untested_optimizer", "tensorboard",
+                "wandb", "csv_monitor", "comet", "flops_profiler", "comms_logger", "memory_breakdown",
+                "zero_force_ds_cpu_optimizer", "checkpoint", "data_efficiency", "elasticity", "amp", "monitor_config",
+                "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "bf16", "fp16",
+                "zero_optimization", "activation_checkpointing", "tensor_parallel"}
+_ZERO_USED = {"stage", "reduce_bucket_size", "overlap_comm", "contiguous_gradients", "reduce_scatter",
+              "allgather_partitions", "round_robin_gradients", "load_from_fp32_weights", "elastic_checkpoint",
+              "ignore_unused_parameters", "stage3_gather_16bit_weights_on_model_save",
+              "gather_16bit_weights_on_model_save"}
+
+
+def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
+    def count(key: str) -> int | None:
+        v = data.get(key)
+        if v is None:
+            return None
+        if _auto(v):
+            out.unused.append(f"{key}: auto (filled in by the HF Trainer; give the value)")
+            return None
+        return _int(v, key)
+
+    if (v := count("train_batch_size")) is not None:
+        out.training["global_batch"] = v
+    if (v := count("train_micro_batch_size_per_gpu")) is not None:
+        out.training["micro_batch"] = v
+    if (v := count("gradient_accumulation_steps")) is not None:
+        out.gradient_accumulation = v
+    for prec in ("bf16", "fp16"):
+        section = data.get(prec)
+        if isinstance(section, dict) and section.get("enabled") is not None:
+            if _auto(section["enabled"]):
+                out.unused.append(f"{prec}.enabled: auto")
+            elif _bool(section["enabled"], f"{prec}.enabled"):
+                out.training["precision"] = prec
+    zero = data.get("zero_optimization")
+    if isinstance(zero, dict):
+        if zero.get("stage") is not None:
+            out.strategy["zero"] = str(_int(zero["stage"], "zero_optimization.stage"))
+        if zero.get("reduce_bucket_size") is not None and not _auto(zero["reduce_bucket_size"]):
+            elements = zero["reduce_bucket_size"]
+            if isinstance(elements, bool) or not isinstance(elements, (int, float)) or not 0 < elements <= 1e13:
+                raise InputError(f"expected a positive number, got {str(elements)[:40]!r}",
+                                 where="zero_optimization.reduce_bucket_size", allowed="elements, e.g. 5e8")
+            # DeepSpeed counts elements; the bucket is communicated in the gradient dtype
+            grad_bytes = 4.0 if out.training.get("precision") in (None, "fp32") else 2.0
+            out.strategy["bucket_size"] = float(elements) * grad_bytes
+        if zero.get("overlap_comm") is not None:
+            out.strategy["overlap"] = _bool(zero["overlap_comm"], "zero_optimization.overlap_comm")
+        for dev in ("offload_optimizer", "offload_param"):
+            sec = zero.get(dev)
+            if isinstance(sec, dict) and str(sec.get("device", "none")).lower() not in ("none", ""):
+                out.unused.append(f"zero_optimization.{dev}.device {str(sec.get('device'))[:20]} "
+                                  "(CPU/NVMe offload is not modelled)")
+        for k in zero:
+            if k not in _ZERO_USED and k not in ("offload_optimizer", "offload_param"):
+                out.unused.append(f"zero_optimization.{k}")
+    elif zero is not None:
+        raise InputError("expected a mapping", where="zero_optimization", allowed='{"stage": 0..3, ...}')
+    ac = data.get("activation_checkpointing")
+    if isinstance(ac, dict) and ac:
+        out.unused.append("activation_checkpointing (which layers recompute is chosen in the model code; "
+                          "give --recompute full or selective)")
+    tp = data.get("tensor_parallel")
+    if isinstance(tp, dict) and tp.get("autotp_size") is not None:
+        out.strategy["tp"] = _int(tp["autotp_size"], "tensor_parallel.autotp_size")
+    opt = data.get("optimizer")
+    if isinstance(opt, dict) and str(opt.get("type", "adamw")).lower() not in ("adam", "adamw", "fusedadam"):
+        out.unused.append(f"optimizer.type {str(opt.get('type'))[:40]} (optimizer state is modelled as Adam's 12 bytes "
+                          "per parameter; set training.optimizer_bytes_per_param)")
+    for k in data:
+        if k not in _DS_HARMLESS:
+            out.unused.append(k)
+    if out.gradient_accumulation is not None and "global_batch" in out.training and "micro_batch" in out.training:
+        out.gradient_accumulation = None  # train_batch_size already fixes the global batch
+
+
+# --- Megatron-LM ------------------------------------------------------------------------------------------
+
+_MEG_INT = {"--tensor-model-parallel-size": ("strategy", "tp"), "--pipeline-model-parallel-size": ("strategy", "pp"),
+            "--context-parallel-size": ("strategy", "cp"), "--expert-model-parallel-size": ("strategy", "ep"),
+            "--micro-batch-size": ("training", "micro_batch"), "--global-batch-size": ("training", "global_batch"),
+            "--seq-length": ("training", "seq_len"), "--train-samples": ("training", "train_samples"),
+            "--decoder-first-pipeline-num-layers": ("strategy", "first_stage_layers"),
+            "--decoder-last-pipeline-num-layers": ("strategy", "last_stage_layers")}
+_MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
+               "--use-distributed-optimizer": ("strategy", "zero", "1"),
+               "--overlap-grad-reduce": ("strategy", "overlap", True),
+               "--use-flash-attn": ("strategy", "flash_attention", True),
+               "--recompute-activations": ("strategy", "recompute", "selective"),
+               "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16")}
+#: Flags that describe the model (read with --model, not from a strategy) or change nothing modelled.
+_MEG_MODEL = ("--num-layers", "--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
+              "--max-position-embeddings",
+              "--group-query-attention", "--num-query-groups", "--swiglu", "--untie-embeddings-and-output-weights",
+              "--num-experts", "--moe-router-topk", "--kv-channels", "--normalization", "--position-embedding-type",
+              "--disable-bias-linear", "--vocab-size", "--moe-ffn-hidden-size", "--multi-latent-attention",
+              "--make-vocab-size-divisible-by", "--padded-vocab-size", "--use-rotary-position-embeddings",
+              "--rotary-base", "--rotary-percent", "--qk-layernorm", "--moe-shared-expert-intermediate-size")
+_MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "--adam-", "--init-method", "--log",
+                          "--save", "--load", "--data-", "--tokenizer", "--vocab-file", "--merge-file", "--split",
+                          "--eval-", "--tensorboard", "--wandb", "--seed", "--distributed-backend", "--train-iters",
+                          "--exit-", "--hidden-dropout", "--attention-dropout", "--no-", "--bias-", "--masked-",
+                          "--use-mcore-models", "--transformer-impl", "--attention-softmax-in-fp32",
+                          "--accumulate-allreduce-grads-in-fp32", "--overlap-param-gather", "--timing-log",
+                          "--distributed-timeout", "--ckpt-", "--async-save", "--manual-gc", "--num-workers",
+                          "--mock-data", "--loss-scale", "--initial-loss-scale", "--hysteresis", "--moe-aux-loss",
+                          "--moe-router-load-balancing", "--moe-token-dispatcher", "--moe-grouped-gemm",
+                          "--use-checkpoint-args", "--finetune", "--dataloader-type", "--num-dataset-builder",
+                          "--micro-batch-size-per-gpu", "--rampup-batch-size", "--apply-layernorm-1p",
+                          "--norm-epsilon", "--layernorm-epsilon", "--attention-backend", "--cross-entropy",
+                          "--tp-comm-overlap", "--defer-embedding-wgrad", "--deterministic-mode", "--use-torch-fsdp2",
+                          "--nproc", "--nnodes", "--node-rank", "--master", "--rdzv", "--max-restarts")
+_MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer",
+                    "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
+                    "--num-virtual-stages-per-pipeline-rank",
+                    "--fp8-format", "--pipeline-model-parallel-layout"}
+
+
+def _megatron_tokens(text: str) -> list[str]:
+    lines = []
+    for line in text.replace("\\\r\n", " ").replace("\\\n", " ").splitlines():
+        stripped = line.strip()
+        if not stripped.startswith("#"):
+            lines.append(line)
+    try:
+        return shlex.split("\n".join(lines), comments=True)
+    except ValueError as exc:
+        raise InputError(f"cannot split the arguments: {exc}", where="strategy file",
+                         allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _megatron(text: str, out: StrategyFile) -> None:
+    bad = _CONTROL.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise InputError(f"control character 0x{ord(bad.group()):02x} on line {line}",
+                         allowed="a text file of Megatron-LM flags (a launch script)")
+    tokens = _megatron_tokens(text)
+    if not any(t.startswith("--") for t in tokens):
+        raise InputError("no Megatron-LM flag in the file",
+                         allowed="flags such as --tensor-model-parallel-size 8 --micro-batch-size 1")
+    args: dict[str, str | None] = {}
+    model_flags: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("--"):
+            i += 1
+            continue
+        name, eq, inline = tok.partition("=")
+        value: str | None = inline if eq else None
+        if not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+            value = tokens[i + 1]
+            i += 1
+        i += 1
+        name = name.replace("_", "-")
+        if name in _MEG_INT or name in _MEG_KNOWN_VALUE or name in _MEG_SWITCH:
+            args[name] = value
+        elif name in _MEG_MODEL:
+            model_flags.append(name)
+        elif not name.startswith(_MEG_HARMLESS_PREFIXES):
+            out.unused.append(name if value is None else f"{name} {value[:40]}")
+    if model_flags:
+        out.unused.append(f"model flags ({', '.join(model_flags[:6])}{', ...' if len(model_flags) > 6 else ''}): "
+                          "describe the model with --model")
+
+    def number(name: str) -> int | None:
+        v = args.get(name)
+        if v is None:
+            return None
+        if not re.fullmatch(r"[0-9]{1,9}", v):
+            out.unused.append(f"{name} {v[:40]} (not a number: a shell variable is not expanded)")
+            return None
+        return int(v)
+
+    for name, (where, key) in _MEG_INT.items():
+        if name in args and (n := number(name)) is not None:
+            getattr(out, where)[key] = n
+    for name, (where, key, switched) in _MEG_SWITCH.items():
+        if name in args:
+            getattr(out, where)[key] = switched
+    gran = args.get("--recompute-granularity")
+    if gran is not None:
+        if gran not in ("full", "selective"):
+            raise InputError(f"unknown recompute granularity {gran[:40]!r}", where="--recompute-granularity",
+                             allowed="full or selective")
+        out.strategy["recompute"] = gran
+        if gran == "full" and args.get("--recompute-method") is not None:
+            layers = args.get("--recompute-num-layers")
+            out.unused.append(f"--recompute-method {args['--recompute-method']} --recompute-num-layers {layers} "
+                              "(partial full recompute is modelled as full recompute of every layer)")
+    if args.get("--fp8-format") is not None:
+        out.training["precision"] = "fp8"
+    opt = args.get("--optimizer")
+    if opt is not None and opt != "adam":
+        out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")
+    if args.get("--pipeline-model-parallel-layout") is not None:
+        out.unused.append("--pipeline-model-parallel-layout (give first/last stage layers instead)")
+    vpp = next((number(k) for k in ("--virtual-pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank")
+                if k in args), None)
+    per_stage = (number("--num-layers-per-virtual-pipeline-stage")
+                 if "--num-layers-per-virtual-pipeline-stage" in args else None)
+    if per_stage is not None and vpp is None:
+        layers_text = None
+        for j, tok in enumerate(tokens):
+            if tok.split("=")[0] == "--num-layers":
+                layers_text = tok.partition("=")[2] or (tokens[j + 1] if j + 1 < len(tokens) else None)
+        pp = out.strategy.get("pp", 1)
+        if layers_text and layers_text.isdigit() and per_stage > 0 and int(layers_text) % (pp * per_stage) == 0:
+            vpp = int(layers_text) // (pp * per_stage)
+        else:
+            out.unused.append(f"--num-layers-per-virtual-pipeline-stage {per_stage} (needs --num-layers divisible "
+                              "by pp x layers per virtual stage; give --schedule interleaved:V)")
+    if vpp is not None and vpp > 1:
+        out.strategy["schedule"] = f"interleaved:{vpp}"
+
+
+# --- torchtitan -------------------------------------------------------------------------------------------
+
+def _toml(text: str, where: str) -> dict[str, Any]:
+    if toml_reader is None:  # pragma: no cover - Python 3.10 without tomli
+        raise InputError("reading TOML needs Python 3.11 or the tomli package", where=where,
+                         allowed="pip install tomli, or a strategy YAML")
+    try:
+        return toml_reader.loads(text)
+    except toml_reader.TOMLDecodeError as exc:
+        raise InputError(f"malformed TOML: {exc}", where=where) from None
+
+
+_TITAN_SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved:2", "zbvzerobubble": "zb",
+                    "interleavedzerobubble": "zb"}
+
+
+def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
+    training = data.get("training") or {}
+    par = data.get("parallelism") or {}
+    ac = data.get("activation_checkpoint") or {}
+    for sec_name, sec in (("training", training), ("parallelism", par), ("activation_checkpoint", ac)):
+        if not isinstance(sec, dict):
+            raise InputError("expected a table", where=f"[{sec_name}]")
+    for key, target in (("local_batch_size", "micro_batch"), ("batch_size", "micro_batch"),
+                        ("global_batch_size", "global_batch"), ("seq_len", "seq_len")):
+        if key in training:
+            v = _int(training[key], f"training.{key}")
+            if not (key == "global_batch_size" and v <= 0):
+                out.training[target] = v
+    if "pipeline_parallel_microbatch_size" in par:
+        out.training["micro_batch"] = _int(par["pipeline_parallel_microbatch_size"],
+                                           "parallelism.pipeline_parallel_microbatch_size")
+    reduce = training.get("mixed_precision_reduce")
+    if reduce is not None:  # the dtype of FSDP's gradient reduce-scatter (torchtitan's default: float32)
+        width = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}.get(str(reduce))
+        if width is None:
+            out.unused.append(f"training.mixed_precision_reduce {str(reduce)[:20]}")
+        else:
+            out.training["grad_bytes_per_param"] = width
+    mp = training.get("mixed_precision_param")
+    if mp is not None:
+        out.training["precision"] = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(mp), str(mp))
+    model: dict[str, Any] = data["model"] if isinstance(data.get("model"), dict) else {}
+    if "float8" in str(model.get("converters", "")):
+        out.unused.append("[float8] (fp8 GEMMs on part of the layers: give --precision fp8 to model all of them)")
+    degrees = {k: _int(par[f"{k}_parallel_degree"], f"parallelism.{k}_parallel_degree")
+               for k in ("tensor", "pipeline", "context", "expert") if f"{k}_parallel_degree" in par}
+    for k, field_ in (("tensor", "tp"), ("pipeline", "pp"), ("context", "cp"), ("expert", "ep")):
+        if k in degrees:
+            out.strategy[field_] = degrees[k]
+    replicate = par.get("data_parallel_replicate_degree", 1)
+    shard = par.get("data_parallel_shard_degree", -1)
+    if not isinstance(replicate, int) or not isinstance(shard, int) or isinstance(shard, bool) or replicate < 1:
+        raise InputError("expected integers", where="parallelism.data_parallel_*_degree",
+                         allowed="replicate >= 1, shard >= 1 or -1 (the rest)")
+    if shard == -1 or shard > 1:
+        out.strategy["zero"] = "fsdp"
+        if replicate > 1:
+            out.unused.append(f"data_parallel_replicate_degree {replicate} with sharding (HSDP is modelled as FSDP "
+                              "over all data-parallel ranks)")
+    if shard > 0:
+        out.strategy["dp"] = shard * replicate
+    sched = par.get("pipeline_parallel_schedule")
+    if sched is not None:
+        label = _TITAN_SCHEDULES.get(str(sched).lower())
+        if label is None:
+            out.unused.append(f"parallelism.pipeline_parallel_schedule {str(sched)[:40]}")
+        else:
+            out.strategy["schedule"] = label
+            if label.startswith("interleaved") and "pipeline_parallel_layers_per_stage" not in par:
+                out.unused.append(f"pipeline_parallel_schedule {sched}: 2 virtual stages per rank assumed "
+                                  "(give --schedule interleaved:V)")
+    mode = ac.get("mode")
+    if mode is not None:
+        if str(mode) not in ("none", "selective", "full"):
+            raise InputError(f"unknown activation checkpoint mode {str(mode)[:40]!r}",
+                             where="activation_checkpoint.mode", allowed="none, selective or full")
+        out.strategy["recompute"] = str(mode)
+        opt = ac.get("selective_ac_option")
+        if mode == "selective" and opt not in (None, "op"):
+            out.unused.append(f"activation_checkpoint.selective_ac_option {str(opt)[:20]} (every n-th layer fully "
+                              "recomputed is modelled as selective recompute)")
+    if model:
+        out.unused.append(f"[model] {str(model.get('name', ''))[:20]} {str(model.get('flavor', ''))[:20]} "
+                          "(describe the model with --model)")
+    used_par = {"tensor_parallel_degree", "pipeline_parallel_degree", "context_parallel_degree",
+                "expert_parallel_degree", "data_parallel_replicate_degree", "data_parallel_shard_degree",
+                "pipeline_parallel_schedule", "pipeline_parallel_microbatch_size", "enable_async_tensor_parallel",
+                "disable_loss_parallel", "enable_compiled_autograd", "pipeline_parallel_split_points",
+                "fsdp_reshard_after_forward", "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part"}
+    out.unused.extend(f"parallelism.{k}" for k in par if k not in used_par)
+
+
+# --- entry point --------------------------------------------------------------------------------------------
+
+MEGATRON_MARK = re.compile(r"--(tensor|pipeline)-model-parallel-size|--micro-batch-size|--global-batch-size")
+
+
+def read_strategy_file(ref: str | Path) -> StrategyFile:
+    """Read a strategy file of any of the four formats (module docstring); warn about what is not used."""
+    path = Path(ref).expanduser()
+    text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="strategy file")
+    where = str(path)
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        data = load_json(text, where)
+        out = StrategyFile(where, "deepspeed")
+        if not isinstance(data, dict):
+            raise InputError("expected a JSON object", where=where, allowed="a DeepSpeed config")
+        try:
+            _deepspeed(data, out)
+        except InputError as exc:
+            raise exc.at(where) from None
+    elif path.suffix == ".toml" or (re.search(r"^\s*\[(training|parallelism|job|model)\]", text, re.M)
+                                    and not MEGATRON_MARK.search(text)):
+        out = StrategyFile(where, "torchtitan")
+        try:
+            _torchtitan(_toml(text, where), out)
+        except InputError as exc:
+            raise exc.at(where) from None
+    elif MEGATRON_MARK.search(text) or path.suffix in (".sh", ".args", ".txt"):
+        out = StrategyFile(where, "megatron")
+        try:
+            _megatron(text, out)
+        except InputError as exc:
+            raise exc.at(where) from None
+    else:
+        data, _ = yamlread.load(text, where)
+        if not isinstance(data, dict):
+            raise InputError("not a strategy file", where=where,
+                             allowed="a scalemodel strategy YAML, a DeepSpeed JSON, Megatron-LM flags or a torchtitan "
+                                     "TOML")
+        out = StrategyFile(where, "scalemodel")
+        _scalemodel(data, out)
+    validate(TrainingSpec, dict(out.training), path=path, prefix=["training"])  # errors name the file
+    validate(StrategySpec, dict(out.strategy), path=path, prefix=["strategy"])
+    if out.unused:
+        shown = "; ".join(out.unused[:12]) + (f"; and {len(out.unused) - 12} more" if len(out.unused) > 12 else "")
+        notices.warn(f"{where}: {out.format} settings not used: {shown}")
+    return out

@@ -1,0 +1,359 @@
+"""HuggingFace ``config.json`` -> the fields of a transformer workload.
+
+Every key that changes parameters, FLOPs, memory or communication is read for the families in wide
+use (Llama 1-3, Mistral/Mixtral, Qwen 2/2.5/3 and their MoE variants, Gemma 1-3, Phi-3, Falcon,
+GPT-2, GPT-J, GPT-NeoX, OPT, BLOOM, DeepSeek V2/V3), under each of its spellings (``n_layer`` /
+``num_hidden_layers``, ``num_kv_heads`` / ``n_head_kv`` / ``num_key_value_heads``, ``n_routed_experts``
+/ ``num_routed_experts`` / ``num_local_experts`` / ``num_experts``, ...). Defaults that the config
+leaves to the model class (``tie_word_embeddings``, the MLP gating, linear biases, a parallel block)
+are taken from the HuggingFace ``transformers`` configuration and modelling classes of each family.
+
+A key outside :data:`HARMLESS` (keys known not to change the training cost: token ids, dropout,
+norm epsilons, rotary settings, router loss weights...) and not read here is reported as a warning
+naming it (:mod:`scalemodel.specs.notices`), never dropped silently. So is every default guessed for
+an unknown ``model_type``, a key that is understood but not modelled (attention-only biases, a
+multi-token-prediction module), and a sequence length taken from the inference context
+``max_position_embeddings``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scalemodel.errors import InputError
+from scalemodel.specs import notices
+
+#: Upper bounds for the integer fields of a HuggingFace config (far above any published model).
+_HF_MAX = {"layers": 10_000, "hidden": 10**6, "heads": 10**5, "kv_heads": 10**5, "head_dim": 10**5,
+           "ffn_hidden": 10**7, "vocab": 10**8, "seq_len": 10**9, "experts": 10**5, "top_k": 10**5,
+           "moe_ffn": 10**7, "shared_experts": 10**5, "shared_ffn": 10**8, "every": 10_000, "first_dense": 10_000,
+           "positions": 10**9, "window": 10**9, "pattern": 10_000, "rank": 10**6, "mtp": 1000, "proj": 10**6}
+
+#: Marks a workload whose ``seq_len`` came from the config's context length (see :func:`seq_len_note`).
+SEQ_FROM_CONFIG = "config.json context length"
+
+# Families by HuggingFace model_type. Gated MLP (SwiGLU/GeGLU): LlamaMLP-style gate/up/down projections.
+GATED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3",
+         "gemma3_text", "phi3", "deepseek_v2", "deepseek_v3", "olmo", "olmo2", "internlm2", "cohere"}
+NOT_GATED = {"gpt2", "gptj", "gpt_neox", "opt", "bloom", "falcon", "refinedwebmodel", "refinedweb", "gpt_bigcode",
+             "phi", "starcoder2"}
+#: tie_word_embeddings when the config does not say (each family's transformers config class default).
+TIE_DEFAULT = {"llama": False, "mistral": False, "mixtral": False, "qwen2": False, "qwen2_moe": False,
+               "qwen3": False, "qwen3_moe": False, "gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": True,
+               "phi3": False, "deepseek_v2": False, "deepseek_v3": False, "gpt2": True, "gptj": False,
+               "gpt_neox": False, "opt": True, "bloom": True, "falcon": True, "refinedwebmodel": True,
+               "refinedweb": True, "gpt_bigcode": True, "phi": False, "starcoder2": True, "olmo": False,
+               "olmo2": False}
+#: Learned absolute position embeddings: model_type -> (key, extra rows). OPT keeps 2 offset rows
+#: (OPTLearnedPositionalEmbedding, offset = 2).
+LEARNED_POSITIONS = {"gpt2": ("n_positions", 0), "gpt_bigcode": ("n_positions", 0),
+                     "opt": ("max_position_embeddings", 2)}
+
+#: Keys that change nothing the cost model sees (ids, dropout, epsilons, rotary/ALiBi settings,
+#: router loss weights and routing rules, kernels, bookkeeping).
+HARMLESS = frozenset("""
+_name_or_path architectures auto_map model_type transformers_version torch_dtype dtype use_bfloat16
+bos_token_id eos_token_id pad_token_id unk_token_id sep_token_id cls_token_id decoder_start_token_id
+image_token_index image_token_id boi_token_index eoi_token_index mm_tokens_per_image
+initializer_range initializer_factor init_std rms_norm_eps layer_norm_eps layer_norm_epsilon norm_epsilon
+rope_theta rope_scaling rope_parameters rope_local_base_freq rotary_emb_base rotary_pct rotary_dim
+partial_rotary_factor rope_interleave alibi offset_alibi use_cache attention_dropout hidden_dropout dropout
+attn_pdrop embd_pdrop resid_pdrop summary_type summary_use_proj summary_activation summary_proj_to_labels
+summary_first_dropout hidden_dropout_prob attention_probs_dropout_prob activation_dropout layerdrop
+classifier_dropout hidden_act hidden_activation activation_function pretraining_tp quantization_config
+task_specific_params tokenizer_class scale_attn_weights reorder_and_upcast_attn scale_attn_by_inverse_layer_idx
+output_attentions output_hidden_states return_dict use_return_dict torchscript is_decoder
+apply_residual_connection_post_layernorm skip_bias_add skip_bias_add_qkv slow_but_exact masked_softmax_fusion
+attention_softmax_in_fp32 bias_dropout_fusion _attn_implementation attn_implementation router_aux_loss_coef
+router_jitter_noise output_router_logits aux_loss_alpha seq_aux norm_topk_prob routed_scaling_factor scoring_func
+topk_method n_group topk_group ep_size query_pre_attn_scalar attn_logit_softcapping final_logit_softcapping
+cache_implementation do_layer_norm_before _remove_final_layer_norm use_sliding_window max_window_layers
+use_qk_norm qk_layernorm label2id id2label problem_type finetuning_task prefix max_length chunk_size_feed_forward
+tie_word_embeddings n_ctx text_config embedding_multiplier lm_head_multiplier logits_scaling
+moe_layer_freq decoder_sparse_step first_k_dense_replace mlp_only_layers sliding_window sliding_window_pattern
+layer_types attention_bias mlp_bias num_nextn_predict_layers is_encoder_decoder
+embd_pdrop rotary_emb_fraction use_rotary_position_embeddings position_embedding_type original_max_position_embeddings
+gradient_checkpointing rotary sliding_window_size
+""".split())
+
+_KEYS = {  # field -> the spellings accepted, first match wins
+    "layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "hidden": ("hidden_size", "n_embd", "d_model"),
+    "heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
+    "kv_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "num_query_groups"),
+    "head_dim": ("head_dim",),
+    "ffn_hidden": ("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"),
+    "vocab": ("vocab_size", "padded_vocab_size"),
+    "seq_len": ("max_position_embeddings", "n_positions", "n_ctx", "seq_length", "max_sequence_length"),
+    "experts": ("n_routed_experts", "num_routed_experts", "num_local_experts", "num_experts", "moe_num_experts"),
+    "top_k": ("num_experts_per_tok", "moe_top_k", "num_selected_experts"),
+    "moe_ffn": ("moe_intermediate_size", "expert_intermediate_size"),
+    "shared_experts": ("n_shared_experts", "num_shared_experts"),
+    "shared_ffn": ("shared_expert_intermediate_size",),
+}
+
+
+def _integer(cfg: dict[str, Any], key: str, field: str, minimum: int) -> int:
+    v = cfg[key]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InputError(f"expected an integer, got {str(v)[:40]!r}", where=key,
+                         allowed=f"a positive integer ({field})")
+    if not minimum <= v <= _HF_MAX[field]:
+        raise InputError(f"{v} is out of range", where=key,
+                         allowed=f"an integer from {minimum} to {_HF_MAX[field]} ({field})")
+    return v
+
+
+def _flag(cfg: dict[str, Any], key: str, default: bool) -> bool:
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise InputError(f"expected true or false, got {str(v)[:40]!r}", where=key)
+    return v
+
+
+def _pattern(layer_types: Any, layers: int) -> tuple[bool, int, str]:
+    """``layer_types`` (a list of 'sliding_attention' / 'full_attention') -> (any local layer, every
+    k-th global, note when the list is not of that form)."""
+    if (not isinstance(layer_types, list) or len(layer_types) != layers
+            or not all(isinstance(x, str) for x in layer_types)):
+        return False, 0, f"layer_types is not a list of {layers} layer names"
+    local = [x != "full_attention" for x in layer_types]
+    if not any(local):
+        return False, 0, ""
+    if all(local):
+        return True, 0, ""
+    k = local.index(False) + 1
+    if all(local[i] == ((i + 1) % k != 0) for i in range(layers)):
+        return True, k, ""
+    return True, k, (f"layer_types is not 'every {k}-th layer global': modelled as {layers - layers // k} local "
+                     f"layers of {layers} (the list has {sum(local)})")
+
+
+def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json") -> dict[str, Any]:
+    """Map a HuggingFace ``config.json`` onto the transformer workload fields (module docstring).
+
+    Each value used is checked so that an error names the config's own key: integers (not booleans,
+    not strings), positive, within :data:`_HF_MAX`; heads dividing hidden (without ``head_dim``), at
+    most as many heads as hidden units, key/value heads dividing heads, and MoE layer settings
+    within the layer count. Warnings go to :func:`scalemodel.specs.notices.warn`, prefixed ``where``.
+    """
+    def warn(text: str) -> None:
+        notices.warn(f"{where}: {text}")
+
+    text_cfg = cfg.get("text_config")
+    if "vision_config" in cfg and not (isinstance(text_cfg, dict) and not any(k in cfg for k in _KEYS["layers"])):
+        warn("vision_config: the vision tower is not counted, only the language model")
+    if isinstance(text_cfg, dict) and not any(k in cfg for k in _KEYS["layers"]):
+        warn("a multimodal config: the text model (text_config) is modelled, the vision tower is not counted")
+        outer = cfg
+        cfg = dict(text_cfg)
+        for key in ("model_type", "tie_word_embeddings"):
+            if key not in cfg and key in outer:
+                cfg[key] = outer[key]
+    read: set[str] = set()
+    used: dict[str, str] = {}
+
+    def first(field: str, *, required: bool = False, minimum: int = 1, keys: tuple[str, ...] | None = None) -> Any:
+        for k in keys or _KEYS[field]:
+            if k in cfg:
+                read.add(k)
+            if cfg.get(k) is not None:
+                used[field] = k
+                return _integer(cfg, k, field, minimum)
+        if required:
+            raise InputError("missing", where=" or ".join(keys or _KEYS[field]), allowed=f"the model's {field}")
+        return None
+
+    model_type = str(cfg.get("model_type") or "").lower()
+    act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or cfg.get("activation_function") or "").lower()
+    if model_type in GATED:
+        gated = True
+    elif model_type in NOT_GATED:
+        gated = False
+    else:
+        gated = act in ("silu", "swiglu", "swish", "geglu")
+        warn(f"model_type {model_type[:40] or '(none)'!r} is not a known family: "
+             f"{'a gated' if gated else 'an ungated'} MLP assumed from hidden_act {act[:40] or '(none)'!r}, "
+             "check the parameter count")
+
+    layers = first("layers", required=True)
+    hidden = first("hidden", required=True)
+    heads = first("heads", required=True)
+    vocab = first("vocab", required=True)
+    kv_heads = first("kv_heads")
+    head_dim = first("head_dim")
+    ffn = first("ffn_hidden")
+    biases: bool | None
+    if model_type in ("falcon", "refinedwebmodel", "refinedweb"):
+        # FalconConfig: new_decoder_architecture (40B/180B) -> num_kv_heads groups and two norms;
+        # otherwise multi_query (7B) -> one K/V head; parallel_attn -> one norm shared by both branches.
+        new_arch = _flag(cfg, "new_decoder_architecture", False)
+        parallel = _flag(cfg, "parallel_attn", True) or new_arch
+        if not new_arch and _flag(cfg, "multi_query", True):
+            kv_heads = 1
+        elif not new_arch:
+            kv_heads = None
+        norms = cfg.get("num_ln_in_parallel_attn") or (2 if new_arch else (1 if parallel else 2))
+        biases = _flag(cfg, "bias", False)
+        read.update(("new_decoder_architecture", "parallel_attn", "multi_query", "num_ln_in_parallel_attn", "bias",
+                     "num_kv_heads", "n_head_kv"))
+    elif model_type == "gptj" or model_type == "phi":
+        parallel, norms, biases = True, 1, True  # GPTJBlock / PhiDecoderLayer: one LayerNorm, attn + MLP summed
+    elif model_type == "gpt_neox":
+        parallel = _flag(cfg, "use_parallel_residual", True)  # GPTNeoXLayer: two LayerNorms either way
+        norms, biases = 2, True
+        read.add("use_parallel_residual")
+    else:
+        parallel, norms = False, 2
+        biases = None if gated else True
+        if model_type == "opt":
+            biases = _flag(cfg, "enable_bias", True)
+            read.update(("enable_bias", "word_embed_proj_dim"))
+    for key in ("attention_bias", "mlp_bias"):
+        if _flag(cfg, key, False) and gated:
+            warn(f"{key} true: these linear biases are not counted (a few parameters per layer)")
+    if model_type in ("qwen2", "qwen2_moe") and gated:
+        pass  # Qwen2 Q/K/V biases: (a + 2g) d per layer, under 0.01 % of the parameters
+
+    tie_default = TIE_DEFAULT.get(model_type)
+    if tie_default is None and "tie_word_embeddings" not in cfg:
+        warn("tie_word_embeddings not given for an unknown model_type: tied assumed (the transformers default)")
+    tie = _flag(cfg, "tie_word_embeddings", True if tie_default is None else tie_default)
+
+    # sequence length: the config holds the inference context, not the training length
+    seq_len = first("seq_len")
+    positions = 0
+    if model_type in LEARNED_POSITIONS:
+        key, extra = LEARNED_POSITIONS[model_type]
+        if cfg.get(key) is not None:
+            positions = _integer(cfg, key, "positions", 1) + extra
+    if model_type == "opt":
+        proj = cfg.get("word_embed_proj_dim")
+        if proj is not None and _integer(cfg, "word_embed_proj_dim", "proj", 1) != hidden:
+            warn(f"word_embed_proj_dim {proj} differs from hidden_size {hidden}: the project_in/project_out "
+                 "matrices are not counted")
+
+    out: dict[str, Any] = {
+        "kind": "transformer",
+        "name": name,
+        "description": f"from HuggingFace config ({model_type[:60] or 'unknown type'})",
+        "layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
+        "ffn_hidden": ffn, "vocab": vocab, "seq_len": 2048 if seq_len is None else seq_len,
+        "gated_mlp": gated, "tied_embeddings": tie, "biases": biases, "position_embeddings": positions,
+        "parallel_block": parallel, "norms_per_layer": norms,
+        "sources": {"shape": f"HuggingFace config.json ({where[:200]}, model_type {model_type[:60] or 'none'})",
+                    "seq_len": (f"{SEQ_FROM_CONFIG}: {used['seq_len']} = {seq_len}" if seq_len is not None else
+                                f"{SEQ_FROM_CONFIG}: none given, 2048 assumed")},
+    }
+    if heads > hidden and head_dim is None:
+        raise InputError(f"{heads} attention heads for {hidden} hidden units", where=used["heads"],
+                         allowed=f"at most {used['hidden']} heads")
+    if head_dim is None and hidden % heads:
+        raise InputError(f"{used['hidden']} {hidden} is not a multiple of {used['heads']} {heads}", where=used["heads"],
+                         allowed="a divisor of the hidden size (or give head_dim)")
+    if kv_heads is not None and heads % kv_heads:
+        raise InputError(f"{used['heads']} {heads} is not a multiple of {kv_heads}",
+                         where=used.get("kv_heads", "multi_query"),
+                         allowed="a divisor of the number of attention heads")
+
+    # sliding-window attention
+    window = cfg.get("sliding_window")
+    types = cfg.get("layer_types")
+    use_window = _flag(cfg, "use_sliding_window", True) if "use_sliding_window" in cfg else True
+    if window is not None and use_window:
+        out["sliding_window"] = _integer(cfg, "sliding_window", "window", 1)
+        if types is not None:
+            local, k, note = _pattern(types, layers)
+            if note:
+                warn(note)
+            if not local:
+                out.pop("sliding_window")
+            out["sliding_window_pattern"] = k
+        elif cfg.get("sliding_window_pattern") is not None:
+            out["sliding_window_pattern"] = _integer(cfg, "sliding_window_pattern", "pattern", 0)
+        elif model_type == "gemma2":
+            out["sliding_window_pattern"] = 2  # Gemma2DecoderLayer: every other layer is global
+        if "max_window_layers" in cfg and "use_sliding_window" in cfg:
+            warn("use_sliding_window with max_window_layers: modelled as sliding-window attention in every layer")
+
+    # multi-head latent attention (DeepSeek-V2/V3)
+    if cfg.get("kv_lora_rank") is not None:
+        mla_keys = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+        read.update(mla_keys)
+        mla: dict[str, int] = {}
+        for mk in mla_keys:
+            if cfg.get(mk) is None:
+                if mk == "q_lora_rank":
+                    mla[mk] = 0  # DeepSeek-V2-Lite: full-rank queries
+                    continue
+                raise InputError("missing", where=mk, allowed="the MLA widths (kv_lora_rank needs all five)")
+            mla[mk] = _integer(cfg, mk, "rank", 0 if mk == "q_lora_rank" else 1)
+        out["mla"] = mla
+        out["kv_heads"] = out["head_dim"] = None  # MLA sets its own widths
+    else:
+        read.update(k for k in ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank")
+                    if cfg.get(k) is None and k in cfg)
+
+    # mixture of experts
+    experts = first("experts", minimum=0)
+    if experts:
+        top_k = first("top_k")
+        if top_k is None:
+            top_k = 2
+            warn("MoE config without num_experts_per_tok: 2 experts per token assumed")
+        if top_k > experts:
+            raise InputError(f"{top_k} experts per token of {experts}", where=used["top_k"],
+                             allowed=f"at most {used['experts']} ({experts})")
+        first_dense = first("first_dense", minimum=0, keys=("first_k_dense_replace",)) or 0
+        if first_dense >= layers:
+            raise InputError(f"{first_dense} leading dense layers of {layers}", where=used["first_dense"],
+                             allowed=f"fewer than {used['layers']} ({layers})")
+        every = first("every", keys=("moe_layer_freq", "decoder_sparse_step")) or 1
+        if every > layers:
+            raise InputError(f"one MoE layer every {every} of {layers} layers", where=used["every"],
+                             allowed=f"at most {used['layers']} ({layers})")
+        moe_ffn = first("moe_ffn")
+        shared = first("shared_experts", minimum=0) or 0
+        shared_ffn = first("shared_ffn", minimum=0)
+        if shared_ffn:
+            width = moe_ffn or ffn or 4 * hidden
+            shared = max(1, round(shared_ffn / width))
+            if shared * width != shared_ffn:
+                warn(f"shared_expert_intermediate_size {shared_ffn} is not a multiple of the expert width {width}: "
+                     f"modelled as {shared} shared expert(s) of width {width}")
+        only = cfg.get("mlp_only_layers")
+        if isinstance(only, list) and only:
+            warn(f"mlp_only_layers {str(only)[:60]}: these dense layers are modelled as MoE layers")
+        out["moe"] = {"experts": experts, "top_k": top_k, "ffn_hidden": moe_ffn, "shared_experts": shared,
+                      "every": every, "first_dense": first_dense}
+    else:
+        for field in ("top_k", "moe_ffn", "shared_experts", "shared_ffn"):
+            for fk in _KEYS[field]:
+                if cfg.get(fk) not in (None, 0):
+                    warn(f"{fk} given but no routed-expert count ({', '.join(_KEYS['experts'])}): modelled as dense")
+                read.add(fk)
+
+    mtp = cfg.get("num_nextn_predict_layers")
+    if mtp:
+        warn(f"num_nextn_predict_layers {_integer(cfg, 'num_nextn_predict_layers', 'mtp', 0)}: the multi-token "
+             "prediction module is not counted (as in the published parameter count)")
+    if cfg.get("is_encoder_decoder") is True:
+        warn("an encoder-decoder config: only one stack of layers is modelled")
+    unknown = sorted(k for k in cfg if k not in read and k not in HARMLESS)
+    if unknown:
+        more = f" and {len(unknown) - 20} more" if len(unknown) > 20 else ""
+        shown = ", ".join(k[:60] for k in unknown[:20]) + more
+        warn(f"keys not understood, which may change the model's shape: {shown}; check the parameter count "
+             "or describe the model in a workload YAML")
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def seq_len_note(workload: Any, training_seq_len: int | None, option: str = "--seq-len") -> str | None:
+    """A warning when the training sequence length is the config's inference context (no --seq-len)."""
+    src = str(getattr(workload, "sources", {}).get("seq_len", ""))
+    if training_seq_len is not None or not src.startswith(SEQ_FROM_CONFIG):
+        return None
+    return (f"sequence length {workload.seq_len:,} is the model's context length from its config.json "
+            f"({src.removeprefix(SEQ_FROM_CONFIG + ': ')}), not necessarily the training length; give {option}")

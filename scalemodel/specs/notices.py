@@ -1,0 +1,30 @@
+"""Warnings raised while reading inputs: things the tool understood only in part, or guessed.
+
+A reader calls :func:`warn`; the CLI prints each collected warning as one ``warning: ...`` line on
+stderr when the command ends, and every ``--json`` document carries them in its ``warnings`` list
+(:func:`scalemodel.report.output.to_json`). :func:`clear` starts a new invocation, as
+:func:`scalemodel.specs.files.forget_reads` does for the files read.
+"""
+
+from __future__ import annotations
+
+_collected: list[str] = []
+MAX_WARNINGS = 100  # a hostile config could name thousands of keys; one line each is enough up to here
+
+
+def warn(message: str) -> None:
+    """Record one warning (a single line; repeated messages are kept once)."""
+    line = " ".join(message.split())
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)  # no terminal escapes from a file
+    if line not in _collected and len(_collected) < MAX_WARNINGS:
+        _collected.append(line)
+
+
+def current() -> list[str]:
+    """The warnings of this invocation so far, in the order raised."""
+    return list(_collected)
+
+
+def clear() -> None:
+    """Start a new invocation (the CLI calls this once per command)."""
+    _collected.clear()
