@@ -45,8 +45,8 @@ CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "ma
               "node_power", "tiers", "sources"}
 CLU_NUMERIC = ("gpus_per_node", "max_gpus", "price_per_gpu_hour", "node_power")
 TIER_FIELDS = {"name", "span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction",
-               "topology", "protocol", "sources"}
-TIER_SOURCED = ("span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction")
+               "topology", "protocol", "sources", "torus_dims"}
+TIER_SOURCED = ("span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction", "torus_dims")
 
 ACC_FILES = sorted(ACC_DIR.glob("*.yaml"))
 CLU_FILES = sorted(CLU_DIR.glob("*.yaml"))

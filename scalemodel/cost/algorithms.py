@@ -41,6 +41,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from scalemodel.cost import topology
 from scalemodel.cost.placement import Placement
 from scalemodel.errors import InputError
 
@@ -210,7 +211,9 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     per-flow bandwidth for a_i flows leaving each child domain (``Placement.flow_bw``, taper
     ``clip(o a_i / c_(i-1), 1, o)``; docs/model.md#flow-taper).
     Broadcast / reduce: the pipelined chain of :func:`pipelined_chain_broadcast` with path latency
-    ``sum_i (n_(i-1) - n_i) alpha_i`` and the bottleneck link.
+    ``sum_i (n_(i-1) - n_i) alpha_i`` and the bottleneck link. A group that fills a tier declaring a torus
+    (``topology: torus``, ``torus_dims``) runs dimension-ordered bidirectional rings instead
+    (:func:`scalemodel.cost.topology.torus_allreduce`, docs/model.md#torus).
     """
     p = pl.p
     lat = np.zeros_like(p)
@@ -241,6 +244,9 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     t = f * lat + f * (p - 1) / p * S / bmin
     if op in ("allreduce", "reducescatter"):
         t = t + (p - 1) / p * S * gamma
+    torus = topology.torus_time(op, S, pl, gamma)  # a group filling a torus tier: dimension-ordered rings
+    if torus is not None:
+        t = np.where(torus[0], torus[1], t)
     return np.where(p > 1, t, 0.0)
 
 
@@ -365,7 +371,8 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
     ``T_bw = max(bytes_0 / B_0, sum_(i>=1) bytes_i / B_i)``. Latency: one round, alpha of the outermost
     tier crossed, for the one-shot collectives; all-to-all is pairwise exchange (Thakur et al. 2005):
     ``sum_i (c_i - c_(i-1)) alpha_i`` (p-1 rounds). Send/recv: ``max_i alpha_i + S / B_i`` over the
-    tiers the ring of neighbours crosses.
+    tiers the ring of neighbours crosses. All-to-all on a group that fills a torus tier: bisection-limited
+    (:func:`scalemodel.cost.topology.torus_alltoall`, docs/model.md#torus).
     """
     p = pl.p
     if op == "sendrecv":
@@ -400,6 +407,10 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
         t = t + lat
     if op in ("allreduce", "reducescatter"):
         t = t + (p - 1) * m * gamma
+    if op == "alltoall":
+        torus = topology.torus_time(op, S, pl, gamma)  # a group filling a torus tier: bisection-limited
+        if torus is not None:
+            t = np.where(torus[0], torus[1], t)
     return np.where(p > 1, t, 0.0)
 
 

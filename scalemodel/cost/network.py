@@ -25,6 +25,7 @@ class Tier:
     in_network_reduction: bool = False
     topology: str = "switch"  # switch | mesh | torus | ring
     protocol: str = ""  # nvlink | pcie | rdma | tcp ... (informational)
+    torus_dims: tuple[int, ...] = ()  # extents of a torus tier's dimensions (topology "torus"), docs/model.md#torus
 
     @property
     def effective_bandwidth(self) -> float:
