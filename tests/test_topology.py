@@ -77,3 +77,47 @@ def test_torus_dims_are_checked_against_the_tier() -> None:
         load_cluster("tpu-v3-pod", ["tiers.ici.torus_dims=[32, 16]"])
     with pytest.raises(InputError, match="needs topology: torus"):
         load_cluster("dgx-a100", ["tiers.nvlink.torus_dims=[2, 4]"])
+
+
+B0, B1 = 300e9, 25e9
+NVL = Tier("nvl", 8, B0, 2e-6, protocol="nvlink")
+
+
+def rail_net(topology: str) -> Network:
+    return Network((NVL, Tier("leaf", 256, B1, 5e-6, topology=topology, protocol="rdma")), 8)
+
+
+def test_rail_alltoall_crosses_nvlink_first_for_other_rails() -> None:
+    """Rail-optimised leaf (NVIDIA DGX SuperPOD RA; NCCL PXN): 16 GPUs on 2 nodes, all-to-all of S per rank,
+    m = S/16 per peer. Switch leaf: NVLink port 7m/B0, NIC 8m/B1. Rail leaf: 7 of the 8 peers in the other node
+    are on another rail, so 7m more cross NVLink first (14 m / B0) and pay an NVLink hop each."""
+    S = 64e6
+    m = S / 16
+    sw = float(C.raw_algorithm_time("alltoall", "direct", S, 16, rail_net("switch")))
+    rail = float(C.raw_algorithm_time("alltoall", "direct", S, 16, rail_net("rail")))
+    assert sw == pytest.approx(max(7 * m / B0, 8 * m / B1) + 7 * 2e-6 + 8 * 5e-6)
+    assert rail == pytest.approx(max(14 * m / B0, 8 * m / B1) + 14 * 2e-6 + 8 * 5e-6)
+    # a DP group of same-index GPUs (stride 8: one per node) stays on its rail: no PXN
+    assert float(C.raw_algorithm_time("alltoall", "direct", S, 16, rail_net("rail"), stride=8)) == pytest.approx(
+        float(C.raw_algorithm_time("alltoall", "direct", S, 16, rail_net("switch"), stride=8)))
+
+
+@pytest.mark.parametrize("algo", ["ring", "tree", "rhd", "hierarchical"])
+def test_rail_aligned_algorithms_cost_the_same_as_on_a_switched_leaf(algo: str) -> None:
+    S = np.array([1e4, 1e8])
+    for p, s in ((64, 1), (32, 2), (16, 8)):
+        assert C.raw_algorithm_time("allreduce", algo, S, p, rail_net("rail"), stride=s) == pytest.approx(
+            C.raw_algorithm_time("allreduce", algo, S, p, rail_net("switch"), stride=s))
+
+
+def test_rhd_partners_in_other_nodes_share_the_local_index() -> None:
+    """Why RHD needs no PXN: with g GPUs per node and stride s (powers of two), a partner 2^k ranks away in
+    another node is 2^k s GPUs away, a multiple of g, so both GPUs sit on the same rail."""
+    for g in (2, 4, 8):
+        for s in (1, 2, 4, 8, 16):
+            p = 64
+            for k in range(6):
+                for r in range(p):
+                    a, b = r * s, (r ^ (1 << k)) * s
+                    if a // g != b // g:
+                        assert a % g == b % g

@@ -371,7 +371,10 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
     ``T_bw = max(bytes_0 / B_0, sum_(i>=1) bytes_i / B_i)``. Latency: one round, alpha of the outermost
     tier crossed, for the one-shot collectives; all-to-all is pairwise exchange (Thakur et al. 2005):
     ``sum_i (c_i - c_(i-1)) alpha_i`` (p-1 rounds). Send/recv: ``max_i alpha_i + S / B_i`` over the
-    tiers the ring of neighbours crosses. All-to-all on a group that fills a torus tier: bisection-limited
+    tiers the ring of neighbours crosses. Across a rail-optimised tier the share of peers on another rail
+    (:func:`scalemodel.cost.topology.pxn_fraction`) first crosses NVLink (PXN): ``+ share x bytes_i`` on the
+    NVLink port and ``+ alpha_0`` per such peer (docs/model.md#rail).
+    All-to-all on a group that fills a torus tier: bisection-limited
     (:func:`scalemodel.cost.topology.torus_alltoall`, docs/model.md#torus).
     """
     p = pl.p
@@ -395,9 +398,13 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
         peers = pl.c[i] - pl.c_prev(i) if i > 0 else pl.c[0] - 1.0
         crossed = peers > 0.5
         if i == 0:
-            port0 = peers * m / pl.bw[0]
+            port0 = port0 + peers * m / pl.bw[0]
         else:
             nic = nic + peers * m / pl.bw[i]
+            pxn = topology.pxn_fraction(pl, i)  # rail-optimised: other-rail peers go over NVLink first
+            port0 = port0 + pxn * peers * m / pl.bw[0]
+            lat_pairwise = lat_pairwise + pxn * peers * pl.alpha[0]
+            lat = np.where(crossed & (pxn > 0), np.maximum(lat, pl.alpha[i] + pl.alpha[0]), lat)
         lat = np.where(crossed, np.maximum(lat, pl.alpha[i]), lat)
         lat_pairwise = lat_pairwise + peers * pl.alpha[i]
     t = np.maximum(port0, nic)

@@ -1,5 +1,6 @@
-"""Direct-connect torus tiers (k-ary n-cube): the all-reduce and all-to-all a tier's ``topology: torus`` with
-``torus_dims`` selects (docs/model.md#torus).
+"""Topologies a tier's ``topology`` field selects besides the switched fat tree: direct-connect tori (k-ary
+n-cube; ``topology: torus`` with ``torus_dims``, docs/model.md#torus) and rail-optimised leaves
+(``topology: rail``, docs/model.md#rail).
 
 A torus tier with dimensions ``d_1 x ... x d_n`` (one node per point, ``prod d_k`` nodes) gives every node two
 links per dimension (one to each neighbour); the tier's ``bandwidth`` is, by the catalog convention, the sum
@@ -112,3 +113,19 @@ def torus_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> tup
     if op == "alltoall":
         return mask, torus_alltoall(S, dims, alpha, b_link)
     return None
+
+
+def pxn_fraction(pl: Placement, i: int) -> np.ndarray:
+    """Share of a rank's peers across tier ``i`` that sit on another rail, when tier ``i`` or a tier between
+    it and the node is rail-optimised (``topology: rail``; docs/model.md#rail); 0 otherwise.
+
+    Rail-optimised (NVIDIA DGX SuperPOD reference architecture): NIC j of every node plugs into rail switch j,
+    so GPU j of one node reaches GPU j of another on its own rail. Traffic to another index goes over NVLink
+    first to the local GPU on the destination's rail and leaves through that GPU's NIC (NCCL's PXN, 2.12+).
+    With ``c_0`` group ranks per node on distinct indices, ``(c_0 - 1)/c_0`` of a rank's peers in other nodes
+    are on another rail. Ring, tree, RHD/RD and hierarchical partners in other nodes are ``c_0`` ranks (a whole
+    node of GPUs) apart, so they share the index and never need PXN; direct exchanges do."""
+    tiers = pl.network.tiers
+    if i < 1 or not any(t.topology == "rail" for t in tiers[1:i + 1]):
+        return np.zeros_like(pl.p)
+    return (pl.c[0] - 1.0) / pl.c[0]

@@ -10,7 +10,7 @@ from scalemodel.specs.accelerator import AcceleratorSpec
 from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref
 from scalemodel.specs.quantities import Bandwidth, Fraction, PricePerHour, Seconds, Watts
 
-Topology = Literal["switch", "mesh", "torus", "ring"]
+Topology = Literal["switch", "mesh", "torus", "ring", "rail"]
 Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp"]
 
 
