@@ -153,6 +153,8 @@ class Placement:
         gives the full taper ``o_i``; a rack-contiguous flat ring that leaves a rack on ``a_i`` channels
         gets ``max(1, o_i a_i / c_(i-1))``. Tier 0's child is one GPU (``c_(-1) = 1``)."""
         o = self.oversubscription[i]
+        if o <= 1.0:  # untapered: the per-GPU rate whatever the flows (fast path, one scalar)
+            return self.bw[i]
         o_eff = np.clip(o * np.asarray(flows, dtype=float) / self.c_prev(i), 1.0, o)
         return self.bandwidth[i] * self.efficiency[i] / o_eff
 
