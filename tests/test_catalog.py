@@ -34,7 +34,7 @@ REQUIRED_CLUSTERS = {
 }
 PRECISIONS = {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"}
 FAMILIES = {"pascal", "volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "tpu", "gaudi"}
-TOPOLOGIES = {"switch", "mesh", "torus", "ring"}
+TOPOLOGIES = {"switch", "mesh", "torus", "ring", "rail"}
 PROTOCOLS = {"nvlink", "pcie", "xgmi", "ici", "rdma", "roce", "efa", "tcp"}
 
 ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "memory", "memory_bandwidth",
@@ -45,8 +45,8 @@ CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "ma
               "node_power", "tiers", "sources"}
 CLU_NUMERIC = ("gpus_per_node", "max_gpus", "price_per_gpu_hour", "node_power")
 TIER_FIELDS = {"name", "span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction",
-               "topology", "protocol", "sources"}
-TIER_SOURCED = ("span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction")
+               "topology", "protocol", "sources", "torus_dims"}
+TIER_SOURCED = ("span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction", "torus_dims")
 
 ACC_FILES = sorted(ACC_DIR.glob("*.yaml"))
 CLU_FILES = sorted(CLU_DIR.glob("*.yaml"))

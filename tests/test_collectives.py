@@ -49,13 +49,15 @@ def test_ring_two_tier_hand_value() -> None:
 
 
 def test_ring_crossing_oversubscribed_spine() -> None:
-    """512 GPUs span two leaf domains: the spine (45/2 GB/s per GPU x 8 streams = 180 GB/s) limits the ring."""
+    """512 GPUs span two leaf domains. The rack-contiguous ring leaves each leaf domain on 8 channels of 45 GB/s,
+    far below the 256 x 45 / 2 GB/s of uplink of the 2:1 spine: no taper, bottleneck 8 x 45 = 360 GB/s
+    (docs/model.md#flow-taper; this used to charge the taper on every byte, 180 GB/s: the physics changed)."""
     S, p = 1e9, 512
     t = float(C.raw_algorithm_time("allreduce", "ring", S, p, NET))
     hops_nvl = 2 * (512 - 64)
     hops_ib = 2 * (64 - 2)
     hops_sp = 2 * (2 - 1)
-    expected = hops_nvl * 3e-6 + hops_ib * 5e-6 + hops_sp * 8e-6 + 2 * 511 / 512 * S / 180e9
+    expected = hops_nvl * 3e-6 + hops_ib * 5e-6 + hops_sp * 8e-6 + 2 * 511 / 512 * S / 360e9
     assert t == pytest.approx(expected)
 
 
@@ -155,7 +157,9 @@ def test_nccl_tree_hand_value() -> None:
     # 64 nodes x 8: + 2 x floor(lg 32) IB hops at 5 + (14 - 2.7) us, and 2 spine hops (2 leaf domains)
     t = float(C.algorithm_time("allreduce", "tree", np.array(S), np.array(512.0), NET, protocols=("simple",)))
     lat = 8.4e-6 + 2 * (7 * 6.4e-6 + 5 * (5e-6 + 11.3e-6) + 1 * (8e-6 + 11.3e-6))
-    assert t == pytest.approx(lat + S / (0.5 * 0.92 * 180e9 * 0.5))
+    # the tree leaves each leaf domain on 2 x 8 streams of 45 GB/s, below the 2:1 spine's 256 x 45 / 2 GB/s
+    # of uplink: busbw 360 GB/s, not the fully tapered 180 (docs/model.md#flow-taper; physics changed)
+    assert t == pytest.approx(lat + S / (0.5 * 0.92 * 360e9 * 0.5))
 
 
 def test_ring_simple_plateau_across_nodes() -> None:

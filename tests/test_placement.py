@@ -4,6 +4,7 @@ the formulas in the module docstrings."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -58,8 +59,19 @@ def test_link_figures_taper_and_bottleneck() -> None:
     # effective bandwidth = line rate x efficiency / oversubscription
     assert pl.bw.tolist() == pytest.approx([360e9, 45e9, 22.5e9])
     assert pl.untapered().bw.tolist() == pytest.approx([360e9, 45e9, 45e9])
-    # flat ring/tree bus bandwidth: min over crossed tiers of a_i B_i, a_0 = 1, a_i = c_0 = 8 outside the node
-    assert f(pl.bottleneck()) == pytest.approx(min(360e9, 8 * 45e9, 8 * 22.5e9))
+    # flat ring/tree bus bandwidth: min over crossed tiers of a_i B_i(flows), a_0 = 1, a_i = c_0 = 8 outside the
+    # node. The 2:1 spine: a leaf domain of 256 GPUs has 256 x 45 / 2 GB/s of uplink; the rack-contiguous ring
+    # leaves it on 8 channels (8 x 45 GB/s): no taper (docs/model.md#flow-taper, the physics changed here:
+    # the spine used to be charged 2:1 on every ring byte, 8 x 22.5 GB/s)
+    assert f(pl.bottleneck()) == pytest.approx(min(360e9, 8 * 45e9, 8 * 45e9))
+    # flow taper o_eff = clip(o x flows / c_(i-1), 1, o): 2 x 8 / 256 -> 1; a 64:1 spine -> 64 x 8 / 256 = 2
+    assert f(pl.flow_bw(2, 8.0)) == pytest.approx(45e9)
+    assert f(pl.flow_bw(2, 256.0)) == pytest.approx(22.5e9)  # every rank's traffic leaves: full taper
+    steep = Network((NET.tiers[0], NET.tiers[1], replace(NET.tiers[2], oversubscription=64.0)), 8)
+    assert f(place(512, 1, steep).bottleneck()) == pytest.approx(8 * 45e9 / 2)
+    assert f(place(512, 1, steep).bottleneck(2.0)) == pytest.approx(8 * 45e9 / 4)  # tree: 2 streams per channel
+    # stride 8: one rank per node, 32 per leaf domain, 32 interleaved groups: 1 flow each -> 64 x 1/32 = 2
+    assert f(place(64, 8, steep).bottleneck()) == pytest.approx(45e9 / 2)
     assert f(pl.untapered().bottleneck()) == pytest.approx(360e9)
     # one rank per node: every outer stream is a single NIC; the ring only crosses the leaf
     assert f(place(16, 8, NET).bottleneck()) == pytest.approx(45e9)

@@ -22,7 +22,10 @@ seconds per byte, ``gamma`` seconds per byte of reduction arithmetic.
    bandwidth ``B_i`` of the outermost tier it crosses. Algorithms whose traffic leaves a node only on a few
    edges (flat ring and tree: NCCL stripes its channels over all NICs of the node) get ``a_i = c_0`` times
    the per-GPU bandwidth on outer tiers; algorithms in which every GPU talks across the tier at once (RHD,
-   RD, direct, hierarchical levels) get the per-GPU rate. No protocol, base latency or channel effects
+   RD, direct, hierarchical levels) get the per-GPU rate. An oversubscribed tier is charged per flow
+   (:meth:`~scalemodel.cost.placement.Placement.flow_bw`, docs/model.md#flow-taper): a flat ring leaves a
+   child domain on ``a_i`` flows, a double binary tree on ``TREE_FLOWS a_i``, the others on every rank's;
+   the taper applies only as far as those flows exceed the domain's uplink. No protocol, base latency or channel effects
    here: those are NCCL's layer (:mod:`scalemodel.cost.nccl`).
 
 Sources: Thakur, Rabenseifner & Gropp, IJHPCA 19(1) 2005 (ring, RHD, RD, pairwise, Bruck);
@@ -38,6 +41,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from scalemodel.cost import topology
 from scalemodel.cost.placement import Placement
 from scalemodel.errors import InputError
 
@@ -56,6 +60,14 @@ APPLICABLE: dict[str, tuple[str, ...]] = {
     "reduce": ("ring", "tree", "rhd"),
     "sendrecv": ("direct",),
 }
+
+#: Flows per direction, in units of one stream's per-GPU rate, that NCCL's double binary tree sends out of
+#: a block of consecutive nodes (a rack), per parallel stream: the two trees (in-order numbering, ncclGetBtree /
+#: ncclGetDtree; Sanders et al. 2009) cross the boundary of a block of 2^j nodes on at most 8 edges together
+#: (6 when the node count is a power of two), each carrying one of a rank's 4 streams (B/4): 8 / 4 = 2
+#: (docs/model.md#flow-taper; tests/test_fabric_sim.py counts the crossing edges). Racks of a node count that
+#: is not a power of two can be crossed on more edges; the flow taper never exceeds the full taper.
+TREE_FLOWS = 2.0
 
 #: In-network reduction (NVLS / SHARP) efficiency: NCCL's NVLS "eff" for Hopper (tuning.cc;
 #: docs/model.md#in-network-reduction).
@@ -195,9 +207,13 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     All-reduce / reduce-scatter / all-gather:
     ``T = sum_i f (n_(i-1) - n_i) alpha_i + f (p-1)/p S / min_i(a_i B_i) [+ (p-1)/p S gamma]``, f = 2 for
     all-reduce else 1; f (n_(i-1) - n_i) is the number of ring steps whose hop crosses tier i (NCCL:
-    nInter = 2(N-1) of 2(n-1) steps), a_i the parallel streams on tier i (``Placement.agg``).
+    nInter = 2(N-1) of 2(n-1) steps), a_i the parallel streams on tier i (``Placement.agg``), B_i the
+    per-flow bandwidth for a_i flows leaving each child domain (``Placement.flow_bw``, taper
+    ``clip(o a_i / c_(i-1), 1, o)``; docs/model.md#flow-taper).
     Broadcast / reduce: the pipelined chain of :func:`pipelined_chain_broadcast` with path latency
-    ``sum_i (n_(i-1) - n_i) alpha_i`` and the bottleneck link.
+    ``sum_i (n_(i-1) - n_i) alpha_i`` and the bottleneck link. A group that fills a tier declaring a torus
+    (``topology: torus``, ``torus_dims``) runs dimension-ordered bidirectional rings instead
+    (:func:`scalemodel.cost.topology.torus_allreduce`, docs/model.md#torus).
     """
     p = pl.p
     lat = np.zeros_like(p)
@@ -208,7 +224,8 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     for i in range(pl.ntiers):
         h = pl.domains(i - 1) - pl.domains(i)
         crossed = h > 0.5
-        b = pl.agg(i) * pl.bw[i]
+        a = pl.agg(i)
+        b = a * pl.flow_bw(i, a)  # a channels leave each child domain (rack-contiguous order)
         lat = lat + h * pl.alpha[i]
         hops = hops + h
         V = V + h * S / b
@@ -227,6 +244,9 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     t = f * lat + f * (p - 1) / p * S / bmin
     if op in ("allreduce", "reducescatter"):
         t = t + (p - 1) / p * S * gamma
+    torus = topology.torus_time(op, S, pl, gamma)  # a group filling a torus tier: dimension-ordered rings
+    if torus is not None:
+        t = np.where(torus[0], torus[1], t)
     return np.where(p > 1, t, 0.0)
 
 
@@ -238,7 +258,8 @@ def tree_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     S/(2k)) or a_i B_i / 2 (broadcast/reduce: 2 streams). With D = number of hop traversals
     (2 sum d_i for all-reduce, sum d_i otherwise):
     ``T(k) = sum_i D_i (alpha_i + x_i / k) + (k-1)(alpha_b + x_b / k)``, x_i = 2S/(a_i B_i) (all-reduce) or
-    S/(a_i B_i), b the slowest tier, minimised over k >= 1 (:func:`tree_allreduce`; Sanders et al. 2009).
+    S/(a_i B_i), b the slowest tier, minimised over k >= 1 (:func:`tree_allreduce`; Sanders et al. 2009);
+    B_i is the per-flow bandwidth for ``TREE_FLOWS a_i`` flows leaving each child domain (docs/model.md#flow-taper).
     """
     p = pl.p
     A = np.zeros_like(p)
@@ -250,7 +271,8 @@ def tree_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     for i in range(pl.ntiers):
         pi = pl.level(i)
         d = np.where(pi > 1 + 1e-9, np.maximum(1.0, log2_floor(pi)), 0.0)
-        b = pl.agg(i) * pl.bw[i]
+        a = pl.agg(i)
+        b = a * pl.flow_bw(i, TREE_FLOWS * a)
         x = mult * S / b
         A = A + mult * d * pl.alpha[i]
         V = V + mult * d * x
@@ -349,7 +371,11 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
     ``T_bw = max(bytes_0 / B_0, sum_(i>=1) bytes_i / B_i)``. Latency: one round, alpha of the outermost
     tier crossed, for the one-shot collectives; all-to-all is pairwise exchange (Thakur et al. 2005):
     ``sum_i (c_i - c_(i-1)) alpha_i`` (p-1 rounds). Send/recv: ``max_i alpha_i + S / B_i`` over the
-    tiers the ring of neighbours crosses.
+    tiers the ring of neighbours crosses. Across a rail-optimised tier the share of peers on another rail
+    (:func:`scalemodel.cost.topology.pxn_fraction`) first crosses NVLink (PXN): ``+ share x bytes_i`` on the
+    NVLink port and ``+ alpha_0`` per such peer (docs/model.md#rail).
+    All-to-all on a group that fills a torus tier: bisection-limited
+    (:func:`scalemodel.cost.topology.torus_alltoall`, docs/model.md#torus).
     """
     p = pl.p
     if op == "sendrecv":
@@ -372,9 +398,13 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
         peers = pl.c[i] - pl.c_prev(i) if i > 0 else pl.c[0] - 1.0
         crossed = peers > 0.5
         if i == 0:
-            port0 = peers * m / pl.bw[0]
+            port0 = port0 + peers * m / pl.bw[0]
         else:
             nic = nic + peers * m / pl.bw[i]
+            pxn = topology.pxn_fraction(pl, i)  # rail-optimised: other-rail peers go over NVLink first
+            port0 = port0 + pxn * peers * m / pl.bw[0]
+            lat_pairwise = lat_pairwise + pxn * peers * pl.alpha[0]
+            lat = np.where(crossed & (pxn > 0), np.maximum(lat, pl.alpha[i] + pl.alpha[0]), lat)
         lat = np.where(crossed, np.maximum(lat, pl.alpha[i]), lat)
         lat_pairwise = lat_pairwise + peers * pl.alpha[i]
     t = np.maximum(port0, nic)
@@ -384,6 +414,10 @@ def direct_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
         t = t + lat
     if op in ("allreduce", "reducescatter"):
         t = t + (p - 1) * m * gamma
+    if op == "alltoall":
+        torus = topology.torus_time(op, S, pl, gamma)  # a group filling a torus tier: bisection-limited
+        if torus is not None:
+            t = np.where(torus[0], torus[1], t)
     return np.where(p > 1, t, 0.0)
 
 

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scalemodel.cost.algorithms import ALGO_FUNCS, APPLICABLE, allowed, log2_floor
+from scalemodel.cost.algorithms import ALGO_FUNCS, APPLICABLE, TREE_FLOWS, allowed, log2_floor
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import Placement
 from scalemodel.errors import InputError
@@ -230,6 +230,7 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
     p_i))`` across each outer tier (NCCL: floor(log2 N) x interLat); alpha from :func:`hop_latency` with
     the Tree row (``pl`` is placed on that network).
     Bandwidth: ``algbw = 0.5 x 0.92 x f_p x busbw x corr_p(S)``, busbw the bottleneck of :meth:`Placement.bottleneck`
+    with the tree's flow count (``TREE_FLOWS``, docs/model.md#flow-taper)
     (NCCL's bwInter rule for N > 2; its N <= 2 use of bwIntra, is not applied), f_LL = 1/3.8,
     f_LL128 = 7/9 on one node else 120/128, f_Simple = 1, corr from :func:`tree_correction`.
     ``T = lat + S_eff / algbw + S gamma`` with S_eff from :func:`channel_ramp_size`.
@@ -439,7 +440,8 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
     best = None
     for proto in protos:
         if algorithm == "tree" and op == "allreduce":
-            t = nccl_tree_allreduce_time(S, protocol_links(pl, proto, "tree", bw_factor=1.0), proto, bus, nc, gamma)
+            t = nccl_tree_allreduce_time(S, protocol_links(pl, proto, "tree", bw_factor=1.0), proto,
+                                         pl.bottleneck(TREE_FLOWS), nc, gamma)
         else:
             pp = protocol_links(pl, proto, "ring")
             fn = ALGO_FUNCS[algorithm]

@@ -23,8 +23,9 @@ class Tier:
     efficiency: float = 1.0
     oversubscription: float = 1.0
     in_network_reduction: bool = False
-    topology: str = "switch"  # switch | mesh | torus | ring
+    topology: str = "switch"  # switch | mesh | torus | ring | rail (docs/model.md#torus, #rail)
     protocol: str = ""  # nvlink | pcie | rdma | tcp ... (informational)
+    torus_dims: tuple[int, ...] = ()  # extents of a torus tier's dimensions (topology "torus"), docs/model.md#torus
 
     @property
     def effective_bandwidth(self) -> float:

@@ -21,7 +21,9 @@ latencies and bandwidth factors without placing the group again (:meth:`Placemen
 :meth:`Placement.untapered` drops the oversubscription (traffic that does not fill the tapered tier).
 A flat ring or tree gets ``a_i = c_0`` parallel streams on outer tiers (NCCL stripes its channels over
 every NIC of a node, docs/model.md#placement: busbw ~ min(NVLink busbw, NICs x B_nic,eff)), so its bus
-bandwidth is ``min over crossed tiers of a_i B_i`` (:meth:`Placement.bottleneck`).
+bandwidth is ``min over crossed tiers of a_i B_i`` (:meth:`Placement.bottleneck`), with an oversubscribed
+tier charged per flow: ``B_i(W) = line rate x efficiency / clip(o_i W / c_(i-1), 1, o_i)`` for W flows per
+group leaving a child domain (:meth:`Placement.flow_bw`, docs/model.md#flow-taper).
 
 The parallel groups of a DP x TP x PP x CP job (EP carved out of DP, as in Megatron-LM) follow
 Megatron-LM's default rank order, TP innermost, then CP, then DP, PP outermost (Narayanan et al.,
@@ -138,13 +140,34 @@ class Placement:
         tier-0 domain (NCCL stripes channels over the node's NICs, §5.3)."""
         return np.ones_like(self.p) if i == 0 else self.c[0]
 
-    def bottleneck(self) -> np.ndarray:
-        """Bus bandwidth of a flat ring or tree over the group: min over the tiers its hops cross of
-        ``a_i B_i`` (NCCL busBw = nChannels x bw, channels striped over the node's NICs; §1.5, §5.3)."""
+    def flow_bw(self, i: int, flows: np.ndarray | float) -> np.ndarray:
+        """Bandwidth per GPU-rate flow on tier ``i`` when each group sends ``flows`` such flows per direction
+        out of one child domain (a domain of tier i-1) that holds ``c_(i-1)`` of its ranks
+        (docs/model.md#flow-taper):
+
+        ``B_i(flows) = line rate x efficiency / o_eff``,  ``o_eff = clip(o_i x flows / c_(i-1), 1, o_i)``.
+
+        The child domain of T GPUs has ``T x B / o_i`` of uplink; the job's groups tile it (T / c_(i-1)
+        groups of the same shape run the same collective at once), so they offer
+        ``(T / c_(i-1)) x flows x B`` and the taper bites only as far as that exceeds the uplink.
+        ``flows = c_(i-1)`` (every rank's traffic leaves the domain: RHD, RD, direct, hierarchical levels)
+        gives the full taper ``o_i``; a rack-contiguous flat ring that leaves a rack on ``a_i`` channels
+        gets ``max(1, o_i a_i / c_(i-1))``. Tier 0's child is one GPU (``c_(-1) = 1``)."""
+        o = self.oversubscription[i]
+        if o <= 1.0:  # untapered: the per-GPU rate whatever the flows (fast path, one scalar)
+            return self.bw[i]
+        o_eff = np.clip(o * np.asarray(flows, dtype=float) / self.c_prev(i), 1.0, o)
+        return self.bandwidth[i] * self.efficiency[i] / o_eff
+
+    def bottleneck(self, flows_per_stream: float = 1.0) -> np.ndarray:
+        """Bus bandwidth of a flat ring (or, with ``flows_per_stream`` = the tree's crossing factor, a tree)
+        over the group: min over the tiers its hops cross of ``a_i B_i(flows_per_stream x a_i)``
+        (:meth:`flow_bw`; NCCL busBw = nChannels x bw, channels striped over the node's NICs; §1.5, §5.3)."""
         bmin = np.full_like(self.p, np.inf)
         for i in range(self.ntiers):
             crossed = (self.domains(i - 1) - self.domains(i)) > 0.5
-            b = self.agg(i) * self.bw[i]
+            a = self.agg(i)
+            b = a * self.flow_bw(i, flows_per_stream * a)
             bmin = np.where(crossed & (b < bmin), b, bmin)
         return np.where(np.isfinite(bmin), bmin, self.bw[0])
 

@@ -13,7 +13,8 @@ def build_network(cluster: Any) -> Network:
         tiers=tuple(
             Tier(name=t.name, span=t.span, bandwidth=t.bandwidth, latency=t.latency, efficiency=t.efficiency,
                  oversubscription=t.oversubscription, in_network_reduction=t.in_network_reduction,
-                 topology=t.topology, protocol=t.protocol)
+                 topology=t.topology, protocol=t.protocol,
+                 torus_dims=tuple(t.torus_dims or ()))
             for t in cluster.tiers),
         gpus_per_node=cluster.gpus_per_node,
     )

@@ -11,7 +11,7 @@ from scalemodel.specs.accelerator import AcceleratorSpec
 from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref
 from scalemodel.specs.quantities import Bandwidth, Bytes, Fraction, PricePerHour, Seconds, Watts
 
-Topology = Literal["switch", "mesh", "torus", "ring"]
+Topology = Literal["switch", "mesh", "torus", "ring", "rail"]
 Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp"]
 
 
@@ -25,6 +25,17 @@ class TierSpec(Sourced):
     in_network_reduction: bool = Field(default=False, description="SHARP / NVLS style reduction in switches")
     topology: Topology = "switch"
     protocol: str = ""
+    torus_dims: list[int] | None = Field(
+        default=None, min_length=1, max_length=6,
+        description="extents of a torus tier's dimensions (topology: torus), e.g. [32, 32]; their product is the "
+                    "number of torus nodes, span / the inner tier's span (docs/model.md#torus)")
+
+    @field_validator("torus_dims")
+    @classmethod
+    def _dims(cls, dims: list[int] | None) -> list[int] | None:
+        if dims is not None and any(d < 1 or d > MAX_GPUS for d in dims):
+            raise ValueError(f"torus_dims must be whole numbers from 1 to {MAX_GPUS}, got {dims}")
+        return dims
 
 
 class Variability(Spec):
@@ -83,6 +94,19 @@ class ClusterSpec(Sourced):
                 raise ValueError(
                     f"tiers[{i}] ({outer.name!r}) span {outer.span} is not a multiple of tiers[{i - 1}] "
                     f"({inner.name!r}) span {inner.span}; each tier must hold whole copies of the one inside it")
+        for i, t in enumerate(tiers):
+            if t.torus_dims is None:
+                continue
+            if t.topology != "torus":
+                raise ValueError(f"tiers[{i}] ({t.name!r}) has torus_dims but topology {t.topology!r}; "
+                                 "torus_dims needs topology: torus")
+            nodes = t.span // (tiers[i - 1].span if i > 0 else 1)
+            prod = 1
+            for d in t.torus_dims:
+                prod *= d
+            if prod != nodes:
+                raise ValueError(f"tiers[{i}] ({t.name!r}) torus_dims {t.torus_dims} make {prod} nodes, but the tier "
+                                 f"holds {nodes} (span / the inner tier's span); their product must match")
         names = [t.name for t in tiers]
         if len(set(names)) != len(names):
             raise ValueError(f"tier names must be unique, got {names}")

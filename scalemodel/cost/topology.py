@@ -1,0 +1,131 @@
+"""Topologies a tier's ``topology`` field selects besides the switched fat tree: direct-connect tori (k-ary
+n-cube; ``topology: torus`` with ``torus_dims``, docs/model.md#torus) and rail-optimised leaves
+(``topology: rail``, docs/model.md#rail).
+
+A torus tier with dimensions ``d_1 x ... x d_n`` (one node per point, ``prod d_k`` nodes) gives every node two
+links per dimension (one to each neighbour); the tier's ``bandwidth`` is, by the catalog convention, the sum
+over a node's ``2n`` links per direction, so one link carries ``B_link = bandwidth x efficiency / (2n)`` per
+direction.
+
+- Dimension-ordered ring all-reduce (Mikami et al. 2018, arXiv:1811.05233, 2D-torus all-reduce: reduce-scatter
+  along one dimension, all-reduce along the next on the shard, all-gather back; Ying et al. 2018,
+  arXiv:1811.06992, the same 2-D summation on the TPU v3 pod torus, both directions of every ring): dimension k
+  runs a ring over its extent ``d_k`` on the shard ``S_k = S / prod_(j<k) d_j``, in both directions at once
+  (two rings of half the data, ``2 B_link``):
+
+  ``T = sum_k [2 (d_k - 1) alpha + 2 (d_k - 1)/d_k S_k / (2 B_link) + (d_k - 1)/d_k S_k gamma]``
+
+  reduce-scatter / all-gather: one sweep (half the latency and bandwidth terms).
+- All-to-all, bisection-limited (Dally & Towles 2004, Principles and Practices of Interconnection Networks,
+  chapters on topology basics and tori: a k-ary n-cube with wraparound is cut in half across its largest
+  dimension on ``2 p / d_max`` links per direction, ``2 k^(n-1)`` for a k-ary n-cube; ``p / d_max`` if
+  ``d_max = 2``, whose two wraparound links join the same pair): each of the ``p`` nodes sends ``S/p`` to
+  every other, so ``p S / 4`` bytes cross the bisection each way, and no node can inject faster than its
+  ``2n`` links:
+
+  ``T = sum_k floor(d_k / 2) alpha + max(p S / 4 / (L_bis B_link), (p - 1)/p S / (2n B_link))``.
+
+Only a group that fills the torus tier with one rank per torus node takes these forms
+(:func:`fills_torus`); any other group on the tier is priced as on a switch (a sub-block's geometry is not
+modelled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from scalemodel.cost.placement import Placement
+
+
+def link_bandwidth(bandwidth: float, efficiency: float, dims: Sequence[int]) -> float:
+    """Bytes/s per link per direction: the tier's per-node bandwidth (sum over its ``2n`` links) / (2n)."""
+    return bandwidth * efficiency / (2.0 * len(dims))
+
+
+def torus_allreduce(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_link: float, gamma: float = 0.0,
+                    *, op: str = "allreduce") -> np.ndarray:
+    """Dimension-ordered bidirectional ring all-reduce (or one reduce-scatter / all-gather sweep) on a torus
+    (module docstring; Mikami et al. 2018, Ying et al. 2018)."""
+    S = np.asarray(S, dtype=float)
+    sweeps = 2.0 if op == "allreduce" else 1.0
+    t = np.zeros_like(S)
+    shard = S
+    for d in dims:
+        if d <= 1:
+            continue
+        frac = (d - 1.0) / d
+        t = t + sweeps * (d - 1.0) * alpha + sweeps * frac * shard / (2.0 * b_link)
+        if op in ("allreduce", "reducescatter"):
+            t = t + frac * shard * gamma
+        shard = shard / d
+    return t
+
+
+def bisection_links(dims: Sequence[int]) -> float:
+    """Links per direction across the torus's bisection, cut across its largest dimension (module docstring)."""
+    p = float(np.prod(dims))
+    dmax = max(dims)
+    return (2.0 if dmax > 2 else 1.0) * p / dmax
+
+
+def torus_alltoall(S: np.ndarray | float, dims: Sequence[int], alpha: float, b_link: float) -> np.ndarray:
+    """Bisection- or injection-limited all-to-all of ``S`` bytes per node on a torus (module docstring)."""
+    S = np.asarray(S, dtype=float)
+    p = float(np.prod(dims))
+    if p <= 1:
+        return np.zeros_like(S)
+    bis = p * S / 4.0 / (bisection_links(dims) * b_link)
+    inject = (p - 1.0) / p * S / (2.0 * len(dims) * b_link)
+    return sum(d // 2 for d in dims) * alpha + np.maximum(bis, inject)
+
+
+def fills_torus(pl: Placement) -> tuple[int, np.ndarray] | None:
+    """``(i, mask)``: the torus tier ``i`` (the outermost tier with ``torus_dims``) and where the group fills it
+    with one rank per torus node (``p = prod dims``, ``c_(i-1) = 1``, block = the tier's span); None if no tier
+    declares a torus."""
+    tiers = pl.network.tiers
+    idx = [i for i, t in enumerate(tiers) if t.topology == "torus" and t.torus_dims]
+    if not idx:
+        return None
+    i = idx[-1]
+    nodes = float(np.prod(tiers[i].torus_dims))
+    mask = (np.abs(pl.p - nodes) < 0.5) & (pl.c_prev(i) < 1.5) & (np.abs(pl.extent - pl.spans[i]) < 0.5)
+    return i, np.asarray(mask)
+
+
+def torus_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(mask, time)`` of ``op`` on a group that fills a torus tier (all-reduce, reduce-scatter, all-gather:
+    :func:`torus_allreduce`; all-to-all: :func:`torus_alltoall`), with the placement's hop latency and line
+    rate of that tier (so NCCL's protocol layer may relink them); None where nothing applies."""
+    found = fills_torus(pl)
+    if found is None:
+        return None
+    i, mask = found
+    if not np.any(mask):
+        return None
+    dims = pl.network.tiers[i].torus_dims
+    b_link = float(pl.bandwidth[i]) * float(pl.efficiency[i]) / (2.0 * len(dims))
+    alpha = float(pl.alpha[i])
+    if op in ("allreduce", "reducescatter", "allgather"):
+        return mask, torus_allreduce(S, dims, alpha, b_link, gamma, op=op)
+    if op == "alltoall":
+        return mask, torus_alltoall(S, dims, alpha, b_link)
+    return None
+
+
+def pxn_fraction(pl: Placement, i: int) -> np.ndarray:
+    """Share of a rank's peers across tier ``i`` that sit on another rail, when tier ``i`` or a tier between
+    it and the node is rail-optimised (``topology: rail``; docs/model.md#rail); 0 otherwise.
+
+    Rail-optimised (NVIDIA DGX SuperPOD reference architecture): NIC j of every node plugs into rail switch j,
+    so GPU j of one node reaches GPU j of another on its own rail. Traffic to another index goes over NVLink
+    first to the local GPU on the destination's rail and leaves through that GPU's NIC (NCCL's PXN, 2.12+).
+    With ``c_0`` group ranks per node on distinct indices, ``(c_0 - 1)/c_0`` of a rank's peers in other nodes
+    are on another rail. Ring, tree, RHD/RD and hierarchical partners in other nodes are ``c_0`` ranks (a whole
+    node of GPUs) apart, so they share the index and never need PXN; direct exchanges do."""
+    tiers = pl.network.tiers
+    if i < 1 or not any(t.topology == "rail" for t in tiers[1:i + 1]):
+        return np.zeros_like(pl.p)
+    return (pl.c[0] - 1.0) / pl.c[0]

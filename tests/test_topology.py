@@ -1,0 +1,123 @@
+"""Torus tiers: hand computations from the published formulas (docs/model.md#torus)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import collectives as C
+from scalemodel.cost import topology as T
+from scalemodel.cost.network import Network, Tier
+from scalemodel.errors import InputError
+from scalemodel.specs import load_cluster
+
+
+def test_link_bandwidth_is_the_node_total_over_its_links() -> None:
+    # TPU v3: 4 ICI links per chip on a 2D torus, 100 GB/s one-way each -> catalog 400 GB/s per chip
+    assert T.link_bandwidth(400e9, 1.0, (32, 32)) == pytest.approx(100e9)
+    assert T.link_bandwidth(600e9, 1.0, (16, 16, 16)) == pytest.approx(100e9)  # 6 links (3D)
+
+
+def test_2d_torus_allreduce_is_mikami_three_phases() -> None:
+    """Mikami et al. 2018 (2D-torus all-reduce): reduce-scatter along X (X-1 steps of S/X), all-reduce along Y
+    on the shard (2(Y-1) steps of S/(XY)), all-gather along X (X-1 steps of S/X); every ring runs in both
+    directions at once, each half of the data on one direction's link (2 B_link)."""
+    X, Y, S, a, b = 32, 16, 1e9, 0.75e-6, 100e9
+    rs = (X - 1) * (a + S / X / (2 * b))
+    ar = 2 * (Y - 1) * (a + S / (X * Y) / (2 * b))
+    ag = rs
+    assert float(T.torus_allreduce(S, (X, Y), a, b)) == pytest.approx(rs + ar + ag)
+    # one sweep: reduce-scatter then reduce-scatter of the shard
+    assert float(T.torus_allreduce(S, (X, Y), a, b, op="reducescatter")) == pytest.approx(
+        (X - 1) * (a + S / X / (2 * b)) + (Y - 1) * (a + S / (X * Y) / (2 * b)))
+    # a 1-D torus is a bidirectional ring: 2(p-1) alpha + 2(p-1)/p S / (2 B)
+    assert float(T.torus_allreduce(S, (8,), a, b)) == pytest.approx(14 * a + 2 * 7 / 8 * S / (2 * b))
+
+
+def test_torus_alltoall_is_bisection_limited() -> None:
+    """k-ary n-cube with wraparound (Dally & Towles 2004): 2 k^(n-1) links per direction across the bisection;
+    p S / 4 bytes cross it each way. TPU v4 pod 16 x 16 x 16: 512 links, 1024 S / (512 B) = 2 S / B; the
+    injection bound (4095/4096) S / (6 B) is lower; latency = diameter 3 x 8 hops."""
+    S, a, b = 64e6, 1e-6, 45e9
+    assert T.bisection_links((16, 16, 16)) == 2 * 16**2
+    assert float(T.torus_alltoall(S, (16, 16, 16), a, b)) == pytest.approx(24 * a + 2 * S / b)
+    # a 4 x 2 torus: the cut across the 4-long dimension has 2 x 8/4 = 4 links; a 2-long dimension's two
+    # wraparound links are one pair: 8/2 = 4 links per direction; injection (7/8) S / (4 B) vs bisection 2S/(4B)
+    assert T.bisection_links((4, 2)) == 4
+    assert float(T.torus_alltoall(S, (4, 2), a, b)) == pytest.approx(3 * a + max(8 * S / 4 / (4 * b),
+                                                                                  7 / 8 * S / (4 * b)))
+
+
+TORUS = Network((Tier("ici", 16, 400e9, 1e-6, efficiency=0.8, topology="torus", protocol="ici",
+                      torus_dims=(4, 4)),), 4)
+SWITCH = Network((Tier("ici", 16, 400e9, 1e-6, efficiency=0.8, protocol="ici"),), 4)
+
+
+def test_a_group_filling_the_torus_takes_the_torus_forms() -> None:
+    S = np.array([1e3, 1e6, 1e9])
+    b_link = 400e9 * 0.8 / 4
+    got = C.raw_algorithm_time("allreduce", "ring", S, 16, TORUS)
+    assert got == pytest.approx(T.torus_allreduce(S, (4, 4), 1e-6, b_link))
+    # dimension-ordered rings use 2 of the node's 4 links at a time: twice the switch's bandwidth term
+    sw = C.raw_algorithm_time("allreduce", "ring", 1e9, 16, SWITCH)
+    assert float(C.raw_algorithm_time("allreduce", "ring", 1e9, 16, TORUS)) > 1.9 * float(sw)
+    a2a = C.raw_algorithm_time("alltoall", "direct", S, 16, TORUS)
+    assert a2a == pytest.approx(T.torus_alltoall(S, (4, 4), 1e-6, b_link))
+    # a group that does not fill the torus (8 of 16, or stride 2) is priced as on a switch
+    assert C.raw_algorithm_time("allreduce", "ring", S, 8, TORUS) == pytest.approx(
+        C.raw_algorithm_time("allreduce", "ring", S, 8, SWITCH))
+    assert C.raw_algorithm_time("allreduce", "ring", S, 8, TORUS, stride=2) == pytest.approx(
+        C.raw_algorithm_time("allreduce", "ring", S, 8, SWITCH, stride=2))
+
+
+def test_torus_dims_are_checked_against_the_tier() -> None:
+    cl = load_cluster("tpu-v3-pod", ["tiers.ici.torus_dims=[32, 32]"])
+    assert cl.tiers[0].torus_dims == [32, 32]
+    with pytest.raises(InputError, match="product must match"):
+        load_cluster("tpu-v3-pod", ["tiers.ici.torus_dims=[32, 16]"])
+    with pytest.raises(InputError, match="needs topology: torus"):
+        load_cluster("dgx-a100", ["tiers.nvlink.torus_dims=[2, 4]"])
+
+
+B0, B1 = 300e9, 25e9
+NVL = Tier("nvl", 8, B0, 2e-6, protocol="nvlink")
+
+
+def rail_net(topology: str) -> Network:
+    return Network((NVL, Tier("leaf", 256, B1, 5e-6, topology=topology, protocol="rdma")), 8)
+
+
+def test_rail_alltoall_crosses_nvlink_first_for_other_rails() -> None:
+    """Rail-optimised leaf (NVIDIA DGX SuperPOD RA; NCCL PXN): 16 GPUs on 2 nodes, all-to-all of S per rank,
+    m = S/16 per peer. Switch leaf: NVLink port 7m/B0, NIC 8m/B1. Rail leaf: 7 of the 8 peers in the other node
+    are on another rail, so 7m more cross NVLink first (14 m / B0) and pay an NVLink hop each."""
+    S = 64e6
+    m = S / 16
+    sw = float(C.raw_algorithm_time("alltoall", "direct", S, 16, rail_net("switch")))
+    rail = float(C.raw_algorithm_time("alltoall", "direct", S, 16, rail_net("rail")))
+    assert sw == pytest.approx(max(7 * m / B0, 8 * m / B1) + 7 * 2e-6 + 8 * 5e-6)
+    assert rail == pytest.approx(max(14 * m / B0, 8 * m / B1) + 14 * 2e-6 + 8 * 5e-6)
+    # a DP group of same-index GPUs (stride 8: one per node) stays on its rail: no PXN
+    assert float(C.raw_algorithm_time("alltoall", "direct", S, 16, rail_net("rail"), stride=8)) == pytest.approx(
+        float(C.raw_algorithm_time("alltoall", "direct", S, 16, rail_net("switch"), stride=8)))
+
+
+@pytest.mark.parametrize("algo", ["ring", "tree", "rhd", "hierarchical"])
+def test_rail_aligned_algorithms_cost_the_same_as_on_a_switched_leaf(algo: str) -> None:
+    S = np.array([1e4, 1e8])
+    for p, s in ((64, 1), (32, 2), (16, 8)):
+        assert C.raw_algorithm_time("allreduce", algo, S, p, rail_net("rail"), stride=s) == pytest.approx(
+            C.raw_algorithm_time("allreduce", algo, S, p, rail_net("switch"), stride=s))
+
+
+def test_rhd_partners_in_other_nodes_share_the_local_index() -> None:
+    """Why RHD needs no PXN: with g GPUs per node and stride s (powers of two), a partner 2^k ranks away in
+    another node is 2^k s GPUs away, a multiple of g, so both GPUs sit on the same rail."""
+    for g in (2, 4, 8):
+        for s in (1, 2, 4, 8, 16):
+            p = 64
+            for k in range(6):
+                for r in range(p):
+                    a, b = r * s, (r ^ (1 << k)) * s
+                    if a // g != b // g:
+                        assert a % g == b % g
