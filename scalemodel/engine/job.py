@@ -76,6 +76,9 @@ class Job:
     critical_batch: float  # B_noise in samples, 0 = not given
     work_cv: float  # CV of one micro-batch's compute time (load imbalance)
     inputs: dict[str, Any] = field(default_factory=dict)
+    # share of the compute units a running collective occupies (collective_units / compute_units; 0 when
+    # the accelerator does not say): overlapped compute runs on the rest (docs/model.md#contention)
+    collective_share: float = 0.0
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -142,7 +145,18 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         train_tokens=float(training.train_tokens or (training.train_samples or 0) * seq),
         critical_batch=float(training.critical_batch or 0.0),
         work_cv=float(training.work_cv),
+        collective_share=collective_share(acc),
     )
+
+
+def collective_share(acc: Any) -> float:
+    """Fraction of the chip's compute units the collective library occupies while a collective runs:
+    NCCL runs each channel as one CTA on one SM (docs/model.md#contention); 0 when either count is
+    unknown or the collectives run on other engines."""
+    units, coll_units = getattr(acc, "compute_units", None), getattr(acc, "collective_units", None)
+    if not units or not coll_units:
+        return 0.0
+    return min(float(coll_units) / float(units), 1.0)
 
 
 @dataclass(frozen=True)
