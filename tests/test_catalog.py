@@ -38,9 +38,10 @@ TOPOLOGIES = {"switch", "mesh", "torus", "ring", "rail"}
 PROTOCOLS = {"nvlink", "pcie", "xgmi", "ici", "rdma", "roce", "efa", "tcp"}
 
 ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "memory", "memory_bandwidth",
-              "compute_efficiency",
+              "compute_efficiency", "compute_units", "collective_units",
               "tdp", "sources"}
 ACC_NUMERIC = ("peak_flops", "memory", "memory_bandwidth", "tdp")
+ACC_UNITS = ("compute_units", "collective_units")
 CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "max_gpus", "price_per_gpu_hour",
               "node_power", "tiers", "sources"}
 CLU_NUMERIC = ("gpus_per_node", "max_gpus", "price_per_gpu_hour", "node_power")
@@ -104,9 +105,16 @@ def test_accelerator_fields_and_sources(path: Path) -> None:
     assert d["family"] in FAMILIES
     sources = d["sources"]
     assert isinstance(sources, dict)
-    assert set(sources) <= set(ACC_NUMERIC), f"sources for unknown fields {set(sources) - set(ACC_NUMERIC)}"
+    sourced = set(ACC_NUMERIC) | set(ACC_UNITS)
+    assert set(sources) <= sourced, f"sources for unknown fields {set(sources) - sourced}"
     for field in ACC_NUMERIC:
         assert isinstance(sources.get(field), str) and len(sources[field]) > 10, f"{field} needs a source"
+    for field in ACC_UNITS:  # SM / CU counts and the collective library's CTAs: optional, always cited
+        if field in d:
+            assert isinstance(d[field], int) and d[field] > 0, field
+            assert isinstance(sources.get(field), str) and len(sources[field]) > 10, f"{field} needs a source"
+    if "collective_units" in d:
+        assert "compute_units" in d and d["collective_units"] < d["compute_units"]
     peaks = d["peak_flops"]
     assert peaks and set(peaks) <= PRECISIONS
     for prec, value in peaks.items():

@@ -465,9 +465,12 @@ def test_hybrid_parallelism_makes_the_model_fit(cli: Any) -> None:
     ds = point(scale(cli, "parallelism.yaml", *pure, *DEEPSPEED), 1536)
     assert zero3["step_time_s"] == pytest.approx(ds["step_time_s"], rel=1e-9)  # the default is DeepSpeed's
     fsdp = point(scale(cli, "parallelism.yaml", *pure[:-4], "--zero", "fsdp", *pure[-2:]), 1536)
-    for fast in (zero3, fsdp):
-        assert 1.1 * hybrid["tflops_per_gpu"] < fast["tflops_per_gpu"] < 1.5 * hybrid["tflops_per_gpu"]
+    # (+5 % DeepSpeed, +14 % FSDP once the compute under the hidden gathers runs on 84 of 108 SMs:
+    # docs/model.md#contention; +22 % / +25 % before that term)
+    for fast, low in ((zero3, 1.02), (fsdp, 1.1)):
+        assert low * hybrid["tflops_per_gpu"] < fast["tflops_per_gpu"] < 1.5 * hybrid["tflops_per_gpu"]
         assert fast["breakdown_s"]["dp_comm"] < 0.05 * fast["step_time_s"]
+        assert 0.0 < fast["breakdown_s"]["contention"] <= (24 / 108) * fast["breakdown_s"]["compute"]
 
     def reduce_scatter(size: str) -> float:
         res = cli("collective", "--cluster", "dgx-a100", "--gpus", "1536", "--op", "reducescatter", "--size", size,

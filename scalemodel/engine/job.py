@@ -84,6 +84,9 @@ class Job:
     ps_server_memory_bandwidth: float = 204.8e9
     ps_partition_bytes: float = 4096000.0
     ps_shard_imbalance: float = 0.0
+    # share of the compute units a running collective occupies (collective_units / compute_units; 0 when
+    # the accelerator does not say): overlapped compute runs on the rest (docs/model.md#contention)
+    collective_share: float = 0.0
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -155,6 +158,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         ps_server_memory_bandwidth=float(cluster.parameter_server.memory_bandwidth),
         ps_partition_bytes=float(cluster.parameter_server.partition_bytes),
         ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
+        collective_share=collective_share(acc),
     )
 
 
@@ -190,6 +194,16 @@ def _work_cv(training: Any, shape: Any, seq_len: int) -> float:
                          allowed="HI <= seq_len")
     costs = transformer.forward_flops(shape, np.arange(lengths.low, lengths.high + 1, dtype=float))
     return balance.length_cost_cv(costs, training.micro_batch)
+
+
+def collective_share(acc: Any) -> float:
+    """Fraction of the chip's compute units the collective library occupies while a collective runs:
+    NCCL runs each channel as one CTA on one SM (docs/model.md#contention); 0 when either count is
+    unknown or the collectives run on other engines."""
+    units, coll_units = getattr(acc, "compute_units", None), getattr(acc, "collective_units", None)
+    if not units or not coll_units:
+        return 0.0
+    return min(float(coll_units) / float(units), 1.0)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ class Part:
 #: The step-time breakdown, in the order of the sum (and of every table and JSON object).
 BREAKDOWN: tuple[Part, ...] = (
     Part("compute", "compute", "compute", "GPU compute (GEMMs and memory-bound kernels)", "0.6", "white"),
+    Part("contention", "contend", "compute slowed by hidden communication",
+         "compute slowed by the collectives hidden under it (they occupy SMs)", "0.8", "bright_white"),
     Part("tp_comm", "TP", "exposed TP communication", "tensor-parallel all-reduces not hidden by compute",
          "tab:purple", "magenta"),
     Part("cp_comm", "CP", "exposed CP communication", "context-parallel attention exchange not hidden by compute",

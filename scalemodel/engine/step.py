@@ -280,11 +280,27 @@ def _sharding_degree(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.where(g.zero == Zero.HSDP, hsdp_shard_group(job, g), g.dp)
 
 
-def _with_free_windows(comp: dict[str, np.ndarray], mp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _with_free_windows(comp: dict[str, np.ndarray], mp: dict[str, np.ndarray],
+                       share: float = 0.0) -> dict[str, np.ndarray]:
     """The stage's compute plus the forward and backward time left for data-parallel traffic once the
-    tensor- and context-parallel traffic has been hidden in it (no compute hides traffic twice)."""
+    tensor- and context-parallel traffic has been hidden in it (no compute hides traffic twice), and
+    the compute slowed by that hidden traffic (``contention``, :func:`_contention`)."""
     return dict(comp, forward_free=np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0),
-                backward_free=np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0))
+                backward_free=np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0),
+                contention=_contention(share, mp["hidden_fwd"] + mp["hidden_bwd"]))
+
+
+def _contention(share: float, hidden: np.ndarray) -> np.ndarray:
+    """Seconds compute loses to the collectives hidden under it (docs/model.md#contention).
+
+    A collective library that runs on the chip's compute units (NCCL: one CTA per channel, each on
+    one SM, for the collective's whole duration) leaves the compute overlapped with it ``1 - share``
+    of the units, ``share`` = collective units / compute units. While ``hidden`` seconds of traffic
+    run under compute, the compute advances at ``1 - share`` of its rate, so it finishes
+    ``share x hidden`` seconds later. Hidden traffic never exceeds the compute under it, and the
+    delay does not lengthen the windows that hide traffic (a lower bound on the slowdown).
+    """
+    return share * np.maximum(hidden, 0.0)
 
 
 def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], groups: ParallelGroups
@@ -709,15 +725,15 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)  # placed once, reused
     comp = _compute_per_microbatch(job, g, last_layers)
     mp = _model_parallel_comm(job, g, comp, groups)
-    comp = _with_free_windows(comp, mp)
-    t_mb = comp["total"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
+    comp = _with_free_windows(comp, mp, job.collective_share)
+    t_mb = comp["total"] + comp["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
     comp_dp = comp  # the stage whose data-parallel traffic is priced: the one holding the most layers
     if job.is_transformer and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
         comp_o = _compute_per_microbatch(job, g, other_layers, logits_on_stage=False)
         mp_o = _model_parallel_comm(job, g, comp_o, groups)
-        comp_o = _with_free_windows(comp_o, mp_o)
-        t_o = comp_o["total"] + mp_o["tp"] + mp_o["cp"] + mp_o["ep"] + mp_o["pp"]
+        comp_o = _with_free_windows(comp_o, mp_o, job.collective_share)
+        t_o = comp_o["total"] + comp_o["contention"] + mp_o["tp"] + mp_o["cp"] + mp_o["ep"] + mp_o["pp"]
         busier = t_o > t_mb
         larger = other_layers > last_layers
         comp_dp = {k: np.where(larger, comp_o[k], v) for k, v in comp.items()}
@@ -729,6 +745,10 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
     cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local)
+    # data-parallel traffic hidden under compute slows that compute (docs/model.md#contention)
+    exposed_dp = cross + (in_group if in_group is not None else 0.0)
+    dp_contention = _contention(job.collective_share, dp_total - exposed_dp)
+    local = local + dp_contention
 
     kw: dict[str, Any] = {} if kappa is None else {"kappa": kappa}
     sres = sync_model.sync_step(sync, g.dp.astype(float), local, job.straggler_cv, job.straggler_dist,
@@ -738,7 +758,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     dp_term = step - local - straggler  # the synchronisation's own share under this sync mode
 
     breakdown = {
-        "compute": m * comp["total"], "tp_comm": m * mp["tp"], "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
+        "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
+        "tp_comm": m * mp["tp"], "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
         "pp_comm": m * mp["pp"], "bubble": bubble_mb * t_mb, "dp_comm": np.maximum(dp_term, 0.0),
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
     }

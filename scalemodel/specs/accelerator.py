@@ -58,6 +58,14 @@ class AcceleratorSpec(Sourced):
     tdp: Watts | None = Field(default=None, description="board power; None where the vendor publishes none")
     compute_efficiency: ComputeEfficiency | None = Field(
         default=None, description="GEMM efficiency curve; None uses the family default")
+    compute_units: int | None = Field(
+        default=None, gt=0, description="streaming multiprocessors (NVIDIA) or compute units (AMD) on the chip")
+    collective_units: int | None = Field(
+        default=None, ge=0, description=(
+            "compute units the collective library's kernels occupy while a large collective runs (NCCL: one "
+            "CTA per channel); with compute_units, compute overlapped with communication runs on the rest "
+            "(docs/model.md#contention). None or 0: collectives take no compute units (DMA/ICI engines, or "
+            "not known)"))
 
     @field_validator("peak_flops")
     @classmethod

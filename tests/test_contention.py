@@ -1,0 +1,89 @@
+"""Compute slowed by the communication hidden under it (docs/model.md#contention): the SM share of the
+collective library from the catalog's datasheet and NCCL counts, and the term against a hand
+composition of the overlap rules."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import collectives as coll
+from scalemodel.cost import compute
+from scalemodel.engine.job import build_job, collective_share, grid_from_strategy
+from scalemodel.engine.step import evaluate
+from scalemodel.specs import StrategySpec, TrainingSpec, load_accelerator, load_cluster, load_workload
+
+
+def val(a) -> float:  # type: ignore[no-untyped-def]
+    return float(np.asarray(a).reshape(-1)[0])
+
+
+def run(job, training, gpus, **strategy):  # type: ignore[no-untyped-def]
+    st = StrategySpec(**strategy)
+    g = grid_from_strategy(st, TrainingSpec(**training), gpus, job)
+    return evaluate(job, g, sync=st.sync)
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("a100-sxm-80g", 24 / 108),  # 24 NCCL channels on HGX A100, 108 SMs
+    ("h100-sxm", 16 / 132),  # 16 NVLS channels, 132 SMs
+    ("h200-sxm", 16 / 132),
+    ("h100-pcie", 0.0),  # SM count known, channel count not set
+    ("tpu-v5p", 0.0),  # ICI collectives do not run on the TensorCores
+])
+def test_collective_share_from_the_catalog(name: str, expected: float) -> None:
+    assert collective_share(load_accelerator(name)) == pytest.approx(expected, rel=1e-12)
+
+
+def test_tensor_parallel_backward_overlap_slows_the_weight_gradient_gemms() -> None:
+    """TP 8, dp 1: the backward all-reduces hidden under the weight-gradient GEMMs (2 per layer, at
+    most the forward GEMM time) occupy 24 of the A100's 108 SMs: m x 24/108 x min(2 L t_ar, wgrad)."""
+    a100, gpt = load_cluster("dgx-a100"), load_workload("gpt-7.5b")
+    b, s, h, L = 2, gpt.seq_len, gpt.hidden, gpt.layers
+    training = dict(global_batch=8, micro_batch=b)
+    job = build_job(a100, gpt, TrainingSpec(**training))
+    res = run(job, training, 8, tp=8)
+    t_ar = val(coll.collective_time("allreduce", b * s * h * 2.0, 8, job.network, stride=1))
+    layer = compute.layer_compute_time(job.shape, micro_batch=b, seq_len=s, peak_flops=job.peak_flops,
+                                       memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max,
+                                       gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
+                                       tp=8, flash_attention=True)
+    wgrad = L * val(layer.forward_gemm)
+    m = 8 // b
+    expected = m * (24 / 108) * min(L * 2 * t_ar, wgrad)
+    assert val(res.breakdown["contention"]) == pytest.approx(expected, rel=1e-9)
+    # the slowed micro-batch is what the step repeats: without the share, exactly that much less
+    off = run(replace(job, collective_share=0.0), training, 8, tp=8)
+    assert val(off.breakdown["contention"]) == 0.0
+    assert val(res.step_time) - val(off.step_time) == pytest.approx(expected, rel=1e-9)
+
+
+def test_data_parallel_overlap_slows_the_last_backward() -> None:
+    """Pure DP 64 on A100s: the gradient buckets hidden under the last backward (all of the traffic
+    but its exposed part) slow it by 24/108 of their length; without overlap nothing is hidden."""
+    a100, gpt = load_cluster("dgx-a100"), load_workload("gpt-7.5b")
+    training = dict(global_batch=64, micro_batch=1)
+    job = build_job(a100, gpt, TrainingSpec(**training))
+    grads = job.params * 2.0
+    n = int(np.ceil(grads / 25e6))  # DDP buckets of 25 MB
+    total = n * val(coll.collective_time("allreduce", grads / n, 64, job.network, algorithm="ring", stride=1))
+    on = run(job, training, 64, algorithm="ring", overlap=True)
+    exposed = val(on.breakdown["dp_comm"])
+    assert 0.0 < exposed < total
+    assert val(on.breakdown["contention"]) == pytest.approx((24 / 108) * (total - exposed), rel=1e-9)
+    off = run(job, training, 64, algorithm="ring", overlap=False)
+    assert val(off.breakdown["contention"]) == 0.0
+    # hiding is still worth it: 1 - 24/108 of each hidden second is saved
+    assert val(on.step_time) < val(off.step_time)
+
+
+def test_contention_never_exceeds_the_share_of_compute() -> None:
+    """Hidden traffic never exceeds the compute under it, so the term is at most share x compute."""
+    a100, gpt = load_cluster("dgx-a100"), load_workload("gpt-7.5b")
+    training = dict(global_batch=64, micro_batch=1)
+    job = build_job(a100, gpt, TrainingSpec(**training))
+    for strategy in ({"zero": 3}, {"tp": 8, "zero": 1}, {"tp": 2, "pp": 2}):
+        res = run(job, training, 64, **strategy)
+        assert 0.0 <= val(res.breakdown["contention"]) <= (24 / 108) * val(res.breakdown["compute"]) * (1 + 1e-12)
