@@ -20,8 +20,10 @@ def _allow_extends(d: dict[str, Any]) -> dict[str, Any]:
 
 def json_schema(kind: str) -> dict[str, Any]:
     """The Draft-07 JSON Schema of a spec kind (pydantic's schema with the draft declared)."""
+    from scalemodel.specs.sweep import SweepSpec  # the sweep kind lives in its own module
+
     models: dict[str, Any] = {"cluster": specs.ClusterSpec, "accelerator": specs.AcceleratorSpec,
-                              "workload": specs.Workload, "scenario": specs.ScenarioSpec}
+                              "workload": specs.Workload, "scenario": specs.ScenarioSpec, "sweep": SweepSpec}
     schema = TypeAdapter(models[kind]).json_schema(mode="validation")
     schema = {"$schema": "http://json-schema.org/draft-07/schema#",
               "title": f"scalemodel {kind} spec", **schema}
