@@ -54,7 +54,7 @@ app = typer.Typer(
     cls=LazyGroup,
     help="Predict how a distributed training job scales, why efficiency falls, and what to change.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -62,8 +62,19 @@ app = typer.Typer(
 _INTERRUPTED = "error: interrupted; files are written whole or not at all, so none was left half-written\n"
 
 
+def _version(value: bool) -> None:
+    if value:
+        from scalemodel import __version__
+
+        sys.stdout.write(f"scalemodel {__version__}\n")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
     """Predict how a distributed training job scales, why efficiency falls, and what to change."""
 
 

@@ -40,7 +40,7 @@ def render_spec(view: SpecView, *, as_json: bool) -> None:
         emit_json({"inputs": view.inputs, "kind": view.kind, "spec": data}, "hardware show")
         return
     Console().print(f"[bold]{view.kind}[/bold] {view.spec.name}")
-    print(yaml.safe_dump(data, sort_keys=False, width=110).rstrip())
+    print(yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True).rstrip())
 
 
 def render_validation(view: SpecView, *, as_json: bool) -> None:
