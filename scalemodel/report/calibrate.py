@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.calibrate import CalibrationResult, layout_text
-from scalemodel.report.output import emit_json
+from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -37,14 +37,14 @@ def render_calibration(result: CalibrationResult, *, as_json: bool, wrote: bool 
     t.add_row("efficiency", f"{fit.before['efficiency']:.3f}", f"{fit.efficiency:.3f}", "")
     t.add_row("effective bandwidth", fq(fit.before["bandwidth_Bps"] * fit.before["efficiency"], "bandwidth"),
               fq(fit.effective_bandwidth_Bps, "bandwidth"), _ci(fit.effective_bandwidth_ci_Bps, "bandwidth"))
-    c.print(t)
+    print_table(c, t)
     r = Table(title=f"residuals per size (rms log error {fit.rms_log_error:.3f})")
     for col in ("size", "measured", "model", "error"):
         r.add_column(col, justify="right")
     for x in fit.residuals:
         r.add_row(fq(x["size_bytes"], "bytes"), fq(x["measured_s"], "time"), fq(x["predicted_s"], "time"),
                   f"{x['error']:+.1%}")
-    c.print(r)
+    print_table(c, r)
     layout = log.layout()
     if layout is not None:
         c.print(f"log layout: {layout_text(list(layout.values()))} (from its Rank lines)")

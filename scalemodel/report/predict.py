@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.predict import Prediction
-from scalemodel.report.output import emit_json
+from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -31,7 +31,7 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     for k, v in p.breakdown_s.items():
         if v > 0:
             t.add_row(k, fq(v, "time"), f"{v / p.step_time_s:.1%}" if p.step_time_s else "-")
-    console.print(t)
+    print_table(console, t)
     th, fl, mem = p.throughput, p.flops, p.memory
     if p.inputs.get("model_kind") == "generic":
         console.print(f"throughput: {th['samples_per_s']:,.1f} samples/s "

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from scalemodel.engine.grid import COLUMNS, GridResult
 from scalemodel.errors import InputError
-from scalemodel.report.output import _plain, check_output_path, emit_json, write_file
+from scalemodel.report.output import _plain, check_output_path, emit_json, print_table, write_file
 from scalemodel.units import format_quantity as fq
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
@@ -122,7 +122,7 @@ def render_sweep(result: GridResult, *, as_json: bool, as_csv: bool, outs: list[
         t.add_row(r["model"], r["cluster"], str(r["gpus"]), layout, fq(r["step_time_s"], "time"),
                   f"{r['tokens_per_s_per_gpu']:,.0f}", f"{r['mfu']:.1%}",
                   fq(r["memory_per_gpu_bytes"], "bytes") + ("" if r["fits"] else " !"))
-    console.print(t)
+    print_table(console, t)
     for note in result.notes:
         console.print(f"note: {note}")
     for r in result.rows:
