@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import yaml
 from rich.console import Console
@@ -63,13 +64,26 @@ def render_catalog(data: Catalog, *, as_json: bool) -> None:
 
 
 
+def _sources_last(d: Any) -> Any:
+    """The spec with each ``sources:`` mapping after the values it cites (values first, as users read)."""
+    if isinstance(d, dict):
+        out = {k: _sources_last(v) for k, v in d.items() if k != "sources"}
+        if "sources" in d:
+            out["sources"] = d["sources"]
+        return out
+    if isinstance(d, list):
+        return [_sources_last(v) for v in d]
+    return d
+
+
 def render_spec(view: SpecView, *, as_json: bool) -> None:
     data = view.spec.model_dump(mode="json")
     if as_json:
         emit_json({"inputs": view.inputs, "kind": view.kind, "spec": data}, "hardware show")
         return
     Console().print(f"[bold]{view.kind}[/bold] {view.spec.name}")
-    print(yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True).rstrip())
+    print(yaml.safe_dump(_sources_last(data), sort_keys=False, width=110, allow_unicode=True).rstrip())
+    print("# [KEY] citations in sources: resolve to primary sources in hardware/SOURCES.md of the catalog")
 
 
 def render_validation(view: SpecView, *, as_json: bool) -> None:
