@@ -144,7 +144,8 @@ def test_dask_cluster(cli, sweep_file: Path) -> None:  # type: ignore[no-untyped
     assert _stable(doc["rows"]) == _stable(json.loads(json.dumps(local.rows)))
 
 
-def test_unreachable_scheduler(cli, sweep_file: Path) -> None:  # type: ignore[no-untyped-def]
+def test_unreachable_scheduler(cli, sweep_file: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("distributed")
+    monkeypatch.setattr("scalemodel.engine.grid.CONNECT_TIMEOUT_S", 1)
     r = cli("sweep", str(sweep_file), "--scheduler", "tcp://127.0.0.1:9")
     assert r.code == 2 and r.err.startswith("error: --scheduler")

@@ -37,6 +37,9 @@ COLUMNS: tuple[str, ...] = (
     "schedule", "zero", "recompute", "sequence_parallel", "algorithm", "sync", "time_to_train_s", "cost_usd",
     *(f"{k}_s" for k in BREAKDOWN_KEYS), "candidates_evaluated", "elapsed_s", "cpu_s")
 
+#: Seconds to wait for a Dask scheduler before giving up with an error.
+CONNECT_TIMEOUT_S = 10
+
 _STRATEGY_COLUMNS = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "schedule", "zero", "recompute",
                      "sequence_parallel", "algorithm", "sync")
 
@@ -182,7 +185,7 @@ def _dask(chunks: list[list[GridPoint]], address: str) -> Iterator[list[dict[str
         raise InputError("--scheduler needs Dask distributed, which is not installed", where="--scheduler",
                          allowed="pip install 'scalemodel[dask]'") from None
     try:
-        client = Client(address, timeout="10s")
+        client = Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"cannot reach a Dask scheduler at {address!r}: {exc}", where="--scheduler",
                          allowed="the address of a running scheduler, e.g. tcp://10.0.0.1:8786") from None
