@@ -73,5 +73,11 @@ def test_shell_completion() -> None:
     r = _run(env={"_SCALEMODEL_COMPLETE": "complete_bash", "COMP_WORDS": "scalemodel predict --clu",
                   "COMP_CWORD": "2"})
     assert "--cluster" in r.stdout.split()
+    r = _run(env={"_SCALEMODEL_COMPLETE": "complete_bash", "COMP_WORDS": "scalemodel plan -m llama3",
+                  "COMP_CWORD": "3"})
+    assert r.stdout.split() == ["llama3-405b", "llama3-70b", "llama3-8b"]  # built-in names of examples/workloads
+    r = _run(env={"_SCALEMODEL_COMPLETE": "complete_bash", "COMP_WORDS": "scalemodel predict --cluster dgx-h",
+                  "COMP_CWORD": "3"})
+    assert r.stdout.split() == ["dgx-h100"]
     r = _run("--show-completion", "bash")
     assert r.returncode == 0 and "_SCALEMODEL_COMPLETE" in r.stdout

@@ -48,6 +48,8 @@ def render_calibration(result: CalibrationResult, *, as_json: bool, wrote: bool 
     layout = log.layout()
     if layout is not None:
         c.print(f"log layout: {layout_text(list(layout.values()))} (from its Rank lines)")
+    else:
+        c.print("log layout: not printed (no `Rank ... on HOST` lines), so not compared with the cluster's")
     for problem in result.problems:
         c.print(f"[bold red]questioned:[/bold red] {problem}", highlight=False)
     if result.problems:

@@ -130,4 +130,4 @@ def render_sweep(result: GridResult, *, as_json: bool, as_csv: bool, outs: list[
             console.print(f"point {r['point']} ({r['model']}, {r['cluster']}, {r['gpus']} GPUs, {r['strategy']}): "
                           f"{r['message']}", highlight=False)
     for path in outs:
-        console.print(f"wrote {path}")
+        console.print(f"wrote {path}", highlight=False)
