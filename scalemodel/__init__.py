@@ -1,18 +1,16 @@
 """scalemodel: closed-form models of distributed training performance.
 
-The public API is the engine the CLI uses::
+The public API is the engine the CLI uses (docs/api.md); it takes names, files, plain dicts or
+specs, and keyword arguments for any training or strategy field::
 
     import scalemodel
-    cluster = scalemodel.load_cluster("dgx-h100")
-    model = scalemodel.load_workload("llama3-70b")
-    result = scalemodel.predict(cluster, model, 1024, scalemodel.TrainingSpec(global_batch=1024),
-                                scalemodel.StrategySpec(tp=8, pp=4))
+    result = scalemodel.predict("dgx-h100", "llama3-70b", 1024, global_batch=1024, tp=8, pp=4)
     print(result.step_time_s, result.breakdown_s)
 
-Every command has one entry point here (``predict``, ``memory``, ``plan``, ``sweep``,
-``sensitivity_for``, ``check_file``, ``collective``, ``stragglers``, ``calibrate``) returning a
-dataclass whose ``payload()`` is the command's JSON document. Names are imported lazily so that
-``import scalemodel`` stays light.
+Every command has one entry point here (``predict``, ``memory``, ``plan``, ``scale``, ``study``
+(a sweep file), ``sensitivity``, ``check_file``, ``collective``, ``stragglers``, ``calibrate_log``)
+returning a dataclass whose ``payload()`` is the command's JSON document. Names are imported
+lazily so that ``import scalemodel`` stays light; ``dir(scalemodel)`` lists them all.
 """
 
 from __future__ import annotations
@@ -30,14 +28,24 @@ _LAZY = {
     "TrainingSpec": "scalemodel.specs",
     "StrategySpec": "scalemodel.specs",
     "ClusterSpec": "scalemodel.specs",
-    # one entry point per question, the same the commands call (each returns a dataclass with .payload())
-    "predict": "scalemodel.engine.predict",
-    "memory": "scalemodel.engine.memory",
-    "plan": "scalemodel.engine.planner",
+    # one entry point per question, the same the commands call (each returns a dataclass with .payload());
+    # these take names, files, dicts or specs and keyword arguments (scalemodel/api.py)
+    "predict": "scalemodel.api",
+    "memory": "scalemodel.api",
+    "plan": "scalemodel.api",
+    "scale": "scalemodel.api",
+    "sensitivity": "scalemodel.api",
+    "collective": "scalemodel.api",
+    "calibrate_log": "scalemodel.api",
+    "study": "scalemodel.api",
+    "training_spec": "scalemodel.api",
+    "strategy_spec": "scalemodel.api",
+    "cluster_spec": "scalemodel.api",
+    "workload_spec": "scalemodel.api",
+    # the engine functions behind them, taking validated specs
     "sweep": "scalemodel.engine.scaling",
     "sensitivity_for": "scalemodel.engine.sensitivity",
     "check_file": "scalemodel.engine.check",
-    "collective": "scalemodel.engine.collective",
     "stragglers": "scalemodel.engine.stragglers",
     "calibrate": "scalemodel.engine.calibrate",
     "explained": "scalemodel.report.explain",  # a PlanResult with its `why` written
@@ -50,7 +58,12 @@ _LAZY = {
     "format_quantity": "scalemodel.units",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = sorted([*_LAZY, "__version__"])
+
+
+def __dir__() -> list[str]:
+    """Tab completion (IPython, Jupyter, the REPL) shows the public API, though it loads lazily."""
+    return sorted({*globals(), *__all__})
 
 
 def __getattr__(name: str) -> Any:

@@ -20,8 +20,30 @@ import numpy as np
 import typer
 from typer.core import TyperGroup
 
+from scalemodel import __version__
 from scalemodel.commands import COMMAND_MODULES
 from scalemodel.errors import InputError
+from scalemodel.specs.loader import builtin_names
+
+#: Options whose values tab-complete to built-in spec names (a path is typed as usual).
+_NAMED_OPTIONS = {"--cluster": "cluster", "--model": "workload", "--scenario": "scenario"}
+
+
+def _name_completer(kind: str) -> Any:
+    def complete(ctx: Any, param: Any, incomplete: str) -> list[str]:
+        return [n for n in builtin_names(kind) if n.startswith(incomplete)]
+
+    return complete
+
+
+def _complete_spec_names(cmd: Any) -> None:
+    """Let --cluster, --model and --scenario tab-complete to the built-in names (shell completion)."""
+    for sub in getattr(cmd, "commands", {}).values():
+        _complete_spec_names(sub)
+    for param in getattr(cmd, "params", []):
+        kind = next((_NAMED_OPTIONS[o] for o in getattr(param, "opts", []) if o in _NAMED_OPTIONS), None)
+        if kind is not None and getattr(param, "_custom_shell_complete", None) is None:
+            param._custom_shell_complete = _name_completer(kind)
 
 
 class LazyGroup(TyperGroup):
@@ -37,6 +59,7 @@ class LazyGroup(TyperGroup):
             sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
             importlib.import_module(f"scalemodel.commands.{cmd_name}").register(sub)
             self.commands[cmd_name] = typer.main.get_group(sub).commands[cmd_name]
+            _complete_spec_names(self.commands[cmd_name])
         return self.commands[cmd_name]
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
@@ -55,7 +78,7 @@ app = typer.Typer(
     cls=LazyGroup,
     help="Predict how a distributed training job scales, why efficiency falls, and what to change.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -68,8 +91,17 @@ _FRAMEWORK_FLAG = re.compile(r"--(tensor-model-parallel-size|pipeline-model-para
 _INTERRUPTED = "error: interrupted; files are written whole or not at all, so none was left half-written\n"
 
 
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"scalemodel {__version__}\n")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
     """Predict how a distributed training job scales, why efficiency falls, and what to change."""
 
 

@@ -134,3 +134,28 @@ def test_model_md_has_a_section_per_breakdown_term() -> None:
     anchors = model_md_anchors()
     missing = [k for k in BREAKDOWN_KEYS if k.replace("_", "-") not in anchors]
     assert not missing, f"breakdown terms without a docs/model.md section: {missing}"
+
+
+#: Folders whose specs and notes users receive: their citations must resolve to what users have.
+SHIPPED = ("hardware", "examples")
+_TAG = re.compile(r"\[([A-Z][A-Za-z0-9.+-]*)\]")
+
+
+def test_shipped_specs_cite_primary_sources() -> None:
+    """hardware/ and examples/ cite no private reference note (issue 16); every [KEY] resolves in
+    hardware/SOURCES.md to a primary source."""
+    sources = (ROOT / "hardware" / "SOURCES.md").read_text()
+    keys = set(re.findall(r"^\| `\[([^\]]+)\]` \| \S", sources, flags=re.M))
+    problems = []
+    for folder in SHIPPED:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix not in (".yaml", ".md") or path.name == "SOURCES.md":
+                continue
+            text = path.read_text()
+            for note in (*PRIVATE_NOTES, "/work/shared", "ref §", "reference §"):
+                if note in text:
+                    problems.append(f"{path.relative_to(ROOT)}: cites {note}")
+            if path.suffix == ".yaml":
+                problems += [f"{path.relative_to(ROOT)}: [{t}] not in hardware/SOURCES.md"
+                             for t in sorted(set(_TAG.findall(text)) - keys)]
+    assert not problems, "\n".join(problems)

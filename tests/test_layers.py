@@ -15,7 +15,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "scalemodel"
 #: layer of each top-level part of the package; a module may import only from layers <= its own
 LAYERS = {"errors": 0, "units": 0, "choices": 1, "specs": 2, "cost": 3, "engine": 4, "report": 5,
-          "commands": 6, "cli": 7, "__main__": 7, "__init__": 7}
+          "commands": 6, "cli": 7, "__main__": 7, "__init__": 7, "api": 7}
 HEAVY = ("scipy", "matplotlib", "dask", "distributed", "pyarrow")
 
 

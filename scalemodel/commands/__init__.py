@@ -2,6 +2,6 @@
 
 # The order `scalemodel --help` lists them in: the questions users ask most first.
 COMMAND_MODULES = (
-    "scale", "predict", "plan", "check", "sensitivity", "collective", "calibrate", "memory",
+    "scale", "predict", "plan", "sweep", "check", "sensitivity", "collective", "calibrate", "memory",
     "stragglers", "hardware", "schema",
 )

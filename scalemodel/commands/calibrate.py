@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from scalemodel.commands.common import ClusterOption, JsonOption, SetOption, load_cluster_with, positive_int
+from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op, overlay_yaml
 from scalemodel.engine.calibrate import calibrate as run
-from scalemodel.engine.calibrate import collective_op, overlay_yaml
 from scalemodel.errors import InputError
 from scalemodel.report.calibrate import render_calibration
 from scalemodel.report.output import check_output_path, write_file
@@ -30,10 +30,18 @@ def register(app: typer.Typer) -> None:
         ranks: Annotated[int | None, typer.Option("--ranks", help="Ranks in the log when it does not say.")] = None,
         op: Annotated[str | None, typer.Option("--op", help="Collective, when the log does not say.")] = None,
         algo: Annotated[str, typer.Option("--algo", help="Algorithm the model uses for the fit.")] = "ring",
+        tolerance: Annotated[float, typer.Option(
+            "--tolerance", help="Largest accepted |model / measured - 1| at any size.")] = DEFAULT_TOLERANCE,
+        force: Annotated[bool, typer.Option(
+            "--force", help="Write the overlay and exit 0 even when the fit is questioned (warnings stay).")] = False,
         sets: SetOption = None,
         as_json: JsonOption = False,
     ) -> None:
-        """Fit one network tier to nccl-tests measurements; report residuals per size; write an overlay."""
+        """Fit one network tier to nccl-tests measurements; report residuals and 95% intervals; write an overlay.
+
+        Exits 1 (and writes no overlay) when a fitted parameter sits on a solver bound, a residual
+        exceeds --tolerance, or the log's hosts x GPUs per host differ from the cluster's layout.
+        """
         if len(args) == 2 and args[0] == "nccl-tests":
             log_path = Path(args[1])
         elif len(args) == 1:
@@ -47,8 +55,11 @@ def register(app: typer.Typer) -> None:
         log = read_nccl_tests(log_path, op=collective_op(op))
         spec = load_cluster_with(cluster, sets)
         result = run(log, spec, source=str(log_path), ranks=ranks, tier=tier, algorithm=algo,
-                     out=str(out) if out else None, sets=sets)
-        if out is not None:
+                     out=str(out) if out else None, sets=sets, tolerance=tolerance)
+        wrote = out is not None and (result.accepted or force)
+        if wrote and out is not None:
             base = reference_from("cluster", cluster, Path(out).absolute().parent)
             write_file(out, overlay_yaml(result.fit, str(log_path), extends=base, sets=tuple(sets or ())), "--out")
-        render_calibration(result, as_json=as_json)
+        render_calibration(result, as_json=as_json, wrote=wrote)
+        if not result.accepted and not force:
+            raise typer.Exit(1)

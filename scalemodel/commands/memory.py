@@ -17,9 +17,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("memory")
     def memory(
-        model: o.ModelOption,
-        cluster: o.ClusterOption,
-        gpus: Annotated[int, typer.Option("--gpus", "-n", help="Total GPUs (dp = gpus / (tp pp cp)).")],
+        model: o.ModelOption = "gpt3-175b",
+        cluster: o.ClusterOption = "dgx-h100",  # the same defaults as predict
+        gpus: Annotated[int, typer.Option("--gpus", "-n", help="Total GPUs (dp = gpus / (tp pp cp)).")] = 1024,
         tp: o.TpOption = None, pp: o.PpOption = None, cp: o.CpOption = None,
         ep: Annotated[int | None, typer.Option("--ep", help="Expert-parallel degree (divides dp).")] = None,
         strategy_file: o.StrategyFileOption = None,

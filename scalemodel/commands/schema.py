@@ -16,6 +16,7 @@ class SchemaKind(str, Enum):
     accelerator = "accelerator"
     workload = "workload"
     scenario = "scenario"
+    sweep = "sweep"
 
 
 def register(app: typer.Typer) -> None:

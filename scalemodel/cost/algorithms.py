@@ -356,7 +356,10 @@ def rd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nda
         else:
             raise InputError(f"rd does not model {op}", where="algorithm", allowed=allowed(op))
         tot = tot + np.where(active, pl.alpha[t] + m / pl.bw[t] + g, 0.0)
-    extra = np.where(pp < p, 2 * (pl.alpha[0] + S / pl.bw[0]) + (S * gamma if op == "allreduce" else 0.0), 0.0)
+    # non-power-of-two p: the p - 2^L extra ranks fold into partners and get the result back, over the tier
+    # that holds the whole group (the extra ranks may sit in another domain)
+    te = pl.tier_for_block(p)
+    extra = np.where(pp < p, 2 * (pl.alpha[te] + S / pl.bw[te]) + (S * gamma if op == "allreduce" else 0.0), 0.0)
     if op != "allreduce":
         extra = extra / 2
     return np.where(p > 1, tot + extra, 0.0)

@@ -293,11 +293,14 @@ NVLS_PIPELINE_FILL_STEPS = 2.0
 NVLINK4_MAX_BW = 450.0e9
 
 
-def nvls_generation(tier: Tier) -> str:
-    """GPU generation whose NCCL NVLS constants apply to an NVLink tier: "blackwell" when its line rate
-    exceeds NVLink 4's 450 GB/s per direction (NVLink 5: 900 GB/s), else "hopper" (H100/H200 450 GB/s,
-    H800 200 GB/s; NVLS needs NVSwitch gen 3, i.e. Hopper or later). Modelling assumption: a Network does
-    not carry the GPU's compute capability, which is what NCCL keys its tables on."""
+def nvls_generation(tier: Tier, generation: str = "") -> str:
+    """GPU generation whose NCCL NVLS constants apply to an NVLink tier: the network's accelerator
+    generation when it is Hopper or Blackwell (what NCCL keys its tables on, the compute capability);
+    otherwise, for a hand-built network, "blackwell" when the tier's line rate exceeds NVLink 4's 450 GB/s
+    per direction (NVLink 5: 900 GB/s), else "hopper" (NVLS needs NVSwitch gen 3, i.e. Hopper or later).
+    Knowing the generation keeps a what-if on the bandwidth from switching NCCL's tables."""
+    if generation in NVLS_EFFICIENCY:
+        return generation
     return "blackwell" if tier.bandwidth > NVLINK4_MAX_BW * (1 + 1e-9) else "hopper"
 
 
@@ -363,7 +366,7 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
     red = (p - 1) / np.maximum(p, 1.0) * S * gamma
     bus_factor = 2.0 * (p - 1) / np.maximum(p, 1.0)
     if pl.inr[0] and _link_class(tiers[0], 0) == "nvlink":
-        gen = nvls_generation(tiers[0])
+        gen = nvls_generation(tiers[0], pl.network.generation)
         eff = NVLS_EFFICIENCY[gen]
         k = np.minimum(NVLS_MAX_ARITY, n0)
         graph_bw = pl.bw[0] * k / (k + 1.0)
@@ -497,10 +500,10 @@ def auto_eligible(op: str, algorithm: str, pl: Placement, family: str, S: np.nda
         if algorithm not in NCCL_FAMILY[op]:
             return np.zeros(shape, dtype=bool)
         if algorithm == "hierarchical":
-            ok = inr_applies(pl)
-            if S is not None and op == "allreduce" and np.any(ok):
-                ok = ok & nccl_tuner_picks_inr(S, pl, gamma)
-            return ok
+            # where in-network reduction applies; not gated on NCCL's tuner estimate, whose ranking can flip
+            # as a what-if changes the bandwidth and would make more bandwidth a slower step
+            # (nccl_tuner_picks_inr reports what NCCL's own estimate would choose)
+            return inr_applies(pl)
         return np.ones(shape, dtype=bool)
     if algorithm == "direct" and op not in ("alltoall", "sendrecv"):
         return pl.inside(0)

@@ -37,3 +37,4 @@ class Tier:
 class Network:
     tiers: tuple[Tier, ...]
     gpus_per_node: int
+    generation: str = ""  # the accelerator's family (hopper, blackwell, ...): NCCL keys some tables on it

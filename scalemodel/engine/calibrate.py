@@ -5,11 +5,25 @@ Parsing of the logs lives in :mod:`scalemodel.specs.nccl_tests` (re-exported her
 The fit (``fit_tier``) adjusts one tier's per-hop latency and achievable bandwidth (line rate x
 efficiency) with ``scipy.optimize.least_squares`` on log(time) residuals of the collective model of
 :mod:`scalemodel.cost.collectives`; the rest of the cluster stays as specified.
+
+Confidence intervals (95 %) come from the least-squares Jacobian J at the solution (the standard
+linearised covariance, e.g. Seber & Wild, *Nonlinear Regression*, 1989, sec. 2.1): with m sizes, p = 2
+parameters x = (ln latency, ln bandwidth) and residual variance s^2 = sum r_i^2 / (m - p),
+Cov(x) = s^2 (J^T J)^-1 and x_k +- t_(0.975, m-p) sqrt(Cov_kk), mapped back through exp (so the
+intervals are multiplicative). A parameter whose column of J is (near) zero has no finite interval.
+
+A fit is *questioned* (``CalibrationResult.problems``; the command exits 1 and writes no overlay
+unless forced) when a fitted parameter sits on a bound of the solver (the data cannot determine it,
+or the rest of the model already exceeds the measurements), when a residual exceeds the stated
+tolerance, or when the log's rank layout (hosts x GPUs per host, from its ``Rank N ... on HOST``
+lines) differs from the layout the cluster model assumes for that many ranks, or the fitted tier is
+not crossed by them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,9 +36,18 @@ from scalemodel.cost.placement import place
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
 from scalemodel.specs.nccl_tests import NcclLog, NcclRow, parse_nccl_tests, read_nccl_tests
+from scalemodel.units import format_quantity
 
-__all__ = ["FitResult", "NcclLog", "NcclRow", "fit_tier", "infer_ranks", "overlay_yaml", "parse_nccl_tests",
-           "read_nccl_tests"]
+__all__ = ["FitResult", "NcclLog", "NcclRow", "fit_tier", "infer_ranks", "layout_problems", "overlay_yaml",
+           "parse_nccl_tests", "read_nccl_tests"]
+
+#: Solver bounds: latency 1 ns .. 10 ms, effective bandwidth 1 MB/s .. 100 TB/s (beyond any link).
+LATENCY_BOUNDS = (1e-9, 1e-2)
+BANDWIDTH_BOUNDS = (1e6, 1e14)
+#: A fitted parameter within this factor of a bound is "on the bound".
+BOUND_FACTOR = 1.01
+#: Default largest accepted |predicted / measured - 1| at any size.
+DEFAULT_TOLERANCE = 0.25
 
 
 def infer_ranks(log: NcclLog) -> int | None:
@@ -56,6 +79,12 @@ class FitResult:
     residuals: list[dict[str, float]]
     rms_log_error: float
     rows_used: int
+    #: 95 % confidence intervals [low, high] from the Jacobian; None when not finite
+    latency_ci_s: list[float] | None = None
+    effective_bandwidth_ci_Bps: list[float] | None = None
+    #: parameters sitting on a solver bound, e.g. {"latency_s": "lower"}
+    at_bound: dict[str, str] | None = None
+    tier_index: int = 0
 
 
 def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, tier: str | None = None,
@@ -97,9 +126,18 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
     def resid(x: np.ndarray) -> np.ndarray:
         return np.log(np.maximum(model(x), 1e-15) / t)
 
-    x0 = np.log([max(base.latency, 1e-7), base.effective_bandwidth])
-    sol = least_squares(resid, x0, method="trf", x_scale=1.0, bounds=(np.log([1e-9, 1e6]), np.log([1e-2, 1e14])))
+    lo_b = np.log([LATENCY_BOUNDS[0], BANDWIDTH_BOUNDS[0]])
+    hi_b = np.log([LATENCY_BOUNDS[1], BANDWIDTH_BOUNDS[1]])
+    x0 = np.clip(np.log([max(base.latency, 1e-7), base.effective_bandwidth]), lo_b + 0.1, hi_b - 0.1)
+    sol = least_squares(resid, x0, method="trf", x_scale=1.0, bounds=(lo_b, hi_b))
     lat, beff = float(np.exp(sol.x[0])), float(np.exp(sol.x[1]))
+    lat_ci, bw_ci = _intervals(np.asarray(sol.x), np.asarray(sol.jac), np.asarray(sol.fun))
+    at_bound: dict[str, str] = {}
+    for k, name in enumerate(("latency_s", "effective_bandwidth_Bps")):
+        if sol.x[k] - lo_b[k] < math.log(BOUND_FACTOR):
+            at_bound[name] = "lower"
+        elif hi_b[k] - sol.x[k] < math.log(BOUND_FACTOR):
+            at_bound[name] = "upper"
     pred = model(sol.x)
     res = [{"size_bytes": float(s), "measured_s": float(m), "predicted_s": float(p), "error": float(p / m - 1)}
            for s, m, p in zip(S, t, pred, strict=True)]
@@ -109,7 +147,94 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
         line, eff = beff, 1.0
     return FitResult(cluster_name, base.name, log.op, ranks, algorithm, lat, line, eff, beff,
                      {"latency_s": base.latency, "bandwidth_Bps": base.bandwidth, "efficiency": base.efficiency},
-                     res, float(np.sqrt(np.mean(np.asarray(sol.fun) ** 2))), int(S.size))
+                     res, float(np.sqrt(np.mean(np.asarray(sol.fun) ** 2))), int(S.size),
+                     latency_ci_s=lat_ci, effective_bandwidth_ci_Bps=bw_ci, at_bound=at_bound, tier_index=idx)
+
+
+def _intervals(x: np.ndarray, jac: np.ndarray, fun: np.ndarray) -> tuple[list[float] | None, list[float] | None]:
+    """95 % intervals of exp(x_k) from the linearised covariance s^2 (J^T J)^-1 (module docstring)."""
+    from scipy.stats import t as student_t  # optional heavy dependency: only a fit needs it
+
+    m, p = jac.shape
+    dof = m - p
+    if dof < 1:
+        return None, None
+    s2 = float(np.sum(fun**2)) / dof
+    jtj = jac.T @ jac
+    out: list[list[float] | None] = []
+    try:
+        cov = s2 * np.linalg.inv(jtj) if np.linalg.cond(jtj) < 1e12 else None
+    except np.linalg.LinAlgError:
+        cov = None
+    q = float(student_t.ppf(0.975, dof))
+    for k in range(p):
+        if cov is None or not np.isfinite(cov[k, k]) or cov[k, k] < 0:
+            out.append(None)
+            continue
+        d = q * math.sqrt(float(cov[k, k]))
+        if d > 300:  # exp would overflow: no useful interval
+            out.append(None)
+            continue
+        out.append([float(np.exp(x[k] - d)), float(np.exp(x[k] + d))])
+    return out[0], out[1]
+
+
+def model_layout(ranks: int, gpus_per_node: int) -> list[int]:
+    """GPUs per node the cluster model assumes for ``ranks`` consecutive ranks (stride 1): full nodes, then the rest."""
+    full, rest = divmod(ranks, gpus_per_node)
+    return [gpus_per_node] * full + ([rest] if rest else [])
+
+
+def layout_text(counts: list[int]) -> str:
+    if len(set(counts)) == 1:
+        return f"{len(counts)} host{'s' if len(counts) > 1 else ''} x {counts[0]} GPU{'s' if counts[0] > 1 else ''}"
+    return f"{len(counts)} hosts with " + "+".join(map(str, counts)) + " GPUs"
+
+
+def layout_problems(log: NcclLog, network: Network, ranks: int, tier_index: int, cluster_name: str) -> list[str]:
+    """Why the log's rank layout does not match the tier being fitted (empty when it does, or is unknown).
+
+    The log's layout is read from its per-rank ``on HOST`` lines; the model's is ``ranks`` consecutive
+    GPUs filling nodes of ``gpus_per_node``. The fitted tier must also be one the group crosses.
+    """
+    out = []
+    layout = log.layout()
+    if layout is not None:
+        seen = list(layout.values())
+        want = model_layout(ranks, network.gpus_per_node)
+        if sorted(seen) != sorted(want):
+            out.append(f"layout: the log's {sum(seen)} ranks ran on {layout_text(seen)}, but cluster "
+                       f"{cluster_name!r} places {ranks} ranks on {layout_text(want)}; the fit would charge "
+                       f"traffic to the wrong tiers (use a cluster whose nodes hold {seen[0]} GPUs, "
+                       f"e.g. a file with gpus_per_node: {seen[0]} and a node tier of span {seen[0]})")
+    crossed = int(place(ranks, 1, network).tier)
+    if tier_index > crossed:
+        names = [t.name for t in network.tiers]
+        out.append(f"layout: {ranks} ranks fit inside tier {names[crossed]!r}, so tier {names[tier_index]!r} "
+                   f"carries none of the log's traffic and cannot be fitted (fit {names[crossed]!r}, or use a log "
+                   "that spans it)")
+    return out
+
+
+def fit_problems(fit: FitResult, tolerance: float) -> list[str]:
+    """Bound and residual problems of a fit (see the module docstring)."""
+    out = []
+    bounds = {"latency_s": ("latency", LATENCY_BOUNDS, "time"), "effective_bandwidth_Bps":
+              ("effective bandwidth", BANDWIDTH_BOUNDS, "bandwidth")}
+    for key, side in (fit.at_bound or {}).items():
+        label, (lo, hi), kind = bounds[key]
+        value = lo if side == "lower" else hi
+        why = (" (the rest of the model already takes longer than the measured small messages)"
+               if key == "latency_s" and side == "lower" else "")
+        out.append(f"bound: fitted {label} sits on the solver's {side} bound "
+                   f"{format_quantity(value, kind)}{why}; the log does not determine it")
+    worst = max(fit.residuals, key=lambda r: abs(r["error"]))
+    if abs(worst["error"]) > tolerance:
+        errs = [r["error"] for r in fit.residuals]
+        out.append(f"residuals: the fitted model misses the log by {min(errs):+.0%} to {max(errs):+.0%} "
+                   f"(worst at {format_quantity(worst['size_bytes'], 'bytes')}), beyond the tolerance "
+                   f"+-{tolerance:.0%}; the {fit.algorithm} model does not describe this log")
+    return out
 
 
 def overlay_yaml(fit: FitResult, source: str, extends: str | None = None, sets: tuple[str, ...] = ()) -> str:
@@ -147,9 +272,17 @@ class CalibrationResult:
     log: NcclLog
     ranks: int
     fit: FitResult
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> bool:
+        return not self.problems
 
     def payload(self) -> dict[str, Any]:
-        return {"inputs": self.inputs, "format": self.log.fmt, "fit": self.fit}
+        layout = self.log.layout()
+        return {"inputs": self.inputs, "format": self.log.fmt, "fit": self.fit, "accepted": self.accepted,
+                "problems": self.problems, "log_layout": None if layout is None else {
+                    "hosts": len(layout), "gpus_per_host": list(layout.values())}}
 
 
 def collective_op(op: str | None) -> str | None:
@@ -161,14 +294,21 @@ def collective_op(op: str | None) -> str | None:
 
 
 def calibrate(log: NcclLog, cluster: Any, *, source: str, ranks: int | None = None, tier: str | None = None,
-              algorithm: str = "ring", out: str | None = None, sets: list[str] | None = None) -> CalibrationResult:
+              algorithm: str = "ring", out: str | None = None, sets: list[str] | None = None,
+              tolerance: float = DEFAULT_TOLERANCE) -> CalibrationResult:
     """Fit one tier of ``cluster`` (a ClusterSpec) to the nccl-tests ``log`` read from ``source`` (the
     engine behind `scalemodel calibrate`). ``ranks`` is used when the log does not say; ``out`` is only
-    echoed in the inputs."""
+    echoed in the inputs. ``problems`` lists why the fit should not be trusted (module docstring):
+    bounds, residuals beyond ``tolerance`` (largest |predicted/measured - 1|), rank layout."""
+    if not (math.isfinite(tolerance) and tolerance > 0):
+        raise InputError(f"tolerance must be a number > 0, got {tolerance}", where="--tolerance",
+                         allowed="e.g. 0.25 (25 %)")
     n = ranks or log.ranks or infer_ranks(log)
     if n is None or n < 2:
         raise InputError("cannot tell how many ranks the log used", where="LOG", allowed="pass --ranks N")
-    fit = fit_tier(log, build_network(cluster), cluster_name=cluster.name, ranks=n, tier=tier, algorithm=algorithm)
+    network = build_network(cluster)
+    fit = fit_tier(log, network, cluster_name=cluster.name, ranks=n, tier=tier, algorithm=algorithm)
+    problems = layout_problems(log, network, n, fit.tier_index, cluster.name) + fit_problems(fit, tolerance)
     inputs = {"log": source, "cluster": cluster.name, "tier": tier, "ranks": n, "op": log.op, "algo": algorithm,
-              "out": out, "set": list(sets or [])}
-    return CalibrationResult(inputs=inputs, log=log, ranks=n, fit=fit)
+              "out": out, "set": list(sets or []), "tolerance": tolerance}
+    return CalibrationResult(inputs=inputs, log=log, ranks=n, fit=fit, problems=problems)

@@ -4,26 +4,29 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from scalemodel import specs
 from scalemodel.errors import InputError
-from scalemodel.specs import load_accelerator, load_cluster
+from scalemodel.specs import load_accelerator, load_cluster, load_scenario, load_workload
 from scalemodel.specs.files import exists
 from scalemodel.specs.loader import builtin_names, builtin_path, read_document
 
 
 @dataclass(frozen=True)
 class Catalog:
-    """Summaries of the built-in accelerators and clusters (SI units)."""
+    """Summaries of the built-in accelerators, clusters, workloads and scenarios (SI units)."""
 
     accelerators: list[dict[str, Any]]
     clusters: list[dict[str, Any]]
+    workloads: list[dict[str, Any]] = field(default_factory=list)
+    scenarios: list[dict[str, Any]] = field(default_factory=list)
 
     def payload(self) -> dict[str, Any]:
-        return {"inputs": {}, "accelerators": self.accelerators, "clusters": self.clusters}
+        return {"inputs": {}, "accelerators": self.accelerators, "clusters": self.clusters,
+                "workloads": self.workloads, "scenarios": self.scenarios}
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class SpecView:
 
 
 def catalog() -> Catalog:
-    """The built-in accelerators and clusters, summarised."""
+    """The built-in accelerators, clusters, workloads and scenarios, summarised."""
     accs = []
     for name in builtin_names("accelerator"):
         a = load_accelerator(name)
@@ -50,7 +53,20 @@ def catalog() -> Catalog:
             "gpus_per_node": c.gpus_per_node, "max_gpus": c.largest_gpus,
             "tiers": [{"name": t.name, "span": t.span, "bandwidth_Bps": t.bandwidth, "latency_s": t.latency,
                        "efficiency": t.efficiency} for t in c.tiers]})
-    return Catalog(accelerators=accs, clusters=clusters)
+    workloads = []
+    for name in builtin_names("workload"):
+        w = load_workload(name)
+        shape = ({"layers": w.layers, "hidden": w.hidden, "heads": w.heads, "seq_len": w.seq_len,
+                  "moe_experts": w.moe.experts if w.moe is not None else 0}
+                 if w.kind == "transformer" else {"flops_per_sample": w.flops_per_sample})
+        workloads.append({"name": w.name, "kind": w.kind, "description": w.description,
+                          "params": getattr(w, "params", None), **shape})
+    scenarios = []
+    for name in builtin_names("scenario"):
+        sc = load_scenario(name)
+        scenarios.append({"name": sc.name, "cluster": sc.cluster.name, "model": sc.model.name, "gpus": sc.gpus,
+                          "mode": sc.mode, "best": sc.best, "description": sc.description})
+    return Catalog(accelerators=accs, clusters=clusters, workloads=workloads, scenarios=scenarios)
 
 
 def _find(name: str) -> tuple[str, Any]:

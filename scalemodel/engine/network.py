@@ -17,4 +17,5 @@ def build_network(cluster: Any) -> Network:
                  torus_dims=tuple(t.torus_dims or ()))
             for t in cluster.tiers),
         gpus_per_node=cluster.gpus_per_node,
+        generation=str(getattr(cluster.accelerator, "family", "") or ""),
     )

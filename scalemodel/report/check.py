@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.check import CheckResult
-from scalemodel.report.output import emit_json
+from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -48,7 +48,7 @@ def render_check(r: CheckResult, *, as_json: bool) -> None:
                 s = p["strategy"]
                 row.append(f"DP{s['dp']} TP{s['tp']} PP{s['pp']} CP{s['cp']} mb{s['micro_batch']}")
             pt.add_row(*row)
-        console.print(pt)
+        print_table(console, pt)
     t = Table(title="Assertions")
     t.add_column("assertion", no_wrap=True)
     t.add_column("predicted", justify="right")
@@ -63,7 +63,7 @@ def render_check(r: CheckResult, *, as_json: bool) -> None:
         if v.name == "must_fit_memory":
             predicted += "/GPU"
         t.add_row(v.name, predicted, v.comparison, limit, str(v.at_gpus), verdict)
-    console.print(t)
+    print_table(console, t)
     console.print(f"single-size assertions are checked at the largest GPU count ({r.largest_gpus})")
     for note in r.notes:
         console.print(f"note: {note}")

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.collective import CollectiveResult
-from scalemodel.report.output import emit_json
+from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -27,7 +27,7 @@ def render_collective(result: CollectiveResult, *, as_json: bool) -> None:
             t.add_row(a["algorithm"], fq(a["time_s"], "time"), fq(a["algbw_Bps"], "bandwidth"),
                       fq(a["busbw_Bps"], "bandwidth"), fq(a["latency_s"], "time"),
                       "best" if a["algorithm"] == row["best"] else "")
-        console.print(t)
+        print_table(console, t)
         best = next(a for a in row["algorithms"] if a["algorithm"] == row["best"])
         share = best["latency_s"] / best["time_s"] if best["time_s"] > 0 else 0.0
         dominant = "latency-bound" if share > 0.5 else "bandwidth-bound"
@@ -42,6 +42,6 @@ def render_collective(result: CollectiveResult, *, as_json: bool) -> None:
         best = next(a for a in row["algorithms"] if a["algorithm"] == row["best"])
         t.add_row(fq(row["size_bytes"], "bytes"), row["best"], fq(best["time_s"], "time"),
                   fq(best["algbw_Bps"], "bandwidth"), fq(best["busbw_Bps"], "bandwidth"))
-    console.print(t)
+    print_table(console, t)
     if len(names) > 1:
         console.print("every algorithm's time is in --json (rows[].algorithms)")

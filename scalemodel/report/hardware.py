@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import yaml
 from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.hardware import Catalog, SpecView
-from scalemodel.report.output import emit_json
+from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """The first clause of a description (the whole one is in `hardware show NAME` and --json)."""
+    first = re.split(r" \(|, |; |: |\. ", " ".join(text.split()), maxsplit=1)[0]
+    return first if len(first) <= limit else first[:limit - 3].rstrip() + "..."
 
 
 def render_catalog(data: Catalog, *, as_json: bool) -> None:
@@ -21,17 +30,50 @@ def render_catalog(data: Catalog, *, as_json: bool) -> None:
     for a in data.accelerators:
         bf16 = fq(a["bf16_flops_per_s"], "flop_rate") if a["bf16_flops_per_s"] else "-"
         t.add_row(a["name"], bf16, fq(a["memory_bytes"], "bytes"), fq(a["memory_bandwidth_Bps"], "bandwidth"),
-                  fq(a["tdp_w"], "power") if a["tdp_w"] else "n/p", a["description"])
+                  fq(a["tdp_w"], "power") if a["tdp_w"] else "n/p", _short(a["description"]))
     c = Table(title="Clusters (tiers innermost first: span x per-GPU bandwidth)")
     for col in ("name", "accelerator", "GPUs/node", "tiers", "description"):
         c.add_column(col)
     for cl in data.clusters:
-        tiers = ", ".join(f"{t['name']} {t['span']}x{fq(t['bandwidth_Bps'], 'bandwidth')}" for t in cl["tiers"])
-        c.add_row(cl["name"], cl["accelerator"], str(cl["gpus_per_node"]), tiers, cl["description"])
+        # one tier a line; "8x300GB/s" keeps a tier's figures together when the column wraps
+        tiers = "\n".join(f"{t['name']} {t['span']}x{fq(t['bandwidth_Bps'], 'bandwidth').replace(' ', '')}"
+                          for t in cl["tiers"])
+        c.add_row(cl["name"], cl["accelerator"], str(cl["gpus_per_node"]), tiers, _short(cl["description"]))
+    w = Table(title="Workloads (--model NAME)")
+    for col in ("name", "kind", "shape", "description"):
+        w.add_column(col)
+    for x in data.workloads:
+        if x["kind"] == "transformer":
+            shape = f"{x['layers']} x {x['hidden']}, {x['heads']} heads, seq {x['seq_len']}"
+            if x["moe_experts"]:
+                shape += f", {x['moe_experts']} experts"
+            if x["params"]:
+                shape = f"{x['params'] / 1e9:.3g}B params; " + shape
+        else:
+            shape = f"{fq(x['flops_per_sample'], 'flops')}/sample fwd"
+        w.add_row(x["name"], x["kind"], shape, _short(x["description"]))
+    s = Table(title="Scenarios (scalemodel scale --scenario NAME)")
+    for col in ("name", "model on cluster", "GPUs", "description"):
+        s.add_column(col)
+    for x in data.scenarios:
+        s.add_row(x["name"], f"{x['model']} on {x['cluster']}",
+                  ",".join(map(str, x["gpus"])) + f" ({x['mode']})", _short(x["description"]))
     console = Console()
-    console.print(t)
-    console.print(c)
+    for table in (t, c, w, s):
+        print_table(console, table)
 
+
+
+def _sources_last(d: Any) -> Any:
+    """The spec with each ``sources:`` mapping after the values it cites (values first, as users read)."""
+    if isinstance(d, dict):
+        out = {k: _sources_last(v) for k, v in d.items() if k != "sources"}
+        if "sources" in d:
+            out["sources"] = d["sources"]
+        return out
+    if isinstance(d, list):
+        return [_sources_last(v) for v in d]
+    return d
 
 
 def render_spec(view: SpecView, *, as_json: bool) -> None:
@@ -40,7 +82,8 @@ def render_spec(view: SpecView, *, as_json: bool) -> None:
         emit_json({"inputs": view.inputs, "kind": view.kind, "spec": data}, "hardware show")
         return
     Console().print(f"[bold]{view.kind}[/bold] {view.spec.name}")
-    print(yaml.safe_dump(data, sort_keys=False, width=110).rstrip())
+    print(yaml.safe_dump(_sources_last(data), sort_keys=False, width=110, allow_unicode=True).rstrip())
+    print("# [KEY] citations in sources: resolve to primary sources in hardware/SOURCES.md of the catalog")
 
 
 def render_validation(view: SpecView, *, as_json: bool) -> None:

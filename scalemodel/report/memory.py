@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.memory import MemoryResult
-from scalemodel.report.output import emit_json
+from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
 
 _ROWS = [("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states"),
@@ -33,7 +33,7 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     for key, label in _ROWS:
         t.add_row(label, fq(br[key], "bytes"), f"{br[key] / br['total']:.1%}" if br["total"] > 0 else "-")
     t.add_row("total", fq(br["total"], "bytes"), f"{br['total'] / cap:.1%} of {fq(cap, 'bytes')}")
-    console.print(t)
+    print_table(console, t)
     verdict = "fits" if result.fits else "does NOT fit"
     biggest = max((k for k, _ in _ROWS), key=lambda k: br[k])
     console.print(f"{verdict}; largest part: {biggest}. Params on this GPU: {result.params_per_gpu:.4g}.")

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich import box
+from rich.measure import Measurement
+from rich.text import Text
 
 from scalemodel.errors import InputError
 from scalemodel.specs import notices
@@ -62,6 +65,76 @@ def to_json(payload: dict[str, Any], command: str) -> str:
 
 def emit_json(payload: dict[str, Any], command: str) -> None:
     sys.stdout.write(to_json(payload, command) + "\n")
+
+
+# --- tables within the terminal width ------------------------------------------------------------
+
+def _fit_widths(console: Any, table: Any, width: int) -> bool:
+    """Give each column of ``table`` a width so the table fits ``width`` without breaking a word: every
+    column gets its longest word (its whole text when it does not wrap), and the space left is shared
+    in proportion to how much more each column's longest line needs. False when even that does not fit."""
+    opts = console.options.update_width(10**5)  # measure without the console's width as a cap
+    for col in table.columns:  # right-aligned columns hold numbers with units: "11.23 s" stays on one line
+        if col.justify == "right" and all(len(_cell_text(c)) <= 16 for c in col.cells):
+            col.no_wrap = True
+    lows, highs = [], []
+    for col in table.columns:
+        ms = [Measurement.get(console, opts, cell) for cell in (col.header, *col.cells)]
+        high = max(m.maximum for m in ms)
+        lows.append(high if col.no_wrap else max(m.minimum for m in ms))
+        highs.append(high)
+    saved = [col.width for col in table.columns]
+    for col in table.columns:
+        col.width = 1
+    overhead = Measurement.get(console, opts, table).maximum - len(table.columns)  # borders and padding
+    for col, w in zip(table.columns, saved, strict=True):
+        col.width = w
+    if sum(highs) + overhead <= width:
+        return True
+    spare = width - overhead - sum(lows)
+    if spare < 0:
+        return False
+    grow = [h - lo for h, lo in zip(highs, lows, strict=True)]
+    total = sum(grow) or 1
+    for col, lo, g in zip(table.columns, lows, grow, strict=True):
+        col.width = lo + spare * g // total
+    return True
+
+
+def _cell_text(cell: Any) -> str:
+    plain = getattr(cell, "plain", None)
+    if isinstance(plain, str):
+        return plain
+    return Text.from_markup(cell).plain if isinstance(cell, str) else str(cell)
+
+
+def print_table(console: Any, table: Any) -> None:
+    """Print ``table`` within the console's width (a terminal's, or ``COLUMNS``/80 when piped) without
+    breaking a word or a number: boxed when every column's longest word fits; else borderless (no box
+    lines, one space between columns); else one block per row, ``header: value`` lines under the first
+    column's value (the compact layout)."""
+    width = console.width
+    if _fit_widths(console, table, width):
+        console.print(table)
+        return
+    table.box = box.SIMPLE_HEAD
+    table.show_edge = False
+    table.pad_edge = False
+    table.padding = (0, 1)
+    table.collapse_padding = True
+    if _fit_widths(console, table, width):
+        console.print(table)
+        return
+    columns = list(table.columns)
+    heads = [_cell_text(c.header).replace("\n", " ") for c in columns]
+    cells = [[_cell_text(x) for x in c.cells] for c in columns]
+    if table.title:
+        console.print(_cell_text(table.title), highlight=False)
+    for r in range(table.row_count):
+        console.print(f"{heads[0]}: {cells[0][r]}" if heads[0] else cells[0][r], highlight=False, markup=False)
+        for h, col in zip(heads[1:], cells[1:], strict=True):
+            if col[r]:
+                console.print(f"  {h}: {col[r]}" if h else f"  {col[r]}", highlight=False, markup=False)
 
 
 # --- files the tool writes ------------------------------------------------------------------------

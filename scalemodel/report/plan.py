@@ -13,7 +13,7 @@ from scalemodel.engine.parts import PARTS
 from scalemodel.engine.planner import PlanResult
 from scalemodel.engine.step import INFEASIBLE_REASONS, REASON_KEYS
 from scalemodel.report.explain import describe_layout, describe_settings, explained
-from scalemodel.report.output import emit_json
+from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -89,7 +89,7 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
                 else:
                     row.append(f"{p.time_to_train_s / 86400:,.1f} days" if p.time_to_train_s else "-")
             t.add_row(*row)
-        console.print(t)
+        print_table(console, t)
     if result.infeasible_by_reason:
         t2 = Table(title="Infeasible candidates")
         t2.add_column("reason")
@@ -99,5 +99,5 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
         meaning["memory_constraint"] = "exceeds the --constraint memory limit"
         for k, n in sorted(result.infeasible_by_reason.items(), key=lambda kv: -kv[1]):
             t2.add_row(k, f"{n:,}", meaning.get(k, ""))
-        console.print(t2)
+        print_table(console, t2)
     console.print(f"[italic]{result.why}[/italic]")

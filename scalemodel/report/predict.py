@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.predict import Prediction
-from scalemodel.report.output import emit_json
+from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -37,7 +37,7 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     for k, v in p.breakdown_s.items():
         if v > 0:
             t.add_row(k, fq(v, "time"), f"{v / p.step_time_s:.1%}" if p.step_time_s else "-")
-    console.print(t)
+    print_table(console, t)
     if p.interval:
         console.print(interval_line(p.interval))
     th, fl, mem = p.throughput, p.flops, p.memory

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from scalemodel.engine.parts import PARTS
 from scalemodel.engine.scaling import ScalingResult
-from scalemodel.report.output import emit_json
+from scalemodel.report.output import emit_json, print_table
 from scalemodel.report.plot import plot_scaling
 from scalemodel.units import format_quantity as fq
 
@@ -166,7 +166,7 @@ def render_scaling(result: Any) -> None:
         if not pr.feasible:
             row[0] += " !"
         t.add_row(*row)
-    console.print(t)
+    print_table(console, t)
     if result.best:
         st = Table(title="Strategy chosen at each point")
         for col in ("GPUs", "DP", "TP", "PP", "CP", "EP", "micro-batch", "schedule", "ZeRO", "recompute", "sync"):
@@ -175,7 +175,7 @@ def render_scaling(result: Any) -> None:
             x = p.strategy
             st.add_row(*(str(v) for v in (p.gpus, x["dp"], x["tp"], x["pp"], x["cp"], x["ep"], x["micro_batch"],
                                           x["schedule"], x["zero"], x["recompute"], x.get("sync", "bsp"))))
-        console.print(st)
+        print_table(console, st)
     for line in chart_lines(result):
         console.print(line, highlight=False)
     console.print(f"[italic]{result.summary()}[/italic]")

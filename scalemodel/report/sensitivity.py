@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.sensitivity import SensitivityResult
-from scalemodel.report.output import emit_json
+from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -36,7 +36,7 @@ def render_sensitivity(r: SensitivityResult, *, as_json: bool) -> None:
             note = " (fits)" if p.fits_when_improved else " (does not fit)"
         t.add_row(p.name, _value(p.value, p.unit), f"{p.elasticity:+.3f}", p.improved_by,
                   f"{p.throughput_ratio - 1.0:+.1%}{note}")
-    console.print(t)
+    print_table(console, t)
     console.print("elasticity = % change in tokens/s per 1% change of the parameter; "
                   "throughput = gain when the parameter is improved as shown")
     for note in r.notes:

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.stragglers import StragglersResult
-from scalemodel.report.output import emit_json
+from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -36,8 +36,8 @@ def render_stragglers(stragglers: StragglersResult, *, as_json: bool) -> None:
                   f"{r['updates_per_s']:.4g}", f"{r['mean_staleness']:.3g}", f"{r['efficiency']:.3f}",
                   fq(r["effective_step_s"], "time"))
     console = Console()
-    console.print(t)
-    console.print(s)
+    print_table(console, t)
+    print_table(console, s)
     strag = result["expected_max_s"] - result["expected_mean_s"]
     console.print(f"Stragglers add {fq(max(strag, 0.0), 'time')} "
                   f"({100 * (result['slowdown'] - 1):.1f} %) to every synchronous step.")

@@ -62,6 +62,17 @@ class NcclLog:
     rows: list[NcclRow] = field(default_factory=list)
     fmt: str = "text"
     nccl_version: str = ""
+    #: host of each rank, from the ``#  Rank N Group G Pid P on HOST device D`` lines (empty when not printed)
+    rank_hosts: dict[int, str] = field(default_factory=dict)
+
+    def layout(self) -> dict[str, int] | None:
+        """GPUs per host in order of first appearance, {host: ranks}, or None when the log names no hosts."""
+        if not self.rank_hosts:
+            return None
+        out: dict[str, int] = {}
+        for r in sorted(self.rank_hosts):
+            out[self.rank_hosts[r]] = out.get(self.rank_hosts[r], 0) + 1
+        return out
 
 
 def _is_num(tok: str) -> bool:
@@ -83,6 +94,7 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
     if stripped.startswith("{") or re.match(r"\[\s*\{", stripped):
         return _parse_json(stripped, op)
     ranks: set[int] = set()
+    hosts: dict[int, str] = {}
     rows: list[NcclRow] = []
     version = ""
     for raw in text.splitlines():
@@ -93,9 +105,11 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
         mv = re.search(r"nccl-tests version (\S+)", line)
         if mv:
             version = mv.group(1)
-        md = re.search(r"#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+", line)
+        md = re.search(r"#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+(?:\s+on\s+(\S+)\s+device)?", line)
         if md:
             ranks.add(int(md.group(1)))
+            if md.group(2):
+                hosts[int(md.group(1))] = md.group(2)[:100]
             continue
         body = line.lstrip("#").strip() if not line.lstrip().startswith("#") else ""
         toks = body.split()
@@ -122,7 +136,7 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
         raise InputError("no nccl-tests data rows found", where="LOG",
                          allowed="output of all_reduce_perf and the other *_perf tests, text or -J JSON")
     found = op or _op_from(text) or "allreduce"
-    return NcclLog(found, len(ranks) or None, rows, "text", version)
+    return NcclLog(found, len(ranks) or None, rows, "text", version, hosts if len(hosts) == len(ranks) else {})
 
 
 def _number(x: Any, where: str, default: float | None) -> float:

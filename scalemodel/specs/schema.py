@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from scalemodel import specs
+from scalemodel.specs.sweep import SweepSpec
 
 
 def _allow_extends(d: dict[str, Any]) -> dict[str, Any]:
@@ -21,7 +22,7 @@ def _allow_extends(d: dict[str, Any]) -> dict[str, Any]:
 def json_schema(kind: str) -> dict[str, Any]:
     """The Draft-07 JSON Schema of a spec kind (pydantic's schema with the draft declared)."""
     models: dict[str, Any] = {"cluster": specs.ClusterSpec, "accelerator": specs.AcceleratorSpec,
-                              "workload": specs.Workload, "scenario": specs.ScenarioSpec}
+                              "workload": specs.Workload, "scenario": specs.ScenarioSpec, "sweep": SweepSpec}
     schema = TypeAdapter(models[kind]).json_schema(mode="validation")
     schema = {"$schema": "http://json-schema.org/draft-07/schema#",
               "title": f"scalemodel {kind} spec", **schema}

@@ -1,0 +1,206 @@
+"""The Python API: the engine entry points the commands use, taking names, files, plain dicts or specs.
+
+Each function accepts what the command line accepts and more:
+
+- ``cluster``: a built-in name (``"dgx-h100"``), a YAML path, a dict of cluster fields, or a ClusterSpec;
+- ``model``: a built-in workload name, a YAML or HuggingFace ``config.json`` path, a dict, or a Workload;
+- ``training`` / ``strategy``: a dict, a TrainingSpec / StrategySpec, or None (the defaults);
+- keyword arguments name any TrainingSpec or StrategySpec field (``global_batch=1024, tp=8, pp=4``),
+  routed to the spec that has it and applied on top of ``training`` / ``strategy``.
+
+Bad values raise :class:`scalemodel.errors.InputError` with the field named (``str(exc)`` is the
+CLI's one-line message). Results are the engine's dataclasses; ``result.payload()`` is the
+command's JSON document. See docs/api.md for a worked example.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op
+from scalemodel.engine.calibrate import calibrate as run_calibrate
+from scalemodel.engine.collective import collective as run_collective
+from scalemodel.engine.grid import GridResult, run_grid
+from scalemodel.engine.memory import memory as run_memory
+from scalemodel.engine.planner import plan as run_plan
+from scalemodel.engine.predict import predict as run_predict
+from scalemodel.engine.scaling import sweep as run_scale
+from scalemodel.engine.sensitivity import sensitivity_for as run_sensitivity
+from scalemodel.errors import InputError
+from scalemodel.report.explain import explained
+from scalemodel.specs import ClusterSpec, StrategySpec, TrainingSpec, Workload, load_cluster, load_workload
+from scalemodel.specs.loader import _merge as merge_specs
+from scalemodel.specs.loader import load_raw, resolve, validate
+from scalemodel.specs.nccl_tests import read_nccl_tests
+from scalemodel.specs.sweep import load_sweep
+from scalemodel.units import parse_quantity
+
+__all__ = ["calibrate_log", "cluster_spec", "collective", "memory", "plan", "predict", "scale", "sensitivity",
+           "strategy_spec", "study", "training_spec", "workload_spec"]
+
+_TRAINING_FIELDS = frozenset(TrainingSpec.model_fields)
+_STRATEGY_FIELDS = frozenset(StrategySpec.model_fields)
+
+
+def cluster_spec(cluster: Any) -> ClusterSpec:
+    """A ClusterSpec from a built-in name, a path, a dict of fields or a ClusterSpec."""
+    if isinstance(cluster, ClusterSpec):
+        return cluster
+    if isinstance(cluster, (str, os.PathLike)):
+        return load_cluster(cluster if isinstance(cluster, str) else Path(cluster))
+    if isinstance(cluster, dict):
+        return validate(ClusterSpec, _extended("cluster", cluster), prefix=["cluster"])  # type: ignore[no-any-return]
+    raise InputError(f"cannot make a cluster from a {type(cluster).__name__}", where="cluster",
+                     allowed="a built-in name, a YAML path, a dict of cluster fields or a ClusterSpec")
+
+
+def workload_spec(model: Any) -> Any:
+    """A workload from a built-in name, a YAML or config.json path, a dict of fields or a workload spec."""
+    if isinstance(model, (str, os.PathLike)):
+        return load_workload(model if isinstance(model, str) else Path(model))
+    if isinstance(model, dict):
+        return validate(Workload, _extended("workload", model), prefix=["model"])
+    if hasattr(model, "kind") and hasattr(model, "model_dump"):
+        return model
+    raise InputError(f"cannot make a workload from a {type(model).__name__}", where="model",
+                     allowed="a built-in name, a YAML or config.json path, a dict of workload fields or a spec")
+
+
+def _extended(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A dict with ``extends: NAME`` -> the named spec with the dict's fields on top (as in a YAML file)."""
+    if "extends" not in data:
+        return data
+    rest = dict(data)
+    parent = rest.pop("extends")
+    if not isinstance(parent, str):
+        raise InputError("extends must be a name or a path", where=f"{kind}.extends",
+                         allowed=f"a built-in {kind} name or a file")
+    return merge_specs(load_raw(kind, resolve(kind, parent)), rest)  # type: ignore[no-any-return]
+
+
+def _split(fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    unknown = sorted(set(fields) - _TRAINING_FIELDS - _STRATEGY_FIELDS)
+    if unknown:
+        raise InputError(f"unknown field {unknown[0]!r}", where="keyword arguments",
+                         allowed="a TrainingSpec field (" + ", ".join(sorted(_TRAINING_FIELDS)) + ") or a "
+                                 "StrategySpec field (" + ", ".join(sorted(_STRATEGY_FIELDS)) + ")")
+    return ({k: v for k, v in fields.items() if k in _TRAINING_FIELDS},
+            {k: v for k, v in fields.items() if k in _STRATEGY_FIELDS})
+
+
+def _spec(model: Any, value: Any, extra: dict[str, Any], name: str) -> Any:
+    if value is None:
+        base: dict[str, Any] = {}
+    elif isinstance(value, model):
+        if not extra:
+            return value
+        base = value.model_dump(exclude_unset=True)
+    elif isinstance(value, dict):
+        base = dict(value)
+    else:
+        raise InputError(f"cannot make a {name} spec from a {type(value).__name__}", where=name,
+                         allowed=f"a dict of {name} fields or a {model.__name__}")
+    return validate(model, {**base, **extra}, prefix=[name])
+
+
+def training_spec(training: Any = None, **fields: Any) -> TrainingSpec:
+    """A TrainingSpec from a dict or spec (None: the defaults) with ``fields`` on top."""
+    return _spec(TrainingSpec, training, fields, "training")  # type: ignore[no-any-return]
+
+
+def strategy_spec(strategy: Any = None, **fields: Any) -> StrategySpec:
+    """A StrategySpec from a dict or spec (None: the defaults) with ``fields`` on top."""
+    return _spec(StrategySpec, strategy, fields, "strategy")  # type: ignore[no-any-return]
+
+
+def _specs(cluster: Any, model: Any, training: Any, strategy: Any, fields: dict[str, Any]
+           ) -> tuple[ClusterSpec, Any, TrainingSpec, StrategySpec]:
+    tr_fields, st_fields = _split(fields)
+    return (cluster_spec(cluster), workload_spec(model), training_spec(training, **tr_fields),
+            strategy_spec(strategy, **st_fields))
+
+
+def predict(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, training: Any = None,
+            strategy: Any = None, *, straggler_cv: float | None = None, kappa: float | None = None,
+            inputs: dict[str, Any] | None = None, **fields: Any) -> Any:
+    """One training step (as `scalemodel predict`): a Prediction with ``step_time_s``, ``breakdown_s``,
+    ``throughput``, ``flops``, ``memory``; e.g. ``predict("dgx-h100", "llama3-70b", 1024, tp=8, pp=4)``."""
+
+    cl, wl, tr, st = _specs(cluster, model, training, strategy, fields)
+    cl.require_gpus(gpus, "gpus")
+    return run_predict(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, kappa=kappa, inputs=inputs or {
+        "cluster": cl.name, "model": wl.name, "model_kind": wl.kind, "gpus": gpus})
+
+
+def memory(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, training: Any = None,
+           strategy: Any = None, **fields: Any) -> Any:
+    """Per-GPU memory by part and the largest micro-batch that fits (as `scalemodel memory`)."""
+
+    cl, wl, tr, st = _specs(cluster, model, training, strategy, fields)
+    return run_memory(cl, wl, gpus, tr, st)
+
+
+def plan(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, training: Any = None, *,
+         objective: str = "throughput", top: int = 5, constraints: dict[str, Any] | None = None,
+         sync_modes: tuple[str, ...] = ("bsp",), straggler_cv: float | None = None, **fields: Any) -> Any:
+    """Rank every valid strategy (as `scalemodel plan`): a PlanResult whose ``ranked`` holds Predictions, best
+    first, and ``why`` the explanation in words. ``fields`` are TrainingSpec fields (e.g. ``global_batch``)."""
+
+    tr_fields, st_fields = _split(fields)
+    if st_fields:
+        raise InputError(f"plan searches the strategy; {sorted(st_fields)[0]!r} cannot be fixed here",
+                         where="keyword arguments", allowed="TrainingSpec fields, or constraints={'tp': 8}")
+    return explained(run_plan(cluster_spec(cluster), workload_spec(model), gpus, training_spec(training, **tr_fields),
+                         objective=objective, top=top, constraints=constraints, sync_modes=sync_modes,
+                         straggler_cv=straggler_cv))
+
+
+def scale(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: list[int] | tuple[int, ...] = (128, 256, 512),
+          training: Any = None, strategy: Any = None, *, mode: str = "weak", best: bool = False,
+          straggler_cv: float | None = None, **fields: Any) -> Any:
+    """A weak or strong scaling sweep with the lost efficiency attributed to its causes (as `scalemodel scale`)."""
+
+    cl, wl, tr, st = _specs(cluster, model, training, strategy, fields)
+    cl.require_gpus(max(gpus), "gpus")
+    return run_scale(cl, wl, tr, st, list(gpus), mode, best=best, straggler_cv=straggler_cv,
+               inputs={"cluster": cl.name, "model": wl.name, "gpus": list(gpus), "mode": mode})
+
+
+def sensitivity(cluster: Any = "dgx-h100", model: Any = "gpt3-175b", gpus: int = 1024, training: Any = None,
+                strategy: Any = None, *, factor: float = 2.0, **fields: Any) -> Any:
+    """Elasticity of throughput to each hardware parameter (as `scalemodel sensitivity`)."""
+
+    cl, wl, tr, st = _specs(cluster, model, training, strategy, fields)
+    cl.require_gpus(gpus, "gpus")
+    return run_sensitivity(cl, wl, gpus, tr, st, factor=factor,
+                           inputs={"cluster": cl.name, "model": wl.name, "gpus": gpus})
+
+
+def collective(cluster: Any = "dgx-h100", op: str = "allreduce", size: float | str = "1GiB", gpus: int = 8, *,
+               algo: str = "auto", stride: int = 1, dtype_bytes: int = 2) -> Any:
+    """One collective's time, algbw and busbw per algorithm (as `scalemodel collective`); ``size`` in bytes
+    or with a unit ("1GiB")."""
+
+    nbytes = parse_quantity(size, "bytes") if isinstance(size, str) else float(size)
+    return run_collective(cluster_spec(cluster), op, [nbytes], gpus, algo=algo, stride=stride, dtype_bytes=dtype_bytes)
+
+
+def calibrate_log(log: str | os.PathLike[str], cluster: Any = "dgx-h100", *, ranks: int | None = None,
+                  tier: str | None = None, algorithm: str = "ring", op: str | None = None,
+                  tolerance: float | None = None) -> Any:
+    """Fit a tier to an nccl-tests log (as `scalemodel calibrate`): ``result.fit`` has the values and 95 %
+    intervals, ``result.problems`` why the fit should not be trusted (empty when accepted)."""
+
+    parsed = read_nccl_tests(Path(log), op=collective_op(op))
+    return run_calibrate(parsed, cluster_spec(cluster), source=os.fspath(log), ranks=ranks, tier=tier,
+                         algorithm=algorithm, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
+
+
+def study(sweep_file: str | os.PathLike[str], *, workers: int | None = None, scheduler: str | None = None
+          ) -> GridResult:
+    """Run a sweep file (as `scalemodel sweep`): ``result.rows`` is the tidy table, one dict per point."""
+    spec, models, clusters = load_sweep(Path(sweep_file))
+    return run_grid(spec, models, clusters, workers=workers, scheduler=scheduler,
+                    inputs={"file": os.fspath(sweep_file), "name": spec.name})

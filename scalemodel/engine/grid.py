@@ -1,0 +1,232 @@
+"""Run a sweep grid (models x clusters x GPU counts x strategies) through the engine, in parallel.
+
+Each grid point takes the one route its command takes: ``best`` through
+:func:`scalemodel.engine.planner.plan` (top 1, the sweep's objective), a fixed strategy through
+:func:`scalemodel.engine.predict.predict`. A point that cannot be built (more GPUs than the cluster
+has, a layout that does not divide the GPU count, no feasible strategy) becomes a row with
+``status: error`` and the reason, so one bad corner does not lose the rest of the study.
+
+Points run on local processes (:class:`concurrent.futures.ProcessPoolExecutor`, all cores by
+default) or, given a scheduler address, on a Dask cluster (``distributed``, the optional ``dask``
+extra). Rows come back in grid order whatever order the points finish in: one tidy table, one row
+per point, the columns of :data:`COLUMNS`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scalemodel.engine.parts import BREAKDOWN_KEYS
+from scalemodel.engine.planner import plan
+from scalemodel.engine.predict import Prediction, predict
+from scalemodel.errors import InputError
+from scalemodel.specs import StrategySpec, load_cluster, load_workload
+from scalemodel.specs.sweep import SweepSpec
+
+#: Columns of the tidy table, in order (None where a value does not apply).
+COLUMNS: tuple[str, ...] = (
+    "point", "model", "cluster", "gpus", "strategy", "status", "message", "global_batch", "step_time_s",
+    "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tflops_per_gpu", "mfu", "hfu",
+    "memory_per_gpu_bytes", "memory_capacity_bytes", "fits", "dp", "tp", "pp", "cp", "ep", "micro_batch",
+    "schedule", "zero", "recompute", "sequence_parallel", "algorithm", "sync", "time_to_train_s", "cost_usd",
+    *(f"{k}_s" for k in BREAKDOWN_KEYS), "candidates_evaluated", "elapsed_s", "cpu_s")
+
+#: Seconds to wait for a Dask scheduler before giving up with an error.
+CONNECT_TIMEOUT_S = 10
+
+_STRATEGY_COLUMNS = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "schedule", "zero", "recompute",
+                     "sequence_parallel", "algorithm", "sync")
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One point of the grid, self-contained (validated specs), so it can run in another process."""
+
+    point: int
+    model: str
+    cluster: str
+    gpus: int
+    strategy: str
+    workload_spec: Any
+    cluster_spec: Any
+    training: Any
+    fixed: StrategySpec | None  # None: the planner's best
+    objective: str
+
+
+@dataclass
+class GridResult:
+    """The rows of a sweep (grid order) and how it ran."""
+
+    inputs: dict[str, Any]
+    rows: list[dict[str, Any]]
+    elapsed_s: float
+    backend: str
+    workers: int
+    cpu_s: float = 0.0  # CPU seconds the points took (sum of their process times)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def points_per_cpu_s(self) -> float:
+        """Points per CPU-second (per core): the rate one core sustains, whatever else runs on the machine."""
+        return len(self.rows) / self.cpu_s if self.cpu_s > 0 else 0.0
+
+    def payload(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, "columns": list(COLUMNS), "rows": self.rows, "elapsed_s": self.elapsed_s,
+                "backend": self.backend, "workers": self.workers, "points": len(self.rows),
+                "errors": sum(r["status"] == "error" for r in self.rows),
+                "points_per_s": len(self.rows) / self.elapsed_s if self.elapsed_s > 0 else 0.0,
+                "cpu_s": self.cpu_s, "points_per_cpu_s": self.points_per_cpu_s, "notes": self.notes}
+
+
+def grid_points(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Path]) -> list[GridPoint]:
+    """The grid in order models x clusters x gpus x strategies, each spec loaded once."""
+    wl = {name: load_workload(path) for name, path in models.items()}
+    cl = {name: load_cluster(path) for name, path in clusters.items()}
+    out: list[GridPoint] = []
+    for m in spec.models:
+        for c in spec.clusters:
+            for n in spec.gpus:
+                for s in spec.strategies:
+                    fixed = None if s == "best" else StrategySpec.model_validate(
+                        s.model_dump(exclude={"label"}))  # type: ignore[union-attr]
+                    label = "best" if s == "best" else s.name()  # type: ignore[union-attr]
+                    out.append(GridPoint(len(out), m, c, n, label, wl[m], cl[c], spec.training, fixed,
+                                         spec.objective))
+    return out
+
+
+def _row(pt: GridPoint) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(point=pt.point, model=pt.model, cluster=pt.cluster, gpus=pt.gpus, strategy=pt.strategy)
+    return row
+
+
+def run_point(pt: GridPoint) -> dict[str, Any]:
+    """One grid point through its command's engine entry point, as a row of the tidy table."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    row = _row(pt)
+    try:
+        pred: Prediction | None
+        if pt.fixed is None:
+            res = plan(pt.cluster_spec, pt.workload_spec, pt.gpus, pt.training, objective=pt.objective, top=1)
+            row["candidates_evaluated"] = res.candidates_evaluated
+            pred = res.best
+            if pred is None:
+                reasons = ", ".join(f"{k} {v}" for k, v in sorted(res.infeasible_by_reason.items(),
+                                                                   key=lambda kv: -kv[1])[:3])
+                raise InputError(f"no feasible strategy among {res.candidates_evaluated} candidates ({reasons})",
+                                 where="best")
+        else:
+            pt.cluster_spec.require_gpus(pt.gpus, "gpus")
+            pred = predict(pt.cluster_spec, pt.workload_spec, pt.gpus, pt.training, pt.fixed)
+        _fill(row, pred)
+    except InputError as exc:
+        row.update(status="error", message=exc.message())
+    row["elapsed_s"] = time.perf_counter() - t0
+    row["cpu_s"] = time.process_time() - c0
+    return row
+
+
+def _fill(row: dict[str, Any], p: Prediction) -> None:
+    s = p.strategy
+    row.update(
+        status="ok" if p.feasible else "infeasible", message=p.infeasible_reason, global_batch=s.get("global_batch"),
+        step_time_s=p.step_time_s, tokens_per_s=p.throughput["tokens_per_s"],
+        tokens_per_s_per_gpu=p.throughput["tokens_per_s_per_gpu"], samples_per_s=p.throughput["samples_per_s"],
+        tflops_per_gpu=p.flops["tflops_per_gpu"], mfu=p.flops["mfu"], hfu=p.flops["hfu"],
+        memory_per_gpu_bytes=p.memory["per_gpu_bytes"], memory_capacity_bytes=p.memory["capacity_bytes"],
+        fits=p.memory["fits"], time_to_train_s=p.time_to_train_s, cost_usd=p.cost_usd)
+    for k in _STRATEGY_COLUMNS:
+        v = s.get(k)
+        row[k] = v if isinstance(v, (bool, int, float)) or v is None else str(v)
+    for k in BREAKDOWN_KEYS:
+        row[f"{k}_s"] = p.breakdown_s[k]
+
+
+def run_points(points: list[GridPoint]) -> list[dict[str, Any]]:
+    """A chunk of points, in order (the unit of work sent to a process or a Dask worker)."""
+    return [run_point(p) for p in points]
+
+
+def _chunks(points: list[GridPoint], workers: int) -> list[list[GridPoint]]:
+    """About 4 chunks per worker: few enough to amortise sending specs, enough to balance the load."""
+    size = max(1, -(-len(points) // (4 * workers)))
+    return [points[i:i + size] for i in range(0, len(points), size)]
+
+
+def _local(chunks: list[list[GridPoint]], workers: int) -> Iterator[list[dict[str, Any]]]:
+    if workers == 1:
+        for c in chunks:
+            yield run_points(c)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run_points, c) for c in chunks]
+        try:
+            for f in as_completed(futures):
+                yield f.result()
+        except BaseException:  # Ctrl-C or an error: do not start the remaining chunks
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def _dask(chunks: list[list[GridPoint]], address: str) -> Iterator[list[dict[str, Any]]]:
+    try:
+        import distributed  # optional heavy dependency (the `dask` extra): only --scheduler needs it
+    except ImportError:
+        raise InputError("--scheduler needs Dask distributed, which is not installed", where="--scheduler",
+                         allowed="pip install 'scalemodel[dask]'") from None
+    try:
+        client = distributed.Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise InputError(f"cannot reach a Dask scheduler at {address!r}: {exc}", where="--scheduler",
+                         allowed="the address of a running scheduler, e.g. tcp://10.0.0.1:8786") from None
+    try:
+        futures = client.map(run_points, chunks, pure=False)
+        for f in distributed.as_completed(futures):
+            yield f.result()
+    finally:
+        client.close()
+
+
+def run_grid(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Path], *, workers: int | None = None,
+             scheduler: str | None = None, progress: Callable[[int, int], None] | None = None,
+             inputs: dict[str, Any] | None = None) -> GridResult:
+    """Every point of the sweep ``spec`` (the engine behind `scalemodel sweep`).
+
+    ``workers``: local processes (default: all cores, :func:`os.cpu_count`); 1 runs in this process.
+    ``scheduler``: a Dask scheduler address; the points then run on that cluster instead.
+    ``progress(done, total)`` is called as chunks of points finish.
+    """
+    t0 = time.perf_counter()
+    points = grid_points(spec, models, clusters)
+    if workers is not None and workers < 1:
+        raise InputError(f"workers must be >= 1, got {workers}", where="--workers", allowed="an integer >= 1")
+    n = workers or os.cpu_count() or 1
+    n = max(1, min(n, len(points)))
+    chunks = _chunks(points, n)
+    stream = _dask(chunks, scheduler) if scheduler else _local(chunks, n)
+    rows: list[dict[str, Any]] = []
+    if progress is not None:
+        progress(0, len(points))
+    for part in stream:
+        rows.extend(part)
+        if progress is not None:
+            progress(len(rows), len(points))
+    rows.sort(key=lambda r: r["point"])
+    elapsed = time.perf_counter() - t0
+    cpu = sum(r["cpu_s"] or 0.0 for r in rows)
+    notes = []
+    errors = [r for r in rows if r["status"] == "error"]
+    if errors:
+        notes.append(f"{len(errors)} of {len(rows)} points could not be evaluated (status error; see message)")
+    return GridResult(inputs=dict(inputs or {}), rows=rows, elapsed_s=elapsed,
+                      backend=f"dask {scheduler}" if scheduler else ("in-process" if n == 1 else "local processes"),
+                      workers=n if not scheduler else 0, cpu_s=cpu, notes=notes)

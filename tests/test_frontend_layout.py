@@ -1,0 +1,120 @@
+"""Output that reads well where it is shown: tables within 80 columns when piped (numbers and words never
+broken), plots for a slide (plain tick labels, legends outside the data), the catalog listing workloads
+and scenarios, memory defaulting its cluster like predict."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from scalemodel.report.output import print_table
+
+COMMANDS = [
+    ("plan", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024"),
+    ("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"),
+    ("scale",),
+    ("hardware", "list"),
+    ("sensitivity", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"),
+    ("stragglers", "-n", "1024"),
+    ("collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "2048", "--cluster", "dgx-h100"),
+    ("memory", "--tp", "8", "--pp", "8"),
+    ("calibrate", "tests/data/nccl/synthetic_current.log", "-c", "dgx-a100"),
+]
+#: a line holding nothing but a unit or the tail of a number: a quantity broken across lines
+BROKEN = re.compile(r"^[\s│┃|]*(s|ms|us|GB|GiB|MB|TB/s|GB/s|%|\d)[\s│┃|]*$")
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_tables_fit_80_columns_when_piped(cli, monkeypatch, args) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli(*args)
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert max(len(x) for x in lines) <= 80
+    assert not [x for x in lines if BROKEN.match(x)]
+
+
+def test_plan_quantities_are_whole_at_80_columns(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from scalemodel.units import format_quantity as fq
+
+    args = ("plan", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024")
+    doc = json.loads(cli(*args, "--json").out)
+    monkeypatch.setenv("COLUMNS", "80")
+    out = cli(*args).out
+    for p in doc["ranked"]:
+        assert fq(p["step_time_s"], "time") in out
+        assert fq(p["memory_per_gpu_bytes"], "bytes") in out
+
+
+def test_print_table_layouts() -> None:
+    """Boxed when it fits; borderless when only that fits; one block per row when nothing fits."""
+    from rich.console import Console
+    from rich.table import Table
+
+    def table(n: int) -> Table:
+        t = Table(title="T")
+        for i in range(n):
+            t.add_column(f"column-{i}", justify="right" if i % 2 else "left")
+        t.add_row(*[f"value-{i} words" for i in range(n)])
+        return t
+
+    for n, marker in ((3, "┃"), (6, "─"), (12, "column-11: value-11 words")):
+        c = Console(width=80, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+        print_table(c, table(n))
+        text = c.export_text()
+        assert max(len(x) for x in text.splitlines()) <= 80
+        assert marker in text, (n, text)
+        for i in range(n):
+            assert f"value-{i}" in text  # no word broken
+
+
+def test_plot_is_readable_on_a_slide() -> None:
+    """Plain tick labels (no 4x10^-1 mathtext) and every legend outside its panel's data area."""
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scalemodel.engine.scaling import sweep
+    from scalemodel.report.plot import scaling_figure
+    from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+
+    res = sweep(load_cluster("dgx-a100"), load_workload("gpt-1.7b"), TrainingSpec(global_batch=64, micro_batch=1),
+                StrategySpec(tp=2), [8, 16, 32, 64], "weak")
+    fig = scaling_figure(res.payload(), plt)
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            labels = [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_text()]
+            assert labels and not [x for x in labels if "$" in x or "times" in x or "^" in x], labels
+            legend = ax.get_legend()
+            if legend is not None:
+                box, area = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+                assert box.y1 <= area.y0 + 1, "legend overlaps the data area"
+        assert sum(ax.get_legend() is not None for ax in fig.axes) == 2
+    finally:
+        plt.close(fig)
+
+
+def test_catalog_lists_workloads_and_scenarios(cli) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads(cli("hardware", "list", "--json").out)
+    names = {w["name"] for w in doc["workloads"]}
+    assert {"gpt3-175b", "llama3-70b", "resnet50"} <= names
+    assert "default" in {s["name"] for s in doc["scenarios"]}
+    out = cli("hardware", "list").out
+    assert "Workloads" in out and "Scenarios" in out and "llama3-70b" in out
+
+
+def test_memory_defaults_like_predict(cli) -> None:  # type: ignore[no-untyped-def]
+    mem = json.loads(cli("memory", "--tp", "8", "--pp", "8", "--json").out)
+    pred = json.loads(cli("predict", "--tp", "8", "--pp", "8", "--json").out)
+    assert mem["inputs"]["cluster"] == pred["inputs"]["cluster"] == "dgx-h100"
+    assert mem["inputs"]["model"] == pred["inputs"]["model"]
+    assert mem["per_gpu_bytes"]["total"] == pred["memory"]["per_gpu_bytes"]
+
+
+def test_hardware_show_is_plain_text(cli) -> None:  # type: ignore[no-untyped-def]
+    out = cli("hardware", "show", "dgx-a100").out
+    assert "\\x" not in out and "\\u" not in out
