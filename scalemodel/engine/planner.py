@@ -62,7 +62,7 @@ from scalemodel.choices import (
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_arrays
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.predict import Prediction, result_at
-from scalemodel.engine.step import REASON_KEYS, Infeasible, evaluate
+from scalemodel.engine.step import REASON_KEYS, Infeasible, evaluate, memory_parts, microbatches
 from scalemodel.errors import InputError
 from scalemodel.specs.constraints import Constraints, normalize_constraints
 from scalemodel.specs.constraints import keep as allowed_by
@@ -378,8 +378,9 @@ def _score(objective: str, job: Job, gpus: int, res: Any) -> np.ndarray:
     return np.asarray(score)
 
 
-#: Breakdown parts no communication choice changes (their sum bounds the step from below).
-_FIXED_PARTS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble", "optimizer")
+#: Breakdown parts neither the ZeRO stage nor a communication choice changes (their sum bounds the step from
+#: below; the optimizer step, which ZeRO shards, is left out of the bound).
+_FIXED_PARTS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble")
 
 
 @dataclass(order=True)
@@ -485,11 +486,12 @@ def _comm_equivalents(p: _Pick, choices: dict[str, np.ndarray], into: dict[str, 
 
 def _outer_grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], lo: int, hi: int,
                 axes: dict[str, np.ndarray], comm0: dict[str, Any], fixed: dict[str, Any]) -> StrategyGrid:
-    """Configurations lo:hi on axis 0, then zero, recompute, sequence parallelism; one communication choice."""
+    """Configurations lo:hi on axis 0, the first ZeRO stage, recompute, sequence parallelism; one communication
+    choice."""
     col = {k: v[lo:hi].reshape(-1, 1, 1, 1) for k, v in cfg.items()}
     return grid_from_arrays(
         gpus=gpus, global_batch=global_batch, **col, **comm0, **fixed,
-        zero=axes["zero"].reshape(1, -1, 1, 1), recompute=axes["recompute"].reshape(1, 1, -1, 1),
+        zero=axes["zero"][:1].reshape(1, 1, 1, 1), recompute=axes["recompute"].reshape(1, 1, -1, 1),
         sequence_parallel=axes["sequence_parallel"].reshape(1, 1, 1, -1))
 
 
@@ -576,23 +578,30 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         lut = dict(zip(np.unique(fams).tolist(), np.atleast_1d(lim).tolist(), strict=True))
         return rows[rows[:, 0] <= np.asarray([lut[f] for f in fams.tolist()])]
 
-    # ---- pass 1: every outer candidate at one communication choice -------------------------------------
+    # ---- pass 1: every outer candidate at one ZeRO stage and one communication choice; memory at every stage
     done = 0
+    zeros = axes["zero"].reshape(1, -1, 1, 1)
     for si, (sync, cfg) in enumerate(zip(modes, by_mode, strict=True)):
         n_cfg = len(cfg["dp"])
         for lo in range(0, n_cfg, per_chunk):
             hi = min(n_cfg, lo + per_chunk)
             grid = _outer_grid(gpus, global_batch, cfg, lo, hi, axes, comm0, fixed)
             res = evaluate(job, grid, sync=sync, kappa=kappa)
-            shape = grid.shape
-            computed += int(np.prod(shape))
+            computed += grid.size
+            full = replace(grid, zero=zeros)
+            shape = full.shape
+            mem = np.broadcast_to(memory_parts(job, full, microbatches(full))["total"], shape)
             valid = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
-            reason = np.asarray(res.reason)
+            # feasibility depends on the ZeRO stage only through memory and "parameter server needs ZeRO 0"
+            r1 = np.broadcast_to(np.asarray(res.reason), shape)
+            open_ = (r1 == 0) | (r1 == oom) | (r1 == ps_bad)
+            zb = np.broadcast_to(zeros, shape)
+            fits = mem <= job.memory_capacity
+            reason = np.where(open_, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits, 0, oom)), r1)
             feas = reason == 0
-            over = feas & ~allowed_by(np.asarray(res.memory["total"]), c["memory"]) if "memory" in c else (
-                np.zeros(shape, dtype=bool))
-            # a parameter server needs ZeRO 0: with all-reduce first, its choices are infeasible where ZeRO > 0
-            ps_hit = valid & (feas | (reason == oom)) & (np.broadcast_to(grid.zero, shape) > 0) & (not first_is_ps)
+            over = feas & ~allowed_by(mem, c["memory"]) if "memory" in c else np.zeros(shape, dtype=bool)
+            # with all-reduce first, the parameter-server choices are infeasible where ZeRO > 0
+            ps_hit = valid & open_ & (zb > 0) & (not first_is_ps)
             weight = np.where(ps_hit, n_choice - n_ps, n_choice)
             covered += int(np.count_nonzero(valid)) * n_choice
             bad = valid & ~feas
@@ -601,23 +610,25 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             good = valid & feas & ~over
             feasible_n += int(weight[good].sum())
             over_limit += float(weight[valid & over].sum())
-            score = np.where(good, _score(objective, job, gpus, res), np.inf)
+            # exact values where pass 1 evaluated (the first ZeRO stage), bounds at every stage
+            score = np.where(good[:, :1], _score(objective, job, gpus, res), np.inf)
             lb = np.where(good, sum(np.asarray(res.breakdown[k]) for k in _FIXED_PARTS) * scale, np.inf)
             flat = score.ravel()
             fin = np.nonzero(np.isfinite(flat))[0]
             if fin.size:
                 k = min(keep, fin.size)
                 sel = fin[np.argpartition(flat[fin], k - 1)[:k]] if k < fin.size else fin
-                a, z, r, sp_i = np.unravel_index(sel, shape)
-                best.add([(si, lo + int(ai), int(zi), int(ri), int(spi)) for ai, zi, ri, spi
-                          in zip(a, z, r, sp_i, strict=True)], flat[sel])
-                fams = np.broadcast_to(fam_by_mode[si][lo:hi].reshape(-1, 1, 1, 1), shape)
+                a, _z, r, sp_i = np.unravel_index(sel, score.shape)
+                best.add([(si, lo + int(ai), 0, int(ri), int(spi)) for ai, ri, spi in zip(a, r, sp_i, strict=True)],
+                         flat[sel])
+                fams = np.broadcast_to(fam_by_mode[si][lo:hi].reshape(-1, 1, 1, 1), score.shape)
                 for f in np.unique(fams[np.isfinite(score)]):
                     v = float(score[fams == f].min())
                     if v < fam_thr.get(int(f), math.inf):
                         fam_thr[int(f)] = v
-                lbf = lb.ravel()
-                cand = np.nonzero(np.isfinite(lbf))[0]
+            lbf = lb.ravel()
+            cand = np.nonzero(np.isfinite(lbf))[0]
+            if cand.size:
                 a, z, r, sp_i = np.unravel_index(cand, shape)
                 rows = np.stack([lbf[cand], np.full(len(cand), si), lo + a, z, r, sp_i,
                                  fam_by_mode[si][lo + a]], axis=1).astype(float)
@@ -642,7 +653,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         batch = refilter(surv[pos:pos + per2])
         pos += per2
         if not len(batch):
-            if surv[pos - 1, 0] > max([best.threshold, *fam_thr.values()]):
+            if surv[min(pos, len(surv)) - 1, 0] > max([best.threshold, *fam_thr.values()]):
                 break
             continue
         for si in np.unique(batch[:, 1]).astype(int):
