@@ -392,12 +392,17 @@ class _Pick:
     row: np.ndarray | None = field(compare=False, default=None)  # scores over the communication choices
 
 
-def _for_sync(cfg: dict[str, np.ndarray], sync: str) -> dict[str, np.ndarray]:
+def _sync_mask(cfg: dict[str, np.ndarray], sync: str) -> np.ndarray:
     """Configurations a sync mode applies to: hier:G needs G to divide the data-parallel degree."""
     strat = parse_sync(sync)
     if strat.kind != SyncKind.HIER:
-        return cfg
-    ok = cfg["dp"] % strat.param == 0
+        return np.ones(len(cfg["dp"]), dtype=bool)
+    return np.asarray(cfg["dp"] % strat.param == 0)
+
+
+def _for_sync(cfg: dict[str, np.ndarray], sync: str) -> dict[str, np.ndarray]:
+    """The configurations of :func:`_sync_mask`."""
+    ok = _sync_mask(cfg, sync)
     return {k: v[ok] for k, v in cfg.items()}
 
 
@@ -551,9 +556,10 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     first_is_ps = bool(choices["ps_servers"][0] > 0)
     inner = int(np.prod([len(a) for a in axes.values()]))
     per_chunk = max(1, CHUNK_CANDIDATES // max(inner, 1))
-    by_mode = [_for_sync(all_cfg, sync) for sync in modes]
-    fam_by_mode = [_family_code(m) for m in by_mode]
-    total = sum(len(m["dp"]) for m in by_mode) * inner
+    mode_mask = [_sync_mask(all_cfg, sync) for sync in modes]
+    fam_all = _family_code(all_cfg)
+    total = sum(int(m.sum()) for m in mode_mask) * inner
+    bsp_index = modes.index("bsp") if "bsp" in modes else -1
     keep = max(10 * top, 50)
     scale = _scale(objective, job, gpus, global_batch)
     oom, ps_bad = int(Infeasible.OUT_OF_MEMORY), int(Infeasible.PS_INCOMPATIBLE)
@@ -578,31 +584,36 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         lut = dict(zip(np.unique(fams).tolist(), np.atleast_1d(lim).tolist(), strict=True))
         return rows[rows[:, 0] <= np.asarray([lut[f] for f in fams.tolist()])]
 
-    # ---- pass 1: every outer candidate at one ZeRO stage and one communication choice; memory at every stage
+    # ---- pass 1: every outer candidate at one ZeRO stage and one communication choice, under bsp (no part of
+    # the bound depends on the sync mode); memory at every stage
     done = 0
     zeros = axes["zero"].reshape(1, -1, 1, 1)
-    for si, (sync, cfg) in enumerate(zip(modes, by_mode, strict=True)):
-        n_cfg = len(cfg["dp"])
-        for lo in range(0, n_cfg, per_chunk):
-            hi = min(n_cfg, lo + per_chunk)
-            grid = _outer_grid(gpus, global_batch, cfg, lo, hi, axes, comm0, fixed)
-            res = evaluate(job, grid, sync=sync, kappa=kappa)
-            computed += grid.size
-            full = replace(grid, zero=zeros)
-            shape = full.shape
-            mem = np.broadcast_to(memory_parts(job, full, microbatches(full))["total"], shape)
-            valid = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
-            # feasibility depends on the ZeRO stage only through memory and "parameter server needs ZeRO 0"
-            r1 = np.broadcast_to(np.asarray(res.reason), shape)
-            open_ = (r1 == 0) | (r1 == oom) | (r1 == ps_bad)
-            zb = np.broadcast_to(zeros, shape)
-            fits = mem <= job.memory_capacity
-            reason = np.where(open_, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits, 0, oom)), r1)
-            feas = reason == 0
-            over = feas & ~allowed_by(mem, c["memory"]) if "memory" in c else np.zeros(shape, dtype=bool)
-            # with all-reduce first, the parameter-server choices are infeasible where ZeRO > 0
-            ps_hit = valid & open_ & (zb > 0) & (not first_is_ps)
-            weight = np.where(ps_hit, n_choice - n_ps, n_choice)
+    n_cfg = len(all_cfg["dp"])
+    for lo in range(0, n_cfg, per_chunk):
+        hi = min(n_cfg, lo + per_chunk)
+        grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
+        res = evaluate(job, grid, sync="bsp", kappa=kappa)
+        computed += grid.size
+        full = replace(grid, zero=zeros)
+        shape = full.shape
+        mem = np.broadcast_to(memory_parts(job, full, microbatches(full))["total"], shape)
+        valid_all = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
+        # feasibility depends on the ZeRO stage only through memory and "parameter server needs ZeRO 0"
+        r1 = np.broadcast_to(np.asarray(res.reason), shape)
+        open_ = (r1 == 0) | (r1 == oom) | (r1 == ps_bad)
+        zb = np.broadcast_to(zeros, shape)
+        fits = mem <= job.memory_capacity
+        reason = np.where(open_, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits, 0, oom)), r1)
+        feas = reason == 0
+        over = feas & ~allowed_by(mem, c["memory"]) if "memory" in c else np.zeros(shape, dtype=bool)
+        # with all-reduce first, the parameter-server choices are infeasible where ZeRO > 0
+        ps_hit_all = valid_all & open_ & (zb > 0) & (not first_is_ps)
+        weight = np.where(ps_hit_all, n_choice - n_ps, n_choice)
+        lb = sum(np.asarray(res.breakdown[k]) for k in _FIXED_PARTS) * scale
+        fams = np.broadcast_to(fam_all[lo:hi].reshape(-1, 1, 1, 1), shape)
+        for si in range(len(modes)):
+            valid = valid_all & mode_mask[si][lo:hi].reshape(-1, 1, 1, 1)
+            ps_hit = ps_hit_all & valid
             covered += int(np.count_nonzero(valid)) * n_choice
             bad = valid & ~feas
             reasons += np.bincount(reason[bad], weights=weight[bad], minlength=len(reasons))
@@ -610,84 +621,83 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             good = valid & feas & ~over
             feasible_n += int(weight[good].sum())
             over_limit += float(weight[valid & over].sum())
-            # exact values where pass 1 evaluated (the first ZeRO stage), bounds at every stage
-            score = np.where(good[:, :1], _score(objective, job, gpus, res), np.inf)
-            lb = np.where(good, sum(np.asarray(res.breakdown[k]) for k in _FIXED_PARTS) * scale, np.inf)
-            flat = score.ravel()
-            fin = np.nonzero(np.isfinite(flat))[0]
-            if fin.size:
-                k = min(keep, fin.size)
-                sel = fin[np.argpartition(flat[fin], k - 1)[:k]] if k < fin.size else fin
-                a, _z, r, sp_i = np.unravel_index(sel, score.shape)
-                best.add([(si, lo + int(ai), 0, int(ri), int(spi)) for ai, ri, spi in zip(a, r, sp_i, strict=True)],
-                         flat[sel])
-                fams = np.broadcast_to(fam_by_mode[si][lo:hi].reshape(-1, 1, 1, 1), score.shape)
-                for f in np.unique(fams[np.isfinite(score)]):
-                    v = float(score[fams == f].min())
-                    if v < fam_thr.get(int(f), math.inf):
-                        fam_thr[int(f)] = v
-            lbf = lb.ravel()
+            if si == bsp_index:  # exact values where pass 1 evaluated (the first ZeRO stage)
+                score = np.where(good[:, :1], _score(objective, job, gpus, res), np.inf)
+                flat = score.ravel()
+                fin = np.nonzero(np.isfinite(flat))[0]
+                if fin.size:
+                    k = min(keep, fin.size)
+                    sel = fin[np.argpartition(flat[fin], k - 1)[:k]] if k < fin.size else fin
+                    a, _z, r, sp_i = np.unravel_index(sel, score.shape)
+                    best.add([(si, lo + int(ai), 0, int(ri), int(spi))
+                              for ai, ri, spi in zip(a, r, sp_i, strict=True)], flat[sel])
+                    fam1 = fams[:, :1]
+                    for f in np.unique(fam1[np.isfinite(score)]):
+                        v = float(score[fam1 == f].min())
+                        if v < fam_thr.get(int(f), math.inf):
+                            fam_thr[int(f)] = v
+            lbf = np.where(good, lb, np.inf).ravel()
             cand = np.nonzero(np.isfinite(lbf))[0]
             if cand.size:
                 a, z, r, sp_i = np.unravel_index(cand, shape)
-                rows = np.stack([lbf[cand], np.full(len(cand), si), lo + a, z, r, sp_i,
-                                 fam_by_mode[si][lo + a]], axis=1).astype(float)
+                rows = np.stack([lbf[cand], np.full(len(cand), si), lo + a, z, r, sp_i, fam_all[lo + a]],
+                                axis=1).astype(float)
                 rows = refilter(rows)
                 stored.append(rows)
                 n_stored += len(rows)
                 if n_stored > 4 * CHUNK_CANDIDATES:
                     stored = [refilter(np.concatenate(stored))]
                     n_stored = len(stored[0])
-            done += (hi - lo) * inner
-            if progress is not None:
-                progress(done, total)
+        done += sum(int(m[lo:hi].sum()) for m in mode_mask) * inner
+        if progress is not None:
+            progress(done, total)
 
     # ---- pass 2: survivors, best bound first, on every communication choice --------------------------
     surv = refilter(np.concatenate(stored)) if stored else np.zeros((0, 7))
-    surv = surv[np.argsort(surv[:, 0], kind="stable")]
+    surv = surv[np.lexsort((surv[:, 0], surv[:, 1]))]  # by sync mode, then best bound first
     per2 = max(1, CHUNK_CANDIDATES // n_choice)
     picks: list[_Pick] = []
     fam_pick: dict[int, _Pick] = {}
-    pos = 0
-    while pos < len(surv):
-        batch = refilter(surv[pos:pos + per2])
-        pos += per2
-        if not len(batch):
-            if surv[min(pos, len(surv)) - 1, 0] > max([best.threshold, *fam_thr.values()]):
-                break
+    batches = []
+    for si in np.unique(surv[:, 1]).astype(int):
+        rows_si = surv[surv[:, 1] == si]
+        batches += [rows_si[i:i + per2] for i in range(0, len(rows_si), per2)]
+    for raw in batches:
+        part = refilter(raw)
+        if not len(part):
             continue
-        for si in np.unique(batch[:, 1]).astype(int):
-            part = batch[batch[:, 1] == si]
-            at = part[:, 2:6].astype(np.int64)
-            sync, cfg = modes[si], by_mode[si]
-            grid = _comm_grid(gpus, global_batch, cfg, at, axes, choices, fixed)
-            res = evaluate(job, grid, sync=sync, kappa=kappa)
-            computed += grid.size
-            ok = np.asarray(res.feasible)
-            if "memory" in c:
-                ok = ok & allowed_by(np.asarray(res.memory["total"]), c["memory"])
-            sc = np.where(ok, _score(objective, job, gpus, res), np.inf)
-            bi = np.argmin(sc, axis=1)
-            bv = sc[np.arange(len(at)), bi]
-            keys = [(si, *map(int, row)) for row in at]
-            fin = np.isfinite(bv)
-            best.add([k for k, f in zip(keys, fin, strict=True) if f], bv[fin])
-            fams = part[:, 6].astype(np.int64)
-            limit = best.threshold
-            for j in np.nonzero(fin)[0]:
-                v, f = float(bv[j]), int(fams[j])
-                is_fam = v < fam_thr.get(f, math.inf) or (f not in fam_pick or v < fam_pick[f].score)
-                if v > limit and not is_fam:
-                    continue
-                pick = _Pick(v, (*keys[j], int(bi[j])), take_one(grid, int(j) * n_choice + int(bi[j])), sync,
-                             sc[j].copy())
-                if v <= limit:
-                    picks.append(pick)
-                if f not in fam_pick or pick < fam_pick[f]:
-                    fam_pick[f] = pick
-                fam_thr[f] = min(fam_thr.get(f, math.inf), v)
-            if len(picks) > 2 * keep:
-                picks = heapq.nsmallest(keep, picks)
+        # one evaluate() per batch of one sync mode
+        si = int(part[0, 1])
+        at = part[:, 2:6].astype(np.int64)
+        sync, cfg = modes[si], all_cfg
+        grid = _comm_grid(gpus, global_batch, cfg, at, axes, choices, fixed)
+        res = evaluate(job, grid, sync=sync, kappa=kappa)
+        computed += grid.size
+        ok = np.asarray(res.feasible)
+        if "memory" in c:
+            ok = ok & allowed_by(np.asarray(res.memory["total"]), c["memory"])
+        sc = np.where(ok, _score(objective, job, gpus, res), np.inf)
+        bi = np.argmin(sc, axis=1)
+        bv = sc[np.arange(len(at)), bi]
+        keys = [(si, *map(int, row)) for row in at]
+        fin = np.isfinite(bv)
+        best.add([k for k, f in zip(keys, fin, strict=True) if f], bv[fin])
+        fams = part[:, 6].astype(np.int64)
+        limit = best.threshold
+        for j in np.nonzero(fin)[0]:
+            v, f = float(bv[j]), int(fams[j])
+            is_fam = v < fam_thr.get(f, math.inf) or (f not in fam_pick or v < fam_pick[f].score)
+            if v > limit and not is_fam:
+                continue
+            pick = _Pick(v, (*keys[j], int(bi[j])), take_one(grid, int(j) * n_choice + int(bi[j])), sync,
+                         sc[j].copy())
+            if v <= limit:
+                picks.append(pick)
+            if f not in fam_pick or pick < fam_pick[f]:
+                fam_pick[f] = pick
+            fam_thr[f] = min(fam_thr.get(f, math.inf), v)
+        if len(picks) > 2 * keep:
+            picks = heapq.nsmallest(keep, picks)
 
     picks = sorted(picks)[:keep]
     strategies = [dict(p.grid.describe(0), sync=p.sync) for p in picks]
@@ -712,7 +722,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         inputs=dict(inputs or {}), objective=objective, candidates_evaluated=covered, feasible=feasible_n,
         infeasible_by_reason=by_reason, elapsed_s=0.0, ranked=ranked, objective_values=[p.score for p in chosen],
         family_best=family_best, searched_families=sorted({
-            _family_name(int(code)) for m in fam_by_mode for code in np.unique(m)}),
+            _family_name(int(code)) for m in mode_mask for code in np.unique(fam_all[m])}),
         search={"covered": covered, "evaluated": computed, "outer_candidates": total,
                 "communication_choices": n_choice, "second_pass_outer": int(len(surv)),
                 "allow": sorted(allow), "method": method},
