@@ -398,3 +398,25 @@ def test_interleaving_axis_is_bounded_by_divisors():
     assert len(cfg["dp"]) < 5000
     v = cfg["virtual_stages"][cfg["schedule"] == 1]
     assert np.all(1_000_000 % v == 0)
+
+
+def test_pareto_front_is_non_dominated_and_holds_both_extremes():
+    cl = load_cluster("dgx-a100", [])
+    wl = load_workload("gpt-1.7b", [])
+    tr = TrainingSpec(global_batch=64, train_tokens=1e9)
+    res = planner.plan(cl, wl, 64, tr, top=3, sync_modes=("bsp", "asp", "local:4"), pareto=True)
+    front = res.pareto
+    assert front
+    tok = [p.throughput["tokens_per_s"] for p in front]
+    eff = [p.throughput["tokens_per_s"] * p.sync["statistical_efficiency"] for p in front]
+    # sorted by throughput, and each later point gives up throughput for more progress per second
+    assert tok == sorted(tok, reverse=True)
+    assert all(b > a for a, b in zip(eff, eff[1:], strict=False))
+    fastest = planner.plan(cl, wl, 64, tr, top=1, sync_modes=("bsp", "asp", "local:4")).ranked[0]
+    surest = planner.plan(cl, wl, 64, tr, top=1, sync_modes=("bsp", "asp", "local:4"),
+                          objective="time-to-train").ranked[0]
+    assert tok[0] == pytest.approx(fastest.throughput["tokens_per_s"], rel=1e-9)
+    assert eff[-1] == pytest.approx(surest.throughput["tokens_per_s"] * surest.sync["statistical_efficiency"],
+                                    rel=1e-9)
+    doc = res.payload()
+    assert len(doc["pareto"]) == len(front)

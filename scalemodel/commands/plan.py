@@ -46,6 +46,9 @@ def register(app: typer.Typer) -> None:
         allow: Annotated[str, typer.Option(
             "--allow", help="Also search what mainstream frameworks do not run (comma-separated): "
                             + ", ".join(ALLOW) + ". Such plans are labelled custom.")] = "",
+        pareto: Annotated[bool, typer.Option(
+            "--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
+                             "'impossible triangle'); most useful with several --sync-modes.")] = False,
         set_: o.SetOption = None,
         as_json: o.JsonOption = False,
     ) -> None:
@@ -77,6 +80,7 @@ def register(app: typer.Typer) -> None:
         try:
             result = run(cl, wl, gpus, tr, objective=objective, top=top, constraints=constraints, sync_modes=modes,
                          straggler_cv=straggler_cv, progress=bar, allow=allowed, strategy=st, pinned=pinned,
+                         pareto=pareto,
                          echo={"constraints": list(constraint or []), "set": list(set_ or [])})
         finally:
             bar.close()

@@ -70,6 +70,8 @@ from scalemodel.specs.constraints import keep as allowed_by
 OBJECTIVES = ("throughput", "time-to-train", "cost")
 #: Candidates per evaluate() call: bounds memory (well under 500 MB) and paces the progress bar.
 CHUNK_CANDIDATES = 100_000
+#: Plans per objective the Pareto front is drawn from.
+PARETO_POOL = 50
 #: Relative gap under which two plans that differ in one choice are near-duplicates.
 NEAR = 0.005
 #: Kept fractions of top-k compression the search tries (Lin et al. 2018, DGC: 0.1 % to 10 %).
@@ -339,6 +341,7 @@ class PlanResult:
     search: dict[str, Any] = field(default_factory=dict)  # covered / evaluated counts, the method
     equivalents: list[dict[str, list[Any]]] = field(default_factory=list)  # per ranked plan: choices within NEAR
     custom: list[list[str]] = field(default_factory=list)  # per ranked plan: non-mainstream choices
+    pareto: list[Prediction] = field(default_factory=list)  # throughput vs time to target vs cost front
 
     @property
     def best(self) -> Prediction | None:
@@ -356,9 +359,16 @@ class PlanResult:
                 "did_not_matter": self.equivalents[i] if i < len(self.equivalents) else {},
                 "custom": self.custom[i] if i < len(self.custom) else [],
             })
-        return {"inputs": self.inputs, "candidates_evaluated": self.candidates_evaluated,
-                "feasible": self.feasible, "infeasible_by_reason": self.infeasible_by_reason,
-                "search": self.search, "elapsed_s": self.elapsed_s, "ranked": ranked, "why": self.why}
+        out = {"inputs": self.inputs, "candidates_evaluated": self.candidates_evaluated,
+               "feasible": self.feasible, "infeasible_by_reason": self.infeasible_by_reason,
+               "search": self.search, "elapsed_s": self.elapsed_s, "ranked": ranked, "why": self.why}
+        if self.pareto:
+            out["pareto"] = [{
+                "strategy": p.strategy, "tokens_per_s": p.throughput["tokens_per_s"],
+                "statistical_efficiency": p.sync["statistical_efficiency"],
+                "effective_tokens_per_s": p.throughput["tokens_per_s"] * p.sync["statistical_efficiency"],
+                "time_to_train_s": p.time_to_train_s, "cost_usd": p.cost_usd} for p in self.pareto]
+        return out
 
 
 def _scale(objective: str, job: Job, gpus: int, global_batch: int) -> float:
@@ -779,18 +789,36 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
     return cons, fixed, sync
 
 
+def pareto_front(preds: Sequence[Prediction]) -> list[Prediction]:
+    """The plans no other plan beats on both step throughput (tokens/s) and progress per second (tokens/s x
+    statistical efficiency, i.e. time to target); at a fixed GPU count cost is time to target x GPUs x price,
+    so the cost axis adds no other trade-off. Sorted by throughput, fastest first; duplicates dropped."""
+    pts = sorted(((-p.throughput["tokens_per_s"], -p.throughput["tokens_per_s"] * p.sync["statistical_efficiency"], i)
+                  for i, p in enumerate(preds)))
+    front: list[Prediction] = []
+    best_eff = 0.0
+    for _x, y, i in pts:
+        if -y > best_eff * (1 + 1e-6):  # more progress per second than every faster plan
+            front.append(preds[i])
+            best_eff = -y
+    return front
+
+
 def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: str = "throughput", top: int = 5,
          constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
          straggler_cv: float | None = None, progress: Callable[[int, int], None] | None = None,
          echo: dict[str, Any] | None = None, allow: Sequence[str] = (), strategy: Any = None,
-         pinned: Sequence[str] = ()) -> PlanResult:
+         pinned: Sequence[str] = (), pareto: bool = False) -> PlanResult:
     """Search every valid strategy for validated specs (the engine behind `scalemodel plan`).
 
     The global batch defaults to one sequence per GPU. ``echo`` holds what the caller wants echoed
     in the result's inputs besides the resolved job (the constraints as typed, the --set overrides).
     ``strategy`` (a StrategySpec) with ``pinned`` (the fields --set on it) fixes those axes
-    (:func:`pins`); ``allow`` opens non-mainstream choices (:data:`ALLOW`).
+    (:func:`pins`); ``allow`` opens non-mainstream choices (:data:`ALLOW`). ``pareto`` adds the front of
+    step throughput vs time to target vs cost (:func:`pareto_front`) over the best plans of the
+    throughput and the time-to-train searches (50 each; the front of those plans, not of the whole space).
     """
+    t0 = time.perf_counter()
     batch = int(training.global_batch or gpus)
     cluster.require_gpus(gpus)
     job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
@@ -813,8 +841,16 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
         "sync_modes": modes, "straggler_cv": job.straggler_cv, "train_tokens": job.train_tokens or None,
         "set": [], "allow": sorted(allow)}
     inputs.update(echo or {})
-    return search(job, gpus, batch, objective=objective, top=top, constraints=cons, sync_modes=modes,
-                  progress=progress, inputs=inputs, allow=allow, fixed=fixed)
+    result = search(job, gpus, batch, objective=objective, top=top, constraints=cons, sync_modes=modes,
+                    progress=progress, inputs=inputs, allow=allow, fixed=fixed)
+    if pareto:
+        pool: list[Prediction] = []
+        for obj in ("throughput", "time-to-train"):
+            pool += search(job, gpus, batch, objective=obj, top=PARETO_POOL, constraints=cons, sync_modes=modes,
+                           inputs=inputs, allow=allow, fixed=fixed).ranked
+        result.pareto = pareto_front(pool)
+        result.elapsed_s = time.perf_counter() - t0
+    return result
 
 
 # --------------------------------------------------------------------------------------------

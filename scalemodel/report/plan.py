@@ -101,6 +101,18 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
         for i, custom in enumerate(result.custom[:len(result.ranked)]):
             if custom:
                 console.print(f"  #{i + 1} [custom]: {', '.join(custom)} (not run by mainstream frameworks)")
+    if result.pareto:
+        tp = Table(title="Pareto front: step throughput vs time to target vs cost")
+        for col in ("layout", "settings", "tokens/s", "stat. eff.", "effective tokens/s", "time to train", "cost"):
+            tp.add_column(col, justify="left" if col in ("layout", "settings") else "right")
+        for p in result.pareto:
+            eff = p.sync["statistical_efficiency"]
+            tp.add_row(describe_layout(p.strategy), describe_settings(p.strategy),
+                       f"{p.throughput['tokens_per_s']:,.0f}", f"{eff:.3f}",
+                       f"{p.throughput['tokens_per_s'] * eff:,.0f}",
+                       f"{p.time_to_train_s / 86400:,.1f} days" if p.time_to_train_s else "-",
+                       f"{p.cost_usd:,.0f} USD" if p.cost_usd else "-")
+        console.print(tp)
     if result.infeasible_by_reason:
         t2 = Table(title="Infeasible candidates")
         t2.add_column("reason")
