@@ -267,7 +267,8 @@ def comm_choices(job: Job, gpus: int, c: Constraints, allow: frozenset[str] = fr
             rows += [(int(Algorithm.AUTO), int(CompressionKind.NONE), 1.0, k, col, o, 0.0, asg)
                      for o in overlaps for asg in assigns]
     if not rows:
-        raise InputError("the constraints leave no data-parallel communication choice", where="--constraint",
+        raise InputError("the constraints leave no data-parallel communication choice",
+                         where="--constraint / --set strategy.*",
                          allowed="an algorithm, compression, dp_comm, overlap, bucket and assignment that can go "
                                  "together (a parameter server takes algorithm auto, no compression, bucket default)")
     cols = list(zip(*rows, strict=True))
