@@ -420,3 +420,25 @@ def test_pareto_front_is_non_dominated_and_holds_both_extremes():
                                     rel=1e-9)
     doc = res.payload()
     assert len(doc["pareto"]) == len(front)
+
+
+def test_time_to_target_searches_the_global_batch():
+    """With B_noise known and no batch given, time to target S_min (1 + B_noise/B) t_step ranks batches too:
+    the winner is no slower to the target than the best plan at any single batch tried."""
+    cl = load_cluster("dgx-a100", [])
+    wl = load_workload("gpt-1.7b", [])
+    bn = 256.0
+    tr = TrainingSpec(train_tokens=1e9, critical_batch=bn)
+    res = planner.plan(cl, wl, 64, tr, top=3, objective="time-to-train", constraints={"tp": 1, "pp": 1})
+    batches = res.search["global_batches"]
+    assert batches == [8, 16, 32, 64, 128, 256, 512]
+    win = res.ranked[0]
+    b = win.strategy["global_batch"]
+    ttt = (1 + bn / b) * win.step_time_s / win.sync["statistical_efficiency"]
+    for other in batches:
+        r = planner.plan(cl, wl, 64, TrainingSpec(train_tokens=1e9, critical_batch=bn, global_batch=other),
+                         top=1, objective="time-to-train", constraints={"tp": 1, "pp": 1})
+        if r.ranked:
+            p = r.ranked[0]
+            assert ttt <= (1 + bn / other) * p.step_time_s / p.sync["statistical_efficiency"] * (1 + 1e-9)
+    assert res.feasible + sum(res.infeasible_by_reason.values()) == res.candidates_evaluated

@@ -790,6 +790,40 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
     return cons, fixed, sync
 
 
+#: Global batches the time-to-target objective tries, as multiples of the default (one sequence per GPU).
+GLOBAL_BATCH_FACTORS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+def _search_batches(job: Job, gpus: int, batch: int, *, top: int, **kw: Any) -> PlanResult:
+    """Time to target over the global batch too (when the critical batch B_noise is known and the batch is
+    not fixed): each batch B in :data:`GLOBAL_BATCH_FACTORS` x ``batch`` is searched on its own, and plans are
+    ranked by time to target, S_min (1 + B_noise/B) t_step / sync efficiency (McCandlish et al. 2018,
+    :mod:`scalemodel.cost.efficiency`), i.e. the per-effective-token score x (B + B_noise), up to a constant."""
+    bn = job.critical_batch
+    runs: list[tuple[int, PlanResult]] = []
+    for f in GLOBAL_BATCH_FACTORS:
+        b = int(round(batch * f))
+        if b >= 1 and all(b != r[0] for r in runs):
+            runs.append((b, search(job, gpus, b, objective="time-to-train", top=top, **kw)))
+    rows = sorted(((v * (b + bn), k, i) for k, (b, r) in enumerate(runs) for i, v in enumerate(r.objective_values)))
+    rows = rows[:top]
+    base = min(runs, key=lambda br: min(br[1].objective_values, default=math.inf) * (br[0] + bn))[1]
+    by_reason: dict[str, int] = {}
+    for _b, r in runs:
+        for key, n in r.infeasible_by_reason.items():
+            by_reason[key] = by_reason.get(key, 0) + n
+    search_info = dict(base.search, covered=sum(r.search["covered"] for _b, r in runs),
+                       evaluated=sum(r.search["evaluated"] for _b, r in runs),
+                       global_batches=[b for b, _r in runs])
+    return replace(
+        base, candidates_evaluated=sum(r.candidates_evaluated for _b, r in runs),
+        feasible=sum(r.feasible for _b, r in runs), infeasible_by_reason=by_reason,
+        ranked=[runs[k][1].ranked[i] for _v, k, i in rows], objective_values=[v for v, _k, _i in rows],
+        equivalents=[runs[k][1].equivalents[i] for _v, k, i in rows],
+        custom=[runs[k][1].custom[i] for _v, k, i in rows], search=search_info,
+        elapsed_s=sum(r.elapsed_s for _b, r in runs))
+
+
 def pareto_front(preds: Sequence[Prediction]) -> list[Prediction]:
     """The plans no other plan beats on both step throughput (tokens/s) and progress per second (tokens/s x
     statistical efficiency, i.e. time to target); at a fixed GPU count cost is time to target x GPUs x price,
@@ -842,8 +876,13 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
         "sync_modes": modes, "straggler_cv": job.straggler_cv, "train_tokens": job.train_tokens or None,
         "set": [], "allow": sorted(allow)}
     inputs.update(echo or {})
-    result = search(job, gpus, batch, objective=objective, top=top, constraints=cons, sync_modes=modes,
-                    progress=progress, inputs=inputs, allow=allow, fixed=fixed)
+    if objective == "time-to-train" and job.critical_batch > 0 and not training.global_batch:
+        result = _search_batches(job, gpus, batch, top=top, constraints=cons, sync_modes=modes, progress=progress,
+                                 inputs=inputs, allow=allow, fixed=fixed)
+        result.inputs["global_batch"] = result.search["global_batches"]  # searched, not fixed
+    else:
+        result = search(job, gpus, batch, objective=objective, top=top, constraints=cons, sync_modes=modes,
+                        progress=progress, inputs=inputs, allow=allow, fixed=fixed)
     if pareto:
         pool: list[Prediction] = []
         for obj in ("throughput", "time-to-train"):
