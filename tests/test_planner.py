@@ -305,6 +305,8 @@ def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), obj
         r = evaluate(job, g, sync=sync)
         valid = ~(np.broadcast_to(g.sequence_parallel & (g.tp == 1), g.shape))
         ok = np.asarray(r.feasible) & valid
+        if "memory" in c:
+            ok &= constraints.keep(np.asarray(r.memory["total"]), c["memory"])
         n += int(valid.sum())
         sc = np.where(ok, planner._score(objective, job, gpus, r), np.inf)
         best = min(best, float(sc.min()))
@@ -442,3 +444,19 @@ def test_time_to_target_searches_the_global_batch():
             p = r.ranked[0]
             assert ttt <= (1 + bn / other) * p.step_time_s / p.sync["statistical_efficiency"] * (1 + 1e-9)
     assert res.feasible + sum(res.infeasible_by_reason.values()) == res.candidates_evaluated
+
+
+@pytest.mark.parametrize("cons", [
+    {"dp_comm": [("=", "ps")], "cp": [("=", 1)]},  # every choice a parameter server: ZeRO > 0 all infeasible
+    {"cp": [("=", 1)], "memory": [("<=", "20GB")]},  # the memory constraint counted per ZeRO stage
+    {"cp": [("=", 1)], "sync": [("!=", "bsp")]},  # no bsp: pass 1 gives bounds only, no exact values
+])
+def test_decomposed_search_equals_brute_force_on_special_paths(cons):
+    job, _cl, _wl = _job(cluster="dgx-a100-40g", model="llama2-13b", sets=["layers=8"], global_batch=16)
+    modes = ("bsp", "local:2", "hier:2")
+    expect, n = _brute_force_best(job, 8, 16, {k: v for k, v in cons.items() if k != "sync"},
+                                  [m for m in modes if m != "bsp"] if "sync" in cons else modes, ("all",))
+    res = planner.search(job, 8, 16, top=3, constraints=cons, sync_modes=modes, allow=("all",))
+    assert res.candidates_evaluated == n
+    assert res.feasible + sum(res.infeasible_by_reason.values()) == n
+    assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)
