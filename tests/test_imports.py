@@ -42,3 +42,20 @@ def test_predict_runs_without_matplotlib():
                                      "--pp", "8", "--json"]))
     assert "scalemodel.engine.predict" in mods and "scalemodel.engine.planner" not in mods
     assert not any(m.startswith("matplotlib") for m in mods)
+
+
+def test_predict_without_stragglers_loads_no_scipy():
+    """At straggler CV 0 every order statistic is the mean: no quadrature, so scipy stays unloaded."""
+    mods = _modules(RUN.format(args=["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8",
+                                     "--pp", "8", "--straggler-cv", "0", "--json"]))
+    assert "scalemodel.engine.step" in mods
+    assert not any(m == "scipy" or m.startswith("scipy.") for m in mods)
+
+
+def test_order_statistics_at_cv_zero_are_the_mean():
+    import numpy as np
+
+    from scalemodel.cost import stragglers
+
+    out = stragglers.expected_max_step(np.asarray([1.0, 2.5]), 0.0, np.asarray([[1.0], [1000.0]]))
+    assert out.shape == (2, 2) and np.all(out == np.asarray([1.0, 2.5]))

@@ -24,8 +24,11 @@ GPUS, BATCH = 8, 8
 # A Llama-2-13B layer shape cut to 8 layers, so the brute force stays small; 40 GB A100s so that
 # some candidates run out of memory.
 MODEL_SETS = ["layers=8"]
+# The communication axes (compression, overlap, bucket; all-reduce by default) are pinned to the brute
+# force's StrategySpec defaults here; test_decomposed_search_equals_brute_force covers them.
 SMALL = {"cp": [("=", 1)], "algorithm": [("=", "auto")], "sequence_parallel": [("=", "false")],
-         "zero": [("<=", 1)], "recompute": [("!=", "selective")]}
+         "zero": [("<=", 1)], "recompute": [("!=", "selective")], "compression": [("=", "none")],
+         "overlap": [("=", "true")], "bucket": [("=", "default")]}
 
 
 def _job(cluster: str = "dgx-a100-40g", model: str = "llama2-13b", sets: list[str] | None = None,
@@ -122,7 +125,8 @@ def test_ranked_are_feasible_sorted_and_distinct(small, brute):
 
 def test_memory_infeasible_reported_not_ranked():
     job, _cl, _wl = _job(model="gpt3-175b", sets=[])
-    res = explained(planner.search(job, 8, 8, top=3, constraints={"algorithm": "auto", "sequence_parallel": "false"}))
+    res = explained(planner.search(job, 8, 8, top=3, constraints={"algorithm": "auto", "sequence_parallel": "false",
+                                                                  "bucket": "default"}))
     # 175 B parameters x 16 bytes of training state over 8 x 40 GB cannot fit whatever the split
     assert 175e9 * 16 / 8 > 40e9
     assert res.ranked == [] and res.feasible == 0
@@ -276,3 +280,183 @@ def test_why_compares_with_runner_up_and_other_families(small, brute):
     for name, p in res.family_best.items():
         times = [r[0] for r in brute if r[1] and planner.family(r[3][0], r[3][1], 1, 1, r[3][2]) == name]
         assert p.step_time_s == pytest.approx(min(times), rel=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# the decomposed search against brute force over the whole space (every axis, every choice)
+
+
+def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), objective="throughput"):
+    """The best objective value over the whole space, every candidate evaluated in one flat grid."""
+    c = constraints.normalize_constraints(cons)
+    cfg = planner.configurations(job, gpus, batch, c)
+    axes = planner._axes(job, c)
+    ch = planner.comm_choices(job, gpus, c, frozenset(k for a in allow for k in planner.ALLOW[a]))
+    best, n = np.inf, 0
+    for sync in sync_modes:
+        cf = planner._for_sync(cfg, sync)
+        if not len(cf["dp"]):
+            continue
+        g = planner.grid_from_arrays(
+            gpus=gpus, global_batch=batch, **{k: v.reshape(-1, 1, 1, 1, 1) for k, v in cf.items()},
+            zero=axes["zero"].reshape(1, -1, 1, 1, 1), recompute=axes["recompute"].reshape(1, 1, -1, 1, 1),
+            sequence_parallel=axes["sequence_parallel"].reshape(1, 1, 1, -1, 1),
+            **{f: ch[f].reshape(1, 1, 1, 1, -1) for f in planner.COMM_FIELDS})
+        r = evaluate(job, g, sync=sync)
+        valid = ~(np.broadcast_to(g.sequence_parallel & (g.tp == 1), g.shape))
+        ok = np.asarray(r.feasible) & valid
+        if "memory" in c:
+            ok &= constraints.keep(np.asarray(r.memory["total"]), c["memory"])
+        n += int(valid.sum())
+        sc = np.where(ok, planner._score(objective, job, gpus, r), np.inf)
+        best = min(best, float(sc.min()))
+    return best, n
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_decomposed_search_equals_brute_force(seed):
+    """Random small clusters and models: the decomposed search finds the brute-force best, and covers
+    exactly the brute force's candidate count."""
+    rng = np.random.default_rng(seed)
+    cluster = ["dgx-a100", "dgx-a100-40g", "dgx-h100"][seed % 3]
+    layers = int(rng.choice([4, 6, 8, 12]))
+    model = ["llama2-13b", "gpt-1.7b"][seed % 2]
+    gpus = int(rng.choice([4, 8, 16]))
+    batch = gpus * int(rng.choice([1, 2, 4]))
+    job, _cl, _wl = _job(cluster=cluster, model=model, sets=[f"layers={layers}"], global_batch=batch,
+                         seq_len=int(rng.choice([512, 2048])))
+    if seed % 4 == 3:  # stragglers and load imbalance make the sync and imbalance terms non-zero
+        from dataclasses import replace
+
+        job = replace(job, straggler_cv=0.05, work_cv=0.2)
+    cons = {"cp": [("<=", 2)]}
+    allow = ("all",) if seed % 2 else ()
+    modes = ("bsp", "asp") if seed % 3 == 0 else ("bsp",)
+    objective = "time-to-train" if len(modes) > 1 else "throughput"
+    expect, n = _brute_force_best(job, gpus, batch, cons, modes, allow, objective)
+    res = planner.search(job, gpus, batch, top=3, constraints=cons, sync_modes=modes, allow=allow,
+                         objective=objective)
+    assert res.candidates_evaluated == n
+    assert res.feasible + sum(res.infeasible_by_reason.values()) == n
+    if np.isfinite(expect):
+        assert res.objective_values[0] == pytest.approx(expect, rel=1e-12)
+        assert res.search["evaluated"] < n  # the bound pruned something
+    else:
+        assert res.ranked == []
+
+
+def test_default_space_is_mainstream_and_custom_is_labelled():
+    job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
+    ch = planner.comm_choices(job, 16, {})
+    assert set(ch["algorithm"].tolist()) == {0, 1, 2}  # auto, ring, tree: what NCCL runs
+    assert not np.any(ch["ps_servers"]) and not np.any(ch["dynamic_assignment"])
+    assert set(ch["compression"].tolist()) == {0, 1}
+    full = planner.comm_choices(job, 16, {}, frozenset(planner.ALLOW["all"]))
+    assert set(full["algorithm"].tolist()) == {int(a) for a in planner.Algorithm}
+    assert np.any(full["ps_servers"] > 0) and np.any(full["dynamic_assignment"])
+    res = planner.search(job, 16, 32, top=3, constraints={"algorithm": "rhd", "tp": 1})
+    assert res.ranked and all(p.strategy["algorithm"] == "rhd" for p in res.ranked)
+    assert all(any("rhd" in c for c in cu) for cu in res.custom)
+    with pytest.raises(InputError):
+        planner.search(job, 16, 32, allow=("everything",))
+
+
+@pytest.mark.parametrize("field,value,check", [
+    ("compression", "int8", lambda s: s["compression"] == "int8"),
+    ("dp_comm", "ps:4", lambda s: s["dp_comm"] == "ps:4"),
+    ("tp", "2", lambda s: s["tp"] == 2),
+    ("zero", "fsdp", lambda s: s["zero"] == "fsdp"),
+    ("schedule", "gpipe", lambda s: s["schedule"] == "gpipe"),
+    ("overlap", "false", lambda s: s["overlap"] is False),
+    ("bucket_size", "100MB", lambda s: s["bucket_bytes"] == 100e6),
+    ("assignment", "dynamic", lambda s: s["assignment"] == "dynamic"),
+    ("algorithm", "ring", lambda s: s["algorithm"] == "ring"),
+    ("sync", "asp", lambda s: s["sync"] == "asp"),
+    ("flash_attention", "false", lambda s: s["flash_attention"] is False),
+    ("recompute", "full", lambda s: s["recompute"] == "full"),
+])
+def test_set_strategy_pins_the_axis(cli, field, value, check):
+    r = cli("plan", "--cluster", "dgx-a100", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "32",
+            "--top", "3", "--set", f"strategy.{field}={value}", "--json")
+    assert r.code == 0, r.err
+    doc = _strict(r.out)
+    assert doc["ranked"]
+    for e in doc["ranked"]:
+        assert check(dict(e["strategy"], sync=e["strategy"].get("sync", "bsp"))), e["strategy"]
+
+
+def test_every_strategy_field_is_pinned_or_refused():
+    """Each StrategySpec field is an axis plan pins, a fixed parameter, or refused; none is ignored."""
+    names = set(StrategySpec.model_fields)
+    handled = set(planner.PIN_AXES) | set(planner.PIN_FIXED)
+    for name in names - handled:
+        with pytest.raises(InputError):
+            planner.pins(StrategySpec(), [name])
+
+
+def test_interleaving_axis_is_bounded_by_divisors():
+    job, _cl, _wl = _job(cluster="dgx-a100", sets=["layers=1000000"], global_batch=8)
+    cfg = planner.configurations(job, 8, 8)
+    assert len(cfg["dp"]) < 5000
+    v = cfg["virtual_stages"][cfg["schedule"] == 1]
+    assert np.all(1_000_000 % v == 0)
+
+
+def test_pareto_front_is_non_dominated_and_holds_both_extremes():
+    cl = load_cluster("dgx-a100", [])
+    wl = load_workload("gpt-1.7b", [])
+    tr = TrainingSpec(global_batch=64, train_tokens=1e9)
+    res = planner.plan(cl, wl, 64, tr, top=3, sync_modes=("bsp", "asp", "local:4"), pareto=True)
+    front = res.pareto
+    assert front
+    tok = [p.throughput["tokens_per_s"] for p in front]
+    eff = [p.throughput["tokens_per_s"] * p.sync["statistical_efficiency"] for p in front]
+    # sorted by throughput, and each later point gives up throughput for more progress per second
+    assert tok == sorted(tok, reverse=True)
+    assert all(b > a for a, b in zip(eff, eff[1:], strict=False))
+    fastest = planner.plan(cl, wl, 64, tr, top=1, sync_modes=("bsp", "asp", "local:4")).ranked[0]
+    surest = planner.plan(cl, wl, 64, tr, top=1, sync_modes=("bsp", "asp", "local:4"),
+                          objective="time-to-train").ranked[0]
+    assert tok[0] == pytest.approx(fastest.throughput["tokens_per_s"], rel=1e-9)
+    assert eff[-1] == pytest.approx(surest.throughput["tokens_per_s"] * surest.sync["statistical_efficiency"],
+                                    rel=1e-9)
+    doc = res.payload()
+    assert len(doc["pareto"]) == len(front)
+
+
+def test_time_to_target_searches_the_global_batch():
+    """With B_noise known and no batch given, time to target S_min (1 + B_noise/B) t_step ranks batches too:
+    the winner is no slower to the target than the best plan at any single batch tried."""
+    cl = load_cluster("dgx-a100", [])
+    wl = load_workload("gpt-1.7b", [])
+    bn = 256.0
+    tr = TrainingSpec(train_tokens=1e9, critical_batch=bn)
+    res = planner.plan(cl, wl, 64, tr, top=3, objective="time-to-train", constraints={"tp": 1, "pp": 1})
+    batches = res.search["global_batches"]
+    assert batches == [8, 16, 32, 64, 128, 256, 512]
+    win = res.ranked[0]
+    b = win.strategy["global_batch"]
+    ttt = (1 + bn / b) * win.step_time_s / win.sync["statistical_efficiency"]
+    for other in batches:
+        r = planner.plan(cl, wl, 64, TrainingSpec(train_tokens=1e9, critical_batch=bn, global_batch=other),
+                         top=1, objective="time-to-train", constraints={"tp": 1, "pp": 1})
+        if r.ranked:
+            p = r.ranked[0]
+            assert ttt <= (1 + bn / other) * p.step_time_s / p.sync["statistical_efficiency"] * (1 + 1e-9)
+    assert res.feasible + sum(res.infeasible_by_reason.values()) == res.candidates_evaluated
+
+
+@pytest.mark.parametrize("cons", [
+    {"dp_comm": [("=", "ps")], "cp": [("=", 1)]},  # every choice a parameter server: ZeRO > 0 all infeasible
+    {"cp": [("=", 1)], "memory": [("<=", "20GB")]},  # the memory constraint counted per ZeRO stage
+    {"cp": [("=", 1)], "sync": [("!=", "bsp")]},  # no bsp: pass 1 gives bounds only, no exact values
+])
+def test_decomposed_search_equals_brute_force_on_special_paths(cons):
+    job, _cl, _wl = _job(cluster="dgx-a100-40g", model="llama2-13b", sets=["layers=8"], global_batch=16)
+    modes = ("bsp", "local:2", "hier:2")
+    expect, n = _brute_force_best(job, 8, 16, {k: v for k, v in cons.items() if k != "sync"},
+                                  [m for m in modes if m != "bsp"] if "sync" in cons else modes, ("all",))
+    res = planner.search(job, 8, 16, top=3, constraints=cons, sync_modes=modes, allow=("all",))
+    assert res.candidates_evaluated == n
+    assert res.feasible + sum(res.infeasible_by_reason.values()) == n
+    assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)

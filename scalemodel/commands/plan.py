@@ -8,10 +8,11 @@ import typer
 
 from scalemodel.choices import parse_sync
 from scalemodel.commands import common as o
-from scalemodel.engine.planner import OBJECTIVES
+from scalemodel.engine.planner import ALLOW, OBJECTIVES
 from scalemodel.engine.planner import plan as run
 from scalemodel.errors import InputError
 from scalemodel.report.plan import LazyProgress, render_plan
+from scalemodel.specs import split_overrides
 from scalemodel.specs.constraints import parse_constraints
 
 ConstraintOption = Annotated[
@@ -42,11 +43,17 @@ def register(app: typer.Typer) -> None:
         ] = "bsp",
         straggler_cv: o.StragglerCvOption = None,
         train_tokens: o.TrainTokensOption = None,
+        allow: Annotated[str, typer.Option(
+            "--allow", help="Also search what mainstream frameworks do not run (comma-separated): "
+                            + ", ".join(ALLOW) + ". Such plans are labelled custom.")] = "",
+        pareto: Annotated[bool, typer.Option(
+            "--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
+                             "'impossible triangle'); most useful with several --sync-modes.")] = False,
         set_: o.SetOption = None,
         strategy_file: o.StrategyFileOption = None,
         as_json: o.JsonOption = False,
     ) -> None:
-        """Rank every valid DP/TP/PP/CP/EP x micro-batch x schedule x ZeRO x recompute x algorithm choice."""
+        """Rank every strategy: parallel degrees, micro-batch, schedule, ZeRO/FSDP, recompute, SP, DP communication."""
         o.positive_int(gpus, "--gpus")
         o.positive_int(global_batch, "--global-batch")
         o.positive_int(top, "--top")
@@ -64,14 +71,21 @@ def register(app: typer.Typer) -> None:
                 raise InputError(exc.what, where="--sync-modes", allowed=exc.allowed) from None
         training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
                     "train_tokens": train_tokens}
+        allowed = [a.strip() for a in allow.split(",") if a.strip()]
+        for a in allowed:
+            if a not in ALLOW:
+                raise InputError(f"unknown --allow {a!r}", where="--allow", allowed=" | ".join(ALLOW))
         if sf is not None:  # the planner searches micro-batches; a file's micro-batch is pinned as a constraint
             training = {**{k: v for k, v in sf.training.items() if k != "micro_batch"},
                         **{k: v for k, v in training.items() if v is not None}}
-        cl, wl, tr, _st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy={})
+        # every --set strategy.X pins its axis (or is refused by the engine): never silently ignored
+        pinned = [item.split("=", 1)[0].split(".", 1)[0].strip() for item in split_overrides(set_ or [])["strategy"]]
+        cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy={})
         bar = LazyProgress("searching strategies")  # stderr only, so --json stays clean
         try:
             result = run(cl, wl, gpus, tr, objective=objective, top=top, constraints=constraints, sync_modes=modes,
-                         straggler_cv=straggler_cv, progress=bar,
+                         straggler_cv=straggler_cv, progress=bar, allow=allowed, strategy=st, pinned=pinned,
+                         pareto=pareto,
                          echo={"constraints": list(constraint or []), "set": list(set_ or []),
                                "strategy_file": sf.echo() if sf else None})
         finally:

@@ -333,6 +333,8 @@ def expected_max_step(mean: Array, cv: Array, n: Array, dist: str = "normal", k:
     _check_dist(dist)
     m, c = _check_mean_cv(mean, cv, dist)
     nn, kk = _check_nk(n, k)
+    if not np.any(c):  # cv = 0: every worker takes exactly the mean, so does every order statistic
+        return np.asarray(m * np.ones(np.broadcast_shapes(np.shape(c), np.shape(nn), np.shape(kk))))
     # z depends on (k, N, cv) only: find the distinct triples on their own (small) broadcast shape,
     # not on the candidates' full shape, then scale by the mean.
     c, nn, kk = np.broadcast_arrays(c, nn, kk)

@@ -1,35 +1,43 @@
-"""The planner: enumerate every valid parallelisation of a job, evaluate them all in vectorised
-batches with :func:`scalemodel.engine.step.evaluate`, drop the infeasible ones (counted by reason)
-and rank the rest by an objective.
+"""The planner: search every strategy the engine can evaluate for a job and rank the best by an objective.
 
-The search space is a broadcast grid, never a Python loop over candidates:
+The space is the product of the *outer* choices (dp, tp, pp, cp, ep, micro-batch, schedule and
+virtual stages, ZeRO/FSDP, recompute, sequence parallelism) and the *data-parallel communication*
+choices (collective algorithm, compression, all-reduce or parameter server with K servers dedicated
+or colocated, overlap, gradient bucket size, static or dynamic assignment), for each sync mode
+asked for. Every member of the :mod:`scalemodel.choices` enums is searched, so a new member appears
+without planner edits; by default only what mainstream frameworks run (:data:`MAINSTREAM`), the rest
+on request (``allow``) and labelled ``custom`` in the result.
 
-- a *configuration* axis (length K) of valid (dp, tp, pp, cp, ep, micro-batch, schedule, virtual
-  stages) tuples, built by vectorised filtering: tp, pp, cp are divisors of the GPU count whose
-  product divides it (dp = gpus / (tp pp cp)), tp <= heads, pp <= layers, cp <= seq_len / 2, ep
-  divides dp and the expert count (MoE only); micro-batches are the powers of two dividing the
-  per-replica batch B / dp; pipelines (pp > 1) try 1F1B, GPipe, ZB-H1 and interleaved:v for every
-  v >= 2 with layers divisible by pp v;
-- then ZeRO stage 0-3, recompute none/selective/full, sequence parallelism off/on (on only when
-  tp > 1) and the DP collective algorithm (auto and every all-reduce algorithm), each on its own
-  axis, so :mod:`scalemodel.engine.step` computes each cost on the sub-grid of the choices it
-  depends on and broadcasts.
+Decomposed search (branch and bound, exact):
 
-Structural duplicates (sequence parallelism with tp = 1, selective recompute for a generic model)
-are masked out and not counted. Divisibility rules that the step model checks itself (layers by
-pp, heads by tp, sequence by 2 cp, micro-batches by pp for interleaving, the global batch by dp)
-and memory are left to :func:`evaluate`, so they show up in ``infeasible_by_reason``.
+1. *Outer pass.* Every outer candidate is evaluated with one data-parallel communication choice
+   (the first allowed: NCCL auto, no compression, all-reduce, overlap, the framework's bucket), in
+   vectorised batches of :func:`scalemodel.engine.step.evaluate`. That gives an exact objective value
+   (an upper bound on the candidate's best over the communication choices) and a lower bound: the
+   step-time parts that no communication choice changes, compute + TP + CP + EP + PP + bubble +
+   optimizer (the other parts, dp_comm, straggler and imbalance, are >= 0), at statistical efficiency
+   1 (its maximum).
+2. *Communication pass.* Outer candidates whose bound cannot reach the best ``keep`` values found
+   (nor the best of their parallelism family) are pruned; the rest, best bound first, are evaluated
+   on every communication choice at once (outer x choices broadcast grid), and the threshold
+   tightens as exact values come in.
+
+Feasibility depends on the communication choice only through "parameter server needs ZeRO 0", so the
+infeasible counts of the whole space are exact without evaluating it (``candidates_evaluated`` counts
+every candidate covered; ``search["evaluated"]`` the ones actually computed). tests/test_planner.py
+checks the decomposed search against brute force on spaces small enough to enumerate.
 
 Ranking: ``throughput`` maximises tokens/s; ``time-to-train`` maximises tokens/s x statistical
 efficiency (the staleness penalty of the sync mode, :mod:`scalemodel.cost.sync`); ``cost``
-minimises time-to-train x gpus x price per GPU-second. Ties go to the simpler candidate (earlier on
-every axis: auto algorithm, ZeRO 0, no recompute, no sequence parallelism, smaller degrees). The
-ranked list shows each plan once, with its best DP collective algorithm (candidates that differ only
-in the algorithm are variants of one plan); every candidate is still evaluated and counted.
+minimises time-to-train x gpus x price per GPU-second. Each outer plan is ranked with its best
+communication choice; plans within :data:`NEAR` (0.5 %) of a better one that differ from it in a
+single choice are folded into it, and every ranked plan lists the choices that did not matter (the
+values within 0.5 %). Ties go to the simpler candidate (earlier on every axis).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -38,20 +46,62 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import Algorithm, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
+from scalemodel.choices import (
+    Algorithm,
+    Assignment,
+    CompressionKind,
+    Recompute,
+    ScheduleKind,
+    SyncKind,
+    Zero,
+    parse_compression,
+    parse_dp_comm,
+    parse_schedule,
+    parse_sync,
+)
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_arrays
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.predict import Prediction, result_at
-from scalemodel.engine.step import REASON_KEYS, evaluate
+from scalemodel.engine.step import REASON_KEYS, Infeasible, evaluate, memory_parts, microbatches
 from scalemodel.errors import InputError
 from scalemodel.specs.constraints import Constraints, normalize_constraints
 from scalemodel.specs.constraints import keep as allowed_by
 
 OBJECTIVES = ("throughput", "time-to-train", "cost")
-#: Candidates per evaluate() call: bounds memory (a few hundred MB) and paces the progress bar.
-CHUNK_CANDIDATES = 400_000
-#: ZeRO stages the planner searches.
-ZERO_STAGES = (Zero.NONE, Zero.OPTIMIZER, Zero.GRADIENTS, Zero.PARAMETERS)
+#: Candidates per evaluate() call: bounds memory (well under 500 MB) and paces the progress bar.
+CHUNK_CANDIDATES = 100_000
+#: Plans per objective the Pareto front is drawn from.
+PARETO_POOL = 50
+#: Relative gap under which two plans that differ in one choice are near-duplicates.
+NEAR = 0.005
+#: Kept fractions of top-k compression the search tries (Lin et al. 2018, DGC: 0.1 % to 10 %).
+TOPK_RATIOS = (0.1, 0.01, 0.001)
+#: Explicit gradient bucket sizes searched besides each framework's default (0): PyTorch DDP's
+#: bucket_cap_mb range and DeepSpeed's reduce_bucket_size range, bytes of uncompressed gradient.
+BUCKET_BYTES = (0.0, 5e6, 25e6, 100e6, 500e6, 2e9)
+
+#: What mainstream frameworks run, per searched choice: NCCL's algorithms (NCCL_ALGO=Ring|Tree, and its
+#: own tuner for auto; NCCL does not implement recursive halving-doubling, recursive doubling, direct or
+#: two-level hierarchical all-reduce), all-reduce data parallelism (Megatron-LM, DeepSpeed, FSDP,
+#: torchtitan), gradients communicated in 16 bits (PyTorch DDP fp16/bf16_compress_hook, DeepSpeed
+#: communication_data_type), and static micro-batch assignment. Anything else is searched on request.
+MAINSTREAM: dict[str, frozenset[int]] = {
+    "algorithm": frozenset({int(Algorithm.AUTO), int(Algorithm.RING), int(Algorithm.TREE)}),
+    "compression": frozenset({int(CompressionKind.NONE), int(CompressionKind.FP16)}),
+    "dp_comm": frozenset({0}),  # all-reduce (0 parameter servers)
+    "assignment": frozenset({int(Assignment.STATIC)}),
+}
+#: ``allow`` names: which non-mainstream choices they open.
+ALLOW = {"custom-collectives": ("algorithm",), "compression": ("compression",), "parameter-server": ("dp_comm",),
+         "dynamic-assignment": ("assignment",), "all": ("algorithm", "compression", "dp_comm", "assignment")}
+#: The communication-choice fields of a StrategyGrid (axis 1 of the second pass).
+COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_colocated", "overlap", "bucket_bytes",
+               "dynamic_assignment")
+#: StrategySpec fields plan can pin as a search axis (--set strategy.X), and those it takes as fixed
+#: parameters of every candidate; any other --set strategy.X is refused.
+PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "algorithm", "overlap",
+            "compression", "dp_comm", "assignment", "bucket_size", "sync")
+PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -66,7 +116,14 @@ def _divisors(n: int) -> np.ndarray:
 def configurations(job: Job, gpus: int, global_batch: int, constraints: Constraints | None = None
                    ) -> dict[str, np.ndarray]:
     """The configuration axis: 1-D arrays dp, tp, pp, cp, ep, micro_batch, schedule, virtual_stages
-    of every valid combination (vectorised filtering of a cartesian product; see module docstring)."""
+    of every valid combination (vectorised filtering of a cartesian product).
+
+    tp, pp, cp are divisors of the GPU count whose product divides it (dp = gpus / (tp pp cp)), tp <=
+    heads, pp <= layers, cp <= seq_len / 2, ep divides dp and the expert count (MoE only);
+    micro-batches are the powers of two dividing the per-replica batch B / dp; pipelines (pp > 1)
+    try 1F1B, GPipe, ZB-H1 and interleaved:v for every divisor v >= 2 of the layer count with
+    layers divisible by pp v (so the axis is as long as the layer count has divisors, not layers).
+    """
     c = constraints or {}
     div = _divisors(gpus)
     if job.is_transformer:
@@ -79,18 +136,14 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     else:
         layers = 1
         tp_c = pp_c = cp_c = ep_c = np.asarray([1])
-    for name, axis in (("tp", "tp_c"), ("pp", "pp_c"), ("cp", "cp_c"), ("ep", "ep_c")):
-        if name in c:
-            arr = {"tp_c": tp_c, "pp_c": pp_c, "cp_c": cp_c, "ep_c": ep_c}[axis]
-            arr = arr[allowed_by(arr, c[name])]
-            if axis == "tp_c":
-                tp_c = arr
-            elif axis == "pp_c":
-                pp_c = arr
-            elif axis == "cp_c":
-                cp_c = arr
-            else:
-                ep_c = arr
+    if "tp" in c:
+        tp_c = tp_c[allowed_by(tp_c, c["tp"])]
+    if "pp" in c:
+        pp_c = pp_c[allowed_by(pp_c, c["pp"])]
+    if "cp" in c:
+        cp_c = cp_c[allowed_by(cp_c, c["cp"])]
+    if "ep" in c:
+        ep_c = ep_c[allowed_by(ep_c, c["ep"])]
     tp, pp, cp, ep = (a.ravel() for a in np.meshgrid(tp_c, pp_c, cp_c, ep_c, indexing="ij"))
     mp = tp * pp * cp
     ok = gpus % mp == 0
@@ -115,8 +168,9 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     tp, pp, cp, ep, dp, mb = tp[li], pp[li], cp[li], ep[li], dp[li], mb_c[mi]
 
     # schedules: (code, v); only 1f1b without a pipeline, interleaved:v needs layers % (pp v) == 0
-    vs = np.arange(2, max(layers, 2) + 1)
-    flat_kinds = [ScheduleKind.ONE_F_ONE_B, ScheduleKind.GPIPE, ScheduleKind.ZERO_BUBBLE]
+    vs = _divisors(max(layers, 1))
+    vs = vs[vs >= 2]
+    flat_kinds = [k for k in ScheduleKind if k != ScheduleKind.INTERLEAVED]
     sched = np.concatenate([np.asarray(flat_kinds, dtype=np.int64),
                             np.full(len(vs), ScheduleKind.INTERLEAVED, dtype=np.int64)])
     virt = np.concatenate([np.ones(len(flat_kinds), dtype=np.int64), vs])
@@ -133,32 +187,108 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
             "schedule": sched[si], "virtual_stages": virt[si]}
 
 
+def _pinned_equal(c: Constraints, key: str) -> bool:
+    """Whether ``key`` is fixed by an equality constraint (an explicit request opens custom choices)."""
+    return any(op in ("=", "==") for op, _v in c.get(key, []))
+
+
+def _open(key: str, c: Constraints, allow: frozenset[str]) -> bool:
+    return key in allow or _pinned_equal(c, key)
+
+
 def _axes(job: Job, c: Constraints) -> dict[str, np.ndarray]:
-    zero = np.asarray(ZERO_STAGES)
+    """The outer axes besides the configurations: ZeRO/FSDP, recompute, sequence parallelism."""
+    zero = np.asarray(list(Zero))
     # selective recompute has no meaning for a generic model
     rec = np.asarray([r for r in Recompute if job.is_transformer or r != Recompute.SELECTIVE])
     sp = np.asarray([False, True]) if job.is_transformer else np.asarray([False])
-    algo = np.asarray(list(Algorithm))
     if "zero" in c:
         zero = zero[allowed_by(zero, c["zero"])]
     if "recompute" in c:
         rec = rec[allowed_by(rec, c["recompute"])]
     if "sequence_parallel" in c:
         sp = sp[allowed_by(sp, c["sequence_parallel"])]
-    if "algorithm" in c:
-        algo = algo[allowed_by(algo, c["algorithm"])]
-    return {"zero": zero, "recompute": rec, "sequence_parallel": sp, "algorithm": algo}
+    return {"zero": zero, "recompute": rec, "sequence_parallel": sp}
 
 
-def _grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], lo: int, hi: int,
-          axes: dict[str, np.ndarray]) -> StrategyGrid:
-    """Configurations lo:hi on axis 0, then zero, recompute, sequence parallelism, algorithm."""
-    col = {k: v[lo:hi].reshape(-1, 1, 1, 1, 1) for k, v in cfg.items()}
-    return grid_from_arrays(
-        gpus=gpus, global_batch=global_batch, **col,
-        zero=axes["zero"].reshape(1, -1, 1, 1, 1), recompute=axes["recompute"].reshape(1, 1, -1, 1, 1),
-        sequence_parallel=axes["sequence_parallel"].reshape(1, 1, 1, -1, 1),
-        algorithm=axes["algorithm"].reshape(1, 1, 1, 1, -1))
+def _match(pairs: list[tuple[str, Any]], value: tuple[Any, Any]) -> bool:
+    """Categorical (a, b) pairs against = / != constraints whose b (or a = -1) may be a wildcard None."""
+    ok = True
+    for op, (a, b) in pairs:
+        hit = (a == -1 and value[0] > 0 or a == value[0]) and (b is None or b == value[1])
+        ok &= hit if op in ("=", "==") else not hit
+    return bool(ok)
+
+
+def comm_choices(job: Job, gpus: int, c: Constraints, allow: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
+    """The data-parallel communication choices as 1-D arrays over :data:`COMM_FIELDS` (choice 0 the
+    simplest allowed). All-reduce: algorithm x compression (top-k at :data:`TOPK_RATIOS`) x overlap x
+    bucket (:data:`BUCKET_BYTES`) x assignment; parameter server: K servers (powers of two up to the
+    GPU count), dedicated or colocated, x overlap x assignment (algorithm, compression and bucket do
+    not apply). Non-mainstream members only where ``allow`` (or an equality constraint) opens them."""
+    def allowed(key: str, members: list[int]) -> list[int]:
+        if _open(key, c, allow):
+            return members
+        return [m for m in members if m in MAINSTREAM[key]]
+
+    algos = [a for a in allowed("algorithm", [int(a) for a in Algorithm])
+             if "algorithm" not in c or allowed_by(np.asarray(a), c["algorithm"])]
+    comps: list[tuple[int, float]] = []
+    for k in allowed("compression", [int(k) for k in CompressionKind]):
+        for r in (TOPK_RATIOS if k == CompressionKind.TOPK else (1.0,)):
+            if "compression" in c:
+                exact = [v for op, (kk, v) in c["compression"] if op in ("=", "==") and kk == k and v is not None]
+                if k == CompressionKind.TOPK and exact:
+                    r = exact[0]
+                if not _match(c["compression"], (k, r)):
+                    continue
+            if (k, r) not in comps:
+                comps.append((k, r))
+    overlaps = [o for o in (True, False) if "overlap" not in c or allowed_by(np.asarray(o), c["overlap"])]
+    buckets = [b for b in BUCKET_BYTES if "bucket" not in c or allowed_by(np.asarray(b), c["bucket"])]
+    if "bucket" in c:
+        buckets += [v for op, v in c["bucket"] if op in ("=", "==") and v not in buckets]
+    assigns = [a for a in allowed("assignment", [int(a) for a in Assignment])
+               if "assignment" not in c or allowed_by(np.asarray(a), c["assignment"])]
+    servers: list[tuple[int, bool]] = []
+    if 0 in allowed("dp_comm", [0, 1]) and ("dp_comm" not in c or _match(c["dp_comm"], (0, False))):
+        servers.append((0, False))
+    if _open("dp_comm", c, allow):
+        ks = [2 ** i for i in range(int(math.log2(max(gpus, 1))) + 1)]
+        ks += [k for op, (k, _p) in c.get("dp_comm", []) if op in ("=", "==") and k > 0 and k not in ks]
+        servers += [(k, col) for k in ks for col in (False, True)
+                    if "dp_comm" not in c or _match(c["dp_comm"], (k, col))]
+    rows: list[tuple[Any, ...]] = []
+    for k, col in servers:
+        if k == 0:
+            rows += [(a, cm, r, 0, False, o, b, asg) for a in algos for (cm, r) in comps for o in overlaps
+                     for b in buckets for asg in assigns]
+        elif int(Algorithm.AUTO) in algos and (int(CompressionKind.NONE), 1.0) in comps and 0.0 in buckets:
+            rows += [(int(Algorithm.AUTO), int(CompressionKind.NONE), 1.0, k, col, o, 0.0, asg)
+                     for o in overlaps for asg in assigns]
+    if not rows:
+        raise InputError("the constraints leave no data-parallel communication choice",
+                         where="--constraint / --set strategy.*",
+                         allowed="an algorithm, compression, dp_comm, overlap, bucket and assignment that can go "
+                                 "together (a parameter server takes algorithm auto, no compression, bucket default)")
+    cols = list(zip(*rows, strict=True))
+    out = {name: np.asarray(col) for name, col in zip(COMM_FIELDS, cols, strict=True)}
+    out["dynamic_assignment"] = out["dynamic_assignment"] == int(Assignment.DYNAMIC)
+    return out
+
+
+def custom_choices(strategy: dict[str, Any]) -> list[str]:
+    """The choices of a strategy dict that mainstream frameworks do not run (see :data:`MAINSTREAM`)."""
+    out = []
+    if int(Algorithm.parse(strategy["algorithm"])) not in MAINSTREAM["algorithm"]:
+        out.append(f"algorithm {strategy['algorithm']} (not an NCCL algorithm)")
+    if int(parse_compression(strategy["compression"]).kind) not in MAINSTREAM["compression"]:
+        out.append(f"compression {strategy['compression']}")
+    if parse_dp_comm(strategy["dp_comm"]).servers:
+        out.append(f"dp_comm {strategy['dp_comm']} (parameter server)")
+    if int(Assignment.parse(strategy["assignment"])) not in MAINSTREAM["assignment"]:
+        out.append(f"assignment {strategy['assignment']}")
+    return out
 
 
 def take_one(grid: StrategyGrid, i: int) -> StrategyGrid:
@@ -171,11 +301,6 @@ def take_one(grid: StrategyGrid, i: int) -> StrategyGrid:
         a = a.reshape((1,) * (len(shape) - a.ndim) + a.shape)
         out[f.name] = a[tuple(ix if n > 1 else 0 for ix, n in zip(idx, a.shape, strict=True))].reshape(1)
     return replace(grid, **out)
-
-
-def _duplicate_mask(grid: StrategyGrid) -> np.ndarray:
-    """True for structural duplicates: sequence parallelism without tensor parallelism."""
-    return np.asarray(grid.sequence_parallel & (grid.tp == 1))
 
 
 def family(tp: int, pp: int, cp: int, ep: int, dp: int) -> str:
@@ -205,7 +330,7 @@ class PlanResult:
 
     inputs: dict[str, Any]
     objective: str
-    candidates_evaluated: int
+    candidates_evaluated: int  # every candidate of the space, accounted for (feasible + infeasible)
     feasible: int
     infeasible_by_reason: dict[str, int]
     elapsed_s: float
@@ -214,6 +339,10 @@ class PlanResult:
     family_best: dict[str, Prediction] = field(default_factory=dict)
     searched_families: list[str] = field(default_factory=list)  # families the enumeration contained
     why: str = ""  # the explanation in words: filled by scalemodel.report.explain.explained
+    search: dict[str, Any] = field(default_factory=dict)  # covered / evaluated counts, the method
+    equivalents: list[dict[str, list[Any]]] = field(default_factory=list)  # per ranked plan: choices within NEAR
+    custom: list[list[str]] = field(default_factory=list)  # per ranked plan: non-mainstream choices
+    pareto: list[Prediction] = field(default_factory=list)  # throughput vs time to target vs cost front
 
     @property
     def best(self) -> Prediction | None:
@@ -228,10 +357,25 @@ class PlanResult:
                 "memory_per_gpu_bytes": p.memory["per_gpu_bytes"], "breakdown_s": p.breakdown_s,
                 "statistical_efficiency": p.sync["statistical_efficiency"],
                 "time_to_train_s": p.time_to_train_s, "cost_usd": p.cost_usd,
+                "did_not_matter": self.equivalents[i] if i < len(self.equivalents) else {},
+                "custom": self.custom[i] if i < len(self.custom) else [],
             })
-        return {"inputs": self.inputs, "candidates_evaluated": self.candidates_evaluated,
-                "feasible": self.feasible, "infeasible_by_reason": self.infeasible_by_reason,
-                "elapsed_s": self.elapsed_s, "ranked": ranked, "why": self.why}
+        out = {"inputs": self.inputs, "candidates_evaluated": self.candidates_evaluated,
+               "feasible": self.feasible, "infeasible_by_reason": self.infeasible_by_reason,
+               "search": self.search, "elapsed_s": self.elapsed_s, "ranked": ranked, "why": self.why}
+        if self.pareto:
+            out["pareto"] = [{
+                "strategy": p.strategy, "tokens_per_s": p.throughput["tokens_per_s"],
+                "statistical_efficiency": p.sync["statistical_efficiency"],
+                "effective_tokens_per_s": p.throughput["tokens_per_s"] * p.sync["statistical_efficiency"],
+                "time_to_train_s": p.time_to_train_s, "cost_usd": p.cost_usd} for p in self.pareto]
+        return out
+
+
+def _scale(objective: str, job: Job, gpus: int, global_batch: int) -> float:
+    """Objective value per second of step at statistical efficiency 1 (lower is better)."""
+    per_token = 1.0 / (float(global_batch) * job.seq_len)
+    return per_token * (gpus * job.price_per_gpu_s if objective == "cost" else 1.0)
 
 
 def _score(objective: str, job: Job, gpus: int, res: Any) -> np.ndarray:
@@ -245,38 +389,32 @@ def _score(objective: str, job: Job, gpus: int, res: Any) -> np.ndarray:
     return np.asarray(score)
 
 
+#: Breakdown parts neither the ZeRO stage nor a communication choice changes (their sum bounds the step from
+#: below; the optimizer step, which ZeRO shards, is left out of the bound).
+_FIXED_PARTS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble")
+
+
 @dataclass(order=True)
 class _Pick:
     score: float
-    order: tuple[int, int, int]  # (sync index, chunk start, flat index): deterministic tie-break
+    order: tuple[int, ...]  # (sync index, config row, zero, recompute, sp, choice): deterministic tie-break
     grid: StrategyGrid = field(compare=False)
     sync: str = field(compare=False)
+    row: np.ndarray | None = field(compare=False, default=None)  # scores over the communication choices
 
 
-def _for_sync(cfg: dict[str, np.ndarray], sync: str) -> dict[str, np.ndarray]:
+def _sync_mask(cfg: dict[str, np.ndarray], sync: str) -> np.ndarray:
     """Configurations a sync mode applies to: hier:G needs G to divide the data-parallel degree."""
     strat = parse_sync(sync)
     if strat.kind != SyncKind.HIER:
-        return cfg
-    ok = cfg["dp"] % strat.param == 0
+        return np.ones(len(cfg["dp"]), dtype=bool)
+    return np.asarray(cfg["dp"] % strat.param == 0)
+
+
+def _for_sync(cfg: dict[str, np.ndarray], sync: str) -> dict[str, np.ndarray]:
+    """The configurations of :func:`_sync_mask`."""
+    ok = _sync_mask(cfg, sync)
     return {k: v[ok] for k, v in cfg.items()}
-
-
-def _strategy_key(g: StrategyGrid) -> tuple[Any, ...]:
-    return tuple(getattr(g, f.name).item() for f in fields(g) if f.name != "algorithm")
-
-
-def _distinct(picks: list[_Pick]) -> list[_Pick]:
-    """Each plan once: drop candidates that differ from a better-ranked one only in the DP collective
-    algorithm (the list then shows distinct plans, each with its best algorithm)."""
-    out: list[_Pick] = []
-    seen: set[tuple[Any, ...]] = set()
-    for p in sorted(picks):
-        key = (p.sync, _strategy_key(p.grid))
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
-    return out
 
 
 def _predict_all(job: Job, picks: list[_Pick], kappa: float | None) -> list[Prediction]:
@@ -292,15 +430,110 @@ def _predict_all(job: Job, picks: list[_Pick], kappa: float | None) -> list[Pred
     return [p for p in out if p is not None]
 
 
+class _Best:
+    """The ``n`` smallest values seen per key (an outer candidate keeps its smallest): the pruning threshold."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.values: dict[tuple[int, ...], float] = {}
+
+    def add(self, keys: list[tuple[int, ...]], values: np.ndarray) -> None:
+        for k, v in zip(keys, values.tolist(), strict=True):
+            if v < self.values.get(k, math.inf):
+                self.values[k] = v
+        if len(self.values) > 4 * self.n:
+            kept = heapq.nsmallest(self.n, self.values.items(), key=lambda kv: kv[1])
+            self.values = dict(kept)
+
+    @property
+    def threshold(self) -> float:
+        if len(self.values) < self.n:
+            return math.inf
+        return heapq.nsmallest(self.n, self.values.values())[-1]
+
+
+def _differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return [k for k in a if k not in ("gpus", "global_batch") and a[k] != b.get(k)]
+
+
+def _collapse(picks: list[_Pick], strategies: list[dict[str, Any]], top: int
+              ) -> tuple[list[int], list[dict[str, list[Any]]]]:
+    """Indices of the plans to show (at most ``top``) and, for each, the choices that did not matter:
+    a later plan within NEAR of a shown one that differs from it in one choice is folded into it."""
+    shown: list[int] = []
+    same: list[dict[str, list[Any]]] = []
+    for i, p in enumerate(picks):
+        folded = False
+        for j, k in enumerate(shown):
+            if p.score <= picks[k].score * (1 + NEAR):
+                diff = _differing(strategies[k], strategies[i])
+                if len(diff) == 1:
+                    vals = same[j].setdefault(diff[0], [strategies[k][diff[0]]])
+                    if strategies[i][diff[0]] not in vals:
+                        vals.append(strategies[i][diff[0]])
+                    folded = True
+                    break
+        if not folded:
+            if len(shown) == top:
+                continue
+            shown.append(i)
+            same.append({})
+    return shown, same
+
+
+def _comm_equivalents(p: _Pick, choices: dict[str, np.ndarray], into: dict[str, list[Any]]) -> None:
+    """Communication choices that differ from the plan's own in one field and score within NEAR."""
+    if p.row is None:
+        return
+    best = int(p.order[-1])
+    for i in np.nonzero(np.isfinite(p.row) & (p.row <= p.score * (1 + NEAR)))[0]:
+        if i == best:
+            continue
+        diff = [f for f in COMM_FIELDS if choices[f][i] != choices[f][best]]
+        if len(diff) == 1 or diff == ["compression", "topk_ratio"]:
+            one = take_one(replace(p.grid, **{f: np.asarray([choices[f][i]]) for f in COMM_FIELDS}), 0).describe(0)
+            name = {"ps_servers": "dp_comm", "ps_colocated": "dp_comm", "topk_ratio": "compression",
+                    "bucket_bytes": "bucket_bytes", "dynamic_assignment": "assignment"}.get(diff[0], diff[0])
+            mine = p.grid.describe(0)[name]
+            vals = into.setdefault(name, [mine])
+            if one[name] not in vals:
+                vals.append(one[name])
+
+
+def _outer_grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], lo: int, hi: int,
+                axes: dict[str, np.ndarray], comm0: dict[str, Any], fixed: dict[str, Any]) -> StrategyGrid:
+    """Configurations lo:hi on axis 0, the first ZeRO stage, recompute, sequence parallelism; one communication
+    choice."""
+    col = {k: v[lo:hi].reshape(-1, 1, 1, 1) for k, v in cfg.items()}
+    return grid_from_arrays(
+        gpus=gpus, global_batch=global_batch, **col, **comm0, **fixed,
+        zero=axes["zero"][:1].reshape(1, 1, 1, 1), recompute=axes["recompute"].reshape(1, 1, -1, 1),
+        sequence_parallel=axes["sequence_parallel"].reshape(1, 1, 1, -1))
+
+
+def _comm_grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], at: np.ndarray,
+               axes: dict[str, np.ndarray], choices: dict[str, np.ndarray], fixed: dict[str, Any]) -> StrategyGrid:
+    """Outer candidates ``at`` (rows of (config row, zero, recompute, sp) indices) x every communication choice."""
+    col = {k: v[at[:, 0]].reshape(-1, 1) for k, v in cfg.items()}
+    return grid_from_arrays(
+        gpus=gpus, global_batch=global_batch, **col, **fixed,
+        zero=axes["zero"][at[:, 1]].reshape(-1, 1), recompute=axes["recompute"][at[:, 2]].reshape(-1, 1),
+        sequence_parallel=axes["sequence_parallel"][at[:, 3]].reshape(-1, 1),
+        **{f: choices[f].reshape(1, -1) for f in COMM_FIELDS})
+
+
 def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughput", top: int = 5,
            constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
            progress: Callable[[int, int], None] | None = None, kappa: float | None = None,
-           inputs: dict[str, Any] | None = None) -> PlanResult:
-    """Search every valid strategy for ``job`` on ``gpus`` GPUs at ``global_batch`` sequences per step.
+           inputs: dict[str, Any] | None = None, allow: Sequence[str] = (),
+           fixed: dict[str, Any] | None = None) -> PlanResult:
+    """Search every strategy for ``job`` on ``gpus`` GPUs at ``global_batch`` sequences per step.
 
     ``constraints``: {key: value | (op, value) | [(op, value), ...]} over CONSTRAINT_KEYS (see
-    :func:`parse_constraints`). ``progress(done, total)`` is called after each evaluated chunk.
-    Returns the top ``top`` feasible candidates by ``objective`` with counts of the rest.
+    :func:`parse_constraints`); ``allow``: names of :data:`ALLOW` that open non-mainstream choices;
+    ``fixed``: strategy fields every candidate takes (flash_attention, dispatch_overhead,
+    first/last_stage_layers). ``progress(done, total)`` is called after each outer batch. Returns the
+    top ``top`` distinct plans by ``objective`` with exact counts of the whole space (module docstring).
     """
     t0 = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -312,107 +545,354 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     if objective == "cost" and job.price_per_gpu_s <= 0:
         raise InputError(f"cluster {job.cluster_name} has no price per GPU-hour", where="--objective",
                          allowed="throughput | time-to-train, or --set cluster.price_per_gpu_hour=2.5USD/h")
+    for name in allow:
+        if name not in ALLOW:
+            raise InputError(f"unknown --allow {name!r}", where="--allow", allowed=" | ".join(ALLOW))
+    allow_keys = frozenset(k for name in allow for k in ALLOW[name])
     c = normalize_constraints(constraints)
     modes = []
     for s in sync_modes:
         label = parse_sync(s).label()
+        if label in modes:
+            continue
         if "sync" not in c or allowed_by(np.asarray([0]), [(op, 0 if v == label else 1) for op, v in c["sync"]])[0]:
             modes.append(label)
-    mem_limit = [v for op, v in c.get("memory", [])]
+    fixed = dict(fixed or {})
     all_cfg = configurations(job, gpus, global_batch, c)
     axes = _axes(job, c)
+    choices = comm_choices(job, gpus, c, allow_keys)
+    n_choice = len(choices["algorithm"])
+    n_ps = int(np.count_nonzero(choices["ps_servers"] > 0))
+    comm0 = {f: choices[f][0] for f in COMM_FIELDS}
+    first_is_ps = bool(choices["ps_servers"][0] > 0)
     inner = int(np.prod([len(a) for a in axes.values()]))
     per_chunk = max(1, CHUNK_CANDIDATES // max(inner, 1))
-    by_mode = [_for_sync(all_cfg, sync) for sync in modes]
-    total = sum(len(m["dp"]) for m in by_mode) * inner
+    mode_mask = [_sync_mask(all_cfg, sync) for sync in modes]
+    fam_all = _family_code(all_cfg)
+    total = sum(int(m.sum()) for m in mode_mask) * inner
+    bsp_index = modes.index("bsp") if "bsp" in modes else -1
+    keep = max(10 * top, 50)
+    scale = _scale(objective, job, gpus, global_batch)
+    oom, ps_bad = int(Infeasible.OUT_OF_MEMORY), int(Infeasible.PS_INCOMPATIBLE)
 
-    evaluated = feasible_n = 0
-    reasons = np.zeros(max(REASON_KEYS) + 1, dtype=np.int64)
-    over_limit = 0
-    picks: list[_Pick] = []
-    fam_best: dict[int, _Pick] = {}
-    keep = top * len(axes["algorithm"])  # enough for `top` plans that differ in more than the algorithm
+    covered = feasible_n = computed = 0
+    over_limit = 0.0
+    reasons = np.zeros(max(REASON_KEYS) + 1, dtype=float)
+    best = _Best(keep)
+    fam_thr: dict[int, float] = {}
+    stored: list[np.ndarray] = []  # survivors: columns lb, sync, row, zero, recompute, sp, family
+    n_stored = 0
+
+    def cutoff(fams: np.ndarray) -> np.ndarray:
+        thr = best.threshold
+        return np.maximum(thr, np.asarray([fam_thr.get(int(f), math.inf) for f in fams]) if len(fams) else thr)
+
+    def refilter(rows: np.ndarray) -> np.ndarray:
+        if not len(rows):
+            return rows
+        fams = rows[:, 6].astype(np.int64)
+        lim = cutoff(np.unique(fams))
+        lut = dict(zip(np.unique(fams).tolist(), np.atleast_1d(lim).tolist(), strict=True))
+        return rows[rows[:, 0] <= np.asarray([lut[f] for f in fams.tolist()])]
+
+    # ---- pass 1: every outer candidate at one ZeRO stage and one communication choice, under bsp (no part of
+    # the bound depends on the sync mode); memory at every stage
     done = 0
-    for si, (sync, cfg) in enumerate(zip(modes, by_mode, strict=True)):
-        fam_of_cfg = _family_code(cfg)
-        n_cfg = len(cfg["dp"])
-        for lo in range(0, n_cfg, per_chunk):
-            hi = min(n_cfg, lo + per_chunk)
-            grid = _grid(gpus, global_batch, cfg, lo, hi, axes)
-            res = evaluate(job, grid, sync=sync, kappa=kappa)
-            valid = np.broadcast_to(~_duplicate_mask(grid), grid.shape)
-            feasible = np.asarray(res.feasible)
-            ok = feasible & valid
-            if mem_limit:
-                over = ok & ~allowed_by(np.asarray(res.memory["total"]), c["memory"])
-                over_limit += int(np.count_nonzero(over))
-                ok &= ~over
-            evaluated += int(np.count_nonzero(valid))
-            feasible_n += int(np.count_nonzero(ok))
-            reasons += np.bincount(np.asarray(res.reason)[valid & ~feasible], minlength=len(reasons))
-            score = np.where(ok, _score(objective, job, gpus, res), np.inf).reshape(hi - lo, -1)
-            flat = score.ravel()
-            k = min(keep, flat.size)
-            cand = np.argpartition(flat, k - 1)[:k] if k < flat.size else np.arange(flat.size)
-            for i in cand[np.isfinite(flat[cand])]:
-                picks.append(_Pick(float(flat[i]), (si, lo, int(i)), take_one(grid, int(i)), sync))
-            picks = sorted(picks)[:keep]
-            # best of each parallelism family (for the explanation)
-            row_best = score.argmin(axis=1)
-            row_score = score[np.arange(hi - lo), row_best]
-            fams = fam_of_cfg[lo:hi]
-            finite = np.isfinite(row_score)
-            for f in np.unique(fams[finite]):
-                rows = np.nonzero((fams == f) & finite)[0]
-                r = int(rows[np.argmin(row_score[rows])])
-                i = r * score.shape[1] + int(row_best[r])
-                p = _Pick(float(row_score[r]), (si, lo, i), take_one(grid, i), sync)
-                if int(f) not in fam_best or p < fam_best[int(f)]:
-                    fam_best[int(f)] = p
-            done += (hi - lo) * inner
-            if progress is not None:
-                progress(done, total)
+    zeros = axes["zero"].reshape(1, -1, 1, 1)
+    n_cfg = len(all_cfg["dp"])
+    for lo in range(0, n_cfg, per_chunk):
+        hi = min(n_cfg, lo + per_chunk)
+        grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
+        res = evaluate(job, grid, sync="bsp", kappa=kappa)
+        computed += grid.size
+        full = replace(grid, zero=zeros)
+        shape = full.shape
+        mem = np.broadcast_to(memory_parts(job, full, microbatches(full))["total"], shape)
+        valid_all = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
+        # feasibility depends on the ZeRO stage only through memory and "parameter server needs ZeRO 0"
+        r1 = np.broadcast_to(np.asarray(res.reason), shape)
+        open_ = (r1 == 0) | (r1 == oom) | (r1 == ps_bad)
+        zb = np.broadcast_to(zeros, shape)
+        fits = mem <= job.memory_capacity
+        reason = np.where(open_, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits, 0, oom)), r1)
+        feas = reason == 0
+        over = feas & ~allowed_by(mem, c["memory"]) if "memory" in c else np.zeros(shape, dtype=bool)
+        # with all-reduce first, the parameter-server choices are infeasible where ZeRO > 0
+        ps_hit_all = valid_all & open_ & (zb > 0) & (not first_is_ps)
+        weight = np.where(ps_hit_all, n_choice - n_ps, n_choice)
+        lb = sum(np.asarray(res.breakdown[k]) for k in _FIXED_PARTS) * scale
+        fams = np.broadcast_to(fam_all[lo:hi].reshape(-1, 1, 1, 1), shape)
+        for si in range(len(modes)):
+            valid = valid_all & mode_mask[si][lo:hi].reshape(-1, 1, 1, 1)
+            ps_hit = ps_hit_all & valid
+            covered += int(np.count_nonzero(valid)) * n_choice
+            bad = valid & ~feas
+            reasons += np.bincount(reason[bad], weights=weight[bad], minlength=len(reasons))
+            reasons[ps_bad] += n_ps * np.count_nonzero(ps_hit)
+            good = valid & feas & ~over
+            feasible_n += int(weight[good].sum())
+            over_limit += float(weight[valid & over].sum())
+            if si == bsp_index:  # exact values where pass 1 evaluated (the first ZeRO stage)
+                score = np.where(good[:, :1], _score(objective, job, gpus, res), np.inf)
+                flat = score.ravel()
+                fin = np.nonzero(np.isfinite(flat))[0]
+                if fin.size:
+                    k = min(keep, fin.size)
+                    sel = fin[np.argpartition(flat[fin], k - 1)[:k]] if k < fin.size else fin
+                    a, _z, r, sp_i = np.unravel_index(sel, score.shape)
+                    best.add([(si, lo + int(ai), 0, int(ri), int(spi))
+                              for ai, ri, spi in zip(a, r, sp_i, strict=True)], flat[sel])
+                    fam1 = fams[:, :1]
+                    for f in np.unique(fam1[np.isfinite(score)]):
+                        v = float(score[fam1 == f].min())
+                        if v < fam_thr.get(int(f), math.inf):
+                            fam_thr[int(f)] = v
+            lbf = np.where(good, lb, np.inf).ravel()
+            cand = np.nonzero(np.isfinite(lbf))[0]
+            if cand.size:
+                a, z, r, sp_i = np.unravel_index(cand, shape)
+                rows = np.stack([lbf[cand], np.full(len(cand), si), lo + a, z, r, sp_i, fam_all[lo + a]],
+                                axis=1).astype(float)
+                rows = refilter(rows)
+                stored.append(rows)
+                n_stored += len(rows)
+                if n_stored > 4 * CHUNK_CANDIDATES:
+                    stored = [refilter(np.concatenate(stored))]
+                    n_stored = len(stored[0])
+        done += sum(int(m[lo:hi].sum()) for m in mode_mask) * inner
+        if progress is not None:
+            progress(done, total)
 
-    picks = _distinct(picks)[:top]
-    fam_picks = sorted(fam_best.values())
-    preds = _predict_all(job, [*picks, *fam_picks], kappa)
-    ranked = preds[:len(picks)]
-    by_reason = {REASON_KEYS[int(code)]: int(n) for code, n in enumerate(reasons) if n > 0}
+    # ---- pass 2: survivors, best bound first, on every communication choice --------------------------
+    surv = refilter(np.concatenate(stored)) if stored else np.zeros((0, 7))
+    surv = surv[np.lexsort((surv[:, 0], surv[:, 1]))]  # by sync mode, then best bound first
+    per2 = max(1, CHUNK_CANDIDATES // n_choice)
+    picks: list[_Pick] = []
+    fam_pick: dict[int, _Pick] = {}
+    batches = []
+    for si in np.unique(surv[:, 1]).astype(int):
+        rows_si = surv[surv[:, 1] == si]
+        batches += [rows_si[i:i + per2] for i in range(0, len(rows_si), per2)]
+    for raw in batches:
+        part = refilter(raw)
+        if not len(part):
+            continue
+        # one evaluate() per batch of one sync mode
+        si = int(part[0, 1])
+        at = part[:, 2:6].astype(np.int64)
+        sync, cfg = modes[si], all_cfg
+        grid = _comm_grid(gpus, global_batch, cfg, at, axes, choices, fixed)
+        res = evaluate(job, grid, sync=sync, kappa=kappa)
+        computed += grid.size
+        ok = np.asarray(res.feasible)
+        if "memory" in c:
+            ok = ok & allowed_by(np.asarray(res.memory["total"]), c["memory"])
+        sc = np.where(ok, _score(objective, job, gpus, res), np.inf)
+        bi = np.argmin(sc, axis=1)
+        bv = sc[np.arange(len(at)), bi]
+        keys = [(si, *map(int, row)) for row in at]
+        fin = np.isfinite(bv)
+        best.add([k for k, f in zip(keys, fin, strict=True) if f], bv[fin])
+        fams = part[:, 6].astype(np.int64)
+        limit = best.threshold
+        for j in np.nonzero(fin)[0]:
+            v, f = float(bv[j]), int(fams[j])
+            is_fam = v < fam_thr.get(f, math.inf) or (f not in fam_pick or v < fam_pick[f].score)
+            if v > limit and not is_fam:
+                continue
+            pick = _Pick(v, (*keys[j], int(bi[j])), take_one(grid, int(j) * n_choice + int(bi[j])), sync,
+                         sc[j].copy())
+            if v <= limit:
+                picks.append(pick)
+            if f not in fam_pick or pick < fam_pick[f]:
+                fam_pick[f] = pick
+            fam_thr[f] = min(fam_thr.get(f, math.inf), v)
+        if len(picks) > 2 * keep:
+            picks = heapq.nsmallest(keep, picks)
+
+    picks = sorted(picks)[:keep]
+    strategies = [dict(p.grid.describe(0), sync=p.sync) for p in picks]
+    shown, same = _collapse(picks, strategies, top)
+    for n_shown, idx in enumerate(shown):
+        _comm_equivalents(picks[idx], choices, same[n_shown])
+    chosen = [picks[idx] for idx in shown]
+    fam_picks = sorted(fam_pick.values())
+    preds = _predict_all(job, [*chosen, *fam_picks], kappa)
+    ranked = preds[:len(chosen)]
+    by_reason = {REASON_KEYS[int(code)]: int(round(n)) for code, n in enumerate(reasons) if n > 0}
     if over_limit:
-        by_reason["memory_constraint"] = over_limit
+        by_reason["memory_constraint"] = int(round(over_limit))
     family_best = {}
-    for pred in preds[len(picks):]:
+    for pred in preds[len(chosen):]:
         st = pred.strategy
         family_best[family(st["tp"], st["pp"], st["cp"], st["ep"], st["dp"])] = pred
+    method = ("decomposed: every outer candidate (parallel degrees, micro-batch, schedule, ZeRO, recompute, SP) "
+              "evaluated at one communication choice; those whose communication-free lower bound could still "
+              "reach the best were evaluated on every communication choice")
     result = PlanResult(
-        inputs=dict(inputs or {}), objective=objective, candidates_evaluated=evaluated, feasible=feasible_n,
-        infeasible_by_reason=by_reason, elapsed_s=0.0, ranked=ranked, objective_values=[p.score for p in picks],
+        inputs=dict(inputs or {}), objective=objective, candidates_evaluated=covered, feasible=feasible_n,
+        infeasible_by_reason=by_reason, elapsed_s=0.0, ranked=ranked, objective_values=[p.score for p in chosen],
         family_best=family_best, searched_families=sorted({
-            _family_name(int(code)) for m in by_mode for code in np.unique(_family_code(m))}))
+            _family_name(int(code)) for m in mode_mask for code in np.unique(fam_all[m])}),
+        search={"covered": covered, "evaluated": computed, "outer_candidates": total,
+                "communication_choices": n_choice, "second_pass_outer": int(len(surv)),
+                "allow": sorted(allow), "method": method},
+        equivalents=same, custom=[custom_choices(p.strategy) for p in ranked])
     result.elapsed_s = time.perf_counter() - t0
     return result
+
+
+def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str, Any]]], dict[str, Any], str | None]:
+    """--set strategy.X for plan: (constraints pinning the axes, fixed fields, the pinned sync mode or None).
+
+    ``strategy`` is the validated StrategySpec, ``names`` the fields that were set. A field plan cannot
+    honour is refused: it is never silently ignored.
+    """
+    cons: dict[str, list[tuple[str, Any]]] = {}
+    fixed: dict[str, Any] = {}
+    sync = None
+    for name in dict.fromkeys(names):
+        value = getattr(strategy, name, None)
+        if name not in PIN_AXES and name not in PIN_FIXED:
+            raise InputError(f"plan cannot honour strategy.{name}", where=f"--set strategy.{name}",
+                             allowed="strategy." + ", strategy.".join(PIN_AXES + PIN_FIXED))
+        if name in ("dp", "tp", "pp", "cp", "ep"):
+            if value is None:
+                continue
+            cons[name] = [("=", int(value))]
+        elif name == "zero":
+            cons[name] = [("=", int(Zero.parse(value)))]
+        elif name == "recompute":
+            cons[name] = [("=", int(Recompute.parse(value)))]
+        elif name in ("sequence_parallel", "overlap"):
+            cons[name] = [("=", bool(value))]
+        elif name == "schedule":
+            sch = parse_schedule(value)
+            cons[name] = [("=", (int(sch.kind), sch.virtual_stages if sch.kind == ScheduleKind.INTERLEAVED else None))]
+        elif name == "algorithm":
+            cons[name] = [("=", int(Algorithm.parse(value)))]
+        elif name == "compression":
+            comp = parse_compression(value)
+            cons[name] = [("=", (int(comp.kind), comp.topk_ratio))]
+        elif name == "dp_comm":
+            dc = parse_dp_comm(value)
+            cons[name] = [("=", (dc.servers, dc.colocated))]
+        elif name == "assignment":
+            cons[name] = [("=", int(Assignment.parse(value)))]
+        elif name == "bucket_size":
+            cons["bucket"] = [("=", float(value or 0.0))]
+        elif name == "sync":
+            sync = parse_sync(value).label()
+        elif name in ("first_stage_layers", "last_stage_layers"):
+            fixed[name] = -1 if value is None else int(value)
+        elif name == "shard_group":
+            fixed[name] = int(value or 0)
+        else:
+            fixed[name] = value
+    return cons, fixed, sync
+
+
+#: Global batches the time-to-target objective tries, as multiples of the default (one sequence per GPU).
+GLOBAL_BATCH_FACTORS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+def _search_batches(job: Job, gpus: int, batch: int, *, top: int, **kw: Any) -> PlanResult:
+    """Time to target over the global batch too (when the critical batch B_noise is known and the batch is
+    not fixed): each batch B in :data:`GLOBAL_BATCH_FACTORS` x ``batch`` is searched on its own, and plans are
+    ranked by time to target, S_min (1 + B_noise/B) t_step / sync efficiency (McCandlish et al. 2018,
+    :mod:`scalemodel.cost.efficiency`), i.e. the per-effective-token score x (B + B_noise), up to a constant."""
+    bn = job.critical_batch
+    runs: list[tuple[int, PlanResult]] = []
+    for f in GLOBAL_BATCH_FACTORS:
+        b = int(round(batch * f))
+        if b >= 1 and all(b != r[0] for r in runs):
+            runs.append((b, search(job, gpus, b, objective="time-to-train", top=top, **kw)))
+    rows = sorted(((v * (b + bn), k, i) for k, (b, r) in enumerate(runs) for i, v in enumerate(r.objective_values)))
+    rows = rows[:top]
+    base = min(runs, key=lambda br: min(br[1].objective_values, default=math.inf) * (br[0] + bn))[1]
+    by_reason: dict[str, int] = {}
+    for _b, r in runs:
+        for key, n in r.infeasible_by_reason.items():
+            by_reason[key] = by_reason.get(key, 0) + n
+    search_info = dict(base.search, covered=sum(r.search["covered"] for _b, r in runs),
+                       evaluated=sum(r.search["evaluated"] for _b, r in runs),
+                       global_batches=[b for b, _r in runs])
+    return replace(
+        base, candidates_evaluated=sum(r.candidates_evaluated for _b, r in runs),
+        feasible=sum(r.feasible for _b, r in runs), infeasible_by_reason=by_reason,
+        ranked=[runs[k][1].ranked[i] for _v, k, i in rows], objective_values=[v for v, _k, _i in rows],
+        equivalents=[runs[k][1].equivalents[i] for _v, k, i in rows],
+        custom=[runs[k][1].custom[i] for _v, k, i in rows], search=search_info,
+        elapsed_s=sum(r.elapsed_s for _b, r in runs))
+
+
+def pareto_front(preds: Sequence[Prediction]) -> list[Prediction]:
+    """The plans no other plan beats on both step throughput (tokens/s) and progress per second (tokens/s x
+    statistical efficiency, i.e. time to target); at a fixed GPU count cost is time to target x GPUs x price,
+    so the cost axis adds no other trade-off. Sorted by throughput, fastest first; duplicates dropped."""
+    pts = sorted(((-p.throughput["tokens_per_s"], -p.throughput["tokens_per_s"] * p.sync["statistical_efficiency"], i)
+                  for i, p in enumerate(preds)))
+    front: list[Prediction] = []
+    best_eff = 0.0
+    for _x, y, i in pts:
+        if -y > best_eff * (1 + 1e-6):  # more progress per second than every faster plan
+            front.append(preds[i])
+            best_eff = -y
+    return front
 
 
 def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: str = "throughput", top: int = 5,
          constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
          straggler_cv: float | None = None, progress: Callable[[int, int], None] | None = None,
-         echo: dict[str, Any] | None = None) -> PlanResult:
+         echo: dict[str, Any] | None = None, allow: Sequence[str] = (), strategy: Any = None,
+         pinned: Sequence[str] = (), pareto: bool = False) -> PlanResult:
     """Search every valid strategy for validated specs (the engine behind `scalemodel plan`).
 
     The global batch defaults to one sequence per GPU. ``echo`` holds what the caller wants echoed
     in the result's inputs besides the resolved job (the constraints as typed, the --set overrides).
+    ``strategy`` (a StrategySpec) with ``pinned`` (the fields --set on it) fixes those axes
+    (:func:`pins`); ``allow`` opens non-mainstream choices (:data:`ALLOW`). ``pareto`` adds the front of
+    step throughput vs time to target vs cost (:func:`pareto_front`) over the best plans of the
+    throughput and the time-to-train searches (50 each; the front of those plans, not of the whole space).
     """
+    t0 = time.perf_counter()
     batch = int(training.global_batch or gpus)
     cluster.require_gpus(gpus)
     job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
+    cons = dict(normalize_constraints(constraints))
+    fixed: dict[str, Any] = {}
+    modes = list(sync_modes)
+    if pinned:
+        extra, fixed, sync = pins(strategy, pinned)
+        for k, v in normalize_constraints(extra, where="--set").items():
+            cons[k] = [*cons.get(k, []), *v]
+        if sync is not None:
+            labels = [parse_sync(m).label() for m in modes]
+            if labels not in (["bsp"], [sync]) and sync not in labels:
+                raise InputError(f"strategy.sync={sync} is not among --sync-modes {','.join(labels)}",
+                                 where="--set strategy.sync", allowed="a mode listed in --sync-modes, or leave one out")
+            modes = [sync]
     inputs: dict[str, Any] = {
         "cluster": cluster.name, "model": workload.name, "gpus": gpus, "global_batch": batch, "seq_len": job.seq_len,
         "precision": job.precision, "objective": objective, "top": top, "constraints": [],
-        "sync_modes": list(sync_modes), "straggler_cv": job.straggler_cv, "train_tokens": job.train_tokens or None,
-        "set": []}
+        "sync_modes": modes, "straggler_cv": job.straggler_cv, "train_tokens": job.train_tokens or None,
+        "set": [], "allow": sorted(allow)}
     inputs.update(echo or {})
-    return search(job, gpus, batch, objective=objective, top=top, constraints=constraints, sync_modes=sync_modes,
-                  progress=progress, inputs=inputs)
+    if objective == "time-to-train" and job.critical_batch > 0 and not training.global_batch:
+        result = _search_batches(job, gpus, batch, top=top, constraints=cons, sync_modes=modes, progress=progress,
+                                 inputs=inputs, allow=allow, fixed=fixed)
+        result.inputs["global_batch"] = result.search["global_batches"]  # searched, not fixed
+    else:
+        result = search(job, gpus, batch, objective=objective, top=top, constraints=cons, sync_modes=modes,
+                        progress=progress, inputs=inputs, allow=allow, fixed=fixed)
+    if pareto:
+        pool: list[Prediction] = []
+        for obj in ("throughput", "time-to-train"):
+            pool += search(job, gpus, batch, objective=obj, top=PARETO_POOL, constraints=cons, sync_modes=modes,
+                           inputs=inputs, allow=allow, fixed=fixed).ranked
+        result.pareto = pareto_front(pool)
+        result.elapsed_s = time.perf_counter() - t0
+    return result
 
 
 # --------------------------------------------------------------------------------------------

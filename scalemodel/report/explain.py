@@ -34,6 +34,16 @@ def describe_settings(s: dict[str, Any]) -> str:
         extra.append("SP")
     if s["algorithm"] != "auto":
         extra.append(f"{s['algorithm']} all-reduce")
+    if s.get("compression", "none") != "none":
+        extra.append(f"{s['compression']} gradients")
+    if s.get("dp_comm", "allreduce") != "allreduce":
+        extra.append(s["dp_comm"])
+    if s.get("overlap", True) is False:
+        extra.append("no overlap")
+    if s.get("bucket_bytes"):
+        extra.append(f"bucket {format_quantity(s['bucket_bytes'], 'bytes')}")
+    if s.get("assignment", "static") != "static":
+        extra.append(f"{s['assignment']} assignment")
     if s.get("sync", "bsp") != "bsp":
         extra.append(s["sync"])
     return ", ".join(extra)

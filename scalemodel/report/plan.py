@@ -69,8 +69,9 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
         f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}, global batch "
         f"{inp.get('global_batch', '')} x {inp.get('seq_len', '')} tokens, {inp.get('precision', '')}; objective "
         f"{result.objective}")
-    console.print(f"searched {result.candidates_evaluated:,} candidates in {result.elapsed_s:.2f} s: "
-                  f"{result.feasible:,} feasible")
+    evaluated = result.search.get("evaluated", result.candidates_evaluated)
+    console.print(f"searched {result.candidates_evaluated:,} candidates ({evaluated:,} evaluated, the rest bounded) "
+                  f"in {result.elapsed_s:.2f} s: {result.feasible:,} feasible")
     if result.ranked:
         t = Table(title=f"Top {len(result.ranked)} strategies")
         for col, just in (("#", "right"), ("layout", "left"), ("settings", "left"), ("step", "right"),
@@ -80,7 +81,9 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
         if extra:
             t.add_column("time to train" if result.objective == "time-to-train" else "cost", justify="right")
         for i, p in enumerate(result.ranked):
-            row = [str(i + 1), describe_layout(p.strategy), describe_settings(p.strategy), fq(p.step_time_s, "time"),
+            custom = result.custom[i] if i < len(result.custom) else []
+            settings = describe_settings(p.strategy) + (" [custom]" if custom else "")
+            row = [str(i + 1), describe_layout(p.strategy), settings, fq(p.step_time_s, "time"),
                    f"{p.throughput['tokens_per_s']:,.0f}", f"{p.flops['mfu']:.1%}",
                    fq(p.memory["per_gpu_bytes"], "bytes"), _shares(p.breakdown_s, p.step_time_s)]
             if extra:
@@ -90,6 +93,26 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
                     row.append(f"{p.time_to_train_s / 86400:,.1f} days" if p.time_to_train_s else "-")
             t.add_row(*row)
         print_table(console, t)
+        for i, same in enumerate(result.equivalents[:len(result.ranked)]):
+            if same:
+                text = "; ".join(f"{k} {' | '.join('default' if v is None else str(v) for v in vals)}"
+                                 for k, vals in same.items())
+                console.print(f"  #{i + 1}: did not matter (within 0.5 %): {text}")
+        for i, custom in enumerate(result.custom[:len(result.ranked)]):
+            if custom:
+                console.print(f"  #{i + 1} [custom]: {', '.join(custom)} (not run by mainstream frameworks)")
+    if result.pareto:
+        tp = Table(title="Pareto front: step throughput vs time to target vs cost")
+        for col in ("layout", "settings", "tokens/s", "stat. eff.", "effective tokens/s", "time to train", "cost"):
+            tp.add_column(col, justify="left" if col in ("layout", "settings") else "right")
+        for p in result.pareto:
+            eff = p.sync["statistical_efficiency"]
+            tp.add_row(describe_layout(p.strategy), describe_settings(p.strategy),
+                       f"{p.throughput['tokens_per_s']:,.0f}", f"{eff:.3f}",
+                       f"{p.throughput['tokens_per_s'] * eff:,.0f}",
+                       f"{p.time_to_train_s / 86400:,.1f} days" if p.time_to_train_s else "-",
+                       f"{p.cost_usd:,.0f} USD" if p.cost_usd else "-")
+        print_table(console, tp)
     if result.infeasible_by_reason:
         t2 = Table(title="Infeasible candidates")
         t2.add_column("reason")

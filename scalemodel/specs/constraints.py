@@ -10,22 +10,35 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import Algorithm, Recompute, Schedule, ScheduleKind, parse_schedule, parse_sync
+from scalemodel.choices import (
+    Algorithm,
+    Assignment,
+    Recompute,
+    Schedule,
+    ScheduleKind,
+    Zero,
+    parse_compression,
+    parse_dp_comm,
+    parse_schedule,
+    parse_sync,
+)
 from scalemodel.errors import InputError
 from scalemodel.units import parse_quantity
 
 OPS: dict[str, Callable[[Any, Any], Any]] = {
     "<=": operator.le, ">=": operator.ge, "!=": operator.ne, "==": operator.eq, "=": operator.eq,
     "<": operator.lt, ">": operator.gt}
-_NUMERIC_KEYS = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages", "zero")
+_NUMERIC_KEYS = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages")
 _ALIASES = {"mb": "micro_batch", "micro-batch": "micro_batch", "microbatch": "micro_batch",
             "sp": "sequence_parallel", "sequence-parallel": "sequence_parallel", "algo": "algorithm",
             "v": "virtual_stages", "virtual-stages": "virtual_stages", "mem": "memory",
-            "memory_per_gpu": "memory"}
-CONSTRAINT_KEYS = (*_NUMERIC_KEYS, "recompute", "schedule", "sequence_parallel", "algorithm", "sync", "memory")
+            "memory_per_gpu": "memory", "bucket_size": "bucket", "bucket_bytes": "bucket", "dp-comm": "dp_comm"}
+CONSTRAINT_KEYS = (*_NUMERIC_KEYS, "zero", "recompute", "schedule", "sequence_parallel", "algorithm", "sync", "memory",
+                   "overlap", "compression", "dp_comm", "assignment", "bucket")
 _CONSTRAINT_ALLOWED = (f"KEY OP VALUE with KEY one of {', '.join(CONSTRAINT_KEYS)} and OP one of "
                        "<=, >=, <, >, =, != (e.g. tp<=8, pp=1, zero<=1, memory<=60GB, schedule=1f1b, "
-                       "recompute=none)")
+                       "recompute=none, compression=int8, dp_comm=ps:8, overlap=false, assignment=dynamic, "
+                       "bucket<=100MB, zero=fsdp)")
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_\-]+)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*?)\s*$")
 
 Constraints = dict[str, list[tuple[str, Any]]]
@@ -89,8 +102,22 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
             return int(value)
     if key == "memory" and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         return float(value)
-    if key == "sequence_parallel" and isinstance(value, bool):
+    if key in ("sequence_parallel", "overlap") and isinstance(value, bool):
         return value
+    if key in ("compression", "dp_comm") and isinstance(value, tuple):
+        return value
+    if key == "zero" and not isinstance(value, str):
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and int(value) in list(Zero):
+            return int(value)
+        try:
+            return int(Zero.parse(value))
+        except InputError:
+            raise InputError(f"unknown ZeRO stage {value!r} in constraint on zero", where=where,
+                             allowed=" | ".join(Zero.labels())) from None
+    if key == "assignment" and isinstance(value, (int, np.integer)) and int(value) in list(Assignment):
+        return int(value)
+    if key == "bucket" and isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
     text = str(value).strip().lower()
     label = f"{key}{op}{value}"
     if key in _NUMERIC_KEYS:
@@ -106,6 +133,21 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         except InputError:
             raise InputError(f"unknown recompute {value!r} in {label!r}", where=where,
                              allowed=" | ".join(Recompute.labels())) from None
+    if key == "zero":
+        try:
+            return int(Zero.parse(text))
+        except InputError:
+            raise InputError(f"unknown ZeRO stage {value!r} in {label!r}", where=where,
+                             allowed=" | ".join(Zero.labels())) from None
+    if key == "bucket":
+        if text in ("0", "default"):
+            return 0.0
+        try:
+            raw = str(value).strip()
+            return float(parse_quantity(raw if not raw.replace(".", "").isdigit() else f"{raw} B", "bytes"))
+        except InputError as exc:
+            raise InputError(f"bad bucket size in {label!r}: {exc.what}", where=where,
+                             allowed="a size, e.g. 25MB, or default") from None
     if key == "memory":
         try:
             raw = str(value).strip()
@@ -114,7 +156,7 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
             raise InputError(f"bad memory in {label!r}: {exc.what}", where=where, allowed="a size, e.g. 60GB") from None
     if op not in ("=", "==", "!="):
         raise InputError(f"{key} takes = or != only, got {label!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
-    if key == "sequence_parallel":
+    if key in ("sequence_parallel", "overlap"):
         truth = {"true": True, "on": True, "yes": True, "1": True,
                  "false": False, "off": False, "no": False, "0": False}
         if text not in truth:
@@ -135,6 +177,28 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         except InputError:
             raise InputError(f"unknown algorithm {value!r} in {label!r}", where=where,
                              allowed=" | ".join(Algorithm.labels())) from None
+    if key == "assignment":
+        try:
+            return int(Assignment.parse(text))
+        except InputError:
+            raise InputError(f"unknown assignment {value!r} in {label!r}", where=where,
+                             allowed=" | ".join(Assignment.labels())) from None
+    if key == "compression":
+        if text == "topk":  # any kept fraction
+            return (int(parse_compression("topk:1").kind), None)
+        try:
+            comp = parse_compression(text)
+        except InputError as exc:
+            raise InputError(exc.what, where=where, allowed=exc.allowed) from None
+        return (int(comp.kind), comp.topk_ratio)
+    if key == "dp_comm":
+        if text == "ps":  # any number of servers, either placement
+            return (-1, None)
+        try:
+            dc = parse_dp_comm(text)
+        except InputError as exc:
+            raise InputError(exc.what, where=where, allowed=exc.allowed) from None
+        return (dc.servers, dc.colocated)
     # sync
     try:
         return parse_sync(text).label()
