@@ -94,3 +94,17 @@ def test_check_pessimistic_asserts_on_the_slow_end(cli: Any) -> None:
     verdict_slow = {v["name"]: v for v in slow["assertions"]}["max_step_time"]
     assert verdict["passed"] and not verdict_slow["passed"]
     assert verdict_slow["value"] == pytest.approx(verdict["value"] * (1 + high), rel=1e-9)
+
+
+def test_plan_and_scale_json_carry_the_interval(cli: Any) -> None:
+    res = cli("plan", "-m", "llama2-7b", "-c", "dgx-a100", "-n", "64", "--top", "1", "--json")
+    assert res.code == 0, res.err
+    band = json.loads(res.out)["ranked"][0]["interval"]
+    assert band["family"]["generation"] == "ampere" and band["step_time_s"][0] <= band["step_time_s"][1]
+    res = cli("scale", "--json")
+    assert res.code == 0, res.err
+    for point in json.loads(res.out)["points"]:
+        assert point["interval"]["cases"] >= 3
+        lo, hi = point["interval"]["speed_error_range"]
+        assert point["interval"]["step_time_s"] == pytest.approx([point["step_time_s"] * (1 + lo),
+                                                                  point["step_time_s"] * (1 + hi)])
