@@ -379,14 +379,16 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
         nvls_ok = ok & (~multi | sharp_outer)
         bus = np.where(multi, np.minimum(intra, k * b_net), intra)
         lat = NVLS_LATENCY + np.where(multi, NVLS_NET_LATENCY, 0.0)
-        t = lat + (S + extra) * bus_factor / bus + red
+        with np.errstate(divide="ignore", invalid="ignore"):  # bus = 0 only where NVLS does not apply (masked)
+            t = lat + (S + extra) * bus_factor / bus + red
         best = np.where(nvls_ok, np.minimum(best, t), best)
         # NVLSTree: several domains
         idx = np.where(N <= 2 + 1e-9, 1, 2)
         cap = k * np.asarray(NVLSTREE_MAX_BW[gen])[idx]
         bus_t = np.minimum(np.minimum(intra, k * b_net * np.where(N <= 2 + 1e-9, 2.0, 1.0)), cap)
         lat_t = NVLS_LATENCY + 2.0 * _log2i(N) * NVLSTREE_NET_LATENCY
-        t_t = lat_t + (S + extra) * bus_factor / bus_t + red
+        with np.errstate(divide="ignore", invalid="ignore"):  # bus_t = 0 only where NVLSTree does not apply
+            t_t = lat_t + (S + extra) * bus_factor / bus_t + red
         best = np.where(ok & multi, np.minimum(best, t_t), best)
     # CollNetChain: SHARP on an outer tier the group spans
     chain_bw = np.minimum(0.5 * pl.bw[0], n0 * b_net)
