@@ -7,14 +7,17 @@ from typing import Annotated
 
 import typer
 
-from scalemodel.commands.common import ClusterOption, JsonOption, SetOption, load_cluster_with, positive_int
+from scalemodel.commands.common import JsonOption, SetOption, load_cluster_with, positive_int
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op, overlay_yaml
 from scalemodel.engine.calibrate import calibrate as run
+from scalemodel.engine.calibrate_runs import fit_runs
+from scalemodel.engine.calibrate_runs import overlay_yaml as runs_overlay_yaml
 from scalemodel.errors import InputError
-from scalemodel.report.calibrate import render_calibration
+from scalemodel.report.calibrate import render_calibration, render_runs_fit
 from scalemodel.report.output import check_output_path, write_file
-from scalemodel.specs.loader import reference_from
+from scalemodel.specs.loader import builtin_path, reference_from
 from scalemodel.specs.nccl_tests import read_nccl_tests
+from scalemodel.specs.runs import read_runs
 
 
 def register(app: typer.Typer) -> None:
@@ -22,9 +25,11 @@ def register(app: typer.Typer) -> None:
 
     @app.command("calibrate")
     def calibrate(
-        args: Annotated[list[str], typer.Argument(help="nccl-tests LOG (the word `nccl-tests` may come first)",
-                                                  metavar="[nccl-tests] LOG")],
-        cluster: ClusterOption,
+        args: Annotated[list[str], typer.Argument(
+            help="nccl-tests LOG (the word `nccl-tests` may come first), or `runs FILE` (measured training runs)",
+            metavar="[nccl-tests] LOG | runs FILE")],
+        cluster: Annotated[str | None, typer.Option(
+            "--cluster", "-c", help="Cluster (nccl-tests form; the runs form reads each run's cluster).")] = None,
         tier: Annotated[str | None, typer.Option("--tier", help="Tier to fit (default: outermost crossed).")] = None,
         out: Annotated[str | None, typer.Option("--out", help="Write a YAML overlay (extends: CLUSTER).")] = None,
         ranks: Annotated[int | None, typer.Option("--ranks", help="Ranks in the log when it does not say.")] = None,
@@ -37,18 +42,29 @@ def register(app: typer.Typer) -> None:
         sets: SetOption = None,
         as_json: JsonOption = False,
     ) -> None:
-        """Fit one network tier to nccl-tests measurements; report residuals and 95% intervals; write an overlay.
+        """Fit one network tier to nccl-tests measurements, or the step model's factors to measured runs.
 
-        Exits 1 (and writes no overlay) when a fitted parameter sits on a solver bound, a residual
-        exceeds --tolerance, or the log's hosts x GPUs per host differ from the cluster's layout.
+        `calibrate nccl-tests LOG --cluster C` exits 1 (and writes no overlay) when a fitted parameter
+        sits on a solver bound, a residual exceeds --tolerance, or the log's hosts x GPUs per host
+        differ from the cluster's layout. `calibrate runs FILE` fits compute, per-tier bandwidth and a
+        per-step overhead to measured step times (docs/model.md#calibrate-runs); it warns, and exits 0.
         """
+        if len(args) == 2 and args[0] == "runs":
+            if cluster is not None or sets or tier or ranks or op:
+                raise InputError("--cluster, --set, --tier, --ranks and --op belong to the nccl-tests form",
+                                 where="calibrate runs", allowed="each run names its cluster in FILE")
+            calibrate_runs(args[1], out, as_json)
+            return
+        if cluster is None:
+            raise InputError("missing --cluster", where="calibrate nccl-tests",
+                             allowed="--cluster NAME or a cluster YAML")
         if len(args) == 2 and args[0] == "nccl-tests":
             log_path = Path(args[1])
         elif len(args) == 1:
             log_path = Path(args[0])
         else:
-            raise InputError(f"expected `nccl-tests LOG`, got {' '.join(args)!r}", where="calibrate",
-                             allowed="scalemodel calibrate nccl-tests LOG --cluster C")
+            raise InputError(f"expected `nccl-tests LOG` or `runs FILE`, got {' '.join(args)!r}", where="calibrate",
+                             allowed="scalemodel calibrate nccl-tests LOG --cluster C, or calibrate runs FILE")
         positive_int(ranks, "--ranks")
         if out is not None:
             check_output_path(out, "--out")  # before the work; write_file checks again, inputs included
@@ -63,3 +79,17 @@ def register(app: typer.Typer) -> None:
         render_calibration(result, as_json=as_json, wrote=wrote)
         if not result.accepted and not force:
             raise typer.Exit(1)
+
+
+def calibrate_runs(file: str, out: str | None, as_json: bool) -> None:
+    """`calibrate runs FILE [--out overlay.yaml]`: fit, report, and write the overlay (never over an input)."""
+    if out is not None:
+        check_output_path(out, "--out")
+    runs = read_runs(file)
+    result = fit_runs(runs, source=file, out=out)
+    if out is not None:
+        ref, path = runs[0].cluster_ref, runs[0].cluster_path
+        builtin = builtin_path("cluster", ref) == path  # a built-in name stays a name; a file becomes a relative path
+        base = reference_from("cluster", ref if builtin else path, Path(out).absolute().parent)
+        write_file(out, runs_overlay_yaml(result, runs[0].cluster, extends=base, source=file), "--out")
+    render_runs_fit(result, as_json=as_json, wrote=out is not None)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.calibrate import CalibrationResult, layout_text
+from scalemodel.engine.calibrate_runs import RunsFit
 from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
 
@@ -57,3 +59,46 @@ def render_calibration(result: CalibrationResult, *, as_json: bool, wrote: bool 
                                                              else "") + " (--force accepts it)")
     if wrote:
         c.print(f"wrote {inp['out']} (use it as --cluster {inp['out']})")
+
+
+def _factor_value(f: Any) -> str:
+    return f"{f.value:.4g} s" if f.name == "overhead_s" else f"x{f.value:.4g}"
+
+
+def _factor_ci(f: Any) -> str:
+    if not f.determined:
+        return "not fitted"
+    if f.ci is None:
+        return "not determined"
+    return f"{f.ci[0]:.4g} .. {f.ci[1]:.4g}" + (" s" if f.name == "overhead_s" else "")
+
+
+def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False) -> None:
+    """Fitted factors with 95% intervals, residual per run before and after, warnings (or the JSON document)."""
+    for w in result.warnings:
+        sys.stderr.write(f"warning: calibrate runs: {w}\n")
+    if as_json:
+        emit_json(result.payload(), "calibrate")
+        return
+    c = Console()
+    inp = result.inputs
+    c.print(f"{inp['n_runs']} measured runs on {inp['cluster']} ({inp['runs']})", highlight=False)
+    t = Table(title="fitted factors (95% interval from the Jacobian)")
+    for col in ("factor", "fitted", "95% interval", "meaning"):
+        t.add_column(col, justify="left" if col in ("factor", "meaning") else "right")
+    for f in result.factors:
+        t.add_row(f.name, _factor_value(f) if f.determined else "x1 (kept)", _factor_ci(f), f.description)
+    print_table(c, t)
+    r = Table(title=f"residual per run (rms log error {result.rms_log_error_before:.3f} before, "
+                    f"{result.rms_log_error_after:.3f} after)")
+    for col in ("run", "GPUs", "measured", "model", "error", "fitted", "error "):
+        r.add_column(col, justify="left" if col == "run" else "right")
+    for x in result.runs:
+        r.add_row(x["name"], str(x["gpus"]), fq(x["measured_s"], "time"), fq(x["before_s"], "time"),
+                  f"{x['error_before']:+.1%}", fq(x["after_s"], "time"), f"{x['error_after']:+.1%}")
+    print_table(c, r)
+    o = result.factor("overhead_s")
+    c.print(f"the per-step overhead ({o.value:.4g} s) is not carried by the overlay: no cluster field holds it",
+            highlight=False)
+    if wrote:
+        c.print(f"wrote {inp['out']} (use it as --cluster {inp['out']})", highlight=False)

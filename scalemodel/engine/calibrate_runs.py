@@ -1,0 +1,269 @@
+"""Fit a few named factors of the step model to measured training runs (`scalemodel calibrate runs FILE`).
+
+The factors (docs/model.md#calibrate-runs):
+
+* ``compute``: a multiplier c on the accelerator's achieved compute efficiency, i.e. on the GEMM
+  curve's ``gemm_max`` (16-bit and, where the spec has one, fp8) and on the memory-bandwidth
+  efficiency together, so every compute and memory-bound kernel runs at c x the spec's rate;
+* ``bandwidth:<tier>``: a multiplier on one network tier's efficiency (achieved fraction of its line rate);
+* ``overhead_s``: seconds added to every step (launch, data loading, logging: anything the model omits).
+
+Multipliers live in [0.1, min(2, 1 / the efficiency they scale)] (an efficiency never exceeds 1, so the
+overlay carries the fit exactly); the overhead in [0, 10 x the largest measured step]. The fit is
+``scipy.optimize.least_squares`` (trust-region reflective) on r_i = ln((T_i(c, b) + o) / t_i), with the
+multipliers in log space, so every run counts by its relative error. Intervals (95 %) are the
+linearised ones of Seber & Wild (*Nonlinear Regression*, 1989, sec. 2.1) as in
+:mod:`scalemodel.engine.calibrate`: s^2 = sum r^2 / (m - p), Cov = s^2 (J^T J)^-1, x_k +- t_(0.975, m-p)
+sqrt(Cov_kk), mapped back through exp for the multipliers. A multiplier that changes no run's predicted
+step by more than :data:`INSENSITIVE` when moved from 1 to 0.9 (a tier no run's traffic crosses, or that
+is fully hidden under compute) is not fitted: it stays 1 and is named in a warning. A factor within 1 %
+of a bound is warned about (the data push it to a physical limit, so the other factors absorb the rest).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import yaml
+
+from scalemodel.cost import compute as compute_cost
+from scalemodel.engine.job import Job, build_job, grid_from_strategy
+from scalemodel.engine.parts import BREAKDOWN_KEYS
+from scalemodel.engine.step import evaluate
+from scalemodel.errors import InputError
+
+#: Multiplier bounds (physical: no hardware part runs at a tenth of its spec, nor above twice it).
+MULT_BOUNDS = (0.1, 2.0)
+#: A multiplier is "not determined" when moving it from 1 to 0.9 changes no run's ln(step) by more.
+INSENSITIVE = 1e-6
+#: A factor within this factor of a bound is "on the bound".
+BOUND_FACTOR = 1.01
+
+
+@dataclass
+class Factor:
+    name: str
+    value: float
+    ci: list[float] | None
+    determined: bool
+    at_bound: str | None = None   # "lower" | "upper"
+    bounds: list[float] = field(default_factory=list)
+    description: str = ""
+
+
+@dataclass
+class RunsFit:
+    inputs: dict[str, Any]
+    factors: list[Factor]
+    runs: list[dict[str, Any]]
+    warnings: list[str]
+    rms_log_error_before: float
+    rms_log_error_after: float
+    overhead_carried: bool = False
+
+    def factor(self, name: str) -> Factor:
+        return next(f for f in self.factors if f.name == name)
+
+    def payload(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, "factors": self.factors, "runs": self.runs, "warnings": self.warnings,
+                "rms_log_error_before": self.rms_log_error_before, "rms_log_error_after": self.rms_log_error_after,
+                "overhead_carried_by_overlay": self.overhead_carried}
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    job: Job
+    grid: Any
+    sync: str
+    measured_s: float
+
+
+def scaled_job(job: Job, compute: float, bandwidth: dict[str, float]) -> Job:
+    """``job`` with the compute multiplier on gemm_max and memory efficiency, and tier efficiencies scaled."""
+    tiers = tuple(replace(t, efficiency=t.efficiency * bandwidth.get(t.name, 1.0)) for t in job.network.tiers)
+    return replace(job, gemm_max=job.gemm_max * compute, memory_efficiency=job.memory_efficiency * compute,
+                   network=replace(job.network, tiers=tiers))
+
+
+def _step(job: Job, grid: Any, sync: str) -> tuple[float, float]:
+    """(step time, tokens/s) of the single candidate of ``grid``."""
+    res = evaluate(job, grid, sync=sync)
+    step = sum(float(np.asarray(res.breakdown[k]).ravel()[0]) for k in BREAKDOWN_KEYS)
+    return step, float(np.asarray(res.tokens_per_s).ravel()[0])
+
+
+def _curve(acc: Any) -> Any:
+    return acc.compute_efficiency or compute_cost.default_efficiency(acc.family if acc.family != "other" else acc.name)
+
+
+def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None) -> RunsFit:
+    """Fit the factors (module docstring) to ``runs`` (:class:`scalemodel.specs.runs.MeasuredRun`), one cluster."""
+    from scipy.optimize import least_squares  # optional heavy dependency: only a fit needs it
+
+    paths = {r.cluster_path.resolve() for r in runs}
+    if len(paths) != 1:
+        names = sorted({r.cluster_ref for r in runs})
+        raise InputError(f"the runs name {len(paths)} clusters ({', '.join(names)[:200]})", where=source or "runs",
+                         allowed="runs on one cluster (one overlay extends one cluster); split the file")
+    cluster = runs[0].cluster
+    prepared = []
+    for r in runs:
+        try:
+            job = build_job(r.cluster, r.workload, r.training)
+            grid = grid_from_strategy(r.strategy, r.training, r.gpus, job)
+            step, tokens = _step(job, grid, r.strategy.sync)
+        except InputError as exc:
+            raise exc.at(f"{source}: {r.label}") from None
+        if not (math.isfinite(step) and step > 0 and tokens > 0):
+            raise InputError("the model gives no finite step time for this run", where=f"{source}: {r.label}",
+                             allowed="a layout that divides the model and the GPUs (check with `scalemodel predict`)")
+        measured = r.step_time_s if r.step_time_s is not None else step * tokens / r.tokens_per_s
+        prepared.append(_Prepared(job, grid, r.strategy.sync, float(measured)))
+    t = np.array([p.measured_s for p in prepared])
+
+    acc = cluster.accelerator
+    curve = _curve(acc)
+    effs = [float(curve.gemm_max), float(curve.memory)]
+    if acc.compute_efficiency is not None and acc.compute_efficiency.fp8 is not None:
+        effs.append(float(acc.compute_efficiency.fp8.gemm_max))
+    tiers = list(prepared[0].job.network.tiers)
+    mult_names = ["compute"] + [f"bandwidth:{tr.name}" for tr in tiers]
+    mult_hi = [min(MULT_BOUNDS[1], 1.0 / max(effs))] + [min(MULT_BOUNDS[1], 1.0 / tr.efficiency) for tr in tiers]
+
+    def predict_all(mults: dict[str, float], overhead: float) -> np.ndarray:
+        bw = {n.split(":", 1)[1]: v for n, v in mults.items() if n.startswith("bandwidth:")}
+        return np.array([_step(scaled_job(p.job, mults.get("compute", 1.0), bw), p.grid, p.sync)[0] + overhead
+                         for p in prepared])
+
+    before = predict_all({}, 0.0)
+    warnings: list[str] = []
+    active = []
+    for name in mult_names:
+        moved = predict_all({name: 0.9}, 0.0)
+        if float(np.max(np.abs(np.log(moved / before)))) > INSENSITIVE:
+            active.append(name)
+        else:
+            why = ("no run's traffic crosses this tier, or it is all hidden under compute"
+                   if name.startswith("bandwidth:") else "no run's step depends on it")
+            warnings.append(f"{name}: not determined by the runs ({why}); left at 1 and not fitted")
+    names = active + ["overhead_s"]
+    his = [mult_hi[mult_names.index(n)] for n in active]
+    lo = np.array([math.log(MULT_BOUNDS[0])] * len(active) + [0.0])
+    hi = np.array([math.log(h) for h in his] + [10.0 * float(t.max())])
+    if len(t) < len(names):
+        warnings.append(f"{len(t)} runs for {len(names)} factors: the fit is underdetermined and has no intervals")
+
+    def unpack(x: np.ndarray) -> tuple[dict[str, float], float]:
+        return {n: float(np.exp(x[i])) for i, n in enumerate(active)}, float(x[-1])
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        mults, o = unpack(x)
+        return np.log(np.maximum(predict_all(mults, o), 1e-15) / t)
+
+    x0 = np.clip(np.zeros(len(names)), lo + 1e-6, hi - 1e-6)
+    x0[-1] = min(0.01 * float(np.min(t)), hi[-1] / 2)
+    scale = np.array([1.0] * len(active) + [max(float(np.median(t)) * 0.1, 1e-6)])
+    sol = least_squares(resid, x0, method="trf", bounds=(lo, hi), x_scale=scale, diff_step=1e-4)
+    x, jac, fun = np.asarray(sol.x), np.asarray(sol.jac), np.asarray(sol.fun)
+    cis = _intervals(x, jac, fun, log_params=len(active))
+    mults, overhead = unpack(x)
+    after = predict_all(mults, overhead)
+
+    factors = []
+    descriptions = {"compute": "x the accelerator's GEMM (gemm_max) and memory-bandwidth efficiencies",
+                    "overhead_s": "seconds added to every step"}
+    for name in mult_names:
+        if name in active:
+            i = active.index(name)
+            value, ci = mults[name], cis[i]
+            side = ("lower" if x[i] - lo[i] < math.log(BOUND_FACTOR) else
+                    "upper" if hi[i] - x[i] < math.log(BOUND_FACTOR) else None)
+        else:
+            value, ci, side = 1.0, None, None
+        desc = descriptions.get(name, f"x tier {name.split(':', 1)[-1]!r}'s efficiency (fraction of line rate)")
+        factors.append(Factor(name, value, ci, name in active, side,
+                              [MULT_BOUNDS[0], mult_hi[mult_names.index(name)]], desc))
+    o_side = "lower" if overhead <= 1e-6 * float(np.min(t)) else "upper" if hi[-1] - overhead < 1e-3 * hi[-1] else None
+    factors.append(Factor("overhead_s", overhead, cis[-1], True, o_side, [0.0, float(hi[-1])],
+                          descriptions["overhead_s"]))
+    for f in factors:
+        if f.at_bound:
+            what = ("the runs show no per-step overhead beyond the model" if f.name == "overhead_s"
+                    and f.at_bound == "lower" else "the data push it to a physical limit; others absorb the rest")
+            warnings.append(f"{f.name}: fitted value {f.value:.4g} sits on its {f.at_bound} bound "
+                            f"{f.bounds[0] if f.at_bound == 'lower' else f.bounds[1]:.4g} ({what})")
+    run_rows = [{"name": r.label, "gpus": r.gpus, "measured_s": float(m), "before_s": float(b), "after_s": float(a),
+                 "error_before": float(b / m - 1), "error_after": float(a / m - 1)}
+                for r, m, b, a in zip(runs, t, before, after, strict=True)]
+    inputs = {"runs": source, "cluster": cluster.name, "n_runs": len(runs), "out": out}
+    return RunsFit(inputs, factors, run_rows, warnings,
+                   float(np.sqrt(np.mean(np.log(before / t) ** 2))), float(np.sqrt(np.mean(np.log(after / t) ** 2))))
+
+
+def _intervals(x: np.ndarray, jac: np.ndarray, fun: np.ndarray, *, log_params: int) -> list[list[float] | None]:
+    """95 % intervals (module docstring); the first ``log_params`` parameters are logs (mapped through exp)."""
+    from scipy.stats import t as student_t  # optional heavy dependency: only a fit needs it
+
+    m, p = jac.shape
+    dof = m - p
+    if dof < 1:
+        return [None] * p
+    jtj = jac.T @ jac
+    try:
+        cov = float(np.sum(fun**2)) / dof * np.linalg.inv(jtj) if np.linalg.cond(jtj) < 1e12 else None
+    except np.linalg.LinAlgError:
+        cov = None
+    q = float(student_t.ppf(0.975, dof))
+    out: list[list[float] | None] = []
+    for k in range(p):
+        if cov is None or not np.isfinite(cov[k, k]) or cov[k, k] < 0:
+            out.append(None)
+            continue
+        d = q * math.sqrt(float(cov[k, k]))
+        if k < log_params:
+            out.append(None if d > 300 else [float(np.exp(x[k] - d)), float(np.exp(x[k] + d))])
+        else:
+            out.append([max(0.0, float(x[k] - d)), float(x[k] + d)])
+    return out
+
+
+def overlay_doc(fit: RunsFit, cluster: Any, *, extends: str) -> dict[str, Any]:
+    """The cluster overlay (a dict for YAML) that ``extends`` the runs' cluster and carries the fitted
+    multipliers: each fitted tier's efficiency x its factor, and the accelerator (written in full, as a
+    cluster's accelerator is replaced, not merged) with its efficiency curve x the compute factor."""
+    doc: dict[str, Any] = {"extends": extends, "name": f"{cluster.name}-calibrated"}
+    tiers = []
+    for f in fit.factors:
+        if f.determined and f.name.startswith("bandwidth:"):
+            tier = next(t for t in cluster.tiers if t.name == f.name.split(":", 1)[1])
+            tiers.append({"name": tier.name, "efficiency": min(1.0, round(float(tier.efficiency) * f.value, 9))})
+    c = fit.factor("compute")
+    if c.determined:
+        acc = cluster.accelerator.model_dump(mode="json", exclude_none=True)
+        curve = _curve(cluster.accelerator)
+        ce: dict[str, Any] = curve.model_dump(mode="json", exclude_none=True) if hasattr(curve, "model_dump") else {
+            "gemm_max": float(curve.gemm_max), "gemm_half_dim": float(curve.gemm_half_dim),
+            "memory": float(curve.memory)}
+        ce["gemm_max"] = min(1.0, round(float(curve.gemm_max) * c.value, 9))
+        ce["memory"] = min(1.0, round(float(curve.memory) * c.value, 9))
+        if ce.get("fp8"):
+            ce["fp8"]["gemm_max"] = min(1.0, round(float(ce["fp8"]["gemm_max"]) * c.value, 9))
+        ce["source"] = f"calibrated: x{c.value:.6g} on {ce.get('source') or 'the default curve'}"[:500]
+        acc["compute_efficiency"] = ce
+        doc["accelerator"] = acc
+    if tiers:
+        doc["tiers"] = tiers
+    return doc
+
+
+def overlay_yaml(fit: RunsFit, cluster: Any, *, extends: str, source: str) -> str:
+    source = source.replace("\r", "\\r").replace("\n", "\\n")
+    o = fit.factor("overhead_s")
+    head = (f"# Calibrated by `scalemodel calibrate runs` from {source}: {len(fit.runs)} runs,\n"
+            f"# rms log error {fit.rms_log_error_before:.3g} before, {fit.rms_log_error_after:.3g} after.\n"
+            f"# Not carried (no cluster field for it): a per-step overhead of {o.value:.6g} s.\n")
+    return head + yaml.safe_dump(overlay_doc(fit, cluster, extends=extends), sort_keys=False)
+

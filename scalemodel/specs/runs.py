@@ -1,0 +1,157 @@
+"""Read measured training runs (``calibrate runs FILE``): a YAML list or a CSV table.
+
+Each run (a YAML mapping, or a CSV row under a header line) names ``cluster``, ``model`` and ``gpus``
+as a scenario does, any :class:`~scalemodel.specs.training.TrainingSpec` or
+:class:`~scalemodel.specs.training.StrategySpec` field by its own name (``tp``, ``pp``, ``zero``,
+``micro_batch``, ``global_batch``, ``precision``, ...), an optional ``name``, and exactly one measurement:
+``step_time`` (seconds, or with a unit: ``1.2 s``, ``950ms``) or ``tokens_per_s`` (whole job).
+A YAML file may also be a mapping with the list under ``runs:``. CSV cells are read as YAML scalars
+(``8`` is an integer, ``true`` a boolean); an empty cell is absent. Cluster and model names are
+built-in names or paths relative to the runs file's folder. The file is read through
+:mod:`scalemodel.specs.files` (a regular file of at most :data:`~scalemodel.specs.files.MAX_SPEC_BYTES`;
+at most :data:`MAX_RUNS` runs); every error names the file, the run and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scalemodel.errors import InputError
+from scalemodel.specs import files, yamlread
+from scalemodel.specs.cluster import ClusterSpec
+from scalemodel.specs.loader import _parse_value, load_spec, resolve, validate
+from scalemodel.specs.training import StrategySpec, TrainingSpec
+from scalemodel.specs.workload import Workload
+from scalemodel.units import parse_quantity
+
+MAX_RUNS = 1000
+RUN_KEYS = ("name", "cluster", "model", "gpus", "step_time", "tokens_per_s")
+ALLOWED = "a list of runs with cluster, model, gpus, step_time or tokens_per_s, and training/strategy fields"
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """One measured run, its specs validated."""
+
+    label: str
+    cluster_ref: str      # as written in the file
+    cluster_path: Path    # the file it resolved to
+    cluster: Any          # ClusterSpec
+    workload: Any
+    gpus: int
+    training: Any         # TrainingSpec
+    strategy: Any         # StrategySpec
+    step_time_s: float | None
+    tokens_per_s: float | None
+
+
+def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="runs file")
+    name = str(path)
+    if path.suffix.lower() == ".csv":
+        reader = csv.reader(io.StringIO(text))
+        lines = [r for r in reader if any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
+        if not lines:
+            raise InputError("no header line", where=name, allowed="a CSV header naming the columns, then a run a row")
+        header = [h.strip() for h in lines[0]]
+        if len(set(header)) != len(header) or "" in header:
+            raise InputError(f"header {header} has an empty or repeated column", where=name,
+                             allowed="each column named once")
+        out = []
+        for i, cells in enumerate(lines[1:], start=1):
+            where = f"{name}: row {i}"
+            if len(cells) != len(header):
+                raise InputError(f"{len(cells)} cells under a header of {len(header)}", where=where,
+                                 allowed="one cell per column (leave a cell empty for absent)")
+            out.append((where, {h: _parse_value(c.strip(), f"{where}: {h}") for h, c in zip(header, cells, strict=True)
+                                if c.strip()}))
+        return out
+    doc, node = yamlread.load(text, name)
+    if isinstance(doc, dict) and set(doc) == {"runs"}:
+        doc = doc["runs"]
+        node = next((v for k, v in node.value if k.value == "runs"), None) if node is not None else None
+    if not isinstance(doc, list):
+        raise InputError("expected a list of runs", where=name, allowed=ALLOWED)
+    out = []
+    for i, item in enumerate(doc, start=1):
+        line = ""
+        if node is not None and hasattr(node, "value") and i - 1 < len(node.value):
+            line = f" (line {node.value[i - 1].start_mark.line + 1})"
+        where = f"{name}: run {i}{line}"
+        if not isinstance(item, dict):
+            raise InputError(f"{str(item)[:40]!r} is not a mapping", where=where, allowed=ALLOWED)
+        out.append((where, item))
+    return out
+
+
+def _measurement(row: dict[str, Any], where: str) -> tuple[float | None, float | None]:
+    given = [k for k in ("step_time", "tokens_per_s") if row.get(k) is not None]
+    if len(given) != 1:
+        raise InputError("needs exactly one of step_time, tokens_per_s" + (" (both given)" if given else ""),
+                         where=where, allowed="step_time: 1.2 s, or tokens_per_s: 150000 (whole job)")
+    key = given[0]
+    v = row[key]
+    if isinstance(v, (bool, list, dict)):
+        raise InputError(f"{str(v)[:40]!r} is not a number", where=f"{where}: {key}", allowed="a positive number")
+    x = parse_quantity(v, "time", where=f"{where}: {key}") if key == "step_time" else v
+    if not isinstance(x, (int, float)) or not (math.isfinite(x) and x > 0) or x > 1e12:
+        raise InputError(f"{str(v)[:40]!r} must be a positive finite number", where=f"{where}: {key}",
+                         allowed="a number > 0 (seconds for step_time, tokens per second for tokens_per_s)")
+    return (float(x), None) if key == "step_time" else (None, float(x))
+
+
+def read_runs(path: str | Path) -> list[MeasuredRun]:
+    """The measured runs of a YAML or CSV file (module docstring)."""
+    path = Path(path)
+    rows = _rows(path)
+    if not rows:
+        raise InputError("no runs", where=str(path), allowed=ALLOWED)
+    if len(rows) > MAX_RUNS:
+        raise InputError(f"{len(rows)} runs", where=str(path), allowed=f"at most {MAX_RUNS} runs")
+    folder = path.parent
+    specs: dict[tuple[str, str], Any] = {}
+    tr_fields, st_fields = set(TrainingSpec.model_fields), set(StrategySpec.model_fields)
+    out = []
+    for where, row in rows:
+        keys = [str(k) for k in row]
+        unknown = [k for k in keys if k not in RUN_KEYS and k not in tr_fields and k not in st_fields]
+        if unknown:
+            raise InputError(f"unknown field {unknown[0][:60]!r}", where=where,
+                             allowed=f"{', '.join(RUN_KEYS)}, or a training/strategy field such as tp, pp, zero, "
+                                     "micro_batch, global_batch, precision")
+        for key in ("cluster", "model"):
+            if not isinstance(row.get(key), str) or not row[key]:
+                raise InputError(f"missing or not a name: {str(row.get(key))[:40]!r}", where=f"{where}: {key}",
+                                 allowed="a built-in name or a path relative to the runs file")
+        gpus = row.get("gpus")
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 10**8:
+            raise InputError(f"{str(gpus)[:40]!r} is not a GPU count", where=f"{where}: gpus",
+                             allowed="a whole number from 1 to 1e8")
+        step, tokens = _measurement(row, where)
+        kinds = (("cluster", ClusterSpec), ("workload", Workload))
+        loaded = []
+        for (kind, model), key in zip(kinds, ("cluster", "model"), strict=True):
+            if (kind, row[key]) not in specs:
+                try:
+                    p = resolve(kind, row[key], folder)
+                    specs[(kind, row[key])] = (p, load_spec(kind, p, model))
+                except InputError as exc:
+                    raise exc.at(f"{where}: {key}") from None
+            loaded.append(specs[(kind, row[key])])
+        (cpath, cl), (_, wl) = loaded
+        if gpus > cl.largest_gpus:
+            raise InputError(f"{gpus} GPUs: more than cluster {cl.name!r} has ({cl.largest_gpus})",
+                             where=f"{where}: gpus", allowed=f"at most {cl.largest_gpus}")
+        try:
+            tr = validate(TrainingSpec, {k: v for k, v in row.items() if k in tr_fields}, prefix=[where])
+            st = validate(StrategySpec, {k: v for k, v in row.items() if k in st_fields}, prefix=[where])
+        except InputError as exc:
+            raise exc if exc.where.startswith(where) else exc.at(where) from None
+        label = str(row.get("name") or f"{cl.name} {wl.name} {gpus}")
+        out.append(MeasuredRun(label[:80], row["cluster"], cpath, cl, wl, gpus, tr, st, step, tokens))
+    return out

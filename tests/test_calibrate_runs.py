@@ -1,0 +1,168 @@
+"""`calibrate runs FILE`: fitting compute, per-tier bandwidth and a per-step overhead to measured runs.
+
+The measurements are synthetic: the step model itself with known factors (compute x0.8, the
+inter-node tier's efficiency x0.7, 0.05 s per step) and 1 % multiplicative noise from a fixed seed;
+the fit must recover each known factor inside its 95 % interval.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from scalemodel.engine.calibrate_runs import fit_runs, scaled_job
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.predict import predict
+from scalemodel.specs import load_cluster
+from scalemodel.specs.runs import read_runs
+
+TRUE = {"compute": 0.8, "ib-leaf": 0.7, "overhead_s": 0.05}
+
+#: single-node and multi-node runs; DP traffic exposed (overlap off) in some so the network shows
+RUNS = [
+    {"name": "1.7b-8", "model": "gpt-1.7b", "gpus": 8, "global_batch": 64, "micro_batch": 4},
+    {"name": "1.7b-32", "model": "gpt-1.7b", "gpus": 32, "global_batch": 128, "micro_batch": 4, "overlap": False},
+    {"name": "1.7b-64", "model": "gpt-1.7b", "gpus": 64, "global_batch": 128, "micro_batch": 2, "overlap": False},
+    {"name": "3.6b-16", "model": "gpt-3.6b", "gpus": 16, "tp": 2, "global_batch": 64, "micro_batch": 2},
+    {"name": "3.6b-64", "model": "gpt-3.6b", "gpus": 64, "tp": 2, "global_batch": 256, "micro_batch": 2,
+     "overlap": False},
+    {"name": "7.5b-32", "model": "gpt-7.5b", "gpus": 32, "tp": 4, "pp": 2, "global_batch": 128, "micro_batch": 2},
+    {"name": "7.5b-128", "model": "gpt-7.5b", "gpus": 128, "tp": 8, "global_batch": 128, "micro_batch": 1,
+     "overlap": False},
+    {"name": "1.7b-4", "model": "gpt-1.7b", "gpus": 4, "global_batch": 16, "micro_batch": 4},
+]
+
+
+def synthetic(tmp_path: Path, rows: list[dict], *, noise: float = 0.01, seed: int = 1) -> Path:
+    """Runs file whose step times are the model's at the TRUE factors, x (1 + noise N(0,1))."""
+    cluster = load_cluster("dgx-a100")
+    rng = np.random.default_rng(seed)
+    placeholder = tmp_path / "placeholder.yaml"
+    placeholder.write_text(yaml.safe_dump([{"cluster": "dgx-a100", **r, "step_time": 1.0} for r in rows]))
+    out = []
+    for row, run in zip(rows, read_runs(placeholder), strict=True):
+        job = scaled_job(build_job(cluster, run.workload, run.training), TRUE["compute"], {"ib-leaf": TRUE["ib-leaf"]})
+        grid = grid_from_strategy(run.strategy, run.training, run.gpus, job)
+        from scalemodel.engine.calibrate_runs import _step
+
+        step = _step(job, grid, run.strategy.sync)[0] + TRUE["overhead_s"]
+        out.append({"cluster": "dgx-a100", **row, "step_time": float(step * (1 + noise * rng.standard_normal()))})
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump(out, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    tmp = tmp_path_factory.mktemp("runs")
+    path = synthetic(tmp, RUNS)
+    return path, read_runs(path), fit_runs(read_runs(path), source=str(path))
+
+
+def test_known_factors_recovered_within_intervals(fitted) -> None:  # type: ignore[no-untyped-def]
+    _, _, fit = fitted
+    for name, true in (("compute", TRUE["compute"]), ("bandwidth:ib-leaf", TRUE["ib-leaf"]),
+                       ("overhead_s", TRUE["overhead_s"])):
+        f = fit.factor(name)
+        assert f.determined and f.ci is not None, name
+        assert f.ci[0] <= true <= f.ci[1], (name, f.value, f.ci)
+    assert abs(fit.factor("compute").value / TRUE["compute"] - 1) < 0.05
+    assert abs(fit.factor("bandwidth:ib-leaf").value / TRUE["ib-leaf"] - 1) < 0.15
+    # the residuals after the fit are at the noise level (1 %), far below those before
+    assert fit.rms_log_error_after < 0.03 < fit.rms_log_error_before
+    # no run crosses the spine or core: those factors are not fitted, and named in a warning
+    for tier in ("ib-spine", "ib-core"):
+        assert not fit.factor(f"bandwidth:{tier}").determined
+        assert any(w.startswith(f"bandwidth:{tier}: not determined") for w in fit.warnings)
+
+
+def test_one_node_runs_cannot_determine_the_inter_node_tier(tmp_path: Path) -> None:
+    rows = [r for r in RUNS if r["gpus"] <= 8]
+    fit = fit_runs(read_runs(synthetic(tmp_path, rows)), source="x")
+    assert not fit.factor("bandwidth:ib-leaf").determined
+    assert fit.factor("bandwidth:ib-leaf").value == 1.0
+    assert any(w.startswith("bandwidth:ib-leaf: not determined") for w in fit.warnings)
+
+
+def test_overlay_reproduces_the_fitted_predictions(fitted, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    path, runs, fit = fitted
+    out = tmp_path / "overlay.yaml"
+    r = cli("calibrate", "runs", str(path), "--out", str(out), "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    overhead = next(f for f in doc["factors"] if f["name"] == "overhead_s")["value"]
+    raw = yaml.safe_load(out.read_text())
+    assert raw["extends"] == "dgx-a100"
+    overlay = load_cluster(out)
+    for run, row in zip(runs, doc["runs"], strict=True):
+        p = predict(overlay, run.workload, run.gpus, run.training, run.strategy)
+        assert p.step_time_s + overhead == pytest.approx(row["after_s"], rel=1e-6), run.label
+    # the same, through `predict --cluster overlay.yaml` on the command line
+    first = runs[0]
+    r2 = cli("predict", "-c", str(out), "-m", "gpt-1.7b", "-n", str(first.gpus), "--global-batch", "64",
+             "--micro-batch", "4", "--json")
+    assert json.loads(r2.out)["step_time_s"] + overhead == pytest.approx(doc["runs"][0]["after_s"], rel=1e-6)
+
+
+def test_csv_with_the_same_columns(fitted, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path, runs, fit = fitted
+    rows = yaml.safe_load(path.read_text())
+    cols = sorted({k for r in rows for k in r})
+    lines = [",".join(cols)] + [",".join("" if r.get(c) is None else str(r[c]).lower()
+                                         if isinstance(r.get(c), bool) else str(r[c]) for c in cols) for r in rows]
+    csv_path = tmp_path / "runs.csv"
+    csv_path.write_text("\n".join(lines) + "\n")
+    got = read_runs(csv_path)
+    assert [(r.label, r.gpus, r.step_time_s, r.strategy, r.training) for r in got] == \
+        [(r.label, r.gpus, r.step_time_s, r.strategy, r.training) for r in runs]
+
+
+def test_tokens_per_s_equals_the_step_time_it_implies(tmp_path: Path) -> None:
+    row = {"cluster": "dgx-a100", "model": "gpt-1.7b", "gpus": 8, "global_batch": 64, "seq_len": 2048}
+    a = tmp_path / "a.yaml"
+    a.write_text(yaml.safe_dump([{**row, "step_time": "2 s"}, {**row, "gpus": 16, "step_time": 1.5}]))
+    b = tmp_path / "b.yaml"
+    b.write_text(yaml.safe_dump([{**row, "tokens_per_s": 64 * 2048 / 2}, {**row, "gpus": 16, "step_time": 1.5}]))
+    fa, fb = fit_runs(read_runs(a)), fit_runs(read_runs(b))
+    assert fb.runs[0]["measured_s"] == pytest.approx(2.0, rel=1e-9)
+    assert fa.runs[0]["after_s"] == pytest.approx(fb.runs[0]["after_s"], rel=1e-6)
+
+
+@pytest.mark.parametrize(("rows", "where", "what"), [
+    ([{"cluster": "dgx-a100", "model": "gpt-1.7b", "gpus": 8}], "run 1", "exactly one of step_time, tokens_per_s"),
+    ([{"cluster": "dgx-a100", "model": "gpt-1.7b", "gpus": 8, "step_time": 1, "tpp": 2}], "run 1", "unknown field"),
+    ([{"cluster": "dgx-a100", "model": "gpt-1.7b", "gpus": 0, "step_time": 1}], "run 1 (line 1): gpus", "GPU count"),
+    ([{"cluster": "dgx-a100", "model": "gpt-1.7b", "gpus": 8, "step_time": -1}], "(line 1): step_time", "positive"),
+    ([{"cluster": "dgx-a100", "model": "gpt-1.7b", "gpus": 8, "step_time": "3 GB"}], "run 1 (line 1): step_time", ""),
+    ([{"cluster": "dgx-a100", "model": "nope-model", "gpus": 8, "step_time": 1}], "run 1 (line 1): model", "unknown"),
+    ([{"cluster": "dgx-a100", "model": "gpt-1.7b", "gpus": 8, "step_time": 1, "tp": "x"}], "run 1", "tp"),
+    ([{"cluster": "dgx-a100", "model": "gpt-1.7b", "gpus": 8, "step_time": 1},
+      {"cluster": "dgx-h100", "model": "gpt-1.7b", "gpus": 8, "step_time": 1}], "runs.yaml", "2 clusters"),
+    ({"a": 1}, "runs.yaml", "expected a list of runs"),
+])
+def test_bad_rows_are_one_line_errors(tmp_path: Path, cli, rows, where: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump(rows))
+    r = cli("calibrate", "runs", str(path))
+    assert r.code == 2, r.err
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.err
+    assert where in lines[0] and what in lines[0], lines[0]
+
+
+def test_csv_row_with_missing_cells_is_an_error(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "runs.csv"
+    path.write_text("cluster,model,gpus,step_time\ndgx-a100,gpt-1.7b,8\n")
+    r = cli("calibrate", "runs", str(path))
+    assert r.code == 2 and r.err.startswith("error: ") and "row 1" in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_out_never_overwrites_the_input(fitted, cli) -> None:  # type: ignore[no-untyped-def]
+    path, _, _ = fitted
+    before = path.read_text()
+    r = cli("calibrate", "runs", str(path), "--out", str(path))
+    assert r.code == 2 and path.read_text() == before
