@@ -166,3 +166,25 @@ def test_out_never_overwrites_the_input(fitted, cli) -> None:  # type: ignore[no
     before = path.read_text()
     r = cli("calibrate", "runs", str(path), "--out", str(path))
     assert r.code == 2 and path.read_text() == before
+
+
+def test_chosen_factors_only_and_a_bound_is_warned(fitted, cli) -> None:  # type: ignore[no-untyped-def]
+    path, runs, _ = fitted
+    fit = fit_runs(runs, only=["compute"])
+    assert [f.name for f in fit.factors if f.determined] == ["compute"]
+    assert fit.factor("overhead_s").value == 0.0 and fit.factor("bandwidth:ib-leaf").value == 1.0
+    # without the overhead and the network the compute factor alone must absorb both: it moves below the truth
+    assert fit.factor("compute").value < TRUE["compute"]
+    # a fit that has to reach a physical limit: slower runs than compute x0.1 can explain
+    slow = [replace_step(r, r.step_time_s * 50) for r in runs]
+    f2 = fit_runs(slow, only=["compute"])
+    assert f2.factor("compute").at_bound == "lower" and f2.factor("compute").ci is None
+    assert any(w.startswith("compute: fitted value") and "lower bound" in w for w in f2.warnings)
+    r = cli("calibrate", "runs", str(path), "--factors", "compute,bogus")
+    assert r.code == 2 and r.err.startswith("error: --factors: unknown factor 'bogus'")
+
+
+def replace_step(run, step: float):  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    return replace(run, step_time_s=step)

@@ -39,6 +39,9 @@ def register(app: typer.Typer) -> None:
             "--tolerance", help="Largest accepted |model / measured - 1| at any size.")] = DEFAULT_TOLERANCE,
         force: Annotated[bool, typer.Option(
             "--force", help="Write the overlay and exit 0 even when the fit is questioned (warnings stay).")] = False,
+        factors: Annotated[str | None, typer.Option(
+            "--factors", help="runs form: factors to fit, comma-separated (default all), e.g. compute,overhead_s"
+        )] = None,
         sets: SetOption = None,
         as_json: JsonOption = False,
     ) -> None:
@@ -53,8 +56,11 @@ def register(app: typer.Typer) -> None:
             if cluster is not None or sets or tier or ranks or op:
                 raise InputError("--cluster, --set, --tier, --ranks and --op belong to the nccl-tests form",
                                  where="calibrate runs", allowed="each run names its cluster in FILE")
-            calibrate_runs(args[1], out, as_json)
+            calibrate_runs(args[1], out, as_json, factors)
             return
+        if factors is not None:
+            raise InputError("--factors belongs to the runs form", where="calibrate nccl-tests",
+                             allowed="scalemodel calibrate runs FILE --factors compute,overhead_s")
         if cluster is None:
             raise InputError("missing --cluster", where="calibrate nccl-tests",
                              allowed="--cluster NAME or a cluster YAML")
@@ -81,12 +87,13 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
 
 
-def calibrate_runs(file: str, out: str | None, as_json: bool) -> None:
+def calibrate_runs(file: str, out: str | None, as_json: bool, factors: str | None = None) -> None:
     """`calibrate runs FILE [--out overlay.yaml]`: fit, report, and write the overlay (never over an input)."""
     if out is not None:
         check_output_path(out, "--out")
     runs = read_runs(file)
-    result = fit_runs(runs, source=file, out=out)
+    only = None if factors is None else [f.strip() for f in factors.split(",") if f.strip()]
+    result = fit_runs(runs, source=file, out=out, only=only)
     if out is not None:
         ref, path = runs[0].cluster_ref, runs[0].cluster_path
         builtin = builtin_path("cluster", ref) == path  # a built-in name stays a name; a file becomes a relative path

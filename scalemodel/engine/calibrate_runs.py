@@ -99,8 +99,12 @@ def _curve(acc: Any) -> Any:
     return acc.compute_efficiency or compute_cost.default_efficiency(acc.family if acc.family != "other" else acc.name)
 
 
-def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None) -> RunsFit:
-    """Fit the factors (module docstring) to ``runs`` (:class:`scalemodel.specs.runs.MeasuredRun`), one cluster."""
+def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
+             only: list[str] | None = None) -> RunsFit:
+    """Fit the factors (module docstring) to ``runs`` (:class:`scalemodel.specs.runs.MeasuredRun`), one cluster.
+
+    ``only`` names the factors to fit (e.g. ``["compute", "overhead_s"]``); the others stay at 1 (overhead 0).
+    """
     from scipy.optimize import least_squares  # optional heavy dependency: only a fit needs it
 
     paths = {r.cluster_path.resolve() for r in runs}
@@ -138,10 +142,18 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None) -> Ru
         return np.array([_step(scaled_job(p.job, mults.get("compute", 1.0), bw), p.grid, p.sync)[0] + overhead
                          for p in prepared])
 
+    if only is not None:
+        unknown = [n for n in only if n not in (*mult_names, "overhead_s")]
+        if unknown or not only:
+            raise InputError(f"unknown factor {unknown[0]!r}" if unknown else "no factor named", where="--factors",
+                             allowed="a comma-separated list of: " + ", ".join((*mult_names, "overhead_s")))
+    chosen = set(only) if only is not None else {*mult_names, "overhead_s"}
     before = predict_all({}, 0.0)
     warnings: list[str] = []
     active = []
     for name in mult_names:
+        if name not in chosen:
+            continue
         moved = predict_all({name: 0.9}, 0.0)
         if float(np.max(np.abs(np.log(moved / before)))) > INSENSITIVE:
             active.append(name)
@@ -149,25 +161,41 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None) -> Ru
             why = ("no run's traffic crosses this tier, or it is all hidden under compute"
                    if name.startswith("bandwidth:") else "no run's step depends on it")
             warnings.append(f"{name}: not determined by the runs ({why}); left at 1 and not fitted")
-    names = active + ["overhead_s"]
+    fit_o = "overhead_s" in chosen
+    names = active + (["overhead_s"] if fit_o else [])
     his = [mult_hi[mult_names.index(n)] for n in active]
-    lo = np.array([math.log(MULT_BOUNDS[0])] * len(active) + [0.0])
-    hi = np.array([math.log(h) for h in his] + [10.0 * float(t.max())])
+    o_hi = 10.0 * float(t.max())
+    lo = np.array([math.log(MULT_BOUNDS[0])] * len(active) + ([0.0] if fit_o else []))
+    hi = np.array([math.log(h) for h in his] + ([o_hi] if fit_o else []))
+    if not names:
+        raise InputError("none of the chosen factors changes any run's predicted step", where="--factors",
+                         allowed="include overhead_s or a factor the runs exercise")
     if len(t) < len(names):
         warnings.append(f"{len(t)} runs for {len(names)} factors: the fit is underdetermined and has no intervals")
 
     def unpack(x: np.ndarray) -> tuple[dict[str, float], float]:
-        return {n: float(np.exp(x[i])) for i, n in enumerate(active)}, float(x[-1])
+        return {n: float(np.exp(x[i])) for i, n in enumerate(active)}, float(x[-1]) if fit_o else 0.0
 
     def resid(x: np.ndarray) -> np.ndarray:
         mults, o = unpack(x)
         return np.log(np.maximum(predict_all(mults, o), 1e-15) / t)
 
     x0 = np.clip(np.zeros(len(names)), lo + 1e-6, hi - 1e-6)
-    x0[-1] = min(0.01 * float(np.min(t)), hi[-1] / 2)
-    scale = np.array([1.0] * len(active) + [max(float(np.median(t)) * 0.1, 1e-6)])
+    if fit_o:
+        x0[-1] = min(0.01 * float(np.min(t)), hi[-1] / 2)
+    scale = np.array([1.0] * len(active) + ([max(float(np.median(t)) * 0.1, 1e-6)] if fit_o else []))
     sol = least_squares(resid, x0, method="trf", bounds=(lo, hi), x_scale=scale, diff_step=1e-4)
-    x, jac, fun = np.asarray(sol.x), np.asarray(sol.jac), np.asarray(sol.fun)
+    x, fun = np.asarray(sol.x), np.asarray(sol.fun)
+    # least_squares' own `jac` is scaled to zero in a column whose parameter sits on a bound (trf's
+    # Coleman-Li scaling), so the interval Jacobian is taken afresh: one-sided differences pointing
+    # into the feasible region
+    jac = np.empty((len(t), len(names)))
+    for k in range(len(names)):
+        h = 1e-4 * scale[k]
+        step = h if x[k] + h <= hi[k] else -h
+        xk = x.copy()
+        xk[k] += step
+        jac[:, k] = (resid(xk) - fun) / step
     cis = _intervals(x, jac, fun, log_params=len(active))
     mults, overhead = unpack(x)
     after = predict_all(mults, overhead)
@@ -181,13 +209,16 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None) -> Ru
             value, ci = mults[name], cis[i]
             side = ("lower" if x[i] - lo[i] < math.log(BOUND_FACTOR) else
                     "upper" if hi[i] - x[i] < math.log(BOUND_FACTOR) else None)
+            if side is not None:  # the linearised interval assumes an interior optimum
+                ci = None
         else:
             value, ci, side = 1.0, None, None
         desc = descriptions.get(name, f"x tier {name.split(':', 1)[-1]!r}'s efficiency (fraction of line rate)")
         factors.append(Factor(name, value, ci, name in active, side,
                               [MULT_BOUNDS[0], mult_hi[mult_names.index(name)]], desc))
-    o_side = "lower" if overhead <= 1e-6 * float(np.min(t)) else "upper" if hi[-1] - overhead < 1e-3 * hi[-1] else None
-    factors.append(Factor("overhead_s", overhead, cis[-1], True, o_side, [0.0, float(hi[-1])],
+    o_side = (None if not fit_o else "lower" if overhead <= 1e-6 * float(np.min(t))
+              else "upper" if o_hi - overhead < 1e-3 * o_hi else None)
+    factors.append(Factor("overhead_s", overhead, cis[-1] if fit_o else None, fit_o, o_side, [0.0, o_hi],
                           descriptions["overhead_s"]))
     for f in factors:
         if f.at_bound:
@@ -198,7 +229,8 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None) -> Ru
     run_rows = [{"name": r.label, "gpus": r.gpus, "measured_s": float(m), "before_s": float(b), "after_s": float(a),
                  "error_before": float(b / m - 1), "error_after": float(a / m - 1)}
                 for r, m, b, a in zip(runs, t, before, after, strict=True)]
-    inputs = {"runs": source, "cluster": cluster.name, "n_runs": len(runs), "out": out}
+    inputs = {"runs": source, "cluster": cluster.name, "n_runs": len(runs), "out": out,
+              "factors": sorted(chosen)}
     return RunsFit(inputs, factors, run_rows, warnings,
                    float(np.sqrt(np.mean(np.log(before / t) ** 2))), float(np.sqrt(np.mean(np.log(after / t) ** 2))))
 
@@ -267,3 +299,15 @@ def overlay_yaml(fit: RunsFit, cluster: Any, *, extends: str, source: str) -> st
             f"# Not carried (no cluster field for it): a per-step overhead of {o.value:.6g} s.\n")
     return head + yaml.safe_dump(overlay_doc(fit, cluster, extends=extends), sort_keys=False)
 
+
+
+def predict_with_fit(fit: RunsFit, runs: list[Any]) -> list[float]:
+    """Step times of ``runs`` (MeasuredRun, any measurement) under the fitted factors, overhead included."""
+    bw = {f.name.split(":", 1)[1]: f.value for f in fit.factors if f.name.startswith("bandwidth:") and f.determined}
+    c = fit.factor("compute").value
+    out = []
+    for r in runs:
+        job = scaled_job(build_job(r.cluster, r.workload, r.training), c, bw)
+        grid = grid_from_strategy(r.strategy, r.training, r.gpus, job)
+        out.append(_step(job, grid, r.strategy.sync)[0] + fit.factor("overhead_s").value)
+    return out
