@@ -188,3 +188,35 @@ def replace_step(run, step: float):  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
     return replace(run, step_time_s=step)
+
+
+def test_overlay_of_a_cluster_file_extends_it_by_relative_path(fitted, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    path, _, _ = fitted
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "mine.yaml").write_text("extends: dgx-a100\nname: mine\n")
+    rows = yaml.safe_load(path.read_text())
+    runs_file = tmp_path / "runs.yaml"
+    runs_file.write_text(yaml.safe_dump([{**r, "cluster": "specs/mine.yaml"} for r in rows]))
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "fit.yaml"
+    r = cli("calibrate", "runs", str(runs_file), "--out", str(out), "--factors", "compute,overhead_s", "--json")
+    assert r.code == 0, r.err
+    assert yaml.safe_load(out.read_text())["extends"] == "../specs/mine.yaml"
+    doc = json.loads(r.out)
+    c = next(f for f in doc["factors"] if f["name"] == "compute")["value"]
+    overlay = load_cluster(out)
+    base = load_cluster(tmp_path / "specs" / "mine.yaml")
+    from scalemodel.cost.compute import default_efficiency
+
+    curve = base.accelerator.compute_efficiency or default_efficiency(base.accelerator.family)
+    assert overlay.accelerator.compute_efficiency.gemm_max == pytest.approx(curve.gemm_max * c, rel=1e-8)
+    assert overlay.accelerator.compute_efficiency.memory == pytest.approx(curve.memory * c, rel=1e-8)
+
+
+def test_a_run_the_model_calls_infeasible_is_warned(tmp_path: Path) -> None:
+    path = tmp_path / "runs.yaml"
+    rows = [{"cluster": "dgx-a100", "model": "gpt3-175b", "gpus": 8, "global_batch": 8, "step_time": 100},
+            {"cluster": "dgx-a100", "model": "gpt-1.7b", "gpus": 8, "global_batch": 8, "step_time": 1}]
+    path.write_text(yaml.safe_dump(rows))
+    fit = fit_runs(read_runs(path))
+    assert any(w.startswith("run dgx-a100 gpt3-175b 8: the model says this run could not run") for w in fit.warnings)

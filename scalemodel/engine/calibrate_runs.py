@@ -32,7 +32,7 @@ import yaml
 from scalemodel.cost import compute as compute_cost
 from scalemodel.engine.job import Job, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS
-from scalemodel.engine.step import evaluate
+from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
 from scalemodel.errors import InputError
 
 #: Multiplier bounds (physical: no hardware part runs at a tenth of its spec, nor above twice it).
@@ -114,6 +114,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                          allowed="runs on one cluster (one overlay extends one cluster); split the file")
     cluster = runs[0].cluster
     prepared = []
+    infeasible: list[str] = []
     for r in runs:
         try:
             job = build_job(r.cluster, r.workload, r.training)
@@ -125,6 +126,10 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
             raise InputError("the model gives no finite step time for this run", where=f"{source}: {r.label}",
                              allowed="a layout that divides the model and the GPUs (check with `scalemodel predict`)")
         measured = r.step_time_s if r.step_time_s is not None else step * tokens / r.tokens_per_s
+        reason = int(np.asarray(evaluate(job, grid, sync=r.strategy.sync).reason).ravel()[0])
+        if reason:
+            infeasible.append(f"run {r.label}: the model says this run could not run ({INFEASIBLE_REASONS[reason]}); "
+                              "its step is still priced and fitted, check the run's settings")
         prepared.append(_Prepared(job, grid, r.strategy.sync, float(measured)))
     t = np.array([p.measured_s for p in prepared])
 
@@ -149,7 +154,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                              allowed="a comma-separated list of: " + ", ".join((*mult_names, "overhead_s")))
     chosen = set(only) if only is not None else {*mult_names, "overhead_s"}
     before = predict_all({}, 0.0)
-    warnings: list[str] = []
+    warnings: list[str] = list(infeasible)
     active = []
     for name in mult_names:
         if name not in chosen:
