@@ -121,9 +121,9 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
             grid = grid_from_strategy(r.strategy, r.training, r.gpus, job)
             step, tokens = _step(job, grid, r.strategy.sync)
         except InputError as exc:
-            raise exc.at(f"{source}: {r.label}") from None
+            raise exc.at(r.where or f"{source}: {r.label}") from None
         if not (math.isfinite(step) and step > 0 and tokens > 0):
-            raise InputError("the model gives no finite step time for this run", where=f"{source}: {r.label}",
+            raise InputError("the model gives no finite step time", where=r.where or f"{source}: {r.label}",
                              allowed="a layout that divides the model and the GPUs (check with `scalemodel predict`)")
         measured = r.step_time_s if r.step_time_s is not None else step * tokens / r.tokens_per_s
         reason = int(np.asarray(evaluate(job, grid, sync=r.strategy.sync).reason).ravel()[0])

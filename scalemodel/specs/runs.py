@@ -48,6 +48,7 @@ class MeasuredRun:
     strategy: Any         # StrategySpec
     step_time_s: float | None
     tokens_per_s: float | None
+    where: str = ""       # file and run, for errors found later
 
 
 def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -148,10 +149,10 @@ def read_runs(path: str | Path) -> list[MeasuredRun]:
             raise InputError(f"{gpus} GPUs: more than cluster {cl.name!r} has ({cl.largest_gpus})",
                              where=f"{where}: gpus", allowed=f"at most {cl.largest_gpus}")
         try:
-            tr = validate(TrainingSpec, {k: v for k, v in row.items() if k in tr_fields}, prefix=[where])
-            st = validate(StrategySpec, {k: v for k, v in row.items() if k in st_fields}, prefix=[where])
+            tr = validate(TrainingSpec, {k: v for k, v in row.items() if k in tr_fields})
+            st = validate(StrategySpec, {k: v for k, v in row.items() if k in st_fields})
         except InputError as exc:
-            raise exc if exc.where.startswith(where) else exc.at(where) from None
+            raise exc.at(where) from None
         label = str(row.get("name") or f"{cl.name} {wl.name} {gpus}")
-        out.append(MeasuredRun(label[:80], row["cluster"], cpath, cl, wl, gpus, tr, st, step, tokens))
+        out.append(MeasuredRun(label[:80], row["cluster"], cpath, cl, wl, gpus, tr, st, step, tokens, where))
     return out
