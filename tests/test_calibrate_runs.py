@@ -220,3 +220,44 @@ def test_a_run_the_model_calls_infeasible_is_warned(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(rows))
     fit = fit_runs(read_runs(path))
     assert any(w.startswith("run dgx-a100 gpt3-175b 8: the model says this run could not run") for w in fit.warnings)
+
+
+def test_fp8_runs_get_their_own_compute_factor(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """bf16 and fp8 runs on dgx-h100 made with compute x0.85 (16-bit GEMMs and memory), fp8 GEMMs x0.75,
+    0.03 s per step, 1 % noise: both factors and the overhead are recovered within their intervals, and
+    the overlay's fp8 curve carries the fp8 factor."""
+    from scalemodel.engine.calibrate_runs import _step
+
+    truth = {"compute": 0.85, "compute:fp8": 0.75, "overhead_s": 0.03}
+    rows = [{"model": m, "gpus": g, "global_batch": gb, "micro_batch": mb, "precision": p, "tp": tp}
+            for m, g, gb, mb, tp in (("gpt-1.7b", 8, 64, 4, 1), ("gpt-3.6b", 8, 32, 2, 2), ("gpt-7.5b", 8, 16, 1, 4),
+                                     ("gpt-1.7b", 4, 8, 1, 1))
+            for p in ("bf16", "fp8")]
+    cluster = load_cluster("dgx-h100")
+    placeholder = tmp_path / "p.yaml"
+    placeholder.write_text(yaml.safe_dump([{"cluster": "dgx-h100", **r, "step_time": 1.0} for r in rows]))
+    rng = np.random.default_rng(2)
+    out = []
+    for row, run in zip(rows, read_runs(placeholder), strict=True):
+        job = scaled_job(build_job(cluster, run.workload, run.training), truth["compute"], {}, truth["compute:fp8"])
+        grid = grid_from_strategy(run.strategy, run.training, run.gpus, job)
+        step = _step(job, grid, run.strategy.sync)[0] + truth["overhead_s"]
+        out.append({"cluster": "dgx-h100", **row, "step_time": float(step * (1 + 0.01 * rng.standard_normal()))})
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump(out))
+    overlay_path = tmp_path / "fit.yaml"
+    r = cli("calibrate", "runs", str(path), "--factors", "compute,compute:fp8,overhead_s", "--out",
+            str(overlay_path), "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    got = {f["name"]: f for f in doc["factors"]}
+    for name, true in truth.items():
+        assert got[name]["ci"] is not None and got[name]["ci"][0] <= true <= got[name]["ci"][1], (name, got[name])
+    spec = cluster.accelerator.compute_efficiency
+    overlay = load_cluster(overlay_path).accelerator.compute_efficiency
+    assert overlay.fp8.gemm_max == pytest.approx(spec.fp8.gemm_max * got["compute:fp8"]["value"], rel=1e-8)
+    assert overlay.gemm_max == pytest.approx(spec.gemm_max * got["compute"]["value"], rel=1e-8)
+    runs = read_runs(path)
+    for run, row in zip(runs, doc["runs"], strict=True):
+        p = predict(load_cluster(overlay_path), run.workload, run.gpus, run.training, run.strategy)
+        assert p.step_time_s + got["overhead_s"]["value"] == pytest.approx(row["after_s"], rel=1e-6)

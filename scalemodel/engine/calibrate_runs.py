@@ -5,6 +5,8 @@ The factors (docs/model.md#calibrate-runs):
 * ``compute``: a multiplier c on the accelerator's achieved compute efficiency, i.e. on the GEMM
   curve's ``gemm_max`` (16-bit and, where the spec has one, fp8) and on the memory-bandwidth
   efficiency together, so every compute and memory-bound kernel runs at c x the spec's rate;
+* ``compute:fp8`` (only when a run is fp8): fp8 runs' GEMMs take this multiplier instead of ``compute``
+  (on the fp8 curve's ``gemm_max``, else the 16-bit one); their memory-bound work keeps ``compute``;
 * ``bandwidth:<tier>``: a multiplier on one network tier's efficiency (achieved fraction of its line rate);
 * ``overhead_s``: seconds added to every step (launch, data loading, logging: anything the model omits).
 
@@ -81,10 +83,12 @@ class _Prepared:
     measured_s: float
 
 
-def scaled_job(job: Job, compute: float, bandwidth: dict[str, float]) -> Job:
-    """``job`` with the compute multiplier on gemm_max and memory efficiency, and tier efficiencies scaled."""
+def scaled_job(job: Job, compute: float, bandwidth: dict[str, float], fp8: float | None = None) -> Job:
+    """``job`` with the compute multiplier on gemm_max and memory efficiency (an fp8 job's GEMMs take ``fp8``
+    instead when given), and tier efficiencies scaled."""
     tiers = tuple(replace(t, efficiency=t.efficiency * bandwidth.get(t.name, 1.0)) for t in job.network.tiers)
-    return replace(job, gemm_max=job.gemm_max * compute, memory_efficiency=job.memory_efficiency * compute,
+    gemm = fp8 if fp8 is not None and job.precision == "fp8" else compute
+    return replace(job, gemm_max=job.gemm_max * gemm, memory_efficiency=job.memory_efficiency * compute,
                    network=replace(job.network, tiers=tiers))
 
 
@@ -93,6 +97,13 @@ def _step(job: Job, grid: Any, sync: str) -> tuple[float, float]:
     res = evaluate(job, grid, sync=sync)
     step = sum(float(np.asarray(res.breakdown[k]).ravel()[0]) for k in BREAKDOWN_KEYS)
     return step, float(np.asarray(res.tokens_per_s).ravel()[0])
+
+
+def _fp8_gemm_max(acc: Any) -> float:
+    """gemm_max of the curve fp8 GEMMs use: the spec's fp8 curve, else the 16-bit one."""
+    if acc.compute_efficiency is not None and acc.compute_efficiency.fp8 is not None:
+        return float(acc.compute_efficiency.fp8.gemm_max)
+    return float(_curve(acc).gemm_max)
 
 
 def _curve(acc: Any) -> Any:
@@ -135,17 +146,19 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
 
     acc = cluster.accelerator
     curve = _curve(acc)
-    effs = [float(curve.gemm_max), float(curve.memory)]
-    if acc.compute_efficiency is not None and acc.compute_efficiency.fp8 is not None:
-        effs.append(float(acc.compute_efficiency.fp8.gemm_max))
+    fp8_gemm = _fp8_gemm_max(acc)
+    effs = [float(curve.gemm_max), float(curve.memory), fp8_gemm]
+    has_fp8 = any(r.training.precision == "fp8" for r in runs)
     tiers = list(prepared[0].job.network.tiers)
-    mult_names = ["compute"] + [f"bandwidth:{tr.name}" for tr in tiers]
-    mult_hi = [min(MULT_BOUNDS[1], 1.0 / max(effs))] + [min(MULT_BOUNDS[1], 1.0 / tr.efficiency) for tr in tiers]
+    mult_names = ["compute"] + (["compute:fp8"] if has_fp8 else []) + [f"bandwidth:{tr.name}" for tr in tiers]
+    mult_hi = ([min(MULT_BOUNDS[1], 1.0 / max(effs[:2] if has_fp8 else effs))]
+               + ([min(MULT_BOUNDS[1], 1.0 / fp8_gemm)] if has_fp8 else [])
+               + [min(MULT_BOUNDS[1], 1.0 / tr.efficiency) for tr in tiers])
 
     def predict_all(mults: dict[str, float], overhead: float) -> np.ndarray:
         bw = {n.split(":", 1)[1]: v for n, v in mults.items() if n.startswith("bandwidth:")}
-        return np.array([_step(scaled_job(p.job, mults.get("compute", 1.0), bw), p.grid, p.sync)[0] + overhead
-                         for p in prepared])
+        return np.array([_step(scaled_job(p.job, mults.get("compute", 1.0), bw, mults.get("compute:fp8")),
+                               p.grid, p.sync)[0] + overhead for p in prepared])
 
     if only is not None:
         unknown = [n for n in only if n not in (*mult_names, "overhead_s")]
@@ -207,6 +220,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
 
     factors = []
     descriptions = {"compute": "x the accelerator's GEMM (gemm_max) and memory-bandwidth efficiencies",
+                    "compute:fp8": "x the fp8 GEMM curve's gemm_max (fp8 runs' GEMMs)",
                     "overhead_s": "seconds added to every step"}
     for name in mult_names:
         if name in active:
@@ -278,7 +292,7 @@ def overlay_doc(fit: RunsFit, cluster: Any, *, extends: str) -> dict[str, Any]:
             tier = next(t for t in cluster.tiers if t.name == f.name.split(":", 1)[1])
             tiers.append({"name": tier.name, "efficiency": min(1.0, round(float(tier.efficiency) * f.value, 9))})
     c = fit.factor("compute")
-    if c.determined:
+    if c.determined or any(f.name == "compute:fp8" and f.determined for f in fit.factors):
         acc = cluster.accelerator.model_dump(mode="json", exclude_none=True)
         curve = _curve(cluster.accelerator)
         ce: dict[str, Any] = curve.model_dump(mode="json", exclude_none=True) if hasattr(curve, "model_dump") else {
@@ -286,7 +300,12 @@ def overlay_doc(fit: RunsFit, cluster: Any, *, extends: str) -> dict[str, Any]:
             "memory": float(curve.memory)}
         ce["gemm_max"] = min(1.0, round(float(curve.gemm_max) * c.value, 9))
         ce["memory"] = min(1.0, round(float(curve.memory) * c.value, 9))
-        if ce.get("fp8"):
+        f8 = next((f for f in fit.factors if f.name == "compute:fp8" and f.determined), None)
+        if f8 is not None:  # fp8 GEMMs get their own factor: on the spec's fp8 curve, else a copy of the 16-bit one
+            base = ce.get("fp8") or {"gemm_max": float(curve.gemm_max), "gemm_half_dim": float(curve.gemm_half_dim)}
+            ce["fp8"] = {**base, "gemm_max": min(1.0, round(float(base["gemm_max"]) * f8.value, 9)),
+                         "source": f"calibrated: x{f8.value:.6g}"}
+        elif ce.get("fp8"):
             ce["fp8"]["gemm_max"] = min(1.0, round(float(ce["fp8"]["gemm_max"]) * c.value, 9))
         ce["source"] = f"calibrated: x{c.value:.6g} on {ce.get('source') or 'the default curve'}"[:500]
         acc["compute_efficiency"] = ce
@@ -310,9 +329,10 @@ def predict_with_fit(fit: RunsFit, runs: list[Any]) -> list[float]:
     """Step times of ``runs`` (MeasuredRun, any measurement) under the fitted factors, overhead included."""
     bw = {f.name.split(":", 1)[1]: f.value for f in fit.factors if f.name.startswith("bandwidth:") and f.determined}
     c = fit.factor("compute").value
+    f8 = next((f.value for f in fit.factors if f.name == "compute:fp8" and f.determined), None)
     out = []
     for r in runs:
-        job = scaled_job(build_job(r.cluster, r.workload, r.training), c, bw)
+        job = scaled_job(build_job(r.cluster, r.workload, r.training), c, bw, f8)
         grid = grid_from_strategy(r.strategy, r.training, r.gpus, job)
         out.append(_step(job, grid, r.strategy.sync)[0] + fit.factor("overhead_s").value)
     return out
