@@ -37,6 +37,7 @@ _LAZY = {
     "sensitivity": "scalemodel.api",
     "collective": "scalemodel.api",
     "calibrate_log": "scalemodel.api",
+    "calibrate_runs": "scalemodel.api",
     "study": "scalemodel.api",
     "training_spec": "scalemodel.api",
     "strategy_spec": "scalemodel.api",

@@ -21,6 +21,7 @@ from typing import Any
 
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op
 from scalemodel.engine.calibrate import calibrate as run_calibrate
+from scalemodel.engine.calibrate_runs import RunsFit, fit_runs
 from scalemodel.engine.collective import collective as run_collective
 from scalemodel.engine.grid import GridResult, run_grid
 from scalemodel.engine.memory import memory as run_memory
@@ -34,11 +35,12 @@ from scalemodel.specs import ClusterSpec, StrategySpec, TrainingSpec, Workload, 
 from scalemodel.specs.loader import _merge as merge_specs
 from scalemodel.specs.loader import load_raw, resolve, validate
 from scalemodel.specs.nccl_tests import read_nccl_tests
+from scalemodel.specs.runs import read_runs
 from scalemodel.specs.sweep import load_sweep
 from scalemodel.units import parse_quantity
 
-__all__ = ["calibrate_log", "cluster_spec", "collective", "memory", "plan", "predict", "scale", "sensitivity",
-           "strategy_spec", "study", "training_spec", "workload_spec"]
+__all__ = ["calibrate_log", "calibrate_runs", "cluster_spec", "collective", "memory", "plan", "predict", "scale",
+           "sensitivity", "strategy_spec", "study", "training_spec", "workload_spec"]
 
 _TRAINING_FIELDS = frozenset(TrainingSpec.model_fields)
 _STRATEGY_FIELDS = frozenset(StrategySpec.model_fields)
@@ -196,6 +198,12 @@ def calibrate_log(log: str | os.PathLike[str], cluster: Any = "dgx-h100", *, ran
     parsed = read_nccl_tests(Path(log), op=collective_op(op))
     return run_calibrate(parsed, cluster_spec(cluster), source=os.fspath(log), ranks=ranks, tier=tier,
                          algorithm=algorithm, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
+
+
+def calibrate_runs(runs_file: str | os.PathLike[str], *, factors: list[str] | None = None) -> RunsFit:
+    """Fit compute, per-tier bandwidth and per-step overhead to measured runs (as `scalemodel calibrate runs`):
+    ``result.factors`` (values, 95 % intervals, ``determined``), ``result.runs`` (residuals), ``result.warnings``."""
+    return fit_runs(read_runs(Path(runs_file)), source=os.fspath(runs_file), only=factors)
 
 
 def study(sweep_file: str | os.PathLike[str], *, workers: int | None = None, scheduler: str | None = None

@@ -261,3 +261,12 @@ def test_fp8_runs_get_their_own_compute_factor(tmp_path: Path, cli) -> None:  # 
     for run, row in zip(runs, doc["runs"], strict=True):
         p = predict(load_cluster(overlay_path), run.workload, run.gpus, run.training, run.strategy)
         assert p.step_time_s + got["overhead_s"]["value"] == pytest.approx(row["after_s"], rel=1e-6)
+
+
+def test_python_api_gives_the_command_s_fit(fitted) -> None:  # type: ignore[no-untyped-def]
+    import scalemodel
+
+    path, _, fit = fitted
+    got = scalemodel.calibrate_runs(path)
+    assert [(f.name, f.value) for f in got.factors] == [(f.name, f.value) for f in fit.factors]
+    assert "calibrate_runs" in dir(scalemodel)
