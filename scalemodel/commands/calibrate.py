@@ -89,9 +89,9 @@ def register(app: typer.Typer) -> None:
 
 def calibrate_runs(file: str, out: str | None, as_json: bool, factors: str | None = None) -> None:
     """`calibrate runs FILE [--out overlay.yaml]`: fit, report, and write the overlay (never over an input)."""
-    if out is not None:
-        check_output_path(out, "--out")
     runs = read_runs(file)
+    if out is not None:
+        check_output_path(out, "--out")  # after reading, so the runs file (and the specs it names) are inputs
     only = None if factors is None else [f.strip() for f in factors.split(",") if f.strip()]
     result = fit_runs(runs, source=file, out=out, only=only)
     if out is not None:
