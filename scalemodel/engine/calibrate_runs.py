@@ -230,6 +230,8 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                     "upper" if hi[i] - x[i] < math.log(BOUND_FACTOR) else None)
             if side is not None:  # the linearised interval assumes an interior optimum
                 ci = None
+            elif ci is not None:  # clipped to the physical bounds
+                ci = [max(ci[0], MULT_BOUNDS[0]), min(ci[1], mult_hi[mult_names.index(name)])]
         else:
             value, ci, side = 1.0, None, None
         desc = descriptions.get(name, f"x tier {name.split(':', 1)[-1]!r}'s efficiency (fraction of line rate)")
