@@ -115,10 +115,6 @@ class Zero(Choice):
             value = str(value)
         return super().parse(value, where)
 
-    @classmethod
-    def normalize(cls, value: Any) -> str:
-        return cls.parse(value).label
-
 
 def sharding_stage(zero: Any) -> Any:
     """What is sharded, as the ZeRO stage number 0-3 (FSDP and HSDP shard like ZeRO-3); arrays pass through."""

@@ -107,6 +107,11 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
 # search space
 
 
+def _restricted(values: np.ndarray, c: Constraints, key: str) -> np.ndarray:
+    """The values of one search axis that the constraints on ``key`` allow (all of them when none)."""
+    return values[allowed_by(values, c[key])] if key in c else values
+
+
 def _divisors(n: int) -> np.ndarray:
     small = np.arange(1, math.isqrt(n) + 1)
     small = small[n % small == 0]
@@ -136,14 +141,7 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     else:
         layers = 1
         tp_c = pp_c = cp_c = ep_c = np.asarray([1])
-    if "tp" in c:
-        tp_c = tp_c[allowed_by(tp_c, c["tp"])]
-    if "pp" in c:
-        pp_c = pp_c[allowed_by(pp_c, c["pp"])]
-    if "cp" in c:
-        cp_c = cp_c[allowed_by(cp_c, c["cp"])]
-    if "ep" in c:
-        ep_c = ep_c[allowed_by(ep_c, c["ep"])]
+    tp_c, pp_c, cp_c, ep_c = (_restricted(a, c, k) for a, k in ((tp_c, "tp"), (pp_c, "pp"), (cp_c, "cp"), (ep_c, "ep")))
     tp, pp, cp, ep = (a.ravel() for a in np.meshgrid(tp_c, pp_c, cp_c, ep_c, indexing="ij"))
     mp = tp * pp * cp
     ok = gpus % mp == 0
@@ -202,13 +200,8 @@ def _axes(job: Job, c: Constraints) -> dict[str, np.ndarray]:
     # selective recompute has no meaning for a generic model
     rec = np.asarray([r for r in Recompute if job.is_transformer or r != Recompute.SELECTIVE])
     sp = np.asarray([False, True]) if job.is_transformer else np.asarray([False])
-    if "zero" in c:
-        zero = zero[allowed_by(zero, c["zero"])]
-    if "recompute" in c:
-        rec = rec[allowed_by(rec, c["recompute"])]
-    if "sequence_parallel" in c:
-        sp = sp[allowed_by(sp, c["sequence_parallel"])]
-    return {"zero": zero, "recompute": rec, "sequence_parallel": sp}
+    return {"zero": _restricted(zero, c, "zero"), "recompute": _restricted(rec, c, "recompute"),
+            "sequence_parallel": _restricted(sp, c, "sequence_parallel")}
 
 
 def _match(pairs: list[tuple[str, Any]], value: tuple[Any, Any]) -> bool:
