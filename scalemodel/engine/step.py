@@ -194,7 +194,8 @@ def _stage_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np
     other = np.where(explicit, np.maximum(np.where(set_f, f, mid), np.where(n_mid > 0, mid, 0.0)), ceil)
     first = np.where(explicit, np.where(set_f, f, mid), ceil)
     single = p <= 1
-    return (np.where(single, layers, last_n), np.where(single, layers, other), np.where(single, layers, first))
+    out = (np.where(single, layers, last_n), np.where(single, layers, other), np.where(single, layers, first))
+    return _with_chunk_ranks(job, g, out)
 
 
 def _layers_split(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -209,7 +210,48 @@ def _layers_split(job: Job, g: StrategyGrid) -> np.ndarray:
     interleaved = g.schedule == ScheduleKind.INTERLEAVED
     ok_explicit = (g.pp >= 2) & (rest >= 0) & even_rest & ~interleaved
     ok_balanced = np.where(interleaved, layers % (g.pp * v) == 0, g.pp <= layers)
-    return np.asarray(np.where(explicit, ok_explicit, ok_balanced))
+    ok = np.where(explicit, ok_explicit, ok_balanced)
+    return np.asarray(np.where(_chunked(g), _chunk_split_ok(job, g) & ~explicit, ok))
+
+
+def _chunked(g: StrategyGrid) -> np.ndarray:
+    """Candidates whose interleaved pipeline has a given first and/or last model-chunk size."""
+    return np.asarray((g.schedule == ScheduleKind.INTERLEAVED) & ((g.first_chunk_layers >= 0)
+                                                                 | (g.last_chunk_layers >= 0)))
+
+
+def _chunk_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first, middle, last) model-chunk layers of an interleaved pipeline of pp x v chunks: the given first
+    and/or last chunk sizes, the other chunks sharing the rest of the layers evenly (Megatron-Core's
+    account-for-embedding/loss split, :func:`scalemodel.cost.pipeline.megatron_chunk_layers`, or a
+    --pipeline-model-parallel-layout whose middle chunks are equal)."""
+    layers = float(job.shape.layers) if job.is_transformer else 1.0
+    chunks = (g.pp * np.maximum(g.virtual_stages, 1)).astype(float)
+    set_f, set_l = g.first_chunk_layers >= 0, g.last_chunk_layers >= 0
+    rest = layers - np.where(set_f, g.first_chunk_layers, 0) - np.where(set_l, g.last_chunk_layers, 0)
+    mid = rest / np.maximum(chunks - set_f - set_l, 1.0)
+    return (np.where(set_f, g.first_chunk_layers, mid).astype(float), mid,
+            np.where(set_l, g.last_chunk_layers, mid).astype(float))
+
+
+def _chunk_split_ok(job: Job, g: StrategyGrid) -> np.ndarray:
+    """True where the given first/last chunk sizes leave every other chunk the same whole number (>= 1)."""
+    first, mid, last = _chunk_layers(job, g)
+    return np.asarray((g.pp >= 2) & (g.virtual_stages >= 2) & (mid >= 1.0) & (mid == np.floor(mid)))
+
+
+def _with_chunk_ranks(job: Job, g: StrategyGrid, split: tuple[np.ndarray, np.ndarray, np.ndarray]
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_stage_layers` for chunked interleaved candidates: rank 0 holds the first chunk and v-1 middle
+    ones, ranks 1 .. p-2 v middle chunks, rank p-1 v-1 middle chunks and the last."""
+    if not np.any(_chunked(g)):
+        return split
+    first, mid, last = _chunk_layers(job, g)
+    v = np.maximum(g.virtual_stages, 1).astype(float)
+    rank0, middle, rank_last = first + (v - 1.0) * mid, v * mid, (v - 1.0) * mid + last
+    other = np.where(g.pp >= 3, np.maximum(rank0, middle), rank0)
+    c = _chunked(g)
+    return np.where(c, rank_last, split[0]), np.where(c, other, split[1]), np.where(c, rank0, split[2])
 
 
 def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndarray,
@@ -741,6 +783,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
         t_mb = np.maximum(t_mb, t_o)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
+    bubble_mb = _chunked_bubble(job, g, groups, m, t_mb, bubble_mb)
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
@@ -792,6 +835,40 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         extras={"dp_comm_total": full(dp_total), "microbatch_time": full(t_mb),
                 "bubble_microbatches": full(bubble_mb)},
     )
+
+
+def _stage_time(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool) -> np.ndarray:
+    """One micro-batch's seconds on a pipeline rank of ``layers`` layers (with the logits when ``logits``):
+    compute, its contention, and the exposed TP/CP/EP/PP traffic, as :func:`evaluate` prices a stage."""
+    comp = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
+    mp = _model_parallel_comm(job, g, comp, groups)
+    comp = _with_free_windows(comp, mp, job.collective_share)
+    return np.asarray(comp["total"] + comp["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"])
+
+
+def _chunked_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np.ndarray, t_mb: np.ndarray,
+                    bubble_mb: np.ndarray) -> np.ndarray:
+    """Bubble (in micro-batch times of the busiest rank) of an interleaved pipeline whose first and/or last
+    model chunk differ from the others: :func:`scalemodel.cost.pipeline.interleaved_uneven_time` on the ranks'
+    and chunks' own times, minus the m t_mb the busiest rank computes. Each chunk's time carries its two
+    pipeline send/recvs (one forward, one backward). Other candidates keep ``bubble_mb``."""
+    chunked = _chunked(g)
+    if not job.is_transformer or not np.any(chunked):
+        return bubble_mb
+    first, mid, last = _chunk_layers(job, g)
+    v = np.maximum(g.virtual_stages, 1).astype(float)
+    w_first = _stage_time(job, g, groups, first + (v - 1.0) * mid, False)
+    w_mid = _stage_time(job, g, groups, v * mid, False)
+    w_last = _stage_time(job, g, groups, (v - 1.0) * mid + last, True)
+    pp_only = _stage_time(job, g, groups, np.zeros_like(mid), False)  # 2 v send/recvs, no layers
+
+    def chunk(n: np.ndarray) -> np.ndarray:
+        return _stage_time(job, g, groups, n, False) - pp_only + pp_only / v
+
+    total = pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first), chunk(mid))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
+    return np.asarray(np.where(chunked, np.maximum(own, 0.0), bubble_mb))
 
 
 def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:

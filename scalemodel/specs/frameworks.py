@@ -48,7 +48,8 @@ TRAINING_FIELDS = ("global_batch", "micro_batch", "seq_len", "precision", "optim
                    "grad_bytes_per_param", "train_tokens", "train_samples", "critical_batch", "work_cv")
 STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "sync",
                    "algorithm", "overlap", "compression", "dp_comm", "flash_attention", "bucket_size",
-                   "first_stage_layers", "last_stage_layers", "assignment", "dispatch_overhead")
+                   "first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers", "assignment",
+                   "dispatch_overhead")
 
 
 @dataclass

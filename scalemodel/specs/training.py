@@ -89,6 +89,13 @@ class StrategySpec(Spec):
         "other stages share the rest evenly; default: the balanced split"))
     last_stage_layers: int | None = Field(default=None, ge=0, description=(
         "layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers)"))
+    first_chunk_layers: int | None = Field(default=None, ge=0, description=(
+        "interleaved:V only: decoder layers in the first of the pp x V model chunks (the one holding the "
+        "embedding); the other chunks but the last share the rest evenly. Megatron-LM "
+        "--account-for-embedding-in-pipeline-split gives (L + 1 [+ 1]) / (pp V) - 1; default: the balanced split"))
+    last_chunk_layers: int | None = Field(default=None, ge=0, description=(
+        "interleaved:V only: decoder layers in the last model chunk (the one holding the output layer and "
+        "loss); Megatron-LM --account-for-loss-in-pipeline-split gives (L [+ 1] + 1) / (pp V) - 1"))
     assignment: AssignmentText = Field(
         default="static", description="micro-batches split equally up front, or pulled from a shared queue")
     dispatch_overhead: SecondsOrZero | None = Field(default=None, description=(
