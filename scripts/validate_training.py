@@ -491,6 +491,17 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
 }
 
 
+#: Expert tensor parallelism of the Megatron-Bridge 25.11 MoE recipes (the table prints TP and EP, not ETP):
+#: scripts/performance/configs/qwen3/workload_base_configs.py BASE_QWEN3_235B_A22B_CONFIG and
+#: BASE_QWEN3_30B_A3B_CONFIG, configs/deepseek/workload_base_configs.py BASE_DEEPSEEK_V3_CONFIG:
+#: expert_tensor_parallel_size=1 (set on the model by utils/helpers.py set_workload_base_configs), v0.2.0
+#: (7af9601c9). It matters where TP > 1: EP 32 x ETP 1 folds over TP 2 x DP 16 (MoE parallel folding).
+RECIPE_ETP: dict[str, int] = {
+    "mb2511_gb200_dsv3_bf16": 1, "mb2511_gb200_qwen3_235b_bf16": 1, "mb2511_gb200_qwen3_30b_fp8mx": 1,
+    "mb2511_b200_qwen3_235b_fp8mx": 1, "mb2511_h100_qwen3_30b_fp8cs": 1, "mb2511_h100_qwen3_235b_fp8cs": 1,
+}
+
+
 def recipe_chunks(case: dict[str, Any], layers: int, pp: int, v: int) -> tuple[int, int] | None:
     """(first, last) model-chunk layers of the case's recipe split (:data:`RECIPE_CHUNKS`), or None."""
     how = RECIPE_CHUNKS.get(case["id"])
@@ -522,7 +533,7 @@ def _structural_context(reason: str, case: dict[str, Any], wl: Any, st: Strategy
     if reason == "layers_not_divisible":
         return f"{wl.layers} layers over pp {st.pp} x v {st.virtual_stages} = {st.pp * st.virtual_stages} chunks"
     if reason == "expert_parallel_invalid":
-        return f"ep {st.ep} does not divide dp {st.dp} (MoE parallel folding over TP x DP ranks)"
+        return f"etp {st.etp or st.tp} x ep {st.ep} does not divide tp {st.tp} x cp {st.cp} x dp {st.dp}"
     if reason == "interleave_invalid":
         return f"{m} micro-batches per step is not a multiple of pp {st.pp}"
     if reason == "exceeds_cluster":
@@ -571,8 +582,8 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
     p: Prediction | None = None
     st: StrategySpec | None = None
     for rec in options:
-        st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, zero=zero, recompute=rec, sequence_parallel=seqpar,
-                          schedule=schedule, flash_attention=flash,
+        st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, etp=RECIPE_ETP.get(case["id"]), dp=dp, zero=zero,
+                          recompute=rec, sequence_parallel=seqpar, schedule=schedule, flash_attention=flash,
                           first_stage_layers=layout[0] if layout else None,
                           last_stage_layers=layout[1] if layout else None,
                           first_chunk_layers=chunks[0] if chunks else None,
@@ -580,8 +591,7 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
         try:
             p = predict(cluster, wl, gpus, tr, st)
         except InputError as e:  # a check the engine makes before the step model (e.g. --ep must divide dp)
-            ctx = f" (EP {ep} over TP {tp} x DP {dp}: MoE parallel folding)" if ep > 1 and dp % ep else ""
-            return NotExpressed(case["id"], f"model rejects the stated configuration: {e}{ctx}", fam)
+            return NotExpressed(case["id"], f"model rejects the stated configuration: {e}", fam)
         if p.memory["fits"]:
             break
     assert p is not None and st is not None
@@ -605,6 +615,7 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
     if overrides:
         notes.append("NIC rate from the case: " + overrides[0].split("=")[1])
     settings = {"cluster": cname, "workload": how, "precision": precision, "tp": tp, "pp": pp, "cp": cp, "ep": ep,
+                "etp": st.etp,
                 "dp": dp, "micro_batch": mb, "global_batch": gb, "schedule": schedule, "zero": zero,
                 "recompute": st.recompute, "sequence_parallel": seqpar, "flash_attention": flash,
                 "first_last_stage_layers": list(layout) if layout else None,

@@ -84,7 +84,7 @@ class Infeasible(IntEnum):
         "given first/last stage layers must leave the other stages an equal share of at least one)")
     HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", "heads not divisible by tp"
     EXPERT_PARALLEL_INVALID = 5, "expert_parallel_invalid", (
-        "expert parallelism must divide dp and the number of experts")
+        "expert parallelism must divide the number of experts, and etp x ep the tp x cp x dp ranks of a stage")
     SEQ_NOT_DIVISIBLE = 6, "seq_not_divisible", (
         "sequence length not divisible by cp (x2 for load-balanced ring attention)")
     INTERLEAVE_INVALID = 7, "interleave_invalid", "interleaved schedule needs v >= 2 and micro-batches divisible by pp"
@@ -157,8 +157,9 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
         flag(R.LAYERS_NOT_DIVISIBLE, ~_layers_split(job, g))
         flag(R.HEADS_NOT_DIVISIBLE, (int(sh.heads) % g.tp != 0))
         experts = int(sh.moe_experts)
-        bad_ep = (experts == 0) | (g.dp % g.ep != 0) | (experts % np.maximum(g.ep, 1) != 0)
-        flag(R.EXPERT_PARALLEL_INVALID, (g.ep > 1) & bad_ep)
+        folded = (g.tp * g.cp * g.dp) % (_etp(g) * g.ep) != 0  # MoE parallel folding: etp x ep | tp cp dp
+        bad_ep = (experts == 0) | folded | (experts % np.maximum(g.ep, 1) != 0)
+        flag(R.EXPERT_PARALLEL_INVALID, ((g.ep > 1) | (g.etp > 0)) & bad_ep)
         flag(R.SEQ_NOT_DIVISIBLE, (g.cp > 1) & (job.seq_len % (2 * g.cp) != 0))
         bad_v = (g.virtual_stages < 2) | (m % g.pp != 0) | (g.pp < 2)
         flag(R.INTERLEAVE_INVALID, (g.schedule == ScheduleKind.INTERLEAVED) & bad_v)
@@ -285,11 +286,11 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     flash: dict[str, Any] = {"flash_attention": g.flash_attention}
     rec = g.recompute
     dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
-                                       **flash)
+                                       **flash)  # etp only shapes the expert GEMMs
     moe_share = float(sh.moe_layers / sh.layers)
     if moe_share > 0:
         moe = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
-                                         moe=True, **kw, **flash)
+                                         moe=True, etp=_etp(g), **kw, **flash)
         mix = lambda a, c: (1 - moe_share) * a + moe_share * c  # noqa: E731
         fwd_l, bwd_l, rec_l = mix(dense.forward, moe.forward), mix(dense.backward, moe.backward), mix(
             dense.recompute, moe.recompute)
@@ -414,10 +415,15 @@ def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarr
     return untapered + (tapered - untapered) * share
 
 
+def _etp(g: StrategyGrid) -> np.ndarray:
+    """Expert tensor-parallel degree: the strategy's etp, else tp (Megatron-Core's default)."""
+    return np.asarray(np.where(g.etp > 0, g.etp, g.tp))
+
+
 def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
-    """(non-expert, expert) parameters held by one GPU before ZeRO sharding."""
+    """(non-expert, expert) parameters held by one GPU before ZeRO sharding; experts split etp x ep ways."""
     dense = (job.params - job.expert_params) / (g.tp * g.pp)
-    expert = job.expert_params / (g.tp * g.pp * g.ep)
+    expert = job.expert_params / (_etp(g) * g.pp * g.ep)
     return dense, expert
 
 
@@ -731,7 +737,8 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
             ep=g.ep, zero_stage=g.zero, recompute=g.recompute, sequence_parallel=g.sequence_parallel,
             num_microbatches=m, schedule=g.schedule, virtual_stages=g.virtual_stages,
             weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
-            flash_attention=g.flash_attention, fragmentation=fragmentation, workspace=workspace, stage_layers=stage)
+            flash_attention=g.flash_attention, fragmentation=fragmentation, workspace=workspace, stage_layers=stage,
+            etp=_etp(g))
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
@@ -764,7 +771,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     m = microbatches(g)
     reason = _feasibility(job, g, m.astype(np.int64))
     last_layers, other_layers, _first = _stage_layers(job, g)
-    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)  # placed once, reused
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp)  # placed once
     comp = _compute_per_microbatch(job, g, last_layers)
     mp = _model_parallel_comm(job, g, comp, groups)
     comp = _with_free_windows(comp, mp, job.collective_share)

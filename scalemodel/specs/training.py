@@ -67,6 +67,10 @@ class StrategySpec(Spec):
     pp: int = Field(default=1, gt=0)
     cp: int = Field(default=1, gt=0)
     ep: int = Field(default=1, gt=0)
+    etp: int | None = Field(default=None, gt=0, description=(
+        "expert tensor-parallel degree (Megatron-Core --expert-tensor-parallel-size); default tp. The expert grid "
+        "folds etp x ep over each stage's tp x cp x dp ranks (MoE parallel folding, arXiv 2504.14960), so ep need "
+        "only divide tp cp dp / etp, not dp"))
     zero: ZeroText = "0"
     recompute: RecomputeText = "none"
     sequence_parallel: bool = False
