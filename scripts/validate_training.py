@@ -82,7 +82,7 @@ from typing import Any
 
 import yaml
 
-from scalemodel.cost import transformer
+from scalemodel.cost import pipeline, transformer
 from scalemodel.engine.job import transformer_shape
 from scalemodel.engine.predict import Prediction, predict
 from scalemodel.engine.step import Infeasible
@@ -472,6 +472,48 @@ def case_limits(case: dict[str, Any]) -> list[str]:
     return why
 
 
+#: Megatron-Bridge 25.11 recipes' pipeline split for the interleaved runs whose layers do not divide into pp x V
+#: chunks (the performance table prints only TP/PP/VP; the perf scripts build on these model recipes and do not
+#: change the split). NVIDIA-NeMo/Megatron-Bridge at v0.2.0 (7af9601c9, the 25.11 release) = 97ad8cc6f for these
+#: files: recipes/llama/llama3.py llama31_405b_pretrain_config and recipes/qwen/qwen3_moe.py
+#: qwen3_235b_a22b_pretrain_config set account_for_embedding_in_pipeline_split and
+#: account_for_loss_in_pipeline_split (Megatron-Core's split: scalemodel.cost.pipeline.megatron_chunk_layers);
+#: recipes/deepseek/deepseek_v3.py layout_map[(4, 4)] = [embedding + 4 decoders], 14 x [4 decoders],
+#: [1 decoder (+ MTP) + loss] (the row is 'w/o MTP'). Value: ('account', embedding, loss) or ('layout', first, last).
+RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
+    "mb2511_gb200_llama31_405b_fp8cs": ("account", True, True),
+    "mb2511_b200_llama31_405b_fp8cs": ("account", True, True),
+    "mb2511_h100_llama31_405b_fp8cs": ("account", True, True),
+    "mb2511_gb200_qwen3_235b_bf16": ("account", True, True),
+    "mb2511_b200_qwen3_235b_fp8mx": ("account", True, True),
+    "mb2511_h100_qwen3_235b_fp8cs": ("account", True, True),
+    "mb2511_gb200_dsv3_bf16": ("layout", 4, 1),
+}
+
+
+#: Expert tensor parallelism of the Megatron-Bridge 25.11 MoE recipes (the table prints TP and EP, not ETP):
+#: scripts/performance/configs/qwen3/workload_base_configs.py BASE_QWEN3_235B_A22B_CONFIG and
+#: BASE_QWEN3_30B_A3B_CONFIG, configs/deepseek/workload_base_configs.py BASE_DEEPSEEK_V3_CONFIG:
+#: expert_tensor_parallel_size=1 (set on the model by utils/helpers.py set_workload_base_configs), v0.2.0
+#: (7af9601c9). It matters where TP > 1: EP 32 x ETP 1 folds over TP 2 x DP 16 (MoE parallel folding).
+RECIPE_ETP: dict[str, int] = {
+    "mb2511_gb200_dsv3_bf16": 1, "mb2511_gb200_qwen3_235b_bf16": 1, "mb2511_gb200_qwen3_30b_fp8mx": 1,
+    "mb2511_b200_qwen3_235b_fp8mx": 1, "mb2511_h100_qwen3_30b_fp8cs": 1, "mb2511_h100_qwen3_235b_fp8cs": 1,
+}
+
+
+def recipe_chunks(case: dict[str, Any], layers: int, pp: int, v: int) -> tuple[int, int] | None:
+    """(first, last) model-chunk layers of the case's recipe split (:data:`RECIPE_CHUNKS`), or None."""
+    how = RECIPE_CHUNKS.get(case["id"])
+    if how is None or v < 2:
+        return None
+    if how[0] == "layout":
+        return int(how[1]), int(how[2])
+    first, _mid, last = pipeline.megatron_chunk_layers(layers, pp, v, embedding_in_split=how[1],
+                                                       loss_in_split=how[2])
+    return first, last
+
+
 def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
     """The stated per-GPU NIC rate on every tier beyond the node, where it differs from the cluster's."""
     hw = case["hardware"]
@@ -491,7 +533,7 @@ def _structural_context(reason: str, case: dict[str, Any], wl: Any, st: Strategy
     if reason == "layers_not_divisible":
         return f"{wl.layers} layers over pp {st.pp} x v {st.virtual_stages} = {st.pp * st.virtual_stages} chunks"
     if reason == "expert_parallel_invalid":
-        return f"ep {st.ep} does not divide dp {st.dp} (MoE parallel folding over TP x DP ranks)"
+        return f"etp {st.etp or st.tp} x ep {st.ep} does not divide tp {st.tp} x cp {st.cp} x dp {st.dp}"
     if reason == "interleave_invalid":
         return f"{m} micro-batches per step is not a multiple of pp {st.pp}"
     if reason == "exceeds_cluster":
@@ -528,6 +570,7 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
     schedule = f"interleaved:{par['interleaved_stages_per_device']}" if "interleaved_stages_per_device" in par \
         else "1f1b"
     layout = stage_layout(str(par.get("pipeline_layout", ""))) if schedule == "1f1b" and pp > 1 else None
+    chunks = recipe_chunks(case, wl.layers, pp, int(par.get("interleaved_stages_per_device", 1)))
     m_text = case["model"]
     flash = "flash" in (str(m_text.get("attention", "")) + str(par.get("attention", ""))).lower() or year >= 2023
     seqpar = bool(par.get("sequence_parallel", tp > 1 and year >= 2022))
@@ -539,15 +582,16 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
     p: Prediction | None = None
     st: StrategySpec | None = None
     for rec in options:
-        st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, zero=zero, recompute=rec, sequence_parallel=seqpar,
-                          schedule=schedule, flash_attention=flash,
+        st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, etp=RECIPE_ETP.get(case["id"]), dp=dp, zero=zero,
+                          recompute=rec, sequence_parallel=seqpar, schedule=schedule, flash_attention=flash,
                           first_stage_layers=layout[0] if layout else None,
-                          last_stage_layers=layout[1] if layout else None)
+                          last_stage_layers=layout[1] if layout else None,
+                          first_chunk_layers=chunks[0] if chunks else None,
+                          last_chunk_layers=chunks[1] if chunks else None)
         try:
             p = predict(cluster, wl, gpus, tr, st)
         except InputError as e:  # a check the engine makes before the step model (e.g. --ep must divide dp)
-            ctx = f" (EP {ep} over TP {tp} x DP {dp}: MoE parallel folding)" if ep > 1 and dp % ep else ""
-            return NotExpressed(case["id"], f"model rejects the stated configuration: {e}{ctx}", fam)
+            return NotExpressed(case["id"], f"model rejects the stated configuration: {e}", fam)
         if p.memory["fits"]:
             break
     assert p is not None and st is not None
@@ -571,9 +615,11 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
     if overrides:
         notes.append("NIC rate from the case: " + overrides[0].split("=")[1])
     settings = {"cluster": cname, "workload": how, "precision": precision, "tp": tp, "pp": pp, "cp": cp, "ep": ep,
+                "etp": st.etp,
                 "dp": dp, "micro_batch": mb, "global_batch": gb, "schedule": schedule, "zero": zero,
                 "recompute": st.recompute, "sequence_parallel": seqpar, "flash_attention": flash,
-                "first_last_stage_layers": list(layout) if layout else None}
+                "first_last_stage_layers": list(layout) if layout else None,
+                "first_last_chunk_layers": list(chunks) if chunks else None}
     return _result(case["id"], metric, measured, pred, p, fam, settings, notes)
 
 

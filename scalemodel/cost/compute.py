@@ -177,7 +177,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        tp: ArrayLike = 1, cp: ArrayLike = 1, ep: ArrayLike = 1,
                        sequence_parallel: ArrayLike = False, recompute: ArrayLike = "none",
                        moe: bool = False, flash_attention: ArrayLike = False,
-                       elem_bytes: ArrayLike = 2.0) -> LayerTime:
+                       elem_bytes: ArrayLike = 2.0, etp: ArrayLike | None = None) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
 
     Tokens on the GPU T = b*s/cp. GEMM shapes per GPU (t = tp; d = h/a; g = kv heads):
@@ -186,8 +186,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
       MLP   T x (2|1)f/t x h (up, gate fused) and T x h x f/t (down)
       core  b*a/t batches of (s/cp) x k x d (Q K^T) and (s/cp) x d_v x k (softmax . V), with k = s
             keys per query, or the window in sliding-window layers (Shape.attended_keys)
-      MoE   router T x E x h; per GPU E/ep experts, each with ep*T*k/E tokens, widths f_e/t;
-            shared experts as a dense MLP of width shared*f_e.
+      MoE   router T x E x h; per GPU E/ep experts, each with ep*u*T*k/(E*t) tokens, widths f_e/u, where
+            u = ``etp`` (expert TP, default t): the ep x u ranks of an expert group gather the sequence-parallel
+            tokens of their attention-TP ranks (Megatron-Core MoE parallel folding, arXiv 2504.14960); with
+            u = t this is ep*T*k/E tokens of width f_e/t; shared experts as a dense MLP of width shared*f_e.
     Memory-bound bytes (forward): 2 norms 4X, 2 dropout+residual (3*eb+1)X where X = T*h*eb-elements
     (/t with sequence parallelism); activation function (2|3)*eb*T*f/t; softmax + attention dropout
     (4*eb+1)*b*(a/t)*(s/cp)*s unless ``flash_attention`` (fused into the core GEMM); MoE
@@ -230,11 +232,12 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     mem = 4 * eb * X + 2 * (3 * eb + 1) * X
     if moe:
         k, E, fe = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0), sh.moe_ffn_hidden
-        tokens_per_expert = np.maximum(e * T * k / E, 1.0)
+        u = t if etp is None else _pos("etp", etp)
+        tokens_per_expert = np.maximum(e * u * T * k / (E * t), 1.0)
         experts_here = E / e
         gemm = gemm + gemm_time(T, E, h, **kw)  # router
-        gemm = gemm + gemm_time(tokens_per_expert, mats_up * fe / t, h, experts_here, **kw)
-        gemm = gemm + gemm_time(tokens_per_expert, h, fe / t, experts_here, **kw)
+        gemm = gemm + gemm_time(tokens_per_expert, mats_up * fe / u, h, experts_here, **kw)
+        gemm = gemm + gemm_time(tokens_per_expert, h, fe / u, experts_here, **kw)
         shared = sh.moe_shared_experts * fe
         has_shared = shared > 0
         gemm = gemm + np.where(has_shared, gemm_time(T, mats_up * np.maximum(shared, 1) / t, h, **kw)

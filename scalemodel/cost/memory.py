@@ -134,12 +134,13 @@ def _stage_share(sh: Shape, p: np.ndarray, stage_layers: ArrayLike | None) -> np
 
 
 def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1,
-                   stage_layers: ArrayLike | None = None) -> ParamsPerGpu:
+                   stage_layers: ArrayLike | None = None, etp: ArrayLike | None = None) -> ParamsPerGpu:
     """Parameters on the most loaded GPU (the first pipeline stage, which also holds the embedding).
 
     dense  = [L/p (attention + norms) + dense_layers/p * mlp + moe_layers/p * (shared + router)
               + V h (x2 when p = 1 and untied)] / t
-    expert = moe_layers/p * E * mlp(f_e) / (ep * t)
+    expert = moe_layers/p * E * mlp(f_e) / (ep * etp), etp the expert-TP degree (default t; MoE parallel
+             folding, Liu et al. 2025 arXiv 2504.14960)
     (Megatron's "most loaded shard = (layers/pp + embedding)/tp", theoretical_memory_usage.py.) With
     uneven stages the first stage's ``stage_layers`` replace L/p.
     """
@@ -151,7 +152,8 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     word = sh.vocab * sh.hidden
     emb = np.where((p == 1), embedding_params(sh), word + sh.position_embeddings * sh.hidden)
     dense = (body + emb) / t
-    expert = sh.moe_layers * share * sh.moe_experts * mlp_params(sh, sh.moe_ffn_hidden) / (e * t)
+    u = t if etp is None else _pos("etp", etp)
+    expert = sh.moe_layers * share * sh.moe_experts * mlp_params(sh, sh.moe_ffn_hidden) / (e * u)
     return ParamsPerGpu(dense=dense, expert=expert)
 
 
@@ -266,27 +268,30 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    weight_bytes: ArrayLike = 2.0, grad_bytes: ArrayLike = 2.0,
                    optimizer_bytes: ArrayLike = 12.0, flash_attention: ArrayLike = False,
                    fragmentation: ArrayLike = DEFAULT_FRAGMENTATION,
-                   workspace: ArrayLike = DEFAULT_WORKSPACE, stage_layers: ArrayLike | None = None) -> MemoryBreakdown:
+                   workspace: ArrayLike = DEFAULT_WORKSPACE, stage_layers: ArrayLike | None = None,
+                   etp: ArrayLike | None = None) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
-    Dense parameters are sharded by ZeRO over ``dp``; expert parameters over dp/ep (experts are
-    replicated on dp/ep ranks; EP is carved out of DP as in Megatron). ZeRO-3 gathers one layer at
-    a time, with one more prefetched (2 layers' weights).
+    Dense parameters are sharded by ZeRO over ``dp``; expert parameters over the expert-DP replicas,
+    tp cp dp / (etp ep) (Megatron-Core's expert grid, MoE parallel folding; dp/ep when etp = tp, cp = 1).
+    ZeRO-3 gathers one layer at a time, with one more prefetched (2 layers' weights).
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
     t = _pos("tp", tp)
     frag = _nonneg("fragmentation", fragmentation)
     ws = _nonneg("workspace", workspace)
-    pg = params_per_gpu(sh, tp=tp, pp=pp, ep=ep, stage_layers=stage_layers)
+    pg = params_per_gpu(sh, tp=tp, pp=pp, ep=ep, stage_layers=stage_layers, etp=etp)
+    u = t if etp is None else _pos("etp", etp)
+    edp = np.maximum(n_dp * t * _pos("cp", cp) / (e * u), 1.0)
     layer = (attention_params(sh) + norm_params(sh) + np.maximum(
         mlp_params(sh), np.where(sh.moe_layers > 0, sh.moe_experts / e * mlp_params(sh, sh.moe_ffn_hidden), 0.0)))
     gathered = 2.0 * layer / t
     kw = dict(zero_stage=zero_stage, weight_bytes=weight_bytes, grad_bytes=grad_bytes,
               optimizer_bytes=optimizer_bytes)
     dense = model_state_bytes(pg.dense, dp=n_dp, gathered_params=gathered, **kw)
-    expert = model_state_bytes(pg.expert, dp=np.maximum(n_dp / e, 1.0), **kw)
+    expert = model_state_bytes(pg.expert, dp=edp, **kw)
     act = activation_bytes(sh, micro_batch=micro_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp,
                            sequence_parallel=sequence_parallel, recompute=recompute,
                            num_microbatches=num_microbatches, schedule=schedule,

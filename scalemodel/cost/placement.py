@@ -25,11 +25,15 @@ bandwidth is ``min over crossed tiers of a_i B_i`` (:meth:`Placement.bottleneck`
 tier charged per flow: ``B_i(W) = line rate x efficiency / clip(o_i W / c_(i-1), 1, o_i)`` for W flows per
 group leaving a child domain (:meth:`Placement.flow_bw`, docs/model.md#flow-taper).
 
-The parallel groups of a DP x TP x PP x CP job (EP carved out of DP, as in Megatron-LM) follow
+The parallel groups of a DP x TP x PP x CP job (EP folded over the stage's TP x CP x DP ranks) follow
 Megatron-LM's default rank order, TP innermost, then CP, then DP, PP outermost (Narayanan et al.,
 SC'21 §3; Megatron-LM ``parallel_state.initialize_model_parallel``): TP stride 1, CP stride tp, DP and EP
-stride tp cp, the replicas of one expert shard stride tp cp ep, pipeline neighbours tp cp dp apart
-(:class:`ParallelGroups`; each group is placed once per evaluation, on first use).
+stride tp cp, pipeline neighbours tp cp dp apart (:class:`ParallelGroups`; each group is placed once per
+evaluation, on first use). Experts have their own grid over the same tp cp dp ranks of a stage (Megatron-Core
+"MoE parallel folding", Liu et al. 2025, arXiv 2504.14960 §3; ``parallel_state.initialize_model_parallel``
+builds it with order tp-ep-dp and cp = 1): expert-TP ``etp`` innermost (default tp), then EP (stride etp),
+then expert-DP, edp = tp cp dp / (etp ep) replicas of one expert shard, stride etp ep. With etp = tp and
+cp = 1 that is EP carved out of DP at stride tp, the replicas of an expert shard tp ep apart.
 """
 
 from __future__ import annotations
@@ -207,7 +211,9 @@ def place(ranks: object, stride: object, network: Network) -> Placement:
 class DataParallelGroups:
     """The replicas that synchronise gradients: ``ranks`` of them ``stride`` GPUs apart for the dense
     parameters, and the max(ranks / ep, 1) replicas of one expert shard, ``stride x ep`` apart (routed
-    experts are replicated over dp / ep ranks only). Each is placed on first use."""
+    experts are replicated over the expert-DP ranks only; ``ep`` here is the number of DP replicas one
+    expert-grid row spans, ep etp / (tp cp), :attr:`ParallelGroups.expert_fold`: ep itself when etp = tp
+    and cp = 1). Each is placed on first use."""
 
     network: Network
     ranks: np.ndarray
@@ -220,7 +226,8 @@ class DataParallelGroups:
 
     @cached_property
     def expert(self) -> Placement:
-        return place(np.maximum(self.ranks / self.ep, 1.0), self.stride * self.ep, self.network)
+        # whole replicas (an etp x ep that does not divide the stage is flagged infeasible by the engine)
+        return place(np.maximum(np.floor(self.ranks / self.ep + 1e-9), 1.0), self.stride * self.ep, self.network)
 
 
 @dataclass(frozen=True, eq=False)
@@ -246,10 +253,23 @@ class ParallelGroups:
         """Two neighbours of a CP ring (ring attention passes K/V to the next CP rank): 2 ranks, stride tp."""
         return place(2.0, self.tp.astype(float), self.network)
 
+    etp: np.ndarray | None = None  # expert tensor parallelism; None = tp
+
+    @cached_property
+    def expert_tp(self) -> np.ndarray:
+        """Expert-TP degree: ``etp``, else the attention TP degree (Megatron's default)."""
+        return self.tp if self.etp is None else np.where(self.etp > 0, self.etp, self.tp)
+
+    @cached_property
+    def expert_fold(self) -> np.ndarray:
+        """DP replicas one expert grid row spans: ep etp / (tp cp). The expert-DP group is then dp / this
+        many replicas, this many replicas (etp ep GPUs) apart (module docstring)."""
+        return (self.ep * self.expert_tp / (self.tp * self.cp)).astype(float)
+
     @cached_property
     def expert(self) -> Placement:
-        """An EP group (all-to-all): ep ranks, stride tp cp."""
-        return place(self.ep, (self.tp * self.cp).astype(float), self.network)
+        """An EP group (all-to-all): ep ranks, stride etp (the expert grid's tp-ep-dp order)."""
+        return place(self.ep, self.expert_tp.astype(float), self.network)
 
     @cached_property
     def stage(self) -> np.ndarray:
@@ -268,18 +288,20 @@ class ParallelGroups:
     def data(self) -> DataParallelGroups:
         """The whole DP group: dp replicas, stride tp cp."""
         return DataParallelGroups(self.network, self.dp.astype(float), (self.tp * self.cp).astype(float) * 1.0,
-                                  self.ep)
+                                  self.expert_fold)
 
     def data_split(self, size: np.ndarray) -> tuple[DataParallelGroups, DataParallelGroups]:
         """Hierarchical synchronisation over groups of ``size`` DP replicas: (inside a group: ``size``
         consecutive replicas; across groups: max(dp / size, 1) replicas ``size`` replicas apart)."""
         base = (self.tp * self.cp).astype(float)
-        inner = DataParallelGroups(self.network, np.asarray(size, dtype=float), base * 1.0, self.ep)
-        outer = DataParallelGroups(self.network, np.maximum(self.dp / size, 1.0), base * size, self.ep)
+        inner = DataParallelGroups(self.network, np.asarray(size, dtype=float), base * 1.0, self.expert_fold)
+        outer = DataParallelGroups(self.network, np.maximum(self.dp / size, 1.0), base * size, self.expert_fold)
         return inner, outer
 
 
-def parallel_groups(network: Network, *, tp: object, cp: object, dp: object, ep: object, pp: object
-                    ) -> ParallelGroups:
-    """The job's parallel groups on ``network`` (degrees as broadcastable integer arrays)."""
-    return ParallelGroups(network, *(np.asarray(x) for x in (tp, cp, dp, ep, pp)))
+def parallel_groups(network: Network, *, tp: object, cp: object, dp: object, ep: object, pp: object,
+                    etp: object = None) -> ParallelGroups:
+    """The job's parallel groups on ``network`` (degrees as broadcastable integer arrays; ``etp`` the
+    expert-TP degree, None or 0 = tp)."""
+    return ParallelGroups(network, tp=np.asarray(tp), cp=np.asarray(cp), dp=np.asarray(dp), ep=np.asarray(ep),
+                          pp=np.asarray(pp), etp=None if etp is None else np.asarray(etp))

@@ -241,6 +241,9 @@ class StrategyGrid:
     shard_group: np.ndarray  # HSDP: data-parallel replicas per sharding group; 0 = the replicas in one node
     first_stage_layers: np.ndarray  # layers on the first pipeline stage; -1 = the balanced split
     last_stage_layers: np.ndarray  # layers on the last pipeline stage; -1 = the balanced split
+    first_chunk_layers: np.ndarray  # interleaved: layers in the first model chunk; -1 = the balanced split
+    etp: np.ndarray  # expert tensor parallelism; 0 = tp
+    last_chunk_layers: np.ndarray  # interleaved: layers in the last model chunk; -1 = the balanced split
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -288,6 +291,9 @@ class StrategyGrid:
             "shard_group": int(self.shard_group[i]) or None,
             "first_stage_layers": int(self.first_stage_layers[i]) if self.first_stage_layers[i] >= 0 else None,
             "last_stage_layers": int(self.last_stage_layers[i]) if self.last_stage_layers[i] >= 0 else None,
+            "first_chunk_layers": int(self.first_chunk_layers[i]) if self.first_chunk_layers[i] >= 0 else None,
+            "etp": int(self.etp[i]) or None,
+            "last_chunk_layers": int(self.last_chunk_layers[i]) if self.last_chunk_layers[i] >= 0 else None,
         }
 
 
@@ -301,7 +307,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     compression=CompressionKind.NONE, topk_ratio=1.0, ps_servers=0,
                                     ps_colocated=False, algorithm=Algorithm.AUTO, dynamic_assignment=False,
                                     dispatch_overhead=0.0, bucket_bytes=0.0, flash_attention=True,
-                                    shard_group=0, first_stage_layers=-1, last_stage_layers=-1)
+                                    shard_group=0, first_stage_layers=-1, last_stage_layers=-1,
+                                    first_chunk_layers=-1, last_chunk_layers=-1, etp=0)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -318,6 +325,18 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     except ValueError as exc:
         raise TypeError(f"strategy arrays do not broadcast: {exc}") from None
     return StrategyGrid(**out)
+
+
+def _check_chunk_layers(strategy: Any) -> None:
+    """First/last model-chunk layers describe an interleaved pipeline's chunks; refuse them otherwise."""
+    for name in ("first_chunk_layers", "last_chunk_layers"):
+        if getattr(strategy, name, None) is not None and parse_schedule(strategy.schedule).virtual_stages < 2:
+            raise InputError(f"{name} is set but the schedule is {strategy.schedule}", where=f"strategy.{name}",
+                             allowed="an interleaved:V schedule (V >= 2), or first/last_stage_layers for 1f1b")
+    if strategy.first_chunk_layers is not None or strategy.last_chunk_layers is not None:
+        if strategy.first_stage_layers is not None or strategy.last_stage_layers is not None:
+            raise InputError("first/last_chunk_layers and first/last_stage_layers are both set",
+                             where="strategy.first_chunk_layers", allowed="one way of splitting the layers")
 
 
 def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> StrategyGrid:
@@ -340,11 +359,16 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         if group < 1 or dp % group:
             raise InputError(f"hier group size {group} does not divide dp = {dp}", where="--sync",
                              allowed=f"hier:G with G a divisor of {dp} (G counts data-parallel replicas)")
-    if ep > 1:
+    etp = strategy.etp or tp
+    if ep > 1 or strategy.etp is not None:
         experts = int(job.shape.moe_experts) if job.is_transformer else 0
-        if experts == 0 or dp % ep or experts % ep:
-            raise InputError(f"--ep {ep} needs an MoE model whose {experts} experts and dp = {dp} it divides",
-                             where="--ep", allowed="an EP degree dividing both dp and the number of experts")
+        stage = tp * cp * dp
+        if experts == 0 or stage % (etp * ep) or experts % ep:
+            raise InputError(f"--ep {ep} x etp {etp} needs an MoE model whose {experts} experts ep divides and "
+                             f"whose tp x cp x dp = {stage} ranks per stage etp x ep divides",
+                             where="--ep", allowed="ep dividing the experts, etp x ep dividing tp x cp x dp "
+                             "(MoE parallel folding)")
+    _check_chunk_layers(strategy)
     micro = training.micro_batch
     global_batch = training.global_batch or dp * micro
     comp = parse_compression(strategy.compression)
@@ -363,4 +387,7 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         flash_attention=strategy.flash_attention,
         shard_group=strategy.shard_group or 0,
         first_stage_layers=-1 if strategy.first_stage_layers is None else strategy.first_stage_layers,
-        last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers)
+        last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers,
+        first_chunk_layers=-1 if strategy.first_chunk_layers is None else strategy.first_chunk_layers,
+        last_chunk_layers=-1 if strategy.last_chunk_layers is None else strategy.last_chunk_layers,
+        etp=strategy.etp or 0)

@@ -84,7 +84,7 @@ class Infeasible(IntEnum):
         "given first/last stage layers must leave the other stages an equal share of at least one)")
     HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", "heads not divisible by tp"
     EXPERT_PARALLEL_INVALID = 5, "expert_parallel_invalid", (
-        "expert parallelism must divide dp and the number of experts")
+        "expert parallelism must divide the number of experts, and etp x ep the tp x cp x dp ranks of a stage")
     SEQ_NOT_DIVISIBLE = 6, "seq_not_divisible", (
         "sequence length not divisible by cp (x2 for load-balanced ring attention)")
     INTERLEAVE_INVALID = 7, "interleave_invalid", "interleaved schedule needs v >= 2 and micro-batches divisible by pp"
@@ -157,8 +157,9 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
         flag(R.LAYERS_NOT_DIVISIBLE, ~_layers_split(job, g))
         flag(R.HEADS_NOT_DIVISIBLE, (int(sh.heads) % g.tp != 0))
         experts = int(sh.moe_experts)
-        bad_ep = (experts == 0) | (g.dp % g.ep != 0) | (experts % np.maximum(g.ep, 1) != 0)
-        flag(R.EXPERT_PARALLEL_INVALID, (g.ep > 1) & bad_ep)
+        folded = (g.tp * g.cp * g.dp) % (_etp(g) * g.ep) != 0  # MoE parallel folding: etp x ep | tp cp dp
+        bad_ep = (experts == 0) | folded | (experts % np.maximum(g.ep, 1) != 0)
+        flag(R.EXPERT_PARALLEL_INVALID, ((g.ep > 1) | (g.etp > 0)) & bad_ep)
         flag(R.SEQ_NOT_DIVISIBLE, (g.cp > 1) & (job.seq_len % (2 * g.cp) != 0))
         bad_v = (g.virtual_stages < 2) | (m % g.pp != 0) | (g.pp < 2)
         flag(R.INTERLEAVE_INVALID, (g.schedule == ScheduleKind.INTERLEAVED) & bad_v)
@@ -194,7 +195,8 @@ def _stage_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np
     other = np.where(explicit, np.maximum(np.where(set_f, f, mid), np.where(n_mid > 0, mid, 0.0)), ceil)
     first = np.where(explicit, np.where(set_f, f, mid), ceil)
     single = p <= 1
-    return (np.where(single, layers, last_n), np.where(single, layers, other), np.where(single, layers, first))
+    out = (np.where(single, layers, last_n), np.where(single, layers, other), np.where(single, layers, first))
+    return _with_chunk_ranks(job, g, out)
 
 
 def _layers_split(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -209,7 +211,48 @@ def _layers_split(job: Job, g: StrategyGrid) -> np.ndarray:
     interleaved = g.schedule == ScheduleKind.INTERLEAVED
     ok_explicit = (g.pp >= 2) & (rest >= 0) & even_rest & ~interleaved
     ok_balanced = np.where(interleaved, layers % (g.pp * v) == 0, g.pp <= layers)
-    return np.asarray(np.where(explicit, ok_explicit, ok_balanced))
+    ok = np.where(explicit, ok_explicit, ok_balanced)
+    return np.asarray(np.where(_chunked(g), _chunk_split_ok(job, g) & ~explicit, ok))
+
+
+def _chunked(g: StrategyGrid) -> np.ndarray:
+    """Candidates whose interleaved pipeline has a given first and/or last model-chunk size."""
+    return np.asarray((g.schedule == ScheduleKind.INTERLEAVED) & ((g.first_chunk_layers >= 0)
+                                                                 | (g.last_chunk_layers >= 0)))
+
+
+def _chunk_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first, middle, last) model-chunk layers of an interleaved pipeline of pp x v chunks: the given first
+    and/or last chunk sizes, the other chunks sharing the rest of the layers evenly (Megatron-Core's
+    account-for-embedding/loss split, :func:`scalemodel.cost.pipeline.megatron_chunk_layers`, or a
+    --pipeline-model-parallel-layout whose middle chunks are equal)."""
+    layers = float(job.shape.layers) if job.is_transformer else 1.0
+    chunks = (g.pp * np.maximum(g.virtual_stages, 1)).astype(float)
+    set_f, set_l = g.first_chunk_layers >= 0, g.last_chunk_layers >= 0
+    rest = layers - np.where(set_f, g.first_chunk_layers, 0) - np.where(set_l, g.last_chunk_layers, 0)
+    mid = rest / np.maximum(chunks - set_f - set_l, 1.0)
+    return (np.where(set_f, g.first_chunk_layers, mid).astype(float), mid,
+            np.where(set_l, g.last_chunk_layers, mid).astype(float))
+
+
+def _chunk_split_ok(job: Job, g: StrategyGrid) -> np.ndarray:
+    """True where the given first/last chunk sizes leave every other chunk the same whole number (>= 1)."""
+    first, mid, last = _chunk_layers(job, g)
+    return np.asarray((g.pp >= 2) & (g.virtual_stages >= 2) & (mid >= 1.0) & (mid == np.floor(mid)))
+
+
+def _with_chunk_ranks(job: Job, g: StrategyGrid, split: tuple[np.ndarray, np.ndarray, np.ndarray]
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_stage_layers` for chunked interleaved candidates: rank 0 holds the first chunk and v-1 middle
+    ones, ranks 1 .. p-2 v middle chunks, rank p-1 v-1 middle chunks and the last."""
+    if not np.any(_chunked(g)):
+        return split
+    first, mid, last = _chunk_layers(job, g)
+    v = np.maximum(g.virtual_stages, 1).astype(float)
+    rank0, middle, rank_last = first + (v - 1.0) * mid, v * mid, (v - 1.0) * mid + last
+    other = np.where(g.pp >= 3, np.maximum(rank0, middle), rank0)
+    c = _chunked(g)
+    return np.where(c, rank_last, split[0]), np.where(c, other, split[1]), np.where(c, rank0, split[2])
 
 
 def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndarray,
@@ -243,11 +286,11 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     flash: dict[str, Any] = {"flash_attention": g.flash_attention}
     rec = g.recompute
     dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
-                                       **flash)
+                                       **flash)  # etp only shapes the expert GEMMs
     moe_share = float(sh.moe_layers / sh.layers)
     if moe_share > 0:
         moe = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
-                                         moe=True, **kw, **flash)
+                                         moe=True, etp=_etp(g), **kw, **flash)
         mix = lambda a, c: (1 - moe_share) * a + moe_share * c  # noqa: E731
         fwd_l, bwd_l, rec_l = mix(dense.forward, moe.forward), mix(dense.backward, moe.backward), mix(
             dense.recompute, moe.recompute)
@@ -372,10 +415,15 @@ def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarr
     return untapered + (tapered - untapered) * share
 
 
+def _etp(g: StrategyGrid) -> np.ndarray:
+    """Expert tensor-parallel degree: the strategy's etp, else tp (Megatron-Core's default)."""
+    return np.asarray(np.where(g.etp > 0, g.etp, g.tp))
+
+
 def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
-    """(non-expert, expert) parameters held by one GPU before ZeRO sharding."""
+    """(non-expert, expert) parameters held by one GPU before ZeRO sharding; experts split etp x ep ways."""
     dense = (job.params - job.expert_params) / (g.tp * g.pp)
-    expert = job.expert_params / (g.tp * g.pp * g.ep)
+    expert = job.expert_params / (_etp(g) * g.pp * g.ep)
     return dense, expert
 
 
@@ -689,7 +737,8 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
             ep=g.ep, zero_stage=g.zero, recompute=g.recompute, sequence_parallel=g.sequence_parallel,
             num_microbatches=m, schedule=g.schedule, virtual_stages=g.virtual_stages,
             weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
-            flash_attention=g.flash_attention, fragmentation=fragmentation, workspace=workspace, stage_layers=stage)
+            flash_attention=g.flash_attention, fragmentation=fragmentation, workspace=workspace, stage_layers=stage,
+            etp=_etp(g))
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
@@ -722,7 +771,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     m = microbatches(g)
     reason = _feasibility(job, g, m.astype(np.int64))
     last_layers, other_layers, _first = _stage_layers(job, g)
-    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)  # placed once, reused
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp)  # placed once
     comp = _compute_per_microbatch(job, g, last_layers)
     mp = _model_parallel_comm(job, g, comp, groups)
     comp = _with_free_windows(comp, mp, job.collective_share)
@@ -741,6 +790,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
         t_mb = np.maximum(t_mb, t_o)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
+    bubble_mb = _chunked_bubble(job, g, groups, m, t_mb, bubble_mb)
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
@@ -792,6 +842,40 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         extras={"dp_comm_total": full(dp_total), "microbatch_time": full(t_mb),
                 "bubble_microbatches": full(bubble_mb)},
     )
+
+
+def _stage_time(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool) -> np.ndarray:
+    """One micro-batch's seconds on a pipeline rank of ``layers`` layers (with the logits when ``logits``):
+    compute, its contention, and the exposed TP/CP/EP/PP traffic, as :func:`evaluate` prices a stage."""
+    comp = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
+    mp = _model_parallel_comm(job, g, comp, groups)
+    comp = _with_free_windows(comp, mp, job.collective_share)
+    return np.asarray(comp["total"] + comp["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"])
+
+
+def _chunked_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np.ndarray, t_mb: np.ndarray,
+                    bubble_mb: np.ndarray) -> np.ndarray:
+    """Bubble (in micro-batch times of the busiest rank) of an interleaved pipeline whose first and/or last
+    model chunk differ from the others: :func:`scalemodel.cost.pipeline.interleaved_uneven_time` on the ranks'
+    and chunks' own times, minus the m t_mb the busiest rank computes. Each chunk's time carries its two
+    pipeline send/recvs (one forward, one backward). Other candidates keep ``bubble_mb``."""
+    chunked = _chunked(g)
+    if not job.is_transformer or not np.any(chunked):
+        return bubble_mb
+    first, mid, last = _chunk_layers(job, g)
+    v = np.maximum(g.virtual_stages, 1).astype(float)
+    w_first = _stage_time(job, g, groups, first + (v - 1.0) * mid, False)
+    w_mid = _stage_time(job, g, groups, v * mid, False)
+    w_last = _stage_time(job, g, groups, (v - 1.0) * mid + last, True)
+    pp_only = _stage_time(job, g, groups, np.zeros_like(mid), False)  # 2 v send/recvs, no layers
+
+    def chunk(n: np.ndarray) -> np.ndarray:
+        return _stage_time(job, g, groups, n, False) - pp_only + pp_only / v
+
+    total = pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first), chunk(mid))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
+    return np.asarray(np.where(chunked, np.maximum(own, 0.0), bubble_mb))
 
 
 def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:

@@ -48,7 +48,8 @@ TRAINING_FIELDS = ("global_batch", "micro_batch", "seq_len", "precision", "optim
                    "grad_bytes_per_param", "train_tokens", "train_samples", "critical_batch", "work_cv")
 STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "sync",
                    "algorithm", "overlap", "compression", "dp_comm", "flash_attention", "bucket_size",
-                   "first_stage_layers", "last_stage_layers", "assignment", "dispatch_overhead")
+                   "first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers", "etp",
+                   "assignment", "dispatch_overhead")
 
 
 @dataclass
@@ -192,7 +193,8 @@ _MEG_INT = {"--tensor-model-parallel-size": ("strategy", "tp"), "--pipeline-mode
             "--micro-batch-size": ("training", "micro_batch"), "--global-batch-size": ("training", "global_batch"),
             "--seq-length": ("training", "seq_len"), "--train-samples": ("training", "train_samples"),
             "--decoder-first-pipeline-num-layers": ("strategy", "first_stage_layers"),
-            "--decoder-last-pipeline-num-layers": ("strategy", "last_stage_layers")}
+            "--decoder-last-pipeline-num-layers": ("strategy", "last_stage_layers"),
+            "--expert-tensor-parallel-size": ("strategy", "etp")}
 _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--use-distributed-optimizer": ("strategy", "zero", "1"),
                "--overlap-grad-reduce": ("strategy", "overlap", True),

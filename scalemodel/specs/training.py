@@ -67,6 +67,10 @@ class StrategySpec(Spec):
     pp: int = Field(default=1, gt=0)
     cp: int = Field(default=1, gt=0)
     ep: int = Field(default=1, gt=0)
+    etp: int | None = Field(default=None, gt=0, description=(
+        "expert tensor-parallel degree (Megatron-Core --expert-tensor-parallel-size); default tp. The expert grid "
+        "folds etp x ep over each stage's tp x cp x dp ranks (MoE parallel folding, arXiv 2504.14960), so ep need "
+        "only divide tp cp dp / etp, not dp"))
     zero: ZeroText = "0"
     recompute: RecomputeText = "none"
     sequence_parallel: bool = False
@@ -89,6 +93,13 @@ class StrategySpec(Spec):
         "other stages share the rest evenly; default: the balanced split"))
     last_stage_layers: int | None = Field(default=None, ge=0, description=(
         "layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers)"))
+    first_chunk_layers: int | None = Field(default=None, ge=0, description=(
+        "interleaved:V only: decoder layers in the first of the pp x V model chunks (the one holding the "
+        "embedding); the other chunks but the last share the rest evenly. Megatron-LM "
+        "--account-for-embedding-in-pipeline-split gives (L + 1 [+ 1]) / (pp V) - 1; default: the balanced split"))
+    last_chunk_layers: int | None = Field(default=None, ge=0, description=(
+        "interleaved:V only: decoder layers in the last model chunk (the one holding the output layer and "
+        "loss); Megatron-LM --account-for-loss-in-pipeline-split gives (L [+ 1] + 1) / (pp V) - 1"))
     assignment: AssignmentText = Field(
         default="static", description="micro-batches split equally up front, or pulled from a shared queue")
     dispatch_overhead: SecondsOrZero | None = Field(default=None, description=(
