@@ -161,3 +161,32 @@ def test_cost_functions_refuse_bad_values() -> None:
         transport.registration_time(-1.0)
     with pytest.raises(InputError):
         transport.amortised_registration(1e6, 0.5)
+
+
+def test_calibration_overlay_applies_the_profile_once(tmp_path: Path) -> None:
+    """A tier that names a transport is fitted end to end; the overlay writes the fit without the profile,
+    so the calibrated cluster's network tier carries exactly the fitted latency and effective bandwidth."""
+    from scalemodel.cost.collectives import busbw_factor
+    from scalemodel.engine.calibrate import fit_tier, overlay_yaml, parse_nccl_tests
+
+    sets = ["tiers.tcp.transport=tcp", "tiers.tcp.latency=2.7us", "tiers.tcp.efficiency=0.9"]
+    spec = load_cluster("pcie-25gbe", sets)
+    net = build_network(spec)
+    truth = replace(net, tiers=(net.tiers[0], replace(net.tiers[1], latency=60e-6, efficiency=0.5)))
+    sizes = np.array([2.0**k for k in range(10, 31)])
+    t = collective_time("allreduce", sizes, 16, truth, algorithm="ring", dtype_bytes=1)
+    f = float(busbw_factor("allreduce", 16))
+    rows = [f"{int(s):>14d} {int(s) // 4:>12d} float sum -1 {x * 1e6:>10.2f} {s / x / 1e9:.2f} "
+            f"{s / x / 1e9 * f:.2f} 0 {x * 1e6:.2f} {s / x / 1e9:.2f} {s / x / 1e9 * f:.2f} 0"
+            for s, x in zip(sizes, t, strict=True)]
+    log = "\n".join(["# nThread 1 nGpus 1 minBytes 1024 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
+                     "iters: 20 agg iters: 1 validation: 1 graph: 0",
+                     "#       size         count      type   redop    root     time   algbw   busbw #wrong     time"
+                     "   algbw   busbw #wrong", *rows])
+    fit = fit_tier(parse_nccl_tests(log), net, cluster_name="pcie-25gbe", ranks=16, tier="tcp", algorithm="ring")
+    path = tmp_path / "cal.yaml"
+    path.write_text(overlay_yaml(fit, "synthetic", extends="pcie-25gbe"))
+    cal = build_network(load_cluster(str(path), sets[:1])).tiers[1]
+    assert cal.latency == pytest.approx(fit.latency_s, rel=1e-4)
+    assert cal.bandwidth * cal.efficiency == pytest.approx(fit.effective_bandwidth_Bps, rel=1e-4)
+    assert "names transport tcp" in path.read_text()

@@ -31,6 +31,8 @@ class Tier:
     # when set, latency and efficiency above already include its per-message cost and header overhead
     transport: str = ""
     registration_reuse: float = math.inf  # collectives per RDMA memory registration (inf: registered once)
+    transport_latency: float = 0.0  # the profile's per-message cost included in latency (s)
+    wire_efficiency: float = 1.0  # the profile's header efficiency included in efficiency
 
     @property
     def effective_bandwidth(self) -> float:

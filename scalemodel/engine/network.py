@@ -20,7 +20,8 @@ def _tier(t: Any) -> Tier:
                 efficiency=t.efficiency * wire, oversubscription=t.oversubscription,
                 in_network_reduction=t.in_network_reduction, topology=t.topology, protocol=t.protocol,
                 torus_dims=tuple(t.torus_dims or ()), transport=transport,
-                registration_reuse=math.inf if reuse is None else float(reuse))
+                registration_reuse=math.inf if reuse is None else float(reuse), transport_latency=extra,
+                wire_efficiency=wire)
 
 
 def build_network(cluster: Any) -> Network:
