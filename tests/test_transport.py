@@ -190,3 +190,13 @@ def test_calibration_overlay_applies_the_profile_once(tmp_path: Path) -> None:
     assert cal.latency == pytest.approx(fit.latency_s, rel=1e-4)
     assert cal.bandwidth * cal.efficiency == pytest.approx(fit.effective_bandwidth_Bps, rel=1e-4)
     assert "names transport tcp" in path.read_text()
+
+
+def test_tcp_transport_disables_ll128_like_a_tcp_protocol() -> None:
+    from scalemodel.cost.nccl import protocols_for
+
+    nvl = Tier("nvlink", 8, 300e9, 2e-6, 0.8, protocol="nvlink")
+    ib = Tier("net", 64, 50e9, 3e-6, 0.9)
+    assert "ll128" in protocols_for(Network((nvl, ib), 8))
+    assert "ll128" not in protocols_for(Network((nvl, replace(ib, transport="tcp")), 8))
+    assert "ll128" in protocols_for(Network((nvl, replace(ib, transport="roce")), 8))
