@@ -578,3 +578,12 @@ def test_parameter_server_with_cpu_servers(cli: Any) -> None:
     pieces = math.ceil(GPT_1_7B_GRADS / 4096000)
     share = math.ceil(pieces / 2) / pieces
     assert asp2["step_time_s"] == pytest.approx(8 * GPT_1_7B_GRADS * share / (25e9 / 8 * 0.64), rel=1e-6)
+
+
+def test_rdma_registration_per_step_is_small(cli: Any) -> None:
+    """README §8: registering each bucket every step (registration_reuse 1) costs ~0.2 s of a ~20 s step."""
+    at = ("--gpus", "2048", "--global-batch", "3072")
+    once = point(scale(cli, "weak-scaling-rdma.yaml", *at), 2048)
+    every = point(scale(cli, "weak-scaling-rdma.yaml", *at, "--set", "cluster.tiers.tcp.registration_reuse=1"), 2048)
+    extra = every["breakdown_s"]["dp_comm"] - once["breakdown_s"]["dp_comm"]
+    assert 0.1 < extra < 0.3 and extra < 0.02 * once["step_time_s"]
