@@ -401,3 +401,42 @@ def codes(cls: type[Choice], value: Any, where: str = "") -> np.ndarray:
         listed = ", ".join(f"{int(m)} ({m.label})" for m in cls)
         raise InputError(f"{cls.noun()} codes must be one of {listed}", where=where, allowed=cls.allowed())
     return arr.astype(np.int64)
+
+
+# ------------------------------------------------------------------------------------------------
+# Network tier transports (docs/model.md#transport; priced in scalemodel.cost.transport)
+# ------------------------------------------------------------------------------------------------
+
+#: The transports a network tier may name: kernel TCP/IP over Ethernet, RoCE v2, InfiniBand.
+TRANSPORTS: tuple[str, ...] = ("tcp", "roce", "ib")
+#: Transports that move data by RDMA verbs (kernel bypass, zero copy, registered memory).
+RDMA_TRANSPORTS: frozenset[str] = frozenset({"roce", "ib"})
+#: InfiniBand path MTUs, payload bytes per packet (InfiniBand Architecture Specification vol. 1, section 7.7).
+IB_MTUS: tuple[int, ...] = (256, 512, 1024, 2048, 4096)
+#: An Ethernet MTU from 576 B (RFC 791: the datagram every host must accept) to 9216 B (the largest jumbo
+#: frame common switches take).
+ETH_MTU_RANGE: tuple[int, int] = (576, 9216)
+#: Default link MTU: Ethernet's standard 1500 B (IEEE 802.3 maximum MAC client data) for tcp and roce, 4096 B
+#: (the largest IB MTU) for ib.
+DEFAULT_MTU: dict[str, int] = {"tcp": 1500, "roce": 1500, "ib": 4096}
+
+
+def check_transport(transport: str, where: str = "transport") -> str:
+    """``transport`` if it is one of :data:`TRANSPORTS`, else an error listing them."""
+    if transport not in TRANSPORTS:
+        raise InputError(f"unknown transport {transport!r}", where=where, allowed=", ".join(TRANSPORTS))
+    return transport
+
+
+def check_mtu(transport: str, mtu: float, where: str = "mtu") -> float:
+    """``mtu`` if valid for ``transport``: an IB MTU (256, 512, 1024, 2048, 4096) for ib, an Ethernet MTU
+    from 576 to 9216 B for tcp and roce."""
+    check_transport(transport)
+    if transport == "ib":
+        if mtu not in IB_MTUS:
+            raise InputError(f"InfiniBand MTU {mtu:g} B is not an IB MTU", where=where,
+                             allowed=", ".join(str(m) for m in IB_MTUS) + " bytes")
+    elif not (ETH_MTU_RANGE[0] <= mtu <= ETH_MTU_RANGE[1]):
+        raise InputError(f"Ethernet MTU {mtu:g} B is out of range", where=where,
+                         allowed=f"{ETH_MTU_RANGE[0]} to {ETH_MTU_RANGE[1]} bytes")
+    return float(mtu)

@@ -21,9 +21,11 @@ See docs/model.md#collectives and docs/model.md#nccl.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from scalemodel.cost import algorithms, nccl
+from scalemodel.cost import algorithms, nccl, transport
 from scalemodel.cost.algorithms import ALGORITHMS, allowed, check_op
 from scalemodel.cost.network import Network
 from scalemodel.cost.placement import Placement, checked_array, place
@@ -63,12 +65,22 @@ def _check_request(op: str, algorithm: str, family: str, network: Network) -> No
         raise InputError(f"unknown algorithm {algorithm!r}", where="algorithm", allowed=allowed(op))
 
 
+def _registration(S: np.ndarray, pl: Placement) -> np.ndarray:
+    """RDMA memory registration not amortised by buffer reuse, charged once per collective on the group's
+    outermost tier (:func:`scalemodel.cost.transport.registration_per_call`, docs/model.md#transport); 0 for
+    p = 1 and on every tier that registers once (the default)."""
+    if all(math.isinf(t.registration_reuse) for t in pl.network.tiers):
+        return np.zeros(())
+    return np.where(pl.p > 1, transport.registration_per_call(S, pl.network.tiers, pl.tier), 0.0)
+
+
 def group_time(op: str, size_bytes: object, placement: Placement, *, algorithm: str = "auto", dtype_bytes: int = 2,
                gamma: float = 0.0, family: str = "auto") -> np.ndarray:
     """:func:`collective_time` on a group already placed (:func:`scalemodel.cost.placement.place`)."""
     _check_request(op, algorithm, family, placement.network)
     S = _size(size_bytes, dtype_bytes)
-    return nccl.collective_time(op, S, placement, algorithm=algorithm, gamma=gamma, family=family)
+    return (nccl.collective_time(op, S, placement, algorithm=algorithm, gamma=gamma, family=family)
+            + _registration(S, placement))
 
 
 def collective_time(op: str, size_bytes: object, ranks: object, network: Network, *, algorithm: str = "auto",
@@ -85,8 +97,8 @@ def collective_time(op: str, size_bytes: object, ranks: object, network: Network
     """
     _check_request(op, algorithm, family, network)
     S = _size(size_bytes, dtype_bytes)
-    return nccl.collective_time(op, S, place(ranks, stride, network), algorithm=algorithm, gamma=gamma,
-                                family=family)
+    pl = place(ranks, stride, network)
+    return nccl.collective_time(op, S, pl, algorithm=algorithm, gamma=gamma, family=family) + _registration(S, pl)
 
 
 def best_algorithm(op: str, size_bytes: object, ranks: object, network: Network, *, stride: object = 1,

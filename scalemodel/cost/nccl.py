@@ -170,9 +170,9 @@ def protocol_links(pl: Placement, proto: str, algorithm: str = "ring", bw_factor
 
 
 def protocols_for(network: Network) -> tuple[str, ...]:
-    """LL and Simple always; LL128 only where no tier is PCIe/TCP (NCCL enables it only on NVLink
-    paths and capable NICs, docs/model.md#nccl)."""
-    if any(t.protocol.lower() in NO_LL128_PROTOCOLS for t in network.tiers):
+    """LL and Simple always; LL128 only where no tier is PCIe/TCP (protocol, or transport tcp: NCCL enables it
+    only on NVLink paths and capable NICs, docs/model.md#nccl)."""
+    if any(t.protocol.lower() in NO_LL128_PROTOCOLS or t.transport == "tcp" for t in network.tiers):
         return ("ll", "simple")
     return PROTOCOLS
 

@@ -11,6 +11,7 @@ from a cluster spec.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -26,6 +27,12 @@ class Tier:
     topology: str = "switch"  # switch | mesh | torus | ring | rail (docs/model.md#torus, #rail)
     protocol: str = ""  # nvlink | pcie | rdma | tcp ... (informational)
     torus_dims: tuple[int, ...] = ()  # extents of a torus tier's dimensions (topology "torus"), docs/model.md#torus
+    # transport profile (docs/model.md#transport): "" (latency and efficiency are end-to-end), tcp, roce or ib;
+    # when set, latency and efficiency above already include its per-message cost and header overhead
+    transport: str = ""
+    registration_reuse: float = math.inf  # collectives per RDMA memory registration (inf: registered once)
+    transport_latency: float = 0.0  # the profile's per-message cost included in latency (s)
+    wire_efficiency: float = 1.0  # the profile's header efficiency included in efficiency
 
     @property
     def effective_bandwidth(self) -> float:

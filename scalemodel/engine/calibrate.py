@@ -85,6 +85,11 @@ class FitResult:
     #: parameters sitting on a solver bound, e.g. {"latency_s": "lower"}
     at_bound: dict[str, str] | None = None
     tier_index: int = 0
+    #: the tier's transport profile (docs/model.md#transport), included in the fitted latency and efficiency:
+    #: the overlay writes them without it, so that loading it applies the profile once
+    transport: str = ""
+    transport_latency_s: float = 0.0
+    wire_efficiency: float = 1.0
 
 
 def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, tier: str | None = None,
@@ -148,7 +153,9 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
     return FitResult(cluster_name, base.name, log.op, ranks, algorithm, lat, line, eff, beff,
                      {"latency_s": base.latency, "bandwidth_Bps": base.bandwidth, "efficiency": base.efficiency},
                      res, float(np.sqrt(np.mean(np.asarray(sol.fun) ** 2))), int(S.size),
-                     latency_ci_s=lat_ci, effective_bandwidth_ci_Bps=bw_ci, at_bound=at_bound, tier_index=idx)
+                     latency_ci_s=lat_ci, effective_bandwidth_ci_Bps=bw_ci, at_bound=at_bound, tier_index=idx,
+                     transport=base.transport, transport_latency_s=base.transport_latency,
+                     wire_efficiency=base.wire_efficiency)
 
 
 def _intervals(x: np.ndarray, jac: np.ndarray, fun: np.ndarray) -> tuple[list[float] | None, list[float] | None]:
@@ -246,18 +253,29 @@ def overlay_yaml(fit: FitResult, source: str, extends: str | None = None, sets: 
     fit was made under) are listed in the header: the overlay does not carry them.
     """
     source = source.replace("\r", "\\r").replace("\n", "\\n")  # stays one comment line
+    # A tier that names a transport gets its profile added on loading: write the fit without it.
+    latency = max(0.0, fit.latency_s - fit.transport_latency_s)
+    line, eff = fit.bandwidth_Bps, fit.efficiency / fit.wire_efficiency
+    if eff > 1.0:
+        line, eff = line * eff, 1.0
     doc = {
         "extends": extends or fit.cluster,
         "name": f"{fit.cluster}-calibrated",
         "tiers": [{
             "name": fit.tier,
-            "latency": f"{fit.latency_s * 1e6:.6g} us",
-            "bandwidth": f"{fit.bandwidth_Bps / 1e9:.6g} GB/s",
-            "efficiency": round(fit.efficiency, 6),
+            "latency": f"{latency * 1e6:.6g} us",
+            "bandwidth": f"{line / 1e9:.6g} GB/s",
+            "efficiency": round(eff, 6),
         }],
     }
     head = (f"# Calibrated by `scalemodel calibrate nccl-tests` from {source}: {fit.op} on {fit.ranks} ranks,\n"
             f"# {fit.rows_used} sizes, algorithm {fit.algorithm}, rms log error {fit.rms_log_error:.3g}.\n")
+    if fit.transport:
+        head += (f"# tier {fit.tier} names transport {fit.transport}: latency and efficiency are written without its "
+                 f"profile (+{fit.transport_latency_s * 1e6:.6g} us per message, x{fit.wire_efficiency:.6g} for "
+                 "headers), which loading adds back (docs/model.md#transport)\n")
+        if fit.latency_s < fit.transport_latency_s:
+            head += "# the fitted latency is below the profile's per-message cost alone: written as 0\n"
     for item in sets:
         item = item.replace("\r", "\\r").replace("\n", "\\n")
         head += f"# fitted with --set {item}: pass it again with this overlay\n"

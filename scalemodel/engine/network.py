@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from scalemodel.cost.network import Network, Tier
+from scalemodel.cost.transport import profile
+
+
+def _tier(t: Any) -> Tier:
+    """One tier spec as numbers; a named ``transport`` adds its per-message cost to the latency and its wire
+    efficiency to the efficiency (docs/model.md#transport)."""
+    extra, wire, transport = 0.0, 1.0, getattr(t, "transport", None) or ""
+    if transport:
+        extra, wire = profile(transport, getattr(t, "mtu", None))
+    reuse = getattr(t, "registration_reuse", None)
+    return Tier(name=t.name, span=t.span, bandwidth=t.bandwidth, latency=t.latency + extra,
+                efficiency=t.efficiency * wire, oversubscription=t.oversubscription,
+                in_network_reduction=t.in_network_reduction, topology=t.topology, protocol=t.protocol,
+                torus_dims=tuple(t.torus_dims or ()), transport=transport,
+                registration_reuse=math.inf if reuse is None else float(reuse), transport_latency=extra,
+                wire_efficiency=wire)
 
 
 def build_network(cluster: Any) -> Network:
     """A cluster spec's tiers as plain numbers for the cost models (once per job; specs/ stays below cost/)."""
     return Network(
-        tiers=tuple(
-            Tier(name=t.name, span=t.span, bandwidth=t.bandwidth, latency=t.latency, efficiency=t.efficiency,
-                 oversubscription=t.oversubscription, in_network_reduction=t.in_network_reduction,
-                 topology=t.topology, protocol=t.protocol,
-                 torus_dims=tuple(t.torus_dims or ()))
-            for t in cluster.tiers),
+        tiers=tuple(_tier(t) for t in cluster.tiers),
         gpus_per_node=cluster.gpus_per_node,
         generation=str(getattr(cluster.accelerator, "family", "") or ""),
     )

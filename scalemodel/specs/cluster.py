@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from scalemodel.choices import RDMA_TRANSPORTS, check_mtu
 from scalemodel.errors import InputError
 from scalemodel.specs.accelerator import AcceleratorSpec
 from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref
 from scalemodel.specs.quantities import Bandwidth, Bytes, Fraction, PricePerHour, Seconds, Watts
 
 Topology = Literal["switch", "mesh", "torus", "ring", "rail"]
+Transport = Literal["tcp", "roce", "ib"]
 Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp"]
 
 
@@ -25,10 +27,36 @@ class TierSpec(Sourced):
     in_network_reduction: bool = Field(default=False, description="SHARP / NVLS style reduction in switches")
     topology: Topology = "switch"
     protocol: str = ""
+    transport: Transport | None = Field(default=None, description=(
+        "transport profile (docs/model.md#transport): tcp (kernel TCP/IP over Ethernet), roce (RoCE v2) or ib "
+        "(InfiniBand). When given, latency is read as the network hop with a kernel-bypass transport and "
+        "efficiency as the share left besides headers; the profile adds its per-message software cost and "
+        "divides by its header efficiency. Omitted: latency and efficiency are end-to-end measurements"))
+    mtu: Bytes | None = Field(default=None, description=(
+        "link MTU for the transport's header overhead: the Ethernet MTU for tcp and roce (default 1500), the IB "
+        "MTU for ib (256-4096, default 4096); needs transport"))
+    registration_reuse: float | None = Field(default=None, ge=1.0, le=1e12, description=(
+        "collectives per RDMA memory registration of the buffer (1: registered on every call); omitted: "
+        "registered once, as NCCL's internal buffers are; needs transport roce or ib"))
     torus_dims: list[int] | None = Field(
         default=None, min_length=1, max_length=6,
         description="extents of a torus tier's dimensions (topology: torus), e.g. [32, 32]; their product is the "
                     "number of torus nodes, span / the inner tier's span (docs/model.md#torus)")
+
+    @model_validator(mode="after")
+    def _transport(self) -> TierSpec:
+        if self.transport is None:
+            if self.mtu is not None or self.registration_reuse is not None:
+                raise ValueError("mtu and registration_reuse need a transport (tcp, roce or ib)")
+            return self
+        if self.mtu is not None:
+            try:
+                check_mtu(self.transport, self.mtu)
+            except InputError as exc:
+                raise ValueError(f"mtu: {exc.what}; allowed: {exc.allowed}") from None
+        if self.registration_reuse is not None and self.transport not in RDMA_TRANSPORTS:
+            raise ValueError(f"registration_reuse applies to RDMA transports (roce, ib), not {self.transport!r}")
+        return self
 
     @field_validator("torus_dims")
     @classmethod
