@@ -44,7 +44,7 @@ from scalemodel.cost import compression, efficiency
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, CAUSES, PARTS
 from scalemodel.engine.planner import search as plan_search
-from scalemodel.engine.predict import Prediction, result_at
+from scalemodel.engine.predict import Prediction, result_at, staleness_note
 from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError
 from scalemodel.units import format_quantity
@@ -249,6 +249,8 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
             gpus=n, global_batch=batch, prediction=pred, gpu_seconds_per_sample=t, parts_per_sample=part,
             scaling_efficiency=t0 / t, loss_attribution=attribution, statistical_efficiency=stat,
             time_to_target_s=ttt))
+    if any((p.prediction.sync.get("mean_staleness") or 0.0) > 0 for p in points):
+        notes.append(staleness_note(job, kappa))
     infeasible = [p.gpus for p in points if not p.prediction.feasible]
     if infeasible:
         reason = next(p.prediction.infeasible_reason for p in points if not p.prediction.feasible)
