@@ -156,3 +156,21 @@ def test_cli_names_the_kappa_source_and_the_override(cli: Any) -> None:
     bad = cli(*base, "--set", "training.optimizer=lion")
     assert bad.code == 2 and bad.err.startswith("error: ") and "adam" in bad.err and "Traceback" not in bad.err
     assert len(bad.err.strip().splitlines()) == 1
+
+
+def test_every_compression_kind_states_its_cost_with_and_without_error_feedback(cli: Any) -> None:
+    import yaml
+
+    from scalemodel.choices import CompressionKind
+    from scalemodel.cost import compression
+
+    kinds = yaml.safe_load((ROOT / "validation" / "convergence.yaml").read_text())["compression"]["kinds"]
+    for kind in CompressionKind:
+        entry = kinds[kind.label]
+        for side in ("with_error_feedback", "without_error_feedback"):
+            assert entry[side]["charged"] and entry[side]["evidence"], (kind.label, side)
+    assert compression.error_feedback_note("fp16") is None and compression.error_feedback_note("none") is None
+    res = cli("scale", "--model", "gpt-1.7b", "--cluster", "dgx-a100", "--gpus", "64", "--compression", "int8",
+              "--json")
+    assert res.code == 0, res.err
+    assert any("as published with error feedback" in n for n in json.loads(res.out)["notes"])

@@ -189,6 +189,9 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     caveat = compression.accuracy_note(comp.kind.label, comp.topk_ratio)
     if caveat:
         notes.append(caveat)
+    assumption = compression.error_feedback_note(comp.kind.label)
+    if assumption:
+        notes.append(assumption)
     micro = training.micro_batch
     n0 = gpus[0]
     mp = strategy.tp * strategy.pp * strategy.cp
