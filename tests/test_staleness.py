@@ -174,3 +174,18 @@ def test_every_compression_kind_states_its_cost_with_and_without_error_feedback(
               "--json")
     assert res.code == 0, res.err
     assert any("as published with error feedback" in n for n in json.loads(res.out)["notes"])
+
+
+def test_scale_names_the_critical_batch_default(cli: Any) -> None:
+    """Without training.critical_batch a transformer gets Kaplan's B_crit(L(N)) and scale says so; by hand for
+    GPT 1.7B (24 layers, hidden 2304: N ~ 12 l h^2 non-embedding): L = (8.8e13/N)^0.076, B = 2e8 / L^(1/0.21)
+    tokens, / 2048 per sequence."""
+    n = 12 * 24 * 2304.0 ** 2
+    by_hand = 2e8 / ((8.8e13 / n) ** 0.076) ** (1 / 0.21) / 2048
+    base = ("scale", "--model", "gpt-1.7b", "--cluster", "dgx-a100", "--gpus", "64", "--train-tokens", "300B", "--json")
+    notes = json.loads(cli(*base).out)["notes"]
+    line = next(n for n in notes if n.startswith("critical batch"))
+    assert "Kaplan et al. 2020" in line and "training.critical_batch" in line
+    assert float(line.split()[2]) == pytest.approx(by_hand, rel=0.02)
+    given = json.loads(cli(*base, "--set", "training.critical_batch=4096").out)["notes"]
+    assert not any(n.startswith("critical batch") for n in given)

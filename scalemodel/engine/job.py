@@ -91,6 +91,7 @@ class Job:
     # (scalemodel/cost/staleness.py); --staleness-kappa overrides it per call
     staleness_kappa: float = field(default_factory=staleness.fallback_kappa)
     staleness_kappa_source: str = ""
+    critical_batch_source: str = ""  # where critical_batch (B_noise) came from, one line ("" when not known)
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -164,7 +165,20 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
         collective_share=collective_share(acc),
         **_staleness_kappa(training, sh),
+        critical_batch_source=_critical_batch_source(training, sh, int(seq)),
     )
+
+
+def _critical_batch_source(training: Any, shape: Any, seq_len: int) -> str:
+    """Where :func:`_critical_batch`'s B_noise comes from, for the report."""
+    if training.critical_batch is not None:
+        return f"critical batch {training.critical_batch:g} samples from training.critical_batch"
+    if shape is None:
+        return ""
+    b = _critical_batch(training, shape, seq_len)
+    return (f"critical batch {b:.0f} sequences: the documented default, Kaplan et al. 2020's B_crit(L) at the loss "
+            "L(N) of the non-embedding parameter count (a WebText2-era fit, docs/model.md#statistical-efficiency); "
+            "set training.critical_batch to the workload's measured gradient noise scale")
 
 
 def _staleness_kappa(training: Any, shape: Any) -> dict[str, Any]:

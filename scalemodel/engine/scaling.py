@@ -258,6 +258,8 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     if infeasible:
         reason = next(p.prediction.infeasible_reason for p in points if not p.prediction.feasible)
         notes.append(f"infeasible at {', '.join(map(str, infeasible))} GPUs: {reason}")
+    if job.critical_batch > 0 and training.critical_batch is None and job.critical_batch_source:
+        notes.append(job.critical_batch_source)
     if training.critical_batch is not None and job.train_tokens <= 0:
         notes.append("time to target needs train_tokens as well as critical_batch")
     return ScalingResult(mode=mode, best=best, points=points, inputs=inputs or {}, notes=notes)
