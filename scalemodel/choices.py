@@ -171,6 +171,16 @@ class CompressionKind(Choice):
         return "compression"
 
 
+class Optimizer(Choice):
+    """The optimizer, for the staleness penalty's default (the five studied by Dai et al., ICLR 2019)."""
+
+    SGD = 0, "sgd"
+    MOMENTUM = 1, "momentum", "sgd-momentum", "nesterov"
+    ADAM = 2, "adam", "adamw"
+    RMSPROP = 3, "rmsprop"
+    ADAGRAD = 4, "adagrad"
+
+
 class Assignment(Choice):
     """Work assignment: equal shares fixed up front, or pulled from a shared queue."""
 

@@ -3,15 +3,20 @@
 - compression: the accuracy change of top-k with error feedback at each published point (DGC reference
   reproduction), its mean and standard error per model; the step model charges no extra steps where the
   mean change is not below zero by more than two standard errors.
-- staleness: the status of every source (no numeric point is transcribed: kappa stays the placeholder).
+- staleness: kappa per (optimizer, model family) by least squares of steps_ratio - 1 = kappa * mean_staleness
+  over the transcribed points (scalemodel/cost/staleness.py), with 95 % intervals; the borrow table and the
+  fallback for families without points; the status of every source.
 - critical batch: Kaplan's default B_crit(L(N)) for the given non-embedding parameter counts.
 
-Run: PYTHONPATH=$PWD python scripts/fit_convergence.py [path/to/convergence.yaml]
+Run: PYTHONPATH=$PWD python scripts/fit_convergence.py [path/to/convergence.yaml] [--write [OUT.json]] [--check]
+  --write  writes the staleness defaults the tool uses (default scalemodel/data/staleness_kappa.json)
+  --check  exits 1 when the committed defaults differ from a fresh fit of the YAML
 Nothing here reads or targets the source document's numbers.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -19,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from scalemodel.cost import efficiency
+from scalemodel.cost import efficiency, staleness
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,8 +41,38 @@ def mean_and_stderr(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(var / n)
 
 
+def staleness_defaults(section: dict[str, Any]) -> dict[str, Any]:
+    """The defaults file: one fit per (optimizer, family) group of points, the borrow table, the fallback."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in section.get("points") or []:
+        groups.setdefault(staleness.group_key(str(p["optimizer"]), str(p["family"])), []).append(p)
+    fits: dict[str, Any] = {}
+    for key, pts in sorted(groups.items()):
+        f = staleness.fit_kappa([float(p["mean_staleness"]) for p in pts], [float(p["steps_ratio"]) for p in pts])
+        fits[key] = {"kappa": round(f.kappa, 4), "low": None if f.low is None else round(f.low, 4),
+                     "high": None if f.high is None else round(f.high, 4), "n": f.n,
+                     "rms_residual": round(f.rms_residual, 4),
+                     "sources": sorted({f"{p['source']} {p['table']}" for p in pts})}
+    borrow = {staleness.group_key(*k.split("/")): staleness.group_key(*v.split("/"))
+              for k, v in (section.get("borrow") or {}).items()}
+    for k, v in borrow.items():
+        if v not in fits:
+            raise SystemExit(f"error: staleness.borrow: {k} borrows {v}, which has no fit; name a fitted group")
+    fb = section["fallback"]
+    return {"generated_by": "scripts/fit_convergence.py --write (from validation/convergence.yaml)",
+            "model": "steps_ratio - 1 = kappa * mean_staleness (scalemodel/cost/staleness.py)",
+            "fits": fits, "borrow": dict(sorted(borrow.items())),
+            "fallback": {"kappa": float(fb["kappa"]), "status": " ".join(str(fb["status"]).split())}}
+
+
 def main(argv: list[str]) -> int:
-    path = Path(argv[1]) if len(argv) > 1 else ROOT / "validation" / "convergence.yaml"
+    args = [a for a in argv[1:] if not a.startswith("--")]
+    write = "--write" in argv
+    out_path = staleness.DEFAULTS_FILE
+    if write and argv.index("--write") + 1 < len(argv) and not argv[argv.index("--write") + 1].startswith("--"):
+        out_path = Path(argv[argv.index("--write") + 1])
+        args.remove(argv[argv.index("--write") + 1])
+    path = Path(args[0]) if args else ROOT / "validation" / "convergence.yaml"
     data = yaml.safe_load(path.read_text())
     print("compression (top-1 change vs dense, points)")
     for p in data["compression"]["points"]:
@@ -47,11 +82,32 @@ def main(argv: list[str]) -> int:
         print(f"  {p['model']:<10} {p['scheme']} density {p['density']:g} EF={p['error_feedback']}: "
               f"{', '.join(f'{x:+.1f}' for x in d)}  mean {mean:+.2f} +- {se:.2f} -> "
               f"{'no step-count cost' if lossless else 'accuracy loss'}")
-    print("staleness")
     st = data["staleness"]
+    table = staleness_defaults(st)
+    print("staleness (steps_ratio - 1 = kappa * mean staleness, 95 % interval)")
+    for key, f in table["fits"].items():
+        ci = "no interval (one point)" if f["low"] is None else f"[{f['low']:.3g}, {f['high']:.3g}]"
+        print(f"  {key:<20} kappa {f['kappa']:.3g} {ci}  n={f['n']} rms {f['rms_residual']:.3g}  "
+              f"({'; '.join(f['sources'])})")
+    for k, v in table["borrow"].items():
+        print(f"  {k:<20} borrows {v}")
     for s in st["sources"]:
         print(f"  {s['id']:<9} {s['status']}")
-    print(f"  default kappa {st['default_kappa']} ({st['default_status']})")
+    fb = table["fallback"]
+    kind = "placeholder" if fb["status"].startswith("placeholder") else fb["status"]
+    print(f"  default kappa {fb['kappa']:g} ({kind}) for every group without a fit or a borrow"
+          f"{'' if table['fits'] else ': no group has a fit'}")
+    text = json.dumps(table, indent=1) + "\n"
+    if write:
+        out_path.write_text(text)
+        print(f"wrote {out_path}")
+    if "--check" in argv:
+        committed = staleness.DEFAULTS_FILE.read_text() if staleness.DEFAULTS_FILE.exists() else ""
+        if committed != text:
+            print(f"error: {staleness.DEFAULTS_FILE} differs from the fit of {path}; run with --write",
+                  file=sys.stderr)
+            return 1
+        print(f"{staleness.DEFAULTS_FILE.name} matches the fit")
     print("critical batch (Kaplan default, tokens and 2048-token sequences)")
     for n in (1.53e9, 3.87e10):
         b = float(efficiency.default_critical_batch_tokens(n))

@@ -88,7 +88,8 @@ FlashOption = Annotated[bool | None, typer.Option(
     "--flash-attention/--no-flash-attention", help="Fused attention (default on): no s x s scores in memory.")]
 KappaOption = Annotated[float | None, typer.Option(
     "--staleness-kappa", min=0.0,
-    help="Convergence sensitivity to staleness: efficiency = 1/(1 + kappa x staleness) (default 0.5, uncalibrated).")]
+    help="Convergence sensitivity to staleness: efficiency = 1/(1 + kappa x staleness); default: fitted for "
+    "training.optimizer and the model family (scalemodel/data/staleness_kappa.json), else a documented fallback.")]
 TrainTokensOption = Annotated[str | None, typer.Option("--train-tokens", help="Tokens to train, e.g. 300B.")]
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from scalemodel.commands.common import JsonOption, quantity
-from scalemodel.engine.stragglers import DIST_CHOICES
+from scalemodel.engine.stragglers import DEFAULT_STALENESS_KAPPA, DIST_CHOICES
 from scalemodel.engine.stragglers import stragglers as run
 from scalemodel.errors import InputError
 from scalemodel.report.stragglers import render_stragglers
@@ -31,7 +31,9 @@ def register(app: typer.Typer) -> None:
         local: Annotated[int, typer.Option("--local", help="Averaging period H shown for local SGD.")] = 4,
         comm: Annotated[str, typer.Option("--comm", help="Synchronisation (communication) time per step.")] = "0s",
         kappa: Annotated[float, typer.Option("--staleness-kappa", help="Convergence penalty per global step "
-                                             "of staleness: efficiency = 1/(1 + kappa*staleness).")] = 0.5,
+                                             "of staleness: efficiency = 1/(1 + kappa*staleness); default: the "
+                                             "fallback of scalemodel/data/staleness_kappa.json (a placeholder)."
+                                             )] = DEFAULT_STALENESS_KAPPA,
         samples: Annotated[str | None, typer.Option("--samples", help="File of measured step times: one per "
                                                     "line, or a YAML/JSON list.")] = None,
         as_json: JsonOption = False,

@@ -50,6 +50,18 @@ def accuracy_note(kind: str, density: float = 1.0) -> str | None:
     return None
 
 
+def error_feedback_note(kind: str) -> str | None:
+    """A one-line statement of the error-feedback assumption for the lossy schemes (int8, topk), else None.
+
+    The step model charges them no extra steps as published *with* error feedback; without it biased
+    compressors can fail to converge (Karimireddy et al. 2019; validation/convergence.yaml compression.kinds)."""
+    if kind in ("int8", "topk"):
+        return (f"{kind}: no step-count cost charged, as published with error feedback (the residual carried to "
+                "the next step); without it biased compressors can lose accuracy or fail to converge "
+                "(Karimireddy et al. 2019)")
+    return None
+
+
 def _check(n: Array, size: Array, bw: Array, lat: Array, t_enc: Array, t_dec: Array) -> tuple[np.ndarray, ...]:
     vals = [np.asarray(x, dtype=float) for x in (n, size, bw, lat, t_enc, t_dec)]
     names = ("ranks", "size", "bandwidth", "latency", "t_enc", "t_dec")

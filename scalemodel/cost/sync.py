@@ -37,13 +37,13 @@ Units of the results (all broadcast over the numeric inputs):
 
       efficiency = 1 / (1 + kappa * mean_staleness)
 
-  with ``kappa`` the user's sensitivity (extra steps needed per global step of staleness). It is
-  NOT a universal constant: staleness theory only gives bounds (SSP regret grows with sqrt(s+1),
-  Ho et al. 2013; linear speedup for async needs staleness O(sqrt(K/M)), Lian et al. 2015; the
-  local-SGD error term grows with tau-1, Wang & Joshi 2021). The default
-  :data:`DEFAULT_STALENESS_KAPPA` = 0.5 is an uncalibrated placeholder for every optimizer and model family:
-  the published measurements (Dai et al. ICLR 2019, Chen et al. 2016, Ho et al. 2013) are recorded in
-  validation/convergence.yaml, none transcribed as a number yet. Set it from measurement.
+  with ``kappa`` the extra synchronous steps needed per global step of staleness. It is NOT a universal
+  constant: staleness theory only gives bounds (SSP regret grows with sqrt(s+1), Ho et al. 2013; linear
+  speedup for async needs staleness O(sqrt(K/M)), Lian et al. 2015; the local-SGD error term grows with
+  tau-1, Wang & Joshi 2021). Its defaults are fitted per (optimizer, model family) to the published
+  steps-to-target points of validation/convergence.yaml (:mod:`scalemodel.cost.staleness`); with no table
+  transcribed there yet, every family gets :data:`DEFAULT_STALENESS_KAPPA` = 0.5, the fallback that file states
+  as a placeholder fitted to nothing. ``--staleness-kappa`` overrides it; set it from measurement.
   Time to target = steps_sync * step_time_s / efficiency.
 
 Straggler terms come from :mod:`scalemodel.cost.stragglers`: BSP waits for E[max of N]; waiting
@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from scalemodel.choices import SYNC_ALLOWED, SyncKind, SyncMode, parse_sync
+from scalemodel.cost import staleness
 from scalemodel.cost import stragglers as st
 from scalemodel.errors import InputError
 
@@ -65,7 +66,8 @@ __all__ = ["SYNC_ALLOWED", "SyncStrategy", "parse_sync", "sync_step", "effective
 
 Array = Any
 
-DEFAULT_STALENESS_KAPPA = 0.5
+#: kappa of a job whose (optimizer, model family) has no fit: the fallback of scalemodel/data/staleness_kappa.json
+DEFAULT_STALENESS_KAPPA = staleness.fallback_kappa()
 SYNC_KINDS = tuple(k.value for k in SyncKind)
 #: A parsed strategy (the vocabulary lives in :mod:`scalemodel.choices`).
 SyncStrategy = SyncMode
@@ -87,7 +89,7 @@ class SyncResult:
 
 
 def staleness_efficiency(mean_staleness: Array, kappa: Array = DEFAULT_STALENESS_KAPPA) -> np.ndarray:
-    """efficiency = 1/(1 + kappa * staleness) (heuristic, docs/model.md#sync; kappa >= 0 user-set)."""
+    """efficiency = 1/(1 + kappa * staleness) (heuristic, docs/model.md#sync; kappa >= 0, cost/staleness.py)."""
     s = np.asarray(mean_staleness, dtype=float)
     k = np.asarray(kappa, dtype=float)
     if np.any(s < 0) or not np.all(np.isfinite(s)):

@@ -30,7 +30,7 @@ from scalemodel.choices import (
     parse_sequence_lengths,
     parse_sync,
 )
-from scalemodel.cost import balance, compute, efficiency, transformer
+from scalemodel.cost import balance, compute, efficiency, staleness, transformer
 from scalemodel.cost.network import Network
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
@@ -87,6 +87,11 @@ class Job:
     # share of the compute units a running collective occupies (collective_units / compute_units; 0 when
     # the accelerator does not say): overlapped compute runs on the rest (docs/model.md#contention)
     collective_share: float = 0.0
+    # staleness penalty of async / stale-sync modes for this optimizer and model family, and its provenance
+    # (scalemodel/cost/staleness.py); --staleness-kappa overrides it per call
+    staleness_kappa: float = field(default_factory=staleness.fallback_kappa)
+    staleness_kappa_source: str = ""
+    critical_batch_source: str = ""  # where critical_batch (B_noise) came from, one line ("" when not known)
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -159,7 +164,27 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         ps_partition_bytes=float(cluster.parameter_server.partition_bytes),
         ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
         collective_share=collective_share(acc),
+        **_staleness_kappa(training, sh),
+        critical_batch_source=_critical_batch_source(training, sh, int(seq)),
     )
+
+
+def _critical_batch_source(training: Any, shape: Any, seq_len: int) -> str:
+    """Where :func:`_critical_batch`'s B_noise comes from, for the report."""
+    if training.critical_batch is not None:
+        return f"critical batch {training.critical_batch:g} samples from training.critical_batch"
+    if shape is None:
+        return ""
+    b = _critical_batch(training, shape, seq_len)
+    return (f"critical batch {b:.0f} sequences: the documented default, Kaplan et al. 2020's B_crit(L) at the loss "
+            "L(N) of the non-embedding parameter count (a WebText2-era fit, docs/model.md#statistical-efficiency); "
+            "set training.critical_batch to the workload's measured gradient noise scale")
+
+
+def _staleness_kappa(training: Any, shape: Any) -> dict[str, Any]:
+    """kappa for the workload's optimizer and model family (a transformer, or a generic model), with its source."""
+    d = staleness.default_kappa(training.optimizer, "transformer" if shape is not None else "generic")
+    return {"staleness_kappa": d.kappa, "staleness_kappa_source": d.source}
 
 
 def _critical_batch(training: Any, shape: Any, seq_len: int) -> float:

@@ -111,4 +111,14 @@ def predict(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any
     job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
     grid = grid_from_strategy(strategy, training, gpus, job)
     res = evaluate(job, grid, sync=strategy.sync, kappa=kappa)
-    return result_at(job, grid, res, 0, sync=strategy.sync, inputs=inputs)
+    pred = result_at(job, grid, res, 0, sync=strategy.sync, inputs=inputs)
+    if (pred.sync.get("mean_staleness") or 0.0) > 0:
+        pred.notes.append(staleness_note(job, kappa))
+    return pred
+
+
+def staleness_note(job: Job, kappa: float | None) -> str:
+    """Where the staleness penalty's kappa came from (a sync mode with stale gradients)."""
+    if kappa is not None:
+        return f"staleness penalty: kappa {kappa:g} from --staleness-kappa"
+    return f"staleness penalty: {job.staleness_kappa_source}"

@@ -44,7 +44,7 @@ from scalemodel.cost import compression, efficiency
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, CAUSES, PARTS
 from scalemodel.engine.planner import search as plan_search
-from scalemodel.engine.predict import Prediction, result_at
+from scalemodel.engine.predict import Prediction, result_at, staleness_note
 from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError
 from scalemodel.units import format_quantity
@@ -189,6 +189,9 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     caveat = compression.accuracy_note(comp.kind.label, comp.topk_ratio)
     if caveat:
         notes.append(caveat)
+    assumption = compression.error_feedback_note(comp.kind.label)
+    if assumption:
+        notes.append(assumption)
     micro = training.micro_batch
     n0 = gpus[0]
     mp = strategy.tp * strategy.pp * strategy.cp
@@ -249,10 +252,14 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
             gpus=n, global_batch=batch, prediction=pred, gpu_seconds_per_sample=t, parts_per_sample=part,
             scaling_efficiency=t0 / t, loss_attribution=attribution, statistical_efficiency=stat,
             time_to_target_s=ttt))
+    if any((p.prediction.sync.get("mean_staleness") or 0.0) > 0 for p in points):
+        notes.append(staleness_note(job, kappa))
     infeasible = [p.gpus for p in points if not p.prediction.feasible]
     if infeasible:
         reason = next(p.prediction.infeasible_reason for p in points if not p.prediction.feasible)
         notes.append(f"infeasible at {', '.join(map(str, infeasible))} GPUs: {reason}")
+    if job.critical_batch > 0 and training.critical_batch is None and job.critical_batch_source:
+        notes.append(job.critical_batch_source)
     if training.critical_batch is not None and job.train_tokens <= 0:
         notes.append("time to target needs train_tokens as well as critical_batch")
     return ScalingResult(mode=mode, best=best, points=points, inputs=inputs or {}, notes=notes)

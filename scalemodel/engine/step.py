@@ -800,7 +800,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     dp_contention = _contention(job.collective_share, dp_total - exposed_dp)
     local = local + dp_contention
 
-    kw: dict[str, Any] = {} if kappa is None else {"kappa": kappa}
+    kw: dict[str, Any] = {"kappa": job.staleness_kappa if kappa is None else kappa}
     sres = sync_model.sync_step(sync, g.dp.astype(float), local, job.straggler_cv, job.straggler_dist,
                                 comm_s=cross, group_comm_s=in_group, **kw)
     step = np.asarray(sres.step_time_s, dtype=float)

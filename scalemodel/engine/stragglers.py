@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from scalemodel.cost import stragglers as st
+from scalemodel.cost.sync import DEFAULT_STALENESS_KAPPA as DEFAULT_STALENESS_KAPPA  # the stragglers command default
 from scalemodel.cost.sync import sync_step
 from scalemodel.errors import InputError
 

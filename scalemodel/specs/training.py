@@ -10,6 +10,7 @@ from scalemodel.choices import (
     Algorithm,
     Assignment,
     Choice,
+    Optimizer,
     Precision,
     Recompute,
     Schedule,
@@ -33,6 +34,7 @@ TrainPrecision = Annotated[str, BeforeValidator(Precision.normalize), _labels(Pr
 ZeroText = Annotated[str, BeforeValidator(Zero.normalize), _labels(Zero)]
 RecomputeText = Annotated[str, BeforeValidator(Recompute.normalize), _labels(Recompute)]
 AssignmentText = Annotated[str, BeforeValidator(Assignment.normalize), _labels(Assignment)]
+OptimizerText = Annotated[str, BeforeValidator(Optimizer.normalize), _labels(Optimizer)]
 
 
 class TrainingSpec(Spec):
@@ -43,6 +45,9 @@ class TrainingSpec(Spec):
     optimizer_bytes_per_param: float = Field(
         default=12.0, ge=0,
         description="optimizer-state bytes per parameter: 12 = fp32 master + Adam m, v (ZeRO paper's K=12)")
+    optimizer: OptimizerText | None = Field(default=None, description=(
+        "sgd | momentum | adam | rmsprop | adagrad: picks the staleness penalty's fitted kappa for async / stale "
+        "sync modes (scalemodel/data/staleness_kappa.json); not given: the documented fallback"))
     grad_bytes_per_param: float | None = Field(
         default=None, gt=0, description="gradient element size; default from precision (2 for 16-bit)")
     train_tokens: Count | None = None
