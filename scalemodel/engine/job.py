@@ -18,6 +18,7 @@ from scalemodel.choices import (
     Compression,
     CompressionKind,
     DpComm,
+    Layout,
     Precision,
     Recompute,
     Schedule,
@@ -241,6 +242,7 @@ class StrategyGrid:
     shard_group: np.ndarray  # HSDP: data-parallel replicas per sharding group; 0 = the replicas in one node
     first_stage_layers: np.ndarray  # layers on the first pipeline stage; -1 = the balanced split
     last_stage_layers: np.ndarray  # layers on the last pipeline stage; -1 = the balanced split
+    layout: np.ndarray  # choices.Layout codes: the rank order of the parallel dimensions
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -288,6 +290,7 @@ class StrategyGrid:
             "shard_group": int(self.shard_group[i]) or None,
             "first_stage_layers": int(self.first_stage_layers[i]) if self.first_stage_layers[i] >= 0 else None,
             "last_stage_layers": int(self.last_stage_layers[i]) if self.last_stage_layers[i] >= 0 else None,
+            "layout": Layout.of(self.layout[i]).label,
         }
 
 
@@ -301,7 +304,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     compression=CompressionKind.NONE, topk_ratio=1.0, ps_servers=0,
                                     ps_colocated=False, algorithm=Algorithm.AUTO, dynamic_assignment=False,
                                     dispatch_overhead=0.0, bucket_bytes=0.0, flash_attention=True,
-                                    shard_group=0, first_stage_layers=-1, last_stage_layers=-1)
+                                    shard_group=0, first_stage_layers=-1, last_stage_layers=-1,
+                                    layout=Layout.TP_CP_DP_PP)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -363,4 +367,5 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         flash_attention=strategy.flash_attention,
         shard_group=strategy.shard_group or 0,
         first_stage_layers=-1 if strategy.first_stage_layers is None else strategy.first_stage_layers,
-        last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers)
+        last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers,
+        layout=Layout.parse(strategy.layout))

@@ -50,6 +50,7 @@ from scalemodel.choices import (
     Algorithm,
     Assignment,
     CompressionKind,
+    Layout,
     Recompute,
     ScheduleKind,
     SyncKind,
@@ -59,6 +60,7 @@ from scalemodel.choices import (
     parse_schedule,
     parse_sync,
 )
+from scalemodel.cost.placement import distinct_layout
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_arrays
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.predict import Prediction, result_at
@@ -100,7 +102,7 @@ COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_coloc
 #: StrategySpec fields plan can pin as a search axis (--set strategy.X), and those it takes as fixed
 #: parameters of every candidate; any other --set strategy.X is refused.
 PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "algorithm", "overlap",
-            "compression", "dp_comm", "assignment", "bucket_size", "sync")
+            "compression", "dp_comm", "assignment", "bucket_size", "sync", "layout")
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group")
 
 # --------------------------------------------------------------------------------------------
@@ -181,8 +183,23 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     if "virtual_stages" in c:
         ok3 &= allowed_by(virt, c["virtual_stages"])[None, :]
     ci, si = np.nonzero(ok3)
-    return {"dp": dp[ci], "tp": tp[ci], "pp": pp[ci], "cp": cp[ci], "ep": ep[ci], "micro_batch": mb[ci],
-            "schedule": sched[si], "virtual_stages": virt[si]}
+    return _with_layouts({"dp": dp[ci], "tp": tp[ci], "pp": pp[ci], "cp": cp[ci], "ep": ep[ci],
+                          "micro_batch": mb[ci], "schedule": sched[si], "virtual_stages": virt[si]}, c)
+
+
+def _with_layouts(cfg: dict[str, np.ndarray], c: Constraints) -> dict[str, np.ndarray]:
+    """The configurations x the rank orders (choices.Layout) the constraints allow: each configuration
+    takes every order that numbers its ranks differently from the allowed orders before it (with pp = 1
+    or dp = 1 the two orders coincide: one candidate), except PP inside DP with ep > 1 and a pipeline,
+    which Megatron-LM does not run (step.Infeasible.LAYOUT_INVALID)."""
+    lay = _restricted(np.asarray([int(m) for m in Layout]), c, "layout")
+    among = tuple(Layout.of(x) for x in lay)
+    col = {k: v[:, None] for k, v in cfg.items()}
+    ok = distinct_layout(lay[None, :], tp=col["tp"], cp=col["cp"], dp=col["dp"], pp=col["pp"], among=among)
+    pp_inner = np.asarray([m.dims[-1] != "pp" for m in among])[None, :]
+    ok &= ~(pp_inner & (col["pp"] > 1) & (col["ep"] > 1))
+    ri, li = np.nonzero(ok)
+    return {**{k: v[ri] for k, v in cfg.items()}, "layout": lay[li]}
 
 
 def _pinned_equal(c: Constraints, key: str) -> bool:
@@ -773,6 +790,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             cons[name] = [("=", (dc.servers, dc.colocated))]
         elif name == "assignment":
             cons[name] = [("=", int(Assignment.parse(value)))]
+        elif name == "layout":
+            cons[name] = [("=", int(Layout.parse(value)))]
         elif name == "bucket_size":
             cons["bucket"] = [("=", float(value or 0.0))]
         elif name == "sync":
