@@ -316,7 +316,7 @@ def _every_layout(job, gpus, batch, c):
     return {**{k: v[rows] for k, v in base.items()}, "layout": np.asarray(codes)}
 
 
-def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), objective="throughput"):
+def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), objective="throughput", feasible=None):
     """The best objective value over the whole space, every candidate evaluated in one flat grid (every
     rank order; those Megatron-LM does not run, flagged layout_invalid, are outside the space)."""
     c = constraints.normalize_constraints(cons)
@@ -342,6 +342,8 @@ def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), obj
         if "memory" in c:
             ok &= constraints.keep(np.asarray(r.memory["total"]), c["memory"])
         n += int(valid.sum())
+        if feasible is not None:
+            feasible.append(int(ok.sum()))
         sc = np.where(ok, planner._score(objective, job, gpus, r), np.inf)
         best = min(best, float(sc.min()))
     return best, n
@@ -383,9 +385,11 @@ def test_decomposed_search_equals_brute_force_moe_rank_orders():
     """An MoE model on two nodes: EP and PP with both rank orders (PP inside DP only without EP)."""
     job, _cl, _wl = _job(cluster="dgx-a100", model="mixtral-8x7b", sets=["layers=4"], global_batch=32, seq_len=1024)
     cons = {"cp": [("=", 1)], "zero": [("<=", 1)], "recompute": [("=", "none")]}
-    expect, n = _brute_force_best(job, 16, 32, cons)
+    feasible: list[int] = []
+    expect, n = _brute_force_best(job, 16, 32, cons, feasible=feasible)
     res = planner.search(job, 16, 32, top=3, constraints=cons)
     assert res.candidates_evaluated == n
+    assert res.feasible == sum(feasible)  # pass 1 takes a rank-order twin's feasibility from its first order
     assert res.feasible + sum(res.infeasible_by_reason.values()) == n
     assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)
     cfg = planner.configurations(job, 16, 32, constraints.normalize_constraints(cons))

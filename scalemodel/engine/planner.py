@@ -191,7 +191,8 @@ def _with_layouts(cfg: dict[str, np.ndarray], c: Constraints) -> dict[str, np.nd
     """The configurations x the rank orders (choices.Layout) the constraints allow: each configuration
     takes every order that numbers its ranks differently from the allowed orders before it (with pp = 1
     or dp = 1 the two orders coincide: one candidate), except PP inside DP with ep > 1 and a pipeline,
-    which Megatron-LM does not run (step.Infeasible.LAYOUT_INVALID)."""
+    which Megatron-LM does not run (step.Infeasible.LAYOUT_INVALID). A configuration's orders are adjacent
+    rows, its first allowed order first (pass 1 bounds the others from that one, :func:`_outer_results`)."""
     lay = _restricted(np.asarray([int(m) for m in Layout]), c, "layout")
     among = tuple(Layout.of(x) for x in lay)
     col = {k: v[:, None] for k, v in cfg.items()}
@@ -511,6 +512,63 @@ def _comm_equivalents(p: _Pick, choices: dict[str, np.ndarray], into: dict[str, 
                 vals.append(one[name])
 
 
+def _layout_twins(cfg: dict[str, np.ndarray]) -> np.ndarray:
+    """For each configuration row, the row that is the same configuration in an earlier rank order (the
+    first of the adjacent rows :func:`_with_layouts` makes of one configuration), or -1."""
+    n = len(cfg["layout"])
+    new = np.ones(n, dtype=bool)
+    same = np.ones(max(n - 1, 0), dtype=bool)
+    for k, v in cfg.items():
+        if k != "layout":
+            same &= v[1:] == v[:-1]
+    new[1:] = ~same
+    start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
+    return np.where(start != np.arange(n), start, -1)
+
+
+@dataclass
+class _OuterResults:
+    """What pass 1 reads of an evaluation, for a chunk whose rank-order twins were not evaluated."""
+
+    reason: np.ndarray
+    breakdown: dict[str, np.ndarray]
+    tokens_per_s: np.ndarray
+    statistical_efficiency: np.ndarray
+
+
+def _outer_results(job: Job, grid: StrategyGrid, twin: np.ndarray, kappa: float | None) -> tuple[Any, int]:
+    """Pass 1's evaluation of a chunk of configuration rows (axis 0 of ``grid``) without the rows that repeat
+    an earlier row in another rank order (``twin[k] >= 0``: row k is row twin[k] in another order).
+
+    Such a row is feasible exactly when its twin is (feasibility and memory do not depend on the order; the
+    orders Megatron-LM does not run are not enumerated); its exact value comes in pass 2, and its lower
+    bound is (m + bubble) x the twin's micro-batch time less the twin's EP and PP traffic: compute, TP and
+    CP traffic and their contention do not depend on the order, EP and PP traffic are >= 0, and the step
+    is at least (m + bubble) micro-batch times. Returns the results and the candidates evaluated."""
+    rows = np.nonzero(twin < 0)[0]
+    n = len(twin)
+    if len(rows) == n:
+        return evaluate(job, grid, sync="bsp", kappa=kappa), grid.size
+    sub = replace(grid, **{f.name: getattr(grid, f.name)[rows] for f in fields(grid)
+                           if getattr(grid, f.name).ndim == 4 and getattr(grid, f.name).shape[0] == n})
+    res = evaluate(job, sub, sync="bsp", kappa=kappa)
+    pos = np.zeros(n, dtype=np.int64)
+    pos[rows] = np.arange(len(rows))
+    src = np.where(twin < 0, pos, pos[np.maximum(twin, 0)])
+    is_twin = (twin >= 0).reshape(-1, 1, 1, 1)
+
+    def take(a: Any) -> np.ndarray:
+        return np.asarray(a)[src]
+
+    m = take(res.microbatches)
+    free = take(res.extras["microbatch_time"]) - (take(res.breakdown["pp_comm"]) + take(res.breakdown["ep_comm"])) / m
+    bound = (m + take(res.extras["bubble_microbatches"])) * np.maximum(free, 0.0)
+    parts = {k: np.where(is_twin, 0.0, take(res.breakdown[k])) for k in _FIXED_PARTS}
+    parts["compute"] = np.where(is_twin, bound, take(res.breakdown["compute"]))
+    return _OuterResults(take(res.reason), parts, np.where(is_twin, 0.0, take(res.tokens_per_s)),
+                         take(res.statistical_efficiency)), sub.size
+
+
 def _outer_grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], lo: int, hi: int,
                 axes: dict[str, np.ndarray], comm0: dict[str, Any], fixed: dict[str, Any]) -> StrategyGrid:
     """Configurations lo:hi on axis 0, the first ZeRO stage, recompute, sequence parallelism; one communication
@@ -570,6 +628,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             modes.append(label)
     fixed = dict(fixed or {})
     all_cfg = configurations(job, gpus, global_batch, c)
+    twins = _layout_twins(all_cfg)  # rows pass 1 bounds from another rank order's evaluation
     axes = _axes(job, c)
     choices = comm_choices(job, gpus, c, allow_keys)
     n_choice = len(choices["algorithm"])
@@ -614,8 +673,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     for lo in range(0, n_cfg, per_chunk):
         hi = min(n_cfg, lo + per_chunk)
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
-        res = evaluate(job, grid, sync="bsp", kappa=kappa)
-        computed += grid.size
+        res, n_eval = _outer_results(job, grid, np.where(twins[lo:hi] >= lo, twins[lo:hi] - lo, -1), kappa)
+        computed += n_eval
         full = replace(grid, zero=zeros)
         shape = full.shape
         mem = np.broadcast_to(memory_parts(job, full, microbatches(full))["total"], shape)
