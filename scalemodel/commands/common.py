@@ -156,7 +156,7 @@ def with_strategy_file(sf: StrategyFile | None, training: dict[str, Any], strate
 #: StrategySpec/TrainingSpec fields a planner constraint can pin, and the constraint key for each.
 _PINNABLE = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "zero": "zero", "recompute": "recompute",
              "sequence_parallel": "sequence_parallel", "algorithm": "algorithm", "micro_batch": "micro_batch",
-             "sync": "sync"}
+             "sync": "sync", "layout": "layout"}
 
 
 def strategy_constraints(sf: StrategyFile | None, given: list[str] | None) -> list[str]:

@@ -1,7 +1,7 @@
 """The planner: search every strategy the engine can evaluate for a job and rank the best by an objective.
 
-The space is the product of the *outer* choices (dp, tp, pp, cp, ep, micro-batch, schedule and
-virtual stages, ZeRO/FSDP, recompute, sequence parallelism) and the *data-parallel communication*
+The space is the product of the *outer* choices (dp, tp, pp, cp, ep, rank order, micro-batch, schedule
+and virtual stages, ZeRO/FSDP, recompute, sequence parallelism) and the *data-parallel communication*
 choices (collective algorithm, compression, all-reduce or parameter server with K servers dedicated
 or colocated, overlap, gradient bucket size, static or dynamic assignment), for each sync mode
 asked for. Every member of the :mod:`scalemodel.choices` enums is searched, so a new member appears
@@ -16,7 +16,8 @@ Decomposed search (branch and bound, exact):
    (an upper bound on the candidate's best over the communication choices) and a lower bound: the
    step-time parts that no communication choice changes, compute + TP + CP + EP + PP + bubble +
    optimizer (the other parts, dp_comm, straggler and imbalance, are >= 0), at statistical efficiency
-   1 (its maximum).
+   1 (its maximum). A configuration in a second rank order is not evaluated here: it is feasible where its
+   first order is, and bounded by that order's parts less its EP and PP traffic (:func:`_outer_results`).
 2. *Communication pass.* Outer candidates whose bound cannot reach the best ``keep`` values found
    (nor the best of their parallelism family) are pruned; the rest, best bound first, are evaluated
    on every communication choice at once (outer x choices broadcast grid), and the threshold
