@@ -303,11 +303,12 @@ def _every_layout(job, gpus, batch, c):
     differently (found by writing the numberings out), as the brute force's own layout axis."""
     base = planner.configurations(job, gpus, batch, dict(c, layout=[("=", int(Layout.TP_CP_DP_PP))]))
     base.pop("layout")
+    allowed = [m for m in Layout if constraints.keep(np.asarray(int(m)), c.get("layout", []))]
     rows, codes = [], []
     for i in range(len(base["dp"])):
         sizes = {d: int(base[d][i]) for d in ("tp", "cp", "dp", "pp")}
         seen = []
-        for m in Layout:
+        for m in allowed:
             numbering = _rank_coordinates(sizes, m.dims)
             if numbering not in seen:
                 seen.append(numbering)
@@ -396,6 +397,28 @@ def test_decomposed_search_equals_brute_force_moe_rank_orders():
     inside = cfg["layout"] == Layout.TP_CP_PP_DP
     assert np.any(inside) and not np.any(inside & (cfg["ep"] > 1) & (cfg["pp"] > 1))
     assert np.all(cfg["pp"][inside] > 1) and np.all(cfg["dp"][inside] > 1)
+
+
+@pytest.mark.parametrize("model,layers", [("gpt-1.7b", 4), ("llama2-13b", 8)])
+def test_decomposed_search_equals_brute_force_across_leaves(model, layers):
+    """32 GPUs over two leaves of 16 and a spine tapered 4:1: the rank orders put pipelines and DP groups on
+    different tiers, and the second order's pass-1 bound must not prune its best."""
+    cl = load_cluster("dgx-a100", ["tiers.ib-leaf.span=16", "tiers.ib-spine.oversubscription=4"])
+    wl = load_workload(model, [f"layers={layers}"])
+    job = build_job(cl, wl, TrainingSpec(global_batch=64, seq_len=2048))
+    cons = {"cp": [("=", 1)], "pp": [(">=", 2)], "zero": [("<=", 1)], "sequence_parallel": [("=", "false")]}
+    best = {}
+    for layout in (None, "tp-cp-dp-pp", "tp-cp-pp-dp"):
+        c = cons if layout is None else {**cons, "layout": [("=", layout)]}
+        feasible: list[int] = []
+        expect, n = _brute_force_best(job, 32, 64, c, feasible=feasible)
+        res = planner.search(job, 32, 64, top=3, constraints=c)
+        assert res.candidates_evaluated == n and res.feasible == sum(feasible)
+        assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)
+        assert layout is None or all(p.strategy["layout"] == layout for p in res.ranked)
+        best[layout] = expect
+    assert best[None] == min(best["tp-cp-dp-pp"], best["tp-cp-pp-dp"])
+    assert best["tp-cp-dp-pp"] != best["tp-cp-pp-dp"]  # the orders price differently here
 
 
 def test_default_space_is_mainstream_and_custom_is_labelled():

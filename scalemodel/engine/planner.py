@@ -797,8 +797,9 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     for pred in preds[len(chosen):]:
         st = pred.strategy
         family_best[family(st["tp"], st["pp"], st["cp"], st["ep"], st["dp"])] = pred
-    method = ("decomposed: every outer candidate (parallel degrees, micro-batch, schedule, ZeRO, recompute, SP) "
-              "evaluated at one communication choice; those whose communication-free lower bound could still "
+    method = ("decomposed: every outer candidate (parallel degrees, rank order, micro-batch, schedule, ZeRO, "
+              "recompute, SP) evaluated at one communication choice (a second rank order bounded from the first); "
+              "those whose communication-free lower bound could still "
               "reach the best were evaluated on every communication choice")
     result = PlanResult(
         inputs=dict(inputs or {}), objective=objective, candidates_evaluated=covered, feasible=feasible_n,
