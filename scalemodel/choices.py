@@ -188,6 +188,33 @@ class Assignment(Choice):
     DYNAMIC = 1, "dynamic"
 
 
+class Layout(Choice):
+    """Rank order: how the ranks of a DP x TP x PP x CP job are numbered, innermost (consecutive ranks)
+    first; EP is carved out of DP, as its innermost part. A dimension's group members are the product of
+    the degrees inner to it apart (docs/model.md#layout). Both orders are mainstream:
+
+    - ``tp-cp-dp-pp`` (the default): TP innermost, PP outermost. Megatron-LM's default ``order="tp-cp-ep-dp-pp"``
+      (``megatron/core/parallel_state.py``, ``initialize_model_parallel``); torchtitan's device mesh
+      ``["pp", "dp_replicate", "dp_shard", "cp", "tp"]``, outermost first (``torchtitan/distributed/
+      parallel_dims.py``); DeepSpeed's ``PipeModelDataParallelTopology``, axes ``pipe, data, model``
+      (``deepspeed/runtime/pipe/topology.py``).
+    - ``tp-cp-pp-dp``: PP inside DP, DP outermost: a pipeline's stages stay in the nearest block of
+      tp cp pp GPUs (one switch) while the data-parallel replicas cross the spine. Megatron-LM's
+      ``--use-tp-pp-dp-mapping`` (``order="tp-cp-ep-pp-dp"``, ``megatron/training/initialize.py``). With
+      a pipeline, Megatron-LM runs it only where the expert and dense data-parallel degrees agree
+      (``initialize_model_parallel`` asserts it), i.e. without EP carved out of DP: a strategy with
+      ep > 1 and pp > 1 in this order is infeasible.
+    """
+
+    TP_CP_DP_PP = 0, "tp-cp-dp-pp", "tp-cp-ep-dp-pp", "tp-dp-pp", "default"
+    TP_CP_PP_DP = 1, "tp-cp-pp-dp", "tp-cp-ep-pp-dp", "tp-pp-dp"
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        """The parallel dimensions tp, cp, dp, pp, innermost first."""
+        return tuple(self.label.split("-"))
+
+
 class SyncKind(str, Enum):
     """Synchronisation mode family (the parameters live in :class:`SyncMode`)."""
 

@@ -202,6 +202,17 @@ def test_megatron_virtual_stage_spellings(tmp_path: Path) -> None:
     assert read_strategy_file(f).strategy == {"pp": 4, "schedule": "interleaved:2"}
 
 
+def test_megatron_tp_pp_dp_mapping_is_the_rank_order(tmp_path: Path) -> None:
+    """--use-tp-pp-dp-mapping: Megatron-LM's order "tp-cp-ep-pp-dp" (megatron/training/initialize.py)."""
+    from scalemodel.commands.common import strategy_constraints
+
+    f = tmp_path / "a.args"
+    f.write_text("--pipeline-model-parallel-size 4 --use-tp-pp-dp-mapping\n")
+    sf = read_strategy_file(f)
+    assert sf.strategy == {"pp": 4, "layout": "tp-cp-pp-dp"}
+    assert "layout=tp-cp-pp-dp" in strategy_constraints(sf, None)  # plan pins the file's order
+
+
 def test_torchtitan_reduce_dtype_sets_the_gradient_width(tmp_path: Path) -> None:
     f = tmp_path / "t.toml"
     f.write_text('[training]\nmixed_precision_param = "bfloat16"\nmixed_precision_reduce = "float32"\n')

@@ -7,12 +7,14 @@ candidate on its own through ``grid_from_strategy`` (pydantic StrategySpec/Train
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 
 import numpy as np
 import pytest
 
+from scalemodel.choices import Layout
 from scalemodel.engine import planner
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import REASON_KEYS, evaluate
@@ -26,9 +28,10 @@ GPUS, BATCH = 8, 8
 MODEL_SETS = ["layers=8"]
 # The communication axes (compression, overlap, bucket; all-reduce by default) are pinned to the brute
 # force's StrategySpec defaults here; test_decomposed_search_equals_brute_force covers them.
+# The rank order too (one node: every order prices alike); test_decomposed_search_equals_brute_force covers it.
 SMALL = {"cp": [("=", 1)], "algorithm": [("=", "auto")], "sequence_parallel": [("=", "false")],
          "zero": [("<=", 1)], "recompute": [("!=", "selective")], "compression": [("=", "none")],
-         "overlap": [("=", "true")], "bucket": [("=", "default")]}
+         "overlap": [("=", "true")], "bucket": [("=", "default")], "layout": [("=", "tp-cp-dp-pp")]}
 
 
 def _job(cluster: str = "dgx-a100-40g", model: str = "llama2-13b", sets: list[str] | None = None,
@@ -92,6 +95,7 @@ def test_winner_beats_every_feasible_brute_force_candidate(small, brute):
     # and the winner is one of the brute-force candidates, with the same time
     s = win.strategy
     key = (s["tp"], s["pp"], s["dp"], s["micro_batch"], s["schedule"], s["zero"], s["recompute"])
+    assert s["layout"] == "tp-cp-dp-pp"
     match = [r for r in brute if r[3] == key]
     assert len(match) == 1 and match[0][1]
     assert match[0][0] == pytest.approx(win.step_time_s, rel=1e-12)
@@ -286,10 +290,38 @@ def test_why_compares_with_runner_up_and_other_families(small, brute):
 # the decomposed search against brute force over the whole space (every axis, every choice)
 
 
-def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), objective="throughput"):
-    """The best objective value over the whole space, every candidate evaluated in one flat grid."""
+def _rank_coordinates(sizes, order):
+    """Each rank's (tp, cp, dp, pp) indices when the ranks are numbered with ``order``'s first dimension
+    varying fastest: the numbering written out, rank by rank."""
+    outer_first = list(reversed(order))
+    return tuple(tuple(dict(zip(outer_first, idx, strict=True))[d] for d in ("tp", "cp", "dp", "pp"))
+                 for idx in itertools.product(*(range(sizes[d]) for d in outer_first)))
+
+
+def _every_layout(job, gpus, batch, c):
+    """The planner's configurations at the default order, times every rank order that numbers the ranks
+    differently (found by writing the numberings out), as the brute force's own layout axis."""
+    base = planner.configurations(job, gpus, batch, dict(c, layout=[("=", int(Layout.TP_CP_DP_PP))]))
+    base.pop("layout")
+    allowed = [m for m in Layout if constraints.keep(np.asarray(int(m)), c.get("layout", []))]
+    rows, codes = [], []
+    for i in range(len(base["dp"])):
+        sizes = {d: int(base[d][i]) for d in ("tp", "cp", "dp", "pp")}
+        seen = []
+        for m in allowed:
+            numbering = _rank_coordinates(sizes, m.dims)
+            if numbering not in seen:
+                seen.append(numbering)
+                rows.append(i)
+                codes.append(int(m))
+    return {**{k: v[rows] for k, v in base.items()}, "layout": np.asarray(codes)}
+
+
+def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), objective="throughput", feasible=None):
+    """The best objective value over the whole space, every candidate evaluated in one flat grid (every
+    rank order; those Megatron-LM does not run, flagged layout_invalid, are outside the space)."""
     c = constraints.normalize_constraints(cons)
-    cfg = planner.configurations(job, gpus, batch, c)
+    cfg = _every_layout(job, gpus, batch, c)
     axes = planner._axes(job, c)
     ch = planner.comm_choices(job, gpus, c, frozenset(k for a in allow for k in planner.ALLOW[a]))
     best, n = np.inf, 0
@@ -304,10 +336,15 @@ def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), obj
             **{f: ch[f].reshape(1, 1, 1, 1, -1) for f in planner.COMM_FIELDS})
         r = evaluate(job, g, sync=sync)
         valid = ~(np.broadcast_to(g.sequence_parallel & (g.tp == 1), g.shape))
+        # Megatron-LM runs a pipeline in an order that does not end in pp only without EP carved out of DP
+        pp_inside = np.isin(g.layout, [int(m) for m in Layout if m.dims[-1] != "pp"])
+        valid &= np.broadcast_to(~(pp_inside & (g.pp > 1) & (g.ep > 1)), g.shape)
         ok = np.asarray(r.feasible) & valid
         if "memory" in c:
             ok &= constraints.keep(np.asarray(r.memory["total"]), c["memory"])
         n += int(valid.sum())
+        if feasible is not None:
+            feasible.append(int(ok.sum()))
         sc = np.where(ok, planner._score(objective, job, gpus, r), np.inf)
         best = min(best, float(sc.min()))
     return best, n
@@ -345,6 +382,45 @@ def test_decomposed_search_equals_brute_force(seed):
         assert res.ranked == []
 
 
+def test_decomposed_search_equals_brute_force_moe_rank_orders():
+    """An MoE model on two nodes: EP and PP with both rank orders (PP inside DP only without EP)."""
+    job, _cl, _wl = _job(cluster="dgx-a100", model="mixtral-8x7b", sets=["layers=4"], global_batch=32, seq_len=1024)
+    cons = {"cp": [("=", 1)], "zero": [("<=", 1)], "recompute": [("=", "none")]}
+    feasible: list[int] = []
+    expect, n = _brute_force_best(job, 16, 32, cons, feasible=feasible)
+    res = planner.search(job, 16, 32, top=3, constraints=cons)
+    assert res.candidates_evaluated == n
+    assert res.feasible == sum(feasible)  # pass 1 takes a rank-order twin's feasibility from its first order
+    assert res.feasible + sum(res.infeasible_by_reason.values()) == n
+    assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)
+    cfg = planner.configurations(job, 16, 32, constraints.normalize_constraints(cons))
+    inside = cfg["layout"] == Layout.TP_CP_PP_DP
+    assert np.any(inside) and not np.any(inside & (cfg["ep"] > 1) & (cfg["pp"] > 1))
+    assert np.all(cfg["pp"][inside] > 1) and np.all(cfg["dp"][inside] > 1)
+
+
+@pytest.mark.parametrize("model,layers", [("gpt-1.7b", 4), ("llama2-13b", 8)])
+def test_decomposed_search_equals_brute_force_across_leaves(model, layers):
+    """32 GPUs over two leaves of 16 and a spine tapered 4:1: the rank orders put pipelines and DP groups on
+    different tiers, and the second order's pass-1 bound must not prune its best."""
+    cl = load_cluster("dgx-a100", ["tiers.ib-leaf.span=16", "tiers.ib-spine.oversubscription=4"])
+    wl = load_workload(model, [f"layers={layers}"])
+    job = build_job(cl, wl, TrainingSpec(global_batch=64, seq_len=2048))
+    cons = {"cp": [("=", 1)], "pp": [(">=", 2)], "zero": [("<=", 1)], "sequence_parallel": [("=", "false")]}
+    best = {}
+    for layout in (None, "tp-cp-dp-pp", "tp-cp-pp-dp"):
+        c = cons if layout is None else {**cons, "layout": [("=", layout)]}
+        feasible: list[int] = []
+        expect, n = _brute_force_best(job, 32, 64, c, feasible=feasible)
+        res = planner.search(job, 32, 64, top=3, constraints=c)
+        assert res.candidates_evaluated == n and res.feasible == sum(feasible)
+        assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)
+        assert layout is None or all(p.strategy["layout"] == layout for p in res.ranked)
+        best[layout] = expect
+    assert best[None] == min(best["tp-cp-dp-pp"], best["tp-cp-pp-dp"])
+    assert best["tp-cp-dp-pp"] != best["tp-cp-pp-dp"]  # the orders price differently here
+
+
 def test_default_space_is_mainstream_and_custom_is_labelled():
     job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
     ch = planner.comm_choices(job, 16, {})
@@ -374,6 +450,7 @@ def test_default_space_is_mainstream_and_custom_is_labelled():
     ("sync", "asp", lambda s: s["sync"] == "asp"),
     ("flash_attention", "false", lambda s: s["flash_attention"] is False),
     ("recompute", "full", lambda s: s["recompute"] == "full"),
+    ("layout", "tp-cp-pp-dp", lambda s: s["layout"] == "tp-cp-pp-dp"),
 ])
 def test_set_strategy_pins_the_axis(cli, field, value, check):
     r = cli("plan", "--cluster", "dgx-a100", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "32",

@@ -86,6 +86,8 @@ WorkCvOption = Annotated[float | None, typer.Option(
     "--work-cv", help="CV of one micro-batch's compute time (variable lengths); drives load imbalance.")]
 FlashOption = Annotated[bool | None, typer.Option(
     "--flash-attention/--no-flash-attention", help="Fused attention (default on): no s x s scores in memory.")]
+LayoutOption = Annotated[str | None, typer.Option(
+    "--layout", help="Rank order, innermost first: tp-cp-dp-pp (default, PP outermost) | tp-cp-pp-dp (PP inside DP).")]
 KappaOption = Annotated[float | None, typer.Option(
     "--staleness-kappa", min=0.0,
     help="Convergence sensitivity to staleness: efficiency = 1/(1 + kappa x staleness); default: fitted for "
@@ -98,7 +100,7 @@ STRATEGY_FLAGS = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "z
                   "sequence_parallel": "sequence_parallel", "schedule": "schedule", "overlap": "overlap",
                   "compression": "compression", "dp_comm": "dp_comm", "sync": "sync", "algo": "algorithm",
                   "assignment": "assignment", "dispatch_overhead": "dispatch_overhead",
-                  "flash_attention": "flash_attention"}
+                  "flash_attention": "flash_attention", "layout": "layout"}
 
 
 def split_flags(**flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -155,7 +157,7 @@ def with_strategy_file(sf: StrategyFile | None, training: dict[str, Any], strate
 #: StrategySpec/TrainingSpec fields a planner constraint can pin, and the constraint key for each.
 _PINNABLE = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "zero": "zero", "recompute": "recompute",
              "sequence_parallel": "sequence_parallel", "algorithm": "algorithm", "micro_batch": "micro_batch",
-             "sync": "sync"}
+             "sync": "sync", "layout": "layout"}
 
 
 def strategy_constraints(sf: StrategyFile | None, given: list[str] | None) -> list[str]:

@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
         compression: o.CompressionOption = None, dp_comm: o.DpCommOption = None, sync: o.SyncOption = None,
         algo: o.AlgoOption = None, straggler_cv: o.StragglerCvOption = None,
         assignment: o.AssignmentOption = None, dispatch_overhead: o.DispatchOverheadOption = None,
-        flash_attention: o.FlashOption = None, staleness_kappa: o.KappaOption = None,
+        flash_attention: o.FlashOption = None, layout: o.LayoutOption = None, staleness_kappa: o.KappaOption = None,
         work_cv: o.WorkCvOption = None,
         train_tokens: o.TrainTokensOption = None, set_: o.SetOption = None, as_json: o.JsonOption = False,
     ) -> None:
@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
             train_tokens=train_tokens, work_cv=work_cv, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero,
             recompute=recompute, sequence_parallel=sequence_parallel, schedule=schedule, overlap=overlap,
             compression=compression, dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment,
-            dispatch_overhead=dispatch_overhead, flash_attention=flash_attention)
+            dispatch_overhead=dispatch_overhead, flash_attention=flash_attention, layout=layout)
         sf = o.read_strategy(strategy_file)
         cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training,
                                        strategy=strategy, strategy_file=sf, gpus=gpus)

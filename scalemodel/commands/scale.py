@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
         compression: o.CompressionOption = None, dp_comm: o.DpCommOption = None, sync: o.SyncOption = None,
         algo: o.AlgoOption = None, straggler_cv: o.StragglerCvOption = None,
         assignment: o.AssignmentOption = None, dispatch_overhead: o.DispatchOverheadOption = None,
-        flash_attention: o.FlashOption = None, staleness_kappa: o.KappaOption = None,
+        flash_attention: o.FlashOption = None, layout: o.LayoutOption = None, staleness_kappa: o.KappaOption = None,
         work_cv: o.WorkCvOption = None,
         train_tokens: o.TrainTokensOption = None,
         critical_batch: Annotated[str | None, typer.Option(
@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
             train_tokens=train_tokens, critical_batch=critical_batch, work_cv=work_cv, tp=tp, pp=pp, cp=cp, ep=ep,
             zero=zero, recompute=recompute, schedule=schedule, overlap=overlap, compression=compression,
             dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment, dispatch_overhead=dispatch_overhead,
-            flash_attention=flash_attention)
+            flash_attention=flash_attention, layout=layout)
         strategy["sequence_parallel"] = sequence_parallel  # a --/--no- pair here: False is an explicit choice
         sf = o.read_strategy(strategy_file)
         spec = resolve_specs(scenario=scenario, cluster=cluster, model=model, gpus=gpus, mode=mode, best=best,

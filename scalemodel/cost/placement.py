@@ -25,24 +25,28 @@ bandwidth is ``min over crossed tiers of a_i B_i`` (:meth:`Placement.bottleneck`
 tier charged per flow: ``B_i(W) = line rate x efficiency / clip(o_i W / c_(i-1), 1, o_i)`` for W flows per
 group leaving a child domain (:meth:`Placement.flow_bw`, docs/model.md#flow-taper).
 
-The parallel groups of a DP x TP x PP x CP job (EP folded over the stage's TP x CP x DP ranks) follow
-Megatron-LM's default rank order, TP innermost, then CP, then DP, PP outermost (Narayanan et al.,
-SC'21 §3; Megatron-LM ``parallel_state.initialize_model_parallel``): TP stride 1, CP stride tp, DP and EP
-stride tp cp, pipeline neighbours tp cp dp apart (:class:`ParallelGroups`; each group is placed once per
-evaluation, on first use). Experts have their own grid over the same tp cp dp ranks of a stage (Megatron-Core
-"MoE parallel folding", Liu et al. 2025, arXiv 2504.14960 §3; ``parallel_state.initialize_model_parallel``
-builds it with order tp-ep-dp and cp = 1): expert-TP ``etp`` innermost (default tp), then EP (stride etp),
-then expert-DP, edp = tp cp dp / (etp ep) replicas of one expert shard, stride etp ep. With etp = tp and
-cp = 1 that is EP carved out of DP at stride tp, the replicas of an expert shard tp ep apart.
+The parallel groups of a DP x TP x PP x CP job follow the strategy's rank order
+(:class:`scalemodel.choices.Layout`, docs/model.md#layout): ranks are numbered in mixed radix, innermost
+dimension first, so a dimension's group members are the product of the degrees inner to it apart
+(:func:`rank_strides`). Megatron-LM's default order, TP innermost, then CP, then DP, PP outermost (Narayanan
+et al., SC'21 §3; Megatron-LM ``parallel_state.initialize_model_parallel``), gives TP stride 1, CP stride tp,
+DP stride tp cp, pipeline neighbours tp cp dp apart; PP inside DP (``tp-cp-pp-dp``) gives pipeline neighbours
+tp cp apart and DP stride tp cp pp (:class:`ParallelGroups`; each group is placed once per evaluation, on
+first use). Experts have their own grid over the same tp cp dp ranks of a stage (Megatron-Core "MoE parallel
+folding", Liu et al. 2025, arXiv 2504.14960 §3; ``parallel_state.initialize_model_parallel`` builds it with
+order tp-ep-dp and cp = 1): expert-TP ``etp`` innermost (default tp), then EP (stride etp), then expert-DP,
+edp = tp cp dp / (etp ep) replicas of one expert shard, stride etp ep. With etp = tp and cp = 1 that is EP
+carved out of DP at stride tp, the replicas of an expert shard tp ep apart.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
 
+from scalemodel.choices import Layout
 from scalemodel.cost.network import Network
 from scalemodel.errors import InputError
 
@@ -207,6 +211,54 @@ def place(ranks: object, stride: object, network: Network) -> Placement:
                      np.array([t.oversubscription for t in tiers]))
 
 
+def rank_strides(layout: object, *, tp: object, cp: object, dp: object, pp: object) -> dict[str, np.ndarray]:
+    """GPUs between consecutive members of the TP, CP, DP and PP groups under the rank order ``layout``
+    (:class:`scalemodel.choices.Layout` codes; broadcasts with the degrees).
+
+    A rank order numbers the ranks in mixed radix, innermost dimension first: rank
+    ``r = sum_d i_d x prod_(e inner to d) p_e``, so the members of one group of dimension d (every index
+    but i_d fixed) are ``s_d = prod_(e inner to d) p_e`` apart (Megatron-LM ``RankGenerator``,
+    ``generate_masked_orthogonal_rank_groups``; torch ``DeviceMesh`` row-major meshes). EP is carved out of
+    DP as its innermost part, so it shares the DP stride.
+    """
+    sizes = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
+    codes = np.asarray(layout)
+    members = [Layout.of(c) for c in np.unique(codes)] if codes.size else [Layout.TP_CP_DP_PP]
+    out: dict[str, np.ndarray] = {}
+    for k, member in enumerate(members):
+        stride: np.ndarray = np.ones(np.shape(codes))
+        mine: dict[str, np.ndarray] = {}
+        for d in member.dims:
+            mine[d] = stride
+            stride = stride * np.asarray(sizes[d], dtype=float)
+        for d, s in mine.items():
+            out[d] = s if k == 0 else np.where(codes == member, s, out[d])
+    return out
+
+
+def distinct_layout(layout: object, *, tp: object, cp: object, dp: object, pp: object,
+                    among: tuple[Layout, ...] = tuple(Layout)) -> np.ndarray:
+    """Whether the rank order ``layout`` numbers the ranks differently from every earlier member of
+    ``among`` (smaller code): two orders number them alike when they agree on the dimensions of degree
+    > 1 (the others contribute a factor 1), so a candidate needs only the first of them."""
+    sizes = {"tp": np.asarray(tp), "cp": np.asarray(cp), "dp": np.asarray(dp), "pp": np.asarray(pp)}
+    codes = np.asarray(layout)
+    shape = np.broadcast_shapes(codes.shape, *(a.shape for a in sizes.values()))
+    out = np.ones(shape, dtype=bool)
+    for member in Layout:
+        here = codes == member
+        if not np.any(here):
+            continue
+        for earlier in (m for m in among if m < member):
+            same = np.ones(shape, dtype=bool)
+            for i, a in enumerate(member.dims):
+                for b in member.dims[i + 1:]:
+                    if earlier.dims.index(a) > earlier.dims.index(b):  # a and b swap: alike only if one is 1
+                        same &= (sizes[a] == 1) | (sizes[b] == 1)
+            out &= ~(here & same)
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class DataParallelGroups:
     """The replicas that synchronise gradients: ``ranks`` of them ``stride`` GPUs apart for the dense
@@ -232,9 +284,9 @@ class DataParallelGroups:
 
 @dataclass(frozen=True, eq=False)
 class ParallelGroups:
-    """The parallel groups of a DP x TP x PP x CP (EP within DP) job in the rank order TP, CP, DP, PP
-    (module docstring), each placed once, on first use. Degrees are broadcastable arrays (one element
-    per candidate strategy)."""
+    """The parallel groups of a DP x TP x PP x CP (EP within DP) job in the rank order ``layout``
+    (module docstring; :func:`rank_strides`), each placed once, on first use. Degrees and layout codes
+    are broadcastable arrays (one element per candidate strategy)."""
 
     network: Network
     tp: np.ndarray
@@ -242,16 +294,22 @@ class ParallelGroups:
     dp: np.ndarray
     ep: np.ndarray
     pp: np.ndarray
+    layout: np.ndarray = field(default_factory=lambda: np.asarray(int(Layout.TP_CP_DP_PP)))
+
+    @cached_property
+    def strides(self) -> dict[str, np.ndarray]:
+        """GPUs between consecutive members of the tp, cp, dp and pp groups (:func:`rank_strides`)."""
+        return rank_strides(self.layout, tp=self.tp, cp=self.cp, dp=self.dp, pp=self.pp)
 
     @cached_property
     def tensor(self) -> Placement:
-        """A TP group: tp consecutive GPUs."""
-        return place(self.tp, 1.0, self.network)
+        """A TP group: tp GPUs, stride 1 (TP is innermost in every order)."""
+        return place(self.tp, self.strides["tp"], self.network)
 
     @cached_property
     def context(self) -> Placement:
         """Two neighbours of a CP ring (ring attention passes K/V to the next CP rank): 2 ranks, stride tp."""
-        return place(2.0, self.tp.astype(float), self.network)
+        return place(2.0, self.strides["cp"], self.network)
 
     etp: np.ndarray | None = None  # expert tensor parallelism; None = tp
 
@@ -268,7 +326,8 @@ class ParallelGroups:
 
     @cached_property
     def expert(self) -> Placement:
-        """An EP group (all-to-all): ep ranks, stride etp (the expert grid's tp-ep-dp order)."""
+        """An EP group (all-to-all): ep ranks, stride etp (the expert grid's tp-ep-dp order; Megatron refuses
+        an order with PP inside DP whose expert and dense DP degrees differ, Infeasible.LAYOUT_INVALID)."""
         return place(self.ep, self.expert_tp.astype(float), self.network)
 
     @cached_property
@@ -277,31 +336,36 @@ class ParallelGroups:
         return (self.tp * self.cp * self.dp).astype(float)
 
     @cached_property
+    def pp_stride(self) -> np.ndarray:
+        """GPUs between pipeline neighbours: tp cp dp in the default order (a stage's block), tp cp with PP
+        inside DP."""
+        return self.strides["pp"] + 0.0 * self.stage
+
+    @cached_property
     def pipeline(self) -> Placement:
         """The pipeline's slowest stage boundary: a sending and a receiving GPU at either end of the
-        pipeline's block of stage x max(pp, 2) GPUs (2 ranks, stride half the block), so the pair crosses
-        the outermost tier the pipeline spans."""
-        extent = self.stage * np.maximum(self.pp, 2)
+        pipeline's block of pp_stride x max(pp, 2) GPUs (2 ranks, stride half the block), so the pair
+        crosses the outermost tier the pipeline spans."""
+        extent = self.pp_stride * np.maximum(self.pp, 2)
         return place(2.0, extent / 2, self.network)
 
     @cached_property
     def data(self) -> DataParallelGroups:
-        """The whole DP group: dp replicas, stride tp cp."""
-        return DataParallelGroups(self.network, self.dp.astype(float), (self.tp * self.cp).astype(float) * 1.0,
-                                  self.expert_fold)
+        """The whole DP group: dp replicas at the DP stride (tp cp, or tp cp pp with PP inside DP)."""
+        return DataParallelGroups(self.network, self.dp.astype(float), self.strides["dp"] * 1.0, self.expert_fold)
 
     def data_split(self, size: np.ndarray) -> tuple[DataParallelGroups, DataParallelGroups]:
         """Hierarchical synchronisation over groups of ``size`` DP replicas: (inside a group: ``size``
         consecutive replicas; across groups: max(dp / size, 1) replicas ``size`` replicas apart)."""
-        base = (self.tp * self.cp).astype(float)
+        base = self.strides["dp"]
         inner = DataParallelGroups(self.network, np.asarray(size, dtype=float), base * 1.0, self.expert_fold)
         outer = DataParallelGroups(self.network, np.maximum(self.dp / size, 1.0), base * size, self.expert_fold)
         return inner, outer
 
 
 def parallel_groups(network: Network, *, tp: object, cp: object, dp: object, ep: object, pp: object,
-                    etp: object = None) -> ParallelGroups:
-    """The job's parallel groups on ``network`` (degrees as broadcastable integer arrays; ``etp`` the
-    expert-TP degree, None or 0 = tp)."""
+                    layout: object = 0, etp: object = None) -> ParallelGroups:
+    """The job's parallel groups on ``network`` (degrees and Layout codes as broadcastable integer arrays;
+    ``etp`` the expert-TP degree, None or 0 = tp)."""
     return ParallelGroups(network, tp=np.asarray(tp), cp=np.asarray(cp), dp=np.asarray(dp), ep=np.asarray(ep),
-                          pp=np.asarray(pp), etp=None if etp is None else np.asarray(etp))
+                          pp=np.asarray(pp), layout=np.asarray(layout), etp=None if etp is None else np.asarray(etp))

@@ -18,6 +18,7 @@ from scalemodel.choices import (
     Compression,
     CompressionKind,
     DpComm,
+    Layout,
     Precision,
     Recompute,
     Schedule,
@@ -269,6 +270,7 @@ class StrategyGrid:
     first_chunk_layers: np.ndarray  # interleaved: layers in the first model chunk; -1 = the balanced split
     etp: np.ndarray  # expert tensor parallelism; 0 = tp
     last_chunk_layers: np.ndarray  # interleaved: layers in the last model chunk; -1 = the balanced split
+    layout: np.ndarray  # choices.Layout codes: the rank order of the parallel dimensions
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -319,6 +321,7 @@ class StrategyGrid:
             "first_chunk_layers": int(self.first_chunk_layers[i]) if self.first_chunk_layers[i] >= 0 else None,
             "etp": int(self.etp[i]) or None,
             "last_chunk_layers": int(self.last_chunk_layers[i]) if self.last_chunk_layers[i] >= 0 else None,
+            "layout": Layout.of(self.layout[i]).label,
         }
 
 
@@ -333,7 +336,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     ps_colocated=False, algorithm=Algorithm.AUTO, dynamic_assignment=False,
                                     dispatch_overhead=0.0, bucket_bytes=0.0, flash_attention=True,
                                     shard_group=0, first_stage_layers=-1, last_stage_layers=-1,
-                                    first_chunk_layers=-1, last_chunk_layers=-1, etp=0)
+                                    first_chunk_layers=-1, last_chunk_layers=-1, etp=0,
+                                    layout=Layout.TP_CP_DP_PP)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -415,4 +419,5 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers,
         first_chunk_layers=-1 if strategy.first_chunk_layers is None else strategy.first_chunk_layers,
         last_chunk_layers=-1 if strategy.last_chunk_layers is None else strategy.last_chunk_layers,
-        etp=strategy.etp or 0)
+        etp=strategy.etp or 0,
+        layout=Layout.parse(strategy.layout))

@@ -1,7 +1,7 @@
 """The planner: search every strategy the engine can evaluate for a job and rank the best by an objective.
 
-The space is the product of the *outer* choices (dp, tp, pp, cp, ep, micro-batch, schedule and
-virtual stages, ZeRO/FSDP, recompute, sequence parallelism) and the *data-parallel communication*
+The space is the product of the *outer* choices (dp, tp, pp, cp, ep, rank order, micro-batch, schedule
+and virtual stages, ZeRO/FSDP, recompute, sequence parallelism) and the *data-parallel communication*
 choices (collective algorithm, compression, all-reduce or parameter server with K servers dedicated
 or colocated, overlap, gradient bucket size, static or dynamic assignment), for each sync mode
 asked for. Every member of the :mod:`scalemodel.choices` enums is searched, so a new member appears
@@ -16,7 +16,8 @@ Decomposed search (branch and bound, exact):
    (an upper bound on the candidate's best over the communication choices) and a lower bound: the
    step-time parts that no communication choice changes, compute + TP + CP + EP + PP + bubble +
    optimizer (the other parts, dp_comm, straggler and imbalance, are >= 0), at statistical efficiency
-   1 (its maximum).
+   1 (its maximum). A configuration in a second rank order is not evaluated here: it is feasible where its
+   first order is, and bounded by that order's parts less its EP and PP traffic (:func:`_outer_results`).
 2. *Communication pass.* Outer candidates whose bound cannot reach the best ``keep`` values found
    (nor the best of their parallelism family) are pruned; the rest, best bound first, are evaluated
    on every communication choice at once (outer x choices broadcast grid), and the threshold
@@ -50,6 +51,7 @@ from scalemodel.choices import (
     Algorithm,
     Assignment,
     CompressionKind,
+    Layout,
     Recompute,
     ScheduleKind,
     SyncKind,
@@ -59,6 +61,7 @@ from scalemodel.choices import (
     parse_schedule,
     parse_sync,
 )
+from scalemodel.cost.placement import distinct_layout
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_arrays
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.predict import Prediction, result_at
@@ -100,7 +103,7 @@ COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_coloc
 #: StrategySpec fields plan can pin as a search axis (--set strategy.X), and those it takes as fixed
 #: parameters of every candidate; any other --set strategy.X is refused.
 PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "algorithm", "overlap",
-            "compression", "dp_comm", "assignment", "bucket_size", "sync")
+            "compression", "dp_comm", "assignment", "bucket_size", "sync", "layout")
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp")
 
@@ -182,8 +185,24 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     if "virtual_stages" in c:
         ok3 &= allowed_by(virt, c["virtual_stages"])[None, :]
     ci, si = np.nonzero(ok3)
-    return {"dp": dp[ci], "tp": tp[ci], "pp": pp[ci], "cp": cp[ci], "ep": ep[ci], "micro_batch": mb[ci],
-            "schedule": sched[si], "virtual_stages": virt[si]}
+    return _with_layouts({"dp": dp[ci], "tp": tp[ci], "pp": pp[ci], "cp": cp[ci], "ep": ep[ci],
+                          "micro_batch": mb[ci], "schedule": sched[si], "virtual_stages": virt[si]}, c)
+
+
+def _with_layouts(cfg: dict[str, np.ndarray], c: Constraints) -> dict[str, np.ndarray]:
+    """The configurations x the rank orders (choices.Layout) the constraints allow: each configuration
+    takes every order that numbers its ranks differently from the allowed orders before it (with pp = 1
+    or dp = 1 the two orders coincide: one candidate), except PP inside DP with ep > 1 and a pipeline,
+    which Megatron-LM does not run (step.Infeasible.LAYOUT_INVALID). A configuration's orders are adjacent
+    rows, its first allowed order first (pass 1 bounds the others from that one, :func:`_outer_results`)."""
+    lay = _restricted(np.asarray([int(m) for m in Layout]), c, "layout")
+    among = tuple(Layout.of(x) for x in lay)
+    col = {k: v[:, None] for k, v in cfg.items()}
+    ok = distinct_layout(lay[None, :], tp=col["tp"], cp=col["cp"], dp=col["dp"], pp=col["pp"], among=among)
+    pp_inner = np.asarray([m.dims[-1] != "pp" for m in among])[None, :]
+    ok &= ~(pp_inner & (col["pp"] > 1) & (col["ep"] > 1))
+    ri, li = np.nonzero(ok)
+    return {**{k: v[ri] for k, v in cfg.items()}, "layout": lay[li]}
 
 
 def _pinned_equal(c: Constraints, key: str) -> bool:
@@ -495,6 +514,63 @@ def _comm_equivalents(p: _Pick, choices: dict[str, np.ndarray], into: dict[str, 
                 vals.append(one[name])
 
 
+def _layout_twins(cfg: dict[str, np.ndarray]) -> np.ndarray:
+    """For each configuration row, the row that is the same configuration in an earlier rank order (the
+    first of the adjacent rows :func:`_with_layouts` makes of one configuration), or -1."""
+    n = len(cfg["layout"])
+    new = np.ones(n, dtype=bool)
+    same = np.ones(max(n - 1, 0), dtype=bool)
+    for k, v in cfg.items():
+        if k != "layout":
+            same &= v[1:] == v[:-1]
+    new[1:] = ~same
+    start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
+    return np.where(start != np.arange(n), start, -1)
+
+
+@dataclass
+class _OuterResults:
+    """What pass 1 reads of an evaluation, for a chunk whose rank-order twins were not evaluated."""
+
+    reason: np.ndarray
+    breakdown: dict[str, np.ndarray]
+    tokens_per_s: np.ndarray
+    statistical_efficiency: np.ndarray
+
+
+def _outer_results(job: Job, grid: StrategyGrid, twin: np.ndarray, kappa: float | None) -> tuple[Any, int]:
+    """Pass 1's evaluation of a chunk of configuration rows (axis 0 of ``grid``) without the rows that repeat
+    an earlier row in another rank order (``twin[k] >= 0``: row k is row twin[k] in another order).
+
+    Such a row is feasible exactly when its twin is (feasibility and memory do not depend on the order; the
+    orders Megatron-LM does not run are not enumerated); its exact value comes in pass 2, and its lower
+    bound is (m + bubble) x the twin's micro-batch time less the twin's EP and PP traffic: compute, TP and
+    CP traffic and their contention do not depend on the order, EP and PP traffic are >= 0, and the step
+    is at least (m + bubble) micro-batch times. Returns the results and the candidates evaluated."""
+    rows = np.nonzero(twin < 0)[0]
+    n = len(twin)
+    if len(rows) == n:
+        return evaluate(job, grid, sync="bsp", kappa=kappa), grid.size
+    sub = replace(grid, **{f.name: getattr(grid, f.name)[rows] for f in fields(grid)
+                           if getattr(grid, f.name).ndim == 4 and getattr(grid, f.name).shape[0] == n})
+    res = evaluate(job, sub, sync="bsp", kappa=kappa)
+    pos = np.zeros(n, dtype=np.int64)
+    pos[rows] = np.arange(len(rows))
+    src = np.where(twin < 0, pos, pos[np.maximum(twin, 0)])
+    is_twin = (twin >= 0).reshape(-1, 1, 1, 1)
+
+    def take(a: Any) -> np.ndarray:
+        return np.asarray(a)[src]
+
+    m = take(res.microbatches)
+    free = take(res.extras["microbatch_time"]) - (take(res.breakdown["pp_comm"]) + take(res.breakdown["ep_comm"])) / m
+    bound = (m + take(res.extras["bubble_microbatches"])) * np.maximum(free, 0.0)
+    parts = {k: np.where(is_twin, 0.0, take(res.breakdown[k])) for k in _FIXED_PARTS}
+    parts["compute"] = np.where(is_twin, bound, take(res.breakdown["compute"]))
+    return _OuterResults(take(res.reason), parts, np.where(is_twin, 0.0, take(res.tokens_per_s)),
+                         take(res.statistical_efficiency)), sub.size
+
+
 def _outer_grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], lo: int, hi: int,
                 axes: dict[str, np.ndarray], comm0: dict[str, Any], fixed: dict[str, Any]) -> StrategyGrid:
     """Configurations lo:hi on axis 0, the first ZeRO stage, recompute, sequence parallelism; one communication
@@ -554,6 +630,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             modes.append(label)
     fixed = dict(fixed or {})
     all_cfg = configurations(job, gpus, global_batch, c)
+    twins = _layout_twins(all_cfg)  # rows pass 1 bounds from another rank order's evaluation
     axes = _axes(job, c)
     choices = comm_choices(job, gpus, c, allow_keys)
     n_choice = len(choices["algorithm"])
@@ -598,8 +675,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     for lo in range(0, n_cfg, per_chunk):
         hi = min(n_cfg, lo + per_chunk)
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
-        res = evaluate(job, grid, sync="bsp", kappa=kappa)
-        computed += grid.size
+        res, n_eval = _outer_results(job, grid, np.where(twins[lo:hi] >= lo, twins[lo:hi] - lo, -1), kappa)
+        computed += n_eval
         full = replace(grid, zero=zeros)
         shape = full.shape
         mem = np.broadcast_to(memory_parts(job, full, microbatches(full))["total"], shape)
@@ -721,8 +798,9 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     for pred in preds[len(chosen):]:
         st = pred.strategy
         family_best[family(st["tp"], st["pp"], st["cp"], st["ep"], st["dp"])] = pred
-    method = ("decomposed: every outer candidate (parallel degrees, micro-batch, schedule, ZeRO, recompute, SP) "
-              "evaluated at one communication choice; those whose communication-free lower bound could still "
+    method = ("decomposed: every outer candidate (parallel degrees, rank order, micro-batch, schedule, ZeRO, "
+              "recompute, SP) evaluated at one communication choice (a second rank order bounded from the first); "
+              "those whose communication-free lower bound could still "
               "reach the best were evaluated on every communication choice")
     result = PlanResult(
         inputs=dict(inputs or {}), objective=objective, candidates_evaluated=covered, feasible=feasible_n,
@@ -774,6 +852,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             cons[name] = [("=", (dc.servers, dc.colocated))]
         elif name == "assignment":
             cons[name] = [("=", int(Assignment.parse(value)))]
+        elif name == "layout":
+            cons[name] = [("=", int(Layout.parse(value)))]
         elif name == "bucket_size":
             cons["bucket"] = [("=", float(value or 0.0))]
         elif name == "sync":

@@ -2,7 +2,9 @@
 
 For a strategy DP x TP x PP x CP (EP carved out of DP, as in Megatron-LM), ranks are placed TP
 innermost, then CP, then DP, then PP outermost (Megatron's default order), so a TP group has
-stride 1, CP stride tp, DP and EP stride tp*cp, and pipeline neighbours are tp*cp*dp apart. Each
+stride 1, CP stride tp, DP and EP stride tp*cp, and pipeline neighbours are tp*cp*dp apart; the
+strategy's ``layout`` may put PP inside DP instead (pipeline neighbours tp*cp apart, DP stride
+tp*cp*pp; :func:`scalemodel.cost.placement.rank_strides`, docs/model.md#layout). Each
 group is placed on the network tiers once per evaluation (:class:`scalemodel.cost.placement.ParallelGroups`)
 and every collective of that group is priced on that placement
 (:func:`scalemodel.cost.collectives.group_time`).
@@ -52,11 +54,18 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import Algorithm, CompressionKind, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
+from scalemodel.choices import Algorithm, CompressionKind, Layout, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
 from scalemodel.cost import balance, compute, memory, pipeline, ps, transformer
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import sync as sync_model
-from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, Placement, parallel_groups, place
+from scalemodel.cost.placement import (
+    DataParallelGroups,
+    ParallelGroups,
+    Placement,
+    parallel_groups,
+    place,
+    rank_strides,
+)
 from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 
@@ -94,6 +103,9 @@ class Infeasible(IntEnum):
     OUT_OF_MEMORY = 10, "out_of_memory", "does not fit in accelerator memory"
     PS_INCOMPATIBLE = 11, "ps_incompatible", "parameter server needs all-reduce-free DP (no ZeRO, no top-k)"
     HSDP_GROUP_INVALID = 12, "hsdp_group_invalid", "the HSDP sharding group must divide the data-parallel degree"
+    LAYOUT_INVALID = 13, "layout_invalid", (
+        "a rank order with PP inside DP needs ep = 1 with a pipeline (Megatron-LM: expert and dense data-parallel "
+        "degrees must agree unless PP is outermost)")
 
 
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
@@ -170,7 +182,13 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
     flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & (g.dp % np.maximum(g.shard_group, 1) != 0))
     topk = g.compression == CompressionKind.TOPK
     flag(R.PS_INCOMPATIBLE, (g.ps_servers > 0) & ((g.zero > Zero.NONE) | topk))
+    flag(R.LAYOUT_INVALID, _pp_not_outermost(g) & (g.pp > 1) & (g.ep > 1))
     return reason
+
+
+def _pp_not_outermost(g: StrategyGrid) -> np.ndarray:
+    """Where the strategy's rank order does not put PP outermost (choices.Layout)."""
+    return np.isin(g.layout, [int(m) for m in Layout if m.dims[-1] != "pp"])
 
 
 def _stage_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -310,9 +328,10 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
 
 def hsdp_shard_group(job: Job, g: StrategyGrid) -> np.ndarray:
     """Data-parallel replicas per HSDP sharding group: the strategy's ``shard_group``, else the replicas
-    that fit in one node (gpus_per_node / (tp cp), at least 1, at most dp), as PyTorch's HYBRID_SHARD is
-    usually set up (shard inside the node, replicate across nodes)."""
-    in_node = np.maximum(job.gpus_per_node // np.maximum(g.tp * g.cp, 1), 1)
+    that fit in one node (gpus_per_node / the DP stride, i.e. / (tp cp) in the default rank order; at least 1,
+    at most dp), as PyTorch's HYBRID_SHARD is usually set up (shard inside the node, replicate across nodes)."""
+    stride = rank_strides(g.layout, tp=g.tp, cp=g.cp, dp=g.dp, pp=g.pp)["dp"].astype(np.int64)  # tp cp by default
+    in_node = np.maximum(job.gpus_per_node // np.maximum(stride, 1), 1)
     asked = np.where(g.shard_group > 0, g.shard_group, np.minimum(in_node, g.dp))
     # a group that does not divide dp is infeasible (HSDP_GROUP_INVALID); price the largest that does
     return np.asarray(np.gcd(asked, g.dp), dtype=float)
@@ -393,11 +412,13 @@ def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarr
     """One send/recv across the pipeline's slowest stage boundary.
 
     1F1B runs at the pace of its slowest boundary: the one that splits the pipeline's block of
-    pp x (tp cp dp) GPUs across the outermost tier it spans (pair extent = the whole pipeline).
-    Across that boundary every GPU of a stage sends at once, so an oversubscribed tier (taper o
-    over child domains of T GPUs, docs/model.md#oversubscription) is saturated only as far as the
-    stage fills a child domain: the taper applied is max(1, o x min(stage, T) / T), interpolated
-    linearly in the bandwidth term between the untapered and fully tapered times.
+    pp x s GPUs across the outermost tier it spans (pair extent = the whole pipeline), s the GPUs
+    between pipeline neighbours (tp cp dp, a whole stage, in the default rank order; tp cp with PP
+    inside DP). Across that boundary every GPU of a stage sends at once; s of the T GPUs of a child
+    domain have their partner outside it (all T when s >= T), so an oversubscribed tier (taper o
+    over child domains of T GPUs, docs/model.md#oversubscription) is saturated only as far as that:
+    the taper applied is max(1, o x min(s, T) / T), interpolated linearly in the bandwidth term
+    between the untapered and fully tapered times.
     The boundary pair and the tier it crosses come from the placement (``groups.pipeline``).
     """
     pair = groups.pipeline
@@ -410,7 +431,7 @@ def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarr
     k = pair.tier
     child = np.where(k > 0, spans[np.maximum(k - 1, 0)], 1.0)
     o = over[k]
-    o_eff = np.maximum(1.0, o * np.minimum(groups.stage, child) / child)
+    o_eff = np.maximum(1.0, o * np.minimum(groups.pp_stride, child) / child)
     share = np.divide(o_eff - 1.0, o - 1.0, out=np.zeros_like(o_eff), where=o > 1.0)
     return untapered + (tapered - untapered) * share
 
@@ -771,7 +792,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     m = microbatches(g)
     reason = _feasibility(job, g, m.astype(np.int64))
     last_layers, other_layers, _first = _stage_layers(job, g)
-    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp)  # placed once
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
+                             layout=g.layout)  # placed once, reused
     comp = _compute_per_microbatch(job, g, last_layers)
     mp = _model_parallel_comm(job, g, comp, groups)
     comp = _with_free_windows(comp, mp, job.collective_share)

@@ -46,6 +46,8 @@ def describe_settings(s: dict[str, Any]) -> str:
         extra.append(f"{s['assignment']} assignment")
     if s.get("sync", "bsp") != "bsp":
         extra.append(s["sync"])
+    if s.get("layout", "tp-cp-dp-pp") != "tp-cp-dp-pp":
+        extra.append(f"rank order {s['layout']}")
     return ", ".join(extra)
 
 

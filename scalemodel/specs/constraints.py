@@ -13,6 +13,7 @@ import numpy as np
 from scalemodel.choices import (
     Algorithm,
     Assignment,
+    Layout,
     Recompute,
     Schedule,
     ScheduleKind,
@@ -32,13 +33,14 @@ _NUMERIC_KEYS = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages")
 _ALIASES = {"mb": "micro_batch", "micro-batch": "micro_batch", "microbatch": "micro_batch",
             "sp": "sequence_parallel", "sequence-parallel": "sequence_parallel", "algo": "algorithm",
             "v": "virtual_stages", "virtual-stages": "virtual_stages", "mem": "memory",
-            "memory_per_gpu": "memory", "bucket_size": "bucket", "bucket_bytes": "bucket", "dp-comm": "dp_comm"}
+            "memory_per_gpu": "memory", "bucket_size": "bucket", "bucket_bytes": "bucket", "dp-comm": "dp_comm",
+            "rank_order": "layout", "rank-order": "layout"}
 CONSTRAINT_KEYS = (*_NUMERIC_KEYS, "zero", "recompute", "schedule", "sequence_parallel", "algorithm", "sync", "memory",
-                   "overlap", "compression", "dp_comm", "assignment", "bucket")
+                   "overlap", "compression", "dp_comm", "assignment", "bucket", "layout")
 _CONSTRAINT_ALLOWED = (f"KEY OP VALUE with KEY one of {', '.join(CONSTRAINT_KEYS)} and OP one of "
                        "<=, >=, <, >, =, != (e.g. tp<=8, pp=1, zero<=1, memory<=60GB, schedule=1f1b, "
                        "recompute=none, compression=int8, dp_comm=ps:8, overlap=false, assignment=dynamic, "
-                       "bucket<=100MB, zero=fsdp)")
+                       "bucket<=100MB, zero=fsdp, layout=tp-cp-pp-dp)")
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_\-]+)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*?)\s*$")
 
 Constraints = dict[str, list[tuple[str, Any]]]
@@ -116,6 +118,8 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
                              allowed=" | ".join(Zero.labels())) from None
     if key == "assignment" and isinstance(value, (int, np.integer)) and int(value) in list(Assignment):
         return int(value)
+    if key == "layout" and isinstance(value, (int, np.integer)) and int(value) in list(Layout):
+        return int(value)
     if key == "bucket" and isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
         return float(value)
     text = str(value).strip().lower()
@@ -183,6 +187,12 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         except InputError:
             raise InputError(f"unknown assignment {value!r} in {label!r}", where=where,
                              allowed=" | ".join(Assignment.labels())) from None
+    if key == "layout":
+        try:
+            return int(Layout.parse(text))
+        except InputError:
+            raise InputError(f"unknown layout {value!r} in {label!r}", where=where,
+                             allowed=" | ".join(Layout.labels())) from None
     if key == "compression":
         if text == "topk":  # any kept fraction
             return (int(parse_compression("topk:1").kind), None)

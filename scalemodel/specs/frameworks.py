@@ -11,7 +11,8 @@ Four formats, told apart by content (then by name):
   ``--expert-model-parallel-size``, ``--micro-batch-size``, ``--global-batch-size``, ``--seq-length``,
   ``--sequence-parallel``, ``--recompute-granularity``/``--recompute-activations``,
   ``--num-layers-per-virtual-pipeline-stage``/``--virtual-pipeline-model-parallel-size``,
-  ``--use-distributed-optimizer`` (ZeRO-1), ``--decoder-first/last-pipeline-num-layers``, precision;
+  ``--use-distributed-optimizer`` (ZeRO-1), ``--decoder-first/last-pipeline-num-layers``,
+  ``--use-tp-pp-dp-mapping`` (rank order tp-cp-pp-dp), precision;
 * a torchtitan job TOML (``torchtitan/config/job_config.py``): ``[training]``, ``[parallelism]``,
   ``[activation_checkpoint]``. TOML is read with :mod:`tomllib` (Python 3.11+) or, on 3.10, the
   ``tomli`` package (a dependency there, see pyproject.toml).
@@ -49,7 +50,7 @@ TRAINING_FIELDS = ("global_batch", "micro_batch", "seq_len", "precision", "optim
 STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "sync",
                    "algorithm", "overlap", "compression", "dp_comm", "flash_attention", "bucket_size",
                    "first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers", "etp",
-                   "assignment", "dispatch_overhead")
+                   "assignment", "dispatch_overhead", "layout")
 
 
 @dataclass
@@ -197,6 +198,7 @@ _MEG_INT = {"--tensor-model-parallel-size": ("strategy", "tp"), "--pipeline-mode
             "--expert-tensor-parallel-size": ("strategy", "etp")}
 _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--use-distributed-optimizer": ("strategy", "zero", "1"),
+               "--use-tp-pp-dp-mapping": ("strategy", "layout", "tp-cp-pp-dp"),
                "--overlap-grad-reduce": ("strategy", "overlap", True),
                "--use-flash-attn": ("strategy", "flash_attention", True),
                "--recompute-activations": ("strategy", "recompute", "selective"),

@@ -10,6 +10,7 @@ from scalemodel.choices import (
     Algorithm,
     Assignment,
     Choice,
+    Layout,
     Optimizer,
     Precision,
     Recompute,
@@ -35,6 +36,7 @@ ZeroText = Annotated[str, BeforeValidator(Zero.normalize), _labels(Zero)]
 RecomputeText = Annotated[str, BeforeValidator(Recompute.normalize), _labels(Recompute)]
 AssignmentText = Annotated[str, BeforeValidator(Assignment.normalize), _labels(Assignment)]
 OptimizerText = Annotated[str, BeforeValidator(Optimizer.normalize), _labels(Optimizer)]
+LayoutText = Annotated[str, BeforeValidator(Layout.normalize), _labels(Layout)]
 
 
 class TrainingSpec(Spec):
@@ -110,6 +112,9 @@ class StrategySpec(Spec):
     dispatch_overhead: SecondsOrZero | None = Field(default=None, description=(
         "scheduling cost per dynamically assigned task; default 1.02 ms, one synchronous Ray task round trip "
         "(Ray release microbenchmark single_client_tasks_sync, 980.7 tasks/s)"))
+    layout: LayoutText = Field(default="tp-cp-dp-pp", description=(
+        "rank order of the parallel dimensions, innermost first: tp-cp-dp-pp (Megatron-LM's default, torchtitan) "
+        "or tp-cp-pp-dp (PP inside DP, Megatron-LM --use-tp-pp-dp-mapping); docs/model.md#layout"))
 
     @field_validator("schedule")
     @classmethod
