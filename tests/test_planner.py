@@ -523,6 +523,28 @@ def test_time_to_target_searches_the_global_batch():
     assert res.feasible + sum(res.infeasible_by_reason.values()) == res.candidates_evaluated
 
 
+def test_batch_search_reports_time_to_train_at_each_batch():
+    """Across global batches the tokens to the same loss are E_min (1 + B/B_noise) (McCandlish et al. 2018), so
+    a plan at batch b trains train_tokens (b + B_noise)/(B_default + B_noise) tokens: its reported time to
+    train is that over its effective tokens/s, computed here by hand, and the ranking follows it."""
+    cl = load_cluster("dgx-a100", [])
+    wl = load_workload("gpt-1.7b", [])
+    bn, budget = 4096.0, 1e9  # large enough that batches other than the default reach the top
+    res = planner.plan(cl, wl, 64, TrainingSpec(train_tokens=budget, critical_batch=bn), top=12,
+                       objective="time-to-train", constraints={"tp": 1, "pp": 1})
+    default = 64  # one sequence per GPU
+    assert default in res.search["global_batches"]
+    seen = []
+    for p in res.ranked:
+        b = p.strategy["global_batch"]
+        tokens = budget * (b + bn) / (default + bn)
+        hand = tokens / (p.throughput["tokens_per_s"] * p.sync["statistical_efficiency"])
+        assert p.time_to_train_s == pytest.approx(hand, rel=1e-9)
+        seen.append(p.time_to_train_s)
+    assert seen == sorted(seen)
+    assert {p.strategy["global_batch"] for p in res.ranked} - {default}
+
+
 @pytest.mark.parametrize("cons", [
     {"dp_comm": [("=", "ps")], "cp": [("=", 1)]},  # every choice a parameter server: ZeRO > 0 all infeasible
     {"cp": [("=", 1)], "memory": [("<=", "20GB")]},  # the memory constraint counted per ZeRO stage

@@ -873,6 +873,18 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
 GLOBAL_BATCH_FACTORS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
+def _at_batch(pred: Prediction, b: int, default_batch: int, b_noise: float) -> Prediction:
+    """``pred`` (a plan at global batch ``b``) with its time to train and cost on the same footing as the
+    ranking: the workload's ``train_tokens`` is the budget at the default batch, and the tokens to reach
+    the same loss grow as E_min (1 + B/B_noise) (McCandlish et al. 2018, arXiv 1812.06162 §2.3,
+    (S/S_min - 1)(E/E_min - 1) = 1), so at batch b they are ``train_tokens (b + B_noise) / (default + B_noise)``."""
+    scale = (b + b_noise) / (default_batch + b_noise)
+    if scale == 1.0 or pred.time_to_train_s is None:
+        return pred
+    return replace(pred, time_to_train_s=pred.time_to_train_s * scale,
+                   cost_usd=None if pred.cost_usd is None else pred.cost_usd * scale)
+
+
 def _search_batches(job: Job, gpus: int, batch: int, *, top: int, **kw: Any) -> PlanResult:
     """Time to target over the global batch too (when the critical batch B_noise is known and the batch is
     not fixed): each batch B in :data:`GLOBAL_BATCH_FACTORS` x ``batch`` is searched on its own, and plans are
@@ -897,7 +909,8 @@ def _search_batches(job: Job, gpus: int, batch: int, *, top: int, **kw: Any) -> 
     return replace(
         base, candidates_evaluated=sum(r.candidates_evaluated for _b, r in runs),
         feasible=sum(r.feasible for _b, r in runs), infeasible_by_reason=by_reason,
-        ranked=[runs[k][1].ranked[i] for _v, k, i in rows], objective_values=[v for v, _k, _i in rows],
+        ranked=[_at_batch(runs[k][1].ranked[i], runs[k][0], batch, bn) for _v, k, i in rows],
+        objective_values=[v for v, _k, _i in rows],
         equivalents=[runs[k][1].equivalents[i] for _v, k, i in rows],
         custom=[runs[k][1].custom[i] for _v, k, i in rows], search=search_info,
         elapsed_s=sum(r.elapsed_s for _b, r in runs))
