@@ -87,6 +87,10 @@ class Job:
     # share of the compute units a running collective occupies (collective_units / compute_units; 0 when
     # the accelerator does not say): overlapped compute runs on the rest (docs/model.md#contention)
     collective_share: float = 0.0
+    # fixed seconds added to every step (ClusterSpec.step_overhead, docs/model.md#overhead) and the fraction of
+    # each compute window communication may hide under (ClusterSpec.overlap_efficiency, #overlap-efficiency)
+    step_overhead: float = 0.0
+    overlap_efficiency: float = 1.0
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -159,6 +163,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         ps_partition_bytes=float(cluster.parameter_server.partition_bytes),
         ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
         collective_share=collective_share(acc),
+        step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
     )
 
 

@@ -87,7 +87,8 @@ def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False) -> N
     for col in ("factor", "fitted", "95% interval", "meaning"):
         t.add_column(col, justify="left" if col in ("factor", "meaning") else "right")
     for f in result.factors:
-        t.add_row(f.name, _factor_value(f) if f.determined else "x1 (kept)", _factor_ci(f), f.description)
+        kept = f"{f.value:.4g} s (kept)" if f.name == "overhead_s" else "x1 (kept)"
+        t.add_row(f.name, _factor_value(f) if f.determined else kept, _factor_ci(f), f.description)
     print_table(c, t)
     r = Table(title=f"residual per run (rms log error {result.rms_log_error_before:.3f} before, "
                     f"{result.rms_log_error_after:.3f} after)")
@@ -97,8 +98,5 @@ def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False) -> N
         r.add_row(x["name"], str(x["gpus"]), fq(x["measured_s"], "time"), fq(x["before_s"], "time"),
                   f"{x['error_before']:+.1%}", fq(x["after_s"], "time"), f"{x['error_after']:+.1%}")
     print_table(c, r)
-    o = result.factor("overhead_s")
-    c.print(f"the per-step overhead ({o.value:.4g} s) is not carried by the overlay: no cluster field holds it",
-            highlight=False)
     if wrote:
         c.print(f"wrote {inp['out']} (use it as --cluster {inp['out']})", highlight=False)
