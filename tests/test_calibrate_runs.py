@@ -316,3 +316,50 @@ def test_overlap_and_overhead_recovered_and_carried_by_the_overlay(tmp_path: Pat
     for run, row in zip(read_runs(path), doc["runs"], strict=True):
         p = predict(overlay, run.workload, run.gpus, run.training, run.strategy)
         assert p.step_time_s == pytest.approx(row["after_s"], rel=1e-6), run.label
+
+
+@pytest.mark.parametrize("mode", ["strong", "weak"])
+def test_predict_at_shows_the_largest_run_and_the_target_side_by_side(fitted, tmp_path: Path, cli, mode: str) -> None:  # type: ignore[no-untyped-def]
+    """--predict-at N: the target column is what `predict -c overlay.yaml` gives at N GPUs (DP re-derived,
+    the batch kept or grown N/128-fold), the measured column is the largest run's fitted step, and the
+    parts named as grown are those whose share rose most."""
+    path, _, _ = fitted
+    out = tmp_path / "fit.yaml"
+    r = cli("calibrate", "runs", str(path), "--out", str(out), "--predict-at", "1024", "--mode", mode, "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    ch = doc["predict_at"]
+    largest = next(x for x in doc["runs"] if x["name"] == "7.5b-128")  # 128 GPUs, tp 8, global batch 128
+    assert ch["measured"]["gpus"] == 128 and ch["measured"]["step_s"] == pytest.approx(largest["after_s"], rel=1e-9)
+    batch = 128 if mode == "strong" else 1024
+    assert ch["target"]["global_batch"] == batch and ch["target"]["dp"] == 1024 // 8
+    p = json.loads(cli("predict", "-c", str(out), "-m", "gpt-7.5b", "-n", "1024", "--tp", "8", "--global-batch",
+                       str(batch), "--micro-batch", "1", "--no-overlap", "--json").out)
+    assert ch["target"]["step_s"] == pytest.approx(p["step_time_s"], rel=1e-6)
+    for k, v in p["breakdown_s"].items():
+        assert ch["target"]["breakdown_s"][k] == pytest.approx(v, rel=1e-6, abs=1e-12), k
+    rows = {x["part"]: x for x in ch["parts"]}
+    for x in rows.values():
+        assert x["from_share"] == pytest.approx(x["from_s"] / ch["measured"]["step_s"])
+        assert x["to_share"] == pytest.approx(x["to_s"] / ch["target"]["step_s"])
+    rising = sorted((x for x in rows.values() if x["change_share"] >= 0.005), key=lambda x: -x["change_share"])
+    assert ch["grew"] == [x["part"] for x in rising][:3] and ch["grew"]
+    assert "the parts that grew most" in ch["why"]
+    # strong scaling at 8x the GPUs: the gradient sync's share grows most (compute shrinks 8x, the sync does not)
+    if mode == "strong":
+        assert ch["grew"][0] == "dp_comm"
+    human = cli("calibrate", "runs", str(path), "--predict-at", "1024", "--mode", mode)
+    assert human.code == 0 and "the parts that grew most" in " ".join(human.out.split())
+
+
+@pytest.mark.parametrize(("args", "what"), [
+    (["--predict-at", "0"], "--predict-at"),
+    (["--predict-at", "1000"], "--predict-at"),  # dp 125 does not divide the batch of 128
+    (["--predict-at", "1020"], "--predict-at"),  # not a multiple of tp 8
+    (["--predict-at", "100000"], "--predict-at"),  # beyond the cluster
+    (["--predict-at", "1024", "--mode", "sideways"], "--mode"),
+])
+def test_predict_at_bad_values_are_one_line_errors(fitted, cli, args: list[str], what: str) -> None:  # type: ignore[no-untyped-def]
+    path, _, _ = fitted
+    r = cli("calibrate", "runs", str(path), *args)
+    assert r.code == 2 and r.err.startswith(f"error: {what}") and len(r.err.strip().splitlines()) == 1, r.err

@@ -364,3 +364,82 @@ def predictions_with_fit(fit: RunsFit, runs: list[Any]) -> list[Any]:
         grid = grid_from_strategy(r.strategy, r.training, r.gpus, job)
         out.append(evaluate(job, grid, sync=r.strategy.sync))
     return out
+
+
+@dataclass
+class ScaleChange:
+    """The fitted model at the largest measured run and at a target GPU count, part by part
+    (``calibrate runs --predict-at N``): what changed between the measured and the predicted scale."""
+
+    mode: str
+    measured: dict[str, Any]   # name, gpus, global_batch, measured_s, step_s, breakdown_s, share
+    target: dict[str, Any]     # gpus, global_batch, dp, step_s, breakdown_s, share, tokens_per_s, feasible
+    parts: list[dict[str, Any]]  # every part either side: from/to seconds and shares, change in each
+    grew: list[str]            # parts whose share of the step grew most (largest first, at most 3)
+    notes: list[str] = field(default_factory=list)
+    why: str = ""
+
+    def payload(self) -> dict[str, Any]:
+        return {"mode": self.mode, "measured": self.measured, "target": self.target, "parts": self.parts,
+                "grew": self.grew, "notes": self.notes, "why": self.why}
+
+
+#: A part "grew" when its share of the step rose by at least this much (0.5 percentage point).
+GREW_SHARE = 0.005
+
+
+def scale_change(fit: RunsFit, runs: list[Any], gpus: int, *, mode: str = "strong") -> ScaleChange:
+    """The largest measured run (most GPUs; the last such run in the file) and the same configuration at
+    ``gpus`` GPUs under the fitted factors: DP re-derived as gpus / (tp pp cp), the global batch kept
+    (``strong``) or grown by gpus / the run's GPUs (``weak``), as ``scalemodel scale`` does."""
+    from scalemodel.engine.scaling import _batches, _check_split  # the sweep's own batch and split rules
+
+    if mode not in ("weak", "strong"):
+        raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise InputError(f"{gpus!r} is not a GPU count", where="--predict-at", allowed="a whole number >= 1")
+    i_max = max(range(len(runs)), key=lambda i: (runs[i].gpus, i))
+    run = runs[i_max]
+    run.cluster.require_gpus(gpus, where="--predict-at")
+    notes = []
+    if run.strategy.dp is not None:
+        notes.append(f"dp={run.strategy.dp} of run {run.label!r} re-derived as {gpus} / (tp pp cp)")
+    batch0 = int(run.training.global_batch) if run.training.global_batch is not None else None
+    if batch0 is None:
+        raise InputError(f"run {run.label!r} gives no global_batch", where="--predict-at",
+                         allowed="runs with a global_batch, so the target's batch is defined")
+    try:
+        batch = _batches([run.gpus, gpus], mode, batch0)[1]
+        _check_split(gpus, batch, run.strategy, run.training.micro_batch, mode)
+    except InputError as exc:  # the sweep names its own options; here the target comes from --predict-at
+        raise InputError(f"run {run.label!r} at {gpus} GPUs: {exc.what}", where="--predict-at",
+                         allowed=exc.allowed) from None
+    target = replace(run, gpus=gpus, strategy=run.strategy.model_copy(update={"dp": None}),
+                     training=run.training.model_copy(update={"global_batch": batch}), label=f"{gpus} GPUs")
+    res_a, res_b = predictions_with_fit(fit, [run, target])
+
+    def one(res: Any) -> tuple[dict[str, float], float]:
+        parts = {k: float(np.asarray(res.breakdown[k]).ravel()[0]) for k in BREAKDOWN_KEYS}
+        return parts, sum(parts.values())
+
+    (pa, ta), (pb, tb) = one(res_a), one(res_b)
+    reason = int(np.asarray(res_b.reason).ravel()[0])
+    if reason:
+        notes.append(f"the model says the target could not run ({INFEASIBLE_REASONS[reason]}); it is still priced")
+    row = fit.runs[i_max]
+
+    def side(parts: dict[str, float], step: float) -> dict[str, Any]:
+        return {"step_s": step, "breakdown_s": parts, "share": {k: v / step if step > 0 else 0.0
+                                                               for k, v in parts.items()}}
+
+    a = {"name": run.label, "gpus": run.gpus, "global_batch": batch0, "measured_s": row["measured_s"], **side(pa, ta)}
+    b = {"gpus": gpus, "global_batch": batch, "dp": gpus // (run.strategy.tp * run.strategy.pp * run.strategy.cp),
+         "feasible": reason == 0, "tokens_per_s": float(np.asarray(res_b.tokens_per_s).ravel()[0]), **side(pb, tb)}
+    rows = []
+    for k in BREAKDOWN_KEYS:
+        if pa[k] == 0.0 and pb[k] == 0.0:
+            continue
+        rows.append({"part": k, "from_s": pa[k], "to_s": pb[k], "from_share": a["share"][k], "to_share": b["share"][k],
+                     "change_s": pb[k] - pa[k], "change_share": b["share"][k] - a["share"][k]})
+    grew = [r["part"] for r in sorted(rows, key=lambda r: -r["change_share"]) if r["change_share"] >= GREW_SHARE][:3]
+    return ScaleChange(mode, a, b, rows, grew, notes)
