@@ -37,6 +37,7 @@ import yaml
 from scalemodel.cost import compute as compute_cost
 from scalemodel.engine.job import Job, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS
+from scalemodel.engine.scaling import _batches, _check_split  # the sweep's own batch and split rules
 from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
 from scalemodel.errors import InputError
 
@@ -259,12 +260,21 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
             warnings.append(f"{f.name}: fitted value {f.value:.4g} sits on its {f.at_bound} bound "
                             f"{f.bounds[0] if f.at_bound == 'lower' else f.bounds[1]:.4g} ({what})")
     run_rows = [{"name": r.label, "gpus": r.gpus, "measured_s": float(m), "before_s": float(b), "after_s": float(a),
-                 "error_before": float(b / m - 1), "error_after": float(a / m - 1)}
+                 "error_before": float(b / m - 1), "error_after": float(a / m - 1), "log": _log_row(r)}
                 for r, m, b, a in zip(runs, t, before, after, strict=True)]
     inputs = {"runs": source, "cluster": cluster.name, "n_runs": len(runs), "out": out,
               "factors": sorted(chosen)}
     return RunsFit(inputs, factors, run_rows, warnings,
                    float(np.sqrt(np.mean(np.log(before / t) ** 2))), float(np.sqrt(np.mean(np.log(after / t) ** 2))))
+
+
+def _log_row(run: Any) -> dict[str, Any] | None:
+    """Where a run's measurement came from when it was read from a training log (None otherwise)."""
+    log = getattr(run, "log", None)
+    if log is None:
+        return None
+    return {"path": log.path, "format": log.format, "quantity": log.quantity, "median": log.value,
+            "lines_used": log.lines_used, "lines_dropped": log.lines_dropped}
 
 
 def _intervals(x: np.ndarray, jac: np.ndarray, fun: np.ndarray, *, log_params: int) -> list[list[float] | None]:
@@ -392,8 +402,6 @@ def scale_change(fit: RunsFit, runs: list[Any], gpus: int, *, mode: str = "stron
     """The largest measured run (most GPUs; the last such run in the file) and the same configuration at
     ``gpus`` GPUs under the fitted factors: DP re-derived as gpus / (tp pp cp), the global batch kept
     (``strong``) or grown by gpus / the run's GPUs (``weak``), as ``scalemodel scale`` does."""
-    from scalemodel.engine.scaling import _batches, _check_split  # the sweep's own batch and split rules
-
     if mode not in ("weak", "strong"):
         raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
