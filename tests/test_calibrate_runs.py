@@ -344,12 +344,12 @@ def test_predict_at_shows_the_largest_run_and_the_target_side_by_side(fitted, tm
         assert x["to_share"] == pytest.approx(x["to_s"] / ch["target"]["step_s"])
     rising = sorted((x for x in rows.values() if x["change_share"] >= 0.005), key=lambda x: -x["change_share"])
     assert ch["grew"] == [x["part"] for x in rising][:3] and ch["grew"]
-    assert "the parts that grew most" in ch["why"]
+    assert "the parts whose share of the step grew most" in ch["why"]
     # strong scaling at 8x the GPUs: the gradient sync's share grows most (compute shrinks 8x, the sync does not)
     if mode == "strong":
         assert ch["grew"][0] == "dp_comm"
     human = cli("calibrate", "runs", str(path), "--predict-at", "1024", "--mode", mode)
-    assert human.code == 0 and "the parts that grew most" in " ".join(human.out.split())
+    assert human.code == 0 and "the parts whose share of the step grew most" in " ".join(human.out.split())
 
 
 @pytest.mark.parametrize(("args", "what"), [

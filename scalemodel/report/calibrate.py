@@ -87,7 +87,7 @@ def scale_change_text(ch: ScaleChange) -> str:
         return head + "; no part's share of the step grows by 0.5 points or more."
     grew = [f"{PARTS[k].words} {rows[k]['from_share']:.1%} -> {rows[k]['to_share']:.1%} of the step "
             f"({fq(rows[k]['from_s'], 'time')} -> {fq(rows[k]['to_s'], 'time')})" for k in ch.grew]
-    return head + "; the parts that grew most: " + "; ".join(grew) + "."
+    return head + "; the parts whose share of the step grew most: " + "; ".join(grew) + "."
 
 
 def _render_scale_change(c: Console, ch: ScaleChange) -> None:
