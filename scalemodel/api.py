@@ -201,8 +201,9 @@ def calibrate_log(log: str | os.PathLike[str], cluster: Any = "dgx-h100", *, ran
 
 
 def calibrate_runs(runs_file: str | os.PathLike[str], *, factors: list[str] | None = None) -> RunsFit:
-    """Fit compute, per-tier bandwidth and per-step overhead to measured runs (as `scalemodel calibrate runs`):
-    ``result.factors`` (values, 95 % intervals, ``determined``), ``result.runs`` (residuals), ``result.warnings``."""
+    """Fit compute, per-tier bandwidth, overlap efficiency and per-step overhead to measured runs (as
+    `scalemodel calibrate runs`): ``result.factors`` (values, 95 % intervals, ``determined``), ``result.runs``
+    (residuals), ``result.warnings``."""
     return fit_runs(read_runs(Path(runs_file)), source=os.fspath(runs_file), only=factors)
 
 

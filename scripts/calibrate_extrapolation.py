@@ -1,14 +1,34 @@
 #!/usr/bin/env python3
-"""Extrapolation study for `calibrate runs` (docs/model.md#calibrate-runs): fit the factors on the smaller
-half of a published scaling series, predict the larger half, and compare with the uncalibrated model.
+"""Extrapolation study for `calibrate runs` (docs/model.md#calibrate-runs): for every published scaling
+series in the validation data, fit the factors on the smaller half (fewest GPUs), predict the larger half,
+and compare with the uncalibrated model on the same points.
 
-Series: Narayanan et al. 2021 Table 1 (``../shared/validation/cases.yaml``, ids ``nar21_t1_*``: GPT 1.7B on
-32 A100 to 1T on 3072), each run built exactly as ``scripts/validate_training.py`` builds it (full
-recompute, fp16, the paper's micro-batch, its interleaving rule, no fused attention). The measured
-figure is hardware TFLOP/s per GPU; the measured step time is the run's hardware FLOPs per step /
-(TFLOP/s x GPUs). The fit sees only the runs on the fewest GPUs (``--train`` of them, default half).
+Cases and their configurations are exactly those of ``scripts/validate_training.py`` (its rules, reused as
+they are: ``../shared/validation/cases.yaml`` for Narayanan 2021 Table 1, ``validation/training_cases.yaml``
+for the rest); a case the validator lists as not expressible is not used. A **series** is either
 
-    python scripts/calibrate_extrapolation.py [--train N] [--factors compute,overhead_s] [--json]
+* *same model*: one source's runs of one model on one hardware (cluster, NIC overrides and precision equal)
+  at two or more GPU counts (NeMo GPT-3 175B 128/512, MPT-70B 256/512, MT-NLG 2240/2800/3360, Nemotron-4
+  768/1536/2304), or
+* *model grows with GPUs*: one source's table on one hardware with three or more GPU counts whose model
+  size never shrinks as the GPU count grows (Narayanan 2021 Table 1, Megatron-LM 2024 H100 table,
+  MaxText v5p), a weak-scaling table.
+
+Each run's measured step time is derived from what the source printed, with the model's own tokens or
+FLOPs per step (the quantity compared is the source's): tokens/s/GPU -> B s / (x GPUs); iteration time as
+is; model (hardware) TFLOP/s/GPU -> model (hardware) FLOPs per step / (x 1e12 GPUs). The fit sees the
+floor(n/2) runs on the fewest GPUs (at least one); the rest are predicted. Fits compared:
+
+* ``compute``: the GEMM factor of the runs' precision alone (``compute``, or ``compute:fp8`` for fp8
+  runs; one parameter: possible with one run);
+* ``overhead``: the per-step overhead alone;
+* ``all``: every factor ``calibrate runs`` fits by default (compute, bandwidth per tier, overlap,
+  overhead); with fewer runs than factors it is underdetermined, as a user would get it.
+
+Errors are in step time: predicted / measured - 1. Also printed per series: the parts whose share of the
+step grew most between the largest training run and the largest predicted run (fitted, all factors).
+
+    python scripts/calibrate_extrapolation.py [--json]
 """
 
 from __future__ import annotations
@@ -16,25 +36,44 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_training as vt  # noqa: E402  (the validator's case rules, reused as they are)
 
-from scalemodel.engine.calibrate_runs import fit_runs, predict_with_fit  # noqa: E402
+from scalemodel.engine.calibrate_runs import GREW_SHARE, fit_runs, predict_with_fit, predictions_with_fit  # noqa: E402
+from scalemodel.engine.parts import BREAKDOWN_KEYS  # noqa: E402
 from scalemodel.engine.predict import predict  # noqa: E402
 from scalemodel.specs import StrategySpec, TrainingSpec  # noqa: E402
 from scalemodel.specs.loader import builtin_path  # noqa: E402
 from scalemodel.specs.runs import MeasuredRun  # noqa: E402
 
+FITS = {"compute": ["compute"], "overhead": ["overhead_s"], "all": None}
 
-def nar21_runs() -> list[MeasuredRun]:
+
+@dataclass
+class Case:
+    run: MeasuredRun
+    source: str
+    hardware: str     # cluster name + overrides + precision
+    model_key: str    # the case's model fields
+    params: float
+
+
+def nar21_cases() -> list[Case]:
+    """Narayanan 2021 Table 1 as scripts/validate_training.py builds it (full recompute, fp16, the paper's
+    micro-batch and interleaving rule, no fused attention); measured = hardware TFLOP/s per GPU."""
+    if vt.CASES is None:
+        return []
     cases = [c for c in yaml.safe_load(Path(vt.CASES).read_text()) if c["id"].startswith("nar21_t1_")]
-    cluster_name = "dgx-a100"
-    cluster = vt.load_cluster(cluster_name)
-    path = builtin_path("cluster", cluster_name)
+    name = "dgx-a100"
+    cluster = vt.load_cluster(name)
+    path = builtin_path("cluster", name)
     assert path is not None
     out = []
     for case in cases:
@@ -52,46 +91,140 @@ def nar21_runs() -> list[MeasuredRun]:
                           flash_attention=False)
         p = predict(cluster, wl, par["gpus"], tr, st)
         measured = p.flops["hardware_flops_per_step"] / (case["measured"]["tflops_per_gpu"] * 1e12 * par["gpus"])
-        out.append(MeasuredRun(case["id"], cluster_name, path, cluster, wl, par["gpus"], tr, st, measured, None))
-    return sorted(out, key=lambda r: r.gpus)
+        run = MeasuredRun(case["id"], name, path, cluster, wl, par["gpus"], tr, st, measured, None)
+        out.append(Case(run, "nar21", f"{name} fp16", json.dumps(case["model"], sort_keys=True),
+                        float(p.flops["model_flops_per_step"]) / gb))
+    return out
+
+
+def new_cases() -> list[Case]:
+    """The compared cases of validation/training_cases.yaml, rebuilt from the validator's chosen settings
+    (and checked to give the validator's own prediction)."""
+    if not vt.NEW_CASES.is_file():
+        return []
+    out = []
+    for case in yaml.safe_load(vt.NEW_CASES.read_text()):
+        res = vt.predict_new_case(case)
+        if not isinstance(res, vt.CaseResult):
+            continue
+        s = res.settings
+        overrides = vt._nic_overrides(case, vt.load_cluster(s["cluster"]))
+        cluster = vt.load_cluster(s["cluster"], overrides)
+        wl, _ = vt.case_workload(case)
+        assert wl is not None
+        gpus, gb = int(case["parallelism"]["gpus"]), int(s["global_batch"])
+        tr = TrainingSpec(global_batch=gb, micro_batch=s["micro_batch"], precision=s["precision"],
+                          seq_len=case["model"]["seq_len"])
+        st = res.strategy  # exactly the strategy the validator predicted
+        p = predict(cluster, wl, gpus, tr, st)
+        step, x = p.step_time_s, res.measured
+        if res.metric == "tokens/s/GPU":
+            measured, pred = gb * tr.seq_len / (x * gpus), p.throughput["tokens_per_s_per_gpu"]
+        elif res.metric == "iter s":
+            measured, pred = x, step
+        elif res.metric == "model TFLOP/s/GPU":
+            measured, pred = p.flops["model_flops_per_step"] / (x * 1e12 * gpus), p.flops["model_flops_per_step"] / (
+                step * gpus * 1e12)
+        else:
+            measured, pred = p.flops["hardware_flops_per_step"] / (x * 1e12 * gpus), p.flops[
+                "hardware_flops_per_step"] / (step * gpus * 1e12)
+        assert abs(pred / res.predicted - 1) < 1e-9, (res.id, pred, res.predicted)  # the validator's own case
+        path = builtin_path("cluster", s["cluster"])
+        assert path is not None
+        run = MeasuredRun(res.id, s["cluster"], path, cluster, wl, gpus, tr, st, float(measured), None)
+        out.append(Case(run, res.families["source"], f"{s['cluster']} {' '.join(overrides)} {s['precision']}",
+                        json.dumps(case["model"], sort_keys=True), float(p.flops["model_flops_per_step"]) / gb))
+    return out
+
+
+def series(cases: list[Case]) -> list[tuple[str, str, list[Case]]]:
+    """(name, kind, cases sorted by GPUs) for every series (module docstring)."""
+    groups: dict[tuple[str, str], list[Case]] = {}
+    for c in cases:
+        groups.setdefault((c.source, c.hardware), []).append(c)
+    out = []
+    for (source, hardware), group in groups.items():
+        group = sorted(group, key=lambda c: (c.run.gpus, c.params))
+        models: dict[str, list[Case]] = {}
+        for c in group:
+            models.setdefault(c.model_key, []).append(c)
+        for same in models.values():
+            if len({c.run.gpus for c in same}) >= 2:
+                label = same[0].run.label.rsplit("_", 1)[0]
+                out.append((f"{label} ({'/'.join(str(c.run.gpus) for c in same)})", "same model", same))
+        grows = all(b.params >= a.params for a, b in zip(group, group[1:], strict=False))
+        if len(models) > 1 and len({c.run.gpus for c in group}) >= 3 and grows:
+            out.append((f"{source} {hardware.split()[0]} ({group[0].run.gpus}-{group[-1].run.gpus})",
+                        "model grows with GPUs", group))
+    return out
+
+
+def study(name: str, kind: str, group: list[Case]) -> dict[str, Any]:
+    runs = [c.run for c in group]
+    n_train = max(1, len(runs) // 2)
+    train, test = runs[:n_train], runs[n_train:]
+    measured = [r.step_time_s for r in test]
+    assert all(m is not None for m in measured)
+    plain = [predict(r.cluster, r.workload, r.gpus, r.training, r.strategy).step_time_s for r in test]
+    doc: dict[str, Any] = {"series": name, "kind": kind, "train": [(r.label, r.gpus) for r in train],
+                           "test": [(r.label, r.gpus) for r in test],
+                           "errors": {"uncalibrated": [p / m - 1 for p, m in zip(plain, measured, strict=True)]},
+                           "factors": {}, "warnings": {}}
+    fp8 = all(r.training.precision == "fp8" for r in train)
+    for key, only in FITS.items():
+        if key == "compute" and fp8:
+            only = ["compute:fp8"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # scipy's covariance warnings on underdetermined fits
+            fit = fit_runs(train, source=name, only=only)
+        got = predict_with_fit(fit, test)
+        doc["errors"][key] = [p / m - 1 for p, m in zip(got, measured, strict=True)]  # type: ignore[operator]
+        doc["factors"][key] = {f.name: f.value for f in fit.factors if f.determined}
+        doc["warnings"][key] = fit.warnings
+        if key == "all":  # each run its own configuration (batch, layout, model), not a sweep's rule
+            doc["grew"] = _grew(fit, train[-1], test[-1])
+    doc["summary"] = {k: {"median": statistics.median(abs(e) for e in v), "worst": max(abs(e) for e in v)}
+                      for k, v in doc["errors"].items()}
+    return doc
+
+
+def _grew(fit: Any, a: MeasuredRun, b: MeasuredRun) -> list[str]:
+    """Parts whose share of the fitted step grew most from run ``a`` to run ``b`` (each its own configuration)."""
+    ra, rb = predictions_with_fit(fit, [a, b])
+    sa = {k: float(ra.breakdown[k].ravel()[0]) for k in BREAKDOWN_KEYS}
+    sb = {k: float(rb.breakdown[k].ravel()[0]) for k in BREAKDOWN_KEYS}
+    ta, tb = sum(sa.values()), sum(sb.values())
+    change = sorted(((sb[k] / tb - sa[k] / ta, k) for k in BREAKDOWN_KEYS), reverse=True)
+    return [f"{k} {sa[k] / ta:.0%}->{sb[k] / tb:.0%}" for d, k in change[:2] if d >= GREW_SHARE]
 
 
 def main(argv: list[str]) -> int:
-    runs = nar21_runs()
-    n_train = int(argv[argv.index("--train") + 1]) if "--train" in argv else len(runs) // 2
-    train, test = runs[:n_train], runs[n_train:]
-    only = argv[argv.index("--factors") + 1].split(",") if "--factors" in argv else None
-    fit = fit_runs(train, source="nar21 smaller half", only=only)
-    plain = [predict(r.cluster, r.workload, r.gpus, r.training, r.strategy).step_time_s for r in test]
-    fitted = predict_with_fit(fit, test)
-    rows = [{"case": r.label, "gpus": r.gpus, "measured_s": r.step_time_s, "uncalibrated_error": a / r.step_time_s - 1,
-             "calibrated_error": b / r.step_time_s - 1} for r, a, b in zip(test, plain, fitted, strict=True)]
-
-    def summary(key: str) -> dict[str, float]:
-        errs = [abs(x[key]) for x in rows]
-        return {"median": statistics.median(errs), "worst": max(errs)}
-
-    doc = {"train": [r.label for r in train], "factors": [
-        {"name": f.name, "value": f.value, "ci": f.ci, "determined": f.determined} for f in fit.factors],
-        "warnings": fit.warnings, "test": rows,
-        "uncalibrated": summary("uncalibrated_error"), "calibrated": summary("calibrated_error")}
+    all_cases = nar21_cases() + new_cases()
+    docs = [study(name, kind, group) for name, kind, group in series(all_cases)]
+    pooled = {k: [e for d in docs for e in d["errors"][k]] for k in ("uncalibrated", *FITS)}
+    overall = {k: {"n": len(v), "median": statistics.median(abs(e) for e in v), "worst": max(abs(e) for e in v)}
+               for k, v in pooled.items()}
     if "--json" in argv:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps({"series": docs, "overall": overall}, indent=1, allow_nan=False))
         return 0
-    print(f"fit on {len(train)} runs ({train[0].gpus}-{train[-1].gpus} GPUs), predict {len(test)} "
-          f"({test[0].gpus}-{test[-1].gpus} GPUs)")
-    for f in fit.factors:
-        ci = "not fitted" if not f.determined else ("no interval" if f.ci is None else
-                                                     f"[{f.ci[0]:.3g}, {f.ci[1]:.3g}]")
-        print(f"  {f.name:20s} {f.value:8.4g}  {ci}")
-    for w in fit.warnings:
-        print(f"  warning: {w}")
-    print(f"{'case':22s} {'GPUs':>5s} {'uncalibrated':>13s} {'calibrated':>11s}")
-    for x in rows:
-        print(f"{x['case']:22s} {x['gpus']:5d} {x['uncalibrated_error']:+13.1%} {x['calibrated_error']:+11.1%}")
-    for key in ("uncalibrated", "calibrated"):
-        s = doc[key]
-        print(f"{key}: median |error| {s['median']:.1%}, worst {s['worst']:.1%}")  # type: ignore[index]
+    cols = ("uncalibrated", *FITS)
+    print("median / worst |step-time error| on the larger half, fitted on the smaller half")
+    print(f"{'series':<44} {'kind':<10} {'fit on':>10} {'predict':>15}  "
+          + "  ".join(f"{c:>13}" for c in cols) + "  grew most (largest fit -> largest predicted run)")
+    def gpus(xs: list[tuple[str, int]]) -> str:
+        return "/".join(str(g) for _, g in xs) if len(xs) <= 2 else f"{xs[0][1]}-{xs[-1][1]}"
+
+    for d in docs:
+        tr, te = gpus(d["train"]), gpus(d["test"])
+        cells = "  ".join(f"{d['summary'][c]['median']:>5.1%} /{d['summary'][c]['worst']:>6.1%}" for c in cols)
+        kind = "same" if d["kind"] == "same model" else "grows"
+        print(f"{d['series']:<44} {kind:<10} {tr:>10} {te:>15}  {cells}  {', '.join(d['grew']) or 'none'}")
+    cells = "  ".join(f"{overall[c]['median']:>5.1%} /{overall[c]['worst']:>6.1%}" for c in cols)
+    print(f"{'all series (' + str(overall['uncalibrated']['n']) + ' predicted runs)':<44} {'':<10} {'':>10} {'':>15}  "
+          f"{cells}")
+    if "--errors" in argv:
+        for d in docs:
+            print(d["series"], {k: [f"{e:+.1%}" for e in v] for k, v in d["errors"].items()}, d["factors"])
     return 0
 
 

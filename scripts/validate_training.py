@@ -76,7 +76,7 @@ import math
 import re
 import statistics
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +240,7 @@ class CaseResult:
     families: dict[str, str]
     settings: dict[str, Any] = field(default_factory=dict)  # what the rules chose
     notes: list[str] = field(default_factory=list)
+    strategy: Any = None  # the StrategySpec predicted (new cases), so other scripts rebuild the same prediction
 
 
 @dataclass
@@ -620,7 +621,7 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                 "recompute": st.recompute, "sequence_parallel": seqpar, "flash_attention": flash,
                 "first_last_stage_layers": list(layout) if layout else None,
                 "first_last_chunk_layers": list(chunks) if chunks else None}
-    return _result(case["id"], metric, measured, pred, p, fam, settings, notes)
+    return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st)
 
 
 def _result(cid: str, metric: str, measured: float, pred: float, p: Any, fam: dict[str, str],
@@ -706,7 +707,8 @@ def main(argv: list[str] | None = None) -> int:
     results, listed, n_orig = validate_all()
     summ = summary(results)
     if "--json" in args:
-        doc = {"schema_version": 1, "target": TARGET, "results": [asdict(r) for r in results],
+        rows = [{k: v for k, v in asdict(r).items() if k != "strategy"} for r in results]
+        doc = {"schema_version": 1, "target": TARGET, "results": rows,
                "not_expressible": [asdict(n) for n in listed], "summary": summ,
                "original": stats(results[:n_orig])}
         print(json.dumps(_finite(doc), indent=1, allow_nan=False))

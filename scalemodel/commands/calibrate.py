@@ -10,7 +10,7 @@ import typer
 from scalemodel.commands.common import JsonOption, SetOption, load_cluster_with, positive_int
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op, overlay_yaml
 from scalemodel.engine.calibrate import calibrate as run
-from scalemodel.engine.calibrate_runs import fit_runs
+from scalemodel.engine.calibrate_runs import fit_runs, scale_change
 from scalemodel.engine.calibrate_runs import overlay_yaml as runs_overlay_yaml
 from scalemodel.errors import InputError
 from scalemodel.report.calibrate import render_calibration, render_runs_fit
@@ -42,6 +42,12 @@ def register(app: typer.Typer) -> None:
         factors: Annotated[str | None, typer.Option(
             "--factors", help="runs form: factors to fit, comma-separated (default all), e.g. compute,overhead_s"
         )] = None,
+        predict_at: Annotated[int | None, typer.Option(
+            "--predict-at", help="runs form: also show the fitted breakdown at N GPUs beside the largest measured "
+                                 "run's, and which parts grew")] = None,
+        mode: Annotated[str, typer.Option(
+            "--mode", help="runs form with --predict-at: strong keeps the global batch, weak grows it with N"
+        )] = "strong",
         sets: SetOption = None,
         as_json: JsonOption = False,
     ) -> None:
@@ -50,17 +56,18 @@ def register(app: typer.Typer) -> None:
         `calibrate nccl-tests LOG --cluster C` exits 1 (and writes no overlay) when a fitted parameter
         sits on a solver bound, a residual exceeds --tolerance, or the log's hosts x GPUs per host
         differ from the cluster's layout. `calibrate runs FILE` fits compute, per-tier bandwidth and a
-        per-step overhead to measured step times (docs/model.md#calibrate-runs); it warns, and exits 0.
+        overlap efficiency and a per-step overhead to measured step times (docs/model.md#calibrate-runs);
+        it warns, and exits 0. `--predict-at N` shows what changes between the largest run and N GPUs.
         """
         if len(args) == 2 and args[0] == "runs":
             if cluster is not None or sets or tier or ranks or op:
                 raise InputError("--cluster, --set, --tier, --ranks and --op belong to the nccl-tests form",
                                  where="calibrate runs", allowed="each run names its cluster in FILE")
-            calibrate_runs(args[1], out, as_json, factors)
+            calibrate_runs(args[1], out, as_json, factors, predict_at, mode)
             return
-        if factors is not None:
-            raise InputError("--factors belongs to the runs form", where="calibrate nccl-tests",
-                             allowed="scalemodel calibrate runs FILE --factors compute,overhead_s")
+        if factors is not None or predict_at is not None:
+            raise InputError("--factors and --predict-at belong to the runs form", where="calibrate nccl-tests",
+                             allowed="scalemodel calibrate runs FILE --factors compute,overhead_s --predict-at N")
         if cluster is None:
             raise InputError("missing --cluster", where="calibrate nccl-tests",
                              allowed="--cluster NAME or a cluster YAML")
@@ -87,16 +94,22 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
 
 
-def calibrate_runs(file: str, out: str | None, as_json: bool, factors: str | None = None) -> None:
-    """`calibrate runs FILE [--out overlay.yaml]`: fit, report, and write the overlay (never over an input)."""
+def calibrate_runs(file: str, out: str | None, as_json: bool, factors: str | None = None,
+                   predict_at: int | None = None, mode: str = "strong") -> None:
+    """`calibrate runs FILE [--out overlay.yaml] [--predict-at N]`: fit, report, and write the overlay (never
+    over an input)."""
+    positive_int(predict_at, "--predict-at")
+    if mode not in ("weak", "strong"):
+        raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
     runs = read_runs(file)
     if out is not None:
         check_output_path(out, "--out")  # after reading, so the runs file (and the specs it names) are inputs
     only = None if factors is None else [f.strip() for f in factors.split(",") if f.strip()]
     result = fit_runs(runs, source=file, out=out, only=only)
+    change = None if predict_at is None else scale_change(result, runs, predict_at, mode=mode)
     if out is not None:
         ref, path = runs[0].cluster_ref, runs[0].cluster_path
         builtin = builtin_path("cluster", ref) == path  # a built-in name stays a name; a file becomes a relative path
         base = reference_from("cluster", ref if builtin else path, Path(out).absolute().parent)
         write_file(out, runs_overlay_yaml(result, runs[0].cluster, extends=base, source=file), "--out")
-    render_runs_fit(result, as_json=as_json, wrote=out is not None)
+    render_runs_fit(result, as_json=as_json, wrote=out is not None, change=change)

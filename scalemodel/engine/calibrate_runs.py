@@ -8,11 +8,14 @@ The factors (docs/model.md#calibrate-runs):
 * ``compute:fp8`` (only when a run is fp8): fp8 runs' GEMMs take this multiplier instead of ``compute``
   (on the fp8 curve's ``gemm_max``, else the 16-bit one); their memory-bound work keeps ``compute``;
 * ``bandwidth:<tier>``: a multiplier on one network tier's efficiency (achieved fraction of its line rate);
-* ``overhead_s``: seconds added to every step (launch, data loading, logging: anything the model omits).
+* ``overlap``: a multiplier on the cluster's ``overlap_efficiency``, the fraction of each compute window that
+  hides communication (docs/model.md#overlap-efficiency);
+* ``overhead_s``: the cluster's ``step_overhead``, seconds added to every step (launch, data loading,
+  logging: anything the model omits; docs/model.md#overhead). Not fitted, it stays the cluster's own.
 
 Multipliers live in [0.1, min(2, 1 / the efficiency they scale)] (an efficiency never exceeds 1, so the
 overlay carries the fit exactly); the overhead in [0, 10 x the largest measured step]. The fit is
-``scipy.optimize.least_squares`` (trust-region reflective) on r_i = ln((T_i(c, b) + o) / t_i), with the
+``scipy.optimize.least_squares`` (trust-region reflective) on r_i = ln(T_i(c, b, eta, o) / t_i), with the
 multipliers in log space, so every run counts by its relative error. Intervals (95 %) are the
 linearised ones of Seber & Wild (*Nonlinear Regression*, 1989, sec. 2.1) as in
 :mod:`scalemodel.engine.calibrate`: s^2 = sum r^2 / (m - p), Cov = s^2 (J^T J)^-1, x_k +- t_(0.975, m-p)
@@ -34,6 +37,7 @@ import yaml
 from scalemodel.cost import compute as compute_cost
 from scalemodel.engine.job import Job, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS
+from scalemodel.engine.scaling import _batches, _check_split  # the sweep's own batch and split rules
 from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
 from scalemodel.errors import InputError
 
@@ -64,15 +68,13 @@ class RunsFit:
     warnings: list[str]
     rms_log_error_before: float
     rms_log_error_after: float
-    overhead_carried: bool = False
 
     def factor(self, name: str) -> Factor:
         return next(f for f in self.factors if f.name == name)
 
     def payload(self) -> dict[str, Any]:
         return {"inputs": self.inputs, "factors": self.factors, "runs": self.runs, "warnings": self.warnings,
-                "rms_log_error_before": self.rms_log_error_before, "rms_log_error_after": self.rms_log_error_after,
-                "overhead_carried_by_overlay": self.overhead_carried}
+                "rms_log_error_before": self.rms_log_error_before, "rms_log_error_after": self.rms_log_error_after}
 
 
 @dataclass(frozen=True)
@@ -83,13 +85,16 @@ class _Prepared:
     measured_s: float
 
 
-def scaled_job(job: Job, compute: float, bandwidth: dict[str, float], fp8: float | None = None) -> Job:
+def scaled_job(job: Job, compute: float, bandwidth: dict[str, float], fp8: float | None = None, *,
+               overlap: float = 1.0, overhead: float | None = None) -> Job:
     """``job`` with the compute multiplier on gemm_max and memory efficiency (an fp8 job's GEMMs take ``fp8``
-    instead when given), and tier efficiencies scaled."""
+    instead when given), tier efficiencies scaled, the overlap efficiency x ``overlap`` and, when given,
+    ``overhead`` seconds as its step overhead (replacing the cluster's)."""
     tiers = tuple(replace(t, efficiency=t.efficiency * bandwidth.get(t.name, 1.0)) for t in job.network.tiers)
     gemm = fp8 if fp8 is not None and job.precision == "fp8" else compute
     return replace(job, gemm_max=job.gemm_max * gemm, memory_efficiency=job.memory_efficiency * compute,
-                   network=replace(job.network, tiers=tiers))
+                   network=replace(job.network, tiers=tiers), overlap_efficiency=job.overlap_efficiency * overlap,
+                   step_overhead=job.step_overhead if overhead is None else overhead)
 
 
 def _step(job: Job, grid: Any, sync: str) -> tuple[float, float]:
@@ -114,7 +119,8 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
              only: list[str] | None = None) -> RunsFit:
     """Fit the factors (module docstring) to ``runs`` (:class:`scalemodel.specs.runs.MeasuredRun`), one cluster.
 
-    ``only`` names the factors to fit (e.g. ``["compute", "overhead_s"]``); the others stay at 1 (overhead 0).
+    ``only`` names the factors to fit (e.g. ``["compute", "overhead_s"]``); the others stay at 1 (the overhead at
+    the cluster's ``step_overhead``).
     """
     from scipy.optimize import least_squares  # optional heavy dependency: only a fit needs it
 
@@ -150,15 +156,18 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
     effs = [float(curve.gemm_max), float(curve.memory), fp8_gemm]
     has_fp8 = any(r.training.precision == "fp8" for r in runs)
     tiers = list(prepared[0].job.network.tiers)
-    mult_names = ["compute"] + (["compute:fp8"] if has_fp8 else []) + [f"bandwidth:{tr.name}" for tr in tiers]
+    eta0, o0 = float(cluster.overlap_efficiency), float(cluster.step_overhead)
+    mult_names = (["compute"] + (["compute:fp8"] if has_fp8 else []) + [f"bandwidth:{tr.name}" for tr in tiers]
+                  + ["overlap"])
     mult_hi = ([min(MULT_BOUNDS[1], 1.0 / max(effs[:2] if has_fp8 else effs))]
                + ([min(MULT_BOUNDS[1], 1.0 / fp8_gemm)] if has_fp8 else [])
-               + [min(MULT_BOUNDS[1], 1.0 / tr.efficiency) for tr in tiers])
+               + [min(MULT_BOUNDS[1], 1.0 / tr.efficiency) for tr in tiers] + [min(MULT_BOUNDS[1], 1.0 / eta0)])
 
     def predict_all(mults: dict[str, float], overhead: float) -> np.ndarray:
         bw = {n.split(":", 1)[1]: v for n, v in mults.items() if n.startswith("bandwidth:")}
-        return np.array([_step(scaled_job(p.job, mults.get("compute", 1.0), bw, mults.get("compute:fp8")),
-                               p.grid, p.sync)[0] + overhead for p in prepared])
+        return np.array([_step(scaled_job(p.job, mults.get("compute", 1.0), bw, mults.get("compute:fp8"),
+                                          overlap=mults.get("overlap", 1.0), overhead=overhead), p.grid, p.sync)[0]
+                         for p in prepared])
 
     if only is not None:
         unknown = [n for n in only if n not in (*mult_names, "overhead_s")]
@@ -166,18 +175,20 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
             raise InputError(f"unknown factor {unknown[0]!r}" if unknown else "no factor named", where="--factors",
                              allowed="a comma-separated list of: " + ", ".join((*mult_names, "overhead_s")))
     chosen = set(only) if only is not None else {*mult_names, "overhead_s"}
-    before = predict_all({}, 0.0)
+    before = predict_all({}, o0)
     warnings: list[str] = list(infeasible)
     active = []
     for name in mult_names:
         if name not in chosen:
             continue
-        moved = predict_all({name: 0.9}, 0.0)
+        moved = predict_all({name: 0.9}, o0)
         if float(np.max(np.abs(np.log(moved / before)))) > INSENSITIVE:
             active.append(name)
         else:
             why = ("no run's traffic crosses this tier, or it is all hidden under compute"
-                   if name.startswith("bandwidth:") else "no run's step depends on it")
+                   if name.startswith("bandwidth:") else
+                   "no run's hidden communication needs more than 90 % of its compute window"
+                   if name == "overlap" else "no run's step depends on it")
             warnings.append(f"{name}: not determined by the runs ({why}); left at 1 and not fitted")
     fit_o = "overhead_s" in chosen
     names = active + (["overhead_s"] if fit_o else [])
@@ -192,7 +203,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
         warnings.append(f"{len(t)} runs for {len(names)} factors: the fit is underdetermined and has no intervals")
 
     def unpack(x: np.ndarray) -> tuple[dict[str, float], float]:
-        return {n: float(np.exp(x[i])) for i, n in enumerate(active)}, float(x[-1]) if fit_o else 0.0
+        return {n: float(np.exp(x[i])) for i, n in enumerate(active)}, float(x[-1]) if fit_o else o0
 
     def resid(x: np.ndarray) -> np.ndarray:
         mults, o = unpack(x)
@@ -200,7 +211,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
 
     x0 = np.clip(np.zeros(len(names)), lo + 1e-6, hi - 1e-6)
     if fit_o:
-        x0[-1] = min(0.01 * float(np.min(t)), hi[-1] / 2)
+        x0[-1] = min(max(o0, 0.01 * float(np.min(t))), hi[-1] / 2)
     scale = np.array([1.0] * len(active) + ([max(float(np.median(t)) * 0.1, 1e-6)] if fit_o else []))
     sol = least_squares(resid, x0, method="trf", bounds=(lo, hi), x_scale=scale, diff_step=1e-4)
     x, fun = np.asarray(sol.x), np.asarray(sol.fun)
@@ -221,7 +232,8 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
     factors = []
     descriptions = {"compute": "x the accelerator's GEMM (gemm_max) and memory-bandwidth efficiencies",
                     "compute:fp8": "x the fp8 GEMM curve's gemm_max (fp8 runs' GEMMs)",
-                    "overhead_s": "seconds added to every step"}
+                    "overlap": "x the cluster's overlap_efficiency (share of compute windows that hide traffic)",
+                    "overhead_s": "seconds added to every step (the cluster's step_overhead)"}
     for name in mult_names:
         if name in active:
             i = active.index(name)
@@ -248,12 +260,21 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
             warnings.append(f"{f.name}: fitted value {f.value:.4g} sits on its {f.at_bound} bound "
                             f"{f.bounds[0] if f.at_bound == 'lower' else f.bounds[1]:.4g} ({what})")
     run_rows = [{"name": r.label, "gpus": r.gpus, "measured_s": float(m), "before_s": float(b), "after_s": float(a),
-                 "error_before": float(b / m - 1), "error_after": float(a / m - 1)}
+                 "error_before": float(b / m - 1), "error_after": float(a / m - 1), "log": _log_row(r)}
                 for r, m, b, a in zip(runs, t, before, after, strict=True)]
     inputs = {"runs": source, "cluster": cluster.name, "n_runs": len(runs), "out": out,
               "factors": sorted(chosen)}
     return RunsFit(inputs, factors, run_rows, warnings,
                    float(np.sqrt(np.mean(np.log(before / t) ** 2))), float(np.sqrt(np.mean(np.log(after / t) ** 2))))
+
+
+def _log_row(run: Any) -> dict[str, Any] | None:
+    """Where a run's measurement came from when it was read from a training log (None otherwise)."""
+    log = getattr(run, "log", None)
+    if log is None:
+        return None
+    return {"path": log.path, "format": log.format, "quantity": log.quantity, "median": log.value,
+            "lines_used": log.lines_used, "lines_dropped": log.lines_dropped}
 
 
 def _intervals(x: np.ndarray, jac: np.ndarray, fun: np.ndarray, *, log_params: int) -> list[list[float] | None]:
@@ -284,10 +305,16 @@ def _intervals(x: np.ndarray, jac: np.ndarray, fun: np.ndarray, *, log_params: i
 
 
 def overlay_doc(fit: RunsFit, cluster: Any, *, extends: str) -> dict[str, Any]:
-    """The cluster overlay (a dict for YAML) that ``extends`` the runs' cluster and carries the fitted
-    multipliers: each fitted tier's efficiency x its factor, and the accelerator (written in full, as a
-    cluster's accelerator is replaced, not merged) with its efficiency curve x the compute factor."""
+    """The cluster overlay (a dict for YAML) that ``extends`` the runs' cluster and carries every fitted
+    factor: each fitted tier's efficiency x its factor, the accelerator (written in full, as a cluster's
+    accelerator is replaced, not merged) with its efficiency curve x the compute factor, the overlap
+    efficiency x the overlap factor, and the fitted per-step overhead as ``step_overhead``."""
     doc: dict[str, Any] = {"extends": extends, "name": f"{cluster.name}-calibrated"}
+    ov = next((f for f in fit.factors if f.name == "overlap" and f.determined), None)
+    if ov is not None:
+        doc["overlap_efficiency"] = min(1.0, round(float(cluster.overlap_efficiency) * ov.value, 9))
+    if fit.factor("overhead_s").determined:
+        doc["step_overhead"] = float(fit.factor("overhead_s").value)
     tiers = []
     for f in fit.factors:
         if f.determined and f.name.startswith("bandwidth:"):
@@ -319,22 +346,108 @@ def overlay_doc(fit: RunsFit, cluster: Any, *, extends: str) -> dict[str, Any]:
 
 def overlay_yaml(fit: RunsFit, cluster: Any, *, extends: str, source: str) -> str:
     source = source.replace("\r", "\\r").replace("\n", "\\n")
-    o = fit.factor("overhead_s")
     head = (f"# Calibrated by `scalemodel calibrate runs` from {source}: {len(fit.runs)} runs,\n"
-            f"# rms log error {fit.rms_log_error_before:.3g} before, {fit.rms_log_error_after:.3g} after.\n"
-            f"# Not carried (no cluster field for it): a per-step overhead of {o.value:.6g} s.\n")
+            f"# rms log error {fit.rms_log_error_before:.3g} before, {fit.rms_log_error_after:.3g} after.\n")
     return head + yaml.safe_dump(overlay_doc(fit, cluster, extends=extends), sort_keys=False)
 
 
 
 def predict_with_fit(fit: RunsFit, runs: list[Any]) -> list[float]:
     """Step times of ``runs`` (MeasuredRun, any measurement) under the fitted factors, overhead included."""
+    return [float(np.asarray(res.step_time).ravel()[0]) for res in predictions_with_fit(fit, runs)]
+
+
+def fitted_job(fit: RunsFit, job: Job) -> Job:
+    """``job`` with every fitted factor applied (what the overlay gives)."""
     bw = {f.name.split(":", 1)[1]: f.value for f in fit.factors if f.name.startswith("bandwidth:") and f.determined}
-    c = fit.factor("compute").value
     f8 = next((f.value for f in fit.factors if f.name == "compute:fp8" and f.determined), None)
+    ov = next((f.value for f in fit.factors if f.name == "overlap" and f.determined), 1.0)
+    o = fit.factor("overhead_s")
+    return scaled_job(job, fit.factor("compute").value, bw, f8, overlap=ov, overhead=o.value if o.determined else None)
+
+
+def predictions_with_fit(fit: RunsFit, runs: list[Any]) -> list[Any]:
+    """The step model's result (StepArrays, one candidate) for each of ``runs`` under the fitted factors."""
     out = []
     for r in runs:
-        job = scaled_job(build_job(r.cluster, r.workload, r.training), c, bw, f8)
+        job = fitted_job(fit, build_job(r.cluster, r.workload, r.training))
         grid = grid_from_strategy(r.strategy, r.training, r.gpus, job)
-        out.append(_step(job, grid, r.strategy.sync)[0] + fit.factor("overhead_s").value)
+        out.append(evaluate(job, grid, sync=r.strategy.sync))
     return out
+
+
+@dataclass
+class ScaleChange:
+    """The fitted model at the largest measured run and at a target GPU count, part by part
+    (``calibrate runs --predict-at N``): what changed between the measured and the predicted scale."""
+
+    mode: str
+    measured: dict[str, Any]   # name, gpus, global_batch, measured_s, step_s, breakdown_s, share
+    target: dict[str, Any]     # gpus, global_batch, dp, step_s, breakdown_s, share, tokens_per_s, feasible
+    parts: list[dict[str, Any]]  # every part either side: from/to seconds and shares, change in each
+    grew: list[str]            # parts whose share of the step grew most (largest first, at most 3)
+    notes: list[str] = field(default_factory=list)
+    why: str = ""
+
+    def payload(self) -> dict[str, Any]:
+        return {"mode": self.mode, "measured": self.measured, "target": self.target, "parts": self.parts,
+                "grew": self.grew, "notes": self.notes, "why": self.why}
+
+
+#: A part "grew" when its share of the step rose by at least this much (0.5 percentage point).
+GREW_SHARE = 0.005
+
+
+def scale_change(fit: RunsFit, runs: list[Any], gpus: int, *, mode: str = "strong") -> ScaleChange:
+    """The largest measured run (most GPUs; the last such run in the file) and the same configuration at
+    ``gpus`` GPUs under the fitted factors: DP re-derived as gpus / (tp pp cp), the global batch kept
+    (``strong``) or grown by gpus / the run's GPUs (``weak``), as ``scalemodel scale`` does."""
+    if mode not in ("weak", "strong"):
+        raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise InputError(f"{gpus!r} is not a GPU count", where="--predict-at", allowed="a whole number >= 1")
+    i_max = max(range(len(runs)), key=lambda i: (runs[i].gpus, i))
+    run = runs[i_max]
+    run.cluster.require_gpus(gpus, where="--predict-at")
+    notes = []
+    if run.strategy.dp is not None:
+        notes.append(f"dp={run.strategy.dp} of run {run.label!r} re-derived as {gpus} / (tp pp cp)")
+    batch0 = int(run.training.global_batch) if run.training.global_batch is not None else None
+    if batch0 is None:
+        raise InputError(f"run {run.label!r} gives no global_batch", where="--predict-at",
+                         allowed="runs with a global_batch, so the target's batch is defined")
+    try:
+        batch = _batches([run.gpus, gpus], mode, batch0)[1]
+        _check_split(gpus, batch, run.strategy, run.training.micro_batch, mode)
+    except InputError as exc:  # the sweep names its own options; here the target comes from --predict-at
+        raise InputError(f"run {run.label!r} at {gpus} GPUs: {exc.what}", where="--predict-at",
+                         allowed=exc.allowed) from None
+    target = replace(run, gpus=gpus, strategy=run.strategy.model_copy(update={"dp": None}),
+                     training=run.training.model_copy(update={"global_batch": batch}), label=f"{gpus} GPUs")
+    res_a, res_b = predictions_with_fit(fit, [run, target])
+
+    def one(res: Any) -> tuple[dict[str, float], float]:
+        parts = {k: float(np.asarray(res.breakdown[k]).ravel()[0]) for k in BREAKDOWN_KEYS}
+        return parts, sum(parts.values())
+
+    (pa, ta), (pb, tb) = one(res_a), one(res_b)
+    reason = int(np.asarray(res_b.reason).ravel()[0])
+    if reason:
+        notes.append(f"the model says the target could not run ({INFEASIBLE_REASONS[reason]}); it is still priced")
+    row = fit.runs[i_max]
+
+    def side(parts: dict[str, float], step: float) -> dict[str, Any]:
+        return {"step_s": step, "breakdown_s": parts, "share": {k: v / step if step > 0 else 0.0
+                                                               for k, v in parts.items()}}
+
+    a = {"name": run.label, "gpus": run.gpus, "global_batch": batch0, "measured_s": row["measured_s"], **side(pa, ta)}
+    b = {"gpus": gpus, "global_batch": batch, "dp": gpus // (run.strategy.tp * run.strategy.pp * run.strategy.cp),
+         "feasible": reason == 0, "tokens_per_s": float(np.asarray(res_b.tokens_per_s).ravel()[0]), **side(pb, tb)}
+    rows = []
+    for k in BREAKDOWN_KEYS:
+        if pa[k] == 0.0 and pb[k] == 0.0:
+            continue
+        rows.append({"part": k, "from_s": pa[k], "to_s": pb[k], "from_share": a["share"][k], "to_share": b["share"][k],
+                     "change_s": pb[k] - pa[k], "change_share": b["share"][k] - a["share"][k]})
+    grew = [r["part"] for r in sorted(rows, key=lambda r: -r["change_share"]) if r["change_share"] >= GREW_SHARE][:3]
+    return ScaleChange(mode, a, b, rows, grew, notes)

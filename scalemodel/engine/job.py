@@ -93,6 +93,10 @@ class Job:
     staleness_kappa: float = field(default_factory=staleness.fallback_kappa)
     staleness_kappa_source: str = ""
     critical_batch_source: str = ""  # where critical_batch (B_noise) came from, one line ("" when not known)
+    # fixed seconds added to every step (ClusterSpec.step_overhead, docs/model.md#overhead) and the fraction of
+    # each compute window communication may hide under (ClusterSpec.overlap_efficiency, #overlap-efficiency)
+    step_overhead: float = 0.0
+    overlap_efficiency: float = 1.0
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -167,6 +171,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         collective_share=collective_share(acc),
         **_staleness_kappa(training, sh),
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
+        step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
     )
 
 

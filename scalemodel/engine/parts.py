@@ -41,6 +41,9 @@ BREAKDOWN: tuple[Part, ...] = (
     Part("optimizer", "optim", "optimizer step", "optimizer step (memory-bound)", "0.35", "bright_black"),
     Part("straggler", "strag", "straggler wait", "waiting for the slowest worker", "tab:orange", "bright_red"),
     Part("imbalance", "imbal", "load imbalance", "load imbalance", "khaki", "bright_yellow"),
+    Part("overhead", "ovhd", "fixed per-step overhead",
+         "fixed per-step overhead outside the modelled parts (the cluster's step_overhead, e.g. calibrated)",
+         "tab:pink", "bright_cyan"),
 )
 #: The scaling-sweep cause beyond the breakdown (``best=True`` only).
 MEMORY_FORCED = Part("memory_forced", "memory", "memory-forced strategy", "memory limit forcing a slower strategy",

@@ -342,6 +342,27 @@ def _sharding_degree(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.where(g.zero == Zero.HSDP, hsdp_shard_group(job, g), g.dp)
 
 
+def _overlap_windows(comp: dict[str, np.ndarray], efficiency: float) -> dict[str, np.ndarray]:
+    """``comp`` with the windows that hide communication cut to ``efficiency`` of their compute
+    (docs/model.md#overlap-efficiency): the forward and backward passes (DP and FSDP/ZeRO-3 traffic), the
+    weight-gradient GEMMs (TP backward) and the attention core (CP). Those keys serve only as windows;
+    the compute itself (``total``) is unchanged. Efficiency 1 leaves ``comp`` as it is."""
+    if efficiency == 1.0:
+        return comp
+    keys = ("forward", "backward", "wgrad", "attention_core", "core_per_layer")
+    return dict(comp, **{k: efficiency * comp[k] for k in keys if k in comp})
+
+
+def _with_overhead(rate: np.ndarray, step: np.ndarray, overhead: float) -> np.ndarray:
+    """A per-step rate (updates/s) once every step is ``overhead`` seconds longer than ``step``
+    (which includes it): every sync mode's rate is a count over the step time (cost.sync), so it
+    scales by (step - overhead) / step."""
+    if overhead == 0.0:
+        return rate
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.where(step > 0, rate * (step - overhead) / step, rate))
+
+
 def _with_free_windows(comp: dict[str, np.ndarray], mp: dict[str, np.ndarray],
                        share: float = 0.0) -> dict[str, np.ndarray]:
     """The stage's compute plus the forward and backward time left for data-parallel traffic once the
@@ -794,14 +815,15 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     last_layers, other_layers, _first = _stage_layers(job, g)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
                              layout=g.layout)  # placed once, reused
-    comp = _compute_per_microbatch(job, g, last_layers)
+    comp = _overlap_windows(_compute_per_microbatch(job, g, last_layers), job.overlap_efficiency)
     mp = _model_parallel_comm(job, g, comp, groups)
     comp = _with_free_windows(comp, mp, job.collective_share)
     t_mb = comp["total"] + comp["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
     comp_dp = comp  # the stage whose data-parallel traffic is priced: the one holding the most layers
     if job.is_transformer and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
-        comp_o = _compute_per_microbatch(job, g, other_layers, logits_on_stage=False)
+        comp_o = _overlap_windows(_compute_per_microbatch(job, g, other_layers, logits_on_stage=False),
+                                  job.overlap_efficiency)
         mp_o = _model_parallel_comm(job, g, comp_o, groups)
         comp_o = _with_free_windows(comp_o, mp_o, job.collective_share)
         t_o = comp_o["total"] + comp_o["contention"] + mp_o["tp"] + mp_o["cp"] + mp_o["ep"] + mp_o["pp"]
@@ -834,6 +856,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         "tp_comm": m * mp["tp"], "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
         "pp_comm": m * mp["pp"], "bubble": bubble_mb * t_mb, "dp_comm": np.maximum(dp_term, 0.0),
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
+        "overhead": np.full(np.shape(step), job.step_overhead),  # docs/model.md#overhead
     }
     breakdown = {k: breakdown[k] for k in BREAKDOWN_KEYS}  # the parts table fixes names and order
     step = sum(breakdown.values())  # identical to sres.step_time_s up to rounding; parts add up exactly
@@ -859,7 +882,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         samples_per_s=full(samples / safe), model_flops=full(flops["model"]),
         hardware_flops=full(flops["hardware"]), tflops_per_gpu=full(tflops), mfu=full(mfu), hfu=full(hfu),
         memory={k: full(v) for k, v in mem.items()}, fits=full(fits),
-        statistical_efficiency=full(sres.efficiency), updates_per_s=full(sres.updates_per_s),
+        statistical_efficiency=full(sres.efficiency), updates_per_s=full(_with_overhead(sres.updates_per_s, step,
+                                                                                         job.step_overhead)),
         mean_staleness=full(sres.mean_staleness),
         extras={"dp_comm_total": full(dp_total), "microbatch_time": full(t_mb),
                 "bubble_microbatches": full(bubble_mb)},

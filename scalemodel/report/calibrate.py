@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.calibrate import CalibrationResult, layout_text
-from scalemodel.engine.calibrate_runs import RunsFit
+from scalemodel.engine.calibrate_runs import RunsFit, ScaleChange
+from scalemodel.engine.parts import PARTS
 from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
 
@@ -73,12 +74,50 @@ def _factor_ci(f: Any) -> str:
     return f"{f.ci[0]:.4g} .. {f.ci[1]:.4g}" + (" s" if f.name == "overhead_s" else "")
 
 
-def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False) -> None:
-    """Fitted factors with 95% intervals, residual per run before and after, warnings (or the JSON document)."""
+def scale_change_text(ch: ScaleChange) -> str:
+    """What changed between the largest measured run and the target, in words: the step either side and
+    the parts whose share of the step grew most (their seconds and shares), or that none did."""
+    a, b = ch.measured, ch.target
+    ta, tb = a["step_s"], b["step_s"]
+    head = (f"From the largest measured run ({a['name']}, {a['gpus']} GPUs, global batch {a['global_batch']}) to "
+            f"{b['gpus']} GPUs ({ch.mode} scaling, global batch {b['global_batch']}) the fitted step goes from "
+            f"{fq(ta, 'time')} to {fq(tb, 'time')} ({tb / ta - 1:+.1%})" if ta > 0 else "")
+    rows = {r["part"]: r for r in ch.parts}
+    if not ch.grew:
+        return head + "; no part's share of the step grows by 0.5 points or more."
+    grew = [f"{PARTS[k].words} {rows[k]['from_share']:.1%} -> {rows[k]['to_share']:.1%} of the step "
+            f"({fq(rows[k]['from_s'], 'time')} -> {fq(rows[k]['to_s'], 'time')})" for k in ch.grew]
+    return head + "; the parts whose share of the step grew most: " + "; ".join(grew) + "."
+
+
+def _render_scale_change(c: Console, ch: ScaleChange) -> None:
+    a, b = ch.measured, ch.target
+    t = Table(title=f"breakdown at the largest measured run ({a['gpus']} GPUs) and at {b['gpus']} GPUs (fitted)")
+    for col in ("part", f"{a['gpus']} GPUs", "share", f"{b['gpus']} GPUs", "share ", "change"):
+        t.add_column(col, justify="left" if col == "part" else "right")
+    for r in ch.parts:
+        t.add_row(PARTS[r["part"]].label, fq(r["from_s"], "time"), f"{r['from_share']:.1%}", fq(r["to_s"], "time"),
+                  f"{r['to_share']:.1%}", f"{100 * r['change_share']:+.1f} pt")
+    t.add_row("step", fq(a["step_s"], "time"), "", fq(b["step_s"], "time"), "", "")
+    print_table(c, t)
+    c.print(ch.why, highlight=False)
+    for n in ch.notes:
+        c.print(f"note: {n}", highlight=False)
+
+
+def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False,
+                    change: ScaleChange | None = None) -> None:
+    """Fitted factors with 95% intervals, residual per run before and after, warnings, and with
+    ``change`` the breakdown at the largest run and the target side by side (or the JSON document)."""
     for w in result.warnings:
         sys.stderr.write(f"warning: calibrate runs: {w}\n")
+    if change is not None:
+        change.why = scale_change_text(change)
     if as_json:
-        emit_json(result.payload(), "calibrate")
+        doc = result.payload()
+        if change is not None:
+            doc["predict_at"] = change.payload()
+        emit_json(doc, "calibrate")
         return
     c = Console()
     inp = result.inputs
@@ -87,7 +126,8 @@ def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False) -> N
     for col in ("factor", "fitted", "95% interval", "meaning"):
         t.add_column(col, justify="left" if col in ("factor", "meaning") else "right")
     for f in result.factors:
-        t.add_row(f.name, _factor_value(f) if f.determined else "x1 (kept)", _factor_ci(f), f.description)
+        kept = f"{f.value:.4g} s (kept)" if f.name == "overhead_s" else "x1 (kept)"
+        t.add_row(f.name, _factor_value(f) if f.determined else kept, _factor_ci(f), f.description)
     print_table(c, t)
     r = Table(title=f"residual per run (rms log error {result.rms_log_error_before:.3f} before, "
                     f"{result.rms_log_error_after:.3f} after)")
@@ -97,8 +137,7 @@ def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False) -> N
         r.add_row(x["name"], str(x["gpus"]), fq(x["measured_s"], "time"), fq(x["before_s"], "time"),
                   f"{x['error_before']:+.1%}", fq(x["after_s"], "time"), f"{x['error_after']:+.1%}")
     print_table(c, r)
-    o = result.factor("overhead_s")
-    c.print(f"the per-step overhead ({o.value:.4g} s) is not carried by the overlay: no cluster field holds it",
-            highlight=False)
+    if change is not None:
+        _render_scale_change(c, change)
     if wrote:
         c.print(f"wrote {inp['out']} (use it as --cluster {inp['out']})", highlight=False)

@@ -10,7 +10,7 @@ from scalemodel.choices import RDMA_TRANSPORTS, check_mtu
 from scalemodel.errors import InputError
 from scalemodel.specs.accelerator import AcceleratorSpec
 from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref
-from scalemodel.specs.quantities import Bandwidth, Bytes, Fraction, PricePerHour, Seconds, Watts
+from scalemodel.specs.quantities import Bandwidth, Bytes, Fraction, PricePerHour, Seconds, SecondsOrZero, Watts
 
 Topology = Literal["switch", "mesh", "torus", "ring", "rail"]
 Transport = Literal["tcp", "roce", "ib"]
@@ -106,6 +106,14 @@ class ClusterSpec(Sourced):
     node_power: Watts | None = None
     variability: Variability = Field(default_factory=Variability)
     parameter_server: ParameterServerSpec = Field(default_factory=ParameterServerSpec)
+    step_overhead: SecondsOrZero = Field(default=0.0, description=(
+        "fixed seconds every training step spends outside the modelled parts (kernel launches, data loading, "
+        "logging, ...), added to each step as the breakdown part 'overhead'; 0 unless measured, e.g. fitted by "
+        "`scalemodel calibrate runs` (docs/model.md#overhead)"))
+    overlap_efficiency: Fraction = Field(default=1.0, description=(
+        "fraction of each compute window that may hide communication (TP backward under the weight-gradient "
+        "GEMMs, CP under the attention core, DP and FSDP/ZeRO-3 under the backward and forward); 1 = the whole "
+        "window; fitted by `scalemodel calibrate runs` (docs/model.md#overlap-efficiency)"))
 
     _resolve_accelerator = field_validator("accelerator", mode="before")(builtin_ref("accelerator"))
 

@@ -4,7 +4,9 @@ Each run (a YAML mapping, or a CSV row under a header line) names ``cluster``, `
 as a scenario does, any :class:`~scalemodel.specs.training.TrainingSpec` or
 :class:`~scalemodel.specs.training.StrategySpec` field by its own name (``tp``, ``pp``, ``zero``,
 ``micro_batch``, ``global_batch``, ``precision``, ...), an optional ``name``, and exactly one measurement:
-``step_time`` (seconds, or with a unit: ``1.2 s``, ``950ms``) or ``tokens_per_s`` (whole job).
+``step_time`` (seconds, or with a unit: ``1.2 s``, ``950ms``), ``tokens_per_s`` (whole job), or ``log``: a
+Megatron-LM, DeepSpeed or torchtitan training log (a path relative to the runs file) whose median
+iteration speed after ``warmup_steps`` (default 10) is the measurement (:mod:`scalemodel.specs.train_logs`).
 A YAML file may also be a mapping with the list under ``runs:``. CSV cells are read as YAML scalars
 (``8`` is an integer, ``true`` a boolean); an empty cell is absent. Cluster and model names are
 built-in names or paths relative to the runs file's folder. The file is read through
@@ -25,13 +27,14 @@ from scalemodel.errors import InputError
 from scalemodel.specs import files, yamlread
 from scalemodel.specs.cluster import ClusterSpec
 from scalemodel.specs.loader import _parse_value, load_spec, resolve, validate
+from scalemodel.specs.train_logs import DEFAULT_WARMUP, LogSpeed, read_train_log
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 from scalemodel.specs.workload import Workload
 from scalemodel.units import parse_quantity
 
 MAX_RUNS = 1000
-RUN_KEYS = ("name", "cluster", "model", "gpus", "step_time", "tokens_per_s")
-ALLOWED = "a list of runs with cluster, model, gpus, step_time or tokens_per_s, and training/strategy fields"
+RUN_KEYS = ("name", "cluster", "model", "gpus", "step_time", "tokens_per_s", "log", "warmup_steps")
+ALLOWED = "a list of runs with cluster, model, gpus, step_time, tokens_per_s or log, and training/strategy fields"
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class MeasuredRun:
     step_time_s: float | None
     tokens_per_s: float | None
     where: str = ""       # file and run, for errors found later
+    log: LogSpeed | None = None  # the training log the measurement came from, if any
 
 
 def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -91,11 +95,13 @@ def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _measurement(row: dict[str, Any], where: str) -> tuple[float | None, float | None]:
-    given = [k for k in ("step_time", "tokens_per_s") if row.get(k) is not None]
+    given = [k for k in ("step_time", "tokens_per_s", "log") if row.get(k) is not None]
     if len(given) != 1:
-        raise InputError("needs exactly one of step_time, tokens_per_s" + (" (both given)" if given else ""),
-                         where=where, allowed="step_time: 1.2 s, or tokens_per_s: 150000 (whole job)")
+        raise InputError("needs exactly one of step_time, tokens_per_s, log" + (" (more given)" if given else ""),
+                         where=where, allowed="step_time: 1.2 s, tokens_per_s: 150000 (whole job), or log: train.log")
     key = given[0]
+    if key == "log":
+        return None, None
     v = row[key]
     if isinstance(v, (bool, list, dict)):
         raise InputError(f"{str(v)[:40]!r} is not a number", where=f"{where}: {key}", allowed="a positive number")
@@ -134,6 +140,9 @@ def read_runs(path: str | Path) -> list[MeasuredRun]:
             raise InputError(f"{str(gpus)[:40]!r} is not a GPU count", where=f"{where}: gpus",
                              allowed="a whole number from 1 to 1e8")
         step, tokens = _measurement(row, where)
+        if row.get("warmup_steps") is not None and row.get("log") is None:
+            raise InputError("warmup_steps without a log", where=f"{where}: warmup_steps",
+                             allowed="warmup_steps only with log: FILE")
         kinds = (("cluster", ClusterSpec), ("workload", Workload))
         loaded = []
         for (kind, model), key in zip(kinds, ("cluster", "model"), strict=True):
@@ -153,6 +162,36 @@ def read_runs(path: str | Path) -> list[MeasuredRun]:
             st = validate(StrategySpec, {k: v for k, v in row.items() if k in st_fields})
         except InputError as exc:
             raise exc.at(where) from None
+        log = None
+        if row.get("log") is not None:
+            step, tokens, log = _from_log(row, folder, where, gpus, tr)
         label = str(row.get("name") or f"{cl.name} {wl.name} {gpus}")
-        out.append(MeasuredRun(label[:80], row["cluster"], cpath, cl, wl, gpus, tr, st, step, tokens, where))
+        out.append(MeasuredRun(label[:80], row["cluster"], cpath, cl, wl, gpus, tr, st, step, tokens, where, log))
     return out
+
+
+def _from_log(row: dict[str, Any], folder: Path, where: str, gpus: int, training: Any
+              ) -> tuple[float | None, float | None, LogSpeed]:
+    """(step_time, tokens_per_s, the log's reading) of a run measured by ``log: FILE``: Megatron's
+    iteration time as is; DeepSpeed's samples/s of the whole job as global_batch / X; torchtitan's
+    tokens/s per GPU as X x gpus tokens/s of the job."""
+    ref, warm = row["log"], row.get("warmup_steps", DEFAULT_WARMUP)
+    if not isinstance(ref, str) or not ref:
+        raise InputError(f"{str(ref)[:40]!r} is not a file name", where=f"{where}: log",
+                         allowed="a path to a training log, relative to the runs file")
+    if isinstance(warm, bool) or not isinstance(warm, int) or not 0 <= warm <= 10**9:
+        raise InputError(f"{str(warm)[:40]!r} is not a step count", where=f"{where}: warmup_steps",
+                         allowed="a whole number >= 0 (logged steps up to it are dropped)")
+    path = Path(ref) if Path(ref).is_absolute() else folder / ref
+    try:
+        speed = read_train_log(path, warmup_steps=warm)
+    except InputError as exc:
+        raise exc.at(f"{where}: log") from None
+    if speed.quantity == "step_time_s":
+        return speed.value, None, speed
+    if speed.quantity == "tokens_per_s_per_gpu":
+        return None, speed.value * gpus, speed
+    if training.global_batch is None:
+        raise InputError("a DeepSpeed log gives samples per second; the step time needs the global batch",
+                         where=f"{where}: global_batch", allowed="global_batch: the run's train_batch_size")
+    return float(training.global_batch) / speed.value, None, speed
