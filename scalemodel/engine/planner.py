@@ -59,10 +59,20 @@ from scalemodel.choices import (
     parse_schedule,
     parse_sync,
 )
+from scalemodel.cost import sync as sync_model
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_arrays
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.predict import Prediction, result_at
-from scalemodel.engine.step import REASON_KEYS, Infeasible, evaluate, memory_parts, microbatches
+from scalemodel.engine.step import (
+    REASON_KEYS,
+    Infeasible,
+    dp_exposed_floor,
+    evaluate,
+    memory_parts,
+    microbatches,
+    shares_bsp_comm,
+    with_sync,
+)
 from scalemodel.errors import InputError
 from scalemodel.specs.constraints import Constraints, normalize_constraints
 from scalemodel.specs.constraints import keep as allowed_by
@@ -383,11 +393,6 @@ def _score(objective: str, job: Job, gpus: int, res: Any) -> np.ndarray:
     return np.asarray(score)
 
 
-#: Breakdown parts neither the ZeRO stage nor a communication choice changes (their sum bounds the step from
-#: below; the optimizer step, which ZeRO shards, is left out of the bound).
-_FIXED_PARTS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble")
-
-
 @dataclass(order=True)
 class _Pick:
     score: float
@@ -409,6 +414,35 @@ def _for_sync(cfg: dict[str, np.ndarray], sync: str) -> dict[str, np.ndarray]:
     """The configurations of :func:`_sync_mask`."""
     ok = _sync_mask(cfg, sync)
     return {k: v[ok] for k, v in cfg.items()}
+
+
+def _bound_factor(job: Job, cfg: dict[str, np.ndarray], sync: str, mask: np.ndarray, objective: str,
+                  kappa: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per configuration, what a sync mode makes of a one-worker step time x and of the exposed data-parallel
+    traffic c, over the objective's statistical efficiency: (a, b) with score >= (a x + b c) x scale.
+
+    a = ``sync_step(sync, dp, mean=1, comm=0).step_time_s / efficiency`` (efficiency 1 under ``throughput``):
+    every straggler family is a scale family (:func:`scalemodel.cost.stragglers.expected_max_step`), so the
+    wait grows in proportion to x. b: the step grows by c per second of traffic (bsp, backup, asp, ssp) or
+    c / H (local:H); 0 for hier:G, whose traffic runs on other groups than the floor prices. inf where the
+    mode does not apply (``mask``)."""
+    a = np.full(len(cfg["dp"]), np.inf)
+    b = np.zeros(len(cfg["dp"]))
+    if not np.any(mask):
+        return a, b
+    dps, inv = np.unique(cfg["dp"][mask], return_inverse=True)
+    kw: dict[str, Any] = {} if kappa is None else {"kappa": kappa}
+    n = dps.astype(float)
+    r0 = sync_model.sync_step(sync, n, 1.0, job.straggler_cv, job.straggler_dist, comm_s=0.0, **kw)
+    r1 = sync_model.sync_step(sync, n, 1.0, job.straggler_cv, job.straggler_dist, comm_s=1.0, **kw)
+    eff = np.asarray(r0.efficiency, dtype=float) if objective != "throughput" else np.ones(len(dps))
+    step0 = np.asarray(r0.step_time_s, dtype=float)
+    per_comm = (np.asarray(r1.step_time_s, dtype=float) - step0) / eff
+    if parse_sync(sync).kind == SyncKind.HIER:
+        per_comm = np.zeros(len(dps))
+    a[mask] = (step0 / eff)[np.ravel(inv)]
+    b[mask] = np.maximum(per_comm, 0.0)[np.ravel(inv)]
+    return a, b
 
 
 def _predict_all(job: Job, picks: list[_Pick], kappa: float | None) -> list[Prediction]:
@@ -564,33 +598,38 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     mode_mask = [_sync_mask(all_cfg, sync) for sync in modes]
     fam_all = _family_code(all_cfg)
     total = sum(int(m.sum()) for m in mode_mask) * inner
-    bsp_index = modes.index("bsp") if "bsp" in modes else -1
     keep = max(10 * top, 50)
     scale = _scale(objective, job, gpus, global_batch)
     oom, ps_bad = int(Infeasible.OUT_OF_MEMORY), int(Infeasible.PS_INCOMPATIBLE)
+    # Evaluation classes: the modes that move bsp's data-parallel traffic on every communication choice share
+    # one evaluation (step.with_sync re-prices the wait); hier:G and asp/ssp on a parameter server have their own.
+    shared = [si for si, sync in enumerate(modes) if shares_bsp_comm(sync, choices["ps_servers"])]
+    classes = ([shared] if shared else []) + [[si] for si in range(len(modes)) if si not in shared]
+    class_sync = ["bsp" if members == shared else modes[members[0]] for members in classes]
+    factor = [_bound_factor(job, all_cfg, sync, mask, objective, kappa) for sync, mask in zip(modes, mode_mask,
+                                                                                           strict=True)]
 
-    covered = feasible_n = computed = 0
+    covered = feasible_n = computed = derived = 0
     over_limit = 0.0
     reasons = np.zeros(max(REASON_KEYS) + 1, dtype=float)
     best = _Best(keep)
     fam_thr: dict[int, float] = {}
-    stored: list[np.ndarray] = []  # survivors: columns lb, sync, row, zero, recompute, sp, family
+    stored: list[np.ndarray] = []  # survivors: columns lb, class, row, zero, recompute, sp, family
     n_stored = 0
-
-    def cutoff(fams: np.ndarray) -> np.ndarray:
-        thr = best.threshold
-        return np.maximum(thr, np.asarray([fam_thr.get(int(f), math.inf) for f in fams]) if len(fams) else thr)
+    n_fam = 32  # family codes: 5 bits (DP, TP, PP, CP, EP)
 
     def refilter(rows: np.ndarray) -> np.ndarray:
+        """Rows whose bound can still reach the best ``keep`` values, or the best of their family."""
         if not len(rows):
             return rows
-        fams = rows[:, 6].astype(np.int64)
-        lim = cutoff(np.unique(fams))
-        lut = dict(zip(np.unique(fams).tolist(), np.atleast_1d(lim).tolist(), strict=True))
-        return rows[rows[:, 0] <= np.asarray([lut[f] for f in fams.tolist()])]
+        thr = best.threshold
+        lut = np.full(n_fam, math.inf)  # a family with no exact value yet is never pruned
+        for f, v in fam_thr.items():
+            lut[f] = max(thr, v)
+        return rows[rows[:, 0] <= lut[rows[:, 6].astype(np.int64)]]
 
-    # ---- pass 1: every outer candidate at one ZeRO stage and one communication choice, under bsp (no part of
-    # the bound depends on the sync mode); memory at every stage
+    # ---- pass 1: every outer candidate at one ZeRO stage and one communication choice, under bsp (the bound
+    # is the step-time parts no ZeRO stage, communication choice or sync mode changes); memory at every stage
     done = 0
     zeros = axes["zero"].reshape(1, -1, 1, 1)
     n_cfg = len(all_cfg["dp"])
@@ -614,8 +653,12 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # with all-reduce first, the parameter-server choices are infeasible where ZeRO > 0
         ps_hit_all = valid_all & open_ & (zb > 0) & (not first_is_ps)
         weight = np.where(ps_hit_all, n_choice - n_ps, n_choice)
-        lb = sum(np.asarray(res.breakdown[k]) for k in _FIXED_PARTS) * scale
+        # one worker's pipelined micro-batches, (m + bubble) x t_mb, and the traffic no choice hides; a hair
+        # below, so that rounding never prunes a candidate whose value equals the threshold
+        lb = (res.microbatches + res.extras["bubble_microbatches"]) * res.extras["microbatch_time"] * (1.0 - 1e-12)
+        floor = np.broadcast_to(dp_exposed_floor(job, full), shape) * (1.0 - 1e-12)
         fams = np.broadcast_to(fam_all[lo:hi].reshape(-1, 1, 1, 1), shape)
+        lb_class = [np.full(shape, np.inf) for _ in classes]
         for si in range(len(modes)):
             valid = valid_all & mode_mask[si][lo:hi].reshape(-1, 1, 1, 1)
             ps_hit = ps_hit_all & valid
@@ -626,8 +669,10 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             good = valid & feas & ~over
             feasible_n += int(weight[good].sum())
             over_limit += float(weight[valid & over].sum())
-            if si == bsp_index:  # exact values where pass 1 evaluated (the first ZeRO stage)
-                score = np.where(good[:, :1], _score(objective, job, gpus, res), np.inf)
+            if shares_bsp_comm(modes[si], grid.ps_servers):  # exact values where pass 1 evaluated (first ZeRO stage)
+                res_si = res if modes[si] == "bsp" else with_sync(job, grid, res, modes[si], kappa=kappa)
+                derived += 0 if modes[si] == "bsp" else grid.size
+                score = np.where(good[:, :1], _score(objective, job, gpus, res_si), np.inf)
                 flat = score.ravel()
                 fin = np.nonzero(np.isfinite(flat))[0]
                 if fin.size:
@@ -641,11 +686,16 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                         v = float(score[fam1 == f].min())
                         if v < fam_thr.get(int(f), math.inf):
                             fam_thr[int(f)] = v
-            lbf = np.where(good, lb, np.inf).ravel()
+            ci = next(i for i, members in enumerate(classes) if si in members)
+            f_local, f_comm = (f[lo:hi].reshape(-1, 1, 1, 1) for f in factor[si])
+            bound = (lb * f_local + floor * f_comm) * scale
+            lb_class[ci] = np.where(good, np.minimum(lb_class[ci], bound), lb_class[ci])
+        for ci, lbc in enumerate(lb_class):
+            lbf = lbc.ravel()
             cand = np.nonzero(np.isfinite(lbf))[0]
             if cand.size:
                 a, z, r, sp_i = np.unravel_index(cand, shape)
-                rows = np.stack([lbf[cand], np.full(len(cand), si), lo + a, z, r, sp_i, fam_all[lo + a]],
+                rows = np.stack([lbf[cand], np.full(len(cand), ci), lo + a, z, r, sp_i, fam_all[lo + a]],
                                 axis=1).astype(float)
                 rows = refilter(rows)
                 stored.append(rows)
@@ -657,52 +707,57 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         if progress is not None:
             progress(done, total)
 
-    # ---- pass 2: survivors, best bound first, on every communication choice --------------------------
+    # ---- pass 2: survivors on every communication choice, best bound first across the evaluation classes ------
     surv = refilter(np.concatenate(stored)) if stored else np.zeros((0, 7))
-    surv = surv[np.lexsort((surv[:, 0], surv[:, 1]))]  # by sync mode, then best bound first
+    surv = surv[np.lexsort((surv[:, 0], surv[:, 1]))]  # by class, then best bound first
     per2 = max(1, CHUNK_CANDIDATES // n_choice)
     picks: list[_Pick] = []
     fam_pick: dict[int, _Pick] = {}
     batches = []
-    for si in np.unique(surv[:, 1]).astype(int):
-        rows_si = surv[surv[:, 1] == si]
-        batches += [rows_si[i:i + per2] for i in range(0, len(rows_si), per2)]
+    for ci in np.unique(surv[:, 1]).astype(int):
+        rows_ci = surv[surv[:, 1] == ci]
+        batches += [rows_ci[i:i + per2] for i in range(0, len(rows_ci), per2)]
+    batches.sort(key=lambda b: float(b[0, 0]))  # the batch holding the best bound first, whatever its class
     for raw in batches:
         part = refilter(raw)
         if not len(part):
             continue
-        # one evaluate() per batch of one sync mode
-        si = int(part[0, 1])
+        # one evaluate() per batch of one class; the class's other sync modes re-priced from it
+        ci = int(part[0, 1])
         at = part[:, 2:6].astype(np.int64)
-        sync, cfg = modes[si], all_cfg
-        grid = _comm_grid(gpus, global_batch, cfg, at, axes, choices, fixed)
-        res = evaluate(job, grid, sync=sync, kappa=kappa)
+        grid = _comm_grid(gpus, global_batch, all_cfg, at, axes, choices, fixed)
+        res0 = evaluate(job, grid, sync=class_sync[ci], kappa=kappa)
         computed += grid.size
-        ok = np.asarray(res.feasible)
+        ok0 = np.asarray(res0.feasible)
         if "memory" in c:
-            ok = ok & allowed_by(np.asarray(res.memory["total"]), c["memory"])
-        sc = np.where(ok, _score(objective, job, gpus, res), np.inf)
-        bi = np.argmin(sc, axis=1)
-        bv = sc[np.arange(len(at)), bi]
-        keys = [(si, *map(int, row)) for row in at]
-        fin = np.isfinite(bv)
-        best.add([k for k, f in zip(keys, fin, strict=True) if f], bv[fin])
+            ok0 = ok0 & allowed_by(np.asarray(res0.memory["total"]), c["memory"])
         fams = part[:, 6].astype(np.int64)
-        limit = best.threshold
-        for j in np.nonzero(fin)[0]:
-            v, f = float(bv[j]), int(fams[j])
-            is_fam = v < fam_thr.get(f, math.inf) or (f not in fam_pick or v < fam_pick[f].score)
-            if v > limit and not is_fam:
-                continue
-            pick = _Pick(v, (*keys[j], int(bi[j])), take_one(grid, int(j) * n_choice + int(bi[j])), sync,
-                         sc[j].copy())
-            if v <= limit:
-                picks.append(pick)
-            if f not in fam_pick or pick < fam_pick[f]:
-                fam_pick[f] = pick
-            fam_thr[f] = min(fam_thr.get(f, math.inf), v)
-        if len(picks) > 2 * keep:
-            picks = heapq.nsmallest(keep, picks)
+        for si in classes[ci]:
+            sync = modes[si]
+            res = res0 if sync == class_sync[ci] else with_sync(job, grid, res0, sync, kappa=kappa)
+            derived += 0 if res is res0 else grid.size
+            ok = ok0 & mode_mask[si][at[:, 0]].reshape(-1, 1)
+            sc = np.where(ok, _score(objective, job, gpus, res), np.inf)
+            bi = np.argmin(sc, axis=1)
+            bv = sc[np.arange(len(at)), bi]
+            keys = [(si, *map(int, row)) for row in at]
+            fin = np.isfinite(bv)
+            best.add([k for k, f in zip(keys, fin, strict=True) if f], bv[fin])
+            limit = best.threshold
+            for j in np.nonzero(fin)[0]:
+                v, f = float(bv[j]), int(fams[j])
+                is_fam = v < fam_thr.get(f, math.inf) or (f not in fam_pick or v < fam_pick[f].score)
+                if v > limit and not is_fam:
+                    continue
+                pick = _Pick(v, (*keys[j], int(bi[j])), take_one(grid, int(j) * n_choice + int(bi[j])), sync,
+                             sc[j].copy())
+                if v <= limit:
+                    picks.append(pick)
+                if f not in fam_pick or pick < fam_pick[f]:
+                    fam_pick[f] = pick
+                fam_thr[f] = min(fam_thr.get(f, math.inf), v)
+            if len(picks) > 2 * keep:
+                picks = heapq.nsmallest(keep, picks)
 
     picks = sorted(picks)[:keep]
     strategies = [dict(p.grid.describe(0), sync=p.sync) for p in picks]
@@ -729,7 +784,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         family_best=family_best, searched_families=sorted({
             _family_name(int(code)) for m in mode_mask for code in np.unique(fam_all[m])}),
         search={"covered": covered, "evaluated": computed, "outer_candidates": total,
-                "communication_choices": n_choice, "second_pass_outer": int(len(surv)),
+                "communication_choices": n_choice, "second_pass_outer": int(len(surv)), "sync_repriced": derived,
                 "allow": sorted(allow), "method": method},
         equivalents=same, custom=[custom_choices(p.strategy) for p in ranked])
     result.elapsed_s = time.perf_counter() - t0
