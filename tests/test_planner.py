@@ -378,6 +378,24 @@ def test_decomposed_search_equals_brute_force_across_sync_modes(seed):
     assert res.search["evaluated"] < n
 
 
+@pytest.mark.parametrize("cons,allow", [
+    ({}, ()), ({}, ("all",)), ({"bucket": [("=", 1e8)], "overlap": [("=", True)]}, ()),
+    ({"compression": [("=", (3, 0.05))]}, ("compression",)), ({"dp_comm": [("=", (4, True))]}, ("parameter-server",))])
+def test_communication_blocks_reproduce_the_choice_rows(cons, allow):
+    """Pass 2 prices the choices as cartesian blocks; flattened in C order they are the rows, in order."""
+    job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
+    ch = planner.comm_choices(job, 16, constraints.normalize_constraints(cons),
+                              frozenset(k for a in allow for k in planner.ALLOW[a]))
+    blocks = planner._comm_blocks(ch)
+    assert blocks[0][0] == 0
+    for f in planner.COMM_FIELDS:
+        flat = np.concatenate([np.broadcast_to(comm[f], np.broadcast_shapes(*(a.shape for a in comm.values())))
+                               .reshape(-1) for _b0, comm in blocks])
+        np.testing.assert_array_equal(flat, ch[f], err_msg=f)
+    starts = [b0 for b0, _c in blocks] + [len(ch["algorithm"])]
+    assert all(a < b for a, b in zip(starts, starts[1:], strict=False))
+
+
 def test_default_space_is_mainstream_and_custom_is_labelled():
     job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
     ch = planner.comm_choices(job, 16, {})

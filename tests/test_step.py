@@ -401,3 +401,27 @@ def test_dp_exposed_floor_is_below_every_communication_choice(a100, model) -> No
         assert np.all(floor <= dp * (1 + 1e-12)), float(np.max(floor - dp))
         z3 = np.broadcast_to((gg.zero == 3) | (gg.zero == 4), floor.shape) & np.broadcast_to(gg.dp > 1, floor.shape)
         assert np.all(floor[z3] > 0) and np.all(floor[~np.broadcast_to(gg.zero >= 3, floor.shape)] == 0)
+
+
+def test_compute_floor_and_feasibility_match_evaluate(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """The planner's compute-only floor is evaluate's pipelined part without its traffic, (m + bubble) x busiest
+    stage compute <= (m + bubble) x t_mb (equal where nothing communicates), and its feasibility codes are
+    evaluate's before the memory check."""
+    from scalemodel.engine.step import compute_floor, feasibility
+
+    job = job_for(a100, gpt, global_batch=512)
+    tp = np.array([1, 2, 8]).reshape(3, 1, 1, 1)
+    pp = np.array([1, 3, 4]).reshape(1, 3, 1, 1)  # 3 stages split 32 layers unevenly
+    sched = np.array([0, 1, 3]).reshape(1, 1, 3, 1)
+    rec = np.array([0, 2]).reshape(1, 1, 1, 2)
+    g = grid_from_arrays(gpus=96, dp=96 // (tp * pp), tp=tp, pp=pp, micro_batch=1, global_batch=384, schedule=sched,
+                         virtual_stages=2, recompute=rec)
+    res = evaluate(job, g)
+    pipelined = np.asarray((res.microbatches + res.extras["bubble_microbatches"]) * res.extras["microbatch_time"])
+    floor = np.broadcast_to(compute_floor(job, g), g.shape)
+    assert np.all(floor <= pipelined * (1 + 1e-12)) and np.all(floor > 0)
+    single = np.broadcast_to((g.tp == 1) & (g.pp == 1), g.shape)
+    np.testing.assert_allclose(floor[single], pipelined[single], rtol=1e-12)
+    codes = np.broadcast_to(feasibility(job, g), g.shape)
+    r = np.asarray(res.reason)
+    np.testing.assert_array_equal(np.where(r == 10, 0, r), codes)  # 10: out of memory, checked afterwards

@@ -66,8 +66,10 @@ from scalemodel.engine.predict import Prediction, result_at
 from scalemodel.engine.step import (
     REASON_KEYS,
     Infeasible,
+    compute_floor,
     dp_exposed_floor,
     evaluate,
+    feasibility,
     memory_parts,
     microbatches,
     shares_bsp_comm,
@@ -416,6 +418,15 @@ def _for_sync(cfg: dict[str, np.ndarray], sync: str) -> dict[str, np.ndarray]:
     return {k: v[ok] for k, v in cfg.items()}
 
 
+def _family_cutoff(threshold: float, fam_thr: dict[int, float], n_fam: int) -> np.ndarray:
+    """Per family code, the bound above which a candidate can reach neither the best ``keep`` values
+    (``threshold``) nor the best of its family; inf for a family with no exact value yet."""
+    lut = np.full(n_fam, math.inf)
+    for f, v in fam_thr.items():
+        lut[f] = max(threshold, v)
+    return lut
+
+
 def _bound_factor(job: Job, cfg: dict[str, np.ndarray], sync: str, mask: np.ndarray, objective: str,
                   kappa: float | None) -> tuple[np.ndarray, np.ndarray]:
     """Per configuration, what a sync mode makes of a one-worker step time x and of the exposed data-parallel
@@ -550,6 +561,54 @@ def _comm_grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], at: np.
         **{f: choices[f].reshape(1, -1) for f in COMM_FIELDS})
 
 
+def _comm_blocks(choices: dict[str, np.ndarray]) -> list[tuple[int, dict[str, np.ndarray]]]:
+    """The communication choices (rows of :func:`comm_choices`) as blocks of consecutive rows: (first row,
+    {field: array}) with the block's rows in C order of the arrays' broadcast shape (leading axis of length 1
+    for the outer candidates). The all-reduce rows are the product algorithm x compression x overlap x
+    bucket x assignment, so each field gets its own axis and a collective is priced once per distinct
+    message size rather than once per row; other rows (parameter servers) form one flat block."""
+    n = len(choices["algorithm"])
+    ar = np.nonzero(choices["ps_servers"] == 0)[0]
+    blocks: list[tuple[int, dict[str, np.ndarray]]] = []
+    flat_from = 0
+    if len(ar) and ar[0] == 0 and ar[-1] == len(ar) - 1:
+        groups: tuple[tuple[str, ...], ...] = (
+            ("algorithm",), ("compression", "topk_ratio"), ("overlap",), ("bucket_bytes",), ("dynamic_assignment",))
+        levels = []
+        for names in groups:
+            rows = list(zip(*(choices[f][: len(ar)].tolist() for f in names), strict=True))
+            levels.append(list(dict.fromkeys(rows)))
+        size = int(np.prod([len(lv) for lv in levels]))
+        comm: dict[str, np.ndarray] = {"ps_servers": np.zeros((1,) * (len(groups) + 1), dtype=np.int64),
+                                       "ps_colocated": np.zeros((1,) * (len(groups) + 1), dtype=bool)}
+        for axis, (names, lv) in enumerate(zip(groups, levels, strict=True)):
+            shape = [1] * (len(groups) + 1)
+            shape[axis + 1] = len(lv)
+            for k, name in enumerate(names):
+                comm[name] = np.asarray([v[k] for v in lv], dtype=choices[name].dtype).reshape(shape)
+        if size == len(ar) and all(
+                np.array_equal(np.broadcast_to(comm[f], np.broadcast_shapes(*(a.shape for a in comm.values())))
+                               .reshape(-1), choices[f][: len(ar)]) for f in COMM_FIELDS):
+            blocks.append((0, comm))
+            flat_from = len(ar)
+    if flat_from < n:
+        blocks.append((flat_from, {f: choices[f][flat_from:].reshape(1, -1) for f in COMM_FIELDS}))
+    return blocks
+
+
+def _block_grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], at: np.ndarray,
+                axes: dict[str, np.ndarray], comm: dict[str, np.ndarray], fixed: dict[str, Any]) -> StrategyGrid:
+    """Outer candidates ``at`` (rows of (config row, zero, recompute, sp) indices) on axis 0 x one block of
+    communication choices (:func:`_comm_blocks`) on the others."""
+    ndim = np.broadcast_shapes(*(a.shape for a in comm.values())).__len__()
+    lead = (-1,) + (1,) * (ndim - 1)
+    col = {k: v[at[:, 0]].reshape(lead) for k, v in cfg.items()}
+    return grid_from_arrays(
+        gpus=gpus, global_batch=global_batch, **col, **fixed,
+        zero=axes["zero"][at[:, 1]].reshape(lead), recompute=axes["recompute"][at[:, 2]].reshape(lead),
+        sequence_parallel=axes["sequence_parallel"][at[:, 3]].reshape(lead), **comm)
+
+
 def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughput", top: int = 5,
            constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
            progress: Callable[[int, int], None] | None = None, kappa: float | None = None,
@@ -606,8 +665,22 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     shared = [si for si, sync in enumerate(modes) if shares_bsp_comm(sync, choices["ps_servers"])]
     classes = ([shared] if shared else []) + [[si] for si in range(len(modes)) if si not in shared]
     class_sync = ["bsp" if members == shared else modes[members[0]] for members in classes]
+    # bound factors per class (the least over its modes, per configuration; see _bound_factor)
     factor = [_bound_factor(job, all_cfg, sync, mask, objective, kappa) for sync, mask in zip(modes, mode_mask,
                                                                                            strict=True)]
+    f_class = []
+    for members in classes:
+        a = np.min([factor[si][0] for si in members], axis=0)
+        b = np.min([np.where(mode_mask[si], factor[si][1], np.inf) for si in members], axis=0)
+        f_class.append((a, np.where(np.isfinite(b), b, 0.0)))
+    a_any = np.min([a for a, _b in f_class], axis=0)
+    class_mask = [np.any([mode_mask[si] for si in members], axis=0) for members in classes]
+    # modes with the same configurations (all but hier:G) are counted once, times their number
+    mask_groups: dict[int, tuple[np.ndarray, int]] = {}
+    for sync, mask in zip(modes, mode_mask, strict=True):
+        spec = parse_sync(sync)
+        key = int(spec.param) if spec.kind == SyncKind.HIER else 0
+        mask_groups[key] = (mask, mask_groups.get(key, (mask, 0))[1] + 1)
 
     covered = feasible_n = computed = derived = 0
     over_limit = 0.0
@@ -622,29 +695,27 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         """Rows whose bound can still reach the best ``keep`` values, or the best of their family."""
         if not len(rows):
             return rows
-        thr = best.threshold
-        lut = np.full(n_fam, math.inf)  # a family with no exact value yet is never pruned
-        for f, v in fam_thr.items():
-            lut[f] = max(thr, v)
+        lut = _family_cutoff(best.threshold, fam_thr, n_fam)
         return rows[rows[:, 0] <= lut[rows[:, 6].astype(np.int64)]]
 
-    # ---- pass 1: every outer candidate at one ZeRO stage and one communication choice, under bsp (the bound
-    # is the step-time parts no ZeRO stage, communication choice or sync mode changes); memory at every stage
+    # ---- pass 1a: every outer candidate's feasibility and memory at every ZeRO stage (the exact counts of the
+    # whole space), and a compute-only bound per configuration; nothing communicates yet
     done = 0
     zeros = axes["zero"].reshape(1, -1, 1, 1)
     n_cfg = len(all_cfg["dp"])
+    nz, nr, ns = (len(axes[k]) for k in ("zero", "recompute", "sequence_parallel"))
+    good_all = np.zeros((n_cfg, nz, nr, ns), dtype=bool)  # feasible and within the memory constraint
+    bound_a = np.full(n_cfg, np.inf)  # least compute-only bound of the configuration's candidates, any mode
     for lo in range(0, n_cfg, per_chunk):
         hi = min(n_cfg, lo + per_chunk)
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
-        res = evaluate(job, grid, sync="bsp", kappa=kappa)
-        computed += grid.size
         full = replace(grid, zero=zeros)
         shape = full.shape
         mem = np.broadcast_to(memory_parts(job, full, microbatches(full))["total"], shape)
         valid_all = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
         # feasibility depends on the ZeRO stage only through memory and "parameter server needs ZeRO 0"
-        r1 = np.broadcast_to(np.asarray(res.reason), shape)
-        open_ = (r1 == 0) | (r1 == oom) | (r1 == ps_bad)
+        r1 = np.broadcast_to(feasibility(job, grid), shape)
+        open_ = (r1 == 0) | (r1 == ps_bad)
         zb = np.broadcast_to(zeros, shape)
         fits = mem <= job.memory_capacity
         reason = np.where(open_, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits, 0, oom)), r1)
@@ -653,49 +724,80 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # with all-reduce first, the parameter-server choices are infeasible where ZeRO > 0
         ps_hit_all = valid_all & open_ & (zb > 0) & (not first_is_ps)
         weight = np.where(ps_hit_all, n_choice - n_ps, n_choice)
-        # one worker's pipelined micro-batches, (m + bubble) x t_mb, and the traffic no choice hides; a hair
-        # below, so that rounding never prunes a candidate whose value equals the threshold
-        lb = (res.microbatches + res.extras["bubble_microbatches"]) * res.extras["microbatch_time"] * (1.0 - 1e-12)
-        floor = np.broadcast_to(dp_exposed_floor(job, full), shape) * (1.0 - 1e-12)
-        fams = np.broadcast_to(fam_all[lo:hi].reshape(-1, 1, 1, 1), shape)
-        lb_class = [np.full(shape, np.inf) for _ in classes]
-        for si in range(len(modes)):
-            valid = valid_all & mode_mask[si][lo:hi].reshape(-1, 1, 1, 1)
+        good_all[lo:hi] = valid_all & feas & ~over
+        for mask, count in mask_groups.values():
+            valid = valid_all & mask[lo:hi].reshape(-1, 1, 1, 1)
             ps_hit = ps_hit_all & valid
-            covered += int(np.count_nonzero(valid)) * n_choice
+            covered += count * int(np.count_nonzero(valid)) * n_choice
             bad = valid & ~feas
-            reasons += np.bincount(reason[bad], weights=weight[bad], minlength=len(reasons))
-            reasons[ps_bad] += n_ps * np.count_nonzero(ps_hit)
+            reasons += count * np.bincount(reason[bad], weights=weight[bad], minlength=len(reasons))
+            reasons[ps_bad] += count * n_ps * np.count_nonzero(ps_hit)
             good = valid & feas & ~over
-            feasible_n += int(weight[good].sum())
-            over_limit += float(weight[valid & over].sum())
-            if shares_bsp_comm(modes[si], grid.ps_servers):  # exact values where pass 1 evaluated (first ZeRO stage)
+            feasible_n += count * int(weight[good].sum())
+            over_limit += count * float(weight[valid & over].sum())
+        # compute-only bound (traffic >= 0) of the configurations with a candidate that fits
+        fit = lo + np.nonzero(good_all[lo:hi].any(axis=(1, 2, 3)))[0]
+        if len(fit):
+            sub = {k: v[fit] for k, v in all_cfg.items()}
+            cf = np.broadcast_to(compute_floor(job, _outer_grid(gpus, global_batch, sub, 0, len(fit), axes, comm0,
+                                                                fixed)), (len(fit), 1, nr, ns))
+            bound_a[fit] = cf.reshape(len(fit), -1).min(axis=1) * a_any[fit] * scale * (1.0 - 1e-12)
+        done += sum(int(m[lo:hi].sum()) for m in mode_mask) * inner
+        if progress is not None:
+            progress(done, total)
+
+    # ---- pass 1b: configurations best compute-only bound first, those that can still reach the best: each
+    # evaluated at its first feasible ZeRO stage and one communication choice, under bsp. That gives exact
+    # values (the sync modes sharing bsp's traffic re-priced) and the bound of pass 2: (m + bubble) x t_mb, which
+    # no ZeRO stage, communication choice or sync mode changes, plus the traffic no choice hides.
+    order = np.argsort(bound_a, kind="stable")
+    order = order[np.isfinite(bound_a[order])]
+    for start in range(0, len(order), per_chunk):
+        idx = order[start:start + per_chunk]
+        lut = _family_cutoff(best.threshold, fam_thr, n_fam)
+        idx = idx[bound_a[idx] <= lut[fam_all[idx]]]
+        if not len(idx):
+            continue
+        good_idx = good_all[idx]
+        zstar = np.argmax(good_idx.any(axis=(2, 3)), axis=1)  # first ZeRO stage where some candidate fits
+        sub = {k: v[idx] for k, v in all_cfg.items()}
+        grid = replace(_outer_grid(gpus, global_batch, sub, 0, len(idx), axes, comm0, fixed),
+                       zero=axes["zero"][zstar].reshape(-1, 1, 1, 1))
+        res = evaluate(job, grid, sync="bsp", kappa=kappa)
+        computed += grid.size
+        shape = good_idx.shape
+        at_z = np.take_along_axis(good_idx, zstar.reshape(-1, 1, 1, 1), axis=1)  # (n, 1, R, S)
+        lb = (res.microbatches + res.extras["bubble_microbatches"]) * res.extras["microbatch_time"] * (1.0 - 1e-12)
+        floor = np.broadcast_to(dp_exposed_floor(job, replace(grid, zero=zeros)), shape) * (1.0 - 1e-12)
+        fams = fam_all[idx]
+        for si in range(len(modes)):
+            in_mode = mode_mask[si][idx].reshape(-1, 1, 1, 1)
+            if shares_bsp_comm(modes[si], grid.ps_servers):  # exact values where pass 1b evaluated
                 res_si = res if modes[si] == "bsp" else with_sync(job, grid, res, modes[si], kappa=kappa)
                 derived += 0 if modes[si] == "bsp" else grid.size
-                score = np.where(good[:, :1], _score(objective, job, gpus, res_si), np.inf)
+                score = np.where(at_z & in_mode, _score(objective, job, gpus, res_si), np.inf)
                 flat = score.ravel()
                 fin = np.nonzero(np.isfinite(flat))[0]
                 if fin.size:
                     k = min(keep, fin.size)
                     sel = fin[np.argpartition(flat[fin], k - 1)[:k]] if k < fin.size else fin
                     a, _z, r, sp_i = np.unravel_index(sel, score.shape)
-                    best.add([(si, lo + int(ai), 0, int(ri), int(spi))
+                    best.add([(si, int(idx[ai]), int(zstar[ai]), int(ri), int(spi))
                               for ai, ri, spi in zip(a, r, sp_i, strict=True)], flat[sel])
-                    fam1 = fams[:, :1]
-                    for f in np.unique(fam1[np.isfinite(score)]):
-                        v = float(score[fam1 == f].min())
+                    best_row = score.reshape(len(idx), -1).min(axis=1)
+                    for f in np.unique(fams[np.isfinite(best_row)]):
+                        v = float(best_row[fams == f].min())
                         if v < fam_thr.get(int(f), math.inf):
                             fam_thr[int(f)] = v
-            ci = next(i for i, members in enumerate(classes) if si in members)
-            f_local, f_comm = (f[lo:hi].reshape(-1, 1, 1, 1) for f in factor[si])
-            bound = (lb * f_local + floor * f_comm) * scale
-            lb_class[ci] = np.where(good, np.minimum(lb_class[ci], bound), lb_class[ci])
-        for ci, lbc in enumerate(lb_class):
+        for ci, (f_local, f_comm) in enumerate(f_class):
+            in_class = good_idx & class_mask[ci][idx].reshape(-1, 1, 1, 1)
+            lbc = np.where(in_class, (lb * f_local[idx].reshape(-1, 1, 1, 1) + floor * f_comm[idx].reshape(-1, 1, 1, 1))
+                           * scale, np.inf)
             lbf = lbc.ravel()
             cand = np.nonzero(np.isfinite(lbf))[0]
             if cand.size:
                 a, z, r, sp_i = np.unravel_index(cand, shape)
-                rows = np.stack([lbf[cand], np.full(len(cand), ci), lo + a, z, r, sp_i, fam_all[lo + a]],
+                rows = np.stack([lbf[cand], np.full(len(cand), ci), idx[a], z, r, sp_i, fam_all[idx[a]]],
                                 axis=1).astype(float)
                 rows = refilter(rows)
                 stored.append(rows)
@@ -703,14 +805,14 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 if n_stored > 4 * CHUNK_CANDIDATES:
                     stored = [refilter(np.concatenate(stored))]
                     n_stored = len(stored[0])
-        done += sum(int(m[lo:hi].sum()) for m in mode_mask) * inner
-        if progress is not None:
-            progress(done, total)
 
     # ---- pass 2: survivors on every communication choice, best bound first across the evaluation classes ------
     surv = refilter(np.concatenate(stored)) if stored else np.zeros((0, 7))
     surv = surv[np.lexsort((surv[:, 0], surv[:, 1]))]  # by class, then best bound first
     per2 = max(1, CHUNK_CANDIDATES // n_choice)
+    blocks = _comm_blocks(choices)  # the choices as cartesian products: each field priced on its own axis
+    block_start = [b0 for b0, _comm in blocks]
+    block_size = [int(np.prod(np.broadcast_shapes(*(a.shape for a in comm.values())))) for _b0, comm in blocks]
     picks: list[_Pick] = []
     fam_pick: dict[int, _Pick] = {}
     batches = []
@@ -725,19 +827,26 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # one evaluate() per batch of one class; the class's other sync modes re-priced from it
         ci = int(part[0, 1])
         at = part[:, 2:6].astype(np.int64)
-        grid = _comm_grid(gpus, global_batch, all_cfg, at, axes, choices, fixed)
-        res0 = evaluate(job, grid, sync=class_sync[ci], kappa=kappa)
-        computed += grid.size
-        ok0 = np.asarray(res0.feasible)
-        if "memory" in c:
-            ok0 = ok0 & allowed_by(np.asarray(res0.memory["total"]), c["memory"])
+        grids = [_block_grid(gpus, global_batch, all_cfg, at, axes, comm, fixed) for _b0, comm in blocks]
+        res0s = [evaluate(job, grid, sync=class_sync[ci], kappa=kappa) for grid in grids]
+        computed += sum(grid.size for grid in grids)
+        ok0s = []
+        for res0 in res0s:
+            ok0 = np.asarray(res0.feasible)
+            if "memory" in c:
+                ok0 = ok0 & allowed_by(np.asarray(res0.memory["total"]), c["memory"])
+            ok0s.append(ok0.reshape(len(at), -1))
         fams = part[:, 6].astype(np.int64)
+        in_mode_rows = [mode_mask[si][at[:, 0]].reshape(-1, 1) for si in range(len(modes))]
         for si in classes[ci]:
             sync = modes[si]
-            res = res0 if sync == class_sync[ci] else with_sync(job, grid, res0, sync, kappa=kappa)
-            derived += 0 if res is res0 else grid.size
-            ok = ok0 & mode_mask[si][at[:, 0]].reshape(-1, 1)
-            sc = np.where(ok, _score(objective, job, gpus, res), np.inf)
+            cols = []
+            for grid, res0, ok0 in zip(grids, res0s, ok0s, strict=True):
+                res = res0 if sync == class_sync[ci] else with_sync(job, grid, res0, sync, kappa=kappa)
+                derived += 0 if res is res0 else grid.size
+                score = _score(objective, job, gpus, res).reshape(len(at), -1)
+                cols.append(np.where(ok0 & in_mode_rows[si], score, np.inf))
+            sc = cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
             bi = np.argmin(sc, axis=1)
             bv = sc[np.arange(len(at)), bi]
             keys = [(si, *map(int, row)) for row in at]
@@ -749,8 +858,9 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 is_fam = v < fam_thr.get(f, math.inf) or (f not in fam_pick or v < fam_pick[f].score)
                 if v > limit and not is_fam:
                     continue
-                pick = _Pick(v, (*keys[j], int(bi[j])), take_one(grid, int(j) * n_choice + int(bi[j])), sync,
-                             sc[j].copy())
+                blk = int(np.searchsorted(block_start, bi[j], side="right")) - 1
+                one = take_one(grids[blk], int(j) * block_size[blk] + int(bi[j]) - block_start[blk])
+                pick = _Pick(v, (*keys[j], int(bi[j])), one, sync, sc[j].copy())
                 if v <= limit:
                     picks.append(pick)
                 if f not in fam_pick or pick < fam_pick[f]:

@@ -794,6 +794,22 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     )
 
 
+def feasibility(job: Job, g: StrategyGrid) -> np.ndarray:
+    """The infeasibility codes :func:`evaluate` gives before it checks memory (0: feasible so far)."""
+    return _feasibility(job, g, microbatches(g).astype(np.int64))
+
+
+def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
+    """(m + bubble) x the busiest stage's compute per micro-batch: the pipelined part of :func:`evaluate`'s
+    step, (m + bubble) x t_mb, without the communication and contention t_mb adds (so never above it)."""
+    m = microbatches(g)
+    last, other, _first = _stage_layers(job, g)
+    comp = _compute_per_microbatch(job, g, last)["total"]
+    if job.is_transformer and np.any(other > last):
+        comp = np.maximum(comp, _compute_per_microbatch(job, g, other, logits_on_stage=False)["total"])
+    return np.asarray((m + pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)) * comp)
+
+
 def dp_exposed_floor(job: Job, g: StrategyGrid) -> np.ndarray:
     """Seconds of data-parallel traffic a step exposes whatever its communication choice (algorithm,
     compression, bucket, overlap, assignment), under a sync mode that syncs the whole data-parallel
