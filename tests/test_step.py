@@ -399,6 +399,11 @@ def test_dp_exposed_floor_is_below_every_communication_choice(a100, model) -> No
         floor = np.broadcast_to(dp_exposed_floor(job, gg), res.step_time.shape)
         dp = np.asarray(res.breakdown["dp_comm"])
         assert np.all(floor <= dp * (1 + 1e-12)), float(np.max(floor - dp))
+        for sync in ("hier:2", "hier:4:2") if ep == 1 else ():  # the in-group traffic of hierarchical sync
+            hres = evaluate(job, gg, sync=sync)
+            hfloor = np.broadcast_to(dp_exposed_floor(job, gg, sync), hres.step_time.shape)
+            assert np.all(hfloor <= np.asarray(hres.breakdown["dp_comm"]) * (1 + 1e-12)), sync
+            assert np.any(hfloor > 0)
         z3 = np.broadcast_to((gg.zero == 3) | (gg.zero == 4), floor.shape) & np.broadcast_to(gg.dp > 1, floor.shape)
         assert np.all(floor[z3] > 0) and np.all(floor[~np.broadcast_to(gg.zero >= 3, floor.shape)] == 0)
 

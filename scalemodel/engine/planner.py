@@ -434,9 +434,9 @@ def _bound_factor(job: Job, cfg: dict[str, np.ndarray], sync: str, mask: np.ndar
 
     a = ``sync_step(sync, dp, mean=1, comm=0).step_time_s / efficiency`` (efficiency 1 under ``throughput``):
     every straggler family is a scale family (:func:`scalemodel.cost.stragglers.expected_max_step`), so the
-    wait grows in proportion to x. b: the step grows by c per second of traffic (bsp, backup, asp, ssp) or
-    c / H (local:H); 0 for hier:G, whose traffic runs on other groups than the floor prices. inf where the
-    mode does not apply (``mask``)."""
+    wait grows in proportion to x. b: the step grows by c per second of traffic (bsp, backup, asp, ssp), c / H
+    (local:H), or for hier:G by c per second of in-group traffic (the floor hier prices, step.dp_exposed_floor).
+    inf where the mode does not apply (``mask``)."""
     a = np.full(len(cfg["dp"]), np.inf)
     b = np.zeros(len(cfg["dp"]))
     if not np.any(mask):
@@ -445,12 +445,12 @@ def _bound_factor(job: Job, cfg: dict[str, np.ndarray], sync: str, mask: np.ndar
     kw: dict[str, Any] = {} if kappa is None else {"kappa": kappa}
     n = dps.astype(float)
     r0 = sync_model.sync_step(sync, n, 1.0, job.straggler_cv, job.straggler_dist, comm_s=0.0, **kw)
-    r1 = sync_model.sync_step(sync, n, 1.0, job.straggler_cv, job.straggler_dist, comm_s=1.0, **kw)
+    hier = parse_sync(sync).kind == SyncKind.HIER
+    r1 = sync_model.sync_step(sync, n, 1.0, job.straggler_cv, job.straggler_dist, comm_s=0.0 if hier else 1.0,
+                              group_comm_s=1.0 if hier else None, **kw)
     eff = np.asarray(r0.efficiency, dtype=float) if objective != "throughput" else np.ones(len(dps))
     step0 = np.asarray(r0.step_time_s, dtype=float)
     per_comm = (np.asarray(r1.step_time_s, dtype=float) - step0) / eff
-    if parse_sync(sync).kind == SyncKind.HIER:
-        per_comm = np.zeros(len(dps))
     a[mask] = (step0 / eff)[np.ravel(inv)]
     b[mask] = np.maximum(per_comm, 0.0)[np.ravel(inv)]
     return a, b
@@ -665,6 +665,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     shared = [si for si, sync in enumerate(modes) if shares_bsp_comm(sync, choices["ps_servers"])]
     classes = ([shared] if shared else []) + [[si] for si in range(len(modes)) if si not in shared]
     class_sync = ["bsp" if members == shared else modes[members[0]] for members in classes]
+    # the traffic floor each class is bounded with: hier:G's in-group gathers, the whole group's otherwise
+    floor_sync = [sync if parse_sync(sync).kind == SyncKind.HIER else "bsp" for sync in class_sync]
     # bound factors per class (the least over its modes, per configuration; see _bound_factor)
     factor = [_bound_factor(job, all_cfg, sync, mask, objective, kappa) for sync, mask in zip(modes, mode_mask,
                                                                                            strict=True)]
@@ -768,7 +770,9 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         shape = good_idx.shape
         at_z = np.take_along_axis(good_idx, zstar.reshape(-1, 1, 1, 1), axis=1)  # (n, 1, R, S)
         lb = (res.microbatches + res.extras["bubble_microbatches"]) * res.extras["microbatch_time"] * (1.0 - 1e-12)
-        floor = np.broadcast_to(dp_exposed_floor(job, replace(grid, zero=zeros)), shape) * (1.0 - 1e-12)
+        full = replace(grid, zero=zeros)
+        floors = {fs: np.broadcast_to(dp_exposed_floor(job, full, fs), shape) * (1.0 - 1e-12)
+                  for fs in dict.fromkeys(floor_sync)}
         fams = fam_all[idx]
         for si in range(len(modes)):
             in_mode = mode_mask[si][idx].reshape(-1, 1, 1, 1)
@@ -791,6 +795,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                             fam_thr[int(f)] = v
         for ci, (f_local, f_comm) in enumerate(f_class):
             in_class = good_idx & class_mask[ci][idx].reshape(-1, 1, 1, 1)
+            floor = floors[floor_sync[ci]]
             lbc = np.where(in_class, (lb * f_local[idx].reshape(-1, 1, 1, 1) + floor * f_comm[idx].reshape(-1, 1, 1, 1))
                            * scale, np.inf)
             lbf = lbc.ravel()

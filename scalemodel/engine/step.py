@@ -810,12 +810,18 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray((m + pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)) * comp)
 
 
-def dp_exposed_floor(job: Job, g: StrategyGrid) -> np.ndarray:
+def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     """Seconds of data-parallel traffic a step exposes whatever its communication choice (algorithm,
-    compression, bucket, overlap, assignment), under a sync mode that syncs the whole data-parallel
-    group: with ZeRO-3, FSDP or HSDP, each micro-batch's first unit all-gather, which no compute can
-    hide (the leading AG of :func:`_sharded_parameter_traffic`: m x AG, 16-bit parameters on NCCL's own
-    algorithm, so no communication choice changes it); 0 for ZeRO 0-2. The planner bounds with it; it
+    compression, bucket, overlap, assignment): with ZeRO-3, FSDP or HSDP, the gathers of
+    :func:`_sharded_parameter_traffic` that no compute hides, per micro-batch
+
+        AG + (L-1) max(0, AG - f') + (L-1) max(0, AG - b')
+
+    with f', b' one unit's forward and backward compute (>= the free windows f, b; RS >= 0 dropped).
+    AG moves 16-bit parameters on NCCL's own algorithm, so no communication choice changes it, and the
+    un-overlapped (2L-1) AG + L RS is larger; 0 for ZeRO 0-2. Over the whole data-parallel group (or
+    HSDP's sharding group), or for hier:G over the G replicas of a group, whose traffic :func:`_sync_comm`
+    exposes inside the group. The planner bounds with it; it
     prices the same stage and groups as :func:`evaluate` (tests/test_step.py checks it stays below)."""
     zero3 = g.zero >= Zero.PARAMETERS
     if not np.any(zero3):
@@ -823,11 +829,16 @@ def dp_exposed_floor(job: Job, g: StrategyGrid) -> np.ndarray:
     m = microbatches(g)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
     dense, expert = _params_per_gpu(job, g)
+    last, other, _first = _stage_layers(job, g)
+    comp = _compute_per_microbatch(job, g, last)
+    fwd, bwd = comp["forward"], comp["backward"]
     if job.is_transformer:
-        last, other, _first = _stage_layers(job, g)
         stage = np.maximum(last, other)  # evaluate's comp_dp: the stage holding the most layers
         share = stage * g.pp / float(job.shape.layers)
         dense, expert = dense * share, expert * share
+        if np.any(other > last):
+            comp_o = _compute_per_microbatch(job, g, other, logits_on_stage=False)
+            fwd, bwd = np.where(other > last, comp_o["forward"], fwd), np.where(other > last, comp_o["backward"], bwd)
     else:
         stage = np.ones(1)
     layers = np.maximum(stage, 1.0)
@@ -839,10 +850,18 @@ def dp_exposed_floor(job: Job, g: StrategyGrid) -> np.ndarray:
             ag = ag + pieces * _collective("allgather", 2.0 * expert / layers / pieces, group.expert)
         return np.where(group.ranks > 1, ag, 0.0)
 
+    def exposed(ag: np.ndarray) -> np.ndarray:
+        hidden_too_long = np.maximum(ag - fwd / layers, 0.0) + np.maximum(ag - bwd / layers, 0.0)
+        return np.asarray(np.where(zero3, m * (ag + (layers - 1.0) * hidden_too_long), 0.0))
+
+    strategy = parse_sync(sync)
+    if strategy.kind == SyncKind.HIER:  # inside the groups of G replicas, unsharded (as _sync_comm prices it)
+        in_groups, _across = groups.data_split(np.minimum(g.dp, float(strategy.param)).astype(float))
+        return exposed(first_gather(in_groups))
     ag = first_gather(groups.data)
     if np.any(g.zero == Zero.HSDP):
         ag = np.where(g.zero == Zero.HSDP, first_gather(groups.data_split(hsdp_shard_group(job, g))[0]), ag)
-    return np.asarray(np.where(zero3, m * ag, 0.0))
+    return exposed(ag)
 
 
 def shares_bsp_comm(sync: str, ps_servers: Any) -> bool:
