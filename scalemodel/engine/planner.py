@@ -770,9 +770,17 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         shape = good_idx.shape
         at_z = np.take_along_axis(good_idx, zstar.reshape(-1, 1, 1, 1), axis=1)  # (n, 1, R, S)
         lb = (res.microbatches + res.extras["bubble_microbatches"]) * res.extras["microbatch_time"] * (1.0 - 1e-12)
-        full = replace(grid, zero=zeros)
-        floors = {fs: np.broadcast_to(dp_exposed_floor(job, full, fs), shape) * (1.0 - 1e-12)
-                  for fs in dict.fromkeys(floor_sync)}
+        # the traffic floor: only ZeRO-3/FSDP/HSDP gathers have one, so it is priced only where they fit
+        floors = {fs: np.zeros(shape) for fs in dict.fromkeys(floor_sync)}
+        z3 = np.nonzero(axes["zero"] >= int(Zero.PARAMETERS))[0]
+        rows3 = np.nonzero(good_idx[:, z3].any(axis=(1, 2, 3)))[0] if len(z3) else np.zeros(0, dtype=np.int64)
+        if len(rows3):
+            sub3 = {k: v[rows3] for k, v in sub.items()}
+            g3 = replace(_outer_grid(gpus, global_batch, sub3, 0, len(rows3), axes, comm0, fixed),
+                         zero=axes["zero"][z3].reshape(1, -1, 1, 1))
+            for fs, fl in floors.items():
+                fl[rows3[:, None], z3[None, :]] = np.broadcast_to(dp_exposed_floor(job, g3, fs),
+                                                                  (len(rows3), len(z3), nr, ns)) * (1.0 - 1e-12)
         fams = fam_all[idx]
         for si in range(len(modes)):
             in_mode = mode_mask[si][idx].reshape(-1, 1, 1, 1)
