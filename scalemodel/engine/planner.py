@@ -10,17 +10,28 @@ on request (``allow``) and labelled ``custom`` in the result.
 
 Decomposed search (branch and bound, exact):
 
-1. *Outer pass.* Every outer candidate is evaluated with one data-parallel communication choice
-   (the first allowed: NCCL auto, no compression, all-reduce, overlap, the framework's bucket), in
-   vectorised batches of :func:`scalemodel.engine.step.evaluate`. That gives an exact objective value
-   (an upper bound on the candidate's best over the communication choices) and a lower bound: the
-   step-time parts that no communication choice changes, compute + TP + CP + EP + PP + bubble +
-   optimizer (the other parts, dp_comm, straggler and imbalance, are >= 0), at statistical efficiency
-   1 (its maximum).
-2. *Communication pass.* Outer candidates whose bound cannot reach the best ``keep`` values found
-   (nor the best of their parallelism family) are pruned; the rest, best bound first, are evaluated
-   on every communication choice at once (outer x choices broadcast grid), and the threshold
-   tightens as exact values come in.
+1a. *Counts and a compute-only bound.* For every configuration (dp, tp, pp, cp, ep, micro-batch,
+    schedule) x recompute x SP: the feasibility codes and memory at every ZeRO stage (the exact counts of
+    the whole space, no step time priced), and a bound per configuration: (m + bubble) x the busiest
+    stage's compute (:func:`scalemodel.engine.step.compute_floor`), times the least factor any sync mode
+    puts on a one-worker step (its straggler wait over its statistical efficiency, :func:`_bound_factor`).
+1b. *Outer pass.* Configurations best bound first, while the bound can still reach the best ``keep``
+    values found (or the best of their parallelism family), are evaluated at their first feasible ZeRO
+    stage with one data-parallel communication choice (the first allowed: NCCL auto, no compression,
+    all-reduce, overlap, the framework's bucket) under bsp, in vectorised batches of
+    :func:`scalemodel.engine.step.evaluate`. That gives exact values (for every sync mode that moves
+    bsp's traffic, :func:`scalemodel.engine.step.with_sync`) and the bound of each (outer, ZeRO stage)
+    pair: (m + bubble) x t_mb (compute, TP, CP, EP, PP, their contention, bubble: no ZeRO stage,
+    communication choice or sync mode changes it) times the sync factor, plus the ZeRO-3/FSDP/HSDP
+    gathers no communication choice hides (:func:`scalemodel.engine.step.dp_exposed_floor`) times what
+    the sync mode makes of traffic; the other parts (optimizer, the rest of dp_comm, straggler,
+    imbalance) are >= 0, and statistical efficiency <= 1.
+2.  *Communication pass.* Pairs whose bound cannot reach the threshold are pruned; the rest, best bound
+    first across the evaluation classes, are evaluated on every communication choice at once (the
+    all-reduce choices as a cartesian block, one axis per field, :func:`_comm_blocks`), and the threshold
+    tightens as exact values come in. The sync modes that move bsp's data-parallel traffic (all but
+    hier:G, and asp/ssp on a parameter server) share one evaluation; each hier:G (and asp/ssp with a
+    parameter server) has its own.
 
 Feasibility depends on the communication choice only through "parameter server needs ZeRO 0", so the
 infeasible counts of the whole space are exact without evaluating it (``candidates_evaluated`` counts
@@ -898,9 +909,11 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     for pred in preds[len(chosen):]:
         st = pred.strategy
         family_best[family(st["tp"], st["pp"], st["cp"], st["ep"], st["dp"])] = pred
-    method = ("decomposed: every outer candidate (parallel degrees, micro-batch, schedule, ZeRO, recompute, SP) "
-              "evaluated at one communication choice; those whose communication-free lower bound could still "
-              "reach the best were evaluated on every communication choice")
+    method = ("decomposed: feasibility, memory and a compute-only bound for every outer candidate (parallel "
+              "degrees, micro-batch, schedule, ZeRO, recompute, SP); those whose bound could still reach the best "
+              "evaluated at one communication choice, then, bounded by the parts no communication choice or sync "
+              "mode changes, on every communication choice; sync modes that move bsp's traffic re-priced from "
+              "one evaluation")
     result = PlanResult(
         inputs=dict(inputs or {}), objective=objective, candidates_evaluated=covered, feasible=feasible_n,
         infeasible_by_reason=by_reason, elapsed_s=0.0, ranked=ranked, objective_values=[p.score for p in chosen],
