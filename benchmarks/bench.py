@@ -214,9 +214,12 @@ def main() -> None:
         print(json.dumps({"python": sys.version.split()[0], "pinned_cpu": cpu, "scale": scale}, indent=2)
               if args.json else "\n".join(_scale_lines(scale)))
         return
+    # the scale figures first: a child forked from this process would inherit its peak RSS once the in-process
+    # figures have grown it (Linux keeps ru_maxrss across fork and exec)
+    scale = bench_scale(args.repeat)
     figures = {"python": sys.version.split()[0], "pinned_cpu": cpu,
                "evaluate": bench_evaluate(args.repeat), "search": bench_search(args.repeat),
-               **bench_cli(args.repeat), "scale": bench_scale(args.repeat)}
+               **bench_cli(args.repeat), "scale": scale}
     if args.json:
         print(json.dumps(figures, indent=2))
         return
