@@ -468,15 +468,22 @@ def _bound_factor(job: Job, cfg: dict[str, np.ndarray], sync: str, mask: np.ndar
 
 
 def _predict_all(job: Job, picks: list[_Pick], kappa: float | None) -> list[Prediction]:
-    """Full predictions for the picked candidates: one evaluate() per sync mode over all of them."""
+    """Full predictions for the picked candidates: one evaluate() per evaluation class over all of them (the
+    sync modes that move bsp's traffic re-priced from one bsp evaluation, :func:`step.with_sync`)."""
     out: list[Prediction | None] = [None] * len(picks)
-    for sync in dict.fromkeys(p.sync for p in picks):
-        idx = [i for i, p in enumerate(picks) if p.sync == sync]
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for i, p in enumerate(picks):
+        has_ps = bool(np.any(p.grid.ps_servers > 0))
+        groups.setdefault(("bsp" if shares_bsp_comm(p.sync, p.grid.ps_servers) else p.sync, has_ps), []).append(i)
+    for (key, _ps), idx in groups.items():
         grid = replace(picks[idx[0]].grid, **{
             f.name: np.concatenate([getattr(picks[i].grid, f.name) for i in idx]) for f in fields(StrategyGrid)})
-        res = evaluate(job, grid, sync=sync, kappa=kappa)
-        for j, i in enumerate(idx):
-            out[i] = result_at(job, grid, res, j, sync=sync, inputs=None)
+        res0 = evaluate(job, grid, sync=key, kappa=kappa)
+        for sync in dict.fromkeys(picks[i].sync for i in idx):
+            res = res0 if sync == key else with_sync(job, grid, res0, sync, kappa=kappa)
+            for j, i in enumerate(idx):
+                if picks[i].sync == sync:
+                    out[i] = result_at(job, grid, res, j, sync=sync, inputs=None)
     return [p for p in out if p is not None]
 
 
