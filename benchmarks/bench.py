@@ -15,7 +15,12 @@ timed through the ``scalemodel`` script found on PATH. A pyenv shim in front of 
 3. ``scalemodel plan --cluster dgx-a100 --model gpt3-175b --gpus 4096`` wall time as a fresh
    process (target < 2 s);
 4. ``scalemodel collective --op allreduce --size 1GiB --gpus 2048 --cluster dgx-h100`` wall time
-   (target < 0.5 s), and whether scipy.stats / matplotlib get imported on that path (they must not).
+   (target < 0.5 s), and whether scipy.stats / matplotlib get imported on that path (they must not);
+5. ``scalemodel plan`` at scale (issue 15), each as a fresh process: strategies covered, evaluated
+   (full step-model evaluations; sync modes re-priced from one evaluation are counted apart), search
+   seconds (the JSON's ``elapsed_s``), wall seconds and peak RSS of (a) GPT-3 175B on 4096 dgx-a100 GPUs,
+   (b) the same on 16384 GPUs with six sync modes, (c) 1e5 and 1e6 GPUs, (d) a million layers
+   (targets: (a) and (b) < 1 s wall, every case < 500 MB).
 
 Every figure is pinned to one CPU core (``os.sched_setaffinity``) and single-threaded BLAS, so the
 numbers do not depend on the machine's core count; wall times are the minimum over ``--repeat``
@@ -31,6 +36,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from typing import Any
@@ -41,6 +47,17 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 PLAN_CMD = ["plan", "--cluster", "dgx-a100", "--model", "gpt3-175b", "--gpus", "4096", "--json"]
 COLLECTIVE_CMD = ["collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "2048", "--cluster", "dgx-h100"]
 PREDICT_CMD = ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"]
+_GPT3 = ["plan", "--cluster", "dgx-a100", "--model", "gpt3-175b", "--json"]
+#: (label, what, arguments, wall target in seconds or None) of the issue-15 scale figures.
+SCALE_CASES: list[tuple[str, str, list[str], float | None]] = [
+    ("a", "GPT-3 175B, 4096 dgx-a100", [*_GPT3, "--gpus", "4096"], 1.0),
+    ("b", "16384 GPUs, 6 sync modes", [*_GPT3, "--gpus", "16384", "--set", "cluster.max_gpus=16384",
+                                      "--sync-modes", "bsp,asp,ssp:2,local:4,backup:2,hier:8"], 1.0),
+    ("c", "100,000 GPUs", [*_GPT3, "--gpus", "100000", "--set", "cluster.max_gpus=100000"], None),
+    ("c", "1,000,000 GPUs", [*_GPT3, "--gpus", "1000000", "--set", "cluster.max_gpus=1000000"], None),
+    ("d", "4096 GPUs, 1,000,000 layers", [*_GPT3, "--gpus", "4096", "--set", "model.layers=1000000"], None),
+]
+RSS_TARGET_MB = 500.0
 HEAVY = ("scipy", "scipy.stats", "scipy.special", "matplotlib", "pandas")
 
 
@@ -116,6 +133,44 @@ def _wall(args: list[str], repeat: int, launcher: list[str] | None = None) -> tu
     return min(times), statistics.median(times), out
 
 
+def _wall_rss(args: list[str]) -> tuple[float, float | None, str]:
+    """Wall seconds, peak resident memory (MB, from the child's own rusage; None where os.wait4 is missing)
+    and stdout of one fresh ``python -m scalemodel`` process."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(_scalemodel() + args, stdout=out, stderr=err)
+        if hasattr(os, "wait4"):
+            _pid, status, usage = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - t0
+            code = os.waitstatus_to_exitcode(status)
+            rss: float | None = usage.ru_maxrss / 1024.0  # KiB on Linux
+        else:  # pragma: no cover - not on the development machine
+            code = proc.wait()
+            wall, rss = time.perf_counter() - t0, None
+        out.seek(0)
+        err.seek(0)
+        if code != 0:
+            raise SystemExit(f"scalemodel {' '.join(args)} failed: {err.read().decode().strip()}")
+        return wall, rss, out.read().decode()
+
+
+def bench_scale(repeat: int) -> list[dict[str, Any]]:
+    """Issue 15's figures: each case as a fresh process, the best wall of ``repeat`` runs, its peak RSS."""
+    rows = []
+    for label, what, args, target in SCALE_CASES:
+        runs = [_wall_rss(args) for _ in range(repeat)]
+        wall, rss, out = min(runs, key=lambda r: r[0])
+        doc = json.loads(out)
+        best = doc["ranked"][0]["strategy"] if doc["ranked"] else None
+        rows.append({
+            "case": label, "what": what, "command": "scalemodel " + " ".join(args),
+            "covered": doc["search"]["covered"], "evaluated": doc["search"]["evaluated"],
+            "sync_repriced": doc["search"].get("sync_repriced", 0), "search_s": doc["elapsed_s"], "wall_s": wall,
+            "peak_rss_mb": rss, "best": best and {k: best.get(k) for k in ("dp", "tp", "pp", "cp", "sync")},
+            "wall_target_s": target, "met": (target is None or wall < target) and (rss is None or rss < RSS_TARGET_MB)})
+    return rows
+
+
 def bench_cli(repeat: int) -> dict[str, Any]:
     plan_best, plan_median, out = _wall(PLAN_CMD, repeat)
     doc = json.loads(out)
@@ -151,11 +206,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure (the best is reported)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--scale-only", action="store_true", help="only the plan-at-scale figures (issue 15)")
     args = ap.parse_args()
     cpu = _one_core()
+    if args.scale_only:
+        scale = bench_scale(args.repeat)
+        print(json.dumps({"python": sys.version.split()[0], "pinned_cpu": cpu, "scale": scale}, indent=2)
+              if args.json else "\n".join(_scale_lines(scale)))
+        return
+    # the scale figures first: a child forked from this process would inherit its peak RSS once the in-process
+    # figures have grown it (Linux keeps ru_maxrss across fork and exec)
+    scale = bench_scale(args.repeat)
     figures = {"python": sys.version.split()[0], "pinned_cpu": cpu,
                "evaluate": bench_evaluate(args.repeat), "search": bench_search(args.repeat),
-               **bench_cli(args.repeat)}
+               **bench_cli(args.repeat), "scale": scale}
     if args.json:
         print(json.dumps(figures, indent=2))
         return
@@ -180,6 +244,19 @@ def main() -> None:
     q = figures["query_vs_numpy"]
     print(f"  query / import numpy: predict {q['predict_ratio']:.2f}x, collective {q['collective_ratio']:.2f}x "
           f"(python -c 'import numpy' {q['numpy_import_s']:.3f} s; target <= 2.5x)")
+    print("\n".join(_scale_lines(figures["scale"])))
+
+
+def _scale_lines(rows: list[dict[str, Any]]) -> list[str]:
+    out = [f"  scalemodel plan at scale (fresh process, best of the runs; target: (a), (b) < 1 s wall, peak RSS "
+           f"< {RSS_TARGET_MB:.0f} MB):"]
+    for r in rows:
+        rss = "n/a" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:.0f} MB"
+        target = "" if r["wall_target_s"] is None else f"; target < {r['wall_target_s']:g} s"
+        out.append(f"    ({r['case']}) {r['what']:<28}: {r['covered']:>13,} covered, {r['evaluated']:>9,} evaluated"
+                   f" (+{r['sync_repriced']:,} re-priced), search {r['search_s']:.3f} s, wall {r['wall_s']:.3f} s, "
+                   f"peak {rss}{target}: {'meets target' if r['met'] else 'MISSES target'}")
+    return out
 
 
 if __name__ == "__main__":

@@ -421,6 +421,57 @@ def test_decomposed_search_equals_brute_force_across_leaves(model, layers):
     assert best["tp-cp-dp-pp"] != best["tp-cp-pp-dp"]  # the orders price differently here
 
 
+SYNC_MODES = ("bsp", "asp", "ssp:2", "local:4", "backup:2", "hier:2")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_decomposed_search_equals_brute_force_across_sync_modes(seed):
+    """Several sync modes at once (those sharing bsp's traffic are re-priced from one evaluation, each bounded
+    by its own straggler and efficiency factors), on random clusters, models, stragglers and objectives: the
+    decomposed search finds the brute-force best (every mode evaluated on its own) and covers its count."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(100 + seed)
+    cluster = str(rng.choice(["dgx-a100-40g", "dgx-h100", "aws-p4d", "pcie-25gbe", "mi300x-8", "dgx-1-v100"]))
+    model = str(rng.choice(["llama2-13b", "gpt-1.7b"]))
+    gpus = int(rng.choice([8, 16]))
+    batch = gpus * int(rng.choice([1, 2]))
+    job, _cl, _wl = _job(cluster=cluster, model=model, sets=[f"layers={int(rng.choice([4, 6, 8]))}"],
+                         global_batch=batch, seq_len=int(rng.choice([512, 2048])))
+    job = replace(job, straggler_cv=float(rng.choice([0.0, 0.05, 0.2])), work_cv=float(rng.choice([0.0, 0.1])))
+    k = int(rng.integers(2, len(SYNC_MODES) + 1))
+    modes = tuple(str(m) for m in rng.choice(SYNC_MODES, size=k, replace=False))
+    objective = str(rng.choice(["throughput", "time-to-train"]))
+    allow = ("all",) if seed % 3 == 2 else ()
+    cons = {"cp": [("=", 1)]}
+    expect, n = _brute_force_best(job, gpus, batch, cons, modes, allow, objective)
+    res = planner.search(job, gpus, batch, top=3, constraints=cons, sync_modes=modes, allow=allow,
+                         objective=objective)
+    assert res.candidates_evaluated == n
+    assert res.feasible + sum(res.infeasible_by_reason.values()) == n
+    assert np.isfinite(expect), (cluster, model, modes)
+    assert res.objective_values[0] == pytest.approx(expect, rel=1e-12), (cluster, model, modes, objective)
+    assert res.search["evaluated"] < n
+
+
+@pytest.mark.parametrize("cons,allow", [
+    ({}, ()), ({}, ("all",)), ({"bucket": [("=", 1e8)], "overlap": [("=", True)]}, ()),
+    ({"compression": [("=", (3, 0.05))]}, ("compression",)), ({"dp_comm": [("=", (4, True))]}, ("parameter-server",))])
+def test_communication_blocks_reproduce_the_choice_rows(cons, allow):
+    """Pass 2 prices the choices as cartesian blocks; flattened in C order they are the rows, in order."""
+    job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
+    ch = planner.comm_choices(job, 16, constraints.normalize_constraints(cons),
+                              frozenset(k for a in allow for k in planner.ALLOW[a]))
+    blocks = planner._comm_blocks(ch)
+    assert blocks[0][0] == 0
+    for f in planner.COMM_FIELDS:
+        flat = np.concatenate([np.broadcast_to(comm[f], np.broadcast_shapes(*(a.shape for a in comm.values())))
+                               .reshape(-1) for _b0, comm in blocks])
+        np.testing.assert_array_equal(flat, ch[f], err_msg=f)
+    starts = [b0 for b0, _c in blocks] + [len(ch["algorithm"])]
+    assert all(a < b for a, b in zip(starts, starts[1:], strict=False))
+
+
 def test_default_space_is_mainstream_and_custom_is_labelled():
     job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
     ch = planner.comm_choices(job, 16, {})

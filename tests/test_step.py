@@ -347,3 +347,86 @@ def test_pipeline_boundary_saturates_a_tapered_spine_only_as_far_as_the_stage_fi
         expected_p2p = none + (full - none) * (taper - 1.0) / 2.0
         m = 48
         assert val(r.breakdown["pp_comm"]) == pytest.approx(m * 2 * expected_p2p, rel=1e-9), gpus
+
+
+@pytest.mark.parametrize("cv", [0.0, 0.07])
+def test_with_sync_is_evaluate_under_that_mode(a100, gpt, cv) -> None:  # type: ignore[no-untyped-def]
+    """Sync modes that move bsp's data-parallel traffic, derived from one bsp evaluation, equal evaluate()
+    under the mode bit for bit (the planner ranks on them); hier and asp-on-a-parameter-server are refused."""
+    from scalemodel.engine.step import shares_bsp_comm, with_sync
+
+    job = replace(job_for(a100, gpt, global_batch=512), straggler_cv=cv, work_cv=0.1)
+    tp = np.array([1, 2, 8]).reshape(3, 1, 1)
+    zero = np.array([0, 1, 3]).reshape(1, 3, 1)
+    bucket = np.array([0.0, 5e6, 2e9]).reshape(1, 1, 3)
+    g = grid_from_arrays(gpus=64, dp=64 // (tp * 2), tp=tp, pp=2, micro_batch=2, global_batch=512, zero=zero,
+                         bucket_bytes=bucket, overlap=np.array([True, False, True]).reshape(1, 1, 3),
+                         algorithm=np.array([0, 1, 2]).reshape(1, 1, 3))
+    base = evaluate(job, g)
+    for sync in ("bsp", "asp", "ssp:2", "local:4", "backup:2"):
+        assert shares_bsp_comm(sync, g.ps_servers)
+        want, got = evaluate(job, g, sync=sync), with_sync(job, g, base, sync)
+        for name in ("step_time", "tokens_per_s", "mfu", "statistical_efficiency", "feasible"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=f"{sync} {name}")
+        for k in BREAKDOWN_KEYS:
+            np.testing.assert_array_equal(got.breakdown[k], want.breakdown[k], err_msg=f"{sync} {k}")
+    assert not shares_bsp_comm("hier:2", g.ps_servers)
+    assert not shares_bsp_comm("asp", [0, 2]) and shares_bsp_comm("local:2", [0, 2])
+    with pytest.raises(ValueError):
+        with_sync(job, g, base, "hier:2")
+
+
+@pytest.mark.parametrize("model", ["gpt-7.5b", "mixtral-8x7b"])
+def test_dp_exposed_floor_is_below_every_communication_choice(a100, model) -> None:  # type: ignore[no-untyped-def]
+    """The planner's floor under the exposed data-parallel traffic holds for every algorithm, compression,
+    bucket and overlap choice (and is not vacuous: ZeRO-3/FSDP/HSDP expose at least one gather per
+    micro-batch)."""
+    from scalemodel.engine.step import dp_exposed_floor
+
+    job = job_for(a100, load_workload(model), global_batch=256)
+    tp = np.array([1, 2, 8]).reshape(3, 1, 1, 1, 1, 1)
+    pp = np.array([1, 3]).reshape(1, 2, 1, 1, 1, 1)  # 3 stages: uneven split of 32 layers
+    zero = np.array([0, 2, 3, 4, 5]).reshape(1, 1, 5, 1, 1, 1)
+    alg = np.array([0, 1, 2, 3]).reshape(1, 1, 1, 4, 1, 1)
+    comp = np.array([0, 1, 2]).reshape(1, 1, 1, 1, 3, 1)
+    bucket = np.array([0.0, 5e6, 2e9]).reshape(1, 1, 1, 1, 1, 3)
+    ep = 2 if "mixtral" in model else 1
+    g = grid_from_arrays(gpus=96, dp=96 // (tp * pp), tp=tp, pp=pp, ep=ep, micro_batch=1, global_batch=256 // 32 * 48,
+                         zero=zero, algorithm=alg, compression=comp, bucket_bytes=bucket)
+    for overlap in (True, False):
+        gg = replace(g, overlap=np.asarray(overlap))
+        res = evaluate(job, gg)
+        floor = np.broadcast_to(dp_exposed_floor(job, gg), res.step_time.shape)
+        dp = np.asarray(res.breakdown["dp_comm"])
+        assert np.all(floor <= dp * (1 + 1e-12)), float(np.max(floor - dp))
+        for sync in ("hier:2", "hier:4:2") if ep == 1 else ():  # the in-group traffic of hierarchical sync
+            hres = evaluate(job, gg, sync=sync)
+            hfloor = np.broadcast_to(dp_exposed_floor(job, gg, sync), hres.step_time.shape)
+            assert np.all(hfloor <= np.asarray(hres.breakdown["dp_comm"]) * (1 + 1e-12)), sync
+            assert np.any(hfloor > 0)
+        z3 = np.broadcast_to((gg.zero == 3) | (gg.zero == 4), floor.shape) & np.broadcast_to(gg.dp > 1, floor.shape)
+        assert np.all(floor[z3] > 0) and np.all(floor[~np.broadcast_to(gg.zero >= 3, floor.shape)] == 0)
+
+
+def test_compute_floor_and_feasibility_match_evaluate(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """The planner's compute-only floor is evaluate's pipelined part without its traffic, (m + bubble) x busiest
+    stage compute <= (m + bubble) x t_mb (equal where nothing communicates), and its feasibility codes are
+    evaluate's before the memory check."""
+    from scalemodel.engine.step import compute_floor, feasibility
+
+    job = job_for(a100, gpt, global_batch=512)
+    tp = np.array([1, 2, 8]).reshape(3, 1, 1, 1)
+    pp = np.array([1, 3, 4]).reshape(1, 3, 1, 1)  # 3 stages split 32 layers unevenly
+    sched = np.array([0, 1, 3]).reshape(1, 1, 3, 1)
+    rec = np.array([0, 2]).reshape(1, 1, 1, 2)
+    g = grid_from_arrays(gpus=96, dp=96 // (tp * pp), tp=tp, pp=pp, micro_batch=1, global_batch=384, schedule=sched,
+                         virtual_stages=2, recompute=rec)
+    res = evaluate(job, g)
+    pipelined = np.asarray((res.microbatches + res.extras["bubble_microbatches"]) * res.extras["microbatch_time"])
+    floor = np.broadcast_to(compute_floor(job, g), g.shape)
+    assert np.all(floor <= pipelined * (1 + 1e-12)) and np.all(floor > 0)
+    single = np.broadcast_to((g.tp == 1) & (g.pp == 1), g.shape)
+    np.testing.assert_allclose(floor[single], pipelined[single], rtol=1e-12)
+    codes = np.broadcast_to(feasibility(job, g), g.shape)
+    r = np.asarray(res.reason)
+    np.testing.assert_array_equal(np.where(r == 10, 0, r), codes)  # 10: out of memory, checked afterwards

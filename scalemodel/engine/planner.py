@@ -10,18 +10,28 @@ on request (``allow``) and labelled ``custom`` in the result.
 
 Decomposed search (branch and bound, exact):
 
-1. *Outer pass.* Every outer candidate is evaluated with one data-parallel communication choice
-   (the first allowed: NCCL auto, no compression, all-reduce, overlap, the framework's bucket), in
-   vectorised batches of :func:`scalemodel.engine.step.evaluate`. That gives an exact objective value
-   (an upper bound on the candidate's best over the communication choices) and a lower bound: the
-   step-time parts that no communication choice changes, compute + TP + CP + EP + PP + bubble +
-   optimizer (the other parts, dp_comm, straggler and imbalance, are >= 0), at statistical efficiency
-   1 (its maximum). A configuration in a second rank order is not evaluated here: it is feasible where its
-   first order is, and bounded by that order's parts less its EP and PP traffic (:func:`_outer_results`).
-2. *Communication pass.* Outer candidates whose bound cannot reach the best ``keep`` values found
-   (nor the best of their parallelism family) are pruned; the rest, best bound first, are evaluated
-   on every communication choice at once (outer x choices broadcast grid), and the threshold
-   tightens as exact values come in.
+1a. *Counts and a compute-only bound.* For every configuration (dp, tp, pp, cp, ep, rank order,
+    micro-batch, schedule) x recompute x SP: the feasibility codes and memory at every ZeRO stage (the exact counts of
+    the whole space, no step time priced), and a bound per configuration: (m + bubble) x the busiest
+    stage's compute (:func:`scalemodel.engine.step.compute_floor`), times the least factor any sync mode
+    puts on a one-worker step (its straggler wait over its statistical efficiency, :func:`_bound_factor`).
+1b. *Outer pass.* Configurations best bound first, while the bound can still reach the best ``keep``
+    values found (or the best of their parallelism family), are evaluated at their first feasible ZeRO
+    stage with one data-parallel communication choice (the first allowed: NCCL auto, no compression,
+    all-reduce, overlap, the framework's bucket) under bsp, in vectorised batches of
+    :func:`scalemodel.engine.step.evaluate`. That gives exact values (for every sync mode that moves
+    bsp's traffic, :func:`scalemodel.engine.step.with_sync`) and the bound of each (outer, ZeRO stage)
+    pair: (m + bubble) x t_mb (compute, TP, CP, EP, PP, their contention, bubble: no ZeRO stage,
+    communication choice or sync mode changes it) times the sync factor, plus the ZeRO-3/FSDP/HSDP
+    gathers no communication choice hides (:func:`scalemodel.engine.step.dp_exposed_floor`) times what
+    the sync mode makes of traffic; the other parts (optimizer, the rest of dp_comm, straggler,
+    imbalance) are >= 0, and statistical efficiency <= 1.
+2.  *Communication pass.* Pairs whose bound cannot reach the threshold are pruned; the rest, best bound
+    first across the evaluation classes, are evaluated on every communication choice at once (the
+    all-reduce choices as a cartesian block, one axis per field, :func:`_comm_blocks`), and the threshold
+    tightens as exact values come in. The sync modes that move bsp's data-parallel traffic (all but
+    hier:G, and asp/ssp on a parameter server) share one evaluation; each hier:G (and asp/ssp with a
+    parameter server) has its own.
 
 Feasibility depends on the communication choice only through "parameter server needs ZeRO 0", so the
 infeasible counts of the whole space are exact without evaluating it (``candidates_evaluated`` counts
@@ -61,11 +71,23 @@ from scalemodel.choices import (
     parse_schedule,
     parse_sync,
 )
+from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import distinct_layout
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_arrays
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.predict import Prediction, result_at
-from scalemodel.engine.step import REASON_KEYS, Infeasible, evaluate, memory_parts, microbatches
+from scalemodel.engine.step import (
+    REASON_KEYS,
+    Infeasible,
+    compute_floor,
+    dp_exposed_floor,
+    evaluate,
+    feasibility,
+    memory_parts,
+    microbatches,
+    shares_bsp_comm,
+    with_sync,
+)
 from scalemodel.errors import InputError
 from scalemodel.specs.constraints import Constraints, normalize_constraints
 from scalemodel.specs.constraints import keep as allowed_by
@@ -194,7 +216,7 @@ def _with_layouts(cfg: dict[str, np.ndarray], c: Constraints) -> dict[str, np.nd
     takes every order that numbers its ranks differently from the allowed orders before it (with pp = 1
     or dp = 1 the two orders coincide: one candidate), except PP inside DP with ep > 1 and a pipeline,
     which Megatron-LM does not run (step.Infeasible.LAYOUT_INVALID). A configuration's orders are adjacent
-    rows, its first allowed order first (pass 1 bounds the others from that one, :func:`_outer_results`)."""
+    rows, its first allowed order first."""
     lay = _restricted(np.asarray([int(m) for m in Layout]), c, "layout")
     among = tuple(Layout.of(x) for x in lay)
     col = {k: v[:, None] for k, v in cfg.items()}
@@ -403,11 +425,6 @@ def _score(objective: str, job: Job, gpus: int, res: Any) -> np.ndarray:
     return np.asarray(score)
 
 
-#: Breakdown parts neither the ZeRO stage nor a communication choice changes (their sum bounds the step from
-#: below; the optimizer step, which ZeRO shards, is left out of the bound).
-_FIXED_PARTS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble")
-
-
 @dataclass(order=True)
 class _Pick:
     score: float
@@ -431,16 +448,61 @@ def _for_sync(cfg: dict[str, np.ndarray], sync: str) -> dict[str, np.ndarray]:
     return {k: v[ok] for k, v in cfg.items()}
 
 
+def _family_cutoff(threshold: float, fam_thr: dict[int, float], n_fam: int) -> np.ndarray:
+    """Per family code, the bound above which a candidate can reach neither the best ``keep`` values
+    (``threshold``) nor the best of its family; inf for a family with no exact value yet."""
+    lut = np.full(n_fam, math.inf)
+    for f, v in fam_thr.items():
+        lut[f] = max(threshold, v)
+    return lut
+
+
+def _bound_factor(job: Job, cfg: dict[str, np.ndarray], sync: str, mask: np.ndarray, objective: str,
+                  kappa: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per configuration, what a sync mode makes of a one-worker step time x and of the exposed data-parallel
+    traffic c, over the objective's statistical efficiency: (a, b) with score >= (a x + b c) x scale.
+
+    a = ``sync_step(sync, dp, mean=1, comm=0).step_time_s / efficiency`` (efficiency 1 under ``throughput``):
+    every straggler family is a scale family (:func:`scalemodel.cost.stragglers.expected_max_step`), so the
+    wait grows in proportion to x. b: the step grows by c per second of traffic (bsp, backup, asp, ssp), c / H
+    (local:H), or for hier:G by c per second of in-group traffic (the floor hier prices, step.dp_exposed_floor).
+    inf where the mode does not apply (``mask``)."""
+    a = np.full(len(cfg["dp"]), np.inf)
+    b = np.zeros(len(cfg["dp"]))
+    if not np.any(mask):
+        return a, b
+    dps, inv = np.unique(cfg["dp"][mask], return_inverse=True)
+    kw: dict[str, Any] = {} if kappa is None else {"kappa": kappa}
+    n = dps.astype(float)
+    r0 = sync_model.sync_step(sync, n, 1.0, job.straggler_cv, job.straggler_dist, comm_s=0.0, **kw)
+    hier = parse_sync(sync).kind == SyncKind.HIER
+    r1 = sync_model.sync_step(sync, n, 1.0, job.straggler_cv, job.straggler_dist, comm_s=0.0 if hier else 1.0,
+                              group_comm_s=1.0 if hier else None, **kw)
+    eff = np.asarray(r0.efficiency, dtype=float) if objective != "throughput" else np.ones(len(dps))
+    step0 = np.asarray(r0.step_time_s, dtype=float)
+    per_comm = (np.asarray(r1.step_time_s, dtype=float) - step0) / eff
+    a[mask] = (step0 / eff)[np.ravel(inv)]
+    b[mask] = np.maximum(per_comm, 0.0)[np.ravel(inv)]
+    return a, b
+
+
 def _predict_all(job: Job, picks: list[_Pick], kappa: float | None) -> list[Prediction]:
-    """Full predictions for the picked candidates: one evaluate() per sync mode over all of them."""
+    """Full predictions for the picked candidates: one evaluate() per evaluation class over all of them (the
+    sync modes that move bsp's traffic re-priced from one bsp evaluation, :func:`step.with_sync`)."""
     out: list[Prediction | None] = [None] * len(picks)
-    for sync in dict.fromkeys(p.sync for p in picks):
-        idx = [i for i, p in enumerate(picks) if p.sync == sync]
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for i, p in enumerate(picks):
+        has_ps = bool(np.any(p.grid.ps_servers > 0))
+        groups.setdefault(("bsp" if shares_bsp_comm(p.sync, p.grid.ps_servers) else p.sync, has_ps), []).append(i)
+    for (key, _ps), idx in groups.items():
         grid = replace(picks[idx[0]].grid, **{
             f.name: np.concatenate([getattr(picks[i].grid, f.name) for i in idx]) for f in fields(StrategyGrid)})
-        res = evaluate(job, grid, sync=sync, kappa=kappa)
-        for j, i in enumerate(idx):
-            out[i] = result_at(job, grid, res, j, sync=sync, inputs=None)
+        res0 = evaluate(job, grid, sync=key, kappa=kappa)
+        for sync in dict.fromkeys(picks[i].sync for i in idx):
+            res = res0 if sync == key else with_sync(job, grid, res0, sync, kappa=kappa)
+            for j, i in enumerate(idx):
+                if picks[i].sync == sync:
+                    out[i] = result_at(job, grid, res, j, sync=sync, inputs=None)
     return [p for p in out if p is not None]
 
 
@@ -514,63 +576,6 @@ def _comm_equivalents(p: _Pick, choices: dict[str, np.ndarray], into: dict[str, 
                 vals.append(one[name])
 
 
-def _layout_twins(cfg: dict[str, np.ndarray]) -> np.ndarray:
-    """For each configuration row, the row that is the same configuration in an earlier rank order (the
-    first of the adjacent rows :func:`_with_layouts` makes of one configuration), or -1."""
-    n = len(cfg["layout"])
-    new = np.ones(n, dtype=bool)
-    same = np.ones(max(n - 1, 0), dtype=bool)
-    for k, v in cfg.items():
-        if k != "layout":
-            same &= v[1:] == v[:-1]
-    new[1:] = ~same
-    start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
-    return np.where(start != np.arange(n), start, -1)
-
-
-@dataclass
-class _OuterResults:
-    """What pass 1 reads of an evaluation, for a chunk whose rank-order twins were not evaluated."""
-
-    reason: np.ndarray
-    breakdown: dict[str, np.ndarray]
-    tokens_per_s: np.ndarray
-    statistical_efficiency: np.ndarray
-
-
-def _outer_results(job: Job, grid: StrategyGrid, twin: np.ndarray, kappa: float | None) -> tuple[Any, int]:
-    """Pass 1's evaluation of a chunk of configuration rows (axis 0 of ``grid``) without the rows that repeat
-    an earlier row in another rank order (``twin[k] >= 0``: row k is row twin[k] in another order).
-
-    Such a row is feasible exactly when its twin is (feasibility and memory do not depend on the order; the
-    orders Megatron-LM does not run are not enumerated); its exact value comes in pass 2, and its lower
-    bound is (m + bubble) x the twin's micro-batch time less the twin's EP and PP traffic: compute, TP and
-    CP traffic and their contention do not depend on the order, EP and PP traffic are >= 0, and the step
-    is at least (m + bubble) micro-batch times. Returns the results and the candidates evaluated."""
-    rows = np.nonzero(twin < 0)[0]
-    n = len(twin)
-    if len(rows) == n:
-        return evaluate(job, grid, sync="bsp", kappa=kappa), grid.size
-    sub = replace(grid, **{f.name: getattr(grid, f.name)[rows] for f in fields(grid)
-                           if getattr(grid, f.name).ndim == 4 and getattr(grid, f.name).shape[0] == n})
-    res = evaluate(job, sub, sync="bsp", kappa=kappa)
-    pos = np.zeros(n, dtype=np.int64)
-    pos[rows] = np.arange(len(rows))
-    src = np.where(twin < 0, pos, pos[np.maximum(twin, 0)])
-    is_twin = (twin >= 0).reshape(-1, 1, 1, 1)
-
-    def take(a: Any) -> np.ndarray:
-        return np.asarray(a)[src]
-
-    m = take(res.microbatches)
-    free = take(res.extras["microbatch_time"]) - (take(res.breakdown["pp_comm"]) + take(res.breakdown["ep_comm"])) / m
-    bound = (m + take(res.extras["bubble_microbatches"])) * np.maximum(free, 0.0)
-    parts = {k: np.where(is_twin, 0.0, take(res.breakdown[k])) for k in _FIXED_PARTS}
-    parts["compute"] = np.where(is_twin, bound, take(res.breakdown["compute"]))
-    return _OuterResults(take(res.reason), parts, np.where(is_twin, 0.0, take(res.tokens_per_s)),
-                         take(res.statistical_efficiency)), sub.size
-
-
 def _outer_grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], lo: int, hi: int,
                 axes: dict[str, np.ndarray], comm0: dict[str, Any], fixed: dict[str, Any]) -> StrategyGrid:
     """Configurations lo:hi on axis 0, the first ZeRO stage, recompute, sequence parallelism; one communication
@@ -591,6 +596,54 @@ def _comm_grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], at: np.
         zero=axes["zero"][at[:, 1]].reshape(-1, 1), recompute=axes["recompute"][at[:, 2]].reshape(-1, 1),
         sequence_parallel=axes["sequence_parallel"][at[:, 3]].reshape(-1, 1),
         **{f: choices[f].reshape(1, -1) for f in COMM_FIELDS})
+
+
+def _comm_blocks(choices: dict[str, np.ndarray]) -> list[tuple[int, dict[str, np.ndarray]]]:
+    """The communication choices (rows of :func:`comm_choices`) as blocks of consecutive rows: (first row,
+    {field: array}) with the block's rows in C order of the arrays' broadcast shape (leading axis of length 1
+    for the outer candidates). The all-reduce rows are the product algorithm x compression x overlap x
+    bucket x assignment, so each field gets its own axis and a collective is priced once per distinct
+    message size rather than once per row; other rows (parameter servers) form one flat block."""
+    n = len(choices["algorithm"])
+    ar = np.nonzero(choices["ps_servers"] == 0)[0]
+    blocks: list[tuple[int, dict[str, np.ndarray]]] = []
+    flat_from = 0
+    if len(ar) and ar[0] == 0 and ar[-1] == len(ar) - 1:
+        groups: tuple[tuple[str, ...], ...] = (
+            ("algorithm",), ("compression", "topk_ratio"), ("overlap",), ("bucket_bytes",), ("dynamic_assignment",))
+        levels = []
+        for names in groups:
+            rows = list(zip(*(choices[f][: len(ar)].tolist() for f in names), strict=True))
+            levels.append(list(dict.fromkeys(rows)))
+        size = int(np.prod([len(lv) for lv in levels]))
+        comm: dict[str, np.ndarray] = {"ps_servers": np.zeros((1,) * (len(groups) + 1), dtype=np.int64),
+                                       "ps_colocated": np.zeros((1,) * (len(groups) + 1), dtype=bool)}
+        for axis, (names, lv) in enumerate(zip(groups, levels, strict=True)):
+            shape = [1] * (len(groups) + 1)
+            shape[axis + 1] = len(lv)
+            for k, name in enumerate(names):
+                comm[name] = np.asarray([v[k] for v in lv], dtype=choices[name].dtype).reshape(shape)
+        if size == len(ar) and all(
+                np.array_equal(np.broadcast_to(comm[f], np.broadcast_shapes(*(a.shape for a in comm.values())))
+                               .reshape(-1), choices[f][: len(ar)]) for f in COMM_FIELDS):
+            blocks.append((0, comm))
+            flat_from = len(ar)
+    if flat_from < n:
+        blocks.append((flat_from, {f: choices[f][flat_from:].reshape(1, -1) for f in COMM_FIELDS}))
+    return blocks
+
+
+def _block_grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], at: np.ndarray,
+                axes: dict[str, np.ndarray], comm: dict[str, np.ndarray], fixed: dict[str, Any]) -> StrategyGrid:
+    """Outer candidates ``at`` (rows of (config row, zero, recompute, sp) indices) on axis 0 x one block of
+    communication choices (:func:`_comm_blocks`) on the others."""
+    ndim = np.broadcast_shapes(*(a.shape for a in comm.values())).__len__()
+    lead = (-1,) + (1,) * (ndim - 1)
+    col = {k: v[at[:, 0]].reshape(lead) for k, v in cfg.items()}
+    return grid_from_arrays(
+        gpus=gpus, global_batch=global_batch, **col, **fixed,
+        zero=axes["zero"][at[:, 1]].reshape(lead), recompute=axes["recompute"][at[:, 2]].reshape(lead),
+        sequence_parallel=axes["sequence_parallel"][at[:, 3]].reshape(lead), **comm)
 
 
 def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughput", top: int = 5,
@@ -630,7 +683,6 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             modes.append(label)
     fixed = dict(fixed or {})
     all_cfg = configurations(job, gpus, global_batch, c)
-    twins = _layout_twins(all_cfg)  # rows pass 1 bounds from another rank order's evaluation
     axes = _axes(job, c)
     choices = comm_choices(job, gpus, c, allow_keys)
     n_choice = len(choices["algorithm"])
@@ -642,48 +694,67 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     mode_mask = [_sync_mask(all_cfg, sync) for sync in modes]
     fam_all = _family_code(all_cfg)
     total = sum(int(m.sum()) for m in mode_mask) * inner
-    bsp_index = modes.index("bsp") if "bsp" in modes else -1
     keep = max(10 * top, 50)
     scale = _scale(objective, job, gpus, global_batch)
     oom, ps_bad = int(Infeasible.OUT_OF_MEMORY), int(Infeasible.PS_INCOMPATIBLE)
+    # Evaluation classes: the modes that move bsp's data-parallel traffic on every communication choice share
+    # one evaluation (step.with_sync re-prices the wait); hier:G and asp/ssp on a parameter server have their own.
+    shared = [si for si, sync in enumerate(modes) if shares_bsp_comm(sync, choices["ps_servers"])]
+    classes = ([shared] if shared else []) + [[si] for si in range(len(modes)) if si not in shared]
+    class_sync = ["bsp" if members == shared else modes[members[0]] for members in classes]
+    # the traffic floor each class is bounded with: hier:G's in-group gathers, the whole group's otherwise
+    floor_sync = [sync if parse_sync(sync).kind == SyncKind.HIER else "bsp" for sync in class_sync]
+    # bound factors per class (the least over its modes, per configuration; see _bound_factor)
+    factor = [_bound_factor(job, all_cfg, sync, mask, objective, kappa) for sync, mask in zip(modes, mode_mask,
+                                                                                           strict=True)]
+    f_class = []
+    for members in classes:
+        a = np.min([factor[si][0] for si in members], axis=0)
+        b = np.min([np.where(mode_mask[si], factor[si][1], np.inf) for si in members], axis=0)
+        f_class.append((a, np.where(np.isfinite(b), b, 0.0)))
+    a_any = np.min([a for a, _b in f_class], axis=0)
+    class_mask = [np.any([mode_mask[si] for si in members], axis=0) for members in classes]
+    # modes with the same configurations (all but hier:G) are counted once, times their number
+    mask_groups: dict[int, tuple[np.ndarray, int]] = {}
+    for sync, mask in zip(modes, mode_mask, strict=True):
+        spec = parse_sync(sync)
+        key = int(spec.param) if spec.kind == SyncKind.HIER else 0
+        mask_groups[key] = (mask, mask_groups.get(key, (mask, 0))[1] + 1)
 
-    covered = feasible_n = computed = 0
+    covered = feasible_n = computed = derived = 0
     over_limit = 0.0
     reasons = np.zeros(max(REASON_KEYS) + 1, dtype=float)
     best = _Best(keep)
     fam_thr: dict[int, float] = {}
-    stored: list[np.ndarray] = []  # survivors: columns lb, sync, row, zero, recompute, sp, family
+    stored: list[np.ndarray] = []  # survivors: columns lb, class, row, zero, recompute, sp, family
     n_stored = 0
-
-    def cutoff(fams: np.ndarray) -> np.ndarray:
-        thr = best.threshold
-        return np.maximum(thr, np.asarray([fam_thr.get(int(f), math.inf) for f in fams]) if len(fams) else thr)
+    n_fam = 32  # family codes: 5 bits (DP, TP, PP, CP, EP)
 
     def refilter(rows: np.ndarray) -> np.ndarray:
+        """Rows whose bound can still reach the best ``keep`` values, or the best of their family."""
         if not len(rows):
             return rows
-        fams = rows[:, 6].astype(np.int64)
-        lim = cutoff(np.unique(fams))
-        lut = dict(zip(np.unique(fams).tolist(), np.atleast_1d(lim).tolist(), strict=True))
-        return rows[rows[:, 0] <= np.asarray([lut[f] for f in fams.tolist()])]
+        lut = _family_cutoff(best.threshold, fam_thr, n_fam)
+        return rows[rows[:, 0] <= lut[rows[:, 6].astype(np.int64)]]
 
-    # ---- pass 1: every outer candidate at one ZeRO stage and one communication choice, under bsp (no part of
-    # the bound depends on the sync mode); memory at every stage
+    # ---- pass 1a: every outer candidate's feasibility and memory at every ZeRO stage (the exact counts of the
+    # whole space), and a compute-only bound per configuration; nothing communicates yet
     done = 0
     zeros = axes["zero"].reshape(1, -1, 1, 1)
     n_cfg = len(all_cfg["dp"])
+    nz, nr, ns = (len(axes[k]) for k in ("zero", "recompute", "sequence_parallel"))
+    good_all = np.zeros((n_cfg, nz, nr, ns), dtype=bool)  # feasible and within the memory constraint
+    bound_a = np.full(n_cfg, np.inf)  # least compute-only bound of the configuration's candidates, any mode
     for lo in range(0, n_cfg, per_chunk):
         hi = min(n_cfg, lo + per_chunk)
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
-        res, n_eval = _outer_results(job, grid, np.where(twins[lo:hi] >= lo, twins[lo:hi] - lo, -1), kappa)
-        computed += n_eval
         full = replace(grid, zero=zeros)
         shape = full.shape
         mem = np.broadcast_to(memory_parts(job, full, microbatches(full))["total"], shape)
         valid_all = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
         # feasibility depends on the ZeRO stage only through memory and "parameter server needs ZeRO 0"
-        r1 = np.broadcast_to(np.asarray(res.reason), shape)
-        open_ = (r1 == 0) | (r1 == oom) | (r1 == ps_bad)
+        r1 = np.broadcast_to(feasibility(job, grid), shape)
+        open_ = (r1 == 0) | (r1 == ps_bad)
         zb = np.broadcast_to(zeros, shape)
         fits = mem <= job.memory_capacity
         reason = np.where(open_, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits, 0, oom)), r1)
@@ -692,38 +763,91 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # with all-reduce first, the parameter-server choices are infeasible where ZeRO > 0
         ps_hit_all = valid_all & open_ & (zb > 0) & (not first_is_ps)
         weight = np.where(ps_hit_all, n_choice - n_ps, n_choice)
-        lb = sum(np.asarray(res.breakdown[k]) for k in _FIXED_PARTS) * scale
-        fams = np.broadcast_to(fam_all[lo:hi].reshape(-1, 1, 1, 1), shape)
-        for si in range(len(modes)):
-            valid = valid_all & mode_mask[si][lo:hi].reshape(-1, 1, 1, 1)
+        good_all[lo:hi] = valid_all & feas & ~over
+        for mask, count in mask_groups.values():
+            valid = valid_all & mask[lo:hi].reshape(-1, 1, 1, 1)
             ps_hit = ps_hit_all & valid
-            covered += int(np.count_nonzero(valid)) * n_choice
+            covered += count * int(np.count_nonzero(valid)) * n_choice
             bad = valid & ~feas
-            reasons += np.bincount(reason[bad], weights=weight[bad], minlength=len(reasons))
-            reasons[ps_bad] += n_ps * np.count_nonzero(ps_hit)
+            reasons += count * np.bincount(reason[bad], weights=weight[bad], minlength=len(reasons))
+            reasons[ps_bad] += count * n_ps * np.count_nonzero(ps_hit)
             good = valid & feas & ~over
-            feasible_n += int(weight[good].sum())
-            over_limit += float(weight[valid & over].sum())
-            if si == bsp_index:  # exact values where pass 1 evaluated (the first ZeRO stage)
-                score = np.where(good[:, :1], _score(objective, job, gpus, res), np.inf)
+            feasible_n += count * int(weight[good].sum())
+            over_limit += count * float(weight[valid & over].sum())
+        # compute-only bound (traffic >= 0) of the configurations with a candidate that fits
+        fit = lo + np.nonzero(good_all[lo:hi].any(axis=(1, 2, 3)))[0]
+        if len(fit):
+            sub = {k: v[fit] for k, v in all_cfg.items()}
+            cf = np.broadcast_to(compute_floor(job, _outer_grid(gpus, global_batch, sub, 0, len(fit), axes, comm0,
+                                                                fixed)), (len(fit), 1, nr, ns))
+            bound_a[fit] = cf.reshape(len(fit), -1).min(axis=1) * a_any[fit] * scale * (1.0 - 1e-12)
+        done += sum(int(m[lo:hi].sum()) for m in mode_mask) * inner
+        if progress is not None:
+            progress(done, total)
+
+    # ---- pass 1b: configurations best compute-only bound first, those that can still reach the best: each
+    # evaluated at its first feasible ZeRO stage and one communication choice, under bsp. That gives exact
+    # values (the sync modes sharing bsp's traffic re-priced) and the bound of pass 2: (m + bubble) x t_mb, which
+    # no ZeRO stage, communication choice or sync mode changes, plus the traffic no choice hides.
+    order = np.argsort(bound_a, kind="stable")
+    order = order[np.isfinite(bound_a[order])]
+    for start in range(0, len(order), per_chunk):
+        idx = order[start:start + per_chunk]
+        lut = _family_cutoff(best.threshold, fam_thr, n_fam)
+        idx = idx[bound_a[idx] <= lut[fam_all[idx]]]
+        if not len(idx):
+            continue
+        good_idx = good_all[idx]
+        zstar = np.argmax(good_idx.any(axis=(2, 3)), axis=1)  # first ZeRO stage where some candidate fits
+        sub = {k: v[idx] for k, v in all_cfg.items()}
+        grid = replace(_outer_grid(gpus, global_batch, sub, 0, len(idx), axes, comm0, fixed),
+                       zero=axes["zero"][zstar].reshape(-1, 1, 1, 1))
+        res = evaluate(job, grid, sync="bsp", kappa=kappa)
+        computed += grid.size
+        shape = good_idx.shape
+        at_z = np.take_along_axis(good_idx, zstar.reshape(-1, 1, 1, 1), axis=1)  # (n, 1, R, S)
+        lb = (res.microbatches + res.extras["bubble_microbatches"]) * res.extras["microbatch_time"] * (1.0 - 1e-12)
+        # the traffic floor: only ZeRO-3/FSDP/HSDP gathers have one, so it is priced only where they fit
+        floors = {fs: np.zeros(shape) for fs in dict.fromkeys(floor_sync)}
+        z3 = np.nonzero(axes["zero"] >= int(Zero.PARAMETERS))[0]
+        rows3 = np.nonzero(good_idx[:, z3].any(axis=(1, 2, 3)))[0] if len(z3) else np.zeros(0, dtype=np.int64)
+        if len(rows3):
+            sub3 = {k: v[rows3] for k, v in sub.items()}
+            g3 = replace(_outer_grid(gpus, global_batch, sub3, 0, len(rows3), axes, comm0, fixed),
+                         zero=axes["zero"][z3].reshape(1, -1, 1, 1))
+            for fs, fl in floors.items():
+                fl[rows3[:, None], z3[None, :]] = np.broadcast_to(dp_exposed_floor(job, g3, fs),
+                                                                  (len(rows3), len(z3), nr, ns)) * (1.0 - 1e-12)
+        fams = fam_all[idx]
+        for si in range(len(modes)):
+            in_mode = mode_mask[si][idx].reshape(-1, 1, 1, 1)
+            if shares_bsp_comm(modes[si], grid.ps_servers):  # exact values where pass 1b evaluated
+                res_si = res if modes[si] == "bsp" else with_sync(job, grid, res, modes[si], kappa=kappa)
+                derived += 0 if modes[si] == "bsp" else grid.size
+                score = np.where(at_z & in_mode, _score(objective, job, gpus, res_si), np.inf)
                 flat = score.ravel()
                 fin = np.nonzero(np.isfinite(flat))[0]
                 if fin.size:
                     k = min(keep, fin.size)
                     sel = fin[np.argpartition(flat[fin], k - 1)[:k]] if k < fin.size else fin
                     a, _z, r, sp_i = np.unravel_index(sel, score.shape)
-                    best.add([(si, lo + int(ai), 0, int(ri), int(spi))
+                    best.add([(si, int(idx[ai]), int(zstar[ai]), int(ri), int(spi))
                               for ai, ri, spi in zip(a, r, sp_i, strict=True)], flat[sel])
-                    fam1 = fams[:, :1]
-                    for f in np.unique(fam1[np.isfinite(score)]):
-                        v = float(score[fam1 == f].min())
+                    best_row = score.reshape(len(idx), -1).min(axis=1)
+                    for f in np.unique(fams[np.isfinite(best_row)]):
+                        v = float(best_row[fams == f].min())
                         if v < fam_thr.get(int(f), math.inf):
                             fam_thr[int(f)] = v
-            lbf = np.where(good, lb, np.inf).ravel()
+        for ci, (f_local, f_comm) in enumerate(f_class):
+            in_class = good_idx & class_mask[ci][idx].reshape(-1, 1, 1, 1)
+            floor = floors[floor_sync[ci]]
+            lbc = np.where(in_class, (lb * f_local[idx].reshape(-1, 1, 1, 1) + floor * f_comm[idx].reshape(-1, 1, 1, 1))
+                           * scale, np.inf)
+            lbf = lbc.ravel()
             cand = np.nonzero(np.isfinite(lbf))[0]
             if cand.size:
                 a, z, r, sp_i = np.unravel_index(cand, shape)
-                rows = np.stack([lbf[cand], np.full(len(cand), si), lo + a, z, r, sp_i, fam_all[lo + a]],
+                rows = np.stack([lbf[cand], np.full(len(cand), ci), idx[a], z, r, sp_i, fam_all[idx[a]]],
                                 axis=1).astype(float)
                 rows = refilter(rows)
                 stored.append(rows)
@@ -731,56 +855,69 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 if n_stored > 4 * CHUNK_CANDIDATES:
                     stored = [refilter(np.concatenate(stored))]
                     n_stored = len(stored[0])
-        done += sum(int(m[lo:hi].sum()) for m in mode_mask) * inner
-        if progress is not None:
-            progress(done, total)
 
-    # ---- pass 2: survivors, best bound first, on every communication choice --------------------------
+    # ---- pass 2: survivors on every communication choice, best bound first across the evaluation classes ------
     surv = refilter(np.concatenate(stored)) if stored else np.zeros((0, 7))
-    surv = surv[np.lexsort((surv[:, 0], surv[:, 1]))]  # by sync mode, then best bound first
+    surv = surv[np.lexsort((surv[:, 0], surv[:, 1]))]  # by class, then best bound first
     per2 = max(1, CHUNK_CANDIDATES // n_choice)
+    blocks = _comm_blocks(choices)  # the choices as cartesian products: each field priced on its own axis
+    block_start = [b0 for b0, _comm in blocks]
+    block_size = [int(np.prod(np.broadcast_shapes(*(a.shape for a in comm.values())))) for _b0, comm in blocks]
     picks: list[_Pick] = []
     fam_pick: dict[int, _Pick] = {}
     batches = []
-    for si in np.unique(surv[:, 1]).astype(int):
-        rows_si = surv[surv[:, 1] == si]
-        batches += [rows_si[i:i + per2] for i in range(0, len(rows_si), per2)]
+    for ci in np.unique(surv[:, 1]).astype(int):
+        rows_ci = surv[surv[:, 1] == ci]
+        batches += [rows_ci[i:i + per2] for i in range(0, len(rows_ci), per2)]
+    batches.sort(key=lambda b: float(b[0, 0]))  # the batch holding the best bound first, whatever its class
     for raw in batches:
         part = refilter(raw)
         if not len(part):
             continue
-        # one evaluate() per batch of one sync mode
-        si = int(part[0, 1])
+        # one evaluate() per batch of one class; the class's other sync modes re-priced from it
+        ci = int(part[0, 1])
         at = part[:, 2:6].astype(np.int64)
-        sync, cfg = modes[si], all_cfg
-        grid = _comm_grid(gpus, global_batch, cfg, at, axes, choices, fixed)
-        res = evaluate(job, grid, sync=sync, kappa=kappa)
-        computed += grid.size
-        ok = np.asarray(res.feasible)
-        if "memory" in c:
-            ok = ok & allowed_by(np.asarray(res.memory["total"]), c["memory"])
-        sc = np.where(ok, _score(objective, job, gpus, res), np.inf)
-        bi = np.argmin(sc, axis=1)
-        bv = sc[np.arange(len(at)), bi]
-        keys = [(si, *map(int, row)) for row in at]
-        fin = np.isfinite(bv)
-        best.add([k for k, f in zip(keys, fin, strict=True) if f], bv[fin])
+        grids = [_block_grid(gpus, global_batch, all_cfg, at, axes, comm, fixed) for _b0, comm in blocks]
+        res0s = [evaluate(job, grid, sync=class_sync[ci], kappa=kappa) for grid in grids]
+        computed += sum(grid.size for grid in grids)
+        ok0s = []
+        for res0 in res0s:
+            ok0 = np.asarray(res0.feasible)
+            if "memory" in c:
+                ok0 = ok0 & allowed_by(np.asarray(res0.memory["total"]), c["memory"])
+            ok0s.append(ok0.reshape(len(at), -1))
         fams = part[:, 6].astype(np.int64)
-        limit = best.threshold
-        for j in np.nonzero(fin)[0]:
-            v, f = float(bv[j]), int(fams[j])
-            is_fam = v < fam_thr.get(f, math.inf) or (f not in fam_pick or v < fam_pick[f].score)
-            if v > limit and not is_fam:
-                continue
-            pick = _Pick(v, (*keys[j], int(bi[j])), take_one(grid, int(j) * n_choice + int(bi[j])), sync,
-                         sc[j].copy())
-            if v <= limit:
-                picks.append(pick)
-            if f not in fam_pick or pick < fam_pick[f]:
-                fam_pick[f] = pick
-            fam_thr[f] = min(fam_thr.get(f, math.inf), v)
-        if len(picks) > 2 * keep:
-            picks = heapq.nsmallest(keep, picks)
+        in_mode_rows = [mode_mask[si][at[:, 0]].reshape(-1, 1) for si in range(len(modes))]
+        for si in classes[ci]:
+            sync = modes[si]
+            cols = []
+            for grid, res0, ok0 in zip(grids, res0s, ok0s, strict=True):
+                res = res0 if sync == class_sync[ci] else with_sync(job, grid, res0, sync, kappa=kappa)
+                derived += 0 if res is res0 else grid.size
+                score = _score(objective, job, gpus, res).reshape(len(at), -1)
+                cols.append(np.where(ok0 & in_mode_rows[si], score, np.inf))
+            sc = cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
+            bi = np.argmin(sc, axis=1)
+            bv = sc[np.arange(len(at)), bi]
+            keys = [(si, *map(int, row)) for row in at]
+            fin = np.isfinite(bv)
+            best.add([k for k, f in zip(keys, fin, strict=True) if f], bv[fin])
+            limit = best.threshold
+            for j in np.nonzero(fin)[0]:
+                v, f = float(bv[j]), int(fams[j])
+                is_fam = v < fam_thr.get(f, math.inf) or (f not in fam_pick or v < fam_pick[f].score)
+                if v > limit and not is_fam:
+                    continue
+                blk = int(np.searchsorted(block_start, bi[j], side="right")) - 1
+                one = take_one(grids[blk], int(j) * block_size[blk] + int(bi[j]) - block_start[blk])
+                pick = _Pick(v, (*keys[j], int(bi[j])), one, sync, sc[j].copy())
+                if v <= limit:
+                    picks.append(pick)
+                if f not in fam_pick or pick < fam_pick[f]:
+                    fam_pick[f] = pick
+                fam_thr[f] = min(fam_thr.get(f, math.inf), v)
+            if len(picks) > 2 * keep:
+                picks = heapq.nsmallest(keep, picks)
 
     picks = sorted(picks)[:keep]
     strategies = [dict(p.grid.describe(0), sync=p.sync) for p in picks]
@@ -798,17 +935,18 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     for pred in preds[len(chosen):]:
         st = pred.strategy
         family_best[family(st["tp"], st["pp"], st["cp"], st["ep"], st["dp"])] = pred
-    method = ("decomposed: every outer candidate (parallel degrees, rank order, micro-batch, schedule, ZeRO, "
-              "recompute, SP) evaluated at one communication choice (a second rank order bounded from the first); "
-              "those whose communication-free lower bound could still "
-              "reach the best were evaluated on every communication choice")
+    method = ("decomposed: feasibility, memory and a compute-only bound for every outer candidate (parallel "
+              "degrees, rank order, micro-batch, schedule, ZeRO, recompute, SP); those whose bound could still "
+              "reach the best evaluated at one communication choice, then, bounded by the parts no communication "
+              "choice or sync mode changes, on every communication choice; sync modes that move bsp's traffic "
+              "re-priced from one evaluation")
     result = PlanResult(
         inputs=dict(inputs or {}), objective=objective, candidates_evaluated=covered, feasible=feasible_n,
         infeasible_by_reason=by_reason, elapsed_s=0.0, ranked=ranked, objective_values=[p.score for p in chosen],
         family_best=family_best, searched_families=sorted({
             _family_name(int(code)) for m in mode_mask for code in np.unique(fam_all[m])}),
         search={"covered": covered, "evaluated": computed, "outer_candidates": total,
-                "communication_choices": n_choice, "second_pass_outer": int(len(surv)),
+                "communication_choices": n_choice, "second_pass_outer": int(len(surv)), "sync_repriced": derived,
                 "allow": sorted(allow), "method": method},
         equivalents=same, custom=[custom_choices(p.strategy) for p in ranked])
     result.elapsed_s = time.perf_counter() - t0

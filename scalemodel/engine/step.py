@@ -48,7 +48,7 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any
 
@@ -886,7 +886,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
                                                                                          job.step_overhead)),
         mean_staleness=full(sres.mean_staleness),
         extras={"dp_comm_total": full(dp_total), "microbatch_time": full(t_mb),
-                "bubble_microbatches": full(bubble_mb)},
+                "bubble_microbatches": full(bubble_mb), "local": full(local), "sync_comm": full(cross)},
     )
 
 
@@ -922,6 +922,126 @@ def _chunked_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np.nda
     with np.errstate(divide="ignore", invalid="ignore"):
         own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
     return np.asarray(np.where(chunked, np.maximum(own, 0.0), bubble_mb))
+
+
+def feasibility(job: Job, g: StrategyGrid) -> np.ndarray:
+    """The infeasibility codes :func:`evaluate` gives before it checks memory (0: feasible so far)."""
+    return _feasibility(job, g, microbatches(g).astype(np.int64))
+
+
+def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
+    """(m + bubble) x the busiest stage's compute per micro-batch: the pipelined part of :func:`evaluate`'s
+    step, (m + bubble) x t_mb, without the communication and contention t_mb adds (so never above it); the
+    bubble taken as 0 where uneven interleaved chunks set their own."""
+    m = microbatches(g)
+    last, other, _first = _stage_layers(job, g)
+    comp = _compute_per_microbatch(job, g, last)["total"]
+    if job.is_transformer and np.any(other > last):
+        comp = np.maximum(comp, _compute_per_microbatch(job, g, other, logits_on_stage=False)["total"])
+    bubble = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
+    if job.is_transformer:  # uneven interleaved chunks price their own bubble (_chunked_bubble): bound it by 0
+        bubble = np.where(_chunked(g), 0.0, bubble)
+    return np.asarray((m + bubble) * comp)
+
+
+def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
+    """Seconds of data-parallel traffic a step exposes whatever its communication choice (algorithm,
+    compression, bucket, overlap, assignment): with ZeRO-3, FSDP or HSDP, the gathers of
+    :func:`_sharded_parameter_traffic` that no compute hides, per micro-batch
+
+        AG + (L-1) max(0, AG - f') + (L-1) max(0, AG - b')
+
+    with f', b' one unit's forward and backward compute (>= the free windows f, b; RS >= 0 dropped).
+    AG moves 16-bit parameters on NCCL's own algorithm, so no communication choice changes it, and the
+    un-overlapped (2L-1) AG + L RS is larger; 0 for ZeRO 0-2. Over the whole data-parallel group (or
+    HSDP's sharding group), or for hier:G over the G replicas of a group, whose traffic :func:`_sync_comm`
+    exposes inside the group. The planner bounds with it; it
+    prices the same stage and groups as :func:`evaluate` (tests/test_step.py checks it stays below)."""
+    zero3 = g.zero >= Zero.PARAMETERS
+    if not np.any(zero3):
+        return np.zeros(1)
+    m = microbatches(g)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    dense, expert = _params_per_gpu(job, g)
+    last, other, _first = _stage_layers(job, g)
+    comp = _compute_per_microbatch(job, g, last)
+    fwd, bwd = comp["forward"], comp["backward"]
+    if job.is_transformer:
+        stage = np.maximum(last, other)  # evaluate's comp_dp: the stage holding the most layers
+        share = stage * g.pp / float(job.shape.layers)
+        dense, expert = dense * share, expert * share
+        if np.any(other > last):
+            comp_o = _compute_per_microbatch(job, g, other, logits_on_stage=False)
+            fwd, bwd = np.where(other > last, comp_o["forward"], fwd), np.where(other > last, comp_o["backward"], bwd)
+    else:
+        stage = np.ones(1)
+    layers = np.maximum(stage, 1.0)
+    pieces = np.where(g.zero == Zero.PARAMETERS, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
+
+    def first_gather(group: DataParallelGroups) -> np.ndarray:
+        ag = pieces * _collective("allgather", 2.0 * dense / layers / pieces, group.dense)
+        if job.expert_params > 0:
+            ag = ag + pieces * _collective("allgather", 2.0 * expert / layers / pieces, group.expert)
+        return np.where(group.ranks > 1, ag, 0.0)
+
+    def exposed(ag: np.ndarray) -> np.ndarray:
+        hidden_too_long = np.maximum(ag - fwd / layers, 0.0) + np.maximum(ag - bwd / layers, 0.0)
+        return np.asarray(np.where(zero3, m * (ag + (layers - 1.0) * hidden_too_long), 0.0))
+
+    strategy = parse_sync(sync)
+    if strategy.kind == SyncKind.HIER:  # inside the groups of G replicas, unsharded (as _sync_comm prices it)
+        in_groups, _across = groups.data_split(np.minimum(g.dp, float(strategy.param)).astype(float))
+        return exposed(first_gather(in_groups))
+    ag = first_gather(groups.data)
+    if np.any(g.zero == Zero.HSDP):
+        ag = np.where(g.zero == Zero.HSDP, first_gather(groups.data_split(hsdp_shard_group(job, g))[0]), ag)
+    return exposed(ag)
+
+
+def shares_bsp_comm(sync: str, ps_servers: Any) -> bool:
+    """Whether sync mode ``sync`` moves the same data-parallel traffic as bsp on candidates whose parameter
+    servers are ``ps_servers`` (0: all-reduce):
+    every mode but hier:G (two-level groups) and asp/ssp on a parameter server (the server cap,
+    :func:`_sync_comm`). Such a mode differs from bsp only in how the workers wait (:func:`with_sync`)."""
+    kind = parse_sync(sync).kind
+    if kind == SyncKind.HIER:
+        return False
+    return not (kind in (SyncKind.ASP, SyncKind.SSP) and bool(np.any(np.asarray(ps_servers) > 0)))
+
+
+def with_sync(job: Job, g: StrategyGrid, res: StepArrays, sync: str, *, kappa: float | None = None) -> StepArrays:
+    """``evaluate(job, g, sync=sync)`` from ``res = evaluate(job, g)`` (bsp) where :func:`shares_bsp_comm`:
+    the one-worker step (``local``) and the exposed traffic (``sync_comm``) are bsp's, so only the sync
+    model's wait and the parts built on it are recomputed, with evaluate's own arithmetic (bit-identical;
+    tests/test_step.py). Lets the planner price several sync modes on one evaluation."""
+    if not shares_bsp_comm(sync, g.ps_servers):
+        raise ValueError(f"sync mode {sync} does not share bsp's data-parallel traffic on this grid")
+    local, cross = res.extras["local"], res.extras["sync_comm"]
+    kw: dict[str, Any] = {} if kappa is None else {"kappa": kappa}
+    sres = sync_model.sync_step(sync, g.dp.astype(float), local, job.straggler_cv, job.straggler_dist,
+                                comm_s=cross, group_comm_s=None, **kw)
+    straggler = np.asarray(sres.straggler_s, dtype=float)
+    dp_term = np.asarray(sres.step_time_s, dtype=float) - local - straggler
+    parts = dict(res.breakdown, dp_comm=np.maximum(dp_term, 0.0), straggler=straggler)
+    breakdown = {k: parts[k] for k in BREAKDOWN_KEYS}
+    step = sum(breakdown.values())
+    gpus = g.gpus.astype(float)
+    samples = g.global_batch.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        safe = np.where(step > 0, step, np.inf)
+        tflops = res.model_flops / safe / gpus / 1e12
+        mfu = res.model_flops / safe / (gpus * job.peak_flops)
+        hfu = res.hardware_flops / safe / (gpus * job.peak_flops)
+    shape = res.step_time.shape
+
+    def full(a: Any) -> np.ndarray:
+        return np.broadcast_to(np.asarray(a), shape)
+
+    return replace(
+        res, step_time=full(step), breakdown={k: full(v) for k, v in breakdown.items()},
+        tokens_per_s=full(samples * job.seq_len / safe), samples_per_s=full(samples / safe),
+        tflops_per_gpu=full(tflops), mfu=full(mfu), hfu=full(hfu), statistical_efficiency=full(sres.efficiency),
+        updates_per_s=full(sres.updates_per_s), mean_staleness=full(sres.mean_staleness))
 
 
 def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
