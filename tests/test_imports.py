@@ -59,3 +59,13 @@ def test_order_statistics_at_cv_zero_are_the_mean():
 
     out = stragglers.expected_max_step(np.asarray([1.0, 2.5]), 0.0, np.asarray([[1.0], [1000.0]]))
     assert out.shape == (2, 2) and np.all(out == np.asarray([1.0, 2.5]))
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"],
+    ["memory", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"],
+    ["collective", "-c", "dgx-a100", "-n", "1024", "--size", "1GiB"],
+])
+def test_queries_do_not_load_numpy_ma(args):
+    """np.unique and np.quantile import numpy.ma (10 ms) from numpy 2.3 on; a what-if query needs neither."""
+    assert "numpy.ma" not in _modules(RUN.format(args=args))
