@@ -69,3 +69,24 @@ def test_order_statistics_at_cv_zero_are_the_mean():
 def test_queries_do_not_load_numpy_ma(args):
     """np.unique and np.quantile import numpy.ma (10 ms) from numpy 2.3 on; a what-if query needs neither."""
     assert "numpy.ma" not in _modules(RUN.format(args=args))
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--json"],
+    ["memory", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--json"],
+    ["collective", "-c", "dgx-a100", "-n", "1024", "--size", "1GiB", "--json"],
+])
+def test_json_queries_do_not_load_rich(args):
+    """rich renders tables; a --json query imports it only where a table is printed (report/)."""
+    mods = _modules(RUN.format(args=args))
+    assert "scalemodel.report.output" in mods and not any(m == "rich" or m.startswith("rich.") for m in mods)
+
+
+def test_collective_validates_no_workload_training_or_scenario_spec():
+    """Spec validators are built on first use (defer_build): collective reads a cluster only."""
+    code = RUN.format(args=["collective", "-c", "dgx-a100", "-n", "64", "--json"]).replace(
+        'sys.stderr.write("\\n".join(sorted(sys.modules)))',
+        "from scalemodel import specs\n"
+        "sys.stderr.write('\\n'.join(n for n in ('ClusterSpec', 'TransformerWorkload', 'TrainingSpec', 'ScenarioSpec')"
+        " if getattr(specs, n).__pydantic_complete__))")
+    assert _modules(code) == {"ClusterSpec"}
