@@ -82,11 +82,21 @@ def test_json_queries_do_not_load_rich(args):
     assert "scalemodel.report.output" in mods and not any(m == "rich" or m.startswith("rich.") for m in mods)
 
 
-def test_collective_validates_no_workload_training_or_scenario_spec():
-    """Spec validators are built on first use (defer_build): collective reads a cluster only."""
-    code = RUN.format(args=["collective", "-c", "dgx-a100", "-n", "64", "--json"]).replace(
-        'sys.stderr.write("\\n".join(sorted(sys.modules)))',
-        "from scalemodel import specs\n"
-        "sys.stderr.write('\\n'.join(n for n in ('ClusterSpec', 'TransformerWorkload', 'TrainingSpec', 'ScenarioSpec')"
-        " if getattr(specs, n).__pydantic_complete__))")
-    assert _modules(code) == {"ClusterSpec"}
+def test_collective_imports_no_workload_training_scenario_or_framework_spec():
+    """scalemodel.specs re-exports those on first use and collective's options live in commands/options.py:
+    a command that reads only a cluster imports (and builds validators for) only the cluster's specs."""
+    mods = _modules(RUN.format(args=["collective", "-c", "dgx-a100", "-n", "64", "--json"]))
+    assert "scalemodel.specs.cluster" in mods
+    for name in ("scalemodel.specs.workload", "scalemodel.specs.training", "scalemodel.specs.scenario",
+                 "scalemodel.specs.frameworks", "scalemodel.commands.common", "scalemodel.choices"):
+        assert name not in mods
+
+
+def test_spec_validators_are_built_on_first_use():
+    """defer_build: importing every spec builds no validator; reading a cluster builds the cluster's only."""
+    code = ("import sys\nfrom scalemodel import specs\nnames = ('ClusterSpec', 'TransformerWorkload', 'TrainingSpec', "
+            "'ScenarioSpec')\nbefore = [n for n in names if getattr(specs, n).__pydantic_complete__]\n"
+            "specs.load_cluster('dgx-a100')\nafter = [n for n in names if getattr(specs, n).__pydantic_complete__]\n"
+            "sys.stderr.write(repr((before, after)))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stderr == repr(([], ["ClusterSpec"]))
