@@ -59,3 +59,45 @@ def test_order_statistics_at_cv_zero_are_the_mean():
 
     out = stragglers.expected_max_step(np.asarray([1.0, 2.5]), 0.0, np.asarray([[1.0], [1000.0]]))
     assert out.shape == (2, 2) and np.all(out == np.asarray([1.0, 2.5]))
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"],
+    ["memory", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"],
+    ["collective", "-c", "dgx-a100", "-n", "1024", "--size", "1GiB"],
+])
+def test_queries_do_not_load_numpy_ma(args):
+    """np.unique and np.quantile import numpy.ma (10 ms) from numpy 2.3 on; a what-if query needs neither."""
+    assert "numpy.ma" not in _modules(RUN.format(args=args))
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--json"],
+    ["memory", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--json"],
+    ["collective", "-c", "dgx-a100", "-n", "1024", "--size", "1GiB", "--json"],
+])
+def test_json_queries_do_not_load_rich(args):
+    """rich renders tables; a --json query imports it only where a table is printed (report/)."""
+    mods = _modules(RUN.format(args=args))
+    assert "scalemodel.report.output" in mods and not any(m == "rich" or m.startswith("rich.") for m in mods)
+
+
+def test_collective_imports_no_workload_training_scenario_or_framework_spec():
+    """scalemodel.specs re-exports those on first use and collective's options live in commands/options.py:
+    a command that reads only a cluster imports (and builds validators for) only the cluster's specs."""
+    mods = _modules(RUN.format(args=["collective", "-c", "dgx-a100", "-n", "64", "--json"]))
+    assert "scalemodel.specs.cluster" in mods
+    # scalemodel.choices (the vocabulary, ~3 ms) is needed: the cluster's transport field and the rank order
+    for name in ("scalemodel.specs.workload", "scalemodel.specs.training", "scalemodel.specs.scenario",
+                 "scalemodel.specs.frameworks", "scalemodel.commands.common"):
+        assert name not in mods
+
+
+def test_spec_validators_are_built_on_first_use():
+    """defer_build: importing every spec builds no validator; reading a cluster builds the cluster's only."""
+    code = ("import sys\nfrom scalemodel import specs\nnames = ('ClusterSpec', 'TransformerWorkload', 'TrainingSpec', "
+            "'ScenarioSpec')\nbefore = [n for n in names if getattr(specs, n).__pydantic_complete__]\n"
+            "specs.load_cluster('dgx-a100')\nafter = [n for n in names if getattr(specs, n).__pydantic_complete__]\n"
+            "sys.stderr.write(repr((before, after)))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stderr == repr(([], ["ClusterSpec"]))

@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import validation_cases_path
+from hypothesis import given
+from hypothesis import strategies as st
 
-from scalemodel.engine.intervals import RESIDUALS, interval_for
+from scalemodel.engine.intervals import RESIDUALS, interval_for, quantile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,6 +45,13 @@ def test_band_is_the_error_range_of_the_most_similar_runs() -> None:
     assert lo == pytest.approx(10.0 * (1 + band.low)) and hi == pytest.approx(10.0 * (1 + band.high))
     x_lo, x_hi = band.throughput(100.0)
     assert x_lo == pytest.approx(100.0 / (1 + band.high)) and x_hi == pytest.approx(100.0 / (1 + band.low))
+
+
+@given(st.lists(st.floats(min_value=-0.9, max_value=10.0), min_size=1, max_size=60),
+       st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9, 1.0]) | st.floats(min_value=0.0, max_value=1.0))
+def test_quantile_is_numpys_default_quantile_to_the_last_bit(errors: list[float], q: float) -> None:
+    # numpy.quantile (method "linear") is the reference; the band's own copy must not differ in any bit
+    assert quantile(errors, q) == float(np.quantile(np.asarray(errors), q))
 
 
 def test_fewer_cases_fall_back_to_a_wider_family_and_say_which_keys_matched() -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from scalemodel.commands.common import (
+from scalemodel.commands.options import (
     ClusterOption,
     JsonOption,
     SetOption,

@@ -8,45 +8,21 @@ from typing import Annotated, Any
 import typer
 
 from scalemodel.choices import Zero
+from scalemodel.commands.options import MAX_COUNT as MAX_COUNT  # re-exported: commands use them as common.X
+from scalemodel.commands.options import ClusterOption as ClusterOption
+from scalemodel.commands.options import JsonOption as JsonOption
+from scalemodel.commands.options import SetOption as SetOption
+from scalemodel.commands.options import load_cluster_with as load_cluster_with
+from scalemodel.commands.options import positive_int as positive_int
+from scalemodel.commands.options import quantity as quantity
 from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
 from scalemodel.specs.frameworks import StrategyFile, read_strategy_file
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
-from scalemodel.units import parse_quantity
 
-SetOption = Annotated[
-    list[str] | None,
-    typer.Option("--set", metavar="PATH=VALUE",
-                 help="Override any spec field, e.g. cluster.tiers.ib.bandwidth=100Gbps or model.layers=48 "
-                      "(repeatable; roots: cluster, accelerator, model, training, strategy)."),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one strictly valid JSON document instead of tables.")]
-ClusterOption = Annotated[str, typer.Option("--cluster", "-c", help="Built-in cluster name or a cluster YAML file.")]
 ModelOption = Annotated[str, typer.Option(
     "--model", "-m", help="Built-in workload, a YAML file, a HuggingFace config.json or a model folder holding one.")]
-
-
-def quantity(text: str, kind: str, option: str) -> float:
-    """Parse a CLI quantity; errors name the option."""
-    try:
-        return parse_quantity(text, kind)
-    except InputError as exc:
-        raise exc.at(option) from None
-
-
-def load_cluster_with(ref: str, sets: list[str] | None) -> Any:
-    return load_cluster(ref, split_overrides(sets or [])["cluster"])
-
-
-#: The largest count any command accepts (GPUs, ranks): beyond any machine, and within int64 arithmetic.
-MAX_COUNT = 10**8
-
-
-def positive_int(value: int | None, option: str) -> None:
-    if value is not None and not 1 <= value <= MAX_COUNT:
-        raise InputError(f"{option} must be a positive integer up to {MAX_COUNT:.0e}, got {value}", where=option,
-                         allowed=f"an integer from 1 to {MAX_COUNT:.0e}")
 
 
 # --- strategy / training options shared by predict, scale and memory ---------------------------

@@ -218,12 +218,13 @@ def rank_strides(layout: object, *, tp: object, cp: object, dp: object, pp: obje
     A rank order numbers the ranks in mixed radix, innermost dimension first: rank
     ``r = sum_d i_d x prod_(e inner to d) p_e``, so the members of one group of dimension d (every index
     but i_d fixed) are ``s_d = prod_(e inner to d) p_e`` apart (Megatron-LM ``RankGenerator``,
-    ``generate_masked_orthogonal_rank_groups``; torch ``DeviceMesh`` row-major meshes). EP is carved out of
-    DP as its innermost part, so it shares the DP stride.
+    ``generate_masked_orthogonal_rank_groups``; torch ``DeviceMesh`` row-major meshes). EP lives on the
+    expert grid (:attr:`ParallelGroups.expert`, stride etp), not on this order.
     """
     sizes = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
     codes = np.asarray(layout)
-    members = [Layout.of(c) for c in np.unique(codes)] if codes.size else [Layout.TP_CP_DP_PP]
+    # return_counts keeps np.unique on its sorting path (the plain call imports numpy.ma in numpy >= 2.3)
+    members = [Layout.of(c) for c in np.unique(codes, return_counts=True)[0]] if codes.size else [Layout.TP_CP_DP_PP]
     out: dict[str, np.ndarray] = {}
     for k, member in enumerate(members):
         stride: np.ndarray = np.ones(np.shape(codes))

@@ -49,7 +49,7 @@ class MemoryResult:
 def _divisors(n: int) -> np.ndarray:
     small = np.arange(1, int(np.sqrt(n)) + 2)
     small = small[(small <= n) & (n % small == 0)]
-    return np.unique(np.concatenate([small, n // small]))
+    return np.unique(np.concatenate([small, n // small]), return_counts=True)[0]  # without numpy.ma (see step.py)
 
 
 def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None, states: float, act1: float,

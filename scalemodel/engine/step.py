@@ -141,7 +141,8 @@ def _collective(op: str, size: np.ndarray, group: Placement, algorithm: np.ndarr
     """group_time on a placed group with a per-candidate algorithm code (a few vectorised calls, one per
     code used)."""
     size = np.maximum(size, 0.0)
-    codes = np.unique(algorithm) if algorithm is not None else np.asarray([0])
+    # return_counts keeps np.unique on its sorting path: the plain call imports numpy.ma (10 ms a query) in numpy >= 2.3
+    codes = np.unique(algorithm, return_counts=True)[0] if algorithm is not None else np.asarray([0])
     if len(codes) == 1:
         return np.asarray(coll.group_time(op, size, group, algorithm=Algorithm.of(codes[0]).label), dtype=float)
     assert algorithm is not None

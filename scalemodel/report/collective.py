@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
-
 from scalemodel.engine.collective import CollectiveResult
 from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
@@ -14,6 +11,9 @@ def render_collective(result: CollectiveResult, *, as_json: bool) -> None:
     if as_json:
         emit_json(result.payload(), "collective")
         return
+    from rich.console import Console  # tables only: a --json query never loads rich
+    from rich.table import Table  # tables only
+
     inputs, op, ranks, rows = result.inputs, result.op, result.ranks, result.rows
     console = Console()
     title = f"{op} over {ranks} GPUs on {inputs['cluster']}" + (

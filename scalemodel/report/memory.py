@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
-
 from scalemodel.engine.memory import MemoryResult
 from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
@@ -18,6 +15,9 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     if as_json:
         emit_json(result.payload(), "memory")
         return
+    from rich.console import Console  # tables only: a --json query never loads rich
+    from rich.table import Table  # tables only
+
     inp = result.inputs
     br = result.per_gpu_bytes
     cap = result.capacity_bytes

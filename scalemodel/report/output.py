@@ -12,9 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich import box
-from rich.measure import Measurement
-from rich.text import Text
 
 from scalemodel.errors import InputError
 from scalemodel.specs import notices
@@ -73,6 +70,8 @@ def _fit_widths(console: Any, table: Any, width: int) -> bool:
     """Give each column of ``table`` a width so the table fits ``width`` without breaking a word: every
     column gets its longest word (its whole text when it does not wrap), and the space left is shared
     in proportion to how much more each column's longest line needs. False when even that does not fit."""
+    from rich.measure import Measurement  # tables only: a --json query never loads rich
+
     opts = console.options.update_width(10**5)  # measure without the console's width as a cap
     for col in table.columns:  # right-aligned columns hold numbers with units: "11.23 s" stays on one line
         if col.justify == "right" and all(len(_cell_text(c)) <= 16 for c in col.cells):
@@ -102,6 +101,8 @@ def _fit_widths(console: Any, table: Any, width: int) -> bool:
 
 
 def _cell_text(cell: Any) -> str:
+    from rich.text import Text  # tables only: a --json query never loads rich
+
     plain = getattr(cell, "plain", None)
     if isinstance(plain, str):
         return plain
@@ -113,6 +114,8 @@ def print_table(console: Any, table: Any) -> None:
     breaking a word or a number: boxed when every column's longest word fits; else borderless (no box
     lines, one space between columns); else one block per row, ``header: value`` lines under the first
     column's value (the compact layout)."""
+    from rich import box  # tables only: a --json query never loads rich
+
     width = console.width
     if _fit_widths(console, table, width):
         console.print(table)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
-
 from scalemodel.engine.predict import Prediction
 from scalemodel.report.output import emit_json, print_table
 from scalemodel.units import format_quantity as fq
@@ -21,6 +18,9 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     if as_json:
         emit_json(p.payload(), "predict")
         return
+    from rich.console import Console  # tables only: a --json query never loads rich
+    from rich.table import Table  # tables only
+
     console = Console()
     s = p.strategy
     head = (f"[bold]{p.inputs.get('model', '')}[/bold] on {s['gpus']} x {p.inputs.get('cluster', '')}: "

@@ -57,7 +57,10 @@ def _walk(v: Any) -> Any:
 
 
 class Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True, allow_inf_nan=False)
+    # defer_build: a model's validator is built when it first validates, not at import, so a query pays only
+    # for the specs it reads (collective reads a cluster, never a workload or a scenario)
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True, allow_inf_nan=False,
+                              defer_build=True)
 
     @field_validator("*", mode="before")
     @classmethod

@@ -1,0 +1,43 @@
+"""Options and helpers of the commands that read only a cluster (collective): no workload, training or
+framework specs are imported for them. commands/common.py re-exports all of it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from scalemodel.errors import InputError
+from scalemodel.specs import load_cluster, split_overrides
+from scalemodel.units import parse_quantity
+
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", metavar="PATH=VALUE",
+                 help="Override any spec field, e.g. cluster.tiers.ib.bandwidth=100Gbps or model.layers=48 "
+                      "(repeatable; roots: cluster, accelerator, model, training, strategy)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one strictly valid JSON document instead of tables.")]
+ClusterOption = Annotated[str, typer.Option("--cluster", "-c", help="Built-in cluster name or a cluster YAML file.")]
+
+
+def quantity(text: str, kind: str, option: str) -> float:
+    """Parse a CLI quantity; errors name the option."""
+    try:
+        return parse_quantity(text, kind)
+    except InputError as exc:
+        raise exc.at(option) from None
+
+
+def load_cluster_with(ref: str, sets: list[str] | None) -> Any:
+    return load_cluster(ref, split_overrides(sets or [])["cluster"])
+
+
+#: The largest count any command accepts (GPUs, ranks): beyond any machine, and within int64 arithmetic.
+MAX_COUNT = 10**8
+
+
+def positive_int(value: int | None, option: str) -> None:
+    if value is not None and not 1 <= value <= MAX_COUNT:
+        raise InputError(f"{option} must be a positive integer up to {MAX_COUNT:.0e}, got {value}", where=option,
+                         allowed=f"an integer from 1 to {MAX_COUNT:.0e}")
