@@ -87,6 +87,8 @@ class Job:
     # share of the compute units a running collective occupies (collective_units / compute_units; 0 when
     # the accelerator does not say): overlapped compute runs on the rest (docs/model.md#contention)
     collective_share: float = 0.0
+    # GPU <-> host link per GPU per direction (ClusterSpec.host_bandwidth; 0 = not given): activation offload
+    host_bandwidth: float = 0.0
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -159,6 +161,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         ps_partition_bytes=float(cluster.parameter_server.partition_bytes),
         ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
         collective_share=collective_share(acc),
+        host_bandwidth=float(cluster.host_bandwidth or 0.0),
     )
 
 
@@ -241,6 +244,10 @@ class StrategyGrid:
     shard_group: np.ndarray  # HSDP: data-parallel replicas per sharding group; 0 = the replicas in one node
     first_stage_layers: np.ndarray  # layers on the first pipeline stage; -1 = the balanced split
     last_stage_layers: np.ndarray  # layers on the last pipeline stage; -1 = the balanced split
+    recompute_layers: np.ndarray  # full recompute: layers per pipeline chunk recomputed; -1 = every layer
+    offload_layers: np.ndarray  # layers per stage whose activations go to host memory (0 = none)
+    tp_comm_overlap: np.ndarray  # bool: TP collectives overlapped with the GEMMs (userbuffers)
+    overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -288,6 +295,9 @@ class StrategyGrid:
             "shard_group": int(self.shard_group[i]) or None,
             "first_stage_layers": int(self.first_stage_layers[i]) if self.first_stage_layers[i] >= 0 else None,
             "last_stage_layers": int(self.last_stage_layers[i]) if self.last_stage_layers[i] >= 0 else None,
+            "recompute_layers": int(self.recompute_layers[i]) if self.recompute_layers[i] >= 0 else None,
+            "offload_layers": int(self.offload_layers[i]), "tp_comm_overlap": bool(self.tp_comm_overlap[i]),
+            "overlap_param_gather": bool(self.overlap_param_gather[i]),
         }
 
 
@@ -301,7 +311,9 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     compression=CompressionKind.NONE, topk_ratio=1.0, ps_servers=0,
                                     ps_colocated=False, algorithm=Algorithm.AUTO, dynamic_assignment=False,
                                     dispatch_overhead=0.0, bucket_bytes=0.0, flash_attention=True,
-                                    shard_group=0, first_stage_layers=-1, last_stage_layers=-1)
+                                    shard_group=0, first_stage_layers=-1, last_stage_layers=-1,
+                                    recompute_layers=-1, offload_layers=0, tp_comm_overlap=False,
+                                    overlap_param_gather=False)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -310,7 +322,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     out: dict[str, np.ndarray] = {}
     for n in names:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
-                             "flash_attention") else (
+                             "flash_attention", "tp_comm_overlap", "overlap_param_gather") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
@@ -345,6 +357,10 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         if experts == 0 or dp % ep or experts % ep:
             raise InputError(f"--ep {ep} needs an MoE model whose {experts} experts and dp = {dp} it divides",
                              where="--ep", allowed="an EP degree dividing both dp and the number of experts")
+    if strategy.offload_layers > 0 and job.host_bandwidth <= 0:
+        raise InputError(f"offload_layers={strategy.offload_layers} needs the GPU-host link rate, which cluster "
+                         f"{job.cluster_name} does not give", where="strategy.offload_layers",
+                         allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
     micro = training.micro_batch
     global_batch = training.global_batch or dp * micro
     comp = parse_compression(strategy.compression)
@@ -363,4 +379,7 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         flash_attention=strategy.flash_attention,
         shard_group=strategy.shard_group or 0,
         first_stage_layers=-1 if strategy.first_stage_layers is None else strategy.first_stage_layers,
-        last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers)
+        last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers,
+        recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
+        offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
+        overlap_param_gather=strategy.overlap_param_gather)

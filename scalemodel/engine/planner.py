@@ -101,7 +101,8 @@ COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_coloc
 #: parameters of every candidate; any other --set strategy.X is refused.
 PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "algorithm", "overlap",
             "compression", "dp_comm", "assignment", "bucket_size", "sync")
-PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group")
+PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
+             "recompute_layers", "offload_layers", "tp_comm_overlap", "overlap_param_gather")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -777,7 +778,7 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             cons["bucket"] = [("=", float(value or 0.0))]
         elif name == "sync":
             sync = parse_sync(value).label()
-        elif name in ("first_stage_layers", "last_stage_layers"):
+        elif name in ("first_stage_layers", "last_stage_layers", "recompute_layers"):
             fixed[name] = -1 if value is None else int(value)
         elif name == "shard_group":
             fixed[name] = int(value or 0)

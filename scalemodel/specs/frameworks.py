@@ -48,7 +48,8 @@ TRAINING_FIELDS = ("global_batch", "micro_batch", "seq_len", "precision", "optim
                    "grad_bytes_per_param", "train_tokens", "train_samples", "critical_batch", "work_cv")
 STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "sync",
                    "algorithm", "overlap", "compression", "dp_comm", "flash_attention", "bucket_size",
-                   "first_stage_layers", "last_stage_layers", "assignment", "dispatch_overhead")
+                   "first_stage_layers", "last_stage_layers", "assignment", "dispatch_overhead",
+                   "recompute_layers", "offload_layers", "tp_comm_overlap", "overlap_param_gather")
 
 
 @dataclass
@@ -196,6 +197,8 @@ _MEG_INT = {"--tensor-model-parallel-size": ("strategy", "tp"), "--pipeline-mode
 _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--use-distributed-optimizer": ("strategy", "zero", "1"),
                "--overlap-grad-reduce": ("strategy", "overlap", True),
+               "--tp-comm-overlap": ("strategy", "tp_comm_overlap", True),
+               "--overlap-param-gather": ("strategy", "overlap_param_gather", True),
                "--use-flash-attn": ("strategy", "flash_attention", True),
                "--recompute-activations": ("strategy", "recompute", "selective"),
                "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16")}
@@ -212,14 +215,14 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--eval-", "--tensorboard", "--wandb", "--seed", "--distributed-backend", "--train-iters",
                           "--exit-", "--hidden-dropout", "--attention-dropout", "--no-", "--bias-", "--masked-",
                           "--use-mcore-models", "--transformer-impl", "--attention-softmax-in-fp32",
-                          "--accumulate-allreduce-grads-in-fp32", "--overlap-param-gather", "--timing-log",
+                          "--accumulate-allreduce-grads-in-fp32", "--timing-log",
                           "--distributed-timeout", "--ckpt-", "--async-save", "--manual-gc", "--num-workers",
                           "--mock-data", "--loss-scale", "--initial-loss-scale", "--hysteresis", "--moe-aux-loss",
                           "--moe-router-load-balancing", "--moe-token-dispatcher", "--moe-grouped-gemm",
                           "--use-checkpoint-args", "--finetune", "--dataloader-type", "--num-dataset-builder",
                           "--micro-batch-size-per-gpu", "--rampup-batch-size", "--apply-layernorm-1p",
                           "--norm-epsilon", "--layernorm-epsilon", "--attention-backend", "--cross-entropy",
-                          "--tp-comm-overlap", "--defer-embedding-wgrad", "--deterministic-mode", "--use-torch-fsdp2",
+                          "--defer-embedding-wgrad", "--deterministic-mode", "--use-torch-fsdp2",
                           "--nproc", "--nnodes", "--node-rank", "--master", "--rdzv", "--max-restarts")
 _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer",
                     "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
@@ -299,7 +302,10 @@ def _megatron(text: str, out: StrategyFile) -> None:
             raise InputError(f"unknown recompute granularity {gran[:40]!r}", where="--recompute-granularity",
                              allowed="full or selective")
         out.strategy["recompute"] = gran
-        if gran == "full" and args.get("--recompute-method") is not None:
+        method = args.get("--recompute-method")
+        if gran == "full" and method == "block" and (n_rec := number("--recompute-num-layers")) is not None:
+            out.strategy["recompute_layers"] = n_rec  # block: the first N layers of each chunk recomputed
+        elif gran == "full" and method is not None:
             layers = args.get("--recompute-num-layers")
             out.unused.append(f"--recompute-method {args['--recompute-method']} --recompute-num-layers {layers} "
                               "(partial full recompute is modelled as full recompute of every layer)")
