@@ -70,6 +70,20 @@ def test_partial_recompute_memory_is_korthikanti_rows_by_hand() -> None:
         assert got == pytest.approx(r * a_full + (8 - r) * a_none + working + emb + logits, rel=1e-12)
 
 
+def test_uniform_recompute_memory_by_hand(h100_job) -> None:  # type: ignore[no-untyped-def]
+    """Uniform, chunks of N = 3 over 8 layers: ceil(8/3) = 3 checkpointed inputs (2sbh) + one chunk of 3 layers
+    re-materialised (sbh(34 + 5as/h) each); time as full recompute."""
+    sh = transformer.shape(layers=8, hidden=256, heads=4, vocab=1000)
+    s, b, h, a = 512, 2, 256, 4
+    a_none = s * b * h * (34 + 5 * a * s / h)
+    got = val(memory.activation_bytes(sh, micro_batch=b, seq_len=s, recompute="full", recompute_chunk=3))
+    assert got == pytest.approx(3 * 2 * s * b * h + 3 * a_none + s * b * h + 4 * s * b * 1000, rel=1e-12)
+    _, full = run(h100_job, recompute="full")
+    _, uni = run(h100_job, recompute="full", recompute_layers=4, recompute_method="uniform")
+    assert val(uni.step_time) == pytest.approx(val(full.step_time), rel=1e-12)
+    assert val(uni.memory["activations"]) != val(full.memory["activations"])
+
+
 def test_recompute_layers_needs_full_recompute() -> None:
     with pytest.raises(ValueError, match="recompute: full"):
         StrategySpec(recompute="selective", recompute_layers=2)
@@ -82,6 +96,9 @@ def test_megatron_block_recompute_is_read(tmp_path: Path) -> None:
     sf = read_strategy_file(f)
     assert sf.strategy["recompute"] == "full" and sf.strategy["recompute_layers"] == 5
     assert sf.strategy["tp_comm_overlap"] is True and sf.strategy["overlap_param_gather"] is True
+    f.write_text("--recompute-granularity full --recompute-method uniform --recompute-num-layers 4\n")
+    sf = read_strategy_file(f)
+    assert (sf.strategy["recompute_layers"], sf.strategy["recompute_method"]) == (4, "uniform")
 
 
 # ------------------------------------------------------------------ TP comm overlap
@@ -173,9 +190,9 @@ def test_new_fields_pin_in_plan() -> None:
     st = StrategySpec(recompute="full", recompute_layers=4, offload_layers=0, tp_comm_overlap=True,
                       overlap_param_gather=True)
     _cons, fixed, _sync = planner.pins(st, ["recompute_layers", "tp_comm_overlap", "overlap_param_gather",
-                                            "offload_layers"])
+                                            "offload_layers", "recompute_method"])
     assert fixed == {"recompute_layers": 4, "tp_comm_overlap": True, "overlap_param_gather": True,
-                     "offload_layers": 0}
+                     "offload_layers": 0, "recompute_uniform": False}
 
 
 def test_memory_parts_pass_the_new_fields(h100_job) -> None:  # type: ignore[no-untyped-def]

@@ -65,6 +65,7 @@ def cases(draw):  # type: ignore[no-untyped-def]
         compression=draw(st.sampled_from((0, 1, 2))), flash_attention=draw(st.booleans()),
         recompute_layers=draw(st.sampled_from((-1, -1, 0, 1, 3))), offload_layers=draw(st.sampled_from((0, 0, 1, 4))),
         tp_comm_overlap=draw(st.booleans()), overlap_param_gather=draw(st.booleans()),
+        recompute_uniform=draw(st.booleans()),
     )
     return job, arrays
 

@@ -245,6 +245,7 @@ class StrategyGrid:
     first_stage_layers: np.ndarray  # layers on the first pipeline stage; -1 = the balanced split
     last_stage_layers: np.ndarray  # layers on the last pipeline stage; -1 = the balanced split
     recompute_layers: np.ndarray  # full recompute: layers per pipeline chunk recomputed; -1 = every layer
+    recompute_uniform: np.ndarray  # bool: recompute_layers is Megatron's uniform chunk size, not block's count
     offload_layers: np.ndarray  # layers per stage whose activations go to host memory (0 = none)
     tp_comm_overlap: np.ndarray  # bool: TP collectives overlapped with the GEMMs (userbuffers)
     overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
@@ -296,6 +297,7 @@ class StrategyGrid:
             "first_stage_layers": int(self.first_stage_layers[i]) if self.first_stage_layers[i] >= 0 else None,
             "last_stage_layers": int(self.last_stage_layers[i]) if self.last_stage_layers[i] >= 0 else None,
             "recompute_layers": int(self.recompute_layers[i]) if self.recompute_layers[i] >= 0 else None,
+            "recompute_method": "uniform" if self.recompute_uniform[i] else "block",
             "offload_layers": int(self.offload_layers[i]), "tp_comm_overlap": bool(self.tp_comm_overlap[i]),
             "overlap_param_gather": bool(self.overlap_param_gather[i]),
         }
@@ -312,7 +314,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     ps_colocated=False, algorithm=Algorithm.AUTO, dynamic_assignment=False,
                                     dispatch_overhead=0.0, bucket_bytes=0.0, flash_attention=True,
                                     shard_group=0, first_stage_layers=-1, last_stage_layers=-1,
-                                    recompute_layers=-1, offload_layers=0, tp_comm_overlap=False,
+                                    recompute_layers=-1, recompute_uniform=False, offload_layers=0,
+                                    tp_comm_overlap=False,
                                     overlap_param_gather=False)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
@@ -322,7 +325,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     out: dict[str, np.ndarray] = {}
     for n in names:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
-                             "flash_attention", "tp_comm_overlap", "overlap_param_gather") else (
+                             "flash_attention", "tp_comm_overlap", "overlap_param_gather",
+                             "recompute_uniform") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
@@ -381,5 +385,6 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         first_stage_layers=-1 if strategy.first_stage_layers is None else strategy.first_stage_layers,
         last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers,
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
+        recompute_uniform=strategy.recompute_method == "uniform",
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
         overlap_param_gather=strategy.overlap_param_gather)

@@ -102,7 +102,7 @@ COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_coloc
 PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "algorithm", "overlap",
             "compression", "dp_comm", "assignment", "bucket_size", "sync")
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
-             "recompute_layers", "offload_layers", "tp_comm_overlap", "overlap_param_gather")
+             "recompute_layers", "recompute_method", "offload_layers", "tp_comm_overlap", "overlap_param_gather")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -782,6 +782,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = -1 if value is None else int(value)
         elif name == "shard_group":
             fixed[name] = int(value or 0)
+        elif name == "recompute_method":
+            fixed["recompute_uniform"] = value == "uniform"
         else:
             fixed[name] = value
     return cons, fixed, sync

@@ -318,12 +318,13 @@ def recomputed_layers(g: StrategyGrid, layers_per_stage: Any) -> np.ndarray:
     Full recompute with ``recompute_layers`` N (Megatron-LM ``--recompute-method block
     --recompute-num-layers N``; megatron/core/transformer/transformer_block.py ``_checkpointed_forward``
     recomputes the first N layers of each model chunk): min(N v, n) of the stage's n layers, v = the
-    virtual stages (each of its v chunks is a block of its own). Otherwise every layer of the stage
+    virtual stages (each of its v chunks is a block of its own). ``recompute_method: uniform`` recomputes
+    every layer (in checkpointed chunks of N, which changes the memory only). Otherwise every layer of the stage
     (selective recompute repeats each layer's attention core; none repeats nothing, priced as zero).
     """
     n = np.asarray(layers_per_stage, dtype=float)
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
-    partial = (g.recompute == Recompute.FULL) & (g.recompute_layers >= 0)
+    partial = (g.recompute == Recompute.FULL) & (g.recompute_layers >= 0) & ~g.recompute_uniform
     return np.where(partial, np.minimum(g.recompute_layers * v, n), n)
 
 
@@ -859,7 +860,8 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
             num_microbatches=m, schedule=g.schedule, virtual_stages=g.virtual_stages,
             weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
             flash_attention=g.flash_attention, fragmentation=fragmentation, workspace=workspace, stage_layers=stage,
-            recomputed_layers=recomputed_layers(g, stage), offloaded_layers=g.offload_layers)
+            recomputed_layers=recomputed_layers(g, stage), offloaded_layers=g.offload_layers,
+            recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0))
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}

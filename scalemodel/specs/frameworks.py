@@ -49,7 +49,8 @@ TRAINING_FIELDS = ("global_batch", "micro_batch", "seq_len", "precision", "optim
 STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "sync",
                    "algorithm", "overlap", "compression", "dp_comm", "flash_attention", "bucket_size",
                    "first_stage_layers", "last_stage_layers", "assignment", "dispatch_overhead",
-                   "recompute_layers", "offload_layers", "tp_comm_overlap", "overlap_param_gather")
+                   "recompute_layers", "recompute_method", "offload_layers", "tp_comm_overlap",
+                   "overlap_param_gather")
 
 
 @dataclass
@@ -303,8 +304,13 @@ def _megatron(text: str, out: StrategyFile) -> None:
                              allowed="full or selective")
         out.strategy["recompute"] = gran
         method = args.get("--recompute-method")
-        if gran == "full" and method == "block" and (n_rec := number("--recompute-num-layers")) is not None:
-            out.strategy["recompute_layers"] = n_rec  # block: the first N layers of each chunk recomputed
+        n_rec = number("--recompute-num-layers") if gran == "full" and method is not None else None
+        if method in ("block", "uniform") and n_rec is not None and not (method == "uniform" and n_rec == 1):
+            out.strategy["recompute_layers"] = n_rec  # block: first N layers per chunk; uniform: chunks of N
+            out.strategy["recompute_method"] = method
+        elif method == "uniform" and n_rec == 1:
+            out.unused.append("--recompute-method uniform --recompute-num-layers 1 (checkpoints every layer: "
+                              "full recompute, as modelled)")
         elif gran == "full" and method is not None:
             layers = args.get("--recompute-num-layers")
             out.unused.append(f"--recompute-method {args['--recompute-method']} --recompute-num-layers {layers} "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
@@ -93,6 +93,9 @@ class StrategySpec(Spec):
         "recompute: full only: layers of each pipeline chunk whose activations are recomputed (Megatron-LM "
         "--recompute-method block --recompute-num-layers N); the chunk's other layers keep their activations; "
         "default: every layer"))
+    recompute_method: Literal["block", "uniform"] = Field(default="block", description=(
+        "with recompute_layers N: block recomputes the first N layers of each pipeline chunk; uniform recomputes "
+        "every layer in checkpointed chunks of N layers (Megatron-LM --recompute-method)"))
     offload_layers: int = Field(default=0, ge=0, description=(
         "layers per pipeline stage whose activations are offloaded to host memory in the forward pass and "
         "loaded back for the backward (Megatron-Core cpu_offloading_num_layers); needs the cluster's host_bandwidth"))
