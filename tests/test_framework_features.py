@@ -105,12 +105,12 @@ def test_megatron_block_recompute_is_read(tmp_path: Path) -> None:
 
 
 def test_tp_overlap_exposes_the_excess_or_the_last_ring_step() -> None:
-    """exposed = max(C - W, C / (2 tp)) per phase; hidden = C - exposed (hand values)."""
-    ov = _tp_comm_overlap(10.0, 0.0, 2.0, 4.0, 0.0, 8.0, 4)
-    # forward: max(10 - 4, 10/8) = 6; recompute: 0; backward: max(2 - 8, 2/8) = 0.25
+    """exposed = max(C - W, floor) per phase, floor C/8 forward (last of 4 pipeline RS chunks), 0 backward."""
+    ov = _tp_comm_overlap(10.0, 2.0, 2.0, 4.0, 8.0, 8.0)
+    # forward: max(10 - 4, 10/8) = 6; recompute: max(2 - 8, 2/8) = 0.25; backward: max(2 - 8, 0) = 0
     assert val(ov["exposed"]) == pytest.approx(6.25)
     assert val(ov["hidden_fwd"]) == pytest.approx(4.0)  # = W: never more than the GEMMs beside it
-    assert val(ov["hidden_bwd"]) == pytest.approx(1.75)
+    assert val(ov["hidden_bwd"]) == pytest.approx(1.75 + 2.0)
 
 
 def test_tp_overlap_chunking_matches_the_roofline_of_split_gemms(h100_job) -> None:  # type: ignore[no-untyped-def]

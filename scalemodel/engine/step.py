@@ -328,39 +328,42 @@ def recomputed_layers(g: StrategyGrid, layers_per_stage: Any) -> np.ndarray:
     return np.where(partial, np.minimum(g.recompute_layers * v, n), n)
 
 
-def _tp_comm_overlap(fwd: Any, rec: Any, bwd: Any, gemm_fwd: Any, gemm_rec: Any, gemm_bwd: Any,
-                     tp: Any) -> dict[str, np.ndarray]:
-    """Exposed and hidden TP seconds per micro-batch with ``tp_comm_overlap`` (docs/model.md#tp-comm).
-
-    Megatron-LM ``--tp-comm-overlap`` (Transformer Engine userbuffers; needs sequence parallelism,
-    megatron/training/arguments.py) splits each sequence-parallel all-gather and reduce-scatter into
-    tp ring steps pipelined with the chunks of the GEMM that consumes (AG -> QKV, FC1) or produces
-    (O-proj, FC2 -> RS) it, in the forward, in the recompute and in the backward (AG under the data-
-    gradient GEMM, RS under the weight-gradient GEMM). Per phase with C seconds of TP traffic and W
-    seconds of GEMMs beside it:
-
-        exposed = max(C - W, C / (2 tp)),   hidden = C - exposed <= W
-
-    C - W: no GEMM hides more than runs beside it; C / (2 tp): the reduce-scatters (half of C) end with
-    one ring step after the last GEMM chunk, with nothing left to hide it. Phases: forward (W = the
-    forward GEMMs), recompute (W = the recomputed forward GEMMs), backward (W = data- + weight-gradient
-    GEMMs = 2 x forward GEMMs). Hidden traffic slows the compute under it (``contention``).
-    """
-    out: dict[str, np.ndarray] = {}
-    chunk = 2.0 * np.asarray(tp, dtype=float)
-    for name, c, w in (("fwd", fwd, gemm_fwd), ("rec", rec, gemm_rec), ("bwd", bwd, gemm_bwd)):
-        c = np.asarray(c, dtype=float)
-        exposed = np.maximum(c - np.asarray(w, dtype=float), c / chunk)
-        out[name] = exposed
-        out["hidden_" + name] = c - exposed
-    return {"exposed": out["fwd"] + out["rec"] + out["bwd"], "hidden_fwd": out["hidden_fwd"],
-            "hidden_bwd": out["hidden_rec"] + out["hidden_bwd"]}
-
-
 #: Transformer Engine userbuffers splits of a "pipeline" GEMM + reduce-scatter overlap (O-proj and FC2
 #: forward; TE pytorch/module/base.py initialize_ub default config num_splits = 4); "ring_exchange" ones
 #: (QKV and FC1 forward, O-proj and FC2 data-gradient) split into tp chunks.
 UB_PIPELINE_SPLITS = 4.0
+
+
+def _tp_comm_overlap(fwd: Any, rec: Any, bwd: Any, gemm_fwd: Any, gemm_rec: Any,
+                     gemm_bwd: Any) -> dict[str, np.ndarray]:
+    """Exposed and hidden TP seconds per micro-batch with ``tp_comm_overlap`` (docs/model.md#tp-comm).
+
+    Megatron-LM ``--tp-comm-overlap`` (Transformer Engine userbuffers; needs sequence parallelism,
+    megatron/training/arguments.py) overlaps each sequence-parallel all-gather and reduce-scatter with
+    the GEMM beside it (Transformer Engine pytorch/module/base.py ``initialize_ub`` defaults): forward
+    (and recompute) AG -> QKV, FC1 as tp ring-exchange steps pipelined with the GEMM's chunks, O-proj,
+    FC2 -> RS as a pipeline of :data:`UB_PIPELINE_SPLITS` GEMM chunks each followed by its reduce-
+    scatter; backward "bulk" overlaps (the input AG under the data-gradient GEMM, the data-gradient RS
+    under the weight-gradient GEMM, neither waiting on the other) and ring-exchange AGs. Per phase with
+    C seconds of TP traffic and W seconds of GEMMs beside it:
+
+        exposed = max(C - W, floor),   hidden = C - exposed <= W
+        floor   = C / (2 x UB_PIPELINE_SPLITS) in the forward and recompute, 0 in the backward
+
+    C - W: no GEMM hides more than runs beside it; the forward floor: the reduce-scatter (half of C)
+    of the last pipeline chunk runs after the last GEMM chunk with nothing left to hide it. Phases:
+    forward (W = the forward GEMMs), recompute (W = the recomputed forward GEMMs), backward (W = data- +
+    weight-gradient GEMMs = 2 x forward GEMMs). Hidden traffic slows the compute under it (``contention``).
+    """
+    out: dict[str, np.ndarray] = {}
+    for name, c, w, floor in (("fwd", fwd, gemm_fwd, 0.5 / UB_PIPELINE_SPLITS),
+                              ("rec", rec, gemm_rec, 0.5 / UB_PIPELINE_SPLITS), ("bwd", bwd, gemm_bwd, 0.0)):
+        c = np.asarray(c, dtype=float)
+        exposed = np.maximum(c - np.asarray(w, dtype=float), c * floor)
+        out[name] = exposed
+        out["hidden_" + name] = c - exposed
+    return {"exposed": out["fwd"] + out["rec"] + out["bwd"], "hidden_fwd": out["hidden_fwd"],
+            "hidden_bwd": out["hidden_rec"] + out["hidden_bwd"]}
 
 
 def _rs_side_share(sh: Any) -> float:
@@ -436,6 +439,27 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> np.
     return np.asarray(k * (np.maximum(c - f, 0.0) + np.maximum(c - 2.0 * f, 0.0)), dtype=float)
 
 
+def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
+                     groups: ParallelGroups) -> np.ndarray:
+    """Exposed offload seconds per step: m x :func:`_offload_time`, less the time the layers already
+    wait for their ZeRO-3/FSDP parameter gathers (docs/model.md#offload).
+
+    The copy engines keep copying while a layer waits for its gather, so per layer the step pays
+    max(copy excess, gather stall), not their sum; summed over the step this is taken as
+    max(m t_offload, gathers_exposed) = gathers_exposed + max(m t_offload - gathers_exposed, 0), the
+    second term being this part. Without sharded parameters it is m t_offload.
+    """
+    per_mb = _offload_time(job, g, comp)
+    if not np.any(per_mb > 0):
+        return np.zeros(1)
+    total = m * per_mb
+    if np.any(g.zero >= Zero.PARAMETERS):
+        hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
+        gathers = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)["gathers_exposed"]
+        total = np.maximum(total - gathers, 0.0)
+    return np.asarray(total, dtype=float)
+
+
 def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray,
                          last_bucket: np.ndarray) -> np.ndarray:
     """Exposed gradient sync with ``overlap_param_gather`` (docs/model.md#dp-comm).
@@ -490,7 +514,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     if np.any(ub):  # userbuffers: every TP collective under the GEMMs beside it (_tp_comm_overlap)
         gemm_l = comp["gemm_per_layer"]
         ov = _tp_comm_overlap(L * per_pass * per, rec_n * per_pass * per, L * per_pass * per, L * gemm_l,
-                              rec_n * gemm_l, 2.0 * L * gemm_l, g.tp)
+                              rec_n * gemm_l, 2.0 * L * gemm_l)
         tp = np.where(ub, ov["exposed"], tp)
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
@@ -898,15 +922,14 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     comp = _compute_per_microbatch(job, g, last_layers)
     mp = _model_parallel_comm(job, g, comp, groups)
     comp = _with_free_windows(comp, mp, job.collective_share)
-    off = _offload_time(job, g, comp)
-    t_mb = comp["total"] + comp["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"] + off
+    t_mb = comp["total"] + comp["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
     comp_dp = comp  # the stage whose data-parallel traffic is priced: the one holding the most layers
     if job.is_transformer and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
         comp_o = _compute_per_microbatch(job, g, other_layers, logits_on_stage=False)
         mp_o = _model_parallel_comm(job, g, comp_o, groups)
         comp_o = _with_free_windows(comp_o, mp_o, job.collective_share)
-        t_o = comp_o["total"] + comp_o["contention"] + mp_o["tp"] + mp_o["cp"] + mp_o["ep"] + mp_o["pp"] + off
+        t_o = comp_o["total"] + comp_o["contention"] + mp_o["tp"] + mp_o["cp"] + mp_o["ep"] + mp_o["pp"]
         busier = t_o > t_mb
         larger = other_layers > last_layers
         comp_dp = {k: np.where(larger, comp_o[k], v) for k, v in comp.items()}
@@ -917,6 +940,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
+    off = _offload_exposed(job, g, comp_dp, m, groups)  # offload needs pp = 1: no bubble to scale
+    local = local + off
     cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local)
     # data-parallel traffic hidden under compute slows that compute (docs/model.md#contention)
     exposed_dp = cross + (in_group if in_group is not None else 0.0)
@@ -933,7 +958,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     breakdown = {
         "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
         "tp_comm": m * mp["tp"], "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
-        "pp_comm": m * mp["pp"], "offload": m * off, "bubble": bubble_mb * t_mb, "dp_comm": np.maximum(dp_term, 0.0),
+        "pp_comm": m * mp["pp"], "offload": off, "bubble": bubble_mb * t_mb, "dp_comm": np.maximum(dp_term, 0.0),
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
     }
     breakdown = {k: breakdown[k] for k in BREAKDOWN_KEYS}  # the parts table fixes names and order
