@@ -45,10 +45,16 @@ Two case files (issue 5 and issue 13):
   Memory and kernels (by the run's year, RUN_YEAR from validation/README.md's source table)
     - recompute: as stated (MaxText remat "minimal" = selective); unstated -> the least of none,
       selective, full that fits in memory by the model's memory estimate (selective only from 2022).
+    - partial full recompute (Megatron --recompute-method block --recompute-num-layers N): the stated
+      ``recompute_layers``; activation offload: the stated ``cpu_offload_layers`` (Megatron-Core
+      cpu_offloading_num_layers); unstated -> neither.
     - fused (flash) attention: as stated, else on for runs from 2023 on (FlashAttention 2022,
       integrated in Megatron-LM/NeMo/PyTorch in 2023), off before.
     - precision: fp8 / bf16 / fp16 as stated; "not stated" or "mixed" -> bf16 (16-bit peaks are
       equal). fp8 uses the accelerator's fp8 peak and GEMM curve.
+  Communication overlap (as the source or its recipe states it in ``parallelism.overlap``; unstated ->
+  the engine's defaults)
+    - ``--tp-comm-overlap`` -> tp_comm_overlap; ``--overlap-param-gather`` -> overlap_param_gather.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else TFLOP/s/GPU of the source's convention: model FLOPs (no recompute) when
@@ -339,6 +345,12 @@ def parse_recompute(text: Any) -> str | None:
     return "full"  # "full ...", remat_policy=full, rematerialization of (nearly) everything
 
 
+def overlap_flags(text: Any) -> dict[str, bool]:
+    """The Megatron overlap switches a case (or its recipe) states in ``parallelism.overlap``."""
+    t = str(text or "").lower().replace("_", "-")
+    return {"tp_comm_overlap": "tp-comm-overlap" in t, "overlap_param_gather": "overlap-param-gather" in t}
+
+
 def parse_zero(text: Any, source: str) -> str:
     if text is None:
         return "1" if source in MEGATRON_CORE else "0"
@@ -582,13 +594,18 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"])
     p: Prediction | None = None
     st: StrategySpec | None = None
+    flags = overlap_flags(par.get("overlap"))
+    rec_layers = par.get("recompute_layers")
+    offload = int(par.get("cpu_offload_layers", 0) or 0)
     for rec in options:
         st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, etp=RECIPE_ETP.get(case["id"]), dp=dp, zero=zero,
                           recompute=rec, sequence_parallel=seqpar, schedule=schedule, flash_attention=flash,
                           first_stage_layers=layout[0] if layout else None,
                           last_stage_layers=layout[1] if layout else None,
                           first_chunk_layers=chunks[0] if chunks else None,
-                          last_chunk_layers=chunks[1] if chunks else None)
+                          last_chunk_layers=chunks[1] if chunks else None,
+                          recompute_layers=int(rec_layers) if isinstance(rec_layers, int) and rec == "full" else None,
+                          offload_layers=offload, **flags)
         try:
             p = predict(cluster, wl, gpus, tr, st)
         except InputError as e:  # a check the engine makes before the step model (e.g. --ep must divide dp)
@@ -620,7 +637,8 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                 "dp": dp, "micro_batch": mb, "global_batch": gb, "schedule": schedule, "zero": zero,
                 "recompute": st.recompute, "sequence_parallel": seqpar, "flash_attention": flash,
                 "first_last_stage_layers": list(layout) if layout else None,
-                "first_last_chunk_layers": list(chunks) if chunks else None}
+                "first_last_chunk_layers": list(chunks) if chunks else None,
+                "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers, **flags}
     return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st)
 
 

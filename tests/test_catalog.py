@@ -43,8 +43,8 @@ ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "
 ACC_NUMERIC = ("peak_flops", "memory", "memory_bandwidth", "tdp")
 ACC_UNITS = ("compute_units", "collective_units")
 CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "max_gpus", "price_per_gpu_hour",
-              "node_power", "tiers", "sources"}
-CLU_NUMERIC = ("gpus_per_node", "max_gpus", "price_per_gpu_hour", "node_power")
+              "node_power", "tiers", "sources", "host_bandwidth"}
+CLU_NUMERIC = ("gpus_per_node", "max_gpus", "price_per_gpu_hour", "node_power", "host_bandwidth")
 TIER_FIELDS = {"name", "span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction",
                "topology", "protocol", "sources", "torus_dims"}
 TIER_SOURCED = ("span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction", "torus_dims")

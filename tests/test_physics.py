@@ -63,6 +63,9 @@ def cases(draw):  # type: ignore[no-untyped-def]
         schedule=draw(st.sampled_from((0, 2, 3))), sequence_parallel=draw(st.booleans()) and tp > 1,
         overlap=draw(st.booleans()), algorithm=draw(st.sampled_from((0, 1, 2, 6))),
         compression=draw(st.sampled_from((0, 1, 2))), flash_attention=draw(st.booleans()),
+        recompute_layers=draw(st.sampled_from((-1, -1, 0, 1, 3))), offload_layers=draw(st.sampled_from((0, 0, 1, 4))),
+        tp_comm_overlap=draw(st.booleans()), overlap_param_gather=draw(st.booleans()),
+        recompute_uniform=draw(st.booleans()),
     )
     return job, arrays
 

@@ -212,9 +212,29 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      pp: ArrayLike = 1, cp: ArrayLike = 1, sequence_parallel: ArrayLike = False,
                      recompute: ArrayLike = "none", num_microbatches: ArrayLike = 1,
                      schedule: ArrayLike = "1f1b", virtual_stages: ArrayLike = 1,
-                     flash_attention: ArrayLike = False, stage_layers: ArrayLike | None = None) -> np.ndarray:
+                     flash_attention: ArrayLike = False, stage_layers: ArrayLike | None = None,
+                     recomputed_layers: ArrayLike | None = None, offloaded_layers: ArrayLike = 0.0,
+                     recompute_chunk: ArrayLike = 0.0) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
-    replaces L/p for uneven stages."""
+    replaces L/p for uneven stages.
+
+    Partial full recompute (Megatron-LM ``--recompute-method block --recompute-num-layers N``,
+    transformer_block.py ``_checkpointed_forward``): of the stage's n layers, ``recomputed_layers`` r keep
+    only their input (the full-recompute row, 2 sbh) and the other n - r keep everything (the no-recompute
+    row): per micro-batch  r a_full + (n - r) a_none  with a = the stage's average layer (dense and MoE
+    layers in proportion); r = n (or None) is full recompute. The working set of one re-materialised
+    layer is added while r > 0.
+
+    Activation offload (Megatron-Core ``cpu_offloading_num_layers``, no recompute and no pipeline):
+    the activations of ``offloaded_layers`` k layers go to host memory once their forward ends and
+    come back before their backward, so the GPU keeps (n - k) a_none at the peak (the copy in transit
+    is not counted: a lower bound).
+
+    Uniform full recompute (``--recompute-method uniform --recompute-num-layers N``, ``recompute_chunk``
+    N > 1): each model chunk's layers are checkpointed in groups of N, keeping one input (the
+    full-recompute row) per group, v ceil(n / (v N)) of them on the stage, and the backward
+    re-materialises one group at a time: N layers of the no-recompute row are the working set.
+    """
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention)
     p = _pos("pp", pp)
@@ -223,6 +243,27 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     dense_l = activation_bytes_per_layer(sh, recompute=recompute, **kw)
     moe_l = activation_bytes_per_layer(sh, recompute=recompute, moe=True, **kw)
     per_stage = (sh.dense_layers * dense_l + sh.moe_layers * moe_l) * _stage_share(sh, p, stage_layers)
+    n_stage = sh.layers * _stage_share(sh, p, stage_layers)
+    partial = recomputed_layers is not None and np.any(_nonneg("recomputed_layers", recomputed_layers) < n_stage)
+    offloaded = _nonneg("offloaded_layers", offloaded_layers)
+    if partial or np.any(offloaded > 0):
+        avg_none = (sh.dense_layers * activation_bytes_per_layer(sh, recompute="none", **kw) + sh.moe_layers
+                    * activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)) / sh.layers
+        if partial:
+            avg_full = (sh.dense_layers * activation_bytes_per_layer(sh, recompute="full", **kw) + sh.moe_layers
+                        * activation_bytes_per_layer(sh, recompute="full", moe=True, **kw)) / sh.layers
+            r = np.minimum(np.asarray(recomputed_layers, dtype=float), n_stage)
+            per_stage = np.where(code == Recompute.FULL, r * avg_full + (n_stage - r) * avg_none, per_stage)
+            code = np.where((code == Recompute.FULL) & (r <= 0), Recompute.NONE, code)  # no working set
+        per_stage = np.maximum(per_stage - np.minimum(offloaded, n_stage) * avg_none, 0.0)
+    chunk = _nonneg("recompute_chunk", recompute_chunk)
+    uniform = (code == Recompute.FULL) & (chunk > 1)
+    if np.any(uniform):
+        avg_full = (sh.dense_layers * activation_bytes_per_layer(sh, recompute="full", **kw) + sh.moe_layers
+                    * activation_bytes_per_layer(sh, recompute="full", moe=True, **kw)) / sh.layers
+        v = _pos("virtual_stages", virtual_stages)
+        checkpoints = v * np.ceil(n_stage / v / np.maximum(chunk, 1.0))
+        per_stage = np.where(uniform, checkpoints * avg_full, per_stage)
     inflight = inflight_microbatches(p, num_microbatches, schedule, virtual_stages)
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len) / _pos("cp", cp)
@@ -233,7 +274,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     work_dense = activation_bytes_per_layer(sh, recompute="none", **kw)
     work_moe = activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
     work = np.where(sh.moe_layers > 0, np.maximum(work_dense, work_moe), work_dense)
-    working = np.where(code == Recompute.FULL, work, 0.0)
+    working = np.where(code == Recompute.FULL, work * np.where(uniform, np.minimum(chunk, n_stage), 1.0), 0.0)
     return (per_stage + emb) * inflight + logits + working
 
 
@@ -269,7 +310,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    optimizer_bytes: ArrayLike = 12.0, flash_attention: ArrayLike = False,
                    fragmentation: ArrayLike = DEFAULT_FRAGMENTATION,
                    workspace: ArrayLike = DEFAULT_WORKSPACE, stage_layers: ArrayLike | None = None,
-                   etp: ArrayLike | None = None) -> MemoryBreakdown:
+                   etp: ArrayLike | None = None, recomputed_layers: ArrayLike | None = None,
+                   offloaded_layers: ArrayLike = 0.0, recompute_chunk: ArrayLike = 0.0) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -296,7 +338,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                            sequence_parallel=sequence_parallel, recompute=recompute,
                            num_microbatches=num_microbatches, schedule=schedule,
                            virtual_stages=virtual_stages, flash_attention=flash_attention,
-                           stage_layers=stage_layers)
+                           stage_layers=stage_layers, recomputed_layers=recomputed_layers,
+                           offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk)
     states = dense.total + expert.total
     return MemoryBreakdown(
         weights=dense.weights + expert.weights, gradients=dense.gradients + expert.gradients,

@@ -97,6 +97,8 @@ class Job:
     # each compute window communication may hide under (ClusterSpec.overlap_efficiency, #overlap-efficiency)
     step_overhead: float = 0.0
     overlap_efficiency: float = 1.0
+    # GPU <-> host link per GPU per direction (ClusterSpec.host_bandwidth; 0 = not given): activation offload
+    host_bandwidth: float = 0.0
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -172,6 +174,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         **_staleness_kappa(training, sh),
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
+        host_bandwidth=float(cluster.host_bandwidth or 0.0),
     )
 
 
@@ -276,6 +279,11 @@ class StrategyGrid:
     etp: np.ndarray  # expert tensor parallelism; 0 = tp
     last_chunk_layers: np.ndarray  # interleaved: layers in the last model chunk; -1 = the balanced split
     layout: np.ndarray  # choices.Layout codes: the rank order of the parallel dimensions
+    recompute_layers: np.ndarray  # full recompute: layers per pipeline chunk recomputed; -1 = every layer
+    recompute_uniform: np.ndarray  # bool: recompute_layers is Megatron's uniform chunk size, not block's count
+    offload_layers: np.ndarray  # layers per stage whose activations go to host memory (0 = none)
+    tp_comm_overlap: np.ndarray  # bool: TP collectives overlapped with the GEMMs (userbuffers)
+    overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -327,6 +335,10 @@ class StrategyGrid:
             "etp": int(self.etp[i]) or None,
             "last_chunk_layers": int(self.last_chunk_layers[i]) if self.last_chunk_layers[i] >= 0 else None,
             "layout": Layout.of(self.layout[i]).label,
+            "recompute_layers": int(self.recompute_layers[i]) if self.recompute_layers[i] >= 0 else None,
+            "recompute_method": "uniform" if self.recompute_uniform[i] else "block",
+            "offload_layers": int(self.offload_layers[i]), "tp_comm_overlap": bool(self.tp_comm_overlap[i]),
+            "overlap_param_gather": bool(self.overlap_param_gather[i]),
         }
 
 
@@ -342,7 +354,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     dispatch_overhead=0.0, bucket_bytes=0.0, flash_attention=True,
                                     shard_group=0, first_stage_layers=-1, last_stage_layers=-1,
                                     first_chunk_layers=-1, last_chunk_layers=-1, etp=0,
-                                    layout=Layout.TP_CP_DP_PP)
+                                    layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
+                                    offload_layers=0, tp_comm_overlap=False, overlap_param_gather=False)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -351,7 +364,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     out: dict[str, np.ndarray] = {}
     for n in names:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
-                             "flash_attention") else (
+                             "flash_attention", "tp_comm_overlap", "overlap_param_gather",
+                             "recompute_uniform") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
@@ -402,6 +416,10 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
                              f"whose tp x cp x dp = {stage} ranks per stage etp x ep divides",
                              where="--ep", allowed="ep dividing the experts, etp x ep dividing tp x cp x dp "
                              "(MoE parallel folding)")
+    if strategy.offload_layers > 0 and job.host_bandwidth <= 0:
+        raise InputError(f"offload_layers={strategy.offload_layers} needs the GPU-host link rate, which cluster "
+                         f"{job.cluster_name} does not give", where="strategy.offload_layers",
+                         allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
     _check_chunk_layers(strategy)
     micro = training.micro_batch
     global_batch = training.global_batch or dp * micro
@@ -425,4 +443,8 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         first_chunk_layers=-1 if strategy.first_chunk_layers is None else strategy.first_chunk_layers,
         last_chunk_layers=-1 if strategy.last_chunk_layers is None else strategy.last_chunk_layers,
         etp=strategy.etp or 0,
-        layout=Layout.parse(strategy.layout))
+        layout=Layout.parse(strategy.layout),
+        recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
+        recompute_uniform=strategy.recompute_method == "uniform",
+        offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
+        overlap_param_gather=strategy.overlap_param_gather)

@@ -34,6 +34,8 @@ BREAKDOWN: tuple[Part, ...] = (
          "orchid", "bright_magenta"),
     Part("ep_comm", "EP", "MoE all-to-all", "MoE all-to-all", "tab:blue", "blue"),
     Part("pp_comm", "PP", "pipeline send/recv", "pipeline send/recv of activations", "tab:cyan", "cyan"),
+    Part("offload", "offload", "exposed activation offload",
+         "activation copies to and from host memory not hidden by the layers' compute", "sienna", "bright_cyan"),
     Part("bubble", "bubble", "pipeline bubble",
          "pipeline bubble (stages idle while the pipeline fills and drains)", "gold", "yellow"),
     Part("dp_comm", "DP", "exposed gradient sync", "gradient synchronisation not hidden under the backward pass",

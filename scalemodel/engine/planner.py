@@ -127,7 +127,8 @@ COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_coloc
 PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "algorithm", "overlap",
             "compression", "dp_comm", "assignment", "bucket_size", "sync", "layout")
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
-             "first_chunk_layers", "last_chunk_layers", "etp")
+             "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
+             "offload_layers", "tp_comm_overlap", "overlap_param_gather")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -996,12 +997,15 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             cons["bucket"] = [("=", float(value or 0.0))]
         elif name == "sync":
             sync = parse_sync(value).label()
-        elif name in ("first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers"):
+        elif name in ("first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers",
+                      "recompute_layers"):
             fixed[name] = -1 if value is None else int(value)
         elif name == "etp":
             fixed[name] = int(value or 0)
         elif name == "shard_group":
             fixed[name] = int(value or 0)
+        elif name == "recompute_method":
+            fixed["recompute_uniform"] = value == "uniform"
         else:
             fixed[name] = value
     return cons, fixed, sync

@@ -106,6 +106,9 @@ class Infeasible(IntEnum):
     LAYOUT_INVALID = 13, "layout_invalid", (
         "a rank order with PP inside DP needs ep = 1 with a pipeline (Megatron-LM: expert and dense data-parallel "
         "degrees must agree unless PP is outermost)")
+    OFFLOAD_INVALID = 14, "offload_invalid", (
+        "activation offload needs pp = 1, no recompute, fewer offloaded layers than the model has "
+        "(Megatron-Core transformer_config.py) and the cluster's host_bandwidth")
 
 
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
@@ -184,6 +187,10 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
     topk = g.compression == CompressionKind.TOPK
     flag(R.PS_INCOMPATIBLE, (g.ps_servers > 0) & ((g.zero > Zero.NONE) | topk))
     flag(R.LAYOUT_INVALID, _pp_not_outermost(g) & (g.pp > 1) & (g.ep > 1))
+    layers = float(job.shape.layers) if job.is_transformer else 1.0
+    flag(R.OFFLOAD_INVALID, (g.offload_layers > 0) & ((g.pp > 1) | (g.recompute != Recompute.NONE)
+                                                      | (g.offload_layers >= layers) | ~np.asarray(job.is_transformer)
+                                                      | (job.host_bandwidth <= 0)))
     return reason
 
 
@@ -296,7 +303,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         bwd = total - fwd
         zero = np.zeros_like(total)
         return {"total": total + recompute, "forward": fwd, "backward": bwd + recompute, "wgrad": bwd / 2,
-                "attention_core": zero, "layers_per_stage": zero + 1}
+                "attention_core": zero, "layers_per_stage": zero + 1, "recomputed_layers": zero + 1}
     sh = job.shape
     kw: dict[str, Any] = dict(
               micro_batch=b, seq_len=job.seq_len, peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth,
@@ -320,10 +327,12 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     logits = compute.logits_compute_time(sh, **kw)
     with_logits = 1.0 if logits_on_stage else 0.0
     fwd = layers_per_stage * fwd_l + with_logits * logits.forward
-    bwd = layers_per_stage * (bwd_l + rec_l) + with_logits * logits.backward
+    rec_n = recomputed_layers(g, layers_per_stage)
+    bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * logits.backward
     return {"total": fwd + bwd, "forward": fwd, "backward": bwd,
             "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
             "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
+            "recomputed_layers": rec_n,
             "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l}
 
 
@@ -371,7 +380,7 @@ def _with_free_windows(comp: dict[str, np.ndarray], mp: dict[str, np.ndarray],
     the compute slowed by that hidden traffic (``contention``, :func:`_contention`)."""
     return dict(comp, forward_free=np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0),
                 backward_free=np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0),
-                contention=_contention(share, mp["hidden_fwd"] + mp["hidden_bwd"]))
+                contention=_contention(share, mp["hidden_fwd"] + mp["hidden_bwd"]) + mp.get("chunking", 0.0))
 
 
 def _contention(share: float, hidden: np.ndarray) -> np.ndarray:
@@ -385,6 +394,180 @@ def _contention(share: float, hidden: np.ndarray) -> np.ndarray:
     delay does not lengthen the windows that hide traffic (a lower bound on the slowdown).
     """
     return share * np.maximum(hidden, 0.0)
+
+
+def recomputed_layers(g: StrategyGrid, layers_per_stage: Any) -> np.ndarray:
+    """Layers of a stage whose forward is repeated in the backward pass (docs/model.md#recompute).
+
+    Full recompute with ``recompute_layers`` N (Megatron-LM ``--recompute-method block
+    --recompute-num-layers N``; megatron/core/transformer/transformer_block.py ``_checkpointed_forward``
+    recomputes the first N layers of each model chunk): min(N v, n) of the stage's n layers, v = the
+    virtual stages (each of its v chunks is a block of its own). ``recompute_method: uniform`` recomputes
+    every layer (in checkpointed chunks of N, which changes the memory only). Otherwise every layer of the stage
+    (selective recompute repeats each layer's attention core; none repeats nothing, priced as zero).
+    """
+    n = np.asarray(layers_per_stage, dtype=float)
+    v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
+    partial = (g.recompute == Recompute.FULL) & (g.recompute_layers >= 0) & ~g.recompute_uniform
+    return np.where(partial, np.minimum(g.recompute_layers * v, n), n)
+
+
+#: Transformer Engine userbuffers splits of a "pipeline" GEMM + reduce-scatter overlap (O-proj and FC2
+#: forward; TE pytorch/module/base.py initialize_ub default config num_splits = 4); "ring_exchange" ones
+#: (QKV and FC1 forward, O-proj and FC2 data-gradient) split into tp chunks.
+UB_PIPELINE_SPLITS = 4.0
+
+
+def _tp_comm_overlap(fwd: Any, rec: Any, bwd: Any, gemm_fwd: Any, gemm_rec: Any,
+                     gemm_bwd: Any) -> dict[str, np.ndarray]:
+    """Exposed and hidden TP seconds per micro-batch with ``tp_comm_overlap`` (docs/model.md#tp-comm).
+
+    Megatron-LM ``--tp-comm-overlap`` (Transformer Engine userbuffers; needs sequence parallelism,
+    megatron/training/arguments.py) overlaps each sequence-parallel all-gather and reduce-scatter with
+    the GEMM beside it (Transformer Engine pytorch/module/base.py ``initialize_ub`` defaults): forward
+    (and recompute) AG -> QKV, FC1 as tp ring-exchange steps pipelined with the GEMM's chunks, O-proj,
+    FC2 -> RS as a pipeline of :data:`UB_PIPELINE_SPLITS` GEMM chunks each followed by its reduce-
+    scatter; backward "bulk" overlaps (the input AG under the data-gradient GEMM, the data-gradient RS
+    under the weight-gradient GEMM, neither waiting on the other) and ring-exchange AGs. Per phase with
+    C seconds of TP traffic and W seconds of GEMMs beside it:
+
+        exposed = max(C - W, floor),   hidden = C - exposed <= W
+        floor   = C / (2 x UB_PIPELINE_SPLITS) in the forward and recompute, 0 in the backward
+
+    C - W: no GEMM hides more than runs beside it; the forward floor: the reduce-scatter (half of C)
+    of the last pipeline chunk runs after the last GEMM chunk with nothing left to hide it. Phases:
+    forward (W = the forward GEMMs), recompute (W = the recomputed forward GEMMs), backward (W = data- +
+    weight-gradient GEMMs = 2 x forward GEMMs). Hidden traffic slows the compute under it (``contention``).
+    """
+    out: dict[str, np.ndarray] = {}
+    for name, c, w, floor in (("fwd", fwd, gemm_fwd, 0.5 / UB_PIPELINE_SPLITS),
+                              ("rec", rec, gemm_rec, 0.5 / UB_PIPELINE_SPLITS), ("bwd", bwd, gemm_bwd, 0.0)):
+        c = np.asarray(c, dtype=float)
+        exposed = np.maximum(c - np.asarray(w, dtype=float), c * floor)
+        out[name] = exposed
+        out["hidden_" + name] = c - exposed
+    return {"exposed": out["fwd"] + out["rec"] + out["bwd"], "hidden_fwd": out["hidden_fwd"],
+            "hidden_bwd": out["hidden_rec"] + out["hidden_bwd"]}
+
+
+def _rs_side_share(sh: Any) -> float:
+    """Share of a layer's weight-GEMM FLOPs in the GEMMs that feed a reduce-scatter (O-proj, FC2 / the
+    expert down-projections), the rest feeding from an all-gather (QKV or Q/KV up, FC1 / up + gate)."""
+    attn = {name: float(n_in * n_out) for name, n_in, n_out, _split in transformer.attention_matrices(sh)}
+    o = attn.pop("o")
+    up = 2.0 if bool(sh.gated_mlp) else 1.0
+    moe_share = float(sh.moe_layers / sh.layers)
+    width = (1.0 - moe_share) * float(sh.ffn_hidden) + moe_share * float(
+        sh.moe_top_k * sh.moe_ffn_hidden + sh.moe_shared_experts * sh.moe_ffn_hidden)
+    down = o + width * float(sh.hidden)
+    total = sum(attn.values()) + o + (up + 1.0) * width * float(sh.hidden)
+    return down / total if total > 0 else 0.5
+
+
+def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens: Any) -> np.ndarray:
+    """Seconds per micro-batch the GEMMs lose to being split for ``tp_comm_overlap`` (docs/model.md#tp-comm).
+
+    Userbuffers runs a GEMM beside its collective as n chunks of M/n rows (M = T tokens, the whole
+    gathered sequence): ring_exchange n = tp (QKV and FC1 forward, O-proj and FC2 data-gradient),
+    pipeline n = :data:`UB_PIPELINE_SPLITS` (O-proj and FC2 forward); bulk overlaps (the other backward
+    GEMMs) do not split. On the roofline's compute-bound side a GEMM's time scales with
+    1/eff ~ (M + d0)/M in M, so n chunks take (M + n d0)/(M + d0) of the whole GEMM's time: an extra
+
+        dt = t_GEMM x (n - 1) d0 / (T + d0)
+
+    with d0 = the accelerator curve's gemm_half_dim. t_GEMM per class: the layer's forward GEMM time
+    x the FLOP share of the AG-side (1 - r) or RS-side (r) matrices (:func:`_rs_side_share`), for the
+    forward, the recomputed forward and the RS-side data-gradient GEMMs.
+    """
+    if not job.is_transformer:
+        return np.zeros(1)
+    r = _rs_side_share(job.shape)
+    d0 = job.gemm_half_dim
+    per = d0 / (np.asarray(tokens, dtype=float) + d0)
+    t = g.tp.astype(float)
+    rec = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
+    gemm = comp["gemm_per_layer"]
+    fwd = (1.0 - r) * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0)  # per unit of forward GEMM time
+    dgrad = r * (t - 1.0)
+    return np.asarray(gemm * per * ((comp["layers_per_stage"] + rec) * fwd + comp["layers_per_stage"] * dgrad),
+                      dtype=float)
+
+
+def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> np.ndarray:
+    """Exposed seconds per micro-batch of activation offload to host memory (docs/model.md#offload).
+
+    Megatron-Core ``cpu_offloading_num_layers`` k (Transformer Engine cpu_offload.py,
+    AsyncDoubleBufferGroupOffloadHandler: "D2h and h2d copying are completely hidden behind computation
+    if computation time of a layer is longer than host-device communication time"): each offloaded
+    layer's activations A (the no-recompute row of cost.memory, Megatron forbids recompute with offload)
+    leave the GPU while the next layer's forward runs and come back while the layer above it runs its
+    backward. With c = A / host_bandwidth (per GPU, per direction; PCIe or NVLink-C2C) and f, b one
+    layer's forward and backward compute:
+
+        exposed = k (max(0, c - f) + max(0, c - b))
+
+    so no layer's compute hides more copy time than it lasts. Copies run on the copy engines, not
+    the SMs: no ``contention``.
+    """
+    k = np.minimum(g.offload_layers, comp["layers_per_stage"]).astype(float)
+    if not job.is_transformer or not np.any(k > 0) or job.host_bandwidth <= 0:
+        return np.zeros(1)
+    sh = job.shape
+    kw: dict[str, Any] = dict(micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
+                              sequence_parallel=g.sequence_parallel, flash_attention=g.flash_attention)
+    per_layer = (sh.dense_layers * memory.activation_bytes_per_layer(sh, recompute="none", **kw)
+                 + sh.moe_layers * memory.activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
+                 ) / float(sh.layers)
+    c = per_layer / job.host_bandwidth
+    f = comp["forward_per_layer"]
+    return np.asarray(k * (np.maximum(c - f, 0.0) + np.maximum(c - 2.0 * f, 0.0)), dtype=float)
+
+
+def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
+                     groups: ParallelGroups) -> np.ndarray:
+    """Exposed offload seconds per step: m x :func:`_offload_time`, less the time the layers already
+    wait for their ZeRO-3/FSDP parameter gathers (docs/model.md#offload).
+
+    The copy engines keep copying while a layer waits for its gather, so per layer the step pays
+    max(copy excess, gather stall), not their sum; summed over the step this is taken as
+    max(m t_offload, gathers_exposed) = gathers_exposed + max(m t_offload - gathers_exposed, 0), the
+    second term being this part. Without sharded parameters it is m t_offload.
+    """
+    per_mb = _offload_time(job, g, comp)
+    if not np.any(per_mb > 0):
+        return np.zeros(1)
+    total = m * per_mb
+    if np.any(g.zero >= Zero.PARAMETERS):
+        hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
+        gathers = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)["gathers_exposed"]
+        total = np.maximum(total - gathers, 0.0)
+    return np.asarray(total, dtype=float)
+
+
+def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray,
+                         last_bucket: np.ndarray) -> np.ndarray:
+    """Exposed gradient sync with ``overlap_param_gather`` (docs/model.md#dp-comm).
+
+    ZeRO-1/2 (Megatron's distributed optimizer) synchronises by a reduce-scatter of the gradients and
+    an all-gather of the updated parameters, each half of ``grads`` (the all-reduce volume). With
+    Megatron-LM ``--overlap-param-gather`` the all-gather of each bucket is issued after the optimizer
+    step and waited for by the forward pre-hook of the bucket's first layer in the next step
+    (megatron/core/distributed/param_and_grad_buffer.py), so it runs under the first micro-batch's
+    forward; the reduce-scatters stay under the last backward (``--overlap-grad-reduce``):
+
+        exposed = max(G/2 - backward_free, G/2 x last_bucket) + max(G/2 - forward_free, G/2 x last_bucket)
+
+    (the first gathered bucket has no compute before it, as the last reduced one has none after it).
+    Other ZeRO stages, or ``overlap`` off: :func:`_expose` unchanged.
+    """
+    base = _expose(g, comp, grads, last_bucket)
+    opg = g.overlap_param_gather & g.overlap & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
+    if not np.any(opg):
+        return base
+    half = 0.5 * grads
+    rs = np.maximum(half - comp["backward_free"], half * last_bucket)
+    ag = np.maximum(half - comp["forward_free"], half * last_bucket)
+    return np.where(opg, np.minimum(rs, half) + np.minimum(ag, half), base)
 
 
 def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], groups: ParallelGroups
@@ -405,11 +588,21 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     rs_ag = _collective("reducescatter", act, groups.tensor) + _collective("allgather", act, groups.tensor)
     per = np.where(g.sequence_parallel, rs_ag, ar)
     per_pass = float(transformer.tp_allreduces_per_layer(sh))
-    fwd_count = np.where(g.recompute == Recompute.FULL, 2.0 * per_pass, per_pass)
-    tp_fwd = L * fwd_count * per
+    rec_n = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)  # forward repeated in backward
+    tp_fwd = (L + rec_n) * per_pass * per
     tp_bwd = np.maximum(L * per_pass * per - comp["wgrad"], 0.0)
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd, 0.0)
     tp_hidden = np.where(g.tp > 1, np.minimum(L * per_pass * per, comp["wgrad"]), 0.0)
+    tp_hidden_fwd = chunking = np.zeros(1)
+    ub = (g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel
+    if np.any(ub):  # userbuffers: every TP collective under the GEMMs beside it (_tp_comm_overlap)
+        gemm_l = comp["gemm_per_layer"]
+        ov = _tp_comm_overlap(L * per_pass * per, rec_n * per_pass * per, L * per_pass * per, L * gemm_l,
+                              rec_n * gemm_l, 2.0 * L * gemm_l)
+        tp = np.where(ub, ov["exposed"], tp)
+        tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
+        tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
+        chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
     # CP: ring attention, K and V chunks pass round the cp ring; hidden under the attention core.
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     step = _collective("sendrecv", kv_bytes, groups.context)
@@ -427,7 +620,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     p2p = _stage_boundary_time(groups, p2p_bytes)
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
     pp = np.where(g.pp > 1, 2.0 * v * p2p, 0.0)
-    return {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden, "hidden_bwd": tp_hidden + 2.0 * cp_hidden}
+    return {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
+            "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking}
 
 
 def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarray:
@@ -721,7 +915,7 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     if strategy.kind != SyncKind.HIER:
         hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
         dp = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)
-        exposed = _expose(g, comp, dp["grads"], dp["last_bucket"]) + dp["gathers_exposed"]
+        exposed = _expose_param_gather(g, comp, dp["grads"], dp["last_bucket"]) + dp["gathers_exposed"]
         if strategy.kind in (SyncKind.ASP, SyncKind.SSP) and np.any(g.ps_servers > 0):
             worker = _expose(g, comp, dp["ps_worker"], dp["last_bucket"])
             busy = dp["ps_server_round"] - (0.0 if local is None else local)
@@ -781,7 +975,9 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
             num_microbatches=m, schedule=g.schedule, virtual_stages=g.virtual_stages,
             weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
             flash_attention=g.flash_attention, fragmentation=fragmentation, workspace=workspace, stage_layers=stage,
-            etp=_etp(g))
+            etp=_etp(g),
+            recomputed_layers=recomputed_layers(g, stage), offloaded_layers=g.offload_layers,
+            recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0))
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
@@ -839,6 +1035,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
+    off = _offload_exposed(job, g, comp_dp, m, groups)  # offload needs pp = 1: no bubble to scale
+    local = local + off
     cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local)
     # data-parallel traffic hidden under compute slows that compute (docs/model.md#contention)
     exposed_dp = cross + (in_group if in_group is not None else 0.0)
@@ -855,7 +1053,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     breakdown = {
         "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
         "tp_comm": m * mp["tp"], "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
-        "pp_comm": m * mp["pp"], "bubble": bubble_mb * t_mb, "dp_comm": np.maximum(dp_term, 0.0),
+        "pp_comm": m * mp["pp"], "offload": off, "bubble": bubble_mb * t_mb, "dp_comm": np.maximum(dp_term, 0.0),
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
         "overhead": np.full(np.shape(step), job.step_overhead),  # docs/model.md#overhead
     }
@@ -1049,6 +1247,12 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     rec = g.recompute
     if job.is_transformer:
         f = transformer.training_flops(job.shape, job.seq_len, g.global_batch.astype(float), rec)
+        if np.any((rec == Recompute.FULL) & (g.recompute_layers >= 0)):
+            # partial full recompute: the recomputed share of each stage's layers (equal stages assumed)
+            n = float(job.shape.layers) / g.pp
+            share = recomputed_layers(g, n) / n
+            return {"model": np.asarray(f.model, dtype=float),
+                    "hardware": np.asarray(f.model + f.recompute * share, dtype=float)}
     else:
         f = transformer.generic_training_flops(job.generic_flops_per_sample, g.global_batch.astype(float), rec)
     return {"model": np.asarray(f.model, dtype=float), "hardware": np.asarray(f.hardware, dtype=float)}

@@ -102,6 +102,9 @@ class ClusterSpec(Sourced):
     gpus_per_node: int = Field(gt=0, le=MAX_GPUS)
     max_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS, description="largest deployment the spec describes")
     tiers: list[TierSpec] = Field(min_length=1, description="network tiers, innermost first")
+    host_bandwidth: Bandwidth | None = Field(default=None, description=(
+        "GPU <-> host-memory link per GPU, per direction (PCIe, NVLink-C2C): the rate activation offload "
+        "(strategy offload_layers) moves bytes at; none: offload cannot be priced"))
     price_per_gpu_hour: PricePerHour | None = None
     node_power: Watts | None = None
     variability: Variability = Field(default_factory=Variability)

@@ -50,7 +50,8 @@ TRAINING_FIELDS = ("global_batch", "micro_batch", "seq_len", "precision", "optim
 STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "sync",
                    "algorithm", "overlap", "compression", "dp_comm", "flash_attention", "bucket_size",
                    "first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers", "etp",
-                   "assignment", "dispatch_overhead", "layout")
+                   "assignment", "dispatch_overhead", "layout", "recompute_layers", "recompute_method",
+                   "offload_layers", "tp_comm_overlap", "overlap_param_gather")
 
 
 @dataclass
@@ -200,6 +201,8 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--use-distributed-optimizer": ("strategy", "zero", "1"),
                "--use-tp-pp-dp-mapping": ("strategy", "layout", "tp-cp-pp-dp"),
                "--overlap-grad-reduce": ("strategy", "overlap", True),
+               "--tp-comm-overlap": ("strategy", "tp_comm_overlap", True),
+               "--overlap-param-gather": ("strategy", "overlap_param_gather", True),
                "--use-flash-attn": ("strategy", "flash_attention", True),
                "--recompute-activations": ("strategy", "recompute", "selective"),
                "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16")}
@@ -216,14 +219,14 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--eval-", "--tensorboard", "--wandb", "--seed", "--distributed-backend", "--train-iters",
                           "--exit-", "--hidden-dropout", "--attention-dropout", "--no-", "--bias-", "--masked-",
                           "--use-mcore-models", "--transformer-impl", "--attention-softmax-in-fp32",
-                          "--accumulate-allreduce-grads-in-fp32", "--overlap-param-gather", "--timing-log",
+                          "--accumulate-allreduce-grads-in-fp32", "--timing-log",
                           "--distributed-timeout", "--ckpt-", "--async-save", "--manual-gc", "--num-workers",
                           "--mock-data", "--loss-scale", "--initial-loss-scale", "--hysteresis", "--moe-aux-loss",
                           "--moe-router-load-balancing", "--moe-token-dispatcher", "--moe-grouped-gemm",
                           "--use-checkpoint-args", "--finetune", "--dataloader-type", "--num-dataset-builder",
                           "--micro-batch-size-per-gpu", "--rampup-batch-size", "--apply-layernorm-1p",
                           "--norm-epsilon", "--layernorm-epsilon", "--attention-backend", "--cross-entropy",
-                          "--tp-comm-overlap", "--defer-embedding-wgrad", "--deterministic-mode", "--use-torch-fsdp2",
+                          "--defer-embedding-wgrad", "--deterministic-mode", "--use-torch-fsdp2",
                           "--nproc", "--nnodes", "--node-rank", "--master", "--rdzv", "--max-restarts")
 _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer",
                     "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
@@ -303,7 +306,15 @@ def _megatron(text: str, out: StrategyFile) -> None:
             raise InputError(f"unknown recompute granularity {gran[:40]!r}", where="--recompute-granularity",
                              allowed="full or selective")
         out.strategy["recompute"] = gran
-        if gran == "full" and args.get("--recompute-method") is not None:
+        method = args.get("--recompute-method")
+        n_rec = number("--recompute-num-layers") if gran == "full" and method is not None else None
+        if method in ("block", "uniform") and n_rec is not None and not (method == "uniform" and n_rec == 1):
+            out.strategy["recompute_layers"] = n_rec  # block: first N layers per chunk; uniform: chunks of N
+            out.strategy["recompute_method"] = method
+        elif method == "uniform" and n_rec == 1:
+            out.unused.append("--recompute-method uniform --recompute-num-layers 1 (checkpoints every layer: "
+                              "full recompute, as modelled)")
+        elif gran == "full" and method is not None:
             layers = args.get("--recompute-num-layers")
             out.unused.append(f"--recompute-method {args['--recompute-method']} --recompute-num-layers {layers} "
                               "(partial full recompute is modelled as full recompute of every layer)")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator
+from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
 from scalemodel.choices import (
     Algorithm,
@@ -107,6 +107,23 @@ class StrategySpec(Spec):
     last_chunk_layers: int | None = Field(default=None, ge=0, description=(
         "interleaved:V only: decoder layers in the last model chunk (the one holding the output layer and "
         "loss); Megatron-LM --account-for-loss-in-pipeline-split gives (L [+ 1] + 1) / (pp V) - 1"))
+    recompute_layers: int | None = Field(default=None, ge=0, description=(
+        "recompute: full only: layers of each pipeline chunk whose activations are recomputed (Megatron-LM "
+        "--recompute-method block --recompute-num-layers N); the chunk's other layers keep their activations; "
+        "default: every layer"))
+    recompute_method: Literal["block", "uniform"] = Field(default="block", description=(
+        "with recompute_layers N: block recomputes the first N layers of each pipeline chunk; uniform recomputes "
+        "every layer in checkpointed chunks of N layers (Megatron-LM --recompute-method)"))
+    offload_layers: int = Field(default=0, ge=0, description=(
+        "layers per pipeline stage whose activations are offloaded to host memory in the forward pass and "
+        "loaded back for the backward (Megatron-Core cpu_offloading_num_layers); needs the cluster's host_bandwidth"))
+    tp_comm_overlap: bool = Field(default=False, description=(
+        "tensor-parallel all-gathers/reduce-scatters overlapped with the GEMMs that consume/produce them "
+        "(Megatron-LM --tp-comm-overlap, Transformer Engine userbuffers); default: only the backward ones, under "
+        "the weight-gradient GEMMs"))
+    overlap_param_gather: bool = Field(default=False, description=(
+        "zero 1/2 (distributed optimizer): the parameter all-gather runs under the next step's first forward pass "
+        "(Megatron-LM --overlap-param-gather); default: the whole gradient sync shares the last backward"))
     assignment: AssignmentText = Field(
         default="static", description="micro-batches split equally up front, or pulled from a shared queue")
     dispatch_overhead: SecondsOrZero | None = Field(default=None, description=(
@@ -140,6 +157,13 @@ class StrategySpec(Spec):
     @classmethod
     def _algorithm(cls, v: str) -> str:
         return Algorithm.normalize(v)
+
+    @model_validator(mode="after")
+    def _recompute_layers(self) -> StrategySpec:
+        if self.recompute_layers is not None and Recompute.parse(self.recompute) != Recompute.FULL:
+            raise ValueError(f"recompute_layers={self.recompute_layers} needs recompute: full (got "
+                             f"{self.recompute!r}); leave it out for selective or none")
+        return self
 
     @property
     def parsed_schedule(self) -> Schedule:
