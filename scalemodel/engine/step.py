@@ -791,6 +791,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         t_mb = np.maximum(t_mb, t_o)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     bubble_mb = _chunked_bubble(job, g, groups, m, t_mb, bubble_mb)
+    bubble_mb = _uneven_1f1b_bubble(job, g, groups, m, t_mb, bubble_mb)
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
@@ -855,11 +856,13 @@ def _stage_time(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nd
 
 def _chunked_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np.ndarray, t_mb: np.ndarray,
                     bubble_mb: np.ndarray) -> np.ndarray:
-    """Bubble (in micro-batch times of the busiest rank) of an interleaved pipeline whose first and/or last
-    model chunk differ from the others: :func:`scalemodel.cost.pipeline.interleaved_uneven_time` on the ranks'
-    and chunks' own times, minus the m t_mb the busiest rank computes. Each chunk's time carries its two
-    pipeline send/recvs (one forward, one backward). Other candidates keep ``bubble_mb``."""
-    chunked = _chunked(g)
+    """Bubble (in micro-batch times of the busiest rank) of an interleaved pipeline, its first and/or last
+    model chunk equal to the others or not: :func:`scalemodel.cost.pipeline.interleaved_uneven_time` on the
+    ranks' and chunks' own times (the last rank's with the logits), minus the m t_mb the busiest rank computes.
+    Each chunk's time carries its two pipeline send/recvs (one forward, one backward). With equal chunks and
+    no logits this is (p-1)/V; the logits on the last rank, which the chunks before it never wait for, shrink
+    it relative to t_mb. Other candidates keep ``bubble_mb``."""
+    chunked = g.schedule == ScheduleKind.INTERLEAVED  # even chunks too: one route for every interleaved pipeline
     if not job.is_transformer or not np.any(chunked):
         return bubble_mb
     first, mid, last = _chunk_layers(job, g)
@@ -885,3 +888,34 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     else:
         f = transformer.generic_training_flops(job.generic_flops_per_sample, g.global_batch.astype(float), rec)
     return {"model": np.asarray(f.model, dtype=float), "hardware": np.asarray(f.hardware, dtype=float)}
+
+
+def _stage_forward_backward(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray,
+                            logits: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One micro-batch's (forward, backward) seconds on a pipeline rank: :func:`_stage_time` split in the
+    proportion of the rank's forward and backward (+ recompute) compute."""
+    total = _stage_time(job, g, groups, layers, logits)
+    comp = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(comp["total"] > 0, comp["forward"] / comp["total"], 1.0 / 3.0)
+    return total * share, total * (1.0 - share)
+
+
+def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np.ndarray, t_mb: np.ndarray,
+                        bubble_mb: np.ndarray) -> np.ndarray:
+    """Bubble (in micro-batch times of the busiest rank) of a non-interleaved 1F1B pipeline whose stages differ
+    (:func:`_stage_layers`: the first, the middle ones, the last with the logits):
+    :func:`scalemodel.cost.pipeline.one_f_one_b_three_class_time` on the ranks' own forward and backward
+    times, minus the m t_mb the busiest rank computes. Equal stages give the textbook p - 1. Other
+    candidates keep ``bubble_mb``."""
+    onef1b = (g.schedule == ScheduleKind.ONE_F_ONE_B) & (g.pp >= 2)
+    if not job.is_transformer or not np.any(onef1b):
+        return bubble_mb
+    last, other, first = _stage_layers(job, g)
+    ff, bf = _stage_forward_backward(job, g, groups, first, False)
+    fm, bm = _stage_forward_backward(job, g, groups, other, False)
+    fl, bl = _stage_forward_backward(job, g, groups, last, True)
+    total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
+    return np.asarray(np.where(onef1b, np.maximum(own, 0.0), bubble_mb))
