@@ -269,6 +269,7 @@ class StrategyGrid:
     first_chunk_layers: np.ndarray  # interleaved: layers in the first model chunk; -1 = the balanced split
     etp: np.ndarray  # expert tensor parallelism; 0 = tp
     last_chunk_layers: np.ndarray  # interleaved: layers in the last model chunk; -1 = the balanced split
+    moe_a2a_overlap: np.ndarray  # bool: EP all-to-alls overlapped with another micro-batch's compute
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -319,6 +320,7 @@ class StrategyGrid:
             "first_chunk_layers": int(self.first_chunk_layers[i]) if self.first_chunk_layers[i] >= 0 else None,
             "etp": int(self.etp[i]) or None,
             "last_chunk_layers": int(self.last_chunk_layers[i]) if self.last_chunk_layers[i] >= 0 else None,
+            "moe_a2a_overlap": bool(self.moe_a2a_overlap[i]),
         }
 
 
@@ -333,7 +335,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     ps_colocated=False, algorithm=Algorithm.AUTO, dynamic_assignment=False,
                                     dispatch_overhead=0.0, bucket_bytes=0.0, flash_attention=True,
                                     shard_group=0, first_stage_layers=-1, last_stage_layers=-1,
-                                    first_chunk_layers=-1, last_chunk_layers=-1, etp=0)
+                                    first_chunk_layers=-1, last_chunk_layers=-1, etp=0, moe_a2a_overlap=False)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -394,6 +396,7 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
                              where="--ep", allowed="ep dividing the experts, etp x ep dividing tp x cp x dp "
                              "(MoE parallel folding)")
     _check_chunk_layers(strategy)
+    _check_moe_a2a_overlap(strategy, ep)
     micro = training.micro_batch
     global_batch = training.global_batch or dp * micro
     comp = parse_compression(strategy.compression)
@@ -415,4 +418,21 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers,
         first_chunk_layers=-1 if strategy.first_chunk_layers is None else strategy.first_chunk_layers,
         last_chunk_layers=-1 if strategy.last_chunk_layers is None else strategy.last_chunk_layers,
-        etp=strategy.etp or 0)
+        etp=strategy.etp or 0, moe_a2a_overlap=strategy.moe_a2a_overlap)
+
+
+def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:
+    """Megatron-Core's own conditions for --overlap-moe-expert-parallel-comm (TransformerConfig.__post_init__,
+    megatron/core/transformer/transformer_config.py, NVIDIA/Megatron-LM@d98e8a64dd): expert parallelism, no full
+    recompute, and virtual pipeline stages when pp > 1."""
+    if not strategy.moe_a2a_overlap:
+        return
+    allowed = "ep > 1, recompute none or selective, and schedule interleaved:V when pp > 1"
+    if ep <= 1:
+        raise InputError("moe_a2a_overlap needs expert parallelism", where="strategy.moe_a2a_overlap", allowed=allowed)
+    if Recompute.parse(strategy.recompute) == Recompute.FULL:
+        raise InputError("moe_a2a_overlap does not run with full recompute", where="strategy.moe_a2a_overlap",
+                         allowed=allowed)
+    if strategy.pp > 1 and parse_schedule(strategy.schedule).kind != ScheduleKind.INTERLEAVED:
+        raise InputError("moe_a2a_overlap with pp > 1 needs the interleaved schedule",
+                         where="strategy.moe_a2a_overlap", allowed=allowed)

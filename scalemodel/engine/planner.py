@@ -102,7 +102,7 @@ COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_coloc
 PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "algorithm", "overlap",
             "compression", "dp_comm", "assignment", "bucket_size", "sync")
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
-             "first_chunk_layers", "last_chunk_layers", "etp")
+             "first_chunk_layers", "last_chunk_layers", "etp", "moe_a2a_overlap")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -782,6 +782,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = -1 if value is None else int(value)
         elif name == "etp":
             fixed[name] = int(value or 0)
+        elif name == "moe_a2a_overlap":
+            fixed[name] = bool(value)
         elif name == "shard_group":
             fixed[name] = int(value or 0)
         else:

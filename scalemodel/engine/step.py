@@ -386,7 +386,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     p2p = _stage_boundary_time(groups, p2p_bytes)
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
     pp = np.where(g.pp > 1, 2.0 * v * p2p, 0.0)
-    return {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden, "hidden_bwd": tp_hidden + 2.0 * cp_hidden}
+    out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden, "hidden_bwd": tp_hidden + 2.0 * cp_hidden}
+    return _with_moe_a2a_overlap(g, comp, out)
 
 
 def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarray:
@@ -919,3 +920,46 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np
     with np.errstate(divide="ignore", invalid="ignore"):
         own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
     return np.asarray(np.where(onef1b, np.maximum(own, 0.0), bubble_mb))
+
+
+def moe_a2a_steady_share(g: StrategyGrid) -> np.ndarray:
+    """Share of the busiest (last) rank's forward and backward passes that run in the 1F1B steady state, where
+    Megatron-Core's EP overlap pairs one micro-batch's forward with another's backward: (m V - w) / (m V) with
+    w = (V - 1) p warm-up forwards (and as many cool-down backwards) on the last rank of the interleaved schedule
+    (``forward_backward_pipelining_with_interleaving``), w = 1 without a pipeline (the first forward and the
+    last backward run alone, ``forward_backward_no_pipelining`` with overlap_moe_expert_parallel_comm)."""
+    m = microbatches(g).astype(float)
+    p = g.pp.astype(float)
+    v = np.where(g.schedule == ScheduleKind.INTERLEAVED, np.maximum(g.virtual_stages, 1), 1).astype(float)
+    alone = np.where(p > 1, (v - 1.0) * p, 1.0)
+    return np.asarray(np.clip((m * v - alone) / (m * v), 0.0, 1.0))
+
+
+def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.ndarray]
+                          ) -> dict[str, np.ndarray]:
+    """EP all-to-alls hidden under another micro-batch's computation (``moe_a2a_overlap``).
+
+    Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute, as Megatron-Bridge's
+    moe_a2a_overlap sets them; NVIDIA/Megatron-LM@d98e8a64dd megatron/core/model_parallel_config.py, "Overlap EP
+    A2A communications with independent computations of different micro-batches in 1f1b phase") merges the
+    forward of one micro-batch with the backward of another, DeepSeek-V3's DualPipe overlap (DeepSeek-AI
+    2024, arXiv 2412.19437, section 3.2.1): the two forward all-to-alls (dispatch, combine) of one micro-batch
+    run under the other's backward compute, the two backward ones under its forward compute. Only compute not
+    already hiding TP/CP traffic can hide them (never more than that compute), only in the steady state
+    (:func:`moe_a2a_steady_share`), and the hidden traffic slows that compute (``contention``, via
+    ``hidden_fwd``/``hidden_bwd``):
+
+        hidden_f = s min(ep / 2, backward - hidden_bwd),  hidden_b = s min(ep / 2, forward - hidden_fwd)
+        exposed ep = ep - hidden_f - hidden_b
+    """
+    on = np.asarray(g.moe_a2a_overlap, dtype=bool) & (g.ep > 1)
+    if not np.any(on):
+        return mp
+    share = moe_a2a_steady_share(g)
+    per_pass = mp["ep"] / 2.0
+    fwd_free = np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0)
+    bwd_free = np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0)
+    hid_f = np.where(on, share * np.minimum(per_pass, bwd_free), 0.0)  # forward a2a under the other's backward
+    hid_b = np.where(on, share * np.minimum(per_pass, fwd_free), 0.0)  # backward a2a under the other's forward
+    return dict(mp, ep=mp["ep"] - hid_f - hid_b, hidden_fwd=mp["hidden_fwd"] + hid_b,
+                hidden_bwd=mp["hidden_bwd"] + hid_f)

@@ -49,7 +49,7 @@ TRAINING_FIELDS = ("global_batch", "micro_batch", "seq_len", "precision", "optim
 STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "sync",
                    "algorithm", "overlap", "compression", "dp_comm", "flash_attention", "bucket_size",
                    "first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers", "etp",
-                   "assignment", "dispatch_overhead")
+                   "assignment", "dispatch_overhead", "moe_a2a_overlap")
 
 
 @dataclass
@@ -198,6 +198,7 @@ _MEG_INT = {"--tensor-model-parallel-size": ("strategy", "tp"), "--pipeline-mode
 _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--use-distributed-optimizer": ("strategy", "zero", "1"),
                "--overlap-grad-reduce": ("strategy", "overlap", True),
+               "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
                "--use-flash-attn": ("strategy", "flash_attention", True),
                "--recompute-activations": ("strategy", "recompute", "selective"),
                "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16")}
