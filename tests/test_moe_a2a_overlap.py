@@ -4,8 +4,12 @@ and against the compute under it; Megatron's refusals are refused here too."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
+from scalemodel.choices import Recompute
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.planner import PIN_FIXED
 from scalemodel.engine.step import evaluate, moe_a2a_steady_share
@@ -76,3 +80,12 @@ def test_megatron_refusals(strategy, match):
 
 def test_planner_can_pin_it():
     assert "moe_a2a_overlap" in PIN_FIXED
+
+
+def test_grid_candidates_megatron_refuses_keep_the_all_to_alls_exposed():
+    # a planner grid with the flag pinned holds full-recompute candidates: there the overlap changes nothing
+    job, g, _ = _run(tp=8, ep=8, etp=1, pp=1, batch=16, moe_a2a_overlap=True)
+    full_on = replace(g, recompute=np.asarray([int(Recompute.FULL)]))
+    full_off = replace(full_on, moe_a2a_overlap=np.asarray([False]))
+    a, b = evaluate(job, full_on), evaluate(job, full_off)
+    assert float(a.step_time[0]) == pytest.approx(float(b.step_time[0]), rel=1e-12)

@@ -952,7 +952,10 @@ def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict
         hidden_f = s min(ep / 2, backward - hidden_bwd),  hidden_b = s min(ep / 2, forward - hidden_fwd)
         exposed ep = ep - hidden_f - hidden_b
     """
-    on = np.asarray(g.moe_a2a_overlap, dtype=bool) & (g.ep > 1)
+    # where Megatron-Core would refuse the overlap (job.grid_from_strategy says so for one strategy; a planner
+    # grid with the flag pinned also holds such candidates) the all-to-alls stay exposed
+    on = (np.asarray(g.moe_a2a_overlap, dtype=bool) & (g.ep > 1) & (g.recompute != Recompute.FULL)
+          & ((g.pp <= 1) | (g.schedule == ScheduleKind.INTERLEAVED)))
     if not np.any(on):
         return mp
     share = moe_a2a_steady_share(g)
