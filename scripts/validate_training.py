@@ -515,6 +515,16 @@ RECIPE_ETP: dict[str, int] = {
 }
 
 
+#: EP all-to-all overlap (StrategySpec.moe_a2a_overlap) of the Megatron-Bridge 25.11 MoE recipes, v0.2.0
+#: (7af9601c9): scripts/performance/configs/qwen3/workload_base_configs.py sets moe_a2a_overlap=True on
+#: QWEN3_235B_A22B_B200_FP8_CS (= FP8_MX), QWEN3_235B_A22B_H100_FP8_CS and QWEN3_30B_A3B_H100_FP8_CS, which
+#: utils/helpers.py set_moe_a2a_overlap_overrides turns into overlap_moe_expert_parallel_comm and
+#: delay_wgrad_compute; configs/deepseek/workload_base_configs.py sets it False for GB200/B200 and the GB200
+#: Qwen3 presets leave the default (False).
+RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
+                                "mb2511_h100_qwen3_30b_fp8cs"})
+
+
 def recipe_chunks(case: dict[str, Any], layers: int, pp: int, v: int) -> tuple[int, int] | None:
     """(first, last) model-chunk layers of the case's recipe split (:data:`RECIPE_CHUNKS`), or None."""
     how = RECIPE_CHUNKS.get(case["id"])
@@ -591,6 +601,8 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
     zero = parse_zero(par.get("zero_stage"), src)
     stated = parse_recompute(par.get("recompute"))
     options = [stated] if stated else (["none", "selective", "full"] if year >= 2022 else ["none", "full"])
+    if case["id"] in RECIPE_A2A_OVERLAP and not stated:
+        options = [o for o in options if o != "full"]  # Megatron-Core refuses full recompute with the EP overlap
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"])
     p: Prediction | None = None
     st: StrategySpec | None = None
@@ -605,7 +617,7 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                           first_chunk_layers=chunks[0] if chunks else None,
                           last_chunk_layers=chunks[1] if chunks else None,
                           recompute_layers=int(rec_layers) if isinstance(rec_layers, int) and rec == "full" else None,
-                          offload_layers=offload, **flags)
+                          offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP, **flags)
         try:
             p = predict(cluster, wl, gpus, tr, st)
         except InputError as e:  # a check the engine makes before the step model (e.g. --ep must divide dp)

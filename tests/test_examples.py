@@ -114,7 +114,7 @@ def test_default_weak_scaling_loses_about_a_third(cli: Any) -> None:
 def test_default_pipeline_boundary_fills_the_racks_share_of_the_spine(cli: Any) -> None:
     """README section 1: stages of N/8 GPUs; the boundary across the spine is tapered only as far as the
     stage fills a 256-GPU rack, linearly in the bandwidth term between the untapered and the fully tapered
-    send/recv; the 1F1B bubble is (p - 1)/m of compute + TP + send/recv."""
+    send/recv; the 1F1B bubble is (p - 1)/m of the logits-free stages' compute + TP + send/recv."""
     d, flat = scale(cli, "default.yaml"), scale(cli, "default.yaml", *FLAT_SPINE)
     untapered = point(flat, 2048)["breakdown_s"]["pp_comm"]
     full = point(d, 2048)["breakdown_s"]["pp_comm"]  # a 256-GPU stage: the whole rack, the full 3x
@@ -125,7 +125,10 @@ def test_default_pipeline_boundary_fills_the_racks_share_of_the_spine(cli: Any) 
         assert point(flat, n)["breakdown_s"]["pp_comm"] == pytest.approx(untapered, rel=1e-3)
         expected = untapered + (full - untapered) * (boundary_taper(n // 8) - 1) / (TAPER - 1)
         assert b["pp_comm"] == pytest.approx(expected, rel=0.01), n  # 3.23, 3.23, 3.23, 4.84, 9.67 s
-        assert b["bubble"] == pytest.approx((8 - 1) / MICRO * (b["compute"] + b["tp_comm"] + b["pp_comm"]), rel=1e-3)
+        # 1F1B bubble: p - 1 = 7 slots of the stages in front of the last one, which holds the same 6 layers
+        # plus the logits (issue 13: not the last stage's own time), so a little under 7/m of its work
+        busiest = (8 - 1) / MICRO * (b["compute"] + b["tp_comm"] + b["pp_comm"])
+        assert 0.9 * busiest < b["bubble"] < busiest
     # at 512 the 64-GPU stage does not bind the taper: the default and the non-blocking spine are identical
     assert point(d, 512)["step_time_s"] == pytest.approx(point(flat, 512)["step_time_s"], rel=1e-4)
     assert point(d, 1024)["tflops_per_gpu"] < 0.95 * point(flat, 1024)["tflops_per_gpu"]

@@ -217,3 +217,13 @@ def test_torchtitan_reduce_dtype_sets_the_gradient_width(tmp_path: Path) -> None
     f = tmp_path / "t.toml"
     f.write_text('[training]\nmixed_precision_param = "bfloat16"\nmixed_precision_reduce = "float32"\n')
     assert read_strategy_file(f).training == {"precision": "bf16", "grad_bytes_per_param": 4.0}
+
+
+def test_megatron_moe_a2a_overlap_switch(tmp_path: Path) -> None:
+    # --overlap-moe-expert-parallel-comm is read into strategy.moe_a2a_overlap, not listed as unused
+    f = tmp_path / "moe.sh"
+    f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --expert-model-parallel-size 8 "
+                 "--overlap-moe-expert-parallel-comm --delay-wgrad-compute\n")
+    sf = read_strategy_file(f)
+    assert sf.strategy["moe_a2a_overlap"] is True
+    assert not any("--overlap-moe-expert-parallel-comm" in u for u in sf.unused)

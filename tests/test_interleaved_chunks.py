@@ -160,14 +160,16 @@ def test_balanced_chunk_sizes_reproduce_the_plain_interleaved_step():
     assert int(plain.reason[0]) in (0, Infeasible.OUT_OF_MEMORY)
     named = evaluate(job, grid_from_strategy(StrategySpec(tp=8, pp=7, schedule="interleaved:2",
                                                           first_chunk_layers=9, last_chunk_layers=9), tr, 56, job))
-    # same work; the plain model prices the bubble with the busiest rank's chunk time (the last rank's, with
-    # the logits), the chunked one with the chunks in front of that rank: (p-1)/V middle-rank times
+    # same work, and (issue 13) one route for both: the bubble is the (p-1)/V middle-rank chunk times in front
+    # of the last rank, not the last rank's own time with the logits
     assert float(named.breakdown["compute"][0]) == pytest.approx(float(plain.breakdown["compute"][0]), rel=1e-12)
     g = grid_from_strategy(StrategySpec(tp=8, pp=7, schedule="interleaved:2"), tr, 56, job)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
     w_mid = float(_stage_time(job, g, groups, np.asarray([18.0]), False)[0])
     w_last = float(_stage_time(job, g, groups, np.asarray([18.0]), True)[0])
-    assert float(plain.breakdown["bubble"][0]) == pytest.approx(6 / 2 * w_last, rel=1e-12)
+    assert w_last > w_mid
+    assert float(plain.breakdown["bubble"][0]) == pytest.approx(6 / 2 * w_mid, rel=1e-12)
+    assert float(plain.step_time[0]) == pytest.approx(float(named.step_time[0]), rel=1e-12)
     assert float(named.breakdown["bubble"][0]) == pytest.approx(6 / 2 * w_mid, rel=1e-12)
 
 

@@ -284,6 +284,7 @@ class StrategyGrid:
     offload_layers: np.ndarray  # layers per stage whose activations go to host memory (0 = none)
     tp_comm_overlap: np.ndarray  # bool: TP collectives overlapped with the GEMMs (userbuffers)
     overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
+    moe_a2a_overlap: np.ndarray  # bool: EP all-to-alls overlapped with another micro-batch's compute
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -339,6 +340,7 @@ class StrategyGrid:
             "recompute_method": "uniform" if self.recompute_uniform[i] else "block",
             "offload_layers": int(self.offload_layers[i]), "tp_comm_overlap": bool(self.tp_comm_overlap[i]),
             "overlap_param_gather": bool(self.overlap_param_gather[i]),
+            "moe_a2a_overlap": bool(self.moe_a2a_overlap[i]),
         }
 
 
@@ -355,7 +357,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     shard_group=0, first_stage_layers=-1, last_stage_layers=-1,
                                     first_chunk_layers=-1, last_chunk_layers=-1, etp=0,
                                     layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
-                                    offload_layers=0, tp_comm_overlap=False, overlap_param_gather=False)
+                                    offload_layers=0, tp_comm_overlap=False, overlap_param_gather=False,
+                                    moe_a2a_overlap=False)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -421,6 +424,7 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
                          f"{job.cluster_name} does not give", where="strategy.offload_layers",
                          allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
     _check_chunk_layers(strategy)
+    _check_moe_a2a_overlap(strategy, ep)
     micro = training.micro_batch
     global_batch = training.global_batch or dp * micro
     comp = parse_compression(strategy.compression)
@@ -447,4 +451,21 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
         recompute_uniform=strategy.recompute_method == "uniform",
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
-        overlap_param_gather=strategy.overlap_param_gather)
+        overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap)
+
+
+def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:
+    """Megatron-Core's own conditions for --overlap-moe-expert-parallel-comm (TransformerConfig.__post_init__,
+    megatron/core/transformer/transformer_config.py, NVIDIA/Megatron-LM@d98e8a64dd): expert parallelism, no full
+    recompute, and virtual pipeline stages when pp > 1."""
+    if not strategy.moe_a2a_overlap:
+        return
+    allowed = "ep > 1, recompute none or selective, and schedule interleaved:V when pp > 1"
+    if ep <= 1:
+        raise InputError("moe_a2a_overlap needs expert parallelism", where="strategy.moe_a2a_overlap", allowed=allowed)
+    if Recompute.parse(strategy.recompute) == Recompute.FULL:
+        raise InputError("moe_a2a_overlap does not run with full recompute", where="strategy.moe_a2a_overlap",
+                         allowed=allowed)
+    if strategy.pp > 1 and parse_schedule(strategy.schedule).kind != ScheduleKind.INTERLEAVED:
+        raise InputError("moe_a2a_overlap with pp > 1 needs the interleaved schedule",
+                         where="strategy.moe_a2a_overlap", allowed=allowed)

@@ -128,7 +128,7 @@ PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_paralle
             "compression", "dp_comm", "assignment", "bucket_size", "sync", "layout")
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
-             "offload_layers", "tp_comm_overlap", "overlap_param_gather")
+             "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -1002,6 +1002,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = -1 if value is None else int(value)
         elif name == "etp":
             fixed[name] = int(value or 0)
+        elif name == "moe_a2a_overlap":
+            fixed[name] = bool(value)
         elif name == "shard_group":
             fixed[name] = int(value or 0)
         elif name == "recompute_method":

@@ -620,8 +620,9 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     p2p = _stage_boundary_time(groups, p2p_bytes)
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
     pp = np.where(g.pp > 1, 2.0 * v * p2p, 0.0)
-    return {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
+    out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking}
+    return _with_moe_a2a_overlap(g, comp, out)
 
 
 def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarray:
@@ -1032,6 +1033,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         t_mb = np.maximum(t_mb, t_o)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     bubble_mb = _chunked_bubble(job, g, groups, m, t_mb, bubble_mb)
+    bubble_mb = _uneven_1f1b_bubble(job, g, groups, m, t_mb, bubble_mb)
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
@@ -1100,11 +1102,14 @@ def _stage_time(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nd
 
 def _chunked_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np.ndarray, t_mb: np.ndarray,
                     bubble_mb: np.ndarray) -> np.ndarray:
-    """Bubble (in micro-batch times of the busiest rank) of an interleaved pipeline whose first and/or last
-    model chunk differ from the others: :func:`scalemodel.cost.pipeline.interleaved_uneven_time` on the ranks'
-    and chunks' own times, minus the m t_mb the busiest rank computes. Each chunk's time carries its two
-    pipeline send/recvs (one forward, one backward). Other candidates keep ``bubble_mb``."""
-    chunked = _chunked(g)
+    """Bubble (in micro-batch times of the busiest rank) of an interleaved pipeline, its first and/or last
+    model chunk equal to the others or not: :func:`scalemodel.cost.pipeline.interleaved_uneven_time` on the
+    ranks' and chunks' own times (the last rank's with the logits), minus the m t_mb the busiest rank computes.
+    Each chunk's time carries its two pipeline send/recvs (one forward, one backward). With equal chunks and
+    no logits this is (p-1)/V; the logits on the last rank, which the chunks before it never wait for, shrink
+    it relative to t_mb. Other candidates keep ``bubble_mb``."""
+    # even chunks too: one route for every interleaved pipeline (one stage has no pipeline and no bubble)
+    chunked = (g.schedule == ScheduleKind.INTERLEAVED) & (g.pp > 1)
     if not job.is_transformer or not np.any(chunked):
         return bubble_mb
     first, mid, last = _chunk_layers(job, g)
@@ -1129,18 +1134,23 @@ def feasibility(job: Job, g: StrategyGrid) -> np.ndarray:
 
 
 def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
-    """(m + bubble) x the busiest stage's compute per micro-batch: the pipelined part of :func:`evaluate`'s
-    step, (m + bubble) x t_mb, without the communication and contention t_mb adds (so never above it); the
-    bubble taken as 0 where uneven interleaved chunks set their own."""
+    """A lower bound on the pipelined part of :func:`evaluate`'s step from compute alone (t_mb without the
+    communication and contention it adds). Any schedule runs the busiest stage's m micro-batches, m t_max;
+    and the last stage can start only after micro-batch 0's forward through the stages before it and ends
+    only before the last backward through them, so a pipeline also takes m t_last + the one-micro-batch
+    compute of the layers before the last stage (the 1F1B/GPipe critical path through the last rank;
+    interleaved and zero-bubble schedules, which fill that path with other work, are bounded by m t_max
+    alone). Without a pipeline both are m t."""
     m = microbatches(g)
     last, other, _first = _stage_layers(job, g)
-    comp = _compute_per_microbatch(job, g, last)["total"]
-    if job.is_transformer and np.any(other > last):
-        comp = np.maximum(comp, _compute_per_microbatch(job, g, other, logits_on_stage=False)["total"])
-    bubble = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
-    if job.is_transformer:  # uneven interleaved chunks price their own bubble (_chunked_bubble): bound it by 0
-        bubble = np.where(_chunked(g), 0.0, bubble)
-    return np.asarray((m + bubble) * comp)
+    t_last = _compute_per_microbatch(job, g, last)["total"]
+    if not job.is_transformer:
+        return np.asarray((m + pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)) * t_last)
+    t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False)["total"])
+    before = _compute_per_microbatch(job, g, np.maximum(float(job.shape.layers) - last, 0.0),
+                                     logits_on_stage=False)["total"]
+    plain = (g.pp > 1) & ((g.schedule == ScheduleKind.ONE_F_ONE_B) | (g.schedule == ScheduleKind.GPIPE))
+    return np.asarray(np.where(plain, np.maximum(m * t_max, m * t_last + before), m * t_max))
 
 
 def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
@@ -1256,3 +1266,80 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     else:
         f = transformer.generic_training_flops(job.generic_flops_per_sample, g.global_batch.astype(float), rec)
     return {"model": np.asarray(f.model, dtype=float), "hardware": np.asarray(f.hardware, dtype=float)}
+
+
+def _stage_forward_backward(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray,
+                            logits: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One micro-batch's (forward, backward) seconds on a pipeline rank: :func:`_stage_time` split in the
+    proportion of the rank's forward and backward (+ recompute) compute."""
+    total = _stage_time(job, g, groups, layers, logits)
+    comp = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(comp["total"] > 0, comp["forward"] / comp["total"], 1.0 / 3.0)
+    return total * share, total * (1.0 - share)
+
+
+def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np.ndarray, t_mb: np.ndarray,
+                        bubble_mb: np.ndarray) -> np.ndarray:
+    """Bubble (in micro-batch times of the busiest rank) of a non-interleaved 1F1B pipeline whose stages differ
+    (:func:`_stage_layers`: the first, the middle ones, the last with the logits):
+    :func:`scalemodel.cost.pipeline.one_f_one_b_three_class_time` on the ranks' own forward and backward
+    times, minus the m t_mb the busiest rank computes. Equal stages give the textbook p - 1. Other
+    candidates keep ``bubble_mb``."""
+    onef1b = (g.schedule == ScheduleKind.ONE_F_ONE_B) & (g.pp >= 2)
+    if not job.is_transformer or not np.any(onef1b):
+        return bubble_mb
+    last, other, first = _stage_layers(job, g)
+    ff, bf = _stage_forward_backward(job, g, groups, first, False)
+    fm, bm = _stage_forward_backward(job, g, groups, other, False)
+    fl, bl = _stage_forward_backward(job, g, groups, last, True)
+    total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
+    return np.asarray(np.where(onef1b, np.maximum(own, 0.0), bubble_mb))
+
+
+def moe_a2a_steady_share(g: StrategyGrid) -> np.ndarray:
+    """Share of the busiest (last) rank's forward and backward passes that run in the 1F1B steady state, where
+    Megatron-Core's EP overlap pairs one micro-batch's forward with another's backward: (m V - w) / (m V) with
+    w = (V - 1) p warm-up forwards (and as many cool-down backwards) on the last rank of the interleaved schedule
+    (``forward_backward_pipelining_with_interleaving``), w = 1 without a pipeline (the first forward and the
+    last backward run alone, ``forward_backward_no_pipelining`` with overlap_moe_expert_parallel_comm)."""
+    m = microbatches(g).astype(float)
+    p = g.pp.astype(float)
+    v = np.where(g.schedule == ScheduleKind.INTERLEAVED, np.maximum(g.virtual_stages, 1), 1).astype(float)
+    alone = np.where(p > 1, (v - 1.0) * p, 1.0)
+    return np.asarray(np.clip((m * v - alone) / (m * v), 0.0, 1.0))
+
+
+def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.ndarray]
+                          ) -> dict[str, np.ndarray]:
+    """EP all-to-alls hidden under another micro-batch's computation (``moe_a2a_overlap``).
+
+    Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute, as Megatron-Bridge's
+    moe_a2a_overlap sets them; NVIDIA/Megatron-LM@d98e8a64dd megatron/core/model_parallel_config.py, "Overlap EP
+    A2A communications with independent computations of different micro-batches in 1f1b phase") merges the
+    forward of one micro-batch with the backward of another, DeepSeek-V3's DualPipe overlap (DeepSeek-AI
+    2024, arXiv 2412.19437, section 3.2.1): the two forward all-to-alls (dispatch, combine) of one micro-batch
+    run under the other's backward compute, the two backward ones under its forward compute. Only compute not
+    already hiding TP/CP traffic can hide them (never more than that compute), only in the steady state
+    (:func:`moe_a2a_steady_share`), and the hidden traffic slows that compute (``contention``, via
+    ``hidden_fwd``/``hidden_bwd``):
+
+        hidden_f = s min(ep / 2, backward - hidden_bwd),  hidden_b = s min(ep / 2, forward - hidden_fwd)
+        exposed ep = ep - hidden_f - hidden_b
+    """
+    # where Megatron-Core would refuse the overlap (job.grid_from_strategy says so for one strategy; a planner
+    # grid with the flag pinned also holds such candidates) the all-to-alls stay exposed
+    on = (np.asarray(g.moe_a2a_overlap, dtype=bool) & (g.ep > 1) & (g.recompute != Recompute.FULL)
+          & ((g.pp <= 1) | (g.schedule == ScheduleKind.INTERLEAVED)))
+    if not np.any(on):
+        return mp
+    share = moe_a2a_steady_share(g)
+    per_pass = mp["ep"] / 2.0
+    fwd_free = np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0)
+    bwd_free = np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0)
+    hid_f = np.where(on, share * np.minimum(per_pass, bwd_free), 0.0)  # forward a2a under the other's backward
+    hid_b = np.where(on, share * np.minimum(per_pass, fwd_free), 0.0)  # backward a2a under the other's forward
+    return dict(mp, ep=mp["ep"] - hid_f - hid_b, hidden_fwd=mp["hidden_fwd"] + hid_b,
+                hidden_bwd=mp["hidden_bwd"] + hid_f)

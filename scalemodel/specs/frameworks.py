@@ -51,7 +51,7 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "algorithm", "overlap", "compression", "dp_comm", "flash_attention", "bucket_size",
                    "first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers", "etp",
                    "assignment", "dispatch_overhead", "layout", "recompute_layers", "recompute_method",
-                   "offload_layers", "tp_comm_overlap", "overlap_param_gather")
+                   "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap")
 
 
 @dataclass
@@ -203,6 +203,7 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--overlap-grad-reduce": ("strategy", "overlap", True),
                "--tp-comm-overlap": ("strategy", "tp_comm_overlap", True),
                "--overlap-param-gather": ("strategy", "overlap_param_gather", True),
+               "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
                "--use-flash-attn": ("strategy", "flash_attention", True),
                "--recompute-activations": ("strategy", "recompute", "selective"),
                "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16")}

@@ -78,6 +78,10 @@ class StrategySpec(Spec):
         "expert tensor-parallel degree (Megatron-Core --expert-tensor-parallel-size); default tp. The expert grid "
         "folds etp x ep over each stage's tp x cp x dp ranks (MoE parallel folding, arXiv 2504.14960), so ep need "
         "only divide tp cp dp / etp, not dp"))
+    moe_a2a_overlap: bool = Field(default=False, description=(
+        "overlap each micro-batch's expert-parallel all-to-alls with another micro-batch's computation in the "
+        "1F1B steady state (Megatron-Core --overlap-moe-expert-parallel-comm with --delay-wgrad-compute; "
+        "Megatron-Bridge moe_a2a_overlap); needs ep > 1, no full recompute, and the interleaved schedule when pp > 1"))
     zero: ZeroText = "0"
     recompute: RecomputeText = "none"
     sequence_parallel: bool = False
