@@ -117,3 +117,28 @@ def test_plan_and_scale_json_carry_the_interval(cli: Any) -> None:
         lo, hi = point["interval"]["speed_error_range"]
         assert point["interval"]["step_time_s"] == pytest.approx([point["step_time_s"] * (1 + lo),
                                                                   point["step_time_s"] * (1 + hi)])
+
+
+def test_check_points_and_sweep_rows_carry_the_interval(cli: Any) -> None:
+    """check's points and sweep's rows carry the same band as predict gives the same job, computed here from
+    the band's error range: step time x (1 + e) over the family's range."""
+    capacity = str(ROOT / "examples" / "capacity" / "gpt3-175b-dgx-h100.yaml")
+    doc = json.loads(cli("check", capacity, "--json").out)
+    for point in doc["points"]:
+        band = point["interval"]
+        lo, hi = band["speed_error_range"]
+        assert band["cases"] >= 3 and band["family"]["generation"] == "hopper"
+        step = point["step_time_s"]
+        assert band["step_time_s"] == pytest.approx([step * (1 + lo), step * (1 + hi)])
+    sweep = str(ROOT / "examples" / "sweeps" / "capacity.yaml")
+    res = cli("sweep", sweep, "--json", "-j", "1")
+    assert res.code == 0, res.err
+    rows = [r for r in json.loads(res.out)["rows"] if r["status"] == "ok"]
+    assert rows
+    for r in rows:
+        # the same error range on both: a step (1 + e) longer is a throughput (1 + e) lower
+        assert r["tokens_per_s_low"] * r["step_time_s_high"] == pytest.approx(r["tokens_per_s"] * r["step_time_s"])
+        assert r["tokens_per_s_high"] * r["step_time_s_low"] == pytest.approx(r["tokens_per_s"] * r["step_time_s"])
+        assert r["step_time_s_low"] <= r["step_time_s"] <= r["step_time_s_high"]
+        assert r["interval_cases"] >= 3 and isinstance(r["interval_family"], str)
+        assert r["out_of_distribution"] in (True, False)

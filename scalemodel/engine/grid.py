@@ -35,7 +35,12 @@ COLUMNS: tuple[str, ...] = (
     "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tflops_per_gpu", "mfu", "hfu",
     "memory_per_gpu_bytes", "memory_capacity_bytes", "fits", "dp", "tp", "pp", "cp", "ep", "micro_batch",
     "schedule", "zero", "recompute", "sequence_parallel", "algorithm", "sync", "time_to_train_s", "cost_usd",
-    *(f"{k}_s" for k in BREAKDOWN_KEYS), "candidates_evaluated", "elapsed_s", "cpu_s")
+    *(f"{k}_s" for k in BREAKDOWN_KEYS),
+    # the prediction interval (engine/intervals.py): step time and throughput bands, from the validation
+    # residuals of the named family of published runs; out_of_distribution = nothing similar validated
+    "step_time_s_low", "step_time_s_high", "tokens_per_s_low", "tokens_per_s_high", "mfu_low", "mfu_high",
+    "interval_family", "interval_cases", "out_of_distribution",
+    "candidates_evaluated", "elapsed_s", "cpu_s")
 
 #: Seconds to wait for a Dask scheduler before giving up with an error.
 CONNECT_TIMEOUT_S = 10
@@ -148,6 +153,13 @@ def _fill(row: dict[str, Any], p: Prediction) -> None:
         row[k] = v if isinstance(v, (bool, int, float)) or v is None else str(v)
     for k in BREAKDOWN_KEYS:
         row[f"{k}_s"] = p.breakdown_s[k]
+    band = p.interval
+    if band is not None:
+        row.update(step_time_s_low=band["step_time_s"][0], step_time_s_high=band["step_time_s"][1],
+                   tokens_per_s_low=band["tokens_per_s"][0], tokens_per_s_high=band["tokens_per_s"][1],
+                   mfu_low=band["mfu"][0], mfu_high=band["mfu"][1],
+                   interval_family=" ".join(str(v) for v in band["family"].values()) or "all runs",
+                   interval_cases=band["cases"], out_of_distribution=band["out_of_distribution"])
 
 
 def run_points(points: list[GridPoint]) -> list[dict[str, Any]]:
