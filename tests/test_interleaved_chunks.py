@@ -12,9 +12,11 @@ the previous chunk, the backward of the next chunk). The layer counts of the spl
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
+from schedule_sim import makespan
 
 from scalemodel.cost import pipeline
 from scalemodel.cost.placement import parallel_groups
@@ -48,25 +50,14 @@ def _ops(p: int, v: int, m: int, r: int) -> list[tuple[str, int, int]]:
 def simulate(p: int, v: int, m: int, f: list[float], b: list[float]) -> float:
     """Makespan of the schedule with chunk forward/backward times f[c], b[c] (c = k p + r)."""
     n = p * v
-    seqs = [_ops(p, v, m, r) for r in range(p)]
-    end: dict[tuple[str, int, int], float] = {}
-    pos, free = [0] * p, [0.0] * p
-    moved = True
-    while moved:
-        moved = False
-        for r in range(p):
-            while pos[r] < len(seqs[r]):
-                kind, j, c = seqs[r][pos[r]]
-                deps = ([("F", j, c - 1)] if c > 0 else []) if kind == "F" else (
-                    [("F", j, c)] + ([("B", j, c + 1)] if c < n - 1 else []))
-                if any(d not in end for d in deps):
-                    break
-                start = max([free[r]] + [end[d] for d in deps])
-                free[r] = end[(kind, j, c)] = start + (f[c] if kind == "F" else b[c])
-                pos[r] += 1
-                moved = True
-    assert all(pos[r] == len(seqs[r]) for r in range(p)), "the schedule deadlocked"
-    return max(free)
+
+    def deps(op: Any) -> list[Any]:
+        kind, j, c = op
+        if kind == "F":
+            return [("F", j, c - 1)] if c > 0 else []
+        return [("F", j, c)] + ([("B", j, c + 1)] if c < n - 1 else [])
+
+    return makespan([_ops(p, v, m, r) for r in range(p)], deps, lambda op: f[op[2]] if op[0] == "F" else b[op[2]])
 
 
 def closed_form(p: int, v: int, m: int, f: list[float], b: list[float]) -> float:

@@ -10,9 +10,11 @@ and its input exists (the forward on the rank before, the backward on the rank a
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
+from schedule_sim import makespan
 
 from scalemodel.cost import pipeline
 from scalemodel.cost.placement import parallel_groups
@@ -22,34 +24,23 @@ from scalemodel.specs import load_cluster, load_workload
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 
-def _ops(p: int, m: int, r: int) -> list[tuple[str, int]]:
+def _ops(p: int, m: int, r: int) -> list[tuple[str, int, int]]:
+    """Rank r's operations in order: (F or B, micro-batch, rank)."""
     warm = min(p - r - 1, m)
-    seq = [("F", j) for j in range(warm)]
+    seq = [("F", j, r) for j in range(warm)]
     for i in range(m - warm):
-        seq += [("F", warm + i), ("B", i)]
-    return seq + [("B", j) for j in range(m - warm, m)]
+        seq += [("F", warm + i, r), ("B", i, r)]
+    return seq + [("B", j, r) for j in range(m - warm, m)]
 
 
 def simulate(p: int, m: int, f: list[float], b: list[float]) -> float:
-    seqs = [_ops(p, m, r) for r in range(p)]
-    end: dict[tuple[str, int, int], float] = {}
-    pos, free = [0] * p, [0.0] * p
-    moved = True
-    while moved:
-        moved = False
-        for r in range(p):
-            while pos[r] < len(seqs[r]):
-                kind, j = seqs[r][pos[r]]
-                deps = ([("F", j, r - 1)] if r > 0 else []) if kind == "F" else (
-                    [("F", j, r)] + ([("B", j, r + 1)] if r < p - 1 else []))
-                if any(d not in end for d in deps):
-                    break
-                start = max([free[r]] + [end[d] for d in deps])
-                free[r] = end[(kind, j, r)] = start + (f[r] if kind == "F" else b[r])
-                pos[r] += 1
-                moved = True
-    assert all(pos[r] == len(seqs[r]) for r in range(p)), "the schedule deadlocked"
-    return max(free)
+    def deps(op: Any) -> list[Any]:
+        kind, j, r = op
+        if kind == "F":
+            return [("F", j, r - 1)] if r > 0 else []
+        return [("F", j, r)] + ([("B", j, r + 1)] if r < p - 1 else [])
+
+    return makespan([_ops(p, m, r) for r in range(p)], deps, lambda op: f[op[2]] if op[0] == "F" else b[op[2]])
 
 
 def _random_stages(rng: random.Random, p: int) -> tuple[list[float], list[float]]:
