@@ -1091,13 +1091,33 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     )
 
 
+def _stage_parts(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray,
+                 logits: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(:func:`_stage_time`, the rank's compute parts before contention)."""
+    comp = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
+    mp = _model_parallel_comm(job, g, comp, groups)
+    busy = _with_free_windows(comp, mp, job.collective_share)
+    return np.asarray(busy["total"] + busy["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]), comp
+
+
 def _stage_time(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool) -> np.ndarray:
     """One micro-batch's seconds on a pipeline rank of ``layers`` layers (with the logits when ``logits``):
     compute, its contention, and the exposed TP/CP/EP/PP traffic, as :func:`evaluate` prices a stage."""
-    comp = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
-    mp = _model_parallel_comm(job, g, comp, groups)
-    comp = _with_free_windows(comp, mp, job.collective_share)
-    return np.asarray(comp["total"] + comp["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"])
+    return _stage_parts(job, g, groups, layers, logits)[0]
+
+
+def _stage_memo(job: Job, g: StrategyGrid, groups: ParallelGroups) -> Any:
+    """:func:`_stage_parts` remembered per distinct (layers, logits): the pipeline formulas ask for ranks and
+    chunks that are often the same size (a balanced split), and each costs a compute and traffic pass."""
+    seen: dict[tuple[Any, ...], tuple[np.ndarray, dict[str, np.ndarray]]] = {}
+
+    def parts(layers: np.ndarray, logits: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        a = np.asarray(layers, dtype=float)
+        key = (a.shape, a.tobytes(), logits)
+        if key not in seen:
+            seen[key] = _stage_parts(job, g, groups, a, logits)
+        return seen[key]
+    return parts
 
 
 def _chunked_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np.ndarray, t_mb: np.ndarray,
@@ -1114,13 +1134,14 @@ def _chunked_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np.nda
         return bubble_mb
     first, mid, last = _chunk_layers(job, g)
     v = np.maximum(g.virtual_stages, 1).astype(float)
-    w_first = _stage_time(job, g, groups, first + (v - 1.0) * mid, False)
-    w_mid = _stage_time(job, g, groups, v * mid, False)
-    w_last = _stage_time(job, g, groups, (v - 1.0) * mid + last, True)
-    pp_only = _stage_time(job, g, groups, np.zeros_like(mid), False)  # 2 v send/recvs, no layers
+    stage = _stage_memo(job, g, groups)
+    w_first = stage(first + (v - 1.0) * mid, False)[0]
+    w_mid = stage(v * mid, False)[0]
+    w_last = stage((v - 1.0) * mid + last, True)[0]
+    pp_only = stage(np.zeros_like(mid), False)[0]  # 2 v send/recvs, no layers
 
     def chunk(n: np.ndarray) -> np.ndarray:
-        return _stage_time(job, g, groups, n, False) - pp_only + pp_only / v
+        return stage(n, False)[0] - pp_only + pp_only / v
 
     total = pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first), chunk(mid))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -1269,11 +1290,10 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
 
 
 def _stage_forward_backward(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray,
-                            logits: bool) -> tuple[np.ndarray, np.ndarray]:
+                            logits: bool, stage: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """One micro-batch's (forward, backward) seconds on a pipeline rank: :func:`_stage_time` split in the
-    proportion of the rank's forward and backward (+ recompute) compute."""
-    total = _stage_time(job, g, groups, layers, logits)
-    comp = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
+    proportion of the rank's forward and backward (+ recompute) compute (``stage``: a :func:`_stage_memo`)."""
+    total, comp = (stage or _stage_memo(job, g, groups))(layers, logits)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(comp["total"] > 0, comp["forward"] / comp["total"], 1.0 / 3.0)
     return total * share, total * (1.0 - share)
@@ -1290,9 +1310,10 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np
     if not job.is_transformer or not np.any(onef1b):
         return bubble_mb
     last, other, first = _stage_layers(job, g)
-    ff, bf = _stage_forward_backward(job, g, groups, first, False)
-    fm, bm = _stage_forward_backward(job, g, groups, other, False)
-    fl, bl = _stage_forward_backward(job, g, groups, last, True)
+    stage = _stage_memo(job, g, groups)
+    ff, bf = _stage_forward_backward(job, g, groups, first, False, stage)
+    fm, bm = _stage_forward_backward(job, g, groups, other, False, stage)
+    fl, bl = _stage_forward_backward(job, g, groups, last, True, stage)
     total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
     with np.errstate(divide="ignore", invalid="ignore"):
         own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
