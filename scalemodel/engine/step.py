@@ -583,10 +583,9 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     tokens = b * job.seq_len / g.cp
     act = tokens * float(sh.hidden) * job.elem_bytes
     L = comp["layers_per_stage"]
+    coll = _mp_collectives(job, g, groups, tokens, act)
     # TP: all-reduce, or reduce-scatter + all-gather of the same buffer with sequence parallelism.
-    ar = _collective("allreduce", act, groups.tensor)
-    rs_ag = _collective("reducescatter", act, groups.tensor) + _collective("allgather", act, groups.tensor)
-    per = np.where(g.sequence_parallel, rs_ag, ar)
+    per = coll["tp"]
     per_pass = float(transformer.tp_allreduces_per_layer(sh))
     rec_n = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)  # forward repeated in backward
     tp_fwd = (L + rec_n) * per_pass * per
@@ -604,25 +603,43 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
     # CP: ring attention, K and V chunks pass round the cp ring; hidden under the attention core.
-    kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
-    step = _collective("sendrecv", kv_bytes, groups.context)
-    ring = (g.cp - 1) * step
+    ring = (g.cp - 1) * coll["cp"]
     # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core
     cp = np.where(g.cp > 1, 3.0 * L * np.maximum(ring - comp["core_per_layer"], 0.0), 0.0)
     cp_hidden = np.where(g.cp > 1, L * np.minimum(ring, comp["core_per_layer"]), 0.0)
     # EP: dispatch + combine all-to-all per MoE layer, forward and backward.
     moe_share = float(sh.moe_layers / sh.layers)
-    a2a_bytes = tokens * float(sh.moe_top_k) * float(sh.hidden) * job.elem_bytes / g.tp
-    a2a = _collective("alltoall", a2a_bytes, groups.expert)
-    ep = np.where(g.ep > 1, L * moe_share * 4.0 * a2a, 0.0)
+    ep = np.where(g.ep > 1, L * moe_share * 4.0 * coll["ep"], 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
-    p2p_bytes = act / g.tp
-    p2p = _stage_boundary_time(groups, p2p_bytes)
+    p2p = coll["pp"]
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
     pp = np.where(g.pp > 1, 2.0 * v * p2p, 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking}
     return _with_moe_a2a_overlap(g, comp, out)
+
+
+def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups, tokens: np.ndarray,
+                    act: np.ndarray) -> dict[str, np.ndarray]:
+    """The per-layer collectives of :func:`_model_parallel_comm`, which do not depend on the stage's layers:
+    one TP all-reduce (or reduce-scatter + all-gather with sequence parallelism) of the activation, one CP
+    ring step of K and V, one EP all-to-all, one pipeline send/recv. Priced once per (job, grid) on these
+    groups and kept in ``groups.memo`` (a pipeline's first, middle and last ranks reuse them)."""
+    key = ("mp_collectives", id(job), id(g))
+    hit = groups.memo.get(key)
+    if isinstance(hit, tuple) and hit[0] is job and hit[1] is g:  # the references held keep the ids unique
+        return dict(hit[2])
+    sh = job.shape
+    ar = _collective("allreduce", act, groups.tensor)
+    rs_ag = _collective("reducescatter", act, groups.tensor) + _collective("allgather", act, groups.tensor)
+    kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
+    a2a_bytes = tokens * float(sh.moe_top_k) * float(sh.hidden) * job.elem_bytes / g.tp
+    out = {"tp": np.where(g.sequence_parallel, rs_ag, ar),
+           "cp": _collective("sendrecv", kv_bytes, groups.context),
+           "ep": _collective("alltoall", a2a_bytes, groups.expert),
+           "pp": _stage_boundary_time(groups, act / g.tp)}
+    groups.memo[key] = (job, g, out)
+    return dict(out)
 
 
 def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarray:
