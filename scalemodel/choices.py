@@ -188,10 +188,24 @@ class Assignment(Choice):
     DYNAMIC = 1, "dynamic"
 
 
+class RecomputeMethod(Choice):
+    """How partial full recompute picks its layers (Megatron-LM ``--recompute-method``, with
+    ``--recompute-num-layers N``): ``block`` recomputes the first N layers of each pipeline chunk and keeps
+    the others' activations; ``uniform`` recomputes every layer, checkpointing the input of each group of N."""
+
+    BLOCK = 0, "block"
+    UNIFORM = 1, "uniform"
+
+    @classmethod
+    def noun(cls) -> str:
+        return "recompute method"
+
+
 class Layout(Choice):
     """Rank order: how the ranks of a DP x TP x PP x CP job are numbered, innermost (consecutive ranks)
-    first; EP is carved out of DP, as its innermost part. A dimension's group members are the product of
-    the degrees inner to it apart (docs/model.md#layout). Both orders are mainstream:
+    first; experts have their own grid over a stage's ranks (MoE parallel folding, docs/model.md#placement).
+    A dimension's group members are the product of the degrees inner to it apart (docs/model.md#layout).
+    Both orders are mainstream:
 
     - ``tp-cp-dp-pp`` (the default): TP innermost, PP outermost. Megatron-LM's default ``order="tp-cp-ep-dp-pp"``
       (``megatron/core/parallel_state.py``, ``initialize_model_parallel``); torchtitan's device mesh

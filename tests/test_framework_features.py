@@ -208,3 +208,14 @@ def test_memory_parts_pass_the_new_fields(h100_job) -> None:  # type: ignore[no-
     m = microbatches(g)
     assert val(memory_parts(h100_job, g, m)["activations"]) == pytest.approx(
         val(memory_parts(h100_job, g_none, m)["activations"]))  # 0 layers recomputed = no recompute
+
+
+def test_recompute_method_is_a_vocabulary_choice() -> None:
+    """recompute_method parses through choices.RecomputeMethod (case-insensitive) and a wrong value is one
+    clear error naming the field and the allowed values."""
+    from scalemodel.choices import RecomputeMethod
+
+    assert StrategySpec(recompute_method="Uniform").recompute_method == "uniform"
+    assert RecomputeMethod.parse("block") == RecomputeMethod.BLOCK
+    with pytest.raises(Exception, match="recompute method 'sideways'.*block or uniform"):
+        StrategySpec(recompute_method="sideways")

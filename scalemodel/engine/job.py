@@ -21,6 +21,7 @@ from scalemodel.choices import (
     Layout,
     Precision,
     Recompute,
+    RecomputeMethod,
     Schedule,
     ScheduleKind,
     SyncKind,
@@ -337,7 +338,7 @@ class StrategyGrid:
             "last_chunk_layers": int(self.last_chunk_layers[i]) if self.last_chunk_layers[i] >= 0 else None,
             "layout": Layout.of(self.layout[i]).label,
             "recompute_layers": int(self.recompute_layers[i]) if self.recompute_layers[i] >= 0 else None,
-            "recompute_method": "uniform" if self.recompute_uniform[i] else "block",
+            "recompute_method": (RecomputeMethod.UNIFORM if self.recompute_uniform[i] else RecomputeMethod.BLOCK).label,
             "offload_layers": int(self.offload_layers[i]), "tp_comm_overlap": bool(self.tp_comm_overlap[i]),
             "overlap_param_gather": bool(self.overlap_param_gather[i]),
             "moe_a2a_overlap": bool(self.moe_a2a_overlap[i]),
@@ -449,7 +450,7 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         etp=strategy.etp or 0,
         layout=Layout.parse(strategy.layout),
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
-        recompute_uniform=strategy.recompute_method == "uniform",
+        recompute_uniform=RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM,
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
         overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap)
 

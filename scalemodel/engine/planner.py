@@ -63,6 +63,7 @@ from scalemodel.choices import (
     CompressionKind,
     Layout,
     Recompute,
+    RecomputeMethod,
     ScheduleKind,
     SyncKind,
     Zero,
@@ -1007,7 +1008,7 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
         elif name == "shard_group":
             fixed[name] = int(value or 0)
         elif name == "recompute_method":
-            fixed["recompute_uniform"] = value == "uniform"
+            fixed["recompute_uniform"] = RecomputeMethod.parse(value) == RecomputeMethod.UNIFORM
         else:
             fixed[name] = value
     return cons, fixed, sync

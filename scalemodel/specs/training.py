@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
@@ -14,6 +14,7 @@ from scalemodel.choices import (
     Optimizer,
     Precision,
     Recompute,
+    RecomputeMethod,
     Schedule,
     Zero,
     parse_compression,
@@ -37,6 +38,7 @@ RecomputeText = Annotated[str, BeforeValidator(Recompute.normalize), _labels(Rec
 AssignmentText = Annotated[str, BeforeValidator(Assignment.normalize), _labels(Assignment)]
 OptimizerText = Annotated[str, BeforeValidator(Optimizer.normalize), _labels(Optimizer)]
 LayoutText = Annotated[str, BeforeValidator(Layout.normalize), _labels(Layout)]
+RecomputeMethodText = Annotated[str, BeforeValidator(RecomputeMethod.normalize), _labels(RecomputeMethod)]
 
 
 class TrainingSpec(Spec):
@@ -115,7 +117,7 @@ class StrategySpec(Spec):
         "recompute: full only: layers of each pipeline chunk whose activations are recomputed (Megatron-LM "
         "--recompute-method block --recompute-num-layers N); the chunk's other layers keep their activations; "
         "default: every layer"))
-    recompute_method: Literal["block", "uniform"] = Field(default="block", description=(
+    recompute_method: RecomputeMethodText = Field(default="block", description=(
         "with recompute_layers N: block recomputes the first N layers of each pipeline chunk; uniform recomputes "
         "every layer in checkpointed chunks of N layers (Megatron-LM --recompute-method)"))
     offload_layers: int = Field(default=0, ge=0, description=(
