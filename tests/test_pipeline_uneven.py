@@ -19,7 +19,7 @@ from schedule_sim import makespan
 from scalemodel.cost import pipeline
 from scalemodel.cost.placement import parallel_groups
 from scalemodel.engine.job import build_job, grid_from_strategy
-from scalemodel.engine.step import Infeasible, _stage_forward_backward, evaluate
+from scalemodel.engine.step import Infeasible, _stage, _stage_forward_backward, evaluate
 from scalemodel.specs import load_cluster, load_workload
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
@@ -132,7 +132,7 @@ def test_engine_pipelined_time_matches_the_simulation_on_its_own_stage_times():
     assert int(res.reason[0]) in (0, Infeasible.OUT_OF_MEMORY)
     m, p = int(res.microbatches[0]), 8
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
-    fb = [_stage_forward_backward(job, g, groups, np.asarray([n]), lg) for n, lg in
+    fb = [_stage_forward_backward(_stage(job, g, groups, np.asarray([n]), lg)) for n, lg in
           [(6.0, False)] + [(14.0, False)] * (p - 2) + [(6.0, True)]]
     f, b = [float(x[0][0]) for x in fb], [float(x[1][0]) for x in fb]
     sim = simulate(p, m, f, b)
@@ -141,3 +141,19 @@ def test_engine_pipelined_time_matches_the_simulation_on_its_own_stage_times():
     assert pipelined == pytest.approx(sim, rel=0.01)
     t_max = max(x + y for x, y in zip(f, b, strict=True))
     assert pipelined < (m + p - 1) * t_max * 0.99  # below the old upper bound
+
+
+@pytest.mark.parametrize("eta", [1.0, 0.1])  # at 0.1 the cut windows expose TP traffic
+def test_pipeline_ranks_are_priced_as_evaluate_prices_its_micro_batch(eta: float) -> None:
+    """The rank times the pipeline formulas use are evaluate's own: with the overlap efficiency below 1 the
+    busiest rank's time is still the micro-batch time t_mb the bubble is counted in (the formulas once priced
+    ranks with full overlap windows while t_mb used the cut ones)."""
+    from dataclasses import replace
+
+    job = build_job(load_cluster("dgx-h100"), load_workload("gpt3-175b"), TrainingSpec(global_batch=32, micro_batch=1))
+    job = replace(job, overlap_efficiency=eta)
+    g = grid_from_strategy(StrategySpec(tp=8, pp=8), TrainingSpec(global_batch=32), 64, job)
+    res = evaluate(job, g)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
+    last = float(_stage(job, g, groups, np.asarray([12.0]), True).time[0])  # 96 layers / 8, with the logits
+    assert last == pytest.approx(float(res.extras["microbatch_time"][0]), rel=1e-12)

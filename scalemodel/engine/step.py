@@ -48,9 +48,10 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -1030,18 +1031,14 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     last_layers, other_layers, _first = _stage_layers(job, g)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
                              layout=g.layout)  # placed once, reused
-    comp = _overlap_windows(_compute_per_microbatch(job, g, last_layers), job.overlap_efficiency)
-    mp = _model_parallel_comm(job, g, comp, groups)
-    comp = _with_free_windows(comp, mp, job.collective_share)
-    t_mb = comp["total"] + comp["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
+    stage = _stage_memo(job, g, groups)  # the pipeline formulas below reuse these ranks
+    last = stage(last_layers, True)
+    comp, mp, t_mb = last.busy, last.mp, last.time
     comp_dp = comp  # the stage whose data-parallel traffic is priced: the one holding the most layers
     if job.is_transformer and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
-        comp_o = _overlap_windows(_compute_per_microbatch(job, g, other_layers, logits_on_stage=False),
-                                  job.overlap_efficiency)
-        mp_o = _model_parallel_comm(job, g, comp_o, groups)
-        comp_o = _with_free_windows(comp_o, mp_o, job.collective_share)
-        t_o = comp_o["total"] + comp_o["contention"] + mp_o["tp"] + mp_o["cp"] + mp_o["ep"] + mp_o["pp"]
+        other = stage(other_layers, False)
+        comp_o, mp_o, t_o = other.busy, other.mp, other.time
         busier = t_o > t_mb
         larger = other_layers > last_layers
         comp_dp = {k: np.where(larger, comp_o[k], v) for k, v in comp.items()}
@@ -1049,8 +1046,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
         t_mb = np.maximum(t_mb, t_o)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
-    bubble_mb = _chunked_bubble(job, g, groups, m, t_mb, bubble_mb)
-    bubble_mb = _uneven_1f1b_bubble(job, g, groups, m, t_mb, bubble_mb)
+    bubble_mb = _chunked_bubble(job, g, stage, m, t_mb, bubble_mb)
+    bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb)
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
@@ -1108,37 +1105,49 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     )
 
 
-def _stage_parts(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray,
-                 logits: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """(:func:`_stage_time`, the rank's compute parts before contention)."""
-    comp = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
+class _Stage(NamedTuple):
+    """One pipeline rank's micro-batch as :func:`evaluate` prices it."""
+
+    time: np.ndarray  # seconds: compute, its contention, exposed TP/CP/EP/PP traffic
+    compute: dict[str, np.ndarray]  # the compute parts as computed (forward/backward split intact)
+    busy: dict[str, np.ndarray]  # the windows cut to the overlap efficiency, free windows, contention
+    mp: dict[str, np.ndarray]  # the model-parallel traffic (_model_parallel_comm)
+
+
+def _stage(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool) -> _Stage:
+    """A pipeline rank of ``layers`` layers (with the logits when ``logits``): the one route by which
+    :func:`evaluate` and the pipeline formulas price a rank."""
+    raw = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
+    comp = _overlap_windows(raw, job.overlap_efficiency)
     mp = _model_parallel_comm(job, g, comp, groups)
     busy = _with_free_windows(comp, mp, job.collective_share)
-    return np.asarray(busy["total"] + busy["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]), comp
+    time = busy["total"] + busy["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
+    return _Stage(np.asarray(time), raw, busy, mp)
 
 
 def _stage_time(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool) -> np.ndarray:
     """One micro-batch's seconds on a pipeline rank of ``layers`` layers (with the logits when ``logits``):
     compute, its contention, and the exposed TP/CP/EP/PP traffic, as :func:`evaluate` prices a stage."""
-    return _stage_parts(job, g, groups, layers, logits)[0]
+    return _stage(job, g, groups, layers, logits).time
 
 
-def _stage_memo(job: Job, g: StrategyGrid, groups: ParallelGroups) -> Any:
-    """:func:`_stage_parts` remembered per distinct (layers, logits): the pipeline formulas ask for ranks and
-    chunks that are often the same size (a balanced split), and each costs a compute and traffic pass."""
-    seen: dict[tuple[Any, ...], tuple[np.ndarray, dict[str, np.ndarray]]] = {}
+def _stage_memo(job: Job, g: StrategyGrid, groups: ParallelGroups) -> Callable[[np.ndarray, bool], _Stage]:
+    """:func:`_stage` remembered per distinct (layers, logits): evaluate and the pipeline formulas ask for
+    ranks and chunks that are often the same size (a balanced split), and each costs a compute and
+    traffic pass."""
+    seen: dict[tuple[Any, ...], _Stage] = {}
 
-    def parts(layers: np.ndarray, logits: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def stage(layers: np.ndarray, logits: bool) -> _Stage:
         a = np.asarray(layers, dtype=float)
         key = (a.shape, a.tobytes(), logits)
         if key not in seen:
-            seen[key] = _stage_parts(job, g, groups, a, logits)
+            seen[key] = _stage(job, g, groups, a, logits)
         return seen[key]
-    return parts
+    return stage
 
 
-def _chunked_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np.ndarray, t_mb: np.ndarray,
-                    bubble_mb: np.ndarray) -> np.ndarray:
+def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[[np.ndarray, bool], _Stage], m: np.ndarray,
+                    t_mb: np.ndarray, bubble_mb: np.ndarray) -> np.ndarray:
     """Bubble (in micro-batch times of the busiest rank) of an interleaved pipeline, its first and/or last
     model chunk equal to the others or not: :func:`scalemodel.cost.pipeline.interleaved_uneven_time` on the
     ranks' and chunks' own times (the last rank's with the logits), minus the m t_mb the busiest rank computes.
@@ -1151,14 +1160,13 @@ def _chunked_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np.nda
         return bubble_mb
     first, mid, last = _chunk_layers(job, g)
     v = np.maximum(g.virtual_stages, 1).astype(float)
-    stage = _stage_memo(job, g, groups)
-    w_first = stage(first + (v - 1.0) * mid, False)[0]
-    w_mid = stage(v * mid, False)[0]
-    w_last = stage((v - 1.0) * mid + last, True)[0]
-    pp_only = stage(np.zeros_like(mid), False)[0]  # 2 v send/recvs, no layers
+    w_first = stage(first + (v - 1.0) * mid, False).time
+    w_mid = stage(v * mid, False).time
+    w_last = stage((v - 1.0) * mid + last, True).time
+    pp_only = stage(np.zeros_like(mid), False).time  # 2 v send/recvs, no layers
 
     def chunk(n: np.ndarray) -> np.ndarray:
-        return stage(n, False)[0] - pp_only + pp_only / v
+        return stage(n, False).time - pp_only + pp_only / v
 
     total = pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first), chunk(mid))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -1306,18 +1314,17 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     return {"model": np.asarray(f.model, dtype=float), "hardware": np.asarray(f.hardware, dtype=float)}
 
 
-def _stage_forward_backward(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray,
-                            logits: bool, stage: Any = None) -> tuple[np.ndarray, np.ndarray]:
-    """One micro-batch's (forward, backward) seconds on a pipeline rank: :func:`_stage_time` split in the
-    proportion of the rank's forward and backward (+ recompute) compute (``stage``: a :func:`_stage_memo`)."""
-    total, comp = (stage or _stage_memo(job, g, groups))(layers, logits)
+def _stage_forward_backward(stage: _Stage) -> tuple[np.ndarray, np.ndarray]:
+    """One micro-batch's (forward, backward) seconds on a pipeline rank: its time split in the proportion
+    of the rank's forward and backward (+ recompute) compute."""
+    total, comp = stage.time, stage.compute
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(comp["total"] > 0, comp["forward"] / comp["total"], 1.0 / 3.0)
     return total * share, total * (1.0 - share)
 
 
-def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np.ndarray, t_mb: np.ndarray,
-                        bubble_mb: np.ndarray) -> np.ndarray:
+def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[[np.ndarray, bool], _Stage], m: np.ndarray,
+                        t_mb: np.ndarray, bubble_mb: np.ndarray) -> np.ndarray:
     """Bubble (in micro-batch times of the busiest rank) of a non-interleaved 1F1B pipeline whose stages differ
     (:func:`_stage_layers`: the first, the middle ones, the last with the logits):
     :func:`scalemodel.cost.pipeline.one_f_one_b_three_class_time` on the ranks' own forward and backward
@@ -1327,10 +1334,9 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, groups: ParallelGroups, m: np
     if not job.is_transformer or not np.any(onef1b):
         return bubble_mb
     last, other, first = _stage_layers(job, g)
-    stage = _stage_memo(job, g, groups)
-    ff, bf = _stage_forward_backward(job, g, groups, first, False, stage)
-    fm, bm = _stage_forward_backward(job, g, groups, other, False, stage)
-    fl, bl = _stage_forward_backward(job, g, groups, last, True, stage)
+    ff, bf = _stage_forward_backward(stage(first, False))
+    fm, bm = _stage_forward_backward(stage(other, False))
+    fl, bl = _stage_forward_backward(stage(last, True))
     total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
     with np.errstate(divide="ignore", invalid="ignore"):
         own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
