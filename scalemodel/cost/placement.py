@@ -308,12 +308,6 @@ class ParallelGroups:
         return place(self.tp, self.strides["tp"], self.network)
 
     @cached_property
-    def memo(self) -> dict[object, object]:
-        """Scratch space for callers that price several stages on these groups (results that depend only
-        on the groups and the caller's own inputs, keyed and checked by the caller)."""
-        return {}
-
-    @cached_property
     def context(self) -> Placement:
         """Two neighbours of a CP ring (ring attention passes K/V to the next CP rank): 2 ranks, stride tp."""
         return place(2.0, self.strides["cp"], self.network)

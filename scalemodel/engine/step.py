@@ -571,20 +571,18 @@ def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np
     return np.where(opg, np.minimum(rs, half) + np.minimum(ag, half), base)
 
 
-def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], groups: ParallelGroups
-                         ) -> dict[str, np.ndarray]:
+def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
+                         coll: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
     """Exposed TP, CP, EP and PP communication seconds per micro-batch on the busiest stage, and the
     forward and backward compute already busy hiding TP and CP traffic (``hidden_fwd``,
-    ``hidden_bwd``), which no other traffic can hide under again."""
+    ``hidden_bwd``), which no other traffic can hide under again. ``coll``: :func:`_mp_collectives`
+    (None for a model that is not a transformer: no model-parallel traffic)."""
     zero = np.zeros(1)
-    if not job.is_transformer:
+    if not job.is_transformer or coll is None:
         return {"tp": zero, "cp": zero, "ep": zero, "pp": zero, "hidden_fwd": zero, "hidden_bwd": zero}
     sh = job.shape
-    b = g.micro_batch.astype(float)
-    tokens = b * job.seq_len / g.cp
-    act = tokens * float(sh.hidden) * job.elem_bytes
+    tokens = _tokens_per_microbatch(job, g)
     L = comp["layers_per_stage"]
-    coll = _mp_collectives(job, g, groups, tokens, act)
     # TP: all-reduce, or reduce-scatter + all-gather of the same buffer with sequence parallelism.
     per = coll["tp"]
     per_pass = float(transformer.tp_allreduces_per_layer(sh))
@@ -620,27 +618,27 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     return _with_moe_a2a_overlap(g, comp, out)
 
 
-def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups, tokens: np.ndarray,
-                    act: np.ndarray) -> dict[str, np.ndarray]:
+def _tokens_per_microbatch(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Tokens of one micro-batch on one GPU (context parallelism splits the sequence)."""
+    return np.asarray(g.micro_batch.astype(float) * job.seq_len / g.cp)
+
+
+def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[str, np.ndarray]:
     """The per-layer collectives of :func:`_model_parallel_comm`, which do not depend on the stage's layers:
     one TP all-reduce (or reduce-scatter + all-gather with sequence parallelism) of the activation, one CP
-    ring step of K and V, one EP all-to-all, one pipeline send/recv. Priced once per (job, grid) on these
-    groups and kept in ``groups.memo`` (a pipeline's first, middle and last ranks reuse them)."""
-    key = ("mp_collectives", id(job), id(g))
-    hit = groups.memo.get(key)
-    if isinstance(hit, tuple) and hit[0] is job and hit[1] is g:  # the references held keep the ids unique
-        return dict(hit[2])
+    ring step of K and V, one EP all-to-all, one pipeline send/recv. Priced once per grid
+    (:func:`_stage_memo`): a pipeline's first, middle and last ranks share them."""
     sh = job.shape
+    tokens = _tokens_per_microbatch(job, g)
+    act = tokens * float(sh.hidden) * job.elem_bytes
     ar = _collective("allreduce", act, groups.tensor)
     rs_ag = _collective("reducescatter", act, groups.tensor) + _collective("allgather", act, groups.tensor)
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     a2a_bytes = tokens * float(sh.moe_top_k) * float(sh.hidden) * job.elem_bytes / g.tp
-    out = {"tp": np.where(g.sequence_parallel, rs_ag, ar),
+    return {"tp": np.where(g.sequence_parallel, rs_ag, ar),
            "cp": _collective("sendrecv", kv_bytes, groups.context),
            "ep": _collective("alltoall", a2a_bytes, groups.expert),
            "pp": _stage_boundary_time(groups, act / g.tp)}
-    groups.memo[key] = (job, g, out)
-    return dict(out)
 
 
 def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarray:
@@ -1114,12 +1112,16 @@ class _Stage(NamedTuple):
     mp: dict[str, np.ndarray]  # the model-parallel traffic (_model_parallel_comm)
 
 
-def _stage(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool) -> _Stage:
+def _stage(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
+           coll: dict[str, np.ndarray] | None = None) -> _Stage:
     """A pipeline rank of ``layers`` layers (with the logits when ``logits``): the one route by which
-    :func:`evaluate` and the pipeline formulas price a rank."""
+    :func:`evaluate` and the pipeline formulas price a rank (``coll``: the grid's :func:`_mp_collectives`,
+    priced here when not given)."""
     raw = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
     comp = _overlap_windows(raw, job.overlap_efficiency)
-    mp = _model_parallel_comm(job, g, comp, groups)
+    if coll is None and job.is_transformer:
+        coll = _mp_collectives(job, g, groups)
+    mp = _model_parallel_comm(job, g, comp, coll)
     busy = _with_free_windows(comp, mp, job.collective_share)
     time = busy["total"] + busy["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
     return _Stage(np.asarray(time), raw, busy, mp)
@@ -1132,16 +1134,17 @@ def _stage_time(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nd
 
 
 def _stage_memo(job: Job, g: StrategyGrid, groups: ParallelGroups) -> Callable[[np.ndarray, bool], _Stage]:
-    """:func:`_stage` remembered per distinct (layers, logits): evaluate and the pipeline formulas ask for
-    ranks and chunks that are often the same size (a balanced split), and each costs a compute and
-    traffic pass."""
+    """:func:`_stage` remembered per distinct (layers, logits), with the per-layer collectives priced once:
+    evaluate and the pipeline formulas ask for ranks and chunks that are often the same size (a balanced
+    split), and each costs a compute and traffic pass."""
     seen: dict[tuple[Any, ...], _Stage] = {}
+    coll = _mp_collectives(job, g, groups) if job.is_transformer else None
 
     def stage(layers: np.ndarray, logits: bool) -> _Stage:
         a = np.asarray(layers, dtype=float)
         key = (a.shape, a.tobytes(), logits)
         if key not in seen:
-            seen[key] = _stage(job, g, groups, a, logits)
+            seen[key] = _stage(job, g, groups, a, logits, coll)
         return seen[key]
     return stage
 
