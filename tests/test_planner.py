@@ -610,3 +610,19 @@ def test_decomposed_search_equals_brute_force_on_special_paths(cons):
     assert res.candidates_evaluated == n
     assert res.feasible + sum(res.infeasible_by_reason.values()) == n
     assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)
+
+
+@pytest.mark.parametrize("modes", [("bsp", "local:4"), ("asp", "ssp:2", "bsp")])
+def test_modes_that_step_apart_are_searched_on_unsharded_replicas_only(modes):
+    """asp, ssp:S and local:H need a full replica per rank: the planner counts their ZeRO/FSDP/HSDP candidates
+    as infeasible (as evaluate does, brute force), ranks none of them, and its feasible count is brute force's."""
+    job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
+    cons = {"cp": [("=", 1)], "pp": [("=", 1)]}
+    feasible: list[int] = []
+    expect, n = _brute_force_best(job, 16, 32, cons, modes, feasible=feasible)
+    res = planner.search(job, 16, 32, top=50, constraints=cons, sync_modes=modes)
+    assert res.candidates_evaluated == n and res.feasible == sum(feasible)
+    assert res.infeasible_by_reason["sync_needs_replicas"] > 0
+    assert res.objective_values[0] == pytest.approx(expect, rel=1e-12)
+    apart = [p for p in res.ranked if p.strategy["sync"] != "bsp"]
+    assert apart and all(str(p.strategy["zero"]) == "0" for p in apart)

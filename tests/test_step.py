@@ -373,7 +373,7 @@ def test_with_sync_is_evaluate_under_that_mode(a100, gpt, cv) -> None:  # type: 
     for sync in ("bsp", "asp", "ssp:2", "local:4", "backup:2"):
         assert shares_bsp_comm(sync, g.ps_servers)
         want, got = evaluate(job, g, sync=sync), with_sync(job, g, base, sync)
-        for name in ("step_time", "tokens_per_s", "mfu", "statistical_efficiency", "feasible"):
+        for name in ("step_time", "tokens_per_s", "mfu", "statistical_efficiency", "feasible", "reason"):
             np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=f"{sync} {name}")
         for k in BREAKDOWN_KEYS:
             np.testing.assert_array_equal(got.breakdown[k], want.breakdown[k], err_msg=f"{sync} {k}")
@@ -381,6 +381,23 @@ def test_with_sync_is_evaluate_under_that_mode(a100, gpt, cv) -> None:  # type: 
     assert not shares_bsp_comm("asp", [0, 2]) and shares_bsp_comm("local:2", [0, 2])
     with pytest.raises(ValueError):
         with_sync(job, g, base, "hier:2")
+
+
+def test_ranks_that_step_apart_need_unsharded_replicas(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """asp, ssp:S and local:H step each data-parallel rank on its own model; ZeRO 1-3, FSDP and HSDP keep one
+    sharded copy per group, so those pairs are refused (code 15), whatever else the candidate is; the
+    synchronous modes keep every ZeRO stage."""
+    from scalemodel.engine.step import Infeasible
+
+    job = job_for(a100, gpt, global_batch=512)
+    zero = np.array([0, 1, 2, 3, 4, 5])  # none, optimizer, gradients, parameters, fsdp, hsdp
+    g = grid_from_arrays(gpus=64, dp=16, tp=2, pp=2, micro_batch=2, global_batch=512, zero=zero, shard_group=8)
+    for sync in ("asp", "ssp:2", "local:4"):
+        reason = evaluate(job, g, sync=sync).reason
+        assert int(reason[0]) != Infeasible.SYNC_NEEDS_REPLICAS
+        assert all(int(r) == Infeasible.SYNC_NEEDS_REPLICAS for r in reason[1:]), (sync, reason)
+    for sync in ("bsp", "backup:2", "hier:4"):
+        assert not np.any(evaluate(job, g, sync=sync).reason == Infeasible.SYNC_NEEDS_REPLICAS), sync
 
 
 @pytest.mark.parametrize("model", ["gpt-7.5b", "mixtral-8x7b"])

@@ -86,6 +86,7 @@ from scalemodel.engine.step import (
     feasibility,
     memory_parts,
     microbatches,
+    needs_replicas,
     shares_bsp_comm,
     with_sync,
 )
@@ -699,6 +700,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     keep = max(10 * top, 50)
     scale = _scale(objective, job, gpus, global_batch)
     oom, ps_bad = int(Infeasible.OUT_OF_MEMORY), int(Infeasible.PS_INCOMPATIBLE)
+    replicas = int(Infeasible.SYNC_NEEDS_REPLICAS)
     # Evaluation classes: the modes that move bsp's data-parallel traffic on every communication choice share
     # one evaluation (step.with_sync re-prices the wait); hier:G and asp/ssp on a parameter server have their own.
     shared = [si for si, sync in enumerate(modes) if shares_bsp_comm(sync, choices["ps_servers"])]
@@ -718,9 +720,10 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     class_mask = [np.any([mode_mask[si] for si in members], axis=0) for members in classes]
     # modes with the same configurations (all but hier:G) are counted once, times their number
     mask_groups: dict[int, tuple[np.ndarray, int]] = {}
+    # (asp, ssp:S and local:H need an unsharded replica per rank, so they count apart: key -1)
     for sync, mask in zip(modes, mode_mask, strict=True):
         spec = parse_sync(sync)
-        key = int(spec.param) if spec.kind == SyncKind.HIER else 0
+        key = int(spec.param) if spec.kind == SyncKind.HIER else (-1 if needs_replicas(sync) else 0)
         mask_groups[key] = (mask, mask_groups.get(key, (mask, 0))[1] + 1)
 
     covered = feasible_n = computed = derived = 0
@@ -766,16 +769,18 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         ps_hit_all = valid_all & open_ & (zb > 0) & (not first_is_ps)
         weight = np.where(ps_hit_all, n_choice - n_ps, n_choice)
         good_all[lo:hi] = valid_all & feas & ~over
-        for mask, count in mask_groups.values():
+        for key, (mask, count) in mask_groups.items():
             valid = valid_all & mask[lo:hi].reshape(-1, 1, 1, 1)
             ps_hit = ps_hit_all & valid
             covered += count * int(np.count_nonzero(valid)) * n_choice
-            bad = valid & ~feas
-            reasons += count * np.bincount(reason[bad], weights=weight[bad], minlength=len(reasons))
+            r_k = np.where(((reason == 0) | (reason == oom)) & (zb > 0), replicas, reason) if key == -1 else reason
+            f_k = r_k == 0
+            bad = valid & ~f_k
+            reasons += count * np.bincount(r_k[bad], weights=weight[bad], minlength=len(reasons))
             reasons[ps_bad] += count * n_ps * np.count_nonzero(ps_hit)
-            good = valid & feas & ~over
+            good = valid & f_k & ~over
             feasible_n += count * int(weight[good].sum())
-            over_limit += count * float(weight[valid & over].sum())
+            over_limit += count * float(weight[valid & f_k & over].sum())
         # compute-only bound (traffic >= 0) of the configurations with a candidate that fits
         fit = lo + np.nonzero(good_all[lo:hi].any(axis=(1, 2, 3)))[0]
         if len(fit):
@@ -826,7 +831,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             if shares_bsp_comm(modes[si], grid.ps_servers):  # exact values where pass 1b evaluated
                 res_si = res if modes[si] == "bsp" else with_sync(job, grid, res, modes[si], kappa=kappa)
                 derived += 0 if modes[si] == "bsp" else grid.size
-                score = np.where(at_z & in_mode, _score(objective, job, gpus, res_si), np.inf)
+                ok_si = at_z & in_mode & np.asarray(res_si.feasible)  # asp/ssp/local: ZeRO 0 only
+                score = np.where(ok_si, _score(objective, job, gpus, res_si), np.inf)
                 flat = score.ravel()
                 fin = np.nonzero(np.isfinite(flat))[0]
                 if fin.size:
@@ -897,7 +903,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 res = res0 if sync == class_sync[ci] else with_sync(job, grid, res0, sync, kappa=kappa)
                 derived += 0 if res is res0 else grid.size
                 score = _score(objective, job, gpus, res).reshape(len(at), -1)
-                cols.append(np.where(ok0 & in_mode_rows[si], score, np.inf))
+                ok = ok0 if res is res0 else ok0 & np.asarray(res.feasible).reshape(len(at), -1)
+                cols.append(np.where(ok & in_mode_rows[si], score, np.inf))
             sc = cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
             bi = np.argmin(sc, axis=1)
             bv = sc[np.arange(len(at)), bi]

@@ -110,6 +110,9 @@ class Infeasible(IntEnum):
     OFFLOAD_INVALID = 14, "offload_invalid", (
         "activation offload needs pp = 1, no recompute, fewer offloaded layers than the model has "
         "(Megatron-Core transformer_config.py) and the cluster's host_bandwidth")
+    SYNC_NEEDS_REPLICAS = 15, "sync_needs_replicas", (
+        "asp, ssp:S and local:H step every data-parallel rank on its own full copy of the model and optimizer, "
+        "which ZeRO, FSDP and HSDP shard across those ranks: they need zero 0")
 
 
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
@@ -157,7 +160,7 @@ def _collective(op: str, size: np.ndarray, group: Placement, algorithm: np.ndarr
     return out
 
 
-def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
+def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") -> np.ndarray:
     reason = np.zeros(g.shape, dtype=np.int64)
 
     R = Infeasible
@@ -192,7 +195,15 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray) -> np.ndarray:
     flag(R.OFFLOAD_INVALID, (g.offload_layers > 0) & ((g.pp > 1) | (g.recompute != Recompute.NONE)
                                                       | (g.offload_layers >= layers) | ~np.asarray(job.is_transformer)
                                                       | (job.host_bandwidth <= 0)))
+    flag(R.SYNC_NEEDS_REPLICAS, needs_replicas(sync) & (g.zero != Zero.NONE))
     return reason
+
+
+def needs_replicas(sync: str) -> bool:
+    """Whether sync mode ``sync`` lets the data-parallel ranks step apart (asp, ssp:S, local:H), so each needs
+    its own full model and optimizer state: a sharded one (ZeRO 1-3, FSDP, HSDP) exists once per group and
+    is stepped together (Rajbhandari et al. 2020 partition the state of one synchronous replica)."""
+    return parse_sync(sync).kind in (SyncKind.ASP, SyncKind.SSP, SyncKind.LOCAL)
 
 
 def _pp_not_outermost(g: StrategyGrid) -> np.ndarray:
@@ -1025,7 +1036,7 @@ def _imbalance(job: Job, g: StrategyGrid, m: np.ndarray, task: np.ndarray) -> np
 def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | None = None) -> StepArrays:
     """Evaluate every candidate in ``g`` in one vectorised pass (one sync mode per call)."""
     m = microbatches(g)
-    reason = _feasibility(job, g, m.astype(np.int64))
+    reason = _feasibility(job, g, m.astype(np.int64), sync)
     last_layers, other_layers, _first = _stage_layers(job, g)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
                              layout=g.layout)  # placed once, reused
@@ -1295,8 +1306,13 @@ def with_sync(job: Job, g: StrategyGrid, res: StepArrays, sync: str, *, kappa: f
     def full(a: Any) -> np.ndarray:
         return np.broadcast_to(np.asarray(a), shape)
 
+    reason = res.reason
+    if needs_replicas(sync):
+        open_ = (reason == 0) | (reason == Infeasible.OUT_OF_MEMORY)  # evaluate flags it before memory
+        reason = np.where(open_ & (g.zero != Zero.NONE), int(Infeasible.SYNC_NEEDS_REPLICAS), reason)
     return replace(
         res, step_time=full(step), breakdown={k: full(v) for k, v in breakdown.items()},
+        reason=full(reason), feasible=full(reason == 0),
         tokens_per_s=full(samples * job.seq_len / safe), samples_per_s=full(samples / safe),
         tflops_per_gpu=full(tflops), mfu=full(mfu), hfu=full(hfu), statistical_efficiency=full(sres.efficiency),
         updates_per_s=full(sres.updates_per_s), mean_staleness=full(sres.mean_staleness))
