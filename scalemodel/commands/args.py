@@ -207,9 +207,24 @@ def parser(prog: str, cmd: Command, usage: str) -> Parser:
     return p
 
 
+def _glue_dash_values(argv: Sequence[str], cmd: Command) -> list[str]:
+    """``--mean -1s`` as ``--mean=-1s``: an option that takes a value takes the next word, even one that
+    starts with ``-`` (argparse would read it as an option), unless that word is one of the command's options."""
+    takes = {f for o in cmd.options if o.kind in ("value", "repeat") for f in o.flags}
+    known = {f for o in cmd.options for f in o.option_strings()} | {"--help"}
+    out = list(argv)
+    i = 0
+    while i < len(out) - 1:
+        word, after = out[i], out[i + 1]
+        if word in takes and after.startswith("-") and after.split("=", 1)[0] not in known:
+            out[i:i + 2] = [f"{word}={after}" if word.startswith("--") else f"{word}{after}"]
+        i += 1
+    return out
+
+
 def parse(p: Parser, argv: Sequence[str], cmd: Command) -> dict[str, Any]:
     """The command function's keyword arguments from ``argv``; options and positionals may interleave."""
-    values, extra = p.parse_known_intermixed_args(list(argv))
+    values, extra = p.parse_known_intermixed_args(_glue_dash_values(argv, cmd))
     if extra:
         unknown = next((a for a in extra if a.startswith("-") and a != "-"), None)
         if unknown is None:
