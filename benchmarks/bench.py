@@ -2,7 +2,8 @@
 
     python benchmarks/bench.py            # all figures, best of 3 (pinned to one core)
     python benchmarks/bench.py --repeat 5 --json
-    python benchmarks/bench.py --latency  # only 5: query wall time over `import numpy`, best of 7
+    python benchmarks/bench.py --latency  # only 6: query wall time over `import numpy`, best and median of 7
+    python benchmarks/bench.py --latency --repeat 9 --baseline /tmp/old  # and an older checkout's, same rounds
 
 Figures and the targets of issue 7:
 
@@ -24,16 +25,15 @@ timed through the ``scalemodel`` script found on PATH. A pyenv shim in front of 
    (targets: (a) and (b) < 1 s wall, every case < 500 MB).
 6. what-if query latency (issue 15): ``predict`` (tables and --json) and ``collective`` wall time as a
    ratio to ``python -c "import numpy"`` (target <= 2.5x), all commands timed round-robin in one run,
-   with the floor of the dependencies a query cannot avoid: numpy, pyyaml, typer and pydantic with one
-   model validating (typer 0.29 coerces every CLI option through pydantic, so a typer command pays for
-   pydantic even without specs), plus rich.console/rich.table where a table is printed.
+   with the floor of the dependencies a query cannot avoid: numpy, pyyaml, argparse and pydantic with one
+   model validating, plus rich.console/rich.table where a table is printed.
 
 The package's bytecode is compiled first (as ``pip install`` does): with PYTHONDONTWRITEBYTECODE set
 and no ``__pycache__``, every run would compile scalemodel's sources again (about 0.1 s).
 
 Every figure is pinned to one CPU core (``os.sched_setaffinity``) and single-threaded BLAS, so the
 numbers do not depend on the machine's core count; wall times are the minimum over ``--repeat``
-runs (the least disturbed by other load).
+runs (the least disturbed by other load); the latency figures also give the median.
 """
 
 from __future__ import annotations
@@ -211,8 +211,8 @@ _PYDANTIC_MODEL = "from pydantic import BaseModel\nclass A(BaseModel):\n    x: i
 FLOORS = {
     "python": "pass",
     "numpy": "import numpy",
-    "floor_json": "import numpy, yaml, typer\n" + _PYDANTIC_MODEL,
-    "floor_table": "import numpy, yaml, typer, rich.console, rich.table\n" + _PYDANTIC_MODEL,
+    "floor_json": "import numpy, yaml, argparse\n" + _PYDANTIC_MODEL,
+    "floor_table": "import numpy, yaml, argparse, rich.console, rich.table\n" + _PYDANTIC_MODEL,
 }
 LATENCY_QUERIES = {
     "predict": PREDICT_CMD,
@@ -221,43 +221,60 @@ LATENCY_QUERIES = {
 }
 
 
-def _compile_package() -> None:
+def _compile_package(root: str | None = None) -> None:
     """Write scalemodel's bytecode, as pip install does, so no timed run compiles sources."""
     import compileall
 
-    import scalemodel
+    if root is None:
+        import scalemodel
 
-    compileall.compile_dir(os.path.dirname(scalemodel.__file__), quiet=1)
+        root = os.path.dirname(os.path.dirname(scalemodel.__file__))
+    compileall.compile_dir(os.path.join(root, "scalemodel"), quiet=1)
 
 
-def bench_latency(repeat: int) -> dict[str, Any]:
-    """Best wall time of each query and floor, all timed round-robin (so load hits them alike), as ratios
-    to ``python -c "import numpy"``."""
+def bench_latency(repeat: int, baseline: str | None = None) -> dict[str, Any]:
+    """Best and median wall time of each query and floor, all timed round-robin (so load hits them alike), as
+    ratios to ``python -c "import numpy"``. ``baseline``: another checkout (e.g. ``git archive`` of an older
+    commit) whose queries are timed in the same rounds as ``before_<query>``."""
     _compile_package()
-    launchers = {k: [sys.executable, "-c", code] for k, code in FLOORS.items()}
-    launchers.update({k: _scalemodel() + args for k, args in LATENCY_QUERIES.items()})
-    best = {k: float("inf") for k in launchers}
+    runs: dict[str, tuple[list[str], dict[str, str] | None, str | None]] = {
+        k: ([sys.executable, "-c", code], None, None) for k, code in FLOORS.items()}
+    runs.update({k: (_scalemodel() + args, None, None) for k, args in LATENCY_QUERIES.items()})
+    if baseline is not None:
+        base = os.path.abspath(baseline)
+        _compile_package(base)
+        env = {**os.environ, "PYTHONPATH": base}  # `python -m` also puts the cwd first on sys.path: run there
+        runs.update({f"before_{k}": (_scalemodel() + args, env, base) for k, args in LATENCY_QUERIES.items()})
+    times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(repeat):
-        for k, cmd in launchers.items():
+        for k, (cmd, env, cwd) in runs.items():
             t0 = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            best[k] = min(best[k], time.perf_counter() - t0)
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, cwd=cwd)
+            times[k].append(time.perf_counter() - t0)
             if proc.returncode != 0:
                 raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
+    best = {k: min(v) for k, v in times.items()}
+    median = {k: statistics.median(v) for k, v in times.items()}
     ratio = {k: v / best["numpy"] for k, v in best.items()}
-    return {"wall_s_best": best, "ratio_to_numpy": ratio, "repeat": repeat, "target_ratio": 2.5,
+    ratio_median = {k: v / median["numpy"] for k, v in median.items()}
+    return {"wall_s_best": best, "wall_s_median": median, "ratio_to_numpy": ratio,
+            "ratio_to_numpy_median": ratio_median, "repeat": repeat, "target_ratio": 2.5, "baseline": baseline,
             "commands": {k: " ".join(v) for k, v in LATENCY_QUERIES.items()},
             "met": all(ratio[k] <= 2.5 for k in LATENCY_QUERIES)}
 
 
 def _print_latency(lat: dict[str, Any]) -> None:
-    b, r = lat["wall_s_best"], lat["ratio_to_numpy"]
-    print(f"  query / import numpy (best of {lat['repeat']}, round-robin; target <= 2.5x):")
-    for k, label in (("predict", "predict (tables)"), ("predict_json", "predict --json"),
-                     ("collective", "collective (figure 4)"), ("floor_table", "floor: numpy+yaml+typer+pydantic+rich"),
-                     ("floor_json", "floor: numpy+yaml+typer+pydantic"), ("numpy", "python -c 'import numpy'"),
-                     ("python", "python -c pass")):
-        print(f"    {label:40s} {b[k] * 1e3:7.1f} ms  {r[k]:5.2f}x")
+    b, r, m, rm = lat["wall_s_best"], lat["ratio_to_numpy"], lat["wall_s_median"], lat["ratio_to_numpy_median"]
+    print(f"  query / import numpy ({lat['repeat']} rounds, round-robin; target <= 2.5x):  best        median")
+    labels = [("predict", "predict (tables)"), ("predict_json", "predict --json"),
+              ("collective", "collective (figure 4)")]
+    if lat.get("baseline"):
+        labels += [(f"before_{k}", f"{label}, {lat['baseline']}") for k, label in labels]
+    labels += [("floor_table", "floor: numpy+yaml+argparse+pydantic+rich"),
+               ("floor_json", "floor: numpy+yaml+argparse+pydantic"), ("numpy", "python -c 'import numpy'"),
+               ("python", "python -c pass")]
+    for k, label in labels:
+        print(f"    {label:52s} {b[k] * 1e3:7.1f} ms {r[k]:5.2f}x  {m[k] * 1e3:7.1f} ms {rm[k]:5.2f}x")
 
 
 def main() -> None:
@@ -265,7 +282,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure (the best is reported)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--scale-only", action="store_true", help="only the plan-at-scale figures (issue 15)")
-    ap.add_argument("--latency", action="store_true", help="only the query-latency figures (best of max(repeat, 7))")
+    ap.add_argument("--latency", action="store_true", help="only the query-latency figures (max(repeat, 7) rounds)")
+    ap.add_argument("--baseline", metavar="DIR", help="with --latency: also time the queries of the checkout in DIR "
+                                                       "(e.g. `git archive` of an older commit), in the same rounds")
     args = ap.parse_args()
     cpu = _one_core()
     if args.scale_only:
@@ -274,7 +293,7 @@ def main() -> None:
               if args.json else "\n".join(_scale_lines(scale)))
         return
     if args.latency:
-        lat = bench_latency(max(args.repeat, 7))
+        lat = bench_latency(max(args.repeat, 7), args.baseline)
         if args.json:
             print(json.dumps({"python": sys.version.split()[0], "pinned_cpu": cpu, "latency": lat}, indent=2))
         else:

@@ -1,87 +1,41 @@
 """The scalemodel command line: a thin layer of argument parsing over the engine.
 
-Each command lives in ``scalemodel/commands/<name>.py`` and registers itself on a Typer app. The
-root group loads a command's module only when that command runs (click's LazyGroup pattern,
-https://click.palletsprojects.com/en/stable/complex/#lazily-loading-subcommands), so a query
-imports only what it uses; ``--help`` loads them all to list their summaries. Any
-:class:`~scalemodel.errors.InputError` becomes one line on stderr and exit status 2.
+Each command lives in ``scalemodel/commands/<name>.py`` as ``COMMAND``: its function and a table of its
+options (scalemodel/commands/args.py), parsed with the standard library's argparse. The module is
+imported only when its command runs, so a query imports only what it uses; ``--help`` loads them all
+to list their summaries. Every usage error and :class:`~scalemodel.errors.InputError` becomes one
+line on stderr and exit status 2.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
 import warnings
+from collections.abc import Mapping, Sequence
 from difflib import get_close_matches
-from typing import Any
+from pathlib import Path
 
 import numpy as np
-import typer
-from typer.core import TyperGroup
 
 from scalemodel import __version__
 from scalemodel.commands import COMMAND_MODULES
+from scalemodel.commands.args import Command, UsageError, optional, parse, parser, switch
 from scalemodel.errors import InputError
 from scalemodel.specs.loader import builtin_names
 
-#: Options whose values tab-complete to built-in spec names (a path is typed as usual).
-_NAMED_OPTIONS = {"--cluster": "cluster", "--model": "workload", "--scenario": "scenario"}
+PROG = "scalemodel"
 
-
-def _name_completer(kind: str) -> Any:
-    def complete(ctx: Any, param: Any, incomplete: str) -> list[str]:
-        return [n for n in builtin_names(kind) if n.startswith(incomplete)]
-
-    return complete
-
-
-def _complete_spec_names(cmd: Any) -> None:
-    """Let --cluster, --model and --scenario tab-complete to the built-in names (shell completion)."""
-    for sub in getattr(cmd, "commands", {}).values():
-        _complete_spec_names(sub)
-    for param in getattr(cmd, "params", []):
-        kind = next((_NAMED_OPTIONS[o] for o in getattr(param, "opts", []) if o in _NAMED_OPTIONS), None)
-        if kind is not None and getattr(param, "_custom_shell_complete", None) is None:
-            param._custom_shell_complete = _name_completer(kind)
-
-
-class LazyGroup(TyperGroup):
-    """A root group whose subcommands are the modules of :data:`COMMAND_MODULES`, imported on first use."""
-
-    def list_commands(self, ctx: Any) -> list[str]:
-        return list(COMMAND_MODULES)
-
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        if cmd_name not in COMMAND_MODULES:
-            return None
-        if cmd_name not in self.commands:
-            sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-            importlib.import_module(f"scalemodel.commands.{cmd_name}").register(sub)
-            self.commands[cmd_name] = typer.main.get_group(sub).commands[cmd_name]
-            _complete_spec_names(self.commands[cmd_name])
-        return self.commands[cmd_name]
-
-    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        try:
-            return self._click_resolve_command(ctx, args)
-        except Exception as exc:  # a usage error of typer's click: suggest the nearest command names
-            message = getattr(exc, "message", None)
-            matches = get_close_matches(args[0], COMMAND_MODULES) if args and isinstance(message, str) else []
-            if matches:
-                exc.message = f"{message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in matches)}?"  # type: ignore[attr-defined, union-attr]
-            raise
-
-
-app = typer.Typer(
-    name="scalemodel",
-    cls=LazyGroup,
-    help="Predict how a distributed training job scales, why efficiency falls, and what to change.",
-    no_args_is_help=True,
-    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+#: The root's options; any other first word is a command.
+ROOT = Command(PROG, None, (
+    switch("--version", help="Print the version and exit."),
+    optional("--install-completion", metavar="SHELL",
+             help="Install tab completion for bash, zsh or fish (default: the current shell, from $SHELL)."),
+    optional("--show-completion", metavar="SHELL",
+             help="Print the completion script for bash, zsh or fish, to copy it or customize the installation."),
+), help="Predict how a distributed training job scales, why efficiency falls, and what to change.")
 
 #: Options of Megatron-LM (megatron/training/arguments.py) and DeepSpeed's launcher that users paste.
 _FRAMEWORK_FLAG = re.compile(r"--(tensor-model-parallel-size|pipeline-model-parallel-size|context-parallel-size|"
@@ -91,18 +45,135 @@ _FRAMEWORK_FLAG = re.compile(r"--(tensor-model-parallel-size|pipeline-model-para
 _INTERRUPTED = "error: interrupted; files are written whole or not at all, so none was left half-written\n"
 
 
-def _version(value: bool) -> None:
-    if value:
-        sys.stdout.write(f"scalemodel {__version__}\n")
-        raise typer.Exit(0)
+def load(name: str) -> Command:
+    """The command ``name`` (its module imported now)."""
+    return importlib.import_module(f"scalemodel.commands.{name}").COMMAND  # type: ignore[no-any-return]
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print the version and exit."),
-) -> None:
-    """Predict how a distributed training job scales, why efficiency falls, and what to change."""
+def root() -> Command:
+    """The root with every command loaded (for --help and shell completion)."""
+    return Command(PROG, None, ROOT.options, ROOT.help, tuple(load(n) for n in COMMAND_MODULES))
+
+
+def dispatch(argv: Sequence[str]) -> None:
+    """Run the command line ``argv`` (without the program name)."""
+    if argv and not argv[0].startswith("-"):
+        name = argv[0]
+        if name not in COMMAND_MODULES:
+            near = get_close_matches(name, COMMAND_MODULES)
+            hint = f" Did you mean {', '.join(repr(m) for m in near)}?" if near else ""
+            raise UsageError(PROG, f"No such command {name!r}.{hint}")
+        run(load(name), f"{PROG} {name}", argv[1:])
+        return
+    p = parser(PROG, root(), f"{PROG} [OPTIONS] COMMAND [ARGS]...")
+    values = parse(p, argv, ROOT)
+    if values["version"]:
+        sys.stdout.write(f"{PROG} {__version__}\n")
+    elif values["show_completion"] is not None or values["install_completion"] is not None:
+        completion_script(values["show_completion"], values["install_completion"])
+    else:
+        sys.stdout.write(p.format_help())
+
+
+def run(cmd: Command, prog: str, argv: Sequence[str]) -> None:
+    """Parse ``argv`` for ``cmd`` (a group: pick its subcommand) and call it."""
+    if cmd.subcommands:
+        if argv and not argv[0].startswith("-"):
+            sub = cmd.sub(argv[0])
+            if sub is None:
+                raise UsageError(prog, f"No such command {argv[0]!r}.")
+            run(sub, f"{prog} {sub.name}", argv[1:])
+            return
+        p = parser(prog, cmd, f"{prog} [OPTIONS] COMMAND [ARGS]...")
+        parse(p, argv, cmd)  # --help, or an unknown option
+        sys.stdout.write(p.format_help())  # no subcommand: the group's help
+        return
+    args = " ".join(o.metavar or o.name.upper() for o in cmd.options if o.kind in ("arg", "args"))
+    p = parser(prog, cmd, f"{prog} [OPTIONS]" + (f" {args}" if args else ""))
+    values = parse(p, argv, cmd)
+    assert cmd.run is not None
+    cmd.run(**values)
+
+
+# --- shell completion -------------------------------------------------------------------------------
+# The shell runs `scalemodel` with _SCALEMODEL_COMPLETE=complete_bash, COMP_WORDS (the command line) and
+# COMP_CWORD (the index of the word being completed); it prints the candidates one a line: command names,
+# option names, or the built-in spec names for --cluster, --model and --scenario (the shell completes paths).
+
+_BASH = """_scalemodel_completion() {
+    local IFS=$'\\n'
+    COMPREPLY=( $( env COMP_WORDS="${COMP_WORDS[*]}" \\
+                   COMP_CWORD=$COMP_CWORD \\
+                   _SCALEMODEL_COMPLETE=complete_bash $1 ) )
+    return 0
+}
+
+complete -o default -F _scalemodel_completion scalemodel
+"""
+SCRIPTS = {
+    "bash": _BASH,
+    # zsh runs bash completion functions through bashcompinit (which needs compinit's compdef)
+    "zsh": "autoload -Uz compinit bashcompinit\n(( $+functions[compdef] )) || compinit\nbashcompinit\n" + _BASH,
+    "fish": """function __scalemodel_complete
+    set -l before (commandline -opc)
+    set -l current (commandline -ct)
+    env COMP_WORDS="$before $current" COMP_CWORD=(count $before) _SCALEMODEL_COMPLETE=complete_bash scalemodel
+end
+complete -c scalemodel -f -a '(__scalemodel_complete)'
+""",
+}
+#: Where each shell reads its start-up commands (the script is appended there).
+RC_FILES = {"bash": ".bashrc", "zsh": ".zshrc", "fish": ".config/fish/completions/scalemodel.fish"}
+
+
+def candidates(words: list[str], cword: int) -> list[str]:
+    """What may stand at ``words[cword]`` (``words[0]`` is the program); only the named command is loaded."""
+    current = words[cword] if cword < len(words) else ""
+    before = words[1:cword]
+    cmd = ROOT
+    for word in before:  # descend into the command (and a group's subcommand) named so far
+        sub = load(word) if cmd is ROOT and word in COMMAND_MODULES else cmd.sub(word)
+        cmd = sub or cmd
+    option = next((o for o in cmd.options if before and before[-1] in o.option_strings()), None)
+    if option is not None and option.kind in ("value", "repeat"):  # completing the option's value
+        return [n for n in builtin_names(option.complete) if n.startswith(current)] if option.complete else []
+    if current.startswith("-"):
+        flags = [f for o in cmd.options for f in o.option_strings() if f.startswith("--")] + ["--help"]
+        return [f for f in flags if f.startswith(current)]
+    names = COMMAND_MODULES if cmd is ROOT else [c.name for c in cmd.subcommands]
+    return [n for n in names if n.startswith(current)]
+
+
+def complete(env: Mapping[str, str]) -> None:
+    """Answer the shell's question (``_SCALEMODEL_COMPLETE=complete_bash``): one candidate a line."""
+    words = env.get("COMP_WORDS", "").split()
+    try:
+        cword = int(env.get("COMP_CWORD", len(words)))
+    except ValueError:
+        cword = len(words)
+    sys.stdout.write("".join(f"{c}\n" for c in candidates(words, cword)))
+
+
+def _shell(name: str | None) -> str:
+    shell = name or Path(os.environ.get("SHELL", "bash")).name
+    if shell not in SCRIPTS:
+        raise UsageError(PROG, f"no completion for shell {shell!r} (bash, zsh or fish)")
+    return shell
+
+
+def completion_script(show: str | None, install: str | None) -> None:
+    """``--show-completion SHELL`` prints the script; ``--install-completion SHELL`` appends it to the shell's rc."""
+    if show is not None:
+        sys.stdout.write(SCRIPTS[_shell(show)])
+        return
+    shell = _shell(install)
+    rc = Path.home() / RC_FILES[shell]
+    text = rc.read_text() if rc.is_file() else ""
+    if "_SCALEMODEL_COMPLETE" not in text:
+        rc.parent.mkdir(parents=True, exist_ok=True)
+        with rc.open("a") as f:
+            f.write(("\n" if text and not text.endswith("\n") else "") + SCRIPTS[shell])
+    sys.stdout.write(f"{shell} completion installed in {rc}; it works in new shells\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -148,7 +219,17 @@ def _run(argv: list[str] | None) -> None:
     if notices is not None:
         notices.clear()  # a new invocation: forget what an earlier in-process one (or a library call) raised
     try:
-        code = app(args=argv, prog_name="scalemodel", standalone_mode=False)
+        if os.environ.get("_SCALEMODEL_COMPLETE") and argv is None:
+            complete(os.environ)
+        else:
+            dispatch(sys.argv[1:] if argv is None else argv)
+    except UsageError as exc:
+        hint = f"; see `{exc.prog} --help`"
+        if _FRAMEWORK_FLAG.search(exc.message):
+            hint = ("; Megatron-LM and DeepSpeed flags are read from a file: put them in one (a launch script "
+                    "will do) and give it with --strategy FILE")
+        sys.stderr.write(f"error: {exc.prog}: {exc.message}{hint}\n")
+        raise SystemExit(2) from None
     except InputError as exc:
         _print_warnings()
         sys.stderr.write(f"error: {exc.message()}\n")
@@ -161,20 +242,4 @@ def _run(argv: list[str] | None) -> None:
     except KeyboardInterrupt:  # Ctrl-C: files are written atomically, so nothing is left half-written
         sys.stderr.write(_INTERRUPTED)
         raise SystemExit(130) from None
-    except Exception as exc:  # click's usage errors (typer may vendor its own click: match by protocol)
-        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
-            raise
-        ctx = getattr(exc, "ctx", None)
-        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
-            sys.stdout.write(ctx.get_help() + "\n")
-            raise SystemExit(0) from None
-        where = f"{ctx.command_path}: " if ctx is not None else ""
-        hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
-        if _FRAMEWORK_FLAG.search(exc.format_message()):
-            hint = ("; Megatron-LM and DeepSpeed flags are read from a file: put them in one (a launch script "
-                    "will do) and give it with --strategy FILE")
-        sys.stderr.write(f"error: {where}{exc.format_message()}{hint}\n")
-        raise SystemExit(2) from None
-    if code == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into exit status 130 without a word
-        sys.stderr.write(_INTERRUPTED)
-    raise SystemExit(code if isinstance(code, int) else 0)
+    raise SystemExit(0)

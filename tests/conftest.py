@@ -23,7 +23,7 @@ def cli(capsys: pytest.CaptureFixture[str]):
         code = 0
         try:
             main(list(args))
-        except SystemExit as exc:  # typer always ends with SystemExit in standalone mode
+        except SystemExit as exc:  # main() always ends with SystemExit
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         captured = capsys.readouterr()
         return CliResult(code, captured.out, captured.err)

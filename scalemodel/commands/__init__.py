@@ -1,4 +1,5 @@
-"""One module per CLI command; each exposes ``register(app)``. cli.py imports a command's module only when it runs."""
+"""One module per CLI command; each exposes ``COMMAND`` (its function and option table, commands/args.py). cli.py
+imports a command's module only when it runs."""
 
 # The order `scalemodel --help` lists them in: the questions users ask most first.
 COMMAND_MODULES = (

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
-import typer
-
-from scalemodel.commands.common import JsonOption, SetOption, load_cluster_with, positive_int
+from scalemodel.commands.args import Command, arg, integer, number, opt, switch
+from scalemodel.commands.options import CLUSTER, JSON, SET, load_cluster_with, positive_int
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op, overlay_yaml
 from scalemodel.engine.calibrate import calibrate as run
 from scalemodel.engine.calibrate_runs import fit_runs, scale_change
@@ -20,78 +18,70 @@ from scalemodel.specs.nccl_tests import read_nccl_tests
 from scalemodel.specs.runs import read_runs
 
 
-def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: str | None, ranks: int | None,
+              op: str | None, algo: str, tolerance: float, force: bool, factors: str | None, predict_at: int | None,
+              mode: str, sets: list[str] | None, as_json: bool) -> None:
+    """Fit one network tier to nccl-tests measurements, or the step model's factors to measured runs.
 
-    @app.command("calibrate")
-    def calibrate(
-        args: Annotated[list[str], typer.Argument(
-            help="nccl-tests LOG (the word `nccl-tests` may come first), or `runs FILE` (measured training runs)",
-            metavar="[nccl-tests] LOG | runs FILE")],
-        cluster: Annotated[str | None, typer.Option(
-            "--cluster", "-c", help="Cluster (nccl-tests form; the runs form reads each run's cluster).")] = None,
-        tier: Annotated[str | None, typer.Option("--tier", help="Tier to fit (default: outermost crossed).")] = None,
-        out: Annotated[str | None, typer.Option("--out", help="Write a YAML overlay (extends: CLUSTER).")] = None,
-        ranks: Annotated[int | None, typer.Option("--ranks", help="Ranks in the log when it does not say.")] = None,
-        op: Annotated[str | None, typer.Option("--op", help="Collective, when the log does not say.")] = None,
-        algo: Annotated[str, typer.Option("--algo", help="Algorithm the model uses for the fit.")] = "ring",
-        tolerance: Annotated[float, typer.Option(
-            "--tolerance", help="Largest accepted |model / measured - 1| at any size.")] = DEFAULT_TOLERANCE,
-        force: Annotated[bool, typer.Option(
-            "--force", help="Write the overlay and exit 0 even when the fit is questioned (warnings stay).")] = False,
-        factors: Annotated[str | None, typer.Option(
-            "--factors", help="runs form: factors to fit, comma-separated (default all), e.g. compute,overhead_s"
-        )] = None,
-        predict_at: Annotated[int | None, typer.Option(
-            "--predict-at", help="runs form: also show the fitted breakdown at N GPUs beside the largest measured "
-                                 "run's, and which parts grew")] = None,
-        mode: Annotated[str, typer.Option(
-            "--mode", help="runs form with --predict-at: strong keeps the global batch, weak grows it with N"
-        )] = "strong",
-        sets: SetOption = None,
-        as_json: JsonOption = False,
-    ) -> None:
-        """Fit one network tier to nccl-tests measurements, or the step model's factors to measured runs.
+    `calibrate nccl-tests LOG --cluster C` exits 1 (and writes no overlay) when a fitted parameter
+    sits on a solver bound, a residual exceeds --tolerance, or the log's hosts x GPUs per host
+    differ from the cluster's layout. `calibrate runs FILE` fits compute, per-tier bandwidth and a
+    overlap efficiency and a per-step overhead to measured step times (docs/model.md#calibrate-runs);
+    it warns, and exits 0. `--predict-at N` shows what changes between the largest run and N GPUs.
+    """
+    if len(args) == 2 and args[0] == "runs":
+        if cluster is not None or sets or tier or ranks or op:
+            raise InputError("--cluster, --set, --tier, --ranks and --op belong to the nccl-tests form",
+                             where="calibrate runs", allowed="each run names its cluster in FILE")
+        calibrate_runs(args[1], out, as_json, factors, predict_at, mode)
+        return
+    if factors is not None or predict_at is not None:
+        raise InputError("--factors and --predict-at belong to the runs form", where="calibrate nccl-tests",
+                         allowed="scalemodel calibrate runs FILE --factors compute,overhead_s --predict-at N")
+    if cluster is None:
+        raise InputError("missing --cluster", where="calibrate nccl-tests",
+                         allowed="--cluster NAME or a cluster YAML")
+    if len(args) == 2 and args[0] == "nccl-tests":
+        log_path = Path(args[1])
+    elif len(args) == 1:
+        log_path = Path(args[0])
+    else:
+        raise InputError(f"expected `nccl-tests LOG` or `runs FILE`, got {' '.join(args)!r}", where="calibrate",
+                         allowed="scalemodel calibrate nccl-tests LOG --cluster C, or calibrate runs FILE")
+    positive_int(ranks, "--ranks")
+    if out is not None:
+        check_output_path(out, "--out")  # before the work; write_file checks again, inputs included
+    log = read_nccl_tests(log_path, op=collective_op(op))
+    spec = load_cluster_with(cluster, sets)
+    result = run(log, spec, source=str(log_path), ranks=ranks, tier=tier, algorithm=algo,
+                 out=str(out) if out else None, sets=sets, tolerance=tolerance)
+    wrote = out is not None and (result.accepted or force)
+    if wrote and out is not None:
+        base = reference_from("cluster", cluster, Path(out).absolute().parent)
+        write_file(out, overlay_yaml(result.fit, str(log_path), extends=base, sets=tuple(sets or ())), "--out")
+    render_calibration(result, as_json=as_json, wrote=wrote)
+    if not result.accepted and not force:
+        raise SystemExit(1)
 
-        `calibrate nccl-tests LOG --cluster C` exits 1 (and writes no overlay) when a fitted parameter
-        sits on a solver bound, a residual exceeds --tolerance, or the log's hosts x GPUs per host
-        differ from the cluster's layout. `calibrate runs FILE` fits compute, per-tier bandwidth and a
-        overlap efficiency and a per-step overhead to measured step times (docs/model.md#calibrate-runs);
-        it warns, and exits 0. `--predict-at N` shows what changes between the largest run and N GPUs.
-        """
-        if len(args) == 2 and args[0] == "runs":
-            if cluster is not None or sets or tier or ranks or op:
-                raise InputError("--cluster, --set, --tier, --ranks and --op belong to the nccl-tests form",
-                                 where="calibrate runs", allowed="each run names its cluster in FILE")
-            calibrate_runs(args[1], out, as_json, factors, predict_at, mode)
-            return
-        if factors is not None or predict_at is not None:
-            raise InputError("--factors and --predict-at belong to the runs form", where="calibrate nccl-tests",
-                             allowed="scalemodel calibrate runs FILE --factors compute,overhead_s --predict-at N")
-        if cluster is None:
-            raise InputError("missing --cluster", where="calibrate nccl-tests",
-                             allowed="--cluster NAME or a cluster YAML")
-        if len(args) == 2 and args[0] == "nccl-tests":
-            log_path = Path(args[1])
-        elif len(args) == 1:
-            log_path = Path(args[0])
-        else:
-            raise InputError(f"expected `nccl-tests LOG` or `runs FILE`, got {' '.join(args)!r}", where="calibrate",
-                             allowed="scalemodel calibrate nccl-tests LOG --cluster C, or calibrate runs FILE")
-        positive_int(ranks, "--ranks")
-        if out is not None:
-            check_output_path(out, "--out")  # before the work; write_file checks again, inputs included
-        log = read_nccl_tests(log_path, op=collective_op(op))
-        spec = load_cluster_with(cluster, sets)
-        result = run(log, spec, source=str(log_path), ranks=ranks, tier=tier, algorithm=algo,
-                     out=str(out) if out else None, sets=sets, tolerance=tolerance)
-        wrote = out is not None and (result.accepted or force)
-        if wrote and out is not None:
-            base = reference_from("cluster", cluster, Path(out).absolute().parent)
-            write_file(out, overlay_yaml(result.fit, str(log_path), extends=base, sets=tuple(sets or ())), "--out")
-        render_calibration(result, as_json=as_json, wrote=wrote)
-        if not result.accepted and not force:
-            raise typer.Exit(1)
+
+COMMAND = Command("calibrate", calibrate, (
+    arg("args", "nccl-tests LOG (the word `nccl-tests` may come first), or `runs FILE` (measured training runs)",
+        metavar="[nccl-tests] LOG | runs FILE", many=True),
+    CLUSTER.but(help="Cluster (nccl-tests form; the runs form reads each run's cluster)."),
+    opt("--tier", help="Tier to fit (default: outermost crossed)."),
+    opt("--out", help="Write a YAML overlay (extends: CLUSTER)."),
+    opt("--ranks", type=integer, help="Ranks in the log when it does not say."),
+    opt("--op", help="Collective, when the log does not say."),
+    opt("--algo", default="ring", help="Algorithm the model uses for the fit."),
+    opt("--tolerance", type=number, default=DEFAULT_TOLERANCE,
+        help="Largest accepted |model / measured - 1| at any size."),
+    switch("--force", help="Write the overlay and exit 0 even when the fit is questioned (warnings stay)."),
+    opt("--factors", help="runs form: factors to fit, comma-separated (default all), e.g. compute,overhead_s"),
+    opt("--predict-at", type=integer, help="runs form: also show the fitted breakdown at N GPUs beside the largest "
+                                           "measured run's, and which parts grew"),
+    opt("--mode", default="strong", help="runs form with --predict-at: strong keeps the global batch, weak grows "
+                                         "it with N"),
+    SET, JSON))
 
 
 def calibrate_runs(file: str, out: str | None, as_json: bool, factors: str | None = None,

@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
-from scalemodel.commands.options import (
-    ClusterOption,
-    JsonOption,
-    SetOption,
-    load_cluster_with,
-    positive_int,
-    quantity,
-)
+from scalemodel.commands.args import Command, integer, opt
+from scalemodel.commands.options import CLUSTER, JSON, SET, load_cluster_with, positive_int, quantity
 from scalemodel.engine.collective import collective as run
 from scalemodel.errors import InputError
 from scalemodel.report.collective import render_collective
@@ -40,34 +30,31 @@ def parse_sizes(text: str) -> list[float]:
     return out
 
 
-def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+def collective(*, cluster: str, gpus: int, op: str, size: str | None, sizes: str | None, algo: str, stride: int,
+               dtype_bytes: int, sets: list[str] | None, as_json: bool) -> None:
+    """Predict one collective's time, algbw and busbw for every algorithm, and the best (nccl-tests style)."""
+    positive_int(gpus, "--gpus")
+    positive_int(stride, "--stride")
+    positive_int(dtype_bytes, "--dtype-bytes")
+    if size is not None and sizes is not None:
+        raise InputError("give --size or --sizes, not both", where="--size", allowed="one of them")
+    size_list = parse_sizes(sizes) if sizes is not None else [quantity(size or "1GiB", "bytes", "--size")]
+    spec = load_cluster_with(cluster, sets)
+    result = run(spec, op, size_list, gpus, algo=algo, stride=stride, dtype_bytes=dtype_bytes, sets=sets)
+    render_collective(result, as_json=as_json)
 
-    @app.command("collective")
-    def collective(
-        cluster: ClusterOption,
-        gpus: Annotated[int, typer.Option("--gpus", "-n", help="Ranks in the collective.")],
-        op: Annotated[str, typer.Option("--op", help="allreduce|reducescatter|allgather|alltoall|broadcast|"
-                                        "reduce|sendrecv")] = "allreduce",
-        size: Annotated[str | None, typer.Option("--size", help="Message size as nccl-tests counts it.")] = None,
-        sizes: Annotated[str | None, typer.Option("--sizes", help="Sweep MIN:MAX (x2 steps), e.g. 1KiB:8GiB.")] = None,
-        algo: Annotated[str, typer.Option("--algo", help=(
-            "ring|tree|rhd|rd|direct|hierarchical|auto. auto picks the fastest of what NCCL implements "
-            "(ring, tree; hierarchical = NVLS/CollNet only where a tier declares in-network reduction; "
-            "direct for alltoall/sendrecv; all algorithms on TPU/ICI clusters); rhd, rd, direct and "
-            "hierarchical can always be named explicitly."))] = "auto",
-        stride: Annotated[int, typer.Option("--stride", help="Spacing of the group's ranks in GPU order.")] = 1,
-        dtype_bytes: Annotated[int, typer.Option("--dtype-bytes", help="Element size in bytes.")] = 2,
-        sets: SetOption = None,
-        as_json: JsonOption = False,
-    ) -> None:
-        """Predict one collective's time, algbw and busbw for every algorithm, and the best (nccl-tests style)."""
-        positive_int(gpus, "--gpus")
-        positive_int(stride, "--stride")
-        positive_int(dtype_bytes, "--dtype-bytes")
-        if size is not None and sizes is not None:
-            raise InputError("give --size or --sizes, not both", where="--size", allowed="one of them")
-        size_list = parse_sizes(sizes) if sizes is not None else [quantity(size or "1GiB", "bytes", "--size")]
-        spec = load_cluster_with(cluster, sets)
-        result = run(spec, op, size_list, gpus, algo=algo, stride=stride, dtype_bytes=dtype_bytes, sets=sets)
-        render_collective(result, as_json=as_json)
+
+COMMAND = Command("collective", collective, (
+    CLUSTER.but(required=True),
+    opt("--gpus", "-n", type=integer, required=True, help="Ranks in the collective."),
+    opt("--op", default="allreduce", help="allreduce|reducescatter|allgather|alltoall|broadcast|reduce|sendrecv"),
+    opt("--size", help="Message size as nccl-tests counts it."),
+    opt("--sizes", help="Sweep MIN:MAX (x2 steps), e.g. 1KiB:8GiB."),
+    opt("--algo", default="auto", help=(
+        "ring|tree|rhd|rd|direct|hierarchical|auto. auto picks the fastest of what NCCL implements "
+        "(ring, tree; hierarchical = NVLS/CollNet only where a tier declares in-network reduction; "
+        "direct for alltoall/sendrecv; all algorithms on TPU/ICI clusters); rhd, rd, direct and "
+        "hierarchical can always be named explicitly.")),
+    opt("--stride", type=integer, default=1, help="Spacing of the group's ranks in GPU order."),
+    opt("--dtype-bytes", type=integer, default=2, help="Element size in bytes."),
+    SET, JSON))

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from scalemodel.choices import Zero
-from scalemodel.commands.options import MAX_COUNT as MAX_COUNT  # re-exported: commands use them as common.X
-from scalemodel.commands.options import ClusterOption as ClusterOption
-from scalemodel.commands.options import JsonOption as JsonOption
-from scalemodel.commands.options import SetOption as SetOption
+from scalemodel.commands.args import integer, number, number_at_least, opt, pair, switch
+from scalemodel.commands.options import CLUSTER as CLUSTER  # re-exported: commands use them as common.X
+from scalemodel.commands.options import JSON as JSON
+from scalemodel.commands.options import MAX_COUNT as MAX_COUNT
+from scalemodel.commands.options import SET as SET
 from scalemodel.commands.options import load_cluster_with as load_cluster_with
 from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity
@@ -21,54 +20,56 @@ from scalemodel.specs.frameworks import StrategyFile, read_strategy_file
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
 
-ModelOption = Annotated[str, typer.Option(
-    "--model", "-m", help="Built-in workload, a YAML file, a HuggingFace config.json or a model folder holding one.")]
+MODEL = opt("--model", "-m", complete="workload",
+            help="Built-in workload, a YAML file, a HuggingFace config.json or a model folder holding one.")
 
 
 # --- strategy / training options shared by predict, scale and memory ---------------------------
 
-StrategyFileOption = Annotated[str | None, typer.Option(
-    "--strategy", metavar="FILE",
+STRATEGY_FILE = opt(
+    "--strategy", dest="strategy_file", metavar="FILE",
     help="Strategy and training settings from a file: a scalemodel strategy YAML, a DeepSpeed config JSON, "
-         "Megatron-LM flags (a launch script) or a torchtitan TOML; explicit flags override it.")]
-TpOption = Annotated[int | None, typer.Option("--tp", help="Tensor-parallel degree.")]
-PpOption = Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel degree.")]
-CpOption = Annotated[int | None, typer.Option("--cp", help="Context-parallel degree.")]
-EpOption = Annotated[int | None, typer.Option("--ep", help="Expert-parallel degree (carved out of DP).")]
-DpOption = Annotated[int | None, typer.Option("--dp", help="Data-parallel degree (default: gpus / (tp pp cp)).")]
-MicroBatchOption = Annotated[int | None, typer.Option("--micro-batch", help="Sequences per micro-batch.")]
-GlobalBatchOption = Annotated[int | None, typer.Option("--global-batch", help="Sequences (samples) per step.")]
-SeqLenOption = Annotated[int | None, typer.Option("--seq-len", help="Sequence length (default: the model's).")]
-ZeroOption = Annotated[str | None, typer.Option("--zero", help="ZeRO stage 0|1|2|3 or fsdp.")]
-RecomputeOption = Annotated[str | None, typer.Option("--recompute", help="none | selective | full.")]
-SeqParOption = Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism.")]
-ScheduleOption = Annotated[str | None, typer.Option("--schedule", help="1f1b | interleaved:V | gpipe | zb.")]
-PrecisionOption = Annotated[str | None, typer.Option("--precision", help="fp32 | tf32 | bf16 | fp16 | fp8.")]
-OverlapOption = Annotated[bool | None, typer.Option("--overlap/--no-overlap",
-                                                    help="Overlap DP communication with backward.")]
-CompressionOption = Annotated[str | None, typer.Option("--compression", help="none | fp16 | int8 | topk:0.01.")]
-DpCommOption = Annotated[str | None, typer.Option("--dp-comm", help=(
+         "Megatron-LM flags (a launch script) or a torchtitan TOML; explicit flags override it.")
+TP = opt("--tp", type=integer, help="Tensor-parallel degree.")
+PP = opt("--pp", type=integer, help="Pipeline-parallel degree.")
+CP = opt("--cp", type=integer, help="Context-parallel degree.")
+EP = opt("--ep", type=integer, help="Expert-parallel degree (carved out of DP).")
+DP = opt("--dp", type=integer, help="Data-parallel degree (default: gpus / (tp pp cp)).")
+MICRO_BATCH = opt("--micro-batch", type=integer, help="Sequences per micro-batch.")
+GLOBAL_BATCH = opt("--global-batch", type=integer, help="Sequences (samples) per step.")
+SEQ_LEN = opt("--seq-len", type=integer, help="Sequence length (default: the model's).")
+ZERO = opt("--zero", help="ZeRO stage 0|1|2|3 or fsdp.")
+RECOMPUTE = opt("--recompute", help="none | selective | full.")
+SEQ_PAR = switch("--sequence-parallel", help="Megatron sequence parallelism.")
+SCHEDULE = opt("--schedule", help="1f1b | interleaved:V | gpipe | zb.")
+PRECISION = opt("--precision", help="fp32 | tf32 | bf16 | fp16 | fp8.")
+OVERLAP = pair("--overlap", help="Overlap DP communication with backward.")
+COMPRESSION = opt("--compression", help="none | fp16 | int8 | topk:0.01.")
+DP_COMM = opt("--dp-comm", help=(
     "allreduce | ps:K[:dedicated|:colocated]: K parameter servers, dedicated machines (default) or on the GPU "
-    "machines"))]
-SyncOption = Annotated[str | None, typer.Option("--sync", help="bsp | backup:B | asp | ssp:S | local:H | hier:G.")]
-AlgoOption = Annotated[str | None, typer.Option("--algo", help="DP collective: auto|ring|tree|rhd|hierarchical.")]
-StragglerCvOption = Annotated[float | None, typer.Option(
-    "--straggler-cv", help="Per-worker step-time coefficient of variation (default: the cluster's).")]
-AssignmentOption = Annotated[str | None, typer.Option(
-    "--assignment", help="static (equal shares) | dynamic (work queue) assignment of micro-batches.")]
-DispatchOverheadOption = Annotated[str | None, typer.Option(
-    "--dispatch-overhead", help="Cost per dynamically assigned micro-batch; default 1.02ms, one Ray task round trip.")]
-WorkCvOption = Annotated[float | None, typer.Option(
-    "--work-cv", help="CV of one micro-batch's compute time (variable lengths); drives load imbalance.")]
-FlashOption = Annotated[bool | None, typer.Option(
-    "--flash-attention/--no-flash-attention", help="Fused attention (default on): no s x s scores in memory.")]
-LayoutOption = Annotated[str | None, typer.Option(
-    "--layout", help="Rank order, innermost first: tp-cp-dp-pp (default, PP outermost) | tp-cp-pp-dp (PP inside DP).")]
-KappaOption = Annotated[float | None, typer.Option(
-    "--staleness-kappa", min=0.0,
+    "machines"))
+SYNC = opt("--sync", help="bsp | backup:B | asp | ssp:S | local:H | hier:G.")
+ALGO = opt("--algo", help="DP collective: auto|ring|tree|rhd|hierarchical.")
+STRAGGLER_CV = opt("--straggler-cv", type=number,
+                   help="Per-worker step-time coefficient of variation (default: the cluster's).")
+ASSIGNMENT = opt("--assignment", help="static (equal shares) | dynamic (work queue) assignment of micro-batches.")
+DISPATCH_OVERHEAD = opt(
+    "--dispatch-overhead", help="Cost per dynamically assigned micro-batch; default 1.02ms, one Ray task round trip.")
+WORK_CV = opt("--work-cv", type=number,
+              help="CV of one micro-batch's compute time (variable lengths); drives load imbalance.")
+FLASH = pair("--flash-attention", help="Fused attention (default on): no s x s scores in memory.")
+LAYOUT = opt("--layout",
+             help="Rank order, innermost first: tp-cp-dp-pp (default, PP outermost) | tp-cp-pp-dp (PP inside DP).")
+KAPPA = opt(
+    "--staleness-kappa", type=number_at_least(0.0),
     help="Convergence sensitivity to staleness: efficiency = 1/(1 + kappa x staleness); default: fitted for "
-    "training.optimizer and the model family (scalemodel/data/staleness_kappa.json), else a documented fallback.")]
-TrainTokensOption = Annotated[str | None, typer.Option("--train-tokens", help="Tokens to train, e.g. 300B.")]
+    "training.optimizer and the model family (scalemodel/data/staleness_kappa.json), else a documented fallback.")
+TRAIN_TOKENS = opt("--train-tokens", help="Tokens to train, e.g. 300B.")
+
+#: The strategy and training options of predict and sensitivity, in their --help order.
+STEP_OPTIONS = (TP, PP, CP, EP, DP, STRATEGY_FILE, MICRO_BATCH, GLOBAL_BATCH, SEQ_LEN, ZERO, RECOMPUTE, SEQ_PAR,
+                SCHEDULE, PRECISION, OVERLAP, COMPRESSION, DP_COMM, SYNC, ALGO, STRAGGLER_CV, ASSIGNMENT,
+                DISPATCH_OVERHEAD, FLASH, LAYOUT)
 
 
 TRAINING_FLAGS = ("micro_batch", "global_batch", "seq_len", "precision", "train_tokens", "critical_batch", "work_cv")

@@ -3,22 +3,18 @@ framework specs are imported for them. commands/common.py re-exports all of it."
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
+from scalemodel.commands.args import opt, repeat, switch
 from scalemodel.errors import InputError
 from scalemodel.specs import load_cluster, split_overrides
 from scalemodel.units import parse_quantity
 
-SetOption = Annotated[
-    list[str] | None,
-    typer.Option("--set", metavar="PATH=VALUE",
-                 help="Override any spec field, e.g. cluster.tiers.ib.bandwidth=100Gbps or model.layers=48 "
-                      "(repeatable; roots: cluster, accelerator, model, training, strategy)."),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one strictly valid JSON document instead of tables.")]
-ClusterOption = Annotated[str, typer.Option("--cluster", "-c", help="Built-in cluster name or a cluster YAML file.")]
+SET = repeat("--set", dest="sets", metavar="PATH=VALUE",
+             help="Override any spec field, e.g. cluster.tiers.ib.bandwidth=100Gbps or model.layers=48 "
+                  "(repeatable; roots: cluster, accelerator, model, training, strategy).")
+JSON = switch("--json", dest="as_json", help="Print one strictly valid JSON document instead of tables.")
+CLUSTER = opt("--cluster", "-c", complete="cluster", help="Built-in cluster name or a cluster YAML file.")
 
 
 def quantity(text: str, kind: str, option: str) -> float:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
 from scalemodel.choices import parse_sync
 from scalemodel.commands import common as o
+from scalemodel.commands.args import Command, integer, opt, repeat, switch
 from scalemodel.engine.planner import ALLOW, OBJECTIVES
 from scalemodel.engine.planner import plan as run
 from scalemodel.errors import InputError
@@ -15,79 +12,67 @@ from scalemodel.report.plan import LazyProgress, render_plan
 from scalemodel.specs import split_overrides
 from scalemodel.specs.constraints import parse_constraints
 
-ConstraintOption = Annotated[
-    list[str] | None,
-    typer.Option("--constraint", metavar="KEY<=V",
-                 help="Restrict the search (repeatable, or comma-separated): tp<=8, pp=1, zero<=1, memory<=60GB, "
-                      "schedule=1f1b, recompute=none, micro_batch>=2, algorithm=ring, sp=true."),
-]
 
-
-def register(app: typer.Typer) -> None:
-    @app.command("plan")
-    def plan(
-        cluster: o.ClusterOption = "dgx-h100",
-        model: o.ModelOption = "gpt3-175b",
-        gpus: Annotated[int, typer.Option("--gpus", "-n", help="Number of GPUs.")] = 1024,
-        global_batch: Annotated[int | None, typer.Option(
-            "--global-batch", help="Sequences (samples) per step (default: one per GPU, = --gpus).")] = None,
-        seq_len: o.SeqLenOption = None,
-        precision: o.PrecisionOption = None,
-        top: Annotated[int, typer.Option("--top", "-k", help="How many of the best strategies to show.")] = 5,
-        objective: Annotated[str, typer.Option(
-            "--objective", help="throughput | time-to-train (throughput x statistical efficiency) | cost.")
-        ] = "throughput",
-        constraint: ConstraintOption = None,
-        sync_modes: Annotated[str, typer.Option(
-            "--sync-modes", help="Comma-separated sync modes to search: bsp,asp,ssp:S,local:H,backup:B,hier:G.")
-        ] = "bsp",
-        straggler_cv: o.StragglerCvOption = None,
-        train_tokens: o.TrainTokensOption = None,
-        allow: Annotated[str, typer.Option(
-            "--allow", help="Also search what mainstream frameworks do not run (comma-separated): "
-                            + ", ".join(ALLOW) + ". Such plans are labelled custom.")] = "",
-        pareto: Annotated[bool, typer.Option(
-            "--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
-                             "'impossible triangle'); most useful with several --sync-modes.")] = False,
-        set_: o.SetOption = None,
-        strategy_file: o.StrategyFileOption = None,
-        as_json: o.JsonOption = False,
-    ) -> None:
-        """Rank every strategy: parallel degrees, micro-batch, schedule, ZeRO/FSDP, recompute, SP, DP communication."""
-        o.positive_int(gpus, "--gpus")
-        o.positive_int(global_batch, "--global-batch")
-        o.positive_int(top, "--top")
-        if objective not in OBJECTIVES:
-            raise InputError(f"unknown objective {objective!r}", where="--objective", allowed=" | ".join(OBJECTIVES))
-        sf = o.read_strategy(strategy_file)
-        constraints = parse_constraints([*o.strategy_constraints(sf, constraint), *(constraint or [])])
-        modes = [m.strip() for m in sync_modes.split(",") if m.strip()]
-        if not modes:
-            raise InputError("no sync mode given", where="--sync-modes", allowed="e.g. bsp or bsp,asp,ssp:2")
-        for m in modes:
-            try:
-                parse_sync(m)
-            except InputError as exc:
-                raise InputError(exc.what, where="--sync-modes", allowed=exc.allowed) from None
-        training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
-                    "train_tokens": train_tokens}
-        allowed = [a.strip() for a in allow.split(",") if a.strip()]
-        for a in allowed:
-            if a not in ALLOW:
-                raise InputError(f"unknown --allow {a!r}", where="--allow", allowed=" | ".join(ALLOW))
-        if sf is not None:  # the planner searches micro-batches; a file's micro-batch is pinned as a constraint
-            training = {**{k: v for k, v in sf.training.items() if k != "micro_batch"},
-                        **{k: v for k, v in training.items() if v is not None}}
-        # every --set strategy.X pins its axis (or is refused by the engine): never silently ignored
-        pinned = [item.split("=", 1)[0].split(".", 1)[0].strip() for item in split_overrides(set_ or [])["strategy"]]
-        cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=set_, training=training, strategy={})
-        bar = LazyProgress("searching strategies")  # stderr only, so --json stays clean
+def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_len: int | None,
+         precision: str | None, top: int, objective: str, constraint: list[str] | None, sync_modes: str,
+         straggler_cv: float | None, train_tokens: str | None, allow: str, pareto: bool, sets: list[str] | None,
+         strategy_file: str | None, as_json: bool) -> None:
+    """Rank every strategy: parallel degrees, micro-batch, schedule, ZeRO/FSDP, recompute, SP, DP communication."""
+    o.positive_int(gpus, "--gpus")
+    o.positive_int(global_batch, "--global-batch")
+    o.positive_int(top, "--top")
+    if objective not in OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r}", where="--objective", allowed=" | ".join(OBJECTIVES))
+    sf = o.read_strategy(strategy_file)
+    constraints = parse_constraints([*o.strategy_constraints(sf, constraint), *(constraint or [])])
+    modes = [m.strip() for m in sync_modes.split(",") if m.strip()]
+    if not modes:
+        raise InputError("no sync mode given", where="--sync-modes", allowed="e.g. bsp or bsp,asp,ssp:2")
+    for m in modes:
         try:
-            result = run(cl, wl, gpus, tr, objective=objective, top=top, constraints=constraints, sync_modes=modes,
-                         straggler_cv=straggler_cv, progress=bar, allow=allowed, strategy=st, pinned=pinned,
-                         pareto=pareto,
-                         echo={"constraints": list(constraint or []), "set": list(set_ or []),
-                               "strategy_file": sf.echo() if sf else None})
-        finally:
-            bar.close()
-        render_plan(result, as_json=as_json)
+            parse_sync(m)
+        except InputError as exc:
+            raise InputError(exc.what, where="--sync-modes", allowed=exc.allowed) from None
+    training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
+                "train_tokens": train_tokens}
+    allowed = [a.strip() for a in allow.split(",") if a.strip()]
+    for a in allowed:
+        if a not in ALLOW:
+            raise InputError(f"unknown --allow {a!r}", where="--allow", allowed=" | ".join(ALLOW))
+    if sf is not None:  # the planner searches micro-batches; a file's micro-batch is pinned as a constraint
+        training = {**{k: v for k, v in sf.training.items() if k != "micro_batch"},
+                    **{k: v for k, v in training.items() if v is not None}}
+    # every --set strategy.X pins its axis (or is refused by the engine): never silently ignored
+    pinned = [item.split("=", 1)[0].split(".", 1)[0].strip() for item in split_overrides(sets or [])["strategy"]]
+    cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training, strategy={})
+    bar = LazyProgress("searching strategies")  # stderr only, so --json stays clean
+    try:
+        result = run(cl, wl, gpus, tr, objective=objective, top=top, constraints=constraints, sync_modes=modes,
+                     straggler_cv=straggler_cv, progress=bar, allow=allowed, strategy=st, pinned=pinned,
+                     pareto=pareto,
+                     echo={"constraints": list(constraint or []), "set": list(sets or []),
+                           "strategy_file": sf.echo() if sf else None})
+    finally:
+        bar.close()
+    render_plan(result, as_json=as_json)
+
+
+COMMAND = Command("plan", plan, (
+    o.CLUSTER.but(default="dgx-h100"), o.MODEL.but(default="gpt3-175b"),
+    opt("--gpus", "-n", type=integer, default=1024, help="Number of GPUs."),
+    o.GLOBAL_BATCH.but(help="Sequences (samples) per step (default: one per GPU, = --gpus)."),
+    o.SEQ_LEN, o.PRECISION,
+    opt("--top", "-k", type=integer, default=5, help="How many of the best strategies to show."),
+    opt("--objective", default="throughput",
+        help="throughput | time-to-train (throughput x statistical efficiency) | cost."),
+    repeat("--constraint", metavar="KEY<=V",
+           help="Restrict the search (repeatable, or comma-separated): tp<=8, pp=1, zero<=1, memory<=60GB, "
+                "schedule=1f1b, recompute=none, micro_batch>=2, algorithm=ring, sp=true."),
+    opt("--sync-modes", default="bsp",
+        help="Comma-separated sync modes to search: bsp,asp,ssp:S,local:H,backup:B,hier:G."),
+    o.STRAGGLER_CV, o.TRAIN_TOKENS,
+    opt("--allow", default="", help="Also search what mainstream frameworks do not run (comma-separated): "
+                                    + ", ".join(ALLOW) + ". Such plans are labelled custom."),
+    switch("--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
+                            "'impossible triangle'); most useful with several --sync-modes."),
+    o.SET, o.STRATEGY_FILE, o.JSON))

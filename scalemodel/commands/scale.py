@@ -8,12 +8,12 @@ without ``--scenario``, the flags alone describe the job (like ``predict``).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from pydantic import BaseModel
 
 from scalemodel.commands import common as o
+from scalemodel.commands.args import Command, opt, pair, switch
 from scalemodel.engine.scaling import sweep
 from scalemodel.errors import InputError
 from scalemodel.report.plot import check_plot_path
@@ -79,88 +79,64 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
             "best": best if best is not None else (scen.best if scen is not None else False)}
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("scale")
-    def scale(
-        cluster: Annotated[str | None, typer.Option(
-            "--cluster", "-c", help="Built-in cluster name or a cluster YAML file.")] = None,
-        model: Annotated[str | None, typer.Option(
-            "--model", "-m",
-            help="Built-in workload, a YAML file, a HuggingFace config.json or a model folder holding one.")] = None,
-        gpus: Annotated[str | None, typer.Option(
-            "--gpus", "-n", help="Comma-separated GPU counts, e.g. 128,256,512,1024,2048.")] = None,
-        mode: Annotated[str | None, typer.Option(
-            "--mode", help="weak (per-replica batch fixed, global batch grows) or strong (global batch fixed).",
-        )] = None,
-        scenario: Annotated[str | None, typer.Option(
-            "--scenario", help="Scenario YAML (or built-in name) to start from; flags override it.")] = None,
-        best: Annotated[bool | None, typer.Option(
-            "--best/--no-best", help="Search the best strategy at each point (planner), not a fixed one.")] = None,
-        objective: Annotated[str | None, typer.Option(
-            "--objective", help="Planner objective with --best: throughput | time-to-train | cost.")] = None,
-        tp: Annotated[int | None, typer.Option("--tp", help="Tensor-parallel degree.")] = None,
-        pp: Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel degree.")] = None,
-        cp: Annotated[int | None, typer.Option("--cp", help="Context-parallel degree.")] = None,
-        ep: Annotated[int | None, typer.Option("--ep", help="Expert-parallel degree (carved out of DP).")] = None,
-        micro_batch: o.MicroBatchOption = None,
-        global_batch: Annotated[int | None, typer.Option(
-            "--global-batch", help="Sequences per step at the FIRST point (weak mode grows it with N).")] = None,
-        seq_len: o.SeqLenOption = None, zero: o.ZeroOption = None, recompute: o.RecomputeOption = None,
-        sequence_parallel: Annotated[bool | None, typer.Option(
-            "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism.")] = None,
-        schedule: o.ScheduleOption = None, precision: o.PrecisionOption = None, overlap: o.OverlapOption = None,
-        compression: o.CompressionOption = None, dp_comm: o.DpCommOption = None, sync: o.SyncOption = None,
-        algo: o.AlgoOption = None, straggler_cv: o.StragglerCvOption = None,
-        assignment: o.AssignmentOption = None, dispatch_overhead: o.DispatchOverheadOption = None,
-        flash_attention: o.FlashOption = None, layout: o.LayoutOption = None, staleness_kappa: o.KappaOption = None,
-        work_cv: o.WorkCvOption = None,
-        train_tokens: o.TrainTokensOption = None,
-        critical_batch: Annotated[str | None, typer.Option(
-            "--critical-batch", help="Gradient noise scale B_noise in sequences: adds statistical efficiency "
-                                     "and time to target.")] = None,
-        as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV row per point.")] = False,
-        plot: Annotated[str | None, typer.Option(
-            "--plot", help="Write efficiency/throughput curves to FILE.png or FILE.svg (needs matplotlib).")] = None,
-        strategy_file: o.StrategyFileOption = None,
-        set_: o.SetOption = None, as_json: o.JsonOption = False,
-    ) -> None:
-        """Scaling sweep: step time, throughput, TFLOP/s per GPU and efficiency per point, and why it falls."""
-        if as_json and as_csv:
-            raise InputError("--json and --csv both given", where="--csv", allowed="one output format")
-        if mode is not None and mode not in ("weak", "strong"):
-            raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
-        for name, value in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--micro-batch", micro_batch),
-                            ("--global-batch", global_batch), ("--seq-len", seq_len)):
-            o.positive_int(value, name)
-        if plot is not None:
-            check_plot_path(plot, "--plot")  # fail before the sweep on a bad extension
-        training, strategy = o.split_flags(
-            micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, precision=precision,
-            train_tokens=train_tokens, critical_batch=critical_batch, work_cv=work_cv, tp=tp, pp=pp, cp=cp, ep=ep,
-            zero=zero, recompute=recompute, schedule=schedule, overlap=overlap, compression=compression,
-            dp_comm=dp_comm, sync=sync, algo=algo, assignment=assignment, dispatch_overhead=dispatch_overhead,
-            flash_attention=flash_attention, layout=layout)
-        strategy["sequence_parallel"] = sequence_parallel  # a --/--no- pair here: False is an explicit choice
-        sf = o.read_strategy(strategy_file)
-        spec = resolve_specs(scenario=scenario, cluster=cluster, model=model, gpus=gpus, mode=mode, best=best,
-                             sets=set_, training=training, strategy=strategy, strategy_file=sf)
-        cl, wl, tr, st = spec["cluster"], spec["model"], spec["training"], spec["strategy"]
-        cl.require_gpus(max(spec["gpus"]), "--gpus" if gpus is not None else "scenario gpus")
-        inputs: dict[str, Any] = {
-            "scenario": spec["scenario"], "cluster": cl.name, "model": wl.name, "gpus": spec["gpus"],
-            "mode": spec["mode"], "best": spec["best"], "seq_len": tr.seq_len or getattr(wl, "seq_len", None),
-            "training": tr.model_dump(mode="json"),
-            "strategy": st.model_dump(mode="json"), "set": list(set_ or []), "straggler_cv": straggler_cv,
-            "objective": objective, "strategy_file": sf.echo() if sf else None}
-        search: dict[str, Any] = {}
-        if objective is not None:
-            if not spec["best"]:
-                raise InputError("--objective only applies with --best", where="--objective",
-                                 allowed="add --best, or drop --objective")
-            search["objective"] = objective
-        if spec["best"] and st.sync != "bsp":
-            search["sync_modes"] = (st.sync,)
-        result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
-                       kappa=staleness_kappa,
-                       search=search or None, inputs=inputs)
-        render_scale(result, as_json=as_json, as_csv=as_csv, plot=plot)
+def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str | None, scenario: str | None,
+          best: bool | None, objective: str | None, tp: int | None, pp: int | None, cp: int | None, ep: int | None,
+          micro_batch: int | None, global_batch: int | None, seq_len: int | None, sequence_parallel: bool | None,
+          straggler_cv: float | None, staleness_kappa: float | None, critical_batch: str | None, as_csv: bool,
+          plot: str | None, strategy_file: str | None, sets: list[str] | None, as_json: bool, **flags: Any) -> None:
+    """Scaling sweep: step time, throughput, TFLOP/s per GPU and efficiency per point, and why it falls."""
+    if as_json and as_csv:
+        raise InputError("--json and --csv both given", where="--csv", allowed="one output format")
+    if mode is not None and mode not in ("weak", "strong"):
+        raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
+    for name, value in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--micro-batch", micro_batch),
+                        ("--global-batch", global_batch), ("--seq-len", seq_len)):
+        o.positive_int(value, name)
+    if plot is not None:
+        check_plot_path(plot, "--plot")  # fail before the sweep on a bad extension
+    training, strategy = o.split_flags(
+        micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len, critical_batch=critical_batch,
+        tp=tp, pp=pp, cp=cp, ep=ep, **flags)
+    strategy["sequence_parallel"] = sequence_parallel  # a --/--no- pair here: False is an explicit choice
+    sf = o.read_strategy(strategy_file)
+    spec = resolve_specs(scenario=scenario, cluster=cluster, model=model, gpus=gpus, mode=mode, best=best,
+                         sets=sets, training=training, strategy=strategy, strategy_file=sf)
+    cl, wl, tr, st = spec["cluster"], spec["model"], spec["training"], spec["strategy"]
+    cl.require_gpus(max(spec["gpus"]), "--gpus" if gpus is not None else "scenario gpus")
+    inputs: dict[str, Any] = {
+        "scenario": spec["scenario"], "cluster": cl.name, "model": wl.name, "gpus": spec["gpus"],
+        "mode": spec["mode"], "best": spec["best"], "seq_len": tr.seq_len or getattr(wl, "seq_len", None),
+        "training": tr.model_dump(mode="json"),
+        "strategy": st.model_dump(mode="json"), "set": list(sets or []), "straggler_cv": straggler_cv,
+        "objective": objective, "strategy_file": sf.echo() if sf else None}
+    search: dict[str, Any] = {}
+    if objective is not None:
+        if not spec["best"]:
+            raise InputError("--objective only applies with --best", where="--objective",
+                             allowed="add --best, or drop --objective")
+        search["objective"] = objective
+    if spec["best"] and st.sync != "bsp":
+        search["sync_modes"] = (st.sync,)
+    result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
+                   kappa=staleness_kappa,
+                   search=search or None, inputs=inputs)
+    render_scale(result, as_json=as_json, as_csv=as_csv, plot=plot)
+
+
+COMMAND = Command("scale", scale, (
+    o.CLUSTER, o.MODEL,
+    opt("--gpus", "-n", help="Comma-separated GPU counts, e.g. 128,256,512,1024,2048."),
+    opt("--mode", help="weak (per-replica batch fixed, global batch grows) or strong (global batch fixed)."),
+    opt("--scenario", complete="scenario", help="Scenario YAML (or built-in name) to start from; flags override it."),
+    pair("--best", help="Search the best strategy at each point (planner), not a fixed one."),
+    opt("--objective", help="Planner objective with --best: throughput | time-to-train | cost."),
+    o.TP, o.PP, o.CP, o.EP, o.MICRO_BATCH,
+    o.GLOBAL_BATCH.but(help="Sequences per step at the FIRST point (weak mode grows it with N)."),
+    o.SEQ_LEN, o.ZERO, o.RECOMPUTE, pair("--sequence-parallel", help="Megatron sequence parallelism."),
+    o.SCHEDULE, o.PRECISION, o.OVERLAP, o.COMPRESSION, o.DP_COMM, o.SYNC, o.ALGO, o.STRAGGLER_CV, o.ASSIGNMENT,
+    o.DISPATCH_OVERHEAD, o.FLASH, o.LAYOUT, o.KAPPA, o.WORK_CV, o.TRAIN_TOKENS,
+    opt("--critical-batch", help="Gradient noise scale B_noise in sequences: adds statistical efficiency "
+                                 "and time to target."),
+    switch("--csv", dest="as_csv", help="Print one CSV row per point."),
+    opt("--plot", help="Write efficiency/throughput curves to FILE.png or FILE.svg (needs matplotlib)."),
+    o.STRATEGY_FILE, o.SET, o.JSON))

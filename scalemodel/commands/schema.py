@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import Annotated
-
-import typer
-
+from scalemodel.commands.args import Command, arg
 from scalemodel.report.schema import render_schema
 from scalemodel.specs.schema import json_schema
 
-
-class SchemaKind(str, Enum):
-    cluster = "cluster"
-    accelerator = "accelerator"
-    workload = "workload"
-    scenario = "scenario"
-    sweep = "sweep"
+KINDS = ("cluster", "accelerator", "workload", "scenario", "sweep")
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("schema")
-    def schema(kind: Annotated[SchemaKind, typer.Argument(help="Which spec kind.")]) -> None:
-        """Print the JSON Schema of a spec kind (use with `# yaml-language-server: $schema=`)."""
-        render_schema(json_schema(kind.value))
+def schema(*, kind: str) -> None:
+    """Print the JSON Schema of a spec kind (use with `# yaml-language-server: $schema=`)."""
+    render_schema(json_schema(kind))
+
+
+COMMAND = Command("schema", schema, (arg("kind", "Which spec kind: " + ", ".join(KINDS) + ".", metavar="KIND",
+                                         choices=KINDS),))

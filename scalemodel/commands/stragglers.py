@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated
 
-import typer
-
-from scalemodel.commands.common import JsonOption, quantity
+from scalemodel.commands.args import Command, integer, number, opt
+from scalemodel.commands.options import JSON, quantity
 from scalemodel.engine.stragglers import DEFAULT_STALENESS_KAPPA, DIST_CHOICES
 from scalemodel.engine.stragglers import stragglers as run
 from scalemodel.errors import InputError
@@ -15,56 +13,52 @@ from scalemodel.report.stragglers import render_stragglers
 from scalemodel.specs.samples import read_samples
 
 
-def register(app: typer.Typer) -> None:
-    """Add this command to the app."""
+def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | None, ssp: int, local: int, comm: str,
+               kappa: float, samples: str | None, as_json: bool) -> None:
+    """Expected slowest of N workers, slowdown vs the mean, and the effect of backup workers, SSP and local SGD."""
+    if workers < 1:
+        raise InputError(f"--workers must be >= 1, got {workers}", where="--workers", allowed="an integer >= 1")
+    if workers > 10**8:
+        raise InputError(f"--workers {workers} is beyond the supported 1e8", where="--workers")
+    if dist not in DIST_CHOICES:
+        raise InputError(f"unknown distribution {dist!r}", where="--dist", allowed=", ".join(DIST_CHOICES))
+    if not (math.isfinite(cv) and cv >= 0):
+        raise InputError(f"--cv must be a finite number >= 0, got {cv}", where="--cv")
+    if dist == "shifted-exp" and cv > 1:
+        raise InputError(f"shifted-exp needs --cv <= 1, got {cv}", where="--cv",
+                         allowed="0..1, or another --dist")
+    b = math.ceil(0.04 * workers) if backup is None else backup
+    if b < 0:
+        raise InputError(f"--backup must be >= 0, got {b}", where="--backup")
+    if ssp < 0:
+        raise InputError(f"--ssp must be >= 0, got {ssp}", where="--ssp")
+    if local < 1:
+        raise InputError(f"--local must be >= 1, got {local}", where="--local")
+    if not (math.isfinite(kappa) and kappa >= 0):
+        raise InputError(f"--staleness-kappa must be >= 0, got {kappa}", where="--staleness-kappa")
+    mean_s = quantity(mean, "time", "--mean")
+    if not mean_s > 0:
+        raise InputError(f"--mean must be > 0, got {mean!r}", where="--mean")
+    comm_s = quantity(comm, "time", "--comm")
+    if comm_s < 0:
+        raise InputError(f"--comm must be >= 0, got {comm!r}", where="--comm")
+    data = read_samples(samples) if samples is not None else None
+    result = run(workers, dist, mean_s, cv, b, ssp, local, comm_s, kappa, data)
+    render_stragglers(result, as_json=as_json)
 
-    @app.command("stragglers")
-    def stragglers(
-        workers: Annotated[int, typer.Option("--workers", "-n", help="Synchronous workers N.")],
-        dist: Annotated[str, typer.Option("--dist", help="Per-worker step-time distribution: "
-                                          + "|".join(DIST_CHOICES) + ".")] = "normal",
-        mean: Annotated[str, typer.Option("--mean", help="Mean per-worker step time, e.g. 1s or 850ms.")] = "1s",
-        cv: Annotated[float, typer.Option("--cv", help="Coefficient of variation sd/mean (exp: ignored, 1).")] = 0.05,
-        backup: Annotated[int | None, typer.Option("--backup", help="Backup workers B (wait for N of N+B); "
-                                                   "default ceil(4% of N), as Chen et al.'s 96+4.")] = None,
-        ssp: Annotated[int, typer.Option("--ssp", help="Staleness bound S shown for SSP.")] = 3,
-        local: Annotated[int, typer.Option("--local", help="Averaging period H shown for local SGD.")] = 4,
-        comm: Annotated[str, typer.Option("--comm", help="Synchronisation (communication) time per step.")] = "0s",
-        kappa: Annotated[float, typer.Option("--staleness-kappa", help="Convergence penalty per global step "
-                                             "of staleness: efficiency = 1/(1 + kappa*staleness); default: the "
-                                             "fallback of scalemodel/data/staleness_kappa.json (a placeholder)."
-                                             )] = DEFAULT_STALENESS_KAPPA,
-        samples: Annotated[str | None, typer.Option("--samples", help="File of measured step times: one per "
-                                                    "line, or a YAML/JSON list.")] = None,
-        as_json: JsonOption = False,
-    ) -> None:
-        """Expected slowest of N workers, slowdown vs the mean, and the effect of backup workers, SSP and local SGD."""
-        if workers < 1:
-            raise InputError(f"--workers must be >= 1, got {workers}", where="--workers", allowed="an integer >= 1")
-        if workers > 10**8:
-            raise InputError(f"--workers {workers} is beyond the supported 1e8", where="--workers")
-        if dist not in DIST_CHOICES:
-            raise InputError(f"unknown distribution {dist!r}", where="--dist", allowed=", ".join(DIST_CHOICES))
-        if not (math.isfinite(cv) and cv >= 0):
-            raise InputError(f"--cv must be a finite number >= 0, got {cv}", where="--cv")
-        if dist == "shifted-exp" and cv > 1:
-            raise InputError(f"shifted-exp needs --cv <= 1, got {cv}", where="--cv",
-                             allowed="0..1, or another --dist")
-        b = math.ceil(0.04 * workers) if backup is None else backup
-        if b < 0:
-            raise InputError(f"--backup must be >= 0, got {b}", where="--backup")
-        if ssp < 0:
-            raise InputError(f"--ssp must be >= 0, got {ssp}", where="--ssp")
-        if local < 1:
-            raise InputError(f"--local must be >= 1, got {local}", where="--local")
-        if not (math.isfinite(kappa) and kappa >= 0):
-            raise InputError(f"--staleness-kappa must be >= 0, got {kappa}", where="--staleness-kappa")
-        mean_s = quantity(mean, "time", "--mean")
-        if not mean_s > 0:
-            raise InputError(f"--mean must be > 0, got {mean!r}", where="--mean")
-        comm_s = quantity(comm, "time", "--comm")
-        if comm_s < 0:
-            raise InputError(f"--comm must be >= 0, got {comm!r}", where="--comm")
-        data = read_samples(samples) if samples is not None else None
-        result = run(workers, dist, mean_s, cv, b, ssp, local, comm_s, kappa, data)
-        render_stragglers(result, as_json=as_json)
+
+COMMAND = Command("stragglers", stragglers, (
+    opt("--workers", "-n", type=integer, required=True, help="Synchronous workers N."),
+    opt("--dist", default="normal", help="Per-worker step-time distribution: " + "|".join(DIST_CHOICES) + "."),
+    opt("--mean", default="1s", help="Mean per-worker step time, e.g. 1s or 850ms."),
+    opt("--cv", type=number, default=0.05, help="Coefficient of variation sd/mean (exp: ignored, 1)."),
+    opt("--backup", type=integer, help="Backup workers B (wait for N of N+B); default ceil(4% of N), as Chen et "
+                                       "al.'s 96+4."),
+    opt("--ssp", type=integer, default=3, help="Staleness bound S shown for SSP."),
+    opt("--local", type=integer, default=4, help="Averaging period H shown for local SGD."),
+    opt("--comm", default="0s", help="Synchronisation (communication) time per step."),
+    opt("--staleness-kappa", type=number, default=DEFAULT_STALENESS_KAPPA, dest="kappa",
+        help="Convergence penalty per global step of staleness: efficiency = 1/(1 + kappa*staleness); default: "
+             "the fallback of scalemodel/data/staleness_kappa.json (a placeholder)."),
+    opt("--samples", help="File of measured step times: one per line, or a YAML/JSON list."),
+    JSON))

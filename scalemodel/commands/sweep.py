@@ -3,57 +3,50 @@ on all local cores or a Dask cluster, written as one tidy table."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
-from scalemodel.commands.common import JsonOption
+from scalemodel.commands.args import Command, arg, integer, opt, repeat, switch
+from scalemodel.commands.options import JSON
 from scalemodel.engine.grid import run_grid
 from scalemodel.errors import InputError
 from scalemodel.report.sweep import SweepProgress, output_format, render_sweep, write_tables
 from scalemodel.specs.sweep import load_sweep
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("sweep")
-    def sweep(
-        file: Annotated[str, typer.Argument(help="Sweep file (kind: sweep; `scalemodel schema sweep`).",
-                                            metavar="SWEEP.yaml")],
-        out: Annotated[list[str] | None, typer.Option(
-            "--out", "-o", help="Write the table: FILE.csv, FILE.jsonl or FILE.parquet (needs pyarrow); "
-                                "repeatable.")] = None,
-        workers: Annotated[int | None, typer.Option(
-            "--workers", "-j", help="Local processes (default: all cores).")] = None,
-        scheduler: Annotated[str | None, typer.Option(
-            "--scheduler", help="Run on a Dask cluster at ADDRESS, e.g. tcp://10.0.0.1:8786 "
-                                "(pip install 'scalemodel[dask]').", metavar="ADDRESS")] = None,
-        as_csv: Annotated[bool, typer.Option("--csv", help="Print the table as CSV.")] = False,
-        as_json: JsonOption = False,
-    ) -> None:
-        """Run a grid of models x clusters x GPU counts x strategies; one row per point (plan or predict)."""
-        if as_json and as_csv:
-            raise InputError("--json and --csv both given", where="--csv", allowed="one output format")
-        if workers is not None and not 1 <= workers <= 4096:
-            raise InputError(f"--workers must be from 1 to 4096, got {workers}", where="--workers")
-        if scheduler is not None and workers is not None:
-            raise InputError("--workers and --scheduler both given", where="--workers",
-                             allowed="--workers for local processes, or --scheduler for a Dask cluster")
-        outs = list(out or [])
-        for path in outs:
-            output_format(path)  # before the work: extension, folder, not an input
-        spec, models, clusters = load_sweep(file)
-        for path in outs:
-            output_format(path)  # again now that the sweep's inputs have been read
-        inputs = {"file": file, "name": spec.name, "models": spec.models, "clusters": spec.clusters,
-                  "gpus": spec.gpus, "strategies": [s if s == "best" else s.model_dump(mode="json", exclude_unset=True)
-                                                    for s in spec.strategies],
-                  "training": spec.training.model_dump(mode="json", exclude_unset=True), "objective": spec.objective,
-                  "out": outs, "scheduler": scheduler}
-        bar = SweepProgress(f"sweep {spec.name}")
-        try:
-            result = run_grid(spec, models, clusters, workers=workers, scheduler=scheduler, progress=bar,
-                              inputs=inputs)
-        finally:
-            bar.close()
-        write_tables(result, outs)
-        render_sweep(result, as_json=as_json, as_csv=as_csv, outs=outs)
+def sweep(*, file: str, out: list[str] | None, workers: int | None, scheduler: str | None, as_csv: bool,
+          as_json: bool) -> None:
+    """Run a grid of models x clusters x GPU counts x strategies; one row per point (plan or predict)."""
+    if as_json and as_csv:
+        raise InputError("--json and --csv both given", where="--csv", allowed="one output format")
+    if workers is not None and not 1 <= workers <= 4096:
+        raise InputError(f"--workers must be from 1 to 4096, got {workers}", where="--workers")
+    if scheduler is not None and workers is not None:
+        raise InputError("--workers and --scheduler both given", where="--workers",
+                         allowed="--workers for local processes, or --scheduler for a Dask cluster")
+    outs = list(out or [])
+    for path in outs:
+        output_format(path)  # before the work: extension, folder, not an input
+    spec, models, clusters = load_sweep(file)
+    for path in outs:
+        output_format(path)  # again now that the sweep's inputs have been read
+    inputs = {"file": file, "name": spec.name, "models": spec.models, "clusters": spec.clusters,
+              "gpus": spec.gpus, "strategies": [s if s == "best" else s.model_dump(mode="json", exclude_unset=True)
+                                                for s in spec.strategies],
+              "training": spec.training.model_dump(mode="json", exclude_unset=True), "objective": spec.objective,
+              "out": outs, "scheduler": scheduler}
+    bar = SweepProgress(f"sweep {spec.name}")
+    try:
+        result = run_grid(spec, models, clusters, workers=workers, scheduler=scheduler, progress=bar,
+                          inputs=inputs)
+    finally:
+        bar.close()
+    write_tables(result, outs)
+    render_sweep(result, as_json=as_json, as_csv=as_csv, outs=outs)
+
+
+COMMAND = Command("sweep", sweep, (
+    arg("file", "Sweep file (kind: sweep; `scalemodel schema sweep`).", metavar="SWEEP.yaml"),
+    repeat("--out", "-o", help="Write the table: FILE.csv, FILE.jsonl or FILE.parquet (needs pyarrow); repeatable."),
+    opt("--workers", "-j", type=integer, help="Local processes (default: all cores)."),
+    opt("--scheduler", metavar="ADDRESS", help="Run on a Dask cluster at ADDRESS, e.g. tcp://10.0.0.1:8786 "
+                                               "(pip install 'scalemodel[dask]')."),
+    switch("--csv", dest="as_csv", help="Print the table as CSV."),
+    JSON))

@@ -1,0 +1,236 @@
+"""The command line's vocabulary: a command is a function plus a table of :class:`Opt`, which
+:func:`parser` turns into one :mod:`argparse` parser (the standard library: ~1 ms to import, and
+nothing is built from type hints at run time). Usage errors raise :class:`UsageError`; cli.py
+prints them as one ``error:`` line and exit status 2, never argparse's usage dump.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from difflib import get_close_matches
+from typing import Any, NoReturn
+
+
+class UsageError(Exception):
+    """A command line that cannot be parsed: ``prog`` (``scalemodel predict``) and what is wrong."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+        self.message = message
+
+
+def integer(text: str) -> int:
+    """An integer option's value (``8``, ``-3``); anything else is a usage error naming the value."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def number(text: str) -> float:
+    """A number option's value (``0.05``, ``1e-3``)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def number_at_least(low: float) -> Callable[[str], float]:
+    """A number option's value that must be >= ``low``."""
+
+    def parse(text: str) -> float:
+        value = number(text)
+        if not value >= low:
+            raise argparse.ArgumentTypeError(f"{text} is not >= {low:g}")
+        return value
+
+    return parse
+
+
+_METAVAR: dict[Any, str] = {integer: "<int>", number: "<float>", None: "<str>"}
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One option (``flags`` start with ``-``) or positional argument (one bare name) of a command.
+
+    ``kind``: ``value`` (takes one value, parsed by ``type``; None keeps the text), ``switch``
+    (``--json``: False unless given), ``pair`` (``--overlap/--no-overlap``: True, False or None when
+    neither is given), ``repeat`` (``--set``: a list, one entry per use, None when never given),
+    ``optional`` (its value may be left out: "" then), ``arg`` (positional) or ``args`` (one or more
+    positionals). ``dest`` is the command function's parameter; ``complete`` a spec kind whose
+    built-in names complete the value in the shell.
+    """
+
+    flags: tuple[str, ...]
+    help: str
+    kind: str = "value"
+    type: Callable[[str], Any] | None = None
+    default: Any = None
+    dest: str | None = None
+    metavar: str | None = None
+    required: bool = False
+    choices: tuple[str, ...] | None = None
+    complete: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The parameter the parsed value is passed as."""
+        if self.dest:
+            return self.dest
+        long = next((f for f in self.flags if f.startswith("--")), self.flags[0])
+        return long.lstrip("-").replace("-", "_")
+
+    def but(self, **changes: Any) -> Opt:
+        """The same option with other attributes (a different default or help)."""
+        return replace(self, **changes)
+
+    def option_strings(self) -> list[str]:
+        """Everything a user may type for it (both halves of a pair)."""
+        if self.kind == "pair":
+            return [*self.flags, *(f"--no-{f[2:]}" for f in self.flags if f.startswith("--"))]
+        return [f for f in self.flags if f.startswith("-")]
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        text = self.help
+        if self.kind == "value" and self.default not in (None, ""):
+            text += f"  [default: {self.default}]"
+        if self.required:
+            text += "  [required]"
+        kw: dict[str, Any] = {"help": text.replace("%", "%%"), "dest": self.name}
+        flags = sorted(self.flags, key=lambda f: f.startswith("--"))  # -n, --gpus
+        if self.kind == "switch":
+            parser.add_argument(*flags, action="store_true", default=False, **kw)
+        elif self.kind == "pair":
+            parser.add_argument(*flags, action=argparse.BooleanOptionalAction, default=self.default, **kw)
+        elif self.kind == "repeat":
+            parser.add_argument(*flags, action="append", default=None, metavar=self.metavar or "<str>", **kw)
+        elif self.kind == "optional":
+            parser.add_argument(*flags, nargs="?", const="", default=None, metavar=self.metavar, **kw)
+        elif self.kind in ("arg", "args"):
+            kw.pop("dest")
+            parser.add_argument(self.name, nargs="+" if self.kind == "args" else None, choices=self.choices,
+                                metavar=self.metavar or self.name.upper(), **kw)
+        else:
+            parser.add_argument(*flags, type=self.type or str, default=self.default, required=self.required,
+                                metavar=self.metavar or _METAVAR.get(self.type, "<value>"), **kw)
+
+
+def opt(*flags: str, help: str, type: Callable[[str], Any] | None = None, default: Any = None,
+        dest: str | None = None, metavar: str | None = None, required: bool = False,
+        complete: str | None = None) -> Opt:
+    """An option taking one value: ``opt("--tp", help=..., type=integer)``."""
+    return Opt(flags, help, "value", type, default, dest, metavar, required, None, complete)
+
+
+def optional(*flags: str, help: str, metavar: str) -> Opt:
+    """An option whose value may be left out: the value, "" when left out, None when the option is not given."""
+    return Opt(flags, help, "optional", metavar=metavar)
+
+
+def switch(*flags: str, help: str, dest: str | None = None) -> Opt:
+    """An on/off flag, off unless given: ``--json``."""
+    return Opt(flags, help, "switch", dest=dest)
+
+
+def pair(flag: str, help: str, dest: str | None = None) -> Opt:
+    """``--flag/--no-flag``: True, False, or None when neither is given (the spec's value stands)."""
+    return Opt((flag,), help, "pair", dest=dest)
+
+
+def repeat(*flags: str, help: str, dest: str | None = None, metavar: str | None = None) -> Opt:
+    """An option that may be given many times; its values as a list (None when never given)."""
+    return Opt(flags, help, "repeat", dest=dest, metavar=metavar)
+
+
+def arg(name: str, help: str, metavar: str | None = None, choices: tuple[str, ...] | None = None,
+        many: bool = False) -> Opt:
+    """A positional argument (``many``: one or more, as a list)."""
+    return Opt((name,), help, "args" if many else "arg", metavar=metavar, choices=choices)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command: the function that runs it and its option table (or, for a group, its subcommands).
+    The summary in ``--help`` is the function's docstring (or ``help``)."""
+
+    name: str
+    run: Callable[..., None] | None
+    options: tuple[Opt, ...] = ()
+    help: str = ""
+    subcommands: tuple[Command, ...] = field(default=())
+
+    @property
+    def description(self) -> str:
+        return inspect.cleandoc(self.help or (self.run.__doc__ if self.run else None) or "")
+
+    @property
+    def summary(self) -> str:
+        return self.description.split("\n", 1)[0]
+
+    def sub(self, name: str) -> Command | None:
+        return next((c for c in self.subcommands if c.name == name), None)
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Docstrings as written; an option's value shown once (``-n, --gpus <int>``), short flag first."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings or action.nargs == 0:
+            return super()._format_action_invocation(action)
+        value = self._format_args(action, self._get_default_metavar_for_optional(action))
+        return f"{', '.join(action.option_strings)} {value}"
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors raise :class:`UsageError` instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self.prog, message)
+
+
+def parser(prog: str, cmd: Command, usage: str) -> Parser:
+    """The parser of one command (or group: its summary lists the subcommands)."""
+    epilog = None
+    if cmd.subcommands:
+        width = max(len(c.name) for c in cmd.subcommands) + 2
+        epilog = "commands:\n" + "\n".join(f"  {c.name:{width}}{c.summary}" for c in cmd.subcommands)
+    p = Parser(prog=prog, usage=usage, description=cmd.description, epilog=epilog, add_help=False,
+               allow_abbrev=False, formatter_class=_Formatter)
+    for option in cmd.options:
+        option.add_to(p)
+    p.add_argument("--help", action="help", help="Show this message and exit.")
+    return p
+
+
+def _glue_dash_values(argv: Sequence[str], cmd: Command) -> list[str]:
+    """``--mean -1s`` as ``--mean=-1s``: an option that takes a value takes the next word, even one that
+    starts with ``-`` (argparse would read it as an option), unless that word is one of the command's options."""
+    takes = {f for o in cmd.options if o.kind in ("value", "repeat") for f in o.flags}
+    known = {f for o in cmd.options for f in o.option_strings()} | {"--help"}
+    out = list(argv)
+    i = 0
+    while i < len(out) - 1:
+        word, after = out[i], out[i + 1]
+        if word in takes and after.startswith("-") and after.split("=", 1)[0] not in known:
+            out[i:i + 2] = [f"{word}={after}" if word.startswith("--") else f"{word}{after}"]
+        i += 1
+    return out
+
+
+def parse(p: Parser, argv: Sequence[str], cmd: Command) -> dict[str, Any]:
+    """The command function's keyword arguments from ``argv``; options and positionals may interleave."""
+    values, extra = p.parse_known_intermixed_args(_glue_dash_values(argv, cmd))
+    if extra:
+        unknown = next((a for a in extra if a.startswith("-") and a != "-"), None)
+        if unknown is None:
+            p.error(f"Got unexpected extra argument(s) ({' '.join(extra)})")
+        flag = unknown.split("=", 1)[0]
+        known = [s for o in cmd.options for s in o.option_strings()]
+        near = get_close_matches(flag, known)
+        p.error(f"No such option: {flag}" + (f" (Possible options: {', '.join(near)})" if near else ""))
+    return vars(values)
