@@ -1,6 +1,5 @@
 """Accelerator spec: peak dense FLOP/s per precision, memory, memory bandwidth, power."""
 
-from __future__ import annotations
 
 from typing import Annotated, Literal
 

@@ -15,6 +15,9 @@ normalised and refused exactly as the same values in a YAML file; so is an assig
 whole spec is validated again, as pydantic's ``validate_assignment`` did), and a changed copy,
 ``spec.model_copy(update={...})``.
 
+The modules defining specs do not use ``from __future__ import annotations``: their field types are
+evaluated once at import, and msgspec reads them without compiling strings on first use.
+
 The pydantic-style methods the engine, reports and commands use (``model_dump``, ``model_copy``,
 ``model_validate``, ``model_fields``) keep their names and meaning.
 """
@@ -103,13 +106,12 @@ _PLANS: dict[type, _Plan] = {}
 def _plan(cls: type) -> _Plan:
     plan = _PLANS.get(cls)
     if plan is None:
-        hints = typing.get_type_hints(cls, include_extras=True)
         infos = msgspec.structs.fields(cls)  # type: ignore[arg-type]
         required = frozenset(f.name for f in infos if f.required)
         defaults = {f.name: f.default for f in infos if f.default is not msgspec.NODEFAULT}
         defaults.update({f.name: f.default_factory() for f in infos if f.default_factory is not msgspec.NODEFAULT})
         config = cls.__struct_config__  # type: ignore[attr-defined]
-        plan = _PLANS[cls] = _Plan({f.name: hints[f.name] for f in infos}, required, defaults, config.tag_field)
+        plan = _PLANS[cls] = _Plan({f.name: f.type for f in infos}, required, defaults, config.tag_field)
     return plan
 
 
@@ -140,8 +142,9 @@ def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
             try:
                 v = int(v) if t is int and _INT_TEXT.match(v) else float(v)
             except ValueError:
-                raise SpecError(f"Input should be a valid {'integer' if t is int else 'number'}, unable to parse "
-                                "string as a number", loc, kind="type", value=v) from None
+                noun = "an integer" if t is int else "a number"
+                raise SpecError(f"Input should be a valid {noun.split()[-1]}, unable to parse string as {noun}", loc,
+                                kind="type", value=v) from None
         if t is int and isinstance(v, float) and math.isfinite(v):
             if v != int(v):
                 raise SpecError("Input should be a valid integer, got a number with a fractional part", loc,
@@ -240,9 +243,38 @@ _validating: contextvars.ContextVar[bool] = contextvars.ContextVar("_validating"
 _MESSAGE = re.compile(r"(?s)^(.*?)(?: - at `(?:key` in `)?(\$[^`]*)`)?$")
 _PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
 _BOUND = re.compile(r"^Expected `(\w+)` (>=|>|<=|<) (\S+)$")
+_LENGTH = re.compile(r"^Expected `(\w+)` of length (>=|<=) (\d+)$")
 _TYPE = re.compile(r"^Expected `([^`]*)`, got `[^`]*`$")
 _BOUND_WORDS = {">": "greater than", ">=": "greater than or equal to", "<": "less than",
                 "<=": "less than or equal to"}
+_TYPE_WORDS = {"int": "a valid integer", "float": "a valid number", "str": "a valid string", "bool": "a valid boolean",
+               "object": "a valid mapping", "array": "a valid list", "null": "null"}
+
+
+def _number(text: str) -> str:
+    try:
+        return f"{float(text):g}"
+    except ValueError:
+        return text
+
+
+def _message(what: str) -> str:
+    """msgspec's wording of a type or constraint error in pydantic's (which the error lines always used)."""
+    bound = _BOUND.match(what)
+    if bound:
+        if bound.group(1) == "int" and bound.group(2) == ">=":  # msgspec writes an int's gt=0 as >= 1
+            return f"Input should be greater than {int(bound.group(3)) - 1}"
+        return f"Input should be {_BOUND_WORDS[bound.group(2)]} {_number(bound.group(3))}"
+    length = _LENGTH.match(what)
+    if length:
+        n = int(length.group(3))
+        noun = ("character" if length.group(1) == "str" else "item") + ("s" if n != 1 else "")
+        most = "at least" if length.group(2) == ">=" else "at most"
+        return f"{'String' if length.group(1) == 'str' else 'List'} should have {most} {n} {noun}"
+    wanted = _TYPE.match(what)
+    if wanted:
+        return "Input should be " + " or ".join(_TYPE_WORDS.get(t, t) for t in wanted.group(1).split(" | "))
+    return what
 
 
 def _value_at(data: Any, loc: Sequence[Any]) -> Any:
@@ -272,13 +304,7 @@ def _from_msgspec(exc: msgspec.ValidationError, data: Any) -> SpecError:
     if missing:
         return SpecError("missing required field", (*loc, missing.group(1)), kind="missing")
     if what.startswith("Expected ") or what.startswith("Invalid "):
-        bound = _BOUND.match(what)
-        if bound:
-            what = f"Input should be {_BOUND_WORDS[bound.group(2)]} {bound.group(3)}"
-        wanted = _TYPE.match(what)
-        if wanted:
-            what = f"Input should be of type {wanted.group(1)}"
-        return SpecError(what, loc, kind="type", value=_value_at(data, loc))
+        return SpecError(_message(what), loc, kind="type", value=_value_at(data, loc))
     return SpecError(what, loc)
 
 
@@ -295,10 +321,10 @@ def convert(model: Any, data: Any) -> Any:
 
 
 class _FieldsView:
-    """``Spec.model_fields``: the field names (and msgspec's field info) of a spec class."""
+    """``Spec.model_fields``: the field names of a spec class (in order; callers ask only for the names)."""
 
-    def __get__(self, obj: Any, cls: type) -> dict[str, msgspec.structs.FieldInfo]:
-        return {f.name: f for f in msgspec.structs.fields(cls)}  # type: ignore[arg-type]
+    def __get__(self, obj: Any, cls: type) -> dict[str, None]:
+        return dict.fromkeys(cls.__struct_fields__)  # type: ignore[attr-defined]
 
 
 def _dump(v: Any, exclude_none: bool, exclude_unset: bool) -> Any:

@@ -1,6 +1,5 @@
 """Cluster spec: an accelerator, GPUs per node, and network tiers ordered innermost first."""
 
-from __future__ import annotations
 
 from typing import Annotated, Literal
 

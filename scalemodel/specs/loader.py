@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
 import yaml
 
 from scalemodel.errors import InputError
@@ -389,7 +390,7 @@ def _fields_at(model: Any, loc: Sequence[Any], data: Any = None) -> list[str]:
         fields = cls.model_fields if cls is not None else {}
         if part not in fields:
             return []
-        cands = _spec_classes(typing.get_type_hints(cls, include_extras=True)[part])
+        cands = _spec_classes(next(f.type for f in msgspec.structs.fields(cls) if f.name == part))
     cls = _pick(cands, data)
     return list(cls.model_fields) if cls is not None else []
 

@@ -1,6 +1,5 @@
 """A scenario: cluster + workload + training + strategy (+ the assertions `scalemodel check` verifies)."""
 
-from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 

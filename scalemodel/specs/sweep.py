@@ -18,7 +18,6 @@ Every point goes through the same engine entry point as the commands: ``best`` t
 :func:`scalemodel.engine.predict.predict` (as `scalemodel predict`).
 """
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, Literal

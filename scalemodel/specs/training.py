@@ -1,6 +1,5 @@
 """Training settings and parallelism/synchronisation strategy specs."""
 
-from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Annotated

@@ -1,6 +1,5 @@
 """Workload specs: a transformer described by its shape, or a generic model by its totals."""
 
-from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
