@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 class InputError(ValueError):
-    """Bad user input. Subclasses ValueError so pydantic validators report it with a field path."""
+    """Bad user input. Subclasses ValueError so spec validators report it with a field path."""
 
     def __init__(self, what: str, *, where: str = "", allowed: str = "") -> None:
         self.what = what

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, opt, pair, switch
 from scalemodel.engine.scaling import sweep
@@ -28,6 +26,7 @@ from scalemodel.specs import (
     load_workload,
     split_overrides,
 )
+from scalemodel.specs.base import Spec
 from scalemodel.specs.loader import apply_overrides, validate
 
 DEFAULT_GPUS = [128, 256, 512, 1024, 2048]
@@ -54,7 +53,7 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
     use_scenario = scenario is not None or (cluster is None and model is None)
     scen = load_scenario(scenario or "default") if use_scenario else None
 
-    def dump(m: BaseModel) -> dict[str, Any]:
+    def dump(m: Spec) -> dict[str, Any]:
         return m.model_dump(exclude={"sources"}) if "sources" in type(m).model_fields else m.model_dump()
 
     if scen is not None and cluster is None:

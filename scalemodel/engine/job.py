@@ -1,7 +1,7 @@
 """A job (cluster + workload + training settings) resolved to the plain numbers the step model needs,
 and a grid of candidate strategies as numpy arrays (one element per candidate).
 
-The split keeps the hot path free of pydantic: specs are read once into a :class:`Job`, and the
+The split keeps the hot path free of spec objects: specs are read once into a :class:`Job`, and the
 planner builds a :class:`StrategyGrid` of millions of candidates without touching spec objects.
 """
 

@@ -21,7 +21,7 @@ SCHEMA_VERSION = "1.0"
 
 
 def _plain(obj: Any) -> Any:
-    """Convert numpy scalars/arrays, dataclasses and pydantic models to JSON-ready values."""
+    """Convert numpy scalars/arrays, dataclasses and specs (model_dump) to JSON-ready values."""
     if isinstance(obj, dict):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -1,4 +1,4 @@
-"""Validated input specs (pydantic) and their loading from YAML, built-in names and overrides."""
+"""Validated input specs (msgspec Structs) and their loading from YAML, built-in names and overrides."""
 
 from __future__ import annotations
 

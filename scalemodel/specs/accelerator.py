@@ -1,13 +1,12 @@
 """Accelerator spec: peak dense FLOP/s per precision, memory, memory bandwidth, power."""
 
-from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from msgspec import Meta
 
 from scalemodel.errors import InputError
-from scalemodel.specs.base import Sourced, Spec
+from scalemodel.specs.base import Sourced, Spec, field_error
 from scalemodel.specs.quantities import Bandwidth, Bytes, FlopRate, Fraction, Watts
 
 Precision = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
@@ -15,15 +14,15 @@ PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "f
 Family = Literal["pascal", "volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "tpu", "gaudi", "other"]
 
 
-class GemmCurve(Spec):
+class GemmCurve(Spec, kw_only=True):
     """A GEMM efficiency curve for one input precision: gemm_max x prod(d / (d + gemm_half_dim))."""
 
-    gemm_max: Fraction = Field(description="asymptotic fraction of this precision's peak for large GEMMs")
-    gemm_half_dim: float = Field(gt=0, description="GEMM dimension at which its factor is one half")
+    gemm_max: Annotated[Fraction, Meta(description="asymptotic fraction of this precision's peak for large GEMMs")]
+    gemm_half_dim: Annotated[float, Meta(gt=0, description="GEMM dimension at which its factor is one half")]
     source: str = ""
 
 
-class ComputeEfficiency(Spec):
+class ComputeEfficiency(Spec, kw_only=True):
     """Achieved fraction of peak as a function of GEMM shape, and of memory bandwidth.
 
     Per GEMM dimension d the efficiency factor is d / (d + gemm_half_dim); a GEMM reaches
@@ -33,10 +32,10 @@ class ComputeEfficiency(Spec):
     fraction of their doubled peak, e.g. H100 MAMF 71 % fp8 vs 80 % bf16).
     """
 
-    gemm_max: Fraction = Field(description="asymptotic fraction of peak for large 16-bit GEMMs")
-    gemm_half_dim: float = Field(gt=0, description="GEMM dimension at which its factor is one half")
-    memory: Fraction = Field(description="achievable fraction of memory bandwidth")
-    fp8: GemmCurve | None = Field(default=None, description="fp8 GEMM curve; None uses the 16-bit curve")
+    gemm_max: Annotated[Fraction, Meta(description="asymptotic fraction of peak for large 16-bit GEMMs")]
+    gemm_half_dim: Annotated[float, Meta(gt=0, description="GEMM dimension at which its factor is one half")]
+    memory: Annotated[Fraction, Meta(description="achievable fraction of memory bandwidth")]
+    fp8: Annotated[GemmCurve | None, Meta(description="fp8 GEMM curve; None uses the 16-bit curve")] = None
     source: str = ""
 
     def gemm(self, precision: str) -> tuple[float, float]:
@@ -46,33 +45,29 @@ class ComputeEfficiency(Spec):
         return float(self.gemm_max), float(self.gemm_half_dim)
 
 
-class AcceleratorSpec(Sourced):
+class AcceleratorSpec(Sourced, kw_only=True):
     kind: Literal["accelerator"] = "accelerator"
     name: str
     description: str = ""
     vendor: str = ""
     family: Family = "other"
-    peak_flops: dict[Precision, FlopRate] = Field(description="dense peak FLOP/s per precision")
-    memory: Bytes = Field(description="device memory capacity")
+    peak_flops: Annotated[dict[Precision, FlopRate], Meta(description="dense peak FLOP/s per precision")]
+    memory: Annotated[Bytes, Meta(description="device memory capacity")]
     memory_bandwidth: Bandwidth
-    tdp: Watts | None = Field(default=None, description="board power; None where the vendor publishes none")
-    compute_efficiency: ComputeEfficiency | None = Field(
-        default=None, description="GEMM efficiency curve; None uses the family default")
-    compute_units: int | None = Field(
-        default=None, gt=0, description="streaming multiprocessors (NVIDIA) or compute units (AMD) on the chip")
-    collective_units: int | None = Field(
-        default=None, ge=0, description=(
-            "compute units the collective library's kernels occupy while a large collective runs (NCCL: one "
-            "CTA per channel); with compute_units, compute overlapped with communication runs on the rest "
-            "(docs/model.md#contention). None or 0: collectives take no compute units (DMA/ICI engines, or "
-            "not known)"))
+    tdp: Annotated[Watts | None, Meta(description="board power; None where the vendor publishes none")] = None
+    compute_efficiency: Annotated[ComputeEfficiency | None, Meta(
+        description="GEMM efficiency curve; None uses the family default")] = None
+    compute_units: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
+        description="streaming multiprocessors (NVIDIA) or compute units (AMD) on the chip")] = None
+    collective_units: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
+        "compute units the collective library's kernels occupy while a large collective runs (NCCL: one "
+        "CTA per channel); with compute_units, compute overlapped with communication runs on the rest "
+        "(docs/model.md#contention). None or 0: collectives take no compute units (DMA/ICI engines, or "
+        "not known)"))] = None
 
-    @field_validator("peak_flops")
-    @classmethod
-    def _some_precision(cls, v: dict[str, float]) -> dict[str, float]:
-        if not v:
-            raise ValueError("needs at least one precision, e.g. bf16: 312 TFLOP/s")
-        return v
+    def _check(self) -> None:
+        if not self.peak_flops:
+            raise field_error("peak_flops", "needs at least one precision, e.g. bf16: 312 TFLOP/s")
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a training precision; bf16 falls back to fp16 (and vice versa) when absent."""

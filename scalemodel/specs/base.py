@@ -1,89 +1,404 @@
-"""Common base for every spec model: unknown keys are errors, values are validated on assignment.
+"""Common base for every spec (a :class:`msgspec.Struct`): unknown keys are errors, values are always validated.
 
-Numbers are checked alike in every spec: a boolean is not a number (pydantic would read ``true``
-as 1), NaN and infinities are refused, and no integer field exceeds :data:`MAX_SPEC_INT` (no count
-of layers, widths, heads, vocabulary, sequence length, batch or GPUs in a spec comes near a
-billion; beyond it the value is a typo, and products of such values overflow int64 in the cost
-models). GPU counts have the tighter :data:`MAX_GPUS`.
+Numbers are checked alike in every spec: a boolean is not a number, NaN and infinities are refused,
+and no integer field exceeds :data:`MAX_SPEC_INT` (no count of layers, widths, heads, vocabulary,
+sequence length, batch or GPUs in a spec comes near a billion; beyond it the value is a typo, and
+products of such values overflow int64 in the cost models). GPU counts have the tighter :data:`MAX_GPUS`.
+
+Validation is two passes. :func:`convert` first walks the raw data along the spec's field types
+(:func:`_prepare`): it refuses unknown and missing keys, booleans, non-finite and oversized numbers and
+values outside a ``Literal``, and runs the :class:`Before` hooks (units, labels, built-in names) that
+turn text into values; :func:`msgspec.convert` then checks the types and the ``msgspec.Meta``
+constraints, and each spec's :meth:`Spec._check` (its cross-field rules) runs in ``__post_init__``.
+A spec built directly in Python (``StrategySpec(tp=8)``) goes through the same two passes, so it is
+normalised and refused exactly as the same values in a YAML file; so is an assignment to a field (the
+whole spec is validated again, as pydantic's ``validate_assignment`` did), and a changed copy,
+``spec.model_copy(update={...})``.
+
+The modules defining specs do not use ``from __future__ import annotations``: their field types are
+evaluated once at import, and msgspec reads them without compiling strings on first use.
+
+The pydantic-style methods the engine, reports and commands use (``model_dump``, ``model_copy``,
+``model_validate``, ``model_fields``) keep their names and meaning.
 """
 
 from __future__ import annotations
 
+import contextvars
+import math
+import re
 import types
 import typing
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+import msgspec
 
 MAX_SPEC_INT = 10**9
 #: The most GPUs any spec or command accepts (the CLI's limit as well): beyond any machine.
 MAX_GPUS = 10**8
 
+_NO_VALUE: Any = object()
 
-def _takes_bool(annotation: Any) -> bool:
-    if annotation is bool or annotation is Any:
-        return True
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return any(_takes_bool(a) for a in typing.get_args(annotation))
+
+class SpecError(ValueError):
+    """A value a spec refuses: ``loc`` is its path (keys and list indices), ``kind`` one of
+    ``unknown`` (a key the spec has not), ``missing`` (a required key), ``type`` (a wrong type or a
+    value outside a constraint: ``value`` holds it) or ``value`` (a rule's own message)."""
+
+    def __init__(self, what: str, loc: Sequence[Any] = (), *, kind: str = "value", allowed: str = "",
+                 value: Any = _NO_VALUE) -> None:
+        self.what, self.loc, self.kind, self.allowed, self.value = what, tuple(loc), kind, allowed, value
+        text = f"{loc_text(self.loc)}: {what}" if self.loc else what
+        super().__init__(f"{text}; {allowed}" if allowed else text)
+
+    def located(self, outer: Sequence[Any]) -> SpecError:
+        return SpecError(self.what, (*outer, *self.loc), kind=self.kind, allowed=self.allowed, value=self.value)
+
+
+def loc_text(loc: Sequence[Any]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text or "(top level)"
+
+
+class Before:
+    """``Annotated`` marker: ``fn`` turns the raw value into what the field's type accepts (a unit-bearing
+    string into a float, a label into its canonical spelling, a built-in name into its fields)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+
+class Discriminator:
+    """``Annotated`` marker on a union of tagged specs: ``fn`` names the tag of a raw mapping (which
+    may leave its ``kind`` out)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any], str]) -> None:
+        self.fn = fn
+
+
+def field_error(name: str, what: str) -> ValueError:
+    """An error of one field, raised from a spec's :meth:`Spec._check` (reported at that field)."""
+    return ValueError(f"\x1f{name}\x1f{what}")
+
+
+# --- the first pass: raw data along the field types -----------------------------------------------
+
+class _Plan(typing.NamedTuple):
+    hints: dict[str, Any]
+    required: frozenset[str]
+    defaults: dict[str, Any]
+    tag_field: str | None
+
+
+_PLANS: dict[type, _Plan] = {}
+
+
+def _plan(cls: type) -> _Plan:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        infos = msgspec.structs.fields(cls)  # type: ignore[arg-type]
+        required = frozenset(f.name for f in infos if f.required)
+        defaults = {f.name: f.default for f in infos if f.default is not msgspec.NODEFAULT}
+        defaults.update({f.name: f.default_factory() for f in infos if f.default_factory is not msgspec.NODEFAULT})
+        config = cls.__struct_config__  # type: ignore[attr-defined]
+        plan = _PLANS[cls] = _Plan({f.name: f.type for f in infos}, required, defaults, config.tag_field)
+    return plan
+
+
+def built(cls: type) -> bool:
+    """Whether ``cls`` has validated anything yet (its field plan is built on first use, not at import)."""
+    return cls in _PLANS
+
+
+def _is_spec(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, msgspec.Struct)
+
+
+_TRUE = {"1", "on", "t", "true", "y", "yes"}
+_FALSE = {"0", "off", "f", "false", "n", "no"}
+_INT_TEXT = re.compile(r"^\s*[+-]?\d{1,30}\s*$")
+
+
+def _choices(args: Sequence[Any]) -> str:
+    shown = [repr(a) for a in args]
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
+
+
+def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
+    if t is int or t is float:
+        if isinstance(v, bool):
+            raise SpecError(f"{v!r} is a boolean, not a number", loc)
+        if isinstance(v, str):  # as pydantic did: "8" is 8
+            try:
+                v = int(v) if t is int and _INT_TEXT.match(v) else float(v)
+            except ValueError:
+                noun = "an integer" if t is int else "a number"
+                raise SpecError(f"Input should be a valid {noun.split()[-1]}, unable to parse string as {noun}", loc,
+                                kind="type", value=v) from None
+        if t is int and isinstance(v, float) and math.isfinite(v):
+            if v != int(v):
+                raise SpecError("Input should be a valid integer, got a number with a fractional part", loc,
+                                kind="type", value=v)
+            v = int(v)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise SpecError("Input should be a finite number", loc, kind="type", value=v)
+        if isinstance(v, int) and abs(v) > MAX_SPEC_INT and t is int:
+            raise SpecError(f"{v} is beyond the largest integer a spec accepts ({MAX_SPEC_INT:.0e})", loc)
+    elif t is bool:
+        if isinstance(v, int) and not isinstance(v, bool) and v in (0, 1):
+            return bool(v)
+        if isinstance(v, str) and v.lower() in _TRUE | _FALSE:
+            return v.lower() in _TRUE
+    return v
+
+
+def _prepare(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
+    """``v`` made ready for :func:`msgspec.convert` to type ``t`` (see the module docstring)."""
+    origin = typing.get_origin(t)
     if origin is typing.Annotated:
-        return _takes_bool(typing.get_args(annotation)[0])
-    return False
+        inner, *meta = typing.get_args(t)
+        for m in meta:
+            if isinstance(m, Before):
+                try:
+                    v = m.fn(v)
+                except SpecError as exc:
+                    raise exc.located(loc) from None
+                except (ValueError, TypeError) as exc:
+                    raise SpecError(str(exc), loc) from None
+        for m in meta:
+            if isinstance(m, Discriminator) and isinstance(v, dict):
+                return _tagged(inner, m.fn(v), v, loc)
+        return _prepare(inner, v, loc)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        if v is None and len(args) < len(typing.get_args(t)):
+            return v
+        if isinstance(v, dict):
+            specs = [a for a in args if _is_spec(a)]
+            if len(specs) == 1:
+                return _prepare_spec(specs[0], v, loc)
+        plain = [a for a in args if not _is_spec(a)]
+        return _prepare(plain[0], v, loc) if len(plain) == 1 else v
+    if origin is Literal:
+        values = typing.get_args(t)
+        if not any(v == a and type(v) is type(a) for a in values):
+            raise SpecError(f"Input should be {_choices(values)}", loc, kind="type", value=v)
+        return v
+    if origin is list:
+        if isinstance(v, list):
+            (item,) = typing.get_args(t)
+            return [_prepare(item, x, (*loc, i)) for i, x in enumerate(v)]
+        return v
+    if origin is dict:
+        if isinstance(v, dict):
+            key, value = typing.get_args(t)
+            out = {}
+            for k, x in v.items():
+                if typing.get_origin(key) is Literal:
+                    _prepare(key, k, (*loc, k))
+                out[k] = _prepare(value, x, (*loc, k))
+            return out
+        return v
+    if _is_spec(t):
+        return _prepare_spec(t, v, loc) if isinstance(v, dict) else v
+    return _leaf(t, v, loc)
 
 
-def _numeric(annotation: Any) -> bool:
-    """Whether a field holds numbers (int or float, possibly optional, in a list or as dict values)."""
-    if annotation in (int, float):
-        return True
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return _numeric(args[0])
-    if origin in (typing.Union, types.UnionType, list, tuple, dict):
-        return any(_numeric(a) for a in args)
-    return False
+def _tagged(union: Any, tag: str, v: dict[str, Any], loc: tuple[Any, ...]) -> Any:
+    members = {m.__struct_config__.tag: m for m in typing.get_args(union)}
+    if tag not in members:
+        raise SpecError(f"unknown kind {tag!r}", (*loc, "kind"), allowed=f"kind: {' or '.join(members)}")
+    return _prepare_spec(members[tag], v if "kind" in v else {"kind": tag, **v}, loc)
 
 
-def _walk(v: Any) -> Any:
+def _prepare_spec(cls: type, data: dict[str, Any], loc: tuple[Any, ...]) -> dict[str, Any]:
+    plan = _plan(cls)
+    for key in data:
+        if key not in plan.hints and key != plan.tag_field:
+            raise SpecError(f"unknown key {key!r}", (*loc, key), kind="unknown")
+    out: dict[str, Any] = {}
+    if plan.tag_field is not None and plan.tag_field in data:
+        out[plan.tag_field] = data[plan.tag_field]
+    for name, t in plan.hints.items():
+        if name in data:
+            out[name] = _prepare(t, data[name], (*loc, name))
+        elif name in plan.required:
+            raise SpecError("missing required field", (*loc, name), kind="missing")
+    return out
+
+
+# --- the second pass: msgspec ----------------------------------------------------------------------
+
+_validating: contextvars.ContextVar[bool] = contextvars.ContextVar("_validating", default=False)
+_MESSAGE = re.compile(r"(?s)^(.*?)(?: - at `(?:key` in `)?(\$[^`]*)`)?$")
+_PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
+_BOUND = re.compile(r"^Expected `(\w+)` (>=|>|<=|<) (\S+)$")
+_LENGTH = re.compile(r"^Expected `(\w+)` of length (>=|<=) (\d+)$")
+_TYPE = re.compile(r"^Expected `([^`]*)`, got `[^`]*`$")
+_BOUND_WORDS = {">": "greater than", ">=": "greater than or equal to", "<": "less than",
+                "<=": "less than or equal to"}
+_TYPE_WORDS = {"int": "a valid integer", "float": "a valid number", "str": "a valid string", "bool": "a valid boolean",
+               "object": "a valid mapping", "array": "a valid list", "null": "null"}
+
+
+def _number(text: str) -> str:
+    try:
+        return f"{float(text):g}"
+    except ValueError:
+        return text
+
+
+def _message(what: str) -> str:
+    """msgspec's wording of a type or constraint error in pydantic's (which the error lines always used)."""
+    bound = _BOUND.match(what)
+    if bound:
+        if bound.group(1) == "int" and bound.group(2) == ">=":  # msgspec writes an int's gt=0 as >= 1
+            return f"Input should be greater than {int(bound.group(3)) - 1}"
+        return f"Input should be {_BOUND_WORDS[bound.group(2)]} {_number(bound.group(3))}"
+    length = _LENGTH.match(what)
+    if length:
+        n = int(length.group(3))
+        noun = ("character" if length.group(1) == "str" else "item") + ("s" if n != 1 else "")
+        most = "at least" if length.group(2) == ">=" else "at most"
+        return f"{'String' if length.group(1) == 'str' else 'List'} should have {most} {n} {noun}"
+    wanted = _TYPE.match(what)
+    if wanted:
+        return "Input should be " + " or ".join(_TYPE_WORDS.get(t, t) for t in wanted.group(1).split(" | "))
+    return what
+
+
+def _value_at(data: Any, loc: Sequence[Any]) -> Any:
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return _NO_VALUE
+    return data
+
+
+def _from_msgspec(exc: msgspec.ValidationError, data: Any) -> SpecError:
+    m = _MESSAGE.match(str(exc))
+    what, path = (m.group(1), m.group(2) or "$") if m else (str(exc), "$")
+    loc: list[Any] = []
+    for part in _PATH_PART.finditer(path[1:]):
+        if part.group(0) == "[...]":
+            break
+        loc.append(part.group(1) if part.group(1) is not None else int(part.group(2)))
+    if what.startswith("\x1f"):
+        _, name, what = what.split("\x1f", 2)
+        return SpecError(what, (*loc, name))
+    unknown = re.match(r"^Object contains unknown field `(.*)`$", what)
+    if unknown:
+        return SpecError(f"unknown key {unknown.group(1)!r}", (*loc, unknown.group(1)), kind="unknown")
+    missing = re.match(r"^Object missing required field `(.*)`$", what)
+    if missing:
+        return SpecError("missing required field", (*loc, missing.group(1)), kind="missing")
+    if what.startswith("Expected ") or what.startswith("Invalid "):
+        return SpecError(_message(what), loc, kind="type", value=_value_at(data, loc))
+    return SpecError(what, loc)
+
+
+def convert(model: Any, data: Any) -> Any:
+    """``data`` (raw fields) as an instance of ``model`` (a spec class or a union), or a :class:`SpecError`."""
+    ready = _prepare(model, data, ())
+    token = _validating.set(True)
+    try:
+        return msgspec.convert(ready, model, strict=True)
+    except msgspec.ValidationError as exc:
+        raise _from_msgspec(exc, ready) from None
+    finally:
+        _validating.reset(token)
+
+
+class _FieldsView:
+    """``Spec.model_fields``: the field names of a spec class (in order; callers ask only for the names)."""
+
+    def __get__(self, obj: Any, cls: type) -> dict[str, None]:
+        return dict.fromkeys(cls.__struct_fields__)  # type: ignore[attr-defined]
+
+
+def _dump(v: Any, exclude_none: bool, exclude_unset: bool) -> Any:
+    if isinstance(v, Spec):
+        return v.model_dump(exclude_none=exclude_none, exclude_unset=exclude_unset)
     if isinstance(v, (list, tuple)):
-        for x in v:
-            yield from _walk(x)
-    elif isinstance(v, dict):
-        for x in v.values():
-            yield from _walk(x)
-    else:
-        yield v
+        return [_dump(x, exclude_none, exclude_unset) for x in v]
+    if isinstance(v, dict):
+        return {k: _dump(x, exclude_none, exclude_unset) for k, x in v.items()}
+    return v
 
 
-class Spec(BaseModel):
-    # defer_build: a model's validator is built when it first validates, not at import, so a query pays only
-    # for the specs it reads (collective reads a cluster, never a workload or a scenario)
-    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True, allow_inf_nan=False,
-                              defer_build=True)
+class Spec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    model_fields: ClassVar[_FieldsView] = _FieldsView()
 
-    @field_validator("*", mode="before")
+    def __setattr__(self, name: str, value: Any) -> None:
+        """An assignment is validated with the whole spec, as pydantic's validate_assignment did."""
+        fields = self.__struct_fields__
+        checked = convert(type(self), {**{f: getattr(self, f) for f in fields}, name: value})
+        for f in fields:
+            msgspec.structs.force_setattr(self, f, getattr(checked, f))
+
+    def __post_init__(self) -> None:
+        if _validating.get():
+            self._check()
+            return
+        # Built directly in Python (or copied, or unpickled): validate as the same fields in a file would be.
+        fields = self.__struct_fields__
+        checked = convert(type(self), {name: getattr(self, name) for name in fields})
+        for name in fields:
+            msgspec.structs.force_setattr(self, name, getattr(checked, name))
+
+    def _check(self) -> None:
+        """Cross-field rules (raise ValueError, or :func:`field_error` for one field's)."""
+
+    # --- the pydantic-style API the rest of the package uses ---
+
     @classmethod
-    def _no_bool_numbers(cls, v: Any, info: ValidationInfo) -> Any:
-        field = cls.model_fields.get(info.field_name or "")
-        if field is not None and _numeric(field.annotation) and not _takes_bool(field.annotation):
-            if any(isinstance(x, bool) for x in _walk(v)):
-                raise ValueError(f"{v!r} is a boolean, not a number")
-        return v
+    def model_validate(cls, data: Any) -> Any:
+        """Validate raw fields into this spec (raises :class:`SpecError`, a ValueError)."""
+        return convert(cls, data)
 
-    @field_validator("*", mode="after")
-    @classmethod
-    def _bounded_ints(cls, v: Any) -> Any:
-        for x in _walk(v):
-            if isinstance(x, int) and not isinstance(x, bool) and abs(x) > MAX_SPEC_INT:
-                raise ValueError(f"{x} is beyond the largest integer a spec accepts ({MAX_SPEC_INT:.0e})")
-        return v
+    def model_dump(self, *, mode: str = "python", exclude: set[str] | None = None, exclude_none: bool = False,
+                   exclude_unset: bool = False) -> dict[str, Any]:
+        """The fields as plain data (nested specs as dicts). ``exclude_unset`` leaves out the fields that
+        hold their default (a spec does not remember which keys its source named; a default given
+        explicitly is left out too, which no caller can tell apart). ``mode`` is accepted for pydantic's
+        signature: the values are JSON-ready in either mode."""
+        del mode
+        plan = _plan(type(self))
+        out: dict[str, Any] = {}
+        if plan.tag_field is not None:
+            out[plan.tag_field] = self.__struct_config__.tag
+        for name in self.__struct_fields__:
+            if exclude and name in exclude:
+                continue
+            v = getattr(self, name)
+            if exclude_none and v is None:
+                continue
+            if exclude_unset and name in plan.defaults and v == plan.defaults[name]:
+                continue
+            out[name] = _dump(v, exclude_none, exclude_unset)
+        return out
+
+    def model_copy(self, *, update: dict[str, Any] | None = None) -> Any:
+        """A copy with ``update`` applied, validated as a new spec would be."""
+        return msgspec.structs.replace(self, **(update or {}))
 
 
-class Sourced(Spec):
+class Sourced(Spec, kw_only=True):
     """A spec whose values carry their provenance: field name (or dotted path) -> citation."""
 
-    sources: dict[str, str] = Field(default_factory=dict, description="field -> citation for its value")
+    sources: typing.Annotated[dict[str, str], msgspec.Meta(description="field -> citation for its value")] = \
+        msgspec.field(default_factory=dict)
 
 
 #: Loads a named spec (a built-in name or a file) as raw fields: ``(kind, ref) -> dict``. The loader
@@ -98,15 +413,16 @@ def set_reference_loader(load: Callable[[str, str], Any]) -> None:
     _reference_loader = load
 
 
-def builtin_ref(kind: str) -> Any:
-    """A before-validator: a string names a built-in spec (or a file) of ``kind``, loaded as raw fields."""
+def builtin_ref(kind: str) -> Before:
+    """A :class:`Before` hook: a string names a built-in spec (or a file) of ``kind``, loaded as raw fields."""
 
     def resolve(v: Any) -> Any:
         if isinstance(v, str) and _reference_loader is not None:
             return _reference_loader(kind, v)
         return v
 
-    return resolve
+    return Before(resolve)
 
 
-__all__ = ["MAX_GPUS", "MAX_SPEC_INT", "Sourced", "Spec", "builtin_ref"]
+__all__ = ["MAX_GPUS", "MAX_SPEC_INT", "Before", "Discriminator", "Sourced", "Spec", "SpecError", "builtin_ref",
+           "convert", "field_error"]

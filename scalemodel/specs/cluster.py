@@ -1,15 +1,15 @@
 """Cluster spec: an accelerator, GPUs per node, and network tiers ordered innermost first."""
 
-from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+import msgspec
+from msgspec import Meta
 
 from scalemodel.choices import RDMA_TRANSPORTS, check_mtu
 from scalemodel.errors import InputError
 from scalemodel.specs.accelerator import AcceleratorSpec
-from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref
+from scalemodel.specs.base import MAX_GPUS, Sourced, Spec, builtin_ref, field_error
 from scalemodel.specs.quantities import Bandwidth, Bytes, Fraction, PricePerHour, Seconds, SecondsOrZero, Watts
 
 Topology = Literal["switch", "mesh", "torus", "ring", "rail"]
@@ -17,38 +17,40 @@ Transport = Literal["tcp", "roce", "ib"]
 Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp"]
 
 
-class TierSpec(Sourced):
+class TierSpec(Sourced, kw_only=True):
     name: str
-    span: int = Field(gt=0, le=MAX_GPUS, description="GPUs reachable inside this tier (cumulative)")
-    bandwidth: Bandwidth = Field(description="line rate per GPU, per direction")
-    latency: Seconds = Field(description="per-message latency (alpha)")
-    efficiency: Fraction = Field(description="achievable fraction of line rate, 0 < e <= 1")
-    oversubscription: float = Field(default=1.0, ge=1.0, le=1e6, description="taper of traffic leaving the tier below")
-    in_network_reduction: bool = Field(default=False, description="SHARP / NVLS style reduction in switches")
+    span: Annotated[int, Meta(gt=0, le=MAX_GPUS, description="GPUs reachable inside this tier (cumulative)")]
+    bandwidth: Annotated[Bandwidth, Meta(description="line rate per GPU, per direction")]
+    latency: Annotated[Seconds, Meta(description="per-message latency (alpha)")]
+    efficiency: Annotated[Fraction, Meta(description="achievable fraction of line rate, 0 < e <= 1")]
+    oversubscription: Annotated[float, Meta(ge=1.0, le=1e6,
+        description="taper of traffic leaving the tier below")] = 1.0
+    in_network_reduction: Annotated[bool, Meta(description="SHARP / NVLS style reduction in switches")] = False
     topology: Topology = "switch"
     protocol: str = ""
-    transport: Transport | None = Field(default=None, description=(
+    transport: Annotated[Transport | None, Meta(description=(
         "transport profile (docs/model.md#transport): tcp (kernel TCP/IP over Ethernet), roce (RoCE v2) or ib "
         "(InfiniBand). When given, latency is read as the network hop with a kernel-bypass transport and "
         "efficiency as the share left besides headers; the profile adds its per-message software cost and "
-        "divides by its header efficiency. Omitted: latency and efficiency are end-to-end measurements"))
-    mtu: Bytes | None = Field(default=None, description=(
+        "divides by its header efficiency. Omitted: latency and efficiency are end-to-end measurements"))] = None
+    mtu: Annotated[Bytes | None, Meta(description=(
         "link MTU for the transport's header overhead: the Ethernet MTU for tcp and roce (default 1500), the IB "
-        "MTU for ib (256-4096, default 4096); needs transport"))
-    registration_reuse: float | None = Field(default=None, ge=1.0, le=1e12, description=(
+        "MTU for ib (256-4096, default 4096); needs transport"))] = None
+    registration_reuse: Annotated[Annotated[float, Meta(ge=1.0, le=1e12)] | None, Meta(description=(
         "collectives per RDMA memory registration of the buffer (1: registered on every call); omitted: "
-        "registered once, as NCCL's internal buffers are; needs transport roce or ib"))
-    torus_dims: list[int] | None = Field(
-        default=None, min_length=1, max_length=6,
+        "registered once, as NCCL's internal buffers are; needs transport roce or ib"))] = None
+    torus_dims: Annotated[Annotated[list[int], Meta(min_length=1, max_length=6)] | None, Meta(
         description="extents of a torus tier's dimensions (topology: torus), e.g. [32, 32]; their product is the "
-                    "number of torus nodes, span / the inner tier's span (docs/model.md#torus)")
+                    "number of torus nodes, span / the inner tier's span (docs/model.md#torus)")] = None
 
-    @model_validator(mode="after")
-    def _transport(self) -> TierSpec:
+    def _check(self) -> None:
+        dims = self.torus_dims
+        if dims is not None and any(d < 1 or d > MAX_GPUS for d in dims):
+            raise field_error("torus_dims", f"torus_dims must be whole numbers from 1 to {MAX_GPUS}, got {dims}")
         if self.transport is None:
             if self.mtu is not None or self.registration_reuse is not None:
                 raise ValueError("mtu and registration_reuse need a transport (tcp, roce or ib)")
-            return self
+            return
         if self.mtu is not None:
             try:
                 check_mtu(self.transport, self.mtu)
@@ -56,73 +58,69 @@ class TierSpec(Sourced):
                 raise ValueError(f"mtu: {exc.what}; allowed: {exc.allowed}") from None
         if self.registration_reuse is not None and self.transport not in RDMA_TRANSPORTS:
             raise ValueError(f"registration_reuse applies to RDMA transports (roce, ib), not {self.transport!r}")
-        return self
-
-    @field_validator("torus_dims")
-    @classmethod
-    def _dims(cls, dims: list[int] | None) -> list[int] | None:
-        if dims is not None and any(d < 1 or d > MAX_GPUS for d in dims):
-            raise ValueError(f"torus_dims must be whole numbers from 1 to {MAX_GPUS}, got {dims}")
-        return dims
 
 
-class Variability(Spec):
+class Variability(Spec, kw_only=True):
     """Per-worker step-time variability (stragglers): distribution and coefficient of variation."""
 
     dist: Distribution = "lognormal"
-    cv: float = Field(default=0.0, ge=0.0, lt=10.0)
+    cv: Annotated[float, Meta(ge=0.0, lt=10.0)] = 0.0
     source: str = ""
 
 
-class ParameterServerSpec(Spec):
+class ParameterServerSpec(Spec, kw_only=True):
     """Dedicated parameter-server (CPU) machines and how tensors are sharded over them
     (docs/model.md#parameter-server). Used only with ``dp_comm: ps:K``."""
 
-    nic_bandwidth: Bandwidth | None = Field(default=None, description=(
+    nic_bandwidth: Annotated[Bandwidth | None, Meta(description=(
         "line rate of one dedicated server's NIC(s), per direction; default: a GPU node's NIC bandwidth "
         "(gpus_per_node x the per-GPU line rate of the first tier outside the node), as in BytePS's "
-        "equal-NIC analysis"))
-    memory_bandwidth: Bandwidth = Field(default=204.8e9, description=(
+        "equal-NIC analysis"))] = None
+    memory_bandwidth: Annotated[Bandwidth, Meta(description=(
         "server DRAM bandwidth for summation; default 204.8 GB/s = one socket of 8 DDR4-3200 channels "
-        "(8 x 25.6 GB/s; Intel Xeon Platinum 8380 / AMD EPYC 7763 datasheets)"))
-    partition_bytes: Bytes = Field(default=4096000.0, description=(
+        "(8 x 25.6 GB/s; Intel Xeon Platinum 8380 / AMD EPYC 7763 datasheets)"))] = 204.8e9
+    partition_bytes: Annotated[Bytes, Meta(description=(
         "tensors are cut into pieces of at most this size, dealt to servers and pipelined "
-        "(BytePS BYTEPS_PARTITION_BYTES default 4096000)"))
-    shard_imbalance: float | None = Field(default=None, ge=1.0, le=1e6, description=(
+        "(BytePS BYTEPS_PARTITION_BYTES default 4096000)"))] = 4096000.0
+    shard_imbalance: Annotated[Annotated[float, Meta(ge=1.0, le=1e6)] | None, Meta(description=(
         "largest server load / mean server load; default: equal partitions dealt round-robin, "
-        "k ceil(c/k)/c for c partitions"))
+        "k ceil(c/k)/c for c partitions"))] = None
     source: str = ""
 
 
-class ClusterSpec(Sourced):
+class ClusterSpec(Sourced, kw_only=True):
     kind: Literal["cluster"] = "cluster"
     name: str
     description: str = ""
-    accelerator: AcceleratorSpec
-    gpus_per_node: int = Field(gt=0, le=MAX_GPUS)
-    max_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS, description="largest deployment the spec describes")
-    tiers: list[TierSpec] = Field(min_length=1, description="network tiers, innermost first")
-    host_bandwidth: Bandwidth | None = Field(default=None, description=(
+    accelerator: Annotated[AcceleratorSpec, builtin_ref("accelerator")]
+    gpus_per_node: Annotated[int, Meta(gt=0, le=MAX_GPUS)]
+    max_gpus: Annotated[Annotated[int, Meta(gt=0, le=MAX_GPUS)] | None, Meta(
+        description="largest deployment the spec describes")] = None
+    tiers: Annotated[list[TierSpec], Meta(min_length=1, description="network tiers, innermost first")]
+    host_bandwidth: Annotated[Bandwidth | None, Meta(description=(
         "GPU <-> host-memory link per GPU, per direction (PCIe, NVLink-C2C): the rate activation offload "
-        "(strategy offload_layers) moves bytes at; none: offload cannot be priced"))
+        "(strategy offload_layers) moves bytes at; none: offload cannot be priced"))] = None
     price_per_gpu_hour: PricePerHour | None = None
     node_power: Watts | None = None
-    variability: Variability = Field(default_factory=Variability)
-    parameter_server: ParameterServerSpec = Field(default_factory=ParameterServerSpec)
-    step_overhead: SecondsOrZero = Field(default=0.0, description=(
+    variability: Variability = msgspec.field(default_factory=Variability)
+    parameter_server: ParameterServerSpec = msgspec.field(default_factory=ParameterServerSpec)
+    step_overhead: Annotated[SecondsOrZero, Meta(description=(
         "fixed seconds every training step spends outside the modelled parts (kernel launches, data loading, "
         "logging, ...), added to each step as the breakdown part 'overhead'; 0 unless measured, e.g. fitted by "
-        "`scalemodel calibrate runs` (docs/model.md#overhead)"))
-    overlap_efficiency: Fraction = Field(default=1.0, description=(
+        "`scalemodel calibrate runs` (docs/model.md#overhead)"))] = 0.0
+    overlap_efficiency: Annotated[Fraction, Meta(description=(
         "fraction of each compute window that may hide communication (TP backward under the weight-gradient "
         "GEMMs, CP under the attention core, DP and FSDP/ZeRO-3 under the backward and forward); 1 = the whole "
-        "window; fitted by `scalemodel calibrate runs` (docs/model.md#overlap-efficiency)"))
+        "window; fitted by `scalemodel calibrate runs` (docs/model.md#overlap-efficiency)"))] = 1.0
 
-    _resolve_accelerator = field_validator("accelerator", mode="before")(builtin_ref("accelerator"))
+    def _check(self) -> None:
+        try:
+            self._tiers_nest(self.tiers)
+        except ValueError as exc:
+            raise field_error("tiers", str(exc)) from None
 
-    @field_validator("tiers")
-    @classmethod
-    def _tiers_nest(cls, tiers: list[TierSpec]) -> list[TierSpec]:
+    @staticmethod
+    def _tiers_nest(tiers: list[TierSpec]) -> None:
         for i in range(1, len(tiers)):
             inner, outer = tiers[i - 1], tiers[i]
             if outer.span <= inner.span:
@@ -149,7 +147,6 @@ class ClusterSpec(Sourced):
         names = [t.name for t in tiers]
         if len(set(names)) != len(names):
             raise ValueError(f"tier names must be unique, got {names}")
-        return tiers
 
     @property
     def largest_gpus(self) -> int:

@@ -18,12 +18,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
 import yaml
-from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from scalemodel.errors import InputError
 from scalemodel.specs import files, notices, yamlread
-from scalemodel.specs.base import set_reference_loader
+from scalemodel.specs.base import _NO_VALUE, Spec, SpecError, convert, loc_text, set_reference_loader
 from scalemodel.specs.hf import from_hf_config
 
 MAX_EXTENDS_DEPTH = 16
@@ -360,69 +360,70 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
 
 # --- validation ----------------------------------------------------------------------------------
 
-_TAGS = {"transformer", "generic"}
+
+def _spec_classes(t: Any) -> list[Any]:
+    """The spec classes a field type holds (through Optional, lists, dicts and Annotated)."""
+    cands = [t]
+    for _ in range(5):
+        nxt: list[Any] = []
+        for c in cands:
+            args = typing.get_args(c)
+            nxt.extend(args if args else [c])
+        cands = nxt
+    return [c for c in cands if isinstance(c, type) and issubclass(c, Spec)]
 
 
-def _loc_text(loc: Sequence[Any]) -> str:
-    text = ""
+def _fields_at(model: Any, loc: Sequence[Any], data: Any = None) -> list[str]:
+    """Field names of the spec reached by ``loc`` (best effort, for 'allowed keys' hints); ``data``
+    (the raw fields) picks the member of a union of tagged specs by its ``kind``."""
+    cands = _spec_classes(model)
     for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
+        if isinstance(data, dict):
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
         else:
-            text += ("." if text else "") + str(part)
-    return text or "(top level)"
-
-
-def _fields_at(model: Any, loc: Sequence[Any]) -> list[str]:
-    """Field names of the model reached by ``loc`` (best effort, for 'allowed keys' hints)."""
-    cls: Any = model
-    for part in loc:
-        if isinstance(part, int) or part in _TAGS:
+            data = None
+        if isinstance(part, int):
             continue
-        fields = getattr(cls, "model_fields", None)
-        if not fields or part not in fields:
+        cls = _pick(cands, data)
+        fields = cls.model_fields if cls is not None else {}
+        if part not in fields:
             return []
-        ann = fields[part].annotation
-        cands = [ann]
-        for _ in range(4):
-            nxt: list[Any] = []
-            for c in cands:
-                args = typing.get_args(c)
-                nxt.extend(args if args else [c])
-            cands = nxt
-        models = [c for c in cands if isinstance(c, type) and issubclass(c, BaseModel)]
-        if not models:
-            return []
-        cls = models[0]
-    return list(getattr(cls, "model_fields", {}))
+        cands = _spec_classes(next(f.type for f in msgspec.structs.fields(cls) if f.name == part))
+    cls = _pick(cands, data)
+    return list(cls.model_fields) if cls is not None else []
 
 
-def validation_error(exc: ValidationError, model: Any, path: Path | None, node: yaml.Node | None,
-                     prefix: Sequence[Any] = ()) -> InputError:
-    # An unknown key usually explains a "missing" one next to it (a typo), so report it first.
-    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    err = errors[0]
-    loc = [p for p in err["loc"] if not (isinstance(p, str) and p in _TAGS)]
+def _pick(cands: list[Any], data: Any) -> Any:
+    if len(cands) > 1 and isinstance(data, dict):
+        tagged = [c for c in cands if c.__struct_config__.tag == data.get("kind")]  # type: ignore[attr-defined]
+        if not tagged and "kind" not in data:
+            tagged = [c for c in cands if c.__struct_config__.tag == ("transformer" if "layers" in data  # type: ignore[attr-defined]
+                                                                       else "generic")]
+        cands = tagged or cands
+    return cands[0] if cands else None
+
+
+def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.Node | None,
+                     prefix: Sequence[Any] = (), data: Any = None) -> InputError:
+    """A spec's refusal as one :class:`InputError`: file:line, the field's path, what, what is allowed."""
+    loc = list(exc.loc)
     full = list(prefix) + loc
-    kind = err["type"]
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    allowed = ""
-    if kind == "extra_forbidden":
-        known = _fields_at(model, loc[:-1])
-        msg = f"unknown key {loc[-1]!r}"
+    msg, allowed = exc.what, exc.allowed
+    if exc.kind == "unknown":
+        known = _fields_at(model, loc[:-1], data)
         near = difflib.get_close_matches(str(loc[-1]), known, n=1)
         allowed = (f"did you mean {near[0]!r}? " if near else "") + (f"known keys: {', '.join(known)}" if known else "")
-    elif kind == "missing":
-        msg = "missing required field"
+    elif exc.kind == "missing":
         allowed = "add it (see `scalemodel schema` for every field)"
-    elif "input" in err and kind not in ("value_error", "assertion_error"):
-        msg = f"{msg} (got {err['input']!r})"
-    where = _loc_text(full)
+    elif exc.kind == "type" and exc.value is not _NO_VALUE:
+        msg = f"{msg} (got {exc.value!r})"
+    where = loc_text(full)
     if path is not None:
         line = _line_of(node, loc) if node is not None else None
         where = f"{path}:{line}: {where}" if line else f"{path}: {where}"
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    return InputError(msg + more, where=where, allowed=allowed)
+    return InputError(msg, where=where, allowed=allowed)
 
 
 M = TypeVar("M")
@@ -431,11 +432,9 @@ M = TypeVar("M")
 def validate(model: Any, data: dict[str, Any], *, path: Path | None = None, node: yaml.Node | None = None,
              prefix: Sequence[Any] = ()) -> Any:
     try:
-        if isinstance(model, type) and issubclass(model, BaseModel):
-            return model.model_validate(data)
-        return TypeAdapter(model).validate_python(data)
-    except ValidationError as exc:
-        raise validation_error(exc, model, path, node, prefix) from None
+        return convert(model, data)
+    except SpecError as exc:
+        raise validation_error(exc, model, path, node, prefix, data) from None
     except InputError as exc:
         raise exc.at(str(path)) if path is not None else exc from None
 

@@ -1,16 +1,21 @@
-"""Pydantic field types that accept a number (SI base unit) or a string with a unit.
+"""Spec field types that accept a number (SI base unit) or a string with a unit.
 
 Each kind of quantity has a physical range (:data:`RANGES`, SI base units) far wider than any real
 hardware or workload but narrow enough to catch a wrong unit or a typo: ``memory: 5e-324 GB`` or a
 latency of 1e-30 s is an error naming the range, not a subnormal number that turns into inf later.
+
+A quantity is a ``float`` to the type checker and to msgspec; its :class:`~scalemodel.specs.base.Before`
+hook reads the unit, then checks the bound (``gt``/``ge``) and the physical range, so the error names the
+exact key (``peak_flops.bf16``) and the value.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
+from msgspec import Meta
 
+from scalemodel.specs.base import Before, SpecError
 from scalemodel.units import accepted_units, parse_quantity
 
 #: kind -> (smallest, largest) non-zero value in SI base units
@@ -30,19 +35,26 @@ _SI_UNIT = {"bytes": "B", "bandwidth": "B/s", "time": "s", "flop_rate": "FLOP/s"
             "price_rate": "USD/s", "count": ""}
 
 
-def _in_range(kind: str) -> Any:
+def _reader(kind: str, gt: float | None, ge: float | None) -> Any:
     lo, hi = RANGES[kind]
     unit = _SI_UNIT[kind]
 
-    def check(v: float) -> float:
-        if v != 0 and not lo <= v <= hi:
-            raise ValueError(f"{v:.4g} {unit} is outside the physical range {lo:g} .. {hi:g} {unit}".replace(" ,", ","))
-        return v
+    def read(v: Any) -> float:
+        if isinstance(v, bool):
+            raise ValueError(f"{v!r} is a boolean, not a number")
+        x = parse_quantity(v, kind)
+        if gt is not None and not x > gt:
+            raise SpecError(f"Input should be greater than {gt:g}", kind="type", value=v)
+        if ge is not None and not x >= ge:
+            raise SpecError(f"Input should be greater than or equal to {ge:g}", kind="type", value=v)
+        if x != 0 and not lo <= x <= hi:
+            raise ValueError(f"{x:.4g} {unit} is outside the physical range {lo:g} .. {hi:g} {unit}".replace(" ,", ","))
+        return x
 
-    return check
+    return read
 
 
-def _quantity(kind: str, description: str, **constraints: Any) -> Any:
+def _quantity(kind: str, description: str, *, gt: float | None = None, ge: float | None = None) -> Any:
     schema = {
         "anyOf": [
             {"type": "number"},
@@ -50,22 +62,29 @@ def _quantity(kind: str, description: str, **constraints: Any) -> Any:
         ],
         "description": f"{description} (bare number = SI base unit)",
     }
-    return Annotated[
-        float,
-        BeforeValidator(lambda v: parse_quantity(v, kind)),
-        Field(**constraints),
-        AfterValidator(_in_range(kind)),
-        WithJsonSchema(schema),
-    ]
+    extra = {"x-schema": schema}
+    bound = Meta(gt=gt, extra_json_schema=extra) if gt is not None else Meta(ge=ge, extra_json_schema=extra)
+    return Annotated[float, Before(_reader(kind, gt, ge)), bound]
 
 
-Bytes = _quantity("bytes", "bytes", gt=0)
-Bandwidth = _quantity("bandwidth", "bytes/s", gt=0)
-Seconds = _quantity("time", "seconds", gt=0)
-SecondsOrZero = _quantity("time", "seconds", ge=0)
-FlopRate = _quantity("flop_rate", "FLOP/s", gt=0)
-Flops = _quantity("flops", "FLOP", gt=0)
-Watts = _quantity("power", "watts", gt=0)
-PricePerHour = _quantity("price_rate", "USD per GPU-hour (stored as USD/s)", ge=0)
-Count = _quantity("count", "a count, e.g. 175B, 300e9", gt=0)
-Fraction = Annotated[float, Field(gt=0, le=1)]
+if TYPE_CHECKING:
+    Bytes = float
+    Bandwidth = float
+    Seconds = float
+    SecondsOrZero = float
+    FlopRate = float
+    Flops = float
+    Watts = float
+    PricePerHour = float
+    Count = float
+else:
+    Bytes = _quantity("bytes", "bytes", gt=0)
+    Bandwidth = _quantity("bandwidth", "bytes/s", gt=0)
+    Seconds = _quantity("time", "seconds", gt=0)
+    SecondsOrZero = _quantity("time", "seconds", ge=0)
+    FlopRate = _quantity("flop_rate", "FLOP/s", gt=0)
+    Flops = _quantity("flops", "FLOP", gt=0)
+    Watts = _quantity("power", "watts", gt=0)
+    PricePerHour = _quantity("price_rate", "USD per GPU-hour (stored as USD/s)", ge=0)
+    Count = _quantity("count", "a count, e.g. 175B, 300e9", gt=0)
+Fraction = Annotated[float, Meta(gt=0, le=1)]

@@ -1,86 +1,78 @@
 """A scenario: cluster + workload + training + strategy (+ the assertions `scalemodel check` verifies)."""
 
-from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, WithJsonSchema, field_validator
+import msgspec
+from msgspec import Meta
 
-from scalemodel.specs.base import MAX_GPUS, Spec, builtin_ref
+from scalemodel.specs.base import MAX_GPUS, Before, Spec, builtin_ref, field_error
 from scalemodel.specs.cluster import ClusterSpec
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 from scalemodel.specs.workload import Workload
 from scalemodel.units import parse_quantity
 
 
-class Assertions(Spec):
+def _time(v: Any) -> Any:
+    return None if v is None else parse_quantity(v, "time")
+
+
+def _money(v: Any) -> Any:
+    return None if v is None else parse_quantity(v, "money")
+
+
+def _limit(description: str) -> Meta:
+    return Meta(extra_json_schema={"x-schema": {
+        "anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}, {"type": "null"}],
+        "description": description}})
+
+
+class Assertions(Spec, kw_only=True):
     """Capacity-plan guards checked by ``scalemodel check``. Each is optional.
 
     Time limits accept units ("2s", "30 days"), cost "5e6" or "$5e6"; a bare number is seconds / USD.
     """
 
-    min_scaling_efficiency: float | None = Field(
-        default=None, gt=0, le=1.5,
-        description="per-GPU throughput at `at` GPUs relative to the first count in gpus")
-    at: int | None = Field(default=None, gt=0, description="GPU count min_scaling_efficiency refers to "
-                                                           "(default: the largest)")
-    max_step_time: Annotated[float | None, WithJsonSchema(
-        {"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}, {"type": "null"}],
-         "description": "seconds, or a time with a unit (2s, 500 ms)"})] = Field(default=None, gt=0)
-    min_mfu: float | None = Field(default=None, gt=0, le=1)
-    min_tokens_per_s: float | None = Field(default=None, gt=0)
+    min_scaling_efficiency: Annotated[Annotated[float, Meta(gt=0, le=1.5)] | None, Meta(
+        description="per-GPU throughput at `at` GPUs relative to the first count in gpus")] = None
+    at: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
+        description="GPU count min_scaling_efficiency refers to (default: the largest)")] = None
+    max_step_time: Annotated[Annotated[float, Meta(gt=0)] | None, Before(_time),
+                             _limit("seconds, or a time with a unit (2s, 500 ms)")] = None
+    min_mfu: Annotated[float, Meta(gt=0, le=1)] | None = None
+    min_tokens_per_s: Annotated[float, Meta(gt=0)] | None = None
     must_fit_memory: bool | None = None
-    max_cost_usd: Annotated[float | None, WithJsonSchema(
-        {"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}, {"type": "null"}],
-         "description": "USD (needs training.train_tokens and cluster.price_per_gpu_hour)"})] = Field(
-        default=None, gt=0)
-    max_time_to_train: Annotated[float | None, WithJsonSchema(
-        {"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}, {"type": "null"}],
-         "description": "seconds, or a time with a unit (30 days); needs training.train_tokens"})] = Field(
-        default=None, gt=0)
-
-    @field_validator("max_step_time", "max_time_to_train", mode="before")
-    @classmethod
-    def _time(cls, v: Any) -> Any:
-        return None if v is None else parse_quantity(v, "time")
-
-    @field_validator("max_cost_usd", mode="before")
-    @classmethod
-    def _money(cls, v: Any) -> Any:
-        return None if v is None else parse_quantity(v, "money")
+    max_cost_usd: Annotated[Annotated[float, Meta(gt=0)] | None, Before(_money),
+                            _limit("USD (needs training.train_tokens and cluster.price_per_gpu_hour)")] = None
+    max_time_to_train: Annotated[Annotated[float, Meta(gt=0)] | None, Before(_time),
+                                 _limit("seconds, or a time with a unit (30 days); needs training.train_tokens")] = None
 
 
-class ScenarioSpec(Spec):
+def _gpus(v: Any) -> Any:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return [v]
+    if isinstance(v, str):
+        parts = [x for x in v.replace(" ", "").split(",") if x]
+        if not all(x.isascii() and x.isdigit() and len(x) <= 9 for x in parts):
+            raise ValueError(f"cannot read GPU counts {v[:60]!r}; comma-separated integers, e.g. 128,256")
+        return [int(x) for x in parts]
+    return v
+
+
+class ScenarioSpec(Spec, kw_only=True):
     kind: Literal["scenario"] = "scenario"
     name: str = "scenario"
     description: str = ""
-    cluster: ClusterSpec
-    model: Workload
-    gpus: list[int] = Field(min_length=1, description="GPU count, or a list of counts for a sweep")
+    cluster: Annotated[ClusterSpec, builtin_ref("cluster")]
+    model: Annotated[Workload, builtin_ref("workload")]
+    gpus: Annotated[list[int], Before(_gpus), Meta(
+        min_length=1, description="GPU count, or a list of counts for a sweep")]
     mode: Literal["weak", "strong"] = "weak"
-    training: TrainingSpec = Field(default_factory=TrainingSpec)
-    strategy: StrategySpec = Field(default_factory=StrategySpec)
-    best: bool = Field(default=False, description="search the best strategy at each point (planner)")
+    training: TrainingSpec = msgspec.field(default_factory=TrainingSpec)
+    strategy: StrategySpec = msgspec.field(default_factory=StrategySpec)
+    best: Annotated[bool, Meta(description="search the best strategy at each point (planner)")] = False
     assertions: Assertions | None = None
 
-    @field_validator("gpus", mode="before")
-    @classmethod
-    def _gpus(cls, v: Any) -> Any:
-        if isinstance(v, int) and not isinstance(v, bool):
-            return [v]
-        if isinstance(v, str):
-            parts = [x for x in v.replace(" ", "").split(",") if x]
-            if not all(x.isascii() and x.isdigit() and len(x) <= 9 for x in parts):
-                raise ValueError(f"cannot read GPU counts {v[:60]!r}; comma-separated integers, e.g. 128,256")
-            return [int(x) for x in parts]
-        return v
-
-    @field_validator("gpus")
-    @classmethod
-    def _positive(cls, v: list[int]) -> list[int]:
-        if any(not 0 < g <= MAX_GPUS for g in v):
-            raise ValueError(f"GPU counts must be positive integers up to {MAX_GPUS:.0e}")
-        return v
-
-    _cluster = field_validator("cluster", mode="before")(builtin_ref("cluster"))
-    _model = field_validator("model", mode="before")(builtin_ref("workload"))
+    def _check(self) -> None:
+        if any(not 0 < g <= MAX_GPUS for g in self.gpus):
+            raise field_error("gpus", f"GPU counts must be positive integers up to {MAX_GPUS:.0e}")

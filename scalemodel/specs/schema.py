@@ -4,10 +4,47 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import TypeAdapter
+import msgspec
 
 from scalemodel import specs
 from scalemodel.specs.sweep import SweepSpec
+
+
+def _finish(node: Any) -> Any:
+    """msgspec's schema made ours: a type's own schema (``x-schema``: quantities, labels) replaces the
+    one msgspec derives, keeping the field's description and default."""
+    if isinstance(node, list):
+        return [_finish(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    if "x-schema" in node:
+        own = dict(node["x-schema"])
+        for key in ("title", "description", "default"):
+            if key in node:
+                own[key] = node[key]
+        return _finish(own)
+    # a workload may leave its kind out (the loader infers it): no discriminator keyword
+    return {k: _finish(v) for k, v in node.items() if k != "discriminator"}
+
+
+def _untag(defs: dict[str, Any]) -> None:
+    """A workload's ``kind`` may be left out (the loader infers it): not required, and its default shown."""
+    for d in defs.values():
+        props = d.get("properties", {})
+        kind = props.get("kind")
+        if isinstance(kind, dict) and "enum" in kind and len(kind["enum"]) == 1 and "kind" in d.get("required", []):
+            props["kind"] = {"const": kind["enum"][0], "default": kind["enum"][0], "type": "string"}
+            d["required"] = [r for r in d["required"] if r != "kind"]
+
+
+def _inline_root(schema: dict[str, Any]) -> dict[str, Any]:
+    """``{"$ref": "#/$defs/X", "$defs": {...}}`` -> X's schema at the top, the others under ``$defs``."""
+    ref = schema.get("$ref", "")
+    defs = dict(schema.get("$defs", {}))
+    if not ref.startswith("#/$defs/"):
+        return schema
+    root = defs.pop(ref.removeprefix("#/$defs/"))
+    return {**({"$defs": defs} if defs else {}), **root}
 
 
 def _allow_extends(d: dict[str, Any]) -> dict[str, Any]:
@@ -20,10 +57,12 @@ def _allow_extends(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def json_schema(kind: str) -> dict[str, Any]:
-    """The Draft-07 JSON Schema of a spec kind (pydantic's schema with the draft declared)."""
+    """The Draft-07 JSON Schema of a spec kind (msgspec's schema with the draft declared)."""
     models: dict[str, Any] = {"cluster": specs.ClusterSpec, "accelerator": specs.AcceleratorSpec,
                               "workload": specs.Workload, "scenario": specs.ScenarioSpec, "sweep": SweepSpec}
-    schema = TypeAdapter(models[kind]).json_schema(mode="validation")
+    schema = _finish(msgspec.json.schema(models[kind]))
+    _untag(schema.get("$defs", {}))
+    schema = _inline_root(schema)
     schema = {"$schema": "http://json-schema.org/draft-07/schema#",
               "title": f"scalemodel {kind} spec", **schema}
     if kind == "scenario":

@@ -18,16 +18,16 @@ Every point goes through the same engine entry point as the commands: ``best`` t
 :func:`scalemodel.engine.predict.predict` (as `scalemodel predict`).
 """
 
-from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+import msgspec
+from msgspec import Meta
 
 from scalemodel.errors import InputError
 from scalemodel.specs import files
-from scalemodel.specs.base import MAX_GPUS, Spec
+from scalemodel.specs.base import MAX_GPUS, Spec, field_error
 from scalemodel.specs.loader import read_document, resolve, validate
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
@@ -35,10 +35,11 @@ from scalemodel.specs.training import StrategySpec, TrainingSpec
 MAX_POINTS = 1_000_000
 
 
-class SweepStrategy(StrategySpec):
+class SweepStrategy(StrategySpec, kw_only=True):
     """A fixed strategy of the grid; ``label`` names it in the table (default: tpX-ppY...)."""
 
-    label: str | None = Field(default=None, max_length=80, description="name of this strategy in the output")
+    label: Annotated[Annotated[str, Meta(max_length=80)] | None, Meta(
+        description="name of this strategy in the output")] = None
 
     def name(self) -> str:
         if self.label:
@@ -51,26 +52,24 @@ class SweepStrategy(StrategySpec):
         return "-".join(parts + [e for e in extra if e]) or "dp-only"
 
 
-class SweepSpec(Spec):
+class SweepSpec(Spec, kw_only=True):
     kind: Literal["sweep"] = "sweep"
     name: str = "sweep"
     description: str = ""
-    models: list[str] = Field(min_length=1, description="built-in workload names or files")
-    clusters: list[str] = Field(min_length=1, description="built-in cluster names or files")
-    gpus: list[int] = Field(min_length=1, description="GPU counts")
-    strategies: list[Literal["best"] | SweepStrategy] = Field(
-        default_factory=lambda: ["best"],  # type: ignore[arg-type]
-        description="`best` (the planner's best strategy) or a strategy mapping (any strategy field, plus label)")
-    training: TrainingSpec = Field(default_factory=TrainingSpec, description="shared by every point")
-    objective: Literal["throughput", "time-to-train", "cost"] = Field(
-        default="throughput", description="how `best` ranks the candidates")
+    models: Annotated[list[str], Meta(min_length=1, description="built-in workload names or files")]
+    clusters: Annotated[list[str], Meta(min_length=1, description="built-in cluster names or files")]
+    gpus: Annotated[list[int], Meta(min_length=1, description="GPU counts")]
+    strategies: Annotated[list[Literal["best"] | SweepStrategy], Meta(
+        description="`best` (the planner's best strategy) or a strategy mapping (any strategy field, plus label)")] = \
+        msgspec.field(default_factory=lambda: ["best"])
+    training: Annotated[TrainingSpec, Meta(description="shared by every point")] = msgspec.field(
+        default_factory=TrainingSpec)
+    objective: Annotated[Literal["throughput", "time-to-train", "cost"], Meta(
+        description="how `best` ranks the candidates")] = "throughput"
 
-    @field_validator("gpus")
-    @classmethod
-    def _gpus(cls, v: list[int]) -> list[int]:
-        if any(not 0 < n <= MAX_GPUS for n in v):
-            raise ValueError(f"GPU counts must be integers from 1 to {MAX_GPUS:.0e}")
-        return v
+    def _check(self) -> None:
+        if any(not 0 < n <= MAX_GPUS for n in self.gpus):
+            raise field_error("gpus", f"GPU counts must be integers from 1 to {MAX_GPUS:.0e}")
 
     def size(self) -> int:
         return len(self.models) * len(self.clusters) * len(self.gpus) * len(self.strategies)

@@ -1,10 +1,10 @@
 """Training settings and parallelism/synchronisation strategy specs."""
 
-from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
+from msgspec import Meta
 
 from scalemodel.choices import (
     Algorithm,
@@ -23,153 +23,141 @@ from scalemodel.choices import (
     parse_sequence_lengths,
     parse_sync,
 )
-from scalemodel.specs.base import Spec
+from scalemodel.specs.base import Before, Spec
 from scalemodel.specs.quantities import Bytes, Count, SecondsOrZero
 
 
-def _labels(cls: type[Choice]) -> WithJsonSchema:
-    return WithJsonSchema({"enum": cls.labels(), "type": "string"})
+def _labels(cls: type[Choice]) -> Meta:
+    return Meta(extra_json_schema={"x-schema": {"enum": cls.labels(), "type": "string"}})
+
+
+def _text(parse: Callable[[str], str]) -> Before:
+    """A text field's canonical form (after its type: anything but text is left to the type check)."""
+    return Before(lambda v: parse(v) if isinstance(v, str) else v)
 
 
 # Text fields holding one of a choice's labels, validated and normalised by choices.py.
-TrainPrecision = Annotated[str, BeforeValidator(Precision.normalize), _labels(Precision)]
-ZeroText = Annotated[str, BeforeValidator(Zero.normalize), _labels(Zero)]
-RecomputeText = Annotated[str, BeforeValidator(Recompute.normalize), _labels(Recompute)]
-AssignmentText = Annotated[str, BeforeValidator(Assignment.normalize), _labels(Assignment)]
-OptimizerText = Annotated[str, BeforeValidator(Optimizer.normalize), _labels(Optimizer)]
-LayoutText = Annotated[str, BeforeValidator(Layout.normalize), _labels(Layout)]
-RecomputeMethodText = Annotated[str, BeforeValidator(RecomputeMethod.normalize), _labels(RecomputeMethod)]
+TrainPrecision = Annotated[str, Before(Precision.normalize), _labels(Precision)]
+ZeroText = Annotated[str, Before(Zero.normalize), _labels(Zero)]
+RecomputeText = Annotated[str, Before(Recompute.normalize), _labels(Recompute)]
+AssignmentText = Annotated[str, Before(Assignment.normalize), _labels(Assignment)]
+OptimizerText = Annotated[str, Before(Optimizer.normalize), _labels(Optimizer)]
+LayoutText = Annotated[str, Before(Layout.normalize), _labels(Layout)]
+RecomputeMethodText = Annotated[str, Before(RecomputeMethod.normalize), _labels(RecomputeMethod)]
+
+# Text fields kept in their canonical spelling (the label of what they parse to).
+_SEQUENCE_LENGTHS = _text(lambda v: parse_sequence_lengths(v).label)
+_SCHEDULE = _text(lambda v: parse_schedule(v).label)
+_SYNC = _text(lambda v: parse_sync(v, where="").label())
+_ALGORITHM = _text(Algorithm.normalize)
+_COMPRESSION = _text(lambda v: parse_compression(v).label)
+_DP_COMM = _text(lambda v: parse_dp_comm(v).label)
 
 
-class TrainingSpec(Spec):
-    global_batch: int | None = Field(default=None, gt=0, description="sequences (or samples) per step")
-    micro_batch: int = Field(default=1, gt=0)
-    seq_len: int | None = Field(default=None, gt=0, description="default: the workload's seq_len")
+class TrainingSpec(Spec, kw_only=True):
+    global_batch: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
+        description="sequences (or samples) per step")] = None
+    micro_batch: Annotated[int, Meta(gt=0)] = 1
+    seq_len: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description="default: the workload's seq_len")] = None
     precision: TrainPrecision = "bf16"
-    optimizer_bytes_per_param: float = Field(
-        default=12.0, ge=0,
-        description="optimizer-state bytes per parameter: 12 = fp32 master + Adam m, v (ZeRO paper's K=12)")
-    optimizer: OptimizerText | None = Field(default=None, description=(
+    optimizer_bytes_per_param: Annotated[float, Meta(ge=0,
+        description="optimizer-state bytes per parameter: 12 = fp32 master + Adam m, v (ZeRO paper's K=12)")] = 12.0
+    optimizer: Annotated[OptimizerText | None, Meta(description=(
         "sgd | momentum | adam | rmsprop | adagrad: picks the staleness penalty's fitted kappa for async / stale "
-        "sync modes (scalemodel/data/staleness_kappa.json); not given: the documented fallback"))
-    grad_bytes_per_param: float | None = Field(
-        default=None, gt=0, description="gradient element size; default from precision (2 for 16-bit)")
+        "sync modes (scalemodel/data/staleness_kappa.json); not given: the documented fallback"))] = None
+    grad_bytes_per_param: Annotated[Annotated[float, Meta(gt=0)] | None, Meta(
+        description="gradient element size; default from precision (2 for 16-bit)")] = None
     train_tokens: Count | None = None
     train_samples: Count | None = None
-    critical_batch: Count | None = Field(default=None, description="gradient noise scale B_noise, in samples")
-    work_cv: float = Field(default=0.0, ge=0.0, lt=10.0, description=(
+    critical_batch: Annotated[Count | None, Meta(description="gradient noise scale B_noise, in samples")] = None
+    work_cv: Annotated[float, Meta(ge=0.0, lt=10.0, description=(
         "coefficient of variation of one micro-batch's compute time (variable sequence lengths, "
-        "data-dependent work); drives the load-imbalance term; derived from sequence_lengths when that is given"))
-    sequence_lengths: str | None = Field(default=None, description=(
+        "data-dependent work); drives the load-imbalance term; derived from sequence_lengths when that is given"
+    ))] = 0.0
+    sequence_lengths: Annotated[Annotated[str, _SEQUENCE_LENGTHS] | None, Meta(
+        description=(
         "sample length distribution in tokens: fixed (packed) | uniform:LO:HI; gives work_cv from the "
-        "model's own cost of a sequence (GEMMs ~ L, attention ~ L^2)"))
-
-    @field_validator("sequence_lengths")
-    @classmethod
-    def _lengths(cls, v: str | None) -> str | None:
-        return None if v is None else parse_sequence_lengths(v).label
+        "model's own cost of a sequence (GEMMs ~ L, attention ~ L^2)"))] = None
 
 
-class StrategySpec(Spec):
-    dp: int | None = Field(default=None, gt=0, description="data-parallel degree; default N / (tp pp cp)")
-    tp: int = Field(default=1, gt=0)
-    pp: int = Field(default=1, gt=0)
-    cp: int = Field(default=1, gt=0)
-    ep: int = Field(default=1, gt=0)
-    etp: int | None = Field(default=None, gt=0, description=(
+class StrategySpec(Spec, kw_only=True):
+    dp: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
+        description="data-parallel degree; default N / (tp pp cp)")] = None
+    tp: Annotated[int, Meta(gt=0)] = 1
+    pp: Annotated[int, Meta(gt=0)] = 1
+    cp: Annotated[int, Meta(gt=0)] = 1
+    ep: Annotated[int, Meta(gt=0)] = 1
+    etp: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description=(
         "expert tensor-parallel degree (Megatron-Core --expert-tensor-parallel-size); default tp. The expert grid "
         "folds etp x ep over each stage's tp x cp x dp ranks (MoE parallel folding, arXiv 2504.14960), so ep need "
-        "only divide tp cp dp / etp, not dp"))
-    moe_a2a_overlap: bool = Field(default=False, description=(
+        "only divide tp cp dp / etp, not dp"))] = None
+    moe_a2a_overlap: Annotated[bool, Meta(description=(
         "overlap each micro-batch's expert-parallel all-to-alls with another micro-batch's computation in the "
         "1F1B steady state (Megatron-Core --overlap-moe-expert-parallel-comm with --delay-wgrad-compute; "
-        "Megatron-Bridge moe_a2a_overlap); needs ep > 1, no full recompute, and the interleaved schedule when pp > 1"))
+        "Megatron-Bridge moe_a2a_overlap); needs ep > 1, no full recompute, and the interleaved schedule when pp > 1"
+    ))] = False
     zero: ZeroText = "0"
     recompute: RecomputeText = "none"
     sequence_parallel: bool = False
-    schedule: str = Field(default="1f1b", description="1f1b | interleaved:V | gpipe | zb")
-    sync: str = Field(default="bsp", description="bsp | backup:B | asp | ssp:S | local:H | hier:G | hier:G:H")
-    algorithm: str = Field(default="auto", description="collective algorithm for DP: auto|ring|tree|rhd|hierarchical")
+    schedule: Annotated[str, _SCHEDULE, Meta(description="1f1b | interleaved:V | gpipe | zb")] = "1f1b"
+    sync: Annotated[str, _SYNC, Meta(description="bsp | backup:B | asp | ssp:S | local:H | hier:G | hier:G:H")] = "bsp"
+    algorithm: Annotated[str, _ALGORITHM, Meta(
+        description="collective algorithm for DP: auto|ring|tree|rhd|hierarchical")] = "auto"
     overlap: bool = True
-    compression: str = Field(default="none", description="none | fp16 | int8 | topk:FRACTION")
-    dp_comm: str = Field(default="allreduce", description="allreduce | ps:K[:colocated|:dedicated]")
-    flash_attention: bool = Field(
-        default=True, description="fused attention (Dao et al. 2022): no s x s scores in memory or HBM traffic")
-    bucket_size: Bytes | None = Field(default=None, description=(
+    compression: Annotated[str, _COMPRESSION, Meta(description="none | fp16 | int8 | topk:FRACTION")] = "none"
+    dp_comm: Annotated[str, _DP_COMM, Meta(description="allreduce | ps:K[:colocated|:dedicated]")] = "allreduce"
+    flash_attention: Annotated[bool, Meta(
+        description="fused attention (Dao et al. 2022): no s x s scores in memory or HBM traffic")] = True
+    bucket_size: Annotated[Bytes | None, Meta(description=(
         "gradient bucket per DP collective; default per framework: PyTorch DDP 25 MB (ZeRO 0), DeepSpeed "
-        "reduce_bucket_size 5e8 elements (ZeRO 1-3), one layer (FSDP)"))
-    shard_group: int | None = Field(default=None, gt=0, description=(
+        "reduce_bucket_size 5e8 elements (ZeRO 1-3), one layer (FSDP)"))] = None
+    shard_group: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description=(
         "zero: hsdp: data-parallel replicas per sharding group (PyTorch HYBRID_SHARD); default: the "
-        "replicas in one node"))
-    first_stage_layers: int | None = Field(default=None, ge=0, description=(
+        "replicas in one node"))] = None
+    first_stage_layers: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
         "layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers); the "
-        "other stages share the rest evenly; default: the balanced split"))
-    last_stage_layers: int | None = Field(default=None, ge=0, description=(
-        "layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers)"))
-    first_chunk_layers: int | None = Field(default=None, ge=0, description=(
+        "other stages share the rest evenly; default: the balanced split"))] = None
+    last_stage_layers: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
+        "layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers)"))] = None
+    first_chunk_layers: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
         "interleaved:V only: decoder layers in the first of the pp x V model chunks (the one holding the "
         "embedding); the other chunks but the last share the rest evenly. Megatron-LM "
-        "--account-for-embedding-in-pipeline-split gives (L + 1 [+ 1]) / (pp V) - 1; default: the balanced split"))
-    last_chunk_layers: int | None = Field(default=None, ge=0, description=(
+        "--account-for-embedding-in-pipeline-split gives (L + 1 [+ 1]) / (pp V) - 1; default: the balanced split"
+    ))] = None
+    last_chunk_layers: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
         "interleaved:V only: decoder layers in the last model chunk (the one holding the output layer and "
-        "loss); Megatron-LM --account-for-loss-in-pipeline-split gives (L [+ 1] + 1) / (pp V) - 1"))
-    recompute_layers: int | None = Field(default=None, ge=0, description=(
+        "loss); Megatron-LM --account-for-loss-in-pipeline-split gives (L [+ 1] + 1) / (pp V) - 1"))] = None
+    recompute_layers: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
         "recompute: full only: layers of each pipeline chunk whose activations are recomputed (Megatron-LM "
         "--recompute-method block --recompute-num-layers N); the chunk's other layers keep their activations; "
-        "default: every layer"))
-    recompute_method: RecomputeMethodText = Field(default="block", description=(
+        "default: every layer"))] = None
+    recompute_method: Annotated[RecomputeMethodText, Meta(description=(
         "with recompute_layers N: block recomputes the first N layers of each pipeline chunk; uniform recomputes "
-        "every layer in checkpointed chunks of N layers (Megatron-LM --recompute-method)"))
-    offload_layers: int = Field(default=0, ge=0, description=(
+        "every layer in checkpointed chunks of N layers (Megatron-LM --recompute-method)"))] = "block"
+    offload_layers: Annotated[int, Meta(ge=0, description=(
         "layers per pipeline stage whose activations are offloaded to host memory in the forward pass and "
-        "loaded back for the backward (Megatron-Core cpu_offloading_num_layers); needs the cluster's host_bandwidth"))
-    tp_comm_overlap: bool = Field(default=False, description=(
+        "loaded back for the backward (Megatron-Core cpu_offloading_num_layers); needs the cluster's host_bandwidth"
+    ))] = 0
+    tp_comm_overlap: Annotated[bool, Meta(description=(
         "tensor-parallel all-gathers/reduce-scatters overlapped with the GEMMs that consume/produce them "
         "(Megatron-LM --tp-comm-overlap, Transformer Engine userbuffers); default: only the backward ones, under "
-        "the weight-gradient GEMMs"))
-    overlap_param_gather: bool = Field(default=False, description=(
+        "the weight-gradient GEMMs"))] = False
+    overlap_param_gather: Annotated[bool, Meta(description=(
         "zero 1/2 (distributed optimizer): the parameter all-gather runs under the next step's first forward pass "
-        "(Megatron-LM --overlap-param-gather); default: the whole gradient sync shares the last backward"))
-    assignment: AssignmentText = Field(
-        default="static", description="micro-batches split equally up front, or pulled from a shared queue")
-    dispatch_overhead: SecondsOrZero | None = Field(default=None, description=(
+        "(Megatron-LM --overlap-param-gather); default: the whole gradient sync shares the last backward"))] = False
+    assignment: Annotated[AssignmentText, Meta(
+        description="micro-batches split equally up front, or pulled from a shared queue")] = "static"
+    dispatch_overhead: Annotated[SecondsOrZero | None, Meta(description=(
         "scheduling cost per dynamically assigned task; default 1.02 ms, one synchronous Ray task round trip "
-        "(Ray release microbenchmark single_client_tasks_sync, 980.7 tasks/s)"))
-    layout: LayoutText = Field(default="tp-cp-dp-pp", description=(
+        "(Ray release microbenchmark single_client_tasks_sync, 980.7 tasks/s)"))] = None
+    layout: Annotated[LayoutText, Meta(description=(
         "rank order of the parallel dimensions, innermost first: tp-cp-dp-pp (Megatron-LM's default, torchtitan) "
-        "or tp-cp-pp-dp (PP inside DP, Megatron-LM --use-tp-pp-dp-mapping); docs/model.md#layout"))
+        "or tp-cp-pp-dp (PP inside DP, Megatron-LM --use-tp-pp-dp-mapping); docs/model.md#layout"))] = "tp-cp-dp-pp"
 
-    @field_validator("schedule")
-    @classmethod
-    def _schedule(cls, v: str) -> str:
-        return parse_schedule(v).label
-
-    @field_validator("sync")
-    @classmethod
-    def _sync(cls, v: str) -> str:
-        return parse_sync(v, where="").label()
-
-    @field_validator("compression")
-    @classmethod
-    def _compression(cls, v: str) -> str:
-        return parse_compression(v).label
-
-    @field_validator("dp_comm")
-    @classmethod
-    def _dp_comm(cls, v: str) -> str:
-        return parse_dp_comm(v).label
-
-    @field_validator("algorithm")
-    @classmethod
-    def _algorithm(cls, v: str) -> str:
-        return Algorithm.normalize(v)
-
-    @model_validator(mode="after")
-    def _recompute_layers(self) -> StrategySpec:
+    def _check(self) -> None:
         if self.recompute_layers is not None and Recompute.parse(self.recompute) != Recompute.FULL:
             raise ValueError(f"recompute_layers={self.recompute_layers} needs recompute: full (got "
                              f"{self.recompute!r}); leave it out for selective or none")
-        return self
 
     @property
     def parsed_schedule(self) -> Schedule:

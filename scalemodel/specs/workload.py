@@ -1,72 +1,73 @@
 """Workload specs: a transformer described by its shape, or a generic model by its totals."""
 
-from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from msgspec import Meta
 
-from scalemodel.specs.base import Sourced, Spec
+from scalemodel.specs.base import Discriminator, Sourced, Spec
 from scalemodel.specs.quantities import Bytes, Count, Flops, Seconds
 
 
-class MoESpec(Spec):
-    experts: int = Field(gt=0, description="routed experts per MoE layer")
-    top_k: int = Field(gt=0, description="experts each token is routed to")
-    ffn_hidden: int | None = Field(default=None, gt=0, description="expert FFN width (default: ffn_hidden)")
-    shared_experts: int = Field(default=0, ge=0)
-    every: int = Field(default=1, gt=0, description="one MoE layer every N layers")
-    first_dense: int = Field(default=0, ge=0, description="leading layers that stay dense")
+class MoESpec(Spec, kw_only=True):
+    experts: Annotated[int, Meta(gt=0, description="routed experts per MoE layer")]
+    top_k: Annotated[int, Meta(gt=0, description="experts each token is routed to")]
+    ffn_hidden: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
+        description="expert FFN width (default: ffn_hidden)")] = None
+    shared_experts: Annotated[int, Meta(ge=0)] = 0
+    every: Annotated[int, Meta(gt=0, description="one MoE layer every N layers")] = 1
+    first_dense: Annotated[int, Meta(ge=0, description="leading layers that stay dense")] = 0
 
-    @model_validator(mode="after")
-    def _k_le_experts(self) -> MoESpec:
+    def _check(self) -> None:
         if self.top_k > self.experts:
             raise ValueError(f"top_k {self.top_k} exceeds experts {self.experts}")
-        return self
 
 
-class MLASpec(Spec):
+class MLASpec(Spec, kw_only=True):
     """Multi-head latent attention (DeepSeek-AI 2024, arXiv:2405.04434 §2.1), HuggingFace key names."""
 
-    kv_lora_rank: int = Field(gt=0, description="latent KV width r_kv")
-    q_lora_rank: int = Field(default=0, ge=0, description="low-rank query width r_q (0 = full-rank Q)")
-    qk_nope_head_dim: int = Field(gt=0, description="per-head Q/K width without rotary embedding")
-    qk_rope_head_dim: int = Field(gt=0, description="decoupled rotary key width shared by the heads")
-    v_head_dim: int = Field(gt=0, description="per-head value width")
+    kv_lora_rank: Annotated[int, Meta(gt=0, description="latent KV width r_kv")]
+    q_lora_rank: Annotated[int, Meta(ge=0, description="low-rank query width r_q (0 = full-rank Q)")] = 0
+    qk_nope_head_dim: Annotated[int, Meta(gt=0, description="per-head Q/K width without rotary embedding")]
+    qk_rope_head_dim: Annotated[int, Meta(gt=0, description="decoupled rotary key width shared by the heads")]
+    v_head_dim: Annotated[int, Meta(gt=0, description="per-head value width")]
 
 
-class TransformerWorkload(Sourced):
-    kind: Literal["transformer"] = "transformer"
+class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transformer"):
     name: str
     description: str = ""
-    layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    heads: int = Field(gt=0)
-    kv_heads: int | None = Field(default=None, gt=0, description="key/value heads (GQA); default = heads")
-    head_dim: int | None = Field(default=None, gt=0, description="default hidden / heads")
-    ffn_hidden: int | None = Field(default=None, gt=0, description="default 4 * hidden")
-    vocab: int = Field(gt=0)
-    seq_len: int = Field(gt=0)
+    layers: Annotated[int, Meta(gt=0)]
+    hidden: Annotated[int, Meta(gt=0)]
+    heads: Annotated[int, Meta(gt=0)]
+    kv_heads: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
+        description="key/value heads (GQA); default = heads")] = None
+    head_dim: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description="default hidden / heads")] = None
+    ffn_hidden: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description="default 4 * hidden")] = None
+    vocab: Annotated[int, Meta(gt=0)]
+    seq_len: Annotated[int, Meta(gt=0)]
     gated_mlp: bool = False
     tied_embeddings: bool = False
-    biases: bool | None = Field(default=None, description=(
-        "linear biases and LayerNorm (GPT/BERT style); default: true unless gated_mlp"))
-    position_embeddings: int = Field(default=0, ge=0, description=(
-        "learned absolute positions (GPT-2, OPT, BLOOM has none); 0 for rotary/ALiBi"))
-    parallel_block: bool = Field(default=False, description=(
-        "attention and MLP read the same input and are summed (GPT-J, GPT-NeoX, PaLM, Falcon)"))
-    norms_per_layer: int = Field(default=2, ge=1, le=2, description=(
-        "pre-norms per layer: 2, or 1 when a parallel block shares one (GPT-J, Falcon-7B)"))
-    sliding_window: int | None = Field(default=None, gt=0, description=(
-        "keys a query attends in local layers (Mistral 7B v0.1, Gemma 2/3); none = global attention"))
-    sliding_window_pattern: int = Field(default=0, ge=0, description=(
-        "every k-th layer is global, the others local (Gemma 2: 2, Gemma 3: 6); 0 = all layers local"))
-    mla: MLASpec | None = Field(default=None, description="multi-head latent attention (DeepSeek-V2/V3)")
+    biases: Annotated[bool | None, Meta(description=(
+        "linear biases and LayerNorm (GPT/BERT style); default: true unless gated_mlp"))] = None
+    position_embeddings: Annotated[int, Meta(ge=0, description=(
+        "learned absolute positions (GPT-2, OPT, BLOOM has none); 0 for rotary/ALiBi"))] = 0
+    parallel_block: Annotated[bool, Meta(description=(
+        "attention and MLP read the same input and are summed (GPT-J, GPT-NeoX, PaLM, Falcon)"))] = False
+    norms_per_layer: Annotated[int, Meta(ge=1, le=2, description=(
+        "pre-norms per layer: 2, or 1 when a parallel block shares one (GPT-J, Falcon-7B)"))] = 2
+    sliding_window: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description=(
+        "keys a query attends in local layers (Mistral 7B v0.1, Gemma 2/3); none = global attention"))] = None
+    sliding_window_pattern: Annotated[int, Meta(ge=0, description=(
+        "every k-th layer is global, the others local (Gemma 2: 2, Gemma 3: 6); 0 = all layers local"))] = 0
+    mla: Annotated[MLASpec | None, Meta(description="multi-head latent attention (DeepSeek-V2/V3)")] = None
     moe: MoESpec | None = None
-    params: Count | None = Field(default=None, description="published parameter count, for checking")
+    params: Annotated[Count | None, Meta(description="published parameter count, for checking")] = None
 
-    @model_validator(mode="after")
-    def _heads(self) -> TransformerWorkload:
+    @property
+    def kind(self) -> Literal["transformer"]:
+        return "transformer"
+
+    def _check(self) -> None:
         kv = self.kv_heads or self.heads
         if self.heads % kv:
             raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {kv}")
@@ -79,7 +80,6 @@ class TransformerWorkload(Sourced):
                              "is given (head_dim defaults to hidden / heads)")
         if self.moe is not None and self.moe.every > self.layers:
             raise ValueError(f"moe.every {self.moe.every} exceeds layers {self.layers}")
-        return self
 
     @property
     def ffn(self) -> int:
@@ -90,17 +90,20 @@ class TransformerWorkload(Sourced):
         return self.kv_heads or self.heads
 
 
-class GenericWorkload(Sourced):
-    kind: Literal["generic"] = "generic"
+class GenericWorkload(Sourced, kw_only=True, tag_field="kind", tag="generic"):
     name: str
     description: str = ""
     params: Count
-    flops_per_sample: Flops = Field(description="FORWARD FLOPs per sample (training = fwd + bwd)")
-    backward_factor: float = Field(default=2.0, gt=0, description="backward FLOPs / forward FLOPs")
+    flops_per_sample: Annotated[Flops, Meta(description="FORWARD FLOPs per sample (training = fwd + bwd)")]
+    backward_factor: Annotated[float, Meta(gt=0, description="backward FLOPs / forward FLOPs")] = 2.0
     activation_bytes_per_sample: Bytes | None = None
     input_bytes_per_sample: Bytes | None = None
-    time_per_sample: Seconds | None = Field(
-        default=None, description="measured single-GPU training time per sample (fwd+bwd); overrides the roofline")
+    time_per_sample: Annotated[Seconds | None, Meta(
+        description="measured single-GPU training time per sample (fwd+bwd); overrides the roofline")] = None
+
+    @property
+    def kind(self) -> Literal["generic"]:
+        return "generic"
 
 
 def _workload_kind(v: Any) -> str:
@@ -114,7 +117,4 @@ def _workload_kind(v: Any) -> str:
     return str(getattr(v, "kind", "transformer"))
 
 
-Workload = Annotated[
-    Annotated[TransformerWorkload, Tag("transformer")] | Annotated[GenericWorkload, Tag("generic")],
-    Discriminator(_workload_kind),
-]
+Workload = Annotated[TransformerWorkload | GenericWorkload, Discriminator(_workload_kind)]
