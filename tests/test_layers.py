@@ -22,8 +22,9 @@ HEAVY = ("scipy", "matplotlib", "dask", "distributed", "pyarrow")
 #: Loaded only where a report/ function prints a table: --json output needs none of it (12 ms of a query).
 TABLES_ONLY = ("rich",)
 #: Modules (full names) that only a rare path uses, imported inside its function so that a query does not pay
-#: for them: the Gauss-Hermite nodes of the exact order statistics (all of numpy.polynomial, ~4 ms).
-RARE_PATH = ("numpy.polynomial.hermite_e",)
+#: for them: the Gauss-Hermite nodes of the exact order statistics (all of numpy.polynomial, ~4 ms), and the
+#: temporary file of an atomic write (report.output.write_file; tempfile loads random and shutil).
+RARE_PATH = ("numpy.polynomial.hermite_e", "tempfile")
 
 
 def _modules() -> dict[str, ast.Module]:

@@ -7,7 +7,6 @@ import math
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -200,6 +199,8 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, option: str) -> 
     Refuses what :func:`check_output_path` refuses. A symlink is followed (the file it points to is
     replaced); a replaced file keeps its permission bits. Every file scalemodel writes goes through here.
     """
+    import tempfile  # only a command writing a file needs it (~1 ms: random, shutil); queries print
+
     p = check_output_path(path, option)
     target = Path(os.path.realpath(p))
     payload = data.encode("utf-8") if isinstance(data, str) else data
