@@ -2,8 +2,7 @@
 
     python benchmarks/bench.py            # all figures, best of 3 (pinned to one core)
     python benchmarks/bench.py --repeat 5 --json
-    python benchmarks/bench.py --latency  # only 6: query wall time over `import numpy`, best and median of 7
-    python benchmarks/bench.py --latency --repeat 9 --baseline /tmp/old  # and an older checkout's, same rounds
+    python benchmarks/bench.py --latency  # only 6: query wall time over `import numpy`, median of 7
 
 Figures and the targets of issue 7:
 
@@ -23,17 +22,18 @@ timed through the ``scalemodel`` script found on PATH. A pyenv shim in front of 
    seconds (the JSON's ``elapsed_s``), wall seconds and peak RSS of (a) GPT-3 175B on 4096 dgx-a100 GPUs,
    (b) the same on 16384 GPUs with six sync modes, (c) 1e5 and 1e6 GPUs, (d) a million layers
    (targets: (a) and (b) < 1 s wall, every case < 500 MB).
-6. what-if query latency (issue 15): ``predict`` (tables and --json) and ``collective`` wall time as a
-   ratio to ``python -c "import numpy"`` (target <= 2.5x), all commands timed round-robin in one run,
-   with the floor of the dependencies a query cannot avoid: numpy, pyyaml, argparse and pydantic with one
-   model validating, plus rich.console/rich.table where a table is printed.
+6. what-if query latency (issue 15): ``predict`` and ``collective``, each with tables and with --json, median
+   wall time as a ratio to the median of ``python -c "import numpy"`` (target <= 2.5x), all commands timed
+   round-robin in one run; next to each, its floor: a ``python -c`` importing every third-party module the
+   query imports (found with -X importtime, so it follows the dependencies as they change); and, per query,
+   the heaviest imports (median self time of 3 runs under -X importtime), per package and per module.
 
 The package's bytecode is compiled first (as ``pip install`` does): with PYTHONDONTWRITEBYTECODE set
 and no ``__pycache__``, every run would compile scalemodel's sources again (about 0.1 s).
 
 Every figure is pinned to one CPU core (``os.sched_setaffinity``) and single-threaded BLAS, so the
 numbers do not depend on the machine's core count; wall times are the minimum over ``--repeat``
-runs (the least disturbed by other load); the latency figures also give the median.
+runs (the least disturbed by other load), except the query latencies (6), reported as medians (and best).
 """
 
 from __future__ import annotations
@@ -206,75 +206,144 @@ def bench_cli(repeat: int) -> dict[str, Any]:
     }
 
 
-#: The dependencies a query cannot avoid (floor), each as ``python -c`` code.
-_PYDANTIC_MODEL = "from pydantic import BaseModel\nclass A(BaseModel):\n    x: int = 1\nA(x=2)\n"
-FLOORS = {
-    "python": "pass",
-    "numpy": "import numpy",
-    "floor_json": "import numpy, yaml, argparse\n" + _PYDANTIC_MODEL,
-    "floor_table": "import numpy, yaml, argparse, rich.console, rich.table\n" + _PYDANTIC_MODEL,
-}
+#: The timed queries (issue 15): what-if answers a user waits for.
 LATENCY_QUERIES = {
-    "predict": PREDICT_CMD,
     "predict_json": [*PREDICT_CMD, "--json"],
+    "predict": PREDICT_CMD,
     "collective": COLLECTIVE_CMD,
+    "collective_json": [*COLLECTIVE_CMD, "--json"],
 }
+LATENCY_LABELS = {
+    "numpy": "python -c 'import numpy'", "predict_json": "predict --json", "predict": "predict (tables)",
+    "collective": "collective (tables, figure 4)", "collective_json": "collective --json", "python": "python -c pass",
+}
+LATENCY_TARGET = 2.5
+#: Each query's floor: a ``python -c`` that imports every third-party module the query imports (found with
+#: -X importtime, so it follows the dependencies as they change), i.e. what the query pays before any of
+#: scalemodel's own code runs.
+_FLOOR_CODE = ("import importlib\nfor _m in {mods!r}:\n    try:\n        importlib.import_module(_m)\n"
+               "    except Exception:\n        pass\n")
 
 
-def _compile_package(root: str | None = None) -> None:
+def _compile_package() -> None:
     """Write scalemodel's bytecode, as pip install does, so no timed run compiles sources."""
     import compileall
 
-    if root is None:
-        import scalemodel
+    import scalemodel
 
-        root = os.path.dirname(os.path.dirname(scalemodel.__file__))
-    compileall.compile_dir(os.path.join(root, "scalemodel"), quiet=1)
+    compileall.compile_dir(os.path.dirname(scalemodel.__file__), quiet=1)
 
 
-def bench_latency(repeat: int, baseline: str | None = None) -> dict[str, Any]:
-    """Best and median wall time of each query and floor, all timed round-robin (so load hits them alike), as
-    ratios to ``python -c "import numpy"``. ``baseline``: another checkout (e.g. ``git archive`` of an older
-    commit) whose queries are timed in the same rounds as ``before_<query>``."""
+def _importtime(cmd: list[str]) -> list[tuple[str, int, int]]:
+    """(module, self us, cumulative us) of each import of one run of ``cmd`` under ``-X importtime``, in the
+    order Python reports them (a module after the modules it imported)."""
+    proc = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-2000:]}")
+    rows = []
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "[us]" in line:
+            continue
+        head, cum_us, name = line.split("|")  # "import time:   self | cumulative | name"
+        rows.append((name.strip(), int(head.split(":")[1]), int(cum_us)))
+    return rows
+
+
+def _installed(top: str) -> bool:
+    """Whether the top-level package ``top`` is an installed distribution (lives in site-packages)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    places = [spec.origin or "", *(spec.submodule_search_locations or [])] if spec else []
+    return any("site-packages" in p or "dist-packages" in p for p in places)
+
+
+def _third_party(rows: list[tuple[str, int, int]], startup: set[str]) -> list[str]:
+    """The modules of ``rows`` from installed packages other than scalemodel, less what ``python -c pass``
+    itself loads (``startup``: site hooks)."""
+    tops = {m.split(".")[0] for m, _, _ in rows} - startup - {"scalemodel"}
+    keep = {t for t in tops if _installed(t)}
+    return [m for m, _, _ in rows if m.split(".")[0] in keep]
+
+
+def import_profile(runs: int = 3) -> dict[str, Any]:
+    """Per query: the median self import time of each module over ``runs`` runs (-X importtime), the
+    heaviest modules, the same summed per top-level package, and the third-party modules it imports."""
+    out: dict[str, Any] = {}
+    startup = {m.split(".")[0] for m, _, _ in _importtime([sys.executable, "-c", "pass"])}
+    for key, args in LATENCY_QUERIES.items():
+        per_run = [_importtime(_scalemodel() + args) for _ in range(runs)]
+        selfs: dict[str, list[int]] = {}
+        for rows in per_run:
+            for name, self_us, _ in rows:
+                selfs.setdefault(name, []).append(self_us)
+        med = {m: statistics.median(v + [0] * (runs - len(v))) / 1e3 for m, v in selfs.items()}
+        packages: dict[str, float] = {}
+        for m, ms in med.items():
+            packages[m.split(".")[0]] = packages.get(m.split(".")[0], 0.0) + ms
+        out[key] = {
+            "modules_ms": dict(sorted(med.items(), key=lambda kv: -kv[1])[:12]),
+            "own_modules_ms": dict(sorted(((m, ms) for m, ms in med.items() if m.startswith("scalemodel")),
+                                          key=lambda kv: -kv[1])[:8]),
+            "packages_ms": dict(sorted(packages.items(), key=lambda kv: -kv[1])[:10]),
+            "total_ms": sum(med.values()), "modules": len(med),
+            "third_party": _third_party(per_run[0], startup),
+        }
+    return out
+
+
+def bench_latency(repeat: int) -> dict[str, Any]:
+    """Median (and best) wall time of each query, of ``python -c "import numpy"`` and of each query's floor,
+    all timed round-robin in one run (so load hits them alike), as ratios to ``import numpy``'s median;
+    with the heaviest imports of each query."""
     _compile_package()
-    runs: dict[str, tuple[list[str], dict[str, str] | None, str | None]] = {
-        k: ([sys.executable, "-c", code], None, None) for k, code in FLOORS.items()}
-    runs.update({k: (_scalemodel() + args, None, None) for k, args in LATENCY_QUERIES.items()})
-    if baseline is not None:
-        base = os.path.abspath(baseline)
-        _compile_package(base)
-        env = {**os.environ, "PYTHONPATH": base}  # `python -m` also puts the cwd first on sys.path: run there
-        runs.update({f"before_{k}": (_scalemodel() + args, env, base) for k, args in LATENCY_QUERIES.items()})
-    times: dict[str, list[float]] = {k: [] for k in runs}
+    profile = import_profile()
+    launchers = {"python": [sys.executable, "-c", "pass"], "numpy": [sys.executable, "-c", "import numpy"]}
+    launchers.update({k: _scalemodel() + args for k, args in LATENCY_QUERIES.items()})
+    launchers.update({f"floor_{k}": [sys.executable, "-c", _FLOOR_CODE.format(mods=p["third_party"])]
+                      for k, p in profile.items()})
+    times: dict[str, list[float]] = {k: [] for k in launchers}
     for _ in range(repeat):
-        for k, (cmd, env, cwd) in runs.items():
+        for k, cmd in launchers.items():
             t0 = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, cwd=cwd)
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             times[k].append(time.perf_counter() - t0)
             if proc.returncode != 0:
                 raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
-    best = {k: min(v) for k, v in times.items()}
     median = {k: statistics.median(v) for k, v in times.items()}
-    ratio = {k: v / best["numpy"] for k, v in best.items()}
-    ratio_median = {k: v / median["numpy"] for k, v in median.items()}
-    return {"wall_s_best": best, "wall_s_median": median, "ratio_to_numpy": ratio,
-            "ratio_to_numpy_median": ratio_median, "repeat": repeat, "target_ratio": 2.5, "baseline": baseline,
-            "commands": {k: " ".join(v) for k, v in LATENCY_QUERIES.items()},
-            "met": all(ratio[k] <= 2.5 for k in LATENCY_QUERIES)}
+    ratio = {k: v / median["numpy"] for k, v in median.items()}
+    return {"wall_s_median": median, "wall_s_best": {k: min(v) for k, v in times.items()},
+            "ratio_to_numpy": ratio, "repeat": repeat, "target_ratio": LATENCY_TARGET,
+            "commands": {k: "scalemodel " + " ".join(v) for k, v in LATENCY_QUERIES.items()},
+            "imports": {k: {f: p[f] for f in ("modules_ms", "own_modules_ms", "packages_ms", "total_ms", "modules")}
+                        for k, p in profile.items()},
+            "floor_modules": {k: sorted({m.split(".")[0] for m in p["third_party"]}) for k, p in profile.items()},
+            "met": all(ratio[k] <= LATENCY_TARGET for k in LATENCY_QUERIES)}
 
 
 def _print_latency(lat: dict[str, Any]) -> None:
-    b, r, m, rm = lat["wall_s_best"], lat["ratio_to_numpy"], lat["wall_s_median"], lat["ratio_to_numpy_median"]
-    print(f"  query / import numpy ({lat['repeat']} rounds, round-robin; target <= 2.5x):  best        median")
-    labels = [("predict", "predict (tables)"), ("predict_json", "predict --json"),
-              ("collective", "collective (figure 4)")]
-    if lat.get("baseline"):
-        labels += [(f"before_{k}", f"{label}, {lat['baseline']}") for k, label in labels]
-    labels += [("floor_table", "floor: numpy+yaml+argparse+pydantic+rich"),
-               ("floor_json", "floor: numpy+yaml+argparse+pydantic"), ("numpy", "python -c 'import numpy'"),
-               ("python", "python -c pass")]
-    for k, label in labels:
-        print(f"    {label:52s} {b[k] * 1e3:7.1f} ms {r[k]:5.2f}x  {m[k] * 1e3:7.1f} ms {rm[k]:5.2f}x")
+    med, best, r = lat["wall_s_median"], lat["wall_s_best"], lat["ratio_to_numpy"]
+    print(f"  query / import numpy (median of {lat['repeat']}, round-robin; target <= {lat['target_ratio']}x: "
+          f"{'met' if lat['met'] else 'NOT met'}); floor = the query's third-party imports alone:")
+    print(f"    {'':32s} {'median':>9s} {'best':>9s} {'ratio':>6s}   {'floor':>9s} {'ratio':>6s}")
+    for k in ("numpy", *LATENCY_QUERIES, "python"):
+        floor = f"   {med['floor_' + k] * 1e3:6.1f} ms {r['floor_' + k]:5.2f}x" if "floor_" + k in med else ""
+        print(f"    {LATENCY_LABELS[k]:32s} {med[k] * 1e3:6.1f} ms {best[k] * 1e3:6.1f} ms {r[k]:5.2f}x{floor}")
+    for k in LATENCY_QUERIES:
+        print(f"    floor of {LATENCY_LABELS[k]}: {', '.join(lat['floor_modules'][k])}")
+    for k in ("predict_json", "predict", "collective"):
+        imp = lat["imports"][k]
+        mods = ", ".join(f"{m} {ms:.1f}" for m, ms in list(imp["modules_ms"].items())[:8])
+        pkgs = ", ".join(f"{m} {ms:.1f}" for m, ms in list(imp["packages_ms"].items())[:8])
+        print(f"    imports of {LATENCY_LABELS[k]} (-X importtime, self ms, median of 3): {imp['modules']} modules, "
+              f"{imp['total_ms']:.0f} ms")
+        print(f"      by package: {pkgs}")
+        print(f"      heaviest: {mods}")
+        own = ", ".join(f"{m} {ms:.1f}" for m, ms in imp["own_modules_ms"].items())
+        print(f"      heaviest of scalemodel's: {own}")
 
 
 def main() -> None:
@@ -282,9 +351,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure (the best is reported)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--scale-only", action="store_true", help="only the plan-at-scale figures (issue 15)")
-    ap.add_argument("--latency", action="store_true", help="only the query-latency figures (max(repeat, 7) rounds)")
-    ap.add_argument("--baseline", metavar="DIR", help="with --latency: also time the queries of the checkout in DIR "
-                                                       "(e.g. `git archive` of an older commit), in the same rounds")
+    ap.add_argument("--latency", action="store_true", help="only the query-latency figures (median of max(repeat, 7))")
     args = ap.parse_args()
     cpu = _one_core()
     if args.scale_only:
@@ -293,7 +360,7 @@ def main() -> None:
               if args.json else "\n".join(_scale_lines(scale)))
         return
     if args.latency:
-        lat = bench_latency(max(args.repeat, 7), args.baseline)
+        lat = bench_latency(max(args.repeat, 7))
         if args.json:
             print(json.dumps({"python": sys.version.split()[0], "pinned_cpu": cpu, "latency": lat}, indent=2))
         else:

@@ -118,3 +118,12 @@ def test_memory_defaults_like_predict(cli) -> None:  # type: ignore[no-untyped-d
 def test_hardware_show_is_plain_text(cli) -> None:  # type: ignore[no-untyped-def]
     out = cli("hardware", "show", "dgx-a100").out
     assert "\\x" not in out and "\\u" not in out
+
+
+def test_names_print_verbatim_not_as_emoji(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A name holding an emoji code (``:fire:``) prints as typed: the console reads no emoji codes."""
+    monkeypatch.setenv("COLUMNS", "200")
+    r = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8",
+            "--set", 'model.name="gpt:fire:"')
+    assert r.code == 0, r.err
+    assert r.out.startswith("gpt:fire: on 1024 x dgx-a100")

@@ -102,3 +102,12 @@ def test_spec_validators_are_built_on_first_use():
             "sys.stderr.write(repr((before, after)))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stderr == repr(([], ["ClusterSpec"]))
+
+
+def test_predict_without_stragglers_loads_no_numpy_polynomial():
+    """The Gauss-Hermite nodes (numpy.polynomial, ~4 ms to import) serve only the exact order statistics,
+    which need scipy too; a query at straggler CV 0 loads neither."""
+    mods = _modules(RUN.format(args=["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8",
+                                     "--pp", "8", "--straggler-cv", "0", "--json"]))
+    assert "scalemodel.cost.stragglers" in mods
+    assert not any(m.startswith("numpy.polynomial") for m in mods)

@@ -148,7 +148,7 @@ def memory_time(nbytes: ArrayLike, *, memory_bandwidth: ArrayLike,
                 * _fraction("compute_efficiency.memory", memory_efficiency))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
 class LayerTime:
     """Compute time (seconds, arrays) of one transformer layer for one micro-batch on one GPU.
 

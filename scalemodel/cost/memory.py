@@ -84,7 +84,7 @@ def zero_code(value: ArrayLike) -> np.ndarray:
 # --- model states -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
 class ModelStates:
     weights: np.ndarray
     gradients: np.ndarray
@@ -115,7 +115,7 @@ def model_state_bytes(params: ArrayLike, *, dp: ArrayLike = 1, zero_stage: Array
     return ModelStates(weights=weights, gradients=grads, optimizer=opt)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
 class ParamsPerGpu:
     dense: np.ndarray  # replicated over all DP ranks (sharded by ZeRO over dp)
     expert: np.ndarray  # MoE routed experts (replicated over dp/ep ranks)
@@ -281,7 +281,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
 # --- totals -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
 class MemoryBreakdown:
     """Per-GPU bytes (arrays). ``total`` = (states + activations) * (1 + frag) + workspace."""
 

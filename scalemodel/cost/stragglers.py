@@ -33,7 +33,6 @@ from math import exp, gamma, sqrt
 from typing import Any
 
 import numpy as np
-from numpy.polynomial.hermite_e import hermegauss
 
 from scalemodel.errors import InputError
 
@@ -226,6 +225,7 @@ def _nonneg(x: np.ndarray, dist: str) -> np.ndarray:
 
 def _order_stat_nodes(k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Quadrature nodes (u, 1-u) of U_(k:N) ~ Beta(k, N-k+1) on a new trailing axis, and weights."""
+    from numpy.polynomial.hermite_e import hermegauss  # loads all of numpy.polynomial (~4 ms): only this path needs it
     from scipy.special import betainccinv, betaincinv, ndtr  # heavy (~150 ms): loaded on first use, not on import
 
     z, w = hermegauss(_QUAD_NODES)

@@ -73,7 +73,7 @@ SYNC_KINDS = tuple(k.value for k in SyncKind)
 SyncStrategy = SyncMode
 
 
-@dataclass
+@dataclass(eq=False)  # numpy fields: == has no single truth value
 class SyncResult:
     """Per-strategy outcome; every field broadcasts with the inputs (see the module docstring)."""
 

@@ -73,7 +73,7 @@ def _default(value: ArrayLike | None, fallback: np.ndarray) -> np.ndarray:
     return np.where(v > 0, v, fallback)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
 class Shape:
     """A transformer shape resolved to float arrays (defaults applied). Build with :func:`shape`."""
 
@@ -329,7 +329,7 @@ def forward_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
     return layers + logits_flops(sh, seq_len)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
 class StepFlops:
     """FLOPs of one training step (arrays). ``model`` is for MFU, ``hardware`` (with recompute) for HFU."""
 

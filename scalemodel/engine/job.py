@@ -241,7 +241,7 @@ def collective_share(acc: Any) -> float:
     return min(float(coll_units) / float(units), 1.0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
 class StrategyGrid:
     """Candidate strategies as mutually broadcastable numpy arrays (the planner's unit of work).
 

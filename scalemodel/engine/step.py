@@ -120,7 +120,7 @@ REASON_KEYS = {int(r): r.key for r in Infeasible}
 
 
 
-@dataclass
+@dataclass(eq=False)  # numpy fields: == has no single truth value
 class StepArrays:
     """Results for every candidate (arrays of one shape). ``breakdown`` parts sum to ``step_time``."""
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from scalemodel.engine.calibrate import CalibrationResult, layout_text
 from scalemodel.engine.calibrate_runs import RunsFit, ScaleChange
 from scalemodel.engine.parts import PARTS
-from scalemodel.report.output import emit_json, print_table
+from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -28,7 +28,7 @@ def render_calibration(result: CalibrationResult, *, as_json: bool, wrote: bool 
         emit_json(result.payload(), "calibrate")
         return
     fit, log, inp = result.fit, result.log, result.inputs
-    c = Console()
+    c = new_console()
     c.print(f"{log.op} on {result.ranks} ranks, {fit.rows_used} sizes ({log.fmt} log); fitted tier {fit.tier!r} "
             f"of {inp['cluster']} with algorithm {fit.algorithm}")
     t = Table(title="fitted parameters (95% interval from the Jacobian)")
@@ -119,7 +119,7 @@ def render_runs_fit(result: RunsFit, *, as_json: bool, wrote: bool = False,
             doc["predict_at"] = change.payload()
         emit_json(doc, "calibrate")
         return
-    c = Console()
+    c = new_console()
     inp = result.inputs
     c.print(f"{inp['n_runs']} measured runs on {inp['cluster']} ({inp['runs']})", highlight=False)
     t = Table(title="fitted factors (95% interval from the Jacobian)")

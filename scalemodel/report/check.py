@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.check import CheckResult
-from scalemodel.report.output import emit_json, print_table
+from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -29,7 +28,7 @@ def render_check(r: CheckResult, *, as_json: bool) -> None:
     if as_json:
         emit_json(r.payload(), "check")
         return
-    console = Console()
+    console = new_console()
     inp = r.inputs
     console.print(f"[bold]{r.name}[/bold]: {inp.get('model', '')} on {inp.get('cluster', '')}, "
                   f"{r.mode} scaling over {', '.join(str(p['gpus']) for p in r.points)} GPUs"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scalemodel.engine.collective import CollectiveResult
-from scalemodel.report.output import emit_json, print_table
+from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -11,11 +11,10 @@ def render_collective(result: CollectiveResult, *, as_json: bool) -> None:
     if as_json:
         emit_json(result.payload(), "collective")
         return
-    from rich.console import Console  # tables only: a --json query never loads rich
     from rich.table import Table  # tables only
 
     inputs, op, ranks, rows = result.inputs, result.op, result.ranks, result.rows
-    console = Console()
+    console = new_console()
     title = f"{op} over {ranks} GPUs on {inputs['cluster']}" + (
         f" (stride {inputs['stride']})" if inputs.get("stride", 1) != 1 else "")
     if len(rows) == 1:

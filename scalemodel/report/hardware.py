@@ -6,11 +6,10 @@ import re
 from typing import Any
 
 import yaml
-from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.hardware import Catalog, SpecView
-from scalemodel.report.output import emit_json, print_table
+from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -58,7 +57,7 @@ def render_catalog(data: Catalog, *, as_json: bool) -> None:
     for x in data.scenarios:
         s.add_row(x["name"], f"{x['model']} on {x['cluster']}",
                   ",".join(map(str, x["gpus"])) + f" ({x['mode']})", _short(x["description"]))
-    console = Console()
+    console = new_console()
     for table in (t, c, w, s):
         print_table(console, table)
 
@@ -81,7 +80,7 @@ def render_spec(view: SpecView, *, as_json: bool) -> None:
     if as_json:
         emit_json({"inputs": view.inputs, "kind": view.kind, "spec": data}, "hardware show")
         return
-    Console().print(f"[bold]{view.kind}[/bold] {view.spec.name}")
+    new_console().print(f"[bold]{view.kind}[/bold] {view.spec.name}")
     print(yaml.safe_dump(_sources_last(data), sort_keys=False, width=110, allow_unicode=True).rstrip())
     print("# [KEY] citations in sources: resolve to primary sources in hardware/SOURCES.md of the catalog")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scalemodel.engine.memory import MemoryResult
-from scalemodel.report.output import emit_json, print_table
+from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
 _ROWS = [("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states"),
@@ -15,13 +15,12 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     if as_json:
         emit_json(result.payload(), "memory")
         return
-    from rich.console import Console  # tables only: a --json query never loads rich
     from rich.table import Table  # tables only
 
     inp = result.inputs
     br = result.per_gpu_bytes
     cap = result.capacity_bytes
-    console = Console()
+    console = new_console()
     title = (f"{inp['model']} on {inp['gpus']} x {result.accelerator}: dp {inp['dp']} tp {inp['tp']} "
              f"pp {inp['pp']} cp {inp['cp']} ep {inp['ep']}, micro-batch {inp['micro_batch']}, ZeRO {inp['zero']}, "
              f"recompute {inp['recompute']}" + (", SP" if inp["sequence_parallel"] else "")

@@ -7,15 +7,17 @@ import math
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from scalemodel.errors import InputError
 from scalemodel.specs import notices
 from scalemodel.specs.files import read_by_this_invocation
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SCHEMA_VERSION = "1.0"
 
@@ -65,6 +67,17 @@ def emit_json(payload: dict[str, Any], command: str) -> None:
 
 
 # --- tables within the terminal width ------------------------------------------------------------
+
+def new_console() -> Console:
+    """The rich Console every table and line goes through (stdout). Emoji codes are off, so names and
+    values print verbatim (``:x:`` in a model name stays text); rich's repr highlighter (it colours
+    numbers, paths, ...) runs only where colour is written: without a colour system (a pipe, a file,
+    ``TERM=dumb``) its styles are dropped anyway, and its regexes cost ~2 ms of a query's first print."""
+    from rich.console import Console  # tables only: a --json query never loads rich
+
+    console = Console(emoji=False)
+    return console if console.color_system else Console(emoji=False, highlight=False)
+
 
 def _fit_widths(console: Any, table: Any, width: int) -> bool:
     """Give each column of ``table`` a width so the table fits ``width`` without breaking a word: every
@@ -186,6 +199,8 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, option: str) -> 
     Refuses what :func:`check_output_path` refuses. A symlink is followed (the file it points to is
     replaced); a replaced file keeps its permission bits. Every file scalemodel writes goes through here.
     """
+    import tempfile  # only a command writing a file needs it (~1 ms: random, shutil); queries print
+
     p = check_output_path(path, option)
     target = Path(os.path.realpath(p))
     payload = data.encode("utf-8") if isinstance(data, str) else data

@@ -13,7 +13,7 @@ from scalemodel.engine.parts import PARTS
 from scalemodel.engine.planner import PlanResult
 from scalemodel.engine.step import INFEASIBLE_REASONS, REASON_KEYS
 from scalemodel.report.explain import describe_layout, describe_settings, explained
-from scalemodel.report.output import emit_json, print_table
+from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -63,7 +63,7 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
     if as_json:
         emit_json(result.payload(), "plan")
         return
-    console = Console()
+    console = new_console()
     inp = result.inputs
     console.print(
         f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}, global batch "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scalemodel.engine.predict import Prediction
-from scalemodel.report.output import emit_json, print_table
+from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -18,10 +18,9 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     if as_json:
         emit_json(p.payload(), "predict")
         return
-    from rich.console import Console  # tables only: a --json query never loads rich
     from rich.table import Table  # tables only
 
-    console = Console()
+    console = new_console()
     s = p.strategy
     head = (f"[bold]{p.inputs.get('model', '')}[/bold] on {s['gpus']} x {p.inputs.get('cluster', '')}: "
             f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']} x CP {s['cp']} (EP {s['ep']}), micro-batch "

@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.parts import PARTS
 from scalemodel.engine.scaling import ScalingResult
-from scalemodel.report.output import emit_json, print_table
+from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.report.plot import plot_scaling
 from scalemodel.units import format_quantity as fq
 
@@ -125,11 +124,11 @@ def render_scale(result: ScalingResult, *, as_json: bool = False, as_csv: bool =
     else:
         render_scaling(result)
         if plot is not None:
-            Console().print(f"plot written to {plot}")
+            new_console().print(f"plot written to {plot}")
 
 
 def render_scaling(result: Any) -> None:
-    console = Console()
+    console = new_console()
     inp = result.inputs
     first = result.points[0]
     s = first.strategy

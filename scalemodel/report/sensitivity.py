@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.sensitivity import SensitivityResult
-from scalemodel.report.output import emit_json, print_table
+from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -19,7 +18,7 @@ def render_sensitivity(r: SensitivityResult, *, as_json: bool) -> None:
     if as_json:
         emit_json(r.payload(), "sensitivity")
         return
-    console = Console()
+    console = new_console()
     inp = r.inputs
     console.print(f"[bold]{inp.get('model', '')}[/bold] on {inp.get('gpus', '')} x {inp.get('cluster', '')}: "
                   f"{r.baseline_tokens_per_s:,.0f} tokens/s, step {fq(r.baseline_step_time_s, 'time')}"

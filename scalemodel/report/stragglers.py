@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
 
 from scalemodel.engine.stragglers import StragglersResult
-from scalemodel.report.output import emit_json, print_table
+from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -35,7 +34,7 @@ def render_stragglers(stragglers: StragglersResult, *, as_json: bool) -> None:
         s.add_row(r["sync"], fq(r["step_time_s"], "time"), f"{r['step_time_s'] / bsp:.3f}x",
                   f"{r['updates_per_s']:.4g}", f"{r['mean_staleness']:.3g}", f"{r['efficiency']:.3f}",
                   fq(r["effective_step_s"], "time"))
-    console = Console()
+    console = new_console()
     print_table(console, t)
     print_table(console, s)
     strag = result["expected_max_s"] - result["expected_mean_s"]

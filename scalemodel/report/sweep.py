@@ -15,7 +15,7 @@ from rich.table import Table
 
 from scalemodel.engine.grid import COLUMNS, GridResult
 from scalemodel.errors import InputError
-from scalemodel.report.output import _plain, check_output_path, emit_json, print_table, write_file
+from scalemodel.report.output import _plain, check_output_path, emit_json, new_console, print_table, write_file
 from scalemodel.units import format_quantity as fq
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
@@ -106,7 +106,7 @@ def render_sweep(result: GridResult, *, as_json: bool, as_csv: bool, outs: list[
     if as_csv:
         sys.stdout.write(to_csv(result.rows))
         return
-    console = Console()
+    console = new_console()
     inp = result.inputs
     console.print(f"sweep {inp.get('name', '')}: {len(result.rows)} points in {result.elapsed_s:.1f} s "
                   f"({result.backend}; {result.points_per_cpu_s:.2f} points per CPU-second)")
