@@ -172,3 +172,28 @@ def test_json_output_is_strict(capsys: pytest.CaptureFixture[str]) -> None:
     first = doc["results"][0]
     assert {"id", "metric", "measured", "predicted", "error", "speed_error", "families"} <= set(first)
     assert doc["summary"]["all"]["n"] == len(results)
+
+
+@needs_new_cases
+def test_framework_settings_from_sources() -> None:
+    """Settings the runs' frameworks fix (quoted in the rules and the cases) reach the prediction.
+
+    DeepSpeed's PipelineEngine reduces gradients after the last backward pass (bloom, mtnlg: overlap off);
+    the DeepSpeed bf16 optimizer all-reduces its fp32 gradient buffers and Composer's FSDP 'DEFAULT' mixed
+    precision reduces in fp32 (4 bytes on the wire); the Megatron-Bridge Llama 3.1 405B presets set no
+    recompute. Gradient bytes follow the stated dtype, else the precision's element.
+    """
+    mod = load_script()
+    assert [mod.parse_grad_reduce(t) for t in ("fp32 (Composer DEFAULT)", "bf16", "fp16 ...", None, "not stated")] \
+        == [4.0, 2.0, 2.0, None, None]
+    by_id = {r.id: r for r in mod.validate_all()[0]}
+    for cid in ("bloom_176b_384", "mtnlg_530b_2240", "mtnlg_530b_2800", "mtnlg_530b_3360"):
+        assert by_id[cid].settings["dp_overlap"] is False
+    assert by_id["bloom_176b_384"].settings["grad_bytes"] == 4.0
+    assert by_id["mtnlg_530b_2240"].settings["grad_bytes"] is None
+    assert all(r.settings["grad_bytes"] == 4.0 for i, r in by_id.items() if i.startswith("mpt_h100_"))
+    assert by_id["mpt_a100_40g_70b_128"].settings["grad_bytes"] is None  # MP mode PURE: bf16 reduction
+    assert by_id["nar21_t1_1t"].settings == {}  # issue-5 rows keep their own rules
+    for acc in ("gb200", "b200", "h100"):
+        s = by_id[f"mb2511_{acc}_llama31_405b_fp8cs"].settings
+        assert s["recompute"] == "none" and s["tp_comm_overlap"] and s["overlap_param_gather"] and s["dp_overlap"]
