@@ -55,6 +55,10 @@ Two case files (issue 5 and issue 13):
   Communication overlap (as the source or its recipe states it in ``parallelism.overlap``; unstated ->
   the engine's defaults)
     - ``--tp-comm-overlap`` -> tp_comm_overlap; ``--overlap-param-gather`` -> overlap_param_gather.
+    - DeepSpeed's pipeline engine (bloom, mtnlg: Megatron-DeepSpeed) reduces the data-parallel gradients
+      after the last backward pass, not under it: ``overlap`` off (:data:`DEEPSPEED_PIPELINE`).
+    - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
+      wire, bf16/fp16 -> 2); unstated -> the precision's gradient element.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else TFLOP/s/GPU of the source's convention: model FLOPs (no recompute) when
@@ -220,6 +224,12 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "nemo2407": 2024, "titan24": 2024, "l
             "meg19": 2019, "nemotron4": 2024}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1).
 MEGATRON_CORE = {"mlm24", "mb2511", "nemo2407"}
+#: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
+#: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
+#: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
+#: PipelineEngine.__init__ sets ``self.enable_backward_allreduce = False`` (deepspeed/runtime/pipe/engine.py,
+#: deepspeedai/DeepSpeed v0.6.0 and v0.6.5): the gradient all-reduce does not overlap the backward pass.
+DEEPSPEED_PIPELINE = {"bloom", "mtnlg"}
 #: Model types that tie input and output embeddings unless the case says otherwise.
 TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 #: Catalog cluster per accelerator variant (None: the catalog holds no such accelerator).
@@ -366,6 +376,18 @@ def parse_zero(text: Any, source: str) -> str:
     if t[:1].isdigit():
         return t[0]
     return "1" if source in MEGATRON_CORE else "0"
+
+
+def parse_grad_reduce(text: Any) -> float | None:
+    """Bytes per gradient element on the wire from a stated reduction dtype (None when unstated)."""
+    if text is None:
+        return None
+    t = str(text).lower()
+    if t.startswith(("fp32", "float32")):
+        return 4.0
+    if t.startswith(("bf16", "fp16", "bfloat16", "float16")):
+        return 2.0
+    return None
 
 
 def parse_precision(text: str) -> str:
@@ -603,7 +625,8 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
     options = [stated] if stated else (["none", "selective", "full"] if year >= 2022 else ["none", "full"])
     if case["id"] in RECIPE_A2A_OVERLAP and not stated:
         options = [o for o in options if o != "full"]  # Megatron-Core refuses full recompute with the EP overlap
-    tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"])
+    tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"],
+                      grad_bytes_per_param=parse_grad_reduce(par.get("grad_reduce")))
     p: Prediction | None = None
     st: StrategySpec | None = None
     flags = overlap_flags(par.get("overlap"))
@@ -617,7 +640,8 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                           first_chunk_layers=chunks[0] if chunks else None,
                           last_chunk_layers=chunks[1] if chunks else None,
                           recompute_layers=int(rec_layers) if isinstance(rec_layers, int) and rec == "full" else None,
-                          offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP, **flags)
+                          offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
+                          overlap=src not in DEEPSPEED_PIPELINE, **flags)
         try:
             p = predict(cluster, wl, gpus, tr, st)
         except InputError as e:  # a check the engine makes before the step model (e.g. --ep must divide dp)
@@ -650,7 +674,8 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                 "recompute": st.recompute, "sequence_parallel": seqpar, "flash_attention": flash,
                 "first_last_stage_layers": list(layout) if layout else None,
                 "first_last_chunk_layers": list(chunks) if chunks else None,
-                "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers, **flags}
+                "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
+                "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param, **flags}
     return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st)
 
 
