@@ -67,7 +67,8 @@ Two case files (issue 5 and issue 13):
   Listed, not predicted: what the model cannot express (see ``case_limits``) or a configuration the
   model's own feasibility check rejects for a structural reason (its reason is printed); a predicted
   configuration that exceeds the model's memory estimate is still compared (the run did fit) and
-  marked ``oom``.
+  marked ``oom``. MoE runs whose recipe dispatches with the host-synchronising all-to-all dispatcher and no
+  CUDA graphs are marked (``RECIPE_HOST_SYNC_EAGER``): the model prices device time, not host time.
 
 Errors: ``error`` = (predicted - measured) / measured on the compared metric; the bias in the summary
 is the mean of ``speed`` errors, signed so that + means the model predicts a faster run than measured
@@ -547,6 +548,22 @@ RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwe
                                 "mb2511_h100_qwen3_30b_fp8cs"})
 
 
+#: MoE runs whose Megatron-Bridge 25.11 preset (v0.2.0 = 97ad8cc6f for these files) routes tokens with
+#: Megatron-Core's dropless all-to-all dispatcher (no moe_flex_dispatcher_backend: src/megatron/bridge/models/
+#: qwen/qwen_provider.py Qwen3MoEModelProvider moe_token_dispatcher_type='alltoall', which
+#: training/flex_dispatcher_backend.py replaces with 'flex' only for a named backend) and captures no CUDA graph
+#: of the MoE router/preprocess: scripts/performance/configs/qwen/qwen3_workload_base_configs.py
+#: QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS (= FP8_MX), ..._H100_FP8_CS and QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS
+#: set neither (the GB200 presets set hybridep and cuda_graph_scope [..., "moe_router", "moe_preprocess"]).
+#: That dispatcher synchronises the host once per MoE layer (Megatron-LM core_v0.15.0
+#: megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: "A synchronization is needed
+#: before expert parallel AlltoAll communication to get the `input_splits` and `output_splits` CPU values"),
+#: after which the GPU waits on the host's launches. The model prices device time only: such rows are marked,
+#: not corrected (docs/model.md#ep-comm).
+RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
+                                    "mb2511_h100_qwen3_30b_fp8cs"})
+
+
 def recipe_chunks(case: dict[str, Any], layers: int, pp: int, v: int) -> tuple[int, int] | None:
     """(first, last) model-chunk layers of the case's recipe split (:data:`RECIPE_CHUNKS`), or None."""
     how = RECIPE_CHUNKS.get(case["id"])
@@ -668,6 +685,8 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
         pred = p.flops["hardware_flops_per_step"] / step / gpus / 1e12
     if overrides:
         notes.append("NIC rate from the case: " + overrides[0].split("=")[1])
+    if case["id"] in RECIPE_HOST_SYNC_EAGER:
+        notes.append("host time not priced: dropless all-to-all dispatch, no CUDA graphs")
     settings = {"cluster": cname, "workload": how, "precision": precision, "tp": tp, "pp": pp, "cp": cp, "ep": ep,
                 "etp": st.etp,
                 "dp": dp, "micro_batch": mb, "global_batch": gb, "schedule": schedule, "zero": zero,
