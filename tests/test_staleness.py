@@ -65,7 +65,7 @@ def test_committed_defaults_equal_a_fresh_fit() -> None:
     assert out.returncode == 0, out.stderr
     assert "staleness_kappa.json matches the fit" in out.stdout
     table = staleness.load_defaults()
-    # what the engine and the CLI use is the committed file's fallback (no group is fitted yet)
+    # the engine's default for groups without a fit is the committed file's fallback
     from scalemodel.cost.sync import DEFAULT_STALENESS_KAPPA
 
     assert DEFAULT_STALENESS_KAPPA == table["fallback"]["kappa"]
@@ -129,8 +129,11 @@ def test_engine_uses_the_jobs_kappa_unless_overridden() -> None:
     cl, wl = load_cluster("dgx-a100"), load_workload("gpt-1.7b")
     tr = TrainingSpec(global_batch=64, optimizer="adam")
     job = build_job(cl, wl, tr)
-    assert job.staleness_kappa == staleness.fallback_kappa() and "no fit for adam/transformer" in \
-        job.staleness_kappa_source
+    fit = default_kappa("adam", "transformer")  # the committed table's entry for the job's group
+    assert job.staleness_kappa == fit.kappa and job.staleness_kappa_source == fit.source
+    unfitted = build_job(cl, wl, TrainingSpec(global_batch=64, optimizer="rmsprop"))  # no points: fallback
+    assert unfitted.staleness_kappa == staleness.fallback_kappa() and "no fit for rmsprop/transformer" in \
+        unfitted.staleness_kappa_source
     grid = grid_from_strategy(StrategySpec(), tr, 64, job)
     s = float(evaluate(job, grid, sync="asp").mean_staleness[0])
     assert s == pytest.approx(63 / 64)
@@ -143,12 +146,16 @@ def test_engine_uses_the_jobs_kappa_unless_overridden() -> None:
 
 def test_cli_names_the_kappa_source_and_the_override(cli: Any) -> None:
     base = ("predict", "--model", "gpt-1.7b", "--cluster", "dgx-a100", "--gpus", "64", "--sync", "asp", "--json")
-    res = cli(*base, "--set", "training.optimizer=adam")
+    res = cli(*base, "--set", "training.optimizer=rmsprop")  # a group without points: the fallback
     assert res.code == 0, res.err
     doc = json.loads(res.out)
     s = doc["sync"]["mean_staleness"]
     assert doc["sync"]["statistical_efficiency"] == pytest.approx(1 / (1 + staleness.fallback_kappa() * s))
-    assert any("no fit for adam/transformer" in n for n in doc["notes"])
+    assert any("no fit for rmsprop/transformer" in n for n in doc["notes"])
+    fit = default_kappa("adam", "transformer")  # whatever the committed table gives this group
+    doc = json.loads(cli(*base, "--set", "training.optimizer=adam").out)
+    assert doc["sync"]["statistical_efficiency"] == pytest.approx(1 / (1 + fit.kappa * s))
+    assert any(fit.source in n for n in doc["notes"])
     res = cli(*base, "--staleness-kappa", "0.2")
     doc = json.loads(res.out)
     assert doc["sync"]["statistical_efficiency"] == pytest.approx(1 / (1 + 0.2 * s))

@@ -41,9 +41,10 @@ Units of the results (all broadcast over the numeric inputs):
   constant: staleness theory only gives bounds (SSP regret grows with sqrt(s+1), Ho et al. 2013; linear
   speedup for async needs staleness O(sqrt(K/M)), Lian et al. 2015; the local-SGD error term grows with
   tau-1, Wang & Joshi 2021). Its defaults are fitted per (optimizer, model family) to the published
-  steps-to-target points of validation/convergence.yaml (:mod:`scalemodel.cost.staleness`); with no table
-  transcribed there yet, every family gets :data:`DEFAULT_STALENESS_KAPPA` = 0.5, the fallback that file states
-  as a placeholder fitted to nothing. ``--staleness-kappa`` overrides it; set it from measurement.
+  steps-to-target points of validation/convergence.yaml (:mod:`scalemodel.cost.staleness`); only adam/transformer
+  has points (PipeDream-2BW, one step of delay), every other group gets :data:`DEFAULT_STALENESS_KAPPA` = 0.5, the
+  fallback that file states as a placeholder fitted to nothing. ``--staleness-kappa`` overrides it; set it from
+  measurement.
   Time to target = steps_sync * step_time_s / efficiency.
 
 Straggler terms come from :mod:`scalemodel.cost.stragglers`: BSP waits for E[max of N]; waiting
