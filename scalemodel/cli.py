@@ -15,7 +15,6 @@ import re
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
-from difflib import get_close_matches
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +59,7 @@ def dispatch(argv: Sequence[str]) -> None:
     if argv and not argv[0].startswith("-"):
         name = argv[0]
         if name not in COMMAND_MODULES:
+            from difflib import get_close_matches  # error path only: a query never loads difflib
             near = get_close_matches(name, COMMAND_MODULES)
             hint = f" Did you mean {', '.join(repr(m) for m in near)}?" if near else ""
             raise UsageError(PROG, f"No such command {name!r}.{hint}")

@@ -24,7 +24,7 @@ TABLES_ONLY = ("rich",)
 #: Modules (full names) that only a rare path uses, imported inside its function so that a query does not pay
 #: for them: the Gauss-Hermite nodes of the exact order statistics (all of numpy.polynomial, ~4 ms), and the
 #: temporary file of an atomic write (report.output.write_file; tempfile loads random and shutil).
-RARE_PATH = ("numpy.polynomial.hermite_e", "tempfile")
+RARE_PATH = ("numpy.polynomial.hermite_e", "tempfile", "difflib", "tomllib", "tomli")
 
 
 def _modules() -> dict[str, ast.Module]:

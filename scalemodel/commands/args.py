@@ -10,7 +10,6 @@ import argparse
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from difflib import get_close_matches
 from typing import Any, NoReturn
 
 
@@ -231,6 +230,7 @@ def parse(p: Parser, argv: Sequence[str], cmd: Command) -> dict[str, Any]:
             p.error(f"Got unexpected extra argument(s) ({' '.join(extra)})")
         flag = unknown.split("=", 1)[0]
         known = [s for o in cmd.options for s in o.option_strings()]
+        from difflib import get_close_matches  # error path only: a query never loads difflib
         near = get_close_matches(flag, known)
         p.error(f"No such option: {flag}" + (f" (Possible options: {', '.join(near)})" if near else ""))
     return vars(values)

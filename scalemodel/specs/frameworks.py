@@ -37,14 +37,6 @@ from scalemodel.specs import files, notices, yamlread
 from scalemodel.specs.loader import load_json, validate
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
-if sys.version_info >= (3, 11):
-    import tomllib as toml_reader  # standard library from Python 3.11
-else:  # pragma: no cover - Python 3.10: the same parser as a dependency (pyproject.toml)
-    try:
-        import tomli as toml_reader
-    except ImportError:
-        toml_reader = None
-
 TRAINING_FIELDS = ("global_batch", "micro_batch", "seq_len", "precision", "optimizer_bytes_per_param",
                    "grad_bytes_per_param", "train_tokens", "train_samples", "critical_batch", "work_cv")
 STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "sync",
@@ -348,9 +340,15 @@ def _megatron(text: str, out: StrategyFile) -> None:
 # --- torchtitan -------------------------------------------------------------------------------------------
 
 def _toml(text: str, where: str) -> dict[str, Any]:
-    if toml_reader is None:  # pragma: no cover - Python 3.10 without tomli
-        raise InputError("reading TOML needs Python 3.11 or the tomli package", where=where,
-                         allowed="pip install tomli, or a strategy YAML")
+    toml_reader: Any
+    if sys.version_info >= (3, 11):
+        import tomllib as toml_reader  # TOML strategy files only: a query never loads tomllib
+    else:  # pragma: no cover - Python 3.10: the same parser as a dependency (pyproject.toml)
+        try:
+            import tomli as toml_reader  # type: ignore[no-redef]  # TOML strategy files only
+        except ImportError:
+            raise InputError("reading TOML needs Python 3.11 or the tomli package", where=where,
+                             allowed="pip install tomli, or a strategy YAML") from None
     try:
         return toml_reader.loads(text)
     except toml_reader.TOMLDecodeError as exc:

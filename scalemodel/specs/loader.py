@@ -9,7 +9,6 @@ nodes, aliases and depth).
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 import os
 import re
@@ -149,6 +148,7 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
         if os.path.isdir(p):
             return _config_in_folder(p, ref)
     names = builtin_names(kind)
+    import difflib  # error path only: a query never loads difflib
     near = difflib.get_close_matches(ref[:100], names, n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(near)}?" if near else f"built-in {kind}s: {', '.join(names)}"
     shown = ref if len(ref) <= 100 else f"{ref[:60]}... ({len(ref)} characters)"
@@ -413,6 +413,7 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
     msg, allowed = exc.what, exc.allowed
     if exc.kind == "unknown":
         known = _fields_at(model, loc[:-1], data)
+        import difflib  # error path only: a query never loads difflib
         near = difflib.get_close_matches(str(loc[-1]), known, n=1)
         allowed = (f"did you mean {near[0]!r}? " if near else "") + (f"known keys: {', '.join(known)}" if known else "")
     elif exc.kind == "missing":
