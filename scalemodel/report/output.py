@@ -119,7 +119,7 @@ def _cell_text(cell: Any) -> str:
     plain = getattr(cell, "plain", None)
     if isinstance(plain, str):
         return plain
-    return Text.from_markup(cell).plain if isinstance(cell, str) else str(cell)
+    return Text.from_markup(cell, emoji=False).plain if isinstance(cell, str) else str(cell)  # as rendered: emoji off
 
 
 def print_table(console: Any, table: Any) -> None:
