@@ -194,3 +194,17 @@ def check_seq_len(workload: Any, training: Any) -> None:
     note = seq_len_note(workload, training.seq_len)
     if note:
         notices.warn(note)
+
+
+def one_job(*, cluster: str, model: str, gpus: int, strategy_file: str | None, sets: list[str] | None,
+            flags: dict[str, Any], **echo: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    """Cluster, workload, TrainingSpec, StrategySpec and the JSON ``inputs`` echo of a command that prices
+    one strategy on ``gpus`` GPUs (predict, sensitivity): flags, the ``--strategy`` file and ``--set``."""
+    positive_int(gpus, "--gpus")
+    training, strategy = split_flags(**flags)
+    sf = read_strategy(strategy_file)
+    cl, wl, tr, st = build_specs(cluster=cluster, model=model, sets=sets, training=training,
+                                 strategy=strategy, strategy_file=sf, gpus=gpus)
+    cl.require_gpus(gpus)
+    inputs = spec_inputs(cl, wl, tr, st, sets, gpus=gpus, strategy_file=sf.echo() if sf else None, **echo)
+    return cl, wl, tr, st, inputs

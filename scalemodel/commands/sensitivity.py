@@ -13,14 +13,8 @@ from scalemodel.report.sensitivity import render_sensitivity
 def sensitivity(*, cluster: str, model: str, gpus: int, strategy_file: str | None, straggler_cv: float | None,
                 factor: float, sets: list[str] | None, as_json: bool, **flags: Any) -> None:
     """Elasticity of throughput to every hardware parameter (d ln tokens/s / d ln p), ranked by impact."""
-    o.positive_int(gpus, "--gpus")
-    training, strategy = o.split_flags(**flags)
-    sf = o.read_strategy(strategy_file)
-    cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training,
-                                   strategy=strategy, strategy_file=sf, gpus=gpus)
-    cl.require_gpus(gpus)
-    inputs = o.spec_inputs(cl, wl, tr, st, sets, gpus=gpus, strategy_file=sf.echo() if sf else None,
-                           straggler_cv=straggler_cv, factor=factor)
+    cl, wl, tr, st, inputs = o.one_job(cluster=cluster, model=model, gpus=gpus, strategy_file=strategy_file,
+                                       sets=sets, flags=flags, straggler_cv=straggler_cv, factor=factor)
     result = sensitivity_for(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, factor=factor, inputs=inputs)
     render_sensitivity(result, as_json=as_json)
 
