@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pytest
@@ -38,3 +39,19 @@ def validation_cases_path():  # type: ignore[no-untyped-def]
     here = Path(__file__).resolve().parent
     shared = here.parents[1] / "shared" / "validation" / "cases.yaml"
     return shared if shared.is_file() else here / "data" / "validation" / "cases.yaml"
+
+
+@functools.cache
+def script_module(name: str):  # type: ignore[no-untyped-def]
+    """scripts/<name>.py as a module, loaded once per test session (its caches are shared by the tests)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(mod)
+    return mod

@@ -3,23 +3,13 @@ step from the figure the source printed (the study itself takes a minute: run th
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "calibrate_extrapolation.py"
+from conftest import script_module
 
 
 @pytest.fixture(scope="module")
 def found():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("calibrate_extrapolation", SCRIPT)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(mod)
+    mod = script_module("calibrate_extrapolation")
     if mod.vt.CASES is None:
         pytest.skip("validation cases not found")
     series = mod.series(mod.nar21_cases() + mod.new_cases())

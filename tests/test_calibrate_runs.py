@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -37,20 +38,26 @@ RUNS = [
 ]
 
 
-def synthetic(tmp_path: Path, rows: list[dict], *, noise: float = 0.01, seed: int = 1) -> Path:
-    """Runs file whose step times are the model's at the TRUE factors, x (1 + noise N(0,1))."""
-    cluster = load_cluster("dgx-a100")
+def synthetic(tmp_path: Path, rows: list[dict], *, noise: float = 0.01, seed: int = 1, cluster: str = "dgx-a100",
+              scale: Any = None, overhead_s: float | None = None) -> Path:
+    """Runs file whose step times are the model's on ``cluster`` at the true factors (``scale(job)``, by default
+    TRUE's compute and ib-leaf factors) plus ``overhead_s`` (default TRUE's), x (1 + noise N(0,1))."""
+    from scalemodel.engine.calibrate_runs import _step
+
+    cl = load_cluster(cluster)
+    if scale is None:
+        def scale(job: Any) -> Any:
+            return scaled_job(job, TRUE["compute"], {"ib-leaf": TRUE["ib-leaf"]})
+    overhead = TRUE["overhead_s"] if overhead_s is None else overhead_s
     rng = np.random.default_rng(seed)
     placeholder = tmp_path / "placeholder.yaml"
-    placeholder.write_text(yaml.safe_dump([{"cluster": "dgx-a100", **r, "step_time": 1.0} for r in rows]))
+    placeholder.write_text(yaml.safe_dump([{"cluster": cluster, **r, "step_time": 1.0} for r in rows]))
     out = []
     for row, run in zip(rows, read_runs(placeholder), strict=True):
-        job = scaled_job(build_job(cluster, run.workload, run.training), TRUE["compute"], {"ib-leaf": TRUE["ib-leaf"]})
+        job = scale(build_job(cl, run.workload, run.training))
         grid = grid_from_strategy(run.strategy, run.training, run.gpus, job)
-        from scalemodel.engine.calibrate_runs import _step
-
-        step = _step(job, grid, run.strategy.sync)[0] + TRUE["overhead_s"]
-        out.append({"cluster": "dgx-a100", **row, "step_time": float(step * (1 + noise * rng.standard_normal()))})
+        step = _step(job, grid, run.strategy.sync)[0] + overhead
+        out.append({"cluster": cluster, **row, "step_time": float(step * (1 + noise * rng.standard_normal()))})
     path = tmp_path / "runs.yaml"
     path.write_text(yaml.safe_dump(out, sort_keys=False))
     return path
@@ -229,25 +236,14 @@ def test_fp8_runs_get_their_own_compute_factor(tmp_path: Path, cli) -> None:  # 
     """bf16 and fp8 runs on dgx-h100 made with compute x0.85 (16-bit GEMMs and memory), fp8 GEMMs x0.75,
     0.03 s per step, 1 % noise: both factors and the overhead are recovered within their intervals, and
     the overlay's fp8 curve carries the fp8 factor."""
-    from scalemodel.engine.calibrate_runs import _step
-
     truth = {"compute": 0.85, "compute:fp8": 0.75, "overhead_s": 0.03}
     rows = [{"model": m, "gpus": g, "global_batch": gb, "micro_batch": mb, "precision": p, "tp": tp}
             for m, g, gb, mb, tp in (("gpt-1.7b", 8, 64, 4, 1), ("gpt-3.6b", 8, 32, 2, 2), ("gpt-7.5b", 8, 16, 1, 4),
                                      ("gpt-1.7b", 4, 8, 1, 1))
             for p in ("bf16", "fp8")]
     cluster = load_cluster("dgx-h100")
-    placeholder = tmp_path / "p.yaml"
-    placeholder.write_text(yaml.safe_dump([{"cluster": "dgx-h100", **r, "step_time": 1.0} for r in rows]))
-    rng = np.random.default_rng(2)
-    out = []
-    for row, run in zip(rows, read_runs(placeholder), strict=True):
-        job = scaled_job(build_job(cluster, run.workload, run.training), truth["compute"], {}, truth["compute:fp8"])
-        grid = grid_from_strategy(run.strategy, run.training, run.gpus, job)
-        step = _step(job, grid, run.strategy.sync)[0] + truth["overhead_s"]
-        out.append({"cluster": "dgx-h100", **row, "step_time": float(step * (1 + 0.01 * rng.standard_normal()))})
-    path = tmp_path / "runs.yaml"
-    path.write_text(yaml.safe_dump(out))
+    path = synthetic(tmp_path, rows, seed=2, cluster="dgx-h100", overhead_s=truth["overhead_s"],
+                     scale=lambda job: scaled_job(job, truth["compute"], {}, truth["compute:fp8"]))
     overlay_path = tmp_path / "fit.yaml"
     r = cli("calibrate", "runs", str(path), "--factors", "compute,compute:fp8,overhead_s", "--out",
             str(overlay_path), "--json")
@@ -279,27 +275,15 @@ def test_overlap_and_overhead_recovered_and_carried_by_the_overlay(tmp_path: Pat
     """Data-parallel runs whose gradient sync outlasts part of the backward window, made by the step model
     with compute x0.8, overlap efficiency 0.5 and 0.05 s per step (1 % noise): the three are recovered
     within their intervals, and `predict -c overlay.yaml` gives the fitted step of every run."""
-    from scalemodel.engine.calibrate_runs import _step
-
     truth = {"compute": 0.8, "overlap": 0.5, "overhead_s": 0.05}
     rows = [{"model": m, "gpus": g, "global_batch": gb, "micro_batch": mb, "tp": tp}
             for m, g, gb, mb, tp in (("gpt-1.7b", 16, 16, 1, 1), ("gpt-1.7b", 32, 64, 2, 1),
                                      ("gpt-1.7b", 64, 64, 1, 1), ("gpt-1.7b", 64, 256, 4, 1),
                                      ("gpt-3.6b", 32, 32, 2, 2), ("gpt-3.6b", 64, 64, 1, 2),
                                      ("gpt-1.7b", 128, 128, 1, 1), ("gpt-3.6b", 128, 256, 4, 2))]
-    cluster = load_cluster("dgx-a100")
-    placeholder = tmp_path / "p.yaml"
-    placeholder.write_text(yaml.safe_dump([{"cluster": "dgx-a100", **r, "step_time": 1.0} for r in rows]))
-    rng = np.random.default_rng(3)
-    out = []
-    for row, run in zip(rows, read_runs(placeholder), strict=True):
-        job = scaled_job(build_job(cluster, run.workload, run.training), truth["compute"], {},
-                         overlap=truth["overlap"], overhead=truth["overhead_s"])
-        grid = grid_from_strategy(run.strategy, run.training, run.gpus, job)
-        step = _step(job, grid, run.strategy.sync)[0]
-        out.append({"cluster": "dgx-a100", **row, "step_time": float(step * (1 + 0.01 * rng.standard_normal()))})
-    path = tmp_path / "runs.yaml"
-    path.write_text(yaml.safe_dump(out))
+    path = synthetic(tmp_path, rows, seed=3, overhead_s=0.0,
+                     scale=lambda job: scaled_job(job, truth["compute"], {}, overlap=truth["overlap"],
+                                                  overhead=truth["overhead_s"]))
     overlay_path = tmp_path / "fit.yaml"
     r = cli("calibrate", "runs", str(path), "--factors", "compute,overlap,overhead_s", "--out", str(overlay_path),
             "--json")

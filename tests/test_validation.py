@@ -11,31 +11,22 @@ once per session (module and predictions cached), well under the 20 s budget.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import json
 import math
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import script_module
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "validate_training.py"
 NEW_CASES = ROOT / "validation" / "training_cases.yaml"
 
 
-@functools.cache
 def load_script():  # type: ignore[no-untyped-def]
     """The script as a module, loaded once (its specs and predictions are cached inside it)."""
-    spec = importlib.util.spec_from_file_location("validate_training", SCRIPT)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module("validate_training")
 
 
 def test_published_runs_within_bounds() -> None:
