@@ -5,7 +5,7 @@
   mean change is not below zero by more than two standard errors.
 - staleness: kappa per (optimizer, model family) by least squares of steps_ratio - 1 = kappa * mean_staleness
   over the transcribed points (scalemodel/cost/staleness.py), with 95 % intervals; the borrow table and the
-  fallback for families without points; the status of every source.
+  fallback (a fitted group to borrow from) for groups without points; the status of every source.
 - critical batch: Kaplan's default B_crit(L(N)) for the given non-embedding parameter counts.
 
 Run: PYTHONPATH=$PWD python scripts/fit_convergence.py [path/to/convergence.yaml] [--write [OUT.json]] [--check]
@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from scalemodel.choices import Optimizer
 from scalemodel.cost import efficiency, staleness
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,11 +59,46 @@ def staleness_defaults(section: dict[str, Any]) -> dict[str, Any]:
     for k, v in borrow.items():
         if v not in fits:
             raise SystemExit(f"error: staleness.borrow: {k} borrows {v}, which has no fit; name a fitted group")
-    fb = section["fallback"]
     return {"generated_by": "scripts/fit_convergence.py --write (from validation/convergence.yaml)",
             "model": "steps_ratio - 1 = kappa * mean_staleness (scalemodel/cost/staleness.py)",
-            "fits": fits, "borrow": dict(sorted(borrow.items())),
-            "fallback": {"kappa": float(fb["kappa"]), "status": " ".join(str(fb["status"]).split())}}
+            "fits": fits, "borrow": dict(sorted(borrow.items())), "fallback": fallback(section["fallback"], fits)}
+
+
+def fallback(fb: dict[str, Any], fits: dict[str, Any]) -> dict[str, Any]:
+    """The fallback entry: a fitted group to borrow from (its kappa copied, the direction line per optimizer), or
+    a plain kappa with its status."""
+    status = " ".join(str(fb["status"]).split())
+    if "borrow" not in fb:
+        return {"kappa": float(fb["kappa"]), "status": status}
+    lender = staleness.group_key(*str(fb["borrow"]).split("/"))
+    if lender not in fits:
+        raise SystemExit(f"error: staleness.fallback: borrows {lender}, which has no fit; name a fitted group")
+    direction = {Optimizer.normalize(k): " ".join(str(v).split()) for k, v in (fb.get("direction") or {}).items()}
+    return {"borrow": lender, "kappa": fits[lender]["kappa"], "status": status,
+            "direction": dict(sorted(direction.items()))}
+
+
+def group_table(table: dict[str, Any]) -> list[tuple[str, str]]:
+    """(group, 'kappa K, how') for every optimizer x model family: its own fit (n, 95 % interval), a borrow entry,
+    or the fallback (the lender it names, or a plain number)."""
+    rows = []
+    fb = table["fallback"]
+    for opt in Optimizer.labels():
+        for fam in staleness.MODEL_FAMILIES:
+            key = staleness.group_key(opt, fam)
+            kappa = staleness.default_kappa(opt, fam, table).kappa
+            if key in table["fits"]:
+                f = table["fits"][key]
+                ci = "" if f["low"] is None else f", 95 % [{f['low']:g}, {f['high']:g}]"
+                how = f"fitted, n={f['n']}{ci}"
+            elif key in table["borrow"]:
+                how = f"borrowed from {table['borrow'][key]} (borrow entry)"
+            elif "borrow" in fb:
+                how = f"borrowed from {fb['borrow']} (fallback)"
+            else:
+                how = "fallback, fitted to nothing"
+            rows.append((key, f"kappa {kappa:g}  {how}"))
+    return rows
 
 
 def main(argv: list[str]) -> int:
@@ -94,9 +130,13 @@ def main(argv: list[str]) -> int:
     for s in st["sources"]:
         print(f"  {s['id']:<9} {s['status']}")
     fb = table["fallback"]
-    kind = "placeholder" if fb["status"].startswith("placeholder") else fb["status"]
+    kind = (f"borrowed from {fb['borrow']}" if "borrow" in fb
+            else "placeholder" if fb["status"].startswith("placeholder") else fb["status"])
     print(f"  default kappa {fb['kappa']:g} ({kind}) for every group without a fit or a borrow"
           f"{'' if table['fits'] else ': no group has a fit'}")
+    print("  the default of every (optimizer, family) group:")
+    for key, line in group_table(table):
+        print(f"    {key:<20} {line}")
     text = json.dumps(table, indent=1) + "\n"
     if write:
         out_path.write_text(text)

@@ -169,10 +169,10 @@ def test_time_to_train_divides_by_statistical_efficiency():
         values.append(1.0 / (p.throughput["tokens_per_s"] * stat))
     assert values == sorted(values)
     assert values == pytest.approx(res.objective_values, rel=1e-9)
-    # ASP's staleness (mean (N-1)/N steps, kappa 0.5) costs 1/(1 + 0.5 x 15/16) of the progress per update
+    # ASP's staleness (mean (N-1)/N steps, the job's kappa) costs 1/(1 + kappa x 15/16) of the progress per update
     asp = [p for p in res.ranked if p.strategy["sync"] == "asp"]
     for p in asp:
-        assert p.sync["statistical_efficiency"] == pytest.approx(1 / (1 + 0.5 * 15 / 16), rel=1e-9)
+        assert p.sync["statistical_efficiency"] == pytest.approx(1 / (1 + job.staleness_kappa * 15 / 16), rel=1e-9)
 
 
 def test_cost_objective_needs_a_price():

@@ -134,7 +134,7 @@ def test_fit_script_reads_the_published_points() -> None:
     out = subprocess.run([sys.executable, str(root / "scripts" / "fit_convergence.py")], capture_output=True,
                          text=True, check=True, env={"PYTHONPATH": str(root)}).stdout
     assert "resnet50" in out and "mean +0.27" in out and "no step-count cost" in out
-    assert "default kappa 0.5 (placeholder)" in out
+    assert "default kappa 0.1665 (borrowed from adam/transformer)" in out
 
 
 def test_accumulation_past_the_critical_batch_loses_progress(cli: Any) -> None:

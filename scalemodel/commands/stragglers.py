@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
+from scalemodel.choices import Optimizer
 from scalemodel.commands.args import Command, integer, number, opt
 from scalemodel.commands.options import JSON, quantity
-from scalemodel.engine.stragglers import DEFAULT_STALENESS_KAPPA, DIST_CHOICES
+from scalemodel.engine.stragglers import DIST_CHOICES, MODEL_FAMILIES
 from scalemodel.engine.stragglers import stragglers as run
 from scalemodel.errors import InputError
 from scalemodel.report.stragglers import render_stragglers
@@ -14,7 +15,7 @@ from scalemodel.specs.samples import read_samples
 
 
 def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | None, ssp: int, local: int, comm: str,
-               kappa: float, samples: str | None, as_json: bool) -> None:
+               kappa: float | None, optimizer: str | None, family: str, samples: str | None, as_json: bool) -> None:
     """Expected slowest of N workers, slowdown vs the mean, and the effect of backup workers, SSP and local SGD."""
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}", where="--workers", allowed="an integer >= 1")
@@ -34,8 +35,12 @@ def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | N
         raise InputError(f"--ssp must be >= 0, got {ssp}", where="--ssp")
     if local < 1:
         raise InputError(f"--local must be >= 1, got {local}", where="--local")
-    if not (math.isfinite(kappa) and kappa >= 0):
+    if kappa is not None and not (math.isfinite(kappa) and kappa >= 0):
         raise InputError(f"--staleness-kappa must be >= 0, got {kappa}", where="--staleness-kappa")
+    if optimizer is not None:
+        optimizer = Optimizer.parse(optimizer, where="--optimizer").label
+    if family not in MODEL_FAMILIES:
+        raise InputError(f"unknown model family {family!r}", where="--family", allowed=", ".join(MODEL_FAMILIES))
     mean_s = quantity(mean, "time", "--mean")
     if not mean_s > 0:
         raise InputError(f"--mean must be > 0, got {mean!r}", where="--mean")
@@ -43,7 +48,7 @@ def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | N
     if comm_s < 0:
         raise InputError(f"--comm must be >= 0, got {comm!r}", where="--comm")
     data = read_samples(samples) if samples is not None else None
-    result = run(workers, dist, mean_s, cv, b, ssp, local, comm_s, kappa, data)
+    result = run(workers, dist, mean_s, cv, b, ssp, local, comm_s, kappa, data, optimizer=optimizer, family=family)
     render_stragglers(result, as_json=as_json)
 
 
@@ -57,8 +62,13 @@ COMMAND = Command("stragglers", stragglers, (
     opt("--ssp", type=integer, default=3, help="Staleness bound S shown for SSP."),
     opt("--local", type=integer, default=4, help="Averaging period H shown for local SGD."),
     opt("--comm", default="0s", help="Synchronisation (communication) time per step."),
-    opt("--staleness-kappa", type=number, default=DEFAULT_STALENESS_KAPPA, dest="kappa",
+    opt("--staleness-kappa", type=number, dest="kappa",
         help="Convergence penalty per global step of staleness: efficiency = 1/(1 + kappa*staleness); default: "
-             "the fallback of scalemodel/data/staleness_kappa.json (a placeholder)."),
+             "fitted for --optimizer and --family (scalemodel/data/staleness_kappa.json), else borrowed from the "
+             "fitted group the file names (a note says which)."),
+    opt("--optimizer", help="Optimizer, for the default kappa: " + "|".join(Optimizer.labels()) + " (adamw is "
+                            "adam, nesterov momentum); default: not stated (the file's fallback)."),
+    opt("--family", default="generic", help="Model family, for the default kappa: " + "|".join(MODEL_FAMILIES)
+                                            + "."),
     opt("--samples", help="File of measured step times: one per line, or a YAML/JSON list."),
     JSON))

@@ -23,7 +23,9 @@ Fit (least squares through r = 1 at s = 0; :func:`fit_kappa`), over n published 
 Defaults: ``scalemodel/data/staleness_kappa.json``, written by ``scripts/fit_convergence.py --write`` from
 ``validation/convergence.yaml``: one fitted kappa per (optimizer, model family) with its interval and
 sources; a family without points borrows the fit the file names for it, and what has neither gets the
-file's ``fallback`` with its stated status (:func:`default_kappa`). ``--staleness-kappa`` overrides all.
+file's ``fallback``: the fit it names as lender (today adam/transformer, the only fitted group), reported as
+borrowed, with the lender's sources and interval and what the sources say of the job's optimizer against it
+(:func:`default_kappa`). ``--staleness-kappa`` overrides all.
 """
 
 from __future__ import annotations
@@ -111,9 +113,27 @@ def load_defaults(path: str | None = None) -> dict[str, Any]:
     return data
 
 
-def _fallback(table: dict[str, Any]) -> KappaDefault:
+def _fit_summary(fit: dict[str, Any]) -> str:
+    """'95 % interval [lo, hi], n points: sources' (no interval for one point)."""
+    ci = "" if fit.get("low") is None else f"95 % interval [{fit['low']:g}, {fit['high']:g}], "
+    return f"{ci}{fit['n']} point{'s' if fit['n'] != 1 else ''}: {', '.join(fit['sources'])}"
+
+
+def _fallback(table: dict[str, Any], key: str | None = None, optimizer: str | None = None) -> KappaDefault:
+    """The file's fallback for ``key`` (None: no optimizer stated): a borrowed fit, named with its source, its
+    interval and the direction the sources give for ``optimizer``; or a plain number with its status."""
     fb = table["fallback"]
-    return KappaDefault(float(fb["kappa"]), f"kappa {fb['kappa']:g}: {fb['status']}")
+    lender = fb.get("borrow")
+    if lender is None:
+        tail = f" (no fit for {key})" if key is not None else ""
+        return KappaDefault(float(fb["kappa"]), f"kappa {fb['kappa']:g}: {fb['status']}{tail}")
+    fit = table["fits"][lender]
+    why = f"no fit for {key}: " if key is not None else ""
+    text = f"kappa {fit['kappa']:g} borrowed from the {lender} fit ({_fit_summary(fit)}); {why}{fb['status']}"
+    direction = (fb.get("direction") or {}).get(Optimizer.normalize(optimizer)) if optimizer is not None else None
+    if direction:
+        text += f"; {direction}"
+    return KappaDefault(float(fit["kappa"]), text)
 
 
 def fallback_kappa(table: dict[str, Any] | None = None) -> float:
@@ -121,14 +141,18 @@ def fallback_kappa(table: dict[str, Any] | None = None) -> float:
     return _fallback(table or load_defaults()).kappa
 
 
-def default_kappa(optimizer: str | None, family: str, table: dict[str, Any] | None = None) -> KappaDefault:
+def default_kappa(optimizer: str | None, family: str, table: dict[str, Any] | None = None, *,
+                  unstated: str = "training.optimizer not given") -> KappaDefault:
     """kappa for (optimizer, family): its own fit, else the fit its ``borrow`` entry names, else the fallback.
 
-    ``optimizer`` None (not stated in the workload) gets the fallback. The source line says which it was."""
+    ``optimizer`` None (not stated: ``unstated`` says where it would be) gets the fallback. The source line says
+    which it was, with the fit's sources, and for a borrowed value where it is borrowed from."""
     table = table or load_defaults()
     if optimizer is None:
+        if family not in MODEL_FAMILIES:
+            raise InputError(f"unknown model family {family!r}", where="family", allowed=", ".join(MODEL_FAMILIES))
         fb = _fallback(table)
-        return KappaDefault(fb.kappa, f"{fb.source} (training.optimizer not given)")
+        return KappaDefault(fb.kappa, f"{fb.source} ({unstated})")
     key = group_key(optimizer, family)
     fits = table.get("fits", {})
     if key in fits:
@@ -140,5 +164,4 @@ def default_kappa(optimizer: str | None, family: str, table: dict[str, Any] | No
         f = fits[lender]
         return KappaDefault(float(f["kappa"]), f"kappa {f['kappa']:g} borrowed from the {lender} fit "
                                                f"(no published point for {key})")
-    fb = _fallback(table)
-    return KappaDefault(fb.kappa, f"{fb.source} (no fit for {key})")
+    return _fallback(table, key, optimizer)

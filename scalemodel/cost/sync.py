@@ -42,8 +42,8 @@ Units of the results (all broadcast over the numeric inputs):
   speedup for async needs staleness O(sqrt(K/M)), Lian et al. 2015; the local-SGD error term grows with
   tau-1, Wang & Joshi 2021). Its defaults are fitted per (optimizer, model family) to the published
   steps-to-target points of validation/convergence.yaml (:mod:`scalemodel.cost.staleness`); only adam/transformer
-  has points (PipeDream-2BW, one step of delay), every other group gets :data:`DEFAULT_STALENESS_KAPPA` = 0.5, the
-  fallback that file states as a placeholder fitted to nothing. ``--staleness-kappa`` overrides it; set it from
+  has points (PipeDream-2BW, one step of delay), and every other group borrows that fit (the file's fallback,
+  :data:`DEFAULT_STALENESS_KAPPA`, reported as borrowed). ``--staleness-kappa`` overrides it; set it from
   measurement.
   Time to target = steps_sync * step_time_s / efficiency.
 
@@ -68,6 +68,7 @@ __all__ = ["SYNC_ALLOWED", "SyncStrategy", "parse_sync", "sync_step", "effective
 Array = Any
 
 #: kappa of a job whose (optimizer, model family) has no fit: the fallback of scalemodel/data/staleness_kappa.json
+#: (the fit it borrows)
 DEFAULT_STALENESS_KAPPA = staleness.fallback_kappa()
 SYNC_KINDS = tuple(k.value for k in SyncKind)
 #: A parsed strategy (the vocabulary lives in :mod:`scalemodel.choices`).

@@ -172,7 +172,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         ps_partition_bytes=float(cluster.parameter_server.partition_bytes),
         ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
         collective_share=collective_share(acc),
-        **_staleness_kappa(training, sh),
+        **_staleness_kappa(training, workload),
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
         host_bandwidth=float(cluster.host_bandwidth or 0.0),
@@ -191,9 +191,11 @@ def _critical_batch_source(training: Any, shape: Any, seq_len: int) -> str:
             "set training.critical_batch to the workload's measured gradient noise scale")
 
 
-def _staleness_kappa(training: Any, shape: Any) -> dict[str, Any]:
-    """kappa for the workload's optimizer and model family (a transformer, or a generic model), with its source."""
-    d = staleness.default_kappa(training.optimizer, "transformer" if shape is not None else "generic")
+def _staleness_kappa(training: Any, workload: Any) -> dict[str, Any]:
+    """kappa for the workload's optimizer and model family (a transformer, or a generic workload's ``family``:
+    cnn, mlp or generic), with its source (scalemodel/cost/staleness.py default_kappa)."""
+    family = "transformer" if workload.kind == "transformer" else getattr(workload, "family", "generic")
+    d = staleness.default_kappa(training.optimizer, family)
     return {"staleness_kappa": d.kappa, "staleness_kappa_source": d.source}
 
 

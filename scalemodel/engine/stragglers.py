@@ -8,13 +8,15 @@ from typing import Any
 
 import numpy as np
 
+from scalemodel.cost import staleness
 from scalemodel.cost import stragglers as st
-from scalemodel.cost.sync import DEFAULT_STALENESS_KAPPA as DEFAULT_STALENESS_KAPPA  # the stragglers command default
 from scalemodel.cost.sync import sync_step
 from scalemodel.errors import InputError
 
 #: Per-worker step-time distributions the command accepts (those of :mod:`scalemodel.cost.stragglers`).
 DIST_CHOICES: tuple[str, ...] = tuple(st.DISTS)
+#: Model families the staleness penalty's kappa is keyed on (:mod:`scalemodel.cost.staleness`).
+MODEL_FAMILIES: tuple[str, ...] = staleness.MODEL_FAMILIES
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 
 
@@ -46,21 +48,29 @@ class StragglersResult:
 
 
 def stragglers(workers: int, dist: str, mean_s: float, cv: float, backup: int, ssp: int, local: int,
-               comm_s: float, kappa: float, samples: list[float] | None = None) -> StragglersResult:
+               comm_s: float, kappa: float | None, samples: list[float] | None = None, *,
+               optimizer: str | None = None, family: str = "generic") -> StragglersResult:
     """Compose the straggler and sync cost models for N workers (the engine behind `scalemodel stragglers`).
 
     ``samples``: measured step times already read (seconds); they replace (dist, mean, cv) for BSP
     and backup workers (exact resampling), and a gamma with their mean and cv stands in for the
-    windowed strategies. Errors from the cost models are reported at ``stragglers``.
+    windowed strategies. ``kappa`` None: the staleness penalty's default for (``optimizer``, ``family``),
+    selected as for ``predict`` (:func:`scalemodel.cost.staleness.default_kappa`); a number overrides it.
+    Errors from the cost models are reported at ``stragglers``.
     """
+    if kappa is None:
+        d = staleness.default_kappa(optimizer, family, unstated="--optimizer not given")
+        kappa, source = d.kappa, d.source
+    else:
+        source = f"kappa {kappa:g} from --staleness-kappa"
     try:
-        return _stragglers(workers, dist, mean_s, cv, backup, ssp, local, comm_s, kappa, samples)
+        return _stragglers(workers, dist, mean_s, cv, backup, ssp, local, comm_s, kappa, samples, source)
     except InputError as exc:
         raise exc.at("stragglers") from None
 
 
 def _stragglers(workers: int, dist: str, mean_s: float, cv: float, backup: int, ssp: int, local: int,
-                comm_s: float, kappa: float, samples: list[float] | None) -> StragglersResult:
+                comm_s: float, kappa: float, samples: list[float] | None, kappa_source: str) -> StragglersResult:
     notes = []
     if samples is not None:
         x = np.asarray(samples)
@@ -98,9 +108,10 @@ def _stragglers(workers: int, dist: str, mean_s: float, cv: float, backup: int, 
     return StragglersResult(
         inputs={"workers": workers, "dist": "empirical" if samples is not None else dist, "mean_s": mean_s,
                 "cv": eff_cv if samples is None else cv, "backup": backup, "ssp": ssp, "local": local,
-                "comm_s": comm_s, "staleness_kappa": kappa, "samples": len(samples) if samples else None},
+                "comm_s": comm_s, "staleness_kappa": kappa, "staleness_kappa_source": kappa_source,
+                "samples": len(samples) if samples else None},
         workers=workers, expected_mean_s=mean_s, expected_max_s=e_max, quantiles_s=quant, strategies=strategies,
         notes=notes + [
             "step_time_s is seconds per worker iteration (one gradient per worker); mean_staleness is in "
-            "global steps; efficiency = 1/(1 + kappa * staleness) with kappa set by --staleness-kappa "
-            "(a heuristic, not a universal constant)"])
+            "global steps; efficiency = 1/(1 + kappa * staleness) (a heuristic, not a universal constant)",
+            f"staleness penalty: {kappa_source}"])

@@ -64,7 +64,8 @@ class TrainingSpec(Spec, kw_only=True):
         description="optimizer-state bytes per parameter: 12 = fp32 master + Adam m, v (ZeRO paper's K=12)")] = 12.0
     optimizer: Annotated[OptimizerText | None, Meta(description=(
         "sgd | momentum | adam | rmsprop | adagrad: picks the staleness penalty's fitted kappa for async / stale "
-        "sync modes (scalemodel/data/staleness_kappa.json); not given: the documented fallback"))] = None
+        "sync modes (scalemodel/data/staleness_kappa.json); not given: the documented fallback, a borrowed "
+        "fit"))] = None
     grad_bytes_per_param: Annotated[Annotated[float, Meta(gt=0)] | None, Meta(
         description="gradient element size; default from precision (2 for 16-bit)")] = None
     train_tokens: Count | None = None

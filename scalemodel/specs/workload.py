@@ -100,6 +100,9 @@ class GenericWorkload(Sourced, kw_only=True, tag_field="kind", tag="generic"):
     input_bytes_per_sample: Bytes | None = None
     time_per_sample: Annotated[Seconds | None, Meta(
         description="measured single-GPU training time per sample (fwd+bwd); overrides the roofline")] = None
+    family: Annotated[Literal["cnn", "mlp", "generic"], Meta(description=(
+        "model family, with training.optimizer the staleness penalty's kappa group "
+        "(scalemodel/data/staleness_kappa.json): cnn | mlp | generic"))] = "generic"
 
     @property
     def kind(self) -> Literal["generic"]:
