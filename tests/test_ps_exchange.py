@@ -100,7 +100,7 @@ def test_engine_byteps_optimum_against_ring(job) -> None:  # type: ignore[no-unt
     ps8, _ = _dp(job, 64, ps_servers=8)
     ring, _ = _dp(job, 64, algorithm=1)
     assert 0.4 < ps8 / ring < 0.6
-    # by hand: each node reduce-scatters + all-gathers G over PCIe, pushes G through 8 x 390.625 MB/s x 0.62 (catalog tcp efficiency)
+    # by hand: each node reduce-scatters + all-gathers G over PCIe, pushes G through 8 x 390.625 MB/s x 0.62 (catalog)
     from scalemodel.cost import collectives as coll
 
     G = job.params * 2.0
