@@ -84,7 +84,9 @@ FORCED = {"NVLS": "|hierarchical", "Ring": "|ring",
 FAMILIES = (("az_ndh100v5", "NVLS 8x H100"), ("az_ndh200v5", "NVLS 8x H200"), ("az_ndgb200v6", "GB200 4 GPUs ring"),
             ("cw_gb200_nvl72", "NVL72 1 rack"), ("cw_gb200_allreduce_2racks", "NVL72 2 racks"),
             ("cw_gb200_allreduce_20racks", "NVL72 20 racks"), ("cw_h100_64gpu", "SHARP IB 64x H100"),
-            ("nccl1374_h800", "H800 NVLS peak"), ("nccl1259", "H100 2-GPU latency"), ("az_ndmi300x", "MI300X RCCL"))
+            ("nccl1374_h800", "H800 NVLS peak"), ("nccl1259", "H100 2-GPU latency"), ("az_ndmi300x", "MI300X RCCL"),
+            ("tcp_nccl209_gcp_32gbe_4x8", "TCP 4x8 GCP ring"), ("tcp_nt83", "TCP 2x4 Azure ring"),
+            ("tcp_nccl209_gcp_32gbe_2x8", "TCP 2x8 GCP tree (out)"))
 
 
 def family_of(cid: str) -> str:

@@ -100,11 +100,11 @@ def test_engine_byteps_optimum_against_ring(job) -> None:  # type: ignore[no-unt
     ps8, _ = _dp(job, 64, ps_servers=8)
     ring, _ = _dp(job, 64, algorithm=1)
     assert 0.4 < ps8 / ring < 0.6
-    # by hand: each node reduce-scatters + all-gathers G over PCIe, pushes G through 8 x 390.625 MB/s x 0.64
+    # by hand: each node reduce-scatters + all-gathers G over PCIe, pushes G through 8 x 390.625 MB/s x 0.62 (catalog)
     from scalemodel.cost import collectives as coll
 
     G = job.params * 2.0
-    nic = 8 * 390.625e6 * 0.64
+    nic = 8 * 390.625e6 * 0.62
     c = np.ceil(G / 4096000)
     f = np.ceil(c / 8) / c
     push = max(G / nic, 8 * G * f / nic)
@@ -140,7 +140,7 @@ def test_engine_async_on_the_ps_path(job) -> None:  # type: ignore[no-untyped-de
     # asynchronous step is at least n G / B_s (8 machines x G through one 25 GbE NIC)
     _, r1 = _dp(job, 64, sync="asp", ps_servers=1)
     G = job.params * 2.0
-    floor = 8 * G / (8 * 390.625e6 * 0.64)  # 13 s, far above one worker's 0.2 s of compute
+    floor = 8 * G / (8 * 390.625e6 * 0.62)  # ~14 s, far above one worker's 0.2 s of compute
     assert float(np.ravel(r1.step_time)[0]) == pytest.approx(floor, rel=1e-9)
 
 
