@@ -176,3 +176,28 @@ def test_every_validated_run_fits_the_memory_model() -> None:
     too_big = [f"{cid}: {p.memory['per_gpu_bytes'] / 1e9:.1f} GB > {p.memory['capacity_bytes'] / 1e9:.1f} GB"
                for cid, _m, _meas, _pred, p in rows if not p.memory["fits"]]
     assert not too_big, "\n".join(too_big)
+
+
+def test_optimizer_states_shard_over_dp_times_cp_by_hand() -> None:
+    """ZeRO-1 over the data-parallel x context-parallel group (Megatron-Core's dp-cp group): 64 GPUs at tp 8 give
+    the same 12 Psi / 8 optimizer bytes with cp 2 (dp 4) as with cp 1 (dp 8)."""
+    from scalemodel.commands.common import build_specs
+    from scalemodel.engine.memory import memory
+
+    out = {}
+    for cp in (1, 2):
+        cl, wl, tr, st = build_specs(cluster="dgx-h100", model="llama3-70b", sets=[], training={"micro_batch": 1},
+                                     strategy={"tp": 8, "cp": cp, "zero": "1", "sequence_parallel": True})
+        out[cp] = memory(cl, wl, 64, tr, st)
+    psi = out[1].params_per_gpu  # pp 1: the whole model over tp 8
+    for cp in (1, 2):
+        assert out[cp].per_gpu_bytes["optimizer"] == pytest.approx(12 * psi / 8, rel=1e-12)
+        assert out[cp].per_gpu_bytes["weights"] == pytest.approx(2 * psi, rel=1e-12)
+
+
+def test_recompute_modules_spec_needs_selective() -> None:
+    from scalemodel.commands.common import build_specs
+
+    with pytest.raises(InputError, match="recompute_modules"):
+        build_specs(cluster="dgx-h100", model="llama3-70b", sets=[], training={},
+                    strategy={"tp": 8, "recompute": "none", "recompute_modules": "mla_up_proj"})
