@@ -1023,11 +1023,11 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         br = memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage), **kw)
-        if np.any((g.pp > 1) & (other > 0)):
+        if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
             mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
             br_o = memory.memory_per_gpu(job.shape, stage_layers=mid, recomputed_layers=recomputed_layers(g, mid),
                                          embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw)
-            take = (g.pp > 1) & (other > 0) & (br_o.total > br.total)
+            take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
             br = memory.MemoryBreakdown(**{f: np.where(take, getattr(br_o, f), getattr(br, f)) for f in (
                 "weights", "gradients", "optimizer", "activations", "fragmentation", "workspace")})
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
