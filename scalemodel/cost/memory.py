@@ -49,6 +49,7 @@ each; the O-projection input 2sbh -> 1sbh fp8 copy, plus the 16-bit attention ou
 ``CheckpointWithoutOutput`` and re-materialised before their consumer's backward):
     core_attn    the attention scores (Korthikanti's selective recompute, the default)
     mla_up_proj  MLA's up-projected Q, K, V (2 s b a d + 2 s b a (d + d_v)): only the latents stay
+                 (multi_latent_attention.py ``recompute_up_proj`` / ``qkv_up_checkpoint``)
     moe_act      the routed experts' activation output (the down-projection input): 2 s b f_e per
                  routed copy less (1 under fp8)
     jax_dots     JAX ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` (MaxText
