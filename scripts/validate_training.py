@@ -233,6 +233,11 @@ MEGATRON_CORE = {"mlm24", "mb2511", "nemo2407"}
 DEEPSPEED_PIPELINE = {"bloom", "mtnlg"}
 #: Model types that tie input and output embeddings unless the case says otherwise.
 TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
+#: Model types trained without dropout (TransformerWorkload.dropout = false: no dropout masks stored):
+#: Megatron-Bridge's Llama3ModelProvider, Qwen3MoEModelProvider and DeepSeekModelProvider set hidden_dropout =
+#: attention_dropout = 0.0 (src/megatron/bridge/models/{llama,qwen,deepseek}/*_provider.py); MaxText's base.yml
+#: sets dropout_rate: 0.
+NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic"}
 #: Catalog cluster per accelerator variant (None: the catalog holds no such accelerator).
 CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "GB200": "gb200-nvl72", "B200": "dgx-b200", "H800": "h800-8", "H100": "dgx-h100", "H100 96GB": None,
@@ -356,6 +361,18 @@ def parse_recompute(text: Any) -> str | None:
     return "full"  # "full ...", remat_policy=full, rematerialization of (nearly) everything
 
 
+def parse_recompute_modules(text: Any) -> str:
+    """What a stated selective recompute recomputes (StrategySpec.recompute_modules): Megatron-Core's
+    ``recompute_modules`` named in the case (mla_up_proj, moe_act), or MaxText's ``remat_policy=minimal``, the
+    JAX policy ``checkpoint_dots_with_no_batch_dims`` (MaxText/layers/models.py): jax_dots; "" = core_attn."""
+    t = str(text or "").lower()
+    if "remat_policy=minimal" in t:
+        return "jax_dots"
+    if not t.startswith("selective"):
+        return ""
+    return ",".join(m for m in ("core_attn", "mla_up_proj", "moe_act") if m in t)
+
+
 def overlap_flags(text: Any) -> dict[str, bool]:
     """The Megatron overlap switches a case (or its recipe) states in ``parallelism.overlap``."""
     t = str(text or "").lower().replace("_", "-")
@@ -450,6 +467,7 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
         "seq_len": m["seq_len"], "gated_mlp": bool(m.get("gated_mlp", False)),
         "tied_embeddings": bool(m.get("tied_embeddings", m.get("type") in TIED_TYPES)),
         "parallel_block": "parallel" in str(m.get("block", "")).lower(),
+        "dropout": m.get("type") not in NO_DROPOUT_TYPES,
     }
     if moe:
         spec["moe"] = {"experts": moe["experts"], "top_k": moe["top_k"], "ffn_hidden": moe.get("expert_ffn_hidden"),
@@ -657,6 +675,7 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                           first_chunk_layers=chunks[0] if chunks else None,
                           last_chunk_layers=chunks[1] if chunks else None,
                           recompute_layers=int(rec_layers) if isinstance(rec_layers, int) and rec == "full" else None,
+                          recompute_modules=parse_recompute_modules(par.get("recompute")) if rec == "selective" else "",
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
                           overlap=src not in DEEPSPEED_PIPELINE, **flags)
         try:

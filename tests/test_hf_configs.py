@@ -199,3 +199,12 @@ def test_config_and_builtin_yaml_describe_the_same_model(folder: str, builtin: s
     assert float(transformer.param_count(ours)) == pytest.approx(float(transformer.param_count(ref)), rel=1e-3)
     assert float(transformer.forward_flops(ours, 2048)) == pytest.approx(float(transformer.forward_flops(ref, 2048)),
                                                                          rel=1e-3)
+
+
+@pytest.mark.parametrize(("folder", "dropout"), [("Meta-Llama-3-8B", False), ("DeepSeek-V3", False),
+                                                 ("falcon-7b", False), ("gpt2", True), ("opt-1.3b", True),
+                                                 ("gpt-neox-20b", True)])
+def test_dropout_from_the_config(folder: str, dropout: bool) -> None:
+    """Configs whose stated dropout rates are all 0 (Llama 3: attention_dropout 0.0) train without dropout
+    masks; any rate > 0 (GPT-2 resid_pdrop 0.1, OPT dropout 0.1), or none stated (GPT-NeoX), keeps them."""
+    assert load_workload(HF / folder).dropout is dropout

@@ -20,7 +20,9 @@ generalised to GQA (g kv heads, d = h/a), any MLP width f and gated MLPs (s = lo
 s/cp, t = TP degree):
 
     replicated (÷t only with sequence parallelism): 10 s b h
-        (2 norm inputs 4sbh, QKV input 2sbh, MLP input 2sbh, 2 dropout masks 2sbh)
+        (2 norm inputs 4sbh, QKV input 2sbh, MLP input 2sbh, 2 dropout masks 2sbh; the masks only when the
+        model trains with dropout: with p = 0 PyTorch's dropout returns its input and stores no mask,
+        aten/src/ATen/native/Dropout.cpp, so 8 s b h for Llama 3, Qwen3, DeepSeek-V3)
     split by t:  Q 2sbh + K,V 4 s b g d + O-proj input 2sbh + MLP act
         MLP act = 4 s b f (GeLU input and output) or 6 s b f (gated: gate, up, product)
         MoE MLP act = k (2 s b h + act(f_e)) + shared * act(f_e)
@@ -32,10 +34,39 @@ s/cp, t = TP degree):
 With f = 4h, g = a this gives Table 2 exactly: sbh(34 + 5as/h), sbh(10 + 24/t + 5as/(ht)),
 sbh/t(34 + 5as/h), sbh(10 + 24/t), 34 sbh/t, 2 sbh.
 
+**FP8 GEMM inputs** (``fp8_inputs``): Transformer Engine keeps, for the weight-gradient GEMM, the
+quantised copy of each linear layer's input, 1 byte an element (TE 2.x ``_Linear.forward``: "Discard
+row-wise data since it is not needed in backward pass", ``inputmat.update_usage(rowwise_usage=False,
+columnwise_usage=True)``; ``saved_inputmat = inputmat``), while norms, the attention core and the
+activation functions keep their 16-bit inputs. Per layer this changes: QKV and MLP inputs 2sbh -> 1sbh
+each; the O-projection input 2sbh -> 1sbh fp8 copy, plus the 16-bit attention output 2sbh that a fused
+(flash) attention keeps for its own backward (3sbh with flash attention); the down-projection input
+(activation output) 2 -> 1 byte per element of f: MLP act = 5 s b f gated (gate and up 4, product 1),
+3 s b f with GeLU. Q, K, V stay 16-bit (the attention core runs in bf16).
+
+**Selective recompute modules** (``recompute_modules``, bits of :data:`RECOMPUTE_MODULES`), Megatron-Core
+``--recompute-modules`` (transformer_config.py ``recompute_modules``; the recomputed outputs are freed by
+``CheckpointWithoutOutput`` and re-materialised before their consumer's backward):
+    core_attn    the attention scores (Korthikanti's selective recompute, the default)
+    mla_up_proj  MLA's up-projected Q, K, V (2 s b a d + 2 s b a (d + d_v)): only the latents stay
+                 (multi_latent_attention.py ``recompute_up_proj`` / ``qkv_up_checkpoint``)
+    moe_act      the routed experts' activation output (the down-projection input): 2 s b f_e per
+                 routed copy less (1 under fp8)
+    jax_dots     JAX ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` (MaxText
+                 ``remat_policy=minimal``, MaxText/layers/models.py): the layer keeps its input (the scan
+                 carry) and the weight-matmul outputs its backward reads, all else is recomputed:
+                 2 s b (h + a d + g d + g d_v + f_in) / t with f_in = 2f gated, f otherwise (MoE:
+                 k f_e + shared f_e per up-projection). The O- and down-projection outputs are saveable
+                 but feed only additions, whose backward reads no value, so JAX keeps no residual of them;
+                 the norm outputs, attention output and activation output are recomputed from the saved
+                 values. MaxText's logical_axis_rules shard activation_embed, _heads and _mlp over the
+                 tensor axis, hence / t (the carry / t only with sequence parallelism).
+
 The first pipeline stage holds the most: its L/p layers times the in-flight micro-batches of the
 schedule: 1F1B min(m, p) [Narayanan et al. 2021 §2.2; Korthikanti §4.2.3], interleaved
 min(m, p) * (1 + (p-1)/(p v)) (Megatron theoretical_memory_usage.py), GPipe m; plus the
-embedding dropout mask s b h per in-flight micro-batch and, when p = 1, the fp32 logits 4 s b V / t.
+embedding dropout mask s b h per in-flight micro-batch (with dropout) and, when p = 1, the fp32 logits
+4 s b V / t.
 
 **Allowance**: total = (states + activations) * (1 + fragmentation) + workspace (CUDA context,
 cuBLAS/NCCL buffers). Defaults 5 % and 1 GB are assumptions, not measurements.
@@ -48,7 +79,7 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import Recompute, Zero, codes, sharding_stage
+from scalemodel.choices import Recompute, ScheduleKind, Zero, codes, sharding_stage
 from scalemodel.cost import pipeline
 from scalemodel.cost.checks import nonnegative as _nonneg
 from scalemodel.cost.checks import positive as _pos
@@ -73,6 +104,25 @@ BYTES_PER_PARAM: dict[str, tuple[float, float, float]] = {
 
 DEFAULT_FRAGMENTATION = 0.05
 DEFAULT_WORKSPACE = 1.0e9
+
+#: Selective-recompute modules as bits (module docstring): Megatron-Core ``--recompute-modules`` names, and
+#: ``jax_dots`` for JAX's dots-saveable remat policy.
+RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8}
+#: What ``recompute: selective`` recomputes when no module is named: the attention core (Korthikanti).
+DEFAULT_RECOMPUTE_MODULES = RECOMPUTE_MODULES["core_attn"]
+
+
+def recompute_modules_code(text: str) -> int:
+    """Comma-separated module names (see :data:`RECOMPUTE_MODULES`) -> their bits; "" -> 0 (the default)."""
+    code = 0
+    for name in (n.strip() for n in text.split(",")):
+        if not name:
+            continue
+        if name not in RECOMPUTE_MODULES:
+            raise InputError(f"unknown recompute module {name!r}", where="recompute_modules",
+                             allowed=", ".join(RECOMPUTE_MODULES))
+        code |= RECOMPUTE_MODULES[name]
+    return code
 
 
 def zero_code(value: ArrayLike) -> np.ndarray:
@@ -134,7 +184,8 @@ def _stage_share(sh: Shape, p: np.ndarray, stage_layers: ArrayLike | None) -> np
 
 
 def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1,
-                   stage_layers: ArrayLike | None = None, etp: ArrayLike | None = None) -> ParamsPerGpu:
+                   stage_layers: ArrayLike | None = None, etp: ArrayLike | None = None,
+                   embedding: ArrayLike = True) -> ParamsPerGpu:
     """Parameters on the most loaded GPU (the first pipeline stage, which also holds the embedding).
 
     dense  = [L/p (attention + norms) + dense_layers/p * mlp + moe_layers/p * (shared + router)
@@ -142,7 +193,8 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     expert = moe_layers/p * E * mlp(f_e) / (ep * etp), etp the expert-TP degree (default t; MoE parallel
              folding, Liu et al. 2025 arXiv 2504.14960)
     (Megatron's "most loaded shard = (layers/pp + embedding)/tp", theoretical_memory_usage.py.) With
-    uneven stages the first stage's ``stage_layers`` replace L/p.
+    uneven stages the first stage's ``stage_layers`` replace L/p. ``embedding`` false prices a stage
+    without the embedding table (a middle stage, p > 1).
     """
     t, p, e = _pos("tp", tp), _pos("pp", pp), _pos("ep", ep)
     share = _stage_share(sh, p, stage_layers)
@@ -150,7 +202,8 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     shared = sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden) + sh.hidden * sh.moe_experts
     body = (sh.layers * per_layer + sh.dense_layers * mlp_params(sh) + sh.moe_layers * shared) * share
     word = sh.vocab * sh.hidden
-    emb = np.where((p == 1), embedding_params(sh), word + sh.position_embeddings * sh.hidden)
+    emb = np.where((p == 1), embedding_params(sh), (word + sh.position_embeddings * sh.hidden)
+                   * np.asarray(embedding, dtype=bool))
     dense = (body + emb) / t
     u = t if etp is None else _pos("etp", etp)
     expert = sh.moe_layers * share * sh.moe_experts * mlp_params(sh, sh.moe_ffn_hidden) / (e * u)
@@ -163,49 +216,84 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
 def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                                cp: ArrayLike = 1, sequence_parallel: ArrayLike = False,
                                recompute: ArrayLike = "none", moe: bool = False,
-                               flash_attention: ArrayLike = False) -> np.ndarray:
-    """Activation bytes one layer keeps for one micro-batch (Korthikanti Table 2, generalised)."""
+                               flash_attention: ArrayLike = False, fp8_inputs: ArrayLike = False,
+                               recompute_modules: ArrayLike = 0) -> np.ndarray:
+    """Activation bytes one layer keeps for one micro-batch (Korthikanti Table 2, generalised; FP8 GEMM
+    inputs and the selective-recompute modules as in the module docstring)."""
     b = _pos("micro_batch", micro_batch)
     s_full = _pos("seq_len", seq_len)
     t = _pos("tp", tp)
     s = s_full / _pos("cp", cp)
     sp = np.asarray(sequence_parallel, dtype=bool)
     flash = np.asarray(flash_attention, dtype=bool)
+    fp8 = np.asarray(fp8_inputs, dtype=bool)
     code = recompute_code(recompute)
+    mods = np.asarray(recompute_modules, dtype=np.int64)
+    mods = np.where(code == Recompute.SELECTIVE, np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods), 0)
+    core_attn = (mods & RECOMPUTE_MODULES["core_attn"]) > 0
+    mla_up = ((mods & RECOMPUTE_MODULES["mla_up_proj"]) > 0) & sh.mla
+    moe_act = (mods & RECOMPUTE_MODULES["moe_act"]) > 0
+    dots = (mods & RECOMPUTE_MODULES["jax_dots"]) > 0
     h, a, g, d, dv = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim
     sbh = s * b * h
-    act_per_f = np.where(sh.gated_mlp, 6.0, 4.0) * s * b
+    gemm_in = np.where(fp8, 1.0, 2.0)  # bytes of a saved GEMM input element
+    # per element of the MLP width: gated = gate and up (16-bit, activation input) + product (GEMM input);
+    # GeLU = its 16-bit input + its output (GEMM input)
+    act_in = np.where(sh.gated_mlp, 4.0, 2.0)
+    act_per_f = (act_in + gemm_in) * s * b
     if moe:
         fe = sh.moe_ffn_hidden
-        mlp = sh.moe_top_k * (2 * sbh + act_per_f * fe) + sh.moe_shared_experts * act_per_f * fe
+        routed = act_in * s * b + np.where(moe_act, 0.0, gemm_in * s * b)
+        mlp = sh.moe_top_k * (gemm_in * sbh + routed * fe) + sh.moe_shared_experts * act_per_f * fe
+        up_width = (sh.moe_top_k + sh.moe_shared_experts) * fe
     else:
         mlp = act_per_f * sh.ffn_hidden
+        up_width = sh.ffn_hidden
     # 2 norm inputs + QKV and MLP inputs + 2 dropout masks; a parallel block shares the layer input
-    # of its norms (2 sbh) and keeps one norm output per norm
-    replicated = np.where(sh.parallel_block, (2.0 + 2.0 * sh.norms_per_layer + 2.0) * sbh, 10.0 * sbh)
+    # of its norms (2 sbh) and keeps one norm output per norm (fp8: one 1-byte copy per reading GEMM)
+    masks = np.where(sh.dropout, 2.0, 0.0)  # two 1-byte dropout masks (none when the model has no dropout)
+    replicated = np.where(sh.parallel_block,
+                          np.where(fp8, 4.0, 2.0 + 2.0 * sh.norms_per_layer) + masks,
+                          4.0 + 2.0 * gemm_in + masks) * sbh
     # Q, K, V as attention inputs (MLA: up-projected K of width d and V of width d_v per head, plus
     # the latents r_q and r_kv + d_rope the up-projections read), and the O-projection input
-    kv = np.where(sh.mla, 2 * s * b * a * (d + dv) + 2 * s * b * (sh.q_lora_rank + sh.kv_lora_rank
-                                                                 + sh.qk_rope_head_dim), 4 * s * b * g * d)
-    split = 2 * s * b * a * d + kv + 2 * s * b * a * dv + mlp
+    latents = 2 * s * b * (sh.q_lora_rank + sh.kv_lora_rank + sh.qk_rope_head_dim)
+    q = np.where(mla_up, 0.0, 2 * s * b * a * d)
+    kv = np.where(sh.mla, np.where(mla_up, 0.0, 2 * s * b * a * (d + dv)) + latents, 4 * s * b * g * d)
+    o_bytes = np.where(fp8, np.where(flash, 3.0, 1.0), 2.0)
+    split = q + kv + o_bytes * s * b * a * dv + mlp
     keys = sh.attended_keys(s_full)
     scores_full = np.where(flash, 4.0 * a * s * b, 5.0 * a * s * keys * b)
-    scores = np.where(code == Recompute.SELECTIVE, np.where(flash, scores_full, 0.0), scores_full)
+    scores = np.where(core_attn, np.where(flash, scores_full, 0.0), scores_full)
     none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t
+    # JAX dots-saveable policy: the layer input and the matmul outputs the backward reads
+    qkv_out = 2 * s * b * (a * d + g * d + g * dv)
+    up_out = 2 * s * b * np.where(sh.gated_mlp, 2.0, 1.0) * up_width
+    dots_bytes = np.where(sp, 2 * sbh / t, 2 * sbh) + (qkv_out + up_out) / t
     full = np.where(sp, 2 * sbh / t, 2 * sbh)
-    return np.where(code == Recompute.FULL, full, none_or_selective)
+    return np.where(code == Recompute.FULL, full, np.where(dots, dots_bytes, none_or_selective))
 
 
 def inflight_microbatches(pp: ArrayLike, num_microbatches: ArrayLike, schedule: ArrayLike = "1f1b",
-                          virtual_stages: ArrayLike = 1) -> np.ndarray:
-    """Micro-batches whose activations the first stage holds at its peak (as a multiple of L/p layers).
+                          virtual_stages: ArrayLike = 1, stage_rank: ArrayLike = 0) -> np.ndarray:
+    """Micro-batches whose activations pipeline stage ``stage_rank`` holds at its peak (as a multiple of
+    its layers).
 
-    1F1B min(m, p); interleaved min(m, p) * (1 + (p-1)/(p v)); GPipe m; 1 without pipelining.
+    Stage 0: 1F1B min(m, p); interleaved min(m, p) * (1 + (p-1)/(p v)); GPipe m; 1 without pipelining.
+    Stage r (Megatron-Core megatron/core/pipeline_parallel/schedules.py, warm-up forwards before the first
+    backward, plus the one in flight): 1F1B p - r - 1 + 1, i.e. min(m, p - r); interleaved
+    (p - r - 1) 2 + (v - 1) p + 1 model chunks of 1/v of the stage's layers, i.e. 2r/v fewer than stage 0
+    when m >= p (kept at stage 0's count when m < p: an upper bound); GPipe m on every stage.
     """
     p = _pos("pp", pp)
     m = _pos("num_microbatches", num_microbatches)
     v = _pos("virtual_stages", virtual_stages)
-    return np.where(p == 1, 1.0, pipeline.inflight_microbatches(p, m, schedule, v))
+    r = _nonneg("stage_rank", stage_rank)
+    first = pipeline.inflight_microbatches(p, m, schedule, v)
+    code = pipeline.schedule_code(schedule)
+    lower = np.where(code == ScheduleKind.INTERLEAVED, np.where(m >= p, first - 2.0 * r / v, first),
+                     np.where(code == ScheduleKind.GPIPE, first, np.minimum(m, np.maximum(p - r, 1.0))))
+    return np.where(p == 1, 1.0, np.maximum(lower, 1.0))
 
 
 def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
@@ -214,7 +302,9 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      schedule: ArrayLike = "1f1b", virtual_stages: ArrayLike = 1,
                      flash_attention: ArrayLike = False, stage_layers: ArrayLike | None = None,
                      recomputed_layers: ArrayLike | None = None, offloaded_layers: ArrayLike = 0.0,
-                     recompute_chunk: ArrayLike = 0.0) -> np.ndarray:
+                     recompute_chunk: ArrayLike = 0.0, fp8_inputs: ArrayLike = False,
+                     recompute_modules: ArrayLike = 0, embedding: ArrayLike = True,
+                     stage_rank: ArrayLike = 0) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages.
 
@@ -236,7 +326,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     re-materialises one group at a time: N layers of the no-recompute row are the working set.
     """
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
-              flash_attention=flash_attention)
+              flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules)
     p = _pos("pp", pp)
     t = _pos("tp", tp)
     code = recompute_code(recompute)
@@ -264,11 +354,12 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
         v = _pos("virtual_stages", virtual_stages)
         checkpoints = v * np.ceil(n_stage / v / np.maximum(chunk, 1.0))
         per_stage = np.where(uniform, checkpoints * avg_full, per_stage)
-    inflight = inflight_microbatches(p, num_microbatches, schedule, virtual_stages)
+    inflight = inflight_microbatches(p, num_microbatches, schedule, virtual_stages, stage_rank)
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len) / _pos("cp", cp)
     sp = np.asarray(sequence_parallel, dtype=bool)
-    emb = s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
+    # the embedding dropout mask, on the stage holding the embedding
+    emb = s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0) * sh.dropout * (np.asarray(embedding, dtype=bool) | (p == 1))
     logits = np.where(p == 1, 4.0 * s * b * sh.vocab / t, 0.0)
     # full recompute re-materialises one layer at a time: its full activations are the working set
     work_dense = activation_bytes_per_layer(sh, recompute="none", **kw)
@@ -311,20 +402,24 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    fragmentation: ArrayLike = DEFAULT_FRAGMENTATION,
                    workspace: ArrayLike = DEFAULT_WORKSPACE, stage_layers: ArrayLike | None = None,
                    etp: ArrayLike | None = None, recomputed_layers: ArrayLike | None = None,
-                   offloaded_layers: ArrayLike = 0.0, recompute_chunk: ArrayLike = 0.0) -> MemoryBreakdown:
+                   offloaded_layers: ArrayLike = 0.0, recompute_chunk: ArrayLike = 0.0,
+                   fp8_inputs: ArrayLike = False, recompute_modules: ArrayLike = 0,
+                   embedding: ArrayLike = True, stage_rank: ArrayLike = 0) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
     Dense parameters are sharded by ZeRO over ``dp``; expert parameters over the expert-DP replicas,
     tp cp dp / (etp ep) (Megatron-Core's expert grid, MoE parallel folding; dp/ep when etp = tp, cp = 1).
-    ZeRO-3 gathers one layer at a time, with one more prefetched (2 layers' weights).
+    ZeRO-3 gathers one layer at a time, with one more prefetched (2 layers' weights). ``embedding`` false:
+    a pipeline stage without the embedding (its table and dropout mask); ``stage_rank`` the stage whose
+    micro-batches in flight are counted (:func:`inflight_microbatches`).
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
     t = _pos("tp", tp)
     frag = _nonneg("fragmentation", fragmentation)
     ws = _nonneg("workspace", workspace)
-    pg = params_per_gpu(sh, tp=tp, pp=pp, ep=ep, stage_layers=stage_layers, etp=etp)
+    pg = params_per_gpu(sh, tp=tp, pp=pp, ep=ep, stage_layers=stage_layers, etp=etp, embedding=embedding)
     u = t if etp is None else _pos("etp", etp)
     edp = np.maximum(n_dp * t * _pos("cp", cp) / (e * u), 1.0)
     layer = (attention_params(sh) + norm_params(sh) + np.maximum(
@@ -339,7 +434,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                            num_microbatches=num_microbatches, schedule=schedule,
                            virtual_stages=virtual_stages, flash_attention=flash_attention,
                            stage_layers=stage_layers, recomputed_layers=recomputed_layers,
-                           offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk)
+                           offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk,
+                           fp8_inputs=fp8_inputs, recompute_modules=recompute_modules, embedding=embedding,
+                           stage_rank=stage_rank)
     states = dense.total + expert.total
     return MemoryBreakdown(
         weights=dense.weights + expert.weights, gradients=dense.gradients + expert.gradients,

@@ -38,7 +38,7 @@ App. B].
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -102,6 +102,7 @@ class Shape:
     norms_per_layer: np.ndarray  # 2 pre-norms (or 1 shared norm in some parallel blocks)
     sliding_window: np.ndarray  # keys a query attends in a local layer (0 = global attention everywhere)
     sliding_window_pattern: np.ndarray  # every k-th layer global, the rest local (0 = all local)
+    dropout: np.ndarray = field(default_factory=lambda: np.asarray(True))  # bool: dropout masks stored
 
     @property
     def moe_layers(self) -> np.ndarray:
@@ -145,7 +146,7 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
           position_embeddings: ArrayLike = 0, head_dim: ArrayLike | None = None,
           v_head_dim: ArrayLike | None = None, q_lora_rank: ArrayLike = 0, kv_lora_rank: ArrayLike = 0,
           qk_rope_head_dim: ArrayLike = 0, parallel_block: ArrayLike = False, norms_per_layer: ArrayLike = 2,
-          sliding_window: ArrayLike = 0, sliding_window_pattern: ArrayLike = 0) -> Shape:
+          sliding_window: ArrayLike = 0, sliding_window_pattern: ArrayLike = 0, dropout: ArrayLike = True) -> Shape:
     """Validate a transformer shape and apply the defaults (g = a, d = h/a, f = 4h, f_e = f, biases = not gated,
     d_v = d)."""
     L = _arr("layers", layers)
@@ -185,6 +186,7 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         norms_per_layer=_arr("norms_per_layer", norms_per_layer, strict=False),
         sliding_window=_arr("sliding_window", sliding_window, strict=False),
         sliding_window_pattern=_arr("sliding_window_pattern", sliding_window_pattern, strict=False),
+        dropout=np.asarray(dropout, dtype=bool),
     )
 
 

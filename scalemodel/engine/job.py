@@ -32,7 +32,7 @@ from scalemodel.choices import (
     parse_sequence_lengths,
     parse_sync,
 )
-from scalemodel.cost import balance, compute, efficiency, staleness, transformer
+from scalemodel.cost import balance, compute, efficiency, memory, staleness, transformer
 from scalemodel.cost.network import Network
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
@@ -115,7 +115,7 @@ def transformer_shape(workload: Any) -> Any:
         kv_lora_rank=mla.kv_lora_rank if mla else 0, qk_rope_head_dim=mla.qk_rope_head_dim if mla else 0,
         position_embeddings=workload.position_embeddings, parallel_block=workload.parallel_block,
         norms_per_layer=workload.norms_per_layer, sliding_window=workload.sliding_window or 0,
-        sliding_window_pattern=workload.sliding_window_pattern,
+        sliding_window_pattern=workload.sliding_window_pattern, dropout=workload.dropout,
         moe_experts=moe.experts if moe else 0, moe_top_k=moe.top_k if moe else 0,
         moe_ffn_hidden=moe.ffn_hidden if moe else None, moe_shared_experts=moe.shared_experts if moe else 0,
         moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0)
@@ -288,6 +288,7 @@ class StrategyGrid:
     tp_comm_overlap: np.ndarray  # bool: TP collectives overlapped with the GEMMs (userbuffers)
     overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
     moe_a2a_overlap: np.ndarray  # bool: EP all-to-alls overlapped with another micro-batch's compute
+    recompute_modules: np.ndarray  # selective recompute: bits of cost.memory.RECOMPUTE_MODULES (0 = core_attn)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -344,6 +345,8 @@ class StrategyGrid:
             "offload_layers": int(self.offload_layers[i]), "tp_comm_overlap": bool(self.tp_comm_overlap[i]),
             "overlap_param_gather": bool(self.overlap_param_gather[i]),
             "moe_a2a_overlap": bool(self.moe_a2a_overlap[i]),
+            "recompute_modules": ",".join(k for k, v in memory.RECOMPUTE_MODULES.items()
+                                          if int(self.recompute_modules[i]) & v),
         }
 
 
@@ -361,7 +364,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     first_chunk_layers=-1, last_chunk_layers=-1, etp=0,
                                     layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
                                     offload_layers=0, tp_comm_overlap=False, overlap_param_gather=False,
-                                    moe_a2a_overlap=False)
+                                    moe_a2a_overlap=False, recompute_modules=0)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -454,7 +457,8 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
         recompute_uniform=RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM,
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
-        overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap)
+        overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
+        recompute_modules=memory.recompute_modules_code(strategy.recompute_modules))
 
 
 def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:

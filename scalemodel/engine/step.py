@@ -55,7 +55,17 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from scalemodel.choices import Algorithm, CompressionKind, Layout, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
+from scalemodel.choices import (
+    Algorithm,
+    CompressionKind,
+    Layout,
+    Precision,
+    Recompute,
+    ScheduleKind,
+    SyncKind,
+    Zero,
+    parse_sync,
+)
 from scalemodel.cost import balance, compute, memory, pipeline, ps, transformer
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import sync as sync_model
@@ -362,6 +372,14 @@ def hsdp_shard_group(job: Job, g: StrategyGrid) -> np.ndarray:
 def _sharding_degree(job: Job, g: StrategyGrid) -> np.ndarray:
     """Replicas that ZeRO/FSDP shard the model states over: the data-parallel degree, or the HSDP group."""
     return np.where(g.zero == Zero.HSDP, hsdp_shard_group(job, g), g.dp)
+
+
+def _state_shards(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Ranks a transformer's dense model states are sharded over by ZeRO/FSDP: the data-parallel degree times
+    the context-parallel degree (CP ranks hold the same weights: Megatron-Core builds its distributed optimizer
+    over ``get_data_parallel_group(with_context_parallel=True)``, megatron/core/optimizer/__init__.py;
+    torchtitan shards FSDP over the ``dp_shard_cp`` mesh); HSDP keeps its sharding group."""
+    return np.where(g.zero == Zero.HSDP, hsdp_shard_group(job, g), g.dp * g.cp)
 
 
 def _overlap_windows(comp: dict[str, np.ndarray], efficiency: float) -> dict[str, np.ndarray]:
@@ -993,19 +1011,25 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
                  "fragmentation": frag, "workspace": workspace + 0 * act}
     else:
         _last, other, first = _stage_layers(job, g)
-        # the first stage holds the most micro-batches in flight; with uneven stages it is priced with
-        # the larger of its own and the other stages' layer counts (an upper bound on the peak)
-        stage = np.where(g.pp > 1, np.maximum(first, other), float(job.shape.layers))
-        br = memory.memory_per_gpu(
-            job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_sharding_degree(job, g), tp=g.tp,
-            pp=g.pp, cp=g.cp,
-            ep=g.ep, zero_stage=g.zero, recompute=g.recompute, sequence_parallel=g.sequence_parallel,
-            num_microbatches=m, schedule=g.schedule, virtual_stages=g.virtual_stages,
-            weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
-            flash_attention=g.flash_attention, fragmentation=fragmentation, workspace=workspace, stage_layers=stage,
-            etp=_etp(g),
-            recomputed_layers=recomputed_layers(g, stage), offloaded_layers=g.offload_layers,
-            recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0))
+        # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
+        # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
+        kw = dict(micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_state_shards(job, g), tp=g.tp,
+                  pp=g.pp, cp=g.cp, ep=g.ep, zero_stage=g.zero, recompute=g.recompute,
+                  sequence_parallel=g.sequence_parallel, num_microbatches=m, schedule=g.schedule,
+                  virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
+                  optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=g.flash_attention,
+                  fragmentation=fragmentation, workspace=workspace, etp=_etp(g), offloaded_layers=g.offload_layers,
+                  recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
+                  fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules)
+        stage = np.where(g.pp > 1, first, float(job.shape.layers))
+        br = memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage), **kw)
+        if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
+            mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
+            br_o = memory.memory_per_gpu(job.shape, stage_layers=mid, recomputed_layers=recomputed_layers(g, mid),
+                                         embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw)
+            take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
+            br = memory.MemoryBreakdown(**{f: np.where(take, getattr(br_o, f), getattr(br, f)) for f in (
+                "weights", "gradients", "optimizer", "activations", "fragmentation", "workspace")})
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}

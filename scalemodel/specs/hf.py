@@ -49,6 +49,11 @@ TIE_DEFAULT = {"llama": False, "mistral": False, "mixtral": False, "qwen2": Fals
 LEARNED_POSITIONS = {"gpt2": ("n_positions", 0), "gpt_bigcode": ("n_positions", 0),
                      "opt": ("max_position_embeddings", 2)}
 
+#: Dropout rates of the residual stream and attention (transformers' names per family): all stated and 0 ->
+#: workload.dropout false (no dropout masks stored, scalemodel.cost.memory); any > 0 or none stated -> the default.
+DROPOUT_KEYS = ("attention_dropout", "hidden_dropout", "dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop",
+                "hidden_dropout_prob", "attention_probs_dropout_prob")
+
 #: Keys that change nothing the cost model sees (ids, dropout, epsilons, rotary/ALiBi settings,
 #: router loss weights and routing rules, kernels, bookkeeping).
 HARMLESS = frozenset("""
@@ -247,6 +252,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
                     "seq_len": (f"{SEQ_FROM_CONFIG}: {used['seq_len']} = {seq_len}" if seq_len is not None else
                                 f"{SEQ_FROM_CONFIG}: none given, 2048 assumed")},
     }
+    rates = {k: cfg[k] for k in DROPOUT_KEYS if isinstance(cfg.get(k), (int, float)) and not isinstance(cfg[k], bool)}
+    if rates and all(float(v) == 0.0 for v in rates.values()):
+        out["dropout"] = False
+        out["sources"]["dropout"] = "HuggingFace config.json: " + ", ".join(f"{k} {v}" for k, v in rates.items())
     if heads > hidden and head_dim is None:
         raise InputError(f"{heads} attention heads for {hidden} hidden units", where=used["heads"],
                          allowed=f"at most {used['hidden']} heads")

@@ -132,6 +132,10 @@ class StrategySpec(Spec, kw_only=True):
         "recompute: full only: layers of each pipeline chunk whose activations are recomputed (Megatron-LM "
         "--recompute-method block --recompute-num-layers N); the chunk's other layers keep their activations; "
         "default: every layer"))] = None
+    recompute_modules: Annotated[str, Meta(pattern=r"^[a-z_]*(,[a-z_]+)*$", description=(
+        "recompute: selective only: what is recomputed, comma-separated: core_attn (the default), mla_up_proj, "
+        "moe_act (Megatron-Core --recompute-modules), jax_dots (JAX checkpoint_dots_with_no_batch_dims, MaxText "
+        "remat_policy=minimal); changes the activation memory (scalemodel.cost.memory)"))] = ""
     recompute_method: Annotated[RecomputeMethodText, Meta(description=(
         "with recompute_layers N: block recomputes the first N layers of each pipeline chunk; uniform recomputes "
         "every layer in checkpointed chunks of N layers (Megatron-LM --recompute-method)"))] = "block"
@@ -156,6 +160,9 @@ class StrategySpec(Spec, kw_only=True):
         "or tp-cp-pp-dp (PP inside DP, Megatron-LM --use-tp-pp-dp-mapping); docs/model.md#layout"))] = "tp-cp-dp-pp"
 
     def _check(self) -> None:
+        if self.recompute_modules and Recompute.parse(self.recompute) != Recompute.SELECTIVE:
+            raise ValueError(f"recompute_modules={self.recompute_modules!r} needs recompute: selective (got "
+                             f"{self.recompute!r})")
         if self.recompute_layers is not None and Recompute.parse(self.recompute) != Recompute.FULL:
             raise ValueError(f"recompute_layers={self.recompute_layers} needs recompute: full (got "
                              f"{self.recompute!r}); leave it out for selective or none")

@@ -60,6 +60,10 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
     sliding_window_pattern: Annotated[int, Meta(ge=0, description=(
         "every k-th layer is global, the others local (Gemma 2: 2, Gemma 3: 6); 0 = all layers local"))] = 0
     mla: Annotated[MLASpec | None, Meta(description="multi-head latent attention (DeepSeek-V2/V3)")] = None
+    dropout: Annotated[bool, Meta(description=(
+        "hidden/attention dropout on in training (Megatron-LM's default 0.1, GPT-3): each layer stores two "
+        "dropout masks; false for models trained with dropout 0 (Llama 3, Qwen3, DeepSeek-V3), whose masks "
+        "PyTorch does not allocate"))] = True
     moe: MoESpec | None = None
     params: Annotated[Count | None, Meta(description="published parameter count, for checking")] = None
 
