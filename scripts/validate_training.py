@@ -68,7 +68,8 @@ Two case files (issue 5 and issue 13):
   model's own feasibility check rejects for a structural reason (its reason is printed); a predicted
   configuration that exceeds the model's memory estimate is still compared (the run did fit) and
   marked ``oom``. MoE runs whose recipe dispatches with the host-synchronising all-to-all dispatcher and no
-  CUDA graphs are marked (``RECIPE_HOST_SYNC_EAGER``): the model prices device time, not host time.
+  CUDA graphs (``RECIPE_HOST_SYNC_EAGER``) get the host floor of their release, strategy ``moe_layer_host_s`` =
+  ``MCORE_2511_MOE_LAYER_HOST_S`` (from a 25.11 run that is not a case; docs/model.md#host), and a note.
 
 Errors: ``error`` = (predicted - measured) / measured on the compared metric; the bias in the summary
 is the mean of ``speed`` errors, signed so that + means the model predicts a faster run than measured
@@ -576,10 +577,23 @@ RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwe
 #: That dispatcher synchronises the host once per MoE layer (Megatron-LM core_v0.15.0
 #: megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: "A synchronization is needed
 #: before expert parallel AlltoAll communication to get the `input_splits` and `output_splits` CPU values"),
-#: after which the GPU waits on the host's launches. The model prices device time only: such rows are marked,
-#: not corrected (docs/model.md#ep-comm).
+#: after which the GPU waits on the host's launches. Such rows get the host floor
+#: :data:`MCORE_2511_MOE_LAYER_HOST_S` (docs/model.md#host) and a note.
 RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
                                     "mb2511_h100_qwen3_30b_fp8cs"})
+
+
+#: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
+#: host CPUs) for the rows of :data:`RECIPE_HOST_SYNC_EAGER` (StrategySpec.moe_layer_host_s; docs/model.md#host),
+#: from a run of the same 25.11 table that is not a validation case: DGX-B200 Qwen3-30B-A3B FP8-MX, 8 GPUs, GBS 512,
+#: MBS 1, EP 8, 9299 tokens/s/GPU (docs/performance-summary-archive.md, 25.11, System: DGX-B200; recipe at
+#: 97ad8cc6f: alltoall dispatcher, CUDA graphs of moe_router and moe_preprocess only). That run is host-bound: the
+#: model prices its device time at 3.2x less (29627 tokens/s/GPU), and the same recipe at MBS 4 (26.02.01 and later
+#: tables) runs 2.9x faster per token. H = its step over its layer passes,
+#: 512 * 4096 / 8 / 9299 s / (64 micro-batches * 48 layers) = 9.18 ms (its embedding, loss and optimizer make this
+#: about 1% high). Its graphed router and preprocess only remove host work, so for the recipes here,
+#: which capture nothing, H is a lower bound on their host time.
+MCORE_2511_MOE_LAYER_HOST_S = 512 * 4096 / 8 / 9299 / (64 * 48)
 
 
 def recipe_chunks(case: dict[str, Any], layers: int, pp: int, v: int) -> tuple[int, int] | None:
@@ -677,6 +691,7 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                           recompute_layers=int(rec_layers) if isinstance(rec_layers, int) and rec == "full" else None,
                           recompute_modules=parse_recompute_modules(par.get("recompute")) if rec == "selective" else "",
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
+                          moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           overlap=src not in DEEPSPEED_PIPELINE, **flags)
         try:
             p = predict(cluster, wl, gpus, tr, st)
@@ -705,7 +720,8 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
     if overrides:
         notes.append("NIC rate from the case: " + overrides[0].split("=")[1])
     if case["id"] in RECIPE_HOST_SYNC_EAGER:
-        notes.append("host time not priced: dropless all-to-all dispatch, no CUDA graphs")
+        notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: dropless all-to-all dispatch, "
+                     "no CUDA graphs")
     settings = {"cluster": cname, "workload": how, "precision": precision, "tp": tp, "pp": pp, "cp": cp, "ep": ep,
                 "etp": st.etp,
                 "dp": dp, "micro_batch": mb, "global_batch": gb, "schedule": schedule, "zero": zero,

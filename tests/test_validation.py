@@ -148,11 +148,13 @@ def test_family_medians_do_not_regress() -> None:
 
 @needs_new_cases
 def test_host_synchronising_moe_runs_are_marked() -> None:
-    """The MoE rows whose recipe uses the dropless all-to-all dispatcher without CUDA graphs carry the note
-    (scripts/validate_training.py RECIPE_HOST_SYNC_EAGER); the HybridEP + CUDA-graph rows do not."""
+    """The MoE rows whose recipe uses the dropless all-to-all dispatcher without CUDA graphs carry the note and
+    the host floor (scripts/validate_training.py RECIPE_HOST_SYNC_EAGER); the HybridEP + CUDA-graph rows do not."""
     mod = load_script()
     moe = {r.id: r for r in mod.validate_all()[0] if r.families["model"] == "MoE"}
-    marked = {i for i, r in moe.items() if any(n.startswith("host time not priced") for n in r.notes)}
+    marked = {i for i, r in moe.items() if any(n.startswith("host floor 9.18 ms per MoE layer") for n in r.notes)}
+    floored = {i for i, r in moe.items() if r.strategy is not None and r.strategy.moe_layer_host_s > 0}
+    assert floored == marked
     assert marked == {"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs", "mb2511_h100_qwen3_30b_fp8cs"}
     assert {"mb2511_gb200_dsv3_bf16", "mb2511_gb200_qwen3_235b_bf16", "mb2511_gb200_qwen3_30b_fp8mx"} <= set(moe)
 

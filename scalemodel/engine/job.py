@@ -289,6 +289,7 @@ class StrategyGrid:
     overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
     moe_a2a_overlap: np.ndarray  # bool: EP all-to-alls overlapped with another micro-batch's compute
     recompute_modules: np.ndarray  # selective recompute: bits of cost.memory.RECOMPUTE_MODULES (0 = core_attn)
+    moe_layer_host_s: np.ndarray  # host seconds per MoE layer forward+backward after its host sync; 0 = not priced
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -347,6 +348,7 @@ class StrategyGrid:
             "moe_a2a_overlap": bool(self.moe_a2a_overlap[i]),
             "recompute_modules": ",".join(k for k, v in memory.RECOMPUTE_MODULES.items()
                                           if int(self.recompute_modules[i]) & v),
+            "moe_layer_host_s": float(self.moe_layer_host_s[i]),
         }
 
 
@@ -364,7 +366,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     first_chunk_layers=-1, last_chunk_layers=-1, etp=0,
                                     layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
                                     offload_layers=0, tp_comm_overlap=False, overlap_param_gather=False,
-                                    moe_a2a_overlap=False, recompute_modules=0)
+                                    moe_a2a_overlap=False, recompute_modules=0, moe_layer_host_s=0.0)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -375,7 +377,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
                              "flash_attention", "tp_comm_overlap", "overlap_param_gather",
                              "recompute_uniform") else (
-            float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes") else np.int64)
+            float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes", "moe_layer_host_s") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
         np.broadcast_shapes(*(a.shape for a in out.values()))
@@ -458,7 +460,8 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         recompute_uniform=RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM,
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
         overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
-        recompute_modules=memory.recompute_modules_code(strategy.recompute_modules))
+        recompute_modules=memory.recompute_modules_code(strategy.recompute_modules),
+        moe_layer_host_s=strategy.moe_layer_host_s)
 
 
 def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:

@@ -72,6 +72,7 @@ from scalemodel.choices import (
     parse_schedule,
     parse_sync,
 )
+from scalemodel.cost import memory
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import distinct_layout
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_arrays
@@ -130,7 +131,8 @@ PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_paralle
             "compression", "dp_comm", "assignment", "bucket_size", "sync", "layout")
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
-             "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap")
+             "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap", "moe_layer_host_s",
+             "recompute_modules")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -1012,6 +1014,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = int(value or 0)
         elif name == "moe_a2a_overlap":
             fixed[name] = bool(value)
+        elif name == "recompute_modules":
+            fixed[name] = memory.recompute_modules_code(str(value or ""))
         elif name == "shard_group":
             fixed[name] = int(value or 0)
         elif name == "recompute_method":

@@ -1066,7 +1066,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
                              layout=g.layout)  # placed once, reused
     stage = _stage_memo(job, g, groups)  # the pipeline formulas below reuse these ranks
     last = stage(last_layers, True)
-    comp, mp, t_mb = last.busy, last.mp, last.time
+    comp, mp, t_mb, host = last.busy, last.mp, last.time, last.host
     comp_dp = comp  # the stage whose data-parallel traffic is priced: the one holding the most layers
     if job.is_transformer and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
@@ -1077,6 +1077,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         comp_dp = {k: np.where(larger, comp_o[k], v) for k, v in comp.items()}
         comp = {k: np.where(busier, comp_o[k], v) for k, v in comp.items()}
         mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
+        host = np.where(busier, other.host, host)
         t_mb = np.maximum(t_mb, t_o)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     bubble_mb = _chunked_bubble(job, g, stage, m, t_mb, bubble_mb)
@@ -1102,7 +1103,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     breakdown = {
         "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
         "tp_comm": m * mp["tp"], "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
-        "pp_comm": m * mp["pp"], "offload": off, "bubble": bubble_mb * t_mb, "dp_comm": np.maximum(dp_term, 0.0),
+        "pp_comm": m * mp["pp"], "host": m * host, "offload": off, "bubble": bubble_mb * t_mb,
+        "dp_comm": np.maximum(dp_term, 0.0),
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
         "overhead": np.full(np.shape(step), job.step_overhead),  # docs/model.md#overhead
     }
@@ -1145,6 +1147,7 @@ class _Stage(NamedTuple):
     compute: dict[str, np.ndarray]  # the compute parts as computed (forward/backward split intact)
     busy: dict[str, np.ndarray]  # the windows cut to the overlap efficiency, free windows, contention
     mp: dict[str, np.ndarray]  # the model-parallel traffic (_model_parallel_comm)
+    host: np.ndarray  # seconds the GPU waits on the host's launches (_host_wait), included in ``time``
 
 
 def _stage(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
@@ -1159,7 +1162,31 @@ def _stage(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray
     mp = _model_parallel_comm(job, g, comp, coll)
     busy = _with_free_windows(comp, mp, job.collective_share)
     time = busy["total"] + busy["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
-    return _Stage(np.asarray(time), raw, busy, mp)
+    host = _host_wait(job, g, groups, layers, logits, time, coll)
+    return _Stage(np.asarray(time + host), raw, busy, mp, host)
+
+
+def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
+               time: np.ndarray, coll: dict[str, np.ndarray] | None) -> np.ndarray:
+    """Seconds per micro-batch the GPU waits for the host when every MoE layer synchronises the host
+    (docs/model.md#host): strategy ``moe_layer_host_s`` = H, the host's time to issue one MoE layer's forward and
+    backward. A synchronisation drains the host's run-ahead, so each MoE layer takes max(d, H), d its device time:
+
+        d    = (time - time_0) / L_s           time_0: the same rank without layers (logits, pipeline sends)
+        wait = L_s (moe_layers / L) max(H - d, 0)
+
+    d is the mean over the stage's layers (all MoE layers for Qwen3/Mixtral-type models). Zero when H = 0."""
+    H = g.moe_layer_host_s
+    if not job.is_transformer or job.shape.moe_layers == 0 or not np.any(H > 0):
+        return np.zeros(1)
+    n = np.asarray(layers, dtype=float)
+    if not np.any(n > 0):
+        return np.zeros(1)
+    base = _stage(job, g, groups, np.zeros_like(n), logits, coll).time  # no layers: no MoE, no wait
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(n > 0, (time - base) / n, 0.0)
+    moe_share = float(job.shape.moe_layers / job.shape.layers)
+    return np.asarray(np.where(H > 0, n * moe_share * np.maximum(H - d, 0.0), 0.0))
 
 
 def _stage_time(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool) -> np.ndarray:

@@ -97,6 +97,11 @@ class StrategySpec(Spec, kw_only=True):
         "1F1B steady state (Megatron-Core --overlap-moe-expert-parallel-comm with --delay-wgrad-compute; "
         "Megatron-Bridge moe_a2a_overlap); needs ep > 1, no full recompute, and the interleaved schedule when pp > 1"
     ))] = False
+    moe_layer_host_s: Annotated[SecondsOrZero, Meta(description=(
+        "host (CPU) seconds to issue one MoE layer's forward and backward for one micro-batch, where the token "
+        "dispatcher synchronises the host on the tokens per expert every MoE layer (dropless, not padded to "
+        "capacity; Megatron-Core alltoall) and the layer is not CUDA-graphed: each MoE layer then takes at least this "
+        "long (docs/model.md#host). 0: not priced. Megatron-Bridge 25.11 on a DGX B200 host: 9.18 ms"))] = 0.0
     zero: ZeroText = "0"
     recompute: RecomputeText = "none"
     sequence_parallel: bool = False
