@@ -11,8 +11,9 @@ import inspect
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
+
+import msgspec
 
 
 class UsageError(Exception):
@@ -55,8 +56,7 @@ def number_at_least(low: float) -> Callable[[str], float]:
 _METAVAR: dict[Any, str] = {integer: "<int>", number: "<float>", None: "<str>"}
 
 
-@dataclass(frozen=True)
-class Opt:
+class Opt(msgspec.Struct, frozen=True):  # msgspec: built in C, unlike a dataclass (~0.5 ms, Python 3.11)
     """One option (``flags`` start with ``-``) or positional argument (one bare name) of a command.
 
     ``kind``: ``value`` (takes one value, parsed by ``type``; None keeps the text), ``switch``
@@ -88,7 +88,7 @@ class Opt:
 
     def but(self, **changes: Any) -> Opt:
         """The same option with other attributes (a different default or help)."""
-        return replace(self, **changes)
+        return msgspec.structs.replace(self, **changes)
 
     def option_strings(self) -> list[str]:
         """Everything a user may type for it (both halves of a pair)."""
@@ -154,8 +154,7 @@ def arg(name: str, help: str, metavar: str | None = None, choices: tuple[str, ..
     return Opt((name,), help, "args" if many else "arg", metavar=metavar, choices=choices)
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(msgspec.Struct, frozen=True):
     """A command: the function that runs it and its option table (or, for a group, its subcommands).
     The summary in ``--help`` is the function's docstring (or ``help``)."""
 
@@ -163,7 +162,7 @@ class Command:
     run: Callable[..., None] | None
     options: tuple[Opt, ...] = ()
     help: str = ""
-    subcommands: tuple[Command, ...] = field(default=())
+    subcommands: tuple[Command, ...] = ()
 
     @property
     def description(self) -> str:

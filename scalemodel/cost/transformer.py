@@ -38,9 +38,9 @@ App. B].
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from scalemodel.choices import Recompute, codes
@@ -73,8 +73,7 @@ def _default(value: ArrayLike | None, fallback: np.ndarray) -> np.ndarray:
     return np.where(v > 0, v, fallback)
 
 
-@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
-class Shape:
+class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
     """A transformer shape resolved to float arrays (defaults applied). Build with :func:`shape`."""
 
     layers: np.ndarray
@@ -329,8 +328,7 @@ def forward_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
     return layers + logits_flops(sh, seq_len)
 
 
-@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
-class StepFlops:
+class StepFlops(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
     """FLOPs of one training step (arrays). ``model`` is for MFU, ``hardware`` (with recompute) for HFU."""
 
     forward: np.ndarray
