@@ -111,3 +111,23 @@ def test_predict_without_stragglers_loads_no_numpy_polynomial():
                                      "--pp", "8", "--straggler-cv", "0", "--json"]))
     assert "scalemodel.cost.stragglers" in mods
     assert not any(m.startswith("numpy.polynomial") for m in mods)
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"],
+    ["predict", "-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "256", "--ep", "8", "--json"],
+    ["collective", "-c", "dgx-h100", "-n", "2048", "--size", "1GiB", "--json"],
+])
+def test_queries_on_builtin_names_do_not_load_yaml(args):
+    """The built-in catalog's documents are parsed ahead of time (scalemodel/data/catalog.json): PyYAML
+    (~10 ms) is imported only for other files and --set values."""
+    mods = _modules(RUN.format(args=args))
+    assert "scalemodel.specs.precompiled" in mods
+    assert not any(m == "yaml" or m.startswith("yaml.") for m in mods)
+
+
+def test_a_cluster_file_outside_the_catalog_is_read_as_yaml(tmp_path):
+    f = tmp_path / "my-cluster.yaml"
+    f.write_text("extends: dgx-a100\nname: my-cluster\n")
+    mods = _modules(RUN.format(args=["collective", "-c", str(f), "-n", "64", "--json"]))
+    assert "yaml" in mods

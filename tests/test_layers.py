@@ -23,8 +23,11 @@ HEAVY = ("scipy", "matplotlib", "dask", "distributed", "pyarrow")
 TABLES_ONLY = ("rich",)
 #: Modules (full names) that only a rare path uses, imported inside its function so that a query does not pay
 #: for them: the Gauss-Hermite nodes of the exact order statistics (all of numpy.polynomial, ~4 ms), and the
-#: temporary file of an atomic write (report.output.write_file; tempfile loads random and shutil).
-RARE_PATH = ("numpy.polynomial.hermite_e", "tempfile", "difflib", "tomllib", "tomli")
+#: temporary file of an atomic write (report.output.write_file; tempfile loads random and shutil), the YAML
+#: reader (PyYAML, ~10 ms), needed only for files outside the precompiled built-in catalog and --set values, and
+#: the readers of --strategy files (specs.frameworks: DeepSpeed, Megatron-LM, torchtitan formats).
+RARE_PATH = ("numpy.polynomial.hermite_e", "tempfile", "difflib", "tomllib", "tomli", "scalemodel.specs.yamlread",
+             "scalemodel.specs.frameworks")
 
 
 def _modules() -> dict[str, ast.Module]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scalemodel.choices import Zero
 from scalemodel.commands.args import integer, number, number_at_least, opt, pair, switch
@@ -16,9 +16,11 @@ from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity
 from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
-from scalemodel.specs.frameworks import StrategyFile, read_strategy_file
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
+
+if TYPE_CHECKING:
+    from scalemodel.specs.frameworks import StrategyFile
 
 MODEL = opt("--model", "-m", complete="workload",
             help="Built-in workload, a YAML file, a HuggingFace config.json or a model folder holding one.")
@@ -110,6 +112,7 @@ def read_strategy(ref: str | None) -> StrategyFile | None:
     if ref is None:
         return None
     try:
+        from scalemodel.specs.frameworks import read_strategy_file  # --strategy only (its formats' parsers, ~2 ms)
         return read_strategy_file(ref)
     except InputError as exc:
         raise exc.at("--strategy") from None

@@ -74,9 +74,9 @@ cuBLAS/NCCL buffers). Defaults 5 % and 1 GB are assumptions, not measurements.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from scalemodel.choices import Recompute, ScheduleKind, Zero, codes, sharding_stage
@@ -134,8 +134,7 @@ def zero_code(value: ArrayLike) -> np.ndarray:
 # --- model states -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
-class ModelStates:
+class ModelStates(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
     weights: np.ndarray
     gradients: np.ndarray
     optimizer: np.ndarray
@@ -165,8 +164,7 @@ def model_state_bytes(params: ArrayLike, *, dp: ArrayLike = 1, zero_stage: Array
     return ModelStates(weights=weights, gradients=grads, optimizer=opt)
 
 
-@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
-class ParamsPerGpu:
+class ParamsPerGpu(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
     dense: np.ndarray  # replicated over all DP ranks (sharded by ZeRO over dp)
     expert: np.ndarray  # MoE routed experts (replicated over dp/ep ranks)
 
@@ -372,8 +370,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
 # --- totals -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
-class MemoryBreakdown:
+class MemoryBreakdown(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
     """Per-GPU bytes (arrays). ``total`` = (states + activations) * (1 + frag) + workspace."""
 
     weights: np.ndarray

@@ -41,9 +41,9 @@ carved out of DP at stride tp, the replicas of an expert shard tp ep apart.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+import msgspec
 import numpy as np
 
 from scalemodel.choices import Layout
@@ -74,8 +74,7 @@ def _check_tiers(network: Network) -> None:
                              where=f"tiers.{t.name}.latency", allowed="latency >= 0")
 
 
-@dataclass(frozen=True, eq=False)
-class Placement:
+class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for cached_property
     """A group of ``p`` ranks placed on ``network`` (module docstring), with its per-tier link figures."""
 
     network: Network
@@ -181,11 +180,11 @@ class Placement:
 
     def relinked(self, alpha: np.ndarray, bandwidth: np.ndarray) -> Placement:
         """The same group with other per-tier hop latencies and line rates (no new placement)."""
-        return replace(self, alpha=alpha, bandwidth=bandwidth)
+        return msgspec.structs.replace(self, alpha=alpha, bandwidth=bandwidth)
 
     def untapered(self) -> Placement:
         """The same group as if no tier were oversubscribed (oversubscription 1 everywhere)."""
-        return replace(self, oversubscription=np.ones_like(self.oversubscription))
+        return msgspec.structs.replace(self, oversubscription=np.ones_like(self.oversubscription))
 
 
 def place(ranks: object, stride: object, network: Network) -> Placement:
@@ -260,8 +259,7 @@ def distinct_layout(layout: object, *, tp: object, cp: object, dp: object, pp: o
     return out
 
 
-@dataclass(frozen=True, eq=False)
-class DataParallelGroups:
+class DataParallelGroups(msgspec.Struct, frozen=True, eq=False, dict=True):
     """The replicas that synchronise gradients: ``ranks`` of them ``stride`` GPUs apart for the dense
     parameters, and the max(ranks / ep, 1) replicas of one expert shard, ``stride x ep`` apart (routed
     experts are replicated over the expert-DP ranks only; ``ep`` here is the number of DP replicas one
@@ -283,8 +281,7 @@ class DataParallelGroups:
         return place(np.maximum(np.floor(self.ranks / self.ep + 1e-9), 1.0), self.stride * self.ep, self.network)
 
 
-@dataclass(frozen=True, eq=False)
-class ParallelGroups:
+class ParallelGroups(msgspec.Struct, frozen=True, eq=False, dict=True):  # msgspec: built in C, unlike a dataclass
     """The parallel groups of a DP x TP x PP x CP (EP within DP) job in the rank order ``layout``
     (module docstring; :func:`rank_strides`), each placed once, on first use. Degrees and layout codes
     are broadcastable arrays (one element per candidate strategy)."""
@@ -295,7 +292,7 @@ class ParallelGroups:
     dp: np.ndarray
     ep: np.ndarray
     pp: np.ndarray
-    layout: np.ndarray = field(default_factory=lambda: np.asarray(int(Layout.TP_CP_DP_PP)))
+    layout: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(int(Layout.TP_CP_DP_PP)))
 
     @cached_property
     def strides(self) -> dict[str, np.ndarray]:

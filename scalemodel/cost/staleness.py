@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from scalemodel.choices import Optimizer
@@ -50,8 +50,7 @@ DEFAULTS_FILE = Path(__file__).resolve().parents[1] / "data" / "staleness_kappa.
 MODEL_FAMILIES = ("transformer", "cnn", "mlp", "generic")
 
 
-@dataclass(frozen=True)
-class KappaFit:
+class KappaFit(msgspec.Struct, frozen=True):  # msgspec: built in C, unlike a dataclass (~0.5 ms, Python 3.11)
     """A least-squares kappa over ``n`` points, with a 95 % interval (None when n < 2: no spread to estimate)."""
 
     kappa: float
@@ -61,8 +60,7 @@ class KappaFit:
     rms_residual: float  # of r - 1 - kappa s, in units of the synchronous step count
 
 
-@dataclass(frozen=True)
-class KappaDefault:
+class KappaDefault(msgspec.Struct, frozen=True):
     """The kappa a job gets without ``--staleness-kappa``, and where it comes from (one line)."""
 
     kappa: float

@@ -53,9 +53,9 @@ every tau steps (SSP window S+1, local SGD H) costs E[max_i sum of tau steps]/ta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from scalemodel.choices import SYNC_ALLOWED, SyncKind, SyncMode, parse_sync
@@ -75,8 +75,7 @@ SYNC_KINDS = tuple(k.value for k in SyncKind)
 SyncStrategy = SyncMode
 
 
-@dataclass(eq=False)  # numpy fields: == has no single truth value
-class SyncResult:
+class SyncResult(msgspec.Struct, eq=False):  # numpy fields: == has no single truth value
     """Per-strategy outcome; every field broadcasts with the inputs (see the module docstring)."""
 
     strategy: str

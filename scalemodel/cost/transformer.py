@@ -38,9 +38,9 @@ App. B].
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from scalemodel.choices import Recompute, codes
@@ -73,8 +73,7 @@ def _default(value: ArrayLike | None, fallback: np.ndarray) -> np.ndarray:
     return np.where(v > 0, v, fallback)
 
 
-@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
-class Shape:
+class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
     """A transformer shape resolved to float arrays (defaults applied). Build with :func:`shape`."""
 
     layers: np.ndarray
@@ -102,7 +101,7 @@ class Shape:
     norms_per_layer: np.ndarray  # 2 pre-norms (or 1 shared norm in some parallel blocks)
     sliding_window: np.ndarray  # keys a query attends in a local layer (0 = global attention everywhere)
     sliding_window_pattern: np.ndarray  # every k-th layer global, the rest local (0 = all local)
-    dropout: np.ndarray = field(default_factory=lambda: np.asarray(True))  # bool: dropout masks stored
+    dropout: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(True))  # bool: dropout masks stored
 
     @property
     def moe_layers(self) -> np.ndarray:
@@ -331,8 +330,7 @@ def forward_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
     return layers + logits_flops(sh, seq_len)
 
 
-@dataclass(frozen=True, eq=False)  # numpy fields: == has no single truth value
-class StepFlops:
+class StepFlops(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
     """FLOPs of one training step (arrays). ``model`` is for MFU, ``hardware`` (with recompute) for HFU."""
 
     forward: np.ndarray

@@ -7,11 +7,10 @@ Each part is a term of the step-time sum in :func:`scalemodel.engine.step.evalua
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 
-@dataclass(frozen=True)
-class Part:
+class Part(msgspec.Struct, frozen=True):  # msgspec: built in C, unlike a dataclass (~0.5 ms, Python 3.11)
     """One breakdown part: JSON key, short column label, phrase for sentences, one-line description,
     matplotlib colour and rich terminal style."""
 

@@ -36,6 +36,10 @@ MAX_JSON_BYTES = 8 * MiB
 MAX_LOG_BYTES = 64 * MiB
 #: ``stragglers --samples`` files of measured step times.
 MAX_SAMPLES_BYTES = 16 * MiB
+#: Integers in a spec (YAML or JSON): 10**30 is beyond any count of GPUs, parameters, bytes or FLOPs.
+MAX_INT_DIGITS = 30
+#: Nesting of a YAML spec, and parts of a ``--set`` path: a spec nests a handful of levels.
+MAX_DEPTH = 100
 
 _READ_CHUNK = MiB
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from scalemodel.errors import InputError
-from scalemodel.specs import files, notices, yamlread
+from scalemodel.specs import files, notices
 from scalemodel.specs.loader import load_json, validate
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
@@ -470,6 +470,7 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
         except InputError as exc:
             raise exc.at(where) from None
     else:
+        import scalemodel.specs.yamlread as yamlread  # strategy YAML files only (PyYAML, ~10 ms)
         data, _ = yamlread.load(text, where)
         if not isinstance(data, dict):
             raise InputError("not a strategy file", where=where,

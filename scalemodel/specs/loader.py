@@ -3,7 +3,8 @@
 
 Files are read through :mod:`scalemodel.specs.files` (regular files only, size-bounded) and YAML
 through :mod:`scalemodel.specs.yamlread` (YAML 1.2 core schema, duplicate keys refused, bounded in
-nodes, aliases and depth).
+nodes, aliases and depth), except the built-in catalog's files, whose documents are parsed ahead of
+time (:mod:`scalemodel.specs.precompiled`): a query on built-in names never imports PyYAML (~10 ms).
 """
 
 from __future__ import annotations
@@ -15,15 +16,17 @@ import re
 import typing
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
-import yaml
 
 from scalemodel.errors import InputError
-from scalemodel.specs import files, notices, yamlread
+from scalemodel.specs import files, notices, precompiled
 from scalemodel.specs.base import _NO_VALUE, Spec, SpecError, convert, loc_text, set_reference_loader
 from scalemodel.specs.hf import from_hf_config
+
+if TYPE_CHECKING:
+    import yaml
 
 MAX_EXTENDS_DEPTH = 16
 MAX_SET_VALUE_CHARS = 64 * 2**10  # one --set value
@@ -172,9 +175,9 @@ def reference_from(kind: str, ref: str | Path, folder: Path) -> str:
 # --- YAML reading ---------------------------------------------------------------------------------
 
 def _json_int(text: str) -> int:
-    if len(text.lstrip("-")) > yamlread.MAX_INT_DIGITS:
+    if len(text.lstrip("-")) > files.MAX_INT_DIGITS:
         raise InputError(f"integer with {len(text.lstrip('-'))} digits",
-                         allowed=f"integers of at most {yamlread.MAX_INT_DIGITS} digits")
+                         allowed=f"integers of at most {files.MAX_INT_DIGITS} digits")
     return int(text)
 
 
@@ -213,29 +216,48 @@ def load_json(text: str, name: str) -> Any:
         raise InputError("JSON nesting is too deep", where=name, allowed="a config nested a few levels") from None
 
 
-def read_document(path: Path) -> tuple[Any, yaml.Node | None]:
+class Unparsed:
+    """The node tree of a file whose document came from the precompiled catalog: composed from its
+    text only when an error needs a line number."""
+
+    def __init__(self, text: str, name: str) -> None:
+        self.text, self.name = text, name
+
+    def compose(self) -> yaml.Node | None:
+        import scalemodel.specs.yamlread as yamlread  # error path only: a query on built-in names never loads yaml
+        return yamlread.compose(self.text, self.name)
+
+
+def read_document(path: Path) -> tuple[Any, yaml.Node | Unparsed | None]:
     """Parse a YAML or JSON file safely; returns the data and (for YAML) its node tree for line numbers.
 
     Size limits: :data:`scalemodel.specs.files.MAX_SPEC_BYTES` for YAML,
-    :data:`~scalemodel.specs.files.MAX_JSON_BYTES` for JSON (HuggingFace config.json).
+    :data:`~scalemodel.specs.files.MAX_JSON_BYTES` for JSON (HuggingFace config.json). A file of the
+    built-in catalog, unchanged since scripts/build_catalog.py parsed it, is not parsed again.
     """
     if path.suffix == ".json":
         text = files.read_text(path, limit=files.MAX_JSON_BYTES, what="JSON file")
         return load_json(text, str(path)), None
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="spec file")
+    stored = precompiled.document(path.name, text)
+    if stored is not None:
+        return msgspec.json.decode(stored), Unparsed(text, str(path))
+    import scalemodel.specs.yamlread as yamlread  # files outside the built-in catalog only (PyYAML, ~10 ms)
     return yamlread.load(text, str(path))
 
 
 def _line_of(node: yaml.Node | None, loc: Sequence[Any]) -> int | None:
-    best = node.start_mark.line + 1 if node is not None else None
+    if node is None:
+        return None
+    best = node.start_mark.line + 1
     for part in loc:
-        if isinstance(node, yaml.MappingNode):
+        if getattr(node, "id", None) == "mapping":  # a yaml.MappingNode (yaml itself is imported on demand)
             nxt = next((v for k, v in node.value if getattr(k, "value", None) == str(part)), None)
             if nxt is None:
                 key = next((k for k, _ in node.value if getattr(k, "value", None) == str(part)), None)
                 return key.start_mark.line + 1 if key is not None else best
             node = nxt
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        elif getattr(node, "id", None) == "sequence" and isinstance(part, int) and part < len(node.value):
             node = node.value[part]
         else:
             return best
@@ -312,6 +334,7 @@ def _parse_value(text: str, where: str) -> Any:
                          allowed=f"a value of at most {MAX_SET_VALUE_CHARS} characters")
     if not text.strip():
         return ""
+    import scalemodel.specs.yamlread as yamlread  # --set values only (PyYAML, ~10 ms)
     try:
         return yamlread.load(text, where)[0]
     except yamlread.MalformedYAML:
@@ -326,9 +349,9 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
             raise InputError(f"override {item!r} has no '='", where="--set", allowed="path.to.field=value")
         path, value = item.split("=", 1)
         parts = [p for p in path.strip().split(".") if p]
-        if len(parts) > yamlread.MAX_DEPTH:
+        if len(parts) > files.MAX_DEPTH:
             raise InputError(f"override path has {len(parts)} parts", where="--set",
-                             allowed=f"a path of at most {yamlread.MAX_DEPTH} parts")
+                             allowed=f"a path of at most {files.MAX_DEPTH} parts")
         if not parts:
             raise InputError(f"override {item!r} has an empty path", where="--set", allowed="path.to.field=value")
         node: Any = out
@@ -405,7 +428,7 @@ def _pick(cands: list[Any], data: Any) -> Any:
     return cands[0] if cands else None
 
 
-def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.Node | None,
+def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.Node | Unparsed | None,
                      prefix: Sequence[Any] = (), data: Any = None) -> InputError:
     """A spec's refusal as one :class:`InputError`: file:line, the field's path, what, what is allowed."""
     loc = list(exc.loc)
@@ -422,6 +445,8 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
         msg = f"{msg} (got {exc.value!r})"
     where = loc_text(full)
     if path is not None:
+        if isinstance(node, Unparsed):
+            node = node.compose()
         line = _line_of(node, loc) if node is not None else None
         where = f"{path}:{line}: {where}" if line else f"{path}: {where}"
     return InputError(msg, where=where, allowed=allowed)
@@ -430,7 +455,7 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
 M = TypeVar("M")
 
 
-def validate(model: Any, data: dict[str, Any], *, path: Path | None = None, node: yaml.Node | None = None,
+def validate(model: Any, data: dict[str, Any], *, path: Path | None = None, node: yaml.Node | Unparsed | None = None,
              prefix: Sequence[Any] = ()) -> Any:
     try:
         return convert(model, data)

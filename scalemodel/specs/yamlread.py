@@ -28,10 +28,10 @@ from yaml.constructor import SafeConstructor
 from yaml.resolver import BaseResolver
 
 from scalemodel.errors import InputError
+from scalemodel.specs.files import MAX_DEPTH as MAX_DEPTH  # bounds shared with JSON and --set (files.py)
+from scalemodel.specs.files import MAX_INT_DIGITS as MAX_INT_DIGITS
 
 MAX_NODES = 20_000  # a spec has hundreds of nodes
-MAX_DEPTH = 100  # a spec nests a handful of levels
-MAX_INT_DIGITS = 30  # 10**30 is beyond any count of GPUs, parameters, bytes or FLOPs
 
 _BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")

@@ -1,0 +1,84 @@
+"""The precompiled built-in catalog (scalemodel/data/catalog.json, scalemodel/specs/precompiled.py):
+current with the YAML files, the same documents as parsing them, bypassed for any other text, and
+errors on built-in files still named with their lines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import scalemodel.specs.yamlread as yamlread
+from scalemodel.specs import precompiled
+from scalemodel.specs.loader import CATALOG, Unparsed, read_document
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOG_FILES = [p for top, sub in CATALOG.values() for p in sorted((ROOT / top / sub).glob("*.yaml"))]
+
+
+def test_catalog_is_current() -> None:
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_catalog.py"), "--check"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _typed(v: object) -> object:
+    """A value with the type of every leaf spelled out (so 1 and 1.0 or True and 1 compare unequal)."""
+    if isinstance(v, dict):
+        return {k: _typed(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_typed(x) for x in v]
+    return (type(v).__name__, v)
+
+
+@pytest.mark.parametrize("path", CATALOG_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_catalog_file_is_read_precompiled_and_equals_its_yaml(path: Path) -> None:
+    data, node = read_document(path)
+    assert isinstance(node, Unparsed), "the file should be found in the precompiled catalog"
+    expected, _ = yamlread.load(path.read_text(encoding="utf-8-sig"), str(path))
+    assert _typed(data) == _typed(expected)
+    assert list(data) == list(expected)  # key order too (it orders "known keys" and JSON echoes)
+
+
+def test_each_read_returns_fresh_objects() -> None:
+    path = ROOT / "hardware" / "clusters" / "dgx-a100.yaml"
+    first, _ = read_document(path)
+    first["tiers"].clear()
+    again, _ = read_document(path)
+    assert again["tiers"]
+
+
+def test_an_edited_copy_is_parsed_from_its_yaml(tmp_path: Path) -> None:
+    """Same name, other text (one byte): the stored document must not be used."""
+    src = ROOT / "hardware" / "clusters" / "dgx-a100.yaml"
+    text = src.read_text()
+    assert "gpus_per_node: 8\n" in text
+    edited = tmp_path / src.name
+    edited.write_text(text.replace("gpus_per_node: 8\n", "gpus_per_node: 4\n", 1))
+    data, node = read_document(edited)
+    assert data["gpus_per_node"] == 4 and not isinstance(node, Unparsed) and node is not None
+    same = tmp_path / "copy" / src.name
+    same.parent.mkdir()
+    same.write_text(text)
+    data, node = read_document(same)  # the same name and text anywhere: the same document
+    assert data["gpus_per_node"] == 8 and isinstance(node, Unparsed)
+
+
+def test_a_damaged_catalog_falls_back_to_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = tmp_path / "catalog.json"
+    bad.write_text('{"source": "x", "documents": {')
+    monkeypatch.setattr(precompiled, "DATA", bad)
+    monkeypatch.setattr(precompiled, "_documents", None)
+    data, node = read_document(ROOT / "hardware" / "clusters" / "dgx-a100.yaml")
+    assert data["gpus_per_node"] == 8 and node is not None and not isinstance(node, Unparsed)
+
+
+def test_errors_on_a_builtin_file_keep_its_line_numbers(cli) -> None:  # type: ignore[no-untyped-def]
+    """The line of the field, counted here in the YAML text, as an error on a file outside the catalog."""
+    path = ROOT / "examples" / "workloads" / "gpt3-175b.yaml"
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if t.startswith("layers:"))
+    r = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "64", "--set", "model.layers=abc", "--json")
+    assert r.code == 2
+    assert r.err.startswith(f"error: {path}:{line}: layers: Input should be a valid integer")
