@@ -652,8 +652,8 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
            "pp": _stage_boundary_time(groups, act / g.tp)}
 
 
-def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarray:
-    """One send/recv across the pipeline's slowest stage boundary.
+def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray, op: str = "sendrecv") -> np.ndarray:
+    """One send/recv (or another 2-rank collective ``op``) across the pipeline's slowest stage boundary.
 
     1F1B runs at the pace of its slowest boundary: the one that splits the pipeline's block of
     pp x s GPUs across the outermost tier it spans (pair extent = the whole pipeline), s the GPUs
@@ -666,11 +666,11 @@ def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarr
     The boundary pair and the tier it crosses come from the placement (``groups.pipeline``).
     """
     pair = groups.pipeline
-    tapered = _collective("sendrecv", nbytes, pair)
+    tapered = _collective(op, nbytes, pair)
     over = pair.oversubscription
     if np.all(over <= 1.0):
         return tapered
-    untapered = _collective("sendrecv", nbytes, pair.untapered())
+    untapered = _collective(op, nbytes, pair.untapered())
     spans = pair.spans
     k = pair.tier
     child = np.where(k > 0, spans[np.maximum(k - 1, 0)], 1.0)
@@ -678,6 +678,32 @@ def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarr
     o_eff = np.maximum(1.0, o * np.minimum(groups.pp_stride, child) / child)
     share = np.divide(o_eff - 1.0, o - 1.0, out=np.zeros_like(o_eff), where=o > 1.0)
     return untapered + (tapered - untapered) * share
+
+
+def tied_embedding_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups) -> np.ndarray:
+    """Seconds of the all-reduce of the tied word-embedding gradient between the first and the last pipeline
+    stage, once per step after the pipeline flush (0 without a pipeline or with untied embeddings).
+
+        bytes = V h / tp x grad_bytes        one TP shard of the V x h word-embedding gradient
+        t     = all-reduce(bytes) over 2 ranks: the same TP/DP rank of the first and the last stage
+
+    With tied embeddings and pp > 1 the input embedding lives on the first stage and its copy, the output
+    layer, on the last; both accumulate a gradient that must be summed before the optimizer step. Megatron-LM
+    does it after the pipeline flush and the data-parallel gradient sync, outside any overlap (megatron/
+    training.py train_step, 2021: "All-reduce word_embeddings' grad across first and last stages to ensure
+    that word_embeddings parameters stay in sync"; Megatron-Core finalize_model_grads ->
+    _allreduce_word_embedding_grads over the embedding group); DeepSpeed's PipelineEngine runs
+    ReduceTiedGrads after the last BackwardPass, before ReduceGrads (deepspeed/runtime/pipe/schedule.py
+    TrainSchedule.steps, v0.5.0-v0.6.5). The pair lies at either end of the pipeline, so it crosses the
+    outermost tier the pipeline spans: priced as the slowest stage boundary's send/recv is
+    (:func:`_stage_boundary_time`: the 2-rank placement ``groups.pipeline``, every GPU of a stage at once, the
+    same per-flow taper)."""
+    if not job.is_transformer:
+        return np.zeros(1)
+    sh = job.shape
+    nbytes = float(sh.vocab) * float(sh.hidden) / g.tp * job.grad_bytes
+    t = _stage_boundary_time(groups, np.asarray(nbytes, dtype=float), "allreduce")
+    return np.asarray(np.where(sh.tied_embeddings & (g.pp > 1), t, 0.0))
 
 
 def _etp(g: StrategyGrid) -> np.ndarray:
@@ -1059,7 +1085,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb)
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
-    local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
+    tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
+    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied  # one worker's step without waiting on others
     off = _offload_exposed(job, g, comp_dp, m, groups)  # offload needs pp = 1: no bubble to scale
     local = local + off
     cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local)
@@ -1079,6 +1106,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
         "tp_comm": m * mp["tp"], "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
         "pp_comm": m * mp["pp"], "offload": off, "bubble": bubble_mb * t_mb, "dp_comm": np.maximum(dp_term, 0.0),
+        "embed_comm": tied,
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
         "overhead": np.full(np.shape(step), job.step_overhead),  # docs/model.md#overhead
     }
