@@ -56,7 +56,9 @@ Two case files (issue 5 and issue 13):
   the engine's defaults)
     - ``--tp-comm-overlap`` -> tp_comm_overlap; ``--overlap-param-gather`` -> overlap_param_gather.
     - DeepSpeed's pipeline engine (bloom, mtnlg: Megatron-DeepSpeed) reduces the data-parallel gradients
-      after the last backward pass, not under it: ``overlap`` off (:data:`DEEPSPEED_PIPELINE`).
+      after the last backward pass, not under it: ``overlap`` off (:data:`DEEPSPEED_PIPELINE`); and it
+      exchanges activations and gradients one after the other, partitioned over TP, and accumulates each
+      micro-batch's gradients in a separate pass: ``deepspeed_pipeline`` on.
     - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
       wire, bf16/fp16 -> 2); unstated -> the precision's gradient element.
   What is compared (like with like)
@@ -658,7 +660,9 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                           last_chunk_layers=chunks[1] if chunks else None,
                           recompute_layers=int(rec_layers) if isinstance(rec_layers, int) and rec == "full" else None,
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
-                          overlap=src not in DEEPSPEED_PIPELINE, **flags)
+                          overlap=src not in DEEPSPEED_PIPELINE,
+                          deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
+                          **flags)
         try:
             p = predict(cluster, wl, gpus, tr, st)
         except InputError as e:  # a check the engine makes before the step model (e.g. --ep must divide dp)
@@ -694,7 +698,8 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                 "first_last_stage_layers": list(layout) if layout else None,
                 "first_last_chunk_layers": list(chunks) if chunks else None,
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
-                "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param, **flags}
+                "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
+                "deepspeed_pipeline": st.deepspeed_pipeline, **flags}
     return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st)
 
 

@@ -286,6 +286,7 @@ class StrategyGrid:
     tp_comm_overlap: np.ndarray  # bool: TP collectives overlapped with the GEMMs (userbuffers)
     overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
     moe_a2a_overlap: np.ndarray  # bool: EP all-to-alls overlapped with another micro-batch's compute
+    deepspeed_pipeline: np.ndarray  # bool: DeepSpeed PipelineEngine p2p and gradient accumulation
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -342,6 +343,7 @@ class StrategyGrid:
             "offload_layers": int(self.offload_layers[i]), "tp_comm_overlap": bool(self.tp_comm_overlap[i]),
             "overlap_param_gather": bool(self.overlap_param_gather[i]),
             "moe_a2a_overlap": bool(self.moe_a2a_overlap[i]),
+            "deepspeed_pipeline": bool(self.deepspeed_pipeline[i]),
         }
 
 
@@ -359,7 +361,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     first_chunk_layers=-1, last_chunk_layers=-1, etp=0,
                                     layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
                                     offload_layers=0, tp_comm_overlap=False, overlap_param_gather=False,
-                                    moe_a2a_overlap=False)
+                                    moe_a2a_overlap=False, deepspeed_pipeline=False)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -369,7 +371,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     for n in names:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
                              "flash_attention", "tp_comm_overlap", "overlap_param_gather",
-                             "recompute_uniform") else (
+                             "recompute_uniform", "deepspeed_pipeline") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
@@ -420,6 +422,9 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
                              f"whose tp x cp x dp = {stage} ranks per stage etp x ep divides",
                              where="--ep", allowed="ep dividing the experts, etp x ep dividing tp x cp x dp "
                              "(MoE parallel folding)")
+    if strategy.deepspeed_pipeline and parse_schedule(strategy.schedule).kind != ScheduleKind.ONE_F_ONE_B:
+        raise InputError(f"deepspeed_pipeline runs DeepSpeed's TrainSchedule, not {strategy.schedule}",
+                         where="strategy.deepspeed_pipeline", allowed="schedule: 1f1b with deepspeed_pipeline")
     if strategy.offload_layers > 0 and job.host_bandwidth <= 0:
         raise InputError(f"offload_layers={strategy.offload_layers} needs the GPU-host link rate, which cluster "
                          f"{job.cluster_name} does not give", where="strategy.offload_layers",
@@ -452,7 +457,8 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
         recompute_uniform=RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM,
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
-        overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap)
+        overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
+        deepspeed_pipeline=strategy.deepspeed_pipeline)
 
 
 def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:

@@ -130,7 +130,7 @@ PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_paralle
             "compression", "dp_comm", "assignment", "bucket_size", "sync", "layout")
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
-             "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap")
+             "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap", "deepspeed_pipeline")
 
 # --------------------------------------------------------------------------------------------
 # search space
