@@ -139,3 +139,16 @@ def test_deepspeed_pipeline_has_no_interleaved_schedule(a100) -> None:  # type: 
     training = TrainingSpec(global_batch=64, micro_batch=1)
     with pytest.raises(InputError, match="deepspeed_pipeline"):
         one(a100, wl, training, 64, tp=2, pp=4, schedule="interleaved:2", deepspeed_pipeline=True)
+
+
+def test_plan_with_deepspeed_pipeline_searches_1f1b_only(cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    res = cli("plan", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--set", "strategy.deepspeed_pipeline=true",
+              "--json")
+    assert res.code == 0, res.err
+    ranked = json.loads(res.out)["ranked"]
+    assert ranked and all(r["strategy"]["schedule"] == "1f1b" and r["strategy"]["deepspeed_pipeline"] for r in ranked)
+    bad = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--schedule",
+              "interleaved:2", "--set", "strategy.deepspeed_pipeline=true")
+    assert bad.code == 2 and bad.err.startswith("error: strategy.deepspeed_pipeline:") and "Traceback" not in bad.err

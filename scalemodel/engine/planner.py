@@ -1012,6 +1012,10 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = int(value or 0)
         elif name == "moe_a2a_overlap":
             fixed[name] = bool(value)
+        elif name == "deepspeed_pipeline":
+            fixed[name] = bool(value)
+            if value:  # DeepSpeed's PipelineEngine runs its TrainSchedule (1F1B) only
+                cons.setdefault("schedule", []).append(("=", (int(ScheduleKind.ONE_F_ONE_B), None)))
         elif name == "shard_group":
             fixed[name] = int(value or 0)
         elif name == "recompute_method":
