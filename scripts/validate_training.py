@@ -56,7 +56,9 @@ Two case files (issue 5 and issue 13):
   the engine's defaults)
     - ``--tp-comm-overlap`` -> tp_comm_overlap; ``--overlap-param-gather`` -> overlap_param_gather.
     - DeepSpeed's pipeline engine (bloom, mtnlg: Megatron-DeepSpeed) reduces the data-parallel gradients
-      after the last backward pass, not under it: ``overlap`` off (:data:`DEEPSPEED_PIPELINE`).
+      after the last backward pass, not under it: ``overlap`` off (:data:`DEEPSPEED_PIPELINE`); and it
+      exchanges activations and gradients one after the other, partitioned over TP, and accumulates each
+      micro-batch's gradients in a separate pass: ``deepspeed_pipeline`` on.
     - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
       wire, bf16/fp16 -> 2); unstated -> the precision's gradient element.
   What is compared (like with like)
@@ -692,7 +694,9 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                           recompute_modules=parse_recompute_modules(par.get("recompute")) if rec == "selective" else "",
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
-                          overlap=src not in DEEPSPEED_PIPELINE, **flags)
+                          overlap=src not in DEEPSPEED_PIPELINE,
+                          deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
+                          **flags)
         try:
             p = predict(cluster, wl, gpus, tr, st)
         except InputError as e:  # a check the engine makes before the step model (e.g. --ep must divide dp)
@@ -729,7 +733,8 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                 "first_last_stage_layers": list(layout) if layout else None,
                 "first_last_chunk_layers": list(chunks) if chunks else None,
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
-                "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param, **flags}
+                "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
+                "deepspeed_pipeline": st.deepspeed_pipeline, **flags}
     return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st)
 
 

@@ -454,3 +454,26 @@ def test_compute_floor_and_feasibility_match_evaluate(a100, gpt) -> None:  # typ
     codes = np.broadcast_to(feasibility(job, g), g.shape)
     r = np.asarray(res.reason)
     np.testing.assert_array_equal(np.where(r == 10, 0, r), codes)  # 10: out of memory, checked afterwards
+
+
+def test_tied_embedding_allreduce_between_first_and_last_stage(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """Tied embeddings with pp > 1: one all-reduce per step of the V x h / tp word-embedding gradient between
+    the first and the last stage (Megatron-LM train_step / finalize_model_grads; DeepSpeed ReduceTiedGrads),
+    after the flush: its own part, added once, 0 untied or without a pipeline."""
+    training = dict(global_batch=64, micro_batch=1)
+    job = job_for(a100, gpt, **training)
+    assert bool(job.shape.tied_embeddings)
+    _, res = one(job, training, 64, tp=2, pp=4)  # dp 8: stages 16 GPUs apart, the pipeline spans 64 GPUs
+    nbytes = gpt.vocab * gpt.hidden / 2 * 2.0  # bf16 gradient, one TP half
+    expected = val(coll.collective_time("allreduce", nbytes, 2, job.network, stride=64 / 2))
+    assert val(res.breakdown["embed_comm"]) == pytest.approx(expected, rel=1e-9)
+    # by hand: 2 ranks in different nodes, one 200 Gb/s HDR NIC each at 0.96 of line rate; a 2-rank ring sends
+    # half the buffer in the reduce-scatter and half in the all-gather, nbytes in all, plus two hop latencies
+    by_hand = nbytes / (25e9 * 0.96)
+    assert by_hand < val(res.breakdown["embed_comm"]) < 1.05 * by_hand + 20e-6
+    assert val(res.step_time) == pytest.approx(sum(val(res.breakdown[k]) for k in BREAKDOWN_KEYS), rel=1e-12)
+    untied = job_for(a100, load_workload("gpt-7.5b", ["tied_embeddings=false"]), **training)
+    _, u = one(untied, training, 64, tp=2, pp=4)
+    assert val(u.breakdown["embed_comm"]) == 0.0
+    _, flat = one(job, training, 64, tp=8)  # no pipeline: the one copy needs no sync
+    assert val(flat.breakdown["embed_comm"]) == 0.0

@@ -290,6 +290,7 @@ class StrategyGrid:
     moe_a2a_overlap: np.ndarray  # bool: EP all-to-alls overlapped with another micro-batch's compute
     recompute_modules: np.ndarray  # selective recompute: bits of cost.memory.RECOMPUTE_MODULES (0 = core_attn)
     moe_layer_host_s: np.ndarray  # host seconds per MoE layer forward+backward after its host sync; 0 = not priced
+    deepspeed_pipeline: np.ndarray  # bool: DeepSpeed PipelineEngine p2p and gradient accumulation
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -349,6 +350,7 @@ class StrategyGrid:
             "recompute_modules": ",".join(k for k, v in memory.RECOMPUTE_MODULES.items()
                                           if int(self.recompute_modules[i]) & v),
             "moe_layer_host_s": float(self.moe_layer_host_s[i]),
+            "deepspeed_pipeline": bool(self.deepspeed_pipeline[i]),
         }
 
 
@@ -366,7 +368,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     first_chunk_layers=-1, last_chunk_layers=-1, etp=0,
                                     layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
                                     offload_layers=0, tp_comm_overlap=False, overlap_param_gather=False,
-                                    moe_a2a_overlap=False, recompute_modules=0, moe_layer_host_s=0.0)
+                                    moe_a2a_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
+                                    deepspeed_pipeline=False)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -376,7 +379,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     for n in names:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
                              "flash_attention", "tp_comm_overlap", "overlap_param_gather",
-                             "recompute_uniform") else (
+                             "recompute_uniform", "deepspeed_pipeline") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes", "moe_layer_host_s") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
@@ -427,6 +430,9 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
                              f"whose tp x cp x dp = {stage} ranks per stage etp x ep divides",
                              where="--ep", allowed="ep dividing the experts, etp x ep dividing tp x cp x dp "
                              "(MoE parallel folding)")
+    if strategy.deepspeed_pipeline and parse_schedule(strategy.schedule).kind != ScheduleKind.ONE_F_ONE_B:
+        raise InputError(f"deepspeed_pipeline runs DeepSpeed's TrainSchedule, not {strategy.schedule}",
+                         where="strategy.deepspeed_pipeline", allowed="schedule: 1f1b with deepspeed_pipeline")
     if strategy.offload_layers > 0 and job.host_bandwidth <= 0:
         raise InputError(f"offload_layers={strategy.offload_layers} needs the GPU-host link rate, which cluster "
                          f"{job.cluster_name} does not give", where="strategy.offload_layers",
@@ -461,7 +467,8 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
         overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
         recompute_modules=memory.recompute_modules_code(strategy.recompute_modules),
-        moe_layer_host_s=strategy.moe_layer_host_s)
+        moe_layer_host_s=strategy.moe_layer_host_s,
+        deepspeed_pipeline=strategy.deepspeed_pipeline)
 
 
 def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:

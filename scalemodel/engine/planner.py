@@ -132,7 +132,7 @@ PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_paralle
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
              "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap", "moe_layer_host_s",
-             "recompute_modules")
+             "recompute_modules", "deepspeed_pipeline")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -1016,6 +1016,10 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = bool(value)
         elif name == "recompute_modules":
             fixed[name] = memory.recompute_modules_code(str(value or ""))
+        elif name == "deepspeed_pipeline":
+            fixed[name] = bool(value)
+            if value:  # DeepSpeed's PipelineEngine runs its TrainSchedule (1F1B) only
+                cons.setdefault("schedule", []).append(("=", (int(ScheduleKind.ONE_F_ONE_B), None)))
         elif name == "shard_group":
             fixed[name] = int(value or 0)
         elif name == "recompute_method":

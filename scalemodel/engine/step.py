@@ -350,12 +350,46 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     with_logits = 1.0 if logits_on_stage else 0.0
     fwd = layers_per_stage * fwd_l + with_logits * logits.forward
     rec_n = recomputed_layers(g, layers_per_stage)
-    bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * logits.backward
+    bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * logits.backward + grad_accumulation_time(job, g)
     return {"total": fwd + bwd, "forward": fwd, "backward": bwd,
             "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
             "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
             "recomputed_layers": rec_n,
             "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l}
+
+
+#: Bytes per parameter per micro-batch of DeepSpeed's bf16 optimizer adding a micro-batch's 16-bit gradient into
+#: its fp32 buffer: BF16_Optimizer.update_hp_grads runs ``hp_grad.add_(lp.grad.to(hp_grad.dtype))`` per parameter
+#: (deepspeed/runtime/bf16_optimizer.py, v0.6.5): the cast reads 2 and writes a 4-byte temporary, the add reads
+#: 4 + 4 and writes 4.
+BF16_OPTIMIZER_ACCUMULATE_BYTES = 2.0 + 4.0 + 4.0 + 4.0 + 4.0
+
+
+def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per micro-batch of adding the micro-batch's weight gradients into the step's gradient buffer
+    outside the weight-gradient GEMMs (0 unless ``deepspeed_pipeline``; Megatron-LM's gradient-accumulation
+    fusion writes the GEMM's output into the fp32 main_grad buffer directly, no extra pass).
+
+        P_gpu = (dense + expert parameters) / (tp pp)    (the stages' mean; :func:`_params_per_gpu`)
+        bytes = 18                     fp32 buffer (grad_bytes 4 with 16-bit compute): BF16_Optimizer, see
+                                       :data:`BF16_OPTIMIZER_ACCUMULATE_BYTES`, every micro-batch
+              = 3 g (m - 1) / m        otherwise: autograd's AccumulateGrad adds the new gradient into
+                                       param.grad in place (read both, write one, g bytes each) for every
+                                       micro-batch after the first
+        t     = P_gpu bytes / (HBM bandwidth x memory efficiency)
+
+    DeepSpeed's PipelineEngine calls torch.autograd.backward per micro-batch and, with bf16, then
+    ``optimizer.update_hp_grads`` (deepspeed/runtime/pipe/engine.py _exec_backward_pass, v0.6.5); with
+    fp16 the FP16 optimizer leaves accumulation to autograd. Part of the backward pass, so the bubble scales
+    with it."""
+    if not np.any(g.deepspeed_pipeline):
+        return np.zeros(1)
+    dense, expert = _params_per_gpu(job, g)
+    m = microbatches(g)
+    fp32_buffer = (job.grad_bytes >= 4.0) & (job.elem_bytes <= 2.0)
+    per_param = np.where(fp32_buffer, BF16_OPTIMIZER_ACCUMULATE_BYTES, 3.0 * job.grad_bytes * (m - 1.0) / m)
+    t = (dense + expert) * per_param / (job.memory_bandwidth * job.memory_efficiency)
+    return np.asarray(np.where(g.deepspeed_pipeline, t, 0.0))
 
 
 def hsdp_shard_group(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -641,7 +675,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p = coll["pp"]
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
-    pp = np.where(g.pp > 1, 2.0 * v * p2p, 0.0)
+    pp = np.where(g.pp > 1, np.where(g.deepspeed_pipeline, deepspeed_pipe_comm(g, p2p, coll["pp_gather"]),
+                                     2.0 * v * p2p), 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking}
     return _with_moe_a2a_overlap(g, comp, out)
@@ -667,11 +702,32 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     return {"tp": np.where(g.sequence_parallel, rs_ag, ar),
            "cp": _collective("sendrecv", kv_bytes, groups.context),
            "ep": _collective("alltoall", a2a_bytes, groups.expert),
-           "pp": _stage_boundary_time(groups, act / g.tp)}
+           "pp": _stage_boundary_time(groups, act / g.tp),
+           "pp_gather": _collective("allgather", act, groups.tensor) if np.any(g.deepspeed_pipeline) else 0.0 * act}
 
 
-def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarray:
-    """One send/recv across the pipeline's slowest stage boundary.
+def deepspeed_pipe_comm(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) -> np.ndarray:
+    """Pipeline communication seconds per micro-batch on one stage under DeepSpeed's PipelineEngine:
+
+        t_pp = 4 p2p + 3 [tp > 1] t_allgather_tp(b s h eb)
+
+    DeepSpeed's TrainSchedule (deepspeed/runtime/pipe/schedule.py, v0.5.0-v0.6.5) gives every stage, per
+    micro-batch, a forward step that opens with RecvActivation then SendGrad (with the stage before) and a
+    backward step that opens with SendActivation then RecvGrad (with the stage after). p2p.send/recv are
+    blocking broadcasts in a 2-rank group (deepspeed/runtime/pipe/p2p.py), so the activation and the gradient of
+    one exchange follow each other instead of sharing the link both ways as Megatron's batched
+    send_forward_recv_backward does: 4 send/recvs per micro-batch on a stage, against Megatron's 2. Both are
+    partitioned over the TP group (PipelineEngine: is_pipe_partitioned = is_grad_partitioned = model-parallel,
+    since v0.5.4; ``p2p`` is one TP shard b s h eb / tp, as for Megatron) and rebuilt with
+    PartitionedTensor.full(), an all-gather over TP of the whole b s h activation: the received input before
+    the forward, the stage's own output and the received gradient before the backward (3 per micro-batch).
+    A step-by-step simulation of the schedule with blocking exchanges (tests/test_step.py) gives a steady state
+    of t_f + t_b + 4 p2p per micro-batch; DeepSpeed has no interleaved schedule."""
+    return np.asarray(4.0 * p2p + np.where(g.tp > 1, 3.0 * gather, 0.0))
+
+
+def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray, op: str = "sendrecv") -> np.ndarray:
+    """One send/recv (or another 2-rank collective ``op``) across the pipeline's slowest stage boundary.
 
     1F1B runs at the pace of its slowest boundary: the one that splits the pipeline's block of
     pp x s GPUs across the outermost tier it spans (pair extent = the whole pipeline), s the GPUs
@@ -684,11 +740,11 @@ def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarr
     The boundary pair and the tier it crosses come from the placement (``groups.pipeline``).
     """
     pair = groups.pipeline
-    tapered = _collective("sendrecv", nbytes, pair)
+    tapered = _collective(op, nbytes, pair)
     over = pair.oversubscription
     if np.all(over <= 1.0):
         return tapered
-    untapered = _collective("sendrecv", nbytes, pair.untapered())
+    untapered = _collective(op, nbytes, pair.untapered())
     spans = pair.spans
     k = pair.tier
     child = np.where(k > 0, spans[np.maximum(k - 1, 0)], 1.0)
@@ -696,6 +752,32 @@ def _stage_boundary_time(groups: ParallelGroups, nbytes: np.ndarray) -> np.ndarr
     o_eff = np.maximum(1.0, o * np.minimum(groups.pp_stride, child) / child)
     share = np.divide(o_eff - 1.0, o - 1.0, out=np.zeros_like(o_eff), where=o > 1.0)
     return untapered + (tapered - untapered) * share
+
+
+def tied_embedding_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups) -> np.ndarray:
+    """Seconds of the all-reduce of the tied word-embedding gradient between the first and the last pipeline
+    stage, once per step after the pipeline flush (0 without a pipeline or with untied embeddings).
+
+        bytes = V h / tp x grad_bytes        one TP shard of the V x h word-embedding gradient
+        t     = all-reduce(bytes) over 2 ranks: the same TP/DP rank of the first and the last stage
+
+    With tied embeddings and pp > 1 the input embedding lives on the first stage and its copy, the output
+    layer, on the last; both accumulate a gradient that must be summed before the optimizer step. Megatron-LM
+    does it after the pipeline flush and the data-parallel gradient sync, outside any overlap (megatron/
+    training.py train_step, 2021: "All-reduce word_embeddings' grad across first and last stages to ensure
+    that word_embeddings parameters stay in sync"; Megatron-Core finalize_model_grads ->
+    _allreduce_word_embedding_grads over the embedding group); DeepSpeed's PipelineEngine runs
+    ReduceTiedGrads after the last BackwardPass, before ReduceGrads (deepspeed/runtime/pipe/schedule.py
+    TrainSchedule.steps, v0.5.0-v0.6.5). The pair lies at either end of the pipeline, so it crosses the
+    outermost tier the pipeline spans: priced as the slowest stage boundary's send/recv is
+    (:func:`_stage_boundary_time`: the 2-rank placement ``groups.pipeline``, every GPU of a stage at once, the
+    same per-flow taper)."""
+    if not job.is_transformer:
+        return np.zeros(1)
+    sh = job.shape
+    nbytes = float(sh.vocab) * float(sh.hidden) / g.tp * job.grad_bytes
+    t = _stage_boundary_time(groups, np.asarray(nbytes, dtype=float), "allreduce")
+    return np.asarray(np.where(sh.tied_embeddings & (g.pp > 1), t, 0.0))
 
 
 def _etp(g: StrategyGrid) -> np.ndarray:
@@ -1084,7 +1166,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb)
     opt = _optimizer_time(job, g)
     imbalance_s = _imbalance(job, g, m, comp["total"])
-    local = (m + bubble_mb) * t_mb + opt + imbalance_s  # one worker's step without waiting on others
+    tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
+    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied  # one worker's step without waiting on others
     off = _offload_exposed(job, g, comp_dp, m, groups)  # offload needs pp = 1: no bubble to scale
     local = local + off
     cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local)
@@ -1104,7 +1187,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
         "tp_comm": m * mp["tp"], "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
         "pp_comm": m * mp["pp"], "host": m * host, "offload": off, "bubble": bubble_mb * t_mb,
-        "dp_comm": np.maximum(dp_term, 0.0),
+        "dp_comm": np.maximum(dp_term, 0.0), "embed_comm": tied,
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
         "overhead": np.full(np.shape(step), job.step_overhead),  # docs/model.md#overhead
     }

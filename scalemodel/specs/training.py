@@ -155,6 +155,12 @@ class StrategySpec(Spec, kw_only=True):
     overlap_param_gather: Annotated[bool, Meta(description=(
         "zero 1/2 (distributed optimizer): the parameter all-gather runs under the next step's first forward pass "
         "(Megatron-LM --overlap-param-gather); default: the whole gradient sync shares the last backward"))] = False
+    deepspeed_pipeline: Annotated[bool, Meta(description=(
+        "the pipeline runs on DeepSpeed's PipelineEngine (Megatron-DeepSpeed): each stage boundary exchanges the "
+        "activation and then the gradient, one after the other (4 send/recvs per micro-batch on a stage, not 2), "
+        "both partitioned over TP and gathered back (3 TP all-gathers per micro-batch), and every micro-batch's "
+        "weight gradients are added into the accumulation buffer by a separate pass (docs/model.md#pp-comm)"
+    ))] = False
     assignment: Annotated[AssignmentText, Meta(
         description="micro-batches split equally up front, or pulled from a shared queue")] = "static"
     dispatch_overhead: Annotated[SecondsOrZero | None, Meta(description=(

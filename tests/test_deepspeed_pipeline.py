@@ -1,0 +1,154 @@
+"""DeepSpeed's PipelineEngine (strategy ``deepspeed_pipeline``): its TrainSchedule simulated step by step with
+blocking exchanges, the per-micro-batch pipeline traffic and the gradient-accumulation pass, by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import collectives as coll
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.step import evaluate, grad_accumulation_time
+from scalemodel.errors import InputError
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+
+
+def ds_commands(stage: int, stages: int, m: int) -> list[tuple[str, int, int]]:
+    """One stage's instructions from DeepSpeed's TrainSchedule.steps (deepspeed/runtime/pipe/schedule.py,
+    v0.5.0-v0.6.5): 2 (m + stages - 1) steps; even stages run forwards on even steps, odd stages on odd steps;
+    a forward step opens with RecvActivation then SendGrad (previous stage), a backward step with
+    SendActivation then RecvGrad (next stage); the sends carry the previous step's micro-batch."""
+    def valid(k: int) -> bool:
+        return 0 <= k < m
+
+    def step_to_micro_batch(step: int) -> tuple[int, bool]:
+        if step % 2 == 0 and stage % 2 == 0:
+            return step // 2 - stage // 2, True
+        if step % 2 == 1 and stage % 2 == 1:
+            return (step - 1) // 2 - stage // 2, True
+        if step % 2 == 0:
+            return step // 2 - stages + (stage + 1) // 2, False
+        return (step - 1) // 2 - stages + 1 + stage // 2, False
+
+    out: list[tuple[str, int, int]] = []
+    prev = -1
+    for step in range(2 * (m + stages - 1)):
+        k, forward = step_to_micro_batch(step)
+        if forward:
+            if valid(k) and stage > 0:
+                out.append(("recv_act", stage - 1, k))
+            if valid(prev) and stage > 0:
+                out.append(("send_grad", stage - 1, prev))
+        else:
+            if valid(prev) and stage < stages - 1:
+                out.append(("send_act", stage + 1, prev))
+            if valid(k) and stage < stages - 1:
+                out.append(("recv_grad", stage + 1, k))
+        if valid(k):
+            out.append(("F" if forward else "B", -1, k))
+        prev = k
+    return out
+
+
+def simulate(stages: int, m: int, tf: float, tb: float, c: float) -> float:
+    """Wall time of one TrainSchedule batch: compute runs in order; each send/recv is a rendezvous of the two
+    stages (a broadcast in a 2-rank group) that starts when both reach it and takes c seconds."""
+    prog = [ds_commands(s, stages, m) for s in range(stages)]
+    pc, t = [0] * stages, [0.0] * stages
+    partner = {"recv_act": "send_act", "send_act": "recv_act", "send_grad": "recv_grad", "recv_grad": "send_grad"}
+    while any(pc[s] < len(prog[s]) for s in range(stages)):
+        moved = False
+        for s in range(stages):
+            while pc[s] < len(prog[s]):
+                op, peer, k = prog[s][pc[s]]
+                if op in ("F", "B"):
+                    t[s] += tf if op == "F" else tb
+                elif pc[peer] < len(prog[peer]) and prog[peer][pc[peer]] == (partner[op], s, k):
+                    t[s] = t[peer] = max(t[s], t[peer]) + c
+                    pc[peer] += 1
+                else:
+                    break
+                pc[s] += 1
+                moved = True
+        assert moved, "deadlock"
+    return max(t)
+
+
+def test_train_schedule_is_1f1b_without_traffic() -> None:
+    """With free exchanges the schedule takes the 1F1B time (m + p - 1)(t_f + t_b)."""
+    for p, m, tf, tb in ((4, 8, 1.0, 2.0), (5, 3, 1.0, 3.0), (2, 1, 1.0, 2.0)):
+        assert simulate(p, m, tf, tb, 0.0) == pytest.approx((m + p - 1) * (tf + tb))
+
+
+def test_train_schedule_pays_four_exchanges_per_microbatch() -> None:
+    """Blocking exchanges, activation then gradient: the steady state grows by t_f + t_b + 4c per micro-batch
+    (Megatron's batched send_forward_recv_backward: 2c), which deepspeed_pipeline prices."""
+    for p, tf, tb, c in ((4, 1.0, 2.0, 0.1), (6, 1.0, 3.0, 0.05)):
+        slope = simulate(p, 41, tf, tb, c) - simulate(p, 40, tf, tb, c)
+        assert slope == pytest.approx(tf + tb + 4 * c, rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def a100():  # type: ignore[no-untyped-def]
+    return load_cluster("dgx-a100")
+
+
+def one(cluster, workload, training, gpus, **strategy):  # type: ignore[no-untyped-def]
+    job = build_job(cluster, workload, training)
+    g = grid_from_strategy(StrategySpec(**strategy), training, gpus, job)
+    return job, g, evaluate(job, g)
+
+
+def val(a) -> float:  # type: ignore[no-untyped-def]
+    return float(np.asarray(a).reshape(-1)[0])
+
+
+def test_pipeline_traffic_is_four_shards_and_three_tp_gathers(a100) -> None:  # type: ignore[no-untyped-def]
+    wl = load_workload("gpt-7.5b")
+    training = TrainingSpec(global_batch=64, micro_batch=1)
+    _, _, mega = one(a100, wl, training, 64, tp=2, pp=4)
+    job, _, ds = one(a100, wl, training, 64, tp=2, pp=4, deepspeed_pipeline=True)
+    act = wl.seq_len * wl.hidden * 2.0  # b s h x 2 bytes
+    p2p = val(coll.collective_time("sendrecv", act / 2, 2, job.network, stride=2 * 8))  # stages 16 GPUs apart
+    gather = val(coll.collective_time("allgather", act, 2, job.network, stride=1))
+    m = 8
+    assert val(mega.breakdown["pp_comm"]) == pytest.approx(m * 2 * p2p, rel=1e-9)
+    assert val(ds.breakdown["pp_comm"]) == pytest.approx(m * (4 * p2p + 3 * gather), rel=1e-9)
+    # by hand: half of b s h x 2 bytes over one 200 Gb/s HDR NIC at 0.96 of line rate, plus a hop latency
+    assert act / 2 / (25e9 * 0.96) < p2p < 1.1 * act / 2 / (25e9 * 0.96) + 20e-6
+
+
+def test_gradient_accumulation_pass_by_hand(a100) -> None:  # type: ignore[no-untyped-def]
+    """bf16 with an fp32 gradient buffer: 18 bytes per parameter per micro-batch (BF16_Optimizer's cast and
+    add); 16-bit gradients: autograd's in-place add, 3 x 2 bytes for all micro-batches but the first."""
+    wl = load_workload("gpt-7.5b")
+    for grad_bytes, per_param in ((4.0, 18.0), (2.0, 3 * 2.0 * 7 / 8)):
+        training = TrainingSpec(global_batch=64, micro_batch=1, grad_bytes_per_param=grad_bytes)
+        job, g, _ = one(a100, wl, training, 64, tp=2, pp=4, deepspeed_pipeline=True)
+        params_gpu = job.params / (2 * 4)  # tp 2 x pp 4, m = 8 micro-batches
+        expected = params_gpu * per_param / (job.memory_bandwidth * job.memory_efficiency)
+        assert val(grad_accumulation_time(job, g)) == pytest.approx(expected, rel=1e-9)
+        _, g0, _ = one(a100, wl, training, 64, tp=2, pp=4)
+        assert val(grad_accumulation_time(job, g0)) == 0.0
+    # A100 80GB HBM2e 2.039 TB/s: 0.94 B parameters x 18 bytes is 8.3 ms a micro-batch at the full rate
+    assert 0.0083 < val(grad_accumulation_time(job, g)) * (18.0 / (3 * 2.0 * 7 / 8)) < 0.012
+
+
+def test_deepspeed_pipeline_has_no_interleaved_schedule(a100) -> None:  # type: ignore[no-untyped-def]
+    wl = load_workload("gpt-7.5b")
+    training = TrainingSpec(global_batch=64, micro_batch=1)
+    with pytest.raises(InputError, match="deepspeed_pipeline"):
+        one(a100, wl, training, 64, tp=2, pp=4, schedule="interleaved:2", deepspeed_pipeline=True)
+
+
+def test_plan_with_deepspeed_pipeline_searches_1f1b_only(cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    res = cli("plan", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--set", "strategy.deepspeed_pipeline=true",
+              "--json")
+    assert res.code == 0, res.err
+    ranked = json.loads(res.out)["ranked"]
+    assert ranked and all(r["strategy"]["schedule"] == "1f1b" and r["strategy"]["deepspeed_pipeline"] for r in ranked)
+    bad = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--schedule",
+              "interleaved:2", "--set", "strategy.deepspeed_pipeline=true")
+    assert bad.code == 2 and bad.err.startswith("error: strategy.deepspeed_pipeline:") and "Traceback" not in bad.err
