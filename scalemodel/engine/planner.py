@@ -489,6 +489,18 @@ def _bound_factor(job: Job, cfg: dict[str, np.ndarray], sync: str, mask: np.ndar
     return a, b
 
 
+def _class_factor(factor: list[tuple[np.ndarray, np.ndarray]], mode_mask: list[np.ndarray], members: list[int]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The least (a, b) of :func:`_bound_factor` over the sync modes ``members`` of an evaluation class, per
+    configuration (a = inf, b = 0 where none of them applies: such candidates are pruned)."""
+    n = len(mode_mask[0]) if mode_mask else 0
+    if not members:
+        return np.full(n, np.inf), np.zeros(n)
+    a = np.min([factor[si][0] for si in members], axis=0)
+    b = np.min([np.where(mode_mask[si], factor[si][1], np.inf) for si in members], axis=0)
+    return a, np.where(np.isfinite(b), b, 0.0)
+
+
 def _predict_all(job: Job, picks: list[_Pick], kappa: float | None) -> list[Prediction]:
     """Full predictions for the picked candidates: one evaluate() per evaluation class over all of them (the
     sync modes that move bsp's traffic re-priced from one bsp evaluation, :func:`step.with_sync`)."""
@@ -711,12 +723,13 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # bound factors per class (the least over its modes, per configuration; see _bound_factor)
     factor = [_bound_factor(job, all_cfg, sync, mask, objective, kappa) for sync, mask in zip(modes, mode_mask,
                                                                                            strict=True)]
-    f_class = []
-    for members in classes:
-        a = np.min([factor[si][0] for si in members], axis=0)
-        b = np.min([np.where(mode_mask[si], factor[si][1], np.inf) for si in members], axis=0)
-        f_class.append((a, np.where(np.isfinite(b), b, 0.0)))
-    a_any = np.min([a for a, _b in f_class], axis=0)
+    # Per class and ZeRO group, (a, b) per configuration: at ZeRO 0 over every member, at ZeRO > 0 over the members
+    # that need no replica per rank (asp, ssp:S, local:H are infeasible there, code 15; a = inf where none is left)
+    f_class = [(_class_factor(factor, mode_mask, members), _class_factor(
+        factor, mode_mask, [si for si in members if not needs_replicas(modes[si])])) for members in classes]
+    a_any = np.min([f[z][0] for f in f_class for z in (0, 1)], axis=0)
+    a_sharded = np.min([f[1][0] for f in f_class], axis=0)  # at ZeRO > 0
+    sharded_z = axes["zero"] != int(Zero.NONE)  # the ZeRO stages the second factors apply to
     class_mask = [np.any([mode_mask[si] for si in members], axis=0) for members in classes]
     # modes with the same configurations (all but hier:G) are counted once, times their number
     mask_groups: dict[int, tuple[np.ndarray, int]] = {}
@@ -729,6 +742,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     covered = feasible_n = computed = derived = 0
     over_limit = 0.0
     reasons = np.zeros(max(REASON_KEYS) + 1, dtype=float)
+    n_codes = len(reasons)
     best = _Best(keep)
     fam_thr: dict[int, float] = {}
     stored: list[np.ndarray] = []  # survivors: columns lb, class, row, zero, recompute, sp, family
@@ -769,25 +783,42 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         ps_hit_all = valid_all & open_ & (zb > 0) & (not first_is_ps)
         weight = np.where(ps_hit_all, n_choice - n_ps, n_choice)
         good_all[lo:hi] = valid_all & feas & ~over
+        # per configuration and ZeRO group (0, > 0): the choices of each code (code n_codes: feasible but over the
+        # memory constraint), the valid candidates and those whose parameter-server choices ZeRO > 0 rules out;
+        # then each group of sync modes takes its configurations' sums (those needing replicas lose ZeRO > 0)
+        n_rows = hi - lo
+        code = np.where(feas & over, n_codes, reason)
+        at = ((np.arange(n_rows).reshape(-1, 1, 1, 1) * 2 + sharded_z.reshape(1, -1, 1, 1)) * (n_codes + 1) + code)
+        hist = np.bincount(at[valid_all], weights=weight[valid_all], minlength=n_rows * 2 * (n_codes + 1)).reshape(
+            n_rows, 2, n_codes + 1)
+        n_valid = np.count_nonzero(valid_all, axis=(1, 2, 3))
+        n_ps_hit = np.count_nonzero(ps_hit_all, axis=(1, 2, 3))
         for key, (mask, count) in mask_groups.items():
-            valid = valid_all & mask[lo:hi].reshape(-1, 1, 1, 1)
-            ps_hit = ps_hit_all & valid
-            covered += count * int(np.count_nonzero(valid)) * n_choice
-            r_k = np.where(((reason == 0) | (reason == oom)) & (zb > 0), replicas, reason) if key == -1 else reason
-            f_k = r_k == 0
-            bad = valid & ~f_k
-            reasons += count * np.bincount(r_k[bad], weights=weight[bad], minlength=len(reasons))
-            reasons[ps_bad] += count * n_ps * np.count_nonzero(ps_hit)
-            good = valid & f_k & ~over
-            feasible_n += count * int(weight[good].sum())
-            over_limit += count * float(weight[valid & f_k & over].sum())
+            w = count * mask[lo:hi]
+            h = hist.sum(axis=1)
+            if key == -1:  # ZeRO > 0: feasible, out of memory or over the limit all become sync_needs_replicas
+                h = hist[:, 0].copy()
+                h[:, replicas] += hist[:, 1, [0, oom, n_codes]].sum(axis=1)
+                h += np.where(np.isin(np.arange(n_codes + 1), [0, oom, n_codes]), 0.0, hist[:, 1])
+            covered += int(w @ n_valid) * n_choice
+            tot = w @ h
+            reasons[1:] += tot[1:n_codes]
+            reasons[ps_bad] += n_ps * float(w @ n_ps_hit)
+            feasible_n += int(round(tot[0]))
+            over_limit += float(tot[n_codes])
         # compute-only bound (traffic >= 0) of the configurations with a candidate that fits
         fit = lo + np.nonzero(good_all[lo:hi].any(axis=(1, 2, 3)))[0]
         if len(fit):
             sub = {k: v[fit] for k, v in all_cfg.items()}
             cf = np.broadcast_to(compute_floor(job, _outer_grid(gpus, global_batch, sub, 0, len(fit), axes, comm0,
                                                                 fixed)), (len(fit), 1, nr, ns))
-            bound_a[fit] = cf.reshape(len(fit), -1).min(axis=1) * a_any[fit] * scale * (1.0 - 1e-12)
+            # only the (recompute, SP) that fit somewhere count, each with the least factor of the ZeRO stages
+            # where it fits (the modes that need replicas only at ZeRO 0)
+            g_fit = good_all[fit]
+            fac = np.minimum(np.where(g_fit[:, ~sharded_z].any(axis=1), a_any[fit].reshape(-1, 1, 1), np.inf),
+                             np.where(g_fit[:, sharded_z].any(axis=1), a_sharded[fit].reshape(-1, 1, 1), np.inf))
+            bound_a[fit] = (cf.reshape(len(fit), nr, ns) * fac).reshape(len(fit), -1).min(axis=1) * scale * (
+                1.0 - 1e-12)
         done += sum(int(m[lo:hi].sum()) for m in mode_mask) * inner
         if progress is not None:
             progress(done, total)
@@ -814,17 +845,6 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         shape = good_idx.shape
         at_z = np.take_along_axis(good_idx, zstar.reshape(-1, 1, 1, 1), axis=1)  # (n, 1, R, S)
         lb = (res.microbatches + res.extras["bubble_microbatches"]) * res.extras["microbatch_time"] * (1.0 - 1e-12)
-        # the traffic floor: only ZeRO-3/FSDP/HSDP gathers have one, so it is priced only where they fit
-        floors = {fs: np.zeros(shape) for fs in dict.fromkeys(floor_sync)}
-        z3 = np.nonzero(axes["zero"] >= int(Zero.PARAMETERS))[0]
-        rows3 = np.nonzero(good_idx[:, z3].any(axis=(1, 2, 3)))[0] if len(z3) else np.zeros(0, dtype=np.int64)
-        if len(rows3):
-            sub3 = {k: v[rows3] for k, v in sub.items()}
-            g3 = replace(_outer_grid(gpus, global_batch, sub3, 0, len(rows3), axes, comm0, fixed),
-                         zero=axes["zero"][z3].reshape(1, -1, 1, 1))
-            for fs, fl in floors.items():
-                fl[rows3[:, None], z3[None, :]] = np.broadcast_to(dp_exposed_floor(job, g3, fs),
-                                                                  (len(rows3), len(z3), nr, ns)) * (1.0 - 1e-12)
         fams = fam_all[idx]
         for si in range(len(modes)):
             in_mode = mode_mask[si][idx].reshape(-1, 1, 1, 1)
@@ -846,11 +866,33 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                         v = float(best_row[fams == f].min())
                         if v < fam_thr.get(int(f), math.inf):
                             fam_thr[int(f)] = v
-        for ci, (f_local, f_comm) in enumerate(f_class):
+        # the traffic floor: only ZeRO-3/FSDP/HSDP gathers have one, so it is priced only where they fit and where
+        # the bound without it can still reach the threshold (refilter drops the others whatever their floor)
+        floors = {fs: np.zeros(shape) for fs in dict.fromkeys(floor_sync)}
+        z3 = np.nonzero(axes["zero"] >= int(Zero.PARAMETERS))[0]
+        cut = _family_cutoff(best.threshold, fam_thr, n_fam)[fams].reshape(-1, 1, 1, 1)
+        for fs, fl in floors.items():
+            need = np.zeros(len(idx), dtype=bool)
+            for ci, (_f0, (a1, b1)) in enumerate(f_class):
+                if floor_sync[ci] != fs or not len(z3):
+                    continue
+                reach = (lb * a1[idx].reshape(-1, 1, 1, 1) * scale <= cut) & (b1[idx] > 0).reshape(-1, 1, 1, 1)
+                need |= (good_idx[:, z3] & reach & class_mask[ci][idx].reshape(-1, 1, 1, 1)).any(axis=(1, 2, 3))
+            rows3 = np.nonzero(need)[0]
+            if len(rows3):
+                sub3 = {k: v[rows3] for k, v in sub.items()}
+                g3 = replace(_outer_grid(gpus, global_batch, sub3, 0, len(rows3), axes, comm0, fixed),
+                             zero=axes["zero"][z3].reshape(1, -1, 1, 1))
+                fl[rows3[:, None], z3[None, :]] = np.broadcast_to(dp_exposed_floor(job, g3, fs),
+                                                                  (len(rows3), len(z3), nr, ns)) * (1.0 - 1e-12)
+        sharded = sharded_z.reshape(1, -1, 1, 1)
+        for ci, ((a0, b0), (a1, b1)) in enumerate(f_class):
             in_class = good_idx & class_mask[ci][idx].reshape(-1, 1, 1, 1)
             floor = floors[floor_sync[ci]]
-            lbc = np.where(in_class, (lb * f_local[idx].reshape(-1, 1, 1, 1) + floor * f_comm[idx].reshape(-1, 1, 1, 1))
-                           * scale, np.inf)
+            f_local = np.where(sharded, a1[idx].reshape(-1, 1, 1, 1), a0[idx].reshape(-1, 1, 1, 1))
+            f_comm = np.where(sharded, b1[idx].reshape(-1, 1, 1, 1), b0[idx].reshape(-1, 1, 1, 1))
+            with np.errstate(invalid="ignore"):  # inf x 0 where no mode of the class applies: pruned below
+                lbc = np.where(in_class & np.isfinite(f_local), (lb * f_local + floor * f_comm) * scale, np.inf)
             lbf = lbc.ravel()
             cand = np.nonzero(np.isfinite(lbf))[0]
             if cand.size:
@@ -876,7 +918,12 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     batches = []
     for ci in np.unique(surv[:, 1]).astype(int):
         rows_ci = surv[surv[:, 1] == ci]
-        batches += [rows_ci[i:i + per2] for i in range(0, len(rows_ci), per2)]
+        # a class whose modes that need replicas (ZeRO 0 only) mix with others: its ZeRO 0 rows batched apart, so
+        # the other batches skip re-pricing those modes
+        kinds = {needs_replicas(modes[si]) for si in classes[ci]}
+        split = sharded_z[rows_ci[:, 3].astype(np.int64)] if len(kinds) == 2 else np.zeros(len(rows_ci), dtype=bool)
+        for part_ci in (rows_ci[~split], rows_ci[split]):
+            batches += [part_ci[i:i + per2] for i in range(0, len(part_ci), per2)]
     batches.sort(key=lambda b: float(b[0, 0]))  # the batch holding the best bound first, whatever its class
     for raw in batches:
         part = refilter(raw)
@@ -896,8 +943,11 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             ok0s.append(ok0.reshape(len(at), -1))
         fams = part[:, 6].astype(np.int64)
         in_mode_rows = [mode_mask[si][at[:, 0]].reshape(-1, 1) for si in range(len(modes))]
+        all_sharded = bool(np.all(sharded_z[at[:, 1]]))
         for si in classes[ci]:
             sync = modes[si]
+            if all_sharded and needs_replicas(sync):  # infeasible at ZeRO > 0 (code 15)
+                continue
             cols = []
             for grid, res0, ok0 in zip(grids, res0s, ok0s, strict=True):
                 res = res0 if sync == class_sync[ci] else with_sync(job, grid, res0, sync, kappa=kappa)
