@@ -764,6 +764,12 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     nz, nr, ns = (len(axes[k]) for k in ("zero", "recompute", "sequence_parallel"))
     good_all = np.zeros((n_cfg, nz, nr, ns), dtype=bool)  # feasible and within the memory constraint
     bound_a = np.full(n_cfg, np.inf)  # least compute-only bound of the configuration's candidates, any mode
+    # rank-order twins (adjacent rows that differ in the order alone) share the compute floor, which reads no
+    # placement: it is priced once per twin group (memory does read the order: HSDP's default group is a node's)
+    first = np.ones(n_cfg, dtype=bool)
+    first[1:] = np.any([v[1:] != v[:-1] for k, v in all_cfg.items() if k != "layout"], axis=0)
+    twin_of = np.cumsum(first) - 1
+    floor_of = np.full((int(twin_of[-1]) + 1 if n_cfg else 0, nr, ns), np.nan)  # per twin group, NaN: not priced
     for lo in range(0, n_cfg, per_chunk):
         hi = min(n_cfg, lo + per_chunk)
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
@@ -809,9 +815,13 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # compute-only bound (traffic >= 0) of the configurations with a candidate that fits
         fit = lo + np.nonzero(good_all[lo:hi].any(axis=(1, 2, 3)))[0]
         if len(fit):
-            sub = {k: v[fit] for k, v in all_cfg.items()}
-            cf = np.broadcast_to(compute_floor(job, _outer_grid(gpus, global_batch, sub, 0, len(fit), axes, comm0,
-                                                                fixed)), (len(fit), 1, nr, ns))
+            new = fit[np.isnan(floor_of[twin_of[fit], 0, 0])]
+            todo = new[np.unique(twin_of[new], return_index=True)[1]]  # one row per twin group not yet priced
+            if len(todo):
+                sub = {k: v[todo] for k, v in all_cfg.items()}
+                floor_of[twin_of[todo]] = np.broadcast_to(compute_floor(job, _outer_grid(
+                    gpus, global_batch, sub, 0, len(todo), axes, comm0, fixed)), (len(todo), 1, nr, ns))[:, 0]
+            cf = floor_of[twin_of[fit]]
             # only the (recompute, SP) that fit somewhere count, each with the least factor of the ZeRO stages
             # where it fits (the modes that need replicas only at ZeRO 0)
             g_fit = good_all[fit]
