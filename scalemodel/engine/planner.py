@@ -839,12 +839,18 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # no ZeRO stage, communication choice or sync mode changes, plus the traffic no choice hides.
     order = np.argsort(bound_a, kind="stable")
     order = order[np.isfinite(bound_a[order])]
-    for start in range(0, len(order), per_chunk):
-        idx = order[start:start + per_chunk]
+    # batches of the configurations that can still reach the threshold, in bound order: the first small, to set a
+    # threshold, then CHUNK_CANDIDATES candidates each (the cutoffs only fall, so a configuration left out stays out)
+    per_1b = max(per_chunk, CHUNK_CANDIDATES // max(nr * ns, 1))
+    pos = 0
+    while pos < len(order):
         lut = _family_cutoff(best.threshold, fam_thr, n_fam)
-        idx = idx[bound_a[idx] <= lut[fam_all[idx]]]
-        if not len(idx):
-            continue
+        rest = order[pos:]
+        sel = np.nonzero(bound_a[rest] <= lut[fam_all[rest]])[0][:per_chunk if pos == 0 else per_1b]
+        if not len(sel):
+            break
+        idx = rest[sel]
+        pos += int(sel[-1]) + 1
         good_idx = good_all[idx]
         zstar = np.argmax(good_idx.any(axis=(2, 3)), axis=1)  # first ZeRO stage where some candidate fits
         sub = {k: v[idx] for k, v in all_cfg.items()}
