@@ -97,6 +97,9 @@ from scalemodel.specs.constraints import keep as allowed_by
 OBJECTIVES = ("throughput", "time-to-train", "cost")
 #: Candidates per evaluate() call: bounds memory (well under 500 MB) and paces the progress bar.
 CHUNK_CANDIDATES = 100_000
+#: Candidates per call of pass 1a, which prices memory, feasibility and the compute floor only (no evaluate()):
+#: fewer, larger calls; its arrays stay under ~100 MB.
+COUNT_CHUNK_CANDIDATES = 400_000
 #: Plans per objective the Pareto front is drawn from.
 PARETO_POOL = 50
 #: Relative gap under which two plans that differ in one choice are near-duplicates.
@@ -705,7 +708,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     comm0 = {f: choices[f][0] for f in COMM_FIELDS}
     first_is_ps = bool(choices["ps_servers"][0] > 0)
     inner = int(np.prod([len(a) for a in axes.values()]))
-    per_chunk = max(1, CHUNK_CANDIDATES // max(inner, 1))
+    per_chunk = max(1, COUNT_CHUNK_CANDIDATES // max(inner, 1))
     mode_mask = [_sync_mask(all_cfg, sync) for sync in modes]
     fam_all = _family_code(all_cfg)
     total = sum(int(m.sum()) for m in mode_mask) * inner
@@ -839,14 +842,16 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # no ZeRO stage, communication choice or sync mode changes, plus the traffic no choice hides.
     order = np.argsort(bound_a, kind="stable")
     order = order[np.isfinite(bound_a[order])]
-    # batches of the configurations that can still reach the threshold, in bound order: the first small, to set a
-    # threshold, then CHUNK_CANDIDATES candidates each (the cutoffs only fall, so a configuration left out stays out)
-    per_1b = max(per_chunk, CHUNK_CANDIDATES // max(nr * ns, 1))
+    # batches of the configurations that can still reach the threshold, in bound order: the first a third of the
+    # others, to set a threshold early, then CHUNK_CANDIDATES candidates each (the cutoffs only fall, so a
+    # configuration left out stays out)
+    per_1b = max(1, CHUNK_CANDIDATES // max(nr * ns, 1))
+    first_1b = max(1, per_1b // 3)
     pos = 0
     while pos < len(order):
         lut = _family_cutoff(best.threshold, fam_thr, n_fam)
         rest = order[pos:]
-        sel = np.nonzero(bound_a[rest] <= lut[fam_all[rest]])[0][:per_chunk if pos == 0 else per_1b]
+        sel = np.nonzero(bound_a[rest] <= lut[fam_all[rest]])[0][:first_1b if pos == 0 else per_1b]
         if not len(sel):
             break
         idx = rest[sel]
