@@ -13,8 +13,10 @@ Decomposed search (branch and bound, exact):
 1a. *Counts and a compute-only bound.* For every configuration (dp, tp, pp, cp, ep, rank order,
     micro-batch, schedule) x recompute x SP: the feasibility codes and memory at every ZeRO stage (the exact counts of
     the whole space, no step time priced), and a bound per configuration: (m + bubble) x the busiest
-    stage's compute (:func:`scalemodel.engine.step.compute_floor`), times the least factor any sync mode
-    puts on a one-worker step (its straggler wait over its statistical efficiency, :func:`_bound_factor`).
+    stage's compute (:func:`scalemodel.engine.step.compute_floor`, priced once per rank-order twin), times the
+    least factor any sync mode puts on a one-worker step (its straggler wait over its statistical efficiency,
+    :func:`_bound_factor`), the least over the (recompute, SP) that fit at some ZeRO stage; the modes that need
+    a replica per rank (asp, ssp:S, local:H, infeasible at ZeRO > 0: code 15) bound the ZeRO 0 stages only.
 1b. *Outer pass.* Configurations best bound first, while the bound can still reach the best ``keep``
     values found (or the best of their parallelism family), are evaluated at their first feasible ZeRO
     stage with one data-parallel communication choice (the first allowed: NCCL auto, no compression,
@@ -24,14 +26,16 @@ Decomposed search (branch and bound, exact):
     pair: (m + bubble) x t_mb (compute, TP, CP, EP, PP, their contention, bubble: no ZeRO stage,
     communication choice or sync mode changes it) times the sync factor, plus the ZeRO-3/FSDP/HSDP
     gathers no communication choice hides (:func:`scalemodel.engine.step.dp_exposed_floor`) times what
-    the sync mode makes of traffic; the other parts (optimizer, the rest of dp_comm, straggler,
-    imbalance) are >= 0, and statistical efficiency <= 1.
+    the sync mode makes of traffic (at ZeRO > 0 over the class's modes that need no replica); the other
+    parts (optimizer, the rest of dp_comm, straggler, imbalance) are >= 0, and statistical efficiency <= 1.
+    Batches after the first hold CHUNK_CANDIDATES candidates of the configurations still in reach.
 2.  *Communication pass.* Pairs whose bound cannot reach the threshold are pruned; the rest, best bound
     first across the evaluation classes, are evaluated on every communication choice at once (the
     all-reduce choices as a cartesian block, one axis per field, :func:`_comm_blocks`), and the threshold
     tightens as exact values come in. The sync modes that move bsp's data-parallel traffic (all but
     hier:G, and asp/ssp on a parameter server) share one evaluation; each hier:G (and asp/ssp with a
-    parameter server) has its own.
+    parameter server) has its own. A class's ZeRO 0 pairs are batched apart, so asp, ssp:S and local:H are
+    re-priced on those batches only.
 
 Feasibility depends on the communication choice only through "parameter server needs ZeRO 0", so the
 infeasible counts of the whole space are exact without evaluating it (``candidates_evaluated`` counts
