@@ -626,3 +626,26 @@ def test_modes_that_step_apart_are_searched_on_unsharded_replicas_only(modes):
     assert res.objective_values[0] == pytest.approx(expect, rel=1e-12)
     apart = [p for p in res.ranked if p.strategy["sync"] != "bsp"]
     assert apart and all(str(p.strategy["zero"]) == "0" for p in apart)
+
+
+@pytest.mark.parametrize("modes,cv,objective", [
+    (("asp", "local:4", "bsp"), 0.0, "throughput"),  # the class's ZeRO > 0 bound from bsp alone
+    (("local:2", "ssp:2", "hier:2", "backup:2"), 0.1, "time-to-train"),  # stragglers: factors differ per mode
+    (("asp", "local:4"), 0.05, "throughput"),  # every mode needs replicas: ZeRO > 0 pruned without evaluation
+])
+def test_decomposed_search_equals_brute_force_where_replicas_prune(modes, cv, objective):
+    """The bound of the modes that need a replica per rank holds at ZeRO 0 only (code 15), pass 2 re-prices them on
+    ZeRO 0 batches only, and GPipe/ZB-H1 are bounded with their bubble: on a memory-tight job where ZeRO 0 and
+    ZeRO > 0 both fit somewhere, the decomposed search still finds the brute-force best and count."""
+    from dataclasses import replace
+
+    job, _cl, _wl = _job(cluster="dgx-a100-40g", model="llama2-13b", sets=["layers=8"], global_batch=16)
+    job = replace(job, straggler_cv=cv)
+    cons = {"cp": [("=", 1)]}
+    feasible: list[int] = []
+    expect, n = _brute_force_best(job, 8, 16, cons, modes, objective=objective, feasible=feasible)
+    res = planner.search(job, 8, 16, top=3, constraints=cons, sync_modes=modes, objective=objective)
+    assert res.candidates_evaluated == n and res.feasible == sum(feasible)
+    assert res.infeasible_by_reason["sync_needs_replicas"] > 0 and res.infeasible_by_reason["out_of_memory"] > 0
+    assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)
+    assert res.search["evaluated"] < n

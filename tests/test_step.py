@@ -432,6 +432,28 @@ def test_dp_exposed_floor_is_below_every_communication_choice(a100, model) -> No
         assert np.all(floor[z3] > 0) and np.all(floor[~np.broadcast_to(gg.zero >= 3, floor.shape)] == 0)
 
 
+def test_compute_floor_keeps_the_fixed_bubble_of_gpipe_and_zero_bubble(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """GPipe and ZB-H1 keep evaluate's textbook bubble (p - 1, (p - 1)/3 micro-batches of t_mb), so their floor
+    is at least (m + bubble)/m x the compute evaluate books (m x the busiest stage's compute) and still at most
+    evaluate's pipelined part (m + bubble) x t_mb."""
+    from scalemodel.engine.step import compute_floor
+
+    job = job_for(a100, gpt, global_batch=64)
+    pp = np.array([2, 4, 3]).reshape(3, 1, 1)  # 3 stages split 32 layers unevenly
+    sched = np.array([2, 3]).reshape(1, 2, 1)  # GPipe, ZB-H1
+    rec = np.array([0, 2]).reshape(1, 1, 2)
+    g = grid_from_arrays(gpus=24, dp=24 // (2 * pp), tp=2, pp=pp, micro_batch=1, global_batch=48, schedule=sched,
+                         recompute=rec)
+    res = evaluate(job, g)
+    m = np.asarray(res.microbatches)
+    bubble = np.broadcast_to(np.where(sched == 2, pp - 1.0, (pp - 1.0) / 3.0), g.shape)
+    np.testing.assert_allclose(np.asarray(res.extras["bubble_microbatches"]), bubble, rtol=1e-12)
+    pipelined = np.asarray((m + bubble) * res.extras["microbatch_time"])
+    floor = np.broadcast_to(compute_floor(job, g), g.shape)
+    booked = np.asarray(res.breakdown["compute"]) * (m + bubble) / m
+    assert np.all(booked <= floor * (1 + 1e-12)) and np.all(floor <= pipelined * (1 + 1e-12))
+
+
 def test_compute_floor_and_feasibility_match_evaluate(a100, gpt) -> None:  # type: ignore[no-untyped-def]
     """The planner's compute-only floor is evaluate's pipelined part without its traffic, (m + bubble) x busiest
     stage compute <= (m + bubble) x t_mb (equal where nothing communicates), and its feasibility codes are

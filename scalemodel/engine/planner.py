@@ -13,8 +13,10 @@ Decomposed search (branch and bound, exact):
 1a. *Counts and a compute-only bound.* For every configuration (dp, tp, pp, cp, ep, rank order,
     micro-batch, schedule) x recompute x SP: the feasibility codes and memory at every ZeRO stage (the exact counts of
     the whole space, no step time priced), and a bound per configuration: (m + bubble) x the busiest
-    stage's compute (:func:`scalemodel.engine.step.compute_floor`), times the least factor any sync mode
-    puts on a one-worker step (its straggler wait over its statistical efficiency, :func:`_bound_factor`).
+    stage's compute (:func:`scalemodel.engine.step.compute_floor`, priced once per rank-order twin), times the
+    least factor any sync mode puts on a one-worker step (its straggler wait over its statistical efficiency,
+    :func:`_bound_factor`), the least over the (recompute, SP) that fit at some ZeRO stage; the modes that need
+    a replica per rank (asp, ssp:S, local:H, infeasible at ZeRO > 0: code 15) bound the ZeRO 0 stages only.
 1b. *Outer pass.* Configurations best bound first, while the bound can still reach the best ``keep``
     values found (or the best of their parallelism family), are evaluated at their first feasible ZeRO
     stage with one data-parallel communication choice (the first allowed: NCCL auto, no compression,
@@ -24,14 +26,16 @@ Decomposed search (branch and bound, exact):
     pair: (m + bubble) x t_mb (compute, TP, CP, EP, PP, their contention, bubble: no ZeRO stage,
     communication choice or sync mode changes it) times the sync factor, plus the ZeRO-3/FSDP/HSDP
     gathers no communication choice hides (:func:`scalemodel.engine.step.dp_exposed_floor`) times what
-    the sync mode makes of traffic; the other parts (optimizer, the rest of dp_comm, straggler,
-    imbalance) are >= 0, and statistical efficiency <= 1.
+    the sync mode makes of traffic (at ZeRO > 0 over the class's modes that need no replica); the other
+    parts (optimizer, the rest of dp_comm, straggler, imbalance) are >= 0, and statistical efficiency <= 1.
+    Batches after the first hold CHUNK_CANDIDATES candidates of the configurations still in reach.
 2.  *Communication pass.* Pairs whose bound cannot reach the threshold are pruned; the rest, best bound
     first across the evaluation classes, are evaluated on every communication choice at once (the
     all-reduce choices as a cartesian block, one axis per field, :func:`_comm_blocks`), and the threshold
     tightens as exact values come in. The sync modes that move bsp's data-parallel traffic (all but
     hier:G, and asp/ssp on a parameter server) share one evaluation; each hier:G (and asp/ssp with a
-    parameter server) has its own.
+    parameter server) has its own. A class's ZeRO 0 pairs are batched apart, so asp, ssp:S and local:H are
+    re-priced on those batches only.
 
 Feasibility depends on the communication choice only through "parameter server needs ZeRO 0", so the
 infeasible counts of the whole space are exact without evaluating it (``candidates_evaluated`` counts
@@ -98,6 +102,9 @@ from scalemodel.specs.constraints import keep as allowed_by
 OBJECTIVES = ("throughput", "time-to-train", "cost")
 #: Candidates per evaluate() call: bounds memory (well under 500 MB) and paces the progress bar.
 CHUNK_CANDIDATES = 100_000
+#: Candidates per call of pass 1a, which prices memory, feasibility and the compute floor only (no evaluate()):
+#: fewer, larger calls; its arrays stay under ~100 MB.
+COUNT_CHUNK_CANDIDATES = 400_000
 #: Plans per objective the Pareto front is drawn from.
 PARETO_POOL = 50
 #: Relative gap under which two plans that differ in one choice are near-duplicates.
@@ -491,6 +498,18 @@ def _bound_factor(job: Job, cfg: dict[str, np.ndarray], sync: str, mask: np.ndar
     return a, b
 
 
+def _class_factor(factor: list[tuple[np.ndarray, np.ndarray]], mode_mask: list[np.ndarray], members: list[int]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The least (a, b) of :func:`_bound_factor` over the sync modes ``members`` of an evaluation class, per
+    configuration (a = inf, b = 0 where none of them applies: such candidates are pruned)."""
+    n = len(mode_mask[0]) if mode_mask else 0
+    if not members:
+        return np.full(n, np.inf), np.zeros(n)
+    a = np.min([factor[si][0] for si in members], axis=0)
+    b = np.min([np.where(mode_mask[si], factor[si][1], np.inf) for si in members], axis=0)
+    return a, np.where(np.isfinite(b), b, 0.0)
+
+
 def _predict_all(job: Job, picks: list[_Pick], kappa: float | None) -> list[Prediction]:
     """Full predictions for the picked candidates: one evaluate() per evaluation class over all of them (the
     sync modes that move bsp's traffic re-priced from one bsp evaluation, :func:`step.with_sync`)."""
@@ -695,7 +714,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     comm0 = {f: choices[f][0] for f in COMM_FIELDS}
     first_is_ps = bool(choices["ps_servers"][0] > 0)
     inner = int(np.prod([len(a) for a in axes.values()]))
-    per_chunk = max(1, CHUNK_CANDIDATES // max(inner, 1))
+    per_chunk = max(1, COUNT_CHUNK_CANDIDATES // max(inner, 1))
     mode_mask = [_sync_mask(all_cfg, sync) for sync in modes]
     fam_all = _family_code(all_cfg)
     total = sum(int(m.sum()) for m in mode_mask) * inner
@@ -713,12 +732,13 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # bound factors per class (the least over its modes, per configuration; see _bound_factor)
     factor = [_bound_factor(job, all_cfg, sync, mask, objective, kappa) for sync, mask in zip(modes, mode_mask,
                                                                                            strict=True)]
-    f_class = []
-    for members in classes:
-        a = np.min([factor[si][0] for si in members], axis=0)
-        b = np.min([np.where(mode_mask[si], factor[si][1], np.inf) for si in members], axis=0)
-        f_class.append((a, np.where(np.isfinite(b), b, 0.0)))
-    a_any = np.min([a for a, _b in f_class], axis=0)
+    # Per class and ZeRO group, (a, b) per configuration: at ZeRO 0 over every member, at ZeRO > 0 over the members
+    # that need no replica per rank (asp, ssp:S, local:H are infeasible there, code 15; a = inf where none is left)
+    f_class = [(_class_factor(factor, mode_mask, members), _class_factor(
+        factor, mode_mask, [si for si in members if not needs_replicas(modes[si])])) for members in classes]
+    a_any = np.min([f[z][0] for f in f_class for z in (0, 1)], axis=0)
+    a_sharded = np.min([f[1][0] for f in f_class], axis=0)  # at ZeRO > 0
+    sharded_z = axes["zero"] != int(Zero.NONE)  # the ZeRO stages the second factors apply to
     class_mask = [np.any([mode_mask[si] for si in members], axis=0) for members in classes]
     # modes with the same configurations (all but hier:G) are counted once, times their number
     mask_groups: dict[int, tuple[np.ndarray, int]] = {}
@@ -731,6 +751,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     covered = feasible_n = computed = derived = 0
     over_limit = 0.0
     reasons = np.zeros(max(REASON_KEYS) + 1, dtype=float)
+    n_codes = len(reasons)
     best = _Best(keep)
     fam_thr: dict[int, float] = {}
     stored: list[np.ndarray] = []  # survivors: columns lb, class, row, zero, recompute, sp, family
@@ -752,6 +773,12 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     nz, nr, ns = (len(axes[k]) for k in ("zero", "recompute", "sequence_parallel"))
     good_all = np.zeros((n_cfg, nz, nr, ns), dtype=bool)  # feasible and within the memory constraint
     bound_a = np.full(n_cfg, np.inf)  # least compute-only bound of the configuration's candidates, any mode
+    # rank-order twins (adjacent rows that differ in the order alone) share the compute floor, which reads no
+    # placement: it is priced once per twin group (memory does read the order: HSDP's default group is a node's)
+    first = np.ones(n_cfg, dtype=bool)
+    first[1:] = np.any([v[1:] != v[:-1] for k, v in all_cfg.items() if k != "layout"], axis=0)
+    twin_of = np.cumsum(first) - 1
+    floor_of = np.full((int(twin_of[-1]) + 1 if n_cfg else 0, nr, ns), np.nan)  # per twin group, NaN: not priced
     for lo in range(0, n_cfg, per_chunk):
         hi = min(n_cfg, lo + per_chunk)
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
@@ -771,25 +798,46 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         ps_hit_all = valid_all & open_ & (zb > 0) & (not first_is_ps)
         weight = np.where(ps_hit_all, n_choice - n_ps, n_choice)
         good_all[lo:hi] = valid_all & feas & ~over
+        # per configuration and ZeRO group (0, > 0): the choices of each code (code n_codes: feasible but over the
+        # memory constraint), the valid candidates and those whose parameter-server choices ZeRO > 0 rules out;
+        # then each group of sync modes takes its configurations' sums (those needing replicas lose ZeRO > 0)
+        n_rows = hi - lo
+        code = np.where(feas & over, n_codes, reason)
+        at = ((np.arange(n_rows).reshape(-1, 1, 1, 1) * 2 + sharded_z.reshape(1, -1, 1, 1)) * (n_codes + 1) + code)
+        hist = np.bincount(at[valid_all], weights=weight[valid_all], minlength=n_rows * 2 * (n_codes + 1)).reshape(
+            n_rows, 2, n_codes + 1)
+        n_valid = np.count_nonzero(valid_all, axis=(1, 2, 3))
+        n_ps_hit = np.count_nonzero(ps_hit_all, axis=(1, 2, 3))
         for key, (mask, count) in mask_groups.items():
-            valid = valid_all & mask[lo:hi].reshape(-1, 1, 1, 1)
-            ps_hit = ps_hit_all & valid
-            covered += count * int(np.count_nonzero(valid)) * n_choice
-            r_k = np.where(((reason == 0) | (reason == oom)) & (zb > 0), replicas, reason) if key == -1 else reason
-            f_k = r_k == 0
-            bad = valid & ~f_k
-            reasons += count * np.bincount(r_k[bad], weights=weight[bad], minlength=len(reasons))
-            reasons[ps_bad] += count * n_ps * np.count_nonzero(ps_hit)
-            good = valid & f_k & ~over
-            feasible_n += count * int(weight[good].sum())
-            over_limit += count * float(weight[valid & f_k & over].sum())
+            w = count * mask[lo:hi]
+            h = hist.sum(axis=1)
+            if key == -1:  # ZeRO > 0: feasible, out of memory or over the limit all become sync_needs_replicas
+                h = hist[:, 0].copy()
+                h[:, replicas] += hist[:, 1, [0, oom, n_codes]].sum(axis=1)
+                h += np.where(np.isin(np.arange(n_codes + 1), [0, oom, n_codes]), 0.0, hist[:, 1])
+            covered += int(w @ n_valid) * n_choice
+            tot = w @ h
+            reasons[1:] += tot[1:n_codes]
+            reasons[ps_bad] += n_ps * float(w @ n_ps_hit)
+            feasible_n += int(round(tot[0]))
+            over_limit += float(tot[n_codes])
         # compute-only bound (traffic >= 0) of the configurations with a candidate that fits
         fit = lo + np.nonzero(good_all[lo:hi].any(axis=(1, 2, 3)))[0]
         if len(fit):
-            sub = {k: v[fit] for k, v in all_cfg.items()}
-            cf = np.broadcast_to(compute_floor(job, _outer_grid(gpus, global_batch, sub, 0, len(fit), axes, comm0,
-                                                                fixed)), (len(fit), 1, nr, ns))
-            bound_a[fit] = cf.reshape(len(fit), -1).min(axis=1) * a_any[fit] * scale * (1.0 - 1e-12)
+            new = fit[np.isnan(floor_of[twin_of[fit], 0, 0])]
+            todo = new[np.unique(twin_of[new], return_index=True)[1]]  # one row per twin group not yet priced
+            if len(todo):
+                sub = {k: v[todo] for k, v in all_cfg.items()}
+                floor_of[twin_of[todo]] = np.broadcast_to(compute_floor(job, _outer_grid(
+                    gpus, global_batch, sub, 0, len(todo), axes, comm0, fixed)), (len(todo), 1, nr, ns))[:, 0]
+            cf = floor_of[twin_of[fit]]
+            # only the (recompute, SP) that fit somewhere count, each with the least factor of the ZeRO stages
+            # where it fits (the modes that need replicas only at ZeRO 0)
+            g_fit = good_all[fit]
+            fac = np.minimum(np.where(g_fit[:, ~sharded_z].any(axis=1), a_any[fit].reshape(-1, 1, 1), np.inf),
+                             np.where(g_fit[:, sharded_z].any(axis=1), a_sharded[fit].reshape(-1, 1, 1), np.inf))
+            bound_a[fit] = (cf.reshape(len(fit), nr, ns) * fac).reshape(len(fit), -1).min(axis=1) * scale * (
+                1.0 - 1e-12)
         done += sum(int(m[lo:hi].sum()) for m in mode_mask) * inner
         if progress is not None:
             progress(done, total)
@@ -800,12 +848,20 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # no ZeRO stage, communication choice or sync mode changes, plus the traffic no choice hides.
     order = np.argsort(bound_a, kind="stable")
     order = order[np.isfinite(bound_a[order])]
-    for start in range(0, len(order), per_chunk):
-        idx = order[start:start + per_chunk]
+    # batches of the configurations that can still reach the threshold, in bound order: the first a third of the
+    # others, to set a threshold early, then CHUNK_CANDIDATES candidates each (the cutoffs only fall, so a
+    # configuration left out stays out)
+    per_1b = max(1, CHUNK_CANDIDATES // max(nr * ns, 1))
+    first_1b = max(1, per_1b // 3)
+    pos = 0
+    while pos < len(order):
         lut = _family_cutoff(best.threshold, fam_thr, n_fam)
-        idx = idx[bound_a[idx] <= lut[fam_all[idx]]]
-        if not len(idx):
-            continue
+        rest = order[pos:]
+        sel = np.nonzero(bound_a[rest] <= lut[fam_all[rest]])[0][:first_1b if pos == 0 else per_1b]
+        if not len(sel):
+            break
+        idx = rest[sel]
+        pos += int(sel[-1]) + 1
         good_idx = good_all[idx]
         zstar = np.argmax(good_idx.any(axis=(2, 3)), axis=1)  # first ZeRO stage where some candidate fits
         sub = {k: v[idx] for k, v in all_cfg.items()}
@@ -816,17 +872,6 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         shape = good_idx.shape
         at_z = np.take_along_axis(good_idx, zstar.reshape(-1, 1, 1, 1), axis=1)  # (n, 1, R, S)
         lb = (res.microbatches + res.extras["bubble_microbatches"]) * res.extras["microbatch_time"] * (1.0 - 1e-12)
-        # the traffic floor: only ZeRO-3/FSDP/HSDP gathers have one, so it is priced only where they fit
-        floors = {fs: np.zeros(shape) for fs in dict.fromkeys(floor_sync)}
-        z3 = np.nonzero(axes["zero"] >= int(Zero.PARAMETERS))[0]
-        rows3 = np.nonzero(good_idx[:, z3].any(axis=(1, 2, 3)))[0] if len(z3) else np.zeros(0, dtype=np.int64)
-        if len(rows3):
-            sub3 = {k: v[rows3] for k, v in sub.items()}
-            g3 = replace(_outer_grid(gpus, global_batch, sub3, 0, len(rows3), axes, comm0, fixed),
-                         zero=axes["zero"][z3].reshape(1, -1, 1, 1))
-            for fs, fl in floors.items():
-                fl[rows3[:, None], z3[None, :]] = np.broadcast_to(dp_exposed_floor(job, g3, fs),
-                                                                  (len(rows3), len(z3), nr, ns)) * (1.0 - 1e-12)
         fams = fam_all[idx]
         for si in range(len(modes)):
             in_mode = mode_mask[si][idx].reshape(-1, 1, 1, 1)
@@ -848,11 +893,33 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                         v = float(best_row[fams == f].min())
                         if v < fam_thr.get(int(f), math.inf):
                             fam_thr[int(f)] = v
-        for ci, (f_local, f_comm) in enumerate(f_class):
+        # the traffic floor: only ZeRO-3/FSDP/HSDP gathers have one, so it is priced only where they fit and where
+        # the bound without it can still reach the threshold (refilter drops the others whatever their floor)
+        floors = {fs: np.zeros(shape) for fs in dict.fromkeys(floor_sync)}
+        z3 = np.nonzero(axes["zero"] >= int(Zero.PARAMETERS))[0]
+        cut = _family_cutoff(best.threshold, fam_thr, n_fam)[fams].reshape(-1, 1, 1, 1)
+        for fs, fl in floors.items():
+            need = np.zeros(len(idx), dtype=bool)
+            for ci, (_f0, (a1, b1)) in enumerate(f_class):
+                if floor_sync[ci] != fs or not len(z3):
+                    continue
+                reach = (lb * a1[idx].reshape(-1, 1, 1, 1) * scale <= cut) & (b1[idx] > 0).reshape(-1, 1, 1, 1)
+                need |= (good_idx[:, z3] & reach & class_mask[ci][idx].reshape(-1, 1, 1, 1)).any(axis=(1, 2, 3))
+            rows3 = np.nonzero(need)[0]
+            if len(rows3):
+                sub3 = {k: v[rows3] for k, v in sub.items()}
+                g3 = replace(_outer_grid(gpus, global_batch, sub3, 0, len(rows3), axes, comm0, fixed),
+                             zero=axes["zero"][z3].reshape(1, -1, 1, 1))
+                fl[rows3[:, None], z3[None, :]] = np.broadcast_to(dp_exposed_floor(job, g3, fs),
+                                                                  (len(rows3), len(z3), nr, ns)) * (1.0 - 1e-12)
+        sharded = sharded_z.reshape(1, -1, 1, 1)
+        for ci, ((a0, b0), (a1, b1)) in enumerate(f_class):
             in_class = good_idx & class_mask[ci][idx].reshape(-1, 1, 1, 1)
             floor = floors[floor_sync[ci]]
-            lbc = np.where(in_class, (lb * f_local[idx].reshape(-1, 1, 1, 1) + floor * f_comm[idx].reshape(-1, 1, 1, 1))
-                           * scale, np.inf)
+            f_local = np.where(sharded, a1[idx].reshape(-1, 1, 1, 1), a0[idx].reshape(-1, 1, 1, 1))
+            f_comm = np.where(sharded, b1[idx].reshape(-1, 1, 1, 1), b0[idx].reshape(-1, 1, 1, 1))
+            with np.errstate(invalid="ignore"):  # inf x 0 where no mode of the class applies: pruned below
+                lbc = np.where(in_class & np.isfinite(f_local), (lb * f_local + floor * f_comm) * scale, np.inf)
             lbf = lbc.ravel()
             cand = np.nonzero(np.isfinite(lbf))[0]
             if cand.size:
@@ -878,7 +945,12 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     batches = []
     for ci in np.unique(surv[:, 1]).astype(int):
         rows_ci = surv[surv[:, 1] == ci]
-        batches += [rows_ci[i:i + per2] for i in range(0, len(rows_ci), per2)]
+        # a class whose modes that need replicas (ZeRO 0 only) mix with others: its ZeRO 0 rows batched apart, so
+        # the other batches skip re-pricing those modes
+        kinds = {needs_replicas(modes[si]) for si in classes[ci]}
+        split = sharded_z[rows_ci[:, 3].astype(np.int64)] if len(kinds) == 2 else np.zeros(len(rows_ci), dtype=bool)
+        for part_ci in (rows_ci[~split], rows_ci[split]):
+            batches += [part_ci[i:i + per2] for i in range(0, len(part_ci), per2)]
     batches.sort(key=lambda b: float(b[0, 0]))  # the batch holding the best bound first, whatever its class
     for raw in batches:
         part = refilter(raw)
@@ -898,8 +970,11 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             ok0s.append(ok0.reshape(len(at), -1))
         fams = part[:, 6].astype(np.int64)
         in_mode_rows = [mode_mask[si][at[:, 0]].reshape(-1, 1) for si in range(len(modes))]
+        all_sharded = bool(np.all(sharded_z[at[:, 1]]))
         for si in classes[ci]:
             sync = modes[si]
+            if all_sharded and needs_replicas(sync):  # infeasible at ZeRO > 0 (code 15)
+                continue
             cols = []
             for grid, res0, ok0 in zip(grids, res0s, ok0s, strict=True):
                 res = res0 if sync == class_sync[ci] else with_sync(job, grid, res0, sync, kappa=kappa)

@@ -1334,7 +1334,8 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
     only before the last backward through them, so a pipeline also takes m t_last + the one-micro-batch
     compute of the layers before the last stage (the 1F1B/GPipe critical path through the last rank;
     interleaved and zero-bubble schedules, which fill that path with other work, are bounded by m t_max
-    alone). Without a pipeline both are m t."""
+    alone). GPipe and ZB-H1, whose bubble evaluate takes as fixed (p - 1 and (p - 1)/3 micro-batches of
+    t_mb >= t_max), are also bounded by (m + bubble) t_max. Without a pipeline all are m t."""
     m = microbatches(g)
     last, other, _first = _stage_layers(job, g)
     t_last = _compute_per_microbatch(job, g, last)["total"]
@@ -1344,7 +1345,11 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
     before = _compute_per_microbatch(job, g, np.maximum(float(job.shape.layers) - last, 0.0),
                                      logits_on_stage=False)["total"]
     plain = (g.pp > 1) & ((g.schedule == ScheduleKind.ONE_F_ONE_B) | (g.schedule == ScheduleKind.GPIPE))
-    return np.asarray(np.where(plain, np.maximum(m * t_max, m * t_last + before), m * t_max))
+    floor = np.where(plain, np.maximum(m * t_max, m * t_last + before), m * t_max)
+    # GPipe and ZB-H1 keep evaluate's fixed bubble, p - 1 and (p - 1)/3 micro-batches of t_mb >= t_max
+    fixed = (g.pp > 1) & ((g.schedule == ScheduleKind.GPIPE) | (g.schedule == ScheduleKind.ZERO_BUBBLE))
+    bubble = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
+    return np.asarray(np.where(fixed, np.maximum(floor, (m + bubble) * t_max), floor))
 
 
 def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
