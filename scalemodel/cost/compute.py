@@ -40,7 +40,10 @@ separate fp8 curve where measured) are fitted to published GEMM microbenchmarks 
 runs (hardware/measurements/, scripts/fit_compute_curves.py) and live in each accelerator YAML's
 ``compute_efficiency``; they override these family defaults. Their ``gemm_max`` is the
 microbenchmark fit times :data:`IN_LAYER_GEMM_FACTOR`, so that every curve is on the basis of the
-A100 one (GEMMs inside a transformer layer, not isolated ones); see that constant.
+A100 one (GEMMs inside a transformer layer, not isolated ones); see that constant. The fit bounds
+``gemm_max`` (the curve's supremum) by the accelerator's MAMF / peak, the best of a brute-force shape
+search (stas00/ml-engineering), so no curve predicts an isolated GEMM faster than any measured shape
+ran (docs/model.md#roofline, MAMF bound).
 
 A100 fit: grid search (gemm_max 0.60-0.95 step 0.05; d0 in {0, 32, 64, 96, 128, 192, 256};
 memory 0.6-0.9) for the smallest worst-case error against Korthikanti et al. Table 4 (one layer
