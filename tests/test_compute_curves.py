@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from scalemodel.cost.compute import IN_LAYER_GEMM_FACTOR, gemm_time, layer_compute_time
+from scalemodel.cost.compute import IN_LAYER_GEMM_FACTOR, flash_core_time, gemm_time, layer_compute_time
 from scalemodel.cost.transformer import shape
 from scalemodel.specs import load_accelerator
 
@@ -132,3 +132,32 @@ def test_h100_bf16_fit_sits_on_the_mamf_bound() -> None:
     f = fit.run()[("h100-sxm", "16bit")]
     assert f["gemm_max"] == pytest.approx(794.5 / 989.4, abs=5e-4)
     assert f["rms_log"] < 0.09
+
+
+#: Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Fig. 5c / Fig. 6: H100 SXM5, BF16, head dim 128, no
+#: causal mask, 16k tokens per batch, 2048 hidden (16 heads); forward FLOPs 4 s^2 d per head, backward 2.5x that.
+#: sequence: (FA2 fwd, FA3 fwd, FA2 bwd, FA3 bwd) TFLOP/s.
+FA_H100_HDIM128 = {2048: (362.0, 625.0, 291.0, 501.0), 4096: (368.0, 638.0, 310.0, 542.0),
+                   8192: (370.0, 646.0, 318.0, 559.0), 16384: (370.0, 648.0, 322.0, 561.0)}
+
+
+@pytest.mark.parametrize("seq", sorted(FA_H100_HDIM128))
+def test_flash_core_within_published_kernels(seq: int) -> None:
+    """The fused attention core on the H100 curve runs between FlashAttention-2 and FlashAttention-3 as
+    published (forward, and backward at the step model's 2x forward time for the paper's 2.5x FLOPs). Priced as
+    two unfused GEMMs it could not: the s x s score matrix in HBM caps each at 2 d / eb = 128 FLOP/B, i.e.
+    128 x 3.35 TB/s x 0.88 = 377 TFLOP/s, under cuDNN's and FlashAttention-3's 600+."""
+    a = load_accelerator("h100-sxm", overrides=[])
+    ce = a.compute_efficiency
+    assert ce is not None
+    kw = dict(peak_flops=a.peak("bf16"), memory_bandwidth=a.memory_bandwidth, gemm_max=ce.gemm_max,
+              gemm_half_dim=ce.gemm_half_dim, memory_efficiency=ce.memory)
+    heads = 16 * 16384 // seq
+    flops = 4.0 * seq * seq * 128 * heads
+    fwd = flops / float(flash_core_time(seq, seq, 128, 128, heads, **kw)) / 1e12
+    bwd = 2.5 * flops / (2.0 * flops / (fwd * 1e12)) / 1e12
+    fa2_f, fa3_f, fa2_b, fa3_b = FA_H100_HDIM128[seq]
+    assert fa2_f <= fwd <= fa3_f
+    assert fa2_b <= bwd <= fa3_b
+    unfused = flops / float(gemm_time(seq, seq, 128, heads, **kw) + gemm_time(seq, 128, seq, heads, **kw)) / 1e12
+    assert unfused <= 2 * 128 / 2 * 3.35 * 0.88 + 0.5 < fa3_f
