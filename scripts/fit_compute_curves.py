@@ -22,6 +22,15 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   drives H100's gemm_max to its bound 1.0 and d0 to 475, a curve that no longer describes large
   GEMMs (see ``--all``).
   ``--all`` fits every point, to show how much that choice matters.
+* ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml
+  holds a MAMF point for it. MAMF is the best of a brute-force shape search (stas00/ml-engineering's
+  mamf-finder), an upper envelope: no GEMM of any shape runs faster. ``gemm_max`` is the curve's supremum
+  (every factor d/(d+d0) < 1), so a fit above the MAMF fraction predicts large GEMMs faster than any
+  measured shape ran. Unbounded, the H100 BF16 fit reached 0.857 against MAMF's 794.5/989.4 = 0.803
+  (its sweep, the OpenXLA table, stops at 4096 and the curve extrapolated 2 % over MAMF at 8192^3 and
+  7 % in the limit), and the one-point fits through MAMF's best shape (whose smallest side, 768-2048,
+  sits low on a borrowed d0) put the supremum 9-19 % over MAMF (B200, GB200 16-bit, Gaudi 3). The bound
+  binds there; the other fits are already under it.
 
 The catalog holds ``gemm_max`` = fit x ``scalemodel.cost.compute.IN_LAYER_GEMM_FACTOR`` (0.893: the
 fraction of isolated-GEMM throughput reached inside a layer, from Korthikanti et al. 2022 Table 4 on
@@ -96,8 +105,15 @@ def _model_time(x: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, b: n
                                 memory_efficiency=mem, elem_bytes=2.0))
 
 
+def mamf_fraction(pts: list[dict[str, Any]], acc: Any, group: str) -> float | None:
+    """MAMF / catalog peak for one accelerator and precision group (None without a MAMF point)."""
+    best = [float(p["tflops"]) for p in pts if p["src"] == "MAMF"]
+    return max(best) * 1e12 / _peak(acc, group) if best else None
+
+
 def fit_gemm(pts: list[dict[str, Any]], acc: Any, group: str, mem: float, d0_fixed: float | None) -> dict[str, Any]:
-    """Least squares on ln(t_model / t_measured) for one accelerator and precision group."""
+    """Least squares on ln(t_model / t_measured) for one accelerator and precision group, gemm_max bounded
+    by the group's MAMF fraction (see the module docstring)."""
     from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
 
     m, n, k, b = (np.array([float(p[c]) for p in pts]) for c in ("m", "n", "k", "b"))
@@ -109,15 +125,17 @@ def fit_gemm(pts: list[dict[str, Any]], acc: Any, group: str, mem: float, d0_fix
         full = np.array([x[0], x[1] if d0_fixed is None else d0_fixed])
         return np.log(_model_time(full, m, n, k, b, peak, bw, mem) / t_meas)
 
+    cap = min(1.0, mamf_fraction(pts, acc, group) or 1.0)
+    start = min(0.8, 0.99 * cap)
     if d0_fixed is None:
-        sol = least_squares(resid, x0=[0.8, 100.0], bounds=([1e-3, 1e-3], [1.0, 1e4]))
+        sol = least_squares(resid, x0=[start, 100.0], bounds=([1e-3, 1e-3], [cap, 1e4]))
         x = sol.x
     else:
-        sol = least_squares(lambda y: resid(np.array([y[0], 0.0])), x0=[0.8], bounds=([1e-3], [1.0]))
+        sol = least_squares(lambda y: resid(np.array([y[0], 0.0])), x0=[start], bounds=([1e-3], [cap]))
         x = np.array([sol.x[0], d0_fixed])
     r = resid(x if d0_fixed is None else x[:1])
     rel = np.exp(r) - 1.0
-    return {"gemm_max": float(x[0]), "gemm_half_dim": float(x[1]), "n": len(pts),
+    return {"gemm_max": float(x[0]), "gemm_half_dim": float(x[1]), "n": len(pts), "mamf_cap": cap,
             "rms_log": float(np.sqrt(np.mean(r**2))),
             "worst_rel": float(rel[np.argmax(np.abs(rel))]), "d0_borrowed": d0_fixed is not None,
             "points": list(zip(pts, rel, strict=True))}
@@ -158,7 +176,8 @@ def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str]
         fits[key] = f
         tag = f" (d0 from {donor[0]} {donor[1]})" if donor else ""
         in_layer = f["gemm_max"] * IN_LAYER_GEMM_FACTOR
-        print(f"  {name:16s} {group:6s} gemm_max {f['gemm_max']:.3f} (in-layer {in_layer:.3f})  "
+        capped = " (= MAMF bound)" if f["gemm_max"] >= f["mamf_cap"] - 5e-4 else ""
+        print(f"  {name:16s} {group:6s} gemm_max {f['gemm_max']:.3f}{capped} (in-layer {in_layer:.3f})  "
               f"gemm_half_dim {f['gemm_half_dim']:7.1f}{tag}  "
               f"n {f['n']:3d}  rms ln {f['rms_log']:.3f}  worst {100 * f['worst_rel']:+.1f} %  "
               f"(memory {mem:.3f} from {mem_src})")

@@ -36,3 +36,14 @@ def test_fp8_curve_is_validated() -> None:
         GemmCurve(gemm_max=1.2, gemm_half_dim=70.0)
     with pytest.raises(ValueError):
         GemmCurve(gemm_max=0.5, gemm_half_dim=0.0)
+
+
+@pytest.mark.parametrize(("precision", "want"), [("fp8", (989.4e12, 0.5, 50.0)), ("bf16", (0.0, 0.0, 0.0))])
+def test_fp8_attention_core_runs_on_the_16bit_peak_and_curve(precision: str, want: tuple) -> None:
+    """Transformer Engine's FP8 recipes leave dot-product attention in BF16 (recipe fp8_dpa default False): an
+    fp8 job carries the BF16 peak (H100 SXM datasheet 989.4 TFLOP/s dense) and the 16-bit curve for its
+    attention core; other precisions leave them at 0 (= the GEMMs' own)."""
+    cluster = load_cluster("dgx-h100", overrides=[])
+    cluster.accelerator.compute_efficiency = _curve(True)
+    job = build_job(cluster, load_workload("gpt-7.5b"), TrainingSpec(precision=precision))
+    assert (job.attention_peak_flops, job.attention_gemm_max, job.attention_gemm_half_dim) == pytest.approx(want)

@@ -40,7 +40,10 @@ separate fp8 curve where measured) are fitted to published GEMM microbenchmarks 
 runs (hardware/measurements/, scripts/fit_compute_curves.py) and live in each accelerator YAML's
 ``compute_efficiency``; they override these family defaults. Their ``gemm_max`` is the
 microbenchmark fit times :data:`IN_LAYER_GEMM_FACTOR`, so that every curve is on the basis of the
-A100 one (GEMMs inside a transformer layer, not isolated ones); see that constant.
+A100 one (GEMMs inside a transformer layer, not isolated ones); see that constant. The fit bounds
+``gemm_max`` (the curve's supremum) by the accelerator's MAMF / peak, the best of a brute-force shape
+search (stas00/ml-engineering), so no curve predicts an isolated GEMM faster than any measured shape
+ran (docs/model.md#roofline, MAMF bound).
 
 A100 fit: grid search (gemm_max 0.60-0.95 step 0.05; d0 in {0, 32, 64, 96, 128, 192, 256};
 memory 0.6-0.9) for the smallest worst-case error against Korthikanti et al. Table 4 (one layer
@@ -147,6 +150,32 @@ def memory_time(nbytes: ArrayLike, *, memory_bandwidth: ArrayLike,
                 * _fraction("compute_efficiency.memory", memory_efficiency))
 
 
+def flash_core_time(q_len: ArrayLike, keys: ArrayLike, d: ArrayLike, dv: ArrayLike, count: ArrayLike = 1.0, *,
+                    peak_flops: ArrayLike, memory_bandwidth: ArrayLike, gemm_max: ArrayLike = 0.75,
+                    gemm_half_dim: ArrayLike = 96.0, memory_efficiency: ArrayLike = 0.85,
+                    elem_bytes: ArrayLike = 2.0) -> np.ndarray:
+    """Fused (flash) attention core of ``count`` heads: the compute of its two GEMMs on the GEMM curve
+    (Q K^T: q x keys x d; P V: q x d_v x keys) against the HBM traffic of Q, K, V and O only,
+    ``(q d + keys d + keys d_v + q d_v) eb`` per head::
+
+        time = max(sum 2 M N K / (peak * eff(M, N, K)),  bytes / (memory_bandwidth * memory))
+
+    A fused kernel keeps the q x keys score and probability tiles in on-chip SRAM; they never reach HBM
+    (Dao et al. 2022, FlashAttention, arXiv 2205.14135 §3.1). Priced as two unfused GEMMs instead, the score
+    matrix (q x keys x eb bytes per head) caps the core at 2 d / eb FLOP per byte: 128 FLOP/B at d = 128,
+    BF16, i.e. 128 x 3.35 TB/s x 0.88 = 377 TFLOP/s on H100 SXM, while FlashAttention-3 measures 625-648
+    and cuDNN 600-617 TFLOP/s forward (H100 SXM5, head dim 128, no causal mask, sequence 2k-16k; Shah et al.
+    2024, arXiv 2407.08608, Fig. 5c)."""
+    q, n_k, dk, dvv = (np.maximum(np.asarray(v, dtype=float), 1.0) for v in (q_len, keys, d, dv))
+    count = np.asarray(count, dtype=float)
+    gm = dict(gemm_max=gemm_max, gemm_half_dim=gemm_half_dim)
+    flops_time = 2.0 * q * n_k * count * (dk / gemm_efficiency(q, n_k, dk, **gm)
+                                          + dvv / gemm_efficiency(q, dvv, n_k, **gm)) / _pos("peak_flops", peak_flops)
+    nbytes = (q * dk + n_k * dk + n_k * dvv + q * dvv) * np.asarray(elem_bytes, dtype=float) * count
+    return np.maximum(flops_time, memory_time(nbytes, memory_bandwidth=memory_bandwidth,
+                                              memory_efficiency=memory_efficiency))
+
+
 class LayerTime(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
     """Compute time (seconds, arrays) of one transformer layer for one micro-batch on one GPU.
 
@@ -175,15 +204,22 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        tp: ArrayLike = 1, cp: ArrayLike = 1, ep: ArrayLike = 1,
                        sequence_parallel: ArrayLike = False, recompute: ArrayLike = "none",
                        moe: bool = False, flash_attention: ArrayLike = False,
-                       elem_bytes: ArrayLike = 2.0, etp: ArrayLike | None = None) -> LayerTime:
+                       elem_bytes: ArrayLike = 2.0, etp: ArrayLike | None = None,
+                       core_peak_flops: ArrayLike | None = None, core_gemm_max: ArrayLike | None = None,
+                       core_gemm_half_dim: ArrayLike | None = None) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
+
+    ``core_*`` (default: the GEMMs' own) price the attention core at another precision: an fp8 run's
+    core runs in BF16 (Transformer Engine's recipes leave dot-product attention out of FP8 unless
+    ``fp8_dpa`` is set, default False: transformer_engine.common.recipe, TE 2.x Common API).
 
     Tokens on the GPU T = b*s/cp. GEMM shapes per GPU (t = tp; d = h/a; g = kv heads):
       QKV   T x (a+2g)d/t x h        O-proj  T x h x a*d/t
             (MLA: the matrices of transformer.attention_matrices, down-projections not split)
       MLP   T x (2|1)f/t x h (up, gate fused) and T x h x f/t (down)
       core  b*a/t batches of (s/cp) x k x d (Q K^T) and (s/cp) x d_v x k (softmax . V), with k = s
-            keys per query, or the window in sliding-window layers (Shape.attended_keys)
+            keys per query, or the window in sliding-window layers (Shape.attended_keys); with
+            ``flash_attention`` the fused kernel of :func:`flash_core_time` (no score matrix in HBM)
       MoE   router T x E x h; per GPU E/ep experts, each with ep*u*T*k/(E*t) tokens, widths f_e/u, where
             u = ``etp`` (expert TP, default t): the ep x u ranks of an expert group gather the sequence-parallel
             tokens of their attention-TP ranks (Megatron-Core MoE parallel folding, arXiv 2504.14960); with
@@ -221,7 +257,11 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     # attention core: Q K^T (s_local x k x d) and softmax . V (s_local x d_v x k), k keys per query
     keys = sh.attended_keys(s)
     heads_local = b * a / t
-    core_gemm = (gemm_time(s_local, keys, d, heads_local, **kw) + gemm_time(s_local, dv, keys, heads_local, **kw))
+    ckw = dict(kw, peak_flops=peak_flops if core_peak_flops is None else core_peak_flops,
+               gemm_max=gemm_max if core_gemm_max is None else core_gemm_max,
+               gemm_half_dim=gemm_half_dim if core_gemm_half_dim is None else core_gemm_half_dim)
+    unfused = gemm_time(s_local, keys, d, heads_local, **ckw) + gemm_time(s_local, dv, keys, heads_local, **ckw)
+    core_gemm = np.where(flash, flash_core_time(s_local, keys, d, dv, heads_local, **ckw), unfused)
     core_flops = 2 * heads_local * s_local * keys * (d + dv)
     scores = heads_local * s_local * keys
     core_mem = np.where(flash, 0.0, (4 * eb + 1) * scores)

@@ -93,6 +93,7 @@ def scaled_job(job: Job, compute: float, bandwidth: dict[str, float], fp8: float
     tiers = tuple(replace(t, efficiency=t.efficiency * bandwidth.get(t.name, 1.0)) for t in job.network.tiers)
     gemm = fp8 if fp8 is not None and job.precision == "fp8" else compute
     return replace(job, gemm_max=job.gemm_max * gemm, memory_efficiency=job.memory_efficiency * compute,
+                   attention_gemm_max=job.attention_gemm_max * compute,  # a BF16 core takes the 16-bit factor
                    network=replace(job.network, tiers=tiers), overlap_efficiency=job.overlap_efficiency * overlap,
                    step_overhead=job.step_overhead if overhead is None else overhead)
 

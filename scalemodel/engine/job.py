@@ -98,6 +98,11 @@ class Job:
     # each compute window communication may hide under (ClusterSpec.overlap_efficiency, #overlap-efficiency)
     step_overhead: float = 0.0
     overlap_efficiency: float = 1.0
+    # the attention core's peak and GEMM curve when they differ from the other GEMMs' (an fp8 run's core runs in
+    # BF16, cost.compute.layer_compute_time); 0 = the GEMMs' own
+    attention_peak_flops: float = 0.0
+    attention_gemm_max: float = 0.0
+    attention_gemm_half_dim: float = 0.0
     # GPU <-> host link per GPU per direction (ClusterSpec.host_bandwidth; 0 = not given): activation offload
     host_bandwidth: float = 0.0
 
@@ -132,6 +137,10 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     gemm_max, gemm_half_dim = (acc.compute_efficiency.gemm(precision) if acc.compute_efficiency is not None
                                else (curve.gemm_max, curve.gemm_half_dim))
     elem = Precision.parse(precision).element_bytes
+    # fp8 runs: the attention core stays in BF16 (16-bit peak and curve; cost.compute.layer_compute_time)
+    core_peak, (core_gm, core_d0) = ((acc.peak("bf16"), acc.compute_efficiency.gemm("bf16") if acc.compute_efficiency
+                                      is not None else (curve.gemm_max, curve.gemm_half_dim))
+                                     if precision == "fp8" else (0.0, (0.0, 0.0)))
     grad_bytes = training.grad_bytes_per_param or Precision.parse(precision).gradient_bytes
     seq = training.seq_len or getattr(workload, "seq_len", 1) or 1
     if workload.kind == "transformer":
@@ -172,6 +181,8 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         ps_partition_bytes=float(cluster.parameter_server.partition_bytes),
         ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
         collective_share=collective_share(acc),
+        attention_peak_flops=float(core_peak), attention_gemm_max=float(core_gm),
+        attention_gemm_half_dim=float(core_d0),
         **_staleness_kappa(training, workload),
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
