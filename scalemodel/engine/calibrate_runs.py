@@ -94,6 +94,7 @@ def scaled_job(job: Job, compute: float, bandwidth: dict[str, float], fp8: float
     gemm = fp8 if fp8 is not None and job.precision == "fp8" else compute
     return replace(job, gemm_max=job.gemm_max * gemm, memory_efficiency=job.memory_efficiency * compute,
                    attention_gemm_max=job.attention_gemm_max * compute,  # a BF16 core takes the 16-bit factor
+                   logits_gemm_max=job.logits_gemm_max * compute,  # so does a BF16 logits GEMM
                    network=replace(job.network, tiers=tiers), overlap_efficiency=job.overlap_efficiency * overlap,
                    step_overhead=job.step_overhead if overhead is None else overhead)
 
