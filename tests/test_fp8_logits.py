@@ -14,6 +14,7 @@ import pytest
 
 from scalemodel.commands.common import build_specs
 from scalemodel.engine import step
+from scalemodel.engine.calibrate_runs import scaled_job
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.sensitivity import sensitivity
 from scalemodel.specs.accelerator import ComputeEfficiency, GemmCurve
@@ -72,3 +73,12 @@ def test_sensitivity_peak_moves_every_compute_peak() -> None:
     p = {q.name: q for q in r.parameters}
     assert p["peak FLOP/s"].elasticity + p["memory bandwidth"].elasticity == pytest.approx(1.0, abs=1e-6)
     assert r.group_ratios["compute"] == pytest.approx(p["peak FLOP/s"].throughput_ratio, rel=1e-12)
+
+
+def test_calibration_scales_the_bf16_logits_by_the_16bit_factor() -> None:
+    """calibrate-runs: an fp8 run's GEMMs take the fp8 factor c8, its BF16 parts (attention core, logits GEMM)
+    the 16-bit factor c, like the memory efficiency: curve 0.4 (fp8) x 0.6 and 0.5 (16-bit) x 0.8."""
+    job, _ = _job_and_grid("fp8")
+    j = scaled_job(job, 0.8, {}, fp8=0.6)
+    assert (j.gemm_max, j.attention_gemm_max, j.logits_gemm_max) == pytest.approx((0.24, 0.4, 0.4))
+    assert j.memory_efficiency == pytest.approx(0.48)
