@@ -88,12 +88,14 @@ class _Prepared:
 def scaled_job(job: Job, compute: float, bandwidth: dict[str, float], fp8: float | None = None, *,
                overlap: float = 1.0, overhead: float | None = None) -> Job:
     """``job`` with the compute multiplier on gemm_max and memory efficiency (an fp8 job's GEMMs take ``fp8``
-    instead when given), tier efficiencies scaled, the overlap efficiency x ``overlap`` and, when given,
-    ``overhead`` seconds as its step overhead (replacing the cluster's)."""
+    instead when given; its BF16 attention core and logits GEMM keep ``compute``), tier efficiencies scaled,
+    the overlap efficiency x ``overlap`` and, when given, ``overhead`` seconds as its
+    step overhead (replacing the cluster's)."""
     tiers = tuple(replace(t, efficiency=t.efficiency * bandwidth.get(t.name, 1.0)) for t in job.network.tiers)
     gemm = fp8 if fp8 is not None and job.precision == "fp8" else compute
     return replace(job, gemm_max=job.gemm_max * gemm, memory_efficiency=job.memory_efficiency * compute,
                    attention_gemm_max=job.attention_gemm_max * compute,  # a BF16 core takes the 16-bit factor
+                   logits_gemm_max=job.logits_gemm_max * compute,  # so does a BF16 logits GEMM
                    network=replace(job.network, tiers=tiers), overlap_efficiency=job.overlap_efficiency * overlap,
                    step_overhead=job.step_overhead if overhead is None else overhead)
 

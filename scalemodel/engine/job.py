@@ -103,6 +103,11 @@ class Job:
     attention_peak_flops: float = 0.0
     attention_gemm_max: float = 0.0
     attention_gemm_half_dim: float = 0.0
+    # the output-layer (logits) GEMM's peak and curve when they differ from the other GEMMs' (an fp8 run's logits
+    # GEMM runs in BF16: _logits_precision); 0 = the GEMMs' own
+    logits_peak_flops: float = 0.0
+    logits_gemm_max: float = 0.0
+    logits_gemm_half_dim: float = 0.0
     # GPU <-> host link per GPU per direction (ClusterSpec.host_bandwidth; 0 = not given): activation offload
     host_bandwidth: float = 0.0
 
@@ -183,11 +188,39 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         collective_share=collective_share(acc),
         attention_peak_flops=float(core_peak), attention_gemm_max=float(core_gm),
         attention_gemm_half_dim=float(core_d0),
+        **_logits_precision(acc, precision, curve),
         **_staleness_kappa(training, workload),
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
         host_bandwidth=float(cluster.host_bandwidth or 0.0),
     )
+
+
+def _logits_precision(acc: Any, precision: str, curve: Any) -> dict[str, Any]:
+    """The peak and GEMM curve of the output-layer (logits) GEMM when it runs at another precision than the
+    transformer layers' GEMMs: in an fp8 run the BF16 peak and 16-bit curve, else 0 (= the GEMMs' own).
+
+    Every fp8 recipe the validation runs use leaves the output layer out of FP8:
+
+    - Megatron-Core (and NeMo / Megatron-Bridge on it): ``GPTModel.output_layer`` is a
+      ``tensor_parallel.ColumnParallelLinear`` (megatron/core/models/gpt/gpt_model.py), a plain PyTorch matmul
+      in the 16-bit compute dtype, not a Transformer Engine module; the FP8 autocast context covers the
+      transformer block's layers (megatron/core/transformer/transformer_block.py, megatron/core/fp8_utils.py
+      get_fp8_context), and FP8 autocast changes only TE modules' GEMMs.
+    - torchtitan (torchao Float8): ``convert_to_float8_training(..., module_filter_fn=lambda mod, fqn:
+      fqn != "output")`` (torchtitan float8.py, 2024) keeps the output projection in BF16.
+
+    The word embedding is a table look-up (no GEMM). Transformer layers kept in BF16 by Megatron-Core's
+    ``first_last_layers_bf16`` (default False; ``num_layers_at_start_in_bf16`` / ``num_layers_at_end_in_bf16``)
+    are not modelled: Megatron-Bridge's performance recipes switch it off for FP8-CS
+    (scripts/performance/utils/precision.py get_precision_config) and its MXFP8 recipe leaves it False.
+    """
+    if precision != "fp8":
+        return {"logits_peak_flops": 0.0, "logits_gemm_max": 0.0, "logits_gemm_half_dim": 0.0}
+    gm, d0 = (acc.compute_efficiency.gemm("bf16") if acc.compute_efficiency is not None
+              else (curve.gemm_max, curve.gemm_half_dim))
+    return {"logits_peak_flops": float(acc.peak("bf16")), "logits_gemm_max": float(gm),
+            "logits_gemm_half_dim": float(d0)}
 
 
 def _critical_batch_source(training: Any, shape: Any, seq_len: int) -> str:

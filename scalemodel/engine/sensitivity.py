@@ -20,6 +20,8 @@ Besides the local derivative, each parameter is improved by a finite factor (ban
 latency / f, ...) and the throughput ratio reported: "what a 2x better network buys" is the
 ratio with every tier improved at once. Memory capacity does not change the step time of a fixed
 strategy (elasticity 0); its row says whether the strategy fits before and after the improvement.
+"Peak FLOP/s" scales every compute peak the job prices work at (an fp8 run's BF16 attention core and logits
+GEMM with its fp8 GEMMs, :func:`_peaks_perturb`), so the identity above holds at every precision.
 
 Perturbations are :func:`dataclasses.replace` copies of the :class:`~scalemodel.engine.job.Job`
 (and of its :class:`~scalemodel.cost.network.Tier` objects); each is one vectorised
@@ -117,10 +119,24 @@ def _job_perturb(attr: str) -> Perturb:
     return apply
 
 
+#: Every compute peak a job may price work at: the GEMMs' (training precision) and, in an fp8 run, the BF16 peak of
+#: the attention core and of the logits GEMM (Job.attention_peak_flops / logits_peak_flops; 0 = not used).
+PEAK_FIELDS = ("peak_flops", "attention_peak_flops", "logits_peak_flops")
+
+
+def _peaks_perturb(job: Job, mult: float) -> Job:
+    """``job`` with every compute peak it uses x ``mult`` (:data:`PEAK_FIELDS`; a 0 "not used" stays 0).
+
+    "Peak FLOP/s" is the accelerator's compute speed: a faster chip is faster at every precision, so the
+    BF16 parts of an fp8 run (attention core, logits GEMM) move with its fp8 GEMMs. Moving only ``peak_flops``
+    would leave their time fixed and break the single-GPU identity e_peak + e_memory_bandwidth = 1."""
+    return replace(job, **{f: getattr(job, f) * mult for f in PEAK_FIELDS})
+
+
 def hardware_parameters(job: Job) -> list[_Param]:
     """The hardware parameters the step time depends on, with how to perturb each."""
     params = [
-        _Param("peak FLOP/s", job.peak_flops, "flop_rate", "compute", +1, _job_perturb("peak_flops")),
+        _Param("peak FLOP/s", job.peak_flops, "flop_rate", "compute", +1, _peaks_perturb),
         _Param("memory bandwidth", job.memory_bandwidth, "bandwidth", "memory", +1, _job_perturb("memory_bandwidth")),
     ]
     for i, t in enumerate(job.network.tiers):

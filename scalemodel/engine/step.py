@@ -349,7 +349,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     else:
         fwd_l, bwd_l, rec_l, gemm_l, core_l = (dense.forward, dense.backward, dense.recompute, dense.forward_gemm,
                                                dense.attention_core)
-    logits = compute.logits_compute_time(sh, **kw)
+    logits = compute.logits_compute_time(sh, **(kw if job.logits_peak_flops <= 0 else dict(  # an fp8 run's: BF16
+        kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max, gemm_half_dim=job.logits_gemm_half_dim)))
     with_logits = 1.0 if logits_on_stage else 0.0
     fwd = layers_per_stage * fwd_l + with_logits * logits.forward
     rec_n = recomputed_layers(g, layers_per_stage)
