@@ -60,3 +60,17 @@ def test_tpu_recompute_drops_one_of_four_sp_collectives(monkeypatch):
     rs = (tp - 1) / tp * S / (600e9 * 0.80) + (tp - 1) * 0.75e-6
     assert torch_like - xla == pytest.approx(layers * rs, rel=0.002)
     assert np.isfinite(xla)
+
+
+def test_tpu_hardware_flops_leave_out_the_down_projection():
+    # hardware = model + recompute; XLA's recompute = layers' forward - down GEMMs (2 s h f per layer per seq)
+    cl = load_cluster("tpu-v5p-pod")
+    L, h, s, f, B = 4, 4096, 2048, 16384, 64
+    wl = TransformerWorkload(name="t", layers=L, hidden=h, heads=32, ffn_hidden=f, seq_len=s, vocab=32768)
+    tr = TrainingSpec(global_batch=B, micro_batch=4, precision="bf16", seq_len=s)
+    st = StrategySpec(tp=4, pp=1, dp=16, recompute="full", sequence_parallel=True, flash_attention=True)
+    fl = predict(cl, wl, 64, tr, st).flops
+    layer_fwd = 2 * s * (4 * h * h + 2 * h * f) + 2 * s * s * 32 * (128 + 128)  # QKV+O, up+down, full-k core
+    dead = 2 * s * h * f
+    assert fl["hardware_flops_per_step"] - fl["model_flops_per_step"] == pytest.approx(B * L * (layer_fwd - dead),
+                                                                                     rel=1e-9)

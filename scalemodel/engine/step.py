@@ -1475,6 +1475,10 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     rec = g.recompute
     if job.is_transformer:
         f = transformer.training_flops(job.shape, job.seq_len, g.global_batch.astype(float), rec)
+        if xla_remat(job):  # XLA's remat leaves the down-projections out of the recomputed forward
+            dead = transformer.down_projection_flops(job.shape, job.seq_len) * g.global_batch.astype(float)
+            extra = f.recompute - np.where(rec == Recompute.FULL, dead, 0.0)
+            f = transformer.StepFlops(forward=f.forward, model=f.model, hardware=f.model + extra, recompute=extra)
         if np.any((rec == Recompute.FULL) & (g.recompute_layers >= 0)):
             # partial full recompute: the recomputed share of each stage's layers (equal stages assumed)
             n = float(job.shape.layers) / g.pp
