@@ -121,3 +121,67 @@ def test_rhd_partners_in_other_nodes_share_the_local_index() -> None:
                     a, b = r * s, (r ^ (1 << k)) * s
                     if a // g != b // g:
                         assert a % g == b % g
+
+
+
+def _simulate_torus_reducescatter(dims: tuple[int, ...], S: float, alpha: float, b_link: float) -> float:
+    """Step-by-step dimension-ordered bidirectional ring reduce-scatter on a torus (Mikami et al. 2018; Ying
+    et al. 2018). Every node holds S bytes (as values). Along each dimension in turn, every line of nodes
+    runs two rings, one per direction, each on half of the nodes' current shard cut into d chunks; in
+    each of the d - 1 steps every node sends one partial chunk to its neighbour, which adds it. A step
+    takes alpha + (most bytes on one directed link) / b_link. Returns the time, after checking that the
+    nodes end with disjoint shards that cover the vector and hold the full sum."""
+    rng = np.random.default_rng(0)
+    n_el = int(np.prod(dims)) * 2 ** len(dims) * 4
+    nodes = list(np.ndindex(*dims))
+    data = {n: rng.random(n_el) for n in nodes}
+    total = sum(data.values())
+    own = {n: np.arange(n_el) for n in nodes}  # element positions each node is reducing
+    elem = S / n_el
+    t = 0.0
+    for k, d in enumerate(dims):
+        if d == 1:
+            continue
+        parts = {}
+        for n in nodes:
+            half = len(own[n]) // 2
+            parts[n] = {+1: np.array_split(own[n][:half], d), -1: np.array_split(own[n][half:], d)}
+        for step in range(d - 1):
+            link_bytes: dict[tuple, float] = {}
+            new = {n: v.copy() for n, v in data.items()}
+            for n in nodes:
+                for direction in (+1, -1):
+                    pos = parts[n][direction][(n[k] - direction * step) % d]
+                    dst = tuple((x + direction) % d if j == k else x for j, x in enumerate(n))
+                    new[dst][pos] += data[n][pos]
+                    link = (n, dst, direction)  # extent 2: the direct and the wraparound link join one pair
+                    link_bytes[link] = link_bytes.get(link, 0.0) + len(pos) * elem
+            data = new
+            t += alpha + max(link_bytes.values()) / b_link
+        own = {n: np.concatenate([parts[n][+1][(n[k] + 1) % d], parts[n][-1][(n[k] - 1) % d]]) for n in nodes}
+    covered = np.sort(np.concatenate([own[n] for n in nodes]))
+    assert np.array_equal(covered, np.arange(n_el))  # disjoint shards covering the vector
+    for n in nodes:
+        assert np.allclose(data[n][own[n]], total[own[n]])
+    return t
+
+
+@pytest.mark.parametrize("dims", [(4,), (4, 3), (2, 4, 3), (16,)])
+def test_torus_reducescatter_matches_a_step_by_step_count_of_bytes_per_link(dims: tuple[int, ...]) -> None:
+    S, a, b = 96e6, 0.75e-6, 100e9
+    sim = _simulate_torus_reducescatter(dims, S, a, b)
+    assert float(T.torus_allreduce(S, dims, a, b, op="reducescatter")) == pytest.approx(sim, rel=1e-9)
+
+
+def test_a_ring_on_one_torus_dimension_gets_two_of_six_links() -> None:
+    """A 16-way group on one dimension of a TPU v5p 3D torus (6 ICI links per chip, 100 GB/s one-way each;
+    catalog tier 600 GB/s x 0.80): its bidirectional ring uses 2 links, so its reduce-scatter bandwidth term
+    is 3x the switch pricing's (p - 1)/p S / (600 GB/s x 0.80) that a tier without torus_dims gets."""
+    S = 2.68e9
+    b_link = T.link_bandwidth(600e9, 0.80, (16, 16, 24))  # 80 GB/s
+    ring = float(T.torus_allreduce(S, (16,), 0.0, b_link, op="reducescatter"))
+    assert ring == pytest.approx(15 / 16 * S / (2 * 80e9))
+    switch = 15 / 16 * S / (600e9 * 0.80)
+    assert ring / switch == pytest.approx(3.0)
+    pod = load_cluster("tpu-v5p-pod")
+    assert not pod.tiers[0].torus_dims  # the catalog pod is priced as a switch (validation/README.md)

@@ -206,8 +206,17 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        moe: bool = False, flash_attention: ArrayLike = False,
                        elem_bytes: ArrayLike = 2.0, etp: ArrayLike | None = None,
                        core_peak_flops: ArrayLike | None = None, core_gemm_max: ArrayLike | None = None,
-                       core_gemm_half_dim: ArrayLike | None = None) -> LayerTime:
+                       core_gemm_half_dim: ArrayLike | None = None, xla_remat: ArrayLike = False) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
+
+    Full recompute repeats the forward, except with ``xla_remat`` (a program compiled by XLA, as every
+    TPU program is: JAX ``jax.checkpoint``/``nn.remat`` with no saving policy): it recomputes only the
+    forward values the backward reads, "these linearization points are recomputed from the function's saved
+    inputs" (docs.jax.dev, jax.checkpoint; the autodiff_remat notebook: residuals "re-computed from those
+    inputs as needed"). The backward of the MLP's down-projection Y = Z W reads Z and W, never Y, and Y
+    only feeds the residual sum, so its recomputation is dead code:
+    recompute = forward - t(down-projection GEMMs) (dense: T x h x f/t; MoE: the experts' and shared
+    experts' down GEMMs), instead of PyTorch checkpointing's whole forward (Megatron-LM).
 
     ``core_*`` (default: the GEMMs' own) price the attention core at another precision: an fp8 run's
     core runs in BF16 (Transformer Engine's recipes leave dot-product attention out of FP8 unless
@@ -281,11 +290,14 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         gemm = gemm + np.where(has_shared, gemm_time(T, mats_up * np.maximum(shared, 1) / t, h, **kw)
                                + gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
         width = T * (k * fe + shared) / t
+        down = gemm_time(tokens_per_expert, h, fe / u, experts_here, **kw) + np.where(
+            has_shared, gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
         flops = flops + 2 * T * h * E + 2 * width * h * (mats_up + 1)
         mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * width + 4 * eb * T * k * h
     else:
         f = sh.ffn_hidden
-        gemm = gemm + gemm_time(T, mats_up * f / t, h, **kw) + gemm_time(T, h, f / t, **kw)
+        down = gemm_time(T, h, f / t, **kw)
+        gemm = gemm + gemm_time(T, mats_up * f / t, h, **kw) + down
         flops = flops + 2 * T * h * f / t * (mats_up + 1)
         mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * T * f / t
 
@@ -293,7 +305,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                                      memory_efficiency=memory_efficiency)
     t_mem = memory_time(mem, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     forward = gemm + t_mem + t_core
-    recomp = np.where(code == Recompute.FULL, forward, np.where(code == Recompute.SELECTIVE, t_core, 0.0))
+    full = forward - np.where(np.asarray(xla_remat, dtype=bool), down, 0.0)
+    recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, t_core, 0.0))
     return LayerTime(forward=forward, backward=2.0 * forward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
 

@@ -317,6 +317,14 @@ def layer_gemm_flops(sh: Shape, seq_len: ArrayLike, moe: bool = False) -> np.nda
     return 2.0 * s * (attn + mlp)
 
 
+def down_projection_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
+    """Forward FLOPs of the MLP down-projections of all layers for one sequence: 2 s h f per dense layer,
+    2 s h f_e (k + shared) per MoE layer (the GEMMs XLA's remat does not repeat; compute.layer_compute_time)."""
+    s = _arr("seq_len", seq_len)
+    return 2.0 * s * sh.hidden * (sh.dense_layers * sh.ffn_hidden
+                                  + sh.moe_layers * (sh.moe_top_k + sh.moe_shared_experts) * sh.moe_ffn_hidden)
+
+
 def logits_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
     """Forward FLOPs of the output projection for one sequence: 2 * s * h * V."""
     return 2.0 * _arr("seq_len", seq_len) * sh.hidden * sh.vocab

@@ -336,6 +336,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         flash.update(core_peak_flops=job.attention_peak_flops, core_gemm_max=job.attention_gemm_max,
                      core_gemm_half_dim=job.attention_gemm_half_dim)
     rec = g.recompute
+    flash["xla_remat"] = xla_remat(job)
     dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
                                        **flash)  # etp only shapes the expert GEMMs
     moe_share = float(sh.moe_layers / sh.layers)
@@ -654,7 +655,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     per = coll["tp"]
     per_pass = float(transformer.tp_allreduces_per_layer(sh))
     rec_n = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)  # forward repeated in backward
-    tp_fwd = (L + rec_n) * per_pass * per
+    # XLA's remat skips the MLP down-projection and so its trailing collective (xla_remat)
+    tp_fwd = (L + rec_n) * per_pass * per - (rec_n * coll["tp_last"] if xla_remat(job) else 0.0)
     tp_bwd = np.maximum(L * per_pass * per - comp["wgrad"], 0.0)
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd, 0.0)
     tp_hidden = np.where(g.tp > 1, np.minimum(L * per_pass * per, comp["wgrad"]), 0.0)
@@ -686,6 +688,14 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     return _with_moe_a2a_overlap(g, comp, out)
 
 
+def xla_remat(job: Job) -> bool:
+    """Whether full recompute is XLA's (:func:`scalemodel.cost.compute.layer_compute_time`, ``xla_remat``):
+    on a TPU, whose programs XLA compiles (JAX, PyTorch/XLA), the recomputed forward leaves out the MLP
+    down-projection, whose output the backward never reads, and the TP collective after it (the reduce-scatter
+    with sequence parallelism, else the all-reduce)."""
+    return job.accelerator_family == "tpu"
+
+
 def _tokens_per_microbatch(job: Job, g: StrategyGrid) -> np.ndarray:
     """Tokens of one micro-batch on one GPU (context parallelism splits the sequence)."""
     return np.asarray(g.micro_batch.astype(float) * job.seq_len / g.cp)
@@ -704,6 +714,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
     a2a_bytes = tokens * float(sh.moe_top_k) * float(sh.hidden) * job.elem_bytes / g.tp
     return {"tp": np.where(g.sequence_parallel, rs_ag, ar),
+            "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
            "cp": _collective("sendrecv", kv_bytes, groups.context),
            "ep": _collective("alltoall", a2a_bytes, groups.expert),
            "pp": _stage_boundary_time(groups, act / g.tp),
@@ -1465,6 +1476,10 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     rec = g.recompute
     if job.is_transformer:
         f = transformer.training_flops(job.shape, job.seq_len, g.global_batch.astype(float), rec)
+        if xla_remat(job):  # XLA's remat leaves the down-projections out of the recomputed forward
+            dead = transformer.down_projection_flops(job.shape, job.seq_len) * g.global_batch.astype(float)
+            extra = f.recompute - np.where(rec == Recompute.FULL, dead, 0.0)
+            f = transformer.StepFlops(forward=f.forward, model=f.model, hardware=f.model + extra, recompute=extra)
         if np.any((rec == Recompute.FULL) & (g.recompute_layers >= 0)):
             # partial full recompute: the recomputed share of each stage's layers (equal stages assumed)
             n = float(job.shape.layers) / g.pp
