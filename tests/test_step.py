@@ -364,6 +364,11 @@ def test_hierarchical_sync_shards_zero_inside_its_groups(a100, gpt) -> None:  # 
     for k in ("step_time",):
         assert val(getattr(run["hsdp", "hier:4"], k)) == val(getattr(run["fsdp", "hier:4"], k))
     assert val(run["hsdp", "hier:4"].memory["total"]) == val(run["fsdp", "hier:4"].memory["total"])
+    # `scalemodel memory` reads the same sync mode
+    from scalemodel.engine.memory import memory as memory_report
+
+    rep = memory_report(a100, gpt, 128, TrainingSpec(**training), StrategySpec(tp=8, zero="1", sync="hier:4"))
+    assert rep.per_gpu_bytes["optimizer"] == pytest.approx(12 * P / 4, rel=1e-9)
     # hier:dp is one group: bsp's sharding and memory
     _, whole = one(job, training, 128, tp=8, overlap=False, zero="fsdp", sync="hier:16")
     assert val(whole.memory["total"]) == val(run["fsdp", "bsp"].memory["total"])

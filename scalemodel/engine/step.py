@@ -611,7 +611,7 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> np.
 
 
 def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
-                     groups: ParallelGroups) -> np.ndarray:
+                     groups: ParallelGroups, sync: str = "bsp") -> np.ndarray:
     """Exposed offload seconds per step: m x :func:`_offload_time`, less the time the layers already
     wait for their ZeRO-3/FSDP parameter gathers (docs/model.md#offload).
 
@@ -625,8 +625,12 @@ def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: 
         return np.zeros(1)
     total = m * per_mb
     if np.any(g.zero >= Zero.PARAMETERS):
-        hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
-        gathers = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)["gathers_exposed"]
+        hier = hier_group(g, sync)
+        if hier is not None:  # hier:G gathers inside its groups (_sync_comm)
+            gathers = _dp_comm(job, g, comp, m, groups.data_split(hier)[0])["gathers_exposed"]
+        else:
+            hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
+            gathers = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)["gathers_exposed"]
         total = np.maximum(total - gathers, 0.0)
     return np.asarray(total, dtype=float)
 
@@ -1196,7 +1200,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
     local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied  # one worker's step without waiting on others
-    off = _offload_exposed(job, g, comp_dp, m, groups)  # offload needs pp = 1: no bubble to scale
+    off = _offload_exposed(job, g, comp_dp, m, groups, sync)  # offload needs pp = 1: no bubble to scale
     local = local + off
     cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local)
     # data-parallel traffic hidden under compute slows that compute (docs/model.md#contention)
