@@ -369,6 +369,14 @@ def test_hierarchical_sync_shards_zero_inside_its_groups(a100, gpt) -> None:  # 
 
     rep = memory_report(a100, gpt, 128, TrainingSpec(**training), StrategySpec(tp=8, zero="1", sync="hier:4"))
     assert rep.per_gpu_bytes["optimizer"] == pytest.approx(12 * P / 4, rel=1e-9)
+    # a shard group other than the hier group is refused, not ignored
+    from scalemodel.errors import InputError
+
+    with pytest.raises(InputError, match="shard_group"):
+        grid_from_strategy(StrategySpec(tp=8, zero="hsdp", shard_group=8, sync="hier:4"), TrainingSpec(**training),
+                           128, job)
+    grid_from_strategy(StrategySpec(tp=8, zero="hsdp", shard_group=4, sync="hier:4"), TrainingSpec(**training),
+                       128, job)
     # hier:dp is one group: bsp's sharding and memory
     _, whole = one(job, training, 128, tp=8, overlap=False, zero="fsdp", sync="hier:16")
     assert val(whole.memory["total"]) == val(run["fsdp", "bsp"].memory["total"])
