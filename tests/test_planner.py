@@ -159,8 +159,13 @@ def test_constraints_respected_and_memory_limit_counted():
 
 
 def test_time_to_train_divides_by_statistical_efficiency():
-    job, _cl, _wl = _job(cluster="dgx-a100", global_batch=32)
-    cons = {"tp": 1, "pp": 1, "algorithm": "auto"}
+    """A model whose ZeRO 0 replica fits (asp needs one per rank) and stragglers (CV 0.3: bsp waits for the
+    slowest of 16, asp does not), so asp plans rank beside bsp's and the efficiency check below runs."""
+    from dataclasses import replace
+
+    job, _cl, _wl = _job(cluster="dgx-a100", model="gpt-1.7b", global_batch=32)
+    job = replace(job, straggler_cv=0.3)
+    cons = {"tp": 1, "pp": 1, "algorithm": "auto", "zero": "0"}
     res = planner.search(job, 16, 32, top=4, objective="time-to-train", constraints=cons, sync_modes=("bsp", "asp"))
     values = []
     for p in res.ranked:
@@ -169,10 +174,14 @@ def test_time_to_train_divides_by_statistical_efficiency():
         values.append(1.0 / (p.throughput["tokens_per_s"] * stat))
     assert values == sorted(values)
     assert values == pytest.approx(res.objective_values, rel=1e-9)
-    # ASP's staleness (mean (N-1)/N steps, the job's kappa) costs 1/(1 + kappa x 15/16) of the progress per update
+    # ASP's staleness (mean (N-1)/N steps, the job's kappa) costs 1/(1 + kappa x (N-1)/N) of the progress per
+    # update, N = dp (16, or 8 with cp = 2)
     asp = [p for p in res.ranked if p.strategy["sync"] == "asp"]
+    assert asp and job.staleness_kappa > 0
     for p in asp:
-        assert p.sync["statistical_efficiency"] == pytest.approx(1 / (1 + job.staleness_kappa * 15 / 16), rel=1e-9)
+        n = p.strategy["dp"]
+        assert p.sync["statistical_efficiency"] == pytest.approx(1 / (1 + job.staleness_kappa * (n - 1) / n),
+                                                                 rel=1e-9)
 
 
 def test_cost_objective_needs_a_price():
@@ -610,6 +619,30 @@ def test_decomposed_search_equals_brute_force_on_special_paths(cons):
     assert res.candidates_evaluated == n
     assert res.feasible + sum(res.infeasible_by_reason.values()) == n
     assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)
+
+
+@pytest.mark.parametrize("cons", [{"cp": [("=", 1)]}, {"cp": [("=", 1)], "memory": [("<=", "20GB")]}])
+def test_hier_zero_counts_its_group_sharded_memory_like_brute_force(cons):
+    """hier:G shards ZeRO/FSDP states over its groups of G only (step.hier_group), so on a memory-tight job fewer of
+    its ZeRO > 0 candidates fit than bsp's: the planner's counts (out of memory, over the memory constraint) and
+    its best equal the brute force's, with hier:2 alone and beside bsp."""
+    job, _cl, _wl = _job(cluster="dgx-a100-40g", model="llama2-13b", sets=["layers=8"], global_batch=16)
+    feas_b: list[int] = []
+    feas_h: list[int] = []
+    pure = dict(cons, dp=[("=", 8)])  # one data-parallel degree: the same candidates under both modes
+    _, n_b = _brute_force_best(job, 8, 16, pure, ("bsp",), feasible=feas_b)
+    _, n_h = _brute_force_best(job, 8, 16, pure, ("hier:2",), feasible=feas_h)
+    assert n_h == n_b > 0 and feas_h[0] < feas_b[0]
+    expect_h, _n = _brute_force_best(job, 8, 16, cons, ("hier:2",))
+    for modes in (("hier:2",), ("bsp", "hier:2")):
+        feasible: list[int] = []
+        expect, n = _brute_force_best(job, 8, 16, cons, modes, feasible=feasible)
+        res = planner.search(job, 8, 16, top=3, constraints=cons, sync_modes=modes)
+        assert res.candidates_evaluated == n and res.feasible == sum(feasible), modes
+        assert res.feasible + sum(res.infeasible_by_reason.values()) == n
+        assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12), modes
+    assert planner.search(job, 8, 16, top=1, constraints=cons, sync_modes=("hier:2",)).objective_values[0] == (
+        pytest.approx(expect_h, rel=1e-12))
 
 
 @pytest.mark.parametrize("modes", [("bsp", "local:4"), ("asp", "ssp:2", "bsp")])

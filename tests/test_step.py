@@ -333,6 +333,55 @@ def test_hierarchical_sync_prices_groups_and_leaders(a100, gpt) -> None:  # type
     assert val(bsp.breakdown["dp_comm"]) == pytest.approx(bucketed(grads, 16, 8), rel=1e-9)
 
 
+def test_hierarchical_sync_shards_zero_inside_its_groups(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """hier:G with ZeRO: the groups step apart, so the states are sharded over the G replicas of a group (HSDP's
+    layout), in memory and in traffic alike. By hand, gpt-7.5b on 128 A100s, tp 8, dp 16, hier:4, P = params / 8
+    per GPU, L = 36 layers, m = 8 micro-batches: ZeRO-1 optimizer 12 P / 4 bytes (bsp: 12 P / 16); ZeRO-2
+    gradients 2 P / 4; ZeRO-1 traffic = the in-group all-reduce volume (2 DeepSpeed buckets of 5e8 elements)
+    + the cross-group all-reduce of the 2 P / 4 shard over the 4 groups, 32 GPUs apart; FSDP = m ((2L - 1) AG
+    + L RS) of one layer over the group + that cross-group all-reduce once per step; hsdp under hier = fsdp."""
+    training = dict(global_batch=128, micro_batch=1)
+    job = job_for(a100, gpt, **training)
+    P, L, m = job.params / 8, 36, 8
+
+    def t(op: str, nbytes: float, ranks: int, stride: int) -> float:
+        return val(coll.collective_time(op, nbytes, ranks, job.network, stride=stride))
+
+    run = {(z, s): one(job, training, 128, tp=8, overlap=False, zero=z, sync=s)[1]
+           for z in ("1", "2", "fsdp", "hsdp") for s in ("bsp", "hier:4")}
+    assert val(run["1", "bsp"].memory["optimizer"]) == pytest.approx(12 * P / 16, rel=1e-9)
+    assert val(run["1", "hier:4"].memory["optimizer"]) == pytest.approx(12 * P / 4, rel=1e-9)
+    assert val(run["2", "hier:4"].memory["gradients"]) == pytest.approx(2 * P / 4, rel=1e-9)
+    assert val(run["fsdp", "hier:4"].memory["optimizer"]) == pytest.approx(12 * P / 4, rel=1e-9)
+    # the optimizer step updates the 1/4 shard: 4x bsp's 1/16
+    assert val(run["1", "hier:4"].breakdown["optimizer"]) == pytest.approx(
+        4 * val(run["1", "bsp"].breakdown["optimizer"]), rel=1e-9)
+    cross = t("allreduce", 2 * P / 4, 4, 32)
+    assert val(run["1", "hier:4"].breakdown["dp_comm"]) == pytest.approx(2 * t("allreduce", P, 4, 8) + cross,
+                                                                         rel=1e-9)
+    per_mb = (2 * L - 1) * t("allgather", 2 * P / L, 4, 8) + L * t("reducescatter", 2 * P / L, 4, 8)
+    assert val(run["fsdp", "hier:4"].breakdown["dp_comm"]) == pytest.approx(m * per_mb + cross, rel=1e-9)
+    for k in ("step_time",):
+        assert val(getattr(run["hsdp", "hier:4"], k)) == val(getattr(run["fsdp", "hier:4"], k))
+    assert val(run["hsdp", "hier:4"].memory["total"]) == val(run["fsdp", "hier:4"].memory["total"])
+    # `scalemodel memory` reads the same sync mode
+    from scalemodel.engine.memory import memory as memory_report
+
+    rep = memory_report(a100, gpt, 128, TrainingSpec(**training), StrategySpec(tp=8, zero="1", sync="hier:4"))
+    assert rep.per_gpu_bytes["optimizer"] == pytest.approx(12 * P / 4, rel=1e-9)
+    # a shard group other than the hier group is refused, not ignored
+    from scalemodel.errors import InputError
+
+    with pytest.raises(InputError, match="shard_group"):
+        grid_from_strategy(StrategySpec(tp=8, zero="hsdp", shard_group=8, sync="hier:4"), TrainingSpec(**training),
+                           128, job)
+    grid_from_strategy(StrategySpec(tp=8, zero="hsdp", shard_group=4, sync="hier:4"), TrainingSpec(**training),
+                       128, job)
+    # hier:dp is one group: bsp's sharding and memory
+    _, whole = one(job, training, 128, tp=8, overlap=False, zero="fsdp", sync="hier:16")
+    assert val(whole.memory["total"]) == val(run["fsdp", "bsp"].memory["total"])
+
+
 def test_pipeline_boundary_saturates_a_tapered_spine_only_as_far_as_the_stage_fills_a_rack() -> None:
     """Default scenario fabric (256-GPU leaves, 3:1 spine), TP 4 x PP 8: the stage holds 4 x dp GPUs
     sending at once across the boundary that crosses the spine; taper = max(1, 3 x stage / 256)."""

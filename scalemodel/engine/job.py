@@ -465,6 +465,13 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         if group < 1 or dp % group:
             raise InputError(f"hier group size {group} does not divide dp = {dp}", where="--sync",
                              allowed=f"hier:G with G a divisor of {dp} (G counts data-parallel replicas)")
+        shard = getattr(strategy, "shard_group", None)
+        if str(strategy.zero).lower() == "hsdp" and shard is not None and shard != min(group, dp):
+            # hier:G shards ZeRO/FSDP/HSDP inside its groups (step.hier_group): the hier group is the shard group
+            raise InputError(f"zero hsdp under hier:{group} shards inside the hier groups of {min(group, dp)} "
+                             f"replicas, not shard_group = {shard}", where="strategy.shard_group",
+                             allowed=f"shard_group unset or {min(group, dp)}, or --sync bsp for HSDP synchronised "
+                                     "every step")
     etp = strategy.etp or tp
     if ep > 1 or strategy.etp is not None:
         experts = int(job.shape.moe_experts) if job.is_transformer else 0

@@ -53,7 +53,7 @@ def _divisors(n: int) -> np.ndarray:
 
 
 def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None, states: float, act1: float,
-                         fragmentation: float, workspace: float) -> int | None:
+                         fragmentation: float, workspace: float, sync: str = "bsp") -> int | None:
     """The largest micro-batch b whose memory fits, under the step model's rule for m.
 
     Without a global batch, B = dp b, so m = 1 whatever b: activations are linear in b and
@@ -69,7 +69,8 @@ def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None,
     dp = int(np.asarray(grid.dp).ravel()[0])
     candidates = _divisors(global_batch // dp)
     trial = replace(grid, micro_batch=candidates.astype(np.int64))
-    total = memory_parts(job, trial, microbatches(trial), fragmentation=fragmentation, workspace=workspace)["total"]
+    total = memory_parts(job, trial, microbatches(trial), fragmentation=fragmentation, workspace=workspace,
+                         sync=sync)["total"]
     fitting = candidates[np.asarray(total <= job.memory_capacity)]
     return int(fitting.max()) if fitting.size else 0
 
@@ -94,7 +95,8 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
         raise InputError(f"global batch {training.global_batch} is not a multiple of micro-batch x dp = "
                          f"{micro * dp}", where="--global-batch", allowed="a multiple of micro_batch * dp")
     m = microbatches(grid)
-    parts = memory_parts(job, grid, m, fragmentation=fragmentation, workspace=workspace)
+    parts = memory_parts(job, grid, m, fragmentation=fragmentation, workspace=workspace,
+                         sync=strategy.sync)  # hier:G shards ZeRO inside its groups
     breakdown = {k: float(np.asarray(parts[k]).ravel()[0]) for k in (*MEMORY_PARTS, "total")}
     if not all(np.isfinite(list(breakdown.values()))):
         raise InputError("the memory model overflows for these inputs", where="memory",
@@ -118,4 +120,4 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
         activation_bytes_per_micro_batch_sample=act1, capacity_bytes=float(job.memory_capacity),
         fits=bool(breakdown["total"] <= job.memory_capacity),
         max_micro_batch=_largest_micro_batch(job, grid, training.global_batch, states, act1, fragmentation,
-                                             workspace))
+                                             workspace, strategy.sync))

@@ -498,6 +498,16 @@ def _bound_factor(job: Job, cfg: dict[str, np.ndarray], sync: str, mask: np.ndar
     return a, b
 
 
+def _code_histogram(code: np.ndarray, valid: np.ndarray, weight: np.ndarray, sharded_z: np.ndarray,
+                    n_codes: int) -> np.ndarray:
+    """Per configuration row and ZeRO group (0, > 0), the weighted count of the valid candidates of each code
+    (shape (rows, 2, n_codes + 1); code n_codes: feasible but over the memory constraint)."""
+    n_rows = code.shape[0]
+    at = (np.arange(n_rows).reshape(-1, 1, 1, 1) * 2 + sharded_z.reshape(1, -1, 1, 1)) * (n_codes + 1) + code
+    return np.bincount(at[valid], weights=weight[valid], minlength=n_rows * 2 * (n_codes + 1)).reshape(
+        n_rows, 2, n_codes + 1)
+
+
 def _class_factor(factor: list[tuple[np.ndarray, np.ndarray]], mode_mask: list[np.ndarray], members: list[int]
                   ) -> tuple[np.ndarray, np.ndarray]:
     """The least (a, b) of :func:`_bound_factor` over the sync modes ``members`` of an evaluation class, per
@@ -801,16 +811,24 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # per configuration and ZeRO group (0, > 0): the choices of each code (code n_codes: feasible but over the
         # memory constraint), the valid candidates and those whose parameter-server choices ZeRO > 0 rules out;
         # then each group of sync modes takes its configurations' sums (those needing replicas lose ZeRO > 0)
-        n_rows = hi - lo
-        code = np.where(feas & over, n_codes, reason)
-        at = ((np.arange(n_rows).reshape(-1, 1, 1, 1) * 2 + sharded_z.reshape(1, -1, 1, 1)) * (n_codes + 1) + code)
-        hist = np.bincount(at[valid_all], weights=weight[valid_all], minlength=n_rows * 2 * (n_codes + 1)).reshape(
-            n_rows, 2, n_codes + 1)
+        hist = _code_histogram(np.where(feas & over, n_codes, reason), valid_all, weight, sharded_z, n_codes)
         n_valid = np.count_nonzero(valid_all, axis=(1, 2, 3))
         n_ps_hit = np.count_nonzero(ps_hit_all, axis=(1, 2, 3))
         for key, (mask, count) in mask_groups.items():
             w = count * mask[lo:hi]
-            h = hist.sum(axis=1)
+            if key > 0 and np.any(sharded_z):
+                # hier:G shards the states inside its groups of G (step.hier_group): more memory at ZeRO > 0, so
+                # its own counts; the bounds keep bsp's fits, a superset (sharding over dp takes no more memory)
+                mem_h = np.broadcast_to(memory_parts(job, full, microbatches(full), sync=f"hier:{key}")["total"],
+                                        shape)
+                fits_h = mem_h <= job.memory_capacity
+                reason_h = np.where(open_, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits_h, 0, oom)), r1)
+                over_h = ((reason_h == 0) & ~allowed_by(mem_h, c["memory"]) if "memory" in c
+                          else np.zeros(shape, dtype=bool))
+                code_h = np.where((reason_h == 0) & over_h, n_codes, reason_h)
+                h = _code_histogram(code_h, valid_all, weight, sharded_z, n_codes).sum(axis=1)
+            else:
+                h = hist.sum(axis=1)
             if key == -1:  # ZeRO > 0: feasible, out of memory or over the limit all become sync_needs_replicas
                 h = hist[:, 0].copy()
                 h[:, replicas] += hist[:, 1, [0, oom, n_codes]].sum(axis=1)

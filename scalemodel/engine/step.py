@@ -408,16 +408,36 @@ def hsdp_shard_group(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(np.gcd(asked, g.dp), dtype=float)
 
 
-def _sharding_degree(job: Job, g: StrategyGrid) -> np.ndarray:
-    """Replicas that ZeRO/FSDP shard the model states over: the data-parallel degree, or the HSDP group."""
+def hier_group(g: StrategyGrid, sync: str) -> np.ndarray | None:
+    """The data-parallel replicas per group of hier:G (min(dp, G)), or None for every other sync mode.
+
+    Under hier:G the groups step apart (asynchronously, or averaging every H steps), so ZeRO 1-3, FSDP and
+    HSDP can shard the model states only inside a group: each group holds one sharded copy (FSDP
+    HYBRID_SHARD's layout with its shard group = the hier group; torchft runs FSDP inside each replica group
+    and LocalSGD/DiLoCo across the replicated dimension, github.com/meta-pytorch/torchft), and the cross-group
+    exchange all-reduces each rank's reduced 1/G shard (docs/model.md#sync)."""
+    strategy = parse_sync(sync)
+    return np.minimum(g.dp, float(strategy.param)).astype(float) if strategy.kind == SyncKind.HIER else None
+
+
+def _sharding_degree(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
+    """Replicas that ZeRO/FSDP shard the model states over: the data-parallel degree, or the HSDP group,
+    or under hier:G the group of G (:func:`hier_group`; HSDP's shard group is then the hier group)."""
+    group = hier_group(g, sync)
+    if group is not None:
+        return group
     return np.where(g.zero == Zero.HSDP, hsdp_shard_group(job, g), g.dp)
 
 
-def _state_shards(job: Job, g: StrategyGrid) -> np.ndarray:
+def _state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     """Ranks a transformer's dense model states are sharded over by ZeRO/FSDP: the data-parallel degree times
     the context-parallel degree (CP ranks hold the same weights: Megatron-Core builds its distributed optimizer
     over ``get_data_parallel_group(with_context_parallel=True)``, megatron/core/optimizer/__init__.py;
-    torchtitan shards FSDP over the ``dp_shard_cp`` mesh); HSDP keeps its sharding group."""
+    torchtitan shards FSDP over the ``dp_shard_cp`` mesh); HSDP keeps its sharding group. Under hier:G the
+    group of G replicas times cp (so hier:dp shards as bsp does)."""
+    group = hier_group(g, sync)
+    if group is not None:
+        return group * g.cp
     return np.where(g.zero == Zero.HSDP, hsdp_shard_group(job, g), g.dp * g.cp)
 
 
@@ -593,7 +613,7 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> np.
 
 
 def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
-                     groups: ParallelGroups) -> np.ndarray:
+                     groups: ParallelGroups, sync: str = "bsp") -> np.ndarray:
     """Exposed offload seconds per step: m x :func:`_offload_time`, less the time the layers already
     wait for their ZeRO-3/FSDP parameter gathers (docs/model.md#offload).
 
@@ -607,8 +627,12 @@ def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: 
         return np.zeros(1)
     total = m * per_mb
     if np.any(g.zero >= Zero.PARAMETERS):
-        hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
-        gathers = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)["gathers_exposed"]
+        hier = hier_group(g, sync)
+        if hier is not None:  # hier:G gathers inside its groups (_sync_comm)
+            gathers = _dp_comm(job, g, comp, m, groups.data_split(hier)[0])["gathers_exposed"]
+        else:
+            hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
+            gathers = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)["gathers_exposed"]
         total = np.maximum(total - gathers, 0.0)
     return np.asarray(total, dtype=float)
 
@@ -1067,7 +1091,11 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     size = np.minimum(g.dp, float(strategy.param)).astype(float)
     in_groups, across = groups.data_split(size)
     inner = _dp_comm(job, g, comp, m, in_groups)
-    outer = _dp_comm(job, g, comp, m, across, shard=size)
+    # the states are sharded inside the groups (hier_group): ZeRO-3/FSDP/HSDP gather and reduce-scatter there,
+    # and each rank all-reduces its reduced 1/G shard across the groups once per step, as ZeRO-1/2 does
+    flat = replace(g, zero=np.where(g.zero >= Zero.PARAMETERS, Zero.GRADIENTS, g.zero)) if np.any(
+        g.zero >= Zero.PARAMETERS) else g
+    outer = _dp_comm(job, flat, comp, m, across, shard=size)
     both = inner["grads"] + outer["grads"]
     exposed = _expose(g, comp, both, inner["last_bucket"])
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
@@ -1075,10 +1103,10 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     return exposed * (1.0 - share) + outer["gathers_exposed"], in_group, both + inner["gathers"] + outer["gathers"]
 
 
-def _optimizer_time(job: Job, g: StrategyGrid) -> np.ndarray:
+def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     dense, expert = _params_per_gpu(job, g)
     local = dense + expert
-    sharded = np.where(g.zero >= Zero.OPTIMIZER, local / _sharding_degree(job, g), local)
+    sharded = np.where(g.zero >= Zero.OPTIMIZER, local / _sharding_degree(job, g, sync), local)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     return sharded * bytes_per_param / (job.memory_bandwidth * job.memory_efficiency)
 
@@ -1090,15 +1118,16 @@ def microbatches(g: StrategyGrid) -> np.ndarray:
 
 def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
                  fragmentation: float = memory.DEFAULT_FRAGMENTATION,
-                 workspace: float = memory.DEFAULT_WORKSPACE) -> dict[str, np.ndarray]:
-    """Per-GPU bytes by part (scalemodel.cost.memory), first pipeline stage, plus ``total``.
+                 workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp") -> dict[str, np.ndarray]:
+    """Per-GPU bytes by part (scalemodel.cost.memory), first pipeline stage, plus ``total``. ``sync``: under
+    hier:G, ZeRO/FSDP shard the states inside the groups of G replicas (:func:`hier_group`).
 
     Weights are held at the compute element size (4 bytes for fp32/tf32 runs, else 2: fp8 GEMMs
     keep 16-bit weights). Generic workloads: the catalog's activation bytes per sample are fp32,
     scaled to the training precision, and full recompute keeps a quarter of them.
     """
     if not job.is_transformer:
-        ms = memory.model_state_bytes(job.params, dp=_sharding_degree(job, g), zero_stage=g.zero,
+        ms = memory.model_state_bytes(job.params, dp=_sharding_degree(job, g, sync), zero_stage=g.zero,
                                       weight_bytes=job.elem_bytes,
                                       grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param)
         act = (job.generic_activation_bytes * (job.elem_bytes / 4.0) * g.micro_batch
@@ -1110,7 +1139,7 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
         _last, other, first = _stage_layers(job, g)
         # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
         # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
-        kw = dict(micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_state_shards(job, g), tp=g.tp,
+        kw = dict(micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_state_shards(job, g, sync), tp=g.tp,
                   pp=g.pp, cp=g.cp, ep=g.ep, zero_stage=g.zero, recompute=g.recompute,
                   sequence_parallel=g.sequence_parallel, num_microbatches=m, schedule=g.schedule,
                   virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
@@ -1179,11 +1208,11 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     bubble_mb = _chunked_bubble(job, g, stage, m, t_mb, bubble_mb)
     bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb)
-    opt = _optimizer_time(job, g)
+    opt = _optimizer_time(job, g, sync)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
     local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied  # one worker's step without waiting on others
-    off = _offload_exposed(job, g, comp_dp, m, groups)  # offload needs pp = 1: no bubble to scale
+    off = _offload_exposed(job, g, comp_dp, m, groups, sync)  # offload needs pp = 1: no bubble to scale
     local = local + off
     cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local)
     # data-parallel traffic hidden under compute slows that compute (docs/model.md#contention)
@@ -1208,7 +1237,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     }
     breakdown = {k: breakdown[k] for k in BREAKDOWN_KEYS}  # the parts table fixes names and order
     step = sum(breakdown.values())  # identical to sres.step_time_s up to rounding; parts add up exactly
-    mem = memory_parts(job, g, m)
+    mem = memory_parts(job, g, m, sync=sync)
     fits = mem["total"] <= job.memory_capacity
     reason = np.where((reason == 0) & ~fits, Infeasible.OUT_OF_MEMORY, reason)
     flops = _flops(job, g)
@@ -1377,7 +1406,8 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
     with f', b' one unit's forward and backward compute (>= the free windows f, b; RS >= 0 dropped).
     AG moves 16-bit parameters on NCCL's own algorithm, so no communication choice changes it, and the
     un-overlapped (2L-1) AG + L RS is larger; 0 for ZeRO 0-2. Over the whole data-parallel group (or
-    HSDP's sharding group), or for hier:G over the G replicas of a group, whose traffic :func:`_sync_comm`
+    HSDP's sharding group), or for hier:G over the G replicas of a group, which the states are sharded over
+    (:func:`hier_group`; HSDP's shard group is then the group too) and whose traffic :func:`_sync_comm`
     exposes inside the group. The planner bounds with it; it
     prices the same stage and groups as :func:`evaluate` (tests/test_step.py checks it stays below)."""
     zero3 = g.zero >= Zero.PARAMETERS
@@ -1412,7 +1442,7 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
         return np.asarray(np.where(zero3, m * (ag + (layers - 1.0) * hidden_too_long), 0.0))
 
     strategy = parse_sync(sync)
-    if strategy.kind == SyncKind.HIER:  # inside the groups of G replicas, unsharded (as _sync_comm prices it)
+    if strategy.kind == SyncKind.HIER:  # inside the groups of G replicas, the states' shards (as _sync_comm prices)
         in_groups, _across = groups.data_split(np.minimum(g.dp, float(strategy.param)).astype(float))
         return exposed(first_gather(in_groups))
     ag = first_gather(groups.data)
