@@ -77,3 +77,27 @@ def test_h100_fp8_curve_matches_a_published_grouped_gemm_benchmark(groups: int, 
     eff = isolated * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0))
     model = eff * acc.peak("fp8") / 1e12
     assert model == pytest.approx(tflops, rel=0.10), f"{groups}x{m}x{n}x{k}: curve {model:.0f} vs {tflops:.0f}"
+
+
+def test_router_priced_at_its_own_precision_by_hand() -> None:
+    """An fp8 run's router GEMM (Megatron-Core router_gating_linear: the unquantized BF16 input, no FP8 module)
+    runs on the BF16 peak and curve passed as router_*: the MoE layer's GEMM time moves by exactly the router's
+    time at BF16 minus its time at fp8, each written out with the roofline formula. A DeepSeek-V3-sized router
+    (h 7168, 256 experts) over 8 x 8192 tokens is compute-bound; Qwen3-30B's (h 2048, 128 experts, 8192 tokens:
+    35 MB for 4.3 GFLOP) is memory-bound at either precision, so there the change is nil."""
+    fp8 = (1979e12, 3.35e12, 0.64, 167.0, 0.88, 2.0)  # H100 SXM fp8 curve (catalog)
+    bf16_peak, bf16_gmax, bf16_d0 = 989.4e12, 0.72, 87.0  # H100 SXM 16-bit curve (catalog)
+    peak, bw, gmax, d0, mem, eb = fp8
+    h, experts, b, s = 7168, 256, 8, 8192
+    kw = dict(micro_batch=b, seq_len=s, peak_flops=peak, memory_bandwidth=bw, gemm_max=gmax, gemm_half_dim=d0,
+              memory_efficiency=mem, elem_bytes=eb, ep=EP, flash_attention=True, moe=True)
+    sh = shape(layers=61, hidden=h, heads=56, kv_heads=56, head_dim=D, vocab=129280, gated_mlp=True,
+               moe_experts=experts, moe_top_k=K_TOP, moe_ffn_hidden=2048)
+    same = compute.layer_compute_time(sh, **kw)
+    own = compute.layer_compute_time(sh, router_peak_flops=bf16_peak, router_gemm_max=bf16_gmax,
+                                     router_gemm_half_dim=bf16_d0, **kw)
+    T = b * s
+    delta = (_roofline(T, experts, h, 1, bf16_peak, bw, bf16_gmax, bf16_d0, mem, eb)
+             - _roofline(T, experts, h, 1, *fp8))
+    assert delta > 50e-6  # BF16 is the slower precision here (~0.48 vs ~0.33 ms)
+    assert float(own.forward_gemm) - float(same.forward_gemm) == pytest.approx(delta, rel=1e-9)

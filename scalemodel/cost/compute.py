@@ -206,7 +206,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        moe: bool = False, flash_attention: ArrayLike = False,
                        elem_bytes: ArrayLike = 2.0, etp: ArrayLike | None = None,
                        core_peak_flops: ArrayLike | None = None, core_gemm_max: ArrayLike | None = None,
-                       core_gemm_half_dim: ArrayLike | None = None, xla_remat: ArrayLike = False) -> LayerTime:
+                       core_gemm_half_dim: ArrayLike | None = None, xla_remat: ArrayLike = False,
+                       router_peak_flops: ArrayLike | None = None, router_gemm_max: ArrayLike | None = None,
+                       router_gemm_half_dim: ArrayLike | None = None) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
 
     Full recompute repeats the forward, except with ``xla_remat`` (a program compiled by XLA, as every
@@ -221,6 +223,11 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     ``core_*`` (default: the GEMMs' own) price the attention core at another precision: an fp8 run's
     core runs in BF16 (Transformer Engine's recipes leave dot-product attention out of FP8 unless
     ``fp8_dpa`` is set, default False: transformer_engine.common.recipe, TE 2.x Common API).
+    ``router_*`` (default: the GEMMs' own) price the MoE router GEMM at another precision: Megatron-Core's
+    ``TopKRouter.gating`` computes its logits with ``router_gating_linear`` (megatron/core/transformer/moe/
+    router.py, moe_utils.py): ``te_general_gemm`` or ``torch.mm`` on the unquantized input in ``router_dtype``
+    (the input's BF16 unless ``moe_router_dtype`` is 'fp32'/'fp64'), not an FP8 Transformer Engine module, so an
+    fp8 run's router runs in BF16 (the fp32 option is not modelled: the step passes the BF16 curve).
 
     Tokens on the GPU T = b*s/cp. GEMM shapes per GPU (t = tp; d = h/a; g = kv heads):
       QKV   T x (a+2g)d/t x h        O-proj  T x h x a*d/t
@@ -282,7 +289,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         u = t if etp is None else _pos("etp", etp)
         tokens_per_expert = np.maximum(e * u * T * k / (E * t), 1.0)
         experts_here = E / e
-        gemm = gemm + gemm_time(T, E, h, **kw)  # router
+        rkw = dict(kw, peak_flops=peak_flops if router_peak_flops is None else router_peak_flops,
+                   gemm_max=gemm_max if router_gemm_max is None else router_gemm_max,
+                   gemm_half_dim=gemm_half_dim if router_gemm_half_dim is None else router_gemm_half_dim)
+        gemm = gemm + gemm_time(T, E, h, **rkw)  # router
         gemm = gemm + gemm_time(tokens_per_expert, mats_up * fe / u, h, experts_here, **kw)
         gemm = gemm + gemm_time(tokens_per_expert, h, fe / u, experts_here, **kw)
         shared = sh.moe_shared_experts * fe

@@ -335,6 +335,9 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     if job.attention_peak_flops > 0:  # the core at its own precision (an fp8 run's core is BF16)
         flash.update(core_peak_flops=job.attention_peak_flops, core_gemm_max=job.attention_gemm_max,
                      core_gemm_half_dim=job.attention_gemm_half_dim)
+    if job.logits_peak_flops > 0:  # an fp8 run's MoE router: BF16, outside Transformer Engine like the logits
+        flash.update(router_peak_flops=job.logits_peak_flops, router_gemm_max=job.logits_gemm_max,
+                     router_gemm_half_dim=job.logits_gemm_half_dim)
     rec = g.recompute
     flash["xla_remat"] = xla_remat(job)
     dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
