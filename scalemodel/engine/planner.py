@@ -789,6 +789,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     first[1:] = np.any([v[1:] != v[:-1] for k, v in all_cfg.items() if k != "layout"], axis=0)
     twin_of = np.cumsum(first) - 1
     floor_of = np.full((int(twin_of[-1]) + 1 if n_cfg else 0, nr, ns), np.nan)  # per twin group, NaN: not priced
+    hsdp_pinned = int(fixed.get("shard_group", 0) or 0) > 0 and bool(np.any(axes["zero"] == int(Zero.HSDP)))
     for lo in range(0, n_cfg, per_chunk):
         hi = min(n_cfg, lo + per_chunk)
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
@@ -796,8 +797,9 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         shape = full.shape
         mem = np.broadcast_to(memory_parts(job, full, microbatches(full))["total"], shape)
         valid_all = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
-        # feasibility depends on the ZeRO stage only through memory and "parameter server needs ZeRO 0"
-        r1 = np.broadcast_to(feasibility(job, grid), shape)
+        # feasibility depends on the ZeRO stage only through memory, "parameter server needs ZeRO 0" and, with a
+        # pinned shard group, HSDP's "the group divides dp": then the codes are taken at every ZeRO stage
+        r1 = np.broadcast_to(feasibility(job, full if hsdp_pinned else grid), shape)
         open_ = (r1 == 0) | (r1 == ps_bad)
         zb = np.broadcast_to(zeros, shape)
         fits = mem <= job.memory_capacity
