@@ -12,7 +12,7 @@ from scalemodel.report.memory import render_memory
 def memory(*, model: str, cluster: str, gpus: int, tp: int | None, pp: int | None, cp: int | None, ep: int | None,
            strategy_file: str | None, micro_batch: int | None, seq_len: int | None, global_batch: int | None,
            zero: str | None, recompute: str | None, sequence_parallel: bool, schedule: str | None,
-           precision: str | None, optimizer_bytes: float | None, grad_bytes: float | None,
+           sync: str | None, precision: str | None, optimizer_bytes: float | None, grad_bytes: float | None,
            flash_attention: bool | None, fragmentation: float, workspace: str, sets: list[str] | None,
            as_json: bool) -> None:
     """Per-GPU memory: weights, gradients, optimizer, activations (Korthikanti), ZeRO; largest micro-batch."""
@@ -26,7 +26,7 @@ def memory(*, model: str, cluster: str, gpus: int, tp: int | None, pp: int | Non
                 "precision": precision, "optimizer_bytes_per_param": optimizer_bytes,
                 "grad_bytes_per_param": grad_bytes}
     _, strategy = o.split_flags(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, recompute=recompute,
-                                sequence_parallel=sequence_parallel, schedule=schedule,
+                                sequence_parallel=sequence_parallel, schedule=schedule, sync=sync,
                                 flash_attention=flash_attention)
     sf = o.read_strategy(strategy_file)
     cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training, strategy=strategy,
@@ -44,7 +44,9 @@ COMMAND = Command("memory", memory, (
     o.MICRO_BATCH.but(flags=("--micro-batch", "-b")), o.SEQ_LEN.but(help="Default: the workload's."),
     o.GLOBAL_BATCH.but(help="Sequences per step; sets the micro-batches per step m = B / (dp b) "
                             "(default B = dp b, one micro-batch, as predict)."),
-    o.ZERO, o.RECOMPUTE, o.SEQ_PAR, o.SCHEDULE, o.PRECISION,
+    o.ZERO, o.RECOMPUTE, o.SEQ_PAR, o.SCHEDULE,
+    o.SYNC.but(help="bsp | backup:B | asp | ssp:S | local:H | hier:G (hier:G shards ZeRO states over G replicas)."),
+    o.PRECISION,
     opt("--optimizer-bytes", type=number, help="Optimizer bytes/param (default 12 = Adam fp32 master + m + v)."),
     opt("--grad-bytes", type=number,
         help="Gradient bytes/param (default = weight bytes, ZeRO's 16 B; 4 = Megatron's 18 B)."),

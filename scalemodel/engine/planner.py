@@ -789,6 +789,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     first[1:] = np.any([v[1:] != v[:-1] for k, v in all_cfg.items() if k != "layout"], axis=0)
     twin_of = np.cumsum(first) - 1
     floor_of = np.full((int(twin_of[-1]) + 1 if n_cfg else 0, nr, ns), np.nan)  # per twin group, NaN: not priced
+    hsdp_pinned = int(fixed.get("shard_group", 0) or 0) > 0 and bool(np.any(axes["zero"] == int(Zero.HSDP)))
     for lo in range(0, n_cfg, per_chunk):
         hi = min(n_cfg, lo + per_chunk)
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
@@ -796,8 +797,9 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         shape = full.shape
         mem = np.broadcast_to(memory_parts(job, full, microbatches(full))["total"], shape)
         valid_all = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
-        # feasibility depends on the ZeRO stage only through memory and "parameter server needs ZeRO 0"
-        r1 = np.broadcast_to(feasibility(job, grid), shape)
+        # feasibility depends on the ZeRO stage only through memory, "parameter server needs ZeRO 0" and, with a
+        # pinned shard group, HSDP's "the group divides dp": then the codes are taken at every ZeRO stage
+        r1 = np.broadcast_to(feasibility(job, full if hsdp_pinned else grid), shape)
         open_ = (r1 == 0) | (r1 == ps_bad)
         zb = np.broadcast_to(zeros, shape)
         fits = mem <= job.memory_capacity
@@ -822,13 +824,20 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 mem_h = np.broadcast_to(memory_parts(job, full, microbatches(full), sync=f"hier:{key}")["total"],
                                         shape)
                 fits_h = mem_h <= job.memory_capacity
-                reason_h = np.where(open_, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits_h, 0, oom)), r1)
+                # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
+                r1_h = np.broadcast_to(feasibility(job, full, sync=f"hier:{key}"), shape) if hsdp_pinned else r1
+                open_h = (r1_h == 0) | (r1_h == ps_bad)
+                reason_h = np.where(open_h, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits_h, 0, oom)), r1_h)
                 over_h = ((reason_h == 0) & ~allowed_by(mem_h, c["memory"]) if "memory" in c
                           else np.zeros(shape, dtype=bool))
                 code_h = np.where((reason_h == 0) & over_h, n_codes, reason_h)
-                h = _code_histogram(code_h, valid_all, weight, sharded_z, n_codes).sum(axis=1)
+                ps_hit_h = valid_all & open_h & (zb > 0) & (not first_is_ps)
+                h = _code_histogram(code_h, valid_all, np.where(ps_hit_h, n_choice - n_ps, n_choice), sharded_z,
+                                    n_codes).sum(axis=1)
+                ps_hits = np.count_nonzero(ps_hit_h, axis=(1, 2, 3))
             else:
                 h = hist.sum(axis=1)
+                ps_hits = n_ps_hit
             if key == -1:  # ZeRO > 0: feasible, out of memory or over the limit all become sync_needs_replicas
                 h = hist[:, 0].copy()
                 h[:, replicas] += hist[:, 1, [0, oom, n_codes]].sum(axis=1)
@@ -836,7 +845,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             covered += int(w @ n_valid) * n_choice
             tot = w @ h
             reasons[1:] += tot[1:n_codes]
-            reasons[ps_bad] += n_ps * float(w @ n_ps_hit)
+            reasons[ps_bad] += n_ps * float(w @ ps_hits)
             feasible_n += int(round(tot[0]))
             over_limit += float(tot[n_codes])
         # compute-only bound (traffic >= 0) of the configurations with a candidate that fits

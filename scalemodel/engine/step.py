@@ -197,7 +197,11 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
         flag(R.MODEL_PARALLEL_NEEDS_TRANSFORMER, (g.tp > 1) | (g.pp > 1) | (g.cp > 1) | (g.ep > 1))
     flag(R.EXCEEDS_CLUSTER, g.gpus > job.max_gpus)
     hsdp = g.zero == Zero.HSDP
-    flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & (g.dp % np.maximum(g.shard_group, 1) != 0))
+    bad_group = g.dp % np.maximum(g.shard_group, 1) != 0
+    hier = hier_group(g, sync)
+    if hier is not None:  # hier:G shards HSDP inside its groups (hier_group): a pinned group other than min(dp, G)
+        bad_group = bad_group | (g.shard_group != hier)  # is refused, as grid_from_strategy refuses it
+    flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & bad_group)
     topk = g.compression == CompressionKind.TOPK
     flag(R.PS_INCOMPATIBLE, (g.ps_servers > 0) & ((g.zero > Zero.NONE) | topk))
     flag(R.LAYOUT_INVALID, _pp_not_outermost(g) & (g.pp > 1) & (g.ep > 1))
@@ -1369,9 +1373,9 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[[np.ndarray, bool
     return np.asarray(np.where(chunked, np.maximum(own, 0.0), bubble_mb))
 
 
-def feasibility(job: Job, g: StrategyGrid) -> np.ndarray:
-    """The infeasibility codes :func:`evaluate` gives before it checks memory (0: feasible so far)."""
-    return _feasibility(job, g, microbatches(g).astype(np.int64))
+def feasibility(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
+    """The infeasibility codes :func:`evaluate` gives under ``sync`` before it checks memory (0: feasible so far)."""
+    return _feasibility(job, g, microbatches(g).astype(np.int64), sync)
 
 
 def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
