@@ -198,6 +198,9 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
     flag(R.EXCEEDS_CLUSTER, g.gpus > job.max_gpus)
     hsdp = g.zero == Zero.HSDP
     flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & (g.dp % np.maximum(g.shard_group, 1) != 0))
+    hier = hier_group(g, sync)  # under hier:G the shard group is the hier group (job.build refuses another)
+    if hier is not None:
+        flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & (g.shard_group != hier))
     topk = g.compression == CompressionKind.TOPK
     flag(R.PS_INCOMPATIBLE, (g.ps_servers > 0) & ((g.zero > Zero.NONE) | topk))
     flag(R.LAYOUT_INVALID, _pp_not_outermost(g) & (g.pp > 1) & (g.ep > 1))
