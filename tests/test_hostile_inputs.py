@@ -803,3 +803,15 @@ def test_catalog_document_failing_validation_is_one_line(cli, tmp_path: Path,  #
     monkeypatch.setattr(precompiled, "DATA", target)
     monkeypatch.setattr(precompiled, "_documents", None)
     refused(cli, "predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--json", match="dgx-h100.yaml")
+
+
+def test_moe_and_mla_fields_on_a_model_without_them_warn(cli) -> None:  # type: ignore[no-untyped-def]
+    """moe_layer_host_s / recompute_modules moe_act, mla_up_proj on a dense GPT are not silently ignored."""
+    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--recompute", "selective", "--set",
+                   "strategy.moe_layer_host_s=1", "--set", "strategy.recompute_modules=moe_act,mla_up_proj")
+    text = " ".join(out["warnings"])
+    assert "moe_layer_host_s" in text and "moe_act" in text and "mla_up_proj" in text
+    moe = accepted(cli, "predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--ep", "8", "--recompute",
+                   "selective", "--set", "strategy.moe_layer_host_s=9 ms",
+                   "--set", "strategy.recompute_modules=moe_act")
+    assert not [w for w in moe["warnings"] if "moe_layer_host_s" in w or "moe_act" in w]
