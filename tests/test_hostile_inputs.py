@@ -694,3 +694,124 @@ def test_permission_denied_is_one_line(cli, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(files.os, "open", denied)
     refused(cli, "calibrate", str(LOG), "-c", "dgx-a100", "--json", match="Permission denied")
     refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--json", match="Permission denied")
+
+
+# --- this round's inputs: moe_layer_host_s, recompute_modules, hier:G with HSDP, the precompiled catalog ---------
+
+@pytest.mark.parametrize("item, match", [
+    ("strategy.recompute_modules=,core_attn", "recompute_modules"),    # the regex took an empty first name
+    ("strategy.recompute_modules=core_attn,", "recompute_modules"),
+    ("strategy.recompute_modules=bogus", "strategy.recompute_modules: unknown recompute module 'bogus'"),
+    ("strategy.moe_layer_host_s=.nan", "moe_layer_host_s"),
+    ("strategy.moe_layer_host_s=1e300", "physical range"),
+    ("strategy.moe_layer_host_s=-1 ms", "moe_layer_host_s"),
+    ("strategy.moe_layer_host_s=9 GB", "unknown unit"),
+])
+def test_hostile_new_strategy_fields(cli, item: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--recompute", "selective",
+            "--set", item, "--json", match=match)
+
+
+def test_negative_zero_seconds_become_zero(cli) -> None:  # type: ignore[no-untyped-def]
+    """``-0.0`` passes ``>= 0``; it must not reach the result as a negative zero (the echoed --set text aside)."""
+    r = cli("predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--set", "strategy.moe_layer_host_s=-0.0",
+            "--set", "strategy.dispatch_overhead=-0 ms", "--json")
+    assert r.code == 0, r.err
+    found: list[str] = []
+
+    def walk(o: object, path: str) -> None:
+        if isinstance(o, dict):
+            for k, v in o.items():
+                walk(v, f"{path}.{k}")
+        elif isinstance(o, list):
+            for i, v in enumerate(o):
+                walk(v, f"{path}[{i}]")
+        elif isinstance(o, float) and o == 0 and str(o).startswith("-"):
+            found.append(path)
+
+    walk(json.loads(r.out), "")
+    assert not found, found
+
+
+def test_stragglers_kappa_message_names_finiteness(cli) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "stragglers", "-n", "64", "--optimizer", "sgd", "--staleness-kappa", "inf", "--json")
+    assert "finite" in line  # was "must be >= 0, got inf": inf is >= 0
+
+
+def test_plan_refuses_a_shard_group_that_hier_overrides(cli) -> None:  # type: ignore[no-untyped-def]
+    """predict refuses zero hsdp + shard_group 2 under hier:8 (the hier group is the shard group); plan ranked it."""
+    args = ["-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--set", "strategy.sync=hier:8", "--set",
+            "strategy.shard_group=2"]
+    refused(cli, "predict", *args, "--zero", "hsdp", "--json", match="shard_group")
+    refused(cli, "plan", *args, "--set", "strategy.zero=hsdp", "--json", match="shard_group = 2")
+    refused(cli, "plan", *args, "--json", match="shard_group = 2")  # zero searched: hsdp among the candidates
+    out = accepted(cli, "plan", *args, "--set", "strategy.zero=1")  # another stage ignores shard_group, as predict
+    assert out["ranked"]
+
+
+def test_plan_never_ranks_hsdp_with_another_group_under_hier(cli) -> None:  # type: ignore[no-untyped-def]
+    """With hier:8 searched (--sync-modes, not pinned) the evaluation marks hsdp + shard_group 2 infeasible: plan
+    ranked exactly that strategy (priced as shard group 8), which predict refuses."""
+    out = accepted(cli, "plan", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--sync-modes", "hier:8", "--set",
+                   "strategy.zero=hsdp", "--set", "strategy.shard_group=2")
+    assert not [p for p in out["ranked"] if p["strategy"]["sync"] == "hier:8" and p["strategy"]["zero"] == "hsdp"
+                and p["strategy"].get("shard_group") == 2]
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "not json", "wrong layout", "nested", "number out of range",
+                                    "directory"])
+def test_damaged_precompiled_catalog_falls_back_to_yaml(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        damage: str) -> None:  # type: ignore[no-untyped-def]
+    """scalemodel/data/catalog.json missing or damaged: every built-in file is parsed from its YAML, no traceback."""
+    import scalemodel.specs.precompiled as precompiled
+
+    real = precompiled.DATA.read_bytes()
+    doc = json.loads(real)
+    target = tmp_path / "catalog.json"
+    if damage == "truncated":
+        target.write_bytes(real[: len(real) // 2])
+    elif damage == "not json":
+        target.write_bytes(b"\x00\xffnot json")
+    elif damage == "wrong layout":
+        target.write_bytes(b'{"source": 1, "documents": []}')
+    elif damage == "nested":
+        target.write_bytes(b"[" * 100_000)
+    elif damage == "number out of range":  # valid JSON that msgspec cannot decode into a float: was a traceback
+        key = next(k for k in doc["documents"] if k.startswith("dgx-h100.yaml:"))
+        doc["documents"][key] = {"kind": "cluster", "name": "dgx-h100", "gpus_per_node": 0}
+        target.write_text(json.dumps(doc).replace('"gpus_per_node": 0', '"gpus_per_node": 1e999'))
+    elif damage == "directory":
+        target.mkdir()
+    monkeypatch.setattr(precompiled, "DATA", target)
+    monkeypatch.setattr(precompiled, "_documents", None)
+    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64")
+    monkeypatch.setattr(precompiled, "DATA", tmp_path / "absent.json")
+    monkeypatch.setattr(precompiled, "_documents", None)
+    again = accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64")
+    assert again["step_time_s"] == out["step_time_s"]
+
+
+def test_catalog_document_failing_validation_is_one_line(cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import scalemodel.specs.precompiled as precompiled
+
+    doc = json.loads(precompiled.DATA.read_bytes())
+    key = next(k for k in doc["documents"] if k.startswith("dgx-h100.yaml:"))
+    doc["documents"][key] = {"kind": "cluster", "name": "dgx-h100"}
+    target = tmp_path / "catalog.json"
+    target.write_text(json.dumps(doc))
+    monkeypatch.setattr(precompiled, "DATA", target)
+    monkeypatch.setattr(precompiled, "_documents", None)
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--json", match="dgx-h100.yaml")
+
+
+def test_moe_and_mla_fields_on_a_model_without_them_warn(cli) -> None:  # type: ignore[no-untyped-def]
+    """moe_layer_host_s / recompute_modules moe_act, mla_up_proj on a dense GPT are not silently ignored."""
+    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--recompute", "selective", "--set",
+                   "strategy.moe_layer_host_s=1", "--set", "strategy.recompute_modules=moe_act,mla_up_proj")
+    text = " ".join(out["warnings"])
+    assert "moe_layer_host_s" in text and "moe_act" in text and "mla_up_proj" in text
+    moe = accepted(cli, "predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--ep", "8", "--recompute",
+                   "selective", "--set", "strategy.moe_layer_host_s=9 ms",
+                   "--set", "strategy.recompute_modules=moe_act")
+    assert not [w for w in moe["warnings"] if "moe_layer_host_s" in w or "moe_act" in w]

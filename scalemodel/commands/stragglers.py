@@ -36,7 +36,8 @@ def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | N
     if local < 1:
         raise InputError(f"--local must be >= 1, got {local}", where="--local")
     if kappa is not None and not (math.isfinite(kappa) and kappa >= 0):
-        raise InputError(f"--staleness-kappa must be >= 0, got {kappa}", where="--staleness-kappa")
+        raise InputError(f"--staleness-kappa must be a finite number >= 0, got {kappa}", where="--staleness-kappa",
+                         allowed="a finite number >= 0 (0: no staleness penalty)")
     if optimizer is not None:
         optimizer = Optimizer.parse(optimizer, where="--optimizer").label
     if family not in MODEL_FAMILIES:

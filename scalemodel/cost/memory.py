@@ -119,7 +119,7 @@ def recompute_modules_code(text: str) -> int:
         if not name:
             continue
         if name not in RECOMPUTE_MODULES:
-            raise InputError(f"unknown recompute module {name!r}", where="recompute_modules",
+            raise InputError(f"unknown recompute module {name!r}", where="strategy.recompute_modules",
                              allowed=", ".join(RECOMPUTE_MODULES))
         code |= RECOMPUTE_MODULES[name]
     return code

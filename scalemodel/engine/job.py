@@ -36,6 +36,7 @@ from scalemodel.cost import balance, compute, efficiency, memory, staleness, tra
 from scalemodel.cost.network import Network
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
+from scalemodel.specs import notices
 
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
 DDP_BUCKET_BYTES = 25e6
@@ -472,6 +473,7 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
                              f"replicas, not shard_group = {shard}", where="strategy.shard_group",
                              allowed=f"shard_group unset or {min(group, dp)}, or --sync bsp for HSDP synchronised "
                                      "every step")
+    _warn_unpriced_fields(job, strategy)
     etp = strategy.etp or tp
     if ep > 1 or strategy.etp is not None:
         experts = int(job.shape.moe_experts) if job.is_transformer else 0
@@ -537,3 +539,18 @@ def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:
     if strategy.pp > 1 and parse_schedule(strategy.schedule).kind != ScheduleKind.INTERLEAVED:
         raise InputError("moe_a2a_overlap with pp > 1 needs the interleaved schedule",
                          where="strategy.moe_a2a_overlap", allowed=allowed)
+
+
+def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
+    """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s and
+    recompute_modules moe_act without MoE layers, mla_up_proj without multi-head latent attention."""
+    moe = job.is_transformer and int(job.shape.moe_experts) > 0
+    mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
+    if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
+        notices.warn(f"strategy.moe_layer_host_s = {strategy.moe_layer_host_s:g} s is not priced: the model has no "
+                     "MoE layers")
+    names = set(filter(None, str(getattr(strategy, "recompute_modules", "") or "").split(",")))
+    for name, present, what in (("moe_act", moe, "MoE layers"), ("mla_up_proj", mla, "multi-head latent attention")):
+        if name in names and not present:
+            notices.warn(f"strategy.recompute_modules {name} recomputes nothing: the model has no {what}")
+

@@ -1128,7 +1128,21 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed["recompute_uniform"] = RecomputeMethod.parse(value) == RecomputeMethod.UNIFORM
         else:
             fixed[name] = value
+    _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"))
     return cons, fixed, sync
+
+
+def _check_hier_shard_group(sync: str | None, shard: Any, zero: list[tuple[str, Any]] | None) -> None:
+    """Refuse a pinned shard_group that a pinned hier:G overrides for HSDP (the hier group is the shard group,
+    step.hier_group), as predict does (job.build): plan would otherwise rank strategies predict refuses."""
+    if sync is None or not shard or (zero is not None and zero != [("=", int(Zero.HSDP))]):
+        return
+    spec = parse_sync(sync)
+    if spec.kind == SyncKind.HIER and int(shard) != int(spec.param):
+        raise InputError(f"zero hsdp under hier:{spec.param} shards inside the hier groups of {spec.param} replicas, "
+                         f"not shard_group = {shard}", where="--set strategy.shard_group",
+                         allowed=f"shard_group unset or {spec.param}, strategy.zero pinned to another stage, or "
+                                 "another sync mode")
 
 
 #: Global batches the time-to-target objective tries, as multiples of the default (one sequence per GPU).

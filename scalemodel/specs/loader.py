@@ -241,7 +241,10 @@ def read_document(path: Path) -> tuple[Any, yaml.Node | Unparsed | None]:
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="spec file")
     stored = precompiled.document(path.name, text)
     if stored is not None:
-        return msgspec.json.decode(stored), Unparsed(text, str(path))
+        try:
+            return msgspec.json.decode(stored), Unparsed(text, str(path))
+        except msgspec.DecodeError:  # a damaged catalog entry (a number JSON holds, a float cannot): parse the YAML
+            pass
     import scalemodel.specs.yamlread as yamlread  # files outside the built-in catalog only (PyYAML, ~10 ms)
     return yamlread.load(text, str(path))
 

@@ -49,7 +49,7 @@ def _reader(kind: str, gt: float | None, ge: float | None) -> Any:
             raise SpecError(f"Input should be greater than or equal to {ge:g}", kind="type", value=v)
         if x != 0 and not lo <= x <= hi:
             raise ValueError(f"{x:.4g} {unit} is outside the physical range {lo:g} .. {hi:g} {unit}".replace(" ,", ","))
-        return x
+        return x + 0.0  # -0.0 (which passes ge=0) becomes 0.0: no negative zero reaches a result or its JSON
 
     return read
 

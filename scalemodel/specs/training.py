@@ -137,7 +137,7 @@ class StrategySpec(Spec, kw_only=True):
         "recompute: full only: layers of each pipeline chunk whose activations are recomputed (Megatron-LM "
         "--recompute-method block --recompute-num-layers N); the chunk's other layers keep their activations; "
         "default: every layer"))] = None
-    recompute_modules: Annotated[str, Meta(pattern=r"^[a-z_]*(,[a-z_]+)*$", description=(
+    recompute_modules: Annotated[str, Meta(pattern=r"^([a-z_]+(,[a-z_]+)*)?$", description=(
         "recompute: selective only: what is recomputed, comma-separated: core_attn (the default), mla_up_proj, "
         "moe_act (Megatron-Core --recompute-modules), jax_dots (JAX checkpoint_dots_with_no_batch_dims, MaxText "
         "remat_policy=minimal); changes the activation memory (scalemodel.cost.memory)"))] = ""
