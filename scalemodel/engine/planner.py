@@ -790,6 +790,22 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     twin_of = np.cumsum(first) - 1
     floor_of = np.full((int(twin_of[-1]) + 1 if n_cfg else 0, nr, ns), np.nan)  # per twin group, NaN: not priced
     hsdp_pinned = int(fixed.get("shard_group", 0) or 0) > 0 and bool(np.any(axes["zero"] == int(Zero.HSDP)))
+    def classify(mem: np.ndarray, r1: np.ndarray, valid_all: np.ndarray, zb: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(candidates feasible within the memory constraint, per configuration and ZeRO group (0, > 0) the
+        choices of each code (code n_codes: feasible but over the memory constraint), per configuration the
+        candidates whose parameter-server choices ZeRO > 0 rules out) from memory and the codes before it."""
+        open_ = (r1 == 0) | (r1 == ps_bad)
+        fits = mem <= job.memory_capacity
+        reason = np.where(open_, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits, 0, oom)), r1)
+        feas = reason == 0
+        over = feas & ~allowed_by(mem, c["memory"]) if "memory" in c else np.zeros(mem.shape, dtype=bool)
+        # with all-reduce first, the parameter-server choices are infeasible where ZeRO > 0
+        ps_hit = valid_all & open_ & (zb > 0) & (not first_is_ps)
+        weight = np.where(ps_hit, n_choice - n_ps, n_choice)
+        hist = _code_histogram(np.where(feas & over, n_codes, reason), valid_all, weight, sharded_z, n_codes)
+        return feas & ~over, hist, np.count_nonzero(ps_hit, axis=(1, 2, 3))
+
     for lo in range(0, n_cfg, per_chunk):
         hi = min(n_cfg, lo + per_chunk)
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
@@ -800,22 +816,11 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # feasibility depends on the ZeRO stage only through memory, "parameter server needs ZeRO 0" and, with a
         # pinned shard group, HSDP's "the group divides dp": then the codes are taken at every ZeRO stage
         r1 = np.broadcast_to(feasibility(job, full if hsdp_pinned else grid), shape)
-        open_ = (r1 == 0) | (r1 == ps_bad)
         zb = np.broadcast_to(zeros, shape)
-        fits = mem <= job.memory_capacity
-        reason = np.where(open_, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits, 0, oom)), r1)
-        feas = reason == 0
-        over = feas & ~allowed_by(mem, c["memory"]) if "memory" in c else np.zeros(shape, dtype=bool)
-        # with all-reduce first, the parameter-server choices are infeasible where ZeRO > 0
-        ps_hit_all = valid_all & open_ & (zb > 0) & (not first_is_ps)
-        weight = np.where(ps_hit_all, n_choice - n_ps, n_choice)
-        good_all[lo:hi] = valid_all & feas & ~over
-        # per configuration and ZeRO group (0, > 0): the choices of each code (code n_codes: feasible but over the
-        # memory constraint), the valid candidates and those whose parameter-server choices ZeRO > 0 rules out;
-        # then each group of sync modes takes its configurations' sums (those needing replicas lose ZeRO > 0)
-        hist = _code_histogram(np.where(feas & over, n_codes, reason), valid_all, weight, sharded_z, n_codes)
+        # each group of sync modes takes its configurations' sums (those needing replicas lose ZeRO > 0)
+        good, hist, n_ps_hit = classify(mem, r1, valid_all, zb)
+        good_all[lo:hi] = valid_all & good
         n_valid = np.count_nonzero(valid_all, axis=(1, 2, 3))
-        n_ps_hit = np.count_nonzero(ps_hit_all, axis=(1, 2, 3))
         for key, (mask, count) in mask_groups.items():
             w = count * mask[lo:hi]
             if key > 0 and np.any(sharded_z):
@@ -823,18 +828,10 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 # its own counts; the bounds keep bsp's fits, a superset (sharding over dp takes no more memory)
                 mem_h = np.broadcast_to(memory_parts(job, full, microbatches(full), sync=f"hier:{key}")["total"],
                                         shape)
-                fits_h = mem_h <= job.memory_capacity
                 # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
                 r1_h = np.broadcast_to(feasibility(job, full, sync=f"hier:{key}"), shape) if hsdp_pinned else r1
-                open_h = (r1_h == 0) | (r1_h == ps_bad)
-                reason_h = np.where(open_h, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits_h, 0, oom)), r1_h)
-                over_h = ((reason_h == 0) & ~allowed_by(mem_h, c["memory"]) if "memory" in c
-                          else np.zeros(shape, dtype=bool))
-                code_h = np.where((reason_h == 0) & over_h, n_codes, reason_h)
-                ps_hit_h = valid_all & open_h & (zb > 0) & (not first_is_ps)
-                h = _code_histogram(code_h, valid_all, np.where(ps_hit_h, n_choice - n_ps, n_choice), sharded_z,
-                                    n_codes).sum(axis=1)
-                ps_hits = np.count_nonzero(ps_hit_h, axis=(1, 2, 3))
+                _good, hist_h, ps_hits = classify(mem_h, r1_h, valid_all, zb)
+                h = hist_h.sum(axis=1)
             else:
                 h = hist.sum(axis=1)
                 ps_hits = n_ps_hit

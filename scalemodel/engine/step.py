@@ -1086,7 +1086,8 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     local + C >= C_server_round (the server cap of ``ps.async_ps_rate``; docs/model.md#parameter-server).
     """
     strategy = parse_sync(sync)
-    if strategy.kind != SyncKind.HIER:
+    size = hier_group(g, sync)
+    if size is None:
         hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
         dp = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)
         exposed = _expose_param_gather(g, comp, dp["grads"], dp["last_bucket"]) + dp["gathers_exposed"]
@@ -1095,7 +1096,6 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
             busy = dp["ps_server_round"] - (0.0 if local is None else local)
             exposed = np.where(g.ps_servers > 0, np.maximum(worker, busy), exposed)
         return exposed, None, dp["grads"] + dp["gathers"]
-    size = np.minimum(g.dp, float(strategy.param)).astype(float)
     in_groups, across = groups.data_split(size)
     inner = _dp_comm(job, g, comp, m, in_groups)
     # the states are sharded inside the groups (hier_group): ZeRO-3/FSDP/HSDP gather and reduce-scatter there,
@@ -1448,10 +1448,9 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
         hidden_too_long = np.maximum(ag - fwd / layers, 0.0) + np.maximum(ag - bwd / layers, 0.0)
         return np.asarray(np.where(zero3, m * (ag + (layers - 1.0) * hidden_too_long), 0.0))
 
-    strategy = parse_sync(sync)
-    if strategy.kind == SyncKind.HIER:  # inside the groups of G replicas, the states' shards (as _sync_comm prices)
-        in_groups, _across = groups.data_split(np.minimum(g.dp, float(strategy.param)).astype(float))
-        return exposed(first_gather(in_groups))
+    hier = hier_group(g, sync)
+    if hier is not None:  # inside the groups of G replicas, the states' shards (as _sync_comm prices)
+        return exposed(first_gather(groups.data_split(hier)[0]))
     ag = first_gather(groups.data)
     if np.any(g.zero == Zero.HSDP):
         ag = np.where(g.zero == Zero.HSDP, first_gather(groups.data_split(hsdp_shard_group(job, g))[0]), ag)
