@@ -2,7 +2,7 @@
 
 Megatron-Core's output layer is a ``tensor_parallel.ColumnParallelLinear`` (not a Transformer Engine module) and
 torchtitan's Float8 conversion skips the module named ``output``: the logits GEMM of an fp8 run runs at the BF16
-peak on the 16-bit GEMM curve (scalemodel/engine/job.py _logits_precision).
+peak on the 16-bit GEMM curve (scalemodel/engine/job.py _bf16_gemms).
 """
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ class Job:
     attention_gemm_max: float = 0.0
     attention_gemm_half_dim: float = 0.0
     # the output-layer (logits) GEMM's peak and curve when they differ from the other GEMMs' (an fp8 run's logits
-    # GEMM runs in BF16: _logits_precision); 0 = the GEMMs' own
+    # GEMM runs in BF16: _bf16_gemms); 0 = the GEMMs' own
     logits_peak_flops: float = 0.0
     logits_gemm_max: float = 0.0
     logits_gemm_half_dim: float = 0.0
@@ -143,10 +143,8 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     gemm_max, gemm_half_dim = (acc.compute_efficiency.gemm(precision) if acc.compute_efficiency is not None
                                else (curve.gemm_max, curve.gemm_half_dim))
     elem = Precision.parse(precision).element_bytes
-    # fp8 runs: the attention core stays in BF16 (16-bit peak and curve; cost.compute.layer_compute_time)
-    core_peak, (core_gm, core_d0) = ((acc.peak("bf16"), acc.compute_efficiency.gemm("bf16") if acc.compute_efficiency
-                                      is not None else (curve.gemm_max, curve.gemm_half_dim))
-                                     if precision == "fp8" else (0.0, (0.0, 0.0)))
+    # fp8 runs: the attention core and the logits GEMM stay in BF16 (cost.compute.layer_compute_time, _bf16_gemms)
+    bf16_peak, bf16_gm, bf16_d0 = _bf16_gemms(acc, precision, curve)
     grad_bytes = training.grad_bytes_per_param or Precision.parse(precision).gradient_bytes
     seq = training.seq_len or getattr(workload, "seq_len", 1) or 1
     if workload.kind == "transformer":
@@ -187,9 +185,8 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         ps_partition_bytes=float(cluster.parameter_server.partition_bytes),
         ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
         collective_share=collective_share(acc),
-        attention_peak_flops=float(core_peak), attention_gemm_max=float(core_gm),
-        attention_gemm_half_dim=float(core_d0),
-        **_logits_precision(acc, precision, curve),
+        attention_peak_flops=bf16_peak, attention_gemm_max=bf16_gm, attention_gemm_half_dim=bf16_d0,
+        logits_peak_flops=bf16_peak, logits_gemm_max=bf16_gm, logits_gemm_half_dim=bf16_d0,
         **_staleness_kappa(training, workload),
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
@@ -197,9 +194,10 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     )
 
 
-def _logits_precision(acc: Any, precision: str, curve: Any) -> dict[str, Any]:
-    """The peak and GEMM curve of the output-layer (logits) GEMM when it runs at another precision than the
-    transformer layers' GEMMs: in an fp8 run the BF16 peak and 16-bit curve, else 0 (= the GEMMs' own).
+def _bf16_gemms(acc: Any, precision: str, curve: Any) -> tuple[float, float, float]:
+    """(peak, gemm_max, gemm_half_dim) of the GEMMs that run at another precision than the transformer layers'
+    GEMMs: in an fp8 run the BF16 peak and 16-bit curve, else 0s (= the GEMMs' own). They are the attention core
+    (Transformer Engine keeps it in BF16 unless fp8_dpa is set) and the output-layer (logits) GEMM.
 
     Every fp8 recipe the validation runs use leaves the output layer out of FP8:
 
@@ -217,11 +215,10 @@ def _logits_precision(acc: Any, precision: str, curve: Any) -> dict[str, Any]:
     (scripts/performance/utils/precision.py get_precision_config) and its MXFP8 recipe leaves it False.
     """
     if precision != "fp8":
-        return {"logits_peak_flops": 0.0, "logits_gemm_max": 0.0, "logits_gemm_half_dim": 0.0}
+        return 0.0, 0.0, 0.0
     gm, d0 = (acc.compute_efficiency.gemm("bf16") if acc.compute_efficiency is not None
               else (curve.gemm_max, curve.gemm_half_dim))
-    return {"logits_peak_flops": float(acc.peak("bf16")), "logits_gemm_max": float(gm),
-            "logits_gemm_half_dim": float(d0)}
+    return float(acc.peak("bf16")), float(gm), float(d0)
 
 
 def _critical_batch_source(training: Any, shape: Any, seq_len: int) -> str:
