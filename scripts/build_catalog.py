@@ -23,6 +23,8 @@ import msgspec
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from generated_file import write_or_check  # noqa: E402  (scripts/, beside this file)
+
 from scalemodel.specs import precompiled, yamlread  # noqa: E402
 from scalemodel.specs.files import MAX_SPEC_BYTES, read_text  # noqa: E402
 from scalemodel.specs.loader import CATALOG  # noqa: E402
@@ -71,17 +73,8 @@ def main(argv: list[str]) -> int:
     text, notes = build()
     for note in notes:
         print(note)
-    out = precompiled.DATA
-    if "--check" in argv:
-        current = out.read_text() if out.is_file() else ""
-        if current != text:
-            print(f"{out} is stale: run python scripts/build_catalog.py")
-            return 1
-        print(f"{out} is current")
-        return 0
-    out.write_text(text)
-    print(f"wrote {out} ({len(text.splitlines()) - 3} documents, {len(text) // 1024} KiB)")
-    return 0
+    return write_or_check(precompiled.DATA, text, argv, script="build_catalog.py",
+                          summary=f"{len(text.splitlines()) - 3} documents, {len(text) // 1024} KiB")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from generated_file import write_or_check  # scripts/, beside this file
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "scalemodel" / "data" / "validation_residuals.json"
@@ -60,16 +61,8 @@ def build() -> str:
 
 def main(argv: list[str]) -> int:
     text = build()
-    if "--check" in argv:
-        current = OUT.read_text() if OUT.is_file() else ""
-        if current != text:
-            print(f"{OUT} is stale: run python scripts/build_residuals.py")
-            return 1
-        print(f"{OUT} is current")
-        return 0
-    OUT.write_text(text)
-    print(f"wrote {OUT} ({text.count('speed_error') - 1} cases)")
-    return 0
+    return write_or_check(OUT, text, argv, script="build_residuals.py",
+                          summary=f"{text.count('speed_error') - 1} cases")
 
 
 if __name__ == "__main__":
