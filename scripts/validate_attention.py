@@ -1,0 +1,257 @@
+#!/usr/bin/env python
+"""Compare the fused attention core of the step model with published attention-kernel throughput.
+
+Reads hardware/measurements/attention.yaml (or the file given). For every point the model's time of that
+kernel call is :func:`scalemodel.cost.compute.flash_core_time` of ``b * h`` heads, ``s`` queries and keys,
+head dim ``d`` (= value head dim), 2-byte elements, on the catalog accelerator's 16-bit peak and GEMM curve
+(its ``compute_efficiency``, else the family default, as ``engine.job.build_job`` picks them); the backward is
+2 x that forward (``layer_compute_time``: backward = 2 x forward) and forward + backward 3 x. The step model
+does not see the causal mask: the same time is priced with and without it.
+
+The model time is turned into TFLOP/s in the source's FLOP convention (``flop_conventions`` of the YAML; the
+FlashAttention benchmarks count 4 b h s^2 d forward FLOPs, halved when causal, backward 2.5x and forward +
+backward 3.5x the forward), so that ``error = model TFLOP/s / measured TFLOP/s - 1 = measured time / model
+time - 1``: positive when the model prices the call faster than the kernel ran.
+
+Prints one row per point; then per accelerator x kernel x causal x direction the count, median |error|,
+bias (median signed error) and worst error; then the measured causal / non-causal time ratio for every shape
+published both ways (t_causal / t_full = 0.5 x TFLOP/s_full / TFLOP/s_causal in this convention; the model's
+ratio is 1); and the measured (forward + backward) / forward time where a kernel is published both ways (the
+model's ratio is 3). ``--isolated`` divides the catalog gemm_max by the in-layer factor
+(``cost.compute.IN_LAYER_GEMM_FACTOR``), i.e. prices the call on the isolated-GEMM microbenchmark curve the
+catalog curve was derived from. ``--json`` writes the same as one strictly valid JSON object.
+
+Usage: python scripts/validate_attention.py [attention.yaml] [--isolated] [--json]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scalemodel.cost.compute import IN_LAYER_GEMM_FACTOR, default_efficiency, flash_core_time
+from scalemodel.errors import InputError
+from scalemodel.specs import load_accelerator
+
+DEFAULT = Path(__file__).resolve().parents[1] / "hardware" / "measurements" / "attention.yaml"
+
+#: step-model time of one call, in forward-call times (layer_compute_time: backward = 2 x forward)
+MODEL_CALLS = {"fwd": 1.0, "bwd": 2.0, "fwd+bwd": 3.0}
+
+#: FLOP conventions a source may state: (factor on the forward FLOPs when causal, {direction: multiple of
+#: the forward FLOPs}). fa-benchmark: Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py flops()
+CONVENTIONS: dict[str, tuple[float, dict[str, float]]] = {
+    "fa-benchmark": (0.5, {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}),
+}
+
+KEYS = ("src", "acc", "kernel", "dir", "causal", "dtype", "b", "h", "d", "s", "tflops")
+DTYPES = ("fp16", "bf16")
+
+
+class DataError(ValueError):
+    """A point or source the script cannot use: reported as one ``error:`` line, exit 2."""
+
+
+def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(sources, points) of an attention measurement file, every point checked for the fields the model needs."""
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(doc, dict) or not isinstance(doc.get("points"), list) or not isinstance(doc.get("sources"), dict):
+        raise DataError(f"{path}: needs a `sources` mapping and a `points` list")
+    sources: dict[str, Any] = doc["sources"]
+    for i, p in enumerate(doc["points"]):
+        where = f"{path.name}: points[{i}]"
+        if not isinstance(p, dict):
+            raise DataError(f"{where}: not a mapping")
+        missing = [k for k in KEYS if k not in p]
+        if missing:
+            raise DataError(f"{where}: missing {', '.join(missing)}; every point needs {', '.join(KEYS)}")
+        src = sources.get(p["src"])
+        if not isinstance(src, dict):
+            raise DataError(f"{where}: src {p['src']!r} is not in `sources`")
+        if src.get("flops") not in CONVENTIONS:
+            raise DataError(f"{where}: source {p['src']} has flops {src.get('flops')!r}; "
+                            f"known conventions: {', '.join(CONVENTIONS)}")
+        if p["dir"] not in MODEL_CALLS:
+            raise DataError(f"{where}: dir {p['dir']!r}; one of {', '.join(MODEL_CALLS)}")
+        if not isinstance(p["causal"], bool):
+            raise DataError(f"{where}: causal {p['causal']!r}; true or false")
+        if p["dtype"] not in DTYPES:
+            raise DataError(f"{where}: dtype {p['dtype']!r}; one of {', '.join(DTYPES)} (the core runs in 16 bit)")
+        for k in ("b", "h", "d", "s", "tflops"):
+            v = p[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+                raise DataError(f"{where}: {k} {v!r}; a finite number > 0")
+    return sources, doc["points"]
+
+
+def _curve(acc: Any, dtype: str) -> tuple[float, float, float]:
+    """(gemm_max, gemm_half_dim, memory) of the accelerator's 16-bit curve, as engine.job.build_job takes them."""
+    ce = acc.compute_efficiency
+    if ce is not None:
+        gm, d0 = ce.gemm(dtype)
+        return gm, d0, float(ce.memory)
+    c = default_efficiency(acc.family if acc.family != "other" else acc.name)
+    return float(c.gemm_max), float(c.gemm_half_dim), float(c.memory)
+
+
+def source_flops(p: dict[str, Any], convention: str) -> float:
+    """FLOPs of the call as the source counts them."""
+    causal_factor, per_dir = CONVENTIONS[convention]
+    fwd = 4.0 * p["b"] * p["h"] * p["s"] ** 2 * p["d"] * (causal_factor if p["causal"] else 1.0)
+    return fwd * per_dir[p["dir"]]
+
+
+def evaluate(sources: dict[str, Any], points: list[dict[str, Any]], *, isolated: bool = False) -> list[dict[str, Any]]:
+    """Each point with the model's time of the call (s), its TFLOP/s in the source's convention and the error."""
+    accs: dict[str, Any] = {}
+    out = []
+    for p in points:
+        if p["acc"] not in accs:
+            accs[p["acc"]] = load_accelerator(p["acc"], overrides=[])
+        acc = accs[p["acc"]]
+        gm, d0, mem = _curve(acc, p["dtype"])
+        if isolated:
+            gm = min(gm / IN_LAYER_GEMM_FACTOR, 1.0)
+        t_fwd = float(flash_core_time(p["s"], p["s"], p["d"], p["d"], p["b"] * p["h"], peak_flops=acc.peak(p["dtype"]),
+                                      memory_bandwidth=acc.memory_bandwidth, gemm_max=gm, gemm_half_dim=d0,
+                                      memory_efficiency=mem, elem_bytes=2.0))
+        t_model = MODEL_CALLS[p["dir"]] * t_fwd
+        flops = source_flops(p, sources[p["src"]]["flops"])
+        model_tflops = flops / t_model / 1e12
+        out.append({**p, "model_time_s": t_model, "measured_time_s": flops / (p["tflops"] * 1e12),
+                    "model_tflops": model_tflops, "error": model_tflops / p["tflops"] - 1.0,
+                    "inferred": p.get("labels") == "inferred"})
+    return out
+
+
+def groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Median |error|, bias (median signed error) and worst error per accelerator x kernel x causal x direction."""
+    by: dict[tuple[str, str, bool, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by[(r["acc"], r["kernel"], r["causal"], r["dir"])].append(r)
+    out = []
+    for (acc, kernel, causal, direction), rs in sorted(by.items()):
+        errs = [r["error"] for r in rs]
+        out.append({"acc": acc, "kernel": kernel, "causal": causal, "dir": direction, "n": len(rs),
+                    "median_abs_error": statistics.median(abs(e) for e in errs), "bias": statistics.median(errs),
+                    "worst_error": max(errs, key=abs), "inferred": any(r["inferred"] for r in rs)})
+    return out
+
+
+def causal_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Measured t_causal / t_full for every shape a source publishes both ways (same source, kernel, direction)."""
+    full = {(r["src"], r["acc"], r["kernel"], r["dir"], r["d"], r["s"]): r for r in rows if not r["causal"]}
+    out = []
+    for r in rows:
+        key = (r["src"], r["acc"], r["kernel"], r["dir"], r["d"], r["s"])
+        if r["causal"] and key in full:
+            out.append({"src": r["src"], "acc": r["acc"], "kernel": r["kernel"], "dir": r["dir"], "d": r["d"],
+                        "s": r["s"], "ratio": r["measured_time_s"] / full[key]["measured_time_s"],
+                        "inferred": r["inferred"] or full[key]["inferred"]})
+    return out
+
+
+def ratio_groups(ratios: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Median, min and max of the causal / full time ratio per accelerator x kernel x direction (all lengths,
+    and sequences of 2k and longer, where the masked blocks are most of the work skipped)."""
+    by: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for q in ratios:
+        by[(q["acc"], q["kernel"], q["dir"])].append(q)
+    out = []
+    for (acc, kernel, direction), qs in sorted(by.items()):
+        v = [q["ratio"] for q in qs]
+        long = [q["ratio"] for q in qs if q["s"] >= 2048]
+        out.append({"acc": acc, "kernel": kernel, "dir": direction, "n": len(v), "median": statistics.median(v),
+                    "min": min(v), "max": max(v), "median_s_ge_2k": statistics.median(long) if long else None,
+                    "inferred": any(q["inferred"] for q in qs)})
+    return out
+
+
+def direction_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Measured (forward + backward) / forward time for every shape published both ways for the same kernel and
+    mask (the model's ratio is 3: backward = 2 x forward). The two points may come from different sources
+    (``cross_source``), i.e. different releases of the kernel."""
+    fwd = {(r["acc"], r["kernel"], r["causal"], r["d"], r["s"]): r for r in rows if r["dir"] == "fwd"}
+    out = []
+    for r in rows:
+        key = (r["acc"], r["kernel"], r["causal"], r["d"], r["s"])
+        if r["dir"] == "fwd+bwd" and key in fwd:
+            f = fwd[key]
+            ratio = (r["measured_time_s"] / (r["b"] * r["h"])) / (f["measured_time_s"] / (f["b"] * f["h"]))
+            out.append({"acc": r["acc"], "kernel": r["kernel"], "causal": r["causal"], "d": r["d"], "s": r["s"],
+                        "ratio": ratio, "fwd_src": f["src"], "fwd_bwd_src": r["src"],
+                        "cross_source": f["src"] != r["src"], "inferred": r["inferred"] or f["inferred"]})
+    return out
+
+
+def report(rows: list[dict[str, Any]], isolated: bool) -> str:
+    lines = [f"fused attention core (cost.compute.flash_core_time; bwd = 2 x fwd, fwd+bwd = 3 x) vs published "
+             f"kernels; curve: {'isolated (catalog gemm_max / in-layer factor)' if isolated else 'catalog'}",
+             f"{'src':9} {'acc':13} {'kernel':8} {'dir':7} {'causal':6} {'d':>4} {'s':>6} {'meas':>6} "
+             f"{'model':>6} {'error':>7}"]
+    for r in rows:
+        mark = " (labels inferred)" if r["inferred"] else ""
+        lines.append(f"{r['src']:9} {r['acc']:13} {r['kernel']:8} {r['dir']:7} {str(r['causal']):6} {r['d']:>4} "
+                     f"{r['s']:>6} {r['tflops']:>6.0f} {r['model_tflops']:>6.0f} {r['error']:>+7.1%}{mark}")
+    lines += ["", "by accelerator x kernel x causal x direction (* = includes points with inferred labels)",
+              f"{'acc':13} {'kernel':8} {'causal':6} {'dir':7} {'n':>3} {'med|err|':>8} {'bias':>7} {'worst':>7}"]
+    for g in groups(rows):
+        lines.append(f"{g['acc']:13} {g['kernel']:8} {str(g['causal']):6} {g['dir']:7} {g['n']:>3} "
+                     f"{g['median_abs_error']:>8.1%} {g['bias']:>+7.1%} {g['worst_error']:>+7.1%}"
+                     f"{' *' if g['inferred'] else ''}")
+    rg = ratio_groups(causal_ratios(rows))
+    lines += ["", "measured causal / non-causal time ratio, same shape (the model prices 1.00)",
+              f"{'acc':13} {'kernel':8} {'dir':7} {'n':>3} {'median':>6} {'min':>5} {'max':>5} {'s>=2k':>6}"]
+    for g in rg:
+        lk = "" if g["median_s_ge_2k"] is None else f"{g['median_s_ge_2k']:.2f}"
+        lines.append(f"{g['acc']:13} {g['kernel']:8} {g['dir']:7} {g['n']:>3} {g['median']:>6.2f} {g['min']:>5.2f} "
+                     f"{g['max']:>5.2f} {lk:>6}{' *' if g['inferred'] else ''}")
+    dr = direction_ratios(rows)
+    if dr:
+        lines += ["", "measured (fwd+bwd) / fwd time, same kernel, mask and shape (the model prices 3.00; "
+                  "x = the two from different sources)",
+                  f"{'acc':13} {'kernel':8} {'causal':6} {'d':>4} {'s':>6} {'ratio':>6}"]
+        for q in dr:
+            lines.append(f"{q['acc']:13} {q['kernel']:8} {str(q['causal']):6} {q['d']:>4} {q['s']:>6} "
+                         f"{q['ratio']:>6.2f}{' x' if q['cross_source'] else ''}{' *' if q['inferred'] else ''}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if not a.startswith("--")]
+    flags = {a for a in argv if a.startswith("--")}
+    unknown = flags - {"--json", "--isolated"}
+    if unknown or len(args) > 1:
+        bad = ", ".join(sorted(unknown)) or " ".join(args[1:])
+        print(f"error: arguments: {bad} not understood; usage: validate_attention.py [FILE.yaml] [--isolated] [--json]",
+              file=sys.stderr)
+        return 2
+    path = Path(args[0]) if args else DEFAULT
+    try:
+        sources, points = load(path)
+        rows = evaluate(sources, points, isolated="--isolated" in flags)
+    except (OSError, yaml.YAMLError) as e:
+        print(f"error: {path}: cannot read ({' '.join(str(e).split())}); a YAML measurement file", file=sys.stderr)
+        return 2
+    except (DataError, InputError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if "--json" in flags:
+        ratios = causal_ratios(rows)
+        doc = {"file": str(path), "isolated": "--isolated" in flags, "points": rows, "groups": groups(rows),
+               "causal_ratios": ratios, "causal_ratio_groups": ratio_groups(ratios),
+               "direction_ratios": direction_ratios(rows)}
+        print(json.dumps(doc, allow_nan=False, indent=1))
+    else:
+        print(report(rows, "--isolated" in flags))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
