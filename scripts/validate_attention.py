@@ -18,8 +18,9 @@ bias (median signed error) and worst error; then the measured causal / non-causa
 published both ways (t_causal / t_full = 0.5 x TFLOP/s_full / TFLOP/s_causal in this convention; the model's
 ratio is 1); and the measured (forward + backward) / forward time where a kernel is published both ways (the
 model's ratio is 3). ``--isolated`` divides the catalog gemm_max by the in-layer factor
-(``cost.compute.IN_LAYER_GEMM_FACTOR``), i.e. prices the call on the isolated-GEMM microbenchmark curve the
-catalog curve was derived from. ``--json`` writes the same as one strictly valid JSON object.
+(``cost.compute.IN_LAYER_GEMM_FACTOR``), i.e. prices the call on the isolated-GEMM level the catalog curve was
+derived from (gemm_half_dim unchanged; capped at 1), since a kernel benchmark, like a GEMM microbenchmark, runs
+the call alone. ``--json`` writes the same as one strictly valid JSON object.
 
 Usage: python scripts/validate_attention.py [attention.yaml] [--isolated] [--json]
 """

@@ -1,0 +1,159 @@
+"""hardware/measurements/attention.yaml (published fused-attention kernel throughput) and scripts/validate_attention.py.
+
+The file: every point names a transcribed source with a stated FLOP convention, a catalog accelerator, and a
+shape and throughput in range. The script: its model TFLOP/s for two points equal values computed here by hand
+from the formula in cost.compute.flash_core_time's docstring (time = max(sum 2 M N K / (peak x eff(M, N, K)),
+bytes / (bandwidth x memory)), eff = gemm_max x prod d / (d + d0)) with the accelerator YAML's own numbers,
+and the FlashAttention benchmark FLOP count (4 b h s^2 d forward, halved when causal; forward + backward 3.5x),
+against the step model's 3 forward times for forward + backward.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scalemodel.specs import load_accelerator
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import validate_attention as va  # noqa: E402
+
+DOC = yaml.safe_load((ROOT / "hardware" / "measurements" / "attention.yaml").read_text(encoding="utf-8"))
+SOURCES, POINTS = DOC["sources"], DOC["points"]
+KERNELS = {"fa1", "fa2", "fa3", "cudnn", "triton", "xformers"}
+
+
+def _one(**match: object) -> dict:
+    rows = [p for p in POINTS if all(p.get(k) == v for k, v in match.items())]
+    assert len(rows) == 1, match
+    return rows[0]
+
+
+def test_file_header_and_sources() -> None:
+    assert DOC["kind"] == "measurements" and DOC["what"] == "attention"
+    for key, s in SOURCES.items():
+        assert {"cite", "read", "status"} <= set(s), key
+    used = {p["src"] for p in POINTS}
+    assert used == {"FA2-A100", "FA2-H100", "FA3-FWD"}
+    for key in used:
+        s = SOURCES[key]
+        assert s["status"] == "transcribed"
+        assert s["flops"] in DOC["flop_conventions"] and s["flops"] in va.CONVENTIONS
+        # a fixed commit of a public repository, not a moving branch
+        assert re.match(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/", s["url"]), key
+    # sources that were reached but not used carry no points
+    assert all(SOURCES[k]["status"] != "transcribed" for k in set(SOURCES) - used)
+
+
+def test_points_fields_and_units() -> None:
+    assert len(POINTS) == 273
+    seen = set()
+    peaks = {}
+    for p in POINTS:
+        assert set(va.KEYS) <= set(p), p
+        assert p["src"] in SOURCES
+        assert p["kernel"] in KERNELS and p["dir"] in va.MODEL_CALLS and isinstance(p["causal"], bool)
+        assert p["dtype"] == "fp16"
+        assert p["d"] in (64, 128, 256) and p["s"] in (512, 1024, 2048, 4096, 8192, 16384)
+        # the sources' sizing: 16k tokens per batch, hidden 2048
+        assert p["b"] * p["s"] == 16384 and p["h"] * p["d"] == 2048
+        if p["acc"] not in peaks:
+            peaks[p["acc"]] = load_accelerator(p["acc"], overrides=[]).peak("fp16") / 1e12
+        # reported TFLOP/s counts only the FLOPs done (causal halved): below the dense peak, above 5 % of it
+        assert 0.05 * peaks[p["acc"]] < p["tflops"] < peaks[p["acc"]], p
+        key = (p["src"], p["panel"], p["kernel"], p["s"])
+        assert key not in seen, key
+        seen.add(key)
+        # only the uncaptioned lower row of the H100 FA2 figure has inferred labels
+        assert (p.get("labels") == "inferred") == (p["src"] == "FA2-H100" and p["panel"].startswith("lower"))
+
+
+def _catalog(name: str) -> dict:
+    return yaml.safe_load((ROOT / "hardware" / "accelerators" / f"{name}.yaml").read_text(encoding="utf-8"))
+
+
+def _num(text: str) -> float:
+    """'989.4 TFLOP/s' -> 989.4e12, '3.35 TB/s' -> 3.35e12."""
+    value, unit = text.split()
+    assert unit in ("TFLOP/s", "TB/s")
+    return float(value) * 1e12
+
+
+def test_hand_computed_h100_forward_point() -> None:
+    """FA3 forward, no mask, head dim 128, s = 16k (FA3-FWD panel (c): 648 TFLOP/s). By hand on the h100-sxm
+    YAML: both GEMMs (16384 x 16384 x 128 and 16384 x 128 x 16384) have eff = 0.72 x (16384/16471)^2 x 128/215
+    = 0.4241, so the compute term 4 s^2 d b h / (989.4e12 x eff) = 5.24 ms is far above the memory term
+    4 s d x 2 B x b h / (3.35e12 x 0.88) = 91 us; the forward FLOPs 4 s^2 d b h over it = peak x eff = 419.6."""
+    y = _catalog("h100-sxm")
+    ce = y["compute_efficiency"]
+    peak, bw = _num(y["peak_flops"]["fp16"]), _num(y["memory_bandwidth"])
+    s, d, bh = 16384, 128, 1 * 16
+    eff = ce["gemm_max"] * (s / (s + ce["gemm_half_dim"])) ** 2 * (d / (d + ce["gemm_half_dim"]))
+    t_compute = 4.0 * s * s * d * bh / (peak * eff)
+    t_memory = 4.0 * s * d * 2.0 * bh / (bw * ce["memory"])
+    assert t_memory < t_compute
+    expected = 4.0 * s * s * d * bh / t_compute / 1e12
+    assert expected == pytest.approx(989.4 * 0.72 * (16384 / 16471) ** 2 * 128 / 215)
+    assert expected == pytest.approx(419.6, abs=0.1)
+    p = _one(src="FA3-FWD", kernel="fa3", causal=False, d=128, s=16384)
+    assert p["tflops"] == 648
+    (row,) = va.evaluate(SOURCES, [p])
+    assert row["model_tflops"] == pytest.approx(expected, rel=1e-9)
+    assert row["error"] == pytest.approx(expected / 648 - 1, rel=1e-9)
+    assert row["error"] == pytest.approx(-0.352, abs=1e-3)
+
+
+def test_hand_computed_a100_causal_forward_backward_point() -> None:
+    """FA2 forward + backward, causal, head dim 128, s = 16k (FA2-A100 panel (d): 189 TFLOP/s). The a100-sxm-80g
+    YAML has no compute_efficiency: the ampere default 0.75 / 96 / 0.85 (its comment; cost.compute._A100). The
+    source counts 3.5 x (4 s^2 d b h / 2) FLOPs; the model takes 3 unmasked forward times, 3 x 4 s^2 d b h /
+    (312e12 x eff): model TFLOP/s = (1.75 / 3) x 312 x 0.75 x (16384/16480)^2 x 128/224 = 77.1."""
+    y = _catalog("a100-sxm-80g")
+    assert "compute_efficiency" not in y
+    peak = _num(y["peak_flops"]["fp16"])
+    s, d, bh = 16384, 128, 16
+    eff = 0.75 * (s / (s + 96.0)) ** 2 * (d / (d + 96.0))
+    t_model = 3.0 * 4.0 * s * s * d * bh / (peak * eff)
+    expected = 3.5 * (4.0 * s * s * d * bh / 2.0) / t_model / 1e12
+    assert expected == pytest.approx(77.1, abs=0.1)
+    p = _one(src="FA2-A100", kernel="fa2", causal=True, d=128, s=16384)
+    assert p["tflops"] == 189
+    (row,) = va.evaluate(SOURCES, [p])
+    assert row["model_tflops"] == pytest.approx(expected, rel=1e-9)
+    assert row["error"] == pytest.approx(77.1 / 189 - 1, abs=1e-3)
+
+
+def test_causal_ratio_by_hand() -> None:
+    """t_causal / t_full at the same shape = (F/2 / 616) / (F / 648) = 0.5 x 648 / 616 (FA3 forward, d 128, 16k)."""
+    pair = [_one(src="FA3-FWD", kernel="fa3", causal=c, d=128, s=16384) for c in (False, True)]
+    (q,) = va.causal_ratios(va.evaluate(SOURCES, pair))
+    assert q["ratio"] == pytest.approx(0.5 * 648 / 616)
+
+
+def test_json_output_strictly_valid(capsys: pytest.CaptureFixture[str]) -> None:
+    assert va.main(["--json"]) == 0
+    out = capsys.readouterr().out
+
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"non-finite number {name} in JSON")
+
+    doc = json.loads(out, parse_constant=no_constants)
+    assert len(doc["points"]) == len(POINTS)
+    assert {g["acc"] for g in doc["groups"]} == {"a100-sxm-80g", "h100-sxm"}
+    assert doc["causal_ratio_groups"] and doc["direction_ratios"]
+
+
+def test_bad_input_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sources: {X: {flops: fa-benchmark}}\npoints:\n"
+                   " - {src: X, acc: h100-sxm, kernel: fa2, dir: sideways, causal: false, dtype: fp16,"
+                   " b: 1, h: 1, d: 64, s: 512, tflops: 1}\n", encoding="utf-8")
+    assert va.main([str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "dir 'sideways'" in err
