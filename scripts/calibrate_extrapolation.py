@@ -108,7 +108,7 @@ def new_cases() -> list[Case]:
         if not isinstance(res, vt.CaseResult):
             continue
         s = res.settings
-        overrides = vt._nic_overrides(case, vt.load_cluster(s["cluster"]))
+        overrides = vt.cluster_overrides(case, s["cluster"])
         cluster = vt.load_cluster(s["cluster"], overrides)
         wl, _ = vt.case_workload(case)
         assert wl is not None

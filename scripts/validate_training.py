@@ -21,6 +21,11 @@ Two case files (issue 5 and issue 13):
       dgx-h100, A100 80GB -> dgx-a100, A100 40GB -> dgx-a100-40g, V100 -> dgx-2, TPU v4 -> tpu-v4-pod,
       TPU v5p -> tpu-v5p-pod (one slice). An accelerator the catalog does not hold (H100 96GB HBM2e at
       500 W) is listed, not substituted.
+    - multi-slice TPU runs (MaxText ``dcn_dp`` > 1: FSDP inside each slice, data parallel across slices over
+      the data-center network) -> the accelerator's multislice cluster (TPU v5p -> tpu-v5p-multislice) with
+      its ici span set to the case's chips per slice (gpus / dcn_dp), and zero hsdp with shard_group = the
+      data-parallel replicas of one slice (dp / dcn_dp). Data parallelism across pods without a catalog DCN
+      tier (TPU v4) is listed.
     - a case that states its NICs (nic_Gbps x nics_per_node / gpus_per_node) and differs from the
       cluster's per-GPU NIC rate gets that rate on every tier beyond the node (the issue-5 rule;
       latency and efficiency stay the cluster's).
@@ -246,6 +251,8 @@ CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "GB200": "gb200-nvl72", "B200": "dgx-b200", "H800": "h800-8", "H100": "dgx-h100", "H100 96GB": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
     "TPU v5p": "tpu-v5p-pod"}
+#: Catalog cluster for multi-slice runs (slices joined by the data-center network) per accelerator variant.
+MULTISLICE_CLUSTER: dict[str, str] = {"TPU v5p": "tpu-v5p-multislice"}
 RATE_METRICS = {"tokens/s/GPU", "model TFLOP/s/GPU", "hw TFLOP/s/GPU", "TFLOP/s/GPU", "scaling eff %"}
 TARGET = {"median": 0.06, "worst": 0.15, "count": 40}  # issue 13
 
@@ -498,7 +505,8 @@ def case_limits(case: dict[str, Any]) -> list[str]:
         why.append(f"hardware missing: the catalog holds no {hw.get('gpu')} (its peak is not published)")
     if not isinstance(par.get("tp", 1), int):
         why.append("tensor-parallel degree not stated")
-    if par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1:
+    multislice = par.get("dcn_dp", 1) > 1 and variant in MULTISLICE_CLUSTER and par.get("pod_dp", 1) == 1
+    if (par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1) and not multislice:
         why.append("data parallelism across pods/slices over the data-center network (HSDP/multi-slice: no DCN "
                    "tier in the catalog, one FSDP group is assumed)")
     zero = str(par.get("zero_stage", "")).lower()
@@ -624,6 +632,15 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
     return [f"tiers.{t.name}.bandwidth={rate * 8 / 1e9:g} Gbit/s" for t in outer]
 
 
+def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
+    """The case's overrides of catalog cluster ``cname``: a multi-slice run's chips per slice as the ici span
+    (gpus / dcn_dp), else the stated NIC rate (:func:`_nic_overrides`)."""
+    slices = int(case["parallelism"].get("dcn_dp", 1))
+    if slices > 1:
+        return [f"tiers.ici.span={int(case['parallelism']['gpus']) // slices}"]
+    return _nic_overrides(case, load_cluster(cname))
+
+
 def _structural_context(reason: str, case: dict[str, Any], wl: Any, st: StrategySpec, m: int) -> str:
     par = case["parallelism"]
     if reason == "layers_not_divisible":
@@ -649,7 +666,10 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
     variant = accelerator_variant(str(hw.get("gpu", "")))
     cname = CLUSTER_FOR_ACCELERATOR[variant]
     assert cname is not None
-    overrides = _nic_overrides(case, load_cluster(cname))
+    slices = int(par.get("dcn_dp", 1))
+    if slices > 1:  # multi-slice: case_limits let it through only where a multislice cluster exists
+        cname = MULTISLICE_CLUSTER[variant]
+    overrides = cluster_overrides(case, cname)
     cluster = load_cluster(cname, overrides)
     what = comparison(case)
     assert not isinstance(what, str)  # case_limits listed the case otherwise
@@ -672,6 +692,9 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
     seqpar = bool(par.get("sequence_parallel", tp > 1 and year >= 2022))
     precision = parse_precision(str(case.get("precision", "")))
     zero = parse_zero(par.get("zero_stage"), src)
+    shard_group = None
+    if slices > 1:  # FSDP inside each slice, replicated across slices (MaxText ici_fsdp x dcn_data_parallelism)
+        zero, shard_group = "hsdp", dp // slices
     stated = parse_recompute(par.get("recompute"))
     options = [stated] if stated else (["none", "selective", "full"] if year >= 2022 else ["none", "full"])
     if case["id"] in RECIPE_A2A_OVERLAP and not stated:
@@ -685,7 +708,8 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
     offload = int(par.get("cpu_offload_layers", 0) or 0)
     for rec in options:
         st = StrategySpec(tp=tp, pp=pp, cp=cp, ep=ep, etp=RECIPE_ETP.get(case["id"]), dp=dp, zero=zero,
-                          recompute=rec, sequence_parallel=seqpar, schedule=schedule, flash_attention=flash,
+                          shard_group=shard_group, recompute=rec, sequence_parallel=seqpar, schedule=schedule,
+                          flash_attention=flash,
                           first_stage_layers=layout[0] if layout else None,
                           last_stage_layers=layout[1] if layout else None,
                           first_chunk_layers=chunks[0] if chunks else None,
@@ -721,14 +745,17 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
         pred = p.flops["model_flops_per_step"] / step / gpus / 1e12
     else:
         pred = p.flops["hardware_flops_per_step"] / step / gpus / 1e12
-    if overrides:
+    if slices > 1:
+        notes.append(f"{slices} slices of {int(par['gpus']) // slices} chips over DCN: hsdp, shard_group {shard_group}")
+    elif overrides:
         notes.append("NIC rate from the case: " + overrides[0].split("=")[1])
     if case["id"] in RECIPE_HOST_SYNC_EAGER:
         notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: dropless all-to-all dispatch, "
                      "no CUDA graphs")
     settings = {"cluster": cname, "workload": how, "precision": precision, "tp": tp, "pp": pp, "cp": cp, "ep": ep,
                 "etp": st.etp,
-                "dp": dp, "micro_batch": mb, "global_batch": gb, "schedule": schedule, "zero": zero,
+                "dp": dp, "shard_group": shard_group, "micro_batch": mb, "global_batch": gb, "schedule": schedule,
+                "zero": zero,
                 "recompute": st.recompute, "sequence_parallel": seqpar, "flash_attention": flash,
                 "first_last_stage_layers": list(layout) if layout else None,
                 "first_last_chunk_layers": list(chunks) if chunks else None,

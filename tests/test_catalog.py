@@ -35,7 +35,7 @@ REQUIRED_CLUSTERS = {
 PRECISIONS = {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"}
 FAMILIES = {"pascal", "volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "tpu", "gaudi"}
 TOPOLOGIES = {"switch", "mesh", "torus", "ring", "rail"}
-PROTOCOLS = {"nvlink", "pcie", "xgmi", "ici", "rdma", "roce", "efa", "tcp"}
+PROTOCOLS = {"nvlink", "pcie", "xgmi", "ici", "rdma", "roce", "efa", "tcp", "dcn"}
 
 ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "memory", "memory_bandwidth",
               "compute_efficiency", "compute_units", "collective_units",
