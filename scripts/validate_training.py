@@ -46,6 +46,10 @@ Two case files (issue 5 and issue 13):
     - ZeRO: as stated (FSDP FULL_SHARD / ZeRO-3 -> fsdp, SHARD_GRAD_OP -> 2); unstated -> 1 on NVIDIA
       Megatron-Core stacks (mlm24, mb2511, nemo2407: the distributed optimizer is their recipe default,
       and mlm24's --overlap-param-gather requires it), else 0.
+    - FSDP options (``fsdp_options``): parameters stated "not resharded" after forward (Llama 3) ->
+      fsdp_reshard_after_forward false, as for torchtitan runs (titan24) with pp > 1 (torchtitan 9dec370
+      parallelize_llama.py: "For PP, do not reshard after forward"); "float8 all-gather" in the precision
+      with fp8 -> fsdp_fp8_all_gather.
     - sequence parallelism: as stated, else on when tp > 1 for runs from 2022 on (Korthikanti 2022).
   Memory and kernels (by the run's year, RUN_YEAR from validation/README.md's source table)
     - recompute: as stated (MaxText remat "minimal" = selective); unstated -> the least of none,
@@ -406,6 +410,25 @@ def parse_zero(text: Any, source: str) -> str:
     return "1" if source in MEGATRON_CORE else "0"
 
 
+#: Sources whose runs are torchtitan's: FSDP2 there keeps the gathered parameters with pipeline parallelism.
+TORCHTITAN = frozenset({"titan24"})
+
+
+def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, bool]:
+    """The FSDP strategy fields the case states (module docstring): no reshard after forward, float8 all-gather."""
+    if zero not in ("fsdp", "hsdp"):
+        return {}
+    par = case["parallelism"]
+    out: dict[str, bool] = {}
+    titan_pp = families(case)["source"] in TORCHTITAN and int(par.get("pp", 1)) > 1
+    if "not resharded" in str(par.get("zero_stage", "")).lower() or titan_pp:
+        out["fsdp_reshard_after_forward"] = False
+    text = str(case.get("precision", "")).lower()
+    if precision == "fp8" and ("float8 all-gather" in text or "fp8 all-gather" in text):
+        out["fsdp_fp8_all_gather"] = True
+    return out
+
+
 def parse_grad_reduce(text: Any) -> float | None:
     """Bytes per gradient element on the wire from a stated reduction dtype (None when unstated)."""
     if text is None:
@@ -498,7 +521,7 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
 
 def case_limits(case: dict[str, Any]) -> list[str]:
     """What in the case the model cannot express (empty when it can)."""
-    par, m, hw, prec = case["parallelism"], case["model"], case["hardware"], str(case.get("precision", ""))
+    par, m, hw = case["parallelism"], case["model"], case["hardware"]
     why: list[str] = []
     variant = accelerator_variant(str(hw.get("gpu", "")))
     if CLUSTER_FOR_ACCELERATOR.get(variant) is None:
@@ -509,11 +532,6 @@ def case_limits(case: dict[str, Any]) -> list[str]:
     if (par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1) and not multislice:
         why.append("data parallelism across pods/slices over the data-center network (HSDP/multi-slice: no DCN "
                    "tier in the catalog, one FSDP group is assumed)")
-    zero = str(par.get("zero_stage", "")).lower()
-    if "not resharded" in zero:
-        why.append("FSDP variant that keeps gathered parameters from forward to backward (no reshard)")
-    if "float8 all-gather" in prec.lower() or "fp8 all-gather" in prec.lower():
-        why.append("FSDP all-gather in FP8 (the model gathers 16-bit weights)")
     sched = str(par.get("schedule", "")).lower()
     if "dualpipe" in sched:
         why.append("DualPipe schedule")
@@ -720,7 +738,7 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           overlap=src not in DEEPSPEED_PIPELINE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
-                          **flags)
+                          **fsdp_options(case, zero, precision), **flags)
         try:
             p = predict(cluster, wl, gpus, tr, st)
         except InputError as e:  # a check the engine makes before the step model (e.g. --ep must divide dp)
@@ -761,7 +779,7 @@ def predict_new_case(case: dict[str, Any]) -> CaseResult | NotExpressed:
                 "first_last_chunk_layers": list(chunks) if chunks else None,
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
                 "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
-                "deepspeed_pipeline": st.deepspeed_pipeline, **flags}
+                "deepspeed_pipeline": st.deepspeed_pipeline, **fsdp_options(case, zero, precision), **flags}
     return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st)
 
 

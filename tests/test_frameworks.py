@@ -86,7 +86,9 @@ def test_torchtitan_tomls() -> None:
     assert sf.strategy == {"tp": 1, "pp": 1, "cp": 1, "zero": "fsdp", "recompute": "selective"}
     sf = read("torchtitan_llama3_70b.toml")
     assert sf.training == {"micro_batch": 2, "global_batch": 256, "seq_len": 8192, "precision": "bf16"}
-    assert sf.strategy == {"tp": 8, "pp": 4, "cp": 1, "zero": "fsdp", "schedule": "interleaved:2", "recompute": "full"}
+    # fsdp_reshard_after_forward "default" (not set) with pipeline parallelism: torchtitan does not reshard
+    assert sf.strategy == {"tp": 8, "pp": 4, "cp": 1, "zero": "fsdp", "schedule": "interleaved:2", "recompute": "full",
+                           "fsdp_reshard_after_forward": False}
     assert any("Interleaved1F1B" in u for u in sf.unused)
 
 
@@ -125,7 +127,8 @@ def _predict(cli, *args: str) -> dict:  # type: ignore[no-untyped-def, type-arg]
       "--set", "strategy.bucket_size=1e9"]),
     ("llama3-70b", "128", "torchtitan_llama3_70b.toml",
      ["--tp", "8", "--pp", "4", "--cp", "1", "--zero", "fsdp", "--schedule", "interleaved:2", "--recompute", "full",
-      "--micro-batch", "2", "--global-batch", "256", "--seq-len", "8192", "--precision", "bf16"]),
+      "--micro-batch", "2", "--global-batch", "256", "--seq-len", "8192", "--precision", "bf16",
+      "--set", "strategy.fsdp_reshard_after_forward=false"]),  # torchtitan's default with PP
     ("llama3-70b", "256", "strategy.yaml",
      ["--tp", "8", "--pp", "4", "--zero", "1", "--recompute", "selective", "--sequence-parallel", "--schedule",
       "interleaved:2", "--micro-batch", "2", "--global-batch", "512", "--seq-len", "4096", "--precision", "bf16"]),

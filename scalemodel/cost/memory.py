@@ -13,7 +13,8 @@ Megatron), optimizer ``K`` (12 for mixed-precision Adam: fp32 master weights, m,
     stage 1   (wb + gb) Ψ + K Ψ / N_d                  (= Megatron distributed optimizer 6 + 12/d)
     stage 2   wb Ψ + (gb + K) Ψ / N_d
     stage 3   (wb + gb + K) Ψ / N_d  + wb * gathered    (FSDP full-shard is the same as stage 3;
-                                                        ``gathered`` = parameters all-gathered at once)
+                                                        ``gathered`` = parameters all-gathered at once:
+                                                        2 layers, or the whole stage without reshard)
 
 **Activations** per layer, 16-bit, after Korthikanti et al. 2022 [arXiv:2205.05198] §4 / Table 2,
 generalised to GQA (g kv heads, d = h/a), any MLP width f and gated MLPs (s = local sequence
@@ -87,6 +88,7 @@ from scalemodel.cost.transformer import (
     Shape,
     attention_params,
     embedding_params,
+    linear_weights_per_layer,
     mlp_params,
     norm_params,
     recompute_code,
@@ -401,13 +403,19 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    etp: ArrayLike | None = None, recomputed_layers: ArrayLike | None = None,
                    offloaded_layers: ArrayLike = 0.0, recompute_chunk: ArrayLike = 0.0,
                    fp8_inputs: ArrayLike = False, recompute_modules: ArrayLike = 0,
-                   embedding: ArrayLike = True, stage_rank: ArrayLike = 0) -> MemoryBreakdown:
+                   embedding: ArrayLike = True, stage_rank: ArrayLike = 0,
+                   reshard_after_forward: ArrayLike = True, fp8_gather: ArrayLike = False) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
     Dense parameters are sharded by ZeRO over ``dp``; expert parameters over the expert-DP replicas,
     tp cp dp / (etp ep) (Megatron-Core's expert grid, MoE parallel folding; dp/ep when etp = tp, cp = 1).
-    ZeRO-3 gathers one layer at a time, with one more prefetched (2 layers' weights). ``embedding`` false:
+    ZeRO-3 gathers one layer at a time, with one more prefetched (2 layers' weights); with
+    ``reshard_after_forward`` false (PyTorch fully_shard reshard_after_forward=False) every unit keeps its
+    gathered weights from its forward to its backward, so the stage's whole unsharded parameters
+    (dense + expert) are held at once. ``fp8_gather`` (torchao enable_fsdp_float8_all_gather): the gathered
+    copies of the linear weights (:func:`~scalemodel.cost.transformer.linear_weights_per_layer`) are float8,
+    1 byte each; the rest stays at ``weight_bytes``. ``embedding`` false:
     a pipeline stage without the embedding (its table and dropout mask); ``stage_rank`` the stage whose
     micro-batches in flight are counted (:func:`inflight_microbatches`).
     """
@@ -422,6 +430,16 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     layer = (attention_params(sh) + norm_params(sh) + np.maximum(
         mlp_params(sh), np.where(sh.moe_layers > 0, sh.moe_experts / e * mlp_params(sh, sh.moe_ffn_hidden), 0.0)))
     gathered = 2.0 * layer / t
+    linear = 2.0 * linear_weights_per_layer(sh) / t
+    keep = ~np.asarray(reshard_after_forward, dtype=bool)
+    if np.any(keep):  # every unit of the stage stays gathered from its forward to its backward
+        stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
+        gathered = np.where(keep, pg.dense + pg.expert, gathered)
+        linear = np.where(keep, stage * linear_weights_per_layer(sh) / t, linear)
+    if np.any(fp8_gather):  # float8 gathered copies of the linear weights: 1 byte of each wb is held
+        wb = _nonneg("weight_bytes", weight_bytes)
+        gathered = np.where(np.asarray(fp8_gather, dtype=bool), gathered - np.minimum(linear, gathered) * (
+            1.0 - 1.0 / np.maximum(wb, 1.0)), gathered)
     kw = dict(zero_stage=zero_stage, weight_bytes=weight_bytes, grad_bytes=grad_bytes,
               optimizer_bytes=optimizer_bytes)
     dense = model_state_bytes(pg.dense, dp=n_dp, gathered_params=gathered, **kw)

@@ -230,6 +230,19 @@ def attention_params(sh: Shape) -> np.ndarray:
     return w + b + latent_norms
 
 
+def linear_weights_per_layer(sh: Shape) -> np.ndarray:
+    """Elements of the weight matrices in a layer's linear (``nn.Linear``) modules, averaged over the layers:
+    the attention projections (:func:`attention_matrices`) and the MLP's matrices, (3 if gated else 2) h f in
+    a dense layer and per shared expert in an MoE layer. Not counted: biases, norm gains, the router and the
+    routed experts (grouped GEMMs, not ``nn.Linear``). These are what torchao's Float8Linear casts to float8
+    before FSDP's all-gather (``enable_fsdp_float8_all_gather``)."""
+    attn = sum(i * o for _, i, o, _ in attention_matrices(sh))
+    mats = np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden
+    mlp = (sh.dense_layers * mats * sh.ffn_hidden
+           + sh.moe_layers * sh.moe_shared_experts * mats * sh.moe_ffn_hidden) / np.maximum(sh.layers, 1)
+    return np.asarray(attn + mlp, dtype=float)
+
+
 def kv_elements_per_token(sh: Shape) -> np.ndarray:
     """Key and value elements per token as attention reads them (what context parallelism passes
     round its ring): 2 g d, or a (d + d_v) for MLA's up-projected heads."""

@@ -333,6 +333,8 @@ class StrategyGrid:
     recompute_modules: np.ndarray  # selective recompute: bits of cost.memory.RECOMPUTE_MODULES (0 = core_attn)
     moe_layer_host_s: np.ndarray  # host seconds per MoE layer forward+backward after its host sync; 0 = not priced
     deepspeed_pipeline: np.ndarray  # bool: DeepSpeed PipelineEngine p2p and gradient accumulation
+    fsdp_reshard_after_forward: np.ndarray  # bool: ZeRO-3/FSDP units free their gathered parameters after forward
+    fsdp_fp8_all_gather: np.ndarray  # bool: FSDP all-gathers the linear weights in float8 (torchao)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -393,6 +395,8 @@ class StrategyGrid:
                                           if int(self.recompute_modules[i]) & v),
             "moe_layer_host_s": float(self.moe_layer_host_s[i]),
             "deepspeed_pipeline": bool(self.deepspeed_pipeline[i]),
+            "fsdp_reshard_after_forward": bool(self.fsdp_reshard_after_forward[i]),
+            "fsdp_fp8_all_gather": bool(self.fsdp_fp8_all_gather[i]),
         }
 
 
@@ -411,7 +415,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
                                     offload_layers=0, tp_comm_overlap=False, overlap_param_gather=False,
                                     moe_a2a_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
-                                    deepspeed_pipeline=False)
+                                    deepspeed_pipeline=False, fsdp_reshard_after_forward=True,
+                                    fsdp_fp8_all_gather=False)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -421,7 +426,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     for n in names:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
                              "flash_attention", "tp_comm_overlap", "overlap_param_gather",
-                             "recompute_uniform", "deepspeed_pipeline") else (
+                             "recompute_uniform", "deepspeed_pipeline", "fsdp_reshard_after_forward",
+                             "fsdp_fp8_all_gather") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes", "moe_layer_host_s") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
@@ -489,6 +495,7 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
                          allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
     _check_chunk_layers(strategy)
     _check_moe_a2a_overlap(strategy, ep)
+    check_fp8_all_gather(job, bool(getattr(strategy, "fsdp_fp8_all_gather", False)), "strategy.fsdp_fp8_all_gather")
     micro = training.micro_batch
     global_batch = training.global_batch or dp * micro
     comp = parse_compression(strategy.compression)
@@ -518,7 +525,26 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
         recompute_modules=memory.recompute_modules_code(strategy.recompute_modules),
         moe_layer_host_s=strategy.moe_layer_host_s,
-        deepspeed_pipeline=strategy.deepspeed_pipeline)
+        deepspeed_pipeline=strategy.deepspeed_pipeline,
+        fsdp_reshard_after_forward=getattr(strategy, "fsdp_reshard_after_forward", True),
+        fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False))
+
+
+def check_fp8_all_gather(job: Job, on: bool, where: str) -> None:
+    """torchao's float8 all-gather casts the weights of Float8Linear modules, which exist only in a float8
+    training run (torchtitan applies enable_fsdp_float8_all_gather through its Float8Linear converter): it
+    needs precision fp8 and a transformer workload, whose linear layers it casts."""
+    if not on:
+        return
+    if Precision.parse(job.precision) != Precision.FP8:
+        raise InputError(f"fsdp_fp8_all_gather casts the weights of float8 linear layers, but precision is "
+                         f"{job.precision}", where=where,
+                         allowed="--precision fp8, or fsdp_fp8_all_gather false (torchtitan: "
+                                 "enable_fsdp_float8_all_gather)")
+    if not job.is_transformer:
+        raise InputError(f"fsdp_fp8_all_gather casts the linear layers of a transformer; workload {job.name} is a "
+                         "generic workload", where=where,
+                         allowed="a transformer workload, or fsdp_fp8_all_gather false")
 
 
 def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:

@@ -79,7 +79,7 @@ from scalemodel.choices import (
 from scalemodel.cost import memory
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import distinct_layout
-from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_arrays
+from scalemodel.engine.job import Job, StrategyGrid, build_job, check_fp8_all_gather, grid_from_arrays
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.predict import Prediction, result_at
 from scalemodel.engine.step import (
@@ -139,7 +139,7 @@ PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_paralle
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
              "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap", "moe_layer_host_s",
-             "recompute_modules", "deepspeed_pipeline")
+             "recompute_modules", "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -1115,7 +1115,7 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = bool(value)
         elif name == "recompute_modules":
             fixed[name] = memory.recompute_modules_code(str(value or ""))
-        elif name == "deepspeed_pipeline":
+        elif name in ("deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather"):
             fixed[name] = bool(value)
             if value:  # DeepSpeed's PipelineEngine runs its TrainSchedule (1F1B) only
                 cons.setdefault("schedule", []).append(("=", (int(ScheduleKind.ONE_F_ONE_B), None)))
@@ -1227,6 +1227,7 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
     modes = list(sync_modes)
     if pinned:
         extra, fixed, sync = pins(strategy, pinned)
+        check_fp8_all_gather(job, bool(fixed.get("fsdp_fp8_all_gather", False)), "--set strategy.fsdp_fp8_all_gather")
         for k, v in normalize_constraints(extra, where="--set").items():
             cons[k] = [*cons.get(k, []), *v]
         if sync is not None:

@@ -988,6 +988,20 @@ def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes:
                           latency_s=alpha)
 
 
+def _gathered_bytes(job: Job, g: StrategyGrid, dense: np.ndarray, layers: np.ndarray) -> np.ndarray:
+    """Bytes all-gathered for the ``dense`` (non-expert) parameters of a stage of ``layers`` units: 2 per
+    parameter (16-bit), except, with ``fsdp_fp8_all_gather``, 1 per element of the linear weights
+    (:func:`~scalemodel.cost.transformer.linear_weights_per_layer` x layers / tp, at most ``dense``), which
+    torchao casts to float8 before the gather (torchtitan docs/float8.md: "cast Float8Linear.weight from high
+    precision to float8 before FSDP all-gather so we can communicate in float8"); norms and embeddings are not
+    Float8Linear and stay 16-bit."""
+    nbytes = 2.0 * dense
+    if not job.is_transformer or not np.any(g.fsdp_fp8_all_gather):
+        return nbytes
+    linear = np.minimum(layers * transformer.linear_weights_per_layer(job.shape) / g.tp, dense)
+    return np.where(g.fsdp_fp8_all_gather, nbytes - linear, nbytes)
+
+
 #: DeepSpeed ZeRO-3 gathers parameters module by module (coalesced per sub-module: QKV, output
 #: projection, MLP up/gate, MLP down): four gathers per transformer layer and pass.
 DEEPSPEED_GATHERS_PER_LAYER = 4.0
@@ -1017,6 +1031,19 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     (the first gather and the last reduce-scatter have no compute under them); without overlap
     everything is exposed. Each max() grows by at most what the compute shrinks, so a faster accelerator
     never makes the step slower, and no compute hides more traffic than runs under it.
+
+    ``fsdp_reshard_after_forward`` false (PyTorch fully_shard reshard_after_forward=False: "keeps the
+    unsharded parameters in memory after forward and avoids the all-gather in backward"; Llama 3,
+    arXiv 2407.21783 §3.3.2): every unit keeps its forward's gather for its backward, so a micro-batch
+    moves L AG + L RS, and each backward window holds only the reduce-scatter:
+
+        exposed = AG + (L-1) max(0, AG - f) + (L-1) max(0, RS - b) + RS
+
+    (the unsharded parameters of every unit are then held at once: :func:`memory_parts`).
+    ``fsdp_fp8_all_gather`` (torchao Float8Linear, enable_fsdp_float8_all_gather): the linear weights of
+    a unit (:func:`~scalemodel.cost.transformer.linear_weights_per_layer`) cross the wire in float8, 1 byte
+    each; norms, embeddings and routed experts stay 16-bit, and the gradients' reduce-scatter is unchanged
+    (:func:`_gathered_bytes`).
     DeepSpeed issues its gathers per module (:data:`DEEPSPEED_GATHERS_PER_LAYER` per layer) and its
     reduce-scatters in ``bucket`` pieces (reduce_bucket_size, or the user's bucket_size); FSDP one flat
     gather and one reduce-scatter per unit. With HSDP (``hsdp`` = the shard groups and the replica
@@ -1028,18 +1055,18 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     deepspeed = g.zero == Zero.PARAMETERS
     pieces = np.where(deepspeed, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
 
-    def gather(params: np.ndarray, group: Placement) -> np.ndarray:  # one unit's parameters, 16-bit
-        return pieces * _collective("allgather", 2.0 * params / layers / pieces, group)
+    def gather(nbytes: np.ndarray, group: Placement) -> np.ndarray:  # one unit's parameters
+        return pieces * _collective("allgather", nbytes / layers / pieces, group)
 
     def unit_traffic(group: DataParallelGroups) -> tuple[np.ndarray, np.ndarray]:
         """(AG, RS) of one unit over the sharding group."""
-        ag = gather(dense, group.dense)
+        ag = gather(_gathered_bytes(job, g, dense, layers), group.dense)
         fsdp_rs = _collective("reducescatter", dense * wire / layers, group.dense)
         n_b = np.maximum(np.ceil(dense * wire / bucket), 1.0)
         ds_rs = n_b * _collective("reducescatter", dense * wire / n_b, group.dense) / layers
         rs = np.where(deepspeed, ds_rs, fsdp_rs)
         if job.expert_params > 0:  # routed experts are sharded over their dp/ep replicas
-            ag = ag + gather(expert, group.expert)
+            ag = ag + gather(2.0 * expert, group.expert)
             rs = rs + _collective("reducescatter", expert * wire / layers, group.expert)
         return np.where(group.ranks > 1, ag, 0.0), np.where(group.ranks > 1, rs, 0.0)
 
@@ -1055,9 +1082,10 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         ag, rs = np.where(is_hsdp, ag_h, ag), np.where(is_hsdp, rs_h + ar, rs)
     f = comp["forward_free"] / layers
     b = comp["backward_free"] / layers
+    reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
     hidden_fwd = (layers - 1.0) * np.maximum(ag - f, 0.0)
-    hidden_bwd = (layers - 1.0) * np.maximum(ag + rs - b, 0.0)
-    per_mb = (2.0 * layers - 1.0) * ag + layers * rs
+    hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
+    per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs
     exposed = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, per_mb), per_mb)
     return {"total": m * per_mb, "exposed": m * exposed}
 
@@ -1136,7 +1164,8 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
     if not job.is_transformer:
         ms = memory.model_state_bytes(job.params, dp=_sharding_degree(job, g, sync), zero_stage=g.zero,
                                       weight_bytes=job.elem_bytes,
-                                      grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param)
+                                      grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
+                                      gathered_params=np.where(g.fsdp_reshard_after_forward, 0.0, job.params))
         act = (job.generic_activation_bytes * (job.elem_bytes / 4.0) * g.micro_batch
                * np.where(g.recompute == Recompute.FULL, 0.25, 1.0))
         frag = fragmentation * (ms.total + act)
@@ -1153,7 +1182,8 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=g.flash_attention,
                   fragmentation=fragmentation, workspace=workspace, etp=_etp(g), offloaded_layers=g.offload_layers,
                   recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
-                  fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules)
+                  fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules,
+                  reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=g.fsdp_fp8_all_gather)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         br = memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage), **kw)
         if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
@@ -1410,9 +1440,11 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
 
         AG + (L-1) max(0, AG - f') + (L-1) max(0, AG - b')
 
-    with f', b' one unit's forward and backward compute (>= the free windows f, b; RS >= 0 dropped).
-    AG moves 16-bit parameters on NCCL's own algorithm, so no communication choice changes it, and the
-    un-overlapped (2L-1) AG + L RS is larger; 0 for ZeRO 0-2. Over the whole data-parallel group (or
+    with f', b' one unit's forward and backward compute (>= the free windows f, b; RS >= 0 dropped), and
+    without the last term when ``fsdp_reshard_after_forward`` is false (the backward gathers nothing).
+    AG moves 16-bit parameters (float8 linear weights with ``fsdp_fp8_all_gather``, :func:`_gathered_bytes`)
+    on NCCL's own algorithm, so no communication choice changes it, and the un-overlapped (2L-1) AG + L RS
+    (L AG + L RS) is larger; 0 for ZeRO 0-2. Over the whole data-parallel group (or
     HSDP's sharding group), or for hier:G over the G replicas of a group, which the states are sharded over
     (:func:`hier_group`; HSDP's shard group is then the group too) and whose traffic :func:`_sync_comm`
     exposes inside the group. The planner bounds with it; it
@@ -1439,13 +1471,14 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
     pieces = np.where(g.zero == Zero.PARAMETERS, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
 
     def first_gather(group: DataParallelGroups) -> np.ndarray:
-        ag = pieces * _collective("allgather", 2.0 * dense / layers / pieces, group.dense)
+        ag = pieces * _collective("allgather", _gathered_bytes(job, g, dense, layers) / layers / pieces, group.dense)
         if job.expert_params > 0:
             ag = ag + pieces * _collective("allgather", 2.0 * expert / layers / pieces, group.expert)
         return np.where(group.ranks > 1, ag, 0.0)
 
     def exposed(ag: np.ndarray) -> np.ndarray:
-        hidden_too_long = np.maximum(ag - fwd / layers, 0.0) + np.maximum(ag - bwd / layers, 0.0)
+        bwd_ag = np.where(g.fsdp_reshard_after_forward, ag, 0.0)
+        hidden_too_long = np.maximum(ag - fwd / layers, 0.0) + np.maximum(bwd_ag - bwd / layers, 0.0)
         return np.asarray(np.where(zero3, m * (ag + (layers - 1.0) * hidden_too_long), 0.0))
 
     hier = hier_group(g, sync)

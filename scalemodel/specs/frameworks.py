@@ -44,7 +44,7 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers", "etp",
                    "assignment", "dispatch_overhead", "layout", "recompute_layers", "recompute_method",
                    "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap",
-                   "deepspeed_pipeline")
+                   "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather")
 
 
 @dataclass
@@ -387,7 +387,8 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     if mp is not None:
         out.training["precision"] = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(mp), str(mp))
     model: dict[str, Any] = data["model"] if isinstance(data.get("model"), dict) else {}
-    if "float8" in str(model.get("converters", "")):
+    float8 = _titan_float8(data, model)
+    if float8 is not None:
         out.unused.append("[float8] (fp8 GEMMs on part of the layers: give --precision fp8 to model all of them)")
     degrees = {k: _int(par[f"{k}_parallel_degree"], f"parallelism.{k}_parallel_degree")
                for k in ("tensor", "pipeline", "context", "expert") if f"{k}_parallel_degree" in par}
@@ -406,6 +407,8 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                               "over all data-parallel ranks)")
     if shard > 0:
         out.strategy["dp"] = shard * replicate
+    if out.strategy.get("zero") == "fsdp":
+        _titan_fsdp_options(par, float8, out)
     sched = par.get("pipeline_parallel_schedule")
     if sched is not None:
         label = _TITAN_SCHEDULES.get(str(sched).lower())
@@ -435,6 +438,48 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                 "disable_loss_parallel", "enable_compiled_autograd", "pipeline_parallel_split_points",
                 "fsdp_reshard_after_forward", "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part"}
     out.unused.extend(f"parallelism.{k}" for k in par if k not in used_par)
+
+
+def _titan_float8(data: dict[str, Any], model: dict[str, Any]) -> dict[str, Any] | None:
+    """torchtitan's float8 settings when its Float8Linear conversion is on, else None: ``[float8]
+    enable_float8_linear`` (torchtitan before 57387af0e), ``[model] converters`` naming float8 with the ``[float8]``
+    table, or ``quantize.linear.float8`` with the ``[quantize.linear.float8]`` table."""
+    def table(parent: Any, key: str) -> dict[str, Any]:
+        value = parent.get(key) if isinstance(parent, dict) else None
+        return value if isinstance(value, dict) else {}
+
+    old = table(data, "float8")
+    converters = str(model.get("converters", ""))
+    if "quantize.linear.float8" in converters:
+        return table(table(table(data, "quantize"), "linear"), "float8")
+    if "float8" in converters or old.get("enable_float8_linear") is True:
+        return old
+    return None
+
+
+def _titan_fsdp_options(par: dict[str, Any], float8: dict[str, Any] | None, out: StrategyFile) -> None:
+    """FSDP's reshard_after_forward and float8 all-gather from a torchtitan TOML (with FSDP sharding on).
+
+    ``parallelism.fsdp_reshard_after_forward`` (torchtitan torchtitan/distributed/fsdp.py
+    get_fsdp_reshard_after_forward_policy): "always" reshards, "never" keeps the gathered parameters, and
+    "default" reshards unless pipeline parallelism is on ("For PP, by default do not reshard after forward to
+    avoid per-microbatch all-gathers"; before the option existed, 9dec370's parallelize_llama.py did the same).
+    ``enable_fsdp_float8_all_gather`` takes effect with the tensorwise recipe only (torchtitan refuses it with a
+    ``recipe_name``, components/quantization/float8.py) and needs --precision fp8 here."""
+    policy = par.get("fsdp_reshard_after_forward", "default")
+    if policy not in ("default", "always", "never"):
+        raise InputError(f"unknown fsdp_reshard_after_forward {str(policy)[:20]!r}",
+                         where="parallelism.fsdp_reshard_after_forward", allowed="default, always or never")
+    pp = int(out.strategy.get("pp", 1))
+    reshard = policy == "always" or (policy == "default" and pp <= 1)
+    if not reshard:
+        out.strategy["fsdp_reshard_after_forward"] = False
+    if float8 is not None and float8.get("enable_fsdp_float8_all_gather") is True:
+        if float8.get("recipe_name") not in (None, "tensorwise"):
+            out.unused.append(f"float8 enable_fsdp_float8_all_gather with recipe {str(float8['recipe_name'])[:20]} "
+                              "(torchtitan gathers in float8 with tensorwise scaling only)")
+        else:
+            out.strategy["fsdp_fp8_all_gather"] = True
 
 
 # --- entry point --------------------------------------------------------------------------------------------

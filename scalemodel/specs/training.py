@@ -23,7 +23,7 @@ from scalemodel.choices import (
     parse_sequence_lengths,
     parse_sync,
 )
-from scalemodel.specs.base import Before, Spec
+from scalemodel.specs.base import Before, Spec, field_error
 from scalemodel.specs.quantities import Bytes, Count, SecondsOrZero
 
 
@@ -161,6 +161,17 @@ class StrategySpec(Spec, kw_only=True):
         "both partitioned over TP and gathered back (3 TP all-gathers per micro-batch), and every micro-batch's "
         "weight gradients are added into the accumulation buffer by a separate pass (docs/model.md#pp-comm)"
     ))] = False
+    fsdp_reshard_after_forward: Annotated[bool, Meta(description=(
+        "zero 3/fsdp/hsdp: free each unit's gathered parameters after its forward and gather them again for its "
+        "backward (PyTorch fully_shard reshard_after_forward=True, ZeRO-3's release). false: keep them from the "
+        "forward to the backward, so the backward all-gathers vanish but every unit's unsharded parameters are "
+        "held at once (reshard_after_forward=False; FSDP1 SHARD_GRAD_OP; Llama 3, arXiv 2407.21783 §3.3.2; "
+        "torchtitan fsdp_reshard_after_forward never, or default with pipeline parallelism)"))] = True
+    fsdp_fp8_all_gather: Annotated[bool, Meta(description=(
+        "zero fsdp/hsdp with precision fp8: the linear layers' weights are cast to float8 before the FSDP "
+        "all-gather, 1 byte per element on the wire and in the gathered copy; norms, embeddings, the output layer "
+        "and routed experts stay 16-bit (torchao Float8Linear enable_fsdp_float8_all_gather, tensorwise scaling; "
+        "torchtitan [float8] enable_fsdp_float8_all_gather)"))] = False
     assignment: Annotated[AssignmentText, Meta(
         description="micro-batches split equally up front, or pulled from a shared queue")] = "static"
     dispatch_overhead: Annotated[SecondsOrZero | None, Meta(description=(
@@ -174,6 +185,13 @@ class StrategySpec(Spec, kw_only=True):
         if self.recompute_modules and Recompute.parse(self.recompute) != Recompute.SELECTIVE:
             raise ValueError(f"recompute_modules={self.recompute_modules!r} needs recompute: selective (got "
                              f"{self.recompute!r})")
+        zero = Zero.parse(self.zero)
+        if not self.fsdp_reshard_after_forward and zero < Zero.PARAMETERS:
+            raise field_error("fsdp_reshard_after_forward", f"false needs the parameters sharded: zero 3, fsdp or "
+                              f"hsdp (got zero {self.zero!r})")
+        if self.fsdp_fp8_all_gather and zero not in (Zero.FSDP, Zero.HSDP):
+            raise field_error("fsdp_fp8_all_gather", f"true needs PyTorch FSDP: zero fsdp or hsdp (got zero "
+                              f"{self.zero!r})")
         if self.recompute_layers is not None and Recompute.parse(self.recompute) != Recompute.FULL:
             raise ValueError(f"recompute_layers={self.recompute_layers} needs recompute: full (got "
                              f"{self.recompute!r}); leave it out for selective or none")
