@@ -427,21 +427,13 @@ def hier_group(g: StrategyGrid, sync: str) -> np.ndarray | None:
     return np.minimum(g.dp, float(strategy.param)).astype(float) if strategy.kind == SyncKind.HIER else None
 
 
-def _sharding_degree(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
-    """Replicas that ZeRO/FSDP shard the model states over: the data-parallel degree, or the HSDP group,
-    or under hier:G the group of G (:func:`hier_group`; HSDP's shard group is then the hier group)."""
-    group = hier_group(g, sync)
-    if group is not None:
-        return group
-    return np.where(g.zero == Zero.HSDP, hsdp_shard_group(job, g), g.dp)
-
-
 def _state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     """Ranks a transformer's dense model states are sharded over by ZeRO/FSDP: the data-parallel degree times
     the context-parallel degree (CP ranks hold the same weights: Megatron-Core builds its distributed optimizer
     over ``get_data_parallel_group(with_context_parallel=True)``, megatron/core/optimizer/__init__.py;
     torchtitan shards FSDP over the ``dp_shard_cp`` mesh); HSDP keeps its sharding group. Under hier:G the
-    group of G replicas times cp (so hier:dp shards as bsp does)."""
+    group of G replicas times cp (so hier:dp shards as bsp does). The one count both the memory model
+    (:func:`memory_parts`) and the optimizer step (:func:`_optimizer_time`) divide the states by."""
     group = hier_group(g, sync)
     if group is not None:
         return group * g.cp
@@ -1111,9 +1103,12 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
 
 
 def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
+    """Seconds of the optimizer step, memory-bound: the parameters whose states this rank updates (its share of
+    the model, over the shards of :func:`_state_shards` at ZeRO >= 1, the ones :func:`memory_parts` holds) times
+    :data:`WEIGHT_COPY_BYTES` + 2 K + g bytes, over the HBM bandwidth x memory efficiency."""
     dense, expert = _params_per_gpu(job, g)
     local = dense + expert
-    sharded = np.where(g.zero >= Zero.OPTIMIZER, local / _sharding_degree(job, g, sync), local)
+    sharded = np.where(g.zero >= Zero.OPTIMIZER, local / _state_shards(job, g, sync), local)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     return sharded * bytes_per_param / (job.memory_bandwidth * job.memory_efficiency)
 
@@ -1134,7 +1129,7 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
     scaled to the training precision, and full recompute keeps a quarter of them.
     """
     if not job.is_transformer:
-        ms = memory.model_state_bytes(job.params, dp=_sharding_degree(job, g, sync), zero_stage=g.zero,
+        ms = memory.model_state_bytes(job.params, dp=_state_shards(job, g, sync), zero_stage=g.zero,
                                       weight_bytes=job.elem_bytes,
                                       grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param)
         act = (job.generic_activation_bytes * (job.elem_bytes / 4.0) * g.micro_batch
