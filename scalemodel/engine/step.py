@@ -113,7 +113,9 @@ class Infeasible(IntEnum):
     EXCEEDS_CLUSTER = 9, "exceeds_cluster", "more GPUs than the cluster has"
     OUT_OF_MEMORY = 10, "out_of_memory", "does not fit in accelerator memory"
     PS_INCOMPATIBLE = 11, "ps_incompatible", "parameter server needs all-reduce-free DP (no ZeRO, no top-k)"
-    HSDP_GROUP_INVALID = 12, "hsdp_group_invalid", "the HSDP sharding group must divide the data-parallel degree"
+    HSDP_GROUP_INVALID = 12, "hsdp_group_invalid", (
+        "the HSDP sharding group must divide the data-parallel degree; under hier:G it is the hier group of "
+        "min(dp, G) replicas, so a pinned shard_group must equal that")
     LAYOUT_INVALID = 13, "layout_invalid", (
         "a rank order with PP inside DP needs ep = 1 with a pipeline (Megatron-LM: expert and dense data-parallel "
         "degrees must agree unless PP is outermost)")
@@ -180,6 +182,11 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
         reason = np.where((reason == 0) & bad, code, reason)
 
     flag(R.GPUS_NOT_DIVISIBLE, g.dp * g.tp * g.pp * g.cp != g.gpus)
+    hsdp = g.zero == Zero.HSDP
+    hier = hier_group(g, sync)
+    if hier is not None:  # hier:G shards HSDP inside its groups (hier_group): a pinned group other than min(dp, G)
+        # is refused before any other check, as grid_from_strategy refuses it (so plan's counts give predict's reason)
+        flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & (g.shard_group != hier))
     per_step = g.dp * g.micro_batch
     flag(R.BATCH_NOT_DIVISIBLE, (g.global_batch % np.maximum(per_step, 1) != 0) | (g.global_batch < per_step))
     if job.is_transformer:
@@ -196,12 +203,7 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
     else:
         flag(R.MODEL_PARALLEL_NEEDS_TRANSFORMER, (g.tp > 1) | (g.pp > 1) | (g.cp > 1) | (g.ep > 1))
     flag(R.EXCEEDS_CLUSTER, g.gpus > job.max_gpus)
-    hsdp = g.zero == Zero.HSDP
-    bad_group = g.dp % np.maximum(g.shard_group, 1) != 0
-    hier = hier_group(g, sync)
-    if hier is not None:  # hier:G shards HSDP inside its groups (hier_group): a pinned group other than min(dp, G)
-        bad_group = bad_group | (g.shard_group != hier)  # is refused, as grid_from_strategy refuses it
-    flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & bad_group)
+    flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & (g.dp % np.maximum(g.shard_group, 1) != 0))
     topk = g.compression == CompressionKind.TOPK
     flag(R.PS_INCOMPATIBLE, (g.ps_servers > 0) & ((g.zero > Zero.NONE) | topk))
     flag(R.LAYOUT_INVALID, _pp_not_outermost(g) & (g.pp > 1) & (g.ep > 1))
