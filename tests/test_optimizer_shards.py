@@ -57,3 +57,23 @@ def test_optimizer_time_and_optimizer_memory_count_the_same_shards() -> None:
         params_updated = _first(_optimizer_time(job, g)) * A100_HBM * MEM_EFF / 28.0
         params_held = _first(memory_parts(job, g, microbatches(g))["optimizer"]) / 12.0
         assert params_updated == pytest.approx(params_held, rel=1e-9), (cp, zero)
+
+
+def test_moe_expert_states_shard_over_the_expert_data_parallel_ranks_with_cp() -> None:
+    """Mixtral 8x7B on 64 H100s, tp 2, cp 2, ep 8, ZeRO-1: dp = 64 / 4 = 16. Megatron-Core's expert grid (MoE
+    parallel folding) covers the tp cp dp ranks of a stage as etp x ep x edp, so edp = 2 x 2 x 16 / (2 x 8) = 4
+    (etp = tp = 2): each rank holds 1/4 of its experts' optimizer states (cp counted once, not twice); the dense
+    states are sharded over dp x cp = 32."""
+    tr = TrainingSpec(global_batch=64, micro_batch=1, seq_len=4096)
+    job = build_job(load_cluster("dgx-h100"), load_workload("mixtral-8x7b"), tr)
+    g = grid_from_strategy(StrategySpec(tp=2, cp=2, ep=8, zero=1), tr, 64, job)
+    per_expert = 3 * 4096 * 14336  # gated MLP: up, gate, down
+    expert_local = 32 * (8 / 8) * per_expert / 2  # 32 MoE layers, 8 experts over ep 8, each split over etp 2
+    assert expert_local == 2_818_572_288
+    dense_local = (job.params - job.expert_params) / 2  # tp 2, pp 1
+    want_opt = 12.0 * (dense_local / 32 + expert_local / 4)
+    got_opt = _first(memory_parts(job, g, microbatches(g))["optimizer"])
+    assert got_opt == pytest.approx(want_opt, rel=1e-9)
+    h100_hbm, eff = 3.35e12, 0.88  # H100 SXM datasheet; dgx-h100's memory efficiency
+    want_t = (dense_local / 32 + expert_local / 4) * 28.0 / (h100_hbm * eff)
+    assert _first(_optimizer_time(job, g)) == pytest.approx(want_t, rel=1e-9)

@@ -429,6 +429,22 @@ def hier_group(g: StrategyGrid, sync: str) -> np.ndarray | None:
     return np.minimum(g.dp, float(strategy.param)).astype(float) if strategy.kind == SyncKind.HIER else None
 
 
+def _state_replicas(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
+    """Data-parallel replicas ZeRO/FSDP shard the model states over: dp, the HSDP group, or under hier:G the group
+    of G (:func:`hier_group`; HSDP's shard group is then the hier group)."""
+    group = hier_group(g, sync)
+    if group is not None:
+        return group
+    return np.where(g.zero == Zero.HSDP, hsdp_shard_group(job, g), g.dp)
+
+
+def _expert_state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
+    """Ranks the routed experts' states are sharded over by ZeRO/FSDP: the expert-data-parallel ranks of
+    :func:`scalemodel.cost.memory.expert_data_parallel` over :func:`_state_replicas` (tp cp dp / (etp ep));
+    the count both :func:`memory_parts` and :func:`_optimizer_time` use for the experts."""
+    return memory.expert_data_parallel(_state_replicas(job, g, sync), tp=g.tp, cp=g.cp, ep=g.ep, etp=_etp(g))
+
+
 def _state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     """Ranks a transformer's dense model states are sharded over by ZeRO/FSDP: the data-parallel degree times
     the context-parallel degree (CP ranks hold the same weights: Megatron-Core builds its distributed optimizer
@@ -436,10 +452,8 @@ def _state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     torchtitan shards FSDP over the ``dp_shard_cp`` mesh); HSDP keeps its sharding group. Under hier:G the
     group of G replicas times cp (so hier:dp shards as bsp does). The one count both the memory model
     (:func:`memory_parts`) and the optimizer step (:func:`_optimizer_time`) divide the states by."""
-    group = hier_group(g, sync)
-    if group is not None:
-        return group * g.cp
-    return np.where(g.zero == Zero.HSDP, hsdp_shard_group(job, g), g.dp * g.cp)
+    cp = g.cp if hier_group(g, sync) is not None else np.where(g.zero == Zero.HSDP, 1, g.cp)
+    return np.asarray(_state_replicas(job, g, sync) * cp)
 
 
 def _overlap_windows(comp: dict[str, np.ndarray], efficiency: float) -> dict[str, np.ndarray]:
@@ -1106,11 +1120,12 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
 
 def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     """Seconds of the optimizer step, memory-bound: the parameters whose states this rank updates (its share of
-    the model, over the shards of :func:`_state_shards` at ZeRO >= 1, the ones :func:`memory_parts` holds) times
+    the model; at ZeRO >= 1 the dense ones over :func:`_state_shards` and the experts over
+    :func:`_expert_state_shards`, the shards :func:`memory_parts` holds) times
     :data:`WEIGHT_COPY_BYTES` + 2 K + g bytes, over the HBM bandwidth x memory efficiency."""
     dense, expert = _params_per_gpu(job, g)
-    local = dense + expert
-    sharded = np.where(g.zero >= Zero.OPTIMIZER, local / _state_shards(job, g, sync), local)
+    sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
+    sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     return sharded * bytes_per_param / (job.memory_bandwidth * job.memory_efficiency)
 
@@ -1144,6 +1159,7 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
         # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
         # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
         kw = dict(micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_state_shards(job, g, sync), tp=g.tp,
+                  expert_dp=_expert_state_shards(job, g, sync),
                   pp=g.pp, cp=g.cp, ep=g.ep, zero_stage=g.zero, recompute=g.recompute,
                   sequence_parallel=g.sequence_parallel, num_microbatches=m, schedule=g.schedule,
                   virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
