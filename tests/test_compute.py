@@ -202,3 +202,17 @@ def test_layer_time_broadcasts_and_is_finite():
     assert lt.total.shape == (4,)
     assert np.all(np.isfinite(lt.total)) and np.all(lt.total > 0)
     assert lt.recompute[0] == 0 and lt.recompute[3] == pytest.approx(lt.forward[3])
+
+
+def test_gemm_kwargs_override_only_what_is_given():
+    """The attention core's and the router's GEMM prices: the layer's own peak and curve unless another
+    precision's are given (one helper for both, cost.compute._gemm_kwargs)."""
+    from scalemodel.cost.compute import _gemm_kwargs
+
+    kw = {"peak_flops": 989e12, "gemm_max": 0.8, "gemm_half_dim": 512.0, "memory_bandwidth": 3.35e12,
+          "memory_efficiency": 0.9, "elem_bytes": 1.0}
+    assert _gemm_kwargs(kw, None, None, None) == kw
+    bf16 = _gemm_kwargs(kw, 494.5e12, 0.7, 256.0)
+    assert bf16 == dict(kw, peak_flops=494.5e12, gemm_max=0.7, gemm_half_dim=256.0)
+    assert _gemm_kwargs(kw, 494.5e12, None, None) == dict(kw, peak_flops=494.5e12)
+    assert kw["peak_flops"] == 989e12  # the layer's own arguments are left as they were

@@ -102,3 +102,34 @@ def test_largest_micro_batch_is_where_predict_stops_fitting(cli, extra):
             assert not _json(cli, "predict", *base, "--micro-batch", str(bigger[0]))["memory"]["fits"]
     else:
         assert not _json(cli, "predict", *base, "--micro-batch", str(bmax + 1))["memory"]["fits"]
+
+
+@pytest.mark.parametrize("sync", ["asp", "ssp:4", "local:8"])
+@pytest.mark.parametrize("zero", ["1", "2", "3", "fsdp", "hsdp"])
+def test_memory_refuses_a_replica_sync_mode_with_sharded_states_as_predict_does(cli, sync, zero):
+    """asp, ssp:S and local:H step each rank on its own full replica, which ZeRO 1-3/FSDP/HSDP do not keep:
+    predict flags the strategy infeasible (code 15, sync_needs_replicas); memory must not call it a fit."""
+    base = ["--model", "gpt-1.7b", "--cluster", "dgx-a100", "--gpus", "64", "--sync", sync, "--zero", zero]
+    pred = _json(cli, "predict", *base)
+    mem = _json(cli, "memory", *base)
+    assert pred["feasible"] is False and "zero 0" in pred["infeasible_reason"]
+    assert mem["feasible"] is False
+    assert mem["infeasible_reason"] == pred["infeasible_reason"]
+    text = cli("memory", *base)
+    assert text.code == 0
+    assert "infeasible: asp, ssp:S and local:H" in " ".join(text.out.split())
+    assert "fits;" not in text.out
+
+
+@pytest.mark.parametrize(("model", "cluster", "gpus", "flags"), GRID)
+def test_memory_and_predict_give_the_same_feasibility(cli, model, cluster, gpus, flags):
+    base = ["--model", model, "--cluster", cluster, "--gpus", gpus, *flags]
+    mem = _json(cli, "memory", *base)
+    pred = _json(cli, "predict", *base)
+    assert (mem["feasible"], mem["infeasible_reason"]) == (pred["feasible"], pred["infeasible_reason"])
+
+
+def test_memory_with_a_replica_sync_mode_at_zero_0_stays_feasible(cli):
+    base = ["--model", "gpt-1.7b", "--cluster", "dgx-a100", "--gpus", "64", "--sync", "asp"]
+    mem = _json(cli, "memory", *base)
+    assert mem["feasible"] is True and mem["infeasible_reason"] is None and mem["fits"] is True

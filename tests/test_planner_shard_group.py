@@ -131,3 +131,22 @@ def test_plan_and_predict_agree_on_a_pinned_shard_group_under_hier(cli):
     assert r.code == 0, r.err
     doc = json.loads(r.out)
     assert doc["ranked"] == [] and doc["feasible"] == 0
+
+
+def test_no_feasible_summary_under_hier_names_predicts_reason(cli):
+    """hier:2 with HSDP pinned to a shard group of 4: predict refuses every such strategy for the shard group
+    alone (strategy.shard_group: the hier group is the shard group), before any other check. The plan's
+    no-feasible summary must give that reason for every candidate, in words that say why (4 divides every dp
+    hier:2 runs at, so "must divide the data-parallel degree" alone would name the wrong rule)."""
+    base = ["--cluster", "dgx-a100", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "32",
+            "--set", "strategy.shard_group=4", "--set", "strategy.zero=hsdp"]
+    # predict, on a strategy the planner counts (interleaved with v = 3 on pp = 2 is invalid in itself too)
+    r = cli("predict", *base, "--tp", "1", "--pp", "2", "--schedule", "interleaved:3", "--sync", "hier:2")
+    assert r.code == 2 and r.err.startswith("error: strategy.shard_group:") and "hier" in r.err, r.err
+    r = cli("plan", *base, "--sync-modes", "hier:2", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["feasible"] == 0 and doc["candidates_evaluated"] > 0
+    assert doc["infeasible_by_reason"] == {"hsdp_group_invalid": doc["candidates_evaluated"]}
+    text = " ".join(cli("plan", *base, "--sync-modes", "hier:2").out.split())
+    assert "hier:G" in text and "hsdp_group_invalid" in text

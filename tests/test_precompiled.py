@@ -4,6 +4,7 @@ errors on built-in files still named with their lines."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,41 @@ def test_errors_on_a_builtin_file_keep_its_line_numbers(cli) -> None:  # type: i
     r = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "64", "--set", "model.layers=abc", "--json")
     assert r.code == 2
     assert r.err.startswith(f"error: {path}:{line}: layers: Input should be a valid integer")
+
+
+@pytest.mark.parametrize(("field", "value"), [("gpus_per_node", "eight"), ("gpus_per_node", -8),
+                                              ("bogus_field", 1), (None, None)])
+def test_a_damaged_entry_that_fails_validation_names_the_catalog_not_a_yaml_line(
+        cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field, value) -> None:  # type: ignore[no-untyped-def]
+    """An entry that decodes but is not what its (valid) YAML says: the error is the catalog's, not a line of
+    the YAML (line 7 of dgx-h100.yaml, ``gpus_per_node: 8``, is fine)."""
+    doc = json.loads(precompiled.DATA.read_bytes())
+    key = next(k for k in doc["documents"] if k.startswith("dgx-h100.yaml:"))
+    if field is None:
+        doc["documents"][key] = {"kind": "cluster", "name": "dgx-h100"}  # required fields gone
+    else:
+        doc["documents"][key][field] = value
+    bad = tmp_path / "catalog.json"
+    bad.write_text(json.dumps(doc))
+    monkeypatch.setattr(precompiled, "DATA", bad)
+    monkeypatch.setattr(precompiled, "_documents", None)
+    r = cli("predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--json")
+    assert r.code == 2 and r.out == ""
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {bad}: "), r.err
+    assert "dgx-h100.yaml" in lines[0] and "build_catalog.py" in lines[0]
+    assert "dgx-h100.yaml:" not in lines[0]  # no YAML line number: the YAML is not what is wrong
+    # a genuine error in the same file still gets its YAML line, catalog or not
+    line = next(i for i, t in enumerate((ROOT / "hardware" / "clusters" / "dgx-h100.yaml").read_text().splitlines(), 1)
+                if t.startswith("gpus_per_node:"))
+    monkeypatch.setattr(precompiled, "DATA", tmp_path / "absent.json")
+    monkeypatch.setattr(precompiled, "_documents", None)
+    r = cli("predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--set", "cluster.gpus_per_node=x")
+    assert r.code == 2 and f"dgx-h100.yaml:{line}: gpus_per_node" in r.err, r.err
+
+
+def test_a_genuine_error_on_a_catalog_file_keeps_its_yaml_line_with_the_catalog_in_use(cli) -> None:  # type: ignore[no-untyped-def]
+    path = ROOT / "hardware" / "clusters" / "dgx-h100.yaml"
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if t.startswith("gpus_per_node:"))
+    r = cli("predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--set", "cluster.gpus_per_node=x")
+    assert r.code == 2 and r.err.startswith(f"error: {path}:{line}: gpus_per_node"), r.err

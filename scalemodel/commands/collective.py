@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scalemodel.commands.args import Command, integer, opt
-from scalemodel.commands.options import CLUSTER, JSON, SET, load_cluster_with, positive_int, quantity
+from scalemodel.commands.options import CLUSTER, JSON, SET, load_cluster_with, positive_int, ranged_quantity
 from scalemodel.engine.collective import collective as run
 from scalemodel.errors import InputError
 from scalemodel.report.collective import render_collective
@@ -14,8 +14,8 @@ def parse_sizes(text: str) -> list[float]:
     parts = text.split(":")
     if len(parts) not in (2, 3):
         raise InputError(f"cannot read {text!r} as a size sweep", where="--sizes", allowed="MIN:MAX or MIN:MAX:FACTOR")
-    lo = quantity(parts[0], "bytes", "--sizes")
-    hi = quantity(parts[1], "bytes", "--sizes")
+    lo = ranged_quantity(parts[0], "bytes", "--sizes")
+    hi = ranged_quantity(parts[1], "bytes", "--sizes")
     factor = float(parts[2]) if len(parts) == 3 and parts[2].replace(".", "", 1).isdigit() else 2.0
     if len(parts) == 3 and not parts[2].replace(".", "", 1).isdigit():
         raise InputError(f"bad factor {parts[2]!r}", where="--sizes", allowed="a number > 1")
@@ -38,7 +38,7 @@ def collective(*, cluster: str, gpus: int, op: str, size: str | None, sizes: str
     positive_int(dtype_bytes, "--dtype-bytes")
     if size is not None and sizes is not None:
         raise InputError("give --size or --sizes, not both", where="--size", allowed="one of them")
-    size_list = parse_sizes(sizes) if sizes is not None else [quantity(size or "1GiB", "bytes", "--size")]
+    size_list = parse_sizes(sizes) if sizes is not None else [ranged_quantity(size or "1GiB", "bytes", "--size")]
     spec = load_cluster_with(cluster, sets)
     result = run(spec, op, size_list, gpus, algo=algo, stride=stride, dtype_bytes=dtype_bytes, sets=sets)
     render_collective(result, as_json=as_json)

@@ -8,6 +8,7 @@ from typing import Any
 from scalemodel.commands.args import opt, repeat, switch
 from scalemodel.errors import InputError
 from scalemodel.specs import load_cluster, split_overrides
+from scalemodel.specs.quantities import outside_range, range_text
 from scalemodel.units import parse_quantity
 
 SET = repeat("--set", dest="sets", metavar="PATH=VALUE",
@@ -23,6 +24,17 @@ def quantity(text: str, kind: str, option: str) -> float:
         return parse_quantity(text, kind)
     except InputError as exc:
         raise exc.at(option) from None
+
+
+def ranged_quantity(text: str, kind: str, option: str) -> float:
+    """:func:`quantity` within the physical range of its kind (specs.quantities.RANGES; zero passes, the sign is
+    the caller's to check): a huge or tiny value is refused here, naming the option, instead of overflowing to
+    inf or nan in a cost model and ending in a generic "not finite" error."""
+    x = quantity(text, kind, option)
+    why = outside_range(x, kind)
+    if why is not None:
+        raise InputError(why, where=option, allowed=f"{range_text(kind)} (the physical range of a {kind} quantity)")
+    return x
 
 
 def load_cluster_with(ref: str, sets: list[str] | None) -> Any:

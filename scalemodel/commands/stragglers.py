@@ -6,12 +6,18 @@ import math
 
 from scalemodel.choices import Optimizer
 from scalemodel.commands.args import Command, integer, number, opt
-from scalemodel.commands.options import JSON, quantity
+from scalemodel.commands.options import JSON, MAX_COUNT, ranged_quantity
 from scalemodel.engine.stragglers import DIST_CHOICES, MODEL_FAMILIES
 from scalemodel.engine.stragglers import stragglers as run
 from scalemodel.errors import InputError
 from scalemodel.report.stragglers import render_stragglers
+from scalemodel.specs.cluster import STRAGGLER_CV_MAX
 from scalemodel.specs.samples import read_samples
+
+#: The largest --staleness-kappa taken: efficiency 1/(1 + kappa s) is then below 1e-6 at one step of staleness
+#: (fitted kappas are below 1, scalemodel/data/staleness_kappa.json); beyond ~1e307 the product overflows to inf
+#: and the efficiency to 0, which no step time can be divided by.
+KAPPA_MAX = 1e6
 
 
 def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | None, ssp: int, local: int, comm: str,
@@ -23,29 +29,30 @@ def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | N
         raise InputError(f"--workers {workers} is beyond the supported 1e8", where="--workers")
     if dist not in DIST_CHOICES:
         raise InputError(f"unknown distribution {dist!r}", where="--dist", allowed=", ".join(DIST_CHOICES))
-    if not (math.isfinite(cv) and cv >= 0):
-        raise InputError(f"--cv must be a finite number >= 0, got {cv}", where="--cv")
+    if not (math.isfinite(cv) and 0 <= cv < STRAGGLER_CV_MAX):
+        raise InputError(f"--cv must be a finite number >= 0 and below {STRAGGLER_CV_MAX:g}, got {cv:g}", where="--cv",
+                         allowed=f"0 <= cv < {STRAGGLER_CV_MAX:g} (as cluster.straggler.cv; weibull: 0 or "
+                                 f">= 0.001; shifted-exp: <= 1)")
     if dist == "shifted-exp" and cv > 1:
         raise InputError(f"shifted-exp needs --cv <= 1, got {cv}", where="--cv",
                          allowed="0..1, or another --dist")
     b = math.ceil(0.04 * workers) if backup is None else backup
-    if b < 0:
-        raise InputError(f"--backup must be >= 0, got {b}", where="--backup")
-    if ssp < 0:
-        raise InputError(f"--ssp must be >= 0, got {ssp}", where="--ssp")
-    if local < 1:
-        raise InputError(f"--local must be >= 1, got {local}", where="--local")
-    if kappa is not None and not (math.isfinite(kappa) and kappa >= 0):
-        raise InputError(f"--staleness-kappa must be a finite number >= 0, got {kappa}", where="--staleness-kappa",
-                         allowed="a finite number >= 0 (0: no staleness penalty)")
+    for option, value, low in (("--backup", b, 0), ("--ssp", ssp, 0), ("--local", local, 1)):
+        if not low <= value <= MAX_COUNT:
+            raise InputError(f"{option} must be an integer from {low} to {MAX_COUNT:.0e}, got {value}", where=option,
+                             allowed=f"an integer from {low} to {MAX_COUNT:.0e}")
+    if kappa is not None and not (math.isfinite(kappa) and 0 <= kappa <= KAPPA_MAX):
+        raise InputError(f"--staleness-kappa must be a finite number from 0 to {KAPPA_MAX:.0e}, got {kappa:g}",
+                         where="--staleness-kappa",
+                         allowed=f"a number from 0 to {KAPPA_MAX:.0e} (0: no staleness penalty)")
     if optimizer is not None:
         optimizer = Optimizer.parse(optimizer, where="--optimizer").label
     if family not in MODEL_FAMILIES:
         raise InputError(f"unknown model family {family!r}", where="--family", allowed=", ".join(MODEL_FAMILIES))
-    mean_s = quantity(mean, "time", "--mean")
+    mean_s = ranged_quantity(mean, "time", "--mean")
     if not mean_s > 0:
         raise InputError(f"--mean must be > 0, got {mean!r}", where="--mean")
-    comm_s = quantity(comm, "time", "--comm")
+    comm_s = ranged_quantity(comm, "time", "--comm")
     if comm_s < 0:
         raise InputError(f"--comm must be >= 0, got {comm!r}", where="--comm")
     data = read_samples(samples) if samples is not None else None

@@ -198,6 +198,15 @@ class LayerTime(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has 
         return self.forward + self.backward + self.recompute
 
 
+def _gemm_kwargs(kw: dict[str, Any], peak_flops: ArrayLike | None, gemm_max: ArrayLike | None,
+                 gemm_half_dim: ArrayLike | None) -> dict[str, Any]:
+    """The GEMM keyword arguments ``kw`` with the peak and the efficiency curve (gemm_max, gemm_half_dim) of
+    another precision where given (None keeps ``kw``'s own): the attention core's and the router's prices."""
+    return dict(kw, peak_flops=kw["peak_flops"] if peak_flops is None else peak_flops,
+                gemm_max=kw["gemm_max"] if gemm_max is None else gemm_max,
+                gemm_half_dim=kw["gemm_half_dim"] if gemm_half_dim is None else gemm_half_dim)
+
+
 def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, peak_flops: ArrayLike,
                        memory_bandwidth: ArrayLike, gemm_max: ArrayLike = 0.75,
                        gemm_half_dim: ArrayLike = 96.0, memory_efficiency: ArrayLike = 0.85,
@@ -273,9 +282,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     # attention core: Q K^T (s_local x k x d) and softmax . V (s_local x d_v x k), k keys per query
     keys = sh.attended_keys(s)
     heads_local = b * a / t
-    ckw = dict(kw, peak_flops=peak_flops if core_peak_flops is None else core_peak_flops,
-               gemm_max=gemm_max if core_gemm_max is None else core_gemm_max,
-               gemm_half_dim=gemm_half_dim if core_gemm_half_dim is None else core_gemm_half_dim)
+    ckw = _gemm_kwargs(kw, core_peak_flops, core_gemm_max, core_gemm_half_dim)
     unfused = gemm_time(s_local, keys, d, heads_local, **ckw) + gemm_time(s_local, dv, keys, heads_local, **ckw)
     core_gemm = np.where(flash, flash_core_time(s_local, keys, d, dv, heads_local, **ckw), unfused)
     core_flops = 2 * heads_local * s_local * keys * (d + dv)
@@ -289,9 +296,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         u = t if etp is None else _pos("etp", etp)
         tokens_per_expert = np.maximum(e * u * T * k / (E * t), 1.0)
         experts_here = E / e
-        rkw = dict(kw, peak_flops=peak_flops if router_peak_flops is None else router_peak_flops,
-                   gemm_max=gemm_max if router_gemm_max is None else router_gemm_max,
-                   gemm_half_dim=gemm_half_dim if router_gemm_half_dim is None else router_gemm_half_dim)
+        rkw = _gemm_kwargs(kw, router_peak_flops, router_gemm_max, router_gemm_half_dim)
         gemm = gemm + gemm_time(T, E, h, **rkw)  # router
         gemm = gemm + gemm_time(tokens_per_expert, mats_up * fe / u, h, experts_here, **kw)
         gemm = gemm + gemm_time(tokens_per_expert, h, fe / u, experts_here, **kw)

@@ -391,6 +391,17 @@ class MemoryBreakdown(msgspec.Struct, frozen=True, eq=False):  # numpy fields: =
         return self.states + self.activations + self.fragmentation + self.workspace
 
 
+def expert_data_parallel(dp: ArrayLike, *, tp: ArrayLike = 1, cp: ArrayLike = 1, ep: ArrayLike = 1,
+                         etp: ArrayLike | None = None) -> np.ndarray:
+    """Ranks the routed experts' states are replicated over (and ZeRO shards them over): the tp cp dp ranks of
+    a pipeline stage over etp ep, at least 1 (Megatron-Core's expert grid, MoE parallel folding, Liu et al.
+    2025, arXiv 2504.14960: edp = world / (pp etp ep); dp / ep when etp = tp and cp = 1). ``dp``: the
+    data-parallel replicas the states are sharded over (the HSDP or hier group where it applies)."""
+    t = _pos("tp", tp)
+    u = t if etp is None else _pos("etp", etp)
+    return np.asarray(np.maximum(_pos("dp", dp) * t * _pos("cp", cp) / (_pos("ep", ep) * u), 1.0))
+
+
 def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp: ArrayLike = 1,
                    tp: ArrayLike = 1, pp: ArrayLike = 1, cp: ArrayLike = 1, ep: ArrayLike = 1,
                    zero_stage: ArrayLike = 0, recompute: ArrayLike = "none",
@@ -404,7 +415,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    offloaded_layers: ArrayLike = 0.0, recompute_chunk: ArrayLike = 0.0,
                    fp8_inputs: ArrayLike = False, recompute_modules: ArrayLike = 0,
                    embedding: ArrayLike = True, stage_rank: ArrayLike = 0,
-                   reshard_after_forward: ArrayLike = True, fp8_gather: ArrayLike = False) -> MemoryBreakdown:
+                   reshard_after_forward: ArrayLike = True, fp8_gather: ArrayLike = False,
+                   expert_dp: ArrayLike | None = None) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -417,7 +429,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     copies of the linear weights (:func:`~scalemodel.cost.transformer.linear_weights_per_layer`) are float8,
     1 byte each; the rest stays at ``weight_bytes``. ``embedding`` false:
     a pipeline stage without the embedding (its table and dropout mask); ``stage_rank`` the stage whose
-    micro-batches in flight are counted (:func:`inflight_microbatches`).
+    micro-batches in flight are counted (:func:`inflight_microbatches`). ``expert_dp``: the ranks the expert
+    states are sharded over when ``dp`` is not the plain data-parallel degree (the engine passes dp x cp as
+    ``dp``); default :func:`expert_data_parallel` of ``dp``.
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
@@ -426,7 +440,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     ws = _nonneg("workspace", workspace)
     pg = params_per_gpu(sh, tp=tp, pp=pp, ep=ep, stage_layers=stage_layers, etp=etp, embedding=embedding)
     u = t if etp is None else _pos("etp", etp)
-    edp = np.maximum(n_dp * t * _pos("cp", cp) / (e * u), 1.0)
+    edp = expert_data_parallel(n_dp, tp=t, cp=cp, ep=e, etp=u) if expert_dp is None else _pos("expert_dp", expert_dp)
     layer = (attention_params(sh) + norm_params(sh) + np.maximum(
         mlp_params(sh), np.where(sh.moe_layers > 0, sh.moe_experts / e * mlp_params(sh, sh.moe_ffn_hidden), 0.0)))
     gathered = 2.0 * layer / t

@@ -16,7 +16,7 @@ import numpy as np
 
 from scalemodel.cost import memory as M
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
-from scalemodel.engine.step import memory_parts, microbatches
+from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, feasibility, memory_parts, microbatches
 from scalemodel.errors import InputError
 
 #: The parts of the per-GPU memory, in the order of the JSON object (then ``total``).
@@ -37,12 +37,16 @@ class MemoryResult:
     capacity_bytes: float
     fits: bool
     max_micro_batch: int | None  # None: no activation size known
+    # predict's verdict on the strategy (step.feasibility, then memory) and its sentence (None when feasible)
+    feasible: bool = True
+    infeasible_reason: str | None = None
 
     def payload(self) -> dict[str, Any]:
         return {"inputs": self.inputs, "seq_len": self.seq_len, "num_microbatches": self.num_microbatches,
                 "params_per_gpu": self.params_per_gpu, "per_gpu_bytes": self.per_gpu_bytes,
                 "activation_bytes_per_micro_batch_sample": self.activation_bytes_per_micro_batch_sample,
                 "capacity_bytes": self.capacity_bytes, "fits": self.fits, "max_micro_batch": self.max_micro_batch,
+                "feasible": self.feasible, "infeasible_reason": self.infeasible_reason,
                 "accelerator": self.accelerator}
 
 
@@ -101,6 +105,10 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
     if not all(np.isfinite(list(breakdown.values()))):
         raise InputError("the memory model overflows for these inputs", where="memory",
                          allowed="values within physical ranges")
+    fits = bool(breakdown["total"] <= job.memory_capacity)
+    # the verdict predict gives (step.evaluate: the codes before memory, then out of memory), in its words
+    code = int(np.asarray(feasibility(job, grid, strategy.sync)).ravel()[0]) or (
+        0 if fits else int(Infeasible.OUT_OF_MEMORY))
     states = breakdown["weights"] + breakdown["gradients"] + breakdown["optimizer"]
     act1 = breakdown["activations"] / micro
     if job.is_transformer:
@@ -119,6 +127,7 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
         inputs=inputs, accelerator=job.accelerator, seq_len=job.seq_len if job.is_transformer else None,
         num_microbatches=int(np.asarray(m).ravel()[0]), params_per_gpu=params, per_gpu_bytes=breakdown,
         activation_bytes_per_micro_batch_sample=act1, capacity_bytes=float(job.memory_capacity),
-        fits=bool(breakdown["total"] <= job.memory_capacity),
+        fits=fits,
         max_micro_batch=_largest_micro_batch(job, grid, training.global_batch, states, act1, fragmentation,
-                                             workspace, strategy.sync))
+                                             workspace, strategy.sync),
+        feasible=code == 0, infeasible_reason=INFEASIBLE_REASONS[code] if code else None)

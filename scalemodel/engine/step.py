@@ -113,7 +113,9 @@ class Infeasible(IntEnum):
     EXCEEDS_CLUSTER = 9, "exceeds_cluster", "more GPUs than the cluster has"
     OUT_OF_MEMORY = 10, "out_of_memory", "does not fit in accelerator memory"
     PS_INCOMPATIBLE = 11, "ps_incompatible", "parameter server needs all-reduce-free DP (no ZeRO, no top-k)"
-    HSDP_GROUP_INVALID = 12, "hsdp_group_invalid", "the HSDP sharding group must divide the data-parallel degree"
+    HSDP_GROUP_INVALID = 12, "hsdp_group_invalid", (
+        "the HSDP sharding group must divide the data-parallel degree; under hier:G it is the hier group of "
+        "min(dp, G) replicas, so a pinned shard_group must equal that")
     LAYOUT_INVALID = 13, "layout_invalid", (
         "a rank order with PP inside DP needs ep = 1 with a pipeline (Megatron-LM: expert and dense data-parallel "
         "degrees must agree unless PP is outermost)")
@@ -180,6 +182,11 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
         reason = np.where((reason == 0) & bad, code, reason)
 
     flag(R.GPUS_NOT_DIVISIBLE, g.dp * g.tp * g.pp * g.cp != g.gpus)
+    hsdp = g.zero == Zero.HSDP
+    hier = hier_group(g, sync)
+    if hier is not None:  # hier:G shards HSDP inside its groups (hier_group): a pinned group other than min(dp, G)
+        # is refused before any other check, as grid_from_strategy refuses it (so plan's counts give predict's reason)
+        flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & (g.shard_group != hier))
     per_step = g.dp * g.micro_batch
     flag(R.BATCH_NOT_DIVISIBLE, (g.global_batch % np.maximum(per_step, 1) != 0) | (g.global_batch < per_step))
     if job.is_transformer:
@@ -196,12 +203,7 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
     else:
         flag(R.MODEL_PARALLEL_NEEDS_TRANSFORMER, (g.tp > 1) | (g.pp > 1) | (g.cp > 1) | (g.ep > 1))
     flag(R.EXCEEDS_CLUSTER, g.gpus > job.max_gpus)
-    hsdp = g.zero == Zero.HSDP
-    bad_group = g.dp % np.maximum(g.shard_group, 1) != 0
-    hier = hier_group(g, sync)
-    if hier is not None:  # hier:G shards HSDP inside its groups (hier_group): a pinned group other than min(dp, G)
-        bad_group = bad_group | (g.shard_group != hier)  # is refused, as grid_from_strategy refuses it
-    flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & bad_group)
+    flag(R.HSDP_GROUP_INVALID, hsdp & (g.shard_group > 0) & (g.dp % np.maximum(g.shard_group, 1) != 0))
     topk = g.compression == CompressionKind.TOPK
     flag(R.PS_INCOMPATIBLE, (g.ps_servers > 0) & ((g.zero > Zero.NONE) | topk))
     flag(R.LAYOUT_INVALID, _pp_not_outermost(g) & (g.pp > 1) & (g.ep > 1))
@@ -427,13 +429,20 @@ def hier_group(g: StrategyGrid, sync: str) -> np.ndarray | None:
     return np.minimum(g.dp, float(strategy.param)).astype(float) if strategy.kind == SyncKind.HIER else None
 
 
-def _sharding_degree(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
-    """Replicas that ZeRO/FSDP shard the model states over: the data-parallel degree, or the HSDP group,
-    or under hier:G the group of G (:func:`hier_group`; HSDP's shard group is then the hier group)."""
+def _state_replicas(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
+    """Data-parallel replicas ZeRO/FSDP shard the model states over: dp, the HSDP group, or under hier:G the group
+    of G (:func:`hier_group`; HSDP's shard group is then the hier group)."""
     group = hier_group(g, sync)
     if group is not None:
         return group
     return np.where(g.zero == Zero.HSDP, hsdp_shard_group(job, g), g.dp)
+
+
+def _expert_state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
+    """Ranks the routed experts' states are sharded over by ZeRO/FSDP: the expert-data-parallel ranks of
+    :func:`scalemodel.cost.memory.expert_data_parallel` over :func:`_state_replicas` (tp cp dp / (etp ep));
+    the count both :func:`memory_parts` and :func:`_optimizer_time` use for the experts."""
+    return memory.expert_data_parallel(_state_replicas(job, g, sync), tp=g.tp, cp=g.cp, ep=g.ep, etp=_etp(g))
 
 
 def _state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
@@ -441,11 +450,10 @@ def _state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     the context-parallel degree (CP ranks hold the same weights: Megatron-Core builds its distributed optimizer
     over ``get_data_parallel_group(with_context_parallel=True)``, megatron/core/optimizer/__init__.py;
     torchtitan shards FSDP over the ``dp_shard_cp`` mesh); HSDP keeps its sharding group. Under hier:G the
-    group of G replicas times cp (so hier:dp shards as bsp does)."""
-    group = hier_group(g, sync)
-    if group is not None:
-        return group * g.cp
-    return np.where(g.zero == Zero.HSDP, hsdp_shard_group(job, g), g.dp * g.cp)
+    group of G replicas times cp (so hier:dp shards as bsp does). The one count both the memory model
+    (:func:`memory_parts`) and the optimizer step (:func:`_optimizer_time`) divide the states by."""
+    cp = g.cp if hier_group(g, sync) is not None else np.where(g.zero == Zero.HSDP, 1, g.cp)
+    return np.asarray(_state_replicas(job, g, sync) * cp)
 
 
 def _overlap_windows(comp: dict[str, np.ndarray], efficiency: float) -> dict[str, np.ndarray]:
@@ -1139,9 +1147,13 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
 
 
 def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
+    """Seconds of the optimizer step, memory-bound: the parameters whose states this rank updates (its share of
+    the model; at ZeRO >= 1 the dense ones over :func:`_state_shards` and the experts over
+    :func:`_expert_state_shards`, the shards :func:`memory_parts` holds) times
+    :data:`WEIGHT_COPY_BYTES` + 2 K + g bytes, over the HBM bandwidth x memory efficiency."""
     dense, expert = _params_per_gpu(job, g)
-    local = dense + expert
-    sharded = np.where(g.zero >= Zero.OPTIMIZER, local / _sharding_degree(job, g, sync), local)
+    sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
+    sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     return sharded * bytes_per_param / (job.memory_bandwidth * job.memory_efficiency)
 
@@ -1162,7 +1174,7 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
     scaled to the training precision, and full recompute keeps a quarter of them.
     """
     if not job.is_transformer:
-        ms = memory.model_state_bytes(job.params, dp=_sharding_degree(job, g, sync), zero_stage=g.zero,
+        ms = memory.model_state_bytes(job.params, dp=_state_shards(job, g, sync), zero_stage=g.zero,
                                       weight_bytes=job.elem_bytes,
                                       grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param,
                                       gathered_params=np.where(g.fsdp_reshard_after_forward, 0.0, job.params))
@@ -1176,6 +1188,7 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
         # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
         # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
         kw = dict(micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_state_shards(job, g, sync), tp=g.tp,
+                  expert_dp=_expert_state_shards(job, g, sync),
                   pp=g.pp, cp=g.cp, ep=g.ep, zero_stage=g.zero, recompute=g.recompute,
                   sequence_parallel=g.sequence_parallel, num_microbatches=m, schedule=g.schedule,
                   virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,

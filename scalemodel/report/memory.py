@@ -21,6 +21,8 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     br = result.per_gpu_bytes
     cap = result.capacity_bytes
     console = new_console()
+    if result.infeasible_reason and result.fits:  # not feasible for a reason other than memory: as predict says
+        console.print(f"[bold red]infeasible:[/bold red] {result.infeasible_reason}")
     title = (f"{inp['model']} on {inp['gpus']} x {result.accelerator}: dp {inp['dp']} tp {inp['tp']} "
              f"pp {inp['pp']} cp {inp['cp']} ep {inp['ep']}, micro-batch {inp['micro_batch']}, ZeRO {inp['zero']}, "
              f"recompute {inp['recompute']}" + (", SP" if inp["sequence_parallel"] else "")
@@ -34,6 +36,8 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     t.add_row("total", fq(br["total"], "bytes"), f"{br['total'] / cap:.1%} of {fq(cap, 'bytes')}")
     print_table(console, t)
     verdict = "fits" if result.fits else "does NOT fit"
+    if result.fits and not result.feasible:
+        verdict = "fits in memory, but the strategy is infeasible (above)"
     biggest = max((k for k, _ in _ROWS), key=lambda k: br[k])
     console.print(f"{verdict}; largest part: {biggest}. Params on this GPU: {result.params_per_gpu:.4g}.")
     bmax = result.max_micro_batch

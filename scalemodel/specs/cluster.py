@@ -60,11 +60,16 @@ class TierSpec(Sourced, kw_only=True):
             raise ValueError(f"registration_reuse applies to RDMA transports (roce, ib), not {self.transport!r}")
 
 
+#: Upper bound (exclusive) of a per-worker step-time coefficient of variation: far beyond measured jitter (a few
+#: percent to ~1), and where the order-statistic integrals still give finite values for every distribution.
+STRAGGLER_CV_MAX = 10.0
+
+
 class Variability(Spec, kw_only=True):
     """Per-worker step-time variability (stragglers): distribution and coefficient of variation."""
 
     dist: Distribution = "lognormal"
-    cv: Annotated[float, Meta(ge=0.0, lt=10.0)] = 0.0
+    cv: Annotated[float, Meta(ge=0.0, lt=STRAGGLER_CV_MAX)] = 0.0
     source: str = ""
 
 

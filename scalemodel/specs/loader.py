@@ -14,7 +14,7 @@ import json
 import os
 import re
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -468,7 +468,47 @@ def validate(model: Any, data: dict[str, Any], *, path: Path | None = None, node
         raise exc.at(str(path)) if path is not None else exc from None
 
 
+def _yaml_checked(load: Callable[[], M]) -> M:
+    """``load()``; when it fails on a spec some of whose files came from the precompiled catalog, it runs again
+    with every file parsed from its YAML. A genuine error is then raised as the YAML gives it (same text, same
+    line); when the YAML loads, the catalog's entry is what is wrong (damaged, yet decodable): that is said,
+    naming catalog.json rather than a line of a valid YAML file."""
+    try:
+        with precompiled.recorded() as served:
+            return load()
+    except InputError as exc:
+        if not served:
+            raise
+        with precompiled.bypassed():
+            load()  # the YAML's own error, if it has one
+        import scalemodel.specs.yamlread as yamlread  # error path only (PyYAML)
+        damaged = sorted({name for name, text in served if _stored_differs(name, text, yamlread.load(text, name)[0])})
+        field = exc.where.rsplit(": ", 1)[-1] if ": " in exc.where else exc.where
+        names = ", ".join(damaged or sorted({name for name, _text in served}))
+        raise InputError(f"the stored document of {names} fails validation ({field}: "
+                         f"{exc.what}) though the YAML itself is valid: the catalog entry is damaged",
+                         where=str(precompiled.DATA), allowed="re-run scripts/build_catalog.py, or delete the file "
+                                                              "(every spec is then parsed from its YAML)") from None
+
+
+def _stored_differs(name: str, text: str, parsed: Any) -> bool:
+    """Whether the catalog's document of ``name`` holding ``text`` differs from the YAML's ``parsed`` one."""
+    def typed(v: Any) -> Any:  # 1 and 1.0, True and 1 differ
+        if isinstance(v, dict):
+            return {k: typed(x) for k, x in v.items()}
+        return [typed(x) for x in v] if isinstance(v, list) else (type(v).__name__, v)
+    stored = precompiled.document(name, text)
+    try:
+        return stored is not None and typed(msgspec.json.decode(stored)) != typed(parsed)
+    except msgspec.DecodeError:
+        return True
+
+
 def load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> Any:
+    return _yaml_checked(lambda: _load_spec(kind, ref, model, overrides))
+
+
+def _load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> Any:
     nodes: dict[str, Any] = {}
     raw = load_raw(kind, ref if isinstance(ref, Path) else ref, _nodes=nodes)
     declared = raw.get("kind")
@@ -501,6 +541,10 @@ def load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = (
     ``cluster: {extends: NAME, ...}`` (likewise ``model:`` and the cluster's ``accelerator:``) derives
     from another spec, and ``--set`` paths are relative to the scenario (``cluster.price_per_gpu_hour=2.5``,
     ``training.global_batch=512``, ``gpus=[128,256]``)."""
+    return _yaml_checked(lambda: _load_scenario_spec(ref, model, overrides))
+
+
+def _load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> tuple[Any, Path]:
     path = ref if isinstance(ref, Path) else resolve("scenario", ref)
     nodes: dict[str, Any] = {}
     raw = load_raw("scenario", path, _nodes=nodes)

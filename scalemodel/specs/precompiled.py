@@ -15,6 +15,8 @@ the stored catalog no longer matches the files (re-run the script).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -31,6 +33,8 @@ class Compiled(msgspec.Struct):
 
 
 _documents: dict[str, msgspec.Raw] | None = None
+_records: list[list[tuple[str, str]]] = []  # the open recorded() lists
+_off = False
 
 
 def key(name: str, text: str) -> str:
@@ -51,5 +55,34 @@ def _load() -> dict[str, msgspec.Raw]:
 
 def document(name: str, text: str) -> msgspec.Raw | None:
     """The stored document (JSON, decoded by the caller into fresh objects) of a file named ``name``
-    holding ``text``, or None when the catalog holds no such file with that text."""
-    return _load().get(key(name, text))
+    holding ``text``, or None when the catalog holds no such file with that text (or it is switched off)."""
+    if _off:
+        return None
+    stored = _load().get(key(name, text))
+    if stored is not None:
+        for names in _records:
+            names.append((name, text))
+    return stored
+
+
+@contextmanager
+def recorded() -> Iterator[list[tuple[str, str]]]:
+    """A list that collects (name, text) of the files whose documents are taken from the catalog inside."""
+    names: list[tuple[str, str]] = []
+    _records.append(names)
+    try:
+        yield names
+    finally:
+        _records.remove(names)
+
+
+@contextmanager
+def bypassed() -> Iterator[None]:
+    """Every file read inside is parsed from its YAML: the loader's second try when a spec whose document came
+    from here fails validation (a damaged entry that still decodes, or a genuine error: then the YAML's)."""
+    global _off
+    was, _off = _off, True
+    try:
+        yield
+    finally:
+        _off = was

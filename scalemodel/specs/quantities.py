@@ -35,10 +35,23 @@ _SI_UNIT = {"bytes": "B", "bandwidth": "B/s", "time": "s", "flop_rate": "FLOP/s"
             "price_rate": "USD/s", "count": ""}
 
 
-def _reader(kind: str, gt: float | None, ge: float | None) -> Any:
+def outside_range(x: float, kind: str) -> str | None:
+    """Why a non-zero value ``x`` (SI base units) lies outside the physical range of ``kind`` (:data:`RANGES`),
+    or None when it lies inside or is zero."""
     lo, hi = RANGES[kind]
+    if x == 0 or lo <= abs(x) <= hi:
+        return None
     unit = _SI_UNIT[kind]
+    return f"{x:.4g} {unit} is outside the physical range {lo:g} .. {hi:g} {unit}".replace(" ,", ",")
 
+
+def range_text(kind: str) -> str:
+    """The physical range of ``kind`` in words, for an error's <what is allowed>."""
+    lo, hi = RANGES[kind]
+    return f"{lo:g} {_SI_UNIT[kind]} .. {hi:g} {_SI_UNIT[kind]}".replace(" ,", ",").strip()
+
+
+def _reader(kind: str, gt: float | None, ge: float | None) -> Any:
     def read(v: Any) -> float:
         if isinstance(v, bool):
             raise ValueError(f"{v!r} is a boolean, not a number")
@@ -47,8 +60,9 @@ def _reader(kind: str, gt: float | None, ge: float | None) -> Any:
             raise SpecError(f"Input should be greater than {gt:g}", kind="type", value=v)
         if ge is not None and not x >= ge:
             raise SpecError(f"Input should be greater than or equal to {ge:g}", kind="type", value=v)
-        if x != 0 and not lo <= x <= hi:
-            raise ValueError(f"{x:.4g} {unit} is outside the physical range {lo:g} .. {hi:g} {unit}".replace(" ,", ","))
+        why = outside_range(x, kind)
+        if why is not None:
+            raise ValueError(why)
         return x + 0.0  # -0.0 (which passes ge=0) becomes 0.0: no negative zero reaches a result or its JSON
 
     return read
