@@ -444,7 +444,7 @@ MEGATRON_MARK = re.compile(r"--(tensor|pipeline)-model-parallel-size|--micro-bat
 
 def read_strategy_file(ref: str | Path) -> StrategyFile:
     """Read a strategy file of any of the four formats (module docstring); warn about what is not used."""
-    path = Path(ref).expanduser()
+    path = files.expand_user(ref)
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="strategy file")
     where = str(path)
     stripped = text.lstrip()
