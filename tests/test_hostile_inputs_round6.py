@@ -38,3 +38,18 @@ def test_unknown_user_in_files_that_name_other_files(cli, tmp_path: Path) -> Non
                         "assertions: {max_step_time: 100s}\n")
     refused(cli, "check", str(scenario), "--set", f"model={NOUSER}/m.yaml", "--json", inputs=(scenario,),
             match="no such user")
+
+
+@pytest.mark.parametrize("extra", [["-n", "8,16", "--micro-batch", "100000000"],
+                                   ["-n", "16,32", "--micro-batch", "100000000", "--mode", "strong"]])
+def test_scale_global_batch_beyond_a_spec_is_one_line(cli, extra: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """The derived global batch (dp x micro-batch, grown with N in weak mode) past 1e9: was a SpecError traceback
+    from the TrainingSpec copy of each point."""
+    refused(cli, "scale", "-c", "dgx-h100", "-m", "gpt-1.7b", *extra, "--json", match="--global-batch")
+
+
+def test_scale_from_a_strategy_file_with_a_huge_micro_batch(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "megatron.sh"
+    f.write_text("--micro-batch-size 99999999\n")
+    refused(cli, "scale", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64,128", "--strategy", str(f), "--json",
+            inputs=(f,), match="at most 1e+09 sequences")
