@@ -6,10 +6,11 @@ misleading message or a negative zero in the output); the contract is test_hosti
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from test_hostile_inputs import refused
+from test_hostile_inputs import BIG, LOG, refused
 
 NOUSER = "~no-such-user-round6"
 
@@ -53,3 +54,39 @@ def test_scale_from_a_strategy_file_with_a_huge_micro_batch(cli, tmp_path: Path)
     f.write_text("--micro-batch-size 99999999\n")
     refused(cli, "scale", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64,128", "--strategy", str(f), "--json",
             inputs=(f,), match="at most 1e+09 sequences")
+
+
+def test_nccl_log_rank_line_with_a_5000_digit_rank(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``#  Rank 999...9 Group 0 Pid ...``: int() of 5000 digits raised ValueError (a traceback); the line is not a
+    rank line (ranks are small integers), so the other seven ranks and every data row are read as before."""
+    from scalemodel.specs.nccl_tests import parse_nccl_tests
+
+    text = LOG.read_text().replace("Rank  7 Group", f"Rank  {BIG} Group")
+    log = parse_nccl_tests(text)
+    assert log.ranks == 7 and len(log.rows) == len(parse_nccl_tests(LOG.read_text()).rows)
+    f = tmp_path / "a.log"
+    f.write_text(text)
+    r = cli("calibrate", str(f), "-c", "dgx-a100", "--ranks", "8", "--json")
+    assert "Traceback" not in r.err and r.code in (0, 1), r.err
+    json.loads(r.out)
+
+
+@pytest.mark.parametrize("line", [
+    f" iteration {BIG}/ 100 | elapsed time per iteration (ms): 500.0 |",
+    f"epoch=0/micro_step=1/global_step={BIG}, RunningAvgSamplesPerSec=1, CurrSamplesPerSec=100.0, x",
+    f"step: {BIG}  loss: 1  memory: 1  tps: 1000  tflops: 1  mfu: 1%",
+])
+def test_training_log_step_number_of_5000_digits(tmp_path: Path, line: str) -> None:
+    """A logged step of 5000 digits: int() raised ValueError (a traceback out of ``calibrate runs``); such a line
+    is not an iteration line and the log is read from its other lines."""
+    from scalemodel.specs.train_logs import read_train_log
+
+    good = {"iteration": " iteration {i}/ 100 | elapsed time per iteration (ms): 500.0 |",
+            "global_step": "epoch=0/micro_step={i}/global_step={i}, RunningAvgSamplesPerSec=1, "
+                           "CurrSamplesPerSec=100.0, x",
+            "step:": "step: {i}  loss: 1  memory: 1  tps: 1000  tflops: 1  mfu: 1%"}
+    template = next(t for k, t in good.items() if k in line)
+    f = tmp_path / "train.log"
+    f.write_text("".join(template.format(i=i) + "\n" for i in range(1, 21)) + line + "\n")
+    speed = read_train_log(f)
+    assert speed.lines_used == 10 and speed.lines_dropped == 10

@@ -105,7 +105,7 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
         mv = re.search(r"nccl-tests version (\S+)", line)
         if mv:
             version = mv.group(1)
-        md = re.search(r"#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+(?:\s+on\s+(\S+)\s+device)?", line)
+        md = re.search(r"#?\s*Rank\s+(\d{1,9})\s+(?:Group\s+\d+\s+)?Pid\s+\d+(?:\s+on\s+(\S+)\s+device)?", line)
         if md:
             ranks.add(int(md.group(1)))
             if md.group(2):

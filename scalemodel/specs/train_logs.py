@@ -41,11 +41,11 @@ _NUM = r"([0-9][0-9,]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan|inf)"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 FORMATS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("megatron", "step_time_s", re.compile(
-        r"\biteration\s+(\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*" + _NUM)),
+        r"\biteration\s+(\d{1,15})\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*" + _NUM)),
     ("deepspeed", "samples_per_s", re.compile(
-        r"global_step=(\d+),\s*RunningAvgSamplesPerSec=[^,]*,\s*CurrSamplesPerSec=" + _NUM)),
+        r"global_step=(\d{1,15}),\s*RunningAvgSamplesPerSec=[^,]*,\s*CurrSamplesPerSec=" + _NUM)),
     ("torchtitan", "tokens_per_s_per_gpu", re.compile(
-        r"(?<!validate )\bstep:\s*(\d+)\s.*?\b(?:tps|wps):\s*" + _NUM)),
+        r"(?<!validate )\bstep:\s*(\d{1,15})\s.*?\b(?:tps|wps):\s*" + _NUM)),
 )
 ALLOWED = ("a Megatron-LM ('iteration N/ M | ... elapsed time per iteration (ms): X'), DeepSpeed "
            "('global_step=N, RunningAvgSamplesPerSec=.., CurrSamplesPerSec=X') or torchtitan "
