@@ -90,3 +90,19 @@ def test_training_log_step_number_of_5000_digits(tmp_path: Path, line: str) -> N
     f.write_text("".join(template.format(i=i) + "\n" for i in range(1, 21)) + line + "\n")
     speed = read_train_log(f)
     assert speed.lines_used == 10 and speed.lines_dropped == 10
+
+
+@pytest.mark.parametrize("measurement, match", [
+    ("step_time: 1e-320 s", "shorter than any training step"),  # a subnormal: the fit's residuals were not finite
+    ("step_time: 1e-12 s", "at least 1e-06 s"),
+    ("log: tiny.log", "tiny.log: a step time of"),  # Megatron prints ms: 1e-320 ms
+])
+def test_runs_with_an_impossibly_short_step(cli, tmp_path: Path, measurement: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    """A step time of a subnormal number of seconds reached least_squares, whose ValueError ("Residuals are not
+    finite in the initial point") was a traceback."""
+    (tmp_path / "tiny.log").write_text("".join(f" iteration {i}/ 100 | elapsed time per iteration (ms): 1e-320 |\n"
+                                               for i in range(1, 30)))
+    f = tmp_path / "runs.yaml"
+    f.write_text("".join(f"- {{cluster: dgx-h100, model: gpt-1.7b, gpus: {n}, {measurement}, global_batch: 64}}\n"
+                         for n in (8, 16, 32)))
+    refused(cli, "calibrate", "runs", str(f), "--json", inputs=(f,), match=match)
