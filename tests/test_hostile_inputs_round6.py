@@ -106,3 +106,10 @@ def test_runs_with_an_impossibly_short_step(cli, tmp_path: Path, measurement: st
     f.write_text("".join(f"- {{cluster: dgx-h100, model: gpt-1.7b, gpus: {n}, {measurement}, global_batch: 64}}\n"
                          for n in (8, 16, 32)))
     refused(cli, "calibrate", "runs", str(f), "--json", inputs=(f,), match=match)
+
+
+def test_runs_csv_cell_over_the_csv_field_limit(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A 200 000-character cell (the file is within the 256 KiB limit): csv.Error was a traceback."""
+    f = tmp_path / "runs.csv"
+    f.write_text("cluster,model,gpus,step_time\ndgx-h100,gpt-1.7b,8," + "1" * 200_000 + "\n")
+    refused(cli, "calibrate", "runs", str(f), "--json", inputs=(f,), match="malformed CSV on line 2")

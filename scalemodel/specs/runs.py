@@ -60,7 +60,11 @@ def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
     name = str(path)
     if path.suffix.lower() == ".csv":
         reader = csv.reader(io.StringIO(text))
-        lines = [r for r in reader if any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
+        try:
+            lines = [r for r in reader if any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
+        except csv.Error as exc:  # e.g. a cell over the csv module's 128 KiB field limit
+            raise InputError(f"malformed CSV on line {reader.line_num}: {exc}", where=name,
+                             allowed="a CSV header naming the columns, then a run a row") from None
         if not lines:
             raise InputError("no header line", where=name, allowed="a CSV header naming the columns, then a run a row")
         header = [h.strip() for h in lines[0]]
