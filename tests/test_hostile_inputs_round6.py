@@ -113,3 +113,34 @@ def test_runs_csv_cell_over_the_csv_field_limit(cli, tmp_path: Path) -> None:  #
     f = tmp_path / "runs.csv"
     f.write_text("cluster,model,gpus,step_time\ndgx-h100,gpt-1.7b,8," + "1" * 200_000 + "\n")
     refused(cli, "calibrate", "runs", str(f), "--json", inputs=(f,), match="malformed CSV on line 2")
+
+
+def _with_in_place_time(value: str) -> str:
+    """The synthetic log with every data row's in-place time (the 10th column) replaced."""
+    out = []
+    for line in LOG.read_text().splitlines():
+        toks = line.split()
+        if len(toks) == 13 and toks[0].isdigit():
+            toks[9] = value
+            line = " ".join(toks)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_nccl_log_in_place_time_zero_is_not_measured() -> None:
+    """An in-place time of 0 was averaged with the out-of-place one: every row's time halved, the fit silently
+    wrong. It now counts as not measured, so each row's time is its out-of-place time (read from the text)."""
+    from scalemodel.specs.nccl_tests import parse_nccl_tests
+
+    log = parse_nccl_tests(_with_in_place_time("0"))
+    expected = [float(line.split()[5]) * 1e-6 for line in LOG.read_text().splitlines()
+                if len(line.split()) == 13 and line.split()[0].isdigit()]
+    assert [r.time_s for r in log.rows] == expected
+
+
+def test_nccl_log_negative_in_place_times_are_no_rows(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A negative in-place time was averaged in (a fit to partly negative times, exit 0 or 1); the rows are
+    skipped as a negative out-of-place time's are."""
+    f = tmp_path / "a.log"
+    f.write_text(_with_in_place_time("-55.0"))
+    refused(cli, "calibrate", str(f), "-c", "dgx-a100", "--json", inputs=(f,), match="no nccl-tests data rows")

@@ -6,7 +6,8 @@ version and "Collective test starting" lines), launcher prefixes (``srun -l`` ``
 ``[1,0]<stdout>:``), interleaved ``NCCL INFO``/``WARN`` lines, duplicated headers, ``N/A`` in #wrong,
 and the ``-J`` JSON output. A data row is any line whose first two tokens are (ASCII) integers followed
 by blocks of (time, algbw, busbw, #wrong) for out-of-place and in-place. Rows with a time that is not
-a positive finite number are skipped; a ``-J`` entry whose fields are not numbers is an error naming it.
+a positive finite number are skipped (an in-place time of 0 or N/A counts as not measured); a ``-J``
+entry whose fields are not numbers is an error naming it.
 
 The file is read by :func:`read_nccl_tests` through :mod:`scalemodel.specs.files` (a regular file of at
 most :data:`~scalemodel.specs.files.MAX_LOG_BYTES`); undecodable bytes become U+FFFD.
@@ -130,6 +131,10 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
         bus_ip = vals[6] * 1e9 if len(vals) >= 7 else None
         if not (t_oop > 0 and math.isfinite(t_oop) and all(math.isfinite(v) for v in vals)):
             continue
+        if t_ip is not None and t_ip < 0:  # a negative time is no measurement: the row is skipped, as above
+            continue
+        if t_ip == 0:  # N/A or 0: no in-place measurement (as a -J entry's), not half the mean time
+            t_ip = bus_ip = None
         dtype = next((t for t in toks[2:] if not _is_num(t)), "")
         rows.append(NcclRow(float(toks[0]), int(toks[1]), dtype, t_oop, bus_oop, t_ip, bus_ip))
     if not rows:
