@@ -144,3 +144,15 @@ def test_nccl_log_negative_in_place_times_are_no_rows(cli, tmp_path: Path) -> No
     f = tmp_path / "a.log"
     f.write_text(_with_in_place_time("-55.0"))
     refused(cli, "calibrate", str(f), "-c", "dgx-a100", "--json", inputs=(f,), match="no nccl-tests data rows")
+
+
+def test_nccl_log_of_two_collectives_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """all_reduce_perf and all_gather_perf output in one file: every row was fitted as all-reduce (exit 0)."""
+    f = tmp_path / "both.log"
+    f.write_text(LOG.read_text() + LOG.read_text().replace("all_reduce_perf", "all_gather_perf"))
+    refused(cli, "calibrate", str(f), "-c", "dgx-a100", "--json", inputs=(f,), match="all_gather, all_reduce")
+    refused(cli, "calibrate", str(f), "-c", "dgx-a100", "--op", "allreduce", "--json", inputs=(f,),
+            match="one *_perf test per log")
+    f.write_text(LOG.read_text() + LOG.read_text())  # the same test twice (a rerun appended): still one collective
+    r = cli("calibrate", str(f), "-c", "dgx-a100", "--json")
+    assert r.code in (0, 1) and "Traceback" not in r.err, r.err

@@ -140,6 +140,10 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
     if not rows:
         raise InputError("no nccl-tests data rows found", where="LOG",
                          allowed="output of all_reduce_perf and the other *_perf tests, text or -J JSON")
+    tests = sorted(set(re.findall(r"Collective test starting:\s*(\w+?)_perf", text)))
+    if len(tests) > 1:  # the rows of several tests would be fitted as one collective's
+        raise InputError(f"the log holds the output of {len(tests)} tests ({', '.join(t[:40] for t in tests[:4])})",
+                         where="LOG", allowed="the output of one *_perf test per log (split the file)")
     found = op or _op_from(text) or "allreduce"
     return NcclLog(found, len(ranks) or None, rows, "text", version, hosts if len(hosts) == len(ranks) else {})
 
