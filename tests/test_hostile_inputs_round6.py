@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_hostile_inputs import BIG, LOG, refused
+from test_hostile_inputs import BIG, LOG, accepted, refused
 
 NOUSER = "~no-such-user-round6"
 
@@ -156,3 +156,30 @@ def test_nccl_log_of_two_collectives_is_refused(cli, tmp_path: Path) -> None:  #
     f.write_text(LOG.read_text() + LOG.read_text())  # the same test twice (a rerun appended): still one collective
     r = cli("calibrate", str(f), "-c", "dgx-a100", "--json")
     assert r.code in (0, 1) and "Traceback" not in r.err, r.err
+
+
+@pytest.mark.parametrize("flags, match", [
+    ("--tensor-model-parallel-size -2", "'-2'"),
+    ("--micro-batch-size -1", "--micro-batch-size: expected a count"),
+    ("--tensor-model-parallel-size 9999999999", "'9999999999'"),
+    ("--seq-length 1099511627776", "--seq-length"),
+    ("--tensor-model-parallel-size 0x2", "'0x2'"),
+    ("--tensor-model-parallel-size= --micro-batch-size 1", "got ''"),
+    ("--micro-batch-size 1 --global-batch-size", "got no value"),
+])
+def test_megatron_counts_out_of_range_are_refused(cli, tmp_path: Path, flags: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    """A negative, 10-digit or non-integer count was dropped with the warning "not a number: a shell variable is not
+    expanded" and the job predicted without it (exit 0); Megatron itself would not start."""
+    f = tmp_path / "launch.sh"
+    f.write_text(f"torchrun pretrain_gpt.py {flags}\n")
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), "--json",
+            inputs=(f,), match=match)
+
+
+def test_megatron_shell_variables_are_still_warned_about(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "launch.sh"
+    f.write_text('torchrun pretrain_gpt.py --tensor-model-parallel-size "$TP" --micro-batch-size `echo 1` '
+                 "--pipeline-model-parallel-size +2\n")
+    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f))
+    assert out["inputs"]["strategy_file"]["strategy"] == {"pp": 2}
+    assert sum("shell variable is not expanded" in u for u in out["inputs"]["strategy_file"]["unused"]) == 2

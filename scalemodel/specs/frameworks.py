@@ -280,12 +280,17 @@ def _megatron(text: str, out: StrategyFile) -> None:
                           "describe the model with --model")
 
     def number(name: str) -> int | None:
-        v = args.get(name)
-        if v is None:
+        if name not in args:
             return None
-        if not re.fullmatch(r"[0-9]{1,9}", v):
+        v = args[name]
+        if v is not None and ("$" in v or "`" in v):
             out.unused.append(f"{name} {v[:40]} (not a number: a shell variable is not expanded)")
             return None
+        # what Megatron's argparse (type=int) reads; a negative or 10-digit count would not start a real job
+        if v is None or not re.fullmatch(r"\+?[0-9]{1,9}", v):
+            got = "no value" if v is None else repr(v[:40])
+            raise InputError(f"expected a count, got {got}", where=name,
+                             allowed="an integer from 0 to 999999999, or a $VARIABLE (not expanded)")
         return int(v)
 
     for name, (where, key) in _MEG_INT.items():
