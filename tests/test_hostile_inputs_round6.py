@@ -183,3 +183,13 @@ def test_megatron_shell_variables_are_still_warned_about(cli, tmp_path: Path) ->
     out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f))
     assert out["inputs"]["strategy_file"]["strategy"] == {"pp": 2}
     assert sum("shell variable is not expanded" in u for u in out["inputs"]["strategy_file"]["unused"]) == 2
+
+
+@pytest.mark.parametrize("degrees", ["data_parallel_shard_degree = 0", "data_parallel_shard_degree = -5",
+                                     "data_parallel_replicate_degree = true"])
+def test_torchtitan_data_parallel_degrees_outside_the_rule(cli, tmp_path: Path, degrees: str) -> None:  # type: ignore[no-untyped-def]
+    """Shard 0 or -5 (torchtitan: -1 or >= 1) and a boolean replicate degree were read as 'no sharding' and 1."""
+    f = tmp_path / "job.toml"
+    f.write_text(f"[parallelism]\n{degrees}\n")
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--strategy", str(f), "--json",
+            inputs=(f,), match="shard >= 1 or -1")

@@ -401,8 +401,10 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             out.strategy[field_] = degrees[k]
     replicate = par.get("data_parallel_replicate_degree", 1)
     shard = par.get("data_parallel_shard_degree", -1)
-    if not isinstance(replicate, int) or not isinstance(shard, int) or isinstance(shard, bool) or replicate < 1:
-        raise InputError("expected integers", where="parallelism.data_parallel_*_degree",
+    if (any(isinstance(d, bool) or not isinstance(d, int) for d in (replicate, shard)) or replicate < 1
+            or not (shard == -1 or shard >= 1)):
+        raise InputError(f"replicate {str(replicate)[:20]}, shard {str(shard)[:20]}",
+                         where="parallelism.data_parallel_*_degree",
                          allowed="replicate >= 1, shard >= 1 or -1 (the rest)")
     if shard == -1 or shard > 1:
         out.strategy["zero"] = "fsdp"
