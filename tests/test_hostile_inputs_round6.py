@@ -193,3 +193,17 @@ def test_torchtitan_data_parallel_degrees_outside_the_rule(cli, tmp_path: Path, 
     f.write_text(f"[parallelism]\n{degrees}\n")
     refused(cli, "predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--strategy", str(f), "--json",
             inputs=(f,), match="shard >= 1 or -1")
+
+
+@pytest.mark.parametrize("text, match", [
+    ("[parallelism\ntensor_parallel_degree = 2\n", "malformed TOML"),
+    ("[training]\nx = " + "[" * 5000 + "]" * 5000 + "\n", "arrays or inline tables nested too deeply"),
+])
+def test_torchtitan_toml_parse_errors_name_the_file_once(cli, tmp_path: Path, text: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    """A malformed TOML named its path twice ("F: F: malformed TOML"); a deeply nested one was the generic
+    "input out of range: maximum recursion depth exceeded" with no file named."""
+    f = tmp_path / "job.toml"
+    f.write_text(text)
+    line = refused(cli, "predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--strategy", str(f), "--json",
+                   inputs=(f,), match=match)
+    assert line.startswith(f"error: --strategy: {f}: {match}") and line.count(str(f)) == 1, line

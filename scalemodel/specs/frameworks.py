@@ -359,6 +359,9 @@ def _toml(text: str, where: str) -> dict[str, Any]:
         return toml_reader.loads(text)
     except toml_reader.TOMLDecodeError as exc:
         raise InputError(f"malformed TOML: {exc}", where=where) from None
+    except RecursionError:  # the parser recurses per nested array or inline table
+        raise InputError("arrays or inline tables nested too deeply", where=where,
+                         allowed="a torchtitan job TOML (a few levels of tables)") from None
 
 
 _TITAN_SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved:2", "zbvzerobubble": "zb",
@@ -467,8 +470,9 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
     elif path.suffix == ".toml" or (re.search(r"^\s*\[(training|parallelism|job|model)\]", text, re.M)
                                     and not MEGATRON_MARK.search(text)):
         out = StrategyFile(where, "torchtitan")
+        data = _toml(text, where)  # its errors name the file once
         try:
-            _torchtitan(_toml(text, where), out)
+            _torchtitan(data, out)
         except InputError as exc:
             raise exc.at(where) from None
     elif MEGATRON_MARK.search(text) or path.suffix in (".sh", ".args", ".txt"):
