@@ -207,3 +207,22 @@ def test_torchtitan_toml_parse_errors_name_the_file_once(cli, tmp_path: Path, te
     line = refused(cli, "predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--strategy", str(f), "--json",
                    inputs=(f,), match=match)
     assert line.startswith(f"error: --strategy: {f}: {match}") and line.count(str(f)) == 1, line
+
+
+def _negative_zeros(doc: object, path: str = "") -> list[str]:
+    if isinstance(doc, dict):
+        return [p for k, v in doc.items() for p in _negative_zeros(v, f"{path}.{k}")]
+    if isinstance(doc, list):
+        return [p for i, v in enumerate(doc) for p in _negative_zeros(v, f"{path}[{i}]")]
+    return [path] if isinstance(doc, float) and doc == 0 and str(doc).startswith("-") else []
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "16", "--straggler-cv", "-0"],
+    ["sensitivity", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "16", "--straggler-cv", "-0"],
+    ["stragglers", "-n", "64", "--cv", "-0"],
+    ["memory", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "16", "--fragmentation", "-0"],
+])
+def test_negative_zero_options_do_not_reach_the_json(cli, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """``--straggler-cv -0`` passes ``>= 0`` and was echoed (and, in sensitivity, varied) as -0.0."""
+    assert not _negative_zeros(accepted(cli, *args))

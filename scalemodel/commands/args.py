@@ -34,9 +34,9 @@ def integer(text: str) -> int:
 
 
 def number(text: str) -> float:
-    """A number option's value (``0.05``, ``1e-3``)."""
+    """A number option's value (``0.05``, ``1e-3``); ``-0`` reads as 0 (a negative zero is echoed as ``-0.0``)."""
     try:
-        return float(text)
+        return float(text) + 0.0
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
