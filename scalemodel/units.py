@@ -62,7 +62,8 @@ UNITS: dict[str, dict[str, float]] = _table()
 # The unit each kind is formatted in when no prefix applies, and the prefixes used for display.
 _BASE = {"bytes": "B", "bandwidth": "B/s", "flops": "FLOP", "flop_rate": "FLOP/s", "power": "W",
          "money": "USD", "price_rate": "USD/h", "count": "", "time": "s"}
-_NUMBER = re.compile(r"^\s*\$?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
+# [0-9], not \d: float() would read the digits of other scripts ("\u0668\u0660 GB" as 80 GB)
+_NUMBER = re.compile(r"^\s*\$?\s*([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*(.*?)\s*$")
 
 
 def accepted_units(kind: str) -> str:

@@ -226,3 +226,24 @@ def _negative_zeros(doc: object, path: str = "") -> list[str]:
 def test_negative_zero_options_do_not_reach_the_json(cli, args: list[str]) -> None:  # type: ignore[no-untyped-def]
     """``--straggler-cv -0`` passes ``>= 0`` and was echoed (and, in sensitivity, varied) as -0.0."""
     assert not _negative_zeros(accepted(cli, *args))
+
+
+@pytest.mark.parametrize("args, match", [
+    (["predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "\u0661\u0666"], "is not an integer"),
+    (["predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "16", "--straggler-cv", "\u0660.\u0661"], "is not a number"),
+    (["memory", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "16", "--set", "model.layers=\u0663"], "layers"),
+    (["memory", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "16", "--set", "model.hidden=\uff12\uff13\uff10\uff14"],
+     "hidden"),
+    (["memory", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "16", "--set", "accelerator.memory=\u0668\u0660 GB"],
+     "accelerator.memory"),
+])
+def test_digits_of_other_scripts_are_not_numbers(cli, args: list[str], match: str) -> None:  # type: ignore[no-untyped-def]
+    """int()/float() and the regex \\d read Arabic-Indic and fullwidth digits: -n "\u0661\u0666" ran 16 GPUs and
+    model.layers="\u0663" gave 3 layers, where "8,\u00b2" and ssp:\u0663 were already refused."""
+    refused(cli, *args, "--json", match=match)
+
+
+def test_ascii_numbers_still_read(cli) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "memory", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "16", "--set", "model.layers=12",
+                   "--set", "accelerator.memory= 80 GB", "--set", "model.hidden=' 2304 '")
+    assert out["inputs"]["gpus"] == 16
