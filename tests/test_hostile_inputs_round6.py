@@ -247,3 +247,19 @@ def test_ascii_numbers_still_read(cli) -> None:  # type: ignore[no-untyped-def]
     out = accepted(cli, "memory", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "16", "--set", "model.layers=12",
                    "--set", "accelerator.memory= 80 GB", "--set", "model.hidden=' 2304 '")
     assert out["inputs"]["gpus"] == 16
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--tolerance", "nan"], "--tolerance"),  # refused as nan in the nccl-tests form; ignored here (exit 0)
+    (["--tolerance", "0.01"], "--tolerance"),
+    (["--algo", "tree"], "--algo"),
+    (["--force"], "--force"),
+])
+def test_runs_form_refuses_the_nccl_form_options(cli, tmp_path: Path, extra: list[str], match: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "runs.yaml"
+    f.write_text("- {cluster: dgx-h100, model: gpt-1.7b, gpus: 8, step_time: 1 s}\n")
+    refused(cli, "calibrate", "runs", str(f), *extra, "--json", inputs=(f,), match=match)
+
+
+def test_nccl_form_refuses_the_runs_form_mode(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "calibrate", str(LOG), "-c", "dgx-a100", "--mode", "weak", "--json", inputs=(LOG,), match="--mode")

@@ -33,10 +33,13 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
         if cluster is not None or sets or tier or ranks or op:
             raise InputError("--cluster, --set, --tier, --ranks and --op belong to the nccl-tests form",
                              where="calibrate runs", allowed="each run names its cluster in FILE")
+        if algo != "ring" or tolerance != DEFAULT_TOLERANCE or force:  # not read by the runs fit: not ignored silently
+            raise InputError("--algo, --tolerance and --force belong to the nccl-tests form", where="calibrate runs",
+                             allowed="--factors, --predict-at, --mode and --out")
         calibrate_runs(args[1], out, as_json, factors, predict_at, mode)
         return
-    if factors is not None or predict_at is not None:
-        raise InputError("--factors and --predict-at belong to the runs form", where="calibrate nccl-tests",
+    if factors is not None or predict_at is not None or mode != "strong":
+        raise InputError("--factors, --predict-at and --mode belong to the runs form", where="calibrate nccl-tests",
                          allowed="scalemodel calibrate runs FILE --factors compute,overhead_s --predict-at N")
     if cluster is None:
         raise InputError("missing --cluster", where="calibrate nccl-tests",
