@@ -263,3 +263,25 @@ def test_runs_form_refuses_the_nccl_form_options(cli, tmp_path: Path, extra: lis
 
 def test_nccl_form_refuses_the_runs_form_mode(cli) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "calibrate", str(LOG), "-c", "dgx-a100", "--mode", "weak", "--json", inputs=(LOG,), match="--mode")
+
+
+def test_nccl_log_with_more_rows_than_any_sweep(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Short data rows up to the 64 MiB limit are over a million: parsing, fitting and echoing 200 000 of them took
+    5 s of CPU (a full-size file well over the 20 s hang guard). A log holds at most MAX_ROWS data rows."""
+    import time
+
+    from scalemodel.specs.nccl_tests import MAX_ROWS, parse_nccl_tests
+
+    def rows(n: int) -> str:
+        return "# all_reduce_perf\n" + "".join(f"{1024 * (1 + i % 20)} {256 * (1 + i % 20)} float sum -1 50.0 1 1 0 "
+                                               "49.0 1 1 0\n" for i in range(n))
+
+    assert len(parse_nccl_tests(rows(MAX_ROWS)).rows) == MAX_ROWS
+    f = tmp_path / "long.log"
+    f.write_text(rows(MAX_ROWS * 10))
+    t0 = time.process_time()
+    refused(cli, "calibrate", str(f), "-c", "dgx-a100", "--ranks", "8", "--json", inputs=(f,), match="data rows")
+    assert time.process_time() - t0 < 2.0
+    entry = {"size": 1024, "count": 256, "type": "float", "out_of_place": {"time": 50.0, "bus_bw": 1.0}}
+    f.write_text(json.dumps({"devices": [{}] * 8, "results": [entry] * (MAX_ROWS + 1)}))
+    refused(cli, "calibrate", str(f), "-c", "dgx-a100", "--json", inputs=(f,), match=f"more than {MAX_ROWS:,}")

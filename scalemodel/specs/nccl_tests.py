@@ -10,7 +10,8 @@ a positive finite number are skipped (an in-place time of 0 or N/A counts as not
 entry whose fields are not numbers is an error naming it.
 
 The file is read by :func:`read_nccl_tests` through :mod:`scalemodel.specs.files` (a regular file of at
-most :data:`~scalemodel.specs.files.MAX_LOG_BYTES`); undecodable bytes become U+FFFD.
+most :data:`~scalemodel.specs.files.MAX_LOG_BYTES`, holding at most :data:`MAX_ROWS` data rows); undecodable
+bytes become U+FFFD.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from scalemodel.specs import files
 from scalemodel.specs.loader import load_json
 
 MAX_INT_DIGITS = 30
+#: Data rows in one log: a test prints one row per size (about 30 for -b 8 -e 8G -f 2), ``-d all`` / ``-o all``
+#: a few hundred. The bound keeps a 64 MiB log of short rows (a million of them) from taking minutes to fit.
+MAX_ROWS = 20_000
 
 _OP_FROM_TEST = {
     "all_reduce": "allreduce", "reduce_scatter": "reducescatter", "all_gather": "allgather", "alltoall": "alltoall",
@@ -137,6 +141,8 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
             t_ip = bus_ip = None
         dtype = next((t for t in toks[2:] if not _is_num(t)), "")
         rows.append(NcclRow(float(toks[0]), int(toks[1]), dtype, t_oop, bus_oop, t_ip, bus_ip))
+        if len(rows) > MAX_ROWS:
+            raise _too_many_rows()
     if not rows:
         raise InputError("no nccl-tests data rows found", where="LOG",
                          allowed="output of all_reduce_perf and the other *_perf tests, text or -J JSON")
@@ -146,6 +152,11 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
                          where="LOG", allowed="the output of one *_perf test per log (split the file)")
     found = op or _op_from(text) or "allreduce"
     return NcclLog(found, len(ranks) or None, rows, "text", version, hosts if len(hosts) == len(ranks) else {})
+
+
+def _too_many_rows() -> InputError:
+    return InputError(f"more than {MAX_ROWS:,} data rows", where="LOG",
+                      allowed=f"at most {MAX_ROWS:,} (one test's sweep is about 30 rows; split a longer log)")
 
 
 def _number(x: Any, where: str, default: float | None) -> float:
@@ -187,6 +198,8 @@ def _parse_json(text: str, op: str | None) -> NcclLog:
     if not results:
         raise InputError("no result entries (size with out_of_place/in_place) in the JSON", where="LOG",
                          allowed="nccl-tests -J output")
+    if len(results) > MAX_ROWS:
+        raise _too_many_rows()
     rows = []
     for i, r in enumerate(results):
         where = f"LOG: result {i + 1}"
