@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_hostile_inputs import BIG, LOG, accepted, refused
+from test_hostile_inputs import BIG, LOG, accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
 
 NOUSER = "~no-such-user-round6"
 
@@ -285,3 +285,16 @@ def test_nccl_log_with_more_rows_than_any_sweep(cli, tmp_path: Path) -> None:  #
     entry = {"size": 1024, "count": 256, "type": "float", "out_of_place": {"time": 50.0, "bus_bw": 1.0}}
     f.write_text(json.dumps({"devices": [{}] * 8, "results": [entry] * (MAX_ROWS + 1)}))
     refused(cli, "calibrate", str(f), "-c", "dgx-a100", "--json", inputs=(f,), match=f"more than {MAX_ROWS:,}")
+
+
+def test_nccl_log_line_of_blanks_is_read_in_linear_time(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The rank-line pattern began with ``#?\\s*``, so a search tried every blank of a line and scanned the blanks
+    after it: a 300 KB line of spaces took 70 s of CPU, a 64 MiB log would not finish."""
+    import time
+
+    f = tmp_path / "a.log"
+    f.write_text(LOG.read_text().replace("# Using devices", "# Using devices" + " " * 100_000 + "x"))
+    t0 = time.process_time()
+    r = cli("calibrate", str(f), "-c", "dgx-a100", "--json")
+    assert time.process_time() - t0 < 3.0
+    assert r.code in (0, 1) and json.loads(r.out)["inputs"]["ranks"] == 8, r.err

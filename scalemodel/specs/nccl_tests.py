@@ -110,7 +110,8 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
         mv = re.search(r"nccl-tests version (\S+)", line)
         if mv:
             version = mv.group(1)
-        md = re.search(r"#?\s*Rank\s+(\d{1,9})\s+(?:Group\s+\d+\s+)?Pid\s+\d+(?:\s+on\s+(\S+)\s+device)?", line)
+        # no leading "#?\s*": tried at every blank of a line, it made a long run of blanks quadratic
+        md = re.search(r"\bRank\s+(\d{1,9})\s+(?:Group\s+\d+\s+)?Pid\s+\d+(?:\s+on\s+(\S+)\s+device)?", line)
         if md:
             ranks.add(int(md.group(1)))
             if md.group(2):
