@@ -298,3 +298,21 @@ def test_nccl_log_line_of_blanks_is_read_in_linear_time(cli, tmp_path: Path) -> 
     r = cli("calibrate", str(f), "-c", "dgx-a100", "--json")
     assert time.process_time() - t0 < 3.0
     assert r.code in (0, 1) and json.loads(r.out)["inputs"]["ranks"] == 8, r.err
+
+
+@pytest.mark.parametrize("line, good, value", [
+    ("iteration 1/ 1 |" * 8000, " iteration {i}/ 100 | elapsed time per iteration (ms): 500.0 |", 0.5),
+    ("step: 1 " * 8000, "step: {i}  loss: 1  memory: 1  tps: 1000  tflops: 1  mfu: 1%", 1000.0),
+])
+def test_training_log_lines_are_read_in_linear_time(tmp_path: Path, line: str, good: str, value: float) -> None:
+    """One pattern "step ... .*? speed" was retried from each step-like word of a line without the speed: a
+    320 KB line took 20 s of CPU (a 64 MiB log would not finish)."""
+    import time
+
+    from scalemodel.specs.train_logs import read_train_log
+
+    f = tmp_path / "train.log"
+    f.write_text(line + "\n" + "".join(good.format(i=i) + "\n" for i in range(1, 21)))
+    t0 = time.process_time()
+    assert read_train_log(f).value == value
+    assert time.process_time() - t0 < 1.0
