@@ -316,3 +316,17 @@ def test_training_log_lines_are_read_in_linear_time(tmp_path: Path, line: str, g
     t0 = time.process_time()
     assert read_train_log(f).value == value
     assert time.process_time() - t0 < 1.0
+
+
+@pytest.mark.parametrize("args", [
+    ["collective", "-c", "dgx-h100", "-n", "8", "--size", " " * 30_000 + "x"],
+    ["memory", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--set", 'accelerator.memory="' + " " * 30_000 + 'x"'],
+])
+def test_quantity_with_a_long_run_of_blanks_is_refused_at_once(cli, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """The quantity pattern began "\\s*\\$?\\s*": a run of n blanks before a non-number was tried in n^2 ways (20 KB:
+    4 s of CPU; a 60 KB --size or a 256 KiB spec value did not finish)."""
+    import time
+
+    t0 = time.process_time()
+    refused(cli, *args, "--json", match="cannot read")
+    assert time.process_time() - t0 < 1.0
