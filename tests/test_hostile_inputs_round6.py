@@ -343,3 +343,19 @@ def test_constraint_with_a_long_run_of_blanks_is_refused_at_once(cli) -> None:  
     assert time.process_time() - t0 < 1.0
     out = accepted(cli, "plan", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--constraint", " tp <= 2 , pp=1 ")
     assert all(p["strategy"]["tp"] <= 2 and p["strategy"]["pp"] == 1 for p in out["ranked"])
+
+
+def test_strategy_file_of_blank_lines_is_refused_at_once(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The torchtitan sniff "^\\s*\\[(training|...)\\]" (re.M) crossed every following newline from every line start:
+    250 000 blank lines (under the 256 KiB limit) did not finish in 20 s."""
+    import time
+
+    f = tmp_path / "job.cfg"
+    f.write_text("\n" * 100_000)
+    t0 = time.process_time()
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json",
+            inputs=(f,), match="not a strategy file")
+    assert time.process_time() - t0 < 1.0
+    f.write_text("\n" * 1000 + "  [parallelism]\ntensor_parallel_degree = 2\n")  # still read as torchtitan
+    assert accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy",
+                    str(f))["inputs"]["strategy_file"]["format"] == "torchtitan"

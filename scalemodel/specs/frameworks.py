@@ -467,7 +467,8 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
             _deepspeed(data, out)
         except InputError as exc:
             raise exc.at(where) from None
-    elif path.suffix == ".toml" or (re.search(r"^\s*\[(training|parallelism|job|model)\]", text, re.M)
+    # [ \t]*, not \s*: with re.M, \s* crossed newlines from every line start (a file of blank lines was quadratic)
+    elif path.suffix == ".toml" or (re.search(r"^[ \t]*\[(training|parallelism|job|model)\]", text, re.M)
                                     and not MEGATRON_MARK.search(text)):
         out = StrategyFile(where, "torchtitan")
         data = _toml(text, where)  # its errors name the file once
