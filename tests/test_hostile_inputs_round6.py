@@ -359,3 +359,11 @@ def test_strategy_file_of_blank_lines_is_refused_at_once(cli, tmp_path: Path) ->
     f.write_text("\n" * 1000 + "  [parallelism]\ntensor_parallel_degree = 2\n")  # still read as torchtitan
     assert accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy",
                     str(f))["inputs"]["strategy_file"]["format"] == "torchtitan"
+
+
+def test_deepspeed_zero_gradient_accumulation_steps(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """gradient_accumulation_steps 0 was echoed as the file's setting and then ignored (falsy) for the global batch."""
+    f = tmp_path / "ds.json"
+    f.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 0}))
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json",
+            inputs=(f,), match="gradient_accumulation_steps: expected at least 1")

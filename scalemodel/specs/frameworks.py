@@ -131,6 +131,9 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
     if (v := count("train_micro_batch_size_per_gpu")) is not None:
         out.training["micro_batch"] = v
     if (v := count("gradient_accumulation_steps")) is not None:
+        if v == 0:  # DeepSpeed asserts > 0; 0 was echoed and then ignored
+            raise InputError("expected at least 1, got 0", where="gradient_accumulation_steps",
+                             allowed="an integer from 1 to 1e8")
         out.gradient_accumulation = v
     for prec in ("bf16", "fp16"):
         section = data.get(prec)
