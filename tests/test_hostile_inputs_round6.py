@@ -367,3 +367,14 @@ def test_deepspeed_zero_gradient_accumulation_steps(cli, tmp_path: Path) -> None
     f.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 0}))
     refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json",
             inputs=(f,), match="gradient_accumulation_steps: expected at least 1")
+
+
+@pytest.mark.parametrize("config", [{}, {"hidden_size": 512}])
+def test_config_json_without_the_sniffed_keys_names_hf_keys(cli, tmp_path: Path, config: dict) -> None:  # type: ignore[no-untyped-def, type-arg]
+    """A config.json with none of the keys that mark a HuggingFace config was validated as a workload spec:
+    "name: missing required field; ... `scalemodel schema`" for a file that has no name field to add. Read as a
+    HuggingFace config, the missing layer count is the one line (no model_type warning before it)."""
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(config))
+    refused(cli, "memory", "-c", "dgx-h100", "-m", str(d), "-n", "8", "--json", match="num_hidden_layers")

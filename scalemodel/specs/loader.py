@@ -307,7 +307,8 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
     if isinstance(data, dict) and path.suffix == ".json" and any(k in data for k in _DEEPSPEED_KEYS):
         raise InputError(f"a DeepSpeed config, not a {kind} spec", where=str(path),
                          allowed="give it with --strategy FILE (it sets ZeRO, batch sizes and precision)")
-    if kind == "workload" and isinstance(data, dict) and path.suffix == ".json" and is_hf_config(data):
+    if kind == "workload" and isinstance(data, dict) and path.suffix == ".json" and (
+            is_hf_config(data) or (path.name == "config.json" and "kind" not in data)):  # {}: name its HF keys
         try:
             data = from_hf_config(data, hf_model_name(path), where=str(path))
         except InputError as exc:
