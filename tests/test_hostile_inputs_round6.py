@@ -378,3 +378,10 @@ def test_config_json_without_the_sniffed_keys_names_hf_keys(cli, tmp_path: Path,
     d.mkdir()
     (d / "config.json").write_text(json.dumps(config))
     refused(cli, "memory", "-c", "dgx-h100", "-m", str(d), "-n", "8", "--json", match="num_hidden_layers")
+
+
+def test_calibrate_ranks_one_is_named(cli) -> None:  # type: ignore[no-untyped-def]
+    """--ranks 1 passed the positive check and then read as 'not given': "cannot tell how many ranks the log used;
+    pass --ranks N", for a run that had passed --ranks."""
+    refused(cli, "calibrate", str(LOG), "-c", "dgx-a100", "--ranks", "1", "--json", inputs=(LOG,),
+            match="--ranks: a collective needs at least 2 ranks")

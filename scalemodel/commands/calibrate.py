@@ -52,6 +52,9 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
         raise InputError(f"expected `nccl-tests LOG` or `runs FILE`, got {' '.join(args)!r}", where="calibrate",
                          allowed="scalemodel calibrate nccl-tests LOG --cluster C, or calibrate runs FILE")
     positive_int(ranks, "--ranks")
+    if ranks == 1:  # was taken for "not given" and answered "cannot tell how many ranks the log used; pass --ranks"
+        raise InputError("a collective needs at least 2 ranks, got 1", where="--ranks",
+                         allowed="the number of ranks in the log (2 or more)")
     if out is not None:
         check_output_path(out, "--out")  # before the work; write_file checks again, inputs included
     log = read_nccl_tests(log_path, op=collective_op(op))
