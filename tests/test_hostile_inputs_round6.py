@@ -385,3 +385,9 @@ def test_calibrate_ranks_one_is_named(cli) -> None:  # type: ignore[no-untyped-d
     pass --ranks N", for a run that had passed --ranks."""
     refused(cli, "calibrate", str(LOG), "-c", "dgx-a100", "--ranks", "1", "--json", inputs=(LOG,),
             match="--ranks: a collective needs at least 2 ranks")
+
+
+@pytest.mark.parametrize("words", [["runs"], ["nccl-tests"], ["a.log", "b.log", "c.log"]])
+def test_calibrate_wrong_words_are_named_before_the_cluster(cli, words: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """`calibrate runs` (no FILE) or three words said "missing --cluster", which would not have helped."""
+    refused(cli, "calibrate", *words, "--json", match="expected `nccl-tests LOG` or `runs FILE`")

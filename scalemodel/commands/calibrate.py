@@ -41,16 +41,16 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
     if factors is not None or predict_at is not None or mode != "strong":
         raise InputError("--factors, --predict-at and --mode belong to the runs form", where="calibrate nccl-tests",
                          allowed="scalemodel calibrate runs FILE --factors compute,overhead_s --predict-at N")
+    if len(args) == 2 and args[0] == "nccl-tests":
+        log_path = Path(args[1])
+    elif len(args) == 1 and args[0] not in ("runs", "nccl-tests"):  # the form's word without its file
+        log_path = Path(args[0])
+    else:  # before --cluster: `calibrate runs` or three words is not a missing --cluster
+        raise InputError(f"expected `nccl-tests LOG` or `runs FILE`, got {' '.join(args)[:200]!r}", where="calibrate",
+                         allowed="scalemodel calibrate nccl-tests LOG --cluster C, or calibrate runs FILE")
     if cluster is None:
         raise InputError("missing --cluster", where="calibrate nccl-tests",
                          allowed="--cluster NAME or a cluster YAML")
-    if len(args) == 2 and args[0] == "nccl-tests":
-        log_path = Path(args[1])
-    elif len(args) == 1:
-        log_path = Path(args[0])
-    else:
-        raise InputError(f"expected `nccl-tests LOG` or `runs FILE`, got {' '.join(args)!r}", where="calibrate",
-                         allowed="scalemodel calibrate nccl-tests LOG --cluster C, or calibrate runs FILE")
     positive_int(ranks, "--ranks")
     if ranks == 1:  # was taken for "not given" and answered "cannot tell how many ranks the log used; pass --ranks"
         raise InputError("a collective needs at least 2 ranks, got 1", where="--ranks",
