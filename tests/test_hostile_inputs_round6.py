@@ -391,3 +391,11 @@ def test_calibrate_ranks_one_is_named(cli) -> None:  # type: ignore[no-untyped-d
 def test_calibrate_wrong_words_are_named_before_the_cluster(cli, words: list[str]) -> None:  # type: ignore[no-untyped-def]
     """`calibrate runs` (no FILE) or three words said "missing --cluster", which would not have helped."""
     refused(cli, "calibrate", *words, "--json", match="expected `nccl-tests LOG` or `runs FILE`")
+
+
+def test_megatron_recompute_granularity_without_a_value(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``--recompute-granularity --micro-batch-size 1``: the flag took no value and was dropped (no recompute)."""
+    f = tmp_path / "launch.sh"
+    f.write_text("--recompute-granularity --micro-batch-size 1\n")
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json",
+            inputs=(f,), match="--recompute-granularity: unknown recompute granularity: no value")

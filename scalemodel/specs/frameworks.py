@@ -303,9 +303,10 @@ def _megatron(text: str, out: StrategyFile) -> None:
         if name in args:
             getattr(out, where)[key] = switched
     gran = args.get("--recompute-granularity")
-    if gran is not None:
+    if "--recompute-granularity" in args:  # given without a value (the next token a flag) was dropped silently
         if gran not in ("full", "selective"):
-            raise InputError(f"unknown recompute granularity {gran[:40]!r}", where="--recompute-granularity",
+            shown = "no value" if gran is None else repr(gran[:40])
+            raise InputError(f"unknown recompute granularity: {shown}", where="--recompute-granularity",
                              allowed="full or selective")
         out.strategy["recompute"] = gran
         method = args.get("--recompute-method")
