@@ -66,9 +66,9 @@ def test_nccl_log_rank_line_with_a_5000_digit_rank(cli, tmp_path: Path) -> None:
     assert log.ranks == 7 and len(log.rows) == len(parse_nccl_tests(LOG.read_text()).rows)
     f = tmp_path / "a.log"
     f.write_text(text)
-    r = cli("calibrate", str(f), "-c", "dgx-a100", "--ranks", "8", "--json")
+    r = cli("calibrate", str(f), "-c", "dgx-a100", "--json")
     assert "Traceback" not in r.err and r.code in (0, 1), r.err
-    json.loads(r.out)
+    assert json.loads(r.out)["inputs"]["ranks"] == 7  # the ranks the log lists
 
 
 @pytest.mark.parametrize("line", [
@@ -399,3 +399,13 @@ def test_megatron_recompute_granularity_without_a_value(cli, tmp_path: Path) -> 
     f.write_text("--recompute-granularity --micro-batch-size 1\n")
     refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json",
             inputs=(f,), match="--recompute-granularity: unknown recompute granularity: no value")
+
+
+@pytest.mark.parametrize("ranks", ["16384", "7"])
+def test_calibrate_ranks_that_contradict_the_log(cli, ranks: str) -> None:  # type: ignore[no-untyped-def]
+    """--ranks is "Ranks in the log when it does not say"; given against a log that lists its 8 ranks it won, and
+    the tier was fitted to a ring of 16384 (exit 1, residuals +191% .. +139854%)."""
+    refused(cli, "calibrate", str(LOG), "-c", "dgx-a100", "--ranks", ranks, "--json", inputs=(LOG,),
+            match="but the log lists 8 ranks")
+    r = cli("calibrate", str(LOG), "-c", "dgx-a100", "--ranks", "8", "--json")
+    assert r.code == 0, r.err

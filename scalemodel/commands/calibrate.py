@@ -58,6 +58,9 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
     if out is not None:
         check_output_path(out, "--out")  # before the work; write_file checks again, inputs included
     log = read_nccl_tests(log_path, op=collective_op(op))
+    if ranks is not None and log.ranks is not None and ranks != log.ranks:  # --ranks is for a log that does not say
+        raise InputError(f"--ranks {ranks}, but the log lists {log.ranks} ranks", where="--ranks",
+                         allowed=f"{log.ranks}, or leave --ranks out (it is for a log that does not list its ranks)")
     spec = load_cluster_with(cluster, sets)
     result = run(log, spec, source=str(log_path), ranks=ranks, tier=tier, algorithm=algo,
                  out=str(out) if out else None, sets=sets, tolerance=tolerance)
