@@ -409,3 +409,16 @@ def test_calibrate_ranks_that_contradict_the_log(cli, ranks: str) -> None:  # ty
             match="but the log lists 8 ranks")
     r = cli("calibrate", str(LOG), "-c", "dgx-a100", "--ranks", "8", "--json")
     assert r.code == 0, r.err
+
+
+@pytest.mark.parametrize("flags", ["--fp8-format bogus", "--fp8-format --micro-batch-size 1"])
+def test_megatron_fp8_format_outside_its_choices(cli, tmp_path: Path, flags: str) -> None:  # type: ignore[no-untyped-def]
+    """Megatron-LM's --fp8-format takes e4m3 or hybrid (megatron/training/arguments.py); any value, or none, had
+    set fp8 precision."""
+    f = tmp_path / "launch.sh"
+    f.write_text(f"--micro-batch-size 1 {flags}\n")
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json",
+            inputs=(f,), match="--fp8-format: unknown fp8 format")
+    f.write_text("--micro-batch-size 1 --fp8-format hybrid\n")
+    assert accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy",
+                    str(f))["inputs"]["strategy_file"]["training"]["precision"] == "fp8"

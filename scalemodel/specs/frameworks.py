@@ -321,7 +321,10 @@ def _megatron(text: str, out: StrategyFile) -> None:
             layers = args.get("--recompute-num-layers")
             out.unused.append(f"--recompute-method {args['--recompute-method']} --recompute-num-layers {layers} "
                               "(partial full recompute is modelled as full recompute of every layer)")
-    if args.get("--fp8-format") is not None:
+    if "--fp8-format" in args:
+        if args["--fp8-format"] not in ("e4m3", "hybrid"):  # Megatron's argparse choices (arguments.py)
+            shown = "no value" if args["--fp8-format"] is None else repr(str(args["--fp8-format"])[:40])
+            raise InputError(f"unknown fp8 format: {shown}", where="--fp8-format", allowed="e4m3 or hybrid")
         out.training["precision"] = "fp8"
     opt = args.get("--optimizer")
     if opt is not None and opt != "adam":
