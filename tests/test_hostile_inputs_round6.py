@@ -422,3 +422,16 @@ def test_megatron_fp8_format_outside_its_choices(cli, tmp_path: Path, flags: str
     f.write_text("--micro-batch-size 1 --fp8-format hybrid\n")
     assert accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy",
                     str(f))["inputs"]["strategy_file"]["training"]["precision"] == "fp8"
+
+
+@pytest.mark.parametrize("config, match", [
+    ({"train_micro_batch_size_per_gpu": 1, "bf16": True}, "bf16: expected a mapping"),
+    ({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "fp16": {"enabled": True}}, "both enabled"),
+])
+def test_deepspeed_precision_sections(cli, tmp_path: Path, config: dict, match: str) -> None:  # type: ignore[no-untyped-def, type-arg]
+    """``"bf16": true`` (not a section) was ignored, so the run kept the default precision; bf16 and fp16 both
+    enabled (DeepSpeed refuses it) silently became fp16."""
+    f = tmp_path / "ds.json"
+    f.write_text(json.dumps(config))
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json",
+            inputs=(f,), match=match)

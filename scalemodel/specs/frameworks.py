@@ -135,13 +135,19 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
             raise InputError("expected at least 1, got 0", where="gradient_accumulation_steps",
                              allowed="an integer from 1 to 1e8")
         out.gradient_accumulation = v
+    enabled = []
     for prec in ("bf16", "fp16"):
         section = data.get(prec)
+        if section is not None and not isinstance(section, dict):  # "bf16": true was ignored
+            raise InputError(f"expected a mapping, got {str(section)[:40]!r}", where=prec, allowed='{"enabled": true}')
         if isinstance(section, dict) and section.get("enabled") is not None:
             if _auto(section["enabled"]):
                 out.unused.append(f"{prec}.enabled: auto")
             elif _bool(section["enabled"], f"{prec}.enabled"):
                 out.training["precision"] = prec
+                enabled.append(prec)
+    if len(enabled) == 2:  # DeepSpeed asserts against it ("bfloat16 and fp16 modes cannot be simultaneously enabled")
+        raise InputError("bf16 and fp16 both enabled", where="bf16.enabled", allowed="one of them")
     zero = data.get("zero_optimization")
     if isinstance(zero, dict):
         if zero.get("stage") is not None:
