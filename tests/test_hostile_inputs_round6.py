@@ -435,3 +435,11 @@ def test_deepspeed_precision_sections(cli, tmp_path: Path, config: dict, match: 
     f.write_text(json.dumps(config))
     refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json",
             inputs=(f,), match=match)
+
+
+def test_megatron_bf16_and_fp16_both(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Megatron-LM asserts against --bf16 with --fp16; the later switch in the table (fp16) silently won."""
+    f = tmp_path / "launch.sh"
+    f.write_text("--micro-batch-size 1 --bf16 --fp16\n")
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json",
+            inputs=(f,), match="--bf16 and --fp16 both given")

@@ -305,6 +305,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
     for name, (where, key) in _MEG_INT.items():
         if name in args and (n := number(name)) is not None:
             getattr(out, where)[key] = n
+    if "--bf16" in args and "--fp16" in args:  # Megatron's validate_args asserts against both
+        raise InputError("--bf16 and --fp16 both given", where="--fp16", allowed="one of them")
     for name, (where, key, switched) in _MEG_SWITCH.items():
         if name in args:
             getattr(out, where)[key] = switched
