@@ -443,3 +443,15 @@ def test_megatron_bf16_and_fp16_both(cli, tmp_path: Path) -> None:  # type: igno
     f.write_text("--micro-batch-size 1 --bf16 --fp16\n")
     refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json",
             inputs=(f,), match="--bf16 and --fp16 both given")
+
+
+@pytest.mark.parametrize("text", ["strategy: [1]\n", "training: 5\n", "strategy: {tp: 2}\ntraining: [null]\n"])
+def test_strategy_yaml_sections_that_are_not_mappings(cli, tmp_path: Path, text: str) -> None:  # type: ignore[no-untyped-def]
+    """``strategy: [1]`` was reported only as a setting 'not used' (a warning) and the job ran without it."""
+    f = tmp_path / "strategy.yaml"
+    f.write_text(text)
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json",
+            inputs=(f,), match="expected a mapping")
+    f.write_text("strategy: {tp: 2}\ntraining:\n")  # an empty section is no setting
+    assert accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy",
+                    str(f))["inputs"]["strategy_file"]["strategy"] == {"tp": 2}

@@ -92,8 +92,11 @@ def _auto(value: Any) -> bool:
 
 def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
     for key, value in data.items():
-        if key in ("strategy", "training") and isinstance(value, dict):
-            getattr(out, key).update(value)  # validated with the specs, errors naming strategy.<field>
+        if key in ("strategy", "training") and not isinstance(value, (dict, type(None))):  # was warned as unused
+            raise InputError(f"expected a mapping, got {str(value)[:40]!r}", where=key,
+                             allowed=f"{key}: {{field: value, ...}}")
+        if key in ("strategy", "training"):
+            getattr(out, key).update(value or {})  # validated with the specs, errors naming strategy.<field>
         elif key in STRATEGY_FIELDS:
             out.strategy[key] = value
         elif key in TRAINING_FIELDS:
@@ -505,7 +508,10 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
                              allowed="a scalemodel strategy YAML, a DeepSpeed JSON, Megatron-LM flags or a torchtitan "
                                      "TOML")
         out = StrategyFile(where, "scalemodel")
-        _scalemodel(data, out)
+        try:
+            _scalemodel(data, out)
+        except InputError as exc:
+            raise exc.at(where) from None
     validate(TrainingSpec, dict(out.training), path=path, prefix=["training"])  # errors name the file
     validate(StrategySpec, dict(out.strategy), path=path, prefix=["strategy"])
     if out.unused:
