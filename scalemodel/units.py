@@ -62,7 +62,10 @@ UNITS: dict[str, dict[str, float]] = _table()
 # The unit each kind is formatted in when no prefix applies, and the prefixes used for display.
 _BASE = {"bytes": "B", "bandwidth": "B/s", "flops": "FLOP", "flop_rate": "FLOP/s", "power": "W",
          "money": "USD", "price_rate": "USD/h", "count": "", "time": "s"}
-_NUMBER = re.compile(r"^\s*\$?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
+# [0-9], not \d: float() would read the digits of other scripts ("\u0668\u0660 GB" as 80 GB). Matched against the
+# stripped text after an optional "$": the blanks around them are not in the pattern, where "\s*\$?\s*" and
+# "(.*?)\s*$" made a long run of blanks quadratic (a 60 KB --size did not finish).
+_NUMBER = re.compile(r"([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)(.*)", re.S)
 
 
 def accepted_units(kind: str) -> str:
@@ -86,12 +89,13 @@ def parse_quantity(value: object, kind: str, *, where: str = "") -> float:
         unit = ""
         factor = 1.0
     elif isinstance(value, str):
-        m = _NUMBER.match(value)
+        text = value.strip()
+        m = _NUMBER.fullmatch(text[1:].lstrip() if text.startswith("$") else text)
         if not m:
             raise InputError(f"cannot read {value!r} as a {kind} quantity", where=where,
                              allowed=f"a number followed by one of: {accepted_units(kind)}")
         number = float(m.group(1))
-        unit = m.group(2)
+        unit = m.group(2).strip()
         if value.strip().startswith("$") and kind in ("money", "price_rate"):
             unit = unit or "$"
             if kind == "price_rate" and unit in ("/h", "/hour"):

@@ -28,15 +28,19 @@ class UsageError(Exception):
 def integer(text: str) -> int:
     """An integer option's value (``8``, ``-3``); anything else is a usage error naming the value."""
     try:
+        if not text.isascii():  # int() reads other scripts' digits ("\u0661\u0666" is 16)
+            raise ValueError(text)
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
 def number(text: str) -> float:
-    """A number option's value (``0.05``, ``1e-3``)."""
+    """A number option's value (``0.05``, ``1e-3``); ``-0`` reads as 0 (a negative zero is echoed as ``-0.0``)."""
     try:
-        return float(text)
+        if not text.isascii():
+            raise ValueError(text)
+        return float(text) + 0.0
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 

@@ -33,25 +33,34 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
         if cluster is not None or sets or tier or ranks or op:
             raise InputError("--cluster, --set, --tier, --ranks and --op belong to the nccl-tests form",
                              where="calibrate runs", allowed="each run names its cluster in FILE")
+        if algo != "ring" or tolerance != DEFAULT_TOLERANCE or force:  # not read by the runs fit: not ignored silently
+            raise InputError("--algo, --tolerance and --force belong to the nccl-tests form", where="calibrate runs",
+                             allowed="--factors, --predict-at, --mode and --out")
         calibrate_runs(args[1], out, as_json, factors, predict_at, mode)
         return
-    if factors is not None or predict_at is not None:
-        raise InputError("--factors and --predict-at belong to the runs form", where="calibrate nccl-tests",
+    if factors is not None or predict_at is not None or mode != "strong":
+        raise InputError("--factors, --predict-at and --mode belong to the runs form", where="calibrate nccl-tests",
                          allowed="scalemodel calibrate runs FILE --factors compute,overhead_s --predict-at N")
+    if len(args) == 2 and args[0] == "nccl-tests":
+        log_path = Path(args[1])
+    elif len(args) == 1 and args[0] not in ("runs", "nccl-tests"):  # the form's word without its file
+        log_path = Path(args[0])
+    else:  # before --cluster: `calibrate runs` or three words is not a missing --cluster
+        raise InputError(f"expected `nccl-tests LOG` or `runs FILE`, got {' '.join(args)[:200]!r}", where="calibrate",
+                         allowed="scalemodel calibrate nccl-tests LOG --cluster C, or calibrate runs FILE")
     if cluster is None:
         raise InputError("missing --cluster", where="calibrate nccl-tests",
                          allowed="--cluster NAME or a cluster YAML")
-    if len(args) == 2 and args[0] == "nccl-tests":
-        log_path = Path(args[1])
-    elif len(args) == 1:
-        log_path = Path(args[0])
-    else:
-        raise InputError(f"expected `nccl-tests LOG` or `runs FILE`, got {' '.join(args)!r}", where="calibrate",
-                         allowed="scalemodel calibrate nccl-tests LOG --cluster C, or calibrate runs FILE")
     positive_int(ranks, "--ranks")
+    if ranks == 1:  # was taken for "not given" and answered "cannot tell how many ranks the log used; pass --ranks"
+        raise InputError("a collective needs at least 2 ranks, got 1", where="--ranks",
+                         allowed="the number of ranks in the log (2 or more)")
     if out is not None:
         check_output_path(out, "--out")  # before the work; write_file checks again, inputs included
     log = read_nccl_tests(log_path, op=collective_op(op))
+    if ranks is not None and log.ranks is not None and ranks != log.ranks:  # --ranks is for a log that does not say
+        raise InputError(f"--ranks {ranks}, but the log lists {log.ranks} ranks", where="--ranks",
+                         allowed=f"{log.ranks}, or leave --ranks out (it is for a log that does not list its ranks)")
     spec = load_cluster_with(cluster, sets)
     result = run(log, spec, source=str(log_path), ranks=ranks, tier=tier, algorithm=algo,
                  out=str(out) if out else None, sets=sets, tolerance=tolerance)

@@ -47,6 +47,7 @@ from scalemodel.engine.planner import search as plan_search
 from scalemodel.engine.predict import Prediction, result_at, staleness_note
 from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError
+from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.units import format_quantity
 
 #: Multiplier on accelerator memory for the "ignore memory" search behind ``memory_forced``.
@@ -136,15 +137,17 @@ def _fmt_s(x: float) -> str:
 
 def _batches(gpus: list[int], mode: str, b0: int) -> list[int]:
     n0 = gpus[0]
-    if mode == "strong":
-        return [b0] * len(gpus)
     out = []
     for n in gpus:
-        if (b0 * n) % n0:
+        if mode != "strong" and (b0 * n) % n0:
             raise InputError(f"weak scaling grows the global batch {b0} by {n}/{n0}, which is not a whole number "
                              "of samples", where="--gpus",
                              allowed=f"GPU counts that make {b0} x N / {n0} an integer (e.g. multiples of {n0})")
-        out.append(b0 * n // n0)
+        out.append(b0 if mode == "strong" else b0 * n // n0)
+        if out[-1] > MAX_SPEC_INT:  # a spec holds no larger count (the copied TrainingSpec would refuse it)
+            raise InputError(f"the global batch at {n} GPUs would be {out[-1]:,} sequences", where="--global-batch",
+                             allowed=f"at most {MAX_SPEC_INT:.0e} sequences at every point (a smaller --micro-batch "
+                                     "or --global-batch)")
     return out
 
 

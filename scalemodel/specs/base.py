@@ -126,7 +126,7 @@ def _is_spec(t: Any) -> bool:
 
 _TRUE = {"1", "on", "t", "true", "y", "yes"}
 _FALSE = {"0", "off", "f", "false", "n", "no"}
-_INT_TEXT = re.compile(r"^\s*[+-]?\d{1,30}\s*$")
+_INT_TEXT = re.compile(r"^\s*[+-]?[0-9]{1,30}\s*$")
 
 
 def _choices(args: Sequence[Any]) -> str:
@@ -138,8 +138,10 @@ def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
     if t is int or t is float:
         if isinstance(v, bool):
             raise SpecError(f"{v!r} is a boolean, not a number", loc)
-        if isinstance(v, str):  # as pydantic did: "8" is 8
+        if isinstance(v, str):  # as pydantic did: "8" is 8 (ASCII digits only: float() reads "\u0663" as 3)
             try:
+                if not v.isascii():
+                    raise ValueError(v)
                 v = int(v) if t is int and _INT_TEXT.match(v) else float(v)
             except ValueError:
                 noun = "an integer" if t is int else "a number"

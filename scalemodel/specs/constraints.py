@@ -41,7 +41,8 @@ _CONSTRAINT_ALLOWED = (f"KEY OP VALUE with KEY one of {', '.join(CONSTRAINT_KEYS
                        "<=, >=, <, >, =, != (e.g. tp<=8, pp=1, zero<=1, memory<=60GB, schedule=1f1b, "
                        "recompute=none, compression=int8, dp_comm=ps:8, overlap=false, assignment=dynamic, "
                        "bucket<=100MB, zero=fsdp, layout=tp-cp-pp-dp)")
-_CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_\-]+)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*?)\s*$")
+# matched against the stripped text: "(\S.*?)\s*$" made a long run of blanks inside the value quadratic
+_CONSTRAINT_RE = re.compile(r"([A-Za-z_\-]+)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*)", re.S)
 
 Constraints = dict[str, list[tuple[str, Any]]]
 
@@ -62,7 +63,7 @@ def parse_constraints(texts: Sequence[str] | None, where: str = "--constraint") 
         for part in str(text).split(","):
             if not part.strip():
                 continue
-            mt = _CONSTRAINT_RE.match(part)
+            mt = _CONSTRAINT_RE.fullmatch(part.strip())
             if not mt:
                 raise InputError(f"cannot read constraint {part.strip()!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
             key, op, value = mt.group(1).lower(), mt.group(2), mt.group(3)

@@ -142,6 +142,16 @@ def read_text(path: str | Path, *, limit: int, what: str = "file") -> str:
                          allowed=f"a UTF-8 text {what}") from None
 
 
+def expand_user(ref: str | Path) -> Path:
+    """``ref`` as a path with a leading ``~`` or ``~USER`` expanded; an unknown user (or no home folder)
+    is an input error, where :meth:`pathlib.Path.expanduser` raises RuntimeError."""
+    try:
+        return Path(ref).expanduser()
+    except RuntimeError:
+        raise InputError(f"cannot expand {str(ref).split('/', 1)[0][:60]!r}: no such user or home folder",
+                         where=str(ref)[:200], allowed="a path without ~USER, or ~ of an existing user") from None
+
+
 def exists(path: str | Path) -> bool:
     """Whether anything exists at ``path`` (without raising on names the file system cannot hold)."""
     try:

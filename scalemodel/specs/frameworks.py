@@ -92,8 +92,11 @@ def _auto(value: Any) -> bool:
 
 def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
     for key, value in data.items():
-        if key in ("strategy", "training") and isinstance(value, dict):
-            getattr(out, key).update(value)  # validated with the specs, errors naming strategy.<field>
+        if key in ("strategy", "training") and not isinstance(value, (dict, type(None))):  # was warned as unused
+            raise InputError(f"expected a mapping, got {str(value)[:40]!r}", where=key,
+                             allowed=f"{key}: {{field: value, ...}}")
+        if key in ("strategy", "training"):
+            getattr(out, key).update(value or {})  # validated with the specs, errors naming strategy.<field>
         elif key in STRATEGY_FIELDS:
             out.strategy[key] = value
         elif key in TRAINING_FIELDS:
@@ -131,14 +134,23 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
     if (v := count("train_micro_batch_size_per_gpu")) is not None:
         out.training["micro_batch"] = v
     if (v := count("gradient_accumulation_steps")) is not None:
+        if v == 0:  # DeepSpeed asserts > 0; 0 was echoed and then ignored
+            raise InputError("expected at least 1, got 0", where="gradient_accumulation_steps",
+                             allowed="an integer from 1 to 1e8")
         out.gradient_accumulation = v
+    enabled = []
     for prec in ("bf16", "fp16"):
         section = data.get(prec)
+        if section is not None and not isinstance(section, dict):  # "bf16": true was ignored
+            raise InputError(f"expected a mapping, got {str(section)[:40]!r}", where=prec, allowed='{"enabled": true}')
         if isinstance(section, dict) and section.get("enabled") is not None:
             if _auto(section["enabled"]):
                 out.unused.append(f"{prec}.enabled: auto")
             elif _bool(section["enabled"], f"{prec}.enabled"):
                 out.training["precision"] = prec
+                enabled.append(prec)
+    if len(enabled) == 2:  # DeepSpeed asserts against it ("bfloat16 and fp16 modes cannot be simultaneously enabled")
+        raise InputError("bf16 and fp16 both enabled", where="bf16.enabled", allowed="one of them")
     zero = data.get("zero_optimization")
     if isinstance(zero, dict):
         if zero.get("stage") is not None:
@@ -280,24 +292,32 @@ def _megatron(text: str, out: StrategyFile) -> None:
                           "describe the model with --model")
 
     def number(name: str) -> int | None:
-        v = args.get(name)
-        if v is None:
+        if name not in args:
             return None
-        if not re.fullmatch(r"[0-9]{1,9}", v):
+        v = args[name]
+        if v is not None and ("$" in v or "`" in v):
             out.unused.append(f"{name} {v[:40]} (not a number: a shell variable is not expanded)")
             return None
+        # what Megatron's argparse (type=int) reads; a negative or 10-digit count would not start a real job
+        if v is None or not re.fullmatch(r"\+?[0-9]{1,9}", v):
+            got = "no value" if v is None else repr(v[:40])
+            raise InputError(f"expected a count, got {got}", where=name,
+                             allowed="an integer from 0 to 999999999, or a $VARIABLE (not expanded)")
         return int(v)
 
     for name, (where, key) in _MEG_INT.items():
         if name in args and (n := number(name)) is not None:
             getattr(out, where)[key] = n
+    if "--bf16" in args and "--fp16" in args:  # Megatron's validate_args asserts against both
+        raise InputError("--bf16 and --fp16 both given", where="--fp16", allowed="one of them")
     for name, (where, key, switched) in _MEG_SWITCH.items():
         if name in args:
             getattr(out, where)[key] = switched
     gran = args.get("--recompute-granularity")
-    if gran is not None:
+    if "--recompute-granularity" in args:  # given without a value (the next token a flag) was dropped silently
         if gran not in ("full", "selective"):
-            raise InputError(f"unknown recompute granularity {gran[:40]!r}", where="--recompute-granularity",
+            shown = "no value" if gran is None else repr(gran[:40])
+            raise InputError(f"unknown recompute granularity: {shown}", where="--recompute-granularity",
                              allowed="full or selective")
         out.strategy["recompute"] = gran
         method = args.get("--recompute-method")
@@ -312,7 +332,10 @@ def _megatron(text: str, out: StrategyFile) -> None:
             layers = args.get("--recompute-num-layers")
             out.unused.append(f"--recompute-method {args['--recompute-method']} --recompute-num-layers {layers} "
                               "(partial full recompute is modelled as full recompute of every layer)")
-    if args.get("--fp8-format") is not None:
+    if "--fp8-format" in args:
+        if args["--fp8-format"] not in ("e4m3", "hybrid"):  # Megatron's argparse choices (arguments.py)
+            shown = "no value" if args["--fp8-format"] is None else repr(str(args["--fp8-format"])[:40])
+            raise InputError(f"unknown fp8 format: {shown}", where="--fp8-format", allowed="e4m3 or hybrid")
         out.training["precision"] = "fp8"
     opt = args.get("--optimizer")
     if opt is not None and opt != "adam":
@@ -354,6 +377,9 @@ def _toml(text: str, where: str) -> dict[str, Any]:
         return toml_reader.loads(text)
     except toml_reader.TOMLDecodeError as exc:
         raise InputError(f"malformed TOML: {exc}", where=where) from None
+    except RecursionError:  # the parser recurses per nested array or inline table
+        raise InputError("arrays or inline tables nested too deeply", where=where,
+                         allowed="a torchtitan job TOML (a few levels of tables)") from None
 
 
 _TITAN_SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved:2", "zbvzerobubble": "zb",
@@ -397,8 +423,10 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             out.strategy[field_] = degrees[k]
     replicate = par.get("data_parallel_replicate_degree", 1)
     shard = par.get("data_parallel_shard_degree", -1)
-    if not isinstance(replicate, int) or not isinstance(shard, int) or isinstance(shard, bool) or replicate < 1:
-        raise InputError("expected integers", where="parallelism.data_parallel_*_degree",
+    if (any(isinstance(d, bool) or not isinstance(d, int) for d in (replicate, shard)) or replicate < 1
+            or not (shard == -1 or shard >= 1)):
+        raise InputError(f"replicate {str(replicate)[:20]}, shard {str(shard)[:20]}",
+                         where="parallelism.data_parallel_*_degree",
                          allowed="replicate >= 1, shard >= 1 or -1 (the rest)")
     if shard == -1 or shard > 1:
         out.strategy["zero"] = "fsdp"
@@ -489,7 +517,7 @@ MEGATRON_MARK = re.compile(r"--(tensor|pipeline)-model-parallel-size|--micro-bat
 
 def read_strategy_file(ref: str | Path) -> StrategyFile:
     """Read a strategy file of any of the four formats (module docstring); warn about what is not used."""
-    path = Path(ref).expanduser()
+    path = files.expand_user(ref)
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="strategy file")
     where = str(path)
     stripped = text.lstrip()
@@ -502,11 +530,13 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
             _deepspeed(data, out)
         except InputError as exc:
             raise exc.at(where) from None
-    elif path.suffix == ".toml" or (re.search(r"^\s*\[(training|parallelism|job|model)\]", text, re.M)
+    # [ \t]*, not \s*: with re.M, \s* crossed newlines from every line start (a file of blank lines was quadratic)
+    elif path.suffix == ".toml" or (re.search(r"^[ \t]*\[(training|parallelism|job|model)\]", text, re.M)
                                     and not MEGATRON_MARK.search(text)):
         out = StrategyFile(where, "torchtitan")
+        data = _toml(text, where)  # its errors name the file once
         try:
-            _torchtitan(_toml(text, where), out)
+            _torchtitan(data, out)
         except InputError as exc:
             raise exc.at(where) from None
     elif MEGATRON_MARK.search(text) or path.suffix in (".sh", ".args", ".txt"):
@@ -523,7 +553,10 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
                              allowed="a scalemodel strategy YAML, a DeepSpeed JSON, Megatron-LM flags or a torchtitan "
                                      "TOML")
         out = StrategyFile(where, "scalemodel")
-        _scalemodel(data, out)
+        try:
+            _scalemodel(data, out)
+        except InputError as exc:
+            raise exc.at(where) from None
     validate(TrainingSpec, dict(out.training), path=path, prefix=["training"])  # errors name the file
     validate(StrategySpec, dict(out.strategy), path=path, prefix=["strategy"])
     if out.unused:

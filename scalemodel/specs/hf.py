@@ -171,6 +171,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
             raise InputError("missing", where=" or ".join(keys or _KEYS[field]), allowed=f"the model's {field}")
         return None
 
+    layers = first("layers", required=True)  # before any warning: a config missing them is one error line
+    hidden = first("hidden", required=True)
+    heads = first("heads", required=True)
+    vocab = first("vocab", required=True)
     model_type = str(cfg.get("model_type") or "").lower()
     act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or cfg.get("activation_function") or "").lower()
     if model_type in GATED:
@@ -183,10 +187,6 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
              f"{'a gated' if gated else 'an ungated'} MLP assumed from hidden_act {act[:40] or '(none)'!r}, "
              "check the parameter count")
 
-    layers = first("layers", required=True)
-    hidden = first("hidden", required=True)
-    heads = first("heads", required=True)
-    vocab = first("vocab", required=True)
     kv_heads = first("kv_heads")
     head_dim = first("head_dim")
     ffn = first("ffn_hidden")

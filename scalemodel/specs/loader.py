@@ -126,7 +126,7 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
         raise InputError(f"{ref[:200]!r} looks like a training framework's launch config, not a {kind}",
                          where=kind, allowed="give a torchtitan TOML or Megatron-LM flags with --strategy FILE")
     if _looks_like_path(ref):
-        p = Path(ref).expanduser()
+        p = files.expand_user(ref)
         if relative_to is not None and not p.is_absolute():
             p = relative_to / p
         if kind == "workload" and not ref.endswith((".yaml", ".yml", ".json")) and os.path.isdir(p):
@@ -145,7 +145,7 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
     if found is not None:
         return found
     if kind == "workload":
-        p = Path(ref).expanduser()
+        p = files.expand_user(ref)
         if relative_to is not None and not p.is_absolute():
             p = relative_to / p
         if os.path.isdir(p):
@@ -164,7 +164,7 @@ def reference_from(kind: str, ref: str | Path, folder: Path) -> str:
     by its path relative to ``folder`` (as :func:`resolve` reads it back)."""
     if isinstance(ref, str) and not _looks_like_path(ref) and builtin_path(kind, ref) is not None:
         return ref
-    target = Path(ref).expanduser().resolve()
+    target = files.expand_user(ref).resolve()
     try:
         rel = os.path.relpath(target, folder.resolve())
     except ValueError:  # another drive (Windows)
@@ -307,7 +307,8 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
     if isinstance(data, dict) and path.suffix == ".json" and any(k in data for k in _DEEPSPEED_KEYS):
         raise InputError(f"a DeepSpeed config, not a {kind} spec", where=str(path),
                          allowed="give it with --strategy FILE (it sets ZeRO, batch sizes and precision)")
-    if kind == "workload" and isinstance(data, dict) and path.suffix == ".json" and is_hf_config(data):
+    if kind == "workload" and isinstance(data, dict) and path.suffix == ".json" and (
+            is_hf_config(data) or (path.name == "config.json" and "kind" not in data)):  # {}: name its HF keys
         try:
             data = from_hf_config(data, hf_model_name(path), where=str(path))
         except InputError as exc:

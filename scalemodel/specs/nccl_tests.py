@@ -6,10 +6,12 @@ version and "Collective test starting" lines), launcher prefixes (``srun -l`` ``
 ``[1,0]<stdout>:``), interleaved ``NCCL INFO``/``WARN`` lines, duplicated headers, ``N/A`` in #wrong,
 and the ``-J`` JSON output. A data row is any line whose first two tokens are (ASCII) integers followed
 by blocks of (time, algbw, busbw, #wrong) for out-of-place and in-place. Rows with a time that is not
-a positive finite number are skipped; a ``-J`` entry whose fields are not numbers is an error naming it.
+a positive finite number are skipped (an in-place time of 0 or N/A counts as not measured); a ``-J``
+entry whose fields are not numbers is an error naming it.
 
 The file is read by :func:`read_nccl_tests` through :mod:`scalemodel.specs.files` (a regular file of at
-most :data:`~scalemodel.specs.files.MAX_LOG_BYTES`); undecodable bytes become U+FFFD.
+most :data:`~scalemodel.specs.files.MAX_LOG_BYTES`, holding at most :data:`MAX_ROWS` data rows); undecodable
+bytes become U+FFFD.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from scalemodel.specs import files
 from scalemodel.specs.loader import load_json
 
 MAX_INT_DIGITS = 30
+#: Data rows in one log: a test prints one row per size (about 30 for -b 8 -e 8G -f 2), ``-d all`` / ``-o all``
+#: a few hundred. The bound keeps a 64 MiB log of short rows (a million of them) from taking minutes to fit.
+MAX_ROWS = 20_000
 
 _OP_FROM_TEST = {
     "all_reduce": "allreduce", "reduce_scatter": "reducescatter", "all_gather": "allgather", "alltoall": "alltoall",
@@ -105,7 +110,8 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
         mv = re.search(r"nccl-tests version (\S+)", line)
         if mv:
             version = mv.group(1)
-        md = re.search(r"#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+(?:\s+on\s+(\S+)\s+device)?", line)
+        # no leading "#?\s*": tried at every blank of a line, it made a long run of blanks quadratic
+        md = re.search(r"\bRank\s+(\d{1,9})\s+(?:Group\s+\d+\s+)?Pid\s+\d+(?:\s+on\s+(\S+)\s+device)?", line)
         if md:
             ranks.add(int(md.group(1)))
             if md.group(2):
@@ -130,13 +136,28 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
         bus_ip = vals[6] * 1e9 if len(vals) >= 7 else None
         if not (t_oop > 0 and math.isfinite(t_oop) and all(math.isfinite(v) for v in vals)):
             continue
+        if t_ip is not None and t_ip < 0:  # a negative time is no measurement: the row is skipped, as above
+            continue
+        if t_ip == 0:  # N/A or 0: no in-place measurement (as a -J entry's), not half the mean time
+            t_ip = bus_ip = None
         dtype = next((t for t in toks[2:] if not _is_num(t)), "")
         rows.append(NcclRow(float(toks[0]), int(toks[1]), dtype, t_oop, bus_oop, t_ip, bus_ip))
+        if len(rows) > MAX_ROWS:
+            raise _too_many_rows()
     if not rows:
         raise InputError("no nccl-tests data rows found", where="LOG",
                          allowed="output of all_reduce_perf and the other *_perf tests, text or -J JSON")
+    tests = sorted(set(re.findall(r"Collective test starting:\s*(\w+?)_perf", text)))
+    if len(tests) > 1:  # the rows of several tests would be fitted as one collective's
+        raise InputError(f"the log holds the output of {len(tests)} tests ({', '.join(t[:40] for t in tests[:4])})",
+                         where="LOG", allowed="the output of one *_perf test per log (split the file)")
     found = op or _op_from(text) or "allreduce"
     return NcclLog(found, len(ranks) or None, rows, "text", version, hosts if len(hosts) == len(ranks) else {})
+
+
+def _too_many_rows() -> InputError:
+    return InputError(f"more than {MAX_ROWS:,} data rows", where="LOG",
+                      allowed=f"at most {MAX_ROWS:,} (one test's sweep is about 30 rows; split a longer log)")
 
 
 def _number(x: Any, where: str, default: float | None) -> float:
@@ -178,6 +199,8 @@ def _parse_json(text: str, op: str | None) -> NcclLog:
     if not results:
         raise InputError("no result entries (size with out_of_place/in_place) in the JSON", where="LOG",
                          allowed="nccl-tests -J output")
+    if len(results) > MAX_ROWS:
+        raise _too_many_rows()
     rows = []
     for i, r in enumerate(results):
         where = f"LOG: result {i + 1}"

@@ -60,7 +60,11 @@ def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
     name = str(path)
     if path.suffix.lower() == ".csv":
         reader = csv.reader(io.StringIO(text))
-        lines = [r for r in reader if any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
+        try:
+            lines = [r for r in reader if any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
+        except csv.Error as exc:  # e.g. a cell over the csv module's 128 KiB field limit
+            raise InputError(f"malformed CSV on line {reader.line_num}: {exc}", where=name,
+                             allowed="a CSV header naming the columns, then a run a row") from None
         if not lines:
             raise InputError("no header line", where=name, allowed="a CSV header naming the columns, then a run a row")
         header = [h.strip() for h in lines[0]]
@@ -109,7 +113,22 @@ def _measurement(row: dict[str, Any], where: str) -> tuple[float | None, float |
     if not isinstance(x, (int, float)) or not (math.isfinite(x) and x > 0) or x > 1e12:
         raise InputError(f"{str(v)[:40]!r} must be a positive finite number", where=f"{where}: {key}",
                          allowed="a number > 0 (seconds for step_time, tokens per second for tokens_per_s)")
-    return (float(x), None) if key == "step_time" else (None, float(x))
+    return _plausible(float(x), None, f"{where}: {key}") if key == "step_time" else (None, float(x))
+
+
+#: The shortest step time a run may report: far below any training step (a kernel launch takes microseconds),
+#: and far enough above the float range's bottom that the fit's ratios stay finite.
+MIN_STEP_S = 1e-6
+
+
+def _plausible(step: float | None, tokens: float | None, where: str) -> tuple[float | None, float | None]:
+    if step is not None and step < MIN_STEP_S:
+        raise InputError(f"a step time of {step:.3g} s is shorter than any training step", where=where,
+                         allowed=f"a step time of at least {MIN_STEP_S:g} s")
+    if tokens is not None and tokens > 1e12:
+        raise InputError(f"{tokens:.3g} tokens per second is beyond any training job", where=where,
+                         allowed="at most 1e12 tokens per second")
+    return step, tokens
 
 
 def read_runs(path: str | Path) -> list[MeasuredRun]:
@@ -165,6 +184,7 @@ def read_runs(path: str | Path) -> list[MeasuredRun]:
         log = None
         if row.get("log") is not None:
             step, tokens, log = _from_log(row, folder, where, gpus, tr)
+            step, tokens = _plausible(step, tokens, f"{where}: log: {log.path}")
         label = str(row.get("name") or f"{cl.name} {wl.name} {gpus}")
         out.append(MeasuredRun(label[:80], row["cluster"], cpath, cl, wl, gpus, tr, st, step, tokens, where, log))
     return out

@@ -39,13 +39,16 @@ DEFAULT_WARMUP = 10
 
 _NUM = r"([0-9][0-9,]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan|inf)"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-FORMATS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
-    ("megatron", "step_time_s", re.compile(
-        r"\biteration\s+(\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*" + _NUM)),
-    ("deepspeed", "samples_per_s", re.compile(
-        r"global_step=(\d+),\s*RunningAvgSamplesPerSec=[^,]*,\s*CurrSamplesPerSec=" + _NUM)),
-    ("torchtitan", "tokens_per_s_per_gpu", re.compile(
-        r"(?<!validate )\bstep:\s*(\d+)\s.*?\b(?:tps|wps):\s*" + _NUM)),
+# Each format is (name, quantity, the step's pattern, the speed's pattern matched where the first step match ends):
+# one pattern "step ... .*? speed" was retried from every step-like word of a line that lacks the speed, which is
+# quadratic (a 320 KB line of "iteration 1/ 1 |" took 20 s of CPU).
+FORMATS: tuple[tuple[str, str, re.Pattern[str], re.Pattern[str]], ...] = (
+    ("megatron", "step_time_s", re.compile(r"\biteration\s+(\d{1,15})\s*/\s*\d+\s*\|"),
+     re.compile(r".*?elapsed time per iteration \(ms\):\s*" + _NUM)),
+    ("deepspeed", "samples_per_s", re.compile(r"global_step=(\d{1,15}),\s*RunningAvgSamplesPerSec=[^,]*,"),
+     re.compile(r"\s*CurrSamplesPerSec=" + _NUM)),
+    ("torchtitan", "tokens_per_s_per_gpu", re.compile(r"(?<!validate )\bstep:\s*(\d{1,15})\s"),
+     re.compile(r".*?\b(?:tps|wps):\s*" + _NUM)),
 )
 ALLOWED = ("a Megatron-LM ('iteration N/ M | ... elapsed time per iteration (ms): X'), DeepSpeed "
            "('global_step=N, RunningAvgSamplesPerSec=.., CurrSamplesPerSec=X') or torchtitan "
@@ -70,17 +73,19 @@ def read_train_log(path: str | Path, *, warmup_steps: int = DEFAULT_WARMUP) -> L
     name = str(path)
     text = files.read_bytes(path, limit=files.MAX_LOG_BYTES, what="training log").decode("utf-8", errors="replace")
     lines = text.splitlines()
-    for fmt, quantity, pattern in FORMATS:
+    for fmt, quantity, step_pattern, speed_pattern in FORMATS:
         found: list[tuple[int, float]] = []
         for i, raw in enumerate(lines, start=1):
-            m = pattern.search(_ANSI.sub("", raw) if "\x1b" in raw else raw)
-            if m is None:
+            line = _ANSI.sub("", raw) if "\x1b" in raw else raw
+            at = step_pattern.search(line)
+            m = speed_pattern.match(line, at.end()) if at is not None else None
+            if at is None or m is None:
                 continue
-            value = float(m.group(2).replace(",", ""))
+            value = float(m.group(1).replace(",", ""))
             if not (math.isfinite(value) and value > 0):
-                raise InputError(f"{m.group(2)!r} is not a positive finite {quantity}", where=f"{name}: line {i}",
+                raise InputError(f"{m.group(1)!r} is not a positive finite {quantity}", where=f"{name}: line {i}",
                                  allowed="a log of iterations that ran (no nan or zero speeds)")
-            found.append((int(m.group(1)), value))
+            found.append((int(at.group(1)), value))
         if not found:
             continue
         kept = [v for step, v in found if step > warmup_steps]
