@@ -351,8 +351,9 @@ def mtp_projection_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike
                         recompute: ArrayLike = "none", elem_bytes: ArrayLike = 2.0) -> LayerTime:
     """What one multi-token prediction module adds around its transformer block, for one micro-batch on one GPU
     (the block itself is a :func:`layer_compute_time` of the last layer's kind, the shared head a
-    :func:`logits_compute_time`): DeepSeek-V3's M_k [h'; e] (arXiv:2412.19437 §2.2, eq. 21), Megatron-Core's
-    ``MultiTokenPredictionLayer._concat_embeddings`` (multi_token_prediction.py, core_v0.15.0): enorm and hnorm
+    :func:`logits_compute_time`): DeepSeek-V3's h'_i^k = M_k [RMSNorm(h_i^(k-1)); RMSNorm(Emb(t_(i+k)))]
+    (arXiv:2412.19437 §2.2), Megatron-Core's ``MultiTokenPredictionLayer._concat_embeddings``
+    (multi_token_prediction.py, core_v0.15.0): enorm and hnorm
     RMSNorms, the concatenation to 2h, ``eh_proj`` (a ColumnParallelLinear of 2h -> h), and the module's
     ``final_layernorm`` before the shared head.
 
