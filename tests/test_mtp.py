@@ -200,3 +200,39 @@ def test_validator_gives_the_dsv3_rows_their_mtp_modules() -> None:
     h800 = vt.predict_new_case(_case("dsv3_h800_2048"))
     assert isinstance(h800, vt.NotExpressed)
     assert "DualPipe" in h800.reason and "multi-token" not in h800.reason
+
+
+def test_activations_of_the_mtp_stage_by_hand() -> None:
+    """One module on a stage without a pipeline (p = 1, b = 1, s = 4, t = 1, no recompute): the stage keeps one
+    more layer of the last kind (the engine's per-layer activation, priced on its own), the inputs of enorm,
+    hnorm, eh_proj (2h) and the final norm, 5 x 2 s b h = 5 x 2 x 4 x 8 = 320 bytes, and one more head's fp32
+    logits 4 s b V = 4 x 4 x 10 = 160 bytes."""
+    kw: dict[str, Any] = dict(micro_batch=1, seq_len=4, tp=1, pp=1)
+    sh = _small(1)
+    layer = float(memory.activation_bytes_per_layer(sh, micro_batch=1, seq_len=4))
+    delta = float(memory.activation_bytes(sh, mtp_modules=1, **kw) - memory.activation_bytes(sh, **kw))
+    assert delta == pytest.approx(layer + 320.0 + 160.0, rel=1e-12)
+    # full recompute: the module keeps its input only, 2 s b h = 64 bytes, and its block's recompute row
+    full = float(memory.activation_bytes(sh, mtp_modules=1, recompute="full", **kw)
+                 - memory.activation_bytes(sh, recompute="full", **kw))
+    row = float(memory.activation_bytes_per_layer(sh, micro_batch=1, seq_len=4, recompute="full"))
+    assert full == pytest.approx(row + 64.0 + 160.0, rel=1e-12)
+
+
+def test_memory_takes_the_last_stage_when_it_is_heavier() -> None:
+    """pp 2 of a 2-layer model with a large vocabulary: the last stage (its layer, the module, the output layer,
+    the embedding copy and two heads' logits) holds more than the first; memory_parts reports it, as
+    memory_per_gpu prices that stage."""
+    job, g = _job_and_grid("llama3-8b", 1, gpus=2, strategy={"pp": 2})
+    job = replace(job, shape=transformer.shape(**{**{f: getattr(job.shape, f) for f in (
+        "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "gated_mlp", "tied_embeddings", "biases")},
+        "layers": 2, "mtp_layers": 1, "dropout": False}))
+    m = step.microbatches(g)
+    parts = step.memory_parts(job, g, m)
+    common = dict(micro_batch=1, seq_len=job.seq_len, dp=1, tp=1, pp=2, num_microbatches=m, weight_bytes=job.elem_bytes,
+                  grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=True,
+                  stage_layers=1.0)
+    first = memory.memory_per_gpu(job.shape, **common)
+    last = memory.memory_per_gpu(job.shape, embedding=True, head=True, stage_rank=1, mtp_modules=1, **common)
+    assert float(np.ravel(last.total)[0]) > float(np.ravel(first.total)[0])
+    assert float(np.ravel(parts["total"])[0]) == pytest.approx(float(np.ravel(last.total)[0]), rel=1e-12)
