@@ -347,3 +347,42 @@ def logits_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike
     zero = np.zeros_like(fwd)
     return LayerTime(forward=fwd, backward=2.0 * fwd, recompute=zero, forward_gemm=gemm, forward_memory=mem,
                      attention_core=zero, forward_flops=2.0 * T * sh.hidden * sh.vocab / t)
+
+
+def mtp_projection_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, peak_flops: ArrayLike,
+                        memory_bandwidth: ArrayLike, gemm_max: ArrayLike = 0.75,
+                        gemm_half_dim: ArrayLike = 96.0, memory_efficiency: ArrayLike = 0.85,
+                        tp: ArrayLike = 1, cp: ArrayLike = 1, sequence_parallel: ArrayLike = False,
+                        recompute: ArrayLike = "none", elem_bytes: ArrayLike = 2.0) -> LayerTime:
+    """What one multi-token prediction module adds around its transformer block, for one micro-batch on one GPU
+    (the block itself is a :func:`layer_compute_time` of the last layer's kind, the shared head a
+    :func:`logits_compute_time`): DeepSeek-V3's h'_i^k = M_k [RMSNorm(h_i^(k-1)); RMSNorm(Emb(t_(i+k)))]
+    (arXiv:2412.19437 §2.2), Megatron-Core's ``MultiTokenPredictionLayer._concat_embeddings``
+    (multi_token_prediction.py, core_v0.15.0): enorm and hnorm
+    RMSNorms, the concatenation to 2h, ``eh_proj`` (a ColumnParallelLinear of 2h -> h), and the module's
+    ``final_layernorm`` before the shared head.
+
+        GEMM    T x h/t x 2h                                        (eh_proj, T = b s / cp tokens)
+        memory  3 norms 2 eb X + concatenation 4 eb X               (X = T h elements, / t with SP)
+
+    Backward = 2 x forward; full recompute repeats the forward (Megatron-Core checkpoints the module's
+    ``_proj_and_transformer_layer``, which runs the two input norms and eh_proj), selective nothing.
+    """
+    b = _pos("micro_batch", micro_batch)
+    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    t = _pos("tp", tp)
+    eb = _pos("elem_bytes", elem_bytes)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    kw = dict(peak_flops=peak_flops, memory_bandwidth=memory_bandwidth, gemm_max=gemm_max,
+              gemm_half_dim=gemm_half_dim, memory_efficiency=memory_efficiency, elem_bytes=eb)
+    h = sh.hidden
+    gemm = gemm_time(T, h / t, 2.0 * h, **kw)
+    X = T * h * np.where(sp, 1.0 / t, 1.0)
+    mem = memory_time((3.0 * 2.0 + 4.0) * eb * X, memory_bandwidth=memory_bandwidth,
+                      memory_efficiency=memory_efficiency)
+    fwd = gemm + mem
+    code = recompute_code(recompute)
+    zero = np.zeros_like(fwd)
+    return LayerTime(forward=fwd, backward=2.0 * fwd, recompute=np.where(code == Recompute.FULL, fwd, zero),
+                     forward_gemm=gemm, forward_memory=mem, attention_core=zero,
+                     forward_flops=2.0 * T * 2.0 * h * h / t)

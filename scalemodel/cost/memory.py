@@ -90,6 +90,7 @@ from scalemodel.cost.transformer import (
     embedding_params,
     linear_weights_per_layer,
     mlp_params,
+    mtp_module_params,
     norm_params,
     recompute_code,
 )
@@ -185,7 +186,7 @@ def _stage_share(sh: Shape, p: np.ndarray, stage_layers: ArrayLike | None) -> np
 
 def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1,
                    stage_layers: ArrayLike | None = None, etp: ArrayLike | None = None,
-                   embedding: ArrayLike = True) -> ParamsPerGpu:
+                   embedding: ArrayLike = True, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False) -> ParamsPerGpu:
     """Parameters on the most loaded GPU (the first pipeline stage, which also holds the embedding).
 
     dense  = [L/p (attention + norms) + dense_layers/p * mlp + moe_layers/p * (shared + router)
@@ -195,6 +196,12 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     (Megatron's "most loaded shard = (layers/pp + embedding)/tp", theoretical_memory_usage.py.) With
     uneven stages the first stage's ``stage_layers`` replace L/p. ``embedding`` false prices a stage
     without the embedding table (a middle stage, p > 1).
+
+    ``mtp_modules`` D: the multi-token prediction modules on this stage (the last; all of the model's when
+    p = 1): D :func:`~scalemodel.cost.transformer.mtp_module_params`, their routed experts in ``expert``, the
+    rest / t. ``head`` (p > 1): the stage also holds the output layer V h (untied), as the last stage does;
+    with MTP the last stage holds a copy of the word embedding too (``embedding`` true; Megatron-Core
+    gpt_model.py builds the embedding "if self.pre_process or self.mtp_process").
     """
     t, p, e = _pos("tp", tp), _pos("pp", pp), _pos("ep", ep)
     share = _stage_share(sh, p, stage_layers)
@@ -204,9 +211,13 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     word = sh.vocab * sh.hidden
     emb = np.where((p == 1), embedding_params(sh), (word + sh.position_embeddings * sh.hidden)
                    * np.asarray(embedding, dtype=bool))
-    dense = (body + emb) / t
+    d_mtp = _nonneg("mtp_modules", mtp_modules)
+    routed = sh.moe_experts * mlp_params(sh, sh.moe_ffn_hidden)
+    mtp_routed = np.where(sh.last_layer_moe, routed, 0.0)
+    out_head = np.where((p > 1) & np.asarray(head, dtype=bool) & ~sh.tied_embeddings, word, 0.0)
+    dense = (body + emb + out_head + d_mtp * (mtp_module_params(sh) - mtp_routed)) / t
     u = t if etp is None else _pos("etp", etp)
-    expert = sh.moe_layers * share * sh.moe_experts * mlp_params(sh, sh.moe_ffn_hidden) / (e * u)
+    expert = (sh.moe_layers * share * routed + d_mtp * mtp_routed) / (e * u)
     return ParamsPerGpu(dense=dense, expert=expert)
 
 
@@ -304,7 +315,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      recomputed_layers: ArrayLike | None = None, offloaded_layers: ArrayLike = 0.0,
                      recompute_chunk: ArrayLike = 0.0, fp8_inputs: ArrayLike = False,
                      recompute_modules: ArrayLike = 0, embedding: ArrayLike = True,
-                     stage_rank: ArrayLike = 0) -> np.ndarray:
+                     stage_rank: ArrayLike = 0, mtp_modules: ArrayLike = 0.0) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages.
 
@@ -324,6 +335,12 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     N > 1): each model chunk's layers are checkpointed in groups of N, keeping one input (the
     full-recompute row) per group, v ceil(n / (v N)) of them on the stage, and the backward
     re-materialises one group at a time: N layers of the no-recompute row are the working set.
+
+    ``mtp_modules`` D (the multi-token prediction modules on this stage): per in-flight micro-batch each keeps
+    a layer of the last layer's kind (the stage's recompute mode) and the inputs of its enorm, hnorm, eh_proj
+    (2h wide) and final norm, 5 x 2 s b h (/ t with sequence parallelism; 2 s b h, the module's input, under
+    full recompute); and the stage keeps one more output head's fp32 logits, 4 s b V / t each (the loss's
+    softmax, kept for its backward), on the stage with the head: (1 + D) heads.
     """
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules)
@@ -360,7 +377,11 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     sp = np.asarray(sequence_parallel, dtype=bool)
     # the embedding dropout mask, on the stage holding the embedding
     emb = s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0) * sh.dropout * (np.asarray(embedding, dtype=bool) | (p == 1))
-    logits = np.where(p == 1, 4.0 * s * b * sh.vocab / t, 0.0)
+    d_mtp = _nonneg("mtp_modules", mtp_modules)
+    last_l = np.where(sh.last_layer_moe, moe_l, dense_l)
+    mtp_inputs = np.where(code == Recompute.FULL, 2.0, 10.0) * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
+    per_stage = per_stage + d_mtp * (last_l + mtp_inputs)
+    logits = np.where((p == 1) | (d_mtp > 0), (1.0 + d_mtp) * 4.0 * s * b * sh.vocab / t, 0.0)
     # full recompute re-materialises one layer at a time: its full activations are the working set
     work_dense = activation_bytes_per_layer(sh, recompute="none", **kw)
     work_moe = activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
@@ -416,7 +437,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    fp8_inputs: ArrayLike = False, recompute_modules: ArrayLike = 0,
                    embedding: ArrayLike = True, stage_rank: ArrayLike = 0,
                    reshard_after_forward: ArrayLike = True, fp8_gather: ArrayLike = False,
-                   expert_dp: ArrayLike | None = None) -> MemoryBreakdown:
+                   expert_dp: ArrayLike | None = None, mtp_modules: ArrayLike = 0.0,
+                   head: ArrayLike = False) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -431,14 +453,17 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     a pipeline stage without the embedding (its table and dropout mask); ``stage_rank`` the stage whose
     micro-batches in flight are counted (:func:`inflight_microbatches`). ``expert_dp``: the ranks the expert
     states are sharded over when ``dp`` is not the plain data-parallel degree (the engine passes dp x cp as
-    ``dp``); default :func:`expert_data_parallel` of ``dp``.
+    ``dp``); default :func:`expert_data_parallel` of ``dp``. ``mtp_modules`` and ``head``: the
+    multi-token prediction modules and the output layer on the stage (:func:`params_per_gpu`,
+    :func:`activation_bytes`).
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
     t = _pos("tp", tp)
     frag = _nonneg("fragmentation", fragmentation)
     ws = _nonneg("workspace", workspace)
-    pg = params_per_gpu(sh, tp=tp, pp=pp, ep=ep, stage_layers=stage_layers, etp=etp, embedding=embedding)
+    pg = params_per_gpu(sh, tp=tp, pp=pp, ep=ep, stage_layers=stage_layers, etp=etp, embedding=embedding,
+                        mtp_modules=mtp_modules, head=head)
     u = t if etp is None else _pos("etp", etp)
     edp = expert_data_parallel(n_dp, tp=t, cp=cp, ep=e, etp=u) if expert_dp is None else _pos("expert_dp", expert_dp)
     layer = (attention_params(sh) + norm_params(sh) + np.maximum(
@@ -465,7 +490,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                            stage_layers=stage_layers, recomputed_layers=recomputed_layers,
                            offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk,
                            fp8_inputs=fp8_inputs, recompute_modules=recompute_modules, embedding=embedding,
-                           stage_rank=stage_rank)
+                           stage_rank=stage_rank, mtp_modules=mtp_modules)
     states = dense.total + expert.total
     return MemoryBreakdown(
         weights=dense.weights + expert.weights, gradients=dense.gradients + expert.gradients,

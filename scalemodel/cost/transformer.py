@@ -18,6 +18,19 @@ Parameter count per layer (weights; biases and norm gains when ``biases``, the G
     norms      = 2 * h (RMSNorm) or 4 * h (LayerNorm with bias)
     total      = layers * per-layer + V*h * (1 if tied else 2) + final norm + learned positions
 
+Multi-token prediction (``mtp_layers`` D; DeepSeek-AI 2024, arXiv:2412.19437 §2.2): module k takes the
+hidden state of depth k-1 and the shared embedding of token i+k, RMSNorms both, concatenates them and
+projects 2h -> h (M_k), runs one transformer block and the shared output head. Megatron-Core builds each
+module's block from the decoder's last layer spec (gpt_layer_specs.py get_gpt_mtp_block_spec_for_backend,
+"spec.layer_specs[-1]"), with an RMSNorm on each input (enorm, hnorm), eh_proj of 2h -> h and a
+final_layernorm (multi_token_prediction.py MultiTokenPredictionLayer, core_v0.15.0). Per module:
+
+    params  = layer(last kind) + 2 h^2 [eh_proj] + 3 h [enorm, hnorm, final norm]  (embedding, head shared)
+    forward = 2 s (matrix params of the block) + core + 2 s (2h) h [eh_proj] + 2 s h V [shared head]
+
+DeepSeek's published 671 B excludes the modules (README_WEIGHTS.md: "11.5B unique parameters" for the one
+V3 module), so :func:`param_count` is the main model and :func:`training_param_count` adds the modules.
+
 With a = g, f = 4h and biases this is Megatron's 12*l*h^2*(1 + 13/(12h) + (V+s)/(12*l*h))
 [Narayanan et al. 2021, arXiv:2104.04473; docs/model.md#flops].
 
@@ -27,7 +40,10 @@ FLOPs (forward, one sequence of length s, 2 FLOP per multiply-accumulate):
                + 4*s^2*a*d                                             [Q K^T and softmax . V]
     logits     = 2*s*h*V
 
-Training model FLOPs = 3 x forward (backward = 2 x forward); with ffn = 4h, a = g this is exactly
+Training model FLOPs = 3 x forward (backward = 2 x forward), the MTP modules included, as Megatron-Bridge's
+flop_utils.py and Megatron-LM's num_floating_point_operations count them (the MTP layers as layers of the
+last layer's kind, eh_proj, and the logits x (D + 1)); the 3 h norm MACs they add are not counted (no norm
+FLOPs are, anywhere here); with ffn = 4h, a = g this is exactly
 Megatron's 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)). Hardware FLOPs add the recomputation: full
 recompute repeats the layers' forward (not the logits): 96*B*s*l*h^2*(1 + s/(6h) + V/(16*l*h))
 [Narayanan et al. 2021 §3 / Appendix]; selective recompute repeats only the attention core
@@ -102,6 +118,7 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     sliding_window: np.ndarray  # keys a query attends in a local layer (0 = global attention everywhere)
     sliding_window_pattern: np.ndarray  # every k-th layer global, the rest local (0 = all local)
     dropout: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(True))  # bool: dropout masks stored
+    mtp_layers: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(0.0))  # multi-token prediction modules
 
     @property
     def moe_layers(self) -> np.ndarray:
@@ -113,6 +130,19 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     @property
     def dense_layers(self) -> np.ndarray:
         return self.layers - self.moe_layers
+
+    @property
+    def last_layer_moe(self) -> np.ndarray:
+        """True where the last layer is an MoE layer: with MoE layers at positions first_dense + j every
+        (j = 1, 2, ...; the convention of :attr:`moe_layers`), where (L - first_dense) is a multiple of every."""
+        eligible = self.layers - self.moe_first_dense
+        return (self.moe_experts > 0) & (eligible > 0) & (np.mod(eligible, self.moe_every) == 0)
+
+    @property
+    def mtp_moe_layers(self) -> np.ndarray:
+        """MTP blocks with an MoE MLP: all D when the last layer is MoE (Megatron-Core builds the MTP block from
+        the last layer's spec; Megatron-LM's FLOP count adds ``last_layer_is_moe * mtp_num_layers`` MoE layers)."""
+        return np.where(self.last_layer_moe, self.mtp_layers, 0.0)
 
     @property
     def mla(self) -> np.ndarray:
@@ -145,7 +175,8 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
           position_embeddings: ArrayLike = 0, head_dim: ArrayLike | None = None,
           v_head_dim: ArrayLike | None = None, q_lora_rank: ArrayLike = 0, kv_lora_rank: ArrayLike = 0,
           qk_rope_head_dim: ArrayLike = 0, parallel_block: ArrayLike = False, norms_per_layer: ArrayLike = 2,
-          sliding_window: ArrayLike = 0, sliding_window_pattern: ArrayLike = 0, dropout: ArrayLike = True) -> Shape:
+          sliding_window: ArrayLike = 0, sliding_window_pattern: ArrayLike = 0, dropout: ArrayLike = True,
+          mtp_layers: ArrayLike = 0) -> Shape:
     """Validate a transformer shape and apply the defaults (g = a, d = h/a, f = 4h, f_e = f, biases = not gated,
     d_v = d)."""
     L = _arr("layers", layers)
@@ -186,6 +217,7 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         sliding_window=_arr("sliding_window", sliding_window, strict=False),
         sliding_window_pattern=_arr("sliding_window_pattern", sliding_window_pattern, strict=False),
         dropout=np.asarray(dropout, dtype=bool),
+        mtp_layers=_arr("mtp_layers", mtp_layers, strict=False),
     )
 
 
@@ -297,6 +329,26 @@ def param_count(sh: Shape) -> np.ndarray:
             + embedding_params(sh))
 
 
+def mtp_module_params(sh: Shape) -> np.ndarray:
+    """Parameters of one multi-token prediction module (module docstring): a layer of the last layer's kind
+    (:func:`layer_params`), the 2h x h projection eh_proj (no bias: Megatron-Core builds it with bias=False) and
+    three norms (enorm, hnorm, the module's final norm: h each, 2h with LayerNorm biases). The embedding and
+    the output head are the main model's (shared)."""
+    block = np.where(sh.last_layer_moe, layer_params(sh, moe=True), layer_params(sh))
+    norms = 3.0 * np.where(sh.biases, 2.0, 1.0) * sh.hidden
+    return block + 2.0 * sh.hidden * sh.hidden + norms
+
+
+def mtp_params(sh: Shape) -> np.ndarray:
+    """Parameters of the D multi-token prediction modules (0 without them)."""
+    return sh.mtp_layers * mtp_module_params(sh)
+
+
+def training_param_count(sh: Shape) -> np.ndarray:
+    """Parameters trained: :func:`param_count` (the main model, as published) + :func:`mtp_params`."""
+    return param_count(sh) + mtp_params(sh)
+
+
 def active_param_count(sh: Shape) -> np.ndarray:
     """Parameters a token passes through: dense layers + MoE layers with k routed + shared experts.
 
@@ -343,12 +395,30 @@ def logits_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
     return 2.0 * _arr("seq_len", seq_len) * sh.hidden * sh.vocab
 
 
+def mtp_projection_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
+    """Forward FLOPs of one MTP module's eh_proj for one sequence: 2 * s * (2h) * h."""
+    return 2.0 * _arr("seq_len", seq_len) * 2.0 * sh.hidden * sh.hidden
+
+
+def mtp_block_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
+    """Forward FLOPs of one MTP module's transformer block for one sequence: a layer of the last layer's kind
+    (:func:`layer_gemm_flops`) + the attention core (:func:`attention_core_flops`)."""
+    gemm = np.where(sh.last_layer_moe, layer_gemm_flops(sh, seq_len, moe=True), layer_gemm_flops(sh, seq_len))
+    return gemm + attention_core_flops(sh, seq_len)
+
+
+def mtp_forward_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
+    """Forward FLOPs of the D MTP modules for one sequence: D (block + eh_proj + shared-head logits)."""
+    return sh.mtp_layers * (mtp_block_flops(sh, seq_len) + mtp_projection_flops(sh, seq_len)
+                            + logits_flops(sh, seq_len))
+
+
 def forward_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
-    """Forward FLOPs for one sequence: all layers (GEMMs + attention core) + logits."""
+    """Forward FLOPs for one sequence: all layers (GEMMs + attention core) + logits + the MTP modules."""
     core = attention_core_flops(sh, seq_len)
     layers = (sh.dense_layers * (layer_gemm_flops(sh, seq_len) + core)
               + sh.moe_layers * (layer_gemm_flops(sh, seq_len, moe=True) + core))
-    return layers + logits_flops(sh, seq_len)
+    return layers + logits_flops(sh, seq_len) + mtp_forward_flops(sh, seq_len)
 
 
 class StepFlops(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
@@ -366,13 +436,15 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
 
     model    = 3 * forward                               (forward + backward = 2 x forward)
     hardware = model + recompute, where recompute is the layers' forward (full) or the attention
-               core 4*s^2*a*d per layer (selective), or 0.
+               core 4*s^2*a*d per layer (selective), or 0. The MTP modules' blocks and projections count as
+               layers here (Megatron-Core checkpoints an MTP module's _proj_and_transformer_layer under full
+               recompute), their logits, like the main logits, are never recomputed.
     """
     n = _arr("sequences", sequences)
     code = recompute_code(recompute)
     fwd = forward_flops(sh, seq_len) * n
-    layers_fwd = fwd - logits_flops(sh, seq_len) * n
-    core = attention_core_flops(sh, seq_len) * sh.layers * n
+    layers_fwd = fwd - logits_flops(sh, seq_len) * (1.0 + sh.mtp_layers) * n
+    core = attention_core_flops(sh, seq_len) * (sh.layers + sh.mtp_layers) * n
     extra = np.where(code == Recompute.FULL, layers_fwd, np.where(code == Recompute.SELECTIVE, core, 0.0))
     model = 3.0 * fwd
     return StepFlops(forward=fwd, model=model, hardware=model + extra, recompute=extra)

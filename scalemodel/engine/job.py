@@ -129,7 +129,8 @@ def transformer_shape(workload: Any) -> Any:
         sliding_window_pattern=workload.sliding_window_pattern, dropout=workload.dropout,
         moe_experts=moe.experts if moe else 0, moe_top_k=moe.top_k if moe else 0,
         moe_ffn_hidden=moe.ffn_hidden if moe else None, moe_shared_experts=moe.shared_experts if moe else 0,
-        moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0)
+        moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0,
+        mtp_layers=workload.mtp_layers)
 
 
 def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float | None = None,
@@ -149,8 +150,8 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     seq = training.seq_len or getattr(workload, "seq_len", 1) or 1
     if workload.kind == "transformer":
         sh = transformer_shape(workload)
-        params = float(transformer.param_count(sh))
-        expert = float(transformer.expert_params_per_layer(sh) * sh.moe_layers)
+        params = float(transformer.training_param_count(sh))  # with the MTP modules: trained, held, synchronised
+        expert = float(transformer.expert_params_per_layer(sh) * (sh.moe_layers + sh.mtp_moe_layers))
         gen_flops = gen_bwd = gen_act = gen_time = 0.0
     else:
         sh = None

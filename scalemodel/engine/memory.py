@@ -112,7 +112,8 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
     states = breakdown["weights"] + breakdown["gradients"] + breakdown["optimizer"]
     act1 = breakdown["activations"] / micro
     if job.is_transformer:
-        params = float(np.asarray(M.params_per_gpu(job.shape, tp=tp, pp=pp, ep=ep).total))
+        mtp = float(job.shape.mtp_layers) if pp == 1 else 0.0  # without a pipeline the one stage holds the modules
+        params = float(np.asarray(M.params_per_gpu(job.shape, tp=tp, pp=pp, ep=ep, mtp_modules=mtp).total))
     else:
         params = job.params
     inputs = {"model": job.name, "cluster": job.cluster_name, "gpus": gpus, "dp": dp, "tp": tp, "pp": pp, "cp": cp,

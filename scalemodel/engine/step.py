@@ -365,11 +365,54 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     fwd = layers_per_stage * fwd_l + with_logits * logits.forward
     rec_n = recomputed_layers(g, layers_per_stage)
     bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * logits.backward + grad_accumulation_time(job, g)
-    return {"total": fwd + bwd, "forward": fwd, "backward": bwd,
-            "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
-            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
-            "recomputed_layers": rec_n,
-            "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l}
+    out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
+           "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
+           "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
+           "recomputed_layers": rec_n,
+           "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
+           "mtp_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1)}
+    if logits_on_stage and float(sh.mtp_layers) > 0:
+        block = moe if bool(sh.last_layer_moe) else dense
+        out = _with_mtp(out, mtp_compute(job, g, block, logits, kw))
+    return out
+
+
+def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: compute.LayerTime,
+                kw: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Compute seconds per micro-batch of the D multi-token prediction modules, which Megatron-Core builds on the
+    last pipeline stage only (multi_token_prediction.py ``get_mtp_num_layers_to_build``, core_v0.15.0: "we only
+    support put all of MTP layers on the last pipeline stage"; the last model chunk when interleaved). Each is
+    priced from the same per-layer pieces as the stage's layers:
+
+        forward  = D (block.forward + proj.forward + logits.forward)
+        backward = D (block.backward + block.recompute + proj.backward + proj.recompute + logits.backward)
+
+    ``block`` is :func:`scalemodel.cost.compute.layer_compute_time` of the last layer's kind (MoE for
+    DeepSeek-V3), ``proj`` :func:`scalemodel.cost.compute.mtp_projection_time` (norms, concatenation, eh_proj),
+    ``logits`` the shared output head with its cross-entropy (:func:`scalemodel.cost.compute.logits_compute_time`).
+    Megatron-Core recomputes a module under full recompute (``_checkpointed_forward`` whenever
+    recompute_granularity is 'full', whatever --recompute-num-layers says), and its block's attention core under
+    selective recompute, as every layer's."""
+    sh = job.shape
+    D = float(sh.mtp_layers)
+    proj = compute.mtp_projection_time(sh, sequence_parallel=g.sequence_parallel, recompute=g.recompute, **kw)
+    fwd = D * (block.forward + proj.forward + logits.forward)
+    bwd = D * (block.backward + block.recompute + proj.backward + proj.recompute + logits.backward)
+    return {"forward": fwd, "backward": bwd, "wgrad": D * (block.forward_gemm + proj.forward_gemm),
+            "attention_core": D * block.attention_core, "blocks": np.asarray(D),
+            "moe_blocks": np.asarray(float(sh.mtp_moe_layers))}
+
+
+def _with_mtp(comp: dict[str, np.ndarray], mtp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A stage's compute parts with the MTP modules' (:func:`mtp_compute`) added; ``mtp_blocks`` and
+    ``mtp_moe_blocks`` tell :func:`_model_parallel_comm` the blocks' TP, CP and EP traffic."""
+    out = dict(comp)
+    for k in ("forward", "backward", "wgrad", "attention_core"):
+        out[k] = comp[k] + mtp[k]
+    out["total"] = out["forward"] + out["backward"]
+    out["mtp_blocks"], out["mtp_moe_blocks"] = mtp["blocks"] + 0 * comp["mtp_blocks"], mtp["moe_blocks"] + 0 * comp[
+        "mtp_moe_blocks"]
+    return out
 
 
 #: Bytes per parameter per micro-batch of DeepSpeed's bf16 optimizer adding a micro-batch's 16-bit gradient into
@@ -689,7 +732,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         return {"tp": zero, "cp": zero, "ep": zero, "pp": zero, "hidden_fwd": zero, "hidden_bwd": zero}
     sh = job.shape
     tokens = _tokens_per_microbatch(job, g)
-    L = comp["layers_per_stage"]
+    L = comp["layers_per_stage"] + comp.get("mtp_blocks", 0.0)  # an MTP block's TP and CP traffic is a layer's
     # TP: all-reduce, or reduce-scatter + all-gather of the same buffer with sequence parallelism.
     per = coll["tp"]
     per_pass = float(transformer.tp_allreduces_per_layer(sh))
@@ -716,7 +759,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     cp_hidden = np.where(g.cp > 1, L * np.minimum(ring, comp["core_per_layer"]), 0.0)
     # EP: dispatch + combine all-to-all per MoE layer, forward and backward.
     moe_share = float(sh.moe_layers / sh.layers)
-    ep = np.where(g.ep > 1, L * moe_share * 4.0 * coll["ep"], 0.0)
+    ep = np.where(g.ep > 1, (L * moe_share + comp.get("mtp_moe_blocks", 0.0)) * 4.0 * coll["ep"], 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p = coll["pp"]
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
@@ -825,13 +868,19 @@ def tied_embedding_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups) 
     TrainSchedule.steps, v0.5.0-v0.6.5). The pair lies at either end of the pipeline, so it crosses the
     outermost tier the pipeline spans: priced as the slowest stage boundary's send/recv is
     (:func:`_stage_boundary_time`: the 2-rank placement ``groups.pipeline``, every GPU of a stage at once, the
-    same per-flow taper)."""
+    same per-flow taper).
+
+    Multi-token prediction modules (``mtp_layers`` > 0) need the word embedding on the last stage too: Megatron-Core
+    builds a copy there (gpt_model.py: "if self.pre_process or self.mtp_process: self.embedding = ...") and
+    all-reduces its gradient with the first stage's as for tied embeddings (finalize_model_grads.py
+    _get_shared_word_embedding_weight: "share_embeddings_and_output_weights or getattr(config, 'mtp_num_layers',
+    0)", core_v0.15.0), so the same term applies to an untied model with MTP."""
     if not job.is_transformer:
         return np.zeros(1)
     sh = job.shape
     nbytes = float(sh.vocab) * float(sh.hidden) / g.tp * job.grad_bytes
     t = _stage_boundary_time(groups, np.asarray(nbytes, dtype=float), "allreduce")
-    return np.asarray(np.where(sh.tied_embeddings & (g.pp > 1), t, 0.0))
+    return np.asarray(np.where((sh.tied_embeddings | (sh.mtp_layers > 0)) & (g.pp > 1), t, 0.0))
 
 
 def _etp(g: StrategyGrid) -> np.ndarray:
@@ -1198,7 +1247,9 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules,
                   reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=g.fsdp_fp8_all_gather)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
-        br = memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage), **kw)
+        d_mtp = float(job.shape.mtp_layers)
+        br = memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage),
+                                   mtp_modules=np.where(g.pp > 1, 0.0, d_mtp), **kw)
         if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
             mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
             br_o = memory.memory_per_gpu(job.shape, stage_layers=mid, recomputed_layers=recomputed_layers(g, mid),
@@ -1206,11 +1257,28 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
             take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
             br = memory.MemoryBreakdown(**{f: np.where(take, getattr(br_o, f), getattr(br, f)) for f in (
                 "weights", "gradients", "optimizer", "activations", "fragmentation", "workspace")})
+        if d_mtp > 0 and np.any(g.pp > 1):
+            br = _mtp_last_stage_memory(job, g, br, _last, kw)
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
     parts["total"] = sum(parts.values())  # type: ignore[assignment]
     return parts
+
+
+def _mtp_last_stage_memory(job: Job, g: StrategyGrid, br: memory.MemoryBreakdown, last: np.ndarray,
+                           kw: dict[str, Any]) -> memory.MemoryBreakdown:
+    """The larger of ``br`` and the last pipeline stage's memory where the model has multi-token prediction
+    modules (pp > 1): its ``last`` layers, the D modules (weights, gradients, optimizer states, activations), the
+    output layer, the word-embedding copy MTP needs (:func:`scalemodel.cost.memory.params_per_gpu`), (1 + D)
+    heads' fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B)."""
+    n = np.maximum(last, 0.0)
+    br_l = memory.memory_per_gpu(job.shape, stage_layers=n, recomputed_layers=recomputed_layers(g, n),
+                                 embedding=True, head=True, stage_rank=np.maximum(g.pp - 1, 0),
+                                 mtp_modules=float(job.shape.mtp_layers), **kw)
+    take = (g.pp > 1) & (br_l.total > br.total)
+    return memory.MemoryBreakdown(**{f: np.where(take, getattr(br_l, f), getattr(br, f)) for f in (
+        "weights", "gradients", "optimizer", "activations", "fragmentation", "workspace")})
 
 
 def _imbalance(job: Job, g: StrategyGrid, m: np.ndarray, task: np.ndarray) -> np.ndarray:

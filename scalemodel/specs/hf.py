@@ -11,9 +11,9 @@ are taken from the HuggingFace ``transformers`` configuration and modelling clas
 A key outside :data:`HARMLESS` (keys known not to change the training cost: token ids, dropout,
 norm epsilons, rotary settings, router loss weights...) and not read here is reported as a warning
 naming it (:mod:`scalemodel.specs.notices`), never dropped silently. So is every default guessed for
-an unknown ``model_type``, a key that is understood but not modelled (attention-only biases, a
-multi-token-prediction module), and a sequence length taken from the inference context
-``max_position_embeddings``.
+an unknown ``model_type``, a key that is understood but not modelled (attention-only biases), and a
+sequence length taken from the inference context ``max_position_embeddings``. ``num_nextn_predict_layers``
+(DeepSeek-V3's multi-token prediction modules) becomes ``mtp_layers``.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ cache_implementation do_layer_norm_before _remove_final_layer_norm use_sliding_w
 use_qk_norm qk_layernorm label2id id2label problem_type finetuning_task prefix max_length chunk_size_feed_forward
 tie_word_embeddings n_ctx text_config embedding_multiplier lm_head_multiplier logits_scaling
 moe_layer_freq decoder_sparse_step first_k_dense_replace mlp_only_layers sliding_window sliding_window_pattern
-layer_types attention_bias mlp_bias num_nextn_predict_layers is_encoder_decoder
+layer_types attention_bias mlp_bias is_encoder_decoder
 embd_pdrop rotary_emb_fraction use_rotary_position_embeddings position_embedding_type original_max_position_embeddings
 gradient_checkpointing rotary sliding_window_size
 """.split())
@@ -157,7 +157,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
         for key in ("model_type", "tie_word_embeddings"):
             if key not in cfg and key in outer:
                 cfg[key] = outer[key]
-    read: set[str] = set()
+    read: set[str] = {"num_nextn_predict_layers"}
     used: dict[str, str] = {}
 
     def first(field: str, *, required: bool = False, minimum: int = 1, keys: tuple[str, ...] | None = None) -> Any:
@@ -344,10 +344,12 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
                     warn(f"{fk} given but no routed-expert count ({', '.join(_KEYS['experts'])}): modelled as dense")
                 read.add(fk)
 
-    mtp = cfg.get("num_nextn_predict_layers")
-    if mtp:
-        warn(f"num_nextn_predict_layers {_integer(cfg, 'num_nextn_predict_layers', 'mtp', 0)}: the multi-token "
-             "prediction module is not counted (as in the published parameter count)")
+    if cfg.get("num_nextn_predict_layers") is not None:
+        # DeepSeek-V3 README_WEIGHTS.md: "num_nextn_predict_layers: Indicates the number of Multi-Token
+        # Prediction (MTP) Modules"; priced as workload.mtp_layers (scalemodel.cost.transformer)
+        out["mtp_layers"] = _integer(cfg, "num_nextn_predict_layers", "mtp", 0)
+        if out["mtp_layers"]:
+            out["sources"]["mtp_layers"] = f"HuggingFace config.json: num_nextn_predict_layers {out['mtp_layers']}"
     if cfg.get("is_encoder_decoder") is True:
         warn("an encoder-decoder config: only one stack of layers is modelled")
     unknown = sorted(k for k in cfg if k not in read and k not in HARMLESS)

@@ -65,6 +65,11 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
         "dropout masks; false for models trained with dropout 0 (Llama 3, Qwen3, DeepSeek-V3), whose masks "
         "PyTorch does not allocate"))] = True
     moe: MoESpec | None = None
+    mtp_layers: Annotated[int, Meta(ge=0, le=1000, description=(
+        "multi-token prediction modules D (DeepSeek-V3 report arXiv:2412.19437 section 2.2; HF "
+        "num_nextn_predict_layers, Megatron-Core --mtp-num-layers): each adds RMSNorms of the hidden state and "
+        "of the shared embedding, a 2h -> h projection, one transformer block of the last layer's kind and a "
+        "pass through the shared output head, all on the last pipeline stage; 0 = none"))] = 0
     params: Annotated[Count | None, Meta(description="published parameter count, for checking")] = None
 
     @property
