@@ -22,6 +22,10 @@ Causal masks: the model charges a causal flash core the full s^2 work; the 'caus
 attention core's time of causal points (the FlashAttention benchmark's FLOP convention), a bound on what the
 mask is worth, not a model change.
 
+Last, the GEMM kernels of one layer as profiled in the layer (FUSER-TE-NSYS: nsys kernel times of the GPT-3 layer's
+forward on 8 x H100 SXM) against the model's GEMM time on the isolated and on the in-layer curve: whether the
+shortfall the factor stands for is in the GEMMs at all.
+
 Usage: python scripts/fit_in_layer_factor.py [--json]
 """
 
@@ -41,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from scalemodel.cost.compute import IN_LAYER_GEMM_FACTOR, layer_compute_time  # noqa: E402
+from scalemodel.cost.compute import IN_LAYER_GEMM_FACTOR, gemm_time, layer_compute_time  # noqa: E402
 from scalemodel.cost.transformer import shape  # noqa: E402
 from scalemodel.specs import load_accelerator  # noqa: E402
 
@@ -157,6 +161,26 @@ def run(doc: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     return rows
 
 
+#: FUSER-TE-NSYS: the per-GPU forward GEMMs of the GPT-3 layer at t 8, b 1, s 2048 (T x N x K, N or K split by 8)
+GPT3_TP8_GEMMS = ((2048, 3 * 12288 // 8, 12288), (2048, 12288, 12288 // 8), (2048, 4 * 12288 // 8, 12288),
+                  (2048, 12288, 4 * 12288 // 8))
+
+
+def gemm_kernels(doc: dict[str, Any] | None = None) -> dict[str, float]:
+    """FUSER-TE-NSYS: the measured forward GEMM kernel sum against the model's GEMM time on H100 SXM's isolated
+    curve and on its in-layer (catalog) curve, seconds."""
+    doc = doc or load()
+    measured = sum(doc["sources"]["FUSER-TE-NSYS"]["gemm_kernels_ns"]) * 1e-9
+    a = load_accelerator("h100-sxm", overrides=[])
+    iso = isolated_curve("h100-sxm", "bf16")
+    out = {"measured": measured, "flops": float(sum(2.0 * m * n * k for m, n, k in GPT3_TP8_GEMMS))}
+    for key, gm in (("isolated", iso["gemm_max"]), ("in_layer", iso["gemm_max"] * IN_LAYER_GEMM_FACTOR)):
+        out[key] = float(sum(gemm_time(m, n, k, peak_flops=a.peak("bf16"), memory_bandwidth=a.memory_bandwidth,
+                                       gemm_max=gm, gemm_half_dim=iso["gemm_half_dim"],
+                                       memory_efficiency=iso["memory"]) for m, n, k in GPT3_TP8_GEMMS))
+    return out
+
+
 def main(argv: list[str]) -> int:
     rows = run()
     if "--json" in argv:
@@ -173,6 +197,12 @@ def main(argv: list[str]) -> int:
             print(f"    {p['row']:34s} measured {p['measured_ms']:8.3f} ms  model {p['model_ms']:8.3f} ms "
                   f"({100 * (p['model_ms'] / p['measured_ms'] - 1):+5.1f} %)  comm {p['comm_ms']:5.3f} ms  "
                   f"alone: factor {p['factor']:.3f}")
+    g = gemm_kernels()
+    print(f"\nFUSER-TE-NSYS (GPT-3 layer forward, t 8, H100 SXM): the 4 GEMM kernels sum to "
+          f"{1e3 * g['measured']:.3f} ms ({g['flops'] / g['measured'] / 1e12:.0f} TFLOP/s); model "
+          f"{1e3 * g['isolated']:.3f} ms on the isolated curve, "
+          f"{1e3 * g['in_layer']:.3f} ms on the in-layer (catalog) curve: in-layer GEMMs run "
+          f"{g['isolated'] / g['measured']:.3f} x the isolated curve's speed")
     return 0
 
 

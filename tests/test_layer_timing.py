@@ -95,3 +95,17 @@ def test_te_guide_is_out_of_reach_of_an_h100_pcie() -> None:
     pts = [p for p in DOC["points"] if p["src"] == "TE-GS-PT" and p["prec"] == "bf16"]
     assert math.isnan(fl.best_gemm_max(pts, DOC["sources"]["TE-GS-PT"], acc="h100-pcie"))
     assert np.isfinite(fl.best_gemm_max(pts, DOC["sources"]["TE-GS-PT"]))
+
+
+def test_fuser_nsys_gemm_kernels_by_hand() -> None:
+    """PR #4844's nsys rows: the three 256x128 nvjet instances (min 109663, med 384733, max 401214 ns) sum to
+    3 x the average 298536.7 ns; with the 192x192 bias kernel (288415 ns) the four forward GEMMs of the GPT-3 layer
+    per GPU at t 8 (2 x 2048 x (4608 x 12288 + 12288 x 1536 + 6144 x 12288 + 12288 x 6144) = 927.7 GFLOP) take
+    1.184 ms, 784 TFLOP/s: faster than the model's isolated H100 curve (1.244 ms), let alone its in-layer one."""
+    ns = DOC["sources"]["FUSER-TE-NSYS"]["gemm_kernels_ns"]
+    assert sum(ns[:3]) == pytest.approx(3 * 298536.7, abs=1)
+    g = fl.gemm_kernels(DOC)
+    assert g["flops"] == pytest.approx(2 * 2048 * (4608 * 12288 + 12288 * 1536 + 2 * 6144 * 12288))
+    assert g["measured"] == pytest.approx(1.184025e-3, rel=1e-6)
+    assert g["measured"] < g["isolated"] < g["in_layer"]
+    assert g["in_layer"] / g["isolated"] == pytest.approx(1 / IN_LAYER_GEMM_FACTOR, rel=0.02)  # d0 terms ~1
