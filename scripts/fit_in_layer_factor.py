@@ -1,0 +1,210 @@
+"""The in-layer GEMM factor implied by each published per-layer timing (hardware/measurements/layer_timing.yaml).
+
+scalemodel prices a layer's GEMMs on the accelerator's isolated-GEMM curve (microbenchmark fit) times one
+in-layer factor, IN_LAYER_GEMM_FACTOR = 0.893, fitted on the only published per-layer timing with its full
+configuration on A100 (Korthikanti et al. 2022 Table 4) and assumed to carry over to other accelerators.
+This script re-derives that factor on A100 and computes the factor each other source implies:
+
+1. The model time of every point is scalemodel's own layer pricing,
+   ``scalemodel.cost.compute.layer_compute_time`` (forward, backward = 2 x forward, recompute), with the
+   accelerator's peak, memory bandwidth, GEMM half-dimension d0 and memory fraction, plus the source's
+   tensor-parallel all-reduces on the critical path: ``ar x 2(t-1)/t x b s h 2 B / busbw(message)``.
+   fwd+bwd points compare against forward + backward.
+2. For each source and precision, gemm_max is scanned (0.30-1.00, step 0.0005) for the least squares of
+   ln(model / measured) over its points, as the A100 fit does; per point, the gemm_max that reproduces it.
+3. Implied factor = that gemm_max / the accelerator's isolated-GEMM gemm_max. The isolated value is the
+   microbenchmark fit: for A100 ``scripts/fit_compute_curves.run()`` (the A100 catalog entry has no curve of
+   its own), for the others the catalog's ``compute_efficiency`` gemm_max / IN_LAYER_GEMM_FACTOR.
+
+fp8 points: the GEMMs run on the fp8 peak and fp8 curve (the scanned one); the attention core stays on the BF16
+peak and the catalog's BF16 in-layer curve, as the step model prices an fp8 run (engine/job.py _bf16_gemms).
+Causal masks: the model charges a causal flash core the full s^2 work; the 'causal/2' column halves the
+attention core's time of causal points (the FlashAttention benchmark's FLOP convention), a bound on what the
+mask is worth, not a model change.
+
+Last, the GEMM kernels of one layer as profiled in the layer (FUSER-TE-NSYS: nsys kernel times of the GPT-3 layer's
+forward on 8 x H100 SXM) against the model's GEMM time on the isolated and on the in-layer curve: whether the
+shortfall the factor stands for is in the GEMMs at all.
+
+Usage: python scripts/fit_in_layer_factor.py [--json]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from scalemodel.cost.compute import IN_LAYER_GEMM_FACTOR, gemm_time, layer_compute_time  # noqa: E402
+from scalemodel.cost.transformer import shape  # noqa: E402
+from scalemodel.specs import load_accelerator  # noqa: E402
+
+LAYER = ROOT / "hardware" / "measurements" / "layer_timing.yaml"
+NCCL = ROOT / "hardware" / "measurements" / "nccl.yaml"
+GRID = np.arange(0.30, 1.0, 0.0005)
+REFERENCE = "KORTHIKANTI-T4"
+
+
+def load(path: Path = LAYER) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _group(prec: str) -> str:
+    return "fp8" if prec == "fp8" else "16bit"
+
+
+def isolated_curve(acc: str, prec: str) -> dict[str, float]:
+    """The accelerator's isolated-GEMM curve: gemm_max, d0 and memory fraction of the microbenchmark fit."""
+    if acc == "a100-sxm-80g":  # no catalog curve (family default): the microbenchmark fit itself
+        import fit_compute_curves as fit  # scripts/; imported here because it prints its fits as it runs
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            f = fit.run()[(acc, _group(prec))]
+        return {"gemm_max": float(f["gemm_max"]), "gemm_half_dim": float(f["gemm_half_dim"]),
+                "memory": float(f["memory"])}
+    ce = load_accelerator(acc, overrides=[]).compute_efficiency
+    if ce is None:
+        raise SystemExit(f"error: {acc}: no compute_efficiency in the catalog; fit it first")
+    gm, d0 = ce.gemm(prec)
+    return {"gemm_max": gm / IN_LAYER_GEMM_FACTOR, "gemm_half_dim": d0, "memory": float(ce.memory)}
+
+
+def busbw(src: dict[str, Any], msg_bytes: float) -> float:
+    """All-reduce bus bandwidth (B/s) for a message: the source's fixed value, or the nccl.yaml case it names
+    interpolated log-log in message size."""
+    if "allreduce_busbw_GBps" in src:
+        return float(src["allreduce_busbw_GBps"]) * 1e9
+    case = next(c for c in yaml.safe_load(NCCL.read_text(encoding="utf-8")) if c["id"] == src["allreduce_busbw_from"])
+    x = np.log(np.asarray(case["measured"]["msg_bytes"], dtype=float))
+    y = np.log(np.asarray(case["measured"]["busbw_GBps"], dtype=float))
+    return float(np.exp(np.interp(np.log(msg_bytes), x, y))) * 1e9
+
+
+def comm_time(p: dict[str, Any], src: dict[str, Any]) -> float:
+    """Critical-path tensor-parallel communication of the timed pass: ar all-reduces of b*s*h 2-byte elements."""
+    if not p["ar"] or p["tp"] <= 1:
+        return 0.0
+    msg = p["micro_batch"] * p["seq"] * p["hidden"] * 2.0
+    return p["ar"] * 2.0 * (p["tp"] - 1) / p["tp"] * msg / busbw(src, msg)
+
+
+def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str | None = None,
+               causal_half: bool = False) -> np.ndarray:
+    """Model time (s) of point p for each gemm_max (array): scalemodel's layer pricing + the source's comm."""
+    name = acc or p["acc"]
+    a = load_accelerator(name, overrides=[])
+    iso = isolated_curve(name, p["prec"])
+    sh = shape(layers=1, hidden=p["hidden"], heads=p["heads"], vocab=32000, ffn_hidden=p["ffn"])
+    kw: dict[str, Any] = dict(micro_batch=p["micro_batch"], seq_len=p["seq"], tp=p["tp"],
+                              sequence_parallel=p["sp"], recompute=p["recompute"], flash_attention=p["flash"],
+                              peak_flops=a.peak(p["prec"]), memory_bandwidth=a.memory_bandwidth,
+                              gemm_max=np.asarray(gemm_max, dtype=float), gemm_half_dim=iso["gemm_half_dim"],
+                              memory_efficiency=iso["memory"])
+    if p["prec"] == "fp8":  # the core stays in BF16 on the catalog's BF16 in-layer curve (engine/job.py _bf16_gemms)
+        ce = a.compute_efficiency
+        assert ce is not None
+        gm16, d016 = ce.gemm("bf16")
+        kw.update(core_peak_flops=a.peak("bf16"), core_gemm_max=gm16, core_gemm_half_dim=d016)
+    lt = layer_compute_time(sh, **kw)
+    fwd = lt.forward - (0.5 * lt.attention_core if causal_half and p["causal"] else 0.0)
+    t = {"fwd": fwd, "bwd": 2.0 * fwd + (fwd if p["recompute"] == "full" else
+                                         lt.attention_core if p["recompute"] == "selective" else 0.0),
+         "fwd+bwd": 3.0 * fwd}[p["measured"]]
+    return np.asarray(t, dtype=float) + comm_time(p, src)
+
+
+def best_gemm_max(pts: list[dict[str, Any]], src: dict[str, Any], acc: str | None = None,
+                  causal_half: bool = False) -> float:
+    """gemm_max on GRID minimising sum ln(model/measured)^2 over pts; NaN when even gemm_max 1 is too slow."""
+    meas = np.array([p["ms"] * 1e-3 for p in pts])
+    pred = np.stack([model_time(p, src, GRID, acc, causal_half) for p in pts], axis=-1)
+    sse = np.sum(np.log(pred / meas) ** 2, axis=-1)
+    i = int(np.argmin(sse))
+    return float("nan") if i == len(GRID) - 1 else float(GRID[i])
+
+
+def run(doc: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One row per (source, precision, accelerator) fit, with its points."""
+    doc = doc or load()
+    rows: list[dict[str, Any]] = []
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for p in doc["points"]:
+        if p.get("fit", True):
+            groups.setdefault((p["src"], _group(p["prec"])), []).append(p)
+    for (name, group), pts in groups.items():
+        src = doc["sources"][name]
+        accs = [pts[0]["acc"]] + (["h100-pcie"] if name == "TE-GS-PT" else [])  # SKU not stated: PCIe as a bound
+        for acc in accs:
+            iso = isolated_curve(acc, pts[0]["prec"])["gemm_max"]
+            gm = best_gemm_max(pts, src, acc)
+            gm_c = best_gemm_max(pts, src, acc, causal_half=True)
+            per_point = []
+            for p in pts:
+                single = best_gemm_max([p], src, acc)
+                t = float(model_time(p, src, gm, acc)[()]) if np.isfinite(gm) else float("nan")
+                per_point.append({"row": p["row"], "measured_ms": p["ms"], "model_ms": 1e3 * t,
+                                  "gemm_max": single, "factor": single / iso,
+                                  "comm_ms": 1e3 * comm_time(p, src)})
+            rows.append({"source": name, "acc": acc, "group": group, "isolated_gemm_max": iso, "gemm_max": gm,
+                         "factor": gm / iso, "factor_causal_half": gm_c / iso, "status": src.get("status", ""),
+                         "points": per_point})
+    return rows
+
+
+#: FUSER-TE-NSYS: the per-GPU forward GEMMs of the GPT-3 layer at t 8, b 1, s 2048 (T x N x K, N or K split by 8)
+GPT3_TP8_GEMMS = ((2048, 3 * 12288 // 8, 12288), (2048, 12288, 12288 // 8), (2048, 4 * 12288 // 8, 12288),
+                  (2048, 12288, 4 * 12288 // 8))
+
+
+def gemm_kernels(doc: dict[str, Any] | None = None) -> dict[str, float]:
+    """FUSER-TE-NSYS: the measured forward GEMM kernel sum against the model's GEMM time on H100 SXM's isolated
+    curve and on its in-layer (catalog) curve, seconds."""
+    doc = doc or load()
+    measured = sum(doc["sources"]["FUSER-TE-NSYS"]["gemm_kernels_ns"]) * 1e-9
+    a = load_accelerator("h100-sxm", overrides=[])
+    iso = isolated_curve("h100-sxm", "bf16")
+    out = {"measured": measured, "flops": float(sum(2.0 * m * n * k for m, n, k in GPT3_TP8_GEMMS))}
+    for key, gm in (("isolated", iso["gemm_max"]), ("in_layer", iso["gemm_max"] * IN_LAYER_GEMM_FACTOR)):
+        out[key] = float(sum(gemm_time(m, n, k, peak_flops=a.peak("bf16"), memory_bandwidth=a.memory_bandwidth,
+                                       gemm_max=gm, gemm_half_dim=iso["gemm_half_dim"],
+                                       memory_efficiency=iso["memory"]) for m, n, k in GPT3_TP8_GEMMS))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    rows = run()
+    if "--json" in argv:
+        clean = json.loads(json.dumps(rows), parse_constant=lambda c: None)  # NaN -> null: strict JSON
+        print(json.dumps(clean, indent=1, allow_nan=False))
+        return 0
+    print(f"In-layer GEMM factor implied by published per-layer timings (catalog IN_LAYER_GEMM_FACTOR "
+          f"{IN_LAYER_GEMM_FACTOR})\n")
+    for r in rows:
+        print(f"{r['source']} on {r['acc']} ({r['group']}): isolated gemm_max {r['isolated_gemm_max']:.3f}, "
+              f"in-layer fit {r['gemm_max']:.4f} -> factor {r['factor']:.3f} "
+              f"(causal core /2: {r['factor_causal_half']:.3f})")
+        for p in r["points"]:
+            print(f"    {p['row']:34s} measured {p['measured_ms']:8.3f} ms  model {p['model_ms']:8.3f} ms "
+                  f"({100 * (p['model_ms'] / p['measured_ms'] - 1):+5.1f} %)  comm {p['comm_ms']:5.3f} ms  "
+                  f"alone: factor {p['factor']:.3f}")
+    g = gemm_kernels()
+    print(f"\nFUSER-TE-NSYS (GPT-3 layer forward, t 8, H100 SXM): the 4 GEMM kernels sum to "
+          f"{1e3 * g['measured']:.3f} ms ({g['flops'] / g['measured'] / 1e12:.0f} TFLOP/s); model "
+          f"{1e3 * g['isolated']:.3f} ms on the isolated curve, "
+          f"{1e3 * g['in_layer']:.3f} ms on the in-layer (catalog) curve: in-layer GEMMs run "
+          f"{g['isolated'] / g['measured']:.3f} x the isolated curve's speed")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
