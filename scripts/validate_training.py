@@ -541,7 +541,7 @@ HELD_OUT: dict[str, str] = {
 
 def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     """What in the case the model cannot express (empty when it can); with ``held``, also :data:`HELD_OUT`."""
-    par, m, hw, prec = case["parallelism"], case["model"], case["hardware"], str(case.get("precision", ""))
+    par, m, hw = case["parallelism"], case["model"], case["hardware"]
     why: list[str] = [HELD_OUT[case["id"]]] if held and case.get("id") in HELD_OUT else []
     variant = accelerator_variant(str(hw.get("gpu", "")))
     if CLUSTER_FOR_ACCELERATOR.get(variant) is None:
