@@ -1254,9 +1254,7 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
             mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
             br_o = memory.memory_per_gpu(job.shape, stage_layers=mid, recomputed_layers=recomputed_layers(g, mid),
                                          embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw)
-            take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
-            br = memory.MemoryBreakdown(**{f: np.where(take, getattr(br_o, f), getattr(br, f)) for f in (
-                "weights", "gradients", "optimizer", "activations", "fragmentation", "workspace")})
+            br = _where_breakdown((g.pp > 1) & (other > first) & (br_o.total > br.total), br_o, br)
         if d_mtp > 0 and np.any(g.pp > 1):
             br = _mtp_last_stage_memory(job, g, br, _last, kw)
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
@@ -1276,9 +1274,13 @@ def _mtp_last_stage_memory(job: Job, g: StrategyGrid, br: memory.MemoryBreakdown
     br_l = memory.memory_per_gpu(job.shape, stage_layers=n, recomputed_layers=recomputed_layers(g, n),
                                  embedding=True, head=True, stage_rank=np.maximum(g.pp - 1, 0),
                                  mtp_modules=float(job.shape.mtp_layers), **kw)
-    take = (g.pp > 1) & (br_l.total > br.total)
-    return memory.MemoryBreakdown(**{f: np.where(take, getattr(br_l, f), getattr(br, f)) for f in (
-        "weights", "gradients", "optimizer", "activations", "fragmentation", "workspace")})
+    return _where_breakdown((g.pp > 1) & (br_l.total > br.total), br_l, br)
+
+
+def _where_breakdown(take: np.ndarray, a: memory.MemoryBreakdown, b: memory.MemoryBreakdown) -> memory.MemoryBreakdown:
+    """Per candidate, every part of ``a`` where ``take``, else of ``b`` (a stage's whole breakdown, never a mix)."""
+    return memory.MemoryBreakdown(**{f: np.where(take, getattr(a, f), getattr(b, f))
+                                     for f in memory.MemoryBreakdown.__struct_fields__})
 
 
 def _imbalance(job: Job, g: StrategyGrid, m: np.ndarray, task: np.ndarray) -> np.ndarray:
