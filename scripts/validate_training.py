@@ -50,7 +50,8 @@ Two case files (issue 5 and issue 13):
       fsdp_reshard_after_forward false, as for torchtitan runs (titan24) with pp > 1 (torchtitan 9dec370
       parallelize_llama.py: "For PP, do not reshard after forward"); "float8 all-gather" in the precision
       with fp8 -> fsdp_fp8_all_gather.
-    - sequence parallelism: as stated, else on when tp > 1 for runs from 2022 on (Korthikanti 2022).
+    - sequence parallelism: as stated, else on when tp > 1 for runs from 2022 on (Korthikanti 2022), except
+      on the Megatron-DeepSpeed forks (:data:`NO_SEQUENCE_PARALLEL`), which had none.
   Memory and kernels (by the run's year, RUN_YEAR from validation/README.md's source table)
     - recompute: as stated (MaxText remat "minimal" = selective); unstated -> the least of none,
       selective, full that fits in memory by the model's memory estimate (selective only from 2022).
@@ -243,6 +244,10 @@ MEGATRON_CORE = {"mlm24", "mb2511", "nemo2407"}
 #: PipelineEngine.__init__ sets ``self.enable_backward_allreduce = False`` (deepspeed/runtime/pipe/engine.py,
 #: deepspeedai/DeepSpeed v0.6.0 and v0.6.5): the gradient all-reduce does not overlap the backward pass.
 DEEPSPEED_PIPELINE = {"bloom", "mtnlg"}
+#: Sources whose training code has no sequence parallelism, whatever the run's year: the Megatron-DeepSpeed forks
+#: they ran define no such option (no ``sequence_parallel`` anywhere in bigscience-workshop/Megatron-DeepSpeed up to
+#: its last commit 8387ae17 (2023-12), nor in microsoft/Megatron-DeepSpeed at 54884b5f (2021-10)).
+NO_SEQUENCE_PARALLEL = {"bloom", "mtnlg"}
 #: Model types that tie input and output embeddings unless the case says otherwise.
 TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 #: Model types trained without dropout (TransformerWorkload.dropout = false: no dropout masks stored):
@@ -726,7 +731,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     chunks = recipe_chunks(case, wl.layers, pp, int(par.get("interleaved_stages_per_device", 1)))
     m_text = case["model"]
     flash = "flash" in (str(m_text.get("attention", "")) + str(par.get("attention", ""))).lower() or year >= 2023
-    seqpar = bool(par.get("sequence_parallel", tp > 1 and year >= 2022))
+    seqpar = bool(par.get("sequence_parallel", tp > 1 and year >= 2022 and src not in NO_SEQUENCE_PARALLEL))
     precision = parse_precision(str(case.get("precision", "")))
     zero = parse_zero(par.get("zero_stage"), src)
     shard_group = None

@@ -152,3 +152,63 @@ def test_plan_with_deepspeed_pipeline_searches_1f1b_only(cli) -> None:  # type: 
     bad = cli("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--schedule",
               "interleaved:2", "--set", "strategy.deepspeed_pipeline=true")
     assert bad.code == 2 and bad.err.startswith("error: strategy.deepspeed_pipeline:") and "Traceback" not in bad.err
+
+
+def _dp_total(cluster, wl, training, gpus, **strategy) -> float:  # type: ignore[no-untyped-def]
+    job, _, res = one(cluster, wl, training, gpus, **strategy)
+    return val(res.extras["dp_comm_total"])
+
+
+def test_bf16_optimizer_gathers_its_bf16_weights_after_the_fp32_allreduce(a100) -> None:  # type: ignore[no-untyped-def]
+    """DeepSpeed's BF16_Optimizer under the PipelineEngine (bf16, fp32 gradient reduction, its own ZeRO-1): the
+    whole fp32 gradient all-reduced, then the updated bf16 weights all-gathered over DP, on top of what ZeRO-1's
+    reduce-scatter + all-gather (the all-reduce's volume) costs. gpt-7.5b, tp 1, pp 4 (9 of 36 layers a stage),
+    dp 8 inside one DGX A100 node (NVLink3, 300 GB/s per direction at 0.77 efficiency)."""
+    wl = load_workload("gpt-7.5b")
+    training = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
+    kw = dict(tp=1, pp=4, zero="1")
+    job, _, _ = one(a100, wl, training, 32, **kw)
+    base = _dp_total(a100, wl, training, 32, **kw)
+    ds = _dp_total(a100, wl, training, 32, deepspeed_pipeline=True, **kw)
+    p_d = job.params / 4  # parameters per GPU before sharding: tp 1 x pp 4
+    weights = p_d * 2.0  # bf16 bytes gathered = the all-gather's output size
+    shards = max(int(p_d // 5e8), 1)  # all_gather_dp_groups: num_shards = numel * dp // allgather_bucket_size
+    assert shards == 3  # 1.86e9 parameters
+    network = job.network
+    expected = shards * val(coll.collective_time("allgather", weights / shards, 8, network, stride=1))
+    assert ds - base == pytest.approx(expected, rel=1e-9)
+    # by hand: each GPU receives 7/8 of 3.73 GB over NVLink3 (300 GB/s a direction) at 0.77 of line rate
+    sent = 7 / 8 * weights
+    assert sent / 300e9 / 0.77 < ds - base < 1.05 * sent / 300e9 / 0.77 + shards * 14 * 2e-6 + 1e-3
+    # ... about a quarter of the fp32 all-reduce it follows (2 x 7/8 x 4 bytes against 7/8 x 2 bytes a parameter)
+    assert 0.2 < (ds - base) / base < 0.3
+
+
+def test_no_weight_gather_outside_the_bf16_optimizer(a100) -> None:  # type: ignore[no-untyped-def]
+    """fp16 (DeepSpeed's ZeRO-1 reduces to the owners, then gathers: the all-reduce volume already priced), bf16
+    reduced in bf16, or ZeRO 0: no extra gather."""
+    wl = load_workload("gpt-7.5b")
+    for precision, grad_bytes, zero in (("fp16", 4.0, "1"), ("bf16", 2.0, "1"), ("bf16", 4.0, "0")):
+        training = TrainingSpec(global_batch=64, micro_batch=1, precision=precision, grad_bytes_per_param=grad_bytes)
+        kw = dict(tp=1, pp=4, zero=zero, bucket_size=1e9)  # one bucket size for both: only the gather may differ
+        assert _dp_total(a100, wl, training, 32, deepspeed_pipeline=True, **kw) == pytest.approx(
+            _dp_total(a100, wl, training, 32, **kw), rel=1e-12)
+
+
+def test_pipeline_engine_allreduces_in_5e8_element_buckets(a100) -> None:  # type: ignore[no-untyped-def]
+    """ZeRO 0 under the PipelineEngine: allreduce_gradients(bucket_size=MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements),
+    not DDP's 25 MB buckets: 1.86e9 fp16 gradients a GPU go in ceil(1.86e9 / 5e8) = 4 all-reduces of 0.93 GB, not
+    ceil(3.73 GB / 25 MB) = 150 of 25 MB."""
+    wl = load_workload("gpt-7.5b")
+    training = TrainingSpec(global_batch=64, micro_batch=1, precision="fp16")
+    job, _, _ = one(a100, wl, training, 32, tp=1, pp=4)
+    grads = job.params / 4 * 2.0
+    n = int(np.ceil(job.params / 4 / 5e8))
+    assert n == 4
+    ds = _dp_total(a100, wl, training, 32, tp=1, pp=4, deepspeed_pipeline=True)
+    assert ds == pytest.approx(n * val(coll.collective_time("allreduce", grads / n, 8, job.network, stride=1)),
+                               rel=1e-9)
+    ddp = _dp_total(a100, wl, training, 32, tp=1, pp=4)
+    assert ddp == pytest.approx(150 * val(coll.collective_time("allreduce", grads / 150, 8, job.network, stride=1)),
+                                rel=1e-9)
+    assert ds < ddp  # fewer latencies

@@ -220,6 +220,8 @@ def test_framework_settings_from_sources() -> None:
     for cid in ("bloom_176b_384", "mtnlg_530b_2240", "mtnlg_530b_2800", "mtnlg_530b_3360"):
         assert by_id[cid].settings["dp_overlap"] is False
     assert by_id["bloom_176b_384"].settings["grad_bytes"] == 4.0
+    # a 2022 run with tp 4, but the Megatron-DeepSpeed fork it ran has no sequence parallelism (NO_SEQUENCE_PARALLEL)
+    assert by_id["bloom_176b_384"].settings["sequence_parallel"] is False
     assert by_id["mtnlg_530b_2240"].settings["grad_bytes"] is None
     assert all(r.settings["grad_bytes"] == 4.0 for i, r in by_id.items() if i.startswith("mpt_h100_"))
     assert by_id["mpt_a100_40g_70b_128"].settings["grad_bytes"] is None  # MP mode PURE: bf16 reduction

@@ -914,13 +914,48 @@ def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np
     return q, codec
 
 
+def deepspeed_pipeline_buckets(g: StrategyGrid) -> np.ndarray:
+    """Whether the data-parallel gradient all-reduce runs in DeepSpeed's 5e8-element buckets although ZeRO is 0:
+    DeepSpeed's PipelineEngine reduces after the last BackwardPass with
+    ``allreduce_gradients(bucket_size=MEMORY_OPT_ALLREDUCE_SIZE)`` (fp16) or ``buffered_allreduce_fallback(...,
+    elements_per_buffer=MEMORY_OPT_ALLREDUCE_SIZE)`` (bf16), MEMORY_OPT_ALLREDUCE_SIZE = 500000000 elements
+    (deepspeed/runtime/pipe/engine.py _exec_reduce_grads, deepspeed/runtime/constants.py, v0.5.4 and v0.6.5):
+    flattened buckets of up to 5e8 elements, not PyTorch DDP's 25 MB."""
+    return np.asarray(g.deepspeed_pipeline & (g.zero == Zero.NONE))
+
+
+def bf16_optimizer_param_gather(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Whether the data-parallel sync is DeepSpeed's BF16_Optimizer under its PipelineEngine, which sends the
+    updated 16-bit weights on top of the gradient all-reduce (``deepspeed_pipeline``, bf16, fp32 gradient
+    reduction ``grad_bytes`` 4, ZeRO 1: the optimizer's own partitioning of the fp32 states over DP).
+
+        per GPU and step:  AllReduce(P_d g, dp)  +  AllGather(P_d eb, dp)       g = 4, eb = 2
+        bytes sent       = 2 (dp-1)/dp P_d g    +  (dp-1)/dp P_d eb             (ring)
+
+    against ZeRO-1's reduce-scatter + all-gather at one element size (2 (dp-1)/dp P_d g, what ``zero 1`` prices).
+    DeepSpeed v0.6.5 (the bf16 pipeline BLOOM ran): with bf16 the PipelineEngine's ReduceGrads is
+    ``_bf16_reduce_grads``, ``buffered_allreduce_fallback(grads=optimizer.get_grads_for_reduction())``: an
+    all-reduce of the whole fp32 gradient buffers ``fp32_groups_gradients_flat``, not a reduce-scatter
+    (deepspeed/runtime/pipe/engine.py; bf16 with ZeRO stage 1 raises NotImplementedError there);
+    ``BF16_Optimizer.step`` then updates its 1/dp fp32 partition, copies it into its bf16 partition
+    (``update_lp_params``) and all-gathers the bf16 partitions over DP (``all_gather_dp_groups`` in buckets of
+    ``allgather_bucket_size`` = 5e8 elements; deepspeed/runtime/bf16_optimizer.py, runtime/utils.py). MoE
+    gradients are not supported on that path (``buffered_allreduce_fallback`` asserts), so only the dense
+    parameters are gathered."""
+    bf16 = bool(Precision.parse(job.precision) == Precision.BF16) and job.grad_bytes > job.elem_bytes
+    return np.asarray(g.deepspeed_pipeline & (g.zero == Zero.OPTIMIZER) & bf16)
+
+
 def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_params: Any,
                   wire: Any) -> np.ndarray:
     """Wire bytes per gradient bucket. A bucket holds a number of gradient elements: the user's
     ``bucket_size`` (bytes of uncompressed gradient), else the framework's default for the ZeRO
     stage: PyTorch DDP 25 MB (ZeRO 0), DeepSpeed reduce_bucket_size 5e8 elements (ZeRO 1-3), FSDP
-    one wrapped layer. Compression shrinks the bytes on the wire, not the elements per bucket."""
-    deepspeed_or_ddp = np.where(g.zero >= Zero.OPTIMIZER, DEEPSPEED_BUCKET_ELEMENTS, DDP_BUCKET_BYTES / job.grad_bytes)
+    one wrapped layer. Compression shrinks the bytes on the wire, not the elements per bucket. DeepSpeed's
+    PipelineEngine (``deepspeed_pipeline``) all-reduces in buckets of 5e8 elements at ZeRO 0 too
+    (:func:`deepspeed_pipeline_buckets`)."""
+    deepspeed_or_ddp = np.where((g.zero >= Zero.OPTIMIZER) | deepspeed_pipeline_buckets(g), DEEPSPEED_BUCKET_ELEMENTS,
+                                DDP_BUCKET_BYTES / job.grad_bytes)
     framework = np.where(g.zero == Zero.FSDP, layer_params, deepspeed_or_ddp)
     elements = np.where(g.bucket_bytes > 0, g.bucket_bytes / job.grad_bytes, framework)
     return np.maximum(elements * wire, 1.0)
@@ -964,6 +999,11 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     total = reduce(dense * q, data.dense)
     if job.expert_params > 0:  # routed experts are replicated over dp/ep ranks only
         total = total + reduce(expert * q, data.expert)
+    gather = bf16_optimizer_param_gather(job, g)
+    if np.any(gather):  # DeepSpeed's BF16_Optimizer: the fp32 all-reduce above, then the 16-bit weights gathered
+        shards = np.maximum(np.floor(dense / DEEPSPEED_BUCKET_ELEMENTS), 1.0)  # all_gather_dp_groups' num_shards
+        ag = shards * _collective("allgather", dense * job.elem_bytes / shards, data.dense)
+        total = total + np.where(gather, ag, 0.0)
     topk = g.compression == CompressionKind.TOPK
     if np.any(topk):
         # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
