@@ -919,7 +919,7 @@ def deepspeed_pipeline_buckets(g: StrategyGrid) -> np.ndarray:
     DeepSpeed's PipelineEngine reduces after the last BackwardPass with
     ``allreduce_gradients(bucket_size=MEMORY_OPT_ALLREDUCE_SIZE)`` (fp16) or ``buffered_allreduce_fallback(...,
     elements_per_buffer=MEMORY_OPT_ALLREDUCE_SIZE)`` (bf16), MEMORY_OPT_ALLREDUCE_SIZE = 500000000 elements
-    (deepspeed/runtime/pipe/engine.py _exec_reduce_grads, deepspeed/runtime/constants.py, v0.5.4 and v0.6.5):
+    (deepspeed/runtime/pipe/engine.py _exec_reduce_grads, the constant in runtime/engine.py; v0.5.4, v0.6.5):
     flattened buckets of up to 5e8 elements, not PyTorch DDP's 25 MB."""
     return np.asarray(g.deepspeed_pipeline & (g.zero == Zero.NONE))
 
