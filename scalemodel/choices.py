@@ -94,6 +94,19 @@ class Precision(Choice):
         return 4.0 if self in (Precision.FP32, Precision.TF32) else 2.0
 
 
+class Fp8Recipe(Choice):
+    """Transformer Engine's FP8 scaling recipe, by Megatron-Core's --fp8-recipe names (TransformerConfig.fp8_recipe,
+    default 'delayed'): DelayedScaling, Float8CurrentScaling (per-tensor current scaling), MXFP8BlockScaling."""
+
+    DELAYED = 0, "delayed"
+    TENSORWISE = 1, "tensorwise", "current", "fp8-cs", "fp8_cs"
+    MXFP8 = 2, "mxfp8", "fp8-mx", "fp8_mx"
+
+    @classmethod
+    def noun(cls) -> str:
+        return "fp8 recipe"
+
+
 class Zero(Choice):
     """ZeRO stage (Rajbhandari et al. 2020), PyTorch FSDP (Zhao et al. 2023, full sharding) or HSDP
     (FSDP's hybrid sharding: shard inside a group of replicas, replicate across groups)."""

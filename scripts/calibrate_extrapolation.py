@@ -114,7 +114,8 @@ def new_cases() -> list[Case]:
         assert wl is not None
         gpus, gb = int(case["parallelism"]["gpus"]), int(s["global_batch"])
         tr = TrainingSpec(global_batch=gb, micro_batch=s["micro_batch"], precision=s["precision"],
-                          seq_len=case["model"]["seq_len"], grad_bytes_per_param=s.get("grad_bytes"))
+                          seq_len=case["model"]["seq_len"], grad_bytes_per_param=s.get("grad_bytes"),
+                          fp8_recipe=s.get("fp8_recipe"))
         st = res.strategy  # exactly the strategy the validator predicted
         p = predict(cluster, wl, gpus, tr, st)
         step, x = p.step_time_s, res.measured

@@ -61,7 +61,9 @@ Two case files (issue 5 and issue 13):
     - fused (flash) attention: as stated, else on for runs from 2023 on (FlashAttention 2022,
       integrated in Megatron-LM/NeMo/PyTorch in 2023), off before.
     - precision: fp8 / bf16 / fp16 as stated; "not stated" or "mixed" -> bf16 (16-bit peaks are
-      equal). fp8 uses the accelerator's fp8 peak and GEMM curve.
+      equal). fp8 uses the accelerator's fp8 peak and GEMM curve, and the scaling recipe the precision
+      records (FP8-CS -> tensorwise, FP8-MX -> mxfp8; unnamed -> the model's default, delayed) for the
+      quantization casts.
   Communication overlap (as the source or its recipe states it in ``parallelism.overlap``; unstated ->
   the engine's defaults)
     - ``--tp-comm-overlap`` -> tp_comm_overlap; ``--overlap-param-gather`` -> overlap_param_gather.
@@ -454,6 +456,20 @@ def parse_precision(text: str) -> str:
     return "bf16"
 
 
+def parse_fp8_recipe(text: str) -> str | None:
+    """The Transformer Engine scaling recipe a case's precision text records (training_cases.yaml conventions:
+    'FP8-CS' per-tensor current scaling -> tensorwise, 'FP8-MX' -> mxfp8); None (the model's default, delayed:
+    Megatron-Core's) when it names none or the run is not fp8."""
+    t = text.lower()
+    if "fp8" not in t:
+        return None
+    if "fp8-cs" in t or "current scaling" in t:
+        return "tensorwise"
+    if "fp8-mx" in t or "mxfp8" in t:
+        return "mxfp8"
+    return None
+
+
 def stage_layout(text: str) -> tuple[int, int] | None:
     """(first, last) stage layers of a stated plain-pipeline layout '[... N layers] ... [N layers ...]'."""
     groups = re.findall(r"\[([^\]]*)\]", text)
@@ -742,7 +758,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     if case["id"] in RECIPE_A2A_OVERLAP and not stated:
         options = [o for o in options if o != "full"]  # Megatron-Core refuses full recompute with the EP overlap
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"],
-                      grad_bytes_per_param=parse_grad_reduce(par.get("grad_reduce")))
+                      grad_bytes_per_param=parse_grad_reduce(par.get("grad_reduce")),
+                      fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))))
     p: Prediction | None = None
     st: StrategySpec | None = None
     flags = overlap_flags(par.get("overlap"))
@@ -794,7 +811,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     if case["id"] in RECIPE_HOST_SYNC_EAGER:
         notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: dropless all-to-all dispatch, "
                      "no CUDA graphs")
-    settings = {"cluster": cname, "workload": how, "precision": precision, "tp": tp, "pp": pp, "cp": cp, "ep": ep,
+    settings = {"cluster": cname, "workload": how, "precision": precision, "fp8_recipe": tr.fp8_recipe,
+                "tp": tp, "pp": pp, "cp": cp, "ep": ep,
                 "etp": st.etp,
                 "dp": dp, "shard_group": shard_group, "micro_batch": mb, "global_batch": gb, "schedule": schedule,
                 "zero": zero,

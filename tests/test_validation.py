@@ -58,13 +58,19 @@ FAMILY_MEDIAN_BOUNDS = {
     # size dependence from Azure's ND GB200 v6 FP8 sweep (gemm.yaml `level: shape-only`: that sweep plateaus at 0.58
     # of the FP8 peak while the same table's FP4 reaches 0.76): 8B fp8 -12.2% -> -6.0%, 70B FSDP -9.4% -> -1.6%,
     # 405B -8.2% -> +3.8%, Qwen3-30B fp8mx +27.7% -> +31.1%
-    ("accelerator", "GB200"): 0.05,  # n=6, now 4.9% (9.4% before the MAMF-level fp8 curve)
+    # Raised by the FP8 quantization casts (cost.compute.fp8_quantize_bytes, Transformer Engine bytes, no fitted
+    # constant): every fp8 run slows; the dense Llama-3 runs, already predicted too slow, move away (GB200 8B
+    # -6.0% -> -10.3%, 70B FSDP -1.6% -> -4.5%; B200 8B -8.1% -> -12.2%; H100 8B FSDP -17.8% -> -22.1%, 70B
+    # -8.6% -> -12.3%), the MoE ones move closer (GB200 Qwen3-30B +30.9% -> +23.8%, H100 Qwen3-30B +168.4% ->
+    # +148.5%); fp8 bias +15.9% -> +11.6%: the dense fp8 runs' shortfall lies elsewhere than in the casts
+    ("accelerator", "GB200"): 0.055,  # n=6, now 5.3% (4.9% before the FP8 casts, 9.4% before the MAMF-level curve)
     # H100, mlm24, mpt, MoE: the flash attention core without the score matrix in HBM (cost.compute.flash_core_time,
     # FlashAttention-3 and cuDNN run 600+ TFLOP/s over the old 377 cap) and an fp8 run's core in BF16: the fp8
     # Llama-3 runs move closer (H100 8B -20.2% -> -15.9%, 70B -7.3% -> -4.3%), the over-predicted 16-bit H100 runs
     # move further (mlm24 1.7b +16.9% -> +21.3%, MPT +1-3.5 points) and the MoE runs without host time priced
     # (h100_qwen3_30b +166.6% -> +180.2%): their missing cost is elsewhere than in the attention core
-    ("accelerator", "H100"): 0.10,  # n=25, now 9.8% (8.9% before the flash core, 9.99% before the MAMF bound)
+    # H100 raised 0.10 -> 0.12 by the FP8 casts (see GB200)
+    ("accelerator", "H100"): 0.12,  # n=25, now 11.7% (9.8% before the FP8 casts, 8.9% before the flash core)
     ("accelerator", "P100"): 0.03,  # n=1, now 2.7%
     # TPU v5p and maxtext n=5 -> 7 when the two MaxText multi-slice runs became expressible (tpu-v5p-multislice, HSDP
     # with the slice as shard group): 128b_2x512 +13.0%, 1024b_2x4096 -7.7%; no existing case moved (5.6% before)
@@ -83,7 +89,8 @@ FAMILY_MEDIAN_BOUNDS = {
     ("precision", "fp32"): 0.03,  # n=1, now 2.7%
     # fp8 raised 0.08 -> 0.11 by the in-layer GEMM factor (see GB200 above): the fp8 cases under-predicted before
     # (mb2511 H100 8B FSDP -11% -> -16%, 70B -4% -> -10%) move away; nemo2407 +18%/+7% -> +8%/-2% move closer
-    ("precision", "fp8"): 0.08,  # n=14, now 7.8% (9.0% before the MAMF-level GB200 fp8 curve, see GB200)
+    # fp8 raised 0.08 -> 0.12 by the FP8 casts (see GB200)
+    ("precision", "fp8"): 0.12,  # n=14, now 11.3% (7.9% before the FP8 casts, 9.0% before the MAMF-level curve)
     ("parallelism", "FSDP/ZeRO-3"): 0.20,  # n=14, now 19.8% (18.7% before the recipe settings, see below)
     # TP/PP/DP raised 0.06 -> 0.065 by the exact 1F1B/interleaved critical path (issue 13, checked against a
     # step-by-step simulation of the schedules): the stages in front of the last one carry no logits, so the
@@ -107,7 +114,8 @@ FAMILY_MEDIAN_BOUNDS = {
     ("source", "kor22"): 0.03,  # n=4, now 2.3% (was 3.5%)
     ("source", "maxtext"): 0.08,  # n=7, now 7.7% (5.6% at n=5 before the multi-slice runs, see TPU v5p)
     # mb2511 raised 0.06 -> 0.11 by the in-layer GEMM factor: see GB200 and fp8 above
-    ("source", "mb2511"): 0.08,  # n=14, now 7.8% (9.0% before the MAMF-level GB200 fp8 curve, see GB200)
+    # mb2511 raised 0.08 -> 0.12 by the FP8 casts (see GB200)
+    ("source", "mb2511"): 0.12,  # n=14, now 11.3% (7.9% before the FP8 casts, 9.0% before the MAMF-level curve)
     ("source", "mlm24"): 0.05,  # n=9, now 4.5% (3.7% before the flash core, 5.8% before the MAMF bound)
     ("source", "mpt"): 0.18,  # n=7, now 17.4% (16.2% before the flash core, 22.4% before the MAMF bound)
     ("source", "mtnlg"): 0.22,  # n=3, now 21.7% (21.8% before the pipeline engine's unoverlapped reduction)

@@ -388,3 +388,135 @@ def mtp_projection_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike
     return LayerTime(forward=fwd, backward=2.0 * fwd, recompute=np.where(code == Recompute.FULL, fwd, zero),
                      forward_gemm=gemm, forward_memory=mem, attention_core=zero,
                      forward_flops=2.0 * T * 2.0 * h * h / t)
+
+
+#: Elements per MXFP8 scale: one E8M0 byte per 32 consecutive elements, along rows for the row-wise copy and
+#: along columns for the column-wise one (OCP Microscaling Formats MX v1.0, block size 32; Transformer Engine
+#: common/cast/mxfp8/quantize_mxfp8.cuh writes ``scale_inv`` and ``columnwise_scale_inv`` as e8m0_t).
+MXFP8_BLOCK = 32.0
+
+#: Transformer Engine FP8 scaling recipes priced by :func:`fp8_quantize_bytes`, by Megatron-Core's
+#: ``--fp8-recipe`` names: delayed (DelayedScaling), tensorwise (Float8CurrentScaling), mxfp8 (MXFP8BlockScaling).
+FP8_RECIPES = ("delayed", "tensorwise", "mxfp8")
+
+
+def _fp8_tensor_bytes(recipe: str, n_local: ArrayLike, n_gathered: ArrayLike, *, from_norm: bool,
+                      transpose_copy: ArrayLike, eb: ArrayLike) -> np.ndarray:
+    """HBM bytes to quantize one 16-bit tensor of ``n_local`` elements on this GPU into what an FP8 GEMM's forward
+    and backward read, beyond what the BF16 run moves (see :func:`fp8_quantize_bytes`). ``n_gathered`` > ``n_local``
+    when the FP8 copy is all-gathered over sequence-parallel ranks before its GEMMs; ``from_norm``: the tensor is
+    a LayerNormLinear's norm output; ``transpose_copy``: the GEMMs need a transposed column-wise copy (Hopper)."""
+    n, n_all = np.asarray(n_local, dtype=float), np.asarray(n_gathered, dtype=float)
+    x = np.asarray(transpose_copy, dtype=bool)
+    gathered = n_all > n
+    if recipe == "mxfp8":  # one kernel: read eb, write both copies with their scales (gathered as MXFP8 both ways)
+        return (eb + 2.0 * (1.0 + 1.0 / MXFP8_BLOCK)) * n
+    fused_norm = recipe == "delayed" and from_norm  # norm kernel writes FP8 (1 B) instead of BF16 (eb)
+    amax = eb if (recipe == "tensorwise" and not from_norm) else 0.0  # separate amax pass reads the input once
+    row = (1.0 - eb) if fused_norm else (eb + 1.0)
+    # column-wise (Hopper only): fused into the cast (+1 write), or a transpose kernel (read 1 + write 1) after a
+    # delayed-scaling norm, or over the gathered tensor after the all-gather of the row-wise copy
+    col = np.where(gathered, 2.0 * n_all, (2.0 if fused_norm else 1.0) * n)
+    return (amax + row) * n + np.where(x, col, 0.0)
+
+
+def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, recipe: str = "delayed",
+                       transpose_copy: ArrayLike = True, tp: ArrayLike = 1, cp: ArrayLike = 1, ep: ArrayLike = 1,
+                       etp: ArrayLike | None = None, sequence_parallel: ArrayLike = False, moe: bool = False,
+                       elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HBM bytes (forward, backward, weights) that Transformer Engine's FP8 quantization adds to one layer on one
+    GPU: forward and backward per micro-batch, weights per optimizer step. Price with :func:`memory_time`.
+
+    Source: Transformer Engine at NVIDIA/TransformerEngine@d0067d0 (2.20.0.dev0), pytorch/module/linear.py,
+    layernorm_linear.py, grouped_linear.py, base.py grad_output_preprocess, distributed.py _all_gather_fp8,
+    csrc/extensions/normalization.cpp, csrc/quantizer.cpp, common/cast/dispatch/quantize.cuh. Every TE linear
+    (Megatron-Core's TE layer spec: QKV and FC1 are TELayerNormColumnParallelLinear, proj and FC2 TERowParallel-
+    Linear, routed experts TEGroupedLinear, shared experts and MoE layers' FC1 without a fused norm) quantizes
+    its 16-bit input X in the forward (row-wise copy for the forward GEMM, column-wise for the wgrad GEMM) and its
+    output gradient dY in the backward (row-wise for dgrad, column-wise for wgrad), in one kernel each
+    (cast_transpose / quantize_mxfp8). Bytes per element of X or dY (eb = 2 read, 1 per FP8 copy written):
+
+        delayed     eb + 1 (+1 transposed copy)              amax fused in the cast kernel (delayed scale)
+        tensorwise  eb (amax pass) + eb + 1 (+1 transposed)  Float8CurrentScalingQuantizer: nvte_compute_amax,
+                                                             then nvte_quantize_v2 read the input twice
+        mxfp8       eb + 2 (1 + 1/32)                        row- and column-wise copies, 1 E8M0 scale per 32
+    Fusions: a LayerNormLinear's norm emits FP8 itself under delayed scaling (writes 1 byte instead of eb: 1 - eb,
+    plus a transpose kernel, 2, on Hopper: rmsnorm_api.cpp) and computes the amax under tensorwise (no amax
+    pass: FUSED_NORM_AMAX_FP8); MXFP8 runs the norm unfused (NVTE_NORM_FWD_USE_CUDNN unset) and quantizes after.
+    The transposed copy exists only where FP8 GEMMs need the TN layout (``transpose_copy``: Hopper; Blackwell
+    sm_100 runs non-TN FP8 GEMMs on the one copy, nvte_is_non_tn_fp8_gemm_supported). With sequence parallelism
+    a column-parallel input and a row-parallel dY are quantized on the local shard (row-wise only, per-tensor
+    recipes) and all-gathered in FP8; the transposed copy is then made from the gathered tensor (2 bytes per
+    gathered element, _all_gather_fp8 ``_create_transpose``); MXFP8 gathers both copies.
+
+    Tensors per layer (T = b s / cp tokens; t = tp; X local = T n_in / t with SP for a column-parallel input):
+        attention  X: each matrix's input (proj: T a d_v / t, bf16); dY: T n_out / t (proj: T h, gathered w/ SP)
+        dense MLP  X: FC1 T h (norm), FC2 T f / t; dY: FC1 T (1|2) f / t, FC2 T h (gathered with SP)
+        MoE        routed experts (E/ep of them, N = ep u T k / (E t) tokens each, u = etp): X N h and N f_e / u,
+                   dY N (1|2) f_e / u and N h; shared experts as a dense MLP of width shared f_e whose FC1 input
+                   is not a norm output (separate pre-MLP norm); the router stays BF16 (no FP8 cast)
+    Weights: each linear weight W on this GPU is quantized once per step (Megatron-Core forward_step sets
+    is_first_microbatch, TE caches the FP8 weight for the step's later micro-batches): W (eb + 1 (+1)) bytes,
+    + W eb for the tensorwise amax pass, W (eb + 2 (1 + 1/32)) for mxfp8.
+    Not counted: the amax all-reduces over TP (latency, not bytes), scale swizzles for the GEMM, and the
+    optimizer-side weight cast of fp8_param_gather (per step, on the 1/dp shard)."""
+    if recipe not in FP8_RECIPES:
+        raise InputError(f"unknown fp8 recipe {recipe!r}", where="training.fp8_recipe",
+                         allowed="delayed, tensorwise or mxfp8")
+    b = _pos("micro_batch", micro_batch)
+    s = _pos("seq_len", seq_len)
+    t = _pos("tp", tp)
+    e = _pos("ep", ep)
+    eb = _pos("elem_bytes", elem_bytes)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    T = b * s / _pos("cp", cp)
+    h = sh.hidden
+    mats_up = np.where(sh.gated_mlp, 2.0, 1.0)
+
+    def q(n_local: ArrayLike, n_gathered: ArrayLike | None = None, from_norm: bool = False) -> np.ndarray:
+        return _fp8_tensor_bytes(recipe, n_local, n_local if n_gathered is None else n_gathered,
+                                 from_norm=from_norm, transpose_copy=transpose_copy, eb=eb)
+
+    def col_input(n_in: ArrayLike, from_norm: bool) -> np.ndarray:
+        """A column-parallel linear's input: the local shard with SP (gathered to T n_in), else all T n_in."""
+        return q(np.where(sp, T * n_in / t, T * n_in), T * n_in, from_norm)
+
+    def row_grad() -> np.ndarray:
+        """A row-parallel linear's dY (T x h): the local shard with SP (gathered), else all of it."""
+        return q(np.where(sp, T * h / t, T * h), T * h)
+
+    def mlp(width: ArrayLike, in_from_norm: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        fwd = col_input(h, in_from_norm) + q(T * width / t)
+        bwd = q(T * mats_up * width / t) + row_grad()
+        return fwd, bwd, (mats_up + 1.0) * h * width / t
+
+    fwd = np.zeros_like(T)
+    bwd = np.zeros_like(T)
+    weights = np.zeros_like(T)
+    for name, n_in, n_out, split in attention_matrices(sh):
+        on = np.where(n_in * n_out > 0, 1.0, 0.0)
+        if name == "o":
+            fwd = fwd + on * q(T * n_in / t)
+            bwd = bwd + on * row_grad()
+        elif split:
+            fwd = fwd + on * col_input(n_in, True)
+            bwd = bwd + on * q(T * n_out / t)
+        else:  # MLA down-projections: replicated over TP, every rank quantizes all T tokens
+            fwd = fwd + on * q(T * n_in, from_norm=True)
+            bwd = bwd + on * q(T * n_out)
+        weights = weights + on * n_in * n_out / (t if split else 1.0)
+    if moe:
+        k, E, fe = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0), sh.moe_ffn_hidden
+        u = t if etp is None else _pos("etp", etp)
+        rows = np.maximum(e * u * T * k / (E * t), 1.0) * E / e  # routed tokens on this GPU's experts
+        fwd = fwd + q(rows * h) + q(rows * fe / u)
+        bwd = bwd + q(rows * mats_up * fe / u) + q(rows * h)
+        weights = weights + (E / e) * (mats_up + 1.0) * h * fe / u
+        shared = sh.moe_shared_experts * fe
+        on = np.where(shared > 0, 1.0, 0.0)
+        sf, sb, sw = mlp(np.maximum(shared, 1.0), False)
+        fwd, bwd, weights = fwd + on * sf, bwd + on * sb, weights + on * sw
+    else:
+        df, db, dw = mlp(sh.ffn_hidden, True)
+        fwd, bwd, weights = fwd + df, bwd + db, weights + dw
+    return fwd, bwd, q(weights)

@@ -111,6 +111,9 @@ class Job:
     logits_gemm_half_dim: float = 0.0
     # GPU <-> host link per GPU per direction (ClusterSpec.host_bandwidth; 0 = not given): activation offload
     host_bandwidth: float = 0.0
+    # an fp8 run's Transformer Engine scaling recipe (training.fp8_recipe, default delayed; "" = not fp8): prices
+    # the quantization casts (cost.compute.fp8_quantize_bytes, _fp8_recipe)
+    fp8_recipe: str = ""
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -192,7 +195,21 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
         host_bandwidth=float(cluster.host_bandwidth or 0.0),
+        fp8_recipe=_fp8_recipe(training, acc),
     )
+
+
+def _fp8_recipe(training: Any, acc: Any) -> str:
+    """The FP8 scaling recipe of an fp8 run ("" otherwise): training.fp8_recipe, else Megatron-Core's default
+    'delayed' (TransformerConfig.fp8_recipe). MXFP8 needs Blackwell tensor cores: Transformer Engine's
+    check_mxfp8_support (pytorch/quantization.py) refuses it below compute capability 10.0."""
+    if Precision.parse(training.precision) != Precision.FP8:
+        return ""
+    recipe = getattr(training, "fp8_recipe", None) or "delayed"
+    if recipe == "mxfp8" and acc.family != "blackwell":
+        raise InputError(f"fp8 recipe mxfp8 needs Blackwell tensor cores; {acc.name} is {acc.family}",
+                         where="training.fp8_recipe", allowed="delayed or tensorwise on this accelerator")
+    return str(recipe)
 
 
 def _bf16_gemms(acc: Any, precision: str, curve: Any) -> tuple[float, float, float]:

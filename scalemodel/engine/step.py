@@ -359,6 +359,10 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     else:
         fwd_l, bwd_l, rec_l, gemm_l, core_l = (dense.forward, dense.backward, dense.recompute, dense.forward_gemm,
                                                dense.attention_core)
+    if job.fp8_recipe:  # an fp8 run's quantization casts (fp8_cast_per_layer)
+        cast_f, cast_b = fp8_cast_per_layer(job, g, moe_share)
+        fwd_l, bwd_l = fwd_l + cast_f, bwd_l + cast_b
+        rec_l = rec_l + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
     logits = compute.logits_compute_time(sh, **(kw if job.logits_peak_flops <= 0 else dict(  # an fp8 run's: BF16
         kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max, gemm_half_dim=job.logits_gemm_half_dim)))
     with_logits = 1.0 if logits_on_stage else 0.0
@@ -375,6 +379,30 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         block = moe if bool(sh.last_layer_moe) else dense
         out = _with_mtp(out, mtp_compute(job, g, block, logits, kw))
     return out
+
+
+def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds per layer and micro-batch (forward, backward) of an fp8 run's Transformer Engine quantization
+    (:func:`scalemodel.cost.compute.fp8_quantize_bytes`, memory-bound at the HBM bandwidth x memory efficiency),
+    dense and MoE layers mixed as the layer times are. The per-step weight casts are spread over the step's m
+    micro-batches (TE quantizes a weight on the first micro-batch and caches it): forward += weights / m.
+    Full recompute repeats the forward casts (the caller adds them to the recompute). The transposed FP8 copy
+    is priced on every accelerator but Blackwell (nvte_is_non_tn_fp8_gemm_supported: sm_100)."""
+    kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
+                              transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
+                              sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes)
+    mem = dict(memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
+    m = microbatches(g)
+
+    def times(parts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        f, b, w = parts
+        return compute.memory_time(f + w / m, **mem), compute.memory_time(b, **mem)
+
+    f, b = times(compute.fp8_quantize_bytes(job.shape, **kw))
+    if moe_share > 0:
+        mf, mb = times(compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw))
+        f, b = (1 - moe_share) * f + moe_share * mf, (1 - moe_share) * b + moe_share * mb
+    return f, b
 
 
 def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: compute.LayerTime,

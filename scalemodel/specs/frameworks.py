@@ -237,7 +237,7 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
 _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer",
                     "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
                     "--num-virtual-stages-per-pipeline-rank",
-                    "--fp8-format", "--pipeline-model-parallel-layout"}
+                    "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout"}
 
 
 def _megatron_tokens(text: str) -> list[str]:
@@ -337,6 +337,14 @@ def _megatron(text: str, out: StrategyFile) -> None:
             shown = "no value" if args["--fp8-format"] is None else repr(str(args["--fp8-format"])[:40])
             raise InputError(f"unknown fp8 format: {shown}", where="--fp8-format", allowed="e4m3 or hybrid")
         out.training["precision"] = "fp8"
+        recipe = args.get("--fp8-recipe")  # Megatron-Core's default: delayed (TransformerConfig.fp8_recipe)
+        if recipe in ("delayed", "tensorwise", "mxfp8"):
+            out.training["fp8_recipe"] = recipe
+        elif recipe is not None:
+            out.unused.append(f"--fp8-recipe {str(recipe)[:40]} (FP8 casts priced as delayed scaling: the model "
+                              "prices delayed, tensorwise and mxfp8)")
+    elif args.get("--fp8-recipe") is not None:
+        out.unused.append("--fp8-recipe without --fp8-format (Megatron trains without FP8)")
     opt = args.get("--optimizer")
     if opt is not None and opt != "adam":
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")

@@ -10,6 +10,7 @@ from scalemodel.choices import (
     Algorithm,
     Assignment,
     Choice,
+    Fp8Recipe,
     Layout,
     Optimizer,
     Precision,
@@ -44,6 +45,7 @@ AssignmentText = Annotated[str, Before(Assignment.normalize), _labels(Assignment
 OptimizerText = Annotated[str, Before(Optimizer.normalize), _labels(Optimizer)]
 LayoutText = Annotated[str, Before(Layout.normalize), _labels(Layout)]
 RecomputeMethodText = Annotated[str, Before(RecomputeMethod.normalize), _labels(RecomputeMethod)]
+Fp8RecipeText = Annotated[str, Before(Fp8Recipe.normalize), _labels(Fp8Recipe)]
 
 # Text fields kept in their canonical spelling (the label of what they parse to).
 _SEQUENCE_LENGTHS = _text(lambda v: parse_sequence_lengths(v).label)
@@ -60,6 +62,10 @@ class TrainingSpec(Spec, kw_only=True):
     micro_batch: Annotated[int, Meta(gt=0)] = 1
     seq_len: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description="default: the workload's seq_len")] = None
     precision: TrainPrecision = "bf16"
+    fp8_recipe: Annotated[Fp8RecipeText | None, Meta(description=(
+        "with precision fp8: Transformer Engine's scaling recipe, delayed | tensorwise | mxfp8 (Megatron-Core "
+        "--fp8-recipe; mxfp8 needs a Blackwell accelerator); prices the FP8 quantization casts. Not given: "
+        "delayed, Megatron-Core's default"))] = None
     optimizer_bytes_per_param: Annotated[float, Meta(ge=0,
         description="optimizer-state bytes per parameter: 12 = fp32 master + Adam m, v (ZeRO paper's K=12)")] = 12.0
     optimizer: Annotated[OptimizerText | None, Meta(description=(
@@ -79,6 +85,11 @@ class TrainingSpec(Spec, kw_only=True):
         description=(
         "sample length distribution in tokens: fixed (packed) | uniform:LO:HI; gives work_cv from the "
         "model's own cost of a sequence (GEMMs ~ L, attention ~ L^2)"))] = None
+
+    def _check(self) -> None:
+        if self.fp8_recipe is not None and Precision.parse(self.precision) != Precision.FP8:
+            raise field_error("fp8_recipe", f"{self.fp8_recipe!r} needs precision fp8 (got {self.precision!r}); "
+                              "leave it out for 16- and 32-bit runs")
 
 
 class StrategySpec(Spec, kw_only=True):
