@@ -174,7 +174,7 @@ class StrategySpec(Spec, kw_only=True):
         "torchtitan [float8] enable_fsdp_float8_all_gather)"))] = False
     fsdp_flat_param: Annotated[bool, Meta(description=(
         "zero 2/3/fsdp/hsdp on PyTorch FSDP1 (FullyShardedDataParallel with FlatParameter, as Composer wraps "
-        "models): every micro-batch, each unit's unsharded gradient crosses HBM three more times before its "
+        "models): every micro-batch, each unit's unsharded gradient crosses HBM up to three more times before its "
         "reduce-scatter: concatenated from the per-parameter gradients (the backward of the flat parameter's "
         "split), cast to the reduce dtype when it differs from the 16-bit parameters, and divided by the "
         "pre-divide factor (torch/distributed/fsdp/_runtime_utils.py _post_backward_hook, _reduce_grad); "
