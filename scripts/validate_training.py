@@ -50,6 +50,11 @@ Two case files (issue 5 and issue 13):
       fsdp_reshard_after_forward false, as for torchtitan runs (titan24) with pp > 1 (torchtitan 9dec370
       parallelize_llama.py: "For PP, do not reshard after forward"); "float8 all-gather" in the precision
       with fp8 -> fsdp_fp8_all_gather.
+    - PyTorch FSDP1 (``TORCH_FSDP1`` sources: MosaicML llm-foundry on Composer, which wraps with
+      torch FullyShardedDataParallel) with gradients sharded (zero 2, 3, fsdp, hsdp) -> fsdp_flat_param (the
+      flat gradient's cat, cast and pre-divide every micro-batch).
+    - an attention text that names flash-attn's unpad_input (llm-foundry attn_impl flash) ->
+      attention_unpad.
     - sequence parallelism: as stated, else on when tp > 1 for runs from 2022 on (Korthikanti 2022), except
       on the Megatron-DeepSpeed forks (:data:`NO_SEQUENCE_PARALLEL`), which had none.
   Memory and kernels (by the run's year, RUN_YEAR from validation/README.md's source table)
@@ -436,6 +441,23 @@ def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, b
     return out
 
 
+#: Sources whose runs shard data parallelism with PyTorch FSDP1 (FullyShardedDataParallel, FlatParameter): MosaicML
+#: llm-foundry trains through Composer, whose dist_strategy.prepare_fsdp_module wraps the model in
+#: FullyShardedDataParallel (composer v0.17.2, the release llm-foundry @5e85bd62d pins: mosaicml>=0.17.2,<0.18).
+TORCH_FSDP1 = frozenset({"mpt"})
+
+
+def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
+    """Strategy fields the framework of the case fixes (module docstring): FSDP1's flat-gradient passes, flash-attn's
+    unpad/pad copies."""
+    out: dict[str, bool] = {}
+    if families(case)["source"] in TORCH_FSDP1 and zero in ("2", "3", "fsdp", "hsdp"):
+        out["fsdp_flat_param"] = True
+    if "unpad_input" in str(case["model"].get("attention", "")).lower():
+        out["attention_unpad"] = True
+    return out
+
+
 def parse_grad_reduce(text: Any) -> float | None:
     """Bytes per gradient element on the wire from a stated reduction dtype (None when unstated)."""
     if text is None:
@@ -779,7 +801,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           overlap=src not in DEEPSPEED_PIPELINE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
-                          **fsdp_options(case, zero, precision), **flags)
+                          **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags)
         try:
             p = predict(cluster, wl, gpus, tr, st)
         except InputError as e:  # a check the engine makes before the step model (e.g. --ep must divide dp)
@@ -821,7 +843,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "first_last_chunk_layers": list(chunks) if chunks else None,
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
                 "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
-                "deepspeed_pipeline": st.deepspeed_pipeline, **fsdp_options(case, zero, precision), **flags}
+                "deepspeed_pipeline": st.deepspeed_pipeline, **fsdp_options(case, zero, precision),
+                **framework_options(case, zero), **flags}
     return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st)
 
 

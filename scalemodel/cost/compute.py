@@ -520,3 +520,53 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         df, db, dw = mlp(sh.ffn_hidden, True)
         fwd, bwd, weights = fwd + df, bwd + db, weights + dw
     return fwd, bwd, q(weights)
+
+
+def attention_unpad_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                          cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes one layer adds on one GPU when its fused attention core runs flash-attn's
+    variable-length kernel on tokens gathered by a padding mask: llm-foundry's ``flash_attn_fn`` (attn_impl flash,
+    llmfoundry/models/layers/attention.py @5e85bd62d) calls ``bert_padding.unpad_input`` on Q, K and V and
+    ``pad_input`` on the output around ``flash_attn_varlen_func`` (flash_attn/bert_padding.py: ``IndexFirstAxis``,
+    ``IndexPutFirstAxis``). With T = b s / cp tokens, t = tp and e = ``elem_bytes``, the elements per GPU are
+    Q = T a d / t, K = T g d / t, V = T g d_v / t and O = T a d_v / t::
+
+        forward   2 e (Q + K + V)   IndexFirstAxis.forward: torch.gather of each into a packed copy (read + write)
+                + 3 e O             IndexPutFirstAxis.forward: torch.zeros (write), output[indices] = values
+                                    (read + write)
+        backward  2 e O             IndexPutFirstAxis.backward: grad_output[indices] (read + write)
+                + 3 e (Q + K + V)   IndexFirstAxis.backward: torch.zeros (write) + scatter_ (read + write) per tensor
+
+    With multi-head attention (Q = K = V = O = X): 9 e X forward, 11 e X backward. The gather and scatter index is
+    ``einops.repeat(indices, 'z -> z d')``, a broadcast view (one index per token, not counted). The mask
+    reductions and ``nonzero`` are per-token vectors (not counted); their host synchronisations are not priced."""
+    b = _pos("micro_batch", micro_batch)
+    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    t = _pos("tp", tp)
+    e = _pos("elem_bytes", elem_bytes)
+    q, k = T * sh.heads * sh.head_dim / t, T * sh.kv_heads * sh.head_dim / t
+    v, o = T * sh.kv_heads * sh.v_head_dim / t, T * sh.heads * sh.v_head_dim / t
+    return e * (2.0 * (q + k + v) + 3.0 * o), e * (3.0 * (q + k + v) + 2.0 * o)
+
+
+def fsdp_flat_grad_bytes(params: ArrayLike, *, param_bytes: ArrayLike = 2.0, reduce_bytes: ArrayLike = 4.0,
+                         divide: ArrayLike = True) -> np.ndarray:
+    """HBM bytes PyTorch FSDP1 (FullyShardedDataParallel with FlatParameter, torch 2.1) moves over ``params``
+    unsharded gradient elements of a unit in every micro-batch's backward, before the reduce-scatter, with p =
+    ``param_bytes`` (the compute dtype, MixedPrecision param_dtype) and r = ``reduce_bytes`` (reduce_dtype)::
+
+        cat     2 p                the unit's parameters are views (split + view) of its flat parameter in forward
+                                   (FlatParamHandle._use_unsharded_views), so autograd's SplitWithSizesBackward
+                                   concatenates their gradients into the flat gradient (read + write)
+        cast    p + r, if r != p   _post_backward_hook: flat_param.grad.to(handle._reduce_dtype)
+        divide  2 r, if ``divide`` _reduce_grad: _div_if_needed(padded_unsharded_grad, _gradient_predivide_factor)
+                                   in place; the factor exceeds 1 for any group of 2 or more ranks
+
+    (torch/distributed/fsdp/_runtime_utils.py). Composer's mixed precision DEFAULT (param bf16, reduce fp32) gives
+    4 + 6 + 8 = 18 bytes per parameter, PURE (reduce bf16) 4 + 0 + 4 = 8. The reduce-scatter itself is traffic
+    (the step's FSDP term); the post-divide and the accumulation act on the 1/N shard (not counted)."""
+    n = np.asarray(params, dtype=float)
+    p = _pos("param_bytes", param_bytes)
+    r = _pos("reduce_bytes", reduce_bytes)
+    cast = np.where(r != p, p + r, 0.0)
+    return n * (2.0 * p + cast + np.where(np.asarray(divide, dtype=bool), 2.0 * r, 0.0))

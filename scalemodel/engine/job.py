@@ -353,6 +353,8 @@ class StrategyGrid:
     deepspeed_pipeline: np.ndarray  # bool: DeepSpeed PipelineEngine p2p and gradient accumulation
     fsdp_reshard_after_forward: np.ndarray  # bool: ZeRO-3/FSDP units free their gathered parameters after forward
     fsdp_fp8_all_gather: np.ndarray  # bool: FSDP all-gathers the linear weights in float8 (torchao)
+    fsdp_flat_param: np.ndarray  # bool: FSDP1 FlatParameter gradient passes (cat, cast, pre-divide) per micro-batch
+    attention_unpad: np.ndarray  # bool: flash-attn varlen on unpad_input/pad_input copies of Q, K, V and the output
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -415,6 +417,8 @@ class StrategyGrid:
             "deepspeed_pipeline": bool(self.deepspeed_pipeline[i]),
             "fsdp_reshard_after_forward": bool(self.fsdp_reshard_after_forward[i]),
             "fsdp_fp8_all_gather": bool(self.fsdp_fp8_all_gather[i]),
+            "fsdp_flat_param": bool(self.fsdp_flat_param[i]),
+            "attention_unpad": bool(self.attention_unpad[i]),
         }
 
 
@@ -434,7 +438,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     offload_layers=0, tp_comm_overlap=False, overlap_param_gather=False,
                                     moe_a2a_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
                                     deepspeed_pipeline=False, fsdp_reshard_after_forward=True,
-                                    fsdp_fp8_all_gather=False)
+                                    fsdp_fp8_all_gather=False, fsdp_flat_param=False, attention_unpad=False)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -445,7 +449,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
                              "flash_attention", "tp_comm_overlap", "overlap_param_gather",
                              "recompute_uniform", "deepspeed_pipeline", "fsdp_reshard_after_forward",
-                             "fsdp_fp8_all_gather") else (
+                             "fsdp_fp8_all_gather", "fsdp_flat_param", "attention_unpad") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes", "moe_layer_host_s") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
@@ -545,7 +549,9 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         moe_layer_host_s=strategy.moe_layer_host_s,
         deepspeed_pipeline=strategy.deepspeed_pipeline,
         fsdp_reshard_after_forward=getattr(strategy, "fsdp_reshard_after_forward", True),
-        fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False))
+        fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False),
+        fsdp_flat_param=getattr(strategy, "fsdp_flat_param", False),
+        attention_unpad=getattr(strategy, "attention_unpad", False))
 
 
 def check_fp8_all_gather(job: Job, on: bool, where: str) -> None:

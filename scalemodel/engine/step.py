@@ -363,12 +363,14 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         cast_f, cast_b = fp8_cast_per_layer(job, g, moe_share)
         fwd_l, bwd_l = fwd_l + cast_f, bwd_l + cast_b
         rec_l = rec_l + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
+    fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     logits = compute.logits_compute_time(sh, **(kw if job.logits_peak_flops <= 0 else dict(  # an fp8 run's: BF16
         kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max, gemm_half_dim=job.logits_gemm_half_dim)))
     with_logits = 1.0 if logits_on_stage else 0.0
     fwd = layers_per_stage * fwd_l + with_logits * logits.forward
     rec_n = recomputed_layers(g, layers_per_stage)
-    bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * logits.backward + grad_accumulation_time(job, g)
+    bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * logits.backward + grad_accumulation_time(job, g) \
+        + fsdp_flat_grad_time(job, g)
     out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
            "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
@@ -475,6 +477,43 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
     per_param = np.where(fp32_buffer, BF16_OPTIMIZER_ACCUMULATE_BYTES, 3.0 * job.grad_bytes * (m - 1.0) / m)
     t = (dense + expert) * per_param / (job.memory_bandwidth * job.memory_efficiency)
     return np.asarray(np.where(g.deepspeed_pipeline, t, 0.0))
+
+
+def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per micro-batch of PyTorch FSDP1's passes over each unit's unsharded gradient before its
+    reduce-scatter (strategy ``fsdp_flat_param``, with zero 2, 3, fsdp or hsdp; 0 otherwise):
+
+        P_gpu = (dense + expert parameters) / (tp pp)     (the stages' mean; :func:`_params_per_gpu`)
+        t     = P_gpu x fsdp_flat_grad_bytes(p = compute element, r = gradient element on the wire,
+                                             divide when dp > 1) / (HBM bandwidth x memory efficiency)
+
+    (:func:`scalemodel.cost.compute.fsdp_flat_grad_bytes`: cat, cast to the reduce dtype, pre-divide). Every rank
+    builds its units' whole gradient, sharded or not, and FSDP reduces every micro-batch; part of the backward
+    pass. docs/model.md#fsdp1-gradient"""
+    if not np.any(g.fsdp_flat_param):
+        return np.zeros(1)
+    dense, expert = _params_per_gpu(job, g)
+    nbytes = compute.fsdp_flat_grad_bytes(dense + expert, param_bytes=job.elem_bytes, reduce_bytes=job.grad_bytes,
+                                          divide=g.dp > 1)
+    t = compute.memory_time(nbytes, memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
+    return np.asarray(np.where(g.fsdp_flat_param & (g.zero >= Zero.GRADIENTS), t, 0.0))
+
+
+def _with_attention_unpad(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with flash-attn's unpad / pad copies (strategy
+    ``attention_unpad`` with ``flash_attention``; :func:`scalemodel.cost.compute.attention_unpad_bytes`) at the
+    HBM roofline: the forward's copies join the forward, the backward's the backward, and full recompute
+    repeats the forward's. docs/model.md#attention-unpad"""
+    on = g.attention_unpad & g.flash_attention
+    if not job.is_transformer or not np.any(on):
+        return fwd_l, bwd_l, rec_l
+    f_b, b_b = compute.attention_unpad_bytes(job.shape, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len,
+                                             tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
+    mem = dict(memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
+    f_t = np.where(on, compute.memory_time(f_b, **mem), 0.0)
+    b_t = np.where(on, compute.memory_time(b_b, **mem), 0.0)
+    return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
 
 
 def hsdp_shard_group(job: Job, g: StrategyGrid) -> np.ndarray:

@@ -44,7 +44,8 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers", "etp",
                    "assignment", "dispatch_overhead", "layout", "recompute_layers", "recompute_method",
                    "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap",
-                   "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather")
+                   "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
+                   "fsdp_flat_param", "attention_unpad")
 
 
 @dataclass

@@ -183,6 +183,19 @@ class StrategySpec(Spec, kw_only=True):
         "all-gather, 1 byte per element on the wire and in the gathered copy; norms, embeddings, the output layer "
         "and routed experts stay 16-bit (torchao Float8Linear enable_fsdp_float8_all_gather, tensorwise scaling; "
         "torchtitan [float8] enable_fsdp_float8_all_gather)"))] = False
+    fsdp_flat_param: Annotated[bool, Meta(description=(
+        "zero 2/3/fsdp/hsdp on PyTorch FSDP1 (FullyShardedDataParallel with FlatParameter, as Composer wraps "
+        "models): every micro-batch, each unit's unsharded gradient crosses HBM up to three more times before its "
+        "reduce-scatter: concatenated from the per-parameter gradients (the backward of the flat parameter's "
+        "split), cast to the reduce dtype when it differs from the 16-bit parameters, and divided by the "
+        "pre-divide factor (torch/distributed/fsdp/_runtime_utils.py _post_backward_hook, _reduce_grad); "
+        "docs/model.md#fsdp1-gradient"))] = False
+    attention_unpad: Annotated[bool, Meta(description=(
+        "flash attention runs the variable-length kernel on tokens gathered by a padding mask "
+        "(flash_attn.bert_padding unpad_input / pad_input, as llm-foundry's attn_impl flash does): per layer the "
+        "forward copies Q, K, V into packed tensors and scatters the output into a zeroed one, the backward "
+        "gathers the output gradient and scatters dQ, dK, dV into zeroed tensors; docs/model.md#attention-unpad"
+    ))] = False
     assignment: Annotated[AssignmentText, Meta(
         description="micro-batches split equally up front, or pulled from a shared queue")] = "static"
     dispatch_overhead: Annotated[SecondsOrZero | None, Meta(description=(
@@ -203,6 +216,12 @@ class StrategySpec(Spec, kw_only=True):
         if self.fsdp_fp8_all_gather and zero not in (Zero.FSDP, Zero.HSDP):
             raise field_error("fsdp_fp8_all_gather", f"true needs PyTorch FSDP: zero fsdp or hsdp (got zero "
                               f"{self.zero!r})")
+        if self.fsdp_flat_param and zero < Zero.GRADIENTS:
+            raise field_error("fsdp_flat_param", f"true needs gradients sharded by FSDP: zero 2, 3, fsdp or hsdp "
+                              f"(got zero {self.zero!r})")
+        if self.attention_unpad and not self.flash_attention:
+            raise field_error("attention_unpad", "true needs flash_attention true (the unpadded tokens feed "
+                              "flash-attn's variable-length kernel)")
         if self.recompute_layers is not None and Recompute.parse(self.recompute) != Recompute.FULL:
             raise ValueError(f"recompute_layers={self.recompute_layers} needs recompute: full (got "
                              f"{self.recompute!r}); leave it out for selective or none")
