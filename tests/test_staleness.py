@@ -226,6 +226,34 @@ def test_committed_fit_reproduces_the_recorded_table_numbers_by_hand() -> None:
     assert fit["high"] == pytest.approx(0.1665 + 12.7062 * 0.0835, abs=2e-4)
 
 
+def test_committed_momentum_cnn_fit_by_hand() -> None:
+    """momentum/cnn from the numbers recorded in validation/convergence.yaml, by hand.
+
+    Mitliagkas et al. 2016 Figure 4, mu = 0.9: statistical penalty P = 2, 2, 2, 3, 16 at m = 1, 2, 4, 8, 16
+    asynchronous groups, so r = P(m)/P(1) = 1, 1, 1.5, 8 at s = m - 1 = 1, 3, 7, 15. GeePS (Cui et al. 2016, Sec.
+    5.4): SSP slack 1 on 8 workers needs 2x the images, s = 1/2 x 7/8 = 0.4375 (the tool's SSP rule).
+    kappa = sum s (r - 1) / sum s^2 = (0 + 0 + 3.5 + 105 + 0.4375) / (1 + 9 + 49 + 225 + 0.19140625)
+          = 108.9375 / 284.19140625 = 0.38333;
+    residuals -0.38333, -1.15, -2.18333, +1.25, +0.83229: sum of squares 8.49161, rms sqrt(8.49161/5) = 1.30320;
+    se = sqrt(8.49161/4) / sqrt(284.19141) = 0.086429; t(0.975, 4) = 2.77645 -> [0.14337, 0.62330]."""
+    import yaml
+
+    pts = yaml.safe_load((ROOT / "validation" / "convergence.yaml").read_text())["staleness"]["points"]
+    ours = [p for p in pts if (p["optimizer"], p["family"]) == ("momentum", "cnn")]
+    mit = sorted((p["staleness"], p["mean_staleness"], p["steps_ratio"]) for p in ours
+                 if p["source"] == "mitliagkas2016")
+    penalty = {1: 2, 2: 2, 4: 2, 8: 3, 16: 16}
+    assert mit == [(m, m - 1, penalty[m] / penalty[1]) for m in (2, 4, 8, 16)]
+    (geeps,) = [p for p in ours if p["source"] == "cui2016"]
+    assert geeps["mean_staleness"] == pytest.approx(1 / 2 * 7 / 8) and geeps["steps_ratio"] == 2.0
+    fit = staleness.load_defaults()["fits"]["momentum/cnn"]
+    assert fit["n"] == 5
+    assert fit["kappa"] == pytest.approx(108.9375 / 284.19140625, abs=1e-4)
+    assert fit["rms_residual"] == pytest.approx(1.3032, abs=1e-4)
+    assert fit["low"] == pytest.approx(0.38333 - 2.77645 * 0.086429, abs=2e-4)
+    assert fit["high"] == pytest.approx(0.38333 + 2.77645 * 0.086429, abs=2e-4)
+
+
 def test_groups_without_points_borrow_the_named_fit_and_say_so() -> None:
     table = staleness.load_defaults()
     lender = table["fallback"]["borrow"]
@@ -275,7 +303,7 @@ def test_workload_family_selects_the_group() -> None:
     job = build_job(cl, resnet, TrainingSpec(global_batch=256, optimizer="momentum"))
     d = default_kappa("momentum", "cnn")
     assert job.staleness_kappa == d.kappa and job.staleness_kappa_source == d.source
-    assert "no fit for momentum/cnn" in job.staleness_kappa_source
+    assert "fitted for momentum/cnn" in job.staleness_kappa_source  # its own points (Mitliagkas 2016, GeePS)
     plain = msgspec_replace(resnet, family="generic")
     job = build_job(cl, plain, TrainingSpec(global_batch=256, optimizer="sgd"))
     assert "no fit for sgd/generic" in job.staleness_kappa_source
