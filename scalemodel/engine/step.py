@@ -1215,13 +1215,35 @@ def microbatches(g: StrategyGrid) -> np.ndarray:
 def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
                  fragmentation: float = memory.DEFAULT_FRAGMENTATION,
                  workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp") -> dict[str, np.ndarray]:
-    """Per-GPU bytes by part (scalemodel.cost.memory), first pipeline stage, plus ``total``. ``sync``: under
+    """Per-GPU bytes by part (scalemodel.cost.memory) on the pipeline stage with the peak, plus ``total``
+    (:func:`memory_peak_stage`, which also says which stage that is)."""
+    return memory_peak_stage(job, g, m, fragmentation=fragmentation, workspace=workspace, sync=sync).parts
+
+
+class PeakStage(NamedTuple):
+    """The pipeline stage :func:`memory_parts` prices, per candidate: ``parts`` its bytes by part and ``total``;
+    ``rank`` its pipeline rank (0 the first stage, pp - 1 the last; 1 the busiest middle stage, which holds the
+    second stage's micro-batches in flight); ``params`` the parameters one of its GPUs holds before ZeRO sharding
+    (:func:`scalemodel.cost.memory.params_per_gpu` of that stage: its layers, embedding, output layer, MTP)."""
+
+    parts: dict[str, np.ndarray]
+    rank: np.ndarray
+    params: np.ndarray
+
+
+def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
+                      fragmentation: float = memory.DEFAULT_FRAGMENTATION,
+                      workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp") -> PeakStage:
+    """Per-GPU bytes by part of the stage with the most memory, and which stage it is (:class:`PeakStage`):
+    the first stage (with the embedding); with a pipeline, the busiest other stage where it has more layers;
+    with multi-token prediction modules, the last stage (:func:`_mtp_last_stage_memory`). ``sync``: under
     hier:G, ZeRO/FSDP shard the states inside the groups of G replicas (:func:`hier_group`).
 
     Weights are held at the compute element size (4 bytes for fp32/tf32 runs, else 2: fp8 GEMMs
     keep 16-bit weights). Generic workloads: the catalog's activation bytes per sample are fp32,
     scaled to the training precision, and full recompute keeps a quarter of them.
     """
+    rank, params = np.zeros(1), np.full(1, float(job.params))
     if not job.is_transformer:
         ms = memory.model_state_bytes(job.params, dp=_state_shards(job, g, sync), zero_stage=g.zero,
                                       weight_bytes=job.elem_bytes,
@@ -1250,31 +1272,45 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
         d_mtp = float(job.shape.mtp_layers)
         br = memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage),
                                    mtp_modules=np.where(g.pp > 1, 0.0, d_mtp), **kw)
+        params = _stage_params(job, kw, stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp))
         if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
             mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
             br_o = memory.memory_per_gpu(job.shape, stage_layers=mid, recomputed_layers=recomputed_layers(g, mid),
                                          embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw)
-            br = _where_breakdown((g.pp > 1) & (other > first) & (br_o.total > br.total), br_o, br)
+            take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
+            br = _where_breakdown(take, br_o, br)
+            rank = np.where(take, 1.0, rank)
+            params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
         if d_mtp > 0 and np.any(g.pp > 1):
-            br = _mtp_last_stage_memory(job, g, br, _last, kw)
+            br, rank, params = _mtp_last_stage_memory(job, g, br, _last, kw, rank, params)
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
     parts["total"] = sum(parts.values())  # type: ignore[assignment]
-    return parts
+    return PeakStage(parts, np.asarray(rank, dtype=float), np.asarray(params, dtype=float))
+
+
+def _stage_params(job: Job, kw: dict[str, Any], **stage: Any) -> np.ndarray:
+    """Parameters one GPU of a stage holds (dense + expert), with the stage arguments its memory was priced with."""
+    pg = memory.params_per_gpu(job.shape, tp=kw["tp"], pp=kw["pp"], ep=kw["ep"], etp=kw["etp"], **stage)
+    return np.asarray(pg.dense + pg.expert, dtype=float)
 
 
 def _mtp_last_stage_memory(job: Job, g: StrategyGrid, br: memory.MemoryBreakdown, last: np.ndarray,
-                           kw: dict[str, Any]) -> memory.MemoryBreakdown:
+                           kw: dict[str, Any], rank: np.ndarray, params: np.ndarray
+                           ) -> tuple[memory.MemoryBreakdown, np.ndarray, np.ndarray]:
     """The larger of ``br`` and the last pipeline stage's memory where the model has multi-token prediction
     modules (pp > 1): its ``last`` layers, the D modules (weights, gradients, optimizer states, activations), the
     output layer, the word-embedding copy MTP needs (:func:`scalemodel.cost.memory.params_per_gpu`), (1 + D)
-    heads' fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B)."""
+    heads' fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B); with the stage's
+    rank and parameters per GPU (``rank``, ``params`` of ``br`` where it stays)."""
     n = np.maximum(last, 0.0)
-    br_l = memory.memory_per_gpu(job.shape, stage_layers=n, recomputed_layers=recomputed_layers(g, n),
-                                 embedding=True, head=True, stage_rank=np.maximum(g.pp - 1, 0),
-                                 mtp_modules=float(job.shape.mtp_layers), **kw)
-    return _where_breakdown((g.pp > 1) & (br_l.total > br.total), br_l, br)
+    stage = dict(stage_layers=n, embedding=True, head=True, mtp_modules=float(job.shape.mtp_layers))
+    br_l = memory.memory_per_gpu(job.shape, recomputed_layers=recomputed_layers(g, n),
+                                 stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw)
+    take = (g.pp > 1) & (br_l.total > br.total)
+    return (_where_breakdown(take, br_l, br), np.where(take, np.maximum(g.pp - 1, 0), rank),
+            np.where(take, _stage_params(job, kw, **stage), params))
 
 
 def _where_breakdown(take: np.ndarray, a: memory.MemoryBreakdown, b: memory.MemoryBreakdown) -> memory.MemoryBreakdown:
