@@ -489,14 +489,26 @@ def _expert_state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.nda
 
 
 def _state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
-    """Ranks a transformer's dense model states are sharded over by ZeRO/FSDP: the data-parallel degree times
-    the context-parallel degree (CP ranks hold the same weights: Megatron-Core builds its distributed optimizer
-    over ``get_data_parallel_group(with_context_parallel=True)``, megatron/core/optimizer/__init__.py;
-    torchtitan shards FSDP over the ``dp_shard_cp`` mesh); HSDP keeps its sharding group. Under hier:G the
-    group of G replicas times cp (so hier:dp shards as bsp does). The one count both the memory model
-    (:func:`memory_parts`) and the optimizer step (:func:`_optimizer_time`) divide the states by."""
-    cp = g.cp if hier_group(g, sync) is not None else np.where(g.zero == Zero.HSDP, 1, g.cp)
-    return np.asarray(_state_replicas(job, g, sync) * cp)
+    """Ranks a transformer's dense model states are sharded over by ZeRO/FSDP: the replicas they are sharded
+    over (:func:`_state_replicas`: dp, the HSDP shard group, or hier:G's group) times the context-parallel
+    degree. CP ranks hold the same weights: Megatron-Core builds its distributed optimizer over
+    ``get_data_parallel_group(with_context_parallel=True)``, megatron/core/optimizer/__init__.py; torchtitan
+    shards FSDP over the ``dp_shard_cp`` mesh and HSDP over ``("dp_replicate", "dp_shard_cp")``, replicating over
+    dp_replicate only (torchtitan/models/llama3/infra/parallelize.py @91ee9ad31; today's ParallelDims.build_mesh
+    names it ``fsdp`` = dp_shard x cp). The one count both the memory model (:func:`memory_parts`) and the
+    optimizer step (:func:`_optimizer_time`) divide the states by."""
+    return np.asarray(_state_replicas(job, g, sync) * g.cp)
+
+
+def _with_cp(group: DataParallelGroups, g: StrategyGrid) -> DataParallelGroups:
+    """The ranks that shard the model states for a group of data-parallel replicas: the replicas with their
+    cp ranks (:func:`_state_shards`), the group ZeRO-3/FSDP/HSDP gather and reduce-scatter over. cp is directly
+    inside dp in both rank orders, so the group is ranks x cp GPUs at stride / cp (the cp stride, tp, under
+    tp-cp-dp-pp: contiguous; under tp-cp-pp-dp the cp pairs are tp apart and the replicas tp cp pp apart, and the
+    uniform stride tp pp spans the same GPUs). The routed experts' group is unchanged: their fold
+    (ep etp / (tp cp) replicas) already counts cp, and ranks / fold and stride x fold stay the same."""
+    cp = g.cp.astype(float)
+    return DataParallelGroups(group.network, group.ranks * cp, group.stride / cp, group.ep * cp)
 
 
 def _overlap_windows(comp: dict[str, np.ndarray], efficiency: float) -> dict[str, np.ndarray]:
@@ -1127,11 +1139,12 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
             rs = rs + _collective("reducescatter", expert * wire / layers, group.expert)
         return np.where(group.ranks > 1, ag, 0.0), np.where(group.ranks > 1, rs, 0.0)
 
-    ag, rs = unit_traffic(data)
+    ag, rs = unit_traffic(_with_cp(data, g))  # the replicas' cp ranks shard the states too (_state_shards)
     if hsdp is not None:
-        # HSDP: shard inside groups of S replicas, then all-reduce each unit's reduced 1/S shard with the
-        # same shard of the other dp/S groups (PyTorch HYBRID_SHARD; Zhao et al. 2023 §3.4)
+        # HSDP: shard inside groups of S replicas (S cp ranks), then all-reduce each unit's reduced 1/(S cp) shard
+        # with the same shard of the other dp/S groups (PyTorch HYBRID_SHARD; Zhao et al. 2023 §3.4)
         shard_group, replicas = hsdp
+        shard_group = _with_cp(shard_group, g)
         ag_h, rs_h = unit_traffic(shard_group)
         ar = _collective("allreduce", (dense + expert) * wire / layers / shard_group.ranks, replicas.dense)
         ar = np.where(replicas.ranks > 1, ar, 0.0)
@@ -1590,6 +1603,7 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
     pieces = np.where(g.zero == Zero.PARAMETERS, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
 
     def first_gather(group: DataParallelGroups) -> np.ndarray:
+        group = _with_cp(group, g)  # the ranks that shard the states (_sharded_parameter_traffic)
         ag = pieces * _collective("allgather", _gathered_bytes(job, g, dense, layers) / layers / pieces, group.dense)
         if job.expert_params > 0:
             ag = ag + pieces * _collective("allgather", 2.0 * expert / layers / pieces, group.expert)
