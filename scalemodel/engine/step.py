@@ -500,17 +500,6 @@ def _state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     return np.asarray(_state_replicas(job, g, sync) * g.cp)
 
 
-def _with_cp(group: DataParallelGroups, g: StrategyGrid) -> DataParallelGroups:
-    """The ranks that shard the model states for a group of data-parallel replicas: the replicas with their
-    cp ranks (:func:`_state_shards`), the group ZeRO-3/FSDP/HSDP gather and reduce-scatter over. cp is directly
-    inside dp in both rank orders, so the group is ranks x cp GPUs at stride / cp (the cp stride, tp, under
-    tp-cp-dp-pp: contiguous; under tp-cp-pp-dp the cp pairs are tp apart and the replicas tp cp pp apart, and the
-    uniform stride tp pp spans the same GPUs). The routed experts' group is unchanged: their fold
-    (ep etp / (tp cp) replicas) already counts cp, and ranks / fold and stride x fold stay the same."""
-    cp = g.cp.astype(float)
-    return DataParallelGroups(group.network, group.ranks * cp, group.stride / cp, group.ep * cp)
-
-
 def _overlap_windows(comp: dict[str, np.ndarray], efficiency: float) -> dict[str, np.ndarray]:
     """``comp`` with the windows that hide communication cut to ``efficiency`` of their compute
     (docs/model.md#overlap-efficiency): the forward and backward passes (DP and FSDP/ZeRO-3 traffic), the
@@ -973,8 +962,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         ar = bucketed("allreduce", nbytes, group, g.algorithm)
         return np.where(zero3, bucketed("reducescatter", nbytes, group), ar) if np.any(zero3) else ar
 
-    total = reduce(dense * q, data.dense)
-    if job.expert_params > 0:  # routed experts are replicated over dp/ep ranks only
+    every_zero3 = bool(np.all(zero3))  # their gradients move in the per-unit traffic only (below)
+    total = np.zeros(1) if every_zero3 else reduce(dense * q, data.dense)
+    if job.expert_params > 0 and not every_zero3:  # routed experts are replicated over dp/ep ranks only
         total = total + reduce(expert * q, data.expert)
     topk = g.compression == CompressionKind.TOPK
     if np.any(topk):
@@ -1139,12 +1129,12 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
             rs = rs + _collective("reducescatter", expert * wire / layers, group.expert)
         return np.where(group.ranks > 1, ag, 0.0), np.where(group.ranks > 1, rs, 0.0)
 
-    ag, rs = unit_traffic(_with_cp(data, g))  # the replicas' cp ranks shard the states too (_state_shards)
+    ag, rs = unit_traffic(data.sharding)  # the replicas with their cp ranks shard the states (_state_shards)
     if hsdp is not None:
         # HSDP: shard inside groups of S replicas (S cp ranks), then all-reduce each unit's reduced 1/(S cp) shard
         # with the same shard of the other dp/S groups (PyTorch HYBRID_SHARD; Zhao et al. 2023 §3.4)
         shard_group, replicas = hsdp
-        shard_group = _with_cp(shard_group, g)
+        shard_group = shard_group.sharding
         ag_h, rs_h = unit_traffic(shard_group)
         ar = _collective("allreduce", (dense + expert) * wire / layers / shard_group.ranks, replicas.dense)
         ar = np.where(replicas.ranks > 1, ar, 0.0)
@@ -1603,7 +1593,7 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
     pieces = np.where(g.zero == Zero.PARAMETERS, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
 
     def first_gather(group: DataParallelGroups) -> np.ndarray:
-        group = _with_cp(group, g)  # the ranks that shard the states (_sharded_parameter_traffic)
+        group = group.sharding  # the ranks that shard the states (_sharded_parameter_traffic)
         ag = pieces * _collective("allgather", _gathered_bytes(job, g, dense, layers) / layers / pieces, group.dense)
         if job.expert_params > 0:
             ag = ag + pieces * _collective("allgather", 2.0 * expert / layers / pieces, group.expert)
