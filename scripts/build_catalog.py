@@ -2,7 +2,9 @@
 """Write scalemodel/data/catalog.json: every file of the built-in catalog (hardware/accelerators,
 hardware/clusters, examples/workloads, examples/scenarios) parsed with the strict YAML reader of any
 spec (scalemodel/specs/yamlread.py), so that a query on built-in names imports no YAML parser
-(scalemodel/specs/precompiled.py). Re-run after editing any of those files:
+(scalemodel/specs/precompiled.py). Each document is stored as ``[checksum, document]``, the CRC-32 of its
+canonical JSON (precompiled.checksum), so that a damaged entry is not used. Re-run after editing any of those
+files:
 
     python scripts/build_catalog.py            # write the file
     python scripts/build_catalog.py --check    # exit 1 when the committed file is stale
@@ -62,7 +64,7 @@ def build() -> tuple[str, list[str]]:
         if key in seen:
             continue
         seen.add(key)
-        lines.append(f"{msgspec.json.encode(key).decode()}: {encoded.decode()}")
+        lines.append(f"{msgspec.json.encode(key).decode()}: [\"{precompiled.checksum(encoded)}\", {encoded.decode()}]")
     source = "scripts/build_catalog.py from the YAML files of the built-in catalog (regenerate, never edit)"
     text = (f'{{"source": {msgspec.json.encode(source).decode()},\n"documents": {{\n'
             + ",\n".join(lines) + "\n}}\n")

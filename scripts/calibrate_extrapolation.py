@@ -12,7 +12,18 @@ for the rest); a case the validator lists as not expressible is not used. A **se
   768/1536/2304), or
 * *model grows with GPUs*: one source's table on one hardware with three or more GPU counts whose model
   size never shrinks as the GPU count grows (Narayanan 2021 Table 1, Megatron-LM 2024 H100 table,
-  MaxText v5p), a weak-scaling table.
+  MaxText v5p, Megatron-Bridge 25.11 per system), a weak-scaling table.
+
+  Model size is the total parameter count (all experts, without MTP modules: the size the sources publish,
+  ``cost.transformer.param_count``). It is the one size that compares across the models of a mixed table:
+  it is what a table's GPU count is chosen for (the weights, gradients and optimizer states must fit), and it
+  depends on neither the sequence length nor the routing. Model FLOPs per sequence, the earlier measure, does
+  not compare: it scales with the sequence length, which differs between the models of one table
+  (Megatron-Bridge 25.11: Llama 8192, DeepSeek-V3 and Qwen3 4096), and with the *active* parameters of an MoE
+  model (DeepSeek-V3, 671B with 37B active, does 18x fewer FLOPs per sequence than Llama 3.1 405B but has
+  1.7x its parameters; Qwen3-30B-A3B fewer than Llama 3 8B). With it a larger MoE run on more GPUs read as a
+  shrinking model and dropped its whole table from the study. Within one model (Narayanan, Megatron-LM 2024,
+  MaxText: same sequence length, dense) the two orders agree. Runs at one GPU count are ordered by size.
 
 Each run's measured step time is derived from what the source printed, with the model's own tokens or
 FLOPs per step (the quantity compared is the source's): tokens/s/GPU -> B s / (x GPUs); iteration time as
@@ -46,7 +57,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_training as vt  # noqa: E402  (the validator's case rules, reused as they are)
 
+from scalemodel.cost.transformer import param_count  # noqa: E402
 from scalemodel.engine.calibrate_runs import GREW_SHARE, fit_runs, predict_with_fit, predictions_with_fit  # noqa: E402
+from scalemodel.engine.job import transformer_shape  # noqa: E402
 from scalemodel.engine.parts import BREAKDOWN_KEYS  # noqa: E402
 from scalemodel.engine.predict import predict  # noqa: E402
 from scalemodel.specs import StrategySpec, TrainingSpec  # noqa: E402
@@ -62,7 +75,12 @@ class Case:
     source: str
     hardware: str     # cluster name + overrides + precision
     model_key: str    # the case's model fields
-    params: float
+    params: float     # total parameters (all experts, no MTP): the model size the series rule compares
+
+
+def model_size(workload: Any) -> float:
+    """Total parameters of a transformer workload, all experts, without MTP modules (the series rule's size)."""
+    return float(param_count(transformer_shape(workload)))
 
 
 def nar21_cases() -> list[Case]:
@@ -92,8 +110,7 @@ def nar21_cases() -> list[Case]:
         p = predict(cluster, wl, par["gpus"], tr, st)
         measured = p.flops["hardware_flops_per_step"] / (case["measured"]["tflops_per_gpu"] * 1e12 * par["gpus"])
         run = MeasuredRun(case["id"], name, path, cluster, wl, par["gpus"], tr, st, measured, None)
-        out.append(Case(run, "nar21", f"{name} fp16", json.dumps(case["model"], sort_keys=True),
-                        float(p.flops["model_flops_per_step"]) / gb))
+        out.append(Case(run, "nar21", f"{name} fp16", json.dumps(case["model"], sort_keys=True), model_size(wl)))
     return out
 
 
@@ -134,7 +151,7 @@ def new_cases() -> list[Case]:
         assert path is not None
         run = MeasuredRun(res.id, s["cluster"], path, cluster, wl, gpus, tr, st, float(measured), None)
         out.append(Case(run, res.families["source"], f"{s['cluster']} {' '.join(overrides)} {s['precision']}",
-                        json.dumps(case["model"], sort_keys=True), float(p.flops["model_flops_per_step"]) / gb))
+                        json.dumps(case["model"], sort_keys=True), model_size(wl)))
     return out
 
 

@@ -570,16 +570,10 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
     return TransformerWorkload(**spec), "from the case's fields"
 
 
-#: Rows the model expresses that are listed, not compared, until a person decides, and why. The DeepSeek-V3 B200
-#: row became expressible with workload.mtp_layers (its recipe trains one MTP module: Megatron-Bridge 97ad8cc6f
-#: recipes/deepseek/deepseek_v3.py pretrain_config mtp_num_layers=1, layout_map[(16, 1)] ends
-#: ["decoder", "mtp", "loss"]); predicted (``held=False``) it over-predicts by more than any other B200 row.
-HELD_OUT: dict[str, str] = {
-    "mb2511_b200_dsv3_mtp_fp8mx": (
-        "expressible since workload.mtp_layers prices the MTP module, and predicted +47.9% (3164 against 2139 "
-        "tokens/s/GPU; +64% without the module): not yet in the compared set because it changes the dgx-b200 "
-        "extrapolation series (scripts/calibrate_extrapolation.py); shown here so the miss is not hidden"),
-}
+#: Rows the model expresses that are listed, not compared, until a person decides, and why (row id -> reason).
+#: Empty: the DeepSeek-V3 B200 'w/ MTP' row, held while it changed the dgx-b200 extrapolation series, is compared
+#: since scripts/calibrate_extrapolation.py orders a mixed table by total parameters (its docstring).
+HELD_OUT: dict[str, str] = {}
 
 
 def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:

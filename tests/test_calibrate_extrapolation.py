@@ -26,10 +26,25 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "mtnlg_530b (2240/2800/3360)": ("same model", [2240, 2800, 3360]),
         "nemotron4_15b_h100 (768/1536/2304)": ("same model", [768, 1536, 2304]),
         "maxtext tpu-v5p-pod (64-2048)": ("model grows with GPUs", [64, 256, 512, 512, 2048]),
-        # Megatron-Bridge 25.11 tables, once interleaved uneven chunks made their 405B / Qwen3-235B rows expressible
-        "mb2511 dgx-b200 (8-128)": ("model grows with GPUs", [8, 64, 128]),
+        # Megatron-Bridge 25.11 tables, once interleaved uneven chunks made their 405B / Qwen3-235B rows expressible;
+        # B200 gains the DeepSeek-V3 MTP row (256 GPUs, 671B) and H100 is found at all once model size is the total
+        # parameter count: by FLOPs per sequence DeepSeek-V3 (37B active, 4096 tokens) after Llama 3.1 405B and
+        # Qwen3-30B-A3B (16 GPUs) after Llama 3 8B (8 GPUs, 8192 tokens) read as shrinking models
+        "mb2511 dgx-b200 (8-256)": ("model grows with GPUs", [8, 64, 128, 256]),
         "mb2511 gb200-nvl72 (8-256)": ("model grows with GPUs", [8, 8, 64, 256]),
+        "mb2511 dgx-h100 (8-1024)": ("model grows with GPUs", [8, 16, 64, 256, 1024]),
     }
+
+
+def test_model_size_is_the_published_parameter_count(found) -> None:  # type: ignore[no-untyped-def]
+    """The series rule orders a mixed table by total parameters (all experts): the sizes of the B200 table are the
+    published 8.03B (Llama 3 8B model card), 235B (Qwen3-235B-A22B), 405B (Llama 3.1, 405.85B in its model card's
+    safetensors count) and 671B (DeepSeek-V3 report, without its MTP module), within 0.5%."""
+    mod = script_module("calibrate_extrapolation")
+    sizes = [mod.model_size(r.workload) / 1e9 for r in found["mb2511 dgx-b200 (8-256)"][1]]
+    assert sizes == [pytest.approx(x, rel=5e-3) for x in (8.03, 235.0, 405.85, 671.0)]
+    # the rule itself: sizes never shrink along the GPU count, while FLOPs per sequence do (DeepSeek-V3 after 405B)
+    assert sizes == sorted(sizes)
 
 
 def test_measured_steps_are_the_published_figures(found) -> None:  # type: ignore[no-untyped-def]

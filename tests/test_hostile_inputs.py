@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
@@ -778,7 +779,7 @@ def test_damaged_precompiled_catalog_falls_back_to_yaml(cli, tmp_path: Path, mon
         target.write_bytes(b"[" * 100_000)
     elif damage == "number out of range":  # valid JSON that msgspec cannot decode into a float: was a traceback
         key = next(k for k in doc["documents"] if k.startswith("dgx-h100.yaml:"))
-        doc["documents"][key] = {"kind": "cluster", "name": "dgx-h100", "gpus_per_node": 0}
+        doc["documents"][key][1] = {"kind": "cluster", "name": "dgx-h100", "gpus_per_node": 0}
         target.write_text(json.dumps(doc).replace('"gpus_per_node": 0', '"gpus_per_node": 1e999'))
     elif damage == "directory":
         target.mkdir()
@@ -797,7 +798,8 @@ def test_catalog_document_failing_validation_is_one_line(cli, tmp_path: Path,  #
 
     doc = json.loads(precompiled.DATA.read_bytes())
     key = next(k for k in doc["documents"] if k.startswith("dgx-h100.yaml:"))
-    doc["documents"][key] = {"kind": "cluster", "name": "dgx-h100"}
+    entry = {"kind": "cluster", "name": "dgx-h100"}  # with its own checksum: a wrong build, not later damage
+    doc["documents"][key] = [precompiled.checksum(msgspec.json.encode(entry)), entry]
     target = tmp_path / "catalog.json"
     target.write_text(json.dumps(doc))
     monkeypatch.setattr(precompiled, "DATA", target)

@@ -182,19 +182,18 @@ def _case(cid: str) -> dict[str, Any]:
 
 
 def test_validator_gives_the_dsv3_rows_their_mtp_modules() -> None:
-    """The 'w/ MTP' B200 row gets deepseek-v3 with one module and its recipe's [4 ... 1] stage layout (held out
-    of the comparison, listed with why); the GB200 row labelled 'w/o MTP' none; the DeepSeek report's own run
-    stays listed for DualPipe, routing and its batch ramp, no longer for MTP."""
+    """The 'w/ MTP' B200 row gets deepseek-v3 with one module and its recipe's [4 ... 1] stage layout and is
+    compared (no longer held out); the GB200 row labelled 'w/o MTP' none; the DeepSeek report's own run stays
+    listed for DualPipe, routing and its batch ramp, no longer for MTP."""
     from conftest import script_module
 
     vt = script_module("validate_training")
     b200 = _case("mb2511_b200_dsv3_mtp_fp8mx")
-    listed = vt.predict_new_case(b200)
-    assert isinstance(listed, vt.NotExpressed) and listed.reason.startswith("expressible since workload.mtp_layers")
     wl, how = vt.case_workload(b200)
     assert (how, wl.mtp_layers) == ("deepseek-v3", 1)
-    res = vt.predict_new_case(b200, held=False)
+    res = vt.predict_new_case(b200)
     assert isinstance(res, vt.CaseResult) and res.settings["first_last_stage_layers"] == [4, 1]
+    assert b200["id"] not in vt.HELD_OUT
     gb200, _ = vt.case_workload(_case("mb2511_gb200_dsv3_bf16"))
     assert gb200.mtp_layers == 0
     h800 = vt.predict_new_case(_case("dsv3_h800_2048"))

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import scalemodel.specs.yamlread as yamlread
@@ -89,14 +90,17 @@ def test_errors_on_a_builtin_file_keep_its_line_numbers(cli) -> None:  # type: i
                                               ("bogus_field", 1), (None, None)])
 def test_a_damaged_entry_that_fails_validation_names_the_catalog_not_a_yaml_line(
         cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field, value) -> None:  # type: ignore[no-untyped-def]
-    """An entry that decodes but is not what its (valid) YAML says: the error is the catalog's, not a line of
-    the YAML (line 7 of dgx-h100.yaml, ``gpus_per_node: 8``, is fine)."""
+    """An entry that decodes but is not what its (valid) YAML says, yet carries its own checksum (a wrong build,
+    not damage after it: damage misses the checksum and falls back to the YAML, see below): the error is the
+    catalog's, not a line of the YAML (line 7 of dgx-h100.yaml, ``gpus_per_node: 8``, is fine)."""
     doc = json.loads(precompiled.DATA.read_bytes())
     key = next(k for k in doc["documents"] if k.startswith("dgx-h100.yaml:"))
+    entry = doc["documents"][key][1]
     if field is None:
-        doc["documents"][key] = {"kind": "cluster", "name": "dgx-h100"}  # required fields gone
+        entry = {"kind": "cluster", "name": "dgx-h100"}  # required fields gone
     else:
-        doc["documents"][key][field] = value
+        entry[field] = value
+    doc["documents"][key] = _stamped(entry)
     bad = tmp_path / "catalog.json"
     bad.write_text(json.dumps(doc))
     monkeypatch.setattr(precompiled, "DATA", bad)
@@ -114,6 +118,46 @@ def test_a_damaged_entry_that_fails_validation_names_the_catalog_not_a_yaml_line
     monkeypatch.setattr(precompiled, "_documents", None)
     r = cli("predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--set", "cluster.gpus_per_node=x")
     assert r.code == 2 and f"dgx-h100.yaml:{line}: gpus_per_node" in r.err, r.err
+
+
+def _stamped(document: dict) -> list:  # type: ignore[type-arg]
+    """A catalog entry ``[checksum, document]`` whose checksum matches ``document`` (as scripts/build_catalog.py
+    writes it)."""
+    return [precompiled.checksum(msgspec.json.encode(document)), document]
+
+
+@pytest.mark.parametrize("damage", ["value", "field", "checksum", "not a list"])
+def test_a_damaged_entry_that_still_validates_is_not_used(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         damage: str) -> None:  # type: ignore[no-untyped-def]
+    """A damaged entry whose document is still a valid cluster (gpus_per_node 8 -> 4; a field dropped that has a
+    default) or whose checksum is damaged no longer matches its checksum: the YAML is parsed instead, so the
+    prediction is the YAML's (as with no catalog), never the damaged value."""
+    doc = json.loads(precompiled.DATA.read_bytes())
+    key = next(k for k in doc["documents"] if k.startswith("dgx-h100.yaml:"))
+    stored, entry = doc["documents"][key]
+    assert stored == precompiled.checksum(msgspec.json.encode(entry))  # the build's checksum, recomputed here
+    if damage == "value":
+        assert entry["gpus_per_node"] == 8
+        entry["gpus_per_node"] = 4
+    elif damage == "field":
+        del entry["description"]
+    elif damage == "checksum":
+        stored = f"{(int(stored, 16) ^ 1):08x}"
+    doc["documents"][key] = entry if damage == "not a list" else [stored, entry]
+    bad = tmp_path / "catalog.json"
+    bad.write_text(json.dumps(doc))
+    path = ROOT / "hardware" / "clusters" / "dgx-h100.yaml"
+    for data_file in (bad, tmp_path / "absent.json"):
+        monkeypatch.setattr(precompiled, "DATA", data_file)
+        monkeypatch.setattr(precompiled, "_documents", None)
+        data, node = read_document(path)
+        assert not isinstance(node, Unparsed) and data["gpus_per_node"] == 8  # parsed from the YAML
+        r = cli("predict", "-c", "dgx-h100", "-m", "llama2-7b", "-n", "64", "--json")
+        assert r.code == 0, r.err
+        out = json.loads(r.out)
+        if data_file == bad:
+            damaged = out["step_time_s"]
+    assert damaged == out["step_time_s"]
 
 
 def test_a_genuine_error_on_a_catalog_file_keeps_its_yaml_line_with_the_catalog_in_use(cli) -> None:  # type: ignore[no-untyped-def]

@@ -187,7 +187,7 @@ def _stage_share(sh: Shape, p: np.ndarray, stage_layers: ArrayLike | None) -> np
 def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: ArrayLike = 1,
                    stage_layers: ArrayLike | None = None, etp: ArrayLike | None = None,
                    embedding: ArrayLike = True, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False) -> ParamsPerGpu:
-    """Parameters on the most loaded GPU (the first pipeline stage, which also holds the embedding).
+    """Parameters on one GPU of a pipeline stage (by default the first, which also holds the embedding).
 
     dense  = [L/p (attention + norms) + dense_layers/p * mlp + moe_layers/p * (shared + router)
               + V h (x2 when p = 1 and untied)] / t

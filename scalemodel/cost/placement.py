@@ -270,10 +270,24 @@ class DataParallelGroups(msgspec.Struct, frozen=True, eq=False, dict=True):
     ranks: np.ndarray
     stride: np.ndarray
     ep: np.ndarray
+    cp: np.ndarray | None = None  # the context-parallel degree of each replica (None: not folded in, see sharding)
 
     @cached_property
     def dense(self) -> Placement:
         return place(self.ranks, self.stride, self.network)
+
+    @cached_property
+    def sharding(self) -> DataParallelGroups:
+        """The ranks that shard the model states for these replicas: the replicas with their ``cp`` ranks, which
+        hold the same weights (Megatron-Core's dp-cp group, torchtitan's ``dp_shard_cp``). cp sits directly inside
+        dp in both rank orders, so the group is ranks x cp GPUs at stride / cp (contiguous under tp-cp-dp-pp;
+        under tp-cp-pp-dp the uniform stride tp pp spans the same GPUs as the cp pairs tp apart and the replicas
+        tp cp pp apart). The experts' group is the same (their fold, ep etp / (tp cp) replicas, already counts
+        cp: ranks / fold and stride x fold do not change). Built once, so each group is placed once."""
+        if self.cp is None:
+            return self
+        cp = self.cp.astype(float)
+        return DataParallelGroups(self.network, self.ranks * cp, self.stride / cp, self.ep * cp)
 
     @cached_property
     def expert(self) -> Placement:
@@ -350,13 +364,14 @@ class ParallelGroups(msgspec.Struct, frozen=True, eq=False, dict=True):  # msgsp
     @cached_property
     def data(self) -> DataParallelGroups:
         """The whole DP group: dp replicas at the DP stride (tp cp, or tp cp pp with PP inside DP)."""
-        return DataParallelGroups(self.network, self.dp.astype(float), self.strides["dp"] * 1.0, self.expert_fold)
+        return DataParallelGroups(self.network, self.dp.astype(float), self.strides["dp"] * 1.0, self.expert_fold,
+                                  self.cp)
 
     def data_split(self, size: np.ndarray) -> tuple[DataParallelGroups, DataParallelGroups]:
         """Hierarchical synchronisation over groups of ``size`` DP replicas: (inside a group: ``size``
         consecutive replicas; across groups: max(dp / size, 1) replicas ``size`` replicas apart)."""
         base = self.strides["dp"]
-        inner = DataParallelGroups(self.network, np.asarray(size, dtype=float), base * 1.0, self.expert_fold)
+        inner = DataParallelGroups(self.network, np.asarray(size, dtype=float), base * 1.0, self.expert_fold, self.cp)
         outer = DataParallelGroups(self.network, np.maximum(self.dp / size, 1.0), base * size, self.expert_fold)
         return inner, outer
 

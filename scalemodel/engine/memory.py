@@ -16,7 +16,15 @@ import numpy as np
 
 from scalemodel.cost import memory as M
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
-from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, feasibility, memory_parts, microbatches
+from scalemodel.engine.step import (
+    INFEASIBLE_REASONS,
+    Infeasible,
+    _layers_split,
+    feasibility,
+    memory_parts,
+    memory_peak_stage,
+    microbatches,
+)
 from scalemodel.errors import InputError
 
 #: The parts of the per-GPU memory, in the order of the JSON object (then ``total``).
@@ -31,7 +39,7 @@ class MemoryResult:
     accelerator: str
     seq_len: int | None
     num_microbatches: int
-    params_per_gpu: float
+    params_per_gpu: float  # on a GPU of peak_stage, before ZeRO sharding
     per_gpu_bytes: dict[str, float]  # MEMORY_PARTS and "total"
     activation_bytes_per_micro_batch_sample: float
     capacity_bytes: float
@@ -40,6 +48,10 @@ class MemoryResult:
     # predict's verdict on the strategy (step.feasibility, then memory) and its sentence (None when feasible)
     feasible: bool = True
     infeasible_reason: str | None = None
+    # the pipeline stage whose memory per_gpu_bytes and params_per_gpu are (the peak, the one the verdict uses):
+    # rank 0 = first, pp - 1 = last; its role: "only" (pp 1), "first", "middle" or "last"
+    peak_stage: int = 0
+    peak_stage_role: str = "only"
 
     def payload(self) -> dict[str, Any]:
         return {"inputs": self.inputs, "seq_len": self.seq_len, "num_microbatches": self.num_microbatches,
@@ -47,7 +59,8 @@ class MemoryResult:
                 "activation_bytes_per_micro_batch_sample": self.activation_bytes_per_micro_batch_sample,
                 "capacity_bytes": self.capacity_bytes, "fits": self.fits, "max_micro_batch": self.max_micro_batch,
                 "feasible": self.feasible, "infeasible_reason": self.infeasible_reason,
-                "accelerator": self.accelerator}
+                "accelerator": self.accelerator,
+                "peak_stage": {"rank": self.peak_stage, "role": self.peak_stage_role}}
 
 
 def _divisors(n: int) -> np.ndarray:
@@ -92,15 +105,17 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
     if not job.is_transformer and tp * pp * cp * ep != 1:
         raise InputError("a generic workload supports data parallelism only", where="--tp/--pp/--cp/--ep",
                          allowed="tp = pp = cp = ep = 1")
-    if job.is_transformer and int(job.shape.layers) % pp:
-        raise InputError(f"{int(job.shape.layers)} layers do not split evenly over pp = {pp}", where="--pp",
-                         allowed="a divisor of the layer count")
+    if job.is_transformer and not bool(np.asarray(_layers_split(job, grid)).ravel()[0]):  # predict's split rule
+        raise InputError(f"{int(job.shape.layers)} layers do not split over pp = {pp} as asked", where="--pp",
+                         allowed="pp <= layers (interleaved: pp x V dividing them); with first/last stage layers "
+                         "set, the rest split evenly over the other stages")
     if training.global_batch is not None and training.global_batch % (micro * dp):
         raise InputError(f"global batch {training.global_batch} is not a multiple of micro-batch x dp = "
                          f"{micro * dp}", where="--global-batch", allowed="a multiple of micro_batch * dp")
     m = microbatches(grid)
-    parts = memory_parts(job, grid, m, fragmentation=fragmentation, workspace=workspace,
-                         sync=strategy.sync)  # hier:G shards ZeRO inside its groups
+    peak = memory_peak_stage(job, grid, m, fragmentation=fragmentation, workspace=workspace,
+                             sync=strategy.sync)  # hier:G shards ZeRO inside its groups
+    parts = peak.parts
     breakdown = {k: float(np.asarray(parts[k]).ravel()[0]) for k in (*MEMORY_PARTS, "total")}
     if not all(np.isfinite(list(breakdown.values()))):
         raise InputError("the memory model overflows for these inputs", where="memory",
@@ -111,11 +126,11 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
         0 if fits else int(Infeasible.OUT_OF_MEMORY))
     states = breakdown["weights"] + breakdown["gradients"] + breakdown["optimizer"]
     act1 = breakdown["activations"] / micro
-    if job.is_transformer:
-        mtp = float(job.shape.mtp_layers) if pp == 1 else 0.0  # without a pipeline the one stage holds the modules
-        params = float(np.asarray(M.params_per_gpu(job.shape, tp=tp, pp=pp, ep=ep, mtp_modules=mtp).total))
-    else:
-        params = job.params
+    # the parameters and rank of the stage priced above (the peak: with MTP modules or uneven stages it need not
+    # be the first)
+    params = float(np.asarray(peak.params).ravel()[0])
+    rank = int(np.asarray(peak.rank).ravel()[0])
+    role = "only" if pp == 1 else "first" if rank == 0 else "last" if rank == pp - 1 else "middle"
     inputs = {"model": job.name, "cluster": job.cluster_name, "gpus": gpus, "dp": dp, "tp": tp, "pp": pp, "cp": cp,
               "ep": ep, "micro_batch": micro, "global_batch": training.global_batch, "zero": strategy.zero,
               "recompute": strategy.recompute, "sequence_parallel": strategy.sequence_parallel,
@@ -131,4 +146,5 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
         fits=fits,
         max_micro_batch=_largest_micro_batch(job, grid, training.global_batch, states, act1, fragmentation,
                                              workspace, strategy.sync),
-        feasible=code == 0, infeasible_reason=INFEASIBLE_REASONS[code] if code else None)
+        feasible=code == 0, infeasible_reason=INFEASIBLE_REASONS[code] if code else None,
+        peak_stage=rank, peak_stage_role=role)

@@ -556,14 +556,15 @@ def _expert_state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.nda
 
 
 def _state_shards(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
-    """Ranks a transformer's dense model states are sharded over by ZeRO/FSDP: the data-parallel degree times
-    the context-parallel degree (CP ranks hold the same weights: Megatron-Core builds its distributed optimizer
-    over ``get_data_parallel_group(with_context_parallel=True)``, megatron/core/optimizer/__init__.py;
-    torchtitan shards FSDP over the ``dp_shard_cp`` mesh); HSDP keeps its sharding group. Under hier:G the
-    group of G replicas times cp (so hier:dp shards as bsp does). The one count both the memory model
-    (:func:`memory_parts`) and the optimizer step (:func:`_optimizer_time`) divide the states by."""
-    cp = g.cp if hier_group(g, sync) is not None else np.where(g.zero == Zero.HSDP, 1, g.cp)
-    return np.asarray(_state_replicas(job, g, sync) * cp)
+    """Ranks a transformer's dense model states are sharded over by ZeRO/FSDP: the replicas they are sharded
+    over (:func:`_state_replicas`: dp, the HSDP shard group, or hier:G's group) times the context-parallel
+    degree. CP ranks hold the same weights: Megatron-Core builds its distributed optimizer over
+    ``get_data_parallel_group(with_context_parallel=True)``, megatron/core/optimizer/__init__.py; torchtitan
+    shards FSDP over the ``dp_shard_cp`` mesh and HSDP over ``("dp_replicate", "dp_shard_cp")``, replicating over
+    dp_replicate only (torchtitan/models/llama3/infra/parallelize.py @91ee9ad31; today's ParallelDims.build_mesh
+    names it ``fsdp`` = dp_shard x cp). The one count both the memory model (:func:`memory_parts`) and the
+    optimizer step (:func:`_optimizer_time`) divide the states by."""
+    return np.asarray(_state_replicas(job, g, sync) * g.cp)
 
 
 def _overlap_windows(comp: dict[str, np.ndarray], efficiency: float) -> dict[str, np.ndarray]:
@@ -1063,8 +1064,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         ar = bucketed("allreduce", nbytes, group, g.algorithm)
         return np.where(zero3, bucketed("reducescatter", nbytes, group), ar) if np.any(zero3) else ar
 
-    total = reduce(dense * q, data.dense)
-    if job.expert_params > 0:  # routed experts are replicated over dp/ep ranks only
+    every_zero3 = bool(np.all(zero3))  # their gradients move in the per-unit traffic only (below)
+    total = np.zeros(1) if every_zero3 else reduce(dense * q, data.dense)
+    if job.expert_params > 0 and not every_zero3:  # routed experts are replicated over dp/ep ranks only
         total = total + reduce(expert * q, data.expert)
     gather = bf16_optimizer_param_gather(job, g)
     if np.any(gather):  # DeepSpeed's BF16_Optimizer: the fp32 all-reduce above, then the 16-bit weights gathered
@@ -1234,11 +1236,12 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
             rs = rs + _collective("reducescatter", expert * wire / layers, group.expert)
         return np.where(group.ranks > 1, ag, 0.0), np.where(group.ranks > 1, rs, 0.0)
 
-    ag, rs = unit_traffic(data)
+    ag, rs = unit_traffic(data.sharding)  # the replicas with their cp ranks shard the states (_state_shards)
     if hsdp is not None:
-        # HSDP: shard inside groups of S replicas, then all-reduce each unit's reduced 1/S shard with the
-        # same shard of the other dp/S groups (PyTorch HYBRID_SHARD; Zhao et al. 2023 §3.4)
+        # HSDP: shard inside groups of S replicas (S cp ranks), then all-reduce each unit's reduced 1/(S cp) shard
+        # with the same shard of the other dp/S groups (PyTorch HYBRID_SHARD; Zhao et al. 2023 §3.4)
         shard_group, replicas = hsdp
+        shard_group = shard_group.sharding
         ag_h, rs_h = unit_traffic(shard_group)
         ar = _collective("allreduce", (dense + expert) * wire / layers / shard_group.ranks, replicas.dense)
         ar = np.where(replicas.ranks > 1, ar, 0.0)
@@ -1322,13 +1325,35 @@ def microbatches(g: StrategyGrid) -> np.ndarray:
 def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
                  fragmentation: float = memory.DEFAULT_FRAGMENTATION,
                  workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp") -> dict[str, np.ndarray]:
-    """Per-GPU bytes by part (scalemodel.cost.memory), first pipeline stage, plus ``total``. ``sync``: under
+    """Per-GPU bytes by part (scalemodel.cost.memory) on the pipeline stage with the peak, plus ``total``
+    (:func:`memory_peak_stage`, which also says which stage that is)."""
+    return memory_peak_stage(job, g, m, fragmentation=fragmentation, workspace=workspace, sync=sync).parts
+
+
+class PeakStage(NamedTuple):
+    """The pipeline stage :func:`memory_parts` prices, per candidate: ``parts`` its bytes by part and ``total``;
+    ``rank`` its pipeline rank (0 the first stage, pp - 1 the last; 1 the busiest middle stage, which holds the
+    second stage's micro-batches in flight); ``params`` the parameters one of its GPUs holds before ZeRO sharding
+    (:func:`scalemodel.cost.memory.params_per_gpu` of that stage: its layers, embedding, output layer, MTP)."""
+
+    parts: dict[str, np.ndarray]
+    rank: np.ndarray
+    params: np.ndarray
+
+
+def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
+                      fragmentation: float = memory.DEFAULT_FRAGMENTATION,
+                      workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp") -> PeakStage:
+    """Per-GPU bytes by part of the stage with the most memory, and which stage it is (:class:`PeakStage`):
+    the first stage (with the embedding); with a pipeline, the busiest other stage where it has more layers;
+    with multi-token prediction modules, the last stage (:func:`_mtp_last_stage_memory`). ``sync``: under
     hier:G, ZeRO/FSDP shard the states inside the groups of G replicas (:func:`hier_group`).
 
     Weights are held at the compute element size (4 bytes for fp32/tf32 runs, else 2: fp8 GEMMs
     keep 16-bit weights). Generic workloads: the catalog's activation bytes per sample are fp32,
     scaled to the training precision, and full recompute keeps a quarter of them.
     """
+    rank, params = np.zeros(1), np.full(1, float(job.params))
     if not job.is_transformer:
         ms = memory.model_state_bytes(job.params, dp=_state_shards(job, g, sync), zero_stage=g.zero,
                                       weight_bytes=job.elem_bytes,
@@ -1357,31 +1382,45 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
         d_mtp = float(job.shape.mtp_layers)
         br = memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage),
                                    mtp_modules=np.where(g.pp > 1, 0.0, d_mtp), **kw)
+        params = _stage_params(job, kw, stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp))
         if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
             mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
             br_o = memory.memory_per_gpu(job.shape, stage_layers=mid, recomputed_layers=recomputed_layers(g, mid),
                                          embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw)
-            br = _where_breakdown((g.pp > 1) & (other > first) & (br_o.total > br.total), br_o, br)
+            take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
+            br = _where_breakdown(take, br_o, br)
+            rank = np.where(take, 1.0, rank)
+            params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
         if d_mtp > 0 and np.any(g.pp > 1):
-            br = _mtp_last_stage_memory(job, g, br, _last, kw)
+            br, rank, params = _mtp_last_stage_memory(job, g, br, _last, kw, rank, params)
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
     parts["total"] = sum(parts.values())  # type: ignore[assignment]
-    return parts
+    return PeakStage(parts, np.asarray(rank, dtype=float), np.asarray(params, dtype=float))
+
+
+def _stage_params(job: Job, kw: dict[str, Any], **stage: Any) -> np.ndarray:
+    """Parameters one GPU of a stage holds (dense + expert), with the stage arguments its memory was priced with."""
+    pg = memory.params_per_gpu(job.shape, tp=kw["tp"], pp=kw["pp"], ep=kw["ep"], etp=kw["etp"], **stage)
+    return np.asarray(pg.dense + pg.expert, dtype=float)
 
 
 def _mtp_last_stage_memory(job: Job, g: StrategyGrid, br: memory.MemoryBreakdown, last: np.ndarray,
-                           kw: dict[str, Any]) -> memory.MemoryBreakdown:
+                           kw: dict[str, Any], rank: np.ndarray, params: np.ndarray
+                           ) -> tuple[memory.MemoryBreakdown, np.ndarray, np.ndarray]:
     """The larger of ``br`` and the last pipeline stage's memory where the model has multi-token prediction
     modules (pp > 1): its ``last`` layers, the D modules (weights, gradients, optimizer states, activations), the
     output layer, the word-embedding copy MTP needs (:func:`scalemodel.cost.memory.params_per_gpu`), (1 + D)
-    heads' fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B)."""
+    heads' fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B); with the stage's
+    rank and parameters per GPU (``rank``, ``params`` of ``br`` where it stays)."""
     n = np.maximum(last, 0.0)
-    br_l = memory.memory_per_gpu(job.shape, stage_layers=n, recomputed_layers=recomputed_layers(g, n),
-                                 embedding=True, head=True, stage_rank=np.maximum(g.pp - 1, 0),
-                                 mtp_modules=float(job.shape.mtp_layers), **kw)
-    return _where_breakdown((g.pp > 1) & (br_l.total > br.total), br_l, br)
+    stage = dict(stage_layers=n, embedding=True, head=True, mtp_modules=float(job.shape.mtp_layers))
+    br_l = memory.memory_per_gpu(job.shape, recomputed_layers=recomputed_layers(g, n),
+                                 stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw)
+    take = (g.pp > 1) & (br_l.total > br.total)
+    return (_where_breakdown(take, br_l, br), np.where(take, np.maximum(g.pp - 1, 0), rank),
+            np.where(take, _stage_params(job, kw, **stage), params))
 
 
 def _where_breakdown(take: np.ndarray, a: memory.MemoryBreakdown, b: memory.MemoryBreakdown) -> memory.MemoryBreakdown:
@@ -1661,6 +1700,7 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
     pieces = np.where(g.zero == Zero.PARAMETERS, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
 
     def first_gather(group: DataParallelGroups) -> np.ndarray:
+        group = group.sharding  # the ranks that shard the states (_sharded_parameter_traffic)
         ag = pieces * _collective("allgather", _gathered_bytes(job, g, dense, layers) / layers / pieces, group.dense)
         if job.expert_params > 0:
             ag = ag + pieces * _collective("allgather", 2.0 * expert / layers / pieces, group.expert)

@@ -39,7 +39,10 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     if result.fits and not result.feasible:
         verdict = "fits in memory, but the strategy is infeasible (above)"
     biggest = max((k for k, _ in _ROWS), key=lambda k: br[k])
-    console.print(f"{verdict}; largest part: {biggest}. Params on this GPU: {result.params_per_gpu:.4g}.")
+    where = "this GPU" if result.peak_stage_role == "only" else (
+        f"a GPU of the {result.peak_stage_role} pipeline stage (rank {result.peak_stage} of pp {inp['pp']}, the "
+        "stage with the most memory, whose bytes are above)")
+    console.print(f"{verdict}; largest part: {biggest}. Params on {where}: {result.params_per_gpu:.4g}.")
     bmax = result.max_micro_batch
     if bmax is None:
         console.print("largest micro-batch: no activation size known for this workload")

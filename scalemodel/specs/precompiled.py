@@ -5,11 +5,14 @@ them with PyYAML cost ~10 ms of imports and ~3 ms of parsing per query (0.15x of
 ``scripts/build_catalog.py`` parses every file of the catalog (hardware/accelerators,
 hardware/clusters, examples/workloads, examples/scenarios) with the same strict reader as any spec
 (:mod:`scalemodel.specs.yamlread`) and stores each document under a key made of the file's name and
-the length and CRC-32 of its text. The loader still reads the file itself (as before); when its text
-has a key here it takes the stored document, else it parses the YAML as it always did. So the YAML
-files stay the one source of truth: an edited file misses (and is parsed), a file whose document JSON
-cannot hold exactly (a non-string key, NaN) is never stored, and tests/test_precompiled.py fails when
-the stored catalog no longer matches the files (re-run the script).
+the length and CRC-32 of its text, with the CRC-32 of the document's canonical JSON (msgspec's compact
+encoding, :func:`checksum`). The loader still reads the file itself (as before); when its text has a key
+here and the stored document still has its checksum, it takes the stored document, else it parses the
+YAML as it always did. So the YAML files stay the one source of truth: an edited file misses (and is
+parsed), a damaged entry (even one that decodes and validates: a changed number) misses its checksum
+(and the YAML is parsed), a file whose document JSON cannot hold exactly (a non-string key, NaN) is never
+stored, and tests/test_precompiled.py fails when the stored catalog no longer matches the files (re-run
+the script).
 """
 
 from __future__ import annotations
@@ -25,14 +28,21 @@ import msgspec
 DATA = Path(__file__).resolve().parent.parent / "data" / "catalog.json"
 
 
+class Entry(msgspec.Struct, array_like=True):
+    """One stored document, ``[checksum, document]``: :func:`checksum` of the document's canonical JSON."""
+
+    sum: str
+    doc: msgspec.Raw
+
+
 class Compiled(msgspec.Struct):
-    """The file's layout: ``{"source": ..., "documents": {key: document}}``."""
+    """The file's layout: ``{"source": ..., "documents": {key: [checksum, document]}}``."""
 
     source: str
-    documents: dict[str, msgspec.Raw]
+    documents: dict[str, Entry]
 
 
-_documents: dict[str, msgspec.Raw] | None = None
+_documents: dict[str, Entry] | None = None
 _records: list[list[tuple[str, str]]] = []  # the open recorded() lists
 _off = False
 
@@ -43,7 +53,14 @@ def key(name: str, text: str) -> str:
     return f"{name}:{len(data)}:{zlib.crc32(data):08x}"
 
 
-def _load() -> dict[str, msgspec.Raw]:
+def checksum(canonical: bytes) -> str:
+    """CRC-32 (8 hex digits) of a document's canonical JSON, ``msgspec.json.encode(document)``: compact, keys in
+    the document's order. It detects any accidental change of the stored entry (every burst of up to 32 bits,
+    and other damage but for one chance in 2^32); it is not a defence against a deliberate edit."""
+    return f"{zlib.crc32(canonical):08x}"
+
+
+def _load() -> dict[str, Entry]:
     global _documents
     if _documents is None:
         try:
@@ -55,14 +72,23 @@ def _load() -> dict[str, msgspec.Raw]:
 
 def document(name: str, text: str) -> msgspec.Raw | None:
     """The stored document (JSON, decoded by the caller into fresh objects) of a file named ``name``
-    holding ``text``, or None when the catalog holds no such file with that text (or it is switched off)."""
+    holding ``text``, or None when the catalog holds no such file with that text, when the entry is damaged
+    (it does not decode, or its canonical JSON no longer has its checksum: the YAML is parsed instead), or when
+    the catalog is switched off."""
     if _off:
         return None
-    stored = _load().get(key(name, text))
-    if stored is not None:
-        for names in _records:
-            names.append((name, text))
-    return stored
+    entry = _load().get(key(name, text))
+    if entry is None:
+        return None
+    try:
+        canonical = msgspec.json.encode(msgspec.json.decode(entry.doc))
+    except msgspec.DecodeError:  # e.g. a number JSON holds and a float cannot
+        return None
+    if checksum(canonical) != entry.sum:
+        return None
+    for names in _records:
+        names.append((name, text))
+    return entry.doc
 
 
 @contextmanager
