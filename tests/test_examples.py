@@ -194,8 +194,11 @@ def test_what_removes_the_weak_scaling_loss(cli: Any) -> None:
     assert 1.2 * base < best["tflops_per_gpu"] < 1.4 * base  # README: +30 % over the fixed layout
     assert 1.1 * best["tflops_per_gpu"] < flat["tflops_per_gpu"] < 1.35 * best["tflops_per_gpu"]  # 33.6 vs 40.5
     int8 = point(scale(cli, "default.yaml", "--compression", "int8"), 2048)
-    assert int8["tflops_per_gpu"] > base  # int8 halves dp_comm but not the spine-bound pp_comm ...
-    assert int8["breakdown_s"]["dp_comm"] < 0.6 * point(scale(cli, "default.yaml"), 2048)["breakdown_s"]["dp_comm"]
+    assert int8["tflops_per_gpu"] > base  # int8 cuts dp_comm but not the spine-bound pp_comm ...
+    # the scenario is ZeRO-1: int8 halves the gradients' reduce-scatter (2 -> 1 byte), not the all-gather of the
+    # 16-bit parameters that follows it (same volume at 2 bytes): (1 + 2) / (2 + 2) = 3/4 of dp_comm
+    ratio = int8["breakdown_s"]["dp_comm"] / point(scale(cli, "default.yaml"), 2048)["breakdown_s"]["dp_comm"]
+    assert 0.7 < ratio < 0.8
     assert int8["scaling_efficiency"] < 0.8  # ... so the relative loss stays
     # hier:4: the DP group of a stage (64 replicas, 256 GPUs) already sits under one switch, so the two
     # levels only add a second pass through the NICs (the same with hier:4:1, no staleness): worse
@@ -484,7 +487,10 @@ def test_communication_reduction(cli: Any) -> None:
         return point(scale(cli, "comm-reduction.yaml", *flags), 2048)
 
     base = at()
-    assert at("--compression", "int8")["breakdown_s"]["dp_comm"] < 0.6 * base["breakdown_s"]["dp_comm"]
+    # ZeRO-1: int8 halves the gradients' reduce-scatter, not the all-gather of the bf16 parameters after it:
+    # (1 + 2) / (2 + 2) = 3/4 of the bytes (the exposed part a little less: the backward hides more of it)
+    ratio = at("--compression", "int8")["breakdown_s"]["dp_comm"] / base["breakdown_s"]["dp_comm"]
+    assert 0.7 < ratio < 0.75
     assert at("--compression", "fp16")["step_time_s"] == pytest.approx(base["step_time_s"])  # bf16 already 2 B
     # break-even for all-gathered top-k: rho * c < 2 / n; rho = 0.01, c = 3 (bf16 + int32 index), n = 2048
     assert 0.01 * 3 > 2 / 2048
