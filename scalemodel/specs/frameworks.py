@@ -211,7 +211,9 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
                "--use-flash-attn": ("strategy", "flash_attention", True),
                "--recompute-activations": ("strategy", "recompute", "selective"),
-               "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16")}
+               "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16"),
+               "--accumulate-allreduce-grads-in-fp32": ("training", "grad_bytes_per_param", 4.0),
+               "--grad-reduce-in-bf16": ("training", "grad_bytes_per_param", 2.0)}
 #: Flags that describe the model (read with --model, not from a strategy) or change nothing modelled.
 _MEG_MODEL = ("--num-layers", "--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
               "--max-position-embeddings",
@@ -225,7 +227,7 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--eval-", "--tensorboard", "--wandb", "--seed", "--distributed-backend", "--train-iters",
                           "--exit-", "--hidden-dropout", "--attention-dropout", "--no-", "--bias-", "--masked-",
                           "--use-mcore-models", "--transformer-impl", "--attention-softmax-in-fp32",
-                          "--accumulate-allreduce-grads-in-fp32", "--timing-log",
+                          "--timing-log",
                           "--distributed-timeout", "--ckpt-", "--async-save", "--manual-gc", "--num-workers",
                           "--mock-data", "--loss-scale", "--initial-loss-scale", "--hysteresis", "--moe-aux-loss",
                           "--moe-router-load-balancing", "--moe-token-dispatcher", "--moe-grouped-gemm",
@@ -313,6 +315,11 @@ def _megatron(text: str, out: StrategyFile) -> None:
     for name, (where, key, switched) in _MEG_SWITCH.items():
         if name in args:
             getattr(out, where)[key] = switched
+    if "--bf16" in args and "--grad-reduce-in-bf16" not in args:
+        # the data-parallel gradient reduction dtype: Megatron-LM's validate_args sets
+        # accumulate_allreduce_grads_in_fp32 for --bf16 unless --grad-reduce-in-bf16 (megatron/training/arguments.py;
+        # forced at core_r0.8.0), and DDP reduces the fp32 main-grad buffer (grad_reduce_in_fp32)
+        out.training["grad_bytes_per_param"] = 4.0
     gran = args.get("--recompute-granularity")
     if "--recompute-granularity" in args:  # given without a value (the next token a flag) was dropped silently
         if gran not in ("full", "selective"):
