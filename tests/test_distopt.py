@@ -172,3 +172,33 @@ def test_megatron_flags_set_the_gradient_reduction_dtype(tmp_path, flags: str, g
     sf = read_strategy_file(str(f))
     assert sf.training.get("grad_bytes_per_param") == grad_bytes
     assert not any("grads-in-fp32" in u or "grad-reduce" in u for u in sf.unused)
+
+
+@pytest.mark.parametrize(("extra", "grad_bytes", "bucket"), [
+    ({}, None, 5e8 * 2),  # bf16: DeepSpeed communicates in the 16-bit model dtype
+    ({"communication_data_type": "fp32"}, 4.0, 5e8 * 4),  # the bucket's 5e8 elements now at 4 bytes
+    ({"communication_data_type": "BF16"}, 2.0, 5e8 * 2),
+])
+def test_deepspeed_communication_data_type(tmp_path, extra, grad_bytes, bucket) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    f = tmp_path / "ds.json"
+    f.write_text(json.dumps({"bf16": {"enabled": True}, **extra,
+                             "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e8, "reduce_scatter": True}}))
+    sf = read_strategy_file(str(f))
+    assert sf.training.get("grad_bytes_per_param") == grad_bytes
+    assert sf.strategy["bucket_size"] == pytest.approx(bucket)
+    assert not any("communication_data_type" in u or "reduce_scatter" in u for u in sf.unused)
+
+
+def test_deepspeed_bad_communication_type_and_all_reduce_fallback(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from scalemodel.errors import InputError
+
+    f = tmp_path / "ds.json"
+    f.write_text(json.dumps({"communication_data_type": "int8", "zero_optimization": {"stage": 1}}))
+    with pytest.raises(InputError, match="communication data type"):
+        read_strategy_file(str(f))
+    f.write_text(json.dumps({"zero_optimization": {"stage": 1, "reduce_scatter": False}}))
+    assert any("reduce_scatter false" in u for u in read_strategy_file(str(f)).unused)
