@@ -134,7 +134,9 @@ def test_param_gather_overlap_splits_by_dtype(h100, monkeypatch) -> None:  # typ
     At 1e-9 s a byte C = 7/8 P 6 ns = 0.52440192 s: RS 0.34960128, AG 0.17480064 s; with 0.3 s of backward and
     0.1 s of forward free, one bucket (last_bucket 1: nothing hides), then 4 buckets:
       1 bucket:  max(RS - 0.3, RS) + max(AG - 0.1, AG) = C
-      4 buckets: max(0.04960128, 0.08740032) + max(0.07480064, 0.04370016) = 0.16220096 s."""
+      4 buckets: max(0.04960128, 0.08740032) + max(0.07480064, 0.04370016) = 0.16220096 s.
+    Without the switch the all-gather follows the optimizer step, exposed whole: 4 buckets 0.08740032 + 0.17480064
+    = 0.26220096 s; overlap off: all of C."""
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4.0))
     _ring_priced(monkeypatch)
     c = 7 / 8 * P * 6 * 1e-9
@@ -145,6 +147,12 @@ def test_param_gather_overlap_splits_by_dtype(h100, monkeypatch) -> None:  # typ
         grads, ag = out["grads"] * 1e-9, out["param_gather"] * 1e-9
         assert float(grads[0]) == pytest.approx(c, rel=1e-12)
         exposed = step._expose_param_gather(g, comp, grads, out["last_bucket"], ag)
+        assert float(exposed[0]) == pytest.approx(expected, rel=1e-9)
+    for opg, overlap, expected in ((False, True, 0.26220096), (False, False, c), (True, False, c)):
+        g = _grid(job, zero="1", overlap_param_gather=opg, overlap=overlap, bucket_size=1e8)
+        out = step._dp_comm(job, g, comp, np.asarray([1.0]), _groups(job, g).data)
+        exposed = step._expose_param_gather(g, comp, out["grads"] * 1e-9, out["last_bucket"],
+                                            out["param_gather"] * 1e-9)
         assert float(exposed[0]) == pytest.approx(expected, rel=1e-9)
 
 

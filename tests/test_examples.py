@@ -450,9 +450,12 @@ def test_hierarchical_sync_on_infiniband(cli: Any) -> None:
     run = {s: point(scale(cli, "hierarchical-sync.yaml", *fast, "--sync", s), 2048)
            for s in ("bsp", "hier:128", "hier:128:1")}
     bsp, hier, h1 = run["bsp"], run["hier:128"], run["hier:128:1"]
-    # every all-reduce, flat or two-level, hides under the backward pass: only the barrier is left to cut
+    # the gradients' reduce-scatter, flat or two-level, hides under the backward pass but its last bucket; ZeRO-1's
+    # all-gather of the updated parameters follows the optimizer step (exposed, the same in every mode): only the
+    # barrier is left to cut
     for p in run.values():
-        assert p["breakdown_s"]["dp_comm"] < 0.01 * p["step_time_s"]
+        assert p["breakdown_s"]["dp_comm"] < 0.025 * p["step_time_s"]
+        assert p["breakdown_s"]["dp_comm"] == pytest.approx(bsp["breakdown_s"]["dp_comm"], rel=0.05)
     cut = 1 - sync_overhead(hier) / sync_overhead(bsp)
     assert 0.15 < cut < 0.4 and hier["step_time_s"] < bsp["step_time_s"]
     assert hier["step_time_s"] > 0.9 * bsp["step_time_s"]  # ... a few percent of the step

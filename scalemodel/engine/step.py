@@ -725,7 +725,7 @@ def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: 
 
 def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray,
                          last_bucket: np.ndarray, gather: np.ndarray | None = None) -> np.ndarray:
-    """Exposed gradient sync with ``overlap_param_gather`` (docs/model.md#overlap-param-gather).
+    """Exposed gradient sync, its ZeRO-1/2 parameter all-gather apart (docs/model.md#overlap-param-gather).
 
     ZeRO-1/2 synchronises by a reduce-scatter of the gradients, RS = ``grads`` - AG, and an all-gather of the
     updated parameters, AG = ``gather`` (:func:`_dp_comm`'s ``param_gather``; not given: half of ``grads`` at
@@ -738,19 +738,21 @@ def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np
         exposed = max(RS - backward_free, RS x last_bucket) + max(AG - forward_free, AG x last_bucket)
 
     (the first gathered bucket has no compute before it, as the last reduced one has none after it).
-    Other ZeRO stages, or ``overlap`` or the switch off: :func:`_expose` of the whole sync, unchanged (without
-    the switch the all-gather shares the backward window: optimistic, since Megatron-Core issues it
-    synchronously after the step, ``start_param_sync`` with ``async_op`` false, and DeepSpeed's ZeRO-1/2
-    ``step`` likewise, docs/model.md#overlap-param-gather).
+    Without the switch the all-gather is exposed whole: it needs the optimizer step's result, and Megatron-Core
+    issues it synchronously after the step (``start_param_sync`` with ``async_op`` false), as DeepSpeed's
+    ZeRO-1/2 ``step`` does (``all_gather_dp_groups``, deepspeed/runtime/zero/stage_1_and_2.py):
+
+        exposed = max(RS - backward_free, RS x last_bucket) + AG          (overlap on, switch off)
+                = RS + AG                                                  (overlap off)
+
+    Other ZeRO stages (AG = 0): :func:`_expose` unchanged.
     """
     zero12 = (g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS)
     ag = np.where(zero12, 0.5 * grads, 0.0) if gather is None else np.asarray(gather, dtype=float)
     rs = np.maximum(grads - ag, 0.0)
     opg = g.overlap_param_gather & g.overlap & zero12
-    if not np.any(opg):
-        return _expose(g, comp, grads, last_bucket)
     hidden_ag = np.minimum(np.maximum(ag - comp["forward_free"], ag * last_bucket), ag)
-    return np.where(opg, _expose(g, comp, rs, last_bucket) + hidden_ag, _expose(g, comp, grads, last_bucket))
+    return _expose(g, comp, rs, last_bucket) + np.where(opg, hidden_ag, ag)
 
 
 def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
@@ -1307,7 +1309,8 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
         g.zero >= Zero.PARAMETERS) else g
     outer = _dp_comm(job, flat, comp, m, across, shard=size, all_reduce=True)
     both = inner["grads"] + outer["grads"]
-    exposed = _expose(g, comp, both, inner["last_bucket"])
+    # the in-group parameter all-gather (ZeRO-1/2) follows the optimizer step: outside the backward window
+    exposed = _expose(g, comp, both - inner["param_gather"], inner["last_bucket"]) + inner["param_gather"]
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
     in_group = exposed * share + inner["gathers_exposed"]
     return exposed * (1.0 - share) + outer["gathers_exposed"], in_group, both + inner["gathers"] + outer["gathers"]
