@@ -161,14 +161,15 @@ def _dp_total(cluster, wl, training, gpus, **strategy) -> float:  # type: ignore
 
 def test_bf16_optimizer_gathers_its_bf16_weights_after_the_fp32_allreduce(a100) -> None:  # type: ignore[no-untyped-def]
     """DeepSpeed's BF16_Optimizer under the PipelineEngine (bf16, fp32 gradient reduction, its own ZeRO-1): the
-    whole fp32 gradient all-reduced, then the updated bf16 weights all-gathered over DP, on top of what ZeRO-1's
-    reduce-scatter + all-gather (the all-reduce's volume) costs. gpt-7.5b, tp 1, pp 4 (9 of 36 layers a stage),
-    dp 8 inside one DGX A100 node (NVLink3, 300 GB/s per direction at 0.77 efficiency)."""
+    whole fp32 gradient all-reduced, then the updated bf16 weights all-gathered over DP, on top of the PipelineEngine's
+    ZeRO-0 sync (the same fp32 all-reduce in the same 5e8-element buckets, nothing gathered). gpt-7.5b, tp 1, pp 4
+    (9 of 36 layers a stage), dp 8 inside one DGX A100 node (NVLink3, 300 GB/s per direction at 0.77 efficiency).
+    (ZeRO-1 elsewhere reduce-scatters instead of all-reducing: tests/test_distopt.py.)"""
     wl = load_workload("gpt-7.5b")
     training = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
     kw = dict(tp=1, pp=4, zero="1")
     job, _, _ = one(a100, wl, training, 32, **kw)
-    base = _dp_total(a100, wl, training, 32, **kw)
+    base = _dp_total(a100, wl, training, 32, deepspeed_pipeline=True, tp=1, pp=4, zero="0")
     ds = _dp_total(a100, wl, training, 32, deepspeed_pipeline=True, **kw)
     p_d = job.params / 4  # parameters per GPU before sharding: tp 1 x pp 4
     weights = p_d * 2.0  # bf16 bytes gathered = the all-gather's output size

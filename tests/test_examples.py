@@ -194,8 +194,11 @@ def test_what_removes_the_weak_scaling_loss(cli: Any) -> None:
     assert 1.2 * base < best["tflops_per_gpu"] < 1.4 * base  # README: +30 % over the fixed layout
     assert 1.1 * best["tflops_per_gpu"] < flat["tflops_per_gpu"] < 1.35 * best["tflops_per_gpu"]  # 33.6 vs 40.5
     int8 = point(scale(cli, "default.yaml", "--compression", "int8"), 2048)
-    assert int8["tflops_per_gpu"] > base  # int8 halves dp_comm but not the spine-bound pp_comm ...
-    assert int8["breakdown_s"]["dp_comm"] < 0.6 * point(scale(cli, "default.yaml"), 2048)["breakdown_s"]["dp_comm"]
+    assert int8["tflops_per_gpu"] > base  # int8 cuts dp_comm but not the spine-bound pp_comm ...
+    # the scenario is ZeRO-1: int8 halves the gradients' reduce-scatter (2 -> 1 byte), not the all-gather of the
+    # 16-bit parameters that follows it (same volume at 2 bytes): (1 + 2) / (2 + 2) = 3/4 of dp_comm
+    ratio = int8["breakdown_s"]["dp_comm"] / point(scale(cli, "default.yaml"), 2048)["breakdown_s"]["dp_comm"]
+    assert 0.7 < ratio < 0.8
     assert int8["scaling_efficiency"] < 0.8  # ... so the relative loss stays
     # hier:4: the DP group of a stage (64 replicas, 256 GPUs) already sits under one switch, so the two
     # levels only add a second pass through the NICs (the same with hier:4:1, no staleness): worse
@@ -452,9 +455,12 @@ def test_hierarchical_sync_on_infiniband(cli: Any) -> None:
     run = {s: point(scale(cli, "hierarchical-sync.yaml", *fast, "--sync", s), 2048)
            for s in ("bsp", "hier:128", "hier:128:1")}
     bsp, hier, h1 = run["bsp"], run["hier:128"], run["hier:128:1"]
-    # every all-reduce, flat or two-level, hides under the backward pass: only the barrier is left to cut
+    # the gradients' reduce-scatter, flat or two-level, hides under the backward pass but its last bucket; ZeRO-1's
+    # all-gather of the updated parameters follows the optimizer step (exposed, the same in every mode): only the
+    # barrier is left to cut
     for p in run.values():
-        assert p["breakdown_s"]["dp_comm"] < 0.01 * p["step_time_s"]
+        assert p["breakdown_s"]["dp_comm"] < 0.025 * p["step_time_s"]
+        assert p["breakdown_s"]["dp_comm"] == pytest.approx(bsp["breakdown_s"]["dp_comm"], rel=0.05)
     cut = 1 - sync_overhead(hier) / sync_overhead(bsp)
     assert 0.15 < cut < 0.4 and hier["step_time_s"] < bsp["step_time_s"]
     assert hier["step_time_s"] > 0.9 * bsp["step_time_s"]  # ... a few percent of the step
@@ -489,7 +495,10 @@ def test_communication_reduction(cli: Any) -> None:
         return point(scale(cli, "comm-reduction.yaml", *flags), 2048)
 
     base = at()
-    assert at("--compression", "int8")["breakdown_s"]["dp_comm"] < 0.6 * base["breakdown_s"]["dp_comm"]
+    # ZeRO-1: int8 halves the gradients' reduce-scatter, not the all-gather of the bf16 parameters after it:
+    # (1 + 2) / (2 + 2) = 3/4 of the bytes (the exposed part a little less: the backward hides more of it)
+    ratio = at("--compression", "int8")["breakdown_s"]["dp_comm"] / base["breakdown_s"]["dp_comm"]
+    assert 0.7 < ratio < 0.75
     assert at("--compression", "fp16")["step_time_s"] == pytest.approx(base["step_time_s"])  # bf16 already 2 B
     # break-even for all-gathered top-k: rho * c < 2 / n; rho = 0.01, c = 3 (bf16 + int32 index), n = 2048
     assert 0.01 * 3 > 2 / 2048

@@ -54,7 +54,10 @@ def test_deepspeed_auto_values_are_named() -> None:
 def test_megatron_launch_script() -> None:
     sf = read("megatron_gpt3_175b.sh")
     assert sf.format == "megatron"
-    assert sf.training == {"micro_batch": 1, "global_batch": 1536, "seq_len": 2048, "precision": "bf16"}
+    # --bf16 reduces the data-parallel gradients in fp32 (Megatron-LM sets accumulate_allreduce_grads_in_fp32 unless
+    # --grad-reduce-in-bf16): 4 bytes per gradient element
+    assert sf.training == {"micro_batch": 1, "global_batch": 1536, "seq_len": 2048, "precision": "bf16",
+                           "grad_bytes_per_param": 4.0}
     # 96 layers / (PP 8 x 3 layers per virtual stage) = 4 virtual stages
     assert sf.strategy == {"tp": 8, "pp": 8, "sequence_parallel": True, "zero": "1", "overlap": True,
                            "recompute": "selective", "schedule": "interleaved:4"}
@@ -121,7 +124,7 @@ def _predict(cli, *args: str) -> dict:  # type: ignore[no-untyped-def, type-arg]
     ("gpt3-175b", "1024", "megatron_gpt3_175b.sh",
      ["--tp", "8", "--pp", "8", "--schedule", "interleaved:4", "--sequence-parallel", "--zero", "1", "--recompute",
       "selective", "--overlap", "--micro-batch", "1", "--global-batch", "1536", "--seq-len", "2048", "--precision",
-      "bf16"]),
+      "bf16", "--set", "training.grad_bytes_per_param=4"]),
     ("llama3-8b", "64", "ds_zero3_offload.json",
      ["--zero", "3", "--overlap", "--micro-batch", "4", "--global-batch", str(4 * 8 * 64), "--precision", "bf16",
       "--set", "strategy.bucket_size=1e9"]),

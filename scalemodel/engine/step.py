@@ -764,29 +764,35 @@ def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: 
 
 
 def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray,
-                         last_bucket: np.ndarray) -> np.ndarray:
-    """Exposed gradient sync with ``overlap_param_gather`` (docs/model.md#dp-comm).
+                         last_bucket: np.ndarray, gather: np.ndarray | None = None) -> np.ndarray:
+    """Exposed gradient sync, its ZeRO-1/2 parameter all-gather apart (docs/model.md#overlap-param-gather).
 
-    ZeRO-1/2 (Megatron's distributed optimizer) synchronises by a reduce-scatter of the gradients and
-    an all-gather of the updated parameters, each half of ``grads`` (the all-reduce volume). With
-    Megatron-LM ``--overlap-param-gather`` the all-gather of each bucket is issued after the optimizer
-    step and waited for by the forward pre-hook of the bucket's first layer in the next step
-    (megatron/core/distributed/param_and_grad_buffer.py), so it runs under the first micro-batch's
-    forward; the reduce-scatters stay under the last backward (``--overlap-grad-reduce``):
+    ZeRO-1/2 synchronises by a reduce-scatter of the gradients, RS = ``grads`` - AG, and an all-gather of the
+    updated parameters, AG = ``gather`` (:func:`_dp_comm`'s ``param_gather``; not given: half of ``grads`` at
+    ZeRO-1/2, the split when gradients and parameters have one dtype, 0 otherwise). With Megatron-LM
+    ``--overlap-param-gather`` the all-gather of each bucket is issued after the optimizer step and waited for by
+    the forward pre-hook of the bucket's first layer in the next step (megatron/core/distributed/
+    param_and_grad_buffer.py), so it runs under the first micro-batch's forward; the reduce-scatters stay under
+    the last backward (``--overlap-grad-reduce``):
 
-        exposed = max(G/2 - backward_free, G/2 x last_bucket) + max(G/2 - forward_free, G/2 x last_bucket)
+        exposed = max(RS - backward_free, RS x last_bucket) + max(AG - forward_free, AG x last_bucket)
 
     (the first gathered bucket has no compute before it, as the last reduced one has none after it).
-    Other ZeRO stages, or ``overlap`` off: :func:`_expose` unchanged.
+    Without the switch the all-gather is exposed whole: it needs the optimizer step's result, and Megatron-Core
+    issues it synchronously after the step (``start_param_sync`` with ``async_op`` false), as DeepSpeed's
+    ZeRO-1/2 ``step`` does (``all_gather_dp_groups``, deepspeed/runtime/zero/stage_1_and_2.py):
+
+        exposed = max(RS - backward_free, RS x last_bucket) + AG          (overlap on, switch off)
+                = RS + AG                                                  (overlap off)
+
+    Other ZeRO stages (AG = 0): :func:`_expose` unchanged.
     """
-    base = _expose(g, comp, grads, last_bucket)
-    opg = g.overlap_param_gather & g.overlap & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
-    if not np.any(opg):
-        return base
-    half = 0.5 * grads
-    rs = np.maximum(half - comp["backward_free"], half * last_bucket)
-    ag = np.maximum(half - comp["forward_free"], half * last_bucket)
-    return np.where(opg, np.minimum(rs, half) + np.minimum(ag, half), base)
+    zero12 = (g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS)
+    ag = np.where(zero12, 0.5 * grads, 0.0) if gather is None else np.asarray(gather, dtype=float)
+    rs = np.maximum(grads - ag, 0.0)
+    opg = g.overlap_param_gather & g.overlap & zero12
+    hidden_ag = np.minimum(np.maximum(ag - comp["forward_free"], ag * last_bucket), ag)
+    return _expose(g, comp, rs, last_bucket) + np.where(opg, hidden_ag, ag)
 
 
 def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
@@ -1000,7 +1006,8 @@ def bf16_optimizer_param_gather(job: Job, g: StrategyGrid) -> np.ndarray:
         per GPU and step:  AllReduce(P_d g, dp)  +  AllGather(P_d eb, dp)       g = 4, eb = 2
         bytes sent       = 2 (dp-1)/dp P_d g    +  (dp-1)/dp P_d eb             (ring)
 
-    against ZeRO-1's reduce-scatter + all-gather at one element size (2 (dp-1)/dp P_d g, what ``zero 1`` prices).
+    against ZeRO-1's reduce-scatter in g + all-gather in eb ((dp-1)/dp P_d (g + eb), what ``zero 1`` prices,
+    :func:`distributed_optimizer_sync`).
     DeepSpeed v0.6.5 (the bf16 pipeline BLOOM ran): with bf16 the PipelineEngine's ReduceGrads is
     ``_bf16_reduce_grads``, ``buffered_allreduce_fallback(grads=optimizer.get_grads_for_reduction())``: an
     all-reduce of the whole fp32 gradient buffers ``fp32_groups_gradients_flat``, not a reduce-scatter
@@ -1012,6 +1019,37 @@ def bf16_optimizer_param_gather(job: Job, g: StrategyGrid) -> np.ndarray:
     parameters are gathered."""
     bf16 = bool(Precision.parse(job.precision) == Precision.BF16) and job.grad_bytes > job.elem_bytes
     return np.asarray(g.deepspeed_pipeline & (g.zero == Zero.OPTIMIZER) & bf16)
+
+
+def distributed_optimizer_sync(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Whether the data-parallel sync is ZeRO-1/2's reduce-scatter of the gradients at the gradient dtype
+    (q bytes: ``grad_bytes``, or the compressed width) followed, after the optimizer step, by an all-gather of
+    the updated parameters at the parameter dtype (w bytes: ``elem_bytes``, 16-bit, 4 for fp32 runs), in the
+    same buckets of e elements (docs/model.md#dp-comm). Per GPU and step, n parameters over dp ranks (ring):
+
+        RS(n q) + AG(n w):  bytes sent = (dp-1)/dp n q + (dp-1)/dp n w = (dp-1)/dp n (q + w),  2 (dp-1) steps
+
+    the bytes and steps of one all-reduce of n (q + w)/2 bytes (a ring all-reduce is a reduce-scatter then an
+    all-gather), so it is priced as ``bucketed(AllReduce, n (q + w)/2)``: the all-reduce of n q only when q = w.
+    fp32 gradient reduction with 16-bit parameters: (4 + 2)/2 = 3 bytes a parameter against the all-reduce's 4,
+    -25 %; int8 compression of bf16 gradients: (1 + 2)/2 = 1.5 against 1 (the parameters are not compressed).
+    The all-gather is the w/(q + w) share (``param_gather``, which ``overlap_param_gather`` moves under the next
+    forward). The user's all-reduce algorithm applies to the pair as it did to the all-reduce (NCCL runs
+    reduce-scatter and all-gather on ring or NVLS only: a tree choice is optimistic here).
+
+    Sources. Megatron-Core's distributed optimizer: ``start_grad_sync`` reduce-scatters each bucket's
+    ``grad_data`` (fp32 when ``grad_reduce_in_fp32``, else the parameter dtype) and ``start_param_sync``
+    all-gathers its ``param_data`` (the parameter dtype; uint8 with ``fp8_param_gather``, not modelled)
+    (megatron/core/distributed/param_and_grad_buffer.py ``group_params_for_buffers``); Megatron-LM's --bf16 sets
+    ``accumulate_allreduce_grads_in_fp32`` unless --grad-reduce-in-bf16 (megatron/training/arguments.py; at
+    core_r0.8.0 always). DeepSpeed ZeRO-1/2 (``reduce_scatter: true``, its default): each bucket's partition
+    slices are reduced to their owners (``average_tensor``, one ``dist.reduce`` per owner: the reduce-scatter's
+    volume) in ``communication_data_type`` (default the 16-bit model dtype), then ``step`` all-gathers the
+    updated 16-bit partitions (``all_gather_dp_groups``, ``allgather_bucket_size`` 5e8 elements)
+    (deepspeed/runtime/zero/stage_1_and_2.py, runtime/engine.py). Not here: DeepSpeed's BF16_Optimizer under its
+    PipelineEngine, which all-reduces the fp32 gradients (:func:`bf16_optimizer_param_gather`)."""
+    zero12 = (g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS)
+    return np.asarray(zero12 & ~bf16_optimizer_param_gather(job, g))
 
 
 def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_params: Any,
@@ -1030,8 +1068,8 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
 
 
 def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups, *,
-             shard: Any = 1.0, hsdp: tuple[DataParallelGroups, DataParallelGroups] | None = None
-             ) -> dict[str, np.ndarray]:
+             shard: Any = 1.0, hsdp: tuple[DataParallelGroups, DataParallelGroups] | None = None,
+             all_reduce: bool = False) -> dict[str, np.ndarray]:
     """Gradient synchronisation seconds per step: the gradient sync (``grads``, overlappable with
     the last backward), the ZeRO-3 parameter gathers (``gathers``, total and ``gathers_exposed``),
     and the bucket share of the last bucket (``last_bucket``).
@@ -1040,8 +1078,11 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     once inside its groups and once across them) take part, each synchronising 1/``shard`` of the
     gradients.
 
-    ZeRO-0: all-reduce of the gradients. ZeRO-1/2: reduce-scatter of the gradients + all-gather of
-    the updated parameters (the all-reduce volume). ZeRO-3/FSDP: :func:`_sharded_parameter_traffic`
+    ZeRO-0: all-reduce of the gradients. ZeRO-1/2: reduce-scatter of the gradients at the gradient dtype +
+    all-gather of the updated parameters at the parameter dtype (:func:`distributed_optimizer_sync`; the
+    all-gather is also returned alone as ``param_gather``: it follows the optimizer step, outside the backward
+    window). ``all_reduce``: price ZeRO-1/2 as the all-reduce of the gradients (hier:G's exchange of each
+    rank's reduced shard across the groups). ZeRO-3/FSDP: :func:`_sharded_parameter_traffic`
     (per-unit gathers and reduce-scatters in every micro-batch; Rajbhandari et al. 2020 §7: 1.5x the
     all-reduce volume when m = 1).
     """
@@ -1060,32 +1101,42 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         n = np.maximum(np.ceil(nbytes / size), 1.0)
         return n * _collective(op, nbytes / n, group, algorithm)
 
+    distopt = np.zeros(1, dtype=bool) if all_reduce else distributed_optimizer_sync(job, g)
+    # ZeRO-1/2: RS(n q) + AG(n w) in the same buckets = AR(n (q + w) / 2) (distributed_optimizer_sync)
+    q_sync = np.where(distopt, 0.5 * (q + job.elem_bytes), q)
+    bucket_sync = bucket / q * q_sync
+
     def reduce(nbytes: Any, group: Placement) -> np.ndarray:
-        ar = bucketed("allreduce", nbytes, group, g.algorithm)
+        ar = bucketed("allreduce", nbytes, group, g.algorithm, size=bucket_sync)
         return np.where(zero3, bucketed("reducescatter", nbytes, group), ar) if np.any(zero3) else ar
 
     every_zero3 = bool(np.all(zero3))  # their gradients move in the per-unit traffic only (below)
-    total = np.zeros(1) if every_zero3 else reduce(dense * q, data.dense)
+    total = np.zeros(1) if every_zero3 else reduce(dense * q_sync, data.dense)
     if job.expert_params > 0 and not every_zero3:  # routed experts are replicated over dp/ep ranks only
-        total = total + reduce(expert * q, data.expert)
+        total = total + reduce(expert * q_sync, data.expert)
+    param_gather = np.where(distopt, total * job.elem_bytes / (2.0 * q_sync), 0.0)  # AG's share, w / (q + w)
     gather = bf16_optimizer_param_gather(job, g)
     if np.any(gather):  # DeepSpeed's BF16_Optimizer: the fp32 all-reduce above, then the 16-bit weights gathered
         shards = np.maximum(np.floor(dense / DEEPSPEED_BUCKET_ELEMENTS), 1.0)  # all_gather_dp_groups' num_shards
         ag = shards * _collective("allgather", dense * job.elem_bytes / shards, data.dense)
         total = total + np.where(gather, ag, 0.0)
+        param_gather = np.where(gather, ag, param_gather)
     topk = g.compression == CompressionKind.TOPK
     if np.any(topk):
         # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
         per_rank = g.topk_ratio * n_params * (job.grad_bytes + 4.0)
         n_b = np.maximum(np.ceil(n_params * job.grad_bytes / bucket), 1.0)
         total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, data.dense), total)
+        param_gather = np.where(topk, 0.0, param_gather)
     total = np.where(dp > 1, total + codec, 0.0)
+    param_gather = np.where(dp > 1, param_gather, 0.0)
     ps_worker = ps_round = np.zeros(1)
     if np.any(g.ps_servers > 0):
         # Parameter server at machine level (BytePS analysis, docs/model.md#parameter-server).
         ex = _ps_exchange(job, g, data, n_params * q)
         uses_ps = g.ps_servers > 0
         total = np.where(uses_ps, np.where(dp > 1, ex["time"] + codec, 0.0), total)
+        param_gather = np.where(uses_ps, 0.0, param_gather)
         ps_worker = np.where(uses_ps & (dp > 1), ex["worker"] + codec, 0.0)
         ps_round = np.where(uses_ps & (dp > 1), ex["server_round"], 0.0)
     wire_total = np.maximum(n_params * q, 1.0)
@@ -1098,7 +1149,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         gathers = np.where(zero3, sharded["total"], 0.0)
         gathers_exposed = np.where(zero3, sharded["exposed"], 0.0)
     return {"grads": total, "gathers": gathers, "gathers_exposed": gathers_exposed, "last_bucket": last_bucket,
-            "ps_worker": ps_worker, "ps_server_round": ps_round}
+            "ps_worker": ps_worker, "ps_server_round": ps_round, "param_gather": param_gather}
 
 
 def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes: np.ndarray) -> dict[str, np.ndarray]:
@@ -1285,7 +1336,8 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     if size is None:
         hsdp = groups.data_split(hsdp_shard_group(job, g)) if np.any(g.zero == Zero.HSDP) else None
         dp = _dp_comm(job, g, comp, m, groups.data, hsdp=hsdp)
-        exposed = _expose_param_gather(g, comp, dp["grads"], dp["last_bucket"]) + dp["gathers_exposed"]
+        exposed = _expose_param_gather(g, comp, dp["grads"], dp["last_bucket"], dp["param_gather"]) \
+            + dp["gathers_exposed"]
         if strategy.kind in (SyncKind.ASP, SyncKind.SSP) and np.any(g.ps_servers > 0):
             worker = _expose(g, comp, dp["ps_worker"], dp["last_bucket"])
             busy = dp["ps_server_round"] - (0.0 if local is None else local)
@@ -1297,9 +1349,10 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     # and each rank all-reduces its reduced 1/G shard across the groups once per step, as ZeRO-1/2 does
     flat = replace(g, zero=np.where(g.zero >= Zero.PARAMETERS, Zero.GRADIENTS, g.zero)) if np.any(
         g.zero >= Zero.PARAMETERS) else g
-    outer = _dp_comm(job, flat, comp, m, across, shard=size)
+    outer = _dp_comm(job, flat, comp, m, across, shard=size, all_reduce=True)
     both = inner["grads"] + outer["grads"]
-    exposed = _expose(g, comp, both, inner["last_bucket"])
+    # the in-group parameter all-gather (ZeRO-1/2) follows the optimizer step: outside the backward window
+    exposed = _expose(g, comp, both - inner["param_gather"], inner["last_bucket"]) + inner["param_gather"]
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
     in_group = exposed * share + inner["gathers_exposed"]
     return exposed * (1.0 - share) + outer["gathers_exposed"], in_group, both + inner["gathers"] + outer["gathers"]

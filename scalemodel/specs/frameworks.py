@@ -113,7 +113,7 @@ _DS_HARMLESS = {"steps_per_print", "wall_clock_breakdown", "dump_state", "optimi
                 "wandb", "csv_monitor", "comet", "flops_profiler", "comms_logger", "memory_breakdown",
                 "zero_force_ds_cpu_optimizer", "checkpoint", "data_efficiency", "elasticity", "amp", "monitor_config",
                 "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "bf16", "fp16",
-                "zero_optimization", "activation_checkpointing", "tensor_parallel"}
+                "zero_optimization", "activation_checkpointing", "tensor_parallel", "communication_data_type"}
 _ZERO_USED = {"stage", "reduce_bucket_size", "overlap_comm", "contiguous_gradients", "reduce_scatter",
               "allgather_partitions", "round_robin_gradients", "load_from_fp32_weights", "elastic_checkpoint",
               "ignore_unused_parameters", "stage3_gather_16bit_weights_on_model_save",
@@ -152,6 +152,14 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
                 enabled.append(prec)
     if len(enabled) == 2:  # DeepSpeed asserts against it ("bfloat16 and fp16 modes cannot be simultaneously enabled")
         raise InputError("bf16 and fp16 both enabled", where="bf16.enabled", allowed="one of them")
+    comm = data.get("communication_data_type")
+    if comm is not None:  # the gradient reduction dtype (runtime/config.py get_communication_data_type; default: the
+        # model's 16-bit dtype, runtime/engine.py communication_data_type); DeepSpeed raises on any other value
+        width = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0}.get(str(comm).lower())
+        if width is None:
+            raise InputError(f"unknown communication data type {str(comm)[:40]!r}", where="communication_data_type",
+                             allowed="fp16, bf16 or fp32")
+        out.training["grad_bytes_per_param"] = width
     zero = data.get("zero_optimization")
     if isinstance(zero, dict):
         if zero.get("stage") is not None:
@@ -162,8 +170,13 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
                 raise InputError(f"expected a positive number, got {str(elements)[:40]!r}",
                                  where="zero_optimization.reduce_bucket_size", allowed="elements, e.g. 5e8")
             # DeepSpeed counts elements; the bucket is communicated in the gradient dtype
-            grad_bytes = 4.0 if out.training.get("precision") in (None, "fp32") else 2.0
+            grad_bytes = out.training.get("grad_bytes_per_param") or (
+                4.0 if out.training.get("precision") in (None, "fp32") else 2.0)
             out.strategy["bucket_size"] = float(elements) * grad_bytes
+        if zero.get("reduce_scatter") is not None and not _auto(zero["reduce_scatter"]) and not _bool(
+                zero["reduce_scatter"], "zero_optimization.reduce_scatter"):
+            out.unused.append("zero_optimization.reduce_scatter false (ZeRO-1/2 then all-reduce the gradients before "
+                              "the all-gather, stage_1_and_2.py average_tensor: priced as the reduce-scatter)")
         if zero.get("overlap_comm") is not None:
             out.strategy["overlap"] = _bool(zero["overlap_comm"], "zero_optimization.overlap_comm")
         for dev in ("offload_optimizer", "offload_param"):
@@ -212,7 +225,9 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
                "--use-flash-attn": ("strategy", "flash_attention", True),
                "--recompute-activations": ("strategy", "recompute", "selective"),
-               "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16")}
+               "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16"),
+               "--accumulate-allreduce-grads-in-fp32": ("training", "grad_bytes_per_param", 4.0),
+               "--grad-reduce-in-bf16": ("training", "grad_bytes_per_param", 2.0)}
 #: Flags that describe the model (read with --model, not from a strategy) or change nothing modelled.
 _MEG_MODEL = ("--num-layers", "--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
               "--max-position-embeddings",
@@ -226,7 +241,7 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--eval-", "--tensorboard", "--wandb", "--seed", "--distributed-backend", "--train-iters",
                           "--exit-", "--hidden-dropout", "--attention-dropout", "--no-", "--bias-", "--masked-",
                           "--use-mcore-models", "--transformer-impl", "--attention-softmax-in-fp32",
-                          "--accumulate-allreduce-grads-in-fp32", "--timing-log",
+                          "--timing-log",
                           "--distributed-timeout", "--ckpt-", "--async-save", "--manual-gc", "--num-workers",
                           "--mock-data", "--loss-scale", "--initial-loss-scale", "--hysteresis", "--moe-aux-loss",
                           "--moe-router-load-balancing", "--moe-token-dispatcher", "--moe-grouped-gemm",
@@ -314,6 +329,11 @@ def _megatron(text: str, out: StrategyFile) -> None:
     for name, (where, key, switched) in _MEG_SWITCH.items():
         if name in args:
             getattr(out, where)[key] = switched
+    if "--bf16" in args and "--grad-reduce-in-bf16" not in args:
+        # the data-parallel gradient reduction dtype: Megatron-LM's validate_args sets
+        # accumulate_allreduce_grads_in_fp32 for --bf16 unless --grad-reduce-in-bf16 (megatron/training/arguments.py;
+        # forced at core_r0.8.0), and DDP reduces the fp32 main-grad buffer (grad_reduce_in_fp32)
+        out.training["grad_bytes_per_param"] = 4.0
     gran = args.get("--recompute-granularity")
     if "--recompute-granularity" in args:  # given without a value (the next token a flag) was dropped silently
         if gran not in ("full", "selective"):
