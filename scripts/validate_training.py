@@ -43,9 +43,11 @@ Two case files (issue 5 and issue 13):
     - interleaved:V when V is stated, else 1F1B; an interleaved schedule without V is listed.
     - a stated plain-pipeline layout "[first ... N layers] ... [N layers ... last]" sets the first/last
       stage layer counts; otherwise the model's balanced split.
-    - ZeRO: as stated (FSDP FULL_SHARD / ZeRO-3 -> fsdp, SHARD_GRAD_OP -> 2); unstated -> 1 on NVIDIA
-      Megatron-Core stacks (mlm24, mb2511, nemo2407: the distributed optimizer is their recipe default,
-      and mlm24's --overlap-param-gather requires it), else 0.
+    - ZeRO: as stated (FSDP FULL_SHARD / ZeRO-3 -> fsdp; SHARD_GRAD_OP -> fsdp
+      without reshard after forward: torch ShardingStrategy.SHARD_GRAD_OP keeps the gathered parameters from
+      forward to backward and frees them after it, so memory holds sharded parameters, not ZeRO-2's
+      replicas); unstated -> 1 on NVIDIA Megatron-Core stacks (mlm24, mb2511, nemo2407: the distributed
+      optimizer is their recipe default, and mlm24's --overlap-param-gather requires it), else 0.
     - FSDP options (``fsdp_options``): parameters stated "not resharded" after forward (Llama 3) ->
       fsdp_reshard_after_forward false, as for torchtitan runs (titan24) with pp > 1 (torchtitan 9dec370
       parallelize_llama.py: "For PP, do not reshard after forward"); "float8 all-gather" in the precision
@@ -413,7 +415,9 @@ def parse_zero(text: Any, source: str) -> str:
     t = str(text).lower()
     if "not fsdp" in t:  # "DDP, not FSDP ...; distributed-optimizer setting not printed"
         return "1" if source in MEGATRON_CORE else "0"
-    if "shard_grad_op" in t or t.startswith("2"):
+    if "shard_grad_op" in t:  # FSDP1 SHARD_GRAD_OP: sharded parameters, gathered in forward, kept to backward
+        return "fsdp"
+    if t.startswith("2"):
         return "2"
     if "fsdp" in t or "zero-3" in t or t.startswith("3"):
         return "fsdp"
@@ -433,7 +437,8 @@ def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, b
     par = case["parallelism"]
     out: dict[str, bool] = {}
     titan_pp = families(case)["source"] in TORCHTITAN and int(par.get("pp", 1)) > 1
-    if "not resharded" in str(par.get("zero_stage", "")).lower() or titan_pp:
+    stage = str(par.get("zero_stage", "")).lower()
+    if "not resharded" in stage or "shard_grad_op" in stage or titan_pp:
         out["fsdp_reshard_after_forward"] = False
     text = str(case.get("precision", "")).lower()
     if precision == "fp8" and ("float8 all-gather" in text or "fp8 all-gather" in text):
