@@ -1346,7 +1346,8 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                       workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp") -> PeakStage:
     """Per-GPU bytes by part of the stage with the most memory, and which stage it is (:class:`PeakStage`):
     the first stage (with the embedding); with a pipeline, the busiest other stage where it has more layers;
-    with multi-token prediction modules, the last stage (:func:`_mtp_last_stage_memory`). ``sync``: under
+    and the last stage with the output layer, its logits and any multi-token prediction modules
+    (:func:`_last_stage_memory`). ``sync``: under
     hier:G, ZeRO/FSDP shard the states inside the groups of G replicas (:func:`hier_group`).
 
     Weights are held at the compute element size (4 bytes for fp32/tf32 runs, else 2: fp8 GEMMs
@@ -1391,8 +1392,8 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
             br = _where_breakdown(take, br_o, br)
             rank = np.where(take, 1.0, rank)
             params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
-        if d_mtp > 0 and np.any(g.pp > 1):
-            br, rank, params = _mtp_last_stage_memory(job, g, br, _last, kw, rank, params)
+        if np.any(g.pp > 1):
+            br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params)
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
@@ -1406,16 +1407,18 @@ def _stage_params(job: Job, kw: dict[str, Any], **stage: Any) -> np.ndarray:
     return np.asarray(pg.dense + pg.expert, dtype=float)
 
 
-def _mtp_last_stage_memory(job: Job, g: StrategyGrid, br: memory.MemoryBreakdown, last: np.ndarray,
+def _last_stage_memory(job: Job, g: StrategyGrid, br: memory.MemoryBreakdown, last: np.ndarray,
                            kw: dict[str, Any], rank: np.ndarray, params: np.ndarray
                            ) -> tuple[memory.MemoryBreakdown, np.ndarray, np.ndarray]:
-    """The larger of ``br`` and the last pipeline stage's memory where the model has multi-token prediction
-    modules (pp > 1): its ``last`` layers, the D modules (weights, gradients, optimizer states, activations), the
-    output layer, the word-embedding copy MTP needs (:func:`scalemodel.cost.memory.params_per_gpu`), (1 + D)
-    heads' fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B); with the stage's
-    rank and parameters per GPU (``rank``, ``params`` of ``br`` where it stays)."""
+    """The larger of ``br`` and the last pipeline stage's memory (pp > 1): its ``last`` layers, the output layer
+    (its own V h / t weight, gradient and optimizer states, tied or not: :func:`scalemodel.cost.memory.params_per_gpu`)
+    and its fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B); with D multi-token
+    prediction modules also the modules (weights, gradients, optimizer states, activations), the word-embedding
+    copy MTP needs and D more heads' logits. With the stage's rank and parameters per GPU (``rank``, ``params``
+    of ``br`` where it stays)."""
     n = np.maximum(last, 0.0)
-    stage = dict(stage_layers=n, embedding=True, head=True, mtp_modules=float(job.shape.mtp_layers))
+    d_mtp = float(job.shape.mtp_layers)
+    stage = dict(stage_layers=n, embedding=d_mtp > 0, head=True, mtp_modules=d_mtp)
     br_l = memory.memory_per_gpu(job.shape, recomputed_layers=recomputed_layers(g, n),
                                  stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw)
     take = (g.pp > 1) & (br_l.total > br.total)
