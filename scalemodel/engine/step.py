@@ -1038,7 +1038,10 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
 
     The replicas of ``data`` (the whole DP group, or the groups of hierarchical sync, which calls this
     once inside its groups and once across them) take part, each synchronising 1/``shard`` of the
-    gradients.
+    gradients, with their context-parallel ranks where ``data`` carries cp (``data.sharding``: each cp rank holds
+    the gradient of its own sequence chunk for the same weights): Megatron-Core's DDP reduces, and its distributed
+    optimizer shards, over the dp x cp group (distributed_data_parallel.py ``intra_dp_cp_group``,
+    param_and_grad_buffer.py ``get_data_parallel_group(with_context_parallel=True)``).
 
     ZeRO-0: all-reduce of the gradients. ZeRO-1/2: reduce-scatter of the gradients + all-gather of
     the updated parameters (the all-reduce volume). ZeRO-3/FSDP: :func:`_sharded_parameter_traffic`
@@ -1050,7 +1053,10 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         share = comp["layers_per_stage"] * g.pp / float(job.shape.layers)
         dense, expert = dense * share, expert * share
     dense, expert = dense / shard, expert / shard
-    dp = data.ranks
+    # the replicas' cp ranks hold the same weights and partial gradients (their sequence chunks): the gradients are
+    # reduced, and ZeRO 1-2 shard, over the replicas with their cp ranks (DataParallelGroups.sharding)
+    red = data.sharding
+    dp = red.ranks
     n_params = dense + expert
     q, codec = _wire_and_codec(job, g, n_params)
     zero3 = g.zero >= Zero.PARAMETERS
@@ -1065,20 +1071,20 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         return np.where(zero3, bucketed("reducescatter", nbytes, group), ar) if np.any(zero3) else ar
 
     every_zero3 = bool(np.all(zero3))  # their gradients move in the per-unit traffic only (below)
-    total = np.zeros(1) if every_zero3 else reduce(dense * q, data.dense)
+    total = np.zeros(1) if every_zero3 else reduce(dense * q, red.dense)
     if job.expert_params > 0 and not every_zero3:  # routed experts are replicated over dp/ep ranks only
-        total = total + reduce(expert * q, data.expert)
+        total = total + reduce(expert * q, data.expert)  # the same group as red.expert (their fold counts cp)
     gather = bf16_optimizer_param_gather(job, g)
     if np.any(gather):  # DeepSpeed's BF16_Optimizer: the fp32 all-reduce above, then the 16-bit weights gathered
         shards = np.maximum(np.floor(dense / DEEPSPEED_BUCKET_ELEMENTS), 1.0)  # all_gather_dp_groups' num_shards
-        ag = shards * _collective("allgather", dense * job.elem_bytes / shards, data.dense)
+        ag = shards * _collective("allgather", dense * job.elem_bytes / shards, red.dense)
         total = total + np.where(gather, ag, 0.0)
     topk = g.compression == CompressionKind.TOPK
     if np.any(topk):
         # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
         per_rank = g.topk_ratio * n_params * (job.grad_bytes + 4.0)
         n_b = np.maximum(np.ceil(n_params * job.grad_bytes / bucket), 1.0)
-        total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, data.dense), total)
+        total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, red.dense), total)
     total = np.where(dp > 1, total + codec, 0.0)
     ps_worker = ps_round = np.zeros(1)
     if np.any(g.ps_servers > 0):
