@@ -100,3 +100,15 @@ def test_ddp_and_distributed_optimizer_reduce_over_dp_times_cp(job) -> None:  # 
     assert _val(g2.dp) == 1
     assert _val(evaluate(small, g2).breakdown["dp_comm"]) == pytest.approx(
         _t(small, "allreduce", 2.0 * psi, 2, 1), rel=1e-9)
+
+
+def test_hier_with_cp_exchanges_one_over_g_cp_shards(job) -> None:  # type: ignore[no-untyped-def]
+    """hier:2, ZeRO 0, cp 2 on 64 A100s (dp 32, replicas 2 GPUs apart): inside a group the 2 replicas with their cp
+    ranks, 4 contiguous GPUs, all-reduce the 16-bit gradient 2 Psi; each of the 4 then holds a reduced 1/4 (G cp)
+    and all-reduces it with its counterparts in the other 32 / 2 = 16 groups, 2 replicas = 4 GPUs apart. One
+    bucket, no overlap: dp_comm = AllReduce(2 Psi, 4, 1) + AllReduce(2 Psi / 4, 16, 4) (1/G would send 2 Psi / 2)."""
+    psi = job.params
+    want = _t(job, "allreduce", 2.0 * psi, 4, 1) + _t(job, "allreduce", 2.0 * psi / 4, 16, 4)
+    g = grid_from_strategy(StrategySpec(cp=2, overlap=False, bucket_size=1e12), TrainingSpec(**TRAINING), 64, job)
+    r = evaluate(job, g, sync="hier:2")
+    assert _val(r.breakdown["dp_comm"]) == pytest.approx(want, rel=1e-9)

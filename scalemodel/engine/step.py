@@ -1275,9 +1275,9 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """(cross-group comm, in-group comm or None, total comm) exposed seconds for the sync mode.
 
-    hier:G first all-reduces inside each group of G replicas; then every member holds the group's
-    gradient and exchanges its 1/G shard with its counterparts in the other N/G groups (G parallel
-    all-reduces of S/G over N/G ranks spaced G replicas apart), as a hierarchical all-reduce does.
+    hier:G first all-reduces inside each group of G replicas (with their cp ranks: G cp GPUs); then every member
+    holds the group's gradient and exchanges its 1/(G cp) shard with its counterparts in the other N/G groups (G cp
+    parallel all-reduces of S/(G cp) over N/G ranks spaced G replicas apart), as a hierarchical all-reduce does.
     Both share one overlap window (the last backward). Every other mode syncs the whole DP group.
 
     asp and ssp:S on a parameter server (dp_comm ps:K): each worker pushes and pulls on its own
@@ -1300,10 +1300,11 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     in_groups, across = groups.data_split(size)
     inner = _dp_comm(job, g, comp, m, in_groups)
     # the states are sharded inside the groups (hier_group): ZeRO-3/FSDP/HSDP gather and reduce-scatter there,
-    # and each rank all-reduces its reduced 1/G shard across the groups once per step, as ZeRO-1/2 does
+    # and each rank all-reduces its reduced 1/(G cp) shard across the groups once per step, as ZeRO-1/2 does (the
+    # in-group reduce spans the G replicas with their cp ranks, in_groups.sharding: _dp_comm)
     flat = replace(g, zero=np.where(g.zero >= Zero.PARAMETERS, Zero.GRADIENTS, g.zero)) if np.any(
         g.zero >= Zero.PARAMETERS) else g
-    outer = _dp_comm(job, flat, comp, m, across, shard=size)
+    outer = _dp_comm(job, flat, comp, m, across, shard=size * g.cp)
     both = inner["grads"] + outer["grads"]
     exposed = _expose(g, comp, both, inner["last_bucket"])
     share = np.divide(inner["grads"], both, out=np.ones_like(both), where=both > 0)
