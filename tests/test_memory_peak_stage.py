@@ -91,7 +91,7 @@ def test_last_stage_output_layer_and_logits_set_the_peak(cli) -> None:  # type: 
     """Without MTP the last stage was never priced. pp 4 with first_stage_layers 2 and one micro-batch (m 1, every
     stage holds 1 in flight): the middle stages hold 10 layers; the last holds the same 10 layers, the output layer
     V h (untied) with its gradient and Adam states, and the fp32 logits 4 s b V / t the cross entropy saves for its
-    backward (Korthikanti et al. 2022 §4.1; Megatron-Core vocab-parallel cross entropy casts .float() and saves
+    backward (Korthikanti et al. 2022 §4; Megatron-Core vocab-parallel cross entropy casts .float() and saves
     exp_logits). ZeRO 0: 2 + 2 + 12 bytes per parameter; 5 % fragmentation and 1 GB workspace."""
     assert LAYER_ACT == 1_141_899_264
     params = 10 * LAYER8 + V8 * H8
@@ -137,3 +137,13 @@ def test_tied_last_stage_holds_its_own_output_weight(cli) -> None:  # type: igno
     assert doc["peak_stage"] == {"rank": 7, "role": "last"}
     assert doc["params_per_gpu"] == pytest.approx(params, rel=1e-12)
     assert doc["per_gpu_bytes"]["activations"] == pytest.approx(12 * per_layer + 4 * s * v / t, rel=1e-12)
+
+
+def test_gpipe_last_stage_keeps_every_micro_batch_logits(cli) -> None:  # type: ignore[no-untyped-def]
+    """GPipe runs every forward before any backward, so the last stage keeps all m micro-batches' layer activations
+    and fp32 logits: global batch 32 over dp 8, m 4: 4 (10 LAYER_ACT + 4 s V) on the last stage (1F1B: the layers
+    of 1 micro-batch in flight and one micro-batch's logits)."""
+    doc = _doc(cli, "-m", "llama3-8b", "-c", "dgx-h100", "-n", "32", "--pp", "4", "--schedule", "gpipe",
+               "--global-batch", "32", "--set", "strategy.first_stage_layers=2")
+    assert doc["num_microbatches"] == 4 and doc["peak_stage"] == {"rank": 3, "role": "last"}
+    assert doc["per_gpu_bytes"]["activations"] == pytest.approx(4 * (10 * LAYER_ACT + 4 * S * V8), rel=1e-12)

@@ -351,13 +351,16 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     softmax, kept for its backward), on the stage with the head: (1 + D) heads.
 
     ``head``: the stage holds the output layer and the loss (the last stage, p > 1; always when p = 1): its fp32
-    logits 4 s b V / t, kept once (the loss ends each micro-batch's forward, so the last stage holds one
-    micro-batch's at a time). Korthikanti et al. 2022 §4.1 count the cross entropy "in 32-bit floating point
-    4sbv/t"; Megatron-Core's vocab-parallel cross entropy, unfused and ``cross_entropy_loss_fusion`` with the
-    native implementation alike, casts the logits shard ``.float()`` (calculate_logits_max) and saves the fp32
-    softmax ``exp_logits`` for its backward (tensor_parallel/cross_entropy.py, fusions/fused_cross_entropy.py).
-    Not counted: the 16-bit logits while the loss runs (freed once it has cast them) and the final norm's and
-    output layer's inputs (Korthikanti's 4sbh/t: small beside 4sbV/t at V >> h), as for p = 1.
+    logits 4 s b V / t, for one micro-batch under 1F1B and interleaving (the last stage runs each micro-batch's
+    last-chunk forward right before its backward: Megatron-Core schedules.py, no warm-up forwards of the last
+    chunk on the last rank), for all m under GPipe (every forward before any backward). The fp32 cross entropy is
+    Korthikanti et al. 2022 §4's 4sbv/t, the vocabulary part of Megatron-LM theoretical_memory_usage.py's "Inputs to
+    output layer and CE loss" 4sbh (1 + v/h) / t; Megatron-Core's vocab-parallel cross entropy, unfused and
+    ``cross_entropy_loss_fusion`` with the native implementation alike, casts the logits shard ``.float()``
+    (calculate_logits_max) and saves the fp32 softmax ``exp_logits`` for its backward
+    (tensor_parallel/cross_entropy.py, fusions/fused_cross_entropy.py). Not counted: the 16-bit logits while the
+    loss runs (freed once it has cast them) and the final norm's and output layer's inputs (the 4sbh/t: small
+    beside 4sbV/t at V >> h), as for p = 1.
     """
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules)
@@ -399,7 +402,9 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     mtp_inputs = np.where(code == Recompute.FULL, 2.0, 10.0) * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
     per_stage = per_stage + d_mtp * (last_l + mtp_inputs)
     on_stage = (p == 1) | np.asarray(head, dtype=bool) | (d_mtp > 0)
-    logits = np.where(on_stage, (1.0 + d_mtp) * 4.0 * s * b * sh.vocab / t, 0.0)
+    held = np.where((pipeline.schedule_code(schedule) == ScheduleKind.GPIPE) & (p > 1),
+                    _pos("num_microbatches", num_microbatches), 1.0)  # GPipe: every forward before any backward
+    logits = np.where(on_stage, (1.0 + d_mtp) * 4.0 * s * b * sh.vocab / t, 0.0) * held
     # full recompute re-materialises one layer at a time: its full activations are the working set
     work_dense = activation_bytes_per_layer(sh, recompute="none", **kw)
     work_moe = activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
