@@ -147,3 +147,28 @@ def test_gpipe_last_stage_keeps_every_micro_batch_logits(cli) -> None:  # type: 
                "--global-batch", "32", "--set", "strategy.first_stage_layers=2")
     assert doc["num_microbatches"] == 4 and doc["peak_stage"] == {"rank": 3, "role": "last"}
     assert doc["per_gpu_bytes"]["activations"] == pytest.approx(4 * (10 * LAYER_ACT + 4 * S * V8), rel=1e-12)
+
+
+def test_largest_micro_batch_checks_every_stage(cli) -> None:  # type: ignore[no-untyped-def]
+    """tp 4 with sequence parallelism, pp 2, first_stage_layers 17 (the last stage 15), ZeRO 0, no global batch
+    (m 1). Per GPU and sample everything is / 4: a layer LAYER_ACT / 4, the logits 4 s V / 4. At b 1 the first
+    stage is the peak (more states), but the last stage gains more per sample (its logits beat the first stage's
+    2 extra layers), so the first stage's closed form (b 12) overshoots: the last stage needs 84.1 GB at b 12 and
+    78.5 GB at b 11, the largest micro-batch that fits 80 GB."""
+    first_states = 16 * (17 * LAYER8 + V8 * H8) / 4
+    last_states = 16 * (15 * LAYER8 + V8 * H8) / 4
+    first_act, last_act = 17 * LAYER_ACT / 4, 15 * LAYER_ACT / 4 + 4 * S * V8 / 4
+
+    def total(states: float, act: float, b: int) -> float:
+        return (states + b * act) * 1.05 + 1e9
+
+    assert total(first_states, first_act, 1) > total(last_states, last_act, 1)
+    assert int(((80e9 - 1e9) / 1.05 - first_states) // first_act) == 12  # the first stage's closed form
+    assert total(last_states, last_act, 11) < 80e9 < total(last_states, last_act, 12)
+    base = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "64", "--pp", "2", "--tp", "4", "--sequence-parallel",
+            "--set", "strategy.first_stage_layers=17"]
+    doc = _doc(cli, *base)
+    assert doc["peak_stage"] == {"rank": 0, "role": "first"} and doc["max_micro_batch"] == 11
+    at11 = _doc(cli, *base, "--micro-batch", "11")
+    assert at11["fits"] and at11["peak_stage"]["role"] == "last"
+    assert at11["per_gpu_bytes"]["total"] == pytest.approx(total(last_states, last_act, 11), rel=1e-12)
