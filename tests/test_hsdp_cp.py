@@ -76,3 +76,39 @@ def test_fsdp_with_cp_gathers_over_dp_times_cp(job) -> None:  # type: ignore[no-
     assert _val(g2.dp) == 1
     want2 = (2 * L - 1) * _t(small, "allgather", unit, 2, 1) + L * _t(small, "reducescatter", unit, 2, 1)
     assert _val(r2.breakdown["dp_comm"]) == pytest.approx(want2, rel=1e-9)
+
+
+def test_ddp_and_distributed_optimizer_reduce_over_dp_times_cp(job) -> None:  # type: ignore[no-untyped-def]
+    """ZeRO 0 (DDP) and ZeRO 1 (distributed optimizer), cp 2: each cp rank holds the gradient of its own sequence
+    chunk for the same weights, so Megatron-Core reduces over the dp x cp group (distributed_data_parallel.py
+    intra_dp_cp_group; param_and_grad_buffer.py get_data_parallel_group(with_context_parallel=True)): 64 GPUs,
+    contiguous (stride 1), not the 32 replicas 2 GPUs apart. One bucket (bucket_size 1 TB), no overlap: dp_comm is
+    one all-reduce of the 16-bit gradient 2 Psi over those 64 GPUs (ZeRO 1 moves the same volume as reduce-scatter
+    + all-gather); ZeRO 1's optimizer states are 12 Psi / 64, the shards the step updates."""
+    psi = job.params
+    want = _t(job, "allreduce", 2.0 * psi, 64, 1)
+    assert want != pytest.approx(_t(job, "allreduce", 2.0 * psi, 32, 2), rel=1e-3)  # the test can tell them apart
+    for zero in ("0", "1"):
+        _, r = _run(job, cp=2, zero=zero, overlap=False, bucket_size=1e12)
+        assert _val(r.breakdown["dp_comm"]) == pytest.approx(want, rel=1e-9)
+    _, r1 = _run(job, cp=2, zero="1", overlap=False, bucket_size=1e12)
+    assert _val(r1.memory["optimizer"]) == pytest.approx(12.0 * psi / 64, rel=1e-9)
+    # dp 1 (2 GPUs, cp 2): the two cp ranks still all-reduce their gradients
+    training = dict(global_batch=1, micro_batch=1)
+    small = build_job(load_cluster("dgx-a100"), load_workload("gpt-7.5b"), TrainingSpec(**training))
+    g2 = grid_from_strategy(StrategySpec(cp=2, overlap=False, bucket_size=1e12), TrainingSpec(**training), 2, small)
+    assert _val(g2.dp) == 1
+    assert _val(evaluate(small, g2).breakdown["dp_comm"]) == pytest.approx(
+        _t(small, "allreduce", 2.0 * psi, 2, 1), rel=1e-9)
+
+
+def test_hier_with_cp_exchanges_one_over_g_cp_shards(job) -> None:  # type: ignore[no-untyped-def]
+    """hier:2, ZeRO 0, cp 2 on 64 A100s (dp 32, replicas 2 GPUs apart): inside a group the 2 replicas with their cp
+    ranks, 4 contiguous GPUs, all-reduce the 16-bit gradient 2 Psi; each of the 4 then holds a reduced 1/4 (G cp)
+    and all-reduces it with its counterparts in the other 32 / 2 = 16 groups, 2 replicas = 4 GPUs apart. One
+    bucket, no overlap: dp_comm = AllReduce(2 Psi, 4, 1) + AllReduce(2 Psi / 4, 16, 4) (1/G would send 2 Psi / 2)."""
+    psi = job.params
+    want = _t(job, "allreduce", 2.0 * psi, 4, 1) + _t(job, "allreduce", 2.0 * psi / 4, 16, 4)
+    g = grid_from_strategy(StrategySpec(cp=2, overlap=False, bucket_size=1e12), TrainingSpec(**TRAINING), 64, job)
+    r = evaluate(job, g, sync="hier:2")
+    assert _val(r.breakdown["dp_comm"]) == pytest.approx(want, rel=1e-9)

@@ -63,11 +63,13 @@ each; the O-projection input 2sbh -> 1sbh fp8 copy, plus the 16-bit attention ou
                  values. MaxText's logical_axis_rules shard activation_embed, _heads and _mlp over the
                  tensor axis, hence / t (the carry / t only with sequence parallelism).
 
-The first pipeline stage holds the most: its L/p layers times the in-flight micro-batches of the
+The first pipeline stage holds the most activations: its L/p layers times the in-flight micro-batches of the
 schedule: 1F1B min(m, p) [Narayanan et al. 2021 §2.2; Korthikanti §4.2.3], interleaved
 min(m, p) * (1 + (p-1)/(p v)) (Megatron theoretical_memory_usage.py), GPipe m; plus the
-embedding dropout mask s b h per in-flight micro-batch (with dropout) and, when p = 1, the fp32 logits
-4 s b V / t.
+embedding dropout mask s b h per in-flight micro-batch (with dropout). The stage with the output layer
+(the last; the only one when p = 1) keeps the fp32 logits 4 s b V / t and holds the output weight V h / t with
+its gradient and optimizer states, so with few micro-batches in flight or a large vocabulary it can be the
+peak (the engine prices first, busiest middle and last stage and takes the largest).
 
 **Allowance**: total = (states + activations) * (1 + fragmentation) + workspace (CUDA context,
 cuBLAS/NCCL buffers). Defaults 5 % and 1 GB are assumptions, not measurements.
@@ -199,9 +201,13 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
 
     ``mtp_modules`` D: the multi-token prediction modules on this stage (the last; all of the model's when
     p = 1): D :func:`~scalemodel.cost.transformer.mtp_module_params`, their routed experts in ``expert``, the
-    rest / t. ``head`` (p > 1): the stage also holds the output layer V h (untied), as the last stage does;
-    with MTP the last stage holds a copy of the word embedding too (``embedding`` true; Megatron-Core
-    gpt_model.py builds the embedding "if self.pre_process or self.mtp_process").
+    rest / t. ``head`` (p > 1): the stage also holds the output layer V h, as the last stage does: untied, its own
+    weight; tied, the last stage allocates an output weight of its own too (Megatron-Core gpt_model.py builds
+    ``output_layer`` with ``skip_weight_param_allocation=self.pre_process and
+    self.share_embeddings_and_output_weights``, so only a stage that also embeds skips it), kept equal to the first
+    stage's embedding by the embedding-group all-reduce. With MTP the last stage holds a copy of the word embedding
+    (``embedding`` true; gpt_model.py builds the embedding "if self.pre_process or self.mtp_process"), which tied
+    is the output weight, untied an extra V h.
     """
     t, p, e = _pos("tp", tp), _pos("pp", pp), _pos("ep", ep)
     share = _stage_share(sh, p, stage_layers)
@@ -214,7 +220,9 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     d_mtp = _nonneg("mtp_modules", mtp_modules)
     routed = sh.moe_experts * mlp_params(sh, sh.moe_ffn_hidden)
     mtp_routed = np.where(sh.last_layer_moe, routed, 0.0)
-    out_head = np.where((p > 1) & np.asarray(head, dtype=bool) & ~sh.tied_embeddings, word, 0.0)
+    # the output layer's own V h unless this stage's embedding copy is its weight (tied, with the embedding here)
+    out_head = np.where((p > 1) & np.asarray(head, dtype=bool)
+                        & (~sh.tied_embeddings | ~np.asarray(embedding, dtype=bool)), word, 0.0)
     dense = (body + emb + out_head + d_mtp * (mtp_module_params(sh) - mtp_routed)) / t
     u = t if etp is None else _pos("etp", etp)
     expert = (sh.moe_layers * share * routed + d_mtp * mtp_routed) / (e * u)
@@ -315,7 +323,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      recomputed_layers: ArrayLike | None = None, offloaded_layers: ArrayLike = 0.0,
                      recompute_chunk: ArrayLike = 0.0, fp8_inputs: ArrayLike = False,
                      recompute_modules: ArrayLike = 0, embedding: ArrayLike = True,
-                     stage_rank: ArrayLike = 0, mtp_modules: ArrayLike = 0.0) -> np.ndarray:
+                     stage_rank: ArrayLike = 0, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages.
 
@@ -341,6 +349,18 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     (2h wide) and final norm, 5 x 2 s b h (/ t with sequence parallelism; 2 s b h, the module's input, under
     full recompute); and the stage keeps one more output head's fp32 logits, 4 s b V / t each (the loss's
     softmax, kept for its backward), on the stage with the head: (1 + D) heads.
+
+    ``head``: the stage holds the output layer and the loss (the last stage, p > 1; always when p = 1): its fp32
+    logits 4 s b V / t, for one micro-batch under 1F1B and interleaving (the last stage runs each micro-batch's
+    last-chunk forward right before its backward: Megatron-Core schedules.py, no warm-up forwards of the last
+    chunk on the last rank), for all m under GPipe (every forward before any backward). The fp32 cross entropy is
+    Korthikanti et al. 2022 §4's 4sbv/t, the vocabulary part of Megatron-LM theoretical_memory_usage.py's "Inputs to
+    output layer and CE loss" 4sbh (1 + v/h) / t; Megatron-Core's vocab-parallel cross entropy, unfused and
+    ``cross_entropy_loss_fusion`` with the native implementation alike, casts the logits shard ``.float()``
+    (calculate_logits_max) and saves the fp32 softmax ``exp_logits`` for its backward
+    (tensor_parallel/cross_entropy.py, fusions/fused_cross_entropy.py). Not counted: the 16-bit logits while the
+    loss runs (freed once it has cast them) and the final norm's and output layer's inputs (the 4sbh/t: small
+    beside 4sbV/t at V >> h), as for p = 1.
     """
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules)
@@ -381,7 +401,10 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     last_l = np.where(sh.last_layer_moe, moe_l, dense_l)
     mtp_inputs = np.where(code == Recompute.FULL, 2.0, 10.0) * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
     per_stage = per_stage + d_mtp * (last_l + mtp_inputs)
-    logits = np.where((p == 1) | (d_mtp > 0), (1.0 + d_mtp) * 4.0 * s * b * sh.vocab / t, 0.0)
+    on_stage = (p == 1) | np.asarray(head, dtype=bool) | (d_mtp > 0)
+    held = np.where((pipeline.schedule_code(schedule) == ScheduleKind.GPIPE) & (p > 1),
+                    _pos("num_microbatches", num_microbatches), 1.0)  # GPipe: every forward before any backward
+    logits = np.where(on_stage, (1.0 + d_mtp) * 4.0 * s * b * sh.vocab / t, 0.0) * held
     # full recompute re-materialises one layer at a time: its full activations are the working set
     work_dense = activation_bytes_per_layer(sh, recompute="none", **kw)
     work_moe = activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
@@ -490,7 +513,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                            stage_layers=stage_layers, recomputed_layers=recomputed_layers,
                            offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk,
                            fp8_inputs=fp8_inputs, recompute_modules=recompute_modules, embedding=embedding,
-                           stage_rank=stage_rank, mtp_modules=mtp_modules)
+                           stage_rank=stage_rank, mtp_modules=mtp_modules, head=head)
     states = dense.total + expert.total
     return MemoryBreakdown(
         weights=dense.weights + expert.weights, gradients=dense.gradients + expert.gradients,

@@ -73,16 +73,34 @@ def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None,
                          fragmentation: float, workspace: float, sync: str = "bsp") -> int | None:
     """The largest micro-batch b whose memory fits, under the step model's rule for m.
 
-    Without a global batch, B = dp b, so m = 1 whatever b: activations are linear in b and
-    :func:`scalemodel.cost.memory.max_micro_batch` solves for b in closed form. With a global
-    batch B, b runs over the divisors of the per-replica batch B / dp (m = B / (dp b) changes with
+    Without a global batch, B = dp b, so m = 1 whatever b: every stage's activations are linear in b and
+    :func:`scalemodel.cost.memory.max_micro_batch` solves for b in closed form on the stage priced at the asked
+    micro-batch (``states``, ``act1``). Another stage can overtake it at a larger b (fewer states but more
+    activations per sample: the last stage's logits, 4 s V / t a sample, against the first stage's extra layers),
+    so that b is checked with the whole memory model (the peak over stages, :func:`memory_parts`) and, where
+    it does not fit, the largest fitting b below it is found by bisection (every stage's total grows with b).
+    With a global batch B, b runs over the divisors of the per-replica batch B / dp (m = B / (dp b) changes with
     b, and with it the micro-batches in flight): each is evaluated by the same memory model.
     """
     if act1 <= 0:
         return None
     if global_batch is None:
-        return int(M.max_micro_batch(states, act1, job.memory_capacity, fragmentation=fragmentation,
-                                     workspace=workspace))
+        b = int(M.max_micro_batch(states, act1, job.memory_capacity, fragmentation=fragmentation,
+                                  workspace=workspace))
+
+        def fits(n: int) -> bool:
+            trial = replace(grid, micro_batch=np.asarray([n], dtype=np.int64))
+            total = memory_parts(job, trial, microbatches(trial), fragmentation=fragmentation, workspace=workspace,
+                                 sync=sync)["total"]
+            return bool(np.asarray(total <= job.memory_capacity).ravel()[0])
+
+        if b < 1 or fits(b):
+            return b
+        lo, hi = 0, b  # fits(lo) (0 by convention), not fits(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        return lo
     dp = int(np.asarray(grid.dp).ravel()[0])
     candidates = _divisors(global_batch // dp)
     trial = replace(grid, micro_batch=candidates.astype(np.int64))

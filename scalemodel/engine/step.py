@@ -1076,7 +1076,10 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
 
     The replicas of ``data`` (the whole DP group, or the groups of hierarchical sync, which calls this
     once inside its groups and once across them) take part, each synchronising 1/``shard`` of the
-    gradients.
+    gradients, with their context-parallel ranks where ``data`` carries cp (``data.sharding``: each cp rank holds
+    the gradient of its own sequence chunk for the same weights): Megatron-Core's DDP reduces, and its distributed
+    optimizer shards, over the dp x cp group (distributed_data_parallel.py ``intra_dp_cp_group``,
+    param_and_grad_buffer.py ``get_data_parallel_group(with_context_parallel=True)``).
 
     ZeRO-0: all-reduce of the gradients. ZeRO-1/2: reduce-scatter of the gradients at the gradient dtype +
     all-gather of the updated parameters at the parameter dtype (:func:`distributed_optimizer_sync`; the
@@ -1091,7 +1094,10 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         share = comp["layers_per_stage"] * g.pp / float(job.shape.layers)
         dense, expert = dense * share, expert * share
     dense, expert = dense / shard, expert / shard
-    dp = data.ranks
+    # the replicas' cp ranks hold the same weights and partial gradients (their sequence chunks): the gradients are
+    # reduced, and ZeRO 1-2 shard, over the replicas with their cp ranks (DataParallelGroups.sharding)
+    red = data.sharding
+    dp = red.ranks
     n_params = dense + expert
     q, codec = _wire_and_codec(job, g, n_params)
     zero3 = g.zero >= Zero.PARAMETERS
@@ -1111,14 +1117,14 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         return np.where(zero3, bucketed("reducescatter", nbytes, group), ar) if np.any(zero3) else ar
 
     every_zero3 = bool(np.all(zero3))  # their gradients move in the per-unit traffic only (below)
-    total = np.zeros(1) if every_zero3 else reduce(dense * q_sync, data.dense)
+    total = np.zeros(1) if every_zero3 else reduce(dense * q_sync, red.dense)
     if job.expert_params > 0 and not every_zero3:  # routed experts are replicated over dp/ep ranks only
-        total = total + reduce(expert * q_sync, data.expert)
+        total = total + reduce(expert * q_sync, data.expert)  # the same group as red.expert (their fold counts cp)
     param_gather = np.where(distopt, total * job.elem_bytes / (2.0 * q_sync), 0.0)  # AG's share, w / (q + w)
     gather = bf16_optimizer_param_gather(job, g)
     if np.any(gather):  # DeepSpeed's BF16_Optimizer: the fp32 all-reduce above, then the 16-bit weights gathered
         shards = np.maximum(np.floor(dense / DEEPSPEED_BUCKET_ELEMENTS), 1.0)  # all_gather_dp_groups' num_shards
-        ag = shards * _collective("allgather", dense * job.elem_bytes / shards, data.dense)
+        ag = shards * _collective("allgather", dense * job.elem_bytes / shards, red.dense)
         total = total + np.where(gather, ag, 0.0)
         param_gather = np.where(gather, ag, param_gather)
     topk = g.compression == CompressionKind.TOPK
@@ -1126,7 +1132,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
         per_rank = g.topk_ratio * n_params * (job.grad_bytes + 4.0)
         n_b = np.maximum(np.ceil(n_params * job.grad_bytes / bucket), 1.0)
-        total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, data.dense), total)
+        total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, red.dense), total)
         param_gather = np.where(topk, 0.0, param_gather)
     total = np.where(dp > 1, total + codec, 0.0)
     param_gather = np.where(dp > 1, param_gather, 0.0)
@@ -1320,9 +1326,9 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """(cross-group comm, in-group comm or None, total comm) exposed seconds for the sync mode.
 
-    hier:G first all-reduces inside each group of G replicas; then every member holds the group's
-    gradient and exchanges its 1/G shard with its counterparts in the other N/G groups (G parallel
-    all-reduces of S/G over N/G ranks spaced G replicas apart), as a hierarchical all-reduce does.
+    hier:G first all-reduces inside each group of G replicas (with their cp ranks: G cp GPUs); then every member
+    holds the group's gradient and exchanges its 1/(G cp) shard with its counterparts in the other N/G groups (G cp
+    parallel all-reduces of S/(G cp) over N/G ranks spaced G replicas apart), as a hierarchical all-reduce does.
     Both share one overlap window (the last backward). Every other mode syncs the whole DP group.
 
     asp and ssp:S on a parameter server (dp_comm ps:K): each worker pushes and pulls on its own
@@ -1346,10 +1352,11 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     in_groups, across = groups.data_split(size)
     inner = _dp_comm(job, g, comp, m, in_groups)
     # the states are sharded inside the groups (hier_group): ZeRO-3/FSDP/HSDP gather and reduce-scatter there,
-    # and each rank all-reduces its reduced 1/G shard across the groups once per step, as ZeRO-1/2 does
+    # and each rank all-reduces its reduced 1/(G cp) shard across the groups once per step, as ZeRO-1/2 does (the
+    # in-group reduce spans the G replicas with their cp ranks, in_groups.sharding: _dp_comm)
     flat = replace(g, zero=np.where(g.zero >= Zero.PARAMETERS, Zero.GRADIENTS, g.zero)) if np.any(
         g.zero >= Zero.PARAMETERS) else g
-    outer = _dp_comm(job, flat, comp, m, across, shard=size, all_reduce=True)
+    outer = _dp_comm(job, flat, comp, m, across, shard=size * g.cp, all_reduce=True)
     both = inner["grads"] + outer["grads"]
     # the in-group parameter all-gather (ZeRO-1/2) follows the optimizer step: outside the backward window
     exposed = _expose(g, comp, both - inner["param_gather"], inner["last_bucket"]) + inner["param_gather"]
@@ -1399,7 +1406,8 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                       workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp") -> PeakStage:
     """Per-GPU bytes by part of the stage with the most memory, and which stage it is (:class:`PeakStage`):
     the first stage (with the embedding); with a pipeline, the busiest other stage where it has more layers;
-    with multi-token prediction modules, the last stage (:func:`_mtp_last_stage_memory`). ``sync``: under
+    and the last stage with the output layer, its logits and any multi-token prediction modules
+    (:func:`_last_stage_memory`). ``sync``: under
     hier:G, ZeRO/FSDP shard the states inside the groups of G replicas (:func:`hier_group`).
 
     Weights are held at the compute element size (4 bytes for fp32/tf32 runs, else 2: fp8 GEMMs
@@ -1444,8 +1452,8 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
             br = _where_breakdown(take, br_o, br)
             rank = np.where(take, 1.0, rank)
             params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
-        if d_mtp > 0 and np.any(g.pp > 1):
-            br, rank, params = _mtp_last_stage_memory(job, g, br, _last, kw, rank, params)
+        if np.any(g.pp > 1):
+            br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params)
         parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
                  "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
     parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
@@ -1459,16 +1467,18 @@ def _stage_params(job: Job, kw: dict[str, Any], **stage: Any) -> np.ndarray:
     return np.asarray(pg.dense + pg.expert, dtype=float)
 
 
-def _mtp_last_stage_memory(job: Job, g: StrategyGrid, br: memory.MemoryBreakdown, last: np.ndarray,
+def _last_stage_memory(job: Job, g: StrategyGrid, br: memory.MemoryBreakdown, last: np.ndarray,
                            kw: dict[str, Any], rank: np.ndarray, params: np.ndarray
                            ) -> tuple[memory.MemoryBreakdown, np.ndarray, np.ndarray]:
-    """The larger of ``br`` and the last pipeline stage's memory where the model has multi-token prediction
-    modules (pp > 1): its ``last`` layers, the D modules (weights, gradients, optimizer states, activations), the
-    output layer, the word-embedding copy MTP needs (:func:`scalemodel.cost.memory.params_per_gpu`), (1 + D)
-    heads' fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B); with the stage's
-    rank and parameters per GPU (``rank``, ``params`` of ``br`` where it stays)."""
+    """The larger of ``br`` and the last pipeline stage's memory (pp > 1): its ``last`` layers, the output layer
+    (its own V h / t weight, gradient and optimizer states, tied or not: :func:`scalemodel.cost.memory.params_per_gpu`)
+    and its fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B); with D multi-token
+    prediction modules also the modules (weights, gradients, optimizer states, activations), the word-embedding
+    copy MTP needs and D more heads' logits. With the stage's rank and parameters per GPU (``rank``, ``params``
+    of ``br`` where it stays)."""
     n = np.maximum(last, 0.0)
-    stage = dict(stage_layers=n, embedding=True, head=True, mtp_modules=float(job.shape.mtp_layers))
+    d_mtp = float(job.shape.mtp_layers)
+    stage = dict(stage_layers=n, embedding=d_mtp > 0, head=True, mtp_modules=d_mtp)
     br_l = memory.memory_per_gpu(job.shape, recomputed_layers=recomputed_layers(g, n),
                                  stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw)
     take = (g.pp > 1) & (br_l.total > br.total)
