@@ -183,6 +183,10 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     if not gpus or any(n <= 0 for n in gpus):
         raise InputError(f"GPU counts must be positive integers, got {gpus}", where="--gpus",
                          allowed="a comma-separated list such as 128,256,512")
+    if any(b <= a for a, b in zip(gpus, gpus[1:], strict=False)):  # the first count is every point's baseline
+        raise InputError(f"GPU counts must increase (the first is the baseline of every efficiency), got {gpus}",
+                         where="--gpus", allowed="strictly increasing counts, e.g. "
+                                                 + ",".join(str(n) for n in sorted(set(gpus))))
     notes: list[str] = []
     if strategy.dp is not None:
         notes.append(f"dp={strategy.dp} ignored: DP is re-derived at each point as N / (tp pp cp)")

@@ -342,10 +342,19 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")
     if args.get("--pipeline-model-parallel-layout") is not None:
         out.unused.append("--pipeline-model-parallel-layout (give first/last stage layers instead)")
-    vpp = next((number(k) for k in ("--virtual-pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank")
-                if k in args), None)
-    per_stage = (number("--num-layers-per-virtual-pipeline-stage")
-                 if "--num-layers-per-virtual-pipeline-stage" in args else None)
+    virtual = {k: number(k) for k in ("--virtual-pipeline-model-parallel-size",
+                                      "--num-virtual-stages-per-pipeline-rank",
+                                      "--num-layers-per-virtual-pipeline-stage") if k in args}
+    for name, n in virtual.items():
+        # Megatron-LM (megatron/training/arguments.py, validate_args) divides the stage's layers by the layers per
+        # virtual stage and reads 1 virtual stage as "not interleaved"; 0 would not start a job: refused, not ignored
+        if n == 0:
+            what = "layers per virtual stage" if "layers" in name else "virtual stages per rank (1: not interleaved)"
+            raise InputError("expected at least 1, got 0", where=name,
+                             allowed=f"an integer >= 1 of {what}, or leave the flag out")
+    vpp = next((virtual[k] for k in ("--virtual-pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank")
+                if k in virtual), None)
+    per_stage = virtual.get("--num-layers-per-virtual-pipeline-stage")
     if per_stage is not None and vpp is None:
         layers_text = None
         for j, tok in enumerate(tokens):

@@ -184,14 +184,16 @@ class StrategySpec(Spec, kw_only=True):
     def _check(self) -> None:
         if self.recompute_modules and Recompute.parse(self.recompute) != Recompute.SELECTIVE:
             raise ValueError(f"recompute_modules={self.recompute_modules!r} needs recompute: selective (got "
-                             f"{self.recompute!r})")
+                             f"{self.recompute!r}); add recompute: selective, or leave recompute_modules out")
         zero = Zero.parse(self.zero)
         if not self.fsdp_reshard_after_forward and zero < Zero.PARAMETERS:
             raise field_error("fsdp_reshard_after_forward", f"false needs the parameters sharded: zero 3, fsdp or "
-                              f"hsdp (got zero {self.zero!r})")
+                              f"hsdp (got zero {self.zero!r})", "true (the default) with zero 0, 1 or 2; false "
+                                                                  "with zero 3, fsdp or hsdp")
         if self.fsdp_fp8_all_gather and zero not in (Zero.FSDP, Zero.HSDP):
             raise field_error("fsdp_fp8_all_gather", f"true needs PyTorch FSDP: zero fsdp or hsdp (got zero "
-                              f"{self.zero!r})")
+                              f"{self.zero!r})", "false (the default) with zero 0, 1, 2 or 3; true with zero "
+                                                 "fsdp or hsdp")
         if self.recompute_layers is not None and Recompute.parse(self.recompute) != Recompute.FULL:
             raise ValueError(f"recompute_layers={self.recompute_layers} needs recompute: full (got "
                              f"{self.recompute!r}); leave it out for selective or none")

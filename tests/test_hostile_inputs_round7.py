@@ -1,0 +1,206 @@
+"""Hostile-input round 7: the open decisions of round 6 and a fuzz pass over the recently added inputs.
+
+Each case is one finding (a wrong value accepted silently, a message without what is allowed or pointing at the
+wrong place, a warning before the error line, a traceback); the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
+
+BASE = ["-c", "dgx-h100", "-m", "gpt-1.7b"]
+
+
+# --- scale: GPU counts that do not increase -----------------------------------------------------------
+
+@pytest.mark.parametrize("gpus", ["16,8", "8,8", "8,32,16"])
+def test_scale_counts_that_do_not_increase_are_refused(cli, gpus: str) -> None:  # type: ignore[no-untyped-def]
+    """``scale -n 16,8`` took 16 as the baseline: 8 GPUs had a scaling efficiency above 1 and every loss_attribution
+    negative (a loss read backwards). The first count is every point's baseline, so counts must increase."""
+    line = refused(cli, "scale", *BASE, "-n", gpus, "--json", match="--gpus: GPU counts must increase")
+    assert "strictly increasing counts, e.g. " + ",".join(str(n) for n in sorted({int(g) for g in gpus.split(",")})) \
+        in line
+
+
+def test_scale_increasing_counts_have_efficiency_from_the_first(cli) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "scale", *BASE, "-n", "8,16")
+    assert [p["gpus"] for p in out["points"]] == [8, 16]
+    assert out["points"][0]["scaling_efficiency"] == 1.0
+
+
+def test_scenario_counts_that_do_not_increase_are_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: scenario\nname: s\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: [32, 16]\n"
+                 "assertions: {min_scaling_efficiency: 0.5}\n")
+    for args in (["scale", "--scenario", str(f)], ["check", str(f)]):
+        refused(cli, *args, "--json", inputs=(f,), match=f"{f}:5: gpus: GPU counts must increase")
+    f.write_text("kind: scenario\nname: s\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: [16, 32]\n")
+    refused(cli, "check", str(f), "--set", "gpus=[16, 16]", "--json", inputs=(f,),
+            match="--set gpus: GPU counts must increase")
+
+
+def test_the_engine_sweep_refuses_counts_that_do_not_increase() -> None:
+    from scalemodel.engine.scaling import sweep
+    from scalemodel.errors import InputError
+    from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+
+    with pytest.raises(InputError, match="GPU counts must increase"):
+        sweep(load_cluster("dgx-h100"), load_workload("gpt-1.7b"), TrainingSpec(), StrategySpec(), [16, 8], "weak")
+
+
+# --- the error line is the only line ------------------------------------------------------------------
+
+def test_warnings_do_not_come_before_the_error(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A Megatron file with a shell variable warned ("not a number: a shell variable is not expanded") on the line
+    before the error line; an unknown HuggingFace model_type warned twice before it."""
+    f = tmp_path / "launch.sh"
+    f.write_text('--tensor-model-parallel-size "$TP" --pipeline-model-parallel-size 3\n')
+    refused(cli, "predict", *BASE, "-n", "8", "--strategy", str(f), "--json", inputs=(f,),
+            match="--gpus: 8 GPUs is not a multiple of tp x pp x cp")
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"model_type": "weird", "num_hidden_layers": 2, "hidden_size": 64,
+                                               "num_attention_heads": 4, "vocab_size": 100,
+                                               "max_position_embeddings": -5}))
+    refused(cli, "memory", "-c", "dgx-h100", "-m", str(d), "-n", "8", "--json", match="max_position_embeddings")
+
+
+def test_warnings_still_print_when_the_command_succeeds(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "launch.sh"
+    f.write_text('--tensor-model-parallel-size "$TP" --micro-batch-size 1\n')
+    r = cli("predict", *BASE, "-n", "8", "--strategy", str(f))
+    assert r.code == 0 and "warning: " in r.err and "shell variable is not expanded" in r.err, r.err
+
+
+# --- spec messages say what is allowed ----------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value, allowed", [
+    ("layers", "abc", "; an integer from 1 to 1e+09"),
+    ("layers", "[1]", "; an integer from 1 to 1e+09"),
+    ("layers", "true", "; an integer from 1 to 1e+09"),
+    ("kv_heads", "2.5", "; an integer from 1 to 1e+09, or null (not set)"),
+    ("mtp_layers", "-1", "greater than or equal to 0 (got -1); an integer from 0 to 1000"),  # was "greater than -1"
+    ("norms_per_layer", "3", "; an integer from 1 to 2"),
+    ("gated_mlp", "maybe", "; true or false"),
+    ("params", "{a: 1}", "; a number or a string with one of: K, k, M, B, G, T"),
+    ("params", "0.5", "; a count > 0, bare or with a suffix (K, k, M, B, G, T), within 1 .. 1e+30"),
+    ("moe", "7", "; a mapping of MoESpec fields (experts, top_k"),
+])
+def test_workload_type_errors_say_what_is_allowed(cli, tmp_path: Path, field: str, value: str,  # type: ignore[no-untyped-def]
+                                                  allowed: str) -> None:
+    """``layers: abc`` in a workload file said "Input should be a valid integer, unable to parse string as an
+    integer (got 'abc')" and stopped: no type or range to fix it with."""
+    fields = {"kind": "transformer", "name": "m", "layers": "4", "hidden": "512", "heads": "8", "vocab": "1000",
+              "seq_len": "256", field: value}
+    f = tmp_path / "m.yaml"
+    f.write_text("".join(f"{k}: {v}\n" for k, v in fields.items()))
+    line = refused(cli, "memory", "-c", "dgx-h100", "-m", str(f), "-n", "8", "--json", inputs=(f,),
+                   match=f"{f}:")
+    assert allowed in line, line
+
+
+@pytest.mark.parametrize("sets, allowed", [
+    ("cluster.overlap_efficiency=high", "; a number > 0 and <= 1"),
+    ("accelerator.family=hopper2", "not one of the known values (got 'hopper2'); one of 'pascal'"),
+    ("accelerator.memory=[80]", "; a number or a string with one of: B, bytes"),
+    ("accelerator.memory=-3", "; a number of B > 0, bare or with a unit"),
+    ("cluster.variability=5", "; a mapping of Variability fields (dist, cv, source)"),
+    ("cluster.tiers.nvlink.efficiency=x", "; a number > 0 and <= 1"),
+    ("model.moe={experts: 8, top_k: 2, bogus: 1}", "known keys: experts, top_k"),  # known keys were not listed
+])
+def test_set_type_errors_say_what_is_allowed(cli, sets: str, allowed: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "memory", *BASE, "-n", "8", "--set", sets, "--json")
+    assert allowed in line, line
+
+
+@pytest.mark.parametrize("text, allowed", [
+    ("experts: 8, top_k: 9", "top_k from 1 to experts"),
+    ("experts: 8, top_k: 2, every: 99", "every from 1 to layers"),
+])
+def test_cross_field_rules_say_what_is_allowed(cli, tmp_path: Path, text: str, allowed: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "m.yaml"
+    f.write_text("kind: transformer\nname: m\nlayers: 4\nhidden: 512\nheads: 8\nvocab: 1000\nseq_len: 256\n"
+                 f"moe: {{{text}}}\n")
+    line = refused(cli, "memory", "-c", "dgx-h100", "-m", str(f), "-n", "8", "--json", inputs=(f,))
+    assert line.endswith(allowed), line
+
+
+def _leaf_fields() -> list[tuple[str, str]]:
+    from scalemodel.specs import AcceleratorSpec, ClusterSpec, StrategySpec, TrainingSpec
+    from scalemodel.specs.workload import TransformerWorkload
+
+    roots = {"model": TransformerWorkload, "cluster": ClusterSpec, "accelerator": AcceleratorSpec,
+             "training": TrainingSpec, "strategy": StrategySpec}
+    return [(root, f.name) for root, cls in roots.items() for f in msgspec.structs.fields(cls)
+            if f.name not in ("sources", "kind", "name", "description", "source", "protocol", "vendor",
+                              "recompute_modules", "tiers")]
+
+
+@pytest.mark.parametrize("root, field", _leaf_fields())
+def test_every_spec_field_refuses_a_wrong_type_with_what_is_allowed(cli, root: str, field: str) -> None:  # type: ignore[no-untyped-def]
+    """Each field, given a value of a type it never takes, is refused with an error line that ends in what is
+    allowed (``; ...``), naming the --set item."""
+    for value in ("not-a-value-x", "[[1]]", "{zz_unknown: 1}"):
+        line = refused(cli, "memory", *BASE, "-n", "8", "--set", f"{root}.{field}={value}", "--json")
+        if root in ("model", "cluster", "accelerator"):
+            assert line.startswith(f"error: --set {root}.{field}"), line
+        assert "; " in line.split(f"{field}", 1)[-1], line
+
+
+# --- --set errors name the --set item -----------------------------------------------------------------
+
+@pytest.mark.parametrize("sets, start", [
+    ("model.layers=abc", "error: --set model.layers: Input should be a valid integer"),
+    ("model.foo=1", "error: --set model.foo: unknown key 'foo'"),
+    ("model.kv_heads=7", "error: --set model.kv_heads: heads 24 is not a multiple of kv_heads 7"),  # a rule across
+    ("accelerator.memory=0", "error: --set accelerator.memory: Input should be greater than 0"),
+    ("cluster.tiers.ib-leaf.span=12", "error: --set cluster.tiers.ib-leaf.span: tiers: tiers[1]"),
+    ("model.moe.experts=8", "error: --set model.moe.experts: moe is not set, so it has no fields to set one by one"),
+    ("cluster.tiers.ib.bandwidth=1", "error: --set cluster.tiers.ib.bandwidth: no item 'ib' in tiers"),
+])
+def test_set_errors_name_the_set_item(cli, sets: str, start: str) -> None:  # type: ignore[no-untyped-def]
+    """``--set model.layers=abc`` was reported at ``examples/workloads/gpt-1.7b.yaml:5: layers``, a line of the
+    built-in file that holds a valid value; ``--set model.moe.experts=8`` on a dense model said "moe is a value"."""
+    line = refused(cli, "memory", *BASE, "-n", "8", "--set", sets, "--json")
+    assert line.startswith(start), line
+    assert "gpt-1.7b.yaml" not in line and "dgx-h100.yaml" not in line
+
+
+def test_set_errors_on_a_scenario_name_the_set_item(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: scenario\nname: s\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: [16, 32]\n")
+    refused(cli, "check", str(f), "--set", "model.layers=x", "--json", inputs=(f,),
+            match="error: --set model.layers: Input should be a valid integer")
+
+
+# --- Megatron-LM virtual pipeline sizes ---------------------------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--virtual-pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank",
+                                  "--num-layers-per-virtual-pipeline-stage"])
+def test_megatron_zero_virtual_pipeline_size_is_refused(cli, tmp_path: Path, flag: str) -> None:  # type: ignore[no-untyped-def]
+    """``--virtual-pipeline-model-parallel-size 0`` was dropped silently (no interleaving); Megatron-LM's
+    validate_args divides by the layers per virtual stage and reads 1 virtual stage as not interleaved, so 0 of
+    either would not start a job."""
+    f = tmp_path / "launch.sh"
+    f.write_text(f"--pipeline-model-parallel-size 2 --num-layers 24 {flag} 0\n")
+    refused(cli, "predict", *BASE, "-n", "8", "--strategy", str(f), "--json", inputs=(f,),
+            match=f"{flag}: expected at least 1, got 0; an integer >= 1")
+
+
+@pytest.mark.parametrize("flag, value, schedule", [
+    ("--num-virtual-stages-per-pipeline-rank", "1", "1f1b"),
+    ("--num-virtual-stages-per-pipeline-rank", "3", "interleaved:3"),
+    ("--virtual-pipeline-model-parallel-size", "2", "interleaved:2"),
+    ("--num-layers-per-virtual-pipeline-stage", "4", "interleaved:3"),  # 24 layers / (pp 2 x 4)
+])
+def test_megatron_virtual_pipeline_sizes_still_read(cli, tmp_path: Path, flag: str, value: str,  # type: ignore[no-untyped-def]
+                                                    schedule: str) -> None:
+    f = tmp_path / "launch.sh"
+    f.write_text(f"--pipeline-model-parallel-size 2 --num-layers 24 {flag} {value}\n")
+    out = accepted(cli, "predict", *BASE, "-n", "8", "--strategy", str(f))
+    assert out["strategy"]["schedule"] == schedule
