@@ -204,3 +204,145 @@ def test_megatron_virtual_pipeline_sizes_still_read(cli, tmp_path: Path, flag: s
     f.write_text(f"--pipeline-model-parallel-size 2 --num-layers 24 {flag} {value}\n")
     out = accepted(cli, "predict", *BASE, "-n", "8", "--strategy", str(f))
     assert out["strategy"]["schedule"] == schedule
+
+
+# --- fuzz findings: refusals without what is allowed ---------------------------------------------------
+
+@pytest.mark.parametrize("name, text, match", [
+    ("ds.json", '{"train_micro_batch_size_per_gpu": 1,\n "zero_optimization": {"stage": 3}} x', "malformed JSON"),
+    ("ds.json", '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"overlap_comm": 1.5}}',
+     "overlap_comm: expected true or false, got '1.5'; true or false"),
+    ("job.toml", "[parallelism]\ntensor_parallel_degree = \n", "malformed TOML"),
+    ("job.toml", "parallelism = 3\n[training]\nseq_len = 8\n", "[parallelism]: expected a table, got int; a "),
+    ("s.yaml", "strategy: {tp: [\n", "malformed YAML"),
+])
+def test_strategy_file_syntax_errors_say_what_is_allowed(cli, tmp_path: Path, name: str, text: str,  # type: ignore[no-untyped-def]
+                                                         match: str) -> None:
+    """A DeepSpeed JSON with trailing text, a TOML with a missing value, a DeepSpeed flag that is not a boolean: the
+    line said what was wrong and stopped."""
+    f = tmp_path / name
+    f.write_text(text)
+    line = refused(cli, "predict", *BASE, "-n", "8", "--strategy", str(f), "--json", inputs=(f,), match=match)
+    assert "; " in match or "; " in line.split(match, 1)[1], line
+
+
+def test_hf_config_syntax_error_says_what_is_allowed(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "config.json").write_text('{"num_hidden_layers": 2,\n "hidden_size": 64\n "vocab_size": 10}')
+    line = refused(cli, "memory", "-c", "dgx-h100", "-m", str(d), "-n", "8", "--json",
+                   match="config.json:3: malformed JSON: Expecting ',' delimiter (column 2); strict JSON")
+    assert line
+
+
+@pytest.mark.parametrize("text, match", [
+    ("extends: [a]\nname: x\n", "extends must be a name or a path, got list; a built-in workload name or a path"),
+    ("extends: ./m.yaml\nname: x\n", "extends cycle"),
+])
+def test_extends_errors_say_what_is_allowed(cli, tmp_path: Path, text: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "m.yaml"
+    f.write_text(text)
+    line = refused(cli, "memory", "-c", "dgx-h100", "-m", str(f), "-n", "8", "--json", inputs=(f,), match=match)
+    assert "; " in match or "; " in line.split(match, 1)[1], line
+
+
+def test_sweep_strategy_field_errors_say_what_is_allowed(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A field of a strategy inside a sweep's ``strategies`` list (a union of "best" and a mapping) had no allowed
+    part: its type was not found through the union."""
+    f = tmp_path / "sweep.yaml"
+    f.write_text("kind: sweep\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [8]\n"
+                 "strategies: [best, {tp: 2, sequence_parallel: [1, 2]}]\n")
+    refused(cli, "sweep", str(f), "-j", "1", "--json", inputs=(f,),
+            match="strategies[1].sequence_parallel: Input should be a valid boolean (got [1, 2]); true or false")
+
+
+@pytest.mark.parametrize("args, match", [
+    (["sweep", str(Path(__file__).resolve().parents[1] / "examples/sweeps/capacity.yaml"), "-j", "0"],
+     "--workers must be from 1 to 4096, got 0; an integer"),
+    (["stragglers", "-n", "300000000"], "; an integer"),
+    (["memory", *BASE, "-n", "8", "--optimizer-bytes", "-1"], "bytes per parameter must be >= 0; a number >= 0"),
+])
+def test_command_option_errors_say_what_is_allowed(cli, args: list[str], match: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, *args, "--json", match=match)
+
+
+def test_calibrate_log_of_one_size_says_what_is_allowed(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "a.log"
+    f.write_text("# nccl-tests all_reduce_perf\n#  Rank  0 Group  0 Pid 1 on h device  0 [0x01] H100\n"
+                 "#  Rank  1 Group  0 Pid 1 on h device  1 [0x02] H100\n"
+                 " 1048576 262144 float sum -1 50.0 20.9 39.2 0 49.0 21.4 40.1 0\n")
+    refused(cli, "calibrate", str(f), "-c", "dgx-a100", "--json", inputs=(f,),
+            match="need at least two rows with size > 0 to fit latency and bandwidth; an nccl-tests log of a size "
+                  "sweep")
+
+
+def test_shard_group_without_hsdp_is_warned(cli) -> None:  # type: ignore[no-untyped-def]
+    """``--zero 1 --set strategy.shard_group=64`` was accepted without a word: the group sizes HSDP only."""
+    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--zero", "1", "--set",
+                   "strategy.shard_group=64")
+    assert any("strategy.shard_group = 64 is not used" in w for w in out["warnings"]), out["warnings"]
+    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--zero", "hsdp", "--set",
+                   "strategy.shard_group=8")
+    assert not any("shard_group" in w for w in out["warnings"])
+
+
+# --- scripts/validate_attention.py on a measurement file of the user's -----------------------------------
+
+_ATT_POINT = ("  - {src: FA2-A100, panel: '(a)', acc: a100-sxm-80g, kernel: fa1, dir: fwd+bwd, causal: false, "
+              "dtype: fp16, b: 32, h: 32, d: 64, s: 512, tflops: 91}\n")
+
+
+def _attention_file(tmp_path: Path, point: str) -> Path:
+    from conftest import script_module
+
+    text = script_module("validate_attention").DEFAULT.read_text()
+    f = tmp_path / "attention.yaml"
+    f.write_text(text[:text.index("points:")] + "points:\n" + point + _ATT_POINT)
+    return f
+
+
+@pytest.mark.parametrize("edit, match", [
+    (("src: FA2-A100", "src: [FA2-A100]"), "src ['FA2-A100']; a string"),  # TypeError: unhashable type: 'list'
+    (("dir: fwd+bwd", "dir: [fwd]"), "dir ['fwd']; a string"),
+    (("kernel: fa1", "kernel: null"), "kernel None; a string"),  # TypeError in the report's format
+    (("tflops: 91", "tflops: 1e-320"), "tflops 1e-320; a number from 1e-06 to 1e+06"),  # inf in the JSON: ValueError
+    (("b: 32", "b: 1.0e300"), "b 1e+300; a number from 1 to 1e+09"),
+    (("b: 32", "b: " + "9" * 5000), "integer with 5000 digits"),  # int() of 5000 digits: ValueError
+    (("causal: false", "causal: yes"), "causal 'yes'; true or false"),  # YAML 1.1 read yes as true
+    (("b: 32", "b: 32, b: 64"), "duplicate key 'b'"),  # the second silently won
+])
+def test_validate_attention_refuses_a_bad_point_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            edit: tuple[str, str], match: str) -> None:
+    from conftest import script_module
+
+    f = _attention_file(tmp_path, _ATT_POINT.replace(*edit))
+    for flags in ([], ["--json"]):
+        assert script_module("validate_attention").main([str(f), *flags]) == 2
+        out, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and match in lines[0], err
+        assert out == ""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_validate_attention_refuses_files_it_cannot_read_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               kind: str) -> None:
+    """A FIFO or /dev/zero was read with Path.read_text: the script blocked (or filled memory) for ever."""
+    import os
+
+    from conftest import script_module
+
+    f = tmp_path / "attention.yaml"
+    if kind == "fifo":
+        os.mkfifo(f)
+    else:
+        os.symlink("/dev/zero", f)
+    assert script_module("validate_attention").main([str(f)]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+
+
+def test_validate_attention_reads_the_published_file(capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import script_module
+
+    assert script_module("validate_attention").main(["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["points"]

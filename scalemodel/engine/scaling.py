@@ -238,7 +238,8 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
             pred = result_at(job, grid, res, 0, sync=strategy.sync)
             part = _parts_per_sample(pred, n, batch)
         if pred.step_time_s <= 0:
-            raise InputError(f"zero step time at {n} GPUs", where="--gpus")
+            raise InputError(f"zero step time at {n} GPUs", where="--gpus",
+                             allowed="a job with work to time: a workload with FLOPs per sample")
         preds.append(pred)
         parts.append(part)
 

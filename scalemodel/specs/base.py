@@ -405,7 +405,11 @@ def type_at(model: Any, loc: Sequence[Any], data: Any = None) -> Any:
                     t = inner
             elif origin is typing.Union or origin is types.UnionType:
                 members = [a for a in typing.get_args(t) if a is not type(None)]
-                fits = [a for a in members if (typing.get_origin(a) is list) == isinstance(part, int)]
+                bare = [typing.get_args(a)[0] if typing.get_origin(a) is typing.Annotated else a for a in members]
+                fits = [a for a, b in zip(members, bare, strict=True)
+                        if (typing.get_origin(b) is list if isinstance(part, int)
+                            else _is_spec(b) or typing.get_origin(b) is dict or typing.get_origin(b) is typing.Union
+                            or typing.get_origin(b) is types.UnionType)]
                 t = (fits or members)[0]
             else:
                 break

@@ -80,7 +80,8 @@ def _int(value: Any, where: str) -> int:
 
 def _bool(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
-        raise InputError(f"expected true or false, got {str(value)[:40]!r}", where=where)
+        raise InputError(f"expected true or false, got {str(value)[:40]!r}", where=where,
+                         allowed="true or false (a JSON boolean)")
     return value
 
 
@@ -385,7 +386,8 @@ def _toml(text: str, where: str) -> dict[str, Any]:
     try:
         return toml_reader.loads(text)
     except toml_reader.TOMLDecodeError as exc:
-        raise InputError(f"malformed TOML: {exc}", where=where) from None
+        raise InputError(f"malformed TOML: {exc}", where=where,
+                         allowed="a TOML document (toml.io), as torchtitan's job configs are") from None
     except RecursionError:  # the parser recurses per nested array or inline table
         raise InputError("arrays or inline tables nested too deeply", where=where,
                          allowed="a torchtitan job TOML (a few levels of tables)") from None
@@ -401,7 +403,8 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     ac = data.get("activation_checkpoint") or {}
     for sec_name, sec in (("training", training), ("parallelism", par), ("activation_checkpoint", ac)):
         if not isinstance(sec, dict):
-            raise InputError("expected a table", where=f"[{sec_name}]")
+            raise InputError(f"expected a table, got {type(sec).__name__}", where=f"[{sec_name}]",
+                             allowed=f"a [{sec_name}] table of key = value lines")
     for key, target in (("local_batch_size", "micro_batch"), ("batch_size", "micro_batch"),
                         ("global_batch_size", "global_batch"), ("seq_len", "seq_len")):
         if key in training:

@@ -218,7 +218,9 @@ def load_json(text: str, name: str) -> Any:
         at = f" (lines {lines[0]} and {lines[1]})" if len(lines) == 2 else ""
         raise InputError(f"duplicate key {key[:100]!r}{at}", where=name, allowed="each key once per object") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON: {exc.msg}", where=f"{name}:{exc.lineno}") from None
+        raise InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", where=f"{name}:{exc.lineno}",
+                         allowed="strict JSON: double-quoted keys and strings, commas between items, nothing "
+                                 "after the document") from None
     except InputError as exc:
         raise exc.at(name) from None
     except RecursionError:
@@ -307,7 +309,8 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
         path = _config_in_folder(path, str(path))
     key = str(path.resolve())
     if key in _chain:
-        raise InputError(f"extends cycle: {' -> '.join(_chain + (key,))}", where=str(path))
+        raise InputError(f"extends cycle: {' -> '.join(_chain + (key,))}", where=str(path),
+                         allowed="an extends chain that ends in a spec that extends nothing")
     if len(_chain) > MAX_EXTENDS_DEPTH:
         raise InputError("extends chain too long", where=str(path), allowed=f"at most {MAX_EXTENDS_DEPTH}")
     data, node = read_document(path)
@@ -330,7 +333,8 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
     parent = data.pop("extends", None)
     if parent is not None:
         if not isinstance(parent, str):
-            raise InputError("extends must be a name or a path", where=f"{path}: extends")
+            raise InputError(f"extends must be a name or a path, got {type(parent).__name__}", where=f"{path}: extends",
+                             allowed=f"a built-in {kind} name or a path to a YAML file")
         try:
             base_path = resolve(kind, parent, path.parent)
         except InputError as exc:
