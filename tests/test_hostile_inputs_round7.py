@@ -346,3 +346,43 @@ def test_validate_attention_reads_the_published_file(capsys: pytest.CaptureFixtu
 
     assert script_module("validate_attention").main(["--json"]) == 0
     assert json.loads(capsys.readouterr().out)["points"]
+
+
+# --- torchtitan TOML keys ---------------------------------------------------------------------------------
+
+def _titan(tmp_path: Path, text: str) -> Path:
+    f = tmp_path / "job.toml"
+    f.write_text(text)
+    return f
+
+
+def test_torchtitan_default_global_batch_size_is_read(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``global_batch_size = -1`` is torchtitan's default (local_batch_size x the data-parallel degree, trainer.py):
+    it was refused as "expected a count"; 0 (which torchtitan's assert refuses) was ignored."""
+    f = _titan(tmp_path, "[training]\nlocal_batch_size = 2\nglobal_batch_size = -1\n[parallelism]\n"
+                         "tensor_parallel_degree = 2\n")
+    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--strategy", str(f))
+    assert out["strategy"]["global_batch"] == 2 * 32  # micro-batch x dp, one accumulation step
+    f = _titan(tmp_path, "[training]\nlocal_batch_size = 2\nglobal_batch_size = 0\n")
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--strategy", str(f), "--json",
+            inputs=(f,),
+            match="training.global_batch_size: expected at least 1, got 0; an integer from 1 to 1e8 (or -1")
+
+
+@pytest.mark.parametrize("text, match", [
+    ("[model]\nconverters = ['float8']\n[float8]\nenable_fsdp_float8_all_gather = 1\n",
+     "float8.enable_fsdp_float8_all_gather: expected true or false, got '1'"),
+    ("[float8]\nenable_float8_linear = 'yes'\n", "float8.enable_float8_linear: expected true or false, got 'yes'"),
+    ("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_layers_per_stage = 0\n",
+     "parallelism.pipeline_parallel_layers_per_stage: expected at least 1, got 0"),
+    ("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_layers_per_stage = 'x'\n",
+     "parallelism.pipeline_parallel_layers_per_stage: expected a count, got 'x'"),
+    ("[parallelism]\ndata_parallel_replicate_degree = 99999999999999999999\n",
+     "shard >= 1 or -1 (the rest), each at most"),
+])
+def test_torchtitan_keys_of_the_wrong_type_are_refused(cli, tmp_path: Path, text: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    """torchtitan types these keys (bool, int): a float8 flag of 1 silently meant false (no float8 all-gather), a
+    layers-per-stage of 0 or 'x' was accepted without a word, a replicate degree of 1e20 was echoed as a setting."""
+    f = _titan(tmp_path, text)
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--precision", "fp8", "--strategy", str(f),
+            "--json", inputs=(f,), match=match)

@@ -408,9 +408,17 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     for key, target in (("local_batch_size", "micro_batch"), ("batch_size", "micro_batch"),
                         ("global_batch_size", "global_batch"), ("seq_len", "seq_len")):
         if key in training:
-            v = _int(training[key], f"training.{key}")
-            if not (key == "global_batch_size" and v <= 0):
-                out.training[target] = v
+            value = training[key]
+            # torchtitan's trainer: a negative global_batch_size (its default, -1) is local_batch_size x the
+            # data-parallel degree (one gradient accumulation step); then it asserts global_batch_size > 0
+            if key == "global_batch_size" and isinstance(value, int) and not isinstance(value, bool) and value < 0:
+                continue
+            v = _int(value, f"training.{key}")
+            if v == 0:
+                raise InputError("expected at least 1, got 0", where=f"training.{key}",
+                                 allowed="an integer from 1 to 1e8" + (" (or -1: local_batch_size x the data-parallel "
+                                                                       "degree)" if key == "global_batch_size" else ""))
+            out.training[target] = v
     if "pipeline_parallel_microbatch_size" in par:
         out.training["micro_batch"] = _int(par["pipeline_parallel_microbatch_size"],
                                            "parallelism.pipeline_parallel_microbatch_size")
@@ -435,11 +443,11 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             out.strategy[field_] = degrees[k]
     replicate = par.get("data_parallel_replicate_degree", 1)
     shard = par.get("data_parallel_shard_degree", -1)
-    if (any(isinstance(d, bool) or not isinstance(d, int) for d in (replicate, shard)) or replicate < 1
-            or not (shard == -1 or shard >= 1)):
+    if (any(isinstance(d, bool) or not isinstance(d, int) for d in (replicate, shard)) or not 1 <= replicate <= 10**8
+            or not (shard == -1 or 1 <= shard <= 10**8)):
         raise InputError(f"replicate {str(replicate)[:20]}, shard {str(shard)[:20]}",
                          where="parallelism.data_parallel_*_degree",
-                         allowed="replicate >= 1, shard >= 1 or -1 (the rest)")
+                         allowed="replicate >= 1, shard >= 1 or -1 (the rest), each at most 1e8")
     if shard == -1 or shard > 1:
         out.strategy["zero"] = "fsdp"
         if replicate > 1:
@@ -449,6 +457,10 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         out.strategy["dp"] = shard * replicate
     if out.strategy.get("zero") == "fsdp":
         _titan_fsdp_options(par, float8, out)
+    if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset
+        if _int(par["pipeline_parallel_layers_per_stage"], "parallelism.pipeline_parallel_layers_per_stage") == 0:
+            raise InputError("expected at least 1, got 0", where="parallelism.pipeline_parallel_layers_per_stage",
+                             allowed="an integer from 1 to 1e8 (layers per virtual stage), or leave it out")
     sched = par.get("pipeline_parallel_schedule")
     if sched is not None:
         label = _TITAN_SCHEDULES.get(str(sched).lower())
@@ -489,6 +501,9 @@ def _titan_float8(data: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]
         return value if isinstance(value, dict) else {}
 
     old = table(data, "float8")
+    for key in ("enable_float8_linear", "enable_fsdp_float8_all_gather"):  # torchtitan's config types them bool
+        if key in old:
+            _bool(old[key], f"float8.{key}")
     converters = str(model.get("converters", ""))
     if "quantize.linear.float8" in converters:
         return table(table(table(data, "quantize"), "linear"), "float8")
