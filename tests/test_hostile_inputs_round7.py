@@ -386,3 +386,25 @@ def test_torchtitan_keys_of_the_wrong_type_are_refused(cli, tmp_path: Path, text
     f = _titan(tmp_path, text)
     refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--precision", "fp8", "--strategy", str(f),
             "--json", inputs=(f,), match=match)
+
+
+# --- scripts/fit_convergence.py --write -----------------------------------------------------------------
+
+def test_fit_convergence_never_writes_over_its_input(tmp_path: Path) -> None:
+    """``fit_convergence.py FILE --write FILE`` replaced the convergence data with the fitted table (Path.write_text,
+    not atomic); the output goes through the CLI's writer now, which refuses an input of the run."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    data = tmp_path / "convergence.yaml"
+    data.write_bytes((root / "validation" / "convergence.yaml").read_bytes())
+    before = data.read_bytes()
+    res = subprocess.run([sys.executable, str(root / "scripts" / "fit_convergence.py"), str(data), "--write",
+                          str(data)], capture_output=True, text=True, env={"PYTHONPATH": str(root)}, timeout=120)
+    assert res.returncode == 2 and data.read_bytes() == before
+    assert res.stderr.strip().splitlines() == [f"error: --write: {str(data)!r} is an input of this command ({data}); "
+                                               "writing it would replace it; a different output file"], res.stderr
+    res = subprocess.run([sys.executable, str(root / "scripts" / "fit_convergence.py"), "/dev/zero"],
+                         capture_output=True, text=True, env={"PYTHONPATH": str(root)}, timeout=60)
+    assert res.returncode == 2 and "not a regular file" in res.stderr
