@@ -408,3 +408,19 @@ def test_fit_convergence_never_writes_over_its_input(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, str(root / "scripts" / "fit_convergence.py"), "/dev/zero"],
                          capture_output=True, text=True, env={"PYTHONPATH": str(root)}, timeout=60)
     assert res.returncode == 2 and "not a regular file" in res.stderr
+
+
+# --- first/last stage layers beyond the model's layers ---------------------------------------------------
+
+@pytest.mark.parametrize("last", ["33", "999999999"])
+def test_stage_layers_beyond_the_model_are_infeasible_not_a_cost_error(cli, tmp_path: Path, last: str) -> None:  # type: ignore[no-untyped-def]
+    """``--decoder-last-pipeline-num-layers 999999999`` (or last_stage_layers 33 of 32 layers) left the other stages
+    a negative share of layers: the cost layer refused it as "stage_layers: stage_layers must be finite and >= 0"
+    (no --set or file named), and plan failed as a whole. The split is infeasible, as any split that does not fit."""
+    f = tmp_path / "launch.sh"
+    f.write_text(f"--pipeline-model-parallel-size 4 --micro-batch-size 1 --decoder-last-pipeline-num-layers {last}\n")
+    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--strategy", str(f))
+    assert out["feasible"] is False and "layers do not split" in out["infeasible_reason"]
+    out = accepted(cli, "plan", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--set",
+                   f"strategy.last_stage_layers={last}")
+    assert out["ranked"] == [] and set(out["infeasible_by_reason"]) == {"layers_not_divisible"}, out["why"]
