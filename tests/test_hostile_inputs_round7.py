@@ -424,3 +424,11 @@ def test_stage_layers_beyond_the_model_are_infeasible_not_a_cost_error(cli, tmp_
     out = accepted(cli, "plan", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--set",
                    f"strategy.last_stage_layers={last}")
     assert out["ranked"] == [] and set(out["infeasible_by_reason"]) == {"layers_not_divisible"}, out["why"]
+
+
+def test_chunk_layers_beyond_the_model_are_infeasible_not_a_cost_error(cli) -> None:  # type: ignore[no-untyped-def]
+    """The interleaved form of the same finding: last_chunk_layers 999999999 left the other model chunks a negative
+    share of DeepSeek-V3's 61 layers."""
+    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "deepseek-v3", "-n", "1024", "--pp", "8", "--ep", "8",
+                   "--schedule", "interleaved:2", "--set", "strategy.last_chunk_layers=999999999")
+    assert out["feasible"] is False and "layers do not split" in out["infeasible_reason"]

@@ -284,7 +284,7 @@ def _chunk_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np
     chunks = (g.pp * np.maximum(g.virtual_stages, 1)).astype(float)
     set_f, set_l = g.first_chunk_layers >= 0, g.last_chunk_layers >= 0
     rest = layers - np.where(set_f, g.first_chunk_layers, 0) - np.where(set_l, g.last_chunk_layers, 0)
-    mid = rest / np.maximum(chunks - set_f - set_l, 1.0)
+    mid = np.maximum(rest, 0.0) / np.maximum(chunks - set_f - set_l, 1.0)  # none left: _chunk_split_ok flags it
     return (np.where(set_f, g.first_chunk_layers, mid).astype(float), mid,
             np.where(set_l, g.last_chunk_layers, mid).astype(float))
 
