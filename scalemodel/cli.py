@@ -200,11 +200,19 @@ def _print_warnings() -> None:
     notices.clear()
 
 
+def _drop_warnings() -> None:
+    """Forget this invocation's warnings: once an input is refused, its ``error:`` line is the only line on stderr
+    (a warning about an input that is not used any further would come first and hide it)."""
+    notices = sys.modules.get("scalemodel.specs.notices")
+    if notices is not None:
+        notices.clear()
+
+
 def _main(argv: list[str] | None) -> None:
     try:
         _run(argv)
     finally:
-        _print_warnings()  # also after a usage error or an interrupted run
+        _print_warnings()  # a run that ended (an error has dropped them first) or was interrupted
 
 
 def _run(argv: list[str] | None) -> None:
@@ -224,6 +232,7 @@ def _run(argv: list[str] | None) -> None:
         else:
             dispatch(sys.argv[1:] if argv is None else argv)
     except UsageError as exc:
+        _drop_warnings()
         hint = f"; see `{exc.prog} --help`"
         if _FRAMEWORK_FLAG.search(exc.message):
             hint = ("; Megatron-LM and DeepSpeed flags are read from a file: put them in one (a launch script "
@@ -231,10 +240,11 @@ def _run(argv: list[str] | None) -> None:
         sys.stderr.write(f"error: {exc.prog}: {exc.message}{hint}\n")
         raise SystemExit(2) from None
     except InputError as exc:
-        _print_warnings()
+        _drop_warnings()
         sys.stderr.write(f"error: {exc.message()}\n")
         raise SystemExit(2) from None
     except (OverflowError, RecursionError) as exc:
+        _drop_warnings()
         sys.stderr.write(f"error: input out of range: {exc}; values within physical ranges\n")
         raise SystemExit(2) from None
     except BrokenPipeError:  # e.g. `scalemodel ... | head`

@@ -26,6 +26,9 @@ import yaml
 
 from scalemodel.choices import Optimizer
 from scalemodel.cost import efficiency, staleness
+from scalemodel.errors import InputError
+from scalemodel.report.output import check_output_path, write_file
+from scalemodel.specs import files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,7 +112,13 @@ def main(argv: list[str]) -> int:
         out_path = Path(argv[argv.index("--write") + 1])
         args.remove(argv[argv.index("--write") + 1])
     path = Path(args[0]) if args else ROOT / "validation" / "convergence.yaml"
-    data = yaml.safe_load(path.read_text())
+    try:  # bounded, regular files only, and remembered as an input, so that --write never replaces it
+        data = yaml.safe_load(files.read_text(path, limit=files.MAX_SPEC_BYTES, what="convergence file"))
+        if write:
+            check_output_path(out_path, "--write")
+    except InputError as exc:
+        print(f"error: {exc.message()}", file=sys.stderr)
+        return 2
     print("compression (top-1 change vs dense, points)")
     for p in data["compression"]["points"]:
         d = accuracy_deltas(p)
@@ -139,7 +148,11 @@ def main(argv: list[str]) -> int:
         print(f"    {key:<20} {line}")
     text = json.dumps(table, indent=1) + "\n"
     if write:
-        out_path.write_text(text)
+        try:
+            write_file(out_path, text, "--write")  # atomic: an interrupted run leaves the old file whole
+        except InputError as exc:
+            print(f"error: {exc.message()}", file=sys.stderr)
+            return 2
         print(f"wrote {out_path}")
     if "--check" in argv:
         committed = staleness.DEFAULTS_FILE.read_text() if staleness.DEFAULTS_FILE.exists() else ""

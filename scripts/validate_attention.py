@@ -38,7 +38,7 @@ import yaml
 
 from scalemodel.cost.compute import IN_LAYER_GEMM_FACTOR, default_efficiency, flash_core_time
 from scalemodel.errors import InputError
-from scalemodel.specs import load_accelerator
+from scalemodel.specs import files, load_accelerator, yamlread
 
 DEFAULT = Path(__file__).resolve().parents[1] / "hardware" / "measurements" / "attention.yaml"
 
@@ -51,6 +51,11 @@ CONVENTIONS: dict[str, tuple[float, dict[str, float]]] = {
     "fa-benchmark": (0.5, {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}),
 }
 
+#: Bounds of a point's shape (b, h, d, s: at least 1) and of its reported TFLOP/s: far beyond any published kernel
+#: benchmark either way, and narrow enough that 4 b h s^2 d and the times derived from it are finite floats.
+MAX_DIM = 1e9
+MIN_TFLOPS, MAX_TFLOPS = 1e-6, 1e6
+
 KEYS = ("src", "acc", "kernel", "dir", "causal", "dtype", "b", "h", "d", "s", "tflops")
 DTYPES = ("fp16", "bf16")
 
@@ -61,7 +66,10 @@ class DataError(ValueError):
 
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(sources, points) of an attention measurement file, every point checked for the fields the model needs."""
-    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    # the CLI's readers: a regular file of bounded size (a FIFO or /dev/zero is refused, not read forever), strict
+    # YAML 1.2 (`causal: yes` is text, not true; a duplicate key is refused), integers of bounded length
+    text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="measurement file")
+    doc, _ = yamlread.load(text, str(path))
     if not isinstance(doc, dict) or not isinstance(doc.get("points"), list) or not isinstance(doc.get("sources"), dict):
         raise DataError(f"{path}: needs a `sources` mapping and a `points` list")
     sources: dict[str, Any] = doc["sources"]
@@ -72,10 +80,13 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         missing = [k for k in KEYS if k not in p]
         if missing:
             raise DataError(f"{where}: missing {', '.join(missing)}; every point needs {', '.join(KEYS)}")
+        for k in ("src", "acc", "kernel", "dir", "dtype"):
+            if not isinstance(p[k], str):
+                raise DataError(f"{where}: {k} {p[k]!r}; a string")
         src = sources.get(p["src"])
         if not isinstance(src, dict):
             raise DataError(f"{where}: src {p['src']!r} is not in `sources`")
-        if src.get("flops") not in CONVENTIONS:
+        if not isinstance(src.get("flops"), str) or src["flops"] not in CONVENTIONS:
             raise DataError(f"{where}: source {p['src']} has flops {src.get('flops')!r}; "
                             f"known conventions: {', '.join(CONVENTIONS)}")
         if p["dir"] not in MODEL_CALLS:
@@ -86,8 +97,9 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             raise DataError(f"{where}: dtype {p['dtype']!r}; one of {', '.join(DTYPES)} (the core runs in 16 bit)")
         for k in ("b", "h", "d", "s", "tflops"):
             v = p[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
-                raise DataError(f"{where}: {k} {v!r}; a finite number > 0")
+            lo, hi = (MIN_TFLOPS, MAX_TFLOPS) if k == "tflops" else (1, MAX_DIM)  # b h s^2 d / tflops stay finite
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+                raise DataError(f"{where}: {k} {v!r}; a number from {lo:g} to {hi:g}")
     return sources, doc["points"]
 
 

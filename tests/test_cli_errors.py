@@ -128,6 +128,6 @@ def test_flag_pairs_and_repeats(cli) -> None:  # type: ignore[no-untyped-def]
 def test_a_value_may_start_with_a_dash(cli) -> None:  # type: ignore[no-untyped-def]
     """As before argparse: an option's value is the next word even when it starts with '-' (not an option)."""
     r = cli("stragglers", "-n", "8", "--mean", "-1s")
-    assert r.code == 2 and r.err == "error: --mean: --mean must be > 0, got '-1s'\n"
+    assert r.code == 2 and r.err == "error: --mean: --mean must be > 0, got '-1s'; a time > 0, e.g. 1.5s\n"
     r = cli("predict", "--tp", "--json")  # an option is not taken as a value
     assert r.code == 2 and "--tp: expected one argument" in r.err

@@ -20,7 +20,8 @@ def memory(*, model: str, cluster: str, gpus: int, tp: int | None, pp: int | Non
     if not 0 <= fragmentation < 10:
         raise InputError("fragmentation must be in [0, 10)", where="--fragmentation", allowed="e.g. 0.05")
     if (optimizer_bytes is not None and optimizer_bytes < 0) or (grad_bytes is not None and grad_bytes < 0):
-        raise InputError("bytes per parameter must be >= 0", where="--optimizer-bytes/--grad-bytes")
+        raise InputError("bytes per parameter must be >= 0", where="--optimizer-bytes/--grad-bytes",
+                         allowed="a number >= 0, e.g. 12 (fp32 master + Adam m, v) and 2 (16-bit gradients)")
     ws = o.quantity(workspace, "bytes", "--workspace")
     training = {"micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len,
                 "precision": precision, "optimizer_bytes_per_param": optimizer_bytes,

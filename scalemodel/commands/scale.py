@@ -41,7 +41,18 @@ def parse_gpus(text: str) -> list[int]:
     if not values or any(not 0 < v <= 10**8 for v in values):
         raise InputError(f"GPU counts must be positive integers, got {text!r}", where="--gpus",
                          allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
+    check_increasing(values, "--gpus")
     return values
+
+
+def check_increasing(counts: list[int], where: str) -> None:
+    """A sweep's GPU counts rise: the first is the baseline of every scaling efficiency and loss attribution, so a
+    count below it gave an efficiency above 1 and negative attributions (a loss read backwards)."""
+    if any(b <= a for a, b in zip(counts, counts[1:], strict=False)):
+        shown = ",".join(str(n) for n in counts)
+        raise InputError(f"GPU counts must increase (the first is the baseline of every efficiency), got {shown}",
+                         where=where, allowed="strictly increasing counts, e.g. "
+                                              + ",".join(str(n) for n in sorted(set(counts))))
 
 
 def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | None, gpus: str | None,

@@ -26,7 +26,8 @@ def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | N
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}", where="--workers", allowed="an integer >= 1")
     if workers > 10**8:
-        raise InputError(f"--workers {workers} is beyond the supported 1e8", where="--workers")
+        raise InputError(f"--workers {workers} is beyond the supported 1e8", where="--workers",
+                         allowed="an integer from 1 to 1e8")
     if dist not in DIST_CHOICES:
         raise InputError(f"unknown distribution {dist!r}", where="--dist", allowed=", ".join(DIST_CHOICES))
     if not (math.isfinite(cv) and 0 <= cv < STRAGGLER_CV_MAX):
@@ -51,10 +52,10 @@ def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | N
         raise InputError(f"unknown model family {family!r}", where="--family", allowed=", ".join(MODEL_FAMILIES))
     mean_s = ranged_quantity(mean, "time", "--mean")
     if not mean_s > 0:
-        raise InputError(f"--mean must be > 0, got {mean!r}", where="--mean")
+        raise InputError(f"--mean must be > 0, got {mean!r}", where="--mean", allowed="a time > 0, e.g. 1.5s")
     comm_s = ranged_quantity(comm, "time", "--comm")
     if comm_s < 0:
-        raise InputError(f"--comm must be >= 0, got {comm!r}", where="--comm")
+        raise InputError(f"--comm must be >= 0, got {comm!r}", where="--comm", allowed="a time >= 0, e.g. 20ms")
     data = read_samples(samples) if samples is not None else None
     result = run(workers, dist, mean_s, cv, b, ssp, local, comm_s, kappa, data, optimizer=optimizer, family=family)
     render_stragglers(result, as_json=as_json)

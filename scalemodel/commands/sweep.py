@@ -17,7 +17,8 @@ def sweep(*, file: str, out: list[str] | None, workers: int | None, scheduler: s
     if as_json and as_csv:
         raise InputError("--json and --csv both given", where="--csv", allowed="one output format")
     if workers is not None and not 1 <= workers <= 4096:
-        raise InputError(f"--workers must be from 1 to 4096, got {workers}", where="--workers")
+        raise InputError(f"--workers must be from 1 to 4096, got {workers}", where="--workers",
+                         allowed="an integer from 1 to 4096")
     if scheduler is not None and workers is not None:
         raise InputError("--workers and --scheduler both given", where="--workers",
                          allowed="--workers for local processes, or --scheduler for a Dask cluster")

@@ -119,7 +119,8 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
     keep = (S > 0) & (t > 0) & np.isfinite(S) & np.isfinite(t)
     S, t = S[keep], t[keep]
     if S.size < 2:
-        raise InputError("need at least two rows with size > 0 to fit latency and bandwidth", where="LOG")
+        raise InputError("need at least two rows with size > 0 to fit latency and bandwidth", where="LOG",
+                         allowed="an nccl-tests log of a size sweep (-b 8 -e 8G -f 2), at least two message sizes")
 
     def model(x: np.ndarray) -> np.ndarray:
         lat, bw = float(np.exp(x[0])), float(np.exp(x[1]))

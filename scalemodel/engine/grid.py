@@ -127,7 +127,7 @@ def run_point(pt: GridPoint) -> dict[str, Any]:
                 reasons = ", ".join(f"{k} {v}" for k, v in sorted(res.infeasible_by_reason.items(),
                                                                    key=lambda kv: -kv[1])[:3])
                 raise InputError(f"no feasible strategy among {res.candidates_evaluated} candidates ({reasons})",
-                                 where="best")
+                                 where="best", allowed="more GPUs, a larger accelerator memory, or looser constraints")
         else:
             pt.cluster_spec.require_gpus(pt.gpus, "gpus")
             pred = predict(pt.cluster_spec, pt.workload_spec, pt.gpus, pt.training, pt.fixed)

@@ -590,7 +590,8 @@ def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:
 
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s and
-    recompute_modules moe_act without MoE layers, mla_up_proj without multi-head latent attention."""
+    recompute_modules moe_act without MoE layers, mla_up_proj without multi-head latent attention, shard_group
+    without HSDP."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
@@ -600,4 +601,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     for name, present, what in (("moe_act", moe, "MoE layers"), ("mla_up_proj", mla, "multi-head latent attention")):
         if name in names and not present:
             notices.warn(f"strategy.recompute_modules {name} recomputes nothing: the model has no {what}")
+    shard = getattr(strategy, "shard_group", None)
+    if shard is not None and str(getattr(strategy, "zero", "")).lower() != "hsdp":
+        notices.warn(f"strategy.shard_group = {shard} is not used: it sizes HSDP's sharding groups, and zero is "
+                     f"{strategy.zero} (give --zero hsdp)")
 

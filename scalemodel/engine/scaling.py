@@ -183,6 +183,10 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     if not gpus or any(n <= 0 for n in gpus):
         raise InputError(f"GPU counts must be positive integers, got {gpus}", where="--gpus",
                          allowed="a comma-separated list such as 128,256,512")
+    if any(b <= a for a, b in zip(gpus, gpus[1:], strict=False)):  # the first count is every point's baseline
+        raise InputError(f"GPU counts must increase (the first is the baseline of every efficiency), got {gpus}",
+                         where="--gpus", allowed="strictly increasing counts, e.g. "
+                                                 + ",".join(str(n) for n in sorted(set(gpus))))
     notes: list[str] = []
     if strategy.dp is not None:
         notes.append(f"dp={strategy.dp} ignored: DP is re-derived at each point as N / (tp pp cp)")
@@ -234,7 +238,8 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
             pred = result_at(job, grid, res, 0, sync=strategy.sync)
             part = _parts_per_sample(pred, n, batch)
         if pred.step_time_s <= 0:
-            raise InputError(f"zero step time at {n} GPUs", where="--gpus")
+            raise InputError(f"zero step time at {n} GPUs", where="--gpus",
+                             allowed="a job with work to time: a workload with FLOPs per sample")
         preds.append(pred)
         parts.append(part)
 

@@ -178,7 +178,8 @@ def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float
     ``grid`` must hold one candidate (e.g. from :func:`~scalemodel.engine.job.grid_from_strategy`).
     """
     if grid.size != 1:
-        raise InputError(f"sensitivity needs one strategy, got {grid.size} candidates", where="strategy")
+        raise InputError(f"sensitivity needs one strategy, got {grid.size} candidates", where="strategy",
+                         allowed="one pinned strategy (tp, pp, cp, ep, zero, ...)")
     if not (math.isfinite(factor) and factor > 1.0):
         raise InputError(f"improvement factor {factor} must be > 1", where="--factor",
                          allowed="a number > 1, e.g. 2 (bandwidth x2, latency /2)")
@@ -186,7 +187,8 @@ def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float
         raise InputError(f"log step {log_step} out of range", where="log_step", allowed="0 < step < 0.5")
     base_x, base_t, feasible, fits, mem = _evaluate_one(job, grid, sync, kappa)
     if not (base_x > 0 and math.isfinite(base_x)):
-        raise InputError("the baseline step has no positive throughput", where="strategy")
+        raise InputError("the baseline step has no positive throughput", where="strategy",
+                         allowed="a strategy whose step processes samples in a finite time")
     up, down = math.exp(log_step), math.exp(-log_step)
     rows: list[ParameterSensitivity] = []
     params = hardware_parameters(job)

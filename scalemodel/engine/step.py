@@ -242,7 +242,7 @@ def _stage_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np
     set_f, set_l = f >= 0, last >= 0
     n_mid = p - set_f - set_l
     rest = layers - np.where(set_f, f, 0.0) - np.where(set_l, last, 0.0)
-    mid = rest / np.maximum(n_mid, 1.0)
+    mid = np.maximum(rest, 0.0) / np.maximum(n_mid, 1.0)  # first + last > L: no layers left (_layers_split flags it)
     explicit = set_f | set_l
     ceil, floor = np.ceil(layers / p), np.floor(layers / p)
     last_n = np.where(explicit, np.where(set_l, last, mid), floor)
@@ -284,7 +284,7 @@ def _chunk_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np
     chunks = (g.pp * np.maximum(g.virtual_stages, 1)).astype(float)
     set_f, set_l = g.first_chunk_layers >= 0, g.last_chunk_layers >= 0
     rest = layers - np.where(set_f, g.first_chunk_layers, 0) - np.where(set_l, g.last_chunk_layers, 0)
-    mid = rest / np.maximum(chunks - set_f - set_l, 1.0)
+    mid = np.maximum(rest, 0.0) / np.maximum(chunks - set_f - set_l, 1.0)  # none left: _chunk_split_ok flags it
     return (np.where(set_f, g.first_chunk_layers, mid).astype(float), mid,
             np.where(set_l, g.last_chunk_layers, mid).astype(float))
 

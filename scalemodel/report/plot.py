@@ -133,7 +133,7 @@ def plot_scaling(payload: dict[str, Any], path: str | Path, *, option: str = "--
     """
     fmt = check_plot_path(path, option)
     if not payload["points"]:
-        raise InputError("nothing to plot: no points", where=option)
+        raise InputError("nothing to plot: no points", where=option, allowed="a sweep of at least one GPU count")
     plt = _pyplot(option)
     fig = scaling_figure(payload, plt)
     buf = io.BytesIO()

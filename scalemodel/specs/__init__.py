@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from scalemodel.errors import InputError
 from scalemodel.specs.accelerator import PRECISIONS, AcceleratorSpec, ComputeEfficiency
 from scalemodel.specs.cluster import ClusterSpec, TierSpec, Variability
-from scalemodel.specs.loader import load_scenario_spec, load_spec
+from scalemodel.specs.loader import Override, load_scenario_spec, load_spec
 
 if TYPE_CHECKING:
     from scalemodel.specs.scenario import Assertions, ScenarioSpec
@@ -73,5 +73,6 @@ def split_overrides(sets: Iterable[str]) -> dict[str, list[str]]:
                              allowed="cluster.<field>, accelerator.<field>, model.<field>, training.<field> "
                                      "or strategy.<field>, e.g. cluster.tiers.ib.bandwidth=100Gbps")
         rest = item.split(".", 1)[1]
-        out[roots[head]].append(f"accelerator.{rest}" if head == "accelerator" else rest)
+        shown = item.split("=", 1)[0].strip()
+        out[roots[head]].append(Override(f"accelerator.{rest}" if head == "accelerator" else rest, shown))
     return out

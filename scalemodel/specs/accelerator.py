@@ -67,7 +67,8 @@ class AcceleratorSpec(Sourced, kw_only=True):
 
     def _check(self) -> None:
         if not self.peak_flops:
-            raise field_error("peak_flops", "needs at least one precision, e.g. bf16: 312 TFLOP/s")
+            raise field_error("peak_flops", "needs at least one precision",
+                              "a mapping of precision to peak FLOP/s, e.g. bf16: 312 TFLOP/s")
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a training precision; bf16 falls back to fp16 (and vice versa) when absent."""

@@ -34,6 +34,8 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
+from scalemodel.errors import InputError
+
 MAX_SPEC_INT = 10**9
 #: The most GPUs any spec or command accepts (the CLI's limit as well): beyond any machine.
 MAX_GPUS = 10**8
@@ -86,9 +88,10 @@ class Discriminator:
         self.fn = fn
 
 
-def field_error(name: str, what: str) -> ValueError:
-    """An error of one field, raised from a spec's :meth:`Spec._check` (reported at that field)."""
-    return ValueError(f"\x1f{name}\x1f{what}")
+def field_error(name: str, what: str, allowed: str = "") -> ValueError:
+    """An error of one field, raised from a spec's :meth:`Spec._check` (reported at that field, with what is
+    allowed there)."""
+    return ValueError(f"\x1f{name}\x1f{what}\x1f{allowed}")
 
 
 # --- the first pass: raw data along the field types -----------------------------------------------
@@ -175,6 +178,8 @@ def _prepare(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
                     v = m.fn(v)
                 except SpecError as exc:
                     raise exc.located(loc) from None
+                except InputError as exc:  # a unit or label reader: its what and allowed stay apart
+                    raise SpecError(exc.what, loc, allowed=exc.allowed) from None
                 except (ValueError, TypeError) as exc:
                     raise SpecError(str(exc), loc) from None
         for m in meta:
@@ -194,7 +199,8 @@ def _prepare(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
     if origin is Literal:
         values = typing.get_args(t)
         if not any(v == a and type(v) is type(a) for a in values):
-            raise SpecError(f"Input should be {_choices(values)}", loc, kind="type", value=v)
+            raise SpecError("not one of the known values", loc, kind="type", value=v,
+                            allowed=f"one of {_choices(values)}")
         return v
     if origin is list:
         if isinstance(v, list):
@@ -264,7 +270,7 @@ def _message(what: str) -> str:
     """msgspec's wording of a type or constraint error in pydantic's (which the error lines always used)."""
     bound = _BOUND.match(what)
     if bound:
-        if bound.group(1) == "int" and bound.group(2) == ">=":  # msgspec writes an int's gt=0 as >= 1
+        if bound.group(1) == "int" and bound.group(2) == ">=" and int(bound.group(3)) > 0:  # an int's gt=0 is >= 1
             return f"Input should be greater than {int(bound.group(3)) - 1}"
         return f"Input should be {_BOUND_WORDS[bound.group(2)]} {_number(bound.group(3))}"
     length = _LENGTH.match(what)
@@ -298,7 +304,8 @@ def _from_msgspec(exc: msgspec.ValidationError, data: Any) -> SpecError:
         loc.append(part.group(1) if part.group(1) is not None else int(part.group(2)))
     if what.startswith("\x1f"):
         _, name, what = what.split("\x1f", 2)
-        return SpecError(what, (*loc, name))
+        what, _, allowed = what.partition("\x1f")
+        return SpecError(what, (*loc, name), allowed=allowed)
     unknown = re.match(r"^Object contains unknown field `(.*)`$", what)
     if unknown:
         return SpecError(f"unknown key {unknown.group(1)!r}", (*loc, unknown.group(1)), kind="unknown")
@@ -308,6 +315,122 @@ def _from_msgspec(exc: msgspec.ValidationError, data: Any) -> SpecError:
     if what.startswith("Expected ") or what.startswith("Invalid "):
         return SpecError(_message(what), loc, kind="type", value=_value_at(data, loc))
     return SpecError(what, loc)
+
+
+# --- what a field accepts, in words (an error's <what is allowed>) ----------------------------------
+
+def _bound(v: float) -> str:
+    return f"{v:g}" if isinstance(v, float) else (f"{v:.0e}" if abs(v) >= 10**6 else str(v))
+
+
+def _range(meta: list[msgspec.Meta], integer: bool) -> str:
+    gt = next((m.gt for m in meta if m.gt is not None), None)
+    ge = next((m.ge for m in meta if m.ge is not None), None)
+    lt = next((m.lt for m in meta if m.lt is not None), None)
+    le = next((m.le for m in meta if m.le is not None), None)
+    if integer:  # whole bounds, and no integer beyond MAX_SPEC_INT
+        lo = ge if ge is not None else (gt + 1 if gt is not None else -MAX_SPEC_INT)
+        hi = min(le if le is not None else (lt - 1 if lt is not None else MAX_SPEC_INT), MAX_SPEC_INT)
+        return f" from {_bound(lo)} to {_bound(hi)}"
+    parts = [f"{op} {_bound(x)}" for op, x in ((">", gt), (">=", ge), ("<", lt), ("<=", le)) if x is not None]
+    return (" " + " and ".join(parts)) if parts else ""
+
+
+def allowed_for(t: Any) -> str:
+    """What a field of type ``t`` accepts, with its range, in words: ``an integer from 1 to 1e+09``."""
+    origin = typing.get_origin(t)
+    if origin is typing.Annotated:
+        inner, *extra = typing.get_args(t)
+        for m in extra:
+            if isinstance(m, Before) and getattr(m.fn, "allowed", None):  # a quantity says its units and range
+                return str(m.fn.allowed)  # type: ignore[attr-defined]
+        meta = [m for m in extra if isinstance(m, msgspec.Meta)]
+        labels = next((m.extra_json_schema["x-schema"].get("enum") for m in meta
+                       if m.extra_json_schema and "x-schema" in m.extra_json_schema), None)
+        if labels:
+            return f"one of {_choices(labels)}"
+        if inner is int or inner is float:
+            return ("an integer" if inner is int else "a number") + _range(meta, inner is int)
+        if typing.get_origin(inner) is list:
+            lo = next((m.min_length for m in meta if m.min_length is not None), None)
+            hi = next((m.max_length for m in meta if m.max_length is not None), None)
+            count = f" of {lo} to {hi} items" if lo and hi else (f" of at least {lo} item{'s' if lo > 1 else ''}"
+                                                                 if lo else "")
+            return allowed_for(inner).replace("a list", f"a list{count}", 1)
+        if inner is str:
+            pattern = next((m.pattern for m in meta if m.pattern is not None), None)
+            return f"a string matching {pattern}" if pattern else "a string"
+        if any(isinstance(m, Discriminator) for m in extra):
+            kinds = [a.__struct_config__.tag for a in typing.get_args(inner)]
+            return f"a mapping of fields (kind: {' or '.join(kinds)}; see `scalemodel schema`)"
+        return allowed_for(inner)
+    if origin is typing.Union or origin is types.UnionType:
+        args = typing.get_args(t)
+        shown = [allowed_for(a) for a in args if a is not type(None)]
+        text = " or ".join(shown)
+        return f"{text}, or null (not set)" if len(shown) < len(args) else text
+    if origin is Literal:
+        return f"one of {_choices(typing.get_args(t))}"
+    if origin is list:
+        return f"a list, each item {allowed_for(typing.get_args(t)[0])}"
+    if origin is dict:
+        key, value = typing.get_args(t)
+        keys = f"keys {_choices(typing.get_args(key))}" if typing.get_origin(key) is Literal else "string keys"
+        return f"a mapping of {keys}, each value {allowed_for(value)}"
+    if _is_spec(t):
+        return f"a mapping of {t.__name__} fields ({', '.join(_plan(t).hints)[:200]})"
+    return {int: f"an integer from {-MAX_SPEC_INT:.0e} to {MAX_SPEC_INT:.0e}", float: "a finite number",
+            str: "a string", bool: "true or false"}.get(t, "a value of the documented type (see `scalemodel schema`)")
+
+
+def type_at(model: Any, loc: Sequence[Any], data: Any = None) -> Any:
+    """The declared type of the value at ``loc`` inside ``model`` (``data``, the raw fields, picks the member of a
+    union of tagged specs by its ``kind``), or None when ``loc`` leads outside the spec."""
+    t = model
+    for part in loc:
+        while True:  # down to a list, a mapping or a spec
+            origin = typing.get_origin(t)
+            if origin is typing.Annotated:
+                inner, *extra = typing.get_args(t)
+                disc = next((m for m in extra if isinstance(m, Discriminator)), None)
+                if disc is not None and isinstance(data, dict):
+                    try:
+                        tag = disc.fn(data)
+                    except (ValueError, TypeError):
+                        return None
+                    t = next((a for a in typing.get_args(inner) if a.__struct_config__.tag == tag), None)
+                    if t is None:
+                        return None
+                else:
+                    t = inner
+            elif origin is typing.Union or origin is types.UnionType:
+                members = [a for a in typing.get_args(t) if a is not type(None)]
+                bare = [typing.get_args(a)[0] if typing.get_origin(a) is typing.Annotated else a for a in members]
+                fits = [a for a, b in zip(members, bare, strict=True)
+                        if (typing.get_origin(b) is list if isinstance(part, int)
+                            else _is_spec(b) or typing.get_origin(b) is dict or typing.get_origin(b) is typing.Union
+                            or typing.get_origin(b) is types.UnionType)]
+                t = (fits or members)[0]
+            else:
+                break
+        origin = typing.get_origin(t)
+        if origin is list and isinstance(part, int):
+            t = typing.get_args(t)[0]
+        elif origin is dict:
+            t = typing.get_args(t)[1]
+        elif _is_spec(t) and isinstance(part, str):
+            t = _plan(t).hints.get(part)
+            if t is None:
+                return None
+        else:
+            return None
+        if isinstance(data, dict):
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            data = None
+    return t
 
 
 def convert(model: Any, data: Any) -> Any:
@@ -426,5 +549,5 @@ def builtin_ref(kind: str) -> Before:
     return Before(resolve)
 
 
-__all__ = ["MAX_GPUS", "MAX_SPEC_INT", "Before", "Discriminator", "Sourced", "Spec", "SpecError", "builtin_ref",
-           "convert", "field_error"]
+__all__ = ["MAX_GPUS", "MAX_SPEC_INT", "Before", "Discriminator", "Sourced", "Spec", "SpecError", "allowed_for",
+           "builtin_ref", "convert", "field_error", "type_at"]

@@ -46,10 +46,12 @@ class TierSpec(Sourced, kw_only=True):
     def _check(self) -> None:
         dims = self.torus_dims
         if dims is not None and any(d < 1 or d > MAX_GPUS for d in dims):
-            raise field_error("torus_dims", f"torus_dims must be whole numbers from 1 to {MAX_GPUS}, got {dims}")
+            raise field_error("torus_dims", f"torus_dims must be whole numbers from 1 to {MAX_GPUS}, got {dims}",
+                              f"a list of 1 to 6 extents, each from 1 to {MAX_GPUS:.0e}")
         if self.transport is None:
             if self.mtu is not None or self.registration_reuse is not None:
-                raise ValueError("mtu and registration_reuse need a transport (tcp, roce or ib)")
+                raise ValueError("mtu and registration_reuse need a transport; add transport: tcp, roce or ib, or "
+                                 "leave them out")
             return
         if self.mtu is not None:
             try:
@@ -57,7 +59,8 @@ class TierSpec(Sourced, kw_only=True):
             except InputError as exc:
                 raise ValueError(f"mtu: {exc.what}; allowed: {exc.allowed}") from None
         if self.registration_reuse is not None and self.transport not in RDMA_TRANSPORTS:
-            raise ValueError(f"registration_reuse applies to RDMA transports (roce, ib), not {self.transport!r}")
+            raise ValueError(f"registration_reuse applies to RDMA transports (roce, ib), not {self.transport!r}; "
+                             "leave it out for tcp")
 
 
 #: Upper bound (exclusive) of a per-worker step-time coefficient of variation: far beyond measured jitter (a few
@@ -151,7 +154,7 @@ class ClusterSpec(Sourced, kw_only=True):
                                  f"holds {nodes} (span / the inner tier's span); their product must match")
         names = [t.name for t in tiers]
         if len(set(names)) != len(names):
-            raise ValueError(f"tier names must be unique, got {names}")
+            raise ValueError(f"tier names must be unique, got {names}; a distinct name for each tier")
 
     @property
     def largest_gpus(self) -> int:

@@ -81,7 +81,8 @@ def _int(value: Any, where: str) -> int:
 
 def _bool(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
-        raise InputError(f"expected true or false, got {str(value)[:40]!r}", where=where)
+        raise InputError(f"expected true or false, got {str(value)[:40]!r}", where=where,
+                         allowed="true or false (a JSON boolean)")
     return value
 
 
@@ -371,10 +372,19 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")
     if args.get("--pipeline-model-parallel-layout") is not None:
         out.unused.append("--pipeline-model-parallel-layout (give first/last stage layers instead)")
-    vpp = next((number(k) for k in ("--virtual-pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank")
-                if k in args), None)
-    per_stage = (number("--num-layers-per-virtual-pipeline-stage")
-                 if "--num-layers-per-virtual-pipeline-stage" in args else None)
+    virtual = {k: number(k) for k in ("--virtual-pipeline-model-parallel-size",
+                                      "--num-virtual-stages-per-pipeline-rank",
+                                      "--num-layers-per-virtual-pipeline-stage") if k in args}
+    for name, n in virtual.items():
+        # Megatron-LM (megatron/training/arguments.py, validate_args) divides the stage's layers by the layers per
+        # virtual stage and reads 1 virtual stage as "not interleaved"; 0 would not start a job: refused, not ignored
+        if n == 0:
+            what = "layers per virtual stage" if "layers" in name else "virtual stages per rank (1: not interleaved)"
+            raise InputError("expected at least 1, got 0", where=name,
+                             allowed=f"an integer >= 1 of {what}, or leave the flag out")
+    vpp = next((virtual[k] for k in ("--virtual-pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank")
+                if k in virtual), None)
+    per_stage = virtual.get("--num-layers-per-virtual-pipeline-stage")
     if per_stage is not None and vpp is None:
         layers_text = None
         for j, tok in enumerate(tokens):
@@ -405,7 +415,8 @@ def _toml(text: str, where: str) -> dict[str, Any]:
     try:
         return toml_reader.loads(text)
     except toml_reader.TOMLDecodeError as exc:
-        raise InputError(f"malformed TOML: {exc}", where=where) from None
+        raise InputError(f"malformed TOML: {exc}", where=where,
+                         allowed="a TOML document (toml.io), as torchtitan's job configs are") from None
     except RecursionError:  # the parser recurses per nested array or inline table
         raise InputError("arrays or inline tables nested too deeply", where=where,
                          allowed="a torchtitan job TOML (a few levels of tables)") from None
@@ -421,13 +432,22 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     ac = data.get("activation_checkpoint") or {}
     for sec_name, sec in (("training", training), ("parallelism", par), ("activation_checkpoint", ac)):
         if not isinstance(sec, dict):
-            raise InputError("expected a table", where=f"[{sec_name}]")
+            raise InputError(f"expected a table, got {type(sec).__name__}", where=f"[{sec_name}]",
+                             allowed=f"a [{sec_name}] table of key = value lines")
     for key, target in (("local_batch_size", "micro_batch"), ("batch_size", "micro_batch"),
                         ("global_batch_size", "global_batch"), ("seq_len", "seq_len")):
         if key in training:
-            v = _int(training[key], f"training.{key}")
-            if not (key == "global_batch_size" and v <= 0):
-                out.training[target] = v
+            value = training[key]
+            # torchtitan's trainer: a negative global_batch_size (its default, -1) is local_batch_size x the
+            # data-parallel degree (one gradient accumulation step); then it asserts global_batch_size > 0
+            if key == "global_batch_size" and isinstance(value, int) and not isinstance(value, bool) and value < 0:
+                continue
+            v = _int(value, f"training.{key}")
+            if v == 0:
+                raise InputError("expected at least 1, got 0", where=f"training.{key}",
+                                 allowed="an integer from 1 to 1e8" + (" (or -1: local_batch_size x the data-parallel "
+                                                                       "degree)" if key == "global_batch_size" else ""))
+            out.training[target] = v
     if "pipeline_parallel_microbatch_size" in par:
         out.training["micro_batch"] = _int(par["pipeline_parallel_microbatch_size"],
                                            "parallelism.pipeline_parallel_microbatch_size")
@@ -452,11 +472,11 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             out.strategy[field_] = degrees[k]
     replicate = par.get("data_parallel_replicate_degree", 1)
     shard = par.get("data_parallel_shard_degree", -1)
-    if (any(isinstance(d, bool) or not isinstance(d, int) for d in (replicate, shard)) or replicate < 1
-            or not (shard == -1 or shard >= 1)):
+    if (any(isinstance(d, bool) or not isinstance(d, int) for d in (replicate, shard)) or not 1 <= replicate <= 10**8
+            or not (shard == -1 or 1 <= shard <= 10**8)):
         raise InputError(f"replicate {str(replicate)[:20]}, shard {str(shard)[:20]}",
                          where="parallelism.data_parallel_*_degree",
-                         allowed="replicate >= 1, shard >= 1 or -1 (the rest)")
+                         allowed="replicate >= 1, shard >= 1 or -1 (the rest), each at most 1e8")
     if shard == -1 or shard > 1:
         out.strategy["zero"] = "fsdp"
         if replicate > 1:
@@ -466,6 +486,10 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         out.strategy["dp"] = shard * replicate
     if out.strategy.get("zero") == "fsdp":
         _titan_fsdp_options(par, float8, out)
+    if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset
+        if _int(par["pipeline_parallel_layers_per_stage"], "parallelism.pipeline_parallel_layers_per_stage") == 0:
+            raise InputError("expected at least 1, got 0", where="parallelism.pipeline_parallel_layers_per_stage",
+                             allowed="an integer from 1 to 1e8 (layers per virtual stage), or leave it out")
     sched = par.get("pipeline_parallel_schedule")
     if sched is not None:
         label = _TITAN_SCHEDULES.get(str(sched).lower())
@@ -506,6 +530,9 @@ def _titan_float8(data: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]
         return value if isinstance(value, dict) else {}
 
     old = table(data, "float8")
+    for key in ("enable_float8_linear", "enable_fsdp_float8_all_gather"):  # torchtitan's config types them bool
+        if key in old:
+            _bool(old[key], f"float8.{key}")
     converters = str(model.get("converters", ""))
     if "quantize.linear.float8" in converters:
         return table(table(table(data, "quantize"), "linear"), "float8")

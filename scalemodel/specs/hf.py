@@ -114,7 +114,8 @@ def _flag(cfg: dict[str, Any], key: str, default: bool) -> bool:
     if v is None:
         return default
     if not isinstance(v, bool):
-        raise InputError(f"expected true or false, got {str(v)[:40]!r}", where=key)
+        raise InputError(f"expected true or false, got {str(v)[:40]!r}", where=key,
+                         allowed="true or false (a JSON boolean)")
     return v
 
 

@@ -22,7 +22,16 @@ import msgspec
 
 from scalemodel.errors import InputError
 from scalemodel.specs import files, notices, precompiled
-from scalemodel.specs.base import _NO_VALUE, Spec, SpecError, convert, loc_text, set_reference_loader
+from scalemodel.specs.base import (
+    _NO_VALUE,
+    Spec,
+    SpecError,
+    allowed_for,
+    convert,
+    loc_text,
+    set_reference_loader,
+    type_at,
+)
 from scalemodel.specs.hf import from_hf_config
 
 if TYPE_CHECKING:
@@ -209,7 +218,9 @@ def load_json(text: str, name: str) -> Any:
         at = f" (lines {lines[0]} and {lines[1]})" if len(lines) == 2 else ""
         raise InputError(f"duplicate key {key[:100]!r}{at}", where=name, allowed="each key once per object") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON: {exc.msg}", where=f"{name}:{exc.lineno}") from None
+        raise InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", where=f"{name}:{exc.lineno}",
+                         allowed="strict JSON: double-quoted keys and strings, commas between items, nothing "
+                                 "after the document") from None
     except InputError as exc:
         raise exc.at(name) from None
     except RecursionError:
@@ -298,7 +309,8 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
         path = _config_in_folder(path, str(path))
     key = str(path.resolve())
     if key in _chain:
-        raise InputError(f"extends cycle: {' -> '.join(_chain + (key,))}", where=str(path))
+        raise InputError(f"extends cycle: {' -> '.join(_chain + (key,))}", where=str(path),
+                         allowed="an extends chain that ends in a spec that extends nothing")
     if len(_chain) > MAX_EXTENDS_DEPTH:
         raise InputError("extends chain too long", where=str(path), allowed=f"at most {MAX_EXTENDS_DEPTH}")
     data, node = read_document(path)
@@ -321,7 +333,8 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
     parent = data.pop("extends", None)
     if parent is not None:
         if not isinstance(parent, str):
-            raise InputError("extends must be a name or a path", where=f"{path}: extends")
+            raise InputError(f"extends must be a name or a path, got {type(parent).__name__}", where=f"{path}: extends",
+                             allowed=f"a built-in {kind} name or a path to a YAML file")
         try:
             base_path = resolve(kind, parent, path.parent)
         except InputError as exc:
@@ -345,14 +358,34 @@ def _parse_value(text: str, where: str) -> Any:
         return text
 
 
-def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str = "") -> dict[str, Any]:
-    """Apply ``a.b.c=value`` overrides. List items are addressed by index or by their ``name``."""
+class Override(str):
+    """One ``--set`` item routed to one spec, its root cut off (``layers=12`` for ``model.layers=12``): ``shown`` is
+    the path as it was given, which errors name."""
+
+    shown: str
+
+    def __new__(cls, text: str, shown: str) -> Override:
+        item = super().__new__(cls, text)
+        item.shown = shown
+        return item
+
+
+#: The fields ``--set`` items wrote: (path in the spec's raw data, the item's path as given), for error lines.
+Touched = list[tuple[tuple[Any, ...], str]]
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str = "",
+                    touched: Touched | None = None) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides. List items are addressed by index or by their ``name``. ``touched``
+    collects where each item wrote, so that a refusal of its value names the ``--set`` item, not the file."""
     out = copy.deepcopy(raw)
     for item in overrides:
         if "=" not in item:
             raise InputError(f"override {item!r} has no '='", where="--set", allowed="path.to.field=value")
         path, value = item.split("=", 1)
-        parts = [p for p in path.strip().split(".") if p]
+        path = getattr(item, "shown", path).strip()
+        parts = [p for p in item.split("=", 1)[0].strip().split(".") if p]
+        loc: list[Any] = []
         if len(parts) > files.MAX_DEPTH:
             raise InputError(f"override path has {len(parts)} parts", where="--set",
                              allowed=f"a path of at most {files.MAX_DEPTH} parts")
@@ -364,6 +397,7 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
             if isinstance(node, dict):
                 if part == "accelerator" and kind == "cluster" and isinstance(node.get(part), str) and not last:
                     node[part] = load_raw("accelerator", node[part])
+                loc.append(part)
                 if last:
                     node[part] = _parse_value(value, f"--set {path}")
                 else:
@@ -375,13 +409,20 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
                     names = [str(x.get("name")) for x in node if isinstance(x, dict)]
                     raise InputError(f"no item {part!r} in {'.'.join(parts[:i])}", where=f"--set {path}",
                                      allowed=f"an index below {len(node)} or a name: {', '.join(names)}")
+                loc.append(idx)
                 if last:
                     node[idx] = _parse_value(value, f"--set {path}")
                 else:
                     node = node[idx]
+            elif node is None:  # an optional group not given (moe: null): its fields cannot be set one by one
+                group = path.rsplit(".", len(parts) - i)[0]
+                raise InputError(f"{'.'.join(parts[:i])} is not set, so it has no fields to set one by one",
+                                 where=f"--set {path}", allowed=f"set the whole group, e.g. --set {group}={{...}}")
             else:
                 raise InputError(f"{'.'.join(parts[:i])} is a value, not a group of fields",
                                  where=f"--set {path}", allowed="a path to an existing field")
+        if touched is not None:
+            touched.append((tuple(loc), path))
     return out
 
 
@@ -400,25 +441,14 @@ def _spec_classes(t: Any) -> list[Any]:
     return [c for c in cands if isinstance(c, type) and issubclass(c, Spec)]
 
 
-def _fields_at(model: Any, loc: Sequence[Any], data: Any = None) -> list[str]:
-    """Field names of the spec reached by ``loc`` (best effort, for 'allowed keys' hints); ``data``
-    (the raw fields) picks the member of a union of tagged specs by its ``kind``."""
-    cands = _spec_classes(model)
+def _known_keys(model: Any, loc: Sequence[Any], data: Any) -> list[str]:
+    """Field names of the spec at ``loc`` (for an unknown key's hint); ``data`` (the raw fields) picks the member
+    of a union of tagged specs by its ``kind``."""
+    t = type_at(model, loc, data)
     for part in loc:
-        if isinstance(data, dict):
-            data = data.get(part)
-        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
-            data = data[part]
-        else:
-            data = None
-        if isinstance(part, int):
-            continue
-        cls = _pick(cands, data)
-        fields = cls.model_fields if cls is not None else {}
-        if part not in fields:
-            return []
-        cands = _spec_classes(next(f.type for f in msgspec.structs.fields(cls) if f.name == part))
-    cls = _pick(cands, data)
+        data = data.get(part) if isinstance(data, dict) else (
+            data[part] if isinstance(data, list) and isinstance(part, int) and part < len(data) else None)
+    cls = _pick(_spec_classes(t), data) if t is not None else None
     return list(cls.model_fields) if cls is not None else []
 
 
@@ -432,14 +462,34 @@ def _pick(cands: list[Any], data: Any) -> Any:
     return cands[0] if cands else None
 
 
+def _set_items(loc: Sequence[Any], touched: Touched) -> tuple[str, bool]:
+    """The ``--set`` items behind a refusal at ``loc``: the one that wrote the value there (or the mapping or list
+    holding it), else those that wrote inside the group at ``loc`` (a rule across its fields); and whether the
+    refused value lies deeper than what the item wrote (its field path is then worth naming)."""
+    over = [t for t in touched if tuple(loc[:len(t[0])]) == t[0]]
+    if over:
+        best = max(over, key=lambda t: len(t[0]))
+        return f"--set {best[1]}", len(loc) > len(best[0])
+    under = list(dict.fromkeys(shown for at, shown in touched if at[:len(loc)] == tuple(loc)))
+    return (", ".join(f"--set {shown}" for shown in under), True) if under else ("", False)
+
+
+def _spec_classes_only(t: Any, kind: str) -> bool:
+    """Whether ``t`` is a spec (or optional spec) refused by one of its cross-field rules (``kind`` value): its rule's
+    message says what is wrong, and the list of its fields would not say what is allowed."""
+    return kind == "value" and bool(_spec_classes(t)) and all(
+        _spec_classes(a) for a in (typing.get_args(t) or (t,)) if a is not type(None))
+
+
 def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.Node | Unparsed | None,
-                     prefix: Sequence[Any] = (), data: Any = None) -> InputError:
-    """A spec's refusal as one :class:`InputError`: file:line, the field's path, what, what is allowed."""
+                     prefix: Sequence[Any] = (), data: Any = None, touched: Touched | None = None) -> InputError:
+    """A spec's refusal as one :class:`InputError`: file:line (or the ``--set`` item that wrote the value), the
+    field's path, what, what is allowed."""
     loc = list(exc.loc)
     full = list(prefix) + loc
     msg, allowed = exc.what, exc.allowed
     if exc.kind == "unknown":
-        known = _fields_at(model, loc[:-1], data)
+        known = _known_keys(model, loc[:-1], data)
         import difflib  # error path only: a query never loads difflib
         near = difflib.get_close_matches(str(loc[-1]), known, n=1)
         allowed = (f"did you mean {near[0]!r}? " if near else "") + (f"known keys: {', '.join(known)}" if known else "")
@@ -447,7 +497,14 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
         allowed = "add it (see `scalemodel schema` for every field)"
     elif exc.kind == "type" and exc.value is not _NO_VALUE:
         msg = f"{msg} (got {exc.value!r})"
+    if not allowed and loc and not (exc.kind == "value" and "; " in msg):  # say what the field takes (type, range)
+        t = type_at(model, loc, data)
+        if t is not None and not _spec_classes_only(t, exc.kind):
+            allowed = allowed_for(t)
     where = loc_text(full)
+    items, deeper = _set_items(loc, touched) if touched else ("", False)
+    if items:  # the value came from the command line: the file's line would point at a value that is fine
+        return InputError(msg, where=items + (f": {where}" if deeper and full else ""), allowed=allowed)
     if path is not None:
         if isinstance(node, Unparsed):
             node = node.compose()
@@ -460,11 +517,11 @@ M = TypeVar("M")
 
 
 def validate(model: Any, data: dict[str, Any], *, path: Path | None = None, node: yaml.Node | Unparsed | None = None,
-             prefix: Sequence[Any] = ()) -> Any:
+             prefix: Sequence[Any] = (), touched: Touched | None = None) -> Any:
     try:
         return convert(model, data)
     except SpecError as exc:
-        raise validation_error(exc, model, path, node, prefix, data) from None
+        raise validation_error(exc, model, path, node, prefix, data, touched) from None
     except InputError as exc:
         raise exc.at(str(path)) if path is not None else exc from None
 
@@ -517,8 +574,9 @@ def _load_spec(kind: str, ref: str | Path, model: Any, overrides: Iterable[str] 
     if declared is not None and declared not in expected:
         raise InputError(f"this file is a {declared!r} spec", where=f"{nodes.get('path')}: kind",
                          allowed=f"a {kind} spec (kind: {' or '.join(expected)})")
-    raw = apply_overrides(raw, overrides, kind=kind)
-    return validate(model, raw, path=nodes.get("path"), node=nodes.get("node"))
+    touched: Touched = []
+    raw = apply_overrides(raw, overrides, kind=kind, touched=touched)
+    return validate(model, raw, path=nodes.get("path"), node=nodes.get("node"), touched=touched)
 
 
 def _expand_ref(value: Any, kind: str, base_dir: Path, where: str, origin: Path) -> Any:
@@ -559,8 +617,9 @@ def _load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = 
     if isinstance(cluster, dict):
         cluster["accelerator"] = _expand_ref(cluster.get("accelerator"), "accelerator", path.parent,
                                              "cluster.accelerator", path)
-    raw = apply_overrides(raw, overrides, kind="scenario")
-    return validate(model, raw, path=path, node=nodes.get("node")), path
+    touched: Touched = []
+    raw = apply_overrides(raw, overrides, kind="scenario", touched=touched)
+    return validate(model, raw, path=path, node=nodes.get("node"), touched=touched), path
 
 
 set_reference_loader(load_raw)  # a spec naming another (cluster -> accelerator, scenario -> cluster) loads it here

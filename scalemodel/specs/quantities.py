@@ -48,7 +48,8 @@ def outside_range(x: float, kind: str) -> str | None:
 def range_text(kind: str) -> str:
     """The physical range of ``kind`` in words, for an error's <what is allowed>."""
     lo, hi = RANGES[kind]
-    return f"{lo:g} {_SI_UNIT[kind]} .. {hi:g} {_SI_UNIT[kind]}".replace(" ,", ",").strip()
+    unit = f" {_SI_UNIT[kind]}" if _SI_UNIT[kind] else ""
+    return f"{lo:g}{unit} .. {hi:g}{unit}"
 
 
 def _reader(kind: str, gt: float | None, ge: float | None) -> Any:
@@ -65,6 +66,10 @@ def _reader(kind: str, gt: float | None, ge: float | None) -> Any:
             raise ValueError(why)
         return x + 0.0  # -0.0 (which passes ge=0) becomes 0.0: no negative zero reaches a result or its JSON
 
+    bound = f" > {gt:g}" if gt is not None else (f" >= {ge:g}" if ge is not None else "")
+    noun, unit = ("a count", "a suffix") if kind == "count" else (f"a number of {_SI_UNIT[kind]}", "a unit")
+    read.allowed = (f"{noun}{bound}, bare or with {unit} ({accepted_units(kind)}), "  # type: ignore[attr-defined]
+                    f"within {range_text(kind)}")
     return read
 
 

@@ -75,4 +75,8 @@ class ScenarioSpec(Spec, kw_only=True):
 
     def _check(self) -> None:
         if any(not 0 < g <= MAX_GPUS for g in self.gpus):
-            raise field_error("gpus", f"GPU counts must be positive integers up to {MAX_GPUS:.0e}")
+            raise field_error("gpus", f"GPU counts must be positive integers up to {MAX_GPUS:.0e}",
+                              f"a GPU count or a list of counts, each from 1 to {MAX_GPUS:.0e}")
+        if any(b <= a for a, b in zip(self.gpus, self.gpus[1:], strict=False)):  # the first is the baseline
+            raise field_error("gpus", f"GPU counts must increase (the first is the baseline of every efficiency), "
+                                      f"got {self.gpus}", f"strictly increasing counts, e.g. {sorted(set(self.gpus))}")

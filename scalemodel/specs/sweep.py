@@ -69,7 +69,8 @@ class SweepSpec(Spec, kw_only=True):
 
     def _check(self) -> None:
         if any(not 0 < n <= MAX_GPUS for n in self.gpus):
-            raise field_error("gpus", f"GPU counts must be integers from 1 to {MAX_GPUS:.0e}")
+            raise field_error("gpus", f"GPU counts must be integers from 1 to {MAX_GPUS:.0e}",
+                              f"a list of counts, each from 1 to {MAX_GPUS:.0e}")
 
     def size(self) -> int:
         return len(self.models) * len(self.clusters) * len(self.gpus) * len(self.strategies)

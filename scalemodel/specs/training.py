@@ -208,20 +208,24 @@ class StrategySpec(Spec, kw_only=True):
     def _check(self) -> None:
         if self.recompute_modules and Recompute.parse(self.recompute) != Recompute.SELECTIVE:
             raise ValueError(f"recompute_modules={self.recompute_modules!r} needs recompute: selective (got "
-                             f"{self.recompute!r})")
+                             f"{self.recompute!r}); add recompute: selective, or leave recompute_modules out")
         zero = Zero.parse(self.zero)
         if not self.fsdp_reshard_after_forward and zero < Zero.PARAMETERS:
             raise field_error("fsdp_reshard_after_forward", f"false needs the parameters sharded: zero 3, fsdp or "
-                              f"hsdp (got zero {self.zero!r})")
+                              f"hsdp (got zero {self.zero!r})", "true (the default) with zero 0, 1 or 2; false "
+                                                                  "with zero 3, fsdp or hsdp")
         if self.fsdp_fp8_all_gather and zero not in (Zero.FSDP, Zero.HSDP):
             raise field_error("fsdp_fp8_all_gather", f"true needs PyTorch FSDP: zero fsdp or hsdp (got zero "
-                              f"{self.zero!r})")
+                              f"{self.zero!r})", "false (the default) with zero 0, 1, 2 or 3; true with zero "
+                                                 "fsdp or hsdp")
         if self.fsdp_flat_param and zero < Zero.GRADIENTS:
             raise field_error("fsdp_flat_param", f"true needs gradients sharded by FSDP: zero 2, 3, fsdp or hsdp "
-                              f"(got zero {self.zero!r})")
+                              f"(got zero {self.zero!r})", "false (the default) with zero 0 or 1; true with zero "
+                                                          "2, 3, fsdp or hsdp")
         if self.attention_unpad and not self.flash_attention:
             raise field_error("attention_unpad", "true needs flash_attention true (the unpadded tokens feed "
-                              "flash-attn's variable-length kernel)")
+                              "flash-attn's variable-length kernel)", "false (the default), or true with "
+                                                                     "flash_attention true")
         if self.recompute_layers is not None and Recompute.parse(self.recompute) != Recompute.FULL:
             raise ValueError(f"recompute_layers={self.recompute_layers} needs recompute: full (got "
                              f"{self.recompute!r}); leave it out for selective or none")

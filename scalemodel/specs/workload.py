@@ -20,7 +20,7 @@ class MoESpec(Spec, kw_only=True):
 
     def _check(self) -> None:
         if self.top_k > self.experts:
-            raise ValueError(f"top_k {self.top_k} exceeds experts {self.experts}")
+            raise ValueError(f"top_k {self.top_k} exceeds experts {self.experts}; top_k from 1 to experts")
 
 
 class MLASpec(Spec, kw_only=True):
@@ -79,16 +79,18 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
     def _check(self) -> None:
         kv = self.kv_heads or self.heads
         if self.heads % kv:
-            raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {kv}")
+            raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {kv}; kv_heads that divide heads")
         if self.sliding_window_pattern and not self.sliding_window:
-            raise ValueError("sliding_window_pattern needs sliding_window")
+            raise ValueError("sliding_window_pattern needs sliding_window; give sliding_window too, or "
+                             "sliding_window_pattern: 0")
         if self.moe and self.moe.first_dense >= self.layers:
-            raise ValueError(f"moe.first_dense {self.moe.first_dense} leaves no MoE layer of {self.layers}")
+            raise ValueError(f"moe.first_dense {self.moe.first_dense} leaves no MoE layer of {self.layers}; "
+                             "first_dense below layers")
         if self.head_dim is None and self.hidden % self.heads:
             raise ValueError(f"hidden {self.hidden} is not a multiple of heads {self.heads}, and no head_dim "
-                             "is given (head_dim defaults to hidden / heads)")
+                             "is given (head_dim defaults to hidden / heads); heads that divide hidden, or a head_dim")
         if self.moe is not None and self.moe.every > self.layers:
-            raise ValueError(f"moe.every {self.moe.every} exceeds layers {self.layers}")
+            raise ValueError(f"moe.every {self.moe.every} exceeds layers {self.layers}; every from 1 to layers")
 
     @property
     def ffn(self) -> int:

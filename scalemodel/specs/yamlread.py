@@ -211,7 +211,8 @@ def compose(text: str, name: str, *, max_nodes: int = MAX_NODES) -> yaml.Node | 
                          where=f"{name}:{line}" if line and multiline else name,
                          allowed="printable UTF-8 text (no NUL or control characters)") from None
     except yaml.YAMLError as exc:
-        raise InputError(f"malformed YAML: {exc}", where=name) from None
+        raise InputError(f"malformed YAML: {exc}", where=name,
+                         allowed="a YAML mapping of key: value lines (see `scalemodel schema`)") from None
     except RecursionError:
         raise InputError("YAML nesting is too deep", where=name,
                          allowed=f"a spec nested less than {MAX_DEPTH} levels") from None
