@@ -96,6 +96,27 @@ def test_nvlstree_two_nodes_two_gpus_each_bound_by_their_own_two_nics() -> None:
     assert got16 >= S / 8 / 47e9
 
 
+def test_nvlstree_three_and_four_domains_by_the_busiest_heads_nic() -> None:
+    # dgx-b200, 2 GPUs per node (stride 4), k = 2 heads; each tree carries S/2, S/(2k) = S/4 per head per edge.
+    # 3 nodes: both trees are chains (ncclGetBtree(3): 0-2-1; the shifted one 1-0-2), node 0 is the root of
+    # one (S/4 down) and the middle of the other (S/4 up + S/4 down): 0.75 S = 1.5 S/k through one NIC.
+    # 4 nodes: node 2 has children 1 and 3 in tree 0 (S/4 up + 2 x S/4 down) and is a leaf of the mirror
+    # (S/4 up): S = 2 S/k. Time = that / 47 GB/s; cap 2 x 80 = 160 and intra 303.3 GB/s do not bind.
+    # Latency 25 + 2 log2i(N) 20.9 us; ops = 32 x 2 = 64, C = 128 KiB at 1 GB.
+    S = 1e9
+    net = build_network(load_cluster("dgx-b200", []))
+    fill = 2 * 64 * 131072
+    for p, lat, busiest in ((6, 66.8e-6, 0.75 * S), (8, 108.6e-6, 1.0 * S)):
+        bus = 2 * (p - 1) / p * S / (busiest / 47e9)
+        expect = lat + (S + fill) * 2 * (p - 1) / p / bus
+        got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), place(p, 4, net)))
+        assert got == pytest.approx(expect, rel=1e-9), p
+        assert got >= busiest / 47e9
+    # NCCL's own estimate keeps k B_net on 3+ nodes: 8 GPUs, 4 nodes: 2 x 47 GB/s busBw
+    est = float(nccl.nccl_inr_allreduce_time(np.array(S), place(8, 4, net), estimate=True))
+    assert est == pytest.approx(108.6e-6 + S * 1.75 / (2 * 47e9), rel=1e-9)
+
+
 def test_collnet_chain_with_sharp() -> None:
     # 64 GPUs, 8 nodes, SHARP on the IB tier: CollNetChain lat = 2 x 7 x 2.8 + 30 = 69.2 us,
     # algBw = min(0.5 x 369, 8 x 47) = 184.5 GB/s; NVLS multi-node (CollNet+NVLS): lat 25 + 18 = 43 us,

@@ -334,11 +334,14 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
     - NVLS (tier 0 reduces in the switch; N = 1, or N > 1 with SHARP on an outer tier): latency 25 us
       (+ 18 us NET when N > 1); ``busBw = min(busBw_intra, k B_net)``.
     - NVLSTree (tier 0 reduces, N > 1): latency ``25 us + 2 log2i(N) 20.9 us``;
-      ``busBw = min(busBw_intra, k B_net x (2(p-1)/p if N <= 2), k perChMaxNVLSTreeBw[g][N])``. On two
-      domains the two trees mirror each other (ncclGetDtree: each domain is the root of one and the leaf of
-      the other), so each head sends and receives ``S / k`` once through its own NIC per direction: time
-      ``S / (k B_net)``, i.e. busBw ``2(p-1)/p k B_net``, which NCCL's estimate rounds up to ``2 k B_net``
-      (tuning.cc "Handle 2 node case of NVLSTree"; ``estimate=True`` keeps NCCL's factor 2). The heads are
+      ``busBw = min(busBw_intra, 2(p-1)/p k B_net / v_N, k perChMaxNVLSTreeBw[g][N])``, where ``v_N S / k``
+      is what the busiest head sends (and receives) through its NIC per direction in the double binary tree
+      across the domains (ncclGetDtree; connect.cc gives NVLS channel c tree c % 2, so each tree carries S/2):
+      an interior domain of one tree sends S/(2k) to its parent and to each of its children, and is a leaf
+      (S/(2k) up) of the other. ``v_2 = 1`` (the two trees mirror each other: root of one, leaf of the other),
+      ``v_3 = 1.5`` (both trees are chains), ``v_N = 2`` from 4 domains (a domain with 2 children in one tree).
+      NCCL's estimate rounds ``2(p-1)/p / v_N`` up to 2 for N <= 2 and 1 above (tuning.cc "Handle 2 node
+      case of NVLSTree"; ``estimate=True`` keeps NCCL's factors). The heads are
       GPUs of the group, one NIC each (search.cc ncclTopoSearchRecNet refuses a second NIC for a head, and
       the NVLS graph has at most as many channels as the group's GPUs in the domain), so a group with fewer
       GPUs per node than the node has NICs uses only its own GPUs' NICs.
@@ -392,8 +395,11 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
         # NVLSTree: several domains
         idx = np.where(N <= 2 + 1e-9, 1, 2)
         cap = k * np.asarray(NVLSTREE_MAX_BW[gen])[idx]
-        two = 2.0 if estimate else bus_factor  # two domains: S / k per head per direction (docstring)
-        bus_t = np.minimum(np.minimum(intra, k * b_net * np.where(N <= 2 + 1e-9, two, 1.0)), cap)
+        if estimate:  # NCCL's own factors
+            tree_net = np.where(N <= 2 + 1e-9, 2.0, 1.0)
+        else:  # v_N S / k through the busiest head's NIC (docstring)
+            tree_net = bus_factor / np.where(N <= 2 + 1e-9, 1.0, np.where(N <= 3 + 1e-9, 1.5, 2.0))
+        bus_t = np.minimum(np.minimum(intra, k * b_net * tree_net), cap)
         lat_t = NVLS_LATENCY + 2.0 * _log2i(N) * NVLSTREE_NET_LATENCY
         with np.errstate(divide="ignore", invalid="ignore"):  # bus_t = 0 only where NVLSTree does not apply
             t_t = lat_t + (S + extra) * bus_factor / bus_t + red
