@@ -66,6 +66,57 @@ def test_nvlstree_two_nodes_capped_by_per_channel_max() -> None:
     assert got == pytest.approx(expect, rel=1e-9)
 
 
+def test_nvlstree_two_nodes_two_gpus_each_bound_by_their_own_two_nics() -> None:
+    # dgx-b200, 4 GPUs at stride 4: 2 per node on 2 nodes, each GPU with one 400 Gb/s NIC (50 x 0.94 =
+    # 47 GB/s). NVLSTree with k = 2 heads, one NIC each (search.cc: a head never takes a second NIC; the
+    # other 6 GPUs' NICs are not the group's). The two trees mirror each other on two nodes, so each head
+    # sends and receives S / k = 0.5 GB once: >= 0.5 GB / 47 GB/s = 10.64 ms, i.e. busBw_inter =
+    # 2 x 3/4 x 2 x 47 = 141 GB/s (NCCL's own estimate rounds 2(p-1)/p = 1.5 up to 2: 188 GB/s).
+    # intra (Blackwell): B0 = 900 x 0.80 = 720, graph 720 x 2/3 = 480, 2 x 0.74 x 480 x 1/2 x 0.854 =
+    # 303.3 GB/s; cap 2 x 96 = 192 GB/s -> busBw 141. 32 CTAs across domains, ops = 64, C = 128 KiB
+    # (1 GB >= 64 x 64 x 128 KiB); latency 25 + 2 x 20.9 = 66.8 us.
+    S = 1e9
+    net = build_network(load_cluster("dgx-b200", []))
+    pl = place(4, 4, net)
+    bus = 2 * 0.75 * 2 * 47e9
+    expect = 66.8e-6 + (S + 2 * 64 * 131072) * 1.5 / bus
+    got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), pl))
+    assert got == pytest.approx(expect, rel=1e-9)
+    assert got >= 0.5e9 / 47e9  # the NIC bound of the cross-node half alone (10.64 ms)
+    # NCCL's own estimate (its tuner's choice): no fill, the factor 2 of tuning.cc's two-node NVLSTree case
+    est = float(nccl.nccl_inr_allreduce_time(np.array(S), pl, estimate=True))
+    assert est == pytest.approx(66.8e-6 + S * 1.5 / (2 * 2 * 47e9), rel=1e-9)
+    # the same on two full nodes (16 GPUs, 8 NICs each): inter 2 x 15/16 x 8 x 47 = 705 GB/s sits below
+    # intra 2 x 0.74 x 720 x 8/9 x 7/8 x 0.854 = 708.3 and the cap 8 x 96 = 768: each head moves S/8
+    pl16 = place(16, 1, net)
+    got16 = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), pl16))
+    ops = 32 * 8  # 32 CTAs x 8 heads; 1 GB < 64 ops 128 KiB -> C = 64 KiB
+    assert got16 == pytest.approx(66.8e-6 + (S + 2 * ops * 65536) * 2 * 15 / 16 / (2 * 15 / 16 * 8 * 47e9),
+                                  rel=1e-9)
+    assert got16 >= S / 8 / 47e9
+
+
+def test_nvlstree_three_and_four_domains_by_the_busiest_heads_nic() -> None:
+    # dgx-b200, 2 GPUs per node (stride 4), k = 2 heads; each tree carries S/2, S/(2k) = S/4 per head per edge.
+    # 3 nodes: both trees are chains (ncclGetBtree(3): 0-2-1; the shifted one 1-0-2), node 0 is the root of
+    # one (S/4 down) and the middle of the other (S/4 up + S/4 down): 0.75 S = 1.5 S/k through one NIC.
+    # 4 nodes: node 2 has children 1 and 3 in tree 0 (S/4 up + 2 x S/4 down) and is a leaf of the mirror
+    # (S/4 up): S = 2 S/k. Time = that / 47 GB/s; cap 2 x 80 = 160 and intra 303.3 GB/s do not bind.
+    # Latency 25 + 2 log2i(N) 20.9 us; ops = 32 x 2 = 64, C = 128 KiB at 1 GB.
+    S = 1e9
+    net = build_network(load_cluster("dgx-b200", []))
+    fill = 2 * 64 * 131072
+    for p, lat, busiest in ((6, 66.8e-6, 0.75 * S), (8, 108.6e-6, 1.0 * S)):
+        bus = 2 * (p - 1) / p * S / (busiest / 47e9)
+        expect = lat + (S + fill) * 2 * (p - 1) / p / bus
+        got = float(nccl.algorithm_time("allreduce", "hierarchical", np.array(S), place(p, 4, net)))
+        assert got == pytest.approx(expect, rel=1e-9), p
+        assert got >= busiest / 47e9
+    # NCCL's own estimate keeps k B_net on 3+ nodes: 8 GPUs, 4 nodes: 2 x 47 GB/s busBw
+    est = float(nccl.nccl_inr_allreduce_time(np.array(S), place(8, 4, net), estimate=True))
+    assert est == pytest.approx(108.6e-6 + S * 1.75 / (2 * 47e9), rel=1e-9)
+
+
 def test_collnet_chain_with_sharp() -> None:
     # 64 GPUs, 8 nodes, SHARP on the IB tier: CollNetChain lat = 2 x 7 x 2.8 + 30 = 69.2 us,
     # algBw = min(0.5 x 369, 8 x 47) = 184.5 GB/s; NVLS multi-node (CollNet+NVLS): lat 25 + 18 = 43 us,

@@ -15,7 +15,7 @@ from dataclasses import replace
 from functools import cache
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scalemodel.cost import collectives as coll
@@ -168,8 +168,8 @@ def _network(cluster: str):  # type: ignore[no-untyped-def]
 
 
 @FAST
-@given(st.sampled_from(ALL_CLUSTERS), st.sampled_from(("allreduce", "reducescatter", "allgather")),
-       st.sampled_from((2, 3, 8, 16, 64, 256, 1024)), st.sampled_from((1, 2, 8)),
+@given(st.sampled_from((*ALL_CLUSTERS, "dgx-b200")), st.sampled_from(("allreduce", "reducescatter", "allgather")),
+       st.sampled_from((2, 3, 8, 16, 64, 256, 1024)), st.sampled_from((1, 2, 4, 8)),
        st.sampled_from((1e3, 1e6, 1e8, 4e9)), st.sampled_from(("auto", "ring", "tree", "hierarchical", "rhd")))
 def test_collectives_never_beat_the_bytes_crossing_each_tier(cluster, op, ranks, stride, size, algo) -> None:  # type: ignore[no-untyped-def]
     """Whatever the algorithm, every child domain of a tier that holds c of the group's p ranks must send
@@ -189,3 +189,36 @@ def test_collectives_never_beat_the_bytes_crossing_each_tier(cluster, op, ranks,
         if n > 1:
             bound = (n - 1) / n * size / (c * outer.bandwidth)
             assert t >= bound * (1 - 1e-9), (cluster, op, ranks, stride, size, algo, outer.name, t, bound)
+
+
+@FAST
+@given(st.sampled_from((*ALL_CLUSTERS, "dgx-b200", "hgx-h200", "aws-p5")), st.sampled_from((2, 4, 8, 16, 32, 64)),
+       st.sampled_from((1, 2, 4, 8)), st.sampled_from((1e6, 1e8, 1e9, 4e9)),
+       st.sampled_from(("auto", "ring", "tree", "hierarchical", "rhd", "rd", "direct")))
+@example("dgx-b200", 4, 4, 1e9, "auto")  # NVLSTree, 2 GPUs (2 NICs) per node on 2 nodes: >= 0.5 GB / 50 GB/s
+@example("dgx-b200", 8, 2, 4e9, "hierarchical")  # 4 GPUs per node on 2 nodes
+@example("dgx-b200", 16, 1, 1e9, "hierarchical")  # two full nodes
+@example("dgx-h100", 4, 4, 1e9, "auto")
+def test_allreduce_never_beats_the_bytes_each_domain_must_send(cluster, ranks, stride, size, algo) -> None:  # type: ignore[no-untyped-def]
+    """All-reduce over n child domains of a tier (each holding c of the group's ranks, with c NICs: a group
+    that fills part of a node, stride > 1, has only its own GPUs' NICs; NCCL gives each NVLS head one NIC,
+    search.cc ncclTopoSearchRecNet) is a k-party all-reduce among the domains: without in-network reduction on
+    that tier or beyond, each domain sends and receives at least 2(n - 1)/n S (Patarasuk & Yuan, JPDC 69(2)
+    2009, Theorem 1); with it, still S (every domain ends with the S-byte sum, which its own data does not
+    determine). So t >= volume / (c B) at the tier's line rate B. Covers groups with fewer ranks per node
+    than the node's GPUs (stride 2, 4)."""
+    net = _network(cluster)
+    if ranks * stride > max(t.span for t in net.tiers):
+        return
+    per_domain = [min(max(t.span // stride, 1), ranks) for t in net.tiers[:-1]]
+    if any(ranks % c for c in per_domain):
+        return  # uneven placements (a domain holding fewer of the group's ranks) are not covered
+    t = float(coll.collective_time("allreduce", size, ranks, net, algorithm=algo, stride=stride, family="all"))
+    for i, (inner, outer) in enumerate(zip(net.tiers[:-1], net.tiers[1:], strict=True)):
+        c = min(max(inner.span // stride, 1), ranks)
+        n = ranks / c
+        if n > 1:
+            inr = any(t_.in_network_reduction for t_ in net.tiers[i + 1:])
+            volume = size if inr else 2 * (n - 1) / n * size
+            bound = volume / (c * outer.bandwidth)
+            assert t >= bound * (1 - 1e-9), (cluster, ranks, stride, size, algo, outer.name, t, bound)

@@ -318,7 +318,7 @@ def _log2i(x: np.ndarray) -> np.ndarray:
     return log2_floor(np.maximum(x, 1.0))
 
 
-def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *, fill: bool = True) -> np.ndarray:
+def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *, estimate: bool = False) -> np.ndarray:
     """NCCL's in-network-reduction all-reduce on a placed group: the fastest of the NVLS, NVLSTree and
     CollNetChain algorithms that apply (inf where none does). tuning.cc, v2.30.7; docs/model.md#in-network-reduction.
 
@@ -334,7 +334,17 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
     - NVLS (tier 0 reduces in the switch; N = 1, or N > 1 with SHARP on an outer tier): latency 25 us
       (+ 18 us NET when N > 1); ``busBw = min(busBw_intra, k B_net)``.
     - NVLSTree (tier 0 reduces, N > 1): latency ``25 us + 2 log2i(N) 20.9 us``;
-      ``busBw = min(busBw_intra, k B_net x (2 if N <= 2), k perChMaxNVLSTreeBw[g][N])``.
+      ``busBw = min(busBw_intra, 2(p-1)/p k B_net / v_N, k perChMaxNVLSTreeBw[g][N])``, where ``v_N S / k``
+      is what the busiest head sends (and receives) through its NIC per direction in the double binary tree
+      across the domains (ncclGetDtree; connect.cc gives NVLS channel c tree c % 2, so each tree carries S/2):
+      an interior domain of one tree sends S/(2k) to its parent and to each of its children, and is a leaf
+      (S/(2k) up) of the other. ``v_2 = 1`` (the two trees mirror each other: root of one, leaf of the other),
+      ``v_3 = 1.5`` (both trees are chains), ``v_N = 2`` from 4 domains (a domain with 2 children in one tree).
+      NCCL's estimate rounds ``2(p-1)/p / v_N`` up to 2 for N <= 2 and 1 above (tuning.cc "Handle 2 node
+      case of NVLSTree"; ``estimate=True`` keeps NCCL's factors). The heads are
+      GPUs of the group, one NIC each (search.cc ncclTopoSearchRecNet refuses a second NIC for a head, and
+      the NVLS graph has at most as many channels as the group's GPUs in the domain), so a group with fewer
+      GPUs per node than the node has NICs uses only its own GPUs' NICs.
     - CollNetChain (an outer spanned tier reduces, SHARP; N > 1): latency ``2 (n_0 - 1) 2.8 us + 30 us``;
       ``algBw = 0.5 busBw`` with NCCL's ``busBw = bwIntra`` = B_0 (chain inside the node), and not above
       the node's NICs ``n_0 B_net`` (each node sends and receives S once through the switch; modelling
@@ -343,9 +353,9 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
     NVLS/NVLSTree time: ``lat + (S + f min(S, ops C)) 2(p-1)/p / busBw + (p-1)/p S gamma`` (algBw =
     busBw p / (2(p-1)), tuning.cc "ratio = nRanks/nsteps"), with the pipeline fill ``f = 2`` chunk steps
     (``NVLS_PIPELINE_FILL_STEPS``) of ``ops C`` bytes, ``ops = nvlsChannels x k``, ``C`` from
-    :func:`nvls_chunk_size`. NCCL's own time estimate has no fill term (``fill=False`` gives that estimate,
-    which :func:`nccl_tuner_picks_inr` uses); the fill comes from the kernel's three warp groups
-    (device/all_reduce.h).
+    :func:`nvls_chunk_size`. NCCL's own time estimate has no fill term and the two-domain factor 2
+    (``estimate=True`` gives that estimate, which :func:`nccl_tuner_picks_inr` uses); the fill comes from the
+    kernel's three warp groups (device/all_reduce.h).
     """
     S = np.asarray(S, dtype=float)
     p = pl.p
@@ -373,7 +383,7 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
         intra = 2.0 * eff * graph_bw * (k - 1.0) / np.maximum(k, 1.0) * NVLS_CALIBRATION[gen]
         ctas = np.where(multi, NVLS_CTAS[gen][1], NVLS_CTAS[gen][0])
         ops = ctas * k
-        extra = NVLS_PIPELINE_FILL_STEPS * np.minimum(S, ops * nvls_chunk_size(S, ops)) if fill else 0.0 * S
+        extra = 0.0 * S if estimate else NVLS_PIPELINE_FILL_STEPS * np.minimum(S, ops * nvls_chunk_size(S, ops))
         ok = k > 1.5  # NVLS needs at least 2 channels (tuning.cc)
         # NVLS: one domain, or several joined by SHARP (NCCL enables multi-node NVLS only with CollNet)
         nvls_ok = ok & (~multi | sharp_outer)
@@ -385,7 +395,11 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
         # NVLSTree: several domains
         idx = np.where(N <= 2 + 1e-9, 1, 2)
         cap = k * np.asarray(NVLSTREE_MAX_BW[gen])[idx]
-        bus_t = np.minimum(np.minimum(intra, k * b_net * np.where(N <= 2 + 1e-9, 2.0, 1.0)), cap)
+        if estimate:  # NCCL's own factors
+            tree_net = np.where(N <= 2 + 1e-9, 2.0, 1.0)
+        else:  # v_N S / k through the busiest head's NIC (docstring)
+            tree_net = bus_factor / np.where(N <= 2 + 1e-9, 1.0, np.where(N <= 3 + 1e-9, 1.5, 2.0))
+        bus_t = np.minimum(np.minimum(intra, k * b_net * tree_net), cap)
         lat_t = NVLS_LATENCY + 2.0 * _log2i(N) * NVLSTREE_NET_LATENCY
         with np.errstate(divide="ignore", invalid="ignore"):  # bus_t = 0 only where NVLSTree does not apply
             t_t = lat_t + (S + extra) * bus_factor / bus_t + red
@@ -475,7 +489,7 @@ def resolve_family(network: Network, family: str = "auto") -> str:
 
 def nccl_tuner_picks_inr(S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
     """Whether NCCL's tuner would choose its in-network-reduction all-reduce (NVLS/NVLSTree/CollNetChain) for
-    ``S`` bytes: its own estimate of that algorithm (:func:`nccl_inr_allreduce_time` with ``fill=False``) is
+    ``S`` bytes: its own estimate of that algorithm (:func:`nccl_inr_allreduce_time` with ``estimate=True``) is
     at most its own estimate of Ring and Tree, which is this module's Ring/Tree model with every hop at NCCL's
     absolute ``hwLatencies`` (Ring LL hop NVLink 0.6, PCI 1.0, NET 2.7 us, plus NCCL's per-protocol
     increments) instead of the measured ``Tier.latency`` (tuning.cc ncclTopoTuneModel / ncclTopoGetAlgoTime;
@@ -483,7 +497,7 @@ def nccl_tuner_picks_inr(S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np
     ring would be slower than NVLS but NCCL's estimate is not still runs Ring/Tree."""
     own = np.array([NCCL_HW_LATENCY[_link_class(t, i)]["ring"][0] for i, t in enumerate(pl.network.tiers)])
     pn = pl.relinked(own, pl.bandwidth)
-    t_inr = nccl_inr_allreduce_time(S, pn, gamma, fill=False)
+    t_inr = nccl_inr_allreduce_time(S, pn, gamma, estimate=True)
     t_rt = np.minimum(algorithm_time("allreduce", "ring", S, pn, gamma=gamma),
                       algorithm_time("allreduce", "tree", S, pn, gamma=gamma))
     return np.asarray(t_inr <= t_rt)
