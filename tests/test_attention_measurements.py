@@ -112,21 +112,26 @@ def test_hand_computed_h100_forward_point() -> None:
 def test_hand_computed_a100_causal_forward_backward_point() -> None:
     """FA2 forward + backward, causal, head dim 128, s = 16k (FA2-A100 panel (d): 189 TFLOP/s). The a100-sxm-80g
     YAML has no compute_efficiency: the ampere default 0.75 / 96 / 0.85 (its comment; cost.compute._A100). The
-    source counts 3.5 x (4 s^2 d b h / 2) FLOPs; the model takes 3 unmasked forward times, 3 x 4 s^2 d b h /
-    (312e12 x eff): model TFLOP/s = (1.75 / 3) x 312 x 0.75 x (16384/16480)^2 x 128/224 = 77.1."""
+    source counts 3.5 x (4 s^2 d b h / 2) FLOPs. The model: a causal query attends k = (s + 1) / 2 = 8192.5 keys
+    (sum of min(i + 1, s) over the s queries, / s), both GEMMs (s x k x d, s x d x k) at eff = 0.75 x s/(s + 96)
+    x k/(k + 96) x d/(d + 96); forward 4 s k d b h / (312e12 x eff), backward 2.5 x that (the kernel recomputes
+    Q K^T): model TFLOP/s = 3.5 x 2 s^2 d b h / (3.5 x 4 s k d b h / (peak eff)) = s / (2k) x peak x eff
+    = 16384/16385 x 312 x 0.75 x (16384/16480) x (8192.5/8288.5) x 128/224 = 131.4 (77.1 unmasked, bwd 2x)."""
     y = _catalog("a100-sxm-80g")
     assert "compute_efficiency" not in y
     peak = _num(y["peak_flops"]["fp16"])
     s, d, bh = 16384, 128, 16
-    eff = 0.75 * (s / (s + 96.0)) ** 2 * (d / (d + 96.0))
-    t_model = 3.0 * 4.0 * s * s * d * bh / (peak * eff)
+    k = sum(min(i + 1, s) for i in range(s)) / s
+    assert k == 8192.5
+    eff = 0.75 * (s / (s + 96.0)) * (k / (k + 96.0)) * (d / (d + 96.0))
+    t_model = 3.5 * 4.0 * s * k * d * bh / (peak * eff)
     expected = 3.5 * (4.0 * s * s * d * bh / 2.0) / t_model / 1e12
-    assert expected == pytest.approx(77.1, abs=0.1)
+    assert expected == pytest.approx(131.4, abs=0.1)
     p = _one(src="FA2-A100", kernel="fa2", causal=True, d=128, s=16384)
     assert p["tflops"] == 189
     (row,) = va.evaluate(SOURCES, [p])
     assert row["model_tflops"] == pytest.approx(expected, rel=1e-9)
-    assert row["error"] == pytest.approx(77.1 / 189 - 1, abs=1e-3)
+    assert row["error"] == pytest.approx(131.4 / 189 - 1, abs=1e-3)
 
 
 def test_causal_ratio_by_hand() -> None:

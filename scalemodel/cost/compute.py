@@ -200,6 +200,14 @@ class LayerTime(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has 
         return self.forward + self.backward + self.recompute
 
 
+#: Backward / forward FLOPs of a fused (flash) attention core. The forward runs two GEMMs (S = Q K^T, O = P V); the
+#: backward keeps no P in HBM, so it recomputes S and runs four more (dV = P^T dO, dP = dO V^T, dQ = dS K,
+#: dK = dS^T Q): five against two, 2.5x (Dao 2023, FlashAttention-2, arXiv 2307.08691 §3.1.2, Algorithm 2; the
+#: FlashAttention benchmark counts ``2.5 * f`` for the backward, flash-attention@c082294 benchmarks/
+#: benchmark_flash_attention.py ``flops``). The rest of a layer's backward is 2x its forward.
+FLASH_BACKWARD_FLOP_RATIO = 2.5
+
+
 def _gemm_kwargs(kw: dict[str, Any], peak_flops: ArrayLike | None, gemm_max: ArrayLike | None,
                  gemm_half_dim: ArrayLike | None) -> dict[str, Any]:
     """The GEMM keyword arguments ``kw`` with the peak and the efficiency curve (gemm_max, gemm_half_dim) of
@@ -246,7 +254,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
       MLP   T x (2|1)f/t x h (up, gate fused) and T x h x f/t (down)
       core  b*a/t batches of (s/cp) x k x d (Q K^T) and (s/cp) x d_v x k (softmax . V), with k = s
             keys per query, or the window in sliding-window layers (Shape.attended_keys); with
-            ``flash_attention`` the fused kernel of :func:`flash_core_time` (no score matrix in HBM)
+            ``flash_attention`` the fused kernel of :func:`flash_core_time` (no score matrix in HBM) over the
+            keys the causal mask leaves, k = Shape.causal_keys ((s + 1)/2 in a global layer of a causal model;
+            fused kernels skip fully masked blocks), whose backward is FLASH_BACKWARD_FLOP_RATIO = 2.5 x its
+            forward (it recomputes Q K^T) instead of the other operations' 2 x
       MoE   router T x E x h; per GPU E/ep experts, each with ep*u*T*k/(E*t) tokens, widths f_e/u, where
             u = ``etp`` (expert TP, default t): the ep x u ranks of an expert group gather the sequence-parallel
             tokens of their attention-TP ranks (Megatron-Core MoE parallel folding, arXiv 2504.14960); with
@@ -254,7 +265,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     Memory-bound bytes (forward): 2 norms 4X, 2 dropout+residual (3*eb+1)X where X = T*h*eb-elements
     (/t with sequence parallelism); activation function (2|3)*eb*T*f/t; softmax + attention dropout
     (4*eb+1)*b*(a/t)*(s/cp)*s unless ``flash_attention`` (fused into the core GEMM); MoE
-    dispatch + combine 4*eb*T*k*h. Backward = 2 x forward. Communication is not included.
+    dispatch + combine 4*eb*T*k*h. Backward = 2 x forward (+ 0.5 x the flash core). Communication is not
+    included. ``forward_flops`` keeps the full (unmasked) s^2 count of the FLOP convention.
     """
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len)
@@ -286,7 +298,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     heads_local = b * a / t
     ckw = _gemm_kwargs(kw, core_peak_flops, core_gemm_max, core_gemm_half_dim)
     unfused = gemm_time(s_local, keys, d, heads_local, **ckw) + gemm_time(s_local, dv, keys, heads_local, **ckw)
-    core_gemm = np.where(flash, flash_core_time(s_local, keys, d, dv, heads_local, **ckw), unfused)
+    # fused kernels skip the score blocks the causal mask hides (Shape.causal_keys); unfused ones compute all
+    core_gemm = np.where(flash, flash_core_time(s_local, sh.causal_keys(s), d, dv, heads_local, **ckw), unfused)
     core_flops = 2 * heads_local * s_local * keys * (d + dv)
     scores = heads_local * s_local * keys
     core_mem = np.where(flash, 0.0, (4 * eb + 1) * scores)
@@ -324,7 +337,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     forward = gemm + t_mem + t_core
     full = forward - np.where(np.asarray(xla_remat, dtype=bool), down, 0.0)
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, t_core, 0.0))
-    return LayerTime(forward=forward, backward=2.0 * forward, recompute=recomp, forward_gemm=gemm,
+    backward = 2.0 * forward + (FLASH_BACKWARD_FLOP_RATIO - 2.0) * np.where(flash, core_gemm, 0.0)
+    return LayerTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
 
 
