@@ -19,9 +19,10 @@ bias (median signed error) and worst error; then the measured causal / non-causa
 published both ways (t_causal / t_full = 0.5 x TFLOP/s_full / TFLOP/s_causal in this convention; the model's
 ratio is about 0.5: (s + 1) / 2 keys on the GEMM curve); and the measured (forward + backward) / forward time
 where a kernel is published both ways (the model's ratio is 3.5). ``--isolated`` divides the catalog gemm_max by
-the in-layer factor (``cost.compute.IN_LAYER_GEMM_FACTOR``), i.e. prices the call on the isolated-GEMM level the
-catalog curve was derived from (gemm_half_dim unchanged; capped at 1), since a kernel benchmark, like a GEMM
-microbenchmark, runs the call alone. ``--json`` writes the same as one strictly valid JSON object.
+the in-layer factor of its family and precision (``cost.compute.in_layer_gemm_factor``), i.e. prices the call on
+the isolated-GEMM level the catalog curve was derived from (gemm_half_dim unchanged; capped at 1), since a kernel
+benchmark, like a GEMM microbenchmark, runs the call alone. ``--json`` writes the same as one strictly valid JSON
+object.
 
 Usage: python scripts/validate_attention.py [attention.yaml] [--isolated] [--json]
 """
@@ -37,7 +38,12 @@ from typing import Any
 
 import yaml
 
-from scalemodel.cost.compute import FLASH_BACKWARD_FLOP_RATIO, IN_LAYER_GEMM_FACTOR, default_efficiency, flash_core_time
+from scalemodel.cost.compute import (
+    FLASH_BACKWARD_FLOP_RATIO,
+    default_efficiency,
+    flash_core_time,
+    in_layer_gemm_factor,
+)
 from scalemodel.cost.transformer import causal_mean_keys
 from scalemodel.errors import InputError
 from scalemodel.specs import load_accelerator
@@ -121,7 +127,7 @@ def evaluate(sources: dict[str, Any], points: list[dict[str, Any]], *, isolated:
         acc = accs[p["acc"]]
         gm, d0, mem = _curve(acc, p["dtype"])
         if isolated:
-            gm = min(gm / IN_LAYER_GEMM_FACTOR, 1.0)
+            gm = min(gm / in_layer_gemm_factor(acc.family, p["dtype"]), 1.0)
         keys = float(causal_mean_keys(p["s"], p["s"])) if p["causal"] else p["s"]  # as Shape.causal_keys
         t_fwd = float(flash_core_time(p["s"], keys, p["d"], p["d"], p["b"] * p["h"], peak_flops=acc.peak(p["dtype"]),
                                       memory_bandwidth=acc.memory_bandwidth, gemm_max=gm, gemm_half_dim=d0,
