@@ -43,7 +43,7 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
 The catalog holds ``gemm_max`` = fit x the in-layer factor of the accelerator's family and precision,
 ``scalemodel.cost.compute.in_layer_gemm_factor`` (the fraction of isolated-GEMM throughput reached inside a
 layer, from a per-layer timing: IN_LAYER_GEMM_FACTOR 0.893 from Korthikanti et al. 2022 Table 4 on A100 for
-every family without one of its own; Hopper 0.833 BF16 / 0.952 FP8 from Transformer Engine's Getting Started
+every family without one of its own; Hopper 0.833 BF16 / 0.926 FP8 from Transformer Engine's Getting Started
 guide on one H100, borrowed by Blackwell; scripts/fit_in_layer_factor.py), so every curve is on an in-layer
 basis; ``gemm_half_dim`` and ``memory`` are the fits as they are.
 

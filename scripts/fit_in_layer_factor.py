@@ -21,7 +21,9 @@ fp8 points: the GEMMs run on the fp8 peak and fp8 curve (the scanned one); the a
 peak, on the same source's BF16 in-layer fit (the catalog's BF16 curve once that fit is applied), as the step model
 prices an fp8 run (engine/job.py _bf16_gemms); Transformer Engine's quantization casts are added as the step model
 adds them (cost.compute.fp8_quantize_bytes at the source's ``fp8_recipe``, memory-bound; the weights are cast on
-every call, as in a loop that sets no ``is_first_microbatch``).
+every call, as in a loop that sets no ``is_first_microbatch``), corrected for the modules the point names
+(``te_modules``, :func:`te_module_cast_bytes`): fp8_quantize_bytes prices Megatron-Core's layer spec, whose norm is
+fused into the QKV / FC1 linears and whose activation runs outside Transformer Engine.
 
 Last, the GEMM kernels of one layer as profiled in the layer (FUSER-TE-NSYS: nsys kernel times of the GPT-3 layer's
 forward on 8 x H100 SXM) against the model's GEMM time on the isolated and on the in-layer curve: whether the
@@ -49,6 +51,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from scalemodel.cost.compute import (  # noqa: E402
     IN_LAYER_GEMM_FACTOR,
+    _fp8_tensor_bytes,
     fp8_quantize_bytes,
     gemm_time,
     in_layer_gemm_factor,
@@ -118,6 +121,33 @@ def comm_time(p: dict[str, Any], src: dict[str, Any]) -> float:
     return p["ar"] * 2.0 * (p["tp"] - 1) / p["tp"] * msg / busbw(src, msg)
 
 
+def te_module_cast_bytes(p: dict[str, Any], recipe: str, transpose_copy: bool, eb: float = 2.0) -> tuple[float, float]:
+    """HBM bytes (forward, backward) by which an fp8 point's Transformer Engine modules (``te_modules``) quantize
+    differently from the Megatron-Core layer spec that ``cost.compute.fp8_quantize_bytes`` prices (the norm fused
+    into the QKV and FC1 linears, the activation outside Transformer Engine, its output cast by FC2's linear).
+
+    * ``unfused`` (te.LayerNorm + te.Linear, GELU in PyTorch): the norms write 16-bit outputs and te.Linear casts
+      them (cast + transpose), so the QKV and FC1 inputs (T h each) cost the unfused cast, not the fused norm's:
+      + 2 T h x (from_norm=False - from_norm=True bytes per element; 3 under delayed scaling with the transpose).
+    * ``fused`` (te.LayerNormMLP, also inside te.TransformerLayer): the GELU writes FC2's FP8 input itself and the
+      backward's dGELU writes FC1's FP8 output gradient itself (TransformerEngine pytorch/module/layernorm_mlp.py:
+      forward ``activation_func(fc1_out, fc2_input_quantizer)``, which csrc/extensions/activation.cpp
+      ``activation_helper`` computes directly into the Float8 output, row- and column-wise in one kernel; backward
+      ``dbias_dact_quantize_func``, dGELU + bias gradient + quantize in one kernel): neither the 16-bit write of the
+      activation (of its gradient) nor the cast's 16-bit read of it happens, - 2 eb T f / t bytes each way.
+    Other values (or none): no correction."""
+    mods = p.get("te_modules")
+    T, t = p["micro_batch"] * p["seq"], p["tp"]
+    if mods == "unfused":
+        per = (_fp8_tensor_bytes(recipe, 1.0, 1.0, from_norm=False, transpose_copy=transpose_copy, eb=eb)
+               - _fp8_tensor_bytes(recipe, 1.0, 1.0, from_norm=True, transpose_copy=transpose_copy, eb=eb))
+        return 2.0 * T * p["hidden"] / t * float(per), 0.0
+    if mods == "fused":
+        d = -2.0 * eb * T * p["ffn"] / t
+        return d, d
+    return 0.0, 0.0
+
+
 def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str | None = None,
                core_gemm_max: float | None = None) -> np.ndarray:
     """Model time (s) of point p for each gemm_max (array): scalemodel's layer pricing + the source's comm.
@@ -126,7 +156,8 @@ def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str |
     the point's causal mask (a fused core over the keys the mask leaves, its backward 2.5 x its forward),
     backward = ``LayerTime.backward`` + ``LayerTime.recompute``; an fp8 point adds Transformer Engine's
     quantization casts (``fp8_quantize_bytes`` at the source's ``fp8_recipe``, transposed copies on all but
-    Blackwell, the weights cast on every call: the timed loop sets no ``is_first_microbatch``) and prices the
+    Blackwell, the weights cast on every call: the timed loop sets no ``is_first_microbatch``; corrected for the
+    point's ``te_modules`` by :func:`te_module_cast_bytes`) and prices the
     core at BF16 on ``core_gemm_max`` (default: the catalog's BF16 in-layer gemm_max)."""
     name = acc or p["acc"]
     a = load_accelerator(name, overrides=[])
@@ -147,8 +178,9 @@ def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str |
         f, b, w = fp8_quantize_bytes(sh, micro_batch=p["micro_batch"], seq_len=p["seq"], recipe=src["fp8_recipe"],
                                      transpose_copy=a.family != "blackwell", tp=p["tp"],
                                      sequence_parallel=p["sp"])
+        df, db = te_module_cast_bytes(p, src["fp8_recipe"], a.family != "blackwell")
         mem = dict(memory_bandwidth=a.memory_bandwidth, memory_efficiency=iso["memory"])
-        cast_f, cast_b = float(memory_time(f + w, **mem)), float(memory_time(b, **mem))
+        cast_f, cast_b = float(memory_time(f + w + df, **mem)), float(memory_time(b + db, **mem))
     lt = layer_compute_time(sh, **kw)
     fwd = lt.forward + cast_f
     bwd = lt.backward + cast_b + lt.recompute + (cast_f if p["recompute"] == "full" else 0.0)

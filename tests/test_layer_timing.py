@@ -150,15 +150,25 @@ def test_te_fp8_row_model_time_by_hand() -> None:
     the delayed-scaling casts of Transformer Engine on Hopper (cost.compute.fp8_quantize_bytes' table, per element):
     QKV and FC1 inputs from the fused norm 1 - 2 + 2 (FP8 norm output, transpose kernel), proj and FC2 inputs and every
     dY 2 + 1 + 1; weights (3h^2 + h^2 + 2hf) x 4 once per call. Forward 6 T h + 4 T f, backward (12 + 4 + 4) T h +
-    4 T f, weights 4 W bytes, at 3.35 TB/s x 0.88."""
+    4 T f, weights 4 W bytes, at 3.35 TB/s x 0.88 (Megatron-Core's layer spec). The row's te.LayerNormMLP writes FC2's
+    FP8 input from the GELU kernel and FC1's FP8 output gradient from the dGELU kernel (te_modules 'fused'): the
+    16-bit activation write and the cast's read of it, 2 + 2 bytes per T f element, drop each way: - 8 T f.
+    'TE Unfused + TE Attention + FP8' (te.LayerNorm + te.Linear): its QKV and FC1 inputs are cast from the norm's
+    16-bit output, 2 + 1 + 1 instead of 1 - 2 + 2: + 3 x 2 T h."""
     gemms, core, mem = _te_layer_by_hand(0.675, 155.0, 1979e12, 0.669)
     weights = 4 * HID * HID + 2 * HID * FFN
-    casts = (26 * T * HID + 8 * T * FFN + 4 * weights) / H100["bw"]
-    by_hand = 3 * (gemms + mem) + 3.5 * core + casts
-    assert 1.55e-3 < casts < 1.65e-3  # 4.70 GB
-    p = next(q for q in DOC["points"] if q["src"] == "TE-GS-PT" and q["row"] == "TE TransformerLayer + FP8")
-    model = float(fl.model_time(p, DOC["sources"]["TE-GS-PT"], 0.675, core_gemm_max=0.669)[()])
-    assert model == pytest.approx(by_hand, rel=1e-9)
+    megatron = (26 * T * HID + 8 * T * FFN + 4 * weights) / H100["bw"]
+    assert 1.55e-3 < megatron < 1.65e-3  # 4.70 GB
+    f, b, w = fl.fp8_quantize_bytes(fl.shape(layers=1, hidden=4096, heads=32, vocab=32000, ffn_hidden=16384,
+                                             causal=True), micro_batch=8, seq_len=2048, recipe="delayed")
+    assert float(f + b + w) / H100["bw"] == pytest.approx(megatron, rel=1e-12)
+    for row, casts in (("TE TransformerLayer + FP8", megatron - 8 * T * FFN / H100["bw"]),
+                       ("TE Fused + TE Attention + FP8", megatron - 8 * T * FFN / H100["bw"]),
+                       ("TE Unfused + TE Attention + FP8", megatron + 6 * T * HID / H100["bw"])):
+        by_hand = 3 * (gemms + mem) + 3.5 * core + casts
+        p = next(q for q in DOC["points"] if q["src"] == "TE-GS-PT" and q["row"] == row)
+        model = float(fl.model_time(p, DOC["sources"]["TE-GS-PT"], 0.675, core_gemm_max=0.669)[()])
+        assert model == pytest.approx(by_hand, rel=1e-9), row
 
 
 def test_hopper_factors_come_from_the_te_guide() -> None:
