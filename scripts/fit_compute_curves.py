@@ -40,10 +40,12 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   of 4.5 = 0.76). Fitting that level put GB200's fp8 curve under B200's at every shape (2.7 vs 3.1
   PFLOP/s in the catalog at 8192 x 4096 x 14336), for the same die at a higher power limit.
 
-The catalog holds ``gemm_max`` = fit x ``scalemodel.cost.compute.IN_LAYER_GEMM_FACTOR`` (0.893: the
-fraction of isolated-GEMM throughput reached inside a layer, from Korthikanti et al. 2022 Table 4 on
-A100), so every curve is on the in-layer basis of the A100 default; ``gemm_half_dim`` and ``memory``
-are the fits as they are.
+The catalog holds ``gemm_max`` = fit x the in-layer factor of the accelerator's family and precision,
+``scalemodel.cost.compute.in_layer_gemm_factor`` (the fraction of isolated-GEMM throughput reached inside a
+layer, from a per-layer timing: IN_LAYER_GEMM_FACTOR 0.893 from Korthikanti et al. 2022 Table 4 on A100 for
+every family without one of its own; Hopper 0.833 BF16 / 0.926 FP8 from Transformer Engine's Getting Started
+guide on one H100, borrowed by Blackwell; scripts/fit_in_layer_factor.py), so every curve is on an in-layer
+basis; ``gemm_half_dim`` and ``memory`` are the fits as they are.
 
 Prints the fitted parameters, the residual summary (rms of ln ratio, worst relative time error) and,
 with ``-v``, every point. ``--check`` compares the fits (gemm_max times the in-layer factor) with the
@@ -63,7 +65,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from scalemodel.cost.compute import IN_LAYER_GEMM_FACTOR, gemm_time
+from scalemodel.cost.compute import gemm_time, in_layer_gemm_factor
 from scalemodel.specs import load_accelerator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,7 +197,8 @@ def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str]
         f["donor"] = donor
         fits[key] = f
         tag = f" (d0 from {donor[0]} {donor[1]})" if donor else ""
-        in_layer = f["gemm_max"] * IN_LAYER_GEMM_FACTOR
+        f["in_layer_factor"] = in_layer_gemm_factor(acc.family, "fp8" if group == "fp8" else "bf16")
+        in_layer = f["gemm_max"] * f["in_layer_factor"]
         capped = " (= MAMF bound)" if f["gemm_max"] >= f["mamf_cap"] - 5e-4 else ""
         print(f"  {name:16s} {group:6s} gemm_max {f['gemm_max']:.3f}{capped} (in-layer {in_layer:.3f})  "
               f"gemm_half_dim {f['gemm_half_dim']:7.1f}{tag}  "
@@ -228,7 +231,7 @@ def check(fits: dict[tuple[str, str], dict[str, Any]]) -> int:
             print(f"check: {name} has no fp8 curve")
             bad += 1
             continue
-        for what, have, want in (("gemm_max", gm, f["gemm_max"] * IN_LAYER_GEMM_FACTOR),
+        for what, have, want in (("gemm_max", gm, f["gemm_max"] * f["in_layer_factor"]),
                                  ("gemm_half_dim", d0, f["gemm_half_dim"]),
                                  ("memory", ce.memory, f["memory"])):
             if not math.isclose(have, want, abs_tol=TOL[what]):

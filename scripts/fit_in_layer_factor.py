@@ -1,26 +1,29 @@
 """The in-layer GEMM factor implied by each published per-layer timing (hardware/measurements/layer_timing.yaml).
 
-scalemodel prices a layer's GEMMs on the accelerator's isolated-GEMM curve (microbenchmark fit) times one
-in-layer factor, IN_LAYER_GEMM_FACTOR = 0.893, fitted on the only published per-layer timing with its full
-configuration on A100 (Korthikanti et al. 2022 Table 4) and assumed to carry over to other accelerators.
-This script re-derives that factor on A100 and computes the factor each other source implies:
+scalemodel prices a layer's GEMMs on the accelerator's isolated-GEMM curve (microbenchmark fit) times an in-layer
+factor: IN_LAYER_GEMM_FACTOR = 0.893, fitted on Korthikanti et al. 2022 Table 4 (A100), and per family where a
+layer timing of that family exists (scalemodel.cost.compute.IN_LAYER_GEMM_FACTORS: Hopper from the Transformer
+Engine guide's H100 rows, BF16 and FP8; Blackwell borrows Hopper's). This script re-derives them and computes the
+factor each other source implies:
 
-1. The model time of every point is scalemodel's own layer pricing,
-   ``scalemodel.cost.compute.layer_compute_time`` (forward, backward = 2 x forward, recompute), with the
+1. The model time of every point is scalemodel's own layer pricing, as engine/step.py prices a layer:
+   ``scalemodel.cost.compute.layer_compute_time`` with the point's causal mask (a fused core over the keys the mask
+   leaves, its backward 2.5 x its forward), backward = LayerTime.backward + LayerTime.recompute, with the
    accelerator's peak, memory bandwidth, GEMM half-dimension d0 and memory fraction, plus the source's
    tensor-parallel all-reduces on the critical path: ``ar x 2(t-1)/t x b s h 2 B / busbw(message)``.
    fwd+bwd points compare against forward + backward.
 2. For each source and precision, gemm_max is scanned (0.30-1.00, step 0.0005) for the least squares of
    ln(model / measured) over its points, as the A100 fit does; per point, the gemm_max that reproduces it.
-3. Implied factor = that gemm_max / the accelerator's isolated-GEMM gemm_max. The isolated value is the
-   microbenchmark fit: for A100 ``scripts/fit_compute_curves.run()`` (the A100 catalog entry has no curve of
-   its own), for the others the catalog's ``compute_efficiency`` gemm_max / IN_LAYER_GEMM_FACTOR.
+3. Implied factor = that gemm_max / the accelerator's isolated-GEMM gemm_max: the microbenchmark fit of
+   ``scripts/fit_compute_curves.run()`` (where it fits none, the catalog's gemm_max / its in-layer factor).
 
 fp8 points: the GEMMs run on the fp8 peak and fp8 curve (the scanned one); the attention core stays on the BF16
-peak and the catalog's BF16 in-layer curve, as the step model prices an fp8 run (engine/job.py _bf16_gemms).
-Causal masks: the model charges a causal flash core the full s^2 work; the 'causal/2' column halves the
-attention core's time of causal points (the FlashAttention benchmark's FLOP convention), a bound on what the
-mask is worth, not a model change.
+peak, on the same source's BF16 in-layer fit (the catalog's BF16 curve once that fit is applied), as the step model
+prices an fp8 run (engine/job.py _bf16_gemms); Transformer Engine's quantization casts are added as the step model
+adds them (cost.compute.fp8_quantize_bytes at the source's ``fp8_recipe``, memory-bound; the weights are cast on
+every call, as in a loop that sets no ``is_first_microbatch``), corrected for the modules the point names
+(``te_modules``, :func:`te_module_cast_bytes`): fp8_quantize_bytes prices Megatron-Core's layer spec, whose norm is
+fused into the QKV / FC1 linears and whose activation runs outside Transformer Engine.
 
 Last, the GEMM kernels of one layer as profiled in the layer (FUSER-TE-NSYS: nsys kernel times of the GPT-3 layer's
 forward on 8 x H100 SXM) against the model's GEMM time on the isolated and on the in-layer curve: whether the
@@ -32,6 +35,7 @@ Usage: python scripts/fit_in_layer_factor.py [--json]
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import sys
@@ -45,7 +49,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from scalemodel.cost.compute import IN_LAYER_GEMM_FACTOR, gemm_time, layer_compute_time  # noqa: E402
+from scalemodel.cost.compute import (  # noqa: E402
+    IN_LAYER_GEMM_FACTOR,
+    _fp8_tensor_bytes,
+    fp8_quantize_bytes,
+    gemm_time,
+    in_layer_gemm_factor,
+    layer_compute_time,
+    memory_time,
+)
 from scalemodel.cost.transformer import shape  # noqa: E402
 from scalemodel.specs import load_accelerator  # noqa: E402
 
@@ -63,20 +75,31 @@ def _group(prec: str) -> str:
     return "fp8" if prec == "fp8" else "16bit"
 
 
-def isolated_curve(acc: str, prec: str) -> dict[str, float]:
-    """The accelerator's isolated-GEMM curve: gemm_max, d0 and memory fraction of the microbenchmark fit."""
-    if acc == "a100-sxm-80g":  # no catalog curve (family default): the microbenchmark fit itself
-        import fit_compute_curves as fit  # scripts/; imported here because it prints its fits as it runs
+@functools.cache
+def _microbenchmark_fits() -> dict[tuple[str, str], dict[str, Any]]:
+    """scripts/fit_compute_curves.run(): the isolated-GEMM fits, (accelerator, group) -> fit."""
+    import fit_compute_curves as fit  # scripts/; imported here because it prints its fits as it runs
 
-        with contextlib.redirect_stdout(io.StringIO()):
-            f = fit.run()[(acc, _group(prec))]
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fit.run()
+
+
+def isolated_curve(acc: str, prec: str) -> dict[str, float]:
+    """The accelerator's isolated-GEMM curve: gemm_max of the microbenchmark fit (scripts/fit_compute_curves.py;
+    where it fits none, the catalog's gemm_max / the in-layer factor it was built with), with the d0 and memory
+    fraction the step model prices it with (the catalog's; A100, which has no catalog curve: the fit's)."""
+    f = _microbenchmark_fits().get((acc, _group(prec)))
+    if acc == "a100-sxm-80g":  # no catalog curve (family default): the microbenchmark fit itself
+        assert f is not None
         return {"gemm_max": float(f["gemm_max"]), "gemm_half_dim": float(f["gemm_half_dim"]),
                 "memory": float(f["memory"])}
-    ce = load_accelerator(acc, overrides=[]).compute_efficiency
+    a = load_accelerator(acc, overrides=[])
+    ce = a.compute_efficiency
     if ce is None:
         raise SystemExit(f"error: {acc}: no compute_efficiency in the catalog; fit it first")
     gm, d0 = ce.gemm(prec)
-    return {"gemm_max": gm / IN_LAYER_GEMM_FACTOR, "gemm_half_dim": d0, "memory": float(ce.memory)}
+    iso = float(f["gemm_max"]) if f is not None else gm / in_layer_gemm_factor(a.family, prec)
+    return {"gemm_max": iso, "gemm_half_dim": d0, "memory": float(ce.memory)}
 
 
 def busbw(src: dict[str, Any], msg_bytes: float) -> float:
@@ -98,65 +121,113 @@ def comm_time(p: dict[str, Any], src: dict[str, Any]) -> float:
     return p["ar"] * 2.0 * (p["tp"] - 1) / p["tp"] * msg / busbw(src, msg)
 
 
+def te_module_cast_bytes(p: dict[str, Any], recipe: str, transpose_copy: bool, eb: float = 2.0) -> tuple[float, float]:
+    """HBM bytes (forward, backward) by which an fp8 point's Transformer Engine modules (``te_modules``) quantize
+    differently from the Megatron-Core layer spec that ``cost.compute.fp8_quantize_bytes`` prices (the norm fused
+    into the QKV and FC1 linears, the activation outside Transformer Engine, its output cast by FC2's linear).
+
+    * ``unfused`` (te.LayerNorm + te.Linear, GELU in PyTorch): the norms write 16-bit outputs and te.Linear casts
+      them (cast + transpose), so the QKV and FC1 inputs (T h each) cost the unfused cast, not the fused norm's:
+      + 2 T h x (from_norm=False - from_norm=True bytes per element; 3 under delayed scaling with the transpose).
+    * ``fused`` (te.LayerNormMLP, also inside te.TransformerLayer): the GELU writes FC2's FP8 input itself and the
+      backward's dGELU writes FC1's FP8 output gradient itself (TransformerEngine pytorch/module/layernorm_mlp.py:
+      forward ``activation_func(fc1_out, fc2_input_quantizer)``, which csrc/extensions/activation.cpp
+      ``activation_helper`` computes directly into the Float8 output, row- and column-wise in one kernel; backward
+      ``dbias_dact_quantize_func``, dGELU + bias gradient + quantize in one kernel): neither the 16-bit write of the
+      activation (of its gradient) nor the cast's 16-bit read of it happens, - 2 eb T f / t bytes each way.
+    Other values (or none): no correction."""
+    mods = p.get("te_modules")
+    T, t = p["micro_batch"] * p["seq"], p["tp"]
+    if mods == "unfused":
+        per = (_fp8_tensor_bytes(recipe, 1.0, 1.0, from_norm=False, transpose_copy=transpose_copy, eb=eb)
+               - _fp8_tensor_bytes(recipe, 1.0, 1.0, from_norm=True, transpose_copy=transpose_copy, eb=eb))
+        return 2.0 * T * p["hidden"] / t * float(per), 0.0
+    if mods == "fused":
+        d = -2.0 * eb * T * p["ffn"] / t
+        return d, d
+    return 0.0, 0.0
+
+
 def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str | None = None,
-               causal_half: bool = False) -> np.ndarray:
-    """Model time (s) of point p for each gemm_max (array): scalemodel's layer pricing + the source's comm."""
+               core_gemm_max: float | None = None) -> np.ndarray:
+    """Model time (s) of point p for each gemm_max (array): scalemodel's layer pricing + the source's comm.
+
+    As the step model prices a layer (engine/step.py ``compute_per_microbatch``): ``layer_compute_time`` with
+    the point's causal mask (a fused core over the keys the mask leaves, its backward 2.5 x its forward),
+    backward = ``LayerTime.backward`` + ``LayerTime.recompute``; an fp8 point adds Transformer Engine's
+    quantization casts (``fp8_quantize_bytes`` at the source's ``fp8_recipe``, transposed copies on all but
+    Blackwell, the weights cast on every call: the timed loop sets no ``is_first_microbatch``; corrected for the
+    point's ``te_modules`` by :func:`te_module_cast_bytes`) and prices the
+    core at BF16 on ``core_gemm_max`` (default: the catalog's BF16 in-layer gemm_max)."""
     name = acc or p["acc"]
     a = load_accelerator(name, overrides=[])
     iso = isolated_curve(name, p["prec"])
-    sh = shape(layers=1, hidden=p["hidden"], heads=p["heads"], vocab=32000, ffn_hidden=p["ffn"])
+    sh = shape(layers=1, hidden=p["hidden"], heads=p["heads"], vocab=32000, ffn_hidden=p["ffn"], causal=p["causal"])
     kw: dict[str, Any] = dict(micro_batch=p["micro_batch"], seq_len=p["seq"], tp=p["tp"],
                               sequence_parallel=p["sp"], recompute=p["recompute"], flash_attention=p["flash"],
                               peak_flops=a.peak(p["prec"]), memory_bandwidth=a.memory_bandwidth,
                               gemm_max=np.asarray(gemm_max, dtype=float), gemm_half_dim=iso["gemm_half_dim"],
                               memory_efficiency=iso["memory"])
-    if p["prec"] == "fp8":  # the core stays in BF16 on the catalog's BF16 in-layer curve (engine/job.py _bf16_gemms)
+    cast_f = cast_b = 0.0
+    if p["prec"] == "fp8":  # the core stays in BF16 on the BF16 in-layer curve (engine/job.py _bf16_gemms)
         ce = a.compute_efficiency
         assert ce is not None
         gm16, d016 = ce.gemm("bf16")
-        kw.update(core_peak_flops=a.peak("bf16"), core_gemm_max=gm16, core_gemm_half_dim=d016)
+        kw.update(core_peak_flops=a.peak("bf16"), core_gemm_max=gm16 if core_gemm_max is None else core_gemm_max,
+                  core_gemm_half_dim=d016)
+        f, b, w = fp8_quantize_bytes(sh, micro_batch=p["micro_batch"], seq_len=p["seq"], recipe=src["fp8_recipe"],
+                                     transpose_copy=a.family != "blackwell", tp=p["tp"],
+                                     sequence_parallel=p["sp"])
+        df, db = te_module_cast_bytes(p, src["fp8_recipe"], a.family != "blackwell")
+        mem = dict(memory_bandwidth=a.memory_bandwidth, memory_efficiency=iso["memory"])
+        cast_f, cast_b = float(memory_time(f + w + df, **mem)), float(memory_time(b + db, **mem))
     lt = layer_compute_time(sh, **kw)
-    fwd = lt.forward - (0.5 * lt.attention_core if causal_half and p["causal"] else 0.0)
-    t = {"fwd": fwd, "bwd": 2.0 * fwd + (fwd if p["recompute"] == "full" else
-                                         lt.attention_core if p["recompute"] == "selective" else 0.0),
-         "fwd+bwd": 3.0 * fwd}[p["measured"]]
+    fwd = lt.forward + cast_f
+    bwd = lt.backward + cast_b + lt.recompute + (cast_f if p["recompute"] == "full" else 0.0)
+    t = {"fwd": fwd, "bwd": bwd, "fwd+bwd": fwd + bwd}[p["measured"]]
     return np.asarray(t, dtype=float) + comm_time(p, src)
 
 
 def best_gemm_max(pts: list[dict[str, Any]], src: dict[str, Any], acc: str | None = None,
-                  causal_half: bool = False) -> float:
+                  core_gemm_max: float | None = None) -> float:
     """gemm_max on GRID minimising sum ln(model/measured)^2 over pts; NaN when even gemm_max 1 is too slow."""
     meas = np.array([p["ms"] * 1e-3 for p in pts])
-    pred = np.stack([model_time(p, src, GRID, acc, causal_half) for p in pts], axis=-1)
+    pred = np.stack([model_time(p, src, GRID, acc, core_gemm_max) for p in pts], axis=-1)
     sse = np.sum(np.log(pred / meas) ** 2, axis=-1)
     i = int(np.argmin(sse))
     return float("nan") if i == len(GRID) - 1 else float(GRID[i])
 
 
 def run(doc: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """One row per (source, precision, accelerator) fit, with its points."""
+    """One row per (source, precision, accelerator) fit, with its points. The 16-bit groups are fitted first: an
+    fp8 group's BF16 attention core runs on its source's own 16-bit in-layer fit on the same accelerator where
+    there is one (what the step model does once that fit is the catalog's BF16 curve), else on the catalog's."""
     doc = doc or load()
     rows: list[dict[str, Any]] = []
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for p in doc["points"]:
         if p.get("fit", True):
             groups.setdefault((p["src"], _group(p["prec"])), []).append(p)
-    for (name, group), pts in groups.items():
+    bf16_fit: dict[tuple[str, str], float] = {}
+    for (name, group), pts in sorted(groups.items(), key=lambda kv: kv[0][1] == "fp8"):
         src = doc["sources"][name]
         accs = [pts[0]["acc"]] + (["h100-pcie"] if name == "TE-GS-PT" else [])  # SKU not stated: PCIe as a bound
         for acc in accs:
             iso = isolated_curve(acc, pts[0]["prec"])["gemm_max"]
-            gm = best_gemm_max(pts, src, acc)
-            gm_c = best_gemm_max(pts, src, acc, causal_half=True)
+            core = bf16_fit.get((name, acc)) if group == "fp8" else None
+            core = core if core is not None and np.isfinite(core) else None
+            gm = best_gemm_max(pts, src, acc, core)
+            if group == "16bit":
+                bf16_fit[(name, acc)] = gm
             per_point = []
             for p in pts:
-                single = best_gemm_max([p], src, acc)
-                t = float(model_time(p, src, gm, acc)[()]) if np.isfinite(gm) else float("nan")
+                single = best_gemm_max([p], src, acc, core)
+                t = float(model_time(p, src, gm, acc, core)[()]) if np.isfinite(gm) else float("nan")
                 per_point.append({"row": p["row"], "measured_ms": p["ms"], "model_ms": 1e3 * t,
                                   "gemm_max": single, "factor": single / iso,
                                   "comm_ms": 1e3 * comm_time(p, src)})
             rows.append({"source": name, "acc": acc, "group": group, "isolated_gemm_max": iso, "gemm_max": gm,
-                         "factor": gm / iso, "factor_causal_half": gm_c / iso, "status": src.get("status", ""),
+                         "factor": gm / iso, "core_gemm_max": core, "status": src.get("status", ""),
                          "points": per_point})
     return rows
 
@@ -168,13 +239,14 @@ GPT3_TP8_GEMMS = ((2048, 3 * 12288 // 8, 12288), (2048, 12288, 12288 // 8), (204
 
 def gemm_kernels(doc: dict[str, Any] | None = None) -> dict[str, float]:
     """FUSER-TE-NSYS: the measured forward GEMM kernel sum against the model's GEMM time on H100 SXM's isolated
-    curve and on its in-layer (catalog) curve, seconds."""
+    curve and on its in-layer (catalog, Hopper BF16 factor) curve, seconds."""
     doc = doc or load()
     measured = sum(doc["sources"]["FUSER-TE-NSYS"]["gemm_kernels_ns"]) * 1e-9
     a = load_accelerator("h100-sxm", overrides=[])
     iso = isolated_curve("h100-sxm", "bf16")
     out = {"measured": measured, "flops": float(sum(2.0 * m * n * k for m, n, k in GPT3_TP8_GEMMS))}
-    for key, gm in (("isolated", iso["gemm_max"]), ("in_layer", iso["gemm_max"] * IN_LAYER_GEMM_FACTOR)):
+    factor = in_layer_gemm_factor("hopper", "bf16")
+    for key, gm in (("isolated", iso["gemm_max"]), ("in_layer", iso["gemm_max"] * factor)):
         out[key] = float(sum(gemm_time(m, n, k, peak_flops=a.peak("bf16"), memory_bandwidth=a.memory_bandwidth,
                                        gemm_max=gm, gemm_half_dim=iso["gemm_half_dim"],
                                        memory_efficiency=iso["memory"]) for m, n, k in GPT3_TP8_GEMMS))
@@ -187,12 +259,13 @@ def main(argv: list[str]) -> int:
         clean = json.loads(json.dumps(rows), parse_constant=lambda c: None)  # NaN -> null: strict JSON
         print(json.dumps(clean, indent=1, allow_nan=False))
         return 0
-    print(f"In-layer GEMM factor implied by published per-layer timings (catalog IN_LAYER_GEMM_FACTOR "
-          f"{IN_LAYER_GEMM_FACTOR})\n")
+    print(f"In-layer GEMM factor implied by published per-layer timings (catalog: IN_LAYER_GEMM_FACTOR "
+          f"{IN_LAYER_GEMM_FACTOR}; hopper, blackwell (borrowed) {in_layer_gemm_factor('hopper', 'bf16')} BF16, "
+          f"{in_layer_gemm_factor('hopper', 'fp8')} FP8)\n")
     for r in rows:
         print(f"{r['source']} on {r['acc']} ({r['group']}): isolated gemm_max {r['isolated_gemm_max']:.3f}, "
-              f"in-layer fit {r['gemm_max']:.4f} -> factor {r['factor']:.3f} "
-              f"(causal core /2: {r['factor_causal_half']:.3f})")
+              f"in-layer fit {r['gemm_max']:.4f} -> factor {r['factor']:.3f}"
+              + (f" (BF16 core at gemm_max {r['core_gemm_max']:.4f})" if r["core_gemm_max"] else ""))
         for p in r["points"]:
             print(f"    {p['row']:34s} measured {p['measured_ms']:8.3f} ms  model {p['model_ms']:8.3f} ms "
                   f"({100 * (p['model_ms'] / p['measured_ms'] - 1):+5.1f} %)  comm {p['comm_ms']:5.3f} ms  "

@@ -5,8 +5,9 @@ Reads hardware/measurements/attention.yaml (or the file given). For every point 
 kernel call is :func:`scalemodel.cost.compute.flash_core_time` of ``b * h`` heads, ``s`` queries and keys,
 head dim ``d`` (= value head dim), 2-byte elements, on the catalog accelerator's 16-bit peak and GEMM curve
 (its ``compute_efficiency``, else the family default, as ``engine.job.build_job`` picks them); the backward is
-2 x that forward (``layer_compute_time``: backward = 2 x forward) and forward + backward 3 x. The step model
-does not see the causal mask: the same time is priced with and without it.
+2.5 x that forward (``layer_compute_time``: ``FLASH_BACKWARD_FLOP_RATIO``, the backward recomputes Q K^T) and
+forward + backward 3.5 x. A causal call attends ``transformer.causal_mean_keys(s, s)`` = (s + 1) / 2 keys per
+query, as the step model's ``Shape.causal_keys`` (the kernels skip the masked blocks).
 
 The model time is turned into TFLOP/s in the source's FLOP convention (``flop_conventions`` of the YAML; the
 FlashAttention benchmarks count 4 b h s^2 d forward FLOPs, halved when causal, backward 2.5x and forward +
@@ -16,11 +17,12 @@ time - 1``: positive when the model prices the call faster than the kernel ran.
 Prints one row per point; then per accelerator x kernel x causal x direction the count, median |error|,
 bias (median signed error) and worst error; then the measured causal / non-causal time ratio for every shape
 published both ways (t_causal / t_full = 0.5 x TFLOP/s_full / TFLOP/s_causal in this convention; the model's
-ratio is 1); and the measured (forward + backward) / forward time where a kernel is published both ways (the
-model's ratio is 3). ``--isolated`` divides the catalog gemm_max by the in-layer factor
-(``cost.compute.IN_LAYER_GEMM_FACTOR``), i.e. prices the call on the isolated-GEMM level the catalog curve was
-derived from (gemm_half_dim unchanged; capped at 1), since a kernel benchmark, like a GEMM microbenchmark, runs
-the call alone. ``--json`` writes the same as one strictly valid JSON object.
+ratio is about 0.5: (s + 1) / 2 keys on the GEMM curve); and the measured (forward + backward) / forward time
+where a kernel is published both ways (the model's ratio is 3.5). ``--isolated`` divides the catalog gemm_max by
+the in-layer factor of its family and precision (``cost.compute.in_layer_gemm_factor``), i.e. prices the call on
+the isolated-GEMM level the catalog curve was derived from (gemm_half_dim unchanged; capped at 1), since a kernel
+benchmark, like a GEMM microbenchmark, runs the call alone. ``--json`` writes the same as one strictly valid JSON
+object.
 
 Usage: python scripts/validate_attention.py [attention.yaml] [--isolated] [--json]
 """
@@ -36,14 +38,21 @@ from typing import Any
 
 import yaml
 
-from scalemodel.cost.compute import IN_LAYER_GEMM_FACTOR, default_efficiency, flash_core_time
+from scalemodel.cost.compute import (
+    FLASH_BACKWARD_FLOP_RATIO,
+    default_efficiency,
+    flash_core_time,
+    in_layer_gemm_factor,
+)
+from scalemodel.cost.transformer import causal_mean_keys
 from scalemodel.errors import InputError
 from scalemodel.specs import files, load_accelerator, yamlread
 
 DEFAULT = Path(__file__).resolve().parents[1] / "hardware" / "measurements" / "attention.yaml"
 
-#: step-model time of one call, in forward-call times (layer_compute_time: backward = 2 x forward)
-MODEL_CALLS = {"fwd": 1.0, "bwd": 2.0, "fwd+bwd": 3.0}
+#: step-model time of one call, in forward-call times (layer_compute_time: the flash core's backward is
+#: FLASH_BACKWARD_FLOP_RATIO = 2.5 x its forward)
+MODEL_CALLS = {"fwd": 1.0, "bwd": FLASH_BACKWARD_FLOP_RATIO, "fwd+bwd": 1.0 + FLASH_BACKWARD_FLOP_RATIO}
 
 #: FLOP conventions a source may state: (factor on the forward FLOPs when causal, {direction: multiple of
 #: the forward FLOPs}). fa-benchmark: Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py flops()
@@ -130,8 +139,9 @@ def evaluate(sources: dict[str, Any], points: list[dict[str, Any]], *, isolated:
         acc = accs[p["acc"]]
         gm, d0, mem = _curve(acc, p["dtype"])
         if isolated:
-            gm = min(gm / IN_LAYER_GEMM_FACTOR, 1.0)
-        t_fwd = float(flash_core_time(p["s"], p["s"], p["d"], p["d"], p["b"] * p["h"], peak_flops=acc.peak(p["dtype"]),
+            gm = min(gm / in_layer_gemm_factor(acc.family, p["dtype"]), 1.0)
+        keys = float(causal_mean_keys(p["s"], p["s"])) if p["causal"] else p["s"]  # as Shape.causal_keys
+        t_fwd = float(flash_core_time(p["s"], keys, p["d"], p["d"], p["b"] * p["h"], peak_flops=acc.peak(p["dtype"]),
                                       memory_bandwidth=acc.memory_bandwidth, gemm_max=gm, gemm_half_dim=d0,
                                       memory_efficiency=mem, elem_bytes=2.0))
         t_model = MODEL_CALLS[p["dir"]] * t_fwd
@@ -188,7 +198,7 @@ def ratio_groups(ratios: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def direction_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Measured (forward + backward) / forward time for every shape published both ways for the same kernel and
-    mask (the model's ratio is 3: backward = 2 x forward). The two points may come from different sources
+    mask (the model's ratio is 3.5: backward = 2.5 x forward). The two points may come from different sources
     (``cross_source``), i.e. different releases of the kernel."""
     fwd = {(r["acc"], r["kernel"], r["causal"], r["d"], r["s"]): r for r in rows if r["dir"] == "fwd"}
     out = []
@@ -204,7 +214,7 @@ def direction_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def report(rows: list[dict[str, Any]], isolated: bool) -> str:
-    lines = [f"fused attention core (cost.compute.flash_core_time; bwd = 2 x fwd, fwd+bwd = 3 x) vs published "
+    lines = [f"fused attention core (cost.compute.flash_core_time; bwd = 2.5 x fwd, fwd+bwd = 3.5 x) vs published "
              f"kernels; curve: {'isolated (catalog gemm_max / in-layer factor)' if isolated else 'catalog'}",
              f"{'src':9} {'acc':13} {'kernel':8} {'dir':7} {'causal':6} {'d':>4} {'s':>6} {'meas':>6} "
              f"{'model':>6} {'error':>7}"]
@@ -219,7 +229,7 @@ def report(rows: list[dict[str, Any]], isolated: bool) -> str:
                      f"{g['median_abs_error']:>8.1%} {g['bias']:>+7.1%} {g['worst_error']:>+7.1%}"
                      f"{' *' if g['inferred'] else ''}")
     rg = ratio_groups(causal_ratios(rows))
-    lines += ["", "measured causal / non-causal time ratio, same shape (the model prices 1.00)",
+    lines += ["", "measured causal / non-causal time ratio, same shape (the model prices about 0.50)",
               f"{'acc':13} {'kernel':8} {'dir':7} {'n':>3} {'median':>6} {'min':>5} {'max':>5} {'s>=2k':>6}"]
     for g in rg:
         lk = "" if g["median_s_ge_2k"] is None else f"{g['median_s_ge_2k']:.2f}"
@@ -227,7 +237,7 @@ def report(rows: list[dict[str, Any]], isolated: bool) -> str:
                      f"{g['max']:>5.2f} {lk:>6}{' *' if g['inferred'] else ''}")
     dr = direction_ratios(rows)
     if dr:
-        lines += ["", "measured (fwd+bwd) / fwd time, same kernel, mask and shape (the model prices 3.00; "
+        lines += ["", "measured (fwd+bwd) / fwd time, same kernel, mask and shape (the model prices 3.50; "
                   "x = the two from different sources)",
                   f"{'acc':13} {'kernel':8} {'causal':6} {'d':>4} {'s':>6} {'ratio':>6}"]
         for q in dr:

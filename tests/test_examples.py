@@ -517,7 +517,9 @@ def test_communication_reduction(cli: Any) -> None:
     assert fp32_all["breakdown_s"]["dp_comm"] > 1.8 * bf16_all["breakdown_s"]["dp_comm"]
     assert at("--precision", "fp32")["step_time_s"] > 2 * base["step_time_s"]
     assert bf16_all["step_time_s"] > base["step_time_s"]  # overlap helps, by at most the backward pass
-    assert bf16_all["step_time_s"] - base["step_time_s"] <= 2 / 3 * base["breakdown_s"]["compute"] * (1 + 1e-9)
+    # the backward is 2 x the forward, plus 0.5 x the fused attention core (its backward recomputes Q K^T,
+    # cost.compute.FLASH_BACKWARD_FLOP_RATIO): between 2/3 and (2 + 0.5) / (3 + 0.5) = 5/7 of the compute
+    assert bf16_all["step_time_s"] - base["step_time_s"] <= 5 / 7 * base["breakdown_s"]["compute"] * (1 + 1e-9)
     # ... and by at most 3/4 of the all-reduce: the last of its 4 one-GB buckets starts after the backward
     assert base["breakdown_s"]["dp_comm"] >= bf16_all["breakdown_s"]["dp_comm"] / 4
     acc = at("--global-batch", "65536")  # 8 micro-batches of 4 per all-reduce instead of 1

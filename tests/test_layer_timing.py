@@ -1,7 +1,8 @@
 """hardware/measurements/layer_timing.yaml and scripts/fit_in_layer_factor.py.
 
 The A100 row must give back IN_LAYER_GEMM_FACTOR from Korthikanti et al. 2022 Table 4 (the times typed from the
-paper); one model time is recomputed by hand from the roofline formulas of scalemodel/cost/compute.py's
+paper), the H100 rows of Transformer Engine's guide Hopper's factors (HOPPER_IN_LAYER_GEMM_FACTOR); model times are
+recomputed by hand from the roofline formulas of scalemodel/cost/compute.py's
 docstring; the all-reduce time from the nccl-tests table's two neighbouring rows.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scalemodel.cost.compute import IN_LAYER_GEMM_FACTOR
+from scalemodel.cost.compute import HOPPER_IN_LAYER_GEMM_FACTOR, IN_LAYER_GEMM_FACTOR
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -108,4 +109,80 @@ def test_fuser_nsys_gemm_kernels_by_hand() -> None:
     assert g["flops"] == pytest.approx(2 * 2048 * (4608 * 12288 + 12288 * 1536 + 2 * 6144 * 12288))
     assert g["measured"] == pytest.approx(1.184025e-3, rel=1e-6)
     assert g["measured"] < g["isolated"] < g["in_layer"]
-    assert g["in_layer"] / g["isolated"] == pytest.approx(1 / IN_LAYER_GEMM_FACTOR, rel=0.02)  # d0 terms ~1
+    assert g["in_layer"] / g["isolated"] == pytest.approx(1 / HOPPER_IN_LAYER_GEMM_FACTOR["16bit"], rel=0.02)
+
+
+def _flash(q: float, k: float, d: float, count: float, gm: float, d0: float, peak: float, bw: float) -> float:
+    """Fused core (scalemodel/cost/compute.py flash_core_time): Q K^T and P V on the GEMM curve against Q, K, V, O."""
+    eff1 = gm * q / (q + d0) * k / (k + d0) * d / (d + d0)
+    return max(2 * q * k * count * 2 * d / eff1 / peak, 2 * (q + k) * d * 2 * count / bw)
+
+
+H100 = dict(peak=989.4e12, bw=3.35e12 * 0.88)  # catalog h100-sxm: dense BF16 peak; HBM3 x memory fraction 0.88
+T, HID, FFN, SEQ = 16384.0, 4096.0, 16384.0, 2048.0
+
+
+def _te_layer_by_hand(gm: float, d0: float, peak: float, core_gm: float) -> tuple[float, float, float]:
+    """(forward without the core, causal core forward, memory time) of the TE guide's layer: GEMMs QKV T x 12288 x
+    4096, O T x 4096 x 4096, FC1 T x 16384 x 4096, FC2 T x 4096 x 16384 at (gm, d0, peak); the fused core of 256
+    heads over (s + 1)/2 = 1024.5 keys per query (the causal mask), d 128, at BF16 on core_gm with d0 87;
+    memory (4 eb + 2 (3 eb + 1)) T h + 2 eb T f bytes, eb 2."""
+    bw = H100["bw"]
+    gemms = sum(_gemm(T, n, k, 1, gm, d0, peak, bw) for n, k in ((3 * HID, HID), (HID, HID), (FFN, HID), (HID, FFN)))
+    core = _flash(SEQ, (SEQ + 1) / 2, 128, 256, core_gm, 87.0, H100["peak"], bw)
+    mem = ((4 * 2 + 2 * (3 * 2 + 1)) * T * HID + 2 * 2 * T * FFN) / bw
+    return gemms, core, mem
+
+
+def test_te_attention_row_model_time_by_hand() -> None:
+    """'TE Unfused + TE Attention' (causal te.DotProductAttention) at gemm_max 0.669: forward = GEMMs + memory +
+    core over the causal keys; backward = 2 x (GEMMs + memory) + 2.5 x core (FlashAttention-2 Algorithm 2: five
+    matmuls against two), so fwd+bwd = 3 (GEMMs + memory) + 3.5 core."""
+    gm = 0.669
+    gemms, core, mem = _te_layer_by_hand(gm, 87.0, H100["peak"], gm)
+    by_hand = 3 * (gemms + mem) + 3.5 * core
+    p = next(q for q in DOC["points"] if q["src"] == "TE-GS-PT" and q["row"] == "TE Unfused + TE Attention")
+    assert float(fl.model_time(p, DOC["sources"]["TE-GS-PT"], gm)[()]) == pytest.approx(by_hand, rel=1e-9)
+
+
+def test_te_fp8_row_model_time_by_hand() -> None:
+    """'TE TransformerLayer + FP8' at fp8 gemm_max 0.675 (d0 155, 1979 TFLOP/s), the core in BF16 at 0.669, plus
+    the delayed-scaling casts of Transformer Engine on Hopper (cost.compute.fp8_quantize_bytes' table, per element):
+    QKV and FC1 inputs from the fused norm 1 - 2 + 2 (FP8 norm output, transpose kernel), proj and FC2 inputs and every
+    dY 2 + 1 + 1; weights (3h^2 + h^2 + 2hf) x 4 once per call. Forward 6 T h + 4 T f, backward (12 + 4 + 4) T h +
+    4 T f, weights 4 W bytes, at 3.35 TB/s x 0.88 (Megatron-Core's layer spec). The row's te.LayerNormMLP writes FC2's
+    FP8 input from the GELU kernel and FC1's FP8 output gradient from the dGELU kernel (te_modules 'fused'): the
+    16-bit activation write and the cast's read of it, 2 + 2 bytes per T f element, drop each way: - 8 T f.
+    'TE Unfused + TE Attention + FP8' (te.LayerNorm + te.Linear): its QKV and FC1 inputs are cast from the norm's
+    16-bit output, 2 + 1 + 1 instead of 1 - 2 + 2: + 3 x 2 T h."""
+    gemms, core, mem = _te_layer_by_hand(0.675, 155.0, 1979e12, 0.669)
+    weights = 4 * HID * HID + 2 * HID * FFN
+    megatron = (26 * T * HID + 8 * T * FFN + 4 * weights) / H100["bw"]
+    assert 1.55e-3 < megatron < 1.65e-3  # 4.70 GB
+    f, b, w = fl.fp8_quantize_bytes(fl.shape(layers=1, hidden=4096, heads=32, vocab=32000, ffn_hidden=16384,
+                                             causal=True), micro_batch=8, seq_len=2048, recipe="delayed")
+    assert float(f + b + w) / H100["bw"] == pytest.approx(megatron, rel=1e-12)
+    for row, casts in (("TE TransformerLayer + FP8", megatron - 8 * T * FFN / H100["bw"]),
+                       ("TE Fused + TE Attention + FP8", megatron - 8 * T * FFN / H100["bw"]),
+                       ("TE Unfused + TE Attention + FP8", megatron + 6 * T * HID / H100["bw"])):
+        by_hand = 3 * (gemms + mem) + 3.5 * core + casts
+        p = next(q for q in DOC["points"] if q["src"] == "TE-GS-PT" and q["row"] == row)
+        model = float(fl.model_time(p, DOC["sources"]["TE-GS-PT"], 0.675, core_gemm_max=0.669)[()])
+        assert model == pytest.approx(by_hand, rel=1e-9), row
+
+
+def test_hopper_factors_come_from_the_te_guide() -> None:
+    """HOPPER_IN_LAYER_GEMM_FACTOR is what the guide's H100 rows imply over the H100 SXM microbenchmark fits (BF16
+    0.803, FP8 0.709, both the MAMF bound): least squares on ln time over the three BF16 rows, then over the three
+    FP8 rows with the core on the BF16 in-layer fit. NVIDIA/Fuser's tp-8 layer implies far less (not used: its
+    all-reduces ran NCCL RING_LL and host gaps may be included); an H100 PCIe cannot reach the guide's times."""
+    rows = {(r["source"], r["acc"], r["group"]): r for r in fl.run(DOC)}
+    bf16, fp8 = rows[("TE-GS-PT", "h100-sxm", "16bit")], rows[("TE-GS-PT", "h100-sxm", "fp8")]
+    assert bf16["isolated_gemm_max"] == pytest.approx(794.5 / 989.4, abs=5e-4)
+    assert fp8["isolated_gemm_max"] == pytest.approx(1402.6 / 1979, abs=5e-4)
+    assert bf16["factor"] == pytest.approx(HOPPER_IN_LAYER_GEMM_FACTOR["16bit"], abs=0.002)
+    assert fp8["factor"] == pytest.approx(HOPPER_IN_LAYER_GEMM_FACTOR["fp8"], abs=0.002)
+    assert fp8["core_gemm_max"] == bf16["gemm_max"]
+    assert all(abs(q["model_ms"] / q["measured_ms"] - 1) < 0.05 for q in bf16["points"] + fp8["points"])
+    assert rows[("FUSER-TE", "h100-sxm", "16bit")]["factor"] < 0.70
+    assert math.isnan(rows[("TE-GS-PT", "h100-pcie", "16bit")]["factor"])

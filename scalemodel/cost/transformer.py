@@ -119,6 +119,7 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     sliding_window_pattern: np.ndarray  # every k-th layer global, the rest local (0 = all local)
     dropout: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(True))  # bool: dropout masks stored
     mtp_layers: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(0.0))  # multi-token prediction modules
+    causal: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(True))  # bool: causal mask (decoder)
 
     @property
     def moe_layers(self) -> np.ndarray:
@@ -165,6 +166,29 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
         local = self.local_layer_fraction
         return (1.0 - local) * s + local * np.minimum(s, np.where(self.sliding_window > 0, self.sliding_window, s))
 
+    def causal_keys(self, seq_len: ArrayLike) -> np.ndarray:
+        """Keys one query attends under the causal mask, averaged over the queries and layers: query i (from 0)
+        attends min(i + 1, w) keys (w = s in global layers, min(s, window) in local ones), so the mean is
+        ``w - w (w - 1) / (2 s)``: (s + 1) / 2 in a global layer. These are the score entries a fused kernel
+        computes, skipping the masked blocks (Dao 2023, FlashAttention-2, arXiv 2307.08691 §3.1.1; the
+        FlashAttention benchmark halves the causal FLOP count, flash-attention benchmarks/
+        benchmark_flash_attention.py ``flops``). A bidirectional model (``causal`` false) attends
+        :meth:`attended_keys`."""
+        s = np.asarray(seq_len, dtype=float)
+        local = self.local_layer_fraction
+        w_local = np.minimum(s, np.where(self.sliding_window > 0, self.sliding_window, s))
+        causal = (1.0 - local) * causal_mean_keys(s, s) + local * causal_mean_keys(s, w_local)
+        return np.where(self.causal, causal, self.attended_keys(s))
+
+
+def causal_mean_keys(seq_len: ArrayLike, window: ArrayLike) -> np.ndarray:
+    """Mean keys per query of a causal mask over ``seq_len`` queries whose window holds ``window`` <= seq_len keys:
+    query i (from 0) attends min(i + 1, w), so the sum is s w - w (w - 1) / 2 and the mean ``w - w (w - 1) / (2 s)``
+    ((s + 1) / 2 for w = s)."""
+    s = np.asarray(seq_len, dtype=float)
+    w = np.asarray(window, dtype=float)
+    return w - w * (w - 1.0) / (2.0 * s)
+
 
 def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: ArrayLike,
           kv_heads: ArrayLike | None = None, ffn_hidden: ArrayLike | None = None,
@@ -176,7 +200,7 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
           v_head_dim: ArrayLike | None = None, q_lora_rank: ArrayLike = 0, kv_lora_rank: ArrayLike = 0,
           qk_rope_head_dim: ArrayLike = 0, parallel_block: ArrayLike = False, norms_per_layer: ArrayLike = 2,
           sliding_window: ArrayLike = 0, sliding_window_pattern: ArrayLike = 0, dropout: ArrayLike = True,
-          mtp_layers: ArrayLike = 0) -> Shape:
+          mtp_layers: ArrayLike = 0, causal: ArrayLike = True) -> Shape:
     """Validate a transformer shape and apply the defaults (g = a, d = h/a, f = 4h, f_e = f, biases = not gated,
     d_v = d)."""
     L = _arr("layers", layers)
@@ -218,6 +242,7 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         sliding_window_pattern=_arr("sliding_window_pattern", sliding_window_pattern, strict=False),
         dropout=np.asarray(dropout, dtype=bool),
         mtp_layers=_arr("mtp_layers", mtp_layers, strict=False),
+        causal=np.asarray(causal, dtype=bool),
     )
 
 

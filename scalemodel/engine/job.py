@@ -133,7 +133,7 @@ def transformer_shape(workload: Any) -> Any:
         moe_experts=moe.experts if moe else 0, moe_top_k=moe.top_k if moe else 0,
         moe_ffn_hidden=moe.ffn_hidden if moe else None, moe_shared_experts=moe.shared_experts if moe else 0,
         moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0,
-        mtp_layers=workload.mtp_layers)
+        mtp_layers=workload.mtp_layers, causal=workload.causal)
 
 
 def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float | None = None,

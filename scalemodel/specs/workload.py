@@ -64,6 +64,9 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
         "hidden/attention dropout on in training (Megatron-LM's default 0.1, GPT-3): each layer stores two "
         "dropout masks; false for models trained with dropout 0 (Llama 3, Qwen3, DeepSeek-V3), whose masks "
         "PyTorch does not allocate"))] = True
+    causal: Annotated[bool, Meta(description=(
+        "causal (decoder) self-attention: a fused attention kernel computes only the unmasked score blocks, "
+        "about half (FlashAttention-2 §3.1.1); false for bidirectional encoders (BERT)"))] = True
     moe: MoESpec | None = None
     mtp_layers: Annotated[int, Meta(ge=0, le=1000, description=(
         "multi-token prediction modules D (DeepSeek-V3 report arXiv:2412.19437 section 2.2; HF "
