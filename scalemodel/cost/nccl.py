@@ -399,7 +399,9 @@ def nccl_inr_allreduce_time(S: np.ndarray, pl: Placement, gamma: float = 0.0, *,
             tree_net = np.where(N <= 2 + 1e-9, 2.0, 1.0)
         else:  # v_N S / k through the busiest head's NIC (docstring)
             tree_net = bus_factor / np.where(N <= 2 + 1e-9, 1.0, np.where(N <= 3 + 1e-9, 1.5, 2.0))
-        bus_t = np.minimum(np.minimum(intra, k * b_net * tree_net), cap)
+        # b_net is inf where no outer tier is spanned (one domain: NVLSTree does not apply, masked below)
+        net_t = np.where(multi, k * np.where(multi, b_net, 0.0) * tree_net, np.inf)
+        bus_t = np.minimum(np.minimum(intra, net_t), cap)
         lat_t = NVLS_LATENCY + 2.0 * _log2i(N) * NVLSTREE_NET_LATENCY
         with np.errstate(divide="ignore", invalid="ignore"):  # bus_t = 0 only where NVLSTree does not apply
             t_t = lat_t + (S + extra) * bus_factor / bus_t + red
