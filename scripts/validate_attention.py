@@ -36,7 +36,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import yaml
+from measurement_file import DataError, read_or_report  # noqa: E402  (scripts/, beside this file)
 
 from scalemodel.cost.compute import (
     FLASH_BACKWARD_FLOP_RATIO,
@@ -45,7 +45,6 @@ from scalemodel.cost.compute import (
     in_layer_gemm_factor,
 )
 from scalemodel.cost.transformer import causal_mean_keys
-from scalemodel.errors import InputError
 from scalemodel.specs import files, load_accelerator, yamlread
 
 DEFAULT = Path(__file__).resolve().parents[1] / "hardware" / "measurements" / "attention.yaml"
@@ -67,10 +66,6 @@ MIN_TFLOPS, MAX_TFLOPS = 1e-6, 1e6
 
 KEYS = ("src", "acc", "kernel", "dir", "causal", "dtype", "b", "h", "d", "s", "tflops")
 DTYPES = ("fp16", "bf16")
-
-
-class DataError(ValueError):
-    """A point or source the script cannot use: reported as one ``error:`` line, exit 2."""
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -256,14 +251,8 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     path = Path(args[0]) if args else DEFAULT
-    try:
-        sources, points = load(path)
-        rows = evaluate(sources, points, isolated="--isolated" in flags)
-    except (OSError, yaml.YAMLError) as e:
-        print(f"error: {path}: cannot read ({' '.join(str(e).split())}); a YAML measurement file", file=sys.stderr)
-        return 2
-    except (DataError, InputError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    rows = read_or_report(path, lambda: evaluate(*load(path), isolated="--isolated" in flags))
+    if rows is None:
         return 2
     if "--json" in flags:
         ratios = causal_ratios(rows)

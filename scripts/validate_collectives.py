@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
+from measurement_file import DataError, read_or_report  # noqa: E402  (scripts/, beside this file)
 
 from scalemodel.cost import collectives as C
 from scalemodel.cost.algorithms import ALGORITHMS
@@ -55,10 +55,6 @@ SPECIAL: dict[str, tuple[str, ...]] = {
     "nt212_h100_guidance": ("nvls_peak_algbw_GBps", "ring_effective_busbw_GBps", "user_algbw_GBps_at_256MB"),
 }
 SWEEP_ID = "az_nda100v4_allreduce_1node"
-
-
-class DataError(ValueError):
-    """A case the script cannot use: reported as one ``error:`` line, exit 2."""
 
 
 def _number(v: Any, where: str, lo: float, hi: float, unit: str) -> None:
@@ -310,13 +306,8 @@ def main(argv: list[str]) -> int:
         print(f"error: arguments: {what}; usage: {USAGE}", file=sys.stderr)
         return 2
     path = Path(args[0]) if args else CASES
-    try:
-        rows = evaluate(load(path), family, str(path))
-    except (OSError, yaml.YAMLError) as e:
-        print(f"error: {path}: cannot read ({' '.join(str(e).split())}); a YAML measurement file", file=sys.stderr)
-        return 2
-    except (DataError, InputError) as e:
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+    rows = read_or_report(path, lambda: evaluate(load(path), family, str(path)))
+    if rows is None:
         return 2
     if not all(math.isfinite(r[-1]) for r in rows):
         bad_rows = ", ".join(f"{r[0]} at {r[3]:g} B" for r in rows if not math.isfinite(r[-1]))
