@@ -18,6 +18,9 @@ Per element of a 16-bit tensor X quantized for an FP8 GEMM (2 bytes read, 1 byte
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -173,3 +176,33 @@ def test_megatron_fp8_recipe_flag(tmp_path: Any) -> None:
     f.write_text("--fp8-recipe mxfp8\n")
     sf = read_strategy_file(f)
     assert "fp8_recipe" not in sf.training and any("without --fp8-format" in u for u in sf.unused)
+
+
+def test_fused_norm_cast_saves_bytes_on_blackwell() -> None:
+    """Delayed scaling, Blackwell (no transposed copy): the LayerNormLinear's norm writes its output in FP8, 1 byte
+    per element instead of BF16's 2, and nothing else is cast, so the tensor moves 1 byte less than in BF16."""
+    n = 1000.0
+    got = compute._fp8_tensor_bytes("delayed", n, n, from_norm=True, transpose_copy=False, eb=2.0)
+    assert float(got) == pytest.approx(-n)
+
+
+def test_fp8_layer_that_saves_bytes_is_priced_not_refused() -> None:
+    """Regression (hypothesis, tests/test_physics.py): GPT 1.7B, tp 8 without sequence parallelism, delayed FP8 on
+    GB200. The two norm outputs (T h each, not split by TP) save 2 T h bytes, more than the casts of the TP-split
+    inputs add, so the layer's FP8 bytes sum below 0; memory_time refused that and predict failed. The saving is
+    now priced as a negative time, and the step stays positive and faster than the same run without the saving
+    can be (the BF16 norm bytes it saves from are in the layer)."""
+    kw = dict(micro_batch=4, seq_len=4096, recipe="delayed", transpose_copy=False, tp=8, elem_bytes=2.0)
+    sh = _shape(hidden=2304, heads=24, kv_heads=24, ffn_hidden=9216)
+    fwd, _bwd, _w = compute.fp8_quantize_bytes(sh, **kw)
+    T, h, f, t = 4 * 4096, 2304, 9216, 8
+    # by hand: QKV and FC1 inputs from fused norms (-1 B each over T h), proj input (3 B over T h / t), FC2 input
+    # (3 B over T f / t)
+    assert float(fwd) == pytest.approx(-2 * T * h + 3 * T * h / t + 3 * T * f / t)
+    assert float(fwd) < 0
+    out = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "-m", "gpt-1.7b", "-c", "gb200-nvl72",
+                          "-n", "8", "--tp", "8", "--micro-batch", "4", "--global-batch", "32", "--no-flash-attention",
+                          "--set", "training.precision=fp8", "--set", "training.fp8_recipe=delayed",
+                          "--set", "training.seq_len=4096", "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert 0 < json.loads(out.stdout)["step_time_s"] < float("inf")

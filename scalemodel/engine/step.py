@@ -396,9 +396,15 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float) -> tuple[np.
     mem = dict(memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
     m = microbatches(g)
 
+    def signed(nbytes: np.ndarray) -> np.ndarray:
+        # the bytes are a difference from the BF16 run: a delayed-scaling norm that writes FP8 (1 byte instead of
+        # eb) saves more than the casts add on Blackwell (no transposed copy) with TP and no SP, so the sum may be
+        # below 0; the layer's own norm bytes, which it saves from, keep the layer time positive
+        return np.sign(nbytes) * compute.memory_time(np.abs(nbytes), **mem)
+
     def times(parts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         f, b, w = parts
-        return compute.memory_time(f + w / m, **mem), compute.memory_time(b, **mem)
+        return signed(f + w / m), signed(b)
 
     f, b = times(compute.fp8_quantize_bytes(job.shape, **kw))
     if moe_share > 0:
