@@ -383,6 +383,12 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     return out
 
 
+def _hbm_seconds(job: Job, nbytes: Any) -> np.ndarray:
+    """Memory-bound seconds of ``nbytes`` of HBM traffic on one of the job's GPUs (:func:`compute.memory_time` at
+    the accelerator's bandwidth and memory efficiency)."""
+    return compute.memory_time(nbytes, memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
+
+
 def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float) -> tuple[np.ndarray, np.ndarray]:
     """Seconds per layer and micro-batch (forward, backward) of an fp8 run's Transformer Engine quantization
     (:func:`scalemodel.cost.compute.fp8_quantize_bytes`, memory-bound at the HBM bandwidth x memory efficiency),
@@ -393,14 +399,13 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float) -> tuple[np.
     kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
                               transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
                               sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes)
-    mem = dict(memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
     m = microbatches(g)
 
     def signed(nbytes: np.ndarray) -> np.ndarray:
         # the bytes are a difference from the BF16 run: a delayed-scaling norm that writes FP8 (1 byte instead of
         # eb) saves more than the casts add on Blackwell (no transposed copy) with TP and no SP, so the sum may be
         # below 0; the layer's own norm bytes, which it saves from, keep the layer time positive
-        return np.sign(nbytes) * compute.memory_time(np.abs(nbytes), **mem)
+        return np.sign(nbytes) * _hbm_seconds(job, np.abs(nbytes))
 
     def times(parts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         f, b, w = parts
@@ -501,7 +506,7 @@ def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     dense, expert = _params_per_gpu(job, g)
     nbytes = compute.fsdp_flat_grad_bytes(dense + expert, param_bytes=job.elem_bytes, reduce_bytes=job.grad_bytes,
                                           divide=g.dp > 1)
-    t = compute.memory_time(nbytes, memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
+    t = _hbm_seconds(job, nbytes)
     return np.asarray(np.where(g.fsdp_flat_param & (g.zero >= Zero.GRADIENTS), t, 0.0))
 
 
@@ -516,9 +521,8 @@ def _with_attention_unpad(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
         return fwd_l, bwd_l, rec_l
     f_b, b_b = compute.attention_unpad_bytes(job.shape, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len,
                                              tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
-    mem = dict(memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
-    f_t = np.where(on, compute.memory_time(f_b, **mem), 0.0)
-    b_t = np.where(on, compute.memory_time(b_b, **mem), 0.0)
+    f_t = np.where(on, _hbm_seconds(job, f_b), 0.0)
+    b_t = np.where(on, _hbm_seconds(job, b_b), 0.0)
     return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
 
 
@@ -1474,8 +1478,8 @@ def _stage_params(job: Job, kw: dict[str, Any], **stage: Any) -> np.ndarray:
 
 
 def _last_stage_memory(job: Job, g: StrategyGrid, br: memory.MemoryBreakdown, last: np.ndarray,
-                           kw: dict[str, Any], rank: np.ndarray, params: np.ndarray
-                           ) -> tuple[memory.MemoryBreakdown, np.ndarray, np.ndarray]:
+                       kw: dict[str, Any], rank: np.ndarray, params: np.ndarray
+                       ) -> tuple[memory.MemoryBreakdown, np.ndarray, np.ndarray]:
     """The larger of ``br`` and the last pipeline stage's memory (pp > 1): its ``last`` layers, the output layer
     (its own V h / t weight, gradient and optimizer states, tied or not: :func:`scalemodel.cost.memory.params_per_gpu`)
     and its fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B); with D multi-token
