@@ -1148,8 +1148,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     param_gather = np.where(dp > 1, param_gather, 0.0)
     ps_worker = ps_round = np.zeros(1)
     if np.any(g.ps_servers > 0):
-        # Parameter server at machine level (BytePS analysis, docs/model.md#parameter-server).
-        ex = _ps_exchange(job, g, data, n_params * q)
+        # Parameter server at machine level (BytePS analysis, docs/model.md#parameter-server), over the replicas
+        # with their cp ranks (red), which reduce together as they do for the all-reduce above
+        ex = _ps_exchange(job, g, red, n_params * q)
         uses_ps = g.ps_servers > 0
         total = np.where(uses_ps, np.where(dp > 1, ex["time"] + codec, 0.0), total)
         param_gather = np.where(uses_ps, 0.0, param_gather)
@@ -1170,7 +1171,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
 
 def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes: np.ndarray) -> dict[str, np.ndarray]:
     """A parameter server's push + pull for the data-parallel group ``data``, machine by machine
-    (:func:`scalemodel.cost.ps.ps_exchange`; docs/model.md#parameter-server).
+    (:func:`scalemodel.cost.ps.ps_exchange`; docs/model.md#parameter-server). ``data`` is the group that
+    reduces the gradients: with context parallelism the replicas with their cp ranks (``DataParallelGroups.sharding``,
+    Megatron-Core's dp-cp group), whose partial gradients a node sums before its push.
 
     A node (``gpus_per_node`` GPUs) holds c0 = clip(floor(gpus_per_node / stride), 1, dp) replicas
     of the group. As BytePS does, each node first reduce-scatters their ``gpu_bytes`` over its inner
