@@ -324,8 +324,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
             # written (4 passes); catalog activation sizes are fp32, scaled to the training precision.
             flops = job.generic_flops_per_sample * (1.0 + job.generic_backward_factor) * b
             traffic = 4.0 * job.generic_activation_bytes * (job.elem_bytes / 4.0) * b
-            total = np.maximum(flops / (job.peak_flops * job.gemm_max),
-                               traffic / (job.memory_bandwidth * job.memory_efficiency))
+            total = np.maximum(flops / (job.peak_flops * job.gemm_max), _hbm_seconds(job, traffic))
         fwd = total / (1.0 + job.generic_backward_factor)
         recompute = np.where(g.recompute == Recompute.FULL, fwd, 0.0)
         bwd = total - fwd
@@ -486,7 +485,7 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
     m = microbatches(g)
     fp32_buffer = (job.grad_bytes >= 4.0) & (job.elem_bytes <= 2.0)
     per_param = np.where(fp32_buffer, BF16_OPTIMIZER_ACCUMULATE_BYTES, 3.0 * job.grad_bytes * (m - 1.0) / m)
-    t = (dense + expert) * per_param / (job.memory_bandwidth * job.memory_efficiency)
+    t = _hbm_seconds(job, (dense + expert) * per_param)
     return np.asarray(np.where(g.deepspeed_pipeline, t, 0.0))
 
 
@@ -990,10 +989,9 @@ def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np
     gb = job.grad_bytes
     q = np.select([g.compression == CompressionKind.FP16, g.compression == CompressionKind.INT8], [min(2.0, gb), 1.0],
                   default=gb)
-    mem_bw = job.memory_bandwidth * job.memory_efficiency
-    quant_codec = np.where(q < gb, 2.0 * (gb + q) * elements / mem_bw, 0.0)
+    quant_codec = np.where(q < gb, _hbm_seconds(job, 2.0 * (gb + q) * elements), 0.0)
     pair = gb + 4.0
-    topk_codec = (3.0 * gb + g.topk_ratio * pair * (1.0 + 2.0 * (g.dp - 1))) * elements / mem_bw
+    topk_codec = _hbm_seconds(job, (3.0 * gb + g.topk_ratio * pair * (1.0 + 2.0 * (g.dp - 1))) * elements)
     codec = np.where(g.compression == CompressionKind.TOPK, topk_codec, quant_codec)
     return q, codec
 
@@ -1387,7 +1385,7 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
-    return sharded * bytes_per_param / (job.memory_bandwidth * job.memory_efficiency)
+    return _hbm_seconds(job, sharded * bytes_per_param)
 
 
 def microbatches(g: StrategyGrid) -> np.ndarray:
