@@ -152,12 +152,18 @@ def test_tp_overlap_hides_tp_traffic_and_needs_sequence_parallelism(h100_job) ->
 def test_param_gather_under_the_first_forward_by_hand() -> None:
     g = grid_from_arrays(gpus=8, dp=8, tp=1, pp=1, micro_batch=1, global_batch=8, zero=1, overlap_param_gather=True)
     comp = {"backward_free": np.asarray(3.0), "forward_free": np.asarray(4.0)}
-    # G = 10: RS max(5 - 3, 0.5) = 2 under the backward, AG max(5 - 4, 0.5) = 1 under the next forward
-    assert val(_expose_param_gather(g, comp, np.asarray(10.0), np.asarray(0.1))) == pytest.approx(3.0)
+    # G = 10 with its all-gather AG = 5 (ZeRO-1, gradients and parameters of one dtype: half of RS + AG):
+    # RS max(5 - 3, 0.5) = 2 under the backward, AG max(5 - 4, 0.5) = 1 under the next forward
+    ag = np.asarray(5.0)
+    assert val(_expose_param_gather(g, comp, np.asarray(10.0), np.asarray(0.1), ag)) == pytest.approx(3.0)
     g0 = replace(g, overlap_param_gather=np.asarray(False))
-    assert val(_expose_param_gather(g0, comp, np.asarray(10.0), np.asarray(0.1))) == pytest.approx(7.0)  # max(7, 1)
-    g3 = replace(g, zero=np.asarray(4))  # FSDP: its own per-layer gathers; the switch does not apply
-    assert val(_expose_param_gather(g3, comp, np.asarray(10.0), np.asarray(0.1))) == pytest.approx(7.0)
+    assert val(_expose_param_gather(g0, comp, np.asarray(10.0), np.asarray(0.1), ag)) == pytest.approx(7.0)  # max(7, 1)
+    g3 = replace(g, zero=np.asarray(4))  # FSDP: its own per-layer gathers (no ZeRO-1/2 AG); the switch does not apply
+    assert val(_expose_param_gather(g3, comp, np.asarray(10.0), np.asarray(0.1), np.asarray(0.0))) == pytest.approx(7.0)
+    # no guessed all-gather: the caller passes _dp_comm's param_gather (a half-of-grads default priced a ZeRO-1 run
+    # with fp32 gradients as if RS and AG moved the same bytes)
+    with pytest.raises(TypeError):
+        _expose_param_gather(g, comp, np.asarray(10.0), np.asarray(0.1))  # type: ignore[call-arg]
 
 
 # ------------------------------------------------------------------ activation offload

@@ -773,12 +773,11 @@ def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: 
 
 
 def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray,
-                         last_bucket: np.ndarray, gather: np.ndarray | None = None) -> np.ndarray:
+                         last_bucket: np.ndarray, gather: np.ndarray) -> np.ndarray:
     """Exposed gradient sync, its ZeRO-1/2 parameter all-gather apart (docs/model.md#overlap-param-gather).
 
     ZeRO-1/2 synchronises by a reduce-scatter of the gradients, RS = ``grads`` - AG, and an all-gather of the
-    updated parameters, AG = ``gather`` (:func:`_dp_comm`'s ``param_gather``; not given: half of ``grads`` at
-    ZeRO-1/2, the split when gradients and parameters have one dtype, 0 otherwise). With Megatron-LM
+    updated parameters, AG = ``gather`` (:func:`_dp_comm`'s ``param_gather``, 0 where there is none). With Megatron-LM
     ``--overlap-param-gather`` the all-gather of each bucket is issued after the optimizer step and waited for by
     the forward pre-hook of the bucket's first layer in the next step (megatron/core/distributed/
     param_and_grad_buffer.py), so it runs under the first micro-batch's forward; the reduce-scatters stay under
@@ -797,7 +796,7 @@ def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np
     Other ZeRO stages (AG = 0): :func:`_expose` unchanged.
     """
     zero12 = (g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS)
-    ag = np.where(zero12, 0.5 * grads, 0.0) if gather is None else np.asarray(gather, dtype=float)
+    ag = np.asarray(gather, dtype=float)
     rs = np.maximum(grads - ag, 0.0)
     opg = g.overlap_param_gather & g.overlap & zero12
     hidden_ag = np.minimum(np.maximum(ag - comp["forward_free"], ag * last_bucket), ag)
