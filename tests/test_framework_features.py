@@ -65,7 +65,8 @@ def test_partial_recompute_adds_the_recomputed_layers_forward_only(h100_job) -> 
 
 def test_partial_recompute_memory_is_korthikanti_rows_by_hand() -> None:
     """GPT (f = 4h, MHA), no flash, no SP, t = 1: a_none = sbh(34 + 5as/h), a_full = 2sbh (Korthikanti
-    Table 2, bytes for 16-bit); r of n layers recomputed keep r a_full + (n - r) a_none + one working layer."""
+    Table 2, bytes for 16-bit); r of n layers recomputed keep r a_full + (n - r) a_none + one working layer; the
+    only stage (p = 1) also keeps the fp32 logits 4sbV and the final norm's and output layer's inputs 4sbh (§4.3)."""
     sh = transformer.shape(layers=8, hidden=256, heads=4, vocab=1000)
     s, b, h, a = 512, 2, 256, 4
     a_none = s * b * h * (34 + 5 * a * s / h)
@@ -73,18 +74,20 @@ def test_partial_recompute_memory_is_korthikanti_rows_by_hand() -> None:
     for r in (0, 3, 8):
         got = val(memory.activation_bytes(sh, micro_batch=b, seq_len=s, recompute="full", recomputed_layers=r))
         working = a_none if r > 0 else 0.0
-        emb, logits = s * b * h, 4 * s * b * 1000
-        assert got == pytest.approx(r * a_full + (8 - r) * a_none + working + emb + logits, rel=1e-12)
+        emb, logits, head_in = s * b * h, 4 * s * b * 1000, 4 * s * b * h
+        assert got == pytest.approx(r * a_full + (8 - r) * a_none + working + emb + logits + head_in, rel=1e-12)
 
 
 def test_uniform_recompute_memory_by_hand(h100_job) -> None:  # type: ignore[no-untyped-def]
     """Uniform, chunks of N = 3 over 8 layers: ceil(8/3) = 3 checkpointed inputs (2sbh) + one chunk of 3 layers
-    re-materialised (sbh(34 + 5as/h) each); time as full recompute."""
+    re-materialised (sbh(34 + 5as/h) each), the embedding mask sbh, logits 4sbV and head inputs 4sbh; time as full
+    recompute."""
     sh = transformer.shape(layers=8, hidden=256, heads=4, vocab=1000)
     s, b, h, a = 512, 2, 256, 4
     a_none = s * b * h * (34 + 5 * a * s / h)
     got = val(memory.activation_bytes(sh, micro_batch=b, seq_len=s, recompute="full", recompute_chunk=3))
-    assert got == pytest.approx(3 * 2 * s * b * h + 3 * a_none + s * b * h + 4 * s * b * 1000, rel=1e-12)
+    assert got == pytest.approx(3 * 2 * s * b * h + 3 * a_none + s * b * h + 4 * s * b * 1000 + 4 * s * b * h,
+                                rel=1e-12)
     _, full = run(h100_job, recompute="full")
     _, uni = run(h100_job, recompute="full", recompute_layers=4, recompute_method="uniform")
     assert val(uni.step_time) == pytest.approx(val(full.step_time), rel=1e-12)
@@ -149,12 +152,18 @@ def test_tp_overlap_hides_tp_traffic_and_needs_sequence_parallelism(h100_job) ->
 def test_param_gather_under_the_first_forward_by_hand() -> None:
     g = grid_from_arrays(gpus=8, dp=8, tp=1, pp=1, micro_batch=1, global_batch=8, zero=1, overlap_param_gather=True)
     comp = {"backward_free": np.asarray(3.0), "forward_free": np.asarray(4.0)}
-    # G = 10: RS max(5 - 3, 0.5) = 2 under the backward, AG max(5 - 4, 0.5) = 1 under the next forward
-    assert val(_expose_param_gather(g, comp, np.asarray(10.0), np.asarray(0.1))) == pytest.approx(3.0)
+    # G = 10 with its all-gather AG = 5 (ZeRO-1, gradients and parameters of one dtype: half of RS + AG):
+    # RS max(5 - 3, 0.5) = 2 under the backward, AG max(5 - 4, 0.5) = 1 under the next forward
+    ag = np.asarray(5.0)
+    assert val(_expose_param_gather(g, comp, np.asarray(10.0), np.asarray(0.1), ag)) == pytest.approx(3.0)
     g0 = replace(g, overlap_param_gather=np.asarray(False))
-    assert val(_expose_param_gather(g0, comp, np.asarray(10.0), np.asarray(0.1))) == pytest.approx(7.0)  # max(7, 1)
-    g3 = replace(g, zero=np.asarray(4))  # FSDP: its own per-layer gathers; the switch does not apply
-    assert val(_expose_param_gather(g3, comp, np.asarray(10.0), np.asarray(0.1))) == pytest.approx(7.0)
+    assert val(_expose_param_gather(g0, comp, np.asarray(10.0), np.asarray(0.1), ag)) == pytest.approx(7.0)  # max(7, 1)
+    g3 = replace(g, zero=np.asarray(4))  # FSDP: its own per-layer gathers (no ZeRO-1/2 AG); the switch does not apply
+    assert val(_expose_param_gather(g3, comp, np.asarray(10.0), np.asarray(0.1), np.asarray(0.0))) == pytest.approx(7.0)
+    # no guessed all-gather: the caller passes _dp_comm's param_gather (a half-of-grads default priced a ZeRO-1 run
+    # with fp32 gradients as if RS and AG moved the same bytes)
+    with pytest.raises(TypeError):
+        _expose_param_gather(g, comp, np.asarray(10.0), np.asarray(0.1))  # type: ignore[call-arg]
 
 
 # ------------------------------------------------------------------ activation offload

@@ -85,17 +85,21 @@ def test_uneven_split_is_accepted_as_predict_accepts_it(cli) -> None:  # type: i
 S, H8, F8, A8, G8, D8, V8 = 8192, 4096, 14336, 32, 8, 128, 128256
 LAYER_ACT = 8 * S * H8 + 2 * S * H8 + 4 * S * G8 * D8 + 2 * S * H8 + 6 * S * F8 + 4 * A8 * S
 LAYER8 = 218_112_000
+# the final norm's and output layer's 16-bit inputs, 2 sbh each, on the stage with the output layer (Korthikanti
+# et al. 2022 §4.3: 2sbh/t + 2sbh/t with sequence parallelism; 4 sbh on every tp rank without it)
+HEAD_IN8 = 4 * S * H8
 
 
 def test_last_stage_output_layer_and_logits_set_the_peak(cli) -> None:  # type: ignore[no-untyped-def]
     """Without MTP the last stage was never priced. pp 4 with first_stage_layers 2 and one micro-batch (m 1, every
     stage holds 1 in flight): the middle stages hold 10 layers; the last holds the same 10 layers, the output layer
-    V h (untied) with its gradient and Adam states, and the fp32 logits 4 s b V / t the cross entropy saves for its
+    V h (untied) with its gradient and Adam states, the fp32 logits 4 s b V / t the cross entropy saves for its
     backward (Korthikanti et al. 2022 §4; Megatron-Core vocab-parallel cross entropy casts .float() and saves
-    exp_logits). ZeRO 0: 2 + 2 + 12 bytes per parameter; 5 % fragmentation and 1 GB workspace."""
+    exp_logits) and the final norm's and output layer's inputs 4 s b h. ZeRO 0: 2 + 2 + 12 bytes per parameter;
+    5 % fragmentation and 1 GB workspace."""
     assert LAYER_ACT == 1_141_899_264
     params = 10 * LAYER8 + V8 * H8
-    act = 10 * LAYER_ACT + 4 * S * V8
+    act = 10 * LAYER_ACT + 4 * S * V8 + HEAD_IN8
     doc = _doc(cli, "-m", "llama3-8b", "-c", "dgx-h100", "-n", "32", "--pp", "4",
                "--set", "strategy.first_stage_layers=2")
     assert doc["peak_stage"] == {"rank": 3, "role": "last"}
@@ -106,10 +110,11 @@ def test_last_stage_output_layer_and_logits_set_the_peak(cli) -> None:  # type: 
 
 def test_last_stage_decides_the_verdict(cli) -> None:  # type: ignore[no-untyped-def]
     """Micro-batch 3 on the split above: the middle stage needs (16 x 10 layers + 3 x 10 LAYER_ACT) x 1.05 + 1 GB
-    = 73.6 GB and fits the H100's 80 GB; the last stage needs (16 (10 layers + V h) + 3 (10 LAYER_ACT + 4 s V))
-    x 1.05 + 1 GB = 95.7 GB and does not, so the strategy is out of memory for `memory` and `predict` alike."""
+    = 73.6 GB and fits the H100's 80 GB; the last stage needs (16 (10 layers + V h) + 3 (10 LAYER_ACT + 4 s V
+    + 4 s h)) x 1.05 + 1 GB = 96.1 GB and does not, so the strategy is out of memory for `memory` and `predict`
+    alike."""
     mid = (16 * 10 * LAYER8 + 3 * 10 * LAYER_ACT) * 1.05 + 1e9
-    last = (16 * (10 * LAYER8 + V8 * H8) + 3 * (10 * LAYER_ACT + 4 * S * V8)) * 1.05 + 1e9
+    last = (16 * (10 * LAYER8 + V8 * H8) + 3 * (10 * LAYER_ACT + 4 * S * V8 + HEAD_IN8)) * 1.05 + 1e9
     assert mid < 80e9 < last
     doc = _doc(cli, "-m", "llama3-8b", "-c", "dgx-h100", "-n", "32", "--pp", "4", "--micro-batch", "3",
                "--set", "strategy.first_stage_layers=2")
@@ -128,36 +133,40 @@ def test_tied_last_stage_holds_its_own_output_weight(cli) -> None:  # type: igno
     weight even when tied (skip_weight_param_allocation only where the stage also embeds), so it holds 12 layers +
     V h, / 8. Its activations (s 2048, b 1, no SP, flash): per layer 10 sbh replicated (two norm inputs, QKV and MLP
     inputs, two dropout masks) + (Q 2 sbh + K, V 4 sbh + O input 2 sbh + MLP 4 s f + lse 4 a s) / 8, and the fp32
-    logits 4 s V / 8. The first stage holds as many parameters (12 layers + the V h table, no learned positions)
-    but one dropout mask s h instead of the logits, so the last stage has the peak."""
+    logits 4 s V / 8, and the final norm's and output layer's inputs 4 s h (no SP: whole on every tp rank). The
+    first stage holds as many parameters (12 layers + the V h table, no learned positions) but one dropout mask s h
+    instead of the logits, so the last stage has the peak."""
     h, f, s, v, a, t = 12288, 49152, 2048, 51200, 96, 8
     params = (12 * (12 * h * h + 13 * h) + v * h) / t
     per_layer = 10 * s * h + (2 * s * h + 4 * s * h + 2 * s * h + 4 * s * f + 4 * a * s) / t
     doc = _doc(cli, "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "64", "--tp", "8", "--pp", "8")
     assert doc["peak_stage"] == {"rank": 7, "role": "last"}
     assert doc["params_per_gpu"] == pytest.approx(params, rel=1e-12)
-    assert doc["per_gpu_bytes"]["activations"] == pytest.approx(12 * per_layer + 4 * s * v / t, rel=1e-12)
+    assert doc["per_gpu_bytes"]["activations"] == pytest.approx(12 * per_layer + 4 * s * v / t + 4 * s * h,
+                                                               rel=1e-12)
 
 
 def test_gpipe_last_stage_keeps_every_micro_batch_logits(cli) -> None:  # type: ignore[no-untyped-def]
     """GPipe runs every forward before any backward, so the last stage keeps all m micro-batches' layer activations
-    and fp32 logits: global batch 32 over dp 8, m 4: 4 (10 LAYER_ACT + 4 s V) on the last stage (1F1B: the layers
-    of 1 micro-batch in flight and one micro-batch's logits)."""
+    and fp32 logits (and the head's inputs 4 s h): global batch 32 over dp 8, m 4: 4 (10 LAYER_ACT + 4 s V + 4 s h)
+    on the last stage (1F1B: the layers of 1 micro-batch in flight and one micro-batch's logits)."""
     doc = _doc(cli, "-m", "llama3-8b", "-c", "dgx-h100", "-n", "32", "--pp", "4", "--schedule", "gpipe",
                "--global-batch", "32", "--set", "strategy.first_stage_layers=2")
     assert doc["num_microbatches"] == 4 and doc["peak_stage"] == {"rank": 3, "role": "last"}
-    assert doc["per_gpu_bytes"]["activations"] == pytest.approx(4 * (10 * LAYER_ACT + 4 * S * V8), rel=1e-12)
+    assert doc["per_gpu_bytes"]["activations"] == pytest.approx(4 * (10 * LAYER_ACT + 4 * S * V8 + HEAD_IN8),
+                                                                          rel=1e-12)
 
 
 def test_largest_micro_batch_checks_every_stage(cli) -> None:  # type: ignore[no-untyped-def]
     """tp 4 with sequence parallelism, pp 2, first_stage_layers 17 (the last stage 15), ZeRO 0, no global batch
-    (m 1). Per GPU and sample everything is / 4: a layer LAYER_ACT / 4, the logits 4 s V / 4. At b 1 the first
+    (m 1). Per GPU and sample everything is / 4: a layer LAYER_ACT / 4, the logits 4 s V / 4, the head's inputs
+    4 s h / 4 (sequence parallel). At b 1 the first
     stage is the peak (more states), but the last stage gains more per sample (its logits beat the first stage's
     2 extra layers), so the first stage's closed form (b 12) overshoots: the last stage needs 84.1 GB at b 12 and
     78.5 GB at b 11, the largest micro-batch that fits 80 GB."""
     first_states = 16 * (17 * LAYER8 + V8 * H8) / 4
     last_states = 16 * (15 * LAYER8 + V8 * H8) / 4
-    first_act, last_act = 17 * LAYER_ACT / 4, 15 * LAYER_ACT / 4 + 4 * S * V8 / 4
+    first_act, last_act = 17 * LAYER_ACT / 4, 15 * LAYER_ACT / 4 + 4 * S * V8 / 4 + HEAD_IN8 / 4
 
     def total(states: float, act: float, b: int) -> float:
         return (states + b * act) * 1.05 + 1e9

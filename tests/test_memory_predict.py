@@ -83,9 +83,10 @@ def test_default_microbatches_follow_the_global_batch(cli):
     # 1F1B keeps min(m, pp) micro-batches in flight on the first stage (Narayanan et al. 2021 §2.2):
     # m = 1536 / 16 = 96 holds 8, m = 1 holds 1; no recompute working set. With m = 1 every stage holds one and the
     # last stage (the same 12 layers, its own output weight as the first stage's table, and the fp32 logits
-    # 4 s V / t = 4 x 2048 x 51200 / 8 instead of the embedding dropout mask s h = 2048 x 12288) has the peak.
+    # 4 s V / t = 4 x 2048 x 51200 / 8 and the final norm's and output layer's inputs 4 s h = 4 x 2048 x 12288, no
+    # sequence parallelism, instead of the embedding dropout mask s h = 2048 x 12288) has the peak.
     assert doc["peak_stage"] == {"rank": 7, "role": "last"}
-    first_one = doc["per_gpu_bytes"]["activations"] - 4 * 2048 * 51200 / 8 + 2048 * 12288
+    first_one = doc["per_gpu_bytes"]["activations"] - 4 * 2048 * 51200 / 8 - 4 * 2048 * 12288 + 2048 * 12288
     big = _json(cli, "memory", "--model", "gpt3-175b", "--cluster", "dgx-a100", "--gpus", "1024", "--tp", "8",
                 "--pp", "8", "--global-batch", "1536")
     assert big["num_microbatches"] == 96 and big["peak_stage"] == {"rank": 0, "role": "first"}

@@ -204,18 +204,19 @@ def test_validator_gives_the_dsv3_rows_their_mtp_modules() -> None:
 def test_activations_of_the_mtp_stage_by_hand() -> None:
     """One module on a stage without a pipeline (p = 1, b = 1, s = 4, t = 1, no recompute): the stage keeps one
     more layer of the last kind (the engine's per-layer activation, priced on its own), the inputs of enorm,
-    hnorm, eh_proj (2h) and the final norm, 5 x 2 s b h = 5 x 2 x 4 x 8 = 320 bytes, and one more head's fp32
-    logits 4 s b V = 4 x 4 x 10 = 160 bytes."""
+    hnorm, eh_proj (2h) and the final norm, 5 x 2 s b h = 5 x 2 x 4 x 8 = 320 bytes, one more head's fp32
+    logits 4 s b V = 4 x 4 x 10 = 160 bytes, and the shared output layer's input once more, 2 s b h = 64 bytes
+    (outside the checkpointed layers: kept under full recompute too)."""
     kw: dict[str, Any] = dict(micro_batch=1, seq_len=4, tp=1, pp=1)
     sh = _small(1)
     layer = float(memory.activation_bytes_per_layer(sh, micro_batch=1, seq_len=4))
     delta = float(memory.activation_bytes(sh, mtp_modules=1, **kw) - memory.activation_bytes(sh, **kw))
-    assert delta == pytest.approx(layer + 320.0 + 160.0, rel=1e-12)
+    assert delta == pytest.approx(layer + 320.0 + 160.0 + 64.0, rel=1e-12)
     # full recompute: the module keeps its input only, 2 s b h = 64 bytes, and its block's recompute row
     full = float(memory.activation_bytes(sh, mtp_modules=1, recompute="full", **kw)
                  - memory.activation_bytes(sh, recompute="full", **kw))
     row = float(memory.activation_bytes_per_layer(sh, micro_batch=1, seq_len=4, recompute="full"))
-    assert full == pytest.approx(row + 64.0 + 160.0, rel=1e-12)
+    assert full == pytest.approx(row + 64.0 + 160.0 + 64.0, rel=1e-12)
 
 
 def test_memory_takes_the_last_stage_when_it_is_heavier() -> None:

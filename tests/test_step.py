@@ -16,6 +16,7 @@ from scalemodel.engine.job import build_job, build_network, grid_from_arrays, gr
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.predict import predict
 from scalemodel.engine.step import _stage_time, evaluate
+from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
 
@@ -161,7 +162,12 @@ def test_zero3_gathers_parameters_every_microbatch(a100, gpt) -> None:  # type: 
     assert val(rh.breakdown["dp_comm"]) == pytest.approx(hsdp, rel=1e-9)
     _, r_full = one(job, training, 64, zero="fsdp")
     assert val(rh.memory["optimizer"]) == pytest.approx(8 * val(r_full.memory["optimizer"]), rel=1e-9)
-    _, bad = one(job, training, 64, zero="hsdp", shard_group=3)
+    # a shard group that does not divide dp: the user's strategy is refused (an input error, as hier:G not dividing
+    # dp is); the same candidate in a search (evaluate) is infeasible
+    with pytest.raises(InputError, match="shard_group = 3 does not divide dp = 64"):
+        one(job, training, 64, zero="hsdp", shard_group=3)
+    g_ok, _ = one(job, training, 64, zero="hsdp")
+    bad = evaluate(job, replace(g_ok, shard_group=np.asarray(3, dtype=np.int64)), sync="bsp")
     assert not bool(bad.feasible[0])
     # with a ring, reduce-scatter + 2 all-gathers is 1.5 all-reduces of the same buffer (m = 1)
     ring = {op: val(coll.collective_time(op, 1e9, 64, job.network, algorithm="ring"))

@@ -67,7 +67,8 @@ The first pipeline stage holds the most activations: its L/p layers times the in
 schedule: 1F1B min(m, p) [Narayanan et al. 2021 §2.2; Korthikanti §4.2.3], interleaved
 min(m, p) * (1 + (p-1)/(p v)) (Megatron theoretical_memory_usage.py), GPipe m; plus the
 embedding dropout mask s b h per in-flight micro-batch (with dropout). The stage with the output layer
-(the last; the only one when p = 1) keeps the fp32 logits 4 s b V / t and holds the output weight V h / t with
+(the last; the only one when p = 1) keeps the fp32 logits 4 s b V / t and the final norm's and output layer's
+inputs 4 s b h (/ t with sequence parallelism; Korthikanti §4.3) and holds the output weight V h / t with
 its gradient and optimizer states, so with few micro-batches in flight or a large vocabulary it can be the
 peak (the engine prices first, busiest middle and last stage and takes the largest).
 
@@ -315,6 +316,26 @@ def inflight_microbatches(pp: ArrayLike, num_microbatches: ArrayLike, schedule: 
     return np.where(p == 1, 1.0, np.maximum(lower, 1.0))
 
 
+def head_input_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                     sequence_parallel: ArrayLike = False, mtp_modules: ArrayLike = 0.0) -> np.ndarray:
+    """Bytes the stage with the output layer keeps per micro-batch for the backward of the final norm and the
+    output layer: their 16-bit inputs, 2 s b h each, 4 s b h (``seq_len`` s the local sequence, s/cp), / t with
+    sequence parallelism (the norm runs on the sequence shard and the column-parallel output layer saves its
+    shard, all-gathering it again for the weight gradient; without it every tp rank holds the whole input).
+    Korthikanti et al. 2022 (arXiv:2205.05198) §4.3: the layer norm before the output layer (sequence parallel)
+    needs 2sbh/t, the output layer projection 2sbh/t, the fp32 cross entropy 4sbv/t, in all 4sbh/t (1 + v/h),
+    which the paper adds for p = 1 only because it prices the first stage; with a pipeline the last stage holds
+    them (Megatron-LM theoretical_memory_usage.py, "Inputs to output layer and CE loss", likewise at p = 1). The
+    4sbv/t is :func:`activation_bytes`'s logits. Each of D multi-token prediction modules feeds the shared
+    output layer once more: 2 s b h more per module (its final norm's input is in its own 10 s b h,
+    :func:`activation_bytes`). Both sit outside the checkpointed transformer layers, so full recompute keeps them.
+    """
+    t = _pos("tp", tp)
+    sbh = _pos("seq_len", seq_len) * _pos("micro_batch", micro_batch) * sh.hidden
+    per = np.where(np.asarray(sequence_parallel, dtype=bool), 1.0 / t, 1.0)
+    return (4.0 + 2.0 * _nonneg("mtp_modules", mtp_modules)) * sbh * per
+
+
 def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                      pp: ArrayLike = 1, cp: ArrayLike = 1, sequence_parallel: ArrayLike = False,
                      recompute: ArrayLike = "none", num_microbatches: ArrayLike = 1,
@@ -358,9 +379,9 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     output layer and CE loss" 4sbh (1 + v/h) / t; Megatron-Core's vocab-parallel cross entropy, unfused and
     ``cross_entropy_loss_fusion`` with the native implementation alike, casts the logits shard ``.float()``
     (calculate_logits_max) and saves the fp32 softmax ``exp_logits`` for its backward
-    (tensor_parallel/cross_entropy.py, fusions/fused_cross_entropy.py). Not counted: the 16-bit logits while the
-    loss runs (freed once it has cast them) and the final norm's and output layer's inputs (the 4sbh/t: small
-    beside 4sbV/t at V >> h), as for p = 1.
+    (tensor_parallel/cross_entropy.py, fusions/fused_cross_entropy.py). With them, as often as the logits, the
+    final norm's and output layer's 16-bit inputs (:func:`head_input_bytes`, the 4sbh/t of the same formula). Not
+    counted: the 16-bit logits while the loss runs (freed once it has cast them).
     """
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules)
@@ -405,6 +426,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     held = np.where((pipeline.schedule_code(schedule) == ScheduleKind.GPIPE) & (p > 1),
                     _pos("num_microbatches", num_microbatches), 1.0)  # GPipe: every forward before any backward
     logits = np.where(on_stage, (1.0 + d_mtp) * 4.0 * s * b * sh.vocab / t, 0.0) * held
+    logits = logits + head_input_bytes(sh, micro_batch=b, seq_len=s, tp=t, sequence_parallel=sp,
+                                       mtp_modules=d_mtp) * np.where(on_stage, held, 0.0)
     # full recompute re-materialises one layer at a time: its full activations are the working set
     work_dense = activation_bytes_per_layer(sh, recompute="none", **kw)
     work_moe = activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)

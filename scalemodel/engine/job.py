@@ -498,6 +498,7 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
                              f"replicas, not shard_group = {shard}", where="strategy.shard_group",
                              allowed=f"shard_group unset or {min(group, dp)}, or --sync bsp for HSDP synchronised "
                                      "every step")
+    _check_shard_group(strategy, dp)
     _warn_unpriced_fields(job, strategy)
     etp = strategy.etp or tp
     if ep > 1 or strategy.etp is not None:
@@ -552,6 +553,20 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False),
         fsdp_flat_param=getattr(strategy, "fsdp_flat_param", False),
         attention_unpad=getattr(strategy, "attention_unpad", False))
+
+
+def _check_shard_group(strategy: Any, dp: int) -> None:
+    """A pinned HSDP shard group must divide the data-parallel degree (FSDP HYBRID_SHARD's 2-D device mesh is
+    replicas x shard group = dp). Given by the user it is an input error, as hier:G with G not dividing dp is;
+    a search marks such candidates infeasible instead (step.Infeasible.HSDP_GROUP_INVALID)."""
+    shard = getattr(strategy, "shard_group", None)
+    if str(strategy.zero).lower() != "hsdp" or shard is None or dp % shard == 0:
+        return
+    small = [d for d in range(1, int(dp ** 0.5) + 1) if dp % d == 0]
+    divisors = sorted(set(small + [dp // d for d in small]))
+    shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
+    raise InputError(f"zero hsdp shard_group = {shard} does not divide dp = {dp}", where="strategy.shard_group",
+                     allowed=f"a divisor of dp = {dp} ({shown}), or shard_group unset (the replicas in one node)")
 
 
 def check_fp8_all_gather(job: Job, on: bool, where: str) -> None:

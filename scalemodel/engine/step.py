@@ -324,8 +324,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
             # written (4 passes); catalog activation sizes are fp32, scaled to the training precision.
             flops = job.generic_flops_per_sample * (1.0 + job.generic_backward_factor) * b
             traffic = 4.0 * job.generic_activation_bytes * (job.elem_bytes / 4.0) * b
-            total = np.maximum(flops / (job.peak_flops * job.gemm_max),
-                               traffic / (job.memory_bandwidth * job.memory_efficiency))
+            total = np.maximum(flops / (job.peak_flops * job.gemm_max), _hbm_seconds(job, traffic))
         fwd = total / (1.0 + job.generic_backward_factor)
         recompute = np.where(g.recompute == Recompute.FULL, fwd, 0.0)
         bwd = total - fwd
@@ -486,7 +485,7 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
     m = microbatches(g)
     fp32_buffer = (job.grad_bytes >= 4.0) & (job.elem_bytes <= 2.0)
     per_param = np.where(fp32_buffer, BF16_OPTIMIZER_ACCUMULATE_BYTES, 3.0 * job.grad_bytes * (m - 1.0) / m)
-    t = (dense + expert) * per_param / (job.memory_bandwidth * job.memory_efficiency)
+    t = _hbm_seconds(job, (dense + expert) * per_param)
     return np.asarray(np.where(g.deepspeed_pipeline, t, 0.0))
 
 
@@ -774,12 +773,11 @@ def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: 
 
 
 def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray,
-                         last_bucket: np.ndarray, gather: np.ndarray | None = None) -> np.ndarray:
+                         last_bucket: np.ndarray, gather: np.ndarray) -> np.ndarray:
     """Exposed gradient sync, its ZeRO-1/2 parameter all-gather apart (docs/model.md#overlap-param-gather).
 
     ZeRO-1/2 synchronises by a reduce-scatter of the gradients, RS = ``grads`` - AG, and an all-gather of the
-    updated parameters, AG = ``gather`` (:func:`_dp_comm`'s ``param_gather``; not given: half of ``grads`` at
-    ZeRO-1/2, the split when gradients and parameters have one dtype, 0 otherwise). With Megatron-LM
+    updated parameters, AG = ``gather`` (:func:`_dp_comm`'s ``param_gather``, 0 where there is none). With Megatron-LM
     ``--overlap-param-gather`` the all-gather of each bucket is issued after the optimizer step and waited for by
     the forward pre-hook of the bucket's first layer in the next step (megatron/core/distributed/
     param_and_grad_buffer.py), so it runs under the first micro-batch's forward; the reduce-scatters stay under
@@ -798,7 +796,7 @@ def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np
     Other ZeRO stages (AG = 0): :func:`_expose` unchanged.
     """
     zero12 = (g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS)
-    ag = np.where(zero12, 0.5 * grads, 0.0) if gather is None else np.asarray(gather, dtype=float)
+    ag = np.asarray(gather, dtype=float)
     rs = np.maximum(grads - ag, 0.0)
     opg = g.overlap_param_gather & g.overlap & zero12
     hidden_ag = np.minimum(np.maximum(ag - comp["forward_free"], ag * last_bucket), ag)
@@ -990,10 +988,9 @@ def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np
     gb = job.grad_bytes
     q = np.select([g.compression == CompressionKind.FP16, g.compression == CompressionKind.INT8], [min(2.0, gb), 1.0],
                   default=gb)
-    mem_bw = job.memory_bandwidth * job.memory_efficiency
-    quant_codec = np.where(q < gb, 2.0 * (gb + q) * elements / mem_bw, 0.0)
+    quant_codec = np.where(q < gb, _hbm_seconds(job, 2.0 * (gb + q) * elements), 0.0)
     pair = gb + 4.0
-    topk_codec = (3.0 * gb + g.topk_ratio * pair * (1.0 + 2.0 * (g.dp - 1))) * elements / mem_bw
+    topk_codec = _hbm_seconds(job, (3.0 * gb + g.topk_ratio * pair * (1.0 + 2.0 * (g.dp - 1))) * elements)
     codec = np.where(g.compression == CompressionKind.TOPK, topk_codec, quant_codec)
     return q, codec
 
@@ -1148,8 +1145,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     param_gather = np.where(dp > 1, param_gather, 0.0)
     ps_worker = ps_round = np.zeros(1)
     if np.any(g.ps_servers > 0):
-        # Parameter server at machine level (BytePS analysis, docs/model.md#parameter-server).
-        ex = _ps_exchange(job, g, data, n_params * q)
+        # Parameter server at machine level (BytePS analysis, docs/model.md#parameter-server), over the replicas
+        # with their cp ranks (red), which reduce together as they do for the all-reduce above
+        ex = _ps_exchange(job, g, red, n_params * q)
         uses_ps = g.ps_servers > 0
         total = np.where(uses_ps, np.where(dp > 1, ex["time"] + codec, 0.0), total)
         param_gather = np.where(uses_ps, 0.0, param_gather)
@@ -1170,7 +1168,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
 
 def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes: np.ndarray) -> dict[str, np.ndarray]:
     """A parameter server's push + pull for the data-parallel group ``data``, machine by machine
-    (:func:`scalemodel.cost.ps.ps_exchange`; docs/model.md#parameter-server).
+    (:func:`scalemodel.cost.ps.ps_exchange`; docs/model.md#parameter-server). ``data`` is the group that
+    reduces the gradients: with context parallelism the replicas with their cp ranks (``DataParallelGroups.sharding``,
+    Megatron-Core's dp-cp group), whose partial gradients a node sums before its push.
 
     A node (``gpus_per_node`` GPUs) holds c0 = clip(floor(gpus_per_node / stride), 1, dp) replicas
     of the group. As BytePS does, each node first reduce-scatters their ``gpu_bytes`` over its inner
@@ -1384,7 +1384,7 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
-    return sharded * bytes_per_param / (job.memory_bandwidth * job.memory_efficiency)
+    return _hbm_seconds(job, sharded * bytes_per_param)
 
 
 def microbatches(g: StrategyGrid) -> np.ndarray:
