@@ -49,6 +49,8 @@ def script_module(name: str):  # type: ignore[no-untyped-def]
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    if str(path.parent) not in sys.path:  # the scripts import their siblings (measurement_file, generated_file)
+        sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
