@@ -155,8 +155,9 @@ IN_LAYER_GEMM_FACTORS: dict[str, dict[str, float]] = {
 #: BF16 0.929 (rows 0.942 / 0.911 / 0.931), FP8 0.954 (0.945 / 0.922 / 0.995). Checked against our own eager
 #: PyTorch layer on the same H200 (layer_timing.yaml SM-H200, fwd+bwd at h 2048-12288): 0.890 (rows 0.84-0.91),
 #: lower because PyTorch's SDPA flash backend (FlashAttention-2) runs the causal core at 218 TFLOP/s fwd+bwd
-#: (s 2048, d 128; cuDNN 368 on the same card); with the measured core time in place of the model's, the rest
-#: of that layer runs at 0.94-0.98 of the curve. hardware/README.md, "Sustained and burst", has the numbers.
+#: (s 2048, d 128; cuDNN 368 on the same card); with the measured core time in place of the model's, that layer
+#: priced on the isolated curve is 2-6 % under its measured times. hardware/README.md, "Sustained and burst",
+#: has the numbers.
 IN_LAYER_GEMM_FACTORS_BY_ACCELERATOR: dict[str, dict[str, float]] = {
     "h200-sxm": {"16bit": 0.929, "fp8": 0.954},  # TE-GS-PT on the H200 sustained-basis curves
 }
