@@ -160,3 +160,31 @@ def test_h200_in_layer_factors_and_the_burst_basis() -> None:
     assert eager["factor"] < te16["factor"]
     assert all(abs(q["model_ms"] / q["measured_ms"] - 1) < 0.06 for q in eager["points"])
     assert 0.906 * own["16bit"] == pytest.approx(HOPPER_IN_LAYER_GEMM_FACTOR["16bit"], rel=0.011)
+
+
+def test_eager_layer_model_time_by_hand() -> None:
+    """'eager h12288 fwd+bwd' (h 12288, 96 heads, f 49152, b 1, s 2048, causal flash, tp 1) on the h200-sxm curve at
+    gemm_max 0.6165 (d0 23, 989.4 TFLOP/s, 4.8 TB/s x 0.85), from the formulas of scalemodel/cost/compute.py's
+    docstring: T = 2048 tokens; GEMMs QKV T x 36864 x 12288, O T x 12288 x 12288, FC1 T x 49152 x 12288,
+    FC2 T x 12288 x 49152, each 2 M N K / (peak x gm x prod d/(d + d0)) (all compute-bound); fused core of 96 heads,
+    2048 queries over (s + 1)/2 = 1024.5 keys, d 128, two GEMMs; memory (4 eb + 2 (3 eb + 1)) T h + 2 eb T f bytes,
+    eb 2; fwd+bwd = 3 (GEMMs + memory) + 3.5 core (the core's backward 2.5 x)."""
+    gm, d0, peak, bw = 0.6165, 23.0, 989.4e12, 4.8e12 * 0.85
+
+    def eff(*dims: float) -> float:
+        out = gm
+        for d in dims:
+            out *= d / (d + d0)
+        return out
+
+    T, h, f, s, d, heads = 2048.0, 12288.0, 49152.0, 2048.0, 128.0, 96.0
+    gemms = sum(2 * T * n * k / (peak * eff(T, n, k)) for n, k in ((3 * h, h), (h, h), (f, h), (h, f)))
+    keys = (s + 1) / 2
+    core = heads * (2 * s * keys * d / (peak * eff(s, keys, d)) + 2 * s * d * keys / (peak * eff(s, d, keys)))
+    mem = ((4 * 2 + 2 * (3 * 2 + 1)) * T * h + 2 * 2 * T * f) / bw
+    by_hand = 3 * (gemms + mem) + 3.5 * core
+    doc = fl.load()
+    p = next(q for q in doc["points"] if q["src"] == "SM-H200" and q["row"] == "eager h12288 fwd+bwd")
+    assert float(fl.model_time(p, doc["sources"]["SM-H200"], gm)[()]) == pytest.approx(by_hand, rel=1e-9)
+    assert by_hand == pytest.approx(38.43e-3, rel=0.002)  # the script's printed model time at its fit 0.6165
+    assert p["ms"] == pytest.approx(37.691, abs=5e-4)
