@@ -22,6 +22,12 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   drives H100's gemm_max to its bound 1.0 and d0 to 475, a curve that no longer describes large
   GEMMs (see ``--all``).
   ``--all`` fits every point, to show how much that choice matters.
+* A point marked ``fit: false`` is recorded, not fitted. Rule (one accelerator, H200, so far): where scalemodel
+  has its own sweep of an accelerator and precision (gemm.yaml source SM-H200: one card at its power limit, the
+  session of its layer timing), that sweep alone is fitted; the published points of that accelerator and
+  precision (Azure's cuBLASLt sweep, MAMF) stay in the file as records, ``fit: false``, because they come from
+  other software at an unstated (Azure, 10,000 warm-up calls) or near-boost (MAMF, 50 + 100 calls) thermal
+  state, and mixing them would fit neither state. A MAMF point still bounds gemm_max (below), fitted or not.
 * ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml
   holds a MAMF point for it. MAMF is the best of a brute-force shape search (stas00/ml-engineering's
   mamf-finder), an upper envelope: no GEMM of any shape runs faster. ``gemm_max`` is the curve's supremum
@@ -122,10 +128,12 @@ def mamf_fraction(pts: list[dict[str, Any]], acc: Any, group: str) -> float | No
 
 
 def fit_gemm(pts: list[dict[str, Any]], acc: Any, group: str, mem: float, d0_fixed: float | None,
-             shape_only: frozenset[str] = frozenset()) -> dict[str, Any]:
+             shape_only: frozenset[str] = frozenset(),
+             mamf_points: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Least squares on ln(t_model / t_measured) for one accelerator and precision group, gemm_max bounded
-    by the group's MAMF fraction; points of a ``shape_only`` source carry one free time factor per source
-    (see the module docstring)."""
+    by the group's MAMF fraction (of ``mamf_points`` where given, which may be points left out of the fit:
+    an upper envelope bounds whether or not it is fitted; else of ``pts``); points of a ``shape_only`` source
+    carry one free time factor per source (see the module docstring)."""
     from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
 
     m, n, k, b = (np.array([float(p[c]) for p in pts]) for c in ("m", "n", "k", "b"))
@@ -143,7 +151,7 @@ def fit_gemm(pts: list[dict[str, Any]], acc: Any, group: str, mem: float, d0_fix
                       memory_efficiency=mem, elem_bytes=2.0)
         return np.log(np.asarray(t) / t_meas)
 
-    cap = min(1.0, mamf_fraction(pts, acc, group) or 1.0)
+    cap = min(1.0, mamf_fraction(pts if mamf_points is None else mamf_points, acc, group) or 1.0)
     start = min(0.8, 0.99 * cap)
     lo, hi = [1e-3] * len(free), [1e3] * len(free)
     if d0_fixed is None:
@@ -171,8 +179,11 @@ def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str]
     for name, f in sorted(memfit.items()):
         print(f"  {name:16s} memory {f['memory']:.3f}  ({f['n']} kernels, max |kernel - fit| {f['resid_max']:.3f})")
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    caps: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)  # MAMF points, fitted or not
     for p in gemm:
-        if all_points or 2.0 * p["b"] * p["m"] * p["n"] * p["k"] >= MIN_GFLOP * 1e9:
+        if p["src"] == "MAMF":
+            caps[(p["acc"], GROUP[p["prec"]])].append(p)
+        if p.get("fit", True) and (all_points or 2.0 * p["b"] * p["m"] * p["n"] * p["k"] >= MIN_GFLOP * 1e9):
             groups[(p["acc"], GROUP[p["prec"]])].append(p)
     fits: dict[tuple[str, str], dict[str, Any]] = {}
     # fit the groups that fix d0 themselves first, then the ones that borrow it
@@ -191,13 +202,13 @@ def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str]
                 print(f"  {name} {group}: donor {donor} not fitted, skipped")
                 continue
             d0 = fits[donor]["gemm_half_dim"]
-        f = fit_gemm(groups[key], acc, group, mem, d0, shape_only)
+        f = fit_gemm(groups[key], acc, group, mem, d0, shape_only, mamf_points=caps.get(key))
         f["memory_from"] = mem_src
         f["memory"] = mem
         f["donor"] = donor
         fits[key] = f
         tag = f" (d0 from {donor[0]} {donor[1]})" if donor else ""
-        f["in_layer_factor"] = in_layer_gemm_factor(acc.family, "fp8" if group == "fp8" else "bf16")
+        f["in_layer_factor"] = in_layer_gemm_factor(acc.family, "fp8" if group == "fp8" else "bf16", acc.name)
         in_layer = f["gemm_max"] * f["in_layer_factor"]
         capped = " (= MAMF bound)" if f["gemm_max"] >= f["mamf_cap"] - 5e-4 else ""
         print(f"  {name:16s} {group:6s} gemm_max {f['gemm_max']:.3f}{capped} (in-layer {in_layer:.3f})  "

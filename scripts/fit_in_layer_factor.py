@@ -65,6 +65,10 @@ LAYER = ROOT / "hardware" / "measurements" / "layer_timing.yaml"
 NCCL = ROOT / "hardware" / "measurements" / "nccl.yaml"
 GRID = np.arange(0.30, 1.0, 0.0005)
 REFERENCE = "KORTHIKANTI-T4"
+#: accelerators whose catalog curves are fitted to scalemodel's own power-limited sweep (gemm.yaml SM-H200), i.e. on
+#: the sustained basis; Transformer Engine's H100 rows are re-read on each (scalemodel.cost.compute
+#: IN_LAYER_GEMM_FACTORS_BY_ACCELERATOR)
+SUSTAINED_BASIS = ("h200-sxm",)
 
 
 def load(path: Path = LAYER) -> dict[str, Any]:
@@ -98,7 +102,7 @@ def isolated_curve(acc: str, prec: str) -> dict[str, float]:
     if ce is None:
         raise SystemExit(f"error: {acc}: no compute_efficiency in the catalog; fit it first")
     gm, d0 = ce.gemm(prec)
-    iso = float(f["gemm_max"]) if f is not None else gm / in_layer_gemm_factor(a.family, prec)
+    iso = float(f["gemm_max"]) if f is not None else gm / in_layer_gemm_factor(a.family, prec, a.name)
     return {"gemm_max": iso, "gemm_half_dim": d0, "memory": float(ce.memory)}
 
 
@@ -149,7 +153,7 @@ def te_module_cast_bytes(p: dict[str, Any], recipe: str, transpose_copy: bool, e
 
 
 def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str | None = None,
-               core_gemm_max: float | None = None) -> np.ndarray:
+               core_gemm_max: float | None = None, curve_acc: str | None = None) -> np.ndarray:
     """Model time (s) of point p for each gemm_max (array): scalemodel's layer pricing + the source's comm.
 
     As the step model prices a layer (engine/step.py ``compute_per_microbatch``): ``layer_compute_time`` with
@@ -158,10 +162,17 @@ def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str |
     quantization casts (``fp8_quantize_bytes`` at the source's ``fp8_recipe``, transposed copies on all but
     Blackwell, the weights cast on every call: the timed loop sets no ``is_first_microbatch``; corrected for the
     point's ``te_modules`` by :func:`te_module_cast_bytes`) and prices the
-    core at BF16 on ``core_gemm_max`` (default: the catalog's BF16 in-layer gemm_max)."""
+    core at BF16 on ``core_gemm_max`` (default: the catalog's BF16 in-layer gemm_max).
+
+    ``curve_acc`` prices the GEMMs and the core on another accelerator's curves (its GEMM half-dimension d0, its
+    BF16 curve for an fp8 row's core) while the peaks, memory bandwidth and memory fraction stay those of ``acc``,
+    the card that ran the layer: how Transformer Engine's H100 rows read on the H200 curve fitted to our own
+    power-limited sweep (the same GH100 die at the same 700 W; see hardware/README.md, sustained and burst)."""
     name = acc or p["acc"]
     a = load_accelerator(name, overrides=[])
-    iso = isolated_curve(name, p["prec"])
+    iso = dict(isolated_curve(name, p["prec"]))
+    if curve_acc is not None:
+        iso["gemm_half_dim"] = isolated_curve(curve_acc, p["prec"])["gemm_half_dim"]
     sh = shape(layers=1, hidden=p["hidden"], heads=p["heads"], vocab=32000, ffn_hidden=p["ffn"], causal=p["causal"])
     kw: dict[str, Any] = dict(micro_batch=p["micro_batch"], seq_len=p["seq"], tp=p["tp"],
                               sequence_parallel=p["sp"], recompute=p["recompute"], flash_attention=p["flash"],
@@ -170,7 +181,7 @@ def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str |
                               memory_efficiency=iso["memory"])
     cast_f = cast_b = 0.0
     if p["prec"] == "fp8":  # the core stays in BF16 on the BF16 in-layer curve (engine/job.py _bf16_gemms)
-        ce = a.compute_efficiency
+        ce = load_accelerator(curve_acc or name, overrides=[]).compute_efficiency
         assert ce is not None
         gm16, d016 = ce.gemm("bf16")
         kw.update(core_peak_flops=a.peak("bf16"), core_gemm_max=gm16 if core_gemm_max is None else core_gemm_max,
@@ -189,10 +200,10 @@ def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str |
 
 
 def best_gemm_max(pts: list[dict[str, Any]], src: dict[str, Any], acc: str | None = None,
-                  core_gemm_max: float | None = None) -> float:
+                  core_gemm_max: float | None = None, curve_acc: str | None = None) -> float:
     """gemm_max on GRID minimising sum ln(model/measured)^2 over pts; NaN when even gemm_max 1 is too slow."""
     meas = np.array([p["ms"] * 1e-3 for p in pts])
-    pred = np.stack([model_time(p, src, GRID, acc, core_gemm_max) for p in pts], axis=-1)
+    pred = np.stack([model_time(p, src, GRID, acc, core_gemm_max, curve_acc) for p in pts], axis=-1)
     sse = np.sum(np.log(pred / meas) ** 2, axis=-1)
     i = int(np.argmin(sse))
     return float("nan") if i == len(GRID) - 1 else float(GRID[i])
@@ -208,25 +219,30 @@ def run(doc: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     for p in doc["points"]:
         if p.get("fit", True):
             groups.setdefault((p["src"], _group(p["prec"])), []).append(p)
-    bf16_fit: dict[tuple[str, str], float] = {}
+    bf16_fit: dict[tuple[str, str, str | None], float] = {}
     for (name, group), pts in sorted(groups.items(), key=lambda kv: kv[0][1] == "fp8"):
         src = doc["sources"][name]
-        accs = [pts[0]["acc"]] + (["h100-pcie"] if name == "TE-GS-PT" else [])  # SKU not stated: PCIe as a bound
-        for acc in accs:
-            iso = isolated_curve(acc, pts[0]["prec"])["gemm_max"]
-            core = bf16_fit.get((name, acc)) if group == "fp8" else None
+        # (card that ran it, curve it is priced on); TE-GS-PT: SKU not stated, PCIe as a bound; and its H100 rows on
+        # the H200 curve of our own power-limited sweep (SUSTAINED_BASIS): the factor that curve is built with
+        accs: list[tuple[str, str | None]] = [(pts[0]["acc"], None)]
+        if name == "TE-GS-PT":
+            accs += [("h100-pcie", None)] + [(pts[0]["acc"], c) for c in SUSTAINED_BASIS]
+        for acc, curve in accs:
+            iso = isolated_curve(curve or acc, pts[0]["prec"])["gemm_max"]
+            core = bf16_fit.get((name, acc, curve)) if group == "fp8" else None
             core = core if core is not None and np.isfinite(core) else None
-            gm = best_gemm_max(pts, src, acc, core)
+            gm = best_gemm_max(pts, src, acc, core, curve)
             if group == "16bit":
-                bf16_fit[(name, acc)] = gm
+                bf16_fit[(name, acc, curve)] = gm
             per_point = []
             for p in pts:
-                single = best_gemm_max([p], src, acc, core)
-                t = float(model_time(p, src, gm, acc, core)[()]) if np.isfinite(gm) else float("nan")
+                single = best_gemm_max([p], src, acc, core, curve)
+                t = float(model_time(p, src, gm, acc, core, curve)[()]) if np.isfinite(gm) else float("nan")
                 per_point.append({"row": p["row"], "measured_ms": p["ms"], "model_ms": 1e3 * t,
                                   "gemm_max": single, "factor": single / iso,
                                   "comm_ms": 1e3 * comm_time(p, src)})
-            rows.append({"source": name, "acc": acc, "group": group, "isolated_gemm_max": iso, "gemm_max": gm,
+            rows.append({"source": name, "acc": curve or acc, "ran_on": acc, "group": group,
+                         "isolated_gemm_max": iso, "gemm_max": gm,
                          "factor": gm / iso, "core_gemm_max": core, "status": src.get("status", ""),
                          "points": per_point})
     return rows
@@ -263,7 +279,8 @@ def main(argv: list[str]) -> int:
           f"{IN_LAYER_GEMM_FACTOR}; hopper, blackwell (borrowed) {in_layer_gemm_factor('hopper', 'bf16')} BF16, "
           f"{in_layer_gemm_factor('hopper', 'fp8')} FP8)\n")
     for r in rows:
-        print(f"{r['source']} on {r['acc']} ({r['group']}): isolated gemm_max {r['isolated_gemm_max']:.3f}, "
+        on = r["acc"] if r["ran_on"] == r["acc"] else f"{r['ran_on']}, priced on the {r['acc']} curve,"
+        print(f"{r['source']} on {on} ({r['group']}): isolated gemm_max {r['isolated_gemm_max']:.3f}, "
               f"in-layer fit {r['gemm_max']:.4f} -> factor {r['factor']:.3f}"
               + (f" (BF16 core at gemm_max {r['core_gemm_max']:.4f})" if r["core_gemm_max"] else ""))
         for p in r["points"]:

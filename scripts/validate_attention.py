@@ -134,7 +134,7 @@ def evaluate(sources: dict[str, Any], points: list[dict[str, Any]], *, isolated:
         acc = accs[p["acc"]]
         gm, d0, mem = _curve(acc, p["dtype"])
         if isolated:
-            gm = min(gm / in_layer_gemm_factor(acc.family, p["dtype"]), 1.0)
+            gm = min(gm / in_layer_gemm_factor(acc.family, p["dtype"], acc.name), 1.0)
         keys = float(causal_mean_keys(p["s"], p["s"])) if p["causal"] else p["s"]  # as Shape.causal_keys
         t_fwd = float(flash_core_time(p["s"], keys, p["d"], p["d"], p["b"] * p["h"], peak_flops=acc.peak(p["dtype"]),
                                       memory_bandwidth=acc.memory_bandwidth, gemm_max=gm, gemm_half_dim=d0,

@@ -40,26 +40,32 @@ def test_file_header_and_sources() -> None:
     for key, s in SOURCES.items():
         assert {"cite", "read", "status"} <= set(s), key
     used = {p["src"] for p in POINTS}
-    assert used == {"FA2-A100", "FA2-H100", "FA3-FWD"}
-    for key in used:
+    # published figures, and scalemodel's own H200 run (SM-H200, status measured: its raw JSON is in the repository)
+    assert used == {"FA2-A100", "FA2-H100", "FA3-FWD", "SM-H200"}
+    for key in used - {"SM-H200"}:
         s = SOURCES[key]
         assert s["status"] == "transcribed"
         assert s["flops"] in DOC["flop_conventions"] and s["flops"] in va.CONVENTIONS
         # a fixed commit of a public repository, not a moving branch
         assert re.match(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/", s["url"]), key
+    own = SOURCES["SM-H200"]
+    assert own["status"] == "measured" and own["flops"] in va.CONVENTIONS
+    assert (ROOT / own["file"]).is_file() and (ROOT / own["file2"]).is_file()
     # sources that were reached but not used carry no points
-    assert all(SOURCES[k]["status"] != "transcribed" for k in set(SOURCES) - used)
+    assert all(SOURCES[k]["status"] not in ("transcribed", "measured") for k in set(SOURCES) - used)
 
 
 def test_points_fields_and_units() -> None:
-    assert len(POINTS) == 273
+    # 273 transcribed + 96 of our H200 run (2 kernels x 2 head dims x 2 masks x 6 lengths x fwd, fwd+bwd)
+    assert len(POINTS) == 273 + 96
+    assert sum(p["src"] == "SM-H200" for p in POINTS) == 96
     seen = set()
     peaks = {}
     for p in POINTS:
         assert set(va.KEYS) <= set(p), p
         assert p["src"] in SOURCES
         assert p["kernel"] in KERNELS and p["dir"] in va.MODEL_CALLS and isinstance(p["causal"], bool)
-        assert p["dtype"] == "fp16"
+        assert p["dtype"] == ("bf16" if p["src"] == "SM-H200" else "fp16")
         assert p["d"] in (64, 128, 256) and p["s"] in (512, 1024, 2048, 4096, 8192, 16384)
         # the sources' sizing: 16k tokens per batch, hidden 2048
         assert p["b"] * p["s"] == 16384 and p["h"] * p["d"] == 2048
@@ -152,7 +158,7 @@ def test_json_output_strictly_valid(capsys: pytest.CaptureFixture[str]) -> None:
 
     doc = json.loads(out, parse_constant=no_constants)
     assert len(doc["points"]) == len(POINTS)
-    assert {g["acc"] for g in doc["groups"]} == {"a100-sxm-80g", "h100-sxm"}
+    assert {g["acc"] for g in doc["groups"]} == {"a100-sxm-80g", "h100-sxm", "h200-sxm"}
     assert doc["causal_ratio_groups"] and doc["direction_ratios"]
 
 

@@ -132,7 +132,7 @@ def test_no_isolated_curve_beats_mamf(acc: str, prec: str) -> None:
     dims = np.array([1024.0, 2048.0, 4096.0, 8192.0, 16384.0])
     m, n, k = np.meshgrid(dims, dims, dims)
     t = gemm_time(m, n, k, peak_flops=peak * 1e12, memory_bandwidth=a.memory_bandwidth,
-                  gemm_max=gm / in_layer_gemm_factor(a.family, prec), gemm_half_dim=d0, memory_efficiency=1.0)
+                  gemm_max=gm / in_layer_gemm_factor(a.family, prec, a.name), gemm_half_dim=d0, memory_efficiency=1.0)
     best = float(np.max(2 * m * n * k / t)) / 1e12
     assert best <= mamf, f"{acc} {prec}: curve reaches {best:.1f} TFLOP/s, MAMF {mamf}"
 
