@@ -328,6 +328,8 @@ def layer_case(dev: torch.device, h: int, heads: int, s: int, b: int) -> dict[st
         return layer(x)
 
     def fwd_bwd() -> None:
+        layer.zero_grad(set_to_none=True)   # a fresh gradient each step, not an accumulating add per parameter
+        x.grad = None
         layer(x).backward(grad)
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         with torch.no_grad():
@@ -336,7 +338,8 @@ def layer_case(dev: torch.device, h: int, heads: int, s: int, b: int) -> dict[st
     gemm = 24.0 * b * s * h * h                  # forward GEMM FLOPs: QKV 6, proj 2, fc1 8, fc2 8 (x bsh^2)
     attn = 4.0 * b * s * s * h / 2               # forward attention core, causal (benchmark convention)
     return {"h": h, "heads": heads, "s": s, "b": b, "fwd_ms": t_f * 1e3, "fwd_bwd_ms": t_fb * 1e3,
-            "gemm_flops_fwd": gemm, "attn_flops_fwd": attn, "fwd_bwd_tflops": 3 * (gemm + attn) / t_fb / 1e12}
+            "gemm_flops_fwd": gemm, "attn_flops_fwd": attn,
+            "fwd_bwd_tflops": (3 * gemm + 3.5 * attn) / t_fb / 1e12}   # backward: 2x GEMMs, 2.5x the core
 
 
 def measure_layer(dev: torch.device, deadline: float) -> None:
