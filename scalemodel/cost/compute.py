@@ -584,6 +584,45 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     return fwd, bwd, q(weights)
 
 
+def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                             cp: ArrayLike = 1, ep: ArrayLike = 1, etp: ArrayLike | None = None,
+                             elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes one MoE layer adds on one GPU per micro-batch when the routed tokens of an fp8
+    run are padded for the FP8 grouped GEMM by the experts themselves, not by the token dispatcher.
+
+    Source: Megatron-Core ``TEGroupedMLP.forward`` (megatron/core/transformer/moe/experts.py, core_dev_r0.15.0
+    @0d8e0714, the Megatron-LM of Megatron-Bridge 25.11): with fp8 it runs Transformer Engine's ``Fp8Padding`` on the
+    permuted tokens before FC1 and ``Fp8Unpadding`` on FC2's output, so that every local expert's row count is a
+    multiple of the FP8 GEMM alignment (16; 32 for MXFP8). TE (release_v2.9, pytorch/module/fp8_padding.py,
+    fp8_unpadding.py) copies the whole tensor with ``tex.fused_multi_row_padding`` / ``fused_multi_row_unpadding``
+    (read it, write the padded or unpadded copy) unless every count is already aligned, and its autograd backward is
+    the opposite copy of the gradient. A dropless router's counts are aligned only by chance (the Megatron-Bridge
+    benchmarks draw normal logits per token, ``RandomSTE``), so the copies run. The all-to-all and all-gather
+    dispatchers leave the padding to the experts unless ``moe_router_padding_for_quantization`` pads the routing
+    map; the flex dispatcher pads in its permute (HybridEP ``pad_multiple``, DeepEP ``_pad_routing_map``).
+
+    With R = ep u T k / t routed rows on this GPU's E/ep experts (T = b s / cp, u = etp, default t; the rows
+    :func:`fp8_quantize_bytes` quantizes) and h the hidden width::
+
+        forward   4 eb R h     Fp8Padding of the experts' input (read R h, write R h)
+                               + Fp8Unpadding of FC2's output (read R h, write R h)
+        backward  4 eb R h     the unpadding of the input gradient and the padding of FC2's output gradient
+
+    Not counted: the padding rows themselves (at most alignment - 1 per local expert) and the padded copy of the
+    router probabilities (one element per row, 1/h of the tokens' bytes)."""
+    b = _pos("micro_batch", micro_batch)
+    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    t = _pos("tp", tp)
+    e = _pos("ep", ep)
+    eb = _pos("elem_bytes", elem_bytes)
+    u = t if etp is None else _pos("etp", etp)
+    E = np.maximum(sh.moe_experts, 1.0)
+    rows = np.maximum(e * u * T * sh.moe_top_k / (E * t), 1.0) * E / e
+    per_pass = 4.0 * eb * rows * sh.hidden
+    has_experts = np.where(sh.moe_experts > 0, 1.0, 0.0)
+    return per_pass * has_experts, per_pass * has_experts
+
+
 def attention_unpad_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                           cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) HBM bytes one layer adds on one GPU when its fused attention core runs flash-attn's

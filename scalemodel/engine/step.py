@@ -364,6 +364,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         fwd_l, bwd_l = fwd_l + cast_f, bwd_l + cast_b
         rec_l = rec_l + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
+    fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
     logits = compute.logits_compute_time(sh, **(kw if job.logits_peak_flops <= 0 else dict(  # an fp8 run's: BF16
         kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max, gemm_half_dim=job.logits_gemm_half_dim)))
     with_logits = 1.0 if logits_on_stage else 0.0
@@ -523,6 +524,25 @@ def _with_attention_unpad(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
                                              tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
     f_t = np.where(on, _hbm_seconds(job, f_b), 0.0)
     b_t = np.where(on, _hbm_seconds(job, b_b), 0.0)
+    return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
+
+
+def _with_fp8_expert_padding(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with the experts' FP8 padding copies of an fp8 run
+    (strategy ``moe_fp8_padding``; :func:`scalemodel.cost.compute.fp8_expert_padding_bytes`) at the HBM roofline,
+    mixed over the layers as the layer times are (moe_layers / layers of them are MoE layers): the forward's
+    copies join the forward, the backward's the backward, and full recompute repeats the forward's.
+    docs/model.md#fp8-expert-padding"""
+    sh = job.shape if job.is_transformer else None
+    on = np.asarray(g.moe_fp8_padding, dtype=bool) & bool(job.fp8_recipe)
+    if sh is None or sh.moe_layers == 0 or not np.any(on):
+        return fwd_l, bwd_l, rec_l
+    share = float(sh.moe_layers / sh.layers)
+    f_b, b_b = compute.fp8_expert_padding_bytes(sh, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len,
+                                                tp=g.tp, cp=g.cp, ep=g.ep, etp=_etp(g), elem_bytes=job.elem_bytes)
+    f_t = np.where(on, share * _hbm_seconds(job, f_b), 0.0)
+    b_t = np.where(on, share * _hbm_seconds(job, b_b), 0.0)
     return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
 
 

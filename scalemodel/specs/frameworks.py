@@ -45,7 +45,7 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "assignment", "dispatch_overhead", "layout", "recompute_layers", "recompute_method",
                    "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap",
                    "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
-                   "fsdp_flat_param", "attention_unpad")
+                   "fsdp_flat_param", "attention_unpad", "moe_fp8_padding")
 
 
 @dataclass
