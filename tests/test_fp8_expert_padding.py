@@ -115,3 +115,24 @@ def test_validation_rule_sets_the_field_for_the_alltoall_fp8_rows() -> None:
     for cid, on in want.items():
         r = vt.predict_new_case(cases[cid])
         assert r.settings["moe_fp8_padding"] is on, cid
+
+
+@pytest.mark.parametrize(("extra", "pads"), [
+    ("", True),  # Megatron-LM's default dispatcher, allgather, leaves the padding to TEGroupedMLP
+    ("--moe-token-dispatcher-type alltoall", True),
+    ("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep", False),  # padded in the permute
+    ("--moe-token-dispatcher-type alltoall --moe-router-padding-for-quantization", False),  # routing map padded
+    ("--moe-token-dispatcher-type alltoall --moe-router-padding-for-fp8", False),  # its alias
+])
+def test_megatron_flags(tmp_path: Path, extra: str, pads: bool) -> None:
+    from scalemodel.specs.frameworks import read_strategy_file
+    f = tmp_path / "launch.sh"
+    base = "--num-experts 64 --moe-router-topk 4 --expert-model-parallel-size 8 --moe-grouped-gemm"
+    f.write_text(f"{base} --fp8-format hybrid --fp8-recipe mxfp8 {extra}\n")
+    sf = read_strategy_file(str(f))
+    assert sf.strategy.get("moe_fp8_padding", False) is pads
+    assert any("--num-experts" in u for u in sf.unused)  # still named as a model flag
+    f.write_text(f"{base} --bf16 {extra}\n")  # no FP8 GEMM, no padding
+    assert "moe_fp8_padding" not in read_strategy_file(str(f)).strategy
+    f.write_text(f"--num-experts 64 --fp8-format e4m3 {extra}\n")  # SequentialMLP (no --moe-grouped-gemm)
+    assert "moe_fp8_padding" not in read_strategy_file(str(f)).strategy
