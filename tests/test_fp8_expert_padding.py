@@ -136,3 +136,41 @@ def test_megatron_flags(tmp_path: Path, extra: str, pads: bool) -> None:
     assert "moe_fp8_padding" not in read_strategy_file(str(f)).strategy
     f.write_text(f"--num-experts 64 --fp8-format e4m3 {extra}\n")  # SequentialMLP (no --moe-grouped-gemm)
     assert "moe_fp8_padding" not in read_strategy_file(str(f)).strategy
+
+
+def test_the_mtp_block_carries_the_copies_and_casts() -> None:
+    """DeepSeek-V3 (61 layers, 58 MoE, one MTP module whose block is a MoE layer) on DGX-B200, mxfp8, EP 8, b 1,
+    s 4096: 8 * 4096 * 8 / 256 = 1024 tokens on each of 32 local experts = 32,768 rows of h 7168. A stage of 4
+    layers with the logits and the module gains the padding copies of 4 x 58/61 mean layers and of the module's
+    block, 8 eb R h each forward and backward; the module's block also carries a MoE layer's FP8 casts, which the
+    stage's 4 mean layers carry already, whatever the module."""
+    from scalemodel.specs import load_workload
+
+    b200 = load_cluster("dgx-b200")
+    wl = load_workload("deepseek-v3")
+    tr = TrainingSpec(global_batch=16, micro_batch=1, precision="fp8", fp8_recipe="mxfp8")
+    job = build_job(b200, wl, tr)
+    hbm = 7.7e12 * 0.85  # B200: 7.7 TB/s datasheet x 0.85 (hardware/accelerators/b200.yaml)
+    assert job.memory_bandwidth == 7.7e12 and job.memory_efficiency == pytest.approx(0.85)
+    assert (job.shape.layers, job.shape.moe_layers, job.shape.mtp_layers) == (61, 58, 1)
+    pad = 2 * 4 * 2 * 32_768 * 7168 / hbm  # forward + backward of one MoE layer
+
+    def grid(**kw):  # type: ignore[no-untyped-def]
+        return grid_from_strategy(StrategySpec(dp=16, ep=8, **kw), tr, 16, job)
+
+    layers = np.asarray([4.0])
+    a = step._compute_per_microbatch(job, grid(), layers, logits_on_stage=True)
+    b = step._compute_per_microbatch(job, grid(moe_fp8_padding=True), layers, logits_on_stage=True)
+    assert _v(b["total"] - a["total"]) == pytest.approx((4 * 58 / 61 + 1) * pad, rel=1e-9)
+    # the casts: the module's share of the stage, with and without the recipe (same peaks, curves and layers)
+    from dataclasses import replace
+    no_casts = replace(job, fp8_recipe="")
+    g = grid()
+    with_mtp = step._compute_per_microbatch(job, g, layers)["total"] - step._compute_per_microbatch(
+        job, g, layers, logits_on_stage=False)["total"]
+    bare = step._compute_per_microbatch(no_casts, g, layers)["total"] - step._compute_per_microbatch(
+        no_casts, g, layers, logits_on_stage=False)["total"]
+    f, bw, w = compute.fp8_quantize_bytes(job.shape, micro_batch=1, seq_len=4096, recipe="mxfp8", transpose_copy=False,
+                                          ep=8, moe=True)
+    m = 16 / 16  # micro-batches per step: global 16 over dp 16
+    assert _v(with_mtp - bare) == pytest.approx((float(f) + float(w) / m + float(bw)) / hbm, rel=1e-9)
