@@ -346,6 +346,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
                      router_gemm_half_dim=job.logits_gemm_half_dim)
     rec = g.recompute
     flash["xla_remat"] = xla_remat(job)
+    flash["recompute_modules"] = g.recompute_modules  # what selective recompute repeats
     dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
                                        **flash)  # etp only shapes the expert GEMMs
     moe_share = float(sh.moe_layers / sh.layers)
