@@ -661,14 +661,27 @@ RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwe
 #: training/flex_dispatcher_backend.py replaces with 'flex' only for a named backend) and captures no CUDA graph
 #: of the MoE router/preprocess: scripts/performance/configs/qwen/qwen3_workload_base_configs.py
 #: QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS (= FP8_MX), ..._H100_FP8_CS and QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS
-#: set neither (the GB200 presets set hybridep and cuda_graph_scope [..., "moe_router", "moe_preprocess"]).
+#: set neither (the GB200 presets set hybridep and cuda_graph_scope [..., "moe_router", "moe_preprocess"]). The
+#: DGX-B200 DeepSeek-V3 preset is the same kind: scripts/performance/configs/deepseek/deepseek_workload_base_configs.py
+#: DEEPSEEK_V3_PRETRAIN_CONFIG_B200_BASE_CONFIG sets no moe_flex_dispatcher_backend and no cuda_graph_impl, and
+#: src/megatron/bridge/models/deepseek/deepseek_provider.py DeepSeekModelProvider has moe_token_dispatcher_type
+#: 'alltoall' (its device time per layer exceeds this H, so the floor does not move it).
 #: That dispatcher synchronises the host once per MoE layer (Megatron-LM core_v0.15.0
 #: megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: "A synchronization is needed
 #: before expert parallel AlltoAll communication to get the `input_splits` and `output_splits` CPU values"),
 #: after which the GPU waits on the host's launches. Such rows get the host floor
 #: :data:`MCORE_2511_MOE_LAYER_HOST_S` (docs/model.md#host) and a note.
 RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
-                                    "mb2511_h100_qwen3_30b_fp8cs"})
+                                    "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx"})
+
+
+#: FP8 MoE rows whose Megatron-Bridge 25.11 preset dispatches with Megatron-Core's all-to-all dispatcher (the rows of
+#: :data:`RECIPE_HOST_SYNC_EAGER`: no moe_flex_dispatcher_backend) and sets no moe_router_padding_for_quantization
+#: (neither recipes, providers, perf configs nor the mixed-precision configs at 97ad8cc6f name it), so the experts
+#: pad their tokens for the FP8 grouped GEMM themselves (StrategySpec.moe_fp8_padding;
+#: docs/model.md#fp8-expert-padding). The GB200 FP8 preset (HybridEP) pads in the dispatcher.
+RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
+                                       "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx"})
 
 
 #: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
@@ -798,6 +811,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           recompute_modules=parse_recompute_modules(par.get("recompute")) if rec == "selective" else "",
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
+                          moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
                           overlap=src not in DEEPSPEED_PIPELINE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags)
@@ -842,7 +856,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "first_last_chunk_layers": list(chunks) if chunks else None,
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
                 "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
-                "deepspeed_pipeline": st.deepspeed_pipeline, **fsdp_options(case, zero, precision),
+                "deepspeed_pipeline": st.deepspeed_pipeline, "moe_fp8_padding": st.moe_fp8_padding,
+                **fsdp_options(case, zero, precision),
                 **framework_options(case, zero), **flags}
     return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st)
 

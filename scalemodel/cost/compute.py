@@ -70,6 +70,7 @@ import numpy as np
 from scalemodel.choices import Recompute
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
+from scalemodel.cost.memory import DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES
 from scalemodel.cost.transformer import Shape, attention_matrices, recompute_code
 from scalemodel.errors import InputError
 
@@ -299,7 +300,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        core_peak_flops: ArrayLike | None = None, core_gemm_max: ArrayLike | None = None,
                        core_gemm_half_dim: ArrayLike | None = None, xla_remat: ArrayLike = False,
                        router_peak_flops: ArrayLike | None = None, router_gemm_max: ArrayLike | None = None,
-                       router_gemm_half_dim: ArrayLike | None = None) -> LayerTime:
+                       router_gemm_half_dim: ArrayLike | None = None, recompute_modules: ArrayLike = 0) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
 
     Full recompute repeats the forward, except with ``xla_remat`` (a program compiled by XLA, as every
@@ -310,6 +311,14 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     only feeds the residual sum, so its recomputation is dead code:
     recompute = forward - t(down-projection GEMMs) (dense: T x h x f/t; MoE: the experts' and shared
     experts' down GEMMs), instead of PyTorch checkpointing's whole forward (Megatron-LM).
+
+    Selective recompute repeats what ``recompute_modules`` names (bits of
+    :data:`scalemodel.cost.memory.RECOMPUTE_MODULES`; 0 = core_attn, Megatron-Core's default): core_attn the
+    attention core; mla_up_proj MLA's Q and KV up-projection GEMMs (multi_latent_attention.py ``qkv_up_checkpoint``
+    re-runs them before the core's backward; Megatron-Core recomputes the core only when core_attn is also named,
+    attention.py ``checkpoint_core_attention``); moe_act the routed experts' activation function (experts.py
+    ``activation_recompute``: its memory-bound bytes). jax_dots keeps the core's price (the remat policy's own
+    recompute is not priced apart).
 
     ``core_*`` (default: the GEMMs' own) price the attention core at another precision: an fp8 run's
     core runs in BF16 (Transformer Engine's recipes leave dot-product attention out of FP8 unless
@@ -360,10 +369,14 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     # weight GEMMs of the attention block (T x out x in; TP splits the output or input width)
     gemm = np.zeros_like(T)
     flops = np.zeros_like(T)
+    up_proj = np.zeros_like(T)  # MLA's q_up and kv_up GEMMs (selective recompute of mla_up_proj)
     for name, n_in, n_out, split in attention_matrices(sh):
         div = t if split else 1.0
         out_w, in_w = (h + 0 * n_out, n_in / div) if name == "o" else (n_out / div, n_in)
-        gemm = gemm + gemm_time(T, out_w, in_w, np.where(n_in * n_out > 0, 1.0, 0.0), **kw)
+        t_m = gemm_time(T, out_w, in_w, np.where(n_in * n_out > 0, 1.0, 0.0), **kw)
+        gemm = gemm + t_m
+        if name in ("q_up", "kv_up"):
+            up_proj = up_proj + t_m
         flops = flops + 2 * T * n_in * n_out / div
     # attention core: Q K^T (s_local x k x d) and softmax . V (s_local x d_v x k), k keys per query
     keys = sh.attended_keys(s)
@@ -396,7 +409,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
             has_shared, gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
         flops = flops + 2 * T * h * E + 2 * width * h * (mats_up + 1)
         mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * width + 4 * eb * T * k * h
+        expert_act = np.where(sh.gated_mlp, 3.0, 2.0) * eb * T * k * fe / t  # routed experts' activation bytes
     else:
+        expert_act = np.zeros_like(T)
         f = sh.ffn_hidden
         down = gemm_time(T, h, f / t, **kw)
         gemm = gemm + gemm_time(T, mats_up * f / t, h, **kw) + down
@@ -408,7 +423,14 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     t_mem = memory_time(mem, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     forward = gemm + t_mem + t_core
     full = forward - np.where(np.asarray(xla_remat, dtype=bool), down, 0.0)
-    recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, t_core, 0.0))
+    mods = np.asarray(recompute_modules, dtype=np.int64)
+    mods = np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods)
+    core_again = (mods & (RECOMPUTE_MODULES["core_attn"] | RECOMPUTE_MODULES["jax_dots"])) > 0
+    selective = (np.where(core_again, t_core, 0.0)
+                 + np.where(((mods & RECOMPUTE_MODULES["mla_up_proj"]) > 0) & sh.mla, up_proj, 0.0)
+                 + np.where((mods & RECOMPUTE_MODULES["moe_act"]) > 0, memory_time(
+                     expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0))
+    recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     backward = 2.0 * forward + (FLASH_BACKWARD_FLOP_RATIO - 2.0) * np.where(flash, core_gemm, 0.0)
     return LayerTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
@@ -606,6 +628,45 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         df, db, dw = mlp(sh.ffn_hidden, True)
         fwd, bwd, weights = fwd + df, bwd + db, weights + dw
     return fwd, bwd, q(weights)
+
+
+def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                             cp: ArrayLike = 1, ep: ArrayLike = 1, etp: ArrayLike | None = None,
+                             elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes one MoE layer adds on one GPU per micro-batch when the routed tokens of an fp8
+    run are padded for the FP8 grouped GEMM by the experts themselves, not by the token dispatcher.
+
+    Source: Megatron-Core ``TEGroupedMLP.forward`` (megatron/core/transformer/moe/experts.py, core_dev_r0.15.0
+    @0d8e0714, the Megatron-LM of Megatron-Bridge 25.11): with fp8 it runs Transformer Engine's ``Fp8Padding`` on the
+    permuted tokens before FC1 and ``Fp8Unpadding`` on FC2's output, so that every local expert's row count is a
+    multiple of the FP8 GEMM alignment (16; 32 for MXFP8). TE (release_v2.9, pytorch/module/fp8_padding.py,
+    fp8_unpadding.py) copies the whole tensor with ``tex.fused_multi_row_padding`` / ``fused_multi_row_unpadding``
+    (read it, write the padded or unpadded copy) unless every count is already aligned, and its autograd backward is
+    the opposite copy of the gradient. A dropless router's counts are aligned only by chance (the Megatron-Bridge
+    benchmarks draw normal logits per token, ``RandomSTE``), so the copies run. The all-to-all and all-gather
+    dispatchers leave the padding to the experts unless ``moe_router_padding_for_quantization`` pads the routing
+    map; the flex dispatcher pads in its permute (HybridEP ``pad_multiple``, DeepEP ``_pad_routing_map``).
+
+    With R = ep u T k / t routed rows on this GPU's E/ep experts (T = b s / cp, u = etp, default t; the rows
+    :func:`fp8_quantize_bytes` quantizes) and h the hidden width::
+
+        forward   4 eb R h     Fp8Padding of the experts' input (read R h, write R h)
+                               + Fp8Unpadding of FC2's output (read R h, write R h)
+        backward  4 eb R h     the unpadding of the input gradient and the padding of FC2's output gradient
+
+    Not counted: the padding rows themselves (at most alignment - 1 per local expert) and the padded copy of the
+    router probabilities (one element per row, 1/h of the tokens' bytes)."""
+    b = _pos("micro_batch", micro_batch)
+    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    t = _pos("tp", tp)
+    e = _pos("ep", ep)
+    eb = _pos("elem_bytes", elem_bytes)
+    u = t if etp is None else _pos("etp", etp)
+    E = np.maximum(sh.moe_experts, 1.0)
+    rows = np.maximum(e * u * T * sh.moe_top_k / (E * t), 1.0) * E / e
+    per_pass = 4.0 * eb * rows * sh.hidden
+    has_experts = np.where(sh.moe_experts > 0, 1.0, 0.0)
+    return per_pass * has_experts, per_pass * has_experts
 
 
 def attention_unpad_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,

@@ -355,6 +355,7 @@ class StrategyGrid:
     fsdp_fp8_all_gather: np.ndarray  # bool: FSDP all-gathers the linear weights in float8 (torchao)
     fsdp_flat_param: np.ndarray  # bool: FSDP1 FlatParameter gradient passes (cat, cast, pre-divide) per micro-batch
     attention_unpad: np.ndarray  # bool: flash-attn varlen on unpad_input/pad_input copies of Q, K, V and the output
+    moe_fp8_padding: np.ndarray  # bool: an fp8 run's experts pad/unpad their routed tokens (TE Fp8Padding copies)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -419,6 +420,7 @@ class StrategyGrid:
             "fsdp_fp8_all_gather": bool(self.fsdp_fp8_all_gather[i]),
             "fsdp_flat_param": bool(self.fsdp_flat_param[i]),
             "attention_unpad": bool(self.attention_unpad[i]),
+            "moe_fp8_padding": bool(self.moe_fp8_padding[i]),
         }
 
 
@@ -438,7 +440,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     offload_layers=0, tp_comm_overlap=False, overlap_param_gather=False,
                                     moe_a2a_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
                                     deepspeed_pipeline=False, fsdp_reshard_after_forward=True,
-                                    fsdp_fp8_all_gather=False, fsdp_flat_param=False, attention_unpad=False)
+                                    fsdp_fp8_all_gather=False, fsdp_flat_param=False, attention_unpad=False,
+                                    moe_fp8_padding=False)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -449,7 +452,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
                              "flash_attention", "tp_comm_overlap", "overlap_param_gather",
                              "recompute_uniform", "deepspeed_pipeline", "fsdp_reshard_after_forward",
-                             "fsdp_fp8_all_gather", "fsdp_flat_param", "attention_unpad") else (
+                             "fsdp_fp8_all_gather", "fsdp_flat_param", "attention_unpad", "moe_fp8_padding") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes", "moe_layer_host_s") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
@@ -552,7 +555,8 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         fsdp_reshard_after_forward=getattr(strategy, "fsdp_reshard_after_forward", True),
         fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False),
         fsdp_flat_param=getattr(strategy, "fsdp_flat_param", False),
-        attention_unpad=getattr(strategy, "attention_unpad", False))
+        attention_unpad=getattr(strategy, "attention_unpad", False),
+        moe_fp8_padding=getattr(strategy, "moe_fp8_padding", False))
 
 
 def _check_shard_group(strategy: Any, dp: int) -> None:
@@ -605,13 +609,16 @@ def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:
 
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s and
-    recompute_modules moe_act without MoE layers, mla_up_proj without multi-head latent attention, shard_group
-    without HSDP."""
+    recompute_modules moe_act without MoE layers, moe_fp8_padding without MoE layers or fp8, mla_up_proj without
+    multi-head latent attention, shard_group without HSDP."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
         notices.warn(f"strategy.moe_layer_host_s = {strategy.moe_layer_host_s:g} s is not priced: the model has no "
                      "MoE layers")
+    if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
+        notices.warn("strategy.moe_fp8_padding is not priced: it needs MoE layers and precision fp8 (the experts "
+                     "pad their tokens for the FP8 grouped GEMM only)")
     names = set(filter(None, str(getattr(strategy, "recompute_modules", "") or "").split(",")))
     for name, present, what in (("moe_act", moe, "MoE layers"), ("mla_up_proj", mla, "multi-head latent attention")):
         if name in names and not present:

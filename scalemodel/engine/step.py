@@ -345,6 +345,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
                      router_gemm_half_dim=job.logits_gemm_half_dim)
     rec = g.recompute
     flash["xla_remat"] = xla_remat(job)
+    flash["recompute_modules"] = g.recompute_modules  # what selective recompute repeats
     dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
                                        **flash)  # etp only shapes the expert GEMMs
     moe_share = float(sh.moe_layers / sh.layers)
@@ -363,6 +364,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         fwd_l, bwd_l = fwd_l + cast_f, bwd_l + cast_b
         rec_l = rec_l + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
+    fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
     logits = compute.logits_compute_time(sh, **(kw if job.logits_peak_flops <= 0 else dict(  # an fp8 run's: BF16
         kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max, gemm_half_dim=job.logits_gemm_half_dim)))
     with_logits = 1.0 if logits_on_stage else 0.0
@@ -378,7 +380,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
            "mtp_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1)}
     if logits_on_stage and float(sh.mtp_layers) > 0:
         block = moe if bool(sh.last_layer_moe) else dense
-        out = _with_mtp(out, mtp_compute(job, g, block, logits, kw))
+        out = _with_mtp(out, mtp_compute(job, g, _mtp_block(job, g, block, bool(sh.last_layer_moe)), logits, kw))
     return out
 
 
@@ -417,6 +419,28 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float) -> tuple[np.
     return f, b
 
 
+def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: bool) -> compute.LayerTime:
+    """The transformer block of a multi-token prediction module (``block``: :func:`compute.layer_compute_time` of
+    the last layer's kind, MoE when ``moe_block``) with the per-layer terms the stage's own layers carry beyond it,
+    at that kind alone rather than mixed over dense and MoE layers: an fp8 run's quantization casts
+    (:func:`fp8_cast_per_layer`, the block's weights cast once per step like the layers'), flash-attn's unpad copies
+    (:func:`_with_attention_unpad`) and the experts' FP8 padding copies (:func:`_with_fp8_expert_padding`). Forward
+    extras join the forward, backward extras the backward; full recompute repeats the forward's (the casts' as
+    :func:`_compute_per_microbatch` repeats them for the layers)."""
+    share = 1.0 if moe_block else 0.0
+    fwd, bwd, rec = block.forward, block.backward, block.recompute
+    if job.fp8_recipe:
+        cast_f, cast_b = fp8_cast_per_layer(job, g, share)
+        fwd, bwd = fwd + cast_f, bwd + cast_b
+        rec = rec + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
+    fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)
+    if moe_block:
+        fwd, bwd, rec = _with_fp8_expert_padding(job, g, fwd, bwd, rec, moe_share=1.0)
+    return compute.LayerTime(forward=fwd, backward=bwd, recompute=rec, forward_gemm=block.forward_gemm,
+                             forward_memory=block.forward_memory, attention_core=block.attention_core,
+                             forward_flops=block.forward_flops)
+
+
 def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: compute.LayerTime,
                 kw: dict[str, Any]) -> dict[str, np.ndarray]:
     """Compute seconds per micro-batch of the D multi-token prediction modules, which Megatron-Core builds on the
@@ -428,7 +452,8 @@ def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: com
         backward = D (block.backward + block.recompute + proj.backward + proj.recompute + logits.backward)
 
     ``block`` is :func:`scalemodel.cost.compute.layer_compute_time` of the last layer's kind (MoE for
-    DeepSeek-V3), ``proj`` :func:`scalemodel.cost.compute.mtp_projection_time` (norms, concatenation, eh_proj),
+    DeepSeek-V3) with the per-layer casts and copies of :func:`_mtp_block`, ``proj``
+    :func:`scalemodel.cost.compute.mtp_projection_time` (norms, concatenation, eh_proj),
     ``logits`` the shared output head with its cross-entropy (:func:`scalemodel.cost.compute.logits_compute_time`).
     Megatron-Core recomputes a module under full recompute (``_checkpointed_forward`` whenever
     recompute_granularity is 'full', whatever --recompute-num-layers says), and its block's attention core under
@@ -522,6 +547,25 @@ def _with_attention_unpad(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
                                              tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
     f_t = np.where(on, _hbm_seconds(job, f_b), 0.0)
     b_t = np.where(on, _hbm_seconds(job, b_b), 0.0)
+    return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
+
+
+def _with_fp8_expert_padding(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray,
+                             moe_share: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with the experts' FP8 padding copies of an fp8 run
+    (strategy ``moe_fp8_padding``; :func:`scalemodel.cost.compute.fp8_expert_padding_bytes`) at the HBM roofline,
+    mixed over the layers as the layer times are (``moe_share``, default moe_layers / layers, of them are MoE
+    layers): the forward's copies join the forward, the backward's the backward, and full recompute repeats the
+    forward's. docs/model.md#fp8-expert-padding"""
+    sh = job.shape if job.is_transformer else None
+    on = np.asarray(g.moe_fp8_padding, dtype=bool) & bool(job.fp8_recipe)
+    if sh is None or sh.moe_layers == 0 or not np.any(on):
+        return fwd_l, bwd_l, rec_l
+    share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
+    f_b, b_b = compute.fp8_expert_padding_bytes(sh, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len,
+                                                tp=g.tp, cp=g.cp, ep=g.ep, etp=_etp(g), elem_bytes=job.elem_bytes)
+    f_t = np.where(on, share * _hbm_seconds(job, f_b), 0.0)
+    b_t = np.where(on, share * _hbm_seconds(job, b_b), 0.0)
     return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
 
 

@@ -45,7 +45,7 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "assignment", "dispatch_overhead", "layout", "recompute_layers", "recompute_method",
                    "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap",
                    "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
-                   "fsdp_flat_param", "attention_unpad")
+                   "fsdp_flat_param", "attention_unpad", "moe_fp8_padding")
 
 
 @dataclass
@@ -254,7 +254,10 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
 _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer",
                     "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
                     "--num-virtual-stages-per-pipeline-rank",
-                    "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout"}
+                    "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout",
+                    # read for strategy.moe_fp8_padding (who pads an fp8 run's tokens per expert: _moe_fp8_padding)
+                    "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
+                    "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8"}
 
 
 def _megatron_tokens(text: str) -> list[str]:
@@ -271,6 +274,18 @@ def _megatron_tokens(text: str) -> list[str]:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _moe_fp8_padding(args: dict[str, str | None], moe: bool) -> bool:
+    """Whether a Megatron-LM launch pads an fp8 run's routed tokens in the experts (strategy moe_fp8_padding,
+    docs/model.md#fp8-expert-padding): --fp8-format with experts (``moe``: --num-experts) and --moe-grouped-gemm
+    (TEGroupedMLP; not --moe-use-legacy-grouped-gemm), a dispatcher other than flex (--moe-token-dispatcher-type,
+    default allgather: megatron/training/arguments.py, core_dev_r0.15.0) and no --moe-router-padding-for-quantization
+    (or its alias --moe-router-padding-for-fp8), which pads the routing map instead."""
+    return ("--fp8-format" in args and moe and "--moe-grouped-gemm" in args
+            and "--moe-use-legacy-grouped-gemm" not in args
+            and (args.get("--moe-token-dispatcher-type") or "allgather") != "flex"
+            and "--moe-router-padding-for-quantization" not in args and "--moe-router-padding-for-fp8" not in args)
 
 
 def _megatron(text: str, out: StrategyFile) -> None:
@@ -367,6 +382,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
                               "prices delayed, tensorwise and mxfp8)")
     elif args.get("--fp8-recipe") is not None:
         out.unused.append("--fp8-recipe without --fp8-format (Megatron trains without FP8)")
+    if _moe_fp8_padding(args, "--num-experts" in model_flags):
+        out.strategy["moe_fp8_padding"] = True
     opt = args.get("--optimizer")
     if opt is not None and opt != "adam":
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")

@@ -196,6 +196,13 @@ class StrategySpec(Spec, kw_only=True):
         "forward copies Q, K, V into packed tensors and scatters the output into a zeroed one, the backward "
         "gathers the output gradient and scatters dQ, dK, dV into zeroed tensors; docs/model.md#attention-unpad"
     ))] = False
+    moe_fp8_padding: Annotated[bool, Meta(description=(
+        "precision fp8 with MoE layers whose token dispatcher does not pad the tokens per expert to the FP8 GEMM "
+        "alignment (Megatron-Core alltoall or allgather without moe_router_padding_for_quantization; the flex "
+        "dispatcher, DeepEP or HybridEP, pads in its permute): the experts copy their routed tokens into a padded "
+        "tensor before FC1 and FC2's output out of it, and the backward the same for the gradients (Megatron-Core "
+        "TEGroupedMLP with Transformer Engine Fp8Padding / Fp8Unpadding); docs/model.md#fp8-expert-padding"
+    ))] = False
     assignment: Annotated[AssignmentText, Meta(
         description="micro-batches split equally up front, or pulled from a shared queue")] = "static"
     dispatch_overhead: Annotated[SecondsOrZero | None, Meta(description=(
