@@ -1,0 +1,42 @@
+"""Hostile-input round 8: combinations of valid-looking options that together are nonsense, extreme but legal
+magnitudes, and the --json of every command under them.
+
+Each case is one finding (a verdict that differed between commands, a value or option accepted silently, a message
+that named the wrong thing); the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
+
+BASE = ["-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64"]
+
+
+# --- one bad combination, one verdict in every single-strategy command ------------------------------------
+
+@pytest.mark.parametrize("flags, reason", [
+    (["--pp", "64"], "layers do not split"),  # 24 layers over 64 stages
+    (["--pp", "4", "--schedule", "interleaved:100"], "layers do not split"),
+    (["--global-batch", "100"], "global batch not divisible"),  # dp 64
+    (["--global-batch", "64", "--micro-batch", "4"], "global batch not divisible"),
+    (["--tp", "64"], "heads not divisible"),  # the verdict memory already gave
+])
+def test_memory_gives_predicts_verdict(cli, flags: list[str], reason: str) -> None:  # type: ignore[no-untyped-def]
+    """``memory --pp 64`` (24 layers) and ``memory --global-batch 100`` (dp 64) were refused with exit 2 while
+    ``predict`` and ``sensitivity`` answered with the strategy marked infeasible, and memory itself answered
+    ``--tp 64`` (heads not divisible) that way: one verdict per combination, the one predict gives."""
+    pred = accepted(cli, "predict", *BASE, *flags)
+    mem = accepted(cli, "memory", *BASE, *flags)
+    sens = accepted(cli, "sensitivity", *BASE, *flags)
+    assert pred["feasible"] is mem["feasible"] is sens["baseline"]["feasible"] is False
+    assert reason in pred["infeasible_reason"] and mem["infeasible_reason"] == pred["infeasible_reason"]
+    assert mem["per_gpu_bytes"]["total"] == pytest.approx(pred["memory"]["per_gpu_bytes"], rel=1e-9)
+
+
+def test_memory_largest_micro_batch_when_dp_does_not_divide_the_batch(cli) -> None:  # type: ignore[no-untyped-def]
+    """No micro-batch divides 16 sequences over dp 64: the largest micro-batch is the memory bound (predict prices
+    m = 1 there), not 0 with "model states alone exceed the memory" (they are 41% of it)."""
+    mem = accepted(cli, "memory", *BASE, "--global-batch", "16")
+    free = accepted(cli, "memory", *BASE)
+    assert mem["max_micro_batch"] == free["max_micro_batch"] >= 1
