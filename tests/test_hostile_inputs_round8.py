@@ -40,3 +40,22 @@ def test_memory_largest_micro_batch_when_dp_does_not_divide_the_batch(cli) -> No
     mem = accepted(cli, "memory", *BASE, "--global-batch", "16")
     free = accepted(cli, "memory", *BASE)
     assert mem["max_micro_batch"] == free["max_micro_batch"] >= 1
+
+
+# --- one option, one range in every command ------------------------------------------------------------
+
+@pytest.mark.parametrize("kappa", ["1e300", "inf", "1.7e308"])
+@pytest.mark.parametrize("command", [["predict", *BASE, "--sync", "asp"], ["scale", "-c", "dgx-h100", "-m", "gpt-1.7b",
+                                                                           "-n", "64,128", "--sync", "asp"],
+                                     ["stragglers", "-n", "64"]])
+def test_staleness_kappa_has_one_range(cli, command: list[str], kappa: str) -> None:  # type: ignore[no-untyped-def]
+    """``stragglers --staleness-kappa`` took 0 .. 1e6, ``predict`` and ``scale`` any finite number: kappa 1e300 gave a
+    statistical efficiency of 1e-300 and a time to train of 1.6e305 s, printed as a 300-digit count of days; inf
+    was refused as "kappa: staleness sensitivity kappa must be finite and >= 0" (no option named, nothing allowed)."""
+    refused(cli, *command, "--staleness-kappa", kappa, "--json",
+            match="error: --staleness-kappa: --staleness-kappa must be a finite number from 0 to 1e+06, got ")
+
+
+def test_staleness_kappa_in_range_still_reads(cli) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "predict", *BASE, "--sync", "asp", "--staleness-kappa", "1e6")
+    assert 0 < out["sync"]["statistical_efficiency"] < 1e-5
