@@ -59,3 +59,29 @@ def test_staleness_kappa_has_one_range(cli, command: list[str], kappa: str) -> N
 def test_staleness_kappa_in_range_still_reads(cli) -> None:  # type: ignore[no-untyped-def]
     out = accepted(cli, "predict", *BASE, "--sync", "asp", "--staleness-kappa", "1e6")
     assert 0 < out["sync"]["statistical_efficiency"] < 1e-5
+
+
+# --- parameters of sync, schedule and dp_comm: why they were refused -------------------------------------
+
+@pytest.mark.parametrize("flags, match", [
+    (["--sync", "ssp:1000000000"], "parameter '1000000000' in 'ssp:1000000000' has more than 9 digits; "),
+    (["--sync", "hier:2:99999999999"], "parameter '99999999999' in 'hier:2:99999999999' has more than 9 digits"),
+    (["--sync", "backup:-1"], "parameter '-1' in 'backup:-1' is negative"),
+    (["--schedule", "interleaved:1000000000"], "virtual stages '1000000000' in schedule 'interleaved:1000000000' has "
+                                               "more than 9 digits; use 1f1b, interleaved:V (V from 2 to 999999999)"),
+    (["--dp-comm", "ps:1000000000"], "server count '1000000000' in 'ps:1000000000' has more than 9 digits; use "
+                                     "allreduce or ps:K[:colocated|:dedicated] (K from 1 to 999999999 servers)"),
+])
+def test_long_or_negative_parameters_are_named_as_such(cli, flags: list[str], match: str) -> None:  # type: ignore[no-untyped-def]
+    """``--sync ssp:1000000000`` said "parameter '1000000000' ... is not an integer"; ``--schedule
+    interleaved:1000000000`` said it "needs V >= 2"; ``--dp-comm ps:1000000000`` was an "unknown DP communication":
+    none said that the count has one digit too many, nor what the largest is."""
+    for command in ("predict", "sensitivity") + (("memory",) if flags[0] != "--dp-comm" else ()):
+        refused(cli, command, *BASE, *flags, "--json", match=match)
+    if flags[0] == "--sync":
+        refused(cli, "plan", *BASE, "--sync-modes", flags[1], "--json", match=match.split(";")[0])
+
+
+def test_nine_digit_parameters_still_read(cli) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "predict", *BASE, "--sync", "ssp:999999999")
+    assert out["strategy"]["sync"] == "ssp:999999999"
