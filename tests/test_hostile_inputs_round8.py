@@ -85,3 +85,52 @@ def test_long_or_negative_parameters_are_named_as_such(cli, flags: list[str], ma
 def test_nine_digit_parameters_still_read(cli) -> None:  # type: ignore[no-untyped-def]
     out = accepted(cli, "predict", *BASE, "--sync", "ssp:999999999")
     assert out["strategy"]["sync"] == "ssp:999999999"
+
+
+# --- the planner: what the command line pins is pinned, and an empty search says why ---------------------
+
+@pytest.mark.parametrize("flags, key, value", [
+    (["--tp", "8"], "tp", 8),
+    (["--pp", "2"], "pp", 2),
+    (["--zero", "0", "--recompute", "full"], "recompute", "full"),
+    (["--micro-batch", "2"], "micro_batch", 2),
+    (["--set", "strategy.tp=2"], "tp", 2),
+    (["--set", "training.micro_batch=2"], "micro_batch", 2),
+])
+def test_scale_best_pins_the_strategy_flags(cli, flags: list[str], key: str, value: object) -> None:  # type: ignore[no-untyped-def]
+    """``scale --best --tp 8`` (or --pp 2, --zero 0 --recompute full, --set strategy.tp=2) searched every strategy
+    at every point and reported tp 2 and tp 4: the flags were dropped without a word (--tp only changed the first
+    point's global batch). They are pinned as plan pins --set strategy.X."""
+    out = accepted(cli, "scale", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8,16", "--best", *flags)
+    assert [p["strategy"][key] for p in out["points"]] == [value, value], [p["strategy"] for p in out["points"]]
+
+
+def test_plan_pins_a_set_micro_batch(cli) -> None:  # type: ignore[no-untyped-def]
+    """``plan --set training.micro_batch=4`` ranked micro-batch 1 first: the value was searched over, unsaid, while
+    a --strategy file's micro-batch and every --set strategy.X are pinned."""
+    out = accepted(cli, "plan", *BASE, "--set", "training.micro_batch=4")
+    assert out["ranked"] and {p["strategy"]["micro_batch"] for p in out["ranked"]} == {4}
+
+
+@pytest.mark.parametrize("texts, match", [
+    (["tp=8", "tp=4"], "no tp meets tp=8, tp=4 together; "),
+    (["tp<=2,tp>=4"], "no tp meets tp<=2, tp>=4 together; "),
+    (["pp<1"], "no pp meets pp<1; "),
+    (["micro_batch>2,micro_batch<3"], "no micro_batch meets micro_batch>2, micro_batch<3 together"),
+])
+def test_plan_constraints_no_value_meets_are_refused(cli, texts: list[str], match: str) -> None:  # type: ignore[no-untyped-def]
+    """``--constraint tp<=2,tp>=4`` ran and answered "No feasible strategy among 0 candidates (none enumerated)":
+    a contradiction in what was typed, refused where it is read."""
+    args = [a for t in texts for a in ("--constraint", t)]
+    refused(cli, "plan", *BASE, *args, "--json", match="error: --constraint: " + match)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--constraint", "tp=3"], "--constraint tp=3"),  # no tp 3 split of 64 GPUs
+    (["--set", "training.micro_batch=1000"], "--set training.micro_batch=1000"),  # global batch 64
+    (["--set", "strategy.tp=128"], "--set strategy.tp=128"),
+])
+def test_plan_empty_search_names_what_was_asked(cli, args: list[str], said: str) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "plan", *BASE, *args)
+    assert out["ranked"] == [] and out["why"] == (
+        f"No strategy to evaluate: no split of 64 GPUs at global batch 64 meets what was asked ({said}).")
