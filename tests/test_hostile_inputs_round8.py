@@ -134,3 +134,32 @@ def test_plan_empty_search_names_what_was_asked(cli, args: list[str], said: str)
     out = accepted(cli, "plan", *BASE, *args)
     assert out["ranked"] == [] and out["why"] == (
         f"No strategy to evaluate: no split of 64 GPUs at global batch 64 meets what was asked ({said}).")
+
+
+# --- strategy switches that the strategy around them leaves without effect --------------------------------
+
+@pytest.mark.parametrize("flags, said", [
+    (["--set", "strategy.overlap_param_gather=true", "--zero", "0"], "strategy.overlap_param_gather = true is not "
+                                                                     "priced"),
+    (["--set", "strategy.overlap_param_gather=true", "--zero", "1", "--no-overlap"], "zero is 1, overlap off"),
+    (["--set", "strategy.tp_comm_overlap=true"], "strategy.tp_comm_overlap = true is not priced"),
+    (["--set", "strategy.tp_comm_overlap=true", "--tp", "8"], "tp is 8 without sequence_parallel"),
+])
+def test_switches_without_effect_are_warned(cli, flags: list[str], said: str) -> None:  # type: ignore[no-untyped-def]
+    """``overlap_param_gather`` with zero 0 and ``tp_comm_overlap`` with tp 1 or without sequence parallelism were
+    accepted and priced as nothing (the step model prices them only with ZeRO-1/2 and overlap, and with tp > 1 and
+    SP): Megatron-LM itself refuses both (arguments.py asserts --use-distributed-optimizer and
+    --sequence-parallel)."""
+    on = accepted(cli, "predict", *BASE, *flags)
+    off = accepted(cli, "predict", *BASE, *flags[2:])
+    assert on["step_time_s"] == off["step_time_s"]
+    assert any(said in w for w in on["warnings"]), on["warnings"]
+
+
+@pytest.mark.parametrize("flags", [
+    ["--set", "strategy.overlap_param_gather=true", "--zero", "1"],
+    ["--set", "strategy.tp_comm_overlap=true", "--tp", "8", "--sequence-parallel"],
+])
+def test_switches_with_effect_are_not_warned(cli, flags: list[str]) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "predict", *BASE, *flags)
+    assert not any("not priced" in w for w in out["warnings"]), out["warnings"]
