@@ -163,3 +163,26 @@ def test_switches_without_effect_are_warned(cli, flags: list[str], said: str) ->
 def test_switches_with_effect_are_not_warned(cli, flags: list[str]) -> None:  # type: ignore[no-untyped-def]
     out = accepted(cli, "predict", *BASE, *flags)
     assert not any("not priced" in w for w in out["warnings"]), out["warnings"]
+
+
+# --- generic (per-sample) workloads ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--tp", "--pp", "--cp"])
+def test_memory_gives_predicts_verdict_on_a_generic_workload_with_model_parallelism(cli, flag: str) -> None:  # type: ignore[no-untyped-def]
+    """``memory -m resnet50 --tp 2`` was refused ("a generic workload supports data parallelism only", exit 2) while
+    predict, sensitivity and scale answered with the strategy infeasible for the same reason."""
+    args = ["-c", "dgx-h100", "-m", "resnet50", "-n", "64", flag, "2"]
+    pred, mem = accepted(cli, "predict", *args), accepted(cli, "memory", *args)
+    assert pred["feasible"] is mem["feasible"] is False
+    assert mem["infeasible_reason"] == pred["infeasible_reason"] and "transformer" in mem["infeasible_reason"]
+    assert mem["per_gpu_bytes"]["total"] == pred["memory"]["per_gpu_bytes"]
+
+
+@pytest.mark.parametrize("command", ["predict", "memory", "sensitivity"])
+def test_sequence_length_of_a_generic_workload_is_warned(cli, command: str) -> None:  # type: ignore[no-untyped-def]
+    """``-m resnet50 --seq-len 4096`` was accepted without a word and changed nothing: a generic workload is priced
+    per sample."""
+    args = [command, "-c", "dgx-h100", "-m", "resnet50", "-n", "64"]
+    out = accepted(cli, *args, "--seq-len", "4096")
+    assert any("sequence length 4,096 is not used: resnet50 is a generic workload" in w for w in out["warnings"])
+    assert not accepted(cli, *args)["warnings"]

@@ -193,7 +193,12 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
 
 
 def check_seq_len(workload: Any, training: Any) -> None:
-    """Warn when the training sequence length is a HuggingFace config's context length."""
+    """Warn when the training sequence length is a HuggingFace config's context length, or is given for a
+    generic workload, whose cost is per sample (flops_per_sample, activation_bytes_per_sample): not used."""
+    if getattr(workload, "kind", "transformer") != "transformer" and training.seq_len is not None:
+        notices.warn(f"sequence length {training.seq_len:,} is not used: {workload.name} is a generic workload, "
+                     "priced per sample (flops_per_sample, activation_bytes_per_sample), not per token")
+        return
     note = seq_len_note(workload, training.seq_len)
     if note:
         notices.warn(note)

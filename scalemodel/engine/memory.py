@@ -122,9 +122,6 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
     tp, pp, cp, ep = strategy.tp, strategy.pp, strategy.cp, strategy.ep
     dp = int(np.asarray(grid.dp).ravel()[0])
     micro = int(training.micro_batch)
-    if not job.is_transformer and tp * pp * cp * ep != 1:
-        raise InputError("a generic workload supports data parallelism only", where="--tp/--pp/--cp/--ep",
-                         allowed="tp = pp = cp = ep = 1")
     m = microbatches(grid)
     peak = memory_peak_stage(job, grid, m, fragmentation=fragmentation, workspace=workspace,
                              sync=strategy.sync)  # hier:G shards ZeRO inside its groups
