@@ -186,3 +186,31 @@ def test_sequence_length_of_a_generic_workload_is_warned(cli, command: str) -> N
     out = accepted(cli, *args, "--seq-len", "4096")
     assert any("sequence length 4,096 is not used: resnet50 is a generic workload" in w for w in out["warnings"])
     assert not accepted(cli, *args)["warnings"]
+
+
+# --- plan: constraints that leave an axis empty were tracebacks ---------------------------------------------
+
+@pytest.mark.parametrize("args, match", [
+    (["--constraint", "zero<0"], "error: --constraint: no zero meets zero<0; "),
+    (["--constraint", "zero=3,zero=1"], "error: --constraint: no zero meets zero=3, zero=1 together; "),
+    (["--set", "strategy.zero=fsdp", "--constraint", "zero<=1"], "no zero meets zero<=1, zero=fsdp together"),
+    (["--constraint", "sp=true,sp=false"], "no sequence_parallel meets sequence_parallel=true, "
+                                           "sequence_parallel=false together"),
+    (["--constraint", "sync=asp"], "error: --constraint sync: the sync constraint leaves none of the searched sync "
+                                   "modes (bsp); "),
+])
+def test_plan_constraints_that_empty_an_axis_are_refused(cli, args: list[str], match: str) -> None:  # type: ignore[no-untyped-def]
+    """``plan --constraint zero<0`` (or zero=3,zero=1, or a pinned zero fsdp under zero<=1) ended in "ValueError:
+    cannot reshape array of size 0" and ``--constraint sync=asp`` without asp in --sync-modes in "zero-size array to
+    reduction operation minimum": tracebacks from the search, for constraints no candidate can meet."""
+    refused(cli, "plan", *BASE, *args, "--json", match=match)
+
+
+def test_plan_selective_recompute_on_a_generic_workload_is_refused(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "plan", "-c", "dgx-h100", "-m", "resnet50", "-n", "64", "--constraint", "recompute=selective",
+            "--json", match="the constraints on recompute leave no value this model can take")
+
+
+def test_plan_with_asp_searched_meets_the_sync_constraint(cli) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "plan", *BASE, "--constraint", "sync=asp", "--sync-modes", "bsp,asp")
+    assert out["ranked"] and {p["strategy"]["sync"] for p in out["ranked"]} == {"asp"}
