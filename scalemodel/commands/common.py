@@ -11,6 +11,7 @@ from scalemodel.commands.options import CLUSTER as CLUSTER  # re-exported: comma
 from scalemodel.commands.options import JSON as JSON
 from scalemodel.commands.options import MAX_COUNT as MAX_COUNT
 from scalemodel.commands.options import SET as SET
+from scalemodel.commands.options import check_kappa as check_kappa
 from scalemodel.commands.options import load_cluster_with as load_cluster_with
 from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity

@@ -128,6 +128,7 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
     for name, value in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--micro-batch", micro_batch),
                         ("--global-batch", global_batch), ("--seq-len", seq_len)):
         o.positive_int(value, name)
+    o.check_kappa(staleness_kappa)
     if plot is not None:
         check_plot_path(plot, "--plot")  # fail before the sweep on a bad extension
     training, strategy = o.split_flags(

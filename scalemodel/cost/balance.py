@@ -54,15 +54,14 @@ def _speeds(speeds: Array) -> np.ndarray:
     if v.ndim == 0:
         v = v[None]
     if v.shape[-1] < 1 or np.any(v <= 0) or not np.all(np.isfinite(v)):
-        raise InputError("a worker speed is <= 0 or not finite, or none is given", where="speeds",
-                         allowed="at least one speed, each finite and > 0")
+        raise InputError("worker speeds must be finite and > 0", where="speeds")
     return v
 
 
 def _work(work: Array) -> np.ndarray:
     w = np.asarray(work, dtype=float)
     if np.any(w < 0) or not np.all(np.isfinite(w)):
-        raise InputError("an amount of work is negative or not finite", where="work", allowed="finite work >= 0")
+        raise InputError("work must be finite and >= 0", where="work")
     return w
 
 
@@ -92,10 +91,9 @@ def dynamic_makespan(work: Array, speeds: Array, task_work: Array, overhead_s: A
     tw = np.asarray(task_work, dtype=float)
     o = np.asarray(overhead_s, dtype=float)
     if np.any(tw <= 0) or not np.all(np.isfinite(tw)):
-        raise InputError("a task size is <= 0 or not finite", where="task_work", allowed="finite task sizes > 0")
+        raise InputError("task size must be finite and > 0", where="task_work")
     if np.any(o < 0) or not np.all(np.isfinite(o)):
-        raise InputError("a scheduling overhead is negative or not finite", where="overhead_s",
-                         allowed="a finite overhead >= 0 seconds")
+        raise InputError("scheduling overhead must be finite and >= 0", where="overhead_s")
     n = v.shape[axis]
     t_i = np.expand_dims(tw, axis) / v + np.expand_dims(o, axis) if np.ndim(tw) or np.ndim(o) else tw / v + o
     rate = np.sum(1.0 / t_i, axis=axis)
@@ -128,8 +126,7 @@ def noisy_dynamic_makespan(n: Array, total_tasks: Array, task_mean_s: Array,
     mm = np.asarray(total_tasks, dtype=float)
     t = np.asarray(task_mean_s, dtype=float) + np.asarray(overhead_s, dtype=float)
     if np.any(nn < 1) or np.any(mm < 0) or np.any(t <= 0):
-        raise InputError("workers < 1, tasks < 0 or task time + overhead <= 0", where="balance",
-                         allowed="n >= 1 workers, tasks >= 0 and a task time > 0")
+        raise InputError("need n >= 1, tasks >= 0 and a positive task time", where="balance")
     return np.maximum(mm * t / nn - np.minimum(mm, nn) * t / (2 * nn) + t, np.where(mm > 0, t, 0.0))
 
 
@@ -139,8 +136,7 @@ def length_cost_cv(costs: Array, samples_per_task: Array = 1) -> float:
     c = np.asarray(costs, dtype=float)
     b = float(np.asarray(samples_per_task, dtype=float))
     if c.size < 1 or np.any(c <= 0) or not np.all(np.isfinite(c)):
-        raise InputError("a per-length cost is <= 0 or not finite, or none is given", where="sequence_lengths",
-                         allowed="at least one cost, each finite and > 0")
+        raise InputError("per-length costs must be finite and > 0", where="sequence_lengths")
     if not (b >= 1 and np.isfinite(b)):
-        raise InputError(f"samples per task is {b:g}", where="micro_batch", allowed="a finite number >= 1")
+        raise InputError("samples per task must be >= 1", where="micro_batch")
     return float(np.std(c) / np.mean(c) / np.sqrt(b))

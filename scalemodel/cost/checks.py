@@ -14,7 +14,7 @@ def positive(name: str, value: Any) -> np.ndarray:
     """``value`` as a float array, finite and > 0."""
     x = np.asarray(value, dtype=float)
     if np.any(~np.isfinite(x) | (x <= 0)):
-        raise InputError(f"{name} has a value <= 0 or not finite", where=name, allowed="finite values > 0")
+        raise InputError(f"{name} must be finite and > 0", where=name)
     return x
 
 
@@ -22,7 +22,7 @@ def nonnegative(name: str, value: Any) -> np.ndarray:
     """``value`` as a float array, finite and >= 0."""
     x = np.asarray(value, dtype=float)
     if np.any(~np.isfinite(x) | (x < 0)):
-        raise InputError(f"{name} has a negative or non-finite value", where=name, allowed="finite values >= 0")
+        raise InputError(f"{name} must be finite and >= 0", where=name)
     return x
 
 
@@ -30,5 +30,5 @@ def fraction(name: str, value: Any) -> np.ndarray:
     """``value`` as a float array in (0, 1]."""
     x = np.asarray(value, dtype=float)
     if np.any(~np.isfinite(x) | (x <= 0) | (x > 1)):
-        raise InputError(f"{name} has a value outside (0, 1]", where=name, allowed="values in (0, 1]")
+        raise InputError(f"{name} must be in (0, 1]", where=name)
     return x

@@ -67,11 +67,11 @@ def _check(n: Array, size: Array, bw: Array, lat: Array, t_enc: Array, t_dec: Ar
     names = ("ranks", "size", "bandwidth", "latency", "t_enc", "t_dec")
     for v, name in zip(vals, names, strict=True):
         if not np.all(np.isfinite(v)) or np.any(v < 0):
-            raise InputError(f"{name} is negative or not finite", where=name, allowed="finite values >= 0")
+            raise InputError(f"{name} must be finite and >= 0", where=name)
     if np.any(vals[0] < 1):
-        raise InputError("fewer than 1 rank", where="ranks", allowed="a number of ranks >= 1")
+        raise InputError("number of ranks must be >= 1", where="ranks")
     if np.any(vals[2] <= 0):
-        raise InputError("bandwidth is 0", where="bandwidth", allowed="a bandwidth > 0 bytes/s")
+        raise InputError("bandwidth must be > 0", where="bandwidth")
     return tuple(vals)
 
 
@@ -81,7 +81,7 @@ def allreduce_compressed_time(n: Array, size: Array, bandwidth: Array, ratio: Ar
     nn, m, b, a, te, td = _check(n, size, bandwidth, latency_s, t_enc_s, t_dec_s)
     r = np.asarray(ratio, dtype=float)
     if np.any(r < 1) or not np.all(np.isfinite(r)):
-        raise InputError("a compression ratio is < 1 or not finite", where="ratio", allowed="finite ratios >= 1")
+        raise InputError("compression ratio must be >= 1", where="ratio")
     comm = 2 * (nn - 1) / nn * (m / r) / b + 2 * (nn - 1) * a
     return np.where(nn > 1, te + comm + td, 0.0)
 
@@ -95,13 +95,11 @@ def allgather_sparse_time(n: Array, size: Array, bandwidth: Array, density: Arra
     c = np.asarray(index_overhead, dtype=float)
     tp = np.asarray(t_dec_per_peer_s, dtype=float)
     if np.any((rho <= 0) | (rho > 1)) or not np.all(np.isfinite(rho)):
-        raise InputError("a density is outside (0, 1]", where="density", allowed="densities in (0, 1]")
+        raise InputError("density must lie in (0, 1]", where="density")
     if np.any(c < 1) or not np.all(np.isfinite(c)):
-        raise InputError("an index overhead c is < 1 or not finite", where="index_overhead",
-                         allowed="finite c >= 1 (bytes sent per value byte)")
+        raise InputError("index overhead c must be >= 1", where="index_overhead")
     if np.any(tp < 0) or not np.all(np.isfinite(tp)):
-        raise InputError("a per-peer decode time is negative or not finite", where="t_dec_per_peer_s",
-                         allowed="finite times >= 0 seconds")
+        raise InputError("per-peer decode time must be >= 0", where="t_dec_per_peer_s")
     t = te + (nn - 1) * (rho * c * m / b + a + tp) + td
     return np.where(nn > 1, t, 0.0)
 
@@ -112,8 +110,7 @@ def sparse_break_even_density(n: Array, index_overhead: Array = 2.0) -> np.ndarr
     nn = np.asarray(n, dtype=float)
     c = np.asarray(index_overhead, dtype=float)
     if np.any(nn < 2) or np.any(c < 1):
-        raise InputError("n < 2 ranks or index overhead < 1", where="break_even",
-                         allowed="n >= 2 and index overhead >= 1")
+        raise InputError("need n >= 2 and index overhead >= 1", where="break_even")
     return np.minimum(2 / (nn * c), 1.0)
 
 

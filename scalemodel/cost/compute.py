@@ -170,8 +170,7 @@ def gemm_efficiency(m: ArrayLike, n: ArrayLike, k: ArrayLike, gemm_max: ArrayLik
     m, n, k = (_pos(nm, v) for nm, v in (("gemm M", m), ("gemm N", n), ("gemm K", k)))
     d0 = np.asarray(gemm_half_dim, dtype=float)
     if np.any(~np.isfinite(d0) | (d0 < 0)):
-        raise InputError("gemm_half_dim is negative or not finite", where="compute_efficiency.gemm_half_dim",
-                         allowed="a finite dimension >= 0")
+        raise InputError("gemm_half_dim must be finite and >= 0", where="compute_efficiency.gemm_half_dim")
     return _fraction("compute_efficiency.gemm_max", gemm_max) * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0))
 
 
@@ -196,7 +195,7 @@ def memory_time(nbytes: ArrayLike, *, memory_bandwidth: ArrayLike,
     """Time of memory-bound work: bytes / (memory_bandwidth * memory_efficiency)."""
     b = np.asarray(nbytes, dtype=float)
     if np.any(~np.isfinite(b) | (b < 0)):
-        raise InputError("a byte count is negative or not finite", where="memory_time", allowed="finite bytes >= 0")
+        raise InputError("bytes must be finite and >= 0", where="memory_time")
     return b / (_pos("memory_bandwidth", memory_bandwidth)
                 * _fraction("compute_efficiency.memory", memory_efficiency))
 

@@ -39,7 +39,7 @@ def _pos(x: Array, name: str, allow_zero: bool = False) -> np.ndarray:
     a = np.asarray(x, dtype=float)
     bad = (a < 0) if allow_zero else (a <= 0)
     if np.any(bad) or not np.all(np.isfinite(a)):
-        raise InputError(f"{name} is {x!r}", where=name, allowed=f"finite values {'>= 0' if allow_zero else '> 0'}")
+        raise InputError(f"{name} must be finite and {'>= 0' if allow_zero else '> 0'}, got {x!r}", where=name)
     return a
 
 
@@ -84,7 +84,7 @@ def time_to_target(s_min: Array, batch: Array, b_noise: Array, step_time_s: Arra
     :mod:`scalemodel.cost.sync`, 1 for synchronous training)."""
     eff = np.asarray(sync_efficiency, dtype=float)
     if np.any((eff <= 0) | (eff > 1)) or not np.all(np.isfinite(eff)):
-        raise InputError("a sync efficiency is outside (0, 1]", where="sync_efficiency", allowed="values in (0, 1]")
+        raise InputError("sync efficiency must lie in (0, 1]", where="sync_efficiency")
     return steps_to_target(s_min, batch, b_noise) * _pos(step_time_s, "step_time_s") / eff
 
 
@@ -94,7 +94,7 @@ def goodput(samples_per_s: Array, batch: Array, b_noise: Array, ref_batch: Array
     measured in E_min-equivalents when ref_batch = 0."""
     eff = np.asarray(sync_efficiency, dtype=float)
     if np.any((eff <= 0) | (eff > 1)) or not np.all(np.isfinite(eff)):
-        raise InputError("a sync efficiency is outside (0, 1]", where="sync_efficiency", allowed="values in (0, 1]")
+        raise InputError("sync efficiency must lie in (0, 1]", where="sync_efficiency")
     return _pos(samples_per_s, "samples_per_s", allow_zero=True) * statistical_efficiency(
         batch, b_noise, ref_batch) * eff
 
@@ -105,7 +105,7 @@ def noise_scale_from_norms(b_small: Array, b_big: Array, g2_small: Array, g2_big
     tr(Sigma) ~= (|G_small|^2 - |G_big|^2)/(1/B_small - 1/B_big). Smooth the inputs (EMA) first."""
     bs, bb = _pos(b_small, "b_small"), _pos(b_big, "b_big")
     if np.any(bb <= bs):
-        raise InputError("b_big is not larger than b_small", where="b_big", allowed="b_big > b_small")
+        raise InputError("need b_big > b_small", where="b_big")
     gs, gb = _pos(g2_small, "g2_small", True), _pos(g2_big, "g2_big", True)
     g2 = (bb * gb - bs * gs) / (bb - bs)
     tr = (gs - gb) / (1 / bs - 1 / bb)

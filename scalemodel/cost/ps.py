@@ -43,23 +43,20 @@ def _check(n: Array, size: Array, bw: Array, lat: Array) -> tuple[np.ndarray, ..
     b = np.asarray(bw, dtype=float)
     a = np.asarray(lat, dtype=float)
     if np.any(nn < 1) or not np.all(np.isfinite(nn)):
-        raise InputError("fewer than 1 worker machine, or not finite", where="workers", allowed="a finite number >= 1")
+        raise InputError("number of worker machines must be >= 1", where="workers")
     if np.any(m < 0) or not np.all(np.isfinite(m)):
-        raise InputError("a message size is negative or not finite", where="size", allowed="finite sizes >= 0 bytes")
+        raise InputError("message size must be finite and >= 0 bytes", where="size")
     if np.any(b <= 0) or not np.all(np.isfinite(b)):
-        raise InputError("a bandwidth is <= 0 or not finite", where="bandwidth",
-                         allowed="finite bandwidths > 0 bytes/s")
+        raise InputError("bandwidth must be finite and > 0", where="bandwidth")
     if np.any(a < 0) or not np.all(np.isfinite(a)):
-        raise InputError("a latency is negative or not finite", where="latency",
-                         allowed="finite latencies >= 0 seconds")
+        raise InputError("latency must be finite and >= 0", where="latency")
     return nn, m, b, a
 
 
 def _servers(k: Array, allow_zero: bool = False) -> np.ndarray:
     kk = np.asarray(k, dtype=float)
     if np.any(kk < (0 if allow_zero else 1)) or not np.all(np.isfinite(kk)):
-        raise InputError("a number of servers is too small or not finite", where="servers",
-                         allowed=f"a finite number >= {0 if allow_zero else 1}")
+        raise InputError(f"number of servers must be >= {0 if allow_zero else 1}", where="servers")
     return kk
 
 
@@ -68,7 +65,7 @@ def _fmax(k: np.ndarray, f_max: Array | None) -> np.ndarray:
         return 1.0 / k
     f = np.asarray(f_max, dtype=float)
     if np.any(f < 1.0 / k - 1e-12) or np.any(f > 1):
-        raise InputError("a largest shard fraction is outside [1/k, 1]", where="f_max", allowed="f_max in [1/k, 1]")
+        raise InputError("largest shard fraction must lie in [1/k, 1]", where="f_max")
     return f
 
 
@@ -110,7 +107,7 @@ def byteps_split(n: Array, k: Array, size: Array) -> tuple[np.ndarray, np.ndarra
     kk = _servers(k, allow_zero=True)
     m = np.asarray(size, dtype=float)
     if np.any(kk > nn):
-        raise InputError("more servers k than workers n", where="servers", allowed="k <= n (the BytePS split)")
+        raise InputError("BytePS split assumes k <= n servers", where="servers")
     d = nn * nn + kk * nn - 2 * kk
     return 2 * (nn - 1) * m / d, (nn - kk) * m / d
 
@@ -119,7 +116,7 @@ def ps_beats_allreduce_servers(n: Array) -> np.ndarray:
     """Dedicated PS with even shards beats ring all-reduce iff k > n^2/(2(n-1))."""
     nn = np.asarray(n, dtype=float)
     if np.any(nn < 2):
-        raise InputError("fewer than 2 workers", where="workers", allowed="n >= 2 workers to compare with all-reduce")
+        raise InputError("need n >= 2 workers to compare with all-reduce", where="workers")
     return nn * nn / (2 * (nn - 1))
 
 
@@ -128,7 +125,7 @@ def shard_fmax_heuristic(k: Array, cv_shard: Array) -> np.ndarray:
     kk = _servers(k)
     cv = np.asarray(cv_shard, dtype=float)
     if np.any(cv < 0):
-        raise InputError("a shard-size cv is negative", where="cv_shard", allowed="cv >= 0")
+        raise InputError("shard-size cv must be >= 0", where="cv_shard")
     return np.minimum((1 + cv * np.sqrt(2 * np.log(kk))) / kk, 1.0)
 
 
@@ -137,12 +134,10 @@ def shard_fmax_from_sizes(tensor_bytes: Array, k: int, partition_bytes: float | 
     BytePS does with ~4 MB) are placed greedily largest-first on the least-loaded of k servers."""
     sizes = np.asarray(tensor_bytes, dtype=float).ravel()
     if sizes.size == 0 or np.any(sizes <= 0) or int(k) < 1:
-        raise InputError("no tensors, a tensor size <= 0, or k < 1", where="shards",
-                         allowed="at least one tensor, sizes > 0, k >= 1 servers")
+        raise InputError("need positive tensor sizes and k >= 1", where="shards")
     if partition_bytes is not None:
         if partition_bytes <= 0:
-            raise InputError(f"partition size {partition_bytes!r}", where="partition_bytes",
-                             allowed="a partition size > 0 bytes")
+            raise InputError("partition size must be > 0", where="partition_bytes")
         full = np.floor(sizes / partition_bytes)
         rest = sizes - full * partition_bytes
         sizes = np.concatenate([np.repeat(partition_bytes, int(full.sum())), rest[rest > 0]])
@@ -159,7 +154,7 @@ def async_ps_rate(n: Array, step_mean_s: Array, k: Array, size: Array, bandwidth
     kk = _servers(k)
     x = np.asarray(step_mean_s, dtype=float)
     if np.any(x < 0):
-        raise InputError("a step time is negative", where="step_mean_s", allowed="step times >= 0 seconds")
+        raise InputError("step time must be >= 0", where="step_mean_s")
     worker_rate = nn / np.maximum(x + 2 * m / b, 1e-300)
     server_cap = np.where(m > 0, kk * b / (2 * np.maximum(m, 1e-300)), np.inf)
     return np.minimum(worker_rate, server_cap)
@@ -183,8 +178,7 @@ def round_robin_fmax(k: Array, machine_bytes: Array, partition_bytes: Array = BY
     m = np.asarray(machine_bytes, dtype=float)
     part = np.asarray(partition_bytes, dtype=float)
     if np.any(part <= 0) or np.any(m < 0):
-        raise InputError("a partition size <= 0 or a byte count < 0", where="partition_bytes",
-                         allowed="partition sizes > 0 and bytes >= 0")
+        raise InputError("partition size must be > 0 and bytes >= 0", where="partition_bytes")
     c = np.maximum(np.ceil(m / part), 1.0)
     return np.minimum(np.ceil(c / kk) / c, 1.0)
 
@@ -226,15 +220,13 @@ def ps_exchange(workers: Array, servers: Array, machine_bytes: Array, worker_bw:
     kk = _servers(servers)
     bs = bw if server_bw is None else np.asarray(server_bw, dtype=float)
     if np.any(bs <= 0) or not np.all(np.isfinite(bs)):
-        raise InputError("a server bandwidth is <= 0 or not finite", where="server_bw",
-                         allowed="finite bandwidths > 0 bytes/s")
+        raise InputError("server bandwidth must be finite and > 0", where="server_bw")
     mem = np.asarray(server_memory_bw, dtype=float)
     if np.any(mem <= 0):
-        raise InputError("a server memory bandwidth is <= 0", where="server_memory_bw",
-                         allowed="bandwidths > 0 bytes/s (inf: not a limit)")
+        raise InputError("server memory bandwidth must be > 0", where="server_memory_bw")
     c = np.asarray(chunks, dtype=float)
     if np.any(c < 1) or not np.all(np.isfinite(c)):
-        raise InputError("a chunk count is < 1 or not finite", where="chunks", allowed="finite counts >= 1")
+        raise InputError("chunks must be finite and >= 1", where="chunks")
     intra = np.asarray(intra_s, dtype=float)
     co = np.asarray(colocated, dtype=bool)
     k_eff = np.where(co, np.minimum(kk, nn), kk)  # colocated servers live on worker machines

@@ -79,11 +79,9 @@ def fit_kappa(staleness: Array, steps_ratio: Array) -> KappaFit:
     s = np.asarray(staleness, dtype=float).ravel()
     r = np.asarray(steps_ratio, dtype=float).ravel()
     if s.size == 0 or s.shape != r.shape:
-        raise InputError(f"{s.size} staleness values and {r.size} steps ratios", where="points",
-                         allowed="as many steps ratios as staleness values, at least one")
+        raise InputError("need as many steps ratios as staleness values, at least one", where="points")
     if not (np.all(np.isfinite(s)) and np.all(np.isfinite(r))) or np.any(s < 0) or np.any(r <= 0):
-        raise InputError("a staleness is negative or a steps ratio <= 0, or one is not finite", where="points",
-                         allowed="finite staleness >= 0 and finite steps ratios > 0")
+        raise InputError("staleness must be finite and >= 0, steps ratios finite and > 0", where="points")
     ss = float(np.sum(s * s))
     if ss <= 0:
         raise InputError("every point has staleness 0: kappa is not determined", where="points",

@@ -94,11 +94,9 @@ def staleness_efficiency(mean_staleness: Array, kappa: Array = DEFAULT_STALENESS
     s = np.asarray(mean_staleness, dtype=float)
     k = np.asarray(kappa, dtype=float)
     if np.any(s < 0) or not np.all(np.isfinite(s)):
-        raise InputError("a staleness is negative or not finite", where="staleness",
-                         allowed="finite staleness >= 0 steps")
+        raise InputError("staleness must be finite and >= 0", where="staleness")
     if np.any(k < 0) or not np.all(np.isfinite(k)):
-        raise InputError("a staleness sensitivity kappa is negative or not finite", where="kappa",
-                         allowed="finite kappa >= 0")
+        raise InputError("staleness sensitivity kappa must be finite and >= 0", where="kappa")
     return 1.0 / (1.0 + k * s)
 
 
@@ -125,17 +123,15 @@ def sync_step(strategy: SyncStrategy | str, n: Array, mean: Array, cv: Array, di
     strat = parse_sync(strategy) if isinstance(strategy, str) else strategy
     nn = np.asarray(n, dtype=float)
     if np.any(nn < 1) or not np.all(np.isfinite(nn)):
-        raise InputError("fewer than 1 worker, or not finite", where="workers", allowed="a finite number >= 1")
+        raise InputError("number of workers must be a finite number >= 1", where="workers")
     m = np.asarray(mean, dtype=float)
     c_arr = np.asarray(cv, dtype=float)
     comm = np.asarray(comm_s, dtype=float)
     if np.any(comm < 0) or not np.all(np.isfinite(comm)):
-        raise InputError("a communication time is negative or not finite", where="comm_s",
-                         allowed="finite times >= 0 seconds")
+        raise InputError("communication time must be finite and >= 0", where="comm_s")
     gcomm = comm if group_comm_s is None else np.asarray(group_comm_s, dtype=float)
     if np.any(gcomm < 0) or not np.all(np.isfinite(gcomm)):
-        raise InputError("a group communication time is negative or not finite", where="group_comm_s",
-                         allowed="finite times >= 0 seconds")
+        raise InputError("group communication time must be finite and >= 0", where="group_comm_s")
     zeros = np.zeros(np.broadcast_shapes(nn.shape, m.shape, c_arr.shape, comm.shape, gcomm.shape))
     frac_others = (nn - 1) / nn
     total = nn + zeros

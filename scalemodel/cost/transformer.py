@@ -75,8 +75,7 @@ def _arr(name: str, value: ArrayLike, *, minimum: float = 0.0, strict: bool = Tr
     bad = ~np.isfinite(x) | ((x <= minimum) if strict else (x < minimum))
     if np.any(bad):
         op = ">" if strict else ">="
-        raise InputError(f"{name} has a value that is not finite or not {op} {minimum:g}", where=name,
-                         allowed=f"finite values {op} {minimum:g}")
+        raise InputError(f"{name} must be finite and {op} {minimum:g}", where=name)
     return x
 
 
@@ -86,8 +85,7 @@ def _default(value: ArrayLike | None, fallback: np.ndarray) -> np.ndarray:
         return fallback
     v = np.asarray(value, dtype=float)
     if np.any(~np.isfinite(v) | (v < 0)):
-        raise InputError("a dimension is negative or not finite", where="shape",
-                         allowed="finite values >= 0 (0 or null means the default)")
+        raise InputError("must be finite and >= 0 (0 or null means the default)", where="shape")
     return np.where(v > 0, v, fallback)
 
 
@@ -215,17 +213,15 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
     E = _arr("moe_experts", moe_experts, strict=False)
     k = _arr("moe_top_k", moe_top_k, strict=False)
     if np.any((E > 0) & ((k < 1) | (k > E))):
-        raise InputError("MoE top_k is < 1 or more than the number of experts", where="moe.top_k",
-                         allowed="1 <= top_k <= experts")
+        raise InputError("MoE top_k must be between 1 and the number of experts", where="moe.top_k")
     if np.any(g > a) or np.any(np.mod(a, g) != 0):
-        raise InputError("kv_heads is more than heads or does not divide them", where="kv_heads",
-                         allowed="a divisor of heads")
+        raise InputError("kv_heads must divide heads", where="kv_heads")
     d = _default(head_dim, h / a)
     kv_rank = _arr("kv_lora_rank", kv_lora_rank, strict=False)
     rope = _arr("qk_rope_head_dim", qk_rope_head_dim, strict=False)
     if np.any((kv_rank > 0) & (rope >= d)):
-        raise InputError("MLA with qk_rope_head_dim >= head_dim", where="qk_rope_head_dim",
-                         allowed="qk_rope_head_dim < head_dim (head_dim = qk_nope_head_dim + qk_rope_head_dim)")
+        raise InputError("MLA needs qk_rope_head_dim < head_dim (head_dim = qk_nope_head_dim + qk_rope_head_dim)",
+                         where="qk_rope_head_dim")
     return Shape(
         layers=L, hidden=h, heads=a, kv_heads=g, ffn_hidden=f, vocab=V, gated_mlp=gated,
         tied_embeddings=np.asarray(tied_embeddings, dtype=bool),
