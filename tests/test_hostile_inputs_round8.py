@@ -214,3 +214,23 @@ def test_plan_selective_recompute_on_a_generic_workload_is_refused(cli) -> None:
 def test_plan_with_asp_searched_meets_the_sync_constraint(cli) -> None:  # type: ignore[no-untyped-def]
     out = accepted(cli, "plan", *BASE, "--constraint", "sync=asp", "--sync-modes", "bsp,asp")
     assert out["ranked"] and {p["strategy"]["sync"] for p in out["ranked"]} == {"asp"}
+
+
+# --- DeepSpeed batch sizes that DeepSpeed refuses at every GPU count -------------------------------------
+
+def test_deepspeed_batch_that_micro_x_steps_does_not_divide_is_refused(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """train_batch_size 100 with micro 4 x 3 steps: DeepSpeed asserts train_batch_size = micro x steps x dp, which
+    no data-parallel size meets; the steps were dropped without a word and predict priced a global batch of 100."""
+    import json as _json
+
+    f = tmp_path / "ds.json"
+    f.write_text(_json.dumps({"train_batch_size": 100, "train_micro_batch_size_per_gpu": 4,
+                              "gradient_accumulation_steps": 3, "bf16": {"enabled": True}}))
+    for command in ("predict", "memory", "plan"):
+        refused(cli, command, *BASE, "--strategy", str(f), "--json", inputs=(f,),
+                match=f"error: --strategy: {f}: train_batch_size: 100 is not train_micro_batch_size_per_gpu 4 x "
+                      "gradient_accumulation_steps 3 x a data-parallel size; ")
+    f.write_text(_json.dumps({"train_batch_size": 768, "train_micro_batch_size_per_gpu": 4,
+                              "gradient_accumulation_steps": 3}))
+    out = accepted(cli, "predict", *BASE, "--strategy", str(f))
+    assert out["strategy"]["global_batch"] == 768 and out["feasible"]
