@@ -234,3 +234,19 @@ def test_deepspeed_batch_that_micro_x_steps_does_not_divide_is_refused(cli, tmp_
                               "gradient_accumulation_steps": 3}))
     out = accepted(cli, "predict", *BASE, "--strategy", str(f))
     assert out["strategy"]["global_batch"] == 768 and out["feasible"]
+
+
+# --- check names the scenario's fields, not scale's options ------------------------------------------------
+
+@pytest.mark.parametrize("extra, gpus, match", [
+    ("training: {global_batch: 100}\n", "[64, 128]", "training.global_batch: weak scaling: global batch 100 cannot be "
+                                                     "split over dp 64"),
+    ("strategy: {tp: 8, pp: 8}\n", "[64, 96]", "gpus: weak scaling grows the global batch 1 by 96/64"),
+])
+def test_check_errors_name_the_scenario_field(cli, tmp_path, extra: str, gpus: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    """``check`` of a scenario whose global batch does not split said "error: --global-batch: ..." (or "--gpus"):
+    options check does not have; the value is the scenario file's."""
+    f = tmp_path / "s.yaml"
+    f.write_text(f"kind: scenario\nname: s\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: {gpus}\n{extra}"
+                 "assertions: {max_step_time: 100s}\n")
+    refused(cli, "check", str(f), "--json", inputs=(f,), match=f"error: {f}: {match}")
