@@ -250,3 +250,26 @@ def test_check_errors_name_the_scenario_field(cli, tmp_path, extra: str, gpus: s
     f.write_text(f"kind: scenario\nname: s\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: {gpus}\n{extra}"
                  "assertions: {max_step_time: 100s}\n")
     refused(cli, "check", str(f), "--json", inputs=(f,), match=f"error: {f}: {match}")
+
+
+# --- a cluster larger than its network ---------------------------------------------------------------------
+
+_TIERS = ("tiers:\n  - {name: nv, span: 8, bandwidth: 450 GB/s, latency: 2 us, efficiency: 0.8}\n"
+          "  - {name: ib, span: 64, bandwidth: 50 GB/s, latency: 5 us, efficiency: 0.9}\n")
+
+
+@pytest.mark.parametrize("max_gpus, match", [
+    ("96", "max_gpus: 96 GPUs is more than the outermost tier 'ib' spans (64): no tier connects them; max_gpus <= 64"),
+    ("60", "max_gpus: 60 GPUs is not whole nodes of 8; a multiple of gpus_per_node (8)"),
+])
+def test_cluster_max_gpus_beyond_its_tiers_is_refused(cli, tmp_path, max_gpus: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    """``max_gpus: 96`` over an outermost tier of 64 GPUs was accepted, and ``predict -n 96`` or ``collective -n 96``
+    priced the traffic between the two 64-GPU islands on that tier as if it spanned them (no tier joins them);
+    the built-in catalog keeps max_gpus <= the outermost span and whole nodes (test_catalog), user files did not."""
+    f = tmp_path / "c.yaml"
+    f.write_text(f"kind: cluster\nname: c\naccelerator: h100-sxm\ngpus_per_node: 8\nmax_gpus: {max_gpus}\n{_TIERS}")
+    for args in (["hardware", "validate", str(f)], ["predict", "-c", str(f), "-m", "gpt-1.7b", "-n", "8", "--json"],
+                 ["collective", "-c", str(f), "-n", "8", "--size", "1GiB", "--json"]):
+        refused(cli, *args, inputs=(f,), match=f"{f}:5: {match}")
+    refused(cli, "predict", *BASE, "--set", "cluster.max_gpus=20000", "--json",
+            match="error: --set cluster.max_gpus: 20000 GPUs is more than the outermost tier 'ib-core' spans (16384)")
