@@ -273,3 +273,16 @@ def test_cluster_max_gpus_beyond_its_tiers_is_refused(cli, tmp_path, max_gpus: s
         refused(cli, *args, inputs=(f,), match=f"{f}:5: {match}")
     refused(cli, "predict", *BASE, "--set", "cluster.max_gpus=20000", "--json",
             match="error: --set cluster.max_gpus: 20000 GPUs is more than the outermost tier 'ib-core' spans (16384)")
+
+
+@pytest.mark.parametrize("factor", ["1e300", "1e7", "inf"])
+def test_sensitivity_factor_has_a_finite_range(cli, factor: str) -> None:  # type: ignore[no-untyped-def]
+    """``sensitivity --factor 1e300`` ended in "error: peak_flops: peak_flops must be finite and > 0" (an internal
+    field, nothing allowed): the improved peak was infinite. ``--factor inf`` was said not to be "> 1"."""
+    refused(cli, "sensitivity", *BASE, "--factor", factor, "--json",
+            match=f"error: --factor: improvement factor {float(factor):g} is not a finite number > 1 and <= 1e+06; ")
+
+
+def test_sensitivity_factor_of_a_million_still_answers(cli) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "sensitivity", *BASE, "--factor", "1e6")
+    assert out["factor"] == 1e6 and out["parameters"]
