@@ -255,13 +255,20 @@ class SyncKind(str, Enum):
 
 # --- parameterised choices ---------------------------------------------------------------------
 
-SCHEDULE_ALLOWED = "use 1f1b, interleaved:V (V >= 2), gpipe or zb"
+SCHEDULE_ALLOWED = "use 1f1b, interleaved:V (V from 2 to 999999999), gpipe or zb"
 _INT = re.compile(r"^[0-9]{1,9}$")
 
 
 def _small_int(text: str) -> int | None:
     """A plain ASCII decimal of at most 9 digits, else None (no signs, no Unicode digits)."""
     return int(text) if _INT.match(text) else None
+
+
+def _not_small_int(text: str) -> str:
+    """Why :func:`_small_int` refused ``text``: a count too long to take, or not a plain decimal."""
+    if re.fullmatch(r"[0-9]+", text):
+        return "has more than 9 digits"
+    return "is negative" if re.fullmatch(r"-[0-9]+", text) else "is not an integer"
 
 
 @dataclass(frozen=True)
@@ -287,6 +294,9 @@ def parse_schedule(value: Any, where: str = "") -> Schedule:
         return Schedule(kinds[name])
     if name == "interleaved":
         v = _small_int(arg) if sep else None
+        if sep and arg and v is None:
+            raise InputError(f"virtual stages {arg!r} in schedule {value!r} {_not_small_int(arg)}", where=where,
+                             allowed=SCHEDULE_ALLOWED)
         if v is None or v < 2:
             raise InputError(f"schedule {value!r} needs V >= 2 virtual stages, e.g. interleaved:2", where=where,
                              allowed=SCHEDULE_ALLOWED)
@@ -366,7 +376,7 @@ def parse_sequence_lengths(value: Any, where: str = "") -> SequenceLengths:
     raise InputError(f"unknown sequence-length distribution {value!r}", where=where, allowed=SEQUENCE_LENGTHS_ALLOWED)
 
 
-DP_COMM_ALLOWED = "use allreduce or ps:K[:colocated|:dedicated] (K >= 1 servers)"
+DP_COMM_ALLOWED = "use allreduce or ps:K[:colocated|:dedicated] (K from 1 to 999999999 servers)"
 
 
 @dataclass(frozen=True)
@@ -394,13 +404,17 @@ def parse_dp_comm(value: Any, where: str = "") -> DpComm:
         return DpComm()
     if parts[0] == "ps" and len(parts) in (2, 3):
         k = _small_int(parts[1])
+        if k is None and parts[1]:
+            raise InputError(f"server count {parts[1]!r} in {value!r} {_not_small_int(parts[1])}", where=where,
+                             allowed=DP_COMM_ALLOWED)
         place = parts[2] if len(parts) == 3 else "dedicated"
         if k is not None and k >= 1 and place in ("colocated", "dedicated"):
             return DpComm(k, place == "colocated")
     raise InputError(f"unknown DP communication {value!r}", where=where, allowed=DP_COMM_ALLOWED)
 
 
-SYNC_ALLOWED = "bsp | backup:B | asp | ssp:S | local:H | hier:G | hier:G:H (B, S >= 0; H, G >= 1 integers)"
+SYNC_ALLOWED = ("bsp | backup:B | asp | ssp:S | local:H | hier:G | hier:G:H (B, S >= 0; H, G >= 1; integers of at "
+                "most 9 digits)")
 
 
 @dataclass(frozen=True)
@@ -438,7 +452,7 @@ def parse_sync(text: Any, where: str = "--sync") -> SyncMode:
     for a in args:
         v = _small_int(a)
         if v is None:
-            raise InputError(f"parameter {a!r} in {text!r} is not an integer", where=where, allowed=SYNC_ALLOWED)
+            raise InputError(f"parameter {a!r} in {text!r} {_not_small_int(a)}", where=where, allowed=SYNC_ALLOWED)
         vals.append(v)
     minimum = 1 if kind in (SyncKind.LOCAL, SyncKind.HIER) else 0
     if vals and vals[0] < minimum:

@@ -11,6 +11,7 @@ from scalemodel.commands.options import CLUSTER as CLUSTER  # re-exported: comma
 from scalemodel.commands.options import JSON as JSON
 from scalemodel.commands.options import MAX_COUNT as MAX_COUNT
 from scalemodel.commands.options import SET as SET
+from scalemodel.commands.options import check_kappa as check_kappa
 from scalemodel.commands.options import load_cluster_with as load_cluster_with
 from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity
@@ -193,7 +194,12 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
 
 
 def check_seq_len(workload: Any, training: Any) -> None:
-    """Warn when the training sequence length is a HuggingFace config's context length."""
+    """Warn when the training sequence length is a HuggingFace config's context length, or is given for a
+    generic workload, whose cost is per sample (flops_per_sample, activation_bytes_per_sample): not used."""
+    if getattr(workload, "kind", "transformer") != "transformer" and training.seq_len is not None:
+        notices.warn(f"sequence length {training.seq_len:,} is not used: {workload.name} is a generic workload, "
+                     "priced per sample (flops_per_sample, activation_bytes_per_sample), not per token")
+        return
     note = seq_len_note(workload, training.seq_len)
     if note:
         notices.warn(note)

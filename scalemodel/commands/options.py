@@ -3,6 +3,7 @@ framework specs are imported for them. commands/common.py re-exports all of it."
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from scalemodel.commands.args import opt, repeat, switch
@@ -43,6 +44,19 @@ def load_cluster_with(ref: str, sets: list[str] | None) -> Any:
 
 #: The largest count any command accepts (GPUs, ranks): beyond any machine, and within int64 arithmetic.
 MAX_COUNT = 10**8
+
+
+#: The largest --staleness-kappa taken: efficiency 1/(1 + kappa s) is then below 1e-6 at one step of staleness
+#: (fitted kappas are below 1, scalemodel/data/staleness_kappa.json); beyond ~1e307 the product overflows to inf
+#: and the efficiency to 0, which no step time can be divided by.
+KAPPA_MAX = 1e6
+
+
+def check_kappa(kappa: float | None, option: str = "--staleness-kappa") -> None:
+    """The same range for --staleness-kappa in every command that takes it (stragglers, predict, scale)."""
+    if kappa is not None and not (math.isfinite(kappa) and 0 <= kappa <= KAPPA_MAX):
+        raise InputError(f"{option} must be a finite number from 0 to {KAPPA_MAX:.0e}, got {kappa:g}", where=option,
+                         allowed=f"a number from 0 to {KAPPA_MAX:.0e} (0: no staleness penalty)")
 
 
 def positive_int(value: int | None, option: str) -> None:

@@ -45,6 +45,10 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     # every --set strategy.X pins its axis (or is refused by the engine): never silently ignored
     pinned = [item.split("=", 1)[0].split(".", 1)[0].strip() for item in split_overrides(sets or [])["strategy"]]
     cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training, strategy={})
+    # --set training.micro_batch pins the micro-batch, as a strategy file's does (it was searched over, unsaid)
+    if any(item.split("=", 1)[0].strip() == "micro_batch" for item in split_overrides(sets or [])["training"]):
+        for key, pairs in parse_constraints([f"micro_batch={tr.micro_batch}"], where="--set").items():
+            constraints[key] = [*constraints.get(key, []), *pairs]
     bar = LazyProgress("searching strategies")  # stderr only, so --json stays clean
     try:
         result = run(cl, wl, gpus, tr, objective=objective, top=top, constraints=constraints, sync_modes=modes,

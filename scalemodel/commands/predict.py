@@ -13,6 +13,7 @@ from scalemodel.report.predict import render_prediction
 def predict(*, cluster: str, model: str, gpus: int, strategy_file: str | None, straggler_cv: float | None,
             staleness_kappa: float | None, sets: list[str] | None, as_json: bool, **flags: Any) -> None:
     """Predict one training step: breakdown that adds up, tokens/s, MFU/HFU, memory, time and cost."""
+    o.check_kappa(staleness_kappa)
     cl, wl, tr, st, inputs = o.one_job(cluster=cluster, model=model, gpus=gpus, strategy_file=strategy_file,
                                        sets=sets, flags=flags, straggler_cv=straggler_cv)
     result = run(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, kappa=staleness_kappa, inputs=inputs)

@@ -12,6 +12,7 @@ from typing import Any
 
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, opt, pair, switch
+from scalemodel.engine.planner import pins
 from scalemodel.engine.scaling import sweep
 from scalemodel.errors import InputError
 from scalemodel.report.plot import check_plot_path
@@ -27,6 +28,7 @@ from scalemodel.specs import (
     split_overrides,
 )
 from scalemodel.specs.base import Spec
+from scalemodel.specs.constraints import normalize_constraints, parse_constraints
 from scalemodel.specs.loader import apply_overrides, validate
 
 DEFAULT_GPUS = [128, 256, 512, 1024, 2048]
@@ -89,6 +91,30 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
             "best": best if best is not None else (scen.best if scen is not None else False)}
 
 
+def _best_pins(st: StrategySpec, tr: TrainingSpec, flags: dict[str, Any], micro_batch: int | None,
+               sets: list[str] | None, sf: o.StrategyFile | None) -> dict[str, Any]:
+    """With --best, the strategy the command line gives is pinned as plan pins it (engine.planner.pins): the
+    strategy flags, --set strategy.X and training.micro_batch, and the --strategy file's axes; a scenario's own
+    strategy is what --best replaces. Without this every point searched all of them (--tp 8 was ignored)."""
+    names = [k for k, v in flags.items() if v is not None and k != "dp"]  # dp: re-derived at every point
+    names += [item.split("=", 1)[0].split(".", 1)[0].strip() for item in split_overrides(sets or [])["strategy"]]
+    cons, fixed, _sync = pins(st, names)  # the sync mode is pinned above, as --sync
+    out: dict[str, Any] = {}
+    constraints = normalize_constraints(cons, where="--best")
+    texts = o.strategy_constraints(sf, None)
+    micro_set = micro_batch is not None or any(item.split("=", 1)[0].strip() == "micro_batch"
+                                               for item in split_overrides(sets or [])["training"])
+    if micro_set and not any(t.startswith("micro_batch=") for t in texts):
+        texts.append(f"micro_batch={tr.micro_batch}")
+    for key, pairs in parse_constraints(texts, where="--strategy").items():
+        constraints[key] = [*constraints.get(key, []), *pairs]
+    if constraints:
+        out["constraints"] = constraints
+    if fixed:
+        out["fixed"] = fixed
+    return out
+
+
 def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str | None, scenario: str | None,
           best: bool | None, objective: str | None, tp: int | None, pp: int | None, cp: int | None, ep: int | None,
           micro_batch: int | None, global_batch: int | None, seq_len: int | None, sequence_parallel: bool | None,
@@ -102,6 +128,7 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
     for name, value in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--micro-batch", micro_batch),
                         ("--global-batch", global_batch), ("--seq-len", seq_len)):
         o.positive_int(value, name)
+    o.check_kappa(staleness_kappa)
     if plot is not None:
         check_plot_path(plot, "--plot")  # fail before the sweep on a bad extension
     training, strategy = o.split_flags(
@@ -127,6 +154,8 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
         search["objective"] = objective
     if spec["best"] and st.sync != "bsp":
         search["sync_modes"] = (st.sync,)
+    if spec["best"]:
+        search.update(_best_pins(st, tr, strategy, micro_batch, sets, sf))
     result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
                    kappa=staleness_kappa,
                    search=search or None, inputs=inputs)

@@ -6,18 +6,13 @@ import math
 
 from scalemodel.choices import Optimizer
 from scalemodel.commands.args import Command, integer, number, opt
-from scalemodel.commands.options import JSON, MAX_COUNT, ranged_quantity
+from scalemodel.commands.options import JSON, MAX_COUNT, check_kappa, ranged_quantity
 from scalemodel.engine.stragglers import DIST_CHOICES, MODEL_FAMILIES
 from scalemodel.engine.stragglers import stragglers as run
 from scalemodel.errors import InputError
 from scalemodel.report.stragglers import render_stragglers
 from scalemodel.specs.cluster import STRAGGLER_CV_MAX
 from scalemodel.specs.samples import read_samples
-
-#: The largest --staleness-kappa taken: efficiency 1/(1 + kappa s) is then below 1e-6 at one step of staleness
-#: (fitted kappas are below 1, scalemodel/data/staleness_kappa.json); beyond ~1e307 the product overflows to inf
-#: and the efficiency to 0, which no step time can be divided by.
-KAPPA_MAX = 1e6
 
 
 def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | None, ssp: int, local: int, comm: str,
@@ -42,10 +37,7 @@ def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | N
         if not low <= value <= MAX_COUNT:
             raise InputError(f"{option} must be an integer from {low} to {MAX_COUNT:.0e}, got {value}", where=option,
                              allowed=f"an integer from {low} to {MAX_COUNT:.0e}")
-    if kappa is not None and not (math.isfinite(kappa) and 0 <= kappa <= KAPPA_MAX):
-        raise InputError(f"--staleness-kappa must be a finite number from 0 to {KAPPA_MAX:.0e}, got {kappa:g}",
-                         where="--staleness-kappa",
-                         allowed=f"a number from 0 to {KAPPA_MAX:.0e} (0: no staleness penalty)")
+    check_kappa(kappa)
     if optimizer is not None:
         optimizer = Optimizer.parse(optimizer, where="--optimizer").label
     if family not in MODEL_FAMILIES:

@@ -96,6 +96,11 @@ def _active(assertions: Any) -> dict[str, Any]:
     return out
 
 
+#: The scale options the sweep's errors name, and the scenario fields that hold those values in a check.
+_SCENARIO_FIELDS = {"--global-batch": "training.global_batch", "--gpus": "gpus",
+                    "--micro-batch": "training.micro_batch"}
+
+
 def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = None,
               inputs: dict[str, Any] | None = None, pessimistic: bool = False) -> CheckResult:
     """Evaluate the scenario's assertions. Raises InputError when one cannot be computed.
@@ -148,8 +153,14 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
                          allowed="set cluster.price_per_gpu_hour (e.g. cluster: {extends: dgx-h100, "
                                  "price_per_gpu_hour: 2.5}) or --set cluster.price_per_gpu_hour=2.5")
 
-    result = sweep(scenario.cluster, scenario.model, training, scenario.strategy, gpus, scenario.mode,
-                   best=scenario.best, straggler_cv=straggler_cv)
+    try:
+        result = sweep(scenario.cluster, scenario.model, training, scenario.strategy, gpus, scenario.mode,
+                       best=scenario.best, straggler_cv=straggler_cv)
+    except InputError as exc:  # the sweep names scale's options; here the values are the scenario's fields
+        field = _SCENARIO_FIELDS.get(exc.where)
+        if field is None:
+            raise
+        raise InputError(exc.what, where=prefix + field, allowed=exc.allowed) from None
     by_gpus = {p.gpus: p for p in result.points}
     big = by_gpus[largest]
     pred = big.prediction

@@ -623,6 +623,19 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     for name, present, what in (("moe_act", moe, "MoE layers"), ("mla_up_proj", mla, "multi-head latent attention")):
         if name in names and not present:
             notices.warn(f"strategy.recompute_modules {name} recomputes nothing: the model has no {what}")
+    zero = Zero.parse(getattr(strategy, "zero", "0"))
+    if getattr(strategy, "overlap_param_gather", False) and not (
+            zero in (Zero.OPTIMIZER, Zero.GRADIENTS) and getattr(strategy, "overlap", True)):
+        notices.warn(f"strategy.overlap_param_gather = true is not priced: it moves the ZeRO-1/2 (distributed "
+                     f"optimizer) parameter all-gather under the next forward, with overlap on, and zero is "
+                     f"{strategy.zero}{'' if getattr(strategy, 'overlap', True) else ', overlap off'} (Megatron-LM "
+                     "asserts --use-distributed-optimizer for --overlap-param-gather)")
+    if getattr(strategy, "tp_comm_overlap", False) and not (
+            int(getattr(strategy, "tp", 1)) > 1 and getattr(strategy, "sequence_parallel", False)):
+        notices.warn(f"strategy.tp_comm_overlap = true is not priced: it overlaps the tensor-parallel collectives "
+                     f"of sequence parallelism, and tp is {strategy.tp}"
+                     f"{'' if strategy.sequence_parallel else ' without sequence_parallel'} (Megatron-LM asserts "
+                     "--sequence-parallel for --tp-comm-overlap)")
     shard = getattr(strategy, "shard_group", None)
     if shard is not None and str(getattr(strategy, "zero", "")).lower() != "hsdp":
         notices.warn(f"strategy.shard_group = {shard} is not used: it sizes HSDP's sharding groups, and zero is "

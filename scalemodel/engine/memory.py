@@ -19,7 +19,6 @@ from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strate
 from scalemodel.engine.step import (
     INFEASIBLE_REASONS,
     Infeasible,
-    _layers_split,
     feasibility,
     memory_parts,
     memory_peak_stage,
@@ -80,10 +79,14 @@ def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None,
     so that b is checked with the whole memory model (the peak over stages, :func:`memory_parts`) and, where
     it does not fit, the largest fitting b below it is found by bisection (every stage's total grows with b).
     With a global batch B, b runs over the divisors of the per-replica batch B / dp (m = B / (dp b) changes with
-    b, and with it the micro-batches in flight): each is evaluated by the same memory model.
+    b, and with it the micro-batches in flight): each is evaluated by the same memory model. A B that dp does not
+    divide has no such b (predict calls the strategy infeasible); b is then found as without a global batch.
     """
     if act1 <= 0:
         return None
+    dp = int(np.asarray(grid.dp).ravel()[0])
+    if global_batch is not None and global_batch % dp:
+        global_batch = None  # no b divides B / dp (predict: infeasible); priced as predict does, m = 1 for B < dp b
     if global_batch is None:
         b = int(M.max_micro_batch(states, act1, job.memory_capacity, fragmentation=fragmentation,
                                   workspace=workspace))
@@ -101,7 +104,6 @@ def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None,
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if fits(mid) else (lo, mid)
         return lo
-    dp = int(np.asarray(grid.dp).ravel()[0])
     candidates = _divisors(global_batch // dp)
     trial = replace(grid, micro_batch=candidates.astype(np.int64))
     total = memory_parts(job, trial, microbatches(trial), fragmentation=fragmentation, workspace=workspace,
@@ -120,16 +122,6 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
     tp, pp, cp, ep = strategy.tp, strategy.pp, strategy.cp, strategy.ep
     dp = int(np.asarray(grid.dp).ravel()[0])
     micro = int(training.micro_batch)
-    if not job.is_transformer and tp * pp * cp * ep != 1:
-        raise InputError("a generic workload supports data parallelism only", where="--tp/--pp/--cp/--ep",
-                         allowed="tp = pp = cp = ep = 1")
-    if job.is_transformer and not bool(np.asarray(_layers_split(job, grid)).ravel()[0]):  # predict's split rule
-        raise InputError(f"{int(job.shape.layers)} layers do not split over pp = {pp} as asked", where="--pp",
-                         allowed="pp <= layers (interleaved: pp x V dividing them); with first/last stage layers "
-                         "set, the rest split evenly over the other stages")
-    if training.global_batch is not None and training.global_batch % (micro * dp):
-        raise InputError(f"global batch {training.global_batch} is not a multiple of micro-batch x dp = "
-                         f"{micro * dp}", where="--global-batch", allowed="a multiple of micro_batch * dp")
     m = microbatches(grid)
     peak = memory_peak_stage(job, grid, m, fragmentation=fragmentation, workspace=workspace,
                              sync=strategy.sync)  # hier:G shards ZeRO inside its groups

@@ -716,9 +716,19 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             continue
         if "sync" not in c or allowed_by(np.asarray([0]), [(op, 0 if v == label else 1) for op, v in c["sync"]])[0]:
             modes.append(label)
+    if not modes:
+        raise InputError(f"the sync constraint leaves none of the searched sync modes ({', '.join(sync_modes)})",
+                         where="--constraint sync", allowed="a sync constraint that a mode of --sync-modes meets, "
+                                                           "or that mode added to --sync-modes")
     fixed = dict(fixed or {})
     all_cfg = configurations(job, gpus, global_batch, c)
     axes = _axes(job, c)
+    for name, axis in axes.items():
+        if not axis.size:  # e.g. recompute=selective on a per-sample workload, which has no selective recompute
+            raise InputError(f"the constraints on {name} leave no value this model can take",
+                             where=f"--constraint {name} / --set strategy.{name}",
+                             allowed=f"a {name} the model supports" + (
+                                 " (a generic workload: recompute none or full)" if name == "recompute" else ""))
     choices = comm_choices(job, gpus, c, allow_keys)
     n_choice = len(choices["algorithm"])
     n_ps = int(np.count_nonzero(choices["ps_servers"] > 0))

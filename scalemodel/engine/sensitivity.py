@@ -42,6 +42,9 @@ from scalemodel.errors import InputError
 #: Half-width of the central difference in log space (1%: small enough to stay on one branch of
 #: the model's max()/min() kinks in practice, large enough to be far above rounding error).
 LOG_STEP = 0.01
+#: The largest --factor: a million-fold improvement already takes every parameter past its physical range, and
+#: a factor near 1e300 makes the improved peak FLOP/s infinite.
+FACTOR_MAX = 1e6
 
 Perturb = Callable[[Job, float], Job]
 
@@ -180,9 +183,10 @@ def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float
     if grid.size != 1:
         raise InputError(f"sensitivity needs one strategy, got {grid.size} candidates", where="strategy",
                          allowed="one pinned strategy (tp, pp, cp, ep, zero, ...)")
-    if not (math.isfinite(factor) and factor > 1.0):
-        raise InputError(f"improvement factor {factor} must be > 1", where="--factor",
-                         allowed="a number > 1, e.g. 2 (bandwidth x2, latency /2)")
+    if not (math.isfinite(factor) and 1.0 < factor <= FACTOR_MAX):
+        raise InputError(f"improvement factor {factor:g} is not a finite number > 1 and <= {FACTOR_MAX:g}",
+                         where="--factor", allowed=f"a number > 1 and <= {FACTOR_MAX:g}, e.g. 2 (bandwidth x2, "
+                                                   "latency /2)")
     if not (0.0 < log_step < 0.5):
         raise InputError(f"log step {log_step} out of range", where="log_step", allowed="0 < step < 0.5")
     base_x, base_t, feasible, fits, mem = _evaluate_one(job, grid, sync, kappa)

@@ -86,7 +86,15 @@ def explain(result: PlanResult) -> str:
     """Why the winner wins: against the runner-up and the best of the other parallelism families."""
     if not result.ranked:
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted(result.infeasible_by_reason.items(), key=lambda kv: -kv[1]))
-        return f"No feasible strategy among {result.candidates_evaluated} candidates ({reasons or 'none enumerated'})."
+        if not result.candidates_evaluated:  # the constraints and pins left nothing to enumerate: say which they are
+            inp = result.inputs
+            given = [f"--constraint {c}" for c in inp.get("constraints") or []]
+            given += [f"--set {s}" for s in inp.get("set") or [] if s.split(".", 1)[0] in ("strategy", "training")]
+            if inp.get("strategy_file"):
+                given.append(f"--strategy {inp['strategy_file'].get('path')}")
+            return (f"No strategy to evaluate: no split of {inp.get('gpus')} GPUs at global batch "
+                    f"{inp.get('global_batch')} meets what was asked ({'; '.join(given) or 'no constraints'}).")
+        return f"No feasible strategy among {result.candidates_evaluated} candidates ({reasons})."
     win = result.ranked[0]
     ws = win.strategy
     fam = family(ws["tp"], ws["pp"], ws["cp"], ws["ep"], ws["dp"])

@@ -126,6 +126,14 @@ class ClusterSpec(Sourced, kw_only=True):
             self._tiers_nest(self.tiers)
         except ValueError as exc:
             raise field_error("tiers", str(exc)) from None
+        outer = self.tiers[-1]
+        if self.max_gpus is not None and self.max_gpus > outer.span:  # no tier would connect the GPUs beyond it
+            raise field_error("max_gpus", f"{self.max_gpus} GPUs is more than the outermost tier {outer.name!r} "
+                              f"spans ({outer.span}): no tier connects them", f"max_gpus <= {outer.span}, or an outer "
+                                                                               "tier that spans them all")
+        if self.max_gpus is not None and self.max_gpus % self.gpus_per_node:
+            raise field_error("max_gpus", f"{self.max_gpus} GPUs is not whole nodes of {self.gpus_per_node}",
+                              f"a multiple of gpus_per_node ({self.gpus_per_node})")
 
     @staticmethod
     def _tiers_nest(tiers: list[TierSpec]) -> None:

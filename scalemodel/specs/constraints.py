@@ -93,7 +93,45 @@ def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--co
                 raise InputError(f"unknown operator {op!r} in constraint on {key}", where=where,
                                  allowed=_CONSTRAINT_ALLOWED)
             out.setdefault(key, []).append((op, _constraint_value(key, op, value, where)))
+    for key in _NUMERIC_KEYS:
+        _check_satisfiable(key, out.get(key, []), where)
+    for key, domain in _DOMAINS.items():
+        pairs = out.get(key, [])
+        if pairs and not any(all(OPS[op](v, value) for op, value in pairs) for v in domain()):
+            said = ", ".join(f"{key}{op}{_label(key, value)}" for op, value in pairs)
+            raise InputError(f"no {key} meets {said}{' together' if len(pairs) > 1 else ''}", where=where,
+                             allowed=f"constraints on {key} that one of its values meets")
     return out
+
+
+#: The values of the coded constraint keys (a constraint they all fail leaves the planner nothing to search).
+_DOMAINS: dict[str, Callable[[], list[Any]]] = {
+    "zero": lambda: [int(z) for z in Zero], "recompute": lambda: [int(r) for r in Recompute],
+    "algorithm": lambda: [int(a) for a in Algorithm], "assignment": lambda: [int(a) for a in Assignment],
+    "layout": lambda: [int(x) for x in Layout], "sequence_parallel": lambda: [False, True],
+    "overlap": lambda: [False, True]}
+
+
+def _label(key: str, value: Any) -> str:
+    members: list[Any] = list({"zero": Zero, "recompute": Recompute, "algorithm": Algorithm, "assignment": Assignment,
+                               "layout": Layout}.get(key, []))
+    return next((m.label for m in members if int(m) == value), str(value).lower())
+
+
+def _check_satisfiable(key: str, pairs: list[tuple[str, Any]], where: str) -> None:
+    """Refuse constraints on a degree or count that no value >= 1 meets (tp<=2 with tp>=4, tp=8 with tp=4,
+    tp<1): the search would enumerate nothing and say only that."""
+    lo, hi = 1, None
+    for op, v in pairs:
+        v = int(v)
+        if op in (">=", ">", "=", "=="):
+            lo = max(lo, v + 1 if op == ">" else v)
+        if op in ("<=", "<", "=", "=="):
+            hi = min(hi, v - 1 if op == "<" else v) if hi is not None else (v - 1 if op == "<" else v)
+    if hi is not None and lo > hi:
+        said = ", ".join(f"{key}{op}{v}" for op, v in pairs)
+        raise InputError(f"no {key} meets {said}{' together' if len(pairs) > 1 else ''}", where=where,
+                         allowed=f"constraints on {key} that some integer >= 1 meets, e.g. {key}<=8")
 
 
 def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:

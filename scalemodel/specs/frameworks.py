@@ -205,6 +205,15 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
         if k not in _DS_HARMLESS:
             out.unused.append(k)
     if out.gradient_accumulation is not None and "global_batch" in out.training and "micro_batch" in out.training:
+        # DeepSpeed asserts train_batch_size == micro x steps x data-parallel size (runtime/config.py
+        # _batch_assertion): one that micro x steps does not divide runs at no GPU count
+        tbs, per_step = int(out.training["global_batch"]), int(out.training["micro_batch"]) * out.gradient_accumulation
+        if tbs % per_step:
+            raise InputError(f"{tbs} is not train_micro_batch_size_per_gpu {out.training['micro_batch']} x "
+                             f"gradient_accumulation_steps {out.gradient_accumulation} x a data-parallel size",
+                             where="train_batch_size", allowed="train_batch_size = train_micro_batch_size_per_gpu x "
+                             "gradient_accumulation_steps x dp (DeepSpeed's batch assertion), or one of the three left "
+                             "out")
         out.gradient_accumulation = None  # train_batch_size already fixes the global batch
 
 
