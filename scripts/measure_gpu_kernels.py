@@ -318,7 +318,7 @@ class GPTLayer(torch.nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
-def layer_case(dev: torch.device, h: int, heads: int, s: int, b: int) -> dict[str, Any]:
+def layer_case(dev: torch.device, h: int, heads: int, s: int, b: int, attention: str) -> dict[str, Any]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     layer = GPTLayer(h, heads).to(dev, torch.bfloat16)
     x = torch.randn(b, s, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
@@ -331,13 +331,15 @@ def layer_case(dev: torch.device, h: int, heads: int, s: int, b: int) -> dict[st
         layer.zero_grad(set_to_none=True)   # a fresh gradient each step, not an accumulating add per parameter
         x.grad = None
         layer(x).backward(grad)
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[attention]
+    with sdpa_kernel(backend):
         with torch.no_grad():
             t_f, _, _ = time_calls([fwd], target_s=0.05, graph=False)
         t_fb, _, _ = time_calls([fwd_bwd], target_s=0.05, graph=False)
     gemm = 24.0 * b * s * h * h                  # forward GEMM FLOPs: QKV 6, proj 2, fc1 8, fc2 8 (x bsh^2)
     attn = 4.0 * b * s * s * h / 2               # forward attention core, causal (benchmark convention)
-    return {"h": h, "heads": heads, "s": s, "b": b, "fwd_ms": t_f * 1e3, "fwd_bwd_ms": t_fb * 1e3,
+    return {"h": h, "heads": heads, "s": s, "b": b, "attention": attention,
+            "fwd_ms": t_f * 1e3, "fwd_bwd_ms": t_fb * 1e3,
             "gemm_flops_fwd": gemm, "attn_flops_fwd": attn,
             "fwd_bwd_tflops": (3 * gemm + 3.5 * attn) / t_fb / 1e12}   # backward: 2x GEMMs, 2.5x the core
 
@@ -345,16 +347,17 @@ def layer_case(dev: torch.device, h: int, heads: int, s: int, b: int) -> dict[st
 def measure_layer(dev: torch.device, deadline: float) -> None:
     rows: list[dict[str, Any]] = []
     RESULTS["layer"] = rows
-    for h, heads, s, b in ((2048, 16, 2048, 8), (4096, 32, 2048, 4), (8192, 64, 2048, 2), (12288, 96, 2048, 1)):
-        if time.time() > deadline:
-            RESULTS.setdefault("cut_short", []).append(f"layer h{h}")
-            break
-        try:
-            rows.append(layer_case(dev, h, heads, s, b))
-        except Exception as exc:
-            rows.append({"h": h, "error": repr(exc)[:300]})
-        torch.cuda.empty_cache()
-        save()
+    for attention in ("flash", "cudnn"):
+        for h, heads, s, b in ((2048, 16, 2048, 8), (4096, 32, 2048, 4), (8192, 64, 2048, 2), (12288, 96, 2048, 1)):
+            if time.time() > deadline:
+                RESULTS.setdefault("cut_short", []).append(f"layer {attention} h{h}")
+                break
+            try:
+                rows.append(layer_case(dev, h, heads, s, b, attention))
+            except Exception as exc:
+                rows.append({"h": h, "attention": attention, "error": repr(exc)[:300]})
+            torch.cuda.empty_cache()
+            save()
 
 
 def main() -> int:
@@ -362,6 +365,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="directory for gpu_kernels.json")
     parser.add_argument("--budget", type=float, default=300.0, help="seconds for the whole run (default 300)")
+    parser.add_argument("--sections", default="gemm,sustained,attention,memory,layer",
+                        help="comma-separated subset of gemm,sustained,attention,memory,layer (default all)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("error: torch sees no CUDA device; this script measures a GPU", file=sys.stderr)
@@ -385,7 +390,10 @@ def main() -> int:
         ("memory", lambda: measure_memory(dev, t0 + 0.85 * budget)),
         ("layer", lambda: measure_layer(dev, t0 + 0.97 * budget)),
     ]
+    wanted = set(args.sections.split(","))
     for name, fn in steps:
+        if name not in wanted:
+            continue
         ts = time.time()
         try:
             fn()
@@ -411,7 +419,8 @@ def main() -> int:
             print(f"mem {r['kernel']} {r.get('mib', '')}MiB {r['tb_s']:.2f} TB/s")
     for r in RESULTS.get("layer", []):
         if "fwd_bwd_ms" in r:
-            print(f"layer h{r['h']} b{r['b']}: fwd {r['fwd_ms']:.2f} ms fwd+bwd {r['fwd_bwd_ms']:.2f} ms "
+            print(f"layer {r.get('attention', 'flash')} h{r['h']} b{r['b']}: "
+                  f"fwd {r['fwd_ms']:.2f} ms fwd+bwd {r['fwd_bwd_ms']:.2f} ms "
                   f"{r['fwd_bwd_tflops']:.0f} TFLOP/s")
     print("errors:", RESULTS.get("errors"), "cut:", RESULTS.get("cut_short"), f"total {time.time() - t0:.0f} s")
     return 0
