@@ -87,10 +87,11 @@ def memory_lines(r1: dict[str, Any], r2: dict[str, Any], acc: str, src: str) -> 
 
 def layer_lines(r1: dict[str, Any], r2: dict[str, Any], acc: str, src: str) -> list[str]:
     lines = []
-    for a, b in _pairs(r1, r2, "layer", ("h", "heads", "s", "b")):
+    for a, b in _pairs(r1, r2, "layer", ("h", "heads", "s", "b", "attention")):
+        kernel = f"{a['attention']} " if a.get("attention") else ""   # runs before the cuDNN variant name none
         for measured, field in (("fwd", "fwd_ms"), ("fwd+bwd", "fwd_bwd_ms")):
             ms = _mid(a[field], b[field])
-            lines.append(f"  - {{src: {src}, row: 'eager h{a['h']} {measured}', acc: {acc}, prec: bf16, "
+            lines.append(f"  - {{src: {src}, row: 'eager {kernel}h{a['h']} {measured}', acc: {acc}, prec: bf16, "
                          f"hidden: {a['h']}, heads: {a['heads']}, ffn: {4 * a['h']}, seq: {a['s']}, "
                          f"micro_batch: {a['b']}, tp: 1, sp: false, flash: true, causal: true, recompute: none, "
                          f"measured: {measured}, ms: {ms:.3f}, ar: 0, runs_ms: [{a[field]:.3f}, {b[field]:.3f}]}}")

@@ -157,8 +157,9 @@ IN_LAYER_GEMM_FACTORS: dict[str, dict[str, float]] = {
 #: PyTorch layer on the same H200 (layer_timing.yaml SM-H200, fwd+bwd at h 2048-12288): 0.890 (rows 0.84-0.91),
 #: lower because PyTorch's SDPA flash backend (FlashAttention-2) runs the causal core at 218 TFLOP/s fwd+bwd
 #: (s 2048, d 128; cuDNN 368 on the same card); with the measured core time in place of the model's, that layer
-#: priced on the isolated curve is 2-6 % under its measured times. hardware/README.md, "Sustained and burst",
-#: has the numbers.
+#: priced on the isolated curve is 2-6 % under its measured times. A second session with the script's gradient
+#: reset and cuDNN's core beside flash (layer_timing.yaml SM-H200-LAYER) gives 0.930, the Transformer Engine
+#: route's 0.929 within 0.1 %. hardware/README.md, "Sustained and burst", has the numbers.
 IN_LAYER_GEMM_FACTORS_BY_ACCELERATOR: dict[str, dict[str, float]] = {
     "h200-sxm": {"16bit": 0.929, "fp8": 0.954},  # TE-GS-PT on the H200 sustained-basis curves
 }
