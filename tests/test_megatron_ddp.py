@@ -208,3 +208,23 @@ def test_tree_choice_prices_zero1_like_ring_on_a_multi_node_group(h100) -> None:
     group = _groups(job, g).data.sharding.dense
     as_allreduce = float(coll.group_time("allreduce", np.asarray(P * 3.0), group, algorithm="tree")[()])
     assert as_allreduce < 0.8 * times["tree"]  # 2.01 ms against 2.66 ms on this cluster
+
+
+# --- the validation rule -------------------------------------------------------------------------------------
+
+
+def test_validation_sets_megatron_fields_only_where_the_source_shows_them() -> None:
+    """mb2511 (Megatron-Bridge 25.11): ZeRO 1 -> Megatron DDP, the 128 Mi-element bucket of its CommOverlapConfig
+    (x 2 bytes of bf16 gradient = 268,435,456 bytes) and, with fp8, fp8_param_gather (its FP8-CS/MXFP8 presets);
+    mlm24 (Megatron-LM): Megatron DDP only; Megatron-FSDP rows and other sources: nothing."""
+    from conftest import script_module
+
+    vt = script_module("validate_training")
+    bridge = {"id": "mb2511_x", "source": "Megatron-Bridge"}
+    mlm = {"id": "mlm24_x", "source": "Megatron-LM"}
+    assert vt.megatron_options(bridge, "1", "fp8", 2.0) == {"megatron_ddp": True, "bucket_size": 268_435_456.0,
+                                                           "fp8_param_gather": True}
+    assert vt.megatron_options(bridge, "1", "bf16", 2.0) == {"megatron_ddp": True, "bucket_size": 268_435_456.0}
+    assert vt.megatron_options(bridge, "fsdp", "fp8", 2.0) == {}
+    assert vt.megatron_options(mlm, "1", "bf16", 4.0) == {"megatron_ddp": True}
+    assert vt.megatron_options({"id": "mpt_x"}, "0", "bf16", 2.0) == {}
