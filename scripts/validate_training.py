@@ -82,7 +82,7 @@ Two case files (issue 5 and issue 13):
       wire, bf16/fp16 -> 2); unstated -> the precision's gradient element.
     - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, at ZeRO 0/1) -> megatron_ddp (its default
       buckets); Megatron-Bridge (mb2511) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`)
-      and, with fp8, fp8_param_gather (its FP8-CS and MXFP8 presets set it).
+      and, with fp8, fp8_param_gather (its FP8-CS and MXFP8 presets set it; on its Megatron-FSDP rows too).
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else TFLOP/s/GPU of the source's convention: model FLOPs (no recompute) when
@@ -486,6 +486,8 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     """Megatron-Core's DDP, Megatron-Bridge's bucket and fp8_param_gather (module docstring) for the case."""
     src = families(case)["source"]
     out: dict[str, Any] = {}
+    if src in BRIDGE_FP8_PARAM_GATHER and zero in ("fsdp", "hsdp") and precision == "fp8":
+        return {"fp8_param_gather": True}  # Megatron-FSDP (use_megatron_fsdp) gathers the FP8 parameters too
     if src not in MEGATRON_DDP or zero not in ("0", "1"):
         return out
     out["megatron_ddp"] = True

@@ -171,6 +171,19 @@ def test_fp8_param_gather_needs_fp8_and_zero_1_or_2(h100) -> None:  # type: igno
         _grid(job, zero="1", fp8_param_gather=True)
     with pytest.raises(Exception, match="fp8_param_gather"):
         StrategySpec(zero="3", fp8_param_gather=True)._check()
+    StrategySpec(zero="fsdp", fp8_param_gather=True)._check()  # Megatron-FSDP
+
+
+def test_megatron_fsdp_fp8_param_gather_prices_as_the_fp8_all_gather(h100, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """zero fsdp with fp8_param_gather: each of the 4 units gathers a quarter of the stage (the engine spreads the
+    embedding over the units) at 2 bytes less 1 per linear weight, exactly as fsdp_fp8_all_gather:
+    (2 x 99,886,080 - 4 x 16,777,216) / 4 = 33,165,824 bytes per unit (16-bit: 49,943,040)."""
+    job = build_job(h100, TINY, TrainingSpec(precision="fp8"))
+    sizes = {}
+    for name in ("fp8_param_gather", "fsdp_fp8_all_gather"):
+        calls, _ = _sync(job, _grid(job, zero="fsdp", **{name: True}), monkeypatch)
+        sizes[name] = sorted({round(c[1]) for c in calls if c[0] == "allgather"})
+    assert sizes["fp8_param_gather"] == sizes["fsdp_fp8_all_gather"] == [33_165_824]
 
 
 # --- 3. NCCL's algorithms for the reduce-scatter and the all-gather ------------------------------------------
@@ -216,7 +229,7 @@ def test_tree_choice_prices_zero1_like_ring_on_a_multi_node_group(h100) -> None:
 def test_validation_sets_megatron_fields_only_where_the_source_shows_them() -> None:
     """mb2511 (Megatron-Bridge 25.11): ZeRO 1 -> Megatron DDP, the 128 Mi-element bucket of its CommOverlapConfig
     (x 2 bytes of bf16 gradient = 268,435,456 bytes) and, with fp8, fp8_param_gather (its FP8-CS/MXFP8 presets);
-    mlm24 (Megatron-LM): Megatron DDP only; Megatron-FSDP rows and other sources: nothing."""
+    mlm24 (Megatron-LM): Megatron DDP only; mb2511's Megatron-FSDP fp8 rows: fp8_param_gather; others: nothing."""
     from conftest import script_module
 
     vt = script_module("validate_training")
@@ -225,6 +238,7 @@ def test_validation_sets_megatron_fields_only_where_the_source_shows_them() -> N
     assert vt.megatron_options(bridge, "1", "fp8", 2.0) == {"megatron_ddp": True, "bucket_size": 268_435_456.0,
                                                            "fp8_param_gather": True}
     assert vt.megatron_options(bridge, "1", "bf16", 2.0) == {"megatron_ddp": True, "bucket_size": 268_435_456.0}
-    assert vt.megatron_options(bridge, "fsdp", "fp8", 2.0) == {}
+    assert vt.megatron_options(bridge, "fsdp", "fp8", 2.0) == {"fp8_param_gather": True}  # Megatron-FSDP
+    assert vt.megatron_options(bridge, "fsdp", "bf16", 2.0) == {}
     assert vt.megatron_options(mlm, "1", "bf16", 4.0) == {"megatron_ddp": True}
     assert vt.megatron_options({"id": "mpt_x"}, "0", "bf16", 2.0) == {}

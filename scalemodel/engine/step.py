@@ -1307,12 +1307,24 @@ def _gathered_bytes(job: Job, g: StrategyGrid, dense: np.ndarray, layers: np.nda
     (:func:`~scalemodel.cost.transformer.linear_weights_per_layer` x layers / tp, at most ``dense``), which
     torchao casts to float8 before the gather (torchtitan docs/float8.md: "cast Float8Linear.weight from high
     precision to float8 before FSDP all-gather so we can communicate in float8"); norms and embeddings are not
-    Float8Linear and stay 16-bit."""
+    Float8Linear and stay 16-bit. Megatron-FSDP with ``fp8_param_gather`` (:func:`fsdp_fp8_gather`) gathers the
+    same linear weights in FP8."""
     nbytes = 2.0 * dense
-    if not job.is_transformer or not np.any(g.fsdp_fp8_all_gather):
+    fp8 = fsdp_fp8_gather(g)
+    if not job.is_transformer or not np.any(fp8):
         return nbytes
     linear = np.minimum(layers * transformer.linear_weights_per_layer(job.shape) / g.tp, dense)
-    return np.where(g.fsdp_fp8_all_gather, nbytes - linear, nbytes)
+    return np.where(fp8, nbytes - linear, nbytes)
+
+
+def fsdp_fp8_gather(g: StrategyGrid) -> np.ndarray:
+    """Whether FSDP (zero fsdp/hsdp) gathers the dense linear weights in float8: torchao's
+    ``fsdp_fp8_all_gather``, or Megatron-FSDP with ``fp8_param_gather`` (Megatron-LM --fp8-param-gather
+    "only supported with distributed optimizer, torch fsdp2, megatron fsdp", megatron/training/arguments.py;
+    Megatron-FSDP builds its parameter buffers from the FP8 parameters, megatron/core/distributed/fsdp/src/
+    megatron_fsdp/param_and_grad_buffer.py ``init_param_with_fp8``; NVIDIA/Megatron-LM@d98e8a64dd). The routed
+    experts' gathers stay priced at 16 bits on this path, and the FP8 shards' smaller storage is not priced."""
+    return np.asarray(g.fsdp_fp8_all_gather | (g.fp8_param_gather & (g.zero >= Zero.FSDP)))
 
 
 #: DeepSpeed ZeRO-3 gathers parameters module by module (coalesced per sub-module: QKV, output
@@ -1528,7 +1540,7 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   fragmentation=fragmentation, workspace=workspace, etp=_etp(g), offloaded_layers=g.offload_layers,
                   recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
                   fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules,
-                  reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=g.fsdp_fp8_all_gather,
+                  reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(g),
                   fp8_params=g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS)))
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         d_mtp = float(job.shape.mtp_layers)

@@ -191,7 +191,8 @@ class StrategySpec(Spec, kw_only=True):
     fp8_param_gather: Annotated[bool, Meta(description=(
         "zero 1/2 (Megatron-Core's distributed optimizer) with precision fp8: the transformer layers' linear "
         "weights (experts' included) are Transformer Engine FP8 tensors, all-gathered after the optimizer step "
-        "at 1 byte per element and held at 1 byte; norms, embeddings and the output layer stay 16-bit "
+        "at 1 byte per element and held at 1 byte; norms, embeddings and the output layer stay 16-bit; with zero "
+        "fsdp/hsdp (Megatron-FSDP) the dense linear weights are gathered in FP8 as fsdp_fp8_all_gather prices "
         "(Megatron-LM --fp8-param-gather; Megatron-Bridge fp8_param_gather, on in its FP8-CS and MXFP8 "
         "mixed-precision presets)"))] = False
     fsdp_flat_param: Annotated[bool, Meta(description=(
@@ -233,10 +234,10 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("megatron_ddp", f"true needs Megatron-Core's DDP: zero 0 or 1 (its distributed "
                               f"optimizer; got zero {self.zero!r})", "false (the default) with any zero; true with "
                                                                      "zero 0 or 1")
-        if self.fp8_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS):
-            raise field_error("fp8_param_gather", f"true needs the distributed optimizer's all-gather: zero 1 or 2 "
-                              f"(got zero {self.zero!r})", "false (the default), or true with zero 1 or 2 "
-                                                          "(fsdp_fp8_all_gather for FSDP)")
+        if self.fp8_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS, Zero.FSDP, Zero.HSDP):
+            raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
+                              f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp) (got zero {self.zero!r})",
+                              "false (the default), or true with zero 1, 2, fsdp or hsdp")
         if self.fsdp_flat_param and zero < Zero.GRADIENTS:
             raise field_error("fsdp_flat_param", f"true needs gradients sharded by FSDP: zero 2, 3, fsdp or hsdp "
                               f"(got zero {self.zero!r})", "false (the default) with zero 0 or 1; true with zero "
