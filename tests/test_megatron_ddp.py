@@ -147,6 +147,16 @@ def test_fp8_param_gather_bytes_by_hand(h100, monkeypatch) -> None:  # type: ign
     assert calls[1] == ("allgather", pytest.approx(2.0 * P, rel=1e-12), 8)
 
 
+def test_mxfp8_params_are_gathered_in_bf16(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """mxfp8: Megatron-Core all-gathers MXFP8 parameters in BF16 through the gradient buffer and quantizes after the
+    gather (param_and_grad_buffer.py), so fp8_param_gather leaves the all-gather at 2 P bytes (delayed: 132,663,296)."""
+    b200 = load_cluster("dgx-b200")
+    for recipe, ag in (("mxfp8", 2.0 * P), ("delayed", 132_663_296)):
+        job = build_job(b200, TINY, TrainingSpec(precision="fp8", fp8_recipe=recipe, grad_bytes_per_param=4.0))
+        calls, _ = _sync(job, _grid(job, zero="1", fp8_param_gather=True), monkeypatch)
+        assert calls[1] == ("allgather", pytest.approx(ag, rel=1e-12), 8)
+
+
 def test_fp8_param_gather_memory_by_hand(h100) -> None:  # type: ignore[no-untyped-def]
     """ZeRO 1: the replicated 16-bit weights (2 P bytes) lose 1 byte for each of the 67,108,864 FP8 elements; the
     gradients and the optimizer states do not change."""

@@ -1137,8 +1137,13 @@ def fp8_param_elements(job: Job, g: StrategyGrid, layers: Any, dense: Any, exper
     outside it or are not TE linears and stay 16-bit. The DDP buffer stores quantized parameters as uint8, 1 byte
     an element (megatron/core/distributed/param_and_grad_buffer.py ``group_params_for_buffers``: "torch.uint8 for
     FP8/NVFP4 parameters"), which the distributed optimizer all-gathers (``start_param_sync``) (NVIDIA/Megatron-LM
-    @d98e8a64dd). Routed experts' biases, if any, are counted as FP8 (< 0.1 % of them). (0, 0) without the switch."""
-    if not job.is_transformer or not np.any(g.fp8_param_gather):
+    @d98e8a64dd). Routed experts' biases, if any, are counted as FP8 (< 0.1 % of them). (0, 0) without the switch,
+    and (0, 0) for the mxfp8 recipe: MXFP8 parameters are all-gathered in BF16 into the gradient buffer and
+    quantized after the gather ("For MXFP8 param: Create a shared buffer for param AG and grad RS ... only half of
+    the buffer is used to store params in bf16", param_and_grad_buffer.py ``_ParamAndGradBuffer.__init__``;
+    ``_post_param_sync`` ``copy_tensors_to_quantized_params``; the same at core_v0.15.0, 103851dcf4), so their
+    gather and their held copy keep 16-bit-sized storage."""
+    if not job.is_transformer or not np.any(g.fp8_param_gather) or job.fp8_recipe == "mxfp8":
         return 0.0, 0.0
     on = g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
     linear = np.minimum(layers * transformer.linear_weights_per_layer(job.shape) / g.tp, dense)
@@ -1310,21 +1315,23 @@ def _gathered_bytes(job: Job, g: StrategyGrid, dense: np.ndarray, layers: np.nda
     Float8Linear and stay 16-bit. Megatron-FSDP with ``fp8_param_gather`` (:func:`fsdp_fp8_gather`) gathers the
     same linear weights in FP8."""
     nbytes = 2.0 * dense
-    fp8 = fsdp_fp8_gather(g)
+    fp8 = fsdp_fp8_gather(job, g)
     if not job.is_transformer or not np.any(fp8):
         return nbytes
     linear = np.minimum(layers * transformer.linear_weights_per_layer(job.shape) / g.tp, dense)
     return np.where(fp8, nbytes - linear, nbytes)
 
 
-def fsdp_fp8_gather(g: StrategyGrid) -> np.ndarray:
+def fsdp_fp8_gather(job: Job, g: StrategyGrid) -> np.ndarray:
     """Whether FSDP (zero fsdp/hsdp) gathers the dense linear weights in float8: torchao's
     ``fsdp_fp8_all_gather``, or Megatron-FSDP with ``fp8_param_gather`` (Megatron-LM --fp8-param-gather
     "only supported with distributed optimizer, torch fsdp2, megatron fsdp", megatron/training/arguments.py;
     Megatron-FSDP builds its parameter buffers from the FP8 parameters, megatron/core/distributed/fsdp/src/
     megatron_fsdp/param_and_grad_buffer.py ``init_param_with_fp8``; NVIDIA/Megatron-LM@d98e8a64dd). The routed
-    experts' gathers stay priced at 16 bits on this path, and the FP8 shards' smaller storage is not priced."""
-    return np.asarray(g.fsdp_fp8_all_gather | (g.fp8_param_gather & (g.zero >= Zero.FSDP)))
+    experts' gathers stay priced at 16 bits on this path, and the FP8 shards' smaller storage is not priced.
+    Per-tensor recipes only (delayed, tensorwise): the mxfp8 case is not verified, and priced at 16 bits."""
+    megatron = g.fp8_param_gather & (g.zero >= Zero.FSDP) & (job.fp8_recipe != "mxfp8")
+    return np.asarray(g.fsdp_fp8_all_gather | megatron)
 
 
 #: DeepSpeed ZeRO-3 gathers parameters module by module (coalesced per sub-module: QKV, output
@@ -1540,8 +1547,9 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   fragmentation=fragmentation, workspace=workspace, etp=_etp(g), offloaded_layers=g.offload_layers,
                   recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
                   fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules,
-                  reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(g),
-                  fp8_params=g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS)))
+                  reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
+                  fp8_params=g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
+                  & (job.fp8_recipe != "mxfp8"))  # MXFP8 gathers BF16 into the gradient buffer (fp8_param_elements)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         d_mtp = float(job.shape.mtp_layers)
         br = memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage),

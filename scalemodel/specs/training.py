@@ -191,7 +191,8 @@ class StrategySpec(Spec, kw_only=True):
     fp8_param_gather: Annotated[bool, Meta(description=(
         "zero 1/2 (Megatron-Core's distributed optimizer) with precision fp8: the transformer layers' linear "
         "weights (experts' included) are Transformer Engine FP8 tensors, all-gathered after the optimizer step "
-        "at 1 byte per element and held at 1 byte; norms, embeddings and the output layer stay 16-bit; with zero "
+        "at 1 byte per element and held at 1 byte (per-tensor recipes: MXFP8 parameters are gathered in BF16 "
+        "through the gradient buffer); norms, embeddings and the output layer stay 16-bit; with zero "
         "fsdp/hsdp (Megatron-FSDP) the dense linear weights are gathered in FP8 as fsdp_fp8_all_gather prices "
         "(Megatron-LM --fp8-param-gather; Megatron-Bridge fp8_param_gather, on in its FP8-CS and MXFP8 "
         "mixed-precision presets)"))] = False
