@@ -80,6 +80,9 @@ Two case files (issue 5 and issue 13):
       micro-batch's gradients in a separate pass: ``deepspeed_pipeline`` on.
     - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
       wire, bf16/fp16 -> 2); unstated -> the precision's gradient element.
+    - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, at ZeRO 0/1) -> megatron_ddp (its default
+      buckets); Megatron-Bridge (mb2511) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`)
+      and, with fp8, fp8_param_gather (its FP8-CS and MXFP8 presets set it; on its Megatron-FSDP rows too).
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else TFLOP/s/GPU of the source's convention: model FLOPs (no recompute) when
@@ -115,6 +118,7 @@ from typing import Any
 
 import yaml
 
+from scalemodel.choices import Precision
 from scalemodel.cost import pipeline, transformer
 from scalemodel.engine.job import transformer_shape
 from scalemodel.engine.predict import Prediction, predict
@@ -460,6 +464,37 @@ def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
         out["fsdp_flat_param"] = True
     if "unpad_input" in str(case["model"].get("attention", "")).lower():
         out["attention_unpad"] = True
+    return out
+
+
+#: Sources whose data-parallel sync is Megatron-Core's DistributedDataParallel (strategy megatron_ddp, ZeRO 0 or 1):
+#: Megatron-LM (mlm24: Megatron-Core r0.8.0, whose distributed_data_parallel.py at baf94af3c6 defaults the bucket to
+#: max(4e7, 1e6 x dp) elements with --overlap-grad-reduce) and Megatron-Bridge 25.11 (mb2511). NeMo 24.07
+#: (nemo2407) wraps its own way (its bucket is not verified here) and stays on the engine's defaults.
+MEGATRON_DDP = frozenset({"mlm24", "mb2511"})
+#: Megatron-Bridge's CommOverlapConfig sets the distributed optimizer's bucket to 128 x 1024 x 1024 elements when
+#: dp > 1 (NVIDIA-NeMo/Megatron-Bridge@97ad8cc6f src/megatron/bridge/training/comm_overlap.py
+#: _get_optimizer_overlap_cfgs, applied to the DDP config by setup(); every mb2511 recipe passes a CommOverlapConfig).
+BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
+#: Megatron-Bridge 25.11's perf precision presets (scripts/performance/utils/precision.py get_precision_config at
+#: 97ad8cc6f): fp8_cs -> bf16_with_fp8_current_scaling_mixed, fp8_mx -> bf16_with_mxfp8_mixed, both with
+#: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); no perf config overrides it.
+BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511"})
+
+
+def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes: float) -> dict[str, Any]:
+    """Megatron-Core's DDP, Megatron-Bridge's bucket and fp8_param_gather (module docstring) for the case."""
+    src = families(case)["source"]
+    out: dict[str, Any] = {}
+    if src in BRIDGE_FP8_PARAM_GATHER and zero in ("fsdp", "hsdp") and precision == "fp8":
+        return {"fp8_param_gather": True}  # Megatron-FSDP (use_megatron_fsdp) gathers the FP8 parameters too
+    if src not in MEGATRON_DDP or zero not in ("0", "1"):
+        return out
+    out["megatron_ddp"] = True
+    if src == "mb2511" and zero == "1":
+        out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
+    if src in BRIDGE_FP8_PARAM_GATHER and zero == "1" and precision == "fp8":
+        out["fp8_param_gather"] = True
     return out
 
 
@@ -814,7 +849,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
                           overlap=src not in DEEPSPEED_PIPELINE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
-                          **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags)
+                          **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
+                          **megatron_options(case, zero, precision, tr.grad_bytes_per_param
+                                             or Precision.parse(precision).gradient_bytes))
         try:
             p = predict(cluster, wl, gpus, tr, st)
         except InputError as e:  # a check the engine makes before the step model (e.g. --ep must divide dp)

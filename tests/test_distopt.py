@@ -117,14 +117,16 @@ def test_bytes_per_gpu_per_step_match_the_ring(h100, monkeypatch, zero, precisio
 
 def test_bucket_count_and_size(h100, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A bucket of 25e6 elements (bucket_size 1e8 bytes of fp32 gradient): ceil(P / 25e6) = 4 buckets, each a
-    reduce-scatter of P/4 x 4 bytes and an all-gather of P/4 x 2 bytes, priced together as 4 all-reduces of
-    P/4 x 3 bytes (the same bytes and ring steps); DeepSpeed's default 5e8 elements: 1 bucket."""
+    reduce-scatter of P/4 x 4 bytes and an all-gather of P/4 x 2 bytes (the bytes and ring steps of 4 all-reduces
+    of P/4 x 3 bytes, which is how this was priced before the two were priced as themselves, issue 13: NCCL has no
+    tree reduce-scatter or all-gather); DeepSpeed's default 5e8 elements: 1 bucket."""
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4.0))
     for size, n_b in ((1e8, 4), (0.0, 1)):
         g = _grid(job, zero="1", bucket_size=size or None)
         calls = _ring_priced(monkeypatch)
         out = step._dp_comm(job, g, _comp(), np.asarray([1.0]), _groups(job, g).data)
-        assert calls == [("allreduce", pytest.approx(P * 3.0 / n_b, rel=1e-12), 8)]  # one bucket's, times n_b
+        assert calls == [("reducescatter", pytest.approx(P * 4.0 / n_b, rel=1e-12), 8),  # one bucket's, times n_b
+                         ("allgather", pytest.approx(P * 2.0 / n_b, rel=1e-12), 8)]
         assert float(out["grads"][0]) == pytest.approx(n_b * 2 * 7 / 8 * P * 3.0 / n_b, rel=1e-12)
         assert float(out["last_bucket"][0]) == pytest.approx(1 / n_b)
 
@@ -157,14 +159,15 @@ def test_param_gather_overlap_splits_by_dtype(h100, monkeypatch) -> None:  # typ
 
 
 def test_hierarchical_sync_all_reduces_the_shard_across_groups(h100, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """hier:2 with ZeRO-1 and fp32 reduction: inside each group of 2 replicas RS fp32 + AG bf16 (P x 3 bytes as an
-    all-reduce), across the 4 groups each rank all-reduces its reduced 1/2 shard in fp32 (P/2 x 4 bytes): the
-    parameters are whole in every group, nothing is gathered across groups."""
+    """hier:2 with ZeRO-1 and fp32 reduction: inside each group of 2 replicas RS fp32 + AG bf16 (P x 4 and P x 2
+    bytes, each priced as itself since issue 13), across the 4 groups each rank all-reduces its reduced 1/2 shard
+    in fp32 (P/2 x 4 bytes): the parameters are whole in every group, nothing is gathered across groups."""
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4.0))
     g = _grid(job, zero="1", sync="hier:2", overlap=False)
     calls = _ring_priced(monkeypatch)
     step._sync_comm(job, g, _comp(), np.asarray([1.0]), "hier:2", _groups(job, g))
-    assert sorted(calls, key=lambda c: c[2]) == [("allreduce", pytest.approx(P * 3.0, rel=1e-12), 2),
+    assert sorted(calls, key=lambda c: c[2]) == [("reducescatter", pytest.approx(P * 4.0, rel=1e-12), 2),
+                                                  ("allgather", pytest.approx(P * 2.0, rel=1e-12), 2),
                                                   ("allreduce", pytest.approx(P * 2.0, rel=1e-12), 4)]
 
 

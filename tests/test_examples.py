@@ -229,7 +229,10 @@ def test_strong_scaling_communication_dominates(cli: Any) -> None:
     ddp = point(scale(cli, "strong-scaling.yaml", *DDP), 2048)
     assert ddp["breakdown_s"]["dp_comm"] > 1.3 * point(d, 2048)["breakdown_s"]["dp_comm"]
     fast = point(scale(cli, "strong-scaling.yaml", "--cluster", "dgx-a100"), 2048)
-    assert comm_share(fast) < 0.1  # InfiniBand: compute-bound
+    # InfiniBand: compute-bound. Was < 0.1 while ZeRO-1's reduce-scatter + all-gather was priced as one all-reduce,
+    # for which auto took the tree; NCCL has no tree reduce-scatter or all-gather (issue 13, step.zero12_algorithm),
+    # so the 2048-rank rings' latency now shows: 0.19 of the step
+    assert comm_share(fast) < 0.25
 
 
 # 3. Sync vs async vs SSP: throughput against convergence.
@@ -347,14 +350,17 @@ def test_hierarchical_sync_on_commodity(cli: Any) -> None:
     # README: hier:128 cuts the sync overhead by about 1 %: the flat ring crosses the 3:1 spine on 8 channels
     # per rack against 256/3 NIC shares of uplink, so the taper does not bind (docs/model.md#flow-taper).
     # Physics changed: the flat all-reduce used to pay 3x on every byte, and the cut was 62 %.
+    # Issue 13: ZeRO-1's reduce-scatter + all-gather are priced as themselves, not as one ring all-reduce (whose NCCL
+    # Ring/Simple latency x1.4 they do not pay): the flat 2048-rank sync got 2 % cheaper (3.61 -> 3.53 s) while
+    # hier:128's two levels did not, so the cut went from about +1 % to about -1 %: within a few % either way
     cut = 1 - sync_overhead(hier) / sync_overhead(bsp)
-    assert 0 < cut < 0.05
-    assert hier["step_time_s"] < bsp["step_time_s"]
+    assert -0.05 < cut < 0.05
+    assert abs(hier["step_time_s"] / bsp["step_time_s"] - 1.0) < 0.02
     # the two-level all-reduce communicates about as much as the flat one; hier:128:1 (no staleness) keeps none
     # of the cut but the 0.3 % of dp_comm: what hier:128 adds is the smaller barrier, exactly
     assert h1["sync"]["mean_staleness"] == 0.0 and h1["sync"]["statistical_efficiency"] == 1.0
     assert h1["breakdown_s"]["dp_comm"] == pytest.approx(hier["breakdown_s"]["dp_comm"], rel=1e-9)
-    assert 0 <= 1 - h1["breakdown_s"]["dp_comm"] / bsp["breakdown_s"]["dp_comm"] < 0.01
+    assert abs(1 - h1["breakdown_s"]["dp_comm"] / bsp["breakdown_s"]["dp_comm"]) < 0.03  # was [0, 0.01): issue 13 above
     # (hier:G shards ZeRO-1 over its 128 replicas, so its Adam step updates a 1/128 shard, not 1/2048: the local
     # step, whose multiple the straggler wait is, is longer by that under both hier forms; model changed)
     step1 = {k: p["breakdown_s"]["compute"] + p["breakdown_s"]["optimizer"] for k, p in (("bsp", bsp), ("hier", h1))}
@@ -382,9 +388,12 @@ def test_hierarchical_sync_on_commodity(cli: Any) -> None:
     assert local["time_to_target_s"] < 0.8 * bsp0["time_to_target_s"]
     # README: BSP all-reduces 3.3 GB in 4 DeepSpeed buckets over 2048 GPUs at the leaf's NIC share, untapered
     # (pcie-25gbe's two tiers: the scenario without its spine); only the last micro-batch's backward (2/3 of one
-    # of its 8 micro-batches' compute) overlaps it
+    # of its 8 micro-batches' compute) overlaps it. ZeRO-1: each bucket a reduce-scatter then an all-gather of
+    # the same bf16 bytes, on NCCL's own choice for them (issue 13; it was one all-reduce of the bucket)
     n = math.ceil(GPT_1_7B_GRADS / 1e9)
-    flat = n * allreduce(cli, "pcie-25gbe", 2048, size=f"{GPT_1_7B_GRADS / n:.0f}B", algo="auto")
+    bucket = f"{GPT_1_7B_GRADS / n:.0f}B"
+    flat = n * sum(allreduce(cli, "pcie-25gbe", 2048, "--op", op, size=bucket, algo="auto")
+                   for op in ("reducescatter", "allgather"))
     backward = 2 / 3 * bsp["breakdown_s"]["compute"] / 8
     assert bsp["breakdown_s"]["dp_comm"] == pytest.approx(flat - backward, rel=0.02)
     # README: hier's dp_comm = in-group all-reduce (BSP on one group of 128 under one switch) + the
@@ -436,8 +445,12 @@ def test_hierarchical_sync_in_ddp_buckets(cli: Any) -> None:
         bsp = point(scale(cli, "hierarchical-sync.yaml", *taper, *DDP), 2048)
         h1 = point(scale(cli, "hierarchical-sync.yaml", *taper, *DDP, "--sync", "hier:128:1"), 2048)
         cuts[taper] = 1 - sync_overhead(h1) / sync_overhead(bsp)
-    assert 0.15 < cuts[()] < 0.3
-    assert 0.15 < cuts[flat] < 0.3
+    # Issue 13: ZeRO-1's reduce-scatter and all-gather are priced as themselves on NCCL's algorithms for them (ring
+    # here: no tree; 8 GPUs per node, so no PAT), where the all-reduce they used to be priced as took the tree:
+    # 132 flat 2048-rank rings (two per bucket) pay their latency where a log-depth tree did: the cut grew from
+    # ~20 % to ~60 %
+    assert 0.15 < cuts[()] < 0.7
+    assert 0.15 < cuts[flat] < 0.7
     # the latency per bucket: a 2048-rank all-reduce (untapered, as the flat ring is) vs a 128-GPU ring in one
     # switch: 40 ms (tree) vs 29 ms
     assert allreduce(cli, "pcie-25gbe", 2048, size="25MB", algo="auto") > 1.3 * allreduce(
@@ -459,13 +472,17 @@ def test_hierarchical_sync_on_infiniband(cli: Any) -> None:
     # all-gather of the updated parameters follows the optimizer step (exposed, the same in every mode): only the
     # barrier is left to cut
     for p in run.values():
-        assert p["breakdown_s"]["dp_comm"] < 0.025 * p["step_time_s"]
-        assert p["breakdown_s"]["dp_comm"] == pytest.approx(bsp["breakdown_s"]["dp_comm"], rel=0.05)
+        # issue 13: ZeRO-1's 2048-rank ring reduce-scatter + all-gather (NCCL has no tree for them): 4.9 %, was < 2.5 %
+        assert p["breakdown_s"]["dp_comm"] < 0.06 * p["step_time_s"]
+        # was: the same in every mode (within 5 %); issue 13: the flat 2048-rank rings now pay their latency, the
+        # 128-rank in-group rings less: 0.059 s flat against 0.026 s in two levels
+        assert p["breakdown_s"]["dp_comm"] <= bsp["breakdown_s"]["dp_comm"] * (1 + 1e-9)
     cut = 1 - sync_overhead(hier) / sync_overhead(bsp)
     assert 0.15 < cut < 0.4 and hier["step_time_s"] < bsp["step_time_s"]
     assert hier["step_time_s"] > 0.9 * bsp["step_time_s"]  # ... a few percent of the step
     assert hier["time_to_target_s"] > bsp["time_to_target_s"]  # and the staleness costs more than that
-    assert h1["time_to_target_s"] == pytest.approx(bsp["time_to_target_s"], rel=0.03)  # two-level BSP ties
+    # two-level BSP ties (rel 0.03 before issue 13; its shorter rings now win 3 %, see above)
+    assert h1["time_to_target_s"] == pytest.approx(bsp["time_to_target_s"], rel=0.05)
     # README: local:4 (full replicas, --zero 0) halves the sync overhead but its staleness makes it later too
     bsp0 = point(scale(cli, "hierarchical-sync.yaml", *fast, *REPLICAS), 2048)
     local = point(scale(cli, "hierarchical-sync.yaml", *fast, *REPLICAS, "--sync", "local:4"), 2048)
@@ -480,13 +497,15 @@ def test_two_level_sync_communicates_no_more_than_the_flat_all_reduce(cli: Any) 
     for flags in ((), ("--set", "cluster.tiers.tcp-spine.oversubscription=1")):
         bsp = point(scale(cli, "hierarchical-sync.yaml", *flags), 2048)
         h1 = point(scale(cli, "hierarchical-sync.yaml", *flags, "--sync", "hier:128:1"), 2048)
-        assert h1["breakdown_s"]["dp_comm"] <= bsp["breakdown_s"]["dp_comm"]
+        # issue 13: the flat ZeRO-1 sync priced as reduce-scatter + all-gather, which do not pay the ring all-reduce's
+        # latency x1.4 (NCCL's Ring/Simple/AllReduce), got 2 % cheaper; the two levels did not: was <= 1
+        assert h1["breakdown_s"]["dp_comm"] <= 1.03 * bsp["breakdown_s"]["dp_comm"]
         dp[flags] = h1["breakdown_s"]["dp_comm"] / bsp["breakdown_s"]["dp_comm"]
     # with the 3:1 spine, by hand in ring bytes per GPU: two-level = 2S at the leaf rate + 2S/128 at the leaf
     # rate / 1.5 (the shard rings' flow taper), flat = 2S at the leaf rate (8 channels per rack do not fill
     # its uplinks): (1 + 1.5/128) / 1 = 1.01 by bytes, while the flat one pays 2048-rank latency: the model 0.998.
     # (Physics changed: the flat ring used to be tapered 3x on every byte, a ratio of ~0.37.)
-    assert 0.95 < dp[()] <= 1.0
+    assert 0.95 < dp[()] <= 1.03  # was <= 1.0: issue 13 above
 
 
 # 6. Compression, mixed precision, overlap, accumulation.
@@ -664,4 +683,6 @@ def test_rdma_registration_per_step_is_small(cli: Any) -> None:
     once = point(scale(cli, "weak-scaling-rdma.yaml", *at), 2048)
     every = point(scale(cli, "weak-scaling-rdma.yaml", *at, "--set", "cluster.tiers.tcp.registration_reuse=1"), 2048)
     extra = every["breakdown_s"]["dp_comm"] - once["breakdown_s"]["dp_comm"]
-    assert 0.1 < extra < 0.3 and extra < 0.02 * once["step_time_s"]
+    # issue 13: ZeRO-1 registers twice a bucket (its reduce-scatter and its all-gather, each a collective of its own;
+    # it was priced as one all-reduce): 0.38 s, was 0.19 s
+    assert 0.1 < extra < 0.5 and extra < 0.02 * once["step_time_s"]

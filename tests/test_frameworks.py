@@ -60,7 +60,7 @@ def test_megatron_launch_script() -> None:
                            "grad_bytes_per_param": 4.0}
     # 96 layers / (PP 8 x 3 layers per virtual stage) = 4 virtual stages
     assert sf.strategy == {"tp": 8, "pp": 8, "sequence_parallel": True, "zero": "1", "overlap": True,
-                           "recompute": "selective", "schedule": "interleaved:4"}
+                           "recompute": "selective", "schedule": "interleaved:4", "megatron_ddp": True}
     assert any("--num-layers" in u for u in sf.unused)  # model flags are named, not used
 
 
@@ -78,7 +78,7 @@ def test_megatron_shell_variables_are_named(tmp_path: Path) -> None:
     f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size $TP --pipeline-model-parallel-size 2\n")
     notices.clear()
     sf = read_strategy_file(f)
-    assert sf.strategy == {"pp": 2}
+    assert sf.strategy == {"pp": 2, "megatron_ddp": True, "overlap": False}  # issue 13: Megatron DDP, no overlap flag
     assert any("$TP" in u for u in sf.unused)
 
 
@@ -124,7 +124,7 @@ def _predict(cli, *args: str) -> dict:  # type: ignore[no-untyped-def, type-arg]
     ("gpt3-175b", "1024", "megatron_gpt3_175b.sh",
      ["--tp", "8", "--pp", "8", "--schedule", "interleaved:4", "--sequence-parallel", "--zero", "1", "--recompute",
       "selective", "--overlap", "--micro-batch", "1", "--global-batch", "1536", "--seq-len", "2048", "--precision",
-      "bf16", "--set", "training.grad_bytes_per_param=4"]),
+      "bf16", "--set", "training.grad_bytes_per_param=4", "--set", "strategy.megatron_ddp=true"]),
     ("llama3-8b", "64", "ds_zero3_offload.json",
      ["--zero", "3", "--overlap", "--micro-batch", "4", "--global-batch", str(4 * 8 * 64), "--precision", "bf16",
       "--set", "strategy.bucket_size=1e9"]),
@@ -203,9 +203,11 @@ def test_framework_configs_in_the_wrong_place_point_to_strategy(cli, args: list[
 def test_megatron_virtual_stage_spellings(tmp_path: Path) -> None:
     f = tmp_path / "a.args"
     f.write_text("--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 3\n")
-    assert read_strategy_file(f).strategy == {"pp": 4, "schedule": "interleaved:3"}
+    assert read_strategy_file(f).strategy == {"pp": 4, "schedule": "interleaved:3", "megatron_ddp": True,
+                                              "overlap": False}  # issue 13: Megatron DDP, no --overlap-grad-reduce
     f.write_text("--pipeline-model-parallel-size=4 --virtual-pipeline-model-parallel-size=2\n")
-    assert read_strategy_file(f).strategy == {"pp": 4, "schedule": "interleaved:2"}
+    assert read_strategy_file(f).strategy == {"pp": 4, "schedule": "interleaved:2", "megatron_ddp": True,
+                                              "overlap": False}
 
 
 def test_megatron_tp_pp_dp_mapping_is_the_rank_order(tmp_path: Path) -> None:
@@ -215,7 +217,8 @@ def test_megatron_tp_pp_dp_mapping_is_the_rank_order(tmp_path: Path) -> None:
     f = tmp_path / "a.args"
     f.write_text("--pipeline-model-parallel-size 4 --use-tp-pp-dp-mapping\n")
     sf = read_strategy_file(f)
-    assert sf.strategy == {"pp": 4, "layout": "tp-cp-pp-dp"}
+    # issue 13: Megatron DDP, no overlap flag
+    assert sf.strategy == {"pp": 4, "layout": "tp-cp-pp-dp", "megatron_ddp": True, "overlap": False}
     assert "layout=tp-cp-pp-dp" in strategy_constraints(sf, None)  # plan pins the file's order
 
 

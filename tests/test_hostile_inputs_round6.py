@@ -181,7 +181,8 @@ def test_megatron_shell_variables_are_still_warned_about(cli, tmp_path: Path) ->
     f.write_text('torchrun pretrain_gpt.py --tensor-model-parallel-size "$TP" --micro-batch-size `echo 1` '
                  "--pipeline-model-parallel-size +2\n")
     out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f))
-    assert out["inputs"]["strategy_file"]["strategy"] == {"pp": 2}
+    # issue 13: Megatron-Core DDP, and no --overlap-grad-reduce (Megatron's default: off)
+    assert out["inputs"]["strategy_file"]["strategy"] == {"pp": 2, "megatron_ddp": True, "overlap": False}
     assert sum("shell variable is not expanded" in u for u in out["inputs"]["strategy_file"]["unused"]) == 2
 
 

@@ -66,6 +66,8 @@ def cases(draw):  # type: ignore[no-untyped-def]
         recompute_layers=draw(st.sampled_from((-1, -1, 0, 1, 3))), offload_layers=draw(st.sampled_from((0, 0, 1, 4))),
         tp_comm_overlap=draw(st.booleans()), overlap_param_gather=draw(st.booleans()),
         recompute_uniform=draw(st.booleans()),
+        # issue 13: Megatron-Core DDP's buckets (one per buffer without overlap) and FP8 parameter gathers
+        megatron_ddp=draw(st.booleans()), fp8_param_gather=draw(st.booleans()) and precision == "fp8" and transformer,
     )
     return job, arrays
 

@@ -484,7 +484,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    embedding: ArrayLike = True, stage_rank: ArrayLike = 0,
                    reshard_after_forward: ArrayLike = True, fp8_gather: ArrayLike = False,
                    expert_dp: ArrayLike | None = None, mtp_modules: ArrayLike = 0.0,
-                   head: ArrayLike = False) -> MemoryBreakdown:
+                   head: ArrayLike = False, fp8_params: ArrayLike = False) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -501,7 +501,11 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     states are sharded over when ``dp`` is not the plain data-parallel degree (the engine passes dp x cp as
     ``dp``); default :func:`expert_data_parallel` of ``dp``. ``mtp_modules`` and ``head``: the
     multi-token prediction modules and the output layer on the stage (:func:`params_per_gpu`,
-    :func:`activation_bytes`).
+    :func:`activation_bytes`). ``fp8_params`` (ZeRO 0-2; Megatron-Core --fp8-param-gather, "keep the compute
+    param in fp8 (do not use any other intermediate dtype)", megatron/training/arguments.py): the stage's linear
+    weights (``stage x`` :func:`~scalemodel.cost.transformer.linear_weights_per_layer` ``/ tp``) and every routed
+    expert parameter are held at 1 byte instead of ``weight_bytes`` (the fp32 master copy is in the optimizer
+    states).
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
@@ -529,6 +533,15 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
               optimizer_bytes=optimizer_bytes)
     dense = model_state_bytes(pg.dense, dp=n_dp, gathered_params=gathered, **kw)
     expert = model_state_bytes(pg.expert, dp=edp, **kw)
+    if np.any(fp8_params):  # FP8 primary weights replace the replicated 16-bit ones (ZeRO 0-2)
+        on = np.asarray(fp8_params, dtype=bool) & (zero_code(zero_stage) < 3)
+        save = np.maximum(_nonneg("weight_bytes", weight_bytes), 1.0) - 1.0
+        stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
+        lin = np.minimum(stage * linear_weights_per_layer(sh) / t, pg.dense)
+        dense = ModelStates(weights=np.where(on, dense.weights - save * lin, dense.weights),
+                            gradients=dense.gradients, optimizer=dense.optimizer)
+        expert = ModelStates(weights=np.where(on, expert.weights - save * pg.expert, expert.weights),
+                             gradients=expert.gradients, optimizer=expert.optimizer)
     act = activation_bytes(sh, micro_batch=micro_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp,
                            sequence_parallel=sequence_parallel, recompute=recompute,
                            num_microbatches=num_microbatches, schedule=schedule,

@@ -356,6 +356,8 @@ class StrategyGrid:
     fsdp_flat_param: np.ndarray  # bool: FSDP1 FlatParameter gradient passes (cat, cast, pre-divide) per micro-batch
     attention_unpad: np.ndarray  # bool: flash-attn varlen on unpad_input/pad_input copies of Q, K, V and the output
     moe_fp8_padding: np.ndarray  # bool: an fp8 run's experts pad/unpad their routed tokens (TE Fp8Padding copies)
+    megatron_ddp: np.ndarray  # bool: Megatron-Core DDP's gradient buckets (max(4e7, 1e6 dp cp) elements)
+    fp8_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in FP8 (Megatron)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -421,6 +423,8 @@ class StrategyGrid:
             "fsdp_flat_param": bool(self.fsdp_flat_param[i]),
             "attention_unpad": bool(self.attention_unpad[i]),
             "moe_fp8_padding": bool(self.moe_fp8_padding[i]),
+            "megatron_ddp": bool(self.megatron_ddp[i]),
+            "fp8_param_gather": bool(self.fp8_param_gather[i]),
         }
 
 
@@ -441,7 +445,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     moe_a2a_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
                                     deepspeed_pipeline=False, fsdp_reshard_after_forward=True,
                                     fsdp_fp8_all_gather=False, fsdp_flat_param=False, attention_unpad=False,
-                                    moe_fp8_padding=False)
+                                    moe_fp8_padding=False, megatron_ddp=False,
+                                    fp8_param_gather=False)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -452,7 +457,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
                              "flash_attention", "tp_comm_overlap", "overlap_param_gather",
                              "recompute_uniform", "deepspeed_pipeline", "fsdp_reshard_after_forward",
-                             "fsdp_fp8_all_gather", "fsdp_flat_param", "attention_unpad", "moe_fp8_padding") else (
+                             "fsdp_fp8_all_gather", "fsdp_flat_param", "attention_unpad", "moe_fp8_padding",
+                             "megatron_ddp", "fp8_param_gather") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes", "moe_layer_host_s") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
     try:
@@ -522,6 +528,7 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
     _check_chunk_layers(strategy)
     _check_moe_a2a_overlap(strategy, ep)
     check_fp8_all_gather(job, bool(getattr(strategy, "fsdp_fp8_all_gather", False)), "strategy.fsdp_fp8_all_gather")
+    check_fp8_all_gather(job, bool(getattr(strategy, "fp8_param_gather", False)), "strategy.fp8_param_gather")
     micro = training.micro_batch
     global_batch = training.global_batch or dp * micro
     comp = parse_compression(strategy.compression)
@@ -556,7 +563,9 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False),
         fsdp_flat_param=getattr(strategy, "fsdp_flat_param", False),
         attention_unpad=getattr(strategy, "attention_unpad", False),
-        moe_fp8_padding=getattr(strategy, "moe_fp8_padding", False))
+        moe_fp8_padding=getattr(strategy, "moe_fp8_padding", False),
+        megatron_ddp=getattr(strategy, "megatron_ddp", False),
+        fp8_param_gather=getattr(strategy, "fp8_param_gather", False))
 
 
 def _check_shard_group(strategy: Any, dp: int) -> None:
@@ -575,19 +584,21 @@ def _check_shard_group(strategy: Any, dp: int) -> None:
 
 def check_fp8_all_gather(job: Job, on: bool, where: str) -> None:
     """torchao's float8 all-gather casts the weights of Float8Linear modules, which exist only in a float8
-    training run (torchtitan applies enable_fsdp_float8_all_gather through its Float8Linear converter): it
-    needs precision fp8 and a transformer workload, whose linear layers it casts."""
+    training run (torchtitan applies enable_fsdp_float8_all_gather through its Float8Linear converter), and
+    Megatron-Core's --fp8-param-gather needs --fp8-format ("fp8_param must be used together with fp8 mode",
+    TransformerConfig.__post_init__): both need precision fp8 and a transformer workload, whose linear layers
+    they cast. ``where`` names the field (strategy.fsdp_fp8_all_gather or strategy.fp8_param_gather)."""
     if not on:
         return
+    name = where.rpartition(".")[2]
     if Precision.parse(job.precision) != Precision.FP8:
-        raise InputError(f"fsdp_fp8_all_gather casts the weights of float8 linear layers, but precision is "
+        raise InputError(f"{name} casts the weights of float8 linear layers, but precision is "
                          f"{job.precision}", where=where,
-                         allowed="--precision fp8, or fsdp_fp8_all_gather false (torchtitan: "
-                                 "enable_fsdp_float8_all_gather)")
+                         allowed=f"--precision fp8, or {name} false")
     if not job.is_transformer:
-        raise InputError(f"fsdp_fp8_all_gather casts the linear layers of a transformer; workload {job.name} is a "
+        raise InputError(f"{name} casts the linear layers of a transformer; workload {job.name} is a "
                          "generic workload", where=where,
-                         allowed="a transformer workload, or fsdp_fp8_all_gather false")
+                         allowed=f"a transformer workload, or {name} false")
 
 
 def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:

@@ -140,7 +140,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
              "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap", "moe_layer_host_s",
              "recompute_modules", "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
-             "fsdp_flat_param", "attention_unpad", "moe_fp8_padding")
+             "fsdp_flat_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp", "fp8_param_gather")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -1122,7 +1122,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = -1 if value is None else int(value)
         elif name == "etp":
             fixed[name] = int(value or 0)
-        elif name in ("moe_a2a_overlap", "fsdp_flat_param", "attention_unpad", "moe_fp8_padding"):
+        elif name in ("moe_a2a_overlap", "fsdp_flat_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
+                      "fp8_param_gather"):
             fixed[name] = bool(value)
         elif name == "recompute_modules":
             fixed[name] = memory.recompute_modules_code(str(value or ""))
@@ -1239,6 +1240,7 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
     if pinned:
         extra, fixed, sync = pins(strategy, pinned)
         check_fp8_all_gather(job, bool(fixed.get("fsdp_fp8_all_gather", False)), "--set strategy.fsdp_fp8_all_gather")
+        check_fp8_all_gather(job, bool(fixed.get("fp8_param_gather", False)), "--set strategy.fp8_param_gather")
         for k, v in normalize_constraints(extra, where="--set").items():
             cons[k] = [*cons.get(k, []), *v]
         if sync is not None:

@@ -1080,17 +1080,18 @@ def distributed_optimizer_sync(job: Job, g: StrategyGrid) -> np.ndarray:
 
         RS(n q) + AG(n w):  bytes sent = (dp-1)/dp n q + (dp-1)/dp n w = (dp-1)/dp n (q + w),  2 (dp-1) steps
 
-    the bytes and steps of one all-reduce of n (q + w)/2 bytes (a ring all-reduce is a reduce-scatter then an
-    all-gather), so it is priced as ``bucketed(AllReduce, n (q + w)/2)``: the all-reduce of n q only when q = w.
+    the bytes and steps of one ring all-reduce of n (q + w)/2 bytes, the all-reduce of n q only when q = w.
     fp32 gradient reduction with 16-bit parameters: (4 + 2)/2 = 3 bytes a parameter against the all-reduce's 4,
     -25 %; int8 compression of bf16 gradients: (1 + 2)/2 = 1.5 against 1 (the parameters are not compressed).
-    The all-gather is the w/(q + w) share (``param_gather``, which ``overlap_param_gather`` moves under the next
-    forward). The user's all-reduce algorithm applies to the pair as it did to the all-reduce (NCCL runs
-    reduce-scatter and all-gather on ring or NVLS only: a tree choice is optimistic here).
+    Each bucket is priced as its own reduce-scatter and all-gather (``_dp_comm``), on the algorithms NCCL has for
+    those two operations (:func:`zero12_algorithm`: no tree, which only all-reduces), not as an all-reduce,
+    whose tree or NVLS choice would be optimistic. The all-gather alone is ``param_gather`` (which
+    ``overlap_param_gather`` moves under the next forward); with ``fp8_param_gather`` it moves 1 byte for each
+    element of :func:`fp8_param_elements`.
 
     Sources. Megatron-Core's distributed optimizer: ``start_grad_sync`` reduce-scatters each bucket's
     ``grad_data`` (fp32 when ``grad_reduce_in_fp32``, else the parameter dtype) and ``start_param_sync``
-    all-gathers its ``param_data`` (the parameter dtype; uint8 with ``fp8_param_gather``, not modelled)
+    all-gathers its ``param_data`` (the parameter dtype; uint8 with ``fp8_param_gather``)
     (megatron/core/distributed/param_and_grad_buffer.py ``group_params_for_buffers``); Megatron-LM's --bf16 sets
     ``accumulate_allreduce_grads_in_fp32`` unless --grad-reduce-in-bf16 (megatron/training/arguments.py; at
     core_r0.8.0 always). DeepSpeed ZeRO-1/2 (``reduce_scatter: true``, its default): each bucket's partition
@@ -1103,19 +1104,91 @@ def distributed_optimizer_sync(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(zero12 & ~bf16_optimizer_param_gather(job, g))
 
 
+#: Megatron-Core DDP's default gradient bucket, max(MIN, PER_RANK x dp_cp) elements (:func:`megatron_bucket_elements`).
+MEGATRON_BUCKET_MIN_ELEMENTS = 40_000_000
+MEGATRON_BUCKET_PER_RANK_ELEMENTS = 1_000_000
+
+
+def megatron_bucket_elements(g: StrategyGrid) -> np.ndarray:
+    """Gradient elements per bucket of Megatron-Core's DistributedDataParallel (``megatron_ddp``, ZeRO 0 or 1)
+    when no ``--ddp-bucket-size`` is given:
+
+        overlap (--overlap-grad-reduce):  e = max(40,000,000, 1,000,000 x dp x cp)
+        no overlap:                       e = inf (one bucket per buffer: dense, experts)
+
+    Source: NVIDIA/Megatron-LM@d98e8a64dd megatron/training/training.py ``resolve_ddp_bucket_size`` ("if no
+    explicit bucket_size: max(40_000_000, 1_000_000 * dp_cp_size); if overlap_grad_reduce is False: None
+    (overrides the above)", over ``pg_collection.dp_cp``); core_r0.11.0 (59055868f) distributed_data_parallel.py
+    had the same rule over the data-parallel group without cp. The larger buckets at large dp keep each ring
+    chunk (bucket / dp) bandwidth-bound (the comment there). Without overlap Megatron ignores a given bucket size
+    too. Megatron buckets only the first pipeline stage's first model chunk (``per_chunk_bucket_sizes``: None for
+    pp_rank > 0 and chunk_idx > 0); the other stages finish their last backward earlier by the pipeline drain and
+    their single bucket's sync has that slack, so the step model keeps pricing the tail of the bucketed stage."""
+    dp_cp = (g.dp * g.cp).astype(float)
+    overlapped = np.maximum(float(MEGATRON_BUCKET_MIN_ELEMENTS), MEGATRON_BUCKET_PER_RANK_ELEMENTS * dp_cp)
+    return np.asarray(np.where(g.overlap, overlapped, np.inf))
+
+
 def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_params: Any,
                   wire: Any) -> np.ndarray:
     """Wire bytes per gradient bucket. A bucket holds a number of gradient elements: the user's
     ``bucket_size`` (bytes of uncompressed gradient), else the framework's default for the ZeRO
     stage: PyTorch DDP 25 MB (ZeRO 0), DeepSpeed reduce_bucket_size 5e8 elements (ZeRO 1-3), FSDP
-    one wrapped layer. Compression shrinks the bytes on the wire, not the elements per bucket. DeepSpeed's
-    PipelineEngine (``deepspeed_pipeline``) all-reduces in buckets of 5e8 elements at ZeRO 0 too
-    (:func:`deepspeed_pipeline_buckets`)."""
+    one wrapped layer, Megatron-Core's DDP (``megatron_ddp``) :func:`megatron_bucket_elements` (which without
+    overlap is one bucket per buffer whatever the user's size, as Megatron does). Compression shrinks the bytes on
+    the wire, not the elements per bucket. DeepSpeed's PipelineEngine (``deepspeed_pipeline``) all-reduces in
+    buckets of 5e8 elements at ZeRO 0 too (:func:`deepspeed_pipeline_buckets`)."""
     deepspeed_or_ddp = np.where((g.zero >= Zero.OPTIMIZER) | deepspeed_pipeline_buckets(g), DEEPSPEED_BUCKET_ELEMENTS,
                                 DDP_BUCKET_BYTES / job.grad_bytes)
     framework = np.where(g.zero == Zero.FSDP, layer_params, deepspeed_or_ddp)
+    megatron = g.megatron_ddp & (g.zero <= Zero.OPTIMIZER)
+    if np.any(megatron):
+        framework = np.where(megatron, megatron_bucket_elements(g), framework)
     elements = np.where(g.bucket_bytes > 0, g.bucket_bytes / job.grad_bytes, framework)
+    if np.any(megatron):
+        elements = np.where(megatron & ~g.overlap, np.inf, elements)
     return np.maximum(elements * wire, 1.0)
+
+
+def zero12_algorithm(g: StrategyGrid) -> np.ndarray:
+    """The algorithm code ZeRO-1/2's reduce-scatter and all-gather run on, from the DP ``algorithm`` choice.
+
+    NCCL implements ReduceScatter and AllGather with Ring, PAT (one GPU per node), NVLS and CollNetDirect only:
+    no Tree (NVIDIA/nccl v2.30.7, 5067397c26, src/graph/tuning.cc ``ncclTopoTuneModel``: "if ((coll ==
+    ncclFuncReduceScatter || coll == ncclFuncAllGather) && a != NCCL_ALGO_PAT && a != NCCL_ALGO_RING && a !=
+    NCCL_ALGO_NVLS && a != NCCL_ALGO_COLLNET_DIRECT) continue;", leaving their bandwidth 0). So ``tree`` (an all-reduce
+    algorithm) becomes ``auto``, the cost layer's NCCL choice for the two operations (``nccl.NCCL_FAMILY``), and
+    ``rhd`` (Rabenseifner: recursive-halving reduce-scatter + recursive-doubling all-gather) becomes ``rd``, its
+    two halves; ring, rd, direct, hierarchical and auto apply to both operations and are kept."""
+    a = np.asarray(g.algorithm)
+    return np.asarray(np.select([a == Algorithm.TREE, a == Algorithm.RHD], [int(Algorithm.AUTO), int(Algorithm.RD)],
+                                default=a))
+
+
+def fp8_param_elements(job: Job, g: StrategyGrid, layers: Any, dense: Any, expert: Any) -> tuple[Any, Any]:
+    """Elements held and all-gathered as FP8 under Megatron's ``fp8_param_gather`` (ZeRO 1-2), of the ``dense``
+    and ``expert`` parameters a GPU holds on a stage of ``layers`` transformer layers:
+
+        dense:  min(layers x linear_weights_per_layer / tp, dense)      expert: all routed-expert parameters
+
+    Megatron-Core builds each transformer layer inside Transformer Engine's ``fp8_model_init`` when
+    ``config.fp8_param`` (megatron/core/transformer/transformer_block.py ``get_fp8_context(..., is_init=True)``,
+    megatron/core/fp8_utils.py), so the layer's TE linear modules (QKV, projection, MLP, shared and routed experts'
+    grouped linears) own FP8 (or MXFP8) weights; the embedding, the output layer, norms and the router are built
+    outside it or are not TE linears and stay 16-bit. The DDP buffer stores quantized parameters as uint8, 1 byte
+    an element (megatron/core/distributed/param_and_grad_buffer.py ``group_params_for_buffers``: "torch.uint8 for
+    FP8/NVFP4 parameters"), which the distributed optimizer all-gathers (``start_param_sync``) (NVIDIA/Megatron-LM
+    @d98e8a64dd). Routed experts' biases, if any, are counted as FP8 (< 0.1 % of them). (0, 0) without the switch,
+    and (0, 0) for the mxfp8 recipe: MXFP8 parameters are all-gathered in BF16 into the gradient buffer and
+    quantized after the gather ("For MXFP8 param: Create a shared buffer for param AG and grad RS ... only half of
+    the buffer is used to store params in bf16", param_and_grad_buffer.py ``_ParamAndGradBuffer.__init__``;
+    ``_post_param_sync`` ``copy_tensors_to_quantized_params``; the same at core_v0.15.0, 103851dcf4), so their
+    gather and their held copy keep 16-bit-sized storage."""
+    if not job.is_transformer or not np.any(g.fp8_param_gather) or job.fp8_recipe == "mxfp8":
+        return 0.0, 0.0
+    on = g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
+    linear = np.minimum(layers * transformer.linear_weights_per_layer(job.shape) / g.tp, dense)
+    return np.where(on, linear, 0.0), np.where(on, expert, 0.0)
 
 
 def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups, *,
@@ -1159,19 +1232,31 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         return n * _collective(op, nbytes / n, group, algorithm)
 
     distopt = np.zeros(1, dtype=bool) if all_reduce else distributed_optimizer_sync(job, g)
-    # ZeRO-1/2: RS(n q) + AG(n w) in the same buckets = AR(n (q + w) / 2) (distributed_optimizer_sync)
-    q_sync = np.where(distopt, 0.5 * (q + job.elem_bytes), q)
-    bucket_sync = bucket / q * q_sync
+    # ZeRO-1/2: RS(n q) + AG of the n updated parameters in the same buckets, on the algorithms NCCL has for them
+    # (distributed_optimizer_sync, zero12_algorithm); the AG moves w bytes a parameter, 1 for fp8_param_gather's
+    w = job.elem_bytes
+    fp8_dense, fp8_expert = fp8_param_elements(job, g, comp["layers_per_stage"] / shard, dense, expert)
+    rs_ag = zero12_algorithm(g) if np.any(distopt) else g.algorithm
 
-    def reduce(nbytes: Any, group: Placement) -> np.ndarray:
-        ar = bucketed("allreduce", nbytes, group, g.algorithm, size=bucket_sync)
-        return np.where(zero3, bucketed("reducescatter", nbytes, group), ar) if np.any(zero3) else ar
+    def reduce(n: Any, ag_bytes: Any, group: Placement) -> tuple[np.ndarray, np.ndarray]:
+        """(sync seconds, the ZeRO-1/2 all-gather's part of them) of the gradients of n parameters."""
+        out = np.zeros(1) if np.all(distopt) else bucketed("allreduce", n * q, group, g.algorithm)
+        if np.any(zero3):
+            out = np.where(zero3, bucketed("reducescatter", n * q, group), out)
+        if not np.any(distopt):
+            return out, np.zeros(1)
+        n_b = np.maximum(np.ceil(n * q / bucket), 1.0)  # bucketed's count for the reduce-scatter
+        rs = n_b * _collective("reducescatter", n * q / n_b, group, rs_ag)
+        ag = n_b * _collective("allgather", ag_bytes / n_b, group, rs_ag)
+        return np.where(distopt, rs + ag, out), np.where(distopt, ag, 0.0)
 
     every_zero3 = bool(np.all(zero3))  # their gradients move in the per-unit traffic only (below)
-    total = np.zeros(1) if every_zero3 else reduce(dense * q_sync, red.dense)
+    total, param_gather = (np.zeros(1), np.zeros(1)) if every_zero3 else reduce(
+        dense, dense * w - fp8_dense * (w - 1.0), red.dense)
     if job.expert_params > 0 and not every_zero3:  # routed experts are replicated over dp/ep ranks only
-        total = total + reduce(expert * q_sync, data.expert)  # the same group as red.expert (their fold counts cp)
-    param_gather = np.where(distopt, total * job.elem_bytes / (2.0 * q_sync), 0.0)  # AG's share, w / (q + w)
+        # the same group as red.expert (their fold counts cp)
+        t_e, ag_e = reduce(expert, expert * w - fp8_expert * (w - 1.0), data.expert)
+        total, param_gather = total + t_e, param_gather + ag_e
     gather = bf16_optimizer_param_gather(job, g)
     if np.any(gather):  # DeepSpeed's BF16_Optimizer: the fp32 all-reduce above, then the 16-bit weights gathered
         shards = np.maximum(np.floor(dense / DEEPSPEED_BUCKET_ELEMENTS), 1.0)  # all_gather_dp_groups' num_shards
@@ -1271,12 +1356,26 @@ def _gathered_bytes(job: Job, g: StrategyGrid, dense: np.ndarray, layers: np.nda
     (:func:`~scalemodel.cost.transformer.linear_weights_per_layer` x layers / tp, at most ``dense``), which
     torchao casts to float8 before the gather (torchtitan docs/float8.md: "cast Float8Linear.weight from high
     precision to float8 before FSDP all-gather so we can communicate in float8"); norms and embeddings are not
-    Float8Linear and stay 16-bit."""
+    Float8Linear and stay 16-bit. Megatron-FSDP with ``fp8_param_gather`` (:func:`fsdp_fp8_gather`) gathers the
+    same linear weights in FP8."""
     nbytes = 2.0 * dense
-    if not job.is_transformer or not np.any(g.fsdp_fp8_all_gather):
+    fp8 = fsdp_fp8_gather(job, g)
+    if not job.is_transformer or not np.any(fp8):
         return nbytes
     linear = np.minimum(layers * transformer.linear_weights_per_layer(job.shape) / g.tp, dense)
-    return np.where(g.fsdp_fp8_all_gather, nbytes - linear, nbytes)
+    return np.where(fp8, nbytes - linear, nbytes)
+
+
+def fsdp_fp8_gather(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Whether FSDP (zero fsdp/hsdp) gathers the dense linear weights in float8: torchao's
+    ``fsdp_fp8_all_gather``, or Megatron-FSDP with ``fp8_param_gather`` (Megatron-LM --fp8-param-gather
+    "only supported with distributed optimizer, torch fsdp2, megatron fsdp", megatron/training/arguments.py;
+    Megatron-FSDP builds its parameter buffers from the FP8 parameters, megatron/core/distributed/fsdp/src/
+    megatron_fsdp/param_and_grad_buffer.py ``init_param_with_fp8``; NVIDIA/Megatron-LM@d98e8a64dd). The routed
+    experts' gathers stay priced at 16 bits on this path, and the FP8 shards' smaller storage is not priced.
+    Per-tensor recipes only (delayed, tensorwise): the mxfp8 case is not verified, and priced at 16 bits."""
+    megatron = g.fp8_param_gather & (g.zero >= Zero.FSDP) & (job.fp8_recipe != "mxfp8")
+    return np.asarray(g.fsdp_fp8_all_gather | megatron)
 
 
 #: DeepSpeed ZeRO-3 gathers parameters module by module (coalesced per sub-module: QKV, output
@@ -1492,7 +1591,9 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   fragmentation=fragmentation, workspace=workspace, etp=_etp(g), offloaded_layers=g.offload_layers,
                   recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
                   fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules,
-                  reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=g.fsdp_fp8_all_gather)
+                  reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
+                  fp8_params=g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
+                  & (job.fp8_recipe != "mxfp8"))  # MXFP8 gathers BF16 into the gradient buffer (fp8_param_elements)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         d_mtp = float(job.shape.mtp_layers)
         br = memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage),

@@ -45,7 +45,7 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "assignment", "dispatch_overhead", "layout", "recompute_layers", "recompute_method",
                    "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap",
                    "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
-                   "fsdp_flat_param", "attention_unpad", "moe_fp8_padding")
+                   "fsdp_flat_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp", "fp8_param_gather")
 
 
 @dataclass
@@ -232,6 +232,7 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--overlap-grad-reduce": ("strategy", "overlap", True),
                "--tp-comm-overlap": ("strategy", "tp_comm_overlap", True),
                "--overlap-param-gather": ("strategy", "overlap_param_gather", True),
+               "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
                "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
                "--use-flash-attn": ("strategy", "flash_attention", True),
                "--recompute-activations": ("strategy", "recompute", "selective"),
@@ -263,7 +264,8 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
 _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer",
                     "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
                     "--num-virtual-stages-per-pipeline-rank",
-                    "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout",
+                    "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout", "--ddp-bucket-size",
+                    "--ddp-num-buckets",
                     # read for strategy.moe_fp8_padding (who pads an fp8 run's tokens per expert: _moe_fp8_padding)
                     "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
                     "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8"}
@@ -359,6 +361,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
         # accumulate_allreduce_grads_in_fp32 for --bf16 unless --grad-reduce-in-bf16 (megatron/training/arguments.py;
         # forced at core_r0.8.0), and DDP reduces the fp32 main-grad buffer (grad_reduce_in_fp32)
         out.training["grad_bytes_per_param"] = 4.0
+    _megatron_ddp(args, tokens, number, out)
     gran = args.get("--recompute-granularity")
     if "--recompute-granularity" in args:  # given without a value (the next token a flag) was dropped silently
         if gran not in ("full", "selective"):
@@ -424,6 +427,30 @@ def _megatron(text: str, out: StrategyFile) -> None:
                               "by pp x layers per virtual stage; give --schedule interleaved:V)")
     if vpp is not None and vpp > 1:
         out.strategy["schedule"] = f"interleaved:{vpp}"
+
+
+def _megatron_ddp(args: dict[str, str | None], tokens: list[str], number: Any, out: StrategyFile) -> None:
+    """Megatron-LM's own data-parallel wrapper (megatron/training/training.py get_model: Megatron-Core DDP unless
+    --use-torch-fsdp2 or --use-megatron-fsdp): ``megatron_ddp``, whose default buckets the engine prices
+    (step.megatron_bucket_elements); --overlap-grad-reduce is off by default there (arguments.py
+    ``default=False``), so its absence turns ``overlap`` off; --ddp-bucket-size N elements -> bucket_size N x the
+    gradient bytes (the engine divides by them again)."""
+    names = {t.split("=")[0].replace("_", "-") for t in tokens if t.startswith("--")}
+    if names & {"--use-torch-fsdp2", "--use-megatron-fsdp"}:
+        return
+    out.strategy["megatron_ddp"] = True
+    if "--overlap-grad-reduce" not in args:
+        out.strategy["overlap"] = False
+    if "--ddp-bucket-size" in args and (n := number("--ddp-bucket-size")) is not None:
+        if n == 0:
+            raise InputError("expected at least 1, got 0", where="--ddp-bucket-size",
+                             allowed="gradient elements per bucket, e.g. 40000000, or leave the flag out")
+        grad_bytes = out.training.get("grad_bytes_per_param") or (
+            2.0 if out.training.get("precision") in ("fp16", "bf16", "fp8") else 4.0)
+        out.strategy["bucket_size"] = float(n) * grad_bytes
+    if args.get("--ddp-num-buckets") is not None:
+        out.unused.append(f"--ddp-num-buckets {str(args['--ddp-num-buckets'])[:40]} (bucket = parameters / N; give "
+                          "--ddp-bucket-size instead)")
 
 
 # --- torchtitan -------------------------------------------------------------------------------------------

@@ -183,6 +183,19 @@ class StrategySpec(Spec, kw_only=True):
         "all-gather, 1 byte per element on the wire and in the gathered copy; norms, embeddings, the output layer "
         "and routed experts stay 16-bit (torchao Float8Linear enable_fsdp_float8_all_gather, tensorwise scaling; "
         "torchtitan [float8] enable_fsdp_float8_all_gather)"))] = False
+    megatron_ddp: Annotated[bool, Meta(description=(
+        "zero 0/1: the data-parallel sync runs on Megatron-Core's DistributedDataParallel: with overlap, gradient "
+        "buckets of max(4e7, 1e6 x dp x cp) elements unless bucket_size is given (--ddp-bucket-size); without "
+        "overlap, one bucket per buffer (megatron/training/training.py resolve_ddp_bucket_size); "
+        "docs/model.md#megatron-buckets. Set by a Megatron-LM strategy file"))] = False
+    fp8_param_gather: Annotated[bool, Meta(description=(
+        "zero 1/2 (Megatron-Core's distributed optimizer) with precision fp8: the transformer layers' linear "
+        "weights (experts' included) are Transformer Engine FP8 tensors, all-gathered after the optimizer step "
+        "at 1 byte per element and held at 1 byte (per-tensor recipes: MXFP8 parameters are gathered in BF16 "
+        "through the gradient buffer); norms, embeddings and the output layer stay 16-bit; with zero "
+        "fsdp/hsdp (Megatron-FSDP) the dense linear weights are gathered in FP8 as fsdp_fp8_all_gather prices "
+        "(Megatron-LM --fp8-param-gather; Megatron-Bridge fp8_param_gather, on in its FP8-CS and MXFP8 "
+        "mixed-precision presets)"))] = False
     fsdp_flat_param: Annotated[bool, Meta(description=(
         "zero 2/3/fsdp/hsdp on PyTorch FSDP1 (FullyShardedDataParallel with FlatParameter, as Composer wraps "
         "models): every micro-batch, each unit's unsharded gradient crosses HBM up to three more times before its "
@@ -225,6 +238,14 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("fsdp_fp8_all_gather", f"true needs PyTorch FSDP: zero fsdp or hsdp (got zero "
                               f"{self.zero!r})", "false (the default) with zero 0, 1, 2 or 3; true with zero "
                                                  "fsdp or hsdp")
+        if self.megatron_ddp and zero > Zero.OPTIMIZER:
+            raise field_error("megatron_ddp", f"true needs Megatron-Core's DDP: zero 0 or 1 (its distributed "
+                              f"optimizer; got zero {self.zero!r})", "false (the default) with any zero; true with "
+                                                                     "zero 0 or 1")
+        if self.fp8_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS, Zero.FSDP, Zero.HSDP):
+            raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
+                              f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp) (got zero {self.zero!r})",
+                              "false (the default), or true with zero 1, 2, fsdp or hsdp")
         if self.fsdp_flat_param and zero < Zero.GRADIENTS:
             raise field_error("fsdp_flat_param", f"true needs gradients sharded by FSDP: zero 2, 3, fsdp or hsdp "
                               f"(got zero {self.zero!r})", "false (the default) with zero 0 or 1; true with zero "
