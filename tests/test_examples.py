@@ -282,7 +282,12 @@ def test_async_at_the_scenarios_sourced_values(cli: Any) -> None:
     table = staleness.load_defaults()
     fit = table["fits"]["adam/transformer"]
     assert fit["n"] == 2 and all(s.startswith("narayanan2021") for s in fit["sources"])
-    assert set(table["fits"]) == {"adam/transformer", "momentum/cnn"}
+    # the groups fitted to published points; every other fitted group is our own simulation
+    # (hardware/measurements/staleness.yaml, source scalemodel-dai-protocol), which was not there when this said
+    # set(table["fits"]) == {"adam/transformer", "momentum/cnn"}
+    published = {k for k, f in table["fits"].items() if not all(s.startswith("scalemodel-dai-protocol")
+                                                                for s in f["sources"])}
+    assert published == {"adam/transformer", "momentum/cnn"}
     assert table["fallback"]["borrow"] == "adam/transformer"
     mom = table["fits"]["momentum/cnn"]
     assert {s.split()[0] for s in mom["sources"]} == {"mitliagkas2016", "cui2016"}

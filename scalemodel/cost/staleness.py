@@ -22,10 +22,11 @@ Fit (least squares through r = 1 at s = 0; :func:`fit_kappa`), over n published 
 
 Defaults: ``scalemodel/data/staleness_kappa.json``, written by ``scripts/fit_convergence.py --write`` from
 ``validation/convergence.yaml``: one fitted kappa per (optimizer, model family) with its interval and
-sources; a family without points borrows the fit the file names for it, and what has neither gets the
-file's ``fallback``: the fit it names as lender (today adam/transformer, the only fitted group), reported as
-borrowed, with the lender's sources and interval and what the sources say of the job's optimizer against it
-(:func:`default_kappa`). ``--staleness-kappa`` overrides all.
+sources (a group without published points is fitted to our own simulation's, ``hardware/measurements/
+staleness.yaml``, source ``scalemodel-dai-protocol``, when it has any); a family without points borrows the
+fit the file names for it, and what has neither gets the file's ``fallback``: the fit it names as lender (today
+adam/transformer), reported as borrowed, with the lender's sources and interval and what the sources say of the
+job's optimizer against it (:func:`default_kappa`). ``--staleness-kappa`` overrides all.
 """
 
 from __future__ import annotations
