@@ -164,7 +164,7 @@ def test_flat_collectives_across_the_spine_are_tapered_per_flow(cli: Any) -> Non
     tapered = point(scale(cli, "default.yaml", *at), 2048)
     flat = point(scale(cli, "default.yaml", *at, *FLAT_SPINE), 2048)
     assert tapered["strategy"]["dp"] * tapered["strategy"]["tp"] > LEAF
-    assert tapered["breakdown_s"]["dp_comm"] == pytest.approx(flat["breakdown_s"]["dp_comm"], rel=1e-9)  # 19.4 s
+    assert tapered["breakdown_s"]["dp_comm"] == pytest.approx(flat["breakdown_s"]["dp_comm"], rel=1e-9)  # 20.0 s
     # recursive halving-doubling sends every rank's traffic across the spine on its far steps: full taper there
     rhd = point(scale(cli, "default.yaml", *at, "--algo", "rhd"), 2048)
     rhd_flat = point(scale(cli, "default.yaml", *at, "--algo", "rhd", *FLAT_SPINE), 2048)
@@ -218,16 +218,18 @@ def test_strong_scaling_communication_dominates(cli: Any) -> None:
     # rack-contiguous ring is tapered per flow, docs/model.md#flow-taper; physics changed)
     assert point(d, 2048)["tokens_per_s"] < 1.5 * point(d, 256)["tokens_per_s"]
     assert comm_share(point(d, 2048)) > 0.9
-    # README: the all-reduce does not shrink (3.31 -> 3.61 s): 2(N-1)/N of the gradient per GPU at its NIC share,
+    # README: the all-reduce does not shrink (3.31 -> 3.53 s): 2(N-1)/N of the gradient per GPU at its NIC share,
     # and leaving the rack at 512 GPUs costs little, the ring's 8 channels per rack do not fill the spine's uplinks
     flat = scale(cli, "strong-scaling.yaml", *FLAT_SPINE)
     for n in (256, 512, 1024, 2048):
         assert 1.0 < point(d, n)["breakdown_s"]["dp_comm"] / point(d, 128)["breakdown_s"]["dp_comm"] < 1.15
         assert point(d, n)["breakdown_s"]["dp_comm"] == pytest.approx(point(flat, n)["breakdown_s"]["dp_comm"],
                                                                       rel=1e-9)
-    # README: in DDP's 25 MB buckets the 2048-rank latency of 132 collectives makes it worse still
+    # README: in DDP's 25 MB buckets the 2048-rank latency of 132 buckets makes it worse still. Issue 13: each bucket
+    # is a ZeRO-1 reduce-scatter + all-gather on 2048-rank rings (NCCL has no tree for them), where the all-reduce it
+    # was priced as took the tree: 10.2 s vs 3.53 s (x2.9), was 5.3 s (x1.5) when this bound was 1.3
     ddp = point(scale(cli, "strong-scaling.yaml", *DDP), 2048)
-    assert ddp["breakdown_s"]["dp_comm"] > 1.3 * point(d, 2048)["breakdown_s"]["dp_comm"]
+    assert ddp["breakdown_s"]["dp_comm"] > 2.4 * point(d, 2048)["breakdown_s"]["dp_comm"]
     fast = point(scale(cli, "strong-scaling.yaml", "--cluster", "dgx-a100"), 2048)
     # InfiniBand: compute-bound. Was < 0.1 while ZeRO-1's reduce-scatter + all-gather was priced as one all-reduce,
     # for which auto took the tree; NCCL has no tree reduce-scatter or all-gather (issue 13, step.zero12_algorithm),
@@ -357,15 +359,18 @@ def test_hierarchical_sync_on_commodity(cli: Any) -> None:
     # Physics changed: the flat all-reduce used to pay 3x on every byte, and the cut was 62 %.
     # Issue 13: ZeRO-1's reduce-scatter + all-gather are priced as themselves, not as one ring all-reduce (whose NCCL
     # Ring/Simple latency x1.4 they do not pay): the flat 2048-rank sync got 2 % cheaper (3.61 -> 3.53 s) while
-    # hier:128's two levels did not, so the cut went from about +1 % to about -1 %: within a few % either way
+    # hier:128's two levels did not, so the cut went from about +1 % to about -1 % (3.69 -> 3.73 s): the README
+    # now says hier:128 costs about 1 % more than BSP here (was -0.05 < cut < 0.05 while the sign was in doubt)
     cut = 1 - sync_overhead(hier) / sync_overhead(bsp)
-    assert -0.05 < cut < 0.05
+    assert -0.03 < cut < 0
     assert abs(hier["step_time_s"] / bsp["step_time_s"] - 1.0) < 0.02
-    # the two-level all-reduce communicates about as much as the flat one; hier:128:1 (no staleness) keeps none
-    # of the cut but the 0.3 % of dp_comm: what hier:128 adds is the smaller barrier, exactly
+    # the two-level sync communicates about as much as the flat one (2 % more since issue 13: the 128-rank rings save
+    # 0.22 s of latency, the shard exchange over the spine costs 0.30 s); hier:128:1 (no staleness) has the same
+    # dp_comm as hier:128: what hier:128 adds is the smaller barrier, exactly
     assert h1["sync"]["mean_staleness"] == 0.0 and h1["sync"]["statistical_efficiency"] == 1.0
     assert h1["breakdown_s"]["dp_comm"] == pytest.approx(hier["breakdown_s"]["dp_comm"], rel=1e-9)
-    assert abs(1 - h1["breakdown_s"]["dp_comm"] / bsp["breakdown_s"]["dp_comm"]) < 0.03  # was [0, 0.01): issue 13 above
+    # was [0, 0.01) (two levels cheaper), then |1 - ratio| < 0.03 when issue 13 moved it; now 1.022: two levels dearer
+    assert 1.0 < h1["breakdown_s"]["dp_comm"] / bsp["breakdown_s"]["dp_comm"] < 1.035
     # (hier:G shards ZeRO-1 over its 128 replicas, so its Adam step updates a 1/128 shard, not 1/2048: the local
     # step, whose multiple the straggler wait is, is longer by that under both hier forms; model changed)
     step1 = {k: p["breakdown_s"]["compute"] + p["breakdown_s"]["optimizer"] for k, p in (("bsp", bsp), ("hier", h1))}
@@ -385,7 +390,7 @@ def test_hierarchical_sync_on_commodity(cli: Any) -> None:
     assert hier16["time_to_target_s"] > bsp["time_to_target_s"]  # at the borrowed kappa (no optimizer stated)
     # time to target: the two-level all-reduce without staleness ties with BSP; the asynchronous forms lose to
     # their staleness; periodic averaging of the whole job (local:4, on full replicas) is the only one sooner than
-    # BSP: 10.7 h vs 11.7 h (ZeRO-1) and 15.9 h (BSP on the same full replicas). It used to be priced on the
+    # BSP: 7.5 h vs 11.6 h (ZeRO-1) and 16.1 h (BSP on the same full replicas). It used to be priced on the
     # ZeRO-1 scenario (8.7 h), an infeasible point since local:H needs a replica per rank (model changed).
     assert h1["time_to_target_s"] == pytest.approx(bsp["time_to_target_s"], rel=0.02)
     assert hier["time_to_target_s"] > bsp["time_to_target_s"]
@@ -425,7 +430,7 @@ def test_hierarchical_sync_on_commodity(cli: Any) -> None:
 
 def test_hierarchical_sync_without_the_spine_taper(cli: Any) -> None:
     """README section 5: the rack-contiguous flat ring does not fill the 3:1 spine's uplinks, so removing the
-    taper leaves BSP unchanged (physics changed: it used to triple); the two-level cut is ~3 % either way."""
+    taper leaves BSP unchanged (physics changed: it used to triple); the two-level cut is then under 1 %."""
     flat = ("--set", "cluster.tiers.tcp-spine.oversubscription=1")
     tapered = point(scale(cli, "hierarchical-sync.yaml"), 2048)
     bsp = point(scale(cli, "hierarchical-sync.yaml", *flat), 2048)
@@ -436,14 +441,16 @@ def test_hierarchical_sync_without_the_spine_taper(cli: Any) -> None:
     # 8 channels per rack against 256/3 NIC shares of uplink: the taper does not bind on BSP's ring
     assert tapered["breakdown_s"]["dp_comm"] == pytest.approx(bsp["breakdown_s"]["dp_comm"], rel=1e-9)
     cut = 1 - sync_overhead(h1) / sync_overhead(bsp)
-    assert 0 < cut < 0.1  # 1 GB buckets: both bandwidth-bound at the same NIC share, little left to cut
+    # 1 GB buckets: both bandwidth-bound at the same NIC share, little left to cut: 0.6 % (3.69 -> 3.67 s; was ~3 %
+    # under 0.1 until issue 13 made the flat ZeRO-1 sync 2 % cheaper)
+    assert 0 < cut < 0.02
     assert 1 - sync_overhead(local) / sync_overhead(bsp0) > 0.7  # local:4 keeps its cut: comm / 4 (full replicas)
 
 
 def test_hierarchical_sync_in_ddp_buckets(cli: Any) -> None:
-    """README section 5: DDP's 25 MB buckets (132 per step) make the flat 2048-rank all-reduce pay its
-    latency 132 times; the two-level sync's cut is then ~20 % with the taper and ~22 % without (physics
-    changed: with the taper charged on every flat-ring byte it used to be ~71 %)."""
+    """README section 5: DDP's 25 MB buckets (132 per step) make the flat 2048-rank sync pay its latency 132 times;
+    the two-level sync's cut is then ~60 % with the taper and ~61 % without (physics changed: with the taper charged
+    on every flat-ring byte it used to be ~71 %; with each bucket priced as one all-reduce on NCCL's tree, ~20 %)."""
     flat = ("--set", "cluster.tiers.tcp-spine.oversubscription=1")
     cuts = {}
     for taper in ((), flat):
@@ -454,18 +461,30 @@ def test_hierarchical_sync_in_ddp_buckets(cli: Any) -> None:
     # here: no tree; 8 GPUs per node, so no PAT), where the all-reduce they used to be priced as took the tree:
     # 132 flat 2048-rank rings (two per bucket) pay their latency where a log-depth tree did: the cut grew from
     # ~20 % to ~60 %
-    assert 0.15 < cuts[()] < 0.7
-    assert 0.15 < cuts[flat] < 0.7
-    # the latency per bucket: a 2048-rank all-reduce (untapered, as the flat ring is) vs a 128-GPU ring in one
-    # switch: 40 ms (tree) vs 29 ms
-    assert allreduce(cli, "pcie-25gbe", 2048, size="25MB", algo="auto") > 1.3 * allreduce(
-        cli, "pcie-25gbe", 128, size="25MB", algo="auto")
+    # (bounds were 0.15 < cut < 0.7 while issue 13 moved the cut; now 0.60 and 0.61)
+    assert 0.5 < cuts[()] < 0.7
+    assert 0.5 < cuts[flat] < 0.7
+
+    # the latency per bucket: a 2048-rank reduce-scatter + all-gather (untapered, as the flat ring is; NCCL's choice
+    # for them, a ring) vs the same on a 128-GPU ring in one switch: 78 ms vs 29 ms
+    def bucket(gpus: int) -> float:
+        return sum(allreduce(cli, "pcie-25gbe", gpus, "--op", op, size="25MB", algo="auto")
+                   for op in ("reducescatter", "allgather"))
+
+    assert bucket(2048) > 2.2 * bucket(128)
+    # BSP's flat sync is those 132 buckets, less the last micro-batch's backward (2/3 of one of 8 micro-batches)
+    bsp = point(scale(cli, "hierarchical-sync.yaml", *DDP), 2048)
+    backward = 2 / 3 * bsp["breakdown_s"]["compute"] / 8
+    n = math.ceil(GPT_1_7B_GRADS / 25e6)
+    assert bsp["breakdown_s"]["dp_comm"] == pytest.approx(n * bucket(2048) - backward, rel=0.02)
     # DeepSpeed's 1 GB buckets help the flat all-reduce far more than the two-level one
     ratio = {}
     for s in ("bsp", "hier:128"):
         ddp = point(scale(cli, "hierarchical-sync.yaml", *DDP, "--sync", s), 2048)
         ratio[s] = sync_overhead(point(scale(cli, "hierarchical-sync.yaml", "--sync", s), 2048)) / sync_overhead(ddp)
-    assert ratio["bsp"] < 0.75 and 0.8 < ratio["hier:128"] < 1  # README: 5.32 -> 3.68 s, 4.20 -> 3.63 s
+    # README: 10.42 -> 3.69 s, 4.15 -> 3.73 s (ratio["bsp"] < 0.75 when DDP's flat buckets were priced as one tree
+    # all-reduce each, 5.49 s; issue 13 made them 10.42 s)
+    assert ratio["bsp"] < 0.45 and 0.8 < ratio["hier:128"] < 1
 
 
 def test_hierarchical_sync_on_infiniband(cli: Any) -> None:
@@ -483,11 +502,12 @@ def test_hierarchical_sync_on_infiniband(cli: Any) -> None:
         # 128-rank in-group rings less: 0.059 s flat against 0.026 s in two levels
         assert p["breakdown_s"]["dp_comm"] <= bsp["breakdown_s"]["dp_comm"] * (1 + 1e-9)
     cut = 1 - sync_overhead(hier) / sync_overhead(bsp)
-    assert 0.15 < cut < 0.4 and hier["step_time_s"] < bsp["step_time_s"]
+    # 0.34: the barrier and the 2048-rank rings' latency (was 0.15 < cut < 0.4 around 0.23, the barrier alone)
+    assert 0.27 < cut < 0.41 and hier["step_time_s"] < bsp["step_time_s"]
     assert hier["step_time_s"] > 0.9 * bsp["step_time_s"]  # ... a few percent of the step
     assert hier["time_to_target_s"] > bsp["time_to_target_s"]  # and the staleness costs more than that
-    # two-level BSP ties (rel 0.03 before issue 13; its shorter rings now win 3 %, see above)
-    assert h1["time_to_target_s"] == pytest.approx(bsp["time_to_target_s"], rel=0.05)
+    # two-level BSP tied (rel 0.03 before issue 13, then rel 0.05); its shorter rings now win 3 %, as the README says
+    assert 0.93 * bsp["time_to_target_s"] < h1["time_to_target_s"] < bsp["time_to_target_s"]
     # README: local:4 (full replicas, --zero 0) halves the sync overhead but its staleness makes it later too
     bsp0 = point(scale(cli, "hierarchical-sync.yaml", *fast, *REPLICAS), 2048)
     local = point(scale(cli, "hierarchical-sync.yaml", *fast, *REPLICAS, "--sync", "local:4"), 2048)
@@ -544,12 +564,15 @@ def test_communication_reduction(cli: Any) -> None:
     # the backward is 2 x the forward, plus 0.5 x the fused attention core (its backward recomputes Q K^T,
     # cost.compute.FLASH_BACKWARD_FLOP_RATIO): between 2/3 and (2 + 0.5) / (3 + 0.5) = 5/7 of the compute
     assert bf16_all["step_time_s"] - base["step_time_s"] <= 5 / 7 * base["breakdown_s"]["compute"] * (1 + 1e-9)
-    # ... and by at most 3/4 of the all-reduce: the last of its 4 one-GB buckets starts after the backward
-    assert base["breakdown_s"]["dp_comm"] >= bf16_all["breakdown_s"]["dp_comm"] / 4
+    # ... and by at most 3/8 of the sync: ZeRO-1's all-gather (half the bytes) follows the optimizer step, and the last
+    # of the reduce-scatter's 4 one-GB buckets starts after the backward (was >= 1/4, an all-reduce of which 3/4 hid)
+    assert base["breakdown_s"]["dp_comm"] >= 5 / 8 * bf16_all["breakdown_s"]["dp_comm"]
     acc = at("--global-batch", "65536")  # 8 micro-batches of 4 per all-reduce instead of 1
     assert comm_share(acc) < 0.6 < 0.8 < comm_share(base)
     assert acc["tokens_per_s"] > 3.5 * base["tokens_per_s"]
-    assert at(*DDP)["step_time_s"] > 1.2 * base["step_time_s"]  # DDP's 25 MB buckets: 132 latencies
+    # DDP's 25 MB buckets: 132 latencies of 2048-rank rings, twice each (ZeRO-1's reduce-scatter + all-gather; NCCL
+    # has no tree for them): x2.8 (10.48 vs 3.76 s). Was > 1.2 while a bucket was one tree all-reduce (x1.44)
+    assert at(*DDP)["step_time_s"] > 2.3 * base["step_time_s"]
 
 
 # 7. Data vs model vs hybrid parallelism for a model that does not fit one GPU.
@@ -623,7 +646,7 @@ def test_rdma_and_topology(cli: Any) -> None:
     for a, b in zip(tcp["points"], rdma["points"], strict=True):  # README: +29 % to +36 % at every point
         assert 1.2 < b["tflops_per_gpu"] / a["tflops_per_gpu"] < 1.4
     fast = scale(cli, "default.yaml", "--cluster", "dgx-a100")
-    assert comm_share(point(fast, 2048)) < 0.25 < 0.6 < comm_share(point(tcp, 2048))
+    assert comm_share(point(fast, 2048)) < 0.07 < 0.6 < comm_share(point(tcp, 2048))  # README: 5.5 % vs 71 % (no embed)
 
     node, racks = allreduce(cli, "pcie-25gbe", 8), allreduce(cli, "pcie-25gbe", 2048)
     assert racks > 10 * node  # leaving the server: PCIe -> 25 GbE TCP
@@ -683,11 +706,11 @@ def test_parameter_server_with_cpu_servers(cli: Any) -> None:
 
 
 def test_rdma_registration_per_step_is_small(cli: Any) -> None:
-    """README §8: registering each bucket every step (registration_reuse 1) costs ~0.2 s of a ~22 s step."""
+    """README §8: registering each bucket every step (registration_reuse 1) costs ~0.4 s of a ~22 s step."""
     at = ("--gpus", "2048", "--global-batch", "3072")
     once = point(scale(cli, "weak-scaling-rdma.yaml", *at), 2048)
     every = point(scale(cli, "weak-scaling-rdma.yaml", *at, "--set", "cluster.tiers.tcp.registration_reuse=1"), 2048)
     extra = every["breakdown_s"]["dp_comm"] - once["breakdown_s"]["dp_comm"]
     # issue 13: ZeRO-1 registers twice a bucket (its reduce-scatter and its all-gather, each a collective of its own;
     # it was priced as one all-reduce): 0.38 s, was 0.19 s
-    assert 0.1 < extra < 0.5 and extra < 0.02 * once["step_time_s"]
+    assert 0.3 < extra < 0.46 and extra < 0.02 * once["step_time_s"]  # (0.1 < extra < 0.5 across the change)
