@@ -254,7 +254,7 @@ def test_async_trades_convergence_for_throughput(cli: Any) -> None:
     # time to target = steps x step_time / efficiency (same batch, same steps for every mode)
     ratio = (asp["step_time_s"] / eff["asp"]) / (bsp["step_time_s"] / eff["bsp"])
     assert asp["time_to_target_s"] / bsp["time_to_target_s"] == pytest.approx(ratio, rel=1e-6)
-    # README: at the fitted kappa ASP's +17 % throughput and 0.86 efficiency nearly cancel (7.76 h vs 7.79 h)
+    # README: at the fitted kappa ASP's +17 % throughput and 0.86 efficiency nearly cancel (7.30 h vs 7.34 h)
     assert asp["time_to_target_s"] == pytest.approx(bsp["time_to_target_s"], rel=0.02)
     # README: a full replica per rank (ZeRO 0, as asynchronous modes need) syncs in PyTorch DDP's 25 MB buckets;
     # on InfiniBand all of the all-reduce but its last bucket hides under the backward pass: 3.3 GB in
