@@ -57,3 +57,15 @@ def script_module(name: str):  # type: ignore[no-untyped-def]
     sys.modules[spec.name] = mod  # dataclasses resolve their annotations through sys.modules
     spec.loader.exec_module(mod)
     return mod
+
+
+def training_cases() -> dict:  # type: ignore[type-arg]
+    """validation/training_cases.yaml by case id (the test is skipped where the file is absent)."""
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[1] / "validation" / "training_cases.yaml"
+    if not path.is_file():
+        pytest.skip("validation/training_cases.yaml not present")
+    return {c["id"]: c for c in yaml.safe_load(path.read_text())}

@@ -5,12 +5,11 @@ autograd backward copies the gradient back the other way)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
+from conftest import script_module, training_cases
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
@@ -100,15 +99,8 @@ def test_predict_compute_grows_by_the_hand_values(h100) -> None:  # type: ignore
 def test_validation_rule_sets_the_field_for_the_alltoall_fp8_rows() -> None:
     """Megatron-Bridge 25.11: the all-to-all dispatcher's FP8 rows pad in the experts; the GB200 FP8 row dispatches
     with HybridEP, which pads in its permute; BF16 rows have no FP8 GEMM to pad for."""
-    cases_file = ROOT / "validation" / "training_cases.yaml"
-    if not cases_file.is_file():
-        pytest.skip("validation/training_cases.yaml not present")
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import validate_training as vt
-    finally:
-        sys.path.pop(0)
-    cases = {c["id"]: c for c in yaml.safe_load(cases_file.read_text())}
+    cases = training_cases()
+    vt = script_module("validate_training")
     want = {"mb2511_b200_dsv3_mtp_fp8mx": True, "mb2511_b200_qwen3_235b_fp8mx": True,
             "mb2511_h100_qwen3_235b_fp8cs": True, "mb2511_gb200_qwen3_30b_fp8mx": False,
             "mb2511_gb200_dsv3_bf16": False}

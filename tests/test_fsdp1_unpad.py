@@ -5,12 +5,11 @@ attention_unpad): bytes and seconds against values worked out by hand from the c
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
+from conftest import script_module, training_cases
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
@@ -149,15 +148,8 @@ def test_cli_set_the_fields(cli) -> None:  # type: ignore[no-untyped-def]
 def test_validation_rule_sets_the_fields_from_the_cases() -> None:
     """llm-foundry rows: FSDP1 everywhere (Composer); unpad/pad only where the case names unpad_input (attn_impl
     flash: 70b, 7b, 3b per scripts/train/benchmarking/sweep.py @5e85bd62d; 13b and 30b ran attn_impl triton)."""
-    cases_file = ROOT / "validation" / "training_cases.yaml"
-    if not cases_file.is_file():
-        pytest.skip("validation/training_cases.yaml not present")
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import validate_training as vt
-    finally:
-        sys.path.pop(0)
-    cases = {c["id"]: c for c in yaml.safe_load(cases_file.read_text())}
+    cases = training_cases()
+    vt = script_module("validate_training")
     want = {"mpt_h100_70b_512": True, "mpt_h100_30b_512": False, "mpt_h100_13b_512": False,
             "mpt_h100_7b_512": True, "mpt_h100_3b_512": True, "mpt_a100_40g_70b_128": False}
     for cid, unpad in want.items():
