@@ -209,3 +209,114 @@ def test_double_binary_tree_crosses_a_rack_on_few_edges(n: int) -> None:
                                    for tree in trees))
     assert worst <= (6 if n & (n - 1) == 0 else 8)
     assert A.TREE_FLOWS == 8 / 4
+
+
+# --- recursive halving / doubling as separate reduce-scatter and all-gather (ZeRO-1/2's pair) -------------------
+# The simulation tracks which of the p blocks (S/p each) every rank holds and derives each step's flows from that
+# bookkeeping, not from the closed forms' byte counts.
+
+Step = list[tuple[int, int, int]]  # (src rank, dst rank, blocks sent) within one group
+
+
+def halving_steps(p: int, masks: list[int]) -> list[Step]:
+    """Recursive-halving reduce-scatter: each rank holds a range of partially reduced blocks, starting with all
+    p; at the step with ``mask`` it keeps the half its side of the pair owns (rank & mask: the upper half in
+    the pair's bit order) and sends the other half to rank ^ mask. The ``masks`` order is the partner order:
+    Rabenseifner's phase (1, 2, .., p/2) or MPICH's stand-alone recursive halving (p/2, .., 1)."""
+    held = [list(range(p)) for _ in range(p)]
+    steps: list[Step] = []
+    for mask in masks:
+        step: Step = []
+        new = []
+        for r in range(p):
+            keep = [b for b in held[r] if (b & mask) == (r & mask)]
+            step.append((r, r ^ mask, len(held[r]) - len(keep)))
+            new.append(keep)
+        held = new
+        steps.append(step)
+    assert all(h == [r] for r, h in enumerate(held))  # each rank ends with its own reduced block
+    return steps
+
+
+def doubling_steps(p: int, masks: list[int]) -> list[Step]:
+    """Recursive-doubling all-gather: each rank starts with its own block; at the step with ``mask`` it sends
+    all it holds to rank ^ mask and adds what it receives. Nearest first (1, 2, .., p/2) is the stand-alone
+    algorithm (MPICH allgather_intra_recursive_doubling); farthest first (p/2, .., 1) Rabenseifner's phase."""
+    held = [{r} for r in range(p)]
+    steps: list[Step] = []
+    for mask in masks:
+        steps.append([(r, r ^ mask, len(held[r])) for r in range(p)])
+        held = [held[r] | held[r ^ mask] for r in range(p)]
+    assert all(h == set(range(p)) for h in held)
+    return steps
+
+
+def sim_steps(steps: list[Step], g: int, T: int, o: float, p: int, s: int) -> float:
+    """All s interleaved groups run the same steps at once; every flow leaves through its sender's NIC."""
+    total = 0.0
+    for step in steps:
+        flows: list[Flow] = [(grp[a], grp[b], n * S / p, grp[a], grp[b]) for grp in groups(p, s) for a, b, n in step]
+        total += step_time(flows, g, T, o)
+    return total
+
+
+def near_first(p: int) -> list[int]:
+    return [1 << k for k in range(int(np.log2(p)))]
+
+
+@pytest.mark.parametrize(("g", "T", "racks", "o"), FABRICS)
+@pytest.mark.parametrize("s", [1, 2, 4])
+def test_rhd_pair_is_the_mirror_and_sums_to_the_allreduce(g: int, T: int, racks: int, o: float, s: int) -> None:
+    """ZeRO-1/2 with ``rhd``: Rabenseifner's reduce-scatter phase (nearest partner first, the largest block to
+    it) and its all-gather phase (the reverse order). Each all-gather step moves the same blocks between the
+    same partners as the mirrored reduce-scatter step, link for link; both match rhd_time's closed forms, and
+    together the all-reduce."""
+    p = T * racks // s
+    if p < 2:
+        pytest.skip("one rank")
+    rs = halving_steps(p, near_first(p))
+    ag = doubling_steps(p, near_first(p)[::-1])
+    for a, b in zip(ag, rs[::-1], strict=True):  # time reversal: same bytes, same (unordered) pairs
+        assert sorted(a) == sorted(b)
+    net = fabric(g, T, racks, o)
+    pl = place(p, s, net)
+    t_rs, t_ag = sim_steps(rs, g, T, o, p, s), sim_steps(ag, g, T, o, p, s)
+    assert float(A.rhd_time("reducescatter", np.asarray(S), pl)) == pytest.approx(t_rs, rel=1e-12)
+    assert float(A.rhd_time("allgather", np.asarray(S), pl)) == pytest.approx(t_ag, rel=1e-12)
+    assert t_rs + t_ag == pytest.approx(sim_rhd_allreduce(g, T, racks, o, p, s), rel=1e-12)
+    assert float(A.rhd_time("allreduce", np.asarray(S), pl)) == pytest.approx(t_rs + t_ag, rel=1e-12)
+
+
+@pytest.mark.parametrize(("g", "T", "racks", "o"), FABRICS)
+@pytest.mark.parametrize("s", [1, 2, 4])
+def test_rd_reducescatter_and_allgather_follow_mpich_partner_order(g: int, T: int, racks: int, o: float,
+                                                                  s: int) -> None:
+    """The stand-alone algorithms (``rd``): MPICH's recursive-doubling all-gather pairs ranks 1, 2, .., p/2
+    apart (its largest block, S/2, to the farthest partner); its recursive-halving reduce-scatter starts p/2
+    apart with S/2 (Thakur et al. 2005 §4). They are each other's mirror too, and on a tapered spine cost more
+    than the rhd pair, never less."""
+    p = T * racks // s
+    if p < 2:
+        pytest.skip("one rank")
+    net = fabric(g, T, racks, o)
+    pl = place(p, s, net)
+    rs = halving_steps(p, near_first(p)[::-1])
+    ag = doubling_steps(p, near_first(p))
+    t_rs, t_ag = sim_steps(rs, g, T, o, p, s), sim_steps(ag, g, T, o, p, s)
+    assert float(A.rd_time("reducescatter", np.asarray(S), pl)) == pytest.approx(t_rs, rel=1e-12)
+    assert float(A.rd_time("allgather", np.asarray(S), pl)) == pytest.approx(t_ag, rel=1e-12)
+    assert t_rs == pytest.approx(t_ag, rel=1e-12)
+    assert t_ag >= float(A.rhd_time("allgather", np.asarray(S), pl)) * (1 - 1e-12)
+
+
+def test_rhd_pair_on_one_tapered_fabric_by_hand() -> None:
+    """2 racks of 4 GPUs, nodes of 2, spine taper 2, one group of 8: steps at distance 1 (NVLink, B0), 2 (leaf,
+    B1) and 4 (spine, B1 / 2). Rabenseifner's order sends S/2, S/4, S/8 over them; the stand-alone all-gather
+    sends S/8, S/4, S/2."""
+    pl = place(8, 1, fabric(2, 4, 2, 2.0))
+    rhd = S / 2 / B0 + S / 4 / B1 + S / 8 / (B1 / 2)
+    rd = S / 8 / B0 + S / 4 / B1 + S / 2 / (B1 / 2)
+    assert sim_steps(doubling_steps(8, [4, 2, 1]), 2, 4, 2.0, 8, 1) == pytest.approx(rhd, rel=1e-12)
+    assert sim_steps(doubling_steps(8, [1, 2, 4]), 2, 4, 2.0, 8, 1) == pytest.approx(rd, rel=1e-12)
+    assert float(A.rhd_time("allgather", np.asarray(S), pl)) == pytest.approx(rhd, rel=1e-12)
+    assert float(A.rd_time("allgather", np.asarray(S), pl)) == pytest.approx(rd, rel=1e-12)

@@ -200,7 +200,7 @@ def test_megatron_fsdp_fp8_param_gather_prices_as_the_fp8_all_gather(h100, monke
 
 
 @pytest.mark.parametrize(("chosen", "used"), [
-    ("auto", Algorithm.AUTO), ("tree", Algorithm.AUTO), ("ring", Algorithm.RING), ("rhd", Algorithm.RD),
+    ("auto", Algorithm.AUTO), ("tree", Algorithm.AUTO), ("ring", Algorithm.RING), ("rhd", Algorithm.RHD),
     ("hierarchical", Algorithm.HIERARCHICAL)])
 def test_zero12_collectives_never_run_tree(h100, monkeypatch, chosen: str, used: Algorithm) -> None:  # type: ignore[no-untyped-def]
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4.0))

@@ -49,12 +49,14 @@ OPS: tuple[str, ...] = ("allreduce", "reducescatter", "allgather", "alltoall", "
 ALGORITHMS: tuple[str, ...] = ("ring", "tree", "rhd", "rd", "direct", "hierarchical")
 
 #: Which algorithms model each operation (``rhd`` for broadcast/reduce is scatter + all-gather (van de
-#: Geijn) / reduce-scatter + gather (Rabenseifner); ``rd`` for all-gather is recursive doubling, for
-#: reduce-scatter recursive halving, for all-to-all Bruck; ``direct`` for all-to-all is pairwise exchange).
+#: Geijn) / reduce-scatter + gather (Rabenseifner); ``rhd`` for reduce-scatter / all-gather is the matching
+#: phase of Rabenseifner's all-reduce (nearest partner carries the largest block), ``rd`` the stand-alone
+#: MPICH algorithms (recursive halving / doubling: farthest partner carries the largest block); ``rd`` for
+#: all-to-all is Bruck; ``direct`` for all-to-all is pairwise exchange).
 APPLICABLE: dict[str, tuple[str, ...]] = {
     "allreduce": ("ring", "tree", "rhd", "rd", "direct", "hierarchical"),
-    "reducescatter": ("ring", "rd", "direct", "hierarchical"),
-    "allgather": ("ring", "rd", "direct", "hierarchical"),
+    "reducescatter": ("ring", "rhd", "rd", "direct", "hierarchical"),
+    "allgather": ("ring", "rhd", "rd", "direct", "hierarchical"),
     "alltoall": ("direct", "rd"),
     "broadcast": ("ring", "tree", "rhd"),
     "reduce": ("ring", "tree", "rhd"),
@@ -298,6 +300,14 @@ def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nd
     t_k holding 2^(k+1) consecutive group ranks and every GPU sends at once (per-GPU B). Halving
     sends S/2^(k+1):  RS = sum_k (alpha_tk + S/2^(k+1) (beta_tk + gamma)); AG the same without gamma;
     all-reduce (Rabenseifner) = RS + AG. Non-power-of-two p adds 2 (alpha_0 + S beta_0) (+ S gamma).
+    Partner order of Rabenseifner's all-reduce in MPICH (src/mpi/coll/allreduce/
+    allreduce_intra_reduce_scatter_allgather.c: "recursive-halving ... beginning with processes that are
+    distance 1 apart"): its reduce-scatter phase runs ``mask = 1, 2, .. p'/2`` with blocks S/2, S/4, ..,
+    its all-gather phase ``mask = p'/2, .., 1`` with blocks S/p', .., S/2, the time reversal of the first:
+    each step of the all-gather moves the bytes of one reduce-scatter step between the same partners.
+    ``reducescatter`` and ``allgather`` here are those two phases alone (ZeRO-1/2's pair with ``rhd``,
+    ``step.zero12_algorithm``), each carrying one of the two pre/post steps, so RS + AG = the all-reduce
+    exactly. The stand-alone MPICH algorithms order their partners the other way round (:func:`rd_time`).
     Broadcast = binomial scatter (the same halving sweep, no gamma) + recursive-doubling all-gather
     (van de Geijn; 2 lg p alpha + 2(p-1)/p S beta); reduce is its mirror, reduce-scatter + binomial
     gather (Rabenseifner), + (p-1)/p S gamma.
@@ -329,7 +339,16 @@ def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nd
 def rd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
     """Recursive doubling (all-reduce: lg p exchanges of the full S; all-gather: doubling with S/2^(lg p - k);
     reduce-scatter: recursive halving = same volume; all-to-all: Bruck, ceil(lg p) steps of S/2)
-    (Thakur et al. 2005, Table 1). Step k crosses the tier of a 2^(k+1)-rank block, per-GPU bandwidth."""
+    (Thakur et al. 2005, Table 1). Step k crosses the tier of a 2^(k+1)-rank block, per-GPU bandwidth.
+
+    Partner orders of the stand-alone algorithms (Thakur et al. 2005 §4; MPICH src/mpi/coll/allgather/
+    allgather_intra_recursive_doubling.c ``mask = 1 .. p/2``, reduce_scatter/
+    reduce_scatter_intra_recursive_halving.c ``mask = p'/2 .. 1``): the all-gather exchanges with the rank 2^k
+    away at step k, sending the S 2^k/p it has gathered, so its largest block (S/2) goes to the farthest partner;
+    the reduce-scatter starts at distance p'/2 with S/2 ("the first p/2 processes send the second n/2 data to
+    their counterparts in the other half") and halves both, step k on the tier of a p'/2^k-rank block with
+    S/2^(k+1): again the largest block to the farthest partner. The two are each other's time reversal; the
+    nearest-first order of Rabenseifner's all-reduce phases is ``rhd`` (:func:`rhd_time`)."""
     p = pl.p
     L, Lmax = _log_steps(pl)
     pp = 2.0**L
@@ -343,7 +362,8 @@ def rd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nda
     tot = np.zeros_like(p)
     for k in range(Lmax):
         active = k < L
-        t = pl.tier_for_block(2.0 ** (k + 1))
+        # step k pairs ranks 2^k apart (doubling), or p'/2^(k+1) apart for the halving reduce-scatter
+        t = pl.tier_for_block(2.0 ** (L - k) if op == "reducescatter" else 2.0 ** (k + 1))
         if op == "allreduce":
             m = S
             g = S * gamma
@@ -351,7 +371,7 @@ def rd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nda
             m = S * 2.0**k / p  # doubling: block grows 1, 2, 4, ... shares of S/p
             g = 0.0 * m
         elif op == "reducescatter":
-            m = S / 2.0 ** (k + 1)  # recursive halving
+            m = S / 2.0 ** (k + 1)  # recursive halving, farthest partner first
             g = m * gamma
         else:
             raise InputError(f"rd does not model {op}", where="algorithm", allowed=allowed(op))
