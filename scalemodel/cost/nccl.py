@@ -482,7 +482,10 @@ def nccl_nvls_gather_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 
     ncclFuncAllGather || coll == ncclFuncReduceScatter)))"), so NVLS AG/RS is charged the whole S (nBytes =
     nRanks x count, enqueue.h ``ncclFuncMaxSendRecvCount``) at busBw; latency = the NVLink NVLS hwLatency (25 us,
     base 0). Simple only; no channel ramp (NVLS runs its fixed nvlsChannels). The Blackwell NVLS_CALIBRATION,
-    fitted on all-reduce, is not applied."""
+    fitted on all-reduce, is not applied. Charging the whole S matches the traffic: an NVLS all-gather GPU sends
+    S/N and receives S, a reduce-scatter GPU sends S and receives S/N, against the ring's (N-1)S/N each way, so
+    NVLS is slower than ring for them at large sizes (sjeaugey in NVIDIA/nccl#1083; 8x H100 ring vs NVLS
+    reduce_scatter_perf in NVIDIA/nccl#1047)."""
     S = np.asarray(S, dtype=float)
     p = pl.p
     ok = nvls_gather_applies(pl)
