@@ -104,8 +104,9 @@ def check_case(c: Any, where: str) -> None:
     coll = c.get("collective")
     if not isinstance(coll, dict) or not isinstance(coll.get("op"), str):
         got = "missing" if coll is None else repr(coll if not isinstance(coll, dict) else coll.get("op"))[:80]
-        raise DataError(f"{where}: collective.op: {got}; a mapping with op (a string: all_reduce is compared)")
-    if coll["op"] != "all_reduce":
+        raise DataError(f"{where}: collective.op: {got}; a mapping with op (a string: "
+                        f"{', '.join(COMPARED_OPS)} are compared)")
+    if coll["op"] not in COMPARED_OPS:
         return
     if not isinstance(c["cluster"], str) or not c["cluster"].split("|")[0].strip():
         raise DataError(f"{where}: cluster: {c['cluster']!r}; a built-in cluster name or a cluster file, optionally "
@@ -148,9 +149,15 @@ def load(path: Path) -> list[dict[str, Any]]:
     return doc
 
 
-def points(cases: list[dict]) -> list[tuple[str, str, int, int, float, float, str]]:
-    """(case id, cluster, ranks, stride, size bytes, measured time s, what) for every usable point."""
-    out = []
+#: nccl-tests operation -> (the cost layer's op, busbw / algbw factor numerator: busbw = algbw x f (p-1)/p)
+#: (nccl-tests doc/PERFORMANCE.md: all_reduce 2(n-1)/n, reduce_scatter and all_gather (n-1)/n).
+COMPARED_OPS = {"all_reduce": ("allreduce", 2.0), "reduce_scatter": ("reducescatter", 1.0),
+                "all_gather": ("allgather", 1.0)}
+
+
+def points(cases: list[dict]) -> list[tuple[str, str, int, int, float, float, str, str]]:
+    """(case id, cluster, ranks, stride, size bytes, measured time s, what, op) for every usable point."""
+    out: list[tuple[str, str, int, int, float, float, str, str]] = []
     for c in cases:
         if c.get("kind") != "collective":
             continue
@@ -158,35 +165,39 @@ def points(cases: list[dict]) -> list[tuple[str, str, int, int, float, float, st
         if c["id"] == "az_nda100v4_allreduce_1node":
             for s, bb in zip(m["msg_bytes"], m["busbw_GBps"], strict=True):
                 t = s * (2 * 7 / 8) / (bb * GB)
-                out.append((c["id"], "dgx-a100", 8, 1, float(s), t, f"busbw {bb} GB/s"))
+                out.append((c["id"], "dgx-a100", 8, 1, float(s), t, f"busbw {bb} GB/s", "allreduce"))
         elif c["id"] == "nt175_a100_1node_2node":
             s = 4 * 2.0**30  # "to 4GB": the peak row of the sweep
             out.append((c["id"], "dgx-a100", 8, 1, s, s * 2 * 7 / 8 / (m["busbw_GBps_1node_8gpu_to_4GB"] * GB),
-                        "1 node peak busbw"))
+                        "1 node peak busbw", "allreduce"))
             # 2 nodes with 4 HDR NICs per node: the dgx-a100 spec has 8 NICs; halve its NIC tier (4 x 25 GB/s)
             out.append((c["id"], "dgx-a100|cluster.tiers.1.bandwidth=100Gbit/s", 16, 1, s,
-                        s * 2 * 15 / 16 / (m["busbw_GBps_2node_16gpu"] * GB), "2 nodes, 4 NICs/node"))
+                        s * 2 * 15 / 16 / (m["busbw_GBps_2node_16gpu"] * GB), "2 nodes, 4 NICs/node", "allreduce"))
         elif c["id"] == "nt212_h100_guidance":
             s = 8 * 2.0**30  # peak: large message
-            out.append((c["id"], "dgx-h100", 8, 1, s, s / (m["nvls_peak_algbw_GBps"] * GB), "NVLS peak algbw"))
+            out.append((c["id"], "dgx-h100", 8, 1, s, s / (m["nvls_peak_algbw_GBps"] * GB), "NVLS peak algbw",
+                        "allreduce"))
             out.append((c["id"], "dgx-h100|ring", 8, 1, s, s * 2 * 7 / 8 / (m["ring_effective_busbw_GBps"] * GB),
-                        "ring busbw"))
+                        "ring busbw", "allreduce"))
             s2 = 256e6
-            out.append((c["id"], "dgx-h100", 8, 1, s2, s2 / (m["user_algbw_GBps_at_256MB"] * GB), "algbw at 256 MB"))
-        elif "cluster" in c and c.get("collective", {}).get("op") == "all_reduce":
-            # hardware/measurements/nccl.yaml: all_reduce busbw = algbw x 2(p-1)/p; an algorithm the run forced
+            out.append((c["id"], "dgx-h100", 8, 1, s2, s2 / (m["user_algbw_GBps_at_256MB"] * GB),
+                        "algbw at 256 MB", "allreduce"))
+        elif "cluster" in c and c.get("collective", {}).get("op") in COMPARED_OPS:
+            # hardware/measurements/nccl.yaml: busbw = algbw x f(p-1)/p (COMPARED_OPS); an algorithm the run forced
             # (NCCL_ALGO) is modelled by the same algorithm, not by auto (FORCED)
             p = int(c["ranks"])
+            op, f = COMPARED_OPS[c["collective"]["op"]]
             cl = c["cluster"] + FORCED.get(str(c["collective"].get("algorithm", "")), "")
             if "msg_bytes" in m and "busbw_GBps" in m:
                 for s, bb in zip(m["msg_bytes"], m["busbw_GBps"], strict=True):
-                    out.append((c["id"], cl, p, 1, float(s), s * 2 * (p - 1) / p / (bb * GB), f"busbw {bb} GB/s"))
+                    out.append((c["id"], cl, p, 1, float(s), s * f * (p - 1) / p / (bb * GB), f"busbw {bb} GB/s", op))
             elif "peak_busbw_GBps" in m:
                 s = 8 * 2.0**30  # a peak without a size: read at nccl-tests' usual largest size, 8 GiB
-                out.append((c["id"], cl, p, 1, s, s * 2 * (p - 1) / p / (m["peak_busbw_GBps"] * GB), "peak busbw"))
+                out.append((c["id"], cl, p, 1, s, s * f * (p - 1) / p / (m["peak_busbw_GBps"] * GB), "peak busbw",
+                            op))
             elif "latency_us" in m:
                 s = float(m.get("msg_bytes_range", [128])[0])  # the flat small-message latency, at its smallest size
-                out.append((c["id"], c["cluster"], p, 1, s, m["latency_us"] * 1e-6, "latency"))
+                out.append((c["id"], c["cluster"], p, 1, s, m["latency_us"] * 1e-6, "latency", op))
     return out
 
 
@@ -204,7 +215,7 @@ FAMILIES = (("az_ndh100v5", "NVLS 8x H100"), ("az_ndh200v5", "NVLS 8x H200"), ("
             ("cw_gb200_allreduce_20racks", "NVL72 20 racks"), ("cw_h100_64gpu", "SHARP IB 64x H100"),
             ("nccl1374_h800", "H800 NVLS peak"), ("nccl1259", "H100 2-GPU latency"), ("az_ndmi300x", "MI300X RCCL"),
             ("tcp_nccl209_gcp_32gbe_4x8", "TCP 4x8 GCP ring"), ("tcp_nt83", "TCP 2x4 Azure ring"),
-            ("tcp_nccl209_gcp_32gbe_2x8", "TCP 2x8 GCP tree (out)"))
+            ("tcp_nccl209_gcp_32gbe_2x8", "TCP 2x8 GCP tree (out)"), ("nccl1047_h100_reducescatter", "H100 RS ring"))
 
 
 def family_of(cid: str) -> str:
@@ -221,7 +232,7 @@ def evaluate(cases: list[dict[str, Any]], family: str, where: str) -> list[tuple
     """(case id, cluster, ranks, size, algorithm used, what, measured s, predicted s, error) for every point."""
     rows = []
     specs: dict[str, Any] = {}
-    for cid, cl, p, stride, s, t_meas, what in points(cases):
+    for cid, cl, p, stride, s, t_meas, what, op in points(cases):
         name, *extra = cl.split("|")
         algo = "auto"
         overrides = []
@@ -237,8 +248,8 @@ def evaluate(cases: list[dict[str, Any]], family: str, where: str) -> list[tuple
         except InputError as e:
             raise e.at(f"{where}: case {cid}: cluster {cl!r}") from None
         network = build_network(specs[cl])
-        t_pred = float(C.collective_time("allreduce", s, p, network, algorithm=algo, stride=stride, family=family))
-        _, names, idx, _ = C.best_algorithm("allreduce", s, p, network, stride=stride, family=family)
+        t_pred = float(C.collective_time(op, s, p, network, algorithm=algo, stride=stride, family=family))
+        _, names, idx, _ = C.best_algorithm(op, s, p, network, stride=stride, family=family)
         used = algo if algo != "auto" else names[int(idx)]
         err = (t_pred - t_meas) / t_meas
         rows.append((cid, name, p, s, used, what, t_meas, t_pred, err))

@@ -313,3 +313,49 @@ def test_cli_sweep_and_errors(cli) -> None:  # type: ignore[no-untyped-def]
         args = ["collective", "--cluster", "dgx-h100", "--gpus", "16", *bad]
         r = cli(*args)
         assert r.code == 2 and r.err.startswith("error: ") and "Traceback" not in r.err, bad
+
+
+def test_nvls_allgather_hand_value_from_tuning_cc() -> None:
+    """NCCL's NVLS all-gather on one 8-GPU NVLink-SHARP domain (tuning.cc v2.30.7): k = 8 heads, NVLS graph
+    k bw = B_0 k/(k+1), intraBw x eff x (k-1)/k x (ppn-1)/ppn, no algBw conversion for non-Ring AG/RS, latency
+    the NVLink NVLS hwLatency 25 us. B_0 = 450 x 0.8 = 360 GB/s, eff (Hopper) 0.85:
+    busBw = 360 x 8/9 x 0.85 x 7/8 x 7/8 = 208.25 GB/s; 1 GiB: 25 us + 2^30 / 208.25e9."""
+    nvls = Network((replace(NVL, in_network_reduction=True), IB, SPINE), 8)
+    bus = 208.25e9
+    assert 360e9 * 8 / 9 * 0.85 * 7 / 8 * 7 / 8 == pytest.approx(bus)
+    t = float(C.algorithm_time("allgather", "hierarchical", GiB, 8, nvls))
+    assert t == pytest.approx(25e-6 + GiB / bus)
+    # reduce-scatter adds the reduction arithmetic (p-1)/p S gamma
+    t_rs = float(C.algorithm_time("reducescatter", "hierarchical", GiB, 8, nvls, gamma=1e-13))
+    assert t_rs == pytest.approx(25e-6 + GiB / bus + 7 / 8 * GiB * 1e-13)
+    # two domains: NVLS AG/RS needs CollNet across nodes, so hierarchical keeps its alpha-beta form and auto
+    # does not consider it
+    assert not nccl.nvls_gather_applies(C.place(16, 1, nvls))
+    _, names, idx, best = C.best_algorithm("allgather", np.logspace(3, 10, 15), 16, nvls)
+    assert {names[int(i)] for i in idx} == {"ring"}
+    # auto on one domain: the faster of ring and NVLS (ring here: NCCL's NVLS AG model is slower on Hopper)
+    S = np.logspace(3, 10, 15)
+    ring = C.algorithm_time("allgather", "ring", S, 8, nvls)
+    nv = C.algorithm_time("allgather", "hierarchical", S, 8, nvls)
+    assert np.allclose(C.collective_time("allgather", S, 8, nvls), np.minimum(ring, nv))
+
+
+def test_pat_allgather_hand_value_from_tuning_cc() -> None:
+    """NCCL's PAT all-gather at one GPU per node (tuning.cc v2.30.7): 16 ranks, one per 8-GPU node (stride 8).
+    Latency 8 us + log2i(16) x interLat / 3.5 + 2.8 us x 16, interLat the Tree Simple NET hop = measured IB hop
+    5 us + (14 - 2.7) us = 16.3 us; bandwidth 0.75 x the Tree graph's busBw (one GPU per node: its NIC,
+    50 x 0.9 = 45 GB/s), charged the whole S (no algBw conversion for non-Ring AG/RS)."""
+    lat = 8e-6 + 4 * 16.3e-6 / 3.5 + 2.8e-6 * 16
+    S = 64e6
+    t = float(C.algorithm_time("allgather", "rd", S, 16, NET, stride=8))
+    assert t == pytest.approx(lat + S / (0.75 * 45e9))
+    # auto picks PAT where it beats ring (small sizes: log latency) and ring at large sizes (PAT's x0.75 and no
+    # (p-1)/p); with more than one rank per node PAT does not apply and rd is not a candidate
+    sizes = np.array([1e3, 4e9])
+    _, names, idx, best = C.best_algorithm("allgather", sizes, 16, NET, stride=8)
+    assert [names[int(i)] for i in idx] == ["rd", "ring"]
+    _, names, idx, _ = C.best_algorithm("allgather", sizes, 16, NET, stride=1)
+    assert "rd" not in {names[int(i)] for i in idx}
+    # a TPU (ICI) network keeps the alpha-beta recursive doubling
+    ici = Network((Tier("chip", 1, 45e9, 1e-6, protocol="ici"), Tier("ici", 4096, 45e9, 1e-6, protocol="ici")), 1)
+    assert not nccl.pat_applies(C.place(16, 1, ici))

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scalemodel.cost import collectives as coll
+from scalemodel.cost import nccl
 from scalemodel.cost.algorithms import APPLICABLE
 from scalemodel.engine.job import build_job, grid_from_arrays
 from scalemodel.engine.network import build_network
@@ -224,3 +225,33 @@ def test_allreduce_never_beats_the_bytes_each_domain_must_send(cluster, ranks, s
             volume = size if inr else 2 * (n - 1) / n * size
             bound = volume / (c * outer.bandwidth)
             assert t >= bound * (1 - 1e-9), (cluster, ranks, stride, size, algo, outer.name, t, bound)
+
+
+@FAST
+@given(st.sampled_from((*ALL_CLUSTERS, "dgx-b200", "hgx-h200", "aws-p5")),
+       st.sampled_from(("reducescatter", "allgather")), st.sampled_from((2, 4, 8, 16, 32, 64, 72)),
+       st.sampled_from((1, 2, 4, 8)), st.sampled_from((1e3, 1e6, 1e8, 4e9)),
+       st.sampled_from(("auto", "ring", "rd", "hierarchical")))
+@example("dgx-h100", "allgather", 16, 8, 1e3, "auto")  # PAT: one GPU per node
+@example("dgx-h100", "allgather", 8, 1, 1e3, "hierarchical")  # NVLS all-gather on one NVSwitch node
+@example("gb200-nvl72", "reducescatter", 32, 1, 1e8, "hierarchical")  # NVLS on 32 GPUs of an NVL72 rack
+def test_nccl_gathers_never_beat_the_bytes_domains_and_ports_move(cluster, op, ranks, stride, size, algo):  # type: ignore[no-untyped-def]
+    """Reduce-scatter / all-gather with NCCL's own algorithms (family "nccl": ring, NVLS, PAT): every child domain
+    of a tier holding c of the group's ranks sends (or receives) at least (n - 1)/n S through its c uplinks
+    (t >= (n - 1)/n S / (c B)), and every GPU receives (all-gather) or sends (reduce-scatter) (p - 1)/p S
+    through its own port of the innermost tier, so t >= (p - 1)/p S / B_0 at line rate."""
+    net = _network(cluster)
+    if ranks * stride > max(t.span for t in net.tiers) or nccl.resolve_family(net) != "nccl":
+        return
+    per_domain = [min(max(t.span // stride, 1), ranks) for t in net.tiers[:-1]]
+    if any(ranks % c for c in per_domain):
+        return
+    t = float(coll.collective_time(op, size, ranks, net, algorithm=algo, stride=stride, family="nccl"))
+    if ranks * stride <= net.tiers[0].span:
+        assert t >= (ranks - 1) / ranks * size / net.tiers[0].bandwidth * (1 - 1e-9), (cluster, op, ranks, algo, t)
+    for inner, outer in zip(net.tiers[:-1], net.tiers[1:], strict=True):
+        c = min(max(inner.span // stride, 1), ranks)
+        n = ranks / c
+        if n > 1:
+            bound = (n - 1) / n * size / (c * outer.bandwidth)
+            assert t >= bound * (1 - 1e-9), (cluster, op, ranks, stride, size, algo, outer.name, t, bound)

@@ -17,7 +17,9 @@ Constants from NVIDIA/nccl v2.30.7 ``src/graph/tuning.cc``, ``enqueue.cc``, ``de
 - ``auto`` (:func:`best_algorithm`, :func:`collective_time`): the fastest algorithm of the family
   (:func:`resolve_family`); on GPU clusters only what NCCL implements (ring, tree; NVLS/NVLSTree/CollNetChain
   as ``hierarchical`` where in-network reduction applies, :func:`inr_applies`; ``direct`` for all-to-all
-  and send/recv), every applicable algorithm on TPU/ICI;
+  and send/recv; reduce-scatter/all-gather also NVLS as ``hierarchical`` on one NVLink-SHARP domain and PAT as
+  ``rd`` at one GPU per node, :func:`nccl_nvls_gather_time`, :func:`nccl_pat_time`), every applicable algorithm on
+  TPU/ICI;
 - in-network reduction (:func:`nccl_inr_allreduce_time`, docs/model.md#in-network-reduction): NCCL's NVLS,
   NVLSTree and CollNetChain all-reduce, Simple only, with their own latencies (25 us NVLS), nvlsEfficiency
   per generation, NVLSTree per-channel caps and the NVLS chunk pipeline.
@@ -31,7 +33,7 @@ See docs/model.md#nccl.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -107,15 +109,16 @@ NO_LL128_PROTOCOLS = frozenset({"pcie", "tcp", "ethernet"})
 
 #: Algorithm families for ``auto``. "nccl": only what NCCL implements: all-reduce Ring and Tree,
 #: plus NVLS/CollNet (modelled by ``hierarchical`` with an in-network-reduction level) where a tier the
-#: group spans declares in-network reduction; AG/RS/broadcast/reduce Ring (PAT needs 1 GPU per node and is
-#: not modelled); all-to-all and send/recv are NCCL's grouped point-to-point (``direct``). "all": every
+#: group spans declares in-network reduction; AG/RS Ring, NVLS (as ``hierarchical``, one NVLS domain,
+#: :func:`nvls_gather_applies`) and PAT (as ``rd``, one GPU per node, :func:`pat_applies`); broadcast/reduce
+#: Ring; all-to-all and send/recv are NCCL's grouped point-to-point (``direct``). "all": every
 #: applicable algorithm (one-shot ``direct`` only inside the innermost tier). "auto" = "nccl" unless a
 #: tier's protocol is "ici" (TPU pods do not run NCCL), then "all".
 FAMILIES: tuple[str, ...] = ("auto", "nccl", "all")
 NCCL_FAMILY: dict[str, tuple[str, ...]] = {
     "allreduce": ("ring", "tree", "hierarchical"),
-    "reducescatter": ("ring",),
-    "allgather": ("ring",),
+    "reducescatter": ("ring", "rd", "hierarchical"),
+    "allgather": ("ring", "rd", "hierarchical"),
     "alltoall": ("direct",),
     "broadcast": ("ring",),
     "reduce": ("ring",),
@@ -429,6 +432,105 @@ def inr_applies(pl: Placement) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------
+# Reduce-scatter / all-gather beyond Ring: NVLS (one NVLink-SHARP domain) and PAT (one GPU per node)
+# ------------------------------------------------------------------------------------------------
+
+#: PAT (tuning.cc, v2.30.7): baseLatencies 8 us (every protocol; AG/RS PAT runs Simple only), busBw x0.75 on
+#: the Tree graph (init.cc ``graphs[]``: PAT uses treeGraph), latency ``log2i(nNodes) x interLat / 3.5 +
+#: 2.8 us x nRanks`` with interLat the NET Tree Simple hop at one GPU per node ("With ppn=1 latencies are fully
+#: exposed, use the Tree network latency").
+PAT_BASE_LATENCY = 8.0e-6
+PAT_BW = 0.75
+PAT_LOG_LATENCY_DIV = 3.5
+PAT_RANK_LATENCY = 2.8e-6
+
+
+def nvls_gather_applies(pl: Placement) -> np.ndarray:
+    """Whether NCCL's NVLS reduce-scatter/all-gather applies to the placed group: tier 0 is an NVLink tier that
+    declares in-network reduction (NVLink SHARP), the whole group lies in one tier-0 domain (multi-node NVLS
+    AG/RS needs a CollNet plugin with iallgather/ireducescatter and one NIC head per GPU, tuning.cc, busBw = 0
+    otherwise; enqueue.cc skips NVLS without CollNet across nodes), with 2 to 32 ranks there (NVLS needs 2
+    channels; enqueue.cc skips non-AllReduce NVLS when localRanks > NCCL_MAX_NVLS_ARITY = 32; the ranks of the
+    NVLink domain are read as NCCL's local ranks, modelling assumption for multi-node NVLink)."""
+    ok = np.zeros(pl.p.shape, dtype=bool)
+    if pl.inr[0] and _link_class(pl.network.tiers[0], 0) == "nvlink":
+        ok = (pl.domains(0) < 1.5) & (pl.c[0] > 1.5) & (pl.c[0] <= NVLS_MAX_ARITY + 1e-9)
+    return ok
+
+
+def pat_applies(pl: Placement) -> np.ndarray:
+    """Whether NCCL's PAT reduce-scatter/all-gather applies: one group rank per tier-0 domain (ncclPatEnable:
+    ``nNodes == nRanks``, "PAT only supports 1 GPU per node"), p > 1, on a GPU (NCCL) network, i.e. no ICI tier
+    (:func:`resolve_family`)."""
+    if any(t.protocol.lower() == "ici" for t in pl.network.tiers):
+        return np.zeros(pl.p.shape, dtype=bool)
+    return (pl.c[0] < 1.5) & (pl.p > 1.5)
+
+
+def nccl_nvls_gather_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
+    """NCCL's NVLS reduce-scatter / all-gather of a full buffer S on one NVLink-SHARP domain, as tuning.cc
+    (v2.30.7 ``ncclTopoTuneModel``, ``ncclTopoGetAlgoTime``) models it; inf where :func:`nvls_gather_applies`
+    does not hold.
+
+    With ``n = p`` ranks in the domain, ``k = min(32, n)`` NVLS heads, the NVLS graph ``k bw = B_0 k / (k + 1)``
+    (as for the all-reduce, :func:`nccl_inr_allreduce_time`) and ``eff`` = nvlsEfficiency of the generation:
+
+    ``busBw = k bw eff (k - 1)/k (n - 1)/n``   (intraBw "x (ppn-1)/ppn" for non-AllReduce),
+    ``T = 25 us + S / busBw [+ (p-1)/p S gamma for reduce-scatter]``.
+
+    NCCL converts busBw to algBw only for Ring and for all-reduce ("if (!(a != NCCL_ALGO_RING && (coll ==
+    ncclFuncAllGather || coll == ncclFuncReduceScatter)))"), so NVLS AG/RS is charged the whole S (nBytes =
+    nRanks x count, enqueue.h ``ncclFuncMaxSendRecvCount``) at busBw; latency = the NVLink NVLS hwLatency (25 us,
+    base 0). Simple only; no channel ramp (NVLS runs its fixed nvlsChannels). The Blackwell NVLS_CALIBRATION,
+    fitted on all-reduce, is not applied. Charging the whole S matches the traffic: an NVLS all-gather GPU sends
+    S/N and receives S, a reduce-scatter GPU sends S and receives S/N, against the ring's (N-1)S/N each way, so
+    NVLS is slower than ring for them at large sizes (sjeaugey in NVIDIA/nccl#1083; 8x H100 ring vs NVLS
+    reduce_scatter_perf in NVIDIA/nccl#1047)."""
+    S = np.asarray(S, dtype=float)
+    p = pl.p
+    ok = nvls_gather_applies(pl)
+    shape = np.broadcast(S, p).shape
+    if not np.any(ok):
+        return np.full(shape, np.inf)
+    gen = nvls_generation(pl.network.tiers[0], pl.network.generation)
+    n0 = pl.c[0]
+    k = np.minimum(NVLS_MAX_ARITY, n0)
+    bus = pl.bw[0] * k / (k + 1.0) * NVLS_EFFICIENCY[gen] * (k - 1.0) / k * (n0 - 1.0) / n0
+    red = (p - 1) / p * S * gamma if op == "reducescatter" else 0.0 * S
+    with np.errstate(divide="ignore", invalid="ignore"):  # bus = 0 only where NVLS does not apply (masked)
+        t = NVLS_LATENCY + S / bus + red
+    return np.where(ok, t, np.inf)
+
+
+def nccl_pat_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:
+    """NCCL's PAT (Parallel Aggregated Trees) reduce-scatter / all-gather of a full buffer S at one GPU per node,
+    as tuning.cc (v2.30.7) models it; inf where :func:`pat_applies` does not hold.
+
+    ``T = 8 us + log2i(p) alpha_net / 3.5 + 2.8 us x p + S / (0.75 busBw) [+ (p-1)/p S gamma for RS]``
+
+    with busBw the Tree graph's bottleneck (:meth:`Placement.bottleneck` with ``TREE_FLOWS``; PAT uses NCCL's
+    treeGraph), no algBw conversion (non-Ring AG/RS, as :func:`nccl_nvls_gather_time`), and ``alpha_net`` the
+    Tree Simple hop (:func:`hop_latency`, NCCL's NET Tree Simple 14 us less its Ring LL 2.7 us on top of the
+    measured ``Tier.latency``) of the outermost tier the group spans. Simple only; no channel ramp.
+    Every rank still moves (p-1)/p S through its NIC, so the NIC bound holds: S / (0.75 B) > (p-1)/p S / B."""
+    S = np.asarray(S, dtype=float)
+    p = pl.p
+    ok = pat_applies(pl)
+    shape = np.broadcast(S, p).shape
+    if not np.any(ok):
+        return np.full(shape, np.inf)
+    alpha = np.zeros(p.shape)
+    for i in range(1, pl.ntiers):
+        spanned = pl.level(i) > 1 + 1e-9
+        a_i = _hop(float(pl.alpha[i]), _link_class(pl.network.tiers[i], i), "tree", "simple")
+        alpha = np.where(spanned, a_i, alpha)  # outermost spanned tier wins (loop goes outward)
+    lat = PAT_BASE_LATENCY + _log2i(p) * alpha / PAT_LOG_LATENCY_DIV + PAT_RANK_LATENCY * p
+    bus = PAT_BW * pl.bottleneck(TREE_FLOWS)
+    red = (p - 1) / p * S * gamma if op == "reducescatter" else 0.0 * S
+    return np.where(ok, lat + S / bus + red, np.inf)
+
+
+# ------------------------------------------------------------------------------------------------
 # One algorithm over its protocol lines; the auto choice
 # ------------------------------------------------------------------------------------------------
 
@@ -438,6 +540,9 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
     Simple); 0 when p = 1.
 
     - ``tree`` all-reduce: :func:`nccl_tree_allreduce_time`.
+    - ``hierarchical`` reduce-scatter / all-gather where NVLS applies: NCCL's NVLS (:func:`nccl_nvls_gather_time`);
+      ``rd`` reduce-scatter / all-gather at one GPU per node on a GPU network: NCCL's PAT (:func:`nccl_pat_time`),
+      NCCL's log-step algorithm for them (elsewhere these names keep their alpha-beta forms).
     - everything else: ``base[p] + T_algo(S_eff)`` on the group's links as protocol p sees them
       (:func:`protocol_links`, Ring hop row), with ``S_eff`` from :func:`channel_ramp_size` (Ring LL's
       threshold x p for ``ring`` and for ``hierarchical``, whose levels are rings; p is the whole group's
@@ -451,10 +556,18 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
                          allowed=allowed(op))
     protos = tuple(protocols) if protocols is not None else protocols_for(pl.network)
     inr = np.zeros(pl.p.shape, dtype=bool)
+    # NCCL's own algorithm standing for this name where it applies (inr: where)
+    special: Callable[[str, np.ndarray, Placement, float], np.ndarray] | None = None
     if algorithm == "hierarchical" and op == "allreduce":
         inr = inr_applies(pl)
         if np.all(inr):
             return nccl_inr_allreduce_time(S, pl, gamma)
+    elif algorithm == "hierarchical" and op in ("reducescatter", "allgather"):
+        inr, special = nvls_gather_applies(pl), nccl_nvls_gather_time
+    elif algorithm == "rd" and op in ("reducescatter", "allgather"):
+        inr, special = pat_applies(pl), nccl_pat_time
+    if special is not None and np.all(inr):
+        return np.where(np.broadcast_to(pl.p, np.broadcast(S, pl.p).shape) > 1, special(op, S, pl, gamma), 0.0)
     bus = pl.bottleneck()
     nc = nccl_channels(bus)
     multi_node = pl.domains(0) > 1.5
@@ -475,7 +588,8 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
         best = t if best is None else np.minimum(best, t)
     assert best is not None
     if np.any(inr):
-        best = np.where(inr, nccl_inr_allreduce_time(S, pl, gamma), best)
+        own = special(op, S, pl, gamma) if special is not None else nccl_inr_allreduce_time(S, pl, gamma)
+        best = np.where(inr, own, best)
     return np.where(np.broadcast_to(pl.p, best.shape) > 1, best, 0.0)
 
 
@@ -509,14 +623,18 @@ def auto_eligible(op: str, algorithm: str, pl: Placement, family: str, S: np.nda
                   gamma: float = 0.0) -> np.ndarray:
     """Whether ``auto`` may pick ``algorithm`` for the placed group (``family`` already resolved).
     Family "nccl": ``NCCL_FAMILY[op]``, with ``hierarchical`` (standing for NVLS/NVLSTree/CollNetChain) only
-    where in-network reduction applies (:func:`inr_applies`) and, given the size ``S``, where NCCL's tuner
-    would pick it (:func:`nccl_tuner_picks_inr`). Family "all": everything, except
-    one-shot ``direct`` (load/store access to every peer) beyond the innermost tier, other than for
-    all-to-all and send/recv."""
+    where in-network reduction applies (:func:`inr_applies`; for reduce-scatter/all-gather where NVLS applies,
+    :func:`nvls_gather_applies`), and ``rd`` (standing for PAT) only at one GPU per node (:func:`pat_applies`).
+    Family "all": everything, except one-shot ``direct`` (load/store access to every peer) beyond the innermost
+    tier, other than for all-to-all and send/recv."""
     shape = pl.p.shape
     if family == "nccl":
         if algorithm not in NCCL_FAMILY[op]:
             return np.zeros(shape, dtype=bool)
+        if algorithm == "hierarchical" and op in ("reducescatter", "allgather"):
+            return nvls_gather_applies(pl)  # NVLS AG/RS: one NVLink-SHARP domain
+        if algorithm == "rd":
+            return pat_applies(pl)  # PAT: one GPU per node
         if algorithm == "hierarchical":
             # where in-network reduction applies; not gated on NCCL's tuner estimate, whose ranking can flip
             # as a what-if changes the bandwidth and would make more bandwidth a slower step
