@@ -299,7 +299,8 @@ def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nd
     Step k (k = 0 .. lg p' - 1) exchanges with the rank 2^k away; the pair lies in the innermost tier
     t_k holding 2^(k+1) consecutive group ranks and every GPU sends at once (per-GPU B). Halving
     sends S/2^(k+1):  RS = sum_k (alpha_tk + S/2^(k+1) (beta_tk + gamma)); AG the same without gamma;
-    all-reduce (Rabenseifner) = RS + AG. Non-power-of-two p adds 2 (alpha_0 + S beta_0) (+ S gamma).
+    all-reduce (Rabenseifner) = RS + AG. Non-power-of-two p adds 2 (alpha_t + S beta_t) (+ S gamma) on the tier t
+    of a 2-rank block (MPICH pairs group ranks 2i and 2i+1 for the fold; tier 0 only for unstrided groups).
     Partner order of Rabenseifner's all-reduce in MPICH (src/mpi/coll/allreduce/
     allreduce_intra_reduce_scatter_allgather.c: "recursive-halving ... beginning with processes that are
     distance 1 apart"): its reduce-scatter phase runs ``mask = 1, 2, .. p'/2`` with blocks S/2, S/4, ..,
@@ -321,7 +322,8 @@ def rhd_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.nd
         t = pl.tier_for_block(2.0 ** (k + 1))
         m = S / 2.0 ** (k + 1)  # each halving step moves half of the remaining vector
         half = half + np.where(active, pl.alpha[t] + m / pl.bw[t], 0.0)
-    extra = np.where(pp < p, pl.alpha[0] + S / pl.bw[0], 0.0)
+    t2 = pl.tier_for_block(2.0)  # MPICH folds rank 2i into 2i+1: adjacent group ranks, on their own tier
+    extra = np.where(pp < p, pl.alpha[t2] + S / pl.bw[t2], 0.0)
     red = (pp - 1) / pp * S * gamma
     if op == "allreduce":
         t_all = 2 * half + 2 * extra + red + np.where(pp < p, S * gamma, 0.0)
