@@ -70,8 +70,7 @@ import numpy as np
 from scalemodel.choices import Recompute
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
-from scalemodel.cost.memory import DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES
-from scalemodel.cost.transformer import Shape, attention_matrices, recompute_code
+from scalemodel.cost.transformer import Shape, attention_matrices, recompute_code, recomputed_modules
 from scalemodel.errors import InputError
 
 ArrayLike = Any
@@ -314,7 +313,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     experts' down GEMMs), instead of PyTorch checkpointing's whole forward (Megatron-LM).
 
     Selective recompute repeats what ``recompute_modules`` names (bits of
-    :data:`scalemodel.cost.memory.RECOMPUTE_MODULES`; 0 = core_attn, Megatron-Core's default): core_attn the
+    :data:`scalemodel.cost.transformer.RECOMPUTE_MODULES`; 0 = core_attn, Megatron-Core's default): core_attn the
     attention core; mla_up_proj MLA's Q and KV up-projection GEMMs (multi_latent_attention.py ``qkv_up_checkpoint``
     re-runs them before the core's backward; Megatron-Core recomputes the core only when core_attn is also named,
     attention.py ``checkpoint_core_attention``); moe_act the routed experts' activation function (experts.py
@@ -424,12 +423,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     t_mem = memory_time(mem, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     forward = gemm + t_mem + t_core
     full = forward - np.where(np.asarray(xla_remat, dtype=bool), down, 0.0)
-    mods = np.asarray(recompute_modules, dtype=np.int64)
-    mods = np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods)
-    core_again = (mods & (RECOMPUTE_MODULES["core_attn"] | RECOMPUTE_MODULES["jax_dots"])) > 0
-    selective = (np.where(core_again, t_core, 0.0)
-                 + np.where(((mods & RECOMPUTE_MODULES["mla_up_proj"]) > 0) & sh.mla, up_proj, 0.0)
-                 + np.where((mods & RECOMPUTE_MODULES["moe_act"]) > 0, memory_time(
+    again = recomputed_modules(sh, code, recompute_modules)  # the rule training_flops' hardware FLOPs use too
+    selective = (np.where(again.attention_core, t_core, 0.0)
+                 + np.where(again.mla_up_proj, up_proj, 0.0)
+                 + np.where(again.moe_act, memory_time(
                      expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     backward = 2.0 * forward + (FLASH_BACKWARD_FLOP_RATIO - 2.0) * np.where(flash, core_gemm, 0.0)

@@ -1992,7 +1992,8 @@ def with_sync(job: Job, g: StrategyGrid, res: StepArrays, sync: str, *, kappa: f
 def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     rec = g.recompute
     if job.is_transformer:
-        f = transformer.training_flops(job.shape, job.seq_len, g.global_batch.astype(float), rec)
+        f = transformer.training_flops(job.shape, job.seq_len, g.global_batch.astype(float), rec,
+                                       g.recompute_modules)  # selective: the modules the compute time repeats
         if xla_remat(job):  # XLA's remat leaves the down-projections out of the recomputed forward
             dead = transformer.down_projection_flops(job.shape, job.seq_len) * g.global_batch.astype(float)
             extra = f.recompute - np.where(rec == Recompute.FULL, dead, 0.0)
