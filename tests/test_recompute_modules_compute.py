@@ -74,3 +74,57 @@ def test_full_and_none_ignore_the_modules() -> None:
                                       flash_attention=True, recompute_modules=np.asarray([0, _mods("mla_up_proj")]),
                                       **KW)
     assert grid.recompute.shape == (2,) and grid.recompute[0] > grid.recompute[1]
+
+
+# --- hardware FLOPs follow the same modules (transformer.recomputed_modules, the one rule) --------------------------
+
+
+def test_hardware_flops_count_what_the_compute_time_repeats() -> None:
+    """Per layer and sequence of the MLA shape above (s 512): the attention core 2 s s a (d + d_v) =
+    2 x 512 x 512 x 8 x 160 = 671,088,640 FLOP; MLA's up-projections 2 s (r_q a d + r_kv a (d_nope + d_v)) =
+    2 x 512 x (256 x 768 + 128 x 1024) = 335,544,320 FLOP; the experts' activation function no FLOP (no
+    elementwise FLOP is counted). Hardware - model FLOPs for B = 3 sequences, L = 2 layers = 6 x the per-layer sum,
+    and the layer's recompute time is the same modules' seconds (the GEMM roofline by hand)."""
+    from scalemodel.cost.transformer import training_flops
+
+    core, up = 2 * 512 * 512 * 8 * (96 + 64), 2 * 512 * (256 * 8 * 96 + 128 * 8 * (64 + 64))
+    assert (core, up) == (671_088_640, 335_544_320)
+    T = 2 * 512
+    up_s = _gemm(T, 8 * 96, 256) + _gemm(T, 8 * (64 + 64), 128)
+    act_s = 3 * 2 * T * 2 * 256 / (HBM * MEM)
+    core_s = float(_layer(0).attention_core)
+    for names, flops, seconds in (((), core, core_s), (("core_attn",), core, core_s), (("mla_up_proj",), up, up_s),
+                                  (("moe_act",), 0, act_s), (("core_attn", "mla_up_proj"), core + up, core_s + up_s),
+                                  (("jax_dots",), core, core_s)):
+        f = training_flops(MLA, 512, 3, "selective", _mods(*names))
+        assert float(f.hardware - f.model) == pytest.approx(6 * flops, rel=1e-12), names
+        assert float(f.recompute) == pytest.approx(6 * flops, rel=1e-12), names
+        assert float(_layer(_mods(*names)).recompute) == pytest.approx(seconds, rel=1e-12), names
+    # full and none ignore the modules; a model without MLA recomputes nothing for mla_up_proj
+    full = training_flops(MLA, 512, 3, "full")
+    assert float(training_flops(MLA, 512, 3, "full", _mods("moe_act")).hardware) == float(full.hardware)
+    assert float(training_flops(MLA, 512, 3, "none", _mods("mla_up_proj")).recompute) == 0.0
+    gqa = shape(layers=2, hidden=1024, heads=8, kv_heads=2, vocab=1000)
+    assert float(training_flops(gqa, 512, 3, "selective", _mods("mla_up_proj")).recompute) == 0.0
+
+
+def test_engine_hfu_uses_the_recompute_modules() -> None:
+    """Through predict: an MLA model with MTP (D = 1, whose block is a layer under selective recompute too), 4
+    layers, B = 8 sequences of 1024: hardware - model = B (L + D) x per-layer FLOPs of the named modules:
+    core 2 s s a (d + d_v) = 2 x 1024^2 x 16 x (192 + 128) = 10,737,418,240; up-projections
+    2 s (r_q a d + r_kv a (d_nope + d_v)) = 2 x 1024 x (512 x 16 x 192 + 256 x 16 x (128 + 128)) = 5,368,709,120."""
+    from scalemodel.engine.predict import predict
+    from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload, load_cluster
+    from scalemodel.specs.workload import MLASpec
+
+    wl = TransformerWorkload(name="t", layers=4, hidden=2048, heads=16, seq_len=1024, vocab=32000, gated_mlp=True,
+                             ffn_hidden=4096, mtp_layers=1,
+                             mla=MLASpec(kv_lora_rank=256, q_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                                         v_head_dim=128))
+    tr = TrainingSpec(global_batch=8, micro_batch=1, precision="bf16", seq_len=1024)
+    core, up = 2 * 1024**2 * 16 * 320, 2 * 1024 * (512 * 16 * 192 + 256 * 16 * 256)
+    for mods, per_layer in (("", core), ("mla_up_proj", up), ("core_attn,mla_up_proj", core + up), ("moe_act", 0)):
+        st = StrategySpec(tp=1, pp=1, dp=8, recompute="selective", recompute_modules=mods, flash_attention=True)
+        fl = predict(load_cluster("dgx-h100"), wl, 8, tr, st).flops
+        assert fl["hardware_flops_per_step"] - fl["model_flops_per_step"] == pytest.approx(8 * 5 * per_layer,
+                                                                                           rel=1e-9), mods

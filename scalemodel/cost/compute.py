@@ -70,8 +70,7 @@ import numpy as np
 from scalemodel.choices import Recompute
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
-from scalemodel.cost.memory import DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES
-from scalemodel.cost.transformer import Shape, attention_matrices, recompute_code
+from scalemodel.cost.transformer import Shape, attention_matrices, recompute_code, recomputed_modules
 from scalemodel.errors import InputError
 
 ArrayLike = Any
@@ -314,7 +313,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     experts' down GEMMs), instead of PyTorch checkpointing's whole forward (Megatron-LM).
 
     Selective recompute repeats what ``recompute_modules`` names (bits of
-    :data:`scalemodel.cost.memory.RECOMPUTE_MODULES`; 0 = core_attn, Megatron-Core's default): core_attn the
+    :data:`scalemodel.cost.transformer.RECOMPUTE_MODULES`; 0 = core_attn, Megatron-Core's default): core_attn the
     attention core; mla_up_proj MLA's Q and KV up-projection GEMMs (multi_latent_attention.py ``qkv_up_checkpoint``
     re-runs them before the core's backward; Megatron-Core recomputes the core only when core_attn is also named,
     attention.py ``checkpoint_core_attention``); moe_act the routed experts' activation function (experts.py
@@ -424,12 +423,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     t_mem = memory_time(mem, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     forward = gemm + t_mem + t_core
     full = forward - np.where(np.asarray(xla_remat, dtype=bool), down, 0.0)
-    mods = np.asarray(recompute_modules, dtype=np.int64)
-    mods = np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods)
-    core_again = (mods & (RECOMPUTE_MODULES["core_attn"] | RECOMPUTE_MODULES["jax_dots"])) > 0
-    selective = (np.where(core_again, t_core, 0.0)
-                 + np.where(((mods & RECOMPUTE_MODULES["mla_up_proj"]) > 0) & sh.mla, up_proj, 0.0)
-                 + np.where((mods & RECOMPUTE_MODULES["moe_act"]) > 0, memory_time(
+    again = recomputed_modules(sh, code, recompute_modules)  # the rule training_flops' hardware FLOPs use too
+    selective = (np.where(again.attention_core, t_core, 0.0)
+                 + np.where(again.mla_up_proj, up_proj, 0.0)
+                 + np.where(again.moe_act, memory_time(
                      expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     backward = 2.0 * forward + (FLASH_BACKWARD_FLOP_RATIO - 2.0) * np.where(flash, core_gemm, 0.0)
@@ -532,7 +529,8 @@ def _fp8_tensor_bytes(recipe: str, n_local: ArrayLike, n_gathered: ArrayLike, *,
 def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, recipe: str = "delayed",
                        transpose_copy: ArrayLike = True, tp: ArrayLike = 1, cp: ArrayLike = 1, ep: ArrayLike = 1,
                        etp: ArrayLike | None = None, sequence_parallel: ArrayLike = False, moe: bool = False,
-                       elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       elem_bytes: ArrayLike = 2.0, fp8_params: ArrayLike = False
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HBM bytes (forward, backward, weights) that Transformer Engine's FP8 quantization adds to one layer on one
     GPU: forward and backward per micro-batch, weights per optimizer step. Price with :func:`memory_time`.
 
@@ -567,8 +565,15 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     Weights: each linear weight W on this GPU is quantized once per step (Megatron-Core forward_step sets
     is_first_microbatch, TE caches the FP8 weight for the step's later micro-batches): W (eb + 1 (+1)) bytes,
     + W eb for the tensorwise amax pass, W (eb + 2 (1 + 1/32)) for mxfp8.
-    Not counted: the amax all-reduces over TP (latency, not bytes), scale swizzles for the GEMM, and the
-    optimizer-side weight cast of fp8_param_gather (per step, on the 1/dp shard)."""
+    ``fp8_params`` (Megatron's fp8_param_gather, per-tensor recipes): the weights are FP8 parameters already, so
+    the forward casts none; the optimizer quantizes its master shard (:func:`fp8_param_quantize_bytes`, priced
+    with the optimizer step), and on an accelerator that needs the transposed copy TE makes it from the gathered
+    FP8 weight once per step (Megatron-Core ``_ParamAndGradBuffer.finish_param_sync`` -> TE
+    ``post_all_gather_processing`` -> ``Float8Tensor._create_transpose``; NVIDIA/Megatron-LM@d98e8a64dd
+    param_and_grad_buffer.py, NVIDIA/TransformerEngine@d0067d0 pytorch/tensor/utils.py): weights = W (1 + 1)
+    bytes with the transposed copy, 0 without. mxfp8 ignores it (MXFP8 parameters are gathered in BF16 and
+    quantized after the gather: the cast above stays).
+    Not counted: the amax all-reduces over TP (latency, not bytes) and scale swizzles for the GEMM."""
     if recipe not in FP8_RECIPES:
         raise InputError(f"unknown fp8 recipe {recipe!r}", where="training.fp8_recipe",
                          allowed="delayed, tensorwise or mxfp8")
@@ -628,7 +633,33 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     else:
         df, db, dw = mlp(sh.ffn_hidden, True)
         fwd, bwd, weights = fwd + df, bwd + db, weights + dw
-    return fwd, bwd, q(weights)
+    held = np.asarray(fp8_params, dtype=bool) & (recipe != "mxfp8")  # weights already FP8: transpose only
+    return fwd, bwd, np.where(held, weights * np.where(np.asarray(transpose_copy, dtype=bool), 2.0, 0.0), q(weights))
+
+
+def fp8_param_quantize_bytes(recipe: str, master_bytes: float = 4.0, elem_bytes: float = 2.0) -> float:
+    """HBM bytes per element of the optimizer's master-weight shard to quantize it into the FP8 parameters once per
+    step, under Megatron's fp8_param_gather (per-tensor recipes; 0 for mxfp8, whose parameters are gathered in
+    BF16 and quantized after the gather, :func:`fp8_quantize_bytes`).
+
+    Source: Megatron-Core's distributed optimizer ``_copy_main_params_to_model_params`` calls ``quantize_param_shard``
+    on the FP8 parameters' fp32 main shards and skips their 16-bit copy ("FP8 params are quantized in the above
+    quantize_param_shard function", megatron/core/optimizer/distrib_optimizer.py; fp8_utils.py
+    ``_quantize_param_shard_impl`` -> TE ``cast_master_weights_to_fp8``; NVIDIA/Megatron-LM@d98e8a64dd). TE's
+    ``quantize_master_weights`` (transformer_engine/pytorch/tensor/utils.py, NVIDIA/TransformerEngine@d0067d0) first
+    casts the shard to the parameter's nominal dtype ("we still keep this logic to keep numerical consistency":
+    ``master_weight.to(model_weight.dtype)``, read 4 write eb), then
+        delayed     ``update_quantized`` with the delayed scale, amax fused in the cast: read eb, write 1
+        tensorwise  ``tex.compute_amax`` on the shard first (read eb), the DP amax all-reduce (a few floats:
+                    latency, not bytes), then the cast: read eb, write 1
+    so delayed 4 + 2 eb + 1 = 9 and tensorwise 4 + 3 eb + 1 = 11 bytes an element at eb = 2."""
+    if recipe not in FP8_RECIPES:
+        raise InputError(f"unknown fp8 recipe {recipe!r}", where="training.fp8_recipe",
+                         allowed="delayed, tensorwise or mxfp8")
+    if recipe == "mxfp8":
+        return 0.0
+    reads = 3.0 if recipe == "tensorwise" else 2.0
+    return master_bytes + reads * elem_bytes + 1.0
 
 
 def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,

@@ -88,6 +88,7 @@ from scalemodel.cost import pipeline
 from scalemodel.cost.checks import nonnegative as _nonneg
 from scalemodel.cost.checks import positive as _pos
 from scalemodel.cost.transformer import (
+    RECOMPUTE_MODULES,
     Shape,
     attention_params,
     embedding_params,
@@ -96,6 +97,7 @@ from scalemodel.cost.transformer import (
     mtp_module_params,
     norm_params,
     recompute_code,
+    recomputed_modules,
 )
 from scalemodel.errors import InputError
 
@@ -111,11 +113,6 @@ BYTES_PER_PARAM: dict[str, tuple[float, float, float]] = {
 DEFAULT_FRAGMENTATION = 0.05
 DEFAULT_WORKSPACE = 1.0e9
 
-#: Selective-recompute modules as bits (module docstring): Megatron-Core ``--recompute-modules`` names, and
-#: ``jax_dots`` for JAX's dots-saveable remat policy.
-RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8}
-#: What ``recompute: selective`` recomputes when no module is named: the attention core (Korthikanti).
-DEFAULT_RECOMPUTE_MODULES = RECOMPUTE_MODULES["core_attn"]
 
 
 def recompute_modules_code(text: str) -> int:
@@ -248,12 +245,8 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     flash = np.asarray(flash_attention, dtype=bool)
     fp8 = np.asarray(fp8_inputs, dtype=bool)
     code = recompute_code(recompute)
-    mods = np.asarray(recompute_modules, dtype=np.int64)
-    mods = np.where(code == Recompute.SELECTIVE, np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods), 0)
-    core_attn = (mods & RECOMPUTE_MODULES["core_attn"]) > 0
-    mla_up = ((mods & RECOMPUTE_MODULES["mla_up_proj"]) > 0) & sh.mla
-    moe_act = (mods & RECOMPUTE_MODULES["moe_act"]) > 0
-    dots = (mods & RECOMPUTE_MODULES["jax_dots"]) > 0
+    again = recomputed_modules(sh, code, recompute_modules)  # jax_dots takes its own branch below
+    core_attn, mla_up, moe_act, dots = again.attention_core, again.mla_up_proj, again.moe_act, again.jax_dots
     h, a, g, d, dv = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim
     sbh = s * b * h
     gemm_in = np.where(fp8, 1.0, 2.0)  # bytes of a saved GEMM input element

@@ -46,10 +46,10 @@ last layer's kind, eh_proj, and the logits x (D + 1)); the 3 h norm MACs they ad
 FLOPs are, anywhere here); with ffn = 4h, a = g this is exactly
 Megatron's 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)). Hardware FLOPs add the recomputation: full
 recompute repeats the layers' forward (not the logits): 96*B*s*l*h^2*(1 + s/(6h) + V/(16*l*h))
-[Narayanan et al. 2021 §3 / Appendix]; selective recompute repeats only the attention core
-(4*s^2*a*d per layer) [Korthikanti et al. 2022, arXiv:2205.05198 §5]. The s^2 term counts the
-full (not causal-halved) score matrix, as Megatron and PaLM's MFU definition do [arXiv:2204.02311
-App. B].
+[Narayanan et al. 2021 §3 / Appendix]; selective recompute repeats what :func:`recomputed_modules` names: by
+default only the attention core (4*s^2*a*d per layer) [Korthikanti et al. 2022, arXiv:2205.05198 §5].
+The s^2 term counts the full (not causal-halved) score matrix, as Megatron and PaLM's MFU definition do
+[arXiv:2204.02311 App. B].
 """
 
 from __future__ import annotations
@@ -67,6 +67,44 @@ ArrayLike = Any  # float | np.ndarray; kept loose so callers can pass numbers or
 def recompute_code(value: ArrayLike) -> np.ndarray:
     """Recompute mode(s) as labels or :class:`~scalemodel.choices.Recompute` codes -> int array."""
     return codes(Recompute, value, "recompute")
+
+
+#: Selective-recompute modules as bits: Megatron-Core ``--recompute-modules`` names (transformer_config.py
+#: ``recompute_modules``), and ``jax_dots`` for JAX's dots-saveable remat policy (cost.memory's module docstring).
+RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8}
+#: What ``recompute: selective`` recomputes when no module is named: the attention core (Korthikanti).
+DEFAULT_RECOMPUTE_MODULES = RECOMPUTE_MODULES["core_attn"]
+
+
+class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
+    """What selective recompute repeats in one layer's backward (bool arrays; all False unless selective):
+    ``attention_core`` the core (core_attn, or jax_dots, whose policy recomputes the batched core matmuls with
+    everything but the weight GEMMs), ``mla_up_proj`` MLA's Q and KV up-projections (only in an MLA model),
+    ``moe_act`` the routed experts' activation function, ``jax_dots`` JAX's dots-saveable policy."""
+
+    attention_core: np.ndarray
+    mla_up_proj: np.ndarray
+    moe_act: np.ndarray
+    jax_dots: np.ndarray
+
+
+def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: ArrayLike = 0) -> Recomputed:
+    """The one rule for which modules selective recompute repeats, shared by the activation memory
+    (cost.memory.activation_bytes_per_layer), the compute time (cost.compute.layer_compute_time) and the hardware
+    FLOPs (:func:`training_flops`). ``recompute_modules`` holds bits of :data:`RECOMPUTE_MODULES`; 0 means
+    :data:`DEFAULT_RECOMPUTE_MODULES` (Megatron-Core's default ``["core_attn"]``). Megatron-Core recomputes the
+    core only when core_attn is named (attention.py ``checkpoint_core_attention``), MLA's up-projections when
+    mla_up_proj is (multi_latent_attention.py ``recompute_up_proj``), the experts' activation when moe_act is
+    (experts.py ``activation_recompute``)."""
+    selective = recompute_code(recompute) == Recompute.SELECTIVE
+    mods = np.asarray(recompute_modules, dtype=np.int64)
+    mods = np.where(selective, np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods), 0)
+
+    def on(*names: str) -> np.ndarray:
+        return (mods & sum(RECOMPUTE_MODULES[n] for n in names)) > 0
+
+    return Recomputed(attention_core=on("core_attn", "jax_dots"), mla_up_proj=on("mla_up_proj") & sh.mla,
+                      moe_act=on("moe_act"), jax_dots=on("jax_dots"))
 
 
 def _arr(name: str, value: ArrayLike, *, minimum: float = 0.0, strict: bool = True) -> np.ndarray:
@@ -419,6 +457,13 @@ def down_projection_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
                                   + sh.moe_layers * (sh.moe_top_k + sh.moe_shared_experts) * sh.moe_ffn_hidden)
 
 
+def mla_up_projection_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
+    """Forward FLOPs of MLA's Q and KV up-projection GEMMs (``q_up``, ``kv_up`` of :func:`attention_matrices`) of one
+    layer for one sequence: 2 s (r_q a d + r_kv a (d_nope + d_v)) (r_q -> h without a Q low rank); 0 without MLA."""
+    s = _arr("seq_len", seq_len)
+    return 2.0 * s * sum(i * o for name, i, o, _ in attention_matrices(sh) if name in ("q_up", "kv_up"))
+
+
 def logits_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
     """Forward FLOPs of the output projection for one sequence: 2 * s * h * V."""
     return 2.0 * _arr("seq_len", seq_len) * sh.hidden * sh.vocab
@@ -460,21 +505,27 @@ class StepFlops(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has 
 
 
 def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
-                   recompute: ArrayLike = "none") -> StepFlops:
+                   recompute: ArrayLike = "none", recompute_modules: ArrayLike = 0) -> StepFlops:
     """Training FLOPs for ``sequences`` sequences of length ``seq_len`` (a global batch).
 
     model    = 3 * forward                               (forward + backward = 2 x forward)
-    hardware = model + recompute, where recompute is the layers' forward (full) or the attention
-               core 4*s^2*a*d per layer (selective), or 0. The MTP modules' blocks and projections count as
-               layers here (Megatron-Core checkpoints an MTP module's _proj_and_transformer_layer under full
-               recompute), their logits, like the main logits, are never recomputed.
+    hardware = model + recompute, where recompute is the layers' forward (full), or (selective) per layer
+               what :func:`recomputed_modules` says is repeated: the attention core 2 s k a (d + d_v) (core_attn,
+               jax_dots) and MLA's up-projection GEMMs :func:`mla_up_projection_flops` (mla_up_proj); moe_act
+               repeats an activation function, which no FLOP count here includes, so adds 0; or 0. The MTP
+               modules' blocks and projections count as layers here (Megatron-Core checkpoints an MTP module's
+               _proj_and_transformer_layer under full recompute; its block is a transformer layer of the same
+               config under selective), their logits, like the main logits, are never recomputed.
     """
     n = _arr("sequences", sequences)
     code = recompute_code(recompute)
     fwd = forward_flops(sh, seq_len) * n
     layers_fwd = fwd - logits_flops(sh, seq_len) * (1.0 + sh.mtp_layers) * n
-    core = attention_core_flops(sh, seq_len) * (sh.layers + sh.mtp_layers) * n
-    extra = np.where(code == Recompute.FULL, layers_fwd, np.where(code == Recompute.SELECTIVE, core, 0.0))
+    again = recomputed_modules(sh, code, recompute_modules)
+    per_layer = (np.where(again.attention_core, attention_core_flops(sh, seq_len), 0.0)
+                 + np.where(again.mla_up_proj, mla_up_projection_flops(sh, seq_len), 0.0))
+    selective = per_layer * (sh.layers + sh.mtp_layers) * n
+    extra = np.where(code == Recompute.FULL, layers_fwd, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     model = 3.0 * fwd
     return StepFlops(forward=fwd, model=model, hardware=model + extra, recompute=extra)
 

@@ -394,12 +394,15 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float) -> tuple[np.
     """Seconds per layer and micro-batch (forward, backward) of an fp8 run's Transformer Engine quantization
     (:func:`scalemodel.cost.compute.fp8_quantize_bytes`, memory-bound at the HBM bandwidth x memory efficiency),
     dense and MoE layers mixed as the layer times are. The per-step weight casts are spread over the step's m
-    micro-batches (TE quantizes a weight on the first micro-batch and caches it): forward += weights / m.
+    micro-batches (TE quantizes a weight on the first micro-batch and caches it): forward += weights / m; with
+    fp8_param_gather (:func:`fp8_params_held`) the weights are FP8 already and only the transposed copy remains
+    (fp8_quantize_bytes ``fp8_params``; the optimizer's quantization: :func:`fp8_param_quantize_time`).
     Full recompute repeats the forward casts (the caller adds them to the recompute). The transposed FP8 copy
     is priced on every accelerator but Blackwell (nvte_is_non_tn_fp8_gemm_supported: sm_100)."""
     kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
                               transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
-                              sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes)
+                              sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
+                              fp8_params=fp8_params_held(job, g))  # no per-step weight casts (fp8_param_gather)
     m = microbatches(g)
 
     def signed(nbytes: np.ndarray) -> np.ndarray:
@@ -1191,9 +1194,30 @@ def fp8_param_elements(job: Job, g: StrategyGrid, layers: Any, dense: Any, exper
     gather and their held copy keep 16-bit-sized storage."""
     if not job.is_transformer or not np.any(g.fp8_param_gather) or job.fp8_recipe == "mxfp8":
         return 0.0, 0.0
-    on = g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
+    on = fp8_params_held(job, g)
     linear = np.minimum(layers * transformer.linear_weights_per_layer(job.shape) / g.tp, dense)
     return np.where(on, linear, 0.0), np.where(on, expert, 0.0)
+
+
+def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Whether the layers' linear weights are FP8 parameters (:func:`fp8_param_elements`): fp8_param_gather with
+    ZeRO 1-2 and a per-tensor recipe (delayed, tensorwise) on a transformer."""
+    on = g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
+    return np.asarray(on & (job.fp8_recipe != "mxfp8") & bool(job.is_transformer))
+
+
+def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
+    """Seconds per step the optimizer adds under fp8_param_gather: it quantizes its shard of the FP8 parameters
+    (:func:`fp8_param_elements` of an average stage, L/pp layers, over :func:`_state_shards` and
+    :func:`_expert_state_shards`) from the fp32 master instead of writing their 16-bit copy:
+    shard x (:func:`scalemodel.cost.compute.fp8_param_quantize_bytes` - :data:`WEIGHT_COPY_BYTES`) HBM bytes."""
+    if not job.fp8_recipe or not np.any(fp8_params_held(job, g)):  # no recipe: a grid built around the spec checks
+        return np.zeros(1)
+    dense, expert = _params_per_gpu(job, g)
+    fp8_dense, fp8_expert = fp8_param_elements(job, g, float(job.shape.layers) / g.pp, dense, expert)
+    shard = fp8_dense / _state_shards(job, g, sync) + fp8_expert / _expert_state_shards(job, g, sync)
+    per_element = compute.fp8_param_quantize_bytes(job.fp8_recipe, elem_bytes=float(job.elem_bytes))
+    return _hbm_seconds(job, shard * (per_element - WEIGHT_COPY_BYTES))
 
 
 def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups, *,
@@ -1527,12 +1551,13 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     """Seconds of the optimizer step, memory-bound: the parameters whose states this rank updates (its share of
     the model; at ZeRO >= 1 the dense ones over :func:`_state_shards` and the experts over
     :func:`_expert_state_shards`, the shards :func:`memory_parts` holds) times
-    :data:`WEIGHT_COPY_BYTES` + 2 K + g bytes, over the HBM bandwidth x memory efficiency."""
+    :data:`WEIGHT_COPY_BYTES` + 2 K + g bytes, over the HBM bandwidth x memory efficiency; with fp8_param_gather
+    plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`)."""
     dense, expert = _params_per_gpu(job, g)
     sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
-    return _hbm_seconds(job, sharded * bytes_per_param)
+    return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync)
 
 
 def microbatches(g: StrategyGrid) -> np.ndarray:
@@ -1997,7 +2022,8 @@ def with_sync(job: Job, g: StrategyGrid, res: StepArrays, sync: str, *, kappa: f
 def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
     rec = g.recompute
     if job.is_transformer:
-        f = transformer.training_flops(job.shape, job.seq_len, g.global_batch.astype(float), rec)
+        f = transformer.training_flops(job.shape, job.seq_len, g.global_batch.astype(float), rec,
+                                       g.recompute_modules)  # selective: the modules the compute time repeats
         if xla_remat(job):  # XLA's remat leaves the down-projections out of the recomputed forward
             dead = transformer.down_projection_flops(job.shape, job.seq_len) * g.global_batch.astype(float)
             extra = f.recompute - np.where(rec == Recompute.FULL, dead, 0.0)
