@@ -57,13 +57,19 @@ PLAN_CMD = ["plan", "--cluster", "dgx-a100", "--model", "gpt3-175b", "--gpus", "
 COLLECTIVE_CMD = ["collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "2048", "--cluster", "dgx-h100"]
 PREDICT_CMD = ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"]
 _GPT3 = ["plan", "--cluster", "dgx-a100", "--model", "gpt3-175b", "--json"]
+
+
+def _beyond(span: int) -> list[str]:
+    """dgx-a100's 3-tier fat tree reaches 16,000 GPUs (its ib-core span); a larger what-if needs that outer tier
+    widened to a multiple of the 800-GPU spine (a cluster whose max_gpus exceeds its outermost tier is refused)."""
+    return ["--set", f"cluster.max_gpus={span}", "--set", f"cluster.tiers.3.span={span}"]
 #: (label, what, arguments, wall target in seconds or None) of the issue-15 scale figures.
 SCALE_CASES: list[tuple[str, str, list[str], float | None]] = [
     ("a", "GPT-3 175B, 4096 dgx-a100", [*_GPT3, "--gpus", "4096"], 1.0),
-    ("b", "16384 GPUs, 6 sync modes", [*_GPT3, "--gpus", "16384", "--set", "cluster.max_gpus=16384",
+    ("b", "16384 GPUs, 6 sync modes", [*_GPT3, "--gpus", "16384", *_beyond(16800),
                                       "--sync-modes", "bsp,asp,ssp:2,local:4,backup:2,hier:8"], 1.0),
-    ("c", "100,000 GPUs", [*_GPT3, "--gpus", "100000", "--set", "cluster.max_gpus=100000"], None),
-    ("c", "1,000,000 GPUs", [*_GPT3, "--gpus", "1000000", "--set", "cluster.max_gpus=1000000"], None),
+    ("c", "100,000 GPUs", [*_GPT3, "--gpus", "100000", *_beyond(100000)], None),
+    ("c", "1,000,000 GPUs", [*_GPT3, "--gpus", "1000000", *_beyond(1000000)], None),
     ("d", "4096 GPUs, 1,000,000 layers", [*_GPT3, "--gpus", "4096", "--set", "model.layers=1000000"], None),
 ]
 RSS_TARGET_MB = 500.0
