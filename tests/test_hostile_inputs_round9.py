@@ -1,0 +1,71 @@
+"""Hostile-input round 9: the decisions round 8 left open.
+
+Each case is one finding (a message that named an option the user never gave, a default refused against itself,
+two bounds for one quantity, a unit one parser reads and another does not, a size accepted that no library
+allows); the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
+
+BASE = ["-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64"]
+
+
+# --- a sweep row's and a measured run's errors name the file's fields, not the command line's options -------
+
+def _sweep(tmp_path: Path, strategy: str) -> Path:
+    f = tmp_path / "sweep.yaml"
+    f.write_text("kind: sweep\nname: t\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [64, 96]\n"
+                 f"strategies:\n  - best\n  - {strategy}\n")
+    return f
+
+
+@pytest.mark.parametrize("strategy, field, text", [
+    ("{label: a, tp: 8, pp: 2, dp: 3}", "strategies[1].dp", "dp x tp x pp x cp = 48 but gpus is 64; dp = gpus / (tp "
+                                                            "pp cp), or leave dp out to derive it"),
+    ("{label: a, tp: 3}", "gpus[0]", "64 GPUs is not a multiple of tp x pp x cp = 3 x 1 x 1 = 3; a multiple of 3, or "
+                                     "change the strategy's tp/pp/cp"),
+    ("{label: a, ep: 4}", "strategies[1].ep", "ep 4 x etp 1 needs an MoE model"),
+    ("{label: a, sync: 'hier:5'}", "strategies[1].sync", "hier group size 5 does not divide dp = 64"),
+    ("{label: a, pp: 2, schedule: 'interleaved:2', deepspeed_pipeline: true}", "strategies[1].deepspeed_pipeline",
+     "deepspeed_pipeline runs DeepSpeed's TrainSchedule, not interleaved:2"),
+])
+def test_sweep_row_errors_name_the_sweep_field(cli, tmp_path, strategy: str, field: str, text: str) -> None:  # type: ignore[no-untyped-def]
+    """A sweep row whose strategy does not fit its GPU count said "--dp: ... but --gpus is 64" (or "--ep",
+    "change --tp/--pp/--cp"): options ``sweep`` does not have; the values are the sweep file's."""
+    f = _sweep(tmp_path, strategy)
+    rows = accepted(cli, "sweep", str(f), "-j", "1")["rows"]
+    bad = [r for r in rows if r["strategy"] != "best" and r["gpus"] == 64]
+    assert bad[0]["status"] == "error"
+    assert bad[0]["message"].startswith(f"{f}: {field}: {text}"), bad[0]["message"]
+    assert "--" not in bad[0]["message"]
+
+
+@pytest.mark.parametrize("run, field, text", [
+    ("tp: 8, pp: 2, dp: 3", "dp", "dp x tp x pp x cp = 48 but gpus is 64; dp = gpus / (tp pp cp), or leave dp out"),
+    ("tp: 3", "gpus", "64 GPUs is not a multiple of tp x pp x cp = 3 x 1 x 1 = 3; a multiple of 3, or change the "
+                      "strategy's tp/pp/cp"),
+    ("ep: 4", "ep", "ep 4 x etp 1 needs an MoE model"),
+    ("sync: 'hier:5'", "sync", "hier group size 5 does not divide dp = 64"),
+    ("pp: 2, schedule: 'interleaved:2', deepspeed_pipeline: true", "deepspeed_pipeline",
+     "deepspeed_pipeline runs DeepSpeed's TrainSchedule"),
+])
+def test_calibrate_runs_errors_name_the_run_field(cli, tmp_path, run: str, field: str, text: str) -> None:  # type: ignore[no-untyped-def]
+    """``calibrate runs`` said "runs.yaml: run 1 (line 1): --gpus: ..., or change --tp/--pp/--cp"."""
+    f = tmp_path / "runs.yaml"
+    f.write_text(f"- {{cluster: dgx-h100, model: gpt-1.7b, gpus: 64, {run}, step_time: 1 s}}\n")
+    line = refused(cli, "calibrate", "runs", str(f), inputs=(f,),
+                   match=f"error: {f}: run 1 (line 1): {field}: {text}")
+    assert "--" not in line
+
+
+def test_command_line_errors_still_name_the_options(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", *BASE, "--tp", "3", match="error: --gpus: 64 GPUs is not a multiple of tp x pp x cp = "
+                                                      "3 x 1 x 1 = 3; a multiple of 3, or change --tp/--pp/--cp")
+    refused(cli, "predict", *BASE, "--tp", "8", "--dp", "3", match="error: --dp: dp x tp x pp x cp = 24 but --gpus "
+                                                                   "is 64")
+    refused(cli, "predict", *BASE, "--ep", "2", match="error: --ep: --ep 2 x etp 1 needs an MoE model")
