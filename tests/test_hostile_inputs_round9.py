@@ -69,3 +69,37 @@ def test_command_line_errors_still_name_the_options(cli) -> None:  # type: ignor
     refused(cli, "predict", *BASE, "--tp", "8", "--dp", "3", match="error: --dp: dp x tp x pp x cp = 24 but --gpus "
                                                                    "is 64")
     refused(cli, "predict", *BASE, "--ep", "2", match="error: --ep: --ep 2 x etp 1 needs an MoE model")
+
+
+# --- one bound for a layer count, whether a workload YAML or a HuggingFace config.json gives it ----------------
+
+_HF = ('{{"model_type": "llama", "num_hidden_layers": {layers}, "hidden_size": 2048, "num_attention_heads": 16, '
+       '"num_key_value_heads": 16, "intermediate_size": 5632, "vocab_size": 32000, "max_position_embeddings": 2048, '
+       '"tie_word_embeddings": false}}')
+_YAML = ("kind: transformer\nname: deep\nlayers: {layers}\nhidden: 2048\nheads: 16\nffn_hidden: 5632\nvocab: 32000\n"
+         "seq_len: 2048\ngated_mlp: true\ntied_embeddings: false\n")
+
+
+def _model(tmp_path: Path, how: str, layers: int) -> Path:
+    f = tmp_path / ("config.json" if how == "hf" else "deep.yaml")
+    f.write_text((_HF if how == "hf" else _YAML).format(layers=layers))
+    return f
+
+
+@pytest.mark.parametrize("how", ["hf", "yaml"])
+def test_a_deep_model_reads_the_same_from_either_file(cli, tmp_path, how: str) -> None:  # type: ignore[no-untyped-def]
+    """config.json refused num_hidden_layers 10001 ("an integer from 1 to 10000") while the same model as a
+    workload YAML was read (layers take up to 1e9 there): the same depth, two verdicts."""
+    out = accepted(cli, "memory", "-c", "dgx-h100", "-m", str(_model(tmp_path, how, 10_001)), "-n", "64")
+    # by hand: per layer 4 h^2 (QKV + output) + 3 h f (gated MLP) = 16.8M + 34.6M weights; untied embeddings 2 V h
+    per_layer = 4 * 2048**2 + 3 * 2048 * 5632
+    assert out["params_per_gpu"] == pytest.approx(10_001 * per_layer + 2 * 32000 * 2048, rel=1e-3)
+
+
+@pytest.mark.parametrize("how, match", [("hf", "num_hidden_layers: 1000000001 is out of range; an integer from 1 to "
+                                               "1e+09 (layers)"),
+                                        ("yaml", "layers: 1000000001 is beyond the largest integer a spec accepts "
+                                                 "(1e+09); an integer from 1 to 1e+09")])
+def test_a_layer_count_past_the_bound_is_refused_by_either_file(cli, tmp_path, how: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    f = _model(tmp_path, how, 10**9 + 1)
+    refused(cli, "memory", "-c", "dgx-h100", "-m", str(f), "-n", "64", inputs=(f,), match=match)
