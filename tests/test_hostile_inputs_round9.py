@@ -103,3 +103,28 @@ def test_a_deep_model_reads_the_same_from_either_file(cli, tmp_path, how: str) -
 def test_a_layer_count_past_the_bound_is_refused_by_either_file(cli, tmp_path, how: str, match: str) -> None:  # type: ignore[no-untyped-def]
     f = _model(tmp_path, how, 10**9 + 1)
     refused(cli, "memory", "-c", "dgx-h100", "-m", str(f), "-n", "64", inputs=(f,), match=match)
+
+
+# --- every size prefix, decimal and binary, in every place a size is read ------------------------------------
+
+_DECIMAL = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+@pytest.mark.parametrize("prefix, factor", [*_DECIMAL.items(), *_BINARY.items()])
+def test_every_size_prefix_parses_with_its_own_factor(prefix: str, factor: int) -> None:
+    """``--sizes 1KiB:1EiB`` said "unknown unit 'EiB'" while 1EB was read: the binary prefixes stopped at Pi, and
+    the bit rates took "Kbit/s" but not "kbit/s" though bytes took both kB and KB."""
+    from scalemodel.units import parse_quantity
+
+    assert parse_quantity(f"3 {prefix}B", "bytes") == 3.0 * factor
+    assert parse_quantity(f"3 {prefix}B/s", "bandwidth") == 3.0 * factor
+    if prefix in _DECIMAL:
+        for bits in ("bit/s", "b/s", "bps"):
+            assert parse_quantity(f"8 {prefix}{bits}", "bandwidth") == float(factor)
+
+
+@pytest.mark.parametrize("sizes, base", [("1KiB:1EiB:1024", 1024), ("1kB:1EB:1000", 1000), ("1KB:1EB:1000", 1000)])
+def test_collective_sizes_reach_exa_in_both_forms(cli, sizes: str, base: int) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "collective", "-c", "dgx-h100", "--op", "allreduce", "-n", "8", "--sizes", sizes)
+    assert [r["size_bytes"] for r in out["rows"]] == [float(base**k) for k in range(1, 7)]  # kilo .. exa
