@@ -128,3 +128,45 @@ def test_every_size_prefix_parses_with_its_own_factor(prefix: str, factor: int) 
 def test_collective_sizes_reach_exa_in_both_forms(cli, sizes: str, base: int) -> None:  # type: ignore[no-untyped-def]
     out = accepted(cli, "collective", "-c", "dgx-h100", "--op", "allreduce", "-n", "8", "--sizes", sizes)
     assert [r["size_bytes"] for r in out["rows"]] == [float(base**k) for k in range(1, 7)]  # kilo .. exa
+
+
+# --- a gradient bucket smaller than any tensor a framework buckets --------------------------------------------
+
+@pytest.mark.parametrize("size", ["1", "1023B", "0.5KiB"])
+@pytest.mark.parametrize("command", ["predict", "memory", "sensitivity"])
+def test_a_bucket_below_one_kib_is_refused(cli, command: str, size: str) -> None:  # type: ignore[no-untyped-def]
+    """``--set strategy.bucket_size=1`` was read as a 1-byte bucket: gpt-1.7b on 64 H100 was priced a 2.65-day step
+    (one collective per half a gradient). Frameworks take any positive size but never split a tensor; below 1 KiB
+    (512 16-bit gradients) the model's params / bucket count of collectives describes no run."""
+    refused(cli, command, *BASE, "--set", f"strategy.bucket_size={size}", "--json",
+            match="error: strategy.bucket_size: ")
+
+
+def test_a_bucket_below_one_kib_in_a_strategy_file_names_the_file(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: strategy\nbucket_size: 100B\n")
+    line = refused(cli, "predict", *BASE, "--strategy", str(f), inputs=(f,), match=str(f))
+    assert "bucket_size" in line and "from 1 KiB (1024 B) up" in line
+
+
+def test_a_one_kib_bucket_is_still_priced(cli) -> None:  # type: ignore[no-untyped-def]
+    small = accepted(cli, "predict", *BASE, "--set", "strategy.bucket_size=1KiB")
+    default = accepted(cli, "predict", *BASE)
+    assert small["feasible"] and small["step_time_s"] > default["step_time_s"]
+
+
+@pytest.mark.parametrize("name, text, match", [
+    ("ds.json", '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1, "reduce_bucket_size": 100}}',
+     "zero_optimization.reduce_bucket_size: 100 elements of 4 B is 400 B, below the smallest bucket priced, 1 KiB; "
+     "at least 256 elements (4-byte gradients)"),
+    ("run.sh", "torchrun pretrain_gpt.py --use-distributed-optimizer --overlap-grad-reduce --bf16 "
+               "--ddp-bucket-size 8\n",
+     "--ddp-bucket-size: 8 elements of 4 B is 32 B, below the smallest bucket priced, 1 KiB; at least 256 elements"),
+])
+def test_a_framework_bucket_below_one_kib_names_the_framework_field(cli, tmp_path, name: str, text: str,  # type: ignore[no-untyped-def]
+                                                                     match: str) -> None:
+    """DeepSpeed's reduce_bucket_size and Megatron's --ddp-bucket-size count elements: the refusal says so, in the
+    file's own field, rather than "strategy.bucket_size: 400 B"."""
+    f = tmp_path / name
+    f.write_text(text)
+    refused(cli, "predict", *BASE, "--strategy", str(f), inputs=(f,), match=match)
