@@ -170,3 +170,31 @@ def test_a_framework_bucket_below_one_kib_names_the_framework_field(cli, tmp_pat
     f = tmp_path / name
     f.write_text(text)
     refused(cli, "predict", *BASE, "--strategy", str(f), inputs=(f,), match=match)
+
+
+# --- a ZeRO-dependent switch against the zero the user never gave ----------------------------------------------
+
+@pytest.mark.parametrize("switch, needs", [
+    ("fsdp_flat_param=true", "zero 2, 3, fsdp or hsdp"),
+    ("fsdp_reshard_after_forward=false", "zero 3, fsdp or hsdp"),
+    ("fsdp_fp8_all_gather=true", "zero fsdp or hsdp"),
+    ("fp8_param_gather=true", "(zero fsdp or hsdp)"),
+])
+def test_a_zero_switch_without_zero_asks_for_zero_in_predict_and_plan(cli, switch: str, needs: str) -> None:  # type: ignore[no-untyped-def]
+    """``plan --set strategy.fsdp_flat_param=true`` was refused "(got zero '0')" though the user gave no zero (plan
+    searches it): the decision is to refuse, in every command alike, and to say that zero is the default 0 and is
+    to be given too (no command picks a ZeRO mode for a switch: FSDP and ZeRO-3 price different traffic)."""
+    name = switch.split("=")[0]
+    lines = [refused(cli, command, *BASE, "--set", f"strategy.{switch}", "--json",
+                     match=f"error: strategy.{name}: ") for command in ("predict", "plan", "memory")]
+    assert lines[0] == lines[1] == lines[2]
+    assert f"{needs} (got zero '0', the default)" in lines[0]
+    assert lines[0].endswith("; zero is 0 unless given: give it too (--zero or strategy.zero)")
+
+
+def test_a_zero_switch_with_zero_given_plans(cli) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "plan", *BASE, "--set", "strategy.fsdp_flat_param=true", "--set", "strategy.zero=fsdp",
+                   "--top", "1")
+    assert out["ranked"][0]["strategy"]["zero"] == "fsdp"
+    pred = accepted(cli, "predict", *BASE, "--set", "strategy.fsdp_flat_param=true", "--zero", "fsdp")
+    assert pred["strategy"]["zero"] == "fsdp"
