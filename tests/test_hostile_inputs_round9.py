@@ -7,6 +7,7 @@ allows); the contract is test_hostile_inputs.py's.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,45 @@ def test_a_zero_switch_with_zero_given_plans(cli) -> None:  # type: ignore[no-un
     assert out["ranked"][0]["strategy"]["zero"] == "fsdp"
     pred = accepted(cli, "predict", *BASE, "--set", "strategy.fsdp_flat_param=true", "--zero", "fsdp")
     assert pred["strategy"]["zero"] == "fsdp"
+
+
+# --- torchtitan's replicate x shard is HSDP ------------------------------------------------------------------
+
+_TITAN = ("[parallelism]\ndata_parallel_replicate_degree = {r}\ndata_parallel_shard_degree = {s}\n"
+          "tensor_parallel_degree = 2\n")
+_LLAMA = ["-c", "dgx-h100", "-m", "llama3-8b", "-n", "64"]
+
+
+def test_torchtitan_replicate_by_shard_is_hsdp_with_the_shard_group(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """replicate 4 x shard 8 was read as plain FSDP over all 32 replicas (with a warning that HSDP is modelled so)
+    though HSDP with shard_group exists: torchtitan (pytorch/torchtitan@b5bcd76c66 parallel_dims.py build_mesh,
+    models/llama3/parallelize.py) hands fully_shard the 2-D mesh (dp_replicate, fsdp), sharding inside groups of
+    dp_shard replicas (x cp) and replicating across dp_replicate: zero hsdp, shard_group = the shard degree."""
+    f = tmp_path / "titan.toml"
+    f.write_text(_TITAN.format(r=4, s=8))
+    r = cli("predict", *_LLAMA, "--strategy", str(f), "--json")
+    assert r.code == 0 and "HSDP is modelled as FSDP" not in r.err, r.err
+    got = json.loads(r.out)
+    assert (got["strategy"]["zero"], got["strategy"]["shard_group"], got["strategy"]["dp"]) == ("hsdp", 8, 32)
+    same = accepted(cli, "predict", *_LLAMA, "--tp", "2", "--zero", "hsdp", "--set", "strategy.shard_group=8")
+    flat = accepted(cli, "predict", *_LLAMA, "--tp", "2", "--zero", "fsdp")
+    assert got["step_time_s"] == same["step_time_s"] != flat["step_time_s"]
+    assert got["memory"]["per_gpu_bytes"] == same["memory"]["per_gpu_bytes"] > flat["memory"]["per_gpu_bytes"]
+
+
+@pytest.mark.parametrize("r, s, gpus, zero", [(1, 8, 16, "fsdp"), (4, 1, 8, "0"), (1, -1, 64, "fsdp")])
+def test_torchtitan_one_sided_data_parallelism_is_unchanged(cli, tmp_path, r: int, s: int, gpus: int,  # type: ignore[no-untyped-def]
+                                                           zero: str) -> None:
+    f = tmp_path / "titan.toml"
+    f.write_text(_TITAN.format(r=r, s=s))
+    out = accepted(cli, "predict", *_LLAMA[:-1], str(gpus), "--strategy", str(f))
+    assert out["strategy"]["zero"] == zero and out["strategy"].get("shard_group") is None
+
+
+def test_torchtitan_replicate_with_the_rest_sharded_says_what_it_prices(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Shard -1 is the GPUs left over, unknown until --gpus: HSDP needs the group, so the import says so."""
+    f = tmp_path / "titan.toml"
+    f.write_text(_TITAN.format(r=4, s=-1))
+    r = cli("predict", *_LLAMA, "--strategy", str(f), "--json")
+    assert r.code == 0 and json.loads(r.out)["strategy"]["zero"] == "fsdp"
+    assert "strategy.shard_group=S; priced as FSDP over all data-parallel ranks" in r.err

@@ -541,14 +541,22 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         raise InputError(f"replicate {str(replicate)[:20]}, shard {str(shard)[:20]}",
                          where="parallelism.data_parallel_*_degree",
                          allowed="replicate >= 1, shard >= 1 or -1 (the rest), each at most 1e8")
+    # torchtitan (pytorch/torchtitan@b5bcd76c66 torchtitan/distributed/parallel_dims.py, ParallelDims._validate and
+    # build_mesh; torchtitan/models/llama3/parallelize.py): dp_shard -1 is world / (dp_replicate cp tp pp); FSDP
+    # shards over the "fsdp" mesh (dp_shard x cp) and, with dp_replicate > 1, fully_shard takes the 2-D mesh
+    # ("dp_replicate", "fsdp"): HSDP, sharded inside groups of dp_shard replicas, replicated across dp_replicate.
     if shard == -1 or shard > 1:
         out.strategy["zero"] = "fsdp"
-        if replicate > 1:
-            out.unused.append(f"data_parallel_replicate_degree {replicate} with sharding (HSDP is modelled as FSDP "
-                              "over all data-parallel ranks)")
+        if replicate > 1 and shard > 1:
+            out.strategy["zero"] = "hsdp"
+            out.strategy["shard_group"] = shard  # data-parallel replicas per group; the engine folds cp in
+        elif replicate > 1:  # the shard degree is the rest of the GPUs, not known until --gpus
+            out.unused.append(f"data_parallel_replicate_degree {replicate} with data_parallel_shard_degree -1 (HSDP "
+                              "needs the shard degree: give it, or --set strategy.zero=hsdp --set "
+                              "strategy.shard_group=S; priced as FSDP over all data-parallel ranks)")
     if shard > 0:
         out.strategy["dp"] = shard * replicate
-    if out.strategy.get("zero") == "fsdp":
+    if out.strategy.get("zero") in ("fsdp", "hsdp"):
         _titan_fsdp_options(par, float8, out)
     if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset
         if _int(par["pipeline_parallel_layers_per_stage"], "parallelism.pipeline_parallel_layers_per_stage") == 0:
