@@ -46,6 +46,16 @@ def test_sweep_row_errors_name_the_sweep_field(cli, tmp_path, strategy: str, fie
     assert "--" not in bad[0]["message"]
 
 
+def test_sweep_rows_beyond_the_cluster_name_the_gpus_entry(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A GPU count past the cluster's size said "--gpus: ..." in the planner's row and "gpus: ..." in a fixed
+    strategy's: the entry is the sweep file's gpus[1]."""
+    f = _sweep(tmp_path, "{label: a, tp: 8}")
+    f.write_text(f.read_text().replace("gpus: [64, 96]", "gpus: [64, 100000]"))
+    rows = [r for r in accepted(cli, "sweep", str(f), "-j", "1")["rows"] if r["gpus"] == 100000]
+    assert len(rows) == 2 and all(r["message"].startswith(f"{f}: gpus[1]: 100000 GPUs: more GPUs than the cluster "
+                                                          "has") for r in rows), rows
+
+
 @pytest.mark.parametrize("run, field, text", [
     ("tp: 8, pp: 2, dp: 3", "dp", "dp x tp x pp x cp = 48 but gpus is 64; dp = gpus / (tp pp cp), or leave dp out"),
     ("tp: 3", "gpus", "64 GPUs is not a multiple of tp x pp x cp = 3 x 1 x 1 = 3; a multiple of 3, or change the "

@@ -138,10 +138,17 @@ def run_point(pt: GridPoint) -> dict[str, Any]:
             pred = predict(pt.cluster_spec, pt.workload_spec, pt.gpus, pt.training, pt.fixed, origin=pt.origin)
         _fill(row, pred)
     except InputError as exc:
-        row.update(status="error", message=exc.message())
+        row.update(status="error", message=_located(exc, pt).message())
     row["elapsed_s"] = time.perf_counter() - t0
     row["cpu_s"] = time.process_time() - c0
     return row
+
+
+def _located(exc: InputError, pt: GridPoint) -> InputError:
+    """A row's error about its GPU count at the sweep file's field (the planner names --gpus, the GPU check gpus)."""
+    if pt.origin is None or exc.where not in ("--gpus", "gpus"):
+        return exc
+    return InputError(exc.what, where=pt.origin.gpus, allowed=exc.allowed)
 
 
 def _fill(row: dict[str, Any], p: Prediction) -> None:
