@@ -126,14 +126,15 @@ def parse_quantity(value: object, kind: str, *, where: str = "") -> float:
 
 _DISPLAY = {
     # decimal, as vendors quote memory ("80 GB" HBM) and as nccl-tests reports sizes' bandwidths
-    "bytes": [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3), ("B", 1.0)],
-    "bandwidth": [("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("KB/s", 1e3), ("B/s", 1.0)],
+    "bytes": [("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3), ("B", 1.0)],
+    "bandwidth": [("PB/s", 1e15), ("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("KB/s", 1e3), ("B/s", 1.0)],
     "time": [("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)],
     "flops": [("EFLOP", 1e18), ("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("FLOP", 1.0)],
     "flop_rate": [("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6), ("FLOP/s", 1.0)],
     "power": [("MW", 1e6), ("kW", 1e3), ("W", 1.0)],
     # binary prefixes, for buffer sizes that are powers of two (nccl-tests sweeps)
-    "bytes_binary": [("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10), ("B", 1.0)],
+    "bytes_binary": [("EiB", 2.0**60), ("PiB", 2.0**50), ("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20),
+                     ("KiB", 2.0**10), ("B", 1.0)],
     "money": [("USD", 1.0)],
     "price_rate": [("USD/h", 1 / 3600)],
     "count": [("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3), ("", 1.0)],

@@ -251,3 +251,14 @@ def test_torchtitan_replicate_with_the_rest_sharded_says_what_it_prices(cli, tmp
     r = cli("predict", *_LLAMA, "--strategy", str(f), "--json")
     assert r.code == 0 and json.loads(r.out)["strategy"]["zero"] == "fsdp"
     assert "strategy.shard_group=S; priced as FSDP over all data-parallel ranks" in r.err
+
+
+@pytest.mark.parametrize("value, kind, text", [(2.0**60, "bytes", "1 EiB"), (2.0**50, "bytes", "1 PiB"),
+                                               (1e18, "bytes", "1 EB"), (5e15, "bytes", "5 PB"),
+                                               (3e15, "bandwidth", "3 PB/s")])
+def test_sizes_print_with_the_prefixes_they_are_read_with(value: float, kind: str, text: str) -> None:
+    """1 EiB printed as "1.049e+06 TiB" and 1 EB as "1e+06 TB": the display stopped at tera."""
+    from scalemodel.units import format_quantity, parse_quantity
+
+    assert format_quantity(value, kind) == text
+    assert parse_quantity(text, kind) == value
