@@ -3,7 +3,9 @@
 Inside scalemodel every number is in SI base units: bytes, seconds, FLOP, FLOP/s, bytes/s,
 watts, US dollars. Decimal prefixes are powers of 1000 (``GB`` = 1e9) and binary prefixes powers
 of 1024 (``GiB`` = 2**30); ``Gbit/s`` and ``Gbps`` are 1e9 bit/s = 1.25e8 B/s. A bare number
-means the SI base unit of the quantity.
+means the SI base unit of the quantity. Sizes and byte rates take every prefix from kilo to exa in
+both forms: ``kB``/``KB`` .. ``EB`` (10**3 .. 10**18) and ``KiB`` .. ``EiB`` (2**10 .. 2**60), each
+also per second; bit rates take ``k``/``K`` .. ``E`` with ``bit/s``, ``b/s`` or ``bps``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from scalemodel.errors import InputError
 Kind = Literal["bytes", "bandwidth", "time", "flops", "flop_rate", "power", "money", "price_rate", "count"]
 
 _DEC = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
-_BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
 
 
 def _table() -> dict[str, dict[str, float]]:
@@ -31,8 +33,9 @@ def _table() -> dict[str, dict[str, float]]:
         bw[f"{p}bit/s"] = f / 8
         bw[f"{p}b/s"] = f / 8
         bw[f"{p}bps"] = f / 8
-    bytes_u["kB"] = 1e3
+    bytes_u["kB"] = 1e3  # the SI spelling; "KB" is the JEDEC one (both 1000 here, as every decimal prefix)
     bw["kB/s"] = 1e3
+    bw["kbit/s"] = bw["kb/s"] = bw["kbps"] = 1e3 / 8
     bw["bit/s"] = 1 / 8
     bw["bps"] = 1 / 8
     for p, f in _BIN.items():
@@ -123,14 +126,15 @@ def parse_quantity(value: object, kind: str, *, where: str = "") -> float:
 
 _DISPLAY = {
     # decimal, as vendors quote memory ("80 GB" HBM) and as nccl-tests reports sizes' bandwidths
-    "bytes": [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3), ("B", 1.0)],
-    "bandwidth": [("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("KB/s", 1e3), ("B/s", 1.0)],
+    "bytes": [("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3), ("B", 1.0)],
+    "bandwidth": [("PB/s", 1e15), ("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("KB/s", 1e3), ("B/s", 1.0)],
     "time": [("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)],
     "flops": [("EFLOP", 1e18), ("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("FLOP", 1.0)],
     "flop_rate": [("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6), ("FLOP/s", 1.0)],
     "power": [("MW", 1e6), ("kW", 1e3), ("W", 1.0)],
     # binary prefixes, for buffer sizes that are powers of two (nccl-tests sweeps)
-    "bytes_binary": [("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10), ("B", 1.0)],
+    "bytes_binary": [("EiB", 2.0**60), ("PiB", 2.0**50), ("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20),
+                     ("KiB", 2.0**10), ("B", 1.0)],
     "money": [("USD", 1.0)],
     "price_rate": [("USD/h", 1 / 3600)],
     "count": [("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3), ("", 1.0)],

@@ -135,7 +135,8 @@ def test_schema_validates_the_example(cli) -> None:  # type: ignore[no-untyped-d
 def test_dask_cluster(cli, sweep_file: Path) -> None:  # type: ignore[no-untyped-def]
     """The same grid on a Dask cluster the test starts itself (one in-process worker)."""
     distributed = pytest.importorskip("distributed")
-    local = run_grid(*load_sweep(sweep_file), workers=1)
+    # the file, as the CLI passes it: a row's error names the sweep file's field (sweep.yaml: strategies[1].dp)
+    local = run_grid(*load_sweep(sweep_file), workers=1, inputs={"file": str(sweep_file)})
     with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
         r = cli("sweep", str(sweep_file), "--scheduler", cluster.scheduler_address, "--json")
     assert r.code == 0, r.err

@@ -35,7 +35,7 @@ import numpy as np
 import yaml
 
 from scalemodel.cost import compute as compute_cost
-from scalemodel.engine.job import Job, build_job, grid_from_strategy
+from scalemodel.engine.job import Job, Origin, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.scaling import _batches, _check_split  # the sweep's own batch and split rules
 from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
@@ -136,14 +136,16 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
     prepared = []
     infeasible: list[str] = []
     for r in runs:
+        where = r.where or f"{source}: {r.label}"
         try:
             job = build_job(r.cluster, r.workload, r.training)
-            grid = grid_from_strategy(r.strategy, r.training, r.gpus, job)
+            grid = grid_from_strategy(r.strategy, r.training, r.gpus, job,
+                                      origin=Origin(f"{where}: ", f"{where}: gpus"))
             step, tokens = _step(job, grid, r.strategy.sync)
         except InputError as exc:
-            raise exc.at(r.where or f"{source}: {r.label}") from None
+            raise (exc if exc.where.startswith(where) else exc.at(where)) from None
         if not (math.isfinite(step) and step > 0 and tokens > 0):
-            raise InputError("the model gives no finite step time", where=r.where or f"{source}: {r.label}",
+            raise InputError("the model gives no finite step time", where=where,
                              allowed="a layout that divides the model and the GPUs (check with `scalemodel predict`)")
         measured = r.step_time_s if r.step_time_s is not None else step * tokens / r.tokens_per_s
         reason = int(np.asarray(evaluate(job, grid, sync=r.strategy.sync).reason).ravel()[0])

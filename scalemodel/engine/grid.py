@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalemodel.engine.job import Origin
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.planner import plan
 from scalemodel.engine.predict import Prediction, predict
@@ -63,6 +64,7 @@ class GridPoint:
     training: Any
     fixed: StrategySpec | None  # None: the planner's best
     objective: str
+    origin: Origin | None = None  # the sweep file's fields for this row's strategy and GPU count (errors name them)
 
 
 @dataclass
@@ -90,20 +92,23 @@ class GridResult:
                 "cpu_s": self.cpu_s, "points_per_cpu_s": self.points_per_cpu_s, "notes": self.notes}
 
 
-def grid_points(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Path]) -> list[GridPoint]:
-    """The grid in order models x clusters x gpus x strategies, each spec loaded once."""
+def grid_points(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Path],
+                source: str = "") -> list[GridPoint]:
+    """The grid in order models x clusters x gpus x strategies, each spec loaded once (``source``: the sweep
+    file, which a row's error then names with the field: ``sweep.yaml: strategies[1].tp``)."""
     wl = {name: load_workload(path) for name, path in models.items()}
     cl = {name: load_cluster(path) for name, path in clusters.items()}
+    where = f"{source}: " if source else ""
     out: list[GridPoint] = []
     for m in spec.models:
         for c in spec.clusters:
-            for n in spec.gpus:
-                for s in spec.strategies:
+            for j, n in enumerate(spec.gpus):
+                for i, s in enumerate(spec.strategies):
                     fixed = None if s == "best" else StrategySpec.model_validate(
                         s.model_dump(exclude={"label"}))  # type: ignore[union-attr]
                     label = "best" if s == "best" else s.name()  # type: ignore[union-attr]
                     out.append(GridPoint(len(out), m, c, n, label, wl[m], cl[c], spec.training, fixed,
-                                         spec.objective))
+                                         spec.objective, Origin(f"{where}strategies[{i}].", f"{where}gpus[{j}]")))
     return out
 
 
@@ -130,13 +135,20 @@ def run_point(pt: GridPoint) -> dict[str, Any]:
                                  where="best", allowed="more GPUs, a larger accelerator memory, or looser constraints")
         else:
             pt.cluster_spec.require_gpus(pt.gpus, "gpus")
-            pred = predict(pt.cluster_spec, pt.workload_spec, pt.gpus, pt.training, pt.fixed)
+            pred = predict(pt.cluster_spec, pt.workload_spec, pt.gpus, pt.training, pt.fixed, origin=pt.origin)
         _fill(row, pred)
     except InputError as exc:
-        row.update(status="error", message=exc.message())
+        row.update(status="error", message=_located(exc, pt).message())
     row["elapsed_s"] = time.perf_counter() - t0
     row["cpu_s"] = time.process_time() - c0
     return row
+
+
+def _located(exc: InputError, pt: GridPoint) -> InputError:
+    """A row's error about its GPU count at the sweep file's field (the planner names --gpus, the GPU check gpus)."""
+    if pt.origin is None or exc.where not in ("--gpus", "gpus"):
+        return exc
+    return InputError(exc.what, where=pt.origin.gpus, allowed=exc.allowed)
 
 
 def _fill(row: dict[str, Any], p: Prediction) -> None:
@@ -218,7 +230,7 @@ def run_grid(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Path]
     ``progress(done, total)`` is called as chunks of points finish.
     """
     t0 = time.perf_counter()
-    points = grid_points(spec, models, clusters)
+    points = grid_points(spec, models, clusters, str((inputs or {}).get("file") or ""))
     if workers is not None and workers < 1:
         raise InputError(f"workers must be >= 1, got {workers}", where="--workers", allowed="an integer >= 1")
     n = workers or os.cpu_count() or 1

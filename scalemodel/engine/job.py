@@ -480,25 +480,67 @@ def _check_chunk_layers(strategy: Any) -> None:
                              where="strategy.first_chunk_layers", allowed="one way of splitting the layers")
 
 
-def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> StrategyGrid:
-    """One candidate from a StrategySpec + TrainingSpec at ``gpus`` GPUs (DP derived when not given)."""
+@dataclass(frozen=True)
+class Origin:
+    """Where a strategy's values were written when not on the command line: a file's fields.
+
+    ``strategy`` + a field name locates that field (``"sweep.yaml: strategies[1]."`` + ``"tp"``,
+    ``"runs.yaml: run 3: "`` + ``"tp"``); ``gpus`` is the field that holds the GPU count.
+    """
+
+    strategy: str
+    gpus: str
+
+    def field(self, name: str) -> str:
+        return f"{self.strategy}{name}"
+
+
+def _option(origin: Origin | None, name: str) -> str:
+    """The command-line option (``--tp``) or, for a strategy read from a file, that file's field."""
+    if origin is None:
+        return f"--{name}"
+    return origin.gpus if name == "gpus" else origin.field(name)
+
+
+def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, *,
+                       origin: Origin | None = None) -> StrategyGrid:
+    """One candidate from a StrategySpec + TrainingSpec at ``gpus`` GPUs (DP derived when not given).
+
+    ``origin``: the file fields the strategy and GPU count came from (a sweep row, a measured run), so that an
+    error names them rather than the command line's options (None: the options --tp, --gpus, ...)."""
+    if origin is None:
+        return _grid_from_strategy(strategy, training, gpus, job, None)
+    try:
+        return _grid_from_strategy(strategy, training, gpus, job, origin)
+    except InputError as exc:  # the checks below name strategy.X: here X is the file's field
+        if exc.where.startswith("strategy."):
+            raise InputError(exc.what, where=origin.field(exc.where.partition(".")[2]),
+                             allowed=exc.allowed) from None
+        raise
+
+
+def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origin: Origin | None) -> StrategyGrid:
     tp, pp, cp, ep = strategy.tp, strategy.pp, strategy.cp, strategy.ep
     model_parallel = tp * pp * cp
+    opt = {n: _option(origin, n) for n in ("gpus", "dp", "tp", "pp", "cp", "ep", "sync")}
     if strategy.dp is None:
         if gpus % model_parallel:
             raise InputError(f"{gpus} GPUs is not a multiple of tp x pp x cp = {tp} x {pp} x {cp} = {model_parallel}",
-                             where="--gpus", allowed=f"a multiple of {model_parallel}, or change --tp/--pp/--cp")
+                             where=opt["gpus"], allowed=f"a multiple of {model_parallel}, or change "
+                             + ("--tp/--pp/--cp" if origin is None else "the strategy's tp/pp/cp"))
         dp = gpus // model_parallel
     else:
         dp = strategy.dp
         if dp * model_parallel != gpus:
-            raise InputError(f"dp x tp x pp x cp = {dp * model_parallel} but --gpus is {gpus}", where="--dp",
-                             allowed="dp = gpus / (tp pp cp), or leave --dp out to derive it")
+            named = "--gpus" if origin is None else "gpus"
+            raise InputError(f"dp x tp x pp x cp = {dp * model_parallel} but {named} is {gpus}", where=opt["dp"],
+                             allowed="dp = gpus / (tp pp cp), or leave "
+                             + ("--dp" if origin is None else "dp") + " out to derive it")
     sync = parse_sync(strategy.sync)
     if sync.kind == SyncKind.HIER:
         group = sync.param
         if group < 1 or dp % group:
-            raise InputError(f"hier group size {group} does not divide dp = {dp}", where="--sync",
+            raise InputError(f"hier group size {group} does not divide dp = {dp}", where=opt["sync"],
                              allowed=f"hier:G with G a divisor of {dp} (G counts data-parallel replicas)")
         shard = getattr(strategy, "shard_group", None)
         if str(strategy.zero).lower() == "hsdp" and shard is not None and shard != min(group, dp):
@@ -514,10 +556,10 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job) -> Str
         experts = int(job.shape.moe_experts) if job.is_transformer else 0
         stage = tp * cp * dp
         if experts == 0 or stage % (etp * ep) or experts % ep:
-            raise InputError(f"--ep {ep} x etp {etp} needs an MoE model whose {experts} experts ep divides and "
-                             f"whose tp x cp x dp = {stage} ranks per stage etp x ep divides",
-                             where="--ep", allowed="ep dividing the experts, etp x ep dividing tp x cp x dp "
-                             "(MoE parallel folding)")
+            raise InputError(f"{'--ep' if origin is None else 'ep'} {ep} x etp {etp} needs an MoE model whose "
+                             f"{experts} experts ep divides and whose tp x cp x dp = {stage} ranks per stage etp x ep "
+                             "divides", where=opt["ep"],
+                             allowed="ep dividing the experts, etp x ep dividing tp x cp x dp (MoE parallel folding)")
     if strategy.deepspeed_pipeline and parse_schedule(strategy.schedule).kind != ScheduleKind.ONE_F_ONE_B:
         raise InputError(f"deepspeed_pipeline runs DeepSpeed's TrainSchedule, not {strategy.schedule}",
                          where="strategy.deepspeed_pipeline", allowed="schedule: 1f1b with deepspeed_pipeline")

@@ -1129,7 +1129,7 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = memory.recompute_modules_code(str(value or ""))
         elif name in ("deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather"):
             fixed[name] = bool(value)
-            if value:  # DeepSpeed's PipelineEngine runs its TrainSchedule (1F1B) only
+            if value and name == "deepspeed_pipeline":  # DeepSpeed's PipelineEngine runs its TrainSchedule only
                 cons.setdefault("schedule", []).append(("=", (int(ScheduleKind.ONE_F_ONE_B), None)))
         elif name == "shard_group":
             fixed[name] = int(value or 0)

@@ -9,7 +9,7 @@ import numpy as np
 
 from scalemodel.choices import Zero
 from scalemodel.engine.intervals import generation_of, interval_for, precision_family
-from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
+from scalemodel.engine.job import Job, Origin, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
 from scalemodel.engine.step import INFEASIBLE_REASONS, StepArrays, evaluate
 
@@ -106,10 +106,12 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
 
 def predict(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any, *,
             straggler_cv: float | None = None, kappa: float | None = None,
-            inputs: dict[str, Any] | None = None) -> Prediction:
-    """Predict one training step for validated specs (the engine behind `scalemodel predict`)."""
+            inputs: dict[str, Any] | None = None, origin: Origin | None = None) -> Prediction:
+    """Predict one training step for validated specs (the engine behind `scalemodel predict`).
+
+    ``origin``: the file fields the strategy came from (a sweep row), for errors (None: the command line's)."""
     job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
-    grid = grid_from_strategy(strategy, training, gpus, job)
+    grid = grid_from_strategy(strategy, training, gpus, job, origin=origin)
     res = evaluate(job, grid, sync=strategy.sync, kappa=kappa)
     pred = result_at(job, grid, res, 0, sync=strategy.sync, inputs=inputs)
     if (pred.sync.get("mean_staleness") or 0.0) > 0:

@@ -35,7 +35,7 @@ from typing import Any
 from scalemodel.errors import InputError
 from scalemodel.specs import files, notices
 from scalemodel.specs.loader import load_json, validate
-from scalemodel.specs.training import StrategySpec, TrainingSpec
+from scalemodel.specs.training import MIN_BUCKET_BYTES, StrategySpec, TrainingSpec
 
 TRAINING_FIELDS = ("global_batch", "micro_batch", "seq_len", "precision", "optimizer_bytes_per_param",
                    "grad_bytes_per_param", "train_tokens", "train_samples", "critical_batch", "work_cv")
@@ -173,7 +173,7 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
             # DeepSpeed counts elements; the bucket is communicated in the gradient dtype
             grad_bytes = out.training.get("grad_bytes_per_param") or (
                 4.0 if out.training.get("precision") in (None, "fp32") else 2.0)
-            out.strategy["bucket_size"] = float(elements) * grad_bytes
+            out.strategy["bucket_size"] = _bucket_bytes(elements, grad_bytes, "zero_optimization.reduce_bucket_size")
         if zero.get("reduce_scatter") is not None and not _auto(zero["reduce_scatter"]) and not _bool(
                 zero["reduce_scatter"], "zero_optimization.reduce_scatter"):
             out.unused.append("zero_optimization.reduce_scatter false (ZeRO-1/2 then all-reduce the gradients before "
@@ -429,6 +429,17 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.strategy["schedule"] = f"interleaved:{vpp}"
 
 
+def _bucket_bytes(elements: float, grad_bytes: float, where: str) -> float:
+    """A framework's bucket of ``elements`` gradients in bytes, refused below the smallest bucket priced
+    (:data:`~scalemodel.specs.training.MIN_BUCKET_BYTES`) in the framework's own unit, elements."""
+    size = float(elements) * grad_bytes
+    if size < MIN_BUCKET_BYTES:
+        least = int(-(-MIN_BUCKET_BYTES // grad_bytes))
+        raise InputError(f"{elements:g} elements of {grad_bytes:g} B is {size:g} B, below the smallest bucket priced, "
+                         "1 KiB", where=where, allowed=f"at least {least} elements ({grad_bytes:g}-byte gradients)")
+    return size
+
+
 def _megatron_ddp(args: dict[str, str | None], tokens: list[str], number: Any, out: StrategyFile) -> None:
     """Megatron-LM's own data-parallel wrapper (megatron/training/training.py get_model: Megatron-Core DDP unless
     --use-torch-fsdp2 or --use-megatron-fsdp): ``megatron_ddp``, whose default buckets the engine prices
@@ -447,7 +458,7 @@ def _megatron_ddp(args: dict[str, str | None], tokens: list[str], number: Any, o
                              allowed="gradient elements per bucket, e.g. 40000000, or leave the flag out")
         grad_bytes = out.training.get("grad_bytes_per_param") or (
             2.0 if out.training.get("precision") in ("fp16", "bf16", "fp8") else 4.0)
-        out.strategy["bucket_size"] = float(n) * grad_bytes
+        out.strategy["bucket_size"] = _bucket_bytes(n, grad_bytes, "--ddp-bucket-size")
     if args.get("--ddp-num-buckets") is not None:
         out.unused.append(f"--ddp-num-buckets {str(args['--ddp-num-buckets'])[:40]} (bucket = parameters / N; give "
                           "--ddp-bucket-size instead)")
@@ -530,14 +541,22 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         raise InputError(f"replicate {str(replicate)[:20]}, shard {str(shard)[:20]}",
                          where="parallelism.data_parallel_*_degree",
                          allowed="replicate >= 1, shard >= 1 or -1 (the rest), each at most 1e8")
+    # torchtitan (pytorch/torchtitan@b5bcd76c66 torchtitan/distributed/parallel_dims.py, ParallelDims._validate and
+    # build_mesh; torchtitan/models/llama3/parallelize.py): dp_shard -1 is world / (dp_replicate cp tp pp); FSDP
+    # shards over the "fsdp" mesh (dp_shard x cp) and, with dp_replicate > 1, fully_shard takes the 2-D mesh
+    # ("dp_replicate", "fsdp"): HSDP, sharded inside groups of dp_shard replicas, replicated across dp_replicate.
     if shard == -1 or shard > 1:
         out.strategy["zero"] = "fsdp"
-        if replicate > 1:
-            out.unused.append(f"data_parallel_replicate_degree {replicate} with sharding (HSDP is modelled as FSDP "
-                              "over all data-parallel ranks)")
+        if replicate > 1 and shard > 1:
+            out.strategy["zero"] = "hsdp"
+            out.strategy["shard_group"] = shard  # data-parallel replicas per group; the engine folds cp in
+        elif replicate > 1:  # the shard degree is the rest of the GPUs, not known until --gpus
+            out.unused.append(f"data_parallel_replicate_degree {replicate} with data_parallel_shard_degree -1 (HSDP "
+                              "needs the shard degree: give it, or --set strategy.zero=hsdp --set "
+                              "strategy.shard_group=S; priced as FSDP over all data-parallel ranks)")
     if shard > 0:
         out.strategy["dp"] = shard * replicate
-    if out.strategy.get("zero") == "fsdp":
+    if out.strategy.get("zero") in ("fsdp", "hsdp"):
         _titan_fsdp_options(par, float8, out)
     if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset
         if _int(par["pipeline_parallel_layers_per_stage"], "parallelism.pipeline_parallel_layers_per_stage") == 0:

@@ -22,12 +22,16 @@ from typing import Any
 
 from scalemodel.errors import InputError
 from scalemodel.specs import notices
+from scalemodel.specs.base import MAX_SPEC_INT
 
-#: Upper bounds for the integer fields of a HuggingFace config (far above any published model).
-_HF_MAX = {"layers": 10_000, "hidden": 10**6, "heads": 10**5, "kv_heads": 10**5, "head_dim": 10**5,
+#: Upper bounds for the integer fields of a HuggingFace config (far above any published model). Counts of layers
+#: (``layers``, and ``every``, ``first_dense``, ``pattern`` which count layers too) take the workload spec's bound,
+#: :data:`~scalemodel.specs.base.MAX_SPEC_INT`, so that a depth a workload YAML accepts a config.json accepts as well.
+_HF_MAX = {"layers": MAX_SPEC_INT, "hidden": 10**6, "heads": 10**5, "kv_heads": 10**5, "head_dim": 10**5,
            "ffn_hidden": 10**7, "vocab": 10**8, "seq_len": 10**9, "experts": 10**5, "top_k": 10**5,
-           "moe_ffn": 10**7, "shared_experts": 10**5, "shared_ffn": 10**8, "every": 10_000, "first_dense": 10_000,
-           "positions": 10**9, "window": 10**9, "pattern": 10_000, "rank": 10**6, "mtp": 1000, "proj": 10**6}
+           "moe_ffn": 10**7, "shared_experts": 10**5, "shared_ffn": 10**8, "every": MAX_SPEC_INT,
+           "first_dense": MAX_SPEC_INT, "positions": 10**9, "window": 10**9, "pattern": MAX_SPEC_INT, "rank": 10**6,
+           "mtp": 1000, "proj": 10**6}
 
 #: Marks a workload whose ``seq_len`` came from the config's context length (see :func:`seq_len_note`).
 SEQ_FROM_CONFIG = "config.json context length"
@@ -103,9 +107,10 @@ def _integer(cfg: dict[str, Any], key: str, field: str, minimum: int) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise InputError(f"expected an integer, got {str(v)[:40]!r}", where=key,
                          allowed=f"a positive integer ({field})")
-    if not minimum <= v <= _HF_MAX[field]:
-        raise InputError(f"{v} is out of range", where=key,
-                         allowed=f"an integer from {minimum} to {_HF_MAX[field]} ({field})")
+    top = _HF_MAX[field]
+    if not minimum <= v <= top:
+        shown = f"{top:.0e}" if top >= MAX_SPEC_INT else str(top)  # the spec's bound as the spec writes it
+        raise InputError(f"{v} is out of range", where=key, allowed=f"an integer from {minimum} to {shown} ({field})")
     return v
 
 

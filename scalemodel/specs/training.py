@@ -92,6 +92,15 @@ class TrainingSpec(Spec, kw_only=True):
                               "leave it out for 16- and 32-bit runs")
 
 
+#: The smallest ``bucket_size`` taken: 1 KiB, fewer than 512 16-bit gradients. No framework sets a floor (PyTorch
+#: DDP's bucket_cap_mb, DeepSpeed's reduce_bucket_size and Megatron-LM's --ddp-bucket-size take any positive size),
+#: but none splits a parameter tensor over buckets (PyTorch's Reducer, compute_bucket_assignment_by_size, closes a
+#: bucket only after a whole tensor), so a cap below one row of a weight matrix (hidden >= 768 in every catalog
+#: model) still sends whole tensors; the step model counts params / bucket_size collectives, which there describes
+#: no run (gpt-1.7b on 64 H100 with a 1-byte bucket was priced a 2.65-day step).
+MIN_BUCKET_BYTES = 1024.0
+
+
 class StrategySpec(Spec, kw_only=True):
     dp: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
         description="data-parallel degree; default N / (tp pp cp)")] = None
@@ -126,8 +135,8 @@ class StrategySpec(Spec, kw_only=True):
     flash_attention: Annotated[bool, Meta(
         description="fused attention (Dao et al. 2022): no s x s scores in memory or HBM traffic")] = True
     bucket_size: Annotated[Bytes | None, Meta(description=(
-        "gradient bucket per DP collective; default per framework: PyTorch DDP 25 MB (ZeRO 0), DeepSpeed "
-        "reduce_bucket_size 5e8 elements (ZeRO 1-3), one layer (FSDP)"))] = None
+        "gradient bucket per DP collective, at least 1 KiB; default per framework: PyTorch DDP 25 MB (ZeRO 0), "
+        "DeepSpeed reduce_bucket_size 5e8 elements (ZeRO 1-3), one layer (FSDP)"))] = None
     shard_group: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description=(
         "zero: hsdp: data-parallel replicas per sharding group (PyTorch HYBRID_SHARD); default: the "
         "replicas in one node"))] = None
@@ -230,26 +239,33 @@ class StrategySpec(Spec, kw_only=True):
             raise ValueError(f"recompute_modules={self.recompute_modules!r} needs recompute: selective (got "
                              f"{self.recompute!r}); add recompute: selective, or leave recompute_modules out")
         zero = Zero.parse(self.zero)
+        # zero 0 is also what a strategy that never named zero gets: say so, and that zero is to be given too
+        # (neither predict nor plan picks a ZeRO mode for a switch: FSDP and ZeRO-3 price different traffic)
+        unset = f" (got zero {self.zero!r}{', the default' if zero == Zero.NONE else ''})"
+        pin = "; zero is 0 unless given: give it too (--zero or strategy.zero)" if zero == Zero.NONE else ""
         if not self.fsdp_reshard_after_forward and zero < Zero.PARAMETERS:
             raise field_error("fsdp_reshard_after_forward", f"false needs the parameters sharded: zero 3, fsdp or "
-                              f"hsdp (got zero {self.zero!r})", "true (the default) with zero 0, 1 or 2; false "
-                                                                  "with zero 3, fsdp or hsdp")
+                              f"hsdp{unset}", "true (the default) with zero 0, 1 or 2; false with zero 3, fsdp or "
+                                              f"hsdp{pin}")
         if self.fsdp_fp8_all_gather and zero not in (Zero.FSDP, Zero.HSDP):
-            raise field_error("fsdp_fp8_all_gather", f"true needs PyTorch FSDP: zero fsdp or hsdp (got zero "
-                              f"{self.zero!r})", "false (the default) with zero 0, 1, 2 or 3; true with zero "
-                                                 "fsdp or hsdp")
+            raise field_error("fsdp_fp8_all_gather", f"true needs PyTorch FSDP: zero fsdp or hsdp{unset}",
+                              f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}")
         if self.megatron_ddp and zero > Zero.OPTIMIZER:
             raise field_error("megatron_ddp", f"true needs Megatron-Core's DDP: zero 0 or 1 (its distributed "
                               f"optimizer; got zero {self.zero!r})", "false (the default) with any zero; true with "
                                                                      "zero 0 or 1")
         if self.fp8_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS, Zero.FSDP, Zero.HSDP):
             raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
-                              f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp) (got zero {self.zero!r})",
-                              "false (the default), or true with zero 1, 2, fsdp or hsdp")
+                              f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp){unset}",
+                              f"false (the default), or true with zero 1, 2, fsdp or hsdp{pin}")
         if self.fsdp_flat_param and zero < Zero.GRADIENTS:
-            raise field_error("fsdp_flat_param", f"true needs gradients sharded by FSDP: zero 2, 3, fsdp or hsdp "
-                              f"(got zero {self.zero!r})", "false (the default) with zero 0 or 1; true with zero "
-                                                          "2, 3, fsdp or hsdp")
+            raise field_error("fsdp_flat_param", f"true needs gradients sharded by FSDP: zero 2, 3, fsdp or "
+                              f"hsdp{unset}", f"false (the default) with zero 0 or 1; true with zero 2, 3, fsdp or "
+                                              f"hsdp{pin}")
+        if self.bucket_size is not None and self.bucket_size < MIN_BUCKET_BYTES:
+            raise field_error("bucket_size", f"{self.bucket_size:g} B is below the smallest bucket priced, 1 KiB",
+                              "from 1 KiB (1024 B) up, e.g. 25MiB (PyTorch DDP's bucket_cap_mb default); or leave it "
+                              "out for the framework's default")
         if self.attention_unpad and not self.flash_attention:
             raise field_error("attention_unpad", "true needs flash_attention true (the unpadded tokens feed "
                               "flash-attn's variable-length kernel)", "false (the default), or true with "
