@@ -682,5 +682,14 @@ def collective_time(op: str, S: np.ndarray, pl: Placement, *, algorithm: str = "
         elig = np.broadcast_to(auto_eligible(op, a, pl, fam, S, gamma), shape)
         if not np.any(elig):
             continue
-        best = np.where(elig, np.minimum(best, algorithm_time(op, a, S, pl, gamma=gamma)), best)
+        own = _NCCL_GATHER_OWN.get(a) if fam == "nccl" and op in ("reducescatter", "allgather") else None
+        # auto takes NVLS/PAT only where they apply, so their alpha-beta namesakes need not be priced
+        t = own(op, S, pl, gamma) if own is not None else algorithm_time(op, a, S, pl, gamma=gamma)
+        best = np.where(elig, np.minimum(best, t), best)
     return best
+
+
+#: NCCL's own reduce-scatter/all-gather algorithms that ``hierarchical`` and ``rd`` stand for under ``auto``
+#: (:func:`auto_eligible`: only where :func:`nvls_gather_applies` / :func:`pat_applies`).
+_NCCL_GATHER_OWN: dict[str, Callable[[str, np.ndarray, Placement, float], np.ndarray]] = {
+    "hierarchical": nccl_nvls_gather_time, "rd": nccl_pat_time}
