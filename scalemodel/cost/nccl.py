@@ -530,6 +530,13 @@ def nccl_pat_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> 
     return np.where(ok, lat + S / bus + red, np.inf)
 
 
+#: NCCL's own reduce-scatter/all-gather algorithms that the names ``hierarchical`` (NVLS) and ``rd`` (PAT) stand
+#: for where they apply: name -> (where it applies, its time). The one table algorithm_time, auto_eligible and
+#: collective_time read.
+NCCL_GATHER_OWN: dict[str, tuple[Callable[[Placement], np.ndarray],
+                                 Callable[[str, np.ndarray, Placement, float], np.ndarray]]] = {
+    "hierarchical": (nvls_gather_applies, nccl_nvls_gather_time), "rd": (pat_applies, nccl_pat_time)}
+
 # ------------------------------------------------------------------------------------------------
 # One algorithm over its protocol lines; the auto choice
 # ------------------------------------------------------------------------------------------------
@@ -562,10 +569,9 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
         inr = inr_applies(pl)
         if np.all(inr):
             return nccl_inr_allreduce_time(S, pl, gamma)
-    elif algorithm == "hierarchical" and op in ("reducescatter", "allgather"):
-        inr, special = nvls_gather_applies(pl), nccl_nvls_gather_time
-    elif algorithm == "rd" and op in ("reducescatter", "allgather"):
-        inr, special = pat_applies(pl), nccl_pat_time
+    elif op in ("reducescatter", "allgather") and algorithm in NCCL_GATHER_OWN:
+        applies, special = NCCL_GATHER_OWN[algorithm]
+        inr = applies(pl)
     if special is not None and np.all(inr):
         return np.where(np.broadcast_to(pl.p, np.broadcast(S, pl.p).shape) > 1, special(op, S, pl, gamma), 0.0)
     bus = pl.bottleneck()
@@ -631,10 +637,8 @@ def auto_eligible(op: str, algorithm: str, pl: Placement, family: str, S: np.nda
     if family == "nccl":
         if algorithm not in NCCL_FAMILY[op]:
             return np.zeros(shape, dtype=bool)
-        if algorithm == "hierarchical" and op in ("reducescatter", "allgather"):
-            return nvls_gather_applies(pl)  # NVLS AG/RS: one NVLink-SHARP domain
-        if algorithm == "rd":
-            return pat_applies(pl)  # PAT: one GPU per node
+        if op in ("reducescatter", "allgather") and algorithm in NCCL_GATHER_OWN:
+            return NCCL_GATHER_OWN[algorithm][0](pl)  # NVLS: one NVLink-SHARP domain; PAT: one GPU per node
         if algorithm == "hierarchical":
             # where in-network reduction applies; not gated on NCCL's tuner estimate, whose ranking can flip
             # as a what-if changes the bandwidth and would make more bandwidth a slower step
@@ -682,14 +686,9 @@ def collective_time(op: str, S: np.ndarray, pl: Placement, *, algorithm: str = "
         elig = np.broadcast_to(auto_eligible(op, a, pl, fam, S, gamma), shape)
         if not np.any(elig):
             continue
-        own = _NCCL_GATHER_OWN.get(a) if fam == "nccl" and op in ("reducescatter", "allgather") else None
+        own = NCCL_GATHER_OWN.get(a) if fam == "nccl" and op in ("reducescatter", "allgather") else None
         # auto takes NVLS/PAT only where they apply, so their alpha-beta namesakes need not be priced
-        t = own(op, S, pl, gamma) if own is not None else algorithm_time(op, a, S, pl, gamma=gamma)
+        t = own[1](op, S, pl, gamma) if own is not None else algorithm_time(op, a, S, pl, gamma=gamma)
         best = np.where(elig, np.minimum(best, t), best)
     return best
 
-
-#: NCCL's own reduce-scatter/all-gather algorithms that ``hierarchical`` and ``rd`` stand for under ``auto``
-#: (:func:`auto_eligible`: only where :func:`nvls_gather_applies` / :func:`pat_applies`).
-_NCCL_GATHER_OWN: dict[str, Callable[[str, np.ndarray, Placement, float], np.ndarray]] = {
-    "hierarchical": nccl_nvls_gather_time, "rd": nccl_pat_time}
