@@ -141,6 +141,11 @@ _PINNABLE = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "zero":
              "sync": "sync", "layout": "layout"}
 
 
+def set_keys(sets: list[str] | None, section: str) -> list[str]:
+    """The top-level keys that ``--set section.KEY[.sub]=value`` items name (``tp`` of ``strategy.tp=8``)."""
+    return [item.split("=", 1)[0].split(".", 1)[0].strip() for item in split_overrides(sets or [])[section]]
+
+
 def strategy_constraints(sf: StrategyFile | None, given: list[str] | None) -> list[str]:
     """The ``--strategy`` file's axes as planner constraints (``tp=8``), except the keys that a
     ``--constraint`` already restricts; what the planner cannot pin is warned about."""

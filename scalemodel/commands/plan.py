@@ -9,8 +9,7 @@ from scalemodel.engine.planner import ALLOW, OBJECTIVES
 from scalemodel.engine.planner import plan as run
 from scalemodel.errors import InputError
 from scalemodel.report.plan import LazyProgress, render_plan
-from scalemodel.specs import split_overrides
-from scalemodel.specs.constraints import parse_constraints
+from scalemodel.specs.constraints import merge_constraints, parse_constraints
 
 
 def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_len: int | None,
@@ -43,12 +42,11 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
         training = {**{k: v for k, v in sf.training.items() if k != "micro_batch"},
                     **{k: v for k, v in training.items() if v is not None}}
     # every --set strategy.X pins its axis (or is refused by the engine): never silently ignored
-    pinned = [item.split("=", 1)[0].split(".", 1)[0].strip() for item in split_overrides(sets or [])["strategy"]]
+    pinned = o.set_keys(sets, "strategy")
     cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training, strategy={})
     # --set training.micro_batch pins the micro-batch, as a strategy file's does (it was searched over, unsaid)
-    if any(item.split("=", 1)[0].strip() == "micro_batch" for item in split_overrides(sets or [])["training"]):
-        for key, pairs in parse_constraints([f"micro_batch={tr.micro_batch}"], where="--set").items():
-            constraints[key] = [*constraints.get(key, []), *pairs]
+    if "micro_batch" in o.set_keys(sets, "training"):
+        merge_constraints(constraints, [f"micro_batch={tr.micro_batch}"], where="--set")
     bar = LazyProgress("searching strategies")  # stderr only, so --json stays clean
     try:
         result = run(cl, wl, gpus, tr, objective=objective, top=top, constraints=constraints, sync_modes=modes,

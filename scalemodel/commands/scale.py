@@ -28,7 +28,7 @@ from scalemodel.specs import (
     split_overrides,
 )
 from scalemodel.specs.base import Spec
-from scalemodel.specs.constraints import normalize_constraints, parse_constraints
+from scalemodel.specs.constraints import merge_constraints, normalize_constraints
 from scalemodel.specs.loader import apply_overrides, validate
 
 DEFAULT_GPUS = [128, 256, 512, 1024, 2048]
@@ -97,17 +97,15 @@ def _best_pins(st: StrategySpec, tr: TrainingSpec, flags: dict[str, Any], micro_
     strategy flags, --set strategy.X and training.micro_batch, and the --strategy file's axes; a scenario's own
     strategy is what --best replaces. Without this every point searched all of them (--tp 8 was ignored)."""
     names = [k for k, v in flags.items() if v is not None and k != "dp"]  # dp: re-derived at every point
-    names += [item.split("=", 1)[0].split(".", 1)[0].strip() for item in split_overrides(sets or [])["strategy"]]
+    names += o.set_keys(sets, "strategy")
     cons, fixed, _sync = pins(st, names)  # the sync mode is pinned above, as --sync
     out: dict[str, Any] = {}
     constraints = normalize_constraints(cons, where="--best")
     texts = o.strategy_constraints(sf, None)
-    micro_set = micro_batch is not None or any(item.split("=", 1)[0].strip() == "micro_batch"
-                                               for item in split_overrides(sets or [])["training"])
+    micro_set = micro_batch is not None or "micro_batch" in o.set_keys(sets, "training")
     if micro_set and not any(t.startswith("micro_batch=") for t in texts):
         texts.append(f"micro_batch={tr.micro_batch}")
-    for key, pairs in parse_constraints(texts, where="--strategy").items():
-        constraints[key] = [*constraints.get(key, []), *pairs]
+    merge_constraints(constraints, texts, where="--strategy")
     if constraints:
         out["constraints"] = constraints
     if fixed:

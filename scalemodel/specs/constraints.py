@@ -72,6 +72,13 @@ def parse_constraints(texts: Sequence[str] | None, where: str = "--constraint") 
     return normalize_constraints(out, where=where)
 
 
+def merge_constraints(into: dict[str, Any], texts: list[str], where: str) -> None:
+    """Add the parsed ``texts`` (``micro_batch=4``, :func:`parse_constraints`) to the constraint dict ``into``,
+    after what it holds for the same key."""
+    for key, pairs in parse_constraints(texts, where=where).items():
+        into[key] = [*into.get(key, []), *pairs]
+
+
 def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--constraint") -> Constraints:
     """Validate a constraint dict. Values may be a bare value (equality), an (op, value) pair or a
     list of pairs; string values are parsed (names, integers, byte quantities)."""
