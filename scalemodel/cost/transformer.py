@@ -204,7 +204,12 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
         The full (not causal-halved) count, as for the s^2 term of the module docstring."""
         s = np.asarray(seq_len, dtype=float)
         local = self.local_layer_fraction
-        return (1.0 - local) * s + local * np.minimum(s, np.where(self.sliding_window > 0, self.sliding_window, s))
+        return (1.0 - local) * s + local * self.local_window(s)
+
+    def local_window(self, seq_len: ArrayLike) -> np.ndarray:
+        """Keys a sliding-window layer holds: min(s, window) (s where no window is set)."""
+        s = np.asarray(seq_len, dtype=float)
+        return np.minimum(s, np.where(self.sliding_window > 0, self.sliding_window, s))
 
     def causal_keys(self, seq_len: ArrayLike) -> np.ndarray:
         """Keys one query attends under the causal mask, averaged over the queries and layers: query i (from 0)
@@ -216,8 +221,7 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
         :meth:`attended_keys`."""
         s = np.asarray(seq_len, dtype=float)
         local = self.local_layer_fraction
-        w_local = np.minimum(s, np.where(self.sliding_window > 0, self.sliding_window, s))
-        causal = (1.0 - local) * causal_mean_keys(s, s) + local * causal_mean_keys(s, w_local)
+        causal = (1.0 - local) * causal_mean_keys(s, s) + local * causal_mean_keys(s, self.local_window(s))
         return np.where(self.causal, causal, self.attended_keys(s))
 
 
