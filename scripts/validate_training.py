@@ -34,6 +34,8 @@ Two case files (issue 5 and issue 13):
       gating, experts and (when stated) vocabulary equal the case's is used (with the case's sequence
       length); otherwise the TransformerWorkload is built from the case's architecture fields (notes
       are not parsed; MLA from the stated compression widths, a parallel block when stated).
+    - dropout: a stated ``model.dropout`` probability (0 -> no dropout masks: NeMo's NemotronConfig sets
+      hidden_dropout = attention_dropout = 0.0), else none for :data:`NO_DROPOUT_TYPES`, else on.
     - unstated: FFN width 4 x hidden, MHA, ungated, no MoE; embedding tying: the one whose
       parameter count is nearer the case's stated count, else tied for GPT-family types (gpt, gpt2,
       mpt, bloom), untied otherwise; biases by the workload default; no learned position table.
@@ -246,11 +248,13 @@ def collect_rows(cases: list[dict]) -> tuple[list[tuple], list[str]]:
 NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
-RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "nemo2407": 2024, "titan24": 2024, "llama3": 2024, "mpt": 2023,
-            "maxtext": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022, "mtnlg": 2021,
+RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024, "llama3": 2024,
+            "mpt": 2023, "maxtext": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022, "mtnlg": 2021,
             "meg19": 2019, "nemotron4": 2024}
-#: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1).
-MEGATRON_CORE = {"mlm24", "mb2511", "nemo2407"}
+#: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
+#: every pretrain recipe's optimizer is recipes/optim/adam.py distributed_fused_adam_with_cosine_annealing,
+#: ``use_distributed_optimizer=True`` (NVIDIA/NeMo r2.2.0 @132f217987).
+MEGATRON_CORE = {"mlm24", "mb2511", "nemo2407", "nemo2502"}
 #: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
 #: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
 #: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
@@ -591,7 +595,8 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
         "seq_len": m["seq_len"], "gated_mlp": bool(m.get("gated_mlp", False)),
         "tied_embeddings": bool(m.get("tied_embeddings", m.get("type") in TIED_TYPES)),
         "parallel_block": "parallel" in str(m.get("block", "")).lower(),
-        "dropout": m.get("type") not in NO_DROPOUT_TYPES, "mtp_layers": case_mtp_layers(case),
+        "dropout": bool(m["dropout"]) if "dropout" in m else m.get("type") not in NO_DROPOUT_TYPES,
+        "mtp_layers": case_mtp_layers(case),
     }
     if moe:
         spec["moe"] = {"experts": moe["experts"], "top_k": moe["top_k"], "ffn_hidden": moe.get("expert_ffn_hidden"),
