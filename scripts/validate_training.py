@@ -13,11 +13,11 @@ Two case files (issue 5 and issue 13):
   cluster is ``pcie-25gbe`` with its NIC bandwidth replaced by the case's stated NICs, and the per-sample
   compute time is the case's measured single-GPU backprop time x 1.5. Horovod states no compute time:
   listed, not predicted.
-* ``validation/training_cases.yaml`` (59 cases, 14 sources; validation/README.md). One rule set
+* ``validation/training_cases.yaml`` (71 cases, 16 sources; validation/README.md). One rule set
   fills what a source leaves open, the same for every case (no per-case constant or correction):
 
   Hardware
-    - cluster by accelerator: GB200 -> gb200-nvl72, B200 -> dgx-b200, H800 -> h800-8, H100 80GB ->
+    - cluster by accelerator: GB200 -> gb200-nvl72, B200 -> dgx-b200, H200 -> hgx-h200, H800 -> h800-8, H100 80GB ->
       dgx-h100, A100 80GB -> dgx-a100, A100 40GB -> dgx-a100-40g, V100 -> dgx-2, TPU v4 -> tpu-v4-pod,
       TPU v5p -> tpu-v5p-pod (one slice). An accelerator the catalog does not hold (H100 96GB HBM2e at
       500 W) is listed, not substituted.
@@ -82,9 +82,10 @@ Two case files (issue 5 and issue 13):
       micro-batch's gradients in a separate pass: ``deepspeed_pipeline`` on.
     - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
       wire, bf16/fp16 -> 2); unstated -> the precision's gradient element.
-    - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, at ZeRO 0/1) -> megatron_ddp (its default
-      buckets); Megatron-Bridge (mb2511) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`)
-      and, with fp8, fp8_param_gather (its FP8-CS and MXFP8 presets set it; on its Megatron-FSDP rows too).
+    - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, nemo2502, at ZeRO 0/1) -> megatron_ddp (its
+      default buckets); Megatron-Bridge (mb2511) ZeRO 1 -> bucket_size 128 Mi elements
+      (:data:`BRIDGE_BUCKET_ELEMENTS`); with fp8, fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`:
+      Megatron-Bridge's FP8-CS and MXFP8 presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed).
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else TFLOP/s/GPU of the source's convention: model FLOPs (no recompute) when
@@ -248,7 +249,8 @@ def collect_rows(cases: list[dict]) -> tuple[list[tuple], list[str]]:
 NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
-RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024, "llama3": 2024,
+RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024, "titan25": 2025,
+            "llama3": 2024,
             "mpt": 2023, "maxtext": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022, "mtnlg": 2021,
             "meg19": 2019, "nemotron4": 2024}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
@@ -274,7 +276,8 @@ TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic"}
 #: Catalog cluster per accelerator variant (None: the catalog holds no such accelerator).
 CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
-    "GB200": "gb200-nvl72", "B200": "dgx-b200", "H800": "h800-8", "H100": "dgx-h100", "H100 96GB": None,
+    "GB200": "gb200-nvl72", "B200": "dgx-b200", "H200": "hgx-h200", "H800": "h800-8", "H100": "dgx-h100",
+    "H100 96GB": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
     "TPU v5p": "tpu-v5p-pod"}
 #: Catalog cluster for multi-slice runs (slices joined by the data-center network) per accelerator variant.
@@ -313,7 +316,7 @@ class NotExpressed:
 def accelerator_variant(gpu: str) -> str:
     """The accelerator a case names, as a catalog variant ('H100', 'H100 96GB', 'A100 40GB', ...)."""
     g = gpu.upper()
-    for key, label in (("GB200", "GB200"), ("B200", "B200"), ("H800", "H800"), ("TPU V5P", "TPU v5p"),
+    for key, label in (("GB200", "GB200"), ("B200", "B200"), ("H200", "H200"), ("H800", "H800"), ("TPU V5P", "TPU v5p"),
                        ("TPU V4", "TPU v4"), ("V100", "V100"), ("P100", "P100"), ("PASCAL", "P100")):
         if key in g:
             return label
@@ -435,7 +438,7 @@ def parse_zero(text: Any, source: str) -> str:
 
 
 #: Sources whose runs are torchtitan's: FSDP2 there keeps the gathered parameters with pipeline parallelism.
-TORCHTITAN = frozenset({"titan24"})
+TORCHTITAN = frozenset({"titan24", "titan25"})
 
 
 def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, bool]:
@@ -473,9 +476,12 @@ def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
 
 #: Sources whose data-parallel sync is Megatron-Core's DistributedDataParallel (strategy megatron_ddp, ZeRO 0 or 1):
 #: Megatron-LM (mlm24: Megatron-Core r0.8.0, whose distributed_data_parallel.py at baf94af3c6 defaults the bucket to
-#: max(4e7, 1e6 x dp) elements with --overlap-grad-reduce) and Megatron-Bridge 25.11 (mb2511). NeMo 24.07
-#: (nemo2407) wraps its own way (its bucket is not verified here) and stays on the engine's defaults.
-MEGATRON_DDP = frozenset({"mlm24", "mb2511"})
+#: max(4e7, 1e6 x dp) elements with --overlap-grad-reduce), Megatron-Bridge 25.11 (mb2511) and NeMo 2.2 (nemo2502:
+#: nemo/lightning/megatron_parallel.py at tag v2.2.0 @7192a2c944 wraps each model chunk in ``class DDP(McoreDDP)``,
+#: megatron.core.distributed.DistributedDataParallel, with the recipe's DistributedDataParallelConfig, which sets no
+#: bucket_size). NeMo 24.07 (nemo2407) wraps its own way (its bucket is not verified here) and stays on the engine's
+#: defaults.
+MEGATRON_DDP = frozenset({"mlm24", "mb2511", "nemo2502"})
 #: Megatron-Bridge's CommOverlapConfig sets the distributed optimizer's bucket to 128 x 1024 x 1024 elements when
 #: dp > 1 (NVIDIA-NeMo/Megatron-Bridge@97ad8cc6f src/megatron/bridge/training/comm_overlap.py
 #: _get_optimizer_overlap_cfgs, applied to the DDP config by setup(); every mb2511 recipe passes a CommOverlapConfig).
@@ -484,20 +490,26 @@ BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
 #: 97ad8cc6f): fp8_cs -> bf16_with_fp8_current_scaling_mixed, fp8_mx -> bf16_with_mxfp8_mixed, both with
 #: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); no perf config overrides it.
 BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511"})
+#: NeMo 2.2's fp8 perf runs (nemo2502): scripts/llm/performance/pretrain_*.py set the plugin to
+#: recipes/precision/mixed_precision.py bf16_with_fp8_mixed(), which sets ``fp8_params = True``, and
+#: nemo/lightning/pytorch/plugins/mixed_precision.py MegatronMixedPrecision turns fp8_params into
+#: ``fp8_param_gather = True`` (tag v2.2.0 @7192a2c944).
+NEMO2_FP8_PARAM_GATHER = frozenset({"nemo2502"})
+FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 
 
 def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes: float) -> dict[str, Any]:
     """Megatron-Core's DDP, Megatron-Bridge's bucket and fp8_param_gather (module docstring) for the case."""
     src = families(case)["source"]
     out: dict[str, Any] = {}
-    if src in BRIDGE_FP8_PARAM_GATHER and zero in ("fsdp", "hsdp") and precision == "fp8":
+    if src in FP8_PARAM_GATHER and zero in ("fsdp", "hsdp") and precision == "fp8":
         return {"fp8_param_gather": True}  # Megatron-FSDP (use_megatron_fsdp) gathers the FP8 parameters too
     if src not in MEGATRON_DDP or zero not in ("0", "1"):
         return out
     out["megatron_ddp"] = True
     if src == "mb2511" and zero == "1":
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
-    if src in BRIDGE_FP8_PARAM_GATHER and zero == "1" and precision == "fp8":
+    if src in FP8_PARAM_GATHER and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
     return out
 
