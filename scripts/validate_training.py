@@ -83,6 +83,9 @@ Two case files (issue 5 and issue 13):
     - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, at ZeRO 0/1) -> megatron_ddp (its default
       buckets); Megatron-Bridge (mb2511) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`)
       and, with fp8, fp8_param_gather (its FP8-CS and MXFP8 presets set it; on its Megatron-FSDP rows too).
+    - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511 -> te (the recipe's), mpt -> flash_attn
+      (llm-foundry's default); every other source -> megatron, the strategy default, which is Megatron-LM's
+      own (no --cross-entropy-loss-fusion) and Megatron-DeepSpeed's.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else TFLOP/s/GPU of the source's convention: model FLOPs (no recompute) when
@@ -482,6 +485,22 @@ BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
 BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511"})
 
 
+#: The cross-entropy each source's framework runs (StrategySpec.loss_impl; docs/model.md#loss), where its recipe or
+#: its framework's default fixes one other than the strategy default, megatron (Megatron-Core's unfused
+#: vocab_parallel_cross_entropy: Megatron-LM leaves --cross-entropy-loss-fusion off, model_parallel_config.py
+#: ``cross_entropy_loss_fusion: bool = False`` at core_r0.8.0 (mlm24); Megatron-DeepSpeed's mpu copy makes the same
+#: passes (bloom, mtnlg)):
+#: - mb2511: Megatron-Bridge v0.2.0 (7af9601c9, the 25.11 release) GPTModelProvider ``cross_entropy_loss_fusion:
+#:   bool = True`` (src/megatron/bridge/models/gpt_provider.py; DeepSeek's provider likewise) and the performance
+#:   scripts' ``set_common_perf_overrides`` ``recipe.model.cross_entropy_fusion_impl = "te"``
+#:   (scripts/performance/utils/helpers.py, applied to every recipe by get_model_recipe_with_user_overrides); no
+#:   pretraining recipe switches the fusion off (only the PEFT finetunes do).
+#: - mpt: llm-foundry@5e85bd62d ComposerMPTCausalLM ``om_model_config.get('loss_fn', 'fused_crossentropy')``
+#:   -> flash_attn.losses.cross_entropy.CrossEntropyLoss (llmfoundry/models/mpt/modeling_mpt.py); the benchmark's
+#:   scripts/train/yamls/pretrain/mpt-*.yaml set no loss_fn (only mpt-small-cpu.yaml and testing.yaml do).
+LOSS_IMPL = {"mb2511": "te", "mpt": "flash_attn"}
+
+
 def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes: float) -> dict[str, Any]:
     """Megatron-Core's DDP, Megatron-Bridge's bucket and fp8_param_gather (module docstring) for the case."""
     src = families(case)["source"]
@@ -847,6 +866,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
+                          loss_impl=LOSS_IMPL.get(src, "megatron"),
                           overlap=src not in DEEPSPEED_PIPELINE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
@@ -894,6 +914,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
                 "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
                 "deepspeed_pipeline": st.deepspeed_pipeline, "moe_fp8_padding": st.moe_fp8_padding,
+                "loss_impl": st.loss_impl,
                 **fsdp_options(case, zero, precision),
                 **framework_options(case, zero), **flags}
     return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st)
