@@ -256,12 +256,16 @@ class LossImpl(Choice):
       ``parallel_cross_entropy`` (Megatron-Core >= 0.13; Megatron-Bridge's performance recipes).
     - ``flash_attn``: flash-attn's Triton ``CrossEntropyLoss`` (flash_attn/ops/triton/cross_entropy.py),
       llm-foundry's MPT ``loss_fn: fused_crossentropy`` default.
+    - ``torch``: eager ``torch.nn.functional.cross_entropy(logits.float(), labels)`` on one device (ATen's
+      log_softmax + nll_loss; torchtitan's loss_fn without tensor parallelism, whose loss_parallel is another
+      implementation).
     """
 
     MEGATRON = 0, "megatron", "unfused", "vocab_parallel"
     MEGATRON_FUSED = 1, "megatron_fused", "native", "fused"
     TE = 2, "te", "transformer_engine"
     FLASH_ATTN = 3, "flash_attn", "fused_crossentropy"
+    TORCH = 4, "torch", "torch_crossentropy"
 
     @classmethod
     def noun(cls) -> str:

@@ -84,7 +84,8 @@ Two case files (issue 5 and issue 13):
       buckets); Megatron-Bridge (mb2511) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`)
       and, with fp8, fp8_param_gather (its FP8-CS and MXFP8 presets set it; on its Megatron-FSDP rows too).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511 -> te (the recipe's), mpt -> flash_attn
-      (llm-foundry's default); every other source -> megatron, the strategy default, which is Megatron-LM's
+      (llm-foundry's default), titan24 at tp 1 -> torch (torchtitan's eager F.cross_entropy; with TP it runs
+      loss_parallel, not derived); every other source -> megatron, the strategy default, which is Megatron-LM's
       own (no --cross-entropy-loss-fusion) and Megatron-DeepSpeed's.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
@@ -498,7 +499,19 @@ BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511"})
 #: - mpt: llm-foundry@5e85bd62d ComposerMPTCausalLM ``om_model_config.get('loss_fn', 'fused_crossentropy')``
 #:   -> flash_attn.losses.cross_entropy.CrossEntropyLoss (llmfoundry/models/mpt/modeling_mpt.py); the benchmark's
 #:   scripts/train/yamls/pretrain/mpt-*.yaml set no loss_fn (only mpt-small-cpu.yaml and testing.yaml do).
-LOSS_IMPL = {"mb2511": "te", "mpt": "flash_attn"}
+#: - titan24 (tp 1 only, :func:`loss_impl`): torchtitan@9dec370 train.py ``loss_fn`` =
+#:   ``torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))``, not compiled (its
+#:   torch.compile of the loss is commented out); with tp > 1 torchtitan enters DTensor's ``loss_parallel``
+#:   (torchtitan/utils.py get_train_context, parallel_dims.py ``loss_parallel_enabled``: tp > 1), not priced here.
+LOSS_IMPL = {"mb2511": "te", "mpt": "flash_attn", "titan24": "torch"}
+
+
+def loss_impl(case: dict[str, Any]) -> str:
+    """The case's strategy loss_impl (:data:`LOSS_IMPL`; torchtitan's eager loss only without TP)."""
+    src = families(case)["source"]
+    if src == "titan24" and int(case["parallelism"].get("tp", 1)) > 1:
+        return "megatron"  # DTensor loss_parallel: not derived, the strategy default
+    return LOSS_IMPL.get(src, "megatron")
 
 
 def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes: float) -> dict[str, Any]:
@@ -866,7 +879,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
-                          loss_impl=LOSS_IMPL.get(src, "megatron"),
+                          loss_impl=loss_impl(case),
                           overlap=src not in DEEPSPEED_PIPELINE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,

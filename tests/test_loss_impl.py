@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import script_module
 
 from scalemodel.choices import LossImpl
 from scalemodel.cost.compute import gemm_time, logits_compute_time, loss_saved_bytes
@@ -45,6 +46,14 @@ PASSES = {
     # flash_attn/ops/triton/cross_entropy.py (v2.4.2)
     "flash_attn": ([(BF16, 0)],        # cross_entropy_fwd_kernel
                    [(BF16, BF16)]),    # cross_entropy_bwd_kernel (dlogits a new tensor)
+    # ATen SoftMax.cu (cunn_SoftMaxForward / cunn_SoftMaxBackward) and LossNLL.cu on logits.float()
+    "torch": ([(BF16, FP32),                  # .float()
+               (FP32, 0), (FP32, 0),          # log_softmax: the max, the sum of exp
+               (FP32, FP32)],                 # log_softmax: the output epilogue
+              [(0, FP32),                     # nll_loss_backward: grad_input.zero_()
+               (FP32, 0),                     # log_softmax backward: sum of the gradient
+               (2 * FP32, FP32),              # log_softmax backward: gradient and output in, input gradient out
+               (FP32, BF16)]),                # the cast's backward to bf16
 }
 
 SH = shape(layers=24, hidden=2048, heads=16, vocab=131072)
@@ -57,7 +66,7 @@ def _sum(passes: list[tuple[int, int]]) -> int:
 
 def test_hand_counted_passes_total() -> None:
     totals = {k: _sum(f) + _sum(b) for k, (f, b) in PASSES.items()}
-    assert totals == {"megatron": 52, "megatron_fused": 32, "te": 10, "flash_attn": 6}
+    assert totals == {"megatron": 52, "megatron_fused": 32, "te": 10, "flash_attn": 6, "torch": 48}
 
 
 @pytest.mark.parametrize("impl", list(PASSES))
@@ -80,7 +89,10 @@ def test_default_is_megatron_and_arrays_broadcast() -> None:
     assert float(default.backward) == pytest.approx(float(logits_compute_time(SH, loss_impl="megatron", **kw).backward))
     codes = np.array([int(m) for m in LossImpl])
     lg = logits_compute_time(SH, loss_impl=codes, **kw)
-    assert lg.forward.shape == (4,) and np.all(np.diff(lg.forward + lg.backward) < 0)  # 52 > 32 > 10 > 6 B
+    assert lg.forward.shape == (5,)
+    order = np.argsort(-(lg.forward + lg.backward))
+    assert [LossImpl.of(c).label for c in codes[order]] == ["megatron", "torch", "megatron_fused", "te",
+                                                            "flash_attn"]  # 52 > 48 > 32 > 10 > 6 B
 
 
 def test_fp32_logits_need_no_cast() -> None:
@@ -94,10 +106,10 @@ def test_fp32_logits_need_no_cast() -> None:
 
 
 def test_saved_bytes() -> None:
-    """fp32 softmax kept by Megatron's two; the 16-bit logits tensor by TE (overwritten by its gradient) and
-    flash-attn."""
+    """fp32 softmax kept by Megatron's two and torch's log_softmax; the 16-bit logits tensor by TE (overwritten
+    by its gradient) and flash-attn."""
     got = [float(loss_saved_bytes(m.label, 2.0)) for m in LossImpl]
-    assert got == [4.0, 4.0, 2.0, 2.0]
+    assert got == [4.0, 4.0, 2.0, 2.0, 4.0]
 
 
 def test_bad_value_is_an_input_error(cli) -> None:  # type: ignore[no-untyped-def]
@@ -172,3 +184,15 @@ def test_predict_memory_follows_loss_impl(cli) -> None:  # type: ignore[no-untyp
         assert r.code == 0, r.err
         got[impl] = json.loads(r.out)["memory"]["parts_bytes"]["activations"]
     assert got["megatron"] - got["te"] == pytest.approx(2 * 2048 * 51200)
+
+
+def test_validation_rule_follows_the_sources() -> None:
+    """scripts/validate_training.py: Megatron-Bridge's recipes run TE's loss, llm-foundry flash-attn's, torchtitan
+    its eager F.cross_entropy without TP; the rest (Megatron-LM, Megatron-DeepSpeed, and what is not derived)
+    the default."""
+    mod = script_module("validate_training")
+    case = lambda cid, tp=1: {"id": cid, "parallelism": {"tp": tp}, "hardware": {}, "model": {}}  # noqa: E731
+    got = {cid: mod.loss_impl(case(cid, tp)) for cid, tp in (("mb2511_x", 1), ("mpt_x", 1), ("titan24_x", 1),
+                                                             ("titan24_y", 8), ("mlm24_x", 1), ("bloom_x", 4))}
+    assert got == {"mb2511_x": "te", "mpt_x": "flash_attn", "titan24_x": "torch", "titan24_y": "megatron",
+                   "mlm24_x": "megatron", "bloom_x": "megatron"}

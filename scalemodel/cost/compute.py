@@ -481,26 +481,38 @@ def loss_logit_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 
         backward  2 e (cross_entropy_bwd_kernel: reads the logits, writes dlogits, a new tensor)
 
       e = 2: 2 + 4 = 6 B a logit.
+
+    torch (eager ``F.cross_entropy(logits.float(), labels)``: ATen's log_softmax and nll_loss, pytorch/pytorch
+    aten/src/ATen/native/cuda/SoftMax.cu and LossNLL.cu; torchtitan@9dec370 train.py ``loss_fn``). For rows of
+    V/t >= 12,288 fp32 logits, over the 48 KiB a block may use (``sharedMemPerBlock``), log_softmax runs
+    ``cunn_SoftMaxForward``, which reads the row three times (max, sum of exp, the output's epilogue)::
+
+        forward   c (.float()) + 3 x 4 + 4 (log_softmax: three reads, the fp32 output)          = c + 16
+        backward  4 (nll_loss_backward: grad_input.zero_(), then one scatter per token)
+                  + 4 + 8 + 4 (cunn_SoftMaxBackward: sums the gradient, reads it and the output,
+                  writes the input gradient) + c (the cast's backward)                         = c + 20
+
+      e = 2: 22 + 26 = 48 B a logit.
     """
     code = codes(LossImpl, loss_impl, "strategy.loss_impl")
     e = _pos("elem_bytes", elem_bytes)
     cast = np.where(e < 4.0, e + 4.0, 0.0)
     fused_back = 10.0 + np.where(e != 2.0, 2.0 + e, 0.0)
-    fwd = np.select([code == LossImpl.MEGATRON, code == LossImpl.MEGATRON_FUSED, code == LossImpl.TE],
-                    [cast + 32.0, np.maximum(cast, e) + 16.0, 3.0 * e], default=e)
-    bwd = np.select([code == LossImpl.MEGATRON, code == LossImpl.MEGATRON_FUSED, code == LossImpl.TE],
-                    [cast + 8.0, fused_back, 2.0 * e], default=2.0 * e)
+    which = [code == LossImpl.MEGATRON, code == LossImpl.MEGATRON_FUSED, code == LossImpl.TE, code == LossImpl.TORCH]
+    fwd = np.select(which, [cast + 32.0, np.maximum(cast, e) + 16.0, 3.0 * e, cast + 16.0], default=e)
+    bwd = np.select(which, [cast + 8.0, fused_back, 2.0 * e, cast + 20.0], default=2.0 * e)
     return fwd, bwd
 
 
 def loss_saved_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 2.0) -> np.ndarray:
     """Bytes per logit the cross-entropy keeps from its forward to its backward (:func:`loss_logit_bytes`'s
     sources): megatron and megatron_fused save the fp32 softmax ``exp_logits`` (4; Korthikanti et al. 2022's
-    4sbv/t), te the logits tensor it has overwritten with their gradient, flash_attn the logits themselves
-    (e each, the logits' own size; its per-row lse is per token)."""
+    4sbv/t), torch log_softmax's fp32 output (4), te the logits tensor it has overwritten with their gradient,
+    flash_attn the logits themselves (e each, the logits' own size; its per-row lse is per token)."""
     code = codes(LossImpl, loss_impl, "strategy.loss_impl")
     e = _pos("elem_bytes", elem_bytes)
-    return np.where((code == LossImpl.MEGATRON) | (code == LossImpl.MEGATRON_FUSED), 4.0, e) * np.ones_like(e)
+    fp32 = (code == LossImpl.MEGATRON) | (code == LossImpl.MEGATRON_FUSED) | (code == LossImpl.TORCH)
+    return np.where(fp32, 4.0, e) * np.ones_like(e)
 
 
 def logits_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, peak_flops: ArrayLike,
@@ -513,7 +525,8 @@ def logits_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike
     GEMM T x V/t x h (T = b s / cp tokens); its backward, the data- and weight-gradient GEMMs, 2 x the forward
     GEMM. The softmax cross-entropy over the T V / t logits of ``elem_bytes`` each moves
     :func:`loss_logit_bytes` (``loss_impl``) per logit, forward and backward, at the HBM roofline
-    (megatron, the default: 38 + 14 B; megatron_fused 22 + 10; te 6 + 4; flash_attn 2 + 4, at 16-bit logits).
+    (megatron, the default: 38 + 14 B; megatron_fused 22 + 10; te 6 + 4; flash_attn 2 + 4; torch 22 + 26,
+    at 16-bit logits).
     Never recomputed.
     """
     b = _pos("micro_batch", micro_batch)
