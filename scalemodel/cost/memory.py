@@ -67,7 +67,8 @@ The first pipeline stage holds the most activations: its L/p layers times the in
 schedule: 1F1B min(m, p) [Narayanan et al. 2021 §2.2; Korthikanti §4.2.3], interleaved
 min(m, p) * (1 + (p-1)/(p v)) (Megatron theoretical_memory_usage.py), GPipe m; plus the
 embedding dropout mask s b h per in-flight micro-batch (with dropout). The stage with the output layer
-(the last; the only one when p = 1) keeps the fp32 logits 4 s b V / t and the final norm's and output layer's
+(the last; the only one when p = 1) keeps the fp32 logits 4 s b V / t (what the strategy's loss_impl saves per
+logit: :func:`scalemodel.cost.compute.loss_saved_bytes`) and the final norm's and output layer's
 inputs 4 s b h (/ t with sequence parallelism; Korthikanti §4.3) and holds the output weight V h / t with
 its gradient and optimizer states, so with few micro-batches in flight or a large vocabulary it can be the
 peak (the engine prices first, busiest middle and last stage and takes the largest).
