@@ -489,8 +489,8 @@ BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511"})
 #: The cross-entropy each source's framework runs (StrategySpec.loss_impl; docs/model.md#loss), where its recipe or
 #: its framework's default fixes one other than the strategy default, megatron (Megatron-Core's unfused
 #: vocab_parallel_cross_entropy: Megatron-LM leaves --cross-entropy-loss-fusion off, model_parallel_config.py
-#: ``cross_entropy_loss_fusion: bool = False`` at core_r0.8.0 (mlm24); Megatron-DeepSpeed's mpu copy makes the same
-#: passes (bloom, mtnlg)):
+#: ``cross_entropy_loss_fusion: bool = False`` at core_r0.8.0 (mlm24); Megatron-DeepSpeed's mpu/cross_entropy.py on
+#: ``output.float()`` makes the same passes: bigscience-workshop@8387ae17c4 (bloom), microsoft@54884b5f (mtnlg)):
 #: - mb2511: Megatron-Bridge v0.2.0 (7af9601c9, the 25.11 release) GPTModelProvider ``cross_entropy_loss_fusion:
 #:   bool = True`` (src/megatron/bridge/models/gpt_provider.py; DeepSeek's provider likewise) and the performance
 #:   scripts' ``set_common_perf_overrides`` ``recipe.model.cross_entropy_fusion_impl = "te"``

@@ -443,7 +443,8 @@ def loss_logit_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 
 
     megatron (unfused ``_VocabParallelCrossEntropy``, megatron/core/tensor_parallel/cross_entropy.py,
     NVIDIA/Megatron-LM@baf94af3c6 = core_r0.8.0; Megatron-DeepSpeed's mpu/cross_entropy.py on ``output.float()``,
-    bigscience-workshop/Megatron-DeepSpeed@8387ae17c4, makes the same passes)::
+    bigscience-workshop/Megatron-DeepSpeed@8387ae17c4 and microsoft/Megatron-DeepSpeed@54884b5f, makes the same
+    passes)::
 
         forward   c (calculate_logits_max .float()) + 4 (max) + 8 (in-place subtract of the max)
                   + 8 (exp, out= in place) + 4 (sum) + 8 (div_ by the sum)                      = c + 32
