@@ -242,6 +242,36 @@ class Layout(Choice):
         return tuple(self.label.split("-"))
 
 
+class LossImpl(Choice):
+    """Which implementation runs the output head's softmax cross-entropy (its HBM passes over the logits are
+    priced by :func:`scalemodel.cost.compute.loss_logit_bytes`):
+
+    - ``megatron`` (the default): Megatron-Core's unfused ``tensor_parallel.vocab_parallel_cross_entropy``, run
+      when ``--cross-entropy-loss-fusion`` is not given (its default, ``cross_entropy_loss_fusion: bool = False``
+      in megatron/core/model_parallel_config.py at core_r0.8.0 and core_v0.15.0); Megatron-DeepSpeed's
+      ``mpu.vocab_parallel_cross_entropy(output.float(), labels)`` makes the same passes.
+    - ``megatron_fused``: ``--cross-entropy-loss-fusion`` with the native implementation
+      (megatron/core/fusions/fused_cross_entropy.py, its steps compiled by ``jit_fuser``).
+    - ``te``: ``--cross-entropy-loss-fusion --cross-entropy-fusion-impl te``, Transformer Engine's Triton
+      ``parallel_cross_entropy`` (Megatron-Core >= 0.13; Megatron-Bridge's performance recipes).
+    - ``flash_attn``: flash-attn's Triton ``CrossEntropyLoss`` (flash_attn/ops/triton/cross_entropy.py),
+      llm-foundry's MPT ``loss_fn: fused_crossentropy`` default.
+    - ``torch``: eager ``torch.nn.functional.cross_entropy(logits.float(), labels)`` on one device (ATen's
+      log_softmax + nll_loss; torchtitan's loss_fn without tensor parallelism, whose loss_parallel is another
+      implementation).
+    """
+
+    MEGATRON = 0, "megatron", "unfused", "vocab_parallel"
+    MEGATRON_FUSED = 1, "megatron_fused", "native", "fused"
+    TE = 2, "te", "transformer_engine"
+    FLASH_ATTN = 3, "flash_attn", "fused_crossentropy"
+    TORCH = 4, "torch", "torch_crossentropy"
+
+    @classmethod
+    def noun(cls) -> str:
+        return "loss implementation"
+
+
 class SyncKind(str, Enum):
     """Synchronisation mode family (the parameters live in :class:`SyncMode`)."""
 

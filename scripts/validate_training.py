@@ -86,6 +86,10 @@ Two case files (issue 5 and issue 13):
       default buckets); Megatron-Bridge (mb2511) ZeRO 1 -> bucket_size 128 Mi elements
       (:data:`BRIDGE_BUCKET_ELEMENTS`); with fp8, fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`:
       Megatron-Bridge's FP8-CS and MXFP8 presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed).
+    - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511 -> te (the recipe's), mpt -> flash_attn
+      (llm-foundry's default), titan24 at tp 1 -> torch (torchtitan's eager F.cross_entropy; with TP it runs
+      loss_parallel, not derived); every other source -> megatron, the strategy default, which is Megatron-LM's
+      own (no --cross-entropy-loss-fusion) and Megatron-DeepSpeed's.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else TFLOP/s/GPU of the source's convention: model FLOPs (no recompute) when
@@ -498,6 +502,34 @@ NEMO2_FP8_PARAM_GATHER = frozenset({"nemo2502"})
 FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 
 
+#: The cross-entropy each source's framework runs (StrategySpec.loss_impl; docs/model.md#loss), where its recipe or
+#: its framework's default fixes one other than the strategy default, megatron (Megatron-Core's unfused
+#: vocab_parallel_cross_entropy: Megatron-LM leaves --cross-entropy-loss-fusion off, model_parallel_config.py
+#: ``cross_entropy_loss_fusion: bool = False`` at core_r0.8.0 (mlm24); Megatron-DeepSpeed's mpu/cross_entropy.py on
+#: ``output.float()`` makes the same passes: bigscience-workshop@8387ae17c4 (bloom), microsoft@54884b5f (mtnlg)):
+#: - mb2511: Megatron-Bridge v0.2.0 (7af9601c9, the 25.11 release) GPTModelProvider ``cross_entropy_loss_fusion:
+#:   bool = True`` (src/megatron/bridge/models/gpt_provider.py; DeepSeek's provider likewise) and the performance
+#:   scripts' ``set_common_perf_overrides`` ``recipe.model.cross_entropy_fusion_impl = "te"``
+#:   (scripts/performance/utils/helpers.py, applied to every recipe by get_model_recipe_with_user_overrides); no
+#:   pretraining recipe switches the fusion off (only the PEFT finetunes do).
+#: - mpt: llm-foundry@5e85bd62d ComposerMPTCausalLM ``om_model_config.get('loss_fn', 'fused_crossentropy')``
+#:   -> flash_attn.losses.cross_entropy.CrossEntropyLoss (llmfoundry/models/mpt/modeling_mpt.py); the benchmark's
+#:   scripts/train/yamls/pretrain/mpt-*.yaml set no loss_fn (only mpt-small-cpu.yaml and testing.yaml do).
+#: - titan24 (tp 1 only, :func:`loss_impl`): torchtitan@9dec370 train.py ``loss_fn`` =
+#:   ``torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))``, not compiled (its
+#:   torch.compile of the loss is commented out); with tp > 1 torchtitan enters DTensor's ``loss_parallel``
+#:   (torchtitan/utils.py get_train_context, parallel_dims.py ``loss_parallel_enabled``: tp > 1), not priced here.
+LOSS_IMPL = {"mb2511": "te", "mpt": "flash_attn", "titan24": "torch"}
+
+
+def loss_impl(case: dict[str, Any]) -> str:
+    """The case's strategy loss_impl (:data:`LOSS_IMPL`; torchtitan's eager loss only without TP)."""
+    src = families(case)["source"]
+    if src == "titan24" and int(case["parallelism"].get("tp", 1)) > 1:
+        return "megatron"  # DTensor loss_parallel: not derived, the strategy default
+    return LOSS_IMPL.get(src, "megatron")
+
+
 def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes: float) -> dict[str, Any]:
     """Megatron-Core's DDP, Megatron-Bridge's bucket and fp8_param_gather (module docstring) for the case."""
     src = families(case)["source"]
@@ -864,6 +896,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
+                          loss_impl=loss_impl(case),
                           overlap=src not in DEEPSPEED_PIPELINE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
@@ -911,6 +944,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
                 "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
                 "deepspeed_pipeline": st.deepspeed_pipeline, "moe_fp8_padding": st.moe_fp8_padding,
+                "loss_impl": st.loss_impl,
                 **fsdp_options(case, zero, precision),
                 **framework_options(case, zero), **flags}
     return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st)

@@ -137,6 +137,10 @@ def test_the_2511_floor_predicts_held_out_runs(monkeypatch, label, hardware_of, 
     case["measured"] = {"tokens_per_s_per_gpu": measured}
     if a2a:
         monkeypatch.setattr(mod, "RECIPE_A2A_OVERLAP", mod.RECIPE_A2A_OVERLAP | {case["id"]})
+    # Megatron-Bridge recipes like the source's: Transformer Engine's cross-entropy (GPTModelProvider
+    # cross_entropy_loss_fusion True; the performance scripts' cross_entropy_fusion_impl "te", at v0.2.0
+    # scripts/performance/utils/helpers.py and v0.3.0 scripts/performance/utils/overrides.py)
+    monkeypatch.setattr(mod, "LOSS_IMPL", {**mod.LOSS_IMPL, "heldout": mod.LOSS_IMPL["mb2511"]})
     device = mod.predict_new_case(case)
     monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER | {case["id"]})
     floored = mod.predict_new_case(case)

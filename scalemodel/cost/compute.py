@@ -67,7 +67,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from scalemodel.choices import Recompute
+from scalemodel.choices import LossImpl, Recompute, codes
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
 from scalemodel.cost.transformer import Shape, attention_matrices, recompute_code, recomputed_modules
@@ -434,14 +434,101 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
 
 
+def loss_logit_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """HBM bytes per logit (per element of the local T x V/t logits shard) that the softmax cross-entropy moves,
+    (forward, backward), by implementation (:class:`~scalemodel.choices.LossImpl`), for logits of ``elem_bytes``
+    e (2 under bf16/fp16, the output GEMM's dtype) and a fp32 softmax. One pass that reads or writes the whole
+    tensor counts its element size; per-token work (the target gather, the loss, the all-reduced maxima and
+    sums) is not counted. With c = e + 4 the ``.float()`` cast (read e, write 4; none when e = 4):
+
+    megatron (unfused ``_VocabParallelCrossEntropy``, megatron/core/tensor_parallel/cross_entropy.py,
+    NVIDIA/Megatron-LM@baf94af3c6 = core_r0.8.0; Megatron-DeepSpeed's mpu/cross_entropy.py on ``output.float()``,
+    bigscience-workshop/Megatron-DeepSpeed@8387ae17c4 and microsoft/Megatron-DeepSpeed@54884b5f, makes the same
+    passes)::
+
+        forward   c (calculate_logits_max .float()) + 4 (max) + 8 (in-place subtract of the max)
+                  + 8 (exp, out= in place) + 4 (sum) + 8 (div_ by the sum)                      = c + 32
+        backward  8 (grad_input.mul_(grad_output)) + c (autograd casts the fp32 gradient back to the
+                  logits' dtype, torch/csrc/autograd/engine.cpp validate_outputs)               = c + 8
+
+      e = 2: 38 + 14 = 52 B a logit.
+
+    megatron_fused (--cross-entropy-loss-fusion, native: megatron/core/fusions/fused_cross_entropy.py at
+    core_r0.8.0; ``jit_fuser`` is torch.compile for torch >= 2.2, megatron/core/jit.py): each jit-fused function
+    is one pass that stores its outputs and its in-place-updated inputs once, its reduction fused in::
+
+        forward   c (calculate_logits_max: cast + max; e when e = 4, the max's read) + 8
+                  (calculate_predicted_logits: subtract, exp, sum, the exp written over its input)
+                  + 8 (calculate_cross_entropy_loss: div_)                                       = c + 16
+        backward  4 + 4 (calculate_gradients: read the saved softmax, write back its in-place mul_)
+                  + 2 (its ``.to(torch.bfloat16)``) [+ 2 + e, autograd's cast, when e != 2]     = 10 at e = 2
+
+      e = 2: 22 + 10 = 32 B a logit.
+
+    te (--cross-entropy-fusion-impl te: transformer_engine/pytorch/triton/cross_entropy.py,
+    NVIDIA/TransformerEngine@70f536662a = v2.9)::
+
+        forward   e (online_softmax_kernel: row max and sum) + 2 e (cross_entropy_kernel: reads the logits,
+                  writes the gradient over them in their dtype)                                  = 3 e
+        backward  2 e (element_mul_kernel: the gradient x grad_output in place; Megatron-Core passes
+                  reduce_loss=False, so grad_output is per token and the skip for a scalar 1.0 never applies)
+
+      e = 2: 6 + 4 = 10 B a logit.
+
+    flash_attn (flash_attn/ops/triton/cross_entropy.py, Dao-AILab/flash-attention@1a2c3e8c25 = v2.4.2, with
+    inplace_backward False as llm-foundry builds its CrossEntropyLoss)::
+
+        forward   e (cross_entropy_fwd_kernel: the row's lse and loss)
+        backward  2 e (cross_entropy_bwd_kernel: reads the logits, writes dlogits, a new tensor)
+
+      e = 2: 2 + 4 = 6 B a logit.
+
+    torch (eager ``F.cross_entropy(logits.float(), labels)``: ATen's log_softmax and nll_loss, pytorch/pytorch
+    aten/src/ATen/native/cuda/SoftMax.cu and LossNLL.cu; torchtitan@9dec370 train.py ``loss_fn``). For rows of
+    V/t >= 12,288 fp32 logits, over the 48 KiB a block may use (``sharedMemPerBlock``), log_softmax runs
+    ``cunn_SoftMaxForward``, which reads the row three times (max, sum of exp, the output's epilogue)::
+
+        forward   c (.float()) + 3 x 4 + 4 (log_softmax: three reads, the fp32 output)          = c + 16
+        backward  4 (nll_loss_backward: grad_input.zero_(), then one scatter per token)
+                  + 4 + 8 + 4 (cunn_SoftMaxBackward: sums the gradient, reads it and the output,
+                  writes the input gradient) + c (the cast's backward)                         = c + 20
+
+      e = 2: 22 + 26 = 48 B a logit.
+    """
+    code = codes(LossImpl, loss_impl, "strategy.loss_impl")
+    e = _pos("elem_bytes", elem_bytes)
+    cast = np.where(e < 4.0, e + 4.0, 0.0)
+    fused_back = 10.0 + np.where(e != 2.0, 2.0 + e, 0.0)
+    which = [code == LossImpl.MEGATRON, code == LossImpl.MEGATRON_FUSED, code == LossImpl.TE, code == LossImpl.TORCH]
+    fwd = np.select(which, [cast + 32.0, np.maximum(cast, e) + 16.0, 3.0 * e, cast + 16.0], default=e)
+    bwd = np.select(which, [cast + 8.0, fused_back, 2.0 * e, cast + 20.0], default=2.0 * e)
+    return fwd, bwd
+
+
+def loss_saved_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 2.0) -> np.ndarray:
+    """Bytes per logit the cross-entropy keeps from its forward to its backward (:func:`loss_logit_bytes`'s
+    sources): megatron and megatron_fused save the fp32 softmax ``exp_logits`` (4; Korthikanti et al. 2022's
+    4sbv/t), torch log_softmax's fp32 output (4), te the logits tensor it has overwritten with their gradient,
+    flash_attn the logits themselves (e each, the logits' own size; its per-row lse is per token)."""
+    code = codes(LossImpl, loss_impl, "strategy.loss_impl")
+    e = _pos("elem_bytes", elem_bytes)
+    fp32 = (code == LossImpl.MEGATRON) | (code == LossImpl.MEGATRON_FUSED) | (code == LossImpl.TORCH)
+    return np.where(fp32, 4.0, e) * np.ones_like(e)
+
+
 def logits_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, peak_flops: ArrayLike,
                         memory_bandwidth: ArrayLike, gemm_max: ArrayLike = 0.75,
                         gemm_half_dim: ArrayLike = 96.0, memory_efficiency: ArrayLike = 0.85,
-                        tp: ArrayLike = 1, cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> LayerTime:
+                        tp: ArrayLike = 1, cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0,
+                        loss_impl: ArrayLike = "megatron") -> LayerTime:
     """Output layer + cross-entropy for one micro-batch on one GPU (last pipeline stage).
 
-    GEMM T x V/t x h; softmax cross-entropy in fp32 over T*V/t logits: read + write 8 bytes each
-    (Megatron's vocab-parallel cross-entropy). Backward = 2 x forward; never recomputed.
+    GEMM T x V/t x h (T = b s / cp tokens); its backward, the data- and weight-gradient GEMMs, 2 x the forward
+    GEMM. The softmax cross-entropy over the T V / t logits of ``elem_bytes`` each moves
+    :func:`loss_logit_bytes` (``loss_impl``) per logit, forward and backward, at the HBM roofline
+    (megatron, the default: 38 + 14 B; megatron_fused 22 + 10; te 6 + 4; flash_attn 2 + 4; torch 22 + 26,
+    at 16-bit logits).
+    Never recomputed.
     """
     b = _pos("micro_batch", micro_batch)
     T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
@@ -449,12 +536,14 @@ def logits_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike
     kw = dict(peak_flops=peak_flops, memory_bandwidth=memory_bandwidth, gemm_max=gemm_max,
               gemm_half_dim=gemm_half_dim, memory_efficiency=memory_efficiency, elem_bytes=elem_bytes)
     gemm = gemm_time(T, sh.vocab / t, sh.hidden, **kw)
-    mem = memory_time(8.0 * T * sh.vocab / t, memory_bandwidth=memory_bandwidth,
-                      memory_efficiency=memory_efficiency)
+    per_fwd, per_bwd = loss_logit_bytes(loss_impl, elem_bytes)
+    logits = T * sh.vocab / t
+    mem = memory_time(per_fwd * logits, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
+    mem_bwd = memory_time(per_bwd * logits, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     fwd = gemm + mem
     zero = np.zeros_like(fwd)
-    return LayerTime(forward=fwd, backward=2.0 * fwd, recompute=zero, forward_gemm=gemm, forward_memory=mem,
-                     attention_core=zero, forward_flops=2.0 * T * sh.hidden * sh.vocab / t)
+    return LayerTime(forward=fwd, backward=2.0 * gemm + mem_bwd, recompute=zero, forward_gemm=gemm,
+                     forward_memory=mem, attention_core=zero, forward_flops=2.0 * T * sh.hidden * sh.vocab / t)
 
 
 def mtp_projection_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, peak_flops: ArrayLike,

@@ -67,7 +67,8 @@ The first pipeline stage holds the most activations: its L/p layers times the in
 schedule: 1F1B min(m, p) [Narayanan et al. 2021 §2.2; Korthikanti §4.2.3], interleaved
 min(m, p) * (1 + (p-1)/(p v)) (Megatron theoretical_memory_usage.py), GPipe m; plus the
 embedding dropout mask s b h per in-flight micro-batch (with dropout). The stage with the output layer
-(the last; the only one when p = 1) keeps the fp32 logits 4 s b V / t and the final norm's and output layer's
+(the last; the only one when p = 1) keeps the fp32 logits 4 s b V / t (what the strategy's loss_impl saves per
+logit: :func:`scalemodel.cost.compute.loss_saved_bytes`) and the final norm's and output layer's
 inputs 4 s b h (/ t with sequence parallelism; Korthikanti §4.3) and holds the output weight V h / t with
 its gradient and optimizer states, so with few micro-batches in flight or a large vocabulary it can be the
 peak (the engine prices first, busiest middle and last stage and takes the largest).
@@ -337,7 +338,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      recomputed_layers: ArrayLike | None = None, offloaded_layers: ArrayLike = 0.0,
                      recompute_chunk: ArrayLike = 0.0, fp8_inputs: ArrayLike = False,
                      recompute_modules: ArrayLike = 0, embedding: ArrayLike = True,
-                     stage_rank: ArrayLike = 0, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False) -> np.ndarray:
+                     stage_rank: ArrayLike = 0, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False,
+                     logits_bytes: ArrayLike = 4.0) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages.
 
@@ -374,7 +376,10 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     (calculate_logits_max) and saves the fp32 softmax ``exp_logits`` for its backward
     (tensor_parallel/cross_entropy.py, fusions/fused_cross_entropy.py). With them, as often as the logits, the
     final norm's and output layer's 16-bit inputs (:func:`head_input_bytes`, the 4sbh/t of the same formula). Not
-    counted: the 16-bit logits while the loss runs (freed once it has cast them).
+    counted: the 16-bit logits while the loss runs (freed once it has cast them). ``logits_bytes`` replaces the 4
+    bytes a logit for the implementations that keep something else (strategy loss_impl,
+    :func:`scalemodel.cost.compute.loss_saved_bytes`: Transformer Engine's and flash-attn's fused losses keep the
+    16-bit logits tensor, 2 bytes, and no fp32 copy).
     """
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules)
@@ -418,7 +423,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     on_stage = (p == 1) | np.asarray(head, dtype=bool) | (d_mtp > 0)
     held = np.where((pipeline.schedule_code(schedule) == ScheduleKind.GPIPE) & (p > 1),
                     _pos("num_microbatches", num_microbatches), 1.0)  # GPipe: every forward before any backward
-    logits = np.where(on_stage, (1.0 + d_mtp) * 4.0 * s * b * sh.vocab / t, 0.0) * held
+    logits = np.where(on_stage, (1.0 + d_mtp) * _pos("logits_bytes", logits_bytes) * s * b * sh.vocab / t, 0.0) * held
     logits = logits + head_input_bytes(sh, micro_batch=b, seq_len=s, tp=t, sequence_parallel=sp,
                                        mtp_modules=d_mtp) * np.where(on_stage, held, 0.0)
     # full recompute re-materialises one layer at a time: its full activations are the working set
@@ -477,7 +482,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    embedding: ArrayLike = True, stage_rank: ArrayLike = 0,
                    reshard_after_forward: ArrayLike = True, fp8_gather: ArrayLike = False,
                    expert_dp: ArrayLike | None = None, mtp_modules: ArrayLike = 0.0,
-                   head: ArrayLike = False, fp8_params: ArrayLike = False) -> MemoryBreakdown:
+                   head: ArrayLike = False, fp8_params: ArrayLike = False,
+                   logits_bytes: ArrayLike = 4.0) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -542,7 +548,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                            stage_layers=stage_layers, recomputed_layers=recomputed_layers,
                            offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk,
                            fp8_inputs=fp8_inputs, recompute_modules=recompute_modules, embedding=embedding,
-                           stage_rank=stage_rank, mtp_modules=mtp_modules, head=head)
+                           stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes)
     states = dense.total + expert.total
     return MemoryBreakdown(
         weights=dense.weights + expert.weights, gradients=dense.gradients + expert.gradients,

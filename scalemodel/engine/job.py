@@ -19,6 +19,7 @@ from scalemodel.choices import (
     CompressionKind,
     DpComm,
     Layout,
+    LossImpl,
     Precision,
     Recompute,
     RecomputeMethod,
@@ -358,6 +359,7 @@ class StrategyGrid:
     moe_fp8_padding: np.ndarray  # bool: an fp8 run's experts pad/unpad their routed tokens (TE Fp8Padding copies)
     megatron_ddp: np.ndarray  # bool: Megatron-Core DDP's gradient buckets (max(4e7, 1e6 dp cp) elements)
     fp8_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in FP8 (Megatron)
+    loss_impl: np.ndarray  # choices.LossImpl codes: the cross-entropy's implementation (its passes over the logits)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -425,6 +427,7 @@ class StrategyGrid:
             "moe_fp8_padding": bool(self.moe_fp8_padding[i]),
             "megatron_ddp": bool(self.megatron_ddp[i]),
             "fp8_param_gather": bool(self.fp8_param_gather[i]),
+            "loss_impl": LossImpl.of(self.loss_impl[i]).label,
         }
 
 
@@ -446,7 +449,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     deepspeed_pipeline=False, fsdp_reshard_after_forward=True,
                                     fsdp_fp8_all_gather=False, fsdp_flat_param=False, attention_unpad=False,
                                     moe_fp8_padding=False, megatron_ddp=False,
-                                    fp8_param_gather=False)
+                                    fp8_param_gather=False, loss_impl=LossImpl.MEGATRON)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -607,7 +610,8 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         attention_unpad=getattr(strategy, "attention_unpad", False),
         moe_fp8_padding=getattr(strategy, "moe_fp8_padding", False),
         megatron_ddp=getattr(strategy, "megatron_ddp", False),
-        fp8_param_gather=getattr(strategy, "fp8_param_gather", False))
+        fp8_param_gather=getattr(strategy, "fp8_param_gather", False),
+        loss_impl=LossImpl.parse(getattr(strategy, "loss_impl", "megatron"), "strategy.loss_impl"))
 
 
 def _check_shard_group(strategy: Any, dp: int) -> None:

@@ -66,6 +66,7 @@ from scalemodel.choices import (
     Assignment,
     CompressionKind,
     Layout,
+    LossImpl,
     Recompute,
     RecomputeMethod,
     ScheduleKind,
@@ -140,7 +141,8 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
              "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap", "moe_layer_host_s",
              "recompute_modules", "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
-             "fsdp_flat_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp", "fp8_param_gather")
+             "fsdp_flat_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp", "fp8_param_gather",
+             "loss_impl")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -1135,6 +1137,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = int(value or 0)
         elif name == "recompute_method":
             fixed["recompute_uniform"] = RecomputeMethod.parse(value) == RecomputeMethod.UNIFORM
+        elif name == "loss_impl":
+            fixed[name] = int(LossImpl.parse(value, "strategy.loss_impl"))
         else:
             fixed[name] = value
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"))

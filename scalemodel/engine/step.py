@@ -365,8 +365,9 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         rec_l = rec_l + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
-    logits = compute.logits_compute_time(sh, **(kw if job.logits_peak_flops <= 0 else dict(  # an fp8 run's: BF16
-        kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max, gemm_half_dim=job.logits_gemm_half_dim)))
+    logits = compute.logits_compute_time(sh, loss_impl=g.loss_impl, **(kw if job.logits_peak_flops <= 0 else dict(
+        kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max,  # an fp8 run's: BF16
+        gemm_half_dim=job.logits_gemm_half_dim)))
     with_logits = 1.0 if logits_on_stage else 0.0
     fwd = layers_per_stage * fwd_l + with_logits * logits.forward
     rec_n = recomputed_layers(g, layers_per_stage)
@@ -1622,7 +1623,8 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
                   fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules,
                   reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
-                  fp8_params=fp8_params_held(job, g))  # MXFP8 gathers BF16 into the gradient buffer
+                  fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
+                  logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes))  # what the loss keeps
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         d_mtp = float(job.shape.mtp_layers)
         br = memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage),

@@ -45,7 +45,8 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "assignment", "dispatch_overhead", "layout", "recompute_layers", "recompute_method",
                    "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap",
                    "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
-                   "fsdp_flat_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp", "fp8_param_gather")
+                   "fsdp_flat_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp", "fp8_param_gather",
+                   "loss_impl")
 
 
 @dataclass
@@ -268,7 +269,27 @@ _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recomput
                     "--ddp-num-buckets",
                     # read for strategy.moe_fp8_padding (who pads an fp8 run's tokens per expert: _moe_fp8_padding)
                     "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
-                    "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8"}
+                    "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
+                    # read for strategy.loss_impl (which cross-entropy runs: _loss_impl)
+                    "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl"}
+
+
+def _loss_impl(args: dict[str, str | None], out: StrategyFile) -> None:
+    """Which cross-entropy a Megatron-LM launch runs (strategy loss_impl, docs/model.md#loss): without
+    --cross-entropy-loss-fusion the unfused vocab_parallel_cross_entropy (megatron, the default); with it the
+    implementation --cross-entropy-fusion-impl names, native (its default: megatron_fused) or te
+    (megatron/core/models/common/language_module/language_module.py compute_language_model_loss and
+    megatron/training/arguments.py ``choices=['native', 'te']``, core_v0.15.0). The impl flag alone changes nothing."""
+    impl = args.get("--cross-entropy-fusion-impl")
+    if "--cross-entropy-fusion-impl" in args and impl not in ("native", "te"):
+        shown = "no value" if impl is None else repr(impl[:40])
+        raise InputError(f"unknown cross-entropy fusion implementation: {shown}", where="--cross-entropy-fusion-impl",
+                         allowed="native or te (Megatron-LM's choices)")
+    if "--cross-entropy-loss-fusion" in args:
+        out.strategy["loss_impl"] = "te" if impl == "te" else "megatron_fused"
+    elif impl is not None:
+        out.unused.append(f"--cross-entropy-fusion-impl {impl} without --cross-entropy-loss-fusion (Megatron-Core runs "
+                          "the unfused cross-entropy)")
 
 
 def _megatron_tokens(text: str) -> list[str]:
@@ -396,6 +417,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.unused.append("--fp8-recipe without --fp8-format (Megatron trains without FP8)")
     if _moe_fp8_padding(args, "--num-experts" in model_flags):
         out.strategy["moe_fp8_padding"] = True
+    _loss_impl(args, out)
     opt = args.get("--optimizer")
     if opt is not None and opt != "adam":
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")

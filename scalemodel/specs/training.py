@@ -12,6 +12,7 @@ from scalemodel.choices import (
     Choice,
     Fp8Recipe,
     Layout,
+    LossImpl,
     Optimizer,
     Precision,
     Recompute,
@@ -46,6 +47,7 @@ OptimizerText = Annotated[str, Before(Optimizer.normalize), _labels(Optimizer)]
 LayoutText = Annotated[str, Before(Layout.normalize), _labels(Layout)]
 RecomputeMethodText = Annotated[str, Before(RecomputeMethod.normalize), _labels(RecomputeMethod)]
 Fp8RecipeText = Annotated[str, Before(Fp8Recipe.normalize), _labels(Fp8Recipe)]
+LossImplText = Annotated[str, Before(LossImpl.normalize), _labels(LossImpl)]
 
 # Text fields kept in their canonical spelling (the label of what they parse to).
 _SEQUENCE_LENGTHS = _text(lambda v: parse_sequence_lengths(v).label)
@@ -225,6 +227,13 @@ class StrategySpec(Spec, kw_only=True):
         "tensor before FC1 and FC2's output out of it, and the backward the same for the gradients (Megatron-Core "
         "TEGroupedMLP with Transformer Engine Fp8Padding / Fp8Unpadding); docs/model.md#fp8-expert-padding"
     ))] = False
+    loss_impl: Annotated[LossImplText, Meta(description=(
+        "the output head's softmax cross-entropy: megatron (Megatron-Core's unfused vocab_parallel_cross_entropy, "
+        "Megatron-LM's default; also Megatron-DeepSpeed's), megatron_fused (--cross-entropy-loss-fusion, native), te "
+        "(--cross-entropy-fusion-impl te, Transformer Engine's Triton kernel), flash_attn (flash-attn's Triton "
+        "CrossEntropyLoss, llm-foundry's fused_crossentropy), torch (eager F.cross_entropy on logits.float(), "
+        "torchtitan without TP); its HBM bytes per logit, forward + backward at 16-bit logits: 38 + 14, 22 + 10, "
+        "6 + 4, 2 + 4, 22 + 26 (docs/model.md#loss)"))] = "megatron"
     assignment: Annotated[AssignmentText, Meta(
         description="micro-batches split equally up front, or pulled from a shared queue")] = "static"
     dispatch_overhead: Annotated[SecondsOrZero | None, Meta(description=(
