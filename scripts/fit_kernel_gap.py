@@ -191,6 +191,7 @@ def _points(doc: dict[str, Any], group: str) -> list[dict[str, Any]]:
                 continue
             out.append({"src": name, "row": p["row"], "meas": p["ms"] * 1e-3, "k": kernels(p),
                         "mem": elementwise_time(p, acc, curve),
+                        "eager_excess": eager_elementwise_excess(p) if implementation(p) == "eager-sdpa" else 0.0,
                         "iso": fl.isolated_curve(curve or acc, p["prec"])["gemm_max"],
                         "pred": fl.model_time(p, src, fl.GRID, acc, None, curve)})
     return out
@@ -210,6 +211,51 @@ def elementwise_time(p: dict[str, Any], acc: str, curve: str | None) -> float:
     m = float(lt.forward_memory)
     bwd = 2.0 * m + (m if p["recompute"] == "full" else 0.0)
     return {"fwd": m, "bwd": bwd, "fwd+bwd": m + bwd}[p["measured"]]
+
+
+MEMORY_KERNELS = ROOT / "hardware" / "measurements" / "memory_kernels.yaml"
+
+#: the eager GPTLayer's memory-bound kernels (implementation eager-sdpa), each as (measured series standing for it in
+#: memory_kernels.yaml SM-H200, elements it moves in units of X = tokens x hidden, count). Forward: 2 LayerNorms
+#: (x, y), 2 residual adds (a, b, out), GELU (4X in, 4X out). Backward: the 4 bias-gradient sums (read dY: 3X, X,
+#: 4X, X; no reduction series measured, priced as 'add', the fastest: optimistic), GELU backward (dY, x, dX: 12X),
+#: 2 LayerNorm backwards (dX kernel dY x dX 3X + gamma/beta kernel dY x 2X; per byte as the forward), 2 gradient
+#: adds, the q/k/v stack (6X) and the view's copy (6X). Backward series are the forward's per byte (assumed: no
+#: backward kernel was swept).
+EAGER_ELEMENTWISE: dict[str, tuple[tuple[str, float, int], ...]] = {
+    "fwd": (("layer_norm", 2.0, 2), ("add", 3.0, 2), ("gelu", 8.0, 1)),
+    "bwd": (("add", 3.0, 1), ("add", 1.0, 2), ("add", 4.0, 1), ("gelu", 12.0, 1), ("layer_norm", 3.0, 2),
+            ("layer_norm", 2.0, 2), ("add", 3.0, 2), ("copy", 6.0, 2)),
+}
+
+
+def _kernel_series(acc: str = "h200-sxm") -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """memory_kernels.yaml SM-H200 series: kernel -> (ln bytes, ln seconds), sorted by bytes."""
+    import yaml  # only here: the alternatives above need no YAML of their own
+
+    doc = yaml.safe_load(MEMORY_KERNELS.read_text(encoding="utf-8"))
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for k in ("layer_norm", "add", "gelu", "copy"):
+        pts = sorted((p for p in doc["points"] if p["acc"] == acc and p["kernel"] == k),
+                     key=lambda p: p["rows"] * p["width"])
+        b = np.array([p["rows"] * p["width"] * p["elem_bytes"] * p["passes"] for p in pts], dtype=float)
+        out[k] = (np.log(b), np.log(np.array([p["ms"] * 1e-3 for p in pts])))
+    return out
+
+
+def eager_elementwise_excess(p: dict[str, Any], acc: str = "h200-sxm") -> float:
+    """Seconds by which the eager layer's memory-bound kernels, each timed at its own size on the card
+    (:data:`EAGER_ELEMENTWISE`, log-log interpolation in the measured series: their fixed cost and measured
+    bandwidth both included), exceed the model's price of them (:func:`elementwise_time`). No parameter."""
+    series = _kernel_series(acc)
+    X = p["micro_batch"] * p["seq"] * p["hidden"] * 2.0  # bytes of one b x s x h bf16 tensor
+    passes = {"fwd": ("fwd",), "bwd": ("bwd",), "fwd+bwd": ("fwd", "bwd")}[p["measured"]]
+    t = 0.0
+    for ps in passes:
+        for kernel, elems, count in EAGER_ELEMENTWISE[ps]:
+            lb, lt = series[kernel]
+            t += count * float(np.exp(np.interp(np.log(elems * X), lb, lt)))
+    return t - elementwise_time(p, acc, None)
 
 
 def fit(pts: list[dict[str, Any]], tau_grid: np.ndarray = TAU, regressor: str = "k") -> tuple[float, float]:
@@ -251,7 +297,9 @@ def run() -> dict[str, Any]:
                        for q in pts],
             "factor_only": _summary(pts, *only), "joint": _summary(pts, *joint),
             "joint_tau_capped": _summary(pts, *capped),
-            "elementwise": _summary(pts, *fit(pts, BETA, "mem"), "mem"), "leave_one_source_out": []}
+            "elementwise": _summary(pts, *fit(pts, BETA, "mem"), "mem"),
+            "eager_kernels_measured": _summary(pts, *fit(pts, np.array([1.0]), "eager_excess"), "eager_excess"),
+            "leave_one_source_out": []}
         sources = sorted({q["src"] for q in pts})
         for left in sources if len(sources) > 1 else []:
             train = [q for q in pts if q["src"] != left]
@@ -280,7 +328,8 @@ RECORDED: dict[str, dict[str, tuple[float, float, float]]] = {
     "h100": {"factor_only": (0.712, 0.0, 0.1134), "joint": (0.882, 41.2, 0.0308),
              "joint_tau_capped": (0.730, 5.0, 0.1005)},
     "h200": {"factor_only": (0.918, 0.0, 0.0431), "joint": (0.983, 37.2, 0.0239),
-             "joint_tau_capped": (0.926, 5.0, 0.0391), "elementwise": (0.975, 1.095e6, 0.0287)},
+             "joint_tau_capped": (0.926, 5.0, 0.0391), "elementwise": (0.975, 1.095e6, 0.0287),
+             "eager_kernels_measured": (0.935, 1e6, 0.0340)},
 }
 
 
@@ -308,9 +357,10 @@ def main(argv: list[str]) -> int:
     print("Per-kernel fixed cost tau: joint fit (in-layer gemm_max, tau) vs factor-only, 16-bit layer timings\n")
     for g, row in res.items():
         print(f"== {g}: " + ", ".join(f"{q['row']} K={q['kernels']}" for q in row["points"]))
-        for key in ("factor_only", "joint", "joint_tau_capped", "elementwise"):
+        for key in ("factor_only", "joint", "joint_tau_capped", "elementwise", "eager_kernels_measured"):
             s = row[key]
-            extra = (f"beta {s['tau_us'] / 1e6:5.3f}   " if key == "elementwise" else f"tau {s['tau_us']:5.1f} us")
+            extra = (f"beta {s['tau_us'] / 1e6:5.3f}   " if key == "elementwise" else
+                     "+ measured  " if key == "eager_kernels_measured" else f"tau {s['tau_us']:5.1f} us")
             print(f"  {key:17s} factor {s['factor']:.3f} {extra}  rms ln {s['rms']:.4f}  worst "
                   f"{s['worst']['err_pct']:+5.1f} % ({s['worst']['row']})  per point {s['err_pct']}")
         if "forward_rows" in row:

@@ -94,3 +94,15 @@ def test_recorded_numbers_and_the_finding(res: dict[str, Any]) -> None:
         assert res[g]["joint"]["rms"] < 0.6 * res[g]["factor_only"]["rms"]
         assert res[g]["joint"]["tau_us"] > 5 * kg.PLAUSIBLE_TAU_S * 1e6
         assert res[g]["joint_tau_capped"]["rms"] > 0.85 * res[g]["factor_only"]["rms"]
+
+
+def test_eager_elementwise_excess_by_hand() -> None:
+    """h 2048 forward (b 8, s 2048): X = 8 x 2048 x 2048 x 2 B = 67.1 MB, and each kernel's bytes land on a measured
+    memory_kernels.yaml SM-H200 point: LayerNorm 2X = 134.2 MB (rows 8192: 0.055081 ms), add 3X = 201.3 MB (rows 8192:
+    0.047479 ms), GELU 8X = 536.9 MB (rows 32768: 0.170893 ms). The model prices 38 X/2 bytes (norms 4 eb, residual
+    with dropout mask 2 (3 eb + 1), GELU 2 eb x 4, per element of b x s x h) at 4.8 TB/s x 0.85 (catalog memory)."""
+    p = next(p for p in fl.load()["points"] if p["row"] == "eager flash h2048 fwd")
+    measured = 2 * 0.055081e-3 + 2 * 0.047479e-3 + 0.170893e-3
+    priced = 38 * 8 * 2048 * 2048 / (4.8e12 * 0.85)
+    assert kg.elementwise_time(p, "h200-sxm", None) == pytest.approx(priced, rel=1e-3)
+    assert kg.eager_elementwise_excess(p) == pytest.approx(measured - priced, rel=1e-3)
