@@ -64,6 +64,10 @@ Two case files (issue 5 and issue 13):
   Memory and kernels (by the run's year, RUN_YEAR from validation/README.md's source table)
     - recompute: as stated (MaxText remat "minimal" = selective); unstated -> the least of none,
       selective, full that fits in memory by the model's memory estimate (selective only from 2022).
+      A torchtitan run's "selective (op policy)" (selective_ac_option op) -> recompute_modules titan_op: the
+      op-level policy saves SDPA's outputs and every other mm (wq, wv, w1, w2 of wq, wk, wv, wo, w1, w3, w2) and
+      recomputes the rest (torchtitan e7c0cae torchtitan/models/llama3/parallelize_llama.py, 9dec370
+      torchtitan/parallelisms/parallelize_llama.py: "Saves output of all compute ops, except every second mm").
     - partial full recompute (Megatron --recompute-method block --recompute-num-layers N): the stated
       ``recompute_layers``; activation offload: the stated ``cpu_offload_layers`` (Megatron-Core
       cpu_offloading_num_layers); unstated -> neither.
@@ -404,15 +408,21 @@ def parse_recompute(text: Any) -> str | None:
     return "full"  # "full ...", remat_policy=full, rematerialization of (nearly) everything
 
 
-def parse_recompute_modules(text: Any) -> str:
+def parse_recompute_modules(text: Any, source: str = "") -> str:
     """What a stated selective recompute recomputes (StrategySpec.recompute_modules): Megatron-Core's
     ``recompute_modules`` named in the case (mla_up_proj, moe_act), or MaxText's ``remat_policy=minimal``, the
-    JAX policy ``checkpoint_dots_with_no_batch_dims`` (MaxText/layers/models.py): jax_dots; "" = core_attn."""
+    JAX policy ``checkpoint_dots_with_no_batch_dims`` (MaxText/layers/models.py): jax_dots; a torchtitan run's
+    "selective (op policy)" (:data:`TORCHTITAN`), selective_ac_option op: titan_op (torchtitan e7c0cae
+    torchtitan/models/llama3/parallelize_llama.py, 9dec370 torchtitan/parallelisms/parallelize_llama.py: "Saves
+    output of all compute ops, except every second mm", ``to_save = func in _save_list and not (func ==
+    torch.ops.aten.mm.default and meta[mm_count_key] % 2 == 0)``); "" = core_attn."""
     t = str(text or "").lower()
     if "remat_policy=minimal" in t:
         return "jax_dots"
     if not t.startswith("selective"):
         return ""
+    if source in TORCHTITAN and "op policy" in t:
+        return "titan_op"
     return ",".join(m for m in ("core_attn", "mla_up_proj", "moe_act") if m in t)
 
 
@@ -892,7 +902,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           first_chunk_layers=chunks[0] if chunks else None,
                           last_chunk_layers=chunks[1] if chunks else None,
                           recompute_layers=int(rec_layers) if isinstance(rec_layers, int) and rec == "full" else None,
-                          recompute_modules=parse_recompute_modules(par.get("recompute")) if rec == "selective" else "",
+                          recompute_modules=parse_recompute_modules(par.get("recompute"), src)
+                          if rec == "selective" else "",
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,

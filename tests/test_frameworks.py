@@ -86,7 +86,9 @@ def test_torchtitan_tomls() -> None:
     sf = read("torchtitan_llama3_8b.toml")
     assert sf.format == "torchtitan"
     assert sf.training == {"micro_batch": 1, "seq_len": 8192}
-    assert sf.strategy == {"tp": 1, "pp": 1, "cp": 1, "zero": "fsdp", "recompute": "selective"}
+    # selective_ac_option "op": torchtitan's op-level policy (was the Megatron core_attn default before titan_op)
+    assert sf.strategy == {"tp": 1, "pp": 1, "cp": 1, "zero": "fsdp", "recompute": "selective",
+                           "recompute_modules": "titan_op"}
     sf = read("torchtitan_llama3_70b.toml")
     assert sf.training == {"micro_batch": 2, "global_batch": 256, "seq_len": 8192, "precision": "bf16"}
     # fsdp_reshard_after_forward "default" (not set) with pipeline parallelism: torchtitan does not reshard

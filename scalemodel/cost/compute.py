@@ -70,7 +70,7 @@ import numpy as np
 from scalemodel.choices import LossImpl, Recompute, codes
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
-from scalemodel.cost.transformer import Shape, attention_matrices, recompute_code, recomputed_modules
+from scalemodel.cost.transformer import Shape, attention_matrices, recompute_code, recomputed_modules, titan_op_gemms
 from scalemodel.errors import InputError
 
 ArrayLike = Any
@@ -318,7 +318,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     re-runs them before the core's backward; Megatron-Core recomputes the core only when core_attn is also named,
     attention.py ``checkpoint_core_attention``); moe_act the routed experts' activation function (experts.py
     ``activation_recompute``: its memory-bound bytes). jax_dots keeps the core's price (the remat policy's own
-    recompute is not priced apart).
+    recompute is not priced apart). titan_op (torchtitan's op policy) repeats the forward's memory-bound work and
+    the GEMMs of :func:`titan_op_gemm_time`, not the attention core (SDPA is on its save list).
 
     ``core_*`` (default: the GEMMs' own) price the attention core at another precision: an fp8 run's
     core runs in BF16 (Transformer Engine's recipes leave dot-product attention out of FP8 unless
@@ -426,6 +427,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     again = recomputed_modules(sh, code, recompute_modules)  # the rule training_flops' hardware FLOPs use too
     selective = (np.where(again.attention_core, t_core, 0.0)
                  + np.where(again.mla_up_proj, up_proj, 0.0)
+                 + np.where(again.titan_op, t_mem + titan_op_gemm_time(sh, T, t, **kw), 0.0)
                  + np.where(again.moe_act, memory_time(
                      expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
@@ -514,6 +516,18 @@ def loss_saved_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 
     e = _pos("elem_bytes", elem_bytes)
     fp32 = (code == LossImpl.MEGATRON) | (code == LossImpl.MEGATRON_FUSED) | (code == LossImpl.TORCH)
     return np.where(fp32, 4.0, e) * np.ones_like(e)
+
+
+def titan_op_gemm_time(sh: Shape, tokens: ArrayLike, tp: ArrayLike, **kw: Any) -> np.ndarray:
+    """Seconds of the weight GEMMs torchtitan's op-level selective AC repeats in one layer's backward
+    (:func:`scalemodel.cost.transformer.titan_op_gemms`: wk, wo and, gated, w3), each its own GEMM of T tokens
+    (torchtitan runs wq, wk, wv, w1, w3 as separate nn.Linear modules): T x g d/t x h, T x h x a d_v/t, T x f/t x h;
+    ``kw`` the :func:`gemm_time` keywords."""
+    total = np.zeros_like(np.asarray(tokens, dtype=float))
+    for name, n_in, n_out in titan_op_gemms(sh):
+        out_w, in_w = (n_out, n_in / tp) if name == "o" else (n_out / tp, n_in)
+        total = total + gemm_time(tokens, out_w, in_w, np.where(n_in * n_out > 0, 1.0, 0.0), **kw)
+    return total
 
 
 def logits_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, peak_flops: ArrayLike,

@@ -62,6 +62,13 @@ each; the O-projection input 2sbh -> 1sbh fp8 copy, plus the 16-bit attention ou
                  the norm outputs, attention output and activation output are recomputed from the saved
                  values. MaxText's logical_axis_rules shard activation_embed, _heads and _mlp over the
                  tensor axis, hence / t (the carry / t only with sequence parallelism).
+    titan_op     torchtitan's op-level selective AC (transformer.titan_op_gemms): the layer keeps its input
+                 (the checkpoint's) and the saved-list outputs its backward reads: Q (wq) 2 s b a d, V (wv)
+                 2 s b g d, the SDPA output 2 s b a d_v and its fp32 log-sum-exp 4 a s b, the MLP's first up-
+                 projection (w1) 2 s b f, all / t (the input / t only with sequence parallelism); 16-bit under
+                 fp8 too (Float8Linear's mm returns the input's dtype). w2's output is on the save list too, but
+                 only the residual sum reads it: torch.compile's partitioner (both torchtitan validation runs) saves
+                 only what the backward reads, eager SAC caches it as well (2 s b h more, not counted).
 
 The first pipeline stage holds the most activations: its L/p layers times the in-flight micro-batches of the
 schedule: 1F1B min(m, p) [Narayanan et al. 2021 §2.2; Korthikanti §4.2.3], interleaved
@@ -285,7 +292,10 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     up_out = 2 * s * b * np.where(sh.gated_mlp, 2.0, 1.0) * up_width
     dots_bytes = np.where(sp, 2 * sbh / t, 2 * sbh) + (qkv_out + up_out) / t
     full = np.where(sp, 2 * sbh / t, 2 * sbh)
-    return np.where(code == Recompute.FULL, full, np.where(dots, dots_bytes, none_or_selective))
+    # torchtitan's op policy: the layer input and the saved outputs the backward reads (wq, wv, w1, SDPA)
+    titan = full + (2 * s * b * (a * d + g * d + a * dv + sh.ffn_hidden) + scores_full) / t
+    return np.where(code == Recompute.FULL, full, np.where(dots, dots_bytes,
+                                                           np.where(again.titan_op, titan, none_or_selective)))
 
 
 def inflight_microbatches(pp: ArrayLike, num_microbatches: ArrayLike, schedule: ArrayLike = "1f1b",

@@ -70,8 +70,9 @@ def recompute_code(value: ArrayLike) -> np.ndarray:
 
 
 #: Selective-recompute modules as bits: Megatron-Core ``--recompute-modules`` names (transformer_config.py
-#: ``recompute_modules``), and ``jax_dots`` for JAX's dots-saveable remat policy (cost.memory's module docstring).
-RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8}
+#: ``recompute_modules``), ``jax_dots`` for JAX's dots-saveable remat policy (cost.memory's module docstring), and
+#: ``titan_op`` for torchtitan's op-level selective AC policy (:func:`titan_op_gemms`).
+RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8, "titan_op": 16}
 #: What ``recompute: selective`` recomputes when no module is named: the attention core (Korthikanti).
 DEFAULT_RECOMPUTE_MODULES = RECOMPUTE_MODULES["core_attn"]
 
@@ -80,12 +81,14 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     """What selective recompute repeats in one layer's backward (bool arrays; all False unless selective):
     ``attention_core`` the core (core_attn, or jax_dots, whose policy recomputes the batched core matmuls with
     everything but the weight GEMMs), ``mla_up_proj`` MLA's Q and KV up-projections (only in an MLA model),
-    ``moe_act`` the routed experts' activation function, ``jax_dots`` JAX's dots-saveable policy."""
+    ``moe_act`` the routed experts' activation function, ``jax_dots`` JAX's dots-saveable policy, ``titan_op``
+    torchtitan's op policy (the layer's forward but the attention core and the saved GEMMs, :func:`titan_op_gemms`)."""
 
     attention_core: np.ndarray
     mla_up_proj: np.ndarray
     moe_act: np.ndarray
     jax_dots: np.ndarray
+    titan_op: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
 
 
 def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: ArrayLike = 0) -> Recomputed:
@@ -104,7 +107,37 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
         return (mods & sum(RECOMPUTE_MODULES[n] for n in names)) > 0
 
     return Recomputed(attention_core=on("core_attn", "jax_dots"), mla_up_proj=on("mla_up_proj") & sh.mla,
-                      moe_act=on("moe_act"), jax_dots=on("jax_dots"))
+                      moe_act=on("moe_act"), jax_dots=on("jax_dots"), titan_op=on("titan_op"))
+
+
+def titan_op_gemms(sh: Shape) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """The weight GEMMs (name, input width, output width) whose forward torchtitan's op-level selective activation
+    checkpointing repeats in the backward, for a dense block with separate Q, K, V projections (torchtitan's Llama).
+
+    torchtitan ``--activation_checkpoint.mode selective --activation_checkpoint.selective_ac_option op``
+    (pytorch/torchtitan@e7c0cae torchtitan/models/llama3/parallelize_llama.py ``_apply_ac_to_transformer_block``;
+    the same at 9dec370 torchtitan/parallelisms/parallelize_llama.py) wraps each TransformerBlock in
+    ``checkpoint_wrapper`` with torch.utils.checkpoint ``create_selective_checkpoint_contexts``: an op in
+    ``_save_list`` (aten.mm, SDPA flash / efficient, reduce_scatter_tensor, aten.max; 9dec370 also aten.abs) is
+    MUST_SAVE "except every second mm" (a per-block ``mm_count``, counted from 1), every other op PREFER_RECOMPUTE.
+    The block's mms run in the order wq, wk, wv, wo, w1, w3, w2 (model.py Attention.forward ``self.wq(x),
+    self.wk(x), self.wv(x)`` ... ``self.wo(output)``; FeedForward ``self.w2(F.silu(self.w1(x)) * self.w3(x))``), so
+    wq, wv, w1, w2 (counts 1, 3, 5, 7) are saved and the backward repeats wk and wo (2, 4) and, gated, w3 (6); an
+    ungated MLP's second mm is the down-projection, whose output only feeds the residual sum, which the backward
+    never reads: not repeated. torchao's Float8Linear (0afa4c1, eab345c: ``torch.mm`` on Float8Tensor arguments
+    in ``matmul_with_hp_or_float8_args``) reaches the policy as aten.mm too (a TorchDispatchMode sees the op before
+    the tensor subclass lowers it to ``torch._scaled_mm``), so fp8 runs save and repeat the same GEMMs;
+    ``_scaled_mm`` has never been on torchtitan's save list (``git log -G _scaled_mm -- torchtitan`` to b5bcd76c6
+    finds only documentation). Widths here are the unsplit ones (TP divides them like the rest)."""
+    h, a, g, d, dv, f = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim, sh.ffn_hidden
+    return [("k", h, g * d), ("o", a * dv, h), ("up", h, np.where(sh.gated_mlp, f, 0.0))]
+
+
+def titan_op_recompute_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
+    """Forward FLOPs torchtitan's op policy repeats per layer and sequence: 2 s (h g d + a d_v h + h f [gated])
+    (:func:`titan_op_gemms`); the attention core is saved, not repeated."""
+    s = _arr("seq_len", seq_len)
+    return 2.0 * s * sum(i * o for _, i, o in titan_op_gemms(sh))
 
 
 def _arr(name: str, value: ArrayLike, *, minimum: float = 0.0, strict: bool = True) -> np.ndarray:
@@ -515,7 +548,8 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
     model    = 3 * forward                               (forward + backward = 2 x forward)
     hardware = model + recompute, where recompute is the layers' forward (full), or (selective) per layer
                what :func:`recomputed_modules` says is repeated: the attention core 2 s k a (d + d_v) (core_attn,
-               jax_dots) and MLA's up-projection GEMMs :func:`mla_up_projection_flops` (mla_up_proj); moe_act
+               jax_dots), MLA's up-projection GEMMs :func:`mla_up_projection_flops` (mla_up_proj), the GEMMs
+               torchtitan's op policy repeats :func:`titan_op_recompute_flops` (titan_op); moe_act
                repeats an activation function, which no FLOP count here includes, so adds 0; or 0. The MTP
                modules' blocks and projections count as layers here (Megatron-Core checkpoints an MTP module's
                _proj_and_transformer_layer under full recompute; its block is a transformer layer of the same
@@ -527,7 +561,8 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
     layers_fwd = fwd - logits_flops(sh, seq_len) * (1.0 + sh.mtp_layers) * n
     again = recomputed_modules(sh, code, recompute_modules)
     per_layer = (np.where(again.attention_core, attention_core_flops(sh, seq_len), 0.0)
-                 + np.where(again.mla_up_proj, mla_up_projection_flops(sh, seq_len), 0.0))
+                 + np.where(again.mla_up_proj, mla_up_projection_flops(sh, seq_len), 0.0)
+                 + np.where(again.titan_op, titan_op_recompute_flops(sh, seq_len), 0.0))
     selective = per_layer * (sh.layers + sh.mtp_layers) * n
     extra = np.where(code == Recompute.FULL, layers_fwd, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     model = 3.0 * fwd

@@ -554,6 +554,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                                      "every step")
     _check_shard_group(strategy, dp)
     _warn_unpriced_fields(job, strategy)
+    _check_titan_op(job, strategy)
     etp = strategy.etp or tp
     if ep > 1 or strategy.etp is not None:
         experts = int(job.shape.moe_experts) if job.is_transformer else 0
@@ -662,6 +663,23 @@ def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:
     if strategy.pp > 1 and parse_schedule(strategy.schedule).kind != ScheduleKind.INTERLEAVED:
         raise InputError("moe_a2a_overlap with pp > 1 needs the interleaved schedule",
                          where="strategy.moe_a2a_overlap", allowed=allowed)
+
+
+def _check_titan_op(job: Job, strategy: Any) -> None:
+    """recompute_modules titan_op (torchtitan's op-level selective AC) is priced for torchtitan's dense block with
+    separate Q, K, V projections (cost.transformer.titan_op_gemms): its mm order, and so which GEMMs the policy
+    saves, is not derived for MoE layers, MLA or a parallel block; a non-transformer model has no layers to price."""
+    if "titan_op" not in str(getattr(strategy, "recompute_modules", "") or "").split(","):
+        return
+    sh = job.shape if job.is_transformer else None
+    what = ("a generic model (no transformer layers)" if sh is None else "MoE layers" if int(sh.moe_experts) > 0
+            else "multi-head latent attention" if int(sh.kv_lora_rank) > 0
+            else "a parallel attention/MLP block" if bool(sh.parallel_block) else "")
+    if what:
+        raise InputError(f"titan_op prices torchtitan's op policy on a dense block (wq, wk, wv, wo, w1, w3, w2); the "
+                         f"model has {what}", where="strategy.recompute_modules",
+                         allowed="titan_op with a dense transformer; core_attn, mla_up_proj, moe_act or jax_dots "
+                                 "otherwise")
 
 
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:

@@ -362,7 +362,10 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     if job.fp8_recipe:  # an fp8 run's quantization casts (fp8_cast_per_layer)
         cast_f, cast_b = fp8_cast_per_layer(job, g, moe_share)
         fwd_l, bwd_l = fwd_l + cast_f, bwd_l + cast_b
-        rec_l = rec_l + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
+        # full recompute and torchtitan's op policy (titan_op, which replays the layer's forward) repeat the casts
+        titan_op = (g.recompute == Recompute.SELECTIVE) & (
+            (np.asarray(g.recompute_modules, dtype=np.int64) & memory.RECOMPUTE_MODULES["titan_op"]) > 0)
+        rec_l = rec_l + np.where((g.recompute == Recompute.FULL) | titan_op, cast_f, 0.0)
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
     logits = compute.logits_compute_time(sh, loss_impl=g.loss_impl, **(kw if job.logits_peak_flops <= 0 else dict(

@@ -600,10 +600,8 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             raise InputError(f"unknown activation checkpoint mode {str(mode)[:40]!r}",
                              where="activation_checkpoint.mode", allowed="none, selective or full")
         out.strategy["recompute"] = str(mode)
-        opt = ac.get("selective_ac_option")
-        if mode == "selective" and opt not in (None, "op"):
-            out.unused.append(f"activation_checkpoint.selective_ac_option {str(opt)[:20]} (every n-th layer fully "
-                              "recomputed is modelled as selective recompute)")
+        if mode == "selective":
+            _titan_selective_ac(ac.get("selective_ac_option", "2"), out)
     if model:
         out.unused.append(f"[model] {str(model.get('name', ''))[:20]} {str(model.get('flavor', ''))[:20]} "
                           "(describe the model with --model)")
@@ -613,6 +611,31 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                 "disable_loss_parallel", "enable_compiled_autograd", "pipeline_parallel_split_points",
                 "fsdp_reshard_after_forward", "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part"}
     out.unused.extend(f"parallelism.{k}" for k in par if k not in used_par)
+
+
+def _titan_selective_ac(option: Any, out: StrategyFile) -> None:
+    """torchtitan's ``activation_checkpoint.selective_ac_option`` (a string; default "2" in config_manager.py at
+    e7c0cae and 9dec370) with mode selective, as ``_apply_ac_to_transformer_block`` reads it
+    (pytorch/torchtitan@e7c0cae torchtitan/models/llama3/parallelize_llama.py): "op" is the op-level policy
+    (recompute_modules titan_op, cost.transformer.titan_op_gemms); a digit string N checkpoints a whole block when
+    a counter over the blocks is a multiple of N, or every block when N is 0 (``not ac_freq``), so 0 and 1 are full
+    recompute and N > 1 full recompute of every N-th block; anything else torchtitan rejects ("Valid options: 'op'
+    or a positive int representing layer frequency")."""
+    text = str(option) if isinstance(option, (str, int)) and not isinstance(option, bool) else ""
+    if text == "op":
+        out.strategy["recompute_modules"] = "titan_op"
+        return
+    if not text.isdigit() or len(text) > 9:
+        raise InputError(f"unknown selective_ac_option {str(option)[:40]!r}",
+                         where="activation_checkpoint.selective_ac_option",
+                         allowed="'op' (op-level policy) or a non-negative integer N (every N-th block fully "
+                                 "recomputed), as torchtitan accepts")
+    n = int(text)
+    out.strategy["recompute"] = "full"
+    if n > 1:
+        out.unused.append(f"activation_checkpoint.selective_ac_option {n} (1 block in {n} fully recomputed: "
+                          "priced as full recompute of every block unless you give --set strategy.recompute_layers=K, "
+                          f"K = the layers of each pipeline chunk / {n}, rounded down)")
 
 
 def _titan_float8(data: dict[str, Any], model: dict[str, Any]) -> dict[str, Any] | None:

@@ -162,7 +162,8 @@ class StrategySpec(Spec, kw_only=True):
     recompute_modules: Annotated[str, Meta(pattern=r"^([a-z_]+(,[a-z_]+)*)?$", description=(
         "recompute: selective only: what is recomputed, comma-separated: core_attn (the default), mla_up_proj, "
         "moe_act (Megatron-Core --recompute-modules), jax_dots (JAX checkpoint_dots_with_no_batch_dims, MaxText "
-        "remat_policy=minimal); changes the activation memory (scalemodel.cost.memory)"))] = ""
+        "remat_policy=minimal), titan_op (torchtitan selective_ac_option op: saves SDPA and every other mm, "
+        "recomputes the rest; dense layers only); changes the activation memory (scalemodel.cost.memory)"))] = ""
     recompute_method: Annotated[RecomputeMethodText, Meta(description=(
         "with recompute_layers N: block recomputes the first N layers of each pipeline chunk; uniform recomputes "
         "every layer in checkpointed chunks of N layers (Megatron-LM --recompute-method)"))] = "block"
