@@ -26,6 +26,12 @@ twice the forward bytes (reads the saved input and the incoming gradient, writes
 recompute repeats the attention core (Q K^T, softmax, attention dropout, softmax . V)
 [Korthikanti et al. 2022, arXiv:2205.05198 §5].
 
+**Fused (flash) attention core**: on the running kernel's own fitted curve, ``attn_max * k/(k + seq_half) *
+d/(d + head_half)`` of the 16-bit peak per direction (:func:`flash_kernel_time`; accelerator spec
+``attention_efficiency``, fitted by scripts/fit_attention.py to published attention-kernel benchmarks), where the
+job names a kernel with a curve; else its two GEMMs on the GEMM curve (:func:`flash_core_time`). See
+docs/model.md#attention-kernel.
+
 Calibration (once per accelerator family; the values live in the accelerator spec's
 ``compute_efficiency`` and in :data:`DEFAULT_EFFICIENCY`):
 
