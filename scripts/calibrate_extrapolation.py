@@ -132,7 +132,7 @@ def new_cases() -> list[Case]:
         gpus, gb = int(case["parallelism"]["gpus"]), int(s["global_batch"])
         tr = TrainingSpec(global_batch=gb, micro_batch=s["micro_batch"], precision=s["precision"],
                           seq_len=case["model"]["seq_len"], grad_bytes_per_param=s.get("grad_bytes"),
-                          fp8_recipe=s.get("fp8_recipe"))
+                          fp8_recipe=s.get("fp8_recipe"), attention_kernel=s.get("attention_kernel", "auto"))
         st = res.strategy  # exactly the strategy the validator predicted
         p = predict(cluster, wl, gpus, tr, st)
         step, x = p.step_time_s, res.measured

@@ -42,6 +42,7 @@ from scalemodel.cost.compute import (
     FLASH_BACKWARD_FLOP_RATIO,
     default_efficiency,
     flash_core_time,
+    flash_kernel_time,
     in_layer_gemm_factor,
 )
 from scalemodel.cost.transformer import causal_mean_keys
@@ -142,9 +143,49 @@ def evaluate(sources: dict[str, Any], points: list[dict[str, Any]], *, isolated:
         t_model = MODEL_CALLS[p["dir"]] * t_fwd
         flops = source_flops(p, sources[p["src"]]["flops"])
         model_tflops = flops / t_model / 1e12
+        t_kernel = kernel_time(p, acc, keys)
+        kernel_tflops = None if t_kernel is None else flops / t_kernel / 1e12
         out.append({**p, "model_time_s": t_model, "measured_time_s": flops / (p["tflops"] * 1e12),
                     "model_tflops": model_tflops, "error": model_tflops / p["tflops"] - 1.0,
+                    "kernel_time_s": t_kernel, "kernel_tflops": kernel_tflops,
+                    "kernel_error": None if kernel_tflops is None else kernel_tflops / p["tflops"] - 1.0,
                     "inferred": p.get("labels") == "inferred"})
+    return out
+
+
+def kernel_time(p: dict[str, Any], acc: Any, keys: float) -> float | None:
+    """The step model's time of the call on the kernel's own fitted curves (the accelerator's
+    ``attention_efficiency``, cost.compute.flash_kernel_time: forward, backward at 2.5x the FLOPs), as
+    layer_compute_time prices a core under ``training.attention_kernel``; None where the accelerator has no curve
+    for the kernel (the step model then prices it on the GEMM curve)."""
+    curves = (acc.attention_efficiency or {}).get(p["kernel"])
+    if curves is None:
+        return None
+    kw = dict(peak_flops=acc.peak(p["dtype"]), memory_bandwidth=acc.memory_bandwidth, elem_bytes=2.0,
+              memory_efficiency=float(acc.compute_efficiency.memory) if acc.compute_efficiency else 0.85)
+    t = 0.0
+    for direction, ratio in (("fwd", 1.0), ("bwd", FLASH_BACKWARD_FLOP_RATIO)):
+        if direction in p["dir"].split("+"):
+            c = getattr(curves, direction)
+            t += float(flash_kernel_time(p["s"], keys, p["d"], p["d"], p["b"] * p["h"], attn_max=c.attn_max,
+                                         seq_half=c.seq_half, head_half=c.head_half, flop_ratio=ratio, **kw))
+    return t
+
+
+def families(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per kernel family (all accelerators, masks, directions): median |error| and worst error of the GEMM-curve
+    pricing (before) and of the kernel's fitted curve (after; over the points that have one)."""
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by[r["kernel"]].append(r)
+    out = []
+    for kernel, rs in sorted(by.items()):
+        before = [r["error"] for r in rs]
+        after = [r["kernel_error"] for r in rs if r["kernel_error"] is not None]
+        out.append({"kernel": kernel, "n": len(rs), "gemm_median_abs": statistics.median(abs(e) for e in before),
+                    "gemm_worst": max(before, key=abs), "n_kernel": len(after),
+                    "kernel_median_abs": statistics.median(abs(e) for e in after) if after else None,
+                    "kernel_worst": max(after, key=abs) if after else None})
     return out
 
 
@@ -156,9 +197,12 @@ def groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for (acc, kernel, causal, direction), rs in sorted(by.items()):
         errs = [r["error"] for r in rs]
+        kerr = [r["kernel_error"] for r in rs if r["kernel_error"] is not None]
         out.append({"acc": acc, "kernel": kernel, "causal": causal, "dir": direction, "n": len(rs),
                     "median_abs_error": statistics.median(abs(e) for e in errs), "bias": statistics.median(errs),
-                    "worst_error": max(errs, key=abs), "inferred": any(r["inferred"] for r in rs)})
+                    "worst_error": max(errs, key=abs), "inferred": any(r["inferred"] for r in rs),
+                    "kernel_median_abs_error": statistics.median(abs(e) for e in kerr) if kerr else None,
+                    "kernel_worst_error": max(kerr, key=abs) if kerr else None})
     return out
 
 
@@ -209,19 +253,33 @@ def direction_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def report(rows: list[dict[str, Any]], isolated: bool) -> str:
-    lines = [f"fused attention core (cost.compute.flash_core_time; bwd = 2.5 x fwd, fwd+bwd = 3.5 x) vs published "
-             f"kernels; curve: {'isolated (catalog gemm_max / in-layer factor)' if isolated else 'catalog'}",
+    def pct(v: float | None, sign: str = "") -> str:
+        return f"{'-':>7}" if v is None else f"{v:>{sign}7.1%}"
+
+    lines = [f"fused attention core vs published kernels: GEMM curve (cost.compute.flash_core_time; bwd = 2.5 x fwd, "
+             f"fwd+bwd = 3.5 x; curve: {'isolated (catalog gemm_max / in-layer factor)' if isolated else 'catalog'}) "
+             "and the kernel's fitted curve (cost.compute.flash_kernel_time, accelerator attention_efficiency; "
+             "- = no curve for that kernel)",
              f"{'src':9} {'acc':13} {'kernel':8} {'dir':7} {'causal':6} {'d':>4} {'s':>6} {'meas':>6} "
-             f"{'model':>6} {'error':>7}"]
+             f"{'gemm':>6} {'error':>7} {'kernel':>6} {'error':>7}"]
     for r in rows:
         mark = " (labels inferred)" if r["inferred"] else ""
+        kt = "-" if r["kernel_tflops"] is None else f"{r['kernel_tflops']:.0f}"
         lines.append(f"{r['src']:9} {r['acc']:13} {r['kernel']:8} {r['dir']:7} {str(r['causal']):6} {r['d']:>4} "
-                     f"{r['s']:>6} {r['tflops']:>6.0f} {r['model_tflops']:>6.0f} {r['error']:>+7.1%}{mark}")
+                     f"{r['s']:>6} {r['tflops']:>6.0f} {r['model_tflops']:>6.0f} {r['error']:>+7.1%} {kt:>6} "
+                     f"{pct(r['kernel_error'], '+')}{mark}")
+    lines += ["", "by kernel family, all accelerators: GEMM curve (before) and the kernel's fitted curve (after)",
+              f"{'kernel':8} {'n':>3} {'med|err|':>8} {'worst':>7}   {'n':>3} {'med|err|':>8} {'worst':>7}"]
+    for f in families(rows):
+        lines.append(f"{f['kernel']:8} {f['n']:>3} {f['gemm_median_abs']:>8.1%} {f['gemm_worst']:>+7.1%}   "
+                     f"{f['n_kernel']:>3} {pct(f['kernel_median_abs']):>8} {pct(f['kernel_worst'], '+')}")
     lines += ["", "by accelerator x kernel x causal x direction (* = includes points with inferred labels)",
-              f"{'acc':13} {'kernel':8} {'causal':6} {'dir':7} {'n':>3} {'med|err|':>8} {'bias':>7} {'worst':>7}"]
+              f"{'acc':13} {'kernel':8} {'causal':6} {'dir':7} {'n':>3} {'med|err|':>8} {'bias':>7} {'worst':>7}"
+              f" {'kernel med|err|':>15} {'worst':>7}"]
     for g in groups(rows):
         lines.append(f"{g['acc']:13} {g['kernel']:8} {str(g['causal']):6} {g['dir']:7} {g['n']:>3} "
-                     f"{g['median_abs_error']:>8.1%} {g['bias']:>+7.1%} {g['worst_error']:>+7.1%}"
+                     f"{g['median_abs_error']:>8.1%} {g['bias']:>+7.1%} {g['worst_error']:>+7.1%} "
+                     f"{pct(g['kernel_median_abs_error']):>15} {pct(g['kernel_worst_error'], '+')}"
                      f"{' *' if g['inferred'] else ''}")
     rg = ratio_groups(causal_ratios(rows))
     lines += ["", "measured causal / non-causal time ratio, same shape (the model prices about 0.50)",
@@ -257,6 +315,7 @@ def main(argv: list[str]) -> int:
     if "--json" in flags:
         ratios = causal_ratios(rows)
         doc = {"file": str(path), "isolated": "--isolated" in flags, "points": rows, "groups": groups(rows),
+               "families": families(rows),
                "causal_ratios": ratios, "causal_ratio_groups": ratio_groups(ratios),
                "direction_ratios": direction_ratios(rows)}
         print(json.dumps(doc, allow_nan=False, indent=1))

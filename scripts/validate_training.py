@@ -59,6 +59,9 @@ Two case files (issue 5 and issue 13):
       flat gradient's cat, cast and pre-divide every micro-batch).
     - an attention text that names flash-attn's unpad_input (llm-foundry attn_impl flash) ->
       attention_unpad.
+    - attention kernel (training.attention_kernel): llm-foundry's attn_impl as stated (flash -> fa2, flash-attn
+      2.4.2; triton -> triton, its flash_attn_triton.py, except on H100 where no curve of that kernel exists:
+      gemm); every other case auto (:data:`ATTN_IMPL_KERNEL`).
     - sequence parallelism: as stated, else on when tp > 1 for runs from 2022 on (Korthikanti 2022), except
       on the Megatron-DeepSpeed forks (:data:`NO_SEQUENCE_PARALLEL`), which had none.
   Memory and kernels (by the run's year, RUN_YEAR from validation/README.md's source table)
@@ -488,6 +491,28 @@ def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
     return out
 
 
+#: Fused attention kernel a case's attention text names (training.attention_kernel): llm-foundry's ``attn_impl``
+#: as its case records it (scripts/train/benchmarking/sweep.py @5e85bd62d): flash = flash_attn_varlen_func of
+#: flash-attn 2.4.2 (FlashAttention-2), triton = llmfoundry/models/layers/flash_attn_triton.py, the Triton kernel of
+#: the FlashAttention repository (the FA2-A100 figure's 'FlashAttention Triton'). Any other case: auto (what
+#: Transformer Engine runs, engine.job.AUTO_ATTENTION_KERNEL), the MaxText TPU runs included (no TPU curve).
+ATTN_IMPL_KERNEL = (("attn_impl: flash", "fa2"), ("attn_impl: triton", "triton"))
+#: (kernel, accelerator) a case names whose catalog curve is another kernel of that name: h100-sxm's triton curve is
+#: the FA3 paper's Triton kernel (FA3-FWD), not llm-foundry's flash_attn_triton, which is measured on A100 only:
+#: those cases keep the GEMM pricing of the core.
+NOT_THE_SAME_KERNEL = frozenset({("triton", "h100-sxm")})
+
+
+def attention_kernel(case: dict[str, Any], accelerator: str) -> str:
+    """training.attention_kernel of a case (:data:`ATTN_IMPL_KERNEL`, else auto; gemm where
+    :data:`NOT_THE_SAME_KERNEL`)."""
+    text = str(case["model"].get("attention", "")).lower()
+    for marker, kernel in ATTN_IMPL_KERNEL:
+        if marker in text:
+            return "gemm" if (kernel, accelerator) in NOT_THE_SAME_KERNEL else kernel
+    return "auto"
+
+
 #: Sources whose data-parallel sync is Megatron-Core's DistributedDataParallel (strategy megatron_ddp, ZeRO 0 or 1):
 #: Megatron-LM (mlm24: Megatron-Core r0.8.0, whose distributed_data_parallel.py at baf94af3c6 defaults the bucket to
 #: max(4e7, 1e6 x dp) elements with --overlap-grad-reduce), Megatron-Bridge 25.11 (mb2511) and NeMo 2.2 (nemo2502:
@@ -887,7 +912,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         options = [o for o in options if o != "full"]  # Megatron-Core refuses full recompute with the EP overlap
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"],
                       grad_bytes_per_param=parse_grad_reduce(par.get("grad_reduce")),
-                      fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))))
+                      fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
+                      attention_kernel=attention_kernel(case, cluster.accelerator.name))
     p: Prediction | None = None
     st: StrategySpec | None = None
     flags = overlap_flags(par.get("overlap"))
@@ -950,6 +976,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "dp": dp, "shard_group": shard_group, "micro_batch": mb, "global_batch": gb, "schedule": schedule,
                 "zero": zero,
                 "recompute": st.recompute, "sequence_parallel": seqpar, "flash_attention": flash,
+                "attention_kernel": tr.attention_kernel,
                 "first_last_stage_layers": list(layout) if layout else None,
                 "first_last_chunk_layers": list(chunks) if chunks else None,
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,

@@ -39,7 +39,7 @@ PROTOCOLS = {"nvlink", "pcie", "xgmi", "ici", "rdma", "roce", "efa", "tcp", "dcn
 
 ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "memory", "memory_bandwidth",
               "compute_efficiency", "compute_units", "collective_units",
-              "tdp", "sources"}
+              "tdp", "sources", "attention_efficiency"}
 ACC_NUMERIC = ("peak_flops", "memory", "memory_bandwidth", "tdp")
 ACC_UNITS = ("compute_units", "collective_units")
 CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "max_gpus", "price_per_gpu_hour",
@@ -115,6 +115,11 @@ def test_accelerator_fields_and_sources(path: Path) -> None:
             assert isinstance(sources.get(field), str) and len(sources[field]) > 10, f"{field} needs a source"
     if "collective_units" in d:
         assert "compute_units" in d and d["collective_units"] < d["compute_units"]
+    for kernel, curves in (d.get("attention_efficiency") or {}).items():  # fitted or borrowed, always said which
+        assert "scripts/fit_attention.py" in curves["source"], kernel
+        assert "BORROWED" in curves["source"] or "fitted to" in curves["source"], kernel
+        for direction in ("fwd", "bwd"):
+            assert 0 < curves[direction]["attn_max"] <= 1, (kernel, direction)
     peaks = d["peak_flops"]
     assert peaks and set(peaks) <= PRECISIONS
     for prec, value in peaks.items():

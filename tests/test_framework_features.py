@@ -50,7 +50,8 @@ def test_partial_recompute_adds_the_recomputed_layers_forward_only(h100_job) -> 
     L = int(sh.layers)
     kw = dict(micro_batch=1.0, seq_len=2048, peak_flops=h100_job.peak_flops, memory_bandwidth=h100_job.memory_bandwidth,
               gemm_max=h100_job.gemm_max, gemm_half_dim=h100_job.gemm_half_dim,
-              memory_efficiency=h100_job.memory_efficiency, flash_attention=True)
+              memory_efficiency=h100_job.memory_efficiency, flash_attention=True,
+              attention_fwd=h100_job.attention_fwd, attention_bwd=h100_job.attention_bwd)  # the job's kernel (cudnn)
     layer_fwd = val(compute.layer_compute_time(sh, **kw).forward)  # one layer's forward, by the roofline
     _, none = run(h100_job, recompute="none")
     for n in (0, 5, L):
@@ -183,7 +184,8 @@ def test_offload_time_and_memory_by_hand(h100_job) -> None:  # type: ignore[no-u
     c = a_layer / 63e9
     kw = dict(micro_batch=8.0, seq_len=2048, peak_flops=h100_job.peak_flops, memory_bandwidth=h100_job.memory_bandwidth,
               gemm_max=h100_job.gemm_max, gemm_half_dim=h100_job.gemm_half_dim,
-              memory_efficiency=h100_job.memory_efficiency, flash_attention=True)
+              memory_efficiency=h100_job.memory_efficiency, flash_attention=True,
+              attention_fwd=h100_job.attention_fwd, attention_bwd=h100_job.attention_bwd)  # the job's kernel (cudnn)
     f = val(compute.layer_compute_time(sh, **kw).forward)
     per_mb = k * (max(c - f, 0.0) + max(c - 2 * f, 0.0))
     m = val(microbatches(g))

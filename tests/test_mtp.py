@@ -134,7 +134,8 @@ def test_last_stage_grows_by_one_block_projection_and_head() -> None:
         38 + 14) * T * V / (H100_HBM * mem)
     block = compute.layer_compute_time(sh, micro_batch=1, seq_len=T, peak_flops=H100_BF16,
                                        memory_bandwidth=H100_HBM, gemm_max=gm, gemm_half_dim=d0,
-                                       memory_efficiency=mem, moe=True, flash_attention=True, recompute="none")
+                                       memory_efficiency=mem, moe=True, flash_attention=True, recompute="none",
+                                       attention_fwd=job1.attention_fwd, attention_bwd=job1.attention_bwd)
     layers = np.ones(1) * 4
     with_mtp = step._compute_per_microbatch(job1, g, layers, logits_on_stage=True)["total"]
     without = step._compute_per_microbatch(job0, g, layers, logits_on_stage=True)["total"]

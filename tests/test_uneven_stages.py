@@ -26,7 +26,8 @@ def _per_layer_and_logits(job, tp: int):
               memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim,
               memory_efficiency=job.memory_efficiency, tp=tp, cp=1, elem_bytes=job.elem_bytes)
     layer = compute.layer_compute_time(job.shape, ep=1, sequence_parallel=False, recompute="none",
-                                       flash_attention=True, **kw)
+                                       flash_attention=True, attention_fwd=job.attention_fwd,
+                                       attention_bwd=job.attention_bwd, **kw)  # the job's attention kernel
     logits = compute.logits_compute_time(job.shape, **kw)
     return float(layer.total[()]), float(logits.total[()])
 

@@ -26,6 +26,12 @@ twice the forward bytes (reads the saved input and the incoming gradient, writes
 recompute repeats the attention core (Q K^T, softmax, attention dropout, softmax . V)
 [Korthikanti et al. 2022, arXiv:2205.05198 §5].
 
+**Fused (flash) attention core**: on the running kernel's own fitted curve, ``attn_max * k/(k + seq_half) *
+d/(d + head_half)`` of the 16-bit peak per direction (:func:`flash_kernel_time`; accelerator spec
+``attention_efficiency``, fitted by scripts/fit_attention.py to published attention-kernel benchmarks), where the
+job names a kernel with a curve; else its two GEMMs on the GEMM curve (:func:`flash_core_time`). See
+docs/model.md#attention-kernel.
+
 Calibration (once per accelerator family; the values live in the accelerator spec's
 ``compute_efficiency`` and in :data:`DEFAULT_EFFICIENCY`):
 
@@ -251,6 +257,57 @@ def flash_core_time(q_len: ArrayLike, keys: ArrayLike, d: ArrayLike, dv: ArrayLi
                                               memory_efficiency=memory_efficiency))
 
 
+#: Attention kernels with a fitted efficiency curve (hardware/measurements/attention.yaml kernel names):
+#: fa1 FlashAttention, fa2 FlashAttention-2, fa3 FlashAttention-3, cudnn cuDNN fused attention (Transformer
+#: Engine's FusedAttention, PyTorch SDPA's CUDNN_ATTENTION), triton a Triton flash kernel, xformers xformers'
+#: memory-efficient kernel.
+ATTENTION_KERNELS = ("fa1", "fa2", "fa3", "cudnn", "triton", "xformers")
+
+
+def attention_kernel_efficiency(keys: ArrayLike, head_dim: ArrayLike, attn_max: ArrayLike, seq_half: ArrayLike,
+                                head_half: ArrayLike) -> np.ndarray:
+    """Fraction of the 16-bit peak a fused attention kernel reaches on one call (one direction)::
+
+        eff = attn_max * k / (k + k0) * d / (d + d0)
+
+    k = keys one query attends ((s + 1) / 2 under a causal mask over s keys, the window in a sliding-window
+    layer: the work per query row, Shape.causal_keys), d = head dim, k0 = ``seq_half``, d0 = ``head_half``.
+    Each factor is below 1, so eff < attn_max <= 1. Fitted per accelerator, kernel and direction to published
+    kernel benchmarks (scripts/fit_attention.py on hardware/measurements/attention.yaml)."""
+    k, d = (_pos(nm, v) for nm, v in (("attention keys", keys), ("head dim", head_dim)))
+    k0, d0 = np.asarray(seq_half, dtype=float), np.asarray(head_half, dtype=float)
+    if np.any(~np.isfinite(k0) | (k0 < 0) | ~np.isfinite(d0) | (d0 < 0)):
+        raise InputError("an attention curve's seq_half or head_half is negative or not finite",
+                         where="attention_efficiency", allowed="finite lengths >= 0")
+    return _fraction("attention_efficiency.attn_max", attn_max) * (k / (k + k0)) * (d / (d + d0))
+
+
+def flash_kernel_time(q_len: ArrayLike, keys: ArrayLike, d: ArrayLike, dv: ArrayLike, count: ArrayLike = 1.0, *,
+                      peak_flops: ArrayLike, memory_bandwidth: ArrayLike, attn_max: ArrayLike, seq_half: ArrayLike,
+                      head_half: ArrayLike, memory_efficiency: ArrayLike = 0.85, elem_bytes: ArrayLike = 2.0,
+                      flop_ratio: ArrayLike = 1.0) -> np.ndarray:
+    """One direction of a fused attention core of ``count`` heads priced on the kernel's own fitted curve
+    (:func:`attention_kernel_efficiency`) instead of the GEMM curve::
+
+        flops = flop_ratio * 2 q k (d + d_v) count          (forward: Q K^T and P V; backward flop_ratio 2.5)
+        time  = max(flops / (peak * eff(k, (d + d_v) / 2)),  flop_ratio * bytes / (memory_bandwidth * memory))
+
+    with bytes the Q, K, V, O traffic of :func:`flash_core_time` (the backward, ``flop_ratio`` 2.5, moves about
+    twice that: it reads Q, K, V, O, dO and writes dQ, dK, dV; the floor never binds at training shapes).
+    The FLOPs are the ones the kernel computes: with the causal mask k = (s + 1) / 2 (fused kernels skip the
+    masked blocks), the FlashAttention benchmark's convention (4 b h s^2 d forward, halved when causal, backward
+    2.5x: flash-attention@60499abc benchmarks/benchmark_flash_attention.py ``flops``) up to the (s + 1) / s of
+    the diagonal, so a fitted curve reads directly as the benchmark's TFLOP/s over the peak."""
+    q, n_k, dk, dvv = (np.maximum(np.asarray(v, dtype=float), 1.0) for v in (q_len, keys, d, dv))
+    r = np.asarray(flop_ratio, dtype=float)
+    count = np.asarray(count, dtype=float)
+    eff = attention_kernel_efficiency(n_k, 0.5 * (dk + dvv), attn_max, seq_half, head_half)
+    flops = r * 2.0 * q * n_k * (dk + dvv) * count
+    nbytes = r * (q * dk + n_k * dk + n_k * dvv + q * dvv) * np.asarray(elem_bytes, dtype=float) * count
+    return np.maximum(flops / (_pos("peak_flops", peak_flops) * eff),
+                      memory_time(nbytes, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency))
+
+
 class LayerTime(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
     """Compute time (seconds, arrays) of one transformer layer for one micro-batch on one GPU.
 
@@ -300,7 +357,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        core_peak_flops: ArrayLike | None = None, core_gemm_max: ArrayLike | None = None,
                        core_gemm_half_dim: ArrayLike | None = None, xla_remat: ArrayLike = False,
                        router_peak_flops: ArrayLike | None = None, router_gemm_max: ArrayLike | None = None,
-                       router_gemm_half_dim: ArrayLike | None = None, recompute_modules: ArrayLike = 0) -> LayerTime:
+                       router_gemm_half_dim: ArrayLike | None = None, recompute_modules: ArrayLike = 0,
+                       attention_fwd: dict[str, float] | None = None,
+                       attention_bwd: dict[str, float] | None = None) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
 
     Full recompute repeats the forward, except with ``xla_remat`` (a program compiled by XLA, as every
@@ -329,6 +388,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     router.py, moe_utils.py): ``te_general_gemm`` or ``torch.mm`` on the unquantized input in ``router_dtype``
     (the input's BF16 unless ``moe_router_dtype`` is 'fp32'/'fp64'), not an FP8 Transformer Engine module, so an
     fp8 run's router runs in BF16 (the fp32 option is not modelled: the step passes the BF16 curve).
+    ``attention_fwd`` / ``attention_bwd`` (both or neither; keyword arguments of :func:`flash_kernel_time`:
+    attn_max, seq_half, head_half): with ``flash_attention`` the fused core runs the named kernel's fitted curves
+    (forward, and backward at 2.5x the forward FLOPs) on the core's peak instead of :func:`flash_core_time`'s
+    GEMM curve: backward = 2 x (forward - core) + the kernel's backward.
 
     Tokens on the GPU T = b*s/cp. GEMM shapes per GPU (t = tp; d = h/a; g = kv heads):
       QKV   T x (a+2g)d/t x h        O-proj  T x h x a*d/t
@@ -385,7 +448,16 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     ckw = _gemm_kwargs(kw, core_peak_flops, core_gemm_max, core_gemm_half_dim)
     unfused = gemm_time(s_local, keys, d, heads_local, **ckw) + gemm_time(s_local, dv, keys, heads_local, **ckw)
     # fused kernels skip the score blocks the causal mask hides (Shape.causal_keys); unfused ones compute all
-    core_gemm = np.where(flash, flash_core_time(s_local, sh.causal_keys(s), d, dv, heads_local, **ckw), unfused)
+    if attention_fwd is not None and attention_bwd is not None:  # the kernel's own fitted curves
+        akw = dict(peak_flops=ckw["peak_flops"], memory_bandwidth=memory_bandwidth,
+                   memory_efficiency=memory_efficiency, elem_bytes=eb)
+        fused = flash_kernel_time(s_local, sh.causal_keys(s), d, dv, heads_local, **akw, **attention_fwd)
+        fused_bwd = flash_kernel_time(s_local, sh.causal_keys(s), d, dv, heads_local, **akw, **attention_bwd,
+                                      flop_ratio=FLASH_BACKWARD_FLOP_RATIO)
+    else:
+        fused = flash_core_time(s_local, sh.causal_keys(s), d, dv, heads_local, **ckw)
+        fused_bwd = FLASH_BACKWARD_FLOP_RATIO * fused
+    core_gemm = np.where(flash, fused, unfused)
     core_flops = 2 * heads_local * s_local * keys * (d + dv)
     scores = heads_local * s_local * keys
     core_mem = np.where(flash, 0.0, (4 * eb + 1) * scores)
@@ -431,7 +503,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                  + np.where(again.moe_act, memory_time(
                      expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
-    backward = 2.0 * forward + (FLASH_BACKWARD_FLOP_RATIO - 2.0) * np.where(flash, core_gemm, 0.0)
+    backward = 2.0 * forward + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0)
     return LayerTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
 

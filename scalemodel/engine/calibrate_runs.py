@@ -96,8 +96,15 @@ def scaled_job(job: Job, compute: float, bandwidth: dict[str, float], fp8: float
     return replace(job, gemm_max=job.gemm_max * gemm, memory_efficiency=job.memory_efficiency * compute,
                    attention_gemm_max=job.attention_gemm_max * compute,  # a BF16 core takes the 16-bit factor
                    logits_gemm_max=job.logits_gemm_max * compute,  # so does a BF16 logits GEMM
+                   attention_fwd=_scaled_curve(job.attention_fwd, compute),  # and a fitted attention kernel
+                   attention_bwd=_scaled_curve(job.attention_bwd, compute),
                    network=replace(job.network, tiers=tiers), overlap_efficiency=job.overlap_efficiency * overlap,
                    step_overhead=job.step_overhead if overhead is None else overhead)
+
+
+def _scaled_curve(curve: dict[str, float] | None, compute: float) -> dict[str, float] | None:
+    """An attention kernel's fitted curve (Job.attention_fwd / attention_bwd) with attn_max x ``compute``."""
+    return None if curve is None else dict(curve, attn_max=curve["attn_max"] * compute)
 
 
 def _step(job: Job, grid: Any, sync: str) -> tuple[float, float]:
@@ -343,6 +350,9 @@ def overlay_doc(fit: RunsFit, cluster: Any, *, extends: str) -> dict[str, Any]:
             ce["fp8"]["gemm_max"] = min(1.0, round(float(ce["fp8"]["gemm_max"]) * c.value, 9))
         ce["source"] = f"calibrated: x{c.value:.6g} on {ce.get('source') or 'the default curve'}"[:500]
         acc["compute_efficiency"] = ce
+        for kernel in (acc.get("attention_efficiency") or {}).values():  # a fitted attention kernel: x compute
+            for direction in ("fwd", "bwd"):
+                kernel[direction]["attn_max"] = min(1.0, round(float(kernel[direction]["attn_max"]) * c.value, 9))
         doc["accelerator"] = acc
     if tiers:
         doc["tiers"] = tiers

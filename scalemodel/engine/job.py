@@ -115,6 +115,11 @@ class Job:
     # an fp8 run's Transformer Engine scaling recipe (training.fp8_recipe, default delayed; "" = not fp8): prices
     # the quantization casts (cost.compute.fp8_quantize_bytes, _fp8_recipe)
     fp8_recipe: str = ""
+    # the fused attention kernel priced (training.attention_kernel resolved by _attention_kernel; "gemm" = the core on
+    # the GEMM curve) and its fitted forward / backward curves (attn_max, seq_half, head_half; None with "gemm")
+    attention_kernel: str = "gemm"
+    attention_fwd: dict[str, float] | None = None
+    attention_bwd: dict[str, float] | None = None
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -197,7 +202,44 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
         host_bandwidth=float(cluster.host_bandwidth or 0.0),
         fp8_recipe=_fp8_recipe(training, acc),
+        **_attention_kernel(training, acc),
     )
+
+
+#: Kernel ``attention_kernel: auto`` prices per accelerator family: what Transformer Engine's DotProductAttention
+#: runs (Megatron-Core's default TE layer spec, NeMo, Megatron-Bridge). Its get_attention_backend
+#: (NVIDIA/TransformerEngine@001b736048c5428a3820584041ba61ca91a7c992 transformer_engine/pytorch/attention.py,
+#: "Select FusedAttention for performance") drops FlashAttention when both it and FusedAttention's
+#: F16_arbitrary_seqlen (cuDNN) sub-backend support the call on compute capability 9.0, "to give FusedAttention
+#: preference on Hopper+"; below sm90 FlashAttention (flash-attn 2, the package TE requires) wins. Blackwell:
+#: cuDNN too (no FlashAttention-2 build targets sm100), but no curve is fitted for it yet, so it keeps the GEMM
+#: pricing. Other families (Volta, AMD, TPU, Gaudi): the GEMM pricing.
+AUTO_ATTENTION_KERNEL = {"hopper": "cudnn", "blackwell": "cudnn", "ampere": "fa2"}
+
+
+def _attention_kernel(training: Any, acc: Any) -> dict[str, Any]:
+    """Job fields of the fused attention kernel (training.attention_kernel): the resolved name and its fitted curves
+    from the accelerator's ``attention_efficiency``. ``auto`` takes :data:`AUTO_ATTENTION_KERNEL` where the
+    accelerator has a curve for it, else the GEMM pricing; a named kernel without a curve is an input error."""
+    name = str(getattr(training, "attention_kernel", "auto") or "auto")
+    curves = acc.attention_efficiency or {}
+    if name == "auto":
+        name = AUTO_ATTENTION_KERNEL.get(acc.family, "gemm")
+        if name not in curves:
+            name = "gemm"
+    elif name != "gemm" and name not in curves:
+        have = ", ".join(sorted(curves)) or "none"
+        raise InputError(f"no fitted {name} attention curve for {acc.name} (fitted: {have})",
+                         where="training.attention_kernel",
+                         allowed=f"auto, gemm{''.join(', ' + k for k in sorted(curves))}")
+    if name == "gemm":
+        return {"attention_kernel": "gemm"}
+    c = curves[name]
+    return {"attention_kernel": name,
+            "attention_fwd": {"attn_max": float(c.fwd.attn_max), "seq_half": float(c.fwd.seq_half),
+                              "head_half": float(c.fwd.head_half)},
+            "attention_bwd": {"attn_max": float(c.bwd.attn_max), "seq_half": float(c.bwd.seq_half),
+                              "head_half": float(c.bwd.head_half)}}
 
 
 def _fp8_recipe(training: Any, acc: Any) -> str:

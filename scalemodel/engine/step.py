@@ -337,6 +337,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
               gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
               tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
     flash: dict[str, Any] = {"flash_attention": g.flash_attention}
+    if job.attention_fwd is not None:  # the fused core on its kernel's fitted curves (Job.attention_kernel)
+        flash.update(attention_fwd=job.attention_fwd, attention_bwd=job.attention_bwd)
     if job.attention_peak_flops > 0:  # the core at its own precision (an fp8 run's core is BF16)
         flash.update(core_peak_flops=job.attention_peak_flops, core_gemm_max=job.attention_gemm_max,
                      core_gemm_half_dim=job.attention_gemm_half_dim)

@@ -22,6 +22,27 @@ class GemmCurve(Spec, kw_only=True):
     source: str = ""
 
 
+AttentionKernelName = Literal["fa1", "fa2", "fa3", "cudnn", "triton", "xformers"]
+
+
+class AttentionCurve(Spec, kw_only=True):
+    """One direction of a fused attention kernel: attn_max x k / (k + seq_half) x d / (d + head_half) of the 16-bit
+    peak, k keys per query, d the head dim (scalemodel.cost.compute.attention_kernel_efficiency)."""
+
+    attn_max: Annotated[Fraction, Meta(description="fraction of the 16-bit peak for long sequences and wide heads")]
+    seq_half: Annotated[float, Meta(ge=0, description="keys per query at which the length factor is one half")]
+    head_half: Annotated[float, Meta(ge=0, description="head dim at which the head-dim factor is one half")]
+
+
+class AttentionKernel(Spec, kw_only=True):
+    """Fitted forward and backward curves of one attention kernel on this accelerator (scripts/fit_attention.py on
+    hardware/measurements/attention.yaml); the backward does 2.5x the forward's FLOPs."""
+
+    fwd: AttentionCurve
+    bwd: AttentionCurve
+    source: str = ""
+
+
 class ComputeEfficiency(Spec, kw_only=True):
     """Achieved fraction of peak as a function of GEMM shape, and of memory bandwidth.
 
@@ -57,6 +78,9 @@ class AcceleratorSpec(Sourced, kw_only=True):
     tdp: Annotated[Watts | None, Meta(description="board power; None where the vendor publishes none")] = None
     compute_efficiency: Annotated[ComputeEfficiency | None, Meta(
         description="GEMM efficiency curve; None uses the family default")] = None
+    attention_efficiency: Annotated[dict[AttentionKernelName, AttentionKernel] | None, Meta(description=(
+        "fused attention kernels' efficiency curves per kernel (fa1, fa2, fa3, cudnn, triton, xformers), fitted to "
+        "attention-kernel benchmarks; None or a kernel not listed: the core is priced on the GEMM curve"))] = None
     compute_units: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
         description="streaming multiprocessors (NVIDIA) or compute units (AMD) on the chip")] = None
     collective_units: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(

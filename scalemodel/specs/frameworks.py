@@ -38,7 +38,8 @@ from scalemodel.specs.loader import load_json, validate
 from scalemodel.specs.training import MIN_BUCKET_BYTES, StrategySpec, TrainingSpec
 
 TRAINING_FIELDS = ("global_batch", "micro_batch", "seq_len", "precision", "optimizer_bytes_per_param",
-                   "grad_bytes_per_param", "train_tokens", "train_samples", "critical_batch", "work_cv")
+                   "grad_bytes_per_param", "train_tokens", "train_samples", "critical_batch", "work_cv",
+                   "attention_kernel")
 STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "sync",
                    "algorithm", "overlap", "compression", "dp_comm", "flash_attention", "bucket_size",
                    "first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers", "etp",
@@ -259,14 +260,14 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--moe-router-load-balancing", "--moe-token-dispatcher", "--moe-grouped-gemm",
                           "--use-checkpoint-args", "--finetune", "--dataloader-type", "--num-dataset-builder",
                           "--micro-batch-size-per-gpu", "--rampup-batch-size", "--apply-layernorm-1p",
-                          "--norm-epsilon", "--layernorm-epsilon", "--attention-backend", "--cross-entropy",
+                          "--norm-epsilon", "--layernorm-epsilon", "--cross-entropy",
                           "--defer-embedding-wgrad", "--deterministic-mode", "--use-torch-fsdp2",
                           "--nproc", "--nnodes", "--node-rank", "--master", "--rdzv", "--max-restarts")
 _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer",
                     "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
                     "--num-virtual-stages-per-pipeline-rank",
                     "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout", "--ddp-bucket-size",
-                    "--ddp-num-buckets",
+                    "--ddp-num-buckets", "--attention-backend",
                     # read for strategy.moe_fp8_padding (who pads an fp8 run's tokens per expert: _moe_fp8_padding)
                     "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
                     "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
@@ -306,6 +307,31 @@ def _megatron_tokens(text: str) -> list[str]:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+#: Megatron-LM ``--attention-backend`` (megatron/core/transformer/enums.py ``AttnBackend``: flash, fused, unfused,
+#: local, auto; arguments.py parses it as ``AttnBackend[name]``) -> training.attention_kernel: fused = Transformer
+#: Engine's FusedAttention (cuDNN), flash = its FlashAttention (flash-attn 2), auto (its default) = TE's own choice,
+#: training.attention_kernel's default auto, so nothing is set. unfused and
+#: local run the unfused core (strategy flash_attention false).
+_MEG_ATTENTION_BACKEND = {"fused": "cudnn", "flash": "fa2"}
+
+
+def _attention_backend(args: dict[str, str | None], out: StrategyFile) -> None:
+    """training.attention_kernel (or strategy flash_attention false) from a launch's --attention-backend."""
+    if "--attention-backend" not in args:
+        return
+    backend = args["--attention-backend"]
+    if backend in _MEG_ATTENTION_BACKEND:
+        out.training["attention_kernel"] = _MEG_ATTENTION_BACKEND[backend]
+    elif backend == "auto":
+        pass  # training.attention_kernel's own default
+    elif backend in ("unfused", "local"):
+        out.strategy["flash_attention"] = False
+    else:
+        shown = "no value" if backend is None else repr(str(backend)[:40])
+        raise InputError(f"unknown attention backend: {shown}", where="--attention-backend",
+                         allowed="flash, fused, unfused, local or auto (Megatron-LM AttnBackend)")
 
 
 def _moe_fp8_padding(args: dict[str, str | None], moe: bool) -> bool:
@@ -415,6 +441,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
                               "prices delayed, tensorwise and mxfp8)")
     elif args.get("--fp8-recipe") is not None:
         out.unused.append("--fp8-recipe without --fp8-format (Megatron trains without FP8)")
+    _attention_backend(args, out)
     if _moe_fp8_padding(args, "--num-experts" in model_flags):
         out.strategy["moe_fp8_padding"] = True
     _loss_impl(args, out)

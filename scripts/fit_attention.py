@@ -1,0 +1,276 @@
+#!/usr/bin/env python
+"""Fit the fused attention kernels' efficiency curves (accelerator spec ``attention_efficiency``) to published
+attention-kernel benchmarks, hardware/measurements/attention.yaml, and nothing else (never to a training run).
+
+Model (scalemodel.cost.compute.flash_kernel_time / attention_kernel_efficiency), per accelerator, kernel and
+direction::
+
+    eff(k, d) = attn_max * k / (k + seq_half) * d / (d + head_half)
+    t_fwd     = F / (peak * eff_fwd(k, d)),   t_bwd = 2.5 F / (peak * eff_bwd(k, d)),   F = 2 s k (2 d) b h
+
+with k = keys per query (s without mask; (s + 1) / 2 with the causal mask, the blocks a fused kernel computes,
+Shape.causal_keys), peak the catalog's 16-bit peak. One curve covers both masks: a causal call is priced at
+k = (s + 1) / 2, where the curve is lower, which is how the measured causal / full time ratio (0.55-0.6 at
+s >= 2k, more at short s; scripts/validate_attention.py) exceeds 0.5.
+
+Measured time of a point = the source's FLOPs (attention.yaml ``flop_conventions``: fa-benchmark, forward
+4 b h s^2 d halved when causal, backward 2.5x, forward + backward 3.5x) / its TFLOP/s. Least squares on
+ln(t_model / t_measured) (scipy), attn_max bounded to (0, 1] (no kernel beyond the peak), seq_half and head_half
+to >= 0. Per (accelerator, kernel):
+
+* forward points exist: the forward curve is fitted to them;
+* forward + backward points too (same kernel; possibly another source, e.g. h100-sxm fa2: FA3-FWD forward, FA2-H100
+  forward + backward): the backward curve is fitted to them with the forward curve held, t = t_fwd + t_bwd;
+* only forward + backward points (a100-sxm-80g fa1/fa2/triton/xformers, h100-sxm fa1): ONE curve for both
+  directions (ASSUMPTION, stated: the backward runs at the forward's efficiency, i.e. takes 2.5x its time; the
+  measured H200 fwd+bwd / fwd ratios 3.6-5.9 say the backward is slower at short sequences, so these curves
+  understate the forward's and overstate the backward's speed at s <= 1k, their sum fits);
+* only forward points (h100-sxm cudnn, fa3, triton): the backward is BORROWED as the donor's backward / forward
+  relation (:data:`BWD_DONORS`): attn_max = own forward attn_max x donor bwd / donor fwd attn_max, seq_half and
+  head_half the donor backward's.
+
+Accelerators (or kernels) without a measurement borrow a measured one whole (:data:`ACC_DONORS`,
+:data:`KERNEL_DONORS`) and say so in their spec's ``source``. Accelerators named nowhere keep the GEMM-curve
+pricing of the core (cost.compute.flash_core_time): Blackwell, Volta, AMD, TPU, Gaudi (no attention benchmark).
+The curves are on the isolated basis (a kernel benchmark runs one call back to back): no in-layer factor is
+applied, unlike the GEMM curves (that factor was measured as what the layer pricing leaves out beside the GEMMs).
+
+``--check`` compares the fits with the accelerator YAMLs' ``attention_efficiency`` (rounded to 0.001 / 1 / 1)
+and exits 1 when they differ; ``--yaml`` prints the blocks; ``--write`` puts them into the YAMLs (then run
+scripts/build_catalog.py); ``-v`` every point's residual.
+Usage: python scripts/fit_attention.py [-v] [--check] [--yaml] [--write]
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from scalemodel.cost.compute import FLASH_BACKWARD_FLOP_RATIO, flash_kernel_time
+from scalemodel.cost.transformer import causal_mean_keys
+from scalemodel.specs import load_accelerator
+
+ROOT = Path(__file__).resolve().parents[1]
+ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
+#: source FLOPs per direction as multiples of the forward (fa-benchmark convention; causal halves the forward)
+PER_DIR = {"fwd": 1.0, "bwd": FLASH_BACKWARD_FLOP_RATIO, "fwd+bwd": 1.0 + FLASH_BACKWARD_FLOP_RATIO}
+#: (accelerator, kernel) with forward points only -> (accelerator, kernel) whose backward / forward relation it takes
+BWD_DONORS = {("h100-sxm", "cudnn"): ("h200-sxm", "cudnn"),  # same GH100 die, same cuDNN kernel family
+              ("h100-sxm", "fa3"): ("h200-sxm", "cudnn"),  # FA3's backward figure has no mask caption (FA3-BWD)
+              ("h100-sxm", "triton"): ("a100-sxm-80g", "triton")}  # the only Triton fwd+bwd points
+#: accelerator without an attention benchmark -> the measured accelerator whose curves it takes (all kernels)
+ACC_DONORS = {"h800": "h100-sxm", "h100-pcie": "h100-sxm", "a100-sxm-40g": "a100-sxm-80g",
+              "a100-pcie-80g": "a100-sxm-80g"}
+#: (accelerator, kernel) not measured on that accelerator -> the accelerator it is borrowed from
+KERNEL_DONORS = {("h200-sxm", "fa3"): "h100-sxm", ("h200-sxm", "fa1"): "h100-sxm",
+                 ("h200-sxm", "triton"): "h100-sxm"}
+WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks",
+       "h100-pcie": "same GH100 kernels; its lower clocks and power are in its own peak, the fraction is assumed",
+       "a100-sxm-40g": "same GA100 die and clocks", "a100-pcie-80g": "same GA100 die; fraction of its own peak",
+       "h200-sxm": "same GH100 die (H200 = H100 with HBM3e); the kernel is compute-bound"}
+TOL = {"attn_max": 0.0006, "seq_half": 0.6, "head_half": 0.6}
+PARAMS = ("attn_max", "seq_half", "head_half")
+
+
+def load_points(path: Path = ATTENTION) -> list[dict[str, Any]]:
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    conv = doc["flop_conventions"]
+    out = []
+    for p in doc["points"]:
+        if doc["sources"][p["src"]].get("flops") != "fa-benchmark" or "fa-benchmark" not in conv:
+            continue
+        fwd = 4.0 * p["b"] * p["h"] * p["s"] ** 2 * p["d"] * (0.5 if p["causal"] else 1.0)
+        out.append({**p, "t_meas": fwd * PER_DIR[p["dir"]] / (p["tflops"] * 1e12)})
+    return out
+
+
+def keys_of(p: dict[str, Any]) -> float:
+    return float(causal_mean_keys(p["s"], p["s"])) if p["causal"] else float(p["s"])
+
+
+def direction_time(p: dict[str, Any], acc: Any, curve: dict[str, float], ratio: float) -> float:
+    """Model time of one direction of the point's call (ratio 1 forward, 2.5 backward) on ``curve``."""
+    return float(flash_kernel_time(p["s"], keys_of(p), p["d"], p["d"], p["b"] * p["h"], peak_flops=acc.peak("bf16"),
+                                   memory_bandwidth=acc.memory_bandwidth, memory_efficiency=0.85, elem_bytes=2.0,
+                                   flop_ratio=ratio, **curve))
+
+
+def model_time(p: dict[str, Any], acc: Any, fwd: dict[str, float], bwd: dict[str, float]) -> float:
+    t = 0.0
+    if p["dir"] in ("fwd", "fwd+bwd"):
+        t += direction_time(p, acc, fwd, 1.0)
+    if p["dir"] in ("bwd", "fwd+bwd"):
+        t += direction_time(p, acc, bwd, FLASH_BACKWARD_FLOP_RATIO)
+    return t
+
+
+def _curve(x: np.ndarray) -> dict[str, float]:
+    return {"attn_max": float(x[0]), "seq_half": float(x[1]), "head_half": float(x[2])}
+
+
+def _lsq(pts: list[dict[str, Any]], acc: Any, build: Any) -> tuple[dict[str, float], float, float]:
+    """Fit one curve: ``build(curve)`` -> (fwd, bwd) curves for the model; (curve, rms ln, worst rel)."""
+    from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
+
+    t_meas = np.array([p["t_meas"] for p in pts])
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        f, b = build(_curve(x))
+        return np.log(np.array([model_time(p, acc, f, b) for p in pts]) / t_meas)
+
+    sol = least_squares(resid, x0=[0.7, 256.0, 16.0], bounds=([1e-3, 0.0, 0.0], [1.0, 1e5, 1e4]))
+    r = resid(sol.x)
+    rel = np.exp(r) - 1.0
+    return _curve(sol.x), float(np.sqrt(np.mean(r**2))), float(rel[np.argmax(np.abs(rel))])
+
+
+def fit(points: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(accelerator, kernel) -> {fwd, bwd, how, rms_fwd, rms_bwd, ...} for every measured pair, then borrowed."""
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for p in points:
+        by[(p["acc"], p["kernel"])].append(p)
+    fits: dict[tuple[str, str], dict[str, Any]] = {}
+    order = sorted(by, key=lambda key: (key in BWD_DONORS, key))
+    for key in order:
+        acc = load_accelerator(key[0], overrides=[])
+        fw = [p for p in by[key] if p["dir"] == "fwd"]
+        fb = [p for p in by[key] if p["dir"] != "fwd"]
+        f: dict[str, Any] = {"n_fwd": len(fw), "n_fb": len(fb), "points": by[key]}
+        if fw:
+            f["fwd"], f["rms_fwd"], f["worst_fwd"] = _lsq(fw, acc, lambda c: (c, c))
+            if fb:
+                fwd = f["fwd"]
+                f["bwd"], f["rms_fb"], f["worst_fb"] = _lsq(fb, acc, lambda c, fwd=fwd: (fwd, c))
+                srcs = sorted({p["src"] for p in fw} | {p["src"] for p in fb})
+                f["how"] = (f"forward fitted to {len(fw)} fwd points, backward to {len(fb)} fwd+bwd points "
+                            f"({', '.join(srcs)})")
+            else:
+                donor = fits[BWD_DONORS[key]]
+                ratio = donor["bwd"]["attn_max"] / donor["fwd"]["attn_max"]
+                f["bwd"] = {"attn_max": min(1.0, f["fwd"]["attn_max"] * ratio), "seq_half": donor["bwd"]["seq_half"],
+                            "head_half": donor["bwd"]["head_half"]}
+                f["how"] = (f"forward fitted to {len(fw)} fwd points ({', '.join(sorted({p['src'] for p in fw}))}); "
+                            f"backward BORROWED from {BWD_DONORS[key][0]} {BWD_DONORS[key][1]}: attn_max x its "
+                            f"bwd / fwd attn_max {ratio:.3f}, its seq_half and head_half (no fwd+bwd points)")
+        else:
+            c, f["rms_fb"], f["worst_fb"] = _lsq(fb, acc, lambda c: (c, c))
+            f["fwd"] = f["bwd"] = c
+            f["how"] = (f"one curve for both directions fitted to {len(fb)} fwd+bwd points "
+                        f"({', '.join(sorted({p['src'] for p in fb}))}; no fwd points: the backward is ASSUMED to run "
+                        "at the forward's efficiency)")
+        fits[key] = f
+    for (name, kernel), donor in KERNEL_DONORS.items():
+        d = fits[(donor, kernel)]
+        fits[(name, kernel)] = {"fwd": d["fwd"], "bwd": d["bwd"], "borrowed": donor,
+                                "how": f"BORROWED from {donor} {kernel} ({WHY[name]}): no {kernel} benchmark on {name}"}
+    for name, donor in ACC_DONORS.items():
+        for (a, kernel), d in list(fits.items()):
+            if a == donor:
+                fits[(name, kernel)] = {"fwd": d["fwd"], "bwd": d["bwd"], "borrowed": donor,
+                                        "how": f"BORROWED from {donor} {kernel} ({WHY[name]}): no attention benchmark "
+                                               f"on {name}"}
+    return fits
+
+
+def rounded(c: dict[str, float]) -> dict[str, float]:
+    return {"attn_max": round(c["attn_max"], 3), "seq_half": float(round(c["seq_half"])),
+            "head_half": float(round(c["head_half"]))}
+
+
+def report(fits: dict[tuple[str, str], dict[str, Any]], verbose: bool) -> None:
+    print("fused attention kernel curves: eff = attn_max * k/(k + seq_half) * d/(d + head_half); residual "
+          "r = ln(t_model/t_measured)")
+    for (name, kernel), f in sorted(fits.items()):
+        fw, bw = rounded(f["fwd"]), rounded(f["bwd"])
+        stats = []
+        if "rms_fwd" in f:
+            stats.append(f"fwd n {f['n_fwd']} rms {f['rms_fwd']:.3f} worst {100 * f['worst_fwd']:+.1f} %")
+        if "rms_fb" in f:
+            stats.append(f"fwd+bwd n {f['n_fb']} rms {f['rms_fb']:.3f} worst {100 * f['worst_fb']:+.1f} %")
+        print(f"  {name:13s} {kernel:8s} fwd {fw['attn_max']:.3f}/{fw['seq_half']:5.0f}/{fw['head_half']:4.0f}  "
+              f"bwd {bw['attn_max']:.3f}/{bw['seq_half']:5.0f}/{bw['head_half']:4.0f}  {'; '.join(stats)}"
+              f"{' (borrowed from ' + f['borrowed'] + ')' if 'borrowed' in f else ''}")
+        if verbose and "points" in f:
+            acc = load_accelerator(name, overrides=[])
+            for p in f["points"]:
+                e = model_time(p, acc, f["fwd"], f["bwd"]) / p["t_meas"] - 1.0
+                print(f"      {p['src']:8s} {p['dir']:7s} causal {p['causal']!s:5s} d {p['d']:3d} s {p['s']:5d} "
+                      f"{p['tflops']:6.1f} TFLOP/s  model time {100 * e:+6.1f} %")
+
+
+def yaml_blocks(fits: dict[tuple[str, str], dict[str, Any]]) -> str:
+    by: dict[str, list[str]] = defaultdict(list)
+    for (name, kernel), f in sorted(fits.items()):
+        fw, bw = rounded(f["fwd"]), rounded(f["bwd"])
+        parts = ([f"{f['rms_fwd']:.3f} fwd"] if "rms_fwd" in f else []) + (
+            [f"{f['rms_fb']:.3f} fwd+bwd"] if "rms_fb" in f else [])
+        rms = f" rms ln(t) {', '.join(parts)}" if parts else ""
+        src = f"scripts/fit_attention.py on hardware/measurements/attention.yaml: {f['how']}.{rms}".replace('"', "'")
+        by[name].append(f"  {kernel}:\n"
+                        f"    fwd: {{attn_max: {fw['attn_max']}, seq_half: {fw['seq_half']:g}, "
+                        f"head_half: {fw['head_half']:g}}}\n"
+                        f"    bwd: {{attn_max: {bw['attn_max']}, seq_half: {bw['seq_half']:g}, "
+                        f"head_half: {bw['head_half']:g}}}\n"
+                        f"    source: \"{src}\"")
+    return "\n".join(f"# {name}\nattention_efficiency:\n" + "\n".join(v) for name, v in sorted(by.items()))
+
+
+def write(fits: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Replace (or add, before compute_units / collective_units / sources) each fitted accelerator YAML's
+    ``attention_efficiency`` block with the fit's; the rest of the file is left as it is."""
+    blocks = re.split(r"^# (\S+)\n", yaml_blocks(fits), flags=re.M)[1:]
+    for name, block in zip(blocks[::2], blocks[1::2], strict=True):
+        path = ROOT / "hardware" / "accelerators" / f"{name}.yaml"
+        lines = path.read_text(encoding="utf-8").split("\n")
+        if "attention_efficiency:" in lines:
+            i = lines.index("attention_efficiency:")
+            j = next(n for n in range(i + 1, len(lines)) if lines[n] and not lines[n].startswith(" "))
+            del lines[i:j]
+        at = next(n for key in ("compute_units:", "collective_units:", "sources:")
+                  for n, line in enumerate(lines) if line.startswith(key))
+        lines[at:at] = block.rstrip("\n").split("\n")
+        path.write_text("\n".join(lines), encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)}")
+
+
+def check(fits: dict[tuple[str, str], dict[str, Any]]) -> int:
+    bad = 0
+    names = {name for name, _ in fits}
+    for name in sorted(names):
+        have = load_accelerator(name, overrides=[]).attention_efficiency or {}
+        want = {k for n, k in fits if n == name}
+        for kernel in sorted(set(have) ^ want):
+            where = "in the catalog, not fitted" if kernel in have else "fitted, not in the catalog"
+            print(f"check: {name} {kernel}: {where}")
+            bad += 1
+        for kernel in sorted(set(have) & want):
+            for direction in ("fwd", "bwd"):
+                got, fit_c = getattr(have[kernel], direction), rounded(fits[(name, kernel)][direction])
+                for p in PARAMS:
+                    if not math.isclose(float(getattr(got, p)), fit_c[p], abs_tol=TOL[p]):
+                        print(f"check: {name} {kernel} {direction} {p} {getattr(got, p)} in the catalog, "
+                              f"fit {fit_c[p]}")
+                        bad += 1
+    print(f"check: {'all catalog attention curves match the fits' if not bad else f'{bad} mismatches'}")
+    return 1 if bad else 0
+
+
+def main(argv: list[str]) -> int:
+    fits = fit(load_points())
+    report(fits, "-v" in argv)
+    if "--yaml" in argv:
+        print(yaml_blocks(fits))
+    if "--write" in argv:
+        write(fits)
+    return check(fits) if "--check" in argv else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

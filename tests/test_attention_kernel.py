@@ -1,0 +1,208 @@
+"""The fused attention core priced on the kernel that runs (cost.compute.flash_kernel_time, accelerator
+``attention_efficiency``, training.attention_kernel; scripts/fit_attention.py; docs/model.md#attention-kernel)."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from conftest import script_module
+
+from scalemodel.cost import transformer
+from scalemodel.cost.compute import FLASH_BACKWARD_FLOP_RATIO, flash_kernel_time, layer_compute_time
+from scalemodel.engine.job import build_job
+from scalemodel.errors import InputError
+from scalemodel.specs import load_accelerator, load_cluster, load_workload, notices
+from scalemodel.specs.frameworks import read_strategy_file
+from scalemodel.specs.training import TrainingSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
+PEAK_16 = {"a100-sxm-80g": 312e12, "h100-sxm": 989.4e12, "h200-sxm": 989.4e12}  # the YAMLs' fp16/bf16 peaks
+
+
+def _catalog(name: str) -> dict:  # type: ignore[type-arg]
+    return yaml.safe_load((ROOT / "hardware" / "accelerators" / f"{name}.yaml").read_text())  # type: ignore[no-any-return]
+
+
+def _hand_time(p: dict, fwd: dict, bwd: dict, peak: float) -> float:  # type: ignore[type-arg]
+    """The formula of docs/model.md#attention-kernel written out again: F = 2 s k (2 d) b h FLOPs forward,
+    2.5 F backward, each over peak x attn_max x k/(k + k0) x d/(d + d0); k = (s + 1)/2 when causal."""
+    s, d, bh = p["s"], p["d"], p["b"] * p["h"]
+    k = (s + 1) / 2 if p["causal"] else s
+    flops = 2.0 * s * k * 2 * d * bh
+
+    def eff(c: dict) -> float:  # type: ignore[type-arg]
+        return c["attn_max"] * k / (k + c["seq_half"]) * d / (d + c["head_half"])
+
+    t = 0.0
+    if p["dir"] in ("fwd", "fwd+bwd"):
+        t += flops / (peak * eff(fwd))
+    if p["dir"] in ("bwd", "fwd+bwd"):
+        t += 2.5 * flops / (peak * eff(bwd))
+    return t
+
+
+def _measured_time(p: dict) -> float:  # type: ignore[type-arg]
+    """fa-benchmark FLOPs (forward 4 b h s^2 d, halved when causal; fwd+bwd 3.5x) / the point's TFLOP/s."""
+    f = 4.0 * p["b"] * p["h"] * p["s"] ** 2 * p["d"] * (0.5 if p["causal"] else 1.0)
+    return f * {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}[p["dir"]] / (p["tflops"] * 1e12)
+
+
+@pytest.mark.parametrize(("acc", "kernel"), [("a100-sxm-80g", "fa1"), ("a100-sxm-80g", "fa2"),
+                                             ("a100-sxm-80g", "triton"), ("a100-sxm-80g", "xformers"),
+                                             ("h100-sxm", "cudnn"), ("h100-sxm", "fa1"), ("h100-sxm", "fa2"),
+                                             ("h100-sxm", "fa3"), ("h100-sxm", "triton"), ("h200-sxm", "cudnn"),
+                                             ("h200-sxm", "fa2")])
+def test_catalog_curves_reproduce_their_points_within_the_stated_rms(acc: str, kernel: str) -> None:
+    """Every fitted curve, as rounded into the catalog, reproduces the attention.yaml points it was fitted on within
+    the rms of ln(time) its source states (+0.005 for the rounding), and no point is off by more than 35 %."""
+    c = _catalog(acc)["attention_efficiency"][kernel]
+    stated = {which: float(v) for v, which in re.findall(r"([0-9.]+) (fwd\+bwd|fwd)\b",
+                                                         c["source"].split("rms ln(t)")[1])}
+    pts = [p for p in yaml.safe_load(ATTENTION.read_text())["points"] if p["acc"] == acc and p["kernel"] == kernel]
+    groups = {"fwd": [p for p in pts if p["dir"] == "fwd"], "fwd+bwd": [p for p in pts if p["dir"] != "fwd"]}
+    assert set(stated) == {k for k, g in groups.items() if g}
+    for which, rms in stated.items():
+        group = groups[which]
+        r = np.array([math.log(_hand_time(p, c["fwd"], c["bwd"], PEAK_16[acc]) / _measured_time(p)) for p in group])
+        assert float(np.sqrt(np.mean(r**2))) <= rms + 0.005
+        assert float(np.max(np.abs(np.exp(r) - 1))) < 0.35
+        assert rms < 0.13
+
+
+def test_fit_script_check_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    """The catalog's attention_efficiency blocks are the fit's output (scripts/fit_attention.py --check)."""
+    assert script_module("fit_attention").main(["--check"]) == 0
+    assert "all catalog attention curves match the fits" in capsys.readouterr().out
+
+
+def test_hand_computed_h200_cudnn_causal_forward_backward_point() -> None:
+    """H200 cuDNN, forward + backward, causal, d 128, s 2048, b 8, h 16 (SM-H200: 368.3 TFLOP/s). From h200-sxm.yaml
+    (fwd 0.853 / 213 / 51, bwd 0.687 / 609 / 29): k = 2049/2 = 1024.5; eff_fwd = 0.853 x 1024.5/1237.5 x 128/179
+    = 0.50498, eff_bwd = 0.687 x 1024.5/1633.5 x 128/157 = 0.35129; F = 2 x 2048 x 1024.5 x 256 x 128 = 1.37506e11;
+    t = F/(989.4e12 x 0.50498) + 2.5 F/(989.4e12 x 0.35129) = 1.2643 ms; the benchmark counts
+    3.5 x 4 x 128 x 2048^2 x 128 / 2 FLOPs: 380.5 TFLOP/s, +3.3 % over the measured 368.3."""
+    c = _catalog("h200-sxm")["attention_efficiency"]["cudnn"]
+    assert c["fwd"] == {"attn_max": 0.853, "seq_half": 213, "head_half": 51}
+    assert c["bwd"] == {"attn_max": 0.687, "seq_half": 609, "head_half": 29}
+    kw = dict(peak_flops=989.4e12, memory_bandwidth=4.8e12, memory_efficiency=0.85, elem_bytes=2.0)
+    t = (flash_kernel_time(2048, 1024.5, 128, 128, 128, **kw, **c["fwd"])
+         + flash_kernel_time(2048, 1024.5, 128, 128, 128, **kw, **c["bwd"], flop_ratio=2.5))
+    assert float(t) == pytest.approx(1.2643e-3, rel=1e-4)
+    va = script_module("validate_attention")
+    sources, points = va.load(ATTENTION)
+    (p,) = [p for p in points if p["src"] == "SM-H200" and p["kernel"] == "cudnn" and p["dir"] == "fwd+bwd"
+            and p["causal"] and p["d"] == 128 and p["s"] == 2048]
+    (row,) = va.evaluate(sources, [p])
+    assert row["kernel_tflops"] == pytest.approx(380.48, abs=0.05)
+    assert row["kernel_error"] == pytest.approx(380.48 / 368.3 - 1, abs=2e-4)
+
+
+def test_layer_prices_the_core_on_the_kernel_curves() -> None:
+    """layer_compute_time with the kernel's curves: forward core = t_fwd of the kernel (no score-matrix traffic);
+    backward = 2 x (forward - core) + t_bwd. Checked against flash_kernel_time on the layer's own core shape."""
+    sh = transformer.shape(layers=1, hidden=4096, heads=32, vocab=32000)
+    fwd = {"attn_max": 0.853, "seq_half": 213.0, "head_half": 51.0}
+    bwd = {"attn_max": 0.687, "seq_half": 609.0, "head_half": 29.0}
+    kw = dict(micro_batch=2, seq_len=4096, peak_flops=989.4e12, memory_bandwidth=4.8e12, gemm_max=0.644,
+              gemm_half_dim=23.0, memory_efficiency=0.85, tp=2, flash_attention=True)
+    lt = layer_compute_time(sh, **kw, attention_fwd=fwd, attention_bwd=bwd)
+    keys = (4096 + 1) / 2  # causal: (s + 1) / 2 keys per query
+    core_args = (4096, keys, 128, 128, 2 * 32 / 2)
+    akw = dict(peak_flops=989.4e12, memory_bandwidth=4.8e12, memory_efficiency=0.85, elem_bytes=2.0)
+    t_f = float(flash_kernel_time(*core_args, **akw, **fwd))
+    t_b = float(flash_kernel_time(*core_args, **akw, **bwd, flop_ratio=FLASH_BACKWARD_FLOP_RATIO))
+    assert float(lt.attention_core) == pytest.approx(t_f, rel=1e-12)
+    assert float(lt.backward) == pytest.approx(2.0 * (float(lt.forward) - t_f) + t_b, rel=1e-12)
+    # without curves: the GEMM-curve pricing, backward 2.5 x the core
+    old = layer_compute_time(sh, **kw)
+    assert float(old.backward) == pytest.approx(2.0 * float(old.forward) + 0.5 * float(old.attention_core), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["a100-sxm-80g", "a100-sxm-40g", "h100-sxm", "h100-pcie", "h200-sxm", "h800"])
+def test_attention_efficiency_never_reaches_the_peak(name: str) -> None:
+    """eff = attn_max k/(k+k0) d/(d+d0) < attn_max <= 1 for every catalog curve, so a core never takes less than its
+    FLOPs at peak (the physics property tests' premise)."""
+    acc = load_accelerator(name, overrides=[])
+    assert acc.attention_efficiency
+    for kernel, c in acc.attention_efficiency.items():
+        for curve, ratio in ((c.fwd, 1.0), (c.bwd, 2.5)):
+            assert 0 < curve.attn_max <= 1, kernel
+            for s in (1, 128, 2048, 131072):
+                for d in (32, 128, 576):
+                    t = float(flash_kernel_time(s, s, d, d, 1, peak_flops=1e15, memory_bandwidth=1e12,
+                                                attn_max=curve.attn_max, seq_half=curve.seq_half,
+                                                head_half=curve.head_half, flop_ratio=ratio))
+                    assert t >= ratio * 2 * s * s * 2 * d / 1e15
+
+
+def _job(cluster: str, kernel: str = "auto"):  # type: ignore[no-untyped-def]
+    return build_job(load_cluster(cluster, []), load_workload("gpt3-175b", []),
+                     TrainingSpec(global_batch=64, attention_kernel=kernel))  # type: ignore[arg-type]
+
+
+def test_auto_resolves_by_family() -> None:
+    """auto: Transformer Engine's choice, cuDNN on Hopper, FlashAttention-2 on Ampere; gemm where no curve."""
+    assert _job("dgx-h100").attention_kernel == "cudnn"
+    assert _job("dgx-a100").attention_kernel == "fa2"
+    assert _job("dgx-a100-40g").attention_kernel == "fa2"  # borrowed from a100-sxm-80g
+    assert _job("dgx-b200").attention_kernel == "gemm"  # no Blackwell curve
+    assert _job("dgx-b200").attention_fwd is None
+    h = _job("dgx-h100", "fa3")
+    assert h.attention_kernel == "fa3" and h.attention_fwd == {"attn_max": 0.934, "seq_half": 346.0, "head_half": 51.0}
+    assert _job("dgx-h100", "gemm").attention_fwd is None
+
+
+def test_a_kernel_without_a_curve_is_an_input_error() -> None:
+    with pytest.raises(InputError, match="no fitted cudnn attention curve for a100-sxm-80g"):
+        _job("dgx-a100", "cudnn")
+
+
+def test_unknown_kernel_exits_2_with_one_line(cli) -> None:  # type: ignore[no-untyped-def]
+    base = ("predict", "-m", "gpt-1.7b", "-c", "dgx-a100", "-n", "8")
+    r = cli(*base, "--set", "training.attention_kernel=fa9")
+    assert r.code == 2 and r.out == "" and r.err.count("\n") == 1
+    assert r.err.startswith("error: training.attention_kernel") and "'fa9'" in r.err and "'cudnn'" in r.err
+    r = cli(*base, "--set", "training.attention_kernel=fa3")
+    assert r.code == 2 and r.err.count("\n") == 1 and "no fitted fa3 attention curve for a100-sxm-80g" in r.err
+    assert cli(*base, "--set", "training.attention_kernel=xformers").code == 0
+
+
+def test_kernel_moves_the_step(cli) -> None:  # type: ignore[no-untyped-def]
+    """Same run on H100, cuDNN against FlashAttention-2: cuDNN's curve is faster, so the step is shorter."""
+    import json
+
+    def step(kernel: str) -> float:
+        r = cli("predict", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8", "--json", "--set",
+                f"training.attention_kernel={kernel}")
+        assert r.code == 0, r.err
+        return float(json.loads(r.out)["step_time_s"])
+
+    assert step("cudnn") < step("fa2")
+    assert step("auto") == step("cudnn")
+
+
+@pytest.mark.parametrize(("value", "training", "strategy"), [
+    ("fused", {"attention_kernel": "cudnn"}, {}), ("flash", {"attention_kernel": "fa2"}, {}),
+    ("auto", {}, {}), ("unfused", {}, {"flash_attention": False}),
+    ("local", {}, {"flash_attention": False})])
+def test_megatron_attention_backend(tmp_path: Path, value: str, training: dict, strategy: dict) -> None:  # type: ignore[type-arg]
+    f = tmp_path / "run.sh"
+    f.write_text(f"torchrun pretrain_gpt.py --pipeline-model-parallel-size 2 --attention-backend {value}\n")
+    notices.clear()
+    sf = read_strategy_file(f)
+    assert sf.training == training
+    assert {k: v for k, v in sf.strategy.items() if k == "flash_attention"} == strategy
+    assert not any("attention-backend" in u for u in sf.unused)
+
+
+def test_megatron_unknown_attention_backend_exits_2(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --attention-backend sdpa\n")
+    r = cli("predict", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8", "--strategy", str(f))
+    assert r.code == 2 and r.err.count("\n") == 1 and "unknown attention backend: 'sdpa'" in r.err
