@@ -80,9 +80,16 @@ from scalemodel.cost.placement import (
 from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 
-#: Bytes moved per parameter by a mixed-precision Adam step: read fp32 master, m, v and the gradient,
-#: write master, m, v and the 16-bit weight copy (= 2 K + grad + 2 with K = 12 state bytes).
-WEIGHT_COPY_BYTES = 2.0
+#: Bytes per parameter of the optimizer's 16-bit weight copy after the step: read the fp32 master weight (4), write
+#: the 16-bit model weight (2). It is a kernel of its own after the Adam update (whose 2 K + grad bytes read fp32
+#: master, m, v and the gradient and write master, m, v): Megatron-Core's distributed optimizer
+#: ``_copy_main_params_to_model_params`` runs ``shard_model_param.data.copy_(shard_main_param)`` per parameter, the
+#: fp32 main shard into the bf16 parameter buffer (megatron/core/optimizer/distrib_optimizer.py,
+#: NVIDIA/Megatron-LM@baf94af3c6 = core_r0.8.0), as its Float16OptimizerWithFloat16Params does
+#: (``_copy_main_params_to_model_params`` -> ``_multi_tensor_copy_this_to_that``, optimizer.py, same commit) and
+#: DeepSpeed ZeRO-1/2's ``bit16_partitions[partition_id].data.copy_(fp32_partition.data)`` (``step``,
+#: deepspeed/runtime/zero/stage_1_and_2.py).
+WEIGHT_COPY_BYTES = 4.0 + 2.0
 
 class Infeasible(IntEnum):
     """Why a candidate cannot run: a code (0 = feasible), a JSON key and a sentence."""
@@ -1210,7 +1217,8 @@ def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.
     """Seconds per step the optimizer adds under fp8_param_gather: it quantizes its shard of the FP8 parameters
     (:func:`fp8_param_elements` of an average stage, L/pp layers, over :func:`_state_shards` and
     :func:`_expert_state_shards`) from the fp32 master instead of writing their 16-bit copy:
-    shard x (:func:`scalemodel.cost.compute.fp8_param_quantize_bytes` - :data:`WEIGHT_COPY_BYTES`) HBM bytes."""
+    shard x (:func:`scalemodel.cost.compute.fp8_param_quantize_bytes` - :data:`WEIGHT_COPY_BYTES`) HBM bytes: the
+    quantization reads the fp32 master and writes the 16-bit cast as the copy does, then casts that to FP8."""
     if not job.fp8_recipe or not np.any(fp8_params_held(job, g)):  # no recipe: a grid built around the spec checks
         return np.zeros(1)
     dense, expert = _params_per_gpu(job, g)
@@ -1551,8 +1559,8 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     """Seconds of the optimizer step, memory-bound: the parameters whose states this rank updates (its share of
     the model; at ZeRO >= 1 the dense ones over :func:`_state_shards` and the experts over
     :func:`_expert_state_shards`, the shards :func:`memory_parts` holds) times
-    :data:`WEIGHT_COPY_BYTES` + 2 K + g bytes, over the HBM bandwidth x memory efficiency; with fp8_param_gather
-    plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`)."""
+    2 K + g + :data:`WEIGHT_COPY_BYTES` (the 16-bit copy: read 4, write 2) bytes, over the HBM bandwidth x memory
+    efficiency; with fp8_param_gather plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`)."""
     dense, expert = _params_per_gpu(job, g)
     sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
