@@ -1228,6 +1228,63 @@ def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.
     return _hbm_seconds(job, shard * (per_element - WEIGHT_COPY_BYTES))
 
 
+#: Parameter tensors one GPU holds, as (count, elements each) pairs of arrays (:func:`param_tensors`); None: unknown.
+Tensors = list[tuple[np.ndarray, np.ndarray]] | None
+
+
+def param_tensors(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> tuple[Tensors, Tensors]:
+    """(dense, routed-expert) parameter tensors one GPU of the priced stage holds, by kind as (count, elements):
+    ``L_s`` x the layer's tensors (:func:`~scalemodel.cost.transformer.layer_param_tensors`) + the tensors outside the
+    layers (:func:`~scalemodel.cost.transformer.non_layer_param_tensors`: embedding, output layer, final norm, MTP
+    modules, counted on every stage, as ``_dp_comm`` spreads their parameters over the stages), the TP-split ones
+    divided by tp; the routed experts ``L_s`` x (MoE layers / L) x E / ep x
+    :func:`~scalemodel.cost.transformer.expert_param_tensors`, split by etp. (None, None) for a workload that is not
+    a transformer (no tensor list)."""
+    if not job.is_transformer:
+        return None, None
+    sh = job.shape
+    layers = comp["layers_per_stage"]
+
+    def local(t: transformer.ParamTensor, tp: Any) -> np.ndarray:
+        return np.asarray(t.elements / tp if t.split else t.elements + 0.0 * tp, dtype=float)
+
+    dense = [(layers * t.n, local(t, g.tp)) for t in transformer.layer_param_tensors(sh)]
+    dense += [(t.n + 0.0 * layers, local(t, g.tp)) for t in transformer.non_layer_param_tensors(sh)]
+    per_stage = layers * float(sh.moe_layers / sh.layers) * float(sh.moe_experts) / g.ep
+    expert = [(per_stage * t.n, local(t, _etp(g))) for t in transformer.expert_param_tensors(sh)]
+    return dense, expert
+
+
+def bucket_count(nbytes: Any, bucket: Any, wire: Any = 1.0, tensors: Tensors = None) -> np.ndarray:
+    """Gradient buckets of a payload of ``nbytes`` in buckets of ``bucket`` bytes (``wire`` bytes an element) over
+    the parameter tensors ``tensors`` (:func:`param_tensors`):
+
+        e = bucket / wire elements;  big = tensors of >= e elements;  S = elements of the smaller ones
+        n_b = max(min(big + ceil(S / e), ceil(nbytes / bucket)), 1)           (ceil(nbytes / bucket) without tensors)
+
+    No framework splits a tensor across buckets: Megatron-Core fills a bucket with whole parameters in reverse order
+    and closes it once it holds ``bucket_size`` elements (param_and_grad_buffer.py ``ParamAndGradBuffer.__init__``:
+    "if (data_end_index - bucket_data_start_index) >= bucket_size", NVIDIA/Megatron-LM@baf94af3c6 = core_r0.8.0);
+    PyTorch DDP does the same by bytes (torch/csrc/distributed/c10d/reducer.cpp ``compute_bucket_assignment_by_size``:
+    a tensor joins the open bucket, which is closed once its size reaches the limit); DeepSpeed ZeRO-1/2 reduces the
+    open bucket before a parameter that would overflow it (stage_1_and_2.py
+    ``reduce_independent_p_g_buckets_and_remove_grads``). So every tensor of >= e elements closes a bucket of its own
+    (with whatever smaller tensors were open), and a bucket without one holds >= e elements of small tensors, except
+    the last: big <= k <= big + floor(S / e) + 1 for the greedy fill's k, and n_b lies there too. A bucket below the
+    smallest tensor gives one bucket per tensor (n_b = the tensor count, where ceil(nbytes / bucket) priced millions
+    of collectives); a bucket above every tensor ceil(S / e), as before; one above the payload 1. n_b counts the
+    small tensors' buckets as if none had joined a big tensor's, so between the limits it can exceed k (by 5 of 8
+    at worst on tests/test_bucket_count.py's model, where the fill is run step by step)."""
+    size = np.maximum(np.asarray(bucket, dtype=float), 1e-300)
+    ceiling = np.atleast_1d(np.maximum(np.ceil(np.asarray(nbytes, dtype=float) / size), 1.0))
+    if tensors is None:
+        return ceiling
+    e = size / wire
+    big = sum(np.where(n >= e, c, 0.0) for c, n in tensors)
+    small = sum(np.where(n < e, c * n, 0.0) for c, n in tensors)
+    return np.atleast_1d(np.maximum(np.minimum(big + np.ceil(small / e), ceiling), 1.0)).astype(float)
+
+
 def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups, *,
              shard: Any = 1.0, hsdp: tuple[DataParallelGroups, DataParallelGroups] | None = None,
              all_reduce: bool = False) -> dict[str, np.ndarray]:
@@ -1263,9 +1320,11 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     q, codec = _wire_and_codec(job, g, n_params)
     zero3 = g.zero >= Zero.PARAMETERS
     bucket = _bucket_bytes(job, g, comp, dense * shard / comp["layers_per_stage"], q)
+    dense_tensors, expert_tensors = param_tensors(job, g, comp)
+    both_tensors = None if dense_tensors is None or expert_tensors is None else dense_tensors + expert_tensors
 
-    def bucketed(op: str, nbytes: Any, group: Placement, algorithm: Any = None, size: Any = bucket) -> np.ndarray:
-        n = np.maximum(np.ceil(nbytes / size), 1.0)
+    def bucketed(op: str, nbytes: Any, group: Placement, algorithm: Any = None, tensors: Tensors = None) -> np.ndarray:
+        n = bucket_count(nbytes, bucket, q, tensors)
         return n * _collective(op, nbytes / n, group, algorithm)
 
     distopt = np.zeros(1, dtype=bool) if all_reduce else distributed_optimizer_sync(job, g)
@@ -1275,24 +1334,25 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     fp8_dense, fp8_expert = fp8_param_elements(job, g, comp["layers_per_stage"] / shard, dense, expert)
     rs_ag = zero12_algorithm(g) if np.any(distopt) else g.algorithm
 
-    def reduce(n: Any, ag_bytes: Any, group: Placement) -> tuple[np.ndarray, np.ndarray]:
-        """(sync seconds, the ZeRO-1/2 all-gather's part of them) of the gradients of n parameters."""
-        out = np.zeros(1) if np.all(distopt) else bucketed("allreduce", n * q, group, g.algorithm)
+    def reduce(n: Any, ag_bytes: Any, group: Placement, tensors: Tensors) -> tuple[np.ndarray, np.ndarray]:
+        """(sync seconds, the ZeRO-1/2 all-gather's part of them) of the gradients of n parameters in ``tensors``
+        parameter tensors."""
+        out = np.zeros(1) if np.all(distopt) else bucketed("allreduce", n * q, group, g.algorithm, tensors)
         if np.any(zero3):
-            out = np.where(zero3, bucketed("reducescatter", n * q, group), out)
+            out = np.where(zero3, bucketed("reducescatter", n * q, group, tensors=tensors), out)
         if not np.any(distopt):
             return out, np.zeros(1)
-        n_b = np.maximum(np.ceil(n * q / bucket), 1.0)  # bucketed's count for the reduce-scatter
+        n_b = bucket_count(n * q, bucket, q, tensors)  # bucketed's count for the reduce-scatter
         rs = n_b * _collective("reducescatter", n * q / n_b, group, rs_ag)
         ag = n_b * _collective("allgather", ag_bytes / n_b, group, rs_ag)
         return np.where(distopt, rs + ag, out), np.where(distopt, ag, 0.0)
 
     every_zero3 = bool(np.all(zero3))  # their gradients move in the per-unit traffic only (below)
     total, param_gather = (np.zeros(1), np.zeros(1)) if every_zero3 else reduce(
-        dense, dense * w - fp8_dense * (w - 1.0), red.dense)
+        dense, dense * w - fp8_dense * (w - 1.0), red.dense, dense_tensors)
     if job.expert_params > 0 and not every_zero3:  # routed experts are replicated over dp/ep ranks only
         # the same group as red.expert (their fold counts cp)
-        t_e, ag_e = reduce(expert, expert * w - fp8_expert * (w - 1.0), data.expert)
+        t_e, ag_e = reduce(expert, expert * w - fp8_expert * (w - 1.0), data.expert, expert_tensors)
         total, param_gather = total + t_e, param_gather + ag_e
     gather = bf16_optimizer_param_gather(job, g)
     if np.any(gather):  # DeepSpeed's BF16_Optimizer: the fp32 all-reduce above, then the 16-bit weights gathered
@@ -1304,7 +1364,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     if np.any(topk):
         # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
         per_rank = g.topk_ratio * n_params * (job.grad_bytes + 4.0)
-        n_b = np.maximum(np.ceil(n_params * job.grad_bytes / bucket), 1.0)
+        n_b = bucket_count(n_params * job.grad_bytes, bucket, q, both_tensors)
         total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, red.dense), total)
         param_gather = np.where(topk, 0.0, param_gather)
     total = np.where(dp > 1, total + codec, 0.0)
@@ -1320,7 +1380,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         ps_worker = np.where(uses_ps & (dp > 1), ex["worker"] + codec, 0.0)
         ps_round = np.where(uses_ps & (dp > 1), ex["server_round"], 0.0)
     wire_total = np.maximum(n_params * q, 1.0)
-    last_bucket = 1.0 / np.maximum(np.ceil(wire_total / bucket), 1.0)
+    last_bucket = 1.0 / bucket_count(wire_total, bucket, q, both_tensors)
     gathers = np.zeros(1)
     gathers_exposed = np.zeros(1)
     if np.any(zero3):
@@ -1475,7 +1535,7 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         """(AG, RS) of one unit over the sharding group."""
         ag = gather(_gathered_bytes(job, g, dense, layers), group.dense)
         fsdp_rs = _collective("reducescatter", dense * wire / layers, group.dense)
-        n_b = np.maximum(np.ceil(dense * wire / bucket), 1.0)
+        n_b = bucket_count(dense * wire, bucket, wire, param_tensors(job, g, comp)[0])
         ds_rs = n_b * _collective("reducescatter", dense * wire / n_b, group.dense) / layers
         rs = np.where(deepspeed, ds_rs, fsdp_rs)
         if job.expert_params > 0:  # routed experts are sharded over their dp/ep replicas
