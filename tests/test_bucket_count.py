@@ -124,7 +124,15 @@ def test_priced_bucket_count_against_the_greedy_fill(monkeypatch, elements: floa
     n_b = total * 4.0 / size
     assert n_b == pytest.approx(round(n_b), abs=1e-6)
     n_b = round(n_b)
-    assert float(out["last_bucket"][0]) == pytest.approx(1.0 / n_b)
+    # the last-reduced bucket: the greedy fill's ends with the word embedding, the first parameter; the priced share
+    # is max(1 / n_b, V h / P), which the fill's last bucket reaches or exceeds, and equals below the smallest tensor
+    # (the embedding alone) and at one bucket
+    last = greedy_buckets(sizes, elements)[-1] / total
+    priced_last = float(out["last_bucket"][0])
+    assert priced_last == pytest.approx(max(1.0 / n_b, V * H / total), rel=1e-12)
+    assert last >= V * H / total
+    if elements < min(sizes) or elements >= total:
+        assert priced_last == pytest.approx(last, rel=1e-12)
     big = sum(1 for n in sizes if n >= elements)
     small = sum(n for n in sizes if n < elements)
     low, high = max(big, 1), big + small // elements + 1

@@ -1285,6 +1285,30 @@ def bucket_count(nbytes: Any, bucket: Any, wire: Any = 1.0, tensors: Tensors = N
     return np.atleast_1d(np.maximum(np.minimum(big + np.ceil(small / e), ceiling), 1.0)).astype(float)
 
 
+def embedding_bucket_share(job: Job, g: StrategyGrid, n_params: Any) -> np.ndarray:
+    """Share of the stage's gradient payload in its last-reduced bucket at least: the word embedding's TP shard,
+    V h / tp elements of ``n_params`` (0 for a workload that is not a transformer):
+
+        share >= min(V h / tp / n_params, 1)
+
+    The buckets are filled in reverse parameter order (:func:`bucket_count`), and the word embedding is a model's
+    first parameter (Megatron-Core GPTModel builds ``self.embedding`` before the decoder and the output layer,
+    megatron/core/models/gpt/gpt_model.py; Hugging Face models register ``embed_tokens`` first), so its whole
+    tensor is in the bucket reduced last, whose reduce-scatter or all-reduce can only start once the backward has
+    reached the embedding: the tail no compute hides. Under --overlap-param-gather the same bucket is the first one
+    all-gathered, waited for by the embedding's forward pre-hook before any compute (distrib_optimizer.py
+    ``zero_grad`` dispatches all-gather 0; ``_get_model_param_buffer_dp_views`` orders the buckets "same order as
+    forward pass", NVIDIA/Megatron-LM@baf94af3c6). PyTorch DDP rebuilds its buckets in the order the gradients became
+    ready (``_rebuild_buckets``) and DeepSpeed ZeRO-1/2 fills its bucket as they arrive: the embedding's, tied or not,
+    is still the last. Megatron buckets only the first pipeline stage, which holds the embedding; the step prices
+    that stage's tail for every stage (:func:`megatron_bucket_elements`)."""
+    if not job.is_transformer:
+        return np.zeros(1)
+    sh = job.shape
+    embedding = float(sh.vocab * sh.hidden) / g.tp
+    return np.asarray(np.minimum(embedding / np.maximum(n_params, 1.0), 1.0), dtype=float)
+
+
 def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups, *,
              shard: Any = 1.0, hsdp: tuple[DataParallelGroups, DataParallelGroups] | None = None,
              all_reduce: bool = False) -> dict[str, np.ndarray]:
@@ -1380,7 +1404,8 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         ps_worker = np.where(uses_ps & (dp > 1), ex["worker"] + codec, 0.0)
         ps_round = np.where(uses_ps & (dp > 1), ex["server_round"], 0.0)
     wire_total = np.maximum(n_params * q, 1.0)
-    last_bucket = 1.0 / bucket_count(wire_total, bucket, q, both_tensors)
+    last_bucket = np.maximum(1.0 / bucket_count(wire_total, bucket, q, both_tensors),
+                             embedding_bucket_share(job, g, n_params))
     gathers = np.zeros(1)
     gathers_exposed = np.zeros(1)
     if np.any(zero3):
