@@ -1245,17 +1245,37 @@ def param_tensors(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> tup
     sh = job.shape
     layers = comp["layers_per_stage"]
 
-    def local(t: transformer.ParamTensor, tp: Any) -> np.ndarray:
-        return np.asarray(t.elements / tp if t.split else t.elements + 0.0 * tp, dtype=float)
+    def grouped(kinds: list[transformer.ParamTensor], per: Any, tp: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The kinds merged by (elements, split), empty ones dropped (the job's shape is one model: scalars), their
+        counts times ``per``, the split ones' elements over ``tp``."""
+        counts: dict[tuple[float, bool], float] = {}
+        for t in kinds:
+            n, e = float(t.n), float(t.elements)
+            if n > 0.0 and e > 0.0:
+                counts[(e, t.split)] = counts.get((e, t.split), 0.0) + n
+        return [(np.asarray(per * n, dtype=float), np.asarray(e / tp if split else e, dtype=float))
+                for (e, split), n in counts.items()]
 
-    dense = [(layers * t.n, local(t, g.tp)) for t in transformer.layer_param_tensors(sh)]
-    dense += [(t.n + 0.0 * layers, local(t, g.tp)) for t in transformer.non_layer_param_tensors(sh)]
+    dense = grouped(transformer.layer_param_tensors(sh), layers, g.tp)
+    dense += grouped(transformer.non_layer_param_tensors(sh), 1.0, g.tp)
     per_stage = layers * float(sh.moe_layers / sh.layers) * float(sh.moe_experts) / g.ep
-    expert = [(per_stage * t.n, local(t, _etp(g))) for t in transformer.expert_param_tensors(sh)]
+    expert = grouped(transformer.expert_param_tensors(sh), per_stage, _etp(g))
     return dense, expert
 
 
-def bucket_count(nbytes: Any, bucket: Any, wire: Any = 1.0, tensors: Tensors = None) -> np.ndarray:
+def tensor_bucket_count(bucket: Any, wire: Any, tensors: Tensors) -> np.ndarray | None:
+    """big + ceil(S / e) of :func:`bucket_count` (None without a tensor list): what the tensors alone allow, before
+    the ceiling of the payload; computed once per tensor list and bucket and passed to :func:`bucket_count`."""
+    if tensors is None:
+        return None
+    e = np.maximum(np.asarray(bucket, dtype=float), 1e-300) / wire
+    big = sum(np.where(n >= e, c, 0.0) for c, n in tensors)
+    small = sum(np.where(n < e, c * n, 0.0) for c, n in tensors)
+    return np.asarray(big + np.ceil(small / e), dtype=float)
+
+
+def bucket_count(nbytes: Any, bucket: Any, wire: Any = 1.0, tensors: Tensors = None,
+                 by_tensors: np.ndarray | None = None) -> np.ndarray:
     """Gradient buckets of a payload of ``nbytes`` in buckets of ``bucket`` bytes (``wire`` bytes an element) over
     the parameter tensors ``tensors`` (:func:`param_tensors`):
 
@@ -1277,12 +1297,11 @@ def bucket_count(nbytes: Any, bucket: Any, wire: Any = 1.0, tensors: Tensors = N
     at worst on tests/test_bucket_count.py's model, where the fill is run step by step)."""
     size = np.maximum(np.asarray(bucket, dtype=float), 1e-300)
     ceiling = np.atleast_1d(np.maximum(np.ceil(np.asarray(nbytes, dtype=float) / size), 1.0))
-    if tensors is None:
+    if by_tensors is None:
+        by_tensors = tensor_bucket_count(bucket, wire, tensors)
+    if by_tensors is None:
         return ceiling
-    e = size / wire
-    big = sum(np.where(n >= e, c, 0.0) for c, n in tensors)
-    small = sum(np.where(n < e, c * n, 0.0) for c, n in tensors)
-    return np.atleast_1d(np.maximum(np.minimum(big + np.ceil(small / e), ceiling), 1.0)).astype(float)
+    return np.atleast_1d(np.maximum(np.minimum(by_tensors, ceiling), 1.0)).astype(float)
 
 
 def embedding_bucket_share(job: Job, g: StrategyGrid, n_params: Any) -> np.ndarray:
@@ -1346,9 +1365,14 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     bucket = _bucket_bytes(job, g, comp, dense * shard / comp["layers_per_stage"], q)
     dense_tensors, expert_tensors = param_tensors(job, g, comp)
     both_tensors = None if dense_tensors is None or expert_tensors is None else dense_tensors + expert_tensors
+    # the tensors' bucket counts (bucket_count), once per list
+    dense_nt = tensor_bucket_count(bucket, q, dense_tensors)
+    expert_nt = tensor_bucket_count(bucket, q, expert_tensors) if job.expert_params > 0 else None
+    both_nt = tensor_bucket_count(bucket, q, both_tensors) if job.expert_params > 0 else dense_nt
 
-    def bucketed(op: str, nbytes: Any, group: Placement, algorithm: Any = None, tensors: Tensors = None) -> np.ndarray:
-        n = bucket_count(nbytes, bucket, q, tensors)
+    def bucketed(op: str, nbytes: Any, group: Placement, algorithm: Any = None,
+                 by_tensors: np.ndarray | None = None) -> np.ndarray:
+        n = bucket_count(nbytes, bucket, by_tensors=by_tensors)
         return n * _collective(op, nbytes / n, group, algorithm)
 
     distopt = np.zeros(1, dtype=bool) if all_reduce else distributed_optimizer_sync(job, g)
@@ -1358,25 +1382,25 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     fp8_dense, fp8_expert = fp8_param_elements(job, g, comp["layers_per_stage"] / shard, dense, expert)
     rs_ag = zero12_algorithm(g) if np.any(distopt) else g.algorithm
 
-    def reduce(n: Any, ag_bytes: Any, group: Placement, tensors: Tensors) -> tuple[np.ndarray, np.ndarray]:
+    def reduce(n: Any, ag_bytes: Any, group: Placement, tensors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """(sync seconds, the ZeRO-1/2 all-gather's part of them) of the gradients of n parameters in ``tensors``
         parameter tensors."""
         out = np.zeros(1) if np.all(distopt) else bucketed("allreduce", n * q, group, g.algorithm, tensors)
         if np.any(zero3):
-            out = np.where(zero3, bucketed("reducescatter", n * q, group, tensors=tensors), out)
+            out = np.where(zero3, bucketed("reducescatter", n * q, group, by_tensors=tensors), out)
         if not np.any(distopt):
             return out, np.zeros(1)
-        n_b = bucket_count(n * q, bucket, q, tensors)  # bucketed's count for the reduce-scatter
+        n_b = bucket_count(n * q, bucket, by_tensors=tensors)  # bucketed's count for the reduce-scatter
         rs = n_b * _collective("reducescatter", n * q / n_b, group, rs_ag)
         ag = n_b * _collective("allgather", ag_bytes / n_b, group, rs_ag)
         return np.where(distopt, rs + ag, out), np.where(distopt, ag, 0.0)
 
     every_zero3 = bool(np.all(zero3))  # their gradients move in the per-unit traffic only (below)
     total, param_gather = (np.zeros(1), np.zeros(1)) if every_zero3 else reduce(
-        dense, dense * w - fp8_dense * (w - 1.0), red.dense, dense_tensors)
+        dense, dense * w - fp8_dense * (w - 1.0), red.dense, dense_nt)
     if job.expert_params > 0 and not every_zero3:  # routed experts are replicated over dp/ep ranks only
         # the same group as red.expert (their fold counts cp)
-        t_e, ag_e = reduce(expert, expert * w - fp8_expert * (w - 1.0), data.expert, expert_tensors)
+        t_e, ag_e = reduce(expert, expert * w - fp8_expert * (w - 1.0), data.expert, expert_nt)
         total, param_gather = total + t_e, param_gather + ag_e
     gather = bf16_optimizer_param_gather(job, g)
     if np.any(gather):  # DeepSpeed's BF16_Optimizer: the fp32 all-reduce above, then the 16-bit weights gathered
@@ -1388,7 +1412,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     if np.any(topk):
         # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
         per_rank = g.topk_ratio * n_params * (job.grad_bytes + 4.0)
-        n_b = bucket_count(n_params * job.grad_bytes, bucket, q, both_tensors)
+        n_b = bucket_count(n_params * job.grad_bytes, bucket, by_tensors=both_nt)
         total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, red.dense), total)
         param_gather = np.where(topk, 0.0, param_gather)
     total = np.where(dp > 1, total + codec, 0.0)
@@ -1404,7 +1428,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         ps_worker = np.where(uses_ps & (dp > 1), ex["worker"] + codec, 0.0)
         ps_round = np.where(uses_ps & (dp > 1), ex["server_round"], 0.0)
     wire_total = np.maximum(n_params * q, 1.0)
-    last_bucket = np.maximum(1.0 / bucket_count(wire_total, bucket, q, both_tensors),
+    last_bucket = np.maximum(1.0 / bucket_count(wire_total, bucket, by_tensors=both_nt),
                              embedding_bucket_share(job, g, n_params))
     gathers = np.zeros(1)
     gathers_exposed = np.zeros(1)
