@@ -119,7 +119,9 @@ def test_bucket_count_and_size(h100, monkeypatch) -> None:  # type: ignore[no-un
     """A bucket of 25e6 elements (bucket_size 1e8 bytes of fp32 gradient): ceil(P / 25e6) = 4 buckets, each a
     reduce-scatter of P/4 x 4 bytes and an all-gather of P/4 x 2 bytes (the bytes and ring steps of 4 all-reduces
     of P/4 x 3 bytes, which is how this was priced before the two were priced as themselves, issue 13: NCCL has no
-    tree reduce-scatter or all-gather); DeepSpeed's default 5e8 elements: 1 bucket."""
+    tree reduce-scatter or all-gather); DeepSpeed's default 5e8 elements: 1 bucket. The last bucket holds at least the
+    word embedding, the model's first parameter (step.embedding_bucket_share): 32,000 x 1024 = 32,768,000 of P, more
+    than a quarter."""
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4.0))
     for size, n_b in ((1e8, 4), (0.0, 1)):
         g = _grid(job, zero="1", bucket_size=size or None)
@@ -128,29 +130,32 @@ def test_bucket_count_and_size(h100, monkeypatch) -> None:  # type: ignore[no-un
         assert calls == [("reducescatter", pytest.approx(P * 4.0 / n_b, rel=1e-12), 8),  # one bucket's, times n_b
                          ("allgather", pytest.approx(P * 2.0 / n_b, rel=1e-12), 8)]
         assert float(out["grads"][0]) == pytest.approx(n_b * 2 * 7 / 8 * P * 3.0 / n_b, rel=1e-12)
-        assert float(out["last_bucket"][0]) == pytest.approx(1 / n_b)
+        assert float(out["last_bucket"][0]) == pytest.approx(max(1 / n_b, 32_768_000 / P))
 
 
 def test_param_gather_overlap_splits_by_dtype(h100, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """--overlap-param-gather: RS (4 of every 6 bytes) under the last backward, AG (2 of 6) under the next forward.
     At 1e-9 s a byte C = 7/8 P 6 ns = 0.52440192 s: RS 0.34960128, AG 0.17480064 s; with 0.3 s of backward and
-    0.1 s of forward free, one bucket (last_bucket 1: nothing hides), then 4 buckets:
+    0.1 s of forward free, one bucket (last_bucket 1: nothing hides), then 4 buckets, the last (and the first
+    gathered) holding at least the word embedding, 32,768,000 of P elements (step.embedding_bucket_share): its RS
+    7/8 x 32,768,000 x 4 ns = 0.114688 s, its AG 0.057344 s:
       1 bucket:  max(RS - 0.3, RS) + max(AG - 0.1, AG) = C
-      4 buckets: max(0.04960128, 0.08740032) + max(0.07480064, 0.04370016) = 0.16220096 s.
-    Without the switch the all-gather follows the optimizer step, exposed whole: 4 buckets 0.08740032 + 0.17480064
-    = 0.26220096 s; overlap off: all of C."""
+      4 buckets: max(0.04960128, 0.114688) + max(0.07480064, 0.057344) = 0.18948864 s
+    (0.16220096 s while the last bucket was priced as a quarter, 0.08740032 and 0.04370016 s).
+    Without the switch the all-gather follows the optimizer step, exposed whole: 4 buckets 0.114688 + 0.17480064
+    = 0.28948864 s; overlap off: all of C."""
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4.0))
     _ring_priced(monkeypatch)
     c = 7 / 8 * P * 6 * 1e-9
     comp = _comp(f=0.1, b=0.3)
-    for size, expected in ((None, c), (1e8, 0.16220096)):
+    for size, expected in ((None, c), (1e8, 0.18948864)):
         g = _grid(job, zero="1", overlap_param_gather=True, bucket_size=size)
         out = step._dp_comm(job, g, comp, np.asarray([1.0]), _groups(job, g).data)
         grads, ag = out["grads"] * 1e-9, out["param_gather"] * 1e-9
         assert float(grads[0]) == pytest.approx(c, rel=1e-12)
         exposed = step._expose_param_gather(g, comp, grads, out["last_bucket"], ag)
         assert float(exposed[0]) == pytest.approx(expected, rel=1e-9)
-    for opg, overlap, expected in ((False, True, 0.26220096), (False, False, c), (True, False, c)):
+    for opg, overlap, expected in ((False, True, 0.28948864), (False, False, c), (True, False, c)):
         g = _grid(job, zero="1", overlap_param_gather=opg, overlap=overlap, bucket_size=1e8)
         out = step._dp_comm(job, g, comp, np.asarray([1.0]), _groups(job, g).data)
         exposed = step._expose_param_gather(g, comp, out["grads"] * 1e-9, out["last_bucket"],

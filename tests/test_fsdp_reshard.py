@@ -128,7 +128,9 @@ def test_keeping_the_parameters_gathers_less_and_holds_the_stage(h100) -> None: 
     """Same job: no reshard moves fewer bytes (less or equal dp time) and holds more memory."""
     job = build_job(h100, TINY, TrainingSpec(global_batch=64))
     res = {r: evaluate(job, _grid(job, fsdp_reshard_after_forward=r)) for r in (True, False)}
-    assert float(res[False].breakdown["dp_comm"][0]) <= float(res[True].breakdown["dp_comm"][0])
+    # dp_comm is step - local - straggler: here both are the same exposed time up to that subtraction's rounding
+    # (4e-19 s apart once the optimizer step's weight copy reads the fp32 master)
+    assert float(res[False].breakdown["dp_comm"][0]) <= float(res[True].breakdown["dp_comm"][0]) * (1 + 1e-12)
     # by hand: the 4 layers + embedding held at once instead of 2 layers, 2 bytes each, dp = 8 sharding aside
     grow = float(res[False].memory["weights"].ravel()[0] - res[True].memory["weights"].ravel()[0])
     assert grow == pytest.approx(2 * (P - 2 * LAYER), rel=1e-12)

@@ -61,9 +61,13 @@ def test_megatron_default_bucket_count(h100, monkeypatch, dp: int, zero: str, n_
     else:
         assert calls == [("allreduce", pytest.approx(P * 4.0 / n_b, rel=1e-12), dp)]
     assert float(out["last_bucket"][0]) == pytest.approx(1.0 / n_b)
-    # without the switch: DeepSpeed's 5e8 elements at ZeRO 1 (1 bucket), PyTorch DDP's 25 MB at ZeRO 0
+    # without the switch: DeepSpeed's 5e8 elements at ZeRO 1 (1 bucket), PyTorch DDP's 25 MB at ZeRO 0: 6.25M fp32
+    # elements, which TINY's 4 fc1 (8,388,608) and its embedding (32,768,000) exceed, each a bucket of its own, and
+    # ceil(33,563,648 / 6.25e6) = 6 for its other tensors (step.bucket_count): 11, not ceil(P x 4 / 25e6) = 16; the
+    # last of them holds the word embedding, 32,768,000 of P elements (step.embedding_bucket_share), more than 1/11
     calls, out = _sync(job, _grid(job, dp=dp, zero=zero), monkeypatch)
-    assert float(out["last_bucket"][0]) == pytest.approx(1.0 if zero == "1" else 1.0 / np.ceil(P * 4.0 / 25e6))
+    assert P - 4 * 8_388_608 - 32_768_000 == 33_563_648
+    assert float(out["last_bucket"][0]) == pytest.approx(1.0 if zero == "1" else 32_768_000 / P)
 
 
 def test_megatron_exposed_tail_by_hand(h100, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -86,10 +90,11 @@ def test_megatron_exposed_tail_by_hand(h100, monkeypatch) -> None:  # type: igno
 
 
 def test_user_bucket_overrides_megatron_default(h100, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """bucket_size 1e8 bytes of fp32 gradient = 2.5e7 elements: ceil(P / 2.5e7) = 4 buckets (with overlap)."""
+    """bucket_size 1e8 bytes of fp32 gradient = 2.5e7 elements: ceil(P / 2.5e7) = 4 buckets (with overlap), the last
+    holding the 32,768,000-element word embedding (TINY's only tensor over 2.5e7), 0.328 of P > 1/4."""
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4.0))
     _, out = _sync(job, _grid(job, zero="1", megatron_ddp=True, bucket_size=1e8), monkeypatch)
-    assert float(out["last_bucket"][0]) == pytest.approx(0.25)
+    assert float(out["last_bucket"][0]) == pytest.approx(32_768_000 / P)
 
 
 def test_megatron_ddp_needs_zero_0_or_1() -> None:

@@ -4,7 +4,8 @@ Megatron-Core builds its distributed optimizer (ZeRO-1) over the data-parallel g
 ranks (megatron/core/optimizer/__init__.py, ``get_data_parallel_group(with_context_parallel=True)``), and
 torchtitan shards FSDP over the ``dp_shard_cp`` mesh: with cp = 2 each rank updates half the states it updates at
 cp = 1 with the same dp. Expected values are computed here from the mixed-precision Adam byte count
-(read fp32 master, m, v, gradient; write master, m, v, 16-bit copy = 2 K + g + 2 bytes per parameter).
+(Adam reads fp32 master, m, v, gradient and writes master, m, v; then the 16-bit copy reads the fp32 master and
+writes the 16-bit weight: 2 K + g + 4 + 2 bytes per parameter).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def test_optimizer_step_with_cp_2_updates_the_dp_x_cp_shard(zero: int) -> None:
     job, tr = _job()
     assert job.expert_params == 0.0 and job.optimizer_bytes_per_param == 12.0 and job.grad_bytes == 2.0
     psi = job.params
-    per_param = 2 * 12.0 + 2.0 + 2.0  # 28 bytes
+    per_param = 2 * 12.0 + 2.0 + 4.0 + 2.0  # 32 bytes
     # 64 GPUs, cp 2 -> dp 32: the states are sharded over 32 x 2 = 64 ranks
     g2 = grid_from_strategy(StrategySpec(cp=2, zero=zero), tr, 64, job)
     assert _first(g2.dp) == 32
@@ -50,11 +51,11 @@ def test_optimizer_step_with_cp_2_updates_the_dp_x_cp_shard(zero: int) -> None:
 
 def test_optimizer_time_and_optimizer_memory_count_the_same_shards() -> None:
     # the optimizer states the memory model holds per rank (12 bytes per parameter) and the ones the step
-    # updates are the same: time x bandwidth / 28 bytes = optimizer bytes / 12, at every ZeRO stage >= 1
+    # updates are the same: time x bandwidth / 32 bytes = optimizer bytes / 12, at every ZeRO stage >= 1
     job, tr = _job()
     for cp, zero in ((2, 1), (2, 3), (4, 2), (2, "hsdp")):
         g = grid_from_strategy(StrategySpec(cp=cp, zero=zero), tr, 64, job)
-        params_updated = _first(_optimizer_time(job, g)) * A100_HBM * MEM_EFF / 28.0
+        params_updated = _first(_optimizer_time(job, g)) * A100_HBM * MEM_EFF / 32.0
         params_held = _first(memory_parts(job, g, microbatches(g))["optimizer"]) / 12.0
         assert params_updated == pytest.approx(params_held, rel=1e-9), (cp, zero)
 
@@ -75,5 +76,5 @@ def test_moe_expert_states_shard_over_the_expert_data_parallel_ranks_with_cp() -
     got_opt = _first(memory_parts(job, g, microbatches(g))["optimizer"])
     assert got_opt == pytest.approx(want_opt, rel=1e-9)
     h100_hbm, eff = 3.35e12, 0.88  # H100 SXM datasheet; dgx-h100's memory efficiency
-    want_t = (dense_local / 32 + expert_local / 4) * 28.0 / (h100_hbm * eff)
+    want_t = (dense_local / 32 + expert_local / 4) * 32.0 / (h100_hbm * eff)
     assert _first(_optimizer_time(job, g)) == pytest.approx(want_t, rel=1e-9)

@@ -50,11 +50,12 @@ def test_single_gpu_generic_matches_hand_roofline(tmp_path: Path) -> None:
                                  strategy={})
     job = build_job(cl, wl, tr, straggler_cv=0.0)
     # By hand: compute = 3 x forward FLOPs x batch / (peak x achieved GEMM fraction);
-    # optimizer = params x (2 x 12 optimizer bytes + 2 grad + 2 weight copy) / (HBM bw x efficiency).
+    # optimizer = params x (2 x 12 optimizer bytes + 2 grad + 4 + 2 weight copy: read the fp32 master, write 16-bit)
+    # / (HBM bw x efficiency).
     peak = 989.4e12
     assert job.peak_flops == pytest.approx(peak)
     t_compute = 10e9 * 3 * 8 / (peak * job.gemm_max)
-    t_opt = 100e6 * (2 * 12 + 2 + 2) / (3.35e12 * job.memory_efficiency)
+    t_opt = 100e6 * (2 * 12 + 2 + 4 + 2) / (3.35e12 * job.memory_efficiency)
     r = sensitivity(job, grid_from_strategy(st, tr, 1, job), factor=2.0)
     assert r.baseline_step_time_s == pytest.approx(t_compute + t_opt, rel=1e-9)
     p = by_name(r)

@@ -44,9 +44,15 @@ def val(a) -> float:  # type: ignore[no-untyped-def]
     return float(np.asarray(a).reshape(-1)[0])
 
 
-def bucketed_allreduce(nbytes: float, ranks: int, network, bucket: float = 25e6) -> float:  # type: ignore[no-untyped-def]
-    """DDP-style: ceil(bytes / bucket) ring all-reduces of equal buckets."""
-    n = max(int(np.ceil(nbytes / bucket)), 1)
+#: DDP buckets of gpt-7.5b's gradients at tp 1 in 12.5 M-element buckets (25 MB of bf16): no framework splits a tensor
+#: (step.bucket_count), and its 36 x 4 weight matrices (QKV 4096 x 12288, proj 4096 x 4096, fc1, fc2) and the
+#: 51200 x 4096 embedding each exceed the bucket and close one; its biases and LayerNorms, 36 x 53,248 + 8,192 =
+#: 1,925,120 elements, make ceil(1,925,120 / 12.5e6) = 1 more: 146, where ceil(bytes / 25 MB) gave 597
+GPT_7_5B_DDP_BUCKETS = 36 * 4 + 1 + 1
+
+
+def bucketed_allreduce(nbytes: float, ranks: int, network, n: int) -> float:  # type: ignore[no-untyped-def]
+    """DDP-style: n ring all-reduces of equal buckets."""
     return n * val(coll.collective_time("allreduce", nbytes / n, ranks, network, algorithm="ring", stride=1))
 
 
@@ -74,7 +80,7 @@ def test_pure_data_parallel_limit(a100, gpt) -> None:  # type: ignore[no-untyped
     for k in ("tp_comm", "pp_comm", "cp_comm", "ep_comm", "bubble"):
         assert val(res.breakdown[k]) == 0.0
     grad_bytes = job.params * 2.0  # bf16 gradients
-    expected = bucketed_allreduce(grad_bytes, 64, job.network)
+    expected = bucketed_allreduce(grad_bytes, 64, job.network, GPT_7_5B_DDP_BUCKETS)
     assert val(res.breakdown["dp_comm"]) == pytest.approx(expected, rel=1e-9)
     # one big bucket: a single all-reduce of every gradient
     _, whole = one(job, dict(global_batch=64, micro_batch=1), 64, algorithm="ring", overlap=False, bucket_size=1e12)
@@ -181,8 +187,8 @@ def test_int8_compression_term(a100, gpt) -> None:  # type: ignore[no-untyped-de
     job = job_for(a100, gpt, **training)
     _, r = one(job, training, 64, compression="int8", algorithm="ring", overlap=False)
     n = job.params
-    # DDP buckets hold 25 MB of bf16 gradient = 12.5 M elements, i.e. 12.5 MB once quantised to int8
-    comm = bucketed_allreduce(n * 1.0, 64, job.network, bucket=12.5e6)
+    # DDP buckets hold 25 MB of bf16 gradient = 12.5 M elements, i.e. 12.5 MB once quantised to int8: the same 146
+    comm = bucketed_allreduce(n * 1.0, 64, job.network, GPT_7_5B_DDP_BUCKETS)
     codec = 2 * (2.0 + 1.0) * n / (job.memory_bandwidth * job.memory_efficiency)
     assert val(r.breakdown["dp_comm"]) == pytest.approx(comm + codec, rel=1e-9)
 
@@ -329,14 +335,22 @@ def test_hierarchical_sync_prices_groups_and_leaders(a100, gpt) -> None:  # type
     _, bsp = one(job, training, 128, tp=8, overlap=False)  # dp = 16
     _, hier = one(job, training, 128, tp=8, overlap=False, sync="hier:4")
 
-    def bucketed(nbytes: float, ranks: int, stride: int) -> float:
-        n = max(int(np.ceil(nbytes / 25e6)), 1)
+    def bucketed(nbytes: float, ranks: int, stride: int, n: int) -> float:
         return n * val(coll.collective_time("allreduce", nbytes / n, ranks, job.network, stride=stride))
 
+    # DDP's 12.5 M-element buckets at tp 8 (step.bucket_count): only the embedding's shard (51200 x 4096 / 8 =
+    # 26,214,400) exceeds one; the rest, 36 x (12 h^2/8 + 7 h/8 split + 6 h whole biases and norms) + 2 h =
+    # 906,991,616 elements at h = 4096, fills ceil(72.56) = 73: 74 buckets (ceil(grads / 25 MB) = 75); the
+    # cross-group shard, grads / 4, keeps ceil(grads / 4 / 25 MB) = 19 (fewer than the tensors' 74)
+    h = 4096
+    small = 36 * (12 * h * h // 8 + 7 * h // 8 + 6 * h) + 2 * h
+    assert small == 906_991_616
     grads = job.params / 8 * 2.0
-    group, cross = bucketed(grads, 4, 8), bucketed(grads / 4, 4, 8 * 4)
+    n_group, n_cross = 1 + int(np.ceil(small / 12.5e6)), int(np.ceil(grads / 4 / 25e6))
+    assert (n_group, n_cross) == (74, 19)
+    group, cross = bucketed(grads, 4, 8, n_group), bucketed(grads / 4, 4, 8 * 4, n_cross)
     assert val(hier.breakdown["dp_comm"]) == pytest.approx(group + cross, rel=1e-9)
-    assert val(bsp.breakdown["dp_comm"]) == pytest.approx(bucketed(grads, 16, 8), rel=1e-9)
+    assert val(bsp.breakdown["dp_comm"]) == pytest.approx(bucketed(grads, 16, 8, n_group), rel=1e-9)
 
 
 def test_hierarchical_sync_shards_zero_inside_its_groups(a100, gpt) -> None:  # type: ignore[no-untyped-def]

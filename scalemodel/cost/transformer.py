@@ -54,7 +54,7 @@ The s^2 term counts the full (not causal-halved) score matrix, as Megatron and P
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -446,6 +446,95 @@ def mtp_module_params(sh: Shape) -> np.ndarray:
 def mtp_params(sh: Shape) -> np.ndarray:
     """Parameters of the D multi-token prediction modules (0 without them)."""
     return sh.mtp_layers * mtp_module_params(sh)
+
+
+class ParamTensor(NamedTuple):
+    """One kind of parameter tensor: ``n`` of them (per layer, averaged over the layers, for a layer's tensors),
+    ``elements`` each before tensor parallelism, ``split`` whether tensor parallelism divides it (else each rank
+    holds it whole)."""
+
+    n: np.ndarray
+    elements: np.ndarray
+    split: bool
+
+
+def layer_param_tensors(sh: Shape, moe: ArrayLike | None = None) -> list[ParamTensor]:
+    """A layer's parameter tensors outside the routed experts, averaged over the layers (``moe`` None; True: an MoE
+    layer's, False: a dense layer's), in Megatron-Core's module
+    layout (the one :func:`attention_matrices` describes: one fused QKV matrix; a gated MLP's gate and up projections
+    fused in ``linear_fc1``, megatron/core/transformer/mlp.py); their elements add up to :func:`layer_params` (less
+    the routed experts):
+
+        attention   each non-empty matrix of :func:`attention_matrices` (MHA/GQA: qkv, proj; MLA: q_down when
+                    r_q > 0, q_up, kv_down, kv_up, proj), MLA's latent norms (q when r_q > 0, kv), with ``biases``
+                    (not MLA) the qkv bias ((a + 2g) d, split) and the proj bias (h, whole)
+        norms       norms_per_layer x (weight h, + bias h with ``biases``), whole
+        dense MLP   fc1 ((2 if gated else 1) f h), fc2 (f h), split; with ``biases`` fc1's (f, split) and fc2's (h)
+        MoE layer   the router (E h, whole); the shared experts' fc1 and fc2 (one MLP of width S f_e), split
+
+    What the step model needs from them (:func:`scalemodel.engine.step.bucket_count`) is that data-parallel frameworks
+    fill gradient buckets with whole tensors."""
+    h, a, g, d = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim
+    one = np.ones_like(h)
+    out = [ParamTensor(np.where(i * o > 0, one, 0.0), i * o, split) for _, i, o, split in attention_matrices(sh)]
+    out += [ParamTensor(np.where(sh.mla & (sh.q_lora_rank > 0), one, 0.0), sh.q_lora_rank, False),
+            ParamTensor(np.where(sh.mla, one, 0.0), sh.kv_lora_rank, False)]
+    bias = np.where(sh.biases & ~sh.mla, one, 0.0)
+    out += [ParamTensor(bias, (a + 2 * g) * d, True), ParamTensor(bias, h, False)]
+    out += [ParamTensor(sh.norms_per_layer, h, False),
+            ParamTensor(sh.norms_per_layer * np.where(sh.biases, 1.0, 0.0), h, False)]
+    layers = np.maximum(sh.layers, 1.0)
+    if moe is None:
+        dense, moe = sh.dense_layers / layers, sh.moe_layers / layers
+    else:
+        moe = np.where(moe, 1.0, 0.0) + 0.0 * h
+        dense = 1.0 - moe
+    up = np.where(sh.gated_mlp, 2.0, 1.0)
+    f = sh.ffn_hidden
+    out += [ParamTensor(dense, up * f * h, True), ParamTensor(dense, f * h, True),
+            ParamTensor(dense * np.where(sh.biases, 1.0, 0.0), f, True),
+            ParamTensor(dense * np.where(sh.biases, 1.0, 0.0), h, False)]
+    shared = np.where(sh.moe_shared_experts > 0, moe, 0.0)
+    fs = sh.moe_shared_experts * sh.moe_ffn_hidden
+    out += [ParamTensor(moe, sh.moe_experts * h, False), ParamTensor(shared, up * fs * h, True),
+            ParamTensor(shared, fs * h, True), ParamTensor(shared * np.where(sh.biases, 1.0, 0.0), fs, True),
+            ParamTensor(shared * np.where(sh.biases, 1.0, 0.0), h, False)]
+    return out
+
+
+def expert_param_tensors(sh: Shape) -> list[ParamTensor]:
+    """One routed expert's parameter tensors: fc1 and fc2 (split by the expert tensor parallelism), + their biases.
+    Transformer Engine's GroupedLinear (Megatron-Core TEGroupedMLP) registers one ``weight{i}`` per local expert, as
+    SequentialMLP holds one MLP per expert (the legacy GroupedMLP stacks them in two tensors)."""
+    h, f = sh.hidden, sh.moe_ffn_hidden
+    b = np.where(sh.biases, 1.0, 0.0) + 0.0 * h
+    one = np.ones_like(h)
+    return [ParamTensor(one, np.where(sh.gated_mlp, 2.0, 1.0) * f * h, True), ParamTensor(one, f * h, True),
+            ParamTensor(b, f, True), ParamTensor(b, h, False)]
+
+
+def non_layer_param_tensors(sh: Shape) -> list[ParamTensor]:
+    """Parameter tensors outside the layers: the word embedding and (untied) the output layer (V h, vocab-parallel),
+    the learned position table, the final norm (weight, + bias); per multi-token prediction module the tensors of a
+    layer of the last layer's kind (its routed experts apart), eh_proj (2h x h, split) and three norms
+    (:func:`mtp_module_params`)."""
+    h = sh.hidden
+    one = np.ones_like(h)
+    b = np.where(sh.biases, 1.0, 0.0)
+    out = [ParamTensor(one, sh.vocab * h, True),
+           ParamTensor(np.where(sh.tied_embeddings, 0.0, 1.0), sh.vocab * h, True),
+           ParamTensor(np.where(sh.position_embeddings > 0, 1.0, 0.0), sh.position_embeddings * h, False),
+           ParamTensor(one, h, False), ParamTensor(b, h, False)]
+    mtp = sh.mtp_layers
+    block = layer_param_tensors(sh, moe=sh.last_layer_moe)
+    out += [ParamTensor(mtp * t.n, t.elements, t.split) for t in block]
+    out += [ParamTensor(mtp, 2.0 * h * h, True), ParamTensor(3.0 * mtp, h, False), ParamTensor(3.0 * mtp * b, h, False)]
+    return out
+
+
+def tensor_count(tensors: list[ParamTensor]) -> np.ndarray:
+    """The number of tensors in a list of :class:`ParamTensor` kinds."""
+    return np.asarray(sum(t.n for t in tensors), dtype=float)
 
 
 def training_param_count(sh: Shape) -> np.ndarray:

@@ -80,9 +80,16 @@ from scalemodel.cost.placement import (
 from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 
-#: Bytes moved per parameter by a mixed-precision Adam step: read fp32 master, m, v and the gradient,
-#: write master, m, v and the 16-bit weight copy (= 2 K + grad + 2 with K = 12 state bytes).
-WEIGHT_COPY_BYTES = 2.0
+#: Bytes per parameter of the optimizer's 16-bit weight copy after the step: read the fp32 master weight (4), write
+#: the 16-bit model weight (2). It is a kernel of its own after the Adam update (whose 2 K + grad bytes read fp32
+#: master, m, v and the gradient and write master, m, v): Megatron-Core's distributed optimizer
+#: ``_copy_main_params_to_model_params`` runs ``shard_model_param.data.copy_(shard_main_param)`` per parameter, the
+#: fp32 main shard into the bf16 parameter buffer (megatron/core/optimizer/distrib_optimizer.py,
+#: NVIDIA/Megatron-LM@baf94af3c6 = core_r0.8.0), as its Float16OptimizerWithFloat16Params does
+#: (``_copy_main_params_to_model_params`` -> ``_multi_tensor_copy_this_to_that``, optimizer.py, same commit) and
+#: DeepSpeed ZeRO-1/2's ``bit16_partitions[partition_id].data.copy_(fp32_partition.data)`` (``step``,
+#: deepspeed/runtime/zero/stage_1_and_2.py).
+WEIGHT_COPY_BYTES = 4.0 + 2.0
 
 class Infeasible(IntEnum):
     """Why a candidate cannot run: a code (0 = feasible), a JSON key and a sentence."""
@@ -1216,7 +1223,8 @@ def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.
     """Seconds per step the optimizer adds under fp8_param_gather: it quantizes its shard of the FP8 parameters
     (:func:`fp8_param_elements` of an average stage, L/pp layers, over :func:`_state_shards` and
     :func:`_expert_state_shards`) from the fp32 master instead of writing their 16-bit copy:
-    shard x (:func:`scalemodel.cost.compute.fp8_param_quantize_bytes` - :data:`WEIGHT_COPY_BYTES`) HBM bytes."""
+    shard x (:func:`scalemodel.cost.compute.fp8_param_quantize_bytes` - :data:`WEIGHT_COPY_BYTES`) HBM bytes: the
+    quantization reads the fp32 master and writes the 16-bit cast as the copy does, then casts that to FP8."""
     if not job.fp8_recipe or not np.any(fp8_params_held(job, g)):  # no recipe: a grid built around the spec checks
         return np.zeros(1)
     dense, expert = _params_per_gpu(job, g)
@@ -1224,6 +1232,106 @@ def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.
     shard = fp8_dense / _state_shards(job, g, sync) + fp8_expert / _expert_state_shards(job, g, sync)
     per_element = compute.fp8_param_quantize_bytes(job.fp8_recipe, elem_bytes=float(job.elem_bytes))
     return _hbm_seconds(job, shard * (per_element - WEIGHT_COPY_BYTES))
+
+
+#: Parameter tensors one GPU holds, as (count, elements each) pairs of arrays (:func:`param_tensors`); None: unknown.
+Tensors = list[tuple[np.ndarray, np.ndarray]] | None
+
+
+def param_tensors(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> tuple[Tensors, Tensors]:
+    """(dense, routed-expert) parameter tensors one GPU of the priced stage holds, by kind as (count, elements):
+    ``L_s`` x the layer's tensors (:func:`~scalemodel.cost.transformer.layer_param_tensors`) + the tensors outside the
+    layers (:func:`~scalemodel.cost.transformer.non_layer_param_tensors`: embedding, output layer, final norm, MTP
+    modules, counted on every stage, as ``_dp_comm`` spreads their parameters over the stages), the TP-split ones
+    divided by tp; the routed experts ``L_s`` x (MoE layers / L) x E / ep x
+    :func:`~scalemodel.cost.transformer.expert_param_tensors`, split by etp. (None, None) for a workload that is not
+    a transformer (no tensor list)."""
+    if not job.is_transformer:
+        return None, None
+    sh = job.shape
+    layers = comp["layers_per_stage"]
+
+    def grouped(kinds: list[transformer.ParamTensor], per: Any, tp: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The kinds merged by (elements, split), empty ones dropped (the job's shape is one model: scalars), their
+        counts times ``per``, the split ones' elements over ``tp``."""
+        counts: dict[tuple[float, bool], float] = {}
+        for t in kinds:
+            n, e = float(t.n), float(t.elements)
+            if n > 0.0 and e > 0.0:
+                counts[(e, t.split)] = counts.get((e, t.split), 0.0) + n
+        return [(np.asarray(per * n, dtype=float), np.asarray(e / tp if split else e, dtype=float))
+                for (e, split), n in counts.items()]
+
+    dense = grouped(transformer.layer_param_tensors(sh), layers, g.tp)
+    dense += grouped(transformer.non_layer_param_tensors(sh), 1.0, g.tp)
+    per_stage = layers * float(sh.moe_layers / sh.layers) * float(sh.moe_experts) / g.ep
+    expert = grouped(transformer.expert_param_tensors(sh), per_stage, _etp(g))
+    return dense, expert
+
+
+def tensor_bucket_count(bucket: Any, wire: Any, tensors: Tensors) -> np.ndarray | None:
+    """big + ceil(S / e) of :func:`bucket_count` (None without a tensor list): what the tensors alone allow, before
+    the ceiling of the payload; computed once per tensor list and bucket and passed to :func:`bucket_count`."""
+    if tensors is None:
+        return None
+    e = np.maximum(np.asarray(bucket, dtype=float), 1e-300) / wire
+    big = sum(np.where(n >= e, c, 0.0) for c, n in tensors)
+    small = sum(np.where(n < e, c * n, 0.0) for c, n in tensors)
+    return np.asarray(big + np.ceil(small / e), dtype=float)
+
+
+def bucket_count(nbytes: Any, bucket: Any, wire: Any = 1.0, tensors: Tensors = None,
+                 by_tensors: np.ndarray | None = None) -> np.ndarray:
+    """Gradient buckets of a payload of ``nbytes`` in buckets of ``bucket`` bytes (``wire`` bytes an element) over
+    the parameter tensors ``tensors`` (:func:`param_tensors`):
+
+        e = bucket / wire elements;  big = tensors of >= e elements;  S = elements of the smaller ones
+        n_b = max(min(big + ceil(S / e), ceil(nbytes / bucket)), 1)           (ceil(nbytes / bucket) without tensors)
+
+    No framework splits a tensor across buckets: Megatron-Core fills a bucket with whole parameters in reverse order
+    and closes it once it holds ``bucket_size`` elements (param_and_grad_buffer.py ``ParamAndGradBuffer.__init__``:
+    "if (data_end_index - bucket_data_start_index) >= bucket_size", NVIDIA/Megatron-LM@baf94af3c6 = core_r0.8.0);
+    PyTorch DDP does the same by bytes (torch/csrc/distributed/c10d/reducer.cpp ``compute_bucket_assignment_by_size``:
+    a tensor joins the open bucket, which is closed once its size reaches the limit); DeepSpeed ZeRO-1/2 reduces the
+    open bucket before a parameter that would overflow it (stage_1_and_2.py
+    ``reduce_independent_p_g_buckets_and_remove_grads``). So every tensor of >= e elements closes a bucket of its own
+    (with whatever smaller tensors were open), and a bucket without one holds >= e elements of small tensors, except
+    the last: big <= k <= big + floor(S / e) + 1 for the greedy fill's k, and n_b lies there too. A bucket below the
+    smallest tensor gives one bucket per tensor (n_b = the tensor count, where ceil(nbytes / bucket) priced millions
+    of collectives); a bucket above every tensor ceil(S / e), as before; one above the payload 1. n_b counts the
+    small tensors' buckets as if none had joined a big tensor's, so between the limits it can exceed k (by 5 of 8
+    at worst on tests/test_bucket_count.py's model, where the fill is run step by step)."""
+    size = np.maximum(np.asarray(bucket, dtype=float), 1e-300)
+    ceiling = np.atleast_1d(np.maximum(np.ceil(np.asarray(nbytes, dtype=float) / size), 1.0))
+    if by_tensors is None:
+        by_tensors = tensor_bucket_count(bucket, wire, tensors)
+    if by_tensors is None:
+        return ceiling
+    return np.atleast_1d(np.maximum(np.minimum(by_tensors, ceiling), 1.0)).astype(float)
+
+
+def embedding_bucket_share(job: Job, g: StrategyGrid, n_params: Any) -> np.ndarray:
+    """Share of the stage's gradient payload in its last-reduced bucket at least: the word embedding's TP shard,
+    V h / tp elements of ``n_params`` (0 for a workload that is not a transformer):
+
+        share >= min(V h / tp / n_params, 1)
+
+    The buckets are filled in reverse parameter order (:func:`bucket_count`), and the word embedding is a model's
+    first parameter (Megatron-Core GPTModel builds ``self.embedding`` before the decoder and the output layer,
+    megatron/core/models/gpt/gpt_model.py; Hugging Face models register ``embed_tokens`` first), so its whole
+    tensor is in the bucket reduced last, whose reduce-scatter or all-reduce can only start once the backward has
+    reached the embedding: the tail no compute hides. Under --overlap-param-gather the same bucket is the first one
+    all-gathered, waited for by the embedding's forward pre-hook before any compute (distrib_optimizer.py
+    ``zero_grad`` dispatches all-gather 0; ``_get_model_param_buffer_dp_views`` orders the buckets "same order as
+    forward pass", NVIDIA/Megatron-LM@baf94af3c6). PyTorch DDP rebuilds its buckets in the order the gradients became
+    ready (``_rebuild_buckets``) and DeepSpeed ZeRO-1/2 fills its bucket as they arrive: the embedding's, tied or not,
+    is still the last. Megatron buckets only the first pipeline stage, which holds the embedding; the step prices
+    that stage's tail for every stage (:func:`megatron_bucket_elements`)."""
+    if not job.is_transformer:
+        return np.zeros(1)
+    sh = job.shape
+    embedding = float(sh.vocab * sh.hidden) / g.tp
+    return np.asarray(np.minimum(embedding / np.maximum(n_params, 1.0), 1.0), dtype=float)
 
 
 def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray, data: DataParallelGroups, *,
@@ -1261,9 +1369,16 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     q, codec = _wire_and_codec(job, g, n_params)
     zero3 = g.zero >= Zero.PARAMETERS
     bucket = _bucket_bytes(job, g, comp, dense * shard / comp["layers_per_stage"], q)
+    dense_tensors, expert_tensors = param_tensors(job, g, comp)
+    both_tensors = None if dense_tensors is None or expert_tensors is None else dense_tensors + expert_tensors
+    # the tensors' bucket counts (bucket_count), once per list
+    dense_nt = tensor_bucket_count(bucket, q, dense_tensors)
+    expert_nt = tensor_bucket_count(bucket, q, expert_tensors) if job.expert_params > 0 else None
+    both_nt = tensor_bucket_count(bucket, q, both_tensors) if job.expert_params > 0 else dense_nt
 
-    def bucketed(op: str, nbytes: Any, group: Placement, algorithm: Any = None, size: Any = bucket) -> np.ndarray:
-        n = np.maximum(np.ceil(nbytes / size), 1.0)
+    def bucketed(op: str, nbytes: Any, group: Placement, algorithm: Any = None,
+                 by_tensors: np.ndarray | None = None) -> np.ndarray:
+        n = bucket_count(nbytes, bucket, by_tensors=by_tensors)
         return n * _collective(op, nbytes / n, group, algorithm)
 
     distopt = np.zeros(1, dtype=bool) if all_reduce else distributed_optimizer_sync(job, g)
@@ -1273,24 +1388,25 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     fp8_dense, fp8_expert = fp8_param_elements(job, g, comp["layers_per_stage"] / shard, dense, expert)
     rs_ag = zero12_algorithm(g) if np.any(distopt) else g.algorithm
 
-    def reduce(n: Any, ag_bytes: Any, group: Placement) -> tuple[np.ndarray, np.ndarray]:
-        """(sync seconds, the ZeRO-1/2 all-gather's part of them) of the gradients of n parameters."""
-        out = np.zeros(1) if np.all(distopt) else bucketed("allreduce", n * q, group, g.algorithm)
+    def reduce(n: Any, ag_bytes: Any, group: Placement, tensors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(sync seconds, the ZeRO-1/2 all-gather's part of them) of the gradients of n parameters in ``tensors``
+        parameter tensors."""
+        out = np.zeros(1) if np.all(distopt) else bucketed("allreduce", n * q, group, g.algorithm, tensors)
         if np.any(zero3):
-            out = np.where(zero3, bucketed("reducescatter", n * q, group), out)
+            out = np.where(zero3, bucketed("reducescatter", n * q, group, by_tensors=tensors), out)
         if not np.any(distopt):
             return out, np.zeros(1)
-        n_b = np.maximum(np.ceil(n * q / bucket), 1.0)  # bucketed's count for the reduce-scatter
+        n_b = bucket_count(n * q, bucket, by_tensors=tensors)  # bucketed's count for the reduce-scatter
         rs = n_b * _collective("reducescatter", n * q / n_b, group, rs_ag)
         ag = n_b * _collective("allgather", ag_bytes / n_b, group, rs_ag)
         return np.where(distopt, rs + ag, out), np.where(distopt, ag, 0.0)
 
     every_zero3 = bool(np.all(zero3))  # their gradients move in the per-unit traffic only (below)
     total, param_gather = (np.zeros(1), np.zeros(1)) if every_zero3 else reduce(
-        dense, dense * w - fp8_dense * (w - 1.0), red.dense)
+        dense, dense * w - fp8_dense * (w - 1.0), red.dense, dense_nt)
     if job.expert_params > 0 and not every_zero3:  # routed experts are replicated over dp/ep ranks only
         # the same group as red.expert (their fold counts cp)
-        t_e, ag_e = reduce(expert, expert * w - fp8_expert * (w - 1.0), data.expert)
+        t_e, ag_e = reduce(expert, expert * w - fp8_expert * (w - 1.0), data.expert, expert_nt)
         total, param_gather = total + t_e, param_gather + ag_e
     gather = bf16_optimizer_param_gather(job, g)
     if np.any(gather):  # DeepSpeed's BF16_Optimizer: the fp32 all-reduce above, then the 16-bit weights gathered
@@ -1302,7 +1418,7 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     if np.any(topk):
         # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
         per_rank = g.topk_ratio * n_params * (job.grad_bytes + 4.0)
-        n_b = np.maximum(np.ceil(n_params * job.grad_bytes / bucket), 1.0)
+        n_b = bucket_count(n_params * job.grad_bytes, bucket, by_tensors=both_nt)
         total = np.where(topk, n_b * _collective("allgather", per_rank / n_b * dp, red.dense), total)
         param_gather = np.where(topk, 0.0, param_gather)
     total = np.where(dp > 1, total + codec, 0.0)
@@ -1318,7 +1434,8 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         ps_worker = np.where(uses_ps & (dp > 1), ex["worker"] + codec, 0.0)
         ps_round = np.where(uses_ps & (dp > 1), ex["server_round"], 0.0)
     wire_total = np.maximum(n_params * q, 1.0)
-    last_bucket = 1.0 / np.maximum(np.ceil(wire_total / bucket), 1.0)
+    last_bucket = np.maximum(1.0 / bucket_count(wire_total, bucket, by_tensors=both_nt),
+                             embedding_bucket_share(job, g, n_params))
     gathers = np.zeros(1)
     gathers_exposed = np.zeros(1)
     if np.any(zero3):
@@ -1473,7 +1590,7 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         """(AG, RS) of one unit over the sharding group."""
         ag = gather(_gathered_bytes(job, g, dense, layers), group.dense)
         fsdp_rs = _collective("reducescatter", dense * wire / layers, group.dense)
-        n_b = np.maximum(np.ceil(dense * wire / bucket), 1.0)
+        n_b = bucket_count(dense * wire, bucket, wire, param_tensors(job, g, comp)[0])
         ds_rs = n_b * _collective("reducescatter", dense * wire / n_b, group.dense) / layers
         rs = np.where(deepspeed, ds_rs, fsdp_rs)
         if job.expert_params > 0:  # routed experts are sharded over their dp/ep replicas
@@ -1557,8 +1674,8 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     """Seconds of the optimizer step, memory-bound: the parameters whose states this rank updates (its share of
     the model; at ZeRO >= 1 the dense ones over :func:`_state_shards` and the experts over
     :func:`_expert_state_shards`, the shards :func:`memory_parts` holds) times
-    :data:`WEIGHT_COPY_BYTES` + 2 K + g bytes, over the HBM bandwidth x memory efficiency; with fp8_param_gather
-    plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`)."""
+    2 K + g + :data:`WEIGHT_COPY_BYTES` (the 16-bit copy: read 4, write 2) bytes, over the HBM bandwidth x memory
+    efficiency; with fp8_param_gather plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`)."""
     dense, expert = _params_per_gpu(job, g)
     sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
