@@ -259,7 +259,7 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--use-checkpoint-args", "--finetune", "--dataloader-type", "--num-dataset-builder",
                           "--micro-batch-size-per-gpu", "--rampup-batch-size", "--apply-layernorm-1p",
                           "--norm-epsilon", "--layernorm-epsilon", "--attention-backend", "--cross-entropy",
-                          "--defer-embedding-wgrad", "--deterministic-mode", "--use-torch-fsdp2",
+                          "--defer-embedding-wgrad", "--deterministic-mode",
                           "--nproc", "--nnodes", "--node-rank", "--master", "--rdzv", "--max-restarts")
 _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer",
                     "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
@@ -299,6 +299,24 @@ def _moe_fp8_padding(args: dict[str, str | None], moe: bool) -> bool:
             and "--moe-router-padding-for-quantization" not in args and "--moe-router-padding-for-fp8" not in args)
 
 
+#: Megatron-LM's on/off flags (argparse ``action='store_true'``, megatron/training/arguments.py): they take no value.
+#: Megatron-LM's FSDP switches: not read (StrategyFile.unused says so), and no Megatron-Core DDP with them.
+_MEG_FSDP = ("--use-torch-fsdp2", "--use-megatron-fsdp")
+_MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
+                                            "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8"}
+_BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
+
+
+def _switch_without_value(name: str, after: str | None) -> None:
+    """Refuse a value given to a Megatron-LM switch: ``--sequence-parallel false`` and ``--fp8-param-gather=false``
+    were read as the switch turned on. Megatron's argparse refuses ``--flag=value`` ("ignored explicit argument")
+    and a following word ("unrecognized arguments"); a following token that is not a truth word (a script, a
+    positional) is left alone."""
+    if after is not None and (after.startswith("=") or after.strip().lower() in _BOOL_WORDS):
+        raise InputError(f"a switch takes no value, got {after[:40]!r}", where=name,
+                         allowed=f"{name} alone to turn it on, or leave it out to keep it off (argparse store_true)")
+
+
 def _megatron(text: str, out: StrategyFile) -> None:
     bad = _CONTROL.search(text)
     if bad:
@@ -318,13 +336,15 @@ def _megatron(text: str, out: StrategyFile) -> None:
             i += 1
             continue
         name, eq, inline = tok.partition("=")
+        name = name.replace("_", "-")
         value: str | None = inline if eq else None
-        if not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+        if name in _MEG_STORE_TRUE:  # argparse store_true: takes no value, consumes no token
+            _switch_without_value(name, f"={inline}" if eq else (tokens[i + 1] if i + 1 < len(tokens) else None))
+        elif not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
             value = tokens[i + 1]
             i += 1
         i += 1
-        name = name.replace("_", "-")
-        if name in _MEG_INT or name in _MEG_KNOWN_VALUE or name in _MEG_SWITCH:
+        if name in _MEG_INT or name in _MEG_KNOWN_VALUE or name in _MEG_STORE_TRUE:
             args[name] = value
         elif name in _MEG_MODEL:
             model_flags.append(name)
@@ -361,7 +381,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
         # accumulate_allreduce_grads_in_fp32 for --bf16 unless --grad-reduce-in-bf16 (megatron/training/arguments.py;
         # forced at core_r0.8.0), and DDP reduces the fp32 main-grad buffer (grad_reduce_in_fp32)
         out.training["grad_bytes_per_param"] = 4.0
-    _megatron_ddp(args, tokens, number, out)
+    _megatron_ddp(args, number, out)
     gran = args.get("--recompute-granularity")
     if "--recompute-granularity" in args:  # given without a value (the next token a flag) was dropped silently
         if gran not in ("full", "selective"):
@@ -440,14 +460,18 @@ def _bucket_bytes(elements: float, grad_bytes: float, where: str) -> float:
     return size
 
 
-def _megatron_ddp(args: dict[str, str | None], tokens: list[str], number: Any, out: StrategyFile) -> None:
+def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -> None:
     """Megatron-LM's own data-parallel wrapper (megatron/training/training.py get_model: Megatron-Core DDP unless
     --use-torch-fsdp2 or --use-megatron-fsdp): ``megatron_ddp``, whose default buckets the engine prices
     (step.megatron_bucket_elements); --overlap-grad-reduce is off by default there (arguments.py
     ``default=False``), so its absence turns ``overlap`` off; --ddp-bucket-size N elements -> bucket_size N x the
     gradient bytes (the engine divides by them again)."""
-    names = {t.split("=")[0].replace("_", "-") for t in tokens if t.startswith("--")}
-    if names & {"--use-torch-fsdp2", "--use-megatron-fsdp"}:
+    fsdp = [k for k in _MEG_FSDP if k in args]
+    if fsdp:  # was dropped without a word: the launch was priced as DDP with replicated parameters
+        ignored = [k for k in ("--ddp-bucket-size", "--ddp-num-buckets") if k in args]
+        out.unused.append(f"{' '.join(fsdp)} (FSDP is not read from the flags: give --zero fsdp, or --zero hsdp with "
+                          "strategy.shard_group, to price sharded parameters"
+                          + (f"; {', '.join(ignored)} not used with it" if ignored else "") + ")")
         return
     out.strategy["megatron_ddp"] = True
     if "--overlap-grad-reduce" not in args:
