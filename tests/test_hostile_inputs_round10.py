@@ -168,3 +168,31 @@ def test_parse_quantity_returns_positive_zero() -> None:
 
     for text in ("-0", "-0 B", "-0.0 GiB", -0.0):
         assert math.copysign(1.0, parse_quantity(text, "bytes")) == 1.0
+
+
+# --- a framework's bucket in elements, converted at one gradient width and read back at another -----------------
+
+def test_deepspeed_default_bucket_without_precision_is_deepspeeds_default(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A DeepSpeed JSON with no bf16/fp16 section and reduce_bucket_size 5e8 (DeepSpeed's own default) was converted
+    at 4 B a gradient (2e9 B) and read back by the engine at bf16's 2 B (the precision the run is priced in): 1e9
+    elements a bucket, and a slower data-parallel sync than the same job with the default bucket."""
+    f = tmp_path / "ds.json"
+    f.write_text('{"zero_optimization": {"stage": 1, "reduce_bucket_size": 500000000}}')
+    got = accepted(cli, "predict", *BASE, "--strategy", str(f))
+    default = accepted(cli, "predict", *BASE, "--zero", "1")
+    assert got["strategy"]["bucket_bytes"] == 5e8 * 2  # by hand: 5e8 elements x 2 B (bf16 gradients)
+    assert got["breakdown_s"]["dp_comm"] == default["breakdown_s"]["dp_comm"]
+    assert got["step_time_s"] == default["step_time_s"]
+
+
+def test_megatron_bucket_after_fp8_format_is_counted_in_its_gradients(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """--ddp-bucket-size was converted before --fp8-format was read: at 4 B a gradient, though the run is priced
+    with fp8's 2-byte gradients, so 300 elements (600 B) passed the 1 KiB floor and 4e7 were priced as 8e7."""
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --micro-batch-size 1 --fp8-format hybrid --ddp-bucket-size 300\n")
+    refused(cli, "predict", *BASE, "--strategy", str(f), inputs=(f,),
+            match="--ddp-bucket-size: 300 elements of 2 B is 600 B, below the smallest bucket priced, 1 KiB")
+    f.write_text("torchrun pretrain_gpt.py --micro-batch-size 1 --fp8-format hybrid --overlap-grad-reduce "
+                 "--ddp-bucket-size 40000000\n")
+    got = accepted(cli, "predict", *BASE, "--strategy", str(f))
+    assert got["strategy"]["bucket_bytes"] == 4e7 * 2

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalemodel.choices import Precision
 from scalemodel.errors import InputError
 from scalemodel.specs import files, notices
 from scalemodel.specs.loader import load_json, validate
@@ -171,9 +172,8 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
                 raise InputError(f"expected a positive number, got {str(elements)[:40]!r}",
                                  where="zero_optimization.reduce_bucket_size", allowed="elements, e.g. 5e8")
             # DeepSpeed counts elements; the bucket is communicated in the gradient dtype
-            grad_bytes = out.training.get("grad_bytes_per_param") or (
-                4.0 if out.training.get("precision") in (None, "fp32") else 2.0)
-            out.strategy["bucket_size"] = _bucket_bytes(elements, grad_bytes, "zero_optimization.reduce_bucket_size")
+            out.strategy["bucket_size"] = _bucket_bytes(elements, _grad_bytes(out),
+                                                        "zero_optimization.reduce_bucket_size")
         if zero.get("reduce_scatter") is not None and not _auto(zero["reduce_scatter"]) and not _bool(
                 zero["reduce_scatter"], "zero_optimization.reduce_scatter"):
             out.unused.append("zero_optimization.reduce_scatter false (ZeRO-1/2 then all-reduce the gradients before "
@@ -381,7 +381,6 @@ def _megatron(text: str, out: StrategyFile) -> None:
         # accumulate_allreduce_grads_in_fp32 for --bf16 unless --grad-reduce-in-bf16 (megatron/training/arguments.py;
         # forced at core_r0.8.0), and DDP reduces the fp32 main-grad buffer (grad_reduce_in_fp32)
         out.training["grad_bytes_per_param"] = 4.0
-    _megatron_ddp(args, number, out)
     gran = args.get("--recompute-granularity")
     if "--recompute-granularity" in args:  # given without a value (the next token a flag) was dropped silently
         if gran not in ("full", "selective"):
@@ -414,6 +413,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
                               "prices delayed, tensorwise and mxfp8)")
     elif args.get("--fp8-recipe") is not None:
         out.unused.append("--fp8-recipe without --fp8-format (Megatron trains without FP8)")
+    _megatron_ddp(args, number, out)  # after every precision flag: its bucket is in the gradient dtype
     if _moe_fp8_padding(args, "--num-experts" in model_flags):
         out.strategy["moe_fp8_padding"] = True
     opt = args.get("--optimizer")
@@ -449,6 +449,18 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.strategy["schedule"] = f"interleaved:{vpp}"
 
 
+def _grad_bytes(out: StrategyFile) -> float:
+    """The gradient element a framework's bucket of N elements is priced in: the bytes the engine divides the bucket
+    by to count its elements again (engine.job: training.grad_bytes_per_param, else the precision's gradient bytes,
+    the precision defaulting to TrainingSpec's). A file that set no precision was converted at 4 B and read back at
+    bf16's 2 B: DeepSpeed's own default reduce_bucket_size 5e8 was priced as 1e9 elements, and Megatron's
+    --ddp-bucket-size read before --fp8-format the same."""
+    given = out.training.get("grad_bytes_per_param")
+    if given:
+        return float(given)
+    return Precision.parse(out.training.get("precision") or TrainingSpec().precision).gradient_bytes
+
+
 def _bucket_bytes(elements: float, grad_bytes: float, where: str) -> float:
     """A framework's bucket of ``elements`` gradients in bytes, refused below the smallest bucket priced
     (:data:`~scalemodel.specs.training.MIN_BUCKET_BYTES`) in the framework's own unit, elements."""
@@ -480,9 +492,7 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
         if n == 0:
             raise InputError("expected at least 1, got 0", where="--ddp-bucket-size",
                              allowed="gradient elements per bucket, e.g. 40000000, or leave the flag out")
-        grad_bytes = out.training.get("grad_bytes_per_param") or (
-            2.0 if out.training.get("precision") in ("fp16", "bf16", "fp8") else 4.0)
-        out.strategy["bucket_size"] = _bucket_bytes(n, grad_bytes, "--ddp-bucket-size")
+        out.strategy["bucket_size"] = _bucket_bytes(n, _grad_bytes(out), "--ddp-bucket-size")
     if args.get("--ddp-num-buckets") is not None:
         out.unused.append(f"--ddp-num-buckets {str(args['--ddp-num-buckets'])[:40]} (bucket = parameters / N; give "
                           "--ddp-bucket-size instead)")
