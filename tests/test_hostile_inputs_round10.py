@@ -172,22 +172,25 @@ def test_parse_quantity_returns_positive_zero() -> None:
 
 # --- a framework's bucket in elements, converted at one gradient width and read back at another -----------------
 
-def test_deepspeed_default_bucket_without_precision_is_deepspeeds_default(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_deepspeed_bucket_without_precision_round_trips_its_elements(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A DeepSpeed JSON with no bf16/fp16 section and reduce_bucket_size 5e8 (DeepSpeed's own default) was converted
-    at 4 B a gradient (2e9 B) and read back by the engine at bf16's 2 B (the precision the run is priced in): 1e9
-    elements a bucket, and a slower data-parallel sync than the same job with the default bucket."""
+    at 4 B a gradient (2e9 B, DeepSpeed's fp32 run) but read back by the engine at bf16's 2 B: 1e9 elements a
+    bucket, twice DeepSpeed's. The file's fp32 gradients are now the engine's too (grad_bytes_per_param 4), so the
+    bucket is the 5e8 elements the default prices for the same gradient width."""
     f = tmp_path / "ds.json"
     f.write_text('{"zero_optimization": {"stage": 1, "reduce_bucket_size": 500000000}}')
     got = accepted(cli, "predict", *BASE, "--strategy", str(f))
-    default = accepted(cli, "predict", *BASE, "--zero", "1")
-    assert got["strategy"]["bucket_bytes"] == 5e8 * 2  # by hand: 5e8 elements x 2 B (bf16 gradients)
+    default = accepted(cli, "predict", *BASE, "--zero", "1", "--set", "training.grad_bytes_per_param=4")
+    assert got["strategy"]["bucket_bytes"] == 5e8 * 4  # by hand: 5e8 elements x 4 B (fp32 gradients)
+    assert got["inputs"]["training"]["grad_bytes_per_param"] == 4.0
     assert got["breakdown_s"]["dp_comm"] == default["breakdown_s"]["dp_comm"]
     assert got["step_time_s"] == default["step_time_s"]
 
 
 def test_megatron_bucket_after_fp8_format_is_counted_in_its_gradients(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """--ddp-bucket-size was converted before --fp8-format was read: at 4 B a gradient, though the run is priced
-    with fp8's 2-byte gradients, so 300 elements (600 B) passed the 1 KiB floor and 4e7 were priced as 8e7."""
+    with fp8's 2-byte gradients (the engine divides the bucket by them), so 300 elements (600 B) passed the 1 KiB
+    floor and 4e7 were priced as 8e7."""
     f = tmp_path / "run.sh"
     f.write_text("torchrun pretrain_gpt.py --micro-batch-size 1 --fp8-format hybrid --ddp-bucket-size 300\n")
     refused(cli, "predict", *BASE, "--strategy", str(f), inputs=(f,),
@@ -195,4 +198,36 @@ def test_megatron_bucket_after_fp8_format_is_counted_in_its_gradients(cli, tmp_p
     f.write_text("torchrun pretrain_gpt.py --micro-batch-size 1 --fp8-format hybrid --overlap-grad-reduce "
                  "--ddp-bucket-size 40000000\n")
     got = accepted(cli, "predict", *BASE, "--strategy", str(f))
-    assert got["strategy"]["bucket_bytes"] == 4e7 * 2
+    assert got["strategy"]["bucket_bytes"] == 4e7 * 2  # by hand: 4e7 elements x 2 B (fp8 runs reduce 16-bit)
+    same = accepted(cli, "predict", *BASE, "--precision", "fp8", "--set", "strategy.megatron_ddp=true", "--set",
+                    "strategy.bucket_size=80MB")
+    assert got["breakdown_s"]["dp_comm"] == same["breakdown_s"]["dp_comm"]
+
+
+# --- a data-parallel degree from the --strategy file that does not fit --gpus --------------------------------------
+
+@pytest.mark.parametrize("name, text, field, product", [
+    ("titan.toml", "[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 4\n",
+     "parallelism.data_parallel_replicate_degree x data_parallel_shard_degree", "dp 8 x tp 1 x pp 1 x cp 1 = 8"),
+    ("titan.toml", "[parallelism]\ndata_parallel_shard_degree = 4\ntensor_parallel_degree = 2\n",
+     "parallelism.data_parallel_shard_degree", "dp 4 x tp 2 x pp 1 x cp 1 = 8"),
+    ("s.yaml", "strategy: {dp: 3}\n", "strategy.dp", "dp 3 x tp 1 x pp 1 x cp 1 = 3"),
+    ("s.yaml", "dp: 3\n", "dp", "dp 3 x tp 1 x pp 1 x cp 1 = 3"),
+])
+@pytest.mark.parametrize("command", ["predict", "memory", "sensitivity"])
+def test_a_file_dp_that_does_not_fit_names_the_file_field(cli, tmp_path, command: str, name: str, text: str,  # type: ignore[no-untyped-def]
+                                                          field: str, product: str) -> None:
+    """A torchtitan replicate 2 x shard 4 at 64 GPUs said "error: --dp: dp x tp x pp x cp = 8 but --gpus is 64; ...
+    or leave --dp out to derive it": no --dp was given, the degree was the file's."""
+    f = tmp_path / name
+    f.write_text(text)
+    line = refused(cli, command, *BASE, "--strategy", str(f), "--json", inputs=(f,),
+                   match=f"error: --strategy: {f}: {field}: {product} but --gpus is 64; ")
+    assert "--dp" not in line
+
+
+def test_a_file_dp_overridden_on_the_command_line_keeps_the_option_message(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy: {dp: 3}\n")
+    refused(cli, "predict", *BASE, "--strategy", str(f), "--dp", "32", match="error: --dp: dp x tp x pp x cp = 32")
+    assert accepted(cli, "predict", *BASE, "--strategy", str(f), "--set", "strategy.dp=64")["strategy"]["dp"] == 64

@@ -59,6 +59,11 @@ class StrategyFile:
     strategy: dict[str, Any] = field(default_factory=dict)
     gradient_accumulation: int | None = None  # DeepSpeed steps: global batch = micro x steps x dp
     unused: list[str] = field(default_factory=list)
+    fields: dict[str, str] = field(default_factory=dict)  # the file's own name of a strategy key, where not strategy.K
+
+    def field_name(self, key: str) -> str:
+        """The file's field that set strategy ``key`` (for an error naming what the user wrote)."""
+        return self.fields.get(key, f"strategy.{key}")
 
     def echo(self) -> dict[str, Any]:
         """The JSON echo: where the values came from and what they were."""
@@ -102,6 +107,7 @@ def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
             getattr(out, key).update(value or {})  # validated with the specs, errors naming strategy.<field>
         elif key in STRATEGY_FIELDS:
             out.strategy[key] = value
+            out.fields[key] = key
         elif key in TRAINING_FIELDS:
             out.training[key] = value
         elif key not in ("kind", "name", "description", "sources"):
@@ -162,6 +168,10 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
             raise InputError(f"unknown communication data type {str(comm)[:40]!r}", where="communication_data_type",
                              allowed="fp16, bf16 or fp32")
         out.training["grad_bytes_per_param"] = width
+    elif not any(k in data for k in ("bf16", "fp16", "amp")):
+        # no mixed precision: DeepSpeed trains and reduces in fp32 (communication_data_type defaults to the model's
+        # dtype, runtime/engine.py); the bucket's elements are 4 B (_grad_bytes)
+        out.training["grad_bytes_per_param"] = 4.0
     zero = data.get("zero_optimization")
     if isinstance(zero, dict):
         if zero.get("stage") is not None:
@@ -590,6 +600,8 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                               "strategy.shard_group=S; priced as FSDP over all data-parallel ranks)")
     if shard > 0:
         out.strategy["dp"] = shard * replicate
+        out.fields["dp"] = ("parallelism.data_parallel_replicate_degree x data_parallel_shard_degree"
+                            if replicate > 1 else "parallelism.data_parallel_shard_degree")
     if out.strategy.get("zero") in ("fsdp", "hsdp"):
         _titan_fsdp_options(par, float8, out)
     if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset
