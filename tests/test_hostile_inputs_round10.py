@@ -231,3 +231,42 @@ def test_a_file_dp_overridden_on_the_command_line_keeps_the_option_message(cli, 
     f.write_text("strategy: {dp: 3}\n")
     refused(cli, "predict", *BASE, "--strategy", str(f), "--dp", "32", match="error: --dp: dp x tp x pp x cp = 32")
     assert accepted(cli, "predict", *BASE, "--strategy", str(f), "--set", "strategy.dp=64")["strategy"]["dp"] == 64
+
+
+# --- Megatron's --recompute-modules takes several words ----------------------------------------------------------
+
+_MIXTRAL = ["-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64"]
+
+
+@pytest.mark.parametrize("flags, modules, unused", [
+    ("--recompute-modules core_attn moe_act", "core_attn,moe_act", None),
+    ("--recompute-modules=moe_act", "moe_act", None),
+    ("--recompute-modules moe_act layernorm mlp", "moe_act", "--recompute-modules layernorm mlp (the activation"),
+    ("--recompute-modules core_attn,moe_act", None, "--recompute-modules core_attn,moe_act (the activation"),
+])
+def test_megatron_recompute_modules_reads_every_word(cli, tmp_path, flags: str, modules: str | None,  # type: ignore[no-untyped-def]
+                                                    unused: str | None) -> None:
+    """``--recompute-modules core_attn moe_act`` (argparse nargs='*') warned "not used: --recompute-modules
+    core_attn" and skipped moe_act as a positional word, while strategy.recompute_modules prices both."""
+    f = tmp_path / "run.sh"
+    f.write_text(f"torchrun pretrain_gpt.py --bf16 --recompute-granularity selective {flags}\n")
+    r = cli("predict", *_MIXTRAL, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    got = json.loads(r.out)
+    assert got["strategy"]["recompute_modules"] == (modules or "")
+    assert (unused is None) == ("recompute-modules" not in r.err), r.err
+    if unused:
+        assert unused in r.err
+    if modules:  # the same activation memory as the modules given with --set
+        plain = tmp_path / "plain.sh"
+        plain.write_text("torchrun pretrain_gpt.py --bf16 --recompute-granularity selective\n")
+        same = accepted(cli, "predict", *_MIXTRAL, "--strategy", str(plain), "--set",
+                        f"strategy.recompute_modules={modules}")
+        assert got["memory"]["per_gpu_bytes"] == same["memory"]["per_gpu_bytes"]
+
+
+def test_megatron_recompute_modules_without_selective_is_named(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --bf16 --recompute-modules moe_act mlp\n")
+    r = cli("predict", *_MIXTRAL, "--strategy", str(f), "--json")
+    assert r.code == 0 and "--recompute-modules moe_act mlp (read with --recompute-granularity selective" in r.err

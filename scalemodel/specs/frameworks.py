@@ -9,7 +9,7 @@ Four formats, told apart by content (then by name):
 * a Megatron-LM argument list (the flags of a launch script, ``megatron/training/arguments.py``):
   ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``, ``--context-parallel-size``,
   ``--expert-model-parallel-size``, ``--micro-batch-size``, ``--global-batch-size``, ``--seq-length``,
-  ``--sequence-parallel``, ``--recompute-granularity``/``--recompute-activations``,
+  ``--sequence-parallel``, ``--recompute-granularity``/``--recompute-activations``/``--recompute-modules``,
   ``--num-layers-per-virtual-pipeline-stage``/``--virtual-pipeline-model-parallel-size``,
   ``--use-distributed-optimizer`` (ZeRO-1), ``--decoder-first/last-pipeline-num-layers``,
   ``--use-tp-pp-dp-mapping`` (rank order tp-cp-pp-dp), precision;
@@ -271,7 +271,8 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--norm-epsilon", "--layernorm-epsilon", "--attention-backend", "--cross-entropy",
                           "--defer-embedding-wgrad", "--deterministic-mode",
                           "--nproc", "--nnodes", "--node-rank", "--master", "--rdzv", "--max-restarts")
-_MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer",
+_MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-modules", "--recompute-num-layers",
+                    "--optimizer",
                     "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
                     "--num-virtual-stages-per-pipeline-rank",
                     "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout", "--ddp-bucket-size",
@@ -350,6 +351,12 @@ def _megatron(text: str, out: StrategyFile) -> None:
         value: str | None = inline if eq else None
         if name in _MEG_STORE_TRUE:  # argparse store_true: takes no value, consumes no token
             _switch_without_value(name, f"={inline}" if eq else (tokens[i + 1] if i + 1 < len(tokens) else None))
+        elif name == "--recompute-modules" and not eq:  # nargs='*': every word up to the next flag
+            words = []
+            while i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                words.append(tokens[i + 1])
+                i += 1
+            value = " ".join(words)
         elif not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
             value = tokens[i + 1]
             i += 1
@@ -410,6 +417,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
             layers = args.get("--recompute-num-layers")
             out.unused.append(f"--recompute-method {args['--recompute-method']} --recompute-num-layers {layers} "
                               "(partial full recompute is modelled as full recompute of every layer)")
+    _recompute_modules(args, out)
     if "--fp8-format" in args:
         if args["--fp8-format"] not in ("e4m3", "hybrid"):  # Megatron's argparse choices (arguments.py)
             shown = "no value" if args["--fp8-format"] is None else repr(str(args["--fp8-format"])[:40])
@@ -457,6 +465,33 @@ def _megatron(text: str, out: StrategyFile) -> None:
                               "by pp x layers per virtual stage; give --schedule interleaved:V)")
     if vpp is not None and vpp > 1:
         out.strategy["schedule"] = f"interleaved:{vpp}"
+
+
+#: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others (layernorm,
+#: mlp, moe, shared_experts, ...) are named as not used.
+_MEG_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act")
+
+
+def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:
+    """Megatron-LM's ``--recompute-modules M ...`` (nargs='*', read with --recompute-granularity selective;
+    megatron/training/arguments.py) -> strategy.recompute_modules. The flag was listed as not used with its first
+    word only: ``--recompute-modules core_attn moe_act`` warned "--recompute-modules core_attn" and moe_act was
+    skipped as a positional."""
+    if "--recompute-modules" not in args:
+        return
+    words = str(args["--recompute-modules"] or "").split()
+    shown = " ".join(words)[:60] or "(no module)"
+    if out.strategy.get("recompute") != "selective" or not words:
+        out.unused.append(f"--recompute-modules {shown} (read with --recompute-granularity selective and at least "
+                          "one module)")
+        return
+    priced = [w for w in dict.fromkeys(words) if w in _MEG_RECOMPUTE_MODULES]
+    other = [w for w in dict.fromkeys(words) if w not in _MEG_RECOMPUTE_MODULES]
+    if priced:
+        out.strategy["recompute_modules"] = ",".join(priced)
+    if other:
+        out.unused.append(f"--recompute-modules {' '.join(other)[:60]} (the activation memory prices "
+                          f"{', '.join(_MEG_RECOMPUTE_MODULES)})")
 
 
 def _grad_bytes(out: StrategyFile) -> float:
