@@ -270,3 +270,15 @@ def test_megatron_recompute_modules_without_selective_is_named(cli, tmp_path) ->
     f.write_text("torchrun pretrain_gpt.py --bf16 --recompute-modules moe_act mlp\n")
     r = cli("predict", *_MIXTRAL, "--strategy", str(f), "--json")
     assert r.code == 0 and "--recompute-modules moe_act mlp (read with --recompute-granularity selective" in r.err
+
+
+@pytest.mark.parametrize("flag", ["\u2014tensor-model-parallel-size", "\u2013tensor-model-parallel-size",
+                                  "-\u2014tensor-model-parallel-size", "\u2212tensor-model-parallel-size"])
+def test_a_flag_with_a_typographic_dash_is_named(cli, tmp_path, flag: str) -> None:  # type: ignore[no-untyped-def]
+    """``\u2014tensor-model-parallel-size 8`` (an em dash, as a rendered document shows ``--``) was skipped as a
+    positional word without a warning: tp stayed 1 and nothing said why."""
+    f = tmp_path / "run.sh"
+    f.write_text(f"torchrun pretrain_gpt.py --micro-batch-size 1 {flag} 8\n")
+    r = cli("predict", *BASE, "--strategy", str(f), "--json")
+    assert r.code == 0 and f"{flag} (a typographic dash, not '--': not a flag)" in r.err, r.err
+    assert json.loads(r.out)["strategy"]["tp"] == 1

@@ -295,6 +295,9 @@ def _megatron_tokens(text: str) -> list[str]:
                          allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
 
 
+#: A word that looks like a Megatron flag but starts with an en/em dash, a minus sign or a doubled hyphen-like
+#: character (copied from a rendered document): skipped as a positional, so the setting was dropped without a word.
+_TYPOGRAPHIC_FLAG = re.compile(r"^(?:[\u2010-\u2015\u2212\ufe58\ufe63\uff0d]|-[\u2010-\u2015\u2212])[a-z]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -344,6 +347,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
     while i < len(tokens):
         tok = tokens[i]
         if not tok.startswith("--"):
+            if _TYPOGRAPHIC_FLAG.match(tok):  # a flag pasted from a document: no shell passes it as one
+                out.unused.append(f"{tok[:40]} (a typographic dash, not '--': not a flag)")
             i += 1
             continue
         name, eq, inline = tok.partition("=")
