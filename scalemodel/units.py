@@ -121,7 +121,7 @@ def parse_quantity(value: object, kind: str, *, where: str = "") -> float:
     result = number / inverse if inverse and abs(1.0 / factor - inverse) < 1e-9 * inverse else number * factor
     if not math.isfinite(result):
         raise InputError(f"{value!r} is not a finite number", where=where, allowed="a finite quantity")
-    return result
+    return result + 0.0  # -0 is 0: `collective --size -0` echoed a size of -0.0 B and an algbw of -0.0 B/s
 
 
 _DISPLAY = {

@@ -195,7 +195,21 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     tr = validate(TrainingSpec, tr_raw, prefix=["training"])
     st = validate(StrategySpec, st_raw, prefix=["strategy"])
     check_seq_len(wl, tr)
+    if strategy_file is not None and gpus and strategy.get("dp") is None and "dp" not in set_keys(sets, "strategy"):
+        check_file_dp(strategy_file, st, gpus)
     return cl, wl, tr, st
+
+
+def check_file_dp(sf: StrategyFile, st: Any, gpus: int) -> None:
+    """Refuse a data-parallel degree from the ``--strategy`` file (not --dp, not --set) that does not fit
+    ``gpus``, naming the file's field: the engine's refusal said "--dp: ... or leave --dp out" to a user who never
+    gave --dp (a torchtitan replicate 2 x shard 4 at 64 GPUs)."""
+    if "dp" not in sf.strategy or st.dp is None or st.dp * st.tp * st.pp * st.cp == gpus:
+        return
+    product = st.dp * st.tp * st.pp * st.cp
+    raise InputError(f"dp {st.dp} x tp {st.tp} x pp {st.pp} x cp {st.cp} = {product} but --gpus is {gpus}",
+                     where=f"--strategy: {sf.path}: {sf.field_name('dp')}",
+                     allowed=f"--gpus {product}, or a data-parallel degree of --gpus / (tp pp cp) in the file")
 
 
 def check_seq_len(workload: Any, training: Any) -> None:

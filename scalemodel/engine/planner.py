@@ -1131,8 +1131,6 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = memory.recompute_modules_code(str(value or ""))
         elif name in ("deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather"):
             fixed[name] = bool(value)
-            if value and name == "deepspeed_pipeline":  # DeepSpeed's PipelineEngine runs its TrainSchedule only
-                cons.setdefault("schedule", []).append(("=", (int(ScheduleKind.ONE_F_ONE_B), None)))
         elif name == "shard_group":
             fixed[name] = int(value or 0)
         elif name == "recompute_method":
@@ -1142,7 +1140,21 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
         else:
             fixed[name] = value
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"))
+    if fixed.get("deepspeed_pipeline"):
+        _deepspeed_pipeline_pins(strategy, names, cons)
     return cons, fixed, sync
+
+
+def _deepspeed_pipeline_pins(strategy: Any, names: Sequence[str], cons: dict[str, list[tuple[str, Any]]]) -> None:
+    """A pinned deepspeed_pipeline keeps plan to what DeepSpeed's PipelineEngine runs, as predict does: its
+    TrainSchedule (1F1B; a pinned other schedule is refused, job._grid_from_strategy) and ZeRO 0 or 1 (the engine
+    asserts stage < 2; a pinned zero 2/3 is refused by StrategySpec). Applied after every pin: a schedule pinned
+    after deepspeed_pipeline replaced its 1F1B pin, and plan ranked interleaved plans predict refuses."""
+    if "schedule" in names and parse_schedule(strategy.schedule).kind != ScheduleKind.ONE_F_ONE_B:
+        raise InputError(f"deepspeed_pipeline runs DeepSpeed's TrainSchedule, not {strategy.schedule}",
+                         where="--set strategy.deepspeed_pipeline", allowed="schedule: 1f1b with deepspeed_pipeline")
+    cons["schedule"] = [("=", (int(ScheduleKind.ONE_F_ONE_B), None))]
+    cons.setdefault("zero", []).append(("<=", int(Zero.OPTIMIZER)))
 
 
 def _check_hier_shard_group(sync: str | None, shard: Any, zero: list[tuple[str, Any]] | None) -> None:

@@ -9,7 +9,7 @@ Four formats, told apart by content (then by name):
 * a Megatron-LM argument list (the flags of a launch script, ``megatron/training/arguments.py``):
   ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``, ``--context-parallel-size``,
   ``--expert-model-parallel-size``, ``--micro-batch-size``, ``--global-batch-size``, ``--seq-length``,
-  ``--sequence-parallel``, ``--recompute-granularity``/``--recompute-activations``,
+  ``--sequence-parallel``, ``--recompute-granularity``/``--recompute-activations``/``--recompute-modules``,
   ``--num-layers-per-virtual-pipeline-stage``/``--virtual-pipeline-model-parallel-size``,
   ``--use-distributed-optimizer`` (ZeRO-1), ``--decoder-first/last-pipeline-num-layers``,
   ``--use-tp-pp-dp-mapping`` (rank order tp-cp-pp-dp), precision;
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalemodel.choices import Precision
 from scalemodel.errors import InputError
 from scalemodel.specs import files, notices
 from scalemodel.specs.loader import load_json, validate
@@ -60,6 +61,11 @@ class StrategyFile:
     strategy: dict[str, Any] = field(default_factory=dict)
     gradient_accumulation: int | None = None  # DeepSpeed steps: global batch = micro x steps x dp
     unused: list[str] = field(default_factory=list)
+    fields: dict[str, str] = field(default_factory=dict)  # the file's own name of a strategy key, where not strategy.K
+
+    def field_name(self, key: str) -> str:
+        """The file's field that set strategy ``key`` (for an error naming what the user wrote)."""
+        return self.fields.get(key, f"strategy.{key}")
 
     def echo(self) -> dict[str, Any]:
         """The JSON echo: where the values came from and what they were."""
@@ -103,6 +109,7 @@ def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
             getattr(out, key).update(value or {})  # validated with the specs, errors naming strategy.<field>
         elif key in STRATEGY_FIELDS:
             out.strategy[key] = value
+            out.fields[key] = key
         elif key in TRAINING_FIELDS:
             out.training[key] = value
         elif key not in ("kind", "name", "description", "sources"):
@@ -163,6 +170,10 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
             raise InputError(f"unknown communication data type {str(comm)[:40]!r}", where="communication_data_type",
                              allowed="fp16, bf16 or fp32")
         out.training["grad_bytes_per_param"] = width
+    elif not any(k in data for k in ("bf16", "fp16", "amp")):
+        # no mixed precision: DeepSpeed trains and reduces in fp32 (communication_data_type defaults to the model's
+        # dtype, runtime/engine.py); the bucket's elements are 4 B (_grad_bytes)
+        out.training["grad_bytes_per_param"] = 4.0
     zero = data.get("zero_optimization")
     if isinstance(zero, dict):
         if zero.get("stage") is not None:
@@ -173,9 +184,8 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
                 raise InputError(f"expected a positive number, got {str(elements)[:40]!r}",
                                  where="zero_optimization.reduce_bucket_size", allowed="elements, e.g. 5e8")
             # DeepSpeed counts elements; the bucket is communicated in the gradient dtype
-            grad_bytes = out.training.get("grad_bytes_per_param") or (
-                4.0 if out.training.get("precision") in (None, "fp32") else 2.0)
-            out.strategy["bucket_size"] = _bucket_bytes(elements, grad_bytes, "zero_optimization.reduce_bucket_size")
+            out.strategy["bucket_size"] = _bucket_bytes(elements, _grad_bytes(out),
+                                                        "zero_optimization.reduce_bucket_size")
         if zero.get("reduce_scatter") is not None and not _auto(zero["reduce_scatter"]) and not _bool(
                 zero["reduce_scatter"], "zero_optimization.reduce_scatter"):
             out.unused.append("zero_optimization.reduce_scatter false (ZeRO-1/2 then all-reduce the gradients before "
@@ -261,9 +271,10 @@ _MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "
                           "--use-checkpoint-args", "--finetune", "--dataloader-type", "--num-dataset-builder",
                           "--micro-batch-size-per-gpu", "--rampup-batch-size", "--apply-layernorm-1p",
                           "--norm-epsilon", "--layernorm-epsilon", "--cross-entropy",
-                          "--defer-embedding-wgrad", "--deterministic-mode", "--use-torch-fsdp2",
+                          "--defer-embedding-wgrad", "--deterministic-mode",
                           "--nproc", "--nnodes", "--node-rank", "--master", "--rdzv", "--max-restarts")
-_MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer",
+_MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-modules", "--recompute-num-layers",
+                    "--optimizer",
                     "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
                     "--num-virtual-stages-per-pipeline-rank",
                     "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout", "--ddp-bucket-size",
@@ -306,6 +317,9 @@ def _megatron_tokens(text: str) -> list[str]:
                          allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
 
 
+#: A word that looks like a Megatron flag but starts with an en/em dash, a minus sign or a doubled hyphen-like
+#: character (copied from a rendered document): skipped as a positional, so the setting was dropped without a word.
+_TYPOGRAPHIC_FLAG = re.compile(r"^(?:[\u2010-\u2015\u2212\ufe58\ufe63\uff0d]|-[\u2010-\u2015\u2212])[a-z]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -346,6 +360,24 @@ def _moe_fp8_padding(args: dict[str, str | None], moe: bool) -> bool:
             and "--moe-router-padding-for-quantization" not in args and "--moe-router-padding-for-fp8" not in args)
 
 
+#: Megatron-LM's on/off flags (argparse ``action='store_true'``, megatron/training/arguments.py): they take no value.
+#: Megatron-LM's FSDP switches: not read (StrategyFile.unused says so), and no Megatron-Core DDP with them.
+_MEG_FSDP = ("--use-torch-fsdp2", "--use-megatron-fsdp")
+_MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
+                                            "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8"}
+_BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
+
+
+def _switch_without_value(name: str, after: str | None) -> None:
+    """Refuse a value given to a Megatron-LM switch: ``--sequence-parallel false`` and ``--fp8-param-gather=false``
+    were read as the switch turned on. Megatron's argparse refuses ``--flag=value`` ("ignored explicit argument")
+    and a following word ("unrecognized arguments"); a following token that is not a truth word (a script, a
+    positional) is left alone."""
+    if after is not None and (after.startswith("=") or after.strip().lower() in _BOOL_WORDS):
+        raise InputError(f"a switch takes no value, got {after[:40]!r}", where=name,
+                         allowed=f"{name} alone to turn it on, or leave it out to keep it off (argparse store_true)")
+
+
 def _megatron(text: str, out: StrategyFile) -> None:
     bad = _CONTROL.search(text)
     if bad:
@@ -362,16 +394,26 @@ def _megatron(text: str, out: StrategyFile) -> None:
     while i < len(tokens):
         tok = tokens[i]
         if not tok.startswith("--"):
+            if _TYPOGRAPHIC_FLAG.match(tok):  # a flag pasted from a document: no shell passes it as one
+                out.unused.append(f"{tok[:40]} (a typographic dash, not '--': not a flag)")
             i += 1
             continue
         name, eq, inline = tok.partition("=")
+        name = name.replace("_", "-")
         value: str | None = inline if eq else None
-        if not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+        if name in _MEG_STORE_TRUE:  # argparse store_true: takes no value, consumes no token
+            _switch_without_value(name, f"={inline}" if eq else (tokens[i + 1] if i + 1 < len(tokens) else None))
+        elif name == "--recompute-modules" and not eq:  # nargs='*': every word up to the next flag
+            words = []
+            while i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                words.append(tokens[i + 1])
+                i += 1
+            value = " ".join(words)
+        elif not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
             value = tokens[i + 1]
             i += 1
         i += 1
-        name = name.replace("_", "-")
-        if name in _MEG_INT or name in _MEG_KNOWN_VALUE or name in _MEG_SWITCH:
+        if name in _MEG_INT or name in _MEG_KNOWN_VALUE or name in _MEG_STORE_TRUE:
             args[name] = value
         elif name in _MEG_MODEL:
             model_flags.append(name)
@@ -408,7 +450,6 @@ def _megatron(text: str, out: StrategyFile) -> None:
         # accumulate_allreduce_grads_in_fp32 for --bf16 unless --grad-reduce-in-bf16 (megatron/training/arguments.py;
         # forced at core_r0.8.0), and DDP reduces the fp32 main-grad buffer (grad_reduce_in_fp32)
         out.training["grad_bytes_per_param"] = 4.0
-    _megatron_ddp(args, tokens, number, out)
     gran = args.get("--recompute-granularity")
     if "--recompute-granularity" in args:  # given without a value (the next token a flag) was dropped silently
         if gran not in ("full", "selective"):
@@ -428,6 +469,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
             layers = args.get("--recompute-num-layers")
             out.unused.append(f"--recompute-method {args['--recompute-method']} --recompute-num-layers {layers} "
                               "(partial full recompute is modelled as full recompute of every layer)")
+    _recompute_modules(args, out)
     if "--fp8-format" in args:
         if args["--fp8-format"] not in ("e4m3", "hybrid"):  # Megatron's argparse choices (arguments.py)
             shown = "no value" if args["--fp8-format"] is None else repr(str(args["--fp8-format"])[:40])
@@ -442,6 +484,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
     elif args.get("--fp8-recipe") is not None:
         out.unused.append("--fp8-recipe without --fp8-format (Megatron trains without FP8)")
     _attention_backend(args, out)
+    _megatron_ddp(args, number, out)  # after every precision flag: its bucket is in the gradient dtype
     if _moe_fp8_padding(args, "--num-experts" in model_flags):
         out.strategy["moe_fp8_padding"] = True
     _loss_impl(args, out)
@@ -478,6 +521,45 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.strategy["schedule"] = f"interleaved:{vpp}"
 
 
+#: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others (layernorm,
+#: mlp, moe, shared_experts, ...) are named as not used.
+_MEG_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act")
+
+
+def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:
+    """Megatron-LM's ``--recompute-modules M ...`` (nargs='*', read with --recompute-granularity selective;
+    megatron/training/arguments.py) -> strategy.recompute_modules. The flag was listed as not used with its first
+    word only: ``--recompute-modules core_attn moe_act`` warned "--recompute-modules core_attn" and moe_act was
+    skipped as a positional."""
+    if "--recompute-modules" not in args:
+        return
+    words = str(args["--recompute-modules"] or "").split()
+    shown = " ".join(words)[:60] or "(no module)"
+    if out.strategy.get("recompute") != "selective" or not words:
+        out.unused.append(f"--recompute-modules {shown} (read with --recompute-granularity selective and at least "
+                          "one module)")
+        return
+    priced = [w for w in dict.fromkeys(words) if w in _MEG_RECOMPUTE_MODULES]
+    other = [w for w in dict.fromkeys(words) if w not in _MEG_RECOMPUTE_MODULES]
+    if priced:
+        out.strategy["recompute_modules"] = ",".join(priced)
+    if other:
+        out.unused.append(f"--recompute-modules {' '.join(other)[:60]} (the activation memory prices "
+                          f"{', '.join(_MEG_RECOMPUTE_MODULES)})")
+
+
+def _grad_bytes(out: StrategyFile) -> float:
+    """The gradient element a framework's bucket of N elements is priced in: the bytes the engine divides the bucket
+    by to count its elements again (engine.job: training.grad_bytes_per_param, else the precision's gradient bytes,
+    the precision defaulting to TrainingSpec's). A file that set no precision was converted at 4 B and read back at
+    bf16's 2 B: DeepSpeed's own default reduce_bucket_size 5e8 was priced as 1e9 elements, and Megatron's
+    --ddp-bucket-size read before --fp8-format the same."""
+    given = out.training.get("grad_bytes_per_param")
+    if given:
+        return float(given)
+    return Precision.parse(out.training.get("precision") or TrainingSpec().precision).gradient_bytes
+
+
 def _bucket_bytes(elements: float, grad_bytes: float, where: str) -> float:
     """A framework's bucket of ``elements`` gradients in bytes, refused below the smallest bucket priced
     (:data:`~scalemodel.specs.training.MIN_BUCKET_BYTES`) in the framework's own unit, elements."""
@@ -489,14 +571,18 @@ def _bucket_bytes(elements: float, grad_bytes: float, where: str) -> float:
     return size
 
 
-def _megatron_ddp(args: dict[str, str | None], tokens: list[str], number: Any, out: StrategyFile) -> None:
+def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -> None:
     """Megatron-LM's own data-parallel wrapper (megatron/training/training.py get_model: Megatron-Core DDP unless
     --use-torch-fsdp2 or --use-megatron-fsdp): ``megatron_ddp``, whose default buckets the engine prices
     (step.megatron_bucket_elements); --overlap-grad-reduce is off by default there (arguments.py
     ``default=False``), so its absence turns ``overlap`` off; --ddp-bucket-size N elements -> bucket_size N x the
     gradient bytes (the engine divides by them again)."""
-    names = {t.split("=")[0].replace("_", "-") for t in tokens if t.startswith("--")}
-    if names & {"--use-torch-fsdp2", "--use-megatron-fsdp"}:
+    fsdp = [k for k in _MEG_FSDP if k in args]
+    if fsdp:  # was dropped without a word: the launch was priced as DDP with replicated parameters
+        ignored = [k for k in ("--ddp-bucket-size", "--ddp-num-buckets") if k in args]
+        out.unused.append(f"{' '.join(fsdp)} (FSDP is not read from the flags: give --zero fsdp, or --zero hsdp with "
+                          "strategy.shard_group, to price sharded parameters"
+                          + (f"; {', '.join(ignored)} not used with it" if ignored else "") + ")")
         return
     out.strategy["megatron_ddp"] = True
     if "--overlap-grad-reduce" not in args:
@@ -505,9 +591,7 @@ def _megatron_ddp(args: dict[str, str | None], tokens: list[str], number: Any, o
         if n == 0:
             raise InputError("expected at least 1, got 0", where="--ddp-bucket-size",
                              allowed="gradient elements per bucket, e.g. 40000000, or leave the flag out")
-        grad_bytes = out.training.get("grad_bytes_per_param") or (
-            2.0 if out.training.get("precision") in ("fp16", "bf16", "fp8") else 4.0)
-        out.strategy["bucket_size"] = _bucket_bytes(n, grad_bytes, "--ddp-bucket-size")
+        out.strategy["bucket_size"] = _bucket_bytes(n, _grad_bytes(out), "--ddp-bucket-size")
     if args.get("--ddp-num-buckets") is not None:
         out.unused.append(f"--ddp-num-buckets {str(args['--ddp-num-buckets'])[:40]} (bucket = parameters / N; give "
                           "--ddp-bucket-size instead)")
@@ -605,6 +689,8 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                               "strategy.shard_group=S; priced as FSDP over all data-parallel ranks)")
     if shard > 0:
         out.strategy["dp"] = shard * replicate
+        out.fields["dp"] = ("parallelism.data_parallel_replicate_degree x data_parallel_shard_degree"
+                            if replicate > 1 else "parallelism.data_parallel_shard_degree")
     if out.strategy.get("zero") in ("fsdp", "hsdp"):
         _titan_fsdp_options(par, float8, out)
     if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset

@@ -58,6 +58,15 @@ _COMPRESSION = _text(lambda v: parse_compression(v).label)
 _DP_COMM = _text(lambda v: parse_dp_comm(v).label)
 
 
+#: The gradient element's range in bytes: one bit (1-bit Adam's sign) to fp64. Outside it nothing is reduced:
+#: 1e300 overflowed the memory model ("memory_time: a byte count is negative or not finite", naming no field) and
+#: 1e-300 priced the data-parallel traffic as free.
+MIN_GRAD_BYTES, MAX_GRAD_BYTES = 0.125, 8.0
+#: The most optimizer-state bytes per parameter taken: 8 fp64 values (Adam's fp32 master, m and v are 12); 1e300
+#: overflowed the memory model as grad_bytes_per_param did.
+MAX_OPTIMIZER_BYTES = 64.0
+
+
 class TrainingSpec(Spec, kw_only=True):
     global_batch: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
         description="sequences (or samples) per step")] = None
@@ -68,14 +77,16 @@ class TrainingSpec(Spec, kw_only=True):
         "with precision fp8: Transformer Engine's scaling recipe, delayed | tensorwise | mxfp8 (Megatron-Core "
         "--fp8-recipe; mxfp8 needs a Blackwell accelerator); prices the FP8 quantization casts. Not given: "
         "delayed, Megatron-Core's default"))] = None
-    optimizer_bytes_per_param: Annotated[float, Meta(ge=0,
-        description="optimizer-state bytes per parameter: 12 = fp32 master + Adam m, v (ZeRO paper's K=12)")] = 12.0
+    optimizer_bytes_per_param: Annotated[float, Meta(ge=0, le=MAX_OPTIMIZER_BYTES,
+        description="optimizer-state bytes per parameter: 12 = fp32 master + Adam m, v (ZeRO paper's K=12); "
+                    "at most 64")] = 12.0
     optimizer: Annotated[OptimizerText | None, Meta(description=(
         "sgd | momentum | adam | rmsprop | adagrad: picks the staleness penalty's fitted kappa for async / stale "
         "sync modes (scalemodel/data/staleness_kappa.json); not given: the documented fallback, a borrowed "
         "fit"))] = None
-    grad_bytes_per_param: Annotated[Annotated[float, Meta(gt=0)] | None, Meta(
-        description="gradient element size; default from precision (2 for 16-bit)")] = None
+    grad_bytes_per_param: Annotated[Annotated[float, Meta(ge=MIN_GRAD_BYTES, le=MAX_GRAD_BYTES)] | None, Meta(
+        description="gradient element size, 1/8 (one bit) to 8 (fp64) bytes; default from precision (2 for "
+                    "16-bit)")] = None
     train_tokens: Count | None = None
     train_samples: Count | None = None
     critical_batch: Annotated[Count | None, Meta(description="gradient noise scale B_noise, in samples")] = None
@@ -272,6 +283,10 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("megatron_ddp", f"true needs Megatron-Core's DDP: zero 0 or 1 (its distributed "
                               f"optimizer; got zero {self.zero!r})", "false (the default) with any zero; true with "
                                                                      "zero 0 or 1")
+        if self.deepspeed_pipeline and zero > Zero.OPTIMIZER:  # deepspeed/runtime/pipe/engine.py PipelineEngine
+            raise field_error("deepspeed_pipeline", "true runs DeepSpeed's PipelineEngine, which asserts ZeRO stage "
+                              "< 2 (\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"; got zero "
+                              f"{self.zero!r})", "false (the default) with any zero; true with zero 0 or 1")
         if self.fp8_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS, Zero.FSDP, Zero.HSDP):
             raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
                               f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp){unset}",
