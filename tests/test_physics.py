@@ -128,8 +128,18 @@ def test_more_bandwidth_never_slower(case, tier, factor) -> None:  # type: ignor
     assert faster <= base * (1 + 1e-9), (arrays, tier, factor, base, faster)
 
 
+#: found by hypothesis (round 10): TP 4 x CP 2 with userbuffers and 4 offloaded layers; the offload copies were
+#: hidden under the compute alone, so a 1.25x faster GPU exposed more copy and TP time than it saved (+0.03 %)
+OFFLOAD_AND_TP = dict(gpus=24, dp=1, tp=4, pp=3, cp=2, micro_batch=2, global_batch=16, zero=0, recompute=0, schedule=0,
+                      sequence_parallel=True, overlap=False, algorithm=0, compression=0, flash_attention=True,
+                      recompute_layers=-1, offload_layers=4, tp_comm_overlap=True, overlap_param_gather=False,
+                      recompute_uniform=False, megatron_ddp=False, fp8_param_gather=False)
+
+
 @FAST
 @given(cases(), st.sampled_from((1.25, 2.0)))
+@example((_job("gb200-nvl72", "gpt-1.7b", "bf16", 2048), OFFLOAD_AND_TP), 1.25)
+@example((_job("gb200-nvl72", "gpt-1.7b", "bf16", 2048), dict(OFFLOAD_AND_TP, pp=1, gpus=8)), 2.0)
 def test_faster_accelerator_never_slower(case, factor) -> None:  # type: ignore[no-untyped-def]
     job, arrays = case
     base = float(_eval(job, arrays).step_time[0])

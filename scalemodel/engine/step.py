@@ -777,7 +777,8 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
                       dtype=float)
 
 
-def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> np.ndarray:
+def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
+                  layer_comm: np.ndarray | float = 0.0) -> np.ndarray:
     """Exposed seconds per micro-batch of activation offload to host memory (docs/model.md#offload).
 
     Megatron-Core ``cpu_offloading_num_layers`` k (Transformer Engine cpu_offload.py,
@@ -785,13 +786,17 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> np.
     if computation time of a layer is longer than host-device communication time"): each offloaded
     layer's activations A (the no-recompute row of cost.memory, Megatron forbids recompute with offload)
     leave the GPU while the next layer's forward runs and come back while the layer above it runs its
-    backward. With c = A / host_bandwidth (per GPU, per direction; PCIe or NVLink-C2C) and f, b one
-    layer's forward and backward compute:
+    backward. With c = A / host_bandwidth (per GPU, per direction; PCIe or NVLink-C2C) and W_f, W_b one
+    layer's forward and backward wall time:
 
-        exposed = k (max(0, c - f) + max(0, c - b))
+        exposed = k (max(0, c - W_f) + max(0, c - W_b)),   W_f = f + e/3,  W_b = 2 f + 2 e/3
 
-    so no layer's compute hides more copy time than it lasts. Copies run on the copy engines, not
-    the SMs: no ``contention``.
+    f the layer's forward compute and e ``layer_comm``, the TP/CP/EP seconds per layer and micro-batch the
+    step already exposes (split 1:2 like the compute). The copy engines keep copying while the SMs wait on
+    NVLink, so a layer hides copies for its whole wall time, not only its compute: each layer then costs
+    max(W, c), which never grows when the compute gets faster (summing copy and TP exposure each against
+    the compute alone did: tests/test_physics.py test_faster_accelerator_never_slower). Copies run on the
+    copy engines, not the SMs: no ``contention``.
     """
     k = np.minimum(g.offload_layers, comp["layers_per_stage"]).astype(float)
     if not job.is_transformer or not np.any(k > 0) or job.host_bandwidth <= 0:
@@ -803,12 +808,13 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> np.
                  + sh.moe_layers * memory.activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
                  ) / float(sh.layers)
     c = per_layer / job.host_bandwidth
-    f = comp["forward_per_layer"]
-    return np.asarray(k * (np.maximum(c - f, 0.0) + np.maximum(c - 2.0 * f, 0.0)), dtype=float)
+    e = np.asarray(layer_comm, dtype=float)
+    w_f = comp["forward_per_layer"] + e / 3.0
+    return np.asarray(k * (np.maximum(c - w_f, 0.0) + np.maximum(c - 2.0 * w_f, 0.0)), dtype=float)
 
 
 def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
-                     groups: ParallelGroups, sync: str = "bsp") -> np.ndarray:
+                     groups: ParallelGroups, sync: str = "bsp", layer_comm: np.ndarray | float = 0.0) -> np.ndarray:
     """Exposed offload seconds per step: m x :func:`_offload_time`, less the time the layers already
     wait for their ZeRO-3/FSDP parameter gathers (docs/model.md#offload).
 
@@ -817,7 +823,7 @@ def _offload_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: 
     max(m t_offload, gathers_exposed) = gathers_exposed + max(m t_offload - gathers_exposed, 0), the
     second term being this part. Without sharded parameters it is m t_offload.
     """
-    per_mb = _offload_time(job, g, comp)
+    per_mb = _offload_time(job, g, comp, layer_comm)
     if not np.any(per_mb > 0):
         return np.zeros(1)
     total = m * per_mb
@@ -1849,7 +1855,9 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
     local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied  # one worker's step without waiting on others
-    off = _offload_exposed(job, g, comp_dp, m, groups, sync)  # offload needs pp = 1: no bubble to scale
+    # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
+    layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
+    off = _offload_exposed(job, g, comp_dp, m, groups, sync, layer_comm)
     local = local + off
     cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local)
     # data-parallel traffic hidden under compute slows that compute (docs/model.md#contention)
