@@ -15,6 +15,7 @@ from dataclasses import replace
 from functools import cache
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -268,3 +269,24 @@ def test_nccl_gathers_never_beat_the_bytes_domains_and_ports_move(cluster, op, r
         if n > 1:
             bound = (n - 1) / n * size / (c * outer.bandwidth)
             assert t >= bound * (1 - 1e-9), (cluster, op, ranks, stride, size, algo, outer.name, t, bound)
+
+
+def test_offload_copies_hide_under_the_layer_wall_time() -> None:
+    """A layer's host copies hide under its whole wall time: when its compute shrinks by d and the TP traffic the
+    compute hid is exposed instead, the layer's time with its copies does not grow (step._offload_time)."""
+    from scalemodel.engine.step import _offload_time
+
+    job = _job("gb200-nvl72", "gpt-1.7b", "bf16", 2048)
+    one = dict(OFFLOAD_AND_TP, pp=1, gpus=8, offload_layers=1)
+    g = grid_from_arrays(**{k: np.asarray([v]) for k, v in one.items()})
+
+    def layer_with_copies(f: float, e: float) -> float:  # forward + backward compute, exposed comm, copy excess
+        comp = {"forward_per_layer": np.asarray([f]), "layers_per_stage": np.asarray([24.0])}
+        return 3.0 * f + e + float(_offload_time(job, g, comp, np.asarray([e]))[0])
+
+    c = float(_offload_time(job, g, {"forward_per_layer": np.zeros(1), "layers_per_stage": np.asarray([24.0])})[0]) / 2
+    assert c > 0
+    slow = layer_with_copies(c, 0.0)  # compute hides every copy: 3c
+    assert slow == pytest.approx(3.0 * c)
+    fast = layer_with_copies(c / 2, 3.0 * c / 2)  # half the compute; what it hid of TP now exposed
+    assert fast <= slow * (1 + 1e-12)
