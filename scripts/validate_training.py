@@ -94,7 +94,7 @@ Two case files (issue 5 and issue 13):
       (:data:`BRIDGE_BUCKET_ELEMENTS`); with fp8, fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`:
       Megatron-Bridge's FP8-CS and MXFP8 presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511 -> te (the recipe's), mpt -> flash_attn
-      (llm-foundry's default), titan24 at tp 1 -> torch (torchtitan's eager F.cross_entropy; with TP it runs
+      (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch (torchtitan's eager F.cross_entropy; with TP it runs
       loss_parallel, not derived); every other source -> megatron, the strategy default, which is Megatron-LM's
       own (no --cross-entropy-loss-fusion) and Megatron-DeepSpeed's.
   What is compared (like with like)
@@ -554,7 +554,10 @@ FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 #:   ``torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))``, not compiled (its
 #:   torch.compile of the loss is commented out); with tp > 1 torchtitan enters DTensor's ``loss_parallel``
 #:   (torchtitan/utils.py get_train_context, parallel_dims.py ``loss_parallel_enabled``: tp > 1), not priced here.
-LOSS_IMPL = {"mb2511": "te", "mpt": "flash_attn", "titan24": "torch"}
+#: - nemo2502: NeMo v2.2.0 (7192a2c944) nemo/collections/llm/gpt/model/base.py GPTConfig ``cross_entropy_loss_fusion:
+#:   bool = True`` (nemotron.py likewise); the pretraining recipes keep it (only the finetune recipes set it False,
+#:   e.g. recipes/llama31_70b.py finetune_recipe) and the Megatron-Core it ships has only the native fused loss.
+LOSS_IMPL = {"mb2511": "te", "mpt": "flash_attn", "titan24": "torch", "nemo2502": "megatron_fused"}
 
 
 def loss_impl(case: dict[str, Any]) -> str:
