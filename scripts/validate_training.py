@@ -94,9 +94,10 @@ Two case files (issue 5 and issue 13):
       (:data:`BRIDGE_BUCKET_ELEMENTS`); with fp8, fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`:
       Megatron-Bridge's FP8-CS and MXFP8 presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511 -> te (the recipe's), mpt -> flash_attn
-      (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch (torchtitan's eager F.cross_entropy; with TP it runs
-      loss_parallel, not derived); every other source -> megatron, the strategy default, which is Megatron-LM's
-      own (no --cross-entropy-loss-fusion) and Megatron-DeepSpeed's.
+      (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
+      (torchtitan's eager F.cross_entropy; with TP it runs loss_parallel, not derived); every other source
+      -> megatron, the strategy default, which is Megatron-LM's own (no --cross-entropy-loss-fusion) and
+      Megatron-DeepSpeed's.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else TFLOP/s/GPU of the source's convention: model FLOPs (no recompute) when
