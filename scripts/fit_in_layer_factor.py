@@ -3,14 +3,20 @@
 scalemodel prices a layer's GEMMs on the accelerator's isolated-GEMM curve (microbenchmark fit) times an in-layer
 factor: IN_LAYER_GEMM_FACTOR = 0.893, fitted on Korthikanti et al. 2022 Table 4 (A100), and per family where a
 layer timing of that family exists (scalemodel.cost.compute.IN_LAYER_GEMM_FACTORS: Hopper from the Transformer
-Engine guide's H100 rows, BF16 and FP8; Blackwell borrows Hopper's). This script re-derives them and computes the
+Engine guide's H100 rows, BF16 and FP8, each fused core on its kernel's fitted curve; Blackwell borrows Hopper's
+refitted with the core on the GEMM curve, as Blackwell prices it). This script re-derives them and computes the
 factor each other source implies:
 
 1. The model time of every point is scalemodel's own layer pricing, as engine/step.py prices a layer:
    ``scalemodel.cost.compute.layer_compute_time`` with the point's causal mask (a fused core over the keys the mask
-   leaves, its backward 2.5 x its forward), backward = LayerTime.backward + LayerTime.recompute, with the
-   accelerator's peak, memory bandwidth, GEMM half-dimension d0 and memory fraction, plus the source's
-   tensor-parallel all-reduces on the critical path: ``ar x 2(t-1)/t x b s h 2 B / busbw(message)``.
+   leaves, its backward 2.5 x its forward FLOPs), the fused core on the fitted attention curves of the kernel the
+   point ran (layer_timing.yaml ``kernel``: cudnn for Transformer Engine's attention on Hopper, fa2 for PyTorch
+   SDPA's flash backend; the accelerator's ``attention_efficiency``, resolved as engine/job.py does, passed as
+   engine/step.py passes them: ``attention_fwd`` / ``attention_bwd``; unfused cores on the GEMM curve; with
+   ``core="gemm"`` every core on the GEMM curve, the pricing of families without attention curves),
+   backward = LayerTime.backward + LayerTime.recompute, with the accelerator's peak, memory bandwidth, GEMM
+   half-dimension d0 and memory fraction, plus the source's tensor-parallel all-reduces on the critical path:
+   ``ar x 2(t-1)/t x b s h 2 B / busbw(message)``.
    fwd+bwd points compare against forward + backward.
 2. For each source and precision, gemm_max is scanned (0.30-1.00, step 0.0005) for the least squares of
    ln(model / measured) over its points, as the A100 fit does; per point, the gemm_max that reproduces it.
@@ -18,12 +24,13 @@ factor each other source implies:
    ``scripts/fit_compute_curves.run()`` (where it fits none, the catalog's gemm_max / its in-layer factor).
 
 fp8 points: the GEMMs run on the fp8 peak and fp8 curve (the scanned one); the attention core stays on the BF16
-peak, on the same source's BF16 in-layer fit (the catalog's BF16 curve once that fit is applied), as the step model
-prices an fp8 run (engine/job.py _bf16_gemms); Transformer Engine's quantization casts are added as the step model
-adds them (cost.compute.fp8_quantize_bytes at the source's ``fp8_recipe``, memory-bound; the weights are cast on
-every call, as in a loop that sets no ``is_first_microbatch``), corrected for the modules the point names
-(``te_modules``, :func:`te_module_cast_bytes`): fp8_quantize_bytes prices Megatron-Core's layer spec, whose norm is
-fused into the QKV / FC1 linears and whose activation runs outside Transformer Engine.
+peak, on its kernel's curve (with the core on the GEMM curve: on the same source's BF16 in-layer fit, the catalog's
+BF16 curve once that fit is applied), as the step model prices an fp8 run (engine/job.py _bf16_gemms); Transformer
+Engine's quantization casts are added as the step model adds them (cost.compute.fp8_quantize_bytes at the source's
+``fp8_recipe``, memory-bound; the weights are cast on every call, as in a loop that sets no
+``is_first_microbatch``), corrected for the modules the point names (``te_modules``, :func:`te_module_cast_bytes`):
+fp8_quantize_bytes prices Megatron-Core's layer spec, whose norm is fused into the QKV / FC1 linears and whose
+activation runs outside Transformer Engine.
 
 Last, the GEMM kernels of one layer as profiled in the layer (FUSER-TE-NSYS: nsys kernel times of the GPT-3 layer's
 forward on 8 x H100 SXM) against the model's GEMM time on the isolated and on the in-layer curve: whether the
@@ -40,6 +47,7 @@ import io
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -59,6 +67,8 @@ from scalemodel.cost.compute import (  # noqa: E402
     memory_time,
 )
 from scalemodel.cost.transformer import shape  # noqa: E402
+from scalemodel.engine.job import _attention_kernel  # noqa: E402
+from scalemodel.errors import InputError  # noqa: E402
 from scalemodel.specs import load_accelerator  # noqa: E402
 
 LAYER = ROOT / "hardware" / "measurements" / "layer_timing.yaml"
@@ -152,8 +162,24 @@ def te_module_cast_bytes(p: dict[str, Any], recipe: str, transpose_copy: bool, e
     return 0.0, 0.0
 
 
+def attention_curves(p: dict[str, Any], acc: str) -> dict[str, Any]:
+    """``layer_compute_time`` keywords of a flash point's fused core on the fitted curves of the kernel it ran
+    (the point's ``kernel``), resolved from ``acc``'s ``attention_efficiency`` by the step model's own route
+    (engine/job.py ``_attention_kernel``, the Job fields engine/step.py passes on); {} for an unfused core."""
+    if not p["flash"]:
+        return {}
+    if "kernel" not in p:
+        raise SystemExit(f"error: layer_timing.yaml {p['src']} {p['row']!r}: flash point without kernel; "
+                         f"name the fused kernel that ran (cudnn, fa2, ...)")
+    try:
+        job = _attention_kernel(SimpleNamespace(attention_kernel=p["kernel"]), load_accelerator(acc, overrides=[]))
+    except InputError as e:
+        raise SystemExit(f"error: layer_timing.yaml {p['src']} {p['row']!r}: {e}") from None
+    return {"attention_fwd": job["attention_fwd"], "attention_bwd": job["attention_bwd"]}
+
+
 def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str | None = None,
-               core_gemm_max: float | None = None, curve_acc: str | None = None) -> np.ndarray:
+               core_gemm_max: float | None = None, curve_acc: str | None = None, core: str = "kernel") -> np.ndarray:
     """Model time (s) of point p for each gemm_max (array): scalemodel's layer pricing + the source's comm.
 
     As the step model prices a layer (engine/step.py ``compute_per_microbatch``): ``layer_compute_time`` with
@@ -164,10 +190,17 @@ def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str |
     point's ``te_modules`` by :func:`te_module_cast_bytes`) and prices the
     core at BF16 on ``core_gemm_max`` (default: the catalog's BF16 in-layer gemm_max).
 
+    ``core``: ``"kernel"`` (default) prices a flash point's fused core on the fitted curves of the kernel it ran
+    (:func:`attention_curves`, the point's ``kernel``: cuDNN for Transformer Engine's attention on Hopper, fa2 for
+    PyTorch SDPA's flash backend), at the core's peak (BF16 for an fp8 point), as the step model prices a core
+    whose kernel has a curve; ``"gemm"`` keeps it on the GEMM curve (``core_gemm_max``), as the step model prices
+    it on accelerators without attention curves (Blackwell, TPU, AMD, Volta): the basis of the factors they use.
+
     ``curve_acc`` prices the GEMMs and the core on another accelerator's curves (its GEMM half-dimension d0, its
-    BF16 curve for an fp8 row's core) while the peaks, memory bandwidth and memory fraction stay those of ``acc``,
-    the card that ran the layer: how Transformer Engine's H100 rows read on the H200 curve fitted to our own
-    power-limited sweep (the same GH100 die at the same 700 W; see hardware/README.md, sustained and burst)."""
+    BF16 curve for an fp8 row's core, its attention-kernel curves) while the peaks, memory bandwidth and memory
+    fraction stay those of ``acc``, the card that ran the layer: how Transformer Engine's H100 rows read on the
+    H200 curve fitted to our own power-limited sweep (the same GH100 die at the same 700 W; see hardware/README.md,
+    sustained and burst)."""
     name = acc or p["acc"]
     a = load_accelerator(name, overrides=[])
     iso = dict(isolated_curve(name, p["prec"]))
@@ -179,6 +212,10 @@ def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str |
                               peak_flops=a.peak(p["prec"]), memory_bandwidth=a.memory_bandwidth,
                               gemm_max=np.asarray(gemm_max, dtype=float), gemm_half_dim=iso["gemm_half_dim"],
                               memory_efficiency=iso["memory"])
+    if core == "kernel":
+        kw.update(attention_curves(p, curve_acc or name))
+    elif core != "gemm":
+        raise ValueError(f"core {core!r}: kernel or gemm")
     cast_f = cast_b = 0.0
     if p["prec"] == "fp8":  # the core stays in BF16 on the BF16 in-layer curve (engine/job.py _bf16_gemms)
         ce = load_accelerator(curve_acc or name, overrides=[]).compute_efficiency
@@ -200,24 +237,27 @@ def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str |
 
 
 def best_gemm_max(pts: list[dict[str, Any]], src: dict[str, Any], acc: str | None = None,
-                  core_gemm_max: float | None = None, curve_acc: str | None = None) -> float:
+                  core_gemm_max: float | None = None, curve_acc: str | None = None, core: str = "kernel") -> float:
     """gemm_max on GRID minimising sum ln(model/measured)^2 over pts; NaN when even gemm_max 1 is too slow."""
     meas = np.array([p["ms"] * 1e-3 for p in pts])
-    pred = np.stack([model_time(p, src, GRID, acc, core_gemm_max, curve_acc) for p in pts], axis=-1)
+    pred = np.stack([model_time(p, src, GRID, acc, core_gemm_max, curve_acc, core) for p in pts], axis=-1)
     sse = np.sum(np.log(pred / meas) ** 2, axis=-1)
     i = int(np.argmin(sse))
     return float("nan") if i == len(GRID) - 1 else float(GRID[i])
 
 
-def run(doc: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def run(doc: dict[str, Any] | None = None, core: str = "kernel",
+        sources: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
     """One row per (source, precision, accelerator) fit, with its points. The 16-bit groups are fitted first: an
     fp8 group's BF16 attention core runs on its source's own 16-bit in-layer fit on the same accelerator where
-    there is one (what the step model does once that fit is the catalog's BF16 curve), else on the catalog's."""
+    there is one (what the step model does once that fit is the catalog's BF16 curve), else on the catalog's
+    (with ``core`` "kernel", the default, only an unfused core is on a GEMM curve; fp8 rows' cores are all fused).
+    ``core`` as :func:`model_time`; ``sources`` restricts the fit to those sources."""
     doc = doc or load()
     rows: list[dict[str, Any]] = []
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for p in doc["points"]:
-        if p.get("fit", True):
+        if p.get("fit", True) and (sources is None or p["src"] in sources):
             groups.setdefault((p["src"], _group(p["prec"])), []).append(p)
     bf16_fit: dict[tuple[str, str, str | None], float] = {}
     for (name, group), pts in sorted(groups.items(), key=lambda kv: kv[0][1] == "fp8"):
@@ -229,21 +269,23 @@ def run(doc: dict[str, Any] | None = None) -> list[dict[str, Any]]:
             accs += [("h100-pcie", None)] + [(pts[0]["acc"], c) for c in SUSTAINED_BASIS]
         for acc, curve in accs:
             iso = isolated_curve(curve or acc, pts[0]["prec"])["gemm_max"]
-            core = bf16_fit.get((name, acc, curve)) if group == "fp8" else None
-            core = core if core is not None and np.isfinite(core) else None
-            gm = best_gemm_max(pts, src, acc, core, curve)
+            core_gm = bf16_fit.get((name, acc, curve)) if group == "fp8" else None
+            core_gm = core_gm if core_gm is not None and np.isfinite(core_gm) else None
+            gm = best_gemm_max(pts, src, acc, core_gm, curve, core)
             if group == "16bit":
                 bf16_fit[(name, acc, curve)] = gm
             per_point = []
             for p in pts:
-                single = best_gemm_max([p], src, acc, core, curve)
-                t = float(model_time(p, src, gm, acc, core, curve)[()]) if np.isfinite(gm) else float("nan")
+                single = best_gemm_max([p], src, acc, core_gm, curve, core)
+                t = (float(model_time(p, src, gm, acc, core_gm, curve, core)[()]) if np.isfinite(gm)
+                     else float("nan"))
                 per_point.append({"row": p["row"], "measured_ms": p["ms"], "model_ms": 1e3 * t,
                                   "gemm_max": single, "factor": single / iso,
                                   "comm_ms": 1e3 * comm_time(p, src)})
             rows.append({"source": name, "acc": curve or acc, "ran_on": acc, "group": group,
                          "isolated_gemm_max": iso, "gemm_max": gm,
-                         "factor": gm / iso, "core_gemm_max": core, "status": src.get("status", ""),
+                         "factor": gm / iso, "core_gemm_max": core_gm, "core": core,
+                         "status": src.get("status", ""),
                          "points": per_point})
     return rows
 
@@ -269,16 +311,26 @@ def gemm_kernels(doc: dict[str, Any] | None = None) -> dict[str, float]:
     return out
 
 
+#: sources refitted with the attention core on the GEMM curve: the basis of the factors of families whose core the
+#: step model keeps on the GEMM curve (Blackwell borrows Hopper's: HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR)
+GEMM_CORE_SOURCES = ("TE-GS-PT",)
+
+
 def main(argv: list[str]) -> int:
     rows = run()
+    gemm_core = run(core="gemm", sources=GEMM_CORE_SOURCES)
     if "--json" in argv:
-        clean = json.loads(json.dumps(rows), parse_constant=lambda c: None)  # NaN -> null: strict JSON
+        clean = json.loads(json.dumps(rows + gemm_core), parse_constant=lambda c: None)  # NaN -> null: strict JSON
         print(json.dumps(clean, indent=1, allow_nan=False))
         return 0
     print(f"In-layer GEMM factor implied by published per-layer timings (catalog: IN_LAYER_GEMM_FACTOR "
-          f"{IN_LAYER_GEMM_FACTOR}; hopper, blackwell (borrowed) {in_layer_gemm_factor('hopper', 'bf16')} BF16, "
-          f"{in_layer_gemm_factor('hopper', 'fp8')} FP8)\n")
-    for r in rows:
+          f"{IN_LAYER_GEMM_FACTOR}; hopper {in_layer_gemm_factor('hopper', 'bf16')} BF16, "
+          f"{in_layer_gemm_factor('hopper', 'fp8')} FP8 (fused cores on their kernel's curve); blackwell (borrowed, "
+          f"core on the GEMM curve) {in_layer_gemm_factor('blackwell', 'bf16')} BF16, "
+          f"{in_layer_gemm_factor('blackwell', 'fp8')} FP8)\n")
+    for r in rows + gemm_core:
+        if r is gemm_core[0]:
+            print("\nWith the fused core on the GEMM curve (families without an attention-kernel curve):")
         on = r["acc"] if r["ran_on"] == r["acc"] else f"{r['ran_on']}, priced on the {r['acc']} curve,"
         print(f"{r['source']} on {on} ({r['group']}): isolated gemm_max {r['isolated_gemm_max']:.3f}, "
               f"in-layer fit {r['gemm_max']:.4f} -> factor {r['factor']:.3f}"

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from scalemodel.cost.compute import (
-    HOPPER_IN_LAYER_GEMM_FACTOR,
+    HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR,
     IN_LAYER_GEMM_FACTORS_BY_ACCELERATOR,
     in_layer_gemm_factor,
 )
@@ -145,9 +145,15 @@ def test_sustained_over_first_window() -> None:
 
 
 def test_h200_in_layer_factors_and_the_burst_basis() -> None:
-    """h200-sxm's factors are Transformer Engine's H100 rows re-read on the H200 sustained-basis curves (0.929 BF16,
-    0.954 FP8); our own eager layer on the H200 gives 0.890, below (PyTorch's FlashAttention-2 core). Hopper's burst-
-    basis 0.833 is, within 1 %, the measured BF16 throttle 0.906 times the sustained-basis 0.929 (= 0.842)."""
+    """h200-sxm's factors are Transformer Engine's H100 rows re-read on the H200 sustained-basis curves, the 'TE
+    Attention' cores on h200-sxm's cuDNN curve (0.938 BF16, 0.993 FP8). Our own eager layer on the H200 (SM-H200,
+    SDPA flash = FlashAttention-2, its core on the fa2 curve) gives 0.949. With every core on the GEMM curve (the
+    pricing these factors had before the attention-kernel curves) the TE rows gave 0.929 / 0.954 and the eager layer
+    0.890, below them because the GEMM curve priced FlashAttention-2's core as fast as cuDNN's. On that common
+    pricing Hopper's burst-basis 0.833 is, within 1 %, the measured BF16 throttle 0.906 times the sustained-basis
+    0.929 (= 0.842); on the kernel curves the two sides price their cores on different curves (h100-sxm's cuDNN
+    curve from FlashAttention-3's benchmark, h200-sxm's from our own sweep), so the throttle relation is checked on
+    the GEMM-core fits."""
     rows = {(r["source"], r["acc"], r["group"]): r for r in fl.run()}
     te16, te8 = rows[("TE-GS-PT", "h200-sxm", "16bit")], rows[("TE-GS-PT", "h200-sxm", "fp8")]
     assert te16["ran_on"] == te8["ran_on"] == "h100-sxm"
@@ -156,10 +162,15 @@ def test_h200_in_layer_factors_and_the_burst_basis() -> None:
     assert te8["factor"] == pytest.approx(own["fp8"], abs=0.001)
     assert te8["core_gemm_max"] == te16["gemm_max"]
     eager = rows[("SM-H200", "h200-sxm", "16bit")]
-    assert eager["factor"] == pytest.approx(0.890, abs=0.002)
-    assert eager["factor"] < te16["factor"]
+    assert eager["factor"] == pytest.approx(0.949, abs=0.002)
     assert all(abs(q["model_ms"] / q["measured_ms"] - 1) < 0.06 for q in eager["points"])
-    assert 0.906 * own["16bit"] == pytest.approx(HOPPER_IN_LAYER_GEMM_FACTOR["16bit"], rel=0.011)
+    gemm = {(r["source"], r["acc"], r["group"]): r for r in fl.run(core="gemm", sources=("TE-GS-PT", "SM-H200"))}
+    g16 = gemm[("TE-GS-PT", "h200-sxm", "16bit")]["factor"]
+    assert g16 == pytest.approx(0.929, abs=0.001)
+    assert gemm[("TE-GS-PT", "h200-sxm", "fp8")]["factor"] == pytest.approx(0.954, abs=0.001)
+    eager_gemm = gemm[("SM-H200", "h200-sxm", "16bit")]["factor"]
+    assert eager_gemm == pytest.approx(0.890, abs=0.002) and eager_gemm < g16
+    assert 0.906 * g16 == pytest.approx(HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR["16bit"], rel=0.011)
 
 
 def test_eager_layer_model_time_by_hand() -> None:
@@ -168,7 +179,8 @@ def test_eager_layer_model_time_by_hand() -> None:
     docstring: T = 2048 tokens; GEMMs QKV T x 36864 x 12288, O T x 12288 x 12288, FC1 T x 49152 x 12288,
     FC2 T x 12288 x 49152, each 2 M N K / (peak x gm x prod d/(d + d0)) (all compute-bound); fused core of 96 heads,
     2048 queries over (s + 1)/2 = 1024.5 keys, d 128, two GEMMs; memory (4 eb + 2 (3 eb + 1)) T h + 2 eb T f bytes,
-    eb 2; fwd+bwd = 3 (GEMMs + memory) + 3.5 core (the core's backward 2.5 x)."""
+    eb 2; fwd+bwd = 3 (GEMMs + memory) + 3.5 core (the core's backward 2.5 x): the core on the GEMM curve
+    (core="gemm"; tests/test_layer_timing.py checks the default, the core on its kernel's fitted curve)."""
     gm, d0, peak, bw = 0.6165, 23.0, 989.4e12, 4.8e12 * 0.85
 
     def eff(*dims: float) -> float:
@@ -185,22 +197,30 @@ def test_eager_layer_model_time_by_hand() -> None:
     by_hand = 3 * (gemms + mem) + 3.5 * core
     doc = fl.load()
     p = next(q for q in doc["points"] if q["src"] == "SM-H200" and q["row"] == "eager h12288 fwd+bwd")
-    assert float(fl.model_time(p, doc["sources"]["SM-H200"], gm)[()]) == pytest.approx(by_hand, rel=1e-9)
-    assert by_hand == pytest.approx(38.43e-3, rel=0.002)  # the script's printed model time at its fit 0.6165
+    assert float(fl.model_time(p, doc["sources"]["SM-H200"], gm, core="gemm")[()]) == pytest.approx(by_hand, rel=1e-9)
+    assert by_hand == pytest.approx(38.43e-3, rel=0.002)  # the script's model time at its GEMM-core fit 0.6165
     assert p["ms"] == pytest.approx(37.691, abs=5e-4)
 
 
 def test_two_independent_routes_agree_on_hoppers_sustained_factor() -> None:
     """Hopper's BF16 in-layer factor on the sustained basis, by two measurements that share nothing but the H200
     curve: Transformer Engine's single-H100 layer times (TE-GS-PT, fused TE modules) and our own eager PyTorch layer
-    on the H200 (SM-H200-LAYER: gradients reset per step, flash and cuDNN cores, eight fwd+bwd rows). They must agree
-    within 2 %, every row of ours must be priced within 10 %, and the measured throttle (0.906, the raw sustained
-    windows) times either must land on Hopper's burst-basis 0.833 within 2 %."""
-    rows = {(r["source"], r["acc"], r["group"]): r for r in fl.run()}
-    te = rows[("TE-GS-PT", "h200-sxm", "16bit")]["factor"]
-    ours = rows[("SM-H200-LAYER", "h200-sxm", "16bit")]
+    on the H200 (SM-H200-LAYER: gradients reset per step, flash and cuDNN cores, eight fwd+bwd rows). With every core
+    on the GEMM curve (core="gemm", how they were compared when the agreement was claimed) they agree within 2 %,
+    every row of ours is priced within 10 %, and the measured throttle (0.906, the raw sustained windows) times either
+    lands on Hopper's GEMM-core burst-basis 0.833 within 2 %. With each core on its kernel's fitted curve (the step
+    model's pricing, the factors in use) they part: TE 0.938, ours 0.973 (3.7 % apart), every row of ours within
+    5 %: the earlier agreement rested on the GEMM curve pricing FlashAttention-2's core as fast as cuDNN's."""
+    gemm = {(r["source"], r["acc"], r["group"]): r
+            for r in fl.run(core="gemm", sources=("TE-GS-PT", "SM-H200-LAYER"))}
+    te = gemm[("TE-GS-PT", "h200-sxm", "16bit")]["factor"]
+    ours = gemm[("SM-H200-LAYER", "h200-sxm", "16bit")]
     assert len(ours["points"]) == 8
     assert ours["factor"] == pytest.approx(te, rel=0.02)
     assert all(abs(q["model_ms"] / q["measured_ms"] - 1) < 0.10 for q in ours["points"])
     for factor in (te, ours["factor"]):
-        assert 0.906 * factor == pytest.approx(HOPPER_IN_LAYER_GEMM_FACTOR["16bit"], rel=0.02)
+        assert 0.906 * factor == pytest.approx(HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR["16bit"], rel=0.02)
+    rows = {(r["source"], r["acc"], r["group"]): r for r in fl.run()}
+    kte, kours = rows[("TE-GS-PT", "h200-sxm", "16bit")], rows[("SM-H200-LAYER", "h200-sxm", "16bit")]
+    assert kte["factor"] == pytest.approx(0.938, abs=0.001) and kours["factor"] == pytest.approx(0.973, abs=0.001)
+    assert all(abs(q["model_ms"] / q["measured_ms"] - 1) < 0.05 for q in kours["points"])

@@ -66,7 +66,7 @@ def test_tau_zero_is_the_factor_only_fit() -> None:
     gm, tau = kg.fit([q for q in pts if q["src"] == "SM-H200-LAYER"], np.array([0.0]))
     layer = [p for p in doc["points"] if p["src"] == "SM-H200-LAYER" and p.get("fit", True)]
     assert tau == 0.0
-    assert gm == pytest.approx(fl.best_gemm_max(layer, doc["sources"]["SM-H200-LAYER"]), abs=1e-9)
+    assert gm == pytest.approx(fl.best_gemm_max(layer, doc["sources"]["SM-H200-LAYER"], core=kg.CORE), abs=1e-9)
 
 
 def test_fit_reproduces_its_points_within_its_rms(res: dict[str, Any]) -> None:
@@ -80,7 +80,7 @@ def test_fit_reproduces_its_points_within_its_rms(res: dict[str, Any]) -> None:
     # one point recomputed outside the fit: our eager h2048 flash row at the H200 joint fit
     s = res["h200"]["joint"]
     p = next(p for p in doc["points"] if p["row"] == "eager flash h2048 fwd+bwd")
-    t = float(fl.model_time(p, doc["sources"]["SM-H200-LAYER"], s["gemm_max"], "h200-sxm")[()])
+    t = float(fl.model_time(p, doc["sources"]["SM-H200-LAYER"], s["gemm_max"], "h200-sxm", core=kg.CORE)[()])
     t += s["tau_us"] * 1e-6 * 34  # the eager layer's 10 + 24 kernels
     i = [q["row"] for q in res["h200"]["points"]].index("SM-H200-LAYER eager flash h2048 fwd+bwd")
     assert 100 * (t / (p["ms"] * 1e-3) - 1) == pytest.approx(s["err_pct"][i], abs=0.01)

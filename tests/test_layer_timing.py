@@ -15,7 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scalemodel.cost.compute import HOPPER_IN_LAYER_GEMM_FACTOR, IN_LAYER_GEMM_FACTOR
+from scalemodel.cost.compute import (
+    HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR,
+    HOPPER_IN_LAYER_GEMM_FACTOR,
+    IN_LAYER_GEMM_FACTOR,
+    in_layer_gemm_factor,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -135,18 +140,52 @@ def _te_layer_by_hand(gm: float, d0: float, peak: float, core_gm: float) -> tupl
 
 
 def test_te_attention_row_model_time_by_hand() -> None:
-    """'TE Unfused + TE Attention' (causal te.DotProductAttention) at gemm_max 0.669: forward = GEMMs + memory +
-    core over the causal keys; backward = 2 x (GEMMs + memory) + 2.5 x core (FlashAttention-2 Algorithm 2: five
-    matmuls against two), so fwd+bwd = 3 (GEMMs + memory) + 3.5 core."""
+    """'TE Unfused + TE Attention' (causal te.DotProductAttention) at gemm_max 0.669, the core on the GEMM curve
+    (core="gemm"): forward = GEMMs + memory + core over the causal keys; backward = 2 x (GEMMs + memory) + 2.5 x
+    core (FlashAttention-2 Algorithm 2: five matmuls against two), so fwd+bwd = 3 (GEMMs + memory) + 3.5 core."""
     gm = 0.669
     gemms, core, mem = _te_layer_by_hand(gm, 87.0, H100["peak"], gm)
     by_hand = 3 * (gemms + mem) + 3.5 * core
     p = next(q for q in DOC["points"] if q["src"] == "TE-GS-PT" and q["row"] == "TE Unfused + TE Attention")
-    assert float(fl.model_time(p, DOC["sources"]["TE-GS-PT"], gm)[()]) == pytest.approx(by_hand, rel=1e-9)
+    assert float(fl.model_time(p, DOC["sources"]["TE-GS-PT"], gm, core="gemm")[()]) == pytest.approx(by_hand,
+                                                                                                     rel=1e-9)
+
+
+def _cudnn_core_by_hand(peak: float) -> tuple[float, float]:
+    """(forward, backward) of the guide's causal core on h100-sxm's cuDNN curves (hardware/accelerators/h100-sxm.yaml
+    attention_efficiency.cudnn, typed: fwd attn_max 0.719, seq_half 196, head_half 40; bwd 0.578, 609, 29): 256 heads
+    of 2048 queries over k = 1024.5 keys, d 128; FLOPs 2 q k (d + d) per head forward, 2.5x that backward, at
+    peak x attn_max x k/(k + k0) x d/(d + d0) (compute-bound: the Q K V O floor is 1000x shorter)."""
+    k, d = (SEQ + 1) / 2, 128.0
+    flops = 256 * 2 * SEQ * k * 2 * d
+    fwd = flops / (peak * 0.719 * k / (k + 196) * d / (d + 40))
+    bwd = 2.5 * flops / (peak * 0.578 * k / (k + 609) * d / (d + 29))
+    return fwd, bwd
+
+
+def test_te_attention_rows_on_the_cudnn_curve_by_hand() -> None:
+    """The default pricing (core="kernel"): the rows' layer_timing.yaml kernel is cudnn (Transformer Engine's
+    FusedAttention on Hopper), so the core runs h100-sxm's fitted cuDNN curves, as engine/step.py prices a Hopper
+    job: fwd+bwd = 3 (GEMMs + memory) + core_fwd + core_bwd (backward = 2 x (forward - core) + the kernel's
+    backward). BF16 row at gemm_max 0.6705; FP8 'TE TransformerLayer' at fp8 gemm_max 0.6645 (d0 155, 1979
+    TFLOP/s), its core at the BF16 peak, plus its casts as in test_te_fp8_row_model_time_by_hand."""
+    cf, cb = _cudnn_core_by_hand(H100["peak"])
+    gemms, _, mem = _te_layer_by_hand(0.6705, 87.0, H100["peak"], 0.6705)
+    p = next(q for q in DOC["points"] if q["src"] == "TE-GS-PT" and q["row"] == "TE Unfused + TE Attention")
+    assert p["kernel"] == "cudnn"
+    assert float(fl.model_time(p, DOC["sources"]["TE-GS-PT"], 0.6705)[()]) == pytest.approx(
+        3 * (gemms + mem) + cf + cb, rel=1e-9)
+    gemms, _, mem = _te_layer_by_hand(0.6645, 155.0, 1979e12, 0.6705)
+    weights = 4 * HID * HID + 2 * HID * FFN
+    casts = (26 * T * HID + 8 * T * FFN + 4 * weights - 8 * T * FFN) / H100["bw"]
+    p = next(q for q in DOC["points"] if q["src"] == "TE-GS-PT" and q["row"] == "TE TransformerLayer + FP8")
+    assert float(fl.model_time(p, DOC["sources"]["TE-GS-PT"], 0.6645)[()]) == pytest.approx(
+        3 * (gemms + mem) + cf + cb + casts, rel=1e-9)
 
 
 def test_te_fp8_row_model_time_by_hand() -> None:
-    """'TE TransformerLayer + FP8' at fp8 gemm_max 0.675 (d0 155, 1979 TFLOP/s), the core in BF16 at 0.669, plus
+    """'TE TransformerLayer + FP8' at fp8 gemm_max 0.675 (d0 155, 1979 TFLOP/s), the core in BF16 on the GEMM curve
+    at 0.669 (core="gemm"), plus
     the delayed-scaling casts of Transformer Engine on Hopper (cost.compute.fp8_quantize_bytes' table, per element):
     QKV and FC1 inputs from the fused norm 1 - 2 + 2 (FP8 norm output, transpose kernel), proj and FC2 inputs and every
     dY 2 + 1 + 1; weights (3h^2 + h^2 + 2hf) x 4 once per call. Forward 6 T h + 4 T f, backward (12 + 4 + 4) T h +
@@ -167,15 +206,26 @@ def test_te_fp8_row_model_time_by_hand() -> None:
                        ("TE Unfused + TE Attention + FP8", megatron + 6 * T * HID / H100["bw"])):
         by_hand = 3 * (gemms + mem) + 3.5 * core + casts
         p = next(q for q in DOC["points"] if q["src"] == "TE-GS-PT" and q["row"] == row)
-        model = float(fl.model_time(p, DOC["sources"]["TE-GS-PT"], 0.675, core_gemm_max=0.669)[()])
+        model = float(fl.model_time(p, DOC["sources"]["TE-GS-PT"], 0.675, core_gemm_max=0.669, core="gemm")[()])
         assert model == pytest.approx(by_hand, rel=1e-9), row
 
 
 def test_hopper_factors_come_from_the_te_guide() -> None:
     """HOPPER_IN_LAYER_GEMM_FACTOR is what the guide's H100 rows imply over the H100 SXM microbenchmark fits (BF16
     0.803, FP8 0.709, both the MAMF bound): least squares on ln time over the three BF16 rows, then over the three
-    FP8 rows with the core on the BF16 in-layer fit. NVIDIA/Fuser's tp-8 layer implies far less (not used: its
-    all-reduces ran NCCL RING_LL and host gaps may be included); an H100 PCIe cannot reach the guide's times."""
+    FP8 rows, the 'TE Attention' cores on h100-sxm's cuDNN curve (the kernel they ran). NVIDIA/Fuser's tp-8 layer
+    implies far less (not used: its all-reduces ran NCCL RING_LL and host gaps may be included); an H100 PCIe cannot
+    reach the guide's times. With every core on the GEMM curve (FP8 core on the BF16 in-layer fit) the same rows give
+    HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR, the factor Blackwell borrows: its core stays on the GEMM curve (no
+    attention curve for Blackwell)."""
+    gemm_core = {(r["source"], r["acc"], r["group"]): r for r in fl.run(DOC, core="gemm", sources=("TE-GS-PT",))}
+    g16, g8 = gemm_core[("TE-GS-PT", "h100-sxm", "16bit")], gemm_core[("TE-GS-PT", "h100-sxm", "fp8")]
+    assert g16["factor"] == pytest.approx(HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR["16bit"], abs=0.002)
+    assert g8["factor"] == pytest.approx(HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR["fp8"], abs=0.002)
+    assert g8["core_gemm_max"] == g16["gemm_max"]
+    for prec in ("bf16", "fp8"):
+        assert in_layer_gemm_factor("blackwell", prec) == HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR[fl._group(prec)]
+        assert in_layer_gemm_factor("hopper", prec) == HOPPER_IN_LAYER_GEMM_FACTOR[fl._group(prec)]
     rows = {(r["source"], r["acc"], r["group"]): r for r in fl.run(DOC)}
     bf16, fp8 = rows[("TE-GS-PT", "h100-sxm", "16bit")], rows[("TE-GS-PT", "h100-sxm", "fp8")]
     assert bf16["isolated_gemm_max"] == pytest.approx(794.5 / 989.4, abs=5e-4)

@@ -110,9 +110,11 @@ _A100 = EfficiencyCurve(gemm_max=0.75, gemm_half_dim=96.0, memory=0.85)
 #: Hopper has one (:data:`HOPPER_IN_LAYER_GEMM_FACTOR`). Decision: a per-layer timing of the same kind (a layer
 #: microbenchmark, not a training run) measured on the family itself replaces the carried-over A100 assumption.
 #: Until the causal core, the Transformer Engine guide's rows were read with the unmasked core and a 2x
-#: backward (0.85, not applied); priced as the step model now prices a layer (causal fused core over (s+1)/2
-#: keys, its backward 2.5x, an fp8 run's casts as the guide's modules run them and BF16 core), they imply 0.833
-#: (BF16) and 0.926 (FP8) on one H100, no communication: the cleanest source found. A100 rows alone scatter
+#: backward (0.85, not applied); priced as the step model now prices a Hopper layer (causal fused core over (s+1)/2
+#: keys on cuDNN's fitted attention curve, the kernel the guide's te.DotProductAttention ran; an fp8 run's casts as
+#: the guide's modules run them and BF16 core), they imply 0.835 (BF16) and 0.938 (FP8) on one H100, no
+#: communication: the cleanest source found (0.833 / 0.926 with the core on the GEMM curve:
+#: :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`, what Blackwell borrows). A100 rows alone scatter
 #: 0.83-0.93 around 0.893; Hopper's BF16 rows 0.805-0.847. FP8 above BF16 is no contradiction: the factor
 #: stands for what the step model's pricing of the rest of a layer leaves out, measured against each
 #: precision's own isolated curve (the FP8 one is MAMF-bounded at 0.709), not for slower GEMM kernels:
@@ -127,26 +129,42 @@ IN_LAYER_GEMM_FACTOR = 0.893
 #: pricing (scripts/fit_in_layer_factor.py), divided by the microbenchmark fit's gemm_max.
 #: Hopper (h100-sxm, h100-pcie, h200-sxm, h800): Transformer Engine's Getting Started guide, one H100 (SXM class:
 #: an H100 PCIe cannot reach its BF16 times even at gemm_max 1), GPT layer h 4096, b 8, s 2048, no communication
-#: (hardware/measurements/layer_timing.yaml TE-GS-PT). BF16, its three rows (PyTorch and TE modules with unfused
-#: attention, TE modules with causal TE attention; 48.280 / 49.342 / 35.709 ms fwd+bwd): in-layer gemm_max
-#: 0.669 / the H100 SXM BF16 microbenchmark fit 0.803 = 0.833 (rows alone 0.832 / 0.805 / 0.847). FP8, its three
-#: rows (23.406 / 22.964 / 21.670 ms; delayed scaling, its casts priced by :func:`fp8_quantize_bytes` corrected for
-#: the rows' modules: te.LayerNormMLP's GELU and dGELU kernels write the FP8 copies themselves, te.LayerNorm +
-#: te.Linear casts the 16-bit norm output; scripts/fit_in_layer_factor.py te_module_cast_bytes; the core in BF16 on
-#: the guide's own BF16 in-layer curve 0.669): 0.6565 / the FP8 fit 0.709 = 0.926 (rows alone 0.917 / 0.894 /
-#: 0.969; 0.952 with Megatron-Core's casts for every row). FP8 above BF16 is not the isolated FP8 curve underrating
+#: (hardware/measurements/layer_timing.yaml TE-GS-PT). The attention core of each row is priced as the step model
+#: prices it (``layer_compute_time`` with the kernel's ``attention_fwd`` / ``attention_bwd``, the route of
+#: engine/job.py ``_attention_kernel``): the unfused rows on the GEMM curve, the 'TE Attention' rows on h100-sxm's
+#: fitted cuDNN curve (layer_timing.yaml ``kernel``: the guide's TE 2.12.0.dev0 DotProductAttention prefers
+#: FusedAttention, cuDNN, on Hopper). BF16, its three rows (PyTorch and TE modules with unfused attention, TE
+#: modules with causal TE attention; 48.280 / 49.342 / 35.709 ms fwd+bwd): in-layer gemm_max 0.6705 / the H100
+#: SXM BF16 microbenchmark fit 0.803 = 0.835 (rows alone 0.832 / 0.805 / 0.854). FP8, its three rows (23.406 /
+#: 22.964 / 21.670 ms; delayed scaling, its casts priced by :func:`fp8_quantize_bytes` corrected for the rows'
+#: modules: te.LayerNormMLP's GELU and dGELU kernels write the FP8 copies themselves, te.LayerNorm + te.Linear
+#: casts the 16-bit norm output; scripts/fit_in_layer_factor.py te_module_cast_bytes; the core in BF16 on the
+#: cuDNN curve at the BF16 peak): 0.6645 / the FP8 fit 0.709 = 0.938 (rows alone 0.928 / 0.904 / 0.981). With the
+#: core on the GEMM curve (the pricing before the attention-kernel curves) the same rows give 0.833 and 0.926
+#: (FP8 core on the BF16 in-layer curve 0.669; 0.952 with Megatron-Core's casts for every row): kept as
+#: :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`. FP8 above BF16 is not the isolated FP8 curve underrating
 #: the guide's GEMMs: it lies within -3.0 / +1.3 % of every H100 FP8 GEMM of 4096^3 and up in gemm.yaml (Azure ND
 #: H100 v5 cuBLASLt, fast accumulation, per-tensor scales; H200's sweep -2.4 / +0.2 %), and Transformer Engine runs
 #: its dgrad / wgrad GEMMs with the slower split accumulator (_2X_ACC_DGRAD / _2X_ACC_WGRAD).
 #: Not used: NVIDIA/Fuser's 8 x H100 GPT-3 layer (0.639), whose 50 MB tensor-parallel all-reduces ran NCCL
 #: RING_LL and whose times may include host gaps: its communication, not its GEMMs, is uncertain (its profiled
 #: GEMM kernels run at the isolated curve's speed).
-#: Blackwell (b200, gb200): no published layer timing; Hopper's factors, BORROWED (the nearest generation).
+#: Blackwell (b200, gb200): no published layer timing; Hopper's factors, BORROWED (the nearest generation), in the
+#: variant fitted with the core priced the way Blackwell prices it: no attention curve is fitted for Blackwell, so
+#: its fused core stays on the GEMM curve (engine/job.py AUTO_ATTENTION_KERNEL falls back to 'gemm'), and the factor
+#: it borrows is the guide's rows read with the core on the GEMM curve (:data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`,
+#: scripts/fit_in_layer_factor.py ``run(core="gemm")``); once Blackwell has a cuDNN curve it should borrow
+#: :data:`HOPPER_IN_LAYER_GEMM_FACTOR` instead. A Hopper run with ``attention_kernel: gemm`` still gets the
+#: cuDNN-core factor: the factor is per accelerator, not per kernel choice.
 #: Every other family (A100 and those without a layer timing): :data:`IN_LAYER_GEMM_FACTOR`.
-HOPPER_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.833, "fp8": 0.926}
+HOPPER_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.835, "fp8": 0.938}
+#: Hopper's factors with the attention core on the GEMM curve (same TE-GS-PT rows): the basis for families whose
+#: core is priced on the GEMM curve (no attention-kernel curve).
+HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.833, "fp8": 0.926}
 IN_LAYER_GEMM_FACTORS: dict[str, dict[str, float]] = {
-    "hopper": HOPPER_IN_LAYER_GEMM_FACTOR,  # measured: TE Getting Started guide on one H100
-    "blackwell": HOPPER_IN_LAYER_GEMM_FACTOR,  # borrowed from Hopper: no Blackwell layer timing published
+    "hopper": HOPPER_IN_LAYER_GEMM_FACTOR,  # measured: TE Getting Started guide on one H100, core on cuDNN's curve
+    # borrowed from Hopper, core on the GEMM curve as Blackwell prices it: no Blackwell layer timing or attention curve
+    "blackwell": HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR,
 }
 
 
@@ -157,16 +175,19 @@ IN_LAYER_GEMM_FACTORS: dict[str, dict[str, float]] = {
 #: it holds the power throttle. h200-sxm's curves are fitted to scalemodel's own sweep of a card at its power limit
 #: (hardware/measurements/gemm.yaml SM-H200), the sustained basis, so Hopper's factor on them would count the
 #: throttle twice. Its factors are the same Transformer Engine H100 rows re-read on the H200 curves (same GH100
-#: die, same 700 W; the H100's own memory bandwidth kept; scripts/fit_in_layer_factor.py SUSTAINED_BASIS):
-#: BF16 0.929 (rows 0.942 / 0.911 / 0.931), FP8 0.954 (0.945 / 0.922 / 0.995). Checked against our own eager
-#: PyTorch layer on the same H200 (layer_timing.yaml SM-H200, fwd+bwd at h 2048-12288): 0.890 (rows 0.84-0.91),
-#: lower because PyTorch's SDPA flash backend (FlashAttention-2) runs the causal core at 218 TFLOP/s fwd+bwd
-#: (s 2048, d 128; cuDNN 368 on the same card); with the measured core time in place of the model's, that layer
-#: priced on the isolated curve is 2-6 % under its measured times. A second session with the script's gradient
-#: reset and cuDNN's core beside flash (layer_timing.yaml SM-H200-LAYER) gives 0.930, the Transformer Engine
-#: route's 0.929 within 0.1 %. hardware/README.md, "Sustained and burst", has the numbers.
+#: die, same 700 W; the H100's own memory bandwidth kept; scripts/fit_in_layer_factor.py SUSTAINED_BASIS), the
+#: 'TE Attention' cores on h200-sxm's cuDNN curve (fitted to our own H200 attention sweep, the same session type):
+#: BF16 0.938 (rows 0.942 / 0.911 / 0.952), FP8 0.993 (0.984 / 0.959 / 1.039). (Core on the GEMM curve, as before
+#: the attention-kernel curves: 0.929 / 0.954.) Checked against our own eager PyTorch layers on the same H200, each
+#: core on the curve of the kernel it ran: SM-H200 (SDPA flash = FlashAttention-2, fwd+bwd at h 2048-12288, its
+#: backward also accumulating the weight gradients, unpriced) 0.949 (rows 0.93-0.96); SM-H200-LAYER (gradients
+#: reset per step; flash rows on the fa2 curve, cuDNN rows on the cudnn curve) 0.973 (rows 0.92-1.00), 3.7 % above
+#: the Transformer Engine route. With the core on the GEMM curve these two gave 0.890 and 0.930, the latter within
+#: 0.1 % of the TE route's 0.929: that agreement rested on the GEMM curve pricing FlashAttention-2's core (218
+#: TFLOP/s fwd+bwd measured at s 2048, d 128; the fa2 curve gives 225) as fast as cuDNN's (368; the cudnn curve
+#: 380). hardware/README.md, "Sustained and burst", has the numbers.
 IN_LAYER_GEMM_FACTORS_BY_ACCELERATOR: dict[str, dict[str, float]] = {
-    "h200-sxm": {"16bit": 0.929, "fp8": 0.954},  # TE-GS-PT on the H200 sustained-basis curves
+    "h200-sxm": {"16bit": 0.938, "fp8": 0.993},  # TE-GS-PT on the H200 sustained-basis curves, cuDNN core
 }
 
 
