@@ -520,7 +520,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     again = recomputed_modules(sh, code, recompute_modules)  # the rule training_flops' hardware FLOPs use too
     selective = (np.where(again.attention_core, t_core, 0.0)
                  + np.where(again.mla_up_proj, up_proj, 0.0)
-                 + np.where(again.titan_op, t_mem + titan_op_gemm_time(sh, T, t, **kw), 0.0)
+                 + (np.where(again.titan_op, t_mem + titan_op_gemm_time(sh, T, t, **kw), 0.0)
+                    if np.any(again.titan_op) else 0.0)  # its GEMMs only when a candidate runs the policy
                  + np.where(again.moe_act, memory_time(
                      expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))

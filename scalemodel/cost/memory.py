@@ -287,15 +287,18 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     scores_full = np.where(flash, 4.0 * a * s * b, 5.0 * a * s * keys * b)
     scores = np.where(core_attn, np.where(flash, scores_full, 0.0), scores_full)
     none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t
-    # JAX dots-saveable policy: the layer input and the matmul outputs the backward reads
-    qkv_out = 2 * s * b * (a * d + g * d + g * dv)
-    up_out = 2 * s * b * np.where(sh.gated_mlp, 2.0, 1.0) * up_width
-    dots_bytes = np.where(sp, 2 * sbh / t, 2 * sbh) + (qkv_out + up_out) / t
     full = np.where(sp, 2 * sbh / t, 2 * sbh)
-    # torchtitan's op policy: the layer input and the saved outputs the backward reads (wq, wv, w1, SDPA)
-    titan = full + (2 * s * b * (a * d + g * d + a * dv + sh.ffn_hidden) + scores_full) / t
-    return np.where(code == Recompute.FULL, full, np.where(dots, dots_bytes,
-                                                           np.where(again.titan_op, titan, none_or_selective)))
+    kept = none_or_selective
+    if np.any(again.titan_op):  # (skipped when no candidate uses it: the planner prices millions of rows)
+        # torchtitan's op policy: the layer input and the saved outputs the backward reads (wq, wv, w1, SDPA)
+        titan = full + (2 * s * b * (a * d + g * d + a * dv + sh.ffn_hidden) + scores_full) / t
+        kept = np.where(again.titan_op, titan, kept)
+    if np.any(dots):
+        # JAX dots-saveable policy: the layer input and the matmul outputs the backward reads
+        qkv_out = 2 * s * b * (a * d + g * d + g * dv)
+        up_out = 2 * s * b * np.where(sh.gated_mlp, 2.0, 1.0) * up_width
+        kept = np.where(dots, np.where(sp, 2 * sbh / t, 2 * sbh) + (qkv_out + up_out) / t, kept)
+    return np.where(code == Recompute.FULL, full, kept)
 
 
 def inflight_microbatches(pp: ArrayLike, num_microbatches: ArrayLike, schedule: ArrayLike = "1f1b",

@@ -1802,6 +1802,10 @@ def _last_stage_memory(job: Job, g: StrategyGrid, br: memory.MemoryBreakdown, la
 
 def _where_breakdown(take: np.ndarray, a: memory.MemoryBreakdown, b: memory.MemoryBreakdown) -> memory.MemoryBreakdown:
     """Per candidate, every part of ``a`` where ``take``, else of ``b`` (a stage's whole breakdown, never a mix)."""
+    if not np.any(take):  # one side everywhere: no per-field where over the planner's millions of rows
+        return b
+    if np.all(take) and np.shape(take) == np.shape(a.total):
+        return a
     return memory.MemoryBreakdown(**{f: np.where(take, getattr(a, f), getattr(b, f))
                                      for f in memory.MemoryBreakdown.__struct_fields__})
 
