@@ -372,8 +372,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         cast_f, cast_b = fp8_cast_per_layer(job, g, moe_share)
         fwd_l, bwd_l = fwd_l + cast_f, bwd_l + cast_b
         # full recompute and torchtitan's op policy (titan_op, which replays the layer's forward) repeat the casts
-        titan_op = (g.recompute == Recompute.SELECTIVE) & (
-            (np.asarray(g.recompute_modules, dtype=np.int64) & memory.RECOMPUTE_MODULES["titan_op"]) > 0)
+        titan_op = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).titan_op
         rec_l = rec_l + np.where((g.recompute == Recompute.FULL) | titan_op, cast_f, 0.0)
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
