@@ -235,11 +235,12 @@ def _attention_kernel(training: Any, acc: Any) -> dict[str, Any]:
     if name == "gemm":
         return {"attention_kernel": "gemm"}
     c = curves[name]
-    return {"attention_kernel": name,
-            "attention_fwd": {"attn_max": float(c.fwd.attn_max), "seq_half": float(c.fwd.seq_half),
-                              "head_half": float(c.fwd.head_half)},
-            "attention_bwd": {"attn_max": float(c.bwd.attn_max), "seq_half": float(c.bwd.seq_half),
-                              "head_half": float(c.bwd.head_half)}}
+    return {"attention_kernel": name, "attention_fwd": _curve_params(c.fwd), "attention_bwd": _curve_params(c.bwd)}
+
+
+def _curve_params(curve: Any) -> dict[str, float]:
+    """One direction's fitted attention curve as the keywords cost.compute's attention pricing takes."""
+    return {"attn_max": float(curve.attn_max), "seq_half": float(curve.seq_half), "head_half": float(curve.head_half)}
 
 
 def _fp8_recipe(training: Any, acc: Any) -> str:
