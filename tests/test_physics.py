@@ -181,6 +181,19 @@ def _network(cluster: str):  # type: ignore[no-untyped-def]
     return build_network(load_cluster(cluster))
 
 
+def _crossings(net, ranks: int, stride: int):  # type: ignore[no-untyped-def]
+    """(index of the outer tier, the outer tier, c ranks per child domain, n = ranks / c domains) for every tier
+    boundary a group of ``ranks`` at ``stride`` crosses (n > 1); None when the group does not fit the network or a
+    domain holds fewer of its ranks than the others (uneven placements are not covered)."""
+    if ranks * stride > max(t.span for t in net.tiers):
+        return None
+    per_domain = [min(max(t.span // stride, 1), ranks) for t in net.tiers[:-1]]
+    if any(ranks % c for c in per_domain):
+        return None
+    return [(i + 1, outer, c, ranks / c) for i, (outer, c) in enumerate(zip(net.tiers[1:], per_domain, strict=True))
+            if ranks / c > 1]
+
+
 @FAST
 @given(st.sampled_from((*ALL_CLUSTERS, "dgx-b200")), st.sampled_from(("allreduce", "reducescatter", "allgather")),
        st.sampled_from((2, 3, 8, 16, 64, 256, 1024)), st.sampled_from((1, 2, 4, 8)),
@@ -194,18 +207,13 @@ def test_collectives_never_beat_the_bytes_crossing_each_tier(cluster, op, ranks,
     at most c uplinks at the tier's line rate: t >= (n - 1)/n S / (c B). (In-network reduction still
     needs one copy of the data across; all-reduce moves twice this without it.)"""
     net = _network(cluster)
-    if ranks * stride > max(t.span for t in net.tiers) or (algo != "auto" and algo not in APPLICABLE[op]):
+    crossings = _crossings(net, ranks, stride)
+    if crossings is None or (algo != "auto" and algo not in APPLICABLE[op]):
         return
-    per_domain = [min(max(t.span // stride, 1), ranks) for t in net.tiers[:-1]]
-    if any(ranks % c for c in per_domain):
-        return  # uneven placements (a domain holding fewer of the group's ranks) are not covered yet
     t = float(coll.collective_time(op, size, ranks, net, algorithm=algo, stride=stride, family="all"))
-    for inner, outer in zip(net.tiers[:-1], net.tiers[1:], strict=True):
-        c = min(max(inner.span // stride, 1), ranks)
-        n = ranks / c
-        if n > 1:
-            bound = (n - 1) / n * size / (c * outer.bandwidth)
-            assert t >= bound * (1 - 1e-9), (cluster, op, ranks, stride, size, algo, outer.name, t, bound)
+    for _, outer, c, n in crossings:
+        bound = (n - 1) / n * size / (c * outer.bandwidth)
+        assert t >= bound * (1 - 1e-9), (cluster, op, ranks, stride, size, algo, outer.name, t, bound)
 
 
 @FAST
@@ -225,20 +233,15 @@ def test_allreduce_never_beats_the_bytes_each_domain_must_send(cluster, ranks, s
     determine). So t >= volume / (c B) at the tier's line rate B. Covers groups with fewer ranks per node
     than the node's GPUs (stride 2, 4)."""
     net = _network(cluster)
-    if ranks * stride > max(t.span for t in net.tiers):
+    crossings = _crossings(net, ranks, stride)
+    if crossings is None:
         return
-    per_domain = [min(max(t.span // stride, 1), ranks) for t in net.tiers[:-1]]
-    if any(ranks % c for c in per_domain):
-        return  # uneven placements (a domain holding fewer of the group's ranks) are not covered
     t = float(coll.collective_time("allreduce", size, ranks, net, algorithm=algo, stride=stride, family="all"))
-    for i, (inner, outer) in enumerate(zip(net.tiers[:-1], net.tiers[1:], strict=True)):
-        c = min(max(inner.span // stride, 1), ranks)
-        n = ranks / c
-        if n > 1:
-            inr = any(t_.in_network_reduction for t_ in net.tiers[i + 1:])
-            volume = size if inr else 2 * (n - 1) / n * size
-            bound = volume / (c * outer.bandwidth)
-            assert t >= bound * (1 - 1e-9), (cluster, ranks, stride, size, algo, outer.name, t, bound)
+    for j, outer, c, n in crossings:
+        inr = any(t_.in_network_reduction for t_ in net.tiers[j:])
+        volume = size if inr else 2 * (n - 1) / n * size
+        bound = volume / (c * outer.bandwidth)
+        assert t >= bound * (1 - 1e-9), (cluster, ranks, stride, size, algo, outer.name, t, bound)
 
 
 @FAST
@@ -255,20 +258,15 @@ def test_nccl_gathers_never_beat_the_bytes_domains_and_ports_move(cluster, op, r
     (t >= (n - 1)/n S / (c B)), and every GPU receives (all-gather) or sends (reduce-scatter) (p - 1)/p S
     through its own port of the innermost tier, so t >= (p - 1)/p S / B_0 at line rate."""
     net = _network(cluster)
-    if ranks * stride > max(t.span for t in net.tiers) or nccl.resolve_family(net) != "nccl":
-        return
-    per_domain = [min(max(t.span // stride, 1), ranks) for t in net.tiers[:-1]]
-    if any(ranks % c for c in per_domain):
+    crossings = _crossings(net, ranks, stride)
+    if crossings is None or nccl.resolve_family(net) != "nccl":
         return
     t = float(coll.collective_time(op, size, ranks, net, algorithm=algo, stride=stride, family="nccl"))
     if ranks * stride <= net.tiers[0].span:
         assert t >= (ranks - 1) / ranks * size / net.tiers[0].bandwidth * (1 - 1e-9), (cluster, op, ranks, algo, t)
-    for inner, outer in zip(net.tiers[:-1], net.tiers[1:], strict=True):
-        c = min(max(inner.span // stride, 1), ranks)
-        n = ranks / c
-        if n > 1:
-            bound = (n - 1) / n * size / (c * outer.bandwidth)
-            assert t >= bound * (1 - 1e-9), (cluster, op, ranks, stride, size, algo, outer.name, t, bound)
+    for _, outer, c, n in crossings:
+        bound = (n - 1) / n * size / (c * outer.bandwidth)
+        assert t >= bound * (1 - 1e-9), (cluster, op, ranks, stride, size, algo, outer.name, t, bound)
 
 
 def test_offload_copies_hide_under_the_layer_wall_time() -> None:
