@@ -87,13 +87,42 @@ def test_fit_reproduces_its_points_within_its_rms(res: dict[str, Any]) -> None:
 
 
 def test_recorded_numbers_and_the_finding(res: dict[str, Any]) -> None:
-    """--check holds; the finding docs/model.md states: the joint fit's tau is an order of magnitude above a launch
-    gap wherever it improves the fit, and capped at a plausible tau the improvement is small."""
+    """--check holds; the finding docs/model.md states, with the fused cores on their kernels' curves: on A100 and
+    H100 the joint fit's tau is far above a per-kernel cost (> 5x the 5 us plausible bound); on H200 it is plausible
+    (6.9 us) but not supported: the F test does not reject tau = 0, its 95 % profile range includes 0, and no source
+    left out is predicted better with the fitted tau than without."""
     assert kg.check(res) == []
-    for g in ("h100", "h200"):
-        assert res[g]["joint"]["rms"] < 0.6 * res[g]["factor_only"]["rms"]
+    for g in ("a100", "h100"):
         assert res[g]["joint"]["tau_us"] > 5 * kg.PLAUSIBLE_TAU_S * 1e6
-        assert res[g]["joint_tau_capped"]["rms"] > 0.85 * res[g]["factor_only"]["rms"]
+    h = res["h200"]
+    assert h["joint"]["tau_us"] < 2 * kg.PLAUSIBLE_TAU_S * 1e6
+    assert h["significance"]["p"] > 0.05 and h["significance"]["tau_95_us"][0] == 0.0
+    for lo in h["leave_one_source_out"]:
+        assert lo["joint"]["rms"] >= lo["factor_only"]["rms"] - 1e-12
+
+
+def test_first_analysis_gemm_core_still_reproduces() -> None:
+    """The first analysis (every fused core on the GEMM curve), which docs/model.md quotes beside the current one."""
+    assert kg.check(kg.run("gemm"), "gemm") == []
+
+
+def test_f_statistic_from_the_reported_residuals(res: dict[str, Any]) -> None:
+    """F = (SSE_0 - SSE_1) / (SSE_1 / (n - 2)) recomputed from the two fits' per-point errors as reported (ln(1 + e)),
+    and its p value from the F(1, n - 2) survival function written out: for d1 = 1, P(F > x) = I_{d2/(d2+x)}(d2/2,
+    1/2), the regularized incomplete beta function."""
+    from scipy.special import betainc
+
+    for g in kg.GROUPS:
+        r0 = np.log1p(np.array(res[g]["factor_only"]["err_pct"]) / 100)
+        r1 = np.log1p(np.array(res[g]["joint"]["err_pct"]) / 100)
+        n = len(r0)
+        s0, s1 = float(np.sum(r0 ** 2)), float(np.sum(r1 ** 2))
+        F = (s0 - s1) / (s1 / (n - 2))
+        z = res[g]["significance"]
+        assert z["n"] == n
+        assert z["F"] == pytest.approx(F, rel=0.02, abs=0.02)  # err_pct is rounded to 0.01 %
+        d2 = n - 2
+        assert z["p"] == pytest.approx(float(betainc(d2 / 2, 0.5, d2 / (d2 + F))), abs=0.01)
 
 
 def test_eager_elementwise_excess_by_hand() -> None:
