@@ -986,8 +986,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     elif overrides:
         notes.append("NIC rate from the case: " + overrides[0].split("=")[1])
     if case["id"] in RECIPE_HOST_SYNC_EAGER:
-        notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: dropless all-to-all dispatch, "
-                     "no CUDA graphs")
+        how = ("dropless HybridEP dispatch, CUDA graphs of router/preprocess only"
+               if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP else "dropless all-to-all dispatch, no CUDA graphs")
+        notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: {how}")
     settings = {"cluster": cname, "workload": how, "precision": precision, "fp8_recipe": tr.fp8_recipe,
                 "tp": tp, "pp": pp, "cp": cp, "ep": ep,
                 "etp": st.etp,
