@@ -882,6 +882,27 @@ def fp8_expert_quantize_kernels(recipe: str, sh: Shape, *, ep: ArrayLike = 1) ->
     return per_way, per_way.copy()
 
 
+def expert_gemm_calls(sh: Shape, *, ep: ArrayLike = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) GEMM calls one MoE layer's routed experts launch on one GPU per micro-batch beyond the one
+    call a dense linear makes per GEMM, each carrying the fixed time :data:`KERNEL_FIXED_S` beyond its price on the
+    GEMM curve at the expert's own shape (:func:`gemm_time`, whose curve is fitted to one isolated GEMM per call)::
+
+        forward   2 linears (FC1, FC2)                      x  (E/ep - 1)
+        backward  2 linears x 2 GEMMs (dgrad and wgrad)     x  (E/ep - 1)
+
+    Source: Transformer Engine's ``GroupedLinear`` runs ``general_grouped_gemm`` -> ``nvte_multi_tensor_gemm`` ->
+    ``multi_stream_cublas_gemm``: one cuBLAS GEMM per local expert, round-robin over ``nvte_get_num_compute_streams()``
+    (4) streams, for the forward and for each backward GEMM (transformer_engine/common/gemm/cublaslt_gemm.cu,
+    NVIDIA/TransformerEngine@70f536662a = v2.9; the CUTLASS grouped kernel is opt-in, ``NVTE_USE_CUTLASS_GROUPED_GEMM``,
+    Hopper BF16/FP16 only). Check (tests/test_expert_quantize_kernels.py, hardware/measurements/grouped_gemm.yaml):
+    TE's own ``general_grouped_gemm`` benchmark on H100, BF16, TE 2.7 (NVIDIA/TransformerEngine pull request #2045),
+    8 x (4096 x 768 x 2048) at 627.9 TFLOP/s and 16 x (2048 x 768 x 2048) at 553.9: the isolated H100 BF16 curve
+    prices each expert GEMM 6 % and 16 % faster than measured, and with 1.78 us more per call within 3 %."""
+    local = np.maximum(np.maximum(sh.moe_experts, 0.0) / _pos("ep", ep), 1.0)
+    extra = (local - 1.0) * np.where(sh.moe_experts > 0, 1.0, 0.0)
+    return 2.0 * extra, 4.0 * extra
+
+
 def fp8_param_quantize_bytes(recipe: str, master_bytes: float = 4.0, elem_bytes: float = 2.0) -> float:
     """HBM bytes per element of the optimizer's master-weight shard to quantize it into the FP8 parameters once per
     step, under Megatron's fp8_param_gather (per-tensor recipes; 0 for mxfp8, whose parameters are gathered in

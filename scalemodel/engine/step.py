@@ -589,15 +589,19 @@ def _with_fp8_expert_padding(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l
 def _with_expert_quantize_kernels(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray,
                                   rec_l: np.ndarray, moe_share: float | None = None
                                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-layer forward, backward and recompute seconds with the fixed time of the per-expert quantization kernels
-    of an fp8 run's routed experts (:func:`scalemodel.cost.compute.fp8_expert_quantize_kernels` x
-    :data:`scalemodel.cost.compute.KERNEL_FIXED_S`), mixed over the layers as the layer times are (``moe_share``,
+    """Per-layer forward, backward and recompute seconds with the fixed time of the routed experts' per-expert
+    kernels: their GEMM calls (:func:`scalemodel.cost.compute.expert_gemm_calls`, every precision) and, in an fp8
+    run, their quantization kernels (:func:`scalemodel.cost.compute.fp8_expert_quantize_kernels`), each
+    :data:`scalemodel.cost.compute.KERNEL_FIXED_S`; mixed over the layers as the layer times are (``moe_share``,
     default moe_layers / layers); full recompute repeats the forward's. docs/model.md#expert-quantize-kernels"""
     sh = job.shape if job.is_transformer else None
-    if sh is None or sh.moe_layers == 0 or not job.fp8_recipe:
+    if sh is None or sh.moe_layers == 0:
         return fwd_l, bwd_l, rec_l
     share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
-    n_f, n_b = compute.fp8_expert_quantize_kernels(job.fp8_recipe, sh, ep=g.ep)
+    n_f, n_b = compute.expert_gemm_calls(sh, ep=g.ep)
+    if job.fp8_recipe:
+        q_f, q_b = compute.fp8_expert_quantize_kernels(job.fp8_recipe, sh, ep=g.ep)
+        n_f, n_b = n_f + q_f, n_b + q_b
     f_t = share * n_f * compute.KERNEL_FIXED_S
     b_t = share * n_b * compute.KERNEL_FIXED_S
     return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
