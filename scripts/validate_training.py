@@ -794,8 +794,22 @@ RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwe
 #: before expert parallel AlltoAll communication to get the `input_splits` and `output_splits` CPU values"),
 #: after which the GPU waits on the host's launches. Such rows get the host floor
 #: :data:`MCORE_2511_MOE_LAYER_HOST_S` (docs/model.md#host) and a note.
+#: The GB200 presets whose CUDA graphs cover the MoE router and preprocess only (the capture of the run H is taken
+#: from) synchronise the host the same way through the flex dispatcher's HybridEP backend: a dropless run passes no
+#: token counts (moe_expert_capacity_factor unset: _HybridEPManager leaves num_dispatched_tokens and
+#: num_permuted_tokens None, token_dispatcher.py), so HybridEPDispatch dispatches with ``use_host_meta`` ("the output
+#: token_per_expert and num_dispatched_tokens_tensor will be put on the CPU", megatron/core/transformer/moe/
+#: fused_a2a.py), and TEGroupedMLP takes ``tokens_per_expert.tolist()`` for its grouped GEMM (experts.py), all at
+#: Megatron-LM 0d8e0714 (core_dev_r0.15.0). QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX and
+#: DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_BASE_CONFIG (BF16) set cuda_graph_scope ["moe_router", "moe_preprocess"];
+#: the GB200 Qwen3-235B presets and Qwen3-30B BF16 also graph "attn" (less host work than the source of H, which
+#: would then overstate theirs: left out). Their hosts are Grace CPUs, where a framework call takes longer than on
+#: the DGX x86 host of H's source (hardware/measurements/host_overhead.yaml TE-ISSUE2053: torch.nn.Linear forward
+#: 37.1 us on GB200 against 13.5 us on an H100 DGX), so H is a lower bound there too.
+RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16"})
 RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
-                                    "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx"})
+                                    "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx"}) \
+    | RECIPE_HOST_SYNC_HYBRIDEP
 
 
 #: FP8 MoE rows whose Megatron-Bridge 25.11 preset dispatches with Megatron-Core's all-to-all dispatcher (the rows of
@@ -972,8 +986,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     elif overrides:
         notes.append("NIC rate from the case: " + overrides[0].split("=")[1])
     if case["id"] in RECIPE_HOST_SYNC_EAGER:
-        notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: dropless all-to-all dispatch, "
-                     "no CUDA graphs")
+        how = ("dropless HybridEP dispatch, CUDA graphs of router/preprocess only"
+               if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP else "dropless all-to-all dispatch, no CUDA graphs")
+        notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: {how}")
     settings = {"cluster": cname, "workload": how, "precision": precision, "fp8_recipe": tr.fp8_recipe,
                 "tp": tp, "pp": pp, "cp": cp, "ep": ep,
                 "etp": st.etp,

@@ -834,6 +834,75 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     return fwd, bwd, np.where(held, weights * np.where(np.asarray(transpose_copy, dtype=bool), 2.0, 0.0), q(weights))
 
 
+#: Fixed device time of one small memory-bound kernel beyond its bytes (seconds): the intercept t0 of
+#: time = t0 + bytes / bw fitted to scalemodel's own H200 sweep of ``torch`` FP8 casts (hardware/measurements/
+#: memory_kernels.yaml SM-H200, kernel cast_fp8, 7 sizes 1 MiB-2 GiB, replayed from a CUDA graph so that no host
+#: launch gap is included: the kernel's own ramp and tail), scripts/fit_kernel_overhead.py: 1.78 us (the median
+#: over the sweep's kernels 1.83 us). Borrowed by every GPU (no graph-replayed series elsewhere; the Liger
+#: do_bench series, which include the launch, give 7.0 us on H100 and 9.7 us on A100: an upper bound).
+KERNEL_FIXED_S = 1.78e-6
+
+#: Kernels Transformer Engine launches per local expert to quantize one routed-expert tensor (the input X of FC1 or
+#: FC2 in the forward, the output gradient dY of FC2 or FC1 in the backward), by recipe. ``GroupedLinear`` quantizes
+#: the tensor split by expert (``tex.split_quantize(inp_view, m_splits, quantizers)``,
+#: transformer_engine/pytorch/module/grouped_linear.py, and for dY in its backward), and ``split_quantize``
+#: (pytorch/csrc/extensions/cast.cpp ``multi_tensor_quantize_impl``, NVIDIA/TransformerEngine@70f536662a = v2.9,
+#: the TE of Megatron-Bridge 25.11) has a fused multi-tensor kernel only for delayed scaling
+#: (``nvte_multi_cast_transpose``, one launch for all experts); every other recipe quantizes expert by expert:
+#: tensorwise ``Float8CurrentScalingQuantizer::quantize_impl`` (pytorch/csrc/quantizer.cpp) runs
+#: ``nvte_compute_amax``, ``nvte_compute_scale_from_amax`` and ``nvte_quantize_v2``: 3 kernels per expert (no amax
+#: reduction: GroupedLinear's quantizers get none, grouped_linear.py ``_customize_quantizers_float8_current_scaling``);
+#: mxfp8 one ``quantize`` (row- and column-wise copies and scales in one kernel) per expert.
+EXPERT_QUANTIZE_KERNELS = {"delayed": 0.0, "tensorwise": 3.0, "mxfp8": 1.0}
+
+
+def fp8_expert_quantize_kernels(recipe: str, sh: Shape, *, ep: ArrayLike = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) kernels one MoE layer of an fp8 run launches on one GPU per micro-batch to quantize its
+    routed experts' tensors expert by expert, beyond the one whole-tensor quantization a dense linear launches (whose
+    fixed time the step model does not price: its casts are bytes only). Each carries the fixed time
+    :data:`KERNEL_FIXED_S` beyond the bytes :func:`fp8_quantize_bytes` already prices (price: kernels x
+    KERNEL_FIXED_S)::
+
+        forward   2 tensors (X of FC1, X of FC2)   x  (E/ep - 1)  x  n_recipe
+        backward  2 tensors (dY of FC2, dY of FC1) x  (E/ep - 1)  x  n_recipe
+
+    with E/ep local experts (at least 1) and n_recipe = :data:`EXPERT_QUANTIZE_KERNELS` (tensorwise 3, mxfp8 1;
+    delayed 0: one fused multi-tensor launch per tensor, as in a dense layer). With E = 128 experts over ep 8
+    (Qwen3-30B-A3B), tensorwise: 2 x 15 x 3 = 90 kernels each way, 0.16 ms at 1.78 us.
+
+    Not counted: the experts' GEMMs (one cuBLAS call per expert on TE's 4 compute streams, transformer_engine/common/
+    gemm/cublaslt_gemm.cu ``multi_stream_cublas_gemm``; the GEMM curve is fitted to isolated calls, so a call's
+    fixed time is inside :func:`gemm_time` at the expert's own shape), the weights' per-step casts (spread over the
+    step's micro-batches), and the host time to issue the kernels (docs/model.md#host)."""
+    if recipe not in FP8_RECIPES:
+        raise InputError(f"unknown fp8 recipe {recipe!r}", where="training.fp8_recipe",
+                         allowed="delayed, tensorwise or mxfp8")
+    local = np.maximum(np.maximum(sh.moe_experts, 0.0) / _pos("ep", ep), 1.0)
+    per_way = 2.0 * (local - 1.0) * EXPERT_QUANTIZE_KERNELS[recipe] * np.where(sh.moe_experts > 0, 1.0, 0.0)
+    return per_way, per_way.copy()
+
+
+def expert_gemm_calls(sh: Shape, *, ep: ArrayLike = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) GEMM calls one MoE layer's routed experts launch on one GPU per micro-batch beyond the one
+    call a dense linear makes per GEMM, each carrying the fixed time :data:`KERNEL_FIXED_S` beyond its price on the
+    GEMM curve at the expert's own shape (:func:`gemm_time`, whose curve is fitted to one isolated GEMM per call)::
+
+        forward   2 linears (FC1, FC2)                      x  (E/ep - 1)
+        backward  2 linears x 2 GEMMs (dgrad and wgrad)     x  (E/ep - 1)
+
+    Source: Transformer Engine's ``GroupedLinear`` runs ``general_grouped_gemm`` -> ``nvte_multi_tensor_gemm`` ->
+    ``multi_stream_cublas_gemm``: one cuBLAS GEMM per local expert, round-robin over ``nvte_get_num_compute_streams()``
+    (4) streams, for the forward and for each backward GEMM (transformer_engine/common/gemm/cublaslt_gemm.cu,
+    NVIDIA/TransformerEngine@70f536662a = v2.9; the CUTLASS grouped kernel is opt-in, ``NVTE_USE_CUTLASS_GROUPED_GEMM``,
+    Hopper BF16/FP16 only). Check (tests/test_expert_quantize_kernels.py, hardware/measurements/grouped_gemm.yaml):
+    TE's own ``general_grouped_gemm`` benchmark on H100, BF16, TE 2.7 (NVIDIA/TransformerEngine pull request #2045),
+    8 x (4096 x 768 x 2048) at 627.9 TFLOP/s and 16 x (2048 x 768 x 2048) at 553.9: the isolated H100 BF16 curve
+    prices each expert GEMM 6 % and 16 % faster than measured, and with 1.78 us more per call within 3 %."""
+    local = np.maximum(np.maximum(sh.moe_experts, 0.0) / _pos("ep", ep), 1.0)
+    extra = (local - 1.0) * np.where(sh.moe_experts > 0, 1.0, 0.0)
+    return 2.0 * extra, 4.0 * extra
+
+
 def fp8_param_quantize_bytes(recipe: str, master_bytes: float = 4.0, elem_bytes: float = 2.0) -> float:
     """HBM bytes per element of the optimizer's master-weight shard to quantize it into the FP8 parameters once per
     step, under Megatron's fp8_param_gather (per-tensor recipes; 0 for mxfp8, whose parameters are gathered in

@@ -376,6 +376,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         rec_l = rec_l + np.where((g.recompute == Recompute.FULL) | titan_op, cast_f, 0.0)
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
+    fwd_l, bwd_l, rec_l = _with_expert_quantize_kernels(job, g, fwd_l, bwd_l, rec_l)
     logits = compute.logits_compute_time(sh, loss_impl=g.loss_impl, **(kw if job.logits_peak_flops <= 0 else dict(
         kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max,  # an fp8 run's: BF16
         gemm_half_dim=job.logits_gemm_half_dim)))
@@ -451,6 +452,7 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
     fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)
     if moe_block:
         fwd, bwd, rec = _with_fp8_expert_padding(job, g, fwd, bwd, rec, moe_share=1.0)
+        fwd, bwd, rec = _with_expert_quantize_kernels(job, g, fwd, bwd, rec, moe_share=1.0)
     return compute.LayerTime(forward=fwd, backward=bwd, recompute=rec, forward_gemm=block.forward_gemm,
                              forward_memory=block.forward_memory, attention_core=block.attention_core,
                              forward_flops=block.forward_flops)
@@ -581,6 +583,27 @@ def _with_fp8_expert_padding(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l
                                                 tp=g.tp, cp=g.cp, ep=g.ep, etp=_etp(g), elem_bytes=job.elem_bytes)
     f_t = np.where(on, share * _hbm_seconds(job, f_b), 0.0)
     b_t = np.where(on, share * _hbm_seconds(job, b_b), 0.0)
+    return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
+
+
+def _with_expert_quantize_kernels(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray,
+                                  rec_l: np.ndarray, moe_share: float | None = None
+                                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with the fixed time of the routed experts' per-expert
+    kernels: their GEMM calls (:func:`scalemodel.cost.compute.expert_gemm_calls`, every precision) and, in an fp8
+    run, their quantization kernels (:func:`scalemodel.cost.compute.fp8_expert_quantize_kernels`), each
+    :data:`scalemodel.cost.compute.KERNEL_FIXED_S`; mixed over the layers as the layer times are (``moe_share``,
+    default moe_layers / layers); full recompute repeats the forward's. docs/model.md#expert-quantize-kernels"""
+    sh = job.shape if job.is_transformer else None
+    if sh is None or sh.moe_layers == 0:
+        return fwd_l, bwd_l, rec_l
+    share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
+    n_f, n_b = compute.expert_gemm_calls(sh, ep=g.ep)
+    if job.fp8_recipe:
+        q_f, q_b = compute.fp8_expert_quantize_kernels(job.fp8_recipe, sh, ep=g.ep)
+        n_f, n_b = n_f + q_f, n_b + q_b
+    f_t = share * n_f * compute.KERNEL_FIXED_S
+    b_t = share * n_b * compute.KERNEL_FIXED_S
     return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
 
 
