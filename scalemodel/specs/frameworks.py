@@ -45,7 +45,7 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "algorithm", "overlap", "compression", "dp_comm", "flash_attention", "bucket_size",
                    "first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers", "etp",
                    "assignment", "dispatch_overhead", "layout", "recompute_layers", "recompute_method",
-                   "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap",
+                   "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather", "moe_a2a_overlap",
                    "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
                    "fsdp_flat_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp", "fp8_param_gather",
                    "loss_impl")
