@@ -8,6 +8,8 @@ Two case files (issue 5 and issue 13):
   micro-batch the paper's, else 1; Narayanan's "interleaved" = the largest v in (4, 3, 2) with layers
   divisible by pp*v and micro-batches divisible by pp, else 1F1B; Narayanan ran with full recompute,
   Korthikanti gives both settings; no fused attention (FlashAttention postdates these runs); fp16.
+  One framework fact added since: Narayanan's Megatron-LM (April 2021) predates the asynchronous TP
+  all-reduce (2021-09), so its backward all-reduces are exposed (``tp_async_allreduce`` off, :func:`run`).
   Narayanan's TFLOP/s count recompute (96 B s l h^2), so hardware FLOP/s is compared; Korthikanti
   reports iteration time. Data-parallel cases ran on hardware the catalog lacks (P100, 50 GbE): the
   cluster is ``pcie-25gbe`` with its NIC bandwidth replaced by the case's stated NICs, and the per-sample
