@@ -243,6 +243,9 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--use-tp-pp-dp-mapping": ("strategy", "layout", "tp-cp-pp-dp"),
                "--overlap-grad-reduce": ("strategy", "overlap", True),
                "--tp-comm-overlap": ("strategy", "tp_comm_overlap", True),
+               # Megatron-LM 3f652469 (2021-09-02) .. : "Disable asynchronous execution of tensor-model-parallel
+               # all-reduce with weight gradient compuation of a column-linear layer"
+               "--no-async-tensor-model-parallel-allreduce": ("strategy", "tp_async_allreduce", False),
                "--overlap-param-gather": ("strategy", "overlap_param_gather", True),
                "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
                "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
