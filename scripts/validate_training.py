@@ -8,6 +8,8 @@ Two case files (issue 5 and issue 13):
   micro-batch the paper's, else 1; Narayanan's "interleaved" = the largest v in (4, 3, 2) with layers
   divisible by pp*v and micro-batches divisible by pp, else 1F1B; Narayanan ran with full recompute,
   Korthikanti gives both settings; no fused attention (FlashAttention postdates these runs); fp16.
+  One framework fact added since: Narayanan's Megatron-LM (April 2021) predates the asynchronous TP
+  all-reduce (2021-09), so its backward all-reduces are exposed (``tp_async_allreduce`` off, :func:`run`).
   Narayanan's TFLOP/s count recompute (96 B s l h^2), so hardware FLOP/s is compared; Korthikanti
   reports iteration time. Data-parallel cases ran on hardware the catalog lacks (P100, 50 GbE): the
   cluster is ``pcie-25gbe`` with its NIC bandwidth replaced by the case's stated NICs, and the per-sample
@@ -64,6 +66,9 @@ Two case files (issue 5 and issue 13):
       gemm); every other case auto (:data:`ATTN_IMPL_KERNEL`).
     - sequence parallelism: as stated, else on when tp > 1 for runs from 2022 on (Korthikanti 2022), except
       on the Megatron-DeepSpeed forks (:data:`NO_SEQUENCE_PARALLEL`), which had none.
+    - backward TP all-reduce: under the weight-gradient GEMMs (Megatron's asynchronous all-reduce), except on
+      code without it (:data:`SYNC_TP_ALLREDUCE`: the Megatron-DeepSpeed forks, Megatron-LM 2019) and for
+      Narayanan 2021's rows (Megatron-LM of April 2021): ``tp_async_allreduce`` off.
   Memory and kernels (by the run's year, RUN_YEAR from validation/README.md's source table)
     - recompute: as stated (MaxText remat "minimal" = selective); unstated -> the least of none,
       selective, full that fits in memory by the model's memory estimate (selective only from 2022).
@@ -188,6 +193,10 @@ def interleave(layers: int, pp: int, microbatches: int) -> str:
 
 
 def run(case: dict, recompute: str, seqpar: bool) -> tuple[float, object]:
+    """One issue-5 comparison. Narayanan 2021's runs (Megatron-LM, April 2021) predate Megatron's asynchronous
+    TP all-reduce (cf7efd4f, 2021-09): their backward all-reduces run after each linear layer's backward
+    (megatron/mpu/mappings.py ``_reduce``, a plain ``all_reduce`` in ``_CopyToModelParallelRegion.backward``),
+    so ``tp_async_allreduce`` is off for them; Korthikanti 2022's sequence-parallel code overlaps them."""
     par = case["parallelism"]
     cluster = load_cluster(CLUSTER_FOR_GPU[case["hardware"]["gpu"]])
     wl = workload(case)
@@ -203,7 +212,8 @@ def run(case: dict, recompute: str, seqpar: bool) -> tuple[float, object]:
         schedule = "1f1b"
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision="fp16")
     st = StrategySpec(tp=par["tp"], pp=par["pp"], dp=dp, recompute=recompute, sequence_parallel=seqpar,
-                      schedule=schedule, flash_attention=False)
+                      schedule=schedule, flash_attention=False,
+                      tp_async_allreduce="Narayanan" not in str(case.get("source", "")))
     p = predict(cluster, wl, par["gpus"], tr, st)
     return p.step_time_s, p
 
@@ -279,6 +289,14 @@ DEEPSPEED_PIPELINE = {"bloom", "mtnlg"}
 #: they ran define no such option (no ``sequence_parallel`` anywhere in bigscience-workshop/Megatron-DeepSpeed up to
 #: its last commit 8387ae17 (2023-12), nor in microsoft/Megatron-DeepSpeed at 54884b5f (2021-10)).
 NO_SEQUENCE_PARALLEL = {"bloom", "mtnlg"}
+#: Sources whose Megatron code runs each backward tensor-parallel all-reduce after the column-parallel linear's
+#: whole backward (``_CopyToModelParallelRegion.backward`` -> ``_reduce``, a blocking ``all_reduce``, in
+#: megatron/mpu/mappings.py), not under its weight-gradient GEMM: NVIDIA/Megatron-LM added the asynchronous
+#: all-reduce (``LinearWithGradAccumulationAndAsyncAllreduce``, on by default) in cf7efd4f / 3f652469 (2021-09-02);
+#: microsoft/Megatron-DeepSpeed at 54884b5f (2021-10-29, Megatron 2.4 based) and 1ac4a442 (2021-12) lack it, and
+#: bigscience-workshop/Megatron-DeepSpeed never gained it (no ``async`` in megatron/mpu/layers.py at its last
+#: commit). Strategy ``tp_async_allreduce`` off.
+SYNC_TP_ALLREDUCE = {"bloom", "mtnlg", "meg19"}
 #: Model types that tie input and output embeddings unless the case says otherwise.
 TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 #: Model types trained without dropout (TransformerWorkload.dropout = false: no dropout masks stored):
@@ -953,6 +971,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
                           loss_impl=loss_impl(case),
                           overlap=src not in DEEPSPEED_PIPELINE,
+                          tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
                           **fsdp_options(case, zero, precision), **framework_options(case, zero), **flags,
                           **megatron_options(case, zero, precision, tr.grad_bytes_per_param
@@ -1001,6 +1020,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
                 "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
                 "deepspeed_pipeline": st.deepspeed_pipeline, "moe_fp8_padding": st.moe_fp8_padding,
+                "tp_async_allreduce": st.tp_async_allreduce,
                 "loss_impl": st.loss_impl,
                 **fsdp_options(case, zero, precision),
                 **framework_options(case, zero), **flags}

@@ -110,6 +110,9 @@ def test_megatron_block_recompute_is_read(tmp_path: Path) -> None:
     f.write_text("--recompute-granularity full --recompute-method uniform --recompute-num-layers 4\n")
     sf = read_strategy_file(f)
     assert (sf.strategy["recompute_layers"], sf.strategy["recompute_method"]) == (4, "uniform")
+    assert "tp_async_allreduce" not in sf.strategy  # Megatron's default since 2021-09: asynchronous
+    f.write_text("--tensor-model-parallel-size 8 --no-async-tensor-model-parallel-allreduce\n")
+    assert read_strategy_file(f).strategy["tp_async_allreduce"] is False
 
 
 # ------------------------------------------------------------------ TP comm overlap

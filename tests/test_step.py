@@ -108,6 +108,23 @@ def test_tp_term_is_four_allreduces_per_layer(a100, gpt) -> None:  # type: ignor
     assert val(res2.breakdown["tp_comm"]) == pytest.approx(expected + m * L * 2 * t_ar, rel=1e-9)
 
 
+def test_synchronous_tp_allreduce_exposes_the_backward_ones(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """tp_async_allreduce false (Megatron-LM before its asynchronous TP all-reduce, 2021-09): the 2 backward
+    all-reduces per layer wait for the linear's whole backward, so all 4 (6 with full recompute) are exposed:
+    m * L * 4 * AR(b*s*h*2 bytes, 8 ranks), whatever the weight-gradient GEMMs take."""
+    b, s, h, L = 2, gpt.seq_len, gpt.hidden, gpt.layers
+    job = job_for(a100, gpt, global_batch=8, micro_batch=b)
+    t_ar = val(coll.collective_time("allreduce", b * s * h * 2.0, 8, job.network, stride=1))
+    m = 8 // b
+    _, sync = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, tp_async_allreduce=False)
+    assert val(sync.breakdown["tp_comm"]) == pytest.approx(m * L * 4 * t_ar, rel=1e-9)
+    _, sync_rec = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, tp_async_allreduce=False, recompute="full")
+    assert val(sync_rec.breakdown["tp_comm"]) == pytest.approx(m * L * 6 * t_ar, rel=1e-9)
+    # nothing hidden under the backward: no contention from TP traffic, and never faster than the async form
+    _, asyn = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8)
+    assert val(sync.step_time) >= val(asyn.step_time)
+
+
 def test_pp_term_and_bubble(a100, gpt) -> None:  # type: ignore[no-untyped-def]
     """PP: 2 send/recvs of b*s*h*2/tp bytes per micro-batch between stages tp*dp GPUs apart; the
     1F1B bubble is (p - 1) micro-batch times, interleaving divides it by v."""

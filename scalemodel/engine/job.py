@@ -390,6 +390,7 @@ class StrategyGrid:
     recompute_uniform: np.ndarray  # bool: recompute_layers is Megatron's uniform chunk size, not block's count
     offload_layers: np.ndarray  # layers per stage whose activations go to host memory (0 = none)
     tp_comm_overlap: np.ndarray  # bool: TP collectives overlapped with the GEMMs (userbuffers)
+    tp_async_allreduce: np.ndarray  # bool: backward TP collectives under the weight-gradient GEMMs (Megatron async)
     overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
     moe_a2a_overlap: np.ndarray  # bool: EP all-to-alls overlapped with another micro-batch's compute
     recompute_modules: np.ndarray  # selective recompute: bits of cost.memory.RECOMPUTE_MODULES (0 = core_attn)
@@ -457,6 +458,7 @@ class StrategyGrid:
             "recompute_layers": int(self.recompute_layers[i]) if self.recompute_layers[i] >= 0 else None,
             "recompute_method": (RecomputeMethod.UNIFORM if self.recompute_uniform[i] else RecomputeMethod.BLOCK).label,
             "offload_layers": int(self.offload_layers[i]), "tp_comm_overlap": bool(self.tp_comm_overlap[i]),
+            "tp_async_allreduce": bool(self.tp_async_allreduce[i]),
             "overlap_param_gather": bool(self.overlap_param_gather[i]),
             "moe_a2a_overlap": bool(self.moe_a2a_overlap[i]),
             "recompute_modules": ",".join(k for k, v in memory.RECOMPUTE_MODULES.items()
@@ -487,8 +489,9 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     shard_group=0, first_stage_layers=-1, last_stage_layers=-1,
                                     first_chunk_layers=-1, last_chunk_layers=-1, etp=0,
                                     layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
-                                    offload_layers=0, tp_comm_overlap=False, overlap_param_gather=False,
-                                    moe_a2a_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
+                                    offload_layers=0, tp_comm_overlap=False, tp_async_allreduce=True,
+                                    overlap_param_gather=False, moe_a2a_overlap=False, recompute_modules=0,
+                                    moe_layer_host_s=0.0,
                                     deepspeed_pipeline=False, fsdp_reshard_after_forward=True,
                                     fsdp_fp8_all_gather=False, fsdp_flat_param=False, attention_unpad=False,
                                     moe_fp8_padding=False, megatron_ddp=False,
@@ -501,7 +504,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     out: dict[str, np.ndarray] = {}
     for n in names:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
-                             "flash_attention", "tp_comm_overlap", "overlap_param_gather",
+                             "flash_attention", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
                              "recompute_uniform", "deepspeed_pipeline", "fsdp_reshard_after_forward",
                              "fsdp_fp8_all_gather", "fsdp_flat_param", "attention_unpad", "moe_fp8_padding",
                              "megatron_ddp", "fp8_param_gather") else (
@@ -644,6 +647,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
         recompute_uniform=RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM,
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
+        tp_async_allreduce=getattr(strategy, "tp_async_allreduce", True),
         overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
         recompute_modules=memory.recompute_modules_code(strategy.recompute_modules),
         moe_layer_host_s=strategy.moe_layer_host_s,

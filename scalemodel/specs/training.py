@@ -194,6 +194,12 @@ class StrategySpec(Spec, kw_only=True):
         "tensor-parallel all-gathers/reduce-scatters overlapped with the GEMMs that consume/produce them "
         "(Megatron-LM --tp-comm-overlap, Transformer Engine userbuffers); default: only the backward ones, under "
         "the weight-gradient GEMMs"))] = False
+    tp_async_allreduce: Annotated[bool, Meta(description=(
+        "the backward pass's tensor-parallel collectives run under the weight-gradient GEMMs (Megatron-LM's "
+        "asynchronous TP all-reduce, on by default since cf7efd4f, 2021-09); false: each runs after its linear "
+        "layer's whole backward and is exposed (Megatron-LM before it, microsoft/Megatron-DeepSpeed in 2021, "
+        "bigscience-workshop/Megatron-DeepSpeed); with tp_comm_overlap the userbuffers overlap applies instead"
+    ))] = True
     overlap_param_gather: Annotated[bool, Meta(description=(
         "zero 1/2 (distributed optimizer): the parameter all-gather runs under the next step's first forward pass "
         "(Megatron-LM --overlap-param-gather); default: the whole gradient sync shares the last backward"))] = False
