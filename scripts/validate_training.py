@@ -61,7 +61,9 @@ Two case files (issue 5 and issue 13):
       attention_unpad.
     - attention kernel (training.attention_kernel): llm-foundry's attn_impl as stated (flash -> fa2, flash-attn
       2.4.2; triton -> triton, its flash_attn_triton.py, except on H100 where no curve of that kernel exists:
-      gemm); every other case auto (:data:`ATTN_IMPL_KERNEL`).
+      gemm); a torchtitan run (titan24, titan25) on Hopper or Ampere -> fa2, PyTorch SDPA's FlashAttention-2 backend,
+      which torchtitan e7c0cae forces below Blackwell and 9dec370 got from PyTorch's default priority
+      (:data:`TORCHTITAN_SDPA_KERNEL`); every other case auto (:data:`ATTN_IMPL_KERNEL`).
     - sequence parallelism: as stated, else on when tp > 1 for runs from 2022 on (Korthikanti 2022), except
       on the Megatron-DeepSpeed forks (:data:`NO_SEQUENCE_PARALLEL`), which had none.
   Memory and kernels (by the run's year, RUN_YEAR from validation/README.md's source table)
@@ -88,7 +90,8 @@ Two case files (issue 5 and issue 13):
       exchanges activations and gradients one after the other, partitioned over TP, and accumulates each
       micro-batch's gradients in a separate pass: ``deepspeed_pipeline`` on.
     - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
-      wire, bf16/fp16 -> 2); unstated -> the precision's gradient element.
+      wire, bf16/fp16 -> 2); unstated -> torchtitan's FSDP default fp32 for a torchtitan run with FSDP
+      (:data:`TORCHTITAN_REDUCE_BYTES`), else the precision's gradient element.
     - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, nemo2502, at ZeRO 0/1) -> megatron_ddp (its
       default buckets); Megatron-Bridge (mb2511) ZeRO 1 -> bucket_size 128 Mi elements
       (:data:`BRIDGE_BUCKET_ELEMENTS`); with fp8, fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`:
@@ -504,14 +507,47 @@ ATTN_IMPL_KERNEL = (("attn_impl: flash", "fa2"), ("attn_impl: triton", "triton")
 NOT_THE_SAME_KERNEL = frozenset({("triton", "h100-sxm")})
 
 
-def attention_kernel(case: dict[str, Any], accelerator: str) -> str:
-    """training.attention_kernel of a case (:data:`ATTN_IMPL_KERNEL`, else auto; gemm where
-    :data:`NOT_THE_SAME_KERNEL`)."""
+#: The SDPA backend a torchtitan run's ``F.scaled_dot_product_attention`` takes below Blackwell: PyTorch's
+#: built-in FlashAttention-2 (``SDPBackend.FLASH_ATTENTION``, the kernel of h200-sxm's own fa2 curve, SM-H200's
+#: sdpa_kernel(FLASH_ATTENTION) sweep), not cuDNN (what ``auto`` takes on Hopper, Transformer Engine's choice).
+#: titan25: torchtitan@e7c0cae torchtitan/models/attention.py ``ScaledDotProductAttention._init_backend`` sets
+#: ``[FLASH_ATTENTION, EFFICIENT_ATTENTION, MATH]`` under ``sdpa_kernel(..., set_priority=True)`` and inserts
+#: ``CUDNN_ATTENTION`` first only when ``has_cuda_capability(10, 0)`` ("Add CuDNN on B200 w/ highest priority",
+#: torchtitan 3b85aa31f, 2025-05-14); torchtitan moved cuDNN first on every GPU only later (HEAD b5bcd76c6
+#: torchtitan/models/common/attention.py), so a current torchtitan TOML keeps ``auto``. titan24: torchtitan@9dec370
+#: torchtitan/models/llama/model.py calls ``F.scaled_dot_product_attention(xq, xk, xv, is_causal=True)`` with
+#: PyTorch's default priority, FlashAttention first on CUDA with cuDNN opt-in since torch 2.5.1 (pytorch/pytorch
+#: test_transformers.py ``test_fused_sdp_choice``, still asserting FLASH_ATTENTION on SM90 in July 2025:
+#: pytorch/pytorch#159582 "we are currently disabling this by default ... opt-in for cudnn").
+TORCHTITAN_SDPA_KERNEL = "fa2"
+
+
+def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -> str:
+    """training.attention_kernel of a case (:data:`ATTN_IMPL_KERNEL`; a torchtitan run below Blackwell
+    :data:`TORCHTITAN_SDPA_KERNEL`; else auto; gemm where :data:`NOT_THE_SAME_KERNEL`)."""
     text = str(case["model"].get("attention", "")).lower()
     for marker, kernel in ATTN_IMPL_KERNEL:
         if marker in text:
             return "gemm" if (kernel, accelerator) in NOT_THE_SAME_KERNEL else kernel
+    if families(case)["source"] in TORCHTITAN and family in ("hopper", "ampere"):
+        return TORCHTITAN_SDPA_KERNEL
     return "auto"
+
+
+#: Bytes per gradient element of FSDP's reduce-scatter in a torchtitan run that states none: its
+#: ``training.mixed_precision_reduce`` default "float32" (torchtitan@e7c0cae torchtitan/config_manager.py, whose
+#: Literal allows float32 only; @9dec370 ``--training.mixed_precision_reduce`` default="float32", choices=["float32"]),
+#: the ``reduce_dtype`` of FSDP2's ``MixedPrecisionPolicy`` (parallelize_llama.py ``apply_fsdp``).
+TORCHTITAN_REDUCE_BYTES = 4.0
+
+
+def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
+    """The case's bytes per gradient element on the wire: as stated (:func:`parse_grad_reduce`), else torchtitan's
+    FSDP default (:data:`TORCHTITAN_REDUCE_BYTES`), else None (the precision's gradient element)."""
+    stated = parse_grad_reduce(case["parallelism"].get("grad_reduce"))
+    if stated is None and families(case)["source"] in TORCHTITAN and zero in ("fsdp", "hsdp"):
+        return TORCHTITAN_REDUCE_BYTES
+    return stated
 
 
 #: Sources whose data-parallel sync is Megatron-Core's DistributedDataParallel (strategy megatron_ddp, ZeRO 0 or 1):
@@ -915,9 +951,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     if case["id"] in RECIPE_A2A_OVERLAP and not stated:
         options = [o for o in options if o != "full"]  # Megatron-Core refuses full recompute with the EP overlap
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"],
-                      grad_bytes_per_param=parse_grad_reduce(par.get("grad_reduce")),
+                      grad_bytes_per_param=grad_reduce_bytes(case, zero),
                       fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
-                      attention_kernel=attention_kernel(case, cluster.accelerator.name))
+                      attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family))
     p: Prediction | None = None
     st: StrategySpec | None = None
     flags = overlap_flags(par.get("overlap"))

@@ -327,6 +327,15 @@ def test_framework_settings_from_sources() -> None:
     assert all(r.settings["grad_bytes"] == 4.0 for i, r in by_id.items() if i.startswith("mpt_h100_"))
     assert by_id["mpt_a100_40g_70b_128"].settings["grad_bytes"] is None  # MP mode PURE: bf16 reduction
     assert by_id["nar21_t1_1t"].settings == {}  # issue-5 rows keep their own rules
+    # torchtitan e7c0cae forces SDPA's FlashAttention-2 backend below Blackwell (models/attention.py
+    # ScaledDotProductAttention._init_backend) and reduces FSDP gradients in float32 (config_manager.py default)
+    for cid in ("titan25_h200_llama31_8b_fsdp32_fp8", "titan25_h200_llama31_8b_fsdp64_fp8"):
+        assert by_id[cid].settings["attention_kernel"] == "fa2"
+        assert by_id[cid].settings["grad_bytes"] == 4.0
+    assert by_id["mb2511_h100_llama3_8b_fsdp_fp8cs"].settings["attention_kernel"] == "auto"
+    case = {"id": "x", "model": {}, "parallelism": {}}
+    assert mod.attention_kernel(dict(case, id="titan25_b200_x"), "b200", "blackwell") == "auto"  # cuDNN on sm100
+    assert mod.attention_kernel(dict(case, id="titan25_h200_x"), "h200-sxm", "hopper") == "fa2"
     for acc in ("gb200", "b200", "h100"):
         s = by_id[f"mb2511_{acc}_llama31_405b_fp8cs"].settings
         assert s["recompute"] == "none" and s["tp_comm_overlap"] and s["overlap_param_gather"] and s["dp_overlap"]
