@@ -98,7 +98,8 @@ Two case files (issue 5 and issue 13):
       Megatron-Bridge's FP8-CS and MXFP8 presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
-      (torchtitan's eager F.cross_entropy; with TP it runs loss_parallel, not derived); every other source
+      (torchtitan's eager F.cross_entropy), titan25 at tp 1 -> inductor (the same loss under torch.compile with
+      --training.compile, torchtitan e7c0cae; with TP torchtitan runs loss_parallel, not derived); every other source
       -> megatron, the strategy default, which is Megatron-LM's own (no --cross-entropy-loss-fusion) and
       Megatron-DeepSpeed's.
   What is compared (like with like)
@@ -591,16 +592,20 @@ FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 #:   ``torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))``, not compiled (its
 #:   torch.compile of the loss is commented out); with tp > 1 torchtitan enters DTensor's ``loss_parallel``
 #:   (torchtitan/utils.py get_train_context, parallel_dims.py ``loss_parallel_enabled``: tp > 1), not priced here.
+#: - titan25 (tp 1 only, as titan24): torchtitan@e7c0cae torchtitan/components/loss.py ``build_cross_entropy_loss``
+#:   wraps the same ``cross_entropy_loss`` in ``torch.compile`` when ``job_config.training.compile`` ("Compiling the
+#:   loss function with torch.compile"), and the runs' command line passes ``--training.compile``: inductor.
 #: - nemo2502: NeMo v2.2.0 (7192a2c944) nemo/collections/llm/gpt/model/base.py GPTConfig ``cross_entropy_loss_fusion:
 #:   bool = True`` (nemotron.py likewise); the pretraining recipes keep it (only the finetune recipes set it False,
 #:   e.g. recipes/llama31_70b.py finetune_recipe) and the Megatron-Core it ships has only the native fused loss.
-LOSS_IMPL = {"mb2511": "te", "mpt": "flash_attn", "titan24": "torch", "nemo2502": "megatron_fused"}
+LOSS_IMPL = {"mb2511": "te", "mpt": "flash_attn", "titan24": "torch", "titan25": "inductor",
+             "nemo2502": "megatron_fused"}
 
 
 def loss_impl(case: dict[str, Any]) -> str:
-    """The case's strategy loss_impl (:data:`LOSS_IMPL`; torchtitan's eager loss only without TP)."""
+    """The case's strategy loss_impl (:data:`LOSS_IMPL`; torchtitan's own loss only without TP)."""
     src = families(case)["source"]
-    if src == "titan24" and int(case["parallelism"].get("tp", 1)) > 1:
+    if src in TORCHTITAN and int(case["parallelism"].get("tp", 1)) > 1:
         return "megatron"  # DTensor loss_parallel: not derived, the strategy default
     return LOSS_IMPL.get(src, "megatron")
 

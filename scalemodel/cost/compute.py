@@ -590,6 +590,20 @@ def loss_logit_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 
                   writes the input gradient) + c (the cast's backward)                         = c + 20
 
       e = 2: 22 + 26 = 48 B a logit.
+
+    inductor (the same ``F.cross_entropy(pred.flatten(0, 1).float(), labels)`` under ``torch.compile``:
+    pytorch/torchtitan@e7c0cae torchtitan/components/loss.py ``build_cross_entropy_loss`` compiles it when
+    ``training.compile``). Inductor decomposes log_softmax + nll_loss into a row reduction (max and sum of exp
+    of the up-cast logits; the fp32 copy and the log_softmax output are never stored, only the gathered target
+    logit and the per-row max and sum) and AOTAutograd's min-cut partitioner saves the per-row reductions and the
+    16-bit input rather than the fp32 log-probabilities, so the backward is one pointwise kernel
+    ``(exp(x - lse) - onehot) * g`` written back in the logits' dtype::
+
+        forward   e (the row's max and sum of exp, one read; with two reduction loops in one kernel the
+                  second re-reads a V/t x e row the program has just read, from L2 (50 MB on Hopper))
+        backward  2 e (read the logits, write their gradient)
+
+      e = 2: 2 + 4 = 6 B a logit, flash_attn's passes.
     """
     code = codes(LossImpl, loss_impl, "strategy.loss_impl")
     e = _pos("elem_bytes", elem_bytes)
@@ -605,7 +619,8 @@ def loss_saved_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 
     """Bytes per logit the cross-entropy keeps from its forward to its backward (:func:`loss_logit_bytes`'s
     sources): megatron and megatron_fused save the fp32 softmax ``exp_logits`` (4; Korthikanti et al. 2022's
     4sbv/t), torch log_softmax's fp32 output (4), te the logits tensor it has overwritten with their gradient,
-    flash_attn the logits themselves (e each, the logits' own size; its per-row lse is per token)."""
+    flash_attn and inductor the logits themselves (e each, the logits' own size; their per-row lse, or max and
+    sum, are per token)."""
     code = codes(LossImpl, loss_impl, "strategy.loss_impl")
     e = _pos("elem_bytes", elem_bytes)
     fp32 = (code == LossImpl.MEGATRON) | (code == LossImpl.MEGATRON_FUSED) | (code == LossImpl.TORCH)

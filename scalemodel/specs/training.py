@@ -252,8 +252,9 @@ class StrategySpec(Spec, kw_only=True):
         "Megatron-LM's default; also Megatron-DeepSpeed's), megatron_fused (--cross-entropy-loss-fusion, native), te "
         "(--cross-entropy-fusion-impl te, Transformer Engine's Triton kernel), flash_attn (flash-attn's Triton "
         "CrossEntropyLoss, llm-foundry's fused_crossentropy), torch (eager F.cross_entropy on logits.float(), "
-        "torchtitan without TP); its HBM bytes per logit, forward + backward at 16-bit logits: 38 + 14, 22 + 10, "
-        "6 + 4, 2 + 4, 22 + 26 (docs/model.md#loss)"))] = "megatron"
+        "torchtitan without TP), inductor (the same under torch.compile, torchtitan's with training.compile); its HBM "
+        "bytes per logit, forward + backward at 16-bit logits: 38 + 14, 22 + 10, 6 + 4, 2 + 4, 22 + 26, 2 + 4 "
+        "(docs/model.md#loss)"))] = "megatron"
     assignment: Annotated[AssignmentText, Meta(
         description="micro-batches split equally up front, or pulled from a shared queue")] = "static"
     dispatch_overhead: Annotated[SecondsOrZero | None, Meta(description=(
