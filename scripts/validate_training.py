@@ -56,7 +56,9 @@ Two case files (issue 5 and issue 13):
       with fp8 -> fsdp_fp8_all_gather.
     - PyTorch FSDP1 (``TORCH_FSDP1`` sources: MosaicML llm-foundry on Composer, which wraps with
       torch FullyShardedDataParallel) with gradients sharded (zero 2, 3, fsdp, hsdp) -> fsdp_flat_param (the
-      flat gradient's cat, cast and pre-divide every micro-batch).
+      flat gradient's cat, cast and pre-divide every micro-batch); torchtitan (``TORCHTITAN``: FSDP2's fully_shard,
+      torchtitan 9dec370 and e7c0cae parallelize_llama.py apply_fsdp) with zero fsdp or hsdp -> fsdp_per_param (the
+      copy-out of every all-gather, the copy-in of every reduce-scatter).
     - an attention text that names flash-attn's unpad_input (llm-foundry attn_impl flash) ->
       attention_unpad.
     - attention kernel (training.attention_kernel): llm-foundry's attn_impl as stated (flash -> fa2, flash-attn
@@ -486,11 +488,13 @@ TORCH_FSDP1 = frozenset({"mpt"})
 
 
 def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
-    """Strategy fields the framework of the case fixes (module docstring): FSDP1's flat-gradient passes, flash-attn's
-    unpad/pad copies."""
+    """Strategy fields the framework of the case fixes (module docstring): FSDP1's flat-gradient passes, FSDP2's
+    copies around its collectives, flash-attn's unpad/pad copies."""
     out: dict[str, bool] = {}
     if families(case)["source"] in TORCH_FSDP1 and zero in ("2", "3", "fsdp", "hsdp"):
         out["fsdp_flat_param"] = True
+    if families(case)["source"] in TORCHTITAN and zero in ("fsdp", "hsdp"):
+        out["fsdp_per_param"] = True  # torchtitan applies FSDP2's fully_shard (parallelize_llama.py apply_fsdp)
     if "unpad_input" in str(case["model"].get("attention", "")).lower():
         out["attention_unpad"] = True
     return out

@@ -89,14 +89,15 @@ def test_torchtitan_tomls() -> None:
     assert sf.training == {"micro_batch": 1, "seq_len": 8192, "grad_bytes_per_param": 4.0}
     # selective_ac_option "op": torchtitan's op-level policy (was the Megatron core_attn default before titan_op);
     # compile = false at tp 1: the eager F.cross_entropy(pred.float())
-    assert sf.strategy == {"tp": 1, "pp": 1, "cp": 1, "zero": "fsdp", "recompute": "selective",
+    # FSDP is FSDP2's fully_shard: its copy-out / copy-in around the collectives (fsdp_per_param)
+    assert sf.strategy == {"tp": 1, "pp": 1, "cp": 1, "zero": "fsdp", "fsdp_per_param": True, "recompute": "selective",
                            "recompute_modules": "titan_op", "loss_impl": "torch"}
     sf = read("torchtitan_llama3_70b.toml")
     assert sf.training == {"micro_batch": 2, "global_batch": 256, "seq_len": 8192, "precision": "bf16",
                            "grad_bytes_per_param": 4.0}
     # fsdp_reshard_after_forward "default" (not set) with pipeline parallelism: torchtitan does not reshard
     assert sf.strategy == {"tp": 8, "pp": 4, "cp": 1, "zero": "fsdp", "schedule": "interleaved:2", "recompute": "full",
-                           "fsdp_reshard_after_forward": False}
+                           "fsdp_reshard_after_forward": False, "fsdp_per_param": True}
     assert any("Interleaved1F1B" in u for u in sf.unused)
 
 
@@ -137,7 +138,8 @@ def _predict(cli, *args: str) -> dict:  # type: ignore[no-untyped-def, type-arg]
      ["--tp", "8", "--pp", "4", "--cp", "1", "--zero", "fsdp", "--schedule", "interleaved:2", "--recompute", "full",
       "--micro-batch", "2", "--global-batch", "256", "--seq-len", "8192", "--precision", "bf16",
       "--set", "strategy.fsdp_reshard_after_forward=false",  # torchtitan's default with PP
-      "--set", "training.grad_bytes_per_param=4"]),  # its only FSDP reduce dtype, float32
+      "--set", "training.grad_bytes_per_param=4",  # its only FSDP reduce dtype, float32
+      "--set", "strategy.fsdp_per_param=true"]),  # FSDP2's fully_shard
     ("llama3-70b", "256", "strategy.yaml",
      ["--tp", "8", "--pp", "4", "--zero", "1", "--recompute", "selective", "--sequence-parallel", "--schedule",
       "interleaved:2", "--micro-batch", "2", "--global-batch", "512", "--seq-len", "4096", "--precision", "bf16"]),

@@ -961,3 +961,32 @@ def fsdp_flat_grad_bytes(params: ArrayLike, *, param_bytes: ArrayLike = 2.0, red
     r = _pos("reduce_bytes", reduce_bytes)
     cast = np.where(r != p, p + r, 0.0)
     return n * (2.0 * p + cast + np.where(np.asarray(divide, dtype=bool), 2.0 * r, 0.0))
+
+
+def fsdp2_copy_bytes(gathered_bytes: ArrayLike, grads: ArrayLike, *, grad_bytes: ArrayLike = 2.0,
+                     reduce_bytes: ArrayLike = 4.0) -> tuple[np.ndarray, np.ndarray]:
+    """HBM bytes of PyTorch FSDP2's (``fully_shard``, per-parameter DTensor sharding, torchtitan's FSDP) copies
+    around its collectives, (per all-gather of ``gathered_bytes``, per reduce-scatter of ``grads`` unsharded
+    gradient elements), with g = ``grad_bytes`` (the gradients' dtype, FSDP's param_dtype) and r = ``reduce_bytes``
+    (its reduce_dtype)::
+
+        copy-out   2 x gathered   the all-gather output is one flat buffer of every rank's padded shards;
+                                  foreach_all_gather_copy_out splits it into each parameter's unsharded storage
+                                  (torch.ops.fsdp.split_with_sizes_copy: read + write), in float8 for the weights
+                                  torchao gathers in float8
+        copy-in    (g + r) x grads  foreach_reduce_scatter_copy_in: torch._chunk_cat(unsharded_grads, dim=0,
+                                  num_chunks=world_size, out=reduce_scatter_input), the input a new buffer of the
+                                  reduce dtype, so every gradient is read (g) and written interleaved by rank, cast
+                                  (r); a copy even when r = g
+
+    (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py ``foreach_all_gather_copy_out``, ``foreach_reduce``;
+    read in public copies of the 2.7-2.9 file, not at the 2.8.0a0+5228986c39 of torchtitan e7c0cae's runs: the
+    pytorch snapshot is over the fetch limit). fp32 and bf16 reductions divide inside NCCL (ReduceOp.AVG:
+    ``_get_gradient_divide_factors``, "For fp32/bf16 ... use NCCL's built-in division to avoid separate div
+    kernels"), so no divide pass; the all-gather's copy-in and the post-reduce work act on the 1/N shards (not
+    counted). The collectives' own reads and writes are the FSDP traffic term, not counted here."""
+    gathered = np.asarray(gathered_bytes, dtype=float)
+    n = np.asarray(grads, dtype=float)
+    g = _pos("grad_bytes", grad_bytes)
+    r = _pos("reduce_bytes", reduce_bytes)
+    return 2.0 * gathered, (g + r) * n

@@ -47,7 +47,8 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "assignment", "dispatch_overhead", "layout", "recompute_layers", "recompute_method",
                    "offload_layers", "tp_comm_overlap", "overlap_param_gather", "moe_a2a_overlap",
                    "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
-                   "fsdp_flat_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp", "fp8_param_gather",
+                   "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
+                   "fp8_param_gather",
                    "loss_impl")
 
 
@@ -696,6 +697,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         # FSDP2 reduces gradients in mixed_precision_reduce, whose only value and default is "float32"
         # (torchtitan@e7c0cae config_manager.py, HEAD b5bcd76c6 config/configs.py; 9dec370's argparse default)
         out.training.setdefault("grad_bytes_per_param", 4.0)
+        out.strategy["fsdp_per_param"] = True  # fully_shard is FSDP2 (torchtitan apply_fsdp): its copies
     _titan_loss(data, training, par, out)
     if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset
         if _int(par["pipeline_parallel_layers_per_stage"], "parallelism.pipeline_parallel_layers_per_stage") == 0:
