@@ -521,9 +521,10 @@ NOT_THE_SAME_KERNEL = frozenset({("triton", "h100-sxm")})
 #: torchtitan 3b85aa31f, 2025-05-14); torchtitan moved cuDNN first on every GPU only later (HEAD b5bcd76c6
 #: torchtitan/models/common/attention.py), so a current torchtitan TOML keeps ``auto``. titan24: torchtitan@9dec370
 #: torchtitan/models/llama/model.py calls ``F.scaled_dot_product_attention(xq, xk, xv, is_causal=True)`` with
-#: PyTorch's default priority, FlashAttention first on CUDA with cuDNN opt-in since torch 2.5.1 (pytorch/pytorch
-#: test_transformers.py ``test_fused_sdp_choice``, still asserting FLASH_ATTENTION on SM90 in July 2025:
-#: pytorch/pytorch#159582 "we are currently disabling this by default ... opt-in for cudnn").
+#: PyTorch's default priority: cuDNN made opt-in (last) for torch 2.5.1 (pytorch/pytorch#138522, "[SDPA-CUDNN] Make
+#: CuDNN Attention Opt in", cherry-picked onto release/2.5), FlashAttention first on SM90 until cuDNN became the
+#: default there for torch 2.9 (pytorch/pytorch#162073, September 2025; #159582's test still asserts FLASH_ATTENTION
+#: on SM90 in July 2025), so titan24's torch 1963fc8 (Dec 2024) and titan25's 2.8.0a0 agree with torchtitan's list.
 TORCHTITAN_SDPA_KERNEL = "fa2"
 
 
