@@ -259,6 +259,10 @@ class LossImpl(Choice):
     - ``torch``: eager ``torch.nn.functional.cross_entropy(logits.float(), labels)`` on one device (ATen's
       log_softmax + nll_loss; torchtitan's loss_fn without tensor parallelism, whose loss_parallel is another
       implementation).
+    - ``inductor``: the same ``F.cross_entropy(logits.float(), labels)`` compiled by ``torch.compile`` (torchtitan's
+      ``build_cross_entropy_loss`` with ``training.compile``, pytorch/torchtitan@e7c0cae
+      torchtitan/components/loss.py): Inductor fuses the cast, the row max and sum of exp into one reduction
+      and the backward into one pointwise kernel over the 16-bit logits.
     """
 
     MEGATRON = 0, "megatron", "unfused", "vocab_parallel"
@@ -266,6 +270,7 @@ class LossImpl(Choice):
     TE = 2, "te", "transformer_engine"
     FLASH_ATTN = 3, "flash_attn", "fused_crossentropy"
     TORCH = 4, "torch", "torch_crossentropy"
+    INDUCTOR = 5, "inductor", "torch_compile", "compiled"
 
     @classmethod
     def noun(cls) -> str:

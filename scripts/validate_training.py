@@ -58,12 +58,16 @@ Two case files (issue 5 and issue 13):
       with fp8 -> fsdp_fp8_all_gather.
     - PyTorch FSDP1 (``TORCH_FSDP1`` sources: MosaicML llm-foundry on Composer, which wraps with
       torch FullyShardedDataParallel) with gradients sharded (zero 2, 3, fsdp, hsdp) -> fsdp_flat_param (the
-      flat gradient's cat, cast and pre-divide every micro-batch).
+      flat gradient's cat, cast and pre-divide every micro-batch); torchtitan (``TORCHTITAN``: FSDP2's fully_shard,
+      torchtitan 9dec370 and e7c0cae parallelize_llama.py apply_fsdp) with zero fsdp or hsdp -> fsdp_per_param (the
+      copy-out of every all-gather, the copy-in of every reduce-scatter).
     - an attention text that names flash-attn's unpad_input (llm-foundry attn_impl flash) ->
       attention_unpad.
     - attention kernel (training.attention_kernel): llm-foundry's attn_impl as stated (flash -> fa2, flash-attn
       2.4.2; triton -> triton, its flash_attn_triton.py, except on H100 where no curve of that kernel exists:
-      gemm); every other case auto (:data:`ATTN_IMPL_KERNEL`).
+      gemm); a torchtitan run (titan24, titan25) on Hopper or Ampere -> fa2, PyTorch SDPA's FlashAttention-2 backend,
+      which torchtitan e7c0cae forces below Blackwell and 9dec370 got from PyTorch's default priority
+      (:data:`TORCHTITAN_SDPA_KERNEL`); every other case auto (:data:`ATTN_IMPL_KERNEL`).
     - sequence parallelism: as stated, else on when tp > 1 for runs from 2022 on (Korthikanti 2022), except
       on the Megatron-DeepSpeed forks (:data:`NO_SEQUENCE_PARALLEL`), which had none.
     - backward TP all-reduce: under the weight-gradient GEMMs (Megatron's asynchronous all-reduce), except on
@@ -93,14 +97,16 @@ Two case files (issue 5 and issue 13):
       exchanges activations and gradients one after the other, partitioned over TP, and accumulates each
       micro-batch's gradients in a separate pass: ``deepspeed_pipeline`` on.
     - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
-      wire, bf16/fp16 -> 2); unstated -> the precision's gradient element.
+      wire, bf16/fp16 -> 2); unstated -> torchtitan's FSDP default fp32 for a torchtitan run with FSDP
+      (:data:`TORCHTITAN_REDUCE_BYTES`), else the precision's gradient element.
     - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, nemo2502, at ZeRO 0/1) -> megatron_ddp (its
       default buckets); Megatron-Bridge (mb2511) ZeRO 1 -> bucket_size 128 Mi elements
       (:data:`BRIDGE_BUCKET_ELEMENTS`); with fp8, fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`:
       Megatron-Bridge's FP8-CS and MXFP8 presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
-      (torchtitan's eager F.cross_entropy; with TP it runs loss_parallel, not derived); every other source
+      (torchtitan's eager F.cross_entropy), titan25 at tp 1 -> inductor (the same loss under torch.compile with
+      --training.compile, torchtitan e7c0cae; with TP torchtitan runs loss_parallel, not derived); every other source
       -> megatron, the strategy default, which is Megatron-LM's own (no --cross-entropy-loss-fusion) and
       Megatron-DeepSpeed's.
   What is compared (like with like)
@@ -500,11 +506,13 @@ TORCH_FSDP1 = frozenset({"mpt"})
 
 
 def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
-    """Strategy fields the framework of the case fixes (module docstring): FSDP1's flat-gradient passes, flash-attn's
-    unpad/pad copies."""
+    """Strategy fields the framework of the case fixes (module docstring): FSDP1's flat-gradient passes, FSDP2's
+    copies around its collectives, flash-attn's unpad/pad copies."""
     out: dict[str, bool] = {}
     if families(case)["source"] in TORCH_FSDP1 and zero in ("2", "3", "fsdp", "hsdp"):
         out["fsdp_flat_param"] = True
+    if families(case)["source"] in TORCHTITAN and zero in ("fsdp", "hsdp"):
+        out["fsdp_per_param"] = True  # torchtitan applies FSDP2's fully_shard (parallelize_llama.py apply_fsdp)
     if "unpad_input" in str(case["model"].get("attention", "")).lower():
         out["attention_unpad"] = True
     return out
@@ -522,14 +530,48 @@ ATTN_IMPL_KERNEL = (("attn_impl: flash", "fa2"), ("attn_impl: triton", "triton")
 NOT_THE_SAME_KERNEL = frozenset({("triton", "h100-sxm")})
 
 
-def attention_kernel(case: dict[str, Any], accelerator: str) -> str:
-    """training.attention_kernel of a case (:data:`ATTN_IMPL_KERNEL`, else auto; gemm where
-    :data:`NOT_THE_SAME_KERNEL`)."""
+#: The SDPA backend a torchtitan run's ``F.scaled_dot_product_attention`` takes below Blackwell: PyTorch's
+#: built-in FlashAttention-2 (``SDPBackend.FLASH_ATTENTION``, the kernel of h200-sxm's own fa2 curve, SM-H200's
+#: sdpa_kernel(FLASH_ATTENTION) sweep), not cuDNN (what ``auto`` takes on Hopper, Transformer Engine's choice).
+#: titan25: torchtitan@e7c0cae torchtitan/models/attention.py ``ScaledDotProductAttention._init_backend`` sets
+#: ``[FLASH_ATTENTION, EFFICIENT_ATTENTION, MATH]`` under ``sdpa_kernel(..., set_priority=True)`` and inserts
+#: ``CUDNN_ATTENTION`` first only when ``has_cuda_capability(10, 0)`` ("Add CuDNN on B200 w/ highest priority",
+#: torchtitan 3b85aa31f, 2025-05-14); torchtitan moved cuDNN first on every GPU only later (HEAD b5bcd76c6
+#: torchtitan/models/common/attention.py), so a current torchtitan TOML keeps ``auto``. titan24: torchtitan@9dec370
+#: torchtitan/models/llama/model.py calls ``F.scaled_dot_product_attention(xq, xk, xv, is_causal=True)`` with
+#: PyTorch's default priority: cuDNN made opt-in (last) for torch 2.5.1 (pytorch/pytorch#138522, "[SDPA-CUDNN] Make
+#: CuDNN Attention Opt in", cherry-picked onto release/2.5), FlashAttention first on SM90 until cuDNN became the
+#: default there for torch 2.9 (pytorch/pytorch#162073, September 2025; #159582's test still asserts FLASH_ATTENTION
+#: on SM90 in July 2025), so titan24's torch 1963fc8 (Dec 2024) and titan25's 2.8.0a0 agree with torchtitan's list.
+TORCHTITAN_SDPA_KERNEL = "fa2"
+
+
+def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -> str:
+    """training.attention_kernel of a case (:data:`ATTN_IMPL_KERNEL`; a torchtitan run below Blackwell
+    :data:`TORCHTITAN_SDPA_KERNEL`; else auto; gemm where :data:`NOT_THE_SAME_KERNEL`)."""
     text = str(case["model"].get("attention", "")).lower()
     for marker, kernel in ATTN_IMPL_KERNEL:
         if marker in text:
             return "gemm" if (kernel, accelerator) in NOT_THE_SAME_KERNEL else kernel
+    if families(case)["source"] in TORCHTITAN and family in ("hopper", "ampere"):
+        return TORCHTITAN_SDPA_KERNEL
     return "auto"
+
+
+#: Bytes per gradient element of FSDP's reduce-scatter in a torchtitan run that states none: its
+#: ``training.mixed_precision_reduce`` default "float32" (torchtitan@e7c0cae torchtitan/config_manager.py, whose
+#: Literal allows float32 only; @9dec370 ``--training.mixed_precision_reduce`` default="float32", choices=["float32"]),
+#: the ``reduce_dtype`` of FSDP2's ``MixedPrecisionPolicy`` (parallelize_llama.py ``apply_fsdp``).
+TORCHTITAN_REDUCE_BYTES = 4.0
+
+
+def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
+    """The case's bytes per gradient element on the wire: as stated (:func:`parse_grad_reduce`), else torchtitan's
+    FSDP default (:data:`TORCHTITAN_REDUCE_BYTES`), else None (the precision's gradient element)."""
+    stated = parse_grad_reduce(case["parallelism"].get("grad_reduce"))
+    if stated is None and families(case)["source"] in TORCHTITAN and zero in ("fsdp", "hsdp"):
+        return TORCHTITAN_REDUCE_BYTES
+    return stated
 
 
 #: Sources whose data-parallel sync is Megatron-Core's DistributedDataParallel (strategy megatron_ddp, ZeRO 0 or 1):
@@ -573,16 +615,20 @@ FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 #:   ``torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))``, not compiled (its
 #:   torch.compile of the loss is commented out); with tp > 1 torchtitan enters DTensor's ``loss_parallel``
 #:   (torchtitan/utils.py get_train_context, parallel_dims.py ``loss_parallel_enabled``: tp > 1), not priced here.
+#: - titan25 (tp 1 only, as titan24): torchtitan@e7c0cae torchtitan/components/loss.py ``build_cross_entropy_loss``
+#:   wraps the same ``cross_entropy_loss`` in ``torch.compile`` when ``job_config.training.compile`` ("Compiling the
+#:   loss function with torch.compile"), and the runs' command line passes ``--training.compile``: inductor.
 #: - nemo2502: NeMo v2.2.0 (7192a2c944) nemo/collections/llm/gpt/model/base.py GPTConfig ``cross_entropy_loss_fusion:
 #:   bool = True`` (nemotron.py likewise); the pretraining recipes keep it (only the finetune recipes set it False,
 #:   e.g. recipes/llama31_70b.py finetune_recipe) and the Megatron-Core it ships has only the native fused loss.
-LOSS_IMPL = {"mb2511": "te", "mpt": "flash_attn", "titan24": "torch", "nemo2502": "megatron_fused"}
+LOSS_IMPL = {"mb2511": "te", "mpt": "flash_attn", "titan24": "torch", "titan25": "inductor",
+             "nemo2502": "megatron_fused"}
 
 
 def loss_impl(case: dict[str, Any]) -> str:
-    """The case's strategy loss_impl (:data:`LOSS_IMPL`; torchtitan's eager loss only without TP)."""
+    """The case's strategy loss_impl (:data:`LOSS_IMPL`; torchtitan's own loss only without TP)."""
     src = families(case)["source"]
-    if src == "titan24" and int(case["parallelism"].get("tp", 1)) > 1:
+    if src in TORCHTITAN and int(case["parallelism"].get("tp", 1)) > 1:
         return "megatron"  # DTensor loss_parallel: not derived, the strategy default
     return LOSS_IMPL.get(src, "megatron")
 
@@ -947,9 +993,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     if case["id"] in RECIPE_A2A_OVERLAP and not stated:
         options = [o for o in options if o != "full"]  # Megatron-Core refuses full recompute with the EP overlap
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"],
-                      grad_bytes_per_param=parse_grad_reduce(par.get("grad_reduce")),
+                      grad_bytes_per_param=grad_reduce_bytes(case, zero),
                       fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
-                      attention_kernel=attention_kernel(case, cluster.accelerator.name))
+                      attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family))
     p: Prediction | None = None
     st: StrategySpec | None = None
     flags = overlap_flags(par.get("overlap"))

@@ -85,15 +85,19 @@ def test_megatron_shell_variables_are_named(tmp_path: Path) -> None:
 def test_torchtitan_tomls() -> None:
     sf = read("torchtitan_llama3_8b.toml")
     assert sf.format == "torchtitan"
-    assert sf.training == {"micro_batch": 1, "seq_len": 8192}
-    # selective_ac_option "op": torchtitan's op-level policy (was the Megatron core_attn default before titan_op)
-    assert sf.strategy == {"tp": 1, "pp": 1, "cp": 1, "zero": "fsdp", "recompute": "selective",
-                           "recompute_modules": "titan_op"}
+    # FSDP reduces in float32, torchtitan's only mixed_precision_reduce (4 bytes a gradient element on the wire)
+    assert sf.training == {"micro_batch": 1, "seq_len": 8192, "grad_bytes_per_param": 4.0}
+    # selective_ac_option "op": torchtitan's op-level policy (was the Megatron core_attn default before titan_op);
+    # compile = false at tp 1: the eager F.cross_entropy(pred.float())
+    # FSDP is FSDP2's fully_shard: its copy-out / copy-in around the collectives (fsdp_per_param)
+    assert sf.strategy == {"tp": 1, "pp": 1, "cp": 1, "zero": "fsdp", "fsdp_per_param": True, "recompute": "selective",
+                           "recompute_modules": "titan_op", "loss_impl": "torch"}
     sf = read("torchtitan_llama3_70b.toml")
-    assert sf.training == {"micro_batch": 2, "global_batch": 256, "seq_len": 8192, "precision": "bf16"}
+    assert sf.training == {"micro_batch": 2, "global_batch": 256, "seq_len": 8192, "precision": "bf16",
+                           "grad_bytes_per_param": 4.0}
     # fsdp_reshard_after_forward "default" (not set) with pipeline parallelism: torchtitan does not reshard
     assert sf.strategy == {"tp": 8, "pp": 4, "cp": 1, "zero": "fsdp", "schedule": "interleaved:2", "recompute": "full",
-                           "fsdp_reshard_after_forward": False}
+                           "fsdp_reshard_after_forward": False, "fsdp_per_param": True}
     assert any("Interleaved1F1B" in u for u in sf.unused)
 
 
@@ -133,7 +137,9 @@ def _predict(cli, *args: str) -> dict:  # type: ignore[no-untyped-def, type-arg]
     ("llama3-70b", "128", "torchtitan_llama3_70b.toml",
      ["--tp", "8", "--pp", "4", "--cp", "1", "--zero", "fsdp", "--schedule", "interleaved:2", "--recompute", "full",
       "--micro-batch", "2", "--global-batch", "256", "--seq-len", "8192", "--precision", "bf16",
-      "--set", "strategy.fsdp_reshard_after_forward=false"]),  # torchtitan's default with PP
+      "--set", "strategy.fsdp_reshard_after_forward=false",  # torchtitan's default with PP
+      "--set", "training.grad_bytes_per_param=4",  # its only FSDP reduce dtype, float32
+      "--set", "strategy.fsdp_per_param=true"]),  # FSDP2's fully_shard
     ("llama3-70b", "256", "strategy.yaml",
      ["--tp", "8", "--pp", "4", "--zero", "1", "--recompute", "selective", "--sequence-parallel", "--schedule",
       "interleaved:2", "--micro-batch", "2", "--global-batch", "512", "--seq-len", "4096", "--precision", "bf16"]),
@@ -228,6 +234,32 @@ def test_torchtitan_reduce_dtype_sets_the_gradient_width(tmp_path: Path) -> None
     f = tmp_path / "t.toml"
     f.write_text('[training]\nmixed_precision_param = "bfloat16"\nmixed_precision_reduce = "float32"\n')
     assert read_strategy_file(f).training == {"precision": "bf16", "grad_bytes_per_param": 4.0}
+    # without FSDP sharding (dp_shard 1) there is no reduce-scatter and the default is not set
+    f.write_text("[parallelism]\ndata_parallel_shard_degree = 1\n")
+    assert "grad_bytes_per_param" not in read_strategy_file(f).training
+
+
+@pytest.mark.parametrize(("text", "impl"), [
+    ("[training]\ncompile = true\n", "inductor"),  # torchtitan e7c0cae: build_cross_entropy_loss compiles it
+    ("[training]\ncompile = false\n", "torch"),
+    ("", "torch"),  # compile's default is false
+    ("[compile]\nenable = true\n", "inductor"),  # HEAD: CompileConfig.components default ["model", "loss"]
+    ('[compile]\nenable = true\ncomponents = ["model"]\n', "torch"),
+    ("[training]\ncompile = true\n[parallelism]\ntensor_parallel_degree = 2\n", None),  # loss_parallel
+    ("[training]\ncompile = true\n[parallelism]\ntensor_parallel_degree = 2\ndisable_loss_parallel = true\n",
+     "inductor"),
+])
+def test_torchtitan_loss_follows_compile(tmp_path: Path, text: str, impl: str | None) -> None:
+    f = tmp_path / "t.toml"
+    f.write_text(text)
+    assert read_strategy_file(f).strategy.get("loss_impl") == impl
+
+
+def test_torchtitan_bad_compile_switch(tmp_path: Path) -> None:
+    f = tmp_path / "t.toml"
+    f.write_text('[training]\ncompile = "yes"\n')
+    with pytest.raises(InputError, match="training.compile"):
+        read_strategy_file(f)
 
 
 def test_megatron_moe_a2a_overlap_switch(tmp_path: Path) -> None:

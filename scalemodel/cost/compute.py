@@ -590,6 +590,20 @@ def loss_logit_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 
                   writes the input gradient) + c (the cast's backward)                         = c + 20
 
       e = 2: 22 + 26 = 48 B a logit.
+
+    inductor (the same ``F.cross_entropy(pred.flatten(0, 1).float(), labels)`` under ``torch.compile``:
+    pytorch/torchtitan@e7c0cae torchtitan/components/loss.py ``build_cross_entropy_loss`` compiles it when
+    ``training.compile``). Inductor decomposes log_softmax + nll_loss into a row reduction (max and sum of exp
+    of the up-cast logits; the fp32 copy and the log_softmax output are never stored, only the gathered target
+    logit and the per-row max and sum) and AOTAutograd's min-cut partitioner saves the per-row reductions and the
+    16-bit input rather than the fp32 log-probabilities, so the backward is one pointwise kernel
+    ``(exp(x - lse) - onehot) * g`` written back in the logits' dtype::
+
+        forward   e (the row's max and sum of exp, one read; with two reduction loops in one kernel the
+                  second re-reads a V/t x e row the program has just read, from L2 (50 MB on Hopper))
+        backward  2 e (read the logits, write their gradient)
+
+      e = 2: 2 + 4 = 6 B a logit, flash_attn's passes.
     """
     code = codes(LossImpl, loss_impl, "strategy.loss_impl")
     e = _pos("elem_bytes", elem_bytes)
@@ -605,7 +619,8 @@ def loss_saved_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 
     """Bytes per logit the cross-entropy keeps from its forward to its backward (:func:`loss_logit_bytes`'s
     sources): megatron and megatron_fused save the fp32 softmax ``exp_logits`` (4; Korthikanti et al. 2022's
     4sbv/t), torch log_softmax's fp32 output (4), te the logits tensor it has overwritten with their gradient,
-    flash_attn the logits themselves (e each, the logits' own size; its per-row lse is per token)."""
+    flash_attn and inductor the logits themselves (e each, the logits' own size; their per-row lse, or max and
+    sum, are per token)."""
     code = codes(LossImpl, loss_impl, "strategy.loss_impl")
     e = _pos("elem_bytes", elem_bytes)
     fp32 = (code == LossImpl.MEGATRON) | (code == LossImpl.MEGATRON_FUSED) | (code == LossImpl.TORCH)
@@ -1015,3 +1030,32 @@ def fsdp_flat_grad_bytes(params: ArrayLike, *, param_bytes: ArrayLike = 2.0, red
     r = _pos("reduce_bytes", reduce_bytes)
     cast = np.where(r != p, p + r, 0.0)
     return n * (2.0 * p + cast + np.where(np.asarray(divide, dtype=bool), 2.0 * r, 0.0))
+
+
+def fsdp2_copy_bytes(gathered_bytes: ArrayLike, grads: ArrayLike, *, grad_bytes: ArrayLike = 2.0,
+                     reduce_bytes: ArrayLike = 4.0) -> tuple[np.ndarray, np.ndarray]:
+    """HBM bytes of PyTorch FSDP2's (``fully_shard``, per-parameter DTensor sharding, torchtitan's FSDP) copies
+    around its collectives, (per all-gather of ``gathered_bytes``, per reduce-scatter of ``grads`` unsharded
+    gradient elements), with g = ``grad_bytes`` (the gradients' dtype, FSDP's param_dtype) and r = ``reduce_bytes``
+    (its reduce_dtype)::
+
+        copy-out   2 x gathered   the all-gather output is one flat buffer of every rank's padded shards;
+                                  foreach_all_gather_copy_out splits it into each parameter's unsharded storage
+                                  (torch.ops.fsdp.split_with_sizes_copy: read + write), in float8 for the weights
+                                  torchao gathers in float8
+        copy-in    (g + r) x grads  foreach_reduce_scatter_copy_in: torch._chunk_cat(unsharded_grads, dim=0,
+                                  num_chunks=world_size, out=reduce_scatter_input), the input a new buffer of the
+                                  reduce dtype, so every gradient is read (g) and written interleaved by rank, cast
+                                  (r); a copy even when r = g
+
+    (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py ``foreach_all_gather_copy_out``, ``foreach_reduce``;
+    read in public copies of the 2.7-2.9 file, not at the 2.8.0a0+5228986c39 of torchtitan e7c0cae's runs: the
+    pytorch snapshot is over the fetch limit). fp32 and bf16 reductions divide inside NCCL (ReduceOp.AVG:
+    ``_get_gradient_divide_factors``, "For fp32/bf16 ... use NCCL's built-in division to avoid separate div
+    kernels"), so no divide pass; the all-gather's copy-in and the post-reduce work act on the 1/N shards (not
+    counted). The collectives' own reads and writes are the FSDP traffic term, not counted here."""
+    gathered = np.asarray(gathered_bytes, dtype=float)
+    n = np.asarray(grads, dtype=float)
+    g = _pos("grad_bytes", grad_bytes)
+    r = _pos("reduce_bytes", reduce_bytes)
+    return 2.0 * gathered, (g + r) * n

@@ -399,6 +399,7 @@ class StrategyGrid:
     fsdp_reshard_after_forward: np.ndarray  # bool: ZeRO-3/FSDP units free their gathered parameters after forward
     fsdp_fp8_all_gather: np.ndarray  # bool: FSDP all-gathers the linear weights in float8 (torchao)
     fsdp_flat_param: np.ndarray  # bool: FSDP1 FlatParameter gradient passes (cat, cast, pre-divide) per micro-batch
+    fsdp_per_param: np.ndarray  # bool: FSDP2 (fully_shard) copy-out after each gather, copy-in before each reduce
     attention_unpad: np.ndarray  # bool: flash-attn varlen on unpad_input/pad_input copies of Q, K, V and the output
     moe_fp8_padding: np.ndarray  # bool: an fp8 run's experts pad/unpad their routed tokens (TE Fp8Padding copies)
     megatron_ddp: np.ndarray  # bool: Megatron-Core DDP's gradient buckets (max(4e7, 1e6 dp cp) elements)
@@ -468,6 +469,7 @@ class StrategyGrid:
             "fsdp_reshard_after_forward": bool(self.fsdp_reshard_after_forward[i]),
             "fsdp_fp8_all_gather": bool(self.fsdp_fp8_all_gather[i]),
             "fsdp_flat_param": bool(self.fsdp_flat_param[i]),
+            "fsdp_per_param": bool(self.fsdp_per_param[i]),
             "attention_unpad": bool(self.attention_unpad[i]),
             "moe_fp8_padding": bool(self.moe_fp8_padding[i]),
             "megatron_ddp": bool(self.megatron_ddp[i]),
@@ -493,7 +495,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     overlap_param_gather=False, moe_a2a_overlap=False, recompute_modules=0,
                                     moe_layer_host_s=0.0,
                                     deepspeed_pipeline=False, fsdp_reshard_after_forward=True,
-                                    fsdp_fp8_all_gather=False, fsdp_flat_param=False, attention_unpad=False,
+                                    fsdp_fp8_all_gather=False, fsdp_flat_param=False, fsdp_per_param=False,
+                                    attention_unpad=False,
                                     moe_fp8_padding=False, megatron_ddp=False,
                                     fp8_param_gather=False, loss_impl=LossImpl.MEGATRON)
     values = {**defaults, **arrays}
@@ -506,7 +509,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
         kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
                              "flash_attention", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
                              "recompute_uniform", "deepspeed_pipeline", "fsdp_reshard_after_forward",
-                             "fsdp_fp8_all_gather", "fsdp_flat_param", "attention_unpad", "moe_fp8_padding",
+                             "fsdp_fp8_all_gather", "fsdp_flat_param", "fsdp_per_param", "attention_unpad",
+                             "moe_fp8_padding",
                              "megatron_ddp", "fp8_param_gather") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes", "moe_layer_host_s") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
@@ -655,6 +659,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         fsdp_reshard_after_forward=getattr(strategy, "fsdp_reshard_after_forward", True),
         fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False),
         fsdp_flat_param=getattr(strategy, "fsdp_flat_param", False),
+        fsdp_per_param=getattr(strategy, "fsdp_per_param", False),
         attention_unpad=getattr(strategy, "attention_unpad", False),
         moe_fp8_padding=getattr(strategy, "moe_fp8_padding", False),
         megatron_ddp=getattr(strategy, "megatron_ddp", False),

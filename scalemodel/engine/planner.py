@@ -142,8 +142,8 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather", "moe_a2a_overlap",
              "moe_layer_host_s",
              "recompute_modules", "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
-             "fsdp_flat_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp", "fp8_param_gather",
-             "loss_impl")
+             "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
+             "fp8_param_gather", "loss_impl")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -1125,8 +1125,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = -1 if value is None else int(value)
         elif name == "etp":
             fixed[name] = int(value or 0)
-        elif name in ("moe_a2a_overlap", "fsdp_flat_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
-                      "fp8_param_gather"):
+        elif name in ("moe_a2a_overlap", "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding",
+                      "megatron_ddp", "fp8_param_gather"):
             fixed[name] = bool(value)
         elif name == "recompute_modules":
             fixed[name] = memory.recompute_modules_code(str(value or ""))

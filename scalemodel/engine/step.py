@@ -381,10 +381,11 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max,  # an fp8 run's: BF16
         gemm_half_dim=job.logits_gemm_half_dim)))
     with_logits = 1.0 if logits_on_stage else 0.0
-    fwd = layers_per_stage * fwd_l + with_logits * logits.forward
+    copy_f, copy_b = fsdp2_copy_time(job, g, layers_per_stage)
+    fwd = layers_per_stage * fwd_l + with_logits * logits.forward + copy_f
     rec_n = recomputed_layers(g, layers_per_stage)
     bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * logits.backward + grad_accumulation_time(job, g) \
-        + fsdp_flat_grad_time(job, g)
+        + fsdp_flat_grad_time(job, g) + copy_b
     out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
            "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
@@ -549,6 +550,34 @@ def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
                                           divide=g.dp > 1)
     t = _hbm_seconds(job, nbytes)
     return np.asarray(np.where(g.fsdp_flat_param & (g.zero >= Zero.GRADIENTS), t, 0.0))
+
+
+def fsdp2_copy_time(job: Job, g: StrategyGrid, layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds per micro-batch (forward, backward) of PyTorch FSDP2's copies around its collectives (strategy
+    ``fsdp_per_param``, with zero fsdp or hsdp; 0 otherwise; :func:`scalemodel.cost.compute.fsdp2_copy_bytes`):
+
+        G     = the stage's gathered bytes (:func:`_gathered_bytes`: 16-bit, float8 linear weights with
+                fsdp_fp8_all_gather) + 2 x its expert parameters
+        fwd   = copy-out of every unit's forward gather, 2 G
+        bwd   = copy-out of the backward gathers, 2 G (L - 1)/L with reshard after forward (the last unit is not
+                re-gathered, as the FSDP traffic term counts), else 0
+                + copy-in of the unsharded gradients, (dense + expert) x (compute element + gradient element on the
+                wire)
+
+    at the HBM roofline. FSDP2 runs the copy-out on the compute stream (wait_for_unshard) and the copy-in on its
+    reduce-scatter stream, a memory-bound kernel beside the GEMMs, priced as serial as FSDP1's passes are
+    (docs/model.md#fsdp2-copies)."""
+    if not np.any(g.fsdp_per_param):
+        return np.zeros(1), np.zeros(1)
+    dense, expert = _params_per_gpu(job, g)
+    gathered = _gathered_bytes(job, g, dense, layers) + 2.0 * expert
+    out_b, in_b = compute.fsdp2_copy_bytes(gathered, dense + expert, grad_bytes=job.elem_bytes,
+                                           reduce_bytes=job.grad_bytes)
+    on = g.fsdp_per_param & (g.zero >= Zero.FSDP)
+    units = np.maximum(layers, 1.0)  # a planner candidate with no layer on a stage is infeasible, not a NaN
+    again = np.where(g.fsdp_reshard_after_forward, (units - 1.0) / units, 0.0)
+    return (np.asarray(np.where(on, _hbm_seconds(job, out_b), 0.0)),
+            np.asarray(np.where(on, _hbm_seconds(job, again * out_b + in_b), 0.0)))
 
 
 def _with_attention_unpad(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray

@@ -47,7 +47,8 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "assignment", "dispatch_overhead", "layout", "recompute_layers", "recompute_method",
                    "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather", "moe_a2a_overlap",
                    "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
-                   "fsdp_flat_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp", "fp8_param_gather",
+                   "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
+                   "fp8_param_gather",
                    "loss_impl")
 
 
@@ -696,6 +697,11 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                             if replicate > 1 else "parallelism.data_parallel_shard_degree")
     if out.strategy.get("zero") in ("fsdp", "hsdp"):
         _titan_fsdp_options(par, float8, out)
+        # FSDP2 reduces gradients in mixed_precision_reduce, whose only value and default is "float32"
+        # (torchtitan@e7c0cae config_manager.py, HEAD b5bcd76c6 config/configs.py; 9dec370's argparse default)
+        out.training.setdefault("grad_bytes_per_param", 4.0)
+        out.strategy["fsdp_per_param"] = True  # fully_shard is FSDP2 (torchtitan apply_fsdp): its copies
+    _titan_loss(data, training, par, out)
     if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset
         if _int(par["pipeline_parallel_layers_per_stage"], "parallelism.pipeline_parallel_layers_per_stage") == 0:
             raise InputError("expected at least 1, got 0", where="parallelism.pipeline_parallel_layers_per_stage",
@@ -727,6 +733,27 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                 "disable_loss_parallel", "enable_compiled_autograd", "pipeline_parallel_split_points",
                 "fsdp_reshard_after_forward", "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part"}
     out.unused.extend(f"parallelism.{k}" for k in par if k not in used_par)
+
+
+def _titan_loss(data: dict[str, Any], training: dict[str, Any], par: dict[str, Any], out: StrategyFile) -> None:
+    """The cross-entropy a torchtitan run takes (strategy loss_impl, docs/model.md#loss) without tensor
+    parallelism (with it torchtitan enters DTensor's ``loss_parallel`` unless ``disable_loss_parallel``, not
+    derived: the default stays): ``F.cross_entropy(pred.flatten(0, 1).float(), labels)``, compiled (inductor) when
+    the compile switch is on, ``[training] compile`` (pytorch/torchtitan@e7c0cae components/loss.py
+    ``build_cross_entropy_loss``: "Compiling the loss function with torch.compile"; the loss is compiled with the
+    model since bbb1b616e, 2025-04-02) or ``[compile] enable`` with "loss" in ``components`` (its default
+    ["model", "loss"], HEAD b5bcd76c6 config/configs.py ``CompileConfig``), else eager (torch). torchtitan
+    before bbb1b616e (e.g. 9dec370) left the loss eager even with compile on: give --set strategy.loss_impl=torch."""
+    disable_lp = par.get("disable_loss_parallel", False)
+    if int(out.strategy.get("tp", 1)) > 1 and not _bool(disable_lp, "parallelism.disable_loss_parallel"):
+        return
+    section = data.get("compile")
+    if isinstance(section, dict) and "enable" in section:
+        parts = section.get("components", ["model", "loss"])
+        compiled = _bool(section["enable"], "compile.enable") and isinstance(parts, list) and "loss" in parts
+    else:
+        compiled = _bool(training.get("compile", False), "training.compile")
+    out.strategy["loss_impl"] = "inductor" if compiled else "torch"
 
 
 def _titan_selective_ac(option: Any, out: StrategyFile) -> None:

@@ -240,6 +240,12 @@ class StrategySpec(Spec, kw_only=True):
         "split), cast to the reduce dtype when it differs from the 16-bit parameters, and divided by the "
         "pre-divide factor (torch/distributed/fsdp/_runtime_utils.py _post_backward_hook, _reduce_grad); "
         "docs/model.md#fsdp1-gradient"))] = False
+    fsdp_per_param: Annotated[bool, Meta(description=(
+        "zero fsdp/hsdp on PyTorch FSDP2 (fully_shard, per-parameter sharding, as torchtitan wraps models): each "
+        "all-gather's flat output is copied into the unsharded parameters (read + write of the gathered bytes) and "
+        "each reduce-scatter's input is built by copying every unsharded gradient into a buffer of the reduce dtype "
+        "(read the gradient, write it cast), every micro-batch (torch/distributed/fsdp/_fully_shard/"
+        "_fsdp_collectives.py foreach_all_gather_copy_out, foreach_reduce); docs/model.md#fsdp2-copies"))] = False
     attention_unpad: Annotated[bool, Meta(description=(
         "flash attention runs the variable-length kernel on tokens gathered by a padding mask "
         "(flash_attn.bert_padding unpad_input / pad_input, as llm-foundry's attn_impl flash does): per layer the "
@@ -258,8 +264,9 @@ class StrategySpec(Spec, kw_only=True):
         "Megatron-LM's default; also Megatron-DeepSpeed's), megatron_fused (--cross-entropy-loss-fusion, native), te "
         "(--cross-entropy-fusion-impl te, Transformer Engine's Triton kernel), flash_attn (flash-attn's Triton "
         "CrossEntropyLoss, llm-foundry's fused_crossentropy), torch (eager F.cross_entropy on logits.float(), "
-        "torchtitan without TP); its HBM bytes per logit, forward + backward at 16-bit logits: 38 + 14, 22 + 10, "
-        "6 + 4, 2 + 4, 22 + 26 (docs/model.md#loss)"))] = "megatron"
+        "torchtitan without TP), inductor (the same under torch.compile, torchtitan's with training.compile); its HBM "
+        "bytes per logit, forward + backward at 16-bit logits: 38 + 14, 22 + 10, 6 + 4, 2 + 4, 22 + 26, 2 + 4 "
+        "(docs/model.md#loss)"))] = "megatron"
     assignment: Annotated[AssignmentText, Meta(
         description="micro-batches split equally up front, or pulled from a shared queue")] = "static"
     dispatch_overhead: Annotated[SecondsOrZero | None, Meta(description=(
@@ -297,6 +304,13 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
                               f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp){unset}",
                               f"false (the default), or true with zero 1, 2, fsdp or hsdp{pin}")
+        if self.fsdp_per_param and zero not in (Zero.FSDP, Zero.HSDP):
+            raise field_error("fsdp_per_param", f"true needs PyTorch FSDP2: zero fsdp or hsdp{unset}",
+                              f"false (the default) with zero 0, 1, 2 or 3; true with zero fsdp or hsdp{pin}")
+        if self.fsdp_per_param and self.fsdp_flat_param:
+            raise field_error("fsdp_per_param", "true with fsdp_flat_param true: a model is wrapped by FSDP1 "
+                              "(FlatParameter) or FSDP2 (per-parameter), not both",
+                              "at most one of fsdp_flat_param and fsdp_per_param true")
         if self.fsdp_flat_param and zero < Zero.GRADIENTS:
             raise field_error("fsdp_flat_param", f"true needs gradients sharded by FSDP: zero 2, 3, fsdp or "
                               f"hsdp{unset}", f"false (the default) with zero 0 or 1; true with zero 2, 3, fsdp or "
