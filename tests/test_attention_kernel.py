@@ -22,7 +22,8 @@ from scalemodel.specs.training import TrainingSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
-PEAK_16 = {"a100-sxm-80g": 312e12, "h100-sxm": 989.4e12, "h200-sxm": 989.4e12}  # the YAMLs' fp16/bf16 peaks
+PEAK_16 = {"a100-sxm-80g": 312e12, "h100-sxm": 989.4e12, "h200-sxm": 989.4e12,  # the YAMLs' fp16/bf16 peaks
+           "b200": 2250e12, "gb200": 2500e12}
 
 
 def _catalog(name: str) -> dict:  # type: ignore[type-arg]
@@ -57,15 +58,17 @@ def _measured_time(p: dict) -> float:  # type: ignore[type-arg]
                                              ("a100-sxm-80g", "triton"), ("a100-sxm-80g", "xformers"),
                                              ("h100-sxm", "cudnn"), ("h100-sxm", "fa1"), ("h100-sxm", "fa2"),
                                              ("h100-sxm", "fa3"), ("h100-sxm", "triton"), ("h200-sxm", "cudnn"),
-                                             ("h200-sxm", "fa2")])
+                                             ("h200-sxm", "fa2"), ("b200", "cudnn"), ("b200", "fa2")])
 def test_catalog_curves_reproduce_their_points_within_the_stated_rms(acc: str, kernel: str) -> None:
     """Every fitted curve, as rounded into the catalog, reproduces the attention.yaml points it was fitted on within
-    the rms of ln(time) its source states (+0.005 for the rounding), and no point is off by more than 35 %."""
+    the rms of ln(time) its source states (+0.005 for the rounding), and no point is off by more than 35 % (points
+    marked ``fit: false`` are recorded, not fitted, and left out)."""
     c = _catalog(acc)["attention_efficiency"][kernel]
-    stated = {which: float(v) for v, which in re.findall(r"([0-9.]+) (fwd\+bwd|fwd)\b",
+    stated = {which: float(v) for v, which in re.findall(r"([0-9.]+) (fwd\+bwd|bwd|fwd)\b",
                                                          c["source"].split("rms ln(t)")[1])}
-    pts = [p for p in yaml.safe_load(ATTENTION.read_text())["points"] if p["acc"] == acc and p["kernel"] == kernel]
-    groups = {"fwd": [p for p in pts if p["dir"] == "fwd"], "fwd+bwd": [p for p in pts if p["dir"] != "fwd"]}
+    pts = [p for p in yaml.safe_load(ATTENTION.read_text())["points"]
+           if p["acc"] == acc and p["kernel"] == kernel and p.get("fit", True)]
+    groups = {d: [p for p in pts if p["dir"] == d] for d in ("fwd", "bwd", "fwd+bwd")}
     assert set(stated) == {k for k, g in groups.items() if g}
     for which, rms in stated.items():
         group = groups[which]
@@ -101,6 +104,25 @@ def test_hand_computed_h200_cudnn_causal_forward_backward_point() -> None:
     (row,) = va.evaluate(sources, [p])
     assert row["kernel_tflops"] == pytest.approx(380.48, abs=0.05)
     assert row["kernel_error"] == pytest.approx(380.48 / 368.3 - 1, abs=2e-4)
+
+
+def test_hand_computed_b200_cudnn_causal_points() -> None:
+    """B200 cuDNN, causal, d 128, s 8192, b 1, 128 heads (CUDNN-B200-9.10: forward 1211.140, backward 945.440
+    TFLOP/s). From b200.yaml (fwd 1.0 / 1953 / 51, bwd 0.753 / 2360 / 29), peak 2250 TFLOP/s: k = 8193/2 = 4096.5;
+    eff_fwd = 1.0 x 4096.5/6049.5 x 128/179 = 0.48423, eff_bwd = 0.753 x 4096.5/6456.5 x 128/157 = 0.38951; in the
+    benchmark's count (forward 4 h s^2 d / 2, backward 2.5x) the model's TFLOP/s = s/(2k) x peak x eff:
+    forward 1089.4 (-10.0 %), backward 876.3 (-7.3 %)."""
+    c = _catalog("b200")["attention_efficiency"]["cudnn"]
+    assert c["fwd"] == {"attn_max": 1.0, "seq_half": 1953, "head_half": 51}
+    assert c["bwd"] == {"attn_max": 0.753, "seq_half": 2360, "head_half": 29}
+    va = script_module("validate_attention")
+    sources, points = va.load(ATTENTION)
+    for direction, measured, expected in (("fwd", 1211.14, 1089.38), ("bwd", 945.44, 876.30)):
+        (p,) = [p for p in points if p["src"] == "CUDNN-B200-9.10" and p["kernel"] == "cudnn"
+                and p["dir"] == direction and p["s"] == 8192]
+        assert p["tflops"] == measured
+        (row,) = va.evaluate(sources, [p])
+        assert row["kernel_tflops"] == pytest.approx(expected, abs=0.05)
 
 
 def test_layer_prices_the_core_on_the_kernel_curves() -> None:
@@ -147,12 +169,16 @@ def _job(cluster: str, kernel: str = "auto"):  # type: ignore[no-untyped-def]
 
 
 def test_auto_resolves_by_family() -> None:
-    """auto: Transformer Engine's choice, cuDNN on Hopper, FlashAttention-2 on Ampere; gemm where no curve."""
+    """auto: Transformer Engine's choice, cuDNN on Hopper and Blackwell, FlashAttention-2 on Ampere; gemm where no
+    curve (a TPU)."""
     assert _job("dgx-h100").attention_kernel == "cudnn"
     assert _job("dgx-a100").attention_kernel == "fa2"
     assert _job("dgx-a100-40g").attention_kernel == "fa2"  # borrowed from a100-sxm-80g
-    assert _job("dgx-b200").attention_kernel == "gemm"  # no Blackwell curve
-    assert _job("dgx-b200").attention_fwd is None
+    b = _job("dgx-b200")  # NVIDIA/cudnn-frontend's B200 SDPA sweeps (attention.yaml CUDNN-B200-*)
+    assert b.attention_kernel == "cudnn"
+    assert b.attention_fwd == {"attn_max": 1.0, "seq_half": 1953.0, "head_half": 51.0}
+    assert _job("gb200-nvl72").attention_kernel == "cudnn"
+    assert _job("tpu-v5p-pod").attention_kernel == "gemm" and _job("tpu-v5p-pod").attention_fwd is None
     h = _job("dgx-h100", "fa3")
     assert h.attention_kernel == "fa3" and h.attention_fwd == {"attn_max": 0.934, "seq_half": 346.0, "head_half": 51.0}
     assert _job("dgx-h100", "gemm").attention_fwd is None

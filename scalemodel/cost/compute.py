@@ -150,21 +150,22 @@ IN_LAYER_GEMM_FACTOR = 0.893
 #: RING_LL and whose times may include host gaps: its communication, not its GEMMs, is uncertain (its profiled
 #: GEMM kernels run at the isolated curve's speed).
 #: Blackwell (b200, gb200): no published layer timing; Hopper's factors, BORROWED (the nearest generation), in the
-#: variant fitted with the core priced the way Blackwell prices it: no attention curve is fitted for Blackwell, so
-#: its fused core stays on the GEMM curve (engine/job.py AUTO_ATTENTION_KERNEL falls back to 'gemm'), and the factor
-#: it borrows is the guide's rows read with the core on the GEMM curve (:data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`,
-#: scripts/fit_in_layer_factor.py ``run(core="gemm")``); once Blackwell has a cuDNN curve it should borrow
-#: :data:`HOPPER_IN_LAYER_GEMM_FACTOR` instead. A Hopper run with ``attention_kernel: gemm`` still gets the
-#: cuDNN-core factor: the factor is per accelerator, not per kernel choice.
+#: variant fitted with the core priced the way Blackwell prices it: on its kernel's curve (b200 and gb200 have fitted
+#: cuDNN curves from NVIDIA/cudnn-frontend's Blackwell SDPA sweeps, hardware/measurements/attention.yaml, which
+#: engine/job.py AUTO_ATTENTION_KERNEL resolves to), so :data:`HOPPER_IN_LAYER_GEMM_FACTOR`; before those curves its
+#: core stayed on the GEMM curve and it borrowed :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`. Not refitted: no
+#: Blackwell layer timing exists to refit from. A run with ``attention_kernel: gemm`` still gets the kernel-core
+#: factor: the factor is per accelerator, not per kernel choice.
 #: Every other family (A100 and those without a layer timing): :data:`IN_LAYER_GEMM_FACTOR`.
 HOPPER_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.835, "fp8": 0.938}
 #: Hopper's factors with the attention core on the GEMM curve (same TE-GS-PT rows): the basis for families whose
-#: core is priced on the GEMM curve (no attention-kernel curve).
+#: core is priced on the GEMM curve (no attention-kernel curve); Blackwell's until its cuDNN curves were fitted.
 HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.833, "fp8": 0.926}
 IN_LAYER_GEMM_FACTORS: dict[str, dict[str, float]] = {
     "hopper": HOPPER_IN_LAYER_GEMM_FACTOR,  # measured: TE Getting Started guide on one H100, core on cuDNN's curve
-    # borrowed from Hopper, core on the GEMM curve as Blackwell prices it: no Blackwell layer timing or attention curve
-    "blackwell": HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR,
+    # borrowed from Hopper, core on its kernel's curve as Blackwell prices it (cuDNN curves fitted for b200 and gb200);
+    # no Blackwell layer timing to refit from
+    "blackwell": HOPPER_IN_LAYER_GEMM_FACTOR,
 }
 
 
