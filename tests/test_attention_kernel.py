@@ -146,7 +146,28 @@ def test_layer_prices_the_core_on_the_kernel_curves() -> None:
     assert float(old.backward) == pytest.approx(2.0 * float(old.forward) + 0.5 * float(old.attention_core), rel=1e-12)
 
 
-@pytest.mark.parametrize("name", ["a100-sxm-80g", "a100-sxm-40g", "h100-sxm", "h100-pcie", "h200-sxm", "h800"])
+def test_context_parallel_core_runs_at_one_calls_keys() -> None:
+    """cp 2, causal, s 8192, b 1, 32 heads of 128, tp 1, B200 cuDNN curves (fwd 1.0 / 1953 / 51, bwd 0.753 / 2360 /
+    29, peak 2250 TFLOP/s). FLOPs over the rank's 4096 queries x (8192 + 1)/2 = 4096.5 keys: F = 2 x 4096 x 4096.5
+    x 256 x 32 = 2.74911e11. Transformer Engine's ring calls the kernel per step over the local 4096 tokens or half
+    KV blocks, so its efficiency is read at (4096 + 1)/2 = 2048.5 keys: eff_fwd = 2048.5/4001.5 x 128/179 = 0.36608
+    (0.48423 at 4096.5), eff_bwd = 0.753 x 2048.5/4408.5 x 128/157 = 0.28527; t_fwd = F/(2250e12 x 0.36608) =
+    0.33376 ms, t_bwd = 2.5 F/(2250e12 x 0.28527) = 1.07078 ms. Without cp the call keys are the FLOP keys."""
+    sh = transformer.shape(layers=1, hidden=4096, heads=32, vocab=32000)
+    fwd = {"attn_max": 1.0, "seq_half": 1953.0, "head_half": 51.0}
+    bwd = {"attn_max": 0.753, "seq_half": 2360.0, "head_half": 29.0}
+    kw = dict(micro_batch=1, seq_len=8192, peak_flops=2250e12, memory_bandwidth=7.7e12, gemm_max=0.648,
+              gemm_half_dim=113.0, memory_efficiency=0.85, tp=1, flash_attention=True, attention_fwd=fwd,
+              attention_bwd=bwd)
+    lt = layer_compute_time(sh, **kw, cp=2)
+    assert float(lt.attention_core) == pytest.approx(0.33376e-3, rel=1e-4)
+    assert float(lt.backward) == pytest.approx(2.0 * (float(lt.forward) - 0.33376e-3) + 1.07078e-3, rel=1e-4)
+    one = layer_compute_time(sh, **kw)  # cp 1: 8192 queries x 4096.5 keys at 4096.5
+    assert float(one.attention_core) == pytest.approx(2 * 2.74911e11 / (2250e12 * 0.48423), rel=1e-4)
+
+
+@pytest.mark.parametrize("name", ["a100-sxm-80g", "a100-sxm-40g", "h100-sxm", "h100-pcie", "h200-sxm", "h800", "b200",
+                                  "gb200"])
 def test_attention_efficiency_never_reaches_the_peak(name: str) -> None:
     """eff = attn_max k/(k+k0) d/(d+d0) < attn_max <= 1 for every catalog curve, so a core never takes less than its
     FLOPs at peak (the physics property tests' premise)."""

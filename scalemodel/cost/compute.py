@@ -307,7 +307,7 @@ def attention_kernel_efficiency(keys: ArrayLike, head_dim: ArrayLike, attn_max: 
 def flash_kernel_time(q_len: ArrayLike, keys: ArrayLike, d: ArrayLike, dv: ArrayLike, count: ArrayLike = 1.0, *,
                       peak_flops: ArrayLike, memory_bandwidth: ArrayLike, attn_max: ArrayLike, seq_half: ArrayLike,
                       head_half: ArrayLike, memory_efficiency: ArrayLike = 0.85, elem_bytes: ArrayLike = 2.0,
-                      flop_ratio: ArrayLike = 1.0) -> np.ndarray:
+                      flop_ratio: ArrayLike = 1.0, call_keys: ArrayLike | None = None) -> np.ndarray:
     """One direction of a fused attention core of ``count`` heads priced on the kernel's own fitted curve
     (:func:`attention_kernel_efficiency`) instead of the GEMM curve::
 
@@ -319,11 +319,16 @@ def flash_kernel_time(q_len: ArrayLike, keys: ArrayLike, d: ArrayLike, dv: Array
     The FLOPs are the ones the kernel computes: with the causal mask k = (s + 1) / 2 (fused kernels skip the
     masked blocks), the FlashAttention benchmark's convention (4 b h s^2 d forward, halved when causal, backward
     2.5x: flash-attention@60499abc benchmarks/benchmark_flash_attention.py ``flops``) up to the (s + 1) / s of
-    the diagonal, so a fitted curve reads directly as the benchmark's TFLOP/s over the peak."""
+    the diagonal, so a fitted curve reads directly as the benchmark's TFLOP/s over the peak.
+
+    ``call_keys`` (default ``keys``): the keys per query of ONE kernel call, which set the efficiency, where the
+    core runs as several calls over blocks of the keys while ``keys`` counts the FLOPs of all of them (context
+    parallelism's ring: :func:`layer_compute_time`)."""
     q, n_k, dk, dvv = (np.maximum(np.asarray(v, dtype=float), 1.0) for v in (q_len, keys, d, dv))
     r = np.asarray(flop_ratio, dtype=float)
     count = np.asarray(count, dtype=float)
-    eff = attention_kernel_efficiency(n_k, 0.5 * (dk + dvv), attn_max, seq_half, head_half)
+    k_call = n_k if call_keys is None else np.maximum(np.asarray(call_keys, dtype=float), 1.0)
+    eff = attention_kernel_efficiency(k_call, 0.5 * (dk + dvv), attn_max, seq_half, head_half)
     flops = r * 2.0 * q * n_k * (dk + dvv) * count
     nbytes = r * (q * dk + n_k * dk + n_k * dvv + q * dvv) * np.asarray(elem_bytes, dtype=float) * count
     return np.maximum(flops / (_pos("peak_flops", peak_flops) * eff),
@@ -413,7 +418,14 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     ``attention_fwd`` / ``attention_bwd`` (both or neither; keyword arguments of :func:`flash_kernel_time`:
     attn_max, seq_half, head_half): with ``flash_attention`` the fused core runs the named kernel's fitted curves
     (forward, and backward at 2.5x the forward FLOPs) on the core's peak instead of :func:`flash_core_time`'s
-    GEMM curve: backward = 2 x (forward - core) + the kernel's backward.
+    GEMM curve: backward = 2 x (forward - core) + the kernel's backward. With context parallelism (cp > 1) the
+    kernel's efficiency is read at the keys of one call, Shape.causal_keys(s/cp) (FLOPs still over
+    Shape.causal_keys(s)): Transformer Engine's ring (AttnFuncWithCPAndKVP2P, transformer_engine/pytorch/
+    attention.py at v2.1 450146ae6; Megatron-Core's default cp_comm_type p2p) calls the kernel once per step of
+    the cp + 1 loop: step 0 causal over the rank's own s/cp tokens, then the s/cp queries against half a KV block
+    (``max_seqlen_kv // 2``) or half the queries against a whole block, so the slowest rank (cp - 1, all its
+    steps with half blocks) runs every call at about s/(2 cp) keys per query under the causal mask (s/cp
+    bidirectional).
 
     Tokens on the GPU T = b*s/cp. GEMM shapes per GPU (t = tp; d = h/a; g = kv heads):
       QKV   T x (a+2g)d/t x h        O-proj  T x h x a*d/t
@@ -473,9 +485,13 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     if attention_fwd is not None and attention_bwd is not None:  # the kernel's own fitted curves
         akw = dict(peak_flops=ckw["peak_flops"], memory_bandwidth=memory_bandwidth,
                    memory_efficiency=memory_efficiency, elem_bytes=eb)
-        fused = flash_kernel_time(s_local, sh.causal_keys(s), d, dv, heads_local, **akw, **attention_fwd)
+        # context parallelism (ring): one kernel call per ring step over the local s/cp queries and one KV block,
+        # so a call's keys per query are those of the local sequence (docs/model.md#attention-kernel)
+        call = np.minimum(sh.causal_keys(s_local), sh.causal_keys(s))
+        fused = flash_kernel_time(s_local, sh.causal_keys(s), d, dv, heads_local, **akw, **attention_fwd,
+                                  call_keys=call)
         fused_bwd = flash_kernel_time(s_local, sh.causal_keys(s), d, dv, heads_local, **akw, **attention_bwd,
-                                      flop_ratio=FLASH_BACKWARD_FLOP_RATIO)
+                                      flop_ratio=FLASH_BACKWARD_FLOP_RATIO, call_keys=call)
     else:
         fused = flash_core_time(s_local, sh.causal_keys(s), d, dv, heads_local, **ckw)
         fused_bwd = FLASH_BACKWARD_FLOP_RATIO * fused
