@@ -330,3 +330,29 @@ def test_framework_settings_from_sources() -> None:
     for acc in ("gb200", "b200", "h100"):
         s = by_id[f"mb2511_{acc}_llama31_405b_fp8cs"].settings
         assert s["recompute"] == "none" and s["tp_comm_overlap"] and s["overlap_param_gather"] and s["dp_overlap"]
+
+
+@needs_new_cases
+def test_nemo2502_framework_settings() -> None:
+    """NeMo 2.2 (v2.2.0 @7192a2c944) settings the nemo2502 rows take from its code: the MegatronCommOverlapCallback's
+    128 Mi-element distributed-optimizer bucket (2 bytes per bf16 gradient element: 268435456 bytes), NVLS off
+    (NCCL_NVLS_ENABLE=0 in the perf executor, as in Megatron-Bridge 25.11's), and FlashAttention-2 for Nemotron-4
+    340B's head dim 192 on B200 (TE <= 2.4 refuses cuDNN above 128 on sm100); every other row keeps auto."""
+    mod = load_script()
+    by_id = {r.id: r for r in mod.validate_all()[0]}
+    cases = {c["id"]: c for c in yaml.safe_load(NEW_CASES.read_text())}
+    nemo = [i for i in by_id if i.startswith("nemo2502_")]
+    assert len(nemo) == 5
+    for cid in nemo:
+        assert by_id[cid].strategy.bucket_size == 128 * 1024 * 1024 * 2.0
+        assert "tiers.nvlink.in_network_reduction=false" in mod.cluster_overrides(cases[cid], "dgx-b200")
+        kernel = "fa2" if cid == "nemo2502_b200_nemotron4_340b" else "auto"
+        assert by_id[cid].settings["attention_kernel"] == kernel, cid
+    assert "tiers.nvlink.in_network_reduction=false" in mod.cluster_overrides(
+        cases["mb2511_gb200_llama3_8b_fp8cs"], "gb200-nvl72")
+    assert mod.cluster_overrides(cases["nemo2407_h100_llama3_8b_cp2"], "dgx-h100") == []
+    # the rule reads the head dim: 18432 / 96 = 192 > 128 on Blackwell only
+    c340 = cases["nemo2502_b200_nemotron4_340b"]
+    assert mod.attention_kernel(c340, "b200", "blackwell") == "fa2"
+    assert mod.attention_kernel(c340, "h100-sxm", "hopper") == "auto"
+    assert mod.attention_kernel(cases["nemo2502_b200_llama3_70b_cp2"], "b200", "blackwell") == "auto"
