@@ -101,7 +101,8 @@ def load_points(path: Path = ATTENTION) -> list[dict[str, Any]]:
         if p.get("fit") is False:  # recorded, not fitted (its source's ``read`` says why)
             continue
         fwd = 4.0 * p["b"] * p["h"] * p["s"] ** 2 * p["d"] * (0.5 if p["causal"] else 1.0)
-        out.append({**p, "t_meas": fwd * PER_DIR[p["dir"]] / (p["tflops"] * 1e12)})
+        out.append({**p, "t_meas": fwd * PER_DIR[p["dir"]] / (p["tflops"] * 1e12),
+                    "latency": bool(doc["sources"][p["src"]].get("per_call_latency"))})
     return out
 
 
@@ -130,26 +131,33 @@ def _curve(x: np.ndarray) -> dict[str, float]:
 
 
 def _lsq(pts: list[dict[str, Any]], acc: Any, build: Any,
-         head_half: float | None = None) -> tuple[dict[str, float], float, float]:
-    """Fit one curve: ``build(curve)`` -> (fwd, bwd) curves for the model; (curve, rms ln, worst rel). With
-    ``head_half`` that parameter is held and attn_max, seq_half are fitted (:data:`HEAD_DONORS`)."""
+         head_half: float | None = None) -> tuple[dict[str, float], float, float, dict[str, float]]:
+    """Fit one curve: ``build(curve)`` -> (fwd, bwd) curves for the model; (curve, rms ln, worst rel, per-call
+    latency per source in s). With ``head_half`` that parameter is held and attn_max, seq_half are fitted
+    (:data:`HEAD_DONORS`). Points of a source marked ``per_call_latency`` (its benchmark times one call from the
+    host's launch, after a synchronize) are modelled as t_kernel + t0, one t0 >= 0 per such source fitted beside
+    the curve (a property of that benchmark's timing, not of the kernel: the curve alone goes to the catalog)."""
     from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
 
     t_meas = np.array([p["t_meas"] for p in pts])
+    lat_srcs = sorted({p["src"] for p in pts if p.get("latency")})
+    n = 3 if head_half is None else 2
 
     def full(x: np.ndarray) -> np.ndarray:
-        return x if head_half is None else np.array([x[0], x[1], head_half])
+        return x[:3] if head_half is None else np.array([x[0], x[1], head_half])
 
     def resid(x: np.ndarray) -> np.ndarray:
         f, b = build(_curve(full(x)))
-        return np.log(np.array([model_time(p, acc, f, b) for p in pts]) / t_meas)
+        t0 = dict(zip(lat_srcs, x[n:], strict=True))
+        return np.log(np.array([model_time(p, acc, f, b) + t0.get(p["src"], 0.0) for p in pts]) / t_meas)
 
     x0, lo, hi = [0.7, 256.0, 16.0], [1e-3, 0.0, 0.0], [1.0, 1e5, 1e4]
-    n = 3 if head_half is None else 2
-    sol = least_squares(resid, x0=x0[:n], bounds=(lo[:n], hi[:n]))
+    k = len(lat_srcs)
+    sol = least_squares(resid, x0=x0[:n] + [5e-5] * k, bounds=(lo[:n] + [0.0] * k, hi[:n] + [1e-2] * k))
     r = resid(sol.x)
     rel = np.exp(r) - 1.0
-    return _curve(full(sol.x)), float(np.sqrt(np.mean(r**2))), float(rel[np.argmax(np.abs(rel))])
+    return (_curve(full(sol.x)), float(np.sqrt(np.mean(r**2))), float(rel[np.argmax(np.abs(rel))]),
+            dict(zip(lat_srcs, (float(v) for v in sol.x[n:]), strict=True)))
 
 
 def fit(points: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -166,16 +174,22 @@ def fit(points: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
         f: dict[str, Any] = {"n_fwd": len(fw), "n_fb": len(fb), "points": by[key]}
         held = fits[HEAD_DONORS[key]] if key in HEAD_DONORS else None
         if fw:
-            f["fwd"], f["rms_fwd"], f["worst_fwd"] = _lsq(fw, acc, lambda c: (c, c),
-                                                          held["fwd"]["head_half"] if held else None)
+            f["fwd"], f["rms_fwd"], f["worst_fwd"], f["lat_fwd"] = _lsq(fw, acc, lambda c: (c, c),
+                                                                        held["fwd"]["head_half"] if held else None)
             if fb:
                 fwd = f["fwd"]
-                f["bwd"], f["rms_fb"], f["worst_fb"] = _lsq(fb, acc, lambda c, fwd=fwd: (fwd, c),
-                                                            held["bwd"]["head_half"] if held else None)
+                f["bwd"], f["rms_fb"], f["worst_fb"], f["lat_fb"] = _lsq(
+                    fb, acc, lambda c, fwd=fwd: (fwd, c), held["bwd"]["head_half"] if held else None)
                 srcs = sorted({p["src"] for p in fw} | {p["src"] for p in fb})
                 kinds = f["fb_kind"] = "/".join(sorted({p["dir"] for p in fb}))
                 f["how"] = (f"forward fitted to {len(fw)} fwd points, backward to {len(fb)} {kinds} points "
                             f"({', '.join(srcs)})")
+                if f["lat_fwd"] or f["lat_fb"]:
+                    f["how"] += ("; per-call latency of the benchmark's timing fitted beside the curve, per source, "
+                                 "not in the catalog (" + ", ".join(
+                                     f"{s} {1e6 * f['lat_fwd'].get(s, 0.0):.0f} us fwd, "
+                                     f"{1e6 * f['lat_fb'].get(s, 0.0):.0f} us bwd"
+                                     for s in sorted(set(f["lat_fwd"]) | set(f["lat_fb"]))) + ")")
                 if held:
                     d = HEAD_DONORS[key]
                     f["how"] += (f"; head_half HELD at {d[0]} {d[1]}'s ({held['fwd']['head_half']:.0f} fwd, "
@@ -190,7 +204,7 @@ def fit(points: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
                             f"backward BORROWED from {BWD_DONORS[key][0]} {BWD_DONORS[key][1]}: attn_max x its "
                             f"bwd / fwd attn_max {ratio:.3f}, its seq_half and head_half (no fwd+bwd points)")
         else:
-            c, f["rms_fb"], f["worst_fb"] = _lsq(fb, acc, lambda c: (c, c))
+            c, f["rms_fb"], f["worst_fb"], f["lat_fb"] = _lsq(fb, acc, lambda c: (c, c))
             f["fwd"] = f["bwd"] = c
             f["how"] = (f"one curve for both directions fitted to {len(fb)} fwd+bwd points "
                         f"({', '.join(sorted({p['src'] for p in fb}))}; no fwd points: the backward is ASSUMED to run "
@@ -232,7 +246,8 @@ def report(fits: dict[tuple[str, str], dict[str, Any]], verbose: bool) -> None:
         if verbose and "points" in f:
             acc = load_accelerator(name, overrides=[])
             for p in f["points"]:
-                e = model_time(p, acc, f["fwd"], f["bwd"]) / p["t_meas"] - 1.0
+                lat = f.get("lat_fwd" if p["dir"] == "fwd" else "lat_fb", {}).get(p["src"], 0.0)
+                e = (model_time(p, acc, f["fwd"], f["bwd"]) + lat) / p["t_meas"] - 1.0
                 print(f"      {p['src']:8s} {p['dir']:7s} causal {p['causal']!s:5s} d {p['d']:3d} s {p['s']:5d} "
                       f"{p['tflops']:6.1f} TFLOP/s  model time {100 * e:+6.1f} %")
 
