@@ -514,7 +514,9 @@ NOT_THE_SAME_KERNEL = frozenset({("triton", "h100-sxm")})
 #: (7192a2c944) requirements/manifest.json builds on nvcr.io/nvidia/pytorch:25.01-py3 and Dockerfile.ci reinstalls
 #: only Megatron-Core and NeMo, so the container's TE is the 25.01/25.02 line (1.14-2.1); the perf scripts' executor
 #: sets NVTE_FUSED_ATTN=1 and NVTE_FLASH_ATTN=1 (scripts/llm/performance/utils.py slurm_executor), both backends
-#: allowed. Megatron-Bridge 25.11 (mb2511) ships TE 2.9+: no such limit.
+#: allowed. Assumed: the container's flash-attn is a version TE accepts on sm100 (2.7.3 at TE 1.14 / 2.0; NeMo does
+#: not install it, the base image does); without one TE falls back to UnfusedDotProductAttention. Megatron-Bridge
+#: 25.11 (mb2511) ships TE 2.9+: no such limit.
 TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128}
 
 
