@@ -29,6 +29,8 @@ Two case files (issue 5 and issue 13):
     - a case that states its NICs (nic_Gbps x nics_per_node / gpus_per_node) and differs from the
       cluster's per-GPU NIC rate gets that rate on every tier beyond the node (the issue-5 rule;
       latency and efficiency stay the cluster's).
+    - sources whose launch scripts export NCCL_NVLS_ENABLE=0 (:data:`NVLS_DISABLED`: NeMo 2.2's and
+      Megatron-Bridge 25.11's perf executors) -> no in-network reduction on the NVLink tiers.
   Model
     - a built-in workload (examples/workloads) whose layers, hidden, heads, kv heads, FFN width,
       gating, experts and (when stated) vocabulary equal the case's is used (with the case's sequence
