@@ -28,10 +28,15 @@ to >= 0. Per (accelerator, kernel):
 * only forward points (h100-sxm cudnn, fa3, triton): the backward is BORROWED as the donor's backward / forward
   relation (:data:`BWD_DONORS`): attn_max = own forward attn_max x donor bwd / donor fwd attn_max, seq_half and
   head_half the donor backward's.
+* points at one head dim only (b200 cudnn and fa2: NVIDIA/cudnn-frontend's B200 sweeps, d 128 only): head_half
+  cannot be fitted (it trades against attn_max), so it is HELD at the same kernel family's fitted value on Hopper
+  (:data:`HEAD_DONORS`: h200-sxm's own cuDNN / FA2 sweeps, d 64 and 128) and attn_max, seq_half are fitted; an
+  assumption (the head-dim dependence of the Blackwell kernels is not measured), stated in the source.
 
+Points marked ``fit: false`` in attention.yaml (with the reason in their source's ``read``) are recorded, not fitted.
 Accelerators (or kernels) without a measurement borrow a measured one whole (:data:`ACC_DONORS`,
 :data:`KERNEL_DONORS`) and say so in their spec's ``source``. Accelerators named nowhere keep the GEMM-curve
-pricing of the core (cost.compute.flash_core_time): Blackwell, Volta, AMD, TPU, Gaudi (no attention benchmark).
+pricing of the core (cost.compute.flash_core_time): Volta, AMD, TPU, Gaudi (no attention benchmark).
 The curves are on the isolated basis (a kernel benchmark runs one call back to back): no in-layer factor is
 applied, unlike the GEMM curves (that factor was measured as what the layer pricing leaves out beside the GEMMs).
 
@@ -70,11 +75,18 @@ ACC_DONORS = {"h800": "h100-sxm", "h100-pcie": "h100-sxm", "a100-sxm-40g": "a100
               "a100-pcie-80g": "a100-sxm-80g"}
 #: (accelerator, kernel) not measured on that accelerator -> the accelerator it is borrowed from
 KERNEL_DONORS = {("h200-sxm", "fa3"): "h100-sxm", ("h200-sxm", "fa1"): "h100-sxm",
-                 ("h200-sxm", "triton"): "h100-sxm"}
+                 ("h200-sxm", "triton"): "h100-sxm", ("gb200", "cudnn"): "b200", ("gb200", "fa2"): "b200"}
 WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks",
        "h100-pcie": "same GH100 kernels; its lower clocks and power are in its own peak, the fraction is assumed",
        "a100-sxm-40g": "same GA100 die and clocks", "a100-pcie-80g": "same GA100 die; fraction of its own peak",
-       "h200-sxm": "same GH100 die (H200 = H100 with HBM3e); the kernel is compute-bound"}
+       "h200-sxm": "same GH100 die (H200 = H100 with HBM3e); the kernel is compute-bound",
+       "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak; its own cuDNN sweep, "
+                "CUDNN-GB200-9.17, is a later cuDNN than the Blackwell training stacks and is recorded, not fitted"}
+#: (accelerator, kernel) measured at one head dim -> (accelerator, kernel) whose fitted head_half (per direction) it
+#: holds: the same kernel family on Hopper (h200-sxm: scalemodel's own sweeps at d 64 and 128)
+HEAD_DONORS = {("b200", "cudnn"): ("h200-sxm", "cudnn"), ("b200", "fa2"): ("h200-sxm", "fa2")}
+#: accelerators with attention points recorded but not fitted (``fit: false``; their source says why)
+RECORDED_NOT_FITTED = frozenset({"gb200"})
 TOL = {"attn_max": 0.0006, "seq_half": 0.6, "head_half": 0.6}
 PARAMS = ("attn_max", "seq_half", "head_half")
 
@@ -86,8 +98,11 @@ def load_points(path: Path = ATTENTION) -> list[dict[str, Any]]:
     for p in doc["points"]:
         if doc["sources"][p["src"]].get("flops") != "fa-benchmark" or "fa-benchmark" not in conv:
             continue
+        if p.get("fit") is False:  # recorded, not fitted (its source's ``read`` says why)
+            continue
         fwd = 4.0 * p["b"] * p["h"] * p["s"] ** 2 * p["d"] * (0.5 if p["causal"] else 1.0)
-        out.append({**p, "t_meas": fwd * PER_DIR[p["dir"]] / (p["tflops"] * 1e12)})
+        out.append({**p, "t_meas": fwd * PER_DIR[p["dir"]] / (p["tflops"] * 1e12),
+                    "latency": bool(doc["sources"][p["src"]].get("per_call_latency"))})
     return out
 
 
@@ -115,20 +130,34 @@ def _curve(x: np.ndarray) -> dict[str, float]:
     return {"attn_max": float(x[0]), "seq_half": float(x[1]), "head_half": float(x[2])}
 
 
-def _lsq(pts: list[dict[str, Any]], acc: Any, build: Any) -> tuple[dict[str, float], float, float]:
-    """Fit one curve: ``build(curve)`` -> (fwd, bwd) curves for the model; (curve, rms ln, worst rel)."""
+def _lsq(pts: list[dict[str, Any]], acc: Any, build: Any,
+         head_half: float | None = None) -> tuple[dict[str, float], float, float, dict[str, float]]:
+    """Fit one curve: ``build(curve)`` -> (fwd, bwd) curves for the model; (curve, rms ln, worst rel, per-call
+    latency per source in s). With ``head_half`` that parameter is held and attn_max, seq_half are fitted
+    (:data:`HEAD_DONORS`). Points of a source marked ``per_call_latency`` (its benchmark times one call from the
+    host's launch, after a synchronize) are modelled as t_kernel + t0, one t0 >= 0 per such source fitted beside
+    the curve (a property of that benchmark's timing, not of the kernel: the curve alone goes to the catalog)."""
     from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
 
     t_meas = np.array([p["t_meas"] for p in pts])
+    lat_srcs = sorted({p["src"] for p in pts if p.get("latency")})
+    n = 3 if head_half is None else 2
+
+    def full(x: np.ndarray) -> np.ndarray:
+        return x[:3] if head_half is None else np.array([x[0], x[1], head_half])
 
     def resid(x: np.ndarray) -> np.ndarray:
-        f, b = build(_curve(x))
-        return np.log(np.array([model_time(p, acc, f, b) for p in pts]) / t_meas)
+        f, b = build(_curve(full(x)))
+        t0 = dict(zip(lat_srcs, x[n:], strict=True))
+        return np.log(np.array([model_time(p, acc, f, b) + t0.get(p["src"], 0.0) for p in pts]) / t_meas)
 
-    sol = least_squares(resid, x0=[0.7, 256.0, 16.0], bounds=([1e-3, 0.0, 0.0], [1.0, 1e5, 1e4]))
+    x0, lo, hi = [0.7, 256.0, 16.0], [1e-3, 0.0, 0.0], [1.0, 1e5, 1e4]
+    k = len(lat_srcs)
+    sol = least_squares(resid, x0=x0[:n] + [5e-5] * k, bounds=(lo[:n] + [0.0] * k, hi[:n] + [1e-2] * k))
     r = resid(sol.x)
     rel = np.exp(r) - 1.0
-    return _curve(sol.x), float(np.sqrt(np.mean(r**2))), float(rel[np.argmax(np.abs(rel))])
+    return (_curve(full(sol.x)), float(np.sqrt(np.mean(r**2))), float(rel[np.argmax(np.abs(rel))]),
+            dict(zip(lat_srcs, (float(v) for v in sol.x[n:]), strict=True)))
 
 
 def fit(points: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -137,20 +166,35 @@ def fit(points: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     for p in points:
         by[(p["acc"], p["kernel"])].append(p)
     fits: dict[tuple[str, str], dict[str, Any]] = {}
-    order = sorted(by, key=lambda key: (key in BWD_DONORS, key))
+    order = sorted(by, key=lambda key: (key in BWD_DONORS or key in HEAD_DONORS, key))
     for key in order:
         acc = load_accelerator(key[0], overrides=[])
         fw = [p for p in by[key] if p["dir"] == "fwd"]
         fb = [p for p in by[key] if p["dir"] != "fwd"]
         f: dict[str, Any] = {"n_fwd": len(fw), "n_fb": len(fb), "points": by[key]}
+        held = fits[HEAD_DONORS[key]] if key in HEAD_DONORS else None
         if fw:
-            f["fwd"], f["rms_fwd"], f["worst_fwd"] = _lsq(fw, acc, lambda c: (c, c))
+            f["fwd"], f["rms_fwd"], f["worst_fwd"], f["lat_fwd"] = _lsq(fw, acc, lambda c: (c, c),
+                                                                        held["fwd"]["head_half"] if held else None)
             if fb:
                 fwd = f["fwd"]
-                f["bwd"], f["rms_fb"], f["worst_fb"] = _lsq(fb, acc, lambda c, fwd=fwd: (fwd, c))
+                f["bwd"], f["rms_fb"], f["worst_fb"], f["lat_fb"] = _lsq(
+                    fb, acc, lambda c, fwd=fwd: (fwd, c), held["bwd"]["head_half"] if held else None)
                 srcs = sorted({p["src"] for p in fw} | {p["src"] for p in fb})
-                f["how"] = (f"forward fitted to {len(fw)} fwd points, backward to {len(fb)} fwd+bwd points "
+                kinds = f["fb_kind"] = "/".join(sorted({p["dir"] for p in fb}))
+                f["how"] = (f"forward fitted to {len(fw)} fwd points, backward to {len(fb)} {kinds} points "
                             f"({', '.join(srcs)})")
+                if f["lat_fwd"] or f["lat_fb"]:
+                    f["how"] += ("; per-call latency of the benchmark's timing fitted beside the curve, per source, "
+                                 "not in the catalog (" + ", ".join(
+                                     f"{s} {1e6 * f['lat_fwd'].get(s, 0.0):.0f} us fwd, "
+                                     f"{1e6 * f['lat_fb'].get(s, 0.0):.0f} us bwd"
+                                     for s in sorted(set(f["lat_fwd"]) | set(f["lat_fb"]))) + ")")
+                if held:
+                    d = HEAD_DONORS[key]
+                    f["how"] += (f"; head_half HELD at {d[0]} {d[1]}'s ({held['fwd']['head_half']:.0f} fwd, "
+                                 f"{held['bwd']['head_half']:.0f} bwd): points at head dim "
+                                 f"{', '.join(str(x) for x in sorted({p['d'] for p in by[key]}))} only")
             else:
                 donor = fits[BWD_DONORS[key]]
                 ratio = donor["bwd"]["attn_max"] / donor["fwd"]["attn_max"]
@@ -160,7 +204,7 @@ def fit(points: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
                             f"backward BORROWED from {BWD_DONORS[key][0]} {BWD_DONORS[key][1]}: attn_max x its "
                             f"bwd / fwd attn_max {ratio:.3f}, its seq_half and head_half (no fwd+bwd points)")
         else:
-            c, f["rms_fb"], f["worst_fb"] = _lsq(fb, acc, lambda c: (c, c))
+            c, f["rms_fb"], f["worst_fb"], f["lat_fb"] = _lsq(fb, acc, lambda c: (c, c))
             f["fwd"] = f["bwd"] = c
             f["how"] = (f"one curve for both directions fitted to {len(fb)} fwd+bwd points "
                         f"({', '.join(sorted({p['src'] for p in fb}))}; no fwd points: the backward is ASSUMED to run "
@@ -169,7 +213,8 @@ def fit(points: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     for (name, kernel), donor in KERNEL_DONORS.items():
         d = fits[(donor, kernel)]
         fits[(name, kernel)] = {"fwd": d["fwd"], "bwd": d["bwd"], "borrowed": donor,
-                                "how": f"BORROWED from {donor} {kernel} ({WHY[name]}): no {kernel} benchmark on {name}"}
+                                "how": f"BORROWED from {donor} {kernel} ({WHY[name]}): no {kernel} benchmark "
+                                       f"{'fitted ' if name in RECORDED_NOT_FITTED else ''}on {name}"}
     for name, donor in ACC_DONORS.items():
         for (a, kernel), d in list(fits.items()):
             if a == donor:
@@ -193,14 +238,16 @@ def report(fits: dict[tuple[str, str], dict[str, Any]], verbose: bool) -> None:
         if "rms_fwd" in f:
             stats.append(f"fwd n {f['n_fwd']} rms {f['rms_fwd']:.3f} worst {100 * f['worst_fwd']:+.1f} %")
         if "rms_fb" in f:
-            stats.append(f"fwd+bwd n {f['n_fb']} rms {f['rms_fb']:.3f} worst {100 * f['worst_fb']:+.1f} %")
+            stats.append(f"{f.get('fb_kind', 'fwd+bwd')} n {f['n_fb']} rms {f['rms_fb']:.3f} "
+                         f"worst {100 * f['worst_fb']:+.1f} %")
         print(f"  {name:13s} {kernel:8s} fwd {fw['attn_max']:.3f}/{fw['seq_half']:5.0f}/{fw['head_half']:4.0f}  "
               f"bwd {bw['attn_max']:.3f}/{bw['seq_half']:5.0f}/{bw['head_half']:4.0f}  {'; '.join(stats)}"
               f"{' (borrowed from ' + f['borrowed'] + ')' if 'borrowed' in f else ''}")
         if verbose and "points" in f:
             acc = load_accelerator(name, overrides=[])
             for p in f["points"]:
-                e = model_time(p, acc, f["fwd"], f["bwd"]) / p["t_meas"] - 1.0
+                lat = f.get("lat_fwd" if p["dir"] == "fwd" else "lat_fb", {}).get(p["src"], 0.0)
+                e = (model_time(p, acc, f["fwd"], f["bwd"]) + lat) / p["t_meas"] - 1.0
                 print(f"      {p['src']:8s} {p['dir']:7s} causal {p['causal']!s:5s} d {p['d']:3d} s {p['s']:5d} "
                       f"{p['tflops']:6.1f} TFLOP/s  model time {100 * e:+6.1f} %")
 
@@ -210,7 +257,7 @@ def yaml_blocks(fits: dict[tuple[str, str], dict[str, Any]]) -> str:
     for (name, kernel), f in sorted(fits.items()):
         fw, bw = rounded(f["fwd"]), rounded(f["bwd"])
         parts = ([f"{f['rms_fwd']:.3f} fwd"] if "rms_fwd" in f else []) + (
-            [f"{f['rms_fb']:.3f} fwd+bwd"] if "rms_fb" in f else [])
+            [f"{f['rms_fb']:.3f} {f.get('fb_kind', 'fwd+bwd')}"] if "rms_fb" in f else [])
         rms = f" rms ln(t) {', '.join(parts)}" if parts else ""
         src = f"scripts/fit_attention.py on hardware/measurements/attention.yaml: {f['how']}.{rms}".replace('"', "'")
         by[name].append(f"  {kernel}:\n"

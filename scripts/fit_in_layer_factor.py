@@ -4,7 +4,7 @@ scalemodel prices a layer's GEMMs on the accelerator's isolated-GEMM curve (micr
 factor: IN_LAYER_GEMM_FACTOR = 0.893, fitted on Korthikanti et al. 2022 Table 4 (A100), and per family where a
 layer timing of that family exists (scalemodel.cost.compute.IN_LAYER_GEMM_FACTORS: Hopper from the Transformer
 Engine guide's H100 rows, BF16 and FP8, each fused core on its kernel's fitted curve; Blackwell borrows Hopper's
-refitted with the core on the GEMM curve, as Blackwell prices it). This script re-derives them and computes the
+as they are, its cores priced on its own fitted cuDNN curve). This script re-derives them and computes the
 factor each other source implies:
 
 1. The model time of every point is scalemodel's own layer pricing, as engine/step.py prices a layer:
@@ -312,7 +312,7 @@ def gemm_kernels(doc: dict[str, Any] | None = None) -> dict[str, float]:
 
 
 #: sources refitted with the attention core on the GEMM curve: the basis of the factors of families whose core the
-#: step model keeps on the GEMM curve (Blackwell borrows Hopper's: HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR)
+#: step model keeps on the GEMM curve (HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR; Blackwell's until its cuDNN curves)
 GEMM_CORE_SOURCES = ("TE-GS-PT",)
 
 
@@ -326,7 +326,7 @@ def main(argv: list[str]) -> int:
     print(f"In-layer GEMM factor implied by published per-layer timings (catalog: IN_LAYER_GEMM_FACTOR "
           f"{IN_LAYER_GEMM_FACTOR}; hopper {in_layer_gemm_factor('hopper', 'bf16')} BF16, "
           f"{in_layer_gemm_factor('hopper', 'fp8')} FP8 (fused cores on their kernel's curve); blackwell (borrowed, "
-          f"core on the GEMM curve) {in_layer_gemm_factor('blackwell', 'bf16')} BF16, "
+          f"core on its cuDNN curve) {in_layer_gemm_factor('blackwell', 'bf16')} BF16, "
           f"{in_layer_gemm_factor('blackwell', 'fp8')} FP8)\n")
     for r in rows + gemm_core:
         if r is gemm_core[0]:

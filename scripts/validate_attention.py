@@ -98,6 +98,8 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             raise DataError(f"{where}: dir {p['dir']!r}; one of {', '.join(MODEL_CALLS)}")
         if not isinstance(p["causal"], bool):
             raise DataError(f"{where}: causal {p['causal']!r}; true or false")
+        if "fit" in p and not isinstance(p["fit"], bool):
+            raise DataError(f"{where}: fit {p['fit']!r}; true or false (false: recorded, not fitted)")
         if p["dtype"] not in DTYPES:
             raise DataError(f"{where}: dtype {p['dtype']!r}; one of {', '.join(DTYPES)} (the core runs in 16 bit)")
         for k in ("b", "h", "d", "s", "tflops"):
@@ -149,7 +151,8 @@ def evaluate(sources: dict[str, Any], points: list[dict[str, Any]], *, isolated:
                     "model_tflops": model_tflops, "error": model_tflops / p["tflops"] - 1.0,
                     "kernel_time_s": t_kernel, "kernel_tflops": kernel_tflops,
                     "kernel_error": None if kernel_tflops is None else kernel_tflops / p["tflops"] - 1.0,
-                    "inferred": p.get("labels") == "inferred"})
+                    "inferred": p.get("labels") == "inferred",
+                    "latency": bool(sources[p["src"]].get("per_call_latency"))})
     return out
 
 
@@ -172,16 +175,23 @@ def kernel_time(p: dict[str, Any], acc: Any, keys: float) -> float | None:
     return t
 
 
+def _after(r: dict[str, Any]) -> bool:
+    """A point counted in the kernel curve's (after) figures: it has a curve, was fitted (not ``fit: false``) and
+    its time is the kernel's alone (not a source marked ``per_call_latency``, whose times include the host's
+    per-call latency that scripts/fit_attention.py fits beside the curve and the catalog leaves out)."""
+    return r["kernel_error"] is not None and r.get("fit") is not False and not r.get("latency")
+
+
 def families(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per kernel family (all accelerators, masks, directions): median |error| and worst error of the GEMM-curve
-    pricing (before) and of the kernel's fitted curve (after; over the points that have one)."""
+    pricing (before) and of the kernel's fitted curve (after; over the points :func:`_after` counts)."""
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by[r["kernel"]].append(r)
     out = []
     for kernel, rs in sorted(by.items()):
         before = [r["error"] for r in rs]
-        after = [r["kernel_error"] for r in rs if r["kernel_error"] is not None]
+        after = [r["kernel_error"] for r in rs if _after(r)]
         out.append({"kernel": kernel, "n": len(rs), "gemm_median_abs": statistics.median(abs(e) for e in before),
                     "gemm_worst": max(before, key=abs), "n_kernel": len(after),
                     "kernel_median_abs": statistics.median(abs(e) for e in after) if after else None,
@@ -197,7 +207,7 @@ def groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for (acc, kernel, causal, direction), rs in sorted(by.items()):
         errs = [r["error"] for r in rs]
-        kerr = [r["kernel_error"] for r in rs if r["kernel_error"] is not None]
+        kerr = [r["kernel_error"] for r in rs if _after(r)]
         out.append({"acc": acc, "kernel": kernel, "causal": causal, "dir": direction, "n": len(rs),
                     "median_abs_error": statistics.median(abs(e) for e in errs), "bias": statistics.median(errs),
                     "worst_error": max(errs, key=abs), "inferred": any(r["inferred"] for r in rs),
@@ -263,7 +273,8 @@ def report(rows: list[dict[str, Any]], isolated: bool) -> str:
              f"{'src':9} {'acc':13} {'kernel':8} {'dir':7} {'causal':6} {'d':>4} {'s':>6} {'meas':>6} "
              f"{'gemm':>6} {'error':>7} {'kernel':>6} {'error':>7}"]
     for r in rows:
-        mark = " (labels inferred)" if r["inferred"] else ""
+        mark = ((" (labels inferred)" if r["inferred"] else "") + (" (not fitted)" if r.get("fit") is False else "")
+                + (" (time includes per-call latency)" if r.get("latency") else ""))
         kt = "-" if r["kernel_tflops"] is None else f"{r['kernel_tflops']:.0f}"
         lines.append(f"{r['src']:9} {r['acc']:13} {r['kernel']:8} {r['dir']:7} {str(r['causal']):6} {r['d']:>4} "
                      f"{r['s']:>6} {r['tflops']:>6.0f} {r['model_tflops']:>6.0f} {r['error']:>+7.1%} {kt:>6} "

@@ -31,6 +31,8 @@ Two case files (issue 5 and issue 13):
     - a case that states its NICs (nic_Gbps x nics_per_node / gpus_per_node) and differs from the
       cluster's per-GPU NIC rate gets that rate on every tier beyond the node (the issue-5 rule;
       latency and efficiency stay the cluster's).
+    - sources whose launch scripts export NCCL_NVLS_ENABLE=0 (:data:`NVLS_DISABLED`: NeMo 2.2's and
+      Megatron-Bridge 25.11's perf executors) -> no in-network reduction on the NVLink tiers.
   Model
     - a built-in workload (examples/workloads) whose layers, hidden, heads, kv heads, FFN width,
       gating, experts and (when stated) vocabulary equal the case's is used (with the case's sequence
@@ -67,7 +69,9 @@ Two case files (issue 5 and issue 13):
       2.4.2; triton -> triton, its flash_attn_triton.py, except on H100 where no curve of that kernel exists:
       gemm); a torchtitan run (titan24, titan25) on Hopper or Ampere -> fa2, PyTorch SDPA's FlashAttention-2 backend,
       which torchtitan e7c0cae forces below Blackwell and 9dec370 got from PyTorch's default priority
-      (:data:`TORCHTITAN_SDPA_KERNEL`); every other case auto (:data:`ATTN_IMPL_KERNEL`).
+      (:data:`TORCHTITAN_SDPA_KERNEL`); a NeMo 2.2 (nemo2502) run on Blackwell with head dim > 128 -> fa2 (its
+      Transformer Engine refuses cuDNN there: :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`); every other case auto
+      (:data:`ATTN_IMPL_KERNEL`).
     - sequence parallelism: as stated, else on when tp > 1 for runs from 2022 on (Korthikanti 2022), except
       on the Megatron-DeepSpeed forks (:data:`NO_SEQUENCE_PARALLEL`), which had none.
     - backward TP all-reduce: under the weight-gradient GEMMs (Megatron's asynchronous all-reduce), except on
@@ -100,9 +104,10 @@ Two case files (issue 5 and issue 13):
       wire, bf16/fp16 -> 2); unstated -> torchtitan's FSDP default fp32 for a torchtitan run with FSDP
       (:data:`TORCHTITAN_REDUCE_BYTES`), else the precision's gradient element.
     - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, nemo2502, at ZeRO 0/1) -> megatron_ddp (its
-      default buckets); Megatron-Bridge (mb2511) ZeRO 1 -> bucket_size 128 Mi elements
-      (:data:`BRIDGE_BUCKET_ELEMENTS`); with fp8, fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`:
-      Megatron-Bridge's FP8-CS and MXFP8 presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed).
+      default buckets); Megatron-Bridge (mb2511) and NeMo 2.2 (nemo2502, its MegatronCommOverlapCallback) ZeRO 1 ->
+      bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`, :data:`BUCKET_128MI_SOURCES`); with fp8,
+      fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
+      presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
       (torchtitan's eager F.cross_entropy), titan25 at tp 1 -> inductor (the same loss under torch.compile with
@@ -546,15 +551,34 @@ NOT_THE_SAME_KERNEL = frozenset({("triton", "h100-sxm")})
 TORCHTITAN_SDPA_KERNEL = "fa2"
 
 
+#: Sources whose Transformer Engine refuses cuDNN's F16_arbitrary_seqlen fused attention on Blackwell for head dims
+#: above 128, so that DotProductAttention runs FlashAttention-2 (flash-attn >= 2.7.3, TE's Blackwell minimum) there:
+#: transformer_engine/common/fused_attn/fused_attn.cpp nvte_get_fused_attn_backend ``!(sm_arch_ >= 100 &&
+#: (head_dim_qk > 128 || head_dim_v > 128))`` (``sm_arch_ == 100`` at v2.0) in NVIDIA/TransformerEngine release_v1.14
+#: (3b2a7b00f), v2.0 (e5cc6c299), v2.1 (450146ae6) and up to v2.4; lifted from v2.5 (2025-06). nemo2502: NeMo v2.2.0
+#: (7192a2c944) requirements/manifest.json builds on nvcr.io/nvidia/pytorch:25.01-py3 and Dockerfile.ci reinstalls
+#: only Megatron-Core and NeMo, so the container's TE is the 25.01/25.02 line (1.14-2.1); the perf scripts' executor
+#: sets NVTE_FUSED_ATTN=1 and NVTE_FLASH_ATTN=1 (scripts/llm/performance/utils.py slurm_executor), both backends
+#: allowed. Assumed: the container's flash-attn is a version TE accepts on sm100 (2.7.3 at TE 1.14 / 2.0; NeMo does
+#: not install it, the base image does); without one TE falls back to UnfusedDotProductAttention. Megatron-Bridge
+#: 25.11 (mb2511) ships TE 2.9+: no such limit.
+TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128}
+
+
 def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -> str:
     """training.attention_kernel of a case (:data:`ATTN_IMPL_KERNEL`; a torchtitan run below Blackwell
-    :data:`TORCHTITAN_SDPA_KERNEL`; else auto; gemm where :data:`NOT_THE_SAME_KERNEL`)."""
-    text = str(case["model"].get("attention", "")).lower()
+    :data:`TORCHTITAN_SDPA_KERNEL`; fa2 on Blackwell above :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`; else auto; gemm
+    where :data:`NOT_THE_SAME_KERNEL`)."""
+    m = case["model"]
+    text = str(m.get("attention", "")).lower()
     for marker, kernel in ATTN_IMPL_KERNEL:
         if marker in text:
             return "gemm" if (kernel, accelerator) in NOT_THE_SAME_KERNEL else kernel
     if families(case)["source"] in TORCHTITAN and family in ("hopper", "ampere"):
         return TORCHTITAN_SDPA_KERNEL
+    limit = TE_SM100_CUDNN_HEAD_DIM_MAX.get(families(case)["source"])
+    if family == "blackwell" and limit is not None and int(m.get("head_dim") or m["hidden"] // m["heads"]) > limit:
+        return "fa2"
     return "auto"
 
 
@@ -578,14 +602,22 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: Megatron-LM (mlm24: Megatron-Core r0.8.0, whose distributed_data_parallel.py at baf94af3c6 defaults the bucket to
 #: max(4e7, 1e6 x dp) elements with --overlap-grad-reduce), Megatron-Bridge 25.11 (mb2511) and NeMo 2.2 (nemo2502:
 #: nemo/lightning/megatron_parallel.py at tag v2.2.0 @7192a2c944 wraps each model chunk in ``class DDP(McoreDDP)``,
-#: megatron.core.distributed.DistributedDataParallel, with the recipe's DistributedDataParallelConfig, which sets no
-#: bucket_size). NeMo 24.07 (nemo2407) wraps its own way (its bucket is not verified here) and stays on the engine's
-#: defaults.
+#: megatron.core.distributed.DistributedDataParallel, with the recipe's DistributedDataParallelConfig, whose bucket
+#: the MegatronCommOverlapCallback sets: :data:`BUCKET_128MI_SOURCES`). NeMo 24.07 (nemo2407) wraps its own way (its
+#: bucket is not verified here) and stays on the engine's defaults.
 MEGATRON_DDP = frozenset({"mlm24", "mb2511", "nemo2502"})
 #: Megatron-Bridge's CommOverlapConfig sets the distributed optimizer's bucket to 128 x 1024 x 1024 elements when
 #: dp > 1 (NVIDIA-NeMo/Megatron-Bridge@97ad8cc6f src/megatron/bridge/training/comm_overlap.py
 #: _get_optimizer_overlap_cfgs, applied to the DDP config by setup(); every mb2511 recipe passes a CommOverlapConfig).
 BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
+#: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 (above) and nemo2502:
+#: NeMo v2.2.0 (7192a2c944) nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py
+#: MegatronCommOverlapCallback._get_optimizer_overlap_cfgs sets ``bucket_size = 128 * 1024 * 1024`` (with
+#: overlap_grad_reduce, overlap_param_gather) when data_parallel_size > 1 and applies it to the strategy's
+#: DistributedDataParallelConfig when the distributed optimizer is on; every nemo2502 perf recipe
+#: (recipes/{gpt3_175b,llama3_70b,nemotron4_15b,nemotron4_340b,mixtral_8x7b}.py pretrain_performance_optimizations)
+#: adds that callback and sets no bucket_size of its own.
+BUCKET_128MI_SOURCES = frozenset({"mb2511", "nemo2502"})
 #: Megatron-Bridge 25.11's perf precision presets (scripts/performance/utils/precision.py get_precision_config at
 #: 97ad8cc6f): fp8_cs -> bf16_with_fp8_current_scaling_mixed, fp8_mx -> bf16_with_mxfp8_mixed, both with
 #: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); no perf config overrides it.
@@ -642,7 +674,7 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     if src not in MEGATRON_DDP or zero not in ("0", "1"):
         return out
     out["megatron_ddp"] = True
-    if src == "mb2511" and zero == "1":
+    if src in BUCKET_128MI_SOURCES and zero == "1":
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
     if src in FP8_PARAM_GATHER and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
@@ -924,13 +956,28 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
     return [f"tiers.{t.name}.bandwidth={rate * 8 / 1e9:g} Gbit/s" for t in outer]
 
 
+#: Sources whose launch scripts export ``NCCL_NVLS_ENABLE=0`` (NVLink SHARP off: NCCL never picks NVLS / NVLSTree, so
+#: no all-reduce reduces in the NVSwitch): NeMo v2.2.0 (7192a2c944) scripts/llm/performance/utils.py slurm_executor
+#: env_vars ``"NCCL_NVLS_ENABLE": "0"`` (nemo2502); Megatron-Bridge v0.2.0 (7af9601c9)
+#: scripts/performance/utils/executors.py PERF_ENV_VARS ``"NCCL_NVLS_ENABLE": "0",  # Disable NVLink SHARP to save
+#: memory`` (mb2511; perf_plugins.py re-enables it for no model: the one place is commented out). Such a case's cluster
+#: gets ``in_network_reduction: false`` on its NVLink tiers.
+NVLS_DISABLED = frozenset({"mb2511", "nemo2502"})
+
+
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
     """The case's overrides of catalog cluster ``cname``: a multi-slice run's chips per slice as the ici span
-    (gpus / dcn_dp), else the stated NIC rate (:func:`_nic_overrides`)."""
+    (gpus / dcn_dp), else the stated NIC rate (:func:`_nic_overrides`); NVLS off on the NVLink tiers for the
+    sources of :data:`NVLS_DISABLED`."""
     slices = int(case["parallelism"].get("dcn_dp", 1))
     if slices > 1:
         return [f"tiers.ici.span={int(case['parallelism']['gpus']) // slices}"]
-    return _nic_overrides(case, load_cluster(cname))
+    cluster = load_cluster(cname)
+    out = _nic_overrides(case, cluster)
+    if families(case)["source"] in NVLS_DISABLED:
+        out += [f"tiers.{t.name}.in_network_reduction=false" for t in cluster.tiers
+                if t.in_network_reduction and str(getattr(t, "protocol", "")) == "nvlink"]
+    return out
 
 
 def _structural_context(reason: str, case: dict[str, Any], wl: Any, st: StrategySpec, m: int) -> str:
@@ -1048,8 +1095,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         pred = p.flops["hardware_flops_per_step"] / step / gpus / 1e12
     if slices > 1:
         notes.append(f"{slices} slices of {int(par['gpus']) // slices} chips over DCN: hsdp, shard_group {shard_group}")
-    elif overrides:
-        notes.append("NIC rate from the case: " + overrides[0].split("=")[1])
+    elif any(".bandwidth=" in o for o in overrides):
+        notes.append("NIC rate from the case: " + next(o for o in overrides if ".bandwidth=" in o).split("=")[1])
     if case["id"] in RECIPE_HOST_SYNC_EAGER:
         how = ("dropless HybridEP dispatch, CUDA graphs of router/preprocess only"
                if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP else "dropless all-to-all dispatch, no CUDA graphs")

@@ -27,6 +27,8 @@ import validate_attention as va  # noqa: E402
 DOC = yaml.safe_load((ROOT / "hardware" / "measurements" / "attention.yaml").read_text(encoding="utf-8"))
 SOURCES, POINTS = DOC["sources"], DOC["points"]
 KERNELS = {"fa1", "fa2", "fa3", "cudnn", "triton", "xformers"}
+#: NVIDIA/cudnn-frontend's Blackwell sweeps: batch 1, 128 query / 8 KV heads, head dim 128, causal, bf16
+BLACKWELL = {"CUDNN-B200-9.10", "CUDNN-B200-9.13", "CUDNN-GB200-9.17"}
 
 
 def _one(**match: object) -> dict:
@@ -40,8 +42,9 @@ def test_file_header_and_sources() -> None:
     for key, s in SOURCES.items():
         assert {"cite", "read", "status"} <= set(s), key
     used = {p["src"] for p in POINTS}
-    # published figures, and scalemodel's own H200 run (SM-H200, status measured: its raw JSON is in the repository)
-    assert used == {"FA2-A100", "FA2-H100", "FA3-FWD", "SM-H200"}
+    # published figures, NVIDIA/cudnn-frontend's Blackwell SDPA sweeps (CSV artifacts), and scalemodel's own H200 run
+    # (SM-H200, status measured: its raw JSON is in the repository)
+    assert used == {"FA2-A100", "FA2-H100", "FA3-FWD", "SM-H200"} | BLACKWELL
     for key in used - {"SM-H200"}:
         s = SOURCES[key]
         assert s["status"] == "transcribed"
@@ -56,24 +59,39 @@ def test_file_header_and_sources() -> None:
 
 
 def test_points_fields_and_units() -> None:
-    # 273 transcribed + 96 of our H200 run (2 kernels x 2 head dims x 2 masks x 6 lengths x fwd, fwd+bwd)
-    assert len(POINTS) == 273 + 96
+    # 273 transcribed + 96 of our H200 run (2 kernels x 2 head dims x 2 masks x 6 lengths x fwd, fwd+bwd) + the
+    # Blackwell sweeps at s 512-32768: B200 2 runs x 2 kernels x 7 lengths x fwd, bwd; GB200 cuDNN 7 lengths x fwd, bwd
+    assert len(POINTS) == 273 + 96 + 56 + 14
     assert sum(p["src"] == "SM-H200" for p in POINTS) == 96
+    # recorded, not fitted: the whole GB200 cuDNN 9.17 sweep (a later release than the training stacks), nothing else;
+    # the B200 sweeps' times include a per-call host latency (fitted beside the curve by scripts/fit_attention.py)
+    assert {(p["src"], p["s"]) for p in POINTS if p.get("fit") is False} == {
+        ("CUDNN-GB200-9.17", n) for n in (512, 1024, 2048, 4096, 8192, 16384, 32768)}
+    assert {k for k, s in SOURCES.items() if s.get("per_call_latency")} == {"CUDNN-B200-9.10", "CUDNN-B200-9.13"}
     seen = set()
     peaks = {}
     for p in POINTS:
         assert set(va.KEYS) <= set(p), p
         assert p["src"] in SOURCES
         assert p["kernel"] in KERNELS and p["dir"] in va.MODEL_CALLS and isinstance(p["causal"], bool)
-        assert p["dtype"] == ("bf16" if p["src"] == "SM-H200" else "fp16")
-        assert p["d"] in (64, 128, 256) and p["s"] in (512, 1024, 2048, 4096, 8192, 16384)
-        # the sources' sizing: 16k tokens per batch, hidden 2048
-        assert p["b"] * p["s"] == 16384 and p["h"] * p["d"] == 2048
+        assert p["dtype"] == ("bf16" if p["src"] == "SM-H200" or p["src"] in BLACKWELL else "fp16")
+        if p["src"] in BLACKWELL:
+            assert (p["b"], p["h"], p["h_kv"], p["d"], p["causal"]) == (1, 128, 8, 128, True)
+            assert p["s"] in (512, 1024, 2048, 4096, 8192, 16384, 32768)
+            # the CSV's time and TFLOP/s agree in the fa-benchmark count (times printed to 1 us, TFLOP/s to 0.001 or 1)
+            f = 4.0 * p["h"] * p["s"] ** 2 * p["d"] / 2 * (2.5 if p["dir"] == "bwd" else 1.0)
+            assert f / (p["ms"] * 1e-3) / 1e12 == pytest.approx(p["tflops"], rel=0.03, abs=1.0), p
+        else:
+            assert p["d"] in (64, 128, 256) and p["s"] in (512, 1024, 2048, 4096, 8192, 16384)
+            # the sources' sizing: 16k tokens per batch, hidden 2048
+            assert p["b"] * p["s"] == 16384 and p["h"] * p["d"] == 2048
         if p["acc"] not in peaks:
             peaks[p["acc"]] = load_accelerator(p["acc"], overrides=[]).peak("fp16") / 1e12
         # reported TFLOP/s counts only the FLOPs done (causal halved): below the dense peak, above 5 % of it
-        assert 0.05 * peaks[p["acc"]] < p["tflops"] < peaks[p["acc"]], p
-        key = (p["src"], p["panel"], p["kernel"], p["s"])
+        # (the B200 sweeps' smallest calls, at their per-call latency: above 1 %)
+        floor = 0.01 if SOURCES[p["src"]].get("per_call_latency") else 0.05
+        assert floor * peaks[p["acc"]] < p["tflops"] < peaks[p["acc"]], p
+        key = (p["src"], p["panel"], p["kernel"], p["s"], p["dir"])
         assert key not in seen, key
         seen.add(key)
         # only the uncaptioned lower row of the H100 FA2 figure has inferred labels
@@ -159,7 +177,7 @@ def test_json_output_strictly_valid(capsys: pytest.CaptureFixture[str]) -> None:
 
     doc = json.loads(out, parse_constant=no_constants)
     assert len(doc["points"]) == len(POINTS)
-    assert {g["acc"] for g in doc["groups"]} == {"a100-sxm-80g", "h100-sxm", "h200-sxm"}
+    assert {g["acc"] for g in doc["groups"]} == {"a100-sxm-80g", "h100-sxm", "h200-sxm", "b200", "gb200"}
     assert doc["causal_ratio_groups"] and doc["direction_ratios"]
 
 

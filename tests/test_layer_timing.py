@@ -216,15 +216,15 @@ def test_hopper_factors_come_from_the_te_guide() -> None:
     FP8 rows, the 'TE Attention' cores on h100-sxm's cuDNN curve (the kernel they ran). NVIDIA/Fuser's tp-8 layer
     implies far less (not used: its all-reduces ran NCCL RING_LL and host gaps may be included); an H100 PCIe cannot
     reach the guide's times. With every core on the GEMM curve (FP8 core on the BF16 in-layer fit) the same rows give
-    HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR, the factor Blackwell borrows: its core stays on the GEMM curve (no
-    attention curve for Blackwell)."""
+    HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR, the basis of families whose core stays on the GEMM curve. Blackwell borrows
+    the kernel-core factor: its core is priced on its fitted cuDNN curve (b200, gb200 attention_efficiency)."""
     gemm_core = {(r["source"], r["acc"], r["group"]): r for r in fl.run(DOC, core="gemm", sources=("TE-GS-PT",))}
     g16, g8 = gemm_core[("TE-GS-PT", "h100-sxm", "16bit")], gemm_core[("TE-GS-PT", "h100-sxm", "fp8")]
     assert g16["factor"] == pytest.approx(HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR["16bit"], abs=0.002)
     assert g8["factor"] == pytest.approx(HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR["fp8"], abs=0.002)
     assert g8["core_gemm_max"] == g16["gemm_max"]
     for prec in ("bf16", "fp8"):
-        assert in_layer_gemm_factor("blackwell", prec) == HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR[fl._group(prec)]
+        assert in_layer_gemm_factor("blackwell", prec) == HOPPER_IN_LAYER_GEMM_FACTOR[fl._group(prec)]
         assert in_layer_gemm_factor("hopper", prec) == HOPPER_IN_LAYER_GEMM_FACTOR[fl._group(prec)]
     rows = {(r["source"], r["acc"], r["group"]): r for r in fl.run(DOC)}
     bf16, fp8 = rows[("TE-GS-PT", "h100-sxm", "16bit")], rows[("TE-GS-PT", "h100-sxm", "fp8")]

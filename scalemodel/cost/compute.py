@@ -150,21 +150,22 @@ IN_LAYER_GEMM_FACTOR = 0.893
 #: RING_LL and whose times may include host gaps: its communication, not its GEMMs, is uncertain (its profiled
 #: GEMM kernels run at the isolated curve's speed).
 #: Blackwell (b200, gb200): no published layer timing; Hopper's factors, BORROWED (the nearest generation), in the
-#: variant fitted with the core priced the way Blackwell prices it: no attention curve is fitted for Blackwell, so
-#: its fused core stays on the GEMM curve (engine/job.py AUTO_ATTENTION_KERNEL falls back to 'gemm'), and the factor
-#: it borrows is the guide's rows read with the core on the GEMM curve (:data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`,
-#: scripts/fit_in_layer_factor.py ``run(core="gemm")``); once Blackwell has a cuDNN curve it should borrow
-#: :data:`HOPPER_IN_LAYER_GEMM_FACTOR` instead. A Hopper run with ``attention_kernel: gemm`` still gets the
-#: cuDNN-core factor: the factor is per accelerator, not per kernel choice.
+#: variant fitted with the core priced the way Blackwell prices it: on its kernel's curve (b200 and gb200 have fitted
+#: cuDNN curves from NVIDIA/cudnn-frontend's Blackwell SDPA sweeps, hardware/measurements/attention.yaml, which
+#: engine/job.py AUTO_ATTENTION_KERNEL resolves to), so :data:`HOPPER_IN_LAYER_GEMM_FACTOR`; before those curves its
+#: core stayed on the GEMM curve and it borrowed :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`. Not refitted: no
+#: Blackwell layer timing exists to refit from. A run with ``attention_kernel: gemm`` still gets the kernel-core
+#: factor: the factor is per accelerator, not per kernel choice.
 #: Every other family (A100 and those without a layer timing): :data:`IN_LAYER_GEMM_FACTOR`.
 HOPPER_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.835, "fp8": 0.938}
 #: Hopper's factors with the attention core on the GEMM curve (same TE-GS-PT rows): the basis for families whose
-#: core is priced on the GEMM curve (no attention-kernel curve).
+#: core is priced on the GEMM curve (no attention-kernel curve); Blackwell's until its cuDNN curves were fitted.
 HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.833, "fp8": 0.926}
 IN_LAYER_GEMM_FACTORS: dict[str, dict[str, float]] = {
     "hopper": HOPPER_IN_LAYER_GEMM_FACTOR,  # measured: TE Getting Started guide on one H100, core on cuDNN's curve
-    # borrowed from Hopper, core on the GEMM curve as Blackwell prices it: no Blackwell layer timing or attention curve
-    "blackwell": HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR,
+    # borrowed from Hopper, core on its kernel's curve as Blackwell prices it (cuDNN curves fitted for b200 and gb200);
+    # no Blackwell layer timing to refit from
+    "blackwell": HOPPER_IN_LAYER_GEMM_FACTOR,
 }
 
 
@@ -306,7 +307,7 @@ def attention_kernel_efficiency(keys: ArrayLike, head_dim: ArrayLike, attn_max: 
 def flash_kernel_time(q_len: ArrayLike, keys: ArrayLike, d: ArrayLike, dv: ArrayLike, count: ArrayLike = 1.0, *,
                       peak_flops: ArrayLike, memory_bandwidth: ArrayLike, attn_max: ArrayLike, seq_half: ArrayLike,
                       head_half: ArrayLike, memory_efficiency: ArrayLike = 0.85, elem_bytes: ArrayLike = 2.0,
-                      flop_ratio: ArrayLike = 1.0) -> np.ndarray:
+                      flop_ratio: ArrayLike = 1.0, call_keys: ArrayLike | None = None) -> np.ndarray:
     """One direction of a fused attention core of ``count`` heads priced on the kernel's own fitted curve
     (:func:`attention_kernel_efficiency`) instead of the GEMM curve::
 
@@ -318,11 +319,16 @@ def flash_kernel_time(q_len: ArrayLike, keys: ArrayLike, d: ArrayLike, dv: Array
     The FLOPs are the ones the kernel computes: with the causal mask k = (s + 1) / 2 (fused kernels skip the
     masked blocks), the FlashAttention benchmark's convention (4 b h s^2 d forward, halved when causal, backward
     2.5x: flash-attention@60499abc benchmarks/benchmark_flash_attention.py ``flops``) up to the (s + 1) / s of
-    the diagonal, so a fitted curve reads directly as the benchmark's TFLOP/s over the peak."""
+    the diagonal, so a fitted curve reads directly as the benchmark's TFLOP/s over the peak.
+
+    ``call_keys`` (default ``keys``): the keys per query of ONE kernel call, which set the efficiency, where the
+    core runs as several calls over blocks of the keys while ``keys`` counts the FLOPs of all of them (context
+    parallelism's ring: :func:`layer_compute_time`)."""
     q, n_k, dk, dvv = (np.maximum(np.asarray(v, dtype=float), 1.0) for v in (q_len, keys, d, dv))
     r = np.asarray(flop_ratio, dtype=float)
     count = np.asarray(count, dtype=float)
-    eff = attention_kernel_efficiency(n_k, 0.5 * (dk + dvv), attn_max, seq_half, head_half)
+    k_call = n_k if call_keys is None else np.maximum(np.asarray(call_keys, dtype=float), 1.0)
+    eff = attention_kernel_efficiency(k_call, 0.5 * (dk + dvv), attn_max, seq_half, head_half)
     flops = r * 2.0 * q * n_k * (dk + dvv) * count
     nbytes = r * (q * dk + n_k * dk + n_k * dvv + q * dvv) * np.asarray(elem_bytes, dtype=float) * count
     return np.maximum(flops / (_pos("peak_flops", peak_flops) * eff),
@@ -412,7 +418,14 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     ``attention_fwd`` / ``attention_bwd`` (both or neither; keyword arguments of :func:`flash_kernel_time`:
     attn_max, seq_half, head_half): with ``flash_attention`` the fused core runs the named kernel's fitted curves
     (forward, and backward at 2.5x the forward FLOPs) on the core's peak instead of :func:`flash_core_time`'s
-    GEMM curve: backward = 2 x (forward - core) + the kernel's backward.
+    GEMM curve: backward = 2 x (forward - core) + the kernel's backward. With context parallelism (cp > 1) the
+    kernel's efficiency is read at the keys of one call, Shape.causal_keys(s/cp) (FLOPs still over
+    Shape.causal_keys(s)): Transformer Engine's ring (AttnFuncWithCPAndKVP2P, transformer_engine/pytorch/
+    attention.py at v2.1 450146ae6; Megatron-Core's default cp_comm_type p2p) calls the kernel once per step of
+    the cp + 1 loop: step 0 causal over the rank's own s/cp tokens, then the s/cp queries against half a KV block
+    (``max_seqlen_kv // 2``) or half the queries against a whole block, so the slowest rank (cp - 1, all its
+    steps with half blocks) runs every call at about s/(2 cp) keys per query under the causal mask (s/cp
+    bidirectional).
 
     Tokens on the GPU T = b*s/cp. GEMM shapes per GPU (t = tp; d = h/a; g = kv heads):
       QKV   T x (a+2g)d/t x h        O-proj  T x h x a*d/t
@@ -472,9 +485,13 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     if attention_fwd is not None and attention_bwd is not None:  # the kernel's own fitted curves
         akw = dict(peak_flops=ckw["peak_flops"], memory_bandwidth=memory_bandwidth,
                    memory_efficiency=memory_efficiency, elem_bytes=eb)
-        fused = flash_kernel_time(s_local, sh.causal_keys(s), d, dv, heads_local, **akw, **attention_fwd)
+        # context parallelism (ring): one kernel call per ring step over the local s/cp queries and one KV block,
+        # so a call's keys per query are those of the local sequence (docs/model.md#attention-kernel)
+        call = np.minimum(sh.causal_keys(s_local), sh.causal_keys(s))
+        fused = flash_kernel_time(s_local, sh.causal_keys(s), d, dv, heads_local, **akw, **attention_fwd,
+                                  call_keys=call)
         fused_bwd = flash_kernel_time(s_local, sh.causal_keys(s), d, dv, heads_local, **akw, **attention_bwd,
-                                      flop_ratio=FLASH_BACKWARD_FLOP_RATIO)
+                                      flop_ratio=FLASH_BACKWARD_FLOP_RATIO, call_keys=call)
     else:
         fused = flash_core_time(s_local, sh.causal_keys(s), d, dv, heads_local, **ckw)
         fused_bwd = FLASH_BACKWARD_FLOP_RATIO * fused

@@ -211,9 +211,14 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
 #: (NVIDIA/TransformerEngine@001b736048c5428a3820584041ba61ca91a7c992 transformer_engine/pytorch/attention.py,
 #: "Select FusedAttention for performance") drops FlashAttention when both it and FusedAttention's
 #: F16_arbitrary_seqlen (cuDNN) sub-backend support the call on compute capability 9.0, "to give FusedAttention
-#: preference on Hopper+"; below sm90 FlashAttention (flash-attn 2, the package TE requires) wins. Blackwell:
-#: cuDNN too (no FlashAttention-2 build targets sm100), but no curve is fitted for it yet, so it keeps the GEMM
-#: pricing. Other families (Volta, AMD, TPU, Gaudi): the GEMM pricing.
+#: preference on Hopper+"; below sm90 FlashAttention (flash-attn 2, the package TE requires) wins. Blackwell: cuDNN
+#: too: the same test reads ``device_compute_capability >= (9, 0)`` at TE release_v1.14 (3b2a7b00f), v2.0 (e5cc6c299)
+#: and v2.1 (450146ae6), where flash-attn >= 2.7.3 is accepted on sm100 (``_flash_attn_version_required_blackwell``)
+#: and loses to cuDNN wherever cuDNN supports the call. Exception, not resolved here (the accelerator does not know
+#: the run's TE release): TE <= 2.4 refuses F16_arbitrary_seqlen on sm100 for head dims above 128
+#: (common/fused_attn/fused_attn.cpp), so such runs get FlashAttention-2; a case states it with
+#: ``attention_kernel: fa2`` (scripts/validate_training.py TE_SM100_CUDNN_HEAD_DIM_MAX). Other families (Volta, AMD,
+#: TPU, Gaudi): the GEMM pricing.
 AUTO_ATTENTION_KERNEL = {"hopper": "cudnn", "blackwell": "cudnn", "ampere": "fa2"}
 
 
