@@ -277,6 +277,38 @@ class LossImpl(Choice):
         return "loss implementation"
 
 
+class LayerImpl(Choice):
+    """Which implementation runs a transformer layer's memory-bound ops (norms, residual adds, dropout, activation,
+    RoPE, the attention core's layout copies); their HBM bytes per token, forward and backward, are counted from each
+    one's code by :func:`scalemodel.cost.compute.layer_eltwise_bytes` (docs/model.md#layer-eltwise):
+
+    - ``megatron_te`` (the default): Megatron-Core's TransformerLayer with the Transformer Engine spec (the norm
+      inside TELayerNormColumnParallelLinear, jit-fused bias-dropout-add, fused bias-SwiGLU / bias-GeLU, fused RoPE,
+      TE's DotProductAttention), Megatron-LM's default fusions (NVIDIA/Megatron-LM core_r0.8.0, TE v1.8).
+    - ``megatron_legacy``: Megatron-LM before Megatron-Core and Megatron-DeepSpeed (megatron/model/transformer.py:
+      Apex fused LayerNorm, jit-scripted bias-dropout-add and bias-GeLU, the core's permuted context copy).
+    - ``eager``: a PyTorch eager layer of torch.nn modules (ATen LayerNorm, Linear with bias, eager residual adds and
+      dropout, F.scaled_dot_product_attention on the QKV output's views, the output transposed back by a copy).
+    - ``llmfoundry``: llm-foundry's MPTBlock under PyTorch eager (LPLayerNorm, eager GELU, flash-attn on unpadded
+      tokens whose gather/scatter copies strategy.attention_unpad prices).
+    - ``torchtitan``: torchtitan's Llama TransformerBlock compiled per block by torch.compile (inductor fusions of
+      RMSNorm with the residual add, RoPE with repeat_kv, SwiGLU; SDPA; the output's contiguous copy).
+    - ``xla``: a layer compiled by XLA (MaxText): the torchtitan fusions without the layout copies (XLA's layout
+      assignment feeds the dots transposed operands), not read from an HLO dump.
+    """
+
+    MEGATRON_TE = 0, "megatron_te", "mcore", "megatron_core", "te"
+    MEGATRON_LEGACY = 1, "megatron_legacy", "legacy", "megatron_deepspeed"
+    EAGER = 2, "eager", "pytorch", "torch"
+    LLMFOUNDRY = 3, "llmfoundry", "llm_foundry", "mpt"
+    TORCHTITAN = 4, "torchtitan", "titan", "inductor", "compiled"
+    XLA = 5, "xla", "maxtext", "jax"
+
+    @classmethod
+    def noun(cls) -> str:
+        return "layer implementation"
+
+
 class SyncKind(str, Enum):
     """Synchronisation mode family (the parameters live in :class:`SyncMode`)."""
 

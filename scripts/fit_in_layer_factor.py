@@ -178,6 +178,31 @@ def attention_curves(p: dict[str, Any], acc: str) -> dict[str, Any]:
     return {"attention_fwd": job["attention_fwd"], "attention_bwd": job["attention_bwd"]}
 
 
+#: The implementation whose memory-bound ops each layer timing ran (``layer_compute_time``'s ``layer_impl``:
+#: cost.compute.layer_eltwise_bytes), so that a point's norms, residuals, dropout, activation and layout copies are
+#: priced as its own code moves them and the fitted factor absorbs none of them: Korthikanti et al. 2022 ran
+#: Megatron-LM's megatron/model (megatron_legacy); Transformer Engine's TransformerLayer (FUSER-TE, and TE-GS-PT's
+#: 'TE TransformerLayer' row) and LayerNormLinear + LayerNormMLP ('TE Fused') are Megatron-Core's TE fusions
+#: (megatron_te); TE-GS-PT's 'Baseline PyTorch' (torch.nn modules) and 'TE Unfused' rows (te.LayerNorm and te.Linear
+#: with the GELU, dropouts and residual adds in PyTorch: eager, whose norm backward re-reads dy and x for the gains
+#: where TE's does not, 2 e x per norm more than TE's own) and our SM-H200 GPTLayer run eager PyTorch (eager).
+LAYER_IMPL = {"KORTHIKANTI-T4": "megatron_legacy", "FUSER-TE": "megatron_te", "FUSER-TE-LATER": "megatron_te",
+              "TE-GS-PT": "eager", "SM-H200": "eager", "SM-H200-LAYER": "eager"}
+#: TE-GS-PT rows whose modules are Transformer Engine's fused ones
+TE_FUSED_ROWS = ("TE Fused", "TE TransformerLayer")
+#: Layer timings that ran without dropout (their sources' ``what`` / ``rows``): SM-H200's GPTLayer ('no dropout') and
+#: TE-GS-PT's TransformerLayer row ('dropouts 0'); the others keep dropout 0.1 (Megatron-LM's default, TE's guide,
+#: te.TransformerLayer's defaults in FUSER-TE).
+NO_DROPOUT = ("SM-H200", "SM-H200-LAYER")
+
+
+def point_impl(p: dict[str, Any]) -> tuple[str, bool]:
+    """(layer_impl, dropout) of a layer timing (:data:`LAYER_IMPL`, :data:`NO_DROPOUT`)."""
+    impl = "megatron_te" if str(p["row"]).startswith(TE_FUSED_ROWS) else LAYER_IMPL.get(p["src"], "megatron_te")
+    dropout = p["src"] not in NO_DROPOUT and not str(p["row"]).startswith("TE TransformerLayer")
+    return impl, dropout
+
+
 def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str | None = None,
                core_gemm_max: float | None = None, curve_acc: str | None = None, core: str = "kernel") -> np.ndarray:
     """Model time (s) of point p for each gemm_max (array): scalemodel's layer pricing + the source's comm.
@@ -206,8 +231,11 @@ def model_time(p: dict[str, Any], src: dict[str, Any], gemm_max: Any, acc: str |
     iso = dict(isolated_curve(name, p["prec"]))
     if curve_acc is not None:
         iso["gemm_half_dim"] = isolated_curve(curve_acc, p["prec"])["gemm_half_dim"]
-    sh = shape(layers=1, hidden=p["hidden"], heads=p["heads"], vocab=32000, ffn_hidden=p["ffn"], causal=p["causal"])
-    kw: dict[str, Any] = dict(micro_batch=p["micro_batch"], seq_len=p["seq"], tp=p["tp"],
+    impl, dropout = point_impl(p)
+    # learned positions (none of the timed layers applies RoPE), biases (the shape's default), the point's dropout
+    sh = shape(layers=1, hidden=p["hidden"], heads=p["heads"], vocab=32000, ffn_hidden=p["ffn"], causal=p["causal"],
+               position_embeddings=p["seq"], dropout=dropout)
+    kw: dict[str, Any] = dict(micro_batch=p["micro_batch"], seq_len=p["seq"], tp=p["tp"], layer_impl=impl,
                               sequence_parallel=p["sp"], recompute=p["recompute"], flash_attention=p["flash"],
                               peak_flops=a.peak(p["prec"]), memory_bandwidth=a.memory_bandwidth,
                               gemm_max=np.asarray(gemm_max, dtype=float), gemm_half_dim=iso["gemm_half_dim"],

@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fit_in_layer_factor as fl  # noqa: E402  (scripts/)
 
-from scalemodel.cost.compute import layer_compute_time  # noqa: E402
+from scalemodel.cost.compute import layer_eltwise_bytes  # noqa: E402
 from scalemodel.cost.transformer import shape  # noqa: E402
 from scalemodel.specs import load_accelerator  # noqa: E402
 
@@ -214,18 +214,19 @@ def _points(doc: dict[str, Any], group: str, core: str = CORE) -> list[dict[str,
 
 
 def elementwise_time(p: dict[str, Any], acc: str, curve: str | None) -> float:
-    """The model's memory-bound elementwise time (norms, residual / dropout, activation: LayerTime.forward_memory) of
-    a point's timed pass, seconds (backward 2 x forward; full recompute repeats it): the alternative hypothesis'
-    regressor, an elementwise term priced too low, against tau x kernels."""
+    """The model's memory-bound elementwise time (norms, residual / dropout, activation, RoPE, layout copies: the
+    point's own implementation's bytes, cost.compute.layer_eltwise_bytes at fit_in_layer_factor.point_impl, forward
+    and backward as counted; full recompute repeats the forward) of a point's timed pass, seconds: the alternative
+    hypothesis' regressor, an elementwise term priced too low, against tau x kernels."""
     a = load_accelerator(acc, overrides=[])
     iso = fl.isolated_curve(curve or acc, p["prec"])
-    sh = shape(layers=1, hidden=p["hidden"], heads=p["heads"], vocab=32000, ffn_hidden=p["ffn"], causal=p["causal"])
-    lt = layer_compute_time(sh, micro_batch=p["micro_batch"], seq_len=p["seq"], tp=p["tp"], sequence_parallel=p["sp"],
-                            recompute=p["recompute"], flash_attention=p["flash"], peak_flops=a.peak(p["prec"]),
-                            memory_bandwidth=a.memory_bandwidth, gemm_max=0.6, gemm_half_dim=iso["gemm_half_dim"],
-                            memory_efficiency=iso["memory"])
-    m = float(lt.forward_memory)
-    bwd = 2.0 * m + (m if p["recompute"] == "full" else 0.0)
+    impl, dropout = fl.point_impl(p)
+    sh = shape(layers=1, hidden=p["hidden"], heads=p["heads"], vocab=32000, ffn_hidden=p["ffn"], causal=p["causal"],
+               position_embeddings=p["seq"], dropout=dropout)
+    f, b = layer_eltwise_bytes(sh, impl, tp=p["tp"], sequence_parallel=p["sp"])
+    per_s = p["micro_batch"] * p["seq"] / (a.memory_bandwidth * iso["memory"])
+    m, mb = float(f) * per_s, float(b) * per_s
+    bwd = mb + (m if p["recompute"] == "full" else 0.0)
     return {"fwd": m, "bwd": bwd, "fwd+bwd": m + bwd}[p["measured"]]
 
 
@@ -233,13 +234,14 @@ MEMORY_KERNELS = ROOT / "hardware" / "measurements" / "memory_kernels.yaml"
 
 #: the eager GPTLayer's memory-bound kernels (implementation eager-sdpa), each as (measured series standing for it in
 #: memory_kernels.yaml SM-H200, elements it moves in units of X = tokens x hidden, count). Forward: 2 LayerNorms
-#: (x, y), 2 residual adds (a, b, out), GELU (4X in, 4X out). Backward: the 4 bias-gradient sums (read dY: 3X, X,
-#: 4X, X; no reduction series measured, priced as 'add', the fastest: optimistic), GELU backward (dY, x, dX: 12X),
-#: 2 LayerNorm backwards (dX kernel dY x dX 3X + gamma/beta kernel dY x 2X; per byte as the forward), 2 gradient
-#: adds, the q/k/v stack (6X) and the view's copy (6X). Backward series are the forward's per byte (assumed: no
-#: backward kernel was swept).
+#: (x, y), 2 residual adds (a, b, out), GELU (4X in, 4X out), the attention output's transpose copy back to b x s x h
+#: (2X; priced by layer_eltwise_bytes' eager count, so listed here too). Backward: the 4 bias-gradient sums (read
+#: dY: 3X, X, 4X, X; no reduction series measured, priced as 'add', the fastest: optimistic), GELU backward (dY, x,
+#: dX: 12X), 2 LayerNorm backwards (dX kernel dY x dX 3X + gamma/beta kernel dY x 2X; per byte as the forward),
+#: 2 gradient adds, the q/k/v stack (6X) and the view's copy (6X). Backward series are the forward's per byte
+#: (assumed: no backward kernel was swept).
 EAGER_ELEMENTWISE: dict[str, tuple[tuple[str, float, int], ...]] = {
-    "fwd": (("layer_norm", 2.0, 2), ("add", 3.0, 2), ("gelu", 8.0, 1)),
+    "fwd": (("layer_norm", 2.0, 2), ("add", 3.0, 2), ("gelu", 8.0, 1), ("copy", 2.0, 1)),
     "bwd": (("add", 3.0, 1), ("add", 1.0, 2), ("add", 4.0, 1), ("gelu", 12.0, 1), ("layer_norm", 3.0, 2),
             ("layer_norm", 2.0, 2), ("add", 3.0, 2), ("copy", 6.0, 2)),
 }
@@ -386,24 +388,26 @@ def run(core: str = CORE) -> dict[str, Any]:
 
 
 #: the numbers docs/model.md quotes (core pricing -> group -> fit -> (factor, tau us, rms)); --check compares within
-#: the grids' steps. "gemm": the first analysis (every fused core on the GEMM curve); "kernel": the current pricing
+#: the grids' steps. Re-recorded when each point's memory-bound ops became its own implementation's
+#: (fit_in_layer_factor.point_impl, cost.compute.layer_eltwise_bytes; docs/model.md#layer-eltwise).
+#: "gemm": the first analysis (every fused core on the GEMM curve); "kernel": the current pricing
 RECORDED: dict[str, dict[str, dict[str, tuple[float, float, float]]]] = {
     "gemm": {
-        "a100": {"factor_only": (0.892, 0.0, 0.0311), "joint": (1.190, 67.5, 0.0257)},
-        "h100": {"factor_only": (0.712, 0.0, 0.1134), "joint": (0.882, 41.2, 0.0308),
-                 "joint_tau_capped": (0.730, 5.0, 0.1005)},
-        "h200": {"factor_only": (0.918, 0.0, 0.0431), "joint": (0.983, 37.2, 0.0239),
-                 "joint_tau_capped": (0.926, 5.0, 0.0391), "elementwise": (0.975, 1.095e6, 0.0287),
-                 "eager_kernels_measured": (0.935, 1e6, 0.0340)},
+        "a100": {"factor_only": (0.901, 0.0, 0.0329), "joint": (1.190, 65.0, 0.0279)},
+        "h100": {"factor_only": (0.713, 0.0, 0.1229), "joint": (0.907, 45.1, 0.0310),
+                 "joint_tau_capped": (0.732, 5.0, 0.1100)},
+        "h200": {"factor_only": (0.925, 0.0, 0.0416), "joint": (0.987, 35.2, 0.0239),
+                 "joint_tau_capped": (0.934, 5.0, 0.0377), "elementwise": (0.968, 0.725e6, 0.0332),
+                 "eager_kernels_measured": (0.939, 1e6, 0.0334)},
     },
     "kernel": {
-        "a100": {"factor_only": (0.892, 0.0, 0.0311), "joint": (1.190, 67.5, 0.0257),
-                 "tau_measured": (0.926, 9.66, 0.0302)},
-        "h100": {"factor_only": (0.709, 0.0, 0.1129), "joint": (0.887, 41.5, 0.0297),
-                 "joint_tau_capped": (0.728, 5.0, 0.1001), "tau_measured": (0.736, 7.02, 0.0949)},
-        "h200": {"factor_only": (0.961, 0.0, 0.0213), "joint": (0.974, 6.9, 0.0202),
-                 "joint_tau_capped": (0.970, 5.0, 0.0202), "tau_measured": (0.965, 1.83, 0.0208),
-                 "elementwise": (0.981, 0.355e6, 0.0184), "eager_kernels_measured": (0.980, 1e6, 0.0235)},
+        "a100": {"factor_only": (0.901, 0.0, 0.0329), "joint": (1.190, 65.0, 0.0279),
+                 "tau_measured": (0.934, 9.66, 0.0320)},
+        "h100": {"factor_only": (0.710, 0.0, 0.1224), "joint": (0.913, 45.5, 0.0296),
+                 "joint_tau_capped": (0.730, 5.0, 0.1095), "tau_measured": (0.737, 7.02, 0.1043)},
+        "h200": {"factor_only": (0.970, 0.0, 0.0187), "joint": (0.978, 4.9, 0.0180),
+                 "joint_tau_capped": (0.978, 4.9, 0.0180), "tau_measured": (0.973, 1.83, 0.0183),
+                 "elementwise": (0.980, 0.165e6, 0.0177), "eager_kernels_measured": (0.983, 1e6, 0.0197)},
     },
 }
 

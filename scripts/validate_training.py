@@ -114,6 +114,10 @@ Two case files (issue 5 and issue 13):
       --training.compile, torchtitan e7c0cae; with TP torchtitan runs loss_parallel, not derived); every other source
       -> megatron, the strategy default, which is Megatron-LM's own (no --cross-entropy-loss-fusion) and
       Megatron-DeepSpeed's.
+    - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
+      mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
+      (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25 -> torchtitan, maxtext
+      -> xla; every other source (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else TFLOP/s/GPU of the source's convention: model FLOPs (no recompute) when
@@ -224,7 +228,8 @@ def run(case: dict, recompute: str, seqpar: bool) -> tuple[float, object]:
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision="fp16")
     st = StrategySpec(tp=par["tp"], pp=par["pp"], dp=dp, recompute=recompute, sequence_parallel=seqpar,
                       schedule=schedule, flash_attention=False,
-                      tp_async_allreduce="Narayanan" not in str(case.get("source", "")))
+                      tp_async_allreduce="Narayanan" not in str(case.get("source", "")),
+                      layer_impl="megatron_legacy")  # Narayanan 2021, Korthikanti 2022: Megatron-LM's megatron/model
     p = predict(cluster, wl, par["gpus"], tr, st)
     return p.step_time_s, p
 
@@ -665,6 +670,26 @@ def loss_impl(case: dict[str, Any]) -> str:
     return LOSS_IMPL.get(src, "megatron")
 
 
+#: The implementation of each source's layer memory-bound ops (StrategySpec.layer_impl; docs/model.md#layer-eltwise),
+#: where its framework is not the strategy default, megatron_te (Megatron-Core with the Transformer Engine spec: mlm24
+#: Megatron-LM core_r0.8.0 era, nemo2407 and nemo2502 (NeMo 2 on Megatron-Core), mb2511 (Megatron-Bridge), nemotron4
+#: (NeMo / Megatron-Core, the report's Megatron-LM)):
+#: - bloom: bigscience-workshop/Megatron-DeepSpeed, mtnlg: microsoft/Megatron-DeepSpeed (2021; the layer at
+#:   microsoft@54884b5f megatron/model/transformer.py), meg19: Megatron-LM 2019 -> megatron_legacy (the original
+#:   cases.yaml rows, Narayanan 2021 and Korthikanti 2022, Megatron-LM's megatron/model: :func:`run`);
+#: - mpt: llm-foundry@5e85bd62d MPTBlock under Composer, eager (the case's framework_config) -> llmfoundry;
+#: - titan24, titan25: torchtitan's Llama TransformerBlock -> torchtitan (titan25's rows run torch.compile;
+#:   titan24's are not expressible);
+#: - maxtext: MaxText, a JAX program compiled by XLA -> xla.
+LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "megatron_legacy",
+              "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "maxtext": "xla"}
+
+
+def layer_impl(case: dict[str, Any]) -> str:
+    """The case's strategy layer_impl (:data:`LAYER_IMPL`, else the strategy default megatron_te)."""
+    return LAYER_IMPL.get(families(case)["source"], "megatron_te")
+
+
 def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes: float) -> dict[str, Any]:
     """Megatron-Core's DDP, Megatron-Bridge's bucket and fp8_param_gather (module docstring) for the case."""
     src = families(case)["source"]
@@ -1062,7 +1087,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
-                          loss_impl=loss_impl(case),
+                          loss_impl=loss_impl(case), layer_impl=layer_impl(case),
                           overlap=src not in DEEPSPEED_PIPELINE,
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,

@@ -13,7 +13,13 @@ import yaml
 from conftest import script_module
 
 from scalemodel.cost import transformer
-from scalemodel.cost.compute import FLASH_BACKWARD_FLOP_RATIO, flash_kernel_time, layer_compute_time
+from scalemodel.cost.compute import (
+    FLASH_BACKWARD_FLOP_RATIO,
+    flash_kernel_time,
+    layer_compute_time,
+    layer_eltwise_bytes,
+    memory_time,
+)
 from scalemodel.engine.job import build_job
 from scalemodel.errors import InputError
 from scalemodel.specs import load_accelerator, load_cluster, load_workload, notices
@@ -141,10 +147,15 @@ def test_layer_prices_the_core_on_the_kernel_curves() -> None:
     t_f = float(flash_kernel_time(*core_args, **akw, **fwd))
     t_b = float(flash_kernel_time(*core_args, **akw, **bwd, flop_ratio=FLASH_BACKWARD_FLOP_RATIO))
     assert float(lt.attention_core) == pytest.approx(t_f, rel=1e-12)
-    assert float(lt.backward) == pytest.approx(2.0 * (float(lt.forward) - t_f) + t_b, rel=1e-12)
+    # the memory-bound ops' own backward (layer_eltwise_bytes, megatron_te), not 2 x their forward
+    mem_b = float(memory_time(2 * 4096 * layer_eltwise_bytes(sh, tp=2)[1], memory_bandwidth=4.8e12,
+                              memory_efficiency=0.85))
+    gemm_mem = float(lt.forward) - t_f - float(lt.forward_memory)
+    assert float(lt.backward) == pytest.approx(2.0 * gemm_mem + mem_b + t_b, rel=1e-12)
     # without curves: the GEMM-curve pricing, backward 2.5 x the core
     old = layer_compute_time(sh, **kw)
-    assert float(old.backward) == pytest.approx(2.0 * float(old.forward) + 0.5 * float(old.attention_core), rel=1e-12)
+    assert float(old.backward) == pytest.approx(2.0 * float(old.forward - old.forward_memory) + mem_b
+                                                + 0.5 * float(old.attention_core), rel=1e-12)
 
 
 def test_context_parallel_core_runs_at_one_calls_keys() -> None:
@@ -163,7 +174,10 @@ def test_context_parallel_core_runs_at_one_calls_keys() -> None:
               attention_bwd=bwd)
     lt = layer_compute_time(sh, **kw, cp=2)
     assert float(lt.attention_core) == pytest.approx(0.33376e-3, rel=1e-4)
-    assert float(lt.backward) == pytest.approx(2.0 * (float(lt.forward) - 0.33376e-3) + 1.07078e-3, rel=1e-4)
+    # the backward core alone: halving the backward curve's attn_max doubles it and moves nothing else, so the
+    # difference is one more core backward (the rest of the backward, memory-bound bytes by layer_impl, cancels)
+    slow = layer_compute_time(sh, **{**kw, "attention_bwd": {**bwd, "attn_max": 0.753 / 2}}, cp=2)
+    assert float(slow.backward - lt.backward) == pytest.approx(1.07078e-3, rel=1e-4)
     one = layer_compute_time(sh, **kw)  # cp 1: 8192 queries x 4096.5 keys at 4096.5
     assert float(one.attention_core) == pytest.approx(2 * 2.74911e11 / (2250e12 * 0.48423), rel=1e-4)
 

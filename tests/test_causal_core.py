@@ -83,12 +83,17 @@ def test_flash_core_of_a_causal_layer_by_hand() -> None:
 
 
 def test_flash_backward_is_two_and_a_half_forward_cores() -> None:
-    """backward = 2 x (GEMMs + memory + core) + 0.5 x core: the extra is the recomputed Q K^T of the kernel."""
+    """backward = 2 x (GEMMs + core) + the memory-bound ops' own backward bytes (layer_eltwise_bytes, megatron_te)
+    + 0.5 x core: the extra is the recomputed Q K^T of the kernel."""
     kw = dict(micro_batch=2, seq_len=4096, flash_attention=True, **H100)
     lt = compute.layer_compute_time(_shape(), **kw)
     fwd = float(lt.forward_gemm + lt.forward_memory + lt.attention_core)
     assert float(lt.forward) == pytest.approx(fwd, rel=1e-12)
-    assert float(lt.backward) == pytest.approx(2.0 * fwd + 0.5 * float(lt.attention_core), rel=1e-12)
+    mem_b = float(compute.memory_time(2 * 4096 * compute.layer_eltwise_bytes(_shape())[1],
+                                      memory_bandwidth=H100["memory_bandwidth"],
+                                      memory_efficiency=H100["memory_efficiency"]))
+    assert float(lt.backward) == pytest.approx(2.0 * float(lt.forward_gemm + lt.attention_core) + mem_b
+                                               + 0.5 * float(lt.attention_core), rel=1e-12)
     assert compute.FLASH_BACKWARD_FLOP_RATIO == 2.5
     # selective recompute repeats the forward core only
     sel = compute.layer_compute_time(_shape(), recompute="selective", **kw)
@@ -96,12 +101,16 @@ def test_flash_backward_is_two_and_a_half_forward_cores() -> None:
 
 
 def test_unfused_core_ignores_the_mask() -> None:
-    """Without a fused kernel the score matrix is computed in full: causal or not, same times, backward 2 x."""
+    """Without a fused kernel the score matrix is computed in full: causal or not, same times, backward 2 x but for
+    the memory-bound ops' own backward bytes (layer_eltwise_bytes)."""
     kw = dict(micro_batch=1, seq_len=2048, flash_attention=False, **H100)
     a = compute.layer_compute_time(_shape(), **kw)
     b = compute.layer_compute_time(_shape(causal=False), **kw)
     assert float(a.total) == pytest.approx(float(b.total), rel=1e-12)
-    assert float(a.backward) == pytest.approx(2.0 * float(a.forward), rel=1e-12)
+    mem_b = float(compute.memory_time(2048 * compute.layer_eltwise_bytes(_shape())[1],
+                                      memory_bandwidth=H100["memory_bandwidth"],
+                                      memory_efficiency=H100["memory_efficiency"]))
+    assert float(a.backward) == pytest.approx(2.0 * float(a.forward - a.forward_memory) + mem_b, rel=1e-12)
 
 
 def test_causal_halves_the_core_roughly() -> None:

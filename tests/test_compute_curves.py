@@ -64,8 +64,8 @@ def test_large_gemms_within_tolerance(acc: str, prec: str, tol: float) -> None:
 def test_fp8_curve_differs_where_measured() -> None:
     """H100: fp8 reaches a lower fraction of its doubled peak than bf16 does of its own (MAMF 70.9 % vs 80.3 %): the
     isolated-GEMM curves (catalog gemm_max / in-layer factor). In a layer the order flips: Transformer Engine's guide
-    implies Hopper in-layer factors 0.835 (BF16) and 0.938 (FP8) (cores on the cuDNN curve), so the catalog's in-layer
-    curves are 0.671 / 0.665."""
+    implies Hopper in-layer factors 0.855 (BF16) and 0.936 (FP8) (cores on the cuDNN curve), so the catalog's in-layer
+    curves are 0.687 / 0.664."""
     ce = load_accelerator("h100-sxm", overrides=[]).compute_efficiency
     assert ce is not None and ce.fp8 is not None
     isolated = {prec: gm / in_layer_gemm_factor("hopper", prec) for prec, gm in (("fp8", ce.fp8.gemm_max),
@@ -81,18 +81,22 @@ def test_in_layer_factor_is_korthikanti_table4_over_the_a100_gemm_fit() -> None:
     on A100: h 6144, a 64, s 2048, b 4, t 8; times typed from the paper) and the A100 GEMM microbenchmarks
     (gemm.yaml, Azure ND A100 v4 + MAMF) with BabelStream's memory fraction (memory_bandwidth.yaml).
     A grid over gemm_max with the microbenchmark curve's d0 minimises the squared ln error of the six layer
-    times; the factor is that gemm_max over the microbenchmark's own gemm_max."""
+    times, each priced with Megatron-LM's own memory-bound ops (layer_impl megatron_legacy: Apex LayerNorm, jit
+    bias-dropout-add and bias-GeLU, the core's permuted copy; learned positions, dropout 0.1); the factor is that
+    gemm_max over the microbenchmark's own gemm_max: 0.7565 / 0.840 = 0.901 (0.7495 / 0.893 with one fused count and
+    a 2x backward)."""
     fits = fit.run()
     micro = fits[("a100-sxm-80g", "16bit")]
     membw = yaml.safe_load((ROOT / "hardware" / "measurements" / "memory_bandwidth.yaml").read_text())["points"]
     mem = np.mean([p["tbps"] for p in membw if p["acc"] == "a100-sxm-80g" and p["kernel"] in fit.STREAM_KERNELS])
     mem = float(mem) * 1e12 / 2.039e12
-    sh = shape(layers=48, hidden=6144, heads=64, vocab=51200)
+    sh = shape(layers=48, hidden=6144, heads=64, vocab=51200, position_embeddings=2048)
     ar = 2 * 7 / 8 * (4 * 2048 * 6144 * 2) / 230e9  # the two forward TP all-reduces (nccl-tests busbw 230 GB/s)
     measured = np.array([7.7, 7.2, 11.9, 11.8, 13.2, 19.5]) * 1e-3
     grid = np.arange(0.60, 0.90, 0.0005)
     kw = dict(micro_batch=4, seq_len=2048, tp=8, peak_flops=312e12, memory_bandwidth=2.039e12,
-              gemm_max=grid, gemm_half_dim=micro["gemm_half_dim"], memory_efficiency=mem, flash_attention=False)
+              gemm_max=grid, gemm_half_dim=micro["gemm_half_dim"], memory_efficiency=mem, flash_attention=False,
+              layer_impl="megatron_legacy")
     base = layer_compute_time(sh, **kw)
     sp = layer_compute_time(sh, sequence_parallel=True, **kw)
     sel = layer_compute_time(sh, recompute="selective", **kw)
@@ -101,7 +105,7 @@ def test_in_layer_factor_is_korthikanti_table4_over_the_a100_gemm_fit() -> None:
                           sel.backward + sel.recompute, full.backward + full.recompute + 2 * ar], axis=-1)
     sse = np.sum(np.log(predicted / measured) ** 2, axis=-1)
     best = float(grid[int(np.argmin(sse))])
-    assert best == pytest.approx(0.75, abs=0.002)  # the ampere default, reached from the microbenchmark side
+    assert best == pytest.approx(0.7565, abs=0.002)  # the ampere default (0.757), from the microbenchmark side
     assert best / micro["gemm_max"] == pytest.approx(IN_LAYER_GEMM_FACTOR, abs=0.002)
     # the uncorrected microbenchmark curve runs a Megatron layer 5-14 % faster than measured
     ratio = predicted[int(np.argmin(np.abs(grid - micro["gemm_max"])))] / measured

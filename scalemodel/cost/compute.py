@@ -36,8 +36,8 @@ Calibration (once per accelerator family; the values live in the accelerator spe
 ``compute_efficiency`` and in :data:`DEFAULT_EFFICIENCY`):
 
     family   gemm_max  gemm_half_dim  memory  how
-    ampere   0.75      96             0.85    fitted on A100 (see below)
-    others   0.75      96             0.85    NOT calibrated: A100 values as the default
+    ampere   0.757     96             0.85    fitted on A100 (see below)
+    others   0.757     96             0.85    NOT calibrated: A100 values as the default
              (volta, hopper, blackwell, cdna2, cdna3, tpu, gaudi, other); no
              per-layer measurement for them in ../shared/validation; override per accelerator.
 
@@ -73,7 +73,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from scalemodel.choices import LossImpl, Recompute, codes
+from scalemodel.choices import LayerImpl, LossImpl, Recompute, codes
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
 from scalemodel.cost.transformer import Shape, attention_matrices, recompute_code, recomputed_modules, titan_op_gemms
@@ -90,7 +90,7 @@ class EfficiencyCurve(msgspec.Struct, frozen=True):  # msgspec: built in C, unli
     memory: float = 0.85
 
 
-_A100 = EfficiencyCurve(gemm_max=0.75, gemm_half_dim=96.0, memory=0.85)
+_A100 = EfficiencyCurve(gemm_max=0.757, gemm_half_dim=96.0, memory=0.85)
 
 #: Fraction of an isolated-GEMM microbenchmark's throughput that the same GEMMs reach inside a
 #: transformer layer. Isolated benchmarks (cuBLASLt sweeps, MAMF) time one GEMM repeated back to
@@ -100,9 +100,10 @@ _A100 = EfficiencyCurve(gemm_max=0.75, gemm_half_dim=96.0, memory=0.85)
 #: 7.2 ms baseline / seq-par, bwd 11.9 / 11.8, selective bwd 13.2, full-recompute bwd 19.5 ms). With
 #: the curve shape of the A100 GEMM microbenchmarks (hardware/measurements/gemm.yaml: Azure ND A100
 #: v4 cuBLASLt sweep + MAMF, fit gemm_max 0.840, d0 89.9; BabelStream memory 0.812), least squares on
-#: ln(time) over those six layer times gives gemm_max 0.750, i.e. 0.750 / 0.840 = 0.893 of the
-#: microbenchmark (the same value as the ampere default above, fitted independently on a grid:
-#: 0.75 / 0.840). Table 4 ran unfused attention without a mask in the cost, so the causal fused core (issue 13)
+#: ln(time) over those six layer times, each priced with Megatron-LM's own memory-bound ops (layer_impl
+#: megatron_legacy, :func:`layer_eltwise_bytes`; 0.7495 / 0.893 when every layer was priced with one fused count and
+#: a 2x backward), gives gemm_max 0.7565, i.e. 0.7565 / 0.840 = 0.901 of the microbenchmark (the ampere default
+#: above, 0.757). Table 4 ran unfused attention without a mask in the cost, so the causal fused core (issue 13)
 #: does not move it (tests/test_compute_curves.py re-derives it). Applied to every microbenchmark-fitted curve of a
 #: family without a layer timing of its own (:data:`IN_LAYER_GEMM_FACTORS`): assumption, stated, that the
 #: in-layer shortfall measured on A100 carries over.
@@ -112,16 +113,18 @@ _A100 = EfficiencyCurve(gemm_max=0.75, gemm_half_dim=96.0, memory=0.85)
 #: Until the causal core, the Transformer Engine guide's rows were read with the unmasked core and a 2x
 #: backward (0.85, not applied); priced as the step model now prices a Hopper layer (causal fused core over (s+1)/2
 #: keys on cuDNN's fitted attention curve, the kernel the guide's te.DotProductAttention ran; an fp8 run's casts as
-#: the guide's modules run them and BF16 core), they imply 0.835 (BF16) and 0.938 (FP8) on one H100, no
-#: communication: the cleanest source found (0.833 / 0.926 with the core on the GEMM curve:
+#: the guide's modules run them and BF16 core; each row's memory-bound ops as its own modules move them:
+#: :data:`scripts.fit_in_layer_factor.LAYER_IMPL`), they imply 0.855 (BF16) and 0.936 (FP8) on one H100, no
+#: communication: the cleanest source found (0.852 / 0.921 with the core on the GEMM curve:
 #: :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`, what Blackwell borrows). A100 rows alone scatter
-#: 0.83-0.93 around 0.893; Hopper's BF16 rows 0.805-0.847. FP8 above BF16 is no contradiction: the factor
+#: 0.83-0.93 around 0.893 (before the per-implementation memory-bound bytes); Hopper's BF16 rows 0.824-0.866.
+#: FP8 above BF16 is no contradiction: the factor
 #: stands for what the step model's pricing of the rest of a layer leaves out, measured against each
 #: precision's own isolated curve (the FP8 one is MAMF-bounded at 0.709), not for slower GEMM kernels:
 #: NVIDIA/Fuser's nsys profile of an H100 layer shows its forward GEMM kernels at 1.05x the isolated BF16 curve's
 #: speed. Blackwell borrows Hopper's factors (no
 #: Blackwell layer timing published). NEVER chosen from the training runs (scripts/validate_training.py).
-IN_LAYER_GEMM_FACTOR = 0.893
+IN_LAYER_GEMM_FACTOR = 0.901
 
 #: In-layer factors of the families that have a layer timing of their own (or borrow one), per precision group
 #: ("16bit": bf16/fp16; "fp8"), by the same method as :data:`IN_LAYER_GEMM_FACTOR` (a layer microbenchmark,
@@ -134,14 +137,16 @@ IN_LAYER_GEMM_FACTOR = 0.893
 #: engine/job.py ``_attention_kernel``): the unfused rows on the GEMM curve, the 'TE Attention' rows on h100-sxm's
 #: fitted cuDNN curve (layer_timing.yaml ``kernel``: the guide's TE 2.12.0.dev0 DotProductAttention prefers
 #: FusedAttention, cuDNN, on Hopper). BF16, its three rows (PyTorch and TE modules with unfused attention, TE
-#: modules with causal TE attention; 48.280 / 49.342 / 35.709 ms fwd+bwd): in-layer gemm_max 0.6705 / the H100
-#: SXM BF16 microbenchmark fit 0.803 = 0.835 (rows alone 0.832 / 0.805 / 0.854). FP8, its three rows (23.406 /
+#: modules with causal TE attention; 48.280 / 49.342 / 35.709 ms fwd+bwd; priced as eager PyTorch layers,
+#: layer_impl eager): in-layer gemm_max 0.6865 / the H100 SXM BF16 microbenchmark fit 0.803 = 0.855 (rows alone
+#: 0.852 / 0.824 / 0.866; 0.835 with one fused count and a 2x backward for every row). FP8, its three rows (23.406 /
 #: 22.964 / 21.670 ms; delayed scaling, its casts priced by :func:`fp8_quantize_bytes` corrected for the rows'
 #: modules: te.LayerNormMLP's GELU and dGELU kernels write the FP8 copies themselves, te.LayerNorm + te.Linear
 #: casts the 16-bit norm output; scripts/fit_in_layer_factor.py te_module_cast_bytes; the core in BF16 on the
-#: cuDNN curve at the BF16 peak): 0.6645 / the FP8 fit 0.709 = 0.938 (rows alone 0.928 / 0.904 / 0.981). With the
-#: core on the GEMM curve (the pricing before the attention-kernel curves) the same rows give 0.833 and 0.926
-#: (FP8 core on the BF16 in-layer curve 0.669; 0.952 with Megatron-Core's casts for every row): kept as
+#: cuDNN curve at the BF16 peak; 'TE Unfused' eager, the 'TE Fused' and TransformerLayer rows megatron_te, the
+#: latter without dropout): 0.6635 / the FP8 fit 0.709 = 0.936 (rows alone 0.933 / 0.892 / 0.950; 0.938 before).
+#: With the core on the GEMM curve (the pricing before the attention-kernel curves) the same rows give 0.852 and
+#: 0.921 (0.833 / 0.926 before; FP8 core on the BF16 in-layer curve 0.6845): kept as
 #: :data:`HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR`. FP8 above BF16 is not the isolated FP8 curve underrating
 #: the guide's GEMMs: it lies within -3.0 / +1.3 % of every H100 FP8 GEMM of 4096^3 and up in gemm.yaml (Azure ND
 #: H100 v5 cuBLASLt, fast accumulation, per-tensor scales; H200's sweep -2.4 / +0.2 %), and Transformer Engine runs
@@ -157,10 +162,10 @@ IN_LAYER_GEMM_FACTOR = 0.893
 #: Blackwell layer timing exists to refit from. A run with ``attention_kernel: gemm`` still gets the kernel-core
 #: factor: the factor is per accelerator, not per kernel choice.
 #: Every other family (A100 and those without a layer timing): :data:`IN_LAYER_GEMM_FACTOR`.
-HOPPER_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.835, "fp8": 0.938}
+HOPPER_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.855, "fp8": 0.936}
 #: Hopper's factors with the attention core on the GEMM curve (same TE-GS-PT rows): the basis for families whose
 #: core is priced on the GEMM curve (no attention-kernel curve); Blackwell's until its cuDNN curves were fitted.
-HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.833, "fp8": 0.926}
+HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR: dict[str, float] = {"16bit": 0.852, "fp8": 0.921}
 IN_LAYER_GEMM_FACTORS: dict[str, dict[str, float]] = {
     "hopper": HOPPER_IN_LAYER_GEMM_FACTOR,  # measured: TE Getting Started guide on one H100, core on cuDNN's curve
     # borrowed from Hopper, core on its kernel's curve as Blackwell prices it (cuDNN curves fitted for b200 and gb200);
@@ -178,17 +183,18 @@ IN_LAYER_GEMM_FACTORS: dict[str, dict[str, float]] = {
 #: throttle twice. Its factors are the same Transformer Engine H100 rows re-read on the H200 curves (same GH100
 #: die, same 700 W; the H100's own memory bandwidth kept; scripts/fit_in_layer_factor.py SUSTAINED_BASIS), the
 #: 'TE Attention' cores on h200-sxm's cuDNN curve (fitted to our own H200 attention sweep, the same session type):
-#: BF16 0.938 (rows 0.942 / 0.911 / 0.952), FP8 0.993 (0.984 / 0.959 / 1.039). (Core on the GEMM curve, as before
-#: the attention-kernel curves: 0.929 / 0.954.) Checked against our own eager PyTorch layers on the same H200, each
-#: core on the curve of the kernel it ran: SM-H200 (SDPA flash = FlashAttention-2, fwd+bwd at h 2048-12288, its
-#: backward also accumulating the weight gradients, unpriced) 0.949 (rows 0.93-0.96); SM-H200-LAYER (gradients
-#: reset per step; flash rows on the fa2 curve, cuDNN rows on the cudnn curve) 0.973 (rows 0.92-1.00), 3.7 % above
-#: the Transformer Engine route. With the core on the GEMM curve these two gave 0.890 and 0.930, the latter within
-#: 0.1 % of the TE route's 0.929: that agreement rested on the GEMM curve pricing FlashAttention-2's core (218
-#: TFLOP/s fwd+bwd measured at s 2048, d 128; the fa2 curve gives 225) as fast as cuDNN's (368; the cudnn curve
-#: 380). hardware/README.md, "Sustained and burst", has the numbers.
+#: BF16 0.960 (0.938 before the per-implementation memory-bound bytes), FP8 0.992 (0.993). (Core on the GEMM curve,
+#: as before the attention-kernel curves: 0.950 / 0.950.) Checked against our own eager PyTorch layers on the same
+#: H200 (layer_impl eager, no dropout), each core on the curve of the kernel it ran: SM-H200 (SDPA flash =
+#: FlashAttention-2, fwd+bwd at h 2048-12288, its backward also accumulating the weight gradients, unpriced) 0.954
+#: (rows 0.93-0.98; 0.949 before); SM-H200-LAYER (gradients reset per step; flash rows on the fa2 curve, cuDNN rows
+#: on the cudnn curve) 0.979 (rows 0.93-1.00; 0.973 before), 2.0 % above the Transformer Engine route (3.7 %
+#: before). With the core on the GEMM curve, before the per-implementation bytes, these two gave 0.890 and 0.930,
+#: the latter within 0.1 % of the TE route's 0.929: that agreement rested on the GEMM curve pricing
+#: FlashAttention-2's core (218 TFLOP/s fwd+bwd measured at s 2048, d 128; the fa2 curve gives 225) as fast as
+#: cuDNN's (368; the cudnn curve 380). hardware/README.md, "Sustained and burst", has the numbers.
 IN_LAYER_GEMM_FACTORS_BY_ACCELERATOR: dict[str, dict[str, float]] = {
-    "h200-sxm": {"16bit": 0.938, "fp8": 0.993},  # TE-GS-PT on the H200 sustained-basis curves, cuDNN core
+    "h200-sxm": {"16bit": 0.960, "fp8": 0.992},  # TE-GS-PT on the H200 sustained-basis curves, cuDNN core
 }
 
 
@@ -386,7 +392,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        router_peak_flops: ArrayLike | None = None, router_gemm_max: ArrayLike | None = None,
                        router_gemm_half_dim: ArrayLike | None = None, recompute_modules: ArrayLike = 0,
                        attention_fwd: dict[str, float] | None = None,
-                       attention_bwd: dict[str, float] | None = None) -> LayerTime:
+                       attention_bwd: dict[str, float] | None = None,
+                       layer_impl: ArrayLike = "megatron_te") -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
 
     Full recompute repeats the forward, except with ``xla_remat`` (a program compiled by XLA, as every
@@ -441,11 +448,13 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
             u = ``etp`` (expert TP, default t): the ep x u ranks of an expert group gather the sequence-parallel
             tokens of their attention-TP ranks (Megatron-Core MoE parallel folding, arXiv 2504.14960); with
             u = t this is ep*T*k/E tokens of width f_e/t; shared experts as a dense MLP of width shared*f_e.
-    Memory-bound bytes (forward): 2 norms 4X, 2 dropout+residual (3*eb+1)X where X = T*h*eb-elements
-    (/t with sequence parallelism); activation function (2|3)*eb*T*f/t; softmax + attention dropout
-    (4*eb+1)*b*(a/t)*(s/cp)*s unless ``flash_attention`` (fused into the core GEMM); MoE
-    dispatch + combine 4*eb*T*k*h. Backward = 2 x forward (+ 0.5 x the flash core). Communication is not
-    included. ``forward_flops`` keeps the full (unmasked) s^2 count of the FLOP convention.
+    Memory-bound bytes: T x :func:`layer_eltwise_bytes` (``layer_impl``: norms, residual adds, dropout, RoPE, the
+    core's layout copies and, dense, the activation function), forward and backward each as that implementation's
+    code moves them; softmax + attention dropout (4*eb+1)*b*(a/t)*(s/cp)*s unless ``flash_attention`` (fused into
+    the core GEMM); MoE dispatch + combine 4*eb*T*k*h and the experts' activation (2|3)*eb*T*k*f_e/t.
+    Backward = 2 x (forward - memory-bound) + the implementation's backward bytes + 2 x the MoE memory terms
+    (+ 0.5 x the flash core). Communication is not included. ``forward_flops`` keeps the full (unmasked) s^2 count
+    of the FLOP convention.
     """
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len)
@@ -500,8 +509,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     scores = heads_local * s_local * keys
     core_mem = np.where(flash, 0.0, (4 * eb + 1) * scores)
 
-    X = T * h * np.where(sp, 1.0 / t, 1.0)
-    mem = 4 * eb * X + 2 * (3 * eb + 1) * X
+    own_f, own_b = layer_eltwise_bytes(sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb, mlp=not moe)
+    mem = T * own_f  # norms, residuals, dropout, RoPE, layout copies (and the dense activation), counted per impl
     if moe:
         k, E, fe = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0), sh.moe_ffn_hidden
         u = t if etp is None else _pos("etp", etp)
@@ -527,11 +536,13 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         down = gemm_time(T, h, f / t, **kw)
         gemm = gemm + gemm_time(T, mats_up * f / t, h, **kw) + down
         flops = flops + 2 * T * h * f / t * (mats_up + 1)
-        mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * T * f / t
 
     t_core = core_gemm + memory_time(core_mem, memory_bandwidth=memory_bandwidth,
                                      memory_efficiency=memory_efficiency)
     t_mem = memory_time(mem, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
+    # backward: the implementation's own passes; the MoE extras (dispatch, experts' activation) stay 2 x forward
+    t_mem_bwd = memory_time(T * own_b + 2.0 * (mem - T * own_f), memory_bandwidth=memory_bandwidth,
+                            memory_efficiency=memory_efficiency)
     forward = gemm + t_mem + t_core
     full = forward - np.where(np.asarray(xla_remat, dtype=bool), down, 0.0)
     again = recomputed_modules(sh, code, recompute_modules)  # the rule training_flops' hardware FLOPs use too
@@ -542,7 +553,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                  + np.where(again.moe_act, memory_time(
                      expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
-    backward = 2.0 * forward + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0)
+    backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0)
     return LayerTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
 
@@ -642,6 +653,133 @@ def loss_saved_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 
     e = _pos("elem_bytes", elem_bytes)
     fp32 = (code == LossImpl.MEGATRON) | (code == LossImpl.MEGATRON_FUSED) | (code == LossImpl.TORCH)
     return np.where(fp32, 4.0, e) * np.ones_like(e)
+
+
+def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp: ArrayLike = 1,
+                        sequence_parallel: ArrayLike = False, elem_bytes: ArrayLike = 2.0,
+                        mlp: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """HBM bytes per token (of the micro-batch's T = b s / cp on one GPU) that one layer's memory-bound ops move,
+    (forward, backward), by implementation (:class:`~scalemodel.choices.LayerImpl`): every op that is neither a weight
+    GEMM nor the attention core (norms, residual adds, dropout, the MLP activation, RoPE, the core's layout copies,
+    bias gradients), counted from each implementation's code as :func:`loss_logit_bytes` counts the loss. A kernel
+    counts each tensor it reads or writes once (e = ``elem_bytes`` per element, 1 B per dropout-mask element);
+    per-token vectors (norm statistics) and per-column reductions' outputs are not counted. Per token and GPU, with
+    t = ``tp``: x = h (h / t with ``sequence_parallel``) of the residual stream, Q = a d / t, K = g d / t,
+    V = g d_v / t, O = a d_v / t, F = f / t (the dense MLP's width; 0 when ``mlp`` is False: an MoE layer prices its
+    experts' activation in :func:`layer_compute_time`), U = 2F gated, F otherwise (the up-projection's output);
+    n = the norms per layer, 2 residual adds; flags from the shape: dropout (``sh.dropout``), biases, RoPE
+    (``position_embeddings`` 0), GQA (g < a), gated.
+
+    megatron_te (NVIDIA/Megatron-LM@baf94af3c6 = core_r0.8.0, megatron/core/transformer/transformer_layer.py with the
+    TE spec, megatron/training/arguments.py: bias-dropout, bias-gelu/swiglu and RoPE fusions on by default;
+    NVIDIA/TransformerEngine v1.8, transformer_engine/pytorch/attention.py)::
+
+        norm      fwd 2e x   TE LayerNormLinear's norm kernel: reads x, writes ln_out (the QKV / FC1 GEMM's input)
+                  bwd 3e x   layernorm_bwd / rmsnorm_bwd: reads dgrad and the saved input, writes dx (dgamma in-kernel)
+        residual  fwd 3e x   bias_dropout_add_fused_train (jit_fuser = torch.compile at torch >= 2.2): reads the
+                             branch and the residual, writes the sum (+ 1 B x the mask with dropout)
+                  bwd 3e x   autograd adds the branch input's gradient to the residual's (read 2, write 1)
+                      (2e + 1) x with dropout: grad x mask (read dy and the mask, write); dbias in the same kernel
+        RoPE      fwd 2e (Q + K)  fused_apply_rotary_pos_emb (transpose_output_memory): reads, writes
+                  bwd 2e (Q + K)
+        layout    fwd 2e (Q + K + V) with RoPE: k (RoPE's output) and v (a view of the QKV output) differ in stride,
+                             get_qkv_layout finds 'not_supported' and makes q, k, v contiguous;
+                      2e Q  with GQA: get_query_key_value_tensors' query.reshape of the split view copies
+                  bwd 2e (Q + K + V) with RoPE or GQA: the split's backward concatenates dq, dk, dv (TE's
+                             SplitAlongDim skips the copy only when they are views of one buffer, MHA without RoPE)
+        act       fwd 3e F gated (bias_swiglu_impl: reads 2F, writes F) | 2e F (bias_gelu_impl / ATen gelu)
+                  bwd 5e F gated (swiglu_back: reads dy and 2F, writes 2F) | 4e F (bias_gelu_back 3, + the bias
+                             gradient's sum_to over tokens 1) | 3e F without biases (ATen gelu_backward)
+
+    megatron_legacy (microsoft/Megatron-DeepSpeed@54884b5f megatron/model/transformer.py, mpu/layers.py,
+    fused_bias_gelu.py; Megatron-LM's own megatron/model before Megatron-Core is the same): as megatron_te but
+    Apex MixedFusedLayerNorm's backward is two kernels (cuComputePartGradGammaBeta reads dy and x,
+    cuComputeGradInput reads them again and writes dx: 5e x); the core's ``context_layer.permute(2, 0, 1, 3)
+    .contiguous()`` (fwd 2e O); split_tensor_along_last_dim's backward cat (bwd 2e (Q + K + V)); with biases the
+    QKV bias gradient (F.linear: sum over tokens, bwd e (Q + K + V)) and the O / FC2 biases' (bias_dropout_add's
+    bias broadcast: bwd e x each); no RoPE (ParallelAttention has none at that commit)::
+
+        fwd  (2n + 6) e x + dropout 2 x + 2e O + act
+        bwd  (5n + 6) e x + dropout 2 (2e + 1) x + 2e (Q + K + V) + biases e (Q + K + V + 2x) + act
+
+    eager (torch.nn.LayerNorm, nn.Linear with bias, F.scaled_dot_product_attention, nn.GELU: ATen kernels; the
+    bias rides in cuBLASLt's epilogue forward, its gradient is a sum over tokens backward)::
+
+        norm      fwd 2e x, bwd 5e x  (layer_norm_backward_cuda: the dX kernel reads dy and x, writes dx; the
+                                       GammaBetaBackward kernel reads dy and x again)
+        residual  fwd 3e x, bwd 3e x (the accumulation); dropout (fused_dropout) fwd (2e + 1) x, bwd (2e + 1) x
+        layout    fwd 2e O (output.transpose(1, 2).contiguous()), bwd 2e (Q + K + V) (the QKV split's cat)
+        biases    bwd e (Q + K + V + x + U + x): sum over tokens of the four linears' output gradients
+        act       fwd 2e F (gelu) | 5e F gated (silu 2, mul 3); bwd 3e F | 9e F gated (mul's two 3, silu 3)
+
+    llmfoundry (mosaicml/llm-foundry@5e85bd62d llmfoundry/models/layers/blocks.py MPTBlock, norm.py LPLayerNorm =
+    F.layer_norm in bf16, attention.py flash_attn_fn): eager without the output copy (pad_input writes it back;
+    the unpad/pad copies are :func:`attention_unpad_bytes`, strategy.attention_unpad); resid_pdrop 0.0 (the default:
+    F.dropout returns its input), no RoPE (learned positions / ALiBi).
+
+    torchtitan (pytorch/torchtitan@e7c0cae torchtitan/models/llama3/model.py TransformerBlock, each block
+    torch.compile'd; inductor: one kernel per fusion, SDPA and the GEMMs outside), per layer of 2 RMSNorms::
+
+        fwd  attention_norm 2e x; h = x + attn fused with ffn_norm (reads x and attn, writes h and its norm) 4e x;
+             out = h + ffn 3e x; RoPE (complex multiply) fused with repeat_kv: e (2Q + K + K_r), K_r = a d / t with
+             GQA, else K (without RoPE only the repeat: GQA e (K + K_r)); repeat_kv of V with GQA e (V + V_r);
+             output.transpose(1, 2).contiguous() 2e O; SwiGLU 3e F (gelu 2e F)
+        bwd  ffn_norm: dx kernel reads the w1 and w3 gradients, h and the residual gradient, writes dh (5e x),
+             dweight reduction reads the two gradients and h (3e x); attention_norm likewise with wq, wk, wv
+             (6e x + 4e x): 18e x; RoPE / repeat backward as forward; SwiGLU 5e F (gelu 3e F)
+
+    xla (MaxText on TPU): the torchtitan fusions without the output copy and the repeats (XLA's layout assignment
+    gives the dots their transposed operands and broadcasts the KV heads): fwd 9e x + RoPE 2e (Q + K) + act,
+    bwd 18e x + RoPE 2e (Q + K) + act. The fusion decisions are the compiler's and were not read from an HLO dump.
+
+    Megatron-Core with MHA, RoPE, dropout, SwiGLU, n = 2, no SP, t = 1 (x = Q = K = V = h):
+    fwd 10e h + 2 h + 4e h + 6e h + 3e f, bwd 12e h + 2 (2e + 1) h + 4e h + 6e h + 5e f.
+    """
+    code = codes(LayerImpl, layer_impl, "strategy.layer_impl")
+    e = _pos("elem_bytes", elem_bytes)
+    t = _pos("tp", tp)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    h, a, g, d, dv = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim
+    x = h * np.where(sp, 1.0 / t, 1.0)
+    q, k, v, o = a * d / t, g * d / t, g * dv / t, a * dv / t
+    k_rep, v_rep = np.maximum(k, a * d / t), np.maximum(v, a * dv / t)
+    f = sh.ffn_hidden / t if mlp else 0.0 * h
+    gated = np.asarray(sh.gated_mlp, dtype=bool)
+    up = np.where(gated, 2.0, 1.0) * f
+    n = sh.norms_per_layer
+    drop = np.asarray(sh.dropout, dtype=bool)
+    bias = np.asarray(sh.biases, dtype=bool)
+    rope = np.asarray(sh.position_embeddings, dtype=float) == 0
+    gqa = g < a
+    one = lambda c: np.where(c, 1.0, 0.0)  # noqa: E731
+    mask_f, mask_b = one(drop) * 2.0 * x, one(drop) * 2.0 * (2.0 * e + 1.0) * x  # two dropouts: fwd mask, bwd pass
+
+    # Megatron-Core + Transformer Engine
+    te_f = (2 * n + 6) * e * x + mask_f + one(rope) * 4 * e * (q + k) + one(rope) * 2 * e * v + one(gqa) * 2 * e * q \
+        + np.where(gated, 3.0, 2.0) * e * f
+    te_b = (3 * n + 6) * e * x + mask_b + one(rope) * 2 * e * (q + k) + one(rope | gqa) * 2 * e * (q + k + v) \
+        + np.where(gated, 5.0, np.where(bias, 4.0, 3.0)) * e * f
+    # legacy Megatron-LM / Megatron-DeepSpeed
+    leg_f = (2 * n + 6) * e * x + mask_f + 2 * e * o + np.where(gated, 5.0, 2.0) * e * f
+    leg_b = (5 * n + 6) * e * x + mask_b + 2 * e * (q + k + v) + one(bias) * e * (q + k + v + 2 * x) \
+        + np.where(gated, 9.0, np.where(bias, 4.0, 3.0)) * e * f
+    # PyTorch eager (llm-foundry: no output copy)
+    eag_f = (2 * n + 6) * e * x + one(drop) * 2 * (2 * e + 1) * x + np.where(gated, 5.0, 2.0) * e * f
+    eag_b = (5 * n + 6) * e * x + mask_b + 2 * e * (q + k + v) + one(bias) * e * (q + k + v + 2 * x + up) \
+        + np.where(gated, 9.0, 3.0) * e * f
+    # torch.compile'd block (torchtitan) and XLA
+    rot = one(rope) * e * (2 * q + k + k_rep) + one(~rope & gqa) * e * (k + k_rep) + one(gqa) * e * (v + v_rep)
+    comp_f = 9 * e * x + rot + 2 * e * o + np.where(gated, 3.0, 2.0) * e * f
+    comp_b = 18 * e * x + rot + np.where(gated, 5.0, 3.0) * e * f
+    xla_rot = one(rope) * 2 * e * (q + k)
+    xla_f = 9 * e * x + xla_rot + np.where(gated, 3.0, 2.0) * e * f
+    xla_b = 18 * e * x + xla_rot + np.where(gated, 5.0, 3.0) * e * f
+
+    which = [code == LayerImpl.MEGATRON_LEGACY, code == LayerImpl.EAGER, code == LayerImpl.LLMFOUNDRY,
+             code == LayerImpl.TORCHTITAN, code == LayerImpl.XLA]
+    fwd = np.select(which, [leg_f, eag_f + 2 * e * o, eag_f, comp_f, xla_f], default=te_f)
+    bwd = np.select(which, [leg_b, eag_b, eag_b, comp_b, xla_b], default=te_b)
+    return fwd, bwd
 
 
 def titan_op_gemm_time(sh: Shape, tokens: ArrayLike, tp: ArrayLike, **kw: Any) -> np.ndarray:

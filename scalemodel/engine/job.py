@@ -18,6 +18,7 @@ from scalemodel.choices import (
     Compression,
     CompressionKind,
     DpComm,
+    LayerImpl,
     Layout,
     LossImpl,
     Precision,
@@ -410,6 +411,7 @@ class StrategyGrid:
     megatron_ddp: np.ndarray  # bool: Megatron-Core DDP's gradient buckets (max(4e7, 1e6 dp cp) elements)
     fp8_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in FP8 (Megatron)
     loss_impl: np.ndarray  # choices.LossImpl codes: the cross-entropy's implementation (its passes over the logits)
+    layer_impl: np.ndarray  # choices.LayerImpl codes: the layer's memory-bound ops' implementation (bytes per token)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -480,6 +482,7 @@ class StrategyGrid:
             "megatron_ddp": bool(self.megatron_ddp[i]),
             "fp8_param_gather": bool(self.fp8_param_gather[i]),
             "loss_impl": LossImpl.of(self.loss_impl[i]).label,
+            "layer_impl": LayerImpl.of(self.layer_impl[i]).label,
         }
 
 
@@ -503,7 +506,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     fsdp_fp8_all_gather=False, fsdp_flat_param=False, fsdp_per_param=False,
                                     attention_unpad=False,
                                     moe_fp8_padding=False, megatron_ddp=False,
-                                    fp8_param_gather=False, loss_impl=LossImpl.MEGATRON)
+                                    fp8_param_gather=False, loss_impl=LossImpl.MEGATRON,
+                                    layer_impl=LayerImpl.MEGATRON_TE)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -669,7 +673,8 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         moe_fp8_padding=getattr(strategy, "moe_fp8_padding", False),
         megatron_ddp=getattr(strategy, "megatron_ddp", False),
         fp8_param_gather=getattr(strategy, "fp8_param_gather", False),
-        loss_impl=LossImpl.parse(getattr(strategy, "loss_impl", "megatron"), "strategy.loss_impl"))
+        loss_impl=LossImpl.parse(getattr(strategy, "loss_impl", "megatron"), "strategy.loss_impl"),
+        layer_impl=LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl"))
 
 
 def _check_shard_group(strategy: Any, dp: int) -> None:

@@ -65,6 +65,7 @@ from scalemodel.choices import (
     Algorithm,
     Assignment,
     CompressionKind,
+    LayerImpl,
     Layout,
     LossImpl,
     Recompute,
@@ -143,7 +144,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "moe_layer_host_s",
              "recompute_modules", "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
              "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
-             "fp8_param_gather", "loss_impl")
+             "fp8_param_gather", "loss_impl", "layer_impl")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -1138,6 +1139,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed["recompute_uniform"] = RecomputeMethod.parse(value) == RecomputeMethod.UNIFORM
         elif name == "loss_impl":
             fixed[name] = int(LossImpl.parse(value, "strategy.loss_impl"))
+        elif name == "layer_impl":
+            fixed[name] = int(LayerImpl.parse(value, "strategy.layer_impl"))
         else:
             fixed[name] = value
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"))

@@ -11,6 +11,7 @@ from scalemodel.choices import (
     Assignment,
     Choice,
     Fp8Recipe,
+    LayerImpl,
     Layout,
     LossImpl,
     Optimizer,
@@ -48,6 +49,7 @@ LayoutText = Annotated[str, Before(Layout.normalize), _labels(Layout)]
 RecomputeMethodText = Annotated[str, Before(RecomputeMethod.normalize), _labels(RecomputeMethod)]
 Fp8RecipeText = Annotated[str, Before(Fp8Recipe.normalize), _labels(Fp8Recipe)]
 LossImplText = Annotated[str, Before(LossImpl.normalize), _labels(LossImpl)]
+LayerImplText = Annotated[str, Before(LayerImpl.normalize), _labels(LayerImpl)]
 
 # Text fields kept in their canonical spelling (the label of what they parse to).
 _SEQUENCE_LENGTHS = _text(lambda v: parse_sequence_lengths(v).label)
@@ -267,6 +269,12 @@ class StrategySpec(Spec, kw_only=True):
         "torchtitan without TP), inductor (the same under torch.compile, torchtitan's with training.compile); its HBM "
         "bytes per logit, forward + backward at 16-bit logits: 38 + 14, 22 + 10, 6 + 4, 2 + 4, 22 + 26, 2 + 4 "
         "(docs/model.md#loss)"))] = "megatron"
+    layer_impl: Annotated[LayerImplText, Meta(description=(
+        "the implementation of a layer's memory-bound ops (norms, residual adds, dropout, activation, RoPE, the "
+        "attention core's layout copies), whose HBM bytes per token are counted from its code: megatron_te "
+        "(Megatron-Core with Transformer Engine, the default), megatron_legacy (Megatron-LM before Megatron-Core, "
+        "Megatron-DeepSpeed), eager (PyTorch eager nn modules), llmfoundry (llm-foundry MPT, eager), torchtitan "
+        "(torch.compile'd blocks), xla (MaxText); docs/model.md#layer-eltwise"))] = "megatron_te"
     assignment: Annotated[AssignmentText, Meta(
         description="micro-batches split equally up front, or pulled from a shared queue")] = "static"
     dispatch_overhead: Annotated[SecondsOrZero | None, Meta(description=(
