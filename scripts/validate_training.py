@@ -13,7 +13,7 @@ Two case files (issue 5 and issue 13):
   cluster is ``pcie-25gbe`` with its NIC bandwidth replaced by the case's stated NICs, and the per-sample
   compute time is the case's measured single-GPU backprop time x 1.5. Horovod states no compute time:
   listed, not predicted.
-* ``validation/training_cases.yaml`` (71 cases, 16 sources; validation/README.md). One rule set
+* ``validation/training_cases.yaml`` (89 cases, 17 sources; validation/README.md). One rule set
   fills what a source leaves open, the same for every case (no per-case constant or correction):
 
   Hardware
