@@ -15,7 +15,7 @@ Two case files (issue 5 and issue 13):
   cluster is ``pcie-25gbe`` with its NIC bandwidth replaced by the case's stated NICs, and the per-sample
   compute time is the case's measured single-GPU backprop time x 1.5. Horovod states no compute time:
   listed, not predicted.
-* ``validation/training_cases.yaml`` (71 cases, 16 sources; validation/README.md). One rule set
+* ``validation/training_cases.yaml`` (89 cases, 17 sources; validation/README.md). One rule set
   fills what a source leaves open, the same for every case (no per-case constant or correction):
 
   Hardware
@@ -37,7 +37,8 @@ Two case files (issue 5 and issue 13):
     - a built-in workload (examples/workloads) whose layers, hidden, heads, kv heads, FFN width,
       gating, experts and (when stated) vocabulary equal the case's is used (with the case's sequence
       length); otherwise the TransformerWorkload is built from the case's architecture fields (notes
-      are not parsed; MLA from the stated compression widths, a parallel block when stated).
+      are not parsed; MLA from the stated compression widths, a parallel block when stated; local attention from
+      the stated ``sliding_window`` and ``sliding_window_pattern``).
     - dropout: a stated ``model.dropout`` probability (0 -> no dropout masks: NeMo's NemotronConfig sets
       hidden_dropout = attention_dropout = 0.0), else none for :data:`NO_DROPOUT_TYPES`, else on.
     - unstated: FFN width 4 x hidden, MHA, ungated, no MoE; embedding tying: the one whose
@@ -52,7 +53,7 @@ Two case files (issue 5 and issue 13):
     - ZeRO: as stated (FSDP FULL_SHARD / ZeRO-3 -> fsdp; SHARD_GRAD_OP -> fsdp
       without reshard after forward: torch ShardingStrategy.SHARD_GRAD_OP keeps the gathered parameters from
       forward to backward and frees them after it, so memory holds sharded parameters, not ZeRO-2's
-      replicas); unstated -> 1 on NVIDIA Megatron-Core stacks (mlm24, mb2511, nemo2407: the distributed
+      replicas); unstated -> 1 on NVIDIA Megatron-Core stacks (mlm24, mb2511, mb2608, nemo2407: the distributed
       optimizer is their recipe default, and mlm24's --overlap-param-gather requires it), else 0.
     - FSDP options (``fsdp_options``): parameters stated "not resharded" after forward (Llama 3) ->
       fsdp_reshard_after_forward false, as for torchtitan runs (titan24) with pp > 1 (torchtitan 9dec370
@@ -103,12 +104,12 @@ Two case files (issue 5 and issue 13):
     - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
       wire, bf16/fp16 -> 2); unstated -> torchtitan's FSDP default fp32 for a torchtitan run with FSDP
       (:data:`TORCHTITAN_REDUCE_BYTES`), else the precision's gradient element.
-    - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, nemo2502, at ZeRO 0/1) -> megatron_ddp (its
-      default buckets); Megatron-Bridge (mb2511) and NeMo 2.2 (nemo2502, its MegatronCommOverlapCallback) ZeRO 1 ->
-      bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`, :data:`BUCKET_128MI_SOURCES`); with fp8,
+    - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, mb2608, nemo2502, at ZeRO 0/1) -> megatron_ddp (its
+      default buckets); Megatron-Bridge (mb2511, mb2608) and NeMo 2.2 (nemo2502, its MegatronCommOverlapCallback)
+      ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`, :data:`BUCKET_128MI_SOURCES`); with fp8,
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
       presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed).
-    - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511 -> te (the recipe's), mpt -> flash_attn
+    - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511, mb2608 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
       (torchtitan's eager F.cross_entropy), titan25 at tp 1 -> inductor (the same loss under torch.compile with
       --training.compile, torchtitan e7c0cae; with TP torchtitan runs loss_parallel, not derived); every other source
@@ -123,7 +124,8 @@ Two case files (issue 5 and issue 13):
       time; else TFLOP/s/GPU of the source's convention: model FLOPs (no recompute) when
       tflops_convention says 'model', hardware FLOPs (recompute counted) when 'hardware'. A TFLOP/s
       figure whose convention is not stated is not compared (listed). derived_* keys are never used.
-  Listed, not predicted: what the model cannot express (see ``case_limits``) or a configuration the
+  Listed, not predicted: what the model cannot express (see ``case_limits``: also a model type of
+  :data:`UNEXPRESSED_MODEL_TYPES`, an NVFP4 precision, an accelerator the catalog lacks) or a configuration the
   model's own feasibility check rejects for a structural reason (its reason is printed); a predicted
   configuration that exceeds the model's memory estimate is still compared (the run did fit) and
   marked ``oom``. MoE runs whose recipe dispatches with the host-synchronising all-to-all dispatcher and no
@@ -287,14 +289,16 @@ def collect_rows(cases: list[dict]) -> tuple[list[tuple], list[str]]:
 NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
-RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024, "titan25": 2025,
-            "llama3": 2024,
+RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2608": 2026, "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024,
+            "titan25": 2025, "llama3": 2024,
             "mpt": 2023, "maxtext": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022, "mtnlg": 2021,
             "meg19": 2019, "nemotron4": 2024}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
 #: every pretrain recipe's optimizer is recipes/optim/adam.py distributed_fused_adam_with_cosine_annealing,
 #: ``use_distributed_optimizer=True`` (NVIDIA/NeMo r2.2.0 @132f217987).
-MEGATRON_CORE = {"mlm24", "mb2511", "nemo2407", "nemo2502"}
+#: Megatron-Bridge 26.08 (mb2608): every preset's base recipe sets ``cfg.ddp.use_distributed_optimizer = True``
+#: (src/megatron/bridge/recipes/{qwen,deepseek,gpt_oss}/h100/*.py at 4ab94dfad).
+MEGATRON_CORE = {"mlm24", "mb2511", "mb2608", "nemo2407", "nemo2502"}
 #: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
 #: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
 #: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
@@ -326,6 +330,9 @@ CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "H100 96GB": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
     "TPU v5p": "tpu-v5p-pod"}
+#: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here (the
+#: Megatron-Bridge 26.08 GB300 rows) is simply not in hardware/accelerators yet.
+MISSING_HARDWARE_WHY = {"H100 96GB": "its peak is not published"}
 #: Catalog cluster for multi-slice runs (slices joined by the data-center network) per accelerator variant.
 MULTISLICE_CLUSTER: dict[str, str] = {"TPU v5p": "tpu-v5p-multislice"}
 RATE_METRICS = {"tokens/s/GPU", "model TFLOP/s/GPU", "hw TFLOP/s/GPU", "TFLOP/s/GPU", "scaling eff %"}
@@ -609,24 +616,31 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: nemo/lightning/megatron_parallel.py at tag v2.2.0 @7192a2c944 wraps each model chunk in ``class DDP(McoreDDP)``,
 #: megatron.core.distributed.DistributedDataParallel, with the recipe's DistributedDataParallelConfig, whose bucket
 #: the MegatronCommOverlapCallback sets: :data:`BUCKET_128MI_SOURCES`). NeMo 24.07 (nemo2407) wraps its own way (its
-#: bucket is not verified here) and stays on the engine's defaults.
-MEGATRON_DDP = frozenset({"mlm24", "mb2511", "nemo2502"})
+#: bucket is not verified here) and stays on the engine's defaults. Megatron-Bridge 26.08 (mb2608) at ZeRO 1: the
+#: same Megatron-Core DDP (use_megatron_fsdp False in the presets' base recipes at 4ab94dfad).
+MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2608", "nemo2502"})
 #: Megatron-Bridge's CommOverlapConfig sets the distributed optimizer's bucket to 128 x 1024 x 1024 elements when
 #: dp > 1 (NVIDIA-NeMo/Megatron-Bridge@97ad8cc6f src/megatron/bridge/training/comm_overlap.py
 #: _get_optimizer_overlap_cfgs, applied to the DDP config by setup(); every mb2511 recipe passes a CommOverlapConfig).
+#: Unchanged at 4ab94dfad (26.08, mb2608: ``if self.data_parallel_size > 1: comm_overlap_cfg.bucket_size = 128 * 1024 *
+#: 1024``), and every mb2608 preset sets a CommOverlapConfig (the full-iteration MXFP8 helpers build one).
 BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
-#: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 (above) and nemo2502:
+#: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 and mb2608 (above) and
+#: nemo2502:
 #: NeMo v2.2.0 (7192a2c944) nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py
 #: MegatronCommOverlapCallback._get_optimizer_overlap_cfgs sets ``bucket_size = 128 * 1024 * 1024`` (with
 #: overlap_grad_reduce, overlap_param_gather) when data_parallel_size > 1 and applies it to the strategy's
 #: DistributedDataParallelConfig when the distributed optimizer is on; every nemo2502 perf recipe
 #: (recipes/{gpt3_175b,llama3_70b,nemotron4_15b,nemotron4_340b,mixtral_8x7b}.py pretrain_performance_optimizations)
 #: adds that callback and sets no bucket_size of its own.
-BUCKET_128MI_SOURCES = frozenset({"mb2511", "nemo2502"})
+BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2608", "nemo2502"})
 #: Megatron-Bridge 25.11's perf precision presets (scripts/performance/utils/precision.py get_precision_config at
 #: 97ad8cc6f): fp8_cs -> bf16_with_fp8_current_scaling_mixed, fp8_mx -> bf16_with_mxfp8_mixed, both with
 #: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); no perf config overrides it.
-BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511"})
+#: 26.08 (mb2608, 4ab94dfad): perf_recipes/_common.py _perf_precision("fp8_mx") -> bf16_with_mxfp8_mixed(), which sets
+#: ``cfg.fp8_param_gather = True`` (training/mixed_precision.py); the GB200 presets recorded (DeepSeek-V3, GPT-OSS 120B,
+#: Qwen3-30B/235B MXFP8) do not override it (only the *_dev and GPT-OSS 20B variants do).
+BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511", "mb2608"})
 #: NeMo 2.2's fp8 perf runs (nemo2502): scripts/llm/performance/pretrain_*.py set the plugin to
 #: recipes/precision/mixed_precision.py bf16_with_fp8_mixed(), which sets ``fp8_params = True``, and
 #: nemo/lightning/pytorch/plugins/mixed_precision.py MegatronMixedPrecision turns fp8_params into
@@ -658,7 +672,10 @@ FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 #: - nemo2502: NeMo v2.2.0 (7192a2c944) nemo/collections/llm/gpt/model/base.py GPTConfig ``cross_entropy_loss_fusion:
 #:   bool = True`` (nemotron.py likewise); the pretraining recipes keep it (only the finetune recipes set it False,
 #:   e.g. recipes/llama31_70b.py finetune_recipe) and the Megatron-Core it ships has only the native fused loss.
-LOSS_IMPL = {"mb2511": "te", "mpt": "flash_attn", "titan24": "torch", "titan25": "inductor",
+#: - mb2608: Megatron-Bridge 4ab94dfad src/megatron/bridge/perf_recipes/_common.py _benchmark_common(cfg,
+#:   cross_entropy_impl="te") sets ``cfg.model.cross_entropy_fusion_impl = cross_entropy_impl`` for every flat perf
+#:   recipe, whose base recipes set cross_entropy_loss_fusion True (GPT-OSS's base "native" is replaced by it).
+LOSS_IMPL = {"mb2511": "te", "mb2608": "te", "mpt": "flash_attn", "titan24": "torch", "titan25": "inductor",
              "nemo2502": "megatron_fused"}
 
 
@@ -801,6 +818,7 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
         "parallel_block": "parallel" in str(m.get("block", "")).lower(),
         "dropout": bool(m["dropout"]) if "dropout" in m else m.get("type") not in NO_DROPOUT_TYPES,
         "mtp_layers": case_mtp_layers(case),
+        "sliding_window": m.get("sliding_window"), "sliding_window_pattern": int(m.get("sliding_window_pattern", 0)),
     }
     if moe:
         spec["moe"] = {"experts": moe["experts"], "top_k": moe["top_k"], "ffn_hidden": moe.get("expert_ffn_hidden"),
@@ -825,15 +843,34 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
 HELD_OUT: dict[str, str] = {}
 
 
+#: Model types whose layers the model has no cost for (model.type -> why), read in the providers of the rows that name
+#: them: Megatron-Bridge 4ab94dfad src/megatron/bridge/models/nemotronh/nemotron_h_bridge.py (hybrid_override_pattern:
+#: Mamba-2, attention and MoE layers; the Nemotron 3 perf presets graph "mamba") and
+#: models/deepseek/deepseek_v4_bridge.py (experimental_attention_variant "dsv4_hybrid", enable_hyper_connections,
+#: moe_n_hash_layers).
+UNEXPRESSED_MODEL_TYPES = {
+    "nemotron_h": "hybrid Mamba-2 / attention / MoE layer pattern (NemotronH): no cost for Mamba-2 (SSM) layers",
+    "deepseek_v4": ("DeepSeek-V4 layer: compressed sparse attention with a top-k indexer (dsv4_hybrid), grouped "
+                    "low-rank output projection, 4-stream hyper-connections (mHC), hash-routed MoE layers"),
+}
+#: Training precisions the model does not price (precision text marker -> why): TrainingSpec.precision is fp32, tf32,
+#: bf16, fp16 or fp8 (scalemodel.choices.Precision).
+UNEXPRESSED_PRECISIONS = (("nvfp4", "NVFP4 (FP4) training precision: the model prices fp32/tf32/bf16/fp16/fp8 GEMMs"),)
+
+
 def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     """What in the case the model cannot express (empty when it can); with ``held``, also :data:`HELD_OUT`."""
     par, m, hw = case["parallelism"], case["model"], case["hardware"]
     why: list[str] = [HELD_OUT[case["id"]]] if held and case.get("id") in HELD_OUT else []
     variant = accelerator_variant(str(hw.get("gpu", "")))
     if CLUSTER_FOR_ACCELERATOR.get(variant) is None:
-        why.append(f"hardware missing: the catalog holds no {hw.get('gpu')} (its peak is not published)")
+        why.append(f"hardware missing: the catalog holds no {hw.get('gpu')}"
+                   + (f" ({MISSING_HARDWARE_WHY[variant]})" if variant in MISSING_HARDWARE_WHY else ""))
     if not isinstance(par.get("tp", 1), int):
         why.append("tensor-parallel degree not stated")
+    if m.get("type") in UNEXPRESSED_MODEL_TYPES:
+        why.append(UNEXPRESSED_MODEL_TYPES[m["type"]])
+    why += [w for marker, w in UNEXPRESSED_PRECISIONS if marker in str(case.get("precision", "")).lower()]
     multislice = par.get("dcn_dp", 1) > 1 and variant in MULTISLICE_CLUSTER and par.get("pod_dp", 1) == 1
     if (par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1) and not multislice:
         why.append("data parallelism across pods/slices over the data-center network (HSDP/multi-slice: no DCN "
@@ -875,6 +912,14 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     "mb2511_b200_qwen3_235b_fp8mx": ("account", True, True),
     "mb2511_h100_qwen3_235b_fp8cs": ("account", True, True),
     "mb2511_gb200_dsv3_bf16": ("layout", 4, 1),
+    # Megatron-Bridge 26.08 (4ab94dfad): recipes/qwen/h100/qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config
+    # (the base of perf_recipes/qwen/gb200/qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config) sets
+    # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split = True; recipes/deepseek/h100/
+    # deepseek_v3.py _get_deepseek_v3_pipeline_layout (4, 4) = [embedding + 4 decoders], 14 x [4 decoders],
+    # [1 decoder + MTP + loss], set by perf_recipes/deepseek/gb200/deepseek_v3.py
+    # deepseek_v3_pretrain_256gpu_gb200_fp8mx_config.
+    "mb2608_gb200_qwen3_235b_fp8mx": ("account", True, True),
+    "mb2608_gb200_dsv3_mtp_fp8mx": ("layout", 4, 1),
 }
 
 
@@ -886,6 +931,10 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
 RECIPE_ETP: dict[str, int] = {
     "mb2511_gb200_dsv3_bf16": 1, "mb2511_gb200_qwen3_235b_bf16": 1, "mb2511_gb200_qwen3_30b_fp8mx": 1,
     "mb2511_b200_qwen3_235b_fp8mx": 1, "mb2511_h100_qwen3_30b_fp8cs": 1, "mb2511_h100_qwen3_235b_fp8cs": 1,
+    # 26.08 (4ab94dfad): the presets' base recipes set cfg.model.expert_tensor_parallel_size = 1 (recipes/qwen/h100/
+    # qwen3_moe.py, recipes/deepseek/h100/deepseek_v3.py, recipes/gpt_oss/h100/gpt_oss.py); no GB200 preset changes it.
+    "mb2608_gb200_dsv3_mtp_fp8mx": 1, "mb2608_gb200_gpt_oss_120b_fp8mx": 1, "mb2608_gb200_qwen3_30b_fp8mx": 1,
+    "mb2608_gb200_qwen3_235b_fp8mx": 1,
 }
 
 
@@ -895,8 +944,15 @@ RECIPE_ETP: dict[str, int] = {
 #: utils/helpers.py set_moe_a2a_overlap_overrides turns into overlap_moe_expert_parallel_comm and
 #: delay_wgrad_compute; configs/deepseek/workload_base_configs.py sets it False for GB200/B200 and the GB200
 #: Qwen3 presets leave the default (False).
+#: Megatron-Bridge 26.08 (4ab94dfad): the GB200 MXFP8 presets recorded build CommOverlapConfig(...,
+#: overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True): perf_recipes/qwen/common.py
+#: _enable_hybridep_full_iteration_mxfp8 (Qwen3-30B, Qwen3-235B), perf_recipes/deepseek/common.py
+#: _enable_deepseek_full_iteration_mxfp8 (DeepSeek-V3), perf_recipes/gpt_oss/common.py
+#: _apply_gpt_oss_120b_full_iter_fp8mx_configs (GPT-OSS 120B).
 RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
-                                "mb2511_h100_qwen3_30b_fp8cs"})
+                                "mb2511_h100_qwen3_30b_fp8cs", "mb2608_gb200_dsv3_mtp_fp8mx",
+                                "mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
+                                "mb2608_gb200_qwen3_235b_fp8mx"})
 
 
 #: MoE runs whose Megatron-Bridge 25.11 preset (v0.2.0 = 97ad8cc6f for these files) routes tokens with
@@ -927,6 +983,12 @@ RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwe
 #: would then overstate theirs: left out). Their hosts are Grace CPUs, where a framework call takes longer than on
 #: the DGX x86 host of H's source (hardware/measurements/host_overhead.yaml TE-ISSUE2053: torch.nn.Linear forward
 #: 37.1 us on GB200 against 13.5 us on an H100 DGX), so H is a lower bound there too.
+#: The Megatron-Bridge 26.08 GB200 MXFP8 presets (mb2608, 4ab94dfad) are not listed: they capture the whole step in one
+#: CUDA graph (cuda_graph_impl "full_iteration": perf_recipes/qwen/common.py _enable_hybridep_full_iteration_mxfp8,
+#: deepseek/common.py _enable_deepseek_full_iteration_mxfp8, gpt_oss/common.py
+#: _apply_gpt_oss_120b_full_iter_fp8mx_configs) and size the experts' buffers by a fixed per-rank capacity
+#: (moe_paged_stash, moe_expert_rank_capacity_factor 1.5,
+#: moe_pad_experts_for_cuda_graph_inference), so no token count is read back by the host inside the step.
 RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16"})
 RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
                                     "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx"}) \
@@ -937,7 +999,8 @@ RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100
 #: :data:`RECIPE_HOST_SYNC_EAGER`: no moe_flex_dispatcher_backend) and sets no moe_router_padding_for_quantization
 #: (neither recipes, providers, perf configs nor the mixed-precision configs at 97ad8cc6f name it), so the experts
 #: pad their tokens for the FP8 grouped GEMM themselves (StrategySpec.moe_fp8_padding;
-#: docs/model.md#fp8-expert-padding). The GB200 FP8 preset (HybridEP) pads in the dispatcher.
+#: docs/model.md#fp8-expert-padding). The GB200 FP8 preset (HybridEP) pads in the dispatcher; so do the 26.08 (mb2608)
+#: GB200 MXFP8 presets, all HybridEP.
 RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
                                        "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx"})
 
