@@ -360,6 +360,10 @@ def main(argv: list[str]) -> int:
         if r is gemm_core[0]:
             print("\nWith the fused core on the GEMM curve (families without an attention-kernel curve):")
         on = r["acc"] if r["ran_on"] == r["acc"] else f"{r['ran_on']}, priced on the {r['acc']} curve,"
+        if not np.isfinite(r["gemm_max"]):  # best_gemm_max's NaN: slower than measured even at gemm_max 1
+            print(f"{r['source']} on {on} ({r['group']}): no in-layer factor: even at gemm_max 1 this card is "
+                  f"slower than the measured rows, so they did not run on it")
+            continue
         print(f"{r['source']} on {on} ({r['group']}): isolated gemm_max {r['isolated_gemm_max']:.3f}, "
               f"in-layer fit {r['gemm_max']:.4f} -> factor {r['factor']:.3f}"
               + (f" (BF16 core at gemm_max {r['core_gemm_max']:.4f})" if r["core_gemm_max"] else ""))
