@@ -76,7 +76,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # priced on the GEMM curve had been ~1.5x slower than cuDNN at 8k (8B +6.7% -> +17.6%); moved back by the NeMo
     # 2.2 rules (Nemotron-4 340B's head dim 192 on FlashAttention-2, +11.8% -> +6.0%) and CP's per-call keys (70B
     # cp2): median 31.0% -> 31.5%
-    ("accelerator", "B200"): 0.32,  # n=4, now 26.4% (15.0% at n=3 before the MTP row and the dp x cp reduce)
+    # B200 lowered 0.32 -> 0.24 by the B200 GEMM curves fitted to OpenXLA's sm_100 matmul table (gemm.yaml
+    # XLA-SM100; BF16 0.776 / d0 113.4 -> 0.691 / 175.5, fp8 d0 113.4 -> 366.3 at the MAMF bound;
+    # docs/model.md#blackwell-gemm-table): every B200 row slower, median 31.5% -> 22.7% (GPT-3 175B +25.3% -> +9.8%,
+    # 405B fp8 +23.0% -> +9.7%, Nemotron-4 340B +6.0% -> -6.3%)
+    ("accelerator", "B200"): 0.24,  # n=9, now 22.7% (31.5% before the sm_100 table)
     # GB200 raised 0.06 -> 0.11 by the in-layer GEMM factor (IN_LAYER_GEMM_FACTOR, Korthikanti Table 4 over the
     # A100 GEMM microbenchmarks), adopted for all catalog curves for its source: GB200 8B fp8 -5.6% -> -10.9% and
     # 70B FSDP +1.0% -> -6.4% (under-predicted fp8 runs move away; the GB200 fp8 fit, 0.609 from the Azure
@@ -100,7 +104,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # sweep being a later release than the runs): the long-sequence dense fp8 runs, whose core is a large share,
     # move further from measured (8B +8.7% -> +21.8%, 70B FSDP +6.8% -> +13.6%, 405B +10.9% -> +16.2%), the MoE
     # runs little: the core had been hiding a shortfall elsewhere in those steps
-    ("accelerator", "GB200"): 0.15,  # n=6, now 7.1% (8.4% before the FP8 factor's casts, 9.3% before Hopper's)
+    # GB200 unchanged by the sm_100 table (its 16-bit d0 now b200's, 113.4 -> 175.5): DSv3 bf16 +9.1% -> +6.6%,
+    # Qwen3-235B bf16 +1.2% -> -1.0%, median 14.9% -> 14.8%
+    ("accelerator", "GB200"): 0.15,  # n=6, now 14.8% (14.9% before the sm_100 table)
     # H100, mlm24, mpt, MoE: the flash attention core without the score matrix in HBM (cost.compute.flash_core_time,
     # FlashAttention-3 and cuDNN run 600+ TFLOP/s over the old 377 cap) and an fp8 run's core in BF16: the fp8
     # Llama-3 runs move closer (H100 8B -20.2% -> -15.9%, 70B -7.3% -> -4.3%), the over-predicted 16-bit H100 runs
