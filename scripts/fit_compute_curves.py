@@ -85,8 +85,7 @@ MEMORY_DONORS = {"v100-sxm2-32g": "a100-sxm-80g", "a100-pcie-80g": "a100-sxm-80g
                  "gb200": "h200-sxm", "gaudi3": "h200-sxm"}
 #: (accelerator, group) -> (accelerator, group) whose d0 it borrows when its own points cannot fix d0.
 DONORS = {("a100-pcie-80g", "16bit"): ("a100-sxm-80g", "16bit"),
-          ("b200", "16bit"): ("gb200", "fp8"), ("b200", "fp8"): ("gb200", "fp8"),
-          ("gb200", "16bit"): ("gb200", "fp8"),
+          ("gb200", "16bit"): ("b200", "16bit"),
           ("mi300x", "16bit"): ("mi300x", "fp8"),
           ("gaudi3", "16bit"): ("h100-sxm", "16bit"), ("gaudi3", "fp8"): ("h100-sxm", "16bit")}
 #: fitted but deliberately not written to the catalog: the A100s keep the ampere family default, which is

@@ -1,7 +1,7 @@
 """The catalog's compute_efficiency curves against the published microbenchmarks they were fitted to.
 
 Independent evidence: hardware/measurements/gemm.yaml and memory_bandwidth.yaml hold published
-measurements (OpenXLA sm_90 table, DeepBench, Azure cuBLASLt / hipBLASLt sweeps, MAMF, BabelStream);
+measurements (OpenXLA sm_90 and sm_100 tables, DeepBench, Azure cuBLASLt / hipBLASLt sweeps, MAMF, BabelStream);
 the expected times come from those files, never from the engine's own output.
 """
 

@@ -81,7 +81,12 @@ FAMILY_MEDIAN_BOUNDS = {
     # GEMM factors refitted with each layer timing priced under its own implementation (Hopper 0.835/0.938 ->
     # 0.855/0.936, Blackwell's borrowed 0.833/0.926 -> 0.852/0.921, A100 0.893 -> 0.901):
     # 31.0 -> 31.8% (B200 rows, most too fast, faster GEMMs)
-    ("accelerator", "B200"): 0.32,  # n=4, now 26.4% (15.0% at n=3 before the MTP row and the dp x cp reduce)
+    # B200 lowered 0.32 -> 0.24 by the B200 GEMM curves fitted to OpenXLA's sm_100 matmul table (gemm.yaml
+    # XLA-SM100; BF16 0.776 / d0 113.4 -> 0.691 / 175.5, fp8 d0 113.4 -> 366.3 at the MAMF bound;
+    # docs/model.md#blackwell-gemm-table): every B200 row slower, median 31.5% -> 22.7% (GPT-3 175B +25.3% -> +9.8%,
+    # 405B fp8 +23.0% -> +9.7%, Nemotron-4 340B +6.0% -> -6.3%)
+    # B200 lowered 0.32 -> 0.24 by the B200 GEMM curves fitted to OpenXLA's sm_100 table (merged): now 23.1%
+    ("accelerator", "B200"): 0.24,  # n=4, now 26.4% (15.0% at n=3 before the MTP row and the dp x cp reduce)
     # GB200 raised 0.06 -> 0.11 by the in-layer GEMM factor (IN_LAYER_GEMM_FACTOR, Korthikanti Table 4 over the
     # A100 GEMM microbenchmarks), adopted for all catalog curves for its source: GB200 8B fp8 -5.6% -> -10.9% and
     # 70B FSDP +1.0% -> -6.4% (under-predicted fp8 runs move away; the GB200 fp8 fit, 0.609 from the Azure
@@ -116,6 +121,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # +12.1%, GPT-OSS 120B +52.7%, Qwen3-30B +11.2%, Qwen3-235B +11.0%); the 6 earlier rows: 7.7% (< 0.08)
     # GB200 0.16 at the merge of the 26.08 rows with the Blackwell cuDNN core and the per-implementation bytes: n=10,
     # 16.0% (the 6 earlier rows 15.4%)
+    # GB200 unchanged by the sm_100 table (its 16-bit d0 now b200's, 113.4 -> 175.5): DSv3 bf16 +9.1% -> +6.6%,
+    # Qwen3-235B bf16 +1.2% -> -1.0%, median 14.9% -> 14.8%
     ("accelerator", "GB200"): 0.16,  # n=10, now 16.0%
     # H100, mlm24, mpt, MoE: the flash attention core without the score matrix in HBM (cost.compute.flash_core_time,
     # FlashAttention-3 and cuDNN run 600+ TFLOP/s over the old 377 cap) and an fp8 run's core in BF16: the fp8
@@ -163,7 +170,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # rows, mostly predicted too fast, move faster (Llama 3 8B GB200 +7.8% -> +8.7%, B200 +5.8% -> +6.8%)
     # raised 0.11 -> 0.141 when 12 fp8 runs joined (NeMo 24.07/25.02, torchtitan H200); the 15 earlier: 10.9 % (< 0.11)
     # raised 0.141 -> 0.165 by the Blackwell attention curves (see B200, GB200): 16.2%
-    ("precision", "fp8"): 0.165,  # n=15, now 10.25% (9.6% at n=14; 11.6% before the FP8 factor's casts)
+    # fp8 lowered 0.165 -> 0.13 by the B200 GEMM curves fitted to OpenXLA's sm_100 table (merged): now 12.9%
+    ("precision", "fp8"): 0.13,  # n=15, now 10.25% (9.6% at n=14; 11.6% before the FP8 factor's casts)
     # FSDP/ZeRO-3 lowered 0.20 -> 0.11 by Hopper's in-layer factor (see H100): the MPT runs move closer
     ("parallelism", "FSDP/ZeRO-3"): 0.11,  # n=16, now 10.3% (14.1% before Hopper's factor)
     # TP/PP/DP raised 0.06 -> 0.065 by the exact 1F1B/interleaved critical path (issue 13, checked against a
@@ -199,7 +207,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # raised 0.32 -> 0.375 by NeMo 25.02's B200 Mixtral 8x7B (+48 %); the 7 earlier: 31.5 % (< 0.32)
     # raised 0.375 -> 0.41 by the Blackwell attention curves (see B200): Mixtral 8x7B +47.8% -> +51.4%, Qwen3-30B
     # GB200 +43.2% -> +50.3%, DSv3 MTP +57.9% -> +59.6%
-    ("model", "MoE"): 0.41,  # n=7, now 30.8% (22.8% at n=6 before the DeepSeek-V3 MTP row, see B200; 24.3%
+    # MoE lowered 0.41 -> 0.235 by the B200 GEMM curves fitted to OpenXLA's sm_100 table (merged): now 23.1%
+    ("model", "MoE"): 0.235,  # n=7, now 30.8% (22.8% at n=6 before the DeepSeek-V3 MTP row, see B200; 24.3%
     # before moe_a2a_overlap)
     # raised 0.07 -> 0.072 by the 11 new dense runs; the 55 earlier: 6.7 % (< 0.07)
     # raised 0.072 -> 0.075
@@ -229,7 +238,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # 10.9 -> 11.3%
     # mb2511 raised to 0.167 when the Blackwell cuDNN core and the per-implementation bytes' refitted factors
     # (0.855 / 0.936) met on main: 16.6%
-    ("source", "mb2511"): 0.167,  # n=15, now 10.25% (9.5% at n=14; 10.6% before the FP8 factor's casts)
+    # mb2511 lowered 0.167 -> 0.145 by the B200 GEMM curves fitted to OpenXLA's sm_100 table (merged): now 14.2%
+    ("source", "mb2511"): 0.145,  # n=15, now 10.25% (9.5% at n=14; 10.6% before the FP8 factor's casts)
     # new family (round 3: Megatron-Bridge 26.08, the 4 GB200 rows the model expresses): bound at its first median
     # mb2608 raised 0.12 -> 0.16 at the merge with the Blackwell cuDNN core (see GB200): 11.6% -> 16.0%
     ("source", "mb2608"): 0.16,  # n=4, now 16.0%
@@ -271,7 +281,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # 31.0 -> 31.8%
     # nemo2502 raised to 0.352 when the Blackwell cuDNN core and the per-implementation bytes' refitted factors
     # (0.855 / 0.936) met on main: 35.1%
-    ("source", "nemo2502"): 0.352,  # n=5, now 34.7 % (31.0 % on the GEMM-curve core)
+    # nemo2502 lowered 0.352 -> 0.235 by the B200 GEMM curves fitted to OpenXLA's sm_100 table (merged): now 23.1%
+    ("source", "nemo2502"): 0.235,  # n=5, now 34.7 % (31.0 % on the GEMM-curve core)
     ("source", "titan25"): 0.106,  # n=2, now 10.5 % (27.1 % before; see H200)
     ("source", "nemotron4"): 0.011,  # n=3, now 0.8% (3.5% before Hopper's factor, 1.0% before the causal core)
     # all raised 0.08 -> 0.081 by the exact pipeline critical path (see TP/PP/DP above): the median run,
