@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import script_module, training_cases
+from grid_helpers import one
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
@@ -32,11 +33,6 @@ HBM = 3.35e12 * 0.88  # H100 SXM: 3.35 TB/s datasheet x 0.88 BabelStream fractio
 def h100():  # type: ignore[no-untyped-def]
     return load_cluster("dgx-h100")
 
-
-def _v(x) -> float:  # type: ignore[no-untyped-def]
-    a = np.asarray(x, dtype=float).ravel()
-    assert np.allclose(a, a[0])
-    return float(a[0])
 
 
 def test_bytes_by_hand() -> None:
@@ -70,9 +66,9 @@ def test_in_the_layer_times(h100, recompute) -> None:  # type: ignore[no-untyped
     layers = np.asarray([4.0])  # 1 dense + 3 MoE layers: the per-layer mean carries 3/4 of a MoE layer's copies
     a = step._compute_per_microbatch(job, _grid(job, recompute=recompute), layers)
     b = step._compute_per_microbatch(job, _grid(job, recompute=recompute, moe_fp8_padding=True), layers)
-    assert _v(b["forward"] - a["forward"]) == pytest.approx(3 * per_moe_layer)
+    assert one(b["forward"] - a["forward"]) == pytest.approx(3 * per_moe_layer)
     again = per_moe_layer if recompute == "full" else 0.0  # full recompute repeats the forward's copies
-    assert _v(b["backward"] - a["backward"]) == pytest.approx(3 * (per_moe_layer + again))
+    assert one(b["backward"] - a["backward"]) == pytest.approx(3 * (per_moe_layer + again))
 
 
 def test_not_priced_without_fp8(h100) -> None:  # type: ignore[no-untyped-def]
@@ -81,7 +77,7 @@ def test_not_priced_without_fp8(h100) -> None:  # type: ignore[no-untyped-def]
     g = grid_from_strategy(st, TrainingSpec(global_batch=16, micro_batch=2), 8, job)
     g0 = grid_from_strategy(StrategySpec(dp=8, ep=8), TrainingSpec(global_batch=16, micro_batch=2), 8, job)
     layers = np.asarray([4.0])
-    assert _v(step._compute_per_microbatch(job, g, layers)["total"]) == _v(
+    assert one(step._compute_per_microbatch(job, g, layers)["total"]) == one(
         step._compute_per_microbatch(job, g0, layers)["total"])
 
 
@@ -153,7 +149,7 @@ def test_the_mtp_block_carries_the_copies_and_casts() -> None:
     layers = np.asarray([4.0])
     a = step._compute_per_microbatch(job, grid(), layers, logits_on_stage=True)
     b = step._compute_per_microbatch(job, grid(moe_fp8_padding=True), layers, logits_on_stage=True)
-    assert _v(b["total"] - a["total"]) == pytest.approx((4 * 58 / 61 + 1) * pad, rel=1e-9)
+    assert one(b["total"] - a["total"]) == pytest.approx((4 * 58 / 61 + 1) * pad, rel=1e-9)
     # the casts: the module's share of the stage, with and without the recipe (same peaks, curves and layers)
     from dataclasses import replace
     no_casts = replace(job, fp8_recipe="")
@@ -168,4 +164,4 @@ def test_the_mtp_block_carries_the_copies_and_casts() -> None:
     # and its per-expert MXFP8 quantize kernels' fixed time (test_expert_quantize_kernels.py): 31 extra local
     # experts x 2 tensors, forward and backward, 1.78 us each
     kernels = 2 * 2 * 31 * 1.78e-6
-    assert _v(with_mtp - bare) == pytest.approx((float(f) + float(w) / m + float(bw)) / hbm + kernels, rel=1e-9)
+    assert one(with_mtp - bare) == pytest.approx((float(f) + float(w) / m + float(bw)) / hbm + kernels, rel=1e-9)

@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import script_module, training_cases
+from grid_helpers import grid8, one
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
 from scalemodel.engine import step
-from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
+from scalemodel.engine.job import build_job, grid_from_arrays
 from scalemodel.engine.predict import predict
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 from scalemodel.specs.base import SpecError
@@ -58,16 +59,6 @@ def test_attention_unpad_bytes_by_hand() -> None:
     assert b == pytest.approx(2 * (3 * (q + 2 * kv) + 2 * q))
 
 
-def _v(x) -> float:  # type: ignore[no-untyped-def]
-    """The one value of a broadcast grid result."""
-    a = np.asarray(x, dtype=float).ravel()
-    assert np.allclose(a, a[0])
-    return float(a[0])
-
-
-def _grid(job, **strategy):  # type: ignore[no-untyped-def]
-    st = StrategySpec(dp=8, **strategy)
-    return grid_from_strategy(st, TrainingSpec(global_batch=16, micro_batch=2, precision=job.precision), 8, job)
 
 
 @pytest.mark.parametrize(("grad_bytes", "per_param"), [(4, 18.0), (2, 8.0)])
@@ -76,20 +67,20 @@ def test_fsdp_flat_grad_time_on_the_stage(h100, grad_bytes, per_param) -> None: 
     assert job.memory_bandwidth == 3.35e12 and job.memory_efficiency == pytest.approx(0.88)
     p = 4 * (1024 * 3072 + 1024 * 1024 + 2 * 1024 * 4096 + 2 * 1024) + 32_000 * 1024 + 1024  # 83,108,864
     assert job.params == p
-    on = _grid(job, zero="fsdp", fsdp_flat_param=True)
-    assert _v(step.fsdp_flat_grad_time(job, on)) == pytest.approx(p * per_param / HBM)
-    assert _v(step.fsdp_flat_grad_time(job, _grid(job, zero="2", fsdp_flat_param=True))) == pytest.approx(
+    on = grid8(job, zero="fsdp", fsdp_flat_param=True)
+    assert one(step.fsdp_flat_grad_time(job, on)) == pytest.approx(p * per_param / HBM)
+    assert one(step.fsdp_flat_grad_time(job, grid8(job, zero="2", fsdp_flat_param=True))) == pytest.approx(
         p * per_param / HBM)  # SHARD_GRAD_OP runs the same post-backward path
-    assert float(np.max(step.fsdp_flat_grad_time(job, _grid(job, zero="fsdp")))) == 0.0
+    assert float(np.max(step.fsdp_flat_grad_time(job, grid8(job, zero="fsdp")))) == 0.0
     # a ZeRO-1 grid (the planner can pair the pinned field with any stage): no FSDP gradient, no passes
     g1 = grid_from_arrays(tp=1, pp=1, dp=8, micro_batch=2, global_batch=16, gpus=8, zero=1, fsdp_flat_param=True)
     assert float(np.max(step.fsdp_flat_grad_time(job, g1))) == 0.0
     # one micro-batch's backward grows by exactly that; the forward does not move
     layers = np.asarray([4.0])
-    a = step._compute_per_microbatch(job, _grid(job, zero="fsdp"), layers)
+    a = step._compute_per_microbatch(job, grid8(job, zero="fsdp"), layers)
     b = step._compute_per_microbatch(job, on, layers)
-    assert _v(b["forward"] - a["forward"]) == 0.0
-    assert _v(b["backward"] - a["backward"]) == pytest.approx(p * per_param / HBM)
+    assert one(b["forward"] - a["forward"]) == 0.0
+    assert one(b["backward"] - a["backward"]) == pytest.approx(p * per_param / HBM)
 
 
 @pytest.mark.parametrize("recompute", ["none", "full"])
@@ -98,12 +89,12 @@ def test_attention_unpad_in_the_layer_times(h100, recompute) -> None:  # type: i
     x = 2 * 2048 * 1024  # b 2, s 2048, h 1024
     fwd, bwd = 18 * x / HBM, 22 * x / HBM
     layers = np.asarray([4.0])
-    a = step._compute_per_microbatch(job, _grid(job, recompute=recompute), layers)
-    b = step._compute_per_microbatch(job, _grid(job, recompute=recompute, attention_unpad=True), layers)
-    assert _v(b["forward"] - a["forward"]) == pytest.approx(4 * fwd)
+    a = step._compute_per_microbatch(job, grid8(job, recompute=recompute), layers)
+    b = step._compute_per_microbatch(job, grid8(job, recompute=recompute, attention_unpad=True), layers)
+    assert one(b["forward"] - a["forward"]) == pytest.approx(4 * fwd)
     again = fwd if recompute == "full" else 0.0  # full recompute repeats the forward's copies
-    assert _v(b["backward"] - a["backward"]) == pytest.approx(4 * (bwd + again))
-    assert _v(b["forward_per_layer"] - a["forward_per_layer"]) == pytest.approx(fwd)
+    assert one(b["backward"] - a["backward"]) == pytest.approx(4 * (bwd + again))
+    assert one(b["forward_per_layer"] - a["forward_per_layer"]) == pytest.approx(fwd)
 
 
 def test_predict_compute_grows_by_the_hand_values(h100) -> None:  # type: ignore[no-untyped-def]

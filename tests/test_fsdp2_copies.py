@@ -10,10 +10,11 @@ import json
 import numpy as np
 import pytest
 from conftest import script_module, training_cases
+from grid_helpers import grid8, one
 
 from scalemodel.cost import compute
 from scalemodel.engine import step
-from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
+from scalemodel.engine.job import build_job, grid_from_arrays
 from scalemodel.engine.predict import predict
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 from scalemodel.specs.base import SpecError
@@ -35,15 +36,6 @@ def h100():  # type: ignore[no-untyped-def]
     return load_cluster("dgx-h100")
 
 
-def _v(x) -> float:  # type: ignore[no-untyped-def]
-    a = np.asarray(x, dtype=float).ravel()
-    assert np.allclose(a, a[0])
-    return float(a[0])
-
-
-def _grid(job, **strategy):  # type: ignore[no-untyped-def]
-    st = StrategySpec(dp=8, **strategy)
-    return grid_from_strategy(st, TrainingSpec(global_batch=16, micro_batch=2, precision=job.precision), 8, job)
 
 
 def test_bytes_by_hand() -> None:
@@ -60,30 +52,30 @@ def test_bytes_by_hand() -> None:
 def test_time_on_the_stage(h100, reshard: bool) -> None:  # type: ignore[no-untyped-def]
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
     assert job.params == PARAMS
-    on = _grid(job, zero="fsdp", fsdp_per_param=True, fsdp_reshard_after_forward=reshard)
+    on = grid8(job, zero="fsdp", fsdp_per_param=True, fsdp_reshard_after_forward=reshard)
     layers = np.asarray([4.0])
     f, b = step.fsdp2_copy_time(job, on, layers)
     gathered = 2 * PARAMS  # 16-bit gathers
-    assert _v(f) == pytest.approx(2 * gathered / HBM)
+    assert one(f) == pytest.approx(2 * gathered / HBM)
     regathered = 3 / 4 if reshard else 0.0  # the last of 4 units stays gathered for the backward
-    assert _v(b) == pytest.approx((regathered * 2 * gathered + 6 * PARAMS) / HBM)
-    assert float(np.max(step.fsdp2_copy_time(job, _grid(job, zero="fsdp"), layers)[1])) == 0.0
+    assert one(b) == pytest.approx((regathered * 2 * gathered + 6 * PARAMS) / HBM)
+    assert float(np.max(step.fsdp2_copy_time(job, grid8(job, zero="fsdp"), layers)[1])) == 0.0
     # a ZeRO-3 grid (the planner can pair the pinned field with any stage): not FSDP2, no copies
     g3 = grid_from_arrays(tp=1, pp=1, dp=8, micro_batch=2, global_batch=16, gpus=8, zero=3, fsdp_per_param=True)
     assert float(np.max(step.fsdp2_copy_time(job, g3, layers)[1])) == 0.0
     # one micro-batch grows by exactly that, forward and backward
-    a = step._compute_per_microbatch(job, _grid(job, zero="fsdp", fsdp_reshard_after_forward=reshard), layers)
+    a = step._compute_per_microbatch(job, grid8(job, zero="fsdp", fsdp_reshard_after_forward=reshard), layers)
     c = step._compute_per_microbatch(job, on, layers)
-    assert _v(c["forward"] - a["forward"]) == pytest.approx(_v(f))
-    assert _v(c["backward"] - a["backward"]) == pytest.approx(_v(b))
+    assert one(c["forward"] - a["forward"]) == pytest.approx(one(f))
+    assert one(c["backward"] - a["backward"]) == pytest.approx(one(b))
 
 
 def test_float8_gathered_weights_copy_at_one_byte(h100) -> None:  # type: ignore[no-untyped-def]
     job = build_job(h100, TINY, TrainingSpec(precision="fp8", grad_bytes_per_param=4))
-    on = _grid(job, zero="fsdp", fsdp_per_param=True, fsdp_fp8_all_gather=True)
+    on = grid8(job, zero="fsdp", fsdp_per_param=True, fsdp_fp8_all_gather=True)
     f, _ = step.fsdp2_copy_time(job, on, np.asarray([4.0]))
     gathered = 2 * PARAMS - 4 * LINEAR  # the linear weights at 1 byte, norms and embeddings at 2
-    assert _v(f) == pytest.approx(2 * gathered / HBM)
+    assert one(f) == pytest.approx(2 * gathered / HBM)
 
 
 def test_predict_compute_grows_by_the_hand_values(h100) -> None:  # type: ignore[no-untyped-def]
