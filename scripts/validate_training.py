@@ -938,6 +938,17 @@ RECIPE_ETP: dict[str, int] = {
 }
 
 
+#: FP8 attention (TrainingSpec.fp8_attention: Megatron-Core fp8_dot_product_attention, Transformer Engine fp8_dpa) of
+#: the Megatron-Bridge 26.08 presets (4ab94dfad): perf_recipes/gpt_oss/common.py
+#: _apply_gpt_oss_120b_full_iter_fp8mx_configs and perf_recipes/qwen/common.py _enable_hybridep_full_iteration_mxfp8
+#: (called by qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config and qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config)
+#: set cfg.mixed_precision.fp8_dot_product_attention = True; the DeepSeek-V3 GB200 preset leaves it False
+#: (_enable_deepseek_full_iteration_mxfp8's default; only its B300/GB300 presets pass True). Priced only where a
+#: layer has a sliding window (GPT-OSS): docs/model.md#fp8-attention.
+RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
+                                  "mb2608_gb200_qwen3_235b_fp8mx"})
+
+
 #: EP all-to-all overlap (StrategySpec.moe_a2a_overlap) of the Megatron-Bridge 25.11 MoE recipes, v0.2.0
 #: (7af9601c9): scripts/performance/configs/qwen3/workload_base_configs.py sets moe_a2a_overlap=True on
 #: QWEN3_235B_A22B_B200_FP8_CS (= FP8_MX), QWEN3_235B_A22B_H100_FP8_CS and QWEN3_30B_A3B_H100_FP8_CS, which
@@ -1130,7 +1141,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"],
                       grad_bytes_per_param=grad_reduce_bytes(case, zero),
                       fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
-                      attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family))
+                      attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family),
+                      fp8_attention=case["id"] in RECIPE_FP8_ATTENTION)
     p: Prediction | None = None
     st: StrategySpec | None = None
     flags = overlap_flags(par.get("overlap"))
@@ -1195,7 +1207,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "dp": dp, "shard_group": shard_group, "micro_batch": mb, "global_batch": gb, "schedule": schedule,
                 "zero": zero,
                 "recompute": st.recompute, "sequence_parallel": seqpar, "flash_attention": flash,
-                "attention_kernel": tr.attention_kernel,
+                "attention_kernel": tr.attention_kernel, "fp8_attention": tr.fp8_attention,
                 "first_last_stage_layers": list(layout) if layout else None,
                 "first_last_chunk_layers": list(chunks) if chunks else None,
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,

@@ -393,7 +393,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        router_gemm_half_dim: ArrayLike | None = None, recompute_modules: ArrayLike = 0,
                        attention_fwd: dict[str, float] | None = None,
                        attention_bwd: dict[str, float] | None = None,
-                       layer_impl: ArrayLike = "megatron_te") -> LayerTime:
+                       layer_impl: ArrayLike = "megatron_te", fp8_attention: ArrayLike = False) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
 
     Full recompute repeats the forward, except with ``xla_remat`` (a program compiled by XLA, as every
@@ -433,6 +433,22 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     (``max_seqlen_kv // 2``) or half the queries against a whole block, so the slowest rank (cp - 1, all its
     steps with half blocks) runs every call at about s/(2 cp) keys per query under the causal mask (s/cp
     bidirectional).
+
+    ``fp8_attention`` (Transformer Engine's fp8_dpa, Megatron-Core ``fp8_dot_product_attention``: the core runs
+    cuDNN's FP8 / MXFP8 SDPA): the backward of a sliding-window layer works through the causal keys of the whole
+    sequence, Shape.window_blind_keys ((s + 1) / 2), not the window's; the forward skips the blocks outside the
+    window as the 16-bit kernel does. Both stay on the core's 16-bit curve and peak (no FP8 attention curve is
+    fitted). Source: NVIDIA/cudnn-frontend's GB200 SDPA sweeps of the GPT-OSS shape (head dim 64, causal with a
+    sliding window, b 2, s 2048-32768): benchmark/sdpa_benchmark_training/results/gpt_oss/gb200/
+    gpt_oss_20260424_100011.csv at 3929da2 (cuDNN 9.22, window 128, 128 heads): BF16 backward 0.237 / 0.465 /
+    0.911 / 1.818 / 3.692 ms, linear in s, MXFP8 0.642 / 2.080 / 7.427 / 27.94 / 108.4 ms and FP8 0.536 / 1.731 /
+    6.176 / 23.23 / 90.35 ms, quadratic in s (the forward 0.109-1.637 ms, linear, in every dtype); and
+    results/gb200_919_only_cudnn/gpt_oss_20260226_175022.csv at df73764 (cuDNN 9.19, window 1024, 64 / 8 heads): FP8
+    backward 0.271-43.92 ms, quadratic, BF16 0.230-4.099 ms, linear. The FP8 backward's time over the causal FLOPs
+    is 630-1000 TFLOP/s, a causal kernel's rate. Transformer Engine (v2.17.1, common/fused_attn/fused_attn_fp8.cu)
+    builds the same ``sdpa_fp8_backward`` graph with ``set_diagonal_band_left_bound`` that the sweep times, and its
+    get_attention_backend keeps FusedAttention for MXFP8 with a sliding window and learnable softmax on sm100 with
+    cuDNN >= 9.21 (attention/dot_product_attention/utils.py).
 
     Tokens on the GPU T = b*s/cp. GEMM shapes per GPU (t = tp; d = h/a; g = kv heads):
       QKV   T x (a+2g)d/t x h        O-proj  T x h x a*d/t
@@ -490,6 +506,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     heads_local = b * a / t
     ckw = _gemm_kwargs(kw, core_peak_flops, core_gemm_max, core_gemm_half_dim)
     unfused = gemm_time(s_local, keys, d, heads_local, **ckw) + gemm_time(s_local, dv, keys, heads_local, **ckw)
+    # the backward's keys: an FP8 core's backward works through the causal keys of the whole sequence in
+    # sliding-window layers too (Shape.window_blind_keys; docs/model.md#fp8-attention)
+    fp8_attn = np.asarray(fp8_attention, dtype=bool)
+    bwd_keys = np.where(fp8_attn, sh.window_blind_keys(s), sh.causal_keys(s))
     # fused kernels skip the score blocks the causal mask hides (Shape.causal_keys); unfused ones compute all
     if attention_fwd is not None and attention_bwd is not None:  # the kernel's own fitted curves
         akw = dict(peak_flops=ckw["peak_flops"], memory_bandwidth=memory_bandwidth,
@@ -497,13 +517,15 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         # context parallelism (ring): one kernel call per ring step over the local s/cp queries and one KV block,
         # so a call's keys per query are those of the local sequence (docs/model.md#attention-kernel)
         call = np.minimum(sh.causal_keys(s_local), sh.causal_keys(s))
+        call_bwd = np.where(fp8_attn, np.minimum(sh.window_blind_keys(s_local), sh.window_blind_keys(s)), call)
         fused = flash_kernel_time(s_local, sh.causal_keys(s), d, dv, heads_local, **akw, **attention_fwd,
                                   call_keys=call)
-        fused_bwd = flash_kernel_time(s_local, sh.causal_keys(s), d, dv, heads_local, **akw, **attention_bwd,
-                                      flop_ratio=FLASH_BACKWARD_FLOP_RATIO, call_keys=call)
+        fused_bwd = flash_kernel_time(s_local, bwd_keys, d, dv, heads_local, **akw, **attention_bwd,
+                                      flop_ratio=FLASH_BACKWARD_FLOP_RATIO, call_keys=call_bwd)
     else:
         fused = flash_core_time(s_local, sh.causal_keys(s), d, dv, heads_local, **ckw)
-        fused_bwd = FLASH_BACKWARD_FLOP_RATIO * fused
+        fused_bwd = FLASH_BACKWARD_FLOP_RATIO * np.where(
+            fp8_attn, flash_core_time(s_local, bwd_keys, d, dv, heads_local, **ckw), fused)
     core_gemm = np.where(flash, fused, unfused)
     core_flops = 2 * heads_local * s_local * keys * (d + dv)
     scores = heads_local * s_local * keys

@@ -257,6 +257,15 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
         causal = (1.0 - local) * causal_mean_keys(s, s) + local * causal_mean_keys(s, self.local_window(s))
         return np.where(self.causal, causal, self.attended_keys(s))
 
+    def window_blind_keys(self, seq_len: ArrayLike) -> np.ndarray:
+        """Keys per query a fused kernel works through when it skips the blocks of the causal mask but not those
+        outside a sliding window: (s + 1) / 2 in every layer of a causal model, global or local (s bidirectional).
+        The cuDNN FP8 / MXFP8 SDPA backward on Blackwell does this (docs/model.md#fp8-attention,
+        :func:`scalemodel.cost.compute.layer_compute_time` ``fp8_attention``); equals :meth:`causal_keys` without
+        a window."""
+        s = np.asarray(seq_len, dtype=float)
+        return np.where(self.causal, causal_mean_keys(s, s) + 0.0 * self.sliding_window, s + 0.0 * self.causal)
+
 
 def causal_mean_keys(seq_len: ArrayLike, window: ArrayLike) -> np.ndarray:
     """Mean keys per query of a causal mask over ``seq_len`` queries whose window holds ``window`` <= seq_len keys:

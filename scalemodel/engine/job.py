@@ -119,6 +119,9 @@ class Job:
     # the fused attention kernel priced (training.attention_kernel resolved by _attention_kernel; "gemm" = the core on
     # the GEMM curve) and its fitted forward / backward curves (attn_max, seq_half, head_half; None with "gemm")
     attention_kernel: str = "gemm"
+    # an fp8 run's attention core in FP8 too (training.fp8_attention): its backward in sliding-window layers works
+    # through the causal keys of the whole sequence (cost.compute.layer_compute_time)
+    fp8_attention: bool = False
     attention_fwd: dict[str, float] | None = None
     attention_bwd: dict[str, float] | None = None
 
@@ -203,6 +206,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
         host_bandwidth=float(cluster.host_bandwidth or 0.0),
         fp8_recipe=_fp8_recipe(training, acc),
+        fp8_attention=bool(getattr(training, "fp8_attention", False)),
         **_attention_kernel(training, acc),
     )
 

@@ -356,6 +356,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     flash["xla_remat"] = xla_remat(job)
     flash["recompute_modules"] = g.recompute_modules  # what selective recompute repeats
     flash["layer_impl"] = g.layer_impl  # whose memory-bound ops (compute.layer_eltwise_bytes)
+    flash["fp8_attention"] = job.fp8_attention  # an FP8 core's window-blind backward
     dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
                                        **flash)  # etp only shapes the expert GEMMs
     moe_share = float(sh.moe_layers / sh.layers)

@@ -367,7 +367,8 @@ def _moe_fp8_padding(args: dict[str, str | None], moe: bool) -> bool:
 #: Megatron-LM's FSDP switches: not read (StrategyFile.unused says so), and no Megatron-Core DDP with them.
 _MEG_FSDP = ("--use-torch-fsdp2", "--use-megatron-fsdp")
 _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
-                                            "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8"}
+                                            "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
+                                            "--fp8-dot-product-attention"}
 _BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
 
 
@@ -484,8 +485,12 @@ def _megatron(text: str, out: StrategyFile) -> None:
         elif recipe is not None:
             out.unused.append(f"--fp8-recipe {str(recipe)[:40]} (FP8 casts priced as delayed scaling: the model "
                               "prices delayed, tensorwise and mxfp8)")
+        if "--fp8-dot-product-attention" in args:  # TransformerConfig.fp8_dot_product_attention -> TE fp8_dpa
+            out.training["fp8_attention"] = True
     elif args.get("--fp8-recipe") is not None:
         out.unused.append("--fp8-recipe without --fp8-format (Megatron trains without FP8)")
+    if "--fp8-dot-product-attention" in args and "--fp8-format" not in args:
+        out.unused.append("--fp8-dot-product-attention without --fp8-format (Megatron trains without FP8)")
     _attention_backend(args, out)
     _megatron_ddp(args, number, out)  # after every precision flag: its bucket is in the gradient dtype
     if _moe_fp8_padding(args, "--num-experts" in model_flags):

@@ -108,10 +108,18 @@ class TrainingSpec(Spec, kw_only=True):
             "core's two GEMMs on the GEMM curve; auto: what Transformer Engine picks, cudnn on Hopper and Blackwell, "
             "fa2 on Ampere, else gemm, and gemm where the accelerator has no curve for it "
             "(docs/model.md#attention-kernel)"))] = "auto"
+    fp8_attention: Annotated[bool, Meta(description=(
+        "with precision fp8: the attention core runs in FP8 too (Transformer Engine fp8_dpa, Megatron-Core "
+        "--fp8-dot-product-attention; cuDNN's FP8 / MXFP8 SDPA). Priced: the FP8 backward of a sliding-window layer "
+        "works through the causal keys of the whole sequence, not the window's (docs/model.md#fp8-attention); the "
+        "core stays on the 16-bit curve"))] = False
 
     def _check(self) -> None:
         if self.fp8_recipe is not None and Precision.parse(self.precision) != Precision.FP8:
             raise field_error("fp8_recipe", f"{self.fp8_recipe!r} needs precision fp8 (got {self.precision!r}); "
+                              "leave it out for 16- and 32-bit runs")
+        if self.fp8_attention and Precision.parse(self.precision) != Precision.FP8:
+            raise field_error("fp8_attention", f"true needs precision fp8 (got {self.precision!r}); "
                               "leave it out for 16- and 32-bit runs")
 
 
