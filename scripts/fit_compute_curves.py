@@ -28,6 +28,10 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   precision (Azure's cuBLASLt sweep, MAMF) stay in the file as records, ``fit: false``, because they come from
   other software at an unstated (Azure, 10,000 warm-up calls) or near-boost (MAMF, 50 + 100 calls) thermal
   state, and mixing them would fit neither state. A MAMF point still bounds gemm_max (below), fitted or not.
+  A second reason (OpenXLA's re-measured sm_90 table, source XLA-SM90-2): a table whose values are not the GEMM's
+  kernel time. Its FP8 entries are the median over a transpose kernel and the GEMM kernel (29 of 375 exceed H100's
+  dense FP8 peak; the source's ``fit_false`` says why); its BF16 entries agree with the older sm_90 table XLA-SM90
+  (fitted) within 3 % and stay a record beside it.
 * ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml
   holds a MAMF point for it. MAMF is the best of a brute-force shape search (stas00/ml-engineering's
   mamf-finder), an upper envelope: no GEMM of any shape runs faster. ``gemm_max`` is the curve's supremum
@@ -48,10 +52,11 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
 
 The catalog holds ``gemm_max`` = fit x the in-layer factor of the accelerator's family and precision,
 ``scalemodel.cost.compute.in_layer_gemm_factor`` (the fraction of isolated-GEMM throughput reached inside a
-layer, from a per-layer timing: IN_LAYER_GEMM_FACTOR 0.893 from Korthikanti et al. 2022 Table 4 on A100 for
-every family without one of its own; Hopper 0.833 BF16 / 0.926 FP8 from Transformer Engine's Getting Started
-guide on one H100, borrowed by Blackwell; scripts/fit_in_layer_factor.py), so every curve is on an in-layer
-basis; ``gemm_half_dim`` and ``memory`` are the fits as they are.
+layer, from a per-layer timing: IN_LAYER_GEMM_FACTOR 0.901 from Korthikanti et al. 2022 Table 4 on A100 for
+every family without one of its own; Hopper 0.855 BF16 / 0.936 FP8 from Transformer Engine's Getting Started
+guide on one H100, borrowed by Blackwell; h200-sxm its own; scripts/fit_in_layer_factor.py), so every curve is on
+an in-layer basis (the ``in-layer`` value printed beside each fit is that product); ``gemm_half_dim`` and ``memory``
+are the fits as they are.
 
 Prints the fitted parameters, the residual summary (rms of ln ratio, worst relative time error) and,
 with ``-v``, every point. ``--check`` compares the fits (gemm_max times the in-layer factor) with the

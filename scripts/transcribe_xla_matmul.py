@@ -2,11 +2,11 @@
 """Transcribe OpenXLA's default matmul performance table (one device key) into hardware/measurements/gemm.yaml points.
 
 Input: either the header itself (``--header``: OpenXLA's xla/backends/gpu/cost_model/matmul_interpolator_data.h, the
-``kDefaultMatmulPTable`` text proto, parsed for ``--key``), or the plain-text transcription kept beside the raw
-measurements (hardware/measurements/raw/xla_sm100_matmul_table.txt: one line per entry, ``b m n k`` and the entry's
-five ``flops`` values in DTYPES order). Source of the sm_100 table:
-tensorflow/tensorflow@a305421c45a1ea5117c170b8d8a00a51f9dcee8f,
-third_party/xla/xla/backends/gpu/cost_model/matmul_interpolator_data.h.
+``kDefaultMatmulPTable`` text proto, parsed for ``--key``), or the plain-text transcription of that key kept beside the
+raw measurements (:data:`RAWS`: hardware/measurements/raw/xla_sm100_matmul_table.txt for ``sm_100``,
+xla_sm90_matmul_table.txt for ``sm_90``; one line per entry, ``b m n k`` and the entry's five ``flops`` values in
+DTYPES order). Source of both keys: tensorflow/tensorflow@a305421c45a1ea5117c170b8d8a00a51f9dcee8f,
+third_party/xla/xla/backends/gpu/cost_model/matmul_interpolator_data.h (gemm.yaml sources XLA-SM100 and XLA-SM90-2).
 
 What an entry means (XLA's own code at that commit): the table generator (xla/tools/matmul_perf_table_gen.cc) compiles
 an HLO dot lhs [b, m, k] x rhs [b, k, n] with XLA's normal GEMM pipeline (its autotuner picks the kernel), runs it
@@ -22,7 +22,11 @@ entries), every entry carries every dtype, every value passes :func:`integer_ns`
 forward-pass FP8 GEMM), tflops rounded to 0.01, and a summary of the two hybrid FP8 keys (e4m3 x e5m2, e5m2 x e4m3:
 Transformer Engine's HYBRID recipe's backward GEMMs) and f32 against them, which stay in the raw transcription only.
 
-    python scripts/transcribe_xla_matmul.py [--header FILE --key sm_100] [--acc b200] [--src XLA-SM100] [--summary]
+sm_90 (XLA-SM90-2) is printed with ``fit: false`` (:data:`KEYS`): its FP8 values are not FP8 GEMM kernel times
+(29 of 375 e4m3 entries exceed H100's dense FP8 peak; gemm.yaml's XLA-SM90-2 source says why), and its BF16 entries
+are a record beside the older sm_90 table (XLA-SM90) the H100 BF16 curve is fitted to.
+
+    python scripts/transcribe_xla_matmul.py [--key sm_100|sm_90] [--header FILE] [--acc NAME] [--src NAME] [--summary]
 
 Needs no torch: it reads text and prints text.
 """
@@ -36,7 +40,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RAW = ROOT / "hardware" / "measurements" / "raw" / "xla_sm100_matmul_table.txt"
+RAW_DIR = ROOT / "hardware" / "measurements" / "raw"
+#: device key -> its plain-text transcription
+RAWS = {"sm_100": RAW_DIR / "xla_sm100_matmul_table.txt", "sm_90": RAW_DIR / "xla_sm90_matmul_table.txt"}
+RAW = RAWS["sm_100"]
+#: device key -> (accelerator, gemm.yaml source, fitted): the defaults printed for that key
+KEYS = {"sm_100": ("b200", "XLA-SM100", True), "sm_90": ("h100-sxm", "XLA-SM90-2", False)}
 DTYPES = ("bf16xbf16->bf16", "f32xf32->f32", "f8e4m3fnxf8e4m3fn->bf16", "f8e4m3fnxf8e5m2->bf16",
           "f8e5m2xf8e4m3fn->bf16")
 #: gemm.yaml precision -> table dtype key
@@ -102,12 +111,13 @@ def validate(entries: list[Entry]) -> list[str]:
     return errs
 
 
-def yaml_lines(entries: list[Entry], acc: str, src: str) -> list[str]:
+def yaml_lines(entries: list[Entry], acc: str, src: str, fit: bool = True) -> list[str]:
     lines = []
+    tail = "" if fit else ", fit: false"
     for prec, dt in PRINTED.items():
         for e in entries:
             lines.append(f"  - {{acc: {acc}, prec: {prec}, b: {e['b']}, m: {e['m']}, n: {e['n']}, k: {e['k']}, "
-                         f"tflops: {e[dt] / 1e12:.2f}, src: {src}}}")
+                         f"tflops: {e[dt] / 1e12:.2f}, src: {src}{tail}}}")
     return lines
 
 
@@ -128,13 +138,14 @@ def summary(entries: list[Entry]) -> list[str]:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--header", type=Path, help="matmul_interpolator_data.h to parse instead of the raw transcription")
-    ap.add_argument("--key", default="sm_100")
-    ap.add_argument("--acc", default="b200")
-    ap.add_argument("--src", default="XLA-SM100")
+    ap.add_argument("--key", default="sm_100", choices=sorted(KEYS))
+    ap.add_argument("--acc", help="accelerator the points are mapped to (default: the key's, KEYS)")
+    ap.add_argument("--src", help="gemm.yaml source name (default: the key's, KEYS)")
     ap.add_argument("--summary", action="store_true", help="print only the per-dtype summary")
     a = ap.parse_args(argv)
+    acc, src, fitted = KEYS[a.key]
     try:
-        entries = read_header(a.header, a.key) if a.header else read_raw(RAW)
+        entries = read_header(a.header, a.key) if a.header else read_raw(RAWS[a.key])
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -145,7 +156,7 @@ def main(argv: list[str]) -> int:
     print(f"# {len(entries)} entries, all {len(DTYPES)} dtypes, every value a whole-ns kernel time")
     print("\n".join(summary(entries)))
     if not a.summary:
-        print("\n".join(yaml_lines(entries, a.acc, a.src)))
+        print("\n".join(yaml_lines(entries, a.acc or acc, a.src or src, fitted)))
     return 0
 
 

@@ -38,7 +38,8 @@ def test_catalog_curves_are_the_fits() -> None:
 
 
 def _big(acc: str, prec: str, min_gflop: float) -> list[dict]:
-    return [p for p in POINTS if p["acc"] == acc and p["prec"] == prec
+    """The fitted points (``fit: false`` records, e.g. XLA-SM90-2 whose FP8 values are not GEMM times, left out)."""
+    return [p for p in POINTS if p["acc"] == acc and p["prec"] == prec and p.get("fit", True)
             and 2 * p["b"] * p["m"] * p["n"] * p["k"] >= min_gflop * 1e9]
 
 
