@@ -130,10 +130,7 @@ def new_cases() -> list[Case]:
         wl, _ = vt.case_workload(case)
         assert wl is not None
         gpus, gb = int(case["parallelism"]["gpus"]), int(s["global_batch"])
-        tr = TrainingSpec(global_batch=gb, micro_batch=s["micro_batch"], precision=s["precision"],
-                          seq_len=case["model"]["seq_len"], grad_bytes_per_param=s.get("grad_bytes"),
-                          fp8_recipe=s.get("fp8_recipe"), attention_kernel=s.get("attention_kernel", "auto"))
-        st = res.strategy  # exactly the strategy the validator predicted
+        tr, st = res.training, res.strategy  # exactly the training and strategy the validator predicted
         p = predict(cluster, wl, gpus, tr, st)
         step, x = p.step_time_s, res.measured
         if res.metric == "tokens/s/GPU":

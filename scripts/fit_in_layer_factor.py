@@ -1,7 +1,7 @@
 """The in-layer GEMM factor implied by each published per-layer timing (hardware/measurements/layer_timing.yaml).
 
 scalemodel prices a layer's GEMMs on the accelerator's isolated-GEMM curve (microbenchmark fit) times an in-layer
-factor: IN_LAYER_GEMM_FACTOR = 0.893, fitted on Korthikanti et al. 2022 Table 4 (A100), and per family where a
+factor: IN_LAYER_GEMM_FACTOR = 0.901, fitted on Korthikanti et al. 2022 Table 4 (A100), and per family where a
 layer timing of that family exists (scalemodel.cost.compute.IN_LAYER_GEMM_FACTORS: Hopper from the Transformer
 Engine guide's H100 rows, BF16 and FP8, each fused core on its kernel's fitted curve; Blackwell borrows Hopper's
 as they are, its cores priced on its own fitted cuDNN curve). This script re-derives them and computes the

@@ -355,6 +355,7 @@ class CaseResult:
     settings: dict[str, Any] = field(default_factory=dict)  # what the rules chose
     notes: list[str] = field(default_factory=list)
     strategy: Any = None  # the StrategySpec predicted (new cases), so other scripts rebuild the same prediction
+    training: Any = None  # and its TrainingSpec
 
 
 @dataclass
@@ -1217,7 +1218,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "loss_impl": st.loss_impl,
                 **fsdp_options(case, zero, precision),
                 **framework_options(case, zero), **flags}
-    return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st)
+    return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st, training=tr)
 
 
 def _result(cid: str, metric: str, measured: float, pred: float, p: Any, fam: dict[str, str],
