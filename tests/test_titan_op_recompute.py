@@ -40,16 +40,23 @@ def _gemm(m: float, n: float, k: float, peak: float, eb: float) -> float:
 def _layer(mods: int, peak: float, eb: float, sh: Any = LLAMA, rec: str = "selective") -> compute.LayerTime:
     return compute.layer_compute_time(sh, micro_batch=2, seq_len=512, recompute=rec, flash_attention=True,
                                       recompute_modules=mods, peak_flops=peak, memory_bandwidth=HBM, gemm_max=GM,
-                                      gemm_half_dim=D0, memory_efficiency=MEM, elem_bytes=eb)
+                                      gemm_half_dim=D0, memory_efficiency=MEM, elem_bytes=eb, layer_impl="torchtitan")
+
+
+def _titan_fwd_bytes_per_token(eb: float, f: float, gated: bool) -> float:
+    """torchtitan's compiled block forward (compute.layer_eltwise_bytes, layer_impl torchtitan), h 1024,
+    Q = O = 8 x 128,
+    K = V = 2 x 128, repeated to 1024: norms and residuals 9 eb h, RoPE fused with repeat_kv eb (2Q + K + K_rep),
+    repeat_kv of V eb (V + V_rep), the output's contiguous copy 2 eb O, SwiGLU 3 eb f (GELU 2 eb f)."""
+    return eb * (9 * 1024 + (2 * 1024 + 256 + 1024) + (256 + 1024) + 2 * 1024) + (3 if gated else 2) * eb * f
 
 
 @pytest.mark.parametrize(("peak", "eb"), [(1000e12, 2.0), (2000e12, 1.0)], ids=["bf16", "fp8"])
 def test_layer_recompute_time_by_hand(peak: float, eb: float) -> None:
-    """Recompute = the forward's memory-bound bytes (2 norms 4 eb X, 2 dropout + residual 2 (3 eb + 1) X, SwiGLU
-    3 eb T f; X = T h) at HBM x efficiency + the GEMMs wk T x 256 x 1024, wo T x 1024 x 1024, w3 T x 2816 x 1024;
-    the attention core is not repeated (titan_op alone), and is when core_attn is named with it."""
-    X = T * H
-    mem = (4 * eb * X + 2 * (3 * eb + 1) * X + 3 * eb * T * F) / (HBM * MEM)
+    """Recompute = the forward's memory-bound bytes (torchtitan's block, :func:`_titan_fwd_bytes_per_token` x T) at
+    HBM x efficiency + the GEMMs wk T x 256 x 1024, wo T x 1024 x 1024, w3 T x 2816 x 1024; the attention core is
+    not repeated (titan_op alone), and is when core_attn is named with it."""
+    mem = T * _titan_fwd_bytes_per_token(eb, F, gated=True) / (HBM * MEM)
     gemms = _gemm(T, 256, H, peak, eb) + _gemm(T, H, 1024, peak, eb) + _gemm(T, F, H, peak, eb)
     lt = _layer(TITAN, peak, eb)
     assert float(lt.recompute) == pytest.approx(mem + gemms, rel=1e-12)
@@ -64,8 +71,7 @@ def test_layer_recompute_time_by_hand(peak: float, eb: float) -> None:
 def test_ungated_mlp_repeats_no_mlp_gemm() -> None:
     """Ungated: the MLP's mms are up (count 5, saved) and down (6), whose output only the residual sum reads."""
     sh = shape(layers=2, hidden=1024, heads=8, kv_heads=2, vocab=1000, gated_mlp=False, ffn_hidden=4096)
-    X = T * H
-    mem = (4 * 2 * X + 2 * 7 * X + 2 * 2 * T * 4096) / (HBM * MEM)
+    mem = T * _titan_fwd_bytes_per_token(2.0, 4096, gated=False) / (HBM * MEM)
     gemms = _gemm(T, 256, H, 1000e12, 2) + _gemm(T, H, 1024, 1000e12, 2)
     assert float(_layer(TITAN, 1000e12, 2.0, sh).recompute) == pytest.approx(mem + gemms, rel=1e-12)
 
