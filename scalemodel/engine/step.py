@@ -1805,7 +1805,8 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules,
                   reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
                   fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
-                  logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes))  # what the loss keeps
+                  logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
+                  per_layer={})  # the stages share their layers' activation bytes (computed once)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         d_mtp = float(job.shape.mtp_layers)
         br = memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage),
