@@ -90,7 +90,7 @@ from scalemodel.engine.step import (
     dp_exposed_floor,
     evaluate,
     feasibility,
-    memory_parts,
+    memory_total,
     microbatches,
     needs_replicas,
     shares_bsp_comm,
@@ -825,7 +825,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
         full = replace(grid, zero=zeros)
         shape = full.shape
-        mem = np.broadcast_to(memory_parts(job, full, microbatches(full))["total"], shape)
+        mem = np.broadcast_to(memory_total(job, full, microbatches(full)), shape)
         valid_all = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
         # feasibility depends on the ZeRO stage only through memory, "parameter server needs ZeRO 0" and, with a
         # pinned shard group, HSDP's "the group divides dp": then the codes are taken at every ZeRO stage
@@ -840,7 +840,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             if key > 0 and np.any(sharded_z):
                 # hier:G shards the states inside its groups of G (step.hier_group): more memory at ZeRO > 0, so
                 # its own counts; the bounds keep bsp's fits, a superset (sharding over dp takes no more memory)
-                mem_h = np.broadcast_to(memory_parts(job, full, microbatches(full), sync=f"hier:{key}")["total"],
+                mem_h = np.broadcast_to(memory_total(job, full, microbatches(full), sync=f"hier:{key}"),
                                         shape)
                 # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
                 r1_h = np.broadcast_to(feasibility(job, full, sync=f"hier:{key}"), shape) if hsdp_pinned else r1
