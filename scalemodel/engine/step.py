@@ -186,6 +186,8 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
 
     def flag(code: Infeasible, bad: Any) -> None:
         nonlocal reason
+        if not np.any(bad):  # most checks hold everywhere (the planner enumerates valid splits): no pass over the grid
+            return
         reason = np.where((reason == 0) & bad, code, reason)
 
     flag(R.GPUS_NOT_DIVISIBLE, g.dp * g.tp * g.pp * g.cp != g.gpus)
