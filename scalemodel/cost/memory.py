@@ -448,10 +448,11 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     # the embedding dropout mask, on the stage holding the embedding
     emb = s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0) * sh.dropout * (np.asarray(embedding, dtype=bool) | (p == 1))
     d_mtp = _nonneg("mtp_modules", mtp_modules)
-    last_l = np.where(sh.last_layer_moe, layer(recompute, True), layer(recompute, False)) if np.any(
-        sh.last_layer_moe) else layer(recompute, False)
-    mtp_inputs = np.where(code == Recompute.FULL, 2.0, 10.0) * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
-    per_stage = per_stage + d_mtp * (last_l + mtp_inputs)
+    if np.any(d_mtp):  # (without MTP modules the term is 0 x finite bytes: exactly nothing to add)
+        last_l = np.where(sh.last_layer_moe, layer(recompute, True), layer(recompute, False)) if np.any(
+            sh.last_layer_moe) else layer(recompute, False)
+        mtp_inputs = np.where(code == Recompute.FULL, 2.0, 10.0) * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
+        per_stage = per_stage + d_mtp * (last_l + mtp_inputs)
     on_stage = (p == 1) | np.asarray(head, dtype=bool) | (d_mtp > 0)
     held = np.where((pipeline.schedule_code(schedule) == ScheduleKind.GPIPE) & (p > 1),
                     _pos("num_microbatches", num_microbatches), 1.0)  # GPipe: every forward before any backward
@@ -563,7 +564,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     kw = dict(zero_stage=zero_stage, weight_bytes=weight_bytes, grad_bytes=grad_bytes,
               optimizer_bytes=optimizer_bytes)
     dense = model_state_bytes(pg.dense, dp=n_dp, gathered_params=gathered, **kw)
-    expert = model_state_bytes(pg.expert, dp=edp, **kw)
+    # a stage without routed experts holds exactly 0 expert bytes: those states are not priced (adding 0.0 to the
+    # dense ones changes no bit)
+    expert = model_state_bytes(pg.expert, dp=edp, **kw) if np.any(pg.expert) else None
     if np.any(fp8_params):  # FP8 primary weights replace the replicated 16-bit ones (ZeRO 0-2)
         on = np.asarray(fp8_params, dtype=bool) & (zero_code(zero_stage) < 3)
         save = np.maximum(_nonneg("weight_bytes", weight_bytes), 1.0) - 1.0
@@ -571,8 +574,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
         lin = np.minimum(stage * linear_weights_per_layer(sh) / t, pg.dense)
         dense = ModelStates(weights=np.where(on, dense.weights - save * lin, dense.weights),
                             gradients=dense.gradients, optimizer=dense.optimizer)
-        expert = ModelStates(weights=np.where(on, expert.weights - save * pg.expert, expert.weights),
-                             gradients=expert.gradients, optimizer=expert.optimizer)
+        if expert is not None:
+            expert = ModelStates(weights=np.where(on, expert.weights - save * pg.expert, expert.weights),
+                                 gradients=expert.gradients, optimizer=expert.optimizer)
     act = activation_bytes(sh, micro_batch=micro_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp,
                            sequence_parallel=sequence_parallel, recompute=recompute,
                            num_microbatches=num_microbatches, schedule=schedule,
@@ -582,6 +586,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                            fp8_inputs=fp8_inputs, recompute_modules=recompute_modules, embedding=embedding,
                            stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes,
                            per_layer=per_layer)
+    if expert is None:
+        return MemoryBreakdown(weights=dense.weights, gradients=dense.gradients, optimizer=dense.optimizer,
+                               activations=act, fragmentation=frag * (dense.total + act),
+                               workspace=ws + np.zeros_like(act))
     states = dense.total + expert.total
     return MemoryBreakdown(
         weights=dense.weights + expert.weights, gradients=dense.gradients + expert.gradients,
