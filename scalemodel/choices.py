@@ -530,6 +530,25 @@ def parse_sync(text: Any, where: str = "--sync") -> SyncMode:
     return SyncMode(kind, vals[0] if vals else 0, vals[1] if len(vals) == 2 else 0)
 
 
+#: Per Choice class, its codes as (lowest, highest, whether they are every integer between): the cost functions
+#: convert codes hundreds of times per plan, so the members are listed once.
+_CODE_RANGE: dict[type[Choice], tuple[int, int, bool]] = {}
+
+
+def _valid_codes(cls: type[Choice], arr: np.ndarray) -> bool:
+    """Whether every element of the integer array ``arr`` is a code of ``cls``: a range test (min, max) where the
+    codes are consecutive integers, membership (np.isin) otherwise."""
+    if cls not in _CODE_RANGE:
+        valid = sorted(int(m) for m in cls)
+        _CODE_RANGE[cls] = (valid[0], valid[-1], valid == list(range(valid[0], valid[-1] + 1)))
+    lo, hi, dense = _CODE_RANGE[cls]
+    if not arr.size:
+        return True
+    if dense:
+        return bool(lo <= int(arr.min()) and int(arr.max()) <= hi)
+    return bool(np.all(np.isin(arr, [int(m) for m in cls])))
+
+
 def codes(cls: type[Choice], value: Any, where: str = "") -> np.ndarray:
     """Labels or integer codes of ``cls`` (a scalar or an array) as an int array; anything else is an error.
 
@@ -541,8 +560,7 @@ def codes(cls: type[Choice], value: Any, where: str = "") -> np.ndarray:
     arr = np.asarray(value)
     if arr.dtype.kind in "OUS":
         return np.vectorize(lambda v: int(cls.parse(v, where)), otypes=[np.int64])(arr)
-    valid = [int(m) for m in cls]
-    if arr.dtype.kind not in "iub" or not np.all(np.isin(arr, valid)):
+    if arr.dtype.kind not in "iub" or not _valid_codes(cls, arr):
         listed = ", ".join(f"{int(m)} ({m.label})" for m in cls)
         raise InputError(f"{cls.noun()} codes must be one of {listed}", where=where, allowed=cls.allowed())
     return arr.astype(np.int64)

@@ -186,3 +186,35 @@ def test_largest_micro_batch_checks_every_stage(cli) -> None:  # type: ignore[no
     at11 = _doc(cli, *base, "--micro-batch", "11")
     assert at11["fits"] and at11["peak_stage"]["role"] == "last"
     assert at11["per_gpu_bytes"]["total"] == pytest.approx(total(last_states, last_act, 11), rel=1e-12)
+
+
+@pytest.mark.parametrize(("model", "cluster", "gpus", "sync"), [
+    ("gpt3-175b", "dgx-a100", 1024, "bsp"), ("deepseek-v3", "dgx-h100", 1024, "bsp"),
+    ("llama3-70b", "dgx-h100", 256, "hier:4"), ("inception-v3", "dgx-1-v100", 64, "bsp")])
+def test_memory_total_is_the_total_of_the_parts(model: str, cluster: str, gpus: int, sync: str) -> None:
+    """The planner's feasibility pass prices only the peak stage's total (step.memory_total: the stages' totals
+    compared and selected, no part selected apart); on the planner's whole outer grid at every ZeRO stage (first,
+    middle and last stages, uneven splits, MTP) it is the sum of the parts memory_parts reports, to the bit."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from scalemodel.engine import planner
+    from scalemodel.engine.job import build_job
+    from scalemodel.engine.step import memory_parts, memory_total, microbatches
+    from scalemodel.specs import TrainingSpec, load_cluster, load_workload
+
+    job = build_job(load_cluster(cluster, []), load_workload(model, []), TrainingSpec(global_batch=gpus))
+    cfg = planner.configurations(job, gpus, gpus)
+    axes = planner._axes(job, {})
+    choices = planner.comm_choices(job, gpus, {})
+    comm0 = {f: choices[f][0] for f in planner.COMM_FIELDS}
+    grid = planner._outer_grid(gpus, gpus, cfg, 0, len(cfg["dp"]), axes, comm0, {})
+    grid = replace(grid, zero=axes["zero"].reshape(1, -1, 1, 1))
+    m = microbatches(grid)
+    parts = memory_parts(job, grid, m, sync=sync)
+    by_hand = sum(np.broadcast_to(parts[k], grid.shape) for k in
+                  ("weights", "gradients", "optimizer", "activations", "fragmentation", "workspace"))
+    total = np.broadcast_to(memory_total(job, grid, m, sync=sync), grid.shape)
+    assert np.array_equal(total, by_hand)
+    assert np.any(np.asarray(grid.pp) > 1) or model == "inception-v3"

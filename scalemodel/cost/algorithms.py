@@ -218,10 +218,10 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     (:func:`scalemodel.cost.topology.torus_allreduce`, docs/model.md#torus).
     """
     p = pl.p
+    chain = op in ("broadcast", "reduce")  # only the chain reads V and alpha_b: not priced for the others
     lat = np.zeros_like(p)
     bmin = np.full_like(p, np.inf)
     alpha_b = np.zeros_like(p)
-    hops = np.zeros_like(p)
     V = np.zeros_like(p)
     for i in range(pl.ntiers):
         h = pl.domains(i - 1) - pl.domains(i)
@@ -229,13 +229,13 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
         a = pl.agg(i)
         b = a * pl.flow_bw(i, a)  # a channels leave each child domain (rack-contiguous order)
         lat = lat + h * pl.alpha[i]
-        hops = hops + h
-        V = V + h * S / b
         newmin = crossed & (b < bmin)
-        alpha_b = np.where(newmin, pl.alpha[i], alpha_b)
+        if chain:
+            V = V + h * S / b
+            alpha_b = np.where(newmin, pl.alpha[i], alpha_b)
         bmin = np.where(newmin, b, bmin)
     bmin = np.where(np.isfinite(bmin), bmin, 1.0)
-    if op in ("broadcast", "reduce"):
+    if chain:
         # chain of p-1 hops: lat and V as computed (f = 1); bottleneck per-chunk time u = S / bmin
         u = S / bmin
         t = _pipeline_opt(lat, V, u, alpha_b)

@@ -3,6 +3,7 @@ caller gets an InputError naming it (numbers never silently become NaN, infinite
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -10,10 +11,24 @@ import numpy as np
 from scalemodel.errors import InputError
 
 
+def _within(x: np.ndarray, low: float, closed: bool, high: float = math.nan) -> bool:
+    """Whether every element of ``x`` is finite, > ``low`` (>= where ``closed``) and, where ``high`` is given,
+    <= ``high``. Two reductions (min, max) instead of elementwise masks: NaN propagates through min and max (and
+    fails every comparison), -inf fails the lower test, +inf the upper one; the cost models call these checks
+    thousands of times per plan."""
+    if x.ndim == 0:
+        lo = hi = float(x)
+    elif not x.size:
+        return True
+    else:
+        lo, hi = float(x.min()), float(x.max())
+    return (low <= lo if closed else low < lo) and (hi <= high if high == high else hi < math.inf)
+
+
 def positive(name: str, value: Any) -> np.ndarray:
     """``value`` as a float array, finite and > 0."""
     x = np.asarray(value, dtype=float)
-    if np.any(~np.isfinite(x) | (x <= 0)):
+    if not _within(x, 0.0, False):
         raise InputError(f"{name} has a value <= 0 or not finite", where=name, allowed="finite values > 0")
     return x
 
@@ -21,7 +36,7 @@ def positive(name: str, value: Any) -> np.ndarray:
 def nonnegative(name: str, value: Any) -> np.ndarray:
     """``value`` as a float array, finite and >= 0."""
     x = np.asarray(value, dtype=float)
-    if np.any(~np.isfinite(x) | (x < 0)):
+    if not _within(x, 0.0, True):
         raise InputError(f"{name} has a negative or non-finite value", where=name, allowed="finite values >= 0")
     return x
 
@@ -29,6 +44,6 @@ def nonnegative(name: str, value: Any) -> np.ndarray:
 def fraction(name: str, value: Any) -> np.ndarray:
     """``value`` as a float array in (0, 1]."""
     x = np.asarray(value, dtype=float)
-    if np.any(~np.isfinite(x) | (x <= 0) | (x > 1)):
+    if not _within(x, 0.0, False, high=1.0):
         raise InputError(f"{name} has a value outside (0, 1]", where=name, allowed="values in (0, 1]")
     return x

@@ -352,7 +352,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      recompute_chunk: ArrayLike = 0.0, fp8_inputs: ArrayLike = False,
                      recompute_modules: ArrayLike = 0, embedding: ArrayLike = True,
                      stage_rank: ArrayLike = 0, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False,
-                     logits_bytes: ArrayLike = 4.0) -> np.ndarray:
+                     logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages.
 
@@ -393,24 +393,43 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     bytes a logit for the implementations that keep something else (strategy loss_impl,
     :func:`scalemodel.cost.compute.loss_saved_bytes`: Transformer Engine's and flash-attn's fused losses keep the
     16-bit logits tensor, 2 bytes, and no fp32 copy).
+
+    ``per_layer``: a dict shared by calls whose per-layer arguments (micro_batch, seq_len, tp, cp,
+    sequence_parallel, recompute, flash_attention, fp8_inputs, recompute_modules) are the same, e.g. the
+    stages of one strategy grid: each :func:`activation_bytes_per_layer` is then computed once for all of them.
     """
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules)
+    memo: dict[Any, np.ndarray] = {} if per_layer is None else per_layer
+    n_dense, n_moe = sh.dense_layers, sh.moe_layers
+
+    def layer(rec: ArrayLike, moe: bool) -> np.ndarray:
+        """One layer's bytes at recompute ``rec`` (the strategy's, or a label), computed once per call / memo."""
+        key = (rec if isinstance(rec, str) else "strategy", moe)
+        if key not in memo:
+            memo[key] = activation_bytes_per_layer(sh, recompute=rec, moe=moe, **kw)
+        return memo[key]
+
+    def layers(rec: ArrayLike) -> np.ndarray:
+        """dense_layers x dense layer + moe_layers x MoE layer; a kind the model has none of adds exactly 0 (its
+        bytes are finite), so it is not computed."""
+        if not np.any(n_moe):
+            return n_dense * layer(rec, False)
+        if not np.any(n_dense):
+            return n_moe * layer(rec, True)
+        return n_dense * layer(rec, False) + n_moe * layer(rec, True)
+
     p = _pos("pp", pp)
     t = _pos("tp", tp)
     code = recompute_code(recompute)
-    dense_l = activation_bytes_per_layer(sh, recompute=recompute, **kw)
-    moe_l = activation_bytes_per_layer(sh, recompute=recompute, moe=True, **kw)
-    per_stage = (sh.dense_layers * dense_l + sh.moe_layers * moe_l) * _stage_share(sh, p, stage_layers)
+    per_stage = layers(recompute) * _stage_share(sh, p, stage_layers)
     n_stage = sh.layers * _stage_share(sh, p, stage_layers)
     partial = recomputed_layers is not None and np.any(_nonneg("recomputed_layers", recomputed_layers) < n_stage)
     offloaded = _nonneg("offloaded_layers", offloaded_layers)
     if partial or np.any(offloaded > 0):
-        avg_none = (sh.dense_layers * activation_bytes_per_layer(sh, recompute="none", **kw) + sh.moe_layers
-                    * activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)) / sh.layers
+        avg_none = layers("none") / sh.layers
         if partial:
-            avg_full = (sh.dense_layers * activation_bytes_per_layer(sh, recompute="full", **kw) + sh.moe_layers
-                        * activation_bytes_per_layer(sh, recompute="full", moe=True, **kw)) / sh.layers
+            avg_full = layers("full") / sh.layers
             r = np.minimum(np.asarray(recomputed_layers, dtype=float), n_stage)
             per_stage = np.where(code == Recompute.FULL, r * avg_full + (n_stage - r) * avg_none, per_stage)
             code = np.where((code == Recompute.FULL) & (r <= 0), Recompute.NONE, code)  # no working set
@@ -418,8 +437,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     chunk = _nonneg("recompute_chunk", recompute_chunk)
     uniform = (code == Recompute.FULL) & (chunk > 1)
     if np.any(uniform):
-        avg_full = (sh.dense_layers * activation_bytes_per_layer(sh, recompute="full", **kw) + sh.moe_layers
-                    * activation_bytes_per_layer(sh, recompute="full", moe=True, **kw)) / sh.layers
+        avg_full = layers("full") / sh.layers
         v = _pos("virtual_stages", virtual_stages)
         checkpoints = v * np.ceil(n_stage / v / np.maximum(chunk, 1.0))
         per_stage = np.where(uniform, checkpoints * avg_full, per_stage)
@@ -430,9 +448,11 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     # the embedding dropout mask, on the stage holding the embedding
     emb = s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0) * sh.dropout * (np.asarray(embedding, dtype=bool) | (p == 1))
     d_mtp = _nonneg("mtp_modules", mtp_modules)
-    last_l = np.where(sh.last_layer_moe, moe_l, dense_l)
-    mtp_inputs = np.where(code == Recompute.FULL, 2.0, 10.0) * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
-    per_stage = per_stage + d_mtp * (last_l + mtp_inputs)
+    if np.any(d_mtp):  # (without MTP modules the term is 0 x finite bytes: exactly nothing to add)
+        last_l = np.where(sh.last_layer_moe, layer(recompute, True), layer(recompute, False)) if np.any(
+            sh.last_layer_moe) else layer(recompute, False)
+        mtp_inputs = np.where(code == Recompute.FULL, 2.0, 10.0) * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
+        per_stage = per_stage + d_mtp * (last_l + mtp_inputs)
     on_stage = (p == 1) | np.asarray(head, dtype=bool) | (d_mtp > 0)
     held = np.where((pipeline.schedule_code(schedule) == ScheduleKind.GPIPE) & (p > 1),
                     _pos("num_microbatches", num_microbatches), 1.0)  # GPipe: every forward before any backward
@@ -440,9 +460,9 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     logits = logits + head_input_bytes(sh, micro_batch=b, seq_len=s, tp=t, sequence_parallel=sp,
                                        mtp_modules=d_mtp) * np.where(on_stage, held, 0.0)
     # full recompute re-materialises one layer at a time: its full activations are the working set
-    work_dense = activation_bytes_per_layer(sh, recompute="none", **kw)
-    work_moe = activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
-    work = np.where(sh.moe_layers > 0, np.maximum(work_dense, work_moe), work_dense)
+    work_dense = layer("none", False)
+    work = np.where(n_moe > 0, np.maximum(work_dense, layer("none", True)), work_dense) if np.any(
+        n_moe > 0) else work_dense
     working = np.where(code == Recompute.FULL, work * np.where(uniform, np.minimum(chunk, n_stage), 1.0), 0.0)
     return (per_stage + emb) * inflight + logits + working
 
@@ -496,7 +516,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    reshard_after_forward: ArrayLike = True, fp8_gather: ArrayLike = False,
                    expert_dp: ArrayLike | None = None, mtp_modules: ArrayLike = 0.0,
                    head: ArrayLike = False, fp8_params: ArrayLike = False,
-                   logits_bytes: ArrayLike = 4.0) -> MemoryBreakdown:
+                   logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -517,7 +537,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     param in fp8 (do not use any other intermediate dtype)", megatron/training/arguments.py): the stage's linear
     weights (``stage x`` :func:`~scalemodel.cost.transformer.linear_weights_per_layer` ``/ tp``) and every routed
     expert parameter are held at 1 byte instead of ``weight_bytes`` (the fp32 master copy is in the optimizer
-    states).
+    states). ``per_layer``: :func:`activation_bytes`'s memo, shared by the stages of one strategy grid.
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
@@ -544,7 +564,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     kw = dict(zero_stage=zero_stage, weight_bytes=weight_bytes, grad_bytes=grad_bytes,
               optimizer_bytes=optimizer_bytes)
     dense = model_state_bytes(pg.dense, dp=n_dp, gathered_params=gathered, **kw)
-    expert = model_state_bytes(pg.expert, dp=edp, **kw)
+    # a stage without routed experts holds exactly 0 expert bytes: those states are not priced (adding 0.0 to the
+    # dense ones changes no bit)
+    expert = model_state_bytes(pg.expert, dp=edp, **kw) if np.any(pg.expert) else None
     if np.any(fp8_params):  # FP8 primary weights replace the replicated 16-bit ones (ZeRO 0-2)
         on = np.asarray(fp8_params, dtype=bool) & (zero_code(zero_stage) < 3)
         save = np.maximum(_nonneg("weight_bytes", weight_bytes), 1.0) - 1.0
@@ -552,8 +574,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
         lin = np.minimum(stage * linear_weights_per_layer(sh) / t, pg.dense)
         dense = ModelStates(weights=np.where(on, dense.weights - save * lin, dense.weights),
                             gradients=dense.gradients, optimizer=dense.optimizer)
-        expert = ModelStates(weights=np.where(on, expert.weights - save * pg.expert, expert.weights),
-                             gradients=expert.gradients, optimizer=expert.optimizer)
+        if expert is not None:
+            expert = ModelStates(weights=np.where(on, expert.weights - save * pg.expert, expert.weights),
+                                 gradients=expert.gradients, optimizer=expert.optimizer)
     act = activation_bytes(sh, micro_batch=micro_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp,
                            sequence_parallel=sequence_parallel, recompute=recompute,
                            num_microbatches=num_microbatches, schedule=schedule,
@@ -561,7 +584,12 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                            stage_layers=stage_layers, recomputed_layers=recomputed_layers,
                            offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk,
                            fp8_inputs=fp8_inputs, recompute_modules=recompute_modules, embedding=embedding,
-                           stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes)
+                           stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes,
+                           per_layer=per_layer)
+    if expert is None:
+        return MemoryBreakdown(weights=dense.weights, gradients=dense.gradients, optimizer=dense.optimizer,
+                               activations=act, fragmentation=frag * (dense.total + act),
+                               workspace=ws + np.zeros_like(act))
     states = dense.total + expert.total
     return MemoryBreakdown(
         weights=dense.weights + expert.weights, gradients=dense.gradients + expert.gradients,

@@ -102,6 +102,12 @@ def staleness_efficiency(mean_staleness: Array, kappa: Array = DEFAULT_STALENESS
     return 1.0 / (1.0 + k * s)
 
 
+def _finite_nonnegative(x: np.ndarray) -> bool:
+    """Whether every element of ``x`` is finite and >= 0: its min and max (NaN propagates through both and fails
+    the comparisons), two reductions instead of elementwise masks over the planner's grid."""
+    return not x.size or (float(x.min()) >= 0.0 and float(x.max()) < np.inf)
+
+
 def sync_step(strategy: SyncStrategy | str, n: Array, mean: Array, cv: Array, dist: str = "normal", *,
               comm_s: Array = 0.0, group_comm_s: Array | None = None,
               kappa: Array = DEFAULT_STALENESS_KAPPA) -> SyncResult:
@@ -129,11 +135,11 @@ def sync_step(strategy: SyncStrategy | str, n: Array, mean: Array, cv: Array, di
     m = np.asarray(mean, dtype=float)
     c_arr = np.asarray(cv, dtype=float)
     comm = np.asarray(comm_s, dtype=float)
-    if np.any(comm < 0) or not np.all(np.isfinite(comm)):
+    if not _finite_nonnegative(comm):
         raise InputError("a communication time is negative or not finite", where="comm_s",
                          allowed="finite times >= 0 seconds")
     gcomm = comm if group_comm_s is None else np.asarray(group_comm_s, dtype=float)
-    if np.any(gcomm < 0) or not np.all(np.isfinite(gcomm)):
+    if gcomm is not comm and not _finite_nonnegative(gcomm):
         raise InputError("a group communication time is negative or not finite", where="group_comm_s",
                          allowed="finite times >= 0 seconds")
     zeros = np.zeros(np.broadcast_shapes(nn.shape, m.shape, c_arr.shape, comm.shape, gcomm.shape))

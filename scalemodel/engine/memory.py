@@ -20,8 +20,8 @@ from scalemodel.engine.step import (
     INFEASIBLE_REASONS,
     Infeasible,
     feasibility,
-    memory_parts,
     memory_peak_stage,
+    memory_total,
     microbatches,
 )
 from scalemodel.errors import InputError
@@ -93,8 +93,8 @@ def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None,
 
         def fits(n: int) -> bool:
             trial = replace(grid, micro_batch=np.asarray([n], dtype=np.int64))
-            total = memory_parts(job, trial, microbatches(trial), fragmentation=fragmentation, workspace=workspace,
-                                 sync=sync)["total"]
+            total = memory_total(job, trial, microbatches(trial), fragmentation=fragmentation, workspace=workspace,
+                                 sync=sync)
             return bool(np.asarray(total <= job.memory_capacity).ravel()[0])
 
         if b < 1 or fits(b):
@@ -106,8 +106,8 @@ def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None,
         return lo
     candidates = _divisors(global_batch // dp)
     trial = replace(grid, micro_batch=candidates.astype(np.int64))
-    total = memory_parts(job, trial, microbatches(trial), fragmentation=fragmentation, workspace=workspace,
-                         sync=sync)["total"]
+    total = memory_total(job, trial, microbatches(trial), fragmentation=fragmentation, workspace=workspace,
+                         sync=sync)
     fitting = candidates[np.asarray(total <= job.memory_capacity)]
     return int(fitting.max()) if fitting.size else 0
 

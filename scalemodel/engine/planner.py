@@ -91,7 +91,7 @@ from scalemodel.engine.step import (
     dp_exposed_floor,
     evaluate,
     feasibility,
-    memory_parts,
+    memory_total,
     microbatches,
     needs_replicas,
     shares_bsp_comm,
@@ -503,14 +503,20 @@ def _bound_factor(job: Job, cfg: dict[str, np.ndarray], sync: str, mask: np.ndar
     return a, b
 
 
-def _code_histogram(code: np.ndarray, valid: np.ndarray, weight: np.ndarray, sharded_z: np.ndarray,
-                    n_codes: int) -> np.ndarray:
+def _code_histogram(code: np.ndarray, valid: np.ndarray, sharded_z: np.ndarray, n_codes: int, n_choice: int,
+                    ps_hit: np.ndarray, n_ps: int) -> np.ndarray:
     """Per configuration row and ZeRO group (0, > 0), the weighted count of the valid candidates of each code
-    (shape (rows, 2, n_codes + 1); code n_codes: feasible but over the memory constraint)."""
+    (shape (rows, 2, n_codes + 1); code n_codes: feasible but over the memory constraint): each valid outer
+    candidate weighs its ``n_choice`` communication choices, less the ``n_ps`` parameter-server ones where
+    ``ps_hit`` (a subset of ``valid``). Counted in integers (n_choice x all - n_ps x hits: exact, as the weighted
+    float sum of whole numbers below 2^53 was), which spares a float weight array over the grid."""
     n_rows = code.shape[0]
+    n_bins = n_rows * 2 * (n_codes + 1)
     at = (np.arange(n_rows).reshape(-1, 1, 1, 1) * 2 + sharded_z.reshape(1, -1, 1, 1)) * (n_codes + 1) + code
-    return np.bincount(at[valid], weights=weight[valid], minlength=n_rows * 2 * (n_codes + 1)).reshape(
-        n_rows, 2, n_codes + 1)
+    counts = np.bincount(at[valid], minlength=n_bins) * n_choice
+    if n_ps and np.any(ps_hit):
+        counts = counts - np.bincount(at[ps_hit], minlength=n_bins) * n_ps
+    return counts.astype(float).reshape(n_rows, 2, n_codes + 1)
 
 
 def _class_factor(factor: list[tuple[np.ndarray, np.ndarray]], mode_mask: list[np.ndarray], members: list[int]
@@ -811,22 +817,25 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         choices of each code (code n_codes: feasible but over the memory constraint), per configuration the
         candidates whose parameter-server choices ZeRO > 0 rules out) from memory and the codes before it."""
         open_ = (r1 == 0) | (r1 == ps_bad)
-        fits = mem <= job.memory_capacity
-        reason = np.where(open_, np.where(first_is_ps & (zb > 0), ps_bad, np.where(fits, 0, oom)), r1)
+        fits = np.where(mem <= job.memory_capacity, 0, oom)
+        reason = np.where(open_, np.where(zb > 0, ps_bad, fits) if first_is_ps else fits, r1)
         feas = reason == 0
-        over = feas & ~allowed_by(mem, c["memory"]) if "memory" in c else np.zeros(mem.shape, dtype=bool)
-        # with all-reduce first, the parameter-server choices are infeasible where ZeRO > 0
-        ps_hit = valid_all & open_ & (zb > 0) & (not first_is_ps)
-        weight = np.where(ps_hit, n_choice - n_ps, n_choice)
-        hist = _code_histogram(np.where(feas & over, n_codes, reason), valid_all, weight, sharded_z, n_codes)
-        return feas & ~over, hist, np.count_nonzero(ps_hit, axis=(1, 2, 3))
+        code, good = reason, feas
+        if "memory" in c:  # feasible but over the memory constraint: code n_codes
+            over = feas & ~allowed_by(mem, c["memory"])
+            code, good = np.where(over, n_codes, reason), feas & ~over
+        # with all-reduce first, the parameter-server choices are infeasible where ZeRO > 0 (none to count without
+        # parameter-server choices)
+        ps_hit = valid_all & open_ & (zb > 0) if n_ps and not first_is_ps else np.zeros((1, 1, 1, 1), dtype=bool)
+        hist = _code_histogram(code, valid_all, sharded_z, n_codes, n_choice, ps_hit, n_ps)
+        return good, hist, np.broadcast_to(np.count_nonzero(ps_hit, axis=(1, 2, 3)), (len(mem),))
 
     for lo in range(0, n_cfg, per_chunk):
         hi = min(n_cfg, lo + per_chunk)
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
         full = replace(grid, zero=zeros)
         shape = full.shape
-        mem = np.broadcast_to(memory_parts(job, full, microbatches(full))["total"], shape)
+        mem = np.broadcast_to(memory_total(job, full, microbatches(full)), shape)
         valid_all = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
         # feasibility depends on the ZeRO stage only through memory, "parameter server needs ZeRO 0" and, with a
         # pinned shard group, HSDP's "the group divides dp": then the codes are taken at every ZeRO stage
@@ -841,7 +850,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             if key > 0 and np.any(sharded_z):
                 # hier:G shards the states inside its groups of G (step.hier_group): more memory at ZeRO > 0, so
                 # its own counts; the bounds keep bsp's fits, a superset (sharding over dp takes no more memory)
-                mem_h = np.broadcast_to(memory_parts(job, full, microbatches(full), sync=f"hier:{key}")["total"],
+                mem_h = np.broadcast_to(memory_total(job, full, microbatches(full), sync=f"hier:{key}"),
                                         shape)
                 # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
                 r1_h = np.broadcast_to(feasibility(job, full, sync=f"hier:{key}"), shape) if hsdp_pinned else r1

@@ -186,6 +186,8 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
 
     def flag(code: Infeasible, bad: Any) -> None:
         nonlocal reason
+        if not np.any(bad):  # most checks hold everywhere (the planner enumerates valid splits): no pass over the grid
+            return
         reason = np.where((reason == 0) & bad, code, reason)
 
     flag(R.GPUS_NOT_DIVISIBLE, g.dp * g.tp * g.pp * g.cp != g.gpus)
@@ -1757,6 +1759,16 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
     return memory_peak_stage(job, g, m, fragmentation=fragmentation, workspace=workspace, sync=sync).parts
 
 
+def memory_total(job: Job, g: StrategyGrid, m: np.ndarray, *,
+                 fragmentation: float = memory.DEFAULT_FRAGMENTATION,
+                 workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp") -> np.ndarray:
+    """``memory_parts(...)["total"]`` alone (the planner's feasibility pass reads nothing else): the same stages
+    compared the same way, but only their totals are selected per candidate, not every part, and the peak stage's
+    rank and parameters are not priced (:func:`memory_peak_stage` with ``parts=False``)."""
+    return memory_peak_stage(job, g, m, fragmentation=fragmentation, workspace=workspace, sync=sync,
+                             parts=False).parts["total"]
+
+
 class PeakStage(NamedTuple):
     """The pipeline stage :func:`memory_parts` prices, per candidate: ``parts`` its bytes by part and ``total``;
     ``rank`` its pipeline rank (0 the first stage, pp - 1 the last; 1 the busiest middle stage, which holds the
@@ -1770,7 +1782,8 @@ class PeakStage(NamedTuple):
 
 def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                       fragmentation: float = memory.DEFAULT_FRAGMENTATION,
-                      workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp") -> PeakStage:
+                      workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp", parts: bool = True
+                      ) -> PeakStage:
     """Per-GPU bytes by part of the stage with the most memory, and which stage it is (:class:`PeakStage`):
     the first stage (with the embedding); with a pipeline, the busiest other stage where it has more layers;
     and the last stage with the output layer, its logits and any multi-token prediction modules
@@ -1780,6 +1793,10 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
     Weights are held at the compute element size (4 bytes for fp32/tf32 runs, else 2: fp8 GEMMs
     keep 16-bit weights). Generic workloads: the catalog's activation bytes per sample are fp32,
     scaled to the training precision, and full recompute keeps a quarter of them.
+
+    ``parts`` false (:func:`memory_total`): only ``parts["total"]`` is returned, with ``rank`` 0 and ``params`` the
+    model's (not priced); the total is the same to the bit (each stage's total is the sum of its parts in the
+    same order, and the peak stage is chosen by the same comparisons).
     """
     rank, params = np.zeros(1), np.full(1, float(job.params))
     if not job.is_transformer:
@@ -1790,13 +1807,14 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
         act = (job.generic_activation_bytes * (job.elem_bytes / 4.0) * g.micro_batch
                * np.where(g.recompute == Recompute.FULL, 0.25, 1.0))
         frag = fragmentation * (ms.total + act)
-        parts = {"weights": ms.weights, "gradients": ms.gradients, "optimizer": ms.optimizer, "activations": act,
-                 "fragmentation": frag, "workspace": workspace + 0 * act}
+        out = {"weights": ms.weights, "gradients": ms.gradients, "optimizer": ms.optimizer, "activations": act,
+               "fragmentation": frag, "workspace": workspace + 0 * act}
     else:
         _last, other, first = _stage_layers(job, g)
         # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
         # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
-        kw = dict(micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_state_shards(job, g, sync), tp=g.tp,
+        kw: dict[str, Any] = dict(
+                  micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_state_shards(job, g, sync), tp=g.tp,
                   expert_dp=_expert_state_shards(job, g, sync),
                   pp=g.pp, cp=g.cp, ep=g.ep, zero_stage=g.zero, recompute=g.recompute,
                   sequence_parallel=g.sequence_parallel, num_microbatches=m, schedule=g.schedule,
@@ -1807,27 +1825,47 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules,
                   reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
                   fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
-                  logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes))  # what the loss keeps
+                  logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
+                  per_layer={})  # the stages share their layers' activation bytes (computed once)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         d_mtp = float(job.shape.mtp_layers)
-        br = memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage),
-                                   mtp_modules=np.where(g.pp > 1, 0.0, d_mtp), **kw)
-        params = _stage_params(job, kw, stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp))
+        br = _kept(memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage),
+                                         mtp_modules=np.where(g.pp > 1, 0.0, d_mtp), **kw), parts)
+        if parts:
+            params = _stage_params(job, kw, stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp))
         if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
             mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
-            br_o = memory.memory_per_gpu(job.shape, stage_layers=mid, recomputed_layers=recomputed_layers(g, mid),
-                                         embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw)
+            br_o = _kept(memory.memory_per_gpu(
+                job.shape, stage_layers=mid, recomputed_layers=recomputed_layers(g, mid), embedding=g.pp <= 1,
+                stage_rank=np.where(g.pp > 1, 1, 0), **kw), parts)
             take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
             br = _where_breakdown(take, br_o, br)
-            rank = np.where(take, 1.0, rank)
-            params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
+            if parts:
+                rank = np.where(take, 1.0, rank)
+                params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
         if np.any(g.pp > 1):
-            br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params)
-        parts = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
-                 "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
-    parts = {k: np.asarray(v, dtype=float) for k, v in parts.items()}
-    parts["total"] = sum(parts.values())  # type: ignore[assignment]
-    return PeakStage(parts, np.asarray(rank, dtype=float), np.asarray(params, dtype=float))
+            br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params, parts)
+        if not parts:
+            return PeakStage({"total": np.asarray(br.total, dtype=float)}, rank, params)
+        assert isinstance(br, memory.MemoryBreakdown)
+        out = {"weights": br.weights, "gradients": br.gradients, "optimizer": br.optimizer,
+               "activations": br.activations, "fragmentation": br.fragmentation, "workspace": br.workspace}
+    out = {k: np.asarray(v, dtype=float) for k, v in out.items()}
+    out["total"] = sum(out.values())  # type: ignore[assignment]
+    if not parts:
+        return PeakStage({"total": out["total"]}, rank, params)
+    return PeakStage(out, np.asarray(rank, dtype=float), np.asarray(params, dtype=float))
+
+
+class _Total(NamedTuple):
+    """A stage's total bytes alone (:func:`memory_total`): what the peak-stage comparisons read."""
+
+    total: np.ndarray
+
+
+def _kept(br: memory.MemoryBreakdown, parts: bool) -> memory.MemoryBreakdown | _Total:
+    """``br`` itself, or only its total where the parts are not wanted."""
+    return br if parts else _Total(br.total)
 
 
 def _stage_params(job: Job, kw: dict[str, Any], **stage: Any) -> np.ndarray:
@@ -1836,31 +1874,37 @@ def _stage_params(job: Job, kw: dict[str, Any], **stage: Any) -> np.ndarray:
     return np.asarray(pg.dense + pg.expert, dtype=float)
 
 
-def _last_stage_memory(job: Job, g: StrategyGrid, br: memory.MemoryBreakdown, last: np.ndarray,
-                       kw: dict[str, Any], rank: np.ndarray, params: np.ndarray
-                       ) -> tuple[memory.MemoryBreakdown, np.ndarray, np.ndarray]:
+def _last_stage_memory(job: Job, g: StrategyGrid, br: Any, last: np.ndarray,
+                       kw: dict[str, Any], rank: np.ndarray, params: np.ndarray, parts: bool = True
+                       ) -> tuple[Any, np.ndarray, np.ndarray]:
     """The larger of ``br`` and the last pipeline stage's memory (pp > 1): its ``last`` layers, the output layer
     (its own V h / t weight, gradient and optimizer states, tied or not: :func:`scalemodel.cost.memory.params_per_gpu`)
     and its fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B); with D multi-token
     prediction modules also the modules (weights, gradients, optimizer states, activations), the word-embedding
     copy MTP needs and D more heads' logits. With the stage's rank and parameters per GPU (``rank``, ``params``
-    of ``br`` where it stays)."""
+    of ``br`` where it stays). ``parts`` false: ``br`` and the result are totals alone (:class:`_Total`), rank and
+    params passed through."""
     n = np.maximum(last, 0.0)
     d_mtp = float(job.shape.mtp_layers)
     stage = dict(stage_layers=n, embedding=d_mtp > 0, head=True, mtp_modules=d_mtp)
-    br_l = memory.memory_per_gpu(job.shape, recomputed_layers=recomputed_layers(g, n),
-                                 stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw)
+    br_l = _kept(memory.memory_per_gpu(job.shape, recomputed_layers=recomputed_layers(g, n),
+                                       stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw), parts)
     take = (g.pp > 1) & (br_l.total > br.total)
+    if not parts:
+        return _where_breakdown(take, br_l, br), rank, params
     return (_where_breakdown(take, br_l, br), np.where(take, np.maximum(g.pp - 1, 0), rank),
             np.where(take, _stage_params(job, kw, **stage), params))
 
 
-def _where_breakdown(take: np.ndarray, a: memory.MemoryBreakdown, b: memory.MemoryBreakdown) -> memory.MemoryBreakdown:
-    """Per candidate, every part of ``a`` where ``take``, else of ``b`` (a stage's whole breakdown, never a mix)."""
+def _where_breakdown(take: np.ndarray, a: Any, b: Any) -> Any:
+    """Per candidate, every part of ``a`` where ``take``, else of ``b`` (a stage's whole breakdown, never a mix;
+    of two :class:`_Total`, the total)."""
     if not np.any(take):  # one side everywhere: no per-field where over the planner's millions of rows
         return b
     if np.all(take) and np.shape(take) == np.shape(a.total):
         return a
+    if isinstance(a, _Total):
+        return _Total(np.where(take, a.total, b.total))
     return memory.MemoryBreakdown(**{f: np.where(take, getattr(a, f), getattr(b, f))
                                      for f in memory.MemoryBreakdown.__struct_fields__})
 
