@@ -967,6 +967,23 @@ RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwe
                                 "mb2608_gb200_qwen3_235b_fp8mx"})
 
 
+#: SMs the EP dispatch/combine kernels occupy (StrategySpec.ep_dispatch_sms; docs/model.md#contention) for the rows
+#: whose Megatron-Bridge preset dispatches with the flex dispatcher's HybridEP backend. 26.08 (4ab94dfad):
+#: src/megatron/bridge/perf_recipes/_common.py _benchmark_common ``if getattr(cfg.model, "moe_flex_dispatcher_backend",
+#: None) == "hybridep": cfg.model.moe_hybridep_num_sms = 32`` (the Qwen3-30B and Qwen3-235B GB200 MXFP8 presets set the
+#: backend before calling it), perf_recipes/deepseek/common.py _enable_deepseek_full_iteration_mxfp8 and
+#: perf_recipes/gpt_oss/common.py _apply_gpt_oss_120b_full_iter_fp8mx_configs ``cfg.model.moe_hybridep_num_sms = 32``.
+#: 25.11 (97ad8cc6f): scripts/performance/utils/overrides.py _set_common_perf_overrides ``if
+#: recipe.model.moe_flex_dispatcher_backend == "hybridep": recipe.model.moe_hybridep_num_sms = 32`` (the GB200 presets
+#: of :data:`RECIPE_HOST_SYNC_HYBRIDEP`; they do not overlap the all-to-all, so nothing is hidden to slow). The
+#: other MoE rows dispatch with Megatron-Core's alltoall dispatcher (NCCL: the accelerator's collective_units, the
+#: default). Priced only where the all-to-all hides under compute (:data:`RECIPE_A2A_OVERLAP`).
+MB_HYBRIDEP_NUM_SMS = 32
+RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_oss_120b_fp8mx",
+                             "mb2608_gb200_qwen3_30b_fp8mx", "mb2608_gb200_qwen3_235b_fp8mx"}) \
+    | frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16"})
+
+
 #: MoE runs whose Megatron-Bridge 25.11 preset (v0.2.0 = 97ad8cc6f for these files) routes tokens with
 #: Megatron-Core's dropless all-to-all dispatcher (no moe_flex_dispatcher_backend: src/megatron/bridge/models/
 #: qwen/qwen_provider.py Qwen3MoEModelProvider moe_token_dispatcher_type='alltoall', which
@@ -1161,6 +1178,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           recompute_modules=parse_recompute_modules(par.get("recompute"), src)
                           if rec == "selective" else "",
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
+                          ep_dispatch_sms=MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP else None,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
                           loss_impl=loss_impl(case), layer_impl=layer_impl(case),

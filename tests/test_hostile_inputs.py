@@ -707,6 +707,9 @@ def test_permission_denied_is_one_line(cli, monkeypatch: pytest.MonkeyPatch) -> 
     ("strategy.moe_layer_host_s=1e300", "physical range"),
     ("strategy.moe_layer_host_s=-1 ms", "moe_layer_host_s"),
     ("strategy.moe_layer_host_s=9 GB", "unknown unit"),
+    ("strategy.ep_dispatch_sms=-1", "ep_dispatch_sms"),
+    ("strategy.ep_dispatch_sms=1.5", "ep_dispatch_sms"),
+    ("strategy.ep_dispatch_sms=500", "exceeds the 132 compute units"),
 ])
 def test_hostile_new_strategy_fields(cli, item: str, match: str) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--recompute", "selective",
@@ -810,8 +813,10 @@ def test_catalog_document_failing_validation_is_one_line(cli, tmp_path: Path,  #
 def test_moe_and_mla_fields_on_a_model_without_them_warn(cli) -> None:  # type: ignore[no-untyped-def]
     """moe_layer_host_s / recompute_modules moe_act, mla_up_proj on a dense GPT are not silently ignored."""
     out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--recompute", "selective", "--set",
-                   "strategy.moe_layer_host_s=1", "--set", "strategy.recompute_modules=moe_act,mla_up_proj")
+                   "strategy.moe_layer_host_s=1", "--set", "strategy.recompute_modules=moe_act,mla_up_proj",
+                   "--set", "strategy.ep_dispatch_sms=32")
     text = " ".join(out["warnings"])
+    assert "ep_dispatch_sms" in text
     assert "moe_layer_host_s" in text and "moe_act" in text and "mla_up_proj" in text
     moe = accepted(cli, "predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--ep", "8", "--recompute",
                    "selective", "--set", "strategy.moe_layer_host_s=9 ms",

@@ -92,6 +92,7 @@ class Job:
     # share of the compute units a running collective occupies (collective_units / compute_units; 0 when
     # the accelerator does not say): overlapped compute runs on the rest (docs/model.md#contention)
     collective_share: float = 0.0
+    compute_units: int = 0  # SMs / CUs on the chip (AcceleratorSpec.compute_units; 0 when not given)
     # staleness penalty of async / stale-sync modes for this optimizer and model family, and its provenance
     # (scalemodel/cost/staleness.py); --staleness-kappa overrides it per call
     staleness_kappa: float = field(default_factory=staleness.fallback_kappa)
@@ -198,7 +199,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         ps_server_memory_bandwidth=float(cluster.parameter_server.memory_bandwidth),
         ps_partition_bytes=float(cluster.parameter_server.partition_bytes),
         ps_shard_imbalance=float(cluster.parameter_server.shard_imbalance or 0.0),
-        collective_share=collective_share(acc),
+        collective_share=collective_share(acc), compute_units=int(getattr(acc, "compute_units", None) or 0),
         attention_peak_flops=bf16_peak, attention_gemm_max=bf16_gm, attention_gemm_half_dim=bf16_d0,
         logits_peak_flops=bf16_peak, logits_gemm_max=bf16_gm, logits_gemm_half_dim=bf16_d0,
         **_staleness_kappa(training, workload),
@@ -347,6 +348,29 @@ def _work_cv(training: Any, shape: Any, seq_len: int) -> float:
     return balance.length_cost_cv(costs, training.micro_batch)
 
 
+def check_ep_dispatch_sms(job: Job, sms: int | None, where: str = "strategy.ep_dispatch_sms") -> int:
+    """The grid code of ``ep_dispatch_sms`` (-1 = NCCL's all-to-all, the accelerator's collective_units); more SMs
+    than the chip has is an input error."""
+    if sms is None:
+        return -1
+    if job.compute_units and int(sms) > job.compute_units:
+        raise InputError(f"ep_dispatch_sms = {sms} exceeds the {job.compute_units} compute units of "
+                         f"{job.accelerator}", where=where,
+                         allowed=f"0 to {job.compute_units}, or unset for NCCL's all-to-all")
+    return int(sms)
+
+
+def ep_dispatch_share(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Fraction of the compute units the EP dispatch/combine kernels occupy while they run
+    (docs/model.md#contention): ``ep_dispatch_sms / compute_units`` where the strategy names a count (DeepEP /
+    HybridEP), else the collective library's share (NCCL all-to-all: :func:`collective_share`); 0 when the
+    accelerator gives no compute-unit count."""
+    sms = np.asarray(g.ep_dispatch_sms)
+    units = float(job.compute_units)
+    own = np.minimum(np.maximum(sms, 0) / units, 1.0) if units > 0 else np.zeros(sms.shape)
+    return np.asarray(np.where(sms >= 0, own, job.collective_share), dtype=float)
+
+
 def collective_share(acc: Any) -> float:
     """Fraction of the chip's compute units the collective library occupies while a collective runs:
     NCCL runs each channel as one CTA on one SM (docs/model.md#contention); 0 when either count is
@@ -405,6 +429,7 @@ class StrategyGrid:
     moe_a2a_overlap: np.ndarray  # bool: EP all-to-alls overlapped with another micro-batch's compute
     recompute_modules: np.ndarray  # selective recompute: bits of cost.memory.RECOMPUTE_MODULES (0 = core_attn)
     moe_layer_host_s: np.ndarray  # host seconds per MoE layer forward+backward after its host sync; 0 = not priced
+    ep_dispatch_sms: np.ndarray  # SMs the EP dispatch/combine kernels occupy; -1 = NCCL's (collective_units)
     deepspeed_pipeline: np.ndarray  # bool: DeepSpeed PipelineEngine p2p and gradient accumulation
     fsdp_reshard_after_forward: np.ndarray  # bool: ZeRO-3/FSDP units free their gathered parameters after forward
     fsdp_fp8_all_gather: np.ndarray  # bool: FSDP all-gathers the linear weights in float8 (torchao)
@@ -476,6 +501,7 @@ class StrategyGrid:
             "recompute_modules": ",".join(k for k, v in memory.RECOMPUTE_MODULES.items()
                                           if int(self.recompute_modules[i]) & v),
             "moe_layer_host_s": float(self.moe_layer_host_s[i]),
+            "ep_dispatch_sms": int(self.ep_dispatch_sms[i]) if self.ep_dispatch_sms[i] >= 0 else None,
             "deepspeed_pipeline": bool(self.deepspeed_pipeline[i]),
             "fsdp_reshard_after_forward": bool(self.fsdp_reshard_after_forward[i]),
             "fsdp_fp8_all_gather": bool(self.fsdp_fp8_all_gather[i]),
@@ -505,7 +531,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
                                     offload_layers=0, tp_comm_overlap=False, tp_async_allreduce=True,
                                     overlap_param_gather=False, moe_a2a_overlap=False, recompute_modules=0,
-                                    moe_layer_host_s=0.0,
+                                    moe_layer_host_s=0.0, ep_dispatch_sms=-1,
                                     deepspeed_pipeline=False, fsdp_reshard_after_forward=True,
                                     fsdp_fp8_all_gather=False, fsdp_flat_param=False, fsdp_per_param=False,
                                     attention_unpad=False,
@@ -668,6 +694,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
         recompute_modules=memory.recompute_modules_code(strategy.recompute_modules),
         moe_layer_host_s=strategy.moe_layer_host_s,
+        ep_dispatch_sms=check_ep_dispatch_sms(job, getattr(strategy, "ep_dispatch_sms", None)),
         deepspeed_pipeline=strategy.deepspeed_pipeline,
         fsdp_reshard_after_forward=getattr(strategy, "fsdp_reshard_after_forward", True),
         fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False),
@@ -749,14 +776,17 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
 
 
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
-    """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s and
-    recompute_modules moe_act without MoE layers, moe_fp8_padding without MoE layers or fp8, mla_up_proj without
-    multi-head latent attention, shard_group without HSDP."""
+    """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
+    ep_dispatch_sms and recompute_modules moe_act without MoE layers, moe_fp8_padding without MoE layers or fp8,
+    mla_up_proj without multi-head latent attention, shard_group without HSDP."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
         notices.warn(f"strategy.moe_layer_host_s = {strategy.moe_layer_host_s:g} s is not priced: the model has no "
                      "MoE layers")
+    if getattr(strategy, "ep_dispatch_sms", None) is not None and not moe:
+        notices.warn(f"strategy.ep_dispatch_sms = {strategy.ep_dispatch_sms} is not priced: the model has no MoE "
+                     "layers")
     if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
         notices.warn("strategy.moe_fp8_padding is not priced: it needs MoE layers and precision fp8 (the experts "
                      "pad their tokens for the FP8 grouped GEMM only)")

@@ -81,7 +81,14 @@ from scalemodel.choices import (
 from scalemodel.cost import memory
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import distinct_layout
-from scalemodel.engine.job import Job, StrategyGrid, build_job, check_fp8_all_gather, grid_from_arrays
+from scalemodel.engine.job import (
+    Job,
+    StrategyGrid,
+    build_job,
+    check_ep_dispatch_sms,
+    check_fp8_all_gather,
+    grid_from_arrays,
+)
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.predict import Prediction, result_at
 from scalemodel.engine.step import (
@@ -141,7 +148,7 @@ PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_paralle
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
              "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather", "moe_a2a_overlap",
-             "moe_layer_host_s",
+             "moe_layer_host_s", "ep_dispatch_sms",
              "recompute_modules", "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
              "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
              "fp8_param_gather", "loss_impl", "layer_impl")
@@ -731,6 +738,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                          where="--constraint sync", allowed="a sync constraint that a mode of --sync-modes meets, "
                                                            "or that mode added to --sync-modes")
     fixed = dict(fixed or {})
+    if int(fixed.get("ep_dispatch_sms", -1)) >= 0:
+        check_ep_dispatch_sms(job, int(fixed["ep_dispatch_sms"]), "--set strategy.ep_dispatch_sms")
     all_cfg = configurations(job, gpus, global_batch, c)
     axes = _axes(job, c)
     for name, axis in axes.items():
@@ -1135,6 +1144,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = -1 if value is None else int(value)
         elif name == "etp":
             fixed[name] = int(value or 0)
+        elif name == "ep_dispatch_sms":
+            fixed[name] = -1 if value is None else int(value)
         elif name in ("moe_a2a_overlap", "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding",
                       "megatron_ddp", "fp8_param_gather"):
             fixed[name] = bool(value)

@@ -77,7 +77,7 @@ from scalemodel.cost.placement import (
     place,
     rank_strides,
 )
-from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid
+from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid, ep_dispatch_share
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 
 #: Bytes per parameter of the optimizer's 16-bit weight copy after the step: read the fp32 master weight (4), write
@@ -713,26 +713,33 @@ def _with_overhead(rate: np.ndarray, step: np.ndarray, overhead: float) -> np.nd
 
 
 def _with_free_windows(comp: dict[str, np.ndarray], mp: dict[str, np.ndarray],
-                       share: float = 0.0) -> dict[str, np.ndarray]:
+                       share: float = 0.0, ep_share: Any = None) -> dict[str, np.ndarray]:
     """The stage's compute plus the forward and backward time left for data-parallel traffic once the
-    tensor- and context-parallel traffic has been hidden in it (no compute hides traffic twice), and
-    the compute slowed by that hidden traffic (``contention``, :func:`_contention`)."""
+    tensor-, context- and (with moe_a2a_overlap) expert-parallel traffic has been hidden in it (no compute hides
+    traffic twice), and the compute slowed by that hidden traffic (``contention``, :func:`_contention`): the
+    collective library's ``share`` of the SMs for hidden TP/CP traffic, the EP dispatcher's ``ep_share``
+    (:func:`scalemodel.engine.job.ep_dispatch_share`; ``share`` when None) for the hidden EP all-to-alls
+    (``hidden_ep``, a part of ``hidden_fwd + hidden_bwd``)."""
+    hidden_ep = mp.get("hidden_ep", 0.0)
+    mp_hidden = mp["hidden_fwd"] + mp["hidden_bwd"] - hidden_ep
+    contention = (_contention(share, mp_hidden) + _contention(share if ep_share is None else ep_share, hidden_ep)
+                  + mp.get("chunking", 0.0))
     return dict(comp, forward_free=np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0),
-                backward_free=np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0),
-                contention=_contention(share, mp["hidden_fwd"] + mp["hidden_bwd"]) + mp.get("chunking", 0.0))
+                backward_free=np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0), contention=contention)
 
 
-def _contention(share: float, hidden: np.ndarray) -> np.ndarray:
+def _contention(share: Any, hidden: Any) -> np.ndarray:
     """Seconds compute loses to the collectives hidden under it (docs/model.md#contention).
 
     A collective library that runs on the chip's compute units (NCCL: one CTA per channel, each on
     one SM, for the collective's whole duration) leaves the compute overlapped with it ``1 - share``
-    of the units, ``share`` = collective units / compute units. While ``hidden`` seconds of traffic
+    of the units, ``share`` = collective units / compute units (an EP dispatcher that runs its own kernels,
+    DeepEP / HybridEP: its configured SMs / compute units). While ``hidden`` seconds of traffic
     run under compute, the compute advances at ``1 - share`` of its rate, so it finishes
     ``share x hidden`` seconds later. Hidden traffic never exceeds the compute under it, and the
     delay does not lengthen the windows that hide traffic (a lower bound on the slowdown).
     """
-    return share * np.maximum(hidden, 0.0)
+    return np.asarray(share * np.maximum(hidden, 0.0))
 
 
 def recomputed_layers(g: StrategyGrid, layers_per_stage: Any) -> np.ndarray:
@@ -932,7 +939,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     (None for a model that is not a transformer: no model-parallel traffic)."""
     zero = np.zeros(1)
     if not job.is_transformer or coll is None:
-        return {"tp": zero, "cp": zero, "ep": zero, "pp": zero, "hidden_fwd": zero, "hidden_bwd": zero}
+        return {"tp": zero, "cp": zero, "ep": zero, "pp": zero, "hidden_fwd": zero, "hidden_bwd": zero,
+                "hidden_ep": zero}
     sh = job.shape
     tokens = _tokens_per_microbatch(job, g)
     L = comp["layers_per_stage"] + comp.get("mtp_blocks", 0.0)  # an MTP block's TP and CP traffic is a layer's
@@ -971,7 +979,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     pp = np.where(g.pp > 1, np.where(g.deepspeed_pipeline, deepspeed_pipe_comm(g, p2p, coll["pp_gather"]),
                                      2.0 * v * p2p), 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
-            "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking}
+            "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
     return _with_moe_a2a_overlap(g, comp, out)
 
 
@@ -2035,7 +2043,7 @@ def _stage(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray
     if coll is None and job.is_transformer:
         coll = _mp_collectives(job, g, groups)
     mp = _model_parallel_comm(job, g, comp, coll)
-    busy = _with_free_windows(comp, mp, job.collective_share)
+    busy = _with_free_windows(comp, mp, job.collective_share, ep_dispatch_share(job, g))
     time = busy["total"] + busy["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
     host = _host_wait(job, g, groups, layers, logits, time, coll)
     return _Stage(np.asarray(time + host), raw, busy, mp, host)
@@ -2327,7 +2335,7 @@ def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict
     run under the other's backward compute, the two backward ones under its forward compute. Only compute not
     already hiding TP/CP traffic can hide them (never more than that compute), only in the steady state
     (:func:`moe_a2a_steady_share`), and the hidden traffic slows that compute (``contention``, via
-    ``hidden_fwd``/``hidden_bwd``):
+    ``hidden_ep``, at the dispatcher's share of the SMs, strategy ``ep_dispatch_sms``):
 
         hidden_f = s min(ep / 2, backward - hidden_bwd),  hidden_b = s min(ep / 2, forward - hidden_fwd)
         exposed ep = ep - hidden_f - hidden_b
@@ -2345,4 +2353,4 @@ def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict
     hid_f = np.where(on, share * np.minimum(per_pass, bwd_free), 0.0)  # forward a2a under the other's backward
     hid_b = np.where(on, share * np.minimum(per_pass, fwd_free), 0.0)  # backward a2a under the other's forward
     return dict(mp, ep=mp["ep"] - hid_f - hid_b, hidden_fwd=mp["hidden_fwd"] + hid_b,
-                hidden_bwd=mp["hidden_bwd"] + hid_f)
+                hidden_bwd=mp["hidden_bwd"] + hid_f, hidden_ep=mp.get("hidden_ep", 0.0) + hid_f + hid_b)

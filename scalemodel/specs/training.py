@@ -148,6 +148,13 @@ class StrategySpec(Spec, kw_only=True):
         "1F1B steady state (Megatron-Core --overlap-moe-expert-parallel-comm with --delay-wgrad-compute; "
         "Megatron-Bridge moe_a2a_overlap); needs ep > 1, no full recompute, and the interleaved schedule when pp > 1"
     ))] = False
+    ep_dispatch_sms: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
+        "SMs the expert-parallel dispatch/combine kernels occupy while they run (docs/model.md#contention): the "
+        "compute an EP all-to-all hides under (moe_a2a_overlap) runs on the rest. Megatron-Core's flex dispatcher "
+        "runs DeepEP / HybridEP on a configured count (moe_deepep_num_sms, default 20; moe_hybridep_num_sms, "
+        "default 16 at core_dev_r0.15.0; moe_flex_dispatcher_num_sms later; Megatron-Bridge 25.11 and 26.08 HybridEP "
+        "presets: 32). "
+        "None: NCCL's all-to-all (Megatron-Core alltoall dispatcher), the accelerator's collective_units"))] = None
     moe_layer_host_s: Annotated[SecondsOrZero, Meta(description=(
         "host (CPU) seconds to issue one MoE layer's forward and backward for one micro-batch, where the token "
         "dispatcher synchronises the host on the tokens per expert every MoE layer (dropless, not padded to "
