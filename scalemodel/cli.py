@@ -22,7 +22,7 @@ import numpy as np
 from scalemodel import __version__
 from scalemodel.commands import COMMAND_MODULES
 from scalemodel.commands.args import Command, UsageError, optional, parse, parser, switch
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, one_line
 from scalemodel.specs.loader import builtin_names
 
 PROG = "scalemodel"
@@ -196,7 +196,7 @@ def _print_warnings() -> None:
     if notices is None:
         return
     for line in notices.current():
-        sys.stderr.write(f"warning: {line}\n")
+        sys.stderr.write(f"warning: {one_line(line)}\n")
     notices.clear()
 
 
@@ -237,7 +237,7 @@ def _run(argv: list[str] | None) -> None:
         if _FRAMEWORK_FLAG.search(exc.message):
             hint = ("; Megatron-LM and DeepSpeed flags are read from a file: put them in one (a launch script "
                     "will do) and give it with --strategy FILE")
-        sys.stderr.write(f"error: {exc.prog}: {exc.message}{hint}\n")
+        sys.stderr.write(f"error: {one_line(exc.prog)}: {one_line(exc.message)}{hint}\n")
         raise SystemExit(2) from None
     except InputError as exc:
         _drop_warnings()
@@ -245,7 +245,7 @@ def _run(argv: list[str] | None) -> None:
         raise SystemExit(2) from None
     except (OverflowError, RecursionError) as exc:
         _drop_warnings()
-        sys.stderr.write(f"error: input out of range: {exc}; values within physical ranges\n")
+        sys.stderr.write(f"error: input out of range: {one_line(str(exc))}; values within physical ranges\n")
         raise SystemExit(2) from None
     except BrokenPipeError:  # e.g. `scalemodel ... | head`
         raise SystemExit(0) from None

@@ -6,6 +6,18 @@ as ``error: <where>: <what>; <what is allowed>`` on stderr and exits with status
 
 from __future__ import annotations
 
+import re
+
+#: C0 control characters but the tab, DEL and the C1 controls: a newline in a file name made the one error line
+#: two, an ESC (or C1 CSI) in a name sent a terminal escape sequence to the user's terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def one_line(text: str) -> str:
+    """``text`` with every line break and terminal control character written as its Python escape (``\\n``,
+    ``\\x1b``): what the CLI prints on stderr stays one line and shows the character instead of acting on it."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
 
 class InputError(ValueError):
     """Bad user input. Subclasses ValueError so spec validators report it with a field path."""
@@ -18,11 +30,12 @@ class InputError(ValueError):
 
     def message(self) -> str:
         """One line: ``where: what; allowed`` (an echoed array is folded and cut to stay readable)."""
-        what = " ".join(self.what.split())
+        what = one_line(" ".join(self.what.split()))
         if len(what) > 300:
             what = what[:297] + "..."
-        text = f"{self.where}: {what}" if self.where else what
-        return f"{text}; {self.allowed}" if self.allowed else text
+        where, allowed = one_line(self.where), one_line(self.allowed)
+        text = f"{where}: {what}" if where else what
+        return f"{text}; {allowed}" if allowed else text
 
     def at(self, where: str) -> InputError:
         """The same error, located more precisely (prefixing the outer location)."""

@@ -76,6 +76,13 @@ def accepted_units(kind: str) -> str:
     return ", ".join(names)
 
 
+def _shown(value: object) -> str:
+    """``repr(value)``, cut to 60 characters: a 500,000-digit sample echoed whole left its error without the
+    rule (InputError cuts what it prints at 300 characters)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def parse_quantity(value: object, kind: str, *, where: str = "") -> float:
     """Return ``value`` in SI base units. Numbers pass through; strings carry a unit of ``kind``.
 
@@ -85,7 +92,7 @@ def parse_quantity(value: object, kind: str, *, where: str = "") -> float:
     if kind not in UNITS:
         raise KeyError(kind)
     if isinstance(value, bool):
-        raise InputError(f"expected a {kind} quantity, got {value!r}", where=where,
+        raise InputError(f"expected a {kind} quantity, got {_shown(value)}", where=where,
                          allowed=f"a number or a string with one of: {accepted_units(kind)}")
     if isinstance(value, (int, float)):
         number = float(value)
@@ -95,7 +102,7 @@ def parse_quantity(value: object, kind: str, *, where: str = "") -> float:
         text = value.strip()
         m = _NUMBER.fullmatch(text[1:].lstrip() if text.startswith("$") else text)
         if not m:
-            raise InputError(f"cannot read {value!r} as a {kind} quantity", where=where,
+            raise InputError(f"cannot read {_shown(value)} as a {kind} quantity", where=where,
                              allowed=f"a number followed by one of: {accepted_units(kind)}")
         number = float(m.group(1))
         unit = m.group(2).strip()
@@ -109,18 +116,18 @@ def parse_quantity(value: object, kind: str, *, where: str = "") -> float:
                 # A bare number inside a string means the SI base unit, as a bare number does.
                 factor = 1.0
             else:
-                raise InputError(f"unknown unit {unit!r} in {value!r} for a {kind} quantity", where=where,
+                raise InputError(f"unknown unit {_shown(unit)} in {_shown(value)} for a {kind} quantity", where=where,
                                  allowed=f"one of: {accepted_units(kind)}")
         else:
             factor = table[unit]
     else:
-        raise InputError(f"expected a {kind} quantity, got {type(value).__name__} {value!r}", where=where,
+        raise InputError(f"expected a {kind} quantity, got {type(value).__name__} {_shown(value)}", where=where,
                          allowed=f"a number or a string with one of: {accepted_units(kind)}")
     inverse = round(1.0 / factor) if factor < 1.0 else 0
     # Dividing by an exact integer keeps "5 us" == 5e-6 bit for bit (5 * 1e-6 is not).
     result = number / inverse if inverse and abs(1.0 / factor - inverse) < 1e-9 * inverse else number * factor
     if not math.isfinite(result):
-        raise InputError(f"{value!r} is not a finite number", where=where, allowed="a finite quantity")
+        raise InputError(f"{_shown(value)} is not a finite number", where=where, allowed="a finite quantity")
     return result + 0.0  # -0 is 0: `collective --size -0` echoed a size of -0.0 B and an algbw of -0.0 B/s
 
 

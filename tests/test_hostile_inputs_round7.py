@@ -105,12 +105,12 @@ def test_workload_type_errors_say_what_is_allowed(cli, tmp_path: Path, field: st
 
 
 @pytest.mark.parametrize("sets, allowed", [
-    ("cluster.overlap_efficiency=high", "; a number > 0 and <= 1"),
+    ("cluster.overlap_efficiency=high", "; a number >= 1e-06 and <= 1"),
     ("accelerator.family=hopper2", "not one of the known values (got 'hopper2'); one of 'pascal'"),
     ("accelerator.memory=[80]", "; a number or a string with one of: B, bytes"),
     ("accelerator.memory=-3", "; a number of B > 0, bare or with a unit"),
     ("cluster.variability=5", "; a mapping of Variability fields (dist, cv, source)"),
-    ("cluster.tiers.nvlink.efficiency=x", "; a number > 0 and <= 1"),
+    ("cluster.tiers.nvlink.efficiency=x", "; a number >= 1e-06 and <= 1"),
     ("model.moe={experts: 8, top_k: 2, bogus: 1}", "known keys: experts, top_k"),  # known keys were not listed
 ])
 def test_set_type_errors_say_what_is_allowed(cli, sets: str, allowed: str) -> None:  # type: ignore[no-untyped-def]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, integer, number, opt
+from scalemodel.commands.options import ranged_quantity
 from scalemodel.engine.memory import memory as run
 from scalemodel.errors import InputError
 from scalemodel.report.memory import render_memory
@@ -22,7 +23,9 @@ def memory(*, model: str, cluster: str, gpus: int, tp: int | None, pp: int | Non
     if (optimizer_bytes is not None and optimizer_bytes < 0) or (grad_bytes is not None and grad_bytes < 0):
         raise InputError("bytes per parameter must be >= 0", where="--optimizer-bytes/--grad-bytes",
                          allowed="a number >= 0, e.g. 12 (fp32 master + Adam m, v) and 2 (16-bit gradients)")
-    ws = o.quantity(workspace, "bytes", "--workspace")
+    ws = ranged_quantity(workspace, "bytes", "--workspace")  # 1e30B was priced; the bytes range stops at 1e21
+    if ws < 0:  # "-1GB" was refused as "workspace: workspace has a negative ..." (the engine's name, not the option)
+        raise InputError(f"{workspace[:40]!r} is negative", where="--workspace", allowed="a size >= 0, e.g. 1GB")
     training = {"micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len,
                 "precision": precision, "optimizer_bytes_per_param": optimizer_bytes,
                 "grad_bytes_per_param": grad_bytes}

@@ -40,6 +40,7 @@ from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.scaling import _batches, _check_split  # the sweep's own batch and split rules
 from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
 from scalemodel.errors import InputError
+from scalemodel.specs.runs import MAX_STEP_S, MIN_STEP_S
 
 #: Multiplier bounds (physical: no hardware part runs at a tenth of its spec, nor above twice it).
 MULT_BOUNDS = (0.1, 2.0)
@@ -155,6 +156,10 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
             raise InputError("the model gives no finite step time", where=where,
                              allowed="a layout that divides the model and the GPUs (check with `scalemodel predict`)")
         measured = r.step_time_s if r.step_time_s is not None else step * tokens / r.tokens_per_s
+        if r.step_time_s is None and not MIN_STEP_S <= measured <= MAX_STEP_S:  # a rate read as a step time
+            raise InputError(f"{r.tokens_per_s:.3g} tokens per second is a step of {measured:.3g} s (this run's "
+                             f"{step * tokens:.4g} tokens a step)", where=f"{where}: tokens_per_s",
+                             allowed=f"a rate that makes a step of {MIN_STEP_S:g} s to {MAX_STEP_S:g} s")
         reason = int(np.asarray(evaluate(job, grid, sync=r.strategy.sync).reason).ravel()[0])
         if reason:
             infeasible.append(f"run {r.label}: the model says this run could not run ({INFEASIBLE_REASONS[reason]}); "

@@ -7,7 +7,7 @@ from msgspec import Meta
 
 from scalemodel.errors import InputError
 from scalemodel.specs.base import Sourced, Spec, field_error
-from scalemodel.specs.quantities import Bandwidth, Bytes, FlopRate, Fraction, Watts
+from scalemodel.specs.quantities import Bandwidth, Bytes, FlopRate, Fraction, HalfPoint, Watts
 
 Precision = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
 PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
@@ -18,7 +18,7 @@ class GemmCurve(Spec, kw_only=True):
     """A GEMM efficiency curve for one input precision: gemm_max x prod(d / (d + gemm_half_dim))."""
 
     gemm_max: Annotated[Fraction, Meta(description="asymptotic fraction of this precision's peak for large GEMMs")]
-    gemm_half_dim: Annotated[float, Meta(gt=0, description="GEMM dimension at which its factor is one half")]
+    gemm_half_dim: Annotated[float, Meta(gt=0, le=1e6, description="GEMM dimension at which its factor is one half")]
     source: str = ""
 
 
@@ -30,8 +30,8 @@ class AttentionCurve(Spec, kw_only=True):
     peak, k keys per query, d the head dim (scalemodel.cost.compute.attention_kernel_efficiency)."""
 
     attn_max: Annotated[Fraction, Meta(description="fraction of the 16-bit peak for long sequences and wide heads")]
-    seq_half: Annotated[float, Meta(ge=0, description="keys per query at which the length factor is one half")]
-    head_half: Annotated[float, Meta(ge=0, description="head dim at which the head-dim factor is one half")]
+    seq_half: Annotated[HalfPoint, Meta(description="keys per query at which the length factor is one half")]
+    head_half: Annotated[HalfPoint, Meta(description="head dim at which the head-dim factor is one half")]
 
 
 class AttentionKernel(Spec, kw_only=True):
@@ -54,7 +54,7 @@ class ComputeEfficiency(Spec, kw_only=True):
     """
 
     gemm_max: Annotated[Fraction, Meta(description="asymptotic fraction of peak for large 16-bit GEMMs")]
-    gemm_half_dim: Annotated[float, Meta(gt=0, description="GEMM dimension at which its factor is one half")]
+    gemm_half_dim: Annotated[float, Meta(gt=0, le=1e6, description="GEMM dimension at which its factor is one half")]
     memory: Annotated[Fraction, Meta(description="achievable fraction of memory bandwidth")]
     fp8: Annotated[GemmCurve | None, Meta(description="fp8 GEMM curve; None uses the 16-bit curve")] = None
     source: str = ""
@@ -93,6 +93,11 @@ class AcceleratorSpec(Sourced, kw_only=True):
         if not self.peak_flops:
             raise field_error("peak_flops", "needs at least one precision",
                               "a mapping of precision to peak FLOP/s, e.g. bf16: 312 TFLOP/s")
+        if self.compute_units and self.collective_units and self.collective_units > self.compute_units:
+            # 500 of 132 SMs was priced as every SM busy (the share is clamped at 1) without a word
+            raise field_error("collective_units", f"{self.collective_units} is more than the chip's compute_units "
+                              f"{self.compute_units}", f"0 to {self.compute_units} (a collective's CTAs run on the "
+                                                       "chip's own compute units)")
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a training precision; bf16 falls back to fp16 (and vice versa) when absent."""

@@ -440,9 +440,37 @@ def convert(model: Any, data: Any) -> Any:
     try:
         return msgspec.convert(ready, model, strict=True)
     except msgspec.ValidationError as exc:
-        raise _from_msgspec(exc, ready) from None
+        raise _in_mapping(model, exc, ready) or _from_msgspec(exc, ready) from None
     finally:
         _validating.reset(token)
+
+
+def _in_mapping(model: Any, exc: msgspec.ValidationError, ready: Any) -> SpecError | None:
+    """The error inside a mapping's value, located at its key: msgspec names every key ``[...]``, so a bad
+    ``attention_efficiency.cudnn.fwd.attn_max`` was reported at ``attention_efficiency`` with the whole mapping
+    echoed (and cut before what is allowed). Each entry is converted alone (within the ongoing validation) to
+    find the one that fails; None when the error is not inside a mapping."""
+    m = _MESSAGE.match(str(exc))
+    path = (m.group(2) or "") if m else ""
+    if "[...]" not in path:
+        return None
+    loc = [p.group(1) if p.group(1) is not None else int(p.group(2))
+           for p in _PATH_PART.finditer(path[1:path.index("[...]")])]
+    mapping, t = _value_at(ready, loc), type_at(model, loc, ready)
+    while typing.get_origin(t) in (typing.Annotated, typing.Union, types.UnionType):
+        args = typing.get_args(t)
+        t = args[0] if typing.get_origin(t) is typing.Annotated else next(
+            (a for a in args if typing.get_origin(typing.get_args(a)[0] if typing.get_origin(a) is typing.Annotated
+                                                 else a) is dict), None)
+    if typing.get_origin(t) is not dict or not isinstance(mapping, dict):
+        return None
+    value_t = typing.get_args(t)[1]
+    for key, value in mapping.items():
+        try:
+            msgspec.convert(value, value_t, strict=True)
+        except msgspec.ValidationError as inner:
+            return (_in_mapping(value_t, inner, value) or _from_msgspec(inner, value)).located((*loc, key))
+    return None
 
 
 class _FieldsView:

@@ -22,7 +22,7 @@ class TierSpec(Sourced, kw_only=True):
     span: Annotated[int, Meta(gt=0, le=MAX_GPUS, description="GPUs reachable inside this tier (cumulative)")]
     bandwidth: Annotated[Bandwidth, Meta(description="line rate per GPU, per direction")]
     latency: Annotated[Seconds, Meta(description="per-message latency (alpha)")]
-    efficiency: Annotated[Fraction, Meta(description="achievable fraction of line rate, 0 < e <= 1")]
+    efficiency: Annotated[Fraction, Meta(description="achievable fraction of line rate, 1e-6 <= e <= 1")]
     oversubscription: Annotated[float, Meta(ge=1.0, le=1e6,
         description="taper of traffic leaving the tier below")] = 1.0
     in_network_reduction: Annotated[bool, Meta(description="SHARP / NVLS style reduction in switches")] = False

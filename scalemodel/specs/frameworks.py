@@ -282,11 +282,12 @@ _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recomput
                     "--num-virtual-stages-per-pipeline-rank",
                     "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout", "--ddp-bucket-size",
                     "--ddp-num-buckets", "--attention-backend",
-                    # read for strategy.moe_fp8_padding (who pads an fp8 run's tokens per expert: _moe_fp8_padding)
-                    "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
-                    "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
-                    # read for strategy.loss_impl (which cross-entropy runs: _loss_impl)
-                    "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl"}
+                    # read for strategy.moe_fp8_padding (who pads an fp8 run's tokens per expert: _moe_fp8_padding;
+                    # its switches are in _MEG_STORE_TRUE)
+                    "--moe-token-dispatcher-type",
+                    # read for strategy.loss_impl (which cross-entropy runs: _loss_impl; --cross-entropy-loss-fusion,
+                    # a switch, is in _MEG_STORE_TRUE)
+                    "--cross-entropy-fusion-impl"}
 
 
 def _loss_impl(args: dict[str, str | None], out: StrategyFile) -> None:
@@ -366,9 +367,12 @@ def _moe_fp8_padding(args: dict[str, str | None], moe: bool) -> bool:
 #: Megatron-LM's on/off flags (argparse ``action='store_true'``, megatron/training/arguments.py): they take no value.
 #: Megatron-LM's FSDP switches: not read (StrategyFile.unused says so), and no Megatron-Core DDP with them.
 _MEG_FSDP = ("--use-torch-fsdp2", "--use-megatron-fsdp")
+#: The switches read for strategy.moe_fp8_padding and strategy.loss_impl are store_true too (arguments.py,
+#: core_v0.15.0: --moe-grouped-gemm, --moe-use-legacy-grouped-gemm, --moe-router-padding-for-quantization (alias
+#: --moe-router-padding-for-fp8), --cross-entropy-loss-fusion): ``--cross-entropy-loss-fusion=false`` was read as on.
 _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
                                             "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
-                                            "--fp8-dot-product-attention"}
+                                            "--cross-entropy-loss-fusion", "--fp8-dot-product-attention"}
 _BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
 
 

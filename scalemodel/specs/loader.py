@@ -339,7 +339,14 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
             base_path = resolve(kind, parent, path.parent)
         except InputError as exc:
             raise exc.at(f"{path}: extends") from None
-        base = load_raw(kind, base_path, _chain=_chain + (key,))
+        try:
+            base = load_raw(kind, base_path, _chain=_chain + (key,))
+        except InputError as exc:  # the base file itself unreadable (a device, not UTF-8): say who named it
+            raise (exc.at(f"{path}: extends") if exc.where == str(base_path) else exc) from None
+        if isinstance(base.get("kind"), str) and isinstance(data.get("kind"), str) and base["kind"] != data["kind"]:
+            # a cluster extending a transformer file was merged field by field and refused as "unknown key 'layers'"
+            raise InputError(f"{parent[:200]!r} is a {base['kind'][:40]} spec, this file a {data['kind'][:40]} spec",
+                             where=f"{path}: extends", allowed=f"a {data['kind'][:40]} spec to derive from")
         data = _merge(base, data)
     return data
 
@@ -497,6 +504,10 @@ def validation_error(exc: SpecError, model: Any, path: Path | None, node: yaml.N
         allowed = "add it (see `scalemodel schema` for every field)"
     elif exc.kind == "type" and exc.value is not _NO_VALUE:
         msg = f"{msg} (got {exc.value!r})"
+    elif exc.kind == "value" and not allowed and "; " in msg:
+        # a rule's own "what; allowed" text: kept apart so that InputError cuts a long echoed value from the
+        # what, never the allowed (a 400-character tier name left "...nnn..." and no rule)
+        msg, _, allowed = msg.rpartition("; ")
     if not allowed and loc and not (exc.kind == "value" and "; " in msg):  # say what the field takes (type, range)
         t = type_at(model, loc, data)
         if t is not None and not _spec_classes_only(t, exc.kind):

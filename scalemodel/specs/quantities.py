@@ -106,4 +106,10 @@ else:
     Watts = _quantity("power", "watts", gt=0)
     PricePerHour = _quantity("price_rate", "USD per GPU-hour (stored as USD/s)", ge=0)
     Count = _quantity("count", "a count, e.g. 175B, 300e9", gt=0)
-Fraction = Annotated[float, Meta(gt=0, le=1)]
+#: An efficiency (a fraction of a peak or a line rate). At least one millionth: 1e-320 (a subnormal, > 0) made every
+#: time it divides infinite, refused later by a cost function that named itself, not the field; no hardware runs
+#: at a millionth of its peak, and every time stays finite (1e6 x the ideal at most per factor).
+Fraction = Annotated[float, Meta(ge=1e-6, le=1)]
+#: A curve's half-efficiency point (GEMM dimension, attention keys or head dim): at most 1e6, 1000x past any fitted
+#: one (up to 609, hardware/accelerators); 1e308 made an efficiency of 1e-306 and a step of 1e302 s.
+HalfPoint = Annotated[float, Meta(ge=0, le=1e6)]

@@ -59,7 +59,10 @@ def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="runs file")
     name = str(path)
     if path.suffix.lower() == ".csv":
-        reader = csv.reader(io.StringIO(text))
+        # newline=None: universal newlines, so a file saved with bare CR line ends (classic Mac, some spreadsheet
+        # exports) reads as rows, not "new-line character seen in unquoted field - do you need to open the file in
+        # universal-newline mode?"
+        reader = csv.reader(io.StringIO(text, newline=None))
         try:
             lines = [r for r in reader if any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
         except csv.Error as exc:  # e.g. a cell over the csv module's 128 KiB field limit
@@ -119,12 +122,18 @@ def _measurement(row: dict[str, Any], where: str) -> tuple[float | None, float |
 #: The shortest step time a run may report: far below any training step (a kernel launch takes microseconds),
 #: and far enough above the float range's bottom that the fit's ratios stay finite.
 MIN_STEP_S = 1e-6
+#: The longest: 1e12 s (the bound step_time has always had), for a step derived from a rate as well
+#: (tokens_per_s, a DeepSpeed log's samples per second), where 1e-300 tokens/s made a step of 1e305 s.
+MAX_STEP_S = 1e12
 
 
 def _plausible(step: float | None, tokens: float | None, where: str) -> tuple[float | None, float | None]:
     if step is not None and step < MIN_STEP_S:
         raise InputError(f"a step time of {step:.3g} s is shorter than any training step", where=where,
                          allowed=f"a step time of at least {MIN_STEP_S:g} s")
+    if step is not None and step > MAX_STEP_S:
+        raise InputError(f"a step time of {step:.3g} s is longer than any training step", where=where,
+                         allowed=f"a step time of at most {MAX_STEP_S:g} s")
     if tokens is not None and tokens > 1e12:
         raise InputError(f"{tokens:.3g} tokens per second is beyond any training job", where=where,
                          allowed="at most 1e12 tokens per second")

@@ -19,6 +19,7 @@ import yaml
 
 from scalemodel.errors import InputError
 from scalemodel.specs import files, yamlread
+from scalemodel.specs.quantities import outside_range, range_text
 from scalemodel.units import parse_quantity
 
 MAX_LIST_ITEMS = 100_000  # as a YAML list (a JSON list of numbers has no item limit beyond the size)
@@ -51,7 +52,9 @@ def read_samples(path: str | Path) -> list[float]:
     text = files.read_text(path, limit=files.MAX_SAMPLES_BYTES, what="samples file")
     stripped = text.lstrip()
     items: list[tuple[str, Any]] = []
-    if stripped.startswith("[") or stripped.startswith("-"):
+    # a YAML block list: "- " (a dash and a blank); "-0" or "-1" on the first line is a value, refused below as
+    # not positive (it was read as a list and refused as "expected a list of step times")
+    if stripped.startswith("[") or stripped[:2] in ("-", "- ", "-\t", "-\n", "-\r"):
         items = _items_of_list(text, name)
     else:
         for i, raw in enumerate(text.splitlines(), start=1):
@@ -67,6 +70,9 @@ def read_samples(path: str | Path) -> list[float]:
         if not (math.isfinite(x) and x > 0):
             raise InputError(f"step time {str(v)[:40]!r} must be a positive finite time", where=where,
                              allowed="a number of seconds > 0 or e.g. 950ms")
+        why = outside_range(x, "time")  # 1e308 s made the mean infinite ("error: stragglers: mean: ...")
+        if why is not None:
+            raise InputError(f"step time {why}", where=where, allowed=f"a step time within {range_text('time')}")
         values.append(x)
     if not values:
         raise InputError("no step times found", where=name, allowed="at least one measured step time")

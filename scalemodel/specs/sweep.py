@@ -31,8 +31,13 @@ from scalemodel.specs.base import MAX_GPUS, Spec, field_error
 from scalemodel.specs.loader import read_document, resolve, validate
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 
-#: The most grid points one sweep file may describe (a typo guard: 1e6 plans is days of CPU).
-MAX_POINTS = 1_000_000
+#: The most grid points one sweep file may describe, and the most of them `best` (a typo guard, sized from what a
+#: point costs: a fixed strategy ~19 ms of CPU and ~2.8 KB of table row held until the end, a `best` point a whole
+#: plan, 0.25-1 s (gpt-1.7b to gpt3-175b, one core). 1,000,000 points, the bound before, was 5 CPU-hours and ~3 GB
+#: of rows as fixed strategies, days as `best`: a sweep that neither finished nor said why. 100,000 fixed points
+#: is ~30 CPU-minutes and ~280 MB, 10,000 plans ~1-3 CPU-hours; a larger study is several sweeps.
+MAX_POINTS = 100_000
+MAX_PLAN_POINTS = 10_000
 
 
 class SweepStrategy(StrategySpec, kw_only=True):
@@ -71,9 +76,32 @@ class SweepSpec(Spec, kw_only=True):
         if any(not 0 < n <= MAX_GPUS for n in self.gpus):
             raise field_error("gpus", f"GPU counts must be integers from 1 to {MAX_GPUS:.0e}",
                               f"a list of counts, each from 1 to {MAX_GPUS:.0e}")
+        # a repeated entry runs every point it spans again and prints the same rows twice (``strategies: [best,
+        # best, ...]`` x 1000 GPU counts was 1,000,000 plans of 1,000 distinct ones)
+        for name, values in (("models", self.models), ("clusters", self.clusters), ("gpus", self.gpus)):
+            _no_repeat(name, [(str(v), repr(v if isinstance(v, int) else str(v)[:60])) for v in values])
+        _no_repeat("strategies", [("best", "best") if st == "best" else
+                                  (msgspec.json.encode(st).decode(), "the same strategy") for st in self.strategies])
+        _no_repeat("strategies", [(st.label, f"label {st.label!r}") if st != "best" and st.label else (f"#{i}", "")
+                                  for i, st in enumerate(self.strategies)])
 
     def size(self) -> int:
         return len(self.models) * len(self.clusters) * len(self.gpus) * len(self.strategies)
+
+    def plan_points(self) -> int:
+        """Points that run the planner (a `best` strategy)."""
+        return len(self.models) * len(self.clusters) * len(self.gpus) * sum(s == "best" for s in self.strategies)
+
+
+def _no_repeat(field: str, entries: list[tuple[str, str]]) -> None:
+    """Refuse the second of two equal entries (key, how the error shows it) of a list field."""
+    seen: dict[str, int] = {}
+    for i, (key, shown) in enumerate(entries):
+        if key in seen:
+            raise field_error(field, f"{field}[{i}]: {shown} repeats {field}[{seen[key]}]",
+                              "each entry once (a repeat runs the same points again)"
+                              + ("; distinct labels" if field == "strategies" else ""))
+        seen[key] = i
 
 
 def load_sweep(path: str | Path) -> tuple[SweepSpec, dict[str, Path], dict[str, Path]]:
@@ -92,6 +120,10 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, dict[str, Path], dict[str, 
     if spec.size() > MAX_POINTS:
         raise InputError(f"the grid has {spec.size():,} points", where=f"{p}",
                          allowed=f"at most {MAX_POINTS:,} (split the study into several sweeps)")
+    if spec.plan_points() > MAX_PLAN_POINTS:
+        raise InputError(f"the grid has {spec.plan_points():,} best points, each a whole plan (0.25-1 s of CPU)",
+                         where=f"{p}: strategies", allowed=f"at most {MAX_PLAN_POINTS:,} best points (split the study "
+                                                           "into several sweeps, or fix some strategies)")
     models = {_key(m, "models", p): resolve("workload", m, p.parent) for m in spec.models}
     clusters = {_key(c, "clusters", p): resolve("cluster", c, p.parent) for c in spec.clusters}
     return spec, models, clusters

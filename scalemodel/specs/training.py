@@ -301,8 +301,9 @@ class StrategySpec(Spec, kw_only=True):
 
     def _check(self) -> None:
         if self.recompute_modules and Recompute.parse(self.recompute) != Recompute.SELECTIVE:
-            raise ValueError(f"recompute_modules={self.recompute_modules!r} needs recompute: selective (got "
-                             f"{self.recompute!r}); add recompute: selective, or leave recompute_modules out")
+            shown = self.recompute_modules if len(self.recompute_modules) <= 80 else self.recompute_modules[:77] + "..."
+            raise field_error("recompute_modules", f"{shown!r} needs recompute: selective (got {self.recompute!r})",
+                              "add recompute: selective, or leave recompute_modules out")
         zero = Zero.parse(self.zero)
         # zero 0 is also what a strategy that never named zero gets: say so, and that zero is to be given too
         # (neither predict nor plan picks a ZeRO mode for a switch: FSDP and ZeRO-3 price different traffic)

@@ -85,6 +85,17 @@ class StrictConstructor(SafeConstructor):
     def construct_core_bool(self, node: yaml.ScalarNode) -> bool:
         return str(self.construct_scalar(node)).lower() == "true"
 
+    def construct_core_str(self, node: yaml.ScalarNode) -> str:
+        """A string, refused where it holds a character the YAML reader refuses written raw (NUL, ESC, the other
+        controls but tab and line breaks): ``"\\x1b[31m"`` escaped in double quotes reached a sweep label, and
+        so the user's terminal, as an escape sequence."""
+        text = str(self.construct_scalar(node))
+        bad = yaml.reader.Reader.NON_PRINTABLE.search(text)
+        if bad:
+            raise Refused(f"character U+{ord(bad.group()):04X} (written as an escape) is not allowed in a string",
+                          node.start_mark, "printable text (no NUL or control characters; tab and newline are fine)")
+        return text
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
@@ -105,6 +116,7 @@ class StrictConstructor(SafeConstructor):
 StrictConstructor.add_constructor("tag:yaml.org,2002:int", StrictConstructor.construct_core_int)  # type: ignore[type-var]
 StrictConstructor.add_constructor("tag:yaml.org,2002:float", StrictConstructor.construct_core_float)  # type: ignore[type-var]
 StrictConstructor.add_constructor("tag:yaml.org,2002:bool", StrictConstructor.construct_core_bool)  # type: ignore[type-var]
+StrictConstructor.add_constructor("tag:yaml.org,2002:str", StrictConstructor.construct_core_str)  # type: ignore[type-var]
 
 
 class BoundedComposer(Composer):
