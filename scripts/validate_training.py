@@ -1322,7 +1322,7 @@ def main(argv: list[str] | None = None) -> int:
     results, listed, n_orig = validate_all()
     summ = summary(results)
     if "--json" in args:
-        rows = [{k: v for k, v in asdict(r).items() if k != "strategy"} for r in results]
+        rows = [{k: v for k, v in asdict(r).items() if k not in ("strategy", "training")} for r in results]
         doc = {"schema_version": 1, "target": TARGET, "results": rows,
                "not_expressible": [asdict(n) for n in listed], "summary": summ,
                "original": stats(results[:n_orig])}
