@@ -243,8 +243,12 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--use-tp-pp-dp-mapping": ("strategy", "layout", "tp-cp-pp-dp"),
                "--overlap-grad-reduce": ("strategy", "overlap", True),
                "--tp-comm-overlap": ("strategy", "tp_comm_overlap", True),
-               # Megatron-LM 3f652469 (2021-09-02) .. : "Disable asynchronous execution of tensor-model-parallel
-               # all-reduce with weight gradient compuation of a column-linear layer"
+               # NVIDIA/Megatron-LM megatron/arguments.py: a switch (store_true at 3f652469, 2021-09-02, "Disable
+               # asynchronous execution of tensor-model-parallel all-reduce with weight gradient compuation of a
+               # column-linear layer"; store_false, dest async_tensor_model_parallel_allreduce, from 2022, e.g.
+               # 23.04). With --sequence-parallel it is not read (_megatron). Since 5fffdfc7 (2024-04-29,
+               # core_r0.8.0) its help is "DEPRECATED. This flag is ignored." and 639c08ab (2026-01-29,
+               # core_v0.16.0) removed it: read as the releases that honoured it
                "--no-async-tensor-model-parallel-allreduce": ("strategy", "tp_async_allreduce", False),
                "--overlap-param-gather": ("strategy", "overlap_param_gather", True),
                "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
@@ -368,6 +372,10 @@ def _moe_fp8_padding(args: dict[str, str | None], moe: bool) -> bool:
 _MEG_FSDP = ("--use-torch-fsdp2", "--use-megatron-fsdp")
 _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
                                             "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
+                                            # not in NVIDIA/Megatron-LM's argparse (TransformerConfig
+                                            # .fp8_dot_product_attention has no CLI argument: arguments.py at
+                                            # d98e8a64 lists it under "no CLI argument exists for these", and no
+                                            # tag or branch defines it); forks' launch scripts pass it alone
                                             "--fp8-dot-product-attention"}
 _BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
 
@@ -449,6 +457,13 @@ def _megatron(text: str, out: StrategyFile) -> None:
     for name, (where, key, switched) in _MEG_SWITCH.items():
         if name in args:
             getattr(out, where)[key] = switched
+    if "--no-async-tensor-model-parallel-allreduce" in args and "--sequence-parallel" in args:
+        # Megatron's sequence-parallel backward launches each reduce-scatter with async_op=True before the
+        # weight-gradient GEMM whatever this flag says (validate_args turns the all-reduce flag off with it;
+        # megatron/core/tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication.backward, core_r0.5.0)
+        del out.strategy["tp_async_allreduce"]
+        out.unused.append("--no-async-tensor-model-parallel-allreduce with --sequence-parallel (Megatron's "
+                          "sequence-parallel reduce-scatters run under the weight-gradient GEMMs regardless)")
     if "--bf16" in args and "--grad-reduce-in-bf16" not in args:
         # the data-parallel gradient reduction dtype: Megatron-LM's validate_args sets
         # accumulate_allreduce_grads_in_fp32 for --bf16 unless --grad-reduce-in-bf16 (megatron/training/arguments.py;
