@@ -721,6 +721,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         out.training.setdefault("grad_bytes_per_param", 4.0)
         out.strategy["fsdp_per_param"] = True  # fully_shard is FSDP2 (torchtitan apply_fsdp): its copies
     _titan_loss(data, training, par, out)
+    _titan_layer(data, training, out)
     if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset
         if _int(par["pipeline_parallel_layers_per_stage"], "parallelism.pipeline_parallel_layers_per_stage") == 0:
             raise InputError("expected at least 1, got 0", where="parallelism.pipeline_parallel_layers_per_stage",
@@ -766,13 +767,31 @@ def _titan_loss(data: dict[str, Any], training: dict[str, Any], par: dict[str, A
     disable_lp = par.get("disable_loss_parallel", False)
     if int(out.strategy.get("tp", 1)) > 1 and not _bool(disable_lp, "parallelism.disable_loss_parallel"):
         return
+    out.strategy["loss_impl"] = "inductor" if _titan_compiled(data, training, "loss") else "torch"
+
+
+def _titan_compiled(data: dict[str, Any], training: dict[str, Any], component: str) -> bool:
+    """Whether torchtitan compiles ``component`` ("model" or "loss"): ``[compile] enable`` with it in ``components``
+    (default ["model", "loss"], HEAD b5bcd76c6 config/configs.py ``CompileConfig``), else ``[training] compile``
+    (pytorch/torchtitan@e7c0cae config_manager.py, default false), which compiles both."""
     section = data.get("compile")
     if isinstance(section, dict) and "enable" in section:
         parts = section.get("components", ["model", "loss"])
-        compiled = _bool(section["enable"], "compile.enable") and isinstance(parts, list) and "loss" in parts
-    else:
-        compiled = _bool(training.get("compile", False), "training.compile")
-    out.strategy["loss_impl"] = "inductor" if compiled else "torch"
+        return _bool(section["enable"], "compile.enable") and isinstance(parts, list) and component in parts
+    return _bool(training.get("compile", False), "training.compile")
+
+
+def _titan_layer(data: dict[str, Any], training: dict[str, Any], out: StrategyFile) -> None:
+    """A torchtitan run's layer memory-bound ops (strategy layer_impl, docs/model.md#layer-eltwise): torchtitan's
+    Llama TransformerBlock, priced as compiled per block (layer_impl torchtitan, torchtitan@e7c0cae
+    models/llama3/model.py, parallelize.py apply_compile), as scripts/validate_training.py LAYER_IMPL prices every
+    torchtitan row. Without the model compiled the eager block runs its ops unfused, which no layer_impl counts:
+    the compiled count stays, and ``unused`` says so."""
+    out.strategy["layer_impl"] = "torchtitan"
+    if not _titan_compiled(data, training, "model"):
+        out.unused.append("model not compiled (training.compile / compile.enable): the eager block's memory-bound "
+                          "ops priced as layer_impl torchtitan's compiled fusions (an eager torchtitan block is not "
+                          "counted apart)")
 
 
 def _titan_selective_ac(option: Any, out: StrategyFile) -> None:
