@@ -118,7 +118,8 @@ def test_megatron_block_recompute_is_read(tmp_path: Path) -> None:
     sf = read_strategy_file(f)
     assert "tp_async_allreduce" not in sf.strategy and sf.strategy["sequence_parallel"] is True
     assert any(u.startswith("--no-async-tensor-model-parallel-allreduce with --sequence-parallel") for u in sf.unused)
-    for given in ("--no-async-tensor-model-parallel-allreduce=false", "--no-async-tensor-model-parallel-allreduce true"):
+    for given in ("--no-async-tensor-model-parallel-allreduce=false",
+                  "--no-async-tensor-model-parallel-allreduce true"):
         f.write_text(f"--tensor-model-parallel-size 8 {given}\n")  # a switch: argparse refuses a value
         with pytest.raises(InputError, match="a switch takes no value"):
             read_strategy_file(f)

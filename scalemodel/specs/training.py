@@ -207,9 +207,10 @@ class StrategySpec(Spec, kw_only=True):
         "the weight-gradient GEMMs"))] = False
     tp_async_allreduce: Annotated[bool, Meta(description=(
         "the backward pass's tensor-parallel collectives run under the weight-gradient GEMMs (Megatron-LM's "
-        "asynchronous TP all-reduce, added in cf7efd4f and on by default since 3f652469, 2021-09-02); false: each runs after its linear "
-        "layer's whole backward and is exposed (Megatron-LM before it, microsoft/Megatron-DeepSpeed in 2021, "
-        "bigscience-workshop/Megatron-DeepSpeed); with tp_comm_overlap the userbuffers overlap applies instead"
+        "asynchronous TP all-reduce, added in cf7efd4f and on by default since 3f652469, 2021-09-02); false: each "
+        "runs after its linear layer's whole backward and is exposed (Megatron-LM before it, "
+        "microsoft/Megatron-DeepSpeed in 2021, bigscience-workshop/Megatron-DeepSpeed); with tp_comm_overlap the "
+        "userbuffers overlap applies instead"
     ))] = True
     overlap_param_gather: Annotated[bool, Meta(description=(
         "zero 1/2 (distributed optimizer): the parameter all-gather runs under the next step's first forward pass "
