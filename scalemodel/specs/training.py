@@ -209,7 +209,8 @@ class StrategySpec(Spec, kw_only=True):
         "the backward pass's tensor-parallel collectives run under the weight-gradient GEMMs (Megatron-LM's "
         "asynchronous TP all-reduce, added in cf7efd4f and on by default since 3f652469, 2021-09-02); false: each "
         "runs after its linear layer's whole backward and is exposed (Megatron-LM before it, "
-        "microsoft/Megatron-DeepSpeed in 2021, bigscience-workshop/Megatron-DeepSpeed); with tp_comm_overlap the "
+        "microsoft/Megatron-DeepSpeed in 2021, bigscience-workshop/Megatron-DeepSpeed); with sequence_parallel the "
+        "reduce-scatters stay under them either way (Megatron launches them async); with tp_comm_overlap the "
         "userbuffers overlap applies instead"
     ))] = True
     overlap_param_gather: Annotated[bool, Meta(description=(
