@@ -721,7 +721,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         out.training.setdefault("grad_bytes_per_param", 4.0)
         out.strategy["fsdp_per_param"] = True  # fully_shard is FSDP2 (torchtitan apply_fsdp): its copies
     _titan_loss(data, training, par, out)
-    _titan_layer(data, training, out)
+    _titan_layer(out)
     if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset
         if _int(par["pipeline_parallel_layers_per_stage"], "parallelism.pipeline_parallel_layers_per_stage") == 0:
             raise InputError("expected at least 1, got 0", where="parallelism.pipeline_parallel_layers_per_stage",
@@ -781,17 +781,13 @@ def _titan_compiled(data: dict[str, Any], training: dict[str, Any], component: s
     return _bool(training.get("compile", False), "training.compile")
 
 
-def _titan_layer(data: dict[str, Any], training: dict[str, Any], out: StrategyFile) -> None:
+def _titan_layer(out: StrategyFile) -> None:
     """A torchtitan run's layer memory-bound ops (strategy layer_impl, docs/model.md#layer-eltwise): torchtitan's
     Llama TransformerBlock, priced as compiled per block (layer_impl torchtitan, torchtitan@e7c0cae
     models/llama3/model.py, parallelize.py apply_compile), as scripts/validate_training.py LAYER_IMPL prices every
-    torchtitan row. Without the model compiled the eager block runs its ops unfused, which no layer_impl counts:
-    the compiled count stays, and ``unused`` says so."""
+    torchtitan row, compiled or not (an eager torchtitan block, whose ops run unfused, is not counted apart: an
+    approximation, as validation's titan24 rows)."""
     out.strategy["layer_impl"] = "torchtitan"
-    if not _titan_compiled(data, training, "model"):
-        out.unused.append("model not compiled (training.compile / compile.enable): the eager block's memory-bound "
-                          "ops priced as layer_impl torchtitan's compiled fusions (an eager torchtitan block is not "
-                          "counted apart)")
 
 
 def _titan_selective_ac(option: Any, out: StrategyFile) -> None:
