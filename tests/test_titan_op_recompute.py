@@ -30,6 +30,10 @@ GM, D0, MEM, HBM = 0.75, 96.0, 0.85, 3e12
 LLAMA = shape(layers=2, hidden=1024, heads=8, kv_heads=2, vocab=1000, gated_mlp=True, ffn_hidden=2816)
 T, H, F = 1024, 1024, 2816
 TITAN = memory.recompute_modules_code("titan_op")
+#: bytes per token of the default layer_impl's (megatron_te) attention-side forward copies for this RoPE + GQA
+#: block (docs/model.md#layer-eltwise), Q = 8 x 128 = 1024, K = V = 2 x 128 = 256: fused RoPE on q and k
+#: 2 eb (Q + K), q, k, v made contiguous 2 eb (Q + K + V), the GQA query reshape copy 2 eb Q
+QKV_COPIES = lambda eb: 2 * eb * (1024 + 256) + 2 * eb * (1024 + 256 + 256) + 2 * eb * 1024  # noqa: E731
 
 
 def _gemm(m: float, n: float, k: float, peak: float, eb: float) -> float:
@@ -46,10 +50,11 @@ def _layer(mods: int, peak: float, eb: float, sh: Any = LLAMA, rec: str = "selec
 @pytest.mark.parametrize(("peak", "eb"), [(1000e12, 2.0), (2000e12, 1.0)], ids=["bf16", "fp8"])
 def test_layer_recompute_time_by_hand(peak: float, eb: float) -> None:
     """Recompute = the forward's memory-bound bytes (2 norms 4 eb X, 2 dropout + residual 2 (3 eb + 1) X, SwiGLU
-    3 eb T f; X = T h) at HBM x efficiency + the GEMMs wk T x 256 x 1024, wo T x 1024 x 1024, w3 T x 2816 x 1024;
-    the attention core is not repeated (titan_op alone), and is when core_attn is named with it."""
+    3 eb T f, the RoPE / layout / GQA copies T QKV_COPIES; X = T h) at HBM x efficiency + the GEMMs wk T x 256 x
+    1024, wo T x 1024 x 1024, w3 T x 2816 x 1024; the attention core is not repeated (titan_op alone), and is when
+    core_attn is named with it."""
     X = T * H
-    mem = (4 * eb * X + 2 * (3 * eb + 1) * X + 3 * eb * T * F) / (HBM * MEM)
+    mem = (4 * eb * X + 2 * (3 * eb + 1) * X + 3 * eb * T * F + T * QKV_COPIES(eb)) / (HBM * MEM)
     gemms = _gemm(T, 256, H, peak, eb) + _gemm(T, H, 1024, peak, eb) + _gemm(T, F, H, peak, eb)
     lt = _layer(TITAN, peak, eb)
     assert float(lt.recompute) == pytest.approx(mem + gemms, rel=1e-12)
@@ -65,7 +70,7 @@ def test_ungated_mlp_repeats_no_mlp_gemm() -> None:
     """Ungated: the MLP's mms are up (count 5, saved) and down (6), whose output only the residual sum reads."""
     sh = shape(layers=2, hidden=1024, heads=8, kv_heads=2, vocab=1000, gated_mlp=False, ffn_hidden=4096)
     X = T * H
-    mem = (4 * 2 * X + 2 * 7 * X + 2 * 2 * T * 4096) / (HBM * MEM)
+    mem = (4 * 2 * X + 2 * 7 * X + 2 * 2 * T * 4096 + T * QKV_COPIES(2)) / (HBM * MEM)
     gemms = _gemm(T, 256, H, 1000e12, 2) + _gemm(T, H, 1024, 1000e12, 2)
     assert float(_layer(TITAN, 1000e12, 2.0, sh).recompute) == pytest.approx(mem + gemms, rel=1e-12)
 
