@@ -337,8 +337,8 @@ def test_original_fifteen_unchanged() -> None:
     assert [n.id for n in listed if n.id in skipped] == skipped
     s = mod.stats(results[:n_orig])
     # median bound raised 0.04 -> 0.045: Narayanan 2021 / Korthikanti 2022 priced with Megatron-LM's own memory-bound
-    # ops (layer_impl megatron_legacy) and the A100 in-layer factor refitted 0.893 -> 0.901: 3.6 % -> 4.1 %, worst 9.5 %,
-    # then 7.8 % with Narayanan 2021's synchronous TP all-reduce (tp_async_allreduce false)
+    # ops (layer_impl megatron_legacy) and the A100 in-layer factor refitted 0.893 -> 0.901: 3.6 % -> 4.1 %, worst
+    # 9.5 %, then 7.8 % with Narayanan 2021's synchronous TP all-reduce (tp_async_allreduce false)
     assert s["median_abs_error"] <= 0.045 and s["worst_abs_error"] <= 0.10  # 4.1 % and 7.8 % (4.9 / 10.4 before)
 
 
