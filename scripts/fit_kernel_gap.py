@@ -34,9 +34,10 @@ worst residual; the joint fit's significance (nested F test, 95 % profile range 
 our two eager H200 sources together): fit on the other sources, residuals of the left-out one; two alternatives
 to tau (an elementwise excess beta; the eager layer's memory-bound kernels at their measured times).
 
-Finding (docs/model.md "Per-kernel fixed cost"), kernel-curve cores: H200's joint tau is 6.9 us, plausible, but not
-supported (F(1, 13) = 1.48, p = 0.25, 95 % range 0-17.8 us; no left-out source predicted better with it); A100
-and H100 still want 67.5 / 41.5 us, 6-7x their cards' measured per-kernel cost, and H100's tau does not carry
+Finding (docs/model.md "Per-kernel fixed cost"), kernel-curve cores, each point's memory-bound ops counted from its
+implementation (RECORDED): H200's joint tau is 4.9 us, plausible, but not supported (F(1, 13) = 0.94, p = 0.35,
+95 % range 0-14.7 us; no left-out source predicted better with it; 6.9 us, p = 0.25 with one fused count); A100
+and H100 still want 65.0 / 45.5 us, 6-7x their cards' measured per-kernel cost, and H100's tau does not carry
 from one of its sources to the other. Not adopted: the step model has no per-kernel term.
 
 Usage: python scripts/fit_kernel_gap.py [--json] [--check] [--gemm-core]

@@ -121,3 +121,9 @@ def test_megatron_fp8_dot_product_attention_flag(tmp_path: Path) -> None:
     f.write_text("--fp8-dot-product-attention\n")
     sf = read_strategy_file(f)
     assert "fp8_attention" not in sf.training and any("without --fp8-format" in u for u in sf.unused)
+    from scalemodel.errors import InputError
+
+    for given in ("--fp8-dot-product-attention=true", "--fp8-dot-product-attention false"):
+        f.write_text(f"--fp8-format hybrid {given}\n")  # a switch, as the forks' scripts pass it: no value
+        with pytest.raises(InputError, match="a switch takes no value"):
+            read_strategy_file(f)

@@ -113,6 +113,16 @@ def test_megatron_block_recompute_is_read(tmp_path: Path) -> None:
     assert "tp_async_allreduce" not in sf.strategy  # Megatron's default since 2021-09: asynchronous
     f.write_text("--tensor-model-parallel-size 8 --no-async-tensor-model-parallel-allreduce\n")
     assert read_strategy_file(f).strategy["tp_async_allreduce"] is False
+    # with --sequence-parallel Megatron's reduce-scatters run async under the wgrad GEMMs whatever the flag says
+    f.write_text("--tensor-model-parallel-size 8 --sequence-parallel --no-async-tensor-model-parallel-allreduce\n")
+    sf = read_strategy_file(f)
+    assert "tp_async_allreduce" not in sf.strategy and sf.strategy["sequence_parallel"] is True
+    assert any(u.startswith("--no-async-tensor-model-parallel-allreduce with --sequence-parallel") for u in sf.unused)
+    for given in ("--no-async-tensor-model-parallel-allreduce=false",
+                  "--no-async-tensor-model-parallel-allreduce true"):
+        f.write_text(f"--tensor-model-parallel-size 8 {given}\n")  # a switch: argparse refuses a value
+        with pytest.raises(InputError, match="a switch takes no value"):
+            read_strategy_file(f)
 
 
 # ------------------------------------------------------------------ TP comm overlap

@@ -90,14 +90,15 @@ def test_torchtitan_tomls() -> None:
     # selective_ac_option "op": torchtitan's op-level policy (was the Megatron core_attn default before titan_op);
     # compile = false at tp 1: the eager F.cross_entropy(pred.float())
     # FSDP is FSDP2's fully_shard: its copy-out / copy-in around the collectives (fsdp_per_param)
+    # torchtitan's TransformerBlock: layer_impl torchtitan (priced as compiled whether or not it is)
     assert sf.strategy == {"tp": 1, "pp": 1, "cp": 1, "zero": "fsdp", "fsdp_per_param": True, "recompute": "selective",
-                           "recompute_modules": "titan_op", "loss_impl": "torch"}
+                           "recompute_modules": "titan_op", "loss_impl": "torch", "layer_impl": "torchtitan"}
     sf = read("torchtitan_llama3_70b.toml")
     assert sf.training == {"micro_batch": 2, "global_batch": 256, "seq_len": 8192, "precision": "bf16",
                            "grad_bytes_per_param": 4.0}
     # fsdp_reshard_after_forward "default" (not set) with pipeline parallelism: torchtitan does not reshard
     assert sf.strategy == {"tp": 8, "pp": 4, "cp": 1, "zero": "fsdp", "schedule": "interleaved:2", "recompute": "full",
-                           "fsdp_reshard_after_forward": False, "fsdp_per_param": True}
+                           "fsdp_reshard_after_forward": False, "fsdp_per_param": True, "layer_impl": "torchtitan"}
     assert any("Interleaved1F1B" in u for u in sf.unused)
 
 
@@ -139,7 +140,8 @@ def _predict(cli, *args: str) -> dict:  # type: ignore[no-untyped-def, type-arg]
       "--micro-batch", "2", "--global-batch", "256", "--seq-len", "8192", "--precision", "bf16",
       "--set", "strategy.fsdp_reshard_after_forward=false",  # torchtitan's default with PP
       "--set", "training.grad_bytes_per_param=4",  # its only FSDP reduce dtype, float32
-      "--set", "strategy.fsdp_per_param=true"]),  # FSDP2's fully_shard
+      "--set", "strategy.fsdp_per_param=true",  # FSDP2's fully_shard
+      "--set", "strategy.layer_impl=torchtitan"]),  # torchtitan's TransformerBlock
     ("llama3-70b", "256", "strategy.yaml",
      ["--tp", "8", "--pp", "4", "--zero", "1", "--recompute", "selective", "--sequence-parallel", "--schedule",
       "interleaved:2", "--micro-batch", "2", "--global-batch", "512", "--seq-len", "4096", "--precision", "bf16"]),
@@ -252,7 +254,9 @@ def test_torchtitan_reduce_dtype_sets_the_gradient_width(tmp_path: Path) -> None
 def test_torchtitan_loss_follows_compile(tmp_path: Path, text: str, impl: str | None) -> None:
     f = tmp_path / "t.toml"
     f.write_text(text)
-    assert read_strategy_file(f).strategy.get("loss_impl") == impl
+    sf = read_strategy_file(f)
+    assert sf.strategy.get("loss_impl") == impl
+    assert sf.strategy["layer_impl"] == "torchtitan"  # torchtitan's block either way
 
 
 def test_torchtitan_bad_compile_switch(tmp_path: Path) -> None:

@@ -125,6 +125,28 @@ def test_synchronous_tp_allreduce_exposes_the_backward_ones(a100, gpt) -> None: 
     assert val(sync.step_time) >= val(asyn.step_time)
 
 
+def test_sequence_parallel_backward_is_async_whatever_the_flag(a100, gpt) -> None:  # type: ignore[no-untyped-def]
+    """With sequence parallelism Megatron launches each backward reduce-scatter async_op=True before the wgrad GEMM
+    whatever --no-async-tensor-model-parallel-allreduce says (core_r0.5.0 tensor_parallel/layers.py): per layer
+    2 forward (AG + RS) exposed and 2 backward under the weight-gradient GEMMs,
+    m (L 2 c + max(L 2 c - wgrad, 0)), c = RS + AG of b*s*h*2 bytes over 8 ranks, the flag on or off."""
+    b, s, h, L = 2, gpt.seq_len, gpt.hidden, gpt.layers
+    job = job_for(a100, gpt, global_batch=8, micro_batch=b)
+    c = sum(val(coll.collective_time(k, b * s * h * 2.0, 8, job.network, stride=1))
+            for k in ("reducescatter", "allgather"))
+    layer = compute.layer_compute_time(job.shape, micro_batch=b, seq_len=s, peak_flops=job.peak_flops,
+                                       memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max,
+                                       gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency,
+                                       tp=8, sequence_parallel=True, flash_attention=True)
+    wgrad = L * val(layer.forward_gemm)
+    m = 8 // b
+    expected = m * (L * 2 * c + max(L * 2 * c - wgrad, 0.0))
+    for flag in (True, False):
+        _, res = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, sequence_parallel=True,
+                     tp_async_allreduce=flag)
+        assert val(res.breakdown["tp_comm"]) == pytest.approx(expected, rel=1e-9)
+
+
 def test_pp_term_and_bubble(a100, gpt) -> None:  # type: ignore[no-untyped-def]
     """PP: 2 send/recvs of b*s*h*2/tp bytes per micro-batch between stages tp*dp GPUs apart; the
     1F1B bubble is (p - 1) micro-batch times, interleaving divides it by v."""

@@ -719,7 +719,8 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
     cuComputeGradInput reads them again and writes dx: 5e x); the core's ``context_layer.permute(2, 0, 1, 3)
     .contiguous()`` (fwd 2e O); split_tensor_along_last_dim's backward cat (bwd 2e (Q + K + V)); with biases the
     QKV bias gradient (F.linear: sum over tokens, bwd e (Q + K + V)) and the O / FC2 biases' (bias_dropout_add's
-    bias broadcast: bwd e x each); no RoPE (ParallelAttention has none at that commit)::
+    bias broadcast: bwd e x each); no RoPE (ParallelAttention has none at that commit); a gated MLP (later forks'
+    eager SwiGLU) at eager's act 5e F / 9e F::
 
         fwd  (2n + 6) e x + dropout 2 x + 2e O + act
         bwd  (5n + 6) e x + dropout 2 (2e + 1) x + 2e (Q + K + V) + biases e (Q + K + V + 2x) + act
@@ -1062,10 +1063,9 @@ def fp8_expert_quantize_kernels(recipe: str, sh: Shape, *, ep: ArrayLike = 1) ->
     delayed 0: one fused multi-tensor launch per tensor, as in a dense layer). With E = 128 experts over ep 8
     (Qwen3-30B-A3B), tensorwise: 2 x 15 x 3 = 90 kernels each way, 0.16 ms at 1.78 us.
 
-    Not counted: the experts' GEMMs (one cuBLAS call per expert on TE's 4 compute streams, transformer_engine/common/
-    gemm/cublaslt_gemm.cu ``multi_stream_cublas_gemm``; the GEMM curve is fitted to isolated calls, so a call's
-    fixed time is inside :func:`gemm_time` at the expert's own shape), the weights' per-step casts (spread over the
-    step's micro-batches), and the host time to issue the kernels (docs/model.md#host)."""
+    Counted apart: the experts' extra GEMM calls (one cuBLAS call per expert on TE's 4 compute streams,
+    :func:`expert_gemm_calls`). Not counted: the weights' per-step casts (spread over the step's micro-batches), and
+    the host time to issue the kernels (docs/model.md#host)."""
     if recipe not in FP8_RECIPES:
         raise InputError(f"unknown fp8 recipe {recipe!r}", where="training.fp8_recipe",
                          allowed="delayed, tensorwise or mxfp8")

@@ -950,8 +950,11 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     rec_n = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)  # forward repeated in backward
     # XLA's remat skips the MLP down-projection and so its trailing collective (xla_remat)
     tp_fwd = (L + rec_n) * per_pass * per - (rec_n * coll["tp_last"] if xla_remat(job) else 0.0)
-    # backward: under the weight-gradient GEMMs with Megatron's async all-reduce, else after them (exposed)
-    bwd_window = np.where(g.tp_async_allreduce, comp["wgrad"], 0.0)
+    # backward: under the weight-gradient GEMMs with Megatron's async all-reduce, else after them (exposed); with
+    # sequence parallelism Megatron launches the reduce-scatter async_op=True before the wgrad GEMM whatever the
+    # all-reduce flag (LinearWithGradAccumulationAndAsyncCommunication.backward, core_r0.5.0
+    # megatron/core/tensor_parallel/layers.py; validate_args turns the flag off with SP): always under it
+    bwd_window = np.where(g.tp_async_allreduce | g.sequence_parallel, comp["wgrad"], 0.0)
     tp_bwd = np.maximum(L * per_pass * per - bwd_window, 0.0)
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd, 0.0)
     tp_hidden = np.where(g.tp > 1, np.minimum(L * per_pass * per, bwd_window), 0.0)

@@ -243,8 +243,12 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--use-tp-pp-dp-mapping": ("strategy", "layout", "tp-cp-pp-dp"),
                "--overlap-grad-reduce": ("strategy", "overlap", True),
                "--tp-comm-overlap": ("strategy", "tp_comm_overlap", True),
-               # Megatron-LM 3f652469 (2021-09-02) .. : "Disable asynchronous execution of tensor-model-parallel
-               # all-reduce with weight gradient compuation of a column-linear layer"
+               # NVIDIA/Megatron-LM megatron/arguments.py: a switch (store_true at 3f652469, 2021-09-02, "Disable
+               # asynchronous execution of tensor-model-parallel all-reduce with weight gradient compuation of a
+               # column-linear layer"; store_false, dest async_tensor_model_parallel_allreduce, from 2022, e.g.
+               # 23.04). With --sequence-parallel it is not read (_megatron). Since 5fffdfc7 (2024-04-29,
+               # core_r0.8.0) its help is "DEPRECATED. This flag is ignored." and 639c08ab (2026-01-29,
+               # core_v0.16.0) removed it: read as the releases that honoured it
                "--no-async-tensor-model-parallel-allreduce": ("strategy", "tp_async_allreduce", False),
                "--overlap-param-gather": ("strategy", "overlap_param_gather", True),
                "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
@@ -372,7 +376,12 @@ _MEG_FSDP = ("--use-torch-fsdp2", "--use-megatron-fsdp")
 #: --moe-router-padding-for-fp8), --cross-entropy-loss-fusion): ``--cross-entropy-loss-fusion=false`` was read as on.
 _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
                                             "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
-                                            "--cross-entropy-loss-fusion", "--fp8-dot-product-attention"}
+                                            "--cross-entropy-loss-fusion",
+                                            # not in NVIDIA/Megatron-LM's argparse (TransformerConfig
+                                            # .fp8_dot_product_attention has no CLI argument: arguments.py at
+                                            # d98e8a64 lists it under "no CLI argument exists for these", and no
+                                            # tag or branch defines it); forks' launch scripts pass it alone
+                                            "--fp8-dot-product-attention"}
 _BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
 
 
@@ -453,6 +462,13 @@ def _megatron(text: str, out: StrategyFile) -> None:
     for name, (where, key, switched) in _MEG_SWITCH.items():
         if name in args:
             getattr(out, where)[key] = switched
+    if "--no-async-tensor-model-parallel-allreduce" in args and "--sequence-parallel" in args:
+        # Megatron's sequence-parallel backward launches each reduce-scatter with async_op=True before the
+        # weight-gradient GEMM whatever this flag says (validate_args turns the all-reduce flag off with it;
+        # megatron/core/tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication.backward, core_r0.5.0)
+        del out.strategy["tp_async_allreduce"]
+        out.unused.append("--no-async-tensor-model-parallel-allreduce with --sequence-parallel (Megatron's "
+                          "sequence-parallel reduce-scatters run under the weight-gradient GEMMs regardless)")
     if "--bf16" in args and "--grad-reduce-in-bf16" not in args:
         # the data-parallel gradient reduction dtype: Megatron-LM's validate_args sets
         # accumulate_allreduce_grads_in_fp32 for --bf16 unless --grad-reduce-in-bf16 (megatron/training/arguments.py;
@@ -710,6 +726,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         out.training.setdefault("grad_bytes_per_param", 4.0)
         out.strategy["fsdp_per_param"] = True  # fully_shard is FSDP2 (torchtitan apply_fsdp): its copies
     _titan_loss(data, training, par, out)
+    _titan_layer(out)
     if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset
         if _int(par["pipeline_parallel_layers_per_stage"], "parallelism.pipeline_parallel_layers_per_stage") == 0:
             raise InputError("expected at least 1, got 0", where="parallelism.pipeline_parallel_layers_per_stage",
@@ -755,13 +772,27 @@ def _titan_loss(data: dict[str, Any], training: dict[str, Any], par: dict[str, A
     disable_lp = par.get("disable_loss_parallel", False)
     if int(out.strategy.get("tp", 1)) > 1 and not _bool(disable_lp, "parallelism.disable_loss_parallel"):
         return
+    out.strategy["loss_impl"] = "inductor" if _titan_compiled(data, training, "loss") else "torch"
+
+
+def _titan_compiled(data: dict[str, Any], training: dict[str, Any], component: str) -> bool:
+    """Whether torchtitan compiles ``component`` ("model" or "loss"): ``[compile] enable`` with it in ``components``
+    (default ["model", "loss"], HEAD b5bcd76c6 config/configs.py ``CompileConfig``), else ``[training] compile``
+    (pytorch/torchtitan@e7c0cae config_manager.py, default false), which compiles both."""
     section = data.get("compile")
     if isinstance(section, dict) and "enable" in section:
         parts = section.get("components", ["model", "loss"])
-        compiled = _bool(section["enable"], "compile.enable") and isinstance(parts, list) and "loss" in parts
-    else:
-        compiled = _bool(training.get("compile", False), "training.compile")
-    out.strategy["loss_impl"] = "inductor" if compiled else "torch"
+        return _bool(section["enable"], "compile.enable") and isinstance(parts, list) and component in parts
+    return _bool(training.get("compile", False), "training.compile")
+
+
+def _titan_layer(out: StrategyFile) -> None:
+    """A torchtitan run's layer memory-bound ops (strategy layer_impl, docs/model.md#layer-eltwise): torchtitan's
+    Llama TransformerBlock, priced as compiled per block (layer_impl torchtitan, torchtitan@e7c0cae
+    models/llama3/model.py, parallelize.py apply_compile), as scripts/validate_training.py LAYER_IMPL prices every
+    torchtitan row, compiled or not (an eager torchtitan block, whose ops run unfused, is not counted apart: an
+    approximation, as validation's titan24 rows)."""
+    out.strategy["layer_impl"] = "torchtitan"
 
 
 def _titan_selective_ac(option: Any, out: StrategyFile) -> None:

@@ -110,7 +110,8 @@ class TrainingSpec(Spec, kw_only=True):
             "(docs/model.md#attention-kernel)"))] = "auto"
     fp8_attention: Annotated[bool, Meta(description=(
         "with precision fp8: the attention core runs in FP8 too (Transformer Engine fp8_dpa, Megatron-Core "
-        "--fp8-dot-product-attention; cuDNN's FP8 / MXFP8 SDPA). Priced: the FP8 backward of a sliding-window layer "
+        "TransformerConfig.fp8_dot_product_attention, --fp8-dot-product-attention in forks of Megatron-LM; cuDNN's "
+        "FP8 / MXFP8 SDPA). Priced: the FP8 backward of a sliding-window layer "
         "works through the causal keys of the whole sequence, not the window's (docs/model.md#fp8-attention); the "
         "core stays on the 16-bit curve"))] = False
 
@@ -213,9 +214,11 @@ class StrategySpec(Spec, kw_only=True):
         "the weight-gradient GEMMs"))] = False
     tp_async_allreduce: Annotated[bool, Meta(description=(
         "the backward pass's tensor-parallel collectives run under the weight-gradient GEMMs (Megatron-LM's "
-        "asynchronous TP all-reduce, on by default since cf7efd4f, 2021-09); false: each runs after its linear "
-        "layer's whole backward and is exposed (Megatron-LM before it, microsoft/Megatron-DeepSpeed in 2021, "
-        "bigscience-workshop/Megatron-DeepSpeed); with tp_comm_overlap the userbuffers overlap applies instead"
+        "asynchronous TP all-reduce, added in cf7efd4f and on by default since 3f652469, 2021-09-02); false: each "
+        "runs after its linear layer's whole backward and is exposed (Megatron-LM before it, "
+        "microsoft/Megatron-DeepSpeed in 2021, bigscience-workshop/Megatron-DeepSpeed); with sequence_parallel the "
+        "reduce-scatters stay under them either way (Megatron launches them async); with tp_comm_overlap the "
+        "userbuffers overlap applies instead"
     ))] = True
     overlap_param_gather: Annotated[bool, Meta(description=(
         "zero 1/2 (distributed optimizer): the parameter all-gather runs under the next step's first forward pass "
