@@ -347,3 +347,17 @@ def test_predict_at_bad_values_are_one_line_errors(fitted, cli, args: list[str],
     path, _, _ = fitted
     r = cli("calibrate", "runs", str(path), *args)
     assert r.code == 2 and r.err.startswith(f"error: {what}") and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_a_fast_run_keeps_every_scaled_kernel_under_its_peak(tmp_path: Path) -> None:
+    """The compute factor multiplies the attention kernel's attn_max too (scaled_job); on dgx-b200 its cuDNN
+    forward curve has attn_max 0.955, above the 16-bit GEMM curve's 0.591, so the factor's upper bound is
+    1/0.955, not 1/0.591: runs measured far faster than the model pin the factor there instead of pricing a
+    kernel above its peak (which was refused as an input error mid-fit)."""
+    rows = [{"name": "fast", "model": "gpt-1.7b", "gpus": 8, "global_batch": 64, "micro_batch": 4}]
+    path = synthetic(tmp_path, rows, noise=0.0, cluster="dgx-b200", scale=lambda job: job, overhead_s=0.0)
+    fast = [replace_step(r, r.step_time_s / 3) for r in read_runs(path)]
+    fit = fit_runs(fast, only=["compute"])
+    f = fit.factor("compute")
+    assert f.bounds[1] == pytest.approx(1 / 0.955, rel=1e-9)
+    assert f.at_bound == "upper" and f.value <= 1 / 0.955 * (1 + 1e-9)

@@ -108,6 +108,14 @@ def _scaled_curve(curve: dict[str, float] | None, compute: float) -> dict[str, f
     return None if curve is None else dict(curve, attn_max=curve["attn_max"] * compute)
 
 
+def _compute_scaled(job: Job) -> list[float]:
+    """The efficiencies of ``job`` that :func:`scaled_job` multiplies by the compute factor, besides the curve's
+    gemm_max and memory (an fp8 job's GEMMs take the fp8 factor): the BF16 core and logits GEMMs' gemm_max and the
+    attention kernel's attn_max, forward and backward."""
+    out = [job.attention_gemm_max, job.logits_gemm_max]
+    return out + [c["attn_max"] for c in (job.attention_fwd, job.attention_bwd) if c is not None]
+
+
 def _step(job: Job, grid: Any, sync: str) -> tuple[float, float]:
     """(step time, tokens/s) of the single candidate of ``grid``."""
     res = evaluate(job, grid, sync=sync)
@@ -176,7 +184,10 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
     eta0, o0 = float(cluster.overlap_efficiency), float(cluster.step_overhead)
     mult_names = (["compute"] + (["compute:fp8"] if has_fp8 else []) + [f"bandwidth:{tr.name}" for tr in tiers]
                   + ["overlap"])
-    mult_hi = ([min(MULT_BOUNDS[1], 1.0 / max(effs[:2] if has_fp8 else effs))]
+    # the compute multiplier also scales each run's attention curve and BF16 core / logits GEMMs (scaled_job):
+    # none may pass 1, or a fitted factor would price a kernel above its peak (and be refused as input)
+    scaled = [e for p in prepared for e in _compute_scaled(p.job)]
+    mult_hi = ([min(MULT_BOUNDS[1], 1.0 / max((effs[:2] if has_fp8 else effs) + scaled))]
                + ([min(MULT_BOUNDS[1], 1.0 / fp8_gemm)] if has_fp8 else [])
                + [min(MULT_BOUNDS[1], 1.0 / tr.efficiency) for tr in tiers] + [min(MULT_BOUNDS[1], 1.0 / eta0)])
 
