@@ -516,7 +516,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    reshard_after_forward: ArrayLike = True, fp8_gather: ArrayLike = False,
                    expert_dp: ArrayLike | None = None, mtp_modules: ArrayLike = 0.0,
                    head: ArrayLike = False, fp8_params: ArrayLike = False,
-                   logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None) -> MemoryBreakdown:
+                   logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
+                   root_unit: ArrayLike = False) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -527,7 +528,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     gathered weights from its forward to its backward, so the stage's whole unsharded parameters
     (dense + expert) are held at once. ``fp8_gather`` (torchao enable_fsdp_float8_all_gather): the gathered
     copies of the linear weights (:func:`~scalemodel.cost.transformer.linear_weights_per_layer`) are float8,
-    1 byte each; the rest stays at ``weight_bytes``. ``embedding`` false:
+    1 byte each; the rest stays at ``weight_bytes``. ``root_unit`` (PyTorch FSDP's root unit, one pipeline stage:
+    the engine's ``fsdp_root_params``): the embedding, output layer and final norm
+    (:func:`~scalemodel.cost.transformer.embedding_params` / tp) stay gathered from the forward to the end of the
+    backward, on top of the two layers (already counted when every unit stays gathered). ``embedding`` false:
     a pipeline stage without the embedding (its table and dropout mask); ``stage_rank`` the stage whose
     micro-batches in flight are counted (:func:`inflight_microbatches`). ``expert_dp``: the ranks the expert
     states are sharded over when ``dp`` is not the plain data-parallel degree (the engine passes dp x cp as
@@ -553,6 +557,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     gathered = 2.0 * layer / t
     linear = 2.0 * linear_weights_per_layer(sh) / t
     keep = ~np.asarray(reshard_after_forward, dtype=bool)
+    if np.any(root_unit):  # PyTorch FSDP's root unit is not resharded after the forward (engine.step.fsdp_root_params)
+        gathered = np.where(np.asarray(root_unit, dtype=bool), gathered + embedding_params(sh) / t, gathered)
     if np.any(keep):  # every unit of the stage stays gathered from its forward to its backward
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
         gathered = np.where(keep, pg.dense + pg.expert, gathered)

@@ -563,8 +563,9 @@ def fsdp2_copy_time(job: Job, g: StrategyGrid, layers: np.ndarray) -> tuple[np.n
         G     = the stage's gathered bytes (:func:`_gathered_bytes`: 16-bit, float8 linear weights with
                 fsdp_fp8_all_gather) + 2 x its expert parameters
         fwd   = copy-out of every unit's forward gather, 2 G
-        bwd   = copy-out of the backward gathers, 2 G (L - 1)/L with reshard after forward (the last unit is not
-                re-gathered, as the FSDP traffic term counts), else 0
+        bwd   = copy-out of the backward gathers, 2 G_b (L - 1)/L with reshard after forward (the last unit is not
+                re-gathered, as the FSDP traffic term counts), else 0; G_b is G less the root unit's 2 R
+                (:func:`fsdp_root_params`), which stays gathered from the forward to the backward
                 + copy-in of the unsharded gradients, (dense + expert) x (compute element + gradient element on the
                 wire)
 
@@ -580,8 +581,10 @@ def fsdp2_copy_time(job: Job, g: StrategyGrid, layers: np.ndarray) -> tuple[np.n
     on = g.fsdp_per_param & (g.zero >= Zero.FSDP)
     units = np.maximum(layers, 1.0)  # a planner candidate with no layer on a stage is infeasible, not a NaN
     again = np.where(g.fsdp_reshard_after_forward, (units - 1.0) / units, 0.0)
+    root = np.minimum(fsdp_root_params(job, g), dense)
+    blocks_b = compute.fsdp2_copy_bytes(_gathered_bytes(job, g, dense - root, layers) + 2.0 * expert, 0.0)[0]
     return (np.asarray(np.where(on, _hbm_seconds(job, out_b), 0.0)),
-            np.asarray(np.where(on, _hbm_seconds(job, again * out_b + in_b), 0.0)))
+            np.asarray(np.where(on, _hbm_seconds(job, again * blocks_b + in_b), 0.0)))
 
 
 def _with_attention_unpad(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray
@@ -1513,7 +1516,8 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     gathers = np.zeros(1)
     gathers_exposed = np.zeros(1)
     if np.any(zero3):
-        sharded = _sharded_parameter_traffic(job, g, comp, m, data, dense, expert, q, bucket, hsdp)
+        root = np.minimum(fsdp_root_params(job, g) / shard, dense)
+        sharded = _sharded_parameter_traffic(job, g, comp, m, data, dense, expert, q, bucket, hsdp, root=root)
         total = np.where(zero3, 0.0, total)  # the gradient reduce-scatters are in the per-unit traffic
         gathers = np.where(zero3, sharded["total"], 0.0)
         gathers_exposed = np.where(zero3, sharded["exposed"], 0.0)
@@ -1604,6 +1608,30 @@ def fsdp_fp8_gather(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(g.fsdp_fp8_all_gather | megatron)
 
 
+def fsdp_root_params(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Parameters per GPU in the PyTorch FSDP root unit: the word embedding, the output layer when untied, learned
+    positions and the final norm (:func:`~scalemodel.cost.transformer.embedding_params`), over tp (vocab-parallel),
+    on PyTorch FSDP (zero fsdp or hsdp) as the frameworks flagged ``fsdp_per_param`` (FSDP2) or
+    ``fsdp_flat_param`` (FSDP1) wrap it, with one pipeline stage; 0 otherwise.
+
+    torchtitan fully_shards each TransformerBlock and then the model, whose unit keeps what no block holds
+    (pytorch/torchtitan@e7c0cae torchtitan/models/llama3/parallelize_llama.py apply_fsdp: ``fully_shard(model,
+    ...)`` after the loop over ``model.layers``); Composer's FSDP1 auto-wraps each MPTBlock and the root
+    FlatParameter keeps ``wte`` (tied, also the output) and ``norm_f`` (llm-foundry MPTModel ``fsdp_wrap_fn``). The
+    root is not resharded after the forward (FSDP2 ``FSDPState._lazy_init``: "For the root, do not reshard after
+    forward since for training, the parameters would be freed and all-gathered immediately"; FSDP1
+    ``_post_forward_reshard``: "Do not free the root's parameters in the post-forward"), so it is gathered once per
+    micro-batch, before the first block, and its gradients, the last the backward completes (the embedding's),
+    are reduce-scattered after the whole backward (:func:`_sharded_parameter_traffic`). With pp > 1 each stage's
+    root holds only part of this (the embedding on the first stage, the output on the last): not priced, 0."""
+    if not job.is_transformer:
+        return np.zeros(1)
+    on = (g.fsdp_per_param | g.fsdp_flat_param) & (g.zero >= Zero.FSDP) & (g.pp == 1)
+    if not np.any(on):
+        return np.zeros(1)
+    return np.asarray(np.where(on, transformer.embedding_params(job.shape) / g.tp, 0.0), dtype=float)
+
+
 #: DeepSpeed ZeRO-3 gathers parameters module by module (coalesced per sub-module: QKV, output
 #: projection, MLP up/gate, MLP down): four gathers per transformer layer and pass.
 DEEPSPEED_GATHERS_PER_LAYER = 4.0
@@ -1612,8 +1640,8 @@ DEEPSPEED_GATHERS_PER_LAYER = 4.0
 def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarray,
                                data: DataParallelGroups, dense: np.ndarray, expert: np.ndarray,
                                wire: np.ndarray, bucket: np.ndarray,
-                               hsdp: tuple[DataParallelGroups, DataParallelGroups] | None = None
-                               ) -> dict[str, np.ndarray]:
+                               hsdp: tuple[DataParallelGroups, DataParallelGroups] | None = None,
+                               root: Any = 0.0) -> dict[str, np.ndarray]:
     """ZeRO-3 / FSDP traffic per step in the frameworks' units, and the part compute cannot hide.
 
     Each transformer layer is a unit (PyTorch FSDP wraps each block, Zhao et al. 2023 §3.2-3.3;
@@ -1651,6 +1679,17 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     gather and one reduce-scatter per unit. With HSDP (``hsdp`` = the shard groups and the replica
     groups) the gathers and reduce-scatters stay inside groups of S replicas and each unit's reduced
     1/S shard is all-reduced across the dp/S groups, in the same backward window.
+
+    ``root`` (:func:`fsdp_root_params`, R of the ``dense`` parameters): PyTorch FSDP's root unit, which holds the
+    embedding and output layer. The L units are then the blocks alone (AG, RS over dense - R), and the root adds one
+    gather AG_r (16-bit, 2 R bytes) before the first block's, which nothing hides (the first block's gather
+    queues behind it), and one reduce-scatter RS_r (R x wire bytes; plus HSDP's all-reduce of its shard) after
+    the last block's, once the backward has ended (its embedding gradient is the last one produced):
+
+        traffic = AG_r + (2L - 1) AG + L RS + RS_r
+        exposed = AG_r + AG + (L-1) max(0, AG - f) + (L-1) max(0, AG + RS - b) + RS + RS_r
+
+    (R = 0 gives the formulas above). Both root terms are their own traffic, so exposed <= traffic still holds.
     See docs/model.md#dp-comm.
     """
     layers = np.maximum(comp["layers_per_stage"], 1.0)
@@ -1660,29 +1699,39 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     def gather(nbytes: np.ndarray, group: Placement) -> np.ndarray:  # one unit's parameters
         return pieces * _collective("allgather", nbytes / layers / pieces, group)
 
-    def unit_traffic(group: DataParallelGroups) -> tuple[np.ndarray, np.ndarray]:
-        """(AG, RS) of one unit over the sharding group."""
-        ag = gather(_gathered_bytes(job, g, dense, layers), group.dense)
-        fsdp_rs = _collective("reducescatter", dense * wire / layers, group.dense)
+    root = np.asarray(root, dtype=float)
+    blocks = dense - root  # the L units' dense parameters (all of dense without a root unit)
+
+    def unit_traffic(group: DataParallelGroups) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(AG, RS) of one unit and (AG_r, RS_r) of the root unit over the sharding group."""
+        ag = gather(_gathered_bytes(job, g, blocks, layers), group.dense)
+        fsdp_rs = _collective("reducescatter", blocks * wire / layers, group.dense)
         n_b = bucket_count(dense * wire, bucket, wire, param_tensors(job, g, comp)[0])
         ds_rs = n_b * _collective("reducescatter", dense * wire / n_b, group.dense) / layers
         rs = np.where(deepspeed, ds_rs, fsdp_rs)
         if job.expert_params > 0:  # routed experts are sharded over their dp/ep replicas
             ag = ag + gather(2.0 * expert, group.expert)
             rs = rs + _collective("reducescatter", expert * wire / layers, group.expert)
-        return np.where(group.ranks > 1, ag, 0.0), np.where(group.ranks > 1, rs, 0.0)
+        on = (group.ranks > 1) & (root > 0)
+        ag_r = np.where(on, _collective("allgather", 2.0 * root, group.dense), 0.0)
+        rs_r = np.where(on, _collective("reducescatter", root * wire, group.dense), 0.0)
+        many = group.ranks > 1
+        return np.where(many, ag, 0.0), np.where(many, rs, 0.0), ag_r, rs_r
 
-    ag, rs = unit_traffic(data.sharding)  # the replicas with their cp ranks shard the states (_state_shards)
+    ag, rs, ag_r, rs_r = unit_traffic(data.sharding)  # the replicas with their cp ranks shard the states
     if hsdp is not None:
         # HSDP: shard inside groups of S replicas (S cp ranks), then all-reduce each unit's reduced 1/(S cp) shard
         # with the same shard of the other dp/S groups (PyTorch HYBRID_SHARD; Zhao et al. 2023 §3.4)
         shard_group, replicas = hsdp
         shard_group = shard_group.sharding
-        ag_h, rs_h = unit_traffic(shard_group)
-        ar = _collective("allreduce", (dense + expert) * wire / layers / shard_group.ranks, replicas.dense)
+        ag_h, rs_h, ag_rh, rs_rh = unit_traffic(shard_group)
+        ar = _collective("allreduce", (blocks + expert) * wire / layers / shard_group.ranks, replicas.dense)
         ar = np.where(replicas.ranks > 1, ar, 0.0)
+        ar_r = _collective("allreduce", root * wire / shard_group.ranks, replicas.dense)
+        ar_r = np.where((replicas.ranks > 1) & (root > 0), ar_r, 0.0)
         is_hsdp = g.zero == Zero.HSDP
         ag, rs = np.where(is_hsdp, ag_h, ag), np.where(is_hsdp, rs_h + ar, rs)
+        ag_r, rs_r = np.where(is_hsdp, ag_rh, ag_r), np.where(is_hsdp, rs_rh + ar_r, rs_r)
     f = comp["forward_free"] / layers
     b = comp["backward_free"] / layers
     reshard = g.fsdp_reshard_after_forward  # else the backward gathers nothing: L AG, not 2L - 1
@@ -1690,7 +1739,8 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
     hidden_bwd = (layers - 1.0) * np.maximum(np.where(reshard, ag, 0.0) + rs - b, 0.0)
     per_mb = np.where(reshard, 2.0 * layers - 1.0, layers) * ag + layers * rs
     exposed = np.where(g.overlap, np.minimum(ag + hidden_fwd + hidden_bwd + rs, per_mb), per_mb)
-    return {"total": m * per_mb, "exposed": m * exposed}
+    # the root unit: gathered before the first block, reduce-scattered after the backward, both exposed
+    return {"total": m * (per_mb + ag_r + rs_r), "exposed": m * (exposed + ag_r + rs_r)}
 
 
 def _expose(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np.ndarray, last_bucket: np.ndarray) -> np.ndarray:
@@ -1835,6 +1885,7 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
                   fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules,
                   reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
+                  root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
                   fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
                   logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
                   per_layer={})  # the stages share their layers' activation bytes (computed once)
@@ -2163,7 +2214,9 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
         AG + (L-1) max(0, AG - f') + (L-1) max(0, AG - b')
 
     with f', b' one unit's forward and backward compute (>= the free windows f, b; RS >= 0 dropped), and
-    without the last term when ``fsdp_reshard_after_forward`` is false (the backward gathers nothing).
+    without the last term when ``fsdp_reshard_after_forward`` is false (the backward gathers nothing). With a
+    PyTorch FSDP root unit (:func:`fsdp_root_params`, R parameters) AG is the blocks' (dense - R) and its gather
+    AG_r (2 R bytes, exposed before the first block) is added; its reduce-scatter RS_r >= 0 is dropped.
     AG moves 16-bit parameters (float8 linear weights with ``fsdp_fp8_all_gather``, :func:`_gathered_bytes`)
     on NCCL's own algorithm, so no communication choice changes it, and the un-overlapped (2L-1) AG + L RS
     (L AG + L RS) is larger; 0 for ZeRO 0-2. Over the whole data-parallel group (or
@@ -2191,26 +2244,33 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
         stage = np.ones(1)
     layers = np.maximum(stage, 1.0)
     pieces = np.where(g.zero == Zero.PARAMETERS, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
+    root = np.minimum(fsdp_root_params(job, g), dense)  # pp == 1 only: the stage is the whole model
+    blocks = dense - root
 
-    def first_gather(group: DataParallelGroups) -> np.ndarray:
+    def first_gather(group: DataParallelGroups) -> tuple[np.ndarray, np.ndarray]:
+        """(one unit's AG, the root unit's AG_r)."""
         group = group.sharding  # the ranks that shard the states (_sharded_parameter_traffic)
-        ag = pieces * _collective("allgather", _gathered_bytes(job, g, dense, layers) / layers / pieces, group.dense)
+        ag = pieces * _collective("allgather", _gathered_bytes(job, g, blocks, layers) / layers / pieces, group.dense)
         if job.expert_params > 0:
             ag = ag + pieces * _collective("allgather", 2.0 * expert / layers / pieces, group.expert)
-        return np.where(group.ranks > 1, ag, 0.0)
+        ag_r = np.where(root > 0, _collective("allgather", 2.0 * root, group.dense), 0.0)
+        return np.where(group.ranks > 1, ag, 0.0), np.where(group.ranks > 1, ag_r, 0.0)
 
-    def exposed(ag: np.ndarray) -> np.ndarray:
+    def exposed(ag_both: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        ag, ag_r = ag_both
         bwd_ag = np.where(g.fsdp_reshard_after_forward, ag, 0.0)
         hidden_too_long = np.maximum(ag - fwd / layers, 0.0) + np.maximum(bwd_ag - bwd / layers, 0.0)
-        return np.asarray(np.where(zero3, m * (ag + (layers - 1.0) * hidden_too_long), 0.0))
+        return np.asarray(np.where(zero3, m * (ag_r + ag + (layers - 1.0) * hidden_too_long), 0.0))
 
     hier = hier_group(g, sync)
     if hier is not None:  # inside the groups of G replicas, the states' shards (as _sync_comm prices)
         return exposed(first_gather(groups.data_split(hier)[0]))
-    ag = first_gather(groups.data)
+    ag, ag_r = first_gather(groups.data)
     if np.any(g.zero == Zero.HSDP):
-        ag = np.where(g.zero == Zero.HSDP, first_gather(groups.data_split(hsdp_shard_group(job, g))[0]), ag)
-    return exposed(ag)
+        ag_h, ag_rh = first_gather(groups.data_split(hsdp_shard_group(job, g))[0])
+        is_hsdp = g.zero == Zero.HSDP
+        ag, ag_r = np.where(is_hsdp, ag_h, ag), np.where(is_hsdp, ag_rh, ag_r)
+    return exposed((ag, ag_r))
 
 
 def shares_bsp_comm(sync: str, ps_servers: Any) -> bool:
