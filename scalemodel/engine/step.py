@@ -1712,10 +1712,12 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         if job.expert_params > 0:  # routed experts are sharded over their dp/ep replicas
             ag = ag + gather(2.0 * expert, group.expert)
             rs = rs + _collective("reducescatter", expert * wire / layers, group.expert)
-        on = (group.ranks > 1) & (root > 0)
+        many = group.ranks > 1
+        on = many & (root > 0)
+        if not np.any(on):  # no PyTorch FSDP root unit anywhere: no root collectives priced
+            return np.where(many, ag, 0.0), np.where(many, rs, 0.0), np.zeros(1), np.zeros(1)
         ag_r = np.where(on, _collective("allgather", 2.0 * root, group.dense), 0.0)
         rs_r = np.where(on, _collective("reducescatter", root * wire, group.dense), 0.0)
-        many = group.ranks > 1
         return np.where(many, ag, 0.0), np.where(many, rs, 0.0), ag_r, rs_r
 
     ag, rs, ag_r, rs_r = unit_traffic(data.sharding)  # the replicas with their cp ranks shard the states
@@ -1727,8 +1729,9 @@ def _sharded_parameter_traffic(job: Job, g: StrategyGrid, comp: dict[str, np.nda
         ag_h, rs_h, ag_rh, rs_rh = unit_traffic(shard_group)
         ar = _collective("allreduce", (blocks + expert) * wire / layers / shard_group.ranks, replicas.dense)
         ar = np.where(replicas.ranks > 1, ar, 0.0)
-        ar_r = _collective("allreduce", root * wire / shard_group.ranks, replicas.dense)
-        ar_r = np.where((replicas.ranks > 1) & (root > 0), ar_r, 0.0)
+        ar_r = (np.where((replicas.ranks > 1) & (root > 0),
+                         _collective("allreduce", root * wire / shard_group.ranks, replicas.dense), 0.0)
+                if np.any(root > 0) else np.zeros(1))
         is_hsdp = g.zero == Zero.HSDP
         ag, rs = np.where(is_hsdp, ag_h, ag), np.where(is_hsdp, rs_h + ar, rs)
         ag_r, rs_r = np.where(is_hsdp, ag_rh, ag_r), np.where(is_hsdp, rs_rh + ar_r, rs_r)
@@ -2253,7 +2256,8 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
         ag = pieces * _collective("allgather", _gathered_bytes(job, g, blocks, layers) / layers / pieces, group.dense)
         if job.expert_params > 0:
             ag = ag + pieces * _collective("allgather", 2.0 * expert / layers / pieces, group.expert)
-        ag_r = np.where(root > 0, _collective("allgather", 2.0 * root, group.dense), 0.0)
+        ag_r = (np.where(root > 0, _collective("allgather", 2.0 * root, group.dense), 0.0) if np.any(root > 0)
+                else np.zeros(1))
         return np.where(group.ranks > 1, ag, 0.0), np.where(group.ranks > 1, ag_r, 0.0)
 
     def exposed(ag_both: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
