@@ -83,9 +83,9 @@ WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks
        "h200-sxm": "same GH100 die (H200 = H100 with HBM3e); the kernel is compute-bound",
        "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak; its own cuDNN sweep, "
                 "CUDNN-GB200-9.17, is a later cuDNN than the Blackwell training stacks and is recorded, not fitted",
-       "gb300": "Blackwell Ultra is the Blackwell die (208e9 transistors, TSMC 4NP) with 160 SMs enabled and twice the SFU "
-                "exponential rate; the curve is taken as a fraction of its own peak, as gb200 takes it; the faster softmax "
-                "is not priced, so the borrowed curve is if anything slow"}
+       "gb300": "Blackwell Ultra is the Blackwell die (208e9 transistors, TSMC 4NP) with 160 SMs enabled and twice "
+                "the SFU exponential rate; the curve is taken as a fraction of its own peak, as gb200 takes it; the "
+                "faster softmax is not priced, so the borrowed curve is if anything slow"}
 #: (accelerator, kernel) measured at one head dim -> (accelerator, kernel) whose fitted head_half (per direction) it
 #: holds: the same kernel family on Hopper (h200-sxm: scalemodel's own sweeps at d 64 and 128)
 HEAD_DONORS = {("b200", "cudnn"): ("h200-sxm", "cudnn"), ("b200", "fa2"): ("h200-sxm", "fa2")}

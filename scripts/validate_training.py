@@ -19,9 +19,9 @@ Two case files (issue 5 and issue 13):
   fills what a source leaves open, the same for every case (no per-case constant or correction):
 
   Hardware
-    - cluster by accelerator: GB200 -> gb200-nvl72, B200 -> dgx-b200, H200 -> hgx-h200, H800 -> h800-8, H100 80GB ->
-      dgx-h100, A100 80GB -> dgx-a100, A100 40GB -> dgx-a100-40g, V100 -> dgx-2, TPU v4 -> tpu-v4-pod,
-      TPU v5p -> tpu-v5p-pod (one slice). An accelerator the catalog does not hold (H100 96GB HBM2e at
+    - cluster by accelerator: GB300 -> gb300-nvl72, GB200 -> gb200-nvl72, B200 -> dgx-b200, H200 -> hgx-h200,
+      H800 -> h800-8, H100 80GB -> dgx-h100, A100 80GB -> dgx-a100, A100 40GB -> dgx-a100-40g, V100 -> dgx-2,
+      TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod (one slice). An accelerator the catalog does not hold (H100 96GB HBM2e at
       500 W) is listed, not substituted.
     - multi-slice TPU runs (MaxText ``dcn_dp`` > 1: FSDP inside each slice, data parallel across slices over
       the data-center network) -> the accelerator's multislice cluster (TPU v5p -> tpu-v5p-multislice) with
@@ -326,8 +326,8 @@ TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic"}
 #: Catalog cluster per accelerator variant (None: the catalog holds no such accelerator).
 CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
-    "GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B200": "dgx-b200", "H200": "hgx-h200", "H800": "h800-8", "H100": "dgx-h100",
-    "H100 96GB": None,
+    "GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B200": "dgx-b200", "H200": "hgx-h200", "H800": "h800-8",
+    "H100": "dgx-h100", "H100 96GB": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
     "TPU v5p": "tpu-v5p-pod"}
 #: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here is simply
@@ -370,7 +370,8 @@ class NotExpressed:
 def accelerator_variant(gpu: str) -> str:
     """The accelerator a case names, as a catalog variant ('H100', 'H100 96GB', 'A100 40GB', ...)."""
     g = gpu.upper()
-    for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B200", "B200"), ("H200", "H200"), ("H800", "H800"), ("TPU V5P", "TPU v5p"),
+    for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B200", "B200"), ("H200", "H200"), ("H800", "H800"),
+                       ("TPU V5P", "TPU v5p"),
                        ("TPU V4", "TPU v4"), ("V100", "V100"), ("P100", "P100"), ("PASCAL", "P100")):
         if key in g:
             return label
