@@ -21,8 +21,8 @@ Two case files (issue 5 and issue 13):
   Hardware
     - cluster by accelerator: GB300 -> gb300-nvl72, GB200 -> gb200-nvl72, B200 -> dgx-b200, H200 -> hgx-h200,
       H800 -> h800-8, H100 80GB -> dgx-h100, A100 80GB -> dgx-a100, A100 40GB -> dgx-a100-40g, V100 -> dgx-2,
-      TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod (one slice). An accelerator the catalog does not hold (H100 96GB HBM2e at
-      500 W) is listed, not substituted.
+      TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod (one slice). An accelerator the catalog does not hold
+      (H100 96GB HBM2e at 500 W) is listed, not substituted.
     - multi-slice TPU runs (MaxText ``dcn_dp`` > 1: FSDP inside each slice, data parallel across slices over
       the data-center network) -> the accelerator's multislice cluster (TPU v5p -> tpu-v5p-multislice) with
       its ici span set to the case's chips per slice (gpus / dcn_dp), and zero hsdp with shard_group = the
