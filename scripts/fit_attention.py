@@ -75,13 +75,17 @@ ACC_DONORS = {"h800": "h100-sxm", "h100-pcie": "h100-sxm", "a100-sxm-40g": "a100
               "a100-pcie-80g": "a100-sxm-80g"}
 #: (accelerator, kernel) not measured on that accelerator -> the accelerator it is borrowed from
 KERNEL_DONORS = {("h200-sxm", "fa3"): "h100-sxm", ("h200-sxm", "fa1"): "h100-sxm",
-                 ("h200-sxm", "triton"): "h100-sxm", ("gb200", "cudnn"): "b200", ("gb200", "fa2"): "b200"}
+                 ("h200-sxm", "triton"): "h100-sxm", ("gb200", "cudnn"): "b200", ("gb200", "fa2"): "b200",
+                 ("gb300", "cudnn"): "b200", ("gb300", "fa2"): "b200"}
 WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks",
        "h100-pcie": "same GH100 kernels; its lower clocks and power are in its own peak, the fraction is assumed",
        "a100-sxm-40g": "same GA100 die and clocks", "a100-pcie-80g": "same GA100 die; fraction of its own peak",
        "h200-sxm": "same GH100 die (H200 = H100 with HBM3e); the kernel is compute-bound",
        "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak; its own cuDNN sweep, "
-                "CUDNN-GB200-9.17, is a later cuDNN than the Blackwell training stacks and is recorded, not fitted"}
+                "CUDNN-GB200-9.17, is a later cuDNN than the Blackwell training stacks and is recorded, not fitted",
+       "gb300": "Blackwell Ultra is the Blackwell die (208e9 transistors, TSMC 4NP) with 160 SMs enabled and twice "
+                "the SFU exponential rate; the curve is taken as a fraction of its own peak, as gb200 takes it; the "
+                "faster softmax is not priced, so the borrowed curve is if anything slow"}
 #: (accelerator, kernel) measured at one head dim -> (accelerator, kernel) whose fitted head_half (per direction) it
 #: holds: the same kernel family on Hopper (h200-sxm: scalemodel's own sweeps at d 64 and 128)
 HEAD_DONORS = {("b200", "cudnn"): ("h200-sxm", "cudnn"), ("b200", "fa2"): ("h200-sxm", "fa2")}

@@ -19,10 +19,10 @@ Two case files (issue 5 and issue 13):
   fills what a source leaves open, the same for every case (no per-case constant or correction):
 
   Hardware
-    - cluster by accelerator: GB200 -> gb200-nvl72, B200 -> dgx-b200, H200 -> hgx-h200, H800 -> h800-8, H100 80GB ->
-      dgx-h100, A100 80GB -> dgx-a100, A100 40GB -> dgx-a100-40g, V100 -> dgx-2, TPU v4 -> tpu-v4-pod,
-      TPU v5p -> tpu-v5p-pod (one slice). An accelerator the catalog does not hold (H100 96GB HBM2e at
-      500 W) is listed, not substituted.
+    - cluster by accelerator: GB300 -> gb300-nvl72, GB200 -> gb200-nvl72, B200 -> dgx-b200, H200 -> hgx-h200,
+      H800 -> h800-8, H100 80GB -> dgx-h100, A100 80GB -> dgx-a100, A100 40GB -> dgx-a100-40g, V100 -> dgx-2,
+      TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod (one slice). An accelerator the catalog does not hold
+      (H100 96GB HBM2e at 500 W) is listed, not substituted.
     - multi-slice TPU runs (MaxText ``dcn_dp`` > 1: FSDP inside each slice, data parallel across slices over
       the data-center network) -> the accelerator's multislice cluster (TPU v5p -> tpu-v5p-multislice) with
       its ici span set to the case's chips per slice (gpus / dcn_dp), and zero hsdp with shard_group = the
@@ -326,12 +326,12 @@ TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic"}
 #: Catalog cluster per accelerator variant (None: the catalog holds no such accelerator).
 CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
-    "GB200": "gb200-nvl72", "B200": "dgx-b200", "H200": "hgx-h200", "H800": "h800-8", "H100": "dgx-h100",
-    "H100 96GB": None,
+    "GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B200": "dgx-b200", "H200": "hgx-h200", "H800": "h800-8",
+    "H100": "dgx-h100", "H100 96GB": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
     "TPU v5p": "tpu-v5p-pod"}
-#: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here (the
-#: Megatron-Bridge 26.08 GB300 rows) is simply not in hardware/accelerators yet.
+#: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here is simply
+#: not in hardware/accelerators yet.
 MISSING_HARDWARE_WHY = {"H100 96GB": "its peak is not published"}
 #: Catalog cluster for multi-slice runs (slices joined by the data-center network) per accelerator variant.
 MULTISLICE_CLUSTER: dict[str, str] = {"TPU v5p": "tpu-v5p-multislice"}
@@ -370,7 +370,8 @@ class NotExpressed:
 def accelerator_variant(gpu: str) -> str:
     """The accelerator a case names, as a catalog variant ('H100', 'H100 96GB', 'A100 40GB', ...)."""
     g = gpu.upper()
-    for key, label in (("GB200", "GB200"), ("B200", "B200"), ("H200", "H200"), ("H800", "H800"), ("TPU V5P", "TPU v5p"),
+    for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B200", "B200"), ("H200", "H200"), ("H800", "H800"),
+                       ("TPU V5P", "TPU v5p"),
                        ("TPU V4", "TPU v4"), ("V100", "V100"), ("P100", "P100"), ("PASCAL", "P100")):
         if key in g:
             return label
@@ -921,6 +922,12 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     # deepseek_v3_pretrain_256gpu_gb200_fp8mx_config.
     "mb2608_gb200_qwen3_235b_fp8mx": ("account", True, True),
     "mb2608_gb200_dsv3_mtp_fp8mx": ("layout", 4, 1),
+    # The GB300 presets build on the same base recipes: perf_recipes/qwen/gb300/qwen3_moe.py
+    # qwen3_235b_a22b_pretrain_256gpu_gb300_fp8mx_config (qwen3_235b_a22b_pretrain_config, PP 4 x VP 12) and
+    # perf_recipes/deepseek/gb300/deepseek_v3.py deepseek_v3_pretrain_256gpu_gb300_fp8mx_config
+    # (set_deepseek_v3_pipeline_model_parallel_layout "Et*4|(t*4|)*14tmL", PP 2 x VP 8), at 4ab94dfad.
+    "mb2608_gb300_qwen3_235b_fp8mx": ("account", True, True),
+    "mb2608_gb300_dsv3_mtp_fp8mx": ("layout", 4, 1),
 }
 
 
@@ -936,6 +943,9 @@ RECIPE_ETP: dict[str, int] = {
     # qwen3_moe.py, recipes/deepseek/h100/deepseek_v3.py, recipes/gpt_oss/h100/gpt_oss.py); no GB200 preset changes it.
     "mb2608_gb200_dsv3_mtp_fp8mx": 1, "mb2608_gb200_gpt_oss_120b_fp8mx": 1, "mb2608_gb200_qwen3_30b_fp8mx": 1,
     "mb2608_gb200_qwen3_235b_fp8mx": 1,
+    # the GB300 presets (perf_recipes/*/gb300/*.py at 4ab94dfad) build on the same base recipes and set no ETP either
+    "mb2608_gb300_dsv3_mtp_fp8mx": 1, "mb2608_gb300_gpt_oss_120b_fp8mx": 1, "mb2608_gb300_qwen3_30b_fp8mx": 1,
+    "mb2608_gb300_qwen3_235b_fp8mx": 1,
 }
 
 
@@ -945,9 +955,13 @@ RECIPE_ETP: dict[str, int] = {
 #: (called by qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config and qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config)
 #: set cfg.mixed_precision.fp8_dot_product_attention = True; the DeepSeek-V3 GB200 preset leaves it False
 #: (_enable_deepseek_full_iteration_mxfp8's default; only its B300/GB300 presets pass True). Priced only where a
-#: layer has a sliding window (GPT-OSS): docs/model.md#fp8-attention.
+#: layer has a sliding window (GPT-OSS): docs/model.md#fp8-attention. The GB300 presets call the same helpers
+#: (perf_recipes/{gpt_oss,qwen}/gb300/*.py), and perf_recipes/deepseek/gb300/deepseek_v3.py
+#: deepseek_v3_pretrain_256gpu_gb300_fp8mx_config passes fp8_dot_product_attention=True.
 RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
-                                  "mb2608_gb200_qwen3_235b_fp8mx"})
+                                  "mb2608_gb200_qwen3_235b_fp8mx", "mb2608_gb300_gpt_oss_120b_fp8mx",
+                                  "mb2608_gb300_qwen3_30b_fp8mx", "mb2608_gb300_qwen3_235b_fp8mx",
+                                  "mb2608_gb300_dsv3_mtp_fp8mx"})
 
 
 #: EP all-to-all overlap (StrategySpec.moe_a2a_overlap) of the Megatron-Bridge 25.11 MoE recipes, v0.2.0
@@ -960,11 +974,14 @@ RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb2
 #: overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True): perf_recipes/qwen/common.py
 #: _enable_hybridep_full_iteration_mxfp8 (Qwen3-30B, Qwen3-235B), perf_recipes/deepseek/common.py
 #: _enable_deepseek_full_iteration_mxfp8 (DeepSeek-V3), perf_recipes/gpt_oss/common.py
-#: _apply_gpt_oss_120b_full_iter_fp8mx_configs (GPT-OSS 120B).
+#: _apply_gpt_oss_120b_full_iter_fp8mx_configs (GPT-OSS 120B). The GB300 MXFP8 presets call the same helpers
+#: (perf_recipes/{qwen,deepseek,gpt_oss}/gb300/*.py at 4ab94dfad).
 RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
                                 "mb2511_h100_qwen3_30b_fp8cs", "mb2608_gb200_dsv3_mtp_fp8mx",
                                 "mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
-                                "mb2608_gb200_qwen3_235b_fp8mx"})
+                                "mb2608_gb200_qwen3_235b_fp8mx", "mb2608_gb300_dsv3_mtp_fp8mx",
+                                "mb2608_gb300_gpt_oss_120b_fp8mx", "mb2608_gb300_qwen3_30b_fp8mx",
+                                "mb2608_gb300_qwen3_235b_fp8mx"})
 
 
 #: SMs the EP dispatch/combine kernels occupy (StrategySpec.ep_dispatch_sms; docs/model.md#contention) for the rows
@@ -981,6 +998,8 @@ RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwe
 MB_HYBRIDEP_NUM_SMS = 32
 RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_oss_120b_fp8mx",
                              "mb2608_gb200_qwen3_30b_fp8mx", "mb2608_gb200_qwen3_235b_fp8mx"}) \
+    | frozenset({"mb2608_gb300_dsv3_mtp_fp8mx", "mb2608_gb300_gpt_oss_120b_fp8mx",  # same helpers, gb300 presets
+                 "mb2608_gb300_qwen3_30b_fp8mx", "mb2608_gb300_qwen3_235b_fp8mx"}) \
     | frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16"})
 
 

@@ -29,7 +29,7 @@ from scalemodel.specs.training import TrainingSpec
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
 PEAK_16 = {"a100-sxm-80g": 312e12, "h100-sxm": 989.4e12, "h200-sxm": 989.4e12,  # the YAMLs' fp16/bf16 peaks
-           "b200": 2250e12, "gb200": 2500e12}
+           "b200": 2250e12, "gb200": 2500e12, "gb300": 2500e12}
 
 
 def _catalog(name: str) -> dict:  # type: ignore[type-arg]
@@ -183,7 +183,7 @@ def test_context_parallel_core_runs_at_one_calls_keys() -> None:
 
 
 @pytest.mark.parametrize("name", ["a100-sxm-80g", "a100-sxm-40g", "h100-sxm", "h100-pcie", "h200-sxm", "h800", "b200",
-                                  "gb200"])
+                                  "gb200", "gb300"])
 def test_attention_efficiency_never_reaches_the_peak(name: str) -> None:
     """eff = attn_max k/(k+k0) d/(d+d0) < attn_max <= 1 for every catalog curve, so a core never takes less than its
     FLOPs at peak (the physics property tests' premise)."""
@@ -215,6 +215,7 @@ def test_auto_resolves_by_family() -> None:
     assert b.attention_kernel == "cudnn"
     assert b.attention_fwd == {"attn_max": 0.955, "seq_half": 1049.0, "head_half": 51.0}
     assert _job("gb200-nvl72").attention_kernel == "cudnn"
+    assert _job("gb300-nvl72").attention_kernel == "cudnn"  # borrowed from b200, as gb200
     assert _job("tpu-v5p-pod").attention_kernel == "gemm" and _job("tpu-v5p-pod").attention_fwd is None
     h = _job("dgx-h100", "fa3")
     assert h.attention_kernel == "fa3" and h.attention_fwd == {"attn_max": 0.934, "seq_half": 346.0, "head_half": 51.0}

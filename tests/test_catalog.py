@@ -26,10 +26,10 @@ CASES = validation_cases_path()
 
 REQUIRED_ACCELERATORS = {
     "v100-sxm2-32g", "a100-sxm-40g", "a100-sxm-80g", "a100-pcie-80g", "h100-sxm", "h100-pcie", "h800",
-    "h200-sxm", "b200", "gb200", "mi250x", "mi300x", "tpu-v4", "tpu-v5p", "gaudi3",
+    "h200-sxm", "b200", "gb200", "gb300", "mi250x", "mi300x", "tpu-v4", "tpu-v5p", "gaudi3",
 }
 REQUIRED_CLUSTERS = {
-    "dgx-a100", "dgx-a100-40g", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "mi300x-8", "aws-p4d",
+    "dgx-a100", "dgx-a100-40g", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "gb300-nvl72", "mi300x-8", "aws-p4d",
     "aws-p5", "tpu-v4-pod", "pcie-25gbe",
 }
 PRECISIONS = {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"}
@@ -135,15 +135,17 @@ def test_accelerator_fields_and_sources(path: Path) -> None:
 @pytest.mark.parametrize("path", ACC_FILES, ids=lambda p: p.stem)
 def test_accelerator_peaks_are_consistent(path: Path) -> None:
     """Structural facts of every datasheet in the reference: FP16 = BF16 rate, lower precision never slower,
-    and on Blackwell FP4 = 2 x FP8 = 4 x BF16."""
-    peaks = {k: parse_quantity(v, "flop_rate") for k, v in _load(path)["peak_flops"].items()}
+    and on Blackwell FP4 = 2 x FP8 = 4 x BF16 (Blackwell Ultra: FP4 = 3 x FP8, its NVFP4 uplift, 15 against 5 PFLOPS
+    dense per GPU: hardware/SOURCES.md [NV-BWU-BLOG], [VERDA])."""
+    doc = _load(path)
+    peaks = {k: parse_quantity(v, "flop_rate") for k, v in doc["peak_flops"].items()}
     if "bf16" in peaks and "fp16" in peaks:
         assert peaks["bf16"] == peaks["fp16"]
     order = [p for p in ("fp4", "fp8", "bf16", "tf32") if p in peaks]
     for hi, lo in zip(order[:-1], order[1:], strict=True):
         assert peaks[hi] >= peaks[lo], f"{hi} slower than {lo}"
     if "fp4" in peaks:
-        assert peaks["fp4"] == pytest.approx(2 * peaks["fp8"])
+        assert peaks["fp4"] == pytest.approx((3 if doc["name"] == "gb300" else 2) * peaks["fp8"])
         assert peaks["fp8"] == pytest.approx(2 * peaks["bf16"])
 
 
@@ -158,6 +160,8 @@ def test_accelerator_peaks_are_consistent(path: Path) -> None:
         ("h100-pcie", "bf16", 1513 / 2 * TERA),
         ("b200", "fp4", 18000 / 2 * TERA),
         ("gb200", "bf16", 5000 / 2 * TERA),
+        # GB300 NVL72 rack: FP8/FP6 720 PFLOPS with sparsity over 72 GPUs, halved (hardware/SOURCES.md [GB300-NVL72]).
+        ("gb300", "fp8", 720e3 / 72 / 2 * TERA),
         # ROCm tables are dense already; AMD marketing's sparse FP8 5229.8 halves to the dense 2614.9.
         ("mi300x", "fp8", 5229.8 / 2 * TERA),
         # Vendors that quote dense only.
@@ -265,6 +269,7 @@ def test_per_direction_link_rates() -> None:
     assert parse_quantity(_tier(_clu("dgx-a100"), "nvlink")["bandwidth"], "bandwidth") == 12 * 50e9 / 2
     assert parse_quantity(_tier(_clu("dgx-h100"), "nvlink")["bandwidth"], "bandwidth") == 18 * 50e9 / 2
     assert parse_quantity(_tier(_clu("gb200-nvl72"), "nvlink")["bandwidth"], "bandwidth") == 18 * 100e9 / 2
+    assert parse_quantity(_tier(_clu("gb300-nvl72"), "nvlink")["bandwidth"], "bandwidth") == 18 * 100e9 / 2
     # One NIC per GPU: HDR 200 Gb/s = 25 GB/s, NDR 400 Gb/s = 50 GB/s.
     assert parse_quantity(_tier(_clu("dgx-a100"), "ib-leaf")["bandwidth"], "bandwidth") == 25e9
     assert parse_quantity(_tier(_clu("dgx-h100"), "ib-leaf")["bandwidth"], "bandwidth") == 50e9
@@ -388,3 +393,26 @@ def test_cluster_loads_through_specs(path: Path) -> None:
     for got, want in zip(net.tiers, d["tiers"], strict=True):
         assert got.latency == pytest.approx(parse_quantity(want["latency"], "time"))
         assert got.effective_bandwidth == pytest.approx(_eff_bw(want))
+
+
+def test_gb300_values_equal_their_datasheet_numbers() -> None:
+    """GB300 (Blackwell Ultra, GB300 NVL72) against the published figures, each typed in from its source
+    (hardware/SOURCES.md): [VERDA] per-GPU dense table, [NV-BWU-BLOG] NVIDIA's Blackwell Ultra blog, [GB300-NVL72]
+    the rack page."""
+    acc = _acc("gb300")
+    peak = {p: parse_quantity(acc["peak_flops"][p], "flop_rate") for p in ("bf16", "fp16", "fp8", "tf32", "fp32")}
+    assert peak["bf16"] == peak["fp16"] == pytest.approx(2.5e15)  # [VERDA] FP16/BF16 2.5 PFLOPS dense
+    assert peak["fp8"] == pytest.approx(5e15)  # [VERDA] FP8 5 PFLOPS dense = 720 PF sparse / 72 / 2
+    assert peak["tf32"] == pytest.approx(1.25e15) and peak["fp32"] == pytest.approx(80e12)  # [VERDA]
+    # [NV-BWU-BLOG] 288 GB HBM3e, binary gigabytes as for gb200's 186 GB
+    assert parse_quantity(acc["memory"], "bytes") == 288 * 2**30
+    assert parse_quantity(acc["memory_bandwidth"], "bandwidth") == pytest.approx(8e12)  # [NV-BWU-BLOG] 8 TB/s
+    assert parse_quantity(acc["tdp"], "power") == pytest.approx(1400.0)  # [NV-BWU-BLOG] 1400 W
+    assert acc["compute_units"] == 160  # [NV-BWU-BLOG] 160 SMs
+    clu = _clu("gb300-nvl72")
+    assert clu["accelerator"] == "gb300" and clu["gpus_per_node"] == 4
+    nvl = _tier(clu, "nvlink")
+    assert nvl["span"] == 72  # [GB300-NVL72] 72 GPUs, 130 TB/s = 72 x 1.8 TB/s bidirectional
+    assert parse_quantity(nvl["bandwidth"], "bandwidth") * 2 * 72 == pytest.approx(129.6e12)
+    # [GB300-NVL72] one ConnectX-8 SuperNIC per GPU, 800 Gb/s = 100 GB/s per direction
+    assert parse_quantity(_tier(clu, "ib-leaf")["bandwidth"], "bandwidth") == pytest.approx(800e9 / 8)
