@@ -101,6 +101,18 @@ def accepted(cli, *args: str) -> dict:  # type: ignore[type-arg, no-untyped-def]
     return json.loads(r.out)  # type: ignore[no-any-return]
 
 
+#: predict's cluster/model/GPU arguments and a Megatron-LM launch line that the rounds' reader tests extend
+MEG_BASE = ["-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64"]
+MEG_LAUNCH = "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 --bf16 "
+
+
+def megatron_launch(tmp_path: Path, flags: str) -> Path:
+    """A Megatron-LM launch script of :data:`MEG_LAUNCH` with ``flags`` appended."""
+    f = tmp_path / "run.sh"
+    f.write_text(MEG_LAUNCH + flags + "\n")
+    return f
+
+
 # --- files that are not what they claim to be --------------------------------------------------------
 
 def _bad_file(kind: str, tmp: Path, suffix: str) -> Path:

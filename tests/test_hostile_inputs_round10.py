@@ -9,19 +9,12 @@ contract is test_hostile_inputs.py's.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
+from test_hostile_inputs import MEG_BASE, accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
 
-BASE = ["-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64"]
-LAUNCH = "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 --bf16 "
-
-
-def _launch(tmp_path: Path, flags: str) -> Path:
-    f = tmp_path / "run.sh"
-    f.write_text(LAUNCH + flags + "\n")
-    return f
+BASE = MEG_BASE
+_launch = megatron_launch
 
 
 # --- a Megatron-LM switch given a value was read as on ---------------------------------------------------------
