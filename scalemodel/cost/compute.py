@@ -907,6 +907,13 @@ MXFP8_BLOCK = 32.0
 FP8_RECIPES = ("delayed", "tensorwise", "mxfp8")
 
 
+def _check_recipe(recipe: str) -> None:
+    """Refuse an fp8 recipe outside :data:`FP8_RECIPES` (one message for every function that prices one)."""
+    if recipe not in FP8_RECIPES:
+        raise InputError(f"unknown fp8 recipe {recipe!r}", where="training.fp8_recipe",
+                         allowed="delayed, tensorwise or mxfp8")
+
+
 def _fp8_tensor_bytes(recipe: str, n_local: ArrayLike, n_gathered: ArrayLike, *, from_norm: bool,
                       transpose_copy: ArrayLike, eb: ArrayLike) -> np.ndarray:
     """HBM bytes to quantize one 16-bit tensor of ``n_local`` elements on this GPU into what an FP8 GEMM's forward
@@ -975,9 +982,7 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     bytes with the transposed copy, 0 without. mxfp8 ignores it (MXFP8 parameters are gathered in BF16 and
     quantized after the gather: the cast above stays).
     Not counted: the amax all-reduces over TP (latency, not bytes) and scale swizzles for the GEMM."""
-    if recipe not in FP8_RECIPES:
-        raise InputError(f"unknown fp8 recipe {recipe!r}", where="training.fp8_recipe",
-                         allowed="delayed, tensorwise or mxfp8")
+    _check_recipe(recipe)
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len)
     t = _pos("tp", tp)
@@ -1077,11 +1082,8 @@ def fp8_expert_quantize_kernels(recipe: str, sh: Shape, *, ep: ArrayLike = 1) ->
     Counted apart: the experts' extra GEMM calls (one cuBLAS call per expert on TE's 4 compute streams,
     :func:`expert_gemm_calls`). Not counted: the weights' per-step casts (spread over the step's micro-batches), and
     the host time to issue the kernels (docs/model.md#host)."""
-    if recipe not in FP8_RECIPES:
-        raise InputError(f"unknown fp8 recipe {recipe!r}", where="training.fp8_recipe",
-                         allowed="delayed, tensorwise or mxfp8")
-    local = np.maximum(np.maximum(sh.moe_experts, 0.0) / _pos("ep", ep), 1.0)
-    per_way = 2.0 * (local - 1.0) * EXPERT_QUANTIZE_KERNELS[recipe] * np.where(sh.moe_experts > 0, 1.0, 0.0)
+    _check_recipe(recipe)
+    per_way = 2.0 * _extra_local_experts(sh, ep) * EXPERT_QUANTIZE_KERNELS[recipe]
     return per_way, per_way.copy()
 
 
@@ -1101,9 +1103,15 @@ def expert_gemm_calls(sh: Shape, *, ep: ArrayLike = 1) -> tuple[np.ndarray, np.n
     TE's own ``general_grouped_gemm`` benchmark on H100, BF16, TE 2.7 (NVIDIA/TransformerEngine pull request #2045),
     8 x (4096 x 768 x 2048) at 627.9 TFLOP/s and 16 x (2048 x 768 x 2048) at 553.9: the isolated H100 BF16 curve
     prices each expert GEMM 6 % and 16 % faster than measured, and with 1.78 us more per call within 3 %."""
-    local = np.maximum(np.maximum(sh.moe_experts, 0.0) / _pos("ep", ep), 1.0)
-    extra = (local - 1.0) * np.where(sh.moe_experts > 0, 1.0, 0.0)
+    extra = _extra_local_experts(sh, ep)
     return 2.0 * extra, 4.0 * extra
+
+
+def _extra_local_experts(sh: Shape, ep: ArrayLike) -> np.ndarray:
+    """Routed experts on one GPU beyond the first, max(E/ep, 1) - 1 (0 without experts): the calls a per-expert
+    kernel launches beyond a dense layer's one."""
+    local = np.maximum(np.maximum(sh.moe_experts, 0.0) / _pos("ep", ep), 1.0)
+    return (local - 1.0) * np.where(sh.moe_experts > 0, 1.0, 0.0)
 
 
 def fp8_param_quantize_bytes(recipe: str, master_bytes: float = 4.0, elem_bytes: float = 2.0) -> float:
@@ -1122,9 +1130,7 @@ def fp8_param_quantize_bytes(recipe: str, master_bytes: float = 4.0, elem_bytes:
         tensorwise  ``tex.compute_amax`` on the shard first (read eb), the DP amax all-reduce (a few floats:
                     latency, not bytes), then the cast: read eb, write 1
     so delayed 4 + 2 eb + 1 = 9 and tensorwise 4 + 3 eb + 1 = 11 bytes an element at eb = 2."""
-    if recipe not in FP8_RECIPES:
-        raise InputError(f"unknown fp8 recipe {recipe!r}", where="training.fp8_recipe",
-                         allowed="delayed, tensorwise or mxfp8")
+    _check_recipe(recipe)
     if recipe == "mxfp8":
         return 0.0
     reads = 3.0 if recipe == "tensorwise" else 2.0

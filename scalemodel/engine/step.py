@@ -587,6 +587,13 @@ def fsdp2_copy_time(job: Job, g: StrategyGrid, layers: np.ndarray) -> tuple[np.n
             np.asarray(np.where(on, _hbm_seconds(job, again * blocks_b + in_b), 0.0)))
 
 
+def _plus_per_layer(g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray, f_t: Any, b_t: Any
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer (forward, backward, recompute) with a term's forward seconds ``f_t`` and backward seconds ``b_t``:
+    the forward's join the forward, the backward's the backward, and full recompute repeats the forward's."""
+    return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
+
+
 def _with_attention_unpad(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-layer forward, backward and recompute seconds with flash-attn's unpad / pad copies (strategy
@@ -600,7 +607,7 @@ def _with_attention_unpad(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
                                              tp=g.tp, cp=g.cp, elem_bytes=job.elem_bytes)
     f_t = np.where(on, _hbm_seconds(job, f_b), 0.0)
     b_t = np.where(on, _hbm_seconds(job, b_b), 0.0)
-    return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
 
 
 def _with_fp8_expert_padding(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray,
@@ -619,7 +626,7 @@ def _with_fp8_expert_padding(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l
                                                 tp=g.tp, cp=g.cp, ep=g.ep, etp=_etp(g), elem_bytes=job.elem_bytes)
     f_t = np.where(on, share * _hbm_seconds(job, f_b), 0.0)
     b_t = np.where(on, share * _hbm_seconds(job, b_b), 0.0)
-    return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
 
 
 def _with_expert_quantize_kernels(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray,
@@ -640,7 +647,7 @@ def _with_expert_quantize_kernels(job: Job, g: StrategyGrid, fwd_l: np.ndarray, 
         n_f, n_b = n_f + q_f, n_b + q_b
     f_t = share * n_f * compute.KERNEL_FIXED_S
     b_t = share * n_b * compute.KERNEL_FIXED_S
-    return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
 
 
 def hsdp_shard_group(job: Job, g: StrategyGrid) -> np.ndarray:
