@@ -586,6 +586,39 @@ def test_interrupted_write_leaves_the_old_file(monkeypatch: pytest.MonkeyPatch, 
     assert sorted(p.name for p in workdir.iterdir()) == ["a.log", "base.yaml", "c.yaml", "m.png", "old.yaml"]
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to chown a link")
+def test_a_link_another_user_planted_in_a_sticky_folder_is_not_written_through(tmp_path: Path) -> None:
+    """The kernel's protected_symlinks rule, which write_file's own resolve-and-rename would bypass."""
+    from scalemodel.errors import InputError
+    from scalemodel.report.output import write_file
+
+    shared, victim = tmp_path / "shared", tmp_path / "victim.txt"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # like /tmp: sticky, world-writable, owned by root
+    victim.write_text("keep me")
+    planted = shared / "out.json"
+    os.symlink(victim, planted)
+    os.lchown(planted, 12345, 12345)  # another user's link
+    with pytest.raises(InputError, match="another user owns"):
+        write_file(planted, "{}", "--out")
+    assert victim.read_text() == "keep me"
+    os.lchown(planted, 0, 0)  # the caller's own link is followed, as before
+    write_file(planted, "{}", "--out")
+    assert victim.read_text() == "{}" and planted.is_symlink()
+    chained = shared / "chain.json"  # every link of a chain is checked
+    os.symlink(planted, chained)
+    os.lchown(planted, 12345, 12345)
+    with pytest.raises(InputError, match="another user owns"):
+        write_file(chained, "[]", "--out")
+    assert victim.read_text() == "{}"
+    plain = tmp_path / "plain"  # an ordinary folder: another user's link is followed (the kernel allows it)
+    plain.mkdir()
+    os.symlink(victim, plain / "o.json")
+    os.lchown(plain / "o.json", 12345, 12345)
+    write_file(plain / "o.json", "ok", "--out")
+    assert victim.read_text() == "ok"
+
+
 def test_interrupted_plot_leaves_the_old_plot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from scalemodel.report.plot import plot_scaling

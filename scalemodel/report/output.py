@@ -163,6 +163,7 @@ def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     if not text or text.endswith(("/", os.sep)) or text in (".", ".."):
         raise InputError(f"{shown!r} names a folder, not a file", where=option, allowed="a file path, e.g. out.yaml")
     p = Path(text)
+    _refuse_foreign_link(p, shown, option)
     try:
         st = os.stat(p)
     except FileNotFoundError:
@@ -187,6 +188,37 @@ def check_output_path(path: str | os.PathLike[str], option: str) -> Path:
     return p
 
 
+def _refuse_foreign_link(p: Path, shown: str, option: str) -> None:
+    """Refuse to write through a symlink another user planted in a shared sticky folder (e.g. /tmp).
+
+    The kernel refuses to *open* such a link for a follower who owns neither the link nor the folder
+    (fs.protected_symlinks, Documentation/admin-guide/sysctl/fs.rst); :func:`write_file` resolves the
+    path itself and renames over the target, which the kernel never checks, so the same rule is applied
+    here to every link of the chain. A user's own links, and links in ordinary folders, are followed.
+    """
+    for _ in range(40):  # the kernel's own limit on nested links (MAXSYMLINKS)
+        try:
+            link = os.lstat(p)
+        except (OSError, ValueError):
+            return  # missing or unreadable: check_output_path reports it
+        if not stat.S_ISLNK(link.st_mode):
+            return
+        folder = p.parent if str(p.parent) else Path(".")
+        try:
+            fst = os.stat(folder)
+        except OSError:
+            return
+        shared = bool(fst.st_mode & stat.S_ISVTX) and bool(fst.st_mode & stat.S_IWOTH)
+        if shared and link.st_uid not in (os.geteuid(), fst.st_uid):
+            raise InputError(f"{shown!r} is a symbolic link another user owns in the shared folder "
+                             f"{str(folder)!r}; writing through it would replace a file you did not name",
+                             where=option, allowed="a path that is not such a link")
+        target = os.readlink(p)
+        p = folder / target
+    raise InputError(f"{shown!r}: too many levels of symbolic links", where=option,
+                     allowed="a file path")
+
+
 def _new_file_mode() -> int:
     umask = os.umask(0o022)
     os.umask(umask)
@@ -197,7 +229,9 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, option: str) -> 
     """Write ``data`` to ``path`` atomically: a temporary file in the target's folder, flushed to disk,
     then renamed over the target, so an interrupted or failed run leaves the previous file as it was.
     Refuses what :func:`check_output_path` refuses. A symlink is followed (the file it points to is
-    replaced); a replaced file keeps its permission bits. Every file scalemodel writes goes through here.
+    replaced) unless another user planted it in a shared sticky folder (the kernel's protected_symlinks
+    rule, which a rename does not apply); a replaced file keeps its permission bits. Every file
+    scalemodel writes goes through here.
     """
     import tempfile  # only a command writing a file needs it (~1 ms: random, shutil); queries print
 
