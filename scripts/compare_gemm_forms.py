@@ -41,6 +41,8 @@ Held-out schemes, per accelerator and precision group:
   * cross: fit the H100 BF16 group, test on the re-measured OpenXLA sm_90 table (XLA-SM90-2 bf16, recorded, never
     fitted).
 Printed per form: held-out rms ln(t), and per FLOP band (10-50, 50-200, 200-1000, >= 1000 GFLOP) rms and worst.
+``--cuts`` prints instead the all-point fits of current, tau and flops on the OpenXLA groups at the size cuts 10 / 50 /
+100 GFLOP (how stable each form's parameters are as the smallest GEMMs leave the fit).
 
 Decision rule (written before the results or any validation row were looked at): a form is adopted only if its
 kfold held-out rms ln(t) is at least 20 % lower than ``current``'s on every group with a table of its own (H100 BF16
@@ -48,7 +50,7 @@ XLA-SM90, B200 BF16 and FP8 XLA-SM100, H200 BF16 and FP8 SM-H200, V100 DeepBench
 small groups (A100, H100 FP8, MI300X FP8, leave-one-out), and its extrap rms is no worse than ``current``'s on any
 group. Better on B200 alone is not enough. The validation rows (validation/training_cases.yaml) play no part.
 
-    python scripts/compare_gemm_forms.py [--forms=current,minside,...]
+    python scripts/compare_gemm_forms.py [--forms=current,minside,...] [--cuts]
 """
 
 from __future__ import annotations
@@ -238,6 +240,17 @@ def main(argv: list[str]) -> int:
         if a.startswith("--forms="):
             forms = a.split("=", 1)[1].split(",")
     groups = load_groups()
+    if "--cuts" in argv:
+        for key in (("h100-sxm", "16bit"), ("b200", "16bit"), ("b200", "fp8")):
+            g = groups[key]
+            for form in ("current", "tau", "flops"):
+                cells = []
+                for cut in (10.0, 50.0, 100.0):
+                    x = g.fit(form, np.flatnonzero(g.flops >= cut * 1e9))
+                    cells.append(f"{cut:g} GFLOP: " + " ".join(f"{nm} {v:.3g}" for nm, v in
+                                                               zip(["g"] + FORMS[form][0], x, strict=True)))
+                print(f"{key[0]} {key[1]} {form:8s} " + " | ".join(cells))
+        return 0
     table: dict[tuple[str, str, str], float] = {}
     band_hdr = " ".join(f"{f'{lo:g}-{hi:g}' if np.isfinite(hi) else f'>={lo:g}':>15s}" for lo, hi in BANDS)
     for scheme in ("kfold", "extrap", "batch"):
