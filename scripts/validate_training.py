@@ -289,7 +289,8 @@ def collect_rows(cases: list[dict]) -> tuple[list[tuple], list[str]]:
 NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
-RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024,
+RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "nemo2407": 2024,
+            "nemo2502": 2025, "titan24": 2024,
             "titan25": 2025, "llama3": 2024,
             "mpt": 2023, "maxtext": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022, "mtnlg": 2021,
             "meg19": 2019, "nemotron4": 2024}
@@ -696,7 +697,8 @@ FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 #: - mb2604, mb2606: scripts/performance/utils/overrides.py _set_common_perf_overrides sets
 #:   ``recipe.model.cross_entropy_fusion_impl = "te"`` for every perf recipe (17a381f95, 63b08b397; GPT-OSS's base
 #:   "native" is replaced by it), whose model recipes set cross_entropy_loss_fusion True.
-LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mpt": "flash_attn", "titan24": "torch", "titan25": "inductor",
+LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mpt": "flash_attn", "titan24": "torch",
+             "titan25": "inductor",
              "nemo2502": "megatron_fused"}
 
 
@@ -1070,9 +1072,9 @@ RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_os
 #: (moe_paged_stash, moe_expert_rank_capacity_factor 1.5,
 #: moe_pad_experts_for_cuda_graph_inference), so no token count is read back by the host inside the step.
 #: Round 4 (DGX-H100, the same two kinds, from the presets and the Megatron-LM their containers pin):
-#: - HybridEP, dropless, no CUDA graph: mb2606_h100_qwen3_30b_fp8cs (63b08b397 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1:
-#:   hybridep, no cuda_graph_impl, no capacity factor; 3rdparty/Megatron-LM @002255075c fused_a2a.py HybridEP dispatch
-#:   ``non_blocking = num_permuted_tokens is not None``, None without a capacity, and experts.py
+#: - HybridEP, dropless, no CUDA graph: mb2606_h100_qwen3_30b_fp8cs (63b08b397
+#:   QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1: hybridep, no cuda_graph_impl, no capacity factor;
+#:   3rdparty/Megatron-LM @002255075c fused_a2a.py HybridEP dispatch ``non_blocking = num_permuted_tokens is not None``, None without a capacity, and experts.py
 #:   ``tokens_per_expert.tolist()``).
 #: - alltoall dispatcher, no CUDA graph: mb2604_h100_gpt_oss_120b_bf16 (17a381f95: recipe moe_token_dispatcher_type
 #:   'alltoall', cuda_graph_impl 'none', the H100 preset names no flex backend) and mb2604_h100_qwen3_235b_fp8cs
