@@ -1074,8 +1074,8 @@ RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_os
 #: Round 4 (DGX-H100, the same two kinds, from the presets and the Megatron-LM their containers pin):
 #: - HybridEP, dropless, no CUDA graph: mb2606_h100_qwen3_30b_fp8cs (63b08b397
 #:   QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1: hybridep, no cuda_graph_impl, no capacity factor;
-#:   3rdparty/Megatron-LM @002255075c fused_a2a.py HybridEP dispatch ``non_blocking = num_permuted_tokens is not None``, None without a capacity, and experts.py
-#:   ``tokens_per_expert.tolist()``).
+#:   3rdparty/Megatron-LM @002255075c fused_a2a.py HybridEP dispatch ``non_blocking = num_permuted_tokens is not
+#:   None``, None without a capacity, and experts.py ``tokens_per_expert.tolist()``).
 #: - alltoall dispatcher, no CUDA graph: mb2604_h100_gpt_oss_120b_bf16 (17a381f95: recipe moe_token_dispatcher_type
 #:   'alltoall', cuda_graph_impl 'none', the H100 preset names no flex backend) and mb2604_h100_qwen3_235b_fp8cs
 #:   (qwen3_235b_a22b_pretrain_config_h100 sets moe_token_dispatcher_type 'alltoall'); Megatron-LM @2d1fa8d372
