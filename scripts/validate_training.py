@@ -289,7 +289,8 @@ def collect_rows(cases: list[dict]) -> tuple[list[tuple], list[str]]:
 NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
-RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2608": 2026, "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024,
+RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "nemo2407": 2024,
+            "nemo2502": 2025, "titan24": 2024,
             "titan25": 2025, "llama3": 2024,
             "mpt": 2023, "maxtext": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022, "mtnlg": 2021,
             "meg19": 2019, "nemotron4": 2024}
@@ -298,7 +299,11 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2608": 2026, "nemo2407": 2024, "ne
 #: ``use_distributed_optimizer=True`` (NVIDIA/NeMo r2.2.0 @132f217987).
 #: Megatron-Bridge 26.08 (mb2608): every preset's base recipe sets ``cfg.ddp.use_distributed_optimizer = True``
 #: (src/megatron/bridge/recipes/{qwen,deepseek,gpt_oss}/h100/*.py at 4ab94dfad).
-MEGATRON_CORE = {"mlm24", "mb2511", "mb2608", "nemo2407", "nemo2502"}
+#: Megatron-Bridge 26.04.01 / 26.06 (mb2604 / mb2606, round 4, DGX-H100 rows): the presets' model recipes set
+#: ``cfg.ddp.use_distributed_optimizer = True`` (src/megatron/bridge/recipes/llama/llama3.py llama3_70b_pretrain_config
+#: and llama31_405b_pretrain_config, recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config, recipes/qwen/qwen3_moe.py
+#: at 17a381f95 and 63b08b397).
+MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "nemo2407", "nemo2502"}
 #: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
 #: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
 #: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
@@ -620,7 +625,8 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: the MegatronCommOverlapCallback sets: :data:`BUCKET_128MI_SOURCES`). NeMo 24.07 (nemo2407) wraps its own way (its
 #: bucket is not verified here) and stays on the engine's defaults. Megatron-Bridge 26.08 (mb2608) at ZeRO 1: the
 #: same Megatron-Core DDP (use_megatron_fsdp False in the presets' base recipes at 4ab94dfad).
-MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2608", "nemo2502"})
+#: Megatron-Bridge 26.04.01 / 26.06 (mb2604 / mb2606): the same (the recipes above set ddp.use_megatron_fsdp False).
+MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "nemo2502"})
 #: Megatron-Bridge's CommOverlapConfig sets the distributed optimizer's bucket to 128 x 1024 x 1024 elements when
 #: dp > 1 (NVIDIA-NeMo/Megatron-Bridge@97ad8cc6f src/megatron/bridge/training/comm_overlap.py
 #: _get_optimizer_overlap_cfgs, applied to the DDP config by setup(); every mb2511 recipe passes a CommOverlapConfig).
@@ -635,14 +641,25 @@ BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
 #: DistributedDataParallelConfig when the distributed optimizer is on; every nemo2502 perf recipe
 #: (recipes/{gpt3_175b,llama3_70b,nemotron4_15b,nemotron4_340b,mixtral_8x7b}.py pretrain_performance_optimizations)
 #: adds that callback and sets no bucket_size of its own.
-BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2608", "nemo2502"})
+#: mb2604 / mb2606: comm_overlap.py still sets ``comm_overlap_cfg.bucket_size = 128 * 1024 * 1024`` when dp > 1 (at
+#: 17a381f95 and 63b08b397), for the presets that pass a CommOverlapConfig; the one that passes none is
+#: :data:`RECIPE_NO_COMM_OVERLAP_CONFIG` (Megatron-Core DDP's own default bucket).
+BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2502"})
+#: Megatron-Bridge rows whose preset leaves ``cfg.comm_overlap`` None, so no CommOverlapConfig sets Bridge's bucket:
+#: the 26.04.01 DGX-H100 GPT-OSS 120B preset (17a381f95: recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config keeps
+#: the CommOverlapConfig line commented out, and scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py
+#: gpt_oss_120b_pretrain_config_h100 sets none; only its GB200/GB300 functions build one).
+RECIPE_NO_COMM_OVERLAP_CONFIG = frozenset({"mb2604_h100_gpt_oss_120b_bf16"})
 #: Megatron-Bridge 25.11's perf precision presets (scripts/performance/utils/precision.py get_precision_config at
 #: 97ad8cc6f): fp8_cs -> bf16_with_fp8_current_scaling_mixed, fp8_mx -> bf16_with_mxfp8_mixed, both with
 #: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); no perf config overrides it.
 #: 26.08 (mb2608, 4ab94dfad): perf_recipes/_common.py _perf_precision("fp8_mx") -> bf16_with_mxfp8_mixed(), which sets
 #: ``cfg.fp8_param_gather = True`` (training/mixed_precision.py); the GB200 presets recorded (DeepSeek-V3, GPT-OSS 120B,
 #: Qwen3-30B/235B MXFP8) do not override it (only the *_dev and GPT-OSS 20B variants do).
-BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511", "mb2608"})
+#: 26.04.01 / 26.06 (mb2604 / mb2606, 17a381f95 / 63b08b397): scripts/performance/utils/precision.py
+#: get_precision_config("fp8_cs") -> bf16_with_fp8_current_scaling_mixed() (training/mixed_precision.py:
+#: ``cfg.fp8_param_gather = True``); the H100 Llama and Qwen3 presets recorded do not override it.
+BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511", "mb2604", "mb2606", "mb2608"})
 #: NeMo 2.2's fp8 perf runs (nemo2502): scripts/llm/performance/pretrain_*.py set the plugin to
 #: recipes/precision/mixed_precision.py bf16_with_fp8_mixed(), which sets ``fp8_params = True``, and
 #: nemo/lightning/pytorch/plugins/mixed_precision.py MegatronMixedPrecision turns fp8_params into
@@ -677,7 +694,11 @@ FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 #: - mb2608: Megatron-Bridge 4ab94dfad src/megatron/bridge/perf_recipes/_common.py _benchmark_common(cfg,
 #:   cross_entropy_impl="te") sets ``cfg.model.cross_entropy_fusion_impl = cross_entropy_impl`` for every flat perf
 #:   recipe, whose base recipes set cross_entropy_loss_fusion True (GPT-OSS's base "native" is replaced by it).
-LOSS_IMPL = {"mb2511": "te", "mb2608": "te", "mpt": "flash_attn", "titan24": "torch", "titan25": "inductor",
+#: - mb2604, mb2606: scripts/performance/utils/overrides.py _set_common_perf_overrides sets
+#:   ``recipe.model.cross_entropy_fusion_impl = "te"`` for every perf recipe (17a381f95, 63b08b397; GPT-OSS's base
+#:   "native" is replaced by it), whose model recipes set cross_entropy_loss_fusion True.
+LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mpt": "flash_attn", "titan24": "torch",
+             "titan25": "inductor",
              "nemo2502": "megatron_fused"}
 
 
@@ -718,7 +739,7 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     if src not in MEGATRON_DDP or zero not in ("0", "1"):
         return out
     out["megatron_ddp"] = True
-    if src in BUCKET_128MI_SOURCES and zero == "1":
+    if src in BUCKET_128MI_SOURCES and zero == "1" and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG:
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
     if src in FP8_PARAM_GATHER and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
@@ -928,6 +949,11 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     # (set_deepseek_v3_pipeline_model_parallel_layout "Et*4|(t*4|)*14tmL", PP 2 x VP 8), at 4ab94dfad.
     "mb2608_gb300_qwen3_235b_fp8mx": ("account", True, True),
     "mb2608_gb300_dsv3_mtp_fp8mx": ("layout", 4, 1),
+    # Round 4 (DGX-H100): recipes/llama/llama3.py llama31_405b_pretrain_config at 63b08b397 (26.06) and
+    # recipes/qwen/qwen3_moe.py qwen3_235b_a22b_pretrain_config at 17a381f95 (26.04.01) set
+    # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split = True.
+    "mb2606_h100_llama31_405b_fp8cs": ("account", True, True),
+    "mb2604_h100_qwen3_235b_fp8cs": ("account", True, True),
 }
 
 
@@ -946,6 +972,10 @@ RECIPE_ETP: dict[str, int] = {
     # the GB300 presets (perf_recipes/*/gb300/*.py at 4ab94dfad) build on the same base recipes and set no ETP either
     "mb2608_gb300_dsv3_mtp_fp8mx": 1, "mb2608_gb300_gpt_oss_120b_fp8mx": 1, "mb2608_gb300_qwen3_30b_fp8mx": 1,
     "mb2608_gb300_qwen3_235b_fp8mx": 1,
+    # round 4 (DGX-H100): scripts/performance/configs/qwen/qwen3_workload_base_configs.py BASE_QWEN3_30B_A3B_CONFIG
+    # (63b08b397) and BASE_QWEN3_235B_A22B_CONFIG (17a381f95), configs/gpt_oss/gpt_oss_workload_base_configs.py
+    # BASE_GPT_OSS_120B_CONFIG (17a381f95): expert_tensor_parallel_size=1
+    "mb2606_h100_qwen3_30b_fp8cs": 1, "mb2604_h100_gpt_oss_120b_bf16": 1, "mb2604_h100_qwen3_235b_fp8cs": 1,
 }
 
 
@@ -981,7 +1011,9 @@ RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwe
                                 "mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
                                 "mb2608_gb200_qwen3_235b_fp8mx", "mb2608_gb300_dsv3_mtp_fp8mx",
                                 "mb2608_gb300_gpt_oss_120b_fp8mx", "mb2608_gb300_qwen3_30b_fp8mx",
-                                "mb2608_gb300_qwen3_235b_fp8mx"})
+                                "mb2608_gb300_qwen3_235b_fp8mx"}) \
+    | frozenset({"mb2604_h100_qwen3_235b_fp8cs"})  # 26.04.01 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (= V2's
+#   base) moe_a2a_overlap=True -> utils/overrides.py _set_moe_a2a_overlap_overrides (17a381f95)
 
 
 #: SMs the EP dispatch/combine kernels occupy (StrategySpec.ep_dispatch_sms; docs/model.md#contention) for the rows
@@ -1000,7 +1032,9 @@ RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_os
                              "mb2608_gb200_qwen3_30b_fp8mx", "mb2608_gb200_qwen3_235b_fp8mx"}) \
     | frozenset({"mb2608_gb300_dsv3_mtp_fp8mx", "mb2608_gb300_gpt_oss_120b_fp8mx",  # same helpers, gb300 presets
                  "mb2608_gb300_qwen3_30b_fp8mx", "mb2608_gb300_qwen3_235b_fp8mx"}) \
-    | frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16"})
+    | frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16"}) \
+    | frozenset({"mb2606_h100_qwen3_30b_fp8cs"})  # 26.06 H100 FP8 preset: hybridep; _set_common_perf_overrides sets
+#   moe_hybridep_num_sms = 32 (scripts/performance/utils/overrides.py @63b08b397); no a2a overlap, so nothing moves
 
 
 #: MoE runs whose Megatron-Bridge 25.11 preset (v0.2.0 = 97ad8cc6f for these files) routes tokens with
@@ -1037,9 +1071,21 @@ RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_os
 #: _apply_gpt_oss_120b_full_iter_fp8mx_configs) and size the experts' buffers by a fixed per-rank capacity
 #: (moe_paged_stash, moe_expert_rank_capacity_factor 1.5,
 #: moe_pad_experts_for_cuda_graph_inference), so no token count is read back by the host inside the step.
-RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16"})
+#: Round 4 (DGX-H100, the same two kinds, from the presets and the Megatron-LM their containers pin):
+#: - HybridEP, dropless, no CUDA graph: mb2606_h100_qwen3_30b_fp8cs (63b08b397
+#:   QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1: hybridep, no cuda_graph_impl, no capacity factor;
+#:   3rdparty/Megatron-LM @002255075c fused_a2a.py HybridEP dispatch ``non_blocking = num_permuted_tokens is not
+#:   None``, None without a capacity, and experts.py ``tokens_per_expert.tolist()``).
+#: - alltoall dispatcher, no CUDA graph: mb2604_h100_gpt_oss_120b_bf16 (17a381f95: recipe moe_token_dispatcher_type
+#:   'alltoall', cuda_graph_impl 'none', the H100 preset names no flex backend) and mb2604_h100_qwen3_235b_fp8cs
+#:   (qwen3_235b_a22b_pretrain_config_h100 sets moe_token_dispatcher_type 'alltoall'); Megatron-LM @2d1fa8d372
+#:   token_dispatcher.py MoEAlltoAllTokenDispatcher still "A synchronization is needed before expert parallel AlltoAll
+#:   communication". H (:data:`MCORE_2511_MOE_LAYER_HOST_S`) is 25.11's; the 26.x host time is not measured here.
+RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16",
+                                       "mb2606_h100_qwen3_30b_fp8cs"})
 RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
-                                    "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx"}) \
+                                    "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx",
+                                    "mb2604_h100_gpt_oss_120b_bf16", "mb2604_h100_qwen3_235b_fp8cs"}) \
     | RECIPE_HOST_SYNC_HYBRIDEP
 
 
@@ -1049,8 +1095,11 @@ RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100
 #: pad their tokens for the FP8 grouped GEMM themselves (StrategySpec.moe_fp8_padding;
 #: docs/model.md#fp8-expert-padding). The GB200 FP8 preset (HybridEP) pads in the dispatcher; so do the 26.08 (mb2608)
 #: GB200 MXFP8 presets, all HybridEP.
+#: Round 4: mb2604_h100_qwen3_235b_fp8cs (alltoall, FP8; no moe_router_padding_for_quantization in the qwen perf
+#: configs at 17a381f95). The HybridEP FP8 H100 row (mb2606_h100_qwen3_30b_fp8cs) pads in the dispatcher, as above.
 RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
-                                       "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx"})
+                                       "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx",
+                                       "mb2604_h100_qwen3_235b_fp8cs"})
 
 
 #: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
@@ -1098,7 +1147,10 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: scripts/performance/utils/executors.py PERF_ENV_VARS ``"NCCL_NVLS_ENABLE": "0",  # Disable NVLink SHARP to save
 #: memory`` (mb2511; perf_plugins.py re-enables it for no model: the one place is commented out). Such a case's cluster
 #: gets ``in_network_reduction: false`` on its NVLink tiers.
-NVLS_DISABLED = frozenset({"mb2511", "nemo2502"})
+#: Megatron-Bridge 26.04.01 / 26.06 (mb2604, mb2606): scripts/performance/utils/executors.py PERF_ENV_VARS keeps
+#: ``"NCCL_NVLS_ENABLE": "0"`` (17a381f95, 63b08b397); setup_experiment.py and run_script.py turn it back on only with
+#: nccl_ub, which none of the DGX-H100 presets recorded sets (WorkloadBaseConfig default None).
+NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "nemo2502"})
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
@@ -1236,8 +1288,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     elif any(".bandwidth=" in o for o in overrides):
         notes.append("NIC rate from the case: " + next(o for o in overrides if ".bandwidth=" in o).split("=")[1])
     if case["id"] in RECIPE_HOST_SYNC_EAGER:
-        how = ("dropless HybridEP dispatch, CUDA graphs of router/preprocess only"
-               if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP else "dropless all-to-all dispatch, no CUDA graphs")
+        how = ("dropless HybridEP dispatch, no CUDA graph of the dispatch" if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
+               else "dropless all-to-all dispatch, no CUDA graphs")
         notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: {how}")
     settings = {"cluster": cname, "workload": how, "precision": precision, "fp8_recipe": tr.fp8_recipe,
                 "tp": tp, "pp": pp, "cp": cp, "ep": ep,
