@@ -320,3 +320,16 @@ def test_gb300_cudnn_curve_carries_the_measured_speedup_over_gb200() -> None:
     gain = {d: eff(new[d], 4096, True, 128) / eff(old[d], 4096, True, 128) for d in ("fwd", "bwd")}
     assert 1.15 < gain["fwd"] < 1.30 and 1.03 < gain["bwd"] < 1.12
 
+
+
+def test_ratio_fits_match_the_measurement_file() -> None:
+    """scripts/fit_attention.py RATIO_FITS and attention.yaml agree: the points of a ratio-fitted accelerator and
+    kernel come from sources marked ``level: ratio`` (scripts/validate_attention.py keeps them out of the in-sample
+    figures), and their pairs are recorded ``fit: false`` on the paired accelerator."""
+    fa = script_module("fit_attention")
+    doc = yaml.safe_load(ATTENTION.read_text())
+    for (acc, kernel), (pacc, psrc) in fa.RATIO_FITS.items():
+        srcs = {p["src"] for p in doc["points"] if p["acc"] == acc and p["kernel"] == kernel and p.get("fit", True)}
+        assert srcs and all(doc["sources"][s].get("level") == "ratio" for s in srcs)
+        paired = [p for p in doc["points"] if p["src"] == psrc]
+        assert paired and all(p["acc"] == pacc and p.get("fit") is False for p in paired)

@@ -75,6 +75,8 @@ def test_points_fields_and_units() -> None:
         ("CUDNN-GB200-9.17", n) for n in (512, 1024, 2048, 4096, 8192, 16384, 32768)} | {
         (p["src"], p["s"]) for p in POINTS if p["src"] == "CUDNN-GB200-9.22"}
     assert all(p.get("fit") is False for p in POINTS if p["src"] == "CUDNN-GB200-9.22")
+    # fitted by time ratio to its GB200 twin, not by level (scripts/fit_attention.py RATIO_FITS)
+    assert {k for k, s in SOURCES.items() if s.get("level") == "ratio"} == {"CUDNN-GB300-9.22"}
     assert {k for k, s in SOURCES.items() if s.get("per_call_latency")} == {"CUDNN-B200-9.10", "CUDNN-B200-9.13"}
     seen = set()
     peaks = {}
