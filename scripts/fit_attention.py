@@ -76,7 +76,13 @@ ACC_DONORS = {"h800": "h100-sxm", "h100-pcie": "h100-sxm", "a100-sxm-40g": "a100
 #: (accelerator, kernel) not measured on that accelerator -> the accelerator it is borrowed from
 KERNEL_DONORS = {("h200-sxm", "fa3"): "h100-sxm", ("h200-sxm", "fa1"): "h100-sxm",
                  ("h200-sxm", "triton"): "h100-sxm", ("gb200", "cudnn"): "b200", ("gb200", "fa2"): "b200",
-                 ("gb300", "cudnn"): "b200", ("gb300", "fa2"): "b200"}
+                 ("gb300", "fa2"): "b200"}
+#: (accelerator, kernel) fitted by RATIO -> (paired accelerator, paired source): each of its points is paired with the
+#: point of the same shape, direction and kernel in the paired source (same benchmark, same software, other GPU), and
+#: its target time is the paired accelerator's catalog curve at that shape x (this GPU's time / the paired GPU's
+#: time). The curve so fitted carries the hardware difference measured at one software release, not that release's
+#: level. gb300 cudnn: NVIDIA/cudnn-frontend's GB300 and GB200 sweeps at cuDNN 9.22 (attention.yaml CUDNN-GB300-9.22)
+RATIO_FITS = {("gb300", "cudnn"): ("gb200", "CUDNN-GB200-9.22")}
 WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks",
        "h100-pcie": "same GH100 kernels; its lower clocks and power are in its own peak, the fraction is assumed",
        "a100-sxm-40g": "same GA100 die and clocks", "a100-pcie-80g": "same GA100 die; fraction of its own peak",
@@ -84,8 +90,9 @@ WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks
        "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak; its own cuDNN sweep, "
                 "CUDNN-GB200-9.17, is a later cuDNN than the Blackwell training stacks and is recorded, not fitted",
        "gb300": "Blackwell Ultra is the Blackwell die (208e9 transistors, TSMC 4NP) with 160 SMs enabled and twice "
-                "the SFU exponential rate; the curve is taken as a fraction of its own peak, as gb200 takes it; the "
-                "faster softmax is not priced, so the borrowed curve is if anything slow"}
+                "the SFU exponential rate; the curve is taken as a fraction of its own peak, as gb200 takes it; no "
+                "FlashAttention-2 sweep on GB300 with its GB200 twin was found (Azure's ND GB300 v6 FA2 figure, one "
+                "shape, CUDA 13.0, against ND GB200 v6's on CUDA 12.8, is not a same-software pair)"}
 #: (accelerator, kernel) measured at one head dim -> (accelerator, kernel) whose fitted head_half (per direction) it
 #: holds: the same kernel family on Hopper (h200-sxm: scalemodel's own sweeps at d 64 and 128)
 HEAD_DONORS = {("b200", "cudnn"): ("h200-sxm", "cudnn"), ("b200", "fa2"): ("h200-sxm", "fa2")}
@@ -95,14 +102,15 @@ TOL = {"attn_max": 0.0006, "seq_half": 0.6, "head_half": 0.6}
 PARAMS = ("attn_max", "seq_half", "head_half")
 
 
-def load_points(path: Path = ATTENTION) -> list[dict[str, Any]]:
+def load_points(path: Path = ATTENTION, recorded: bool = False) -> list[dict[str, Any]]:
+    """The fitted points (``recorded``: also those marked ``fit: false``), each with its measured time."""
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     conv = doc["flop_conventions"]
     out = []
     for p in doc["points"]:
         if doc["sources"][p["src"]].get("flops") != "fa-benchmark" or "fa-benchmark" not in conv:
             continue
-        if p.get("fit") is False:  # recorded, not fitted (its source's ``read`` says why)
+        if p.get("fit") is False and not recorded:  # recorded, not fitted (its source's ``read`` says why)
             continue
         fwd = 4.0 * p["b"] * p["h"] * p["s"] ** 2 * p["d"] * (0.5 if p["causal"] else 1.0)
         out.append({**p, "t_meas": fwd * PER_DIR[p["dir"]] / (p["tflops"] * 1e12),
@@ -164,13 +172,74 @@ def _lsq(pts: list[dict[str, Any]], acc: Any, build: Any,
             dict(zip(lat_srcs, (float(v) for v in sol.x[n:]), strict=True)))
 
 
-def fit(points: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(accelerator, kernel) -> {fwd, bwd, how, rms_fwd, rms_bwd, ...} for every measured pair, then borrowed."""
+def _shape(p: dict[str, Any]) -> tuple[Any, ...]:
+    return (p["kernel"], p["dir"], p["causal"], p["b"], p["h"], p.get("h_kv"), p["d"], p["s"])
+
+
+def ratio_targets(pts: list[dict[str, Any]], paired: list[dict[str, Any]], acc: Any,
+                  curve: dict[str, Any]) -> list[dict[str, Any]]:
+    """:data:`RATIO_FITS`: each point with ``t_meas`` replaced by the paired accelerator's curve time at its shape x
+    (its measured time / the paired point's measured time); a point without a twin is an error."""
+    twin = {_shape(q): q for q in paired}
+    out = []
+    for p in pts:
+        q = twin.get(_shape(p))
+        if q is None:
+            print(f"error: {ATTENTION.name}: {p['src']} {p['dir']} s {p['s']} d {p['d']}: no point of the same shape "
+                  "in its RATIO_FITS pair", file=sys.stderr)
+            raise SystemExit(2)
+        t_paired = model_time(p, acc, curve["fwd"], curve["bwd"])
+        out.append({**p, "ratio": p["t_meas"] / q["t_meas"], "t_meas": t_paired * p["t_meas"] / q["t_meas"]})
+    return out
+
+
+def _ratio_fit(key: tuple[str, str], pts_all: list[dict[str, Any]], pacc: str, donor: str, paired_curve: dict[str, Any],
+               paired: list[dict[str, Any]]) -> dict[str, Any]:
+    """One :data:`RATIO_FITS` entry: per direction, the curve fitted to the paired accelerator's curve x the measured
+    time ratios (:func:`ratio_targets`); head_half fitted where the pairs span two head dims or more, else held at the
+    paired curve's; a direction without pairs keeps the paired curve."""
+    name, kernel = key
+    tgt = ratio_targets(pts_all, paired, load_accelerator(pacc, overrides=[]), paired_curve)
+    acc = load_accelerator(name, overrides=[])
+    f: dict[str, Any] = {"n_fwd": 0, "n_fb": 0, "points": tgt, "fb_kind": "bwd"}
+    parts = []
+    for direction, (k_n, k_rms, k_w) in (("fwd", ("n_fwd", "rms_fwd", "worst_fwd")),
+                                         ("bwd", ("n_fb", "rms_fb", "worst_fb"))):
+        pts = [p for p in tgt if p["dir"] == direction]
+        if not pts:
+            f[direction] = paired_curve[direction]
+            parts.append(f"{direction} the paired curve's (no {direction} pairs)")
+            continue
+        heads = sorted({p["d"] for p in pts})
+        held = None if len(heads) > 1 else paired_curve[direction]["head_half"]
+        build = (lambda c: (c, c)) if direction == "fwd" else (lambda c, fwd=f["fwd"]: (fwd, c))
+        f[direction], f[k_rms], f[k_w], _ = _lsq(pts, acc, build, held)
+        f[k_n] = len(pts)
+        r = np.array([p["ratio"] for p in pts])
+        parts.append(f"{direction} {len(pts)} pairs, {name} / {pacc} time median {float(np.median(r)):.3f} "
+                     f"(speed {1 / float(np.median(r)):.3f}x, range {1 / float(r.max()):.2f}-{1 / float(r.min()):.2f})"
+                     + (", attn_max at its bound 1" if f[direction]["attn_max"] > 0.9995 else "")
+                     + (f", head dims {', '.join(str(h) for h in heads)}" if held is None else
+                        f", head_half HELD at the paired curve's ({held:.0f}): head dim {heads[0]} only"))
+    f["how"] = (f"RATIO fit (RATIO_FITS): fitted to {pacc}'s curve ({donor} {kernel}) x the measured {name} / {pacc} "
+                f"time of the same shape in {pts_all[0]['src']} / {paired[0]['src'] if paired else '?'} (one "
+                "benchmark, one cuDNN release, both GPUs): " + "; ".join(parts))
+    return f
+
+
+def fit(points: list[dict[str, Any]],
+        recorded: list[dict[str, Any]] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(accelerator, kernel) -> {fwd, bwd, how, rms_fwd, rms_bwd, ...} for every measured pair, then the ratio fits
+    (:data:`RATIO_FITS`, paired with ``recorded``: every point, ``fit: false`` ones included; by default the file's),
+    then borrowed."""
+    if recorded is None:
+        recorded = load_points(recorded=True)
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for p in points:
         by[(p["acc"], p["kernel"])].append(p)
     fits: dict[tuple[str, str], dict[str, Any]] = {}
-    order = sorted(by, key=lambda key: (key in BWD_DONORS or key in HEAD_DONORS, key))
+    order = sorted((k for k in by if k not in RATIO_FITS),
+                   key=lambda key: (key in BWD_DONORS or key in HEAD_DONORS, key))
     for key in order:
         acc = load_accelerator(key[0], overrides=[])
         fw = [p for p in by[key] if p["dir"] == "fwd"]
@@ -214,6 +283,11 @@ def fit(points: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
                         f"({', '.join(sorted({p['src'] for p in fb}))}; no fwd points: the backward is ASSUMED to run "
                         "at the forward's efficiency)")
         fits[key] = f
+    for key, (pacc, psrc) in RATIO_FITS.items():
+        if key in by:
+            donor = KERNEL_DONORS.get((pacc, key[1]), pacc)
+            fits[key] = _ratio_fit(key, by[key], pacc, donor, fits[(donor, key[1])],
+                                   [q for q in recorded if q["src"] == psrc and q["acc"] == pacc])
     for (name, kernel), donor in KERNEL_DONORS.items():
         d = fits[(donor, kernel)]
         fits[(name, kernel)] = {"fwd": d["fwd"], "bwd": d["bwd"], "borrowed": donor,

@@ -152,7 +152,8 @@ def evaluate(sources: dict[str, Any], points: list[dict[str, Any]], *, isolated:
                     "kernel_time_s": t_kernel, "kernel_tflops": kernel_tflops,
                     "kernel_error": None if kernel_tflops is None else kernel_tflops / p["tflops"] - 1.0,
                     "inferred": p.get("labels") == "inferred",
-                    "latency": bool(sources[p["src"]].get("per_call_latency"))})
+                    "latency": bool(sources[p["src"]].get("per_call_latency")),
+                    "ratio": sources[p["src"]].get("level") == "ratio"})
     return out
 
 
@@ -176,10 +177,13 @@ def kernel_time(p: dict[str, Any], acc: Any, keys: float) -> float | None:
 
 
 def _after(r: dict[str, Any]) -> bool:
-    """A point counted in the kernel curve's (after) figures: it has a curve, was fitted (not ``fit: false``) and
-    its time is the kernel's alone (not a source marked ``per_call_latency``, whose times include the host's
-    per-call latency that scripts/fit_attention.py fits beside the curve and the catalog leaves out)."""
-    return r["kernel_error"] is not None and r.get("fit") is not False and not r.get("latency")
+    """A point counted in the kernel curve's (after) figures: it has a curve, was fitted (not ``fit: false``), its
+    time is the kernel's alone (not a source marked ``per_call_latency``, whose times include the host's per-call
+    latency that scripts/fit_attention.py fits beside the curve and the catalog leaves out) and its level is the
+    curve's (not a source marked ``level: ratio``, fitted by its time ratio to a paired GPU's point, whose level
+    is its own software release's: scripts/fit_attention.py RATIO_FITS)."""
+    return (r["kernel_error"] is not None and r.get("fit") is not False and not r.get("latency")
+            and not r.get("ratio"))
 
 
 def families(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -274,7 +278,8 @@ def report(rows: list[dict[str, Any]], isolated: bool) -> str:
              f"{'gemm':>6} {'error':>7} {'kernel':>6} {'error':>7}"]
     for r in rows:
         mark = ((" (labels inferred)" if r["inferred"] else "") + (" (not fitted)" if r.get("fit") is False else "")
-                + (" (time includes per-call latency)" if r.get("latency") else ""))
+                + (" (time includes per-call latency)" if r.get("latency") else "")
+                + (" (ratio-fitted: level is its sweep's cuDNN release)" if r.get("ratio") else ""))
         kt = "-" if r["kernel_tflops"] is None else f"{r['kernel_tflops']:.0f}"
         lines.append(f"{r['src']:9} {r['acc']:13} {r['kernel']:8} {r['dir']:7} {str(r['causal']):6} {r['d']:>4} "
                      f"{r['s']:>6} {r['tflops']:>6.0f} {r['model_tflops']:>6.0f} {r['error']:>+7.1%} {kt:>6} "

@@ -29,6 +29,8 @@ SOURCES, POINTS = DOC["sources"], DOC["points"]
 KERNELS = {"fa1", "fa2", "fa3", "cudnn", "triton", "xformers"}
 #: NVIDIA/cudnn-frontend's Blackwell sweeps: batch 1, 128 query / 8 KV heads, head dim 128, causal, bf16
 BLACKWELL = {"CUDNN-B200-9.10", "CUDNN-B200-9.13", "CUDNN-GB200-9.17"}
+#: NVIDIA/cudnn-frontend's paired GB300 / GB200 sweeps at cuDNN 9.22 (fb682ce7): the same shapes on both GPUs
+PAIRED = {"CUDNN-GB300-9.22": "gb300", "CUDNN-GB200-9.22": "gb200"}
 
 
 def _one(**match: object) -> dict:
@@ -44,7 +46,7 @@ def test_file_header_and_sources() -> None:
     used = {p["src"] for p in POINTS}
     # published figures, NVIDIA/cudnn-frontend's Blackwell SDPA sweeps (CSV artifacts), and scalemodel's own H200 run
     # (SM-H200, status measured: its raw JSON is in the repository)
-    assert used == {"FA2-A100", "FA2-H100", "FA3-FWD", "SM-H200"} | BLACKWELL
+    assert used == {"FA2-A100", "FA2-H100", "FA3-FWD", "SM-H200"} | BLACKWELL | set(PAIRED)
     for key in used - {"SM-H200"}:
         s = SOURCES[key]
         assert s["status"] == "transcribed"
@@ -60,13 +62,21 @@ def test_file_header_and_sources() -> None:
 
 def test_points_fields_and_units() -> None:
     # 273 transcribed + 96 of our H200 run (2 kernels x 2 head dims x 2 masks x 6 lengths x fwd, fwd+bwd) + the
-    # Blackwell sweeps at s 512-32768: B200 2 runs x 2 kernels x 7 lengths x fwd, bwd; GB200 cuDNN 7 lengths x fwd, bwd
-    assert len(POINTS) == 273 + 96 + 56 + 14
+    # Blackwell sweeps at s 512-32768: B200 2 runs x 2 kernels x 7 lengths x fwd, bwd; GB200 cuDNN 7 lengths x fwd, bwd;
+    # the paired cuDNN 9.22 sweeps, 45 rows a GPU: llama3.1 2 masks x 5 lengths x fwd, bwd; qwen35 5 x fwd; ltx2 and
+    # wan22 5 x fwd, bwd each
+    assert len(POINTS) == 273 + 96 + 56 + 14 + 2 * 45
     assert sum(p["src"] == "SM-H200" for p in POINTS) == 96
-    # recorded, not fitted: the whole GB200 cuDNN 9.17 sweep (a later release than the training stacks), nothing else;
-    # the B200 sweeps' times include a per-call host latency (fitted beside the curve by scripts/fit_attention.py)
+    assert {src: sum(p["src"] == src for p in POINTS) for src in PAIRED} == {src: 45 for src in PAIRED}
+    # recorded, not fitted: the whole GB200 cuDNN 9.17 sweep (a later release than the training stacks) and the GB200
+    # half of the 9.22 pairs (the denominators of gb300's ratio fit), nothing else; the B200 sweeps' times include a
+    # per-call host latency (fitted beside the curve by scripts/fit_attention.py)
     assert {(p["src"], p["s"]) for p in POINTS if p.get("fit") is False} == {
-        ("CUDNN-GB200-9.17", n) for n in (512, 1024, 2048, 4096, 8192, 16384, 32768)}
+        ("CUDNN-GB200-9.17", n) for n in (512, 1024, 2048, 4096, 8192, 16384, 32768)} | {
+        (p["src"], p["s"]) for p in POINTS if p["src"] == "CUDNN-GB200-9.22"}
+    assert all(p.get("fit") is False for p in POINTS if p["src"] == "CUDNN-GB200-9.22")
+    # fitted by time ratio to its GB200 twin, not by level (scripts/fit_attention.py RATIO_FITS)
+    assert {k for k, s in SOURCES.items() if s.get("level") == "ratio"} == {"CUDNN-GB300-9.22"}
     assert {k for k, s in SOURCES.items() if s.get("per_call_latency")} == {"CUDNN-B200-9.10", "CUDNN-B200-9.13"}
     seen = set()
     peaks = {}
@@ -74,8 +84,15 @@ def test_points_fields_and_units() -> None:
         assert set(va.KEYS) <= set(p), p
         assert p["src"] in SOURCES
         assert p["kernel"] in KERNELS and p["dir"] in va.MODEL_CALLS and isinstance(p["causal"], bool)
-        assert p["dtype"] == ("bf16" if p["src"] == "SM-H200" or p["src"] in BLACKWELL else "fp16")
-        if p["src"] in BLACKWELL:
+        assert p["dtype"] == ("bf16" if p["src"] == "SM-H200" or p["src"] in BLACKWELL | set(PAIRED) else "fp16")
+        if p["src"] in PAIRED:
+            assert p["acc"] == PAIRED[p["src"]] and p["kernel"] == "cudnn" and p["dir"] in ("fwd", "bwd")
+            assert (p["h"], p.get("h_kv"), p["d"]) in ((64, 8, 128), (32, 2, 256), (32, None, 128), (40, None, 128))
+            # time and TFLOP/s agree in the fa-benchmark count, batch and causal halving included
+            f = 4.0 * p["b"] * p["h"] * p["s"] ** 2 * p["d"] * (0.5 if p["causal"] else 1.0)
+            f *= 2.5 if p["dir"] == "bwd" else 1.0
+            assert f / (p["ms"] * 1e-3) / 1e12 == pytest.approx(p["tflops"], rel=0.01, abs=1.0), p
+        elif p["src"] in BLACKWELL:
             assert (p["b"], p["h"], p["h_kv"], p["d"], p["causal"]) == (1, 128, 8, 128, True)
             assert p["s"] in (512, 1024, 2048, 4096, 8192, 16384, 32768)
             # the CSV's time and TFLOP/s agree in the fa-benchmark count (times printed to 1 us, TFLOP/s to 0.001 or 1)
@@ -179,7 +196,7 @@ def test_json_output_strictly_valid(capsys: pytest.CaptureFixture[str]) -> None:
 
     doc = json.loads(out, parse_constant=no_constants)
     assert len(doc["points"]) == len(POINTS)
-    assert {g["acc"] for g in doc["groups"]} == {"a100-sxm-80g", "h100-sxm", "h200-sxm", "b200", "gb200"}
+    assert {g["acc"] for g in doc["groups"]} == {"a100-sxm-80g", "h100-sxm", "h200-sxm", "b200", "gb200", "gb300"}
     assert doc["causal_ratio_groups"] and doc["direction_ratios"]
 
 
@@ -191,3 +208,21 @@ def test_bad_input_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture
     assert va.main([str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "dir 'sideways'" in err
+
+
+def test_paired_gb300_gb200_sweeps_twin_every_shape_and_measure_the_speedup() -> None:
+    """Every GB300 row of the cuDNN 9.22 pairs has a GB200 row of the same shape and direction; the GB300 / GB200
+    speed ratios, computed here from the transcribed TFLOP/s, are the ones the source's text states (forward 1.12-1.26,
+    median about 1.18; backward 1.05-1.22, median about 1.09): faster everywhere, the forward more than the backward,
+    as Blackwell Ultra's doubled SFU exponential rate (the forward's softmax) would have it."""
+    def shape(p: dict) -> tuple:
+        return (p["dir"], p["causal"], p["b"], p["h"], p.get("h_kv"), p["d"], p["s"])
+
+    gb200 = {shape(p): p for p in POINTS if p["src"] == "CUDNN-GB200-9.22"}
+    gb300 = [p for p in POINTS if p["src"] == "CUDNN-GB300-9.22"]
+    assert {shape(p) for p in gb300} == set(gb200)
+    speed = {d: sorted(p["tflops"] / gb200[shape(p)]["tflops"] for p in gb300 if p["dir"] == d) for d in ("fwd", "bwd")}
+    assert len(speed["fwd"]) == 25 and len(speed["bwd"]) == 20
+    assert 1.11 < speed["fwd"][0] and speed["fwd"][-1] < 1.27 and 1.16 < speed["fwd"][12] < 1.20
+    assert 1.04 < speed["bwd"][0] and speed["bwd"][-1] < 1.23 and 1.07 < (speed["bwd"][9] + speed["bwd"][10]) / 2 < 1.11
+
