@@ -303,6 +303,8 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
 #: ``cfg.ddp.use_distributed_optimizer = True`` (src/megatron/bridge/recipes/llama/llama3.py llama3_70b_pretrain_config
 #: and llama31_405b_pretrain_config, recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config, recipes/qwen/qwen3_moe.py
 #: at 17a381f95 and 63b08b397).
+#: Round 5 (DGX-B200 rows of 26.04.01): recipes/deepseek/deepseek_v3.py deepseek_v3_pretrain_config and the qwen3_moe /
+#: gpt_oss recipes above set use_distributed_optimizer True and use_megatron_fsdp False at 17a381f95.
 MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "nemo2407", "nemo2502"}
 #: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
 #: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
@@ -649,7 +651,9 @@ BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2
 #: the 26.04.01 DGX-H100 GPT-OSS 120B preset (17a381f95: recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config keeps
 #: the CommOverlapConfig line commented out, and scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py
 #: gpt_oss_120b_pretrain_config_h100 sets none; only its GB200/GB300 functions build one).
-RECIPE_NO_COMM_OVERLAP_CONFIG = frozenset({"mb2604_h100_gpt_oss_120b_bf16"})
+#: Round 5: the 26.04.01 DGX-B200 GPT-OSS 120B preset likewise (17a381f95 gpt_oss_llm_pretrain.py
+#: gpt_oss_120b_pretrain_config_b200 builds no CommOverlapConfig).
+RECIPE_NO_COMM_OVERLAP_CONFIG = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2604_b200_gpt_oss_120b_bf16"})
 #: Megatron-Bridge 25.11's perf precision presets (scripts/performance/utils/precision.py get_precision_config at
 #: 97ad8cc6f): fp8_cs -> bf16_with_fp8_current_scaling_mixed, fp8_mx -> bf16_with_mxfp8_mixed, both with
 #: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); no perf config overrides it.
@@ -659,6 +663,8 @@ RECIPE_NO_COMM_OVERLAP_CONFIG = frozenset({"mb2604_h100_gpt_oss_120b_bf16"})
 #: 26.04.01 / 26.06 (mb2604 / mb2606, 17a381f95 / 63b08b397): scripts/performance/utils/precision.py
 #: get_precision_config("fp8_cs") -> bf16_with_fp8_current_scaling_mixed() (training/mixed_precision.py:
 #: ``cfg.fp8_param_gather = True``); the H100 Llama and Qwen3 presets recorded do not override it.
+#: Round 5 (DGX-B200 MXFP8 rows, 17a381f95): get_precision_config("fp8_mx") -> bf16_with_mxfp8_mixed() (training/
+#: mixed_precision.py: ``cfg.fp8_param_gather = True``); the DeepSeek-V3 / Qwen3 B200 presets do not override it.
 BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511", "mb2604", "mb2606", "mb2608"})
 #: NeMo 2.2's fp8 perf runs (nemo2502): scripts/llm/performance/pretrain_*.py set the plugin to
 #: recipes/precision/mixed_precision.py bf16_with_fp8_mixed(), which sets ``fp8_params = True``, and
@@ -954,6 +960,12 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     # account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split = True.
     "mb2606_h100_llama31_405b_fp8cs": ("account", True, True),
     "mb2604_h100_qwen3_235b_fp8cs": ("account", True, True),
+    # Round 5 (DGX-B200, 26.04.01 at 17a381f95): scripts/performance/configs/deepseek/deepseek_llm_pretrain.py
+    # deepseek_v3_pretrain_config_b200 calls recipes/deepseek/deepseek_v3.py
+    # set_deepseek_v3_pipeline_model_parallel_layout, whose layout_map[(8, 2)] = [embedding + 4 decoders],
+    # 14 x [4 decoders], [1 decoder + MTP + loss] (the preset's pp_layout "Et*4|(t*4|)*14tmL" is the same). The B200
+    # Qwen3-235B preset has no VP: its 1F1B split (account_for_embedding/loss) is the case's pipeline_layout text.
+    "mb2604_b200_dsv3_mtp_fp8mx": ("layout", 4, 1),
 }
 
 
@@ -976,6 +988,10 @@ RECIPE_ETP: dict[str, int] = {
     # (63b08b397) and BASE_QWEN3_235B_A22B_CONFIG (17a381f95), configs/gpt_oss/gpt_oss_workload_base_configs.py
     # BASE_GPT_OSS_120B_CONFIG (17a381f95): expert_tensor_parallel_size=1
     "mb2606_h100_qwen3_30b_fp8cs": 1, "mb2604_h100_gpt_oss_120b_bf16": 1, "mb2604_h100_qwen3_235b_fp8cs": 1,
+    # round 5 (DGX-B200, 17a381f95): the same base configs, and configs/deepseek/deepseek_workload_base_configs.py
+    # BASE_DEEPSEEK_V3_CONFIG: expert_tensor_parallel_size=1
+    "mb2604_b200_dsv3_mtp_fp8mx": 1, "mb2604_b200_gpt_oss_120b_bf16": 1, "mb2604_b200_qwen3_30b_fp8mx": 1,
+    "mb2604_b200_qwen3_235b_fp8mx": 1,
 }
 
 
@@ -1014,6 +1030,8 @@ RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwe
                                 "mb2608_gb300_qwen3_235b_fp8mx"}) \
     | frozenset({"mb2604_h100_qwen3_235b_fp8cs"})  # 26.04.01 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (= V2's
 #   base) moe_a2a_overlap=True -> utils/overrides.py _set_moe_a2a_overlap_overrides (17a381f95)
+RECIPE_A2A_OVERLAP |= frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})  # round 5: 26.04.01
+#   DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 moe_a2a_overlap=True (17a381f95); the other B200 presets leave it False
 
 
 #: SMs the EP dispatch/combine kernels occupy (StrategySpec.ep_dispatch_sms; docs/model.md#contention) for the rows
@@ -1035,6 +1053,15 @@ RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_os
     | frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16"}) \
     | frozenset({"mb2606_h100_qwen3_30b_fp8cs"})  # 26.06 H100 FP8 preset: hybridep; _set_common_perf_overrides sets
 #   moe_hybridep_num_sms = 32 (scripts/performance/utils/overrides.py @63b08b397); no a2a overlap, so nothing moves
+RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_qwen3_30b_fp8mx"})  # round 5: QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1
+#   hybridep, _set_common_perf_overrides moe_hybridep_num_sms = 32 (17a381f95); no a2a overlap, so nothing moves
+#: Rows whose preset dispatches with the flex dispatcher's DeepEP backend and sets no SM count of its own, so
+#: Megatron-Core's default ``moe_deepep_num_sms: int = 20`` applies (NVIDIA/Megatron-LM @2d1fa8d372, the submodule
+#: Megatron-Bridge 17a381f95 pins, megatron/core/transformer/transformer_config.py; no moe_deepep_num_sms in
+#: scripts/performance or the recipes at 17a381f95). Round 5: the 26.04.01 DGX-B200 DeepSeek-V3 MXFP8 preset
+#: (DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 moe_flex_dispatcher_backend "deepep", moe_a2a_overlap True).
+MCORE_DEEPEP_NUM_SMS = 20
+RECIPE_DEEPEP = frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})
 
 
 #: MoE runs whose Megatron-Bridge 25.11 preset (v0.2.0 = 97ad8cc6f for these files) routes tokens with
@@ -1083,9 +1110,16 @@ RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_os
 #:   communication". H (:data:`MCORE_2511_MOE_LAYER_HOST_S`) is 25.11's; the 26.x host time is not measured here.
 RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16",
                                        "mb2606_h100_qwen3_30b_fp8cs"})
+#: Round 5 (DGX-B200, 26.04.01 at 17a381f95): the alltoall dispatcher with no CUDA graph: mb2604_b200_gpt_oss_120b_bf16
+#: (GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 names no flex backend and no cuda_graph_impl; recipe 'none') and
+#: mb2604_b200_qwen3_235b_fp8mx (qwen3_235b_a22b_pretrain_config_b200 moe_token_dispatcher_type 'alltoall', no
+#: cuda_graph_impl in QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS_V1, recipe 'none'). Not given H, as the GB200 presets
+#: that graph attention above: mb2604_b200_qwen3_30b_fp8mx (HybridEP) and mb2604_b200_dsv3_mtp_fp8mx (DeepEP), whose
+#: presets capture cuda_graph_scope ["attn", "moe_router", "moe_preprocess"] (less host work than H's source).
 RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
                                     "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx",
-                                    "mb2604_h100_gpt_oss_120b_bf16", "mb2604_h100_qwen3_235b_fp8cs"}) \
+                                    "mb2604_h100_gpt_oss_120b_bf16", "mb2604_h100_qwen3_235b_fp8cs",
+                                    "mb2604_b200_gpt_oss_120b_bf16", "mb2604_b200_qwen3_235b_fp8mx"}) \
     | RECIPE_HOST_SYNC_HYBRIDEP
 
 
@@ -1097,9 +1131,11 @@ RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100
 #: GB200 MXFP8 presets, all HybridEP.
 #: Round 4: mb2604_h100_qwen3_235b_fp8cs (alltoall, FP8; no moe_router_padding_for_quantization in the qwen perf
 #: configs at 17a381f95). The HybridEP FP8 H100 row (mb2606_h100_qwen3_30b_fp8cs) pads in the dispatcher, as above.
+#: Round 5: mb2604_b200_qwen3_235b_fp8mx (alltoall, MXFP8; recipes/qwen/qwen3_moe.py qwen3_235b_a22b_pretrain_config
+#: sets moe_router_padding_for_fp8 False at 17a381f95). The DeepEP and HybridEP B200 rows pad in the dispatcher.
 RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
                                        "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx",
-                                       "mb2604_h100_qwen3_235b_fp8cs"})
+                                       "mb2604_h100_qwen3_235b_fp8cs", "mb2604_b200_qwen3_235b_fp8mx"})
 
 
 #: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
@@ -1149,7 +1185,9 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: gets ``in_network_reduction: false`` on its NVLink tiers.
 #: Megatron-Bridge 26.04.01 / 26.06 (mb2604, mb2606): scripts/performance/utils/executors.py PERF_ENV_VARS keeps
 #: ``"NCCL_NVLS_ENABLE": "0"`` (17a381f95, 63b08b397); setup_experiment.py and run_script.py turn it back on only with
-#: nccl_ub, which none of the DGX-H100 presets recorded sets (WorkloadBaseConfig default None).
+#: nccl_ub, which none of the DGX-H100 presets recorded sets (WorkloadBaseConfig default None); nor do the DGX-B200
+#: DeepSeek-V3, GPT-OSS and Qwen3 presets of round 5 (configs/{deepseek,gpt_oss,qwen}/*_workload_base_configs.py
+#: @17a381f95).
 NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "nemo2502"})
 
 
@@ -1249,7 +1287,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           recompute_modules=parse_recompute_modules(par.get("recompute"), src)
                           if rec == "selective" else "",
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
-                          ep_dispatch_sms=MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP else None,
+                          ep_dispatch_sms=MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP
+                          else MCORE_DEEPEP_NUM_SMS if case["id"] in RECIPE_DEEPEP else None,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
                           loss_impl=loss_impl(case), layer_impl=layer_impl(case),

@@ -211,7 +211,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # TP/PP/DP lowered 0.077 -> 0.065 by the NCCL channel count on Blackwell and the EP dispatcher's SM share
     # (contention, merged): now 6.3%
     # the 4 GB300 rows (cases, not a model change) leave the median at 6.3%
-    ("parallelism", "TP/PP/DP"): 0.065,  # n=64, now 6.3%
+    # re-baselined for the 4 round-5 rows (cases, not a model change; validation/README.md "Cases added in round 5"):
+    # mb2604_b200_dsv3_mtp_fp8mx -42.4%, mb2604_b200_gpt_oss_120b_bf16 +50.8%, mb2604_b200_qwen3_30b_fp8mx +13.2%,
+    # mb2604_b200_qwen3_235b_fp8mx +13.3% (Megatron-Bridge 26.04.01, DGX-B200); all four are TP/PP/DP: 6.3% -> 7.2%;
+    # the 69 earlier rows are unchanged (6.3%)
+    ("parallelism", "TP/PP/DP"): 0.072,  # n=73, now 7.2%
     # MoE: mb2511_h100_qwen3_30b moved +90.6% -> +125% when its recipe's recompute (none) replaced the rule's
     # guess (full); the missing MoE cost is reported, not hidden behind a guess. The family median fell when
     # interleaved uneven chunks and MoE parallel folding made four more MoE runs expressible.
@@ -231,7 +235,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # the 4 GB300 MoE rows (cases, not a model change; 2.4-21.8 %) bring the median to 12.9%; the bound is left
     # for the merge to lower
     # MoE lowered 0.225 -> 0.13 by the four GB300 rows (MoE, within -11..+22%): now 12.9%
-    ("model", "MoE"): 0.13,  # n=16, now 12.9%
+    # re-baselined for the 4 round-5 rows (cases, not a model change; validation/README.md "Cases added in round 5"):
+    # mb2604_b200_dsv3_mtp_fp8mx -42.4%, mb2604_b200_gpt_oss_120b_bf16 +50.8%, mb2604_b200_qwen3_30b_fp8mx +13.2%,
+    # mb2604_b200_qwen3_235b_fp8mx +13.3% (Megatron-Bridge 26.04.01, DGX-B200); all four are MoE: 11.5% -> 13.3%;
+    # the 19 earlier rows are unchanged (11.5%)
+    ("model", "MoE"): 0.133,  # n=23, now 13.3%
     # raised 0.07 -> 0.072 by the 11 new dense runs; the 55 earlier: 6.7 % (< 0.07)
     # raised 0.072 -> 0.075
     # by the per-implementation memory-bound bytes (cost.compute.layer_eltwise_bytes, layer_impl) and the in-layer
@@ -343,10 +351,16 @@ FAMILY_MEDIAN_BOUNDS = {
     # added in round 4"): mb2604_h100_llama3_70b_fp8cs -2.0%, mb2604_h100_gpt_oss_120b_bf16 +55.7%,
     # mb2604_h100_qwen3_235b_fp8cs +8.5%, mb2606_h100_llama31_405b_fp8cs +3.6%, mb2606_h100_qwen3_30b_fp8cs -11.5%:
     # 7.0% -> 7.2%; the 82 earlier rows are unchanged (7.0%)
-    ("all", "all"): 0.072,  # n=87, now 7.2%
+    # re-baselined for the 4 round-5 rows (cases, not a model change; validation/README.md "Cases added in round 5"):
+    # mb2604_b200_dsv3_mtp_fp8mx -42.4%, mb2604_b200_gpt_oss_120b_bf16 +50.8%, mb2604_b200_qwen3_30b_fp8mx +13.2%,
+    # mb2604_b200_qwen3_235b_fp8mx +13.3% (Megatron-Bridge 26.04.01, DGX-B200); 7.2% -> 7.7%; the 87 earlier rows are
+    # unchanged (7.2%)
+    ("all", "all"): 0.077,  # n=91, now 7.7%
     # new families of round 4 (Megatron-Bridge 26.04.01 / 26.06 archive, DGX-H100; rows named above), bounded at
     # their first value rounded up
-    ("source", "mb2604"): 0.086,  # n=3, now 8.5% (the GPT-OSS row's +55.7% is the worst)
+    # mb2604 re-baselined 0.086 -> 0.133 by the 4 round-5 DGX-B200 rows (26.04.01, named at "all"): 8.5% -> 13.3%;
+    # the 3 H100 rows are unchanged (8.5%)
+    ("source", "mb2604"): 0.133,  # n=7, now 13.3% (the B200 GPT-OSS row's +50.8% and the H100 one's +55.7%)
     ("source", "mb2606"): 0.076,  # n=2, now 7.5%
 }
 
@@ -414,9 +428,13 @@ def test_host_synchronising_moe_runs_are_marked() -> None:
     # round 4 (DGX-H100): the 26.04.01 GPT-OSS 120B and Qwen3-235B presets dispatch with the alltoall dispatcher without
     # CUDA graphs, and the 26.06 Qwen3-30B FP8 preset with HybridEP, dropless, without any CUDA graph (Megatron-Bridge
     # 17a381f95 / 63b08b397 presets; Megatron-LM 2d1fa8d372 / 002255075c dispatchers)
+    # round 5 (DGX-B200, 26.04.01 @17a381f95): the GPT-OSS 120B BF16 and Qwen3-235B MXFP8 presets use the alltoall
+    # dispatcher without CUDA graphs; the Qwen3-30B (HybridEP) and DeepSeek-V3 (DeepEP) presets graph attn, moe_router
+    # and moe_preprocess (less host work than H's source): not marked
     assert marked == {"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs", "mb2511_h100_qwen3_30b_fp8cs",
                       "mb2511_b200_dsv3_mtp_fp8mx", "mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16",
-                      "mb2604_h100_gpt_oss_120b_bf16", "mb2604_h100_qwen3_235b_fp8cs", "mb2606_h100_qwen3_30b_fp8cs"}
+                      "mb2604_h100_gpt_oss_120b_bf16", "mb2604_h100_qwen3_235b_fp8cs", "mb2606_h100_qwen3_30b_fp8cs",
+                      "mb2604_b200_gpt_oss_120b_bf16", "mb2604_b200_qwen3_235b_fp8mx"}
     assert {"mb2511_gb200_dsv3_bf16", "mb2511_gb200_qwen3_235b_bf16", "mb2511_gb200_qwen3_30b_fp8mx"} <= set(moe)
 
 
