@@ -1035,6 +1035,10 @@ RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_os
     | frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16"}) \
     | frozenset({"mb2606_h100_qwen3_30b_fp8cs"})  # 26.06 H100 FP8 preset: hybridep; _set_common_perf_overrides sets
 #   moe_hybridep_num_sms = 32 (scripts/performance/utils/overrides.py @63b08b397); no a2a overlap, so nothing moves
+#: The same rows move their tokens hierarchically (StrategySpec.moe_flex_dispatcher, docs/model.md#ep-hierarchical):
+#: every row of RECIPE_HYBRIDEP names moe_flex_dispatcher_backend 'hybridep' with moe_token_dispatcher_type 'flex';
+#: the other MoE rows use the alltoall dispatcher (NCCL all-to-all, one row per (token, expert) pair). No row here
+#: uses the DeepEP backend.
 
 
 #: MoE runs whose Megatron-Bridge 25.11 preset (v0.2.0 = 97ad8cc6f for these files) routes tokens with
@@ -1250,6 +1254,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           if rec == "selective" else "",
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
                           ep_dispatch_sms=MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP else None,
+                          moe_flex_dispatcher=case["id"] in RECIPE_HYBRIDEP,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
                           loss_impl=loss_impl(case), layer_impl=layer_impl(case),
