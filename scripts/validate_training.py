@@ -1308,6 +1308,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
                 "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
                 "deepspeed_pipeline": st.deepspeed_pipeline, "moe_fp8_padding": st.moe_fp8_padding,
+                "moe_flex_dispatcher": st.moe_flex_dispatcher,
                 "tp_async_allreduce": st.tp_async_allreduce,
                 "loss_impl": st.loss_impl,
                 **fsdp_options(case, zero, precision),
