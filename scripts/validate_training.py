@@ -1062,6 +1062,9 @@ RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_qwen3_30b_fp8mx"})  # round 5: QWEN3_
 #: (DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 moe_flex_dispatcher_backend "deepep", moe_a2a_overlap True).
 MCORE_DEEPEP_NUM_SMS = 20
 RECIPE_DEEPEP = frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})
+#: The rows of both sets move their tokens hierarchically (StrategySpec.moe_flex_dispatcher,
+#: docs/model.md#ep-hierarchical): each names moe_token_dispatcher_type 'flex' with backend 'hybridep' or 'deepep';
+#: the other MoE rows use the alltoall dispatcher (NCCL all-to-all, one row per (token, expert) pair).
 
 
 #: MoE runs whose Megatron-Bridge 25.11 preset (v0.2.0 = 97ad8cc6f for these files) routes tokens with
@@ -1289,6 +1292,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
                           ep_dispatch_sms=MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP
                           else MCORE_DEEPEP_NUM_SMS if case["id"] in RECIPE_DEEPEP else None,
+                          moe_flex_dispatcher=case["id"] in RECIPE_HYBRIDEP | RECIPE_DEEPEP,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
                           loss_impl=loss_impl(case), layer_impl=layer_impl(case),
@@ -1342,6 +1346,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
                 "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
                 "deepspeed_pipeline": st.deepspeed_pipeline, "moe_fp8_padding": st.moe_fp8_padding,
+                "moe_flex_dispatcher": st.moe_flex_dispatcher,
                 "tp_async_allreduce": st.tp_async_allreduce,
                 "loss_impl": st.loss_impl,
                 **fsdp_options(case, zero, precision),

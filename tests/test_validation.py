@@ -127,14 +127,21 @@ FAMILY_MEDIAN_BOUNDS = {
     # Qwen3-235B bf16 +1.2% -> -1.0%, median 14.9% -> 14.8%
     # GB200 lowered 0.16 -> 0.1 by the NCCL channel count on Blackwell and the EP dispatcher's SM share
     # (contention, merged): now 9.4%
-    ("accelerator", "GB200"): 0.1,  # n=10, now 9.4%
+    # GB200 raised 0.1 -> 0.12 by the hierarchical EP dispatch of the HybridEP rows (strategy moe_flex_dispatcher,
+    # cost.ep_dispatch, docs/model.md#ep-hierarchical): in one NVL72 domain HybridEP copies a token once per
+    # destination GPU, not per expert, with one hop latency instead of NCCL's per-peer rounds, so every GB200 MoE row
+    # is faster (25.11 Qwen3-30B +44.2% -> +47.6%, DSv3 bf16 +5.4% -> +12.1%; 26.08 DSv3 +5.5% -> +7.9%, GPT-OSS
+    # +39.7% -> +44.9%, Qwen3-30B +7.9% -> +11.8%, Qwen3-235B +6.3% -> +9.3%): 9.4% -> 11.9%
+    ("accelerator", "GB200"): 0.12,  # n=10, now 11.9%
     # new family (round 3: the 4 Megatron-Bridge 26.08 GB300 rows the model expresses once gb300 / gb300-nvl72
     # entered the catalog, their efficiency curves borrowed from gb200 / b200): bound at its first median
     # (DSv3 MTP -11.3%, GPT-OSS 120B +21.8%, Qwen3-30B -2.4%, Qwen3-235B -5.2%)
     # GB300 8.3 -> 6.4% by its cuDNN curve ratio-fitted to NVIDIA/cudnn-frontend's paired GB300 / GB200 sweeps
     # (docs/model.md#gb300-attention; a sourced correction, bound kept): DSv3 MTP -11.3 -> -9.5%, GPT-OSS 120B
     # +21.8 -> +24.6%, Qwen3-30B -2.4 -> +0.4%, Qwen3-235B -5.2 -> -3.2%
-    ("accelerator", "GB300"): 0.09,  # n=4, now 6.4%
+    # GB300 lowered 0.09 -> 0.066 by the hierarchical EP dispatch of the HybridEP rows (see GB200): 8.3% -> 6.6%
+    # merged (GB300 cuDNN ratio fit + hierarchical dispatch): 6.1%
+    ("accelerator", "GB300"): 0.062,  # n=4, now 6.1%
     # H100, mlm24, mpt, MoE: the flash attention core without the score matrix in HBM (cost.compute.flash_core_time,
     # FlashAttention-3 and cuDNN run 600+ TFLOP/s over the old 377 cap) and an fp8 run's core in BF16: the fp8
     # Llama-3 runs move closer (H100 8B -20.2% -> -15.9%, 70B -7.3% -> -4.3%), the over-predicted 16-bit H100 runs
@@ -215,7 +222,10 @@ FAMILY_MEDIAN_BOUNDS = {
     # mb2604_b200_dsv3_mtp_fp8mx -42.4%, mb2604_b200_gpt_oss_120b_bf16 +50.8%, mb2604_b200_qwen3_30b_fp8mx +13.2%,
     # mb2604_b200_qwen3_235b_fp8mx +13.3% (Megatron-Bridge 26.04.01, DGX-B200); all four are TP/PP/DP: 6.3% -> 7.2%;
     # the 69 earlier rows are unchanged (6.3%)
-    ("parallelism", "TP/PP/DP"): 0.072,  # n=73, now 7.2%
+    # TP/PP/DP raised 0.065 -> 0.072 by the hierarchical EP dispatch of the HybridEP rows (see GB200): 6.3% -> 7.2%
+    # merged (round-5 rows + hierarchical dispatch, which also moved the round-5 DeepEP/HybridEP rows: DSv3 MTP
+    # -42.4% -> +9.1%, Qwen3-30B +13.2% -> +24.7%): 7.7%
+    ("parallelism", "TP/PP/DP"): 0.077,  # n=73, now 7.7%
     # MoE: mb2511_h100_qwen3_30b moved +90.6% -> +125% when its recipe's recompute (none) replaced the rule's
     # guess (full); the missing MoE cost is reported, not hidden behind a guess. The family median fell when
     # interleaved uneven chunks and MoE parallel folding made four more MoE runs expressible.
@@ -279,7 +289,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # mb2608 lowered 0.16 -> 0.075 by the NCCL channel count on Blackwell and the EP dispatcher's SM share
     # (contention, merged): now 7.1%
     # the 4 GB300 rows (cases, not a model change) leave the median at 7.1%
-    ("source", "mb2608"): 0.075,  # n=8, now 7.1%
+    # mb2608 raised 0.075 -> 0.096 by the hierarchical EP dispatch of the HybridEP rows (see GB200; GB300 rows
+    # -11.3/+21.8/-2.4/-5.2% -> -9.8/+23.7/+1.3/-3.3%): 7.1% -> 9.6%
+    ("source", "mb2608"): 0.096,  # n=8, now 9.6%
     # mlm24 raised 0.05 -> 0.08 by the causal core (see B200): its small models (s 4096, core share large) move
     # further above the measurements
     # mlm24 lowered 0.08 -> 0.06 by Hopper's in-layer factor (see H100)
@@ -355,13 +367,20 @@ FAMILY_MEDIAN_BOUNDS = {
     # mb2604_b200_dsv3_mtp_fp8mx -42.4%, mb2604_b200_gpt_oss_120b_bf16 +50.8%, mb2604_b200_qwen3_30b_fp8mx +13.2%,
     # mb2604_b200_qwen3_235b_fp8mx +13.3% (Megatron-Bridge 26.04.01, DGX-B200); 7.2% -> 7.7%; the 87 earlier rows are
     # unchanged (7.2%)
-    ("all", "all"): 0.077,  # n=91, now 7.7%
     # new families of round 4 (Megatron-Bridge 26.04.01 / 26.06 archive, DGX-H100; rows named above), bounded at
     # their first value rounded up
     # mb2604 re-baselined 0.086 -> 0.133 by the 4 round-5 DGX-B200 rows (26.04.01, named at "all"): 8.5% -> 13.3%;
     # the 3 H100 rows are unchanged (8.5%)
+    # all raised 0.072 -> 0.077 by the hierarchical EP dispatch of the HybridEP rows (see GB200; the H100 row it was
+    # made for, mb2606_h100_qwen3_30b_fp8cs, -11.5% -> +2.0%): 7.2% -> 7.7%
+    # new families of round 4 (Megatron-Bridge 26.04.01 / 26.06 archive, DGX-H100; rows named above), bounded at
+    # their first value rounded up
+    # mb2606 lowered 0.076 -> 0.028 by the hierarchical EP dispatch (see GB200): Qwen3-30B EP 16 on 2 nodes,
+    # HybridEP, -11.5% -> +2.0%; Llama 3.1 405B unchanged (+3.6%)
+    # merged (round-5 rows + hierarchical dispatch): 7.9%
+    ("all", "all"): 0.08,  # n=91, now 7.9%
     ("source", "mb2604"): 0.133,  # n=7, now 13.3% (the B200 GPT-OSS row's +50.8% and the H100 one's +55.7%)
-    ("source", "mb2606"): 0.076,  # n=2, now 7.5%
+    ("source", "mb2606"): 0.028,  # n=2, now 2.8%
 }
 
 

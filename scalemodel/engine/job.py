@@ -430,6 +430,7 @@ class StrategyGrid:
     recompute_modules: np.ndarray  # selective recompute: bits of cost.memory.RECOMPUTE_MODULES (0 = core_attn)
     moe_layer_host_s: np.ndarray  # host seconds per MoE layer forward+backward after its host sync; 0 = not priced
     ep_dispatch_sms: np.ndarray  # SMs the EP dispatch/combine kernels occupy; -1 = NCCL's (collective_units)
+    moe_flex_dispatcher: np.ndarray  # bool: hierarchical EP dispatch (DeepEP / HybridEP), not NCCL's all-to-all
     deepspeed_pipeline: np.ndarray  # bool: DeepSpeed PipelineEngine p2p and gradient accumulation
     fsdp_reshard_after_forward: np.ndarray  # bool: ZeRO-3/FSDP units free their gathered parameters after forward
     fsdp_fp8_all_gather: np.ndarray  # bool: FSDP all-gathers the linear weights in float8 (torchao)
@@ -502,6 +503,7 @@ class StrategyGrid:
                                           if int(self.recompute_modules[i]) & v),
             "moe_layer_host_s": float(self.moe_layer_host_s[i]),
             "ep_dispatch_sms": int(self.ep_dispatch_sms[i]) if self.ep_dispatch_sms[i] >= 0 else None,
+            "moe_flex_dispatcher": bool(self.moe_flex_dispatcher[i]),
             "deepspeed_pipeline": bool(self.deepspeed_pipeline[i]),
             "fsdp_reshard_after_forward": bool(self.fsdp_reshard_after_forward[i]),
             "fsdp_fp8_all_gather": bool(self.fsdp_fp8_all_gather[i]),
@@ -531,7 +533,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
                                     offload_layers=0, tp_comm_overlap=False, tp_async_allreduce=True,
                                     overlap_param_gather=False, moe_a2a_overlap=False, recompute_modules=0,
-                                    moe_layer_host_s=0.0, ep_dispatch_sms=-1,
+                                    moe_layer_host_s=0.0, ep_dispatch_sms=-1, moe_flex_dispatcher=False,
                                     deepspeed_pipeline=False, fsdp_reshard_after_forward=True,
                                     fsdp_fp8_all_gather=False, fsdp_flat_param=False, fsdp_per_param=False,
                                     attention_unpad=False,
@@ -549,7 +551,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                              "flash_attention", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
                              "recompute_uniform", "deepspeed_pipeline", "fsdp_reshard_after_forward",
                              "fsdp_fp8_all_gather", "fsdp_flat_param", "fsdp_per_param", "attention_unpad",
-                             "moe_fp8_padding",
+                             "moe_fp8_padding", "moe_flex_dispatcher",
                              "megatron_ddp", "fp8_param_gather") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes", "moe_layer_host_s") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
@@ -695,6 +697,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         recompute_modules=memory.recompute_modules_code(strategy.recompute_modules),
         moe_layer_host_s=strategy.moe_layer_host_s,
         ep_dispatch_sms=check_ep_dispatch_sms(job, getattr(strategy, "ep_dispatch_sms", None)),
+        moe_flex_dispatcher=getattr(strategy, "moe_flex_dispatcher", False),
         deepspeed_pipeline=strategy.deepspeed_pipeline,
         fsdp_reshard_after_forward=getattr(strategy, "fsdp_reshard_after_forward", True),
         fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False),
@@ -777,8 +780,8 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
 
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
-    ep_dispatch_sms and recompute_modules moe_act without MoE layers, moe_fp8_padding without MoE layers or fp8,
-    mla_up_proj without multi-head latent attention, shard_group without HSDP."""
+    ep_dispatch_sms, moe_flex_dispatcher and recompute_modules moe_act without MoE layers, moe_fp8_padding without
+    MoE layers or fp8, mla_up_proj without multi-head latent attention, shard_group without HSDP."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
@@ -787,6 +790,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     if getattr(strategy, "ep_dispatch_sms", None) is not None and not moe:
         notices.warn(f"strategy.ep_dispatch_sms = {strategy.ep_dispatch_sms} is not priced: the model has no MoE "
                      "layers")
+    if getattr(strategy, "moe_flex_dispatcher", False) and not moe:
+        notices.warn("strategy.moe_flex_dispatcher is not priced: the model has no MoE layers")
     if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
         notices.warn("strategy.moe_fp8_padding is not priced: it needs MoE layers and precision fp8 (the experts "
                      "pad their tokens for the FP8 grouped GEMM only)")

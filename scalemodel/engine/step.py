@@ -32,7 +32,9 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
   pass round the cp ring (cp - 1 send/recv steps) forward, twice that backward; hidden under the
   attention core, exposed beyond it.
 - EP (GShard/Switch): 2 all-to-alls (dispatch, combine) of b (s/cp) k h bytes/elem / tp per MoE
-  layer forward, 2 backward; exposed.
+  layer forward, 2 backward; exposed. DeepEP / HybridEP (strategy moe_flex_dispatcher): each token once
+  per destination NVLink domain, then once per destination GPU over NVLink
+  (scalemodel.cost.ep_dispatch, docs/model.md#ep-hierarchical).
 - PP (Narayanan et al. 2021 §4.1 scatter/gather): b (s/cp) h bytes/elem / tp per boundary per
   direction, 2 v send/recvs per micro-batch per stage on the critical path, priced on the slowest
   boundary (the one crossing the outermost tier the pipeline spans).
@@ -66,7 +68,7 @@ from scalemodel.choices import (
     Zero,
     parse_sync,
 )
-from scalemodel.cost import balance, compute, memory, pipeline, ps, transformer
+from scalemodel.cost import balance, compute, ep_dispatch, memory, pipeline, ps, transformer
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import (
@@ -1020,11 +1022,18 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     ar = _collective("allreduce", act, groups.tensor)
     rs_ag = _collective("reducescatter", act, groups.tensor) + _collective("allgather", act, groups.tensor)
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
-    a2a_bytes = tokens * float(sh.moe_top_k) * float(sh.hidden) * job.elem_bytes / g.tp
+    token_bytes = tokens * float(sh.hidden) * job.elem_bytes / g.tp
+    a2a_bytes = token_bytes * float(sh.moe_top_k)
+    ep = _collective("alltoall", a2a_bytes, groups.expert)
+    flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
+    if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
+        hier = ep_dispatch.hierarchical_alltoall_time(token_bytes, float(sh.moe_experts), float(sh.moe_top_k),
+                                                      groups.expert)
+        ep = np.where(flex, hier, ep)
     return {"tp": np.where(g.sequence_parallel, rs_ag, ar),
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
            "cp": _collective("sendrecv", kv_bytes, groups.context),
-           "ep": _collective("alltoall", a2a_bytes, groups.expert),
+           "ep": ep,
            "pp": _stage_boundary_time(groups, act / g.tp),
            "pp_gather": _collective("allgather", act, groups.tensor) if np.any(g.deepspeed_pipeline) else 0.0 * act}
 

@@ -48,7 +48,7 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather", "moe_a2a_overlap",
                    "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
                    "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
-                   "fp8_param_gather", "loss_impl", "layer_impl")
+                   "fp8_param_gather", "loss_impl", "layer_impl", "moe_flex_dispatcher")
 
 
 @dataclass
@@ -287,7 +287,7 @@ _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recomput
                     "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout", "--ddp-bucket-size",
                     "--ddp-num-buckets", "--attention-backend",
                     # read for strategy.moe_fp8_padding (who pads an fp8 run's tokens per expert: _moe_fp8_padding;
-                    # its switches are in _MEG_STORE_TRUE)
+                    # its switches are in _MEG_STORE_TRUE) and strategy.moe_flex_dispatcher (flex: hierarchical)
                     "--moe-token-dispatcher-type",
                     # read for strategy.loss_impl (which cross-entropy runs: _loss_impl; --cross-entropy-loss-fusion,
                     # a switch, is in _MEG_STORE_TRUE)
@@ -515,6 +515,10 @@ def _megatron(text: str, out: StrategyFile) -> None:
     _megatron_ddp(args, number, out)  # after every precision flag: its bucket is in the gradient dtype
     if _moe_fp8_padding(args, "--num-experts" in model_flags):
         out.strategy["moe_fp8_padding"] = True
+    # the flex dispatcher (DeepEP / HybridEP) moves tokens hierarchically (strategy moe_flex_dispatcher,
+    # docs/model.md#ep-hierarchical); --moe-enable-deepep requires it (TransformerConfig.__post_init__ @002255075c)
+    if "--num-experts" in model_flags and args.get("--moe-token-dispatcher-type") == "flex":
+        out.strategy["moe_flex_dispatcher"] = True
     _loss_impl(args, out)
     opt = args.get("--optimizer")
     if opt is not None and opt != "adam":

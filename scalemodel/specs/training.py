@@ -156,6 +156,11 @@ class StrategySpec(Spec, kw_only=True):
         "default 16 at core_dev_r0.15.0; moe_flex_dispatcher_num_sms later; Megatron-Bridge 25.11 and 26.08 HybridEP "
         "presets: 32). "
         "None: NCCL's all-to-all (Megatron-Core alltoall dispatcher), the accelerator's collective_units"))] = None
+    moe_flex_dispatcher: Annotated[bool, Meta(description=(
+        "the EP tokens move with a hierarchical dispatcher (Megatron-Core moe_token_dispatcher_type flex: DeepEP or "
+        "HybridEP, moe_flex_dispatcher_backend; docs/model.md#ep-hierarchical): each token crosses the network once "
+        "per destination NVLink domain and NVLink once per destination GPU, not once per (token, expert) pair as "
+        "with NCCL's all-to-all (false: Megatron-Core's alltoall dispatcher)"))] = False
     moe_layer_host_s: Annotated[SecondsOrZero, Meta(description=(
         "host (CPU) seconds to issue one MoE layer's forward and backward for one micro-batch, where the token "
         "dispatcher synchronises the host on the tokens per expert every MoE layer (dropless, not padded to "

@@ -1,0 +1,127 @@
+"""Hierarchical expert-parallel dispatch/combine (DeepEP, HybridEP): bytes per tier and time.
+
+Megatron-Core's ``alltoall`` token dispatcher permutes every (token, expert) pair into its own row and moves
+the rows with NCCL's all-to-all (``MoEAlltoAllTokenDispatcher``), which the step model prices as an
+all-to-all of ``T k h eb`` bytes per rank (docs/model.md#ep-comm; this module: docs/model.md#ep-hierarchical).
+The ``flex`` dispatcher
+(``moe_token_dispatcher_type='flex'``, backend ``moe_flex_dispatcher_backend`` 'deepep' or 'hybridep';
+``MoEFlexTokenDispatcher`` with ``_DeepepManager`` / ``_HybridEPManager``, Megatron-LM
+megatron/core/transformer/moe/token_dispatcher.py and fused_a2a.py @002255075c) moves each token once per
+destination *domain* and once per destination *GPU*, not once per expert:
+
+- DeepEP internode dispatch (deepseek-ai/DeepEP csrc/kernels/internode.cu @92fe2de, kernel ``dispatch``): the
+  ``kRDMASender`` warps walk the tokens and, for each RDMA rank (node) ``lane_id``, read the 8 bytes of
+  ``is_token_in_rank`` covering that node's ``NUM_MAX_NVL_PEERS`` = 8 GPUs and send the token once if any is
+  set (``is_token_in_rank_uint64 != 0``; the own node's copy goes to the local ``recv_buffer``, not the NIC),
+  to the GPU of the same local rank there; the ``kRDMAAndNVLForwarder`` warps then forward each received
+  token over NVLink to every GPU of the node it is meant for (``src_meta.is_token_in_nvl_rank(dst_nvl_rank)``).
+  The combine runs the same path backwards, reducing inside the node before the RDMA send. The byte counts of
+  the library's own benchmark are these: tests/test_internode.py counts ``num_rdma_token_sent`` = distinct
+  (token, node) pairs x hidden x 2 bytes.
+- HybridEP (deepseek-ai/DeepEP branch hybrid-ep @94a9f8f, docs/Hybrid-EP_Implementation.md section 8: "Similar
+  to DeepEP, Hybrid-EP first performs IB communication between peer GPUs [the same local rank on other
+  nodes], then each rank distributes the received inter-node data locally"; the dispatch kernel keeps one
+  ``attn_to_rdma_map`` flag per token and remote node and one ``sparse_to_dense_map`` entry per token and
+  rank of the node, csrc/hybrid_ep/backend/hybrid_ep_backend.cuh). Its "node" is the NVLink domain
+  (``NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN``, detected), 72 GPUs on a GB200 NVL72.
+- DeepSeek-V3 (arXiv:2412.19437 section 3.2.2): a token "will first be transmitted via IB to the GPUs with the
+  same in-node index on its target nodes" and then "forwarded via NVLink to specific GPUs that host their
+  target experts"; its node-limited routing (at most M = 4 nodes per token) is a property of the router, not
+  of the kernel, and is not assumed here.
+
+Formula. ``p`` EP ranks, ``G`` of them per tier-0 (NVLink) domain, ``D = p / G`` domains, ``E`` experts,
+``E/p`` per rank, top-``k`` routing, ``x = T h eb`` the bytes of one rank's tokens. Routing uniform: each
+token's k experts a uniformly random k-subset of the E, independently of other tokens (Megatron-Core's
+``moe_router_force_load_balancing`` draws normal logits per token, ``RandomSTE``, router.py @002255075c, so its
+top-k is exactly that; HybridEP's benchmarks use "Router: Random Uniform"; the rest of the MoE model already
+assumes balanced experts, ``M = ep etp T k / (E tp)`` tokens per expert). The probability that a set of
+``m`` experts receives none of a token's k is ``C(E - m, k) / C(E, k) = prod_(i<k) (E - m - i)/(E - i)``, so
+one group of ``E/n`` experts (one of n equal parts) is hit with
+
+    q(n) = 1 - C(E - E/n, k) / C(E, k)
+
+and the expected distinct parts hit is ``n q(n)``. Per rank per dispatch (the combine moves the same):
+
+    inter-domain bytes (RDMA, each rank's own NIC) = x (D - 1) q(D)
+    intra-domain bytes (NVLink forward)          = x (p - D) q(p)
+
+The first: each of the D - 1 other domains is hit with probability q(D) and then gets the token once. The
+second: the forwarder in each of the D domains (for the own domain, the sending rank itself) copies the token
+to each of the G - 1 other ranks of that domain that hold one of its experts, each hit with q(p); summed over
+D domains, D (G - 1) q(p) = (p - D) q(p). Against NCCL's all-to-all (``x k (p - G)/p`` across domains,
+``x k (G - 1)/p`` inside) the union bound ``q(n) <= k/n`` gives inter <= NCCL's inter and intra <= D x NCCL's
+intra. The inter-domain share is split over the outer tiers as the domains are: ``(c_i - c_(i-1)) / G`` of the
+remote domains lie across tier i. The peer is the same local rank, so on a rail-optimised fabric the traffic
+stays on its rail (no PXN).
+
+Time: the RDMA senders and NVLink forwarders run at once (warp-specialised, pipelined), so
+
+    t = max(intra / B_0, sum_(i>=1) inter_i / B_i) + alpha_0 [G > 1] + max_(i crossed, i >= 1) alpha_i
+
+with ``B_i`` the placement's effective per-GPU bandwidth of tier i (line rate x efficiency / taper). No NCCL
+protocol or base latency (the kernels are not NCCL's); the send is one-shot (all peers at once), so one hop
+latency per tier crossed, not one per peer. Expected bytes: the per-step imbalance of random routing across
+ranks is not priced here, as elsewhere in the MoE model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalemodel.cost.placement import Placement
+
+
+def part_hit_probability(experts: object, top_k: object, parts: object) -> np.ndarray:
+    """q(n) = 1 - C(E - E/n, k) / C(E, k): the probability that one of ``parts`` equal groups of the ``experts``
+    holds at least one of a token's ``top_k`` experts (drawn uniformly without replacement). Broadcasts over all
+    three; n = 1 gives 1 (k >= 1), k = 0 gives 0."""
+    E = np.asarray(experts, dtype=float)
+    k = np.asarray(top_k, dtype=float)
+    n = np.maximum(np.asarray(parts, dtype=float), 1.0)
+    out_e = E - E / n  # experts outside the group
+    miss = np.ones(np.broadcast_shapes(E.shape, k.shape, n.shape))
+    kmax = int(np.max(k)) if k.size else 0
+    for i in range(kmax):
+        f = np.maximum(out_e - i, 0.0) / np.maximum(E - i, 1.0)
+        miss = miss * np.where(i < k, f, 1.0)
+    return np.asarray(1.0 - miss)
+
+
+def hierarchical_bytes(token_bytes: object, experts: object, top_k: object, ranks: object,
+                       ranks_per_domain: object) -> tuple[np.ndarray, np.ndarray]:
+    """(inter-domain, intra-domain) bytes one rank sends in one hierarchical dispatch (or combine) of
+    ``token_bytes`` (its tokens x hidden x bytes per element): ``x (D - 1) q(D)`` and ``x (p - D) q(p)``
+    with ``D = ranks / ranks_per_domain`` (module docstring). Broadcasts."""
+    x = np.asarray(token_bytes, dtype=float)
+    p = np.asarray(ranks, dtype=float)
+    G = np.clip(np.asarray(ranks_per_domain, dtype=float), 1.0, None)
+    G = np.minimum(G, np.maximum(p, 1.0))
+    D = np.maximum(p / G, 1.0)
+    inter = x * (D - 1.0) * part_hit_probability(experts, top_k, D)
+    intra = x * np.maximum(p - D, 0.0) * part_hit_probability(experts, top_k, p)
+    return np.asarray(inter), np.asarray(intra)
+
+
+def hierarchical_alltoall_time(token_bytes: object, experts: object, top_k: object, pl: Placement) -> np.ndarray:
+    """Seconds of one hierarchical dispatch (or combine) on the EP group ``pl``: the bytes of
+    :func:`hierarchical_bytes` with the domain = the group's ranks inside one tier-0 domain (``c_0``), priced
+    ``max(intra / B_0, sum_i inter_i / B_i)`` plus one hop latency of tier 0 and of the outermost tier crossed
+    (module docstring). 0 for a single rank."""
+    p = pl.p
+    G = np.maximum(pl.c[0], 1.0)
+    x = np.asarray(token_bytes, dtype=float)
+    inter, intra = hierarchical_bytes(x, experts, top_k, p, G)
+    remote_domains = np.maximum(p / G - 1.0, 0.0)
+    nvl = intra / pl.bw[0]
+    nic = np.zeros(np.broadcast(x, p).shape)
+    lat = np.where(G > 1.0 + 1e-9, pl.alpha[0], 0.0)
+    outer = np.zeros_like(nic)
+    for i in range(1, pl.ntiers):
+        peers = pl.c[i] - pl.c_prev(i)  # group ranks across tier i (not inside the tier below)
+        share = peers / G  # remote domains across tier i
+        frac = np.divide(share, remote_domains, out=np.zeros(np.broadcast(share, remote_domains).shape),
+                         where=remote_domains > 0)
+        nic = nic + inter * frac / pl.bw[i]
+        outer = np.where(peers > 0.5, np.maximum(outer, pl.alpha[i]), outer)
+    t = np.maximum(nvl, nic) + lat + outer
+    return np.asarray(np.where(p > 1, t, 0.0))
