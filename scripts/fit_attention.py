@@ -72,7 +72,7 @@ BWD_DONORS = {("h100-sxm", "cudnn"): ("h200-sxm", "cudnn"),  # same GH100 die, s
               ("h100-sxm", "triton"): ("a100-sxm-80g", "triton")}  # the only Triton fwd+bwd points
 #: accelerator without an attention benchmark -> the measured accelerator whose curves it takes (all kernels)
 ACC_DONORS = {"h800": "h100-sxm", "h100-pcie": "h100-sxm", "a100-sxm-40g": "a100-sxm-80g",
-              "a100-pcie-80g": "a100-sxm-80g"}
+              "a100-pcie-80g": "a100-sxm-80g", "b300": "b200"}
 #: (accelerator, kernel) not measured on that accelerator -> the accelerator it is borrowed from
 KERNEL_DONORS = {("h200-sxm", "fa3"): "h100-sxm", ("h200-sxm", "fa1"): "h100-sxm",
                  ("h200-sxm", "triton"): "h100-sxm", ("gb200", "cudnn"): "b200", ("gb200", "fa2"): "b200",
@@ -92,7 +92,11 @@ WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks
        "gb300": "Blackwell Ultra is the Blackwell die (208e9 transistors, TSMC 4NP) with 160 SMs enabled and twice "
                 "the SFU exponential rate; the curve is taken as a fraction of its own peak, as gb200 takes it; no "
                 "FlashAttention-2 sweep on GB300 with its GB200 twin was found (Azure's ND GB300 v6 FA2 figure, one "
-                "shape, CUDA 13.0, against ND GB200 v6's on CUDA 12.8, is not a same-software pair)"}
+                "shape, CUDA 13.0, against ND GB200 v6's on CUDA 12.8, is not a same-software pair)",
+       "b300": "the HGX Blackwell Ultra part (sm_103, 148 SMs enabled, 1100 W), nearest to the B200 of the same HGX "
+               "board, as a fraction of its own peak; gb300's ratio fit is not taken (it carries GB300's 1400 W, "
+               "160 SMs and cuDNN 9.22, a later cuDNN than the Blackwell training stacks); "
+               "no B300 SDPA sweep was found"}
 #: (accelerator, kernel) measured at one head dim -> (accelerator, kernel) whose fitted head_half (per direction) it
 #: holds: the same kernel family on Hopper (h200-sxm: scalemodel's own sweeps at d 64 and 128)
 HEAD_DONORS = {("b200", "cudnn"): ("h200-sxm", "cudnn"), ("b200", "fa2"): ("h200-sxm", "fa2")}

@@ -87,10 +87,13 @@ STREAM_KERNELS = ("copy", "mul", "add", "triad")
 GROUP = {"bf16": "16bit", "fp16": "16bit", "fp8": "fp8"}
 #: accelerator -> accelerator whose `memory` fit it borrows (no published BabelStream run of its own).
 MEMORY_DONORS = {"v100-sxm2-32g": "a100-sxm-80g", "a100-pcie-80g": "a100-sxm-80g", "b200": "h200-sxm",
-                 "gb200": "h200-sxm", "gaudi3": "h200-sxm"}
+                 "gb200": "h200-sxm", "b300": "h200-sxm", "gaudi3": "h200-sxm"}
 #: (accelerator, group) -> (accelerator, group) whose d0 it borrows when its own points cannot fix d0.
 DONORS = {("a100-pcie-80g", "16bit"): ("a100-sxm-80g", "16bit"),
           ("gb200", "16bit"): ("b200", "16bit"),
+          # b300: one MAMF point per precision (stas00/ml-engineering@744d01e1); d0 from b200's fits to OpenXLA's sm_100
+          # table, the nearest measured Blackwell GEMM sweep (B300 is sm_103, the same tensor-core generation)
+          ("b300", "16bit"): ("b200", "16bit"), ("b300", "fp8"): ("b200", "fp8"),
           ("mi300x", "16bit"): ("mi300x", "fp8"),
           ("gaudi3", "16bit"): ("h100-sxm", "16bit"), ("gaudi3", "fp8"): ("h100-sxm", "16bit")}
 #: fitted but deliberately not written to the catalog: the A100s keep the ampere family default, which is

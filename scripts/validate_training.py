@@ -19,7 +19,8 @@ Two case files (issue 5 and issue 13):
   fills what a source leaves open, the same for every case (no per-case constant or correction):
 
   Hardware
-    - cluster by accelerator: GB300 -> gb300-nvl72, GB200 -> gb200-nvl72, B200 -> dgx-b200, H200 -> hgx-h200,
+    - cluster by accelerator: GB300 -> gb300-nvl72, GB200 -> gb200-nvl72, B300 -> dgx-b300, B200 -> dgx-b200,
+      H200 -> hgx-h200,
       H800 -> h800-8, H100 80GB -> dgx-h100, A100 80GB -> dgx-a100, A100 40GB -> dgx-a100-40g, V100 -> dgx-2,
       TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod (one slice). An accelerator the catalog does not hold
       (H100 96GB HBM2e at 500 W) is listed, not substituted.
@@ -333,7 +334,8 @@ TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic"}
 #: Catalog cluster per accelerator variant (None: the catalog holds no such accelerator).
 CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
-    "GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B200": "dgx-b200", "H200": "hgx-h200", "H800": "h800-8",
+    "GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B300": "dgx-b300", "B200": "dgx-b200", "H200": "hgx-h200",
+    "H800": "h800-8",
     "H100": "dgx-h100", "H100 96GB": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
     "TPU v5p": "tpu-v5p-pod"}
@@ -377,7 +379,8 @@ class NotExpressed:
 def accelerator_variant(gpu: str) -> str:
     """The accelerator a case names, as a catalog variant ('H100', 'H100 96GB', 'A100 40GB', ...)."""
     g = gpu.upper()
-    for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B200", "B200"), ("H200", "H200"), ("H800", "H800"),
+    for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B300", "B300"), ("B200", "B200"), ("H200", "H200"),
+                       ("H800", "H800"),
                        ("TPU V5P", "TPU v5p"),
                        ("TPU V4", "TPU v4"), ("V100", "V100"), ("P100", "P100"), ("PASCAL", "P100")):
         if key in g:
@@ -653,7 +656,10 @@ BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2
 #: gpt_oss_120b_pretrain_config_h100 sets none; only its GB200/GB300 functions build one).
 #: Round 5: the 26.04.01 DGX-B200 GPT-OSS 120B preset likewise (17a381f95 gpt_oss_llm_pretrain.py
 #: gpt_oss_120b_pretrain_config_b200 builds no CommOverlapConfig).
-RECIPE_NO_COMM_OVERLAP_CONFIG = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2604_b200_gpt_oss_120b_bf16"})
+#: DGX-B300: the 26.06 GPT-OSS 120B preset (8f341b04f gpt_oss_llm_pretrain.py gpt_oss_120b_pretrain_config_b300
+#: builds no CommOverlapConfig; only its GB200 and VR200 functions do).
+RECIPE_NO_COMM_OVERLAP_CONFIG = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2604_b200_gpt_oss_120b_bf16",
+                                           "mb2606_b300_gpt_oss_120b_fp8mx"})
 #: Megatron-Bridge 25.11's perf precision presets (scripts/performance/utils/precision.py get_precision_config at
 #: 97ad8cc6f): fp8_cs -> bf16_with_fp8_current_scaling_mixed, fp8_mx -> bf16_with_mxfp8_mixed, both with
 #: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); no perf config overrides it.
@@ -992,6 +998,11 @@ RECIPE_ETP: dict[str, int] = {
     # BASE_DEEPSEEK_V3_CONFIG: expert_tensor_parallel_size=1
     "mb2604_b200_dsv3_mtp_fp8mx": 1, "mb2604_b200_gpt_oss_120b_bf16": 1, "mb2604_b200_qwen3_30b_fp8mx": 1,
     "mb2604_b200_qwen3_235b_fp8mx": 1,
+    # DGX-B300 rows (26.06 at 8f341b04f, 26.04.01 at 17a381f95): the same base configs (BASE_DEEPSEEK_V3_CONFIG,
+    # BASE_GPT_OSS_120B_CONFIG, BASE_QWEN3_30B_A3B_CONFIG, BASE_QWEN3_235B_A22B_CONFIG: expert_tensor_parallel_size=1);
+    # no B300 preset overrides it
+    "mb2606_b300_dsv3_mtp_fp8mx": 1, "mb2606_b300_gpt_oss_120b_fp8mx": 1, "mb2606_b300_qwen3_30b_fp8mx": 1,
+    "mb2604_b300_qwen3_235b_fp8mx": 1,
 }
 
 
@@ -1007,7 +1018,10 @@ RECIPE_ETP: dict[str, int] = {
 RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
                                   "mb2608_gb200_qwen3_235b_fp8mx", "mb2608_gb300_gpt_oss_120b_fp8mx",
                                   "mb2608_gb300_qwen3_30b_fp8mx", "mb2608_gb300_qwen3_235b_fp8mx",
-                                  "mb2608_gb300_dsv3_mtp_fp8mx"})
+                                  "mb2608_gb300_dsv3_mtp_fp8mx"}) \
+    | frozenset({"mb2606_b300_qwen3_30b_fp8mx"})  # 26.06 (8f341b04f) QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
+#   fp8_dot_product_attention=True -> utils/overrides.py cfg.mixed_precision.fp8_dot_product_attention (no sliding
+#   window: nothing priced); the other B300 presets leave it None
 
 
 #: EP all-to-all overlap (StrategySpec.moe_a2a_overlap) of the Megatron-Bridge 25.11 MoE recipes, v0.2.0
@@ -1032,6 +1046,11 @@ RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwe
 #   base) moe_a2a_overlap=True -> utils/overrides.py _set_moe_a2a_overlap_overrides (17a381f95)
 RECIPE_A2A_OVERLAP |= frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})  # round 5: 26.04.01
 #   DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 moe_a2a_overlap=True (17a381f95); the other B200 presets leave it False
+RECIPE_A2A_OVERLAP |= frozenset({"mb2606_b300_qwen3_30b_fp8mx"})  # DGX-B300: 26.06 (8f341b04f)
+#   QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1 moe_a2a_overlap=True -> utils/overrides.py
+#   _set_moe_a2a_overlap_overrides (overlap_moe_expert_parallel_comm, delay_wgrad_compute); DEEPSEEK_V3_..._B300_V1
+#   (-> FP8_MX_V2) and QWEN3_235B_A22B_..._B300_FP8_CS_V1 (-> FP8_MX_V2, 17a381f95) set it False, the GPT-OSS B300
+#   presets leave the default
 
 
 #: SMs the EP dispatch/combine kernels occupy (StrategySpec.ep_dispatch_sms; docs/model.md#contention) for the rows
@@ -1055,6 +1074,14 @@ RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_os
 #   moe_hybridep_num_sms = 32 (scripts/performance/utils/overrides.py @63b08b397); no a2a overlap, so nothing moves
 RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_qwen3_30b_fp8mx"})  # round 5: QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1
 #   hybridep, _set_common_perf_overrides moe_hybridep_num_sms = 32 (17a381f95); no a2a overlap, so nothing moves
+#: DGX-B300 rows: every B300 preset recorded dispatches with HybridEP, and scripts/performance/utils/overrides.py
+#: _set_common_perf_overrides sets moe_hybridep_num_sms = 32 for it (17a381f95 and 8f341b04f):
+#: DEEPSEEK_V3_PRETRAIN_CONFIG_B300_V1 (-> FP8_MX_V2), GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V2 (-> FP8_MX_V2),
+#: QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_CS_V1 (-> FP8_MX_V1) at 8f341b04f and
+#: QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V1 (-> FP8_MX_V2) at 17a381f95: moe_flex_dispatcher_backend "hybridep".
+#: Only the Qwen3-30B preset overlaps the all-to-all (:data:`RECIPE_A2A_OVERLAP`), so only it moves.
+RECIPE_HYBRIDEP |= frozenset({"mb2606_b300_dsv3_mtp_fp8mx", "mb2606_b300_gpt_oss_120b_fp8mx",
+                              "mb2606_b300_qwen3_30b_fp8mx", "mb2604_b300_qwen3_235b_fp8mx"})
 #: Rows whose preset dispatches with the flex dispatcher's DeepEP backend and sets no SM count of its own, so
 #: Megatron-Core's default ``moe_deepep_num_sms: int = 20`` applies (NVIDIA/Megatron-LM @2d1fa8d372, the submodule
 #: Megatron-Bridge 17a381f95 pins, megatron/core/transformer/transformer_config.py; no moe_deepep_num_sms in
@@ -1112,7 +1139,14 @@ RECIPE_DEEPEP = frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})
 #:   token_dispatcher.py MoEAlltoAllTokenDispatcher still "A synchronization is needed before expert parallel AlltoAll
 #:   communication". H (:data:`MCORE_2511_MOE_LAYER_HOST_S`) is 25.11's; the 26.x host time is not measured here.
 RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16",
-                                       "mb2606_h100_qwen3_30b_fp8cs"})
+                                       "mb2606_h100_qwen3_30b_fp8cs"}) \
+    | frozenset({"mb2604_b300_qwen3_235b_fp8mx"})
+#: DGX-B300 (the same kind as mb2606_h100_qwen3_30b_fp8cs): mb2604_b300_qwen3_235b_fp8mx, HybridEP, dropless, no
+#: CUDA graph (17a381f95: QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V1 -> FP8_MX_V2 names no cuda_graph_impl, recipe
+#: 'none', no capacity factor; Megatron-LM @2d1fa8d372, the submodule 17a381f95 pins, fused_a2a.py ``non_blocking =
+#: num_permuted_tokens is not None`` and experts.py ``tokens_per_expert.tolist()``). Not given H: the B300 DeepSeek-V3
+#: and GPT-OSS presets (graphs of attn, moe_router, moe_preprocess, as the B200 rows above) and the Qwen3-30B preset
+#: (cuda_graph_impl "full_iteration" with set_full_iter_cg_configs' capacity 1.5, as the 26.08 presets: no host read).
 #: Round 5 (DGX-B200, 26.04.01 at 17a381f95): the alltoall dispatcher with no CUDA graph: mb2604_b200_gpt_oss_120b_bf16
 #: (GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 names no flex backend and no cuda_graph_impl; recipe 'none') and
 #: mb2604_b200_qwen3_235b_fp8mx (qwen3_235b_a22b_pretrain_config_b200 moe_token_dispatcher_type 'alltoall', no

@@ -162,6 +162,8 @@ def test_accelerator_peaks_are_consistent(path: Path) -> None:
         ("gb200", "bf16", 5000 / 2 * TERA),
         # GB300 NVL72 rack: FP8/FP6 720 PFLOPS with sparsity over 72 GPUs, halved (hardware/SOURCES.md [GB300-NVL72]).
         ("gb300", "fp8", 720e3 / 72 / 2 * TERA),
+        # DGX B300: 72 PFLOPS FP8 training with sparsity over 8 GPUs, halved (hardware/SOURCES.md [DGXB300]).
+        ("b300", "fp8", 72e3 / 8 / 2 * TERA),
         # ROCm tables are dense already; AMD marketing's sparse FP8 5229.8 halves to the dense 2614.9.
         ("mi300x", "fp8", 5229.8 / 2 * TERA),
         # Vendors that quote dense only.
