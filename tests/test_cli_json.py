@@ -14,6 +14,9 @@ COMMANDS = [  # the first element is the `command` the document must name
     ("hardware list", "hardware", "list"),
     ("hardware show", "hardware", "show", "dgx-a100"),
     ("hardware validate", "hardware", "validate", str(ROOT / "hardware" / "clusters" / "dgx-h100.yaml")),
+    # every kind `hardware list` shows can be shown by name (a scenario was refused), and a sweep file validated
+    ("hardware show", "hardware", "show", "default"),
+    ("hardware validate", "hardware", "validate", str(ROOT / "examples" / "sweeps" / "capacity.yaml")),
     ("collective", "collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "64", "--cluster", "dgx-h100"),
     ("calibrate", "calibrate", "nccl-tests", LOG, "--cluster", "dgx-a100"),
     ("memory", "memory", "--model", "gpt3-175b", "--cluster", "dgx-a100", "--gpus", "1024", "--tp", "8", "--pp", "8"),
