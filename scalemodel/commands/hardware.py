@@ -25,8 +25,8 @@ def validate(*, file: str, sets: list[str] | None, as_json: bool) -> None:
     render_validation(validate_spec(Path(file), sets), as_json=as_json)
 
 
-COMMAND = Command("hardware", None, help="List, show and validate specs: built-in accelerators, clusters, workloads, scenarios, or a file.", subcommands=(
+COMMAND = Command("hardware", None, subcommands=(
     Command("list", list_, (JSON,)),
     Command("show", show, (arg("name", "A built-in name (`scalemodel hardware list`) or a spec file."), SET, JSON)),
     Command("validate", validate, (arg("file", "The spec file to check."), SET, JSON)),
-))
+), help="List, show and validate specs: built-in accelerators, clusters, workloads, scenarios, or a file.")
