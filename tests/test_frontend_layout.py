@@ -48,6 +48,22 @@ def test_plan_quantities_are_whole_at_80_columns(cli, monkeypatch) -> None:  # t
         assert fq(p["memory_per_gpu_bytes"], "bytes") in out
 
 
+def test_choices_that_did_not_matter_read_as_the_table_does(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """README's plan (GPT-3 175B on 4096 A100s): the bucket sizes that did not matter print as the table's
+    settings do ("bucket 2 GB | default | 500 MB"), not as raw floats of bytes (2000000000.0)."""
+    from scalemodel.units import format_quantity as fq
+
+    args = ("plan", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "4096")
+    doc = json.loads(cli(*args, "--json").out)
+    buckets = [p["did_not_matter"]["bucket_bytes"] for p in doc["ranked"] if "bucket_bytes" in p["did_not_matter"]]
+    assert buckets, "no bucket size is among the choices that did not matter any more: pick another plan"
+    monkeypatch.setenv("COLUMNS", "1000")
+    out = cli(*args).out
+    assert not re.search(r"\d{7,}", out)  # no bytes as a bare number
+    for vals in buckets:
+        assert "bucket " + " | ".join("default" if v is None else fq(v, "bytes") for v in vals) in out
+
+
 def test_print_table_layouts() -> None:
     """Boxed when it fits; borderless when only that fits; one block per row when nothing fits."""
     from rich.console import Console
