@@ -16,7 +16,7 @@ def list_(*, as_json: bool) -> None:
 
 
 def show(*, name: str, sets: list[str] | None, as_json: bool) -> None:
-    """Show one spec with every value in readable units (and SI in --json)."""
+    """Show one spec as the YAML it loads to: every field, in SI units (bytes, FLOP/s, B/s, s), sources last."""
     render_spec(show_spec(name, sets), as_json=as_json)
 
 
