@@ -95,7 +95,7 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
             t.add_column("time to train" if result.objective == "time-to-train" else "cost", justify="right")
         for i, p in enumerate(result.ranked):
             custom = result.custom[i] if i < len(result.custom) else []
-            settings = describe_settings(p.strategy) + (" [custom]" if custom else "")
+            settings = describe_settings(p.strategy) + (r" \[custom]" if custom else "")  # \[: text, not markup
             row = [str(i + 1), describe_layout(p.strategy), settings, fq(p.step_time_s, "time"),
                    f"{p.throughput['tokens_per_s']:,.0f}", f"{p.flops['mfu']:.1%}",
                    fq(p.memory["per_gpu_bytes"], "bytes"), _shares(p.breakdown_s, p.step_time_s)]
@@ -113,7 +113,7 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
                 console.print(f"  #{i + 1}: did not matter (within 0.5 %): {text}")
         for i, custom in enumerate(result.custom[:len(result.ranked)]):
             if custom:
-                console.print(f"  #{i + 1} [custom]: {', '.join(custom)} (not run by mainstream frameworks)")
+                console.print(f"  #{i + 1} \\[custom]: {', '.join(custom)} (not run by mainstream frameworks)")
     if result.pareto:
         tp = Table(title="Pareto front: step throughput vs time to target vs cost")
         for col in ("layout", "settings", "tokens/s", "stat. eff.", "effective tokens/s", "time to train", "cost"):
