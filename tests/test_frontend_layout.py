@@ -13,6 +13,7 @@ from scalemodel.report.output import print_table
 
 COMMANDS = [
     ("plan", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024"),
+    ("plan", "-m", "gpt-1.7b", "-c", "dgx-a100", "-n", "16", "--allow", "compression", "-k", "2"),  # "bucket 500 MB"
     ("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"),
     ("scale",),
     ("hardware", "list"),
@@ -145,3 +146,37 @@ def test_names_print_verbatim_not_as_emoji(cli, monkeypatch) -> None:  # type: i
             "--set", 'model.name="gpt:fire:"')
     assert r.code == 0, r.err
     assert r.out.startswith("gpt:fire: on 1024 x dgx-a100")
+
+
+@pytest.mark.parametrize("width", [20, 24, 27, 31, 40])
+def test_a_wrapped_number_keeps_its_unit(monkeypatch, capsys, width: int) -> None:  # type: ignore[no-untyped-def]
+    """A line or a table cell wraps between words but never between a number and its unit, nor the headers'
+    "seq" and its length (README: numbers are never broken): plan's settings at 80 columns printed "bucket 500"
+    over "MB", and check's header "seq" over "2,048"."""
+    from rich.table import Table
+
+    from scalemodel.report.output import new_console
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    console = new_console()
+    text = "mb 1, ZeRO-1, topk:0.001 gradients, bucket 500 MB, step 12.3 ms at 2.5 TB/s, seq 2,048"
+    console.print(text)
+    t = Table()
+    t.add_column("settings")
+    t.add_column("n", justify="right")
+    t.add_row(text, "1")
+    print_table(console, t)
+    out = capsys.readouterr().out
+    assert "\ue000" not in out
+    for whole in ("500 MB", "12.3 ms", "2.5 TB/s", "seq 2,048"):
+        assert out.count(whole) == 2, (whole, out)
+
+
+def test_custom_plans_say_so(cli) -> None:  # type: ignore[no-untyped-def]
+    """README: plans outside what mainstream frameworks run "are labelled custom". The label was rich markup
+    ("[custom]" read as a style tag) and printed as nothing: "#1 : compression topk:0.001 ..."."""
+    r = cli("plan", "-m", "gpt-1.7b", "-c", "dgx-a100", "-n", "16", "--allow", "compression", "-k", "2", "--json")
+    assert json.loads(r.out)["ranked"][0]["custom"], "the best plan is no longer custom: pick another case"
+    out = " ".join(cli("plan", "-m", "gpt-1.7b", "-c", "dgx-a100", "-n", "16", "--allow", "compression",
+                       "-k", "2").out.split())
+    assert "#1 [custom]: compression" in out and out.count("[custom]") >= 3  # two table rows and the notes
