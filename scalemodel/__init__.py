@@ -8,7 +8,8 @@ specs, and keyword arguments for any training or strategy field::
     print(result.step_time_s, result.breakdown_s)
 
 Every command has one entry point here (``predict``, ``memory``, ``plan``, ``scale``, ``study``
-(a sweep file), ``sensitivity``, ``check_file``, ``collective``, ``stragglers``, ``calibrate_log``)
+(a sweep file), ``sensitivity``, ``check_file``, ``collective``, ``stragglers``, ``calibrate_log``,
+``calibrate_runs``)
 returning a dataclass whose ``payload()`` is the command's JSON document. Names are imported
 lazily so that ``import scalemodel`` stays light; ``dir(scalemodel)`` lists them all.
 """
@@ -62,9 +63,13 @@ _LAZY = {
 __all__ = sorted([*_LAZY, "__version__"])
 
 
+#: Names this module's own imports leave in its namespace: not part of the API, so not listed.
+_NOT_API = frozenset({"annotations", "importlib", "Any"})
+
+
 def __dir__() -> list[str]:
     """Tab completion (IPython, Jupyter, the REPL) shows the public API, though it loads lazily."""
-    return sorted({*globals(), *__all__})
+    return sorted({*(n for n in globals() if n not in _NOT_API), *__all__})
 
 
 def __getattr__(name: str) -> Any:

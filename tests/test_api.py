@@ -55,6 +55,8 @@ def test_dir_lists_the_api() -> None:
     for name in ("predict", "plan", "memory", "scale", "study", "calibrate_log", "load_cluster", "__version__"):
         assert name in names and name in scalemodel.__all__
     assert all(callable(getattr(scalemodel, n)) for n in ("predict", "plan", "study"))
+    # the module's own imports are not offered as API (tab completion showed Any, annotations, importlib)
+    assert not {"Any", "annotations", "importlib"} & set(names)
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -108,6 +108,21 @@ def test_cost_and_time_to_train_by_hand(cli: Any, tmp_path: Path) -> None:
     assert not got["max_time_to_train"]["passed"]
 
 
+def test_the_suggested_price_is_per_hour(cli: Any, tmp_path: Path) -> None:
+    """The --set price that the missing-price error and `check --help` suggest is 2.5 USD per GPU-hour. A bare
+    2.5 is the SI base unit, USD per second (3600x the cost): a user copying the suggestion must not get that."""
+    seconds = 1e9 / predicted(16, 16).throughput["tokens_per_s"]  # 1B tokens, BSP
+    cost = seconds * 16 * 2.5 / 3600
+    path = write(tmp_path, training=", train_tokens: 1B", assertions="  max_cost_usd: 5e6")
+    err = cli("check", path)
+    assert err.code == 2 and "--set cluster.price_per_gpu_hour=" in err.err
+    help_text = " ".join(cli("check", "--help").out.split())
+    for text in (err.err, help_text):
+        value = text.split("cluster.price_per_gpu_hour=")[1].split()[0].rstrip(",")
+        doc = json.loads(cli("check", path, "--set", f"cluster.price_per_gpu_hour={value}", "--json").out)
+        assert doc["assertions"][0]["value"] == pytest.approx(cost, rel=1e-9), value
+
+
 @pytest.mark.parametrize(("text", "training", "gpus", "needle"), [
     ("  max_cost_usd: 5e6", ", train_tokens: 1B", "[16]", "max_cost_usd"),  # no price
     ("  max_cost_usd: 5e6", "", "[16]", "train_tokens"),

@@ -43,6 +43,9 @@ def test_deeply_nested_yaml_is_an_error(cli, tmp_path: Path) -> None:  # type: i
 def test_single_gpu_collective_prints_no_warnings(cli) -> None:  # type: ignore[no-untyped-def]
     r = cli("collective", "--cluster", "dgx-h100", "--gpus", "1", "--size", "1GiB")
     assert r.code == 0 and r.err == ""
+    # one rank moves nothing in 0 s: not "over 1 GPUs", nor "bandwidth-bound: 0% of it is the zero-byte latency"
+    text = " ".join(r.out.split())
+    assert "over 1 GPU on dgx-h100" in text and "bound" not in text and "nothing crosses a link" in text
 
 
 def test_group_without_subcommand_shows_help(cli) -> None:  # type: ignore[no-untyped-def]

@@ -14,6 +14,9 @@ COMMANDS = [  # the first element is the `command` the document must name
     ("hardware list", "hardware", "list"),
     ("hardware show", "hardware", "show", "dgx-a100"),
     ("hardware validate", "hardware", "validate", str(ROOT / "hardware" / "clusters" / "dgx-h100.yaml")),
+    # every kind `hardware list` shows can be shown by name (a scenario was refused), and a sweep file validated
+    ("hardware show", "hardware", "show", "default"),
+    ("hardware validate", "hardware", "validate", str(ROOT / "examples" / "sweeps" / "capacity.yaml")),
     ("collective", "collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "64", "--cluster", "dgx-h100"),
     ("calibrate", "calibrate", "nccl-tests", LOG, "--cluster", "dgx-a100"),
     ("memory", "memory", "--model", "gpt3-175b", "--cluster", "dgx-a100", "--gpus", "1024", "--tp", "8", "--pp", "8"),
@@ -40,3 +43,23 @@ def test_json_is_strict_and_echoes_inputs(cli, case) -> None:  # type: ignore[no
     assert keys[:2] == ["schema_version", "command"]
     assert doc["command"] == command
     assert "inputs" in doc and isinstance(doc["inputs"], dict)
+
+
+@pytest.mark.parametrize("kind", ["sweep", "calibrate runs"])
+def test_json_of_the_file_driven_forms(cli, tmp_path: Path, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """The two forms that read a file of their own (a sweep, measured runs) keep the same contract."""
+    if kind == "sweep":
+        f = tmp_path / "s.yaml"
+        f.write_text("kind: sweep\nmodels: [gpt-1.7b]\nclusters: [dgx-a100]\ngpus: [8, 3]\n"
+                     "strategies: [{label: tp2, tp: 2}]\n")  # 3 GPUs: an error row, null values
+        args: tuple[str, ...] = ("sweep", str(f), "--workers", "1")
+    else:
+        f = tmp_path / "runs.yaml"
+        f.write_text("- {name: a, cluster: dgx-a100, model: gpt-1.7b, gpus: 8, global_batch: 64, step_time: 1.2 s}\n"
+                     "- {name: b, cluster: dgx-a100, model: gpt-1.7b, gpus: 16, global_batch: 64, step_time: 0.7 s}\n")
+        args = ("calibrate", "runs", str(f), "--factors", "compute", "--predict-at", "64")
+    res = cli(*args, "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out, parse_constant=_reject)
+    assert list(doc)[:2] == ["schema_version", "command"] and doc["command"] == kind.split()[0]
+    assert isinstance(doc["inputs"], dict)

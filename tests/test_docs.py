@@ -159,3 +159,163 @@ def test_shipped_specs_cite_primary_sources() -> None:
                 problems += [f"{path.relative_to(ROOT)}: [{t}] not in hardware/SOURCES.md"
                              for t in sorted(set(_TAG.findall(text)) - keys)]
     assert not problems, "\n".join(problems)
+
+
+# --- the pages users copy from: README.md, docs/api.md, docs/calibration.md, docs/ci.md -----------------------------
+
+USER_DOCS = ("README.md", "docs/api.md", "docs/calibration.md", "docs/ci.md")
+#: Flags of other programs that the pages quote (Megatron-LM, huggingface-cli, benchmarks/bench.py).
+FOREIGN_FLAGS = {"--bf16", "--decoder-first", "--grad-reduce-in-bf16", "--use-distributed-optimizer",
+                 "--use-tp-pp-dp-mapping", "--local-dir", "--latency", "--scale-only"}
+#: Top-level folders of the repository: a backquoted path starting with one must exist.
+_REPO_DIRS = ("scalemodel", "scripts", "tests", "docs", "examples", "hardware", "benchmarks", "validation", "schemas")
+
+
+def _commands() -> dict[str, object]:
+    """'predict' -> its Command, 'hardware show' -> the subcommand's, for every command and subcommand."""
+    from scalemodel.cli import root
+
+    out: dict[str, object] = {}
+    for cmd in root().subcommands:
+        out[cmd.name] = cmd
+        for sub in cmd.subcommands:
+            out[f"{cmd.name} {sub.name}"] = sub
+    return out
+
+
+def _flags(cmd: object) -> set[str]:
+    return {f for o in cmd.options for f in o.option_strings()}  # type: ignore[attr-defined]
+
+
+def _command_lines(text: str) -> list[str]:
+    """Every `scalemodel ...` invocation a page shows: in a code span, or a line of a code block."""
+    spans = re.findall(r"`(scalemodel [^`]+)`", text)
+    block_lines = [ln.strip() for ln in text.splitlines() if re.match(r"\s*(- run: |- )?scalemodel \w", ln)]
+    return spans + [re.sub(r"^(- run: |- )", "", ln) for ln in block_lines]
+
+
+def test_user_docs_name_commands_and_options_that_exist() -> None:
+    """Each `scalemodel CMD ... --flag` shown names a command and flags it has; every other --flag the pages
+    name belongs to some command (or to another program, listed)."""
+    commands = _commands()
+    everything = {f for c in commands.values() for f in _flags(c)} | {"--version", "--install-completion",
+                                                                      "--show-completion", "--help"}
+    problems = []
+    for doc in USER_DOCS:
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        for line in _command_lines(text):
+            words = line.replace("\\|", "|").split()
+            name = words[1] if len(words) > 1 else ""
+            if name.startswith("-"):
+                continue  # scalemodel --version, --install-completion
+            if name not in commands:
+                problems.append(f"{doc}: `{line}`: no command {name!r}")
+                continue
+            sub = f"{name} {words[2]}" if len(words) > 2 and f"{name} {words[2]}" in commands else name
+            own = _flags(commands[sub]) | {"--help"}  # type: ignore[arg-type]
+            problems += [f"{doc}: `{line}`: {sub} has no option {f}"
+                         for f in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", line) if f not in own]
+        for f in sorted(set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text)) - everything - FOREIGN_FLAGS):
+            problems.append(f"{doc}: {f} is an option of no command")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_command_says_what_it_answers_in_one_line() -> None:
+    for name, cmd in _commands().items():
+        summary = cmd.summary  # type: ignore[attr-defined]
+        assert summary and summary.endswith(".") and len(summary) <= 120, (name, summary)
+
+
+def test_user_docs_paths_links_and_anchors_exist() -> None:
+    """A repository path a page quotes exists; a markdown link resolves, its #anchor too (GitHub's slugs or an
+    explicit <a id>); so does every model.md anchor that any of the repository's markdown names."""
+    anchors = model_md_anchors()
+    problems = []
+    for rel in sorted(_repo_markdown()):
+        path = ROOT / rel
+        text = path.read_text(encoding="utf-8")
+        problems += [f"{rel}: docs/model.md has no #{a}" for a in re.findall(r"model\.md#([A-Za-z0-9_-]+)", text)
+                     if a not in anchors]
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (path.parent / file) if file else path
+            if not dest.exists():
+                problems.append(f"{rel}: link to {target}: no such file")
+            elif anchor and dest.suffix == ".md":
+                t = dest.read_text(encoding="utf-8")
+                ids = set(re.findall(r'<a id="([^"]+)"></a>', t)) | {_github_slug(h) for h in
+                                                                    re.findall(r"^#{1,6}\s+(.+)$", t, flags=re.M)}
+                if anchor not in ids:
+                    problems.append(f"{rel}: link to {target}: no such anchor")
+    for doc in USER_DOCS:
+        for quoted in re.findall(r"`([^`\s]+)`", (ROOT / doc).read_text(encoding="utf-8")):
+            p = quoted.split("#")[0].rstrip(".,;:")
+            if p.split("/")[0] in _REPO_DIRS and "/" in p and not any(c in p for c in "*<>{$"):
+                if not (ROOT / p).exists():
+                    problems.append(f"{doc}: `{quoted}` does not exist")
+    assert not problems, "\n".join(problems)
+
+
+def test_api_md_table_names_real_parameters() -> None:
+    """docs/api.md's table: each function exists and takes the parameters it is shown with, by those names."""
+    import inspect
+
+    import scalemodel
+
+    rows = re.findall(r"^\| `(\w+)\(([^`]*)\)` \|", (ROOT / "docs" / "api.md").read_text(), flags=re.M)
+    assert len(rows) >= 10
+    for name, params in rows:
+        sig = inspect.signature(getattr(scalemodel, name))
+        for p in (x.strip().split("=")[0] for x in params.split(",")):
+            if p in ("*", "") or p.startswith("**"):
+                continue
+            assert p in sig.parameters, f"docs/api.md: {name}() has no parameter {p!r}; it has {list(sig.parameters)}"
+
+
+def test_readme_quickstart_numbers_are_what_scale_prints(cli) -> None:  # type: ignore[no-untyped-def]
+    """README's Quickstart quotes `scalemodel scale` with no arguments: TFLOP/s per GPU at the first and the last
+    point (one decimal) and the fall between them (whole percent)."""
+    import json
+
+    m = re.search(r"TFLOP/s per GPU falls from\s+([\d.]+) to ([\d.]+) \(-(\d+)%", (ROOT / "README.md").read_text())
+    assert m, "README's Quickstart no longer quotes the default study's TFLOP/s per GPU"
+    r = cli("scale", "--json")
+    assert r.code == 0, r.err
+    points = json.loads(r.out)["points"]
+    first, last = points[0]["tflops_per_gpu"], points[-1]["tflops_per_gpu"]
+    assert (m.group(1), m.group(2), m.group(3)) == (f"{first:.1f}", f"{last:.1f}", f"{(1 - last / first) * 100:.0f}")
+
+
+def test_calibration_md_predict_at_example_is_what_the_command_prints(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """docs/calibration.md section 4 quotes `calibrate runs one-run.yaml --factors compute --predict-at 1024` on
+    the first run of its section 1: the quoted text is what the command prints."""
+    text = (ROOT / "docs" / "calibration.md").read_text()
+    first_run = re.search(r"```yaml\n(- name:.*?)\n- name:", text, flags=re.S)
+    command = re.search(r"`scalemodel (calibrate runs one-run\.yaml [^`]+)`", text)
+    quoted = re.search(r"\n\n    (From the largest measured run.*?); \.\.\.\n", text, flags=re.S)
+    assert first_run and command and quoted
+    (tmp_path / "one-run.yaml").write_text(first_run.group(1) + "\n")
+    args = command.group(1).split()
+    args[args.index("one-run.yaml")] = str(tmp_path / "one-run.yaml")
+    r = cli(*args)
+    assert r.code == 0, r.err
+    assert " ".join(quoted.group(1).split()) in " ".join(r.out.split())
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/ci.md"])
+def test_the_capacity_file_shown_passes(cli, tmp_path: Path, doc: str) -> None:  # type: ignore[no-untyped-def]
+    """The capacity.yaml a page shows is said to pass (exit 0); so it does, with ci.md's commented-out
+    assertions switched on too (and the price they say max_cost_usd needs)."""
+    block = re.search(r"```yaml\n(# capacity\.yaml.*?)```", (ROOT / doc).read_text(), flags=re.S)
+    assert block, f"{doc} no longer shows a capacity.yaml"
+    path = tmp_path / "capacity.yaml"
+    path.write_text(block.group(1))
+    r = cli("check", str(path))
+    assert r.code == 0, r.out + r.err
+    optional = re.findall(r"^  # (\w+: \S+)", block.group(1), flags=re.M)
+    if optional:
+        path.write_text(block.group(1) + "".join(f"  {line}\n" for line in optional))
+        r = cli("check", str(path), "--set", "cluster.price_per_gpu_hour=2.5 USD/h")
+        assert r.code == 0 and f"all {5 + len(optional)} assertions hold" in r.out, r.out + r.err

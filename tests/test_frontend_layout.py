@@ -13,6 +13,7 @@ from scalemodel.report.output import print_table
 
 COMMANDS = [
     ("plan", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024"),
+    ("plan", "-m", "gpt-1.7b", "-c", "dgx-a100", "-n", "16", "--allow", "compression", "-k", "2"),  # "bucket 500 MB"
     ("predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"),
     ("scale",),
     ("hardware", "list"),
@@ -20,10 +21,12 @@ COMMANDS = [
     ("stragglers", "-n", "1024"),
     ("collective", "--op", "allreduce", "--size", "1GiB", "--gpus", "2048", "--cluster", "dgx-h100"),
     ("memory", "--tp", "8", "--pp", "8"),
+    # a longer header (SP, seq 4,096): it wrapped within the 55-column table, "seq" on one line and 4,096 below
+    ("memory", "-m", "llama3-8b", "-n", "64", "--strategy", "tests/data/frameworks/strategy.yaml"),
     ("calibrate", "tests/data/nccl/synthetic_current.log", "-c", "dgx-a100"),
 ]
 #: a line holding nothing but a unit or the tail of a number: a quantity broken across lines
-BROKEN = re.compile(r"^[\s│┃|]*(s|ms|us|GB|GiB|MB|TB/s|GB/s|%|\d)[\s│┃|]*$")
+BROKEN = re.compile(r"^[\s│┃|]*(s|ms|us|GB|GiB|MB|TB/s|GB/s|%|\d[\d,.]*)[\s│┃|]*$")
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=[c[0] for c in COMMANDS])
@@ -46,6 +49,22 @@ def test_plan_quantities_are_whole_at_80_columns(cli, monkeypatch) -> None:  # t
     for p in doc["ranked"]:
         assert fq(p["step_time_s"], "time") in out
         assert fq(p["memory_per_gpu_bytes"], "bytes") in out
+
+
+def test_choices_that_did_not_matter_read_as_the_table_does(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """README's plan (GPT-3 175B on 4096 A100s): the bucket sizes that did not matter print as the table's
+    settings do ("bucket 2 GB | default | 500 MB"), not as raw floats of bytes (2000000000.0)."""
+    from scalemodel.units import format_quantity as fq
+
+    args = ("plan", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "4096")
+    doc = json.loads(cli(*args, "--json").out)
+    buckets = [p["did_not_matter"]["bucket_bytes"] for p in doc["ranked"] if "bucket_bytes" in p["did_not_matter"]]
+    assert buckets, "no bucket size is among the choices that did not matter any more: pick another plan"
+    monkeypatch.setenv("COLUMNS", "1000")
+    out = cli(*args).out
+    assert not re.search(r"\d{7,}", out)  # no bytes as a bare number
+    for vals in buckets:
+        assert "bucket " + " | ".join("default" if v is None else fq(v, "bytes") for v in vals) in out
 
 
 def test_print_table_layouts() -> None:
@@ -127,3 +146,37 @@ def test_names_print_verbatim_not_as_emoji(cli, monkeypatch) -> None:  # type: i
             "--set", 'model.name="gpt:fire:"')
     assert r.code == 0, r.err
     assert r.out.startswith("gpt:fire: on 1024 x dgx-a100")
+
+
+@pytest.mark.parametrize("width", [20, 24, 27, 31, 40])
+def test_a_wrapped_number_keeps_its_unit(monkeypatch, capsys, width: int) -> None:  # type: ignore[no-untyped-def]
+    """A line or a table cell wraps between words but never between a number and its unit, nor the headers'
+    "seq" and its length (README: numbers are never broken): plan's settings at 80 columns printed "bucket 500"
+    over "MB", and check's header "seq" over "2,048"."""
+    from rich.table import Table
+
+    from scalemodel.report.output import new_console
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    console = new_console()
+    text = "mb 1, ZeRO-1, topk:0.001 gradients, bucket 500 MB, step 12.3 ms at 2.5 TB/s, seq 2,048"
+    console.print(text)
+    t = Table()
+    t.add_column("settings")
+    t.add_column("n", justify="right")
+    t.add_row(text, "1")
+    print_table(console, t)
+    out = capsys.readouterr().out
+    assert "\ue000" not in out
+    for whole in ("500 MB", "12.3 ms", "2.5 TB/s", "seq 2,048"):
+        assert out.count(whole) == 2, (whole, out)
+
+
+def test_custom_plans_say_so(cli) -> None:  # type: ignore[no-untyped-def]
+    """README: plans outside what mainstream frameworks run "are labelled custom". The label was rich markup
+    ("[custom]" read as a style tag) and printed as nothing: "#1 : compression topk:0.001 ..."."""
+    r = cli("plan", "-m", "gpt-1.7b", "-c", "dgx-a100", "-n", "16", "--allow", "compression", "-k", "2", "--json")
+    assert json.loads(r.out)["ranked"][0]["custom"], "the best plan is no longer custom: pick another case"
+    out = " ".join(cli("plan", "-m", "gpt-1.7b", "-c", "dgx-a100", "-n", "16", "--allow", "compression",
+                       "-k", "2").out.split())
+    assert "#1 [custom]: compression" in out and out.count("[custom]") >= 3  # two table rows and the notes

@@ -25,9 +25,10 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
 
     `calibrate nccl-tests LOG --cluster C` exits 1 (and writes no overlay) when a fitted parameter
     sits on a solver bound, a residual exceeds --tolerance, or the log's hosts x GPUs per host
-    differ from the cluster's layout. `calibrate runs FILE` fits compute, per-tier bandwidth and a
-    overlap efficiency and a per-step overhead to measured step times (docs/model.md#calibrate-runs);
-    it warns, and exits 0. `--predict-at N` shows what changes between the largest run and N GPUs.
+    differ from the cluster's layout. `calibrate runs FILE` fits a compute factor, one bandwidth factor
+    per tier, an overlap efficiency and a per-step overhead to measured step times, tokens/s or training
+    logs (docs/model.md#calibrate-runs); it warns, and exits 0. `--predict-at N` shows what changes
+    between the largest run and N GPUs.
     """
     if len(args) == 2 and args[0] == "runs":
         if cluster is not None or sets or tier or ranks or op:

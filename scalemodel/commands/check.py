@@ -21,6 +21,7 @@ COMMAND = Command("check", check, (
     o.STRAGGLER_CV,
     repeat("--set", dest="sets", metavar="PATH=VALUE",
            help="Override a field of the scenario, e.g. assertions.max_step_time=3s, "
-                "cluster.price_per_gpu_hour=2.5, training.global_batch=2048 (repeatable)."),
+                "cluster.price_per_gpu_hour=2.5USD/h (a bare number is USD per second), training.global_batch=2048 "
+                "(repeatable)."),
     switch("--pessimistic", help="Check at the slow end of the prediction interval (docs/model.md#intervals)."),
     o.JSON))

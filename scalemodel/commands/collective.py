@@ -48,8 +48,8 @@ COMMAND = Command("collective", collective, (
     CLUSTER.but(required=True),
     opt("--gpus", "-n", type=integer, required=True, help="Ranks in the collective."),
     opt("--op", default="allreduce", help="allreduce|reducescatter|allgather|alltoall|broadcast|reduce|sendrecv"),
-    opt("--size", help="Message size as nccl-tests counts it."),
-    opt("--sizes", help="Sweep MIN:MAX (x2 steps), e.g. 1KiB:8GiB."),
+    opt("--size", help="Message size as nccl-tests counts it (default 1GiB)."),
+    opt("--sizes", help="Sweep MIN:MAX[:FACTOR] (x2 steps unless FACTOR is given), e.g. 1KiB:8GiB."),
     opt("--algo", default="auto", help=(
         "ring|tree|rhd|rd|direct|hierarchical|auto. auto picks the fastest of what NCCL implements "
         "(ring, tree; hierarchical = NVLS/CollNet only where a tier declares in-network reduction; "

@@ -11,12 +11,12 @@ from scalemodel.report.hardware import render_catalog, render_spec, render_valid
 
 
 def list_(*, as_json: bool) -> None:
-    """List the built-in accelerators and clusters."""
+    """List the built-in accelerators, clusters, workloads and scenarios."""
     render_catalog(catalog(), as_json=as_json)
 
 
 def show(*, name: str, sets: list[str] | None, as_json: bool) -> None:
-    """Show one spec with every value in readable units (and SI in --json)."""
+    """Show one spec as the YAML it loads to: every field, in SI units (bytes, FLOP/s, B/s, s), sources last."""
     render_spec(show_spec(name, sets), as_json=as_json)
 
 
@@ -25,8 +25,8 @@ def validate(*, file: str, sets: list[str] | None, as_json: bool) -> None:
     render_validation(validate_spec(Path(file), sets), as_json=as_json)
 
 
-COMMAND = Command("hardware", None, help="List, show and validate accelerator and cluster specs.", subcommands=(
+COMMAND = Command("hardware", None, subcommands=(
     Command("list", list_, (JSON,)),
-    Command("show", show, (arg("name", "A built-in name or a spec file."), SET, JSON)),
+    Command("show", show, (arg("name", "A built-in name (`scalemodel hardware list`) or a spec file."), SET, JSON)),
     Command("validate", validate, (arg("file", "The spec file to check."), SET, JSON)),
-))
+), help="List, show and validate specs: built-in accelerators, clusters, workloads, scenarios, or a file.")

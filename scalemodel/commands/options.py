@@ -13,7 +13,7 @@ from scalemodel.specs.quantities import outside_range, range_text
 from scalemodel.units import parse_quantity
 
 SET = repeat("--set", dest="sets", metavar="PATH=VALUE",
-             help="Override any spec field, e.g. cluster.tiers.ib.bandwidth=100Gbps or model.layers=48 "
+             help="Override any spec field, e.g. cluster.tiers.ib-leaf.bandwidth=100Gbps or model.layers=48 "
                   "(repeatable; roots: cluster, accelerator, model, training, strategy).")
 JSON = switch("--json", dest="as_json", help="Print one strictly valid JSON document instead of tables.")
 CLUSTER = opt("--cluster", "-c", complete="cluster", help="Built-in cluster name or a cluster YAML file.")

@@ -162,9 +162,12 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
 
 COMMAND = Command("scale", scale, (
     o.CLUSTER, o.MODEL,
-    opt("--gpus", "-n", help="Comma-separated GPU counts, e.g. 128,256,512,1024,2048."),
-    opt("--mode", help="weak (per-replica batch fixed, global batch grows) or strong (global batch fixed)."),
-    opt("--scenario", complete="scenario", help="Scenario YAML (or built-in name) to start from; flags override it."),
+    opt("--gpus", "-n", help="Comma-separated GPU counts (default: the scenario's, else 128,256,512,1024,2048)."),
+    opt("--mode", help="weak (per-replica batch fixed, global batch grows) or strong (global batch fixed); "
+                       "default: the scenario's, else weak."),
+    opt("--scenario", complete="scenario", help="Scenario YAML (or built-in name) to start from; flags override it. "
+                                                "Default: the built-in 'default' when neither --cluster nor --model "
+                                                "is given (else dgx-h100 and gpt3-175b stand in for the one missing)."),
     pair("--best", help="Search the best strategy at each point (planner), not a fixed one."),
     opt("--objective", help="Planner objective with --best: throughput | time-to-train | cost."),
     o.TP, o.PP, o.CP, o.EP, o.MICRO_BATCH,

@@ -151,7 +151,7 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
         raise InputError(f"the cluster {scenario.cluster.name!r} has no price_per_gpu_hour, so cost cannot be computed",
                          where=f"{where}.max_cost_usd",
                          allowed="set cluster.price_per_gpu_hour (e.g. cluster: {extends: dgx-h100, "
-                                 "price_per_gpu_hour: 2.5}) or --set cluster.price_per_gpu_hour=2.5")
+                                 "price_per_gpu_hour: 2.5 USD/h}) or --set cluster.price_per_gpu_hour=2.5USD/h")
 
     try:
         result = sweep(scenario.cluster, scenario.model, training, scenario.strategy, gpus, scenario.mode,

@@ -1,5 +1,5 @@
-"""The spec catalog as data: built-in accelerators and clusters, and any spec found by name or file
-(the engine behind `scalemodel hardware`)."""
+"""The spec catalog as data: built-in accelerators, clusters, workloads and scenarios, and any spec found by
+name or file (the engine behind `scalemodel hardware`)."""
 
 from __future__ import annotations
 
@@ -69,13 +69,17 @@ def catalog() -> Catalog:
     return Catalog(accelerators=accs, clusters=clusters, workloads=workloads, scenarios=scenarios)
 
 
+#: The kinds of built-in spec, in the order a name is looked up.
+_BUILTIN_KINDS = ("cluster", "accelerator", "workload", "scenario")
+
+
 def _find(name: str) -> tuple[str, Any]:
-    for kind in ("cluster", "accelerator", "workload"):
+    for kind in _BUILTIN_KINDS:  # every kind `hardware list` shows
         if builtin_path(kind, name) is not None:
             return kind, name
     if exists(name):  # a FIFO, a device or a directory is refused when read
         return _kind_of(Path(name)), Path(name)
-    names = builtin_names("cluster") + builtin_names("accelerator") + builtin_names("workload")
+    names = [n for kind in _BUILTIN_KINDS for n in builtin_names(kind)]
     near = difflib.get_close_matches(name[:100], names, n=3, cutoff=0.4)
     shown = name if len(name) <= 100 else f"{name[:60]}... ({len(name)} characters)"
     raise InputError(f"unknown built-in spec {shown!r}", where="hardware show",
@@ -91,17 +95,24 @@ def _kind_of(path: Path) -> str:
     kind = data.get("kind")
     if kind in ("transformer", "generic"):
         return "workload"
-    if kind in ("accelerator", "cluster", "scenario"):
+    if kind in ("accelerator", "cluster", "scenario", "sweep"):
         return str(kind)
     if "tiers" in data or "extends" in data and "accelerator" in data:
         return "cluster"
     if "peak_flops" in data:
         return "accelerator"
     raise InputError(f"cannot tell what kind of spec this is (kind: {kind!r})", where=f"{path}: kind",
-                     allowed="kind: accelerator, cluster, transformer, generic or scenario")
+                     allowed="kind: accelerator, cluster, transformer, generic, scenario or sweep")
 
 
 def _load(kind: str, ref: Any, sets: list[str] | None) -> Any:
+    if kind == "sweep":  # a sweep file: as `scalemodel sweep` reads it (it takes no --set)
+        if sets:
+            raise InputError("--set does not apply to a sweep file", where="--set",
+                             allowed="edit the sweep file (`scalemodel sweep` takes no --set either)")
+        from scalemodel.specs.sweep import load_sweep
+
+        return load_sweep(ref)[0]
     loaders = {"cluster": specs.load_cluster, "accelerator": specs.load_accelerator,
                "workload": specs.load_workload, "scenario": specs.load_scenario}
     return loaders[kind](ref, sets or [])

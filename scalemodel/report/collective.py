@@ -15,7 +15,7 @@ def render_collective(result: CollectiveResult, *, as_json: bool) -> None:
 
     inputs, op, ranks, rows = result.inputs, result.op, result.ranks, result.rows
     console = new_console()
-    title = f"{op} over {ranks} GPUs on {inputs['cluster']}" + (
+    title = f"{op} over {ranks} GPU{'' if ranks == 1 else 's'} on {inputs['cluster']}" + (
         f" (stride {inputs['stride']})" if inputs.get("stride", 1) != 1 else "")
     if len(rows) == 1:
         row = rows[0]
@@ -28,7 +28,10 @@ def render_collective(result: CollectiveResult, *, as_json: bool) -> None:
                       "best" if a["algorithm"] == row["best"] else "")
         print_table(console, t)
         best = next(a for a in row["algorithms"] if a["algorithm"] == row["best"])
-        share = best["latency_s"] / best["time_s"] if best["time_s"] > 0 else 0.0
+        if best["time_s"] <= 0:  # one rank, or nothing to move: neither latency- nor bandwidth-bound
+            console.print(f"best: {row['best']} ({fq(best['time_s'], 'time')}): nothing crosses a link")
+            return
+        share = best["latency_s"] / best["time_s"]
         dominant = "latency-bound" if share > 0.5 else "bandwidth-bound"
         console.print(f"best: {row['best']} ({fq(best['time_s'], 'time')}), {dominant}: "
                       f"{share:.0%} of it is the zero-byte latency")

@@ -21,13 +21,14 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     br = result.per_gpu_bytes
     cap = result.capacity_bytes
     console = new_console()
+    header = (f"{inp['model']} on {inp['gpus']} x {result.accelerator}: dp {inp['dp']} tp {inp['tp']} "
+              f"pp {inp['pp']} cp {inp['cp']} ep {inp['ep']}, micro-batch {inp['micro_batch']}, ZeRO {inp['zero']}, "
+              f"recompute {inp['recompute']}" + (", SP" if inp["sequence_parallel"] else "")
+              + (f", seq {result.seq_len:,}" if result.seq_len else ""))
+    console.print(header)  # a line of its own, as predict's: a table title wraps at the table's width
     if result.infeasible_reason and result.fits:  # not feasible for a reason other than memory: as predict says
         console.print(f"[bold red]infeasible:[/bold red] {result.infeasible_reason}")
-    title = (f"{inp['model']} on {inp['gpus']} x {result.accelerator}: dp {inp['dp']} tp {inp['tp']} "
-             f"pp {inp['pp']} cp {inp['cp']} ep {inp['ep']}, micro-batch {inp['micro_batch']}, ZeRO {inp['zero']}, "
-             f"recompute {inp['recompute']}" + (", SP" if inp["sequence_parallel"] else "")
-             + (f", seq {result.seq_len:,}" if result.seq_len else ""))
-    t = Table(title=title)
+    t = Table()
     t.add_column("per GPU")
     t.add_column("bytes", justify="right")
     t.add_column("share", justify="right")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -72,11 +73,33 @@ def new_console() -> Console:
     """The rich Console every table and line goes through (stdout). Emoji codes are off, so names and
     values print verbatim (``:x:`` in a model name stays text); rich's repr highlighter (it colours
     numbers, paths, ...) runs only where colour is written: without a colour system (a pipe, a file,
-    ``TERM=dumb``) its styles are dropped anyway, and its regexes cost ~2 ms of a query's first print."""
-    from rich.console import Console  # tables only: a --json query never loads rich
+    ``TERM=dumb``) its styles are dropped anyway, and its regexes cost ~2 ms of a query's first print. A line
+    it wraps keeps each number with its unit ("500 MB", as tables do: :func:`print_table`)."""
+    cls = _console_class()
+    console = cls(emoji=False)
+    return console if console.color_system else cls(emoji=False, highlight=False)
 
-    console = Console(emoji=False)
-    return console if console.color_system else Console(emoji=False, highlight=False)
+
+_CONSOLE: Any = None
+
+
+def _console_class() -> Any:
+    """rich's Console, printing a text line with each number glued to its unit while it wraps (made once)."""
+    global _CONSOLE
+    if _CONSOLE is None:
+        from rich.console import Console  # tables only: a --json query never loads rich
+
+        class UnitConsole(Console):
+            def print(self, *objects: Any, **kwargs: Any) -> None:
+                if not any(isinstance(o, str) and _UNIT_GAP.search(o) for o in objects):
+                    super().print(*objects, **kwargs)
+                    return
+                with self.capture() as capture:
+                    super().print(*(_UNIT_GAP.sub(_GLUE, o) if isinstance(o, str) else o for o in objects), **kwargs)
+                self.file.write(capture.get().replace(_GLUE, " "))
+
+        _CONSOLE = UnitConsole
+    return _CONSOLE
 
 
 def _fit_widths(console: Any, table: Any, width: int) -> bool:
@@ -113,6 +136,32 @@ def _fit_widths(console: Any, table: Any, width: int) -> bool:
     return True
 
 
+#: The space between a number and its unit ("bucket 500 MB"), and after the headers' "seq" ("seq 2,048"): glued
+#: while rich wraps a table cell or a line, so that it breaks before the number or after the unit, never between.
+_UNIT_GAP = re.compile(r"(?<=\d) (?=(?:[kKMGTPE]i?B|B|[pnum]?s|[kKMGTPE]?B/s|[kMGT]bit/s|[kMGTPE]?FLOP/s|k?W|USD|"
+                       r"days?)(?![\w/]))|(?<=\bseq) (?=\d)")
+_GLUE = "\ue000"  # a private-use character: one cell wide and not whitespace, so rich's word wrap never splits at it
+
+
+def _glue_units(table: Any) -> bool:
+    """Glue each number to its unit in the table's text cells; True when any was."""
+    glued = False
+    for col in table.columns:
+        cells = [_UNIT_GAP.sub(_GLUE, c) if isinstance(c, str) else c for c in col._cells]
+        glued = glued or cells != col._cells
+        col._cells = cells
+    return glued
+
+
+def _print_glued(console: Any, table: Any, glued: bool) -> None:
+    if not glued:
+        console.print(table)
+        return
+    with console.capture() as capture:
+        console.print(table)
+    console.file.write(capture.get().replace(_GLUE, " "))
+
+
 def _cell_text(cell: Any) -> str:
     from rich.text import Text  # tables only: a --json query never loads rich
 
@@ -130,8 +179,9 @@ def print_table(console: Any, table: Any) -> None:
     from rich import box  # tables only: a --json query never loads rich
 
     width = console.width
+    glued = _glue_units(table)
     if _fit_widths(console, table, width):
-        console.print(table)
+        _print_glued(console, table, glued)
         return
     table.box = box.SIMPLE_HEAD
     table.show_edge = False
@@ -139,11 +189,11 @@ def print_table(console: Any, table: Any) -> None:
     table.padding = (0, 1)
     table.collapse_padding = True
     if _fit_widths(console, table, width):
-        console.print(table)
+        _print_glued(console, table, glued)
         return
     columns = list(table.columns)
     heads = [_cell_text(c.header).replace("\n", " ") for c in columns]
-    cells = [[_cell_text(x) for x in c.cells] for c in columns]
+    cells = [[_cell_text(x).replace(_GLUE, " ") for x in c.cells] for c in columns]
     if table.title:
         console.print(_cell_text(table.title), highlight=False)
     for r in range(table.row_count):

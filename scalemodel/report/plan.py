@@ -52,6 +52,19 @@ class LazyProgress:
         self._off = True
 
 
+#: How a choice that did not matter is named in the table's words (describe_settings writes "bucket 2 GB").
+_CHOICE_LABEL = {"bucket_bytes": "bucket"}
+
+
+def _choice(key: str, value: Any) -> str:
+    """One value of a choice that did not matter, as the table writes it: bytes in readable units."""
+    if value is None:
+        return "default"
+    if key.endswith("_bytes") and isinstance(value, int | float) and not isinstance(value, bool):
+        return fq(value, "bytes")
+    return str(value)
+
+
 def _shares(breakdown: dict[str, float], step: float, n: int = 3) -> str:
     parts = sorted(((v, k) for k, v in breakdown.items() if v > 0), reverse=True)[:n]
     return ", ".join(f"{PARTS[k].label} {v / step:.0%}" for v, k in parts) if step > 0 else "-"
@@ -82,7 +95,7 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
             t.add_column("time to train" if result.objective == "time-to-train" else "cost", justify="right")
         for i, p in enumerate(result.ranked):
             custom = result.custom[i] if i < len(result.custom) else []
-            settings = describe_settings(p.strategy) + (" [custom]" if custom else "")
+            settings = describe_settings(p.strategy) + (r" \[custom]" if custom else "")  # \[: text, not markup
             row = [str(i + 1), describe_layout(p.strategy), settings, fq(p.step_time_s, "time"),
                    f"{p.throughput['tokens_per_s']:,.0f}", f"{p.flops['mfu']:.1%}",
                    fq(p.memory["per_gpu_bytes"], "bytes"), _shares(p.breakdown_s, p.step_time_s)]
@@ -95,12 +108,12 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
         print_table(console, t)
         for i, same in enumerate(result.equivalents[:len(result.ranked)]):
             if same:
-                text = "; ".join(f"{k} {' | '.join('default' if v is None else str(v) for v in vals)}"
+                text = "; ".join(f"{_CHOICE_LABEL.get(k, k)} {' | '.join(_choice(k, v) for v in vals)}"
                                  for k, vals in same.items())
                 console.print(f"  #{i + 1}: did not matter (within 0.5 %): {text}")
         for i, custom in enumerate(result.custom[:len(result.ranked)]):
             if custom:
-                console.print(f"  #{i + 1} [custom]: {', '.join(custom)} (not run by mainstream frameworks)")
+                console.print(f"  #{i + 1} \\[custom]: {', '.join(custom)} (not run by mainstream frameworks)")
     if result.pareto:
         tp = Table(title="Pareto front: step throughput vs time to target vs cost")
         for col in ("layout", "settings", "tokens/s", "stat. eff.", "effective tokens/s", "time to train", "cost"):

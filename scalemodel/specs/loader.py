@@ -609,7 +609,7 @@ def _expand_ref(value: Any, kind: str, base_dir: Path, where: str, origin: Path)
 def load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = ()) -> tuple[Any, Path]:
     """Read a scenario: built-in names and relative paths inside it resolve against its folder,
     ``cluster: {extends: NAME, ...}`` (likewise ``model:`` and the cluster's ``accelerator:``) derives
-    from another spec, and ``--set`` paths are relative to the scenario (``cluster.price_per_gpu_hour=2.5``,
+    from another spec, and ``--set`` paths are relative to the scenario (``cluster.price_per_gpu_hour=2.5USD/h``,
     ``training.global_batch=512``, ``gpus=[128,256]``)."""
     return _yaml_checked(lambda: _load_scenario_spec(ref, model, overrides))
 
