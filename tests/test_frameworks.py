@@ -274,3 +274,13 @@ def test_megatron_moe_a2a_overlap_switch(tmp_path: Path) -> None:
     sf = read_strategy_file(f)
     assert sf.strategy["moe_a2a_overlap"] is True
     assert not any("--overlap-moe-expert-parallel-comm" in u for u in sf.unused)
+
+
+
+def test_expert_tp_on_a_dense_model_is_ignored_with_a_warning(cli) -> None:  # type: ignore[no-untyped-def]
+    """Megatron-LM applies --expert-tensor-parallel-size to expert layers only, so a dense model's launch line that
+    carries it (megatron_uneven.args: etp 1, llama3-405b) is priced as without it and says so, not refused."""
+    doc = _predict(cli, "-m", "llama3-405b", "-c", "dgx-h100", "-n", "1024", "--strategy",
+                   str(DATA / "megatron_uneven.args"))
+    assert any("strategy.etp = 1 is not priced" in w for w in doc["warnings"])
+    assert doc["strategy"]["etp"] is None and doc["step_time_s"] > 0

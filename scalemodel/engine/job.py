@@ -646,8 +646,14 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     _check_shard_group(strategy, dp)
     _warn_unpriced_fields(job, strategy)
     _check_titan_op(job, strategy)
-    etp = strategy.etp or tp
-    if ep > 1 or strategy.etp is not None:
+    given_etp = strategy.etp
+    if ep == 1 and given_etp is not None and not (job.is_transformer and int(job.shape.moe_experts) > 0):
+        # Megatron-LM reads --expert-tensor-parallel-size only for expert layers: a dense model ignores it
+        notices.warn(f"strategy.etp = {given_etp} is not priced: the model has no MoE layers (expert tensor "
+                     "parallelism applies to experts only)")
+        given_etp = None
+    etp = given_etp or tp
+    if ep > 1 or given_etp is not None:
         experts = int(job.shape.moe_experts) if job.is_transformer else 0
         stage = tp * cp * dp
         if experts == 0 or stage % (etp * ep) or experts % ep:
@@ -687,7 +693,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers,
         first_chunk_layers=-1 if strategy.first_chunk_layers is None else strategy.first_chunk_layers,
         last_chunk_layers=-1 if strategy.last_chunk_layers is None else strategy.last_chunk_layers,
-        etp=strategy.etp or 0,
+        etp=given_etp or 0,
         layout=Layout.parse(strategy.layout),
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
         recompute_uniform=RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM,
