@@ -48,7 +48,7 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather", "moe_a2a_overlap",
                    "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
                    "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
-                   "fp8_param_gather", "loss_impl", "layer_impl")
+                   "fp8_param_gather", "loss_impl", "layer_impl", "eager_rope", "eager_glu_clamp", "eager_expert_bias")
 
 
 @dataclass
