@@ -137,3 +137,13 @@ def test_validation_rules() -> None:
         r = vt.predict_new_case(cases[cid])
         assert r.settings["eager_rope"] is rope, cid
         assert r.settings["eager_glu_clamp"] is experts and r.settings["eager_expert_bias"] is experts, cid
+
+
+def test_megatron_no_rope_fusion_flag(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Megatron-LM's --no-rope-fusion (store_false, dest apply_rope_fusion) sets eager_rope; without it nothing."""
+    from scalemodel.specs.frameworks import read_strategy_file
+    f = tmp_path / "launch.sh"
+    f.write_text("--tensor-model-parallel-size 2 --bf16 --no-rope-fusion\n")
+    assert read_strategy_file(str(f)).strategy.get("eager_rope") is True
+    f.write_text("--tensor-model-parallel-size 2 --bf16\n")
+    assert "eager_rope" not in read_strategy_file(str(f)).strategy

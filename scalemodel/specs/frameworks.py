@@ -254,6 +254,9 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
                "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
                "--use-flash-attn": ("strategy", "flash_attention", True),
+               # megatron/training/arguments.py at 24bad8e677: store_false, dest apply_rope_fusion ("Disable rope
+               # fusion"): Megatron-Core's eager RoPE (strategy eager_rope, docs/model.md#eager-layer-ops)
+               "--no-rope-fusion": ("strategy", "eager_rope", True),
                "--recompute-activations": ("strategy", "recompute", "selective"),
                "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16"),
                "--accumulate-allreduce-grads-in-fp32": ("training", "grad_bytes_per_param", 4.0),
