@@ -1202,17 +1202,19 @@ def eager_rope_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
         forward   t * cos 2e, -x2 (half) 1e, torch.cat((-x2, x1)) 2e, (.) * sin 2e, the sum 3e,
                   torch.cat((t, t_pass)) with t_pass empty 2e                                         = 12e
         backward  grad * cos 2e, grad * sin 2e, neg of the half 1e, chunk's backward (cat of the halves' gradients)
-                  2e, the two branches' gradients summed 3e, the t[..., :rot_dim] slice's backward (zeros, then the
-                  copy: SliceBackward0) 3e                                                            = 13e
+                  2e; t's three gradients summed (two adds) 6e: the product's, rotate_half's and the empty
+                  t_pass = t[..., rot_dim:] slice's, whose SliceBackward0 (ATen slice_backward: zeros of t's size,
+                  then the copy of the empty gradient) writes 1e; t[..., :rot_dim] over the whole head is t itself
+                  (ATen TensorIndexing.h applySlice returns self for a full slice: no node)             = 14e
 
-    minus the fused kernel's 2e each way: forward 10e E, backward 11e E per token (T = b s / cp tokens). Not counted:
+    minus the fused kernel's 2e each way: forward 10e E, backward 12e E per token (T = b s / cp tokens). Not counted:
     cos and sin of the [s, 1, 1, d] frequencies (1/(b (a + g)) of the tensors' bytes)."""
     b = _pos("micro_batch", micro_batch)
     T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
     e = _pos("elem_bytes", elem_bytes)
     rotated = (sh.heads + sh.kv_heads) * sh.head_dim / _pos("tp", tp)
     on = np.where((np.asarray(sh.position_embeddings, dtype=float) == 0) & ~np.asarray(sh.mla, dtype=bool), 1.0, 0.0)
-    return on * 10.0 * e * rotated * T, on * 11.0 * e * rotated * T
+    return on * 10.0 * e * rotated * T, on * 12.0 * e * rotated * T
 
 
 def _routed_rows(sh: Shape, T: ArrayLike, tp: ArrayLike, ep: ArrayLike, etp: ArrayLike | None) -> np.ndarray:

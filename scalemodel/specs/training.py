@@ -282,7 +282,7 @@ class StrategySpec(Spec, kw_only=True):
     eager_rope: Annotated[bool, Meta(description=(
         "RoPE runs as Megatron-Core's eager ATen kernels (rope_utils._apply_rotary_pos_emb_bshd: multiply, negate, "
         "concatenate, add), not the fused kernel layer_impl prices: Megatron-Core takes it with apply_rope_fusion "
-        "off (--no-rope-fusion) or a YaRN concentration factor other than 1 (GPT-OSS); 10e + 11e bytes more per "
+        "off (--no-rope-fusion) or a YaRN concentration factor other than 1 (GPT-OSS); 10e + 12e bytes more per "
         "rotated Q/K element, forward + backward; docs/model.md#eager-layer-ops"
     ))] = False
     eager_glu_clamp: Annotated[bool, Meta(description=(
