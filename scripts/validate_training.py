@@ -1160,6 +1160,28 @@ RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100
     | RECIPE_HOST_SYNC_HYBRIDEP
 
 
+#: RoPE as Megatron-Core's eager kernels (StrategySpec.eager_rope; docs/model.md#eager-layer-ops): the GPT-OSS rows.
+#: GPTOSSBridge.provider_bridge (src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py at 17a381f95 and 4ab94dfad)
+#: sets position_embedding_type 'yarn' with yarn_rotary_scaling_factor 32 and yarn_mscale None, so (i)
+#: Megatron-Bridge's validate_rope_fusion_compatibility (src/megatron/bridge/utils/fusions.py) turns apply_rope_fusion
+#: off for a type other than 'rope', and (ii) Megatron-Core's apply_rotary_pos_emb (rope_utils.py at Megatron-LM
+#: 2d1fa8d372 / 24bad8e677, the submodules of 17a381f95 / 4ab94dfad) takes the unfused path for mscale 1.347 != 1
+#: even with the fusion on. The other Megatron-Bridge rows use plain RoPE (Qwen3) or MLA (DeepSeek-V3, another rotary
+#: path).
+RECIPE_EAGER_ROPE = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2608_gb200_gpt_oss_120b_fp8mx",
+                               "mb2608_gb300_gpt_oss_120b_fp8mx"})
+#: The routed experts' clamp and FC2 bias in eager PyTorch (StrategySpec.eager_glu_clamp, eager_expert_bias;
+#: docs/model.md#eager-layer-ops): GPT-OSS (activation_func_clamp_value 7.0, add_bias_linear True,
+#: bias_activation_fusion True: GPTOSSBridge) on Megatron-Core's TEGroupedMLP without the Transformer Engine op fuser,
+#: i.e. the 26.04 H100 preset (Megatron-LM 2d1fa8d372 experts.py bias_act_func -> fused_bias_geglu.py
+#: weighted_bias_quick_geglu_impl, whose clamp and cat are eager; _apply_bias per expert). The 26.08 GB200/GB300
+#: presets set use_transformer_engine_op_fuser with NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 (perf_recipes/gpt_oss/common.py
+#: _apply_gpt_oss_120b_full_iter_fp8mx_configs, gb200/gpt_oss.py): Transformer Engine's fused grouped MLP
+#: (ScaledClampedQGeGLU, GroupedLinear scale_bias; ops/fused/grouped_mlp.py v2.17.1) clamps and adds the bias in its
+#: kernels.
+RECIPE_EAGER_EXPERT_OPS = frozenset({"mb2604_h100_gpt_oss_120b_bf16"})
+
+
 #: FP8 MoE rows whose Megatron-Bridge 25.11 preset dispatches with Megatron-Core's all-to-all dispatcher (the rows of
 #: :data:`RECIPE_HOST_SYNC_EAGER`: no moe_flex_dispatcher_backend) and sets no moe_router_padding_for_quantization
 #: (neither recipes, providers, perf configs nor the mixed-precision configs at 97ad8cc6f name it), so the experts
@@ -1329,6 +1351,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           moe_flex_dispatcher=case["id"] in RECIPE_HYBRIDEP | RECIPE_DEEPEP,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
+                          eager_rope=case["id"] in RECIPE_EAGER_ROPE,
+                          eager_glu_clamp=case["id"] in RECIPE_EAGER_EXPERT_OPS,
+                          eager_expert_bias=case["id"] in RECIPE_EAGER_EXPERT_OPS,
                           loss_impl=loss_impl(case), layer_impl=layer_impl(case),
                           overlap=src not in DEEPSPEED_PIPELINE,
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
@@ -1383,6 +1408,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "moe_flex_dispatcher": st.moe_flex_dispatcher,
                 "tp_async_allreduce": st.tp_async_allreduce,
                 "loss_impl": st.loss_impl,
+                "eager_rope": st.eager_rope, "eager_glu_clamp": st.eager_glu_clamp,
+                "eager_expert_bias": st.eager_expert_bias,
                 **fsdp_options(case, zero, precision),
                 **framework_options(case, zero), **flags}
     return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st, training=tr)

@@ -1176,6 +1176,117 @@ def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: Arra
     return per_pass * has_experts, per_pass * has_experts
 
 
+#: Kernels Megatron-Core's ``TEGroupedMLP._apply_bias`` launches per local expert when FC2's bias is added outside the
+#: GEMM (strategy eager_expert_bias): forward ``b * p`` and ``t + b p`` (the final ``torch.cat`` is one launch for
+#: all experts), backward the two products of ``MulBackward0`` and their two reductions (``sum_to_size``).
+EXPERT_BIAS_KERNELS = (2.0, 4.0)
+
+
+def eager_rope_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                     cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes one layer adds on one GPU per micro-batch when RoPE runs as Megatron-Core's eager
+    ATen kernels instead of the fused kernel :func:`layer_eltwise_bytes` prices (megatron_te: fwd 2e (Q + K), bwd
+    2e (Q + K)); 0 for multi-head latent attention (its rotary path is another function) and models without RoPE.
+
+    Source: Megatron-Core ``apply_rotary_pos_emb`` (megatron/core/models/common/embeddings/rope_utils.py at
+    NVIDIA/Megatron-LM 2d1fa8d372 and 24bad8e677, the Megatron-LM of Megatron-Bridge 26.04 and 26.08) takes the
+    unfused ``_apply_rotary_pos_emb_bshd`` when ``apply_rope_fusion`` is off or when ``mscale != 1.0`` ("mscale ... is
+    not supported by TE's fused RoPE. Using unfused implementation."); attention.py passes the YaRN concentration
+    factor ``_yarn_get_concentration_factor_from_config`` = 0.1 ln(factor) + 1 (yarn_rotary_pos_embedding.py
+    ``_yarn_get_mscale``; GPT-OSS: factor 32, mscale None -> 1.347). Megatron-Bridge also switches the fusion off for
+    any position_embedding_type other than 'rope' (src/megatron/bridge/utils/fusions.py
+    ``validate_rope_fusion_compatibility`` at 17a381f95 and 4ab94dfad; GPTOSSBridge sets 'yarn'). Per element of the
+    rotated tensor t (Q, then K: E = (a + g) d / t elements per token), e = ``elem_bytes``, each kernel counting what
+    it reads and writes once::
+
+        forward   t * cos 2e, -x2 (half) 1e, torch.cat((-x2, x1)) 2e, (.) * sin 2e, the sum 3e,
+                  torch.cat((t, t_pass)) with t_pass empty 2e                                         = 12e
+        backward  grad * cos 2e, grad * sin 2e, neg of the half 1e, chunk's backward (cat of the halves' gradients)
+                  2e; t's three gradients summed (two adds) 6e: the product's, rotate_half's and the empty
+                  t_pass = t[..., rot_dim:] slice's, whose SliceBackward0 (ATen slice_backward: zeros of t's size,
+                  then the copy of the empty gradient) writes 1e; t[..., :rot_dim] over the whole head is t itself
+                  (ATen TensorIndexing.h applySlice returns self for a full slice: no node)             = 14e
+
+    minus the fused kernel's 2e each way: forward 10e E, backward 12e E per token (T = b s / cp tokens). Not counted:
+    cos and sin of the [s, 1, 1, d] frequencies (1/(b (a + g)) of the tensors' bytes)."""
+    b = _pos("micro_batch", micro_batch)
+    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    e = _pos("elem_bytes", elem_bytes)
+    rotated = (sh.heads + sh.kv_heads) * sh.head_dim / _pos("tp", tp)
+    on = np.where((np.asarray(sh.position_embeddings, dtype=float) == 0) & ~np.asarray(sh.mla, dtype=bool), 1.0, 0.0)
+    return on * 10.0 * e * rotated * T, on * 12.0 * e * rotated * T
+
+
+def _routed_rows(sh: Shape, T: ArrayLike, tp: ArrayLike, ep: ArrayLike, etp: ArrayLike | None) -> np.ndarray:
+    """Routed rows on one GPU's E/ep experts, ep u T k / t per expert x E/ep (u = etp, default t), as
+    :func:`fp8_expert_padding_bytes` counts them; 0 without experts."""
+    t = _pos("tp", tp)
+    e = _pos("ep", ep)
+    u = t if etp is None else _pos("etp", etp)
+    E = np.maximum(sh.moe_experts, 1.0)
+    rows = np.maximum(e * u * T * sh.moe_top_k / (E * t), 1.0) * E / e
+    return rows * np.where(sh.moe_experts > 0, 1.0, 0.0)
+
+
+def eager_glu_clamp_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                          cp: ArrayLike = 1, ep: ArrayLike = 1, etp: ArrayLike | None = None,
+                          elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes one MoE layer adds on one GPU per micro-batch when the routed experts' gated
+    activation is clamped (GPT-OSS: ``activation_func_clamp_value`` 7.0) by ATen kernels outside the fused activation;
+    0 without a gated MLP or experts.
+
+    Source: Megatron-Core ``weighted_bias_quick_geglu_impl`` (megatron/core/fusions/fused_bias_geglu.py at
+    NVIDIA/Megatron-LM 2d1fa8d372, the Megatron-LM of Megatron-Bridge 26.04), which ``TEGroupedMLP.bias_act_func``
+    calls with ``bias_activation_fusion`` (GPTOSSBridge sets it): before the fused (torch.compile'd)
+    ``WeightedQuickGeGLUFunction`` it runs ``x_glu.clamp(max=7)``, ``x_linear.clamp(-7, 7)`` and ``torch.cat`` of the
+    two in eager PyTorch. The backward is autograd's: ``clamp_backward`` (pytorch/pytorch
+    torch/csrc/autograd/FunctionsManual.cpp) is ``where(self <= max, grad, 0)`` for the gate half (a compare writing a
+    1-byte mask, then ``where``) and ``where((self >= min).logical_and_(self <= max), grad, 0)`` for the linear half,
+    and ``chunk``'s backward concatenates the halves' gradients. Per row and element of the expert width F = f_e / u
+    (u = etp), e = ``elem_bytes``::
+
+        forward   two clamps 2e each, the cat 4e                                                       = 8e
+        backward  gate: compare e + 1, where 1 + 2e; linear: two compares 2 (e + 1), logical_and_ 3,
+                  where 1 + 2e; chunk's backward cat 4e                                               = 11e + 8
+
+    over R = ep u T k / t routed rows (T = b s / cp). Megatron-Bridge 26.08's TE op fuser path
+    (``use_transformer_engine_op_fuser``: Transformer Engine ``ScaledClampedQGeGLU`` inside the fused grouped MLP,
+    transformer_engine/pytorch/ops/fused/grouped_mlp.py v2.17.1) clamps inside its kernel: no such bytes."""
+    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    e = _pos("elem_bytes", elem_bytes)
+    u = _pos("tp", tp) if etp is None else _pos("etp", etp)
+    width = _routed_rows(sh, T, tp, ep, etp) * sh.moe_ffn_hidden / u
+    gated = np.where(np.asarray(sh.gated_mlp, dtype=bool), 1.0, 0.0)
+    return gated * 8.0 * e * width, gated * (11.0 * e + 8.0) * width
+
+
+def eager_expert_bias_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                            cp: ArrayLike = 1, ep: ArrayLike = 1, etp: ArrayLike | None = None,
+                            elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes one MoE layer adds on one GPU per micro-batch when the routed experts' FC2 bias is
+    added, weighted by the router probability, outside the GEMM; 0 without experts.
+
+    Source: Megatron-Core ``TEGroupedMLP`` (megatron/core/transformer/moe/experts.py at NVIDIA/Megatron-LM 2d1fa8d372)
+    builds ``linear_fc2`` with ``skip_bias_add=True`` and adds its biases in ``_apply_bias``:
+    ``torch.cat([t + b * p for t, b, p in zip(split(out, tokens_per_expert), biases, split(probs, ...))])``, eager, one
+    expert at a time (FC1's bias rides in the GEMM, skip_bias_add False; its gradient in the wgrad GEMM's epilogue,
+    transformer_engine/pytorch/module/grouped_linear.py). Probabilities in the activations' dtype (Megatron-Core's
+    router keeps the input's dtype unless ``moe_router_dtype`` is set; GPT-OSS's recipes set none). Per row and element
+    of the hidden width h, e = ``elem_bytes``::
+
+        forward   b * p writes e; t + (b p) reads 2e, writes e; the cat 2e                              = 6e
+        backward  MulBackward0: grad * p (2e) summed to b's shape (e), grad * b (2e) summed to p's (e)  = 6e
+
+    over R = ep u T k / t routed rows (T = b s / cp); the add's and the cat's backward are views. The kernels are
+    launched per local expert (:data:`EXPERT_BIAS_KERNELS`, priced at :data:`KERNEL_FIXED_S` by the step model).
+    Megatron-Bridge 26.08's TE op fuser path scales and adds the bias inside the fused grouped MLP
+    (GroupedLinear ``scale_bias``): no such bytes."""
+    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    e = _pos("elem_bytes", elem_bytes)
+    per_pass = 6.0 * e * _routed_rows(sh, T, tp, ep, etp) * sh.hidden
+    return per_pass, per_pass
+
+
 def attention_unpad_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                           cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) HBM bytes one layer adds on one GPU when its fused attention core runs flash-attn's

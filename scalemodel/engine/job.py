@@ -442,6 +442,9 @@ class StrategyGrid:
     fp8_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in FP8 (Megatron)
     loss_impl: np.ndarray  # choices.LossImpl codes: the cross-entropy's implementation (its passes over the logits)
     layer_impl: np.ndarray  # choices.LayerImpl codes: the layer's memory-bound ops' implementation (bytes per token)
+    eager_rope: np.ndarray  # bool: RoPE as Megatron-Core's eager ATen kernels (compute.eager_rope_bytes)
+    eager_glu_clamp: np.ndarray  # bool: the experts' activation clamp outside the fused kernel (eager_glu_clamp_bytes)
+    eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -515,6 +518,9 @@ class StrategyGrid:
             "fp8_param_gather": bool(self.fp8_param_gather[i]),
             "loss_impl": LossImpl.of(self.loss_impl[i]).label,
             "layer_impl": LayerImpl.of(self.layer_impl[i]).label,
+            "eager_rope": bool(self.eager_rope[i]),
+            "eager_glu_clamp": bool(self.eager_glu_clamp[i]),
+            "eager_expert_bias": bool(self.eager_expert_bias[i]),
         }
 
 
@@ -539,7 +545,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     attention_unpad=False,
                                     moe_fp8_padding=False, megatron_ddp=False,
                                     fp8_param_gather=False, loss_impl=LossImpl.MEGATRON,
-                                    layer_impl=LayerImpl.MEGATRON_TE)
+                                    layer_impl=LayerImpl.MEGATRON_TE, eager_rope=False, eager_glu_clamp=False,
+                                    eager_expert_bias=False)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -551,7 +558,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                              "flash_attention", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
                              "recompute_uniform", "deepspeed_pipeline", "fsdp_reshard_after_forward",
                              "fsdp_fp8_all_gather", "fsdp_flat_param", "fsdp_per_param", "attention_unpad",
-                             "moe_fp8_padding", "moe_flex_dispatcher",
+                             "moe_fp8_padding", "moe_flex_dispatcher", "eager_rope", "eager_glu_clamp",
+                              "eager_expert_bias",
                              "megatron_ddp", "fp8_param_gather") else (
             float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes", "moe_layer_host_s") else np.int64)
         out[n] = np.asarray(values[n], dtype=kind)
@@ -714,7 +722,10 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         megatron_ddp=getattr(strategy, "megatron_ddp", False),
         fp8_param_gather=getattr(strategy, "fp8_param_gather", False),
         loss_impl=LossImpl.parse(getattr(strategy, "loss_impl", "megatron"), "strategy.loss_impl"),
-        layer_impl=LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl"))
+        layer_impl=LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl"),
+        eager_rope=getattr(strategy, "eager_rope", False),
+        eager_glu_clamp=getattr(strategy, "eager_glu_clamp", False),
+        eager_expert_bias=getattr(strategy, "eager_expert_bias", False))
 
 
 def _check_shard_group(strategy: Any, dp: int) -> None:
@@ -798,6 +809,14 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                      "layers")
     if getattr(strategy, "moe_flex_dispatcher", False) and not moe:
         notices.warn("strategy.moe_flex_dispatcher is not priced: the model has no MoE layers")
+    if getattr(strategy, "eager_rope", False) and not (job.is_transformer and int(job.shape.position_embeddings) == 0
+                                                        and not mla):
+        notices.warn("strategy.eager_rope is not priced: it needs rotary position embeddings outside multi-head "
+                     "latent attention")
+    for name, need, what in (("eager_glu_clamp", moe and bool(job.shape.gated_mlp), "MoE layers with a gated MLP"),
+                             ("eager_expert_bias", moe, "MoE layers")):
+        if getattr(strategy, name, False) and not need:
+            notices.warn(f"strategy.{name} is not priced: the model has no {what}")
     if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
         notices.warn("strategy.moe_fp8_padding is not priced: it needs MoE layers and precision fp8 (the experts "
                      "pad their tokens for the FP8 grouped GEMM only)")

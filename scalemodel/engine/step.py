@@ -383,6 +383,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_expert_quantize_kernels(job, g, fwd_l, bwd_l, rec_l)
+    fwd_l, bwd_l, rec_l = _with_eager_layer_ops(job, g, fwd_l, bwd_l, rec_l)
     logits = compute.logits_compute_time(sh, loss_impl=g.loss_impl, **(kw if job.logits_peak_flops <= 0 else dict(
         kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max,  # an fp8 run's: BF16
         gemm_half_dim=job.logits_gemm_half_dim)))
@@ -650,6 +651,42 @@ def _with_expert_quantize_kernels(job: Job, g: StrategyGrid, fwd_l: np.ndarray, 
     f_t = share * n_f * compute.KERNEL_FIXED_S
     b_t = share * n_b * compute.KERNEL_FIXED_S
     return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
+
+
+def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray,
+                          moe_share: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with the eager ATen kernels of Megatron-Core's unfused paths
+    (docs/model.md#eager-layer-ops), at the HBM roofline: strategy ``eager_rope`` in every layer
+    (:func:`scalemodel.cost.compute.eager_rope_bytes`); ``eager_glu_clamp`` and ``eager_expert_bias`` in the MoE
+    layers (``moe_share``, default moe_layers / layers; :func:`~scalemodel.cost.compute.eager_glu_clamp_bytes`,
+    :func:`~scalemodel.cost.compute.eager_expert_bias_bytes`, the latter's per-expert launches at
+    :data:`~scalemodel.cost.compute.KERNEL_FIXED_S` each). Full recompute repeats every forward; selective recompute
+    of moe_act repeats the clamp's forward (it runs inside ``bias_act_func``, the checkpointed function), not the
+    bias (added after FC2, outside it)."""
+    sh = job.shape if job.is_transformer else None
+    rope, clamp, bias = (np.asarray(x, dtype=bool) for x in (g.eager_rope, g.eager_glu_clamp, g.eager_expert_bias))
+    if sh is None or not (np.any(rope) or np.any(clamp) or np.any(bias)):
+        return fwd_l, bwd_l, rec_l
+    kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, tp=g.tp, cp=g.cp,
+                              elem_bytes=job.elem_bytes)
+    r_f, r_b = compute.eager_rope_bytes(sh, **kw)
+    f_t = np.where(rope, _hbm_seconds(job, r_f), 0.0)
+    b_t = np.where(rope, _hbm_seconds(job, r_b), 0.0)
+    fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
+    if sh.moe_layers == 0 or not (np.any(clamp) or np.any(bias)):
+        return fwd_l, bwd_l, rec_l
+    share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
+    c_f, c_b = compute.eager_glu_clamp_bytes(sh, ep=g.ep, etp=_etp(g), **kw)
+    e_f, e_b = compute.eager_expert_bias_bytes(sh, ep=g.ep, etp=_etp(g), **kw)
+    local = np.maximum(np.maximum(sh.moe_experts, 0.0) / g.ep, 1.0)
+    k_f, k_b = compute.EXPERT_BIAS_KERNELS
+    clamp_f = np.where(clamp, share * _hbm_seconds(job, c_f), 0.0)
+    bias_f = np.where(bias, share * (_hbm_seconds(job, e_f) + (k_f * local + 1.0) * compute.KERNEL_FIXED_S), 0.0)
+    bias_b = np.where(bias, share * (_hbm_seconds(job, e_b) + k_b * local * compute.KERNEL_FIXED_S), 0.0)
+    fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, clamp_f + bias_f,
+                                          np.where(clamp, share * _hbm_seconds(job, c_b), 0.0) + bias_b)
+    again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).moe_act
+    return fwd_l, bwd_l, rec_l + np.where((g.recompute == Recompute.SELECTIVE) & again, clamp_f, 0.0)
 
 
 def hsdp_shard_group(job: Job, g: StrategyGrid) -> np.ndarray:

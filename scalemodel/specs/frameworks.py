@@ -48,7 +48,8 @@ STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_
                    "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather", "moe_a2a_overlap",
                    "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
                    "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
-                   "fp8_param_gather", "loss_impl", "layer_impl", "moe_flex_dispatcher")
+                   "fp8_param_gather", "loss_impl", "layer_impl", "moe_flex_dispatcher",
+                   "eager_rope", "eager_glu_clamp", "eager_expert_bias")
 
 
 @dataclass
@@ -254,6 +255,9 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
                "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
                "--use-flash-attn": ("strategy", "flash_attention", True),
+               # megatron/training/arguments.py at 24bad8e677: store_false, dest apply_rope_fusion ("Disable rope
+               # fusion"): Megatron-Core's eager RoPE (strategy eager_rope, docs/model.md#eager-layer-ops)
+               "--no-rope-fusion": ("strategy", "eager_rope", True),
                "--recompute-activations": ("strategy", "recompute", "selective"),
                "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16"),
                "--accumulate-allreduce-grads-in-fp32": ("training", "grad_bytes_per_param", 4.0),

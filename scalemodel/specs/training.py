@@ -284,6 +284,22 @@ class StrategySpec(Spec, kw_only=True):
         "tensor before FC1 and FC2's output out of it, and the backward the same for the gradients (Megatron-Core "
         "TEGroupedMLP with Transformer Engine Fp8Padding / Fp8Unpadding); docs/model.md#fp8-expert-padding"
     ))] = False
+    eager_rope: Annotated[bool, Meta(description=(
+        "RoPE runs as Megatron-Core's eager ATen kernels (rope_utils._apply_rotary_pos_emb_bshd: multiply, negate, "
+        "concatenate, add), not the fused kernel layer_impl prices: Megatron-Core takes it with apply_rope_fusion "
+        "off (--no-rope-fusion) or a YaRN concentration factor other than 1 (GPT-OSS); 10e + 12e bytes more per "
+        "rotated Q/K element, forward + backward; docs/model.md#eager-layer-ops"
+    ))] = False
+    eager_glu_clamp: Annotated[bool, Meta(description=(
+        "the routed experts' gated activation is clamped by ATen kernels outside the fused activation (Megatron-Core "
+        "weighted_bias_quick_geglu_impl with activation_func_clamp_value, GPT-OSS, without the Transformer Engine op "
+        "fuser): two clamps and a concatenation forward, their autograd backward; docs/model.md#eager-layer-ops"
+    ))] = False
+    eager_expert_bias: Annotated[bool, Meta(description=(
+        "the routed experts' FC2 bias is added, weighted by the router probability, one expert at a time in eager "
+        "PyTorch (Megatron-Core TEGroupedMLP._apply_bias, add_bias_linear MoE without the Transformer Engine op fuser: "
+        "GPT-OSS); docs/model.md#eager-layer-ops"
+    ))] = False
     loss_impl: Annotated[LossImplText, Meta(description=(
         "the output head's softmax cross-entropy: megatron (Megatron-Core's unfused vocab_parallel_cross_entropy, "
         "Megatron-LM's default; also Megatron-DeepSpeed's), megatron_fused (--cross-entropy-loss-fusion, native), te "

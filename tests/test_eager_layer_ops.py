@@ -1,0 +1,149 @@
+"""Megatron-Core's eager layer ops (strategy eager_rope, eager_glu_clamp, eager_expert_bias): bytes and seconds
+against values worked out by hand from the code paths the functions cite (rope_utils._apply_rotary_pos_emb_bshd,
+fused_bias_geglu.weighted_bias_quick_geglu_impl's clamp and cat, TEGroupedMLP._apply_bias), per kernel: what it reads
+and writes, e = 2 bytes per 16-bit element."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import script_module, training_cases
+from grid_helpers import one
+
+from scalemodel.cost import compute
+from scalemodel.cost.transformer import shape
+from scalemodel.engine import step
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.predict import predict
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
+from scalemodel.specs.workload import MoESpec, TransformerWorkload
+
+# GPT-OSS 120B's layer: h 2880, 64 query heads and 8 KV groups of 64, 128 experts top-4 of width 2880, gated
+GPT_OSS = shape(layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880, vocab=201_088,
+                gated_mlp=True, moe_experts=128, moe_top_k=4, moe_ffn_hidden=2880)
+# 4 layers, the first dense, then 3 MoE layers of 64 experts (top-4, width 512) on h = 1024, 8 heads of 128, MHA
+TINY_MOE = TransformerWorkload(name="tiny-moe", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000,
+                               seq_len=2048, gated_mlp=True, biases=False, tied_embeddings=False, dropout=False,
+                               moe=MoESpec(experts=64, top_k=4, ffn_hidden=512, first_dense=1))
+HBM = 3.35e12 * 0.88  # H100 SXM: 3.35 TB/s datasheet x 0.88 BabelStream fraction (hardware/accelerators/h100-sxm.yaml)
+
+
+@pytest.fixture(scope="module")
+def h100():  # type: ignore[no-untyped-def]
+    return load_cluster("dgx-h100")
+
+
+def test_rope_bytes_by_hand() -> None:
+    # b 1, s 4096: 4096 tokens x (64 + 8) heads x 64 = 18,874,368 rotated elements. Eager forward: t*cos 2e, -x2 on
+    # the half 1e, cat(-x2, x1) 2e, *sin 2e, sum 3e, cat(t, t_pass) 2e = 12e; backward: g*cos 2e, g*sin 2e, neg 1e,
+    # chunk's cat 2e, t's three gradients summed by two adds 6e, the empty t_pass slice's backward zeros of t's size
+    # 1e = 14e; the fused kernel's 2e each way is priced already, so 10e and 12e remain
+    rotated = 4096 * 72 * 64
+    f, b = compute.eager_rope_bytes(GPT_OSS, micro_batch=1, seq_len=4096)
+    assert float(f) == 10 * 2 * rotated == 377_487_360
+    assert float(b) == 12 * 2 * rotated
+    f2, _ = compute.eager_rope_bytes(GPT_OSS, micro_batch=4, seq_len=4096, tp=2, cp=2)  # 8192 tokens, half the heads
+    assert float(f2) == 10 * 2 * 8192 * 36 * 64
+    learned = shape(layers=2, hidden=1024, heads=8, ffn_hidden=4096, vocab=1000, position_embeddings=2048)
+    mla = shape(layers=2, hidden=1024, heads=8, ffn_hidden=4096, vocab=1000, kv_lora_rank=512, qk_rope_head_dim=64,
+                head_dim=192)
+    for sh in (learned, mla):
+        f, b = compute.eager_rope_bytes(sh, micro_batch=1, seq_len=128)
+        assert float(f) == 0.0 and float(b) == 0.0
+
+
+def test_clamp_and_bias_bytes_by_hand() -> None:
+    # b 1, s 4096, EP 8: 8 * 4096 * 4 / 128 = 1024 tokens on each of 16 local experts = 16,384 routed rows
+    rows = 16_384
+    f, b = compute.eager_glu_clamp_bytes(GPT_OSS, micro_batch=1, seq_len=4096, ep=8)
+    # forward: clamp of each 2880-wide half (read + write 2 B each) 8 B, cat of the 5760 (read + write) 8 B
+    assert float(f) == rows * 2880 * (4 + 4 + 8) == 754_974_720
+    # backward: gate half le (2 + 1) + where (1 + 2 + 2); linear half ge (2 + 1), le (2 + 1), logical_and_ (1 + 1 + 1),
+    # where (1 + 2 + 2); chunk's backward cat of the halves (read 4, write 4)
+    assert float(b) == rows * 2880 * ((3 + 5) + (3 + 3 + 3 + 5) + 8)
+    f, b = compute.eager_expert_bias_bytes(GPT_OSS, micro_batch=1, seq_len=4096, ep=8)
+    # forward: b*p writes 2, t + bp reads 4 writes 2, cat reads 2 writes 2; backward: grad*p (4) + sum (2), grad*b
+    # (4) + sum (2)
+    assert float(f) == rows * 2880 * 12 == float(b)
+    plain = shape(layers=2, hidden=1024, heads=8, ffn_hidden=4096, vocab=1000, moe_experts=8, moe_top_k=2)
+    f, b = compute.eager_glu_clamp_bytes(plain, micro_batch=1, seq_len=128)  # no gate: no clamp
+    assert float(f) == 0.0 and float(b) == 0.0
+    dense = shape(layers=2, hidden=1024, heads=8, ffn_hidden=4096, vocab=1000, gated_mlp=True)
+    assert float(compute.eager_expert_bias_bytes(dense, micro_batch=1, seq_len=128)[0]) == 0.0
+
+
+def _grid(job, **strategy):  # type: ignore[no-untyped-def]
+    st = StrategySpec(dp=8, ep=8, **strategy)
+    return grid_from_strategy(st, TrainingSpec(global_batch=16, micro_batch=2), 8, job)
+
+
+@pytest.mark.parametrize("recompute", ["none", "full", "selective"])
+def test_in_the_layer_times(h100, recompute) -> None:  # type: ignore[no-untyped-def]
+    job = build_job(h100, TINY_MOE, TrainingSpec())
+    layers = np.asarray([4.0])
+    mods = "moe_act" if recompute == "selective" else ""
+    a = step._compute_per_microbatch(job, _grid(job, recompute=recompute, recompute_modules=mods), layers)
+    b = step._compute_per_microbatch(job, _grid(job, recompute=recompute, recompute_modules=mods, eager_rope=True,
+                                                eager_glu_clamp=True, eager_expert_bias=True), layers)
+    tokens = 2 * 2048  # b 2 x s 2048
+    rope_f, rope_b = 10 * 2 * tokens * 16 * 128 / HBM, 12 * 2 * tokens * 16 * 128 / HBM  # (8 + 8) heads of 128
+    # EP 8: 8 * 4096 * 4 / 64 = 2048 tokens on each of 8 local experts = 16,384 rows; the clamp over the 512 width,
+    # the bias over h 1024; the bias's launches: 2 per local expert + the cat forward, 4 per local expert backward
+    rows = 16_384
+    clamp_f, clamp_b = 16 * rows * 512 / HBM, 30 * rows * 512 / HBM
+    bias_f = 12 * rows * 1024 / HBM + (2 * 8 + 1) * 1.78e-6
+    bias_b = 12 * rows * 1024 / HBM + 4 * 8 * 1.78e-6
+    fwd = 4 * rope_f + 3 * (clamp_f + bias_f)  # RoPE in every layer, the experts' ops in the 3 MoE layers
+    again = {"none": 0.0, "full": fwd, "selective": 3 * clamp_f}[recompute]  # moe_act repeats the clamp only
+    assert one(b["forward"] - a["forward"]) == pytest.approx(fwd, rel=1e-9)
+    assert one(b["backward"] - a["backward"]) == pytest.approx(4 * rope_b + 3 * (clamp_b + bias_b) + again, rel=1e-9)
+
+
+def test_predict_compute_grows_by_the_hand_values(h100) -> None:  # type: ignore[no-untyped-def]
+    """8 GPUs, pp 1, one micro-batch of 2 sequences per GPU: the compute part of the step grows by the RoPE bytes of
+    the 4 layers, forward and backward, and nothing else."""
+    tr = TrainingSpec(global_batch=16, micro_batch=2)
+    base = predict(h100, TINY_MOE, 8, tr, StrategySpec(dp=8, ep=8))
+    more = predict(h100, TINY_MOE, 8, tr, StrategySpec(dp=8, ep=8, eager_rope=True))
+    want = 4 * (10 + 12) * 2 * 4096 * 16 * 128 / HBM
+    assert more.breakdown_s["compute"] - base.breakdown_s["compute"] == pytest.approx(want, rel=1e-9)
+    assert more.strategy["eager_rope"] is True and base.strategy["eager_rope"] is False
+
+
+@pytest.mark.parametrize("field", ["eager_rope", "eager_glu_clamp", "eager_expert_bias"])
+def test_bad_value_is_a_one_line_error(cli, tmp_path, field) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"{field}: sometimes\n")
+    r = cli("predict", "--model", "mixtral-8x7b", "--gpus", "8", "--strategy", str(bad))
+    assert r.code == 2 and r.err.startswith("error: ") and field in r.err and "true or false" in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1
+
+
+def test_unpriced_use_is_a_warning(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    on = tmp_path / "on.yaml"
+    on.write_text("eager_glu_clamp: true\neager_expert_bias: true\n")
+    r = cli("predict", "--model", "llama2-7b", "--gpus", "8", "--strategy", str(on))  # dense: no experts
+    assert r.code == 0 and "eager_glu_clamp is not priced" in r.err and "eager_expert_bias is not priced" in r.err
+
+
+def test_validation_rules() -> None:
+    """The GPT-OSS rows run RoPE eagerly (YaRN, mscale 1.347); only the 26.04 H100 row runs the experts' clamp and
+    bias eagerly (no TE op fuser); the Qwen3 rows of the same containers run neither."""
+    cases = training_cases()
+    vt = script_module("validate_training")
+    want = {"mb2604_h100_gpt_oss_120b_bf16": (True, True), "mb2608_gb200_gpt_oss_120b_fp8mx": (True, False),
+            "mb2608_gb300_gpt_oss_120b_fp8mx": (True, False), "mb2604_h100_qwen3_235b_fp8cs": (False, False)}
+    for cid, (rope, experts) in want.items():
+        r = vt.predict_new_case(cases[cid])
+        assert r.settings["eager_rope"] is rope, cid
+        assert r.settings["eager_glu_clamp"] is experts and r.settings["eager_expert_bias"] is experts, cid
+
+
+def test_megatron_no_rope_fusion_flag(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Megatron-LM's --no-rope-fusion (store_false, dest apply_rope_fusion) sets eager_rope; without it nothing."""
+    from scalemodel.specs.frameworks import read_strategy_file
+    f = tmp_path / "launch.sh"
+    f.write_text("--tensor-model-parallel-size 2 --bf16 --no-rope-fusion\n")
+    assert read_strategy_file(str(f)).strategy.get("eager_rope") is True
+    f.write_text("--tensor-model-parallel-size 2 --bf16\n")
+    assert "eager_rope" not in read_strategy_file(str(f)).strategy
