@@ -619,6 +619,31 @@ def test_a_link_another_user_planted_in_a_sticky_folder_is_not_written_through(t
     assert victim.read_text() == "ok"
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to chown a link")
+def test_a_folder_link_another_user_planted_in_a_sticky_folder_is_not_written_through(tmp_path: Path) -> None:
+    """found by review: the rule checked the last component only, so another user's link to a folder, planted in a
+    shared sticky folder, was followed as a folder of the path (shared/x -> victim's folder: shared/x/out.json
+    replaced the victim's out.json), which the kernel's protected_symlinks refuses as it refuses the file link."""
+    from scalemodel.errors import InputError
+    from scalemodel.report.output import write_file
+
+    shared, victim_dir = tmp_path / "shared", tmp_path / "victim"
+    shared.mkdir()
+    victim_dir.mkdir()
+    os.chmod(shared, 0o1777)
+    (victim_dir / "out.json").write_text("keep me")
+    os.symlink(victim_dir, shared / "x")
+    os.lchown(shared / "x", 12345, 12345)
+    with pytest.raises(InputError, match="another user owns"):
+        write_file(shared / "x" / "out.json", "{}", "--out")
+    with pytest.raises(InputError, match="another user owns"):
+        write_file(shared / "x" / "new.json", "{}", "--out")
+    assert (victim_dir / "out.json").read_text() == "keep me" and not (victim_dir / "new.json").exists()
+    os.lchown(shared / "x", 0, 0)  # the caller's own folder link is followed
+    write_file(shared / "x" / "out.json", "{}", "--out")
+    assert (victim_dir / "out.json").read_text() == "{}"
+
+
 def test_interrupted_plot_leaves_the_old_plot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from scalemodel.report.plot import plot_scaling

@@ -88,7 +88,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # B200 lowered 0.32 -> 0.24 by the B200 GEMM curves fitted to OpenXLA's sm_100 table (merged): now 23.1%
     # B200 lowered 0.24 -> 0.21 by the NCCL channel count on Blackwell and the EP dispatcher's SM share
     # (contention, merged): now 20.4%
-    ("accelerator", "B200"): 0.21,  # n=9, now 20.4%
+    ("accelerator", "B200"): 0.21,  # n=13, now 20.4%
     # GB200 raised 0.06 -> 0.11 by the in-layer GEMM factor (IN_LAYER_GEMM_FACTOR, Korthikanti Table 4 over the
     # A100 GEMM microbenchmarks), adopted for all catalog curves for its source: GB200 8B fp8 -5.6% -> -10.9% and
     # 70B FSDP +1.0% -> -6.4% (under-predicted fp8 runs move away; the GB200 fp8 fit, 0.609 from the Azure
@@ -162,7 +162,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # -8.2% -> -7.3%), nemo2407 GPT-3 175B (fp8) +6.3/-3.5% -> +10.9/+0.8%
     # H100 lowered 0.11 -> 0.10 by the FP8 factor's casts (see B200): 405B +12.9% -> +10.6%, nemo2407 175B
     # +10.9/+0.8% -> +8.8/-1.2%; the under-predicted 8B FSDP -7.3% -> -8.5% and 70B -1.6% -> -3.1% move away
-    ("accelerator", "H100"): 0.10,  # n=30, now 7.3% (10.05% before the FP8 factor's casts, 9.3% before Hopper's)
+    ("accelerator", "H100"): 0.10,  # n=35, now 7.2% (10.05% before the FP8 factor's casts, 9.3% before Hopper's)
     ("accelerator", "P100"): 0.03,  # n=1, now 2.4%
     # TPU v5p and maxtext n=5 -> 7 when the two MaxText multi-slice runs became expressible (tpu-v5p-multislice, HSDP
     # with the slice as shard group): 128b_2x512 +13.0%, 1024b_2x4096 -7.7%; no existing case moved (5.6% before)
@@ -181,7 +181,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # 16-bit lowered 0.07 -> 0.06 by Hopper's in-layer factor (see B200 and H100): the H100 16-bit runs slow down
     # 16-bit raised 0.06 -> 0.061 by loss_impl: the unfused Megatron loss is 52 B a logit, not 24, and
     # mlm24 462B -5.8% -> -6.1% crosses the median; MPT takes flash-attn's 6 B loss (+0.1 to +1.1 points)
-    ("precision", "16-bit"): 0.061,  # n=46, now 5.6% (6.8% before Hopper's factor, 6.1% before the causal core)
+    ("precision", "16-bit"): 0.061,  # n=48, now 5.8% (6.8% before Hopper's factor, 6.1% before the causal core)
     ("precision", "fp32"): 0.03,  # n=1, now 2.4%
     # fp8 raised 0.08 -> 0.11 by the in-layer GEMM factor (see GB200 above): the fp8 cases under-predicted before
     # (mb2511 H100 8B FSDP -11% -> -16%, 70B -4% -> -10%) move away; nemo2407 +18%/+7% -> +8%/-2% move closer
@@ -199,7 +199,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # fp8 lowered 0.13 -> 0.115 by the NCCL channel count on Blackwell and the EP dispatcher's SM share
     # (contention, merged): now 11.0%
     # the 4 GB300 rows (cases, not a model change) leave the median at 11.0%
-    ("precision", "fp8"): 0.115,  # n=35, now 11.0%
+    ("precision", "fp8"): 0.115,  # n=46, now 10.3%
     # FSDP/ZeRO-3 lowered 0.20 -> 0.11 by Hopper's in-layer factor (see H100): the MPT runs move closer
     # FSDP/ZeRO-3 9.9 -> 9.2 % by the FSDP root unit (docs/model.md#fsdp-root-unit), bound kept
     ("parallelism", "FSDP/ZeRO-3"): 0.11,  # n=18, now 9.2% (14.1% before Hopper's factor)
@@ -257,7 +257,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # mb2604_b200_dsv3_mtp_fp8mx -42.4%, mb2604_b200_gpt_oss_120b_bf16 +50.8%, mb2604_b200_qwen3_30b_fp8mx +13.2%,
     # mb2604_b200_qwen3_235b_fp8mx +13.3% (Megatron-Bridge 26.04.01, DGX-B200); all four are MoE: 11.5% -> 13.3%;
     # the 19 earlier rows are unchanged (11.5%)
-    ("model", "MoE"): 0.133,  # n=23, now 13.3%
+    ("model", "MoE"): 0.133,  # n=27, now 12.1%
     # raised 0.07 -> 0.072 by the 11 new dense runs; the 55 earlier: 6.7 % (< 0.07)
     # raised 0.072 -> 0.075
     # by the per-implementation memory-bound bytes (cost.compute.layer_eltwise_bytes, layer_impl) and the in-layer
@@ -266,7 +266,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # 7.2 -> 7.5%
     # dense lowered 0.075 -> 0.065 by the NCCL channel count on Blackwell and the EP dispatcher's SM share
     # (contention, merged): now 6.2%
-    ("model", "dense"): 0.065,  # n=66, now 6.2%
+    ("model", "dense"): 0.065,  # n=68, now 6.0%
     # bloom, mtnlg, mpt: DeepSpeed pipeline engine reduces after the last backward; fp32 gradient reduction
     # (DeepSpeed bf16 optimizer, Composer FSDP mixed_precision DEFAULT) where the framework fixes it
     ("source", "bloom"): 0.15,  # n=1, now 4.4% (15.7% before)
@@ -299,7 +299,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # the 4 GB300 rows (cases, not a model change) leave the median at 7.1%
     # mb2608 raised 0.075 -> 0.096 by the hierarchical EP dispatch of the HybridEP rows (see GB200; GB300 rows
     # -11.3/+21.8/-2.4/-5.2% -> -9.8/+23.7/+1.3/-3.3%): 7.1% -> 9.6%
-    ("source", "mb2608"): 0.096,  # n=8, now 9.6%
+    ("source", "mb2608"): 0.096,  # n=8, now 8.6%
     # mlm24 raised 0.05 -> 0.08 by the causal core (see B200): its small models (s 4096, core share large) move
     # further above the measurements
     # mlm24 lowered 0.08 -> 0.06 by Hopper's in-layer factor (see H100)
@@ -345,7 +345,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # (contention, merged): now 20.4%
     ("source", "nemo2502"): 0.21,  # n=5, now 20.4%
     ("source", "titan25"): 0.106,  # n=2, now 9.1 % (27.1 % before; see H200)
-    ("source", "nemotron4"): 0.011,  # n=3, now 0.8% (3.5% before Hopper's factor, 1.0% before the causal core)
+    ("source", "nemotron4"): 0.011,  # n=3, now 0.2% (3.5% before Hopper's factor, 1.0% before the causal core)
     # all raised 0.08 -> 0.081 by the exact pipeline critical path (see TP/PP/DP above): the median run,
     # nemo2407_h100_gpt3_175b_128, moved +7.96% -> +8.02%
     # all lowered 0.08 -> 0.07 by the FP8 factor's casts (see B200)
@@ -387,7 +387,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # HybridEP, -11.5% -> +2.0%; Llama 3.1 405B unchanged (+3.6%)
     # merged (round-5 rows + hierarchical dispatch): 7.9%
     ("all", "all"): 0.08,  # n=95 with the 4 B300 rows, now 7.9%
-    ("source", "mb2604"): 0.133,  # n=7, now 13.3% (the B200 GPT-OSS row's +50.8% and the H100 one's +55.7%)
+    ("source", "mb2604"): 0.133,  # n=8, now 11.6% (the B200 GPT-OSS row's +50.8% and the H100 one's +55.7%)
     # + the 3 round-5 B300 rows of the 26.06 container (merged with the hierarchical dispatch): 3.6%
     ("source", "mb2606"): 0.036,  # n=5, now 3.6%
 }

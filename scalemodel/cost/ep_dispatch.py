@@ -45,10 +45,11 @@ and the expected distinct parts hit is ``n q(n)``. Per rank per dispatch (the co
     inter-domain bytes (RDMA, each rank's own NIC) = x (D - 1) q(D)
     intra-domain bytes (NVLink forward)          = x (p - D) q(p)
 
-The first: each of the D - 1 other domains is hit with probability q(D) and then gets the token once. The
-second: the forwarder in each of the D domains (for the own domain, the sending rank itself) copies the token
-to each of the G - 1 other ranks of that domain that hold one of its experts, each hit with q(p); summed over
-D domains, D (G - 1) q(p) = (p - D) q(p). Against NCCL's all-to-all (``x k (p - G)/p`` across domains,
+(A group that ends in a partial domain, which the kernels refuse, is priced from a rank of a whole domain:
+:func:`hierarchical_bytes`.) The first: each of the D - 1 other domains is hit with probability q(D) and then gets
+the token once. The second: the forwarder in each of the D domains (for the own domain, the sending rank itself)
+copies the token to each of the G - 1 other ranks of that domain that hold one of its experts, each hit with q(p);
+summed over D domains, D (G - 1) q(p) = (p - D) q(p). Against NCCL's all-to-all (``x k (p - G)/p`` across domains,
 ``x k (G - 1)/p`` inside) the union bound ``q(n) <= k/n`` gives inter <= NCCL's inter and intra <= D x NCCL's
 intra. The inter-domain share is split over the outer tiers as the domains are: ``(c_i - c_(i-1)) / G`` of the
 remote domains lie across tier i. The peer is the same local rank, so on a rail-optimised fabric the traffic
@@ -91,14 +92,25 @@ def hierarchical_bytes(token_bytes: object, experts: object, top_k: object, rank
                        ranks_per_domain: object) -> tuple[np.ndarray, np.ndarray]:
     """(inter-domain, intra-domain) bytes one rank sends in one hierarchical dispatch (or combine) of
     ``token_bytes`` (its tokens x hidden x bytes per element): ``x (D - 1) q(D)`` and ``x (p - D) q(p)``
-    with ``D = ranks / ranks_per_domain`` (module docstring). Broadcasts."""
+    with ``D = ranks / ranks_per_domain`` (module docstring). Broadcasts.
+
+    Where ``G`` does not divide ``p`` (the kernels refuse such a group: DeepEP csrc/config.hpp @92fe2de asserts
+    ``num_ranks < NUM_MAX_NVL_PEERS or num_ranks % NUM_MAX_NVL_PEERS == 0``, but a planner candidate may have one),
+    the group is ``F = floor(p / G)`` whole domains and one of ``r = p - F G`` ranks, seen from a rank of a whole
+    domain as the placement's ``c_i`` are: inter ``x ((F - 1) q(p/G) + q(p/r))`` (the partial domain holds
+    ``E r / p`` experts), intra ``x (p - F - 1) q(p)`` (one forwarder per domain). Equal to the above when G | p."""
     x = np.asarray(token_bytes, dtype=float)
     p = np.asarray(ranks, dtype=float)
     G = np.clip(np.asarray(ranks_per_domain, dtype=float), 1.0, None)
     G = np.minimum(G, np.maximum(p, 1.0))
-    D = np.maximum(p / G, 1.0)
-    inter = x * (D - 1.0) * part_hit_probability(experts, top_k, D)
-    intra = x * np.maximum(p - D, 0.0) * part_hit_probability(experts, top_k, p)
+    whole = np.maximum(np.floor(p / G + 1e-9), 1.0)  # whole domains, the own one among them
+    rest = np.maximum(p - whole * G, 0.0)  # ranks in a last, partial domain
+    rest = np.where(rest > 1e-9 * np.maximum(p, 1.0), rest, 0.0)
+    partial = rest > 0
+    q_rest = part_hit_probability(experts, top_k, np.where(partial, p / np.where(partial, rest, 1.0), 1.0))
+    domains = whole + partial
+    inter = x * ((whole - 1.0) * part_hit_probability(experts, top_k, p / G) + np.where(partial, q_rest, 0.0))
+    intra = x * np.maximum(p - domains, 0.0) * part_hit_probability(experts, top_k, p)
     return np.asarray(inter), np.asarray(intra)
 
 

@@ -244,8 +244,18 @@ def _refuse_foreign_link(p: Path, shown: str, option: str) -> None:
     The kernel refuses to *open* such a link for a follower who owns neither the link nor the folder
     (fs.protected_symlinks, Documentation/admin-guide/sysctl/fs.rst); :func:`write_file` resolves the
     path itself and renames over the target, which the kernel never checks, so the same rule is applied
-    here to every link of the chain. A user's own links, and links in ordinary folders, are followed.
+    here to every link of the chain, and of each folder on the path (the kernel checks those too: a link
+    planted as ``/tmp/x`` -> a folder of the victim's makes ``/tmp/x/out.json`` a file there). A user's own
+    links, and links in ordinary folders, are followed.
     """
+    parts = p.parts
+    for i in range(1, len(parts)):  # the folders on the path, outermost first; then the file itself
+        _refuse_foreign_chain(Path(*parts[:i]), shown, option)
+    _refuse_foreign_chain(p, shown, option)
+
+
+def _refuse_foreign_chain(p: Path, shown: str, option: str) -> None:
+    """:func:`_refuse_foreign_link` for the chain of links that starts at ``p`` itself."""
     for _ in range(40):  # the kernel's own limit on nested links (MAXSYMLINKS)
         try:
             link = os.lstat(p)
