@@ -98,7 +98,7 @@ so the model below includes the probabilities (``prob_tokens`` = 4096) and the e
   0.948/0.944, harmonic means 0.937 and 0.946, mean 0.942 -> 0.94. At 2 nodes the kernels reach only
   0.78/0.69 (16 SMs) of the model: the one row where the NVLink forward (5.8 copies per token) is close to
   the NIC time, so its overlap with the RDMA stage, which the ``max`` assumes complete, is not; the model is
-  faster there (about 20-35 %), a known gap the constant does not close.
+  faster there (by 13-37 % over the 8- and 16-SM rows), a known gap the constant does not close.
 
 DeepEP: the published DeepEP numbers (same file, GB200 and B200) are Torch-API only, no kernel time, and at
 Megatron-Core's default 20 SMs they still rise steeply with SMs (GB200 8 ranks BF16 dispatch 362.01 / 512.72 /
