@@ -59,10 +59,54 @@ Time: the RDMA senders and NVLink forwarders run at once (warp-specialised, pipe
 
     t = max(intra / B_0, sum_(i>=1) inter_i / B_i) + alpha_0 [G > 1] + max_(i crossed, i >= 1) alpha_i
 
-with ``B_i`` the placement's effective per-GPU bandwidth of tier i (line rate x efficiency / taper). No NCCL
+with ``B_i`` the placement's effective per-GPU bandwidth of tier i (line rate x efficiency / taper) times the
+kernel efficiency below (``eta_nvl`` for tier 0, ``eta_rdma`` for the outer tiers). No NCCL
 protocol or base latency (the kernels are not NCCL's); the send is one-shot (all peers at once), so one hop
 latency per tier crossed, not one per peer. Expected bytes: the per-step imbalance of random routing across
 ranks is not priced here, as elsewhere in the MoE model.
+
+Routing probabilities. HybridEP's forward dispatch copies, with each token, the fp32 routing probabilities of
+all the experts of the destination domain (``NUM_OF_EXPERTS_PER_RANK * NUM_OF_RANKS_PER_NODE`` floats:
+``intra_node_prob_buffer`` and ``remote_expert_output_prob`` in the NVLink stage, ``prob_per_token`` in the RDMA
+puts, csrc/hybrid_ep/backend/hybrid_ep_backend.cuh @94a9f8f), ``4 E / D`` bytes per token per copy on both
+tiers; the backward combine reduces them back the same way (BACKWARD_COMBINE). The forward combine and the
+backward dispatch move the hidden state only. ``prob_tokens`` (the tokens whose probabilities travel) adds
+``prob_tokens * 4 E / D`` to the bytes of each copy.
+
+Kernel efficiency (``KERNEL_EFFICIENCY_NVLINK``, ``KERNEL_EFFICIENCY_RDMA``): the kernels' published
+bandwidth against this model at the catalog's tier efficiencies. Source: deepseek-ai/DeepEP branch hybrid-ep
+@94a9f8f docs/README_Hybrid-EP.md, "Kernel Only" columns (kineto kernel time), 4096 tokens per rank, hidden
+7168, top-8, 8 experts per rank, "Router: Random Uniform", BF16 dispatch and combine; the benchmark
+(tests/test_mnnvlink_hybridep.py @6ad6896 for the GB200 table, tests/test_hybrid_ep.py @1dddd19 for the H100
+one) dispatches with ``topk_weights`` and combines with ``probs``, but counts the hidden bytes only
+(``dispatched_hidden.numel() * 2``; ``count_rdma_send_from_routing_map * HIDDEN_DIM * 2``, own node included),
+so the model below includes the probabilities (``prob_tokens`` = 4096) and the efficiency is the kernel's own.
+
+- NVLink only (GB200, EP 8/16/24/32/36 in one NVL72 domain, 32 SMs, the count Megatron-Bridge's presets set:
+  ``moe_hybridep_num_sms = 32``). Kernel dispatch / combine GB/s 764.03/737.13, 706.95/666.26, 665.97/639.80,
+  642.23/605.15, 632.31/596.99 against the model's 804.3, 738.7, 710.6, 691.4, 683.3 (received bytes over
+  ``x' (p - 1) q(p) / B_0 + alpha_0``, B_0 = 720 GB/s, x' with probabilities): ratios 0.950/0.916,
+  0.957/0.902, 0.937/0.900, 0.929/0.875, 0.925/0.874; per row the harmonic mean of dispatch and combine (a
+  training layer runs two of each) 0.933, 0.929, 0.918, 0.901, 0.899, mean 0.916 -> 0.92. The 16-SM rows are
+  lower (harmonic means 0.89, 0.85, 0.84, 0.85, 0.84): the NVLink kernel still gains from 16 to 32 SMs, so
+  the constant holds at the presets' 32, not below. DGX-B200 (8 ranks, 16 SMs, 734.95/673.84 GB/s) matches
+  GB200's 16-SM row (0.914/0.838 against 0.933/0.851).
+- RDMA (DGX-H100, EP 16/32/64 over 2/4/8 nodes, 4/8/16 SMs; no 32-SM row). Kernel dispatch / combine GB/s
+  at 8 and 16 SMs: 76.80/68.00, 71.71/62.95 (2 nodes); 54.50/56.40, 57.69/57.46 (4); 50.55/51.03, 49.97/49.77
+  (8), against the model's 92.0, 61.5, 52.7 (NIC-bound: the RDMA term is 1.4x, 3.3x, 5.4x the NVLink one).
+  From 8 to 16 SMs the kernels change by -7..+6 % (mean -2 %): the NIC binds, the kernel is flat in SMs from
+  8 on, so the 16-SM rows stand for the presets' 32. At 4 and 8 nodes the 16-SM ratios are 0.939/0.935 and
+  0.948/0.944, harmonic means 0.937 and 0.946, mean 0.942 -> 0.94. At 2 nodes the kernels reach only
+  0.78/0.69 (16 SMs) of the model: the one row where the NVLink forward (5.8 copies per token) is close to
+  the NIC time, so its overlap with the RDMA stage, which the ``max`` assumes complete, is not; the model is
+  faster there (by 13-37 % over the 8- and 16-SM rows), a known gap the constant does not close.
+
+DeepEP: the published DeepEP numbers (same file, GB200 and B200) are Torch-API only, no kernel time, and at
+Megatron-Core's default 20 SMs they still rise steeply with SMs (GB200 8 ranks BF16 dispatch 362.01 / 512.72 /
+615.78 GB/s at 16 / 24 / 32 SMs; B200 348 / 494 / 560 / 619 / 635 at 16 / 24 / 28 / 32 / 36), so no kernel
+efficiency for DeepEP follows from them. **[assumption]** The flex path prices both backends with HybridEP's
+constants and bytes (DeepEP sends the token's top-k indices and weights instead of the domain's
+probabilities).
 """
 
 from __future__ import annotations
@@ -70,6 +114,16 @@ from __future__ import annotations
 import numpy as np
 
 from scalemodel.cost.placement import Placement
+
+#: HybridEP's NVLink kernel bandwidth / this model's at the catalog's tier-0 efficiency, at the 32 SMs of
+#: Megatron-Bridge's presets: 0.916 (GB200 EP 8-36, kernel-only BF16 dispatch and combine; module docstring).
+KERNEL_EFFICIENCY_NVLINK = 0.92
+#: HybridEP's RDMA-bound kernel bandwidth / this model's at the catalog's NIC efficiency: 0.942 (DGX-H100 EP 32
+#: and 64 over 4 and 8 nodes, 16 SMs, flat from 8 SMs on; module docstring).
+KERNEL_EFFICIENCY_RDMA = 0.94
+#: Bytes of one routing probability (fp32) that HybridEP's forward dispatch copies per expert of the destination
+#: domain (``intra_node_prob_buffer``, hybrid_ep_backend.cuh @94a9f8f).
+PROB_BYTES = 4.0
 
 
 def part_hit_probability(experts: object, top_k: object, parts: object) -> np.ndarray:
@@ -114,17 +168,21 @@ def hierarchical_bytes(token_bytes: object, experts: object, top_k: object, rank
     return np.asarray(inter), np.asarray(intra)
 
 
-def hierarchical_alltoall_time(token_bytes: object, experts: object, top_k: object, pl: Placement) -> np.ndarray:
+def hierarchical_alltoall_time(token_bytes: object, experts: object, top_k: object, pl: Placement,
+                               prob_tokens: object = 0.0) -> np.ndarray:
     """Seconds of one hierarchical dispatch (or combine) on the EP group ``pl``: the bytes of
-    :func:`hierarchical_bytes` with the domain = the group's ranks inside one tier-0 domain (``c_0``), priced
-    ``max(intra / B_0, sum_i inter_i / B_i)`` plus one hop latency of tier 0 and of the outermost tier crossed
-    (module docstring). 0 for a single rank."""
+    :func:`hierarchical_bytes` with the domain = the group's ranks inside one tier-0 domain (``c_0``), each copy
+    carrying ``prob_tokens * PROB_BYTES * E / D`` bytes of routing probabilities besides ``token_bytes``, priced
+    ``max(intra / (eta_nvl B_0), sum_i inter_i / (eta_rdma B_i))`` plus one hop latency of tier 0 and of the
+    outermost tier crossed (module docstring). 0 for a single rank."""
     p = pl.p
     G = np.maximum(pl.c[0], 1.0)
-    x = np.asarray(token_bytes, dtype=float)
+    D = np.maximum(p / np.minimum(G, np.maximum(p, 1.0)), 1.0)
+    x = np.asarray(token_bytes, dtype=float) \
+        + np.asarray(prob_tokens, dtype=float) * PROB_BYTES * np.asarray(experts, dtype=float) / D
     inter, intra = hierarchical_bytes(x, experts, top_k, p, G)
     remote_domains = np.maximum(p / G - 1.0, 0.0)
-    nvl = intra / pl.bw[0]
+    nvl = intra / (pl.bw[0] * KERNEL_EFFICIENCY_NVLINK)
     nic = np.zeros(np.broadcast(x, p).shape)
     lat = np.where(G > 1.0 + 1e-9, pl.alpha[0], 0.0)
     outer = np.zeros_like(nic)
@@ -133,7 +191,7 @@ def hierarchical_alltoall_time(token_bytes: object, experts: object, top_k: obje
         share = peers / G  # remote domains across tier i
         frac = np.divide(share, remote_domains, out=np.zeros(np.broadcast(share, remote_domains).shape),
                          where=remote_domains > 0)
-        nic = nic + inter * frac / pl.bw[i]
+        nic = nic + inter * frac / (pl.bw[i] * KERNEL_EFFICIENCY_RDMA)
         outer = np.where(peers > 0.5, np.maximum(outer, pl.alpha[i]), outer)
     t = np.maximum(nvl, nic) + lat + outer
     return np.asarray(np.where(p > 1, t, 0.0))

@@ -1064,8 +1064,11 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     ep = _collective("alltoall", a2a_bytes, groups.expert)
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
-        hier = ep_dispatch.hierarchical_alltoall_time(token_bytes, float(sh.moe_experts), float(sh.moe_top_k),
-                                                      groups.expert)
+        # of the 4 per layer, the forward dispatch and the backward combine carry the routing probabilities
+        E, k = float(sh.moe_experts), float(sh.moe_top_k)
+        hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, groups.expert)
+                      + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, groups.expert,
+                                                               prob_tokens=tokens / g.tp))
         ep = np.where(flex, hier, ep)
     return {"tp": np.where(g.sequence_parallel, rs_ag, ar),
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
