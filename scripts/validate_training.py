@@ -1168,8 +1168,17 @@ RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100
 #: 2d1fa8d372 / 24bad8e677, the submodules of 17a381f95 / 4ab94dfad) takes the unfused path for mscale 1.347 != 1
 #: even with the fusion on. The other Megatron-Bridge rows use plain RoPE (Qwen3) or MLA (DeepSeek-V3, another rotary
 #: path).
+#: The DGX-B200 26.04.01 and DGX-B300 26.06 rows too: their presets (17a381f95 and 8f341b04f,
+#: scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py gpt_oss_120b_pretrain_config_b200 / _b300) build the same
+#: recipe (recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config: AutoBridge "openai/gpt-oss-120b", so GPTOSSBridge,
+#: unchanged between the two commits) and change no position embedding; utils/overrides.py _set_common_perf_overrides
+#: sets apply_rope_fusion True, which GPTModelProvider.provide (gpt_provider.py) turns off again through
+#: validate_rope_fusion_compatibility. At Megatron-LM d1410e15e1 (the submodule 8f341b04f pins) rope_utils.py
+#: apply_rotary_pos_emb keeps the ``mscale != 1.0`` -> unfused branch, and attention.py passes
+#: _yarn_get_concentration_factor_from_config (yarn_rotary_pos_embedding.py: 0.1 ln 32 + 1 = 1.347, yarn_mscale None).
 RECIPE_EAGER_ROPE = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2608_gb200_gpt_oss_120b_fp8mx",
-                               "mb2608_gb300_gpt_oss_120b_fp8mx"})
+                               "mb2608_gb300_gpt_oss_120b_fp8mx", "mb2604_b200_gpt_oss_120b_bf16",
+                               "mb2606_b300_gpt_oss_120b_fp8mx"})
 #: The routed experts' clamp and FC2 bias in eager PyTorch (StrategySpec.eager_glu_clamp, eager_expert_bias;
 #: docs/model.md#eager-layer-ops): GPT-OSS (activation_func_clamp_value 7.0, add_bias_linear True,
 #: bias_activation_fusion True: GPTOSSBridge) on Megatron-Core's TEGroupedMLP without the Transformer Engine op fuser,
@@ -1178,8 +1187,18 @@ RECIPE_EAGER_ROPE = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2608_gb200_gp
 #: presets set use_transformer_engine_op_fuser with NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 (perf_recipes/gpt_oss/common.py
 #: _apply_gpt_oss_120b_full_iter_fp8mx_configs, gb200/gpt_oss.py): Transformer Engine's fused grouped MLP
 #: (ScaledClampedQGeGLU, GroupedLinear scale_bias; ops/fused/grouped_mlp.py v2.17.1) clamps and adds the bias in its
-#: kernels.
-RECIPE_EAGER_EXPERT_OPS = frozenset({"mb2604_h100_gpt_oss_120b_bf16"})
+#: kernels. Eager as well: the DGX-B200 26.04.01 preset (17a381f95: GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 in
+#: scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py sets no fuser, and utils/overrides.py
+#: _set_common_perf_overrides sets use_transformer_engine_op_fuser False; Megatron-LM 2d1fa8d372 as the H100 row) and
+#: the DGX-B300 26.06 preset (8f341b04f: GPT_OSS_120B_PRETRAIN_CONFIG_B300_FP8_MX_V2 = B300_BF16_V2 leaves
+#: WorkloadBaseConfig.cutedsl_fused_grouped_mlp at its default False (utils/utils.py), so neither
+#: set_workload_base_configs (utils/overrides.py) sets use_transformer_engine_op_fuser nor perf_plugins.py exports
+#: NVTE_CUTEDSL_FUSED_GROUPED_MLP; gpt_oss_120b_pretrain_config_b300 sets neither, unlike the 20B functions; at
+#: Megatron-LM d1410e15e1 experts.py TEGroupedMLP.forward takes the fused path only with the fuser, else
+#: bias_act_func -> weighted_bias_quick_geglu_impl (fused_bias_geglu.py, eager clamp and cat, unchanged from
+#: 2d1fa8d372) and _apply_bias). utils/* and perf_plugins.py are under scripts/performance/.
+RECIPE_EAGER_EXPERT_OPS = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2604_b200_gpt_oss_120b_bf16",
+                                     "mb2606_b300_gpt_oss_120b_fp8mx"})
 
 
 #: FP8 MoE rows whose Megatron-Bridge 25.11 preset dispatches with Megatron-Core's all-to-all dispatcher (the rows of
