@@ -222,3 +222,55 @@ def test_bad_hybrid_specs_fail_in_one_line(tmp_path, hybrid, layers, needle):
     assert run.returncode == 2
     err = run.stderr.strip()
     assert "\n" not in err and "Traceback" not in err and needle in err, err
+
+
+# --- HuggingFace config.json (NemotronH) ---------------------------------------------------------------------------
+
+#: A NemotronH config.json with the keys of transformers' NemotronHConfig (huggingface/transformers 13923c63d
+#: configuration_nemotron_h.py) and Nemotron 3 Nano's widths (the Megatron-Bridge recipe above); written here, not the
+#: published file (not reachable from this machine).
+NANO_HF = {"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "vocab_size": 131072,
+           "hidden_size": 2688, "num_hidden_layers": 52, "hybrid_override_pattern": NANO_PATTERN,
+           "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": 1856,
+           "mlp_hidden_act": "relu2", "tie_word_embeddings": False, "ssm_state_size": 128, "mamba_num_heads": 64,
+           "mamba_head_dim": 64, "n_groups": 8, "conv_kernel": 4, "expand": 2, "chunk_size": 128,
+           "n_routed_experts": 128, "n_shared_experts": 1, "moe_intermediate_size": 1856,
+           "moe_shared_expert_intermediate_size": 3712, "num_experts_per_tok": 6, "moe_latent_size": None,
+           "hidden_dropout": 0.0, "attention_dropout": 0.0, "max_position_embeddings": 262144,
+           "num_nextn_predict_layers": 0, "use_mamba_kernels": True, "mamba_hidden_act": "silu", "n_group": 1,
+           "topk_group": 1, "norm_topk_prob": True, "routed_scaling_factor": 2.5, "rescale_prenorm_residual": True,
+           "residual_in_fp32": False, "use_conv_bias": True, "mamba_proj_bias": False, "use_bias": False,
+           "attention_bias": False, "mlp_bias": False, "layer_norm_epsilon": 1e-05, "time_step_min": 0.001,
+           "time_step_max": 0.1, "time_step_floor": 0.0001, "num_logits_to_keep": 1}
+
+
+def _hf(tmp_path, cfg):
+    import json
+
+    from scalemodel.engine.job import transformer_shape
+    from scalemodel.specs import load_workload, notices
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    notices.clear()
+    w = load_workload(tmp_path / "config.json")
+    return w, transformer_shape(w), list(notices.current())
+
+
+def test_nemotron_h_config_reads_as_the_hybrid(tmp_path):
+    w, sh, warnings = _hf(tmp_path, NANO_HF)
+    assert w.hybrid.pattern == NANO_PATTERN and w.layers == 52 and not w.gated_mlp
+    assert not [x for x in warnings if "not understood" in x or "not a known family" in x], warnings
+    assert float(tr.param_count(sh)) == pytest.approx(31.6e9, rel=0.003)  # the report's total, as above
+    # the newer list form of the same pattern (layers_block_type), no num_hidden_layers
+    kinds = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+    listed = {k: v for k, v in NANO_HF.items() if k not in ("hybrid_override_pattern", "num_hidden_layers")}
+    listed["layers_block_type"] = [kinds[c] for c in NANO_PATTERN]
+    assert float(tr.param_count(_hf(tmp_path, listed)[1])) == float(tr.param_count(sh))
+
+
+@pytest.mark.parametrize("change, where", [({"moe_latent_size": 1024}, "moe_latent_size"),
+                                           ({"layers_block_type": ["linear_attention", "gdn"],
+                                             "hybrid_override_pattern": None}, "layers_block_type")])
+def test_nemotron_h_config_refusals(tmp_path, change, where):
+    with pytest.raises(InputError) as e:
+        _hf(tmp_path, {**NANO_HF, **change})
+    assert e.value.where.endswith("config.json: " + where)
