@@ -274,3 +274,17 @@ def test_nemotron_h_config_refusals(tmp_path, change, where):
     with pytest.raises(InputError) as e:
         _hf(tmp_path, {**NANO_HF, **change})
     assert e.value.where.endswith("config.json: " + where)
+
+
+def test_hybrid_feasibility_follows_megatron():
+    """TP must divide the Mamba heads and groups (MambaMixer asserts), and a pattern without '|' cannot interleave
+    (Megatron-Core hybrid_layer_allocation.py select_pipeline_segment refuses virtual stages without pipes)."""
+    groups2 = dict(NANO, hybrid={"pattern": NANO_PATTERN, "mamba": {"groups": 2, "heads": 64}})
+    r = scalemodel.predict("dgx-b200", groups2, 16, global_batch=256, ep=4, tp=4, micro_batch=1)
+    assert not r.feasible and "Mamba heads and groups" in r.infeasible_reason
+    pairs = dict(BASE, layers=16, hybrid={"pattern": "*-" * 8})
+    r = scalemodel.predict("dgx-h100", pairs, 16, global_batch=64, pp=2, schedule="interleaved:2", micro_batch=1)
+    assert not r.feasible and "'|' stage" in r.infeasible_reason
+    piped = dict(pairs, hybrid={"pattern": "*-*-|*-*-|*-*-|*-*-"})
+    assert scalemodel.predict("dgx-h100", piped, 16, global_batch=64, pp=2, schedule="interleaved:2",
+                              micro_batch=1).feasible

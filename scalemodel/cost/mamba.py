@@ -69,6 +69,7 @@ class LayerCounts(msgspec.Struct, frozen=True):
     mlp: int
     moe: int
     last: str = "M"
+    segments: int = 1  # pipeline segments the pattern's '|' marks (Megatron's stage boundaries)
 
     @property
     def layers(self) -> int:
@@ -86,7 +87,7 @@ def layer_counts(pattern: str, where: str = "hybrid.pattern") -> LayerCounts:
     if not layers:
         raise InputError("the hybrid pattern has no layer", where=where, allowed="at least one of M * - E")
     return LayerCounts(mamba=layers.count("M"), attention=layers.count("*"), mlp=layers.count("-"),
-                       moe=layers.count("E"), last=layers[-1])
+                       moe=layers.count("E"), last=layers[-1], segments=pattern.count(PIPE) + 1)
 
 
 class MambaDims(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value

@@ -109,12 +109,15 @@ class Infeasible(IntEnum):
     LAYERS_NOT_DIVISIBLE = 3, "layers_not_divisible", (
         "layers do not split into the pipeline stages (interleaving needs layers divisible by pp x v; "
         "given first/last stage layers must leave the other stages an equal share of at least one)")
-    HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", "heads not divisible by tp"
+    HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", (
+        "heads not divisible by tp (nor, in a hybrid pattern, the Mamba heads and groups: MambaMixer's asserts)")
     EXPERT_PARALLEL_INVALID = 5, "expert_parallel_invalid", (
         "expert parallelism must divide the number of experts, and etp x ep the tp x cp x dp ranks of a stage")
     SEQ_NOT_DIVISIBLE = 6, "seq_not_divisible", (
         "sequence length not divisible by cp (x2 for load-balanced ring attention)")
-    INTERLEAVE_INVALID = 7, "interleave_invalid", "interleaved schedule needs v >= 2 and micro-batches divisible by pp"
+    INTERLEAVE_INVALID = 7, "interleave_invalid", (
+        "interleaved schedule needs v >= 2 and micro-batches divisible by pp (and, in a hybrid pattern, '|' stage "
+        "boundaries: Megatron-Core refuses virtual stages without them)")
     MODEL_PARALLEL_NEEDS_TRANSFORMER = 8, "model_parallel_needs_transformer", (
         "model parallelism (tp/pp/cp/ep > 1) needs a transformer workload")
     EXCEEDS_CLUSTER = 9, "exceeds_cluster", "more GPUs than the cluster has"
@@ -201,13 +204,17 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
     if job.is_transformer:
         sh = job.shape
         flag(R.LAYERS_NOT_DIVISIBLE, ~_layers_split(job, g))
-        flag(R.HEADS_NOT_DIVISIBLE, (int(sh.heads) % g.tp != 0))
+        flag(R.HEADS_NOT_DIVISIBLE, (int(sh.heads) % g.tp != 0) | ((int(sh.mamba.heads) % g.tp != 0)
+                                                                   | (int(sh.mamba.groups) % g.tp != 0)
+                                                                   if sh.mamba is not None else False))
         experts = int(sh.moe_experts)
         folded = (g.tp * g.cp * g.dp) % (_etp(g) * g.ep) != 0  # MoE parallel folding: etp x ep | tp cp dp
         bad_ep = (experts == 0) | folded | (experts % np.maximum(g.ep, 1) != 0)
         flag(R.EXPERT_PARALLEL_INVALID, ((g.ep > 1) | (g.etp > 0)) & bad_ep)
         flag(R.SEQ_NOT_DIVISIBLE, (g.cp > 1) & (job.seq_len % (2 * g.cp) != 0))
         bad_v = (g.virtual_stages < 2) | (m % g.pp != 0) | (g.pp < 2)
+        if sh.hybrid is not None and sh.hybrid.segments < 2:  # hybrid_layer_allocation.py select_pipeline_segment
+            bad_v = bad_v | True
         flag(R.INTERLEAVE_INVALID, (g.schedule == ScheduleKind.INTERLEAVED) & bad_v)
     else:
         flag(R.MODEL_PARALLEL_NEEDS_TRANSFORMER, (g.tp > 1) | (g.pp > 1) | (g.cp > 1) | (g.ep > 1))
