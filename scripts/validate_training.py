@@ -39,7 +39,8 @@ Two case files (issue 5 and issue 13):
       gating, experts and (when stated) vocabulary equal the case's is used (with the case's sequence
       length); otherwise the TransformerWorkload is built from the case's architecture fields (notes
       are not parsed; MLA from the stated compression widths, a parallel block when stated; local attention from
-      the stated ``sliding_window`` and ``sliding_window_pattern``).
+      the stated ``sliding_window`` and ``sliding_window_pattern``; a hybrid Mamba-2 model (Nemotron-H, Nemotron 3)
+      from the stated ``hybrid_pattern`` and ``mamba`` widths, docs/model.md#mamba-2-layers).
     - dropout: a stated ``model.dropout`` probability (0 -> no dropout masks: NeMo's NemotronConfig sets
       hidden_dropout = attention_dropout = 0.0), else none for :data:`NO_DROPOUT_TYPES`, else on.
     - unstated: FFN width 4 x hidden, MHA, ungated, no MoE; embedding tying: the one whose
@@ -465,6 +466,23 @@ def parse_recompute(text: Any) -> str | None:
     return "full"  # "full ...", remat_policy=full, rematerialization of (nearly) everything
 
 
+#: Megatron-Core ``recompute_modules`` a stated selective recompute may name that repeat a whole block the model has
+#: no price for: "moe" (NVIDIA/Megatron-LM@d98e8a64d megatron/core/transformer/transformer_config.py: ""moe": recompute
+#: the MoE layer.", its whole forward, experts and
+#: dispatch included). Such a row is listed. The other names the model does not price ("layernorm", "mlp",
+#: "shared_experts") stay ignored, as they were before this rule (:func:`parse_recompute_modules`).
+UNPRICED_RECOMPUTE_MODULES = ("moe",)
+
+
+def unmodelled_recompute_modules(text: Any) -> list[str]:
+    """The :data:`UNPRICED_RECOMPUTE_MODULES` a stated selective recompute names."""
+    t = str(text or "").lower()
+    if not t.startswith("selective"):
+        return []
+    words = set(re.findall(r"[a-z_]+", t))
+    return [m for m in UNPRICED_RECOMPUTE_MODULES if m in words]
+
+
 def parse_recompute_modules(text: Any, source: str = "") -> str:
     """What a stated selective recompute recomputes (StrategySpec.recompute_modules): Megatron-Core's
     ``recompute_modules`` named in the case (mla_up_proj, moe_act), or MaxText's ``remat_policy=minimal``, the
@@ -858,6 +876,8 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
     if moe:
         spec["moe"] = {"experts": moe["experts"], "top_k": moe["top_k"], "ffn_hidden": moe.get("expert_ffn_hidden"),
                        "shared_experts": moe.get("shared_experts", 0), "first_dense": moe.get("first_dense", 0)}
+    if m.get("hybrid_pattern"):
+        spec["hybrid"] = {"pattern": m["hybrid_pattern"], "mamba": dict(m.get("mamba") or {})}
     mla = _mla(str(m.get("attention", "")))
     if mla:
         hd = m.get("head_dim") or m["hidden"] // m["heads"]
@@ -882,9 +902,12 @@ HELD_OUT: dict[str, str] = {}
 #: them: Megatron-Bridge 4ab94dfad src/megatron/bridge/models/nemotronh/nemotron_h_bridge.py (hybrid_override_pattern:
 #: Mamba-2, attention and MoE layers; the Nemotron 3 perf presets graph "mamba") and
 #: models/deepseek/deepseek_v4_bridge.py (experimental_attention_variant "dsv4_hybrid", enable_hyper_connections,
-#: moe_n_hash_layers).
+#: moe_n_hash_layers). A nemotron_h row that records its ``hybrid_pattern`` and ``mamba`` widths is expressed
+#: (:func:`case_workload`; docs/model.md#mamba-2-layers): the Nemotron 3 Nano rows.
 UNEXPRESSED_MODEL_TYPES = {
-    "nemotron_h": "hybrid Mamba-2 / attention / MoE layer pattern (NemotronH): no cost for Mamba-2 (SSM) layers",
+    "nemotron_h": ("hybrid Mamba-2 / attention / MoE layer pattern (NemotronH) without its pattern and widths "
+                   "recorded (Nemotron 3 Super / Ultra use LatentMoE experts, whose latent projections the model has "
+                   "no cost for)"),
     "deepseek_v4": ("DeepSeek-V4 layer: compressed sparse attention with a top-k indexer (dsv4_hybrid), grouped "
                     "low-rank output projection, 4-stream hyper-connections (mHC), hash-routed MoE layers"),
 }
@@ -903,8 +926,12 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
                    + (f" ({MISSING_HARDWARE_WHY[variant]})" if variant in MISSING_HARDWARE_WHY else ""))
     if not isinstance(par.get("tp", 1), int):
         why.append("tensor-parallel degree not stated")
-    if m.get("type") in UNEXPRESSED_MODEL_TYPES:
+    if m.get("type") in UNEXPRESSED_MODEL_TYPES and not (m.get("type") == "nemotron_h" and m.get("hybrid_pattern")):
         why.append(UNEXPRESSED_MODEL_TYPES[m["type"]])
+    unpriced = unmodelled_recompute_modules(par.get("recompute"))
+    if unpriced:
+        why.append(f"selective recompute of the Megatron-Core module(s) {', '.join(unpriced)} (the whole MoE layer's "
+                   "forward again; the model prices core_attn, mla_up_proj and moe_act)")
     why += [w for marker, w in UNEXPRESSED_PRECISIONS if marker in str(case.get("precision", "")).lower()]
     multislice = par.get("dcn_dp", 1) > 1 and variant in MULTISLICE_CLUSTER and par.get("pod_dp", 1) == 1
     if (par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1) and not multislice:
@@ -1003,6 +1030,14 @@ RECIPE_ETP: dict[str, int] = {
     # no B300 preset overrides it
     "mb2606_b300_dsv3_mtp_fp8mx": 1, "mb2606_b300_gpt_oss_120b_fp8mx": 1, "mb2606_b300_qwen3_30b_fp8mx": 1,
     "mb2604_b300_qwen3_235b_fp8mx": 1,
+    # Nemotron 3 Nano: scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py
+    # BASE_NEMOTRON_3_NANO_CONFIG expert_tensor_parallel_size=1 (17a381f95); the recipe nemotron_3_nano_pretrain_config
+    # sets expert_tensor_parallel_size=1 (17a381f95, and at 4ab94dfad recipes/nemotronh/h100/nemotron_3_nano.py, which
+    # perf_recipes/nemotronh/gb300/nemotronh.py nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config builds on)
+    "mb2604_b200_nemotron3_nano_fp8mx": 1, "mb2608_gb300_nemotron3_nano_fp8mx": 1,
+    # the DGX-B300 Nano row (26.06, 8f341b04f): NEMOTRON_3_NANO_PRETRAIN_CONFIG_B300_FP8_MX_V1 = replace of
+    # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1) with micro_batch_size=4 only
+    "mb2606_b300_nemotron3_nano_fp8mx": 1,
 }
 
 
@@ -1082,6 +1117,17 @@ RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_qwen3_30b_fp8mx"})  # round 5: QWEN3_
 #: Only the Qwen3-30B preset overlaps the all-to-all (:data:`RECIPE_A2A_OVERLAP`), so only it moves.
 RECIPE_HYBRIDEP |= frozenset({"mb2606_b300_dsv3_mtp_fp8mx", "mb2606_b300_gpt_oss_120b_fp8mx",
                               "mb2606_b300_qwen3_30b_fp8mx", "mb2604_b300_qwen3_235b_fp8mx"})
+RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_nano_fp8mx", "mb2608_gb300_nemotron3_nano_fp8mx"})
+#   Nemotron 3 Nano: BASE_NEMOTRON_3_NANO_CONFIG moe_flex_dispatcher_backend="hybridep" (17a381f95), and 26.08
+#   nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config "hybridep" with moe_hybridep_num_sms = 16 after
+#   _benchmark_common (4ab94dfad); neither overlaps the all-to-all (no moe_a2a_overlap, no
+#   overlap_moe_expert_parallel_comm), so the SM count moves nothing. Both graph cuda_graph_scope ["attn", "mamba",
+#   "moe_router", "moe_preprocess"]: not given the host floor, as mb2604_b200_qwen3_30b_fp8mx (less host work than H's
+#   source).
+RECIPE_HYBRIDEP |= frozenset({"mb2606_b300_nemotron3_nano_fp8mx"})
+#   the DGX-B300 Nano row: BASE_NEMOTRON_3_NANO_CONFIG at 8f341b04f (scripts/performance/configs/nemotronh/
+#   nemotron_3_workload_base_configs.py) moe_flex_dispatcher_backend "hybridep", the same cuda_graph_scope, no a2a
+#   overlap
 #: Rows whose preset dispatches with the flex dispatcher's DeepEP backend and sets no SM count of its own, so
 #: Megatron-Core's default ``moe_deepep_num_sms: int = 20`` applies (NVIDIA/Megatron-LM @2d1fa8d372, the submodule
 #: Megatron-Bridge 17a381f95 pins, megatron/core/transformer/transformer_config.py; no moe_deepep_num_sms in

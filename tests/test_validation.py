@@ -88,6 +88,10 @@ FAMILY_MEDIAN_BOUNDS = {
     # B200 lowered 0.32 -> 0.24 by the B200 GEMM curves fitted to OpenXLA's sm_100 table (merged): now 23.1%
     # B200 lowered 0.24 -> 0.21 by the NCCL channel count on Blackwell and the EP dispatcher's SM share
     # (contention, merged): now 20.4%
+    # B200 raised 0.21 -> 0.231 (n 13 -> 14, 20.4% -> 23.0%): two Nemotron 3 Nano rows joined when the model priced
+    # Mamba-2 hybrid patterns (docs/model.md#mamba-2-layers; their widths from the Megatron-Bridge recipe at the cited
+    # commits): mb2604_b200_nemotron3_nano_fp8mx +25.7%, mb2608_gb300_nemotron3_nano_fp8mx +19.2% (predicted faster,
+    # as the other Blackwell MoE rows); no other row moved
     ("accelerator", "B200"): 0.21,  # n=13, now 20.4%
     # GB200 raised 0.06 -> 0.11 by the in-layer GEMM factor (IN_LAYER_GEMM_FACTOR, Korthikanti Table 4 over the
     # A100 GEMM microbenchmarks), adopted for all catalog curves for its source: GB200 8B fp8 -5.6% -> -10.9% and
@@ -141,13 +145,15 @@ FAMILY_MEDIAN_BOUNDS = {
     # +21.8 -> +24.6%, Qwen3-30B -2.4 -> +0.4%, Qwen3-235B -5.2 -> -3.2%
     # GB300 lowered 0.09 -> 0.066 by the hierarchical EP dispatch of the HybridEP rows (see GB200): 8.3% -> 6.6%
     # merged (GB300 cuDNN ratio fit + hierarchical dispatch): 6.1%
-    ("accelerator", "GB300"): 0.062,  # n=4, now 6.1%
     # new family (the 4 DGX-B300 rows the model expresses once b300 / dgx-b300 entered the catalog, GEMM level from
     # B300 SXM's MAMF, d0 / attention / memory curves borrowed from b200 / h200-sxm; rules from the presets, cases not a
     # model change): mb2606_b300_dsv3_mtp_fp8mx +5.5%, mb2606_b300_gpt_oss_120b_fp8mx +63.7%,
     # mb2606_b300_qwen3_30b_fp8mx -5.9%, mb2604_b300_qwen3_235b_fp8mx +2.1%; bound at the first median 5.7%, rounded up
     # merged with the hierarchical EP dispatch (all four are HybridEP rows): DSv3 MTP +5.5 -> +10.7%, GPT-OSS
     # +63.7 -> +68.9%, Qwen3-30B -5.9 -> -2.7%, Qwen3-235B +2.1 -> +9.9%: 10.3%
+    # GB300 raised 0.09 -> 0.096 (n 4 -> 5, 6.4% -> 9.5%): the Nemotron 3 Nano GB300 row (+19.2%) joined (Mamba-2)
+    # merged (Mamba-2 patterns + hierarchical dispatch + kernel efficiencies): Nano GB300 +23.0%; 8.5%
+    ("accelerator", "GB300"): 0.085,  # n=5, now 8.5%
     ("accelerator", "B300"): 0.104,  # n=4, now 10.3%
     # H100, mlm24, mpt, MoE: the flash attention core without the score matrix in HBM (cost.compute.flash_core_time,
     # FlashAttention-3 and cuDNN run 600+ TFLOP/s over the old 377 cap) and an fp8 run's core in BF16: the fp8
@@ -233,6 +239,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # merged (round-5 rows + hierarchical dispatch, which also moved the round-5 DeepEP/HybridEP rows: DSv3 MTP
     # -42.4% -> +9.1%, Qwen3-30B +13.2% -> +24.7%): 7.7%
     # + the 4 B300 rows (merged with the hierarchical dispatch): 7.8%
+    # TP/PP/DP raised 0.072 -> 0.075 (7.2% -> 7.5%): the two Nemotron 3 Nano rows joined (Mamba-2 hybrid, +25.7/+19.2%)
     ("parallelism", "TP/PP/DP"): 0.078,  # n=77, now 7.8%
     # MoE: mb2511_h100_qwen3_30b moved +90.6% -> +125% when its recipe's recompute (none) replaced the rule's
     # guess (full); the missing MoE cost is reported, not hidden behind a guess. The family median fell when
@@ -257,7 +264,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # mb2604_b200_dsv3_mtp_fp8mx -42.4%, mb2604_b200_gpt_oss_120b_bf16 +50.8%, mb2604_b200_qwen3_30b_fp8mx +13.2%,
     # mb2604_b200_qwen3_235b_fp8mx +13.3% (Megatron-Bridge 26.04.01, DGX-B200); all four are MoE: 11.5% -> 13.3%;
     # the 19 earlier rows are unchanged (11.5%)
-    ("model", "MoE"): 0.133,  # n=27, now 12.1%
+    # MoE raised 0.133 -> 0.146 (13.3% -> 14.5%): the two Nemotron 3 Nano rows joined (Mamba-2 hybrid, +25.7/+19.2%)
+    # merged with the three Nemotron 3 Nano rows (B200 +29.8%, GB300 +23.0%, B300 +19.5%): 13.9%
+    ("model", "MoE"): 0.14,  # n=30, now 13.9%
     # raised 0.07 -> 0.072 by the 11 new dense runs; the 55 earlier: 6.7 % (< 0.07)
     # raised 0.072 -> 0.075
     # by the per-implementation memory-bound bytes (cost.compute.layer_eltwise_bytes, layer_impl) and the in-layer
@@ -299,6 +308,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # the 4 GB300 rows (cases, not a model change) leave the median at 7.1%
     # mb2608 raised 0.075 -> 0.096 by the hierarchical EP dispatch of the HybridEP rows (see GB200; GB300 rows
     # -11.3/+21.8/-2.4/-5.2% -> -9.8/+23.7/+1.3/-3.3%): 7.1% -> 9.6%
+    # mb2608 raised 0.075 -> 0.08 (7.1% -> 7.9%): the Nemotron 3 Nano GB300 row joined (Mamba-2 hybrid, +19.2%)
     ("source", "mb2608"): 0.096,  # n=8, now 8.6%
     # mlm24 raised 0.05 -> 0.08 by the causal core (see B200): its small models (s 4096, core share large) move
     # further above the measurements
@@ -375,6 +385,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # mb2604_b200_dsv3_mtp_fp8mx -42.4%, mb2604_b200_gpt_oss_120b_bf16 +50.8%, mb2604_b200_qwen3_30b_fp8mx +13.2%,
     # mb2604_b200_qwen3_235b_fp8mx +13.3% (Megatron-Bridge 26.04.01, DGX-B200); 7.2% -> 7.7%; the 87 earlier rows are
     # unchanged (7.2%)
+    # all raised 0.077 -> 0.078 (n 91 -> 93, 7.7% -> 7.8%): the two Nemotron 3 Nano rows joined (Mamba-2 hybrid)
     # new families of round 4 (Megatron-Bridge 26.04.01 / 26.06 archive, DGX-H100; rows named above), bounded at
     # their first value rounded up
     # mb2604 re-baselined 0.086 -> 0.133 by the 4 round-5 DGX-B200 rows (26.04.01, named at "all"): 8.5% -> 13.3%;
@@ -386,13 +397,17 @@ FAMILY_MEDIAN_BOUNDS = {
     # mb2606 lowered 0.076 -> 0.028 by the hierarchical EP dispatch (see GB200): Qwen3-30B EP 16 on 2 nodes,
     # HybridEP, -11.5% -> +2.0%; Llama 3.1 405B unchanged (+3.6%)
     # merged (round-5 rows + hierarchical dispatch): 7.9%
-    ("all", "all"): 0.08,  # n=95 with the 4 B300 rows, now 7.9%
-    ("source", "mb2604"): 0.133,  # n=8, now 11.6% (the B200 GPT-OSS row's +50.8% and the H100 one's +55.7%)
     # + the 3 round-5 B300 rows of the 26.06 container (merged with the hierarchical dispatch): 3.6%
     # raised 0.036 -> 0.037 by the HybridEP kernel efficiencies and routing probabilities (docs/model.md
     # #ep-kernel-efficiency): the B300 Qwen3-30B row -2.7% -> -3.6% becomes the median (Llama 3.1 405B +3.6%
     # unchanged); 3.60% -> 3.63%
-    ("source", "mb2606"): 0.037,  # n=5, now 3.6%
+    # mb2604 raised 0.133 -> 0.195 (n 7 -> 8, 13.3% -> 19.5%): the Nemotron 3 Nano B200 row joined (Mamba-2 hybrid,
+    # +25.7%); with 8 rows the median is the mean of the 4th and 5th
+    # merged with the three Nemotron 3 Nano rows (Mamba-2 patterns; the B300 one with its 26.06 preset's rules): 8.2%
+    ("all", "all"): 0.083,  # n=98, now 8.2%
+    ("source", "mb2604"): 0.133,  # n=8, now 11.6% (the B200 GPT-OSS row's +50.8% and the H100 one's +55.7%)
+    # + the B300 Nemotron 3 Nano row (+19.5%): 6.6%
+    ("source", "mb2606"): 0.066,  # n=6, now 6.6%
 }
 
 

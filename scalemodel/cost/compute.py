@@ -74,6 +74,7 @@ import msgspec
 import numpy as np
 
 from scalemodel.choices import LayerImpl, LossImpl, Recompute, codes
+from scalemodel.cost import mamba
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
 from scalemodel.cost.transformer import Shape, attention_matrices, recompute_code, recomputed_modules, titan_op_gemms
@@ -393,8 +394,12 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        router_gemm_half_dim: ArrayLike | None = None, recompute_modules: ArrayLike = 0,
                        attention_fwd: dict[str, float] | None = None,
                        attention_bwd: dict[str, float] | None = None,
-                       layer_impl: ArrayLike = "megatron_te", fp8_attention: ArrayLike = False) -> LayerTime:
+                       layer_impl: ArrayLike = "megatron_te", fp8_attention: ArrayLike = False,
+                       attention: bool = True, mlp: bool = True) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
+
+    ``attention`` / ``mlp`` False leave that block out: a hybrid pattern's layer holds one block with one norm and
+    one residual (docs/model.md#mamba-2-layers); its memory-bound bytes are :func:`layer_eltwise_bytes`'s ``part``.
 
     Full recompute repeats the forward, except with ``xla_remat`` (a program compiled by XLA, as every
     TPU program is: JAX ``jax.checkpoint``/``nn.remat`` with no saving policy): it recomputes only the
@@ -493,14 +498,15 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     gemm = np.zeros_like(T)
     flops = np.zeros_like(T)
     up_proj = np.zeros_like(T)  # MLA's q_up and kv_up GEMMs (selective recompute of mla_up_proj)
+    att = 1.0 if attention else 0.0  # a hybrid's MLP-only layer has no attention block
     for name, n_in, n_out, split in attention_matrices(sh):
         div = t if split else 1.0
         out_w, in_w = (h + 0 * n_out, n_in / div) if name == "o" else (n_out / div, n_in)
-        t_m = gemm_time(T, out_w, in_w, np.where(n_in * n_out > 0, 1.0, 0.0), **kw)
+        t_m = gemm_time(T, out_w, in_w, att * np.where(n_in * n_out > 0, 1.0, 0.0), **kw)
         gemm = gemm + t_m
         if name in ("q_up", "kv_up"):
             up_proj = up_proj + t_m
-        flops = flops + 2 * T * n_in * n_out / div
+        flops = flops + att * 2 * T * n_in * n_out / div
     # attention core: Q K^T (s_local x k x d) and softmax . V (s_local x d_v x k), k keys per query
     keys = sh.attended_keys(s)
     heads_local = b * a / t
@@ -526,14 +532,19 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         fused = flash_core_time(s_local, sh.causal_keys(s), d, dv, heads_local, **ckw)
         fused_bwd = FLASH_BACKWARD_FLOP_RATIO * np.where(
             fp8_attn, flash_core_time(s_local, bwd_keys, d, dv, heads_local, **ckw), fused)
-    core_gemm = np.where(flash, fused, unfused)
-    core_flops = 2 * heads_local * s_local * keys * (d + dv)
+    core_gemm = att * np.where(flash, fused, unfused)
+    fused_bwd = att * fused_bwd
+    core_flops = att * 2 * heads_local * s_local * keys * (d + dv)
     scores = heads_local * s_local * keys
-    core_mem = np.where(flash, 0.0, (4 * eb + 1) * scores)
+    core_mem = att * np.where(flash, 0.0, (4 * eb + 1) * scores)
 
-    own_f, own_b = layer_eltwise_bytes(sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb, mlp=not moe)
+    part = "layer" if attention and mlp else ("attention" if attention else "mlp")
+    own_f, own_b = layer_eltwise_bytes(sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb, mlp=not moe,
+                                       part=part)
     mem = T * own_f  # norms, residuals, dropout, RoPE, layout copies (and the dense activation), counted per impl
-    if moe:
+    if not mlp:  # a hybrid's attention-only layer
+        expert_act = down = np.zeros_like(T)
+    elif moe:
         k, E, fe = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0), sh.moe_ffn_hidden
         u = t if etp is None else _pos("etp", etp)
         tokens_per_expert = np.maximum(e * u * T * k / (E * t), 1.0)
@@ -679,7 +690,7 @@ def loss_saved_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 
 
 def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp: ArrayLike = 1,
                         sequence_parallel: ArrayLike = False, elem_bytes: ArrayLike = 2.0,
-                        mlp: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                        mlp: bool = True, part: str = "layer", _attn: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """HBM bytes per token (of the micro-batch's T = b s / cp on one GPU) that one layer's memory-bound ops move,
     (forward, backward), by implementation (:class:`~scalemodel.choices.LayerImpl`): every op that is neither a weight
     GEMM nor the attention core (norms, residual adds, dropout, the MLP activation, RoPE, the core's layout copies,
@@ -757,19 +768,31 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
 
     Megatron-Core with MHA, RoPE, dropout, SwiGLU, n = 2, no SP, t = 1 (x = Q = K = V = h):
     fwd 10e h + 2 h + 4e h + 6e h + 3e f, bwd 12e h + 2 (2e + 1) h + 4e h + 6e h + 5e f.
+
+    ``part`` "attention" / "mlp": one block of a hybrid pattern's layer (one norm, one residual, one dropout): the
+    terms of the residual stream x (those left when Q, K, V, O and F are 0) of an attention + MLP pair (n = 2)
+    halved, plus that block's own terms (RoPE and layout for attention; the activation, at ``mlp``, for the MLP).
     """
+    if part != "layer":
+        kw = dict(tp=tp, sequence_parallel=sequence_parallel, elem_bytes=elem_bytes)
+        x_f, x_b = layer_eltwise_bytes(sh, layer_impl, mlp=False, _attn=0.0, **kw)
+        a_f, a_b = layer_eltwise_bytes(sh, layer_impl, mlp=False, **kw)
+        if part == "attention":
+            return a_f - x_f / 2, a_b - x_b / 2
+        m_f, m_b = layer_eltwise_bytes(sh, layer_impl, mlp=mlp, **kw)
+        return m_f - a_f + x_f / 2, m_b - a_b + x_b / 2
     code = codes(LayerImpl, layer_impl, "strategy.layer_impl")
     e = _pos("elem_bytes", elem_bytes)
     t = _pos("tp", tp)
     sp = np.asarray(sequence_parallel, dtype=bool)
     h, a, g, d, dv = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim
     x = h * np.where(sp, 1.0 / t, 1.0)
-    q, k, v, o = a * d / t, g * d / t, g * dv / t, a * dv / t
-    k_rep, v_rep = np.maximum(k, a * d / t), np.maximum(v, a * dv / t)
+    q, k, v, o = _attn * a * d / t, _attn * g * d / t, _attn * g * dv / t, _attn * a * dv / t
+    k_rep, v_rep = np.maximum(k, _attn * a * d / t), np.maximum(v, _attn * a * dv / t)
     f = sh.ffn_hidden / t if mlp else 0.0 * h
     gated = np.asarray(sh.gated_mlp, dtype=bool)
     up = np.where(gated, 2.0, 1.0) * f
-    n = sh.norms_per_layer
+    n = sh.norms_per_layer if sh.hybrid is None else 2.0  # a hybrid's block: half an attention + MLP pair (part)
     drop = np.asarray(sh.dropout, dtype=bool)
     bias = np.asarray(sh.biases, dtype=bool)
     rope = np.asarray(sh.position_embeddings, dtype=float) == 0
@@ -1364,3 +1387,106 @@ def fsdp2_copy_bytes(gathered_bytes: ArrayLike, grads: ArrayLike, *, grad_bytes:
     g = _pos("grad_bytes", grad_bytes)
     r = _pos("reduce_bytes", reduce_bytes)
     return 2.0 * gathered, (g + r) * n
+
+
+class MambaTime(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value
+    """Compute time (seconds) of one Mamba layer for one micro-batch on one GPU: ``forward``, ``backward``,
+    ``recompute`` (the forward again under full recompute, else 0), the forward's parts (projection GEMMs, SSD
+    matmuls, memory-bound bytes) and ``forward_flops`` on this GPU."""
+
+    forward: np.ndarray
+    backward: np.ndarray
+    recompute: np.ndarray
+    forward_gemm: np.ndarray
+    forward_ssd: np.ndarray
+    forward_memory: np.ndarray
+    forward_flops: np.ndarray
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.forward + self.backward + self.recompute
+
+
+#: fp32 passes over the chunk states (T/Q chunks x H P N) per forward: _chunk_state_fwd writes them, _state_passing_fwd
+#: reads and writes them, _chunk_scan_fwd reads them; per backward: the recomputed chunk_state (1) and state passing
+#: (2), _chunk_scan_bwd_dstates writes dstates (1), _state_passing_bwd reads dstates and states and writes dstates (3),
+#: dx, dB and dC read one each (3) (ssd_combined.py at e9594ce, ``_mamba_chunk_scan_combined_bwd``).
+STATE_PASSES_FWD = 4.0
+STATE_PASSES_BWD = 10.0
+STATE_BYTES = 4.0  # ``states_in_fp32=True``
+
+
+def mamba_eltwise_bytes(md: mamba.MambaDims, *, tp: ArrayLike = 1, sequence_parallel: ArrayLike = False,
+                        elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """Memory-bound bytes per token of one Mamba layer outside the matmuls, (forward, backward), with w = d_in + 2GN
+    the conv channels, eb the element size, widths of split tensors / t:
+
+        forward   pre-norm 2 eb h (/t with sequence parallelism) + conv1d + SiLU read, write 2 eb w + z gate read
+                  eb d_in + layout copy (``rearrange(...).contiguous()``) 2 eb d_in + gated RMSNorm 2 eb d_in
+                  + residual add 3 eb h (/t with SP)
+        backward  2 x forward + the recomputed conv1d 2 eb w
+
+    (mamba_mixer.py ``_ssm_training``, ssd_combined.py ``MambaSplitConv1dScanCombinedFn``: the gate is fused in
+    ``_chunk_scan_fwd``, the conv recomputed in the backward.)"""
+    t = _pos("tp", tp)
+    eb = _pos("elem_bytes", elem_bytes)
+    rep = np.where(np.asarray(sequence_parallel, dtype=bool), t, 1.0)
+    w = md.conv_width / t
+    d_in = md.d_inner / t
+    fwd = 5.0 * eb * md.hidden / rep + 2.0 * eb * w + 5.0 * eb * d_in
+    return fwd, 2.0 * fwd + 2.0 * eb * w
+
+
+def mamba_layer_time(md: mamba.MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike, peak_flops: ArrayLike,
+                     memory_bandwidth: ArrayLike, gemm_max: ArrayLike = 0.75, gemm_half_dim: ArrayLike = 96.0,
+                     memory_efficiency: ArrayLike = 0.85, tp: ArrayLike = 1, cp: ArrayLike = 1,
+                     sequence_parallel: ArrayLike = False, recompute: ArrayLike = "none",
+                     elem_bytes: ArrayLike = 2.0, ssd_peak_flops: ArrayLike | None = None,
+                     ssd_gemm_max: ArrayLike | None = None, ssd_gemm_half_dim: ArrayLike | None = None) -> MambaTime:
+    """Compute time of one Mamba layer for micro-batch b on one GPU; T = b s / cp tokens, t = tp.
+
+    GEMMs on the accelerator's GEMM curve (:func:`scalemodel.cost.compute.gemm_time`), as the other linear layers:
+        in_proj  T x (2 d_in + 2GN + H)/t x h          out_proj  T x h x d_in/t
+    SSD matmuls (module docstring) as batched GEMMs on the same curve, T/Q chunks, H/t heads, G/t groups,
+    forward: (G/t) Q x Q x N [C B^T], (H/t) P x N x Q [chunk state], Q x P x Q and Q x P x N [chunk scan];
+    backward: the recomputed C B^T and chunk state, and per head P x N x Q [dstates], Q x P x Q + Q x P x N [dx],
+    Q x N x P [dB], Q x N x P [dC], Q x Q x P [dCB], per group 2 x Q x N x Q [bmm backward]; with ``ssd_*`` (peak,
+    gemm_max, gemm_half_dim; default the GEMMs' own) at another precision: the Triton kernels run in the inputs'
+    16-bit type in an fp8 run.
+    (The SSD and its chunk shapes: :mod:`scalemodel.cost.mamba`; docs/model.md#mamba-2-layers.)
+    Memory-bound: T x :func:`mamba_eltwise_bytes` + the fp32 chunk-state passes STATE_PASSES x 4 (T/Q) (H/t) P N.
+    Backward = 2 x projection GEMMs + the SSD backward matmuls + the backward bytes. Full recompute repeats the
+    forward; selective recompute names no Mamba module (Megatron-Core's recompute_modules have none) and adds 0.
+    Communication (TP all-reduce / SP gathers of the layer, CP all-to-alls) is not included."""
+    b = _pos("micro_batch", micro_batch)
+    s = _pos("seq_len", seq_len)
+    t = _pos("tp", tp)
+    c = _pos("cp", cp)
+    eb = _pos("elem_bytes", elem_bytes)
+    kw = dict(peak_flops=peak_flops, memory_bandwidth=memory_bandwidth, gemm_max=gemm_max,
+              gemm_half_dim=gemm_half_dim, memory_efficiency=memory_efficiency, elem_bytes=eb)
+    skw = _gemm_kwargs(kw, ssd_peak_flops, ssd_gemm_max, ssd_gemm_half_dim)
+    T = b * s / c
+    h, H, P, N, G, Q = md.hidden, md.heads / t, md.head_dim, md.state_dim, md.groups / t, md.chunk_size
+    chunks = T / Q
+    proj = gemm_time(T, md.in_proj_width / t, h, **kw) + gemm_time(T, h, md.d_inner / t, **kw)
+    cb = gemm_time(Q, Q, N, chunks * G, **skw)
+    state = gemm_time(P, N, Q, chunks * H, **skw)
+    qpq = gemm_time(Q, P, Q, chunks * H, **skw)
+    qpn = gemm_time(Q, P, N, chunks * H, **skw)
+    qnp = gemm_time(Q, N, P, chunks * H, **skw)
+    qqp = gemm_time(Q, Q, P, chunks * H, **skw)
+    ssd_fwd = cb + state + qpq + qpn
+    ssd_bwd = cb + state + state + (qpq + qpn) + 2.0 * qnp + qqp + 2.0 * cb
+    own_f, own_b = mamba_eltwise_bytes(md, tp=t, sequence_parallel=sequence_parallel, elem_bytes=eb)
+    states = STATE_BYTES * chunks * H * P * N
+    mkw = dict(memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
+    mem_f = memory_time(T * own_f + STATE_PASSES_FWD * states, **mkw)
+    mem_b = memory_time(T * own_b + STATE_PASSES_BWD * states, **mkw)
+    forward = proj + ssd_fwd + mem_f
+    backward = 2.0 * proj + ssd_bwd + mem_b
+    code = recompute_code(recompute)
+    recomp = np.where(code == Recompute.FULL, forward, 0.0)
+    flops = mamba.mamba_forward_flops(mamba.mamba_dims_local(md, t), T)
+    return MambaTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=proj, forward_ssd=ssd_fwd,
+                     forward_memory=mem_f, forward_flops=flops)

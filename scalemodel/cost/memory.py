@@ -95,12 +95,14 @@ from scalemodel.choices import Recompute, ScheduleKind, Zero, codes, sharding_st
 from scalemodel.cost import pipeline
 from scalemodel.cost.checks import nonnegative as _nonneg
 from scalemodel.cost.checks import positive as _pos
+from scalemodel.cost.mamba import MambaDims
 from scalemodel.cost.transformer import (
     RECOMPUTE_MODULES,
     Shape,
     attention_params,
     embedding_params,
     linear_weights_per_layer,
+    mamba_params,
     mlp_params,
     mtp_module_params,
     norm_params,
@@ -199,6 +201,8 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
 
     dense  = [L/p (attention + norms) + dense_layers/p * mlp + moe_layers/p * (shared + router)
               + V h (x2 when p = 1 and untied)] / t
+             (a hybrid pattern: attention_layers/p attention + L/p norms + mlp_layers/p mlp + moe_layers/p
+              (shared + router) + mamba_layers/p Mamba mixer, its tensors all split by t as Megatron's)
     expert = moe_layers/p * E * mlp(f_e) / (ep * etp), etp the expert-TP degree (default t; MoE parallel
              folding, Liu et al. 2025 arXiv 2504.14960)
     (Megatron's "most loaded shard = (layers/pp + embedding)/tp", theoretical_memory_usage.py.) With
@@ -217,9 +221,9 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     """
     t, p, e = _pos("tp", tp), _pos("pp", pp), _pos("ep", ep)
     share = _stage_share(sh, p, stage_layers)
-    per_layer = attention_params(sh) + norm_params(sh)
     shared = sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden) + sh.hidden * sh.moe_experts
-    body = (sh.layers * per_layer + sh.dense_layers * mlp_params(sh) + sh.moe_layers * shared) * share
+    body = (sh.attention_layers * attention_params(sh) + sh.layers * norm_params(sh) + sh.mlp_layers * mlp_params(sh)
+            + sh.moe_layers * shared + sh.mamba_layers * mamba_params(sh)) * share
     word = sh.vocab * sh.hidden
     emb = np.where((p == 1), embedding_params(sh), (word + sh.position_embeddings * sh.hidden)
                    * np.asarray(embedding, dtype=bool))
@@ -242,9 +246,12 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
                                cp: ArrayLike = 1, sequence_parallel: ArrayLike = False,
                                recompute: ArrayLike = "none", moe: bool = False,
                                flash_attention: ArrayLike = False, fp8_inputs: ArrayLike = False,
-                               recompute_modules: ArrayLike = 0) -> np.ndarray:
+                               recompute_modules: ArrayLike = 0, attention: bool = True,
+                               mlp: bool = True) -> np.ndarray:
     """Activation bytes one layer keeps for one micro-batch (Korthikanti Table 2, generalised; FP8 GEMM
-    inputs and the selective-recompute modules as in the module docstring)."""
+    inputs and the selective-recompute modules as in the module docstring). ``attention`` / ``mlp`` False: one
+    block of a hybrid pattern's layer, with one norm, one GEMM input and one dropout mask of the residual stream
+    (half the replicated bytes) and that block's own split bytes."""
     b = _pos("micro_batch", micro_batch)
     s_full = _pos("seq_len", seq_len)
     t = _pos("tp", tp)
@@ -265,10 +272,10 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     if moe:
         fe = sh.moe_ffn_hidden
         routed = act_in * s * b + np.where(moe_act, 0.0, gemm_in * s * b)
-        mlp = sh.moe_top_k * (gemm_in * sbh + routed * fe) + sh.moe_shared_experts * act_per_f * fe
+        mlp_bytes = sh.moe_top_k * (gemm_in * sbh + routed * fe) + sh.moe_shared_experts * act_per_f * fe
         up_width = (sh.moe_top_k + sh.moe_shared_experts) * fe
     else:
-        mlp = act_per_f * sh.ffn_hidden
+        mlp_bytes = act_per_f * sh.ffn_hidden
         up_width = sh.ffn_hidden
     # 2 norm inputs + QKV and MLP inputs + 2 dropout masks; a parallel block shares the layer input
     # of its norms (2 sbh) and keeps one norm output per norm (fp8: one 1-byte copy per reading GEMM)
@@ -282,10 +289,13 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     q = np.where(mla_up, 0.0, 2 * s * b * a * d)
     kv = np.where(sh.mla, np.where(mla_up, 0.0, 2 * s * b * a * (d + dv)) + latents, 4 * s * b * g * d)
     o_bytes = np.where(fp8, np.where(flash, 3.0, 1.0), 2.0)
-    split = q + kv + o_bytes * s * b * a * dv + mlp
+    att = 1.0 if attention else 0.0
+    split = att * (q + kv + o_bytes * s * b * a * dv) + (mlp_bytes if mlp else 0.0)
     keys = sh.attended_keys(s_full)
     scores_full = np.where(flash, 4.0 * a * s * b, 5.0 * a * s * keys * b)
-    scores = np.where(core_attn, np.where(flash, scores_full, 0.0), scores_full)
+    scores = att * np.where(core_attn, np.where(flash, scores_full, 0.0), scores_full)
+    if not (attention and mlp):  # one block of a hybrid's layer: one norm input, GEMM input and mask
+        replicated = replicated / 2.0
     none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t
     full = np.where(sp, 2 * sbh / t, 2 * sbh)
     kept = none_or_selective
@@ -402,17 +412,32 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
               flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules)
     memo: dict[Any, np.ndarray] = {} if per_layer is None else per_layer
     n_dense, n_moe = sh.dense_layers, sh.moe_layers
+    hybrid_kinds = [] if sh.hybrid is None else [
+        (k, float(n)) for k, n in (("attention", sh.hybrid.attention), ("mlp", sh.hybrid.mlp),
+                                   ("moe", sh.hybrid.moe), ("mamba", sh.hybrid.mamba)) if n > 0]
 
-    def layer(rec: ArrayLike, moe: bool) -> np.ndarray:
-        """One layer's bytes at recompute ``rec`` (the strategy's, or a label), computed once per call / memo."""
+    def layer(rec: ArrayLike, moe: bool | str) -> np.ndarray:
+        """One layer's bytes at recompute ``rec`` (the strategy's, or a label), computed once per call / memo;
+        ``moe`` a bool, or a hybrid layer's kind (attention, mlp, moe, mamba)."""
         key = (rec if isinstance(rec, str) else "strategy", moe)
         if key not in memo:
-            memo[key] = activation_bytes_per_layer(sh, recompute=rec, moe=moe, **kw)
+            if moe == "mamba":
+                assert sh.mamba is not None
+                memo[key] = mamba_activation_bytes(
+                    sh.mamba, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp,
+                    sequence_parallel=sequence_parallel, recompute=rec, fp8_inputs=fp8_inputs, dropout=sh.dropout)
+            elif isinstance(moe, str):
+                memo[key] = activation_bytes_per_layer(sh, recompute=rec, moe=moe == "moe",
+                                                       attention=moe == "attention", mlp=moe != "attention", **kw)
+            else:
+                memo[key] = activation_bytes_per_layer(sh, recompute=rec, moe=moe, **kw)
         return memo[key]
 
     def layers(rec: ArrayLike) -> np.ndarray:
-        """dense_layers x dense layer + moe_layers x MoE layer; a kind the model has none of adds exactly 0 (its
-        bytes are finite), so it is not computed."""
+        """dense_layers x dense layer + moe_layers x MoE layer (a hybrid pattern: each kind's layers x its layer); a
+        kind the model has none of adds exactly 0 (its bytes are finite), so it is not computed."""
+        if sh.hybrid is not None:
+            return sum((n * layer(rec, kind) for kind, n in hybrid_kinds), np.zeros(()))
         if not np.any(n_moe):
             return n_dense * layer(rec, False)
         if not np.any(n_dense):
@@ -460,9 +485,12 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     logits = logits + head_input_bytes(sh, micro_batch=b, seq_len=s, tp=t, sequence_parallel=sp,
                                        mtp_modules=d_mtp) * np.where(on_stage, held, 0.0)
     # full recompute re-materialises one layer at a time: its full activations are the working set
-    work_dense = layer("none", False)
-    work = np.where(n_moe > 0, np.maximum(work_dense, layer("none", True)), work_dense) if np.any(
-        n_moe > 0) else work_dense
+    if sh.hybrid is not None:
+        work = np.max(np.broadcast_arrays(*[layer("none", kind) for kind, _ in hybrid_kinds]), axis=0)
+    else:
+        work_dense = layer("none", False)
+        work = np.where(n_moe > 0, np.maximum(work_dense, layer("none", True)), work_dense) if np.any(
+            n_moe > 0) else work_dense
     working = np.where(code == Recompute.FULL, work * np.where(uniform, np.minimum(chunk, n_stage), 1.0), 0.0)
     return (per_stage + emb) * inflight + logits + working
 
@@ -624,3 +652,35 @@ def max_micro_batch(states_bytes: ArrayLike, activation_bytes_per_sample: ArrayL
         raise InputError("the largest micro-batch is unbounded (activation bytes near zero or memory near infinite)",
                          where="max_micro_batch", allowed="finite, physical activation sizes and capacities")
     return np.maximum(b, 0.0).astype(np.int64)
+
+
+# --- activation memory --------------------------------------------------------------------------
+
+
+def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                           cp: ArrayLike = 1, sequence_parallel: ArrayLike = False, recompute: ArrayLike = "none",
+                           fp8_inputs: ArrayLike = False, dropout: ArrayLike = False) -> np.ndarray:
+    """Activation bytes one Mamba layer keeps for one micro-batch (s b = tokens on the GPU, t = tp), what autograd
+    saves on Megatron-Core's training path (mamba_mixer.py ``_ssm_training``; ssd_combined.py
+    ``MambaSplitConv1dScanCombinedFn.forward`` ``ctx.save_for_backward(zxbcdt, ..., out_x, ...)``):
+
+        replicated (/t with SP)  2 s b h [layer input, the fused norm's] + g s b h [in_proj input, the norm output]
+                                 + s b h [1-byte dropout mask, when the model has dropout]
+        split (/t)               2 s b (2 d_in + 2GN + H) [zxbcdt] + 2 s b d_in [out_x, the scan output]
+                                 + 2 s b d_in [the contiguous copy the gated RMSNorm saves]
+                                 + g s b d_in [out_proj input]
+
+    g = 1 with FP8 GEMM inputs, else 2. The chunk states, the conv output and dA_cumsum are recomputed in the
+    backward, not kept. Full recompute keeps the layer input 2 s b h (/t with SP), as for the other layers."""
+    b = _pos("micro_batch", micro_batch)
+    s = _pos("seq_len", seq_len) / _pos("cp", cp)
+    t = _pos("tp", tp)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    g = np.where(np.asarray(fp8_inputs, dtype=bool), 1.0, 2.0)
+    sbh = s * b * md.hidden
+    mask = np.where(np.asarray(dropout, dtype=bool), 1.0, 0.0)
+    replicated = (2.0 + g + mask) * sbh
+    split = s * b * (2.0 * md.in_proj_width + 4.0 * md.d_inner + g * md.d_inner)
+    kept = np.where(sp, replicated / t, replicated) + split / t
+    full = np.where(sp, 2.0 * sbh / t, 2.0 * sbh)
+    return np.where(recompute_code(recompute) == Recompute.FULL, full, kept)

@@ -60,6 +60,7 @@ import msgspec
 import numpy as np
 
 from scalemodel.choices import Recompute, codes
+from scalemodel.cost.mamba import LayerCounts, MambaDims, mamba_forward_flops, mamba_mixer_params, mamba_param_tensors
 from scalemodel.errors import InputError
 
 ArrayLike = Any  # float | np.ndarray; kept loose so callers can pass numbers or arrays
@@ -193,10 +194,32 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     dropout: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(True))  # bool: dropout masks stored
     mtp_layers: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(0.0))  # multi-token prediction modules
     causal: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(True))  # bool: causal mask (decoder)
+    # a hybrid layer pattern (cost.mamba: one layer per character, M Mamba-2, * attention, - MLP, E MoE) and its
+    # Mamba-2 widths; None = every layer is attention + MLP
+    hybrid: LayerCounts | None = None
+    mamba: MambaDims | None = None
+
+    @property
+    def attention_layers(self) -> np.ndarray:
+        """Layers with self-attention: all, or a hybrid pattern's ``*`` layers."""
+        return self.layers if self.hybrid is None else np.asarray(float(self.hybrid.attention)) + 0.0 * self.layers
+
+    @property
+    def mlp_layers(self) -> np.ndarray:
+        """Layers with a dense MLP: :attr:`dense_layers`, or a hybrid pattern's ``-`` layers."""
+        return self.dense_layers if self.hybrid is None else np.asarray(float(self.hybrid.mlp)) + 0.0 * self.layers
+
+    @property
+    def mamba_layers(self) -> np.ndarray:
+        """Mamba-2 layers: a hybrid pattern's ``M`` layers (0 otherwise)."""
+        return np.asarray(0.0 if self.hybrid is None else float(self.hybrid.mamba)) + 0.0 * self.layers
 
     @property
     def moe_layers(self) -> np.ndarray:
-        """Number of layers whose MLP is an MoE block: every ``moe_every``-th after the dense prefix."""
+        """Number of layers whose MLP is an MoE block: every ``moe_every``-th after the dense prefix (a hybrid
+        pattern's ``E`` layers)."""
+        if self.hybrid is not None:
+            return np.where(self.moe_experts > 0, float(self.hybrid.moe), 0.0)
         eligible = np.maximum(self.layers - self.moe_first_dense, 0)
         n = np.floor(eligible / self.moe_every)
         return np.where(self.moe_experts > 0, n, 0.0)
@@ -209,6 +232,8 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     def last_layer_moe(self) -> np.ndarray:
         """True where the last layer is an MoE layer: with MoE layers at positions first_dense + j every
         (j = 1, 2, ...; the convention of :attr:`moe_layers`), where (L - first_dense) is a multiple of every."""
+        if self.hybrid is not None:
+            return (self.moe_experts > 0) & (self.hybrid.last == "E")
         eligible = self.layers - self.moe_first_dense
         return (self.moe_experts > 0) & (eligible > 0) & (np.mod(eligible, self.moe_every) == 0)
 
@@ -286,9 +311,11 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
           v_head_dim: ArrayLike | None = None, q_lora_rank: ArrayLike = 0, kv_lora_rank: ArrayLike = 0,
           qk_rope_head_dim: ArrayLike = 0, parallel_block: ArrayLike = False, norms_per_layer: ArrayLike = 2,
           sliding_window: ArrayLike = 0, sliding_window_pattern: ArrayLike = 0, dropout: ArrayLike = True,
-          mtp_layers: ArrayLike = 0, causal: ArrayLike = True) -> Shape:
+          mtp_layers: ArrayLike = 0, causal: ArrayLike = True, hybrid: LayerCounts | None = None,
+          mamba: MambaDims | None = None) -> Shape:
     """Validate a transformer shape and apply the defaults (g = a, d = h/a, f = 4h, f_e = f, biases = not gated,
-    d_v = d)."""
+    d_v = d). ``hybrid`` (:func:`scalemodel.cost.mamba.layer_counts`) makes each layer one block of its kind with
+    one pre-norm (norms_per_layer 1); ``mamba`` gives the widths of its Mamba-2 layers."""
     L = _arr("layers", layers)
     h = _arr("hidden", hidden)
     a = _arr("heads", heads)
@@ -310,7 +337,11 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
     if np.any((kv_rank > 0) & (rope >= d)):
         raise InputError("MLA with qk_rope_head_dim >= head_dim", where="qk_rope_head_dim",
                          allowed="qk_rope_head_dim < head_dim (head_dim = qk_nope_head_dim + qk_rope_head_dim)")
+    if hybrid is not None:
+        _check_hybrid(hybrid, mamba, L, E, kv_rank, np.asarray(parallel_block, dtype=bool), mtp_layers)
+        norms_per_layer = 1
     return Shape(
+        hybrid=hybrid, mamba=mamba if hybrid is not None else None,
         layers=L, hidden=h, heads=a, kv_heads=g, ffn_hidden=f, vocab=V, gated_mlp=gated,
         tied_embeddings=np.asarray(tied_embeddings, dtype=bool),
         biases=np.asarray(~gated if biases is None else biases, dtype=bool),
@@ -332,6 +363,29 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         mtp_layers=_arr("mtp_layers", mtp_layers, strict=False),
         causal=np.asarray(causal, dtype=bool),
     )
+
+
+def _check_hybrid(hybrid: LayerCounts, mamba: MambaDims | None, L: np.ndarray, E: np.ndarray, kv_rank: np.ndarray,
+                  parallel: np.ndarray, mtp_layers: ArrayLike) -> None:
+    """A hybrid pattern's layers must be ``layers``, its ``M`` need Mamba widths, its ``E`` MoE experts and MoE
+    experts an ``E``; MLA, parallel blocks and MTP modules in a hybrid are not modelled."""
+    if np.any(L != hybrid.layers):
+        raise InputError(f"the hybrid pattern has {hybrid.layers} layers, layers says {L.max():g}",
+                         where="hybrid.pattern", allowed="one character (M * - E) per layer, | not counted")
+    if hybrid.mamba and mamba is None:
+        raise InputError("the hybrid pattern has Mamba layers (M) but no Mamba widths", where="hybrid.mamba",
+                         allowed="hybrid.mamba with state_dim, groups, head_dim (heads or expand)")
+    if hybrid.moe and np.any(E <= 0):
+        raise InputError("the hybrid pattern has MoE layers (E) but the model no experts", where="moe",
+                         allowed="a moe block (experts, top_k) or no E in the pattern")
+    if not hybrid.moe and np.any(E > 0):
+        raise InputError("the model has MoE experts but its hybrid pattern no E layer", where="hybrid.pattern",
+                         allowed="E for each MoE layer, or no moe block")
+    for bad, where in ((np.any(kv_rank > 0), "mla"), (np.any(parallel), "parallel_block"),
+                       (np.any(np.asarray(mtp_layers, dtype=float) > 0), "mtp_layers")):
+        if bad:
+            raise InputError(f"{where} with a hybrid layer pattern is not modelled", where=where,
+                             allowed="standard attention (*), sequential blocks and no MTP modules in a hybrid")
 
 
 # --- parameters -------------------------------------------------------------------------------
@@ -378,14 +432,17 @@ def attention_params(sh: Shape) -> np.ndarray:
 def linear_weights_per_layer(sh: Shape) -> np.ndarray:
     """Elements of the weight matrices in a layer's linear (``nn.Linear``) modules, averaged over the layers:
     the attention projections (:func:`attention_matrices`) and the MLP's matrices, (3 if gated else 2) h f in
-    a dense layer and per shared expert in an MoE layer. Not counted: biases, norm gains, the router and the
-    routed experts (grouped GEMMs, not ``nn.Linear``). These are what torchao's Float8Linear casts to float8
+    a dense layer and per shared expert in an MoE layer, a Mamba layer's in_proj and out_proj (each kind at its
+    share of the layers). Not counted: biases, norm gains, the router and the routed experts (grouped GEMMs, not
+    ``nn.Linear``). These are what torchao's Float8Linear casts to float8
     before FSDP's all-gather (``enable_fsdp_float8_all_gather``)."""
     attn = sum(i * o for _, i, o, _ in attention_matrices(sh))
     mats = np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden
-    mlp = (sh.dense_layers * mats * sh.ffn_hidden
+    md = sh.mamba
+    proj = 0.0 if md is None else md.hidden * (md.in_proj_width + md.d_inner)  # a Mamba layer's in_proj, out_proj
+    mlp = (sh.attention_layers * attn + sh.mlp_layers * mats * sh.ffn_hidden + sh.mamba_layers * proj
            + sh.moe_layers * sh.moe_shared_experts * mats * sh.moe_ffn_hidden) / np.maximum(sh.layers, 1)
-    return np.asarray(attn + mlp, dtype=float)
+    return np.asarray(mlp, dtype=float)
 
 
 def kv_elements_per_token(sh: Shape) -> np.ndarray:
@@ -397,8 +454,9 @@ def kv_elements_per_token(sh: Shape) -> np.ndarray:
 def tp_allreduces_per_layer(sh: Shape) -> np.ndarray:
     """Tensor-parallel all-reduces per layer per pass: 2 (after attention and after the MLP), or 1
     when a parallel block sums both outputs before one reduction (GPT-NeoX ``gpt_j_residual``;
-    PaLM, Chowdhery et al. 2022 §2)."""
-    return np.where(sh.parallel_block, 1.0, 2.0)
+    PaLM, Chowdhery et al. 2022 §2), or in a hybrid pattern, whose layers hold one block each (a Mamba mixer's
+    out_proj is row-parallel, one reduction like an attention block's)."""
+    return np.where(sh.parallel_block | (sh.hybrid is not None), 1.0, 2.0)
 
 
 def mlp_params(sh: Shape, width: ArrayLike | None = None) -> np.ndarray:
@@ -436,10 +494,24 @@ def layer_params(sh: Shape, moe: bool = False, active: bool = False) -> np.ndarr
     return base + experts + router
 
 
+def mamba_params(sh: Shape) -> np.ndarray:
+    """One Mamba-2 mixer's parameters (:func:`scalemodel.cost.mamba.mamba_mixer_params`; 0 without Mamba layers)."""
+    return np.asarray(0.0) if sh.mamba is None else mamba_mixer_params(sh.mamba)
+
+
+def _layers_params(sh: Shape, active: bool) -> np.ndarray:
+    """Parameters of all layers by kind: attention_layers x attention + layers x norms + mlp_layers x MLP +
+    moe_layers x (experts, all or k routed, + shared + router) + mamba_layers x mixer. Without a hybrid pattern
+    this is dense_layers x :func:`layer_params` + moe_layers x :func:`layer_params` (moe)."""
+    n_routed = sh.moe_top_k if active else sh.moe_experts
+    moe = (n_routed + sh.moe_shared_experts) * mlp_params(sh, sh.moe_ffn_hidden) + sh.hidden * sh.moe_experts
+    return (sh.attention_layers * attention_params(sh) + sh.layers * norm_params(sh) + sh.mlp_layers * mlp_params(sh)
+            + sh.moe_layers * moe + sh.mamba_layers * mamba_params(sh))
+
+
 def param_count(sh: Shape) -> np.ndarray:
-    """Total parameters (all experts counted)."""
-    return (sh.dense_layers * layer_params(sh) + sh.moe_layers * layer_params(sh, moe=True)
-            + embedding_params(sh))
+    """Total parameters (all experts counted), each layer's kinds as :func:`_layers_params` counts them."""
+    return _layers_params(sh, active=False) + embedding_params(sh)
 
 
 def mtp_module_params(sh: Shape) -> np.ndarray:
@@ -480,21 +552,25 @@ def layer_param_tensors(sh: Shape, moe: ArrayLike | None = None) -> list[ParamTe
         norms       norms_per_layer x (weight h, + bias h with ``biases``), whole
         dense MLP   fc1 ((2 if gated else 1) f h), fc2 (f h), split; with ``biases`` fc1's (f, split) and fc2's (h)
         MoE layer   the router (E h, whole); the shared experts' fc1 and fc2 (one MLP of width S f_e), split
+        Mamba layer (hybrid) :func:`scalemodel.cost.mamba.mamba_param_tensors`, split; attention, MLP and Mamba
+                    tensors then count at their kind's share of the layers
 
     What the step model needs from them (:func:`scalemodel.engine.step.bucket_count`) is that data-parallel frameworks
     fill gradient buckets with whole tensors."""
     h, a, g, d = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim
-    one = np.ones_like(h)
+    layers = np.maximum(sh.layers, 1.0)
+    one = np.ones_like(h) * (sh.attention_layers / layers if moe is None else 1.0)  # attention's share of the layers
     out = [ParamTensor(np.where(i * o > 0, one, 0.0), i * o, split) for _, i, o, split in attention_matrices(sh)]
     out += [ParamTensor(np.where(sh.mla & (sh.q_lora_rank > 0), one, 0.0), sh.q_lora_rank, False),
             ParamTensor(np.where(sh.mla, one, 0.0), sh.kv_lora_rank, False)]
+    if sh.mamba is not None and moe is None:
+        out += [ParamTensor(sh.mamba_layers / layers, n, split) for n, split in mamba_param_tensors(sh.mamba)]
     bias = np.where(sh.biases & ~sh.mla, one, 0.0)
     out += [ParamTensor(bias, (a + 2 * g) * d, True), ParamTensor(bias, h, False)]
     out += [ParamTensor(sh.norms_per_layer, h, False),
             ParamTensor(sh.norms_per_layer * np.where(sh.biases, 1.0, 0.0), h, False)]
-    layers = np.maximum(sh.layers, 1.0)
     if moe is None:
-        dense, moe = sh.dense_layers / layers, sh.moe_layers / layers
+        dense, moe = sh.mlp_layers / layers, sh.moe_layers / layers
     else:
         moe = np.where(moe, 1.0, 0.0) + 0.0 * h
         dense = 1.0 - moe
@@ -556,8 +632,7 @@ def active_param_count(sh: Shape) -> np.ndarray:
 
     Embeddings are counted (both matrices when untied), as DeepSeek and Mistral count "active".
     """
-    return (sh.dense_layers * layer_params(sh) + sh.moe_layers * layer_params(sh, moe=True, active=True)
-            + embedding_params(sh))
+    return _layers_params(sh, active=True) + embedding_params(sh)
 
 
 # --- FLOPs ------------------------------------------------------------------------------------
@@ -571,24 +646,33 @@ def attention_core_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
     return 2.0 * s * sh.attended_keys(s) * sh.heads * (sh.head_dim + sh.v_head_dim)
 
 
-def layer_gemm_flops(sh: Shape, seq_len: ArrayLike, moe: bool = False) -> np.ndarray:
-    """Forward FLOPs of the weight GEMMs of one layer for one sequence: 2 * s * (matrix params used)."""
+def attention_gemm_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
+    """Forward FLOPs of one attention block's weight GEMMs for one sequence: 2 s (attention matrix params)."""
+    return 2.0 * _arr("seq_len", seq_len) * sum(i * o for _, i, o, _ in attention_matrices(sh))
+
+
+def mlp_gemm_flops(sh: Shape, seq_len: ArrayLike, moe: bool = False) -> np.ndarray:
+    """Forward FLOPs of one MLP block's GEMMs for one sequence: 2 s (3|2) h f, or (MoE) 2 s ((k + shared) (3|2) h
+    f_e + h E) with the router."""
     s = _arr("seq_len", seq_len)
-    attn = sum(i * o for _, i, o, _ in attention_matrices(sh))
     mats = np.where(sh.gated_mlp, 3.0, 2.0)
     if moe:
-        mlp = ((sh.moe_top_k + sh.moe_shared_experts) * mats * sh.hidden * sh.moe_ffn_hidden
-               + sh.hidden * sh.moe_experts)
-    else:
-        mlp = mats * sh.hidden * sh.ffn_hidden
-    return 2.0 * s * (attn + mlp)
+        return 2.0 * s * ((sh.moe_top_k + sh.moe_shared_experts) * mats * sh.hidden * sh.moe_ffn_hidden
+                          + sh.hidden * sh.moe_experts)
+    return 2.0 * s * mats * sh.hidden * sh.ffn_hidden
+
+
+def layer_gemm_flops(sh: Shape, seq_len: ArrayLike, moe: bool = False) -> np.ndarray:
+    """Forward FLOPs of the weight GEMMs of one attention + MLP layer for one sequence: 2 * s * (matrix params
+    used)."""
+    return attention_gemm_flops(sh, seq_len) + mlp_gemm_flops(sh, seq_len, moe=moe)
 
 
 def down_projection_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
     """Forward FLOPs of the MLP down-projections of all layers for one sequence: 2 s h f per dense layer,
     2 s h f_e (k + shared) per MoE layer (the GEMMs XLA's remat does not repeat; compute.layer_compute_time)."""
     s = _arr("seq_len", seq_len)
-    return 2.0 * s * sh.hidden * (sh.dense_layers * sh.ffn_hidden
+    return 2.0 * s * sh.hidden * (sh.mlp_layers * sh.ffn_hidden
                                   + sh.moe_layers * (sh.moe_top_k + sh.moe_shared_experts) * sh.moe_ffn_hidden)
 
 
@@ -622,11 +706,19 @@ def mtp_forward_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
                             + logits_flops(sh, seq_len))
 
 
+def mamba_layer_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
+    """Forward FLOPs of one Mamba-2 layer for one sequence (:func:`scalemodel.cost.mamba.mamba_forward_flops`:
+    projections, conv1d, SSD chunk matmuls); 0 without Mamba layers."""
+    s = _arr("seq_len", seq_len)
+    return 0.0 * s if sh.mamba is None else mamba_forward_flops(sh.mamba, s)
+
+
 def forward_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
-    """Forward FLOPs for one sequence: all layers (GEMMs + attention core) + logits + the MTP modules."""
-    core = attention_core_flops(sh, seq_len)
-    layers = (sh.dense_layers * (layer_gemm_flops(sh, seq_len) + core)
-              + sh.moe_layers * (layer_gemm_flops(sh, seq_len, moe=True) + core))
+    """Forward FLOPs for one sequence: all layers by kind (attention GEMMs + core, dense MLP, MoE, Mamba-2) +
+    logits + the MTP modules."""
+    layers = (sh.attention_layers * (attention_gemm_flops(sh, seq_len) + attention_core_flops(sh, seq_len))
+              + sh.mlp_layers * mlp_gemm_flops(sh, seq_len) + sh.moe_layers * mlp_gemm_flops(sh, seq_len, moe=True)
+              + sh.mamba_layers * mamba_layer_flops(sh, seq_len))
     return layers + logits_flops(sh, seq_len) + mtp_forward_flops(sh, seq_len)
 
 
@@ -658,10 +750,10 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
     fwd = forward_flops(sh, seq_len) * n
     layers_fwd = fwd - logits_flops(sh, seq_len) * (1.0 + sh.mtp_layers) * n
     again = recomputed_modules(sh, code, recompute_modules)
-    per_layer = (np.where(again.attention_core, attention_core_flops(sh, seq_len), 0.0)
-                 + np.where(again.mla_up_proj, mla_up_projection_flops(sh, seq_len), 0.0)
-                 + np.where(again.titan_op, titan_op_recompute_flops(sh, seq_len), 0.0))
-    selective = per_layer * (sh.layers + sh.mtp_layers) * n
+    per_attention = (np.where(again.attention_core, attention_core_flops(sh, seq_len), 0.0)
+                     + np.where(again.mla_up_proj, mla_up_projection_flops(sh, seq_len), 0.0))
+    per_layer = np.where(again.titan_op, titan_op_recompute_flops(sh, seq_len), 0.0)
+    selective = (per_attention * (sh.attention_layers + sh.mtp_layers) + per_layer * (sh.layers + sh.mtp_layers)) * n
     extra = np.where(code == Recompute.FULL, layers_fwd, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     model = 3.0 * fwd
     return StepFlops(forward=fwd, model=model, hardware=model + extra, recompute=extra)

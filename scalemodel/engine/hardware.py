@@ -13,6 +13,7 @@ from scalemodel.errors import InputError
 from scalemodel.specs import load_accelerator, load_cluster, load_scenario, load_workload
 from scalemodel.specs.files import exists
 from scalemodel.specs.loader import builtin_names, builtin_path, read_document
+from scalemodel.specs.sweep import load_sweep
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,6 @@ def _load(kind: str, ref: Any, sets: list[str] | None) -> Any:
         if sets:
             raise InputError("--set does not apply to a sweep file", where="--set",
                              allowed="edit the sweep file (`scalemodel sweep` takes no --set either)")
-        from scalemodel.specs.sweep import load_sweep
-
         return load_sweep(ref)[0]
     loaders = {"cluster": specs.load_cluster, "accelerator": specs.load_accelerator,
                "workload": specs.load_workload, "scenario": specs.load_scenario}

@@ -34,11 +34,12 @@ from scalemodel.choices import (
     parse_sequence_lengths,
     parse_sync,
 )
-from scalemodel.cost import balance, compute, efficiency, memory, staleness, transformer
+from scalemodel.cost import balance, compute, efficiency, mamba, memory, staleness, transformer
 from scalemodel.cost.network import Network
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
 from scalemodel.specs import notices
+from scalemodel.specs import workload as workload_specs
 
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
 DDP_BUCKET_BYTES = 25e6
@@ -144,7 +145,21 @@ def transformer_shape(workload: Any) -> Any:
         moe_experts=moe.experts if moe else 0, moe_top_k=moe.top_k if moe else 0,
         moe_ffn_hidden=moe.ffn_hidden if moe else None, moe_shared_experts=moe.shared_experts if moe else 0,
         moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0,
-        mtp_layers=workload.mtp_layers, causal=workload.causal)
+        mtp_layers=workload.mtp_layers, causal=workload.causal, **_hybrid(workload))
+
+
+def _hybrid(workload: Any) -> dict[str, Any]:
+    """The hybrid layer counts and Mamba-2 widths of a workload with a hybrid pattern (cost.mamba), else none."""
+    hy = getattr(workload, "hybrid", None)
+    if hy is None:
+        return {}
+    counts = mamba.layer_counts(hy.pattern)
+    if not counts.mamba:
+        return {"hybrid": counts}
+    m = hy.mamba or workload_specs.MambaSpec()
+    dims = mamba.mamba_dims(hidden=workload.hidden, head_dim=m.head_dim, state_dim=m.state_dim, groups=m.groups,
+                            heads=m.heads, expand=m.expand, conv_kernel=m.conv_kernel, chunk_size=m.chunk_size)
+    return {"hybrid": counts, "mamba": dims}
 
 
 def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float | None = None,

@@ -185,6 +185,8 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
         sh = job.shape
         layers, heads, experts = int(sh.layers), int(sh.heads), int(sh.moe_experts)
         tp_c = div[div <= heads]
+        if sh.mamba is not None:  # MambaMixer asserts nheads % tp == 0 and ngroups % tp == 0
+            tp_c = tp_c[(np.mod(float(sh.mamba.heads), tp_c) == 0) & (np.mod(float(sh.mamba.groups), tp_c) == 0)]
         pp_c = div[div <= layers]
         cp_c = div[(div == 1) | (2 * div <= job.seq_len)]
         ep_c = div[div <= experts] if experts > 0 else np.asarray([1])

@@ -111,12 +111,15 @@ class Infeasible(IntEnum):
     LAYERS_NOT_DIVISIBLE = 3, "layers_not_divisible", (
         "layers do not split into the pipeline stages (interleaving needs layers divisible by pp x v; "
         "given first/last stage layers must leave the other stages an equal share of at least one)")
-    HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", "heads not divisible by tp"
+    HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", (
+        "heads not divisible by tp (nor, in a hybrid pattern, the Mamba heads and groups: MambaMixer's asserts)")
     EXPERT_PARALLEL_INVALID = 5, "expert_parallel_invalid", (
         "expert parallelism must divide the number of experts, and etp x ep the tp x cp x dp ranks of a stage")
     SEQ_NOT_DIVISIBLE = 6, "seq_not_divisible", (
         "sequence length not divisible by cp (x2 for load-balanced ring attention)")
-    INTERLEAVE_INVALID = 7, "interleave_invalid", "interleaved schedule needs v >= 2 and micro-batches divisible by pp"
+    INTERLEAVE_INVALID = 7, "interleave_invalid", (
+        "interleaved schedule needs v >= 2 and micro-batches divisible by pp (and, in a hybrid pattern, '|' stage "
+        "boundaries: Megatron-Core refuses virtual stages without them)")
     MODEL_PARALLEL_NEEDS_TRANSFORMER = 8, "model_parallel_needs_transformer", (
         "model parallelism (tp/pp/cp/ep > 1) needs a transformer workload")
     EXCEEDS_CLUSTER = 9, "exceeds_cluster", "more GPUs than the cluster has"
@@ -203,13 +206,17 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
     if job.is_transformer:
         sh = job.shape
         flag(R.LAYERS_NOT_DIVISIBLE, ~_layers_split(job, g))
-        flag(R.HEADS_NOT_DIVISIBLE, (int(sh.heads) % g.tp != 0))
+        flag(R.HEADS_NOT_DIVISIBLE, (int(sh.heads) % g.tp != 0) | ((int(sh.mamba.heads) % g.tp != 0)
+                                                                   | (int(sh.mamba.groups) % g.tp != 0)
+                                                                   if sh.mamba is not None else False))
         experts = int(sh.moe_experts)
         folded = (g.tp * g.cp * g.dp) % (_etp(g) * g.ep) != 0  # MoE parallel folding: etp x ep | tp cp dp
         bad_ep = (experts == 0) | folded | (experts % np.maximum(g.ep, 1) != 0)
         flag(R.EXPERT_PARALLEL_INVALID, ((g.ep > 1) | (g.etp > 0)) & bad_ep)
         flag(R.SEQ_NOT_DIVISIBLE, (g.cp > 1) & (job.seq_len % (2 * g.cp) != 0))
         bad_v = (g.virtual_stages < 2) | (m % g.pp != 0) | (g.pp < 2)
+        if sh.hybrid is not None and sh.hybrid.segments < 2:  # hybrid_layer_allocation.py select_pipeline_segment
+            bad_v = bad_v | True
         flag(R.INTERLEAVE_INVALID, (g.schedule == ScheduleKind.INTERLEAVED) & bad_v)
     else:
         flag(R.MODEL_PARALLEL_NEEDS_TRANSFORMER, (g.tp > 1) | (g.pp > 1) | (g.cp > 1) | (g.ep > 1))
@@ -361,19 +368,23 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     flash["recompute_modules"] = g.recompute_modules  # what selective recompute repeats
     flash["layer_impl"] = g.layer_impl  # whose memory-bound ops (compute.layer_eltwise_bytes)
     flash["fp8_attention"] = job.fp8_attention  # an FP8 core's window-blind backward
-    dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
-                                       **flash)  # etp only shapes the expert GEMMs
     moe_share = float(sh.moe_layers / sh.layers)
-    if moe_share > 0:
-        moe = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
-                                         moe=True, etp=_etp(g), **kw, **flash)
-        mix = lambda a, c: (1 - moe_share) * a + moe_share * c  # noqa: E731
-        fwd_l, bwd_l, rec_l = mix(dense.forward, moe.forward), mix(dense.backward, moe.backward), mix(
-            dense.recompute, moe.recompute)
-        gemm_l, core_l = mix(dense.forward_gemm, moe.forward_gemm), mix(dense.attention_core, moe.attention_core)
+    if sh.hybrid is not None:  # one block per layer, mixed over the pattern's kinds
+        fwd_l, bwd_l, rec_l, gemm_l, core_l = _hybrid_layer_times(job, g, kw, flash)
     else:
-        fwd_l, bwd_l, rec_l, gemm_l, core_l = (dense.forward, dense.backward, dense.recompute, dense.forward_gemm,
-                                               dense.attention_core)
+        dense = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec, **kw,
+                                           **flash)  # etp only shapes the expert GEMMs
+        if moe_share > 0:
+            moe = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
+                                             moe=True, etp=_etp(g), **kw, **flash)
+            mix = lambda a, c: (1 - moe_share) * a + moe_share * c  # noqa: E731
+            fwd_l, bwd_l, rec_l = mix(dense.forward, moe.forward), mix(dense.backward, moe.backward), mix(
+                dense.recompute, moe.recompute)
+            gemm_l, core_l = mix(dense.forward_gemm, moe.forward_gemm), mix(dense.attention_core,
+                                                                             moe.attention_core)
+        else:
+            fwd_l, bwd_l, rec_l, gemm_l, core_l = (dense.forward, dense.backward, dense.recompute,
+                                                   dense.forward_gemm, dense.attention_core)
     if job.fp8_recipe:  # an fp8 run's quantization casts (fp8_cast_per_layer)
         cast_f, cast_b = fp8_cast_per_layer(job, g, moe_share)
         fwd_l, bwd_l = fwd_l + cast_f, bwd_l + cast_b
@@ -403,6 +414,42 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         block = moe if bool(sh.last_layer_moe) else dense
         out = _with_mtp(out, mtp_compute(job, g, _mtp_block(job, g, block, bool(sh.last_layer_moe)), logits, kw))
     return out
+
+
+def _hybrid_layer_times(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: dict[str, Any]
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(forward, backward, recompute, forward GEMMs, attention core) of the mean layer of a hybrid pattern, per
+    micro-batch: each kind's layer at its share of the layers (docs/model.md#mamba-2-layers). An attention layer
+    is :func:`compute.layer_compute_time` without the MLP, an MLP or MoE layer without the attention block, each
+    with one norm and one residual; a Mamba-2 layer :func:`compute.mamba_layer_time`, its SSD matmuls at the
+    attention core's precision and curve (the Triton kernels run in the inputs' 16-bit type in an fp8 run). The
+    forward GEMMs are the weight GEMMs (a Mamba layer's projections), whose gradients the backward computes."""
+    sh = job.shape
+    hy = sh.hybrid
+    assert hy is not None
+    L = float(sh.layers)
+    lt = dict(ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=g.recompute, **kw, **flash)
+    parts: list[tuple[float, Any, Any]] = []  # (share, layer time, attention core)
+    if hy.attention:
+        a = compute.layer_compute_time(sh, mlp=False, **lt)
+        parts.append((hy.attention / L, a, a.attention_core))
+    if hy.mlp:
+        parts.append((hy.mlp / L, compute.layer_compute_time(sh, attention=False, **lt), 0.0))
+    if hy.moe:
+        parts.append((hy.moe / L, compute.layer_compute_time(sh, attention=False, moe=True, etp=_etp(g), **lt), 0.0))
+    if hy.mamba:
+        assert sh.mamba is not None
+        core = job.attention_peak_flops > 0
+        m = compute.mamba_layer_time(
+            sh.mamba, recompute=g.recompute, sequence_parallel=g.sequence_parallel, **kw,
+            ssd_peak_flops=job.attention_peak_flops if core else None,
+            ssd_gemm_max=job.attention_gemm_max if core else None,
+            ssd_gemm_half_dim=job.attention_gemm_half_dim if core else None)
+        parts.append((hy.mamba / L, m, 0.0))
+    mix = lambda f: sum((w * f(t) for w, t, _ in parts), np.zeros(1))  # noqa: E731
+    core_l = sum((w * c for w, _, c in parts), np.zeros(1))
+    return (mix(lambda t: t.forward), mix(lambda t: t.backward), mix(lambda t: t.recompute),
+            mix(lambda t: t.forward_gemm), np.asarray(core_l, dtype=float))
 
 
 def _hbm_seconds(job: Job, nbytes: Any) -> np.ndarray:
@@ -437,6 +484,16 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float) -> tuple[np.
         return signed(f + w / m), signed(b)
 
     f, b = times(compute.fp8_quantize_bytes(job.shape, **kw))
+    hy = job.shape.hybrid
+    if hy is not None:
+        # a hybrid's layer holds one block: an attention, MLP or Mamba layer about half an attention + MLP layer's
+        # casts (one block's GEMM inputs and outputs), an MoE layer the MoE layer's less that half (an estimate)
+        L = float(job.shape.layers)
+        half = (hy.attention + hy.mlp + hy.mamba) / (2.0 * L)
+        if hy.moe:
+            mf, mb = times(compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw))
+            return half * f + hy.moe / L * (mf - f / 2), half * b + hy.moe / L * (mb - b / 2)
+        return half * f, half * b
     if moe_share > 0:
         mf, mb = times(compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw))
         f, b = (1 - moe_share) * f + moe_share * mf, (1 - moe_share) * b + moe_share * mb
@@ -1019,9 +1076,12 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
     # CP: ring attention, K and V chunks pass round the cp ring; hidden under the attention core.
     ring = (g.cp - 1) * coll["cp"]
-    # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core
-    cp = np.where(g.cp > 1, 3.0 * L * np.maximum(ring - comp["core_per_layer"], 0.0), 0.0)
-    cp_hidden = np.where(g.cp > 1, L * np.minimum(ring, comp["core_per_layer"]), 0.0)
+    # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core; in the attention
+    # layers only (all but in a hybrid pattern; its Mamba layers' context-parallel all-to-alls are not modelled)
+    att = float(sh.attention_layers / sh.layers)
+    core_att = comp["core_per_layer"] / max(att, 1e-300)
+    cp = np.where(g.cp > 1, 3.0 * L * att * np.maximum(ring - core_att, 0.0), 0.0)
+    cp_hidden = np.where(g.cp > 1, L * att * np.minimum(ring, core_att), 0.0)
     # EP: dispatch + combine all-to-all per MoE layer, forward and backward.
     moe_share = float(sh.moe_layers / sh.layers)
     ep = np.where(g.ep > 1, (L * moe_share + comp.get("mtp_moe_blocks", 0.0)) * 4.0 * coll["ep"], 0.0)

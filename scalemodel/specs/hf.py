@@ -31,7 +31,8 @@ _HF_MAX = {"layers": MAX_SPEC_INT, "hidden": 10**6, "heads": 10**5, "kv_heads": 
            "ffn_hidden": 10**7, "vocab": 10**8, "seq_len": 10**9, "experts": 10**5, "top_k": 10**5,
            "moe_ffn": 10**7, "shared_experts": 10**5, "shared_ffn": 10**8, "every": MAX_SPEC_INT,
            "first_dense": MAX_SPEC_INT, "positions": 10**9, "window": 10**9, "pattern": MAX_SPEC_INT, "rank": 10**6,
-           "mtp": 1000, "proj": 10**6}
+           "mtp": 1000, "proj": 10**6, "state_dim": 10**5, "groups": 10**5, "conv_kernel": 10**3, "expand": 100,
+           "chunk_size": 10**6}
 
 #: Marks a workload whose ``seq_len`` came from the config's context length (see :func:`seq_len_note`).
 SEQ_FROM_CONFIG = "config.json context length"
@@ -40,14 +41,14 @@ SEQ_FROM_CONFIG = "config.json context length"
 GATED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3",
          "gemma3_text", "phi3", "deepseek_v2", "deepseek_v3", "olmo", "olmo2", "internlm2", "cohere"}
 NOT_GATED = {"gpt2", "gptj", "gpt_neox", "opt", "bloom", "falcon", "refinedwebmodel", "refinedweb", "gpt_bigcode",
-             "phi", "starcoder2"}
+             "phi", "starcoder2", "nemotron_h"}
 #: tie_word_embeddings when the config does not say (each family's transformers config class default).
 TIE_DEFAULT = {"llama": False, "mistral": False, "mixtral": False, "qwen2": False, "qwen2_moe": False,
                "qwen3": False, "qwen3_moe": False, "gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": True,
                "phi3": False, "deepseek_v2": False, "deepseek_v3": False, "gpt2": True, "gptj": False,
                "gpt_neox": False, "opt": True, "bloom": True, "falcon": True, "refinedwebmodel": True,
                "refinedweb": True, "gpt_bigcode": True, "phi": False, "starcoder2": True, "olmo": False,
-               "olmo2": False}
+               "olmo2": False, "nemotron_h": False}
 #: Learned absolute position embeddings: model_type -> (key, extra rows). OPT keeps 2 offset rows
 #: (OPTLearnedPositionalEmbedding, offset = 2).
 LEARNED_POSITIONS = {"gpt2": ("n_positions", 0), "gpt_bigcode": ("n_positions", 0),
@@ -98,8 +99,49 @@ _KEYS = {  # field -> the spellings accepted, first match wins
     "top_k": ("num_experts_per_tok", "moe_top_k", "num_selected_experts"),
     "moe_ffn": ("moe_intermediate_size", "expert_intermediate_size"),
     "shared_experts": ("n_shared_experts", "num_shared_experts"),
-    "shared_ffn": ("shared_expert_intermediate_size",),
+    "shared_ffn": ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"),
 }
+
+#: NemotronH (hybrid Mamba-2 / attention / MLP / MoE; huggingface/transformers 13923c63d
+#: src/transformers/models/nemotron_h/configuration_nemotron_h.py NemotronHConfig): layer kinds of ``layers_block_type``
+#: (``layer_types``) as Megatron's pattern symbols (the config's own ``_list_to_pattern``; "mamba" and "attention", the
+#: older names its remap_legacy_layer_types migrates, too), and the Mamba-2 keys with their aliases and the config
+#: class's defaults (workload field, keys, default).
+HYBRID_KINDS = {"linear_attention": "M", "mamba": "M", "full_attention": "*", "attention": "*", "mlp": "-",
+                "moe": "E"}
+MAMBA_KEYS = (("state_dim", ("ssm_state_size",), 128), ("heads", ("mamba_num_heads",), 128),
+              ("head_dim", ("mamba_head_dim",), 64), ("groups", ("n_groups", "mamba_n_groups"), 8),
+              ("conv_kernel", ("conv_kernel", "mamba_d_conv"), 4), ("expand", ("expand", "mamba_expand"), 2),
+              ("chunk_size", ("chunk_size", "mamba_chunk_size"), 128))
+#: NemotronH keys that change nothing the cost model sees (activations, kernels, dt initialisation, cache, MTP layout
+#: when there is no MTP module, routing rules).
+HYBRID_HARMLESS = frozenset("""
+mamba_hidden_act use_mamba_kernels time_step_min time_step_max time_step_limit time_step_floor mamba_dt_min mamba_dt_max
+mamba_dt_limit mamba_dt_init_floor use_conv_bias mamba_conv_bias mamba_proj_bias mamba_ssm_cache_dtype residual_in_fp32
+rescale_prenorm_residual num_logits_to_keep mlp_hidden_act use_bias moe_shared_expert_overlap mtp_layers_block_type
+mtp_hybrid_override_pattern
+""".split())
+
+
+def hybrid_pattern(cfg: dict[str, Any]) -> str | None:
+    """A NemotronH config's layer pattern in Megatron's symbols (``hybrid_override_pattern``, or ``layers_block_type`` /
+    ``layer_types`` mapped by :data:`HYBRID_KINDS`), None when the config has neither; InputError on a kind the
+    model has no cost for."""
+    pattern = cfg.get("hybrid_override_pattern")
+    if pattern is not None:
+        if not isinstance(pattern, str):
+            raise InputError(f"expected a string, got {str(pattern)[:40]!r}", where="hybrid_override_pattern",
+                             allowed="one character per layer: M * - E")
+        return pattern
+    for key in ("layers_block_type", "layer_types"):
+        kinds = cfg.get(key)
+        if isinstance(kinds, list) and any(k in ("linear_attention", "mamba", "moe", "mlp") for k in kinds):
+            bad = sorted({str(k)[:40] for k in kinds if k not in HYBRID_KINDS})
+            if bad:
+                raise InputError(f"layer kind(s) {', '.join(bad)} not modelled", where=key,
+                                 allowed="linear_attention (Mamba-2), full_attention, mlp, moe")
+            return "".join(HYBRID_KINDS[k] for k in kinds)
+    return None
 
 
 def _integer(cfg: dict[str, Any], key: str, field: str, minimum: int) -> int:
@@ -165,6 +207,20 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
                 cfg[key] = outer[key]
     read: set[str] = {"num_nextn_predict_layers"}
     used: dict[str, str] = {}
+    pattern = hybrid_pattern(cfg)
+    if pattern is not None:
+        read.update(("hybrid_override_pattern", "layers_block_type", "layer_types", "num_hidden_layers") + tuple(
+            k for _, keys, _ in MAMBA_KEYS for k in keys) + tuple(HYBRID_HARMLESS))
+        n = len(pattern.replace("|", ""))
+        stated = cfg.get("num_hidden_layers")
+        if stated is not None and stated != n:
+            notices.warn(f"{where}: num_hidden_layers {str(stated)[:20]} differs from the {n} layers of the hybrid "
+                         "pattern: the pattern's used (as transformers' NemotronHConfig does)")
+        cfg = {**cfg, "num_hidden_layers": n}
+        if cfg.get("moe_latent_size") is not None:
+            raise InputError("LatentMoE experts (moe_latent_size) are not modelled", where="moe_latent_size",
+                             allowed="null (experts on the hidden size)")
+        read.add("moe_latent_size")
 
     def first(field: str, *, required: bool = False, minimum: int = 1, keys: tuple[str, ...] | None = None) -> Any:
         for k in keys or _KEYS[field]:
@@ -350,6 +406,14 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
                     warn(f"{fk} given but no routed-expert count ({', '.join(_KEYS['experts'])}): modelled as dense")
                 read.add(fk)
 
+    if pattern is not None:
+        mamba: dict[str, int] = {}
+        for field, keys, default in MAMBA_KEYS:
+            given = next((k for k in keys if cfg.get(k) is not None), None)
+            mamba[field] = default if given is None else _integer(cfg, given, field, 1)
+        out["hybrid"] = {"pattern": pattern, "mamba": mamba}
+        out["sources"]["hybrid"] = ("HuggingFace config.json (NemotronH): layer pattern and Mamba-2 widths; absent "
+                                    "keys take transformers' NemotronHConfig defaults")
     if cfg.get("num_nextn_predict_layers") is not None:
         # DeepSeek-V3 README_WEIGHTS.md: "num_nextn_predict_layers: Indicates the number of Multi-Token
         # Prediction (MTP) Modules"; priced as workload.mtp_layers (scalemodel.cost.transformer)

@@ -33,6 +33,42 @@ class MLASpec(Spec, kw_only=True):
     v_head_dim: Annotated[int, Meta(gt=0, description="per-head value width")]
 
 
+class MambaSpec(Spec, kw_only=True):
+    """Mamba-2 mixer widths (Megatron-Core TransformerConfig ``mamba_*``; defaults are Megatron-Core's)."""
+
+    state_dim: Annotated[int, Meta(gt=0, description="SSM state width N (mamba_state_dim, d_state)")] = 128
+    groups: Annotated[int, Meta(gt=0, description="groups G sharing B and C (mamba_num_groups)")] = 8
+    head_dim: Annotated[int, Meta(gt=0, description="head width P (mamba_head_dim)")] = 64
+    heads: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description=(
+        "heads H (mamba_num_heads); default expand x hidden / head_dim"))] = None
+    expand: Annotated[int, Meta(gt=0, description="d_inner / hidden when heads is not given (Megatron: 2)")] = 2
+    conv_kernel: Annotated[int, Meta(gt=0, description="causal conv1d width (d_conv)")] = 4
+    chunk_size: Annotated[int, Meta(gt=0, description="SSD chunk length Q of the chunked scan")] = 128
+
+
+class HybridSpec(Spec, kw_only=True):
+    """A hybrid Mamba-2 / attention / MLP / MoE layer pattern (Megatron-Core hybrid model; Nemotron-H,
+    Nemotron 3). docs/model.md#mamba-2-layers."""
+
+    pattern: Annotated[str, Meta(min_length=1, max_length=100000, description=(
+        "Megatron hybrid_layer_pattern (hybrid_override_pattern): one character per layer, M Mamba-2, * "
+        "self-attention, - MLP, E MoE; | marks a pipeline-stage boundary and is not a layer"))]
+    mamba: Annotated[MambaSpec | None, Meta(description=(
+        "Mamba-2 widths (default: Megatron-Core's: state_dim 128, groups 8, head_dim 64, expand 2)"))] = None
+
+    def _check(self) -> None:
+        bad = sorted({c for c in self.pattern if c not in "M*-E|"})
+        if bad:
+            raise ValueError(f"pattern has unknown layer character(s) {''.join(bad)!r}; M (Mamba-2), * (attention), "
+                             "- (MLP), E (MoE), | (pipeline-stage boundary)")
+        if not self.pattern.replace("|", ""):
+            raise ValueError("pattern has no layer; at least one of M * - E")
+
+    @property
+    def layers(self) -> int:
+        return len(self.pattern.replace("|", ""))
+
+
 class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transformer"):
     name: str
     description: str = ""
@@ -73,6 +109,10 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
         "num_nextn_predict_layers, Megatron-Core --mtp-num-layers): each adds RMSNorms of the hidden state and "
         "of the shared embedding, a 2h -> h projection, one transformer block of the last layer's kind and a "
         "pass through the shared output head, all on the last pipeline stage; 0 = none"))] = 0
+    hybrid: Annotated[HybridSpec | None, Meta(description=(
+        "hybrid layer pattern: each layer one block (Mamba-2, attention, MLP or MoE) with one pre-norm; layers must "
+        "equal the pattern's layers, moe (experts, top_k, ffn_hidden, shared_experts) gives the E layers' widths"))] \
+        = None
     params: Annotated[Count | None, Meta(description="published parameter count, for checking")] = None
 
     @property
@@ -94,6 +134,33 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
                              "is given (head_dim defaults to hidden / heads); heads that divide hidden, or a head_dim")
         if self.moe is not None and self.moe.every > self.layers:
             raise ValueError(f"moe.every {self.moe.every} exceeds layers {self.layers}; every from 1 to layers")
+        if self.hybrid is not None:
+            self._check_hybrid(self.hybrid)
+
+    def _check_hybrid(self, hy: "HybridSpec") -> None:
+        if hy.layers != self.layers:
+            raise ValueError(f"hybrid.pattern has {hy.layers} layers, layers is {self.layers}; one character (M * - E) "
+                             "per layer, | not counted")
+        has_e = "E" in hy.pattern
+        if has_e != (self.moe is not None):
+            raise ValueError("hybrid.pattern has E layers but no moe block" if has_e else
+                             "moe is set but hybrid.pattern has no E layer; E for each MoE layer, or no moe block")
+        if self.moe is not None and (self.moe.every != 1 or self.moe.first_dense != 0):
+            raise ValueError("moe.every / moe.first_dense with a hybrid pattern; the pattern's E places the MoE layers")
+        for bad, name in ((self.mla is not None, "mla"), (self.parallel_block, "parallel_block"),
+                          (self.mtp_layers > 0, "mtp_layers"), (self.norms_per_layer != 2, "norms_per_layer")):
+            if bad:
+                raise ValueError(f"{name} with a hybrid pattern is not modelled; standard attention (*), one pre-norm "
+                                 "per layer (implied), no MTP modules")
+        m = hy.mamba or MambaSpec()
+        if "M" in hy.pattern:
+            heads = m.heads or (m.expand * self.hidden) // m.head_dim
+            if m.heads is None and (m.expand * self.hidden) % m.head_dim:
+                raise ValueError(f"hybrid.mamba: expand x hidden = {m.expand * self.hidden} is not a multiple of "
+                                 f"head_dim {m.head_dim}; give heads, or a head_dim that divides it")
+            if heads % m.groups:
+                raise ValueError(f"hybrid.mamba: heads {heads} is not a multiple of groups {m.groups}; groups that "
+                                 "divide the Mamba heads (MambaMixer asserts nheads % ngroups == 0)")
 
     @property
     def ffn(self) -> int:
