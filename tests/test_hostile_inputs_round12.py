@@ -173,3 +173,38 @@ def test_torchtitan_dtypes_still_read(cli, tmp_path: Path, dtype: str, precision
     f = tmp_path / "job.toml"
     f.write_text(f'[training]\nmixed_precision_param = "{dtype}"\n')
     assert accepted(cli, "predict", *BASE, "--strategy", str(f))["inputs"]["training"]["precision"] == precision
+
+
+# --- a HuggingFace layer_types name other than the two read -------------------------------------------------------
+
+_HF = {"model_type": "mistral", "hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16,
+       "num_key_value_heads": 4, "intermediate_size": 4096, "vocab_size": 32000, "max_position_embeddings": 4096}
+
+
+@pytest.mark.parametrize("name", ["full-attention", "FULL_ATTENTION", "chunked_attention", "linear_attention"])
+def test_an_unknown_layer_type_is_named_not_read_as_a_window(cli, tmp_path, name: str) -> None:  # type: ignore[no-untyped-def]
+    """``layer_types: ["full-attention", ...]`` (a typo) with ``sliding_window: 128`` priced every layer as a
+    128-token sliding window without a word: every name but "full_attention" was read as local. Only
+    "sliding_attention" is a window now; the other names are full attention, and named."""
+    windowed = tmp_path / "config.json"
+    windowed.write_text(json.dumps(dict(_HF, sliding_window=128, layer_types=[name] * 8)))
+    full = tmp_path / "full" / "config.json"
+    full.parent.mkdir()
+    full.write_text(json.dumps(_HF))
+    args = ["-c", "dgx-h100", "-n", "16", "--seq-len", "4096"]
+    r = cli("predict", "-m", str(windowed), *args, "--json")
+    assert r.code == 0, r.err
+    assert f"layer_types names '{name}' (read: sliding_attention, full_attention): modelled as full attention" in r.err
+    assert json.loads(r.out)["step_time_s"] == accepted(cli, "predict", "-m", str(full), *args)["step_time_s"]
+
+
+def test_sliding_and_full_layer_types_still_read(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(dict(_HF, sliding_window=128, layer_types=["sliding_attention", "full_attention"] * 4)))
+    r = cli("predict", "-m", str(f), "-c", "dgx-h100", "-n", "16", "--seq-len", "4096", "--json")
+    assert r.code == 0 and "layer_types" not in r.err, r.err
+    from scalemodel.specs.loader import load_spec
+    from scalemodel.specs.workload import Workload
+
+    w = load_spec("workload", f, Workload)
+    assert (w.sliding_window, w.sliding_window_pattern) == (128, 2)  # every 2nd layer global
