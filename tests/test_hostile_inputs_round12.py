@@ -208,3 +208,29 @@ def test_sliding_and_full_layer_types_still_read(cli, tmp_path) -> None:  # type
 
     w = load_spec("workload", f, Workload)
     assert (w.sliding_window, w.sliding_window_pattern) == (128, 2)  # every 2nd layer global
+
+
+# --- top-level fields of a scalemodel strategy YAML ---------------------------------------------------------------
+
+@pytest.mark.parametrize("model, text, section, key, value", [
+    ("gpt-1.7b", "precision: fp8\nfp8_attention: true\n", "training", "fp8_attention", True),
+    ("gpt-1.7b", "precision: fp8\nfp8_recipe: tensorwise\n", "training", "fp8_recipe", "tensorwise"),
+    ("gpt-1.7b", "optimizer: sgd\n", "training", "optimizer", "sgd"),
+    ("gpt-1.7b", "sequence_lengths: uniform:512:2048\n", "training", "sequence_lengths", "uniform:512:2048"),
+    ("gpt-1.7b", "zero: hsdp\nshard_group: 4\n", "strategy", "shard_group", 4),
+    ("gpt-1.7b", "recompute: selective\nrecompute_modules: core_attn\n", "strategy", "recompute_modules", "core_attn"),
+    ("mixtral-8x7b", "ep: 8\nep_dispatch_sms: 20\n", "strategy", "ep_dispatch_sms", 20),
+    ("mixtral-8x7b", "ep: 8\nmoe_layer_host_s: 9 ms\n", "strategy", "moe_layer_host_s", 0.009),
+])
+def test_every_spec_field_reads_at_the_top_of_a_strategy_yaml(cli, tmp_path, model: str, text: str, section: str,  # type: ignore[no-untyped-def]
+                                                              key: str, value: object) -> None:
+    """``zero: hsdp`` with ``shard_group: 4`` at the top of a strategy YAML priced HSDP with the default group and
+    warned "settings not used: shard_group": the reader's hand-written field lists had fallen behind the specs (eight
+    fields: fp8_attention, fp8_recipe, optimizer, sequence_lengths, shard_group, recompute_modules, ep_dispatch_sms,
+    moe_layer_host_s), while the same fields under ``strategy:`` / ``training:`` were read."""
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    r = cli("predict", "-c", "dgx-h100", "-m", model, "-n", "64", "--strategy", str(f), "--json")
+    assert r.code == 0 and "not used" not in r.err, r.err
+    got = json.loads(r.out)
+    assert (got["inputs"]["training"] if section == "training" else got["strategy"])[key] == value
