@@ -16,8 +16,10 @@ def parse_sizes(text: str) -> list[float]:
         raise InputError(f"cannot read {text!r} as a size sweep", where="--sizes", allowed="MIN:MAX or MIN:MAX:FACTOR")
     lo = ranged_quantity(parts[0], "bytes", "--sizes")
     hi = ranged_quantity(parts[1], "bytes", "--sizes")
-    factor = float(parts[2]) if len(parts) == 3 and parts[2].replace(".", "", 1).isdigit() else 2.0
-    if len(parts) == 3 and not parts[2].replace(".", "", 1).isdigit():
+    # ASCII digits: str.isdigit() is true for '²', which float() refuses (a traceback)
+    plain = len(parts) == 3 and parts[2].isascii() and parts[2].replace(".", "", 1).isdigit()
+    factor = float(parts[2]) if plain else 2.0
+    if len(parts) == 3 and not plain:
         raise InputError(f"bad factor {parts[2]!r}", where="--sizes", allowed="a number > 1")
     if not (0 < lo <= hi) or factor <= 1:
         raise InputError(f"sweep {text!r} must have 0 < MIN <= MAX and factor > 1", where="--sizes",

@@ -813,7 +813,9 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
     ep_dispatch_sms, moe_flex_dispatcher and recompute_modules moe_act without MoE layers, moe_fp8_padding without
-    MoE layers or fp8, mla_up_proj without multi-head latent attention, shard_group without HSDP."""
+    MoE layers or fp8, mla_up_proj without multi-head latent attention, shard_group without HSDP; ep_dispatch_sms
+    without moe_a2a_overlap, tp_async_allreduce false with tp 1 or sequence_parallel, training.fp8_attention on a
+    model without sliding-window layers; the eager layer ops without what they act on."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
@@ -822,6 +824,10 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     if getattr(strategy, "ep_dispatch_sms", None) is not None and not moe:
         notices.warn(f"strategy.ep_dispatch_sms = {strategy.ep_dispatch_sms} is not priced: the model has no MoE "
                      "layers")
+    elif getattr(strategy, "ep_dispatch_sms", None) is not None and not getattr(strategy, "moe_a2a_overlap", False):
+        # the dispatcher's SMs slow only the compute that hides EP all-to-alls (step._with_moe_a2a_overlap)
+        notices.warn(f"strategy.ep_dispatch_sms = {strategy.ep_dispatch_sms} is not priced: the dispatcher's SMs slow "
+                     "only the compute that hides the expert-parallel all-to-alls, and moe_a2a_overlap is off")
     if getattr(strategy, "moe_flex_dispatcher", False) and not moe:
         notices.warn("strategy.moe_flex_dispatcher is not priced: the model has no MoE layers")
     if getattr(strategy, "eager_rope", False) and not (job.is_transformer and int(job.shape.position_embeddings) == 0
@@ -832,6 +838,16 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                              ("eager_expert_bias", moe, "MoE layers")):
         if getattr(strategy, name, False) and not need:
             notices.warn(f"strategy.{name} is not priced: the model has no {what}")
+    tp = int(getattr(strategy, "tp", 1))
+    if not getattr(strategy, "tp_async_allreduce", True) and (tp == 1 or getattr(strategy, "sequence_parallel", False)):
+        notices.warn("strategy.tp_async_allreduce = false is not priced: " + (
+            "tp is 1 (no tensor-parallel collectives)" if tp == 1 else
+            "with sequence_parallel the backward reduce-scatters run under the weight-gradient GEMMs either way "
+            "(Megatron launches them async)"))
+    if job.fp8_attention and not (job.is_transformer and int(job.shape.sliding_window) > 0):
+        # the FP8 core is priced on the 16-bit curve; only its window-blind backward differs (docs/model.md)
+        notices.warn("training.fp8_attention = true is not priced: it prices the FP8 backward of sliding-window layers "
+                     "(docs/model.md#fp8-attention), and the model has none")
     if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
         notices.warn("strategy.moe_fp8_padding is not priced: it needs MoE layers and precision fp8 (the experts "
                      "pad their tokens for the FP8 grouped GEMM only)")

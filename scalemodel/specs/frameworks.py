@@ -38,18 +38,12 @@ from scalemodel.specs import files, notices
 from scalemodel.specs.loader import load_json, validate
 from scalemodel.specs.training import MIN_BUCKET_BYTES, StrategySpec, TrainingSpec
 
-TRAINING_FIELDS = ("global_batch", "micro_batch", "seq_len", "precision", "optimizer_bytes_per_param",
-                   "grad_bytes_per_param", "train_tokens", "train_samples", "critical_batch", "work_cv",
-                   "attention_kernel")
-STRATEGY_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "sync",
-                   "algorithm", "overlap", "compression", "dp_comm", "flash_attention", "bucket_size",
-                   "first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers", "etp",
-                   "assignment", "dispatch_overhead", "layout", "recompute_layers", "recompute_method",
-                   "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather", "moe_a2a_overlap",
-                   "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
-                   "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
-                   "fp8_param_gather", "loss_impl", "layer_impl", "moe_flex_dispatcher",
-                   "eager_rope", "eager_glu_clamp", "eager_expert_bias")
+#: The fields a scalemodel strategy YAML may also give at its top level: every TrainingSpec and StrategySpec field.
+#: Written out by hand, the lists had fallen behind the specs (fp8_attention, fp8_recipe, optimizer,
+#: sequence_lengths, shard_group, ep_dispatch_sms, moe_layer_host_s, recompute_modules): such a field at the top level
+#: was dropped as "not used" and the run priced without it.
+TRAINING_FIELDS = tuple(TrainingSpec.model_fields)
+STRATEGY_FIELDS = tuple(StrategySpec.model_fields)
 
 
 @dataclass
@@ -82,9 +76,14 @@ class StrategyFile:
 
 # --- helpers ------------------------------------------------------------------------------------------
 
-def _int(value: Any, where: str) -> int:
+def _int(value: Any, where: str, least: int = 0) -> int:
+    """A count from a framework file, ``least`` to 1e8. A degree or batch of 0 (TOML ``-0`` too) was refused by the
+    spec as ``strategy.tp`` / ``training.micro_batch``, a field the file does not have: ``least=1`` names its own."""
+    allowed = f"an integer from {least} to 1e8"
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < least:
+        raise InputError(f"expected at least {least}, got {value}", where=where, allowed=allowed)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**8:
-        raise InputError(f"expected a count, got {str(value)[:40]!r}", where=where, allowed="an integer from 0 to 1e8")
+        raise InputError(f"expected a count, got {str(value)[:40]!r}", where=where, allowed=allowed)
     return value
 
 
@@ -139,16 +138,13 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
         if _auto(v):
             out.unused.append(f"{key}: auto (filled in by the HF Trainer; give the value)")
             return None
-        return _int(v, key)
+        return _int(v, key, least=1)  # DeepSpeed asserts each > 0 (gradient_accumulation_steps 0 was ignored)
 
     if (v := count("train_batch_size")) is not None:
         out.training["global_batch"] = v
     if (v := count("train_micro_batch_size_per_gpu")) is not None:
         out.training["micro_batch"] = v
     if (v := count("gradient_accumulation_steps")) is not None:
-        if v == 0:  # DeepSpeed asserts > 0; 0 was echoed and then ignored
-            raise InputError("expected at least 1, got 0", where="gradient_accumulation_steps",
-                             allowed="an integer from 1 to 1e8")
         out.gradient_accumulation = v
     enabled = []
     for prec in ("bf16", "fp16"):
@@ -209,7 +205,7 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
                           "give --recompute full or selective)")
     tp = data.get("tensor_parallel")
     if isinstance(tp, dict) and tp.get("autotp_size") is not None:
-        out.strategy["tp"] = _int(tp["autotp_size"], "tensor_parallel.autotp_size")
+        out.strategy["tp"] = _int(tp["autotp_size"], "tensor_parallel.autotp_size", least=1)
     opt = data.get("optimizer")
     if isinstance(opt, dict) and str(opt.get("type", "adamw")).lower() not in ("adam", "adamw", "fusedadam"):
         out.unused.append(f"optimizer.type {str(opt.get('type'))[:40]} (optimizer state is modelled as Adam's 12 bytes "
@@ -548,7 +544,9 @@ def _megatron(text: str, out: StrategyFile) -> None:
             if tok.split("=")[0] == "--num-layers":
                 layers_text = tok.partition("=")[2] or (tokens[j + 1] if j + 1 < len(tokens) else None)
         pp = out.strategy.get("pp", 1)
-        if layers_text and layers_text.isdigit() and per_stage > 0 and int(layers_text) % (pp * per_stage) == 0:
+        # ASCII digits: str.isdigit() is true for '²', which int() refuses (a traceback)
+        if (layers_text and layers_text.isascii() and layers_text.isdigit() and per_stage > 0
+                and int(layers_text) % (pp * per_stage) == 0):
             vpp = int(layers_text) // (pp * per_stage)
         else:
             out.unused.append(f"--num-layers-per-virtual-pipeline-stage {per_stage} (needs --num-layers divisible "
@@ -635,7 +633,23 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
 
 # --- torchtitan -------------------------------------------------------------------------------------------
 
+#: The most parts a TOML dotted key or table name may have (torchtitan's deepest is quantize.linear.float8.X, 4).
+#: tomllib's time grows with the square of a key's parts (each part's flags are looked up by the whole path): a
+#: 40 KB key of 20,000 parts took 24 s, a 256 KiB one ~20 minutes.
+MAX_TOML_KEY_PARTS = 32
+#: A key position (a line's start, after "[" / "[[", or inside an inline table after "{" / ",") followed by more
+#: than MAX_TOML_KEY_PARTS dotted parts, bare or quoted. Linear: parts are separated by dots no part may contain.
+_TOML_DEEP_KEY = re.compile(r"(?:^|[{,])[ \t]*\[{0,2}[ \t]*(?:(?:[A-Za-z0-9_-]+|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*')"
+                            rf"[ \t]*\.[ \t]*){{{MAX_TOML_KEY_PARTS}}}", re.M)
+
+
 def _toml(text: str, where: str) -> dict[str, Any]:
+    deep = _TOML_DEEP_KEY.search(text)
+    if deep:
+        line = text.count("\n", 0, deep.start()) + 1
+        raise InputError(f"a dotted key or table name of more than {MAX_TOML_KEY_PARTS} parts on line {line}",
+                         where=where, allowed="a torchtitan job TOML (keys of a few parts, e.g. "
+                                              "quantize.linear.float8.recipe_name)")
     toml_reader: Any
     if sys.version_info >= (3, 11):
         import tomllib as toml_reader  # TOML strategy files only: a query never loads tomllib
@@ -683,7 +697,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             out.training[target] = v
     if "pipeline_parallel_microbatch_size" in par:
         out.training["micro_batch"] = _int(par["pipeline_parallel_microbatch_size"],
-                                           "parallelism.pipeline_parallel_microbatch_size")
+                                           "parallelism.pipeline_parallel_microbatch_size", least=1)
     reduce = training.get("mixed_precision_reduce")
     if reduce is not None:  # the dtype of FSDP's gradient reduce-scatter (torchtitan's default: float32)
         width = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}.get(str(reduce))
@@ -692,13 +706,21 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         else:
             out.training["grad_bytes_per_param"] = width
     mp = training.get("mixed_precision_param")
-    if mp is not None:
-        out.training["precision"] = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(mp), str(mp))
+    if mp is not None:  # a torch dtype name (torchtitan's TORCH_DTYPE_MAP); "float8" was refused as
+        # "training.precision: unknown precision 'float8'; use fp32, tf32, bf16, fp16 or fp8", a field and spellings
+        # that the file does not have
+        precision = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(mp))
+        if precision is None:
+            raise InputError(f"unknown dtype {str(mp)[:40]!r}", where="training.mixed_precision_param",
+                             allowed="bfloat16, float16 or float32 (torch dtype names; fp8 GEMMs: give --precision "
+                                     "fp8)")
+        out.training["precision"] = precision
     model: dict[str, Any] = data["model"] if isinstance(data.get("model"), dict) else {}
     float8 = _titan_float8(data, model)
     if float8 is not None:
         out.unused.append("[float8] (fp8 GEMMs on part of the layers: give --precision fp8 to model all of them)")
-    degrees = {k: _int(par[f"{k}_parallel_degree"], f"parallelism.{k}_parallel_degree")
+    # torchtitan's ParallelDims._validate asserts each degree >= 1
+    degrees = {k: _int(par[f"{k}_parallel_degree"], f"parallelism.{k}_parallel_degree", least=1)
                for k in ("tensor", "pipeline", "context", "expert") if f"{k}_parallel_degree" in par}
     for k, field_ in (("tensor", "tp"), ("pipeline", "pp"), ("context", "cp"), ("expert", "ep")):
         if k in degrees:
@@ -815,7 +837,7 @@ def _titan_selective_ac(option: Any, out: StrategyFile) -> None:
     if text == "op":
         out.strategy["recompute_modules"] = "titan_op"
         return
-    if not text.isdigit() or len(text) > 9:
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:  # '²'.isdigit() is true; int('²') raises
         raise InputError(f"unknown selective_ac_option {str(option)[:40]!r}",
                          where="activation_checkpoint.selective_ac_option",
                          allowed="'op' (op-level policy) or a non-negative integer N (every N-th block fully "

@@ -133,9 +133,15 @@ def hybrid_pattern(cfg: dict[str, Any]) -> str | None:
             raise InputError(f"expected a string, got {str(pattern)[:40]!r}", where="hybrid_override_pattern",
                              allowed="one character per layer: M * - E")
         return pattern
+    archs = cfg.get("architectures")
+    nemotron_h = cfg.get("model_type") == "nemotron_h" or (
+        isinstance(archs, list) and any(isinstance(a, str) and a.startswith("NemotronH") for a in archs))
     for key in ("layers_block_type", "layer_types"):
         kinds = cfg.get(key)
-        if isinstance(kinds, list) and any(k in ("linear_attention", "mamba", "moe", "mlp") for k in kinds):
+        # layer_types is also the sliding/full list of Gemma, Qwen3-Next (whose "linear_attention" is Gated DeltaNet,
+        # not Mamba-2) and others: read as NemotronH kinds only in a NemotronH config or where it names "mamba"
+        ours = key == "layers_block_type" or nemotron_h or (isinstance(kinds, list) and "mamba" in kinds)
+        if ours and isinstance(kinds, list) and any(k in ("linear_attention", "mamba", "moe", "mlp") for k in kinds):
             bad = sorted({str(k)[:40] for k in kinds if k not in HYBRID_KINDS})
             if bad:
                 raise InputError(f"layer kind(s) {', '.join(bad)} not modelled", where=key,
@@ -172,16 +178,22 @@ def _pattern(layer_types: Any, layers: int) -> tuple[bool, int, str]:
     if (not isinstance(layer_types, list) or len(layer_types) != layers
             or not all(isinstance(x, str) for x in layer_types)):
         return False, 0, f"layer_types is not a list of {layers} layer names"
-    local = [x != "full_attention" for x in layer_types]
+    # a name other than the two (a typo such as 'full-attention', Llama 4's 'chunked_attention', Qwen3-Next's
+    # 'linear_attention') was read as a sliding-window layer without a word: it is full attention here, and named
+    other = sorted({x for x in layer_types if x not in ("sliding_attention", "full_attention")})
+    unknown = (f"layer_types names {', '.join(repr(x[:40]) for x in other[:3])}{', ...' if len(other) > 3 else ''} "
+               "(read: sliding_attention, full_attention): modelled as full attention in those layers") if other else ""
+    local = [x == "sliding_attention" for x in layer_types]
     if not any(local):
-        return False, 0, ""
+        return False, 0, unknown
     if all(local):
-        return True, 0, ""
+        return True, 0, unknown
     k = local.index(False) + 1
     if all(local[i] == ((i + 1) % k != 0) for i in range(layers)):
-        return True, k, ""
-    return True, k, (f"layer_types is not 'every {k}-th layer global': modelled as {layers - layers // k} local "
-                     f"layers of {layers} (the list has {sum(local)})")
+        return True, k, unknown
+    return True, k, "; ".join(filter(None, (unknown, f"layer_types is not 'every {k}-th layer global': modelled as "
+                                            f"{layers - layers // k} local layers of {layers} (the list has "
+                                            f"{sum(local)})")))
 
 
 def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json") -> dict[str, Any]:

@@ -126,7 +126,22 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, dict[str, Path], dict[str, 
                                                            "into several sweeps, or fix some strategies)")
     models = {_key(m, "models", p): resolve("workload", m, p.parent) for m in spec.models}
     clusters = {_key(c, "clusters", p): resolve("cluster", c, p.parent) for c in spec.clusters}
+    for field, found in (("models", models), ("clusters", clusters)):
+        _no_repeat_file(field, found, p)
     return spec, models, clusters
+
+
+def _no_repeat_file(field: str, found: dict[str, Path], path: Path) -> None:
+    """Refuse two entries naming one file: ``models: [m.yaml, ./m.yaml]`` passed the repeat check (the names
+    differ) and ran every point of the model twice, each row printed twice."""
+    seen: dict[Path, int] = {}
+    for i, (name, resolved) in enumerate(found.items()):
+        key = resolved.resolve()
+        if key in seen:
+            first = list(found)[seen[key]]
+            raise InputError(f"{field}[{i}]: {name[:60]!r} is the file of {field}[{seen[key]}] ({first[:60]!r})",
+                             where=f"{path}: {field}", allowed="each file once (a repeat runs the same points again)")
+        seen[key] = i
 
 
 def _key(name: str, field: str, path: Path) -> str:
