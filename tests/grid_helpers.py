@@ -1,4 +1,5 @@
-"""Helpers shared by the tests that price one strategy on an 8-GPU grid and read back a broadcast result."""
+"""Helpers shared by the tests that price one strategy on an 8-GPU grid and read back a broadcast result, and the
+small MoE workload several of them price."""
 
 from __future__ import annotations
 
@@ -8,6 +9,13 @@ import numpy as np
 
 from scalemodel.engine.job import grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec
+from scalemodel.specs.workload import MoESpec, TransformerWorkload
+
+# 4 layers, the first dense, then 3 MoE layers of 64 experts (top-4, width 512) on h = 1024, 8 heads of 128, MHA
+TINY_MOE = TransformerWorkload(name="tiny-moe", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000,
+                               seq_len=2048, gated_mlp=True, biases=False, tied_embeddings=False, dropout=False,
+                               moe=MoESpec(experts=64, top_k=4, ffn_hidden=512, first_dense=1))
+HBM = 3.35e12 * 0.88  # H100 SXM: 3.35 TB/s datasheet x 0.88 BabelStream fraction (hardware/accelerators/h100-sxm.yaml)
 
 
 def one(x: Any) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import script_module, training_cases
-from grid_helpers import one
+from grid_helpers import HBM, TINY_MOE, one
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
@@ -16,16 +16,10 @@ from scalemodel.engine import step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.predict import predict
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
-from scalemodel.specs.workload import MoESpec, TransformerWorkload
 
 # GPT-OSS 120B's layer: h 2880, 64 query heads and 8 KV groups of 64, 128 experts top-4 of width 2880, gated
 GPT_OSS = shape(layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880, vocab=201_088,
                 gated_mlp=True, moe_experts=128, moe_top_k=4, moe_ffn_hidden=2880)
-# 4 layers, the first dense, then 3 MoE layers of 64 experts (top-4, width 512) on h = 1024, 8 heads of 128, MHA
-TINY_MOE = TransformerWorkload(name="tiny-moe", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000,
-                               seq_len=2048, gated_mlp=True, biases=False, tied_embeddings=False, dropout=False,
-                               moe=MoESpec(experts=64, top_k=4, ffn_hidden=512, first_dense=1))
-HBM = 3.35e12 * 0.88  # H100 SXM: 3.35 TB/s datasheet x 0.88 BabelStream fraction (hardware/accelerators/h100-sxm.yaml)
 
 
 @pytest.fixture(scope="module")

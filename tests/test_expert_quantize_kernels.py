@@ -12,23 +12,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from grid_helpers import TINY_MOE
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
 from scalemodel.engine.predict import predict
 from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
-from scalemodel.specs.workload import MoESpec, TransformerWorkload
 
 ROOT = Path(__file__).resolve().parents[1]
 
 QWEN3_30B = shape(layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144, vocab=151_936,
                   gated_mlp=True, moe_experts=128, moe_top_k=8, moe_ffn_hidden=768)
 
-# 4 layers, the first dense, then 3 MoE layers of 64 experts (top-4, width 512) on h = 1024.
-TINY_MOE = TransformerWorkload(name="tiny-moe", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000,
-                               seq_len=2048, gated_mlp=True, biases=False, tied_embeddings=False, dropout=False,
-                               moe=MoESpec(experts=64, top_k=4, ffn_hidden=512, first_dense=1))
 
 
 @pytest.mark.parametrize(("recipe", "ep", "want"), [

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import script_module, training_cases
-from grid_helpers import grid8, one
+from grid_helpers import HBM, grid8, one
 
 from scalemodel.cost import compute
 from scalemodel.cost.transformer import shape
@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # A 4-layer MPT-style model: h = 1024, 8 heads (d = 128, MHA), ungated MLP f = 4096, tied 32,000-token embedding.
 TINY = TransformerWorkload(name="tiny-mpt", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000,
                            seq_len=2048, gated_mlp=False, biases=False, tied_embeddings=True, dropout=False)
-HBM = 3.35e12 * 0.88  # H100 SXM: 3.35 TB/s datasheet x 0.88 BabelStream fraction (hardware/accelerators/h100-sxm.yaml)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 from conftest import script_module, training_cases
-from grid_helpers import grid8, one
+from grid_helpers import HBM, grid8, one
 
 from scalemodel.cost import compute
 from scalemodel.engine import step
@@ -28,7 +28,6 @@ TINY = TransformerWorkload(name="tiny-llama", layers=4, hidden=1024, heads=8, kv
 LINEAR = 2 * 1024 * 1024 + 2 * 1024 * 256 + 3 * 1024 * 4096  # 15,204,352
 NORMS = 2 * 1024
 PARAMS = 4 * (LINEAR + NORMS) + 2 * 32_000 * 1024 + 1024  # 126,362,624: layers, embedding, output, final norm
-HBM = 3.35e12 * 0.88  # H100 SXM: 3.35 TB/s datasheet x 0.88 BabelStream fraction (hardware/accelerators/h100-sxm.yaml)
 
 
 @pytest.fixture(scope="module")
