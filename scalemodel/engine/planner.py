@@ -844,7 +844,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
         full = replace(grid, zero=zeros)
         shape = full.shape
-        mem = np.broadcast_to(memory_total(job, full, microbatches(full)), shape)
+        acts: dict[str, np.ndarray] = {}  # the stages' activation bytes, shared with hier:G's memory below
+        mem = np.broadcast_to(memory_total(job, full, microbatches(full), activations=acts), shape)
         valid_all = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
         # feasibility depends on the ZeRO stage only through memory, "parameter server needs ZeRO 0" and, with a
         # pinned shard group, HSDP's "the group divides dp": then the codes are taken at every ZeRO stage
@@ -858,9 +859,13 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             w = count * mask[lo:hi]
             if key > 0 and np.any(sharded_z):
                 # hier:G shards the states inside its groups of G (step.hier_group): more memory at ZeRO > 0, so
-                # its own counts; the bounds keep bsp's fits, a superset (sharding over dp takes no more memory)
-                mem_h = np.broadcast_to(memory_total(job, full, microbatches(full), sync=f"hier:{key}"),
-                                        shape)
+                # its own counts; the bounds keep bsp's fits, a superset (sharding over dp takes no more memory).
+                # Only the model states differ, and only where ZeRO shards them: ZeRO 0 keeps bsp's bytes (the
+                # replicas enter only through the sharded stages' terms) and the activation bytes are bsp's
+                mem_h = np.array(mem)
+                hz = replace(grid, zero=axes["zero"][sharded_z].reshape(1, -1, 1, 1))
+                mem_h[:, sharded_z] = np.broadcast_to(memory_total(
+                    job, hz, microbatches(hz), sync=f"hier:{key}", activations=acts), mem_h[:, sharded_z].shape)
                 # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
                 r1_h = np.broadcast_to(feasibility(job, full, sync=f"hier:{key}"), shape) if hsdp_pinned else r1
                 _good, hist_h, ps_hits = classify(mem_h, r1_h, valid_all, zb)
