@@ -453,9 +453,18 @@ def _score(objective: str, job: Job, gpus: int, res: Any) -> np.ndarray:
 class _Pick:
     score: float
     order: tuple[int, ...]  # (sync index, config row, zero, recompute, sp, choice): deterministic tie-break
-    grid: StrategyGrid = field(compare=False)
+    source: tuple[StrategyGrid, int] = field(compare=False)  # the batch's grid and the candidate's flat position
     sync: str = field(compare=False)
     row: np.ndarray | None = field(compare=False, default=None)  # scores over the communication choices
+    one: StrategyGrid | None = field(compare=False, default=None)
+
+    @property
+    def grid(self) -> StrategyGrid:
+        """The candidate as a 1-element grid (:func:`take_one`), taken when first asked for: most picks are
+        dropped by later, better ones before anything reads them."""
+        if self.one is None:
+            self.one = take_one(*self.source)
+        return self.one
 
 
 def _sync_mask(cfg: dict[str, np.ndarray], sync: str) -> np.ndarray:
@@ -1057,8 +1066,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 if v > limit and not is_fam:
                     continue
                 blk = int(np.searchsorted(block_start, bi[j], side="right")) - 1
-                one = take_one(grids[blk], int(j) * block_size[blk] + int(bi[j]) - block_start[blk])
-                pick = _Pick(v, (*keys[j], int(bi[j])), one, sync, sc[j].copy())
+                at_j = int(j) * block_size[blk] + int(bi[j]) - block_start[blk]
+                pick = _Pick(v, (*keys[j], int(bi[j])), (grids[blk], at_j), sync, sc[j].copy())
                 if v <= limit:
                     picks.append(pick)
                 if f not in fam_pick or pick < fam_pick[f]:
