@@ -42,6 +42,7 @@ carved out of DP at stride tp, the replicas of an expert shard tp ep apart.
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -189,6 +190,13 @@ class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for 
         if key not in memo:
             memo[key] = self._bottleneck(flows_per_stream)
         return memo[key]
+
+    @cached_property
+    def memo(self) -> dict[Any, Any]:
+        """Figures the cost functions derive from this placement alone (its group and its links), kept by them
+        under their own keys so each is computed once per placement (e.g. ``nccl.protocol_links``, the flat
+        ring's hops); not shared with :meth:`relinked` or :meth:`untapered` copies, whose links differ."""
+        return {}
 
     @cached_property
     def _bottlenecks(self) -> dict[float, np.ndarray]:
