@@ -162,10 +162,16 @@ def _restricted(values: np.ndarray, c: Constraints, key: str) -> np.ndarray:
     return values[allowed_by(values, c[key])] if key in c else values
 
 
+def _unique(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a)``, the same sorted values by the sorting path: the plain call (no index, inverse or counts
+    asked for) reads ``np.ma`` in numpy >= 2.3, which imports numpy.ma (~15 ms a fresh process) for nothing."""
+    return np.unique(a, return_counts=True)[0]
+
+
 def _divisors(n: int) -> np.ndarray:
     small = np.arange(1, math.isqrt(n) + 1)
     small = small[n % small == 0]
-    return np.unique(np.concatenate([small, n // small]))
+    return _unique(np.concatenate([small, n // small]))
 
 
 def configurations(job: Job, gpus: int, global_batch: int, constraints: Constraints | None = None
@@ -960,7 +966,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                     best.add([(si, int(idx[ai]), int(zstar[ai]), int(ri), int(spi))
                               for ai, ri, spi in zip(a, r, sp_i, strict=True)], flat[sel])
                     best_row = score.reshape(len(idx), -1).min(axis=1)
-                    for f in np.unique(fams[np.isfinite(best_row)]):
+                    for f in _unique(fams[np.isfinite(best_row)]):
                         v = float(best_row[fams == f].min())
                         if v < fam_thr.get(int(f), math.inf):
                             fam_thr[int(f)] = v
@@ -1014,7 +1020,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     picks: list[_Pick] = []
     fam_pick: dict[int, _Pick] = {}
     batches = []
-    for ci in np.unique(surv[:, 1]).astype(int):
+    for ci in _unique(surv[:, 1]).astype(int):
         rows_ci = surv[surv[:, 1] == ci]
         # a class whose modes that need replicas (ZeRO 0 only) mix with others: its ZeRO 0 rows batched apart, so
         # the other batches skip re-pricing those modes
@@ -1101,7 +1107,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         inputs=dict(inputs or {}), objective=objective, candidates_evaluated=covered, feasible=feasible_n,
         infeasible_by_reason=by_reason, elapsed_s=0.0, ranked=ranked, objective_values=[p.score for p in chosen],
         family_best=family_best, searched_families=sorted({
-            _family_name(int(code)) for m in mode_mask for code in np.unique(fam_all[m])}),
+            _family_name(int(code)) for m in mode_mask for code in _unique(fam_all[m])}),
         search={"covered": covered, "evaluated": computed, "outer_candidates": total,
                 "communication_choices": n_choice, "second_pass_outer": int(len(surv)), "sync_repriced": derived,
                 "allow": sorted(allow), "method": method},
