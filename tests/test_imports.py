@@ -65,6 +65,7 @@ def test_order_statistics_at_cv_zero_are_the_mean():
     ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"],
     ["memory", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8"],
     ["collective", "-c", "dgx-a100", "-n", "1024", "--size", "1GiB"],
+    ["plan", "-c", "dgx-a100", "-m", "gpt3-175b", "-n", "64", "--json"],  # the planner's np.unique calls
 ])
 def test_queries_do_not_load_numpy_ma(args):
     """np.unique and np.quantile import numpy.ma (10 ms) from numpy 2.3 on; a what-if query needs neither."""
@@ -75,6 +76,7 @@ def test_queries_do_not_load_numpy_ma(args):
     ["predict", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--json"],
     ["memory", "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "1024", "--tp", "8", "--pp", "8", "--json"],
     ["collective", "-c", "dgx-a100", "-n", "1024", "--size", "1GiB", "--json"],
+    ["plan", "-c", "dgx-a100", "-m", "gpt3-175b", "-n", "64", "--json"],  # its progress bar imports rich on a terminal
 ])
 def test_json_queries_do_not_load_rich(args):
     """rich renders tables; a --json query imports it only where a table is printed (report/)."""

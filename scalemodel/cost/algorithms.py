@@ -218,24 +218,12 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     (:func:`scalemodel.cost.topology.torus_allreduce`, docs/model.md#torus).
     """
     p = pl.p
-    chain = op in ("broadcast", "reduce")  # only the chain reads V and alpha_b: not priced for the others
-    lat = np.zeros_like(p)
-    bmin = np.full_like(p, np.inf)
-    alpha_b = np.zeros_like(p)
-    V = np.zeros_like(p)
-    for i in range(pl.ntiers):
-        h = pl.domains(i - 1) - pl.domains(i)
-        crossed = h > 0.5
-        a = pl.agg(i)
-        b = a * pl.flow_bw(i, a)  # a channels leave each child domain (rack-contiguous order)
-        lat = lat + h * pl.alpha[i]
-        newmin = crossed & (b < bmin)
-        if chain:
-            V = V + h * S / b
-            alpha_b = np.where(newmin, pl.alpha[i], alpha_b)
-        bmin = np.where(newmin, b, bmin)
-    bmin = np.where(np.isfinite(bmin), bmin, 1.0)
+    chain = op in ("broadcast", "reduce")  # only the chain reads V and alpha_b
+    lat, bmin, alpha_b, hops = _ring_hops(pl)
     if chain:
+        V = np.zeros_like(p)
+        for h, b in hops:
+            V = V + h * S / b
         # chain of p-1 hops: lat and V as computed (f = 1); bottleneck per-chunk time u = S / bmin
         u = S / bmin
         t = _pipeline_opt(lat, V, u, alpha_b)
@@ -250,6 +238,31 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     if torus is not None:
         t = np.where(torus[0], torus[1], t)
     return np.where(p > 1, t, 0.0)
+
+
+def _ring_hops(pl: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    """The size-independent figures of :func:`ring_time` on a placed group: the path latency
+    ``sum_i (n_(i-1) - n_i) alpha_i``, the bottleneck ``min_i a_i B_i`` over the crossed tiers (1 where none is),
+    its tier's alpha, and per tier (hops crossing it, a_i B_i). Computed once per placement
+    (:attr:`Placement.memo`): every message size priced on the group shares them."""
+    if "ring_hops" not in pl.memo:
+        p = pl.p
+        lat = np.zeros_like(p)
+        bmin = np.full_like(p, np.inf)
+        alpha_b = np.zeros_like(p)
+        hops = []
+        for i in range(pl.ntiers):
+            h = pl.domains(i - 1) - pl.domains(i)
+            crossed = h > 0.5
+            a = pl.agg(i)
+            b = a * pl.flow_bw(i, a)  # a channels leave each child domain (rack-contiguous order)
+            lat = lat + h * pl.alpha[i]
+            newmin = crossed & (b < bmin)
+            alpha_b = np.where(newmin, pl.alpha[i], alpha_b)
+            bmin = np.where(newmin, b, bmin)
+            hops.append((h, b))
+        pl.memo["ring_hops"] = (lat, np.where(np.isfinite(bmin), bmin, 1.0), alpha_b, hops)
+    return pl.memo["ring_hops"]  # type: ignore[no-any-return]
 
 
 def tree_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.ndarray:

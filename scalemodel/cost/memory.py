@@ -545,7 +545,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    expert_dp: ArrayLike | None = None, mtp_modules: ArrayLike = 0.0,
                    head: ArrayLike = False, fp8_params: ArrayLike = False,
                    logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
-                   root_unit: ArrayLike = False) -> MemoryBreakdown:
+                   root_unit: ArrayLike = False, activations: ArrayLike | None = None) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -570,6 +570,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     weights (``stage x`` :func:`~scalemodel.cost.transformer.linear_weights_per_layer` ``/ tp``) and every routed
     expert parameter are held at 1 byte instead of ``weight_bytes`` (the fp32 master copy is in the optimizer
     states). ``per_layer``: :func:`activation_bytes`'s memo, shared by the stages of one strategy grid.
+    ``activations``: this stage's :func:`activation_bytes` when a call with the same activation arguments has
+    already computed them (none of the model-state arguments, dp, zero_stage, expert_dp, the byte sizes, enters
+    them); then they are not computed again.
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
@@ -611,15 +614,18 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
         if expert is not None:
             expert = ModelStates(weights=np.where(on, expert.weights - save * pg.expert, expert.weights),
                                  gradients=expert.gradients, optimizer=expert.optimizer)
-    act = activation_bytes(sh, micro_batch=micro_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp,
-                           sequence_parallel=sequence_parallel, recompute=recompute,
-                           num_microbatches=num_microbatches, schedule=schedule,
-                           virtual_stages=virtual_stages, flash_attention=flash_attention,
-                           stage_layers=stage_layers, recomputed_layers=recomputed_layers,
-                           offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk,
-                           fp8_inputs=fp8_inputs, recompute_modules=recompute_modules, embedding=embedding,
-                           stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes,
-                           per_layer=per_layer)
+    if activations is not None:
+        act = np.asarray(activations, dtype=float)
+    else:
+        act = activation_bytes(sh, micro_batch=micro_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp,
+                               sequence_parallel=sequence_parallel, recompute=recompute,
+                               num_microbatches=num_microbatches, schedule=schedule,
+                               virtual_stages=virtual_stages, flash_attention=flash_attention,
+                               stage_layers=stage_layers, recomputed_layers=recomputed_layers,
+                               offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk,
+                               fp8_inputs=fp8_inputs, recompute_modules=recompute_modules, embedding=embedding,
+                               stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes,
+                               per_layer=per_layer)
     if expert is None:
         return MemoryBreakdown(weights=dense.weights, gradients=dense.gradients, optimizer=dense.optimizer,
                                activations=act, fragmentation=frag * (dense.total + act),

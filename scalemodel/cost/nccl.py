@@ -165,11 +165,17 @@ def protocol_links(pl: Placement, proto: str, algorithm: str = "ring", bw_factor
                    ) -> Placement:
     """The placed group as one NCCL (algorithm, protocol) sees it: hop latency from :func:`hop_latency`
     (the placement's latency read as the Ring LL hop), line rate x ``bw_factor`` (default: the Ring protocol
-    factor ``PROTOCOL_BW``). Same placement, other links."""
+    factor ``PROTOCOL_BW``). Same placement, other links; made once per placement and (protocol, algorithm,
+    factor), so the figures its copy keeps (:attr:`Placement.memo`) serve every collective on the group."""
+    key = ("protocol_links", proto, algorithm, bw_factor)
+    if key in pl.memo:
+        return pl.memo[key]  # type: ignore[no-any-return]
     f = PROTOCOL_BW[proto] if bw_factor is None else bw_factor
     alpha = np.array([_hop(float(a), _link_class(t, i), algorithm, proto)
                       for i, (a, t) in enumerate(zip(pl.alpha, pl.network.tiers, strict=True))])
-    return pl.relinked(alpha, pl.bandwidth * f)
+    out = pl.relinked(alpha, pl.bandwidth * f)
+    pl.memo[key] = out
+    return out
 
 
 def protocols_for(network: Network) -> tuple[str, ...]:

@@ -42,6 +42,7 @@ carved out of DP at stride tp, the replicas of an expert shard tp ep apart.
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -112,10 +113,22 @@ class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for 
         """p_i: members of level i of a hierarchical decomposition (>= 1)."""
         return self.c[i] / self.c_prev(i)
 
+    @cached_property
+    def _domain_counts(self) -> dict[int, np.ndarray]:
+        """:meth:`domains` per tier as computed (they read only p and c, which :meth:`relinked` and
+        :meth:`untapered` keep, so those copies share this memo)."""
+        return {}
+
     def domains(self, i: int) -> np.ndarray:
         """n_i: domains of tier i the group touches, ceil(p / c_i) (a group that does not fill its last
-        domain still reaches it); n_(-1) = p."""
-        return self.p if i < 0 else np.ceil(self.p / self.c[i] - 1e-9)
+        domain still reaches it); n_(-1) = p. Computed once per tier and placement (the collectives of one
+        evaluation ask for the same group's counts many times); the array is shared, never to be written."""
+        if i < 0:
+            return self.p
+        memo = self._domain_counts
+        if i not in memo:
+            memo[i] = np.ceil(self.p / self.c[i] - 1e-9)
+        return memo[i]
 
     def tier_for_block(self, ranks: np.ndarray | float) -> np.ndarray:
         """Index of the innermost tier whose domain holds a block of ``ranks`` consecutive group ranks."""
@@ -169,7 +182,29 @@ class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for 
     def bottleneck(self, flows_per_stream: float = 1.0) -> np.ndarray:
         """Bus bandwidth of a flat ring (or, with ``flows_per_stream`` = the tree's crossing factor, a tree)
         over the group: min over the tiers its hops cross of ``a_i B_i(flows_per_stream x a_i)``
-        (:meth:`flow_bw`; NCCL busBw = nChannels x bw, channels striped over the node's NICs; §1.5, §5.3)."""
+        (:meth:`flow_bw`; NCCL busBw = nChannels x bw, channels striped over the node's NICs; §1.5, §5.3).
+        Computed once per placement and ``flows_per_stream`` (every algorithm of a collective asks for it); the
+        array is shared, never to be written."""
+        memo = self._bottlenecks
+        key = float(flows_per_stream)
+        if key not in memo:
+            memo[key] = self._bottleneck(flows_per_stream)
+        return memo[key]
+
+    @cached_property
+    def memo(self) -> dict[Any, Any]:
+        """Figures the cost functions derive from this placement alone (its group and its links), kept by them
+        under their own keys so each is computed once per placement (e.g. ``nccl.protocol_links``, the flat
+        ring's hops); not shared with :meth:`relinked` or :meth:`untapered` copies, whose links differ."""
+        return {}
+
+    @cached_property
+    def _bottlenecks(self) -> dict[float, np.ndarray]:
+        """:meth:`bottleneck` per flows_per_stream as computed (this placement's links only: not shared with
+        :meth:`relinked` or :meth:`untapered` copies)."""
+        return {}
+
+    def _bottleneck(self, flows_per_stream: float) -> np.ndarray:
         bmin = np.full_like(self.p, np.inf)
         for i in range(self.ntiers):
             crossed = (self.domains(i - 1) - self.domains(i)) > 0.5
@@ -180,11 +215,16 @@ class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for 
 
     def relinked(self, alpha: np.ndarray, bandwidth: np.ndarray) -> Placement:
         """The same group with other per-tier hop latencies and line rates (no new placement)."""
-        return msgspec.structs.replace(self, alpha=alpha, bandwidth=bandwidth)
+        return self._same_group(msgspec.structs.replace(self, alpha=alpha, bandwidth=bandwidth))
 
     def untapered(self) -> Placement:
         """The same group as if no tier were oversubscribed (oversubscription 1 everywhere)."""
-        return msgspec.structs.replace(self, oversubscription=np.ones_like(self.oversubscription))
+        return self._same_group(msgspec.structs.replace(self, oversubscription=np.ones_like(self.oversubscription)))
+
+    def _same_group(self, other: Placement) -> Placement:
+        """``other`` (this group on other links) sharing this placement's domain counts."""
+        other.__dict__["_domain_counts"] = self._domain_counts
+        return other
 
 
 def place(ranks: object, stride: object, network: Network) -> Placement:

@@ -162,10 +162,16 @@ def _restricted(values: np.ndarray, c: Constraints, key: str) -> np.ndarray:
     return values[allowed_by(values, c[key])] if key in c else values
 
 
+def _unique(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a)``, the same sorted values by the sorting path: the plain call (no index, inverse or counts
+    asked for) reads ``np.ma`` in numpy >= 2.3, which imports numpy.ma (~15 ms a fresh process) for nothing."""
+    return np.unique(a, return_counts=True)[0]
+
+
 def _divisors(n: int) -> np.ndarray:
     small = np.arange(1, math.isqrt(n) + 1)
     small = small[n % small == 0]
-    return np.unique(np.concatenate([small, n // small]))
+    return _unique(np.concatenate([small, n // small]))
 
 
 def configurations(job: Job, gpus: int, global_batch: int, constraints: Constraints | None = None
@@ -455,9 +461,18 @@ def _score(objective: str, job: Job, gpus: int, res: Any) -> np.ndarray:
 class _Pick:
     score: float
     order: tuple[int, ...]  # (sync index, config row, zero, recompute, sp, choice): deterministic tie-break
-    grid: StrategyGrid = field(compare=False)
+    source: tuple[StrategyGrid, int] = field(compare=False)  # the batch's grid and the candidate's flat position
     sync: str = field(compare=False)
     row: np.ndarray | None = field(compare=False, default=None)  # scores over the communication choices
+    one: StrategyGrid | None = field(compare=False, default=None)
+
+    @property
+    def grid(self) -> StrategyGrid:
+        """The candidate as a 1-element grid (:func:`take_one`), taken when first asked for: most picks are
+        dropped by later, better ones before anything reads them."""
+        if self.one is None:
+            self.one = take_one(*self.source)
+        return self.one
 
 
 def _sync_mask(cfg: dict[str, np.ndarray], sync: str) -> np.ndarray:
@@ -846,7 +861,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
         full = replace(grid, zero=zeros)
         shape = full.shape
-        mem = np.broadcast_to(memory_total(job, full, microbatches(full)), shape)
+        acts: dict[str, np.ndarray] = {}  # the stages' activation bytes, shared with hier:G's memory below
+        mem = np.broadcast_to(memory_total(job, full, microbatches(full), activations=acts), shape)
         valid_all = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
         # feasibility depends on the ZeRO stage only through memory, "parameter server needs ZeRO 0" and, with a
         # pinned shard group, HSDP's "the group divides dp": then the codes are taken at every ZeRO stage
@@ -860,9 +876,13 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             w = count * mask[lo:hi]
             if key > 0 and np.any(sharded_z):
                 # hier:G shards the states inside its groups of G (step.hier_group): more memory at ZeRO > 0, so
-                # its own counts; the bounds keep bsp's fits, a superset (sharding over dp takes no more memory)
-                mem_h = np.broadcast_to(memory_total(job, full, microbatches(full), sync=f"hier:{key}"),
-                                        shape)
+                # its own counts; the bounds keep bsp's fits, a superset (sharding over dp takes no more memory).
+                # Only the model states differ, and only where ZeRO shards them: ZeRO 0 keeps bsp's bytes (the
+                # replicas enter only through the sharded stages' terms) and the activation bytes are bsp's
+                mem_h = np.array(mem)
+                hz = replace(grid, zero=axes["zero"][sharded_z].reshape(1, -1, 1, 1))
+                mem_h[:, sharded_z] = np.broadcast_to(memory_total(
+                    job, hz, microbatches(hz), sync=f"hier:{key}", activations=acts), mem_h[:, sharded_z].shape)
                 # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
                 r1_h = np.broadcast_to(feasibility(job, full, sync=f"hier:{key}"), shape) if hsdp_pinned else r1
                 _good, hist_h, ps_hits = classify(mem_h, r1_h, valid_all, zb)
@@ -948,7 +968,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                     best.add([(si, int(idx[ai]), int(zstar[ai]), int(ri), int(spi))
                               for ai, ri, spi in zip(a, r, sp_i, strict=True)], flat[sel])
                     best_row = score.reshape(len(idx), -1).min(axis=1)
-                    for f in np.unique(fams[np.isfinite(best_row)]):
+                    for f in _unique(fams[np.isfinite(best_row)]):
                         v = float(best_row[fams == f].min())
                         if v < fam_thr.get(int(f), math.inf):
                             fam_thr[int(f)] = v
@@ -1002,7 +1022,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     picks: list[_Pick] = []
     fam_pick: dict[int, _Pick] = {}
     batches = []
-    for ci in np.unique(surv[:, 1]).astype(int):
+    for ci in _unique(surv[:, 1]).astype(int):
         rows_ci = surv[surv[:, 1] == ci]
         # a class whose modes that need replicas (ZeRO 0 only) mix with others: its ZeRO 0 rows batched apart, so
         # the other batches skip re-pricing those modes
@@ -1054,8 +1074,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 if v > limit and not is_fam:
                     continue
                 blk = int(np.searchsorted(block_start, bi[j], side="right")) - 1
-                one = take_one(grids[blk], int(j) * block_size[blk] + int(bi[j]) - block_start[blk])
-                pick = _Pick(v, (*keys[j], int(bi[j])), one, sync, sc[j].copy())
+                at_j = int(j) * block_size[blk] + int(bi[j]) - block_start[blk]
+                pick = _Pick(v, (*keys[j], int(bi[j])), (grids[blk], at_j), sync, sc[j].copy())
                 if v <= limit:
                     picks.append(pick)
                 if f not in fam_pick or pick < fam_pick[f]:
@@ -1089,7 +1109,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         inputs=dict(inputs or {}), objective=objective, candidates_evaluated=covered, feasible=feasible_n,
         infeasible_by_reason=by_reason, elapsed_s=0.0, ranked=ranked, objective_values=[p.score for p in chosen],
         family_best=family_best, searched_families=sorted({
-            _family_name(int(code)) for m in mode_mask for code in np.unique(fam_all[m])}),
+            _family_name(int(code)) for m in mode_mask for code in _unique(fam_all[m])}),
         search={"covered": covered, "evaluated": computed, "outer_candidates": total,
                 "communication_choices": n_choice, "second_pass_outer": int(len(surv)), "sync_repriced": derived,
                 "allow": sorted(allow), "method": method},

@@ -1941,12 +1941,13 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
 
 def memory_total(job: Job, g: StrategyGrid, m: np.ndarray, *,
                  fragmentation: float = memory.DEFAULT_FRAGMENTATION,
-                 workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp") -> np.ndarray:
+                 workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp",
+                 activations: dict[str, np.ndarray] | None = None) -> np.ndarray:
     """``memory_parts(...)["total"]`` alone (the planner's feasibility pass reads nothing else): the same stages
     compared the same way, but only their totals are selected per candidate, not every part, and the peak stage's
-    rank and parameters are not priced (:func:`memory_peak_stage` with ``parts=False``)."""
+    rank and parameters are not priced (:func:`memory_peak_stage` with ``parts=False``; ``activations`` its memo)."""
     return memory_peak_stage(job, g, m, fragmentation=fragmentation, workspace=workspace, sync=sync,
-                             parts=False).parts["total"]
+                             parts=False, activations=activations).parts["total"]
 
 
 class PeakStage(NamedTuple):
@@ -1962,8 +1963,8 @@ class PeakStage(NamedTuple):
 
 def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                       fragmentation: float = memory.DEFAULT_FRAGMENTATION,
-                      workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp", parts: bool = True
-                      ) -> PeakStage:
+                      workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp", parts: bool = True,
+                      activations: dict[str, np.ndarray] | None = None) -> PeakStage:
     """Per-GPU bytes by part of the stage with the most memory, and which stage it is (:class:`PeakStage`):
     the first stage (with the embedding); with a pipeline, the busiest other stage where it has more layers;
     and the last stage with the output layer, its logits and any multi-token prediction modules
@@ -1977,6 +1978,10 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
     ``parts`` false (:func:`memory_total`): only ``parts["total"]`` is returned, with ``rank`` 0 and ``params`` the
     model's (not priced); the total is the same to the bit (each stage's total is the sum of its parts in the
     same order, and the peak stage is chosen by the same comparisons).
+
+    ``activations``: a memo of each stage's activation bytes ("first", "mid", "last"), shared by calls on grids
+    that differ only in what the model states read (``sync``, the ZeRO stage): the first call fills it, the
+    others read it (no activation argument depends on those: :func:`scalemodel.cost.memory.memory_per_gpu`).
     """
     rank, params = np.zeros(1), np.full(1, float(job.params))
     if not job.is_transformer:
@@ -2010,22 +2015,23 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   per_layer={})  # the stages share their layers' activation bytes (computed once)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         d_mtp = float(job.shape.mtp_layers)
-        br = _kept(memory.memory_per_gpu(job.shape, stage_layers=stage, recomputed_layers=recomputed_layers(g, stage),
-                                         mtp_modules=np.where(g.pp > 1, 0.0, d_mtp), **kw), parts)
+        br = _kept(_stage_memory(activations, "first", job.shape, stage_layers=stage,
+                                 recomputed_layers=recomputed_layers(g, stage),
+                                 mtp_modules=np.where(g.pp > 1, 0.0, d_mtp), **kw), parts)
         if parts:
             params = _stage_params(job, kw, stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp))
         if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
             mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
-            br_o = _kept(memory.memory_per_gpu(
-                job.shape, stage_layers=mid, recomputed_layers=recomputed_layers(g, mid), embedding=g.pp <= 1,
-                stage_rank=np.where(g.pp > 1, 1, 0), **kw), parts)
+            br_o = _kept(_stage_memory(
+                activations, "mid", job.shape, stage_layers=mid, recomputed_layers=recomputed_layers(g, mid),
+                embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw), parts)
             take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
             br = _where_breakdown(take, br_o, br)
             if parts:
                 rank = np.where(take, 1.0, rank)
                 params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
         if np.any(g.pp > 1):
-            br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params, parts)
+            br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params, parts, activations)
         if not parts:
             return PeakStage({"total": np.asarray(br.total, dtype=float)}, rank, params)
         assert isinstance(br, memory.MemoryBreakdown)
@@ -2044,6 +2050,16 @@ class _Total(NamedTuple):
     total: np.ndarray
 
 
+def _stage_memory(memo: dict[str, np.ndarray] | None, key: str, sh: Any, **kw: Any) -> memory.MemoryBreakdown:
+    """:func:`scalemodel.cost.memory.memory_per_gpu` of one stage, its activation bytes taken from ``memo[key]``
+    when there (and put there when not)."""
+    act = None if memo is None else memo.get(key)
+    br = memory.memory_per_gpu(sh, activations=act, **kw)
+    if memo is not None and act is None:
+        memo[key] = br.activations
+    return br
+
+
 def _kept(br: memory.MemoryBreakdown, parts: bool) -> memory.MemoryBreakdown | _Total:
     """``br`` itself, or only its total where the parts are not wanted."""
     return br if parts else _Total(br.total)
@@ -2056,20 +2072,20 @@ def _stage_params(job: Job, kw: dict[str, Any], **stage: Any) -> np.ndarray:
 
 
 def _last_stage_memory(job: Job, g: StrategyGrid, br: Any, last: np.ndarray,
-                       kw: dict[str, Any], rank: np.ndarray, params: np.ndarray, parts: bool = True
-                       ) -> tuple[Any, np.ndarray, np.ndarray]:
+                       kw: dict[str, Any], rank: np.ndarray, params: np.ndarray, parts: bool = True,
+                       activations: dict[str, np.ndarray] | None = None) -> tuple[Any, np.ndarray, np.ndarray]:
     """The larger of ``br`` and the last pipeline stage's memory (pp > 1): its ``last`` layers, the output layer
     (its own V h / t weight, gradient and optimizer states, tied or not: :func:`scalemodel.cost.memory.params_per_gpu`)
     and its fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B); with D multi-token
     prediction modules also the modules (weights, gradients, optimizer states, activations), the word-embedding
     copy MTP needs and D more heads' logits. With the stage's rank and parameters per GPU (``rank``, ``params``
     of ``br`` where it stays). ``parts`` false: ``br`` and the result are totals alone (:class:`_Total`), rank and
-    params passed through."""
+    params passed through. ``activations``: :func:`memory_peak_stage`'s memo."""
     n = np.maximum(last, 0.0)
     d_mtp = float(job.shape.mtp_layers)
     stage = dict(stage_layers=n, embedding=d_mtp > 0, head=True, mtp_modules=d_mtp)
-    br_l = _kept(memory.memory_per_gpu(job.shape, recomputed_layers=recomputed_layers(g, n),
-                                       stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw), parts)
+    br_l = _kept(_stage_memory(activations, "last", job.shape, recomputed_layers=recomputed_layers(g, n),
+                               stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw), parts)
     take = (g.pp > 1) & (br_l.total > br.total)
     if not parts:
         return _where_breakdown(take, br_l, br), rank, params

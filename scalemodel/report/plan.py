@@ -5,10 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-
 from scalemodel.engine.parts import PARTS
 from scalemodel.engine.planner import PlanResult
 from scalemodel.engine.step import INFEASIBLE_REASONS, REASON_KEYS
@@ -19,7 +15,8 @@ from scalemodel.units import format_quantity as fq
 
 class LazyProgress:
     """A transient rich progress bar on stderr that appears only once a search has run for
-    ``after_s`` seconds (and only on a terminal). Call it as ``progress(done, total)``."""
+    ``after_s`` seconds (and only on a terminal). Call it as ``progress(done, total)``. rich is imported only
+    then (and by the tables), so ``plan --json`` and a quick search never load it."""
 
     def __init__(self, label: str, after_s: float = 1.0) -> None:
         self.label = label
@@ -35,6 +32,9 @@ class LazyProgress:
         if self._progress is None:
             if time.perf_counter() - self.t0 < self.after_s or done >= total:
                 return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
             console = Console(stderr=True)
             if not console.is_terminal:
                 self._off = True
@@ -76,6 +76,8 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
     if as_json:
         emit_json(result.payload(), "plan")
         return
+    from rich.table import Table
+
     console = new_console()
     inp = result.inputs
     console.print(
