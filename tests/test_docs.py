@@ -25,8 +25,14 @@ _NOTE_NUMBER = re.compile(r"\b(?:[Rr]eference|[Rr]ef)\.?\s+§?\d")
 
 
 def _repo_markdown() -> set[str]:
-    """Repository-relative paths of every markdown file in the checkout."""
-    return {p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*.md") if ".git" not in p.parts}
+    """Repository-relative paths of every markdown file in the checkout: not under a hidden folder (.git, CI's
+    .ci-venv with the installed package's copies) or an installed or built tree."""
+    out = set()
+    for p in ROOT.rglob("*.md"):
+        parts = p.relative_to(ROOT).parts[:-1]
+        if not any(d.startswith(".") or d in ("site-packages", "build", "dist") for d in parts):
+            out.add(p.relative_to(ROOT).as_posix())
+    return out
 
 
 def _md_in_repo(name: str, repo_md: set[str]) -> bool:

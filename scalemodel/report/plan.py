@@ -32,8 +32,8 @@ class LazyProgress:
         if self._progress is None:
             if time.perf_counter() - self.t0 < self.after_s or done >= total:
                 return
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.console import Console  # only a long search on a terminal draws a bar
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # same
 
             console = Console(stderr=True)
             if not console.is_terminal:
@@ -76,7 +76,7 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
     if as_json:
         emit_json(result.payload(), "plan")
         return
-    from rich.table import Table
+    from rich.table import Table  # tables only: plan --json never imports rich
 
     console = new_console()
     inp = result.inputs
