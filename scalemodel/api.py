@@ -209,7 +209,8 @@ def calibrate_runs(runs_file: str | os.PathLike[str], *, factors: list[str] | No
 
 def study(sweep_file: str | os.PathLike[str], *, workers: int | None = None, scheduler: str | None = None
           ) -> GridResult:
-    """Run a sweep file (as `scalemodel sweep`): ``result.rows`` is the tidy table, one dict per point."""
+    """Run a sweep file (as `scalemodel sweep`): ``result.rows`` is the tidy table, one dict per point;
+    ``result.warnings`` what pricing the points raised, once each, after the first point that raised it."""
     spec, models, clusters = load_sweep(Path(sweep_file))
     return run_grid(spec, models, clusters, workers=workers, scheduler=scheduler,
                     inputs={"file": os.fspath(sweep_file), "name": spec.name})

@@ -150,3 +150,39 @@ def test_unreachable_scheduler(cli, sweep_file: Path, monkeypatch) -> None:  # t
     monkeypatch.setattr("scalemodel.engine.grid.CONNECT_TIMEOUT_S", 1)
     r = cli("sweep", str(sweep_file), "--scheduler", "tcp://127.0.0.1:9")
     assert r.code == 2 and r.err.startswith("error: --scheduler")
+
+
+UNPRICED = """\
+kind: sweep
+name: unpriced
+models: [gpt-1.7b]
+clusters: [dgx-a100]
+gpus: [8, 16]
+strategies: [{label: flex, moe_flex_dispatcher: true}, {label: tp2, tp: 2}]
+training: {global_batch: 64}
+"""
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_points_warnings_reach_the_json_once_with_its_label(cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                              workers: str) -> None:
+    """A warning raised while a point is priced (here a strategy field the dense model gives nothing to act on)
+    reaches the sweep's `warnings` once, named by the first point that raised it, whether the points ran in
+    this process or in a pool of processes (where it used to be lost)."""
+    p = tmp_path / "unpriced.yaml"
+    p.write_text(UNPRICED)
+    r = cli("sweep", str(p), "--json", "--workers", workers)
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert [(x["gpus"], x["strategy"], x["status"]) for x in doc["rows"]] == [
+        (8, "flex", "ok"), (8, "tp2", "ok"), (16, "flex", "ok"), (16, "tp2", "ok")]
+    flex = [w for w in doc["warnings"] if "moe_flex_dispatcher" in w]
+    assert flex == ["sweep point 0 (gpt-1.7b, dgx-a100, 8 GPUs, flex) (and 1 other point): "
+                    "strategy.moe_flex_dispatcher is not priced: the model has no MoE layers"]
+    assert all(set(x) == set(COLUMNS) for x in doc["rows"])  # the warnings travel with a row, not as a column
+    spec, models, clusters = load_sweep(p)
+    assert [w for w in run_grid(spec, models, clusters, workers=int(workers)).warnings
+            if "moe_flex_dispatcher" in w] == flex  # the library's result carries them too
+    text = cli("sweep", str(p), "--workers", workers)  # the table: the same line once on stderr
+    assert text.code == 0 and [ln for ln in text.err.splitlines() if "moe_flex_dispatcher" in ln] == [
+        "warning: " + flex[0]]

@@ -23,12 +23,18 @@ sqrt(Cov_kk), mapped back through exp for the multipliers. A multiplier that cha
 step by more than :data:`INSENSITIVE` when moved from 1 to 0.9 (a tier no run's traffic crosses, or that
 is fully hidden under compute) is not fitted: it stays 1 and is named in a warning. A factor within 1 %
 of a bound is warned about (the data push it to a physical limit, so the other factors absorb the rest).
+
+Each trial of the factors prices every run. Runs repeating a configuration (GPU count, workload, training,
+strategy) are priced once and the step copied to each (each keeps its own measurement and residual); the
+distinct configurations whose jobs are equal and share a sync mode are stacked into one grid and priced by one
+vectorised :func:`evaluate` call. The step model prices each candidate element-wise, so neither changes a number
+(docs/model.md#calibrate-runs; tests/test_calibrate_runs_speed.py).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -118,9 +124,89 @@ def _compute_scaled(job: Job) -> list[float]:
 
 def _step(job: Job, grid: Any, sync: str) -> tuple[float, float]:
     """(step time, tokens/s) of the single candidate of ``grid``."""
-    res = evaluate(job, grid, sync=sync)
+    return _step_of(evaluate(job, grid, sync=sync))
+
+
+def _step_of(res: Any) -> tuple[float, float]:
+    """(step time, tokens/s) of the single candidate of an evaluated grid (the parts added in BREAKDOWN_KEYS order)."""
     step = sum(float(np.asarray(res.breakdown[k]).ravel()[0]) for k in BREAKDOWN_KEYS)
     return step, float(np.asarray(res.tokens_per_s).ravel()[0])
+
+
+def _steps_of(res: Any) -> np.ndarray:
+    """Step time of every candidate of an evaluated (1-D) grid: the parts added in BREAKDOWN_KEYS order, as
+    :func:`_step_of` adds them for one candidate, so each equals its single-candidate sum exactly."""
+    parts = [np.asarray(res.breakdown[k], dtype=float) for k in BREAKDOWN_KEYS]
+    shape = np.broadcast_shapes(*(p.shape for p in parts))
+    total = np.zeros(shape)
+    for part in parts:
+        total = total + part
+    return total.ravel()
+
+
+def _run_key(run: Any) -> tuple[Any, ...]:
+    """What prices a run besides its cluster (one per fit): GPU count, workload, training and strategy."""
+    return (run.gpus, repr(run.workload), repr(run.training), repr(run.strategy))
+
+
+def _same_run(run: Any, seen: dict[tuple[Any, ...], list[int]], unique: list[Any]) -> int | None:
+    """Index in ``unique`` of a run priced exactly as ``run`` (same key and equal specs), else None."""
+    for u in seen.get(_run_key(run), []):
+        other = unique[u][0]
+        if (other.gpus == run.gpus and other.workload == run.workload and other.training == run.training
+                and other.strategy == run.strategy):
+            return u
+    return None
+
+
+def _batched(items: list[tuple[Job, Any, str]]) -> list[tuple[Job, Any, str, np.ndarray]]:
+    """(job, grid, sync) triples grouped by equal job and sync mode, each group's single-candidate grids stacked
+    into one 1-D grid (the step model broadcasts over candidates), with the items' indices in stacking order."""
+    groups: list[tuple[Job, str, list[int]]] = []
+    for i, (job, _grid, sync) in enumerate(items):
+        for gj, gs, members in groups:
+            if gs == sync and _same_job(gj, job):
+                members.append(i)
+                break
+        else:
+            groups.append((job, sync, [i]))
+    out = []
+    for job, sync, members in groups:
+        grids = [items[i][1] for i in members]
+        stacked = replace(grids[0], **{f.name: np.stack([np.asarray(getattr(g, f.name)).reshape(())
+                                                         for g in grids]) for f in fields(grids[0])})
+        out.append((job, stacked, sync, np.array(members, dtype=np.intp)))
+    return out
+
+
+def _same_job(a: Job, b: Job) -> bool:
+    """Whether two jobs hold the same values, bit for bit (so either prices a grid exactly as the other)."""
+    return _same_value(a, b)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Structural, bit-exact equality of job values: numpy arrays by dtype, shape and bytes, floats by their
+    bits, dataclasses and msgspec structs (whose numpy fields make ``==`` an identity test) field by field."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray | np.generic):
+        return bool(a.dtype == b.dtype and np.shape(a) == np.shape(b) and a.tobytes() == b.tobytes())
+    if isinstance(a, float):
+        return a.hex() == b.hex()
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same_value(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
+    names = ([f.name for f in fields(a)] if is_dataclass(a) else
+             list(getattr(type(a), "__struct_fields__", ())) or None)
+    if names is not None:
+        return all(_same_value(getattr(a, n), getattr(b, n)) for n in names)
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # no single truth value: count as different
+        return False
 
 
 def _fp8_gemm_max(acc: Any) -> float:
@@ -151,13 +237,23 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
     cluster = runs[0].cluster
     prepared = []
     infeasible: list[str] = []
+    index: list[int] = []  # run i is priced as unique configuration index[i]
+    unique: list[tuple[Any, Job, Any, str, float, float, int]] = []  # (run, job, grid, sync, step, tokens, reason)
+    seen: dict[tuple[Any, ...], list[int]] = {}
     for r in runs:
         where = r.where or f"{source}: {r.label}"
         try:
             job = build_job(r.cluster, r.workload, r.training)
             grid = grid_from_strategy(r.strategy, r.training, r.gpus, job,
                                       origin=Origin(f"{where}: ", f"{where}: gpus"))
-            step, tokens = _step(job, grid, r.strategy.sync)
+            u = _same_run(r, seen, unique)
+            if u is None:  # a configuration not seen before: priced once for every run that repeats it
+                res = evaluate(job, grid, sync=r.strategy.sync)
+                u = len(unique)
+                seen.setdefault(_run_key(r), []).append(u)
+                unique.append((r, job, grid, r.strategy.sync, *_step_of(res),
+                               int(np.asarray(res.reason).ravel()[0])))
+            step, tokens, reason = unique[u][4], unique[u][5], unique[u][6]
         except InputError as exc:
             raise (exc if exc.where.startswith(where) else exc.at(where)) from None
         if not (math.isfinite(step) and step > 0 and tokens > 0):
@@ -168,11 +264,13 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
             raise InputError(f"{r.tokens_per_s:.3g} tokens per second is a step of {measured:.3g} s (this run's "
                              f"{step * tokens:.4g} tokens a step)", where=f"{where}: tokens_per_s",
                              allowed=f"a rate that makes a step of {MIN_STEP_S:g} s to {MAX_STEP_S:g} s")
-        reason = int(np.asarray(evaluate(job, grid, sync=r.strategy.sync).reason).ravel()[0])
         if reason:
             infeasible.append(f"run {r.label}: the model says this run could not run ({INFEASIBLE_REASONS[reason]}); "
                               "its step is still priced and fitted, check the run's settings")
         prepared.append(_Prepared(job, grid, r.strategy.sync, float(measured)))
+        index.append(u)
+    inverse = np.array(index, dtype=np.intp)
+    batches = _batched([(u[1], u[2], u[3]) for u in unique])
     t = np.array([p.measured_s for p in prepared])
 
     acc = cluster.accelerator
@@ -193,9 +291,12 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
 
     def predict_all(mults: dict[str, float], overhead: float) -> np.ndarray:
         bw = {n.split(":", 1)[1]: v for n, v in mults.items() if n.startswith("bandwidth:")}
-        return np.array([_step(scaled_job(p.job, mults.get("compute", 1.0), bw, mults.get("compute:fp8"),
-                                          overlap=mults.get("overlap", 1.0), overhead=overhead), p.grid, p.sync)[0]
-                         for p in prepared])
+        steps = np.empty(len(unique))
+        for job, grid, sync, members in batches:  # one evaluate per job and sync mode, its runs' grids stacked
+            res = evaluate(scaled_job(job, mults.get("compute", 1.0), bw, mults.get("compute:fp8"),
+                                      overlap=mults.get("overlap", 1.0), overhead=overhead), grid, sync=sync)
+            steps[members] = _steps_of(res)
+        return steps[inverse]  # a repeated configuration: its price copied to every run that repeats it
 
     if only is not None:
         unknown = [n for n in only if n not in (*mult_names, "overhead_s")]

@@ -27,7 +27,7 @@ from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.planner import plan
 from scalemodel.engine.predict import Prediction, predict
 from scalemodel.errors import InputError
-from scalemodel.specs import StrategySpec, load_cluster, load_workload
+from scalemodel.specs import StrategySpec, load_cluster, load_workload, notices
 from scalemodel.specs.sweep import SweepSpec
 
 #: Columns of the tidy table, in order (None where a value does not apply).
@@ -45,6 +45,9 @@ COLUMNS: tuple[str, ...] = (
 
 #: Seconds to wait for a Dask scheduler before giving up with an error.
 CONNECT_TIMEOUT_S = 10
+
+#: A row's key for the warnings its point raised, taken off by run_grid (not a column of the table).
+_WARNINGS = "_warnings"
 
 _STRATEGY_COLUMNS = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "schedule", "zero", "recompute",
                      "sequence_parallel", "algorithm", "sync")
@@ -78,6 +81,7 @@ class GridResult:
     workers: int
     cpu_s: float = 0.0  # CPU seconds the points took (sum of their process times)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # raised while the points were priced, once each, labelled
 
     @property
     def points_per_cpu_s(self) -> float:
@@ -89,7 +93,8 @@ class GridResult:
                 "backend": self.backend, "workers": self.workers, "points": len(self.rows),
                 "errors": sum(r["status"] == "error" for r in self.rows),
                 "points_per_s": len(self.rows) / self.elapsed_s if self.elapsed_s > 0 else 0.0,
-                "cpu_s": self.cpu_s, "points_per_cpu_s": self.points_per_cpu_s, "notes": self.notes}
+                "cpu_s": self.cpu_s, "points_per_cpu_s": self.points_per_cpu_s, "notes": self.notes,
+                "warnings": self.warnings}
 
 
 def grid_points(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Path],
@@ -122,6 +127,15 @@ def run_point(pt: GridPoint) -> dict[str, Any]:
     """One grid point through its command's engine entry point, as a row of the tidy table."""
     t0, c0 = time.perf_counter(), time.process_time()
     row = _row(pt)
+    with notices.collecting() as raised:  # raised where the point runs (maybe another process): sent with the row
+        _run_point(pt, row)
+    row[_WARNINGS] = raised
+    row["elapsed_s"] = time.perf_counter() - t0
+    row["cpu_s"] = time.process_time() - c0
+    return row
+
+
+def _run_point(pt: GridPoint, row: dict[str, Any]) -> None:
     try:
         pred: Prediction | None
         if pt.fixed is None:
@@ -139,9 +153,24 @@ def run_point(pt: GridPoint) -> dict[str, Any]:
         _fill(row, pred)
     except InputError as exc:
         row.update(status="error", message=_located(exc, pt).message())
-    row["elapsed_s"] = time.perf_counter() - t0
-    row["cpu_s"] = time.process_time() - c0
-    return row
+
+
+def _point_warnings(rows: list[dict[str, Any]]) -> list[str]:
+    """Each warning the points raised (taken off their rows), once, after the label of the first point (in grid
+    order) that raised it and the count of the others that did."""
+    first: dict[str, dict[str, Any]] = {}
+    count: dict[str, int] = {}
+    for row in rows:
+        for w in row.pop(_WARNINGS, None) or []:
+            first.setdefault(w, row)
+            count[w] = count.get(w, 0) + 1
+    out = []
+    for w, row in first.items():
+        more = count[w] - 1
+        also = f" (and {more} other point{'s' if more > 1 else ''})" if more else ""
+        out.append(f"sweep point {row['point']} ({row['model']}, {row['cluster']}, {row['gpus']} GPUs, "
+                   f"{row['strategy']}){also}: {w}")
+    return out
 
 
 def _located(exc: InputError, pt: GridPoint) -> InputError:
@@ -245,6 +274,9 @@ def run_grid(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Path]
         if progress is not None:
             progress(len(rows), len(points))
     rows.sort(key=lambda r: r["point"])
+    warnings = _point_warnings(rows)
+    for w in warnings:  # to stderr with the inputs' own warnings (the --json `warnings` has them from payload)
+        notices.warn(w)
     elapsed = time.perf_counter() - t0
     cpu = sum(r["cpu_s"] or 0.0 for r in rows)
     notes = []
@@ -253,4 +285,4 @@ def run_grid(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Path]
         notes.append(f"{len(errors)} of {len(rows)} points could not be evaluated (status error; see message)")
     return GridResult(inputs=dict(inputs or {}), rows=rows, elapsed_s=elapsed,
                       backend=f"dask {scheduler}" if scheduler else ("in-process" if n == 1 else "local processes"),
-                      workers=n if not scheduler else 0, cpu_s=cpu, notes=notes)
+                      workers=n if not scheduler else 0, cpu_s=cpu, notes=notes, warnings=warnings)

@@ -8,6 +8,9 @@ stderr when the command ends, and every ``--json`` document carries them in its 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 _collected: list[str] = []
 MAX_WARNINGS = 100  # a hostile config could name thousands of keys; one line each is enough up to here
 
@@ -28,3 +31,18 @@ def current() -> list[str]:
 def clear() -> None:
     """Start a new invocation (the CLI calls this once per command)."""
     _collected.clear()
+
+
+@contextmanager
+def collecting() -> Iterator[list[str]]:
+    """The warnings raised inside the block, in a list of their own (filled when the block ends), kept out of
+    this invocation's: a sweep point's warnings are raised where the point runs (maybe another process) and
+    travel with its row, so the sweep reports each once with the point's label (engine/grid.py)."""
+    saved = list(_collected)
+    _collected.clear()
+    got: list[str] = []
+    try:
+        yield got
+    finally:
+        got.extend(_collected)
+        _collected[:] = saved
