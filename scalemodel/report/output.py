@@ -249,9 +249,8 @@ def _refuse_foreign_link(p: Path, shown: str, option: str) -> None:
     links, and links in ordinary folders, are followed.
     """
     parts = p.parts
-    for i in range(1, len(parts)):  # the folders on the path, outermost first; then the file itself
+    for i in range(1, len(parts) + 1):  # the folders on the path, outermost first, then the file itself
         _refuse_foreign_chain(Path(*parts[:i]), shown, option)
-    _refuse_foreign_chain(p, shown, option)
 
 
 def _refuse_foreign_chain(p: Path, shown: str, option: str) -> None:
@@ -263,7 +262,7 @@ def _refuse_foreign_chain(p: Path, shown: str, option: str) -> None:
             return  # missing or unreadable: check_output_path reports it
         if not stat.S_ISLNK(link.st_mode):
             return
-        folder = p.parent if str(p.parent) else Path(".")
+        folder = p.parent  # '.' for a bare name
         try:
             fst = os.stat(folder)
         except OSError:
