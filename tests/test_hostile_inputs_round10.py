@@ -14,7 +14,6 @@ import pytest
 from test_hostile_inputs import MEG_BASE, accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
 
 BASE = MEG_BASE
-_launch = megatron_launch
 
 
 # --- a Megatron-LM switch given a value was read as on ---------------------------------------------------------
@@ -33,7 +32,7 @@ def test_a_megatron_switch_with_a_value_is_refused(cli, tmp_path, flags: str, fl
     switch's value and then only asked whether the switch was present), ``--fp8-param-gather=false`` as FP8
     parameters on. Megatron-LM's switches are argparse store_true: ``--flag=value`` is refused there ("ignored
     explicit argument") and a following word is an unrecognized argument; no launch reads them as off."""
-    f = _launch(tmp_path, flags)
+    f = megatron_launch(tmp_path, flags)
     refused(cli, "predict", *BASE, "--strategy", str(f), "--json", inputs=(f,),
             match=f"{flag}: a switch takes no value, got {got}; {flag} alone to turn it on, or leave it out")
 
@@ -51,7 +50,7 @@ def test_a_megatron_switch_before_a_positional_is_still_on(cli, tmp_path) -> Non
 def test_megatron_fsdp_flags_are_named_as_not_used(cli, tmp_path, flag: str) -> None:  # type: ignore[no-untyped-def]
     """``--use-torch-fsdp2 --ddp-bucket-size 5`` was priced as replicated-parameter DDP with no warning: the FSDP
     flag sat among the harmless prefixes and the bucket flag was skipped with it."""
-    f = _launch(tmp_path, f"{flag} --ddp-bucket-size 5")
+    f = megatron_launch(tmp_path, f"{flag} --ddp-bucket-size 5")
     r = cli("predict", *BASE, "--strategy", str(f), "--json")
     assert r.code == 0, r.err
     assert f"settings not used: {flag} (FSDP is not read from the flags: give --zero fsdp" in r.err, r.err

@@ -15,7 +15,6 @@ import pytest
 from test_hostile_inputs import MEG_BASE, accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
 
 BASE = MEG_BASE
-_launch = megatron_launch
 
 
 # --- Megatron-LM's --cross-entropy-loss-fusion is a switch ---------------------------------------------------------
@@ -31,7 +30,7 @@ def test_cross_entropy_loss_fusion_with_a_value_is_refused(cli, tmp_path, flags:
     reader listed the switch among the flags that take a value, so it took ``false`` as one and only asked whether
     the flag was there. Megatron-LM declares it ``action='store_true'`` (megatron/training/arguments.py), like the
     switches round 10 refuses with a value."""
-    f = _launch(tmp_path, flags)
+    f = megatron_launch(tmp_path, flags)
     refused(cli, "predict", *BASE, "--strategy", str(f), "--json", inputs=(f,),
             match=f"--cross-entropy-loss-fusion: a switch takes no value, got {got}; --cross-entropy-loss-fusion "
                   "alone to turn it on")
@@ -44,7 +43,7 @@ def test_cross_entropy_loss_fusion_with_a_value_is_refused(cli, tmp_path, flags:
     ("", "megatron"),
 ])
 def test_cross_entropy_loss_fusion_alone_still_turns_it_on(cli, tmp_path, flags: str, impl: str) -> None:  # type: ignore[no-untyped-def]
-    f = _launch(tmp_path, flags)
+    f = megatron_launch(tmp_path, flags)
     assert accepted(cli, "predict", *BASE, "--strategy", str(f))["strategy"]["loss_impl"] == impl
 
 
