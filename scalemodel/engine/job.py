@@ -569,14 +569,10 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
         raise TypeError(f"missing strategy arrays: {missing}")
     out: dict[str, np.ndarray] = {}
     for n in names:
-        kind = bool if n in ("sequence_parallel", "overlap", "ps_colocated", "dynamic_assignment",
-                             "flash_attention", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
-                             "recompute_uniform", "deepspeed_pipeline", "fsdp_reshard_after_forward",
-                             "fsdp_fp8_all_gather", "fsdp_flat_param", "fsdp_per_param", "attention_unpad",
-                             "moe_fp8_padding", "moe_flex_dispatcher", "eager_rope", "eager_glu_clamp",
-                              "eager_expert_bias",
-                             "megatron_ddp", "fp8_param_gather") else (
-            float if n in ("topk_ratio", "dispatch_overhead", "bucket_bytes", "moe_layer_host_s") else np.int64)
+        # each field's dtype follows its default's type (a flag's default is a bool, a rate's a float, a count's or a
+        # choice code's an int); the fields without a default (gpus, dp, tp, pp, micro_batch, global_batch) are counts
+        d = defaults.get(n, 0)
+        kind = bool if isinstance(d, bool) else float if isinstance(d, float) else np.int64
         out[n] = np.asarray(values[n], dtype=kind)
     try:
         np.broadcast_shapes(*(a.shape for a in out.values()))
