@@ -50,9 +50,12 @@ def ds_commands(stage: int, stages: int, m: int) -> list[tuple[str, int, int]]:
     return out
 
 
-def simulate(stages: int, m: int, tf: float, tb: float, c: float) -> float:
+def simulate(stages: int, m: int, tf: float | list[float], tb: float | list[float], c: float) -> float:
     """Wall time of one TrainSchedule batch: compute runs in order; each send/recv is a rendezvous of the two
-    stages (a broadcast in a 2-rank group) that starts when both reach it and takes c seconds."""
+    stages (a broadcast in a 2-rank group) that starts when both reach it and takes c seconds. ``tf``, ``tb``:
+    one forward / backward time for every stage, or one per stage."""
+    fwd = tf if isinstance(tf, list) else [tf] * stages
+    bwd = tb if isinstance(tb, list) else [tb] * stages
     prog = [ds_commands(s, stages, m) for s in range(stages)]
     pc, t = [0] * stages, [0.0] * stages
     partner = {"recv_act": "send_act", "send_act": "recv_act", "send_grad": "recv_grad", "recv_grad": "send_grad"}
@@ -62,7 +65,7 @@ def simulate(stages: int, m: int, tf: float, tb: float, c: float) -> float:
             while pc[s] < len(prog[s]):
                 op, peer, k = prog[s][pc[s]]
                 if op in ("F", "B"):
-                    t[s] += tf if op == "F" else tb
+                    t[s] += fwd[s] if op == "F" else bwd[s]
                 elif pc[peer] < len(prog[peer]) and prog[peer][pc[peer]] == (partner[op], s, k):
                     t[s] = t[peer] = max(t[s], t[peer]) + c
                     pc[peer] += 1
@@ -86,6 +89,24 @@ def test_train_schedule_pays_four_exchanges_per_microbatch() -> None:
     for p, tf, tb, c in ((4, 1.0, 2.0, 0.1), (6, 1.0, 3.0, 0.05)):
         slope = simulate(p, 41, tf, tb, c) - simulate(p, 40, tf, tb, c)
         assert slope == pytest.approx(tf + tb + 4 * c, rel=1e-9)
+
+
+def test_a_slower_last_stage_sets_the_pace_without_extra_coupling() -> None:
+    """The last stage also runs the logits and the loss. With blocking (rendezvous) exchanges every stage waits for
+    its neighbours, so one might expect the coupling to cost more than the slowest stage; it does not: each added
+    micro-batch costs the slowest stage's t_f + t_b (free exchanges), and at most that plus 4 exchanges, and the batch
+    never exceeds (m + p - 1) x the slowest stage's micro-batch, what the step model prices for the busiest stage
+    (docs/model.md#residuals-mtnlg)."""
+    for p, d, c in ((6, 0.1, 0.0), (8, 0.3, 0.0), (8, 0.3, 0.05), (5, 0.5, 0.1)):
+        tf, tb = [1.0] * p, [3.0] * p
+        tf[-1] += d
+        tb[-1] += 2 * d
+        slowest = tf[-1] + tb[-1]
+        slope = simulate(p, 41, tf, tb, c) - simulate(p, 40, tf, tb, c)
+        if c == 0.0:
+            assert slope == pytest.approx(slowest, rel=1e-9)
+        assert slowest - 1e-9 <= slope <= slowest + 4 * c + 1e-9
+        assert simulate(p, 40, tf, tb, c) <= (40 + p - 1) * (slowest + 4 * c) + 1e-9
 
 
 @pytest.fixture(scope="module")
