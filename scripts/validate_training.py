@@ -331,8 +331,11 @@ TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 #: Model types trained without dropout (TransformerWorkload.dropout = false: no dropout masks stored):
 #: Megatron-Bridge's Llama3ModelProvider, Qwen3MoEModelProvider and DeepSeekModelProvider set hidden_dropout =
 #: attention_dropout = 0.0 (src/megatron/bridge/models/{llama,qwen,deepseek}/*_provider.py); MaxText's base.yml
-#: sets dropout_rate: 0.
-NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic"}
+#: sets dropout_rate: 0. GPT-OSS: GPTOSSBridge.provider_bridge sets hidden_dropout = 0.0 and the base bridge maps
+#: attention_dropout from the Hugging Face config (src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py and
+#: models/conversion/model_bridge.py CONFIG_MAPPING at 17a381f95 / 4ab94dfad), which is 0.0 in openai/gpt-oss-120b's
+#: config.json (as are the HF GptOssConfig defaults).
+NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic", "gpt_oss"}
 #: Catalog cluster per accelerator variant (None: the catalog holds no such accelerator).
 CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B300": "dgx-b300", "B200": "dgx-b200", "H200": "hgx-h200",
