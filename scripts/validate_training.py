@@ -331,8 +331,11 @@ TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 #: Model types trained without dropout (TransformerWorkload.dropout = false: no dropout masks stored):
 #: Megatron-Bridge's Llama3ModelProvider, Qwen3MoEModelProvider and DeepSeekModelProvider set hidden_dropout =
 #: attention_dropout = 0.0 (src/megatron/bridge/models/{llama,qwen,deepseek}/*_provider.py); MaxText's base.yml
-#: sets dropout_rate: 0.
-NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic"}
+#: sets dropout_rate: 0. GPT-OSS: GPTOSSBridge.provider_bridge sets hidden_dropout = 0.0 and the base bridge maps
+#: attention_dropout from the Hugging Face config (src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py and
+#: models/conversion/model_bridge.py CONFIG_MAPPING at 17a381f95 / 4ab94dfad), which is 0.0 in openai/gpt-oss-120b's
+#: config.json (as are the HF GptOssConfig defaults).
+NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic", "gpt_oss"}
 #: Catalog cluster per accelerator variant (None: the catalog holds no such accelerator).
 CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B300": "dgx-b300", "B200": "dgx-b200", "H200": "hgx-h200",
@@ -1249,6 +1252,14 @@ RECIPE_EAGER_ROPE = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2608_gb200_gp
 #: 2d1fa8d372) and _apply_bias). utils/* and perf_plugins.py are under scripts/performance/.
 RECIPE_EAGER_EXPERT_OPS = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2604_b200_gpt_oss_120b_bf16",
                                      "mb2606_b300_gpt_oss_120b_fp8mx"})
+#: The attention output's bias added by Megatron-Core's unfused bias-dropout-add (StrategySpec.eager_bias_dropout_add;
+#: docs/model.md#eager-layer-ops): GPTOSSBridge.provider_bridge sets add_bias_linear True and bias_dropout_fusion False
+#: (gpt_oss_bridge.py, the same lines at 17a381f95, 8f341b04f and 4ab94dfad; Megatron-Core's TEGroupedMLP refuses the
+#: fused one with linear biases, experts.py), no preset or perf override sets it back, and
+#: megatron/core/fusions/fused_bias_dropout.py is identical at Megatron-LM 2d1fa8d372, d1410e15e1 and 24bad8e677: all
+#: five GPT-OSS rows. The TE op fuser of the 26.08 rows fuses the expert MLP only, not the attention block's residual
+#: add.
+RECIPE_EAGER_BIAS_DROPOUT_ADD = RECIPE_EAGER_ROPE
 
 
 #: FP8 MoE rows whose Megatron-Bridge 25.11 preset dispatches with Megatron-Core's all-to-all dispatcher (the rows of
@@ -1423,6 +1434,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           eager_rope=case["id"] in RECIPE_EAGER_ROPE,
                           eager_glu_clamp=case["id"] in RECIPE_EAGER_EXPERT_OPS,
                           eager_expert_bias=case["id"] in RECIPE_EAGER_EXPERT_OPS,
+                          eager_bias_dropout_add=case["id"] in RECIPE_EAGER_BIAS_DROPOUT_ADD,
                           loss_impl=loss_impl(case), layer_impl=layer_impl(case),
                           overlap=src not in DEEPSPEED_PIPELINE,
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
@@ -1479,6 +1491,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "loss_impl": st.loss_impl,
                 "eager_rope": st.eager_rope, "eager_glu_clamp": st.eager_glu_clamp,
                 "eager_expert_bias": st.eager_expert_bias,
+                "eager_bias_dropout_add": st.eager_bias_dropout_add,
                 **fsdp_options(case, zero, precision),
                 **framework_options(case, zero), **flags}
     return replace(_result(case["id"], metric, measured, pred, p, fam, settings, notes), strategy=st, training=tr)

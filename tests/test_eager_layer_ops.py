@@ -1,7 +1,8 @@
-"""Megatron-Core's eager layer ops (strategy eager_rope, eager_glu_clamp, eager_expert_bias): bytes and seconds
-against values worked out by hand from the code paths the functions cite (rope_utils._apply_rotary_pos_emb_bshd,
-fused_bias_geglu.weighted_bias_quick_geglu_impl's clamp and cat, TEGroupedMLP._apply_bias), per kernel: what it reads
-and writes, e = 2 bytes per 16-bit element."""
+"""Megatron-Core's eager layer ops (strategy eager_rope, eager_glu_clamp, eager_expert_bias, eager_bias_dropout_add):
+bytes and seconds against values worked out by hand from the code paths the functions cite
+(rope_utils._apply_rotary_pos_emb_bshd, fused_bias_geglu.weighted_bias_quick_geglu_impl's clamp and cat,
+TEGroupedMLP._apply_bias, fused_bias_dropout._bias_dropout_add_func), per kernel: what it reads and writes, e = 2 bytes
+per 16-bit element."""
 
 from __future__ import annotations
 
@@ -66,6 +67,22 @@ def test_clamp_and_bias_bytes_by_hand() -> None:
     assert float(compute.eager_expert_bias_bytes(dense, micro_batch=1, seq_len=128)[0]) == 0.0
 
 
+def test_bias_dropout_add_bytes_by_hand() -> None:
+    # GPT-OSS trains without dropout: the unfused add runs x + bias (read 2, write 2 bytes per element of h) where
+    # the compiled kernel would read the bias beside x; dropout(p = 0) returns its input; the residual add is priced
+    # already.
+    # b 1, s 4096: 4096 tokens x 2880. An MoE layer hands the add one bias (the attention output's), a dense layer two.
+    no_drop = shape(layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880, vocab=201_088,
+                    gated_mlp=True, moe_experts=128, moe_top_k=4, moe_ffn_hidden=2880, dropout=False)
+    f, b = compute.eager_bias_dropout_add_bytes(no_drop, micro_batch=1, seq_len=4096, biased_adds=1.0)
+    assert float(f) == 4 * 4096 * 2880 == 47_185_920 and float(b) == 0.0
+    # with dropout (the GPT_OSS shape above keeps the default): two adds each run a separate dropout kernel (read 2,
+    # write 2 more; the mask byte is priced already) and each biased add's bias gradient is its own reduction (read
+    # 2); a dense layer, both adds biased; sequence parallel at tp 4 leaves h / 4 = 720 per token on a GPU
+    f, b = compute.eager_bias_dropout_add_bytes(GPT_OSS, micro_batch=2, seq_len=1024, tp=4, sequence_parallel=True)
+    assert float(f) == 2048 * 720 * (4 + 4 + 4 + 4) and float(b) == 2048 * 720 * (2 + 2)
+
+
 def _grid(job, **strategy):  # type: ignore[no-untyped-def]
     st = StrategySpec(dp=8, ep=8, **strategy)
     return grid_from_strategy(st, TrainingSpec(global_batch=16, micro_batch=2), 8, job)
@@ -93,6 +110,20 @@ def test_in_the_layer_times(h100, recompute) -> None:  # type: ignore[no-untyped
     assert one(b["backward"] - a["backward"]) == pytest.approx(4 * rope_b + 3 * (clamp_b + bias_b) + again, rel=1e-9)
 
 
+def test_bias_dropout_add_in_the_layer_times(h100) -> None:  # type: ignore[no-untyped-def]
+    """TINY_MOE (4 layers, the first dense, no dropout), b 2 x s 2048 on one GPU: the dense layer adds x + bias twice
+    (attention output, MLP FC2), each MoE layer once (its experts keep their bias): 5 adds of 4096 x 1024 elements,
+    read 2 + write 2 bytes each, forward only; full recompute repeats them."""
+    job = build_job(h100, TINY_MOE, TrainingSpec())
+    layers = np.asarray([4.0])
+    for rec in ("none", "full"):
+        a = step._compute_per_microbatch(job, _grid(job, recompute=rec), layers)
+        b = step._compute_per_microbatch(job, _grid(job, recompute=rec, eager_bias_dropout_add=True), layers)
+        fwd = 5 * 4 * 4096 * 1024 / HBM
+        assert one(b["forward"] - a["forward"]) == pytest.approx(fwd, rel=1e-9)
+        assert one(b["backward"] - a["backward"]) == pytest.approx(fwd if rec == "full" else 0.0, abs=1e-15)
+
+
 def test_predict_compute_grows_by_the_hand_values(h100) -> None:  # type: ignore[no-untyped-def]
     """8 GPUs, pp 1, one micro-batch of 2 sequences per GPU: the compute part of the step grows by the RoPE bytes of
     the 4 layers, forward and backward, and nothing else."""
@@ -104,7 +135,7 @@ def test_predict_compute_grows_by_the_hand_values(h100) -> None:  # type: ignore
     assert more.strategy["eager_rope"] is True and base.strategy["eager_rope"] is False
 
 
-@pytest.mark.parametrize("field", ["eager_rope", "eager_glu_clamp", "eager_expert_bias"])
+@pytest.mark.parametrize("field", ["eager_rope", "eager_glu_clamp", "eager_expert_bias", "eager_bias_dropout_add"])
 def test_bad_value_is_a_one_line_error(cli, tmp_path, field) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"{field}: sometimes\n")
@@ -131,6 +162,8 @@ def test_validation_rules() -> None:
         r = vt.predict_new_case(cases[cid])
         assert r.settings["eager_rope"] is rope, cid
         assert r.settings["eager_glu_clamp"] is experts and r.settings["eager_expert_bias"] is experts, cid
+        # GPTOSSBridge: add_bias_linear True, bias_dropout_fusion False; the Qwen3 rows have no linear biases
+        assert r.settings["eager_bias_dropout_add"] is rope, cid
 
 
 def test_megatron_no_rope_fusion_flag(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -141,3 +174,16 @@ def test_megatron_no_rope_fusion_flag(tmp_path) -> None:  # type: ignore[no-unty
     assert read_strategy_file(str(f)).strategy.get("eager_rope") is True
     f.write_text("--tensor-model-parallel-size 2 --bf16\n")
     assert "eager_rope" not in read_strategy_file(str(f)).strategy
+
+
+def test_megatron_no_bias_dropout_fusion_flag(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Megatron-LM's --no-bias-dropout-fusion (store_false, dest bias_dropout_fusion) sets eager_bias_dropout_add for
+    the linear biases Megatron-LM adds by default; with --disable-bias-linear no bias reaches the add: not set."""
+    from scalemodel.specs.frameworks import read_strategy_file
+    f = tmp_path / "launch.sh"
+    f.write_text("--tensor-model-parallel-size 2 --bf16 --no-bias-dropout-fusion\n")
+    assert read_strategy_file(str(f)).strategy.get("eager_bias_dropout_add") is True
+    f.write_text("--tensor-model-parallel-size 2 --bf16 --no-bias-dropout-fusion --disable-bias-linear\n")
+    read = read_strategy_file(str(f))
+    assert "eager_bias_dropout_add" not in read.strategy
+    assert any("--no-bias-dropout-fusion" in u for u in read.unused)

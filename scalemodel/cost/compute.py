@@ -1310,6 +1310,43 @@ def eager_expert_bias_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: Array
     return per_pass, per_pass
 
 
+def eager_bias_dropout_add_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                                 cp: ArrayLike = 1, sequence_parallel: ArrayLike = False, elem_bytes: ArrayLike = 2.0,
+                                 biased_adds: ArrayLike = 2.0, adds: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes one layer adds on one GPU per micro-batch when a model with linear biases runs
+    Megatron-Core's unfused bias-dropout-add (TransformerConfig ``bias_dropout_fusion`` False), beyond the one
+    compiled kernel per residual add that :func:`layer_eltwise_bytes` prices (megatron_te: fwd 3e x + the mask,
+    bwd 3e x, with dropout (2e + 1) x and the bias gradient in the same kernel).
+
+    Source: Megatron-Core ``_bias_dropout_add_func`` (megatron/core/fusions/fused_bias_dropout.py, identical at
+    NVIDIA/Megatron-LM 2d1fa8d372 and 24bad8e677, the Megatron-LM of Megatron-Bridge 26.04 and 26.08), which
+    ``bias_dropout_add_unfused`` calls in eager PyTorch: ``x = x + bias``, ``out = dropout(x, p)``,
+    ``out = residual + out``. The attention block's output projection is built with ``skip_bias_add=True``
+    (megatron/core/transformer/attention.py), so its bias reaches this add (transformer_layer.py ``self_attn_bda``);
+    a dense MLP's FC2 likewise; an MoE layer's experts add their own bias (TEGroupedMLP ``_apply_bias``, or the TE op
+    fuser's kernel) and hand the add none. ``F.dropout`` with p = 0 returns its input (ATen Dropout.cpp: ``p == 0``
+    returns ``input``), so a model without dropout runs no dropout kernel. GPTOSSBridge sets ``add_bias_linear``
+    True and ``bias_dropout_fusion`` False (experts.py refuses the fused one for TEGroupedMLP with linear biases). Per
+    element of the residual stream x (h, or h / t with ``sequence_parallel``), e = ``elem_bytes``, n =
+    ``biased_adds`` of the layer's ``adds`` residual adds carrying a bias (a layer of attention + MLP: 2 adds, n 2
+    dense, 1 MoE; one block of a hybrid pattern: 1 add)::
+
+        forward   x + bias: reads x, writes the sum  2e;  with dropout the separate dropout kernel reads its input
+                  and writes its output (the mask is priced already) 2e, in every add
+        backward  with dropout: the bias gradient's own reduction (sum_to_size) reads the gradient  e  (the compiled
+                  kernel reduces it beside the mask multiply); without dropout both paths run the same reduction
+
+    over T = b s / cp tokens: forward ``2e x (n + adds drop)``, backward ``e x n drop``. Full recompute repeats the
+    forward."""
+    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    e = _pos("elem_bytes", elem_bytes)
+    t = _pos("tp", tp)
+    x = sh.hidden * np.where(np.asarray(sequence_parallel, dtype=bool), 1.0 / t, 1.0)
+    n, adds = np.asarray(biased_adds, dtype=float), np.asarray(adds, dtype=float)
+    drop = np.where(np.asarray(sh.dropout, dtype=bool), 1.0, 0.0)
+    return 2.0 * e * x * T * (n + adds * drop), e * x * T * n * drop
+
+
 def attention_unpad_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                           cp: ArrayLike = 1, elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) HBM bytes one layer adds on one GPU when its fused attention core runs flash-attn's

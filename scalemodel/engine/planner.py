@@ -151,7 +151,8 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "moe_layer_host_s", "ep_dispatch_sms", "moe_flex_dispatcher",
              "recompute_modules", "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
              "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
-             "fp8_param_gather", "loss_impl", "layer_impl", "eager_rope", "eager_glu_clamp", "eager_expert_bias")
+             "fp8_param_gather", "loss_impl", "layer_impl", "eager_rope", "eager_glu_clamp", "eager_expert_bias",
+             "eager_bias_dropout_add")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -1170,7 +1171,7 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = -1 if value is None else int(value)
         elif name in ("moe_a2a_overlap", "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding",
                       "megatron_ddp", "fp8_param_gather", "moe_flex_dispatcher",
-                      "eager_rope", "eager_glu_clamp", "eager_expert_bias"):
+                      "eager_rope", "eager_glu_clamp", "eager_expert_bias", "eager_bias_dropout_add"):
             fixed[name] = bool(value)
         elif name == "recompute_modules":
             fixed[name] = memory.recompute_modules_code(str(value or ""))

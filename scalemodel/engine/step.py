@@ -714,7 +714,9 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
                           moe_share: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-layer forward, backward and recompute seconds with the eager ATen kernels of Megatron-Core's unfused paths
     (docs/model.md#eager-layer-ops), at the HBM roofline: strategy ``eager_rope`` in every layer
-    (:func:`scalemodel.cost.compute.eager_rope_bytes`); ``eager_glu_clamp`` and ``eager_expert_bias`` in the MoE
+    (:func:`scalemodel.cost.compute.eager_rope_bytes`); ``eager_bias_dropout_add`` in every layer, the attention
+    output's bias and a dense MLP's (:func:`~scalemodel.cost.compute.eager_bias_dropout_add_bytes`);
+    ``eager_glu_clamp`` and ``eager_expert_bias`` in the MoE
     layers (``moe_share``, default moe_layers / layers; :func:`~scalemodel.cost.compute.eager_glu_clamp_bytes`,
     :func:`~scalemodel.cost.compute.eager_expert_bias_bytes`, the latter's per-expert launches at
     :data:`~scalemodel.cost.compute.KERNEL_FIXED_S` each). Full recompute repeats every forward; selective recompute
@@ -722,7 +724,8 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
     bias (added after FC2, outside it)."""
     sh = job.shape if job.is_transformer else None
     rope, clamp, bias = (np.asarray(x, dtype=bool) for x in (g.eager_rope, g.eager_glu_clamp, g.eager_expert_bias))
-    if sh is None or not (np.any(rope) or np.any(clamp) or np.any(bias)):
+    bda = np.asarray(g.eager_bias_dropout_add, dtype=bool)
+    if sh is None or not (np.any(rope) or np.any(clamp) or np.any(bias) or np.any(bda)):
         return fwd_l, bwd_l, rec_l
     kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, tp=g.tp, cp=g.cp,
                               elem_bytes=job.elem_bytes)
@@ -730,6 +733,17 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
     f_t = np.where(rope, _hbm_seconds(job, r_f), 0.0)
     b_t = np.where(rope, _hbm_seconds(job, r_b), 0.0)
     fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
+    if np.any(bda):  # the unfused bias-dropout-add: the attention output's bias and a dense MLP's, per mean layer
+        L = float(sh.layers)
+        if sh.hybrid is not None:  # one block per layer: attention and MLP blocks hand the add a bias
+            biased, adds = (sh.hybrid.attention + sh.hybrid.mlp) / L, 1.0
+        else:
+            share_moe = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
+            biased, adds = 2.0 - share_moe, 2.0
+        a_f, a_b = compute.eager_bias_dropout_add_bytes(sh, sequence_parallel=g.sequence_parallel, biased_adds=biased,
+                                                        adds=adds, **kw)
+        fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, np.where(bda, _hbm_seconds(job, a_f), 0.0),
+                                              np.where(bda, _hbm_seconds(job, a_b), 0.0))
     if sh.moe_layers == 0 or not (np.any(clamp) or np.any(bias)):
         return fwd_l, bwd_l, rec_l
     share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share

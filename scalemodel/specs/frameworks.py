@@ -377,6 +377,9 @@ _MEG_FSDP = ("--use-torch-fsdp2", "--use-megatron-fsdp")
 _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
                                             "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
                                             "--cross-entropy-loss-fusion",
+                                            # store_false, dest bias_dropout_fusion (arguments.py at 24bad8e677):
+                                            # strategy eager_bias_dropout_add
+                                            "--no-bias-dropout-fusion",
                                             # not in NVIDIA/Megatron-LM's argparse (TransformerConfig
                                             # .fp8_dot_product_attention has no CLI argument: arguments.py at
                                             # d98e8a64 lists it under "no CLI argument exists for these", and no
@@ -462,6 +465,15 @@ def _megatron(text: str, out: StrategyFile) -> None:
     for name, (where, key, switched) in _MEG_SWITCH.items():
         if name in args:
             getattr(out, where)[key] = switched
+    if "--no-bias-dropout-fusion" in args:
+        # megatron/training/arguments.py at 24bad8e677: store_false, dest bias_dropout_fusion: Megatron-Core's eager
+        # bias-dropout-add (strategy eager_bias_dropout_add, docs/model.md#eager-layer-ops), priced for the linear
+        # biases Megatron-LM adds unless --disable-bias-linear
+        if "--disable-bias-linear" in model_flags:
+            out.unused.append("--no-bias-dropout-fusion with --disable-bias-linear (no bias reaches the add; the "
+                              "separate dropout pass of a model with dropout is not priced)")
+        else:
+            out.strategy["eager_bias_dropout_add"] = True
     if "--no-async-tensor-model-parallel-allreduce" in args and "--sequence-parallel" in args:
         # Megatron's sequence-parallel backward launches each reduce-scatter with async_op=True before the
         # weight-gradient GEMM whatever this flag says (validate_args turns the all-reduce flag off with it;

@@ -300,6 +300,12 @@ class StrategySpec(Spec, kw_only=True):
         "PyTorch (Megatron-Core TEGroupedMLP._apply_bias, add_bias_linear MoE without the Transformer Engine op fuser: "
         "GPT-OSS); docs/model.md#eager-layer-ops"
     ))] = False
+    eager_bias_dropout_add: Annotated[bool, Meta(description=(
+        "a model with linear biases adds the attention output's bias (and a dense MLP's) in Megatron-Core's unfused "
+        "bias-dropout-add (bias_dropout_fusion false: x + bias, dropout and the residual add as separate eager "
+        "kernels, GPT-OSS); 2e bytes more per residual-stream element and biased add, forward (+ the dropout's own "
+        "pass with dropout); docs/model.md#eager-layer-ops"
+    ))] = False
     loss_impl: Annotated[LossImplText, Meta(description=(
         "the output head's softmax cross-entropy: megatron (Megatron-Core's unfused vocab_parallel_cross_entropy, "
         "Megatron-LM's default; also Megatron-DeepSpeed's), megatron_fused (--cross-entropy-loss-fusion, native), te "
