@@ -460,6 +460,7 @@ class StrategyGrid:
     eager_rope: np.ndarray  # bool: RoPE as Megatron-Core's eager ATen kernels (compute.eager_rope_bytes)
     eager_glu_clamp: np.ndarray  # bool: the experts' activation clamp outside the fused kernel (eager_glu_clamp_bytes)
     eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
+    train_metric_passes: np.ndarray  # eager cross-entropy passes over the logits per micro-batch (training metrics)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -536,6 +537,7 @@ class StrategyGrid:
             "eager_rope": bool(self.eager_rope[i]),
             "eager_glu_clamp": bool(self.eager_glu_clamp[i]),
             "eager_expert_bias": bool(self.eager_expert_bias[i]),
+            "train_metric_passes": int(self.train_metric_passes[i]),
         }
 
 
@@ -561,7 +563,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     moe_fp8_padding=False, megatron_ddp=False,
                                     fp8_param_gather=False, loss_impl=LossImpl.MEGATRON,
                                     layer_impl=LayerImpl.MEGATRON_TE, eager_rope=False, eager_glu_clamp=False,
-                                    eager_expert_bias=False)
+                                    eager_expert_bias=False, train_metric_passes=0)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -736,7 +738,8 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         layer_impl=LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl"),
         eager_rope=getattr(strategy, "eager_rope", False),
         eager_glu_clamp=getattr(strategy, "eager_glu_clamp", False),
-        eager_expert_bias=getattr(strategy, "eager_expert_bias", False))
+        eager_expert_bias=getattr(strategy, "eager_expert_bias", False),
+        train_metric_passes=getattr(strategy, "train_metric_passes", 0))
 
 
 def _check_shard_group(strategy: Any, dp: int) -> None:
@@ -834,6 +837,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                              ("eager_expert_bias", moe, "MoE layers")):
         if getattr(strategy, name, False) and not need:
             notices.warn(f"strategy.{name} is not priced: the model has no {what}")
+    if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:
+        notices.warn("strategy.train_metric_passes is not priced: the model has no transformer output layer (logits)")
     tp = int(getattr(strategy, "tp", 1))
     if not getattr(strategy, "tp_async_allreduce", True) and (tp == 1 or getattr(strategy, "sequence_parallel", False)):
         notices.warn("strategy.tp_async_allreduce = false is not priced: " + (
