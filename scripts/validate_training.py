@@ -117,6 +117,8 @@ Two case files (issue 5 and issue 13):
       --training.compile, torchtitan e7c0cae; with TP torchtitan runs loss_parallel, not derived); every other source
       -> megatron, the strategy default, which is Megatron-LM's own (no --cross-entropy-loss-fusion) and
       Megatron-DeepSpeed's.
+    - training-metric passes over the logits (:data:`TRAIN_METRIC_PASSES`): mpt -> 2 (Composer evaluates llm-foundry's
+      LanguageCrossEntropy and LanguagePerplexity after every micro-batch's backward); every other source -> 0.
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
       (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25 -> torchtitan, maxtext
@@ -733,6 +735,15 @@ FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mpt": "flash_attn", "titan24": "torch",
              "titan25": "inductor",
              "nemo2502": "megatron_fused"}
+
+
+#: Training-metric passes over the logits per micro-batch (StrategySpec.train_metric_passes;
+#: docs/model.md#train-metrics): Composer evaluates every train metric after each micro-batch's backward
+#: (composer/trainer/trainer.py ``_eval_train_metrics``, v0.17.2 and v0.16.4, the releases llm-foundry@5e85bd62d and
+#: @b2a43a147 pin), and llm-foundry's MPT has two, LanguageCrossEntropy and LanguagePerplexity, each a
+#: CrossEntropyLoss over the logits (llmfoundry/models/mpt/modeling_mpt.py ``use_train_metrics`` default true at both
+#: commits; the benchmark yamls do not set it). The other sources' trainers compute the loss only.
+TRAIN_METRIC_PASSES = {"mpt": 2}
 
 
 def loss_impl(case: dict[str, Any]) -> str:
@@ -1436,6 +1447,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           eager_expert_bias=case["id"] in RECIPE_EAGER_EXPERT_OPS,
                           eager_bias_dropout_add=case["id"] in RECIPE_EAGER_BIAS_DROPOUT_ADD,
                           loss_impl=loss_impl(case), layer_impl=layer_impl(case),
+                          train_metric_passes=TRAIN_METRIC_PASSES.get(src, 0),
                           overlap=src not in DEEPSPEED_PIPELINE,
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,
                           deepspeed_pipeline=src in DEEPSPEED_PIPELINE and pp > 1,
@@ -1488,7 +1500,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "deepspeed_pipeline": st.deepspeed_pipeline, "moe_fp8_padding": st.moe_fp8_padding,
                 "moe_flex_dispatcher": st.moe_flex_dispatcher,
                 "tp_async_allreduce": st.tp_async_allreduce,
-                "loss_impl": st.loss_impl,
+                "loss_impl": st.loss_impl, "train_metric_passes": st.train_metric_passes,
                 "eager_rope": st.eager_rope, "eager_glu_clamp": st.eager_glu_clamp,
                 "eager_expert_bias": st.eager_expert_bias,
                 "eager_bias_dropout_add": st.eager_bias_dropout_add,

@@ -676,6 +676,32 @@ def loss_logit_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 
     return fwd, bwd
 
 
+def train_metric_bytes(passes: ArrayLike, elem_bytes: ArrayLike = 2.0) -> np.ndarray:
+    """HBM bytes per logit (per element of the local T x V/t logits) of ``passes`` eager cross-entropy evaluations
+    outside autograd after each micro-batch's backward (a trainer's training metrics), with logits of ``elem_bytes``
+    e (16-bit under autocast)::
+
+        per pass   3 e + 4   log_softmax under autocast: log_softmax is on autocast's ``fp32_set_opt_dtype`` list,
+                             so the 16-bit logits are read with dtype float32 (no separate cast) and, for rows of
+                             V/t >= 12,288 fp32 elements, ``cunn_SoftMaxForward`` reads the row three times (max,
+                             sum of exp, the epilogue) and writes the fp32 log-probabilities (as the ``torch`` row
+                             of :func:`loss_logit_bytes` counts it, without its ``.float()``); nll_loss gathers one
+                             value per token (not counted)
+
+    e = 2: 10 B a logit a pass. Composer (mosaicml/composer v0.17.2, the release llm-foundry@5e85bd62d pins):
+    ``Trainer._train_microbatch`` calls ``_eval_train_metrics`` after every micro-batch's backward, which runs
+    ``update_metric`` for each train metric under the precision context (autocast for amp_bf16) on the forward's
+    logits (composer/trainer/trainer.py); llm-foundry's ComposerMPTCausalLM sets LanguageCrossEntropy and
+    LanguagePerplexity (``use_train_metrics`` default true; llmfoundry/models/mpt/modeling_mpt.py @5e85bd62d),
+    each ``torch.nn.CrossEntropyLoss(reduction='sum')`` over the logits (LanguagePerplexity subclasses
+    LanguageCrossEntropy; composer/metrics/nlp.py at v0.17.2): 2 passes, 20 B a logit."""
+    n = np.asarray(passes, dtype=float)
+    if np.any(~np.isfinite(n) | (n < 0)):
+        raise InputError("a train-metric pass count is negative or not finite", where="train_metric_bytes",
+                         allowed="passes >= 0")
+    return n * (3.0 * _pos("elem_bytes", elem_bytes) + 4.0)
+
+
 def loss_saved_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 2.0) -> np.ndarray:
     """Bytes per logit the cross-entropy keeps from its forward to its backward (:func:`loss_logit_bytes`'s
     sources): megatron and megatron_fused save the fp32 softmax ``exp_logits`` (4; Korthikanti et al. 2022's

@@ -461,6 +461,7 @@ class StrategyGrid:
     eager_glu_clamp: np.ndarray  # bool: the experts' activation clamp outside the fused kernel (eager_glu_clamp_bytes)
     eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
     eager_bias_dropout_add: np.ndarray  # bool: Megatron-Core's unfused bias-dropout-add (eager_bias_dropout_add_bytes)
+    train_metric_passes: np.ndarray  # eager cross-entropy passes over the logits per micro-batch (training metrics)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -538,6 +539,7 @@ class StrategyGrid:
             "eager_glu_clamp": bool(self.eager_glu_clamp[i]),
             "eager_expert_bias": bool(self.eager_expert_bias[i]),
             "eager_bias_dropout_add": bool(self.eager_bias_dropout_add[i]),
+            "train_metric_passes": int(self.train_metric_passes[i]),
         }
 
 
@@ -563,7 +565,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     moe_fp8_padding=False, megatron_ddp=False,
                                     fp8_param_gather=False, loss_impl=LossImpl.MEGATRON,
                                     layer_impl=LayerImpl.MEGATRON_TE, eager_rope=False, eager_glu_clamp=False,
-                                    eager_expert_bias=False, eager_bias_dropout_add=False)
+                                    eager_expert_bias=False, eager_bias_dropout_add=False,
+                                    train_metric_passes=0)
     values = {**defaults, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
@@ -739,7 +742,8 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         eager_rope=getattr(strategy, "eager_rope", False),
         eager_glu_clamp=getattr(strategy, "eager_glu_clamp", False),
         eager_expert_bias=getattr(strategy, "eager_expert_bias", False),
-        eager_bias_dropout_add=getattr(strategy, "eager_bias_dropout_add", False))
+        eager_bias_dropout_add=getattr(strategy, "eager_bias_dropout_add", False),
+        train_metric_passes=getattr(strategy, "train_metric_passes", 0))
 
 
 def _check_shard_group(strategy: Any, dp: int) -> None:
@@ -838,6 +842,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                              ("eager_bias_dropout_add", job.is_transformer, "transformer layers")):
         if getattr(strategy, name, False) and not need:
             notices.warn(f"strategy.{name} is not priced: the model has no {what}")
+    if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:
+        notices.warn("strategy.train_metric_passes is not priced: the model has no transformer output layer (logits)")
     tp = int(getattr(strategy, "tp", 1))
     if not getattr(strategy, "tp_async_allreduce", True) and (tp == 1 or getattr(strategy, "sequence_parallel", False)):
         notices.warn("strategy.tp_async_allreduce = false is not priced: " + (

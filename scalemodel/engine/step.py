@@ -402,8 +402,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     copy_f, copy_b = fsdp2_copy_time(job, g, layers_per_stage)
     fwd = layers_per_stage * fwd_l + with_logits * logits.forward + copy_f
     rec_n = recomputed_layers(g, layers_per_stage)
-    bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * logits.backward + grad_accumulation_time(job, g) \
-        + fsdp_flat_grad_time(job, g) + copy_b
+    bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * (logits.backward + train_metric_time(job, g)) \
+        + grad_accumulation_time(job, g) + fsdp_flat_grad_time(job, g) + copy_b
     out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
            "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
@@ -614,6 +614,21 @@ def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
                                           divide=g.dp > 1)
     t = _hbm_seconds(job, nbytes)
     return np.asarray(np.where(g.fsdp_flat_param & (g.zero >= Zero.GRADIENTS), t, 0.0))
+
+
+def train_metric_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per micro-batch of the trainer's training-metric passes over the logits on the last stage (strategy
+    ``train_metric_passes``, 0 by default; :func:`scalemodel.cost.compute.train_metric_bytes`)::
+
+        t = passes x (3 e + 4) x T x V / t / (HBM bandwidth x memory efficiency),   T = b s / cp
+
+    They run after the micro-batch's backward, outside autograd, and are priced with it
+    (docs/model.md#train-metrics)."""
+    if not np.any(g.train_metric_passes):
+        return np.zeros(1)
+    sh = job.shape
+    logits = g.micro_batch * job.seq_len / g.cp * sh.vocab / g.tp
+    return _hbm_seconds(job, logits * compute.train_metric_bytes(g.train_metric_passes, job.elem_bytes))
 
 
 def fsdp2_copy_time(job: Job, g: StrategyGrid, layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

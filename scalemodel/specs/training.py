@@ -67,6 +67,9 @@ MIN_GRAD_BYTES, MAX_GRAD_BYTES = 0.125, 8.0
 #: The most optimizer-state bytes per parameter taken: 8 fp64 values (Adam's fp32 master, m and v are 12); 1e300
 #: overflowed the memory model as grad_bytes_per_param did.
 MAX_OPTIMIZER_BYTES = 64.0
+#: The most training-metric passes over the logits taken per micro-batch (strategy train_metric_passes): a trainer
+#: evaluates a handful of metrics; a huge count overflowed nothing but priced nonsense.
+MAX_TRAIN_METRIC_PASSES = 64
 
 
 class TrainingSpec(Spec, kw_only=True):
@@ -306,6 +309,11 @@ class StrategySpec(Spec, kw_only=True):
         "kernels, GPT-OSS); 2e bytes more per residual-stream element and biased add, forward (+ the dropout's own "
         "pass with dropout); docs/model.md#eager-layer-ops"
     ))] = False
+    train_metric_passes: Annotated[int, Meta(ge=0, le=MAX_TRAIN_METRIC_PASSES, description=(
+        "eager cross-entropy evaluations of the logits after each micro-batch's backward, outside autograd: a "
+        "trainer's training metrics (Composer runs every train metric on every micro-batch; llm-foundry's MPT has "
+        "two, LanguageCrossEntropy and LanguagePerplexity); each reads the 16-bit logits three times and writes "
+        "fp32 log-probabilities, 10 B a logit (docs/model.md#train-metrics); 0 = none"))] = 0
     loss_impl: Annotated[LossImplText, Meta(description=(
         "the output head's softmax cross-entropy: megatron (Megatron-Core's unfused vocab_parallel_cross_entropy, "
         "Megatron-LM's default; also Megatron-DeepSpeed's), megatron_fused (--cross-entropy-loss-fusion, native), te "
