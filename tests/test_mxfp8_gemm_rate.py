@@ -78,6 +78,8 @@ def test_every_blackwell_part_prices_mxfp8_on_the_scaled_fp8_curve(cluster: str)
     cl, _, _, _ = build_specs(cluster=cluster, model="gpt-7.5b", sets=[], training={"precision": "fp8"}, strategy={})
     gm = float(cl.accelerator.compute_efficiency.fp8.gemm_max)
     assert cl.accelerator.family == "blackwell"
+    assert "FP8_RECIPE_GEMM_FACTORS" in cl.accelerator.compute_efficiency.fp8.source  # the YAML says so
+    assert ("BORROWED here" in cl.accelerator.compute_efficiency.fp8.source) == (cluster != "dgx-b300")
     assert mx.gemm_max == pytest.approx(gm * 0.951, rel=1e-12)
     assert mx.fp8_recipe_gemm_factor == 0.951
     assert tw.gemm_max == dl.gemm_max == pytest.approx(gm, rel=1e-12)
