@@ -210,6 +210,47 @@ def in_layer_gemm_factor(family: str, precision: str = "bf16", accelerator: str 
     return IN_LAYER_GEMM_FACTORS.get(str(family).lower(), {}).get(group, IN_LAYER_GEMM_FACTOR)
 
 
+#: Rate of an fp8 recipe's GEMMs relative to the accelerator's fp8 (per-tensor e4m3) curve, by family and recipe:
+#: the recipe's GEMMs run at ``gemm_max`` x this factor (engine/job.py ``build_job``), every other recipe and family
+#: at 1. The fp8 curves are fitted to per-tensor-scaled FP8 GEMMs (cuBLASLt ``CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F``)
+#: and in-layer factors of per-tensor runs; MXFP8 runs a different cuBLASLt kernel, block-scaled MMA with one E8M0
+#: scale per 32 elements of each operand (``CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0``; TransformerEngine@d0067d0da6
+#: transformer_engine/common/gemm/cublaslt_gemm.cu), and no curve of its own is published.
+#:
+#: Blackwell ``mxfp8`` 0.951 = 6.812 / 7.161: Transformer Engine's GEMM profiling guide (hardware/measurements/
+#: gemm.yaml TE-GEMMPROF-B300; NVIDIA/TransformerEngine@d0067d0da6 docs/examples/gemm_profiling/gemm_profiling.rst,
+#: 'Autocast vs Pre-quantized'), one B300 SXM6 AC, the 12 GEMMs of one layer of a 5B config (h 4096, f 16384,
+#: M = 31 x 512 = 15872 tokens), ``--pre-quantize`` (operands quantized once before the timed loop: GEMM kernels
+#: only), per-layer sums FP8 current scaling 6.812 ms against MXFP8 7.161 ms; per pass fprop / dgrad / wgrad
+#: 2.158 / 2.329 / 2.325 against 2.365 / 2.397 / 2.400 (ratios 0.912 / 0.972 / 0.969). Both columns are the same
+#: call (benchmarks/gemm/benchmark_gemm.py at that commit: ``tex.generic_gemm`` of randn operands quantized by
+#: ``Float8CurrentScalingQuantizer`` or ``MXFP8Quantizer``, same shapes and layout, BF16 output, 10 warm-up and 100
+#: timed calls under CUDA events after a 4096^3 lead GEMM, the two recipes back to back per shape in one process).
+#: Rule (fixed before any validation run, never from a training row): admit published pre-quantized timings of
+#: both kernels on the same card, shapes, process and library (cuBLASLt, what Transformer Engine's general_gemm and
+#: torch._scaled_mm run); per source the ratio of summed times; several sources: their median. One source
+#: qualifies (hardware/README.md, "Blackwell basis": flashinfer's CUTLASS mm_mxfp8 vs bmm_fp8 on a B200, pull
+#: request #2464, is another library and its FP8 half is not in the stored text; torchao's Llama3-8B tokens/s
+#: table is a training run with its casts). One factor, not one per direction: the per-pass gap is per-tensor FP8's
+#: (its fprop shapes run 7-8 % faster than its dgrad / wgrad ones, MXFP8's three passes within 1.5 %), and the fp8
+#: curve is symmetric in (m, n, k), pricing every pass at the same rate; on it per-direction factors (0.912 forward,
+#: 0.970 backward) would price MXFP8's own fprop 5 % slow and its backward 2.4 % fast, the one factor both within
+#: 1 %. Measured on a B300 (sm_103) only: B200, GB200 and GB300 (the same fifth-generation tensor cores and the same
+#: cuBLASLt kernel family) BORROW it, as they borrow Hopper's in-layer factors. Applied to every fp8 GEMM of an
+#: mxfp8 run priced on the fp8 curve (layer projections, MLP, routed and shared experts' grouped GEMMs, Mamba and MTP
+#: projections); the BF16 attention core, router and logits GEMMs keep their 16-bit curve. Assumption, stated: the
+#: ratio measured at one config's shapes (every side >= 4096) holds at others, and for grouped GEMMs.
+FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
+    "blackwell": {"mxfp8": 0.951},  # TE-GEMMPROF-B300, pre-quantized, 6.812 / 7.161 ms; B200 / GB200 / GB300 borrow
+}
+
+
+def fp8_recipe_gemm_factor(family: str, recipe: str) -> float:
+    """The fraction of the fp8 curve's rate an fp8 recipe's GEMMs run at on this accelerator family
+    (:data:`FP8_RECIPE_GEMM_FACTORS`; 1 for a recipe or family without one, and for non-fp8 runs, recipe "")."""
+    return float(FP8_RECIPE_GEMM_FACTORS.get(str(family).lower(), {}).get(str(recipe), 1.0))
+
+
 #: Default curve per accelerator family (AcceleratorSpec.family); see the module docstring.
 DEFAULT_EFFICIENCY: dict[str, EfficiencyCurve] = {
     "ampere": _A100,  # calibrated (Korthikanti Table 4)

@@ -118,6 +118,9 @@ class Job:
     # an fp8 run's Transformer Engine scaling recipe (training.fp8_recipe, default delayed; "" = not fp8): prices
     # the quantization casts (cost.compute.fp8_quantize_bytes, _fp8_recipe)
     fp8_recipe: str = ""
+    # the fraction of the fp8 curve's rate this recipe's GEMMs run at (cost.compute.fp8_recipe_gemm_factor: MXFP8's
+    # block-scaled GEMMs on Blackwell; 1 otherwise), already folded into gemm_max; kept for the report
+    fp8_recipe_gemm_factor: float = 1.0
     # the fused attention kernel priced (training.attention_kernel resolved by _attention_kernel; "gemm" = the core on
     # the GEMM curve) and its fitted forward / backward curves (attn_max, seq_half, head_half; None with "gemm")
     attention_kernel: str = "gemm"
@@ -172,6 +175,10 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     # the spec's curve may carry a separate fp8 GEMM curve (ComputeEfficiency.gemm); family defaults do not
     gemm_max, gemm_half_dim = (acc.compute_efficiency.gemm(precision) if acc.compute_efficiency is not None
                                else (curve.gemm_max, curve.gemm_half_dim))
+    # an mxfp8 run's GEMMs: block-scaled kernels, slower than the per-tensor FP8 ones the fp8 curve was fitted to
+    recipe = _fp8_recipe(training, acc)
+    recipe_factor = compute.fp8_recipe_gemm_factor(acc.family, recipe)
+    gemm_max = gemm_max * recipe_factor
     elem = Precision.parse(precision).element_bytes
     # fp8 runs: the attention core and the logits GEMM stay in BF16 (cost.compute.layer_compute_time, _bf16_gemms)
     bf16_peak, bf16_gm, bf16_d0 = _bf16_gemms(acc, precision, curve)
@@ -221,7 +228,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
         host_bandwidth=float(cluster.host_bandwidth or 0.0),
-        fp8_recipe=_fp8_recipe(training, acc),
+        fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor,
         fp8_attention=bool(getattr(training, "fp8_attention", False)),
         **_attention_kernel(training, acc),
     )
