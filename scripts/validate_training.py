@@ -41,6 +41,8 @@ Two case files (issue 5 and issue 13):
       are not parsed; MLA from the stated compression widths, a parallel block when stated; local attention from
       the stated ``sliding_window`` and ``sliding_window_pattern``; a hybrid Mamba-2 model (Nemotron-H, Nemotron 3)
       from the stated ``hybrid_pattern`` and ``mamba`` widths, docs/model.md#mamba-2-layers).
+    - activation: a stated squared ReLU (``model.activation``, Nemotron-4) -> squared_relu (two eager ATen ops in
+      Megatron-LM and NeMo, docs/model.md#layer-eltwise); otherwise GeLU ungated, SwiGLU gated.
     - dropout: a stated ``model.dropout`` probability (0 -> no dropout masks: NeMo's NemotronConfig sets
       hidden_dropout = attention_dropout = 0.0), else none for :data:`NO_DROPOUT_TYPES`, else on.
     - unstated: FFN width 4 x hidden, MHA, ungated, no MoE; embedding tying: the one whose
@@ -850,6 +852,12 @@ def case_mtp_layers(case: dict[str, Any]) -> int:
     return int(case["model"].get("mtp_depth", 0) or 0)
 
 
+def squared_relu(m: dict[str, Any]) -> bool:
+    """The case's model states a squared-ReLU MLP activation (``model.activation`` "squared ReLU", ungated)."""
+    text = " ".join(str(m.get("activation", "")).lower().replace("_", " ").split())
+    return "squared relu" in text and not bool(m.get("gated_mlp", False))
+
+
 def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str]:
     """The case's model: a matching built-in, else built from its fields; or (None, why)."""
     m = case["model"]
@@ -860,7 +868,8 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
     for w in _builtin_transformers():
         if _shape_key(w.layers, w.hidden, w.heads, w.kv_heads, w.ffn_hidden, w.gated_mlp,
                       w.moe.experts if w.moe else 0) == key and m.get("vocab", w.vocab) == w.vocab:
-            return w.model_copy(update={"seq_len": m["seq_len"], "mtp_layers": case_mtp_layers(case)}), w.name
+            return w.model_copy(update={"seq_len": m["seq_len"], "mtp_layers": case_mtp_layers(case),
+                                        "squared_relu": squared_relu(m) or w.squared_relu}), w.name
     if "vocab" not in m:
         return None, "vocabulary not stated and no built-in workload of the same shape"
     spec: dict[str, Any] = {
@@ -870,7 +879,7 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
         "tied_embeddings": bool(m.get("tied_embeddings", m.get("type") in TIED_TYPES)),
         "parallel_block": "parallel" in str(m.get("block", "")).lower(),
         "dropout": bool(m["dropout"]) if "dropout" in m else m.get("type") not in NO_DROPOUT_TYPES,
-        "mtp_layers": case_mtp_layers(case),
+        "mtp_layers": case_mtp_layers(case), "squared_relu": squared_relu(m),
         "sliding_window": m.get("sliding_window"), "sliding_window_pattern": int(m.get("sliding_window_pattern", 0)),
     }
     if moe:

@@ -723,6 +723,17 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
         act       fwd 3e F gated (bias_swiglu_impl: reads 2F, writes F) | 2e F (bias_gelu_impl / ATen gelu)
                   bwd 5e F gated (swiglu_back: reads dy and 2F, writes 2F) | 4e F (bias_gelu_back 3, + the bias
                              gradient's sum_to over tokens 1) | 3e F without biases (ATen gelu_backward)
+                  squared ReLU (``sh.squared_relu``, ungated; also megatron_legacy and eager): fwd 4e F, bwd 10e F.
+                             Megatron-LM's ``squared_relu`` (megatron/training/activations.py at core_v0.8.0
+                             baf94af3c6) and NeMo 2.2's (nemo/collections/llm/fn/activation.py at v2.2.0 7192a2c944,
+                             NemotronConfig's activation_func) are both ``torch.pow(F.relu(x), 2)``, not scripted, and
+                             Megatron-Core's MLP fuses only GeLU and SwiGLU (mlp.py: "Only support fusion of gelu and
+                             swiglu"), so it runs the unfused branch ``self.activation_func(intermediate_parallel)``:
+                             forward relu (read, write) and pow (read, write); backward PowBackward0 =
+                             pow_backward, ``grad * (exponent * self.pow(exponent - 1))`` (self.pow(1) is a copy 2e,
+                             the scalar product 2e, the product with grad 3e: 7e), then ReluBackward0 =
+                             threshold_backward(grad, result) 3e; with biases + the separate bias add 2e forward and
+                             its gradient's sum 1e backward. The compiled and XLA implementations fuse it (2e, 3e)
 
     megatron_legacy (microsoft/Megatron-DeepSpeed@54884b5f megatron/model/transformer.py, mpu/layers.py,
     fused_bias_gelu.py; Megatron-LM's own megatron/model before Megatron-Core is the same): as megatron_te but
@@ -801,23 +812,29 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
     mask_f, mask_b = one(drop) * 2.0 * x, one(drop) * 2.0 * (2.0 * e + 1.0) * x  # two dropouts: fwd mask, bwd pass
 
     ff = np.where(gated, 3.0, 2.0) * e * f  # the fused activation's forward (TE, compiled, XLA)
+    # squared ReLU (ungated), two eager ATen ops where the implementation runs the activation outside a compiler:
+    # fwd relu 2e + pow 2e; bwd pow_backward 7e (self.pow(1) copies 2e, x 2 writes 2e, grad x that 3e) + relu's
+    # threshold_backward 3e; with biases the unfused bias add (2e) forward, its sum over tokens (1e) backward
+    sq = np.asarray(sh.squared_relu, dtype=bool) & ~gated
+    sq_f, sq_b = (4.0 + 2.0 * one(bias)) * e * f, (10.0 + one(bias)) * e * f
 
     def te() -> tuple[Any, Any]:  # Megatron-Core + Transformer Engine
         return ((2 * n + 6) * e * x + mask_f + one(rope) * 4 * e * (q + k) + one(rope) * 2 * e * v
-                + one(gqa) * 2 * e * q + ff,
+                + one(gqa) * 2 * e * q + np.where(sq, sq_f, ff),
                 (3 * n + 6) * e * x + mask_b + one(rope) * 2 * e * (q + k) + one(rope | gqa) * 2 * e * (q + k + v)
-                + np.where(gated, 5.0, np.where(bias, 4.0, 3.0)) * e * f)
+                + np.where(sq, sq_b, np.where(gated, 5.0, np.where(bias, 4.0, 3.0)) * e * f))
 
     def legacy() -> tuple[Any, Any]:  # legacy Megatron-LM / Megatron-DeepSpeed
-        return ((2 * n + 6) * e * x + mask_f + 2 * e * o + np.where(gated, 5.0, 2.0) * e * f,
+        return ((2 * n + 6) * e * x + mask_f + 2 * e * o + np.where(sq, sq_f, np.where(gated, 5.0, 2.0) * e * f),
                 (5 * n + 6) * e * x + mask_b + 2 * e * (q + k + v) + one(bias) * e * (q + k + v + 2 * x)
-                + np.where(gated, 9.0, np.where(bias, 4.0, 3.0)) * e * f)
+                + np.where(sq, sq_b, np.where(gated, 9.0, np.where(bias, 4.0, 3.0)) * e * f))
 
     def eager(out_copy: bool) -> tuple[Any, Any]:  # PyTorch eager (llm-foundry: no output copy)
-        return ((2 * n + 6) * e * x + one(drop) * 2 * (2 * e + 1) * x + np.where(gated, 5.0, 2.0) * e * f
-                + (2 * e * o if out_copy else 0.0),
+        # nn.Linear's bias rides in the GEMM epilogue and its gradient is counted with the biases: relu and pow only
+        return ((2 * n + 6) * e * x + one(drop) * 2 * (2 * e + 1) * x
+                + np.where(sq, 4.0, np.where(gated, 5.0, 2.0)) * e * f + (2 * e * o if out_copy else 0.0),
                 (5 * n + 6) * e * x + mask_b + 2 * e * (q + k + v) + one(bias) * e * (q + k + v + 2 * x + up)
-                + np.where(gated, 9.0, 3.0) * e * f)
+                + np.where(sq, 10.0, np.where(gated, 9.0, 3.0)) * e * f)
 
     def compiled() -> tuple[Any, Any]:  # torch.compile'd block (torchtitan)
         rot = one(rope) * e * (2 * q + k + k_rep) + one(~rope & gqa) * e * (k + k_rep) + one(gqa) * e * (v + v_rep)
