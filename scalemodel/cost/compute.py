@@ -570,8 +570,15 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         gemm = gemm + gemm_time(T, mats_up * f / t, h, **kw) + down
         flops = flops + 2 * T * h * f / t * (mats_up + 1)
 
+    # Transformer Engine's context-parallel ring bookkeeping (Megatron-Core, fused core): part of the core's
+    # forward (selective core_attn recompute repeats it) with its own backward bytes (cp_ring_bytes)
+    te_ring = att * (flash & (codes(LayerImpl, layer_impl, "strategy.layer_impl") == LayerImpl.MEGATRON_TE)
+                     & ~np.asarray(fp8_attention, dtype=bool))
+    ring_f, ring_b = cp_ring_bytes(sh, micro_batch=b, seq_len=s, tp=t, cp=c, elem_bytes=eb)
+    t_ring_f = te_ring * memory_time(ring_f, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
+    t_ring_b = te_ring * memory_time(ring_b, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     t_core = core_gemm + memory_time(core_mem, memory_bandwidth=memory_bandwidth,
-                                     memory_efficiency=memory_efficiency)
+                                     memory_efficiency=memory_efficiency) + t_ring_f
     t_mem = memory_time(mem, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     # backward: the implementation's own passes; the MoE extras (dispatch, experts' activation) stay 2 x forward
     t_mem_bwd = memory_time(T * own_b + 2.0 * (mem - T * own_f), memory_bandwidth=memory_bandwidth,
@@ -586,7 +593,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                  + np.where(again.moe_act, memory_time(
                      expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
-    backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0)
+    backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0) \
+        + t_ring_b - 2.0 * t_ring_f
     return LayerTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
 
@@ -853,6 +861,48 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
         if np.any(here):
             f_i, b_i = price()
             fwd, bwd = fwd + np.where(here, f_i, 0.0), bwd + np.where(here, b_i, 0.0)
+    return fwd, bwd
+
+
+def cp_ring_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1, cp: ArrayLike = 1,
+                  elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """HBM bytes (forward, backward) of one attention layer's context-parallel ring bookkeeping outside the attention
+    kernels on the slowest rank (cp - 1), Transformer Engine's P2P ring (AttnFuncWithCPAndKVP2P, Megatron-Core's
+    default cp_comm_type p2p) with the 16-bit core; 0 at cp = 1. Per GPU, T = b s / cp tokens, e = ``elem_bytes``,
+    O = T a d_v / t elements of the output (and of dq), KV = T g (d + d_v) / t of the K and V block::
+
+        causal      fwd  e O (1 + 3 cp)                   bwd  e O (3 cp - 1) + e KV (1.5 cp + 3)
+        not causal  fwd  e O (1 + 3 cp)                   bwd  e O (3 cp - 1) + e KV (3 cp + 1)
+
+    Counted from transformer_engine/pytorch/attention.py at v2.1 (450146ae6), qkv_format sbhd (Megatron-Core's),
+    no FP8, for rank r = cp - 1, the rank the step model prices the ring's kernel calls for
+    (:func:`layer_compute_time`); k = cp - r - 1 = 0:
+
+    * forward: ``out = torch.zeros_like(q)`` (write e O); after the ring, one merge per step,
+      ``flash_attn_fwd_out_correction`` (jit_fuser: torch.compile) reads the step's output and the running output and
+      writes it back, 3e O, over the whole output at the steps i <= r (all cp of them for r = cp - 1; the others
+      merge the second half only). The KV first-half and Q second-half ``.contiguous()`` calls are no-ops in sbhd
+      (a slice of the leading dimension); the per-(token, head) softmax statistics are per-token work, left out.
+    * backward: ``p2p_comm_buffers[0][0].copy_(kv)`` 2e KV; dq: the first step ``dq.copy_(dq_)`` 2e O (i = k = 0,
+      rank cp - 1), every later step ``dq.add_(dq_)`` 3e O; dkv (the buffer received from the neighbour): step 0
+      the half-block copy ``dkv[0].copy_(dkv_)`` e KV, steps 1 .. cp - 2 the half-block add ``dkv[0].add_(dkv_)``
+      1.5e KV, the last step (the local block, full) ``dkv.add_(dkv_)`` 3e KV. Without a causal mask every step is
+      whole: copies 2e, adds 3e.
+
+    Transformer Engine 1.x (v1.8, AttnFuncWithCP) makes the same passes and also concatenates dk and dv every step
+    (``torch.cat((dk_.unsqueeze(0), dv_.unsqueeze(0)))``), not counted here; v2.1 builds that view without a copy
+    (``_combine_tensors``)."""
+    b = _pos("micro_batch", micro_batch)
+    c = _pos("cp", cp)
+    e = _pos("elem_bytes", elem_bytes)
+    T = b * _pos("seq_len", seq_len) / c
+    t = _pos("tp", tp)
+    o = T * sh.heads * sh.v_head_dim / t
+    kv = T * sh.kv_heads * (sh.head_dim + sh.v_head_dim) / t
+    causal = np.asarray(sh.causal, dtype=bool)
+    ring = c > 1
+    fwd = np.where(ring, e * o * (1.0 + 3.0 * c), 0.0)
+    bwd = np.where(ring, e * o * (3.0 * c - 1.0) + e * kv * np.where(causal, 1.5 * c + 3.0, 3.0 * c + 1.0), 0.0)
     return fwd, bwd
 
 
