@@ -42,6 +42,7 @@ def test_validation_rows_stating_squared_relu() -> None:
     for cid in ("nemo2502_b200_nemotron4_15b", "nemo2502_b200_nemotron4_340b", "nemotron4_15b_h100_768"):
         wl, _ = mod.case_workload(by_id[cid])
         assert wl is not None and wl.squared_relu, cid
+        assert wl.biases is False, cid  # NeMo's NemotronConfig add_bias_linear False (NO_BIAS_TYPES)
     wl, _ = mod.case_workload(by_id["mb2511_b200_llama3_8b_fp8cs"])
     assert wl is not None and not wl.squared_relu
 
