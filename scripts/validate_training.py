@@ -41,11 +41,14 @@ Two case files (issue 5 and issue 13):
       are not parsed; MLA from the stated compression widths, a parallel block when stated; local attention from
       the stated ``sliding_window`` and ``sliding_window_pattern``; a hybrid Mamba-2 model (Nemotron-H, Nemotron 3)
       from the stated ``hybrid_pattern`` and ``mamba`` widths, docs/model.md#mamba-2-layers).
+    - activation: a stated squared ReLU (``model.activation``, Nemotron-4) -> squared_relu (two eager ATen ops in
+      Megatron-LM and NeMo, docs/model.md#layer-eltwise); otherwise GeLU ungated, SwiGLU gated.
     - dropout: a stated ``model.dropout`` probability (0 -> no dropout masks: NeMo's NemotronConfig sets
       hidden_dropout = attention_dropout = 0.0), else none for :data:`NO_DROPOUT_TYPES`, else on.
     - unstated: FFN width 4 x hidden, MHA, ungated, no MoE; embedding tying: the one whose
       parameter count is nearer the case's stated count, else tied for GPT-family types (gpt, gpt2,
-      mpt, bloom), untied otherwise; biases by the workload default; no learned position table.
+      mpt, bloom), untied otherwise; biases: none for :data:`NO_BIAS_TYPES` (NeMo's NemotronConfig), else the
+      workload default; no learned position table.
   Parallelism and schedule
     - degrees, global batch and micro-batch as stated; unstated micro-batch = 1; a per-device batch
       (MaxText, no accumulation) = micro-batch global_batch / dp.
@@ -338,6 +341,10 @@ TIED_TYPES = {"gpt", "gpt2", "mpt", "bloom"}
 #: models/conversion/model_bridge.py CONFIG_MAPPING at 17a381f95 / 4ab94dfad), which is 0.0 in openai/gpt-oss-120b's
 #: config.json (as are the HF GptOssConfig defaults).
 NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic", "gpt_oss"}
+#: Model types without linear biases unless the case says otherwise (TransformerWorkload.biases = false): NeMo's
+#: NemotronConfig sets ``add_bias_linear: bool = False`` (nemo/collections/llm/gpt/model/nemotron.py at v2.2.0,
+#: 7192a2c944), the config its Nemotron4Config15B / 340B extend.
+NO_BIAS_TYPES = {"nemotron"}
 #: Catalog cluster per accelerator variant (None: the catalog holds no such accelerator).
 CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B300": "dgx-b300", "B200": "dgx-b200", "H200": "hgx-h200",
@@ -864,6 +871,12 @@ def case_mtp_layers(case: dict[str, Any]) -> int:
     return int(case["model"].get("mtp_depth", 0) or 0)
 
 
+def squared_relu(m: dict[str, Any]) -> bool:
+    """The case's model states a squared-ReLU MLP activation (``model.activation`` "squared ReLU", ungated)."""
+    text = " ".join(str(m.get("activation", "")).lower().replace("_", " ").split())
+    return "squared relu" in text and not bool(m.get("gated_mlp", False))
+
+
 def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str]:
     """The case's model: a matching built-in, else built from its fields; or (None, why)."""
     m = case["model"]
@@ -874,7 +887,8 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
     for w in _builtin_transformers():
         if _shape_key(w.layers, w.hidden, w.heads, w.kv_heads, w.ffn_hidden, w.gated_mlp,
                       w.moe.experts if w.moe else 0) == key and m.get("vocab", w.vocab) == w.vocab:
-            return w.model_copy(update={"seq_len": m["seq_len"], "mtp_layers": case_mtp_layers(case)}), w.name
+            return w.model_copy(update={"seq_len": m["seq_len"], "mtp_layers": case_mtp_layers(case),
+                                        "squared_relu": squared_relu(m) or w.squared_relu}), w.name
     if "vocab" not in m:
         return None, "vocabulary not stated and no built-in workload of the same shape"
     spec: dict[str, Any] = {
@@ -884,7 +898,8 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
         "tied_embeddings": bool(m.get("tied_embeddings", m.get("type") in TIED_TYPES)),
         "parallel_block": "parallel" in str(m.get("block", "")).lower(),
         "dropout": bool(m["dropout"]) if "dropout" in m else m.get("type") not in NO_DROPOUT_TYPES,
-        "mtp_layers": case_mtp_layers(case),
+        "mtp_layers": case_mtp_layers(case), "squared_relu": squared_relu(m),
+        "biases": m.get("biases", False if m.get("type") in NO_BIAS_TYPES else None),
         "sliding_window": m.get("sliding_window"), "sliding_window_pattern": int(m.get("sliding_window_pattern", 0)),
     }
     if moe:

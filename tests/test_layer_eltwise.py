@@ -159,3 +159,47 @@ def test_layer_time_prices_the_counts_forward_and_backward() -> None:
         assert float(lt.forward_memory) == pytest.approx(T * float(fb) / (bw * me))
         mem_b = float(memory_time(T * float(bb), memory_bandwidth=bw, memory_efficiency=me))
         assert float(lt.backward) == pytest.approx(2 * float(lt.forward - lt.forward_memory) + mem_b)
+
+
+def test_megatron_te_squared_relu_nemotron4_15b_by_op_list() -> None:
+    """Nemotron-4 15B (GQA 48/8, d 128, RoPE, squared ReLU f = 24576, no biases, no dropout), t 1, Megatron-Core +
+    TE: torch.pow(F.relu(x), 2) runs unfused (Megatron-Core's MLP fuses only GeLU and SwiGLU)."""
+    h, f, q, k, v = 6144.0, 24576.0, 6144.0, 1024.0, 1024.0
+    sh = shape(layers=32, hidden=h, heads=48, kv_heads=8, vocab=256000, ffn_hidden=f, biases=False, dropout=False,
+               squared_relu=True)
+    fwd = [("2 norms", 2 * 2 * E * h), ("2 bias-dropout-adds", 2 * 3 * E * h),
+           ("fused RoPE on q and k", 2 * E * (q + k)), ("q, k, v .contiguous()", 2 * E * (q + k + v)),
+           ("GQA query.reshape copy", 2 * E * q),
+           ("relu: read, write", 2 * E * f), ("pow(., 2): read, write", 2 * E * f)]
+    bwd = [("2 norm backwards", 2 * 3 * E * h), ("2 gradient accumulations", 2 * 3 * E * h),
+           ("fused RoPE backward", 2 * E * (q + k)), ("split backward cat", 2 * E * (q + k + v)),
+           ("pow_backward: self.pow(1) copy, read + write", 2 * E * f),
+           ("pow_backward: 2 x that, read + write", 2 * E * f),
+           ("pow_backward: grad x that, read 2, write 1", 3 * E * f),
+           ("relu threshold_backward: read grad + result, write", 3 * E * f)]
+    got_f, got_b = layer_eltwise_bytes(sh, "megatron_te")
+    assert float(got_f) == pytest.approx(_total(fwd))
+    assert float(got_b) == pytest.approx(_total(bwd))
+    # against GeLU on the same shape: + 2e f forward, + 7e f backward (gelu_backward without biases is 3e f)
+    gelu_f, gelu_b = layer_eltwise_bytes(shape(layers=32, hidden=h, heads=48, kv_heads=8, vocab=256000,
+                                               ffn_hidden=f, biases=False, dropout=False), "megatron_te")
+    assert float(got_f - gelu_f) == pytest.approx(2 * E * f) and float(got_b - gelu_b) == pytest.approx(7 * E * f)
+    # the compiled and XLA implementations fuse the activation: no change there; a gated MLP ignores the flag
+    for impl in ("torchtitan", "xla"):
+        a = layer_eltwise_bytes(sh, impl)
+        b = layer_eltwise_bytes(shape(layers=32, hidden=h, heads=48, kv_heads=8, vocab=256000, ffn_hidden=f,
+                                      biases=False, dropout=False), impl)
+        assert float(a[0]) == pytest.approx(float(b[0])) and float(a[1]) == pytest.approx(float(b[1]))
+    gated = [layer_eltwise_bytes(_llama8b(squared_relu=s), "megatron_te") for s in (True, False)]
+    assert float(gated[0][0]) == float(gated[1][0]) and float(gated[0][1]) == float(gated[1][1])
+
+
+def test_eager_squared_relu_by_op_list() -> None:
+    """PyTorch eager (and llm-foundry): relu + pow forward 4e f, backward 10e f, in place of GELU's 2e f / 3e f."""
+    sh_sq = shape(layers=4, hidden=1024, heads=8, vocab=32000, biases=False, dropout=False, squared_relu=True)
+    sh_ge = shape(layers=4, hidden=1024, heads=8, vocab=32000, biases=False, dropout=False)
+    f = 4096.0
+    for impl in ("eager", "llmfoundry", "megatron_legacy"):
+        a, b = layer_eltwise_bytes(sh_sq, impl), layer_eltwise_bytes(sh_ge, impl)
+        assert float(a[0] - b[0]) == pytest.approx((4 - 2) * E * f)
+        assert float(a[1] - b[1]) == pytest.approx((10 - 3) * E * f)

@@ -611,8 +611,15 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         gemm = gemm + gemm_time(T, mats_up * f / t, h, **kw) + down
         flops = flops + 2 * T * h * f / t * (mats_up + 1)
 
+    # Transformer Engine's context-parallel ring bookkeeping (Megatron-Core, fused core): part of the core's
+    # forward (selective core_attn recompute repeats it) with its own backward bytes (cp_ring_bytes)
+    te_ring = att * (flash & (codes(LayerImpl, layer_impl, "strategy.layer_impl") == LayerImpl.MEGATRON_TE)
+                     & ~np.asarray(fp8_attention, dtype=bool))
+    ring_f, ring_b = cp_ring_bytes(sh, micro_batch=b, seq_len=s, tp=t, cp=c, elem_bytes=eb)
+    t_ring_f = te_ring * memory_time(ring_f, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
+    t_ring_b = te_ring * memory_time(ring_b, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     t_core = core_gemm + memory_time(core_mem, memory_bandwidth=memory_bandwidth,
-                                     memory_efficiency=memory_efficiency)
+                                     memory_efficiency=memory_efficiency) + t_ring_f
     t_mem = memory_time(mem, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     # backward: the implementation's own passes; the MoE extras (dispatch, experts' activation) stay 2 x forward
     t_mem_bwd = memory_time(T * own_b + 2.0 * (mem - T * own_f), memory_bandwidth=memory_bandwidth,
@@ -627,7 +634,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                  + np.where(again.moe_act, memory_time(
                      expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
-    backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0)
+    backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0) \
+        + t_ring_b - 2.0 * t_ring_f
     return LayerTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
 
@@ -790,6 +798,17 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
         act       fwd 3e F gated (bias_swiglu_impl: reads 2F, writes F) | 2e F (bias_gelu_impl / ATen gelu)
                   bwd 5e F gated (swiglu_back: reads dy and 2F, writes 2F) | 4e F (bias_gelu_back 3, + the bias
                              gradient's sum_to over tokens 1) | 3e F without biases (ATen gelu_backward)
+                  squared ReLU (``sh.squared_relu``, ungated; also megatron_legacy and eager): fwd 4e F, bwd 10e F.
+                             Megatron-LM's ``squared_relu`` (megatron/training/activations.py at core_v0.8.0
+                             baf94af3c6) and NeMo 2.2's (nemo/collections/llm/fn/activation.py at v2.2.0 7192a2c944,
+                             NemotronConfig's activation_func) are both ``torch.pow(F.relu(x), 2)``, not scripted, and
+                             Megatron-Core's MLP fuses only GeLU and SwiGLU (mlp.py: "Only support fusion of gelu and
+                             swiglu"), so it runs the unfused branch ``self.activation_func(intermediate_parallel)``:
+                             forward relu (read, write) and pow (read, write); backward PowBackward0 =
+                             pow_backward, ``grad * (exponent * self.pow(exponent - 1))`` (self.pow(1) is a copy 2e,
+                             the scalar product 2e, the product with grad 3e: 7e), then ReluBackward0 =
+                             threshold_backward(grad, result) 3e; with biases + the separate bias add 2e forward and
+                             its gradient's sum 1e backward. The compiled and XLA implementations fuse it (2e, 3e)
 
     megatron_legacy (microsoft/Megatron-DeepSpeed@54884b5f megatron/model/transformer.py, mpu/layers.py,
     fused_bias_gelu.py; Megatron-LM's own megatron/model before Megatron-Core is the same): as megatron_te but
@@ -868,23 +887,29 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
     mask_f, mask_b = one(drop) * 2.0 * x, one(drop) * 2.0 * (2.0 * e + 1.0) * x  # two dropouts: fwd mask, bwd pass
 
     ff = np.where(gated, 3.0, 2.0) * e * f  # the fused activation's forward (TE, compiled, XLA)
+    # squared ReLU (ungated), two eager ATen ops where the implementation runs the activation outside a compiler:
+    # fwd relu 2e + pow 2e; bwd pow_backward 7e (self.pow(1) copies 2e, x 2 writes 2e, grad x that 3e) + relu's
+    # threshold_backward 3e; with biases the unfused bias add (2e) forward, its sum over tokens (1e) backward
+    sq = np.asarray(sh.squared_relu, dtype=bool) & ~gated
+    sq_f, sq_b = (4.0 + 2.0 * one(bias)) * e * f, (10.0 + one(bias)) * e * f
 
     def te() -> tuple[Any, Any]:  # Megatron-Core + Transformer Engine
         return ((2 * n + 6) * e * x + mask_f + one(rope) * 4 * e * (q + k) + one(rope) * 2 * e * v
-                + one(gqa) * 2 * e * q + ff,
+                + one(gqa) * 2 * e * q + np.where(sq, sq_f, ff),
                 (3 * n + 6) * e * x + mask_b + one(rope) * 2 * e * (q + k) + one(rope | gqa) * 2 * e * (q + k + v)
-                + np.where(gated, 5.0, np.where(bias, 4.0, 3.0)) * e * f)
+                + np.where(sq, sq_b, np.where(gated, 5.0, np.where(bias, 4.0, 3.0)) * e * f))
 
     def legacy() -> tuple[Any, Any]:  # legacy Megatron-LM / Megatron-DeepSpeed
-        return ((2 * n + 6) * e * x + mask_f + 2 * e * o + np.where(gated, 5.0, 2.0) * e * f,
+        return ((2 * n + 6) * e * x + mask_f + 2 * e * o + np.where(sq, sq_f, np.where(gated, 5.0, 2.0) * e * f),
                 (5 * n + 6) * e * x + mask_b + 2 * e * (q + k + v) + one(bias) * e * (q + k + v + 2 * x)
-                + np.where(gated, 9.0, np.where(bias, 4.0, 3.0)) * e * f)
+                + np.where(sq, sq_b, np.where(gated, 9.0, np.where(bias, 4.0, 3.0)) * e * f))
 
     def eager(out_copy: bool) -> tuple[Any, Any]:  # PyTorch eager (llm-foundry: no output copy)
-        return ((2 * n + 6) * e * x + one(drop) * 2 * (2 * e + 1) * x + np.where(gated, 5.0, 2.0) * e * f
-                + (2 * e * o if out_copy else 0.0),
+        # nn.Linear's bias rides in the GEMM epilogue and its gradient is counted with the biases: relu and pow only
+        return ((2 * n + 6) * e * x + one(drop) * 2 * (2 * e + 1) * x
+                + np.where(sq, 4.0, np.where(gated, 5.0, 2.0)) * e * f + (2 * e * o if out_copy else 0.0),
                 (5 * n + 6) * e * x + mask_b + 2 * e * (q + k + v) + one(bias) * e * (q + k + v + 2 * x + up)
-                + np.where(gated, 9.0, 3.0) * e * f)
+                + np.where(sq, 10.0, np.where(gated, 9.0, 3.0)) * e * f)
 
     def compiled() -> tuple[Any, Any]:  # torch.compile'd block (torchtitan)
         rot = one(rope) * e * (2 * q + k + k_rep) + one(~rope & gqa) * e * (k + k_rep) + one(gqa) * e * (v + v_rep)
@@ -903,6 +928,48 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
         if np.any(here):
             f_i, b_i = price()
             fwd, bwd = fwd + np.where(here, f_i, 0.0), bwd + np.where(here, b_i, 0.0)
+    return fwd, bwd
+
+
+def cp_ring_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1, cp: ArrayLike = 1,
+                  elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """HBM bytes (forward, backward) of one attention layer's context-parallel ring bookkeeping outside the attention
+    kernels on the slowest rank (cp - 1), Transformer Engine's P2P ring (AttnFuncWithCPAndKVP2P, Megatron-Core's
+    default cp_comm_type p2p) with the 16-bit core; 0 at cp = 1. Per GPU, T = b s / cp tokens, e = ``elem_bytes``,
+    O = T a d_v / t elements of the output (and of dq), KV = T g (d + d_v) / t of the K and V block::
+
+        causal      fwd  e O (1 + 3 cp)                   bwd  e O (3 cp - 1) + e KV (1.5 cp + 3)
+        not causal  fwd  e O (1 + 3 cp)                   bwd  e O (3 cp - 1) + e KV (3 cp + 1)
+
+    Counted from transformer_engine/pytorch/attention.py at v2.1 (450146ae6), qkv_format sbhd (Megatron-Core's),
+    no FP8, for rank r = cp - 1, the rank the step model prices the ring's kernel calls for
+    (:func:`layer_compute_time`); k = cp - r - 1 = 0:
+
+    * forward: ``out = torch.zeros_like(q)`` (write e O); after the ring, one merge per step,
+      ``flash_attn_fwd_out_correction`` (jit_fuser: torch.compile) reads the step's output and the running output and
+      writes it back, 3e O, over the whole output at the steps i <= r (all cp of them for r = cp - 1; the others
+      merge the second half only). The KV first-half and Q second-half ``.contiguous()`` calls are no-ops in sbhd
+      (a slice of the leading dimension); the per-(token, head) softmax statistics are per-token work, left out.
+    * backward: ``p2p_comm_buffers[0][0].copy_(kv)`` 2e KV; dq: the first step ``dq.copy_(dq_)`` 2e O (i = k = 0,
+      rank cp - 1), every later step ``dq.add_(dq_)`` 3e O; dkv (the buffer received from the neighbour): step 0
+      the half-block copy ``dkv[0].copy_(dkv_)`` e KV, steps 1 .. cp - 2 the half-block add ``dkv[0].add_(dkv_)``
+      1.5e KV, the last step (the local block, full) ``dkv.add_(dkv_)`` 3e KV. Without a causal mask every step is
+      whole: copies 2e, adds 3e.
+
+    Transformer Engine 1.x (v1.8, AttnFuncWithCP) makes the same passes and also concatenates dk and dv every step
+    (``torch.cat((dk_.unsqueeze(0), dv_.unsqueeze(0)))``), not counted here; v2.1 builds that view without a copy
+    (``_combine_tensors``)."""
+    b = _pos("micro_batch", micro_batch)
+    c = _pos("cp", cp)
+    e = _pos("elem_bytes", elem_bytes)
+    T = b * _pos("seq_len", seq_len) / c
+    t = _pos("tp", tp)
+    o = T * sh.heads * sh.v_head_dim / t
+    kv = T * sh.kv_heads * (sh.head_dim + sh.v_head_dim) / t
+    causal = np.asarray(sh.causal, dtype=bool)
+    ring = c > 1
+    fwd = np.where(ring, e * o * (1.0 + 3.0 * c), 0.0)
+    bwd = np.where(ring, e * o * (3.0 * c - 1.0) + e * kv * np.where(causal, 1.5 * c + 3.0, 3.0 * c + 1.0), 0.0)
     return fwd, bwd
 
 

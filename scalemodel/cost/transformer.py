@@ -194,6 +194,8 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     dropout: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(True))  # bool: dropout masks stored
     mtp_layers: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(0.0))  # multi-token prediction modules
     causal: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(True))  # bool: causal mask (decoder)
+    # bool: the ungated MLP's activation is squared ReLU, relu(x)^2 (Nemotron-4), run as two eager ATen ops
+    squared_relu: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     # a hybrid layer pattern (cost.mamba: one layer per character, M Mamba-2, * attention, - MLP, E MoE) and its
     # Mamba-2 widths; None = every layer is attention + MLP
     hybrid: LayerCounts | None = None
@@ -311,7 +313,8 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
           v_head_dim: ArrayLike | None = None, q_lora_rank: ArrayLike = 0, kv_lora_rank: ArrayLike = 0,
           qk_rope_head_dim: ArrayLike = 0, parallel_block: ArrayLike = False, norms_per_layer: ArrayLike = 2,
           sliding_window: ArrayLike = 0, sliding_window_pattern: ArrayLike = 0, dropout: ArrayLike = True,
-          mtp_layers: ArrayLike = 0, causal: ArrayLike = True, hybrid: LayerCounts | None = None,
+          mtp_layers: ArrayLike = 0, causal: ArrayLike = True, squared_relu: ArrayLike = False,
+          hybrid: LayerCounts | None = None,
           mamba: MambaDims | None = None) -> Shape:
     """Validate a transformer shape and apply the defaults (g = a, d = h/a, f = 4h, f_e = f, biases = not gated,
     d_v = d). ``hybrid`` (:func:`scalemodel.cost.mamba.layer_counts`) makes each layer one block of its kind with
@@ -361,7 +364,7 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         sliding_window_pattern=_arr("sliding_window_pattern", sliding_window_pattern, strict=False),
         dropout=np.asarray(dropout, dtype=bool),
         mtp_layers=_arr("mtp_layers", mtp_layers, strict=False),
-        causal=np.asarray(causal, dtype=bool),
+        causal=np.asarray(causal, dtype=bool), squared_relu=np.asarray(squared_relu, dtype=bool),
     )
 
 

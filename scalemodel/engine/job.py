@@ -148,7 +148,8 @@ def transformer_shape(workload: Any) -> Any:
         moe_experts=moe.experts if moe else 0, moe_top_k=moe.top_k if moe else 0,
         moe_ffn_hidden=moe.ffn_hidden if moe else None, moe_shared_experts=moe.shared_experts if moe else 0,
         moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0,
-        mtp_layers=workload.mtp_layers, causal=workload.causal, **_hybrid(workload))
+        mtp_layers=workload.mtp_layers, causal=workload.causal, squared_relu=workload.squared_relu,
+        **_hybrid(workload))
 
 
 def _hybrid(workload: Any) -> dict[str, Any]:

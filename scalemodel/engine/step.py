@@ -403,7 +403,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     fwd = layers_per_stage * fwd_l + with_logits * logits.forward + copy_f
     rec_n = recomputed_layers(g, layers_per_stage)
     bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * (logits.backward + train_metric_time(job, g)) \
-        + grad_accumulation_time(job, g) + fsdp_flat_grad_time(job, g) + copy_b
+        + grad_accumulation_time(job, g) + fsdp_flat_grad_time(job, g) + copy_b + embedding_grad_time(job, g)
     out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
            "wgrad": layers_per_stage * gemm_l,  # weight-gradient GEMMs = forward GEMM time
            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
@@ -594,6 +594,54 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
     per_param = np.where(fp32_buffer, BF16_OPTIMIZER_ACCUMULATE_BYTES, 3.0 * job.grad_bytes * (m - 1.0) / m)
     t = _hbm_seconds(job, (dense + expert) * per_param)
     return np.asarray(np.where(g.deepspeed_pipeline, t, 0.0))
+
+
+def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per micro-batch of the word embedding's weight gradient outside any GEMM, under Megatron-Core's DDP
+    (``megatron_ddp``) without a pipeline (pp = 1: the one stage holds the embedding; at pp > 1 it is the first
+    stage's, which the step does not price apart from the busiest one), 0 otherwise:
+
+        E     = V h / tp                        the rank's vocab-parallel shard of the V x h word embedding
+        bytes = E (e + (g + e + g)) = E (2 e + 2 g)
+        t     = bytes / (HBM bandwidth x memory efficiency)
+
+    e = the 16-bit weight's element (the embedding is never an FP8 module), g = the gradient buffer's element
+    (Megatron-Core's DDP allocates ``main_grad`` in fp32 when grad_reduce_in_fp32, else in the parameter's dtype:
+    the element it reduces, ``Job.grad_bytes``).
+    The embedding is not a linear layer, so gradient-accumulation fusion (the weight-gradient GEMM writing into
+    main_grad) does not reach it: VocabParallelEmbedding.forward calls ``F.embedding(masked_input, self.weight)``
+    (megatron/core/tensor_parallel/layers.py at core_v0.8.0 baf94af3c6, core_v0.15.0 0d7e02bd26 and 791b70e031),
+    whose CUDA backward allocates a dense zero-filled V x h gradient in the weight's dtype and scatters the token
+    rows' sums into it (pytorch/pytorch@d299946741 aten/src/ATen/native/cuda/EmbeddingBackwardKernel.cu
+    ``embedding_backward_cuda_kernel``: ``at::zeros({num_weights, grad.size(-1)}, grad.options())``, write e per
+    element); then the DDP's per-parameter hook adds it into the gradient buffer, ``param.main_grad.add_(
+    param.grad.data)`` (megatron/core/distributed/distributed_data_parallel.py ``_make_param_hook``, the same three
+    commits): read g + e, write g. Every micro-batch, in the backward's tail. The token rows' own work (b s/cp rows
+    of h, against V rows) is left out, as :func:`scalemodel.cost.compute.loss_logit_bytes` leaves per-token work."""
+    if not job.is_transformer or not np.any(g.megatron_ddp):
+        return np.zeros(1)
+    sh = job.shape
+    shard = sh.vocab * sh.hidden / g.tp
+    t = _hbm_seconds(job, shard * (2.0 * job.elem_bytes + 2.0 * job.grad_bytes))
+    return np.asarray(np.where(g.megatron_ddp & (g.pp <= 1), t, 0.0))
+
+
+def grad_buffer_reset_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per step of zeroing Megatron-Core DDP's gradient buffer (``megatron_ddp``), 0 otherwise:
+
+        bytes = P_gpu g        P_gpu = (dense + expert parameters) / (tp pp) (:func:`_params_per_gpu`), unsharded
+        t     = bytes / (HBM bandwidth x memory efficiency)
+
+    The training loop calls ``model_chunk.zero_grad_buffer()`` at the start of every iteration, which runs
+    ``self.grad_data.zero_()`` over each whole buffer (megatron/core/distributed/param_and_grad_buffer.py
+    ``ParamAndGradBuffer.reset`` at core_v0.8.0 baf94af3c6; ``_ParamAndGradBuffer.reset`` at core_v0.15.0 0d7e02bd26
+    and 791b70e031): the distributed optimizer shards the optimizer states, not this buffer, which holds a gradient
+    element of g bytes (``Job.grad_bytes``) for every parameter of the rank. Once per step, before the first
+    forward; counted with the optimizer step (the state passes between two steps)."""
+    if not np.any(g.megatron_ddp):
+        return np.zeros(1)
+    dense, expert = _params_per_gpu(job, g)
+    return np.asarray(np.where(g.megatron_ddp, _hbm_seconds(job, (dense + expert) * job.grad_bytes), 0.0))
 
 
 def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -1947,12 +1995,14 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     the model; at ZeRO >= 1 the dense ones over :func:`_state_shards` and the experts over
     :func:`_expert_state_shards`, the shards :func:`memory_parts` holds) times
     2 K + g + :data:`WEIGHT_COPY_BYTES` (the 16-bit copy: read 4, write 2) bytes, over the HBM bandwidth x memory
-    efficiency; with fp8_param_gather plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`)."""
+    efficiency; with fp8_param_gather plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`); under
+    Megatron-Core's DDP plus the zeroing of its whole gradient buffer (:func:`grad_buffer_reset_time`)."""
     dense, expert = _params_per_gpu(job, g)
     sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
-    return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync)
+    return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync) \
+        + grad_buffer_reset_time(job, g)
 
 
 def microbatches(g: StrategyGrid) -> np.ndarray:

@@ -322,6 +322,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
         "ffn_hidden": ffn, "vocab": vocab, "seq_len": 2048 if seq_len is None else seq_len,
         "gated_mlp": gated, "tied_embeddings": tie, "biases": biases, "position_embeddings": positions,
         "parallel_block": parallel, "norms_per_layer": norms,
+        # transformers' ACT2FN "relu2" = ReLUSquaredActivation, relu(x)^2 (Nemotron-4's NemotronConfig default)
+        "squared_relu": act == "relu2" and not gated,
         "sources": {"shape": f"HuggingFace config.json ({where[:200]}, model_type {model_type[:60] or 'none'})",
                     "seq_len": (f"{SEQ_FROM_CONFIG}: {used['seq_len']} = {seq_len}" if seq_len is not None else
                                 f"{SEQ_FROM_CONFIG}: none given, 2048 assumed")},

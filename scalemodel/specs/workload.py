@@ -103,6 +103,10 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
     causal: Annotated[bool, Meta(description=(
         "causal (decoder) self-attention: a fused attention kernel computes only the unmasked score blocks, "
         "about half (FlashAttention-2 §3.1.1); false for bidirectional encoders (BERT)"))] = True
+    squared_relu: Annotated[bool, Meta(description=(
+        "the (ungated) MLP's activation is squared ReLU, relu(x)^2 (Nemotron-4; HF hidden_act relu2): Megatron-LM "
+        "and NeMo run it as two eager ATen ops, relu then pow, with no fused kernel; false = GeLU (or SwiGLU when "
+        "gated)"))] = False
     moe: MoESpec | None = None
     mtp_layers: Annotated[int, Meta(ge=0, le=1000, description=(
         "multi-token prediction modules D (DeepSeek-V3 report arXiv:2412.19437 section 2.2; HF "
@@ -123,6 +127,9 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
         kv = self.kv_heads or self.heads
         if self.heads % kv:
             raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {kv}; kv_heads that divide heads")
+        if self.squared_relu and self.gated_mlp:
+            raise ValueError("squared_relu is the activation of an ungated MLP; gated_mlp false, or squared_relu "
+                             "false (a gated MLP's activation is SwiGLU / GeGLU)")
         if self.sliding_window_pattern and not self.sliding_window:
             raise ValueError("sliding_window_pattern needs sliding_window; give sliding_window too, or "
                              "sliding_window_pattern: 0")

@@ -1,0 +1,72 @@
+"""Megatron-Core DDP's passes outside the GEMMs (strategy megatron_ddp): the word embedding's dense gradient and its
+add into main_grad every micro-batch (step.embedding_grad_time), and the zeroing of the whole gradient buffer every
+step (step.grad_buffer_reset_time), against bytes worked out by hand from the code paths they cite
+(F.embedding's CUDA backward, DistributedDataParallel._make_param_hook, ParamAndGradBuffer.reset)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from grid_helpers import HBM, grid8, one
+
+from scalemodel.engine import step
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
+from scalemodel.specs.workload import TransformerWorkload
+
+# 4 layers, h = 1024, 8 heads of 128 (MHA), ungated f = 4096, untied 32,000-token embedding, no biases
+TINY = TransformerWorkload(name="tiny", layers=4, hidden=1024, heads=8, ffn_hidden=4096, vocab=32_000,
+                           seq_len=2048, gated_mlp=False, biases=False, tied_embeddings=False, dropout=False)
+# parameters: 4 layers x (QKV 1024 x 3072 + O 1024 x 1024 + FC1, FC2 2 x 1024 x 4096 + 2 norms x 1024)
+# + embedding and output layer 2 x 32,000 x 1024 + final norm 1024
+P = 4 * (1024 * 3072 + 1024 * 1024 + 2 * 1024 * 4096 + 2 * 1024) + 2 * 32_000 * 1024 + 1024  # 116,655,104
+EMB = 32_000 * 1024  # the word embedding: 32,768,000 elements
+
+
+def grid(job, **strategy):  # type: ignore[no-untyped-def]
+    """One strategy on 8 GPUs (dp derived), global batch 16 in micro-batches of 2."""
+    return grid_from_strategy(StrategySpec(**strategy), TrainingSpec(global_batch=16, micro_batch=2), 8, job)
+
+
+@pytest.fixture(scope="module")
+def h100():  # type: ignore[no-untyped-def]
+    return load_cluster("dgx-h100")
+
+
+@pytest.mark.parametrize(("grad_bytes", "per_element"), [(4, 2 + (4 + 2 + 4)), (2, 2 + (2 + 2 + 2))])
+def test_embedding_grad_by_hand(h100, grad_bytes, per_element) -> None:  # type: ignore[no-untyped-def]
+    # zero-filled dense bf16 gradient (write 2), then main_grad.add_(grad): read main_grad g, read grad 2, write g
+    job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=grad_bytes))
+    assert one(step.embedding_grad_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
+        EMB * per_element / HBM)
+    # tp 2 holds half the vocabulary rows
+    assert one(step.embedding_grad_time(job, grid(job, tp=2, zero="1", megatron_ddp=True))) == pytest.approx(
+        EMB / 2 * per_element / HBM)
+    assert one(step.embedding_grad_time(job, grid8(job, zero="1"))) == 0.0  # not Megatron-Core's DDP
+    assert one(step.embedding_grad_time(job, grid(job, pp=2, zero="1", megatron_ddp=True))) == 0.0  # first stage's
+
+
+def test_embedding_grad_in_every_micro_batch_backward(h100) -> None:  # type: ignore[no-untyped-def]
+    job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
+    layers = np.asarray([4.0])
+    a = step._compute_per_microbatch(job, grid8(job, zero="1"), layers)
+    b = step._compute_per_microbatch(job, grid8(job, zero="1", megatron_ddp=True), layers)
+    assert one(b["forward"] - a["forward"]) == 0.0
+    assert one(b["backward"] - a["backward"]) == pytest.approx(12 * EMB / HBM)
+
+
+@pytest.mark.parametrize("grad_bytes", [4, 2])
+def test_grad_buffer_reset_by_hand(h100, grad_bytes) -> None:  # type: ignore[no-untyped-def]
+    job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=grad_bytes))
+    assert job.params == P
+    # the whole buffer of the rank's parameters, not the distributed optimizer's 1/dp shard
+    assert one(step.grad_buffer_reset_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
+        P * grad_bytes / HBM)
+    assert one(step.grad_buffer_reset_time(job, grid(job, tp=2, zero="1", megatron_ddp=True))) == pytest.approx(
+        P / 2 * grad_bytes / HBM)
+    assert one(step.grad_buffer_reset_time(job, grid8(job, zero="1"))) == 0.0
+    # counted with the optimizer step: the ZeRO-1 Adam shard (P / 8 x (2 x 12 + g + 6) bytes) plus the reset
+    on = one(step._optimizer_time(job, grid8(job, zero="1", megatron_ddp=True)))
+    off = one(step._optimizer_time(job, grid8(job, zero="1")))
+    assert off == pytest.approx(P / 8 * (24 + grad_bytes + 6) / HBM)
+    assert on - off == pytest.approx(P * grad_bytes / HBM)
