@@ -1230,8 +1230,9 @@ RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_g
 #: presets capture cuda_graph_scope ["attn", "moe_router", "moe_preprocess"] (less host work than H's source).
 #: Checked, not applied (docs/model.md#host "CUDA graphs of part of the layer", tests/test_host_bottom_up.py): H times
 #: the expert path's share of a bottom-up count (hardware/measurements/host_overhead.yaml moe_layer_bottom_up) binds
-#: on none of these rows but mb2604_b200_nemotron3_nano_fp8mx, by one point; mb2604_b200_qwen3_30b_fp8mx's device
-#: time per layer exceeds H itself.
+#: on none of these rows (mb2604_b200_nemotron3_nano_fp8mx: each MoE layer with the Mamba layer after it, the floor's
+#: interval, exceeds even H; the mean layer, which the floor compared before, did not); mb2604_b200_qwen3_30b_fp8mx's
+#: device time per layer exceeds H itself.
 RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
                                     "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx",
                                     "mb2604_h100_gpt_oss_120b_bf16", "mb2604_h100_qwen3_235b_fp8cs",

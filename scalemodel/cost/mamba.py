@@ -70,6 +70,10 @@ class LayerCounts(msgspec.Struct, frozen=True):
     moe: int
     last: str = "M"
     segments: int = 1  # pipeline segments the pattern's '|' marks (Megatron's stage boundaries)
+    # the pattern's intervals from one E layer to the next (cyclic: the layers after the last E join those before
+    # the first), each as ((mamba, attention, mlp) layers between, how many intervals have those): the host floor's
+    # unit (engine.step._host_wait, docs/model.md#host); () without an E layer
+    moe_intervals: tuple[tuple[tuple[int, int, int], int], ...] = ()
 
     @property
     def layers(self) -> int:
@@ -87,7 +91,23 @@ def layer_counts(pattern: str, where: str = "hybrid.pattern") -> LayerCounts:
     if not layers:
         raise InputError("the hybrid pattern has no layer", where=where, allowed="at least one of M * - E")
     return LayerCounts(mamba=layers.count("M"), attention=layers.count("*"), mlp=layers.count("-"),
-                       moe=layers.count("E"), last=layers[-1], segments=pattern.count(PIPE) + 1)
+                       moe=layers.count("E"), last=layers[-1], segments=pattern.count(PIPE) + 1,
+                       moe_intervals=moe_intervals(layers))
+
+
+def moe_intervals(layers: str) -> tuple[tuple[tuple[int, int, int], int], ...]:
+    """The intervals of a hybrid pattern (no ``|``) from each ``E`` layer to the next, read cyclically (the layers
+    after the last E and before the first form one interval): ((Mamba, attention, MLP layers between), count of such
+    intervals), sorted; one interval per E layer. "MEM*E-" has E at 1 and 4: "M*" follows the first, "-" + "M" the
+    second, so ((1, 0, 1), 1), ((1, 1, 0), 1)."""
+    pos = [i for i, c in enumerate(layers) if c == "E"]
+    found: dict[tuple[int, int, int], int] = {}
+    for j, i in enumerate(pos):
+        nxt = pos[(j + 1) % len(pos)]
+        between = layers[i + 1:nxt] if nxt > i else layers[i + 1:] + layers[:nxt]
+        key = (between.count("M"), between.count("*"), between.count("-"))
+        found[key] = found.get(key, 0) + 1
+    return tuple(sorted(found.items()))
 
 
 class MambaDims(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no single truth value

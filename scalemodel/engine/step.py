@@ -55,6 +55,7 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any, NamedTuple
 
+import msgspec
 import numpy as np
 
 from scalemodel.choices import (
@@ -2306,38 +2307,119 @@ def _stage(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray
     """A pipeline rank of ``layers`` layers (with the logits when ``logits``): the one route by which
     :func:`evaluate` and the pipeline formulas price a rank (``coll``: the grid's :func:`_mp_collectives`,
     priced here when not given)."""
-    raw = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
-    comp = _overlap_windows(raw, job.overlap_efficiency)
     if coll is None and job.is_transformer:
         coll = _mp_collectives(job, g, groups)
+    time, raw, busy, mp = _stage_device(job, g, groups, layers, logits, coll)
+    host = _host_wait(job, g, groups, layers, logits, time, coll)
+    return _Stage(np.asarray(time + host), raw, busy, mp, host)
+
+
+def _stage_device(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
+                  coll: dict[str, np.ndarray] | None
+                  ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(device seconds, raw compute, busy windows, model-parallel traffic) of one micro-batch on a rank of
+    ``layers`` layers: :func:`_stage` without the host's wait."""
+    raw = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
+    comp = _overlap_windows(raw, job.overlap_efficiency)
     mp = _model_parallel_comm(job, g, comp, coll)
     busy = _with_free_windows(comp, mp, job.collective_share, ep_dispatch_share(job, g))
     time = busy["total"] + busy["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
-    host = _host_wait(job, g, groups, layers, logits, time, coll)
-    return _Stage(np.asarray(time + host), raw, busy, mp, host)
+    return time, raw, busy, mp
+
+
+def moe_intervals(sh: Any) -> list[tuple[dict[str, int], int]]:
+    """The layers between one MoE layer and the next, read cyclically (those after the last MoE layer join those
+    before the first), as ({kind: layers between}, how many intervals are like that), one interval per MoE layer:
+    a hybrid pattern's own (:attr:`scalemodel.cost.mamba.LayerCounts.moe_intervals`, kinds mamba, attention, mlp),
+    else the MoE layers every ``moe_every``-th after ``moe_first_dense`` dense ones (:attr:`Shape.moe_layers`, at
+    1-based positions F + j e, j = 1..n), kind dense: n - 1 intervals of e - 1 dense layers and one of
+    L - n e + e - 1 (DeepSeek-V3, L 61, F 3, e 1: 57 of none and one of 3). [] without MoE layers."""
+    n = int(float(sh.moe_layers))
+    if n == 0:
+        return []
+    hy = sh.hybrid
+    if hy is not None:
+        return [({k: c for k, c in zip(("mamba", "attention", "mlp"), between, strict=True) if c}, count)
+                for between, count in hy.moe_intervals]
+    L, e = int(float(sh.layers)), int(float(sh.moe_every))
+    found: dict[int, int] = {}
+    for gap, count in ((e - 1, n - 1), (L - n * e + e - 1, 1)):
+        if count:
+            found[gap] = found.get(gap, 0) + count
+    return [({"dense": gap} if gap else {}, count) for gap, count in sorted(found.items())]
+
+
+def _one_kind_job(job: Job, kind: str) -> Job:
+    """``job`` with every layer of one kind (moe, dense; a hybrid's mamba, attention, mlp, moe), the rest of the
+    shape as it is: the rank :func:`_host_wait` prices to learn one kind's device time per layer."""
+    sh = job.shape
+    hy = sh.hybrid
+    if hy is not None:
+        L = hy.layers
+        counts = {k: (L if k == kind else 0) for k in ("mamba", "attention", "mlp", "moe")}
+        symbol = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}[kind]
+        new = msgspec.structs.replace(hy, last=symbol, moe_intervals=(), **counts)
+        return replace(job, shape=msgspec.structs.replace(sh, hybrid=new))
+    if kind == "moe":  # every layer MoE
+        return replace(job, shape=msgspec.structs.replace(sh, moe_every=np.ones_like(sh.moe_every),
+                                                          moe_first_dense=np.zeros_like(sh.moe_first_dense)))
+    # no MoE layer: the dense prefix covers them all
+    return replace(job, shape=msgspec.structs.replace(sh, moe_first_dense=np.asarray(sh.layers, dtype=float)))
 
 
 def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
                time: np.ndarray, coll: dict[str, np.ndarray] | None) -> np.ndarray:
     """Seconds per micro-batch the GPU waits for the host when every MoE layer synchronises the host
     (docs/model.md#host): strategy ``moe_layer_host_s`` = H, the host's time to issue one MoE layer's forward and
-    backward. A synchronisation drains the host's run-ahead, so each MoE layer takes max(d, H), d its device time:
+    backward. A synchronisation drains the host's run-ahead, so the interval from one MoE layer's synchronisation to
+    the next (the MoE layer and the layers up to the next MoE layer, :func:`moe_intervals`) takes max(D_i, H): the
+    host issues H in it (the other layers' host time priced 0, as a dense layer's), the device D_i, the MoE layer's
+    device time and the layers' between it and the next:
 
-        d    = (time - time_0) / L_s           time_0: the same rank without layers (logits, pipeline sends)
-        wait = L_s (moe_layers / L) max(H - d, 0)
+        D_i  = d_moe + sum_k c_ik d_k           c_ik layers of kind k in interval i
+        d_k  = (T_k(L_s) - T_k(0)) / L_s x (time - time_0) / sum_k' n_k' (T_k'(L_s) - T_k'(0)) / L
+        wait = (L_s / L) sum_i max(H - D_i, 0)
 
-    d is the mean over the stage's layers (all MoE layers for Qwen3/Mixtral-type models). Zero when H = 0."""
+    T_k the same rank with every layer of kind k (:func:`_one_kind_job`), n_k the model's layers of kind k, time_0
+    the rank without layers (logits, pipeline sends): each kind's own device time per layer, scaled so that the
+    intervals add up to the rank's device time (time - time_0), so that a host that binds in every interval gives
+    time_0 + L_s (moe_layers / L) H. Every layer an MoE layer (Qwen3, Mixtral, GPT-OSS): one interval per layer,
+    d_moe = (time - time_0) / L_s, wait = L_s max(H - d_moe, 0). Zero when H = 0."""
     H = g.moe_layer_host_s
     if not job.is_transformer or job.shape.moe_layers == 0 or not np.any(H > 0):
         return np.zeros(1)
     n = np.asarray(layers, dtype=float)
     if not np.any(n > 0):
         return np.zeros(1)
-    base = _stage(job, g, groups, np.zeros_like(n), logits, coll).time  # no layers: no MoE, no wait
+    sh = job.shape
+    L = float(sh.layers)
+    intervals = moe_intervals(sh)
+    base = _stage_device(job, g, groups, np.zeros_like(n), logits, coll)[0]  # no layers: no MoE, no wait
     with np.errstate(divide="ignore", invalid="ignore"):
-        d = np.where(n > 0, (time - base) / n, 0.0)
-    moe_share = float(job.shape.moe_layers / job.shape.layers)
-    return np.asarray(np.where(H > 0, n * moe_share * np.maximum(H - d, 0.0), 0.0))
+        d_mean = np.where(n > 0, (time - base) / n, 0.0)  # the rank's device time per layer
+    kinds = sorted({k for between, _ in intervals for k in between})
+    if not kinds:  # every layer an MoE layer
+        d = {"moe": d_mean}
+    else:
+        d = {}
+        for kind in ["moe", *kinds]:
+            one = _one_kind_job(job, kind)
+            t_n = _stage_device(one, g, groups, n, logits, coll)[0]
+            t_0 = _stage_device(one, g, groups, np.zeros_like(n), logits, coll)[0]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                d[kind] = np.where(n > 0, (t_n - t_0) / n, 0.0)
+        count = {"moe": float(sh.moe_layers), "dense": float(sh.dense_layers)}
+        if sh.hybrid is not None:
+            count.update(mamba=float(sh.hybrid.mamba), attention=float(sh.hybrid.attention),
+                         mlp=float(sh.hybrid.mlp))
+        mixed = sum((count[k] / L * d[k] for k in d), np.zeros(1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = np.where(mixed > 0, d_mean / mixed, 1.0)
+        d = {k: v * scale for k, v in d.items()}
+    wait = sum((count_i / L * np.maximum(H - d["moe"] - sum((c * d[k] for k, c in between.items()), np.zeros(1)),
+                                         0.0)
+                for between, count_i in intervals), np.zeros(1))
+    return np.asarray(np.where(H > 0, n * wait, 0.0))
 
 
 def _stage_time(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool) -> np.ndarray:
