@@ -24,6 +24,11 @@ the isolated-GEMM level the catalog curve was derived from (gemm_half_dim unchan
 benchmark, like a GEMM microbenchmark, runs the call alone. ``--json`` writes the same as one strictly valid JSON
 object.
 
+A point with a ``window`` (a sliding window of w keys; causal points only) is priced at w - w (w - 1) / (2 s) keys a
+query, as Shape.causal_keys prices a local layer, and counted in its source's convention (cudnn-frontend: the
+w (w + 1) / 2 + (s - w) w score entries computed). Where its source names same-release ``twins``, the report ends
+with each window point beside its causal twin of the same length (:func:`window_pairs`; docs/model.md#window-calls).
+
 Usage: python scripts/validate_attention.py [attention.yaml] [--isolated] [--json]
 """
 
