@@ -14,9 +14,11 @@ k = (s + 1) / 2, where the curve is lower, which is how the measured causal / fu
 s >= 2k, more at short s; scripts/validate_attention.py) exceeds 0.5.
 
 Measured time of a point = the source's FLOPs (attention.yaml ``flop_conventions``: fa-benchmark, forward
-4 b h s^2 d halved when causal, backward 2.5x, forward + backward 3.5x) / its TFLOP/s. Least squares on
-ln(t_model / t_measured) (scipy), attn_max bounded to (0, 1] (no kernel beyond the peak), seq_half and head_half
-to >= 0. Per (accelerator, kernel):
+4 b h s^2 d halved when causal, backward 2.5x, forward + backward 3.5x; cudnn-frontend, forward 4 b h N d over the
+N score entries computed, s (s + 1) / 2 causal, w (w + 1) / 2 + (s - w) w with a sliding window w) / its TFLOP/s.
+A point with a ``window`` is priced at keys w - w (w - 1) / (2 s), as Shape.causal_keys prices a local layer.
+Least squares on ln(t_model / t_measured) (scipy), attn_max bounded to (0, 1] (no kernel beyond the peak),
+seq_half and head_half to >= 0. Per (accelerator, kernel):
 
 * forward points exist: the forward curve is fitted to them;
 * forward + backward points too (same kernel; possibly another source, e.g. h100-sxm fa2: FA3-FWD forward, FA2-H100
@@ -40,10 +42,11 @@ pricing of the core (cost.compute.flash_core_time): Volta, AMD, TPU, Gaudi (no a
 The curves are on the isolated basis (a kernel benchmark runs one call back to back): no in-layer factor is
 applied, unlike the GEMM curves (that factor was measured as what the layer pricing leaves out beside the GEMMs).
 
+``--windows`` prints the sliding-window evidence (:func:`window_check`; report only).
 ``--check`` compares the fits with the accelerator YAMLs' ``attention_efficiency`` (rounded to 0.001 / 1 / 1)
 and exits 1 when they differ; ``--yaml`` prints the blocks; ``--write`` puts them into the YAMLs (then run
 scripts/build_catalog.py); ``-v`` every point's residual.
-Usage: python scripts/fit_attention.py [-v] [--check] [--yaml] [--write]
+Usage: python scripts/fit_attention.py [-v] [--check] [--windows] [--yaml] [--write]
 """
 
 from __future__ import annotations
@@ -64,7 +67,9 @@ from scalemodel.specs import load_accelerator
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
-#: source FLOPs per direction as multiples of the forward (fa-benchmark convention; causal halves the forward)
+#: FLOP conventions a source may count in (attention.yaml ``flop_conventions``; :func:`source_forward_flops`)
+FLOP_CONVENTIONS = ("fa-benchmark", "cudnn-frontend")
+#: source FLOPs per direction as multiples of the forward (both conventions: backward 2.5x at d_qk = d_vo)
 PER_DIR = {"fwd": 1.0, "bwd": FLASH_BACKWARD_FLOP_RATIO, "fwd+bwd": 1.0 + FLASH_BACKWARD_FLOP_RATIO}
 #: (accelerator, kernel) with forward points only -> (accelerator, kernel) whose backward / forward relation it takes
 BWD_DONORS = {("h100-sxm", "cudnn"): ("h200-sxm", "cudnn"),  # same GH100 die, same cuDNN kernel family
@@ -112,18 +117,32 @@ def load_points(path: Path = ATTENTION, recorded: bool = False) -> list[dict[str
     conv = doc["flop_conventions"]
     out = []
     for p in doc["points"]:
-        if doc["sources"][p["src"]].get("flops") != "fa-benchmark" or "fa-benchmark" not in conv:
+        flops = doc["sources"][p["src"]].get("flops")
+        if flops not in FLOP_CONVENTIONS or flops not in conv:
             continue
         if p.get("fit") is False and not recorded:  # recorded, not fitted (its source's ``read`` says why)
             continue
-        fwd = 4.0 * p["b"] * p["h"] * p["s"] ** 2 * p["d"] * (0.5 if p["causal"] else 1.0)
+        fwd = source_forward_flops(p, flops)
         out.append({**p, "t_meas": fwd * PER_DIR[p["dir"]] / (p["tflops"] * 1e12),
                     "latency": bool(doc["sources"][p["src"]].get("per_call_latency"))})
     return out
 
 
 def keys_of(p: dict[str, Any]) -> float:
-    return float(causal_mean_keys(p["s"], p["s"])) if p["causal"] else float(p["s"])
+    """Keys per query of the point's call, as Shape.causal_keys prices a layer: s without mask, (s + 1) / 2 causal,
+    ``w - w (w - 1) / (2 s)`` with a sliding window w < s (``window``)."""
+    if not p["causal"]:
+        return float(p["s"])
+    return float(causal_mean_keys(p["s"], min(p["s"], p.get("window") or p["s"])))
+
+
+def source_forward_flops(p: dict[str, Any], convention: str) -> float:
+    """Forward FLOPs of the point's call in its source's convention (attention.yaml ``flop_conventions``):
+    fa-benchmark 4 b h s^2 d, halved when causal; cudnn-frontend 4 b h N d with N the score entries computed
+    (s^2, s (s + 1) / 2 causal, w (w + 1) / 2 + (s - w) w with a window), i.e. N = s * keys_of(p)."""
+    if convention == "cudnn-frontend":
+        return 4.0 * p["b"] * p["h"] * p["s"] * keys_of(p) * p["d"]
+    return 4.0 * p["b"] * p["h"] * p["s"] ** 2 * p["d"] * (0.5 if p["causal"] else 1.0)
 
 
 def direction_time(p: dict[str, Any], acc: Any, curve: dict[str, float], ratio: float) -> float:
@@ -391,9 +410,73 @@ def check(fits: dict[tuple[str, str], dict[str, Any]]) -> int:
     return 1 if bad else 0
 
 
+def _held_resid(x: np.ndarray, group: list[dict[str, Any]], acc: Any, ratio: float, head_half: float,
+                attn_max: float | None = None) -> np.ndarray:
+    """ln(model / measured time) of ``group`` on the curve (x = attn_max, seq_half; or x = seq_half with ``attn_max``
+    given), head_half held."""
+    c = ({"attn_max": x[0], "seq_half": x[1], "head_half": head_half} if attn_max is None
+         else {"attn_max": attn_max, "seq_half": x[0], "head_half": head_half})
+    return np.log(np.array([direction_time(q, acc, c, ratio) for q in group]) / np.array([q["t_meas"] for q in group]))
+
+
+def window_check(path: Path = ATTENTION) -> list[dict[str, Any]]:
+    """The sliding-window evidence (docs/model.md#window-calls), report only: nothing here reaches the catalog.
+
+    For every source with ``twins`` (its same-release calls without a window: the sources named, panels starting
+    with ``twin_panels``) and every accelerator, kernel and direction it covers: the twins' own curve, attn_max and
+    seq_half fitted to them (least squares on ln t, as :func:`fit`) with head_half held at the catalog curve's;
+    the window points' errors on that curve (model time / measured - 1: negative where the window runs slower than
+    the causal curve of its own release says); and the seq_half the window points alone would need on it (attn_max
+    and head_half held). A seq_half below the twins' would mean a window row costs less fixed work than a causal
+    one; above, more."""
+    from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
+
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    pts = load_points(path, recorded=True)
+    out = []
+    for name, src in doc["sources"].items():
+        if not src.get("twins"):
+            continue
+        wins = [p for p in pts if p["src"] == name]
+        for acc_name, kernel, direction in sorted({(p["acc"], p["kernel"], p["dir"]) for p in wins}):
+            acc = load_accelerator(acc_name, overrides=[])
+            held = getattr(acc.attention_efficiency[kernel], direction).head_half
+            tw = [q for q in pts if q["src"] in src["twins"] and q["acc"] == acc_name and q["kernel"] == kernel
+                  and q["dir"] == direction and not q.get("window")
+                  and str(q.get("panel", "")).startswith(src.get("twin_panels", ""))]
+            ws = [p for p in wins if p["acc"] == acc_name and p["kernel"] == kernel and p["dir"] == direction]
+            if not tw:
+                continue
+            ratio = PER_DIR[direction]
+            am, k0 = least_squares(_held_resid, x0=[0.7, 500.0], bounds=([1e-3, 0.0], [1.0, 1e5]),
+                                   args=(tw, acc, ratio, held)).x
+            k0w = float(least_squares(_held_resid, x0=[k0], bounds=([0.0], [1e5]),
+                                      args=(ws, acc, ratio, held, am)).x[0])
+            err = np.exp(_held_resid(np.array([am, k0]), ws, acc, ratio, held)) - 1.0
+            rt = _held_resid(np.array([am, k0]), tw, acc, ratio, held)
+            out.append({"src": name, "acc": acc_name, "kernel": kernel, "dir": direction, "n_twins": len(tw),
+                        "attn_max": float(am), "seq_half": float(k0), "head_half": float(held),
+                        "rms_twins": float(np.sqrt(np.mean(rt**2))), "window_seq_half": k0w,
+                        "windows": [(p["window"], p["s"], float(e)) for p, e in zip(ws, err, strict=True)]})
+    return out
+
+
+def window_report(rows: list[dict[str, Any]]) -> None:
+    print("sliding-window calls against the causal / unmasked curve fitted to their same-release twins "
+          "(head_half held at the catalog's; error = model time / measured - 1)")
+    for r in rows:
+        errs = " ".join(f"{100 * e:+.0f}" for _, _, e in r["windows"])
+        print(f"  {r['src']:14s} {r['acc']:9s} {r['kernel']:6s} {r['dir']}: twins n {r['n_twins']} fit "
+              f"{r['attn_max']:.3f}/{r['seq_half']:.0f}/{r['head_half']:.0f} rms {r['rms_twins']:.3f}; window "
+              f"{r['windows'][0][0]} at s {r['windows'][0][1]}..{r['windows'][-1][1]}: {errs} %; seq_half the windows "
+              f"alone need {r['window_seq_half']:.0f} ({r['window_seq_half'] / max(r['seq_half'], 1.0):.2f}x)")
+
+
 def main(argv: list[str]) -> int:
     fits = fit(load_points())
     report(fits, "-v" in argv)
+    if "--windows" in argv:
+        window_report(window_check())
     if "--yaml" in argv:
         print(yaml_blocks(fits))
     if "--write" in argv:

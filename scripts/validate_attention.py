@@ -24,6 +24,11 @@ the isolated-GEMM level the catalog curve was derived from (gemm_half_dim unchan
 benchmark, like a GEMM microbenchmark, runs the call alone. ``--json`` writes the same as one strictly valid JSON
 object.
 
+A point with a ``window`` (a sliding window of w keys; causal points only) is priced at w - w (w - 1) / (2 s) keys a
+query, as Shape.causal_keys prices a local layer, and counted in its source's convention (cudnn-frontend: the
+w (w + 1) / 2 + (s - w) w score entries computed). Where its source names same-release ``twins``, the report ends
+with each window point beside its causal twin of the same length (:func:`window_pairs`; docs/model.md#window-calls).
+
 Usage: python scripts/validate_attention.py [attention.yaml] [--isolated] [--json]
 """
 
@@ -58,6 +63,9 @@ MODEL_CALLS = {"fwd": 1.0, "bwd": FLASH_BACKWARD_FLOP_RATIO, "fwd+bwd": 1.0 + FL
 #: the forward FLOPs}). fa-benchmark: Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py flops()
 CONVENTIONS: dict[str, tuple[float, dict[str, float]]] = {
     "fa-benchmark": (0.5, {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}),
+    # NVIDIA/cudnn-frontend benchmark_single_sdpa.py flops() (df73764 / fb682ce): 4 b h N d over the N score entries
+    # computed, s (s + 1) / 2 causal, w (w + 1) / 2 + (s - w) w with a sliding window (source_flops)
+    "cudnn-frontend": (0.5, {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}),
 }
 
 #: Bounds of a point's shape (b, h, d, s: at least 1) and of its reported TFLOP/s: far beyond any published kernel
@@ -98,6 +106,10 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             raise DataError(f"{where}: dir {p['dir']!r}; one of {', '.join(MODEL_CALLS)}")
         if not isinstance(p["causal"], bool):
             raise DataError(f"{where}: causal {p['causal']!r}; true or false")
+        if "window" in p and (isinstance(p["window"], bool) or not isinstance(p["window"], int)
+                              or not 1 <= p["window"] <= MAX_DIM or p["causal"] is not True):
+            raise DataError(f"{where}: window {p['window']!r}; a whole number of keys from 1 to {MAX_DIM:g}, on a "
+                            "causal point only")
         if "fit" in p and not isinstance(p["fit"], bool):
             raise DataError(f"{where}: fit {p['fit']!r}; true or false (false: recorded, not fitted)")
         if p["dtype"] not in DTYPES:
@@ -120,10 +132,21 @@ def _curve(acc: Any, dtype: str) -> tuple[float, float, float]:
     return float(c.gemm_max), float(c.gemm_half_dim), float(c.memory)
 
 
+def keys_of(p: dict[str, Any]) -> float:
+    """Keys per query the step model prices the call at (Shape.causal_keys): s without mask, (s + 1) / 2 causal,
+    w - w (w - 1) / (2 s) with a sliding window w < s."""
+    if not p["causal"]:
+        return float(p["s"])
+    return float(causal_mean_keys(p["s"], min(p["s"], p.get("window") or p["s"])))
+
+
 def source_flops(p: dict[str, Any], convention: str) -> float:
-    """FLOPs of the call as the source counts them."""
+    """FLOPs of the call as the source counts them (cudnn-frontend: the score entries computed, s * keys_of)."""
     causal_factor, per_dir = CONVENTIONS[convention]
-    fwd = 4.0 * p["b"] * p["h"] * p["s"] ** 2 * p["d"] * (causal_factor if p["causal"] else 1.0)
+    if convention == "cudnn-frontend":
+        fwd = 4.0 * p["b"] * p["h"] * p["s"] * keys_of(p) * p["d"]
+    else:
+        fwd = 4.0 * p["b"] * p["h"] * p["s"] ** 2 * p["d"] * (causal_factor if p["causal"] else 1.0)
     return fwd * per_dir[p["dir"]]
 
 
@@ -138,7 +161,7 @@ def evaluate(sources: dict[str, Any], points: list[dict[str, Any]], *, isolated:
         gm, d0, mem = _curve(acc, p["dtype"])
         if isolated:
             gm = min(gm / in_layer_gemm_factor(acc.family, p["dtype"], acc.name), 1.0)
-        keys = float(causal_mean_keys(p["s"], p["s"])) if p["causal"] else p["s"]  # as Shape.causal_keys
+        keys = keys_of(p)  # as Shape.causal_keys
         t_fwd = float(flash_core_time(p["s"], keys, p["d"], p["d"], p["b"] * p["h"], peak_flops=acc.peak(p["dtype"]),
                                       memory_bandwidth=acc.memory_bandwidth, gemm_max=gm, gemm_half_dim=d0,
                                       memory_efficiency=mem, elem_bytes=2.0))
@@ -220,6 +243,30 @@ def groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def window_pairs(rows: list[dict[str, Any]], sources: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every sliding-window point whose source names same-release ``twins`` (sources; panels starting with
+    ``twin_panels``), with the causal twin of the same accelerator, kernel, direction and length: the kernel
+    curve's error on each, and ``relative`` = (1 + window error) / (1 + twin error) - 1 = measured (t_window /
+    t_twin) / model (t_window / t_twin) - 1, negative where the window runs slower against its twin than the model
+    prices (docs/model.md#window-calls)."""
+    out = []
+    for r in rows:
+        src = sources[r["src"]]
+        if not r.get("window") or not src.get("twins") or r["kernel_error"] is None:
+            continue
+        twin = [q for q in rows if q["src"] in src["twins"] and q["causal"] and not q.get("window")
+                and str(q.get("panel", "")).startswith(src.get("twin_panels", ""))
+                and (q["acc"], q["kernel"], q["dir"], q["s"]) == (r["acc"], r["kernel"], r["dir"], r["s"])]
+        if len(twin) != 1 or twin[0]["kernel_error"] is None:
+            continue
+        q = twin[0]
+        out.append({"src": r["src"], "acc": r["acc"], "kernel": r["kernel"], "dir": r["dir"], "window": r["window"],
+                    "s": r["s"], "d": r["d"], "twin_src": q["src"], "twin_d": q["d"],
+                    "window_error": r["kernel_error"], "twin_error": q["kernel_error"],
+                    "relative": (1.0 + r["kernel_error"]) / (1.0 + q["kernel_error"]) - 1.0})
+    return out
+
+
 def causal_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Measured t_causal / t_full for every shape a source publishes both ways (same source, kernel, direction)."""
     full = {(r["src"], r["acc"], r["kernel"], r["dir"], r["d"], r["s"]): r for r in rows if not r["causal"]}
@@ -266,7 +313,7 @@ def direction_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def report(rows: list[dict[str, Any]], isolated: bool) -> str:
+def report(rows: list[dict[str, Any]], isolated: bool, windows: list[dict[str, Any]] | None = None) -> str:
     def pct(v: float | None, sign: str = "") -> str:
         return f"{'-':>7}" if v is None else f"{v:>{sign}7.1%}"
 
@@ -312,6 +359,15 @@ def report(rows: list[dict[str, Any]], isolated: bool) -> str:
         for q in dr:
             lines.append(f"{q['acc']:13} {q['kernel']:8} {str(q['causal']):6} {q['d']:>4} {q['s']:>6} "
                          f"{q['ratio']:>6.2f}{' x' if q['cross_source'] else ''}{' *' if q['inferred'] else ''}")
+    if windows:
+        lines += ["", "sliding-window calls against their same-release causal twin of the same length (kernel curve; "
+                  "relative = measured t_window/t_twin over the model's - 1; docs/model.md#window-calls)",
+                  f"{'src':14} {'acc':9} {'dir':4} {'w':>5} {'s':>6} {'d':>3} {'error':>7} {'twin':16} {'d':>3} "
+                  f"{'error':>7} {'relative':>8}"]
+        for q in windows:
+            lines.append(f"{q['src']:14} {q['acc']:9} {q['dir']:4} {q['window']:>5} {q['s']:>6} {q['d']:>3} "
+                         f"{q['window_error']:>+7.1%} {q['twin_src']:16} {q['twin_d']:>3} {q['twin_error']:>+7.1%} "
+                         f"{q['relative']:>+8.1%}")
     return "\n".join(lines)
 
 
@@ -325,18 +381,24 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     path = Path(args[0]) if args else DEFAULT
-    rows = read_or_report(path, lambda: evaluate(*load(path), isolated="--isolated" in flags))
-    if rows is None:
+    def work() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        sources, points = load(path)
+        rows = evaluate(sources, points, isolated="--isolated" in flags)
+        return rows, window_pairs(rows, sources)
+
+    done = read_or_report(path, work)
+    if done is None:
         return 2
+    rows, windows = done
     if "--json" in flags:
         ratios = causal_ratios(rows)
         doc = {"file": str(path), "isolated": "--isolated" in flags, "points": rows, "groups": groups(rows),
                "families": families(rows),
                "causal_ratios": ratios, "causal_ratio_groups": ratio_groups(ratios),
-               "direction_ratios": direction_ratios(rows)}
+               "direction_ratios": direction_ratios(rows), "window_pairs": windows}
         print(json.dumps(doc, allow_nan=False, indent=1))
     else:
-        print(report(rows, "--isolated" in flags))
+        print(report(rows, "--isolated" in flags, windows))
     return 0
 
 
