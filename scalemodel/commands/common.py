@@ -201,6 +201,39 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     return cl, wl, tr, st
 
 
+def _flag_of(key: str) -> str:
+    """The command-line option of strategy field ``key`` (``--algo`` for ``algorithm``)."""
+    return next(f"--{k.replace('_', '-')}" for k, v in STRATEGY_FLAGS.items() if v == key)
+
+
+def strategy_origin(sf: StrategyFile | None, strategy: dict[str, Any], sets: list[str] | None, *,
+                    gpus: str = "--gpus", scenario: tuple[str, Any] | None = None) -> Any:
+    """Where each strategy field of a command line was written, for the engine's errors (job.Origin), or None when
+    every value is an option's or a default (the engine then names the options, --tp, --ep, ...).
+
+    The precedence is build_specs' and scale's: ``--set strategy.K`` over the option ``--K`` over the ``--strategy``
+    file over a scenario's ``strategy:``. An ``ep`` that a --strategy file set was refused as ``--ep: --ep 4 x etp 1
+    ...``, naming an option the user never gave. ``scenario``: (its name as given, its strategy's keys)."""
+    set_names = set(set_keys(sets, "strategy"))
+    flags = {k for k, v in strategy.items() if v is not None}
+    file_keys = set(sf.strategy) if sf is not None else set()
+    scen_keys = set(scenario[1]) if scenario is not None else set()
+    if not (set_names or file_keys or scen_keys):
+        return None
+    named: dict[str, str] = {}
+    for key in sorted(set_names | flags | file_keys | scen_keys):
+        if key in set_names:
+            named[key] = f"--set strategy.{key}"
+        elif key in flags:
+            named[key] = _flag_of(key) if key in STRATEGY_FLAGS.values() else f"strategy.{key}"
+        elif key in file_keys and sf is not None:
+            named[key] = f"--strategy: {sf.path}: {sf.field_name(key)}"
+        elif scenario is not None:
+            named[key] = f"--scenario: {scenario[0]}: strategy.{key}"
+    from scalemodel.engine.job import Origin  # the engine's type; imported here only when a file or --set is given
+    return Origin("strategy.", gpus, tuple(named.items()))
+
+
 def check_file_dp(sf: StrategyFile, st: Any, gpus: int) -> None:
     """Refuse a data-parallel degree from the ``--strategy`` file (not --dp, not --set) that does not fit
     ``gpus``, naming the file's field: the engine's refusal said "--dp: ... or leave --dp out" to a user who never
@@ -226,9 +259,10 @@ def check_seq_len(workload: Any, training: Any) -> None:
 
 
 def one_job(*, cluster: str, model: str, gpus: int, strategy_file: str | None, sets: list[str] | None,
-            flags: dict[str, Any], **echo: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-    """Cluster, workload, TrainingSpec, StrategySpec and the JSON ``inputs`` echo of a command that prices
-    one strategy on ``gpus`` GPUs (predict, sensitivity): flags, the ``--strategy`` file and ``--set``."""
+            flags: dict[str, Any], **echo: Any) -> tuple[Any, Any, Any, Any, dict[str, Any], Any]:
+    """Cluster, workload, TrainingSpec, StrategySpec, the JSON ``inputs`` echo and the strategy's
+    :func:`strategy_origin` of a command that prices one strategy on ``gpus`` GPUs (predict, sensitivity): flags,
+    the ``--strategy`` file and ``--set``."""
     positive_int(gpus, "--gpus")
     training, strategy = split_flags(**flags)
     sf = read_strategy(strategy_file)
@@ -236,4 +270,4 @@ def one_job(*, cluster: str, model: str, gpus: int, strategy_file: str | None, s
                                  strategy=strategy, strategy_file=sf, gpus=gpus)
     cl.require_gpus(gpus)
     inputs = spec_inputs(cl, wl, tr, st, sets, gpus=gpus, strategy_file=sf.echo() if sf else None, **echo)
-    return cl, wl, tr, st, inputs
+    return cl, wl, tr, st, inputs, strategy_origin(sf, strategy, sets)

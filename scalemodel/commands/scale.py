@@ -87,6 +87,7 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
     st = validate(StrategySpec, st_raw, prefix=["strategy"])
     o.check_seq_len(wl, tr)
     return {"scenario": scen.name if scen is not None else None, "cluster": cl, "model": wl, "training": tr,
+            "scenario_strategy": (scenario or "default", tuple(st_base)) if scen is not None else None,
             "strategy": st, "gpus": counts, "mode": mode or (scen.mode if scen is not None else "weak"),
             "best": best if best is not None else (scen.best if scen is not None else False)}
 
@@ -156,7 +157,9 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
         search.update(_best_pins(st, tr, strategy, micro_batch, sets, sf))
     result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
                    kappa=staleness_kappa,
-                   search=search or None, inputs=inputs)
+                   search=search or None, inputs=inputs,
+                   origin=o.strategy_origin(sf, strategy, sets, gpus="--gpus" if gpus is not None else "scenario gpus",
+                                            scenario=spec["scenario_strategy"]))
     render_scale(result, as_json=as_json, as_csv=as_csv, plot=plot)
 
 

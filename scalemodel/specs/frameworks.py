@@ -175,6 +175,7 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
     if isinstance(zero, dict):
         if zero.get("stage") is not None:
             out.strategy["zero"] = str(_int(zero["stage"], "zero_optimization.stage"))
+            out.fields["zero"] = "zero_optimization.stage"
         if zero.get("reduce_bucket_size") is not None and not _auto(zero["reduce_bucket_size"]):
             elements = zero["reduce_bucket_size"]
             if isinstance(elements, bool) or not isinstance(elements, (int, float)) or not 0 < elements <= 1e13:
@@ -183,12 +184,14 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
             # DeepSpeed counts elements; the bucket is communicated in the gradient dtype
             out.strategy["bucket_size"] = _bucket_bytes(elements, _grad_bytes(out),
                                                         "zero_optimization.reduce_bucket_size")
+            out.fields["bucket_size"] = "zero_optimization.reduce_bucket_size"
         if zero.get("reduce_scatter") is not None and not _auto(zero["reduce_scatter"]) and not _bool(
                 zero["reduce_scatter"], "zero_optimization.reduce_scatter"):
             out.unused.append("zero_optimization.reduce_scatter false (ZeRO-1/2 then all-reduce the gradients before "
                               "the all-gather, stage_1_and_2.py average_tensor: priced as the reduce-scatter)")
         if zero.get("overlap_comm") is not None:
             out.strategy["overlap"] = _bool(zero["overlap_comm"], "zero_optimization.overlap_comm")
+            out.fields["overlap"] = "zero_optimization.overlap_comm"
         for dev in ("offload_optimizer", "offload_param"):
             sec = zero.get(dev)
             if isinstance(sec, dict) and str(sec.get("device", "none")).lower() not in ("none", ""):
@@ -206,6 +209,7 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
     tp = data.get("tensor_parallel")
     if isinstance(tp, dict) and tp.get("autotp_size") is not None:
         out.strategy["tp"] = _int(tp["autotp_size"], "tensor_parallel.autotp_size", least=1)
+        out.fields["tp"] = "tensor_parallel.autotp_size"
     opt = data.get("optimizer")
     if isinstance(opt, dict) and str(opt.get("type", "adamw")).lower() not in ("adam", "adamw", "fusedadam"):
         out.unused.append(f"optimizer.type {str(opt.get('type'))[:40]} (optimizer state is modelled as Adam's 12 bytes "
@@ -457,11 +461,15 @@ def _megatron(text: str, out: StrategyFile) -> None:
     for name, (where, key) in _MEG_INT.items():
         if name in args and (n := number(name)) is not None:
             getattr(out, where)[key] = n
+            if where == "strategy":  # an error on strategy.ep names --expert-model-parallel-size
+                out.fields[key] = name
     if "--bf16" in args and "--fp16" in args:  # Megatron's validate_args asserts against both
         raise InputError("--bf16 and --fp16 both given", where="--fp16", allowed="one of them")
     for name, (where, key, switched) in _MEG_SWITCH.items():
         if name in args:
             getattr(out, where)[key] = switched
+            if where == "strategy":
+                out.fields[key] = name
     if "--no-async-tensor-model-parallel-allreduce" in args and "--sequence-parallel" in args:
         # Megatron's sequence-parallel backward launches each reduce-scatter with async_op=True before the
         # weight-gradient GEMM whatever this flag says (validate_args turns the all-reduce flag off with it;
@@ -481,6 +489,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
             raise InputError(f"unknown recompute granularity: {shown}", where="--recompute-granularity",
                              allowed="full or selective")
         out.strategy["recompute"] = gran
+        out.fields["recompute"] = "--recompute-granularity"
         method = args.get("--recompute-method")
         n_rec = number("--recompute-num-layers") if gran == "full" and method is not None else None
         if method in ("block", "uniform") and n_rec is not None and not (method == "uniform" and n_rec == 1):
@@ -553,6 +562,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
                               "by pp x layers per virtual stage; give --schedule interleaved:V)")
     if vpp is not None and vpp > 1:
         out.strategy["schedule"] = f"interleaved:{vpp}"
+        out.fields["schedule"] = next(iter(virtual))
 
 
 #: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others (layernorm,
@@ -725,6 +735,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     for k, field_ in (("tensor", "tp"), ("pipeline", "pp"), ("context", "cp"), ("expert", "ep")):
         if k in degrees:
             out.strategy[field_] = degrees[k]
+            out.fields[field_] = f"parallelism.{k}_parallel_degree"
     replicate = par.get("data_parallel_replicate_degree", 1)
     shard = par.get("data_parallel_shard_degree", -1)
     if (any(isinstance(d, bool) or not isinstance(d, int) for d in (replicate, shard)) or not 1 <= replicate <= 10**8
@@ -741,6 +752,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         if replicate > 1 and shard > 1:
             out.strategy["zero"] = "hsdp"
             out.strategy["shard_group"] = shard  # data-parallel replicas per group; the engine folds cp in
+            out.fields["shard_group"] = "parallelism.data_parallel_shard_degree"
         elif replicate > 1:  # the shard degree is the rest of the GPUs, not known until --gpus
             out.unused.append(f"data_parallel_replicate_degree {replicate} with data_parallel_shard_degree -1 (HSDP "
                               "needs the shard degree: give it, or --set strategy.zero=hsdp --set "
@@ -768,6 +780,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             out.unused.append(f"parallelism.pipeline_parallel_schedule {str(sched)[:40]}")
         else:
             out.strategy["schedule"] = label
+            out.fields["schedule"] = "parallelism.pipeline_parallel_schedule"
             if label.startswith("interleaved") and "pipeline_parallel_layers_per_stage" not in par:
                 out.unused.append(f"pipeline_parallel_schedule {sched}: 2 virtual stages per rank assumed "
                                   "(give --schedule interleaved:V)")
@@ -777,6 +790,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             raise InputError(f"unknown activation checkpoint mode {str(mode)[:40]!r}",
                              where="activation_checkpoint.mode", allowed="none, selective or full")
         out.strategy["recompute"] = str(mode)
+        out.fields["recompute"] = "activation_checkpoint.mode"
         if mode == "selective":
             _titan_selective_ac(ac.get("selective_ac_option", "2"), out)
     if model:
