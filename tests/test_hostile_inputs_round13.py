@@ -6,8 +6,10 @@ Each case is one finding; the contract is test_hostile_inputs.py's.
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from test_hostile_inputs import MEG_BASE, accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
+from test_hostile_inputs import MEG_BASE, ROOT, accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
 
 BASE = MEG_BASE  # gpt-1.7b (dense: no experts) on 64 GPUs of dgx-h100
 _EP = "ep 4 x etp 1 needs an MoE model whose 0 experts ep divides"
@@ -119,3 +121,126 @@ def test_a_strategy_file_that_fits_still_prices(cli, tmp_path) -> None:  # type:
     f = tmp_path / "run.sh"
     f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --expert-model-parallel-size 1\n")
     assert accepted(cli, "predict", *BASE, "--strategy", str(f))["strategy"]["tp"] == 2
+
+
+# --- the hybrid (Mamba-2) workload block and the NemotronH config reader --------------------------------------------
+
+_NANO = ROOT / "examples" / "workloads" / "nemotron-3-nano.yaml"
+
+
+def _nano(tmp_path, old: str, new: str):  # type: ignore[no-untyped-def]
+    text = _NANO.read_text()
+    assert old in text
+    f = tmp_path / "m.yaml"
+    f.write_text(text.replace(old, new))
+    return f
+
+
+@pytest.mark.parametrize("old, new, where, what", [
+    ("groups: 8", "groups: 1000", "hybrid.mamba.groups", "heads 64 is not a multiple of groups 1000"),
+    ("    head_dim: 64\n    heads: 64\n", "    head_dim: 77\n", "hybrid.mamba.head_dim",
+     "expand x hidden = 5376 is not a multiple of head_dim 77"),
+    ("layers: 52", "layers: 53", "hybrid.pattern", "has 52 layers, but layers is 53"),
+    ("  shared_experts: 2\n", "  shared_experts: 2\n  every: 2\n", "moe.every", "set with a hybrid pattern"),
+    ("pattern: M", "pattern: x", "hybrid.pattern", "unknown layer character(s) 'x'"),
+])
+def test_a_hybrid_refusal_names_its_field_and_line(cli, tmp_path, old: str, new: str, where: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    """A Mamba-2 groups count that does not divide the heads was refused as "m.yaml:2: (top level): hybrid.mamba:
+    heads 64 is not a multiple of groups 1000", at the file's first key; the layer-count mismatch and moe.every
+    alike."""
+    f = _nano(tmp_path, old, new)
+    line = refused(cli, "predict", "-m", str(f), "-n", "64", "--json", inputs=(f,), match=f": {where}: {what}")
+    assert "(top level)" not in line and not line.startswith(f"error: {f}:2:"), line
+
+
+def test_a_hybrid_groups_refusal_points_at_the_groups_line(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = _nano(tmp_path, "groups: 8", "groups: 1000")
+    n = f.read_text().splitlines().index("    groups: 1000") + 1
+    refused(cli, "predict", "-m", str(f), "-n", "64", match=f"error: {f}:{n}: hybrid.mamba.groups: ")
+
+
+def _nemotron_h(tmp_path, **change):  # type: ignore[no-untyped-def]
+    from test_mamba import NANO_HF
+    cfg = {k: v for k, v in {**NANO_HF, **change}.items() if v is not _DROP}
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    return f
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize("change, where, what", [
+    ({"hybrid_override_pattern": _DROP, "layers_block_type": [["mamba"], "moe"]}, "layers_block_type",
+     "layer kind(s) ['mamba'] not modelled"),
+    ({"hybrid_override_pattern": _DROP, "layers_block_type": ["mamba", {"k": 1}]}, "layers_block_type",
+     "layer kind(s) {'k': 1} not modelled"),
+    ({"hybrid_override_pattern": _DROP, "layer_types": ["mamba", [1]]}, "layer_types",
+     "layer kind(s) [1] not modelled"),
+])
+def test_a_layer_kind_that_is_a_list_is_refused(cli, tmp_path, change, where: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    """A NemotronH layers_block_type holding a list or a mapping ended in a traceback (TypeError: unhashable type:
+    'list'): the reader asked ``kind in HYBRID_KINDS``."""
+    f = _nemotron_h(tmp_path, **change)
+    refused(cli, "predict", "-m", str(f), "-n", "64", "--json", inputs=(f,), match=f"{f}: {where}: {what}")
+
+
+@pytest.mark.parametrize("pattern, what", [("", "no layer"), ("|||", "no layer"), ("M" * 100_001, "100,001 entries"),
+                                           ("MEx", "unknown layer character(s) 'x'")])
+def test_a_bad_nemotron_h_pattern_names_the_config_key(cli, tmp_path, pattern: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    """An empty or all-'|' hybrid_override_pattern was refused as "num_hidden_layers: 0 is out of range" (the file's
+    num_hidden_layers said 52); a bad or over-long one at the workload's hybrid.pattern, a key the file has not."""
+    f = _nemotron_h(tmp_path, hybrid_override_pattern=pattern)
+    refused(cli, "predict", "-m", str(f), "-n", "64", inputs=(f,),
+            match=f"error: {f}: hybrid_override_pattern: {what}")
+
+
+def test_nemotron_h_mamba_groups_that_do_not_divide_the_heads_are_named_at_the_config_key(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = _nemotron_h(tmp_path, mamba_num_heads=63)
+    refused(cli, "predict", "-m", str(f), "-n", "64", inputs=(f,),
+            match=f"error: {f}: n_groups: mamba_num_heads 63 is not a multiple of n_groups 8")
+
+
+def test_the_nemotron_h_config_still_reads(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = _nemotron_h(tmp_path)
+    assert accepted(cli, "predict", "-m", str(f), "-n", "64", "--seq-len", "8192")["inputs"]["model"]
+
+
+# --- a JSON value refused without its key -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, what", [("9" * 40, "integer with 40 digits"), ("NaN", "NaN is not a number"),
+                                         ("-Infinity", "-Infinity is not a number")])
+def test_a_json_value_out_of_reach_is_named_at_its_key_and_line(cli, tmp_path, value: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    """``"chunk_size": NaN`` (or a 40-digit integer) in a config.json was refused as "config.json: NaN is not a
+    number": neither the key nor the line."""
+    from test_mamba import NANO_HF
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(NANO_HF, indent=1).replace('"chunk_size": 128', f'"chunk_size": {value}'))
+    n = f.read_text().splitlines().index(f' "chunk_size": {value},') + 1
+    refused(cli, "predict", "-m", str(f), "-n", "64", inputs=(f,), match=f"error: {f}:{n}: chunk_size: {what}")
+
+
+# --- strategy switches and words ----------------------------------------------------------------------------------
+
+def test_the_flex_dispatcher_at_ep_1_is_warned(cli) -> None:  # type: ignore[no-untyped-def]
+    """moe_flex_dispatcher replaces the expert-parallel all-to-all; at ep 1 there is none, and the step time was the
+    same without a word."""
+    r = cli("predict", "-m", "mixtral-8x7b", "-n", "64", "--tp", "8", "--ep", "1", "--set",
+            "strategy.moe_flex_dispatcher=true", "--json")
+    assert r.code == 0 and "strategy.moe_flex_dispatcher is not priced: ep is 1" in r.err, r.err
+    r = cli("predict", "-m", "mixtral-8x7b", "-n", "64", "--tp", "8", "--ep", "8", "--set",
+            "strategy.moe_flex_dispatcher=true", "--json")
+    assert r.code == 0 and "moe_flex_dispatcher" not in r.err, r.err
+
+
+@pytest.mark.parametrize("value, what", [("[core_attn, moe_act]", "Input should be a valid string"),
+                                         ("'Core Attn'", "String is not of the allowed form")])
+def test_recompute_modules_out_of_form_names_the_modules(cli, tmp_path, value: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    """recompute_modules as a YAML list was answered "a string matching ^([a-z_]+(,[a-z_]+)*)?$"."""
+    f = tmp_path / "s.yaml"
+    f.write_text(f"recompute: selective\nrecompute_modules: {value}\n")
+    line = refused(cli, "predict", *BASE, "--strategy", str(f), inputs=(f,),
+                   match=f"strategy.recompute_modules: {what}")
+    assert "regex" not in line and "^(" not in line
+    assert line.endswith("module names, comma-separated in one string: core_attn, mla_up_proj, moe_act, jax_dots or "
+                         "titan_op (e.g. 'core_attn,moe_act')")

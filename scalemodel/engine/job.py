@@ -824,10 +824,11 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
 
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
-    ep_dispatch_sms, moe_flex_dispatcher and recompute_modules moe_act without MoE layers, moe_fp8_padding without
-    MoE layers or fp8, mla_up_proj without multi-head latent attention, shard_group without HSDP; ep_dispatch_sms
-    without moe_a2a_overlap, tp_async_allreduce false with tp 1 or sequence_parallel, training.fp8_attention on a
-    model without sliding-window layers; the eager layer ops without what they act on."""
+    ep_dispatch_sms, moe_flex_dispatcher (also at ep 1) and recompute_modules moe_act without MoE layers,
+    moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent attention, shard_group
+    without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
+    sequence_parallel, training.fp8_attention on a model without sliding-window layers; the eager layer ops
+    without what they act on."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
@@ -842,6 +843,10 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                      "only the compute that hides the expert-parallel all-to-alls, and moe_a2a_overlap is off")
     if getattr(strategy, "moe_flex_dispatcher", False) and not moe:
         notices.warn("strategy.moe_flex_dispatcher is not priced: the model has no MoE layers")
+    elif getattr(strategy, "moe_flex_dispatcher", False) and int(getattr(strategy, "ep", 1)) == 1:
+        # the flex dispatcher replaces the expert-parallel all-to-all (step._mp_collectives), which ep 1 has none of
+        notices.warn("strategy.moe_flex_dispatcher is not priced: ep is 1 (no expert-parallel all-to-all to "
+                     "dispatch)")
     if getattr(strategy, "eager_rope", False) and not (job.is_transformer and int(job.shape.position_embeddings) == 0
                                                         and not mla):
         notices.warn("strategy.eager_rope is not priced: it needs rotary position embeddings outside multi-head "
