@@ -244,3 +244,92 @@ def test_recompute_modules_out_of_form_names_the_modules(cli, tmp_path, value: s
     assert "regex" not in line and "^(" not in line
     assert line.endswith("module names, comma-separated in one string: core_attn, mla_up_proj, moe_act, jax_dots or "
                          "titan_op (e.g. 'core_attn,moe_act')")
+
+
+# --- calibrate runs: a measurement's refusal says what was wrong -------------------------------------------------
+
+_RUN = "- {cluster: dgx-h100, model: gpt-1.7b, gpus: 64, "
+
+
+@pytest.mark.parametrize("measure, what", [
+    ("tokens_per_s: '1e5'", "tokens_per_s: '1e5' is not a number; a number > 0 of tokens per second (the whole job), "
+                            "not quoted"),
+    ("tokens_per_s: 1e300", "tokens_per_s: 1e+300 tokens per second is beyond any training job; at most 1e12"),
+    ("step_time: 1e300 s", "step_time: a step time of 1e+300 s is longer than any training step; a step time of at "
+                           "most 1e+12 s"),
+])
+def test_a_run_measurement_out_of_reach_says_why(cli, tmp_path, measure: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    """A quoted '1e5', or 1e300 s, was refused as "must be a positive finite number": each is positive and finite."""
+    f = tmp_path / "runs.yaml"
+    f.write_text(_RUN + measure + "}\n")
+    refused(cli, "calibrate", "runs", str(f), "--json", inputs=(f,), match=f"{f}: run 1 (line 1): {what}")
+
+
+def test_a_huge_logged_speed_is_shown_short(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A 5,000-digit iteration time in a Megatron log was echoed whole: a 5 KB error line."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(f" iteration {i}/ 100 | elapsed time per iteration (ms): {'9' * 5000} |\n"
+                           for i in range(1, 20)))
+    f = tmp_path / "runs.yaml"
+    f.write_text(_RUN + "log: train.log}\n")
+    line = refused(cli, "calibrate", "runs", str(f), inputs=(f, log),
+                   match="line 1: '" + "9" * 40 + "... (5000 characters)' is not a positive finite step_time_s")
+    assert len(line) < 400
+
+
+# --- the command line: long words, the option a file came from, a unit past the float range ----------------------
+
+@pytest.mark.parametrize("argv, match", [
+    (["schema", "x" * 5000], "invalid choice: '" + "x" * 60 + "...' (5000 characters)"),
+    (["predict", "--tp", "9" * 5000], "argument --tp: '" + "9" * 60 + "...' (5000 characters) is not an integer"),
+    (["predict", "y" * 5000], "Got unexpected extra argument(s) (" + "y" * 60 + "... (5000 characters))"),
+    (["predict", "--" + "z" * 5000], "No such option: --" + "z" * 58 + "... (5002 characters)"),
+])
+def test_a_long_word_in_a_usage_error_is_shown_short(cli, argv: list[str], match: str) -> None:  # type: ignore[no-untyped-def]
+    """A 5,000-character argument was echoed whole in the usage error (5 KB on one line)."""
+    line = refused(cli, *argv, match=match)
+    assert len(line) < 400, len(line)
+
+
+def test_a_samples_file_error_names_the_option(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--samples 1e300`` (a number where a file goes) said "error: 1e300: samples file not found"."""
+    refused(cli, "stragglers", "-n", "8", "--samples", "1e300", "--json",
+            match="error: --samples: 1e300: samples file not found; an existing samples file")
+    f = tmp_path / "steps.txt"
+    f.write_text("1.0\n-2\n")
+    refused(cli, "stragglers", "-n", "8", "--samples", str(f), match=f"error: --samples: {f}: line 2: ")
+
+
+def test_a_quantity_past_the_float_range_is_not_called_infinite(cli) -> None:  # type: ignore[no-untyped-def]
+    """'1e300GB/s' was refused as "is not a finite number": 1e300 is finite; its unit takes it past the float range."""
+    refused(cli, "predict", *BASE, "--set", "cluster.tiers.nvlink.bandwidth=1e300GB/s",
+            match="--set cluster.tiers.nvlink.bandwidth: '1e300GB/s' is too large (beyond the float range)")
+
+
+# --- sweep rows a reader cannot tell apart -----------------------------------------------------------------------
+
+def _sweep_file(tmp_path, strategies: str):  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: sweep\nname: t\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [64]\n"
+                 f"strategies: {strategies}\n")
+    return f
+
+
+@pytest.mark.parametrize("strategies, match", [
+    ("[{label: best, tp: 2}, best]", "strategies[1]: best repeats strategies[0] (label 'best')"),
+    ("[best, {label: best, tp: 2}]", "strategies[1]: label 'best' repeats strategies[0] (best)"),
+    ("[{tp: 2}, {tp: 2, overlap: false}]", "strategies[1]: default name 'tp2' repeats strategies[0]"),
+    ("[{tp: 2}, {label: tp2, pp: 2}]", "strategies[1]: label 'tp2' repeats strategies[0] (default name 'tp2')"),
+    ("[]", "strategies: List should have at least 1 item"),
+])
+def test_sweep_strategies_that_print_as_one_are_refused(cli, tmp_path, strategies: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    """A fixed strategy labelled best beside the planner's `best`, or two fixed strategies whose default names agree,
+    ran and printed rows with the same strategy name; ``strategies: []`` ran no point and printed an empty table."""
+    f = _sweep_file(tmp_path, strategies)
+    refused(cli, "sweep", str(f), "-j", "1", "--json", inputs=(f,), match=match)
+
+
+def test_sweep_strategies_with_distinct_names_still_run(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = _sweep_file(tmp_path, "[best, {tp: 2}, {tp: 2, overlap: false, label: tp2-serial}]")
+    rows = accepted(cli, "sweep", str(f), "-j", "1")["rows"]
+    assert sorted(r["strategy"] for r in rows) == ["best", "tp2", "tp2-serial"]
