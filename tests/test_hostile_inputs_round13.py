@@ -333,3 +333,47 @@ def test_sweep_strategies_with_distinct_names_still_run(cli, tmp_path) -> None: 
     f = _sweep_file(tmp_path, "[best, {tp: 2}, {tp: 2, overlap: false, label: tp2-serial}]")
     rows = accepted(cli, "sweep", str(f), "-j", "1")["rows"]
     assert sorted(r["strategy"] for r in rows) == ["best", "tp2", "tp2-serial"]
+
+
+# --- framework files: what a reader dropped or misnamed --------------------------------------------------------------
+
+def test_a_flex_dispatcher_without_the_model_flags_is_read(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--moe-token-dispatcher-type flex`` in a launch that leaves the model to --model (no --num-experts in the file)
+    was dropped without a word: the MoE model's all-to-alls were priced as NCCL's."""
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --expert-model-parallel-size 8 --moe-token-dispatcher-type flex\n")
+    r = cli("predict", "-m", "mixtral-8x7b", "-n", "64", "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["strategy"]["moe_flex_dispatcher"] is True
+
+
+@pytest.mark.parametrize("value, shown", [("FLEX", "'FLEX'"), ("deepep", "'deepep'"), ("", "no value")])
+def test_an_unknown_token_dispatcher_is_refused(cli, tmp_path, value: str, shown: str) -> None:  # type: ignore[no-untyped-def]
+    """Megatron's argparse refuses any dispatcher but its choices; 'FLEX' here was dropped without a word."""
+    f = tmp_path / "run.sh"
+    f.write_text(f"torchrun pretrain_gpt.py --num-experts 8 --moe-token-dispatcher-type {value} "
+                 "--expert-model-parallel-size 8\n")
+    refused(cli, "predict", "-m", "mixtral-8x7b", "-n", "64", "--strategy", str(f), inputs=(f,),
+            match=f"{f}: --moe-token-dispatcher-type: unknown token dispatcher: {shown}; allgather, alltoall, "
+                  "alltoall_seq, flex")
+
+
+@pytest.mark.parametrize("text, where", [('{"tensor_parallel": [2]}', "tensor_parallel"),
+                                         ('{"optimizer": [1]}', "optimizer"),
+                                         ('{"activation_checkpointing": [1, 2]}', "activation_checkpointing"),
+                                         ('{"zero_optimization": {"stage": 3, "offload_param": [1]}}',
+                                          "zero_optimization.offload_param")])
+def test_a_deepspeed_section_that_is_not_a_mapping_is_refused(cli, tmp_path, text: str, where: str) -> None:  # type: ignore[no-untyped-def]
+    """``"tensor_parallel": [2]`` (DeepSpeed reads a mapping) was dropped without a word: tp stayed 1."""
+    f = tmp_path / "ds.json"
+    f.write_text(text)
+    refused(cli, "predict", *BASE, "--strategy", str(f), inputs=(f,), match=f"{f}: {where}: expected a mapping")
+
+
+def test_a_json_strategy_file_is_read_as_json(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A .json strategy file that opens with '[' was read as YAML: "malformed YAML: exceeded maximum nesting depth"."""
+    f = tmp_path / "ds.json"
+    f.write_text("[" * 100_000 + "]" * 100_000)
+    refused(cli, "predict", *BASE, "--strategy", str(f), inputs=(f,), match=f"{f}: JSON nesting is too deep")
+    f.write_text("[1, 2]")
+    refused(cli, "predict", *BASE, "--strategy", str(f), inputs=(f,), match=f"{f}: expected a JSON object")

@@ -194,6 +194,9 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
             out.fields["overlap"] = "zero_optimization.overlap_comm"
         for dev in ("offload_optimizer", "offload_param"):
             sec = zero.get(dev)
+            if sec is not None and not isinstance(sec, dict):  # [1] was dropped without a word
+                raise InputError(f"expected a mapping, got {str(sec)[:40]!r}", where=f"zero_optimization.{dev}",
+                                 allowed='{"device": "cpu" | "nvme" | "none", ...}, or leave it out')
             if isinstance(sec, dict) and str(sec.get("device", "none")).lower() not in ("none", ""):
                 out.unused.append(f"zero_optimization.{dev}.device {str(sec.get('device'))[:20]} "
                                   "(CPU/NVMe offload is not modelled)")
@@ -202,6 +205,10 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
                 out.unused.append(f"zero_optimization.{k}")
     elif zero is not None:
         raise InputError("expected a mapping", where="zero_optimization", allowed='{"stage": 0..3, ...}')
+    for key in ("tensor_parallel", "optimizer", "activation_checkpointing", "scheduler"):
+        if data.get(key) is not None and not isinstance(data[key], dict):  # DeepSpeed reads each as a mapping
+            raise InputError(f"expected a mapping, got {str(data[key])[:40]!r}", where=key,
+                             allowed=f'"{key}": {{...}} (a JSON object), or leave it out')
     ac = data.get("activation_checkpointing")
     if isinstance(ac, dict) and ac:
         out.unused.append("activation_checkpointing (which layers recompute is chosen in the model code; "
@@ -387,6 +394,8 @@ _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm
                                             # tag or branch defines it); forks' launch scripts pass it alone
                                             "--fp8-dot-product-attention"}
 _BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
+#: Megatron-LM's --moe-token-dispatcher-type choices (megatron/training/arguments.py).
+_MEG_DISPATCHERS = ("allgather", "alltoall", "alltoall_seq", "flex")
 
 
 def _switch_without_value(name: str, after: str | None) -> None:
@@ -525,9 +534,19 @@ def _megatron(text: str, out: StrategyFile) -> None:
     if _moe_fp8_padding(args, "--num-experts" in model_flags):
         out.strategy["moe_fp8_padding"] = True
     # the flex dispatcher (DeepEP / HybridEP) moves tokens hierarchically (strategy moe_flex_dispatcher,
-    # docs/model.md#ep-hierarchical); --moe-enable-deepep requires it (TransformerConfig.__post_init__ @002255075c)
-    if "--num-experts" in model_flags and args.get("--moe-token-dispatcher-type") == "flex":
-        out.strategy["moe_flex_dispatcher"] = True
+    # docs/model.md#ep-hierarchical); --moe-enable-deepep requires it (TransformerConfig.__post_init__ @002255075c).
+    # Read whether or not the file has --num-experts: the model comes from --model (a launch without the model flags
+    # dropped flex without a word; a dense model's flex is warned as not priced). Megatron's argparse refuses any
+    # other value (choices allgather, alltoall, flex; alltoall_seq in releases before core_r0.13)
+    if "--moe-token-dispatcher-type" in args:
+        kind = args["--moe-token-dispatcher-type"]
+        if kind not in _MEG_DISPATCHERS:
+            shown = "no value" if kind is None else repr(kind[:40])
+            raise InputError(f"unknown token dispatcher: {shown}", where="--moe-token-dispatcher-type",
+                             allowed=", ".join(_MEG_DISPATCHERS))
+        if kind == "flex":
+            out.strategy["moe_flex_dispatcher"] = True
+            out.fields["moe_flex_dispatcher"] = "--moe-token-dispatcher-type"
     _loss_impl(args, out)
     opt = args.get("--optimizer")
     if opt is not None and opt != "adam":
@@ -920,7 +939,8 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="strategy file")
     where = str(path)
     stripped = text.lstrip()
-    if stripped.startswith("{"):
+    # a .json file is JSON whatever it starts with ("[[[..." was read as YAML and refused as "malformed YAML")
+    if stripped.startswith("{") or path.suffix.lower() == ".json":
         data = load_json(text, where)
         out = StrategyFile(where, "deepspeed")
         if not isinstance(data, dict):
