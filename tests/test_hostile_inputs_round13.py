@@ -377,3 +377,25 @@ def test_a_json_strategy_file_is_read_as_json(cli, tmp_path) -> None:  # type: i
     refused(cli, "predict", *BASE, "--strategy", str(f), inputs=(f,), match=f"{f}: JSON nesting is too deep")
     f.write_text("[1, 2]")
     refused(cli, "predict", *BASE, "--strategy", str(f), inputs=(f,), match=f"{f}: expected a JSON object")
+
+
+# --- a spec named inside another: where its own reading failed ----------------------------------------------------
+
+def test_a_referenced_accelerator_that_extends_a_folder_names_the_chain(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An accelerator file named by ``--set cluster.accelerator=`` (or a cluster's ``accelerator:``) whose
+    ``extends:`` is a folder was refused as "--set cluster.accelerator: is a directory, not a regular file": which
+    file extends what was lost."""
+    acc = tmp_path / "acc.yaml"
+    acc.write_text(f"kind: accelerator\nname: x\nextends: {tmp_path}\n")
+    refused(cli, "predict", "-c", "dgx-b300", "-m", "gpt-1.7b", "-n", "8", "--set", f"cluster.accelerator={acc}",
+            inputs=(acc,), match=f"error: --set cluster.accelerator: {acc}: extends: {tmp_path}: is a directory, not a "
+                                 "regular file")
+    cl = tmp_path / "cl.yaml"
+    cl.write_text(f"kind: cluster\nname: c\nextends: dgx-b300\naccelerator: {acc}\n")
+    refused(cli, "predict", "-c", str(cl), "-m", "gpt-1.7b", "-n", "8", inputs=(acc, cl),
+            match=f"accelerator: {acc}: extends: {tmp_path}: is a directory")
+
+
+def test_an_unknown_accelerator_name_is_still_one_clause(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-b300", "-m", "gpt-1.7b", "-n", "8", "--set", "cluster.accelerator=bogus",
+            match="error: --set cluster.accelerator: unknown built-in accelerator 'bogus'; ")

@@ -573,7 +573,12 @@ def builtin_ref(kind: str) -> Before:
 
     def resolve(v: Any) -> Any:
         if isinstance(v, str) and _reference_loader is not None:
-            return _reference_loader(kind, v)
+            try:
+                return _reference_loader(kind, v)
+            except InputError as exc:  # keep where it went wrong: the field's location alone said "--set
+                # cluster.accelerator: is a directory, not a regular file" of a file the named one extends
+                shown = f"{exc.where}: {exc.what}" if exc.where and exc.where != kind else exc.what
+                raise InputError(shown, allowed=exc.allowed) from None
         return v
 
     return Before(resolve)
