@@ -399,3 +399,23 @@ def test_a_referenced_accelerator_that_extends_a_folder_names_the_chain(cli, tmp
 def test_an_unknown_accelerator_name_is_still_one_clause(cli) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "predict", "-c", "dgx-b300", "-m", "gpt-1.7b", "-n", "8", "--set", "cluster.accelerator=bogus",
             match="error: --set cluster.accelerator: unknown built-in accelerator 'bogus'; ")
+
+
+# --- plan: the --strategy file's pins named as the file's -------------------------------------------------------------
+
+def test_a_strategy_file_sync_outside_the_searched_modes_names_the_file(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``plan --strategy s.yaml`` with ``sync: hier:2`` said "--constraint sync: the sync constraint leaves none of
+    the searched sync modes (bsp)": no --constraint was given; the pin was the file's."""
+    f = tmp_path / "s.yaml"
+    f.write_text("sync: 'hier:2'\n")
+    refused(cli, "plan", *BASE, "--strategy", str(f), "--json", inputs=(f,),
+            match=f"error: --strategy: {f}: sync: sync hier:2 is not among the searched sync modes (bsp); "
+                  "--sync-modes bsp,hier:2")
+    r = cli("plan", *BASE, "--strategy", str(f), "--sync-modes", "bsp,hier:2", "--top", "1", "--json")
+    assert r.code == 0, r.err
+    assert {e["strategy"]["sync"] for e in json.loads(r.out)["ranked"]} == {"hier:2"}
+
+
+def test_a_constraint_on_sync_still_names_the_constraint(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "plan", *BASE, "--constraint", "sync=hier:2", "--json",
+            match="error: --constraint sync: the sync constraint leaves none of the searched sync modes (bsp)")
