@@ -383,8 +383,9 @@ class StrategySpec(Spec, kw_only=True):
                               "flash-attn's variable-length kernel)", "false (the default), or true with "
                                                                      "flash_attention true")
         if self.recompute_layers is not None and Recompute.parse(self.recompute) != Recompute.FULL:
-            raise ValueError(f"recompute_layers={self.recompute_layers} needs recompute: full (got "
-                             f"{self.recompute!r}); leave it out for selective or none")
+            # at its field (was "strategy: recompute_layers=0 needs ...", at the strategy as a whole)
+            raise field_error("recompute_layers", f"recompute_layers={self.recompute_layers} needs recompute: full "
+                              f"(got {self.recompute!r})", "leave it out for selective or none")
 
     @property
     def parsed_schedule(self) -> Schedule:
