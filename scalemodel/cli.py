@@ -27,6 +27,15 @@ from scalemodel.specs.loader import builtin_names
 
 PROG = "scalemodel"
 
+#: A quoted word argparse echoes in a usage error ("invalid choice: '...'", "'...' is not an integer"), over 100
+#: characters: a 5,000-character word made a 5 KB error line.
+_LONG_QUOTED = re.compile(r"'([^'\n]{60})[^'\n]{41,}'")
+
+
+def _shorten_quoted(message: str) -> str:
+    """``message`` with each quoted word of more than 100 characters cut to its first 60 and its length."""
+    return _LONG_QUOTED.sub(lambda m: f"'{m.group(1)}...' ({len(m.group(0)) - 2} characters)", message)
+
 #: The root's options; any other first word is a command.
 ROOT = Command(PROG, None, (
     switch("--version", help="Print the version and exit."),
@@ -237,7 +246,7 @@ def _run(argv: list[str] | None) -> None:
         if _FRAMEWORK_FLAG.search(exc.message):
             hint = ("; Megatron-LM and DeepSpeed flags are read from a file: put them in one (a launch script "
                     "will do) and give it with --strategy FILE")
-        sys.stderr.write(f"error: {one_line(exc.prog)}: {one_line(exc.message)}{hint}\n")
+        sys.stderr.write(f"error: {one_line(exc.prog)}: {one_line(_shorten_quoted(exc.message))}{hint}\n")
         raise SystemExit(2) from None
     except InputError as exc:
         _drop_warnings()

@@ -127,7 +127,9 @@ def parse_quantity(value: object, kind: str, *, where: str = "") -> float:
     # Dividing by an exact integer keeps "5 us" == 5e-6 bit for bit (5 * 1e-6 is not).
     result = number / inverse if inverse and abs(1.0 / factor - inverse) < 1e-9 * inverse else number * factor
     if not math.isfinite(result):
-        raise InputError(f"{_shown(value)} is not a finite number", where=where, allowed="a finite quantity")
+        # '1e300GB/s' is a finite number whose unit carries it past the float range: not "not a finite number"
+        what = "is not a finite number" if not math.isfinite(number) else "is too large (beyond the float range)"
+        raise InputError(f"{_shown(value)} {what}", where=where, allowed="a finite quantity")
     return result + 0.0  # -0 is 0: `collective --size -0` echoed a size of -0.0 B and an algbw of -0.0 B/s
 
 

@@ -236,7 +236,7 @@ def test_unknown_kernel_exits_2_with_one_line(cli) -> None:  # type: ignore[no-u
     base = ("predict", "-m", "gpt-1.7b", "-c", "dgx-a100", "-n", "8")
     r = cli(*base, "--set", "training.attention_kernel=fa9")
     assert r.code == 2 and r.out == "" and r.err.count("\n") == 1
-    assert r.err.startswith("error: training.attention_kernel") and "'fa9'" in r.err and "'cudnn'" in r.err
+    assert r.err.startswith("error: --set training.attention_kernel") and "'fa9'" in r.err and "'cudnn'" in r.err
     r = cli(*base, "--set", "training.attention_kernel=fa3")
     assert r.code == 2 and r.err.count("\n") == 1 and "no fitted fa3 attention curve for a100-sxm-80g" in r.err
     assert cli(*base, "--set", "training.attention_kernel=xformers").code == 0

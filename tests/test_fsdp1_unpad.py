@@ -127,9 +127,9 @@ def test_cli_set_the_fields(cli) -> None:  # type: ignore[no-untyped-def]
     assert out["strategy"]["fsdp_flat_param"] is True and out["strategy"]["attention_unpad"] is True
     assert out["breakdown_s"]["compute"] > base["breakdown_s"]["compute"]
     r = cli("predict", *common, "--set", "strategy.fsdp_flat_param=true")  # zero defaults below 2
-    assert r.code == 2 and r.err.startswith("error: strategy.fsdp_flat_param") and "Traceback" not in r.err
+    assert r.code == 2 and r.err.startswith("error: --set strategy.fsdp_flat_param") and "Traceback" not in r.err
     r = cli("plan", *common, "--top", "2", "--set", "strategy.fsdp_flat_param=true", "--constraint", "tp<=2,pp=1")
-    assert r.code == 2 and r.err.startswith("error: strategy.fsdp_flat_param") and "Traceback" not in r.err
+    assert r.code == 2 and r.err.startswith("error: --set strategy.fsdp_flat_param") and "Traceback" not in r.err
     r = cli("plan", *common, "--top", "2", "--set", "strategy.zero=fsdp", "--set", "strategy.fsdp_flat_param=true",
             "--set", "strategy.attention_unpad=true", "--constraint", "tp<=2,pp=1")
     assert r.code == 0, r.err

@@ -108,7 +108,7 @@ def test_cli_sets_it(cli) -> None:  # type: ignore[no-untyped-def]
     assert out["strategy"]["fsdp_per_param"] is True
     assert out["breakdown_s"]["compute"] > base["breakdown_s"]["compute"]
     r = cli("predict", *common, "--set", "strategy.fsdp_per_param=true")  # zero defaults to 0
-    assert r.code == 2 and r.err.startswith("error: strategy.fsdp_per_param") and "Traceback" not in r.err
+    assert r.code == 2 and r.err.startswith("error: --set strategy.fsdp_per_param") and "Traceback" not in r.err
     r = cli("plan", *common, "--top", "2", "--set", "strategy.zero=fsdp", "--set", "strategy.fsdp_per_param=true",
             "--constraint", "tp<=2,pp=1")
     assert r.code == 0, r.err

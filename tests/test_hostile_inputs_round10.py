@@ -59,7 +59,8 @@ def test_megatron_fsdp_flags_are_named_as_not_used(cli, tmp_path, flag: str) -> 
 
 # --- deepspeed_pipeline with a ZeRO stage DeepSpeed's PipelineEngine refuses -----------------------------------
 
-_DS_ZERO = "error: strategy.deepspeed_pipeline: true runs DeepSpeed's PipelineEngine, which asserts ZeRO stage < 2"
+_DS_ZERO = ("error: --set strategy.deepspeed_pipeline: true runs DeepSpeed's PipelineEngine, which asserts ZeRO stage "
+            "< 2")
 
 
 @pytest.mark.parametrize("zero", ["2", "3", "fsdp", "hsdp"])
@@ -124,7 +125,7 @@ def test_bytes_per_param_out_of_range_names_the_field(cli, command: str, field: 
     finite" (an internal function, no field), plan answered it with no feasible plan, and 1e-300 priced the
     gradient traffic as free: an element is one bit (1-bit Adam) to eight bytes (fp64)."""
     refused(cli, command, *BASE, "--set", f"training.{field}={value}", "--json",
-            match=f"error: training.{field}: {match}")
+            match=f"error: --set training.{field}: {match}")
 
 
 def test_bytes_per_param_in_a_measured_run_names_the_run(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -150,7 +150,7 @@ def test_a_bucket_below_one_kib_is_refused(cli, command: str, size: str) -> None
     (one collective per half a gradient). Frameworks take any positive size but never split a tensor; below 1 KiB
     (512 16-bit gradients) the model's params / bucket count of collectives describes no run."""
     refused(cli, command, *BASE, "--set", f"strategy.bucket_size={size}", "--json",
-            match="error: strategy.bucket_size: ")
+            match="error: --set strategy.bucket_size: ")
 
 
 def test_a_bucket_below_one_kib_in_a_strategy_file_names_the_file(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -197,7 +197,7 @@ def test_a_zero_switch_without_zero_asks_for_zero_in_predict_and_plan(cli, switc
     to be given too (no command picks a ZeRO mode for a switch: FSDP and ZeRO-3 price different traffic)."""
     name = switch.split("=")[0]
     lines = [refused(cli, command, *BASE, "--set", f"strategy.{switch}", "--json",
-                     match=f"error: strategy.{name}: ") for command in ("predict", "plan", "memory")]
+                     match=f"error: --set strategy.{name}: ") for command in ("predict", "plan", "memory")]
     assert lines[0] == lines[1] == lines[2]
     assert f"{needs} (got zero '0', the default)" in lines[0]
     assert lines[0].endswith("; zero is 0 unless given: give it too (--zero or strategy.zero)")

@@ -122,7 +122,7 @@ def test_plan_and_predict_agree_on_a_pinned_shard_group_under_hier(cli):
     base = ["--cluster", "dgx-a100", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "32",
             "--set", "strategy.shard_group=4", "--set", "strategy.zero=hsdp"]
     r = cli("predict", *base, "--tp", "1", "--pp", "1", "--sync", "hier:2")
-    assert r.code == 2 and r.err.startswith("error: strategy.shard_group:"), r.err
+    assert r.code == 2 and r.err.startswith("error: --set strategy.shard_group:"), r.err
     r = cli("plan", *base, "--sync-modes", "bsp,hier:2", "--top", "20", "--json")
     assert r.code == 0, r.err
     doc = json.loads(r.out)
@@ -142,7 +142,7 @@ def test_no_feasible_summary_under_hier_names_predicts_reason(cli):
             "--set", "strategy.shard_group=4", "--set", "strategy.zero=hsdp"]
     # predict, on a strategy the planner counts (interleaved with v = 3 on pp = 2 is invalid in itself too)
     r = cli("predict", *base, "--tp", "1", "--pp", "2", "--schedule", "interleaved:3", "--sync", "hier:2")
-    assert r.code == 2 and r.err.startswith("error: strategy.shard_group:") and "hier" in r.err, r.err
+    assert r.code == 2 and r.err.startswith("error: --set strategy.shard_group:") and "hier" in r.err, r.err
     r = cli("plan", *base, "--sync-modes", "hier:2", "--json")
     assert r.code == 0, r.err
     doc = json.loads(r.out)

@@ -24,7 +24,9 @@ def _refused(r, where: str) -> str:  # type: ignore[no-untyped-def]
     return line
 
 
-@pytest.mark.parametrize("extra,where", [(SHARD, "strategy.shard_group"), (HIER, "--sync")])
+# the shard group is given as --set strategy.shard_group=3: errors name that item (round 13 named each field where it
+# was written; before, the engine's "strategy.shard_group" named no origin)
+@pytest.mark.parametrize("extra,where", [(SHARD, "--set strategy.shard_group"), (HIER, "--sync")])
 @pytest.mark.parametrize("command", ["predict", "memory"])
 def test_predict_and_memory_refuse_a_group_that_does_not_divide_dp(cli, command, extra, where):
     line = _refused(cli(command, *BASE, "--gpus", "16", *extra), where)
@@ -32,7 +34,7 @@ def test_predict_and_memory_refuse_a_group_that_does_not_divide_dp(cli, command,
     assert "16" in line.split(";", 1)[1]  # the allowed part names the divisors' dp
 
 
-@pytest.mark.parametrize("extra,where", [(SHARD, "strategy.shard_group"), (HIER, "--sync")])
+@pytest.mark.parametrize("extra,where", [(SHARD, "--set strategy.shard_group"), (HIER, "--sync")])
 def test_scale_refuses_at_the_count_where_the_group_stops_dividing(cli, extra, where):
     # 24 GPUs: dp = 24, divisible by 3; 32 GPUs: dp = 32, not
     line = _refused(cli("scale", *BASE, "--global-batch", "48", "--mode", "weak", "--gpus", "24,32", *extra), where)
@@ -46,10 +48,10 @@ def test_divisor_is_accepted(cli):
 
 
 @pytest.mark.parametrize("strategy,where", [("{tp: 1, pp: 1, zero: hsdp, shard_group: 3}", "strategy.shard_group"),
-                                            ("{tp: 1, pp: 1, sync: 'hier:3'}", "--sync")])
+                                            ("{tp: 1, pp: 1, sync: 'hier:3'}", "strategy.sync")])
 def test_check_refuses_both(cli, tmp_path, strategy, where):
     p = tmp_path / "cap.yaml"
     p.write_text("kind: scenario\nname: t\ncluster: dgx-a100\nmodel: gpt-1.7b\ngpus: [16]\nmode: weak\n"
                  f"training: {{global_batch: 32, micro_batch: 1}}\nstrategy: {strategy}\n"
                  "assertions:\n  must_fit_memory: true\n")
-    _refused(cli("check", str(p)), where)
+    _refused(cli("check", str(p)), f"{p}: {where}")  # the capacity file's field (was "--sync", not check's option)

@@ -246,16 +246,22 @@ def _glue_dash_values(argv: Sequence[str], cmd: Command) -> list[str]:
     return out
 
 
+def _shown(text: str) -> str:
+    """A word of the command line as an error shows it: over 100 characters, its first 60 and its length (a
+    5,000-character word made a 5 KB error line)."""
+    return text if len(text) <= 100 else f"{text[:60]}... ({len(text)} characters)"
+
+
 def parse(p: Parser, argv: Sequence[str], cmd: Command) -> dict[str, Any]:
     """The command function's keyword arguments from ``argv``; options and positionals may interleave."""
     values, extra = p.parse_known_intermixed_args(_glue_dash_values(argv, cmd))
     if extra:
         unknown = next((a for a in extra if a.startswith("-") and a != "-"), None)
         if unknown is None:
-            p.error(f"Got unexpected extra argument(s) ({' '.join(extra)})")
+            p.error(f"Got unexpected extra argument(s) ({_shown(' '.join(extra))})")
         flag = unknown.split("=", 1)[0]
         known = [s for o in cmd.options for s in o.option_strings()]
         from difflib import get_close_matches  # error path only: a query never loads difflib
-        near = get_close_matches(flag, known)
-        p.error(f"No such option: {flag}" + (f" (Possible options: {', '.join(near)})" if near else ""))
+        near = get_close_matches(flag[:100], known)
+        p.error(f"No such option: {_shown(flag)}" + (f" (Possible options: {', '.join(near)})" if near else ""))
     return vars(values)

@@ -193,12 +193,63 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     tr_given, st_given = with_strategy_file(strategy_file, training, strategy, gpus)
     tr_raw = apply_overrides(tr_given, routed["training"])
     st_raw = apply_overrides(st_given, routed["strategy"])
-    tr = validate(TrainingSpec, tr_raw, prefix=["training"])
-    st = validate(StrategySpec, st_raw, prefix=["strategy"])
+    tr = validate_written(TrainingSpec, "training", tr_raw, training, strategy_file, sets)
+    st = validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets)
     check_seq_len(wl, tr)
     if strategy_file is not None and gpus and strategy.get("dp") is None and "dp" not in set_keys(sets, "strategy"):
         check_file_dp(strategy_file, st, gpus)
     return cl, wl, tr, st
+
+
+def written_at(section: str, key: str, given: dict[str, Any], sf: StrategyFile | None, sets: list[str] | None,
+               scenario: tuple[str, Any] | None = None) -> str | None:
+    """Where the command line wrote field ``key`` of ``section`` (strategy or training), or None for a default.
+
+    The precedence is build_specs' and scale's: ``--set section.K`` over the option ``--K`` over the ``--strategy``
+    file over a scenario's section. ``given``: the options' values (None: not given); ``scenario``: (its name as
+    given, its section's keys)."""
+    if key in set_keys(sets, section):
+        return f"--set {section}.{key}"
+    if given.get(key) is not None:
+        flags = STRATEGY_FLAGS if section == "strategy" else {k: k for k in TRAINING_FLAGS}
+        return next((f"--{k.replace('_', '-')}" for k, v in flags.items() if v == key), f"{section}.{key}")
+    from_file = (sf.strategy if section == "strategy" else sf.training) if sf is not None else {}
+    if sf is not None and key in from_file:
+        return f"--strategy: {sf.path}: {sf.field_name(key) if section == 'strategy' else f'training.{key}'}"
+    if scenario is not None and key in scenario[1]:
+        return f"--scenario: {scenario[0]}: {section}.{key}"
+    return None
+
+
+def strategy_origin(sf: StrategyFile | None, strategy: dict[str, Any], sets: list[str] | None, *,
+                    gpus: str = "--gpus", scenario: tuple[str, Any] | None = None) -> Any:
+    """Where each strategy field of a command line was written (:func:`written_at`), for the engine's errors
+    (job.Origin), or None when every value is an option's or a default (the engine then names the options, --tp,
+    --ep, ...). An ``ep`` that a --strategy file set was refused as ``--ep: --ep 4 x etp 1 ...``, naming an option
+    the user never gave."""
+    keys = set(set_keys(sets, "strategy")) | (set(sf.strategy) if sf is not None else set()) | (
+        set(scenario[1]) if scenario is not None else set())
+    if not keys:
+        return None
+    named = {k: w for k in sorted(keys | {k for k, v in strategy.items() if v is not None})
+             if (w := written_at("strategy", k, strategy, sf, sets, scenario)) is not None}
+    from scalemodel.engine.job import Origin  # the engine's type; imported here only when a file or --set is given
+    return Origin("strategy.", gpus, tuple(named.items()))
+
+
+def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[str, Any], sf: StrategyFile | None,
+                     sets: list[str] | None, scenario: tuple[str, Any] | None = None) -> Any:
+    """``validate(model, raw, prefix=[section])`` whose refusal of a field names where it was written
+    (:func:`written_at`): ``--zero bogus`` was refused as "strategy.zero: ...", and ``--set strategy.tp=0`` as
+    "strategy.tp: ..." where a --set cluster item is named "--set cluster...."."""
+    try:
+        return validate(model, raw, prefix=[section])
+    except InputError as exc:
+        key = exc.where[len(section) + 1:].split(".")[0].split("[")[0] if exc.where.startswith(f"{section}.") else ""
+        where = written_at(section, key, given, sf, sets, scenario) if key else None
+        if where is None or where == exc.where:
+            raise
+        raise InputError(exc.what, where=where, allowed=exc.allowed) from None
 
 
 def check_file_dp(sf: StrategyFile, st: Any, gpus: int) -> None:
@@ -226,9 +277,10 @@ def check_seq_len(workload: Any, training: Any) -> None:
 
 
 def one_job(*, cluster: str, model: str, gpus: int, strategy_file: str | None, sets: list[str] | None,
-            flags: dict[str, Any], **echo: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-    """Cluster, workload, TrainingSpec, StrategySpec and the JSON ``inputs`` echo of a command that prices
-    one strategy on ``gpus`` GPUs (predict, sensitivity): flags, the ``--strategy`` file and ``--set``."""
+            flags: dict[str, Any], **echo: Any) -> tuple[Any, Any, Any, Any, dict[str, Any], Any]:
+    """Cluster, workload, TrainingSpec, StrategySpec, the JSON ``inputs`` echo and the strategy's
+    :func:`strategy_origin` of a command that prices one strategy on ``gpus`` GPUs (predict, sensitivity): flags,
+    the ``--strategy`` file and ``--set``."""
     positive_int(gpus, "--gpus")
     training, strategy = split_flags(**flags)
     sf = read_strategy(strategy_file)
@@ -236,4 +288,4 @@ def one_job(*, cluster: str, model: str, gpus: int, strategy_file: str | None, s
                                  strategy=strategy, strategy_file=sf, gpus=gpus)
     cl.require_gpus(gpus)
     inputs = spec_inputs(cl, wl, tr, st, sets, gpus=gpus, strategy_file=sf.echo() if sf else None, **echo)
-    return cl, wl, tr, st, inputs
+    return cl, wl, tr, st, inputs, strategy_origin(sf, strategy, sets)

@@ -35,7 +35,8 @@ def memory(*, model: str, cluster: str, gpus: int, tp: int | None, pp: int | Non
     sf = o.read_strategy(strategy_file)
     cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training, strategy=strategy,
                                    strategy_file=sf, gpus=gpus)
-    result = run(cl, wl, gpus, tr, st, fragmentation=fragmentation, workspace=ws, sets=sets)
+    result = run(cl, wl, gpus, tr, st, fragmentation=fragmentation, workspace=ws, sets=sets,
+                 origin=o.strategy_origin(sf, strategy, sets))
     if sf is not None:
         result.inputs["strategy_file"] = sf.echo()
     render_memory(result, as_json=as_json)

@@ -23,7 +23,11 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}", where="--objective", allowed=" | ".join(OBJECTIVES))
     sf = o.read_strategy(strategy_file)
-    constraints = parse_constraints([*o.strategy_constraints(sf, constraint), *(constraint or [])])
+    # the file's axes and the --constraint items each named as given (all were "--constraint")
+    constraints = parse_constraints(constraint or [])
+    file_pins = o.strategy_constraints(sf, constraint)
+    if sf is not None:
+        merge_constraints(constraints, file_pins, where=f"--strategy: {sf.path}")
     modes = [m.strip() for m in sync_modes.split(",") if m.strip()]
     if not modes:
         raise InputError("no sync mode given", where="--sync-modes", allowed="e.g. bsp or bsp,asp,ssp:2")
@@ -32,6 +36,14 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
             parse_sync(m)
         except InputError as exc:
             raise InputError(exc.what, where="--sync-modes", allowed=exc.allowed) from None
+    pinned_sync = next((t.partition("=")[2] for t in file_pins if t.startswith("sync=")), None)
+    if sf is not None and pinned_sync is not None:
+        label = parse_sync(pinned_sync).label()
+        if label not in {parse_sync(m).label() for m in modes}:  # was "--constraint sync: the sync constraint ..."
+            raise InputError(f"sync {label} is not among the searched sync modes ({', '.join(modes)})",
+                             where=f"--strategy: {sf.path}: {sf.field_name('sync')}",
+                             allowed=f"--sync-modes {','.join([*modes, label])} (plan searches only --sync-modes), "
+                                     "or --constraint sync=... to pin another")
     training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
                 "train_tokens": train_tokens}
     allowed = [a.strip() for a in allow.split(",") if a.strip()]

@@ -14,9 +14,11 @@ def predict(*, cluster: str, model: str, gpus: int, strategy_file: str | None, s
             staleness_kappa: float | None, sets: list[str] | None, as_json: bool, **flags: Any) -> None:
     """Predict one training step: breakdown that adds up, tokens/s, MFU/HFU, memory, time and cost."""
     o.check_kappa(staleness_kappa)
-    cl, wl, tr, st, inputs = o.one_job(cluster=cluster, model=model, gpus=gpus, strategy_file=strategy_file,
-                                       sets=sets, flags=flags, straggler_cv=straggler_cv)
-    result = run(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, kappa=staleness_kappa, inputs=inputs)
+    cl, wl, tr, st, inputs, origin = o.one_job(cluster=cluster, model=model, gpus=gpus,
+                                               strategy_file=strategy_file, sets=sets, flags=flags,
+                                               straggler_cv=straggler_cv)
+    result = run(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, kappa=staleness_kappa, inputs=inputs,
+                 origin=origin)
     render_prediction(result, as_json=as_json)
 
 

@@ -83,10 +83,14 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
     tr_given, st_given = o.with_strategy_file(strategy_file, training, strategy, counts[0])
     tr_raw = apply_overrides({**tr_base, **tr_given}, routed["training"])
     st_raw = apply_overrides({**st_base, **st_given}, routed["strategy"])
-    tr = validate(TrainingSpec, tr_raw, prefix=["training"])
-    st = validate(StrategySpec, st_raw, prefix=["strategy"])
+    where = scenario or "default"
+    tr = o.validate_written(TrainingSpec, "training", tr_raw, training, strategy_file, sets,
+                            (where, tuple(tr_base)) if scen is not None else None)
+    st = o.validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets,
+                            (where, tuple(st_base)) if scen is not None else None)
     o.check_seq_len(wl, tr)
     return {"scenario": scen.name if scen is not None else None, "cluster": cl, "model": wl, "training": tr,
+            "scenario_strategy": (scenario or "default", tuple(st_base)) if scen is not None else None,
             "strategy": st, "gpus": counts, "mode": mode or (scen.mode if scen is not None else "weak"),
             "best": best if best is not None else (scen.best if scen is not None else False)}
 
@@ -156,7 +160,9 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
         search.update(_best_pins(st, tr, strategy, micro_batch, sets, sf))
     result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
                    kappa=staleness_kappa,
-                   search=search or None, inputs=inputs)
+                   search=search or None, inputs=inputs,
+                   origin=o.strategy_origin(sf, strategy, sets, gpus="--gpus" if gpus is not None else "scenario gpus",
+                                            scenario=spec["scenario_strategy"]))
     render_scale(result, as_json=as_json, as_csv=as_csv, plot=plot)
 
 

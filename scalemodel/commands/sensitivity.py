@@ -13,9 +13,11 @@ from scalemodel.report.sensitivity import render_sensitivity
 def sensitivity(*, cluster: str, model: str, gpus: int, strategy_file: str | None, straggler_cv: float | None,
                 factor: float, sets: list[str] | None, as_json: bool, **flags: Any) -> None:
     """Elasticity of throughput to every hardware parameter (d ln tokens/s / d ln p), ranked by impact."""
-    cl, wl, tr, st, inputs = o.one_job(cluster=cluster, model=model, gpus=gpus, strategy_file=strategy_file,
-                                       sets=sets, flags=flags, straggler_cv=straggler_cv, factor=factor)
-    result = sensitivity_for(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, factor=factor, inputs=inputs)
+    cl, wl, tr, st, inputs, origin = o.one_job(cluster=cluster, model=model, gpus=gpus,
+                                               strategy_file=strategy_file, sets=sets, flags=flags,
+                                               straggler_cv=straggler_cv, factor=factor)
+    result = sensitivity_for(cl, wl, gpus, tr, st, straggler_cv=straggler_cv, factor=factor, inputs=inputs,
+                             origin=origin)
     render_sensitivity(result, as_json=as_json)
 
 

@@ -48,7 +48,10 @@ def stragglers(*, workers: int, dist: str, mean: str, cv: float, backup: int | N
     comm_s = ranged_quantity(comm, "time", "--comm")
     if comm_s < 0:
         raise InputError(f"--comm must be >= 0, got {comm!r}", where="--comm", allowed="a time >= 0, e.g. 20ms")
-    data = read_samples(samples) if samples is not None else None
+    try:  # the file's errors name the option (was "error: 1e300: samples file not found": no option)
+        data = read_samples(samples) if samples is not None else None
+    except InputError as exc:
+        raise exc.at("--samples") from None
     result = run(workers, dist, mean_s, cv, b, ssp, local, comm_s, kappa, data, optimizer=optimizer, family=family)
     render_stragglers(result, as_json=as_json)
 

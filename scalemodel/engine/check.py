@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalemodel.engine.job import Origin
 from scalemodel.engine.scaling import sweep
 from scalemodel.errors import InputError
 from scalemodel.specs import ScenarioSpec, notices
@@ -102,7 +103,8 @@ _SCENARIO_FIELDS = {"--global-batch": "training.global_batch", "--gpus": "gpus",
 
 
 def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = None,
-              inputs: dict[str, Any] | None = None, pessimistic: bool = False) -> CheckResult:
+              inputs: dict[str, Any] | None = None, pessimistic: bool = False,
+              sets: list[str] | None = None) -> CheckResult:
     """Evaluate the scenario's assertions. Raises InputError when one cannot be computed.
 
     ``source`` (the file) prefixes error locations. ``pessimistic`` checks the step time, MFU,
@@ -154,8 +156,12 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
                                  "price_per_gpu_hour: 2.5 USD/h}) or --set cluster.price_per_gpu_hour=2.5USD/h")
 
     try:
+        # the strategy's fields are the file's (or a --set item's): an ep the file sets was refused as "--ep: --ep 4"
+        set_names = [key.split(".")[1] for key in (item.split("=", 1)[0].strip() for item in sets or ())
+                     if key.startswith("strategy.")]
+        origin = Origin(f"{prefix}strategy.", f"{prefix}gpus", tuple((k, f"--set strategy.{k}") for k in set_names))
         result = sweep(scenario.cluster, scenario.model, training, scenario.strategy, gpus, scenario.mode,
-                       best=scenario.best, straggler_cv=straggler_cv)
+                       best=scenario.best, straggler_cv=straggler_cv, origin=origin)
     except InputError as exc:  # the sweep names scale's options; here the values are the scenario's fields
         field = _SCENARIO_FIELDS.get(exc.where)
         if field is None:
@@ -235,4 +241,5 @@ def check_file(ref: str | Path, overrides: list[str] | None = None, *,
               "training": spec.training.model_dump(mode="json"), "strategy": spec.strategy.model_dump(mode="json"),
               "assertions": spec.assertions.model_dump(mode="json", exclude_none=True) if spec.assertions else {},
               "pessimistic": pessimistic}
-    return run_check(spec, source=str(path), straggler_cv=straggler_cv, inputs=inputs, pessimistic=pessimistic)
+    return run_check(spec, source=str(path), straggler_cv=straggler_cv, inputs=inputs, pessimistic=pessimistic,
+                     sets=overrides)

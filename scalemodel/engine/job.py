@@ -616,9 +616,13 @@ class Origin:
 
     strategy: str
     gpus: str
+    #: (field, where) pairs that override ``strategy`` + name for a field: a command line that mixes options, a
+    #: --strategy file, --set and a scenario names each field where it was written (``--ep``,
+    #: ``--strategy: run.sh: --expert-model-parallel-size``, ``--set strategy.ep``)
+    named: tuple[tuple[str, str], ...] = ()
 
     def field(self, name: str) -> str:
-        return f"{self.strategy}{name}"
+        return dict(self.named).get(name, f"{self.strategy}{name}")
 
 
 def _option(origin: Origin | None, name: str) -> str:
@@ -628,12 +632,23 @@ def _option(origin: Origin | None, name: str) -> str:
     return origin.gpus if name == "gpus" else origin.field(name)
 
 
+def _degrees_text(origin: Origin | None, degrees: dict[str, int]) -> str:
+    """The degrees to change when the GPU count is not a multiple of tp x pp x cp, named where they were written."""
+    if origin is None:
+        return "--tp/--pp/--cp"
+    if not origin.named:
+        return "the strategy's tp/pp/cp"
+    wheres = [origin.field(n) for n, v in degrees.items() if v > 1]
+    return " / ".join(dict.fromkeys(wheres)) or "tp/pp/cp"
+
+
 def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, *,
                        origin: Origin | None = None) -> StrategyGrid:
     """One candidate from a StrategySpec + TrainingSpec at ``gpus`` GPUs (DP derived when not given).
 
-    ``origin``: the file fields the strategy and GPU count came from (a sweep row, a measured run), so that an
-    error names them rather than the command line's options (None: the options --tp, --gpus, ...)."""
+    ``origin``: the file fields the strategy and GPU count came from (a sweep row, a measured run; or, per field,
+    the options, --strategy file fields, --set items and scenario fields of a command line), so that an error names
+    where the value was written (None: every value is an option's, --tp, --gpus, ...)."""
     if origin is None:
         return _grid_from_strategy(strategy, training, gpus, job, None)
     try:
@@ -653,15 +668,16 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         if gpus % model_parallel:
             raise InputError(f"{gpus} GPUs is not a multiple of tp x pp x cp = {tp} x {pp} x {cp} = {model_parallel}",
                              where=opt["gpus"], allowed=f"a multiple of {model_parallel}, or change "
-                             + ("--tp/--pp/--cp" if origin is None else "the strategy's tp/pp/cp"))
+                             + _degrees_text(origin, {"tp": tp, "pp": pp, "cp": cp}))
         dp = gpus // model_parallel
     else:
         dp = strategy.dp
         if dp * model_parallel != gpus:
-            named = "--gpus" if origin is None else "gpus"
+            named = "--gpus" if origin is None or origin.gpus == "--gpus" else "gpus"
             raise InputError(f"dp x tp x pp x cp = {dp * model_parallel} but {named} is {gpus}", where=opt["dp"],
                              allowed="dp = gpus / (tp pp cp), or leave "
-                             + ("--dp" if origin is None else "dp") + " out to derive it")
+                             + ("--dp" if origin is None else opt["dp"] if origin.named else "dp")
+                             + " out to derive it")
     sync = parse_sync(strategy.sync)
     if sync.kind == SyncKind.HIER:
         group = sync.param
@@ -823,10 +839,11 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
 
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
-    ep_dispatch_sms, moe_flex_dispatcher and recompute_modules moe_act without MoE layers, moe_fp8_padding without
-    MoE layers or fp8, mla_up_proj without multi-head latent attention, shard_group without HSDP; ep_dispatch_sms
-    without moe_a2a_overlap, tp_async_allreduce false with tp 1 or sequence_parallel, training.fp8_attention on a
-    model without sliding-window layers; the eager layer ops without what they act on."""
+    ep_dispatch_sms, moe_flex_dispatcher (also at ep 1) and recompute_modules moe_act without MoE layers,
+    moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent attention, shard_group
+    without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
+    sequence_parallel, training.fp8_attention on a model without sliding-window layers; the eager layer ops
+    without what they act on."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
@@ -841,6 +858,10 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                      "only the compute that hides the expert-parallel all-to-alls, and moe_a2a_overlap is off")
     if getattr(strategy, "moe_flex_dispatcher", False) and not moe:
         notices.warn("strategy.moe_flex_dispatcher is not priced: the model has no MoE layers")
+    elif getattr(strategy, "moe_flex_dispatcher", False) and int(getattr(strategy, "ep", 1)) == 1:
+        # the flex dispatcher replaces the expert-parallel all-to-all (step._mp_collectives), which ep 1 has none of
+        notices.warn("strategy.moe_flex_dispatcher is not priced: ep is 1 (no expert-parallel all-to-all to "
+                     "dispatch)")
     if getattr(strategy, "eager_rope", False) and not (job.is_transformer and int(job.shape.position_embeddings) == 0
                                                         and not mla):
         notices.warn("strategy.eager_rope is not priced: it needs rotary position embeddings outside multi-head "

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from scalemodel.cost import memory as M
-from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
+from scalemodel.engine.job import Job, Origin, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.step import (
     INFEASIBLE_REASONS,
     Infeasible,
@@ -114,11 +114,12 @@ def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None,
 
 def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any, *,
            fragmentation: float = M.DEFAULT_FRAGMENTATION, workspace: float = M.DEFAULT_WORKSPACE,
-           sets: list[str] | None = None) -> MemoryResult:
-    """Per-GPU memory of validated specs at ``gpus`` GPUs (the engine behind `scalemodel memory`)."""
+           sets: list[str] | None = None, origin: Origin | None = None) -> MemoryResult:
+    """Per-GPU memory of validated specs at ``gpus`` GPUs (the engine behind `scalemodel memory`); ``origin`` names
+    where the strategy's fields were written, for errors (job.grid_from_strategy)."""
     cluster.require_gpus(gpus)
     job = build_job(cluster, workload, training)
-    grid = grid_from_strategy(strategy, training, gpus, job)
+    grid = grid_from_strategy(strategy, training, gpus, job, origin=origin)
     tp, pp, cp, ep = strategy.tp, strategy.pp, strategy.cp, strategy.ep
     dp = int(np.asarray(grid.dp).ravel()[0])
     micro = int(training.micro_batch)

@@ -41,7 +41,7 @@ from typing import Any
 
 from scalemodel.choices import parse_compression
 from scalemodel.cost import compression, efficiency
-from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.job import Origin, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, CAUSES, PARTS
 from scalemodel.engine.planner import search as plan_search
 from scalemodel.engine.predict import Prediction, result_at, staleness_note
@@ -171,8 +171,10 @@ def _parts_per_sample(pred: Prediction, n: int, batch: int) -> dict[str, float]:
 def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[int], mode: str, *,
           best: bool = False, straggler_cv: float | None = None, kappa: float | None = None,
           search: dict[str, Any] | None = None,
-          inputs: dict[str, Any] | None = None) -> ScalingResult:
+          inputs: dict[str, Any] | None = None, origin: Origin | None = None) -> ScalingResult:
     """Evaluate ``strategy`` (or, with ``best``, the planner's best strategy) at each GPU count.
+
+    ``origin``: where the strategy's fields were written, for errors (job.grid_from_strategy).
 
     ``search`` holds extra keyword arguments for :func:`scalemodel.engine.planner.search` (objective,
     constraints, sync_modes, progress). Raises InputError when a point cannot be built.
@@ -233,7 +235,7 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
         else:
             _check_split(n, batch, strategy, micro, mode)
             tr = training.model_copy(update={"global_batch": batch})
-            grid = grid_from_strategy(strategy, tr, n, job)
+            grid = grid_from_strategy(strategy, tr, n, job, origin=origin)
             res = evaluate(job, grid, sync=strategy.sync, kappa=kappa)
             pred = result_at(job, grid, res, 0, sync=strategy.sync)
             part = _parts_per_sample(pred, n, batch)

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
+from scalemodel.engine.job import Job, Origin, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.step import evaluate
 from scalemodel.errors import InputError
 
@@ -252,10 +252,11 @@ def _conclusion(bound: str, elasticity: dict[str, float], ratios: dict[str, floa
 
 def sensitivity_for(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any, *,
                     straggler_cv: float | None = None, kappa: float | None = None, factor: float = 2.0,
-                    inputs: dict[str, Any] | None = None) -> SensitivityResult:
-    """:func:`sensitivity` from validated specs (the engine behind `scalemodel sensitivity`)."""
+                    inputs: dict[str, Any] | None = None, origin: Origin | None = None) -> SensitivityResult:
+    """:func:`sensitivity` from validated specs (the engine behind `scalemodel sensitivity`); ``origin`` names
+    where the strategy's fields were written, for errors (job.grid_from_strategy)."""
     job = build_job(cluster, workload, training, straggler_cv=straggler_cv)
-    grid = grid_from_strategy(strategy, training, gpus, job)
+    grid = grid_from_strategy(strategy, training, gpus, job, origin=origin)
     return sensitivity(job, grid, sync=strategy.sync, kappa=kappa, factor=factor, inputs=inputs)
 
 

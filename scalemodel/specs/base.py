@@ -90,7 +90,7 @@ class Discriminator:
 
 def field_error(name: str, what: str, allowed: str = "") -> ValueError:
     """An error of one field, raised from a spec's :meth:`Spec._check` (reported at that field, with what is
-    allowed there)."""
+    allowed there); ``name`` may be dotted (``hybrid.mamba.groups``) for a field of a nested spec."""
     return ValueError(f"\x1f{name}\x1f{what}\x1f{allowed}")
 
 
@@ -282,6 +282,8 @@ def _message(what: str) -> str:
     wanted = _TYPE.match(what)
     if wanted:
         return "Input should be " + " or ".join(_TYPE_WORDS.get(t, t) for t in wanted.group(1).split(" | "))
+    if what.startswith("Expected `str` matching regex "):  # the regular expression is the allowed part's, in words
+        return "String is not of the allowed form"
     return what
 
 
@@ -305,7 +307,7 @@ def _from_msgspec(exc: msgspec.ValidationError, data: Any) -> SpecError:
     if what.startswith("\x1f"):
         _, name, what = what.split("\x1f", 2)
         what, _, allowed = what.partition("\x1f")
-        return SpecError(what, (*loc, name), allowed=allowed)
+        return SpecError(what, (*loc, *name.split(".")), allowed=allowed)  # "hybrid.mamba.groups": a nested field
     unknown = re.match(r"^Object contains unknown field `(.*)`$", what)
     if unknown:
         return SpecError(f"unknown key {unknown.group(1)!r}", (*loc, unknown.group(1)), kind="unknown")
@@ -571,7 +573,12 @@ def builtin_ref(kind: str) -> Before:
 
     def resolve(v: Any) -> Any:
         if isinstance(v, str) and _reference_loader is not None:
-            return _reference_loader(kind, v)
+            try:
+                return _reference_loader(kind, v)
+            except InputError as exc:  # keep where it went wrong: the field's location alone said "--set
+                # cluster.accelerator: is a directory, not a regular file" of a file the named one extends
+                shown = f"{exc.where}: {exc.what}" if exc.where and exc.where != kind else exc.what
+                raise InputError(shown, allowed=exc.allowed) from None
         return v
 
     return Before(resolve)

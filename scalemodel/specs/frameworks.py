@@ -175,6 +175,7 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
     if isinstance(zero, dict):
         if zero.get("stage") is not None:
             out.strategy["zero"] = str(_int(zero["stage"], "zero_optimization.stage"))
+            out.fields["zero"] = "zero_optimization.stage"
         if zero.get("reduce_bucket_size") is not None and not _auto(zero["reduce_bucket_size"]):
             elements = zero["reduce_bucket_size"]
             if isinstance(elements, bool) or not isinstance(elements, (int, float)) or not 0 < elements <= 1e13:
@@ -183,14 +184,19 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
             # DeepSpeed counts elements; the bucket is communicated in the gradient dtype
             out.strategy["bucket_size"] = _bucket_bytes(elements, _grad_bytes(out),
                                                         "zero_optimization.reduce_bucket_size")
+            out.fields["bucket_size"] = "zero_optimization.reduce_bucket_size"
         if zero.get("reduce_scatter") is not None and not _auto(zero["reduce_scatter"]) and not _bool(
                 zero["reduce_scatter"], "zero_optimization.reduce_scatter"):
             out.unused.append("zero_optimization.reduce_scatter false (ZeRO-1/2 then all-reduce the gradients before "
                               "the all-gather, stage_1_and_2.py average_tensor: priced as the reduce-scatter)")
         if zero.get("overlap_comm") is not None:
             out.strategy["overlap"] = _bool(zero["overlap_comm"], "zero_optimization.overlap_comm")
+            out.fields["overlap"] = "zero_optimization.overlap_comm"
         for dev in ("offload_optimizer", "offload_param"):
             sec = zero.get(dev)
+            if sec is not None and not isinstance(sec, dict):  # [1] was dropped without a word
+                raise InputError(f"expected a mapping, got {str(sec)[:40]!r}", where=f"zero_optimization.{dev}",
+                                 allowed='{"device": "cpu" | "nvme" | "none", ...}, or leave it out')
             if isinstance(sec, dict) and str(sec.get("device", "none")).lower() not in ("none", ""):
                 out.unused.append(f"zero_optimization.{dev}.device {str(sec.get('device'))[:20]} "
                                   "(CPU/NVMe offload is not modelled)")
@@ -199,6 +205,10 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
                 out.unused.append(f"zero_optimization.{k}")
     elif zero is not None:
         raise InputError("expected a mapping", where="zero_optimization", allowed='{"stage": 0..3, ...}')
+    for key in ("tensor_parallel", "optimizer", "activation_checkpointing", "scheduler"):
+        if data.get(key) is not None and not isinstance(data[key], dict):  # DeepSpeed reads each as a mapping
+            raise InputError(f"expected a mapping, got {str(data[key])[:40]!r}", where=key,
+                             allowed=f'"{key}": {{...}} (a JSON object), or leave it out')
     ac = data.get("activation_checkpointing")
     if isinstance(ac, dict) and ac:
         out.unused.append("activation_checkpointing (which layers recompute is chosen in the model code; "
@@ -206,6 +216,7 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
     tp = data.get("tensor_parallel")
     if isinstance(tp, dict) and tp.get("autotp_size") is not None:
         out.strategy["tp"] = _int(tp["autotp_size"], "tensor_parallel.autotp_size", least=1)
+        out.fields["tp"] = "tensor_parallel.autotp_size"
     opt = data.get("optimizer")
     if isinstance(opt, dict) and str(opt.get("type", "adamw")).lower() not in ("adam", "adamw", "fusedadam"):
         out.unused.append(f"optimizer.type {str(opt.get('type'))[:40]} (optimizer state is modelled as Adam's 12 bytes "
@@ -386,6 +397,8 @@ _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm
                                             # tag or branch defines it); forks' launch scripts pass it alone
                                             "--fp8-dot-product-attention"}
 _BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
+#: Megatron-LM's --moe-token-dispatcher-type choices (megatron/training/arguments.py).
+_MEG_DISPATCHERS = ("allgather", "alltoall", "alltoall_seq", "flex")
 
 
 def _switch_without_value(name: str, after: str | None) -> None:
@@ -460,11 +473,15 @@ def _megatron(text: str, out: StrategyFile) -> None:
     for name, (where, key) in _MEG_INT.items():
         if name in args and (n := number(name)) is not None:
             getattr(out, where)[key] = n
+            if where == "strategy":  # an error on strategy.ep names --expert-model-parallel-size
+                out.fields[key] = name
     if "--bf16" in args and "--fp16" in args:  # Megatron's validate_args asserts against both
         raise InputError("--bf16 and --fp16 both given", where="--fp16", allowed="one of them")
     for name, (where, key, switched) in _MEG_SWITCH.items():
         if name in args:
             getattr(out, where)[key] = switched
+            if where == "strategy":
+                out.fields[key] = name
     if "--no-bias-dropout-fusion" in args:
         # megatron/training/arguments.py at 24bad8e677: store_false, dest bias_dropout_fusion: Megatron-Core's eager
         # bias-dropout-add (strategy eager_bias_dropout_add, docs/model.md#eager-layer-ops), priced for the linear
@@ -474,6 +491,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
                               "separate dropout pass of a model with dropout is not priced)")
         else:
             out.strategy["eager_bias_dropout_add"] = True
+            out.fields["eager_bias_dropout_add"] = "--no-bias-dropout-fusion"
     if "--no-async-tensor-model-parallel-allreduce" in args and "--sequence-parallel" in args:
         # Megatron's sequence-parallel backward launches each reduce-scatter with async_op=True before the
         # weight-gradient GEMM whatever this flag says (validate_args turns the all-reduce flag off with it;
@@ -493,6 +511,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
             raise InputError(f"unknown recompute granularity: {shown}", where="--recompute-granularity",
                              allowed="full or selective")
         out.strategy["recompute"] = gran
+        out.fields["recompute"] = "--recompute-granularity"
         method = args.get("--recompute-method")
         n_rec = number("--recompute-num-layers") if gran == "full" and method is not None else None
         if method in ("block", "uniform") and n_rec is not None and not (method == "uniform" and n_rec == 1):
@@ -528,9 +547,19 @@ def _megatron(text: str, out: StrategyFile) -> None:
     if _moe_fp8_padding(args, "--num-experts" in model_flags):
         out.strategy["moe_fp8_padding"] = True
     # the flex dispatcher (DeepEP / HybridEP) moves tokens hierarchically (strategy moe_flex_dispatcher,
-    # docs/model.md#ep-hierarchical); --moe-enable-deepep requires it (TransformerConfig.__post_init__ @002255075c)
-    if "--num-experts" in model_flags and args.get("--moe-token-dispatcher-type") == "flex":
-        out.strategy["moe_flex_dispatcher"] = True
+    # docs/model.md#ep-hierarchical); --moe-enable-deepep requires it (TransformerConfig.__post_init__ @002255075c).
+    # Read whether or not the file has --num-experts: the model comes from --model (a launch without the model flags
+    # dropped flex without a word; a dense model's flex is warned as not priced). Megatron's argparse refuses any
+    # other value (choices allgather, alltoall, flex; alltoall_seq in releases before core_r0.13)
+    if "--moe-token-dispatcher-type" in args:
+        kind = args["--moe-token-dispatcher-type"]
+        if kind not in _MEG_DISPATCHERS:
+            shown = "no value" if kind is None else repr(kind[:40])
+            raise InputError(f"unknown token dispatcher: {shown}", where="--moe-token-dispatcher-type",
+                             allowed=", ".join(_MEG_DISPATCHERS))
+        if kind == "flex":
+            out.strategy["moe_flex_dispatcher"] = True
+            out.fields["moe_flex_dispatcher"] = "--moe-token-dispatcher-type"
     _loss_impl(args, out)
     opt = args.get("--optimizer")
     if opt is not None and opt != "adam":
@@ -565,6 +594,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
                               "by pp x layers per virtual stage; give --schedule interleaved:V)")
     if vpp is not None and vpp > 1:
         out.strategy["schedule"] = f"interleaved:{vpp}"
+        out.fields["schedule"] = next(iter(virtual))
 
 
 #: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others (layernorm,
@@ -737,6 +767,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     for k, field_ in (("tensor", "tp"), ("pipeline", "pp"), ("context", "cp"), ("expert", "ep")):
         if k in degrees:
             out.strategy[field_] = degrees[k]
+            out.fields[field_] = f"parallelism.{k}_parallel_degree"
     replicate = par.get("data_parallel_replicate_degree", 1)
     shard = par.get("data_parallel_shard_degree", -1)
     if (any(isinstance(d, bool) or not isinstance(d, int) for d in (replicate, shard)) or not 1 <= replicate <= 10**8
@@ -753,6 +784,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         if replicate > 1 and shard > 1:
             out.strategy["zero"] = "hsdp"
             out.strategy["shard_group"] = shard  # data-parallel replicas per group; the engine folds cp in
+            out.fields["shard_group"] = "parallelism.data_parallel_shard_degree"
         elif replicate > 1:  # the shard degree is the rest of the GPUs, not known until --gpus
             out.unused.append(f"data_parallel_replicate_degree {replicate} with data_parallel_shard_degree -1 (HSDP "
                               "needs the shard degree: give it, or --set strategy.zero=hsdp --set "
@@ -780,6 +812,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             out.unused.append(f"parallelism.pipeline_parallel_schedule {str(sched)[:40]}")
         else:
             out.strategy["schedule"] = label
+            out.fields["schedule"] = "parallelism.pipeline_parallel_schedule"
             if label.startswith("interleaved") and "pipeline_parallel_layers_per_stage" not in par:
                 out.unused.append(f"pipeline_parallel_schedule {sched}: 2 virtual stages per rank assumed "
                                   "(give --schedule interleaved:V)")
@@ -789,6 +822,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             raise InputError(f"unknown activation checkpoint mode {str(mode)[:40]!r}",
                              where="activation_checkpoint.mode", allowed="none, selective or full")
         out.strategy["recompute"] = str(mode)
+        out.fields["recompute"] = "activation_checkpoint.mode"
         if mode == "selective":
             _titan_selective_ac(ac.get("selective_ac_option", "2"), out)
     if model:
@@ -918,7 +952,8 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="strategy file")
     where = str(path)
     stripped = text.lstrip()
-    if stripped.startswith("{"):
+    # a .json file is JSON whatever it starts with ("[[[..." was read as YAML and refused as "malformed YAML")
+    if stripped.startswith("{") or path.suffix.lower() == ".json":
         data = load_json(text, where)
         out = StrategyFile(where, "deepspeed")
         if not isinstance(data, dict):

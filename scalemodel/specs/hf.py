@@ -132,6 +132,13 @@ def hybrid_pattern(cfg: dict[str, Any]) -> str | None:
         if not isinstance(pattern, str):
             raise InputError(f"expected a string, got {str(pattern)[:40]!r}", where="hybrid_override_pattern",
                              allowed="one character per layer: M * - E")
+        # refused here, at the config's key: the workload's hybrid.pattern (named before) is not in the file, and an
+        # empty or all-'|' pattern was refused as "num_hidden_layers: 0 is out of range" where the file said 52
+        bad = sorted({c for c in pattern if c not in "M*-E|"})
+        if bad:
+            raise InputError(f"unknown layer character(s) {''.join(bad)[:40]!r}", where="hybrid_override_pattern",
+                             allowed="M (Mamba-2), * (attention), - (MLP), E (MoE), | (pipeline-stage boundary)")
+        _check_pattern_size(pattern, "hybrid_override_pattern")
         return pattern
     archs = cfg.get("architectures")
     nemotron_h = cfg.get("model_type") == "nemotron_h" or (
@@ -142,12 +149,23 @@ def hybrid_pattern(cfg: dict[str, Any]) -> str | None:
         # not Mamba-2) and others: read as NemotronH kinds only in a NemotronH config or where it names "mamba"
         ours = key == "layers_block_type" or nemotron_h or (isinstance(kinds, list) and "mamba" in kinds)
         if ours and isinstance(kinds, list) and any(k in ("linear_attention", "mamba", "moe", "mlp") for k in kinds):
-            bad = sorted({str(k)[:40] for k in kinds if k not in HYBRID_KINDS})
+            # a list or mapping among the kinds is not a kind (``k in HYBRID_KINDS`` raised TypeError: unhashable)
+            bad = sorted({str(k)[:40] for k in kinds if not (isinstance(k, str) and k in HYBRID_KINDS)})
             if bad:
-                raise InputError(f"layer kind(s) {', '.join(bad)} not modelled", where=key,
+                raise InputError(f"layer kind(s) {', '.join(bad[:5])} not modelled", where=key,
                                  allowed="linear_attention (Mamba-2), full_attention, mlp, moe")
-            return "".join(HYBRID_KINDS[k] for k in kinds)
+            pattern = "".join(HYBRID_KINDS[k] for k in kinds)
+            _check_pattern_size(pattern, key)
+            return pattern
     return None
+
+
+def _check_pattern_size(pattern: str, key: str) -> None:
+    """A hybrid pattern of 1 to the workload's 100,000 layers (workload.HybridSpec), refused at the config's key."""
+    layers = len(pattern.replace("|", ""))
+    if not layers or len(pattern) > 100_000:
+        raise InputError("no layer" if not layers else f"{len(pattern):,} entries", where=key,
+                         allowed="1 to 100,000 layers (M * - E), | not counted")
 
 
 def _integer(cfg: dict[str, Any], key: str, field: str, minimum: int) -> int:
@@ -425,6 +443,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
         for field, keys, default in MAMBA_KEYS:
             given = next((k for k in keys if cfg.get(k) is not None), None)
             mamba[field] = default if given is None else _integer(cfg, given, field, 1)
+        if "M" in pattern and mamba["heads"] % mamba["groups"]:  # named at the config's keys, not hybrid.mamba.groups
+            given = next((k for k in ("n_groups", "mamba_n_groups") if cfg.get(k) is not None), "n_groups (default 8)")
+            raise InputError(f"mamba_num_heads {mamba['heads']} is not a multiple of {given.split()[0]} "
+                             f"{mamba['groups']}", where=given.split()[0],
+                             allowed="groups that divide the Mamba heads (MambaMixer asserts nheads % ngroups == 0)")
         out["hybrid"] = {"pattern": pattern, "mamba": mamba}
         out["sources"]["hybrid"] = ("HuggingFace config.json (NemotronH): layer pattern and Mamba-2 widths; absent "
                                     "keys take transformers' NemotronHConfig defaults")

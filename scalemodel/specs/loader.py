@@ -221,10 +221,21 @@ def load_json(text: str, name: str) -> Any:
         raise InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", where=f"{name}:{exc.lineno}",
                          allowed="strict JSON: double-quoted keys and strings, commas between items, nothing "
                                  "after the document") from None
-    except InputError as exc:
-        raise exc.at(name) from None
+    except InputError as exc:  # a long integer or NaN/Infinity: named at its key and line, as YAML's are
+        raise exc.at(_json_place(text, name, exc.what)) from None
     except RecursionError:
         raise InputError("JSON nesting is too deep", where=name, allowed="a config nested a few levels") from None
+
+
+def _json_place(text: str, name: str, what: str) -> str:
+    """``name:LINE: KEY`` of the first value :func:`load_json` refused (``what`` says which: a long integer or a
+    NaN/Infinity constant), or ``name`` when it is not found after a key (an array item)."""
+    value = (r"-?(?:NaN|Infinity)" if what.endswith(" is not a number")
+             else rf"-?[0-9]{{{files.MAX_INT_DIGITS + 1},}}")
+    m = re.search(r'"((?:[^"\\]|\\.){0,200})"\s*:\s*(' + value + ")", text)
+    if m is None:
+        return name
+    return f"{name}:{text.count(chr(10), 0, m.start(2)) + 1}: {m.group(1)[:100]}"
 
 
 class Unparsed:

@@ -113,10 +113,15 @@ def _measurement(row: dict[str, Any], where: str) -> tuple[float | None, float |
     if isinstance(v, (bool, list, dict)):
         raise InputError(f"{str(v)[:40]!r} is not a number", where=f"{where}: {key}", allowed="a positive number")
     x = parse_quantity(v, "time", where=f"{where}: {key}") if key == "step_time" else v
-    if not isinstance(x, (int, float)) or not (math.isfinite(x) and x > 0) or x > 1e12:
+    if not isinstance(x, (int, float)):  # tokens_per_s: '1e5' (a quoted string) was "must be a positive finite number"
+        raise InputError(f"{str(v)[:40]!r} is not a number", where=f"{where}: {key}",
+                         allowed="a number > 0 of tokens per second (the whole job), not quoted")
+    if not (math.isfinite(x) and x > 0):
         raise InputError(f"{str(v)[:40]!r} must be a positive finite number", where=f"{where}: {key}",
                          allowed="a number > 0 (seconds for step_time, tokens per second for tokens_per_s)")
-    return _plausible(float(x), None, f"{where}: {key}") if key == "step_time" else (None, float(x))
+    # beyond the bounds: said by _plausible (1e300 s was "must be a positive finite number", which it is)
+    return _plausible(float(x), None, f"{where}: {key}") if key == "step_time" else _plausible(None, float(x),
+                                                                                              f"{where}: {key}")
 
 
 #: The shortest step time a run may report: far below any training step (a kernel launch takes microseconds),

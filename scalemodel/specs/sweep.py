@@ -65,6 +65,7 @@ class SweepSpec(Spec, kw_only=True):
     clusters: Annotated[list[str], Meta(min_length=1, description="built-in cluster names or files")]
     gpus: Annotated[list[int], Meta(min_length=1, description="GPU counts")]
     strategies: Annotated[list[Literal["best"] | SweepStrategy], Meta(
+        min_length=1,
         description="`best` (the planner's best strategy) or a strategy mapping (any strategy field, plus label)")] = \
         msgspec.field(default_factory=lambda: ["best"])
     training: Annotated[TrainingSpec, Meta(description="shared by every point")] = msgspec.field(
@@ -82,8 +83,11 @@ class SweepSpec(Spec, kw_only=True):
             _no_repeat(name, [(str(v), repr(v if isinstance(v, int) else str(v)[:60])) for v in values])
         _no_repeat("strategies", [("best", "best") if st == "best" else
                                   (msgspec.json.encode(st).decode(), "the same strategy") for st in self.strategies])
-        _no_repeat("strategies", [(st.label, f"label {st.label!r}") if st != "best" and st.label else (f"#{i}", "")
-                                  for i, st in enumerate(self.strategies)])
+        # by the name each row shows: a fixed strategy labelled "best" beside the planner's, or two whose default
+        # names agree ({tp: 2} and {tp: 2, overlap: false} are both tp2), gave rows no reader could tell apart
+        _no_repeat("strategies", [("best", "best") if st == "best" else
+                                  (st.name(), f"label {st.label!r}" if st.label else f"default name {st.name()!r}")
+                                  for st in self.strategies])
 
     def size(self) -> int:
         return len(self.models) * len(self.clusters) * len(self.gpus) * len(self.strategies)
@@ -95,13 +99,15 @@ class SweepSpec(Spec, kw_only=True):
 
 def _no_repeat(field: str, entries: list[tuple[str, str]]) -> None:
     """Refuse the second of two equal entries (key, how the error shows it) of a list field."""
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, str]] = {}
     for i, (key, shown) in enumerate(entries):
         if key in seen:
-            raise field_error(field, f"{field}[{i}]: {shown} repeats {field}[{seen[key]}]",
+            j, first = seen[key]
+            also = f" ({first})" if first and first != shown else ""  # "best repeats strategies[0] (label 'best')"
+            raise field_error(field, f"{field}[{i}]: {shown} repeats {field}[{j}]{also}",
                               "each entry once (a repeat runs the same points again)"
                               + ("; distinct labels" if field == "strategies" else ""))
-        seen[key] = i
+        seen[key] = (i, shown)
 
 
 def load_sweep(path: str | Path) -> tuple[SweepSpec, dict[str, Path], dict[str, Path]]:

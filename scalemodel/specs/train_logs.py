@@ -83,7 +83,8 @@ def read_train_log(path: str | Path, *, warmup_steps: int = DEFAULT_WARMUP) -> L
                 continue
             value = float(m.group(1).replace(",", ""))
             if not (math.isfinite(value) and value > 0):
-                raise InputError(f"{m.group(1)!r} is not a positive finite {quantity}", where=f"{name}: line {i}",
+                shown = m.group(1) if len(m.group(1)) <= 40 else f"{m.group(1)[:40]}... ({len(m.group(1))} characters)"
+                raise InputError(f"{shown!r} is not a positive finite {quantity}", where=f"{name}: line {i}",
                                  allowed="a log of iterations that ran (no nan or zero speeds)")
             found.append((int(at.group(1)), value))
         if not found:

@@ -39,6 +39,17 @@ def _text(parse: Callable[[str], str]) -> Before:
     return Before(lambda v: parse(v) if isinstance(v, str) else v)
 
 
+def _as_is(v: object) -> object:
+    return v
+
+
+#: recompute_modules' words (a list, or text the pattern refuses, was answered "a string matching
+#: ^([a-z_]+(,[a-z_]+)*)?$": the regular expression, not the names)
+_MODULES = Before(_as_is)
+_MODULES.fn.allowed = ("module names, comma-separated in one string: core_attn, mla_up_proj, moe_act, jax_dots or "  # type: ignore[attr-defined]
+                       "titan_op (e.g. 'core_attn,moe_act')")
+
+
 # Text fields holding one of a choice's labels, validated and normalised by choices.py.
 TrainPrecision = Annotated[str, Before(Precision.normalize), _labels(Precision)]
 ZeroText = Annotated[str, Before(Zero.normalize), _labels(Zero)]
@@ -204,7 +215,7 @@ class StrategySpec(Spec, kw_only=True):
         "recompute: full only: layers of each pipeline chunk whose activations are recomputed (Megatron-LM "
         "--recompute-method block --recompute-num-layers N); the chunk's other layers keep their activations; "
         "default: every layer"))] = None
-    recompute_modules: Annotated[str, Meta(pattern=r"^([a-z_]+(,[a-z_]+)*)?$", description=(
+    recompute_modules: Annotated[str, _MODULES, Meta(pattern=r"^([a-z_]+(,[a-z_]+)*)?$", description=(
         "recompute: selective only: what is recomputed, comma-separated: core_attn (the default), mla_up_proj, "
         "moe_act (Megatron-Core --recompute-modules), jax_dots (JAX checkpoint_dots_with_no_batch_dims, MaxText "
         "remat_policy=minimal), titan_op (torchtitan selective_ac_option op: saves SDPA and every other mm, "
@@ -386,8 +397,9 @@ class StrategySpec(Spec, kw_only=True):
                               "flash-attn's variable-length kernel)", "false (the default), or true with "
                                                                      "flash_attention true")
         if self.recompute_layers is not None and Recompute.parse(self.recompute) != Recompute.FULL:
-            raise ValueError(f"recompute_layers={self.recompute_layers} needs recompute: full (got "
-                             f"{self.recompute!r}); leave it out for selective or none")
+            # at its field (was "strategy: recompute_layers=0 needs ...", at the strategy as a whole)
+            raise field_error("recompute_layers", f"recompute_layers={self.recompute_layers} needs recompute: full "
+                              f"(got {self.recompute!r})", "leave it out for selective or none")
 
     @property
     def parsed_schedule(self) -> Schedule:

@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta
 
-from scalemodel.specs.base import Discriminator, Sourced, Spec
+from scalemodel.specs.base import Discriminator, Sourced, Spec, field_error
 from scalemodel.specs.quantities import Bytes, Count, Flops, Seconds
 
 
@@ -59,10 +59,10 @@ class HybridSpec(Spec, kw_only=True):
     def _check(self) -> None:
         bad = sorted({c for c in self.pattern if c not in "M*-E|"})
         if bad:
-            raise ValueError(f"pattern has unknown layer character(s) {''.join(bad)!r}; M (Mamba-2), * (attention), "
-                             "- (MLP), E (MoE), | (pipeline-stage boundary)")
+            raise field_error("pattern", f"unknown layer character(s) {''.join(bad)[:40]!r}",
+                              "M (Mamba-2), * (attention), - (MLP), E (MoE), | (pipeline-stage boundary)")
         if not self.pattern.replace("|", ""):
-            raise ValueError("pattern has no layer; at least one of M * - E")
+            raise field_error("pattern", "no layer", "at least one of M * - E")
 
     @property
     def layers(self) -> int:
@@ -145,29 +145,32 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
             self._check_hybrid(self.hybrid)
 
     def _check_hybrid(self, hy: "HybridSpec") -> None:
+        # each refusal names its field (was "(top level): hybrid.mamba: ...", at the file's first line)
         if hy.layers != self.layers:
-            raise ValueError(f"hybrid.pattern has {hy.layers} layers, layers is {self.layers}; one character (M * - E) "
-                             "per layer, | not counted")
+            raise field_error("hybrid.pattern", f"has {hy.layers} layers, but layers is {self.layers}",
+                              "one character (M * - E) per layer, | not counted")
         has_e = "E" in hy.pattern
         if has_e != (self.moe is not None):
-            raise ValueError("hybrid.pattern has E layers but no moe block" if has_e else
-                             "moe is set but hybrid.pattern has no E layer; E for each MoE layer, or no moe block")
+            raise (field_error("hybrid.pattern", "E layers but no moe block", "a moe block for the E layers, or no E")
+                   if has_e else field_error("moe", "moe is set but hybrid.pattern has no E layer",
+                                             "E for each MoE layer, or no moe block"))
         if self.moe is not None and (self.moe.every != 1 or self.moe.first_dense != 0):
-            raise ValueError("moe.every / moe.first_dense with a hybrid pattern; the pattern's E places the MoE layers")
+            raise field_error("moe.every" if self.moe.every != 1 else "moe.first_dense", "set with a hybrid pattern",
+                              "leave it out: the pattern's E places the MoE layers")
         for bad, name in ((self.mla is not None, "mla"), (self.parallel_block, "parallel_block"),
                           (self.mtp_layers > 0, "mtp_layers"), (self.norms_per_layer != 2, "norms_per_layer")):
             if bad:
-                raise ValueError(f"{name} with a hybrid pattern is not modelled; standard attention (*), one pre-norm "
-                                 "per layer (implied), no MTP modules")
+                raise field_error(name, "not modelled with a hybrid pattern", "standard attention (*), one pre-norm "
+                                  "per layer (implied), no MTP modules")
         m = hy.mamba or MambaSpec()
         if "M" in hy.pattern:
             heads = m.heads or (m.expand * self.hidden) // m.head_dim
             if m.heads is None and (m.expand * self.hidden) % m.head_dim:
-                raise ValueError(f"hybrid.mamba: expand x hidden = {m.expand * self.hidden} is not a multiple of "
-                                 f"head_dim {m.head_dim}; give heads, or a head_dim that divides it")
+                raise field_error("hybrid.mamba.head_dim", f"expand x hidden = {m.expand * self.hidden} is not a "
+                                  f"multiple of head_dim {m.head_dim}", "give heads, or a head_dim that divides it")
             if heads % m.groups:
-                raise ValueError(f"hybrid.mamba: heads {heads} is not a multiple of groups {m.groups}; groups that "
-                                 "divide the Mamba heads (MambaMixer asserts nheads % ngroups == 0)")
+                raise field_error("hybrid.mamba.groups", f"heads {heads} is not a multiple of groups {m.groups}",
+                                  "groups that divide the Mamba heads (MambaMixer asserts nheads % ngroups == 0)")
 
     @property
     def ffn(self) -> int:
