@@ -5,6 +5,8 @@ step (step.grad_buffer_reset_time), against bytes worked out by hand from the co
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from grid_helpers import HBM, grid8, one
@@ -70,3 +72,14 @@ def test_grad_buffer_reset_by_hand(h100, grad_bytes) -> None:  # type: ignore[no
     off = one(step._optimizer_time(job, grid8(job, zero="1")))
     assert off == pytest.approx(P / 8 * (24 + grad_bytes + 6) / HBM)
     assert on - off == pytest.approx(P * grad_bytes / HBM)
+
+
+@pytest.mark.parametrize("zero", ["2", "3", "fsdp"])
+def test_not_where_a_plan_searches_sharded_stages(h100, zero) -> None:  # type: ignore[no-untyped-def]
+    """plan keeps a pinned megatron_ddp while it searches ZeRO 2, 3 and FSDP, which StrategySpec refuses with it:
+    those candidates run a sharded wrapper, not Megatron-Core's DDP, so neither pass is priced there (as its
+    buckets are not)."""
+    job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
+    sharded = dataclasses.replace(grid8(job, zero=zero), megatron_ddp=np.asarray([True]))
+    assert one(step.embedding_grad_time(job, sharded)) == 0.0
+    assert one(step.grad_buffer_reset_time(job, sharded)) == 0.0
