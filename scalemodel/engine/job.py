@@ -847,7 +847,9 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                      "latent attention")
     for name, need, what in (("eager_glu_clamp", moe and bool(job.shape.gated_mlp), "MoE layers with a gated MLP"),
                              ("eager_expert_bias", moe, "MoE layers"),
-                             ("eager_bias_dropout_add", job.is_transformer, "transformer layers")):
+                             ("eager_bias_dropout_add", job.is_transformer
+                              and bool(np.any(job.shape.biases) or np.any(job.shape.dropout)),
+                              "transformer layers with linear biases or dropout")):
         if getattr(strategy, name, False) and not need:
             notices.warn(f"strategy.{name} is not priced: the model has no {what}")
     if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:

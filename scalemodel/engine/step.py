@@ -813,6 +813,7 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
         else:
             share_moe = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
             biased, adds = 2.0 - share_moe, 2.0
+        biased = biased * np.where(np.asarray(sh.biases, dtype=bool), 1.0, 0.0)  # no linear bias: nothing to add
         a_f, a_b = compute.eager_bias_dropout_add_bytes(sh, sequence_parallel=g.sequence_parallel, biased_adds=biased,
                                                         adds=adds, **kw)
         fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, np.where(bda, _hbm_seconds(job, a_f), 0.0),
