@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from grid_helpers import HBM, grid8, one
 
-from scalemodel.engine import step
+from scalemodel.engine import planner, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 from scalemodel.specs.workload import TransformerWorkload
@@ -83,3 +83,13 @@ def test_not_where_a_plan_searches_sharded_stages(h100, zero) -> None:  # type: 
     sharded = dataclasses.replace(grid8(job, zero=zero), megatron_ddp=np.asarray([True]))
     assert one(step.embedding_grad_time(job, sharded)) == 0.0
     assert one(step.grad_buffer_reset_time(job, sharded)) == 0.0
+
+
+def test_plan_keeps_a_pinned_megatron_ddp_at_zero_0_or_1() -> None:
+    """StrategySpec refuses megatron_ddp with ZeRO >= 2; a plan that pins it searches ZeRO 0 and 1 only."""
+    cons, fixed, _ = planner.pins(StrategySpec(megatron_ddp=True), ["megatron_ddp"])
+    assert fixed == {"megatron_ddp": True} and cons["zero"] == [("<=", 1)]
+    cons, _, _ = planner.pins(StrategySpec(megatron_ddp=False), ["megatron_ddp"])
+    assert "zero" not in cons
+    with pytest.raises(Exception, match="megatron_ddp"):
+        StrategySpec(megatron_ddp=True, zero="fsdp")
