@@ -48,6 +48,20 @@ def test_embedding_grad_by_hand(h100, grad_bytes, per_element) -> None:  # type:
     assert one(step.embedding_grad_time(job, grid(job, pp=2, zero="1", megatron_ddp=True))) == 0.0  # first stage's
 
 
+@pytest.mark.parametrize(("tied", "mtp", "per_element"), [
+    (True, 0, 2 + (4 + 2 + 4) + (2 + 3 * 2)),  # the output layer's zeros dummy 2, autograd's sum of the two 3 x 2
+    (False, 1, 2 + (4 + 2 + 4) + (2 + 3 * 2)),  # the MTP module's own zero-filled embedding gradient 2, the sum 6
+    (True, 2, 2 + (4 + 2 + 4) + 3 * (2 + 3 * 2))])
+def test_embedding_grad_with_other_uses_of_the_weight(h100, tied, mtp, per_element) -> None:  # type: ignore[no-untyped-def]
+    """A tied output layer (zero_out_wgrad at pp 1: a torch.zeros dummy gradient) and each MTP module (its own
+    F.embedding backward) hand autograd another dense V x h bf16 gradient, summed with the first (read 2 + 2, write
+    2) before the hook's add into the fp32 main_grad."""
+    wl = TINY.model_copy(update={"tied_embeddings": tied, "mtp_layers": mtp})
+    job = build_job(h100, wl, TrainingSpec(grad_bytes_per_param=4))
+    assert one(step.embedding_grad_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
+        EMB * per_element / HBM)
+
+
 def test_embedding_grad_in_every_micro_batch_backward(h100) -> None:  # type: ignore[no-untyped-def]
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
     layers = np.asarray([4.0])

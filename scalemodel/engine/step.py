@@ -610,7 +610,8 @@ def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     stage's, which the step does not price apart from the busiest one), 0 otherwise:
 
         E     = V h / tp                        the rank's vocab-parallel shard of the V x h word embedding
-        bytes = E (e + (g + e + g)) = E (2 e + 2 g)
+        u     = [tied] + D                      other uses of the weight in the backward (D MTP modules)
+        bytes = E (e + (g + e + g) + u (e + 3 e)) = E (2 e + 2 g + 4 e u)
         t     = bytes / (HBM bandwidth x memory efficiency)
 
     e = the 16-bit weight's element (the embedding is never an FP8 module), g = the gradient buffer's element
@@ -625,13 +626,24 @@ def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     element); then the DDP's per-parameter hook adds it into the gradient buffer, ``param.main_grad.add_(
     param.grad.data)`` (megatron/core/distributed/distributed_data_parallel.py ``_make_param_hook``, the same three
     commits): read g + e, write g. Every micro-batch, in the backward's tail. The token rows' own work (b s/cp rows
-    of h, against V rows) is left out, as :func:`scalemodel.cost.compute.loss_logit_bytes` leaves per-token work."""
+    of h, against V rows) is left out, as :func:`scalemodel.cost.compute.loss_logit_bytes` leaves per-token work.
+
+    Each other use of the weight hands autograd a second dense V x h gradient, which it sums with the first before
+    the hook runs (torch/csrc/autograd/input_buffer.cpp ``accumulate``, ``old_var.add_(var)`` or ``old_var + var``,
+    pytorch/pytorch@4537ef6cfa: read 2e, write e): with tied embeddings the output layer, whose fused weight-gradient
+    GEMM writes main_grad itself and hands autograd a dummy that is ``torch.zeros`` (write e) because the model sets
+    ``zero_out_wgrad`` on the shared weight when one stage holds both (LanguageModule
+    ``setup_embeddings_and_output_layer``, megatron/core/models/common/language_module/language_module.py, and
+    LinearWithGradAccumulationAndAsyncCommunication.backward, tensor_parallel/layers.py, at baf94af3c6, 0d7e02bd26
+    and 791b70e031); each MTP module, which embeds its input through the same VocabParallelEmbedding (its own
+    zero-filled gradient, e)."""
     on = megatron_ddp_on(g)
     if not job.is_transformer or not np.any(on):
         return np.zeros(1)
     sh = job.shape
     shard = sh.vocab * sh.hidden / g.tp
-    t = _hbm_seconds(job, shard * (2.0 * job.elem_bytes + 2.0 * job.grad_bytes))
+    uses = np.where(np.asarray(sh.tied_embeddings, dtype=bool), 1.0, 0.0) + sh.mtp_layers
+    t = _hbm_seconds(job, shard * (2.0 * job.elem_bytes + 2.0 * job.grad_bytes + 4.0 * job.elem_bytes * uses))
     return np.asarray(np.where(on & (g.pp <= 1), t, 0.0))
 
 
