@@ -47,8 +47,8 @@ Two case files (issue 5 and issue 13):
       hidden_dropout = attention_dropout = 0.0), else none for :data:`NO_DROPOUT_TYPES`, else on.
     - unstated: FFN width 4 x hidden, MHA, ungated, no MoE; embedding tying: the one whose
       parameter count is nearer the case's stated count, else tied for GPT-family types (gpt, gpt2,
-      mpt, bloom), untied otherwise; biases: none for :data:`NO_BIAS_TYPES` (NeMo's NemotronConfig), else the
-      workload default; no learned position table.
+      mpt, bloom), untied otherwise; biases: none for :data:`NO_BIAS_TYPES` (NeMo's NemotronConfig), linear
+      biases for :data:`BIAS_TYPES` (GPT-OSS: add_bias_linear), else the workload default; no learned position table.
   Parallelism and schedule
     - degrees, global batch and micro-batch as stated; unstated micro-batch = 1; a per-device batch
       (MaxText, no accumulation) = micro-batch global_batch / dp.
@@ -345,6 +345,11 @@ NO_DROPOUT_TYPES = {"llama", "qwen3_moe", "deepseek_v3", "maxtext_synthetic", "g
 #: NemotronConfig sets ``add_bias_linear: bool = False`` (nemo/collections/llm/gpt/model/nemotron.py at v2.2.0,
 #: 7192a2c944), the config its Nemotron4Config15B / 340B extend.
 NO_BIAS_TYPES = {"nemotron"}
+#: Model types with linear biases although their MLP is gated (the workload default, biases = not gated, would say
+#: none): GPTOSSBridge.provider_bridge sets ``add_bias_linear`` True (src/megatron/bridge/models/gpt_oss/
+#: gpt_oss_bridge.py at 17a381f95 and 4ab94dfad), so the attention output's bias reaches Megatron-Core's
+#: bias-dropout-add (strategy eager_bias_dropout_add prices that add only where the model has linear biases).
+BIAS_TYPES = {"gpt_oss"}
 #: Catalog cluster per accelerator variant (None: the catalog holds no such accelerator).
 CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B300": "dgx-b300", "B200": "dgx-b200", "H200": "hgx-h200",
@@ -899,7 +904,8 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
         "parallel_block": "parallel" in str(m.get("block", "")).lower(),
         "dropout": bool(m["dropout"]) if "dropout" in m else m.get("type") not in NO_DROPOUT_TYPES,
         "mtp_layers": case_mtp_layers(case), "squared_relu": squared_relu(m),
-        "biases": m.get("biases", False if m.get("type") in NO_BIAS_TYPES else None),
+        "biases": m.get("biases", False if m.get("type") in NO_BIAS_TYPES else
+                        True if m.get("type") in BIAS_TYPES else None),
         "sliding_window": m.get("sliding_window"), "sliding_window_pattern": int(m.get("sliding_window_pattern", 0)),
     }
     if moe:

@@ -110,17 +110,20 @@ def test_in_the_layer_times(h100, recompute) -> None:  # type: ignore[no-untyped
     assert one(b["backward"] - a["backward"]) == pytest.approx(4 * rope_b + 3 * (clamp_b + bias_b) + again, rel=1e-9)
 
 
-def test_bias_dropout_add_in_the_layer_times(h100) -> None:  # type: ignore[no-untyped-def]
-    """TINY_MOE (4 layers, the first dense, no dropout), b 2 x s 2048 on one GPU: the dense layer adds x + bias twice
-    (attention output, MLP FC2), each MoE layer once (its experts keep their bias): 5 adds of 4096 x 1024 elements,
-    read 2 + write 2 bytes each, forward only; full recompute repeats them."""
-    job = build_job(h100, TINY_MOE, TrainingSpec())
+@pytest.mark.parametrize(("biases", "dropout", "adds"), [(True, False, 5), (False, False, 0), (False, True, 8)])
+def test_bias_dropout_add_in_the_layer_times(h100, biases, dropout, adds) -> None:  # type: ignore[no-untyped-def]
+    """TINY_MOE (4 layers, the first dense), b 2 x s 2048 on one GPU, each extra pass reading 2 and writing 2 bytes of
+    4096 x 1024 elements, forward only (full recompute repeats them). With linear biases and no dropout the dense
+    layer adds x + bias twice (attention output, MLP FC2), each MoE layer once (its experts keep their bias): 5.
+    Without biases (``if bias is not None``) nothing is added; with dropout but no bias the separate dropout kernel
+    runs in each of the 8 residual adds (the mask, and without a bias no bias gradient, priced already)."""
+    job = build_job(h100, TINY_MOE.model_copy(update={"biases": biases, "dropout": dropout}), TrainingSpec())
     layers = np.asarray([4.0])
     for rec in ("none", "full"):
         a = step._compute_per_microbatch(job, _grid(job, recompute=rec), layers)
         b = step._compute_per_microbatch(job, _grid(job, recompute=rec, eager_bias_dropout_add=True), layers)
-        fwd = 5 * 4 * 4096 * 1024 / HBM
-        assert one(b["forward"] - a["forward"]) == pytest.approx(fwd, rel=1e-9)
+        fwd = adds * 4 * 4096 * 1024 / HBM
+        assert one(b["forward"] - a["forward"]) == pytest.approx(fwd, rel=1e-9, abs=1e-15)
         assert one(b["backward"] - a["backward"]) == pytest.approx(fwd if rec == "full" else 0.0, abs=1e-15)
 
 
@@ -149,6 +152,10 @@ def test_unpriced_use_is_a_warning(cli, tmp_path) -> None:  # type: ignore[no-un
     on.write_text("eager_glu_clamp: true\neager_expert_bias: true\n")
     r = cli("predict", "--model", "llama2-7b", "--gpus", "8", "--strategy", str(on))  # dense: no experts
     assert r.code == 0 and "eager_glu_clamp is not priced" in r.err and "eager_expert_bias is not priced" in r.err
+    # Llama 2 has no linear biases and runs no dropout: the unfused bias-dropout-add has nothing to add or drop
+    on.write_text("eager_bias_dropout_add: true\n")
+    r = cli("predict", "--model", "llama2-7b", "--gpus", "8", "--strategy", str(on), "--set", "model.dropout=false")
+    assert r.code == 0 and "eager_bias_dropout_add is not priced" in r.err, r.err
 
 
 def test_validation_rules() -> None:

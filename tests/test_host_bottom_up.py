@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import script_module
-from test_host_floor import HELD_OUT
+from test_host_floor import HELD_OUT, held_out_case
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = ROOT / "hardware" / "measurements" / "host_overhead.yaml"
@@ -129,18 +129,7 @@ def test_bottom_up_figure_misses_the_held_out_runs(monkeypatch, label, hardware_
     """Used as H, the bottom-up count at its high costs (3.98 ms) leaves every held-out run of
     tests/test_host_floor.py more than 30 % too fast, where the measured H predicts each within 10 %."""
     mod, cases = _validation()
-    case = copy.deepcopy(cases["mb2511_h100_qwen3_30b_fp8cs"])
-    case["id"] = "heldout_" + label
-    if hardware_of:
-        case["hardware"] = copy.deepcopy(cases[hardware_of]["hardware"])
-    for k in ("interleaved_stages_per_device", "pipeline_layout", "grad_accum"):
-        case["parallelism"].pop(k, None)
-    case["parallelism"].update(par)
-    case["precision"] = precision
-    case["measured"] = {"tokens_per_s_per_gpu": measured}
-    if a2a:
-        monkeypatch.setattr(mod, "RECIPE_A2A_OVERLAP", mod.RECIPE_A2A_OVERLAP | {case["id"]})
-    monkeypatch.setattr(mod, "LOSS_IMPL", {**mod.LOSS_IMPL, "heldout": mod.LOSS_IMPL["mb2511"]})
+    case = held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a2a, measured)
     monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER | {case["id"]})
     monkeypatch.setattr(mod, "MCORE_2511_MOE_LAYER_HOST_S", _total(_doc()["moe_layer_bottom_up"]["costs_us"], 1) * 1e-6)
     bottom_up = mod.predict_new_case(case)

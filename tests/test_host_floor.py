@@ -116,16 +116,12 @@ HELD_OUT = [
 ]
 
 
-@pytest.mark.parametrize("label,hardware_of,precision,par,a2a,measured", HELD_OUT)
-def test_the_2511_floor_predicts_held_out_runs(monkeypatch, label, hardware_of, precision, par, a2a,
-                                               measured) -> None:  # type: ignore[no-untyped-def]
-    """The 25.11 constant (scripts/validate_training.py MCORE_2511_MOE_LAYER_HOST_S, from the DGX-B200 Qwen3-30B
-    MBS 1 row) against published Qwen3-30B-A3B runs that are neither its source nor validation cases: within 10%
-    with the floor, more than 30% too fast without it (the device model alone)."""
-    mod = script_module("validate_training")
-    if not mod.NEW_CASES.is_file():
-        pytest.skip("validation/training_cases.yaml not present")
-    cases = {c["id"]: c for c in yaml.safe_load(mod.NEW_CASES.read_text())}
+def held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a2a, measured):  # type: ignore[no-untyped-def]
+    """A HELD_OUT run as a validation case: the H100 Qwen3-30B-A3B row's architecture with the run's hardware,
+    parallelism, precision and measurement, under a Megatron-Bridge recipe like the source's (its EP overlap when
+    ``a2a``; Transformer Engine's cross-entropy: GPTModelProvider cross_entropy_loss_fusion True, the performance
+    scripts' cross_entropy_fusion_impl "te", at v0.2.0 scripts/performance/utils/helpers.py and v0.3.0
+    scripts/performance/utils/overrides.py)."""
     case = copy.deepcopy(cases["mb2511_h100_qwen3_30b_fp8cs"])  # the architecture; parallelism replaced
     case["id"] = "heldout_" + label
     if hardware_of:
@@ -137,10 +133,21 @@ def test_the_2511_floor_predicts_held_out_runs(monkeypatch, label, hardware_of, 
     case["measured"] = {"tokens_per_s_per_gpu": measured}
     if a2a:
         monkeypatch.setattr(mod, "RECIPE_A2A_OVERLAP", mod.RECIPE_A2A_OVERLAP | {case["id"]})
-    # Megatron-Bridge recipes like the source's: Transformer Engine's cross-entropy (GPTModelProvider
-    # cross_entropy_loss_fusion True; the performance scripts' cross_entropy_fusion_impl "te", at v0.2.0
-    # scripts/performance/utils/helpers.py and v0.3.0 scripts/performance/utils/overrides.py)
     monkeypatch.setattr(mod, "LOSS_IMPL", {**mod.LOSS_IMPL, "heldout": mod.LOSS_IMPL["mb2511"]})
+    return case
+
+
+@pytest.mark.parametrize("label,hardware_of,precision,par,a2a,measured", HELD_OUT)
+def test_the_2511_floor_predicts_held_out_runs(monkeypatch, label, hardware_of, precision, par, a2a,
+                                               measured) -> None:  # type: ignore[no-untyped-def]
+    """The 25.11 constant (scripts/validate_training.py MCORE_2511_MOE_LAYER_HOST_S, from the DGX-B200 Qwen3-30B
+    MBS 1 row) against published Qwen3-30B-A3B runs that are neither its source nor validation cases: within 10%
+    with the floor, more than 30% too fast without it (the device model alone)."""
+    mod = script_module("validate_training")
+    if not mod.NEW_CASES.is_file():
+        pytest.skip("validation/training_cases.yaml not present")
+    cases = {c["id"]: c for c in yaml.safe_load(mod.NEW_CASES.read_text())}
+    case = held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a2a, measured)
     device = mod.predict_new_case(case)
     monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER | {case["id"]})
     floored = mod.predict_new_case(case)

@@ -5,11 +5,13 @@ step (step.grad_buffer_reset_time), against bytes worked out by hand from the co
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from grid_helpers import HBM, grid8, one
 
-from scalemodel.engine import step
+from scalemodel.engine import planner, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 from scalemodel.specs.workload import TransformerWorkload
@@ -46,6 +48,20 @@ def test_embedding_grad_by_hand(h100, grad_bytes, per_element) -> None:  # type:
     assert one(step.embedding_grad_time(job, grid(job, pp=2, zero="1", megatron_ddp=True))) == 0.0  # first stage's
 
 
+@pytest.mark.parametrize(("tied", "mtp", "per_element"), [
+    (True, 0, 2 + (4 + 2 + 4) + (2 + 3 * 2)),  # the output layer's zeros dummy 2, autograd's sum of the two 3 x 2
+    (False, 1, 2 + (4 + 2 + 4) + (2 + 3 * 2)),  # the MTP module's own zero-filled embedding gradient 2, the sum 6
+    (True, 2, 2 + (4 + 2 + 4) + 3 * (2 + 3 * 2))])
+def test_embedding_grad_with_other_uses_of_the_weight(h100, tied, mtp, per_element) -> None:  # type: ignore[no-untyped-def]
+    """A tied output layer (zero_out_wgrad at pp 1: a torch.zeros dummy gradient) and each MTP module (its own
+    F.embedding backward) hand autograd another dense V x h bf16 gradient, summed with the first (read 2 + 2, write
+    2) before the hook's add into the fp32 main_grad."""
+    wl = TINY.model_copy(update={"tied_embeddings": tied, "mtp_layers": mtp})
+    job = build_job(h100, wl, TrainingSpec(grad_bytes_per_param=4))
+    assert one(step.embedding_grad_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
+        EMB * per_element / HBM)
+
+
 def test_embedding_grad_in_every_micro_batch_backward(h100) -> None:  # type: ignore[no-untyped-def]
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
     layers = np.asarray([4.0])
@@ -70,3 +86,24 @@ def test_grad_buffer_reset_by_hand(h100, grad_bytes) -> None:  # type: ignore[no
     off = one(step._optimizer_time(job, grid8(job, zero="1")))
     assert off == pytest.approx(P / 8 * (24 + grad_bytes + 6) / HBM)
     assert on - off == pytest.approx(P * grad_bytes / HBM)
+
+
+@pytest.mark.parametrize("zero", ["2", "3", "fsdp"])
+def test_not_where_a_plan_searches_sharded_stages(h100, zero) -> None:  # type: ignore[no-untyped-def]
+    """plan keeps a pinned megatron_ddp while it searches ZeRO 2, 3 and FSDP, which StrategySpec refuses with it:
+    those candidates run a sharded wrapper, not Megatron-Core's DDP, so neither pass is priced there (as its
+    buckets are not)."""
+    job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
+    sharded = dataclasses.replace(grid8(job, zero=zero), megatron_ddp=np.asarray([True]))
+    assert one(step.embedding_grad_time(job, sharded)) == 0.0
+    assert one(step.grad_buffer_reset_time(job, sharded)) == 0.0
+
+
+def test_plan_keeps_a_pinned_megatron_ddp_at_zero_0_or_1() -> None:
+    """StrategySpec refuses megatron_ddp with ZeRO >= 2; a plan that pins it searches ZeRO 0 and 1 only."""
+    cons, fixed, _ = planner.pins(StrategySpec(megatron_ddp=True), ["megatron_ddp"])
+    assert fixed == {"megatron_ddp": True} and cons["zero"] == [("<=", 1)]
+    cons, _, _ = planner.pins(StrategySpec(megatron_ddp=False), ["megatron_ddp"])
+    assert "zero" not in cons
+    with pytest.raises(Exception, match="megatron_ddp"):
+        StrategySpec(megatron_ddp=True, zero="fsdp")

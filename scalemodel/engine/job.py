@@ -119,7 +119,8 @@ class Job:
     # the quantization casts (cost.compute.fp8_quantize_bytes, _fp8_recipe)
     fp8_recipe: str = ""
     # the fraction of the fp8 curve's rate this recipe's GEMMs run at (cost.compute.fp8_recipe_gemm_factor: MXFP8's
-    # block-scaled GEMMs on Blackwell; 1 otherwise), already folded into gemm_max; kept for the report
+    # block-scaled GEMMs on Blackwell; 1 otherwise), already folded into gemm_max: kept so that gemm_max can be read
+    # back as the fp8 curve's (tests/test_mxfp8_gemm_rate.py); no report prints it
     fp8_recipe_gemm_factor: float = 1.0
     # the fused attention kernel priced (training.attention_kernel resolved by _attention_kernel; "gemm" = the core on
     # the GEMM curve) and its fitted forward / backward curves (attn_max, seq_half, head_half; None with "gemm")
@@ -868,7 +869,9 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                      "latent attention")
     for name, need, what in (("eager_glu_clamp", moe and bool(job.shape.gated_mlp), "MoE layers with a gated MLP"),
                              ("eager_expert_bias", moe, "MoE layers"),
-                             ("eager_bias_dropout_add", job.is_transformer, "transformer layers")):
+                             ("eager_bias_dropout_add", job.is_transformer
+                              and bool(np.any(job.shape.biases) or np.any(job.shape.dropout)),
+                              "transformer layers with linear biases or dropout")):
         if getattr(strategy, name, False) and not need:
             notices.warn(f"strategy.{name} is not priced: the model has no {what}")
     if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:

@@ -1191,6 +1191,10 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"))
     if fixed.get("deepspeed_pipeline"):
         _deepspeed_pipeline_pins(strategy, names, cons)
+    if fixed.get("megatron_ddp"):
+        # Megatron-Core's DDP runs at ZeRO 0 or 1 only (its distributed optimizer; StrategySpec refuses zero >= 2 with
+        # it): plan would otherwise rank sharded strategies that predict refuses
+        cons.setdefault("zero", []).append(("<=", int(Zero.OPTIMIZER)))
     return cons, fixed, sync
 
 

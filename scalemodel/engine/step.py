@@ -597,13 +597,21 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(np.where(g.deepspeed_pipeline, t, 0.0))
 
 
+def megatron_ddp_on(g: StrategyGrid) -> np.ndarray:
+    """Where Megatron-Core's DistributedDataParallel runs: strategy ``megatron_ddp`` at ZeRO 0 or 1 (its distributed
+    optimizer). StrategySpec refuses it with ZeRO 2, 3, fsdp or hsdp, but a plan that pins it still searches those
+    stages, whose candidates run a sharded data-parallel wrapper instead: none of its terms apply there."""
+    return np.asarray(g.megatron_ddp & (g.zero <= Zero.OPTIMIZER))
+
+
 def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     """Seconds per micro-batch of the word embedding's weight gradient outside any GEMM, under Megatron-Core's DDP
-    (``megatron_ddp``) without a pipeline (pp = 1: the one stage holds the embedding; at pp > 1 it is the first
+    (:func:`megatron_ddp_on`) without a pipeline (pp = 1: the one stage holds the embedding; at pp > 1 it is the first
     stage's, which the step does not price apart from the busiest one), 0 otherwise:
 
         E     = V h / tp                        the rank's vocab-parallel shard of the V x h word embedding
-        bytes = E (e + (g + e + g)) = E (2 e + 2 g)
+        u     = [tied] + D                      other uses of the weight in the backward (D MTP modules)
+        bytes = E (e + (g + e + g) + u (e + 3 e)) = E (2 e + 2 g + 4 e u)
         t     = bytes / (HBM bandwidth x memory efficiency)
 
     e = the 16-bit weight's element (the embedding is never an FP8 module), g = the gradient buffer's element
@@ -618,17 +626,29 @@ def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     element); then the DDP's per-parameter hook adds it into the gradient buffer, ``param.main_grad.add_(
     param.grad.data)`` (megatron/core/distributed/distributed_data_parallel.py ``_make_param_hook``, the same three
     commits): read g + e, write g. Every micro-batch, in the backward's tail. The token rows' own work (b s/cp rows
-    of h, against V rows) is left out, as :func:`scalemodel.cost.compute.loss_logit_bytes` leaves per-token work."""
-    if not job.is_transformer or not np.any(g.megatron_ddp):
+    of h, against V rows) is left out, as :func:`scalemodel.cost.compute.loss_logit_bytes` leaves per-token work.
+
+    Each other use of the weight hands autograd a second dense V x h gradient, which it sums with the first before
+    the hook runs (torch/csrc/autograd/input_buffer.cpp ``accumulate``, ``old_var.add_(var)`` or ``old_var + var``,
+    pytorch/pytorch@4537ef6cfa: read 2e, write e): with tied embeddings the output layer, whose fused weight-gradient
+    GEMM writes main_grad itself and hands autograd a dummy that is ``torch.zeros`` (write e) because the model sets
+    ``zero_out_wgrad`` on the shared weight when one stage holds both (LanguageModule
+    ``setup_embeddings_and_output_layer``, megatron/core/models/common/language_module/language_module.py, and
+    LinearWithGradAccumulationAndAsyncCommunication.backward, tensor_parallel/layers.py, at baf94af3c6, 0d7e02bd26
+    and 791b70e031); each MTP module, which embeds its input through the same VocabParallelEmbedding (its own
+    zero-filled gradient, e)."""
+    on = megatron_ddp_on(g)
+    if not job.is_transformer or not np.any(on):
         return np.zeros(1)
     sh = job.shape
     shard = sh.vocab * sh.hidden / g.tp
-    t = _hbm_seconds(job, shard * (2.0 * job.elem_bytes + 2.0 * job.grad_bytes))
-    return np.asarray(np.where(g.megatron_ddp & (g.pp <= 1), t, 0.0))
+    uses = np.where(np.asarray(sh.tied_embeddings, dtype=bool), 1.0, 0.0) + sh.mtp_layers
+    t = _hbm_seconds(job, shard * (2.0 * job.elem_bytes + 2.0 * job.grad_bytes + 4.0 * job.elem_bytes * uses))
+    return np.asarray(np.where(on & (g.pp <= 1), t, 0.0))
 
 
 def grad_buffer_reset_time(job: Job, g: StrategyGrid) -> np.ndarray:
-    """Seconds per step of zeroing Megatron-Core DDP's gradient buffer (``megatron_ddp``), 0 otherwise:
+    """Seconds per step of zeroing Megatron-Core DDP's gradient buffer (:func:`megatron_ddp_on`), 0 otherwise:
 
         bytes = P_gpu g        P_gpu = (dense + expert parameters) / (tp pp) (:func:`_params_per_gpu`), unsharded
         t     = bytes / (HBM bandwidth x memory efficiency)
@@ -639,10 +659,11 @@ def grad_buffer_reset_time(job: Job, g: StrategyGrid) -> np.ndarray:
     and 791b70e031): the distributed optimizer shards the optimizer states, not this buffer, which holds a gradient
     element of g bytes (``Job.grad_bytes``) for every parameter of the rank. Once per step, before the first
     forward; counted with the optimizer step (the state passes between two steps)."""
-    if not np.any(g.megatron_ddp):
+    on = megatron_ddp_on(g)
+    if not np.any(on):
         return np.zeros(1)
     dense, expert = _params_per_gpu(job, g)
-    return np.asarray(np.where(g.megatron_ddp, _hbm_seconds(job, (dense + expert) * job.grad_bytes), 0.0))
+    return np.asarray(np.where(on, _hbm_seconds(job, (dense + expert) * job.grad_bytes), 0.0))
 
 
 def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -804,6 +825,7 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
         else:
             share_moe = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
             biased, adds = 2.0 - share_moe, 2.0
+        biased = biased * np.where(np.asarray(sh.biases, dtype=bool), 1.0, 0.0)  # no linear bias: nothing to add
         a_f, a_b = compute.eager_bias_dropout_add_bytes(sh, sequence_parallel=g.sequence_parallel, biased_adds=biased,
                                                         adds=adds, **kw)
         fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, np.where(bda, _hbm_seconds(job, a_f), 0.0),
@@ -1428,7 +1450,7 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
     deepspeed_or_ddp = np.where((g.zero >= Zero.OPTIMIZER) | deepspeed_pipeline_buckets(g), DEEPSPEED_BUCKET_ELEMENTS,
                                 DDP_BUCKET_BYTES / job.grad_bytes)
     framework = np.where(g.zero == Zero.FSDP, layer_params, deepspeed_or_ddp)
-    megatron = g.megatron_ddp & (g.zero <= Zero.OPTIMIZER)
+    megatron = megatron_ddp_on(g)
     if np.any(megatron):
         framework = np.where(megatron, megatron_bucket_elements(g), framework)
     elements = np.where(g.bucket_bytes > 0, g.bucket_bytes / job.grad_bytes, framework)
