@@ -7,6 +7,7 @@ as ``error: <where>: <what>; <what is allowed>`` on stderr and exits with status
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 #: C0 control characters but the tab, DEL and the C1 controls: a newline in a file name made the one error line
 #: two, an ESC (or C1 CSI) in a name sent a terminal escape sequence to the user's terminal.
@@ -41,3 +42,22 @@ class InputError(ValueError):
         """The same error, located more precisely (prefixing the outer location)."""
         loc = f"{where}: {self.where}" if self.where else where
         return InputError(self.what, where=loc, allowed=self.allowed)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a strategy's values were written when not on the command line: a file's fields.
+
+    ``strategy`` + a field name locates that field (``"sweep.yaml: strategies[1]."`` + ``"tp"``,
+    ``"runs.yaml: run 3: "`` + ``"tp"``); ``gpus`` is the field that holds the GPU count.
+    """
+
+    strategy: str
+    gpus: str
+    #: (field, where) pairs that override ``strategy`` + name for a field: a command line that mixes options, a
+    #: --strategy file, --set and a scenario names each field where it was written (``--ep``,
+    #: ``--strategy: run.sh: --expert-model-parallel-size``, ``--set strategy.ep``)
+    named: tuple[tuple[str, str], ...] = ()
+
+    def field(self, name: str) -> str:
+        return dict(self.named).get(name, f"{self.strategy}{name}")

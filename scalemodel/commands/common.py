@@ -15,7 +15,7 @@ from scalemodel.commands.options import check_kappa as check_kappa
 from scalemodel.commands.options import load_cluster_with as load_cluster_with
 from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, Origin
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
@@ -222,9 +222,9 @@ def written_at(section: str, key: str, given: dict[str, Any], sf: StrategyFile |
 
 
 def strategy_origin(sf: StrategyFile | None, strategy: dict[str, Any], sets: list[str] | None, *,
-                    gpus: str = "--gpus", scenario: tuple[str, Any] | None = None) -> Any:
+                    gpus: str = "--gpus", scenario: tuple[str, Any] | None = None) -> Origin | None:
     """Where each strategy field of a command line was written (:func:`written_at`), for the engine's errors
-    (job.Origin), or None when every value is an option's or a default (the engine then names the options, --tp,
+    (errors.Origin), or None when every value is an option's or a default (the engine then names the options, --tp,
     --ep, ...). An ``ep`` that a --strategy file set was refused as ``--ep: --ep 4 x etp 1 ...``, naming an option
     the user never gave."""
     keys = set(set_keys(sets, "strategy")) | (set(sf.strategy) if sf is not None else set()) | (
@@ -233,7 +233,6 @@ def strategy_origin(sf: StrategyFile | None, strategy: dict[str, Any], sets: lis
         return None
     named = {k: w for k in sorted(keys | {k for k, v in strategy.items() if v is not None})
              if (w := written_at("strategy", k, strategy, sf, sets, scenario)) is not None}
-    from scalemodel.engine.job import Origin  # the engine's type; imported here only when a file or --set is given
     return Origin("strategy.", gpus, tuple(named.items()))
 
 

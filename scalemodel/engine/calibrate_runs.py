@@ -41,11 +41,11 @@ import numpy as np
 import yaml
 
 from scalemodel.cost import compute as compute_cost
-from scalemodel.engine.job import Job, Origin, build_job, grid_from_strategy
+from scalemodel.engine.job import Job, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.scaling import _batches, _check_split  # the sweep's own batch and split rules
 from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, Origin
 from scalemodel.specs.runs import MAX_STEP_S, MIN_STEP_S
 
 #: Multiplier bounds (physical: no hardware part runs at a tenth of its spec, nor above twice it).

@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalemodel.engine.job import Origin
 from scalemodel.engine.scaling import sweep
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, Origin
 from scalemodel.specs import ScenarioSpec, notices
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import load_scenario_spec

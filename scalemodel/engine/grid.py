@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalemodel.engine.job import Origin
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.planner import plan
 from scalemodel.engine.predict import Prediction, predict
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, Origin
 from scalemodel.specs import StrategySpec, load_cluster, load_workload, notices
 from scalemodel.specs.sweep import SweepSpec
 

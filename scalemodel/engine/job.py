@@ -37,7 +37,7 @@ from scalemodel.choices import (
 from scalemodel.cost import balance, compute, efficiency, mamba, memory, staleness, transformer
 from scalemodel.cost.network import Network
 from scalemodel.engine.network import build_network
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
 
@@ -605,25 +605,6 @@ def _check_chunk_layers(strategy: Any) -> None:
         if strategy.first_stage_layers is not None or strategy.last_stage_layers is not None:
             raise InputError("first/last_chunk_layers and first/last_stage_layers are both set",
                              where="strategy.first_chunk_layers", allowed="one way of splitting the layers")
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Where a strategy's values were written when not on the command line: a file's fields.
-
-    ``strategy`` + a field name locates that field (``"sweep.yaml: strategies[1]."`` + ``"tp"``,
-    ``"runs.yaml: run 3: "`` + ``"tp"``); ``gpus`` is the field that holds the GPU count.
-    """
-
-    strategy: str
-    gpus: str
-    #: (field, where) pairs that override ``strategy`` + name for a field: a command line that mixes options, a
-    #: --strategy file, --set and a scenario names each field where it was written (``--ep``,
-    #: ``--strategy: run.sh: --expert-model-parallel-size``, ``--set strategy.ep``)
-    named: tuple[tuple[str, str], ...] = ()
-
-    def field(self, name: str) -> str:
-        return dict(self.named).get(name, f"{self.strategy}{name}")
 
 
 def _option(origin: Origin | None, name: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from scalemodel.cost import memory as M
-from scalemodel.engine.job import Job, Origin, StrategyGrid, build_job, grid_from_strategy
+from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.step import (
     INFEASIBLE_REASONS,
     Infeasible,
@@ -24,7 +24,7 @@ from scalemodel.engine.step import (
     memory_total,
     microbatches,
 )
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, Origin
 
 #: The parts of the per-GPU memory, in the order of the JSON object (then ``total``).
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "fragmentation", "workspace")

@@ -9,9 +9,10 @@ import numpy as np
 
 from scalemodel.choices import Zero
 from scalemodel.engine.intervals import generation_of, interval_for, precision_family
-from scalemodel.engine.job import Job, Origin, StrategyGrid, build_job, grid_from_strategy
+from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
 from scalemodel.engine.step import INFEASIBLE_REASONS, StepArrays, evaluate
+from scalemodel.errors import Origin
 
 
 @dataclass

@@ -41,12 +41,12 @@ from typing import Any
 
 from scalemodel.choices import parse_compression
 from scalemodel.cost import compression, efficiency
-from scalemodel.engine.job import Origin, build_job, grid_from_strategy
+from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, CAUSES, PARTS
 from scalemodel.engine.planner import search as plan_search
 from scalemodel.engine.predict import Prediction, result_at, staleness_note
 from scalemodel.engine.step import evaluate
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, Origin
 from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.units import format_quantity
 

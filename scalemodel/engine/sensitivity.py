@@ -35,9 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scalemodel.engine.job import Job, Origin, StrategyGrid, build_job, grid_from_strategy
+from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.step import evaluate
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, Origin
 
 #: Half-width of the central difference in log space (1%: small enough to stay on one branch of
 #: the model's max()/min() kinks in practice, large enough to be far above rounding error).
