@@ -149,7 +149,7 @@ def transformer_shape(workload: Any) -> Any:
         moe_ffn_hidden=moe.ffn_hidden if moe else None, moe_shared_experts=moe.shared_experts if moe else 0,
         moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0,
         mtp_layers=workload.mtp_layers, causal=workload.causal, squared_relu=workload.squared_relu,
-        **_hybrid(workload))
+        moe_latent=(moe.latent_size or 0) if moe else 0, **_hybrid(workload))
 
 
 def _hybrid(workload: Any) -> dict[str, Any]:

@@ -982,15 +982,16 @@ def _tp_comm_overlap(fwd: Any, rec: Any, bwd: Any, gemm_fwd: Any, gemm_rec: Any,
 
 def _rs_side_share(sh: Any) -> float:
     """Share of a layer's weight-GEMM FLOPs in the GEMMs that feed a reduce-scatter (O-proj, FC2 / the
-    expert down-projections), the rest feeding from an all-gather (QKV or Q/KV up, FC1 / up + gate)."""
+    expert down-projections), the rest feeding from an all-gather (QKV or Q/KV up, FC1 / up + gate). Routed experts
+    at their token width (LatentMoE: l); LatentMoE's duplicated projections feed no TP collective and are left out."""
     attn = {name: float(n_in * n_out) for name, n_in, n_out, _split in transformer.attention_matrices(sh)}
     o = attn.pop("o")
     up = 2.0 if bool(sh.gated_mlp) else 1.0
     moe_share = float(sh.moe_layers / sh.layers)
-    width = (1.0 - moe_share) * float(sh.ffn_hidden) + moe_share * float(
-        sh.moe_top_k * sh.moe_ffn_hidden + sh.moe_shared_experts * sh.moe_ffn_hidden)
-    down = o + width * float(sh.hidden)
-    total = sum(attn.values()) + o + (up + 1.0) * width * float(sh.hidden)
+    width = (1.0 - moe_share) * float(sh.ffn_hidden) * float(sh.hidden) + moe_share * float(
+        sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width + sh.moe_shared_experts * sh.moe_ffn_hidden * sh.hidden)
+    down = o + width
+    total = sum(attn.values()) + o + (up + 1.0) * width
     return down / total if total > 0 else 0.5
 
 
@@ -1197,7 +1198,9 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     ar = _collective("allreduce", act, groups.tensor)
     rs_ag = _collective("reducescatter", act, groups.tensor) + _collective("allgather", act, groups.tensor)
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
-    token_bytes = tokens * float(sh.hidden) * job.elem_bytes / g.tp
+    # the routed tokens' width: h, or LatentMoE's l (dispatch after fc1_latent_proj, combine before fc2_latent_proj:
+    # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
+    token_bytes = tokens * float(sh.moe_width) * job.elem_bytes / g.tp
     a2a_bytes = token_bytes * float(sh.moe_top_k)
     ep = _collective("alltoall", a2a_bytes, groups.expert)
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)

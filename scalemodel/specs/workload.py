@@ -17,6 +17,10 @@ class MoESpec(Spec, kw_only=True):
     shared_experts: Annotated[int, Meta(ge=0)] = 0
     every: Annotated[int, Meta(gt=0, description="one MoE layer every N layers")] = 1
     first_dense: Annotated[int, Meta(ge=0, description="leading layers that stay dense")] = 0
+    latent_size: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description=(
+        "LatentMoE width l (HF/Megatron-Core moe_latent_size; Nemotron 3 Super): the routed experts read and write "
+        "l-wide tokens, a replicated h -> l projection before dispatch and l -> h after combine; the router and the "
+        "shared experts stay at the hidden width; none = off (docs/model.md#mixture-of-experts)"))] = None
 
     def _check(self) -> None:
         if self.top_k > self.experts:
@@ -139,6 +143,9 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
         if self.head_dim is None and self.hidden % self.heads:
             raise ValueError(f"hidden {self.hidden} is not a multiple of heads {self.heads}, and no head_dim "
                              "is given (head_dim defaults to hidden / heads); heads that divide hidden, or a head_dim")
+        if self.moe is not None and self.moe.latent_size is not None and self.moe.latent_size >= self.hidden:
+            raise field_error("moe.latent_size", f"{self.moe.latent_size} is not below hidden {self.hidden}",
+                              "a latent width from 1 to hidden - 1, or leave it out (no latent projection)")
         if self.moe is not None and self.moe.every > self.layers:
             raise ValueError(f"moe.every {self.moe.every} exceeds layers {self.layers}; every from 1 to layers")
         if self.hybrid is not None:
