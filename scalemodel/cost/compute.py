@@ -515,7 +515,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     code moves them; softmax + attention dropout (4*eb+1)*b*(a/t)*(s/cp)*s unless ``flash_attention`` (fused into
     the core GEMM); MoE dispatch + combine 4*eb*T*k*w and the experts' activation (2|3)*eb*T*k*f_e/t, w the routed
     experts' width (h, or LatentMoE's l: the experts' GEMMs T_e x f_e x l, + the replicated h x l projections on the
-    layer's local tokens, T/t under sequence parallelism; docs/model.md#mixture-of-experts).
+    layer's local tokens, T/t under sequence parallelism; docs/model.md#latent-moe).
     Backward = 2 x (forward - memory-bound) + the implementation's backward bytes + 2 x the MoE memory terms
     (+ 0.5 x the flash core). Communication is not included. ``forward_flops`` keeps the full (unmasked) s^2 count
     of the FLOP convention.

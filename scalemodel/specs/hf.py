@@ -428,7 +428,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
         out["moe"] = {"experts": experts, "top_k": top_k, "ffn_hidden": moe_ffn, "shared_experts": shared,
                       "every": every, "first_dense": first_dense}
         # LatentMoE (NemotronH moe_latent_size; Megatron-Core TransformerConfig moe_latent_size): the routed experts
-        # on l-wide tokens behind h -> l and l -> h projections (docs/model.md#mixture-of-experts)
+        # on l-wide tokens behind h -> l and l -> h projections (docs/model.md#latent-moe)
         read.add("moe_latent_size")
         if cfg.get("moe_latent_size") is not None:
             latent = _integer(cfg, "moe_latent_size", "moe latent size", 1)

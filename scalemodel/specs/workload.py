@@ -20,7 +20,7 @@ class MoESpec(Spec, kw_only=True):
     latent_size: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description=(
         "LatentMoE width l (HF/Megatron-Core moe_latent_size; Nemotron 3 Super): the routed experts read and write "
         "l-wide tokens, a replicated h -> l projection before dispatch and l -> h after combine; the router and the "
-        "shared experts stay at the hidden width; none = off (docs/model.md#mixture-of-experts)"))] = None
+        "shared experts stay at the hidden width; none = off (docs/model.md#latent-moe)"))] = None
 
     def _check(self) -> None:
         if self.top_k > self.experts:
