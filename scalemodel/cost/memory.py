@@ -214,10 +214,10 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     without the embedding table (a middle stage, p > 1).
 
     ``mtp_modules`` D: the multi-token prediction modules on this stage (the last; all of the model's when
-    p = 1): D :func:`~scalemodel.cost.transformer.mtp_module_params`, their routed experts in ``expert``, the
-    rest / t. ``head`` (p > 1): the stage also holds the output layer V h, as the last stage does: untied, its own
-    weight; tied, the last stage allocates an output weight of its own too (Megatron-Core gpt_model.py builds
-    ``output_layer`` with ``skip_weight_param_allocation=self.pre_process and
+    p = 1): D :func:`~scalemodel.cost.transformer.mtp_module_params` (one module's with ``mtp_shared``), their routed
+    experts in ``expert``, the rest / t. ``head`` (p > 1): the stage also holds the output layer V h, as the last
+    stage does: untied, its own weight; tied, the last stage allocates an output weight of its own too
+    (Megatron-Core gpt_model.py builds ``output_layer`` with ``skip_weight_param_allocation=self.pre_process and
     self.share_embeddings_and_output_weights``, so only a stage that also embeds skips it), kept equal to the first
     stage's embedding by the embedding-group all-reduce. With MTP the last stage holds a copy of the word embedding
     (``embedding`` true; gpt_model.py builds the embedding "if self.pre_process or self.mtp_process"), which tied
@@ -231,7 +231,9 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     word = sh.vocab * sh.hidden
     emb = np.where((p == 1), embedding_params(sh), (word + sh.position_embeddings * sh.hidden)
                    * np.asarray(embedding, dtype=bool))
-    d_mtp = _nonneg("mtp_modules", mtp_modules)
+    # modules with weights: D, or one with mtp_shared (Megatron-Core mtp_use_repeated_layer)
+    d_all = _nonneg("mtp_modules", mtp_modules)
+    d_mtp = np.where(sh.mtp_shared, np.minimum(d_all, 1.0), d_all)
     routed = sh.moe_experts * expert_params(sh)
     mtp_routed = np.where(sh.last_layer_moe, routed, 0.0)
     latent = latent_projection_params(sh)  # duplicated over TP: not divided by t

@@ -202,6 +202,10 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     squared_relu: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     # LatentMoE width l of the routed experts (Megatron-Core moe_latent_size); 0 = off (experts at the hidden width)
     moe_latent: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(0.0))
+    # bool: the mtp_layers modules are one module's weights run mtp_layers times (Megatron-Core mtp_use_repeated_layer)
+    mtp_shared: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    # a hybrid's MTP block pattern ("*E" or "*-": an attention layer and an MoE / MLP layer); "" = none
+    mtp_block: str = ""
     # a hybrid layer pattern (cost.mamba: one layer per character, M Mamba-2, * attention, - MLP, E MoE) and its
     # Mamba-2 widths; None = every layer is attention + MLP
     hybrid: LayerCounts | None = None
@@ -241,9 +245,21 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
         """True where the last layer is an MoE layer: with MoE layers at positions first_dense + j every
         (j = 1, 2, ...; the convention of :attr:`moe_layers`), where (L - first_dense) is a multiple of every."""
         if self.hybrid is not None:
-            return (self.moe_experts > 0) & (self.hybrid.last == "E")
+            return (self.moe_experts > 0) & ((self.mtp_block or self.hybrid.last)[-1] == "E")
         eligible = self.layers - self.moe_first_dense
         return (self.moe_experts > 0) & (eligible > 0) & (np.mod(eligible, self.moe_every) == 0)
+
+    @property
+    def mtp_weight_modules(self) -> np.ndarray:
+        """MTP modules with weights of their own: D, or 1 when the D modules run one module's weights
+        (``mtp_shared``: Megatron-Core mtp_use_repeated_layer)."""
+        return np.where(self.mtp_shared, np.minimum(self.mtp_layers, 1.0), self.mtp_layers)
+
+    @property
+    def mtp_block_norms(self) -> np.ndarray:
+        """Pre-norms of an MTP block beyond a layer's ``norms_per_layer``: a hybrid's block of two layers (``*E``) has
+        two, one more than the hybrid layer's one."""
+        return np.asarray(1.0 if self.hybrid is not None else 0.0)
 
     @property
     def mtp_moe_layers(self) -> np.ndarray:
@@ -326,7 +342,8 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
           qk_rope_head_dim: ArrayLike = 0, parallel_block: ArrayLike = False, norms_per_layer: ArrayLike = 2,
           sliding_window: ArrayLike = 0, sliding_window_pattern: ArrayLike = 0, dropout: ArrayLike = True,
           mtp_layers: ArrayLike = 0, causal: ArrayLike = True, squared_relu: ArrayLike = False,
-          moe_latent: ArrayLike = 0, hybrid: LayerCounts | None = None,
+          moe_latent: ArrayLike = 0, mtp_shared: ArrayLike = False, mtp_block: str = "",
+          hybrid: LayerCounts | None = None,
           mamba: MambaDims | None = None) -> Shape:
     """Validate a transformer shape and apply the defaults (g = a, d = h/a, f = 4h, f_e = f, biases = not gated,
     d_v = d). ``hybrid`` (:func:`scalemodel.cost.mamba.layer_counts`) makes each layer one block of its kind with
@@ -357,7 +374,7 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         raise InputError("MLA with qk_rope_head_dim >= head_dim", where="qk_rope_head_dim",
                          allowed="qk_rope_head_dim < head_dim (head_dim = qk_nope_head_dim + qk_rope_head_dim)")
     if hybrid is not None:
-        _check_hybrid(hybrid, mamba, L, E, kv_rank, np.asarray(parallel_block, dtype=bool), mtp_layers)
+        _check_hybrid(hybrid, mamba, L, E, kv_rank, np.asarray(parallel_block, dtype=bool), mtp_layers, mtp_block)
         norms_per_layer = 1
     return Shape(
         hybrid=hybrid, mamba=mamba if hybrid is not None else None,
@@ -381,14 +398,15 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         dropout=np.asarray(dropout, dtype=bool),
         mtp_layers=_arr("mtp_layers", mtp_layers, strict=False),
         causal=np.asarray(causal, dtype=bool), squared_relu=np.asarray(squared_relu, dtype=bool),
-        moe_latent=latent,
+        moe_latent=latent, mtp_shared=np.asarray(mtp_shared, dtype=bool), mtp_block=mtp_block if hybrid else "",
     )
 
 
 def _check_hybrid(hybrid: LayerCounts, mamba: MambaDims | None, L: np.ndarray, E: np.ndarray, kv_rank: np.ndarray,
-                  parallel: np.ndarray, mtp_layers: ArrayLike) -> None:
+                  parallel: np.ndarray, mtp_layers: ArrayLike, mtp_block: str = "") -> None:
     """A hybrid pattern's layers must be ``layers``, its ``M`` need Mamba widths, its ``E`` MoE experts and MoE
-    experts an ``E``; MLA, parallel blocks and MTP modules in a hybrid are not modelled."""
+    experts an ``E``; MLA, parallel blocks and MTP modules without their block pattern (``mtp_block`` "*E" or "*-")
+    in a hybrid are not modelled."""
     if np.any(L != hybrid.layers):
         raise InputError(f"the hybrid pattern has {hybrid.layers} layers, layers says {L.max():g}",
                          where="hybrid.pattern", allowed="one character (M * - E) per layer, | not counted")
@@ -402,10 +420,11 @@ def _check_hybrid(hybrid: LayerCounts, mamba: MambaDims | None, L: np.ndarray, E
         raise InputError("the model has MoE experts but its hybrid pattern no E layer", where="hybrid.pattern",
                          allowed="E for each MoE layer, or no moe block")
     for bad, where in ((np.any(kv_rank > 0), "mla"), (np.any(parallel), "parallel_block"),
-                       (np.any(np.asarray(mtp_layers, dtype=float) > 0), "mtp_layers")):
+                       (np.any(np.asarray(mtp_layers, dtype=float) > 0) and mtp_block not in ("*E", "*-"),
+                        "mtp_layers")):
         if bad:
             raise InputError(f"{where} with a hybrid layer pattern is not modelled", where=where,
-                             allowed="standard attention (*), sequential blocks and no MTP modules in a hybrid")
+                             allowed="standard attention (*), sequential blocks, MTP modules with a *E or *- block")
 
 
 # --- parameters -------------------------------------------------------------------------------
@@ -561,13 +580,13 @@ def mtp_module_params(sh: Shape) -> np.ndarray:
     three norms (enorm, hnorm, the module's final norm: h each, 2h with LayerNorm biases). The embedding and
     the output head are the main model's (shared)."""
     block = np.where(sh.last_layer_moe, layer_params(sh, moe=True), layer_params(sh))
-    norms = 3.0 * np.where(sh.biases, 2.0, 1.0) * sh.hidden
+    norms = (3.0 + sh.mtp_block_norms) * np.where(sh.biases, 2.0, 1.0) * sh.hidden
     return block + 2.0 * sh.hidden * sh.hidden + norms
 
 
 def mtp_params(sh: Shape) -> np.ndarray:
-    """Parameters of the D multi-token prediction modules (0 without them)."""
-    return sh.mtp_layers * mtp_module_params(sh)
+    """Parameters of the D multi-token prediction modules (0 without them; one module's with ``mtp_shared``)."""
+    return sh.mtp_weight_modules * mtp_module_params(sh)
 
 
 class ParamTensor(NamedTuple):
@@ -657,10 +676,11 @@ def non_layer_param_tensors(sh: Shape) -> list[ParamTensor]:
            ParamTensor(np.where(sh.tied_embeddings, 0.0, 1.0), sh.vocab * h, True),
            ParamTensor(np.where(sh.position_embeddings > 0, 1.0, 0.0), sh.position_embeddings * h, False),
            ParamTensor(one, h, False), ParamTensor(b, h, False)]
-    mtp = sh.mtp_layers
+    mtp = sh.mtp_weight_modules
     block = layer_param_tensors(sh, moe=sh.last_layer_moe)
     out += [ParamTensor(mtp * t.n, t.elements, t.split) for t in block]
-    out += [ParamTensor(mtp, 2.0 * h * h, True), ParamTensor(3.0 * mtp, h, False), ParamTensor(3.0 * mtp * b, h, False)]
+    nn = 3.0 + sh.mtp_block_norms
+    out += [ParamTensor(mtp, 2.0 * h * h, True), ParamTensor(nn * mtp, h, False), ParamTensor(nn * mtp * b, h, False)]
     return out
 
 

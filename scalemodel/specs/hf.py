@@ -457,6 +457,13 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
                              f"{mamba['groups']}", where=given.split()[0],
                              allowed="groups that divide the Mamba heads (MambaMixer asserts nheads % ngroups == 0)")
         out["hybrid"] = {"pattern": pattern, "mamba": mamba}
+        mtp_pattern = cfg.get("mtp_hybrid_override_pattern")
+        if mtp_pattern is not None and cfg.get("num_nextn_predict_layers"):
+            # NemotronH's MTP block (Nemotron 3 Super: "*E"): priced as one attention + MoE / MLP layer
+            if mtp_pattern not in ("*E", "*-"):
+                raise InputError(f"MTP block pattern {str(mtp_pattern)[:40]!r} is not modelled",
+                                 where="mtp_hybrid_override_pattern", allowed="*E or *- (attention, then MoE or MLP)")
+            out["hybrid"]["mtp_pattern"] = mtp_pattern
         out["sources"]["hybrid"] = ("HuggingFace config.json (NemotronH): layer pattern and Mamba-2 widths; absent "
                                     "keys take transformers' NemotronHConfig defaults")
     if cfg.get("num_nextn_predict_layers") is not None:
