@@ -136,3 +136,95 @@ def test_spec_and_hf_checks(tmp_path) -> None:  # type: ignore[no-untyped-def]
     p.write_text(json.dumps(cfg))
     w = load_workload(p)
     assert w.moe is not None and w.moe.latent_size == 1024
+
+
+def _super() -> TransformerWorkload:
+    import yaml
+
+    return msgspec.convert(yaml.safe_load(open("examples/workloads/nemotron-3-super.yaml")), TransformerWorkload)
+
+
+def test_nemotron_3_super_trains_the_checkpoints_weights() -> None:
+    """Megatron-Bridge 4ab94dfad's verification card counts 123,611,033,088 checkpoint elements "including the 41 FP32
+    router correction-bias tensors" (41 x 512 = 20,992 buffers, not trained): 123,611,012,096 trained weights, the
+    main model's and its one MTP module's (run twice: mtp_shared). The module: a *E block (attention + MoE, two
+    pre-norms) + eh_proj 2 h^2 + 3 norms = layer_params(MoE) + 2 h^2 + 4 h."""
+    sh = transformer_shape(_super())
+    h = 4096
+    assert float(tr.training_param_count(sh)) == 123_611_033_088 - 41 * 512
+    assert float(tr.mtp_module_params(sh)) == float(tr.layer_params(sh, moe=True)) + 2 * h * h + 4 * h
+    assert float(tr.training_param_count(sh) - tr.param_count(sh)) == float(tr.mtp_module_params(sh))
+
+
+def test_shared_mtp_module_counts_weights_once_and_compute_per_pass() -> None:
+    """mtp_shared (Megatron-Core mtp_use_repeated_layer): D = 2 passes of one module: parameters (and the routed
+    experts the job shards) of one module, forward FLOPs of two (each pass: block + eh_proj + the shared head)."""
+    w = _super()
+    one = transformer_shape(w.model_copy(update={"mtp_layers": 1}))
+    two = transformer_shape(w)
+    none = transformer_shape(w.model_copy(update={"mtp_layers": 0}))
+    s = 8192
+    assert float(tr.training_param_count(two)) == float(tr.training_param_count(one))
+    per_pass = float(tr.forward_flops(one, s) - tr.forward_flops(none, s))
+    assert per_pass == float(tr.mtp_block_flops(one, s) + tr.mtp_projection_flops(one, s) + tr.logits_flops(one, s))
+    assert float(tr.forward_flops(two, s) - tr.forward_flops(none, s)) == pytest.approx(2 * per_pass, rel=1e-12)
+    d1 = memory.params_per_gpu(one, mtp_modules=1.0)
+    d2 = memory.params_per_gpu(two, mtp_modules=2.0)
+    assert float(d2.dense) == float(d1.dense) and float(d2.expert) == float(d1.expert)
+
+
+def test_hybrid_mtp_needs_its_block_pattern() -> None:
+    w = _super()
+    assert w.hybrid is not None
+    with pytest.raises(Exception, match="mtp_layers"):
+        msgspec.convert({**msgspec.to_builtins(w), "hybrid": {**msgspec.to_builtins(w.hybrid), "mtp_pattern": None}},
+                        TransformerWorkload)
+    with pytest.raises(Exception, match="mtp_pattern"):
+        msgspec.convert({**msgspec.to_builtins(w), "hybrid": {**msgspec.to_builtins(w.hybrid), "mtp_pattern": "*-"}},
+                        TransformerWorkload)
+
+
+def test_super_hf_config_reads_latent_and_mtp(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The Super config.json's keys (as the HF model card publishes them) give the example workload's shape, with one
+    MTP module (num_nextn_predict_layers 1; the recipes' two passes are a training choice, mtp_shared)."""
+    from scalemodel.specs import load_workload
+
+    cfg = {"model_type": "nemotron_h", "architectures": ["NemotronHForCausalLM"], "hidden_size": 4096,
+           "num_hidden_layers": 88, "hybrid_override_pattern": _super().hybrid.pattern,  # type: ignore[union-attr]
+           "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 131072,
+           "mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4,
+           "chunk_size": 128, "n_routed_experts": 512, "num_experts_per_tok": 22, "moe_intermediate_size": 2688,
+           "moe_latent_size": 1024, "n_shared_experts": 1, "moe_shared_expert_intermediate_size": 5376,
+           "mlp_hidden_act": "relu2", "intermediate_size": 2688, "tie_word_embeddings": False,
+           "num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "*E", "max_position_embeddings": 8192,
+           "use_bias": False, "attention_bias": False, "mlp_bias": False, "hidden_dropout": 0.0,
+           "attention_dropout": 0.0}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    w = load_workload(p)
+    assert w.moe is not None and w.moe.latent_size == 1024 and w.moe.shared_experts == 2
+    assert w.hybrid is not None and w.hybrid.mtp_pattern == "*E" and w.mtp_layers == 1
+    assert float(tr.training_param_count(transformer_shape(w))) == 123_611_033_088 - 41 * 512
+
+
+@pytest.mark.parametrize("change, block", [({"mtp_hybrid_override_pattern": None}, "*E"),
+                                           ({"mtp_layers_block_type": ["full_attention", "moe"],
+                                             "mtp_hybrid_override_pattern": None}, "*E")])
+def test_hf_mtp_block_forms(tmp_path, change, block) -> None:  # type: ignore[no-untyped-def]
+    """transformers' NemotronHConfig (13923c63d): mtp_layers_block_type, the legacy mtp_hybrid_override_pattern, and
+    the default ["full_attention", "moe"] all give the *E block; another block is refused at its key."""
+    from scalemodel.specs import load_workload
+
+    base = {"model_type": "nemotron_h", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 64, "vocab_size": 1024, "hybrid_override_pattern": "M*E", "mamba_num_heads": 8,
+            "mamba_head_dim": 64, "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
+            "moe_latent_size": 64, "num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "*E",
+            "max_position_embeddings": 1024}
+    cfg = {k: v for k, v in {**base, **change}.items() if v is not None}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    w = load_workload(tmp_path / "config.json")
+    assert w.hybrid is not None and w.hybrid.mtp_pattern == block and w.moe is not None and w.moe.latent_size == 64
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "mtp_layers_block_type": ["linear_attention", "moe"]}))
+    with pytest.raises(InputError) as e:
+        load_workload(tmp_path / "config.json")
+    assert e.value.where.endswith("mtp_layers_block_type")

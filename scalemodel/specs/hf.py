@@ -304,6 +304,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
         if model_type == "opt":
             biases = _flag(cfg, "enable_bias", True)
             read.update(("enable_bias", "word_embed_proj_dim"))
+        elif model_type == "nemotron_h":
+            # NemotronH: RMSNorm layers and linear biases only with use_bias / mlp_bias (transformers 13923c63d
+            # configuration_nemotron_h.py NemotronHConfig: use_bias False, mlp_bias False; modeling_nemotron_h.py
+            # NemotronHRMSNorm), not the GPT-style biases an ungated MLP otherwise implies
+            biases = _flag(cfg, "use_bias", False) or _flag(cfg, "mlp_bias", False)
     for key in ("attention_bias", "mlp_bias"):
         if _flag(cfg, key, False) and gated:
             warn(f"{key} true: these linear biases are not counted (a few parameters per layer)")
@@ -457,12 +462,18 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
                              f"{mamba['groups']}", where=given.split()[0],
                              allowed="groups that divide the Mamba heads (MambaMixer asserts nheads % ngroups == 0)")
         out["hybrid"] = {"pattern": pattern, "mamba": mamba}
-        mtp_pattern = cfg.get("mtp_hybrid_override_pattern")
-        if mtp_pattern is not None and cfg.get("num_nextn_predict_layers"):
-            # NemotronH's MTP block (Nemotron 3 Super: "*E"): priced as one attention + MoE / MLP layer
+        # NemotronH's MTP block (Nemotron 3 Super: "*E"): mtp_layers_block_type, else the legacy
+        # mtp_hybrid_override_pattern, else transformers' default ["full_attention", "moe"] (NemotronHConfig
+        # __post_init__, 13923c63d); priced as one attention + MoE / MLP layer
+        kinds = cfg.get("mtp_layers_block_type")
+        mtp_pattern: Any = cfg.get("mtp_hybrid_override_pattern") or "*E"
+        if isinstance(kinds, list):
+            mtp_pattern = "".join(HYBRID_KINDS.get(str(k), "?") for k in kinds)
+        if cfg.get("num_nextn_predict_layers"):
             if mtp_pattern not in ("*E", "*-"):
                 raise InputError(f"MTP block pattern {str(mtp_pattern)[:40]!r} is not modelled",
-                                 where="mtp_hybrid_override_pattern", allowed="*E or *- (attention, then MoE or MLP)")
+                                 where="mtp_layers_block_type" if isinstance(kinds, list)
+                                 else "mtp_hybrid_override_pattern", allowed="*E or *- (attention, then MoE or MLP)")
             out["hybrid"]["mtp_pattern"] = mtp_pattern
         out["sources"]["hybrid"] = ("HuggingFace config.json (NemotronH): layer pattern and Mamba-2 widths; absent "
                                     "keys take transformers' NemotronHConfig defaults")
