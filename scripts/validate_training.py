@@ -40,7 +40,9 @@ Two case files (issue 5 and issue 13):
       length); otherwise the TransformerWorkload is built from the case's architecture fields (notes
       are not parsed; MLA from the stated compression widths, a parallel block when stated; local attention from
       the stated ``sliding_window`` and ``sliding_window_pattern``; a hybrid Mamba-2 model (Nemotron-H, Nemotron 3)
-      from the stated ``hybrid_pattern`` and ``mamba`` widths, docs/model.md#mamba-2-layers).
+      from the stated ``hybrid_pattern`` and ``mamba`` widths, docs/model.md#mamba-2-layers; LatentMoE from
+      ``moe.latent_size``, docs/model.md#latent-moe). MTP modules: the stated ``mtp_depth`` (a built-in keeps its
+      ``mtp_shared`` and hybrid ``mtp_pattern``: Nemotron 3 Super's one module run twice).
     - activation: a stated squared ReLU (``model.activation``, Nemotron-4) -> squared_relu (two eager ATen ops in
       Megatron-LM and NeMo, docs/model.md#layer-eltwise); otherwise GeLU ungated, SwiGLU gated.
     - dropout: a stated ``model.dropout`` probability (0 -> no dropout masks: NeMo's NemotronConfig sets
@@ -1517,9 +1519,10 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     elif any(".bandwidth=" in o for o in overrides):
         notes.append("NIC rate from the case: " + next(o for o in overrides if ".bandwidth=" in o).split("=")[1])
     if case["id"] in RECIPE_HOST_SYNC_EAGER:
-        how = ("dropless HybridEP dispatch, no CUDA graph of the dispatch" if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
-               else "dropless all-to-all dispatch, no CUDA graphs")
-        notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: {how}")
+        # (its own name: ``how`` is the workload's, reported in settings)
+        sync = ("dropless HybridEP dispatch, no CUDA graph of the dispatch" if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
+                else "dropless all-to-all dispatch, no CUDA graphs")
+        notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: {sync}")
     settings = {"cluster": cname, "workload": how, "precision": precision, "fp8_recipe": tr.fp8_recipe,
                 "tp": tp, "pp": pp, "cp": cp, "ep": ep,
                 "etp": st.etp,

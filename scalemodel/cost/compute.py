@@ -1137,6 +1137,9 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         MoE        routed experts (E/ep of them, N = ep u T k / (E t) tokens each, u = etp): X N h and N f_e / u,
                    dY N (1|2) f_e / u and N h; shared experts as a dense MLP of width shared f_e whose FC1 input
                    is not a norm output (separate pre-MLP norm); the router stays BF16 (no FP8 cast)
+        LatentMoE  the routed experts' X and dY at the latent width l instead of h (X N l, dY N l); the duplicated
+                   TELinear projections on the layer's local tokens T' (T/t with SP, T without): X T' h and T' l,
+                   dY T' l and T' h, weights 2 h l whole on each rank (docs/model.md#latent-moe)
     Weights: each linear weight W on this GPU is quantized once per step (Megatron-Core forward_step sets
     is_first_microbatch, TE caches the FP8 weight for the step's later micro-batches): W (eb + 1 (+1)) bytes,
     + W eb for the tensorwise amax pass, W (eb + 2 (1 + 1/32)) for mxfp8.
