@@ -40,7 +40,9 @@ Two case files (issue 5 and issue 13):
       length); otherwise the TransformerWorkload is built from the case's architecture fields (notes
       are not parsed; MLA from the stated compression widths, a parallel block when stated; local attention from
       the stated ``sliding_window`` and ``sliding_window_pattern``; a hybrid Mamba-2 model (Nemotron-H, Nemotron 3)
-      from the stated ``hybrid_pattern`` and ``mamba`` widths, docs/model.md#mamba-2-layers).
+      from the stated ``hybrid_pattern`` and ``mamba`` widths, docs/model.md#mamba-2-layers; LatentMoE from
+      ``moe.latent_size``, docs/model.md#latent-moe). MTP modules: the stated ``mtp_depth`` (a built-in keeps its
+      ``mtp_shared`` and hybrid ``mtp_pattern``: Nemotron 3 Super's one module run twice).
     - activation: a stated squared ReLU (``model.activation``, Nemotron-4) -> squared_relu (two eager ATen ops in
       Megatron-LM and NeMo, docs/model.md#layer-eltwise); otherwise GeLU ungated, SwiGLU gated.
     - dropout: a stated ``model.dropout`` probability (0 -> no dropout masks: NeMo's NemotronConfig sets
@@ -910,7 +912,8 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
     }
     if moe:
         spec["moe"] = {"experts": moe["experts"], "top_k": moe["top_k"], "ffn_hidden": moe.get("expert_ffn_hidden"),
-                       "shared_experts": moe.get("shared_experts", 0), "first_dense": moe.get("first_dense", 0)}
+                       "shared_experts": moe.get("shared_experts", 0), "first_dense": moe.get("first_dense", 0),
+                       "latent_size": moe.get("latent_size")}
     if m.get("hybrid_pattern"):
         spec["hybrid"] = {"pattern": m["hybrid_pattern"], "mamba": dict(m.get("mamba") or {})}
     mla = _mla(str(m.get("attention", "")))
@@ -938,11 +941,10 @@ HELD_OUT: dict[str, str] = {}
 #: Mamba-2, attention and MoE layers; the Nemotron 3 perf presets graph "mamba") and
 #: models/deepseek/deepseek_v4_bridge.py (experimental_attention_variant "dsv4_hybrid", enable_hyper_connections,
 #: moe_n_hash_layers). A nemotron_h row that records its ``hybrid_pattern`` and ``mamba`` widths is expressed
-#: (:func:`case_workload`; docs/model.md#mamba-2-layers): the Nemotron 3 Nano rows.
+#: (:func:`case_workload`; docs/model.md#mamba-2-layers): the Nemotron 3 Nano rows, and the Nemotron 3 Super rows with
+#: their LatentMoE width (docs/model.md#latent-moe) and shared MTP module (the built-in nemotron-3-super).
 UNEXPRESSED_MODEL_TYPES = {
-    "nemotron_h": ("hybrid Mamba-2 / attention / MoE layer pattern (NemotronH) without its pattern and widths "
-                   "recorded (Nemotron 3 Super / Ultra use LatentMoE experts, whose latent projections the model has "
-                   "no cost for)"),
+    "nemotron_h": "hybrid Mamba-2 / attention / MoE layer pattern (NemotronH) without its pattern and widths recorded",
     "deepseek_v4": ("DeepSeek-V4 layer: compressed sparse attention with a top-k indexer (dsv4_hybrid), grouped "
                     "low-rank output projection, 4-stream hyper-connections (mHC), hash-routed MoE layers"),
 }
@@ -1073,6 +1075,12 @@ RECIPE_ETP: dict[str, int] = {
     # the DGX-B300 Nano row (26.06, 8f341b04f): NEMOTRON_3_NANO_PRETRAIN_CONFIG_B300_FP8_MX_V1 = replace of
     # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1) with micro_batch_size=4 only
     "mb2606_b300_nemotron3_nano_fp8mx": 1,
+    # Nemotron 3 Super: expert_tensor_parallel_size=1 in the recipes the presets build on (17a381f95 and 8f341b04f
+    # recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config, BASE_NEMOTRON_3_SUPER_CONFIG in
+    # scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py; 4ab94dfad recipes/nemotronh/h100/
+    # nemotron_3_super.py and the gb200 / gb300 fp8mx perf recipes, which set it again)
+    "mb2604_b200_nemotron3_super_fp8mx": 1, "mb2606_b300_nemotron3_super_fp8mx": 1,
+    "mb2608_gb200_nemotron3_super_fp8mx": 1, "mb2608_gb300_nemotron3_super_fp8mx": 1,
 }
 
 
@@ -1163,6 +1171,13 @@ RECIPE_HYBRIDEP |= frozenset({"mb2606_b300_nemotron3_nano_fp8mx"})
 #   the DGX-B300 Nano row: BASE_NEMOTRON_3_NANO_CONFIG at 8f341b04f (scripts/performance/configs/nemotronh/
 #   nemotron_3_workload_base_configs.py) moe_flex_dispatcher_backend "hybridep", the same cuda_graph_scope, no a2a
 #   overlap
+RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
+                              "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_fp8mx"})
+#   Nemotron 3 Super: BASE_NEMOTRON_3_SUPER_CONFIG moe_flex_dispatcher_backend "hybridep" (17a381f95, unchanged at
+#   8f341b04f; B200: EP 64, cuda_graph_impl "none", recompute_modules moe_act + layernorm; B300: EP 8, cuda_graph_scope
+#   ["attn", "mamba", "moe_router", "moe_preprocess"]); 26.08 perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py
+#   nemotron_3_super_pretrain_64gpu_*_fp8mx_config moe_token_dispatcher_type "flex", backend "hybridep", the same
+#   graph scopes, moe_hybridep_num_sms 32 from _benchmark_common (4ab94dfad). None overlaps the all-to-all.
 #: Rows whose preset dispatches with the flex dispatcher's DeepEP backend and sets no SM count of its own, so
 #: Megatron-Core's default ``moe_deepep_num_sms: int = 20`` applies (NVIDIA/Megatron-LM @2d1fa8d372, the submodule
 #: Megatron-Bridge 17a381f95 pins, megatron/core/transformer/transformer_config.py; no moe_deepep_num_sms in
@@ -1221,7 +1236,12 @@ RECIPE_DEEPEP = frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})
 #:   communication". H (:data:`MCORE_2511_MOE_LAYER_HOST_S`) is 25.11's; the 26.x host time is not measured here.
 RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16",
                                        "mb2606_h100_qwen3_30b_fp8cs"}) \
-    | frozenset({"mb2604_b300_qwen3_235b_fp8mx"})
+    | frozenset({"mb2604_b300_qwen3_235b_fp8mx"}) | frozenset({"mb2604_b200_nemotron3_super_fp8mx"})
+#: DGX-B200 Nemotron 3 Super (26.04.01, 17a381f95): HybridEP, dropless (no capacity factor; the page's footnote
+#: "dropless"), and no CUDA graph: BASE_NEMOTRON_3_SUPER_CONFIG_B200 cuda_graph_impl "none"
+#: (scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py), the same kind as
+#: mb2604_b300_qwen3_235b_fp8mx on the same Megatron-LM (2d1fa8d372). The other Super presets graph attn, mamba,
+#: moe_router and moe_preprocess (as the Nano rows: no H).
 #: DGX-B300 (the same kind as mb2606_h100_qwen3_30b_fp8cs): mb2604_b300_qwen3_235b_fp8mx, HybridEP, dropless, no
 #: CUDA graph (17a381f95: QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V1 -> FP8_MX_V2 names no cuda_graph_impl, recipe
 #: 'none', no capacity factor; Megatron-LM @2d1fa8d372, the submodule 17a381f95 pins, fused_a2a.py ``non_blocking =
@@ -1505,9 +1525,10 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     elif any(".bandwidth=" in o for o in overrides):
         notes.append("NIC rate from the case: " + next(o for o in overrides if ".bandwidth=" in o).split("=")[1])
     if case["id"] in RECIPE_HOST_SYNC_EAGER:
-        how = ("dropless HybridEP dispatch, no CUDA graph of the dispatch" if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
-               else "dropless all-to-all dispatch, no CUDA graphs")
-        notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: {how}")
+        # (its own name: ``how`` is the workload's, reported in settings)
+        sync = ("dropless HybridEP dispatch, no CUDA graph of the dispatch" if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
+                else "dropless all-to-all dispatch, no CUDA graphs")
+        notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: {sync}")
     settings = {"cluster": cname, "workload": how, "precision": precision, "fp8_recipe": tr.fp8_recipe,
                 "tp": tp, "pp": pp, "cp": cp, "ep": ep,
                 "etp": st.etp,

@@ -267,7 +267,7 @@ def test_nemotron_h_config_reads_as_the_hybrid(tmp_path):
     assert float(tr.param_count(_hf(tmp_path, listed)[1])) == float(tr.param_count(sh))
 
 
-@pytest.mark.parametrize("change, where", [({"moe_latent_size": 1024}, "moe_latent_size"),
+@pytest.mark.parametrize("change, where", [({"moe_latent_size": 2688}, "moe_latent_size"),
                                            ({"layers_block_type": ["linear_attention", "gdn"],
                                              "hybrid_override_pattern": None}, "layers_block_type")])
 def test_nemotron_h_config_refusals(tmp_path, change, where):

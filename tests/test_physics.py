@@ -30,7 +30,8 @@ from scalemodel.specs.training import TrainingSpec
 
 CLUSTERS = ("dgx-a100", "dgx-h100", "pcie-25gbe", "gb200-nvl72", "mi300x-8", "dgx-a100-40g")
 MODELS = ("gpt-1.7b", "llama2-7b", "llama3-8b", "mixtral-8x7b", "falcon-7b", "mistral-7b", "resnet50",
-          "gpt-j-6b", "nemotron-3-nano")  # the last a hybrid Mamba-2 / attention / MoE pattern
+          "gpt-j-6b", "nemotron-3-nano", "nemotron-3-super")  # the last two hybrid Mamba-2 / attention / MoE patterns
+# (nemotron-3-super: LatentMoE experts and a shared MTP module)
 
 
 @cache

@@ -160,8 +160,13 @@ FAMILY_MEDIAN_BOUNDS = {
     # row): every GB300 row is mxfp8 and each is predicted 1.3-2.1 points slower, so the two the model already
     # predicted slow move away (DSv3 MTP -8.5 -> -10.3%, the new median; Qwen3-235B -2.0 -> -3.7%) and the three fast
     # ones closer (Qwen3-30B +3.1 -> +1.8%, GPT-OSS +20.2 -> +18.1%, Nano +23.0 -> +21.3%): 10.3%
-    ("accelerator", "GB300"): 0.104,  # n=5, now 10.3% (smalldense + mxfp8 merged)
-    ("accelerator", "B300"): 0.104,  # n=4, now 10.3%
+    # GB300 raised 0.104 -> 0.145 (n 5 -> 6, 10.3% -> 14.3%): the Nemotron 3 Super fp8mx rows joined when the model
+    # priced LatentMoE and hybrid MTP modules (docs/model.md#latent-moe; widths from the HF config, settings from the
+    # presets): GB200 +56.1%, GB300 +22.0%, B200 +12.2% (host floor), B300 +34.0%, all predicted faster, as the Nano and
+    # other Blackwell MoE rows; no other row moved
+    ("accelerator", "GB300"): 0.145,  # n=6, now 14.3%
+    # B300 raised 0.104 -> 0.13 (n 5 -> 6, 7.6% -> 12.6%): the Nemotron 3 Super B300 row joined (+34.0%; see GB300)
+    ("accelerator", "B300"): 0.13,  # n=6, now 12.6%
     # H100, mlm24, mpt, MoE: the flash attention core without the score matrix in HBM (cost.compute.flash_core_time,
     # FlashAttention-3 and cuDNN run 600+ TFLOP/s over the old 377 cap) and an fp8 run's core in BF16: the fp8
     # Llama-3 runs move closer (H100 8B -20.2% -> -15.9%, 70B -7.3% -> -4.3%), the over-predicted 16-bit H100 runs
@@ -273,7 +278,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # the 19 earlier rows are unchanged (11.5%)
     # MoE raised 0.133 -> 0.146 (13.3% -> 14.5%): the two Nemotron 3 Nano rows joined (Mamba-2 hybrid, +25.7/+19.2%)
     # merged with the three Nemotron 3 Nano rows (B200 +29.8%, GB300 +23.0%, B300 +19.5%): 13.9%
-    ("model", "MoE"): 0.14,  # n=30, now 13.9%
+    # MoE raised 0.14 -> 0.165 (n 30 -> 34, 13.9% -> 16.0%): the four Nemotron 3 Super fp8mx rows joined (see GB300)
+    ("model", "MoE"): 0.165,  # n=34, now 16.0%
     # raised 0.07 -> 0.072 by the 11 new dense runs; the 55 earlier: 6.7 % (< 0.07)
     # raised 0.072 -> 0.075
     # by the per-implementation memory-bound bytes (cost.compute.layer_eltwise_bytes, layer_impl) and the in-layer
@@ -316,7 +322,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # mb2608 raised 0.075 -> 0.096 by the hierarchical EP dispatch of the HybridEP rows (see GB200; GB300 rows
     # -11.3/+21.8/-2.4/-5.2% -> -9.8/+23.7/+1.3/-3.3%): 7.1% -> 9.6%
     # mb2608 raised 0.075 -> 0.08 (7.1% -> 7.9%): the Nemotron 3 Nano GB300 row joined (Mamba-2 hybrid, +19.2%)
-    ("source", "mb2608"): 0.096,  # n=8, now 8.6%
+    # mb2608 raised 0.096 -> 0.105 (n 9 -> 11, 9.2% -> 10.3%): the GB200 and GB300 Nemotron 3 Super rows joined
+    # (+56.1%, +22.0%; see GB300)
+    ("source", "mb2608"): 0.105,  # n=11, now 10.3%
     # mlm24 raised 0.05 -> 0.08 by the causal core (see B200): its small models (s 4096, core share large) move
     # further above the measurements
     # mlm24 lowered 0.08 -> 0.06 by Hopper's in-layer factor (see H100)
@@ -417,7 +425,8 @@ FAMILY_MEDIAN_BOUNDS = {
     ("all", "all"): 0.083,  # n=98, now 8.2%
     ("source", "mb2604"): 0.133,  # n=8, now 11.6% (the B200 GPT-OSS row's +50.8% and the H100 one's +55.7%)
     # + the B300 Nemotron 3 Nano row (+19.5%): 6.6%
-    ("source", "mb2606"): 0.066,  # n=6, now 6.6%
+    # mb2606 raised 0.066 -> 0.08 (n 6 -> 7, 6.4% -> 7.6%): the B300 Nemotron 3 Super row joined (+34.0%; see GB300)
+    ("source", "mb2606"): 0.08,  # n=7, now 7.6%
 }
 
 
@@ -492,10 +501,15 @@ def test_host_synchronising_moe_runs_are_marked() -> None:
     # 2d1fa8d372 fused_a2a.py non_blocking only with num_permuted_tokens); its device time per layer exceeds the floor,
     # so its prediction does not move. The B300 DeepSeek-V3 and GPT-OSS presets graph attn, moe_router and
     # moe_preprocess, the Qwen3-30B preset the full iteration (capacity 1.5): not marked
+    # the DGX-B200 Nemotron 3 Super preset (26.04.01, 17a381f95 BASE_NEMOTRON_3_SUPER_CONFIG_B200: HybridEP, dropless,
+    # cuda_graph_impl "none") is the same kind, compared since its LatentMoE widths are recorded; the other Super
+    # presets
+    # graph attn, mamba, moe_router and moe_preprocess: not marked
     assert marked == {"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs", "mb2511_h100_qwen3_30b_fp8cs",
                       "mb2511_b200_dsv3_mtp_fp8mx", "mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16",
                       "mb2604_h100_gpt_oss_120b_bf16", "mb2604_h100_qwen3_235b_fp8cs", "mb2606_h100_qwen3_30b_fp8cs",
-                      "mb2604_b200_gpt_oss_120b_bf16", "mb2604_b200_qwen3_235b_fp8mx", "mb2604_b300_qwen3_235b_fp8mx"}
+                      "mb2604_b200_gpt_oss_120b_bf16", "mb2604_b200_qwen3_235b_fp8mx", "mb2604_b300_qwen3_235b_fp8mx",
+                      "mb2604_b200_nemotron3_super_fp8mx"}
     assert {"mb2511_gb200_dsv3_bf16", "mb2511_gb200_qwen3_235b_bf16", "mb2511_gb200_qwen3_30b_fp8mx"} <= set(moe)
 
 

@@ -513,7 +513,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     Memory-bound bytes: T x :func:`layer_eltwise_bytes` (``layer_impl``: norms, residual adds, dropout, RoPE, the
     core's layout copies and, dense, the activation function), forward and backward each as that implementation's
     code moves them; softmax + attention dropout (4*eb+1)*b*(a/t)*(s/cp)*s unless ``flash_attention`` (fused into
-    the core GEMM); MoE dispatch + combine 4*eb*T*k*h and the experts' activation (2|3)*eb*T*k*f_e/t.
+    the core GEMM); MoE dispatch + combine 4*eb*T*k*w and the experts' activation (2|3)*eb*T*k*f_e/t, w the routed
+    experts' width (h, or LatentMoE's l: the experts' GEMMs T_e x f_e x l, + the replicated h x l projections on the
+    layer's local tokens, T/t under sequence parallelism; docs/model.md#latent-moe).
     Backward = 2 x (forward - memory-bound) + the implementation's backward bytes + 2 x the MoE memory terms
     (+ 0.5 x the flash core). Communication is not included. ``forward_flops`` keeps the full (unmasked) s^2 count
     of the FLOP convention.
@@ -587,22 +589,30 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         expert_act = down = np.zeros_like(T)
     elif moe:
         k, E, fe = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0), sh.moe_ffn_hidden
+        w, lat = sh.moe_width, sh.moe_latent  # the routed experts' token width (h, or LatentMoE's l)
         u = t if etp is None else _pos("etp", etp)
         tokens_per_expert = np.maximum(e * u * T * k / (E * t), 1.0)
         experts_here = E / e
         rkw = _gemm_kwargs(kw, router_peak_flops, router_gemm_max, router_gemm_half_dim)
-        gemm = gemm + gemm_time(T, E, h, **rkw)  # router
-        gemm = gemm + gemm_time(tokens_per_expert, mats_up * fe / u, h, experts_here, **kw)
-        gemm = gemm + gemm_time(tokens_per_expert, h, fe / u, experts_here, **kw)
+        gemm = gemm + gemm_time(T, E, h, **rkw)  # router (reads the hidden-width input, also with LatentMoE)
+        gemm = gemm + gemm_time(tokens_per_expert, mats_up * fe / u, w, experts_here, **kw)
+        gemm = gemm + gemm_time(tokens_per_expert, w, fe / u, experts_here, **kw)
+        # LatentMoE's fc1_latent_proj (h -> l) before dispatch and fc2_latent_proj (l -> h) after combine: whole
+        # on every TP rank (parallel_mode "duplicated"), on the layer's local tokens (T / t under sequence parallel)
+        has_lat = lat > 0
+        t_lat = T / np.where(sp, t, 1.0)
+        gemm = gemm + np.where(has_lat, gemm_time(t_lat, np.maximum(lat, 1.0), h, **kw)
+                               + gemm_time(t_lat, h, np.maximum(lat, 1.0), **kw), 0.0)
         shared = sh.moe_shared_experts * fe
         has_shared = shared > 0
         gemm = gemm + np.where(has_shared, gemm_time(T, mats_up * np.maximum(shared, 1) / t, h, **kw)
                                + gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
         width = T * (k * fe + shared) / t
-        down = gemm_time(tokens_per_expert, h, fe / u, experts_here, **kw) + np.where(
+        down = gemm_time(tokens_per_expert, w, fe / u, experts_here, **kw) + np.where(
             has_shared, gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
-        flops = flops + 2 * T * h * E + 2 * width * h * (mats_up + 1)
-        mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * width + 4 * eb * T * k * h
+        flops = (flops + 2 * T * h * E + 2 * T * (k * fe * w + shared * h) / t * (mats_up + 1)
+                 + 4 * t_lat * h * lat)
+        mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * width + 4 * eb * T * k * w
         expert_act = np.where(sh.gated_mlp, 3.0, 2.0) * eb * T * k * fe / t  # routed experts' activation bytes
     else:
         expert_act = np.zeros_like(T)
@@ -1127,6 +1137,9 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         MoE        routed experts (E/ep of them, N = ep u T k / (E t) tokens each, u = etp): X N h and N f_e / u,
                    dY N (1|2) f_e / u and N h; shared experts as a dense MLP of width shared f_e whose FC1 input
                    is not a norm output (separate pre-MLP norm); the router stays BF16 (no FP8 cast)
+        LatentMoE  the routed experts' X and dY at the latent width l instead of h (X N l, dY N l); the duplicated
+                   TELinear projections on the layer's local tokens T' (T/t with SP, T without): X T' h and T' l,
+                   dY T' l and T' h, weights 2 h l whole on each rank (docs/model.md#latent-moe)
     Weights: each linear weight W on this GPU is quantized once per step (Megatron-Core forward_step sets
     is_first_microbatch, TE caches the FP8 weight for the step's later micro-batches): W (eb + 1 (+1)) bytes,
     + W eb for the tensorwise amax pass, W (eb + 2 (1 + 1/32)) for mxfp8.
@@ -1186,9 +1199,17 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         k, E, fe = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0), sh.moe_ffn_hidden
         u = t if etp is None else _pos("etp", etp)
         rows = np.maximum(e * u * T * k / (E * t), 1.0) * E / e  # routed tokens on this GPU's experts
-        fwd = fwd + q(rows * h) + q(rows * fe / u)
-        bwd = bwd + q(rows * mats_up * fe / u) + q(rows * h)
-        weights = weights + (E / e) * (mats_up + 1.0) * h * fe / u
+        w, lat = sh.moe_width, sh.moe_latent  # the experts' token width: h, or LatentMoE's l
+        fwd = fwd + q(rows * w) + q(rows * fe / u)
+        bwd = bwd + q(rows * mats_up * fe / u) + q(rows * w)
+        weights = weights + (E / e) * (mats_up + 1.0) * w * fe / u
+        # LatentMoE's duplicated TELinear projections on the local tokens: inputs X (h, then l), output gradients
+        # dY (l, then h), weights 2 h l whole on every TP rank
+        on = np.where(lat > 0, 1.0, 0.0)
+        t_lat = np.where(sp, T / t, T)
+        fwd = fwd + on * (q(t_lat * h) + q(t_lat * lat))
+        bwd = bwd + on * (q(t_lat * lat) + q(t_lat * h))
+        weights = weights + 2.0 * h * lat
         shared = sh.moe_shared_experts * fe
         on = np.where(shared > 0, 1.0, 0.0)
         sf, sb, sw = mlp(np.maximum(shared, 1.0), False)
@@ -1312,7 +1333,7 @@ def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: Arra
     map; the flex dispatcher pads in its permute (HybridEP ``pad_multiple``, DeepEP ``_pad_routing_map``).
 
     With R = ep u T k / t routed rows on this GPU's E/ep experts (T = b s / cp, u = etp, default t; the rows
-    :func:`fp8_quantize_bytes` quantizes) and h the hidden width::
+    :func:`fp8_quantize_bytes` quantizes) and h the experts' token width (the hidden width, or LatentMoE's l)::
 
         forward   4 eb R h     Fp8Padding of the experts' input (read R h, write R h)
                                + Fp8Unpadding of FC2's output (read R h, write R h)
@@ -1328,7 +1349,7 @@ def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: Arra
     u = t if etp is None else _pos("etp", etp)
     E = np.maximum(sh.moe_experts, 1.0)
     rows = np.maximum(e * u * T * sh.moe_top_k / (E * t), 1.0) * E / e
-    per_pass = 4.0 * eb * rows * sh.hidden
+    per_pass = 4.0 * eb * rows * sh.moe_width
     has_experts = np.where(sh.moe_experts > 0, 1.0, 0.0)
     return per_pass * has_experts, per_pass * has_experts
 

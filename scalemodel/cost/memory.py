@@ -101,6 +101,8 @@ from scalemodel.cost.transformer import (
     Shape,
     attention_params,
     embedding_params,
+    expert_params,
+    latent_projection_params,
     linear_weights_per_layer,
     mamba_params,
     mlp_params,
@@ -203,17 +205,19 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
               + V h (x2 when p = 1 and untied)] / t
              (a hybrid pattern: attention_layers/p attention + L/p norms + mlp_layers/p mlp + moe_layers/p
               (shared + router) + mamba_layers/p Mamba mixer, its tensors all split by t as Megatron's)
-    expert = moe_layers/p * E * mlp(f_e) / (ep * etp), etp the expert-TP degree (default t; MoE parallel
-             folding, Liu et al. 2025 arXiv 2504.14960)
+             + moe_layers/p * 2 h l, LatentMoE's projections, whole on every TP rank (Megatron-Core
+             moe_layer.py ``parallel_mode="duplicated"``; also in each MTP module with an MoE block)
+    expert = moe_layers/p * E * expert(f_e) / (ep * etp), etp the expert-TP degree (default t; MoE parallel
+             folding, Liu et al. 2025 arXiv 2504.14960); an expert on l-wide tokens under LatentMoE
     (Megatron's "most loaded shard = (layers/pp + embedding)/tp", theoretical_memory_usage.py.) With
     uneven stages the first stage's ``stage_layers`` replace L/p. ``embedding`` false prices a stage
     without the embedding table (a middle stage, p > 1).
 
     ``mtp_modules`` D: the multi-token prediction modules on this stage (the last; all of the model's when
-    p = 1): D :func:`~scalemodel.cost.transformer.mtp_module_params`, their routed experts in ``expert``, the
-    rest / t. ``head`` (p > 1): the stage also holds the output layer V h, as the last stage does: untied, its own
-    weight; tied, the last stage allocates an output weight of its own too (Megatron-Core gpt_model.py builds
-    ``output_layer`` with ``skip_weight_param_allocation=self.pre_process and
+    p = 1): D :func:`~scalemodel.cost.transformer.mtp_module_params` (one module's with ``mtp_shared``), their routed
+    experts in ``expert``, the rest / t. ``head`` (p > 1): the stage also holds the output layer V h, as the last
+    stage does: untied, its own weight; tied, the last stage allocates an output weight of its own too
+    (Megatron-Core gpt_model.py builds ``output_layer`` with ``skip_weight_param_allocation=self.pre_process and
     self.share_embeddings_and_output_weights``, so only a stage that also embeds skips it), kept equal to the first
     stage's embedding by the embedding-group all-reduce. With MTP the last stage holds a copy of the word embedding
     (``embedding`` true; gpt_model.py builds the embedding "if self.pre_process or self.mtp_process"), which tied
@@ -227,13 +231,18 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     word = sh.vocab * sh.hidden
     emb = np.where((p == 1), embedding_params(sh), (word + sh.position_embeddings * sh.hidden)
                    * np.asarray(embedding, dtype=bool))
-    d_mtp = _nonneg("mtp_modules", mtp_modules)
-    routed = sh.moe_experts * mlp_params(sh, sh.moe_ffn_hidden)
+    # modules with weights: D, or one with mtp_shared (Megatron-Core mtp_use_repeated_layer)
+    d_all = _nonneg("mtp_modules", mtp_modules)
+    d_mtp = np.where(sh.mtp_shared, np.minimum(d_all, 1.0), d_all)
+    routed = sh.moe_experts * expert_params(sh)
     mtp_routed = np.where(sh.last_layer_moe, routed, 0.0)
+    latent = latent_projection_params(sh)  # duplicated over TP: not divided by t
+    mtp_latent = np.where(sh.last_layer_moe, latent, 0.0)
     # the output layer's own V h unless this stage's embedding copy is its weight (tied, with the embedding here)
     out_head = np.where((p > 1) & np.asarray(head, dtype=bool)
                         & (~sh.tied_embeddings | ~np.asarray(embedding, dtype=bool)), word, 0.0)
-    dense = (body + emb + out_head + d_mtp * (mtp_module_params(sh) - mtp_routed)) / t
+    dense = ((body + emb + out_head + d_mtp * (mtp_module_params(sh) - mtp_routed - mtp_latent)) / t
+             + sh.moe_layers * share * latent + d_mtp * mtp_latent)
     u = t if etp is None else _pos("etp", etp)
     expert = (sh.moe_layers * share * routed + d_mtp * mtp_routed) / (e * u)
     return ParamsPerGpu(dense=dense, expert=expert)
@@ -272,7 +281,10 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     if moe:
         fe = sh.moe_ffn_hidden
         routed = act_in * s * b + np.where(moe_act, 0.0, gemm_in * s * b)
-        mlp_bytes = sh.moe_top_k * (gemm_in * sbh + routed * fe) + sh.moe_shared_experts * act_per_f * fe
+        # the routed experts' input at their width w (LatentMoE: l) + LatentMoE's fc2_latent_proj input (the
+        # combined l-wide tokens); fc1_latent_proj reads the norm output the shared experts and router read
+        mlp_bytes = (sh.moe_top_k * (gemm_in * s * b * sh.moe_width + routed * fe)
+                     + sh.moe_shared_experts * act_per_f * fe + gemm_in * s * b * sh.moe_latent)
         up_width = (sh.moe_top_k + sh.moe_shared_experts) * fe
     else:
         mlp_bytes = act_per_f * sh.ffn_hidden
@@ -584,7 +596,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     u = t if etp is None else _pos("etp", etp)
     edp = expert_data_parallel(n_dp, tp=t, cp=cp, ep=e, etp=u) if expert_dp is None else _pos("expert_dp", expert_dp)
     layer = (attention_params(sh) + norm_params(sh) + np.maximum(
-        mlp_params(sh), np.where(sh.moe_layers > 0, sh.moe_experts / e * mlp_params(sh, sh.moe_ffn_hidden), 0.0)))
+        mlp_params(sh), np.where(sh.moe_layers > 0, sh.moe_experts / e * expert_params(sh), 0.0)))
     gathered = 2.0 * layer / t
     linear = 2.0 * linear_weights_per_layer(sh) / t
     keep = ~np.asarray(reshard_after_forward, dtype=bool)

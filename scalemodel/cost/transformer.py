@@ -8,13 +8,17 @@ parameters as counts). Shapes follow the HuggingFace/Megatron conventions:
 * ``vocab`` V, ``tied_embeddings`` (input and output embedding share one V x h matrix);
 * MoE: ``moe_experts`` E routed experts of width ``moe_ffn_hidden`` (0 means f), ``moe_top_k`` k
   routed experts per token, ``moe_shared_experts`` always-active experts, an MoE MLP on every
-  ``moe_every``-th layer after the first ``moe_first_dense`` dense layers (DeepSeek-V3: 3).
+  ``moe_every``-th layer after the first ``moe_first_dense`` dense layers (DeepSeek-V3: 3);
+  ``moe_latent`` l (LatentMoE, Nemotron 3 Super; 0 = off): the routed experts run at width l instead of h, behind
+  a replicated h -> l projection before dispatch and l -> h after combine (Megatron-Core moe_layer.py
+  ``fc1_latent_proj`` / ``fc2_latent_proj``, parallel_mode "duplicated"); router and shared experts stay at h.
 
 Parameter count per layer (weights; biases and norm gains when ``biases``, the GPT/BERT style):
 
     attention  = h*(a*d) [Q] + 2*h*(g*d) [K,V] + (a*d)*h [O]        (+ biases (a+2g)*d + h)
     dense MLP  = (3 if gated else 2) * h * f                       (+ biases f + h)
     MoE MLP    = (E + shared) * (3|2) * h * f_e + h*E [router]
+                 LatentMoE: E * (3|2) * l * f_e + shared * (3|2) * h * f_e + h*E + 2*h*l [latent projections]
     norms      = 2 * h (RMSNorm) or 4 * h (LayerNorm with bias)
     total      = layers * per-layer + V*h * (1 if tied else 2) + final norm + learned positions
 
@@ -196,6 +200,12 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     causal: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(True))  # bool: causal mask (decoder)
     # bool: the ungated MLP's activation is squared ReLU, relu(x)^2 (Nemotron-4), run as two eager ATen ops
     squared_relu: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    # LatentMoE width l of the routed experts (Megatron-Core moe_latent_size); 0 = off (experts at the hidden width)
+    moe_latent: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(0.0))
+    # bool: the mtp_layers modules are one module's weights run mtp_layers times (Megatron-Core mtp_use_repeated_layer)
+    mtp_shared: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    # a hybrid's MTP block pattern ("*E" or "*-": an attention layer and an MoE / MLP layer); "" = none
+    mtp_block: str = ""
     # a hybrid layer pattern (cost.mamba: one layer per character, M Mamba-2, * attention, - MLP, E MoE) and its
     # Mamba-2 widths; None = every layer is attention + MLP
     hybrid: LayerCounts | None = None
@@ -235,15 +245,33 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
         """True where the last layer is an MoE layer: with MoE layers at positions first_dense + j every
         (j = 1, 2, ...; the convention of :attr:`moe_layers`), where (L - first_dense) is a multiple of every."""
         if self.hybrid is not None:
-            return (self.moe_experts > 0) & (self.hybrid.last == "E")
+            return (self.moe_experts > 0) & ((self.mtp_block or self.hybrid.last)[-1] == "E")
         eligible = self.layers - self.moe_first_dense
         return (self.moe_experts > 0) & (eligible > 0) & (np.mod(eligible, self.moe_every) == 0)
+
+    @property
+    def mtp_weight_modules(self) -> np.ndarray:
+        """MTP modules with weights of their own: D, or 1 when the D modules run one module's weights
+        (``mtp_shared``: Megatron-Core mtp_use_repeated_layer)."""
+        return np.where(self.mtp_shared, np.minimum(self.mtp_layers, 1.0), self.mtp_layers)
+
+    @property
+    def mtp_block_norms(self) -> np.ndarray:
+        """Pre-norms of an MTP block beyond a layer's ``norms_per_layer``: a hybrid's block of two layers (``*E``) has
+        two, one more than the hybrid layer's one."""
+        return np.asarray(1.0 if self.hybrid is not None else 0.0)
 
     @property
     def mtp_moe_layers(self) -> np.ndarray:
         """MTP blocks with an MoE MLP: all D when the last layer is MoE (Megatron-Core builds the MTP block from
         the last layer's spec; Megatron-LM's FLOP count adds ``last_layer_is_moe * mtp_num_layers`` MoE layers)."""
         return np.where(self.last_layer_moe, self.mtp_layers, 0.0)
+
+    @property
+    def moe_width(self) -> np.ndarray:
+        """Width of the tokens the routed experts read and write, and that dispatch and combine carry: the LatentMoE
+        width l (:attr:`moe_latent`), else the hidden width h."""
+        return np.where(self.moe_latent > 0, self.moe_latent, self.hidden)
 
     @property
     def mla(self) -> np.ndarray:
@@ -314,6 +342,7 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
           qk_rope_head_dim: ArrayLike = 0, parallel_block: ArrayLike = False, norms_per_layer: ArrayLike = 2,
           sliding_window: ArrayLike = 0, sliding_window_pattern: ArrayLike = 0, dropout: ArrayLike = True,
           mtp_layers: ArrayLike = 0, causal: ArrayLike = True, squared_relu: ArrayLike = False,
+          moe_latent: ArrayLike = 0, mtp_shared: ArrayLike = False, mtp_block: str = "",
           hybrid: LayerCounts | None = None,
           mamba: MambaDims | None = None) -> Shape:
     """Validate a transformer shape and apply the defaults (g = a, d = h/a, f = 4h, f_e = f, biases = not gated,
@@ -331,6 +360,10 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
     if np.any((E > 0) & ((k < 1) | (k > E))):
         raise InputError("MoE top_k is < 1 or more than the number of experts", where="moe.top_k",
                          allowed="1 <= top_k <= experts")
+    latent = _arr("moe_latent", moe_latent, strict=False)
+    if np.any((latent > 0) & ((latent >= h) | (E <= 0))):
+        raise InputError("moe.latent_size is not below hidden, or set without experts", where="moe.latent_size",
+                         allowed="0 < latent_size < hidden, with MoE experts")
     if np.any(g > a) or np.any(np.mod(a, g) != 0):
         raise InputError("kv_heads is more than heads or does not divide them", where="kv_heads",
                          allowed="a divisor of heads")
@@ -341,7 +374,7 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         raise InputError("MLA with qk_rope_head_dim >= head_dim", where="qk_rope_head_dim",
                          allowed="qk_rope_head_dim < head_dim (head_dim = qk_nope_head_dim + qk_rope_head_dim)")
     if hybrid is not None:
-        _check_hybrid(hybrid, mamba, L, E, kv_rank, np.asarray(parallel_block, dtype=bool), mtp_layers)
+        _check_hybrid(hybrid, mamba, L, E, kv_rank, np.asarray(parallel_block, dtype=bool), mtp_layers, mtp_block)
         norms_per_layer = 1
     return Shape(
         hybrid=hybrid, mamba=mamba if hybrid is not None else None,
@@ -365,13 +398,15 @@ def shape(*, layers: ArrayLike, hidden: ArrayLike, heads: ArrayLike, vocab: Arra
         dropout=np.asarray(dropout, dtype=bool),
         mtp_layers=_arr("mtp_layers", mtp_layers, strict=False),
         causal=np.asarray(causal, dtype=bool), squared_relu=np.asarray(squared_relu, dtype=bool),
+        moe_latent=latent, mtp_shared=np.asarray(mtp_shared, dtype=bool), mtp_block=mtp_block if hybrid else "",
     )
 
 
 def _check_hybrid(hybrid: LayerCounts, mamba: MambaDims | None, L: np.ndarray, E: np.ndarray, kv_rank: np.ndarray,
-                  parallel: np.ndarray, mtp_layers: ArrayLike) -> None:
+                  parallel: np.ndarray, mtp_layers: ArrayLike, mtp_block: str = "") -> None:
     """A hybrid pattern's layers must be ``layers``, its ``M`` need Mamba widths, its ``E`` MoE experts and MoE
-    experts an ``E``; MLA, parallel blocks and MTP modules in a hybrid are not modelled."""
+    experts an ``E``; MLA, parallel blocks and MTP modules without their block pattern (``mtp_block`` "*E" or "*-")
+    in a hybrid are not modelled."""
     if np.any(L != hybrid.layers):
         raise InputError(f"the hybrid pattern has {hybrid.layers} layers, layers says {L.max():g}",
                          where="hybrid.pattern", allowed="one character (M * - E) per layer, | not counted")
@@ -385,10 +420,11 @@ def _check_hybrid(hybrid: LayerCounts, mamba: MambaDims | None, L: np.ndarray, E
         raise InputError("the model has MoE experts but its hybrid pattern no E layer", where="hybrid.pattern",
                          allowed="E for each MoE layer, or no moe block")
     for bad, where in ((np.any(kv_rank > 0), "mla"), (np.any(parallel), "parallel_block"),
-                       (np.any(np.asarray(mtp_layers, dtype=float) > 0), "mtp_layers")):
+                       (np.any(np.asarray(mtp_layers, dtype=float) > 0) and mtp_block not in ("*E", "*-"),
+                        "mtp_layers")):
         if bad:
             raise InputError(f"{where} with a hybrid layer pattern is not modelled", where=where,
-                             allowed="standard attention (*), sequential blocks and no MTP modules in a hybrid")
+                             allowed="standard attention (*), sequential blocks, MTP modules with a *E or *- block")
 
 
 # --- parameters -------------------------------------------------------------------------------
@@ -435,16 +471,17 @@ def attention_params(sh: Shape) -> np.ndarray:
 def linear_weights_per_layer(sh: Shape) -> np.ndarray:
     """Elements of the weight matrices in a layer's linear (``nn.Linear``) modules, averaged over the layers:
     the attention projections (:func:`attention_matrices`) and the MLP's matrices, (3 if gated else 2) h f in
-    a dense layer and per shared expert in an MoE layer, a Mamba layer's in_proj and out_proj (each kind at its
-    share of the layers). Not counted: biases, norm gains, the router and the routed experts (grouped GEMMs, not
-    ``nn.Linear``). These are what torchao's Float8Linear casts to float8
+    a dense layer and per shared expert in an MoE layer (+ LatentMoE's two h x l projections, TELinear), a Mamba
+    layer's in_proj and out_proj (each kind at its share of the layers). Not counted: biases, norm gains, the router
+    and the routed experts (grouped GEMMs, not ``nn.Linear``). These are what torchao's Float8Linear casts to float8
     before FSDP's all-gather (``enable_fsdp_float8_all_gather``)."""
     attn = sum(i * o for _, i, o, _ in attention_matrices(sh))
     mats = np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden
     md = sh.mamba
     proj = 0.0 if md is None else md.hidden * (md.in_proj_width + md.d_inner)  # a Mamba layer's in_proj, out_proj
     mlp = (sh.attention_layers * attn + sh.mlp_layers * mats * sh.ffn_hidden + sh.mamba_layers * proj
-           + sh.moe_layers * sh.moe_shared_experts * mats * sh.moe_ffn_hidden) / np.maximum(sh.layers, 1)
+           + sh.moe_layers * (sh.moe_shared_experts * mats * sh.moe_ffn_hidden + 2.0 * sh.hidden * sh.moe_latent)
+           ) / np.maximum(sh.layers, 1)
     return np.asarray(mlp, dtype=float)
 
 
@@ -481,9 +518,28 @@ def embedding_params(sh: Shape) -> np.ndarray:
     return word + sh.position_embeddings * sh.hidden + final_norm
 
 
+def expert_params(sh: Shape) -> np.ndarray:
+    """One routed expert of width f_e on w-wide tokens (w = :attr:`Shape.moe_width`: h, or the LatentMoE width l):
+    (3 if gated else 2) w f_e (+ biases f_e + w). Megatron-Core experts.py builds the experts' fc1 from
+    ``moe_latent_size`` (else the hidden size) to (2 if gated else 1) f_e and fc2 back (NVIDIA/Megatron-LM
+    d98e8a64dd, megatron/core/transformer/moe/experts.py)."""
+    w, f = sh.moe_width, sh.moe_ffn_hidden
+    return np.where(sh.gated_mlp, 3.0, 2.0) * w * f + np.where(sh.biases, f + w, 0.0)
+
+
+def latent_projection_params(sh: Shape) -> np.ndarray:
+    """The LatentMoE projections of one MoE layer: ``fc1_latent_proj`` h -> l and ``fc2_latent_proj`` l -> h, 2 h l
+    (+ biases l + h with ``biases``: add_bias_linear); 0 without a latent width. Megatron-Core
+    megatron/core/transformer/moe/moe_layer.py (NVIDIA/Megatron-LM d98e8a64dd) builds both as TELinear with
+    ``parallel_mode="duplicated"``: every tensor-parallel rank holds them whole. The same 2 h l is Megatron-LM's
+    ``latent_projection_params`` (megatron/training/theoretical_memory_usage.py, same commit)."""
+    h, l = sh.hidden, sh.moe_latent
+    return np.where(l > 0, 2.0 * h * l + np.where(sh.biases, l + h, 0.0), 0.0)
+
+
 def expert_params_per_layer(sh: Shape) -> np.ndarray:
-    """Routed experts of one MoE layer (what expert parallelism shards): E * mlp(f_e)."""
-    return sh.moe_experts * mlp_params(sh, sh.moe_ffn_hidden)
+    """Routed experts of one MoE layer (what expert parallelism shards): E * :func:`expert_params`."""
+    return sh.moe_experts * expert_params(sh)
 
 
 def layer_params(sh: Shape, moe: bool = False, active: bool = False) -> np.ndarray:
@@ -492,9 +548,9 @@ def layer_params(sh: Shape, moe: bool = False, active: bool = False) -> np.ndarr
     if not moe:
         return base + mlp_params(sh)
     n_routed = sh.moe_top_k if active else sh.moe_experts
-    experts = (n_routed + sh.moe_shared_experts) * mlp_params(sh, sh.moe_ffn_hidden)
+    experts = n_routed * expert_params(sh) + sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden)
     router = sh.hidden * sh.moe_experts
-    return base + experts + router
+    return base + experts + router + latent_projection_params(sh)
 
 
 def mamba_params(sh: Shape) -> np.ndarray:
@@ -504,10 +560,11 @@ def mamba_params(sh: Shape) -> np.ndarray:
 
 def _layers_params(sh: Shape, active: bool) -> np.ndarray:
     """Parameters of all layers by kind: attention_layers x attention + layers x norms + mlp_layers x MLP +
-    moe_layers x (experts, all or k routed, + shared + router) + mamba_layers x mixer. Without a hybrid pattern
-    this is dense_layers x :func:`layer_params` + moe_layers x :func:`layer_params` (moe)."""
+    moe_layers x (experts, all or k routed, + shared + router + latent projections) + mamba_layers x mixer. Without a
+    hybrid pattern this is dense_layers x :func:`layer_params` + moe_layers x :func:`layer_params` (moe)."""
     n_routed = sh.moe_top_k if active else sh.moe_experts
-    moe = (n_routed + sh.moe_shared_experts) * mlp_params(sh, sh.moe_ffn_hidden) + sh.hidden * sh.moe_experts
+    moe = (n_routed * expert_params(sh) + sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden)
+           + sh.hidden * sh.moe_experts + latent_projection_params(sh))
     return (sh.attention_layers * attention_params(sh) + sh.layers * norm_params(sh) + sh.mlp_layers * mlp_params(sh)
             + sh.moe_layers * moe + sh.mamba_layers * mamba_params(sh))
 
@@ -523,13 +580,13 @@ def mtp_module_params(sh: Shape) -> np.ndarray:
     three norms (enorm, hnorm, the module's final norm: h each, 2h with LayerNorm biases). The embedding and
     the output head are the main model's (shared)."""
     block = np.where(sh.last_layer_moe, layer_params(sh, moe=True), layer_params(sh))
-    norms = 3.0 * np.where(sh.biases, 2.0, 1.0) * sh.hidden
+    norms = (3.0 + sh.mtp_block_norms) * np.where(sh.biases, 2.0, 1.0) * sh.hidden
     return block + 2.0 * sh.hidden * sh.hidden + norms
 
 
 def mtp_params(sh: Shape) -> np.ndarray:
-    """Parameters of the D multi-token prediction modules (0 without them)."""
-    return sh.mtp_layers * mtp_module_params(sh)
+    """Parameters of the D multi-token prediction modules (0 without them; one module's with ``mtp_shared``)."""
+    return sh.mtp_weight_modules * mtp_module_params(sh)
 
 
 class ParamTensor(NamedTuple):
@@ -554,7 +611,8 @@ def layer_param_tensors(sh: Shape, moe: ArrayLike | None = None) -> list[ParamTe
                     (not MLA) the qkv bias ((a + 2g) d, split) and the proj bias (h, whole)
         norms       norms_per_layer x (weight h, + bias h with ``biases``), whole
         dense MLP   fc1 ((2 if gated else 1) f h), fc2 (f h), split; with ``biases`` fc1's (f, split) and fc2's (h)
-        MoE layer   the router (E h, whole); the shared experts' fc1 and fc2 (one MLP of width S f_e), split
+        MoE layer   the router (E h, whole); the shared experts' fc1 and fc2 (one MLP of width S f_e), split;
+                    LatentMoE's fc1_latent_proj (h l) and fc2_latent_proj (l h), whole (duplicated), + biases l, h
         Mamba layer (hybrid) :func:`scalemodel.cost.mamba.mamba_param_tensors`, split; attention, MLP and Mamba
                     tensors then count at their kind's share of the layers
 
@@ -587,14 +645,19 @@ def layer_param_tensors(sh: Shape, moe: ArrayLike | None = None) -> list[ParamTe
     out += [ParamTensor(moe, sh.moe_experts * h, False), ParamTensor(shared, up * fs * h, True),
             ParamTensor(shared, fs * h, True), ParamTensor(shared * np.where(sh.biases, 1.0, 0.0), fs, True),
             ParamTensor(shared * np.where(sh.biases, 1.0, 0.0), h, False)]
+    lat = np.where(sh.moe_latent > 0, moe, 0.0)
+    lat_b = lat * np.where(sh.biases, 1.0, 0.0)
+    out += [ParamTensor(2.0 * lat, h * sh.moe_latent, False), ParamTensor(lat_b, sh.moe_latent, False),
+            ParamTensor(lat_b, h, False)]
     return out
 
 
 def expert_param_tensors(sh: Shape) -> list[ParamTensor]:
     """One routed expert's parameter tensors: fc1 and fc2 (split by the expert tensor parallelism), + their biases.
     Transformer Engine's GroupedLinear (Megatron-Core TEGroupedMLP) registers one ``weight{i}`` per local expert, as
-    SequentialMLP holds one MLP per expert (the legacy GroupedMLP stacks them in two tensors)."""
-    h, f = sh.hidden, sh.moe_ffn_hidden
+    SequentialMLP holds one MLP per expert (the legacy GroupedMLP stacks them in two tensors). The experts' width is
+    :attr:`Shape.moe_width` (the LatentMoE width l when set)."""
+    h, f = sh.moe_width, sh.moe_ffn_hidden
     b = np.where(sh.biases, 1.0, 0.0) + 0.0 * h
     one = np.ones_like(h)
     return [ParamTensor(one, np.where(sh.gated_mlp, 2.0, 1.0) * f * h, True), ParamTensor(one, f * h, True),
@@ -613,10 +676,11 @@ def non_layer_param_tensors(sh: Shape) -> list[ParamTensor]:
            ParamTensor(np.where(sh.tied_embeddings, 0.0, 1.0), sh.vocab * h, True),
            ParamTensor(np.where(sh.position_embeddings > 0, 1.0, 0.0), sh.position_embeddings * h, False),
            ParamTensor(one, h, False), ParamTensor(b, h, False)]
-    mtp = sh.mtp_layers
+    mtp = sh.mtp_weight_modules
     block = layer_param_tensors(sh, moe=sh.last_layer_moe)
     out += [ParamTensor(mtp * t.n, t.elements, t.split) for t in block]
-    out += [ParamTensor(mtp, 2.0 * h * h, True), ParamTensor(3.0 * mtp, h, False), ParamTensor(3.0 * mtp * b, h, False)]
+    nn = 3.0 + sh.mtp_block_norms
+    out += [ParamTensor(mtp, 2.0 * h * h, True), ParamTensor(nn * mtp, h, False), ParamTensor(nn * mtp * b, h, False)]
     return out
 
 
@@ -656,12 +720,16 @@ def attention_gemm_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
 
 def mlp_gemm_flops(sh: Shape, seq_len: ArrayLike, moe: bool = False) -> np.ndarray:
     """Forward FLOPs of one MLP block's GEMMs for one sequence: 2 s (3|2) h f, or (MoE) 2 s ((k + shared) (3|2) h
-    f_e + h E) with the router."""
+    f_e + h E) with the router; LatentMoE: 2 s (k (3|2) l f_e + shared (3|2) h f_e + h E + 2 h l), the routed
+    experts at the latent width l and the two latent projections (Megatron-LM megatron/training/training.py
+    ``moe_layer_flops``, NVIDIA/Megatron-LM d98e8a64dd: routed 4 T l f_e k, + 4 T h l for the up and down
+    projections)."""
     s = _arr("seq_len", seq_len)
     mats = np.where(sh.gated_mlp, 3.0, 2.0)
     if moe:
-        return 2.0 * s * ((sh.moe_top_k + sh.moe_shared_experts) * mats * sh.hidden * sh.moe_ffn_hidden
-                          + sh.hidden * sh.moe_experts)
+        return 2.0 * s * (sh.moe_top_k * mats * sh.moe_width * sh.moe_ffn_hidden
+                          + sh.moe_shared_experts * mats * sh.hidden * sh.moe_ffn_hidden
+                          + sh.hidden * sh.moe_experts + 2.0 * sh.hidden * sh.moe_latent)
     return 2.0 * s * mats * sh.hidden * sh.ffn_hidden
 
 
@@ -673,10 +741,12 @@ def layer_gemm_flops(sh: Shape, seq_len: ArrayLike, moe: bool = False) -> np.nda
 
 def down_projection_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:
     """Forward FLOPs of the MLP down-projections of all layers for one sequence: 2 s h f per dense layer,
-    2 s h f_e (k + shared) per MoE layer (the GEMMs XLA's remat does not repeat; compute.layer_compute_time)."""
+    2 s f_e (k w + shared h) per MoE layer, w the routed experts' width (:attr:`Shape.moe_width`) (the GEMMs XLA's
+    remat does not repeat; compute.layer_compute_time)."""
     s = _arr("seq_len", seq_len)
-    return 2.0 * s * sh.hidden * (sh.mlp_layers * sh.ffn_hidden
-                                  + sh.moe_layers * (sh.moe_top_k + sh.moe_shared_experts) * sh.moe_ffn_hidden)
+    return 2.0 * s * (sh.hidden * sh.mlp_layers * sh.ffn_hidden
+                      + sh.moe_layers * (sh.moe_top_k * sh.moe_width + sh.moe_shared_experts * sh.hidden)
+                      * sh.moe_ffn_hidden)
 
 
 def mla_up_projection_flops(sh: Shape, seq_len: ArrayLike) -> np.ndarray:

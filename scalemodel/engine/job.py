@@ -150,7 +150,8 @@ def transformer_shape(workload: Any) -> Any:
         moe_ffn_hidden=moe.ffn_hidden if moe else None, moe_shared_experts=moe.shared_experts if moe else 0,
         moe_every=moe.every if moe else 1, moe_first_dense=moe.first_dense if moe else 0,
         mtp_layers=workload.mtp_layers, causal=workload.causal, squared_relu=workload.squared_relu,
-        **_hybrid(workload))
+        moe_latent=(moe.latent_size or 0) if moe else 0, mtp_shared=workload.mtp_shared,
+        mtp_block=(getattr(workload.hybrid, "mtp_pattern", None) or ""), **_hybrid(workload))
 
 
 def _hybrid(workload: Any) -> dict[str, Any]:
@@ -189,7 +190,8 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     if workload.kind == "transformer":
         sh = transformer_shape(workload)
         params = float(transformer.training_param_count(sh))  # with the MTP modules: trained, held, synchronised
-        expert = float(transformer.expert_params_per_layer(sh) * (sh.moe_layers + sh.mtp_moe_layers))
+        expert = float(transformer.expert_params_per_layer(sh) * (sh.moe_layers + np.where(
+            sh.last_layer_moe, sh.mtp_weight_modules, 0.0)))
         gen_flops = gen_bwd = gen_act = gen_time = 0.0
     else:
         sh = None

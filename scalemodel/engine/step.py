@@ -412,7 +412,11 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
            "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
            "mtp_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1)}
     if logits_on_stage and float(sh.mtp_layers) > 0:
-        block = moe if bool(sh.last_layer_moe) else dense
+        if sh.hybrid is not None:  # a hybrid's MTP block (*E or *-): one attention + MoE / MLP layer
+            block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
+                                               moe=bool(sh.last_layer_moe), etp=_etp(g), **kw, **flash)
+        else:
+            block = moe if bool(sh.last_layer_moe) else dense
         out = _with_mtp(out, mtp_compute(job, g, _mtp_block(job, g, block, bool(sh.last_layer_moe)), logits, kw))
     return out
 
@@ -459,7 +463,8 @@ def _hbm_seconds(job: Job, nbytes: Any) -> np.ndarray:
     return compute.memory_time(nbytes, memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
 
 
-def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float) -> tuple[np.ndarray, np.ndarray]:
+def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
+                       whole_layer: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Seconds per layer and micro-batch (forward, backward) of an fp8 run's Transformer Engine quantization
     (:func:`scalemodel.cost.compute.fp8_quantize_bytes`, memory-bound at the HBM bandwidth x memory efficiency),
     dense and MoE layers mixed as the layer times are. The per-step weight casts are spread over the step's m
@@ -467,7 +472,8 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float) -> tuple[np.
     fp8_param_gather (:func:`fp8_params_held`) the weights are FP8 already and only the transposed copy remains
     (fp8_quantize_bytes ``fp8_params``; the optimizer's quantization: :func:`fp8_param_quantize_time`).
     Full recompute repeats the forward casts (the caller adds them to the recompute). The transposed FP8 copy
-    is priced on every accelerator but Blackwell (nvte_is_non_tn_fp8_gemm_supported: sm_100)."""
+    is priced on every accelerator but Blackwell (nvte_is_non_tn_fp8_gemm_supported: sm_100). ``whole_layer``: an
+    attention + MLP/MoE layer's casts also in a hybrid model (its MTP block, *E or *-), not the pattern's mean layer."""
     kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
                               transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
                               sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
@@ -485,7 +491,7 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float) -> tuple[np.
         return signed(f + w / m), signed(b)
 
     f, b = times(compute.fp8_quantize_bytes(job.shape, **kw))
-    hy = job.shape.hybrid
+    hy = None if whole_layer else job.shape.hybrid
     if hy is not None:
         # a hybrid's layer holds one block: an attention, MLP or Mamba layer about half an attention + MLP layer's
         # casts (one block's GEMM inputs and outputs), an MoE layer the MoE layer's less that half (an estimate)
@@ -512,7 +518,7 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
     share = 1.0 if moe_block else 0.0
     fwd, bwd, rec = block.forward, block.backward, block.recompute
     if job.fp8_recipe:
-        cast_f, cast_b = fp8_cast_per_layer(job, g, share)
+        cast_f, cast_b = fp8_cast_per_layer(job, g, share, whole_layer=True)
         fwd, bwd = fwd + cast_f, bwd + cast_b
         rec = rec + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
     fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)
@@ -546,8 +552,10 @@ def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: com
     proj = compute.mtp_projection_time(sh, sequence_parallel=g.sequence_parallel, recompute=g.recompute, **kw)
     fwd = D * (block.forward + proj.forward + logits.forward)
     bwd = D * (block.backward + block.recompute + proj.backward + proj.recompute + logits.backward)
+    # the blocks' TP, CP and EP traffic counts as layers': a hybrid's block (*E, *-) is two of its one-block layers
+    blocks = D * (2.0 if sh.hybrid is not None else 1.0)
     return {"forward": fwd, "backward": bwd, "wgrad": D * (block.forward_gemm + proj.forward_gemm),
-            "attention_core": D * block.attention_core, "blocks": np.asarray(D),
+            "attention_core": D * block.attention_core, "blocks": np.asarray(blocks),
             "moe_blocks": np.asarray(float(sh.mtp_moe_layers))}
 
 
@@ -1004,15 +1012,16 @@ def _tp_comm_overlap(fwd: Any, rec: Any, bwd: Any, gemm_fwd: Any, gemm_rec: Any,
 
 def _rs_side_share(sh: Any) -> float:
     """Share of a layer's weight-GEMM FLOPs in the GEMMs that feed a reduce-scatter (O-proj, FC2 / the
-    expert down-projections), the rest feeding from an all-gather (QKV or Q/KV up, FC1 / up + gate)."""
+    expert down-projections), the rest feeding from an all-gather (QKV or Q/KV up, FC1 / up + gate). Routed experts
+    at their token width (LatentMoE: l); LatentMoE's duplicated projections feed no TP collective and are left out."""
     attn = {name: float(n_in * n_out) for name, n_in, n_out, _split in transformer.attention_matrices(sh)}
     o = attn.pop("o")
     up = 2.0 if bool(sh.gated_mlp) else 1.0
     moe_share = float(sh.moe_layers / sh.layers)
-    width = (1.0 - moe_share) * float(sh.ffn_hidden) + moe_share * float(
-        sh.moe_top_k * sh.moe_ffn_hidden + sh.moe_shared_experts * sh.moe_ffn_hidden)
-    down = o + width * float(sh.hidden)
-    total = sum(attn.values()) + o + (up + 1.0) * width * float(sh.hidden)
+    width = (1.0 - moe_share) * float(sh.ffn_hidden) * float(sh.hidden) + moe_share * float(
+        sh.moe_top_k * sh.moe_ffn_hidden * sh.moe_width + sh.moe_shared_experts * sh.moe_ffn_hidden * sh.hidden)
+    down = o + width
+    total = sum(attn.values()) + o + (up + 1.0) * width
     return down / total if total > 0 else 0.5
 
 
@@ -1219,7 +1228,9 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     ar = _collective("allreduce", act, groups.tensor)
     rs_ag = _collective("reducescatter", act, groups.tensor) + _collective("allgather", act, groups.tensor)
     kv_bytes = tokens * float(transformer.kv_elements_per_token(sh)) * job.elem_bytes / g.tp
-    token_bytes = tokens * float(sh.hidden) * job.elem_bytes / g.tp
+    # the routed tokens' width: h, or LatentMoE's l (dispatch after fc1_latent_proj, combine before fc2_latent_proj:
+    # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
+    token_bytes = tokens * float(sh.moe_width) * job.elem_bytes / g.tp
     a2a_bytes = token_bytes * float(sh.moe_top_k)
     ep = _collective("alltoall", a2a_bytes, groups.expert)
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)

@@ -32,7 +32,7 @@ _HF_MAX = {"layers": MAX_SPEC_INT, "hidden": 10**6, "heads": 10**5, "kv_heads": 
            "moe_ffn": 10**7, "shared_experts": 10**5, "shared_ffn": 10**8, "every": MAX_SPEC_INT,
            "first_dense": MAX_SPEC_INT, "positions": 10**9, "window": 10**9, "pattern": MAX_SPEC_INT, "rank": 10**6,
            "mtp": 1000, "proj": 10**6, "state_dim": 10**5, "groups": 10**5, "conv_kernel": 10**3, "expand": 100,
-           "chunk_size": 10**6}
+           "chunk_size": 10**6, "moe latent size": 10**6}
 
 #: Marks a workload whose ``seq_len`` came from the config's context length (see :func:`seq_len_note`).
 SEQ_FROM_CONFIG = "config.json context length"
@@ -247,10 +247,6 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
             notices.warn(f"{where}: num_hidden_layers {str(stated)[:20]} differs from the {n} layers of the hybrid "
                          "pattern: the pattern's used (as transformers' NemotronHConfig does)")
         cfg = {**cfg, "num_hidden_layers": n}
-        if cfg.get("moe_latent_size") is not None:
-            raise InputError("LatentMoE experts (moe_latent_size) are not modelled", where="moe_latent_size",
-                             allowed="null (experts on the hidden size)")
-        read.add("moe_latent_size")
 
     def first(field: str, *, required: bool = False, minimum: int = 1, keys: tuple[str, ...] | None = None) -> Any:
         for k in keys or _KEYS[field]:
@@ -308,6 +304,11 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
         if model_type == "opt":
             biases = _flag(cfg, "enable_bias", True)
             read.update(("enable_bias", "word_embed_proj_dim"))
+        elif model_type == "nemotron_h":
+            # NemotronH: RMSNorm layers and linear biases only with use_bias / mlp_bias (transformers 13923c63d
+            # configuration_nemotron_h.py NemotronHConfig: use_bias False, mlp_bias False; modeling_nemotron_h.py
+            # NemotronHRMSNorm), not the GPT-style biases an ungated MLP otherwise implies
+            biases = _flag(cfg, "use_bias", False) or _flag(cfg, "mlp_bias", False)
     for key in ("attention_bias", "mlp_bias"):
         if _flag(cfg, key, False) and gated:
             warn(f"{key} true: these linear biases are not counted (a few parameters per layer)")
@@ -431,7 +432,19 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
             warn(f"mlp_only_layers {str(only)[:60]}: these dense layers are modelled as MoE layers")
         out["moe"] = {"experts": experts, "top_k": top_k, "ffn_hidden": moe_ffn, "shared_experts": shared,
                       "every": every, "first_dense": first_dense}
+        # LatentMoE (NemotronH moe_latent_size; Megatron-Core TransformerConfig moe_latent_size): the routed experts
+        # on l-wide tokens behind h -> l and l -> h projections (docs/model.md#latent-moe)
+        read.add("moe_latent_size")
+        if cfg.get("moe_latent_size") is not None:
+            latent = _integer(cfg, "moe_latent_size", "moe latent size", 1)
+            if latent >= hidden:
+                raise InputError(f"{latent} is not below hidden_size {hidden}", where="moe_latent_size",
+                                 allowed=f"1 to {hidden - 1}, or null (experts on the hidden size)")
+            out["moe"]["latent_size"] = latent
     else:
+        read.add("moe_latent_size")
+        if cfg.get("moe_latent_size") is not None:
+            warn("moe_latent_size given but no routed-expert count: modelled as dense")
         for field in ("top_k", "moe_ffn", "shared_experts", "shared_ffn"):
             for fk in _KEYS[field]:
                 if cfg.get(fk) not in (None, 0):
@@ -449,6 +462,19 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
                              f"{mamba['groups']}", where=given.split()[0],
                              allowed="groups that divide the Mamba heads (MambaMixer asserts nheads % ngroups == 0)")
         out["hybrid"] = {"pattern": pattern, "mamba": mamba}
+        # NemotronH's MTP block (Nemotron 3 Super: "*E"): mtp_layers_block_type, else the legacy
+        # mtp_hybrid_override_pattern, else transformers' default ["full_attention", "moe"] (NemotronHConfig
+        # __post_init__, 13923c63d); priced as one attention + MoE / MLP layer
+        kinds = cfg.get("mtp_layers_block_type")
+        mtp_pattern: Any = cfg.get("mtp_hybrid_override_pattern") or "*E"
+        if isinstance(kinds, list):
+            mtp_pattern = "".join(HYBRID_KINDS.get(str(k), "?") for k in kinds)
+        if cfg.get("num_nextn_predict_layers"):
+            if mtp_pattern not in ("*E", "*-"):
+                raise InputError(f"MTP block pattern {str(mtp_pattern)[:40]!r} is not modelled",
+                                 where="mtp_layers_block_type" if isinstance(kinds, list)
+                                 else "mtp_hybrid_override_pattern", allowed="*E or *- (attention, then MoE or MLP)")
+            out["hybrid"]["mtp_pattern"] = mtp_pattern
         out["sources"]["hybrid"] = ("HuggingFace config.json (NemotronH): layer pattern and Mamba-2 widths; absent "
                                     "keys take transformers' NemotronHConfig defaults")
     if cfg.get("num_nextn_predict_layers") is not None:

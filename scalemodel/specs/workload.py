@@ -17,6 +17,10 @@ class MoESpec(Spec, kw_only=True):
     shared_experts: Annotated[int, Meta(ge=0)] = 0
     every: Annotated[int, Meta(gt=0, description="one MoE layer every N layers")] = 1
     first_dense: Annotated[int, Meta(ge=0, description="leading layers that stay dense")] = 0
+    latent_size: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description=(
+        "LatentMoE width l (HF/Megatron-Core moe_latent_size; Nemotron 3 Super): the routed experts read and write "
+        "l-wide tokens, a replicated h -> l projection before dispatch and l -> h after combine; the router and the "
+        "shared experts stay at the hidden width; none = off (docs/model.md#latent-moe)"))] = None
 
     def _check(self) -> None:
         if self.top_k > self.experts:
@@ -55,6 +59,10 @@ class HybridSpec(Spec, kw_only=True):
         "self-attention, - MLP, E MoE; | marks a pipeline-stage boundary and is not a layer"))]
     mamba: Annotated[MambaSpec | None, Meta(description=(
         "Mamba-2 widths (default: Megatron-Core's: state_dim 128, groups 8, head_dim 64, expand 2)"))] = None
+    mtp_pattern: Annotated[Literal["*E", "*-"] | None, Meta(description=(
+        "layer pattern of each multi-token prediction module's block (HF mtp_hybrid_override_pattern; Nemotron 3 "
+        "Super: *E): an attention layer and an MoE (E) or MLP (-) layer, priced as one attention + MLP layer; "
+        "required with mtp_layers"))] = None
 
     def _check(self) -> None:
         bad = sorted({c for c in self.pattern if c not in "M*-E|"})
@@ -117,6 +125,10 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
         "hybrid layer pattern: each layer one block (Mamba-2, attention, MLP or MoE) with one pre-norm; layers must "
         "equal the pattern's layers, moe (experts, top_k, ffn_hidden, shared_experts) gives the E layers' widths"))] \
         = None
+    mtp_shared: Annotated[bool, Meta(description=(
+        "the mtp_layers modules are one module run mtp_layers times on its own weights (Megatron-Core "
+        "mtp_use_repeated_layer; the Nemotron 3 Super recipes: mtp_num_layers 2 over the checkpoint's one module): "
+        "parameters, gradients and optimizer states of one module, compute and activations of mtp_layers"))] = False
     params: Annotated[Count | None, Meta(description="published parameter count, for checking")] = None
 
     @property
@@ -139,6 +151,9 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
         if self.head_dim is None and self.hidden % self.heads:
             raise ValueError(f"hidden {self.hidden} is not a multiple of heads {self.heads}, and no head_dim "
                              "is given (head_dim defaults to hidden / heads); heads that divide hidden, or a head_dim")
+        if self.moe is not None and self.moe.latent_size is not None and self.moe.latent_size >= self.hidden:
+            raise field_error("moe.latent_size", f"{self.moe.latent_size} is not below hidden {self.hidden}",
+                              "a latent width from 1 to hidden - 1, or leave it out (no latent projection)")
         if self.moe is not None and self.moe.every > self.layers:
             raise ValueError(f"moe.every {self.moe.every} exceeds layers {self.layers}; every from 1 to layers")
         if self.hybrid is not None:
@@ -158,10 +173,14 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
             raise field_error("moe.every" if self.moe.every != 1 else "moe.first_dense", "set with a hybrid pattern",
                               "leave it out: the pattern's E places the MoE layers")
         for bad, name in ((self.mla is not None, "mla"), (self.parallel_block, "parallel_block"),
-                          (self.mtp_layers > 0, "mtp_layers"), (self.norms_per_layer != 2, "norms_per_layer")):
+                          (self.mtp_layers > 0 and hy.mtp_pattern is None, "mtp_layers"),
+                          (self.norms_per_layer != 2, "norms_per_layer")):
             if bad:
                 raise field_error(name, "not modelled with a hybrid pattern", "standard attention (*), one pre-norm "
-                                  "per layer (implied), no MTP modules")
+                                  "per layer (implied), MTP modules only with hybrid.mtp_pattern")
+        if hy.mtp_pattern is not None and (hy.mtp_pattern == "*E") != (self.moe is not None):
+            raise field_error("hybrid.mtp_pattern", f"{hy.mtp_pattern} does not match the model's MLP kind",
+                              "*E with a moe block, *- without")
         m = hy.mamba or MambaSpec()
         if "M" in hy.pattern:
             heads = m.heads or (m.expand * self.hidden) // m.head_dim
