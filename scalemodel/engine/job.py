@@ -115,8 +115,8 @@ class Job:
     logits_gemm_half_dim: float = 0.0
     # GPU <-> host link per GPU per direction (ClusterSpec.host_bandwidth; 0 = not given): activation offload
     host_bandwidth: float = 0.0
-    # an fp8 run's Transformer Engine scaling recipe (training.fp8_recipe, default delayed; "" = not fp8): prices
-    # the quantization casts (cost.compute.fp8_quantize_bytes, _fp8_recipe)
+    # a low-precision run's Transformer Engine scaling recipe (training.fp8_recipe, default delayed; "nvfp4" for an
+    # fp4 run; "" = 16/32-bit): prices the quantization casts (cost.compute.fp8_quantize_bytes, _fp8_recipe)
     fp8_recipe: str = ""
     # the fraction of the fp8 curve's rate this recipe's GEMMs run at (cost.compute.fp8_recipe_gemm_factor: MXFP8's
     # block-scaled GEMMs on Blackwell; 1 otherwise), already folded into gemm_max; kept for the report
@@ -171,15 +171,19 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     """Resolve validated specs (ClusterSpec, workload, TrainingSpec) into a :class:`Job`."""
     acc = cluster.accelerator
     precision = training.precision
+    recipe = _fp8_recipe(training, acc)  # first: an fp4 run off Blackwell is refused for that, not for a peak
     peak = acc.peak(precision)
     curve = acc.compute_efficiency or compute.default_efficiency(acc.family if acc.family != "other" else acc.name)
     # the spec's curve may carry a separate fp8 GEMM curve (ComputeEfficiency.gemm); family defaults do not
     gemm_max, gemm_half_dim = (acc.compute_efficiency.gemm(precision) if acc.compute_efficiency is not None
                                else (curve.gemm_max, curve.gemm_half_dim))
-    # an mxfp8 run's GEMMs: block-scaled kernels, slower than the per-tensor FP8 ones the fp8 curve was fitted to
-    recipe = _fp8_recipe(training, acc)
+    # an mxfp8 run's GEMMs: block-scaled kernels, slower than the per-tensor FP8 ones the fp8 curve was fitted to;
+    # an fp4 run's NVFP4 GEMMs: the fp8 curve x the measured NVFP4 / FP8 rate, on the fp4 peak (_nvfp4_gemms)
     recipe_factor = compute.fp8_recipe_gemm_factor(acc.family, recipe)
-    gemm_max = gemm_max * recipe_factor
+    if recipe == "nvfp4":
+        gemm_max, gemm_half_dim = _nvfp4_gemms(acc, curve, recipe_factor)
+    else:
+        gemm_max = gemm_max * recipe_factor
     elem = Precision.parse(precision).element_bytes
     # fp8 runs: the attention core and the logits GEMM stay in BF16 (cost.compute.layer_compute_time, _bf16_gemms)
     bf16_peak, bf16_gm, bf16_d0 = _bf16_gemms(acc, precision, curve)
@@ -278,9 +282,16 @@ def _curve_params(curve: Any) -> dict[str, float]:
 
 
 def _fp8_recipe(training: Any, acc: Any) -> str:
-    """The FP8 scaling recipe of an fp8 run ("" otherwise): training.fp8_recipe, else Megatron-Core's default
-    'delayed' (TransformerConfig.fp8_recipe). MXFP8 needs Blackwell tensor cores: Transformer Engine's
-    check_mxfp8_support (pytorch/quantization.py) refuses it below compute capability 10.0."""
+    """The Transformer Engine scaling recipe of a low-precision run ("" for 16- and 32-bit runs): an fp8 run's
+    training.fp8_recipe, else Megatron-Core's default 'delayed' (TransformerConfig.fp8_recipe); an fp4 run's
+    'nvfp4' (NVFP4BlockScaling, TE's one FP4 recipe; Megatron-Core --fp4-recipe nvfp4). MXFP8 and NVFP4 need
+    Blackwell tensor cores: Transformer Engine's check_mxfp8_support and check_nvfp4_support
+    (pytorch/quantization.py at NVIDIA/TransformerEngine@d0067d0da6) refuse them below compute capability 10.0."""
+    if Precision.parse(training.precision) == Precision.FP4:
+        if acc.family != "blackwell":
+            raise InputError(f"precision fp4 (NVFP4) needs Blackwell tensor cores; {acc.name} is {acc.family}",
+                             where="training.precision", allowed="bf16, fp16 or fp8 on this accelerator")
+        return "nvfp4"
     if Precision.parse(training.precision) != Precision.FP8:
         return ""
     recipe = getattr(training, "fp8_recipe", None) or "delayed"
@@ -288,6 +299,17 @@ def _fp8_recipe(training: Any, acc: Any) -> str:
         raise InputError(f"fp8 recipe mxfp8 needs Blackwell tensor cores; {acc.name} is {acc.family}",
                          where="training.fp8_recipe", allowed="delayed or tensorwise on this accelerator")
     return str(recipe)
+
+
+def _nvfp4_gemms(acc: Any, curve: Any, factor: float) -> tuple[float, float]:
+    """(gemm_max, gemm_half_dim) of an fp4 run's NVFP4 GEMMs, as fractions of the fp4 peak: the accelerator's fp8
+    curve (its size dependence, d0) at ``factor`` (cost.compute.FP8_RECIPE_GEMM_FACTORS['blackwell']['nvfp4'],
+    1.810) times its rate, gemm_max = fp8 gemm_max x factor x fp8 peak / fp4 peak, so the priced rate is
+    factor x the fp8 curve's whatever dense FP4 peak the part carries; capped at 1 (never above the fp4 peak).
+    docs/model.md#nvfp4"""
+    gm, d0 = (acc.compute_efficiency.gemm("fp8") if acc.compute_efficiency is not None
+              else (curve.gemm_max, curve.gemm_half_dim))
+    return min(float(gm) * factor * acc.peak("fp8") / acc.peak("fp4"), 1.0), float(d0)
 
 
 def _bf16_gemms(acc: Any, precision: str, curve: Any) -> tuple[float, float, float]:
@@ -309,8 +331,12 @@ def _bf16_gemms(acc: Any, precision: str, curve: Any) -> tuple[float, float, flo
     ``first_last_layers_bf16`` (default False; ``num_layers_at_start_in_bf16`` / ``num_layers_at_end_in_bf16``)
     are not modelled: Megatron-Bridge's performance recipes switch it off for FP8-CS
     (scripts/performance/utils/precision.py get_precision_config) and its MXFP8 recipe leaves it False.
+
+    An fp4 run likewise: Megatron-Core's get_fp4_context wraps the same TE modules in NVFP4BlockScaling, whose
+    ``fp8_dpa`` is False ("Not applying quantization to attention for now", transformer_engine/common/recipe/
+    __init__.py at NVIDIA/TransformerEngine@d0067d0da6), so the core and the output layer run in BF16.
     """
-    if precision != "fp8":
+    if precision not in ("fp8", "fp4"):
         return 0.0, 0.0, 0.0
     gm, d0 = (acc.compute_efficiency.gemm("bf16") if acc.compute_efficiency is not None
               else (curve.gemm_max, curve.gemm_half_dim))
