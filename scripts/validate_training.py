@@ -407,6 +407,8 @@ def accelerator_variant(gpu: str) -> str:
 
 def precision_family(text: str, kind: str = "llm_training") -> str:
     t = text.lower()
+    if "nvfp4" in t:
+        return "fp4"
     if "fp8" in t:
         return "fp8"
     if kind == "dp_scaling" or "fp32" in t and "fp16" not in t and "bf16" not in t:
@@ -810,7 +812,11 @@ def parse_grad_reduce(text: Any) -> float | None:
 
 
 def parse_precision(text: str) -> str:
+    """The TrainingSpec precision a case's precision text names: 'nvfp4' (Megatron-Bridge bf16_with_nvfp4_mixed,
+    whose name also holds 'bf16') -> fp4, TE's NVFP4BlockScaling (docs/model.md#nvfp4); else fp8, bf16, fp16."""
     t = text.lower()
+    if "nvfp4" in t:
+        return "fp4"
     for p in ("fp8", "bf16", "fp16"):
         if p in t:
             return p
@@ -940,9 +946,10 @@ UNEXPRESSED_MODEL_TYPES = {
     "deepseek_v4": ("DeepSeek-V4 layer: compressed sparse attention with a top-k indexer (dsv4_hybrid), grouped "
                     "low-rank output projection, 4-stream hyper-connections (mHC), hash-routed MoE layers"),
 }
-#: Training precisions the model does not price (precision text marker -> why): TrainingSpec.precision is fp32, tf32,
-#: bf16, fp16 or fp8 (scalemodel.choices.Precision).
-UNEXPRESSED_PRECISIONS = (("nvfp4", "NVFP4 (FP4) training precision: the model prices fp32/tf32/bf16/fp16/fp8 GEMMs"),)
+#: Training precisions the model does not price (precision text marker -> why): none since NVFP4 (precision fp4,
+#: :func:`parse_precision`) is priced; TrainingSpec.precision is fp32, tf32, bf16, fp16, fp8 or fp4
+#: (scalemodel.choices.Precision). The nvfp4 rows (Nemotron 3 Super) stay listed for their LatentMoE layers.
+UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()
 
 
 def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:

@@ -114,7 +114,7 @@ def test_layer_cast_bytes_scale_with_the_per_element_cost() -> None:
     kw = dict(micro_batch=2.0, seq_len=4096, transpose_copy=False, tp=2, sequence_parallel=True)
     n4 = compute.fp8_quantize_bytes(j.shape, recipe="nvfp4", **kw)
     mx = compute.fp8_quantize_bytes(j.shape, recipe="mxfp8", **kw)
-    for a, b in zip(n4, mx):
+    for a, b in zip(n4, mx, strict=True):
         assert float(a) == pytest.approx(float(b) * 5.125 / 4.0625, rel=1e-12)
 
 
