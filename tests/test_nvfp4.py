@@ -151,3 +151,31 @@ def test_fp4_run_faster_than_fp8_but_not_beyond_its_flops() -> None:
     assert float(r4.step_time[0]) >= float(r4.model_flops[0]) / 9000e12
     assert float(r4.model_flops[0]) == float(r8.model_flops[0])  # model FLOPs do not change with precision
     assert np.isfinite(float(r4.step_time[0]))
+
+
+def test_bf16_layers_mix_the_bf16_runs_layers() -> None:
+    """training.bf16_layers = L/4 on gpt-7.5b (one GPU, pp 1): a micro-batch's compute is 3/4 of the all-NVFP4 run's
+    and 1/4 of the BF16 run's (whose layers are what Megatron-Core's BF16 layers run: BF16 GEMMs, no casts; the
+    logits are BF16 in both, so the mix leaves them as they are)."""
+    j4, g4 = _job("dgx-b200", "fp4")
+    L = int(j4.shape.layers)
+    assert L % 4 == 0
+    jm, gm = _job("dgx-b200", "fp4", bf16_layers=L // 4)
+    jb, gb = _job("dgx-b200", "bf16")
+    assert jm.bf16_layer_share == 0.25
+    one = np.array([float(L)])
+    t4 = float(np.ravel(step._compute_per_microbatch(j4, g4, one)["total"])[0])
+    tb = float(np.ravel(step._compute_per_microbatch(jb, gb, one)["total"])[0])
+    tm = float(np.ravel(step._compute_per_microbatch(jm, gm, one)["total"])[0])
+    assert tm == pytest.approx(0.75 * t4 + 0.25 * tb, rel=1e-12)
+    assert t4 < tm < tb
+    # and the whole step: slower than all-NVFP4, never faster than its FLOPs at the fp4 peak
+    r4, rm = step.evaluate(j4, g4), step.evaluate(jm, gm)
+    assert float(rm.step_time[0]) > float(r4.step_time[0]) >= float(r4.model_flops[0]) / 9000e12
+
+
+def test_bf16_layers_refused_where_meaningless() -> None:
+    with pytest.raises(InputError, match="bf16_layers"):
+        _job("dgx-b200", "bf16", bf16_layers=2)
+    with pytest.raises(InputError, match="bf16_layers"):
+        _job("dgx-b200", "fp4", bf16_layers=10_000)

@@ -121,6 +121,9 @@ class Job:
     # the fraction of the fp8 curve's rate this recipe's GEMMs run at (cost.compute.fp8_recipe_gemm_factor: MXFP8's
     # block-scaled GEMMs on Blackwell; 1 otherwise), already folded into gemm_max; kept for the report
     fp8_recipe_gemm_factor: float = 1.0
+    # the share of transformer layers a low-precision run keeps in BF16 (training.bf16_layers / layers; 0 = none):
+    # their times on the BF16 peak and curve without casts, mixed with the others' (engine.step._compute_per_microbatch)
+    bf16_layer_share: float = 0.0
     # the fused attention kernel priced (training.attention_kernel resolved by _attention_kernel; "gemm" = the core on
     # the GEMM curve) and its fitted forward / backward curves (attn_max, seq_half, head_half; None with "gemm")
     attention_kernel: str = "gemm"
@@ -233,7 +236,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
         host_bandwidth=float(cluster.host_bandwidth or 0.0),
-        fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor,
+        fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor, bf16_layer_share=_bf16_layer_share(training, sh),
         fp8_attention=bool(getattr(training, "fp8_attention", False)),
         **_attention_kernel(training, acc),
     )
@@ -301,6 +304,22 @@ def _fp8_recipe(training: Any, acc: Any) -> str:
     return str(recipe)
 
 
+def _bf16_layer_share(training: Any, sh: Any) -> float:
+    """training.bf16_layers over the transformer's layers (0 when none are kept in BF16). More layers than the model
+    has, or any on a generic workload, is an input error."""
+    n = int(getattr(training, "bf16_layers", 0) or 0)
+    if not n:
+        return 0.0
+    if sh is None:
+        raise InputError(f"bf16_layers {n} keeps transformer layers in BF16; a generic workload has none",
+                         where="training.bf16_layers", allowed="0 for a generic workload")
+    layers = int(sh.layers)
+    if n > layers:
+        raise InputError(f"bf16_layers {n} is more than the model's {layers} layers", where="training.bf16_layers",
+                         allowed=f"0 to {layers}")
+    return n / layers
+
+
 def _nvfp4_gemms(acc: Any, curve: Any, factor: float) -> tuple[float, float]:
     """(gemm_max, gemm_half_dim) of an fp4 run's NVFP4 GEMMs, as fractions of the fp4 peak: the accelerator's fp8
     curve (its size dependence, d0) at ``factor`` (cost.compute.FP8_RECIPE_GEMM_FACTORS['blackwell']['nvfp4'],
@@ -329,7 +348,7 @@ def _bf16_gemms(acc: Any, precision: str, curve: Any) -> tuple[float, float, flo
 
     The word embedding is a table look-up (no GEMM). Transformer layers kept in BF16 by Megatron-Core's
     ``first_last_layers_bf16`` (default False; ``num_layers_at_start_in_bf16`` / ``num_layers_at_end_in_bf16``)
-    are not modelled: Megatron-Bridge's performance recipes switch it off for FP8-CS
+    are training.bf16_layers (Job.bf16_layer_share): Megatron-Bridge's performance recipes switch it off for FP8-CS
     (scripts/performance/utils/precision.py get_precision_config) and its MXFP8 recipe leaves it False.
 
     An fp4 run likewise: Megatron-Core's get_fp4_context wraps the same TE modules in NVFP4BlockScaling, whose
