@@ -58,7 +58,7 @@ def test_precision_names() -> None:
 @pytest.mark.parametrize("cluster,fp8_gm,fp8_d0,p8,p4", [
     ("gb200-nvl72", 0.677, 113.0, 5000e12, 10000e12),  # gb200.yaml fp8 curve, fp8 / fp4 dense peaks
     ("dgx-b200", 0.714, 366.0, 4500e12, 9000e12),  # b200.yaml
-    ("dgx-b300", 0.697, 366.0, 4500e12, 15000e12),  # b300.yaml ([MAMF-SPEC] nvfp4 15000)
+    ("dgx-b300", 0.697, 366.0, 4500e12, 13500e12),  # b300.yaml (3 x FP8, Blackwell Ultra)
     ("gb300-nvl72", 0.677, 113.0, 5000e12, 15000e12),  # gb300.yaml
 ])
 def test_job_prices_nvfp4_gemms_on_the_fp4_peak(cluster: str, fp8_gm: float, fp8_d0: float, p8: float,
