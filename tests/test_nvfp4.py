@@ -179,3 +179,23 @@ def test_bf16_layers_refused_where_meaningless() -> None:
         _job("dgx-b200", "bf16", bf16_layers=2)
     with pytest.raises(InputError, match="bf16_layers"):
         _job("dgx-b200", "fp4", bf16_layers=10_000)
+
+
+def test_megatron_fp4_and_bf16_layer_flags(tmp_path: Any) -> None:
+    """Megatron-LM's --fp4-format e2m1 (--fp4-recipe nvfp4) is precision fp4; --first-last-layers-bf16 keeps
+    --num-layers-at-start-in-bf16 + --num-layers-at-end-in-bf16 layers (defaults 1 + 1) in BF16 in a low-precision
+    run and is unused otherwise; fp4 with fp8 is refused."""
+    from scalemodel.specs.frameworks import read_strategy_file
+
+    f = tmp_path / "a.args"
+    f.write_text("--fp4-format e2m1 --fp4-recipe nvfp4 --first-last-layers-bf16 --num-layers-at-end-in-bf16 14 "
+                 "--num-layers-at-start-in-bf16 0\n")
+    assert read_strategy_file(f).training == {"precision": "fp4", "bf16_layers": 14}
+    f.write_text("--fp8-format e4m3 --first-last-layers-bf16\n")
+    assert read_strategy_file(f).training == {"precision": "fp8", "bf16_layers": 2}
+    f.write_text("--bf16 --first-last-layers-bf16\n")
+    sf = read_strategy_file(f)
+    assert "bf16_layers" not in sf.training and any("--first-last-layers-bf16" in u for u in sf.unused)
+    f.write_text("--fp4-format e2m1 --fp8-format e4m3\n")
+    with pytest.raises(InputError, match="both given"):
+        read_strategy_file(f)
