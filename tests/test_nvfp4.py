@@ -199,3 +199,14 @@ def test_megatron_fp4_and_bf16_layer_flags(tmp_path: Any) -> None:
     f.write_text("--fp4-format e2m1 --fp8-format e4m3\n")
     with pytest.raises(InputError, match="both given"):
         read_strategy_file(f)
+
+
+def test_gemm_yaml_records_the_nvfp4_source_as_applied() -> None:
+    """The measurement behind the NVFP4 factor is recorded with its provenance (hardware/measurements/gemm.yaml)."""
+    from pathlib import Path
+
+    import yaml
+    root = Path(__file__).resolve().parents[1]
+    src = yaml.safe_load((root / "hardware" / "measurements" / "gemm.yaml").read_text(encoding="utf-8"))["sources"]
+    te = src["TE-GEMMPROF-B300"]
+    assert te["nvfp4"].startswith("APPLIED") and "6.812 / 3.764" in te["nvfp4"]
