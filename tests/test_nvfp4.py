@@ -210,3 +210,20 @@ def test_gemm_yaml_records_the_nvfp4_source_as_applied() -> None:
     src = yaml.safe_load((root / "hardware" / "measurements" / "gemm.yaml").read_text(encoding="utf-8"))["sources"]
     te = src["TE-GEMMPROF-B300"]
     assert te["nvfp4"].startswith("APPLIED") and "6.812 / 3.764" in te["nvfp4"]
+
+
+def test_saved_nvfp4_inputs_by_hand() -> None:
+    """An NVFP4 layer keeps the column-wise copies of its GEMM inputs at 1/2 + 1/16 bytes an element instead of FP8's
+    1: gpt-7.5b (no TP, s 2048, b 1, flash core) saves the QKV and MLP inputs (s b h each), the O-projection input
+    (s b a d_v) and the FC2 input (s b f), so the layer holds 0.4375 x (2 s b h + s b a d_v + s b f) bytes less."""
+    from scalemodel.cost import memory
+    j, _ = _job("dgx-b200", "fp4")
+    sh = j.shape
+    assert memory.quantized_input_bytes("nvfp4") == 0.5625 and memory.quantized_input_bytes("mxfp8") == 1.0
+    assert memory.quantized_input_bytes("") == 0.0
+    kw = dict(micro_batch=1.0, seq_len=2048, flash_attention=True)
+    fp8 = float(np.ravel(memory.activation_bytes_per_layer(sh, fp8_inputs=True, **kw))[0])
+    nv = float(np.ravel(memory.activation_bytes_per_layer(sh, fp8_inputs=0.5625, **kw))[0])
+    s, h, a, dv, f = 2048.0, float(sh.hidden), float(sh.heads), float(sh.v_head_dim), float(sh.ffn_hidden)
+    assert not bool(sh.gated_mlp) and not bool(sh.parallel_block)
+    assert fp8 - nv == pytest.approx(0.4375 * (2 * s * h + s * a * dv + s * f), rel=1e-12)
