@@ -75,13 +75,16 @@ class Choice(IntEnum):
 
 
 class Precision(Choice):
-    """Training precision of the GEMMs (and 16-bit activations under fp8, as Transformer Engine)."""
+    """Training precision of the GEMMs (and 16-bit activations under fp8 and fp4, as Transformer Engine). fp4 is
+    NVFP4 training (Transformer Engine's NVFP4BlockScaling, the one FP4 recipe; Megatron-Core ``--fp4-format e2m1
+    --fp4-recipe nvfp4``, Megatron-Bridge ``bf16_with_nvfp4_mixed``): docs/model.md#nvfp4."""
 
     FP32 = 0, "fp32"
     TF32 = 1, "tf32"
     BF16 = 2, "bf16"
     FP16 = 3, "fp16"
     FP8 = 4, "fp8"
+    FP4 = 5, "fp4", "nvfp4", "bf16_with_nvfp4_mixed"
 
     @property
     def element_bytes(self) -> float:

@@ -414,6 +414,8 @@ def accelerator_variant(gpu: str) -> str:
 
 def precision_family(text: str, kind: str = "llm_training") -> str:
     t = text.lower()
+    if "nvfp4" in t:
+        return "fp4"
     if "fp8" in t:
         return "fp8"
     if kind == "dp_scaling" or "fp32" in t and "fp16" not in t and "bf16" not in t:
@@ -817,7 +819,11 @@ def parse_grad_reduce(text: Any) -> float | None:
 
 
 def parse_precision(text: str) -> str:
+    """The TrainingSpec precision a case's precision text names: 'nvfp4' (Megatron-Bridge bf16_with_nvfp4_mixed,
+    whose name also holds 'bf16') -> fp4, TE's NVFP4BlockScaling (docs/model.md#nvfp4); else fp8, bf16, fp16."""
     t = text.lower()
+    if "nvfp4" in t:
+        return "fp4"
     for p in ("fp8", "bf16", "fp16"):
         if p in t:
             return p
@@ -948,9 +954,10 @@ UNEXPRESSED_MODEL_TYPES = {
     "deepseek_v4": ("DeepSeek-V4 layer: compressed sparse attention with a top-k indexer (dsv4_hybrid), grouped "
                     "low-rank output projection, 4-stream hyper-connections (mHC), hash-routed MoE layers"),
 }
-#: Training precisions the model does not price (precision text marker -> why): TrainingSpec.precision is fp32, tf32,
-#: bf16, fp16 or fp8 (scalemodel.choices.Precision).
-UNEXPRESSED_PRECISIONS = (("nvfp4", "NVFP4 (FP4) training precision: the model prices fp32/tf32/bf16/fp16/fp8 GEMMs"),)
+#: Training precisions the model does not price (precision text marker -> why): none since NVFP4 (precision fp4,
+#: :func:`parse_precision`) is priced; TrainingSpec.precision is fp32, tf32, bf16, fp16, fp8 or fp4
+#: (scalemodel.choices.Precision). The nvfp4 rows (Nemotron 3 Super) stay listed for their LatentMoE layers.
+UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()
 
 
 def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
@@ -1093,6 +1100,16 @@ RECIPE_ETP: dict[str, int] = {
 #: layer has a sliding window (GPT-OSS): docs/model.md#fp8-attention. The GB300 presets call the same helpers
 #: (perf_recipes/{gpt_oss,qwen}/gb300/*.py), and perf_recipes/deepseek/gb300/deepseek_v3.py
 #: deepseek_v3_pretrain_256gpu_gb300_fp8mx_config passes fp8_dot_product_attention=True.
+#: Transformer layers the rows' NVFP4 preset keeps in BF16 (TrainingSpec.bf16_layers): Megatron-Bridge's Nemotron 3
+#: Super perf recipes take ``nemotron_3_super_bf16_with_nvfp4_mixed`` (training/mixed_precision.py:
+#: first_last_layers_bf16 True, num_layers_at_end_in_bf16 = 14) at 26.04.01 (17a381f95) and 26.06 (63b08b397)
+#: (scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py set_nemotron_3_super_common_configs) and at 26.08
+#: (4ab94dfad, perf_recipes/nemotronh/common.py _nemotron_3_super_nvfp4_precision), fp4_param_gather False. The same
+#: presets load te_quant.cfg (model.quant_recipe: attention linear_qkv / linear_proj, the LatentMoE fc1/fc2 latent
+#: projections and the MTP block in BF16, Mamba mixer out_proj in MXFP8), a per-module mix the model does not
+#: express (docs/model.md#nvfp4): these rows are priced with those modules in NVFP4.
+RECIPE_BF16_LAYERS = {"mb2604_b200_nemotron3_super_nvfp4": 14, "mb2606_b300_nemotron3_super_nvfp4": 14,
+                      "mb2608_gb200_nemotron3_super_nvfp4": 14, "mb2608_gb300_nemotron3_super_nvfp4": 14}
 RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
                                   "mb2608_gb200_qwen3_235b_fp8mx", "mb2608_gb300_gpt_oss_120b_fp8mx",
                                   "mb2608_gb300_qwen3_30b_fp8mx", "mb2608_gb300_qwen3_235b_fp8mx",
@@ -1461,7 +1478,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                       grad_bytes_per_param=grad_reduce_bytes(case, zero),
                       fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
                       attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family),
-                      fp8_attention=case["id"] in RECIPE_FP8_ATTENTION)
+                      fp8_attention=case["id"] in RECIPE_FP8_ATTENTION,
+                      bf16_layers=RECIPE_BF16_LAYERS.get(case["id"], 0))
     p: Prediction | None = None
     st: StrategySpec | None = None
     flags = overlap_flags(par.get("overlap"))

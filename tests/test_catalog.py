@@ -135,8 +135,8 @@ def test_accelerator_fields_and_sources(path: Path) -> None:
 @pytest.mark.parametrize("path", ACC_FILES, ids=lambda p: p.stem)
 def test_accelerator_peaks_are_consistent(path: Path) -> None:
     """Structural facts of every datasheet in the reference: FP16 = BF16 rate, lower precision never slower,
-    and on Blackwell FP4 = 2 x FP8 = 4 x BF16 (Blackwell Ultra: FP4 = 3 x FP8, its NVFP4 uplift, 15 against 5 PFLOPS
-    dense per GPU: hardware/SOURCES.md [NV-BWU-BLOG], [VERDA])."""
+    and on Blackwell FP4 = 2 x FP8 = 4 x BF16 (Blackwell Ultra, gb300 and b300: FP4 = 3 x FP8, its NVFP4 uplift, 15
+    against 5 PFLOPS dense per GPU: hardware/SOURCES.md [NV-BWU-BLOG], [VERDA])."""
     doc = _load(path)
     peaks = {k: parse_quantity(v, "flop_rate") for k, v in doc["peak_flops"].items()}
     if "bf16" in peaks and "fp16" in peaks:
@@ -145,7 +145,7 @@ def test_accelerator_peaks_are_consistent(path: Path) -> None:
     for hi, lo in zip(order[:-1], order[1:], strict=True):
         assert peaks[hi] >= peaks[lo], f"{hi} slower than {lo}"
     if "fp4" in peaks:
-        assert peaks["fp4"] == pytest.approx((3 if doc["name"] == "gb300" else 2) * peaks["fp8"])
+        assert peaks["fp4"] == pytest.approx((3 if doc["name"] in ("gb300", "b300") else 2) * peaks["fp8"])
         assert peaks["fp8"] == pytest.approx(2 * peaks["bf16"])
 
 

@@ -39,6 +39,8 @@ def _job(cluster: str, model: str, precision: str, seq: int):
     cl = load_cluster(cluster)
     if precision not in cl.accelerator.peak_flops:  # fp8 only where the accelerator has it
         precision = "bf16"
+    if precision == "fp4" and cl.accelerator.family != "blackwell":  # NVFP4 needs Blackwell tensor cores
+        precision = "bf16"
     wl = load_workload(model)
     tr = TrainingSpec(precision=precision, seq_len=seq if wl.kind == "transformer" else None)
     return build_job(cl, wl, tr)
@@ -48,7 +50,8 @@ def _job(cluster: str, model: str, precision: str, seq: int):
 def cases(draw):  # type: ignore[no-untyped-def]
     cluster = draw(st.sampled_from(CLUSTERS))
     model = draw(st.sampled_from(MODELS))
-    precision = draw(st.sampled_from(("bf16", "fp16", "fp8")))
+    # fp4: NVFP4 GEMMs on the fp4 peak (the bound below takes job.peak_flops, the fp4 peak, the highest)
+    precision = draw(st.sampled_from(("bf16", "fp16", "fp8", "fp4")))
     seq = draw(st.sampled_from((512, 2048, 4096)))
     job = _job(cluster, model, precision, seq)
     transformer = job.is_transformer

@@ -46,7 +46,7 @@ ZERO = opt("--zero", help="ZeRO stage 0|1|2|3 or fsdp.")
 RECOMPUTE = opt("--recompute", help="none | selective | full.")
 SEQ_PAR = switch("--sequence-parallel", help="Megatron sequence parallelism.")
 SCHEDULE = opt("--schedule", help="1f1b | interleaved:V | gpipe | zb.")
-PRECISION = opt("--precision", help="fp32 | tf32 | bf16 | fp16 | fp8.")
+PRECISION = opt("--precision", help="fp32 | tf32 | bf16 | fp16 | fp8 | fp4 (NVFP4, Blackwell).")
 OVERLAP = pair("--overlap", help="Overlap DP communication with backward.")
 COMPRESSION = opt("--compression", help="none | fp16 | int8 | topk:0.01.")
 DP_COMM = opt("--dp-comm", help=(

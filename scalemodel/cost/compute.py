@@ -240,14 +240,29 @@ def in_layer_gemm_factor(family: str, precision: str = "bf16", accelerator: str 
 #: mxfp8 run priced on the fp8 curve (layer projections, MLP, routed and shared experts' grouped GEMMs, Mamba and MTP
 #: projections); the BF16 attention core, router and logits GEMMs keep their 16-bit curve. Assumption, stated: the
 #: ratio measured at one config's shapes (every side >= 4096) holds at others, and for grouped GEMMs.
+#:
+#: Blackwell ``nvfp4`` 1.810 = 6.812 / 3.764, by the same rule from the same source: the guide's NVFP4 column, the
+#: same call on operands quantized once by ``NVFP4Quantizer`` (E2M1, 16-element E4M3 block scales, cuBLASLt
+#: ``VEC16_UE4M3`` block-scaled MMA), same 12 shapes, process and card, per-layer sum 3.764 ms (fprop / dgrad /
+#: wgrad 1.254 / 1.305 / 1.205). Above 1: NVFP4's GEMMs run 1.810x the per-tensor fp8 curve's rate. For an fp4
+#: run the step prices them on the fp4 peak with gemm_max = fp8 gemm_max x 1.810 x fp8 peak / fp4 peak
+#: (engine/job.py ``_nvfp4_gemms``), the same rate, so the priced time does not depend on which of the disputed
+#: dense FP4 peaks a part carries. BORROWED by B200, GB200 and GB300 as the time ratio, not as a fraction of the
+#: FP4:FP8 peak ratio (3 on B300 / GB300, 2 on B200 / GB200; the fraction, 1.810 / 3 = 0.603, would give B200
+#: 1.21x): the Azure ND GB200 v6 cuBLASLt sweep (gemm.yaml AZ-GB200, CUDA 12.8) reaches 7627.6 TFLOP/s in FP4 at
+#: 16384^3, 0.76 of GB200's dense FP4 peak and 2.11x gb200's MAMF-level FP8 (3615.6), so a 2:1 part's FP4 kernels
+#: do run near twice its FP8 ones, above 1.21x. Measured on one config's shapes (every side >= 4096), its size
+#: dependence borrowed from the fp8 curve.
 FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
-    "blackwell": {"mxfp8": 0.951},  # TE-GEMMPROF-B300, pre-quantized, 6.812 / 7.161 ms; B200 / GB200 / GB300 borrow
+    # TE-GEMMPROF-B300, pre-quantized: 6.812 / 7.161 ms (mxfp8), 6.812 / 3.764 ms (nvfp4); B200 / GB200 / GB300 borrow
+    "blackwell": {"mxfp8": 0.951, "nvfp4": 1.810},
 }
 
 
 def fp8_recipe_gemm_factor(family: str, recipe: str) -> float:
-    """The fraction of the fp8 curve's rate an fp8 recipe's GEMMs run at on this accelerator family
-    (:data:`FP8_RECIPE_GEMM_FACTORS`; 1 for a recipe or family without one, and for non-fp8 runs, recipe "")."""
+    """The fraction of the fp8 curve's rate an fp8 recipe's GEMMs (nvfp4: an fp4 run's NVFP4 GEMMs) run at on this
+    accelerator family (:data:`FP8_RECIPE_GEMM_FACTORS`; 1 for a recipe or family without one, and for 16-bit
+    runs, recipe "")."""
     return float(FP8_RECIPE_GEMM_FACTORS.get(str(family).lower(), {}).get(str(recipe), 1.0))
 
 
@@ -1069,16 +1084,25 @@ def mtp_projection_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike
 #: common/cast/mxfp8/quantize_mxfp8.cuh writes ``scale_inv`` and ``columnwise_scale_inv`` as e8m0_t).
 MXFP8_BLOCK = 32.0
 
-#: Transformer Engine FP8 scaling recipes priced by :func:`fp8_quantize_bytes`, by Megatron-Core's
-#: ``--fp8-recipe`` names: delayed (DelayedScaling), tensorwise (Float8CurrentScaling), mxfp8 (MXFP8BlockScaling).
-FP8_RECIPES = ("delayed", "tensorwise", "mxfp8")
+#: Elements per NVFP4 scale: one E4M3 byte per 16 consecutive elements of each copy (row-wise and column-wise), on
+#: top of one FP32 per-tensor scale (Transformer Engine ``NVFP4BlockScaling``, transformer_engine/common/recipe/
+#: __init__.py at NVIDIA/TransformerEngine@d0067d0da6; E2M1 data, 2 elements a byte). The 2D 16x16 weight blocks
+#: share one value per block but TE stores it per 1x16 row block, so the stored scale bytes are the same.
+NVFP4_BLOCK = 16.0
+#: Bytes of one NVFP4 copy per element: a 4-bit E2M1 value and its share of an E4M3 block scale.
+NVFP4_COPY_BYTES = 0.5 + 1.0 / NVFP4_BLOCK
+
+#: Transformer Engine scaling recipes priced by :func:`fp8_quantize_bytes`, by Megatron-Core's ``--fp8-recipe``
+#: names: delayed (DelayedScaling), tensorwise (Float8CurrentScaling), mxfp8 (MXFP8BlockScaling); and nvfp4
+#: (NVFP4BlockScaling, Megatron-Core ``--fp4-recipe nvfp4``), the recipe of every precision fp4 run.
+FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "nvfp4")
 
 
 def _check_recipe(recipe: str) -> None:
     """Refuse an fp8 recipe outside :data:`FP8_RECIPES` (one message for every function that prices one)."""
     if recipe not in FP8_RECIPES:
         raise InputError(f"unknown fp8 recipe {recipe!r}", where="training.fp8_recipe",
-                         allowed="delayed, tensorwise or mxfp8")
+                         allowed="delayed, tensorwise or mxfp8 (nvfp4: precision fp4)")
 
 
 def _fp8_tensor_bytes(recipe: str, n_local: ArrayLike, n_gathered: ArrayLike, *, from_norm: bool,
@@ -1092,6 +1116,8 @@ def _fp8_tensor_bytes(recipe: str, n_local: ArrayLike, n_gathered: ArrayLike, *,
     gathered = n_all > n
     if recipe == "mxfp8":  # one kernel: read eb, write both copies with their scales (gathered as MXFP8 both ways)
         return (eb + 2.0 * (1.0 + 1.0 / MXFP8_BLOCK)) * n
+    if recipe == "nvfp4":  # an amax kernel (read eb), then one cast kernel: read eb, write both NVFP4 copies
+        return (2.0 * eb + 2.0 * NVFP4_COPY_BYTES) * n
     fused_norm = recipe == "delayed" and from_norm  # norm kernel writes FP8 (1 B) instead of BF16 (eb)
     amax = eb if (recipe == "tensorwise" and not from_norm) else 0.0  # separate amax pass reads the input once
     row = (1.0 - eb) if fused_norm else (eb + 1.0)
@@ -1122,6 +1148,10 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         tensorwise  eb (amax pass) + eb + 1 (+1 transposed)  Float8CurrentScalingQuantizer: nvte_compute_amax,
                                                              then nvte_quantize_v2 read the input twice
         mxfp8       eb + 2 (1 + 1/32)                        row- and column-wise copies, 1 E8M0 scale per 32
+        nvfp4       eb (amax) + eb + 2 (1/2 + 1/16)          NVFP4Quantizer::quantize_impl: an amax kernel, then
+                                                             one kernel writes both E2M1 copies, 1 E4M3 scale
+                                                             per 16 (docs/model.md#nvfp4; RHT on the column-wise
+                                                             copy of X and dY, 2D 16x16 scales for W)
     Fusions: a LayerNormLinear's norm emits FP8 itself under delayed scaling (writes 1 byte instead of eb: 1 - eb,
     plus a transpose kernel, 2, on Hopper: rmsnorm_api.cpp) and computes the amax under tensorwise (no amax
     pass: FUSED_NORM_AMAX_FP8); MXFP8 runs the norm unfused (NVTE_NORM_FWD_USE_CUDNN unset) and quantizes after.
@@ -1142,7 +1172,7 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                    dY T' l and T' h, weights 2 h l whole on each rank (docs/model.md#latent-moe)
     Weights: each linear weight W on this GPU is quantized once per step (Megatron-Core forward_step sets
     is_first_microbatch, TE caches the FP8 weight for the step's later micro-batches): W (eb + 1 (+1)) bytes,
-    + W eb for the tensorwise amax pass, W (eb + 2 (1 + 1/32)) for mxfp8.
+    + W eb for the tensorwise amax pass, W (eb + 2 (1 + 1/32)) for mxfp8, W (2 eb + 2 (1/2 + 1/16)) for nvfp4.
     ``fp8_params`` (Megatron's fp8_param_gather, per-tensor recipes): the weights are FP8 parameters already, so
     the forward casts none; the optimizer quantizes its master shard (:func:`fp8_param_quantize_bytes`, priced
     with the optimizer step), and on an accelerator that needs the transposed copy TE makes it from the gathered
@@ -1217,7 +1247,8 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     else:
         df, db, dw = mlp(sh.ffn_hidden, True)
         fwd, bwd, weights = fwd + df, bwd + db, weights + dw
-    held = np.asarray(fp8_params, dtype=bool) & (recipe != "mxfp8")  # weights already FP8: transpose only
+    # weights already FP8: transpose only (per-tensor recipes; block-scaled ones quantize after the gather)
+    held = np.asarray(fp8_params, dtype=bool) & (recipe not in ("mxfp8", "nvfp4"))
     return fwd, bwd, np.where(held, weights * np.where(np.asarray(transpose_copy, dtype=bool), 2.0, 0.0), q(weights))
 
 
@@ -1239,8 +1270,10 @@ KERNEL_FIXED_S = 1.78e-6
 #: tensorwise ``Float8CurrentScalingQuantizer::quantize_impl`` (pytorch/csrc/quantizer.cpp) runs
 #: ``nvte_compute_amax``, ``nvte_compute_scale_from_amax`` and ``nvte_quantize_v2``: 3 kernels per expert (no amax
 #: reduction: GroupedLinear's quantizers get none, grouped_linear.py ``_customize_quantizers_float8_current_scaling``);
-#: mxfp8 one ``quantize`` (row- and column-wise copies and scales in one kernel) per expert.
-EXPERT_QUANTIZE_KERNELS = {"delayed": 0.0, "tensorwise": 3.0, "mxfp8": 1.0}
+#: mxfp8 one ``quantize`` (row- and column-wise copies and scales in one kernel) per expert. nvfp4: 0, grouped like
+#: delayed: ``split_quantize_nvfp4_impl_with_rht_helper`` (cast.cpp at NVIDIA/TransformerEngine@d0067d0da6) runs one
+#: ``nvte_group_hadamard_transform_amax`` and one ``nvte_group_hadamard_transform_cast_fusion`` over all experts.
+EXPERT_QUANTIZE_KERNELS = {"delayed": 0.0, "tensorwise": 3.0, "mxfp8": 1.0, "nvfp4": 0.0}
 
 
 def fp8_expert_quantize_kernels(recipe: str, sh: Shape, *, ep: ArrayLike = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -1309,7 +1342,7 @@ def fp8_param_quantize_bytes(recipe: str, master_bytes: float = 4.0, elem_bytes:
                     latency, not bytes), then the cast: read eb, write 1
     so delayed 4 + 2 eb + 1 = 9 and tensorwise 4 + 3 eb + 1 = 11 bytes an element at eb = 2."""
     _check_recipe(recipe)
-    if recipe == "mxfp8":
+    if recipe in ("mxfp8", "nvfp4"):  # nvfp4: FP4 parameters are not modelled (fp8_param_gather needs fp8)
         return 0.0
     reads = 3.0 if recipe == "tensorwise" else 2.0
     return master_bytes + reads * elem_bytes + 1.0

@@ -43,7 +43,10 @@ activation functions keep their 16-bit inputs. Per layer this changes: QKV and M
 each; the O-projection input 2sbh -> 1sbh fp8 copy, plus the 16-bit attention output 2sbh that a fused
 (flash) attention keeps for its own backward (3sbh with flash attention); the down-projection input
 (activation output) 2 -> 1 byte per element of f: MLP act = 5 s b f gated (gate and up 4, product 1),
-3 s b f with GeLU. Q, K, V stay 16-bit (the attention core runs in bf16).
+3 s b f with GeLU. Q, K, V stay 16-bit (the attention core runs in bf16). ``fp8_inputs`` may also give the bytes
+of the saved copy: an NVFP4 run's column-wise copy is 1/2 + 1/16 = 0.5625 bytes an element (E2M1 and one E4M3
+scale per 16; :func:`quantized_input_bytes`, docs/model.md#nvfp4), replacing the 1 byte above wherever it appears
+(the O-projection's: 0.5625, or 2.5625 with the flash core's 16-bit output).
 
 **Selective recompute modules** (``recompute_modules``, bits of :data:`RECOMPUTE_MODULES`), Megatron-Core
 ``--recompute-modules`` (transformer_config.py ``recompute_modules``; the recomputed outputs are freed by
@@ -267,13 +270,14 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     s = s_full / _pos("cp", cp)
     sp = np.asarray(sequence_parallel, dtype=bool)
     flash = np.asarray(flash_attention, dtype=bool)
-    fp8 = np.asarray(fp8_inputs, dtype=bool)
+    q_in = np.asarray(fp8_inputs, dtype=float)  # True = 1 byte (FP8); a number = NVFP4's 0.5625 (quantized_input_bytes)
+    fp8 = q_in > 0.0
     code = recompute_code(recompute)
     again = recomputed_modules(sh, code, recompute_modules)  # jax_dots takes its own branch below
     core_attn, mla_up, moe_act, dots = again.attention_core, again.mla_up_proj, again.moe_act, again.jax_dots
     h, a, g, d, dv = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim
     sbh = s * b * h
-    gemm_in = np.where(fp8, 1.0, 2.0)  # bytes of a saved GEMM input element
+    gemm_in = np.where(fp8, q_in, 2.0)  # bytes of a saved GEMM input element
     # per element of the MLP width: gated = gate and up (16-bit, activation input) + product (GEMM input);
     # GeLU = its 16-bit input + its output (GEMM input)
     act_in = np.where(sh.gated_mlp, 4.0, 2.0)
@@ -293,14 +297,14 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     # of its norms (2 sbh) and keeps one norm output per norm (fp8: one 1-byte copy per reading GEMM)
     masks = np.where(sh.dropout, 2.0, 0.0)  # two 1-byte dropout masks (none when the model has no dropout)
     replicated = np.where(sh.parallel_block,
-                          np.where(fp8, 4.0, 2.0 + 2.0 * sh.norms_per_layer) + masks,
+                          np.where(fp8, 2.0 + 2.0 * q_in, 2.0 + 2.0 * sh.norms_per_layer) + masks,
                           4.0 + 2.0 * gemm_in + masks) * sbh
     # Q, K, V as attention inputs (MLA: up-projected K of width d and V of width d_v per head, plus
     # the latents r_q and r_kv + d_rope the up-projections read), and the O-projection input
     latents = 2 * s * b * (sh.q_lora_rank + sh.kv_lora_rank + sh.qk_rope_head_dim)
     q = np.where(mla_up, 0.0, 2 * s * b * a * d)
     kv = np.where(sh.mla, np.where(mla_up, 0.0, 2 * s * b * a * (d + dv)) + latents, 4 * s * b * g * d)
-    o_bytes = np.where(fp8, np.where(flash, 3.0, 1.0), 2.0)
+    o_bytes = np.where(fp8, np.where(flash, 2.0 + q_in, q_in), 2.0)
     att = 1.0 if attention else 0.0
     split = att * (q + kv + o_bytes * s * b * a * dv) + (mlp_bytes if mlp else 0.0)
     keys = sh.attended_keys(s_full)
@@ -675,6 +679,15 @@ def max_micro_batch(states_bytes: ArrayLike, activation_bytes_per_sample: ArrayL
 # --- activation memory --------------------------------------------------------------------------
 
 
+def quantized_input_bytes(recipe: str) -> float:
+    """Bytes of one saved GEMM-input element of a low-precision run (the ``fp8_inputs`` of the activation functions):
+    0 (16-bit, not quantized) without a recipe, 1 for the FP8 recipes, 1/2 + 1/16 = 0.5625 for nvfp4 (TE's
+    ``_Linear.forward`` keeps the column-wise copy only: E2M1 values and one E4M3 scale per 16 elements)."""
+    if not recipe:
+        return 0.0
+    return 0.5 + 1.0 / 16.0 if recipe == "nvfp4" else 1.0
+
+
 def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                            cp: ArrayLike = 1, sequence_parallel: ArrayLike = False, recompute: ArrayLike = "none",
                            fp8_inputs: ArrayLike = False, dropout: ArrayLike = False) -> np.ndarray:
@@ -694,7 +707,8 @@ def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: Ar
     s = _pos("seq_len", seq_len) / _pos("cp", cp)
     t = _pos("tp", tp)
     sp = np.asarray(sequence_parallel, dtype=bool)
-    g = np.where(np.asarray(fp8_inputs, dtype=bool), 1.0, 2.0)
+    q_in = np.asarray(fp8_inputs, dtype=float)  # True = 1 byte; NVFP4 0.5625 (quantized_input_bytes)
+    g = np.where(q_in > 0.0, q_in, 2.0)
     sbh = s * b * md.hidden
     mask = np.where(np.asarray(dropout, dtype=bool), 1.0, 0.0)
     replicated = (2.0 + g + mask) * sbh

@@ -120,4 +120,6 @@ def generation_of(accelerator_family: str) -> str:
 
 
 def precision_family(precision: str) -> str:
-    return "fp8" if precision == "fp8" else ("fp32" if precision in ("fp32", "tf32") else "16-bit")
+    if precision in ("fp8", "fp4"):  # fp4 (NVFP4) its own family: no validated run matches it yet
+        return precision
+    return "fp32" if precision in ("fp32", "tf32") else "16-bit"

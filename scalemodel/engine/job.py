@@ -115,13 +115,16 @@ class Job:
     logits_gemm_half_dim: float = 0.0
     # GPU <-> host link per GPU per direction (ClusterSpec.host_bandwidth; 0 = not given): activation offload
     host_bandwidth: float = 0.0
-    # an fp8 run's Transformer Engine scaling recipe (training.fp8_recipe, default delayed; "" = not fp8): prices
-    # the quantization casts (cost.compute.fp8_quantize_bytes, _fp8_recipe)
+    # a low-precision run's Transformer Engine scaling recipe (training.fp8_recipe, default delayed; "nvfp4" for an
+    # fp4 run; "" = 16/32-bit): prices the quantization casts (cost.compute.fp8_quantize_bytes, _fp8_recipe)
     fp8_recipe: str = ""
     # the fraction of the fp8 curve's rate this recipe's GEMMs run at (cost.compute.fp8_recipe_gemm_factor: MXFP8's
     # block-scaled GEMMs on Blackwell; 1 otherwise), already folded into gemm_max: kept so that gemm_max can be read
     # back as the fp8 curve's (tests/test_mxfp8_gemm_rate.py); no report prints it
     fp8_recipe_gemm_factor: float = 1.0
+    # the share of transformer layers a low-precision run keeps in BF16 (training.bf16_layers / layers; 0 = none):
+    # their times on the BF16 peak and curve without casts, mixed with the others' (engine.step._compute_per_microbatch)
+    bf16_layer_share: float = 0.0
     # the fused attention kernel priced (training.attention_kernel resolved by _attention_kernel; "gemm" = the core on
     # the GEMM curve) and its fitted forward / backward curves (attn_max, seq_half, head_half; None with "gemm")
     attention_kernel: str = "gemm"
@@ -173,15 +176,19 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     """Resolve validated specs (ClusterSpec, workload, TrainingSpec) into a :class:`Job`."""
     acc = cluster.accelerator
     precision = training.precision
+    recipe = _fp8_recipe(training, acc)  # first: an fp4 run off Blackwell is refused for that, not for a peak
     peak = acc.peak(precision)
     curve = acc.compute_efficiency or compute.default_efficiency(acc.family if acc.family != "other" else acc.name)
     # the spec's curve may carry a separate fp8 GEMM curve (ComputeEfficiency.gemm); family defaults do not
     gemm_max, gemm_half_dim = (acc.compute_efficiency.gemm(precision) if acc.compute_efficiency is not None
                                else (curve.gemm_max, curve.gemm_half_dim))
-    # an mxfp8 run's GEMMs: block-scaled kernels, slower than the per-tensor FP8 ones the fp8 curve was fitted to
-    recipe = _fp8_recipe(training, acc)
+    # an mxfp8 run's GEMMs: block-scaled kernels, slower than the per-tensor FP8 ones the fp8 curve was fitted to;
+    # an fp4 run's NVFP4 GEMMs: the fp8 curve x the measured NVFP4 / FP8 rate, on the fp4 peak (_nvfp4_gemms)
     recipe_factor = compute.fp8_recipe_gemm_factor(acc.family, recipe)
-    gemm_max = gemm_max * recipe_factor
+    if recipe == "nvfp4":
+        gemm_max, gemm_half_dim = _nvfp4_gemms(acc, curve, recipe_factor)
+    else:
+        gemm_max = gemm_max * recipe_factor
     elem = Precision.parse(precision).element_bytes
     # fp8 runs: the attention core and the logits GEMM stay in BF16 (cost.compute.layer_compute_time, _bf16_gemms)
     bf16_peak, bf16_gm, bf16_d0 = _bf16_gemms(acc, precision, curve)
@@ -232,7 +239,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
         host_bandwidth=float(cluster.host_bandwidth or 0.0),
-        fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor,
+        fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor, bf16_layer_share=_bf16_layer_share(training, sh),
         fp8_attention=bool(getattr(training, "fp8_attention", False)),
         **_attention_kernel(training, acc),
     )
@@ -281,9 +288,16 @@ def _curve_params(curve: Any) -> dict[str, float]:
 
 
 def _fp8_recipe(training: Any, acc: Any) -> str:
-    """The FP8 scaling recipe of an fp8 run ("" otherwise): training.fp8_recipe, else Megatron-Core's default
-    'delayed' (TransformerConfig.fp8_recipe). MXFP8 needs Blackwell tensor cores: Transformer Engine's
-    check_mxfp8_support (pytorch/quantization.py) refuses it below compute capability 10.0."""
+    """The Transformer Engine scaling recipe of a low-precision run ("" for 16- and 32-bit runs): an fp8 run's
+    training.fp8_recipe, else Megatron-Core's default 'delayed' (TransformerConfig.fp8_recipe); an fp4 run's
+    'nvfp4' (NVFP4BlockScaling, TE's one FP4 recipe; Megatron-Core --fp4-recipe nvfp4). MXFP8 and NVFP4 need
+    Blackwell tensor cores: Transformer Engine's check_mxfp8_support and check_nvfp4_support
+    (pytorch/quantization.py at NVIDIA/TransformerEngine@d0067d0da6) refuse them below compute capability 10.0."""
+    if Precision.parse(training.precision) == Precision.FP4:
+        if acc.family != "blackwell":
+            raise InputError(f"precision fp4 (NVFP4) needs Blackwell tensor cores; {acc.name} is {acc.family}",
+                             where="training.precision", allowed="bf16, fp16 or fp8 on this accelerator")
+        return "nvfp4"
     if Precision.parse(training.precision) != Precision.FP8:
         return ""
     recipe = getattr(training, "fp8_recipe", None) or "delayed"
@@ -291,6 +305,33 @@ def _fp8_recipe(training: Any, acc: Any) -> str:
         raise InputError(f"fp8 recipe mxfp8 needs Blackwell tensor cores; {acc.name} is {acc.family}",
                          where="training.fp8_recipe", allowed="delayed or tensorwise on this accelerator")
     return str(recipe)
+
+
+def _bf16_layer_share(training: Any, sh: Any) -> float:
+    """training.bf16_layers over the transformer's layers (0 when none are kept in BF16). More layers than the model
+    has, or any on a generic workload, is an input error."""
+    n = int(getattr(training, "bf16_layers", 0) or 0)
+    if not n:
+        return 0.0
+    if sh is None:
+        raise InputError(f"bf16_layers {n} keeps transformer layers in BF16; a generic workload has none",
+                         where="training.bf16_layers", allowed="0 for a generic workload")
+    layers = int(sh.layers)
+    if n > layers:
+        raise InputError(f"bf16_layers {n} is more than the model's {layers} layers", where="training.bf16_layers",
+                         allowed=f"0 to {layers}")
+    return n / layers
+
+
+def _nvfp4_gemms(acc: Any, curve: Any, factor: float) -> tuple[float, float]:
+    """(gemm_max, gemm_half_dim) of an fp4 run's NVFP4 GEMMs, as fractions of the fp4 peak: the accelerator's fp8
+    curve (its size dependence, d0) at ``factor`` (cost.compute.FP8_RECIPE_GEMM_FACTORS['blackwell']['nvfp4'],
+    1.810) times its rate, gemm_max = fp8 gemm_max x factor x fp8 peak / fp4 peak, so the priced rate is
+    factor x the fp8 curve's whatever dense FP4 peak the part carries; capped at 1 (never above the fp4 peak).
+    docs/model.md#nvfp4"""
+    gm, d0 = (acc.compute_efficiency.gemm("fp8") if acc.compute_efficiency is not None
+              else (curve.gemm_max, curve.gemm_half_dim))
+    return min(float(gm) * factor * acc.peak("fp8") / acc.peak("fp4"), 1.0), float(d0)
 
 
 def _bf16_gemms(acc: Any, precision: str, curve: Any) -> tuple[float, float, float]:
@@ -310,10 +351,14 @@ def _bf16_gemms(acc: Any, precision: str, curve: Any) -> tuple[float, float, flo
 
     The word embedding is a table look-up (no GEMM). Transformer layers kept in BF16 by Megatron-Core's
     ``first_last_layers_bf16`` (default False; ``num_layers_at_start_in_bf16`` / ``num_layers_at_end_in_bf16``)
-    are not modelled: Megatron-Bridge's performance recipes switch it off for FP8-CS
+    are training.bf16_layers (Job.bf16_layer_share): Megatron-Bridge's performance recipes switch it off for FP8-CS
     (scripts/performance/utils/precision.py get_precision_config) and its MXFP8 recipe leaves it False.
+
+    An fp4 run likewise: Megatron-Core's get_fp4_context wraps the same TE modules in NVFP4BlockScaling, whose
+    ``fp8_dpa`` is False ("Not applying quantization to attention for now", transformer_engine/common/recipe/
+    __init__.py at NVIDIA/TransformerEngine@d0067d0da6), so the core and the output layer run in BF16.
     """
-    if precision != "fp8":
+    if precision not in ("fp8", "fp4"):
         return 0.0, 0.0, 0.0
     gm, d0 = (acc.compute_efficiency.gemm("bf16") if acc.compute_efficiency is not None
               else (curve.gemm_max, curve.gemm_half_dim))

@@ -331,7 +331,23 @@ def _with_chunk_ranks(job: Job, g: StrategyGrid, split: tuple[np.ndarray, np.nda
 def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndarray,
                             logits_on_stage: bool = True) -> dict[str, np.ndarray]:
     """Compute seconds for one micro-batch on a stage of ``layers_per_stage`` layers (with the logits
-    when ``logits_on_stage``), and the pieces overlap needs."""
+    when ``logits_on_stage``), and the pieces overlap needs.
+
+    A low-precision run with layers kept in BF16 (Job.bf16_layer_share s, training.bf16_layers): every piece is
+    (1 - s) x the all-low-precision one + s x the same stage priced with BF16 layers (the BF16 peak and 16-bit
+    curve of the attention core and logits, no recipe: no casts). The pieces that do not depend on the layers'
+    precision (logits, copies, embedding) are equal in both and so unchanged. Which stage holds the BF16 layers
+    (Megatron-Core: the first / last ones) is not modelled: each stage gets the share (exact at pp 1)."""
+    s = float(job.bf16_layer_share)
+    if s > 0.0 and job.fp8_recipe and job.attention_peak_flops > 0:
+        low = _compute_per_microbatch(replace(job, bf16_layer_share=0.0), g, layers_per_stage, logits_on_stage)
+        bf16 = replace(job, bf16_layer_share=0.0, peak_flops=job.attention_peak_flops, gemm_max=job.attention_gemm_max,
+                       gemm_half_dim=job.attention_gemm_half_dim, fp8_recipe="", fp8_recipe_gemm_factor=1.0,
+                       fp8_attention=False)
+        high = _compute_per_microbatch(bf16, g, layers_per_stage, logits_on_stage)
+        # equal pieces (layer counts, logits) kept as they are, not re-rounded by the mix
+        return {k: v if np.array_equal(v, high[k]) else (1.0 - s) * np.asarray(v, dtype=float) + s * np.asarray(
+                high[k], dtype=float) for k, v in low.items()}
     b = g.micro_batch.astype(float)
     if not job.is_transformer:
         if job.generic_time_per_sample > 0:
@@ -2120,7 +2136,7 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=g.flash_attention,
                   fragmentation=fragmentation, workspace=workspace, etp=_etp(g), offloaded_layers=g.offload_layers,
                   recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
-                  fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules,
+                  fp8_inputs=memory.quantized_input_bytes(job.fp8_recipe), recompute_modules=g.recompute_modules,
                   reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
                   root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
                   fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer

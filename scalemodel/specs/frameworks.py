@@ -302,7 +302,9 @@ _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recomput
                     "--moe-token-dispatcher-type",
                     # read for strategy.loss_impl (which cross-entropy runs: _loss_impl; --cross-entropy-loss-fusion,
                     # a switch, is in _MEG_STORE_TRUE)
-                    "--cross-entropy-fusion-impl"}
+                    "--cross-entropy-fusion-impl",
+                    # read for precision fp4 (NVFP4) and training.bf16_layers (_low_precision_extras)
+                    "--fp4-format", "--fp4-recipe", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16"}
 
 
 def _loss_impl(args: dict[str, str | None], out: StrategyFile) -> None:
@@ -395,7 +397,8 @@ _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm
                                             # .fp8_dot_product_attention has no CLI argument: arguments.py at
                                             # d98e8a64 lists it under "no CLI argument exists for these", and no
                                             # tag or branch defines it); forks' launch scripts pass it alone
-                                            "--fp8-dot-product-attention"}
+                                            "--fp8-dot-product-attention",
+                                            "--first-last-layers-bf16"}  # training.bf16_layers
 _BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
 #: Megatron-LM's --moe-token-dispatcher-type choices (megatron/training/arguments.py).
 _MEG_DISPATCHERS = ("allgather", "alltoall", "alltoall_seq", "flex")
@@ -542,6 +545,22 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.unused.append("--fp8-recipe without --fp8-format (Megatron trains without FP8)")
     if "--fp8-dot-product-attention" in args and "--fp8-format" not in args:
         out.unused.append("--fp8-dot-product-attention without --fp8-format (Megatron trains without FP8)")
+    if "--fp4-format" in args:  # Megatron-LM arguments.py: --fp4-format choices e2m1, --fp4-recipe nvfp4
+        if args["--fp4-format"] != "e2m1":
+            shown = "no value" if args["--fp4-format"] is None else repr(str(args["--fp4-format"])[:40])
+            raise InputError(f"unknown fp4 format: {shown}", where="--fp4-format", allowed="e2m1")
+        if "--fp8-format" in args:  # Megatron-Bridge MixedPrecisionConfig: "fp4 and fp8 cannot be used simultaneously"
+            raise InputError("--fp4-format and --fp8-format both given", where="--fp4-format",
+                             allowed="one of them")
+        out.training["precision"] = "fp4"  # Transformer Engine NVFP4BlockScaling (docs/model.md#nvfp4)
+        if args.get("--fp4-recipe") not in (None, "nvfp4"):
+            out.unused.append(f"--fp4-recipe {str(args['--fp4-recipe'])[:40]} (priced as nvfp4, the one FP4 recipe)")
+    if "--first-last-layers-bf16" in args:  # defaults 1 and 1 (Megatron-LM arguments.py)
+        start, end = number("--num-layers-at-start-in-bf16"), number("--num-layers-at-end-in-bf16")
+        if "--fp8-format" in args or "--fp4-format" in args:
+            out.training["bf16_layers"] = (1 if start is None else start) + (1 if end is None else end)
+        else:
+            out.unused.append("--first-last-layers-bf16 without --fp8-format or --fp4-format (every layer is BF16)")
     _attention_backend(args, out)
     _megatron_ddp(args, number, out)  # after every precision flag: its bucket is in the gradient dtype
     if _moe_fp8_padding(args, "--num-experts" in model_flags):

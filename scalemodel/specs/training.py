@@ -93,6 +93,11 @@ class TrainingSpec(Spec, kw_only=True):
         "with precision fp8: Transformer Engine's scaling recipe, delayed | tensorwise | mxfp8 (Megatron-Core "
         "--fp8-recipe; mxfp8 needs a Blackwell accelerator); prices the FP8 quantization casts. Not given: "
         "delayed, Megatron-Core's default"))] = None
+    bf16_layers: Annotated[int, Meta(ge=0, le=100000, description=(
+        "with precision fp8 or fp4: transformer layers kept in BF16 (Megatron-Core first_last_layers_bf16 with "
+        "num_layers_at_start_in_bf16 + num_layers_at_end_in_bf16; Megatron-Bridge's Nemotron 3 Super NVFP4 preset "
+        "keeps the last 14); their GEMMs on the BF16 peak and curve, without quantization casts, mixed over the "
+        "layers (docs/model.md#nvfp4). Default 0: every layer in the low precision"))] = 0
     optimizer_bytes_per_param: Annotated[float, Meta(ge=0, le=MAX_OPTIMIZER_BYTES,
         description="optimizer-state bytes per parameter: 12 = fp32 master + Adam m, v (ZeRO paper's K=12); "
                     "at most 64")] = 12.0
@@ -133,6 +138,10 @@ class TrainingSpec(Spec, kw_only=True):
         if self.fp8_recipe is not None and Precision.parse(self.precision) != Precision.FP8:
             raise field_error("fp8_recipe", f"{self.fp8_recipe!r} needs precision fp8 (got {self.precision!r}); "
                               "leave it out for 16- and 32-bit runs")
+        if self.bf16_layers and Precision.parse(self.precision) not in (Precision.FP8, Precision.FP4):
+            raise field_error("bf16_layers", f"{self.bf16_layers} needs precision fp8 or fp4 (got "
+                              f"{self.precision!r}): every layer of a 16- or 32-bit run is in that precision",
+                              "0, or precision fp8 / fp4")
         if self.fp8_attention and Precision.parse(self.precision) != Precision.FP8:
             raise field_error("fp8_attention", f"true needs precision fp8 (got {self.precision!r}); "
                               "leave it out for 16- and 32-bit runs")
