@@ -956,8 +956,14 @@ UNEXPRESSED_MODEL_TYPES = {
 }
 #: Training precisions the model does not price (precision text marker -> why): none since NVFP4 (precision fp4,
 #: :func:`parse_precision`) is priced; TrainingSpec.precision is fp32, tf32, bf16, fp16, fp8 or fp4
-#: (scalemodel.choices.Precision). The nvfp4 rows (Nemotron 3 Super) stay listed for their LatentMoE layers.
+#: (scalemodel.choices.Precision). The nvfp4 rows (Nemotron 3 Super) stay listed for their per-module precision mix
+#: (:data:`RECIPE_MODULE_PRECISION_MIX`).
 UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()
+#: Presets whose precision differs per module (Megatron-Bridge's Nemotron 3 Super NVFP4 recipes load te_quant.cfg,
+#: :data:`RECIPE_BF16_LAYERS`): the model prices one GEMM precision per run (plus whole BF16 layers), so these stay
+#: listed rather than be priced with their BF16 / MXFP8 modules in NVFP4.
+RECIPE_MODULE_PRECISION_MIX = frozenset({"mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
+                                         "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"})
 
 
 def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
@@ -977,6 +983,10 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
         why.append(f"selective recompute of the Megatron-Core module(s) {', '.join(unpriced)} (the whole MoE layer's "
                    "forward again; the model prices core_attn, mla_up_proj and moe_act)")
     why += [w for marker, w in UNEXPRESSED_PRECISIONS if marker in str(case.get("precision", "")).lower()]
+    if case.get("id") in RECIPE_MODULE_PRECISION_MIX:
+        why.append("precision set per module (te_quant.cfg: attention linear_qkv / linear_proj, the LatentMoE latent "
+                   "projections and the MTP block in BF16, Mamba out_proj in MXFP8, the rest NVFP4); the model prices "
+                   "one GEMM precision per run")
     multislice = par.get("dcn_dp", 1) > 1 and variant in MULTISLICE_CLUSTER and par.get("pod_dp", 1) == 1
     if (par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1) and not multislice:
         why.append("data parallelism across pods/slices over the data-center network (HSDP/multi-slice: no DCN "
@@ -1107,7 +1117,8 @@ RECIPE_ETP: dict[str, int] = {
 #: (4ab94dfad, perf_recipes/nemotronh/common.py _nemotron_3_super_nvfp4_precision), fp4_param_gather False. The same
 #: presets load te_quant.cfg (model.quant_recipe: attention linear_qkv / linear_proj, the LatentMoE fc1/fc2 latent
 #: projections and the MTP block in BF16, Mamba mixer out_proj in MXFP8), a per-module mix the model does not
-#: express (docs/model.md#nvfp4): these rows are priced with those modules in NVFP4.
+#: express (docs/model.md#nvfp4): pricing those modules in NVFP4 would price a run nobody ran, so the rows stay
+#: listed (:data:`RECIPE_MODULE_PRECISION_MIX`); the layer count is kept for the day the mix is expressible.
 RECIPE_BF16_LAYERS = {"mb2604_b200_nemotron3_super_nvfp4": 14, "mb2606_b300_nemotron3_super_nvfp4": 14,
                       "mb2608_gb200_nemotron3_super_nvfp4": 14, "mb2608_gb300_nemotron3_super_nvfp4": 14}
 RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",

@@ -35,13 +35,17 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         "mb2511 dgx-h100 (8-1024)": ("model grows with GPUs", [8, 16, 64, 256, 1024]),
         # Megatron-Bridge 26.08 (round 3, validation/README.md): its four expressible GB200 rows, Qwen3-30B-A3B
         # (8 GPUs), GPT-OSS 120B (64), Qwen3-235B-A22B and DeepSeek-V3 (256 each): 30B < 120B < 235B < 671B parameters
-        "mb2608 gb200-nvl72 (8-256)": ("model grows with GPUs", [8, 64, 256, 256]),
+        # + Nemotron 3 Super (64 GPUs, 123.6 B) on GB200 and GB300 once LatentMoE was priced (docs/model.md#latent-moe)
+        "mb2608 gb200-nvl72 (8-256)": ("model grows with GPUs", [8, 64, 64, 256, 256]),
         # the same four models on GB300 once the catalog held it (gb300-nvl72): same GPU counts as the GB200 rows;
         # + Nemotron 3 Nano (8 GPUs, 31.6 B) once the model priced Mamba-2 hybrid patterns
-        "mb2608 gb300-nvl72 (8-256)": ("model grows with GPUs", [8, 8, 64, 256, 256]),
+        "mb2608 gb300-nvl72 (8-256)": ("model grows with GPUs", [8, 8, 64, 64, 256, 256]),
         # Megatron-Bridge 26.06 DGX-B300 rows once the catalog held b300 / dgx-b300: Qwen3-30B-A3B (8 GPUs), GPT-OSS
         # 120B (64), DeepSeek-V3 (256); the 26.04.01 B300 Qwen3-235B row is a series of one (source mb2604)
-        "mb2606 dgx-b300 (8-256)": ("model grows with GPUs", [8, 8, 64, 256]),  # + Nemotron 3 Nano (8 GPUs)
+        "mb2606 dgx-b300 (8-256)": ("model grows with GPUs", [8, 8, 64, 64, 256]),  # + Nano (8), Super (64)
+        # Megatron-Bridge 26.04 DGX-B200 (round 5): Qwen3-30B-A3B and Nemotron 3 Nano (8 GPUs), Nemotron 3 Super (64),
+        # Qwen3-235B-A22B and DeepSeek-V3 (256): a series once the Super row made the 64-GPU step
+        "mb2604 dgx-b200 (8-256)": ("model grows with GPUs", [8, 8, 64, 256, 256]),
         # round-2 cases (validation/README.md): the NeMo 24.07 H100 table with its Llama 2/3 rows (7B, 8B, 13B, 70B x2,
         # 175B x2, sizes never shrink as GPUs grow) and torchtitan's Llama 3.1 8B on 4 and 8 H200 nodes
         "nemo2407 dgx-h100 (8-512)": ("model grows with GPUs", [8, 8, 16, 64, 64, 128, 512]),
