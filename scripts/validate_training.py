@@ -504,8 +504,9 @@ def unmodelled_recompute_modules(text: Any) -> list[str]:
 
 def parse_recompute_modules(text: Any, source: str = "") -> str:
     """What a stated selective recompute recomputes (StrategySpec.recompute_modules): Megatron-Core's
-    ``recompute_modules`` named in the case (core_attn, mla_up_proj, moe_act, moe), or MaxText's ``remat_policy=minimal``, the
-    JAX policy ``checkpoint_dots_with_no_batch_dims`` (MaxText/layers/models.py): jax_dots; a torchtitan run's
+    ``recompute_modules`` named in the case (core_attn, mla_up_proj, moe_act, moe), or MaxText's
+    ``remat_policy=minimal``, the JAX policy ``checkpoint_dots_with_no_batch_dims`` (MaxText/layers/models.py):
+    jax_dots; a torchtitan run's
     "selective (op policy)" (:data:`TORCHTITAN`), selective_ac_option op: titan_op (torchtitan e7c0cae
     torchtitan/models/llama3/parallelize_llama.py, 9dec370 torchtitan/parallelisms/parallelize_llama.py: "Saves
     output of all compute ops, except every second mm", ``to_save = func in _save_list and not (func ==
