@@ -160,3 +160,21 @@ def test_validation_parses_moe_as_a_whole_word() -> None:
         == "core_attn,moe_act,moe"
     assert v.parse_recompute_modules("selective: moe_act, layernorm") == "moe_act"
     assert np.all(np.asarray(v.unmodelled_recompute_modules("selective (recompute_modules moe)")) == [])
+
+
+@pytest.mark.parametrize("strategy", [
+    dict(ep=8, dp=8),
+    dict(tp=2, ep=4, etp=1, dp=8, sequence_parallel=True),
+    dict(ep=8, dp=8, pp=2, schedule="1f1b"),
+])
+def test_invariants_more_work_less_memory(strategy) -> None:
+    """Repeating the MoE block is never faster, never fewer hardware FLOPs, never more activation memory (n >= 1 MoE
+    layers drop their split bytes, one block's come back as the working set), and model FLOPs do not change."""
+    base = _run(recompute="selective", recompute_modules="core_attn", **strategy)
+    moe = _run(recompute="selective", recompute_modules="core_attn,moe", **strategy)
+    assert float(moe.step_time[0]) >= float(base.step_time[0])
+    assert float(moe.breakdown["compute"][0]) > float(base.breakdown["compute"][0])
+    assert float(moe.hardware_flops[0]) > float(base.hardware_flops[0])
+    assert float(moe.model_flops[0]) == float(base.model_flops[0])
+    assert float(np.ravel(moe.memory["activations"])[0]) < float(np.ravel(base.memory["activations"])[0])
+    assert float(np.ravel(moe.memory["total"])[0]) < float(np.ravel(base.memory["total"])[0])
