@@ -178,3 +178,15 @@ def test_invariants_more_work_less_memory(strategy) -> None:
     assert float(moe.model_flops[0]) == float(base.model_flops[0])
     assert float(np.ravel(moe.memory["activations"])[0]) < float(np.ravel(base.memory["activations"])[0])
     assert float(np.ravel(moe.memory["total"])[0]) < float(np.ravel(base.memory["total"])[0])
+
+
+def test_full_recompute_repeats_the_all_to_alls_too() -> None:
+    """Full recompute re-runs every layer's forward, MoELayer's dispatch and combine included: 6/4 of the traffic
+    (every layer of this model is an MoE layer and every layer is recomputed)."""
+    none = _run(ep=8, dp=8, recompute="none")
+    full = _run(ep=8, dp=8, recompute="full")
+    assert float(full.breakdown["ep_comm"][0]) == pytest.approx(1.5 * float(none.breakdown["ep_comm"][0]), rel=1e-12)
+    # partial full recompute, 12 of 48 layers: 4 + 2 x 12 / 48
+    part = _run(ep=8, dp=8, recompute="full", recompute_layers=12)
+    assert float(part.breakdown["ep_comm"][0]) == pytest.approx((4 + 2 * 12 / 48) / 4
+                                                                * float(none.breakdown["ep_comm"][0]), rel=1e-12)

@@ -32,7 +32,7 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
   pass round the cp ring (cp - 1 send/recv steps) forward, twice that backward; hidden under the
   attention core, exposed beyond it.
 - EP (GShard/Switch): 2 all-to-alls (dispatch, combine) of b (s/cp) k h bytes/elem / tp per MoE
-  layer forward, 2 backward; exposed. DeepEP / HybridEP (strategy moe_flex_dispatcher): each token once
+  layer forward, 2 backward, 2 more in a recomputed forward (full recompute, selective recompute of moe); exposed. DeepEP / HybridEP (strategy moe_flex_dispatcher): each token once
   per destination NVLink domain, then once per destination GPU over NVLink
   (scalemodel.cost.ep_dispatch, docs/model.md#ep-hierarchical).
 - PP (Narayanan et al. 2021 §4.1 scatter/gather): b (s/cp) h bytes/elem / tp per boundary per
@@ -1224,11 +1224,17 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     core_att = comp["core_per_layer"] / max(att, 1e-300)
     cp = np.where(g.cp > 1, 3.0 * L * att * np.maximum(ring - core_att, 0.0), 0.0)
     cp_hidden = np.where(g.cp > 1, L * att * np.minimum(ring, core_att), 0.0)
-    # EP: dispatch + combine all-to-all per MoE layer, forward and backward; selective recompute of moe runs the
-    # forward's two again in the backward (MoELayer.forward's checkpointed custom_forward dispatches and combines)
+    # EP: dispatch + combine all-to-all per MoE layer, forward and backward; a recomputed forward runs the forward's
+    # two again in the backward (MoELayer.forward dispatches and combines inside the checkpointed function): every
+    # MoE layer under selective recompute of moe, the rec_n recomputed layers' MoE share under full recompute (XLA's
+    # remat: the dispatch only, the combine feeds only the residual sum, as the TP collective after the down-projection)
     moe_share = float(sh.moe_layers / sh.layers)
-    ep_passes = 4.0 + 2.0 * np.where(moe_block_recomputed(job, g), 1.0, 0.0)
-    ep = np.where(g.ep > 1, (L * moe_share + comp.get("mtp_moe_blocks", 0.0)) * ep_passes * coll["ep"], 0.0)
+    mtp_moe = comp.get("mtp_moe_blocks", 0.0)
+    again_moe = np.where(moe_block_recomputed(job, g), 1.0, 0.0)
+    again_full = np.where(g.recompute == Recompute.FULL, 1.0, 0.0) * (1.0 if xla_remat(job) else 2.0)
+    ep_moe = ((L * moe_share + mtp_moe) * (4.0 + 2.0 * again_moe)
+              + (rec_n * moe_share + np.where(g.recompute == Recompute.FULL, mtp_moe, 0.0)) * again_full)
+    ep = np.where(g.ep > 1, ep_moe * coll["ep"], 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p = coll["pp"]
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
