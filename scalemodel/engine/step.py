@@ -32,9 +32,9 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
   pass round the cp ring (cp - 1 send/recv steps) forward, twice that backward; hidden under the
   attention core, exposed beyond it.
 - EP (GShard/Switch): 2 all-to-alls (dispatch, combine) of b (s/cp) k h bytes/elem / tp per MoE
-  layer forward, 2 backward, 2 more in a recomputed forward (full recompute, selective recompute of moe); exposed. DeepEP / HybridEP (strategy moe_flex_dispatcher): each token once
-  per destination NVLink domain, then once per destination GPU over NVLink
-  (scalemodel.cost.ep_dispatch, docs/model.md#ep-hierarchical).
+  layer forward, 2 backward, 2 more in a recomputed forward (full recompute, selective recompute of moe);
+  exposed. DeepEP / HybridEP (strategy moe_flex_dispatcher): each token once per destination NVLink domain,
+  then once per destination GPU over NVLink (scalemodel.cost.ep_dispatch, docs/model.md#ep-hierarchical).
 - PP (Narayanan et al. 2021 §4.1 scatter/gather): b (s/cp) h bytes/elem / tp per boundary per
   direction, 2 v send/recvs per micro-batch per stage on the critical path, priced on the slowest
   boundary (the one crossing the outermost tier the pipeline spans).
