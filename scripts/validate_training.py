@@ -488,11 +488,11 @@ def parse_recompute(text: Any) -> str | None:
 
 
 #: Megatron-Core ``recompute_modules`` a stated selective recompute may name that repeat a whole block the model has
-#: no price for: "moe" (NVIDIA/Megatron-LM@d98e8a64d megatron/core/transformer/transformer_config.py: ""moe": recompute
-#: the MoE layer.", its whole forward, experts and
-#: dispatch included). Such a row is listed. The other names the model does not price ("layernorm", "mlp",
-#: "shared_experts") stay ignored, as they were before this rule (:func:`parse_recompute_modules`).
-UNPRICED_RECOMPUTE_MODULES = ("moe",)
+#: no price for; such a row is listed. Empty since "moe" (NVIDIA/Megatron-LM@002255075c
+#: megatron/core/transformer/transformer_config.py: ""moe": recompute the MoE layer.") is priced
+#: (StrategySpec.recompute_modules moe, cost.transformer.recomputed_modules). The other names the model does not price
+#: ("layernorm", "mlp", "shared_experts") stay ignored, as they were before this rule (:func:`parse_recompute_modules`).
+UNPRICED_RECOMPUTE_MODULES: tuple[str, ...] = ()
 
 
 def unmodelled_recompute_modules(text: Any) -> list[str]:
@@ -506,8 +506,9 @@ def unmodelled_recompute_modules(text: Any) -> list[str]:
 
 def parse_recompute_modules(text: Any, source: str = "") -> str:
     """What a stated selective recompute recomputes (StrategySpec.recompute_modules): Megatron-Core's
-    ``recompute_modules`` named in the case (mla_up_proj, moe_act), or MaxText's ``remat_policy=minimal``, the
-    JAX policy ``checkpoint_dots_with_no_batch_dims`` (MaxText/layers/models.py): jax_dots; a torchtitan run's
+    ``recompute_modules`` named in the case (core_attn, mla_up_proj, moe_act, moe), or MaxText's
+    ``remat_policy=minimal``, the JAX policy ``checkpoint_dots_with_no_batch_dims`` (MaxText/layers/models.py):
+    jax_dots; a torchtitan run's
     "selective (op policy)" (:data:`TORCHTITAN`), selective_ac_option op: titan_op (torchtitan e7c0cae
     torchtitan/models/llama3/parallelize_llama.py, 9dec370 torchtitan/parallelisms/parallelize_llama.py: "Saves
     output of all compute ops, except every second mm", ``to_save = func in _save_list and not (func ==
@@ -519,7 +520,8 @@ def parse_recompute_modules(text: Any, source: str = "") -> str:
         return ""
     if source in TORCHTITAN and "op policy" in t:
         return "titan_op"
-    return ",".join(m for m in ("core_attn", "mla_up_proj", "moe_act") if m in t)
+    words = set(re.findall(r"[a-z_]+", t))  # whole names: "moe" is not the "moe" of "moe_act"
+    return ",".join(m for m in ("core_attn", "mla_up_proj", "moe_act", "moe") if m in words)
 
 
 def overlap_flags(text: Any) -> dict[str, bool]:
@@ -1092,6 +1094,9 @@ RECIPE_ETP: dict[str, int] = {
     # the DGX-B300 Nano row (26.06, 8f341b04f): NEMOTRON_3_NANO_PRETRAIN_CONFIG_B300_FP8_MX_V1 = replace of
     # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1) with micro_batch_size=4 only
     "mb2606_b300_nemotron3_nano_fp8mx": 1,
+    # the DGX-H100 Nano row (26.06, 63b08b397): _NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100 = replace of
+    # BASE_NEMOTRON_3_NANO_CONFIG (expert_tensor_parallel_size=1)
+    "mb2606_h100_nemotron3_nano_fp8cs": 1,
     # Nemotron 3 Super: expert_tensor_parallel_size=1 in the recipes the presets build on (17a381f95 and 8f341b04f
     # recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config, BASE_NEMOTRON_3_SUPER_CONFIG in
     # scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py; 4ab94dfad recipes/nemotronh/h100/
@@ -1195,10 +1200,12 @@ RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_nano_fp8mx", "mb2608_gb300_
 #   overlap_moe_expert_parallel_comm), so the SM count moves nothing. Both graph cuda_graph_scope ["attn", "mamba",
 #   "moe_router", "moe_preprocess"]: not given the host floor, as mb2604_b200_qwen3_30b_fp8mx (less host work than H's
 #   source).
-RECIPE_HYBRIDEP |= frozenset({"mb2606_b300_nemotron3_nano_fp8mx"})
+RECIPE_HYBRIDEP |= frozenset({"mb2606_b300_nemotron3_nano_fp8mx", "mb2606_h100_nemotron3_nano_fp8cs"})
 #   the DGX-B300 Nano row: BASE_NEMOTRON_3_NANO_CONFIG at 8f341b04f (scripts/performance/configs/nemotronh/
 #   nemotron_3_workload_base_configs.py) moe_flex_dispatcher_backend "hybridep", the same cuda_graph_scope, no a2a
-#   overlap
+#   overlap; the DGX-H100 Nano row (63b08b397, NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1 from the same base:
+#   "hybridep", no a2a overlap, cuda_graph_scope ["mamba"] only, so it gets the host floor,
+#   :data:`RECIPE_HOST_SYNC_HYBRIDEP`)
 RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
                               "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_fp8mx"})
 #   Nemotron 3 Super: BASE_NEMOTRON_3_SUPER_CONFIG moe_flex_dispatcher_backend "hybridep" (17a381f95, unchanged at
@@ -1264,7 +1271,16 @@ RECIPE_DEEPEP = frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})
 #:   communication". H (:data:`MCORE_2511_MOE_LAYER_HOST_S`) is 25.11's; the 26.x host time is not measured here.
 RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_gb200_dsv3_bf16",
                                        "mb2606_h100_qwen3_30b_fp8cs"}) \
-    | frozenset({"mb2604_b300_qwen3_235b_fp8mx"}) | frozenset({"mb2604_b200_nemotron3_super_fp8mx"})
+    | frozenset({"mb2604_b300_qwen3_235b_fp8mx"}) | frozenset({"mb2604_b200_nemotron3_super_fp8mx"}) \
+    | frozenset({"mb2606_h100_nemotron3_nano_fp8cs"})
+#: DGX-H100 Nemotron 3 Nano FP8-CS (26.06, 63b08b397): HybridEP, dropless (the recipe sets no capacity factor), and
+#: NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1 narrows cuda_graph_scope to ["mamba"] (Megatron-Core refuses the
+#: moe recompute with a moe_router graph, transformer_config.py @002255075c): router, preprocess, dispatch and
+#: attention run eager, more host work than H's source (router and preprocess graphed), so H is a lower bound, as on
+#: mb2606_h100_qwen3_30b_fp8cs (same Megatron-LM). Its MoE layers are 16 local experts, as H's source. The host time
+#: of the recomputed MoE forward (its HybridEP dispatch syncs again: _HybridEPManager.combine resets
+#: num_permuted_tokens to None, so the recompute's dispatch sizes its buffers on the host) is not priced
+#: (docs/model.md#host): a lower bound again.
 #: DGX-B200 Nemotron 3 Super (26.04.01, 17a381f95): HybridEP, dropless (no capacity factor; the page's footnote
 #: "dropless"), and no CUDA graph: BASE_NEMOTRON_3_SUPER_CONFIG_B200 cuda_graph_impl "none"
 #: (scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py), the same kind as

@@ -471,7 +471,11 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     attention core; mla_up_proj MLA's Q and KV up-projection GEMMs (multi_latent_attention.py ``qkv_up_checkpoint``
     re-runs them before the core's backward; Megatron-Core recomputes the core only when core_attn is also named,
     attention.py ``checkpoint_core_attention``); moe_act the routed experts' activation function (experts.py
-    ``activation_recompute``: its memory-bound bytes). jax_dots keeps the core's price (the remat policy's own
+    ``activation_recompute``: its memory-bound bytes); moe the MoE block's whole forward (moe_layer.py
+    ``moe_layer_recompute``, :func:`scalemodel.cost.transformer.recomputed_modules`): the router, routed and shared
+    experts' (and LatentMoE's projection) GEMMs and the block's memory-bound bytes (permutation 4 eb T k w, the
+    experts' activations), its pre-norm outside the checkpoint not; the dispatch and combine all-to-alls it runs
+    again are communication (engine.step). jax_dots keeps the core's price (the remat policy's own
     recompute is not priced apart). titan_op (torchtitan's op policy) repeats the forward's memory-bound work and
     the GEMMs of :func:`titan_op_gemm_time`, not the attention core (SDPA is on its save list).
 
@@ -600,9 +604,11 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     own_f, own_b = layer_eltwise_bytes(sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb, mlp=not moe,
                                        part=part)
     mem = T * own_f  # norms, residuals, dropout, RoPE, layout copies (and the dense activation), counted per impl
+    moe_block = np.zeros_like(T)  # the MoE block's forward (selective recompute of moe repeats it)
     if not mlp:  # a hybrid's attention-only layer
         expert_act = down = np.zeros_like(T)
     elif moe:
+        gemm_before, mem_before = gemm, mem
         k, E, fe = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0), sh.moe_ffn_hidden
         w, lat = sh.moe_width, sh.moe_latent  # the routed experts' token width (h, or LatentMoE's l)
         u = t if etp is None else _pos("etp", etp)
@@ -629,6 +635,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                  + 4 * t_lat * h * lat)
         mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * width + 4 * eb * T * k * w
         expert_act = np.where(sh.gated_mlp, 3.0, 2.0) * eb * T * k * fe / t  # routed experts' activation bytes
+        moe_block = gemm - gemm_before + memory_time(mem - mem_before, memory_bandwidth=memory_bandwidth,
+                                                     memory_efficiency=memory_efficiency)
     else:
         expert_act = np.zeros_like(T)
         f = sh.ffn_hidden
@@ -657,7 +665,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                  + (np.where(again.titan_op, t_mem + titan_op_gemm_time(sh, T, t, **kw), 0.0)
                     if np.any(again.titan_op) else 0.0)  # its GEMMs only when a candidate runs the policy
                  + np.where(again.moe_act, memory_time(
-                     expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0))
+                     expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0)
+                 + np.where(again.moe, moe_block, 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0) \
         + t_ring_b - 2.0 * t_ring_f

@@ -56,6 +56,12 @@ scale per 16; :func:`quantized_input_bytes`, docs/model.md#nvfp4), replacing the
                  (multi_latent_attention.py ``recompute_up_proj`` / ``qkv_up_checkpoint``)
     moe_act      the routed experts' activation output (the down-projection input): 2 s b f_e per
                  routed copy less (1 under fp8)
+    moe          the whole MoE block (moe_layer.py ``moe_layer_recompute``: ``tensor_parallel.checkpoint`` /
+                 ``te_checkpoint`` of its forward, which saves the inputs only): none of its split bytes (router,
+                 dispatched tokens, experts' and shared experts' inputs and activations); its input, the
+                 pre-norm's 16-bit output 2 s b h (÷t with SP; fp8 too, instead of the 1-byte GEMM copy), with the
+                 norm's input and dropout mask outside the checkpoint. While one MoE block is recomputed its
+                 no-recompute bytes are the working set (:func:`activation_bytes`)
     jax_dots     JAX ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` (MaxText
                  ``remat_policy=minimal``, MaxText/layers/models.py): the layer keeps its input (the scan
                  carry) and the weight-matmul outputs its backward reads, all else is recomputed:
@@ -312,6 +318,12 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     scores = att * np.where(core_attn, np.where(flash, scores_full, 0.0), scores_full)
     if not (attention and mlp):  # one block of a hybrid's layer: one norm input, GEMM input and mask
         replicated = replicated / 2.0
+    if moe and mlp and np.any(again.moe):
+        # selective moe: the checkpointed MoE block keeps only its input, the pre-norm's 16-bit output (its own
+        # norm input and dropout mask sit outside the checkpoint and stay); its split bytes are recomputed
+        split = np.where(again.moe, split - mlp_bytes, split)
+        replicated = replicated + np.where(again.moe & ~np.asarray(sh.parallel_block, dtype=bool),
+                                           (2.0 - gemm_in) * sbh, 0.0)
     none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t
     full = np.where(sp, 2 * sbh / t, 2 * sbh)
     kept = none_or_selective
@@ -508,6 +520,13 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
         work = np.where(n_moe > 0, np.maximum(work_dense, layer("none", True)), work_dense) if np.any(
             n_moe > 0) else work_dense
     working = np.where(code == Recompute.FULL, work * np.where(uniform, np.minimum(chunk, n_stage), 1.0), 0.0)
+    if np.any(n_moe > 0) and np.any(recomputed_modules(sh, code, recompute_modules).moe):
+        # selective moe: one MoE block re-materialised at a time, the bytes its checkpoint dropped (the block's
+        # no-recompute bytes less those it keeps)
+        block = (activation_bytes_per_layer(sh, recompute="none", moe=True, attention=False, mlp=True, **kw)
+                 - activation_bytes_per_layer(sh, recompute="selective", moe=True, attention=False, mlp=True,
+                                              **kw))
+        working = working + np.where(recomputed_modules(sh, code, recompute_modules).moe, block, 0.0)
     return (per_stage + emb) * inflight + logits + working
 
 

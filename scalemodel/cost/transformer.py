@@ -77,7 +77,8 @@ def recompute_code(value: ArrayLike) -> np.ndarray:
 #: Selective-recompute modules as bits: Megatron-Core ``--recompute-modules`` names (transformer_config.py
 #: ``recompute_modules``), ``jax_dots`` for JAX's dots-saveable remat policy (cost.memory's module docstring), and
 #: ``titan_op`` for torchtitan's op-level selective AC policy (:func:`titan_op_gemms`).
-RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8, "titan_op": 16}
+RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8, "titan_op": 16,
+                                     "moe": 32}
 #: What ``recompute: selective`` recomputes when no module is named: the attention core (Korthikanti).
 DEFAULT_RECOMPUTE_MODULES = RECOMPUTE_MODULES["core_attn"]
 
@@ -87,13 +88,15 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     ``attention_core`` the core (core_attn, or jax_dots, whose policy recomputes the batched core matmuls with
     everything but the weight GEMMs), ``mla_up_proj`` MLA's Q and KV up-projections (only in an MLA model),
     ``moe_act`` the routed experts' activation function, ``jax_dots`` JAX's dots-saveable policy, ``titan_op``
-    torchtitan's op policy (the layer's forward but the attention core and the saved GEMMs, :func:`titan_op_gemms`)."""
+    torchtitan's op policy (the layer's forward but the attention core and the saved GEMMs, :func:`titan_op_gemms`),
+    ``moe`` the whole MoE block's forward (router, permutation, dispatch and combine, routed and shared experts)."""
 
     attention_core: np.ndarray
     mla_up_proj: np.ndarray
     moe_act: np.ndarray
     jax_dots: np.ndarray
     titan_op: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    moe: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
 
 
 def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: ArrayLike = 0) -> Recomputed:
@@ -103,7 +106,13 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
     :data:`DEFAULT_RECOMPUTE_MODULES` (Megatron-Core's default ``["core_attn"]``). Megatron-Core recomputes the
     core only when core_attn is named (attention.py ``checkpoint_core_attention``), MLA's up-projections when
     mla_up_proj is (multi_latent_attention.py ``recompute_up_proj``), the experts' activation when moe_act is
-    (experts.py ``activation_recompute``)."""
+    (experts.py ``activation_recompute``), the whole MoE block when moe is (moe_layer.py ``moe_layer_recompute``:
+    ``MoELayer.forward`` runs its ``custom_forward``, route -> dispatch -> experts -> combine -> postprocess with the
+    shared experts, under ``tensor_parallel.checkpoint``, or ``te_checkpoint`` in an fp8 / fp4 run; NVIDIA/Megatron-LM
+    @002255075c, the submodule of Megatron-Bridge 63b08b397, and the same at d98e8a64dd; not with
+    ``cuda_graph_impl`` 'local', whose graphs recompute the layer themselves). moe_act named with moe is repeated
+    once more: the activation's ``CheckpointWithoutOutput`` runs again inside the recomputed forward and discards
+    its output again."""
     selective = recompute_code(recompute) == Recompute.SELECTIVE
     mods = np.asarray(recompute_modules, dtype=np.int64)
     mods = np.where(selective, np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods), 0)
@@ -112,7 +121,8 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
         return (mods & sum(RECOMPUTE_MODULES[n] for n in names)) > 0
 
     return Recomputed(attention_core=on("core_attn", "jax_dots"), mla_up_proj=on("mla_up_proj") & sh.mla,
-                      moe_act=on("moe_act"), jax_dots=on("jax_dots"), titan_op=on("titan_op"))
+                      moe_act=on("moe_act"), jax_dots=on("jax_dots"), titan_op=on("titan_op"),
+                      moe=on("moe") & (sh.moe_experts > 0))
 
 
 def titan_op_gemms(sh: Shape) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -812,7 +822,9 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
     hardware = model + recompute, where recompute is the layers' forward (full), or (selective) per layer
                what :func:`recomputed_modules` says is repeated: the attention core 2 s k a (d + d_v) (core_attn,
                jax_dots), MLA's up-projection GEMMs :func:`mla_up_projection_flops` (mla_up_proj), the GEMMs
-               torchtitan's op policy repeats :func:`titan_op_recompute_flops` (titan_op); moe_act
+               torchtitan's op policy repeats :func:`titan_op_recompute_flops` (titan_op), the MoE block's GEMMs
+               :func:`mlp_gemm_flops` (moe: router, routed and shared experts, LatentMoE's projections) in each
+               MoE layer and MoE MTP block; moe_act
                repeats an activation function, which no FLOP count here includes, so adds 0; or 0. The MTP
                modules' blocks and projections count as layers here (Megatron-Core checkpoints an MTP module's
                _proj_and_transformer_layer under full recompute; its block is a transformer layer of the same
@@ -826,7 +838,9 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
     per_attention = (np.where(again.attention_core, attention_core_flops(sh, seq_len), 0.0)
                      + np.where(again.mla_up_proj, mla_up_projection_flops(sh, seq_len), 0.0))
     per_layer = np.where(again.titan_op, titan_op_recompute_flops(sh, seq_len), 0.0)
-    selective = (per_attention * (sh.attention_layers + sh.mtp_layers) + per_layer * (sh.layers + sh.mtp_layers)) * n
+    per_moe = np.where(again.moe, mlp_gemm_flops(sh, seq_len, moe=True), 0.0)
+    selective = (per_attention * (sh.attention_layers + sh.mtp_layers) + per_layer * (sh.layers + sh.mtp_layers)
+                 + per_moe * (sh.moe_layers + sh.mtp_moe_layers)) * n
     extra = np.where(code == Recompute.FULL, layers_fwd, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     model = 3.0 * fwd
     return StepFlops(forward=fwd, model=model, hardware=model + extra, recompute=extra)

@@ -835,15 +835,20 @@ def check_fp8_all_gather(job: Job, on: bool, where: str) -> None:
 def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:
     """Megatron-Core's own conditions for --overlap-moe-expert-parallel-comm (TransformerConfig.__post_init__,
     megatron/core/transformer/transformer_config.py, NVIDIA/Megatron-LM@d98e8a64dd): expert parallelism, no full
-    recompute, and virtual pipeline stages when pp > 1."""
+    recompute, no selective recompute of moe ("disable moe in recompute_modules when enabling
+    overlap_moe_expert_parallel_comm", the same at @002255075c), and virtual pipeline stages when pp > 1."""
     if not strategy.moe_a2a_overlap:
         return
-    allowed = "ep > 1, recompute none or selective, and schedule interleaved:V when pp > 1"
+    allowed = ("ep > 1, recompute none or selective without the module moe, and schedule interleaved:V when pp > 1")
     if ep <= 1:
         raise InputError("moe_a2a_overlap needs expert parallelism", where="strategy.moe_a2a_overlap", allowed=allowed)
     if Recompute.parse(strategy.recompute) == Recompute.FULL:
         raise InputError("moe_a2a_overlap does not run with full recompute", where="strategy.moe_a2a_overlap",
                          allowed=allowed)
+    if Recompute.parse(strategy.recompute) == Recompute.SELECTIVE and "moe" in str(
+            getattr(strategy, "recompute_modules", "") or "").split(","):
+        raise InputError("moe_a2a_overlap does not run with selective recompute of moe",
+                         where="strategy.moe_a2a_overlap", allowed=allowed)
     if strategy.pp > 1 and parse_schedule(strategy.schedule).kind != ScheduleKind.INTERLEAVED:
         raise InputError("moe_a2a_overlap with pp > 1 needs the interleaved schedule",
                          where="strategy.moe_a2a_overlap", allowed=allowed)
@@ -862,13 +867,13 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
     if what:
         raise InputError(f"titan_op prices torchtitan's op policy on a dense block (wq, wk, wv, wo, w1, w3, w2); the "
                          f"model has {what}", where="strategy.recompute_modules",
-                         allowed="titan_op with a dense transformer; core_attn, mla_up_proj, moe_act or jax_dots "
+                         allowed="titan_op with a dense transformer; core_attn, mla_up_proj, moe_act, moe or jax_dots "
                                  "otherwise")
 
 
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
-    ep_dispatch_sms, moe_flex_dispatcher (also at ep 1) and recompute_modules moe_act without MoE layers,
+    ep_dispatch_sms, moe_flex_dispatcher (also at ep 1) and recompute_modules moe_act or moe without MoE layers,
     moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent attention, shard_group
     without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
     sequence_parallel, training.fp8_attention on a model without sliding-window layers; the eager layer ops
@@ -918,7 +923,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
         notices.warn("strategy.moe_fp8_padding is not priced: it needs MoE layers and precision fp8 (the experts "
                      "pad their tokens for the FP8 grouped GEMM only)")
     names = set(filter(None, str(getattr(strategy, "recompute_modules", "") or "").split(",")))
-    for name, present, what in (("moe_act", moe, "MoE layers"), ("mla_up_proj", mla, "multi-head latent attention")):
+    for name, present, what in (("moe_act", moe, "MoE layers"), ("moe", moe, "MoE layers"),
+                                ("mla_up_proj", mla, "multi-head latent attention")):
         if name in names and not present:
             notices.warn(f"strategy.recompute_modules {name} recomputes nothing: the model has no {what}")
     zero = Zero.parse(getattr(strategy, "zero", "0"))

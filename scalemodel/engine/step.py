@@ -32,9 +32,9 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
   pass round the cp ring (cp - 1 send/recv steps) forward, twice that backward; hidden under the
   attention core, exposed beyond it.
 - EP (GShard/Switch): 2 all-to-alls (dispatch, combine) of b (s/cp) k h bytes/elem / tp per MoE
-  layer forward, 2 backward; exposed. DeepEP / HybridEP (strategy moe_flex_dispatcher): each token once
-  per destination NVLink domain, then once per destination GPU over NVLink
-  (scalemodel.cost.ep_dispatch, docs/model.md#ep-hierarchical).
+  layer forward, 2 backward, 2 more in a recomputed forward (full recompute, selective recompute of moe);
+  exposed. DeepEP / HybridEP (strategy moe_flex_dispatcher): each token once per destination NVLink domain,
+  then once per destination GPU over NVLink (scalemodel.cost.ep_dispatch, docs/model.md#ep-hierarchical).
 - PP (Narayanan et al. 2021 §4.1 scatter/gather): b (s/cp) h bytes/elem / tp per boundary per
   direction, 2 v send/recvs per micro-batch per stage on the critical path, priced on the slowest
   boundary (the one crossing the outermost tier the pipeline spans).
@@ -408,6 +408,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         # full recompute and torchtitan's op policy (titan_op, which replays the layer's forward) repeat the casts
         titan_op = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).titan_op
         rec_l = rec_l + np.where((g.recompute == Recompute.FULL) | titan_op, cast_f, 0.0)
+        rec_l = rec_l + fp8_moe_recompute_casts(job, g)  # selective moe: the MoE block's activation casts
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_expert_quantize_kernels(job, g, fwd_l, bwd_l, rec_l)
@@ -521,6 +522,26 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
         mf, mb = times(compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw))
         f, b = (1 - moe_share) * f + moe_share * mf, (1 - moe_share) * b + moe_share * mb
     return f, b
+
+
+def fp8_moe_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per mean layer and micro-batch of the fp8 activation casts that selective recompute of moe repeats:
+    the recomputed MoE block's (``te_checkpoint`` reruns its forward in the backward; the weights' FP8 copies are
+    cached from the first micro-batch, so no weight cast), estimated as :func:`fp8_cast_per_layer`'s hybrid rule
+    does, an MoE layer's activation casts less half an attention + MLP layer's, x moe_layers / layers. 0 where the
+    module is not recomputed or the run is not fp8."""
+    again = moe_block_recomputed(job, g)
+    if not job.fp8_recipe or not np.any(again):
+        return np.zeros(1)
+    kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
+                              transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
+                              sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
+                              fp8_params=fp8_params_held(job, g))
+    dense_f = compute.fp8_quantize_bytes(job.shape, **kw)[0]
+    moe_f = compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw)[0]
+    block = np.maximum(moe_f - dense_f / 2.0, 0.0)
+    share = float(job.shape.moe_layers / job.shape.layers)
+    return np.asarray(np.where(again, share * _hbm_seconds(job, block), 0.0), dtype=float)
 
 
 def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: bool) -> compute.LayerTime:
@@ -756,11 +777,22 @@ def fsdp2_copy_time(job: Job, g: StrategyGrid, layers: np.ndarray) -> tuple[np.n
             np.asarray(np.where(on, _hbm_seconds(job, again * blocks_b + in_b), 0.0)))
 
 
-def _plus_per_layer(g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray, f_t: Any, b_t: Any
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _plus_per_layer(g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray, f_t: Any, b_t: Any,
+                    moe_block: Any = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-layer (forward, backward, recompute) with a term's forward seconds ``f_t`` and backward seconds ``b_t``:
-    the forward's join the forward, the backward's the backward, and full recompute repeats the forward's."""
-    return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(g.recompute == Recompute.FULL, f_t, 0.0)
+    the forward's join the forward, the backward's the backward, and full recompute repeats the forward's;
+    ``moe_block`` (a bool mask): the term is the MoE block's own, which selective recompute of moe repeats too
+    (:func:`moe_block_recomputed`)."""
+    again = (g.recompute == Recompute.FULL) | np.asarray(moe_block, dtype=bool)
+    return fwd_l + f_t, bwd_l + b_t, rec_l + np.where(again, f_t, 0.0)
+
+
+def moe_block_recomputed(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Where selective recompute repeats the whole MoE block's forward (``recompute_modules`` moe,
+    :func:`scalemodel.cost.transformer.recomputed_modules`; False for a model that is not a transformer)."""
+    if not job.is_transformer:
+        return np.zeros(1, dtype=bool)
+    return np.asarray(transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules).moe, dtype=bool)
 
 
 def _with_attention_unpad(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray
@@ -795,7 +827,7 @@ def _with_fp8_expert_padding(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l
                                                 tp=g.tp, cp=g.cp, ep=g.ep, etp=_etp(g), elem_bytes=job.elem_bytes)
     f_t = np.where(on, share * _hbm_seconds(job, f_b), 0.0)
     b_t = np.where(on, share * _hbm_seconds(job, b_b), 0.0)
-    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t, moe_block_recomputed(job, g))
 
 
 def _with_expert_quantize_kernels(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray,
@@ -816,7 +848,7 @@ def _with_expert_quantize_kernels(job: Job, g: StrategyGrid, fwd_l: np.ndarray, 
         n_f, n_b = n_f + q_f, n_b + q_b
     f_t = share * n_f * compute.KERNEL_FIXED_S
     b_t = share * n_b * compute.KERNEL_FIXED_S
-    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t)
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t, moe_block_recomputed(job, g))
 
 
 def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray,
@@ -865,7 +897,8 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
     bias_f = np.where(bias, share * (_hbm_seconds(job, e_f) + (k_f * local + 1.0) * compute.KERNEL_FIXED_S), 0.0)
     bias_b = np.where(bias, share * (_hbm_seconds(job, e_b) + k_b * local * compute.KERNEL_FIXED_S), 0.0)
     fwd_l, bwd_l, rec_l = _plus_per_layer(g, fwd_l, bwd_l, rec_l, clamp_f + bias_f,
-                                          np.where(clamp, share * _hbm_seconds(job, c_b), 0.0) + bias_b)
+                                          np.where(clamp, share * _hbm_seconds(job, c_b), 0.0) + bias_b,
+                                          moe_block_recomputed(job, g))  # both inside MoELayer.forward
     again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).moe_act
     return fwd_l, bwd_l, rec_l + np.where((g.recompute == Recompute.SELECTIVE) & again, clamp_f, 0.0)
 
@@ -1207,9 +1240,17 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     core_att = comp["core_per_layer"] / max(att, 1e-300)
     cp = np.where(g.cp > 1, 3.0 * L * att * np.maximum(ring - core_att, 0.0), 0.0)
     cp_hidden = np.where(g.cp > 1, L * att * np.minimum(ring, core_att), 0.0)
-    # EP: dispatch + combine all-to-all per MoE layer, forward and backward.
+    # EP: dispatch + combine all-to-all per MoE layer, forward and backward; a recomputed forward runs the forward's
+    # two again in the backward (MoELayer.forward dispatches and combines inside the checkpointed function): every
+    # MoE layer under selective recompute of moe, the rec_n recomputed layers' MoE share under full recompute (XLA's
+    # remat: the dispatch only, the combine feeds only the residual sum, as the TP collective after the down-projection)
     moe_share = float(sh.moe_layers / sh.layers)
-    ep = np.where(g.ep > 1, (L * moe_share + comp.get("mtp_moe_blocks", 0.0)) * 4.0 * coll["ep"], 0.0)
+    mtp_moe = comp.get("mtp_moe_blocks", 0.0)
+    again_moe = np.where(moe_block_recomputed(job, g), 1.0, 0.0)
+    again_full = np.where(g.recompute == Recompute.FULL, 1.0, 0.0) * (1.0 if xla_remat(job) else 2.0)
+    ep_moe = ((L * moe_share + mtp_moe) * (4.0 + 2.0 * again_moe)
+              + (rec_n * moe_share + np.where(g.recompute == Recompute.FULL, mtp_moe, 0.0)) * again_full)
+    ep = np.where(g.ep > 1, ep_moe * coll["ep"], 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p = coll["pp"]
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
@@ -1217,7 +1258,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
                                      2.0 * v * p2p), 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
-    return _with_moe_a2a_overlap(g, comp, out)
+    return _with_moe_a2a_overlap(g, comp, out, refused=moe_block_recomputed(job, g))
 
 
 def xla_remat(job: Job) -> bool:
@@ -2732,8 +2773,8 @@ def moe_a2a_steady_share(g: StrategyGrid) -> np.ndarray:
     return np.asarray(np.clip((m * v - alone) / (m * v), 0.0, 1.0))
 
 
-def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.ndarray]
-                          ) -> dict[str, np.ndarray]:
+def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict[str, np.ndarray],
+                          refused: Any = False) -> dict[str, np.ndarray]:
     """EP all-to-alls hidden under another micro-batch's computation (``moe_a2a_overlap``).
 
     Megatron-Core --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute, as Megatron-Bridge's
@@ -2752,6 +2793,7 @@ def _with_moe_a2a_overlap(g: StrategyGrid, comp: dict[str, np.ndarray], mp: dict
     # where Megatron-Core would refuse the overlap (job.grid_from_strategy says so for one strategy; a planner
     # grid with the flag pinned also holds such candidates) the all-to-alls stay exposed
     on = (np.asarray(g.moe_a2a_overlap, dtype=bool) & (g.ep > 1) & (g.recompute != Recompute.FULL)
+          & ~np.asarray(refused, dtype=bool)  # selective recompute of moe ("disable moe in recompute_modules ...")
           & ((g.pp <= 1) | (g.schedule == ScheduleKind.INTERLEAVED)))
     if not np.any(on):
         return mp

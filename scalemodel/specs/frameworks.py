@@ -617,8 +617,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
 
 
 #: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others (layernorm,
-#: mlp, moe, shared_experts, ...) are named as not used.
-_MEG_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act")
+#: mlp, shared_experts, ...) are named as not used.
+_MEG_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act", "moe")
 
 
 def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:

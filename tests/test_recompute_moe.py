@@ -1,0 +1,192 @@
+"""Selective recompute of the whole MoE block (recompute_modules moe; Megatron-Core --recompute-modules moe,
+moe_layer.py ``moe_layer_recompute``: MoELayer.forward's route -> dispatch -> experts -> combine under
+``tensor_parallel.checkpoint`` / ``te_checkpoint``, NVIDIA/Megatron-LM@002255075c). The backward repeats exactly one
+forward of the MoE block: its GEMMs and memory-bound bytes, its dispatch and combine all-to-alls, its FLOPs in the
+hardware count; its activations drop to the block's input. Values are worked out by hand from the formulas of
+cost/compute.py, cost/memory.py and cost/transformer.py, not read back from the implementation."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import compute, memory
+from scalemodel.cost.transformer import shape, training_flops
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.step import evaluate
+from scalemodel.errors import InputError
+from scalemodel.specs import TransformerWorkload, load_cluster
+from scalemodel.specs.training import StrategySpec, TrainingSpec
+
+PEAK, HBM, GM, D0, MEM = 1000e12, 3e12, 0.75, 96.0, 0.85
+KW = dict(peak_flops=PEAK, memory_bandwidth=HBM, gemm_max=GM, gemm_half_dim=D0, memory_efficiency=MEM)
+
+
+def _gemm(m: float, n: float, k: float, count: float = 1.0) -> float:
+    eff = GM * m / (m + D0) * n / (n + D0) * k / (k + D0)
+    return count * max(2 * m * n * k / (PEAK * eff), (m * k + k * n + m * n) * 2 / (HBM * MEM))
+
+
+def _mods(*names: str) -> int:
+    return memory.recompute_modules_code(",".join(names))
+
+
+# a small MoE layer: h 1024, 8 heads, 16 experts top-2 of f_e 256, SwiGLU, no shared expert
+SH = shape(layers=2, hidden=1024, heads=8, vocab=1000, gated_mlp=True, ffn_hidden=2048, moe_experts=16, moe_top_k=2,
+           moe_ffn_hidden=256)
+B, S = 2, 512
+T = B * S
+
+
+def _layer(mods: int, moe: bool = True, sh=SH) -> compute.LayerTime:
+    return compute.layer_compute_time(sh, micro_batch=B, seq_len=S, recompute="selective", moe=moe,
+                                      flash_attention=True, recompute_modules=mods, **KW)
+
+
+def _moe_block_forward() -> float:
+    """Router T x E x h, then per expert (16 local, T k / E = 128 tokens each) up T_e x 2 f_e x h and down
+    T_e x h x f_e; memory-bound: the experts' SwiGLU 3 eb T k f_e and the permutation 4 eb T k h."""
+    gemms = _gemm(T, 16, 1024) + _gemm(128, 512, 1024, 16) + _gemm(128, 1024, 256, 16)
+    mem = (3 * 2 * T * 2 * 256 + 4 * 2 * T * 2 * 1024) / (HBM * MEM)
+    return gemms + mem
+
+
+def test_moe_repeats_one_forward_of_the_moe_block() -> None:
+    assert float(_layer(_mods("moe")).recompute) == pytest.approx(_moe_block_forward(), rel=1e-12)
+    # not the attention core: Megatron-Core's list replaces the default ["core_attn"]
+    both = _layer(_mods("moe", "core_attn"))
+    assert float(both.recompute) == pytest.approx(_moe_block_forward() + float(both.attention_core), rel=1e-12)
+    # moe_act as well: the activation's CheckpointWithoutOutput runs again inside the recomputed forward
+    act = 3 * 2 * T * 2 * 256 / (HBM * MEM)
+    assert float(_layer(_mods("moe", "moe_act")).recompute) == pytest.approx(_moe_block_forward() + act, rel=1e-12)
+    # a dense layer has no MoE block; full recompute ignores the modules
+    assert float(_layer(_mods("moe"), moe=False).recompute) == 0.0
+    full = compute.layer_compute_time(SH, micro_batch=B, seq_len=S, recompute="full", moe=True, flash_attention=True,
+                                      recompute_modules=_mods("moe"), **KW)
+    assert float(full.recompute) == pytest.approx(float(full.forward), rel=1e-12)
+
+
+def test_moe_recompute_with_shared_experts() -> None:
+    sh = shape(layers=2, hidden=1024, heads=8, vocab=1000, gated_mlp=True, ffn_hidden=2048, moe_experts=16,
+               moe_top_k=2, moe_ffn_hidden=256, moe_shared_experts=1)
+    shared = _gemm(T, 512, 1024) + _gemm(T, 1024, 256) + 3 * 2 * T * 256 / (HBM * MEM)  # + its SwiGLU bytes
+    assert float(_layer(_mods("moe"), sh=sh).recompute) == pytest.approx(_moe_block_forward() + shared, rel=1e-12)
+
+
+def test_hardware_flops_add_the_moe_block_forward() -> None:
+    n = 8
+    base = training_flops(SH, S, n, recompute="selective", recompute_modules=_mods("moe_act"))
+    with_moe = training_flops(SH, S, n, recompute="selective", recompute_modules=_mods("moe_act", "moe"))
+    # per MoE layer and sequence 2 s (k 3 h f_e + h E); both layers are MoE layers
+    per = 2 * S * (2 * 3 * 1024 * 256 + 1024 * 16)
+    assert float(with_moe.hardware - base.hardware) == pytest.approx(2 * n * per, rel=1e-12)
+    assert float(with_moe.model) == float(base.model)  # model FLOPs never count recompute
+
+
+def test_activations_drop_to_the_block_input() -> None:
+    kw = dict(micro_batch=B, seq_len=S, recompute="selective", flash_attention=True)
+    sbh = S * B * 1024
+    for fp8, gemm_in in ((False, 2.0), (True, 1.0)):
+        none = memory.activation_bytes_per_layer(SH, moe=True, fp8_inputs=fp8, recompute_modules=_mods("core_attn"),
+                                                 **kw)
+        moe = memory.activation_bytes_per_layer(SH, moe=True, fp8_inputs=fp8,
+                                                recompute_modules=_mods("core_attn", "moe"), **kw)
+        # dropped: per routed copy the dispatched token (gemm_in h) and the experts' SwiGLU input (4 f_e) and
+        # GEMM input (gemm_in f_e); kept instead of the 1-byte fp8 MLP input: the checkpoint's 16-bit input
+        dropped = 2 * (gemm_in * sbh + (4 + gemm_in) * S * B * 256) - (2 - gemm_in) * sbh
+        assert float(none - moe) == pytest.approx(dropped, rel=1e-12)
+    # a hybrid pattern's MoE layer (no attention block) keeps its norm's 16-bit input, the block input and the
+    # residual's 1-byte dropout mask (both outside the checkpoint; the shape's default has dropout), nothing else
+    hyb = memory.activation_bytes_per_layer(SH, moe=True, attention=False, recompute_modules=_mods("moe"), **kw)
+    assert float(hyb) == pytest.approx(2 * sbh + 2 * sbh + 1 * sbh, rel=1e-12)
+
+
+def test_stage_activations_add_one_block_as_working_set() -> None:
+    kw = dict(micro_batch=B, seq_len=S, recompute="selective", flash_attention=True)
+    per_none = memory.activation_bytes_per_layer(SH, moe=True, recompute_modules=_mods("core_attn"), **kw)
+    per_moe = memory.activation_bytes_per_layer(SH, moe=True, recompute_modules=_mods("core_attn", "moe"), **kw)
+    a_none = memory.activation_bytes(SH, recompute_modules=_mods("core_attn"), **kw)
+    a_moe = memory.activation_bytes(SH, recompute_modules=_mods("core_attn", "moe"), **kw)
+    # 2 layers keep per_moe instead of per_none; one block's dropped bytes come back while it is recomputed
+    assert float(a_none - a_moe) == pytest.approx(2 * float(per_none - per_moe) - float(per_none - per_moe),
+                                                  rel=1e-12)
+
+
+QWEN = TransformerWorkload(name="qwen3-30b", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128,
+                           ffn_hidden=6144, gated_mlp=True, vocab=151936, seq_len=4096, tied_embeddings=False,
+                           moe={"experts": 128, "top_k": 8, "ffn_hidden": 768})
+
+
+def _run(**strategy):
+    tr = TrainingSpec(global_batch=16, micro_batch=1, precision="bf16", seq_len=4096)
+    job = build_job(load_cluster("dgx-h100"), QWEN, tr)
+    st = StrategySpec(**strategy)
+    g = grid_from_strategy(st, tr, st.tp * st.pp * st.cp * (st.dp or 1), job)
+    return evaluate(job, g)
+
+
+def test_dispatch_and_combine_run_again_exposed() -> None:
+    """Forward 2 + backward 2 all-to-alls per MoE layer, + 2 with the block recomputed: exactly 6/4 of the traffic,
+    exposed (Megatron-Core refuses the EP overlap with moe recompute, so nothing hides it)."""
+    base = _run(ep=8, dp=8, recompute="selective", recompute_modules="moe_act")
+    moe = _run(ep=8, dp=8, recompute="selective", recompute_modules="moe_act,moe")
+    ep0, ep1 = float(base.breakdown["ep_comm"][0]), float(moe.breakdown["ep_comm"][0])
+    assert ep0 > 0 and ep1 == pytest.approx(1.5 * ep0, rel=1e-12)
+    assert float(moe.step_time[0]) > float(base.step_time[0])
+    assert float(moe.hardware_flops[0]) > float(base.hardware_flops[0])
+    assert float(moe.model_flops[0]) == float(base.model_flops[0])
+
+
+def test_moe_a2a_overlap_is_refused_with_moe_recompute() -> None:
+    with pytest.raises(InputError, match="selective recompute of moe"):
+        _run(ep=8, dp=8, recompute="selective", recompute_modules="moe", moe_a2a_overlap=True)
+
+
+def test_megatron_launch_reader_reads_moe() -> None:
+    from scalemodel.specs.frameworks import StrategyFile, _recompute_modules
+    out = StrategyFile(path="launch.sh", format="megatron", strategy={"recompute": "selective"})
+    _recompute_modules({"--recompute-modules": "moe layernorm core_attn moe_act"}, out)
+    assert out.strategy["recompute_modules"] == "moe,core_attn,moe_act"  # in the order given
+    assert any("layernorm" in u for u in out.unused)
+
+
+def test_validation_parses_moe_as_a_whole_word() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import validate_training as v
+    assert v.parse_recompute_modules("selective (recompute_modules moe, layernorm, core_attn, moe_act)") \
+        == "core_attn,moe_act,moe"
+    assert v.parse_recompute_modules("selective: moe_act, layernorm") == "moe_act"
+    assert np.all(np.asarray(v.unmodelled_recompute_modules("selective (recompute_modules moe)")) == [])
+
+
+@pytest.mark.parametrize("strategy", [
+    dict(ep=8, dp=8),
+    dict(tp=2, ep=4, etp=1, dp=8, sequence_parallel=True),
+    dict(ep=8, dp=8, pp=2, schedule="1f1b"),
+])
+def test_invariants_more_work_less_memory(strategy) -> None:
+    """Repeating the MoE block is never faster, never fewer hardware FLOPs, never more activation memory (n >= 1 MoE
+    layers drop their split bytes, one block's come back as the working set), and model FLOPs do not change."""
+    base = _run(recompute="selective", recompute_modules="core_attn", **strategy)
+    moe = _run(recompute="selective", recompute_modules="core_attn,moe", **strategy)
+    assert float(moe.step_time[0]) >= float(base.step_time[0])
+    assert float(moe.breakdown["compute"][0]) > float(base.breakdown["compute"][0])
+    assert float(moe.hardware_flops[0]) > float(base.hardware_flops[0])
+    assert float(moe.model_flops[0]) == float(base.model_flops[0])
+    assert float(np.ravel(moe.memory["activations"])[0]) < float(np.ravel(base.memory["activations"])[0])
+    assert float(np.ravel(moe.memory["total"])[0]) < float(np.ravel(base.memory["total"])[0])
+
+
+def test_full_recompute_repeats_the_all_to_alls_too() -> None:
+    """Full recompute re-runs every layer's forward, MoELayer's dispatch and combine included: 6/4 of the traffic
+    (every layer of this model is an MoE layer and every layer is recomputed)."""
+    none = _run(ep=8, dp=8, recompute="none")
+    full = _run(ep=8, dp=8, recompute="full")
+    assert float(full.breakdown["ep_comm"][0]) == pytest.approx(1.5 * float(none.breakdown["ep_comm"][0]), rel=1e-12)
+    # partial full recompute, 12 of 48 layers: 4 + 2 x 12 / 48
+    part = _run(ep=8, dp=8, recompute="full", recompute_layers=12)
+    assert float(part.breakdown["ep_comm"][0]) == pytest.approx((4 + 2 * 12 / 48) / 4
+                                                                * float(none.breakdown["ep_comm"][0]), rel=1e-12)
