@@ -410,7 +410,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
            "recomputed_layers": rec_n,
            "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
-           "mtp_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1)}
+           "mtp_blocks": np.zeros(1), "mtp_attention_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1)}
     if logits_on_stage and float(sh.mtp_layers) > 0:
         if sh.hybrid is not None:  # a hybrid's MTP block (*E or *-): one attention + MoE / MLP layer
             block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
@@ -552,22 +552,24 @@ def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: com
     proj = compute.mtp_projection_time(sh, sequence_parallel=g.sequence_parallel, recompute=g.recompute, **kw)
     fwd = D * (block.forward + proj.forward + logits.forward)
     bwd = D * (block.backward + block.recompute + proj.backward + proj.recompute + logits.backward)
-    # the blocks' TP, CP and EP traffic counts as layers': a hybrid's block (*E, *-) is two of its one-block layers
+    # each pass's block carries a layer's traffic, counted once per pass by kind (_model_parallel_comm): TP as layers'
+    # (a hybrid's block, *E or *-, two of its one-block layers), CP as one attention layer's, EP as one MoE layer's
     blocks = D * (2.0 if sh.hybrid is not None else 1.0)
     return {"forward": fwd, "backward": bwd, "wgrad": D * (block.forward_gemm + proj.forward_gemm),
             "attention_core": D * block.attention_core, "blocks": np.asarray(blocks),
-            "moe_blocks": np.asarray(float(sh.mtp_moe_layers))}
+            "attention_blocks": np.asarray(D), "moe_blocks": np.asarray(float(sh.mtp_moe_layers))}
 
 
 def _with_mtp(comp: dict[str, np.ndarray], mtp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A stage's compute parts with the MTP modules' (:func:`mtp_compute`) added; ``mtp_blocks`` and
-    ``mtp_moe_blocks`` tell :func:`_model_parallel_comm` the blocks' TP, CP and EP traffic."""
+    """A stage's compute parts with the MTP modules' (:func:`mtp_compute`) added; ``mtp_blocks`` (layers' worth of TP
+    traffic), ``mtp_attention_blocks`` (attention layers: CP) and ``mtp_moe_blocks`` (MoE layers: EP) tell
+    :func:`_model_parallel_comm` the blocks' traffic, apart from the stage's own layers."""
     out = dict(comp)
     for k in ("forward", "backward", "wgrad", "attention_core"):
         out[k] = comp[k] + mtp[k]
     out["total"] = out["forward"] + out["backward"]
-    out["mtp_blocks"], out["mtp_moe_blocks"] = mtp["blocks"] + 0 * comp["mtp_blocks"], mtp["moe_blocks"] + 0 * comp[
-        "mtp_moe_blocks"]
+    for k in ("blocks", "attention_blocks", "moe_blocks"):
+        out["mtp_" + k] = mtp[k] + 0 * comp["mtp_" + k]
     return out
 
 
@@ -1158,11 +1160,15 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
                 "hidden_ep": zero}
     sh = job.shape
     tokens = _tokens_per_microbatch(job, g)
-    L = comp["layers_per_stage"] + comp.get("mtp_blocks", 0.0)  # an MTP block's TP and CP traffic is a layer's
+    # the stage's layers, and each MTP pass's block once by kind (mtp_compute): TP as layers, CP as attention layers,
+    # EP as MoE layers; full recompute repeats the blocks (Megatron-Core checkpoints every module under 'full')
+    n = comp["layers_per_stage"]
+    mtp_tp = comp.get("mtp_blocks", 0.0)
+    L = n + mtp_tp
     # TP: all-reduce, or reduce-scatter + all-gather of the same buffer with sequence parallelism.
     per = coll["tp"]
     per_pass = float(transformer.tp_allreduces_per_layer(sh))
-    rec_n = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)  # forward repeated in backward
+    rec_n = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"] + mtp_tp, 0.0)  # forward repeated
     # XLA's remat skips the MLP down-projection and so its trailing collective (xla_remat)
     tp_fwd = (L + rec_n) * per_pass * per - (rec_n * coll["tp_last"] if xla_remat(job) else 0.0)
     # backward: under the weight-gradient GEMMs with Megatron's async all-reduce, else after them (exposed); with
@@ -1189,11 +1195,12 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # layers only (all but in a hybrid pattern; its Mamba layers' context-parallel all-to-alls are not modelled)
     att = float(sh.attention_layers / sh.layers)
     core_att = comp["core_per_layer"] / max(att, 1e-300)
-    cp = np.where(g.cp > 1, 3.0 * L * att * np.maximum(ring - core_att, 0.0), 0.0)
-    cp_hidden = np.where(g.cp > 1, L * att * np.minimum(ring, core_att), 0.0)
+    att_n = n * att + comp.get("mtp_attention_blocks", 0.0)
+    cp = np.where(g.cp > 1, 3.0 * att_n * np.maximum(ring - core_att, 0.0), 0.0)
+    cp_hidden = np.where(g.cp > 1, att_n * np.minimum(ring, core_att), 0.0)
     # EP: dispatch + combine all-to-all per MoE layer, forward and backward.
     moe_share = float(sh.moe_layers / sh.layers)
-    ep = np.where(g.ep > 1, (L * moe_share + comp.get("mtp_moe_blocks", 0.0)) * 4.0 * coll["ep"], 0.0)
+    ep = np.where(g.ep > 1, (n * moe_share + comp.get("mtp_moe_blocks", 0.0)) * 4.0 * coll["ep"], 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p = coll["pp"]
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
