@@ -99,3 +99,36 @@ def test_hybrid_star_e_block_counts_once_per_pass(mtp: int) -> None:
     assert _counts(job, g, n_all)["tp"] == pytest.approx(2 * (n_all + 2 * mtp), rel=1e-12)
     job, g = _super_job(mtp, {"cp": 2})
     assert _counts(job, g, n_all)["cp"] == pytest.approx(3 * (n_att + mtp), rel=1e-12)
+
+
+def _fp8_job(mtp: int, shared: bool) -> tuple[Any, Any]:
+    cl, wl, tr, st = build_specs(cluster="dgx-h100", model="gpt-7.5b", sets=[],
+                                 training={"precision": "fp8", "fp8_recipe": "delayed", "global_batch": 4,
+                                           "micro_batch": 1}, strategy={})
+    job = build_job(cl, wl, tr, straggler_cv=0.0)
+    sh = transformer.shape(layers=2, hidden=64, heads=4, vocab=100, ffn_hidden=128, gated_mlp=True,
+                           tied_embeddings=False, mtp_layers=mtp, mtp_shared=shared)
+    job = replace(job, shape=sh)
+    return job, grid_from_strategy(st, tr, 1, job)
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_shared_module_casts_its_weights_once_per_step(recompute: str) -> None:
+    """A delayed-scaling fp8 run on H100 casts each weight once per step, W (eb + 1 + 1) = 4 bytes an element (16-bit
+    read, FP8 copy and its transpose written), spread over the step's m = 4 micro-batches. The MTP block (a dense
+    layer: QKV 64 x 192 + O 64 x 64 + SwiGLU 3 x 64 x 128 = 40,960 weights) run D = 2 times over two modules' weights
+    casts twice, over one shared module's once: the forward differs by one cast,
+        4 x 40960 / 4 / (HBM x memory efficiency)  per micro-batch,
+    and full recompute, which repeats the forward casts, repeats that difference in the backward."""
+    job2, g = _fp8_job(2, False)
+    job1, _ = _fp8_job(2, True)
+    assert job2.fp8_recipe == "delayed"
+    assert float(job2.shape.mtp_weight_modules) == 2 and float(job1.shape.mtp_weight_modules) == 1
+    if recompute == "full":
+        g = replace(g, recompute=np.full_like(g.recompute, step.Recompute.FULL))
+    one_cast = 4 * 40960 / 4 / (job2.memory_bandwidth * job2.memory_efficiency)
+    c2 = step._compute_per_microbatch(job2, g, np.ones(1) * 2)
+    c1 = step._compute_per_microbatch(job1, g, np.ones(1) * 2)
+    assert float(np.ravel(c2["forward"] - c1["forward"])[0]) == pytest.approx(one_cast, rel=1e-9)
+    rec = one_cast if recompute == "full" else 0.0
+    assert float(np.ravel(c2["backward"] - c1["backward"])[0]) == pytest.approx(rec, rel=1e-9, abs=1e-18)

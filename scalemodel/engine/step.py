@@ -464,7 +464,7 @@ def _hbm_seconds(job: Job, nbytes: Any) -> np.ndarray:
 
 
 def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
-                       whole_layer: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                       whole_layer: bool = False, weight_share: Any = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Seconds per layer and micro-batch (forward, backward) of an fp8 run's Transformer Engine quantization
     (:func:`scalemodel.cost.compute.fp8_quantize_bytes`, memory-bound at the HBM bandwidth x memory efficiency),
     dense and MoE layers mixed as the layer times are. The per-step weight casts are spread over the step's m
@@ -473,7 +473,9 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
     (fp8_quantize_bytes ``fp8_params``; the optimizer's quantization: :func:`fp8_param_quantize_time`).
     Full recompute repeats the forward casts (the caller adds them to the recompute). The transposed FP8 copy
     is priced on every accelerator but Blackwell (nvte_is_non_tn_fp8_gemm_supported: sm_100). ``whole_layer``: an
-    attention + MLP/MoE layer's casts also in a hybrid model (its MTP block, *E or *-), not the pattern's mean layer."""
+    attention + MLP/MoE layer's casts also in a hybrid model (its MTP block, *E or *-), not the pattern's mean layer.
+    ``weight_share``: the weight casts' share per call (a shared MTP module's D passes cast its weights once:
+    :func:`_mtp_block`)."""
     kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
                               transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
                               sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
@@ -488,7 +490,7 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
 
     def times(parts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         f, b, w = parts
-        return signed(f + w / m), signed(b)
+        return signed(f + weight_share * w / m), signed(b)
 
     f, b = times(compute.fp8_quantize_bytes(job.shape, **kw))
     hy = None if whole_layer else job.shape.hybrid
@@ -511,14 +513,19 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
     """The transformer block of a multi-token prediction module (``block``: :func:`compute.layer_compute_time` of
     the last layer's kind, MoE when ``moe_block``) with the per-layer terms the stage's own layers carry beyond it,
     at that kind alone rather than mixed over dense and MoE layers: an fp8 run's quantization casts
-    (:func:`fp8_cast_per_layer`, the block's weights cast once per step like the layers'), flash-attn's unpad copies
+    (:func:`fp8_cast_per_layer`, the block's weights cast once per step like the layers', and once for all D passes
+    of a shared module: Megatron-Core's TE wrappers pass ``is_first_microbatch`` and set it False after the first
+    call, megatron/core/extensions/transformer_engine.py ``TELinear.forward``, so a module run again in the same
+    step reuses TE's cached FP8 weight), flash-attn's unpad copies
     (:func:`_with_attention_unpad`) and the experts' FP8 padding copies (:func:`_with_fp8_expert_padding`). Forward
     extras join the forward, backward extras the backward; full recompute repeats the forward's (the casts' as
     :func:`_compute_per_microbatch` repeats them for the layers)."""
     share = 1.0 if moe_block else 0.0
     fwd, bwd, rec = block.forward, block.backward, block.recompute
     if job.fp8_recipe:
-        cast_f, cast_b = fp8_cast_per_layer(job, g, share, whole_layer=True)
+        D = float(job.shape.mtp_layers)
+        once = float(job.shape.mtp_weight_modules) / D if D > 0 else 1.0  # weight casts per pass: 1, or 1/D shared
+        cast_f, cast_b = fp8_cast_per_layer(job, g, share, whole_layer=True, weight_share=once)
         fwd, bwd = fwd + cast_f, bwd + cast_b
         rec = rec + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
     fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)
