@@ -1349,10 +1349,39 @@ def _etp(g: StrategyGrid) -> np.ndarray:
 
 
 def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
-    """(non-expert, expert) parameters held by one GPU before ZeRO sharding; experts split etp x ep ways."""
-    dense = (job.params - job.expert_params) / (g.tp * g.pp)
+    """(non-expert, expert) parameters held by one GPU before ZeRO sharding (the stages' mean); experts split
+    etp x ep ways. LatentMoE's projections (:func:`~scalemodel.cost.transformer.latent_projection_total`) are whole on
+    every TP rank (Megatron-Core moe_layer.py ``parallel_mode="duplicated"``, NVIDIA/Megatron-LM@d98e8a64dd), as
+    :func:`scalemodel.cost.memory.params_per_gpu` holds them: their gradients, optimizer states and DP traffic
+    count whole per rank; the other non-expert parameters / tp, as Megatron-LM's theoretical_memory_usage.py."""
+    dup = float(transformer.latent_projection_total(job.shape)) if job.is_transformer else 0.0
+    dense = (job.params - job.expert_params - dup) / (g.tp * g.pp) + dup / g.pp
     expert = job.expert_params / (_etp(g) * g.pp * g.ep)
     return dense, expert
+
+
+def sp_replicated_grad_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: Any) -> np.ndarray:
+    """Seconds per step of the TP all-reduce of the whole-per-rank parameters' gradients under sequence parallelism:
+
+        t = [sp, tp > 1] t_allreduce_tp((L_s n_layer + n_outside) g)
+
+    with ``n_layer`` / ``n_outside`` :func:`~scalemodel.cost.transformer.tp_replicated_elements` (norms, router,
+    row-parallel biases, MLA down-projections, LatentMoE projections; the tensors outside the layers counted on
+    every stage, as :func:`param_tensors` does), ``L_s`` the priced stage's layers, ``g`` the gradient bytes. With
+    sequence parallelism each TP rank sees its own sequence shard, so these weights' gradients differ across the TP
+    ranks and are summed: Megatron-Core ``finalize_model_grads`` -> ``_allreduce_non_tensor_model_parallel_grads``
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/distributed/finalize_model_grads.py: one coalesced all-reduce
+    over the TP group of every param with ``sequence_parallel`` set: norms, the router (moe/router.py), and the
+    TELinear ``duplicated`` weights, extensions/transformer_engine.py: "Reduce the gradient further on the TP
+    group since the weight is duplicated across TP ranks"). It runs after the backward's data-parallel sync,
+    before the optimizer: not overlapped."""
+    if not job.is_transformer:
+        return np.zeros(1)
+    per_layer, outside = transformer.tp_replicated_elements(job.shape)
+    n = np.asarray(layers, dtype=float) * float(np.ravel(per_layer)[0]) + float(np.ravel(outside)[0])
+    nbytes = n * job.grad_bytes
+    t = _collective("allreduce", np.asarray(nbytes, dtype=float), groups.tensor)
+    return np.asarray(np.where(g.sequence_parallel & (g.tp > 1), t, 0.0))
 
 
 def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -2281,7 +2310,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     opt = _optimizer_time(job, g, sync)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
-    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied  # one worker's step without waiting on others
+    sp_grads = sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"])  # likewise
+    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads  # one worker's step without waiting on others
     # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
     layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
     off = _offload_exposed(job, g, comp_dp, m, groups, sync, layer_comm)
@@ -2301,7 +2331,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
 
     breakdown = {
         "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
-        "tp_comm": m * mp["tp"], "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
+        "tp_comm": m * mp["tp"] + sp_grads, "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
         "pp_comm": m * mp["pp"], "host": m * host, "offload": off, "bubble": bubble_mb * t_mb,
         "dp_comm": np.maximum(dp_term, 0.0), "embed_comm": tied,
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,
