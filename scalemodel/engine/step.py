@@ -515,8 +515,8 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
     at that kind alone rather than mixed over dense and MoE layers: an fp8 run's quantization casts
     (:func:`fp8_cast_per_layer`, the block's weights cast once per step like the layers', and once for all D passes
     of a shared module: Megatron-Core's TE wrappers pass ``is_first_microbatch`` and set it False after the first
-    call, megatron/core/extensions/transformer_engine.py ``TELinear.forward``, so a module run again in the same
-    step reuses TE's cached FP8 weight), flash-attn's unpad copies
+    call, NVIDIA/Megatron-LM@d98e8a64dd megatron/core/extensions/transformer_engine.py ``TELinear.forward``, so a
+    module run again in the same step reuses TE's cached FP8 weight), flash-attn's unpad copies
     (:func:`_with_attention_unpad`) and the experts' FP8 padding copies (:func:`_with_fp8_expert_padding`). Forward
     extras join the forward, backward extras the backward; full recompute repeats the forward's (the casts' as
     :func:`_compute_per_microbatch` repeats them for the layers)."""
