@@ -129,7 +129,10 @@ def test_sequence_parallel_backward_is_async_whatever_the_flag(a100, gpt) -> Non
     """With sequence parallelism Megatron launches each backward reduce-scatter async_op=True before the wgrad GEMM
     whatever --no-async-tensor-model-parallel-allreduce says (core_r0.5.0 tensor_parallel/layers.py): per layer
     2 forward (AG + RS) exposed and 2 backward under the weight-gradient GEMMs,
-    m (L 2 c + max(L 2 c - wgrad, 0)), c = RS + AG of b*s*h*2 bytes over 8 ranks, the flag on or off."""
+    m (L 2 c + max(L 2 c - wgrad, 0)), c = RS + AG of b*s*h*2 bytes over 8 ranks, the flag on or off; once per step
+    the all-reduce over the 8 TP ranks of the whole-per-rank weights' gradients (Megatron-Core finalize_model_grads
+    _allreduce_non_tensor_model_parallel_grads): per layer 2 LayerNorms' weight + bias and the 2 row-parallel
+    biases, 6 h, and the final LayerNorm's 2 h, at the gradient bytes."""
     b, s, h, L = 2, gpt.seq_len, gpt.hidden, gpt.layers
     job = job_for(a100, gpt, global_batch=8, micro_batch=b)
     c = sum(val(coll.collective_time(k, b * s * h * 2.0, 8, job.network, stride=1))
@@ -140,7 +143,8 @@ def test_sequence_parallel_backward_is_async_whatever_the_flag(a100, gpt) -> Non
                                        tp=8, sequence_parallel=True, flash_attention=True)
     wgrad = L * val(layer.forward_gemm)
     m = 8 // b
-    expected = m * (L * 2 * c + max(L * 2 * c - wgrad, 0.0))
+    sp_grads = val(coll.collective_time("allreduce", (L * 6 * h + 2 * h) * job.grad_bytes, 8, job.network, stride=1))
+    expected = m * (L * 2 * c + max(L * 2 * c - wgrad, 0.0)) + sp_grads
     for flag in (True, False):
         _, res = one(job, dict(global_batch=8, micro_batch=b), 8, tp=8, sequence_parallel=True,
                      tp_async_allreduce=flag)

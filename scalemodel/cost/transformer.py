@@ -547,6 +547,25 @@ def latent_projection_params(sh: Shape) -> np.ndarray:
     return np.where(l > 0, 2.0 * h * l + np.where(sh.biases, l + h, 0.0), 0.0)
 
 
+def latent_projection_total(sh: Shape) -> np.ndarray:
+    """The LatentMoE projections of the whole trained model (:func:`latent_projection_params` per MoE layer, and per
+    MTP module with weights whose block is MoE): the parameters tensor parallelism does not divide beyond what
+    Megatron-LM's own per-rank count leaves whole (0 without a latent width)."""
+    mtp = np.where(sh.last_layer_moe, sh.mtp_weight_modules, 0.0)
+    return (sh.moe_layers + mtp) * latent_projection_params(sh)
+
+
+def tp_replicated_elements(sh: Shape) -> tuple[np.ndarray, np.ndarray]:
+    """Elements of the tensors every tensor-parallel rank holds whole (``split`` false in
+    :func:`layer_param_tensors` and :func:`non_layer_param_tensors`: norms, the router, row-parallel biases, MLA's
+    down-projections, LatentMoE's projections, the learned position table): (per layer, the layers' mean; outside
+    the layers, the MTP modules included)."""
+    def whole(tensors: list[ParamTensor]) -> np.ndarray:
+        return np.asarray(sum((np.where(t.split, 0.0, t.n * t.elements) for t in tensors), np.zeros(1)), dtype=float)
+
+    return whole(layer_param_tensors(sh)), whole(non_layer_param_tensors(sh))
+
+
 def expert_params_per_layer(sh: Shape) -> np.ndarray:
     """Routed experts of one MoE layer (what expert parallelism shards): E * :func:`expert_params`."""
     return sh.moe_experts * expert_params(sh)

@@ -427,7 +427,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
            "recomputed_layers": rec_n,
            "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
-           "mtp_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1)}
+           "mtp_blocks": np.zeros(1), "mtp_attention_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1)}
     if logits_on_stage and float(sh.mtp_layers) > 0:
         if sh.hybrid is not None:  # a hybrid's MTP block (*E or *-): one attention + MoE / MLP layer
             block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
@@ -481,7 +481,7 @@ def _hbm_seconds(job: Job, nbytes: Any) -> np.ndarray:
 
 
 def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
-                       whole_layer: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                       whole_layer: bool = False, weight_share: Any = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Seconds per layer and micro-batch (forward, backward) of an fp8 run's Transformer Engine quantization
     (:func:`scalemodel.cost.compute.fp8_quantize_bytes`, memory-bound at the HBM bandwidth x memory efficiency),
     dense and MoE layers mixed as the layer times are. The per-step weight casts are spread over the step's m
@@ -490,7 +490,9 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
     (fp8_quantize_bytes ``fp8_params``; the optimizer's quantization: :func:`fp8_param_quantize_time`).
     Full recompute repeats the forward casts (the caller adds them to the recompute). The transposed FP8 copy
     is priced on every accelerator but Blackwell (nvte_is_non_tn_fp8_gemm_supported: sm_100). ``whole_layer``: an
-    attention + MLP/MoE layer's casts also in a hybrid model (its MTP block, *E or *-), not the pattern's mean layer."""
+    attention + MLP/MoE layer's casts also in a hybrid model (its MTP block, *E or *-), not the pattern's mean layer.
+    ``weight_share``: the weight casts' share per call (a shared MTP module's D passes cast its weights once:
+    :func:`_mtp_block`)."""
     kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
                               transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
                               sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
@@ -505,7 +507,7 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
 
     def times(parts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         f, b, w = parts
-        return signed(f + w / m), signed(b)
+        return signed(f + weight_share * w / m), signed(b)
 
     f, b = times(compute.fp8_quantize_bytes(job.shape, **kw))
     hy = None if whole_layer else job.shape.hybrid
@@ -548,14 +550,19 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
     """The transformer block of a multi-token prediction module (``block``: :func:`compute.layer_compute_time` of
     the last layer's kind, MoE when ``moe_block``) with the per-layer terms the stage's own layers carry beyond it,
     at that kind alone rather than mixed over dense and MoE layers: an fp8 run's quantization casts
-    (:func:`fp8_cast_per_layer`, the block's weights cast once per step like the layers'), flash-attn's unpad copies
+    (:func:`fp8_cast_per_layer`, the block's weights cast once per step like the layers', and once for all D passes
+    of a shared module: Megatron-Core's TE wrappers pass ``is_first_microbatch`` and set it False after the first
+    call, NVIDIA/Megatron-LM@d98e8a64dd megatron/core/extensions/transformer_engine.py ``TELinear.forward``, so a
+    module run again in the same step reuses TE's cached FP8 weight), flash-attn's unpad copies
     (:func:`_with_attention_unpad`) and the experts' FP8 padding copies (:func:`_with_fp8_expert_padding`). Forward
     extras join the forward, backward extras the backward; full recompute repeats the forward's (the casts' as
     :func:`_compute_per_microbatch` repeats them for the layers)."""
     share = 1.0 if moe_block else 0.0
     fwd, bwd, rec = block.forward, block.backward, block.recompute
     if job.fp8_recipe:
-        cast_f, cast_b = fp8_cast_per_layer(job, g, share, whole_layer=True)
+        D = float(job.shape.mtp_layers)
+        once = float(job.shape.mtp_weight_modules) / D if D > 0 else 1.0  # weight casts per pass: 1, or 1/D shared
+        cast_f, cast_b = fp8_cast_per_layer(job, g, share, whole_layer=True, weight_share=once)
         fwd, bwd = fwd + cast_f, bwd + cast_b
         rec = rec + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
     fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)
@@ -589,22 +596,24 @@ def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: com
     proj = compute.mtp_projection_time(sh, sequence_parallel=g.sequence_parallel, recompute=g.recompute, **kw)
     fwd = D * (block.forward + proj.forward + logits.forward)
     bwd = D * (block.backward + block.recompute + proj.backward + proj.recompute + logits.backward)
-    # the blocks' TP, CP and EP traffic counts as layers': a hybrid's block (*E, *-) is two of its one-block layers
+    # each pass's block carries a layer's traffic, counted once per pass by kind (_model_parallel_comm): TP as layers'
+    # (a hybrid's block, *E or *-, two of its one-block layers), CP as one attention layer's, EP as one MoE layer's
     blocks = D * (2.0 if sh.hybrid is not None else 1.0)
     return {"forward": fwd, "backward": bwd, "wgrad": D * (block.forward_gemm + proj.forward_gemm),
             "attention_core": D * block.attention_core, "blocks": np.asarray(blocks),
-            "moe_blocks": np.asarray(float(sh.mtp_moe_layers))}
+            "attention_blocks": np.asarray(D), "moe_blocks": np.asarray(float(sh.mtp_moe_layers))}
 
 
 def _with_mtp(comp: dict[str, np.ndarray], mtp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A stage's compute parts with the MTP modules' (:func:`mtp_compute`) added; ``mtp_blocks`` and
-    ``mtp_moe_blocks`` tell :func:`_model_parallel_comm` the blocks' TP, CP and EP traffic."""
+    """A stage's compute parts with the MTP modules' (:func:`mtp_compute`) added; ``mtp_blocks`` (layers' worth of TP
+    traffic), ``mtp_attention_blocks`` (attention layers: CP) and ``mtp_moe_blocks`` (MoE layers: EP) tell
+    :func:`_model_parallel_comm` the blocks' traffic, apart from the stage's own layers."""
     out = dict(comp)
     for k in ("forward", "backward", "wgrad", "attention_core"):
         out[k] = comp[k] + mtp[k]
     out["total"] = out["forward"] + out["backward"]
-    out["mtp_blocks"], out["mtp_moe_blocks"] = mtp["blocks"] + 0 * comp["mtp_blocks"], mtp["moe_blocks"] + 0 * comp[
-        "mtp_moe_blocks"]
+    for k in ("blocks", "attention_blocks", "moe_blocks"):
+        out["mtp_" + k] = mtp[k] + 0 * comp["mtp_" + k]
     return out
 
 
@@ -1207,11 +1216,15 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
                 "hidden_ep": zero}
     sh = job.shape
     tokens = _tokens_per_microbatch(job, g)
-    L = comp["layers_per_stage"] + comp.get("mtp_blocks", 0.0)  # an MTP block's TP and CP traffic is a layer's
+    # the stage's layers, and each MTP pass's block once by kind (mtp_compute): TP as layers, CP as attention layers,
+    # EP as MoE layers; full recompute repeats the blocks (Megatron-Core checkpoints every module under 'full')
+    n = comp["layers_per_stage"]
+    mtp_tp = comp.get("mtp_blocks", 0.0)
+    L = n + mtp_tp
     # TP: all-reduce, or reduce-scatter + all-gather of the same buffer with sequence parallelism.
     per = coll["tp"]
     per_pass = float(transformer.tp_allreduces_per_layer(sh))
-    rec_n = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)  # forward repeated in backward
+    rec_n = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"] + mtp_tp, 0.0)  # forward repeated
     # XLA's remat skips the MLP down-projection and so its trailing collective (xla_remat)
     tp_fwd = (L + rec_n) * per_pass * per - (rec_n * coll["tp_last"] if xla_remat(job) else 0.0)
     # backward: under the weight-gradient GEMMs with Megatron's async all-reduce, else after them (exposed); with
@@ -1238,18 +1251,21 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # layers only (all but in a hybrid pattern; its Mamba layers' context-parallel all-to-alls are not modelled)
     att = float(sh.attention_layers / sh.layers)
     core_att = comp["core_per_layer"] / max(att, 1e-300)
-    cp = np.where(g.cp > 1, 3.0 * L * att * np.maximum(ring - core_att, 0.0), 0.0)
-    cp_hidden = np.where(g.cp > 1, L * att * np.minimum(ring, core_att), 0.0)
-    # EP: dispatch + combine all-to-all per MoE layer, forward and backward; a recomputed forward runs the forward's
-    # two again in the backward (MoELayer.forward dispatches and combines inside the checkpointed function): every
-    # MoE layer under selective recompute of moe, the rec_n recomputed layers' MoE share under full recompute (XLA's
-    # remat: the dispatch only, the combine feeds only the residual sum, as the TP collective after the down-projection)
+    att_n = n * att + comp.get("mtp_attention_blocks", 0.0)
+    cp = np.where(g.cp > 1, 3.0 * att_n * np.maximum(ring - core_att, 0.0), 0.0)
+    cp_hidden = np.where(g.cp > 1, att_n * np.minimum(ring, core_att), 0.0)
+    # EP: dispatch + combine all-to-all per MoE layer (the stage's layers at the MoE share, and each MTP pass's MoE
+    # block once), forward and backward; a recomputed forward runs the forward's two again in the backward
+    # (MoELayer.forward dispatches and combines inside the checkpointed function): every MoE layer under selective
+    # recompute of moe, the recomputed layers' MoE share and every MTP block under full recompute (XLA's remat: the
+    # dispatch only, the combine feeds only the residual sum, as the TP collective after the down-projection)
     moe_share = float(sh.moe_layers / sh.layers)
     mtp_moe = comp.get("mtp_moe_blocks", 0.0)
+    full = g.recompute == Recompute.FULL
     again_moe = np.where(moe_block_recomputed(job, g), 1.0, 0.0)
-    again_full = np.where(g.recompute == Recompute.FULL, 1.0, 0.0) * (1.0 if xla_remat(job) else 2.0)
-    ep_moe = ((L * moe_share + mtp_moe) * (4.0 + 2.0 * again_moe)
-              + (rec_n * moe_share + np.where(g.recompute == Recompute.FULL, mtp_moe, 0.0)) * again_full)
+    again_full = np.where(full, 1.0, 0.0) * (1.0 if xla_remat(job) else 2.0)
+    rec_moe = np.where(full, comp["recomputed_layers"] * moe_share + mtp_moe, 0.0)
+    ep_moe = (n * moe_share + mtp_moe) * (4.0 + 2.0 * again_moe) + rec_moe * again_full
     ep = np.where(g.ep > 1, ep_moe * coll["ep"], 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p = coll["pp"]
@@ -1392,10 +1408,39 @@ def _etp(g: StrategyGrid) -> np.ndarray:
 
 
 def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
-    """(non-expert, expert) parameters held by one GPU before ZeRO sharding; experts split etp x ep ways."""
-    dense = (job.params - job.expert_params) / (g.tp * g.pp)
+    """(non-expert, expert) parameters held by one GPU before ZeRO sharding (the stages' mean); experts split
+    etp x ep ways. LatentMoE's projections (:func:`~scalemodel.cost.transformer.latent_projection_total`) are whole on
+    every TP rank (Megatron-Core moe_layer.py ``parallel_mode="duplicated"``, NVIDIA/Megatron-LM@d98e8a64dd), as
+    :func:`scalemodel.cost.memory.params_per_gpu` holds them: their gradients, optimizer states and DP traffic
+    count whole per rank; the other non-expert parameters / tp, as Megatron-LM's theoretical_memory_usage.py."""
+    dup = float(transformer.latent_projection_total(job.shape)) if job.is_transformer else 0.0
+    dense = (job.params - job.expert_params - dup) / (g.tp * g.pp) + dup / g.pp
     expert = job.expert_params / (_etp(g) * g.pp * g.ep)
     return dense, expert
+
+
+def sp_replicated_grad_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: Any) -> np.ndarray:
+    """Seconds per step of the TP all-reduce of the whole-per-rank parameters' gradients under sequence parallelism:
+
+        t = [sp, tp > 1] t_allreduce_tp((L_s n_layer + n_outside) g)
+
+    with ``n_layer`` / ``n_outside`` :func:`~scalemodel.cost.transformer.tp_replicated_elements` (norms, router,
+    row-parallel biases, MLA down-projections, LatentMoE projections; the tensors outside the layers counted on
+    every stage, as :func:`param_tensors` does), ``L_s`` the priced stage's layers, ``g`` the gradient bytes. With
+    sequence parallelism each TP rank sees its own sequence shard, so these weights' gradients differ across the TP
+    ranks and are summed: Megatron-Core ``finalize_model_grads`` -> ``_allreduce_non_tensor_model_parallel_grads``
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/distributed/finalize_model_grads.py: one coalesced all-reduce
+    over the TP group of every param with ``sequence_parallel`` set: norms, the router (moe/router.py), and the
+    TELinear ``duplicated`` weights, extensions/transformer_engine.py: "Reduce the gradient further on the TP
+    group since the weight is duplicated across TP ranks"). It runs after the backward's data-parallel sync,
+    before the optimizer: not overlapped."""
+    if not job.is_transformer:
+        return np.zeros(1)
+    per_layer, outside = transformer.tp_replicated_elements(job.shape)
+    n = np.asarray(layers, dtype=float) * float(np.ravel(per_layer)[0]) + float(np.ravel(outside)[0])
+    nbytes = n * job.grad_bytes
+    t = _collective("allreduce", np.asarray(nbytes, dtype=float), groups.tensor)
+    return np.asarray(np.where(g.sequence_parallel & (g.tp > 1), t, 0.0))
 
 
 def _wire_and_codec(job: Job, g: StrategyGrid, elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -2324,7 +2369,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     opt = _optimizer_time(job, g, sync)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
-    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied  # one worker's step without waiting on others
+    sp_grads = sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"])  # likewise
+    local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads  # one worker's step without waiting on others
     # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
     layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
     off = _offload_exposed(job, g, comp_dp, m, groups, sync, layer_comm)
@@ -2344,7 +2390,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
 
     breakdown = {
         "compute": m * comp["total"], "contention": m * comp["contention"] + dp_contention,
-        "tp_comm": m * mp["tp"], "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
+        "tp_comm": m * mp["tp"] + sp_grads, "cp_comm": m * mp["cp"], "ep_comm": m * mp["ep"],
         "pp_comm": m * mp["pp"], "host": m * host, "offload": off, "bubble": bubble_mb * t_mb,
         "dp_comm": np.maximum(dp_term, 0.0), "embed_comm": tied,
         "optimizer": opt, "straggler": straggler, "imbalance": imbalance_s,

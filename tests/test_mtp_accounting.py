@@ -1,0 +1,134 @@
+"""What a multi-token prediction module adds to the step's traffic and casts, counted by hand.
+
+Each of the D passes runs one transformer block of the last layer's kind (Megatron-Core multi_token_prediction.py,
+core_v0.15.0: DeepSeek-V3's block is an MoE layer; a hybrid's ``*E`` block is an attention layer then an MoE layer),
+so per micro-batch each pass adds exactly one such block's collectives: its TP reductions forward and backward (and
+forward again under full recompute, which Megatron-Core applies to every module), one attention layer's CP ring
+(3 ring passes: K, V forward; K, V and their gradients backward) and one MoE layer's four all-to-alls (dispatch +
+combine, forward and backward). The collectives are priced at 1 s each here, so every term reads as a count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+import yaml
+
+from scalemodel.commands.common import build_specs
+from scalemodel.cost import transformer
+from scalemodel.engine import step
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.specs import TransformerWorkload, load_cluster
+from scalemodel.specs.training import StrategySpec, TrainingSpec
+
+ONE = {k: np.ones(1) for k in ("tp", "tp_last", "cp", "ep")}
+UNIT = {**ONE, "pp": np.zeros(1), "pp_gather": np.zeros(1)}
+
+
+def _small_moe_job(mtp: int, strategy: dict[str, Any]) -> tuple[Any, Any]:
+    # 3 layers, the first dense, layers 2 and 3 MoE (the last one MoE: the MTP block is an MoE layer)
+    cl, wl, tr, st = build_specs(cluster="dgx-h100", model="deepseek-v3", sets=[],
+                                 training={"precision": "bf16", "global_batch": 64, "micro_batch": 1},
+                                 strategy=strategy)
+    job = build_job(cl, wl, tr, straggler_cv=0.0)
+    sh = transformer.shape(layers=3, hidden=64, heads=4, vocab=100, ffn_hidden=128, gated_mlp=True,
+                           moe_experts=8, moe_top_k=2, moe_ffn_hidden=32, moe_first_dense=1,
+                           tied_embeddings=False, mtp_layers=mtp)
+    job = replace(job, shape=sh)
+    return job, grid_from_strategy(st, tr, 8, job)
+
+
+def _counts(job: Any, g: Any, layers: float = 3.0) -> dict[str, float]:
+    comp = step._compute_per_microbatch(job, g, np.ones(1) * layers, logits_on_stage=True)
+    # nothing hides the collectives: no weight-gradient window, no attention core under the ring
+    comp = dict(comp, wgrad=np.zeros(1), core_per_layer=np.zeros(1))
+    mp = step._model_parallel_comm(job, g, comp, UNIT)
+    return {k: float(np.ravel(mp[k])[0]) for k in ("tp", "cp", "ep")}
+
+
+@pytest.mark.parametrize("mtp", [0, 1, 2])
+def test_ep_all_to_alls_per_micro_batch_by_hand(mtp: int) -> None:
+    """2 MoE layers + D MoE blocks, 4 all-to-alls each: 8 + 4 D (before the fix the blocks were also counted among
+    the stage's layers at its MoE share 2/3: 8 + 4 D + 8 D / 3)."""
+    job, g = _small_moe_job(mtp, {"ep": 2})
+    assert _counts(job, g)["ep"] == pytest.approx(2 * 4 + mtp * 4, rel=1e-12)
+
+
+@pytest.mark.parametrize("mtp", [0, 1, 2])
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_tp_reductions_per_micro_batch_by_hand(mtp: int, recompute: str) -> None:
+    """2 reductions per layer and pass (after attention, after the MLP), 3 layers + D blocks, forward and backward;
+    full recompute repeats the forward of every layer and every block: (3 + D) x 2 x (2 or 3)."""
+    job, g = _small_moe_job(mtp, {"tp": 2, "recompute": recompute, "tp_async_allreduce": False})
+    passes = 3 if recompute == "full" else 2
+    assert _counts(job, g)["tp"] == pytest.approx((3 + mtp) * 2 * passes, rel=1e-12)
+
+
+@pytest.mark.parametrize("mtp", [0, 1, 2])
+def test_cp_ring_per_micro_batch_by_hand(mtp: int) -> None:
+    """cp 2: one ring step per attention layer and pass, 3 passes (forward K, V; backward K, V and gradients):
+    3 x (3 + D)."""
+    job, g = _small_moe_job(mtp, {"cp": 2})
+    assert _counts(job, g)["cp"] == pytest.approx(3 * (3 + mtp), rel=1e-12)
+
+
+def _super_job(mtp: int, strategy: dict[str, Any]) -> tuple[Any, Any]:
+    w = msgspec.convert(yaml.safe_load(open("examples/workloads/nemotron-3-super.yaml")), TransformerWorkload)
+    w = w.model_copy(update={"mtp_layers": mtp})
+    tr = TrainingSpec(global_batch=256, micro_batch=1, precision="bf16", seq_len=8192)
+    job = build_job(load_cluster("dgx-h100"), w, tr, straggler_cv=0.0)
+    return job, grid_from_strategy(StrategySpec(**strategy), tr, 8, job)
+
+
+@pytest.mark.parametrize("mtp", [1, 2])
+def test_hybrid_star_e_block_counts_once_per_pass(mtp: int) -> None:
+    """Nemotron 3 Super: 88 one-block layers (40 M, 8 *, 40 E, read off the pattern), a shared *E module run D times.
+    Per pass the block adds two one-block layers' TP reductions (1 each, forward and backward), one attention
+    layer's CP ring and one MoE layer's all-to-alls:
+        EP 4 (40 + D),  TP 2 (88 + 2 D),  CP 3 (8 + D)."""
+    pattern = yaml.safe_load(open("examples/workloads/nemotron-3-super.yaml"))["hybrid"]["pattern"]
+    n_att, n_moe, n_all = pattern.count("*"), pattern.count("E"), len(pattern)
+    assert (n_att, n_moe, n_all) == (8, 40, 88)
+    job, g = _super_job(mtp, {"ep": 2})
+    assert _counts(job, g, n_all)["ep"] == pytest.approx(4 * (n_moe + mtp), rel=1e-12)
+    job, g = _super_job(mtp, {"tp": 2, "tp_async_allreduce": False})
+    assert _counts(job, g, n_all)["tp"] == pytest.approx(2 * (n_all + 2 * mtp), rel=1e-12)
+    job, g = _super_job(mtp, {"cp": 2})
+    assert _counts(job, g, n_all)["cp"] == pytest.approx(3 * (n_att + mtp), rel=1e-12)
+
+
+def _fp8_job(mtp: int, shared: bool) -> tuple[Any, Any]:
+    cl, wl, tr, st = build_specs(cluster="dgx-h100", model="gpt-7.5b", sets=[],
+                                 training={"precision": "fp8", "fp8_recipe": "delayed", "global_batch": 4,
+                                           "micro_batch": 1}, strategy={})
+    job = build_job(cl, wl, tr, straggler_cv=0.0)
+    sh = transformer.shape(layers=2, hidden=64, heads=4, vocab=100, ffn_hidden=128, gated_mlp=True,
+                           tied_embeddings=False, mtp_layers=mtp, mtp_shared=shared)
+    job = replace(job, shape=sh)
+    return job, grid_from_strategy(st, tr, 1, job)
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_shared_module_casts_its_weights_once_per_step(recompute: str) -> None:
+    """A delayed-scaling fp8 run on H100 casts each weight once per step, W (eb + 1 + 1) = 4 bytes an element (16-bit
+    read, FP8 copy and its transpose written), spread over the step's m = 4 micro-batches. The MTP block (a dense
+    layer: QKV 64 x 192 + O 64 x 64 + SwiGLU 3 x 64 x 128 = 40,960 weights) run D = 2 times over two modules' weights
+    casts twice, over one shared module's once: the forward differs by one cast,
+        4 x 40960 / 4 / (HBM x memory efficiency)  per micro-batch,
+    and full recompute, which repeats the forward casts, repeats that difference in the backward."""
+    job2, g = _fp8_job(2, False)
+    job1, _ = _fp8_job(2, True)
+    assert job2.fp8_recipe == "delayed"
+    assert float(job2.shape.mtp_weight_modules) == 2 and float(job1.shape.mtp_weight_modules) == 1
+    if recompute == "full":
+        g = replace(g, recompute=np.full_like(g.recompute, step.Recompute.FULL))
+    one_cast = 4 * 40960 / 4 / (job2.memory_bandwidth * job2.memory_efficiency)
+    c2 = step._compute_per_microbatch(job2, g, np.ones(1) * 2)
+    c1 = step._compute_per_microbatch(job1, g, np.ones(1) * 2)
+    assert float(np.ravel(c2["forward"] - c1["forward"])[0]) == pytest.approx(one_cast, rel=1e-9)
+    rec = one_cast if recompute == "full" else 0.0
+    assert float(np.ravel(c2["backward"] - c1["backward"])[0]) == pytest.approx(rec, rel=1e-9, abs=1e-18)

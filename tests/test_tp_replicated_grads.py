@@ -1,0 +1,65 @@
+"""Parameters every tensor-parallel rank holds whole, counted by hand.
+
+LatentMoE's fc1_latent_proj / fc2_latent_proj are TELinear ``parallel_mode="duplicated"`` (NVIDIA/Megatron-LM@d98e8a64dd
+megatron/core/transformer/moe/moe_layer.py): each TP rank holds, reduces over DP and updates them whole. Under sequence
+parallelism every whole-per-rank weight's gradient (norms, router, duplicated linears) is also all-reduced over the TP
+group once per step (finalize_model_grads.py ``_allreduce_non_tensor_model_parallel_grads``, same commit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import collectives as coll
+from scalemodel.cost.placement import parallel_groups
+from scalemodel.engine import step
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.specs import TransformerWorkload, load_cluster
+from scalemodel.specs.training import StrategySpec, TrainingSpec
+
+# 2 layers, h 64, 4 heads of 16 (MHA), E 8 experts of f_e 16, top-2, ungated, no biases, untied, LatentMoE l 16
+SMALL: dict[str, Any] = dict(name="s", layers=2, hidden=64, heads=4, ffn_hidden=32, gated_mlp=False, vocab=128,
+                             seq_len=256, tied_embeddings=False, biases=False)
+
+
+def _job(latent: int | None, strategy: dict[str, Any], gpus: int = 2) -> tuple[Any, Any]:
+    moe: dict[str, Any] = {"experts": 8, "top_k": 2, "ffn_hidden": 16}
+    if latent:
+        moe["latent_size"] = latent
+    tr = TrainingSpec(global_batch=8, micro_batch=1, precision="bf16", seq_len=256)
+    job = build_job(load_cluster("dgx-h100"), TransformerWorkload(**SMALL, moe=moe), tr, straggler_cv=0.0)
+    return job, grid_from_strategy(StrategySpec(**strategy), tr, gpus, job)
+
+
+def test_latent_projections_count_whole_per_tp_rank() -> None:
+    """Per MoE layer 2 h l = 2 x 64 x 16 = 2048, 2 MoE layers: 4096 weights whole on each of the 2 TP ranks; the rest
+    of the non-expert weights halves. Without a latent width nothing is whole (Megatron-LM's count)."""
+    job, g = _job(16, {"tp": 2})
+    dense, _ = step._params_per_gpu(job, g)
+    proj = 2 * 2 * 64 * 16
+    assert float(np.ravel(dense)[0]) == pytest.approx((job.params - job.expert_params - proj) / 2 + proj, rel=1e-12)
+    job0, g0 = _job(None, {"tp": 2})
+    dense0, _ = step._params_per_gpu(job0, g0)
+    assert float(np.ravel(dense0)[0]) == pytest.approx((job0.params - job0.expert_params) / 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("latent", [None, 16])
+def test_sequence_parallel_all_reduces_the_whole_weights_gradients(latent: int | None) -> None:
+    """Whole per rank, per layer: 2 pre-norms (2 h = 128), the router (E h = 512), LatentMoE's 2 h l (2048); outside:
+    the final norm (h = 64). Stage of 2 layers: 2 x (128 + 512 [+ 2048]) + 64 elements x the gradient bytes, one
+    all-reduce over the 2 TP ranks (one NVLink pair); none without sequence parallelism or with tp 1."""
+    job, g = _job(latent, {"tp": 2, "sequence_parallel": True})
+    per_layer = 2 * 64 + 8 * 64 + (2 * 64 * 16 if latent else 0)
+    nbytes = (2 * per_layer + 64) * job.grad_bytes
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    want = float(np.ravel(coll.group_time("allreduce", nbytes, groups.tensor))[0])
+    got = step.sp_replicated_grad_allreduce(job, g, groups, np.full(1, 2.0))
+    assert want > 0 and float(np.ravel(got)[0]) == pytest.approx(want, rel=1e-12)
+    res = step.evaluate(job, g)
+    # the step carries it in the exposed TP traffic
+    assert float(np.ravel(res.breakdown["tp_comm"])[0]) >= want
+    job, g = _job(latent, {"tp": 2})
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    assert float(np.ravel(step.sp_replicated_grad_allreduce(job, g, groups, np.full(1, 2.0)))[0]) == 0.0
