@@ -61,6 +61,7 @@ import numpy as np
 from scalemodel.choices import (
     Algorithm,
     CompressionKind,
+    CpCommType,
     Layout,
     Precision,
     Recompute,
@@ -113,7 +114,8 @@ class Infeasible(IntEnum):
         "layers do not split into the pipeline stages (interleaving needs layers divisible by pp x v; "
         "given first/last stage layers must leave the other stages an equal share of at least one)")
     HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", (
-        "heads not divisible by tp (nor, in a hybrid pattern, the Mamba heads and groups: MambaMixer's asserts)")
+        "heads not divisible by tp (nor, in a hybrid pattern, the Mamba heads and groups: MambaMixer's asserts; "
+        "with cp_comm_type a2a, the heads and KV heads per TP rank not divisible by cp)")
     EXPERT_PARALLEL_INVALID = 5, "expert_parallel_invalid", (
         "expert parallelism must divide the number of experts, and etp x ep the tp x cp x dp ranks of a stage")
     SEQ_NOT_DIVISIBLE = 6, "seq_not_divisible", (
@@ -210,6 +212,13 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
         flag(R.HEADS_NOT_DIVISIBLE, (int(sh.heads) % g.tp != 0) | ((int(sh.mamba.heads) % g.tp != 0)
                                                                    | (int(sh.mamba.groups) % g.tp != 0)
                                                                    if sh.mamba is not None else False))
+        if np.any((g.cp > 1) & (g.cp_comm_type == CpCommType.A2A)):
+            # AttnFuncWithCPAndQKVOA2A asserts num_heads % cp_size == 0 for Q, K and V (TE context_parallel.py at
+            # d0067d0); K's heads per TP rank: g / t, at least 1 (Megatron-Core replicates KV heads when g < t)
+            kv_local = np.where(sh.mla, int(sh.heads) // np.maximum(g.tp, 1),
+                                np.maximum(int(sh.kv_heads) // np.maximum(g.tp, 1), 1))
+            flag(R.HEADS_NOT_DIVISIBLE, (g.cp > 1) & (g.cp_comm_type == CpCommType.A2A)
+                 & (((int(sh.heads) // np.maximum(g.tp, 1)) % g.cp != 0) | (kv_local % g.cp != 0)))
         experts = int(sh.moe_experts)
         folded = (g.tp * g.cp * g.dp) % (_etp(g) * g.ep) != 0  # MoE parallel folding: etp x ep | tp cp dp
         bad_ep = (experts == 0) | folded | (experts % np.maximum(g.ep, 1) != 0)
@@ -368,6 +377,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     flash["xla_remat"] = xla_remat(job)
     flash["recompute_modules"] = g.recompute_modules  # what selective recompute repeats
     flash["layer_impl"] = g.layer_impl  # whose memory-bound ops (compute.layer_eltwise_bytes)
+    flash["cp_comm_type"] = g.cp_comm_type  # the core's kernel calls under context parallelism
     flash["fp8_attention"] = job.fp8_attention  # an FP8 core's window-blind backward
     moe_share = float(sh.moe_layers / sh.layers)
     if sh.hybrid is not None:  # one block per layer, mixed over the pattern's kinds
@@ -1191,6 +1201,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     core_att = comp["core_per_layer"] / max(att, 1e-300)
     cp = np.where(g.cp > 1, 3.0 * L * att * np.maximum(ring - core_att, 0.0), 0.0)
     cp_hidden = np.where(g.cp > 1, L * att * np.minimum(ring, core_att), 0.0)
+    if np.any(g.cp_comm_type != CpCommType.P2P):  # all_gather / a2a: blocking collectives, exposed (_cp_exposed)
+        other = (g.cp > 1) & (g.cp_comm_type != CpCommType.P2P)
+        cp = np.where(other, _cp_exposed(job, g, comp, coll, L * att, rec_n * att), cp)
+        cp_hidden = np.where(other, 0.0, cp_hidden)
     # EP: dispatch + combine all-to-all per MoE layer, forward and backward.
     moe_share = float(sh.moe_layers / sh.layers)
     ep = np.where(g.ep > 1, (L * moe_share + comp.get("mtp_moe_blocks", 0.0)) * 4.0 * coll["ep"], 0.0)
@@ -1202,6 +1216,37 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
     return _with_moe_a2a_overlap(g, comp, out)
+
+
+def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
+                att_layers: np.ndarray, full_rec: np.ndarray) -> np.ndarray:
+    """Exposed context-parallel seconds per micro-batch on a stage of ``att_layers`` attention layers under
+    ``cp_comm_type`` all_gather or a2a (docs/model.md#cp-comm), from Transformer Engine's
+    transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py at NVIDIA/TransformerEngine@d0067d0:
+
+    * all_gather (AttnFuncWithCPAndKVAllGather): forward ``gather_along_first_dim(k)``, ``(v)`` over the cp group,
+      backward the same two gathers again and ``reduce_scatter_along_first_dim(dk)``, ``(dv)``; both helpers
+      (transformer_engine/pytorch/distributed.py) default to ``async_op=False``, issued on the compute stream
+      before (after) the kernels that need (produce) them: nothing hides them.
+      per layer: fwd = AG(K) + AG(V), bwd = AG(K) + AG(V) + RS(dK) + RS(dV), of the gathered b s K / t bytes.
+    * a2a (AttnFuncWithCPAndQKVOA2A, flash_attn_a2a_communicate): all-to-alls of Q, K, V before the kernel and of
+      the output after it; backward of dO before and dQ, dK, dV after; cp_stream overlaps one all-to-all only with
+      the layout copies of the next, not with the kernel: exposed. per layer: fwd = bwd = A(Q) + A(K) + A(V) + A(O),
+      each the rank's local tensor (b s / cp tokens, heads / t).
+
+    The forward's collectives repeat where the core's forward is recomputed: full recompute (``full_rec``
+    attention layers) and selective recompute of core_attn (Megatron-Core checkpoints TE's DotProductAttention,
+    the exchange inside it: every attention layer).
+
+        t_cp = att_layers (fwd + bwd) + repeats fwd"""
+    code = g.recompute
+    again = transformer.recomputed_modules(job.shape, code, g.recompute_modules).attention_core
+    repeats = np.where(code == Recompute.FULL, full_rec,
+                       np.where((code == Recompute.SELECTIVE) & again, att_layers, 0.0))
+    ag = g.cp_comm_type == CpCommType.ALL_GATHER
+    fwd = np.where(ag, coll["cp_ag"], coll["cp_a2a"])
+    bwd = np.where(ag, coll["cp_ag"] + coll["cp_rs"], coll["cp_a2a"])
+    return np.asarray(att_layers * (fwd + bwd) + repeats * fwd)
 
 
 def xla_remat(job: Job) -> bool:
@@ -1241,7 +1286,20 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
                       + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, groups.expert,
                                                                prob_tokens=tokens / g.tp))
         ep = np.where(flex, hier, ep)
-    return {"tp": np.where(g.sequence_parallel, rs_ag, ar),
+    cp_ag = cp_rs = cp_a2a = np.zeros(1)
+    if np.any((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P)):  # _cp_exposed
+        k_share = float(sh.head_dim / (sh.head_dim + sh.v_head_dim))
+        k_b, v_b = kv_bytes * k_share, kv_bytes * (1.0 - k_share)  # the local K and V blocks
+        cpg = groups.context
+        # all-gather / reduce-scatter sizes are the gathered buffers (nccl-tests convention): cp x the local block
+        cp_ag = _collective("allgather", g.cp * k_b, cpg) + _collective("allgather", g.cp * v_b, cpg)
+        cp_rs = _collective("reducescatter", g.cp * k_b, cpg) + _collective("reducescatter", g.cp * v_b, cpg)
+        q_b = tokens * float(sh.heads * sh.head_dim) * job.elem_bytes / g.tp
+        o_b = tokens * float(sh.heads * sh.v_head_dim) * job.elem_bytes / g.tp
+        cp_a2a = (_collective("alltoall", q_b, cpg) + _collective("alltoall", k_b, cpg)
+                  + _collective("alltoall", v_b, cpg) + _collective("alltoall", o_b, cpg))
+    return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a,
+            "tp": np.where(g.sequence_parallel, rs_ag, ar),
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
            "cp": _collective("sendrecv", kv_bytes, groups.context),
            "ep": ep,
@@ -2118,7 +2176,11 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   sequence_parallel=g.sequence_parallel, num_microbatches=m, schedule=g.schedule,
                   virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
                   optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=g.flash_attention,
-                  fragmentation=fragmentation, workspace=workspace, etp=_etp(g), offloaded_layers=g.offload_layers,
+                  fragmentation=fragmentation, etp=_etp(g), offloaded_layers=g.offload_layers,
+                  # all_gather CP: one layer's gathered K, V and their full-length gradients (cp_gathered_bytes)
+                  workspace=workspace + compute.cp_gathered_bytes(
+                      job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
+                      cp_comm_type=g.cp_comm_type, elem_bytes=job.elem_bytes),
                   recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
                   fp8_inputs=Precision.parse(job.precision) == Precision.FP8, recompute_modules=g.recompute_modules,
                   reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),

@@ -302,7 +302,40 @@ _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recomput
                     "--moe-token-dispatcher-type",
                     # read for strategy.loss_impl (which cross-entropy runs: _loss_impl; --cross-entropy-loss-fusion,
                     # a switch, is in _MEG_STORE_TRUE)
-                    "--cross-entropy-fusion-impl"}
+                    "--cross-entropy-fusion-impl",
+                    # read for strategy.cp_comm_type (_cp_comm_type; both nargs='+')
+                    "--cp-comm-type", "--hierarchical-context-parallel-sizes"}
+
+
+#: Megatron-LM's --cp-comm-type words (megatron/training/arguments.py: "p2p, a2a, allgather or a2a+p2p"; Transformer
+#: Engine's attn_forward_func_with_cp spells allgather "all_gather") -> strategy.cp_comm_type
+_MEG_CP_COMM = {"p2p": "p2p", "a2a": "a2a", "allgather": "all_gather", "all_gather": "all_gather"}
+
+
+def _cp_comm_type(args: dict[str, str | None], out: StrategyFile) -> None:
+    """How a Megatron-LM launch's context parallelism exchanges K and V (strategy cp_comm_type,
+    docs/model.md#cp-comm): ``--cp-comm-type`` (nargs='+', default ['p2p']; one word for every layer, or one per
+    layer). One kind for all layers is read; per-layer lists that mix kinds and the hierarchical a2a+p2p
+    (with --hierarchical-context-parallel-sizes) are not modelled: noted, priced as p2p."""
+    if "--cp-comm-type" in args:
+        words = (args["--cp-comm-type"] or "").split()
+        kinds = {w.lower() for w in words}
+        if not words:
+            raise InputError("expected a communication type, got no value", where="--cp-comm-type",
+                             allowed="p2p, a2a, allgather or a2a+p2p (Megatron-LM's)")
+        bad = sorted(k for k in kinds if k not in _MEG_CP_COMM and k != "a2a+p2p")
+        if bad:
+            raise InputError(f"unknown context-parallel communication type {bad[0][:40]!r}", where="--cp-comm-type",
+                             allowed="p2p, a2a, allgather or a2a+p2p (Megatron-LM's)")
+        if len(kinds) == 1 and "a2a+p2p" not in kinds:
+            out.strategy["cp_comm_type"] = _MEG_CP_COMM[kinds.pop()]
+            out.fields["cp_comm_type"] = "--cp-comm-type"
+        else:
+            out.unused.append(f"--cp-comm-type {' '.join(words)[:40]} (hierarchical a2a+p2p and per-layer mixes are "
+                              "not modelled: priced as p2p)")
+    if args.get("--hierarchical-context-parallel-sizes") is not None:
+        sizes = str(args["--hierarchical-context-parallel-sizes"])[:40]
+        out.unused.append(f"--hierarchical-context-parallel-sizes {sizes} (a2a+p2p is not modelled)")
 
 
 def _loss_impl(args: dict[str, str | None], out: StrategyFile) -> None:
@@ -436,7 +469,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
         value: str | None = inline if eq else None
         if name in _MEG_STORE_TRUE:  # argparse store_true: takes no value, consumes no token
             _switch_without_value(name, f"={inline}" if eq else (tokens[i + 1] if i + 1 < len(tokens) else None))
-        elif name == "--recompute-modules" and not eq:  # nargs='*': every word up to the next flag
+        elif name in ("--recompute-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes") and not eq:
+            # nargs='*' / '+': every word up to the next flag
             words = []
             while i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
                 words.append(tokens[i + 1])
@@ -561,6 +595,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
             out.strategy["moe_flex_dispatcher"] = True
             out.fields["moe_flex_dispatcher"] = "--moe-token-dispatcher-type"
     _loss_impl(args, out)
+    _cp_comm_type(args, out)
     opt = args.get("--optimizer")
     if opt is not None and opt != "adam":
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")
