@@ -363,6 +363,12 @@ class ParallelGroups(msgspec.Struct, frozen=True, eq=False, dict=True):  # msgsp
         """Two neighbours of a CP ring (ring attention passes K/V to the next CP rank): 2 ranks, stride tp."""
         return place(2.0, self.strides["cp"], self.network)
 
+    @cached_property
+    def context_group(self) -> Placement:
+        """The whole CP group (cp ranks, stride tp): the all-gathers, reduce-scatters and all-to-alls of
+        context parallelism by all_gather or a2a (strategy cp_comm_type)."""
+        return place(self.cp.astype(float), self.strides["cp"] * 1.0, self.network)
+
     etp: np.ndarray | None = None  # expert tensor parallelism; None = tp
 
     @cached_property

@@ -1290,7 +1290,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     if np.any((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P)):  # _cp_exposed
         k_share = float(sh.head_dim / (sh.head_dim + sh.v_head_dim))
         k_b, v_b = kv_bytes * k_share, kv_bytes * (1.0 - k_share)  # the local K and V blocks
-        cpg = groups.context
+        cpg = groups.context_group
         # all-gather / reduce-scatter sizes are the gathered buffers (nccl-tests convention): cp x the local block
         cp_ag = _collective("allgather", g.cp * k_b, cpg) + _collective("allgather", g.cp * v_b, cpg)
         cp_rs = _collective("reducescatter", g.cp * k_b, cpg) + _collective("reducescatter", g.cp * v_b, cpg)
