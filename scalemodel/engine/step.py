@@ -30,7 +30,9 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
   Megatron's asynchronous TP all-reduce, and only what exceeds them is exposed.
 - CP (ring attention, Liu et al. 2023): K and V of the local chunk, 2 b (s/cp) g d bytes/elem / tp,
   pass round the cp ring (cp - 1 send/recv steps) forward, twice that backward; hidden under the
-  attention core, exposed beyond it.
+  attention core, exposed beyond it. strategy cp_comm_type all_gather / a2a (Transformer Engine's
+  AttnFuncWithCPAndKVAllGather / AttnFuncWithCPAndQKVOA2A): all-gathers of K, V (+ reduce-scatters of dK, dV
+  backward) or all-to-alls of Q, K, V, O each way over the whole cp group, exposed (_cp_exposed).
 - EP (GShard/Switch): 2 all-to-alls (dispatch, combine) of b (s/cp) k h bytes/elem / tp per MoE
   layer forward, 2 backward; exposed. DeepEP / HybridEP (strategy moe_flex_dispatcher): each token once
   per destination NVLink domain, then once per destination GPU over NVLink
