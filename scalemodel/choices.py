@@ -291,11 +291,15 @@ class CpCommType(Choice):
     - ``a2a``: AttnFuncWithCPAndQKVOA2A, DeepSpeed-Ulysses: all-to-alls of Q, K, V (sequence -> heads) before the
       attention and of the output after it (the backward: dO, then dQ, dK, dV); the kernel runs over the whole
       sequence with heads / cp heads. Needs the local heads (and KV heads) divisible by cp.
+    - ``a2a+p2p``: hierarchical (AttnFuncWithCPAndKVP2P with cp_group = [a2a group, p2p group]; Megatron-Core
+      ``--hierarchical-context-parallel-sizes A P``): the a2a exchange inside groups of A = strategy cp_a2a_size
+      consecutive CP ranks (heads / A), the p2p ring across the P = cp / A groups (s / P tokens a call).
     """
 
     P2P = 0, "p2p", "ring"
     ALL_GATHER = 1, "all_gather", "allgather", "ag"
     A2A = 2, "a2a", "all_to_all", "alltoall", "ulysses"
+    A2A_P2P = 3, "a2a+p2p", "hierarchical", "a2a_p2p"
 
     @classmethod
     def noun(cls) -> str:

@@ -15,7 +15,13 @@ import numpy as np
 import pytest
 
 from scalemodel.cost import collectives as coll
-from scalemodel.cost.compute import cp_allgather_core_time, cp_gathered_bytes, layer_compute_time
+from scalemodel.cost.compute import (
+    cp_allgather_core_time,
+    cp_gathered_bytes,
+    cp_levels,
+    cp_ring_bytes,
+    layer_compute_time,
+)
 from scalemodel.cost.placement import place
 from scalemodel.cost.transformer import shape
 from scalemodel.engine.job import build_job, grid_from_strategy
@@ -88,11 +94,12 @@ def test_the_simulations_move_what_the_collectives_are_sized_by() -> None:
 # the step's cp_comm
 
 
-def _run(kind: str, *, cp: int = 4, recompute: str = "none", **tr_kw: object):  # type: ignore[no-untyped-def]
+def _run(kind: str, *, cp: int = 4, recompute: str = "none", a2a: int = 1,  # type: ignore[no-untyped-def]
+         **tr_kw: object):
     cl = load_cluster("dgx-h100")
     tr = TrainingSpec(global_batch=4, micro_batch=1, precision="bf16", seq_len=16384, **tr_kw)  # type: ignore[arg-type]
     job = build_job(cl, W8B, tr)
-    st = StrategySpec(tp=1, pp=1, cp=cp, dp=8 // cp, cp_comm_type=kind, recompute=recompute)
+    st = StrategySpec(tp=1, pp=1, cp=cp, dp=8 // cp, cp_comm_type=kind, recompute=recompute, cp_a2a_size=a2a)
     return job, evaluate(job, grid_from_strategy(st, tr, 8, job))
 
 
@@ -253,8 +260,10 @@ def test_megatron_cp_comm_type_is_read(tmp_path: Path) -> None:
     mixed = _launch(tmp_path, "--cp-comm-type p2p a2a")
     assert "cp_comm_type" not in mixed.strategy and any("per-layer" in u for u in mixed.unused)  # type: ignore[attr-defined]
     hier = _launch(tmp_path, "--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 2")
-    assert "cp_comm_type" not in hier.strategy  # type: ignore[attr-defined]
-    assert any(u.startswith("--hierarchical-context-parallel-sizes 2 2") for u in hier.unused)  # type: ignore[attr-defined]
+    assert hier.strategy["cp_comm_type"] == "a2a+p2p" and hier.strategy["cp_a2a_size"] == 2  # type: ignore[attr-defined]
+    assert hier.unused == []  # type: ignore[attr-defined]
+    bare = _launch(tmp_path, "--cp-comm-type a2a+p2p")
+    assert "cp_comm_type" not in bare.strategy and any("a2a+p2p" in u for u in bare.unused)  # type: ignore[attr-defined]
     with pytest.raises(InputError, match="ring2"):
         _launch(tmp_path, "--cp-comm-type ring2")
 
@@ -265,3 +274,64 @@ def test_cp_comm_type_is_pinnable_and_checked() -> None:
         StrategySpec(cp=2, cp_comm_type="ring2")
     assert StrategySpec(cp=2, cp_comm_type="Ulysses").cp_comm_type == "a2a"
     assert np.all(np.asarray([1]) > 0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# a2a+p2p (hierarchical): an all-to-all level of cp_a2a_size ranks, the p2p ring across the groups
+
+
+def test_levels_and_the_degenerate_hierarchies_are_p2p_and_a2a() -> None:
+    """TE's attn_forward_func_with_cp turns a2a+p2p with a 1-rank a2a group into p2p and with a 1-rank p2p group
+    into a2a: the step prices them the same."""
+    assert [tuple(map(float, cp_levels(8, k, 2))) for k in ("p2p", "a2a", "a2a+p2p", "all_gather")] == [
+        (1.0, 8.0), (8.0, 1.0), (2.0, 4.0), (1.0, 8.0)]
+    assert float(_run("a2a+p2p", a2a=1)[1].step_time[0]) == pytest.approx(float(_run("p2p")[1].step_time[0]),
+                                                                          rel=1e-12)
+    assert float(_run("a2a+p2p", a2a=4)[1].step_time[0]) == pytest.approx(float(_run("a2a")[1].step_time[0]),
+                                                                          rel=1e-12)
+
+
+def test_hierarchical_bytes_on_the_a2a_group() -> None:
+    """cp 4 = 2 (a2a) x 2 (p2p): the four all-to-alls each way of the same local Q, K, V, O (32, 8, 8, 32 MiB) on a
+    2-rank group (stride 1); the ring's one K+V send/recv per step (16 MiB, to the rank 2 CP ranks away) hides
+    under the core at s 16384, so cp_comm = m L 2 (A(Q) + A(K) + A(V) + A(O)) on 2 ranks."""
+    job, hier = _run("a2a+p2p", a2a=2)
+    pl = place(2, 1, job.network)
+    before_q, sent_q, _ = alltoall_heads(4096, 32, 128, 2)
+    before_k, sent_k, _ = alltoall_heads(4096, 8, 128, 2)
+    assert sent_q == before_q / 2 and sent_k == before_k / 2  # half of each tensor leaves the rank
+    a = 2 * float(coll.group_time("alltoall", before_q, pl)) + 2 * float(coll.group_time("alltoall", before_k, pl))
+    assert float(hier.breakdown["cp_comm"][0]) == pytest.approx(2 * 32 * 2 * a, rel=1e-9)
+    ring = float(coll.group_time("sendrecv", 2 * before_k, place(2, 2, job.network)))
+    assert ring < 1e-4  # under a core of milliseconds
+
+
+def test_hierarchical_core_is_the_ring_of_the_p2p_level_on_heads_over_a() -> None:
+    """cp 4 with a2a 2: the ring runs over 2 ranks on s / 2 queries with a / 2 heads, so the core (and, for
+    megatron_te, the ring's bookkeeping bytes: O and KV halve) is half of p2p at cp 2."""
+    sh = shape(**L8B)  # type: ignore[arg-type]
+    run = dict(micro_batch=1, seq_len=32768, flash_attention=True, attention_fwd=CURVE, attention_bwd=CURVE,
+               layer_impl="torchtitan", **H100)
+    hier = layer_compute_time(sh, cp=4, cp_comm_type="a2a+p2p", cp_a2a_size=2, **run)  # type: ignore[arg-type]
+    p2p2 = layer_compute_time(sh, cp=2, **run)  # type: ignore[arg-type]
+    assert float(hier.attention_core) == pytest.approx(float(p2p2.attention_core) / 2, rel=1e-9)
+    f2, b2 = cp_ring_bytes(sh, micro_batch=1, seq_len=32768, cp=2)
+    te = {**run, "layer_impl": "megatron_te"}
+    hier_te = layer_compute_time(sh, cp=4, cp_comm_type="a2a+p2p", cp_a2a_size=2, **te)  # type: ignore[arg-type]
+    hbm = H100["memory_bandwidth"] * H100["memory_efficiency"]
+    assert float(hier_te.attention_core - hier.attention_core) == pytest.approx(float(f2) / 2 / hbm, rel=1e-9)
+    assert float(hier_te.backward - hier.backward) == pytest.approx(float(b2) / 2 / hbm, rel=1e-9)
+
+
+def test_hierarchical_feasibility() -> None:
+    """The a2a level must divide cp and the heads (8 KV heads): cp 4 with a2a 3 or cp 16 with a2a 16 are not."""
+    cl = load_cluster("dgx-h100")
+    tr = TrainingSpec(global_batch=16, micro_batch=1, precision="bf16", seq_len=16384)
+    job = build_job(cl, W8B, tr)
+
+    def reason(cp: int, a2a: int) -> int:
+        st = StrategySpec(cp=cp, dp=16 // cp, cp_comm_type="a2a+p2p", cp_a2a_size=a2a)
+        return int(evaluate(job, grid_from_strategy(st, tr, 16, job)).reason[0])
+
+    assert reason(4, 2) != Infeasible.HEADS_NOT_DIVISIBLE and reason(16, 8) != Infeasible.HEADS_NOT_DIVISIBLE
+    assert reason(4, 3) == reason(16, 16) == Infeasible.HEADS_NOT_DIVISIBLE

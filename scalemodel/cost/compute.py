@@ -443,7 +443,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        attention_fwd: dict[str, float] | None = None,
                        attention_bwd: dict[str, float] | None = None,
                        layer_impl: ArrayLike = "megatron_te", fp8_attention: ArrayLike = False,
-                       attention: bool = True, mlp: bool = True, cp_comm_type: ArrayLike = 0) -> LayerTime:
+                       attention: bool = True, mlp: bool = True, cp_comm_type: ArrayLike = 0,
+                       cp_a2a_size: ArrayLike = 1) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
 
     ``attention`` / ``mlp`` False leave that block out: a hybrid pattern's layer holds one block with one norm and
@@ -491,7 +492,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     C = s / (2 cp) queries each against the gathered keys up to the chunk's end (get_kv_seq_info_after_all_gather,
     causal bottom-right), each priced at its own FLOPs and keys (:func:`cp_allgather_core_time`; the slower of
     ranks 0 and cp - 1); a2a (AttnFuncWithCPAndQKVOA2A) one call over the whole sequence with a / (t cp) heads:
-    the curve read at s, not s / cp (same FLOPs). The ring's bookkeeping bytes (:func:`cp_ring_bytes`) are p2p's.
+    the curve read at s, not s / cp (same FLOPs); a2a+p2p (``cp_a2a_size`` A) the ring over P = cp / A ranks on
+    s / P queries with a / (t A) heads (:func:`cp_levels`). The ring's bookkeeping bytes (:func:`cp_ring_bytes`)
+    are those of the p2p level (none for a2a and all_gather).
 
     ``fp8_attention`` (Transformer Engine's fp8_dpa, Megatron-Core ``fp8_dot_product_attention``: the core runs
     cuDNN's FP8 / MXFP8 SDPA): the backward of a sliding-window layer works through the causal keys of the whole
@@ -566,12 +569,13 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     # attention core: Q K^T (s_local x k x d) and softmax . V (s_local x d_v x k), k keys per query
     keys = sh.attended_keys(s)
     heads_local = b * a / t
-    # context parallelism's exchange: a2a (Ulysses) runs the core over all s queries with heads / cp heads
+    # context parallelism's exchange: an all-to-all level of n_a ranks (a2a: cp; a2a+p2p: cp_a2a_size) hands the
+    # core s / n_p queries with heads / n_a heads, n_p = cp / n_a the ring's ranks (p2p: cp, s / cp queries)
     cpt = codes(CpCommType, cp_comm_type, "strategy.cp_comm_type")
-    a2a = (cpt == CpCommType.A2A) & (c > 1)
     ag = (cpt == CpCommType.ALL_GATHER) & (c > 1)
-    q_rows = np.where(a2a, s, s_local)
-    heads_core = np.where(a2a, heads_local / c, heads_local)
+    n_a, n_p = cp_levels(c, cpt, cp_a2a_size)
+    q_rows = np.where(ag, s_local, s / n_p)
+    heads_core = np.where(ag, heads_local, heads_local / n_a)
     ckw = _gemm_kwargs(kw, core_peak_flops, core_gemm_max, core_gemm_half_dim)
     unfused = gemm_time(q_rows, keys, d, heads_core, **ckw) + gemm_time(q_rows, dv, keys, heads_core, **ckw)
     # the backward's keys: an FP8 core's backward works through the causal keys of the whole sequence in
@@ -584,10 +588,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                    memory_efficiency=memory_efficiency, elem_bytes=eb)
         # context parallelism (ring): one kernel call per ring step over the local s/cp queries and one KV block,
         # so a call's keys per query are those of the local sequence (docs/model.md#attention-kernel)
-        # (p2p); a2a: one call over all s keys; all_gather: two calls per rank (cp_allgather_core_time)
-        call = np.where(a2a, sh.causal_keys(s), np.minimum(sh.causal_keys(s_local), sh.causal_keys(s)))
-        call_bwd = np.where(fp8_attn, np.where(a2a, sh.window_blind_keys(s), np.minimum(
-            sh.window_blind_keys(s_local), sh.window_blind_keys(s))), call)
+        # (p2p: s / cp; a2a: all s; a2a+p2p: s / n_p); all_gather: two calls per rank (cp_allgather_core_time)
+        call = np.minimum(sh.causal_keys(q_rows), sh.causal_keys(s))
+        call_bwd = np.where(fp8_attn, np.minimum(sh.window_blind_keys(q_rows), sh.window_blind_keys(s)), call)
         fused = flash_kernel_time(q_rows, sh.causal_keys(s), d, dv, heads_core, **akw, **attention_fwd,
                                   call_keys=call)
         fused_bwd = flash_kernel_time(q_rows, bwd_keys, d, dv, heads_core, **akw, **attention_bwd,
@@ -654,8 +657,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     # Transformer Engine's context-parallel ring bookkeeping (Megatron-Core, fused core): part of the core's
     # forward (selective core_attn recompute repeats it) with its own backward bytes (cp_ring_bytes)
     te_ring = att * (flash & (codes(LayerImpl, layer_impl, "strategy.layer_impl") == LayerImpl.MEGATRON_TE)
-                     & ~np.asarray(fp8_attention, dtype=bool) & (cpt == CpCommType.P2P))
-    ring_f, ring_b = cp_ring_bytes(sh, micro_batch=b, seq_len=s, tp=t, cp=c, elem_bytes=eb)
+                     & ~np.asarray(fp8_attention, dtype=bool) & ~ag)
+    # the ring level: n_p ranks, s / n_p tokens of a / (t n_a) heads (0 when n_p = 1: a2a)
+    ring_f, ring_b = cp_ring_bytes(sh, micro_batch=b, seq_len=s, tp=t * n_a, cp=n_p, elem_bytes=eb)
     t_ring_f = te_ring * memory_time(ring_f, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     t_ring_b = te_ring * memory_time(ring_b, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     t_core = core_gemm + memory_time(core_mem, memory_bandwidth=memory_bandwidth,
@@ -969,6 +973,19 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
             f_i, b_i = price()
             fwd, bwd = fwd + np.where(here, f_i, 0.0), bwd + np.where(here, b_i, 0.0)
     return fwd, bwd
+
+
+def cp_levels(cp: ArrayLike, cp_comm_type: ArrayLike = 0, cp_a2a_size: ArrayLike = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(n_a, n_p): the ranks of context parallelism's all-to-all level and of its p2p ring, n_a n_p = cp
+    (Transformer Engine's AttnFuncWithCPAndKVP2P with cp_group = [a2a group, p2p group] for a2a+p2p,
+    AttnFuncWithCPAndQKVOA2A for a2a; context_parallel.py at NVIDIA/TransformerEngine@d0067d0):
+    p2p (1, cp); a2a (cp, 1); a2a+p2p (A, cp / A) with A = ``cp_a2a_size`` (Megatron-Core
+    --hierarchical-context-parallel-sizes A P); all_gather (1, cp) (no ring: its own pricing)."""
+    c = np.asarray(cp, dtype=float)
+    cpt = codes(CpCommType, cp_comm_type, "strategy.cp_comm_type")
+    size = np.clip(np.asarray(cp_a2a_size, dtype=float), 1.0, np.maximum(c, 1.0))
+    n_a = np.where(cpt == CpCommType.A2A, c, np.where(cpt == CpCommType.A2A_P2P, size, 1.0))
+    return n_a, c / n_a
 
 
 def cp_allgather_core_time(sh: Shape, seq_len: ArrayLike, cp: ArrayLike, d: ArrayLike, dv: ArrayLike,

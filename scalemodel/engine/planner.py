@@ -153,7 +153,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "recompute_modules", "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
              "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
              "fp8_param_gather", "loss_impl", "layer_impl", "eager_rope", "eager_glu_clamp", "eager_expert_bias",
-             "eager_bias_dropout_add", "cp_comm_type",
+             "eager_bias_dropout_add", "cp_comm_type", "cp_a2a_size",
              "train_metric_passes")
 
 # --------------------------------------------------------------------------------------------
@@ -1179,6 +1179,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = memory.recompute_modules_code(str(value or ""))
         elif name in ("deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather", "tp_async_allreduce"):
             fixed[name] = bool(value)
+        elif name == "cp_a2a_size":
+            fixed[name] = int(value or 1)
         elif name in ("shard_group", "train_metric_passes"):
             fixed[name] = int(value or 0)
         elif name == "recompute_method":

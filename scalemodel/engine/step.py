@@ -117,7 +117,8 @@ class Infeasible(IntEnum):
         "given first/last stage layers must leave the other stages an equal share of at least one)")
     HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", (
         "heads not divisible by tp (nor, in a hybrid pattern, the Mamba heads and groups: MambaMixer's asserts; "
-        "with cp_comm_type a2a, the heads and KV heads per TP rank not divisible by cp)")
+        "with cp_comm_type a2a or a2a+p2p, the heads and KV heads per TP rank not divisible by the all-to-all "
+        "group, cp or cp_a2a_size, which must divide cp)")
     EXPERT_PARALLEL_INVALID = 5, "expert_parallel_invalid", (
         "expert parallelism must divide the number of experts, and etp x ep the tp x cp x dp ranks of a stage")
     SEQ_NOT_DIVISIBLE = 6, "seq_not_divisible", (
@@ -214,13 +215,16 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
         flag(R.HEADS_NOT_DIVISIBLE, (int(sh.heads) % g.tp != 0) | ((int(sh.mamba.heads) % g.tp != 0)
                                                                    | (int(sh.mamba.groups) % g.tp != 0)
                                                                    if sh.mamba is not None else False))
-        if np.any((g.cp > 1) & (g.cp_comm_type == CpCommType.A2A)):
-            # AttnFuncWithCPAndQKVOA2A asserts num_heads % cp_size == 0 for Q, K and V (TE context_parallel.py at
-            # d0067d0); K's heads per TP rank: g / t, at least 1 (Megatron-Core replicates KV heads when g < t)
+        a2a_kind = (g.cp_comm_type == CpCommType.A2A) | (g.cp_comm_type == CpCommType.A2A_P2P)
+        if np.any((g.cp > 1) & a2a_kind):
+            # AttnFuncWithCPAndQKVOA2A (and the a2a level of a2a+p2p) asserts num_heads % cp_size == 0 for Q, K and
+            # V (TE context_parallel.py at d0067d0); K's heads per TP rank: g / t, at least 1 (Megatron-Core
+            # replicates KV heads when g < t); the a2a level's size must divide cp
+            n_a = np.where(g.cp_comm_type == CpCommType.A2A, g.cp, np.maximum(g.cp_a2a_size, 1))
             kv_local = np.where(sh.mla, int(sh.heads) // np.maximum(g.tp, 1),
                                 np.maximum(int(sh.kv_heads) // np.maximum(g.tp, 1), 1))
-            flag(R.HEADS_NOT_DIVISIBLE, (g.cp > 1) & (g.cp_comm_type == CpCommType.A2A)
-                 & (((int(sh.heads) // np.maximum(g.tp, 1)) % g.cp != 0) | (kv_local % g.cp != 0)))
+            flag(R.HEADS_NOT_DIVISIBLE, (g.cp > 1) & a2a_kind & (((int(sh.heads) // np.maximum(g.tp, 1)) % n_a != 0)
+                                                               | (kv_local % n_a != 0) | (g.cp % n_a != 0)))
         experts = int(sh.moe_experts)
         folded = (g.tp * g.cp * g.dp) % (_etp(g) * g.ep) != 0  # MoE parallel folding: etp x ep | tp cp dp
         bad_ep = (experts == 0) | folded | (experts % np.maximum(g.ep, 1) != 0)
@@ -380,6 +384,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     flash["recompute_modules"] = g.recompute_modules  # what selective recompute repeats
     flash["layer_impl"] = g.layer_impl  # whose memory-bound ops (compute.layer_eltwise_bytes)
     flash["cp_comm_type"] = g.cp_comm_type  # the core's kernel calls under context parallelism
+    flash["cp_a2a_size"] = g.cp_a2a_size  # a2a+p2p: the all-to-all level's ranks
     flash["fp8_attention"] = job.fp8_attention  # an FP8 core's window-blind backward
     moe_share = float(sh.moe_layers / sh.layers)
     if sh.hybrid is not None:  # one block per layer, mixed over the pattern's kinds
@@ -1195,8 +1200,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
-    # CP: ring attention, K and V chunks pass round the cp ring; hidden under the attention core.
-    ring = (g.cp - 1) * coll["cp"]
+    # CP: ring attention, K and V chunks pass round the cp ring (a2a+p2p: the n_p = cp / cp_a2a_size ranks of its
+    # ring level; a2a: none); hidden under the attention core.
+    n_p = compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[1]
+    ring = (n_p - 1) * coll["cp"]
     # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core; in the attention
     # layers only (all but in a hybrid pattern; its Mamba layers' context-parallel all-to-alls are not modelled)
     att = float(sh.attention_layers / sh.layers)
@@ -1204,9 +1211,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     cp = np.where(g.cp > 1, 3.0 * L * att * np.maximum(ring - core_att, 0.0), 0.0)
     cp_hidden = np.where(g.cp > 1, L * att * np.minimum(ring, core_att), 0.0)
     if np.any(g.cp_comm_type != CpCommType.P2P):  # all_gather / a2a: blocking collectives, exposed (_cp_exposed)
-        other = (g.cp > 1) & (g.cp_comm_type != CpCommType.P2P)
-        cp = np.where(other, _cp_exposed(job, g, comp, coll, L * att, rec_n * att), cp)
-        cp_hidden = np.where(other, 0.0, cp_hidden)
+        exposed = _cp_exposed(job, g, comp, coll, L * att, rec_n * att)
+        ag = (g.cp > 1) & (g.cp_comm_type == CpCommType.ALL_GATHER)
+        cp = np.where(ag, exposed, np.where((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P), cp + exposed, cp))
+        cp_hidden = np.where(ag, 0.0, cp_hidden)
     # EP: dispatch + combine all-to-all per MoE layer, forward and backward.
     moe_share = float(sh.moe_layers / sh.layers)
     ep = np.where(g.ep > 1, (L * moe_share + comp.get("mtp_moe_blocks", 0.0)) * 4.0 * coll["ep"], 0.0)
@@ -1235,6 +1243,8 @@ def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: di
       the output after it; backward of dO before and dQ, dK, dV after; cp_stream overlaps one all-to-all only with
       the layout copies of the next, not with the kernel: exposed. per layer: fwd = bwd = A(Q) + A(K) + A(V) + A(O),
       each the rank's local tensor (b s / cp tokens, heads / t).
+    * a2a+p2p (AttnFuncWithCPAndKVP2P with cp_group = [a2a, p2p]): the a2a's all-to-alls inside groups of
+      cp_a2a_size ranks (the same tensors), added to the ring's exposed part over the other cp / cp_a2a_size ranks.
 
     The forward's collectives repeat where the core's forward is recomputed: full recompute (``full_rec``
     attention layers) and selective recompute of core_attn (Megatron-Core checkpoints TE's DotProductAttention,
@@ -1289,10 +1299,15 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
                                                                prob_tokens=tokens / g.tp))
         ep = np.where(flex, hier, ep)
     cp_ag = cp_rs = cp_a2a = np.zeros(1)
+    cp_ring = _collective("sendrecv", kv_bytes, groups.context)
     if np.any((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P)):  # _cp_exposed
         k_share = float(sh.head_dim / (sh.head_dim + sh.v_head_dim))
         k_b, v_b = kv_bytes * k_share, kv_bytes * (1.0 - k_share)  # the local K and V blocks
         cpg = groups.context_group
+        hier = g.cp_comm_type == CpCommType.A2A_P2P
+        if np.any(hier):  # a2a+p2p: the all-to-alls in groups of cp_a2a_size ranks, the ring across them
+            a2a_group, ring_pair = groups.context_levels(compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[0])
+            cp_ring = np.where(hier, _collective("sendrecv", kv_bytes, ring_pair), cp_ring)
         # all-gather / reduce-scatter sizes are the gathered buffers (nccl-tests convention): cp x the local block
         cp_ag = _collective("allgather", g.cp * k_b, cpg) + _collective("allgather", g.cp * v_b, cpg)
         cp_rs = _collective("reducescatter", g.cp * k_b, cpg) + _collective("reducescatter", g.cp * v_b, cpg)
@@ -1300,10 +1315,14 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         o_b = tokens * float(sh.heads * sh.v_head_dim) * job.elem_bytes / g.tp
         cp_a2a = (_collective("alltoall", q_b, cpg) + _collective("alltoall", k_b, cpg)
                   + _collective("alltoall", v_b, cpg) + _collective("alltoall", o_b, cpg))
+        if np.any(hier):
+            cp_a2a = np.where(hier, _collective("alltoall", q_b, a2a_group) + _collective("alltoall", k_b, a2a_group)
+                              + _collective("alltoall", v_b, a2a_group) + _collective("alltoall", o_b, a2a_group),
+                              cp_a2a)
     return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a,
             "tp": np.where(g.sequence_parallel, rs_ag, ar),
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
-           "cp": _collective("sendrecv", kv_bytes, groups.context),
+           "cp": cp_ring,
            "ep": ep,
            "pp": _stage_boundary_time(groups, act / g.tp),
            "pp_gather": _collective("allgather", act, groups.tensor) if np.any(g.deepspeed_pipeline) else 0.0 * act}

@@ -315,8 +315,8 @@ _MEG_CP_COMM = {"p2p": "p2p", "a2a": "a2a", "allgather": "all_gather", "all_gath
 def _cp_comm_type(args: dict[str, str | None], out: StrategyFile) -> None:
     """How a Megatron-LM launch's context parallelism exchanges K and V (strategy cp_comm_type,
     docs/model.md#cp-comm): ``--cp-comm-type`` (nargs='+', default ['p2p']; one word for every layer, or one per
-    layer). One kind for all layers is read; per-layer lists that mix kinds and the hierarchical a2a+p2p
-    (with --hierarchical-context-parallel-sizes) are not modelled: noted, priced as p2p."""
+    layer). One kind for all layers is read; a2a+p2p with --hierarchical-context-parallel-sizes A P (nargs='+')
+    gives cp_a2a_size A. Per-layer lists that mix kinds are not modelled: noted, priced as p2p."""
     if "--cp-comm-type" in args:
         words = (args["--cp-comm-type"] or "").split()
         kinds = {w.lower() for w in words}
@@ -327,15 +327,24 @@ def _cp_comm_type(args: dict[str, str | None], out: StrategyFile) -> None:
         if bad:
             raise InputError(f"unknown context-parallel communication type {bad[0][:40]!r}", where="--cp-comm-type",
                              allowed="p2p, a2a, allgather or a2a+p2p (Megatron-LM's)")
+        sizes = (args.get("--hierarchical-context-parallel-sizes") or "").split()
         if len(kinds) == 1 and "a2a+p2p" not in kinds:
             out.strategy["cp_comm_type"] = _MEG_CP_COMM[kinds.pop()]
             out.fields["cp_comm_type"] = "--cp-comm-type"
+        elif kinds == {"a2a+p2p"} and len(sizes) == 2 and all(re.fullmatch(r"[1-9][0-9]{0,5}", x) for x in sizes):
+            # Megatron-Core hands TE cp_group = the hierarchical groups in this order: [a2a, p2p]
+            out.strategy["cp_comm_type"] = "a2a+p2p"
+            out.strategy["cp_a2a_size"] = int(sizes[0])
+            out.fields["cp_comm_type"] = "--cp-comm-type"
+            out.fields["cp_a2a_size"] = "--hierarchical-context-parallel-sizes"
+            return
         else:
-            out.unused.append(f"--cp-comm-type {' '.join(words)[:40]} (hierarchical a2a+p2p and per-layer mixes are "
-                              "not modelled: priced as p2p)")
+            out.unused.append(f"--cp-comm-type {' '.join(words)[:40]} (per-layer mixes, and a2a+p2p without two "
+                              "--hierarchical-context-parallel-sizes, are not modelled: priced as p2p)")
     if args.get("--hierarchical-context-parallel-sizes") is not None:
-        sizes = str(args["--hierarchical-context-parallel-sizes"])[:40]
-        out.unused.append(f"--hierarchical-context-parallel-sizes {sizes} (a2a+p2p is not modelled)")
+        sizes_text = str(args["--hierarchical-context-parallel-sizes"])[:40]
+        out.unused.append(f"--hierarchical-context-parallel-sizes {sizes_text} (read only as the two sizes of "
+                          "--cp-comm-type a2a+p2p)")
 
 
 def _loss_impl(args: dict[str, str | None], out: StrategyFile) -> None:

@@ -160,7 +160,11 @@ class StrategySpec(Spec, kw_only=True):
         "context_parallel.py): p2p (K, V passed round the cp ring under the attention kernels, the default), "
         "all_gather (K, V all-gathered before the attention, dK, dV reduce-scattered after the backward, "
         "exposed; the Llama 3 paper's CP) or a2a (DeepSpeed-Ulysses all-to-alls of Q, K, V and the output, "
-        "exposed; needs heads and KV heads per TP rank divisible by cp); docs/model.md#cp-comm"))] = "p2p"
+        "exposed; needs heads and KV heads per TP rank divisible by cp) or a2a+p2p (hierarchical: a2a inside "
+        "groups of cp_a2a_size CP ranks, the p2p ring across them); docs/model.md#cp-comm"))] = "p2p"
+    cp_a2a_size: Annotated[int, Meta(ge=1, description=(
+        "cp_comm_type a2a+p2p: CP ranks of one all-to-all group (Megatron-Core --hierarchical-context-parallel-sizes "
+        "A P: this is A, the p2p ring runs over P = cp / A); must divide cp; ignored by the other exchanges"))] = 1
     ep: Annotated[int, Meta(gt=0)] = 1
     etp: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description=(
         "expert tensor-parallel degree (Megatron-Core --expert-tensor-parallel-size); default tp. The expert grid "
