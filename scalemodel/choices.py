@@ -280,6 +280,35 @@ class LossImpl(Choice):
         return "loss implementation"
 
 
+class CpCommType(Choice):
+    """How context parallelism exchanges the attention inputs (Megatron-Core ``--cp-comm-type``, passed to
+    Transformer Engine's DotProductAttention; TE transformer_engine/pytorch/attention/dot_product_attention/
+    context_parallel.py at d0067d0, docs/model.md#cp-comm):
+
+    - ``p2p`` (the default, Megatron-Core's): AttnFuncWithCPAndKVP2P, K and V blocks passed round the cp ring,
+      each step's send/recv under the previous step's attention kernel.
+    - ``all_gather``: AttnFuncWithCPAndKVAllGather, K and V all-gathered over the cp group (blocking, before the
+      attention), two attention calls per rank (its two load-balanced query chunks against the gathered keys up
+      to the chunk's end); the backward gathers again and reduce-scatters dK, dV. The Llama 3 paper's context
+      parallelism (arXiv 2407.21783 §3.3.2).
+    - ``a2a``: AttnFuncWithCPAndQKVOA2A, DeepSpeed-Ulysses: all-to-alls of Q, K, V (sequence -> heads) before the
+      attention and of the output after it (the backward: dO, then dQ, dK, dV); the kernel runs over the whole
+      sequence with heads / cp heads. Needs the local heads (and KV heads) divisible by cp.
+    - ``a2a+p2p``: hierarchical (AttnFuncWithCPAndKVP2P with cp_group = [a2a group, p2p group]; Megatron-Core
+      ``--hierarchical-context-parallel-sizes A P``): the a2a exchange inside groups of A = strategy cp_a2a_size
+      consecutive CP ranks (heads / A), the p2p ring across the P = cp / A groups (s / P tokens a call).
+    """
+
+    P2P = 0, "p2p", "ring"
+    ALL_GATHER = 1, "all_gather", "allgather", "ag"
+    A2A = 2, "a2a", "all_to_all", "alltoall", "ulysses"
+    A2A_P2P = 3, "a2a+p2p", "hierarchical", "a2a_p2p"
+
+    @classmethod
+    def noun(cls) -> str:
+        return "cp_comm_type"
+
+
 class LayerImpl(Choice):
     """Which implementation runs a transformer layer's memory-bound ops (norms, residual adds, dropout, activation,
     RoPE, the attention core's layout copies); their HBM bytes per token, forward and backward, are counted from each

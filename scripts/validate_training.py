@@ -998,8 +998,6 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
         why.append("DualPipe schedule")
     elif "interleaved" in sched and "interleaved_stages_per_device" not in par:
         why.append("interleaved schedule with the virtual stages (and micro-batch count) not stated")
-    if "all-gather" in str(par.get("cp_method", "")).lower() and par.get("cp", 1) > 1:
-        why.append("all-gather context parallelism (the model prices ring attention)")
     if (m.get("moe") or {}).get("max_nodes_per_token") and "dualpipe" in sched:
         why.append("node-limited expert routing (at most 4 nodes per token)")
     gb = par.get("global_batch_seqs", par.get("derived_global_batch_seqs"))
@@ -1534,6 +1532,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           eager_expert_bias=case["id"] in RECIPE_EAGER_EXPERT_OPS,
                           eager_bias_dropout_add=case["id"] in RECIPE_EAGER_BIAS_DROPOUT_ADD,
                           loss_impl=loss_impl(case), layer_impl=layer_impl(case),
+                          # Llama 3's all-gather CP (cp_method); Megatron-Core's default p2p ring otherwise
+                          cp_comm_type="all_gather" if "all-gather" in str(par.get("cp_method", "")).lower()
+                          else "p2p",
                           train_metric_passes=TRAIN_METRIC_PASSES.get(src, 0),
                           overlap=src not in DEEPSPEED_PIPELINE,
                           tp_async_allreduce=src not in SYNC_TP_ALLREDUCE,

@@ -74,6 +74,8 @@ def cases(draw):  # type: ignore[no-untyped-def]
         recompute_uniform=draw(st.booleans()),
         # issue 13: Megatron-Core DDP's buckets (one per buffer without overlap) and FP8 parameter gathers
         megatron_ddp=draw(st.booleans()), fp8_param_gather=draw(st.booleans()) and precision == "fp8" and transformer,
+        # context parallelism's exchange: p2p, all_gather, a2a, a2a+p2p (with its all-to-all level's ranks)
+        cp_comm_type=draw(st.sampled_from((0, 0, 1, 2, 3))), cp_a2a_size=draw(st.sampled_from((1, 2))),
     )
     return job, arrays
 

@@ -73,11 +73,18 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from scalemodel.choices import LayerImpl, LossImpl, Recompute, codes
+from scalemodel.choices import CpCommType, LayerImpl, LossImpl, Recompute, codes
 from scalemodel.cost import mamba
 from scalemodel.cost.checks import fraction as _fraction
 from scalemodel.cost.checks import positive as _pos
-from scalemodel.cost.transformer import Shape, attention_matrices, recompute_code, recomputed_modules, titan_op_gemms
+from scalemodel.cost.transformer import (
+    Shape,
+    attention_matrices,
+    kv_elements_per_token,
+    recompute_code,
+    recomputed_modules,
+    titan_op_gemms,
+)
 from scalemodel.errors import InputError
 
 ArrayLike = Any
@@ -451,7 +458,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        attention_fwd: dict[str, float] | None = None,
                        attention_bwd: dict[str, float] | None = None,
                        layer_impl: ArrayLike = "megatron_te", fp8_attention: ArrayLike = False,
-                       attention: bool = True, mlp: bool = True) -> LayerTime:
+                       attention: bool = True, mlp: bool = True, cp_comm_type: ArrayLike = 0,
+                       cp_a2a_size: ArrayLike = 1) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
 
     ``attention`` / ``mlp`` False leave that block out: a hybrid pattern's layer holds one block with one norm and
@@ -497,7 +505,15 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     the cp + 1 loop: step 0 causal over the rank's own s/cp tokens, then the s/cp queries against half a KV block
     (``max_seqlen_kv // 2``) or half the queries against a whole block, so the slowest rank (cp - 1, all its
     steps with half blocks) runs every call at about s/(2 cp) keys per query under the causal mask (s/cp
-    bidirectional).
+    bidirectional). ``cp_comm_type`` (:class:`~scalemodel.choices.CpCommType`, default p2p) changes the calls:
+    all_gather (AttnFuncWithCPAndKVAllGather, TE transformer_engine/pytorch/attention/dot_product_attention/
+    context_parallel.py at d0067d0) runs two calls per rank, its load-balanced query chunks r and 2 cp - 1 - r of
+    C = s / (2 cp) queries each against the gathered keys up to the chunk's end (get_kv_seq_info_after_all_gather,
+    causal bottom-right), each priced at its own FLOPs and keys (:func:`cp_allgather_core_time`; the slower of
+    ranks 0 and cp - 1); a2a (AttnFuncWithCPAndQKVOA2A) one call over the whole sequence with a / (t cp) heads:
+    the curve read at s, not s / cp (same FLOPs); a2a+p2p (``cp_a2a_size`` A) the ring over P = cp / A ranks on
+    s / P queries with a / (t A) heads (:func:`cp_levels`). The ring's bookkeeping bytes (:func:`cp_ring_bytes`)
+    are those of the p2p level (none for a2a and all_gather).
 
     ``fp8_attention`` (Transformer Engine's fp8_dpa, Megatron-Core ``fp8_dot_product_attention``: the core runs
     cuDNN's FP8 / MXFP8 SDPA): the backward of a sliding-window layer works through the causal keys of the whole
@@ -572,8 +588,15 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     # attention core: Q K^T (s_local x k x d) and softmax . V (s_local x d_v x k), k keys per query
     keys = sh.attended_keys(s)
     heads_local = b * a / t
+    # context parallelism's exchange: an all-to-all level of n_a ranks (a2a: cp; a2a+p2p: cp_a2a_size) hands the
+    # core s / n_p queries with heads / n_a heads, n_p = cp / n_a the ring's ranks (p2p: cp, s / cp queries)
+    cpt = codes(CpCommType, cp_comm_type, "strategy.cp_comm_type")
+    ag = (cpt == CpCommType.ALL_GATHER) & (c > 1)
+    n_a, n_p = cp_levels(c, cpt, cp_a2a_size)
+    q_rows = np.where(ag, s_local, s / n_p)
+    heads_core = np.where(ag, heads_local, heads_local / n_a)
     ckw = _gemm_kwargs(kw, core_peak_flops, core_gemm_max, core_gemm_half_dim)
-    unfused = gemm_time(s_local, keys, d, heads_local, **ckw) + gemm_time(s_local, dv, keys, heads_local, **ckw)
+    unfused = gemm_time(q_rows, keys, d, heads_core, **ckw) + gemm_time(q_rows, dv, keys, heads_core, **ckw)
     # the backward's keys: an FP8 core's backward works through the causal keys of the whole sequence in
     # sliding-window layers too (Shape.window_blind_keys; docs/model.md#fp8-attention)
     fp8_attn = np.asarray(fp8_attention, dtype=bool)
@@ -584,16 +607,26 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                    memory_efficiency=memory_efficiency, elem_bytes=eb)
         # context parallelism (ring): one kernel call per ring step over the local s/cp queries and one KV block,
         # so a call's keys per query are those of the local sequence (docs/model.md#attention-kernel)
-        call = np.minimum(sh.causal_keys(s_local), sh.causal_keys(s))
-        call_bwd = np.where(fp8_attn, np.minimum(sh.window_blind_keys(s_local), sh.window_blind_keys(s)), call)
-        fused = flash_kernel_time(s_local, sh.causal_keys(s), d, dv, heads_local, **akw, **attention_fwd,
+        # (p2p: s / cp; a2a: all s; a2a+p2p: s / n_p); all_gather: two calls per rank (cp_allgather_core_time)
+        call = np.minimum(sh.causal_keys(q_rows), sh.causal_keys(s))
+        call_bwd = np.where(fp8_attn, np.minimum(sh.window_blind_keys(q_rows), sh.window_blind_keys(s)), call)
+        fused = flash_kernel_time(q_rows, sh.causal_keys(s), d, dv, heads_core, **akw, **attention_fwd,
                                   call_keys=call)
-        fused_bwd = flash_kernel_time(s_local, bwd_keys, d, dv, heads_local, **akw, **attention_bwd,
+        fused_bwd = flash_kernel_time(q_rows, bwd_keys, d, dv, heads_core, **akw, **attention_bwd,
                                       flop_ratio=FLASH_BACKWARD_FLOP_RATIO, call_keys=call_bwd)
+        if np.any(ag):
+            fused = np.where(ag, cp_allgather_core_time(sh, s, c, d, dv, heads_local, sh.causal_keys,
+                                                        **akw, **attention_fwd), fused)
+            bkw = dict(akw, **attention_bwd, flop_ratio=FLASH_BACKWARD_FLOP_RATIO)
+            ag_bwd = cp_allgather_core_time(sh, s, c, d, dv, heads_local, sh.causal_keys, **bkw)
+            if np.any(fp8_attn):  # an FP8 core's backward: the window-blind keys
+                ag_bwd = np.where(fp8_attn, cp_allgather_core_time(sh, s, c, d, dv, heads_local,
+                                                                   sh.window_blind_keys, **bkw), ag_bwd)
+            fused_bwd = np.where(ag, ag_bwd, fused_bwd)
     else:
-        fused = flash_core_time(s_local, sh.causal_keys(s), d, dv, heads_local, **ckw)
+        fused = flash_core_time(q_rows, sh.causal_keys(s), d, dv, heads_core, **ckw)
         fused_bwd = FLASH_BACKWARD_FLOP_RATIO * np.where(
-            fp8_attn, flash_core_time(s_local, bwd_keys, d, dv, heads_local, **ckw), fused)
+            fp8_attn, flash_core_time(q_rows, bwd_keys, d, dv, heads_core, **ckw), fused)
     core_gemm = att * np.where(flash, fused, unfused)
     fused_bwd = att * fused_bwd
     core_flops = att * 2 * heads_local * s_local * keys * (d + dv)
@@ -647,8 +680,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     # Transformer Engine's context-parallel ring bookkeeping (Megatron-Core, fused core): part of the core's
     # forward (selective core_attn recompute repeats it) with its own backward bytes (cp_ring_bytes)
     te_ring = att * (flash & (codes(LayerImpl, layer_impl, "strategy.layer_impl") == LayerImpl.MEGATRON_TE)
-                     & ~np.asarray(fp8_attention, dtype=bool))
-    ring_f, ring_b = cp_ring_bytes(sh, micro_batch=b, seq_len=s, tp=t, cp=c, elem_bytes=eb)
+                     & ~np.asarray(fp8_attention, dtype=bool) & ~ag)
+    # the ring level: n_p ranks, s / n_p tokens of a / (t n_a) heads (0 when n_p = 1: a2a)
+    ring_f, ring_b = cp_ring_bytes(sh, micro_batch=b, seq_len=s, tp=t * n_a, cp=n_p, elem_bytes=eb)
     t_ring_f = te_ring * memory_time(ring_f, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     t_ring_b = te_ring * memory_time(ring_b, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
     t_core = core_gemm + memory_time(core_mem, memory_bandwidth=memory_bandwidth,
@@ -963,6 +997,72 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
             f_i, b_i = price()
             fwd, bwd = fwd + np.where(here, f_i, 0.0), bwd + np.where(here, b_i, 0.0)
     return fwd, bwd
+
+
+def cp_levels(cp: ArrayLike, cp_comm_type: ArrayLike = 0, cp_a2a_size: ArrayLike = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(n_a, n_p): the ranks of context parallelism's all-to-all level and of its p2p ring, n_a n_p = cp
+    (Transformer Engine's AttnFuncWithCPAndKVP2P with cp_group = [a2a group, p2p group] for a2a+p2p,
+    AttnFuncWithCPAndQKVOA2A for a2a; context_parallel.py at NVIDIA/TransformerEngine@d0067d0):
+    p2p (1, cp); a2a (cp, 1); a2a+p2p (A, cp / A) with A = ``cp_a2a_size`` (Megatron-Core
+    --hierarchical-context-parallel-sizes A P); all_gather (1, cp) (no ring: its own pricing)."""
+    c = np.asarray(cp, dtype=float)
+    cpt = codes(CpCommType, cp_comm_type, "strategy.cp_comm_type")
+    size = np.clip(np.asarray(cp_a2a_size, dtype=float), 1.0, np.maximum(c, 1.0))
+    n_a = np.where(cpt == CpCommType.A2A, c, np.where(cpt == CpCommType.A2A_P2P, size, 1.0))
+    return n_a, c / n_a
+
+
+def cp_allgather_core_time(sh: Shape, seq_len: ArrayLike, cp: ArrayLike, d: ArrayLike, dv: ArrayLike,
+                           count: ArrayLike, keys_of: Any = None, **kernel: Any) -> np.ndarray:
+    """One direction of the attention core of a rank under context parallelism by all-gather (Transformer Engine's
+    AttnFuncWithCPAndKVAllGather, transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py at
+    NVIDIA/TransformerEngine@d0067d0; Megatron-Core ``--cp-comm-type all_gather``): the rank holds the
+    load-balanced query chunks j = r and 2 cp - 1 - r of C = s / (2 cp) queries (``local_seq_chunk_ids``) and runs
+    one kernel call per chunk against the gathered keys [0, (j + 1) C) (``get_kv_seq_info_after_all_gather``,
+    the causal mask aligned bottom-right), so a query at position p attends its p + 1 keys as without CP. The call's
+    keys per query are the mean over its queries of the causal keys:
+
+        k_j = ((j + 1) C K((j + 1) C) - j C K(j C)) / C          K = ``keys_of`` (Shape.causal_keys by default)
+
+    (j C K(j C) is the sum of the keys of the first j C queries; a sliding window enters through K). Each call is
+    priced by :func:`flash_kernel_time` at its own FLOPs and its own keys (``kernel``: its keywords, the fitted
+    curve, ``flop_ratio``); the rank's time is the two calls' sum (TE runs them on two streams to fill the waves,
+    not priced), the slower of rank 0 (chunks 0 and 2 cp - 1) and rank cp - 1 (chunks cp - 1 and cp). A model
+    without the causal mask attends all s (Shape.attended_keys) in both calls. The FLOPs of a rank are those of
+    s / cp queries at the sequence's mean keys (the two chunks' keys sum to s + 1 without a window)."""
+    s = np.asarray(seq_len, dtype=float)
+    c = np.asarray(cp, dtype=float)
+    K = sh.causal_keys if keys_of is None else keys_of
+    C = s / (2.0 * c)
+
+    def chunk_keys(j: np.ndarray) -> np.ndarray:
+        lo, hi = j * C, (j + 1.0) * C
+        below = np.where(lo > 0, lo * K(np.maximum(lo, 1.0)), 0.0)
+        return np.where(sh.causal, (hi * K(hi) - below) / C, sh.attended_keys(s))
+
+    def call(j: np.ndarray) -> np.ndarray:
+        k_j = chunk_keys(j)
+        return flash_kernel_time(C, k_j, d, dv, count, call_keys=k_j, **kernel)
+
+    first = call(0.0 * c) + call(2.0 * c - 1.0)
+    last = call(c - 1.0) + call(c)
+    return np.asarray(np.maximum(first, last))
+
+
+def cp_gathered_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                      cp: ArrayLike = 1, cp_comm_type: ArrayLike = 0, elem_bytes: ArrayLike = 2.0) -> np.ndarray:
+    """Transient HBM bytes per GPU of context parallelism by all-gather (0 for p2p, a2a and cp = 1), held by one
+    attention layer at a time: the backward of AttnFuncWithCPAndKVAllGather (TE context_parallel.py at d0067d0)
+    holds the re-gathered K and V of the whole sequence (``gather_along_first_dim``) and their full-length
+    gradients dk, dv (``torch.zeros((k_shape[0] * cp_size, ...), dtype=fwd_nominal_dtype)``) until the
+    reduce-scatter, 2 e b s KV / t with KV the key and value elements per token
+    (:func:`~scalemodel.cost.transformer.kv_elements_per_token`). The reordered copies (``index_select``) that live
+    briefly beside the gathered ones are not counted."""
+    c = _pos("cp", cp)
+    on = (codes(CpCommType, cp_comm_type, "strategy.cp_comm_type") == CpCommType.ALL_GATHER) & (c > 1)
+    full = (_pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) * kv_elements_per_token(sh)
+            * _pos("elem_bytes", elem_bytes) / _pos("tp", tp))
+    return np.asarray(np.where(on, 2.0 * full, 0.0))
 
 
 def cp_ring_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1, cp: ArrayLike = 1,

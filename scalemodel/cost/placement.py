@@ -363,6 +363,21 @@ class ParallelGroups(msgspec.Struct, frozen=True, eq=False, dict=True):  # msgsp
         """Two neighbours of a CP ring (ring attention passes K/V to the next CP rank): 2 ranks, stride tp."""
         return place(2.0, self.strides["cp"], self.network)
 
+    @cached_property
+    def context_group(self) -> Placement:
+        """The whole CP group (cp ranks, stride tp): the all-gathers, reduce-scatters and all-to-alls of
+        context parallelism by all_gather or a2a (strategy cp_comm_type)."""
+        return place(self.cp.astype(float), self.strides["cp"] * 1.0, self.network)
+
+    def context_levels(self, a2a: np.ndarray) -> tuple[Placement, Placement]:
+        """Hierarchical CP (a2a+p2p) with ``a2a`` CP ranks per all-to-all group: (one all-to-all group: ``a2a``
+        consecutive CP ranks, stride tp; two neighbours of the p2p ring across the groups: stride tp x a2a).
+        Transformer Engine's ring sends to cp_global_ranks[(rank + 1) % cp_p2p * cp_a2a + rank_a2a]
+        (context_parallel.py at NVIDIA/TransformerEngine@d0067d0)."""
+        n_a = np.asarray(a2a, dtype=float)
+        return (place(n_a, self.strides["cp"] * 1.0, self.network),
+                place(2.0, self.strides["cp"] * n_a, self.network))
+
     etp: np.ndarray | None = None  # expert tensor parallelism; None = tp
 
     @cached_property

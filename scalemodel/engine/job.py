@@ -17,6 +17,7 @@ from scalemodel.choices import (
     Assignment,
     Compression,
     CompressionKind,
+    CpCommType,
     DpComm,
     LayerImpl,
     Layout,
@@ -513,6 +514,8 @@ class StrategyGrid:
     fp8_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in FP8 (Megatron)
     loss_impl: np.ndarray  # choices.LossImpl codes: the cross-entropy's implementation (its passes over the logits)
     layer_impl: np.ndarray  # choices.LayerImpl codes: the layer's memory-bound ops' implementation (bytes per token)
+    cp_comm_type: np.ndarray  # choices.CpCommType codes: context parallelism's exchange (p2p ring, all_gather, a2a)
+    cp_a2a_size: np.ndarray  # cp_comm_type a2a+p2p: CP ranks per all-to-all group (the ring spans cp / this)
     eager_rope: np.ndarray  # bool: RoPE as Megatron-Core's eager ATen kernels (compute.eager_rope_bytes)
     eager_glu_clamp: np.ndarray  # bool: the experts' activation clamp outside the fused kernel (eager_glu_clamp_bytes)
     eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
@@ -591,6 +594,8 @@ class StrategyGrid:
             "fp8_param_gather": bool(self.fp8_param_gather[i]),
             "loss_impl": LossImpl.of(self.loss_impl[i]).label,
             "layer_impl": LayerImpl.of(self.layer_impl[i]).label,
+            "cp_comm_type": CpCommType.of(self.cp_comm_type[i]).label,
+            "cp_a2a_size": int(self.cp_a2a_size[i]),
             "eager_rope": bool(self.eager_rope[i]),
             "eager_glu_clamp": bool(self.eager_glu_clamp[i]),
             "eager_expert_bias": bool(self.eager_expert_bias[i]),
@@ -620,7 +625,8 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
                                     attention_unpad=False,
                                     moe_fp8_padding=False, megatron_ddp=False,
                                     fp8_param_gather=False, loss_impl=LossImpl.MEGATRON,
-                                    layer_impl=LayerImpl.MEGATRON_TE, eager_rope=False, eager_glu_clamp=False,
+                                    layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
+                                    eager_rope=False, eager_glu_clamp=False,
                                     eager_expert_bias=False, eager_bias_dropout_add=False,
                                     train_metric_passes=0)
     values = {**defaults, **arrays}
@@ -792,6 +798,8 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         fp8_param_gather=getattr(strategy, "fp8_param_gather", False),
         loss_impl=LossImpl.parse(getattr(strategy, "loss_impl", "megatron"), "strategy.loss_impl"),
         layer_impl=LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl"),
+        cp_comm_type=CpCommType.parse(getattr(strategy, "cp_comm_type", "p2p"), "strategy.cp_comm_type"),
+        cp_a2a_size=getattr(strategy, "cp_a2a_size", 1),
         eager_rope=getattr(strategy, "eager_rope", False),
         eager_glu_clamp=getattr(strategy, "eager_glu_clamp", False),
         eager_expert_bias=getattr(strategy, "eager_expert_bias", False),

@@ -65,6 +65,7 @@ from scalemodel.choices import (
     Algorithm,
     Assignment,
     CompressionKind,
+    CpCommType,
     LayerImpl,
     Layout,
     LossImpl,
@@ -152,7 +153,7 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "recompute_modules", "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
              "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
              "fp8_param_gather", "loss_impl", "layer_impl", "eager_rope", "eager_glu_clamp", "eager_expert_bias",
-             "eager_bias_dropout_add",
+             "eager_bias_dropout_add", "cp_comm_type", "cp_a2a_size",
              "train_metric_passes")
 
 # --------------------------------------------------------------------------------------------
@@ -1178,6 +1179,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = memory.recompute_modules_code(str(value or ""))
         elif name in ("deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather", "tp_async_allreduce"):
             fixed[name] = bool(value)
+        elif name == "cp_a2a_size":
+            fixed[name] = int(value or 1)
         elif name in ("shard_group", "train_metric_passes"):
             fixed[name] = int(value or 0)
         elif name == "recompute_method":
@@ -1186,6 +1189,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = int(LossImpl.parse(value, "strategy.loss_impl"))
         elif name == "layer_impl":
             fixed[name] = int(LayerImpl.parse(value, "strategy.layer_impl"))
+        elif name == "cp_comm_type":
+            fixed[name] = int(CpCommType.parse(value, "strategy.cp_comm_type"))
         else:
             fixed[name] = value
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"))

@@ -30,7 +30,9 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
   Megatron's asynchronous TP all-reduce, and only what exceeds them is exposed.
 - CP (ring attention, Liu et al. 2023): K and V of the local chunk, 2 b (s/cp) g d bytes/elem / tp,
   pass round the cp ring (cp - 1 send/recv steps) forward, twice that backward; hidden under the
-  attention core, exposed beyond it.
+  attention core, exposed beyond it. strategy cp_comm_type all_gather / a2a (Transformer Engine's
+  AttnFuncWithCPAndKVAllGather / AttnFuncWithCPAndQKVOA2A): all-gathers of K, V (+ reduce-scatters of dK, dV
+  backward) or all-to-alls of Q, K, V, O each way over the whole cp group, exposed (_cp_exposed).
 - EP (GShard/Switch): 2 all-to-alls (dispatch, combine) of b (s/cp) k h bytes/elem / tp per MoE
   layer forward, 2 backward, 2 more in a recomputed forward (full recompute, selective recompute of moe);
   exposed. DeepEP / HybridEP (strategy moe_flex_dispatcher): each token once per destination NVLink domain,
@@ -61,6 +63,7 @@ import numpy as np
 from scalemodel.choices import (
     Algorithm,
     CompressionKind,
+    CpCommType,
     Layout,
     Precision,
     Recompute,
@@ -113,7 +116,9 @@ class Infeasible(IntEnum):
         "layers do not split into the pipeline stages (interleaving needs layers divisible by pp x v; "
         "given first/last stage layers must leave the other stages an equal share of at least one)")
     HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", (
-        "heads not divisible by tp (nor, in a hybrid pattern, the Mamba heads and groups: MambaMixer's asserts)")
+        "heads not divisible by tp (nor, in a hybrid pattern, the Mamba heads and groups: MambaMixer's asserts; "
+        "with cp_comm_type a2a or a2a+p2p, the heads and KV heads per TP rank not divisible by the all-to-all "
+        "group, cp or cp_a2a_size, which must divide cp)")
     EXPERT_PARALLEL_INVALID = 5, "expert_parallel_invalid", (
         "expert parallelism must divide the number of experts, and etp x ep the tp x cp x dp ranks of a stage")
     SEQ_NOT_DIVISIBLE = 6, "seq_not_divisible", (
@@ -210,6 +215,16 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
         flag(R.HEADS_NOT_DIVISIBLE, (int(sh.heads) % g.tp != 0) | ((int(sh.mamba.heads) % g.tp != 0)
                                                                    | (int(sh.mamba.groups) % g.tp != 0)
                                                                    if sh.mamba is not None else False))
+        a2a_kind = (g.cp_comm_type == CpCommType.A2A) | (g.cp_comm_type == CpCommType.A2A_P2P)
+        if np.any((g.cp > 1) & a2a_kind):
+            # AttnFuncWithCPAndQKVOA2A (and the a2a level of a2a+p2p) asserts num_heads % cp_size == 0 for Q, K and
+            # V (TE context_parallel.py at d0067d0); K's heads per TP rank: g / t, at least 1 (Megatron-Core
+            # replicates KV heads when g < t); the a2a level's size must divide cp
+            n_a = np.where(g.cp_comm_type == CpCommType.A2A, g.cp, np.maximum(g.cp_a2a_size, 1))
+            kv_local = np.where(sh.mla, int(sh.heads) // np.maximum(g.tp, 1),
+                                np.maximum(int(sh.kv_heads) // np.maximum(g.tp, 1), 1))
+            flag(R.HEADS_NOT_DIVISIBLE, (g.cp > 1) & a2a_kind & (((int(sh.heads) // np.maximum(g.tp, 1)) % n_a != 0)
+                                                               | (kv_local % n_a != 0) | (g.cp % n_a != 0)))
         experts = int(sh.moe_experts)
         folded = (g.tp * g.cp * g.dp) % (_etp(g) * g.ep) != 0  # MoE parallel folding: etp x ep | tp cp dp
         bad_ep = (experts == 0) | folded | (experts % np.maximum(g.ep, 1) != 0)
@@ -384,6 +399,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     flash["xla_remat"] = xla_remat(job)
     flash["recompute_modules"] = g.recompute_modules  # what selective recompute repeats
     flash["layer_impl"] = g.layer_impl  # whose memory-bound ops (compute.layer_eltwise_bytes)
+    flash["cp_comm_type"] = g.cp_comm_type  # the core's kernel calls under context parallelism
+    flash["cp_a2a_size"] = g.cp_a2a_size  # a2a+p2p: the all-to-all level's ranks
     flash["fp8_attention"] = job.fp8_attention  # an FP8 core's window-blind backward
     moe_share = float(sh.moe_layers / sh.layers)
     if sh.hybrid is not None:  # one block per layer, mixed over the pattern's kinds
@@ -1245,15 +1262,23 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
-    # CP: ring attention, K and V chunks pass round the cp ring; hidden under the attention core.
-    ring = (g.cp - 1) * coll["cp"]
+    # CP: ring attention, K and V chunks pass round the cp ring (a2a+p2p: the n_p = cp / cp_a2a_size ranks of its
+    # ring level; a2a: none); hidden under the attention core.
+    n_p = compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[1]
+    ring = (n_p - 1) * coll["cp"]
     # forward: ring - core exposed; backward moves K, V and their gradients (2x) under 2x the core; in the attention
     # layers only (all but in a hybrid pattern; its Mamba layers' context-parallel all-to-alls are not modelled)
     att = float(sh.attention_layers / sh.layers)
     core_att = comp["core_per_layer"] / max(att, 1e-300)
-    att_n = n * att + comp.get("mtp_attention_blocks", 0.0)
+    mtp_att = comp.get("mtp_attention_blocks", 0.0)
+    att_n = n * att + mtp_att
     cp = np.where(g.cp > 1, 3.0 * att_n * np.maximum(ring - core_att, 0.0), 0.0)
     cp_hidden = np.where(g.cp > 1, att_n * np.minimum(ring, core_att), 0.0)
+    if np.any(g.cp_comm_type != CpCommType.P2P):  # all_gather / a2a: blocking collectives, exposed (_cp_exposed)
+        exposed = _cp_exposed(job, g, comp, coll, att_n, comp["recomputed_layers"] * att + mtp_att)
+        ag = (g.cp > 1) & (g.cp_comm_type == CpCommType.ALL_GATHER)
+        cp = np.where(ag, exposed, np.where((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P), cp + exposed, cp))
+        cp_hidden = np.where(ag, 0.0, cp_hidden)
     # EP: dispatch + combine all-to-all per MoE layer (the stage's layers at the MoE share, and each MTP pass's MoE
     # block once), forward and backward; a recomputed forward runs the forward's two again in the backward
     # (MoELayer.forward dispatches and combines inside the checkpointed function): every MoE layer under selective
@@ -1275,6 +1300,39 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
     return _with_moe_a2a_overlap(g, comp, out, refused=moe_block_recomputed(job, g))
+
+
+def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
+                att_layers: np.ndarray, full_rec: np.ndarray) -> np.ndarray:
+    """Exposed context-parallel seconds per micro-batch on a stage of ``att_layers`` attention layers under
+    ``cp_comm_type`` all_gather or a2a (docs/model.md#cp-comm), from Transformer Engine's
+    transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py at NVIDIA/TransformerEngine@d0067d0:
+
+    * all_gather (AttnFuncWithCPAndKVAllGather): forward ``gather_along_first_dim(k)``, ``(v)`` over the cp group,
+      backward the same two gathers again and ``reduce_scatter_along_first_dim(dk)``, ``(dv)``; both helpers
+      (transformer_engine/pytorch/distributed.py) default to ``async_op=False``, issued on the compute stream
+      before (after) the kernels that need (produce) them: nothing hides them.
+      per layer: fwd = AG(K) + AG(V), bwd = AG(K) + AG(V) + RS(dK) + RS(dV), of the gathered b s K / t bytes.
+    * a2a (AttnFuncWithCPAndQKVOA2A, flash_attn_a2a_communicate): all-to-alls of Q, K, V before the kernel and of
+      the output after it; backward of dO before and dQ, dK, dV after; cp_stream overlaps one all-to-all only with
+      the layout copies of the next, not with the kernel: exposed. per layer: fwd = bwd = A(Q) + A(K) + A(V) + A(O),
+      each the rank's local tensor (b s / cp tokens, heads / t).
+    * a2a+p2p (AttnFuncWithCPAndKVP2P with cp_group = [a2a, p2p]): the a2a's all-to-alls inside groups of
+      cp_a2a_size ranks (the same tensors), added to the ring's exposed part over the other cp / cp_a2a_size ranks.
+
+    The forward's collectives repeat where the core's forward is recomputed: full recompute (``full_rec``
+    attention layers) and selective recompute of core_attn (Megatron-Core checkpoints TE's DotProductAttention,
+    the exchange inside it: every attention layer).
+
+        t_cp = att_layers (fwd + bwd) + repeats fwd"""
+    code = g.recompute
+    again = transformer.recomputed_modules(job.shape, code, g.recompute_modules).attention_core
+    repeats = np.where(code == Recompute.FULL, full_rec,
+                       np.where((code == Recompute.SELECTIVE) & again, att_layers, 0.0))
+    ag = g.cp_comm_type == CpCommType.ALL_GATHER
+    fwd = np.where(ag, coll["cp_ag"], coll["cp_a2a"])
+    bwd = np.where(ag, coll["cp_ag"] + coll["cp_rs"], coll["cp_a2a"])
+    return np.asarray(att_layers * (fwd + bwd) + repeats * fwd)
 
 
 def xla_remat(job: Job) -> bool:
@@ -1314,9 +1372,31 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
                       + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, groups.expert,
                                                                prob_tokens=tokens / g.tp))
         ep = np.where(flex, hier, ep)
-    return {"tp": np.where(g.sequence_parallel, rs_ag, ar),
+    cp_ag = cp_rs = cp_a2a = np.zeros(1)
+    cp_ring = _collective("sendrecv", kv_bytes, groups.context)
+    if np.any((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P)):  # _cp_exposed
+        k_share = float(sh.head_dim / (sh.head_dim + sh.v_head_dim))
+        k_b, v_b = kv_bytes * k_share, kv_bytes * (1.0 - k_share)  # the local K and V blocks
+        cpg = groups.context_group
+        hier = g.cp_comm_type == CpCommType.A2A_P2P
+        if np.any(hier):  # a2a+p2p: the all-to-alls in groups of cp_a2a_size ranks, the ring across them
+            a2a_group, ring_pair = groups.context_levels(compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[0])
+            cp_ring = np.where(hier, _collective("sendrecv", kv_bytes, ring_pair), cp_ring)
+        # all-gather / reduce-scatter sizes are the gathered buffers (nccl-tests convention): cp x the local block
+        cp_ag = _collective("allgather", g.cp * k_b, cpg) + _collective("allgather", g.cp * v_b, cpg)
+        cp_rs = _collective("reducescatter", g.cp * k_b, cpg) + _collective("reducescatter", g.cp * v_b, cpg)
+        q_b = tokens * float(sh.heads * sh.head_dim) * job.elem_bytes / g.tp
+        o_b = tokens * float(sh.heads * sh.v_head_dim) * job.elem_bytes / g.tp
+        cp_a2a = (_collective("alltoall", q_b, cpg) + _collective("alltoall", k_b, cpg)
+                  + _collective("alltoall", v_b, cpg) + _collective("alltoall", o_b, cpg))
+        if np.any(hier):
+            cp_a2a = np.where(hier, _collective("alltoall", q_b, a2a_group) + _collective("alltoall", k_b, a2a_group)
+                              + _collective("alltoall", v_b, a2a_group) + _collective("alltoall", o_b, a2a_group),
+                              cp_a2a)
+    return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a,
+            "tp": np.where(g.sequence_parallel, rs_ag, ar),
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
-           "cp": _collective("sendrecv", kv_bytes, groups.context),
+           "cp": cp_ring,
            "ep": ep,
            "pp": _stage_boundary_time(groups, act / g.tp),
            "pp_gather": _collective("allgather", act, groups.tensor) if np.any(g.deepspeed_pipeline) else 0.0 * act}
@@ -2220,7 +2300,11 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   sequence_parallel=g.sequence_parallel, num_microbatches=m, schedule=g.schedule,
                   virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
                   optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=g.flash_attention,
-                  fragmentation=fragmentation, workspace=workspace, etp=_etp(g), offloaded_layers=g.offload_layers,
+                  fragmentation=fragmentation, etp=_etp(g), offloaded_layers=g.offload_layers,
+                  # all_gather CP: one layer's gathered K, V and their full-length gradients (cp_gathered_bytes)
+                  workspace=workspace + compute.cp_gathered_bytes(
+                      job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
+                      cp_comm_type=g.cp_comm_type, elem_bytes=job.elem_bytes),
                   recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
                   fp8_inputs=memory.quantized_input_bytes(job.fp8_recipe), recompute_modules=g.recompute_modules,
                   reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),

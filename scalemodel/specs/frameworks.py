@@ -304,7 +304,49 @@ _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recomput
                     # a switch, is in _MEG_STORE_TRUE)
                     "--cross-entropy-fusion-impl",
                     # read for precision fp4 (NVFP4) and training.bf16_layers (_low_precision_extras)
-                    "--fp4-format", "--fp4-recipe", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16"}
+                    "--fp4-format", "--fp4-recipe", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16",
+                    # read for strategy.cp_comm_type (_cp_comm_type; both nargs='+')
+                    "--cp-comm-type", "--hierarchical-context-parallel-sizes"}
+
+
+#: Megatron-LM's --cp-comm-type words (megatron/training/arguments.py: "p2p, a2a, allgather or a2a+p2p"; Transformer
+#: Engine's attn_forward_func_with_cp spells allgather "all_gather") -> strategy.cp_comm_type
+_MEG_CP_COMM = {"p2p": "p2p", "a2a": "a2a", "allgather": "all_gather", "all_gather": "all_gather"}
+
+
+def _cp_comm_type(args: dict[str, str | None], out: StrategyFile) -> None:
+    """How a Megatron-LM launch's context parallelism exchanges K and V (strategy cp_comm_type,
+    docs/model.md#cp-comm): ``--cp-comm-type`` (nargs='+', default ['p2p']; one word for every layer, or one per
+    layer). One kind for all layers is read; a2a+p2p with --hierarchical-context-parallel-sizes A P (nargs='+')
+    gives cp_a2a_size A. Per-layer lists that mix kinds are not modelled: noted, priced as p2p."""
+    if "--cp-comm-type" in args:
+        words = (args["--cp-comm-type"] or "").split()
+        kinds = {w.lower() for w in words}
+        if not words:
+            raise InputError("expected a communication type, got no value", where="--cp-comm-type",
+                             allowed="p2p, a2a, allgather or a2a+p2p (Megatron-LM's)")
+        bad = sorted(k for k in kinds if k not in _MEG_CP_COMM and k != "a2a+p2p")
+        if bad:
+            raise InputError(f"unknown context-parallel communication type {bad[0][:40]!r}", where="--cp-comm-type",
+                             allowed="p2p, a2a, allgather or a2a+p2p (Megatron-LM's)")
+        sizes = (args.get("--hierarchical-context-parallel-sizes") or "").split()
+        if len(kinds) == 1 and "a2a+p2p" not in kinds:
+            out.strategy["cp_comm_type"] = _MEG_CP_COMM[kinds.pop()]
+            out.fields["cp_comm_type"] = "--cp-comm-type"
+        elif kinds == {"a2a+p2p"} and len(sizes) == 2 and all(re.fullmatch(r"[1-9][0-9]{0,5}", x) for x in sizes):
+            # Megatron-Core hands TE cp_group = the hierarchical groups in this order: [a2a, p2p]
+            out.strategy["cp_comm_type"] = "a2a+p2p"
+            out.strategy["cp_a2a_size"] = int(sizes[0])
+            out.fields["cp_comm_type"] = "--cp-comm-type"
+            out.fields["cp_a2a_size"] = "--hierarchical-context-parallel-sizes"
+            return
+        else:
+            out.unused.append(f"--cp-comm-type {' '.join(words)[:40]} (per-layer mixes, and a2a+p2p without two "
+                              "--hierarchical-context-parallel-sizes, are not modelled: priced as p2p)")
+    if args.get("--hierarchical-context-parallel-sizes") is not None:
+        sizes_text = str(args["--hierarchical-context-parallel-sizes"])[:40]
+        out.unused.append(f"--hierarchical-context-parallel-sizes {sizes_text} (read only as the two sizes of "
+                          "--cp-comm-type a2a+p2p)")
 
 
 def _loss_impl(args: dict[str, str | None], out: StrategyFile) -> None:
@@ -439,7 +481,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
         value: str | None = inline if eq else None
         if name in _MEG_STORE_TRUE:  # argparse store_true: takes no value, consumes no token
             _switch_without_value(name, f"={inline}" if eq else (tokens[i + 1] if i + 1 < len(tokens) else None))
-        elif name == "--recompute-modules" and not eq:  # nargs='*': every word up to the next flag
+        elif name in ("--recompute-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes") and not eq:
+            # nargs='*' / '+': every word up to the next flag
             words = []
             while i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
                 words.append(tokens[i + 1])
@@ -580,6 +623,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
             out.strategy["moe_flex_dispatcher"] = True
             out.fields["moe_flex_dispatcher"] = "--moe-token-dispatcher-type"
     _loss_impl(args, out)
+    _cp_comm_type(args, out)
     opt = args.get("--optimizer")
     if opt is not None and opt != "adam":
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")

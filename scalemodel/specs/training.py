@@ -10,6 +10,7 @@ from scalemodel.choices import (
     Algorithm,
     Assignment,
     Choice,
+    CpCommType,
     Fp8Recipe,
     LayerImpl,
     Layout,
@@ -61,6 +62,7 @@ RecomputeMethodText = Annotated[str, Before(RecomputeMethod.normalize), _labels(
 Fp8RecipeText = Annotated[str, Before(Fp8Recipe.normalize), _labels(Fp8Recipe)]
 LossImplText = Annotated[str, Before(LossImpl.normalize), _labels(LossImpl)]
 LayerImplText = Annotated[str, Before(LayerImpl.normalize), _labels(LayerImpl)]
+CpCommTypeText = Annotated[str, Before(CpCommType.normalize), _labels(CpCommType)]
 
 # Text fields kept in their canonical spelling (the label of what they parse to).
 _SEQUENCE_LENGTHS = _text(lambda v: parse_sequence_lengths(v).label)
@@ -162,6 +164,16 @@ class StrategySpec(Spec, kw_only=True):
     tp: Annotated[int, Meta(gt=0)] = 1
     pp: Annotated[int, Meta(gt=0)] = 1
     cp: Annotated[int, Meta(gt=0)] = 1
+    cp_comm_type: Annotated[CpCommTypeText, Meta(description=(
+        "how context parallelism exchanges attention inputs (Megatron-Core --cp-comm-type, Transformer Engine's "
+        "context_parallel.py): p2p (K, V passed round the cp ring under the attention kernels, the default), "
+        "all_gather (K, V all-gathered before the attention, dK, dV reduce-scattered after the backward, "
+        "exposed; the Llama 3 paper's CP) or a2a (DeepSpeed-Ulysses all-to-alls of Q, K, V and the output, "
+        "exposed; needs heads and KV heads per TP rank divisible by cp) or a2a+p2p (hierarchical: a2a inside "
+        "groups of cp_a2a_size CP ranks, the p2p ring across them); docs/model.md#cp-comm"))] = "p2p"
+    cp_a2a_size: Annotated[int, Meta(ge=1, description=(
+        "cp_comm_type a2a+p2p: CP ranks of one all-to-all group (Megatron-Core --hierarchical-context-parallel-sizes "
+        "A P: this is A, the p2p ring runs over P = cp / A); must divide cp; ignored by the other exchanges"))] = 1
     ep: Annotated[int, Meta(gt=0)] = 1
     etp: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description=(
         "expert tensor-parallel degree (Megatron-Core --expert-tensor-parallel-size); default tp. The expert grid "
