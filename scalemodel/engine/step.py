@@ -480,6 +480,15 @@ def _hbm_seconds(job: Job, nbytes: Any) -> np.ndarray:
     return compute.memory_time(nbytes, memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
 
 
+def _fp8_cast_kwargs(job: Job, g: StrategyGrid) -> dict[str, Any]:
+    """The strategy's arguments to :func:`scalemodel.cost.compute.fp8_quantize_bytes` (one place for
+    :func:`fp8_cast_per_layer` and :func:`fp8_moe_recompute_casts`)."""
+    return dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
+                transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
+                sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
+                fp8_params=fp8_params_held(job, g))  # no per-step weight casts (fp8_param_gather)
+
+
 def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
                        whole_layer: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Seconds per layer and micro-batch (forward, backward) of an fp8 run's Transformer Engine quantization
@@ -491,10 +500,7 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
     Full recompute repeats the forward casts (the caller adds them to the recompute). The transposed FP8 copy
     is priced on every accelerator but Blackwell (nvte_is_non_tn_fp8_gemm_supported: sm_100). ``whole_layer``: an
     attention + MLP/MoE layer's casts also in a hybrid model (its MTP block, *E or *-), not the pattern's mean layer."""
-    kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
-                              transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
-                              sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
-                              fp8_params=fp8_params_held(job, g))  # no per-step weight casts (fp8_param_gather)
+    kw = _fp8_cast_kwargs(job, g)
     m = microbatches(g)
 
     def signed(nbytes: np.ndarray) -> np.ndarray:
@@ -533,10 +539,7 @@ def fp8_moe_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
     again = moe_block_recomputed(job, g)
     if not job.fp8_recipe or not np.any(again):
         return np.zeros(1)
-    kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
-                              transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
-                              sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
-                              fp8_params=fp8_params_held(job, g))
+    kw = _fp8_cast_kwargs(job, g)
     dense_f = compute.fp8_quantize_bytes(job.shape, **kw)[0]
     moe_f = compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw)[0]
     block = np.maximum(moe_f - dense_f / 2.0, 0.0)
