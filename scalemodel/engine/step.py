@@ -1578,9 +1578,11 @@ def fp8_param_elements(job: Job, g: StrategyGrid, layers: Any, dense: Any, exper
 
 def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
     """Whether the layers' linear weights are FP8 parameters (:func:`fp8_param_elements`): fp8_param_gather with
-    ZeRO 1-2 and a per-tensor recipe (delayed, tensorwise) on a transformer."""
+    ZeRO 1-2 and a per-tensor recipe (delayed, tensorwise) on a transformer: not the block-scaled mxfp8 and nvfp4,
+    as :func:`scalemodel.cost.compute.fp8_quantize_bytes` holds (job.check_fp8_all_gather refuses the flag in an fp4
+    run; a planner grid may still carry it)."""
     on = g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
-    return np.asarray(on & (job.fp8_recipe != "mxfp8") & bool(job.is_transformer))
+    return np.asarray(on & (job.fp8_recipe not in ("mxfp8", "nvfp4")) & bool(job.is_transformer))
 
 
 def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
