@@ -1395,8 +1395,16 @@ def _etp(g: StrategyGrid) -> np.ndarray:
 
 
 def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
-    """(non-expert, expert) parameters held by one GPU before ZeRO sharding; experts split etp x ep ways."""
-    dense = (job.params - job.expert_params) / (g.tp * g.pp)
+    """(non-expert, expert) parameters held by one GPU before ZeRO sharding; experts split etp x ep ways; LatentMoE's
+    projections (:func:`scalemodel.cost.transformer.latent_projection_params`, in each MoE layer and MTP module with
+    an MoE block) whole on every TP rank, Megatron-Core's ``parallel_mode="duplicated"`` TELinear, as
+    :func:`scalemodel.cost.memory.params_per_gpu` holds them; the rest of the dense parameters / (tp pp)."""
+    dup = 0.0
+    if job.is_transformer and float(job.shape.moe_latent) > 0:
+        sh = job.shape
+        dup = float(transformer.latent_projection_params(sh) * (sh.moe_layers + np.where(
+            sh.last_layer_moe, sh.mtp_weight_modules, 0.0)))
+    dense = (job.params - job.expert_params - dup) / (g.tp * g.pp) + dup / g.pp
     expert = job.expert_params / (_etp(g) * g.pp * g.ep)
     return dense, expert
 
