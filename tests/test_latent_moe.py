@@ -228,3 +228,23 @@ def test_hf_mtp_block_forms(tmp_path, change, block) -> None:  # type: ignore[no
     with pytest.raises(InputError) as e:
         load_workload(tmp_path / "config.json")
     assert e.value.where.endswith("mtp_layers_block_type")
+
+
+def test_step_holds_the_duplicated_projections_whole_per_tp_rank() -> None:
+    """The step's per-GPU parameters (DP gradient bytes, optimizer passes, grad-buffer zeroing) keep LatentMoE's
+    projections whole on every TP rank, as cost.memory.params_per_gpu does: Nemotron 3 Super, 2 h l = 2 x 4096 x
+    1024 in each E layer of its pattern and in its one (shared) *E MTP module; the rest of the dense weights / tp."""
+    from scalemodel.engine import step
+
+    w = _super()
+    assert w.hybrid is not None
+    n_e = w.hybrid.pattern.count("E")
+    dup = 2 * 4096 * 1024 * (n_e + 1)
+    tr_ = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", seq_len=4096)
+    job = build_job(load_cluster("dgx-b200"), w, tr_)
+    d1, e1 = step._params_per_gpu(job, grid_from_strategy(StrategySpec(tp=1, ep=8, dp=8), tr_, 8, job))
+    d2, e2 = step._params_per_gpu(job, grid_from_strategy(StrategySpec(tp=2, ep=8, etp=1, dp=4,
+                                                                       sequence_parallel=True), tr_, 8, job))
+    assert float(d2) == pytest.approx((float(d1) - dup) / 2 + dup, rel=1e-12)
+    assert float(d1) == pytest.approx(float(job.params - job.expert_params), rel=1e-12)
+    assert float(e2) == pytest.approx(float(e1), rel=1e-12)  # experts split etp x ep = 1 x 8 both times

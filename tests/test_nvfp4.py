@@ -227,3 +227,16 @@ def test_saved_nvfp4_inputs_by_hand() -> None:
     s, h, a, dv, f = 2048.0, float(sh.hidden), float(sh.heads), float(sh.v_head_dim), float(sh.ffn_hidden)
     assert not bool(sh.gated_mlp) and not bool(sh.parallel_block)
     assert fp8 - nv == pytest.approx(0.4375 * (2 * s * h + s * a * dv + s * f), rel=1e-12)
+
+
+def test_calibration_scales_nvfp4_gemms_by_the_fp8_factor() -> None:
+    """calibrate runs: an fp4 run's NVFP4 GEMMs are priced on the fp8 curve (1.810 x its rate), so they take the
+    fp8 factor c8 that the overlay writes into that curve, not the 16-bit c (whose curve they never read); the BF16
+    attention core and logits GEMM and the memory efficiency keep c. B200: fp8 gemm_max 0.714, 16-bit from the spec."""
+    from scalemodel.engine.calibrate_runs import scaled_job
+    job, _ = _job("dgx-b200", "fp4")
+    j = scaled_job(job, 0.8, {}, fp8=0.6)
+    assert j.gemm_max == pytest.approx(0.714 * 1.810 * 4500 / 9000 * 0.6, rel=1e-12)
+    assert j.attention_gemm_max == pytest.approx(job.attention_gemm_max * 0.8, rel=1e-12)
+    assert j.logits_gemm_max == pytest.approx(job.logits_gemm_max * 0.8, rel=1e-12)
+    assert j.memory_efficiency == pytest.approx(job.memory_efficiency * 0.8, rel=1e-12)

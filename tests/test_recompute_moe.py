@@ -190,3 +190,19 @@ def test_full_recompute_repeats_the_all_to_alls_too() -> None:
     part = _run(ep=8, dp=8, recompute="full", recompute_layers=12)
     assert float(part.breakdown["ep_comm"][0]) == pytest.approx((4 + 2 * 12 / 48) / 4
                                                                 * float(none.breakdown["ep_comm"][0]), rel=1e-12)
+
+
+def test_plan_pins_keep_moe_a2a_overlap_to_what_predict_runs() -> None:
+    """A pinned moe_a2a_overlap: plan drops full recompute from its search and refuses a pinned recompute_modules moe
+    or recompute full, as predict refuses those pairs (plan ranked selective-moe candidates with the overlap on)."""
+    from scalemodel.choices import Recompute
+    from scalemodel.engine import planner
+    cons, _fixed, _ = planner.pins(StrategySpec(moe_a2a_overlap=True), ["moe_a2a_overlap"])
+    assert cons["recompute"] == [("!=", int(Recompute.FULL))]
+    with pytest.raises(InputError, match="selective recompute of moe"):
+        planner.pins(StrategySpec(moe_a2a_overlap=True, recompute="selective", recompute_modules="core_attn,moe"),
+                     ["moe_a2a_overlap", "recompute", "recompute_modules"])
+    with pytest.raises(InputError, match="full recompute"):
+        planner.pins(StrategySpec(moe_a2a_overlap=True, recompute="full"), ["recompute", "moe_a2a_overlap"])
+    cons, _, _ = planner.pins(StrategySpec(moe_a2a_overlap=False), ["moe_a2a_overlap"])
+    assert "recompute" not in cons

@@ -5,7 +5,7 @@ The factors (docs/model.md#calibrate-runs):
 * ``compute``: a multiplier c on the accelerator's achieved compute efficiency, i.e. on the GEMM
   curve's ``gemm_max`` (16-bit and, where the spec has one, fp8) and on the memory-bandwidth
   efficiency together, so every compute and memory-bound kernel runs at c x the spec's rate;
-* ``compute:fp8`` (only when a run is fp8): fp8 runs' GEMMs take this multiplier instead of ``compute``
+* ``compute:fp8`` (only when a run is fp8 or fp4): fp8 and fp4 runs' GEMMs take this multiplier instead of ``compute``
   (on the fp8 curve's ``gemm_max``, else the 16-bit one); their memory-bound work keeps ``compute``;
 * ``bandwidth:<tier>``: a multiplier on one network tier's efficiency (achieved fraction of its line rate);
 * ``overlap``: a multiplier on the cluster's ``overlap_efficiency``, the fraction of each compute window that
@@ -99,7 +99,7 @@ def scaled_job(job: Job, compute: float, bandwidth: dict[str, float], fp8: float
     the overlap efficiency x ``overlap`` and, when given, ``overhead`` seconds as its
     step overhead (replacing the cluster's)."""
     tiers = tuple(replace(t, efficiency=t.efficiency * bandwidth.get(t.name, 1.0)) for t in job.network.tiers)
-    gemm = fp8 if fp8 is not None and job.precision == "fp8" else compute
+    gemm = fp8 if fp8 is not None and job.precision in FP8_CURVE_PRECISIONS else compute
     return replace(job, gemm_max=job.gemm_max * gemm, memory_efficiency=job.memory_efficiency * compute,
                    attention_gemm_max=job.attention_gemm_max * compute,  # a BF16 core takes the 16-bit factor
                    logits_gemm_max=job.logits_gemm_max * compute,  # so does a BF16 logits GEMM
@@ -209,6 +209,12 @@ def _same_value(a: Any, b: Any) -> bool:
         return False
 
 
+#: Precisions whose layer GEMMs are priced on the accelerator's fp8 curve, so that ``compute:fp8`` scales them and
+#: the calibrated spec writes it into that curve: fp8, and fp4, whose NVFP4 GEMMs run 1.810 x the fp8 curve's rate
+#: (engine/job.py ``_nvfp4_gemms``; a factor written into the 16-bit curve would not reach them).
+FP8_CURVE_PRECISIONS = ("fp8", "fp4")
+
+
 def _fp8_gemm_max(acc: Any) -> float:
     """gemm_max of the curve fp8 GEMMs use: the spec's fp8 curve, else the 16-bit one."""
     if acc.compute_efficiency is not None and acc.compute_efficiency.fp8 is not None:
@@ -277,7 +283,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
     curve = _curve(acc)
     fp8_gemm = _fp8_gemm_max(acc)
     effs = [float(curve.gemm_max), float(curve.memory), fp8_gemm]
-    has_fp8 = any(r.training.precision == "fp8" for r in runs)
+    has_fp8 = any(r.training.precision in FP8_CURVE_PRECISIONS for r in runs)
     tiers = list(prepared[0].job.network.tiers)
     eta0, o0 = float(cluster.overlap_efficiency), float(cluster.step_overhead)
     mult_names = (["compute"] + (["compute:fp8"] if has_fp8 else []) + [f"bandwidth:{tr.name}" for tr in tiers]

@@ -120,8 +120,9 @@ class Job:
     # fp4 run; "" = 16/32-bit): prices the quantization casts (cost.compute.fp8_quantize_bytes, _fp8_recipe)
     fp8_recipe: str = ""
     # the fraction of the fp8 curve's rate this recipe's GEMMs run at (cost.compute.fp8_recipe_gemm_factor: MXFP8's
-    # block-scaled GEMMs on Blackwell; 1 otherwise), already folded into gemm_max: kept so that gemm_max can be read
-    # back as the fp8 curve's (tests/test_mxfp8_gemm_rate.py); no report prints it
+    # block-scaled GEMMs on Blackwell, NVFP4's 1.810; 1 otherwise), already folded into gemm_max: kept so that an
+    # mxfp8 gemm_max can be read back as the fp8 curve's (tests/test_mxfp8_gemm_rate.py; nvfp4's gemm_max is a
+    # fraction of the fp4 peak, _nvfp4_gemms, so gemm_max / factor is not the fp8 curve's); no report prints it
     fp8_recipe_gemm_factor: float = 1.0
     # the share of transformer layers a low-precision run keeps in BF16 (training.bf16_layers / layers; 0 = none):
     # their times on the BF16 peak and curve without casts, mixed with the others' (engine.step._compute_per_microbatch)

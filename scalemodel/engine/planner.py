@@ -82,6 +82,7 @@ from scalemodel.choices import (
 from scalemodel.cost import memory
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import distinct_layout
+from scalemodel.cost.transformer import RECOMPUTE_MODULES
 from scalemodel.engine.job import (
     Job,
     StrategyGrid,
@@ -1196,11 +1197,28 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"))
     if fixed.get("deepspeed_pipeline"):
         _deepspeed_pipeline_pins(strategy, names, cons)
+    if fixed.get("moe_a2a_overlap"):
+        _moe_a2a_overlap_pins(fixed, cons)
     if fixed.get("megatron_ddp"):
         # Megatron-Core's DDP runs at ZeRO 0 or 1 only (its distributed optimizer; StrategySpec refuses zero >= 2 with
         # it): plan would otherwise rank sharded strategies that predict refuses
         cons.setdefault("zero", []).append(("<=", int(Zero.OPTIMIZER)))
     return cons, fixed, sync
+
+
+def _moe_a2a_overlap_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str, Any]]]) -> None:
+    """A pinned moe_a2a_overlap keeps plan to what Megatron-Core runs it with, as predict does
+    (job._check_moe_a2a_overlap, TransformerConfig.__post_init__ at NVIDIA/Megatron-LM@d98e8a64dd): no full
+    recompute (the recompute axis drops it), and no selective recompute of moe, refused when both are pinned
+    (recompute_modules moe needs recompute selective, so no candidate would be left). The step keeps the all-to-alls
+    exposed on such candidates (step._with_moe_a2a_overlap), but plan ranked them under the pinned flag."""
+    if int(fixed.get("recompute_modules", 0)) & RECOMPUTE_MODULES["moe"]:
+        raise InputError("moe_a2a_overlap does not run with selective recompute of moe", where="--set strategy."
+                         "moe_a2a_overlap", allowed="recompute_modules without moe, or moe_a2a_overlap false")
+    if ("=", int(Recompute.FULL)) in cons.get("recompute", []):
+        raise InputError("moe_a2a_overlap does not run with full recompute", where="--set strategy.moe_a2a_overlap",
+                         allowed="recompute none or selective, or moe_a2a_overlap false")
+    cons.setdefault("recompute", []).append(("!=", int(Recompute.FULL)))
 
 
 def _deepspeed_pipeline_pins(strategy: Any, names: Sequence[str], cons: dict[str, list[tuple[str, Any]]]) -> None:

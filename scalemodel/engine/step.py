@@ -497,6 +497,15 @@ def _hbm_seconds(job: Job, nbytes: Any) -> np.ndarray:
     return compute.memory_time(nbytes, memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
 
 
+def _fp8_cast_kwargs(job: Job, g: StrategyGrid) -> dict[str, Any]:
+    """The strategy's arguments to :func:`scalemodel.cost.compute.fp8_quantize_bytes` (one place for
+    :func:`fp8_cast_per_layer` and :func:`fp8_moe_recompute_casts`)."""
+    return dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
+                transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
+                sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
+                fp8_params=fp8_params_held(job, g))  # no per-step weight casts (fp8_param_gather)
+
+
 def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
                        whole_layer: bool = False, weight_share: Any = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Seconds per layer and micro-batch (forward, backward) of an fp8 run's Transformer Engine quantization
@@ -510,10 +519,7 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
     attention + MLP/MoE layer's casts also in a hybrid model (its MTP block, *E or *-), not the pattern's mean layer.
     ``weight_share``: the weight casts' share per call (a shared MTP module's D passes cast its weights once:
     :func:`_mtp_block`)."""
-    kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
-                              transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
-                              sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
-                              fp8_params=fp8_params_held(job, g))  # no per-step weight casts (fp8_param_gather)
+    kw = _fp8_cast_kwargs(job, g)
     m = microbatches(g)
 
     def signed(nbytes: np.ndarray) -> np.ndarray:
@@ -552,10 +558,7 @@ def fp8_moe_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
     again = moe_block_recomputed(job, g)
     if not job.fp8_recipe or not np.any(again):
         return np.zeros(1)
-    kw: dict[str, Any] = dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
-                              transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
-                              sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
-                              fp8_params=fp8_params_held(job, g))
+    kw = _fp8_cast_kwargs(job, g)
     dense_f = compute.fp8_quantize_bytes(job.shape, **kw)[0]
     moe_f = compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw)[0]
     block = np.maximum(moe_f - dense_f / 2.0, 0.0)
@@ -1700,9 +1703,11 @@ def fp8_param_elements(job: Job, g: StrategyGrid, layers: Any, dense: Any, exper
 
 def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
     """Whether the layers' linear weights are FP8 parameters (:func:`fp8_param_elements`): fp8_param_gather with
-    ZeRO 1-2 and a per-tensor recipe (delayed, tensorwise) on a transformer."""
+    ZeRO 1-2 and a per-tensor recipe (delayed, tensorwise) on a transformer: not the block-scaled mxfp8 and nvfp4,
+    as :func:`scalemodel.cost.compute.fp8_quantize_bytes` holds (job.check_fp8_all_gather refuses the flag in an fp4
+    run; a planner grid may still carry it)."""
     on = g.fp8_param_gather & ((g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS))
-    return np.asarray(on & (job.fp8_recipe != "mxfp8") & bool(job.is_transformer))
+    return np.asarray(on & (job.fp8_recipe not in ("mxfp8", "nvfp4")) & bool(job.is_transformer))
 
 
 def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
