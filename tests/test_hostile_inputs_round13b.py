@@ -178,3 +178,26 @@ def test_hf_dense_mtp_block_still_loads(cli, tmp_path) -> None:  # type: ignore[
            if v is not None}
     f.write_text(json.dumps(cfg))
     assert accepted(cli, "memory", "-m", str(f), "-n", "8")
+
+
+# --- plan never ranks a moe_a2a_overlap strategy that predict refuses -----------------------------------------------
+
+def test_plan_with_moe_a2a_overlap_ranks_only_what_predict_runs(cli) -> None:  # type: ignore[no-untyped-def]
+    """A pinned moe_a2a_overlap was priced with its all-to-alls exposed where Megatron-Core refuses it (ep 1, full
+    recompute, selective recompute of moe, pp > 1 without the interleaved schedule) and those plans were ranked,
+    each one a strategy predict refuses (job._check_moe_a2a_overlap)."""
+    out = accepted(cli, "plan", "-c", "dgx-b200", "-m", "nemotron-3-nano", "-n", "64", "--top", "40",
+                   "--set", "strategy.moe_a2a_overlap=true")
+    assert out["ranked"] and out["infeasible_by_reason"]["moe_a2a_overlap_invalid"] > 0
+    for row in out["ranked"]:
+        st = row["strategy"]
+        assert st["moe_a2a_overlap"] and st["ep"] > 1 and st["recompute"] != "full"
+        assert st["pp"] == 1 or st["schedule"].startswith("interleaved"), st
+        assert "moe" not in st["recompute_modules"].split(",")
+
+
+def test_plan_refuses_moe_a2a_overlap_with_recompute_of_moe(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "plan", "-c", "dgx-b200", "-m", "nemotron-3-nano", "-n", "64", "--set",
+            "strategy.moe_a2a_overlap=true", "--set", "strategy.recompute=selective", "--set",
+            "strategy.recompute_modules=moe", "--json",
+            match="error: --set strategy.moe_a2a_overlap: moe_a2a_overlap does not run with selective recompute of moe")
