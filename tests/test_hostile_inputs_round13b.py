@@ -201,3 +201,32 @@ def test_plan_refuses_moe_a2a_overlap_with_recompute_of_moe(cli) -> None:  # typ
             "strategy.moe_a2a_overlap=true", "--set", "strategy.recompute=selective", "--set",
             "strategy.recompute_modules=moe", "--json",
             match="error: --set strategy.moe_a2a_overlap: moe_a2a_overlap does not run with selective recompute of moe")
+
+
+# --- check names the scenario file for a training refusal -----------------------------------------------------------
+
+_SCENARIO = """kind: scenario
+name: s
+cluster: {cluster}
+model: nemotron-3-nano
+gpus: [16, 32]
+training: {{micro_batch: 1, global_batch: 64, precision: fp4{extra}}}
+strategy: {{ep: 8}}
+assertions: {{max_step_time: 100s}}
+"""
+
+
+def test_check_names_the_scenario_for_fp4_off_blackwell(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Was "error: training.precision: ...", the scenario file unnamed (scale names it)."""
+    f = tmp_path / "s.yaml"
+    f.write_text(_SCENARIO.format(cluster="dgx-h100", extra=""))
+    refused(cli, "check", str(f), inputs=(f,), match=f"error: {f}: training.precision: {_BLACKWELL}")
+
+
+def test_check_names_the_scenario_or_the_set_item_for_bf16_layers(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text(_SCENARIO.format(cluster="dgx-b200", extra=", bf16_layers: 99"))
+    refused(cli, "check", str(f), inputs=(f,), match=f"error: {f}: training.bf16_layers: bf16_layers 99 {_LAYERS}")
+    f.write_text(_SCENARIO.format(cluster="dgx-b200", extra=""))
+    refused(cli, "check", str(f), "--set", "training.bf16_layers=70", inputs=(f,),
+            match=f"error: --set training.bf16_layers: bf16_layers 70 {_LAYERS}")
