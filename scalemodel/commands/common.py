@@ -181,11 +181,14 @@ def strategy_constraints(sf: StrategyFile | None, given: list[str] | None) -> li
 
 def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: dict[str, Any],
                 strategy: dict[str, Any], strategy_file: StrategyFile | None = None,
-                gpus: int | None = None) -> tuple[Any, Any, Any, Any]:
+                gpus: int | None = None, training_from: tuple[dict[str, Any], StrategyFile] | None = None,
+                ) -> tuple[Any, Any, Any, Any]:
     """Cluster, workload, TrainingSpec and StrategySpec from CLI values plus --set overrides.
 
     Values left as None keep the ``--strategy`` file's values, then the spec defaults;
-    ``--set training.x=...`` and ``--set strategy.x=...`` apply on top of the flags.
+    ``--set training.x=...`` and ``--set strategy.x=...`` apply on top of the flags. ``training_from``: (the
+    options' own training values, the file) when ``training`` already holds a --strategy file's training values
+    (plan merges them itself), so that a refusal names the file's field, not an option never given.
     """
     routed = split_overrides(sets or [])
     cl = load_cluster(cluster, routed["cluster"])
@@ -193,9 +196,11 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     tr_given, st_given = with_strategy_file(strategy_file, training, strategy, gpus)
     tr_raw = apply_overrides(tr_given, routed["training"])
     st_raw = apply_overrides(st_given, routed["strategy"])
-    tr = validate_written(TrainingSpec, "training", tr_raw, training, strategy_file, sets)
+    tr_opts, tr_file = training_from if training_from is not None else (training, strategy_file)
+    tr = validate_written(TrainingSpec, "training", tr_raw, tr_opts, tr_file, sets)
     st = validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets)
     check_seq_len(wl, tr)
+    check_training_fits(cl, wl, tr, tr_opts, tr_file, sets)
     if strategy_file is not None and gpus and strategy.get("dp") is None and "dp" not in set_keys(sets, "strategy"):
         check_file_dp(strategy_file, st, gpus)
     return cl, wl, tr, st
@@ -215,7 +220,8 @@ def written_at(section: str, key: str, given: dict[str, Any], sf: StrategyFile |
         return next((f"--{k.replace('_', '-')}" for k, v in flags.items() if v == key), f"{section}.{key}")
     from_file = (sf.strategy if section == "strategy" else sf.training) if sf is not None else {}
     if sf is not None and key in from_file:
-        return f"--strategy: {sf.path}: {sf.field_name(key) if section == 'strategy' else f'training.{key}'}"
+        name = sf.field_name(key) if section == "strategy" else sf.training_fields.get(key, f"training.{key}")
+        return f"--strategy: {sf.path}: {name}"
     if scenario is not None and key in scenario[1]:
         return f"--scenario: {scenario[0]}: {section}.{key}"
     return None
@@ -249,6 +255,32 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
         if where is None or where == exc.where:
             raise
         raise InputError(exc.what, where=where, allowed=exc.allowed) from None
+
+
+def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: StrategyFile | None,
+                        sets: list[str] | None, scenario: tuple[str, Any] | None = None) -> None:
+    """The engine's refusals of a training setting the cluster or the model cannot take (precision fp4 off
+    Blackwell or without an fp4 peak, more bf16_layers than layers: engine.job._fp8_recipe, _bf16_layer_share,
+    AcceleratorSpec.peak), checked here to name where the setting was written (:func:`written_at`): they were
+    "training.precision: ..." to a user who gave --precision fp4, --set training.precision=fp4 or a launch script's
+    --fp4-format e2m1, and "training.bf16_layers: ..." for --num-layers-at-start-in-bf16."""
+    from scalemodel.choices import Precision
+    from scalemodel.engine.job import _bf16_layer_share, _fp8_recipe
+
+    def check(key: str, run: Any) -> None:
+        try:
+            run()
+        except InputError as exc:
+            where = written_at("training", key, given, sf, sets, scenario)
+            if where is None or where == exc.where:
+                raise
+            raise InputError(exc.what, where=where, allowed=exc.allowed) from None
+
+    acc = cl.accelerator
+    check("precision", lambda: _fp8_recipe(tr, acc))
+    if Precision.parse(tr.precision) == Precision.FP4:
+        check("precision", lambda: acc.peak("fp4"))
+    check("bf16_layers", lambda: _bf16_layer_share(tr, wl if getattr(wl, "kind", "") == "transformer" else None))
 
 
 def check_file_dp(sf: StrategyFile, st: Any, gpus: int) -> None:

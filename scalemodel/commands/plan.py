@@ -50,12 +50,14 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     for a in allowed:
         if a not in ALLOW:
             raise InputError(f"unknown --allow {a!r}", where="--allow", allowed=" | ".join(ALLOW))
+    options = training
     if sf is not None:  # the planner searches micro-batches; a file's micro-batch is pinned as a constraint
         training = {**{k: v for k, v in sf.training.items() if k != "micro_batch"},
                     **{k: v for k, v in training.items() if v is not None}}
     # every --set strategy.X pins its axis (or is refused by the engine): never silently ignored
     pinned = o.set_keys(sets, "strategy")
-    cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training, strategy={})
+    cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training, strategy={},
+                                   training_from=(options, sf) if sf is not None else None)
     # --set training.micro_batch pins the micro-batch, as a strategy file's does (it was searched over, unsaid)
     if "micro_batch" in o.set_keys(sets, "training"):
         merge_constraints(constraints, [f"micro_batch={tr.micro_batch}"], where="--set")

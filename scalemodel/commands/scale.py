@@ -89,6 +89,8 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
     st = o.validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets,
                             (where, tuple(st_base)) if scen is not None else None)
     o.check_seq_len(wl, tr)
+    o.check_training_fits(cl, wl, tr, training, strategy_file, sets,
+                          (where, tuple(tr_base)) if scen is not None else None)
     return {"scenario": scen.name if scen is not None else None, "cluster": cl, "model": wl, "training": tr,
             "scenario_strategy": (scenario or "default", tuple(st_base)) if scen is not None else None,
             "strategy": st, "gpus": counts, "mode": mode or (scen.mode if scen is not None else "weak"),

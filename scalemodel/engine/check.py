@@ -163,6 +163,11 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
                        best=scenario.best, straggler_cv=straggler_cv, origin=origin)
     except InputError as exc:  # the sweep names scale's options; here the values are the scenario's fields
         field = _SCENARIO_FIELDS.get(exc.where)
+        if field is None and exc.where.startswith("training."):  # the engine's refusal of a training field (fp4 off
+            # Blackwell, bf16_layers over the layers) was "training.precision: ...", the scenario file unnamed
+            if any(item.split("=", 1)[0].strip() == exc.where for item in sets or ()):
+                raise InputError(exc.what, where=f"--set {exc.where}", allowed=exc.allowed) from None
+            field = exc.where
         if field is None:
             raise
         raise InputError(exc.what, where=prefix + field, allowed=exc.allowed) from None

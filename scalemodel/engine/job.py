@@ -916,6 +916,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                               "transformer layers with linear biases or dropout")):
         if getattr(strategy, name, False) and not need:
             notices.warn(f"strategy.{name} is not priced: the model has no {what}")
+    if job.is_transformer and bool(np.any(job.shape.mtp_shared)) and not bool(np.any(job.shape.mtp_layers)):
+        notices.warn("model.mtp_shared is not priced: mtp_layers is 0 (no multi-token prediction module to share)")
     if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:
         notices.warn("strategy.train_metric_passes is not priced: the model has no transformer output layer (logits)")
     tp = int(getattr(strategy, "tp", 1))

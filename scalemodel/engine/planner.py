@@ -1195,6 +1195,13 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
         else:
             fixed[name] = value
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"))
+    if fixed.get("moe_a2a_overlap") and "recompute_modules" in fixed and "moe" in str(
+            getattr(strategy, "recompute_modules", "") or "").split(","):
+        # no candidate could run (step Infeasible.MOE_A2A_OVERLAP_INVALID): refused as predict refuses it
+        raise InputError("moe_a2a_overlap does not run with selective recompute of moe",
+                         where="--set strategy.moe_a2a_overlap", allowed="recompute_modules without moe, or "
+                         "moe_a2a_overlap false (Megatron-Core TransformerConfig: disable moe in recompute_modules "
+                         "when enabling overlap_moe_expert_parallel_comm)")
     if fixed.get("deepspeed_pipeline"):
         _deepspeed_pipeline_pins(strategy, names, cons)
     if fixed.get("moe_a2a_overlap"):

@@ -143,6 +143,9 @@ class Infeasible(IntEnum):
     SYNC_NEEDS_REPLICAS = 15, "sync_needs_replicas", (
         "asp, ssp:S and local:H step every data-parallel rank on its own full copy of the model and optimizer, "
         "which ZeRO, FSDP and HSDP shard across those ranks: they need zero 0")
+    MOE_A2A_OVERLAP_INVALID = 16, "moe_a2a_overlap_invalid", (
+        "moe_a2a_overlap needs ep > 1, no full recompute, no selective recompute of moe, and the interleaved "
+        "schedule when pp > 1 (Megatron-Core TransformerConfig; job._check_moe_a2a_overlap refuses it in predict)")
 
 
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
@@ -246,6 +249,10 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
                                                       | (g.offload_layers >= layers) | ~np.asarray(job.is_transformer)
                                                       | (job.host_bandwidth <= 0)))
     flag(R.SYNC_NEEDS_REPLICAS, needs_replicas(sync) & (g.zero != Zero.NONE))
+    if np.any(g.moe_a2a_overlap):  # a pinned moe_a2a_overlap: plan ranked candidates predict refuses
+        flag(R.MOE_A2A_OVERLAP_INVALID, np.asarray(g.moe_a2a_overlap, dtype=bool) & (
+            (g.ep <= 1) | (g.recompute == Recompute.FULL) | moe_block_recomputed(job, g)
+            | ((g.pp > 1) & (g.schedule != ScheduleKind.INTERLEAVED))))
     return reason
 
 

@@ -57,6 +57,9 @@ class StrategyFile:
     gradient_accumulation: int | None = None  # DeepSpeed steps: global batch = micro x steps x dp
     unused: list[str] = field(default_factory=list)
     fields: dict[str, str] = field(default_factory=dict)  # the file's own name of a strategy key, where not strategy.K
+    #: the file's own name of a training key, where not training.K: an fp4 run refused on a Hopper cluster was named
+    #: "training.precision" to a user whose launch script said --fp4-format e2m1
+    training_fields: dict[str, str] = field(default_factory=dict)
 
     def field_name(self, key: str) -> str:
         """The file's field that set strategy ``key`` (for an error naming what the user wrote)."""
@@ -596,14 +599,26 @@ def _megatron(text: str, out: StrategyFile) -> None:
             raise InputError("--fp4-format and --fp8-format both given", where="--fp4-format",
                              allowed="one of them")
         out.training["precision"] = "fp4"  # Transformer Engine NVFP4BlockScaling (docs/model.md#nvfp4)
+        out.training_fields["precision"] = "--fp4-format"
+        if "--fp4-recipe" in args and args["--fp4-recipe"] is None:  # argparse: "expected one argument"
+            raise InputError("unknown fp4 recipe: no value", where="--fp4-recipe", allowed="nvfp4")
         if args.get("--fp4-recipe") not in (None, "nvfp4"):
             out.unused.append(f"--fp4-recipe {str(args['--fp4-recipe'])[:40]} (priced as nvfp4, the one FP4 recipe)")
+    elif "--fp4-recipe" in args:  # was silently dropped, where --fp8-recipe without --fp8-format is reported
+        out.unused.append("--fp4-recipe without --fp4-format (Megatron trains without FP4)")
     if "--first-last-layers-bf16" in args:  # defaults 1 and 1 (Megatron-LM arguments.py)
         start, end = number("--num-layers-at-start-in-bf16"), number("--num-layers-at-end-in-bf16")
         if "--fp8-format" in args or "--fp4-format" in args:
             out.training["bf16_layers"] = (1 if start is None else start) + (1 if end is None else end)
+            counts = [n for n in ("--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16") if n in args]
+            out.training_fields["bf16_layers"] = " + ".join(counts) or "--first-last-layers-bf16"
         else:
             out.unused.append("--first-last-layers-bf16 without --fp8-format or --fp4-format (every layer is BF16)")
+    else:  # Megatron-LM reads the counts only under --first-last-layers-bf16 (arguments.py); they were dropped silently
+        counts = [n for n in ("--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16") if n in args]
+        if counts:
+            out.unused.append(f"{' and '.join(counts)} without --first-last-layers-bf16 (every layer in the run's "
+                              "precision)")
     _attention_backend(args, out)
     _megatron_ddp(args, number, out)  # after every precision flag: its bucket is in the gradient dtype
     if _moe_fp8_padding(args, "--num-experts" in model_flags):

@@ -467,13 +467,23 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
         # __post_init__, 13923c63d); priced as one attention + MoE / MLP layer
         kinds = cfg.get("mtp_layers_block_type")
         mtp_pattern: Any = cfg.get("mtp_hybrid_override_pattern") or "*E"
+        if kinds is not None and not isinstance(kinds, list):  # was dropped silently, the default block priced
+            raise InputError(f"expected a list of layer kinds, got {str(kinds)[:40]!r}", where="mtp_layers_block_type",
+                             allowed='a JSON list, e.g. ["full_attention", "moe"]')
         if isinstance(kinds, list):
             mtp_pattern = "".join(HYBRID_KINDS.get(str(k), "?") for k in kinds)
         if cfg.get("num_nextn_predict_layers"):
+            key = ("mtp_layers_block_type" if isinstance(kinds, list) else "mtp_hybrid_override_pattern"
+                   if cfg.get("mtp_hybrid_override_pattern") else
+                   'mtp_layers_block_type (not given: transformers\' default ["full_attention", "moe"])')
             if mtp_pattern not in ("*E", "*-"):
-                raise InputError(f"MTP block pattern {str(mtp_pattern)[:40]!r} is not modelled",
-                                 where="mtp_layers_block_type" if isinstance(kinds, list)
-                                 else "mtp_hybrid_override_pattern", allowed="*E or *- (attention, then MoE or MLP)")
+                raise InputError(f"MTP block pattern {str(mtp_pattern)[:40]!r} is not modelled", where=key,
+                                 allowed="*E or *- (attention, then MoE or MLP)")
+            if (mtp_pattern == "*E") != ("moe" in out):  # was named at hybrid.mtp_pattern, a key the config lacks
+                raise InputError(f"MTP block pattern {mtp_pattern!r} does not match the model's MLP kind "
+                                 f"({'MoE' if 'moe' in out else 'dense'})", where=key,
+                                 allowed="*E (full_attention, moe) with routed experts, *- (full_attention, mlp) "
+                                         "without")
             out["hybrid"]["mtp_pattern"] = mtp_pattern
         out["sources"]["hybrid"] = ("HuggingFace config.json (NemotronH): layer pattern and Mamba-2 widths; absent "
                                     "keys take transformers' NemotronHConfig defaults")

@@ -140,8 +140,9 @@ class TransformerWorkload(Sourced, kw_only=True, tag_field="kind", tag="transfor
         if self.heads % kv:
             raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {kv}; kv_heads that divide heads")
         if self.squared_relu and self.gated_mlp:
-            raise ValueError("squared_relu is the activation of an ungated MLP; gated_mlp false, or squared_relu "
-                             "false (a gated MLP's activation is SwiGLU / GeGLU)")
+            raise field_error("squared_relu", "true with gated_mlp true: squared ReLU is the activation of an "
+                              "ungated MLP", "gated_mlp false, or squared_relu false (a gated MLP's activation is "
+                              "SwiGLU / GeGLU)")
         if self.sliding_window_pattern and not self.sliding_window:
             raise ValueError("sliding_window_pattern needs sliding_window; give sliding_window too, or "
                              "sliding_window_pattern: 0")
