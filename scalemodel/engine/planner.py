@@ -1195,13 +1195,6 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
         else:
             fixed[name] = value
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"))
-    if fixed.get("moe_a2a_overlap") and "recompute_modules" in fixed and "moe" in str(
-            getattr(strategy, "recompute_modules", "") or "").split(","):
-        # no candidate could run (step Infeasible.MOE_A2A_OVERLAP_INVALID): refused as predict refuses it
-        raise InputError("moe_a2a_overlap does not run with selective recompute of moe",
-                         where="--set strategy.moe_a2a_overlap", allowed="recompute_modules without moe, or "
-                         "moe_a2a_overlap false (Megatron-Core TransformerConfig: disable moe in recompute_modules "
-                         "when enabling overlap_moe_expert_parallel_comm)")
     if fixed.get("deepspeed_pipeline"):
         _deepspeed_pipeline_pins(strategy, names, cons)
     if fixed.get("moe_a2a_overlap"):
@@ -1220,8 +1213,11 @@ def _moe_a2a_overlap_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str,
     (recompute_modules moe needs recompute selective, so no candidate would be left). The step keeps the all-to-alls
     exposed on such candidates (step._with_moe_a2a_overlap), but plan ranked them under the pinned flag."""
     if int(fixed.get("recompute_modules", 0)) & RECOMPUTE_MODULES["moe"]:
+        # no candidate could run (step Infeasible.MOE_A2A_OVERLAP_INVALID): refused as predict refuses it
         raise InputError("moe_a2a_overlap does not run with selective recompute of moe", where="--set strategy."
-                         "moe_a2a_overlap", allowed="recompute_modules without moe, or moe_a2a_overlap false")
+                         "moe_a2a_overlap", allowed="recompute_modules without moe, or moe_a2a_overlap false "
+                         "(Megatron-Core TransformerConfig: disable moe in recompute_modules when enabling "
+                         "overlap_moe_expert_parallel_comm)")
     if ("=", int(Recompute.FULL)) in cons.get("recompute", []):
         raise InputError("moe_a2a_overlap does not run with full recompute", where="--set strategy.moe_a2a_overlap",
                          allowed="recompute none or selective, or moe_a2a_overlap false")
