@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from scalemodel.choices import Zero
+from scalemodel.choices import Precision, Zero
 from scalemodel.commands.args import integer, number, number_at_least, opt, pair, switch
 from scalemodel.commands.options import CLUSTER as CLUSTER  # re-exported: commands use them as common.X
 from scalemodel.commands.options import JSON as JSON
@@ -19,6 +19,7 @@ from scalemodel.errors import InputError, Origin
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
+from scalemodel.specs.training import bf16_layer_share, low_precision_recipe
 
 if TYPE_CHECKING:
     from scalemodel.specs.frameworks import StrategyFile
@@ -260,13 +261,10 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
 def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: StrategyFile | None,
                         sets: list[str] | None, scenario: tuple[str, Any] | None = None) -> None:
     """The engine's refusals of a training setting the cluster or the model cannot take (precision fp4 off
-    Blackwell or without an fp4 peak, more bf16_layers than layers: engine.job._fp8_recipe, _bf16_layer_share,
+    Blackwell or without an fp4 peak, more bf16_layers than layers: low_precision_recipe, bf16_layer_share,
     AcceleratorSpec.peak), checked here to name where the setting was written (:func:`written_at`): they were
     "training.precision: ..." to a user who gave --precision fp4, --set training.precision=fp4 or a launch script's
     --fp4-format e2m1, and "training.bf16_layers: ..." for --num-layers-at-start-in-bf16."""
-    from scalemodel.choices import Precision
-    from scalemodel.engine.job import _bf16_layer_share, _fp8_recipe
-
     def check(key: str, run: Any) -> None:
         try:
             run()
@@ -277,10 +275,10 @@ def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: St
             raise InputError(exc.what, where=where, allowed=exc.allowed) from None
 
     acc = cl.accelerator
-    check("precision", lambda: _fp8_recipe(tr, acc))
+    check("precision", lambda: low_precision_recipe(tr, acc))
     if Precision.parse(tr.precision) == Precision.FP4:
         check("precision", lambda: acc.peak("fp4"))
-    check("bf16_layers", lambda: _bf16_layer_share(tr, wl if getattr(wl, "kind", "") == "transformer" else None))
+    check("bf16_layers", lambda: bf16_layer_share(tr, wl if getattr(wl, "kind", "") == "transformer" else None))
 
 
 def check_file_dp(sf: StrategyFile, st: Any, gpus: int) -> None:

@@ -41,6 +41,7 @@ from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
+from scalemodel.specs.training import bf16_layer_share, low_precision_recipe
 
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
 DDP_BUCKET_BYTES = 25e6
@@ -117,7 +118,8 @@ class Job:
     # GPU <-> host link per GPU per direction (ClusterSpec.host_bandwidth; 0 = not given): activation offload
     host_bandwidth: float = 0.0
     # a low-precision run's Transformer Engine scaling recipe (training.fp8_recipe, default delayed; "nvfp4" for an
-    # fp4 run; "" = 16/32-bit): prices the quantization casts (cost.compute.fp8_quantize_bytes, _fp8_recipe)
+    # fp4 run; "" = 16/32-bit): prices the quantization casts (cost.compute.fp8_quantize_bytes,
+    # specs.training.low_precision_recipe)
     fp8_recipe: str = ""
     # the fraction of the fp8 curve's rate this recipe's GEMMs run at (cost.compute.fp8_recipe_gemm_factor: MXFP8's
     # block-scaled GEMMs on Blackwell, NVFP4's 1.810; 1 otherwise), already folded into gemm_max: kept so that an
@@ -178,7 +180,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     """Resolve validated specs (ClusterSpec, workload, TrainingSpec) into a :class:`Job`."""
     acc = cluster.accelerator
     precision = training.precision
-    recipe = _fp8_recipe(training, acc)  # first: an fp4 run off Blackwell is refused for that, not for a peak
+    recipe = low_precision_recipe(training, acc)  # first: an fp4 run off Blackwell is refused for that, not for a peak
     peak = acc.peak(precision)
     curve = acc.compute_efficiency or compute.default_efficiency(acc.family if acc.family != "other" else acc.name)
     # the spec's curve may carry a separate fp8 GEMM curve (ComputeEfficiency.gemm); family defaults do not
@@ -241,7 +243,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         critical_batch_source=_critical_batch_source(training, sh, int(seq)),
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
         host_bandwidth=float(cluster.host_bandwidth or 0.0),
-        fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor, bf16_layer_share=_bf16_layer_share(training, sh),
+        fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor, bf16_layer_share=bf16_layer_share(training, sh),
         fp8_attention=bool(getattr(training, "fp8_attention", False)),
         **_attention_kernel(training, acc),
     )
@@ -287,42 +289,6 @@ def _attention_kernel(training: Any, acc: Any) -> dict[str, Any]:
 def _curve_params(curve: Any) -> dict[str, float]:
     """One direction's fitted attention curve as the keywords cost.compute's attention pricing takes."""
     return {"attn_max": float(curve.attn_max), "seq_half": float(curve.seq_half), "head_half": float(curve.head_half)}
-
-
-def _fp8_recipe(training: Any, acc: Any) -> str:
-    """The Transformer Engine scaling recipe of a low-precision run ("" for 16- and 32-bit runs): an fp8 run's
-    training.fp8_recipe, else Megatron-Core's default 'delayed' (TransformerConfig.fp8_recipe); an fp4 run's
-    'nvfp4' (NVFP4BlockScaling, TE's one FP4 recipe; Megatron-Core --fp4-recipe nvfp4). MXFP8 and NVFP4 need
-    Blackwell tensor cores: Transformer Engine's check_mxfp8_support and check_nvfp4_support
-    (pytorch/quantization.py at NVIDIA/TransformerEngine@d0067d0da6) refuse them below compute capability 10.0."""
-    if Precision.parse(training.precision) == Precision.FP4:
-        if acc.family != "blackwell":
-            raise InputError(f"precision fp4 (NVFP4) needs Blackwell tensor cores; {acc.name} is {acc.family}",
-                             where="training.precision", allowed="bf16, fp16 or fp8 on this accelerator")
-        return "nvfp4"
-    if Precision.parse(training.precision) != Precision.FP8:
-        return ""
-    recipe = getattr(training, "fp8_recipe", None) or "delayed"
-    if recipe == "mxfp8" and acc.family != "blackwell":
-        raise InputError(f"fp8 recipe mxfp8 needs Blackwell tensor cores; {acc.name} is {acc.family}",
-                         where="training.fp8_recipe", allowed="delayed or tensorwise on this accelerator")
-    return str(recipe)
-
-
-def _bf16_layer_share(training: Any, sh: Any) -> float:
-    """training.bf16_layers over the transformer's layers (0 when none are kept in BF16). More layers than the model
-    has, or any on a generic workload, is an input error."""
-    n = int(getattr(training, "bf16_layers", 0) or 0)
-    if not n:
-        return 0.0
-    if sh is None:
-        raise InputError(f"bf16_layers {n} keeps transformer layers in BF16; a generic workload has none",
-                         where="training.bf16_layers", allowed="0 for a generic workload")
-    layers = int(sh.layers)
-    if n > layers:
-        raise InputError(f"bf16_layers {n} is more than the model's {layers} layers", where="training.bf16_layers",
-                         allowed=f"0 to {layers}")
-    return n / layers
 
 
 def _nvfp4_gemms(acc: Any, curve: Any, factor: float) -> tuple[float, float]:

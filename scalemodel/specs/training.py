@@ -2,7 +2,7 @@
 
 
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from msgspec import Meta
 
@@ -27,6 +27,7 @@ from scalemodel.choices import (
     parse_sequence_lengths,
     parse_sync,
 )
+from scalemodel.errors import InputError
 from scalemodel.specs.base import Before, Spec, field_error
 from scalemodel.specs.quantities import Bytes, Count, SecondsOrZero
 
@@ -434,3 +435,39 @@ class StrategySpec(Spec, kw_only=True):
     @property
     def schedule_kind(self) -> str:
         return self.parsed_schedule.kind.label
+
+
+def low_precision_recipe(training: Any, acc: Any) -> str:
+    """The Transformer Engine scaling recipe of a low-precision run ("" for 16- and 32-bit runs): an fp8 run's
+    training.fp8_recipe, else Megatron-Core's default 'delayed' (TransformerConfig.fp8_recipe); an fp4 run's
+    'nvfp4' (NVFP4BlockScaling, TE's one FP4 recipe; Megatron-Core --fp4-recipe nvfp4). MXFP8 and NVFP4 need
+    Blackwell tensor cores: Transformer Engine's check_mxfp8_support and check_nvfp4_support
+    (pytorch/quantization.py at NVIDIA/TransformerEngine@d0067d0da6) refuse them below compute capability 10.0."""
+    if Precision.parse(training.precision) == Precision.FP4:
+        if acc.family != "blackwell":
+            raise InputError(f"precision fp4 (NVFP4) needs Blackwell tensor cores; {acc.name} is {acc.family}",
+                             where="training.precision", allowed="bf16, fp16 or fp8 on this accelerator")
+        return "nvfp4"
+    if Precision.parse(training.precision) != Precision.FP8:
+        return ""
+    recipe = getattr(training, "fp8_recipe", None) or "delayed"
+    if recipe == "mxfp8" and acc.family != "blackwell":
+        raise InputError(f"fp8 recipe mxfp8 needs Blackwell tensor cores; {acc.name} is {acc.family}",
+                         where="training.fp8_recipe", allowed="delayed or tensorwise on this accelerator")
+    return str(recipe)
+
+
+def bf16_layer_share(training: Any, sh: Any) -> float:
+    """training.bf16_layers over the transformer's layers (0 when none are kept in BF16). More layers than the model
+    has, or any on a generic workload, is an input error."""
+    n = int(getattr(training, "bf16_layers", 0) or 0)
+    if not n:
+        return 0.0
+    if sh is None:
+        raise InputError(f"bf16_layers {n} keeps transformer layers in BF16; a generic workload has none",
+                         where="training.bf16_layers", allowed="0 for a generic workload")
+    layers = int(sh.layers)
+    if n > layers:
+        raise InputError(f"bf16_layers {n} is more than the model's {layers} layers", where="training.bf16_layers",
+                         allowed=f"0 to {layers}")
+    return n / layers
