@@ -571,32 +571,29 @@ class StrategyGrid:
         }
 
 
+#: The value every StrategyGrid field takes when a caller does not give it (the fields without one, gpus, dp, tp,
+#: pp, micro_batch and global_batch, are always given); its type is the field's dtype (:func:`grid_from_arrays`).
+GRID_DEFAULTS: dict[str, Any] = dict(
+    cp=1, ep=1, schedule=ScheduleKind.ONE_F_ONE_B, virtual_stages=1, zero=Zero.NONE, recompute=Recompute.NONE,
+    sequence_parallel=False, overlap=True, compression=CompressionKind.NONE, topk_ratio=1.0, ps_servers=0,
+    ps_colocated=False, algorithm=Algorithm.AUTO, dynamic_assignment=False, dispatch_overhead=0.0, bucket_bytes=0.0,
+    flash_attention=True, shard_group=0, first_stage_layers=-1, last_stage_layers=-1, first_chunk_layers=-1,
+    last_chunk_layers=-1, etp=0, layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
+    offload_layers=0, tp_comm_overlap=False, tp_async_allreduce=True, overlap_param_gather=False,
+    moe_a2a_overlap=False, recompute_modules=0, moe_layer_host_s=0.0, ep_dispatch_sms=-1, moe_flex_dispatcher=False,
+    deepspeed_pipeline=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False, fsdp_flat_param=False,
+    fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, megatron_ddp=False, fp8_param_gather=False,
+    loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
+    eager_rope=False, eager_glu_clamp=False, eager_expert_bias=False, eager_bias_dropout_add=False,
+    train_metric_passes=0)
+
+
 def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     """A StrategyGrid from broadcast-compatible keyword arrays (missing fields take their defaults).
 
     Shapes are kept (not materialised): pass axis-shaped arrays for a cartesian product.
     """
-    defaults: dict[str, Any] = dict(cp=1, ep=1, schedule=ScheduleKind.ONE_F_ONE_B, virtual_stages=1, zero=Zero.NONE,
-                                    recompute=Recompute.NONE, sequence_parallel=False, overlap=True,
-                                    compression=CompressionKind.NONE, topk_ratio=1.0, ps_servers=0,
-                                    ps_colocated=False, algorithm=Algorithm.AUTO, dynamic_assignment=False,
-                                    dispatch_overhead=0.0, bucket_bytes=0.0, flash_attention=True,
-                                    shard_group=0, first_stage_layers=-1, last_stage_layers=-1,
-                                    first_chunk_layers=-1, last_chunk_layers=-1, etp=0,
-                                    layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
-                                    offload_layers=0, tp_comm_overlap=False, tp_async_allreduce=True,
-                                    overlap_param_gather=False, moe_a2a_overlap=False, recompute_modules=0,
-                                    moe_layer_host_s=0.0, ep_dispatch_sms=-1, moe_flex_dispatcher=False,
-                                    deepspeed_pipeline=False, fsdp_reshard_after_forward=True,
-                                    fsdp_fp8_all_gather=False, fsdp_flat_param=False, fsdp_per_param=False,
-                                    attention_unpad=False,
-                                    moe_fp8_padding=False, megatron_ddp=False,
-                                    fp8_param_gather=False, loss_impl=LossImpl.MEGATRON,
-                                    layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
-                                    eager_rope=False, eager_glu_clamp=False,
-                                    eager_expert_bias=False, eager_bias_dropout_add=False,
-                                    train_metric_passes=0)
-    values = {**defaults, **arrays}
+    values = {**GRID_DEFAULTS, **arrays}
     names = [f.name for f in fields(StrategyGrid)]
     missing = [n for n in names if n not in values]
     if missing:
@@ -605,7 +602,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     for n in names:
         # each field's dtype follows its default's type (a flag's default is a bool, a rate's a float, a count's or a
         # choice code's an int); the fields without a default (gpus, dp, tp, pp, micro_batch, global_batch) are counts
-        d = defaults.get(n, 0)
+        d = GRID_DEFAULTS.get(n, 0)
         kind = bool if isinstance(d, bool) else float if isinstance(d, float) else np.int64
         out[n] = np.asarray(values[n], dtype=kind)
     try:

@@ -84,6 +84,7 @@ from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import distinct_layout
 from scalemodel.cost.transformer import RECOMPUTE_MODULES
 from scalemodel.engine.job import (
+    GRID_DEFAULTS,
     Job,
     StrategyGrid,
     build_job,
@@ -1165,25 +1166,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             cons["bucket"] = [("=", float(value or 0.0))]
         elif name == "sync":
             sync = parse_sync(value).label()
-        elif name in ("first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers",
-                      "recompute_layers"):
-            fixed[name] = -1 if value is None else int(value)
-        elif name == "etp":
-            fixed[name] = int(value or 0)
-        elif name == "ep_dispatch_sms":
-            fixed[name] = -1 if value is None else int(value)
-        elif name in ("moe_a2a_overlap", "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding",
-                      "megatron_ddp", "fp8_param_gather", "moe_flex_dispatcher",
-                      "eager_rope", "eager_glu_clamp", "eager_expert_bias", "eager_bias_dropout_add"):
-            fixed[name] = bool(value)
         elif name == "recompute_modules":
             fixed[name] = memory.recompute_modules_code(str(value or ""))
-        elif name in ("deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather", "tp_async_allreduce"):
-            fixed[name] = bool(value)
-        elif name == "cp_a2a_size":
-            fixed[name] = int(value or 1)
-        elif name in ("shard_group", "train_metric_passes"):
-            fixed[name] = int(value or 0)
         elif name == "recompute_method":
             fixed["recompute_uniform"] = RecomputeMethod.parse(value) == RecomputeMethod.UNIFORM
         elif name == "loss_impl":
@@ -1192,6 +1176,10 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = int(LayerImpl.parse(value, "strategy.layer_impl"))
         elif name == "cp_comm_type":
             fixed[name] = int(CpCommType.parse(value, "strategy.cp_comm_type"))
+        elif type(GRID_DEFAULTS.get(name)) in (bool, int):
+            # a flag or a count: the grid's own type, and its default where the spec's None means "not set" (the
+            # stage and chunk layer counts, etp, shard_group, ep_dispatch_sms)
+            fixed[name] = GRID_DEFAULTS[name] if value is None else type(GRID_DEFAULTS[name])(value)
         else:
             fixed[name] = value
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"))
