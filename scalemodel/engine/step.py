@@ -1297,7 +1297,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     moe_share = float(sh.moe_layers / sh.layers)
     mtp_moe = comp.get("mtp_moe_blocks", 0.0)
     full = g.recompute == Recompute.FULL
-    again_moe = np.where(moe_block_recomputed(job, g), 1.0, 0.0)
+    moe_recomputed = moe_block_recomputed(job, g)
+    again_moe = np.where(moe_recomputed, 1.0, 0.0)
     again_full = np.where(full, 1.0, 0.0) * (1.0 if xla_remat(job) else 2.0)
     rec_moe = np.where(full, comp["recomputed_layers"] * moe_share + mtp_moe, 0.0)
     ep_moe = (n * moe_share + mtp_moe) * (4.0 + 2.0 * again_moe) + rec_moe * again_full
@@ -1309,7 +1310,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
                                      2.0 * v * p2p), 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
-    return _with_moe_a2a_overlap(g, comp, out, refused=moe_block_recomputed(job, g))
+    return _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed)
 
 
 def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
