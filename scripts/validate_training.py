@@ -103,7 +103,8 @@ Two case files (issue 5 and issue 13):
       quantization casts.
   Communication overlap (as the source or its recipe states it in ``parallelism.overlap``; unstated ->
   the engine's defaults)
-    - ``--tp-comm-overlap`` -> tp_comm_overlap; ``--overlap-param-gather`` -> overlap_param_gather.
+    - ``--tp-comm-overlap`` -> tp_comm_overlap; ``--overlap-param-gather`` -> overlap_param_gather, read from the
+      flag list before the text's first parenthesis (the evidence in it may name a switch that is off).
     - DeepSpeed's pipeline engine (bloom, mtnlg: Megatron-DeepSpeed) reduces the data-parallel gradients
       after the last backward pass, not under it: ``overlap`` off (:data:`DEEPSPEED_PIPELINE`); and it
       exchanges activations and gradients one after the other, partitioned over TP, and accumulates each
@@ -525,8 +526,11 @@ def parse_recompute_modules(text: Any, source: str = "") -> str:
 
 
 def overlap_flags(text: Any) -> dict[str, bool]:
-    """The Megatron overlap switches a case (or its recipe) states in ``parallelism.overlap``."""
-    t = str(text or "").lower().replace("_", "-")
+    """The Megatron overlap switches a case (or its recipe) states in ``parallelism.overlap``: the flag list before
+    the first parenthesis. The parenthesis holds the evidence, which may name a switch that is off (e.g.
+    ``CommOverlapConfig(tp_comm_overlap=False)``, or a recipe's ``overlap_param_gather = False`` for one precision),
+    so it is not read."""
+    t = str(text or "").split("(")[0].lower().replace("_", "-")
     return {"tp_comm_overlap": "tp-comm-overlap" in t, "overlap_param_gather": "overlap-param-gather" in t}
 
 
