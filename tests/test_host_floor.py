@@ -104,22 +104,29 @@ HELD_OUT = [
     # recipe one release later (9691; the source, 25.11, 9299)
     ("b200_30b_2602", "mb2511_b200_qwen3_235b_fp8mx", "fp8 (FP8-MX)", dict(tp=1, pp=1, ep=8, dp=8, gpus=8,
                                                                          global_batch_seqs=512, microbatch=1),
-     False, 9691.0),
-    # the same file, 26.02.01 NeMo Container, DGX-H100, PP 2, VP 12, EP 8 (recipe v0.3.0: DeepEP dispatch, which
-    # also waits on the host, and moe_a2a_overlap)
-    ("h100_30b_260201", None, "fp8 (FP8-CS)", dict(tp=1, pp=2, ep=8, dp=8, gpus=16, global_batch_seqs=1024,
-                                                   microbatch=1, interleaved_stages_per_device=12), True, 9058.0),
+     False, False, 9691.0),
+    # the same file, 26.02.01 NeMo Container, DGX-H100, 9058. The table prints PP 2, VP 12, EP 8 (the v0.3.0 preset's
+    # layout, whose own 26.02 run is 5113), but the 26.02.01 container's preset (Megatron-Bridge v0.3.1 = 9c9dd8489,
+    # scripts/performance/configs/qwen/qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1,
+    # changed by f29a269f8 "Update Qwen3 30B H100 Base Configs with HybridEP", after v0.3.0) runs PP 1, EP 16, the
+    # flex dispatcher's HybridEP backend, dropless (no capacity factor: it waits on the host), no CUDA graph and no
+    # EP overlap; the 26.04 table prints that layout at 8901-8960. Read as v0.3.1 runs it (25.11 audit, branch
+    # audit25): the preset of the validation row mb2606_h100_qwen3_30b_fp8cs, a different release's measurement.
+    ("h100_30b_260201", None, "fp8 (FP8-CS)", dict(tp=1, pp=1, ep=16, dp=16, gpus=16, global_batch_seqs=1024,
+                                                   microbatch=1), False, True, 9058.0),
     # NVIDIA-NeMo/Megatron-Bridge pull request 3880, comment of 2026-05-19, row L0_default: 16 H100, BF16,
     # all-to-all dispatcher, CUDA graphs off, EP overlap on, TP 1 PP 1 EP 16, MBS 1, GBS 1024: 31.05 s a step
     ("h100_30b_bf16_pr3880", None, "bf16", dict(tp=1, pp=1, ep=16, dp=16, gpus=16, global_batch_seqs=1024,
-                                              microbatch=1), True, 1024 * 4096 / 16 / 31.05),
+                                              microbatch=1), True, False, 1024 * 4096 / 16 / 31.05),
 ]
 
 
-def held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a2a, measured):  # type: ignore[no-untyped-def]
+def held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a2a, hybridep,  # type: ignore[no-untyped-def]
+                  measured):
     """A HELD_OUT run as a validation case: the H100 Qwen3-30B-A3B row's architecture with the run's hardware,
     parallelism, precision and measurement, under a Megatron-Bridge recipe like the source's (its EP overlap when
-    ``a2a``; Transformer Engine's cross-entropy: GPTModelProvider cross_entropy_loss_fusion True, the performance
+    ``a2a``; the flex dispatcher's HybridEP backend with the performance scripts' 32 SMs when ``hybridep``;
+    Transformer Engine's cross-entropy: GPTModelProvider cross_entropy_loss_fusion True, the performance
     scripts' cross_entropy_fusion_impl "te", at v0.2.0 scripts/performance/utils/helpers.py and v0.3.0
     scripts/performance/utils/overrides.py)."""
     case = copy.deepcopy(cases["mb2511_h100_qwen3_30b_fp8cs"])  # the architecture; parallelism replaced
@@ -133,12 +140,15 @@ def held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a
     case["measured"] = {"tokens_per_s_per_gpu": measured}
     if a2a:
         monkeypatch.setattr(mod, "RECIPE_A2A_OVERLAP", mod.RECIPE_A2A_OVERLAP | {case["id"]})
+    if hybridep:
+        monkeypatch.setattr(mod, "RECIPE_HYBRIDEP", mod.RECIPE_HYBRIDEP | {case["id"]})
+        monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_HYBRIDEP", mod.RECIPE_HOST_SYNC_HYBRIDEP | {case["id"]})
     monkeypatch.setattr(mod, "LOSS_IMPL", {**mod.LOSS_IMPL, "heldout": mod.LOSS_IMPL["mb2511"]})
     return case
 
 
-@pytest.mark.parametrize("label,hardware_of,precision,par,a2a,measured", HELD_OUT)
-def test_the_2511_floor_predicts_held_out_runs(monkeypatch, label, hardware_of, precision, par, a2a,
+@pytest.mark.parametrize("label,hardware_of,precision,par,a2a,hybridep,measured", HELD_OUT)
+def test_the_2511_floor_predicts_held_out_runs(monkeypatch, label, hardware_of, precision, par, a2a, hybridep,
                                                measured) -> None:  # type: ignore[no-untyped-def]
     """The 25.11 constant (scripts/validate_training.py MCORE_2511_MOE_LAYER_HOST_S, from the DGX-B200 Qwen3-30B
     MBS 1 row) against published Qwen3-30B-A3B runs that are neither its source nor validation cases: within 10%
@@ -147,7 +157,7 @@ def test_the_2511_floor_predicts_held_out_runs(monkeypatch, label, hardware_of, 
     if not mod.NEW_CASES.is_file():
         pytest.skip("validation/training_cases.yaml not present")
     cases = {c["id"]: c for c in yaml.safe_load(mod.NEW_CASES.read_text())}
-    case = held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a2a, measured)
+    case = held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a2a, hybridep, measured)
     device = mod.predict_new_case(case)
     monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER | {case["id"]})
     floored = mod.predict_new_case(case)
