@@ -709,8 +709,8 @@ RECIPE_NO_COMM_OVERLAP_CONFIG = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2
 #: _B300). 26.08 (4ab94dfad): recipes/nemotronh/h100/nemotron_3_super.py
 #: nemotron_3_super_pretrain_16gpu_h100_bf16_config (the same _pretrain_common),
 #: perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py nemotron_3_super_pretrain_64gpu_*_fp8mx_config, common.py
-#: _apply_nemotron_3_super_perf_defaults and _common.py _benchmark_common build none. The DDP overlap flags come from the recipes themselves (the cases'
-#: ``overlap``: overlap_grad_reduce and overlap_param_gather True).
+#: _apply_nemotron_3_super_perf_defaults and _common.py _benchmark_common build none. The DDP overlap flags come
+#: from the recipes themselves (the cases' ``overlap``: overlap_grad_reduce and overlap_param_gather True).
 RECIPE_NO_COMM_OVERLAP_CONFIG |= frozenset({"mb2604_b200_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
                                             "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_fp8mx"})
 #: Megatron-Bridge 25.11's perf precision presets (scripts/performance/utils/precision.py get_precision_config at
