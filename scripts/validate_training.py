@@ -705,6 +705,18 @@ BUCKET_128MI_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2
 #: builds no CommOverlapConfig; only its GB200 and VR200 functions do).
 RECIPE_NO_COMM_OVERLAP_CONFIG = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2604_b200_gpt_oss_120b_bf16",
                                            "mb2606_b300_gpt_oss_120b_fp8mx"})
+#: Nemotron 3 Super (audit of 2026-12-04): no preset builds a CommOverlapConfig either. 26.04.01 / 26.06
+#: (17a381f95 / 8f341b04f): recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config keeps
+#: recipes/common.py _pretrain_common's ``comm_overlap=None``; scripts/performance/configs/nemotronh/
+#: nemotron_3_llm_pretrain.py set_nemotron_3_super_common_configs sets none, and utils/overrides.py
+#: _set_moe_a2a_overlap_overrides only edits one under moe_a2a_overlap (False in BASE_NEMOTRON_3_SUPER_CONFIG_B200 /
+#: _B300). 26.08 (4ab94dfad): recipes/nemotronh/h100/nemotron_3_super.py
+#: nemotron_3_super_pretrain_16gpu_h100_bf16_config (the same _pretrain_common),
+#: perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py nemotron_3_super_pretrain_64gpu_*_fp8mx_config, common.py
+#: _apply_nemotron_3_super_perf_defaults and _common.py _benchmark_common build none. The DDP overlap flags come
+#: from the recipes themselves (the cases' ``overlap``: overlap_grad_reduce and overlap_param_gather True).
+RECIPE_NO_COMM_OVERLAP_CONFIG |= frozenset({"mb2604_b200_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
+                                            "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_fp8mx"})
 #: Megatron-Bridge 25.11's perf precision presets (scripts/performance/utils/precision.py get_precision_config at
 #: 97ad8cc6f): fp8_cs -> bf16_with_fp8_current_scaling_mixed, fp8_mx -> bf16_with_mxfp8_mixed, both with
 #: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); no perf config overrides it.
@@ -1426,7 +1438,13 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: nccl_ub, which none of the DGX-H100 presets recorded sets (WorkloadBaseConfig default None); nor do the DGX-B200
 #: DeepSeek-V3, GPT-OSS and Qwen3 presets of round 5 (configs/{deepseek,gpt_oss,qwen}/*_workload_base_configs.py
 #: @17a381f95).
-NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "nemo2502"})
+#: Megatron-Bridge 26.08 (mb2608, audit of 2026-12-04): every flat perf recipe recorded keeps the process environment
+#: next to the recipe, and each sets ``"NCCL_NVLS_ENABLE": 0`` in ``cfg.env_vars`` (4ab94dfad
+#: src/megatron/bridge/perf_recipes/{deepseek,gpt_oss,qwen,nemotronh}/{gb200,gb300}/*.py: the DeepSeek-V3, GPT-OSS 120B,
+#: Qwen3-30B/235B and Nemotron 3 Nano/Super presets; only the GPT-OSS 20B ones set 1), which scripts/performance/
+#: bootstrap.py _apply_recipe_environment installs (os.environ.setdefault; the executors' OFFLINE_BENCHMARK_ENV_VARS do
+#: not name it).
+NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2502"})
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
