@@ -107,6 +107,24 @@ WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks
 HEAD_DONORS = {("b200", "cudnn"): ("h200-sxm", "cudnn"), ("b200", "fa2"): ("h200-sxm", "fa2")}
 #: accelerators with attention points recorded but not fitted (``fit: false``; their source says why)
 RECORDED_NOT_FITTED = frozenset({"gb200"})
+#: cuDNN release -> {accelerator: sources}: the per-release cudnn curves (accelerator spec ``attention_releases``,
+#: docs/model.md#cudnn-release), each fitted to ONE release's own sweep on that accelerator (the sources' run logs /
+#: CSV columns name the release: attention.yaml), by level, ``fit: false`` points included (they are recorded out of
+#: the default fit because the default stands for the earliest releases; here each is fitted at its own release).
+#: attn_max and seq_half fitted, head_half HELD at the default b200 cudnn fit's (h200-sxm's, :data:`HEAD_DONORS`), so
+#: the releases differ only in level and short-sequence cost; windowed points are left out (docs/model.md#window-calls)
+RELEASE_FITS = {"9.10": {"b200": ("CUDNN-B200-9.10",)}, "9.13": {"b200": ("CUDNN-B200-9.13",)},
+                "9.17": {"gb200": ("CUDNN-GB200-9.17",)},
+                "9.19": {"gb200": ("CUDNN-919",), "gb300": ("CUDNN-919",)},
+                "9.22": {"gb200": ("CUDNN-GB200-9.22",), "gb300": ("CUDNN-GB300-9.22",)}}
+#: accelerator -> accelerator whose release curves it takes where it has no sweep of that release (same die as a
+#: fraction of its own peak, the reasons of :data:`WHY`): b200 <-> gb200 both ways, b300 from b200. gb300 takes none
+#: (its other releases fall back to its default curve, the ratio fit)
+RELEASE_DONORS = {"b200": "gb200", "gb200": "b200", "b300": "b200"}
+RELEASE_WHY = {"b200": "the B200 is the GB200's Blackwell die at lower clocks; the curve is a fraction of its own peak, as "
+                       "gb200 takes b200's default curve",
+               "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak",
+               "b300": "b200's, as b300 takes b200's default curve (the HGX Blackwell Ultra part; no B300 SDPA sweep)"}
 TOL = {"attn_max": 0.0006, "seq_half": 0.6, "head_half": 0.6}
 PARAMS = ("attn_max", "seq_half", "head_half")
 
@@ -325,6 +343,128 @@ def fit(points: list[dict[str, Any]],
     return fits
 
 
+def _release_key(r: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in r.split("."))
+
+
+def release_fits(recorded: list[dict[str, Any]] | None = None,
+                 head: dict[str, Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(accelerator, release) -> {fwd, bwd, how, rms...} for :data:`RELEASE_FITS`, then the borrowed ones
+    (:data:`RELEASE_DONORS`). ``head``: the curve whose head_half is held (default: the b200 cudnn default fit's)."""
+    if recorded is None:
+        recorded = load_points(recorded=True)
+    if head is None:
+        head = fit(load_points(), recorded)[("b200", "cudnn")]
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for release, per_acc in sorted(RELEASE_FITS.items(), key=lambda kv: _release_key(kv[0])):
+        for name, srcs in per_acc.items():
+            pts = [p for p in recorded if p["src"] in srcs and p["acc"] == name and p["kernel"] == "cudnn"
+                   and not p.get("window")]
+            acc = load_accelerator(name, overrides=[])
+            fw = [p for p in pts if p["dir"] == "fwd"]
+            bw = [p for p in pts if p["dir"] == "bwd"]
+            f: dict[str, Any] = {"n_fwd": len(fw), "n_fb": len(bw), "points": pts, "fb_kind": "bwd"}
+            f["fwd"], f["rms_fwd"], f["worst_fwd"], f["lat_fwd"] = _lsq(fw, acc, lambda c: (c, c),
+                                                                        head["fwd"]["head_half"])
+            fwd = f["fwd"]
+            f["bwd"], f["rms_fb"], f["worst_fb"], f["lat_fb"] = _lsq(bw, acc, lambda c, fwd=fwd: (fwd, c),
+                                                                     head["bwd"]["head_half"])
+            masks = " and ".join(m for m, on in (("causal", True), ("unmasked", False))
+                                 if any(p["causal"] is on for p in pts))
+            f["how"] = (f"cuDNN {release} only: forward fitted to {len(fw)} fwd points, backward to {len(bw)} bwd "
+                        f"points ({', '.join(srcs)} on {name}: {masks}, no window; head dims "
+                        f"{', '.join(str(d) for d in sorted({p['d'] for p in pts}))}), by level")
+            lat = sorted(set(f["lat_fwd"]) | set(f["lat_fb"]))
+            if lat:
+                f["how"] += ("; per-call latency of the benchmark's timing fitted beside the curve, not in the catalog ("
+                             + ", ".join(f"{1e6 * f['lat_fwd'].get(s, 0.0):.0f} us fwd, "
+                                         f"{1e6 * f['lat_fb'].get(s, 0.0):.0f} us bwd" for s in lat) + ")")
+            f["how"] += (f"; head_half HELD at the default b200 cudnn curve's ({head['fwd']['head_half']:.0f} fwd, "
+                         f"{head['bwd']['head_half']:.0f} bwd)")
+            out[(name, release)] = f
+    for name, donor in RELEASE_DONORS.items():
+        for (a, release), d in list(out.items()):
+            if a == donor and (name, release) not in out:
+                out[(name, release)] = {"fwd": d["fwd"], "bwd": d["bwd"], "borrowed": donor,
+                                        "how": f"cuDNN {release}: BORROWED from {donor}'s fit of that release "
+                                               f"({RELEASE_WHY[name]}): no {release} sweep on {name}"}
+    return out
+
+
+def release_report(rel: dict[tuple[str, str], dict[str, Any]], verbose: bool) -> None:
+    print("per-release cudnn curves (attention_releases; docs/model.md#cudnn-release)")
+    for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], _release_key(kv[0][1]))):
+        fw, bw = rounded(f["fwd"]), rounded(f["bwd"])
+        stats = "" if "rms_fwd" not in f else (f"  fwd n {f['n_fwd']} rms {f['rms_fwd']:.3f} worst "
+                                               f"{100 * f['worst_fwd']:+.1f} %; bwd n {f['n_fb']} rms "
+                                               f"{f['rms_fb']:.3f} worst {100 * f['worst_fb']:+.1f} %")
+        print(f"  {name:6s} {release:5s} fwd {fw['attn_max']:.3f}/{fw['seq_half']:5.0f}/{fw['head_half']:4.0f}  "
+              f"bwd {bw['attn_max']:.3f}/{bw['seq_half']:5.0f}/{bw['head_half']:4.0f}{stats}"
+              f"{' (borrowed from ' + f['borrowed'] + ')' if 'borrowed' in f else ''}")
+        if verbose and "points" in f:
+            acc = load_accelerator(name, overrides=[])
+            for p in f["points"]:
+                lat = f.get("lat_fwd" if p["dir"] == "fwd" else "lat_fb", {}).get(p["src"], 0.0)
+                e = (model_time(p, acc, f["fwd"], f["bwd"]) + lat) / p["t_meas"] - 1.0
+                print(f"      {p['src']:16s} {p['dir']:4s} causal {p['causal']!s:5s} d {p['d']:3d} s {p['s']:5d} "
+                      f"{p['tflops']:6.1f} TFLOP/s  model time {100 * e:+6.1f} %")
+
+
+def release_blocks(rel: dict[tuple[str, str], dict[str, Any]]) -> dict[str, str]:
+    """accelerator -> its ``attention_releases`` YAML block."""
+    by: dict[str, list[str]] = defaultdict(list)
+    for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], _release_key(kv[0][1]))):
+        fw, bw = rounded(f["fwd"]), rounded(f["bwd"])
+        rms = (f" rms ln(t) {f['rms_fwd']:.3f} fwd, {f['rms_fb']:.3f} bwd" if "rms_fwd" in f else "")
+        src = f"scripts/fit_attention.py on hardware/measurements/attention.yaml: {f['how']}.{rms}".replace('"', "'")
+        by[name].append(f"  '{release}':\n"
+                        f"    cudnn:\n"
+                        f"      fwd: {{attn_max: {fw['attn_max']}, seq_half: {fw['seq_half']:g}, "
+                        f"head_half: {fw['head_half']:g}}}\n"
+                        f"      bwd: {{attn_max: {bw['attn_max']}, seq_half: {bw['seq_half']:g}, "
+                        f"head_half: {bw['head_half']:g}}}\n"
+                        f"      source: \"{src}\"")
+    return {name: "attention_releases:\n" + "\n".join(v) for name, v in by.items()}
+
+
+def write_releases(rel: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Replace (or add, right after the ``attention_efficiency`` block) each accelerator's ``attention_releases``."""
+    for name, block in sorted(release_blocks(rel).items()):
+        path = ROOT / "hardware" / "accelerators" / f"{name}.yaml"
+        lines = path.read_text(encoding="utf-8").split("\n")
+        if "attention_releases:" in lines:
+            i = lines.index("attention_releases:")
+            j = next(n for n in range(i + 1, len(lines)) if lines[n] and not lines[n].startswith(" "))
+            del lines[i:j]
+        i = lines.index("attention_efficiency:")
+        at = next(n for n in range(i + 1, len(lines)) if lines[n] and not lines[n].startswith(" "))
+        lines[at:at] = block.split("\n")
+        path.write_text("\n".join(lines), encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)} attention_releases")
+
+
+def check_releases(rel: dict[tuple[str, str], dict[str, Any]]) -> int:
+    bad = 0
+    names = {name for name, _ in rel}
+    for name in sorted(names):
+        have = load_accelerator(name, overrides=[]).attention_releases or {}
+        want = {r for n, r in rel if n == name}
+        for release in sorted(set(have) ^ want):
+            print(f"check: {name} cuDNN {release}: "
+                  f"{'in the catalog, not fitted' if release in have else 'fitted, not in the catalog'}")
+            bad += 1
+        for release in sorted(set(have) & want):
+            for direction in ("fwd", "bwd"):
+                got, fit_c = getattr(have[release]["cudnn"], direction), rounded(rel[(name, release)][direction])
+                for p in PARAMS:
+                    if not math.isclose(float(getattr(got, p)), fit_c[p], abs_tol=TOL[p]):
+                        print(f"check: {name} cuDNN {release} {direction} {p} {getattr(got, p)} in the catalog, "
+                              f"fit {fit_c[p]}")
+                        bad += 1
+    print(f"check: {'all catalog release curves match the fits' if not bad else f'{bad} release mismatches'}")
+    return 1 if bad else 0
+
+
 def rounded(c: dict[str, float]) -> dict[str, float]:
     return {"attn_max": round(c["attn_max"], 3), "seq_half": float(round(c["seq_half"])),
             "head_half": float(round(c["head_half"]))}
@@ -473,15 +613,20 @@ def window_report(rows: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    fits = fit(load_points())
+    recorded = load_points(recorded=True)
+    fits = fit(load_points(), recorded)
     report(fits, "-v" in argv)
+    rel = release_fits(recorded, fits[("b200", "cudnn")])
+    release_report(rel, "-v" in argv)
     if "--windows" in argv:
         window_report(window_check())
     if "--yaml" in argv:
         print(yaml_blocks(fits))
+        print("\n".join(f"# {n}\n{b}" for n, b in sorted(release_blocks(rel).items())))
     if "--write" in argv:
         write(fits)
-    return check(fits) if "--check" in argv else 0
+        write_releases(rel)
+    return max(check(fits), check_releases(rel)) if "--check" in argv else 0
 
 
 if __name__ == "__main__":
