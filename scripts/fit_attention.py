@@ -121,8 +121,8 @@ RELEASE_FITS = {"9.10": {"b200": ("CUDNN-B200-9.10",)}, "9.13": {"b200": ("CUDNN
 #: fraction of its own peak, the reasons of :data:`WHY`): b200 <-> gb200 both ways, b300 from b200. gb300 takes none
 #: (its other releases fall back to its default curve, the ratio fit)
 RELEASE_DONORS = {"b200": "gb200", "gb200": "b200", "b300": "b200"}
-RELEASE_WHY = {"b200": "the B200 is the GB200's Blackwell die at lower clocks; the curve is a fraction of its own peak, as "
-                       "gb200 takes b200's default curve",
+RELEASE_WHY = {"b200": "the B200 is the GB200's Blackwell die at lower clocks; the curve is a fraction of its own "
+                       "peak, as gb200 takes b200's default curve",
                "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak",
                "b300": "b200's, as b300 takes b200's default curve (the HGX Blackwell Ultra part; no B300 SDPA sweep)"}
 TOL = {"attn_max": 0.0006, "seq_half": 0.6, "head_half": 0.6}
@@ -376,8 +376,8 @@ def release_fits(recorded: list[dict[str, Any]] | None = None,
                         f"{', '.join(str(d) for d in sorted({p['d'] for p in pts}))}), by level")
             lat = sorted(set(f["lat_fwd"]) | set(f["lat_fb"]))
             if lat:
-                f["how"] += ("; per-call latency of the benchmark's timing fitted beside the curve, not in the catalog ("
-                             + ", ".join(f"{1e6 * f['lat_fwd'].get(s, 0.0):.0f} us fwd, "
+                f["how"] += ("; per-call latency of the benchmark's timing fitted beside the curve, not in the "
+                             "catalog (" + ", ".join(f"{1e6 * f['lat_fwd'].get(s, 0.0):.0f} us fwd, "
                                          f"{1e6 * f['lat_fb'].get(s, 0.0):.0f} us bwd" for s in lat) + ")")
             f["how"] += (f"; head_half HELD at the default b200 cudnn curve's ({head['fwd']['head_half']:.0f} fwd, "
                          f"{head['bwd']['head_half']:.0f} bwd)")
