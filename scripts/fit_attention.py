@@ -112,7 +112,11 @@ RECORDED_NOT_FITTED = frozenset({"gb200"})
 #: CSV columns name the release: attention.yaml), by level, ``fit: false`` points included (they are recorded out of
 #: the default fit because the default stands for the earliest releases; here each is fitted at its own release).
 #: attn_max and seq_half fitted, head_half HELD at the default b200 cudnn fit's (h200-sxm's, :data:`HEAD_DONORS`), so
-#: the releases differ only in level and short-sequence cost; windowed points are left out (docs/model.md#window-calls)
+#: the releases differ only in level and short-sequence cost; windowed points are left out
+#: (docs/model.md#window-calls). A per_call_latency source (the B200 torch-path sweeps) keeps the latency the
+#: default fit found for it: its 7 points alone trade the latency against seq_half (fitted free, the 9.10-only and
+#: 9.13-only backward curves differed by 35 % at s 4096 causal where the two sweeps' published times differ by 1 %);
+#: the joint fit of both sweeps, one kernel curve, is what separates them
 RELEASE_FITS = {"9.10": {"b200": ("CUDNN-B200-9.10",)}, "9.13": {"b200": ("CUDNN-B200-9.13",)},
                 "9.17": {"gb200": ("CUDNN-GB200-9.17",)},
                 "9.19": {"gb200": ("CUDNN-919",), "gb300": ("CUDNN-919",)},
@@ -183,17 +187,19 @@ def _curve(x: np.ndarray) -> dict[str, float]:
     return {"attn_max": float(x[0]), "seq_half": float(x[1]), "head_half": float(x[2])}
 
 
-def _lsq(pts: list[dict[str, Any]], acc: Any, build: Any,
-         head_half: float | None = None) -> tuple[dict[str, float], float, float, dict[str, float]]:
+def _lsq(pts: list[dict[str, Any]], acc: Any, build: Any, head_half: float | None = None,
+         held_latency: dict[str, float] | None = None) -> tuple[dict[str, float], float, float, dict[str, float]]:
     """Fit one curve: ``build(curve)`` -> (fwd, bwd) curves for the model; (curve, rms ln, worst rel, per-call
     latency per source in s). With ``head_half`` that parameter is held and attn_max, seq_half are fitted
     (:data:`HEAD_DONORS`). Points of a source marked ``per_call_latency`` (its benchmark times one call from the
     host's launch, after a synchronize) are modelled as t_kernel + t0, one t0 >= 0 per such source fitted beside
-    the curve (a property of that benchmark's timing, not of the kernel: the curve alone goes to the catalog)."""
+    the curve (a property of that benchmark's timing, not of the kernel: the curve alone goes to the catalog);
+    ``held_latency`` gives a source's latency instead of fitting it (:func:`release_fits`)."""
     from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
 
     t_meas = np.array([p["t_meas"] for p in pts])
-    lat_srcs = sorted({p["src"] for p in pts if p.get("latency")})
+    held = held_latency or {}
+    lat_srcs = sorted({p["src"] for p in pts if p.get("latency")} - set(held))
     n = 3 if head_half is None else 2
 
     def full(x: np.ndarray) -> np.ndarray:
@@ -201,7 +207,7 @@ def _lsq(pts: list[dict[str, Any]], acc: Any, build: Any,
 
     def resid(x: np.ndarray) -> np.ndarray:
         f, b = build(_curve(full(x)))
-        t0 = dict(zip(lat_srcs, x[n:], strict=True))
+        t0 = {**held, **dict(zip(lat_srcs, x[n:], strict=True))}
         return np.log(np.array([model_time(p, acc, f, b) + t0.get(p["src"], 0.0) for p in pts]) / t_meas)
 
     x0, lo, hi = [0.7, 256.0, 16.0], [1e-3, 0.0, 0.0], [1.0, 1e5, 1e4]
@@ -364,11 +370,13 @@ def release_fits(recorded: list[dict[str, Any]] | None = None,
             fw = [p for p in pts if p["dir"] == "fwd"]
             bw = [p for p in pts if p["dir"] == "bwd"]
             f: dict[str, Any] = {"n_fwd": len(fw), "n_fb": len(bw), "points": pts, "fb_kind": "bwd"}
-            f["fwd"], f["rms_fwd"], f["worst_fwd"], f["lat_fwd"] = _lsq(fw, acc, lambda c: (c, c),
-                                                                        head["fwd"]["head_half"])
+            lat_f = {s: v for s, v in head.get("lat_fwd", {}).items() if s in srcs}
+            lat_b = {s: v for s, v in head.get("lat_fb", {}).items() if s in srcs}
+            f["fwd"], f["rms_fwd"], f["worst_fwd"], _ = _lsq(fw, acc, lambda c: (c, c), head["fwd"]["head_half"], lat_f)
             fwd = f["fwd"]
-            f["bwd"], f["rms_fb"], f["worst_fb"], f["lat_fb"] = _lsq(bw, acc, lambda c, fwd=fwd: (fwd, c),
-                                                                     head["bwd"]["head_half"])
+            f["bwd"], f["rms_fb"], f["worst_fb"], _ = _lsq(bw, acc, lambda c, fwd=fwd: (fwd, c),
+                                                           head["bwd"]["head_half"], lat_b)
+            f["lat_fwd"], f["lat_fb"] = lat_f, lat_b
             masks = " and ".join(m for m, on in (("causal", True), ("unmasked", False))
                                  if any(p["causal"] is on for p in pts))
             f["how"] = (f"cuDNN {release} only: forward fitted to {len(fw)} fwd points, backward to {len(bw)} bwd "
@@ -376,8 +384,9 @@ def release_fits(recorded: list[dict[str, Any]] | None = None,
                         f"{', '.join(str(d) for d in sorted({p['d'] for p in pts}))}), by level")
             lat = sorted(set(f["lat_fwd"]) | set(f["lat_fb"]))
             if lat:
-                f["how"] += ("; per-call latency of the benchmark's timing fitted beside the curve, not in the "
-                             "catalog (" + ", ".join(f"{1e6 * f['lat_fwd'].get(s, 0.0):.0f} us fwd, "
+                f["how"] += ("; the benchmark's per-call latency HELD at the default fit's for that source (one "
+                             "release's points cannot separate it from seq_half; not in the catalog: "
+                             + ", ".join(f"{1e6 * f['lat_fwd'].get(s, 0.0):.0f} us fwd, "
                                          f"{1e6 * f['lat_fb'].get(s, 0.0):.0f} us bwd" for s in lat) + ")")
             f["how"] += (f"; head_half HELD at the default b200 cudnn curve's ({head['fwd']['head_half']:.0f} fwd, "
                          f"{head['bwd']['head_half']:.0f} bwd)")
