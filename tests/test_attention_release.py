@@ -105,6 +105,21 @@ def test_releases_held_are_the_fits_and_borrowings() -> None:
     assert set(_releases("gb300")) == {"9.19", "9.22"}
 
 
+def test_release_fits_use_sources_of_that_release() -> None:
+    """scripts/fit_attention.py RELEASE_FITS fits each release to sources whose run log / CSV names that release
+    (attention.yaml ``cudnn_release``), and every cuDNN Blackwell source that names one is fitted at it."""
+    fa = script_module("fit_attention")
+    sources = yaml.safe_load(ATTENTION.read_text())["sources"]
+    used = set()
+    for release, per_acc in fa.RELEASE_FITS.items():
+        for srcs in per_acc.values():
+            for src in srcs:
+                assert sources[src]["cudnn_release"] == release, src
+                used.add(src)
+    named = {k for k, v in sources.items() if v.get("cudnn_release") and not v.get("twins")}  # windows: not fitted
+    assert named == used
+
+
 def test_release_not_held_is_an_input_error() -> None:
     with pytest.raises(InputError, match=r"no attention curve for cuDNN 9.15 on b200 .*9\.10, 9\.13, 9\.17"):
         _job("dgx-b200", "9.15")
