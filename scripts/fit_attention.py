@@ -92,15 +92,16 @@ WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks
        "h100-pcie": "same GH100 kernels; its lower clocks and power are in its own peak, the fraction is assumed",
        "a100-sxm-40g": "same GA100 die and clocks", "a100-pcie-80g": "same GA100 die; fraction of its own peak",
        "h200-sxm": "same GH100 die (H200 = H100 with HBM3e); the kernel is compute-bound",
-       "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak; its own cuDNN sweep, "
-                "CUDNN-GB200-9.17, is a later cuDNN than the Blackwell training stacks and is recorded, not fitted",
+       "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak; its own cuDNN sweeps "
+                "(CUDNN-GB200-9.17, CUDNN-919, CUDNN-GB200-9.22) are later releases, fitted each to its own release's "
+                "curve (attention_releases), not to this default",
        "gb300": "Blackwell Ultra is the Blackwell die (208e9 transistors, TSMC 4NP) with 160 SMs enabled and twice "
                 "the SFU exponential rate; the curve is taken as a fraction of its own peak, as gb200 takes it; no "
                 "FlashAttention-2 sweep on GB300 with its GB200 twin was found (Azure's ND GB300 v6 FA2 figure, one "
                 "shape, CUDA 13.0, against ND GB200 v6's on CUDA 12.8, is not a same-software pair)",
        "b300": "the HGX Blackwell Ultra part (sm_103, 148 SMs enabled, 1100 W), nearest to the B200 of the same HGX "
                "board, as a fraction of its own peak; gb300's ratio fit is not taken (it carries GB300's 1400 W, "
-               "160 SMs and cuDNN 9.22, a later cuDNN than the Blackwell training stacks); "
+               "160 SMs and a ratio measured at cuDNN 9.22); "
                "no B300 SDPA sweep was found"}
 #: (accelerator, kernel) measured at one head dim -> (accelerator, kernel) whose fitted head_half (per direction) it
 #: holds: the same kernel family on Hopper (h200-sxm: scalemodel's own sweeps at d 64 and 128)

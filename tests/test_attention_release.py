@@ -154,3 +154,19 @@ def test_validation_cases_never_take_a_later_release_than_their_container() -> N
     gb300 = load_cluster("gb300-nvl72", []).accelerator
     assert vt.cudnn_release({**case, "id": "mb2511_gb300_x"}, gb300)[0] is None  # gb300 holds 9.19, 9.22 only
     assert vt.cudnn_release({**case, "id": "mb2511_h100_x"}, load_cluster("dgx-h100", []).accelerator) == (None, "")
+
+
+def test_calibration_overlay_scales_every_release_curve() -> None:
+    """`calibrate runs`' overlay multiplies every fitted attention curve's attn_max by the compute factor, the
+    per-release ones too (else a run naming its release would escape the calibration)."""
+    from types import SimpleNamespace
+
+    from scalemodel.engine.calibrate_runs import overlay_doc
+
+    compute = SimpleNamespace(name="compute", value=0.8, determined=True)
+    none = SimpleNamespace(name="overhead_s", value=0.0, determined=False)
+    fit = SimpleNamespace(factors=[compute, none], factor=lambda n: compute if n == "compute" else none)
+    cluster = load_cluster("gb200-nvl72", [])
+    doc = overlay_doc(fit, cluster, extends="gb200-nvl72")  # type: ignore[arg-type]
+    want = _releases("gb200")["9.19"]["cudnn"]["bwd"]["attn_max"] * 0.8
+    assert doc["accelerator"]["attention_releases"]["9.19"]["cudnn"]["bwd"]["attn_max"] == pytest.approx(want)
