@@ -170,3 +170,25 @@ def test_calibration_overlay_scales_every_release_curve() -> None:
     doc = overlay_doc(fit, cluster, extends="gb200-nvl72")  # type: ignore[arg-type]
     want = _releases("gb200")["9.19"]["cudnn"]["bwd"]["attn_max"] * 0.8
     assert doc["accelerator"]["attention_releases"]["9.19"]["cudnn"]["bwd"]["attn_max"] == pytest.approx(want)
+
+
+def test_release_on_another_kernel_is_warned(cli) -> None:  # type: ignore[no-untyped-def]
+    """A release names cuDNN's curve; a run whose core runs FlashAttention-2 prices the same with or without it, and
+    says so (as the other switches without effect do)."""
+    base = ("predict", "-m", "gpt-1.7b", "-c", "dgx-b200", "-n", "8", "--json")
+    args = (*base, "--set", "training.attention_kernel=fa2")
+    r = cli(*args, "--set", "training.cudnn_release='9.19'")
+    assert r.code == 0, r.err
+    got = json.loads(r.out)
+    assert any(w.startswith("training.cudnn_release = 9.19 is not priced") for w in got["warnings"]), got["warnings"]
+    assert got["step_time_s"] == json.loads(cli(*args).out)["step_time_s"]
+    r = cli(*base, "--set", "training.cudnn_release='9.19'")
+    assert not any("cudnn_release" in w for w in json.loads(r.out)["warnings"])
+
+
+def test_release_reads_at_the_top_of_a_strategy_yaml(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("cudnn_release: '9.19'\n")
+    r = cli("predict", "-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json")
+    assert r.code == 0 and "not used" not in r.err, r.err
+    assert json.loads(r.out)["inputs"]["training"]["cudnn_release"] == "9.19"

@@ -281,6 +281,9 @@ def _attention_kernel(training: Any, acc: Any) -> dict[str, Any]:
                          where="training.attention_kernel",
                          allowed=f"auto, gemm{''.join(', ' + k for k in sorted(curves))}")
     release = _cudnn_release_curves(training, acc)
+    if release and name != "cudnn":
+        notices.warn(f"training.cudnn_release = {training.cudnn_release} is not priced: the attention kernel is {name} "
+                     "(only the cudnn kernel takes a release's curve)")
     if name == "gemm":
         return {"attention_kernel": "gemm"}
     c = release.get(name, curves[name]) if name == "cudnn" else curves[name]
