@@ -92,21 +92,44 @@ WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks
        "h100-pcie": "same GH100 kernels; its lower clocks and power are in its own peak, the fraction is assumed",
        "a100-sxm-40g": "same GA100 die and clocks", "a100-pcie-80g": "same GA100 die; fraction of its own peak",
        "h200-sxm": "same GH100 die (H200 = H100 with HBM3e); the kernel is compute-bound",
-       "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak; its own cuDNN sweep, "
-                "CUDNN-GB200-9.17, is a later cuDNN than the Blackwell training stacks and is recorded, not fitted",
+       "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak; its own cuDNN sweeps "
+                "(CUDNN-GB200-9.17, CUDNN-919, CUDNN-GB200-9.22) are later releases, fitted each to its own release's "
+                "curve (attention_releases), not to this default",
        "gb300": "Blackwell Ultra is the Blackwell die (208e9 transistors, TSMC 4NP) with 160 SMs enabled and twice "
                 "the SFU exponential rate; the curve is taken as a fraction of its own peak, as gb200 takes it; no "
                 "FlashAttention-2 sweep on GB300 with its GB200 twin was found (Azure's ND GB300 v6 FA2 figure, one "
                 "shape, CUDA 13.0, against ND GB200 v6's on CUDA 12.8, is not a same-software pair)",
        "b300": "the HGX Blackwell Ultra part (sm_103, 148 SMs enabled, 1100 W), nearest to the B200 of the same HGX "
                "board, as a fraction of its own peak; gb300's ratio fit is not taken (it carries GB300's 1400 W, "
-               "160 SMs and cuDNN 9.22, a later cuDNN than the Blackwell training stacks); "
+               "160 SMs and a ratio measured at cuDNN 9.22); "
                "no B300 SDPA sweep was found"}
 #: (accelerator, kernel) measured at one head dim -> (accelerator, kernel) whose fitted head_half (per direction) it
 #: holds: the same kernel family on Hopper (h200-sxm: scalemodel's own sweeps at d 64 and 128)
 HEAD_DONORS = {("b200", "cudnn"): ("h200-sxm", "cudnn"), ("b200", "fa2"): ("h200-sxm", "fa2")}
 #: accelerators with attention points recorded but not fitted (``fit: false``; their source says why)
 RECORDED_NOT_FITTED = frozenset({"gb200"})
+#: cuDNN release -> {accelerator: sources}: the per-release cudnn curves (accelerator spec ``attention_releases``,
+#: docs/model.md#cudnn-release), each fitted to ONE release's own sweep on that accelerator (the sources' run logs /
+#: CSV columns name the release: attention.yaml), by level, ``fit: false`` points included (they are recorded out of
+#: the default fit because the default stands for the earliest releases; here each is fitted at its own release).
+#: attn_max and seq_half fitted, head_half HELD at the default b200 cudnn fit's (h200-sxm's, :data:`HEAD_DONORS`), so
+#: the releases differ only in level and short-sequence cost; windowed points are left out
+#: (docs/model.md#window-calls). A per_call_latency source (the B200 torch-path sweeps) keeps the latency the
+#: default fit found for it: its 7 points alone trade the latency against seq_half (fitted free, the 9.10-only and
+#: 9.13-only backward curves differed by 35 % at s 4096 causal where the two sweeps' published times differ by 1 %);
+#: the joint fit of both sweeps, one kernel curve, is what separates them
+RELEASE_FITS = {"9.10": {"b200": ("CUDNN-B200-9.10",)}, "9.13": {"b200": ("CUDNN-B200-9.13",)},
+                "9.17": {"gb200": ("CUDNN-GB200-9.17",)},
+                "9.19": {"gb200": ("CUDNN-919",), "gb300": ("CUDNN-919",)},
+                "9.22": {"gb200": ("CUDNN-GB200-9.22",), "gb300": ("CUDNN-GB300-9.22",)}}
+#: accelerator -> accelerator whose release curves it takes where it has no sweep of that release (same die as a
+#: fraction of its own peak, the reasons of :data:`WHY`): b200 <-> gb200 both ways, b300 from b200. gb300 takes none
+#: (its other releases fall back to its default curve, the ratio fit)
+RELEASE_DONORS = {"b200": "gb200", "gb200": "b200", "b300": "b200"}
+RELEASE_WHY = {"b200": "the B200 is the GB200's Blackwell die at lower clocks; the curve is a fraction of its own "
+                       "peak, as gb200 takes b200's default curve",
+               "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak",
+               "b300": "b200's, as b300 takes b200's default curve (the HGX Blackwell Ultra part; no B300 SDPA sweep)"}
 TOL = {"attn_max": 0.0006, "seq_half": 0.6, "head_half": 0.6}
 PARAMS = ("attn_max", "seq_half", "head_half")
 
@@ -165,17 +188,19 @@ def _curve(x: np.ndarray) -> dict[str, float]:
     return {"attn_max": float(x[0]), "seq_half": float(x[1]), "head_half": float(x[2])}
 
 
-def _lsq(pts: list[dict[str, Any]], acc: Any, build: Any,
-         head_half: float | None = None) -> tuple[dict[str, float], float, float, dict[str, float]]:
+def _lsq(pts: list[dict[str, Any]], acc: Any, build: Any, head_half: float | None = None,
+         held_latency: dict[str, float] | None = None) -> tuple[dict[str, float], float, float, dict[str, float]]:
     """Fit one curve: ``build(curve)`` -> (fwd, bwd) curves for the model; (curve, rms ln, worst rel, per-call
     latency per source in s). With ``head_half`` that parameter is held and attn_max, seq_half are fitted
     (:data:`HEAD_DONORS`). Points of a source marked ``per_call_latency`` (its benchmark times one call from the
     host's launch, after a synchronize) are modelled as t_kernel + t0, one t0 >= 0 per such source fitted beside
-    the curve (a property of that benchmark's timing, not of the kernel: the curve alone goes to the catalog)."""
+    the curve (a property of that benchmark's timing, not of the kernel: the curve alone goes to the catalog);
+    ``held_latency`` gives a source's latency instead of fitting it (:func:`release_fits`)."""
     from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
 
     t_meas = np.array([p["t_meas"] for p in pts])
-    lat_srcs = sorted({p["src"] for p in pts if p.get("latency")})
+    held = held_latency or {}
+    lat_srcs = sorted({p["src"] for p in pts if p.get("latency")} - set(held))
     n = 3 if head_half is None else 2
 
     def full(x: np.ndarray) -> np.ndarray:
@@ -183,7 +208,7 @@ def _lsq(pts: list[dict[str, Any]], acc: Any, build: Any,
 
     def resid(x: np.ndarray) -> np.ndarray:
         f, b = build(_curve(full(x)))
-        t0 = dict(zip(lat_srcs, x[n:], strict=True))
+        t0 = {**held, **dict(zip(lat_srcs, x[n:], strict=True))}
         return np.log(np.array([model_time(p, acc, f, b) + t0.get(p["src"], 0.0) for p in pts]) / t_meas)
 
     x0, lo, hi = [0.7, 256.0, 16.0], [1e-3, 0.0, 0.0], [1.0, 1e5, 1e4]
@@ -323,6 +348,131 @@ def fit(points: list[dict[str, Any]],
                                         "how": f"BORROWED from {donor} {kernel} ({WHY[name]}): no attention benchmark "
                                                f"on {name}"}
     return fits
+
+
+def _release_key(r: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in r.split("."))
+
+
+def release_fits(recorded: list[dict[str, Any]] | None = None,
+                 head: dict[str, Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(accelerator, release) -> {fwd, bwd, how, rms...} for :data:`RELEASE_FITS`, then the borrowed ones
+    (:data:`RELEASE_DONORS`). ``head``: the curve whose head_half is held (default: the b200 cudnn default fit's)."""
+    if recorded is None:
+        recorded = load_points(recorded=True)
+    if head is None:
+        head = fit(load_points(), recorded)[("b200", "cudnn")]
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for release, per_acc in sorted(RELEASE_FITS.items(), key=lambda kv: _release_key(kv[0])):
+        for name, srcs in per_acc.items():
+            pts = [p for p in recorded if p["src"] in srcs and p["acc"] == name and p["kernel"] == "cudnn"
+                   and not p.get("window")]
+            acc = load_accelerator(name, overrides=[])
+            fw = [p for p in pts if p["dir"] == "fwd"]
+            bw = [p for p in pts if p["dir"] == "bwd"]
+            f: dict[str, Any] = {"n_fwd": len(fw), "n_fb": len(bw), "points": pts, "fb_kind": "bwd"}
+            lat_f = {s: v for s, v in head.get("lat_fwd", {}).items() if s in srcs}
+            lat_b = {s: v for s, v in head.get("lat_fb", {}).items() if s in srcs}
+            f["fwd"], f["rms_fwd"], f["worst_fwd"], _ = _lsq(fw, acc, lambda c: (c, c), head["fwd"]["head_half"], lat_f)
+            fwd = f["fwd"]
+            f["bwd"], f["rms_fb"], f["worst_fb"], _ = _lsq(bw, acc, lambda c, fwd=fwd: (fwd, c),
+                                                           head["bwd"]["head_half"], lat_b)
+            f["lat_fwd"], f["lat_fb"] = lat_f, lat_b
+            masks = " and ".join(m for m, on in (("causal", True), ("unmasked", False))
+                                 if any(p["causal"] is on for p in pts))
+            f["how"] = (f"cuDNN {release} only: forward fitted to {len(fw)} fwd points, backward to {len(bw)} bwd "
+                        f"points ({', '.join(srcs)} on {name}: {masks}, no window; head dims "
+                        f"{', '.join(str(d) for d in sorted({p['d'] for p in pts}))}), by level")
+            lat = sorted(set(f["lat_fwd"]) | set(f["lat_fb"]))
+            if lat:
+                f["how"] += ("; the benchmark's per-call latency HELD at the default fit's for that source (one "
+                             "release's points cannot separate it from seq_half; not in the catalog: "
+                             + ", ".join(f"{1e6 * f['lat_fwd'].get(s, 0.0):.0f} us fwd, "
+                                         f"{1e6 * f['lat_fb'].get(s, 0.0):.0f} us bwd" for s in lat) + ")")
+            f["how"] += (f"; head_half HELD at the default b200 cudnn curve's ({head['fwd']['head_half']:.0f} fwd, "
+                         f"{head['bwd']['head_half']:.0f} bwd)")
+            out[(name, release)] = f
+    for name, donor in RELEASE_DONORS.items():
+        for (a, release), d in list(out.items()):
+            if a == donor and (name, release) not in out:
+                out[(name, release)] = {"fwd": d["fwd"], "bwd": d["bwd"], "borrowed": donor,
+                                        "how": f"cuDNN {release}: BORROWED from {donor}'s fit of that release "
+                                               f"({RELEASE_WHY[name]}): no {release} sweep on {name}"}
+    return out
+
+
+def release_report(rel: dict[tuple[str, str], dict[str, Any]], verbose: bool) -> None:
+    print("per-release cudnn curves (attention_releases; docs/model.md#cudnn-release)")
+    for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], _release_key(kv[0][1]))):
+        fw, bw = rounded(f["fwd"]), rounded(f["bwd"])
+        stats = "" if "rms_fwd" not in f else (f"  fwd n {f['n_fwd']} rms {f['rms_fwd']:.3f} worst "
+                                               f"{100 * f['worst_fwd']:+.1f} %; bwd n {f['n_fb']} rms "
+                                               f"{f['rms_fb']:.3f} worst {100 * f['worst_fb']:+.1f} %")
+        print(f"  {name:6s} {release:5s} fwd {fw['attn_max']:.3f}/{fw['seq_half']:5.0f}/{fw['head_half']:4.0f}  "
+              f"bwd {bw['attn_max']:.3f}/{bw['seq_half']:5.0f}/{bw['head_half']:4.0f}{stats}"
+              f"{' (borrowed from ' + f['borrowed'] + ')' if 'borrowed' in f else ''}")
+        if verbose and "points" in f:
+            acc = load_accelerator(name, overrides=[])
+            for p in f["points"]:
+                lat = f.get("lat_fwd" if p["dir"] == "fwd" else "lat_fb", {}).get(p["src"], 0.0)
+                e = (model_time(p, acc, f["fwd"], f["bwd"]) + lat) / p["t_meas"] - 1.0
+                print(f"      {p['src']:16s} {p['dir']:4s} causal {p['causal']!s:5s} d {p['d']:3d} s {p['s']:5d} "
+                      f"{p['tflops']:6.1f} TFLOP/s  model time {100 * e:+6.1f} %")
+
+
+def release_blocks(rel: dict[tuple[str, str], dict[str, Any]]) -> dict[str, str]:
+    """accelerator -> its ``attention_releases`` YAML block."""
+    by: dict[str, list[str]] = defaultdict(list)
+    for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], _release_key(kv[0][1]))):
+        fw, bw = rounded(f["fwd"]), rounded(f["bwd"])
+        rms = (f" rms ln(t) {f['rms_fwd']:.3f} fwd, {f['rms_fb']:.3f} bwd" if "rms_fwd" in f else "")
+        src = f"scripts/fit_attention.py on hardware/measurements/attention.yaml: {f['how']}.{rms}".replace('"', "'")
+        by[name].append(f"  '{release}':\n"
+                        f"    cudnn:\n"
+                        f"      fwd: {{attn_max: {fw['attn_max']}, seq_half: {fw['seq_half']:g}, "
+                        f"head_half: {fw['head_half']:g}}}\n"
+                        f"      bwd: {{attn_max: {bw['attn_max']}, seq_half: {bw['seq_half']:g}, "
+                        f"head_half: {bw['head_half']:g}}}\n"
+                        f"      source: \"{src}\"")
+    return {name: "attention_releases:\n" + "\n".join(v) for name, v in by.items()}
+
+
+def write_releases(rel: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Replace (or add, right after the ``attention_efficiency`` block) each accelerator's ``attention_releases``."""
+    for name, block in sorted(release_blocks(rel).items()):
+        path = ROOT / "hardware" / "accelerators" / f"{name}.yaml"
+        lines = path.read_text(encoding="utf-8").split("\n")
+        if "attention_releases:" in lines:
+            i = lines.index("attention_releases:")
+            j = next(n for n in range(i + 1, len(lines)) if lines[n] and not lines[n].startswith(" "))
+            del lines[i:j]
+        i = lines.index("attention_efficiency:")
+        at = next(n for n in range(i + 1, len(lines)) if lines[n] and not lines[n].startswith(" "))
+        lines[at:at] = block.split("\n")
+        path.write_text("\n".join(lines), encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)} attention_releases")
+
+
+def check_releases(rel: dict[tuple[str, str], dict[str, Any]]) -> int:
+    bad = 0
+    names = {name for name, _ in rel}
+    for name in sorted(names):
+        have = load_accelerator(name, overrides=[]).attention_releases or {}
+        want = {r for n, r in rel if n == name}
+        for release in sorted(set(have) ^ want):
+            print(f"check: {name} cuDNN {release}: "
+                  f"{'in the catalog, not fitted' if release in have else 'fitted, not in the catalog'}")
+            bad += 1
+        for release in sorted(set(have) & want):
+            for direction in ("fwd", "bwd"):
+                got, fit_c = getattr(have[release]["cudnn"], direction), rounded(rel[(name, release)][direction])
+                for p in PARAMS:
+                    if not math.isclose(float(getattr(got, p)), fit_c[p], abs_tol=TOL[p]):
+                        print(f"check: {name} cuDNN {release} {direction} {p} {getattr(got, p)} in the catalog, "
+                              f"fit {fit_c[p]}")
+                        bad += 1
+    print(f"check: {'all catalog release curves match the fits' if not bad else f'{bad} release mismatches'}")
+    return 1 if bad else 0
 
 
 def rounded(c: dict[str, float]) -> dict[str, float]:
@@ -473,15 +623,20 @@ def window_report(rows: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    fits = fit(load_points())
+    recorded = load_points(recorded=True)
+    fits = fit(load_points(), recorded)
     report(fits, "-v" in argv)
+    rel = release_fits(recorded, fits[("b200", "cudnn")])
+    release_report(rel, "-v" in argv)
     if "--windows" in argv:
         window_report(window_check())
     if "--yaml" in argv:
         print(yaml_blocks(fits))
+        print("\n".join(f"# {n}\n{b}" for n, b in sorted(release_blocks(rel).items())))
     if "--write" in argv:
         write(fits)
-    return check(fits) if "--check" in argv else 0
+        write_releases(rel)
+    return max(check(fits), check_releases(rel)) if "--check" in argv else 0
 
 
 if __name__ == "__main__":

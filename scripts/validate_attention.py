@@ -176,16 +176,30 @@ def evaluate(sources: dict[str, Any], points: list[dict[str, Any]], *, isolated:
                     "kernel_error": None if kernel_tflops is None else kernel_tflops / p["tflops"] - 1.0,
                     "inferred": p.get("labels") == "inferred",
                     "latency": bool(sources[p["src"]].get("per_call_latency")),
-                    "ratio": sources[p["src"]].get("level") == "ratio"})
+                    "ratio": sources[p["src"]].get("level") == "ratio", **release_error(p, sources, acc, keys, flops)})
     return out
 
 
-def kernel_time(p: dict[str, Any], acc: Any, keys: float) -> float | None:
+def release_error(p: dict[str, Any], sources: dict[str, Any], acc: Any, keys: float, flops: float) -> dict[str, Any]:
+    """The point on the curve of its own cuDNN release (its source's ``cudnn_release``; the accelerator's
+    ``attention_releases``, docs/model.md#cudnn-release): {release, release_error}, or {} where the source names no
+    release or the accelerator holds no curve for it."""
+    release = sources[p["src"]].get("cudnn_release")
+    curves = ((acc.attention_releases or {}).get(str(release)) or {}).get(p["kernel"]) if release else None
+    if curves is None:
+        return {}
+    t = kernel_time(p, acc, keys, curves)
+    return {} if t is None else {"release": str(release), "release_error": flops / t / 1e12 / p["tflops"] - 1.0}
+
+
+def kernel_time(p: dict[str, Any], acc: Any, keys: float, curves: Any = None) -> float | None:
     """The step model's time of the call on the kernel's own fitted curves (the accelerator's
     ``attention_efficiency``, cost.compute.flash_kernel_time: forward, backward at 2.5x the FLOPs), as
     layer_compute_time prices a core under ``training.attention_kernel``; None where the accelerator has no curve
-    for the kernel (the step model then prices it on the GEMM curve)."""
-    curves = (acc.attention_efficiency or {}).get(p["kernel"])
+    for the kernel (the step model then prices it on the GEMM curve). ``curves``: another fitted kernel (a cuDNN
+    release's, :func:`release_error`) instead of ``attention_efficiency``'s."""
+    if curves is None:
+        curves = (acc.attention_efficiency or {}).get(p["kernel"])
     if curves is None:
         return None
     kw = dict(peak_flops=acc.peak(p["dtype"]), memory_bandwidth=acc.memory_bandwidth, elem_bytes=2.0,
@@ -240,6 +254,26 @@ def groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "worst_error": max(errs, key=abs), "inferred": any(r["inferred"] for r in rs),
                     "kernel_median_abs_error": statistics.median(abs(e) for e in kerr) if kerr else None,
                     "kernel_worst_error": max(kerr, key=abs) if kerr else None})
+    return out
+
+
+def release_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per accelerator x cuDNN release x direction: each point on its own release's curve (:func:`release_error`),
+    window points and per-call-latency sweeps left out (as :func:`_after`); the default curve's error of the same
+    points beside it."""
+    by: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        if "release_error" in r and not r.get("window") and not r.get("latency"):
+            by[(r["acc"], r["release"], r["dir"])].append(r)
+    out = []
+    for (acc, release, direction), rs in sorted(by.items(), key=lambda kv: (kv[0][0], tuple(
+            int(x) for x in kv[0][1].split(".")), kv[0][2])):
+        errs = [r["release_error"] for r in rs]
+        dflt = [r["kernel_error"] for r in rs if r["kernel_error"] is not None]
+        out.append({"acc": acc, "release": release, "dir": direction, "n": len(rs),
+                    "median_abs_error": statistics.median(abs(e) for e in errs), "bias": statistics.median(errs),
+                    "worst_error": max(errs, key=abs),
+                    "default_bias": statistics.median(dflt) if dflt else None})
     return out
 
 
@@ -359,6 +393,15 @@ def report(rows: list[dict[str, Any]], isolated: bool, windows: list[dict[str, A
         for q in dr:
             lines.append(f"{q['acc']:13} {q['kernel']:8} {str(q['causal']):6} {q['d']:>4} {q['s']:>6} "
                          f"{q['ratio']:>6.2f}{' x' if q['cross_source'] else ''}{' *' if q['inferred'] else ''}")
+    rel = release_groups(rows)
+    if rel:
+        lines += ["", "cuDNN points on their own release's curve (attention_releases; docs/model.md#cudnn-release; no "
+                  "window, no per-call-latency sweep); default = the same points on attention_efficiency's curve",
+                  f"{'acc':9} {'release':7} {'dir':4} {'n':>3} {'med|err|':>8} {'bias':>7} {'worst':>7} "
+                  f"{'default bias':>12}"]
+        for g in rel:
+            lines.append(f"{g['acc']:9} {g['release']:7} {g['dir']:4} {g['n']:>3} {g['median_abs_error']:>8.1%} "
+                         f"{g['bias']:>+7.1%} {g['worst_error']:>+7.1%} {pct(g['default_bias'], '+'):>12}")
     if windows:
         lines += ["", "sliding-window calls against their same-release causal twin of the same length (kernel curve; "
                   "relative = measured t_window/t_twin over the model's - 1; docs/model.md#window-calls)",
@@ -395,7 +438,8 @@ def main(argv: list[str]) -> int:
         doc = {"file": str(path), "isolated": "--isolated" in flags, "points": rows, "groups": groups(rows),
                "families": families(rows),
                "causal_ratios": ratios, "causal_ratio_groups": ratio_groups(ratios),
-               "direction_ratios": direction_ratios(rows), "window_pairs": windows}
+               "direction_ratios": direction_ratios(rows), "window_pairs": windows,
+               "release_groups": release_groups(rows)}
         print(json.dumps(doc, allow_nan=False, indent=1))
     else:
         print(report(rows, "--isolated" in flags, windows))

@@ -634,6 +634,52 @@ TORCHTITAN_SDPA_KERNEL = "fa2"
 TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128}
 
 
+#: The cuDNN release each Blackwell source's container ships: source -> (cuDNN version, how it was read). A Blackwell
+#: case names the nearest release at or below it that its accelerator holds a curve for (:func:`cudnn_release`,
+#: training.cudnn_release, docs/model.md#cudnn-release), so no run is priced on a later kernel than it had.
+#: NVIDIA-NeMo/Megatron-Bridge docs/releases/software-versions.md at 4ab94dfad (2026-08-11; the 26.04 table added at
+#: c4fc11d2e, the 26.06 one at e49e451ba) lists each NeMo Framework container's components:
+#: - mb2511 (25.11 NeMo container; Megatron-Bridge v0.2.0): cuDNN 9.13.1.26 ('NeMo Framework 25.11'; its
+#:   docker/Dockerfile.ci at 7af9601c9 builds FROM nvcr.io/nvidia/pytorch:25.09-py3, whose cuDNN 9.13.0 is the
+#:   CUDNN-B200-9.13 run log's, torch nv25.09)
+#: - mb2604 (26.04.01 NeMo container): cuDNN 9.20.0.48 ('NeMo Framework 26.04', on PyTorch 26.02; the .01 patch
+#:   release is assumed to keep it)
+#: - mb2606 (26.06 NeMo container): cuDNN 9.21.1.3 ('NeMo Framework 26.06', on PyTorch 26.04)
+#: - mb2608 (26.08 NeMo container): no 26.08 table at 4ab94dfad (the newest snapshot, c335a9954, has none either);
+#:   docker/Dockerfile.ci there builds FROM nvcr.io/nvidia/pytorch:26.06-py3. ASSUMED at least 26.06's 9.21.1 (the
+#:   containers' cuDNN has only grown, 9.11 -> 9.13 -> 9.18 -> 9.20 -> 9.21 in that table); whether it reaches 9.22 is
+#:   not known, so it takes the 9.19 curve, the nearest held release below 9.21
+#: - nemo2502 (NeMo 25.02, v2.2.0 7192a2c944, requirements/manifest.json on nvcr.io/nvidia/pytorch:25.01-py3): that
+#:   container's cuDNN was not read (its release notes not reached); it is earlier than the 9.10.2 of torch nv25.05
+#:   (CUDNN-B200-9.10's run log), i.e. below every held release: the default curve (9.10 / 9.13 fit) stays, a later
+#:   kernel than the run had, for want of an earlier sweep
+CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0", "26.04 container"),
+                   "mb2606": ("9.21.1", "26.06 container"), "mb2608": ("9.21.1", "26.08 container, assumed >= 26.06's"),
+                   "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
+
+
+def _release_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(".")[:2])
+
+
+def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
+    """(training.cudnn_release, note) of a case: on Blackwell, the nearest release at or below its container's cuDNN
+    (:data:`CONTAINER_CUDNN`) among those the accelerator holds (``attention_releases``); None (the default curve)
+    off Blackwell, for a source whose container is not mapped, or below every held release. The note says which."""
+    if accelerator.family != "blackwell":
+        return None, ""
+    src = families(case)["source"]
+    if src not in CONTAINER_CUDNN:
+        return None, "cuDNN: container not mapped, default attention curve"
+    version, how = CONTAINER_CUDNN[src]
+    held = sorted(accelerator.attention_releases or {}, key=_release_tuple)
+    below = [] if version.startswith("<") else [r for r in held if _release_tuple(r) <= _release_tuple(version)]
+    if not below:
+        return None, f"cuDNN {version} ({how}) below every held curve: default attention curve"
+    exact = "" if _release_tuple(below[-1]) == _release_tuple(version) else " (nearest held at or below)"
+    return below[-1], f"cuDNN {version} ({how}) -> attention on the {below[-1]} curve{exact}"
+
+
 def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -> str:
     """training.attention_kernel of a case (:data:`ATTN_IMPL_KERNEL`; a torchtitan run below Blackwell
     :data:`TORCHTITAN_SDPA_KERNEL`; fa2 on Blackwell above :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`; else auto; gemm
@@ -1521,11 +1567,13 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     options = [stated] if stated else (["none", "selective", "full"] if year >= 2022 else ["none", "full"])
     if case["id"] in RECIPE_A2A_OVERLAP and not stated:
         options = [o for o in options if o != "full"]  # Megatron-Core refuses full recompute with the EP overlap
+    release, release_note = cudnn_release(case, cluster.accelerator)
     tr = TrainingSpec(global_batch=gb, micro_batch=mb, precision=precision, seq_len=m_text["seq_len"],
                       grad_bytes_per_param=grad_reduce_bytes(case, zero),
                       fp8_recipe=parse_fp8_recipe(str(case.get("precision", ""))),
                       attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family),
                       fp8_attention=case["id"] in RECIPE_FP8_ATTENTION,
+                      cudnn_release=release,
                       bf16_layers=RECIPE_BF16_LAYERS.get(case["id"], 0))
     p: Prediction | None = None
     st: StrategySpec | None = None
@@ -1592,6 +1640,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         notes.append(f"{slices} slices of {int(par['gpus']) // slices} chips over DCN: hsdp, shard_group {shard_group}")
     elif any(".bandwidth=" in o for o in overrides):
         notes.append("NIC rate from the case: " + next(o for o in overrides if ".bandwidth=" in o).split("=")[1])
+    if release_note:
+        notes.append(release_note)
     if case["id"] in RECIPE_HOST_SYNC_EAGER:
         # (its own name: ``how`` is the workload's, reported in settings)
         sync = ("dropless HybridEP dispatch, no CUDA graph of the dispatch" if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
@@ -1604,6 +1654,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "zero": zero,
                 "recompute": st.recompute, "sequence_parallel": seqpar, "flash_attention": flash,
                 "attention_kernel": tr.attention_kernel, "fp8_attention": tr.fp8_attention,
+                "cudnn_release": tr.cudnn_release,
                 "first_last_stage_layers": list(layout) if layout else None,
                 "first_last_chunk_layers": list(chunks) if chunks else None,
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,

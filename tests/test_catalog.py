@@ -39,7 +39,7 @@ PROTOCOLS = {"nvlink", "pcie", "xgmi", "ici", "rdma", "roce", "efa", "tcp", "dcn
 
 ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "memory", "memory_bandwidth",
               "compute_efficiency", "compute_units", "collective_units",
-              "tdp", "sources", "attention_efficiency"}
+              "tdp", "sources", "attention_efficiency", "attention_releases"}
 ACC_NUMERIC = ("peak_flops", "memory", "memory_bandwidth", "tdp")
 ACC_UNITS = ("compute_units", "collective_units")
 CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "max_gpus", "price_per_gpu_hour",
@@ -120,6 +120,11 @@ def test_accelerator_fields_and_sources(path: Path) -> None:
         assert "BORROWED" in curves["source"] or "fitted to" in curves["source"], kernel
         for direction in ("fwd", "bwd"):
             assert 0 < curves[direction]["attn_max"] <= 1, (kernel, direction)
+    for release, kernels in (d.get("attention_releases") or {}).items():  # per cuDNN release, each cited
+        assert isinstance(release, str) and release.count(".") == 1, release  # quoted in YAML: '9.10', not 9.1
+        for kernel, curves in kernels.items():
+            assert "scripts/fit_attention.py" in curves["source"] and f"cuDNN {release}" in curves["source"]
+            assert "BORROWED" in curves["source"] or "fitted to" in curves["source"], (release, kernel)
     peaks = d["peak_flops"]
     assert peaks and set(peaks) <= PRECISIONS
     for prec, value in peaks.items():

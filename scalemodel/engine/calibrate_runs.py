@@ -473,7 +473,9 @@ def overlay_doc(fit: RunsFit, cluster: Any, *, extends: str) -> dict[str, Any]:
             ce["fp8"]["gemm_max"] = min(1.0, round(float(ce["fp8"]["gemm_max"]) * c.value, 9))
         ce["source"] = f"calibrated: x{c.value:.6g} on {ce.get('source') or 'the default curve'}"[:500]
         acc["compute_efficiency"] = ce
-        for kernel in (acc.get("attention_efficiency") or {}).values():  # a fitted attention kernel: x compute
+        kernels = list((acc.get("attention_efficiency") or {}).values()) + [  # and each cuDNN release's curves
+            k for per in (acc.get("attention_releases") or {}).values() for k in per.values()]
+        for kernel in kernels:  # a fitted attention kernel: x compute
             for direction in ("fwd", "bwd"):
                 kernel[direction]["attn_max"] = min(1.0, round(float(kernel[direction]["attn_max"]) * c.value, 9))
         doc["accelerator"] = acc

@@ -23,6 +23,8 @@ class GemmCurve(Spec, kw_only=True):
 
 
 AttentionKernelName = Literal["fa1", "fa2", "fa3", "cudnn", "triton", "xformers"]
+#: a cuDNN release as the catalog names it: major.minor (9.19 for cuDNN 9.19.1, backend version 91901)
+CUDNN_RELEASE_PATTERN = r"^[0-9]+\.[0-9]+$"
 
 
 class AttentionCurve(Spec, kw_only=True):
@@ -81,6 +83,12 @@ class AcceleratorSpec(Sourced, kw_only=True):
     attention_efficiency: Annotated[dict[AttentionKernelName, AttentionKernel] | None, Meta(description=(
         "fused attention kernels' efficiency curves per kernel (fa1, fa2, fa3, cudnn, triton, xformers), fitted to "
         "attention-kernel benchmarks; None or a kernel not listed: the core is priced on the GEMM curve"))] = None
+    attention_releases: Annotated[dict[Annotated[str, Meta(pattern=CUDNN_RELEASE_PATTERN)],
+                                       dict[AttentionKernelName, AttentionKernel]] | None, Meta(description=(
+        "fused attention curves per cuDNN release (major.minor, e.g. '9.19'), each fitted to that release's own "
+        "published kernel sweep (scripts/fit_attention.py RELEASE_FITS); a run that names its release "
+        "(training.cudnn_release) is priced on that release's cudnn curve instead of attention_efficiency's "
+        "(docs/model.md#cudnn-release). None: one curve for every release"))] = None
     compute_units: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
         description="streaming multiprocessors (NVIDIA) or compute units (AMD) on the chip")] = None
     collective_units: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(

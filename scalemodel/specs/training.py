@@ -28,6 +28,7 @@ from scalemodel.choices import (
     parse_sync,
 )
 from scalemodel.errors import InputError
+from scalemodel.specs.accelerator import CUDNN_RELEASE_PATTERN
 from scalemodel.specs.base import Before, Spec, field_error
 from scalemodel.specs.quantities import Bytes, Count, SecondsOrZero
 
@@ -50,6 +51,16 @@ def _as_is(v: object) -> object:
 _MODULES = Before(_as_is)
 _MODULES.fn.allowed = ("module names, comma-separated in one string: core_attn, mla_up_proj, moe_act, moe, jax_dots "  # type: ignore[attr-defined]
                        "or titan_op (e.g. 'core_attn,moe_act')")
+
+
+def _release_text(v: object) -> object:
+    """A cuDNN release written as a bare number (YAML / --set read 9.19 as a float) as its text; 9.10 reads as 9.1,
+    which the engine then refuses with the releases held (docs/model.md#cudnn-release: quote it, '9.10')."""
+    return repr(v) if isinstance(v, float) else v
+
+
+_RELEASE = Before(_release_text)
+_RELEASE.fn.allowed = "a cuDNN release as major.minor text, e.g. '9.19' (quote it: a bare 9.10 reads as 9.1)"  # type: ignore[attr-defined]
 
 
 # Text fields holding one of a choice's labels, validated and normalised by choices.py.
@@ -130,6 +141,12 @@ class TrainingSpec(Spec, kw_only=True):
             "core's two GEMMs on the GEMM curve; auto: what Transformer Engine picks, cudnn on Hopper and Blackwell, "
             "fa2 on Ampere, else gemm, and gemm where the accelerator has no curve for it "
             "(docs/model.md#attention-kernel)"))] = "auto"
+    cudnn_release: Annotated[Annotated[str, _RELEASE, Meta(pattern=CUDNN_RELEASE_PATTERN)] | None, Meta(description=(
+        "the cuDNN release the run's container ships, major.minor (e.g. '9.13' for cuDNN 9.13.1): the cudnn attention "
+        "kernel is priced on the accelerator's curve fitted to that release's own sweep (attention_releases); one of "
+        "the releases the accelerator holds (name the nearest one at or below the container's: never a later kernel "
+        "than the run had); unset: the accelerator's default curve (attention_efficiency; docs/model.md#cudnn-release)"
+    ))] = None
     fp8_attention: Annotated[bool, Meta(description=(
         "with precision fp8: the attention core runs in FP8 too (Transformer Engine fp8_dpa, Megatron-Core "
         "TransformerConfig.fp8_dot_product_attention, --fp8-dot-product-attention in forks of Megatron-LM; cuDNN's "

@@ -1,0 +1,194 @@
+"""Per-cuDNN-release attention curves (accelerator ``attention_releases``, training.cudnn_release;
+scripts/fit_attention.py RELEASE_FITS; scripts/validate_training.py CONTAINER_CUDNN; docs/model.md#cudnn-release)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import script_module
+
+from scalemodel.engine.job import build_job
+from scalemodel.errors import InputError
+from scalemodel.specs import load_cluster, load_workload
+from scalemodel.specs.training import TrainingSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
+PEAK_16 = {"b200": 2250e12, "gb200": 2500e12, "gb300": 2500e12}  # the YAMLs' bf16 peaks
+
+
+def _releases(name: str) -> dict[str, Any]:
+    doc = yaml.safe_load((ROOT / "hardware" / "accelerators" / f"{name}.yaml").read_text())
+    return doc["attention_releases"]  # type: ignore[no-any-return]
+
+
+def _point(src: str, acc: str, direction: str, causal: bool, s: int) -> dict[str, Any]:
+    pts = yaml.safe_load(ATTENTION.read_text())["points"]
+    (p,) = [q for q in pts if q["src"] == src and q["acc"] == acc and q["kernel"] == "cudnn"
+            and q["dir"] == direction and q["causal"] is causal and q["s"] == s and not q.get("window")]
+    return p  # type: ignore[no-any-return]
+
+
+def _hand_time(p: dict[str, Any], c: dict[str, float], peak: float) -> float:
+    """docs/model.md#attention-kernel written out again: forward F = 2 s k (2 d) b h, backward 2.5 F, over
+    peak x attn_max x k/(k + seq_half) x d/(d + head_half); k = (s + 1)/2 causal, s without mask."""
+    s, d = p["s"], p["d"]
+    k = (s + 1) / 2 if p["causal"] else s
+    flops = 2.0 * s * k * 2 * d * p["b"] * p["h"] * (2.5 if p["dir"] == "bwd" else 1.0)
+    return flops / (peak * c["attn_max"] * k / (k + c["seq_half"]) * d / (d + c["head_half"]))
+
+
+@pytest.mark.parametrize(("acc", "release", "src", "direction", "causal", "s", "tol"), [
+    # the sweeps run the frontend graph directly (no per-call host latency): the curve alone is the time
+    ("gb200", "9.19", "CUDNN-919", "bwd", True, 16384, 0.05),
+    ("gb200", "9.19", "CUDNN-919", "fwd", False, 8192, 0.07),
+    ("gb200", "9.17", "CUDNN-GB200-9.17", "bwd", True, 8192, 0.07),
+    ("gb200", "9.22", "CUDNN-GB200-9.22", "bwd", False, 4096, 0.12),
+    ("gb300", "9.19", "CUDNN-919", "bwd", True, 8192, 0.05),
+    # torch's SDPA path, timed from the host launch: at 32k the call's latency is < 0.2 % of its 40+ ms
+    ("b200", "9.13", "CUDNN-B200-9.13", "bwd", True, 32768, 0.06),
+    ("b200", "9.10", "CUDNN-B200-9.10", "bwd", True, 32768, 0.04),
+])
+def test_release_curve_reproduces_the_published_point(acc: str, release: str, src: str, direction: str,
+                                                     causal: bool, s: int, tol: float) -> None:
+    """A release's catalog curve, priced by hand, against the time NVIDIA/cudnn-frontend printed for that release
+    on that GPU (attention.yaml, ``ms`` where the source prints it, else fa-benchmark FLOPs / TFLOP/s)."""
+    p = _point(src, acc, direction, causal, s)
+    measured = p["ms"] * 1e-3 if "ms" in p else (
+        4.0 * p["b"] * p["h"] * s * s * p["d"] * (0.5 if causal else 1.0) * (2.5 if direction == "bwd" else 1.0)
+        / (p["tflops"] * 1e12))
+    priced = _hand_time(p, _releases(acc)[release]["cudnn"][direction], PEAK_16[acc])
+    assert abs(priced / measured - 1.0) < tol, (priced, measured)
+
+
+def test_later_release_backward_is_faster_at_a_training_shape() -> None:
+    """The published sweeps' backward gain, read off the points themselves (same die, each as a fraction of its
+    own peak): GB200 at cuDNN 9.19 against B200 at 9.13, causal, d 128, s 8192. The 9.19 curve keeps it."""
+    old = _point("CUDNN-B200-9.13", "b200", "bwd", True, 8192)["tflops"] / 2250.0
+    new = _point("CUDNN-919", "gb200", "bwd", True, 8192)["tflops"] / 2500.0
+    assert 1.1 < new / old < 1.5
+    p = {"s": 8192, "d": 128, "b": 1, "h": 1, "causal": True, "dir": "bwd"}
+    b = _releases("b200")
+    gain = _hand_time(p, b["9.13"]["cudnn"]["bwd"], 1.0) / _hand_time(p, b["9.19"]["cudnn"]["bwd"], 1.0)
+    assert abs(gain / (new / old) - 1.0) < 0.08
+
+
+def _job(cluster: str, release: str | None) -> Any:
+    return build_job(load_cluster(cluster, []), load_workload("gpt3-175b", []),
+                     TrainingSpec(global_batch=64, cudnn_release=release))
+
+
+@pytest.mark.parametrize(("cluster", "acc", "release"), [
+    ("dgx-b200", "b200", "9.19"), ("gb200-nvl72", "gb200", "9.10"), ("gb300-nvl72", "gb300", "9.22"),
+    ("dgx-b300", "b300", "9.13")])
+def test_release_selects_its_curve(cluster: str, acc: str, release: str) -> None:
+    """training.cudnn_release prices the cudnn core on that release's block of the YAML; unset, the default."""
+    doc = yaml.safe_load((ROOT / "hardware" / "accelerators" / f"{acc}.yaml").read_text())
+    want = {k: float(v) for k, v in doc["attention_releases"][release]["cudnn"]["bwd"].items()}
+    j = _job(cluster, release)
+    assert j.attention_kernel == "cudnn" and j.attention_bwd == want
+    default = {k: float(v) for k, v in doc["attention_efficiency"]["cudnn"]["bwd"].items()}
+    assert _job(cluster, None).attention_bwd == default
+
+
+def test_releases_held_are_the_fits_and_borrowings() -> None:
+    """b200 and gb200 hold every fitted release (each other's borrowed), b300 b200's, gb300 only its own sweeps."""
+    fa = script_module("fit_attention")
+    assert fa.check_releases(fa.release_fits()) == 0
+    assert set(_releases("b200")) == set(_releases("gb200")) == set(_releases("b300")) == {
+        "9.10", "9.13", "9.17", "9.19", "9.22"}
+    assert set(_releases("gb300")) == {"9.19", "9.22"}
+
+
+def test_release_fits_use_sources_of_that_release() -> None:
+    """scripts/fit_attention.py RELEASE_FITS fits each release to sources whose run log / CSV names that release
+    (attention.yaml ``cudnn_release``), and every cuDNN Blackwell source that names one is fitted at it."""
+    fa = script_module("fit_attention")
+    sources = yaml.safe_load(ATTENTION.read_text())["sources"]
+    used = set()
+    for release, per_acc in fa.RELEASE_FITS.items():
+        for srcs in per_acc.values():
+            for src in srcs:
+                assert sources[src]["cudnn_release"] == release, src
+                used.add(src)
+    named = {k for k, v in sources.items() if v.get("cudnn_release") and not v.get("twins")}  # windows: not fitted
+    assert named == used
+
+
+def test_release_not_held_is_an_input_error() -> None:
+    with pytest.raises(InputError, match=r"no attention curve for cuDNN 9.15 on b200 .*9\.10, 9\.13, 9\.17"):
+        _job("dgx-b200", "9.15")
+    with pytest.raises(InputError, match="no attention curve for cuDNN 9.19 on h100-sxm"):
+        _job("dgx-h100", "9.19")  # no per-release curves off Blackwell
+
+
+def test_bad_release_exits_2_with_one_line(cli) -> None:  # type: ignore[no-untyped-def]
+    base = ("predict", "-m", "gpt-1.7b", "-c", "dgx-b200", "-n", "8")
+    r = cli(*base, "--set", "training.cudnn_release=9.15")
+    assert r.code == 2 and r.out == "" and r.err.count("\n") == 1
+    assert r.err.startswith("error: training.cudnn_release") and "9.10, 9.13, 9.17, 9.19, 9.22" in r.err
+    r = cli(*base, "--set", "training.cudnn_release=9.10")  # a bare 9.10 is the number 9.1
+    assert r.code == 2 and "quote it" in r.err
+    r = cli(*base, "--set", "training.cudnn_release=nine")
+    assert r.code == 2 and r.err.count("\n") == 1 and "cudnn_release" in r.err
+    r = cli(*base, "--json", "--set", "training.cudnn_release='9.10'")
+    assert r.code == 0, r.err
+    assert math.isfinite(float(json.loads(r.out)["step_time_s"]))
+
+
+def test_validation_cases_never_take_a_later_release_than_their_container() -> None:
+    """scripts/validate_training.py: each Blackwell case's release is at or below its container's cuDNN, and the
+    nearest such one held; a container below every held release keeps the default curve."""
+    vt = script_module("validate_training")
+    gb200 = load_cluster("gb200-nvl72", []).accelerator
+    case = {"id": "mb2604_gb200_x", "model": {}, "hardware": {"gpu": "GB200"}}
+    assert vt.cudnn_release(case, gb200)[0] == "9.19"  # 26.04: cuDNN 9.20.0
+    assert vt.cudnn_release({**case, "id": "mb2511_gb200_x"}, gb200)[0] == "9.13"  # 25.11: cuDNN 9.13.1
+    release, note = vt.cudnn_release({**case, "id": "nemo2502_gb200_x"}, gb200)
+    assert release is None and "default attention curve" in note
+    gb300 = load_cluster("gb300-nvl72", []).accelerator
+    assert vt.cudnn_release({**case, "id": "mb2511_gb300_x"}, gb300)[0] is None  # gb300 holds 9.19, 9.22 only
+    assert vt.cudnn_release({**case, "id": "mb2511_h100_x"}, load_cluster("dgx-h100", []).accelerator) == (None, "")
+
+
+def test_calibration_overlay_scales_every_release_curve() -> None:
+    """`calibrate runs`' overlay multiplies every fitted attention curve's attn_max by the compute factor, the
+    per-release ones too (else a run naming its release would escape the calibration)."""
+    from types import SimpleNamespace
+
+    from scalemodel.engine.calibrate_runs import overlay_doc
+
+    compute = SimpleNamespace(name="compute", value=0.8, determined=True)
+    none = SimpleNamespace(name="overhead_s", value=0.0, determined=False)
+    fit = SimpleNamespace(factors=[compute, none], factor=lambda n: compute if n == "compute" else none)
+    cluster = load_cluster("gb200-nvl72", [])
+    doc = overlay_doc(fit, cluster, extends="gb200-nvl72")  # type: ignore[arg-type]
+    want = _releases("gb200")["9.19"]["cudnn"]["bwd"]["attn_max"] * 0.8
+    assert doc["accelerator"]["attention_releases"]["9.19"]["cudnn"]["bwd"]["attn_max"] == pytest.approx(want)
+
+
+def test_release_on_another_kernel_is_warned(cli) -> None:  # type: ignore[no-untyped-def]
+    """A release names cuDNN's curve; a run whose core runs FlashAttention-2 prices the same with or without it, and
+    says so (as the other switches without effect do)."""
+    base = ("predict", "-m", "gpt-1.7b", "-c", "dgx-b200", "-n", "8", "--json")
+    args = (*base, "--set", "training.attention_kernel=fa2")
+    r = cli(*args, "--set", "training.cudnn_release='9.19'")
+    assert r.code == 0, r.err
+    got = json.loads(r.out)
+    assert any(w.startswith("training.cudnn_release = 9.19 is not priced") for w in got["warnings"]), got["warnings"]
+    assert got["step_time_s"] == json.loads(cli(*args).out)["step_time_s"]
+    r = cli(*base, "--set", "training.cudnn_release='9.19'")
+    assert not any("cudnn_release" in w for w in json.loads(r.out)["warnings"])
+
+
+def test_release_reads_at_the_top_of_a_strategy_yaml(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("cudnn_release: '9.19'\n")
+    r = cli("predict", "-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json")
+    assert r.code == 0 and "not used" not in r.err, r.err
+    assert json.loads(r.out)["inputs"]["training"]["cudnn_release"] == "9.19"
