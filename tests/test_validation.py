@@ -463,7 +463,9 @@ FAMILY_MEDIAN_BOUNDS = {
     # mb2604 raised 0.133 -> 0.14 (12.7% -> 13.7%) by counting each MTP pass's block once in the EP traffic (see
     # B300): the B200 DeepSeek-V3 MTP row +5.1% -> +7.8% and the B200 Nemotron 3 Super row +12.1% -> +14.1% are
     # predicted faster; the Super row's +14.1% and Qwen3-235B's +13.3% are now the middle pair
-    ("source", "mb2604"): 0.15,  # n=10, now 14.1%: the auditmb overlap fixes (13.7 -> 13.9%) and attention at the container's cuDNN 9.19 curve (attnrel, every 26.04.01 Blackwell row faster) moved it
+    # n=10, now 14.1%: the auditmb overlap fixes (13.7 -> 13.9%) and attention at the container's cuDNN 9.19
+    # curve (attnrel: every 26.04.01 Blackwell row faster) moved it
+    ("source", "mb2604"): 0.15,
     # + the B300 Nemotron 3 Nano row (+19.5%): 6.6%
     # mb2606 raised 0.066 -> 0.08 (n 6 -> 7, 6.4% -> 7.6%): the B300 Nemotron 3 Super row joined (+34.0%; see GB300)
     # mb2606 raised 0.08 -> 0.13 (n 7 -> 8, 7.6% -> 12.6%): the DGX-H100 Nemotron 3 Nano FP8-CS row joined (+19.2%)
