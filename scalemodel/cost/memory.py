@@ -45,8 +45,9 @@ each; the O-projection input 2sbh -> 1sbh fp8 copy, plus the 16-bit attention ou
 (activation output) 2 -> 1 byte per element of f: MLP act = 5 s b f gated (gate and up 4, product 1),
 3 s b f with GeLU. Q, K, V stay 16-bit (the attention core runs in bf16). ``fp8_inputs`` may also give the bytes
 of the saved copy: an NVFP4 run's column-wise copy is 1/2 + 1/16 = 0.5625 bytes an element (E2M1 and one E4M3
-scale per 16; :func:`quantized_input_bytes`, docs/model.md#nvfp4), replacing the 1 byte above wherever it appears
-(the O-projection's: 0.5625, or 2.5625 with the flash core's 16-bit output).
+scale per 16; :func:`quantized_input_bytes`, docs/model.md#nvfp4), an MXFP8 run's 1 + 1/32 = 1.03125 (one E8M0
+scale per 32), replacing the 1 byte above wherever it appears (the O-projection's: 0.5625, or 2.5625 with the flash
+core's 16-bit output).
 
 **Selective recompute modules** (``recompute_modules``, bits of :data:`RECOMPUTE_MODULES`), Megatron-Core
 ``--recompute-modules`` (transformer_config.py ``recompute_modules``; the recomputed outputs are freed by
@@ -700,11 +701,16 @@ def max_micro_batch(states_bytes: ArrayLike, activation_bytes_per_sample: ArrayL
 
 def quantized_input_bytes(recipe: str) -> float:
     """Bytes of one saved GEMM-input element of a low-precision run (the ``fp8_inputs`` of the activation functions):
-    0 (16-bit, not quantized) without a recipe, 1 for the FP8 recipes, 1/2 + 1/16 = 0.5625 for nvfp4 (TE's
-    ``_Linear.forward`` keeps the column-wise copy only: E2M1 values and one E4M3 scale per 16 elements)."""
+    TE's ``_Linear.forward`` keeps the column-wise copy only ("Discard row-wise data since it is not needed in
+    backward pass"), its data and its scales (NVIDIA/TransformerEngine@d0067d0 transformer_engine/pytorch/tensor):
+    0 (16-bit, not quantized) without a recipe; 1 for delayed and tensorwise (current) scaling (float8_tensor.py: a
+    uint8 ``_transpose``, or the data itself where the GEMM takes non-TN layouts, and one fp32 scale per tensor);
+    1 + 1/32 = 1.03125 for mxfp8 (mxfp8_tensor.py ``_columnwise_data`` uint8 and ``_columnwise_scale_inv`` uint8 of
+    shape (M / 32, N), one E8M0 scale per MXFP8_BLOCK_SCALING_SIZE = 32 elements, padded to multiples of 4 x 128,
+    not counted); 1/2 + 1/16 = 0.5625 for nvfp4 (E2M1 values and one E4M3 scale per 16 elements)."""
     if not recipe:
         return 0.0
-    return 0.5 + 1.0 / 16.0 if recipe == "nvfp4" else 1.0
+    return {"nvfp4": 0.5 + 1.0 / 16.0, "mxfp8": 1.0 + 1.0 / 32.0}.get(recipe, 1.0)
 
 
 def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
