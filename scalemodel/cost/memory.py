@@ -62,7 +62,8 @@ core's 16-bit output).
                  dispatched tokens, experts' and shared experts' inputs and activations); its input, the
                  pre-norm's 16-bit output 2 s b h (÷t with SP; fp8 too, instead of the 1-byte GEMM copy), with the
                  norm's input and dropout mask outside the checkpoint. While one MoE block is recomputed its
-                 no-recompute bytes are the working set (:func:`activation_bytes`)
+                 split bytes and, quantized, the copies of its input its TE linears keep beside the 16-bit input
+                 are the working set (:func:`activation_bytes`)
     jax_dots     JAX ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` (MaxText
                  ``remat_policy=minimal``, MaxText/layers/models.py): the layer keeps its input (the scan
                  carry) and the weight-matmul outputs its backward reads, all else is recomputed:
@@ -391,9 +392,26 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      recompute_chunk: ArrayLike = 0.0, fp8_inputs: ArrayLike = False,
                      recompute_modules: ArrayLike = 0, embedding: ArrayLike = True,
                      stage_rank: ArrayLike = 0, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False,
-                     logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None) -> np.ndarray:
+                     logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
+                     shared_input_copy: ArrayLike = True) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages.
+
+    Selective recompute of moe: one MoE block is re-materialised at a time in the backward, and its recomputed
+    forward saves again what its forward saved, beside the checkpoint's 16-bit input (kept per layer): the block's
+    split bytes (the no-recompute ones; moe_act's activation output too, back for the down-projection's backward)
+    and, in a quantized run, the quantized copies of the block input its Transformer Engine linears keep:
+
+        working = split(MoE block) + n_q q s b h (/ t with SP)       n_q = [LatentMoE] + [shared experts] c
+
+    q = ``fp8_inputs``; 0 in a 16-bit run, where the router, the shared experts and LatentMoE's fc1_latent_proj keep
+    the checkpoint's input itself (the same storage: ``detach_variable`` in ``CheckpointFunction.backward``). The
+    router keeps the 16-bit input in every precision (moe_utils.py ``RouterGatingLinearFunction.forward``
+    ``ctx.save_for_backward(inp, weight, bias)``), fc1_latent_proj its quantized copy (a TE linear, no
+    ``set_save_original_input``); the shared experts' linear_fc1 only where ``shared_input_copy`` c (Megatron-Core
+    shared_experts.py calls ``set_save_original_input(self.linear_fc1)`` for fp8 recipes other than 'delayed' with
+    TE >= 2.6 and for fp4 with TE >= 2.7, "the output of pre_mlp_layernorm is saved by router", so c holds for the
+    delayed recipe only; NVIDIA/Megatron-LM@002255075c lines 136-150, 147-161 at d98e8a64dd; moe_utils.py line 1262).
 
     Partial full recompute (Megatron-LM ``--recompute-method block --recompute-num-layers N``,
     transformer_block.py ``_checkpointed_forward``): of the stage's n layers, ``recomputed_layers`` r keep
@@ -521,13 +539,22 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
         work = np.where(n_moe > 0, np.maximum(work_dense, layer("none", True)), work_dense) if np.any(
             n_moe > 0) else work_dense
     working = np.where(code == Recompute.FULL, work * np.where(uniform, np.minimum(chunk, n_stage), 1.0), 0.0)
-    if np.any(n_moe > 0) and np.any(recomputed_modules(sh, code, recompute_modules).moe):
-        # selective moe: one MoE block re-materialised at a time, the bytes its checkpoint dropped (the block's
-        # no-recompute bytes less those it keeps)
+    again_moe = recomputed_modules(sh, code, recompute_modules).moe
+    if np.any(n_moe > 0) and np.any(again_moe):
+        # selective moe: one MoE block re-materialised at a time (docstring): its split bytes, the difference of its
+        # no-recompute and recomputed rows less the (2 - g) s b h the kept 16-bit input adds over the no-recompute
+        # row's MLP-input copy (g the saved GEMM-input bytes; not with a parallel block, whose norm output is shared),
+        # + the quantized copies of its input its linears save again beside that 16-bit input
         block = (activation_bytes_per_layer(sh, recompute="none", moe=True, attention=False, mlp=True, **kw)
                  - activation_bytes_per_layer(sh, recompute="selective", moe=True, attention=False, mlp=True,
                                               **kw))
-        working = working + np.where(recomputed_modules(sh, code, recompute_modules).moe, block, 0.0)
+        q = np.asarray(fp8_inputs, dtype=float)
+        g = np.where(q > 0.0, q, 2.0)
+        copies = np.where(sh.moe_latent > 0, 1.0, 0.0) + np.where(
+            (sh.moe_shared_experts > 0) & np.asarray(shared_input_copy, dtype=bool), 1.0, 0.0)
+        held = np.where(np.asarray(sh.parallel_block, dtype=bool), 0.0, 2.0 - g)
+        sbh_in = s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
+        working = working + np.where(again_moe, block + (held + copies * q) * sbh_in, 0.0)
     return (per_stage + emb) * inflight + logits + working
 
 
@@ -581,7 +608,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    expert_dp: ArrayLike | None = None, mtp_modules: ArrayLike = 0.0,
                    head: ArrayLike = False, fp8_params: ArrayLike = False,
                    logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
-                   root_unit: ArrayLike = False, activations: ArrayLike | None = None) -> MemoryBreakdown:
+                   root_unit: ArrayLike = False, activations: ArrayLike | None = None,
+                   shared_input_copy: ArrayLike = True) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -608,7 +636,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     states). ``per_layer``: :func:`activation_bytes`'s memo, shared by the stages of one strategy grid.
     ``activations``: this stage's :func:`activation_bytes` when a call with the same activation arguments has
     already computed them (none of the model-state arguments, dp, zero_stage, expert_dp, the byte sizes, enters
-    them); then they are not computed again.
+    them); then they are not computed again. ``shared_input_copy``: :func:`activation_bytes`' (the selective-moe
+    working set).
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
@@ -661,7 +690,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                                offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk,
                                fp8_inputs=fp8_inputs, recompute_modules=recompute_modules, embedding=embedding,
                                stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes,
-                               per_layer=per_layer)
+                               per_layer=per_layer, shared_input_copy=shared_input_copy)
     if expert is None:
         return MemoryBreakdown(weights=dense.weights, gradients=dense.gradients, optimizer=dense.optimizer,
                                activations=act, fragmentation=frag * (dense.total + act),

@@ -2320,6 +2320,8 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                       cp_comm_type=g.cp_comm_type, elem_bytes=job.elem_bytes),
                   recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
                   fp8_inputs=memory.quantized_input_bytes(job.fp8_recipe), recompute_modules=g.recompute_modules,
+                  # Megatron-Core's shared experts keep their own quantized input copy under the delayed recipe only
+                  shared_input_copy=job.fp8_recipe == "delayed",
                   reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
                   root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
                   fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
