@@ -1337,10 +1337,10 @@ RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_g
 #: NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1 narrows cuda_graph_scope to ["mamba"] (Megatron-Core refuses the
 #: moe recompute with a moe_router graph, transformer_config.py @002255075c): router, preprocess, dispatch and
 #: attention run eager, more host work than H's source (router and preprocess graphed), so H is a lower bound, as on
-#: mb2606_h100_qwen3_30b_fp8cs (same Megatron-LM). Its MoE layers are 16 local experts, as H's source. The host time
-#: of the recomputed MoE forward (its HybridEP dispatch syncs again: _HybridEPManager.combine resets
-#: num_permuted_tokens to None, so the recompute's dispatch sizes its buffers on the host) is not priced
-#: (docs/model.md#host): a lower bound again.
+#: mb2606_h100_qwen3_30b_fp8cs (same Megatron-LM). Its MoE layers are 16 local experts, as H's source. The recomputed
+#: MoE forward syncs again (_HybridEPManager.combine resets num_permuted_tokens to None, so the recompute's dispatch
+#: sizes its buffers on the host) and its host time joins each MoE layer's interval, H (1 + 0.3199)
+#: (docs/model.md#host-recompute): 12.11 ms, below the row's shortest interval (17.03 ms), so it does not bind.
 #: DGX-B200 Nemotron 3 Super (26.04.01, 17a381f95): HybridEP, dropless (no capacity factor; the page's footnote
 #: "dropless"), and no CUDA graph: BASE_NEMOTRON_3_SUPER_CONFIG_B200 cuda_graph_impl "none"
 #: (scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py), the same kind as

@@ -219,8 +219,11 @@ def test_saved_nvfp4_inputs_by_hand() -> None:
     from scalemodel.cost import memory
     j, _ = _job("dgx-b200", "fp4")
     sh = j.shape
-    assert memory.quantized_input_bytes("nvfp4") == 0.5625 and memory.quantized_input_bytes("mxfp8") == 1.0
-    assert memory.quantized_input_bytes("") == 0.0
+    assert memory.quantized_input_bytes("nvfp4") == 0.5625 and memory.quantized_input_bytes("") == 0.0
+    # FP8: the uint8 column-wise data, + one E8M0 scale per 32 elements for MXFP8 (TE mxfp8_tensor.py), one fp32
+    # scale per tensor (not counted) for delayed and tensorwise scaling
+    assert memory.quantized_input_bytes("mxfp8") == 1 + 1 / 32 == 1.03125
+    assert memory.quantized_input_bytes("delayed") == memory.quantized_input_bytes("tensorwise") == 1.0
     kw = dict(micro_batch=1.0, seq_len=2048, flash_attention=True)
     fp8 = float(np.ravel(memory.activation_bytes_per_layer(sh, fp8_inputs=True, **kw))[0])
     nv = float(np.ravel(memory.activation_bytes_per_layer(sh, fp8_inputs=0.5625, **kw))[0])

@@ -115,6 +115,77 @@ def test_stage_activations_add_one_block_as_working_set() -> None:
                                                   rel=1e-12)
 
 
+def _working(sh, q: float, **extra) -> float:  # type: ignore[no-untyped-def]
+    """The working set of the recomputed block, isolated from the stage total: a_moe - a_none - 2 (per_moe -
+    per_none) (2 layers, one micro-batch in flight; selective core_attn has no working set)."""
+    kw = dict(micro_batch=B, seq_len=S, recompute="selective", flash_attention=True, fp8_inputs=q)
+    per = {m: float(memory.activation_bytes_per_layer(sh, moe=True, recompute_modules=_mods(*m), **kw))
+           for m in (("core_attn",), ("core_attn", "moe"))}
+    a = {m: float(memory.activation_bytes(sh, recompute_modules=_mods(*m), **kw, **extra)) for m in per}
+    return a[("core_attn", "moe")] - a[("core_attn",)] - 2 * (per[("core_attn", "moe")] - per[("core_attn",)])
+
+
+@pytest.mark.parametrize("recipe,q", [("bf16", 0.0), ("delayed", 1.0), ("tensorwise", 1.0), ("mxfp8", 1.03125),
+                                      ("nvfp4", 0.5625)])
+def test_working_set_per_precision_by_hand(recipe: str, q: float) -> None:
+    """One MoE block re-materialised in the backward: per routed copy (k = 2) its dispatched token at the saved
+    GEMM-input bytes g (2 in 16-bit, else q) and the experts' SwiGLU input (4 bytes a f_e element) and
+    down-projection input (g); the router and the routed experts keep nothing more of the block input than the
+    checkpoint's 16-bit copy (router: that tensor itself; the experts read the dispatched tokens). A shared expert
+    (f_e 256) adds its own SwiGLU bytes and, in a quantized run under the delayed recipe only, a quantized copy of the
+    block input q s b h (Megatron-Core sets save_original_input on its linear_fc1 for the other fp8 recipes and fp4).
+    Before, the working set was the block's no-recompute row less its recomputed one: (2 - g) s b h less than its
+    split bytes, whatever the precision, so a quantized run with a shared expert under delayed scaling was 2 s b h
+    short (1 + 1 with q = 1)."""
+    assert memory.quantized_input_bytes("" if recipe == "bf16" else recipe) == q
+    sbh, sbf = S * B * 1024, S * B * 256
+    g = q if q > 0 else 2.0
+    routed = 2 * (g * sbh + (4 + g) * sbf)
+    assert _working(SH, q) == pytest.approx(routed, rel=1e-12)
+    shared_sh = shape(layers=2, hidden=1024, heads=8, vocab=1000, gated_mlp=True, ffn_hidden=2048, moe_experts=16,
+                      moe_top_k=2, moe_ffn_hidden=256, moe_shared_experts=1)
+    copy = recipe == "delayed"
+    want = routed + (4 + g) * sbf + (q * sbh if copy else 0.0)
+    assert _working(shared_sh, q, shared_input_copy=copy) == pytest.approx(want, rel=1e-12)
+    if recipe == "delayed":  # the old pricing, for the record: 2 s b h below
+        assert want - (routed + (4 + g) * sbf - (2 - g) * sbh) == pytest.approx(2 * sbh, rel=1e-12)
+
+
+def test_working_set_with_sequence_parallel_and_latent() -> None:
+    """TP 2 with sequence parallelism, fp8 (q = 1), LatentMoE l = 512 with a shared expert, tensorwise (no shared
+    copy): split bytes / t: 2 x (1 x s b l + 5 s b f_e) routed, 5 s b f_e shared, fc2_latent_proj's input 1 x s b l;
+    the input copy of fc1_latent_proj 1 x s b h / t (the sequence-parallel shard)."""
+    sh = shape(layers=2, hidden=1024, heads=8, vocab=1000, gated_mlp=True, ffn_hidden=2048, moe_experts=16,
+               moe_top_k=2, moe_ffn_hidden=256, moe_shared_experts=1, moe_latent=512)
+    kw = dict(micro_batch=B, seq_len=S, recompute="selective", flash_attention=True, fp8_inputs=1.0, tp=2,
+              sequence_parallel=True)
+    per = {m: float(memory.activation_bytes_per_layer(sh, moe=True, recompute_modules=_mods(*m), **kw))
+           for m in (("core_attn",), ("core_attn", "moe"))}
+    a = {m: float(memory.activation_bytes(sh, recompute_modules=_mods(*m), shared_input_copy=False, **kw))
+         for m in per}
+    working = a[("core_attn", "moe")] - a[("core_attn",)] - 2 * (per[("core_attn", "moe")] - per[("core_attn",)])
+    sb = S * B
+    want = (2 * (sb * 512 + 5 * sb * 256) + 5 * sb * 256 + sb * 512) / 2 + sb * 1024 / 2
+    assert working == pytest.approx(want, rel=1e-12)
+
+
+def test_engine_passes_the_shared_copy_for_delayed_only() -> None:
+    """predict's memory: a shared-expert MoE model with moe recomputed, fp8 on one H100 stage (p 1, TP 1): the
+    delayed recipe's activations exceed tensorwise's by exactly the shared expert's quantized input copy, 1 x s b h,
+    once (the working set; every per-layer term is the same for both recipes)."""
+    wl = TransformerWorkload(name="moe-shared", layers=4, hidden=2048, heads=16, kv_heads=4, head_dim=128,
+                             ffn_hidden=6144, gated_mlp=True, vocab=32000, seq_len=4096, tied_embeddings=False,
+                             moe={"experts": 16, "top_k": 2, "ffn_hidden": 768, "shared_experts": 1})
+    acts = {}
+    for recipe in ("delayed", "tensorwise"):
+        tr = TrainingSpec(global_batch=16, micro_batch=1, precision="fp8", seq_len=4096, fp8_recipe=recipe)
+        job = build_job(load_cluster("dgx-h100"), wl, tr)
+        st = StrategySpec(ep=8, dp=8, recompute="selective", recompute_modules="core_attn,moe")
+        res = evaluate(job, grid_from_strategy(st, tr, 8, job))
+        acts[recipe] = float(np.ravel(res.memory["activations"])[0])
+    assert acts["delayed"] - acts["tensorwise"] == pytest.approx(4096 * 1 * 2048 * 1.0, rel=1e-12)
+
+
 QWEN = TransformerWorkload(name="qwen3-30b", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128,
                            ffn_hidden=6144, gated_mlp=True, vocab=151936, seq_len=4096, tied_embeddings=False,
                            moe={"experts": 128, "top_k": 8, "ffn_hidden": 768})

@@ -45,8 +45,9 @@ each; the O-projection input 2sbh -> 1sbh fp8 copy, plus the 16-bit attention ou
 (activation output) 2 -> 1 byte per element of f: MLP act = 5 s b f gated (gate and up 4, product 1),
 3 s b f with GeLU. Q, K, V stay 16-bit (the attention core runs in bf16). ``fp8_inputs`` may also give the bytes
 of the saved copy: an NVFP4 run's column-wise copy is 1/2 + 1/16 = 0.5625 bytes an element (E2M1 and one E4M3
-scale per 16; :func:`quantized_input_bytes`, docs/model.md#nvfp4), replacing the 1 byte above wherever it appears
-(the O-projection's: 0.5625, or 2.5625 with the flash core's 16-bit output).
+scale per 16; :func:`quantized_input_bytes`, docs/model.md#nvfp4), an MXFP8 run's 1 + 1/32 = 1.03125 (one E8M0
+scale per 32), replacing the 1 byte above wherever it appears (the O-projection's: 0.5625, or 2.5625 with the flash
+core's 16-bit output).
 
 **Selective recompute modules** (``recompute_modules``, bits of :data:`RECOMPUTE_MODULES`), Megatron-Core
 ``--recompute-modules`` (transformer_config.py ``recompute_modules``; the recomputed outputs are freed by
@@ -61,7 +62,8 @@ scale per 16; :func:`quantized_input_bytes`, docs/model.md#nvfp4), replacing the
                  dispatched tokens, experts' and shared experts' inputs and activations); its input, the
                  pre-norm's 16-bit output 2 s b h (÷t with SP; fp8 too, instead of the 1-byte GEMM copy), with the
                  norm's input and dropout mask outside the checkpoint. While one MoE block is recomputed its
-                 no-recompute bytes are the working set (:func:`activation_bytes`)
+                 split bytes and, quantized, the copies of its input its TE linears keep beside the 16-bit input
+                 are the working set (:func:`activation_bytes`)
     jax_dots     JAX ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` (MaxText
                  ``remat_policy=minimal``, MaxText/layers/models.py): the layer keeps its input (the scan
                  carry) and the weight-matmul outputs its backward reads, all else is recomputed:
@@ -390,9 +392,26 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      recompute_chunk: ArrayLike = 0.0, fp8_inputs: ArrayLike = False,
                      recompute_modules: ArrayLike = 0, embedding: ArrayLike = True,
                      stage_rank: ArrayLike = 0, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False,
-                     logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None) -> np.ndarray:
+                     logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
+                     shared_input_copy: ArrayLike = True) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages.
+
+    Selective recompute of moe: one MoE block is re-materialised at a time in the backward, and its recomputed
+    forward saves again what its forward saved, beside the checkpoint's 16-bit input (kept per layer): the block's
+    split bytes (the no-recompute ones; moe_act's activation output too, back for the down-projection's backward)
+    and, in a quantized run, the quantized copies of the block input its Transformer Engine linears keep:
+
+        working = split(MoE block) + n_q q s b h (/ t with SP)       n_q = [LatentMoE] + [shared experts] c
+
+    q = ``fp8_inputs``; 0 in a 16-bit run, where the router, the shared experts and LatentMoE's fc1_latent_proj keep
+    the checkpoint's input itself (the same storage: ``detach_variable`` in ``CheckpointFunction.backward``). The
+    router keeps the 16-bit input in every precision (moe_utils.py ``RouterGatingLinearFunction.forward``
+    ``ctx.save_for_backward(inp, weight, bias)``), fc1_latent_proj its quantized copy (a TE linear, no
+    ``set_save_original_input``); the shared experts' linear_fc1 only where ``shared_input_copy`` c (Megatron-Core
+    shared_experts.py calls ``set_save_original_input(self.linear_fc1)`` for fp8 recipes other than 'delayed' with
+    TE >= 2.6 and for fp4 with TE >= 2.7, "the output of pre_mlp_layernorm is saved by router", so c holds for the
+    delayed recipe only; NVIDIA/Megatron-LM@002255075c lines 136-150, 147-161 at d98e8a64dd; moe_utils.py line 1262).
 
     Partial full recompute (Megatron-LM ``--recompute-method block --recompute-num-layers N``,
     transformer_block.py ``_checkpointed_forward``): of the stage's n layers, ``recomputed_layers`` r keep
@@ -520,13 +539,22 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
         work = np.where(n_moe > 0, np.maximum(work_dense, layer("none", True)), work_dense) if np.any(
             n_moe > 0) else work_dense
     working = np.where(code == Recompute.FULL, work * np.where(uniform, np.minimum(chunk, n_stage), 1.0), 0.0)
-    if np.any(n_moe > 0) and np.any(recomputed_modules(sh, code, recompute_modules).moe):
-        # selective moe: one MoE block re-materialised at a time, the bytes its checkpoint dropped (the block's
-        # no-recompute bytes less those it keeps)
+    again_moe = recomputed_modules(sh, code, recompute_modules).moe
+    if np.any(n_moe > 0) and np.any(again_moe):
+        # selective moe: one MoE block re-materialised at a time (docstring): its split bytes, the difference of its
+        # no-recompute and recomputed rows less the (2 - g) s b h the kept 16-bit input adds over the no-recompute
+        # row's MLP-input copy (g the saved GEMM-input bytes; not with a parallel block, whose norm output is shared),
+        # + the quantized copies of its input its linears save again beside that 16-bit input
         block = (activation_bytes_per_layer(sh, recompute="none", moe=True, attention=False, mlp=True, **kw)
                  - activation_bytes_per_layer(sh, recompute="selective", moe=True, attention=False, mlp=True,
                                               **kw))
-        working = working + np.where(recomputed_modules(sh, code, recompute_modules).moe, block, 0.0)
+        q = np.asarray(fp8_inputs, dtype=float)
+        g = np.where(q > 0.0, q, 2.0)
+        copies = np.where(sh.moe_latent > 0, 1.0, 0.0) + np.where(
+            (sh.moe_shared_experts > 0) & np.asarray(shared_input_copy, dtype=bool), 1.0, 0.0)
+        held = np.where(np.asarray(sh.parallel_block, dtype=bool), 0.0, 2.0 - g)
+        sbh_in = s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
+        working = working + np.where(again_moe, block + (held + copies * q) * sbh_in, 0.0)
     return (per_stage + emb) * inflight + logits + working
 
 
@@ -580,7 +608,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    expert_dp: ArrayLike | None = None, mtp_modules: ArrayLike = 0.0,
                    head: ArrayLike = False, fp8_params: ArrayLike = False,
                    logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
-                   root_unit: ArrayLike = False, activations: ArrayLike | None = None) -> MemoryBreakdown:
+                   root_unit: ArrayLike = False, activations: ArrayLike | None = None,
+                   shared_input_copy: ArrayLike = True) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -607,7 +636,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     states). ``per_layer``: :func:`activation_bytes`'s memo, shared by the stages of one strategy grid.
     ``activations``: this stage's :func:`activation_bytes` when a call with the same activation arguments has
     already computed them (none of the model-state arguments, dp, zero_stage, expert_dp, the byte sizes, enters
-    them); then they are not computed again.
+    them); then they are not computed again. ``shared_input_copy``: :func:`activation_bytes`' (the selective-moe
+    working set).
     """
     n_dp = _pos("dp", dp)
     e = _pos("ep", ep)
@@ -660,7 +690,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                                offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk,
                                fp8_inputs=fp8_inputs, recompute_modules=recompute_modules, embedding=embedding,
                                stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes,
-                               per_layer=per_layer)
+                               per_layer=per_layer, shared_input_copy=shared_input_copy)
     if expert is None:
         return MemoryBreakdown(weights=dense.weights, gradients=dense.gradients, optimizer=dense.optimizer,
                                activations=act, fragmentation=frag * (dense.total + act),
@@ -700,11 +730,16 @@ def max_micro_batch(states_bytes: ArrayLike, activation_bytes_per_sample: ArrayL
 
 def quantized_input_bytes(recipe: str) -> float:
     """Bytes of one saved GEMM-input element of a low-precision run (the ``fp8_inputs`` of the activation functions):
-    0 (16-bit, not quantized) without a recipe, 1 for the FP8 recipes, 1/2 + 1/16 = 0.5625 for nvfp4 (TE's
-    ``_Linear.forward`` keeps the column-wise copy only: E2M1 values and one E4M3 scale per 16 elements)."""
+    TE's ``_Linear.forward`` keeps the column-wise copy only ("Discard row-wise data since it is not needed in
+    backward pass"), its data and its scales (NVIDIA/TransformerEngine@d0067d0 transformer_engine/pytorch/tensor):
+    0 (16-bit, not quantized) without a recipe; 1 for delayed and tensorwise (current) scaling (float8_tensor.py: a
+    uint8 ``_transpose``, or the data itself where the GEMM takes non-TN layouts, and one fp32 scale per tensor);
+    1 + 1/32 = 1.03125 for mxfp8 (mxfp8_tensor.py ``_columnwise_data`` uint8 and ``_columnwise_scale_inv`` uint8 of
+    shape (M / 32, N), one E8M0 scale per MXFP8_BLOCK_SCALING_SIZE = 32 elements, padded to multiples of 4 x 128,
+    not counted); 1/2 + 1/16 = 0.5625 for nvfp4 (E2M1 values and one E4M3 scale per 16 elements)."""
     if not recipe:
         return 0.0
-    return 0.5 + 1.0 / 16.0 if recipe == "nvfp4" else 1.0
+    return {"nvfp4": 0.5 + 1.0 / 16.0, "mxfp8": 1.0 + 1.0 / 32.0}.get(recipe, 1.0)
 
 
 def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,

@@ -2320,6 +2320,8 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                       cp_comm_type=g.cp_comm_type, elem_bytes=job.elem_bytes),
                   recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
                   fp8_inputs=memory.quantized_input_bytes(job.fp8_recipe), recompute_modules=g.recompute_modules,
+                  # Megatron-Core's shared experts keep their own quantized input copy under the delayed recipe only
+                  shared_input_copy=job.fp8_recipe == "delayed",
                   reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
                   root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
                   fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
@@ -2600,6 +2602,46 @@ def _one_kind_job(job: Job, kind: str) -> Job:
     return replace(job, shape=msgspec.structs.replace(sh, moe_first_dense=np.asarray(sh.layers, dtype=float)))
 
 
+#: The share of ``moe_layer_host_s`` (H, the host's issue time of one MoE layer's forward and backward) that a
+#: recomputed forward issues again, from the bottom-up count of H's source layer
+#: (hardware/measurements/host_overhead.yaml ``moe_layer_bottom_up``: Qwen3-30B-A3B, TP 1, 16 local experts, MXFP8,
+#: Megatron-LM 92c8482e6d, TE release_v2.9), at the lower of its two pricings (every call class at its low cost,
+#: then at its high cost):
+#:   the MoE block's forward (the count's expert path forward, router and preprocess graphed in the source):
+#:     low  (2 x 115 + 11 x 8.3 + 66 x 5 + 26 x 0.949 + 192 x 1) / 2713.62 = 867.97 / 2713.62 = 0.3199
+#:     high (2 x 140 + 11 x 13.5 + 66 x 10 + 26 x 1.094 + 192 x 1) / 3981.33 = 1308.94 / 3981.33 = 0.3288
+#:   the whole layer's forward (attention's 3 modules + 5 ops, + the MoE block's):
+#:     low  (386.5 + 867.97) / 2713.62 = 0.4623,   high (487.5 + 1308.94) / 3981.33 = 0.4512
+#: The count prices a third to a half of H (docs/model.md#host "Bottom-up check"); its shares, not its total, are
+#: carried over to H (the unpriced Python, autograd and allocator time assumed spread like the priced calls).
+MOE_FORWARD_HOST_SHARE = 0.3199
+LAYER_FORWARD_HOST_SHARE = 0.4512
+
+
+def recomputed_host_share(job: Job, g: StrategyGrid, layers: Any) -> np.ndarray:
+    """The host time a rank's recomputed forwards add per MoE layer, as a share of H (docs/model.md#host): a
+    recomputed forward re-runs the MoE block's route, preprocess and dropless dispatch, and so its device-to-host
+    synchronisation, in the backward. Selective recompute of moe (:func:`moe_block_recomputed`): every MoE block,
+    :data:`MOE_FORWARD_HOST_SHARE`; full recompute: the recomputed share of the rank's layers
+    (:func:`recomputed_layers` / layers, pro rata as every per-layer term of a rank), each its whole forward,
+    :data:`LAYER_FORWARD_HOST_SHARE`. Megatron-Core core_v0.15.0 (0d7e02bd26): moe_layer.py ``MoELayer.forward``
+    runs ``custom_forward`` under ``tensor_parallel.checkpoint`` / ``te_checkpoint`` (lines 272-292), whose
+    backward runs it again (tensor_parallel/random.py ``CheckpointFunction.backward``, line 463
+    ``outputs = ctx.run_function(*detached_inputs)``); the recomputed ``dispatch_preprocess`` recounts the tokens
+    per expert from the recomputed routing map (token_dispatcher.py line 583 ``self.preprocess(self.routing_map)``,
+    line 471 ``routing_map.sum(dim=0)``), rewriting the split sizes rather than reusing the forward's, and waits on
+    their device-to-host copy (line 859 ``self.d2h_event.synchronize()``); full recompute's
+    ``_checkpointed_forward`` re-runs MoELayer.forward the same way (transformer_block.py lines 440-456). The same
+    at d98e8a64dd, where HybridEP's ``_HybridEPManager.combine`` resets ``num_permuted_tokens`` to None
+    (token_dispatcher.py lines 1202-1207), so the recomputed dispatch runs with ``non_blocking`` False
+    (fused_a2a.py lines 415-417) and sizes its buffers on the host again."""
+    n = np.asarray(layers, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.where(n > 0, recomputed_layers(g, n) / n, 0.0)
+    full = np.where(g.recompute == Recompute.FULL, LAYER_FORWARD_HOST_SHARE * rho, 0.0)
+    return np.asarray(np.where(moe_block_recomputed(job, g), MOE_FORWARD_HOST_SHARE, full), dtype=float)
+
+
 def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
                time: np.ndarray, coll: dict[str, np.ndarray] | None) -> np.ndarray:
     """Seconds per micro-batch the GPU waits for the host when every MoE layer synchronises the host
@@ -2617,7 +2659,14 @@ def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nda
     the rank without layers (logits, pipeline sends): each kind's own device time per layer, scaled so that the
     intervals add up to the rank's device time (time - time_0), so that a host that binds in every interval gives
     time_0 + L_s (moe_layers / L) H. Every layer an MoE layer (Qwen3, Mixtral, GPT-OSS): one interval per layer,
-    d_moe = (time - time_0) / L_s, wait = L_s max(H - d_moe, 0). Zero when H = 0."""
+    d_moe = (time - time_0) / L_s, wait = L_s max(H - d_moe, 0). Zero when H = 0.
+
+    A recomputed forward (selective recompute of moe; full recompute) synchronises again in the backward, and its
+    host work joins the interval of its MoE layer: H becomes H (1 + r), r = :func:`recomputed_host_share`, against
+    the same D_i, which already holds the recomputed forward's device time (the layer's recompute pass is in its
+    backward compute). H is one unit of forward and backward with no split, so the backward's intervals are priced
+    with the forward's, as before: a separate backward interval max(r H - D_i,bwd, 0) would let the backward's
+    device time hide H's backward share (inside max(D_i, H)) and the recomputed forward's host time both."""
     H = g.moe_layer_host_s
     if not job.is_transformer or job.shape.moe_layers == 0 or not np.any(H > 0):
         return np.zeros(1)
@@ -2649,7 +2698,8 @@ def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nda
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = np.where(mixed > 0, d_mean / mixed, 1.0)
         d = {k: v * scale for k, v in d.items()}
-    wait = sum((count_i / L * np.maximum(H - d["moe"] - sum((c * d[k] for k, c in between.items()), np.zeros(1)),
+    host = H * (1.0 + recomputed_host_share(job, g, n))  # the interval's host work, recomputed forwards included
+    wait = sum((count_i / L * np.maximum(host - d["moe"] - sum((c * d[k] for k, c in between.items()), np.zeros(1)),
                                          0.0)
                 for between, count_i in intervals), np.zeros(1))
     return np.asarray(np.where(H > 0, n * wait, 0.0))
