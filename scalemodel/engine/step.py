@@ -1123,7 +1123,11 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
 
     with d0 = the accelerator curve's gemm_half_dim. t_GEMM per class: the layer's forward GEMM time
     x the FLOP share of the AG-side (1 - r) or RS-side (r) matrices (:func:`_rs_side_share`), for the
-    forward, the recomputed forward and the RS-side data-gradient GEMMs.
+    forward, the recomputed forward and the RS-side data-gradient GEMMs. The layers are the stage's L_s and
+    each MTP pass's block (``mtp_blocks``: :func:`mtp_compute`, one layer, a hybrid's two one-block layers),
+    counted as :func:`_model_parallel_comm` counts their TP collectives and the GEMMs beside them
+    (:func:`_tp_comm_overlap`): full recompute repeats the recomputed layers' and every block's forward
+    (Megatron-Core checkpoints every MTP module under 'full').
     """
     if not job.is_transformer:
         return np.zeros(1)
@@ -1131,12 +1135,13 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
     d0 = job.gemm_half_dim
     per = d0 / (np.asarray(tokens, dtype=float) + d0)
     t = g.tp.astype(float)
-    rec = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
+    mtp = comp.get("mtp_blocks", 0.0)
+    layers = comp["layers_per_stage"] + mtp
+    rec = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"] + mtp, 0.0)
     gemm = comp["gemm_per_layer"]
     fwd = (1.0 - r) * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0)  # per unit of forward GEMM time
     dgrad = r * (t - 1.0)
-    return np.asarray(gemm * per * ((comp["layers_per_stage"] + rec) * fwd + comp["layers_per_stage"] * dgrad),
-                      dtype=float)
+    return np.asarray(gemm * per * ((layers + rec) * fwd + layers * dgrad), dtype=float)
 
 
 def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
