@@ -83,7 +83,14 @@ from scalemodel.cost.placement import (
     place,
     rank_strides,
 )
-from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid, ep_dispatch_share
+from scalemodel.engine.job import (
+    DDP_BUCKET_BYTES,
+    DEEPSPEED_BUCKET_ELEMENTS,
+    Job,
+    StrategyGrid,
+    cp_window_refused,
+    ep_dispatch_share,
+)
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 
 #: Bytes per parameter of the optimizer's 16-bit weight copy after the step: read the fp32 master weight (4), write
@@ -146,6 +153,10 @@ class Infeasible(IntEnum):
     MOE_A2A_OVERLAP_INVALID = 16, "moe_a2a_overlap_invalid", (
         "moe_a2a_overlap needs ep > 1, no full recompute, no selective recompute of moe, and the interleaved "
         "schedule when pp > 1 (Megatron-Core TransformerConfig; job._check_moe_a2a_overlap refuses it in predict)")
+    CP_WINDOW_UNSUPPORTED = 17, "cp_window_unsupported", (
+        "sliding-window attention with context parallelism needs cp_comm_type a2a or all_gather: Transformer Engine "
+        "refuses a window on the p2p ring (p2p, and a2a+p2p with more than one ring rank; job.cp_window_refused, "
+        "predict refuses it)")
 
 
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
@@ -233,6 +244,8 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
         bad_ep = (experts == 0) | folded | (experts % np.maximum(g.ep, 1) != 0)
         flag(R.EXPERT_PARALLEL_INVALID, ((g.ep > 1) | (g.etp > 0)) & bad_ep)
         flag(R.SEQ_NOT_DIVISIBLE, (g.cp > 1) & (job.seq_len % (2 * g.cp) != 0))
+        if np.any(g.cp > 1):
+            flag(R.CP_WINDOW_UNSUPPORTED, cp_window_refused(job, g.cp, g.cp_comm_type, g.cp_a2a_size, g.layer_impl))
         bad_v = (g.virtual_stages < 2) | (m % g.pp != 0) | (g.pp < 2)
         if sh.hybrid is not None and sh.hybrid.segments < 2:  # hybrid_layer_allocation.py select_pipeline_segment
             bad_v = bad_v | True
