@@ -1518,11 +1518,19 @@ def _etp(g: StrategyGrid) -> np.ndarray:
 
 def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
     """(non-expert, expert) parameters held by one GPU before ZeRO sharding (the stages' mean); experts split
-    etp x ep ways. LatentMoE's projections (:func:`~scalemodel.cost.transformer.latent_projection_total`) are whole on
-    every TP rank (Megatron-Core moe_layer.py ``parallel_mode="duplicated"``, NVIDIA/Megatron-LM@d98e8a64dd), as
+    etp x ep ways. The tensors every TP rank holds whole (:func:`~scalemodel.cost.transformer.tp_replicated_elements`:
+    norms, the router, row-parallel biases, MLA's down-projections, LatentMoE's projections, the position table, the
+    MTP modules' such tensors; Megatron-Core builds them at full size on each TP rank, NVIDIA/Megatron-LM@d98e8a64dd,
+    see :func:`~scalemodel.cost.transformer.tp_whole_elements`) count whole per rank, as
     :func:`scalemodel.cost.memory.params_per_gpu` holds them: their gradients, optimizer states and DP traffic
-    count whole per rank; the other non-expert parameters / tp, as Megatron-LM's theoretical_memory_usage.py."""
-    dup = float(transformer.latent_projection_total(job.shape)) if job.is_transformer else 0.0
+    (docs/model.md#tp-whole-params); the other non-expert parameters / tp:
+
+        dense = (P - P_expert - W) / (tp pp) + W / pp,    W = L n_layer + n_outside"""
+    if job.is_transformer:
+        per_layer, outside = transformer.tp_replicated_elements(job.shape)
+        dup = float(job.shape.layers) * float(np.ravel(per_layer)[0]) + float(np.ravel(outside)[0])
+    else:
+        dup = 0.0
     dense = (job.params - job.expert_params - dup) / (g.tp * g.pp) + dup / g.pp
     expert = job.expert_params / (_etp(g) * g.pp * g.ep)
     return dense, expert
