@@ -9,6 +9,7 @@ k + k0), never from the implementation's own output."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -335,3 +336,83 @@ def test_hierarchical_feasibility() -> None:
 
     assert reason(4, 2) != Infeasible.HEADS_NOT_DIVISIBLE and reason(16, 8) != Infeasible.HEADS_NOT_DIVISIBLE
     assert reason(4, 3) == reason(16, 16) == Infeasible.HEADS_NOT_DIVISIBLE
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# sliding windows: Transformer Engine refuses them on the p2p ring
+
+
+def _window_job(pattern: int = 0):  # type: ignore[no-untyped-def]
+    w = TransformerWorkload(name="l8b-swa", seq_len=16384, sliding_window=4096, sliding_window_pattern=pattern,
+                            **L8B)  # type: ignore[arg-type]
+    tr = TrainingSpec(global_batch=16, micro_batch=1, precision="bf16", seq_len=16384)
+    return build_job(load_cluster("dgx-h100"), w, tr), tr
+
+
+# (cp, cp_comm_type, cp_a2a_size, layer_impl) -> refused? TE's attn_forward_func_with_cp (context_parallel.py
+# lines 5020-5060 at d0067d0): a2a+p2p with a p2p group of 1 rank (A = cp) runs as a2a, with an a2a group of 1
+# rank (A = 1) as p2p; then a window passes only with a2a or all_gather. The check is TE's: megatron_te only.
+WINDOW_CASES = [
+    (2, "p2p", 1, "megatron_te", True),
+    (4, "p2p", 1, "megatron_te", True),
+    (1, "p2p", 1, "megatron_te", False),  # no context parallelism
+    (2, "all_gather", 1, "megatron_te", False),
+    (2, "a2a", 1, "megatron_te", False),
+    (4, "a2a+p2p", 2, "megatron_te", True),  # P = 2 ring ranks
+    (2, "a2a+p2p", 2, "megatron_te", False),  # P = 1: TE runs a2a
+    (2, "a2a+p2p", 1, "megatron_te", True),  # A = 1: TE runs p2p
+    (2, "p2p", 1, "torchtitan", False),  # not Transformer Engine's layer
+]
+
+
+@pytest.mark.parametrize("cp, kind, a2a, impl, refused", WINDOW_CASES)
+def test_predict_refuses_a_window_on_the_p2p_ring(cp: int, kind: str, a2a: int, impl: str, refused: bool) -> None:
+    job, tr = _window_job()
+    st = StrategySpec(cp=cp, dp=16 // cp, cp_comm_type=kind, cp_a2a_size=a2a, layer_impl=impl)
+    if refused:
+        with pytest.raises(InputError, match=re.escape(f"sliding-window attention (workload sliding_window 4096) "
+                                                       f"with cp_comm_type {kind} at cp {cp}")) as err:
+            grid_from_strategy(st, tr, 16, job)
+        assert err.value.where == "strategy.cp_comm_type"
+        assert "a2a or all_gather" in err.value.allowed
+    else:
+        grid_from_strategy(st, tr, 16, job)
+
+
+def test_no_window_layer_no_refusal() -> None:
+    """Pattern 1: every layer global (Gemma's every k-th, k = 1), so TE gets no window: p2p runs."""
+    job, tr = _window_job(pattern=1)
+    assert float(job.shape.local_layer_fraction) == 0.0
+    grid_from_strategy(StrategySpec(cp=2, dp=8), tr, 16, job)
+    # and a model without a window (W8B) at cp 2 p2p, as in the tests above
+    plain = build_job(load_cluster("dgx-h100"), W8B, tr)
+    reason = int(evaluate(plain, grid_from_strategy(StrategySpec(cp=2, dp=8), tr, 16, plain)).reason[0])
+    assert reason != Infeasible.CP_WINDOW_UNSUPPORTED
+
+
+def test_search_marks_a_window_on_the_p2p_ring_infeasible() -> None:
+    """The same cases as one grid of candidates (the planner's path): code 17 exactly where TE refuses."""
+    from scalemodel.choices import CpCommType, LayerImpl
+    from scalemodel.engine.job import grid_from_arrays
+
+    job, _ = _window_job()
+    cols = list(zip(*WINDOW_CASES, strict=True))
+    cp = np.asarray(cols[0])
+    g = grid_from_arrays(gpus=16, dp=16 // cp, tp=1, pp=1, cp=cp, micro_batch=1, global_batch=16,
+                         cp_comm_type=np.asarray([int(CpCommType.parse(k)) for k in cols[1]]),
+                         cp_a2a_size=np.asarray(cols[2]),
+                         layer_impl=np.asarray([int(LayerImpl.parse(i)) for i in cols[3]]))
+    reason = evaluate(job, g).reason
+    want = [int(Infeasible.CP_WINDOW_UNSUPPORTED) if r else 0 for r in cols[4]]
+    assert [int(r) if r == Infeasible.CP_WINDOW_UNSUPPORTED else 0 for r in reason] == want
+    assert Infeasible.CP_WINDOW_UNSUPPORTED.key == "cp_window_unsupported"
+
+
+def test_cli_refusal_is_one_line_exit_2(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("predict", "--cluster", "dgx-h100", "--model", "mistral-7b", "--gpus", "16", "--cp", "2")
+    assert r.code == 2 and r.out == ""
+    assert r.err.count("\n") == 1 and r.err.startswith("error: strategy.cp_comm_type: Transformer Engine refuses "
+                                                       "sliding-window attention (workload sliding_window 4096)")
+    ok = cli("predict", "--cluster", "dgx-h100", "--model", "mistral-7b", "--gpus", "16", "--cp", "2",
+             "--set", "strategy.cp_comm_type=a2a", "--json")
+    assert ok.code == 0

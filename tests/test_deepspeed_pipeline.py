@@ -141,12 +141,15 @@ def test_pipeline_traffic_is_four_shards_and_three_tp_gathers(a100) -> None:  # 
 
 def test_gradient_accumulation_pass_by_hand(a100) -> None:  # type: ignore[no-untyped-def]
     """bf16 with an fp32 gradient buffer: 18 bytes per parameter per micro-batch (BF16_Optimizer's cast and
-    add); 16-bit gradients: autograd's in-place add, 3 x 2 bytes for all micro-batches but the first."""
+    add); 16-bit gradients: autograd's in-place add, 3 x 2 bytes for all micro-batches but the first. Parameters
+    per GPU: / (tp pp), but the weights every TP rank holds whole (per layer two LayerNorms' gains and biases and the
+    O-proj and FC2 biases, 6 h; the final LayerNorm 2 h; h = 4096, 36 layers) only / pp."""
     wl = load_workload("gpt-7.5b")
     for grad_bytes, per_param in ((4.0, 18.0), (2.0, 3 * 2.0 * 7 / 8)):
         training = TrainingSpec(global_batch=64, micro_batch=1, grad_bytes_per_param=grad_bytes)
         job, g, _ = one(a100, wl, training, 64, tp=2, pp=4, deepspeed_pipeline=True)
-        params_gpu = job.params / (2 * 4)  # tp 2 x pp 4, m = 8 micro-batches
+        whole = 36 * 6 * 4096 + 2 * 4096
+        params_gpu = (job.params - whole) / (2 * 4) + whole / 4  # tp 2 x pp 4, m = 8 micro-batches
         expected = params_gpu * per_param / (job.memory_bandwidth * job.memory_efficiency)
         assert val(grad_accumulation_time(job, g)) == pytest.approx(expected, rel=1e-9)
         _, g0, _ = one(a100, wl, training, 64, tp=2, pp=4)

@@ -87,13 +87,15 @@ def test_activation_bytes_by_hand() -> None:
 
 
 def test_duplicated_projections_are_not_split_by_tp() -> None:
-    """params_per_gpu: the 2 h l projections stay whole on every TP rank (parallel_mode "duplicated"), the rest of
-    the layer's non-expert weights / t."""
+    """params_per_gpu: the 2 h l projections stay whole on every TP rank (parallel_mode "duplicated"), as do the
+    other weights Megatron-Core builds whole there (each layer's two RMSNorm gains 2 h and router h E, the final
+    norm h); the rest of the non-expert weights / t."""
     lat = tr.shape(**SMALL, moe_latent=16)
     full_tp1 = memory.params_per_gpu(lat, tp=1)
     tp2 = memory.params_per_gpu(lat, tp=2)
     proj = 2 * 2 * 64 * 16  # 2 MoE layers x 2 h l
-    assert float(tp2.dense) == pytest.approx((float(full_tp1.dense) - proj) / 2 + proj)
+    whole = proj + 2 * (2 * 64 + 64 * 8) + 64
+    assert float(tp2.dense) == pytest.approx((float(full_tp1.dense) - whole) / 2 + whole)
 
 
 QWEN_LIKE = dict(name="q", layers=8, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144, gated_mlp=True,
@@ -233,13 +235,17 @@ def test_hf_mtp_block_forms(tmp_path, change, block) -> None:  # type: ignore[no
 def test_step_holds_the_duplicated_projections_whole_per_tp_rank() -> None:
     """The step's per-GPU parameters (DP gradient bytes, optimizer passes, grad-buffer zeroing) keep LatentMoE's
     projections whole on every TP rank, as cost.memory.params_per_gpu does: Nemotron 3 Super, 2 h l = 2 x 4096 x
-    1024 in each E layer of its pattern and in its one (shared) *E MTP module; the rest of the dense weights / tp."""
+    1024 in each E layer of its pattern and in its one (shared) *E MTP module, with the other weights every TP rank
+    holds whole: each of the 88 layers' pre-norm h, each E layer's router h E (E = 512), the final norm h, and the
+    module's five norms (the *E block's two pre-norms, enorm, hnorm, its final norm) and router; the rest of the
+    dense weights / tp."""
     from scalemodel.engine import step
 
     w = _super()
     assert w.hybrid is not None
     n_e = w.hybrid.pattern.count("E")
-    dup = 2 * 4096 * 1024 * (n_e + 1)
+    h, e = 4096, 512
+    dup = 2 * h * 1024 * (n_e + 1) + 88 * h + h * e * (n_e + 1) + h + 5 * h
     tr_ = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", seq_len=4096)
     job = build_job(load_cluster("dgx-b200"), w, tr_)
     d1, e1 = step._params_per_gpu(job, grid_from_strategy(StrategySpec(tp=1, ep=8, dp=8), tr_, 8, job))

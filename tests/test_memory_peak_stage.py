@@ -28,14 +28,15 @@ def _doc(cli, *args: str) -> dict:  # type: ignore[no-untyped-def]
 def test_deepseek_v3_mtp_last_stage_is_reported(cli) -> None:  # type: ignore[no-untyped-def]
     """pp 2, ep 8, tp 1 (dp 8 on 16 GPUs): the balanced split puts 31 layers on the first stage and 30 on the last
     (params_per_gpu takes dense and MoE layers in proportion, 30/61 of each). The last stage also holds the MTP
-    module (one MoE layer, eh_proj 2h x h, three norms), the output layer V h and MTP's copy of the embedding
-    V h; its routed experts (30/61 x 58 layers + the module's, 256 each) split over ep 8. That is 51.30e9
-    parameters per GPU against the first stage's 50.22e9, and with one micro-batch in flight on each, the last
-    stage (with two heads' logits) has the peak."""
-    last = (BODY * 30 / 61 + 2 * V * H + (ATTN + NORMS + NON_ROUTED + 2 * H * H + 3 * H)
+    module (one MoE layer, eh_proj 2h x h, three norms), the output layer V h, the model's final RMSNorm h
+    (Megatron-Core's final_layernorm, on the post-process stage) and MTP's copy of the embedding V h; its routed
+    experts (30/61 x 58 layers + the module's, 256 each) split over ep 8. That is 51.30e9 parameters per GPU against
+    the first stage's 50.22e9, and with one micro-batch in flight on each, the last stage (with two heads' logits)
+    has the peak."""
+    last = (BODY * 30 / 61 + 2 * V * H + H + (ATTN + NORMS + NON_ROUTED + 2 * H * H + 3 * H)
             + (58 * 30 / 61 * E * EXPERT + E * EXPERT) / 8)
     first = BODY * 31 / 61 + V * H + 58 * 31 / 61 * E * EXPERT / 8
-    assert last == pytest.approx(51_304_749_912.13, rel=1e-12) and first < last
+    assert last == pytest.approx(51_304_757_080.13, rel=1e-12) and first < last
     doc = _doc(cli, "-m", "deepseek-v3", "-c", "dgx-h100", "-n", "16", "--pp", "2", "--ep", "8")
     assert doc["peak_stage"] == {"rank": 1, "role": "last"}
     assert doc["params_per_gpu"] == pytest.approx(last, rel=1e-12)
@@ -97,13 +98,13 @@ HEAD_IN8 = 4 * S * H8
 
 def test_last_stage_output_layer_and_logits_set_the_peak(cli) -> None:  # type: ignore[no-untyped-def]
     """Without MTP the last stage was never priced. pp 4 with first_stage_layers 2 and one micro-batch (m 1, every
-    stage holds 1 in flight): the middle stages hold 10 layers; the last holds the same 10 layers, the output layer
-    V h (untied) with its gradient and Adam states, the fp32 logits 4 s b V / t the cross entropy saves for its
-    backward (Korthikanti et al. 2022 §4; Megatron-Core vocab-parallel cross entropy casts .float() and saves
-    exp_logits) and the final norm's and output layer's inputs 4 s b h. ZeRO 0: 2 + 2 + 12 bytes per parameter;
-    5 % fragmentation and 1 GB workspace."""
+    stage holds 1 in flight): the middle stages hold 10 layers; the last holds the same 10 layers, the final
+    RMSNorm h and the output layer V h (untied) with their gradients and Adam states, the fp32 logits 4 s b V / t
+    the cross entropy saves for its backward (Korthikanti et al. 2022 §4; Megatron-Core vocab-parallel cross entropy
+    casts .float() and saves exp_logits) and the final norm's and output layer's inputs 4 s b h. ZeRO 0: 2 + 2 + 12
+    bytes per parameter; 5 % fragmentation and 1 GB workspace."""
     assert LAYER_ACT == 1_141_899_264
-    params = 10 * LAYER8 + V8 * H8
+    params = 10 * LAYER8 + H8 + V8 * H8
     act = 10 * LAYER_ACT + 4 * S * V8 + HEAD_IN8
     doc = _doc(cli, "-m", "llama3-8b", "-c", "dgx-h100", "-n", "32", "--pp", "4",
                "--set", "strategy.first_stage_layers=2")
@@ -115,11 +116,11 @@ def test_last_stage_output_layer_and_logits_set_the_peak(cli) -> None:  # type: 
 
 def test_last_stage_decides_the_verdict(cli) -> None:  # type: ignore[no-untyped-def]
     """Micro-batch 3 on the split above: the middle stage needs (16 x 10 layers + 3 x 10 LAYER_ACT) x 1.05 + 1 GB
-    = 73.6 GB and fits the H100's 80 GB; the last stage needs (16 (10 layers + V h) + 3 (10 LAYER_ACT + 4 s V
-    + 4 s h)) x 1.05 + 1 GB = 96.1 GB and does not, so the strategy is out of memory for `memory` and `predict`
-    alike."""
+    = 73.6 GB and fits the H100's 80 GB; the last stage needs (16 (10 layers + final norm h + V h) + 3 (10 LAYER_ACT
+    + 4 s V + 4 s h)) x 1.05 + 1 GB = 96.1 GB and does not, so the strategy is out of memory for `memory` and
+    `predict` alike."""
     mid = (16 * 10 * LAYER8 + 3 * 10 * LAYER_ACT) * 1.05 + 1e9
-    last = (16 * (10 * LAYER8 + V8 * H8) + 3 * (10 * LAYER_ACT + 4 * S * V8 + HEAD_IN8)) * 1.05 + 1e9
+    last = (16 * (10 * LAYER8 + H8 + V8 * H8) + 3 * (10 * LAYER_ACT + 4 * S * V8 + HEAD_IN8)) * 1.05 + 1e9
     assert mid < 80e9 < last
     doc = _doc(cli, "-m", "llama3-8b", "-c", "dgx-h100", "-n", "32", "--pp", "4", "--micro-batch", "3",
                "--set", "strategy.first_stage_layers=2")
@@ -136,13 +137,15 @@ def test_tied_last_stage_holds_its_own_output_weight(cli) -> None:  # type: igno
     """GPT-3 175B (h 12288, f 49152, 96 layers, vocab 51200, tied, biases, LayerNorm, dropout 0.1), tp 8 pp 8: each
     stage has 12 layers of 12 h^2 + 13 h parameters. Megatron-Core builds the last stage's output layer with its own
     weight even when tied (skip_weight_param_allocation only where the stage also embeds), so it holds 12 layers +
-    V h, / 8. Its activations (s 2048, b 1, no SP, flash): per layer 10 sbh replicated (two norm inputs, QKV and MLP
-    inputs, two dropout masks) + (Q 2 sbh + K, V 4 sbh + O input 2 sbh + MLP 4 s f + lse 4 a s) / 8, and the fp32
-    logits 4 s V / 8, and the final norm's and output layer's inputs 4 s h (no SP: whole on every tp rank). The
-    first stage holds as many parameters (12 layers + the V h table, no learned positions) but one dropout mask s h
-    instead of the logits, so the last stage has the peak."""
+    V h, / 8, except what every TP rank holds whole: per layer the two LayerNorms (gain and bias, 4 h) and the
+    row-parallel O-proj's and FC2's biases (2 h), and the final LayerNorm (2 h). Its activations (s 2048, b 1, no
+    SP, flash): per layer 10 sbh replicated (two norm inputs, QKV and MLP inputs, two dropout masks) + (Q 2 sbh +
+    K, V 4 sbh + O input 2 sbh + MLP 4 s f + lse 4 a s) / 8, and the fp32 logits 4 s V / 8, and the final norm's and
+    output layer's inputs 4 s h (no SP: whole on every tp rank). The first stage holds as many parameters (12 layers
+    + the V h table, no learned positions; not the final LayerNorm) but one dropout mask s h instead of the logits,
+    so the last stage has the peak."""
     h, f, s, v, a, t = 12288, 49152, 2048, 51200, 96, 8
-    params = (12 * (12 * h * h + 13 * h) + v * h) / t
+    params = (12 * (12 * h * h + 7 * h) + v * h) / t + 12 * 6 * h + 2 * h
     per_layer = 10 * s * h + (2 * s * h + 4 * s * h + 2 * s * h + 4 * s * f + 4 * a * s) / t
     doc = _doc(cli, "-m", "gpt3-175b", "-c", "dgx-a100", "-n", "64", "--tp", "8", "--pp", "8")
     assert doc["peak_stage"] == {"rank": 7, "role": "last"}
@@ -165,12 +168,13 @@ def test_gpipe_last_stage_keeps_every_micro_batch_logits(cli) -> None:  # type: 
 def test_largest_micro_batch_checks_every_stage(cli) -> None:  # type: ignore[no-untyped-def]
     """tp 4 with sequence parallelism, pp 2, first_stage_layers 17 (the last stage 15), ZeRO 0, no global batch
     (m 1). Per GPU and sample everything is / 4: a layer LAYER_ACT / 4, the logits 4 s V / 4, the head's inputs
-    4 s h / 4 (sequence parallel). At b 1 the first
+    4 s h / 4 (sequence parallel); the parameters / 4 but the RMSNorm gains, whole on every TP rank (2 h a layer,
+    and the final norm's h on the last stage). At b 1 the first
     stage is the peak (more states), but the last stage gains more per sample (its logits beat the first stage's
     2 extra layers), so the first stage's closed form (b 12) overshoots: the last stage needs 84.1 GB at b 12 and
     78.5 GB at b 11, the largest micro-batch that fits 80 GB."""
-    first_states = 16 * (17 * LAYER8 + V8 * H8) / 4
-    last_states = 16 * (15 * LAYER8 + V8 * H8) / 4
+    first_states = 16 * ((17 * (LAYER8 - 2 * H8) + V8 * H8) / 4 + 17 * 2 * H8)
+    last_states = 16 * ((15 * (LAYER8 - 2 * H8) + V8 * H8) / 4 + 15 * 2 * H8 + H8)
     first_act, last_act = 17 * LAYER_ACT / 4, 15 * LAYER_ACT / 4 + 4 * S * V8 / 4 + HEAD_IN8 / 4
 
     def total(states: float, act: float, b: int) -> float:

@@ -76,6 +76,33 @@ def test_cp_ring_per_micro_batch_by_hand(mtp: int) -> None:
     assert _counts(job, g)["cp"] == pytest.approx(3 * (3 + mtp), rel=1e-12)
 
 
+def _chunking(job: Any, g: Any, layers: float = 3.0) -> tuple[float, dict[str, Any]]:
+    comp = step._compute_per_microbatch(job, g, np.ones(1) * layers, logits_on_stage=True)
+    return float(np.ravel(step._model_parallel_comm(job, g, comp, UNIT)["chunking"])[0]), comp
+
+
+@pytest.mark.parametrize("mtp", [0, 1, 2])
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_tp_overlap_chunking_counts_each_block_as_a_layer(mtp: int, recompute: str) -> None:
+    """tp_comm_overlap splits every GEMM beside a TP collective, the MTP blocks' as the layers' (their collectives are
+    counted as layers). tp 2, split n = tp = 2 for ring exchange and 4 for the pipeline; r, the RS-side share of the
+    layer's GEMM FLOPs, by hand: QKV 64 x 192 = 12,288, O 64 x 64 = 4,096, MLP width at the MoE share 2/3:
+    (8,192 + 2 x 4,096) / 3 = 16,384 / 3 (dense 128 x 64, MoE top-2 x 32 x 64), so
+        r = (4,096 + 16,384/3) / (12,288 + 4,096 + 3 x 16,384/3) = 7/24,
+    per unit of forward GEMM time: forward (1 - r)(2 - 1) + r (4 - 1) = 38/24, data gradient r (2 - 1) = 7/24;
+    3 layers + D blocks, full recompute repeating the forward of all of them:
+        t_gemm x d0 / (T + d0) x ((3 + D) x 38/24 x (1 or 2) + (3 + D) x 7/24)."""
+    job, g = _small_moe_job(mtp, {"tp": 2, "sequence_parallel": True, "tp_comm_overlap": True,
+                                  "recompute": recompute})
+    got, comp = _chunking(job, g)
+    assert float(np.ravel(comp["recomputed_layers"])[0]) == 3.0
+    d0 = job.gemm_half_dim
+    T = 1.0 * job.seq_len  # micro-batch 1, cp 1
+    passes = 2.0 if recompute == "full" else 1.0
+    want = float(np.ravel(comp["gemm_per_layer"])[0]) * d0 / (T + d0) * (3 + mtp) * (38 / 24 * passes + 7 / 24)
+    assert got == pytest.approx(want, rel=1e-12)
+
+
 def _super_job(mtp: int, strategy: dict[str, Any]) -> tuple[Any, Any]:
     w = msgspec.convert(yaml.safe_load(open("examples/workloads/nemotron-3-super.yaml")), TransformerWorkload)
     w = w.model_copy(update={"mtp_layers": mtp})
@@ -99,6 +126,20 @@ def test_hybrid_star_e_block_counts_once_per_pass(mtp: int) -> None:
     assert _counts(job, g, n_all)["tp"] == pytest.approx(2 * (n_all + 2 * mtp), rel=1e-12)
     job, g = _super_job(mtp, {"cp": 2})
     assert _counts(job, g, n_all)["cp"] == pytest.approx(3 * (n_att + mtp), rel=1e-12)
+
+
+@pytest.mark.parametrize("mtp", [1, 2])
+def test_hybrid_star_e_block_chunks_as_two_layers(mtp: int) -> None:
+    """Nemotron 3 Super, tp_comm_overlap: the *E block's GEMMs are split as two of the pattern's one-block layers per
+    pass, so the chunking cost grows from the 88 layers' by (88 + 2 D) / 88 (the per-layer cost does not depend
+    on D)."""
+    strategy = {"tp": 2, "sequence_parallel": True, "tp_comm_overlap": True}
+    job0, g0 = _super_job(0, strategy)
+    job, g = _super_job(mtp, strategy)
+    base, _ = _chunking(job0, g0, 88.0)
+    got, _ = _chunking(job, g, 88.0)
+    assert base > 0
+    assert got / base == pytest.approx((88 + 2 * mtp) / 88, rel=1e-12)
 
 
 def _fp8_job(mtp: int, shared: bool) -> tuple[Any, Any]:

@@ -64,14 +64,17 @@ def test_moe_expert_states_shard_over_the_expert_data_parallel_ranks_with_cp() -
     """Mixtral 8x7B on 64 H100s, tp 2, cp 2, ep 8, ZeRO-1: dp = 64 / 4 = 16. Megatron-Core's expert grid (MoE
     parallel folding) covers the tp cp dp ranks of a stage as etp x ep x edp, so edp = 2 x 2 x 16 / (2 x 8) = 4
     (etp = tp = 2): each rank holds 1/4 of its experts' optimizer states (cp counted once, not twice); the dense
-    states are sharded over dp x cp = 32."""
+    states are sharded over dp x cp = 32. The dense weights are split over tp 2 but for those every TP rank holds
+    whole (Megatron-Core TENorm, moe/router.py): per layer the two RMSNorm gains 2 h and the router E h, and the
+    final norm h."""
     tr = TrainingSpec(global_batch=64, micro_batch=1, seq_len=4096)
     job = build_job(load_cluster("dgx-h100"), load_workload("mixtral-8x7b"), tr)
     g = grid_from_strategy(StrategySpec(tp=2, cp=2, ep=8, zero=1), tr, 64, job)
     per_expert = 3 * 4096 * 14336  # gated MLP: up, gate, down
     expert_local = 32 * (8 / 8) * per_expert / 2  # 32 MoE layers, 8 experts over ep 8, each split over etp 2
     assert expert_local == 2_818_572_288
-    dense_local = (job.params - job.expert_params) / 2  # tp 2, pp 1
+    whole = 32 * (2 * 4096 + 8 * 4096) + 4096
+    dense_local = (job.params - job.expert_params - whole) / 2 + whole  # tp 2, pp 1
     want_opt = 12.0 * (dense_local / 32 + expert_local / 4)
     got_opt = _first(memory_parts(job, g, microbatches(g))["optimizer"])
     assert got_opt == pytest.approx(want_opt, rel=1e-9)

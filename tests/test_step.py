@@ -388,7 +388,9 @@ def test_hierarchical_sync_prices_groups_and_leaders(a100, gpt) -> None:  # type
     h = 4096
     small = 36 * (12 * h * h // 8 + 7 * h // 8 + 6 * h) + 2 * h
     assert small == 906_991_616
-    grads = job.params / 8 * 2.0
+    # per GPU: the split weights / 8, the whole ones (6 h a layer, the final LayerNorm's 2 h) whole
+    whole = 36 * 6 * h + 2 * h
+    grads = ((job.params - whole) / 8 + whole) * 2.0
     n_group, n_cross = 1 + int(np.ceil(small / 12.5e6)), int(np.ceil(grads / 4 / 25e6))
     assert (n_group, n_cross) == (74, 19)
     group, cross = bucketed(grads, 4, 8, n_group), bucketed(grads / 4, 4, 8 * 4, n_cross)
@@ -398,14 +400,17 @@ def test_hierarchical_sync_prices_groups_and_leaders(a100, gpt) -> None:  # type
 
 def test_hierarchical_sync_shards_zero_inside_its_groups(a100, gpt) -> None:  # type: ignore[no-untyped-def]
     """hier:G with ZeRO: the groups step apart, so the states are sharded over the G replicas of a group (HSDP's
-    layout), in memory and in traffic alike. By hand, gpt-7.5b on 128 A100s, tp 8, dp 16, hier:4, P = params / 8
-    per GPU, L = 36 layers, m = 8 micro-batches: ZeRO-1 optimizer 12 P / 4 bytes (bsp: 12 P / 16); ZeRO-2
-    gradients 2 P / 4; ZeRO-1 traffic = the in-group all-reduce volume (2 DeepSpeed buckets of 5e8 elements)
-    + the cross-group all-reduce of the 2 P / 4 shard over the 4 groups, 32 GPUs apart; FSDP = m ((2L - 1) AG
-    + L RS) of one layer over the group + that cross-group all-reduce once per step; hsdp under hier = fsdp."""
+    layout), in memory and in traffic alike. By hand, gpt-7.5b on 128 A100s, tp 8, dp 16, hier:4, P = (params - W) /
+    8 + W per GPU (W = 36 x 6 h + 2 h the weights every TP rank holds whole: two LayerNorms' gains and biases and
+    the O-proj and FC2 biases a layer, the final LayerNorm; h = 4096), L = 36 layers, m = 8 micro-batches: ZeRO-1
+    optimizer 12 P / 4 bytes (bsp: 12 P / 16); ZeRO-2 gradients 2 P / 4; ZeRO-1 traffic = the in-group all-reduce
+    volume (2 DeepSpeed buckets of 5e8 elements) + the cross-group all-reduce of the 2 P / 4 shard over the 4
+    groups, 32 GPUs apart; FSDP = m ((2L - 1) AG + L RS) of one layer over the group + that cross-group all-reduce
+    once per step; hsdp under hier = fsdp."""
     training = dict(global_batch=128, micro_batch=1)
     job = job_for(a100, gpt, **training)
-    P, L, m = job.params / 8, 36, 8
+    W = 36 * 6 * 4096 + 2 * 4096
+    P, L, m = (job.params - W) / 8 + W, 36, 8
 
     def t(op: str, nbytes: float, ranks: int, stride: int) -> float:
         return val(coll.collective_time(op, nbytes, ranks, job.network, stride=stride))

@@ -33,16 +33,22 @@ def _job(latent: int | None, strategy: dict[str, Any], gpus: int = 2) -> tuple[A
     return job, grid_from_strategy(StrategySpec(**strategy), tr, gpus, job)
 
 
-def test_latent_projections_count_whole_per_tp_rank() -> None:
-    """Per MoE layer 2 h l = 2 x 64 x 16 = 2048, 2 MoE layers: 4096 weights whole on each of the 2 TP ranks; the rest
-    of the non-expert weights halves. Without a latent width nothing is whole (Megatron-LM's count)."""
-    job, g = _job(16, {"tp": 2})
+@pytest.mark.parametrize("latent", [None, 16])
+def test_whole_weights_count_whole_per_tp_rank(latent: int | None) -> None:
+    """Whole on each of the 2 TP ranks (Megatron-Core builds them at full size: TENorm, moe/router.py's
+    (E, h) weight, the duplicated latent projections): per MoE layer the 2 pre-norms 2 h = 128 and the router
+    E h = 512 (+ 2 h l = 2 x 64 x 16 = 2048 with a latent width), 2 MoE layers, and the final norm h = 64; the rest of
+    the non-expert weights halves. (Before, only the latent projections were whole: Megatron-LM's
+    theoretical_memory_usage.py count divides the norms and router by tp.)"""
+    job, g = _job(latent, {"tp": 2})
     dense, _ = step._params_per_gpu(job, g)
-    proj = 2 * 2 * 64 * 16
-    assert float(np.ravel(dense)[0]) == pytest.approx((job.params - job.expert_params - proj) / 2 + proj, rel=1e-12)
-    job0, g0 = _job(None, {"tp": 2})
-    dense0, _ = step._params_per_gpu(job0, g0)
-    assert float(np.ravel(dense0)[0]) == pytest.approx((job0.params - job0.expert_params) / 2, rel=1e-12)
+    whole = 2 * (2 * 64 + 8 * 64 + (2 * 64 * 16 if latent else 0)) + 64
+    assert float(np.ravel(dense)[0]) == pytest.approx((job.params - job.expert_params - whole) / 2 + whole,
+                                                      rel=1e-12)
+    # tp 1: every weight on the one rank
+    job1, g1 = _job(latent, {"tp": 1})
+    dense1, _ = step._params_per_gpu(job1, g1)
+    assert float(np.ravel(dense1)[0]) == pytest.approx(job1.params - job1.expert_params, rel=1e-12)
 
 
 @pytest.mark.parametrize("latent", [None, 16])

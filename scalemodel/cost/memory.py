@@ -121,6 +121,7 @@ from scalemodel.cost.transformer import (
     norm_params,
     recompute_code,
     recomputed_modules,
+    tp_whole_elements,
 )
 from scalemodel.errors import InputError
 
@@ -212,23 +213,32 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
                    embedding: ArrayLike = True, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False) -> ParamsPerGpu:
     """Parameters on one GPU of a pipeline stage (by default the first, which also holds the embedding).
 
-    dense  = [L/p (attention + norms) + dense_layers/p * mlp + moe_layers/p * (shared + router)
-              + V h (x2 when p = 1 and untied)] / t
-             (a hybrid pattern: attention_layers/p attention + L/p norms + mlp_layers/p mlp + moe_layers/p
-              (shared + router) + mamba_layers/p Mamba mixer, its tensors all split by t as Megatron's)
-             + moe_layers/p * 2 h l, LatentMoE's projections, whole on every TP rank (Megatron-Core
-             moe_layer.py ``parallel_mode="duplicated"``; also in each MTP module with an MoE block)
+    dense  = (all - whole) / t + whole
+      all    = L/p (attention + norms) + dense_layers/p * mlp + moe_layers/p * (shared + router + latent)
+               + V h (x2 when p = 1 and untied) + positions + final norm (p = 1; p > 1: positions with the
+               embedding, the final norm with ``head``)
+               (a hybrid pattern: attention_layers/p attention + L/p norms + mlp_layers/p mlp + moe_layers/p
+               (shared + router + latent) + mamba_layers/p Mamba mixer, its tensors all split by t as Megatron's)
+      whole  = the tensors every TP rank holds at full size (:func:`~scalemodel.cost.transformer.tp_whole_elements`:
+               L/p x the layers' mean of norms, router, row-parallel biases, MLA's down-projections and latent
+               norms, LatentMoE's projections; the position table and final norm where they are)
     expert = moe_layers/p * E * expert(f_e) / (ep * etp), etp the expert-TP degree (default t; MoE parallel
              folding, Liu et al. 2025 arXiv 2504.14960); an expert on l-wide tokens under LatentMoE
-    (Megatron's "most loaded shard = (layers/pp + embedding)/tp", theoretical_memory_usage.py.) With
-    uneven stages the first stage's ``stage_layers`` replace L/p. ``embedding`` false prices a stage
+
+    Megatron-LM's theoretical_memory_usage.py divides the norms and the router by t too ("most loaded shard =
+    (layers/pp + embedding)/tp"); Megatron-Core builds them whole on every TP rank (NVIDIA/Megatron-LM@d98e8a64dd:
+    TENorm and the norm of TELayerNormColumnParallelLinear take hidden_size; moe/router.py ``torch.empty(
+    (num_moe_experts, hidden_size))``; RowParallelLinear's bias ``torch.empty(self.output_size)``; MLA's and
+    LatentMoE's ``parallel_mode="duplicated"``), and their gradients and optimizer states with them, so they count
+    whole here. With uneven stages the first stage's ``stage_layers`` replace L/p. ``embedding`` false prices a stage
     without the embedding table (a middle stage, p > 1).
 
     ``mtp_modules`` D: the multi-token prediction modules on this stage (the last; all of the model's when
     p = 1): D :func:`~scalemodel.cost.transformer.mtp_module_params` (one module's with ``mtp_shared``), their routed
-    experts in ``expert``, the rest / t. ``head`` (p > 1): the stage also holds the output layer V h, as the last
-    stage does: untied, its own weight; tied, the last stage allocates an output weight of its own too
-    (Megatron-Core gpt_model.py builds ``output_layer`` with ``skip_weight_param_allocation=self.pre_process and
+    experts in ``expert``, their whole tensors (``tp_whole_elements(sh).mtp_module``) whole, the rest / t. ``head``
+    (p > 1): the stage also holds the output layer V h and the final norm, as the last stage does: untied, its own
+    weight; tied, the last stage allocates an output weight of its own too (Megatron-Core gpt_model.py builds
+    ``output_layer`` with ``skip_weight_param_allocation=self.pre_process and
     self.share_embeddings_and_output_weights``, so only a stage that also embeds skips it), kept equal to the first
     stage's embedding by the embedding-group all-reduce. With MTP the last stage holds a copy of the word embedding
     (``embedding`` true; gpt_model.py builds the embedding "if self.pre_process or self.mtp_process"), which tied
@@ -236,24 +246,29 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     """
     t, p, e = _pos("tp", tp), _pos("pp", pp), _pos("ep", ep)
     share = _stage_share(sh, p, stage_layers)
+    whole = tp_whole_elements(sh)
     shared = sh.moe_shared_experts * mlp_params(sh, sh.moe_ffn_hidden) + sh.hidden * sh.moe_experts
+    latent = latent_projection_params(sh)
     body = (sh.attention_layers * attention_params(sh) + sh.layers * norm_params(sh) + sh.mlp_layers * mlp_params(sh)
-            + sh.moe_layers * shared + sh.mamba_layers * mamba_params(sh)) * share
+            + sh.moe_layers * (shared + latent) + sh.mamba_layers * mamba_params(sh)) * share
+    body_whole = sh.layers * share * whole.per_layer
     word = sh.vocab * sh.hidden
-    emb = np.where((p == 1), embedding_params(sh), (word + sh.position_embeddings * sh.hidden)
-                   * np.asarray(embedding, dtype=bool))
+    has_emb = np.asarray(embedding, dtype=bool)
+    on_head = np.asarray(head, dtype=bool)
+    # p = 1: embedding_params (word tables, positions, final norm); p > 1: the word table and positions with the
+    # embedding, the final norm with the output layer
+    final_norm = np.where((p > 1) & on_head, whole.final_norm, 0.0)
+    emb = np.where((p == 1), embedding_params(sh), (word + whole.position) * has_emb + final_norm)
+    emb_whole = np.where((p == 1), whole.position + whole.final_norm, whole.position * has_emb + final_norm)
     # modules with weights: D, or one with mtp_shared (Megatron-Core mtp_use_repeated_layer)
     d_all = _nonneg("mtp_modules", mtp_modules)
     d_mtp = np.where(sh.mtp_shared, np.minimum(d_all, 1.0), d_all)
     routed = sh.moe_experts * expert_params(sh)
     mtp_routed = np.where(sh.last_layer_moe, routed, 0.0)
-    latent = latent_projection_params(sh)  # duplicated over TP: not divided by t
-    mtp_latent = np.where(sh.last_layer_moe, latent, 0.0)
     # the output layer's own V h unless this stage's embedding copy is its weight (tied, with the embedding here)
-    out_head = np.where((p > 1) & np.asarray(head, dtype=bool)
-                        & (~sh.tied_embeddings | ~np.asarray(embedding, dtype=bool)), word, 0.0)
-    dense = ((body + emb + out_head + d_mtp * (mtp_module_params(sh) - mtp_routed - mtp_latent)) / t
-             + sh.moe_layers * share * latent + d_mtp * mtp_latent)
+    out_head = np.where((p > 1) & on_head & (~sh.tied_embeddings | ~has_emb), word, 0.0)
+    held_whole = body_whole + emb_whole + d_mtp * whole.mtp_module
+    dense = (body + emb + out_head + d_mtp * (mtp_module_params(sh) - mtp_routed) - held_whole) / t + held_whole
     u = t if etp is None else _pos("etp", etp)
     expert = (sh.moe_layers * share * routed + d_mtp * mtp_routed) / (e * u)
     return ParamsPerGpu(dense=dense, expert=expert)

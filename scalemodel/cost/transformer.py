@@ -547,23 +547,46 @@ def latent_projection_params(sh: Shape) -> np.ndarray:
     return np.where(l > 0, 2.0 * h * l + np.where(sh.biases, l + h, 0.0), 0.0)
 
 
-def latent_projection_total(sh: Shape) -> np.ndarray:
-    """The LatentMoE projections of the whole trained model (:func:`latent_projection_params` per MoE layer, and per
-    MTP module with weights whose block is MoE): the parameters tensor parallelism does not divide beyond what
-    Megatron-LM's own per-rank count leaves whole (0 without a latent width)."""
-    mtp = np.where(sh.last_layer_moe, sh.mtp_weight_modules, 0.0)
-    return (sh.moe_layers + mtp) * latent_projection_params(sh)
+class TpWhole(NamedTuple):
+    """Elements every tensor-parallel rank holds whole (``split`` false in :func:`layer_param_tensors` and
+    :func:`non_layer_param_tensors`), by where they live: ``per_layer`` the layers' mean (norms, the router,
+    row-parallel biases, MLA's down-projections and latent norms, LatentMoE's projections), ``position`` the learned
+    position table (with the embedding), ``final_norm`` (with the output layer), ``mtp_module`` one multi-token
+    prediction module's (its block's, as a layer of the last layer's kind, and its three norms)."""
+
+    per_layer: np.ndarray
+    position: np.ndarray
+    final_norm: np.ndarray
+    mtp_module: np.ndarray
+
+
+def _whole(tensors: list[ParamTensor], like: np.ndarray) -> np.ndarray:
+    """The elements of the tensors of ``tensors`` that tensor parallelism does not split (``like``'s shape)."""
+    start = np.zeros(np.shape(like))
+    return np.asarray(sum((np.where(t.split, 0.0, t.n * t.elements) for t in tensors), start), dtype=float)
+
+
+def tp_whole_elements(sh: Shape) -> TpWhole:
+    """The whole-per-TP-rank elements of :class:`TpWhole`, read off the tensors' ``split`` flags. Megatron-Core
+    (NVIDIA/Megatron-LM@d98e8a64dd) gives every TP rank these weights at full size: the norms (TENorm, the norm inside
+    TELayerNormColumnParallelLinear, extensions/transformer_engine.py), the router (moe/router.py
+    ``torch.empty((num_moe_experts, hidden_size))``), a RowParallelLinear's bias (tensor_parallel/layers.py
+    ``torch.empty(self.output_size)``), MLA's down-projections (multi_latent_attention.py ``parallel_mode =
+    'duplicated'``), LatentMoE's projections (moe_layer.py, duplicated) and the learned position table
+    (a plain ``torch.nn.Embedding``, models/common/embeddings/language_model_embedding.py)."""
+    h = sh.hidden
+    b = np.where(sh.biases, 2.0, 1.0)
+    module = _whole(layer_param_tensors(sh, moe=sh.last_layer_moe), h) + (3.0 + sh.mtp_block_norms) * b * h
+    return TpWhole(per_layer=_whole(layer_param_tensors(sh), h), position=np.asarray(sh.position_embeddings * h,
+                                                                                     dtype=float),
+                   final_norm=np.asarray(b * h, dtype=float), mtp_module=np.asarray(module, dtype=float))
 
 
 def tp_replicated_elements(sh: Shape) -> tuple[np.ndarray, np.ndarray]:
-    """Elements of the tensors every tensor-parallel rank holds whole (``split`` false in
-    :func:`layer_param_tensors` and :func:`non_layer_param_tensors`: norms, the router, row-parallel biases, MLA's
-    down-projections, LatentMoE's projections, the learned position table): (per layer, the layers' mean; outside
-    the layers, the MTP modules included)."""
-    def whole(tensors: list[ParamTensor]) -> np.ndarray:
-        return np.asarray(sum((np.where(t.split, 0.0, t.n * t.elements) for t in tensors), np.zeros(1)), dtype=float)
-
-    return whole(layer_param_tensors(sh)), whole(non_layer_param_tensors(sh))
+    """Elements of the tensors every tensor-parallel rank holds whole (:func:`tp_whole_elements`): (per layer, the
+    layers' mean; outside the layers, the MTP modules with weights included)."""
+    w = tp_whole_elements(sh)
+    return w.per_layer, w.position + w.final_norm + sh.mtp_weight_modules * w.mtp_module
 
 
 def expert_params_per_layer(sh: Shape) -> np.ndarray:

@@ -742,6 +742,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                          allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
     _check_chunk_layers(strategy)
     _check_moe_a2a_overlap(strategy, ep)
+    _check_cp_window(job, strategy, cp)
     check_fp8_all_gather(job, bool(getattr(strategy, "fsdp_fp8_all_gather", False)), "strategy.fsdp_fp8_all_gather")
     check_fp8_all_gather(job, bool(getattr(strategy, "fp8_param_gather", False)), "strategy.fp8_param_gather")
     micro = training.micro_batch
@@ -849,6 +850,49 @@ def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:
     if strategy.pp > 1 and parse_schedule(strategy.schedule).kind != ScheduleKind.INTERLEAVED:
         raise InputError("moe_a2a_overlap with pp > 1 needs the interleaved schedule",
                          where="strategy.moe_a2a_overlap", allowed=allowed)
+
+
+def cp_window_refused(job: Job, cp: Any, cp_comm_type: Any, cp_a2a_size: Any, layer_impl: Any) -> np.ndarray:
+    """Where Transformer Engine refuses the candidate's context parallelism: a model with sliding-window layers
+    (``Shape.local_layer_fraction`` > 0) under a p2p ring of more than one rank, cp_comm_type p2p at cp > 1 or
+    a2a+p2p with P = cp / cp_a2a_size > 1 (TE falls back to a2a when the p2p group has one rank). Megatron-Core
+    hands TE each window layer's window (TEDotProductAttention.__init__, ``extra_kwargs["window_size"] =
+    config.window_size`` where ``is_layer_window_attention``, megatron/core/extensions/transformer_engine.py lines
+    2163-2171 at NVIDIA/Megatron-LM@d98e8a64dd) and TE asserts, whatever the sequence length,
+    NVIDIA/TransformerEngine@d0067d0 transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py
+    ``attn_forward_func_with_cp`` lines 5054-5060::
+
+        sliding_window_attn = (window_size is not None and window_size != (-1, 0) and window_size != (-1, -1))
+        assert not sliding_window_attn or cp_comm_type in ["a2a", "all_gather"], \
+            f"Context parallelism does not support sliding window attention with {cp_comm_type=}!"
+
+    after its a2a+p2p fallbacks (lines 5020-5032); the backend filter agrees (dot_product_attention/utils.py
+    ``get_attention_backend`` lines 1261-1271: FusedAttention disabled for a window with cp_comm_type p2p or
+    a2a+p2p). all_gather and a2a run a window (AttnFuncWithCPAndKVAllGather, AttnFuncWithCPAndQKVOA2A). Only the
+    Transformer Engine layer (``layer_impl`` megatron_te) is checked: the refusal is TE's. Broadcasts."""
+    if not job.is_transformer or not float(np.max(job.shape.local_layer_fraction)) > 0:
+        return np.zeros(np.broadcast_shapes(np.shape(cp), np.shape(cp_comm_type)), dtype=bool)
+    kind = np.asarray(cp_comm_type)
+    ring = compute.cp_levels(cp, kind, cp_a2a_size)[1]
+    te = np.asarray(layer_impl) == LayerImpl.MEGATRON_TE
+    return np.asarray((np.asarray(cp) > 1) & ((kind == CpCommType.P2P) | (kind == CpCommType.A2A_P2P)) & (ring > 1)
+                      & te, dtype=bool)
+
+
+def _check_cp_window(job: Job, strategy: Any, cp: int) -> None:
+    """predict's refusal of what :func:`cp_window_refused` finds (the planner marks such candidates infeasible,
+    step.Infeasible.CP_WINDOW_UNSUPPORTED)."""
+    kind = CpCommType.parse(getattr(strategy, "cp_comm_type", "p2p"), "strategy.cp_comm_type")
+    a2a = getattr(strategy, "cp_a2a_size", 1)
+    impl = LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
+    if not bool(np.any(cp_window_refused(job, cp, int(kind), a2a, int(impl)))):
+        return
+    ring = f" (a p2p ring of cp / cp_a2a_size = {cp // max(int(a2a), 1)} ranks)" if kind == CpCommType.A2A_P2P else ""
+    raise InputError(f"Transformer Engine refuses sliding-window attention (workload sliding_window "
+                     f"{int(job.shape.sliding_window)}) with cp_comm_type {kind.label} at cp {cp}{ring}",
+                     where="strategy.cp_comm_type",
+                     allowed="cp_comm_type a2a or all_gather with a sliding-window model, or cp 1 "
+                             "(TE context_parallel.py attn_forward_func_with_cp at d0067d0)")
 
 
 def _check_titan_op(job: Job, strategy: Any) -> None:

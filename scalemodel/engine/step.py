@@ -83,7 +83,14 @@ from scalemodel.cost.placement import (
     place,
     rank_strides,
 )
-from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid, ep_dispatch_share
+from scalemodel.engine.job import (
+    DDP_BUCKET_BYTES,
+    DEEPSPEED_BUCKET_ELEMENTS,
+    Job,
+    StrategyGrid,
+    cp_window_refused,
+    ep_dispatch_share,
+)
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 
 #: Bytes per parameter of the optimizer's 16-bit weight copy after the step: read the fp32 master weight (4), write
@@ -146,6 +153,10 @@ class Infeasible(IntEnum):
     MOE_A2A_OVERLAP_INVALID = 16, "moe_a2a_overlap_invalid", (
         "moe_a2a_overlap needs ep > 1, no full recompute, no selective recompute of moe, and the interleaved "
         "schedule when pp > 1 (Megatron-Core TransformerConfig; job._check_moe_a2a_overlap refuses it in predict)")
+    CP_WINDOW_UNSUPPORTED = 17, "cp_window_unsupported", (
+        "sliding-window attention with context parallelism needs cp_comm_type a2a or all_gather: Transformer Engine "
+        "refuses a window on the p2p ring (p2p, and a2a+p2p with more than one ring rank; job.cp_window_refused, "
+        "predict refuses it)")
 
 
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
@@ -233,6 +244,8 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
         bad_ep = (experts == 0) | folded | (experts % np.maximum(g.ep, 1) != 0)
         flag(R.EXPERT_PARALLEL_INVALID, ((g.ep > 1) | (g.etp > 0)) & bad_ep)
         flag(R.SEQ_NOT_DIVISIBLE, (g.cp > 1) & (job.seq_len % (2 * g.cp) != 0))
+        if np.any(g.cp > 1):
+            flag(R.CP_WINDOW_UNSUPPORTED, cp_window_refused(job, g.cp, g.cp_comm_type, g.cp_a2a_size, g.layer_impl))
         bad_v = (g.virtual_stages < 2) | (m % g.pp != 0) | (g.pp < 2)
         if sh.hybrid is not None and sh.hybrid.segments < 2:  # hybrid_layer_allocation.py select_pipeline_segment
             bad_v = bad_v | True
@@ -1123,7 +1136,11 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
 
     with d0 = the accelerator curve's gemm_half_dim. t_GEMM per class: the layer's forward GEMM time
     x the FLOP share of the AG-side (1 - r) or RS-side (r) matrices (:func:`_rs_side_share`), for the
-    forward, the recomputed forward and the RS-side data-gradient GEMMs.
+    forward, the recomputed forward and the RS-side data-gradient GEMMs. The layers are the stage's L_s and
+    each MTP pass's block (``mtp_blocks``: :func:`mtp_compute`, one layer, a hybrid's two one-block layers),
+    counted as :func:`_model_parallel_comm` counts their TP collectives and the GEMMs beside them
+    (:func:`_tp_comm_overlap`): full recompute repeats the recomputed layers' and every block's forward
+    (Megatron-Core checkpoints every MTP module under 'full').
     """
     if not job.is_transformer:
         return np.zeros(1)
@@ -1131,12 +1148,13 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
     d0 = job.gemm_half_dim
     per = d0 / (np.asarray(tokens, dtype=float) + d0)
     t = g.tp.astype(float)
-    rec = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"], 0.0)
+    mtp = comp.get("mtp_blocks", 0.0)
+    layers = comp["layers_per_stage"] + mtp
+    rec = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"] + mtp, 0.0)
     gemm = comp["gemm_per_layer"]
     fwd = (1.0 - r) * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0)  # per unit of forward GEMM time
     dgrad = r * (t - 1.0)
-    return np.asarray(gemm * per * ((comp["layers_per_stage"] + rec) * fwd + comp["layers_per_stage"] * dgrad),
-                      dtype=float)
+    return np.asarray(gemm * per * ((layers + rec) * fwd + layers * dgrad), dtype=float)
 
 
 def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
@@ -1500,11 +1518,19 @@ def _etp(g: StrategyGrid) -> np.ndarray:
 
 def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
     """(non-expert, expert) parameters held by one GPU before ZeRO sharding (the stages' mean); experts split
-    etp x ep ways. LatentMoE's projections (:func:`~scalemodel.cost.transformer.latent_projection_total`) are whole on
-    every TP rank (Megatron-Core moe_layer.py ``parallel_mode="duplicated"``, NVIDIA/Megatron-LM@d98e8a64dd), as
+    etp x ep ways. The tensors every TP rank holds whole (:func:`~scalemodel.cost.transformer.tp_replicated_elements`:
+    norms, the router, row-parallel biases, MLA's down-projections, LatentMoE's projections, the position table, the
+    MTP modules' such tensors; Megatron-Core builds them at full size on each TP rank, NVIDIA/Megatron-LM@d98e8a64dd,
+    see :func:`~scalemodel.cost.transformer.tp_whole_elements`) count whole per rank, as
     :func:`scalemodel.cost.memory.params_per_gpu` holds them: their gradients, optimizer states and DP traffic
-    count whole per rank; the other non-expert parameters / tp, as Megatron-LM's theoretical_memory_usage.py."""
-    dup = float(transformer.latent_projection_total(job.shape)) if job.is_transformer else 0.0
+    (docs/model.md#tp-whole-params); the other non-expert parameters / tp:
+
+        dense = (P - P_expert - W) / (tp pp) + W / pp,    W = L n_layer + n_outside"""
+    if job.is_transformer:
+        per_layer, outside = transformer.tp_replicated_elements(job.shape)
+        dup = float(job.shape.layers) * float(np.ravel(per_layer)[0]) + float(np.ravel(outside)[0])
+    else:
+        dup = 0.0
     dense = (job.params - job.expert_params - dup) / (g.tp * g.pp) + dup / g.pp
     expert = job.expert_params / (_etp(g) * g.pp * g.ep)
     return dense, expert
