@@ -191,3 +191,17 @@ def test_cli_module_precision_on_bf16_run_exits_2() -> None:
                         "gpt-7.5b", "--gpus", "8", "--precision", "bf16", "--set",
                         "training.module_precision.attention_proj=bf16"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "needs precision fp8 or fp4" in r.stderr
+
+
+def test_fp8_param_weights_leave_out_the_bf16_modules() -> None:
+    """fp8_param_gather: Megatron-Core builds a module its quant_recipe matches under that config's own
+    fp8_model_init (BF16 for a bf16 config), so gpt-7.5b's FP8 parameters per layer are the MLP's (2|3) h f alone
+    with attention_proj bf16, and the MLP's + QKV h (a + 2 g) d + O a d h without."""
+    j0, _ = _job("dgx-h100", "fp8")
+    jm, _ = _job("dgx-h100", "fp8", module_precision={"attention_proj": "bf16"})
+    sh = j0.shape
+    h, f, a, g, d = (float(x) for x in (sh.hidden, sh.ffn_hidden, sh.heads, sh.kv_heads, sh.head_dim))
+    mlp = (3.0 if bool(sh.gated_mlp) else 2.0) * h * f
+    assert float(step.fp8_param_linear_per_layer(jm)) == pytest.approx(mlp, rel=1e-12)
+    assert float(step.fp8_param_linear_per_layer(j0)) == pytest.approx(mlp + h * (a + 2 * g) * d + a * d * h,
+                                                                       rel=1e-12)

@@ -580,7 +580,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    expert_dp: ArrayLike | None = None, mtp_modules: ArrayLike = 0.0,
                    head: ArrayLike = False, fp8_params: ArrayLike = False,
                    logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
-                   root_unit: ArrayLike = False, activations: ArrayLike | None = None) -> MemoryBreakdown:
+                   root_unit: ArrayLike = False, activations: ArrayLike | None = None,
+                   fp8_linear_per_layer: ArrayLike | None = None) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -604,7 +605,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     param in fp8 (do not use any other intermediate dtype)", megatron/training/arguments.py): the stage's linear
     weights (``stage x`` :func:`~scalemodel.cost.transformer.linear_weights_per_layer` ``/ tp``) and every routed
     expert parameter are held at 1 byte instead of ``weight_bytes`` (the fp32 master copy is in the optimizer
-    states). ``per_layer``: :func:`activation_bytes`'s memo, shared by the stages of one strategy grid.
+    states); ``fp8_linear_per_layer`` (default: all of linear_weights_per_layer) the linear weights per layer that
+    are FP8 parameters, less those of modules at their own precision (training.module_precision: Megatron-Core
+    builds them under their own ``fp8_model_init``, BF16; docs/model.md#module-precision). ``per_layer``:
+    :func:`activation_bytes`'s memo, shared by the stages of one strategy grid.
     ``activations``: this stage's :func:`activation_bytes` when a call with the same activation arguments has
     already computed them (none of the model-state arguments, dp, zero_stage, expert_dp, the byte sizes, enters
     them); then they are not computed again.
@@ -643,7 +647,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
         on = np.asarray(fp8_params, dtype=bool) & (zero_code(zero_stage) < 3)
         save = np.maximum(_nonneg("weight_bytes", weight_bytes), 1.0) - 1.0
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
-        lin = np.minimum(stage * linear_weights_per_layer(sh) / t, pg.dense)
+        per = linear_weights_per_layer(sh) if fp8_linear_per_layer is None else _nonneg(
+            "fp8_linear_per_layer", fp8_linear_per_layer)
+        lin = np.minimum(stage * per / t, pg.dense)
         dense = ModelStates(weights=np.where(on, dense.weights - save * lin, dense.weights),
                             gradients=dense.gradients, optimizer=dense.optimizer)
         if expert is not None:

@@ -1772,8 +1772,29 @@ def fp8_param_elements(job: Job, g: StrategyGrid, layers: Any, dense: Any, exper
     if not job.is_transformer or not np.any(g.fp8_param_gather) or job.fp8_recipe == "mxfp8":
         return 0.0, 0.0
     on = fp8_params_held(job, g)
-    linear = np.minimum(layers * transformer.linear_weights_per_layer(job.shape) / g.tp, dense)
+    linear = np.minimum(layers * fp8_param_linear_per_layer(job) / g.tp, dense)
     return np.where(on, linear, 0.0), np.where(on, expert, 0.0)
+
+
+def fp8_param_linear_per_layer(job: Job) -> np.ndarray:
+    """The linear weights per layer that are FP8 parameters under fp8_param_gather: linear_weights_per_layer less the
+    weights of the modules at their own precision (training.module_precision). Megatron-Core builds a module that
+    its quant_recipe matches under that config's own ``fp8_model_init`` (``_get_fp8_model_init_for_quant_params``:
+    enabled False for a BF16 config, ``fp8_param`` for an FP8 one, default False; megatron/core/extensions/
+    transformer_engine.py at NVIDIA/Megatron-LM@24bad8e677), so its weights stay 16-bit: per layer, the attention
+    layers' projections (attention_proj), the MoE layers' 2 h l (moe_latent) and the Mamba layers' h d_in
+    (mamba_out_proj), each at its share of the layers. The MTP modules are outside the layers' count."""
+    sh = job.shape
+    full = transformer.linear_weights_per_layer(sh)
+    L = np.maximum(sh.layers, 1)
+    own = np.zeros_like(full)
+    if module_recipe(job, "attention_proj") is not None:
+        own = own + sh.attention_layers * sum(i * o for _, i, o, _ in transformer.attention_matrices(sh)) / L
+    if module_recipe(job, "moe_latent") is not None:
+        own = own + sh.moe_layers * 2.0 * sh.hidden * sh.moe_latent / L
+    if module_recipe(job, "mamba_out_proj") is not None and sh.mamba is not None:
+        own = own + sh.mamba_layers * sh.mamba.hidden * sh.mamba.d_inner / L
+    return np.asarray(np.maximum(full - own, 0.0), dtype=float)
 
 
 def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -2390,6 +2411,7 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
                   root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
                   fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
+                  fp8_linear_per_layer=fp8_param_linear_per_layer(job) if job.is_transformer else None,
                   logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
                   per_layer={})  # the stages share their layers' activation bytes (computed once)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
