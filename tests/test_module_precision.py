@@ -205,3 +205,32 @@ def test_fp8_param_weights_leave_out_the_bf16_modules() -> None:
     assert float(step.fp8_param_linear_per_layer(jm)) == pytest.approx(mlp, rel=1e-12)
     assert float(step.fp8_param_linear_per_layer(j0)) == pytest.approx(mlp + h * (a + 2 * g) * d + a * d * h,
                                                                        rel=1e-12)
+
+
+def test_saved_inputs_of_a_bf16_attention_block_by_hand() -> None:
+    """NVFP4 layer (0.5625 bytes a saved GEMM input), tp 1, s b = 32 x 1, h = a d_v = 256: the BF16 attention block
+    keeps its QKV input at 2 bytes (+1.4375 s b h) and its O-projection input at 2 bytes: with the fused core
+    (whose 16-bit output the O-projection then keeps, no NVFP4 copy) -0.5625 s b a d_v, without it +1.4375."""
+    from scalemodel.cost import memory
+    sh = tr.shape(**DENSE)
+    sbh = 32 * 256
+    kw = dict(micro_batch=1, seq_len=32, fp8_inputs=0.5625)
+    for flash, diff in ((True, 1.4375 - 0.5625), (False, 2 * 1.4375)):
+        base = memory.activation_bytes_per_layer(sh, flash_attention=flash, **kw)
+        bf16 = memory.activation_bytes_per_layer(sh, flash_attention=flash, attention_inputs=0.0, **kw)
+        assert float(bf16 - base) == pytest.approx(diff * sbh)
+
+
+def test_saved_inputs_of_own_precision_latent_and_out_proj_by_hand() -> None:
+    """LatentMoE projections in BF16 (NVFP4 layer, tp 1, T = 10): fc2_latent_proj's input T l at 2 bytes (+1.4375
+    T l) and fc1_latent_proj's own 16-bit copy of the norm output (+2 T h); a Mamba out_proj in MXFP8: its input
+    T d_in at 1 byte instead of 0.5625."""
+    from scalemodel.cost import memory
+    sh = tr.shape(**MOE)
+    kw = dict(micro_batch=1, seq_len=10, fp8_inputs=0.5625, moe=True)
+    diff = memory.activation_bytes_per_layer(sh, latent_inputs=0.0, **kw) - memory.activation_bytes_per_layer(sh, **kw)
+    assert float(diff) == pytest.approx(1.4375 * 10 * 16 + 2 * 10 * 64)
+    md = mamba.mamba_dims(hidden=256, head_dim=64, state_dim=16, groups=2, heads=8)
+    mk = dict(micro_batch=1, seq_len=128, fp8_inputs=0.5625)
+    d = memory.mamba_activation_bytes(md, out_proj_inputs=1.0, **mk) - memory.mamba_activation_bytes(md, **mk)
+    assert float(d) == pytest.approx((1.0 - 0.5625) * 128 * 512)

@@ -1776,6 +1776,20 @@ def fp8_param_elements(job: Job, g: StrategyGrid, layers: Any, dense: Any, exper
     return np.where(on, linear, 0.0), np.where(on, expert, 0.0)
 
 
+def module_input_bytes(job: Job) -> dict[str, float]:
+    """The memory model's saved-GEMM-input bytes of the modules at their own precision (training.module_precision,
+    :func:`module_recipe`): ``attention_inputs``, ``latent_inputs``, ``out_proj_inputs`` as
+    :func:`scalemodel.cost.memory.quantized_input_bytes` of the module's recipe (0 = 16-bit); none where the module
+    runs at the run's precision."""
+    out: dict[str, float] = {}
+    for key, module in (("attention_inputs", "attention_proj"), ("latent_inputs", "moe_latent"),
+                        ("out_proj_inputs", "mamba_out_proj")):
+        r = module_recipe(job, module)
+        if r is not None:
+            out[key] = memory.quantized_input_bytes(r)
+    return out
+
+
 def fp8_param_linear_per_layer(job: Job) -> np.ndarray:
     """The linear weights per layer that are FP8 parameters under fp8_param_gather: linear_weights_per_layer less the
     weights of the modules at their own precision (training.module_precision). Megatron-Core builds a module that
@@ -2412,6 +2426,7 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
                   fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
                   fp8_linear_per_layer=fp8_param_linear_per_layer(job) if job.is_transformer else None,
+                  **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
                   logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
                   per_layer={})  # the stages share their layers' activation bytes (computed once)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
