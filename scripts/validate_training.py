@@ -960,7 +960,7 @@ UNEXPRESSED_MODEL_TYPES = {
 #: Training precisions the model does not price (precision text marker -> why): none since NVFP4 (precision fp4,
 #: :func:`parse_precision`) is priced; TrainingSpec.precision is fp32, tf32, bf16, fp16, fp8 or fp4
 #: (scalemodel.choices.Precision). The nvfp4 rows' (Nemotron 3 Super) per-module precision mix is
-#: :data:`RECIPE_MODULE_PRECISION` (TrainingSpec.module_precision).
+#: :func:`recipe_module_precision` (TrainingSpec.module_precision).
 UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()
 #: Per-module GEMM precision (TrainingSpec.module_precision) of Megatron-Bridge's Nemotron 3 Super NVFP4 presets:
 #: they load te_quant.cfg (cfg.model.quant_recipe = load_quantization_recipe(...)): at 4ab94dfad
@@ -969,12 +969,21 @@ UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()
 #: nemotron_3_llm_pretrain.py set_nemotron_3_super_common_configs for precision nvfp4), the same file at all three:
 #: matchers "*.linear_qkv", "*.linear_proj", "*mlp.fc[12]_latent_proj" and "mtp.*" -> config bf16 (training_recipe
 #: {}), "*mixer.out_proj" -> mxfp8 (fp8_quantization_recipe "mxfp8"); every other TE linear takes the run's NVFP4.
-#: One mix for the recipe, the same for every row that loads it (docs/model.md#module-precision).
+#: One mix for the recipe, the same for every row that loads it (docs/model.md#module-precision): read from what a
+#: case records, its model (Nemotron 3 Super), its precision (nvfp4: the bf16_with_nvfp4_mixed presets) and its
+#: source (a Megatron-Bridge performance table, ids mb*), by :func:`recipe_module_precision`.
 TE_QUANT_CFG_NEMOTRON_3_SUPER = {"attention_proj": "bf16", "moe_latent": "bf16", "mtp": "bf16",
                                  "mamba_out_proj": "mxfp8"}
-RECIPE_MODULE_PRECISION = {case_id: TE_QUANT_CFG_NEMOTRON_3_SUPER for case_id in (
-    "mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4", "mb2608_gb200_nemotron3_super_nvfp4",
-    "mb2608_gb300_nemotron3_super_nvfp4")}
+
+
+def recipe_module_precision(case: dict[str, Any]) -> dict[str, str] | None:
+    """The per-module precision a case's preset sets (TrainingSpec.module_precision), or None: te_quant.cfg's mix
+    for a Megatron-Bridge Nemotron 3 Super NVFP4 run (the presets at 17a381f95, 63b08b397 and 4ab94dfad that load it,
+    :data:`TE_QUANT_CFG_NEMOTRON_3_SUPER`)."""
+    if (str(case.get("id", "")).startswith("mb") and case.get("model", {}).get("name") == "Nemotron 3 Super"
+            and "nvfp4" in str(case.get("precision", "")).lower()):
+        return TE_QUANT_CFG_NEMOTRON_3_SUPER
+    return None
 
 
 def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
@@ -1129,7 +1138,7 @@ RECIPE_ETP: dict[str, int] = {
 #: (scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py set_nemotron_3_super_common_configs) and at 26.08
 #: (4ab94dfad, perf_recipes/nemotronh/common.py _nemotron_3_super_nvfp4_precision), fp4_param_gather False. The same
 #: presets load te_quant.cfg (model.quant_recipe: attention linear_qkv / linear_proj, the LatentMoE fc1/fc2 latent
-#: projections and the MTP block in BF16, Mamba mixer out_proj in MXFP8): :data:`RECIPE_MODULE_PRECISION`.
+#: projections and the MTP block in BF16, Mamba mixer out_proj in MXFP8): :func:`recipe_module_precision`.
 RECIPE_BF16_LAYERS = {"mb2604_b200_nemotron3_super_nvfp4": 14, "mb2606_b300_nemotron3_super_nvfp4": 14,
                       "mb2608_gb200_nemotron3_super_nvfp4": 14, "mb2608_gb300_nemotron3_super_nvfp4": 14}
 RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
@@ -1518,8 +1527,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                       attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family),
                       fp8_attention=case["id"] in RECIPE_FP8_ATTENTION,
                       bf16_layers=RECIPE_BF16_LAYERS.get(case["id"], 0),
-                      module_precision=ModulePrecisionSpec(**RECIPE_MODULE_PRECISION[case["id"]])
-                      if case["id"] in RECIPE_MODULE_PRECISION else None)
+                      module_precision=ModulePrecisionSpec(**mix) if (mix := recipe_module_precision(case)) else None)
     p: Prediction | None = None
     st: StrategySpec | None = None
     flags = overlap_flags(par.get("overlap"))

@@ -234,3 +234,20 @@ def test_saved_inputs_of_own_precision_latent_and_out_proj_by_hand() -> None:
     mk = dict(micro_batch=1, seq_len=128, fp8_inputs=0.5625)
     d = memory.mamba_activation_bytes(md, out_proj_inputs=1.0, **mk) - memory.mamba_activation_bytes(md, **mk)
     assert float(d) == pytest.approx((1.0 - 0.5625) * 128 * 512)
+
+
+def test_validation_reads_the_mix_for_exactly_the_super_nvfp4_rows() -> None:
+    """scripts/validate_training.py gives te_quant.cfg's mix to the Megatron-Bridge Nemotron 3 Super NVFP4 rows, read
+    from their model and precision, and to no other row; the mix is the file's five matchers."""
+    from pathlib import Path
+
+    import yaml
+    from conftest import script_module
+    mod = script_module("validate_training")
+    root = Path(__file__).resolve().parents[1]
+    cases = yaml.safe_load((root / "validation" / "training_cases.yaml").read_text(encoding="utf-8"))
+    got = sorted(c["id"] for c in cases if mod.recipe_module_precision(c))
+    assert got == ["mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
+                   "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"]
+    assert mod.TE_QUANT_CFG_NEMOTRON_3_SUPER == {"attention_proj": "bf16", "moe_latent": "bf16", "mtp": "bf16",
+                                                 "mamba_out_proj": "mxfp8"}
