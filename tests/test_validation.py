@@ -137,7 +137,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # is faster (25.11 Qwen3-30B +44.2% -> +47.6%, DSv3 bf16 +5.4% -> +12.1%; 26.08 DSv3 +5.5% -> +7.9%, GPT-OSS
     # +39.7% -> +44.9%, Qwen3-30B +7.9% -> +11.8%, Qwen3-235B +6.3% -> +9.3%): 9.4% -> 11.9%
     # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
-    # training.module_precision priced it, are compared (gb200 +56.3%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
     # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 11.0% -> 12.2%
     ("accelerator", "GB200"): 0.123,  # n=12, now 12.2%
     # new family (round 3: the 4 Megatron-Bridge 26.08 GB300 rows the model expresses once gb300 / gb300-nvl72
@@ -168,7 +168,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # presets): GB200 +56.1%, GB300 +22.0%, B200 +12.2% (host floor), B300 +34.0%, all predicted faster, as the Nano and
     # other Blackwell MoE rows; no other row moved
     # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
-    # training.module_precision priced it, are compared (gb200 +56.3%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
     # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 14.2% -> 18.3%
     ("accelerator", "GB300"): 0.184,  # n=7, now 18.3%
     # B300 raised 0.104 -> 0.13 (n 5 -> 6, 7.6% -> 12.6%): the Nemotron 3 Super B300 row joined (+34.0%; see GB300)
@@ -176,7 +176,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # also counted among the stage's layers at the MoE share): the DeepSeek-V3 MTP row mb2606_b300_dsv3_mtp_fp8mx is
     # predicted faster, +7.6% -> +9.0%, and is the median row; an accounting fix, not a choice made for any row
     # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
-    # training.module_precision priced it, are compared (gb200 +56.3%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
     # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 13.2% -> 17.5%
     ("accelerator", "B300"): 0.176,  # n=7, now 17.5%
     # H100, mlm24, mpt, MoE: the flash attention core without the score matrix in HBM (cost.compute.flash_core_time,
@@ -265,7 +265,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # + the 4 B300 rows (merged with the hierarchical dispatch): 7.8%
     # TP/PP/DP raised 0.072 -> 0.075 (7.2% -> 7.5%): the two Nemotron 3 Nano rows joined (Mamba-2 hybrid, +25.7/+19.2%)
     # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
-    # training.module_precision priced it, are compared (gb200 +56.3%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
     # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 7.8% -> 8.5%
     ("parallelism", "TP/PP/DP"): 0.086,  # n=89, now 8.5%
     # MoE: mb2511_h100_qwen3_30b moved +90.6% -> +125% when its recipe's recompute (none) replaced the rule's
@@ -297,7 +297,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # MoE raised 0.165 -> 0.18 (n 34 -> 35, 16.0% -> 17.5%): the DGX-H100 Nemotron 3 Nano FP8-CS row joined (+19.2%)
     # once recompute_modules moe was priced (a newly expressed case; the 34 earlier rows are unchanged)
     # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
-    # training.module_precision priced it, are compared (gb200 +56.3%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
     # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 17.5% -> 19.2%
     ("model", "MoE"): 0.193,  # n=39, now 19.2%
     # raised 0.07 -> 0.072 by the 11 new dense runs; the 55 earlier: 6.7 % (< 0.07)
@@ -345,7 +345,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # mb2608 raised 0.096 -> 0.105 (n 9 -> 11, 9.2% -> 10.3%): the GB200 and GB300 Nemotron 3 Super rows joined
     # (+56.1%, +22.0%; see GB300)
     # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
-    # training.module_precision priced it, are compared (gb200 +56.3%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
     # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 10.2% -> 18.3%
     ("source", "mb2608"): 0.184,  # n=13, now 18.3%
     # mlm24 raised 0.05 -> 0.08 by the causal core (see B200): its small models (s 4096, core share large) move
@@ -446,14 +446,14 @@ FAMILY_MEDIAN_BOUNDS = {
     # +25.7%); with 8 rows the median is the mean of the 4th and 5th
     # merged with the three Nemotron 3 Nano rows (Mamba-2 patterns; the B300 one with its 26.06 preset's rules): 8.2%
     # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
-    # training.module_precision priced it, are compared (gb200 +56.3%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
     # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 8.2% -> 8.5%
     ("all", "all"): 0.086,  # n=107, now 8.5%
     # mb2604 raised 0.133 -> 0.14 (12.7% -> 13.7%) by counting each MTP pass's block once in the EP traffic (see
     # B300): the B200 DeepSeek-V3 MTP row +5.1% -> +7.8% and the B200 Nemotron 3 Super row +12.1% -> +14.1% are
     # predicted faster; the Super row's +14.1% and Qwen3-235B's +13.3% are now the middle pair
     # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
-    # training.module_precision priced it, are compared (gb200 +56.3%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
     # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 13.7% -> 14.1%
     ("source", "mb2604"): 0.142,  # n=11, now 14.1%
     # + the B300 Nemotron 3 Nano row (+19.5%): 6.6%
@@ -466,7 +466,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # merged (the H100 Nano row and the MTP EP count together): the middle pair is now B300 DeepSeek-V3 MTP +9.0% and
     # B300 Nano +17.5%: 13.2%
     # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
-    # training.module_precision priced it, are compared (gb200 +56.3%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
     # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 13.2% -> 17.5%
     ("source", "mb2606"): 0.176,  # n=9, now 17.5%
 }

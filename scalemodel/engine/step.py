@@ -595,7 +595,8 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
         # a hybrid's layer holds one block: an attention, MLP or Mamba layer about half an attention + MLP layer's
         # casts (one block's GEMM inputs and outputs), an MoE layer the MoE layer's less that half (an estimate),
         # with the attention block at the run's recipe; a module at its own precision (training.module_precision)
-        # adds its exact change: the attention layers' block (own - run), the Mamba layers' out_proj (own - run)
+        # adds its exact change: the attention layers' block (own - run; the layer's casts at least 0), the Mamba
+        # layers' out_proj (own - run)
         run = dict(kw, attention_recipe=None)
         f, b = times(compute.fp8_quantize_bytes(job.shape, **run))
         L = float(job.shape.layers)
@@ -605,8 +606,10 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
             mf, mb = times(compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **run))
             out_f, out_b = out_f + hy.moe / L * (mf - f / 2), out_b + hy.moe / L * (mb - b / 2)
         if kw["attention_recipe"] is not None and hy.attention:
+            # an attention layer's estimate (half a layer's) with its block's exact change, never below nothing
             af, ab = times(compute.fp8_quantize_bytes(job.shape, **kw))
-            out_f, out_b = out_f + hy.attention / L * (af - f), out_b + hy.attention / L * (ab - b)
+            att_f, att_b = np.maximum(f / 2 + af - f, 0.0), np.maximum(b / 2 + ab - b, 0.0)
+            out_f, out_b = out_f + hy.attention / L * (att_f - f / 2), out_b + hy.attention / L * (att_b - b / 2)
         r = module_recipe(job, "mamba_out_proj")
         if r is not None and hy.mamba and job.shape.mamba is not None:
             mkw = dict(micro_batch=kw["micro_batch"], seq_len=kw["seq_len"], tp=g.tp, cp=g.cp,
