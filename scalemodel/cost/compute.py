@@ -459,7 +459,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        attention_bwd: dict[str, float] | None = None,
                        layer_impl: ArrayLike = "megatron_te", fp8_attention: ArrayLike = False,
                        attention: bool = True, mlp: bool = True, cp_comm_type: ArrayLike = 0,
-                       cp_a2a_size: ArrayLike = 1) -> LayerTime:
+                       cp_a2a_size: ArrayLike = 1, proj_peak_flops: ArrayLike | None = None,
+                       proj_gemm_max: ArrayLike | None = None, proj_gemm_half_dim: ArrayLike | None = None,
+                       latent_peak_flops: ArrayLike | None = None, latent_gemm_max: ArrayLike | None = None,
+                       latent_gemm_half_dim: ArrayLike | None = None) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
 
     ``attention`` / ``mlp`` False leave that block out: a hybrid pattern's layer holds one block with one norm and
@@ -495,6 +498,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     router.py, moe_utils.py): ``te_general_gemm`` or ``torch.mm`` on the unquantized input in ``router_dtype``
     (the input's BF16 unless ``moe_router_dtype`` is 'fp32'/'fp64'), not an FP8 Transformer Engine module, so an
     fp8 run's router runs in BF16 (the fp32 option is not modelled: the step passes the BF16 curve).
+    ``proj_*`` and ``latent_*`` (default: the GEMMs' own) price the attention block's weight GEMMs (QKV / O; MLA's
+    projections) and LatentMoE's two latent projections at another precision, forward and backward (the backward
+    is 2 x the forward GEMMs): a module that Transformer Engine's per-module quantization config leaves in BF16 or
+    runs in MXFP8 (training.module_precision; docs/model.md#module-precision).
     ``attention_fwd`` / ``attention_bwd`` (both or neither; keyword arguments of :func:`flash_kernel_time`:
     attn_max, seq_half, head_half): with ``flash_attention`` the fused core runs the named kernel's fitted curves
     (forward, and backward at 2.5x the forward FLOPs) on the core's peak instead of :func:`flash_core_time`'s
@@ -577,10 +584,11 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     flops = np.zeros_like(T)
     up_proj = np.zeros_like(T)  # MLA's q_up and kv_up GEMMs (selective recompute of mla_up_proj)
     att = 1.0 if attention else 0.0  # a hybrid's MLP-only layer has no attention block
+    pkw = _gemm_kwargs(kw, proj_peak_flops, proj_gemm_max, proj_gemm_half_dim)
     for name, n_in, n_out, split in attention_matrices(sh):
         div = t if split else 1.0
         out_w, in_w = (h + 0 * n_out, n_in / div) if name == "o" else (n_out / div, n_in)
-        t_m = gemm_time(T, out_w, in_w, att * np.where(n_in * n_out > 0, 1.0, 0.0), **kw)
+        t_m = gemm_time(T, out_w, in_w, att * np.where(n_in * n_out > 0, 1.0, 0.0), **pkw)
         gemm = gemm + t_m
         if name in ("q_up", "kv_up"):
             up_proj = up_proj + t_m
@@ -655,8 +663,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         # on every TP rank (parallel_mode "duplicated"), on the layer's local tokens (T / t under sequence parallel)
         has_lat = lat > 0
         t_lat = T / np.where(sp, t, 1.0)
-        gemm = gemm + np.where(has_lat, gemm_time(t_lat, np.maximum(lat, 1.0), h, **kw)
-                               + gemm_time(t_lat, h, np.maximum(lat, 1.0), **kw), 0.0)
+        lkw = _gemm_kwargs(kw, latent_peak_flops, latent_gemm_max, latent_gemm_half_dim)
+        gemm = gemm + np.where(has_lat, gemm_time(t_lat, np.maximum(lat, 1.0), h, **lkw)
+                               + gemm_time(t_lat, h, np.maximum(lat, 1.0), **lkw), 0.0)
         shared = sh.moe_shared_experts * fe
         has_shared = shared > 0
         gemm = gemm + np.where(has_shared, gemm_time(T, mats_up * np.maximum(shared, 1) / t, h, **kw)
@@ -1239,7 +1248,8 @@ def _fp8_tensor_bytes(recipe: str, n_local: ArrayLike, n_gathered: ArrayLike, *,
 def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, recipe: str = "delayed",
                        transpose_copy: ArrayLike = True, tp: ArrayLike = 1, cp: ArrayLike = 1, ep: ArrayLike = 1,
                        etp: ArrayLike | None = None, sequence_parallel: ArrayLike = False, moe: bool = False,
-                       elem_bytes: ArrayLike = 2.0, fp8_params: ArrayLike = False
+                       elem_bytes: ArrayLike = 2.0, fp8_params: ArrayLike = False,
+                       attention_recipe: str | None = None, latent_recipe: str | None = None
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HBM bytes (forward, backward, weights) that Transformer Engine's FP8 quantization adds to one layer on one
     GPU: forward and backward per micro-batch, weights per optimizer step. Price with :func:`memory_time`.
@@ -1290,8 +1300,16 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     param_and_grad_buffer.py, NVIDIA/TransformerEngine@d0067d0 pytorch/tensor/utils.py): weights = W (1 + 1)
     bytes with the transposed copy, 0 without. mxfp8 ignores it (MXFP8 parameters are gathered in BF16 and
     quantized after the gather: the cast above stays).
+    Per module (training.module_precision, docs/model.md#module-precision): ``attention_recipe`` (the attention
+    block's linears) and ``latent_recipe`` (LatentMoE's two projections) quantize their X, dY and W by their own
+    recipe; "" = BF16, no cast (the module is outside the FP8 / FP4 autocast); None = ``recipe``.
     Not counted: the amax all-reduces over TP (latency, not bytes) and scale swizzles for the GEMM."""
     _check_recipe(recipe)
+    att_r = recipe if attention_recipe is None else attention_recipe
+    lat_r = recipe if latent_recipe is None else latent_recipe
+    for r in (att_r, lat_r):
+        if r:
+            _check_recipe(r)
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len)
     t = _pos("tp", tp)
@@ -1302,17 +1320,21 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     h = sh.hidden
     mats_up = np.where(sh.gated_mlp, 2.0, 1.0)
 
-    def q(n_local: ArrayLike, n_gathered: ArrayLike | None = None, from_norm: bool = False) -> np.ndarray:
-        return _fp8_tensor_bytes(recipe, n_local, n_local if n_gathered is None else n_gathered,
+    def q(n_local: ArrayLike, n_gathered: ArrayLike | None = None, from_norm: bool = False,
+          r: str | None = None) -> np.ndarray:
+        r = recipe if r is None else r
+        if not r:  # a BF16 module: no cast
+            return np.zeros_like(np.asarray(n_local, dtype=float) * T)
+        return _fp8_tensor_bytes(r, n_local, n_local if n_gathered is None else n_gathered,
                                  from_norm=from_norm, transpose_copy=transpose_copy, eb=eb)
 
-    def col_input(n_in: ArrayLike, from_norm: bool) -> np.ndarray:
+    def col_input(n_in: ArrayLike, from_norm: bool, r: str | None = None) -> np.ndarray:
         """A column-parallel linear's input: the local shard with SP (gathered to T n_in), else all T n_in."""
-        return q(np.where(sp, T * n_in / t, T * n_in), T * n_in, from_norm)
+        return q(np.where(sp, T * n_in / t, T * n_in), T * n_in, from_norm, r)
 
-    def row_grad() -> np.ndarray:
+    def row_grad(r: str | None = None) -> np.ndarray:
         """A row-parallel linear's dY (T x h): the local shard with SP (gathered), else all of it."""
-        return q(np.where(sp, T * h / t, T * h), T * h)
+        return q(np.where(sp, T * h / t, T * h), T * h, r=r)
 
     def mlp(width: ArrayLike, in_from_norm: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         fwd = col_input(h, in_from_norm) + q(T * width / t)
@@ -1321,19 +1343,25 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
 
     fwd = np.zeros_like(T)
     bwd = np.zeros_like(T)
-    weights = np.zeros_like(T)
+    weights = np.zeros_like(T)  # elements of the run's-recipe weights
+    other_w = np.zeros_like(T)  # cast bytes of the weights of modules at their own recipe
+    att_w = np.zeros_like(T)
     for name, n_in, n_out, split in attention_matrices(sh):
         on = np.where(n_in * n_out > 0, 1.0, 0.0)
         if name == "o":
-            fwd = fwd + on * q(T * n_in / t)
-            bwd = bwd + on * row_grad()
+            fwd = fwd + on * q(T * n_in / t, r=att_r)
+            bwd = bwd + on * row_grad(att_r)
         elif split:
-            fwd = fwd + on * col_input(n_in, True)
-            bwd = bwd + on * q(T * n_out / t)
+            fwd = fwd + on * col_input(n_in, True, att_r)
+            bwd = bwd + on * q(T * n_out / t, r=att_r)
         else:  # MLA down-projections: replicated over TP, every rank quantizes all T tokens
-            fwd = fwd + on * q(T * n_in, from_norm=True)
-            bwd = bwd + on * q(T * n_out)
-        weights = weights + on * n_in * n_out / (t if split else 1.0)
+            fwd = fwd + on * q(T * n_in, from_norm=True, r=att_r)
+            bwd = bwd + on * q(T * n_out, r=att_r)
+        att_w = att_w + on * n_in * n_out / (t if split else 1.0)
+    if att_r == recipe:
+        weights = weights + att_w
+    else:
+        other_w = other_w + q(att_w, r=att_r)
     if moe:
         k, E, fe = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0), sh.moe_ffn_hidden
         u = t if etp is None else _pos("etp", etp)
@@ -1346,9 +1374,12 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         # dY (l, then h), weights 2 h l whole on every TP rank
         on = np.where(lat > 0, 1.0, 0.0)
         t_lat = np.where(sp, T / t, T)
-        fwd = fwd + on * (q(t_lat * h) + q(t_lat * lat))
-        bwd = bwd + on * (q(t_lat * lat) + q(t_lat * h))
-        weights = weights + 2.0 * h * lat
+        fwd = fwd + on * (q(t_lat * h, r=lat_r) + q(t_lat * lat, r=lat_r))
+        bwd = bwd + on * (q(t_lat * lat, r=lat_r) + q(t_lat * h, r=lat_r))
+        if lat_r == recipe:
+            weights = weights + 2.0 * h * lat
+        else:
+            other_w = other_w + q(2.0 * h * lat + 0 * T, r=lat_r)
         shared = sh.moe_shared_experts * fe
         on = np.where(shared > 0, 1.0, 0.0)
         sf, sb, sw = mlp(np.maximum(shared, 1.0), False)
@@ -1358,7 +1389,41 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         fwd, bwd, weights = fwd + df, bwd + db, weights + dw
     # weights already FP8: transpose only (per-tensor recipes; block-scaled ones quantize after the gather)
     held = np.asarray(fp8_params, dtype=bool) & (recipe not in ("mxfp8", "nvfp4"))
-    return fwd, bwd, np.where(held, weights * np.where(np.asarray(transpose_copy, dtype=bool), 2.0, 0.0), q(weights))
+    return fwd, bwd, np.where(held, weights * np.where(np.asarray(transpose_copy, dtype=bool), 2.0, 0.0),
+                              q(weights)) + other_w
+
+
+def mamba_out_proj_quantize_bytes(md: mamba.MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike,
+                                  recipe: str, tp: ArrayLike = 1, cp: ArrayLike = 1,
+                                  sequence_parallel: ArrayLike = False, transpose_copy: ArrayLike = True,
+                                  elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HBM bytes (forward, backward, weights) of quantizing one Mamba-2 mixer's out_proj (TERowParallelLinear,
+    d_inner -> h) by ``recipe`` ("" = BF16: 0), per :func:`fp8_quantize_bytes`'s per-tensor rule
+    (:func:`_fp8_tensor_bytes`; T = b s / cp, t = tp):
+
+        X  = T d_in / t (the SSD's gated output, local)     dY = T h (the local shard T h / t with SP, gathered)
+        W  = h d_in / t
+
+    Used for a run whose out_proj runs at another recipe than its other linears (training.module_precision
+    mamba_out_proj): the step adds (this at the module's recipe) - (this at the run's) to its cast estimate
+    (docs/model.md#module-precision)."""
+    if not recipe:
+        z = np.zeros_like(_pos("micro_batch", micro_batch) * _pos("seq_len", seq_len))
+        return z, z, z
+    _check_recipe(recipe)
+    t = _pos("tp", tp)
+    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
+    eb = _pos("elem_bytes", elem_bytes)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    h, d_in = md.hidden, md.d_inner
+
+    def q(n: ArrayLike, n_all: ArrayLike | None = None) -> np.ndarray:
+        return _fp8_tensor_bytes(recipe, n, n if n_all is None else n_all, from_norm=False,
+                                 transpose_copy=transpose_copy, eb=eb)
+
+    fwd = q(T * d_in / t)
+    bwd = q(np.where(sp, T * h / t, T * h), T * h)
+    return fwd, bwd, q(h * d_in / t + 0 * T)
 
 
 #: Fixed device time of one small memory-bound kernel beyond its bytes (seconds): the intercept t0 of
@@ -1776,7 +1841,9 @@ def mamba_layer_time(md: mamba.MambaDims, *, micro_batch: ArrayLike, seq_len: Ar
                      memory_efficiency: ArrayLike = 0.85, tp: ArrayLike = 1, cp: ArrayLike = 1,
                      sequence_parallel: ArrayLike = False, recompute: ArrayLike = "none",
                      elem_bytes: ArrayLike = 2.0, ssd_peak_flops: ArrayLike | None = None,
-                     ssd_gemm_max: ArrayLike | None = None, ssd_gemm_half_dim: ArrayLike | None = None) -> MambaTime:
+                     ssd_gemm_max: ArrayLike | None = None, ssd_gemm_half_dim: ArrayLike | None = None,
+                     out_proj_peak_flops: ArrayLike | None = None, out_proj_gemm_max: ArrayLike | None = None,
+                     out_proj_gemm_half_dim: ArrayLike | None = None) -> MambaTime:
     """Compute time of one Mamba layer for micro-batch b on one GPU; T = b s / cp tokens, t = tp.
 
     GEMMs on the accelerator's GEMM curve (:func:`scalemodel.cost.compute.gemm_time`), as the other linear layers:
@@ -1786,7 +1853,9 @@ def mamba_layer_time(md: mamba.MambaDims, *, micro_batch: ArrayLike, seq_len: Ar
     backward: the recomputed C B^T and chunk state, and per head P x N x Q [dstates], Q x P x Q + Q x P x N [dx],
     Q x N x P [dB], Q x N x P [dC], Q x Q x P [dCB], per group 2 x Q x N x Q [bmm backward]; with ``ssd_*`` (peak,
     gemm_max, gemm_half_dim; default the GEMMs' own) at another precision: the Triton kernels run in the inputs'
-    16-bit type in an fp8 run.
+    16-bit type in an fp8 run; with ``out_proj_*`` (default the GEMMs' own) the out_proj GEMM (forward, and its
+    2 x in the backward) at another precision (training.module_precision mamba_out_proj;
+    docs/model.md#module-precision).
     (The SSD and its chunk shapes: :mod:`scalemodel.cost.mamba`; docs/model.md#mamba-2-layers.)
     Memory-bound: T x :func:`mamba_eltwise_bytes` + the fp32 chunk-state passes STATE_PASSES x 4 (T/Q) (H/t) P N.
     Backward = 2 x projection GEMMs + the SSD backward matmuls + the backward bytes. Full recompute repeats the
@@ -1803,7 +1872,8 @@ def mamba_layer_time(md: mamba.MambaDims, *, micro_batch: ArrayLike, seq_len: Ar
     T = b * s / c
     h, H, P, N, G, Q = md.hidden, md.heads / t, md.head_dim, md.state_dim, md.groups / t, md.chunk_size
     chunks = T / Q
-    proj = gemm_time(T, md.in_proj_width / t, h, **kw) + gemm_time(T, h, md.d_inner / t, **kw)
+    okw = _gemm_kwargs(kw, out_proj_peak_flops, out_proj_gemm_max, out_proj_gemm_half_dim)
+    proj = gemm_time(T, md.in_proj_width / t, h, **kw) + gemm_time(T, h, md.d_inner / t, **okw)
     cb = gemm_time(Q, Q, N, chunks * G, **skw)
     state = gemm_time(P, N, Q, chunks * H, **skw)
     qpq = gemm_time(Q, P, Q, chunks * H, **skw)

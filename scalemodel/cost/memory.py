@@ -282,11 +282,16 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
                                recompute: ArrayLike = "none", moe: bool = False,
                                flash_attention: ArrayLike = False, fp8_inputs: ArrayLike = False,
                                recompute_modules: ArrayLike = 0, attention: bool = True,
-                               mlp: bool = True) -> np.ndarray:
+                               mlp: bool = True, attention_inputs: ArrayLike | None = None,
+                               latent_inputs: ArrayLike | None = None) -> np.ndarray:
     """Activation bytes one layer keeps for one micro-batch (Korthikanti Table 2, generalised; FP8 GEMM
     inputs and the selective-recompute modules as in the module docstring). ``attention`` / ``mlp`` False: one
     block of a hybrid pattern's layer, with one norm, one GEMM input and one dropout mask of the residual stream
-    (half the replicated bytes) and that block's own split bytes."""
+    (half the replicated bytes) and that block's own split bytes. ``attention_inputs`` / ``latent_inputs`` (None:
+    ``fp8_inputs``'s): the saved GEMM-input bytes of the attention block's linears (the QKV input, the O-projection
+    input) and of LatentMoE's projections (fc2_latent_proj's input; fc1_latent_proj keeps its own copy of the
+    norm output the shared experts read, one more g s b h) when they run at another precision than the layer's
+    (training.module_precision; 0 = 16-bit, docs/model.md#module-precision)."""
     b = _pos("micro_batch", micro_batch)
     s_full = _pos("seq_len", seq_len)
     t = _pos("tp", tp)
@@ -301,6 +306,11 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     h, a, g, d, dv = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim, sh.v_head_dim
     sbh = s * b * h
     gemm_in = np.where(fp8, q_in, 2.0)  # bytes of a saved GEMM input element
+    q_att = q_in if attention_inputs is None else np.asarray(attention_inputs, dtype=float)
+    gemm_att = np.where(q_att > 0.0, q_att, 2.0)  # the attention block's (training.module_precision)
+    own_lat = latent_inputs is not None
+    gemm_lat = gemm_in if latent_inputs is None else np.where(np.asarray(latent_inputs, dtype=float) > 0.0,
+                                                               np.asarray(latent_inputs, dtype=float), 2.0)
     # per element of the MLP width: gated = gate and up (16-bit, activation input) + product (GEMM input);
     # GeLU = its 16-bit input + its output (GEMM input)
     act_in = np.where(sh.gated_mlp, 4.0, 2.0)
@@ -311,7 +321,7 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
         # the routed experts' input at their width w (LatentMoE: l) + LatentMoE's fc2_latent_proj input (the
         # combined l-wide tokens); fc1_latent_proj reads the norm output the shared experts and router read
         mlp_bytes = (sh.moe_top_k * (gemm_in * s * b * sh.moe_width + routed * fe)
-                     + sh.moe_shared_experts * act_per_f * fe + gemm_in * s * b * sh.moe_latent)
+                     + sh.moe_shared_experts * act_per_f * fe + gemm_lat * s * b * sh.moe_latent)
         up_width = (sh.moe_top_k + sh.moe_shared_experts) * fe
     else:
         mlp_bytes = act_per_f * sh.ffn_hidden
@@ -320,21 +330,25 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     # of its norms (2 sbh) and keeps one norm output per norm (fp8: one 1-byte copy per reading GEMM)
     masks = np.where(sh.dropout, 2.0, 0.0)  # two 1-byte dropout masks (none when the model has no dropout)
     replicated = np.where(sh.parallel_block,
-                          np.where(fp8, 2.0 + 2.0 * q_in, 2.0 + 2.0 * sh.norms_per_layer) + masks,
-                          4.0 + 2.0 * gemm_in + masks) * sbh
+                          np.where(fp8, 2.0 + gemm_att + q_in, 2.0 + 2.0 * sh.norms_per_layer) + masks,
+                          4.0 + gemm_att + gemm_in + masks) * sbh
+    # fc1_latent_proj at its own precision: its own saved copy of the norm output the shared experts read
+    lat_copy = np.where(sh.moe_latent > 0, gemm_lat, 0.0) * sbh if (moe and mlp and own_lat) else 0.0
+    replicated = replicated + lat_copy
     # Q, K, V as attention inputs (MLA: up-projected K of width d and V of width d_v per head, plus
     # the latents r_q and r_kv + d_rope the up-projections read), and the O-projection input
     latents = 2 * s * b * (sh.q_lora_rank + sh.kv_lora_rank + sh.qk_rope_head_dim)
     q = np.where(mla_up, 0.0, 2 * s * b * a * d)
     kv = np.where(sh.mla, np.where(mla_up, 0.0, 2 * s * b * a * (d + dv)) + latents, 4 * s * b * g * d)
-    o_bytes = np.where(fp8, np.where(flash, 2.0 + q_in, q_in), 2.0)
+    o_bytes = np.where(q_att > 0.0, np.where(flash, 2.0 + q_att, q_att), 2.0)
     att = 1.0 if attention else 0.0
     split = att * (q + kv + o_bytes * s * b * a * dv) + (mlp_bytes if mlp else 0.0)
     keys = sh.attended_keys(s_full)
     scores_full = np.where(flash, 4.0 * a * s * b, 5.0 * a * s * keys * b)
     scores = att * np.where(core_attn, np.where(flash, scores_full, 0.0), scores_full)
     if not (attention and mlp):  # one block of a hybrid's layer: one norm input, GEMM input and mask
-        replicated = replicated / 2.0
+        one = (2.0 + (gemm_att if attention else gemm_in) + masks / 2.0) * sbh + lat_copy
+        replicated = np.where(sh.parallel_block, replicated / 2.0, one)
     if moe and mlp and np.any(again.moe):
         # selective moe: the checkpointed MoE block keeps only its input, the pre-norm's 16-bit output (its own
         # norm input and dropout mask sit outside the checkpoint and stay); its split bytes are recomputed
@@ -408,7 +422,9 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      recompute_modules: ArrayLike = 0, embedding: ArrayLike = True,
                      stage_rank: ArrayLike = 0, mtp_modules: ArrayLike = 0.0, head: ArrayLike = False,
                      logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
-                     shared_input_copy: ArrayLike = True) -> np.ndarray:
+                     shared_input_copy: ArrayLike = True, attention_inputs: ArrayLike | None = None,
+                     latent_inputs: ArrayLike | None = None,
+                     out_proj_inputs: ArrayLike | None = None) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages.
 
@@ -469,9 +485,12 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     ``per_layer``: a dict shared by calls whose per-layer arguments (micro_batch, seq_len, tp, cp,
     sequence_parallel, recompute, flash_attention, fp8_inputs, recompute_modules) are the same, e.g. the
     stages of one strategy grid: each :func:`activation_bytes_per_layer` is then computed once for all of them.
+    ``attention_inputs``, ``latent_inputs``, ``out_proj_inputs``: modules' saved GEMM inputs at their own precision
+    (:func:`activation_bytes_per_layer`, :func:`mamba_activation_bytes`; training.module_precision).
     """
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
-              flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules)
+              flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules,
+              attention_inputs=attention_inputs, latent_inputs=latent_inputs)
     memo: dict[Any, np.ndarray] = {} if per_layer is None else per_layer
     n_dense, n_moe = sh.dense_layers, sh.moe_layers
     hybrid_kinds = [] if sh.hybrid is None else [
@@ -487,7 +506,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                 assert sh.mamba is not None
                 memo[key] = mamba_activation_bytes(
                     sh.mamba, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp,
-                    sequence_parallel=sequence_parallel, recompute=rec, fp8_inputs=fp8_inputs, dropout=sh.dropout)
+                    sequence_parallel=sequence_parallel, recompute=rec, fp8_inputs=fp8_inputs, dropout=sh.dropout,
+                    out_proj_inputs=out_proj_inputs)
             elif isinstance(moe, str):
                 memo[key] = activation_bytes_per_layer(sh, recompute=rec, moe=moe == "moe",
                                                        attention=moe == "attention", mlp=moe != "attention", **kw)
@@ -624,7 +644,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    head: ArrayLike = False, fp8_params: ArrayLike = False,
                    logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
                    root_unit: ArrayLike = False, activations: ArrayLike | None = None,
-                   shared_input_copy: ArrayLike = True) -> MemoryBreakdown:
+                   shared_input_copy: ArrayLike = True,
+                   fp8_linear_per_layer: ArrayLike | None = None, attention_inputs: ArrayLike | None = None,
+                   latent_inputs: ArrayLike | None = None,
+                   out_proj_inputs: ArrayLike | None = None) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -648,7 +671,10 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     param in fp8 (do not use any other intermediate dtype)", megatron/training/arguments.py): the stage's linear
     weights (``stage x`` :func:`~scalemodel.cost.transformer.linear_weights_per_layer` ``/ tp``) and every routed
     expert parameter are held at 1 byte instead of ``weight_bytes`` (the fp32 master copy is in the optimizer
-    states). ``per_layer``: :func:`activation_bytes`'s memo, shared by the stages of one strategy grid.
+    states); ``fp8_linear_per_layer`` (default: all of linear_weights_per_layer) the linear weights per layer that
+    are FP8 parameters, less those of modules at their own precision (training.module_precision: Megatron-Core
+    builds them under their own ``fp8_model_init``, BF16; docs/model.md#module-precision). ``per_layer``:
+    :func:`activation_bytes`'s memo, shared by the stages of one strategy grid.
     ``activations``: this stage's :func:`activation_bytes` when a call with the same activation arguments has
     already computed them (none of the model-state arguments, dp, zero_stage, expert_dp, the byte sizes, enters
     them); then they are not computed again. ``shared_input_copy``: :func:`activation_bytes`' (the selective-moe
@@ -688,7 +714,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
         on = np.asarray(fp8_params, dtype=bool) & (zero_code(zero_stage) < 3)
         save = np.maximum(_nonneg("weight_bytes", weight_bytes), 1.0) - 1.0
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)
-        lin = np.minimum(stage * linear_weights_per_layer(sh) / t, pg.dense)
+        per = linear_weights_per_layer(sh) if fp8_linear_per_layer is None else _nonneg(
+            "fp8_linear_per_layer", fp8_linear_per_layer)
+        lin = np.minimum(stage * per / t, pg.dense)
         dense = ModelStates(weights=np.where(on, dense.weights - save * lin, dense.weights),
                             gradients=dense.gradients, optimizer=dense.optimizer)
         if expert is not None:
@@ -705,7 +733,9 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                                offloaded_layers=offloaded_layers, recompute_chunk=recompute_chunk,
                                fp8_inputs=fp8_inputs, recompute_modules=recompute_modules, embedding=embedding,
                                stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes,
-                               per_layer=per_layer, shared_input_copy=shared_input_copy)
+                               per_layer=per_layer, shared_input_copy=shared_input_copy,
+                               attention_inputs=attention_inputs, latent_inputs=latent_inputs,
+                               out_proj_inputs=out_proj_inputs)
     if expert is None:
         return MemoryBreakdown(weights=dense.weights, gradients=dense.gradients, optimizer=dense.optimizer,
                                activations=act, fragmentation=frag * (dense.total + act),
@@ -759,7 +789,8 @@ def quantized_input_bytes(recipe: str) -> float:
 
 def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                            cp: ArrayLike = 1, sequence_parallel: ArrayLike = False, recompute: ArrayLike = "none",
-                           fp8_inputs: ArrayLike = False, dropout: ArrayLike = False) -> np.ndarray:
+                           fp8_inputs: ArrayLike = False, dropout: ArrayLike = False,
+                           out_proj_inputs: ArrayLike | None = None) -> np.ndarray:
     """Activation bytes one Mamba layer keeps for one micro-batch (s b = tokens on the GPU, t = tp), what autograd
     saves on Megatron-Core's training path (mamba_mixer.py ``_ssm_training``; ssd_combined.py
     ``MambaSplitConv1dScanCombinedFn.forward`` ``ctx.save_for_backward(zxbcdt, ..., out_x, ...)``):
@@ -770,7 +801,9 @@ def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: Ar
                                  + 2 s b d_in [the contiguous copy the gated RMSNorm saves]
                                  + g s b d_in [out_proj input]
 
-    g = 1 with FP8 GEMM inputs, else 2. The chunk states, the conv output and dA_cumsum are recomputed in the
+    g = 1 with FP8 GEMM inputs, else 2 (NVFP4 0.5625); out_proj's g from ``out_proj_inputs`` when it runs at another
+    precision (training.module_precision mamba_out_proj; None: ``fp8_inputs``'s). The chunk states, the conv output
+    and dA_cumsum are recomputed in the
     backward, not kept. Full recompute keeps the layer input 2 s b h (/t with SP), as for the other layers."""
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len) / _pos("cp", cp)
@@ -781,7 +814,9 @@ def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: Ar
     sbh = s * b * md.hidden
     mask = np.where(np.asarray(dropout, dtype=bool), 1.0, 0.0)
     replicated = (2.0 + g + mask) * sbh
-    split = s * b * (2.0 * md.in_proj_width + 4.0 * md.d_inner + g * md.d_inner)
+    q_out = q_in if out_proj_inputs is None else np.asarray(out_proj_inputs, dtype=float)
+    g_out = np.where(q_out > 0.0, q_out, 2.0)
+    split = s * b * (2.0 * md.in_proj_width + 4.0 * md.d_inner + g_out * md.d_inner)
     kept = np.where(sp, replicated / t, replicated) + split / t
     full = np.where(sp, 2.0 * sbh / t, 2.0 * sbh)
     return np.where(recompute_code(recompute) == Recompute.FULL, full, kept)

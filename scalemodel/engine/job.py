@@ -41,7 +41,7 @@ from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
-from scalemodel.specs.training import bf16_layer_share, low_precision_recipe
+from scalemodel.specs.training import bf16_layer_share, low_precision_recipe, module_precisions
 
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
 DDP_BUCKET_BYTES = 25e6
@@ -129,6 +129,15 @@ class Job:
     # the share of transformer layers a low-precision run keeps in BF16 (training.bf16_layers / layers; 0 = none):
     # their times on the BF16 peak and curve without casts, mixed with the others' (engine.step._compute_per_microbatch)
     bf16_layer_share: float = 0.0
+    # modules whose GEMMs run at another precision than the run's (training.module_precision, validated by
+    # specs.training.module_precisions): (module, bf16 | mxfp8) pairs, priced by engine.step (module_gemm); bf16
+    # modules on the attention_* peak and curve, mxfp8 ones on the mxfp8_* below (docs/model.md#module-precision)
+    module_precision: tuple[tuple[str, str], ...] = ()
+    # an MXFP8 module's GEMMs in another run (fp4): the fp8 peak, the fp8 curve x FP8_RECIPE_GEMM_FACTORS' mxfp8
+    # factor; 0 = no such module
+    mxfp8_peak_flops: float = 0.0
+    mxfp8_gemm_max: float = 0.0
+    mxfp8_gemm_half_dim: float = 0.0
     # the fused attention kernel priced (training.attention_kernel resolved by _attention_kernel; "gemm" = the core on
     # the GEMM curve) and its fitted forward / backward curves (attn_max, seq_half, head_half; None with "gemm")
     attention_kernel: str = "gemm"
@@ -244,6 +253,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         step_overhead=float(cluster.step_overhead), overlap_efficiency=float(cluster.overlap_efficiency),
         host_bandwidth=float(cluster.host_bandwidth or 0.0),
         fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor, bf16_layer_share=bf16_layer_share(training, sh),
+        **_module_precision(training, sh, acc, curve),
         fp8_attention=bool(getattr(training, "fp8_attention", False)),
         **_attention_kernel(training, acc),
     )
@@ -325,6 +335,24 @@ def _nvfp4_gemms(acc: Any, curve: Any, factor: float) -> tuple[float, float]:
     gm, d0 = (acc.compute_efficiency.gemm("fp8") if acc.compute_efficiency is not None
               else (curve.gemm_max, curve.gemm_half_dim))
     return min(float(gm) * factor * acc.peak("fp8") / acc.peak("fp4"), 1.0), float(d0)
+
+
+def _module_precision(training: Any, sh: Any, acc: Any, curve: Any) -> dict[str, Any]:
+    """Job fields of training.module_precision (specs.training.module_precisions validates it against the model and
+    accelerator): the (module, precision) pairs, and for an mxfp8 module the fp8 peak with the fp8 curve's gemm_max
+    x the mxfp8 factor (cost.compute.FP8_RECIPE_GEMM_FACTORS, 0.951 on Blackwell) and its gemm_half_dim, as an mxfp8
+    run's GEMMs are priced (build_job). A module in BF16 takes the BF16 peak and curve the attention core has."""
+    named = module_precisions(training, sh, acc)
+    if not named:
+        return {}
+    out: dict[str, Any] = {"module_precision": tuple(sorted(named.items()))}
+    if "mxfp8" in named.values():
+        gm, d0 = (acc.compute_efficiency.gemm("fp8") if acc.compute_efficiency is not None
+                  else (curve.gemm_max, curve.gemm_half_dim))
+        out.update(mxfp8_peak_flops=float(acc.peak("fp8")),
+                   mxfp8_gemm_max=min(float(gm) * compute.fp8_recipe_gemm_factor(acc.family, "mxfp8"), 1.0),
+                   mxfp8_gemm_half_dim=float(d0))
+    return out
 
 
 def _bf16_gemms(acc: Any, precision: str, curve: Any) -> tuple[float, float, float]:

@@ -422,6 +422,11 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     flash["cp_comm_type"] = g.cp_comm_type  # the core's kernel calls under context parallelism
     flash["cp_a2a_size"] = g.cp_a2a_size  # a2a+p2p: the all-to-all level's ranks
     flash["fp8_attention"] = job.fp8_attention  # an FP8 core's window-blind backward
+    layer_flash = dict(flash)  # the layers' modules at their own precision (training.module_precision)
+    for key, module in (("proj", "attention_proj"), ("latent", "moe_latent")):
+        layer_flash.update(module_gemm_kwargs(job, module, key))
+    mtp_flash = flash
+    flash = layer_flash
     moe_share = float(sh.moe_layers / sh.layers)
     if sh.hybrid is not None:  # one block per layer, mixed over the pattern's kinds
         fwd_l, bwd_l, rec_l, gemm_l, core_l = _hybrid_layer_times(job, g, kw, flash)
@@ -466,13 +471,56 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
            "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
            "mtp_blocks": np.zeros(1), "mtp_attention_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1)}
     if logits_on_stage and float(sh.mtp_layers) > 0:
-        if sh.hybrid is not None:  # a hybrid's MTP block (*E or *-): one attention + MoE / MLP layer
+        mjob, mkw = _mtp_job(job, kw)
+        if mjob is not job:  # the MTP block at its own precision (module_precision mtp): every GEMM of it
+            block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
+                                               moe=bool(sh.last_layer_moe), etp=_etp(g), **mkw,
+                                               **dict(mtp_flash, fp8_attention=False))
+        elif sh.hybrid is not None:  # a hybrid's MTP block (*E or *-): one attention + MoE / MLP layer
             block = compute.layer_compute_time(sh, ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=rec,
                                                moe=bool(sh.last_layer_moe), etp=_etp(g), **kw, **flash)
         else:
             block = moe if bool(sh.last_layer_moe) else dense
-        out = _with_mtp(out, mtp_compute(job, g, _mtp_block(job, g, block, bool(sh.last_layer_moe)), logits, kw))
+        out = _with_mtp(out, mtp_compute(mjob, g, _mtp_block(mjob, g, block, bool(sh.last_layer_moe)), logits, mkw))
     return out
+
+
+def module_recipe(job: Job, module: str) -> str | None:
+    """The Transformer Engine recipe of one module with its own precision in a low-precision run
+    (training.module_precision): "" for bf16 (no cast), "mxfp8"; None where the module runs at the run's precision
+    (not named, or a 16-/32-bit job: a BF16 layer of training.bf16_layers is BF16 whole)."""
+    if not job.fp8_recipe:
+        return None
+    p = dict(job.module_precision).get(module)
+    return None if p is None else ("" if p == "bf16" else p)
+
+
+def module_gemm_kwargs(job: Job, module: str, prefix: str) -> dict[str, float]:
+    """``{prefix}_peak_flops`` / ``_gemm_max`` / ``_gemm_half_dim`` of one module's GEMMs at its own precision
+    (:func:`module_recipe`): bf16 on the BF16 peak and 16-bit curve (Job.attention_*), mxfp8 on the fp8 peak at
+    MXFP8's rate (Job.mxfp8_*); {} where the module runs at the run's (docs/model.md#module-precision)."""
+    r = module_recipe(job, module)
+    if r is None:
+        return {}
+    peak, gm, d0 = ((job.attention_peak_flops, job.attention_gemm_max, job.attention_gemm_half_dim) if r == ""
+                    else (job.mxfp8_peak_flops, job.mxfp8_gemm_max, job.mxfp8_gemm_half_dim))
+    return {f"{prefix}_peak_flops": peak, f"{prefix}_gemm_max": gm, f"{prefix}_gemm_half_dim": d0}
+
+
+def _mtp_job(job: Job, kw: dict[str, Any]) -> tuple[Job, dict[str, Any]]:
+    """The job and GEMM keywords the MTP modules are priced with: ``job`` and ``kw`` themselves, or, with
+    module_precision mtp (Megatron-Bridge's te_quant.cfg ``mtp.*`` matcher: every TE linear of the MTP block), the
+    same job at the module's precision: BF16 (the BF16 peak and curve, no recipe: no casts) or MXFP8 (the fp8 peak
+    at MXFP8's rate, MXFP8's casts), its other modules' overrides dropped (the block's precision covers them)."""
+    r = module_recipe(job, "mtp")
+    if r is None:
+        return job, kw
+    peak, gm, d0 = ((job.attention_peak_flops, job.attention_gemm_max, job.attention_gemm_half_dim) if r == ""
+                    else (job.mxfp8_peak_flops, job.mxfp8_gemm_max, job.mxfp8_gemm_half_dim))
+    factor = compute.fp8_recipe_gemm_factor(job.accelerator_family, r) if r else 1.0
+    mjob = replace(job, peak_flops=peak, gemm_max=gm, gemm_half_dim=d0, fp8_recipe=r, fp8_recipe_gemm_factor=factor,
+                   fp8_attention=False, module_precision=())
+    return mjob, dict(kw, peak_flops=peak, gemm_max=gm, gemm_half_dim=d0)
 
 
 def _hybrid_layer_times(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: dict[str, Any]
@@ -503,7 +551,8 @@ def _hybrid_layer_times(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: di
             sh.mamba, recompute=g.recompute, sequence_parallel=g.sequence_parallel, **kw,
             ssd_peak_flops=job.attention_peak_flops if core else None,
             ssd_gemm_max=job.attention_gemm_max if core else None,
-            ssd_gemm_half_dim=job.attention_gemm_half_dim if core else None)
+            ssd_gemm_half_dim=job.attention_gemm_half_dim if core else None,
+            **module_gemm_kwargs(job, "mamba_out_proj", "out_proj"))
         parts.append((hy.mamba / L, m, 0.0))
     mix = lambda f: sum((w * f(t) for w, t, _ in parts), np.zeros(1))  # noqa: E731
     core_l = sum((w * c for w, _, c in parts), np.zeros(1))
@@ -523,7 +572,9 @@ def _fp8_cast_kwargs(job: Job, g: StrategyGrid) -> dict[str, Any]:
     return dict(micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, recipe=job.fp8_recipe,
                 transpose_copy=job.accelerator_family != "blackwell", tp=g.tp, cp=g.cp, ep=g.ep,
                 sequence_parallel=g.sequence_parallel, elem_bytes=job.elem_bytes,
-                fp8_params=fp8_params_held(job, g))  # no per-step weight casts (fp8_param_gather)
+                fp8_params=fp8_params_held(job, g),  # no per-step weight casts (fp8_param_gather)
+                attention_recipe=module_recipe(job, "attention_proj"),  # modules at their own precision
+                latent_recipe=module_recipe(job, "moe_latent"))
 
 
 def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
@@ -552,17 +603,36 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
         f, b, w = parts
         return signed(f + weight_share * w / m), signed(b)
 
-    f, b = times(compute.fp8_quantize_bytes(job.shape, **kw))
     hy = None if whole_layer else job.shape.hybrid
     if hy is not None:
         # a hybrid's layer holds one block: an attention, MLP or Mamba layer about half an attention + MLP layer's
-        # casts (one block's GEMM inputs and outputs), an MoE layer the MoE layer's less that half (an estimate)
+        # casts (one block's GEMM inputs and outputs), an MoE layer the MoE layer's less that half (an estimate),
+        # with the attention block at the run's recipe; a module at its own precision (training.module_precision)
+        # adds its exact change: the attention layers' block (own - run; the layer's casts at least 0), the Mamba
+        # layers' out_proj (own - run)
+        run = dict(kw, attention_recipe=None)
+        f, b = times(compute.fp8_quantize_bytes(job.shape, **run))
         L = float(job.shape.layers)
         half = (hy.attention + hy.mlp + hy.mamba) / (2.0 * L)
+        out_f, out_b = half * f, half * b
         if hy.moe:
-            mf, mb = times(compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw))
-            return half * f + hy.moe / L * (mf - f / 2), half * b + hy.moe / L * (mb - b / 2)
-        return half * f, half * b
+            mf, mb = times(compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **run))
+            out_f, out_b = out_f + hy.moe / L * (mf - f / 2), out_b + hy.moe / L * (mb - b / 2)
+        if kw["attention_recipe"] is not None and hy.attention:
+            # an attention layer's estimate (half a layer's) with its block's exact change, never below nothing
+            af, ab = times(compute.fp8_quantize_bytes(job.shape, **kw))
+            att_f, att_b = np.maximum(f / 2 + af - f, 0.0), np.maximum(b / 2 + ab - b, 0.0)
+            out_f, out_b = out_f + hy.attention / L * (att_f - f / 2), out_b + hy.attention / L * (att_b - b / 2)
+        r = module_recipe(job, "mamba_out_proj")
+        if r is not None and hy.mamba and job.shape.mamba is not None:
+            mkw = dict(micro_batch=kw["micro_batch"], seq_len=kw["seq_len"], tp=g.tp, cp=g.cp,
+                       sequence_parallel=g.sequence_parallel, transpose_copy=kw["transpose_copy"],
+                       elem_bytes=job.elem_bytes)
+            of, ob = times(compute.mamba_out_proj_quantize_bytes(job.shape.mamba, recipe=r, **mkw))
+            rf, rb = times(compute.mamba_out_proj_quantize_bytes(job.shape.mamba, recipe=job.fp8_recipe, **mkw))
+            out_f, out_b = out_f + hy.mamba / L * (of - rf), out_b + hy.mamba / L * (ob - rb)
+        return out_f, out_b
+    f, b = times(compute.fp8_quantize_bytes(job.shape, **kw))
     if moe_share > 0:
         mf, mb = times(compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw))
         f, b = (1 - moe_share) * f + moe_share * mf, (1 - moe_share) * b + moe_share * mb
@@ -1731,8 +1801,43 @@ def fp8_param_elements(job: Job, g: StrategyGrid, layers: Any, dense: Any, exper
     if not job.is_transformer or not np.any(g.fp8_param_gather) or job.fp8_recipe == "mxfp8":
         return 0.0, 0.0
     on = fp8_params_held(job, g)
-    linear = np.minimum(layers * transformer.linear_weights_per_layer(job.shape) / g.tp, dense)
+    linear = np.minimum(layers * fp8_param_linear_per_layer(job) / g.tp, dense)
     return np.where(on, linear, 0.0), np.where(on, expert, 0.0)
+
+
+def module_input_bytes(job: Job) -> dict[str, float]:
+    """The memory model's saved-GEMM-input bytes of the modules at their own precision (training.module_precision,
+    :func:`module_recipe`): ``attention_inputs``, ``latent_inputs``, ``out_proj_inputs`` as
+    :func:`scalemodel.cost.memory.quantized_input_bytes` of the module's recipe (0 = 16-bit); none where the module
+    runs at the run's precision."""
+    out: dict[str, float] = {}
+    for key, module in (("attention_inputs", "attention_proj"), ("latent_inputs", "moe_latent"),
+                        ("out_proj_inputs", "mamba_out_proj")):
+        r = module_recipe(job, module)
+        if r is not None:
+            out[key] = memory.quantized_input_bytes(r)
+    return out
+
+
+def fp8_param_linear_per_layer(job: Job) -> np.ndarray:
+    """The linear weights per layer that are FP8 parameters under fp8_param_gather: linear_weights_per_layer less the
+    weights of the modules at their own precision (training.module_precision). Megatron-Core builds a module that
+    its quant_recipe matches under that config's own ``fp8_model_init`` (``_get_fp8_model_init_for_quant_params``:
+    enabled False for a BF16 config, ``fp8_param`` for an FP8 one, default False; megatron/core/extensions/
+    transformer_engine.py at NVIDIA/Megatron-LM@24bad8e677), so its weights stay 16-bit: per layer, the attention
+    layers' projections (attention_proj), the MoE layers' 2 h l (moe_latent) and the Mamba layers' h d_in
+    (mamba_out_proj), each at its share of the layers. The MTP modules are outside the layers' count."""
+    sh = job.shape
+    full = transformer.linear_weights_per_layer(sh)
+    L = np.maximum(sh.layers, 1)
+    own = np.zeros_like(full)
+    if module_recipe(job, "attention_proj") is not None:
+        own = own + sh.attention_layers * sum(i * o for _, i, o, _ in transformer.attention_matrices(sh)) / L
+    if module_recipe(job, "moe_latent") is not None:
+        own = own + sh.moe_layers * 2.0 * sh.hidden * sh.moe_latent / L
+    if module_recipe(job, "mamba_out_proj") is not None and sh.mamba is not None:
+        own = own + sh.mamba_layers * sh.mamba.hidden * sh.mamba.d_inner / L
+    return np.asarray(np.maximum(full - own, 0.0), dtype=float)
 
 
 def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -2351,6 +2456,8 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                   reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
                   root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
                   fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
+                  fp8_linear_per_layer=fp8_param_linear_per_layer(job) if job.is_transformer else None,
+                  **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
                   logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
                   per_layer={})  # the stages share their layers' activation bytes (computed once)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))

@@ -4,6 +4,7 @@
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
+import numpy as np
 from msgspec import Meta
 
 from scalemodel.choices import (
@@ -97,6 +98,39 @@ MAX_OPTIMIZER_BYTES = 64.0
 MAX_TRAIN_METRIC_PASSES = 64
 
 
+#: A module's GEMM precision in a low-precision run (training.module_precision): bf16 (the module left out of the
+#: run's FP8 / FP4 recipe) or mxfp8 (MXFP8BlockScaling, Blackwell). Transformer Engine's per-module quantization
+#: config (Megatron-Core ``quant_recipe``, TEQuantizationParams: ``training_recipe: {}`` = BF16, or
+#: ``fp8_quantization_recipe: "mxfp8"``); docs/model.md#module-precision.
+ModulePrecisionText = Annotated[Literal["bf16", "mxfp8"], Meta(description=(
+    "bf16: the module's GEMMs on the BF16 peak and curve, no quantization casts; mxfp8: on the fp8 peak at "
+    "MXFP8's rate, with MXFP8's casts (needs a Blackwell accelerator)"))]
+
+
+class ModulePrecisionSpec(Spec, kw_only=True):
+    """GEMM precision per module of a low-precision (fp8 / fp4) run, where it differs from the run's own; a module
+    not named runs at the run's precision. Names follow Megatron-Core's modules (docs/model.md#module-precision)."""
+
+    attention_proj: Annotated[ModulePrecisionText | None, Meta(description=(
+        "the attention block's weight GEMMs: linear_qkv and linear_proj (MLA: its down/up projections and "
+        "linear_proj); the attention core is BF16 already"))] = None
+    moe_latent: Annotated[ModulePrecisionText | None, Meta(description=(
+        "LatentMoE's fc1_latent_proj (h -> l) and fc2_latent_proj (l -> h); needs moe.latent_size"))] = None
+    mamba_out_proj: Annotated[ModulePrecisionText | None, Meta(description=(
+        "a Mamba-2 mixer's out_proj (d_inner -> h); needs Mamba layers (hybrid pattern M)"))] = None
+    mtp: Annotated[ModulePrecisionText | None, Meta(description=(
+        "the whole multi-token prediction block (Megatron-Core mtp.*: its layer's GEMMs and eh_proj); needs "
+        "mtp layers"))] = None
+
+    def named(self) -> dict[str, str]:
+        """The modules given, name -> precision."""
+        return {k: str(v) for k, v in ((k, getattr(self, k)) for k in MODULE_PRECISION_MODULES) if v is not None}
+
+
+#: training.module_precision's module names, in the order they are checked and reported.
+MODULE_PRECISION_MODULES = ("attention_proj", "moe_latent", "mamba_out_proj", "mtp")
+
+
 class TrainingSpec(Spec, kw_only=True):
     global_batch: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
         description="sequences (or samples) per step")] = None
@@ -112,6 +146,12 @@ class TrainingSpec(Spec, kw_only=True):
         "num_layers_at_start_in_bf16 + num_layers_at_end_in_bf16; Megatron-Bridge's Nemotron 3 Super NVFP4 preset "
         "keeps the last 14); their GEMMs on the BF16 peak and curve, without quantization casts, mixed over the "
         "layers (docs/model.md#nvfp4). Default 0: every layer in the low precision"))] = 0
+    module_precision: Annotated[ModulePrecisionSpec | None, Meta(description=(
+        "with precision fp8 or fp4: modules whose GEMMs run at another precision than the run's, e.g. "
+        "{attention_proj: bf16, moe_latent: bf16, mtp: bf16, mamba_out_proj: mxfp8} (Megatron-Bridge's Nemotron 3 "
+        "Super NVFP4 te_quant.cfg); each module's forward and backward GEMMs, quantization casts and weight casts "
+        "at its own precision (docs/model.md#module-precision). Not given: every module at the run's precision"
+    ))] = None
     optimizer_bytes_per_param: Annotated[float, Meta(ge=0, le=MAX_OPTIMIZER_BYTES,
         description="optimizer-state bytes per parameter: 12 = fp32 master + Adam m, v (ZeRO paper's K=12); "
                     "at most 64")] = 12.0
@@ -162,6 +202,12 @@ class TrainingSpec(Spec, kw_only=True):
             raise field_error("bf16_layers", f"{self.bf16_layers} needs precision fp8 or fp4 (got "
                               f"{self.precision!r}): every layer of a 16- or 32-bit run is in that precision",
                               "0, or precision fp8 / fp4")
+        named = self.module_precision.named() if self.module_precision is not None else {}
+        if named and Precision.parse(self.precision) not in (Precision.FP8, Precision.FP4):
+            k = next(iter(named))
+            raise field_error(f"module_precision.{k}", f"{k}: {named[k]} needs precision fp8 or fp4 (got "
+                              f"{self.precision!r}): every module of a 16- or 32-bit run is in that precision",
+                              "leave module_precision out, or precision fp8 / fp4")
         if self.fp8_attention and Precision.parse(self.precision) != Precision.FP8:
             raise field_error("fp8_attention", f"true needs precision fp8 (got {self.precision!r}); "
                               "leave it out for 16- and 32-bit runs")
@@ -472,6 +518,37 @@ def low_precision_recipe(training: Any, acc: Any) -> str:
         raise InputError(f"fp8 recipe mxfp8 needs Blackwell tensor cores; {acc.name} is {acc.family}",
                          where="training.fp8_recipe", allowed="delayed or tensorwise on this accelerator")
     return str(recipe)
+
+
+def module_precisions(training: Any, sh: Any, acc: Any) -> dict[str, str]:
+    """training.module_precision as module name -> precision (bf16 | mxfp8), only the modules the model has: a
+    module the workload lacks (moe_latent without moe.latent_size, mamba_out_proj without Mamba layers, mtp without
+    MTP layers, attention_proj without attention layers) or mxfp8 off Blackwell is an input error. Empty for a
+    16-/32-bit run or when not given."""
+    spec = getattr(training, "module_precision", None)
+    named = spec.named() if spec is not None else {}
+    if not named:
+        return {}
+    where = "training.module_precision."
+    if sh is None:
+        k = next(iter(named))
+        raise InputError(f"{k} names a transformer module; a generic workload has none", where=where + k,
+                         allowed="leave module_precision out for a generic workload")
+    hy = getattr(sh, "hybrid", None)
+    has = {"attention_proj": (hy is None or hy.attention > 0, "no attention layers"),
+           "moe_latent": (float(np.max(sh.moe_latent)) > 0 and float(sh.moe_layers) > 0, "no LatentMoE "
+                          "(moe.latent_size not set)"),
+           "mamba_out_proj": (hy is not None and hy.mamba > 0, "no Mamba layers"),
+           "mtp": (float(sh.mtp_layers) > 0, "no multi-token prediction layers")}
+    for k, v in named.items():
+        ok, why = has[k]
+        if not ok:
+            raise InputError(f"the model has {why}", where=where + k,
+                             allowed="only modules the model has: " + ", ".join(m for m in has if has[m][0]))
+        if v == "mxfp8" and acc.family != "blackwell":
+            raise InputError(f"mxfp8 needs Blackwell tensor cores; {acc.name} is {acc.family}", where=where + k,
+                             allowed="bf16 on this accelerator")
+    return named
 
 
 def bf16_layer_share(training: Any, sh: Any) -> float:

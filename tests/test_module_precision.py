@@ -1,0 +1,253 @@
+"""training.module_precision: a module's GEMMs, casts and weight casts at its own precision
+(docs/model.md#module-precision). Values by hand: with gemm_half_dim 0 a GEMM runs at gemm_max x peak whatever its shape
+(:func:`scalemodel.cost.compute.gemm_efficiency`), so a layer's GEMM time is the sum of each module's FLOPs over its
+own rate; the cast bytes per element are Transformer Engine's (cost.compute.fp8_quantize_bytes' table: nvfp4
+2 eb + 2 (1/2 + 1/16) = 5.125, mxfp8 eb + 2 (1 + 1/32) = 4.0625 at eb 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scalemodel.commands.common import build_specs
+from scalemodel.cost import compute, mamba
+from scalemodel.cost import transformer as tr
+from scalemodel.engine import step
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.errors import InputError
+
+P0, P1, P2 = 4e15, 1e15, 2e15  # the run's rate, BF16's, MXFP8's (FLOP/s at gemm_max 1)
+FAST = dict(memory_bandwidth=1e30, gemm_max=1.0, gemm_half_dim=0.0)  # compute-bound, no size dependence
+# one dense layer: h 256, 4 heads of 64 (MHA), f 1024 ungated
+DENSE = dict(layers=2, hidden=256, heads=4, vocab=100, ffn_hidden=1024, gated_mlp=False, biases=False)
+# one MoE layer with LatentMoE: h 64, E 8 experts of f_e 16 at l 16, k 2, one shared expert
+MOE = dict(layers=2, hidden=64, heads=4, vocab=100, ffn_hidden=32, gated_mlp=False, moe_experts=8, moe_top_k=2,
+           moe_ffn_hidden=16, moe_shared_experts=1, biases=False, tied_embeddings=True, moe_latent=16)
+NVFP4_C, MXFP8_C = 2 * 2 + 2 * (0.5 + 1 / 16), 2 + 2 * (1 + 1 / 32)
+
+
+def test_attention_proj_bf16_gemm_time_by_hand() -> None:
+    """T = 32 tokens, tp 1: QKV 2 T h 3h and O 2 T h h at the BF16 rate, the MLP's 2 x 2 T h f at the run's:
+    forward GEMMs = 8 T h^2 / P1 + 4 T h f / P0; the backward's GEMMs twice that, so backward(bf16 proj) -
+    backward(all at P0) = 2 x 8 T h^2 (1/P1 - 1/P0)."""
+    sh = tr.shape(**DENSE)
+    T, h, f = 32, 256, 1024
+    kw = dict(micro_batch=1, seq_len=T, peak_flops=P0, **FAST)
+    mixed = compute.layer_compute_time(sh, **kw, proj_peak_flops=P1, proj_gemm_max=1.0, proj_gemm_half_dim=0.0)
+    same = compute.layer_compute_time(sh, **kw)
+    assert float(mixed.forward_gemm) == pytest.approx(8 * T * h * h / P1 + 4 * T * h * f / P0, rel=1e-12)
+    assert float(same.forward_gemm) == pytest.approx((8 * T * h * h + 4 * T * h * f) / P0, rel=1e-12)
+    assert float(mixed.backward - same.backward) == pytest.approx(2 * 8 * T * h * h * (1 / P1 - 1 / P0), rel=1e-9)
+    # the FLOPs counted are the same: precision moves time, not work
+    assert float(mixed.forward_flops) == float(same.forward_flops)
+
+
+def test_moe_latent_bf16_gemm_time_by_hand() -> None:
+    """The MoE block alone (T = 10, tp 1, ep 1): the two latent projections 2 x 2 T h l at the BF16 rate, the router
+    2 T h E, the routed experts 2 x 2 (T k) l f_e and the shared expert 2 x 2 T h f_s at the run's."""
+    sh = tr.shape(**MOE)
+    T, h, l, E, k, fe = 10, 64, 16, 8, 2, 16
+    kw = dict(micro_batch=1, seq_len=T, peak_flops=P0, moe=True, attention=False, **FAST)
+    got = compute.layer_compute_time(sh, **kw, latent_peak_flops=P1, latent_gemm_max=1.0, latent_gemm_half_dim=0.0)
+    # the routed experts: E experts of T k / E tokens each
+    run = 2 * T * h * E + 2 * 2 * (T * k) * l * fe + 2 * 2 * T * h * fe
+    assert float(got.forward_gemm) == pytest.approx(4 * T * h * l / P1 + run / P0, rel=1e-12)
+
+
+def test_mamba_out_proj_mxfp8_gemm_time_by_hand() -> None:
+    """A Mamba-2 layer's projections (h 256, P 64, H 8, N 16, G 2: d_in 512, in_proj 2 d_in + 2 G N + H = 1096):
+    in_proj 2 T h 1096 at the run's rate, out_proj 2 T d_in h at MXFP8's; the backward's projection GEMMs twice."""
+    md = mamba.mamba_dims(hidden=256, head_dim=64, state_dim=16, groups=2, heads=8)
+    T, h, d_in = 128, 256, 512
+    kw = dict(micro_batch=1, seq_len=T, peak_flops=P0, **FAST)
+    mixed = compute.mamba_layer_time(md, **kw, out_proj_peak_flops=P2, out_proj_gemm_max=1.0,
+                                     out_proj_gemm_half_dim=0.0)
+    same = compute.mamba_layer_time(md, **kw)
+    assert float(mixed.forward_gemm) == pytest.approx(2 * T * h * 1096 / P0 + 2 * T * d_in * h / P2, rel=1e-12)
+    assert float(mixed.backward - same.backward) == pytest.approx(2 * 2 * T * d_in * h * (1 / P2 - 1 / P0), rel=1e-9)
+
+
+def test_attention_bf16_casts_by_hand() -> None:
+    """NVFP4 run, dense MHA layer, tp 1, no SP, T = 32: a BF16 attention block casts nothing, so the layer casts
+    5.125 bytes an element less of X_qkv (T h), X_o (T h), dY_qkv (T 3h) and dY_o (T h), and of its 4 h^2 weights."""
+    sh = tr.shape(**DENSE)
+    T, h = 32, 256
+    kw = dict(micro_batch=1, seq_len=T, recipe="nvfp4", transpose_copy=False)
+    f0, b0, w0 = compute.fp8_quantize_bytes(sh, **kw)
+    f1, b1, w1 = compute.fp8_quantize_bytes(sh, **kw, attention_recipe="")
+    assert float(f0 - f1) == pytest.approx(NVFP4_C * 2 * T * h)
+    assert float(b0 - b1) == pytest.approx(NVFP4_C * 4 * T * h)
+    assert float(w0 - w1) == pytest.approx(NVFP4_C * 4 * h * h)
+    # in MXFP8 instead: the same elements at 4.0625 bytes
+    f2, b2, w2 = compute.fp8_quantize_bytes(sh, **kw, attention_recipe="mxfp8")
+    assert float(f2 - f1) == pytest.approx(MXFP8_C * 2 * T * h)
+    assert float(w2 - w1) == pytest.approx(MXFP8_C * 4 * h * h)
+
+
+def test_latent_bf16_casts_by_hand() -> None:
+    """The latent projections' X (T h, T l), dY (T l, T h) and weights 2 h l leave the casts when BF16."""
+    sh = tr.shape(**MOE)
+    T, h, l = 10, 64, 16
+    kw = dict(micro_batch=1, seq_len=T, recipe="nvfp4", transpose_copy=False, moe=True)
+    f0, b0, w0 = compute.fp8_quantize_bytes(sh, **kw)
+    f1, b1, w1 = compute.fp8_quantize_bytes(sh, **kw, latent_recipe="")
+    assert float(f0 - f1) == pytest.approx(NVFP4_C * T * (h + l))
+    assert float(b0 - b1) == pytest.approx(NVFP4_C * T * (h + l))
+    assert float(w0 - w1) == pytest.approx(NVFP4_C * 2 * h * l)
+
+
+def test_mamba_out_proj_cast_bytes_by_hand() -> None:
+    """out_proj in MXFP8, tp 1: X T d_in, dY T h, W h d_in at 4.0625 bytes; BF16: none."""
+    md = mamba.mamba_dims(hidden=256, head_dim=64, state_dim=16, groups=2, heads=8)
+    T, h, d_in = 128, 256, 512
+    f, b, w = compute.mamba_out_proj_quantize_bytes(md, micro_batch=1, seq_len=T, recipe="mxfp8",
+                                                    transpose_copy=False)
+    assert (float(f), float(b), float(w)) == pytest.approx((MXFP8_C * T * d_in, MXFP8_C * T * h,
+                                                           MXFP8_C * h * d_in))
+    assert all(float(x) == 0.0 for x in compute.mamba_out_proj_quantize_bytes(md, micro_batch=1, seq_len=T,
+                                                                                recipe=""))
+
+
+def _job(cluster: str, precision: str, model: str = "gpt-7.5b", **training: Any) -> tuple[Any, Any]:
+    tr_in: dict[str, Any] = {"precision": precision, "global_batch": 1, "micro_batch": 1, **training}
+    cl, wl, trs, stg = build_specs(cluster=cluster, model=model, sets=[], training=tr_in, strategy={})
+    job = build_job(cl, wl, trs, straggler_cv=0.0)
+    return job, grid_from_strategy(stg, trs, 1, job)
+
+
+def test_engine_prices_attention_proj_bf16_between_the_runs() -> None:
+    """gpt-7.5b on one B200, NVFP4: attention projections in BF16 cost more than all-NVFP4 and less than an all-BF16
+    run; the job carries BF16's peak for them and no module override reaches a BF16 run."""
+    j4, g4 = _job("dgx-b200", "fp4")
+    jm, gm = _job("dgx-b200", "fp4", module_precision={"attention_proj": "bf16"})
+    jb, gb = _job("dgx-b200", "bf16")
+    assert jm.module_precision == (("attention_proj", "bf16"),)
+    one = np.array([float(j4.shape.layers)])
+    t = [float(np.ravel(step._compute_per_microbatch(j, g, one)["total"])[0]) for j, g in ((j4, g4), (jm, gm),
+                                                                                           (jb, gb))]
+    assert t[0] < t[1] < t[2]
+    assert step.module_gemm_kwargs(jm, "attention_proj", "proj") == {
+        "proj_peak_flops": jm.attention_peak_flops, "proj_gemm_max": jm.attention_gemm_max,
+        "proj_gemm_half_dim": jm.attention_gemm_half_dim}
+    from dataclasses import replace
+    assert step.module_recipe(replace(jm, fp8_recipe=""), "attention_proj") is None  # a BF16 layer is BF16 whole
+
+
+def test_engine_mxfp8_rate_is_the_fp8_curve_times_the_mxfp8_factor() -> None:
+    """An mxfp8 module of an fp4 run: the fp8 peak at the fp8 curve's gemm_max x 0.951 (FP8_RECIPE_GEMM_FACTORS),
+    the same rate an fp8 mxfp8 run's GEMMs get."""
+    jm, _ = _job("gb200-nvl72", "fp4", model="nemotron-3-super", module_precision={"mamba_out_proj": "mxfp8"})
+    jx, _ = _job("gb200-nvl72", "fp8", model="nemotron-3-super", fp8_recipe="mxfp8")
+    assert jm.mxfp8_peak_flops == jx.peak_flops
+    assert jm.mxfp8_gemm_max == pytest.approx(jx.gemm_max, rel=1e-12)
+    assert jm.mxfp8_gemm_half_dim == jx.gemm_half_dim
+
+
+def test_mtp_bf16_prices_the_block_at_bf16() -> None:
+    """nemotron-3-super's MTP block in BF16: the stage holding it is slower than with the block in NVFP4, and the
+    difference is in the MTP modules alone (a stage without the logits, and so without MTP, is unchanged)."""
+    j4, g4 = _job("gb200-nvl72", "fp4", model="nemotron-3-super")
+    jm, gm = _job("gb200-nvl72", "fp4", model="nemotron-3-super", module_precision={"mtp": "bf16"})
+    one = np.array([4.0])
+    last = [float(np.ravel(step._compute_per_microbatch(j, g, one)["total"])[0]) for j, g in ((j4, g4), (jm, gm))]
+    mid = [float(np.ravel(step._compute_per_microbatch(j, g, one, False)["total"])[0]) for j, g in ((j4, g4),
+                                                                                                  (jm, gm))]
+    assert last[1] > last[0] and mid[1] == mid[0]
+
+
+@pytest.mark.parametrize("training,match", [
+    ({"precision": "fp4", "module_precision": {"mamba_out_proj": "mxfp8"}}, "no Mamba layers"),
+    ({"precision": "fp4", "module_precision": {"moe_latent": "bf16"}}, "no LatentMoE"),
+    ({"precision": "fp4", "module_precision": {"mtp": "bf16"}}, "no multi-token"),
+])
+def test_modules_the_model_lacks_are_refused(training: dict[str, Any], match: str) -> None:
+    with pytest.raises(InputError, match=match):
+        _job("dgx-b200", **training)
+
+
+def test_mxfp8_off_blackwell_refused() -> None:
+    with pytest.raises(InputError, match="mxfp8 needs Blackwell"):
+        _job("dgx-h100", "fp8", module_precision={"attention_proj": "mxfp8"})
+
+
+@pytest.mark.parametrize("setting,match", [
+    ("training.module_precision.attn=bf16", "unknown key 'attn'"),
+    ("training.module_precision.attention_proj=fp16", "'bf16' or 'mxfp8'"),
+])
+def test_cli_bad_module_precision_exits_2(setting: str, match: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "--cluster", "dgx-b200", "--model",
+                        "gpt-7.5b", "--gpus", "8", "--precision", "fp4", "--set", setting],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and match in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_module_precision_on_bf16_run_exits_2() -> None:
+    r = subprocess.run([sys.executable, "-m", "scalemodel", "predict", "--cluster", "dgx-b200", "--model",
+                        "gpt-7.5b", "--gpus", "8", "--precision", "bf16", "--set",
+                        "training.module_precision.attention_proj=bf16"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "needs precision fp8 or fp4" in r.stderr
+
+
+def test_fp8_param_weights_leave_out_the_bf16_modules() -> None:
+    """fp8_param_gather: Megatron-Core builds a module its quant_recipe matches under that config's own
+    fp8_model_init (BF16 for a bf16 config), so gpt-7.5b's FP8 parameters per layer are the MLP's (2|3) h f alone
+    with attention_proj bf16, and the MLP's + QKV h (a + 2 g) d + O a d h without."""
+    j0, _ = _job("dgx-h100", "fp8")
+    jm, _ = _job("dgx-h100", "fp8", module_precision={"attention_proj": "bf16"})
+    sh = j0.shape
+    h, f, a, g, d = (float(x) for x in (sh.hidden, sh.ffn_hidden, sh.heads, sh.kv_heads, sh.head_dim))
+    mlp = (3.0 if bool(sh.gated_mlp) else 2.0) * h * f
+    assert float(step.fp8_param_linear_per_layer(jm)) == pytest.approx(mlp, rel=1e-12)
+    assert float(step.fp8_param_linear_per_layer(j0)) == pytest.approx(mlp + h * (a + 2 * g) * d + a * d * h,
+                                                                       rel=1e-12)
+
+
+def test_saved_inputs_of_a_bf16_attention_block_by_hand() -> None:
+    """NVFP4 layer (0.5625 bytes a saved GEMM input), tp 1, s b = 32 x 1, h = a d_v = 256: the BF16 attention block
+    keeps its QKV input at 2 bytes (+1.4375 s b h) and its O-projection input at 2 bytes: with the fused core
+    (whose 16-bit output the O-projection then keeps, no NVFP4 copy) -0.5625 s b a d_v, without it +1.4375."""
+    from scalemodel.cost import memory
+    sh = tr.shape(**DENSE)
+    sbh = 32 * 256
+    kw = dict(micro_batch=1, seq_len=32, fp8_inputs=0.5625)
+    for flash, diff in ((True, 1.4375 - 0.5625), (False, 2 * 1.4375)):
+        base = memory.activation_bytes_per_layer(sh, flash_attention=flash, **kw)
+        bf16 = memory.activation_bytes_per_layer(sh, flash_attention=flash, attention_inputs=0.0, **kw)
+        assert float(bf16 - base) == pytest.approx(diff * sbh)
+
+
+def test_saved_inputs_of_own_precision_latent_and_out_proj_by_hand() -> None:
+    """LatentMoE projections in BF16 (NVFP4 layer, tp 1, T = 10): fc2_latent_proj's input T l at 2 bytes (+1.4375
+    T l) and fc1_latent_proj's own 16-bit copy of the norm output (+2 T h); a Mamba out_proj in MXFP8: its input
+    T d_in at 1 byte instead of 0.5625."""
+    from scalemodel.cost import memory
+    sh = tr.shape(**MOE)
+    kw = dict(micro_batch=1, seq_len=10, fp8_inputs=0.5625, moe=True)
+    diff = memory.activation_bytes_per_layer(sh, latent_inputs=0.0, **kw) - memory.activation_bytes_per_layer(sh, **kw)
+    assert float(diff) == pytest.approx(1.4375 * 10 * 16 + 2 * 10 * 64)
+    md = mamba.mamba_dims(hidden=256, head_dim=64, state_dim=16, groups=2, heads=8)
+    mk = dict(micro_batch=1, seq_len=128, fp8_inputs=0.5625)
+    d = memory.mamba_activation_bytes(md, out_proj_inputs=1.0, **mk) - memory.mamba_activation_bytes(md, **mk)
+    assert float(d) == pytest.approx((1.0 - 0.5625) * 128 * 512)
+
+
+def test_validation_reads_the_mix_for_exactly_the_super_nvfp4_rows() -> None:
+    """scripts/validate_training.py gives te_quant.cfg's mix to the Megatron-Bridge Nemotron 3 Super NVFP4 rows, read
+    from their model and precision, and to no other row; the mix is the file's five matchers."""
+    from pathlib import Path
+
+    import yaml
+    from conftest import script_module
+    mod = script_module("validate_training")
+    root = Path(__file__).resolve().parents[1]
+    cases = yaml.safe_load((root / "validation" / "training_cases.yaml").read_text(encoding="utf-8"))
+    got = sorted(c["id"] for c in cases if mod.recipe_module_precision(c))
+    assert got == ["mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
+                   "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"]
+    assert mod.TE_QUANT_CFG_NEMOTRON_3_SUPER == {"attention_proj": "bf16", "moe_latent": "bf16", "mtp": "bf16",
+                                                 "mamba_out_proj": "mxfp8"}
