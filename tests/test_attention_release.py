@@ -192,3 +192,23 @@ def test_release_reads_at_the_top_of_a_strategy_yaml(cli, tmp_path: Path) -> Non
     r = cli("predict", "-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json")
     assert r.code == 0 and "not used" not in r.err, r.err
     assert json.loads(r.out)["inputs"]["training"]["cudnn_release"] == "9.19"
+
+
+def _accelerator_file(tmp_path: Path, releases: str, extends: str = "b200") -> Path:
+    f = tmp_path / "acc.yaml"
+    f.write_text(f"kind: accelerator\nname: x\nextends: {extends}\nattention_releases:\n{releases}")
+    return f
+
+
+def test_a_release_key_of_thousands_of_digits_is_refused_in_one_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A release is major.minor of a few digits: a 5000-digit minor in an accelerator file's ``attention_releases``
+    ended in Python's int-conversion ValueError traceback (exit 1) when a run named a release not held; the field is
+    now refused where it is read."""
+    big = "9." + "1" * 5000
+    acc = _accelerator_file(tmp_path, f"  ? '{big}'\n  : cudnn:\n      fwd: {{attn_max: 0.9, seq_half: 700, head_half: "
+                                      "51}\n      bwd: {attn_max: 0.7, seq_half: 800, head_half: 29}\n")
+    r = cli("predict", "-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "8", "--set", f"cluster.accelerator={acc}",
+            "--set", "training.cudnn_release='9.15'")
+    assert r.code == 2 and r.err.count("\n") == 1 and "attention_releases" in r.err, (r.code, r.err[-300:])
+    r = cli("predict", "-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "8", "--set", f"training.cudnn_release='{big}'")
+    assert r.code == 2 and r.err.count("\n") == 1 and "not of the allowed form" in r.err, r.err[-300:]

@@ -23,8 +23,10 @@ class GemmCurve(Spec, kw_only=True):
 
 
 AttentionKernelName = Literal["fa1", "fa2", "fa3", "cudnn", "triton", "xformers"]
-#: a cuDNN release as the catalog names it: major.minor (9.19 for cuDNN 9.19.1, backend version 91901)
-CUDNN_RELEASE_PATTERN = r"^[0-9]+\.[0-9]+$"
+#: a cuDNN release as the catalog names it: major.minor (9.19 for cuDNN 9.19.1, backend version 91901), at most three
+#: digits each (cuDNN 9's CUDNN_VERSION packs the minor into two digits, major * 10000 + minor * 100 + patch:
+#: NVIDIA/cudnn-frontend@3929da2 include/cudnn_frontend_shim.h convert_version_to_str)
+CUDNN_RELEASE_PATTERN = r"^[0-9]{1,3}\.[0-9]{1,3}$"
 
 
 class AttentionCurve(Spec, kw_only=True):
