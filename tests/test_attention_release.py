@@ -212,3 +212,17 @@ def test_a_release_key_of_thousands_of_digits_is_refused_in_one_line(cli, tmp_pa
     assert r.code == 2 and r.err.count("\n") == 1 and "attention_releases" in r.err, (r.code, r.err[-300:])
     r = cli("predict", "-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "8", "--set", f"training.cudnn_release='{big}'")
     assert r.code == 2 and r.err.count("\n") == 1 and "not of the allowed form" in r.err, r.err[-300:]
+
+
+def test_a_release_block_holds_only_a_cudnn_curve(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A release names cuDNN's kernel, so ``attention_releases`` holds cudnn curves only: a release block holding an
+    fa2 curve was accepted, and a run naming that release was priced on the default cudnn curve without a word."""
+    acc = _accelerator_file(tmp_path, "  '9.19':\n    fa2:\n      fwd: {attn_max: 0.2, seq_half: 700, head_half: 16}\n"
+                                      "      bwd: {attn_max: 0.2, seq_half: 800, head_half: 12}\n", extends="h100-sxm")
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--set", f"cluster.accelerator={acc}",
+            "--set", "training.cudnn_release='9.19'")
+    assert r.code == 2 and r.err.count("\n") == 1 and "attention_releases" in r.err and "cudnn" in r.err, r.err
+    acc = _accelerator_file(tmp_path, "  '9.19': {}\n", extends="h100-sxm")  # empty: the run took the default
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--set", f"cluster.accelerator={acc}",
+            "--set", "training.cudnn_release='9.19'")
+    assert r.code == 2 and r.err.count("\n") == 1 and "attention_releases" in r.err, r.err

@@ -286,7 +286,7 @@ def _attention_kernel(training: Any, acc: Any) -> dict[str, Any]:
                      "(only the cudnn kernel takes a release's curve)")
     if name == "gemm":
         return {"attention_kernel": "gemm"}
-    c = release.get(name, curves[name]) if name == "cudnn" else curves[name]
+    c = release["cudnn"] if release and name == "cudnn" else curves[name]
     return {"attention_kernel": name, "attention_fwd": _curve_params(c.fwd), "attention_bwd": _curve_params(c.bwd)}
 
 

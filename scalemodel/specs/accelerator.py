@@ -47,6 +47,13 @@ class AttentionKernel(Spec, kw_only=True):
     source: str = ""
 
 
+#: a cuDNN release's key in ``attention_releases`` (and ``training.cudnn_release``'s text)
+CudnnRelease = Annotated[str, Meta(pattern=CUDNN_RELEASE_PATTERN)]
+#: one release's curves: cuDNN's kernel only (a release names no other kernel), never empty (an empty block would
+#: leave a run that names the release on the default curve without a word)
+ReleaseCurves = Annotated[dict[Literal["cudnn"], AttentionKernel], Meta(min_length=1)]
+
+
 class ComputeEfficiency(Spec, kw_only=True):
     """Achieved fraction of peak as a function of GEMM shape, and of memory bandwidth.
 
@@ -85,12 +92,12 @@ class AcceleratorSpec(Sourced, kw_only=True):
     attention_efficiency: Annotated[dict[AttentionKernelName, AttentionKernel] | None, Meta(description=(
         "fused attention kernels' efficiency curves per kernel (fa1, fa2, fa3, cudnn, triton, xformers), fitted to "
         "attention-kernel benchmarks; None or a kernel not listed: the core is priced on the GEMM curve"))] = None
-    attention_releases: Annotated[dict[Annotated[str, Meta(pattern=CUDNN_RELEASE_PATTERN)],
-                                       dict[AttentionKernelName, AttentionKernel]] | None, Meta(description=(
-        "fused attention curves per cuDNN release (major.minor, e.g. '9.19'), each fitted to that release's own "
-        "published kernel sweep (scripts/fit_attention.py RELEASE_FITS); a run that names its release "
-        "(training.cudnn_release) is priced on that release's cudnn curve instead of attention_efficiency's "
-        "(docs/model.md#cudnn-release). None: one curve for every release"))] = None
+    attention_releases: Annotated[dict[CudnnRelease, ReleaseCurves] | None, Meta(description=(
+        "cuDNN's fused attention curve per cuDNN release (major.minor, e.g. '9.19'; key cudnn, the only kernel a "
+        "cuDNN release names), each fitted to that release's own published kernel sweep (scripts/fit_attention.py "
+        "RELEASE_FITS); a run that names its release (training.cudnn_release) is priced on that release's cudnn "
+        "curve instead of attention_efficiency's (docs/model.md#cudnn-release). None: one curve for every "
+        "release"))] = None
     compute_units: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
         description="streaming multiprocessors (NVIDIA) or compute units (AMD) on the chip")] = None
     collective_units: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
