@@ -64,6 +64,7 @@ import yaml
 from scalemodel.cost.compute import FLASH_BACKWARD_FLOP_RATIO, flash_kernel_time
 from scalemodel.cost.transformer import causal_mean_keys
 from scalemodel.specs import load_accelerator
+from scalemodel.specs.accelerator import cudnn_release_key
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
@@ -350,10 +351,6 @@ def fit(points: list[dict[str, Any]],
     return fits
 
 
-def _release_key(r: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in r.split("."))
-
-
 def release_fits(recorded: list[dict[str, Any]] | None = None,
                  head: dict[str, Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
     """(accelerator, release) -> {fwd, bwd, how, rms...} for :data:`RELEASE_FITS`, then the borrowed ones
@@ -363,7 +360,7 @@ def release_fits(recorded: list[dict[str, Any]] | None = None,
     if head is None:
         head = fit(load_points(), recorded)[("b200", "cudnn")]
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for release, per_acc in sorted(RELEASE_FITS.items(), key=lambda kv: _release_key(kv[0])):
+    for release, per_acc in sorted(RELEASE_FITS.items(), key=lambda kv: cudnn_release_key(kv[0])):
         for name, srcs in per_acc.items():
             pts = [p for p in recorded if p["src"] in srcs and p["acc"] == name and p["kernel"] == "cudnn"
                    and not p.get("window")]
@@ -403,7 +400,7 @@ def release_fits(recorded: list[dict[str, Any]] | None = None,
 
 def release_report(rel: dict[tuple[str, str], dict[str, Any]], verbose: bool) -> None:
     print("per-release cudnn curves (attention_releases; docs/model.md#cudnn-release)")
-    for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], _release_key(kv[0][1]))):
+    for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], cudnn_release_key(kv[0][1]))):
         fw, bw = rounded(f["fwd"]), rounded(f["bwd"])
         stats = "" if "rms_fwd" not in f else (f"  fwd n {f['n_fwd']} rms {f['rms_fwd']:.3f} worst "
                                                f"{100 * f['worst_fwd']:+.1f} %; bwd n {f['n_fb']} rms "
@@ -423,7 +420,7 @@ def release_report(rel: dict[tuple[str, str], dict[str, Any]], verbose: bool) ->
 def release_blocks(rel: dict[tuple[str, str], dict[str, Any]]) -> dict[str, str]:
     """accelerator -> its ``attention_releases`` YAML block."""
     by: dict[str, list[str]] = defaultdict(list)
-    for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], _release_key(kv[0][1]))):
+    for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], cudnn_release_key(kv[0][1]))):
         fw, bw = rounded(f["fwd"]), rounded(f["bwd"])
         rms = (f" rms ln(t) {f['rms_fwd']:.3f} fwd, {f['rms_fb']:.3f} bwd" if "rms_fwd" in f else "")
         src = f"scripts/fit_attention.py on hardware/measurements/attention.yaml: {f['how']}.{rms}".replace('"', "'")

@@ -174,6 +174,7 @@ from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload
 from scalemodel.specs import load_cluster as _load_cluster
 from scalemodel.specs import load_workload as _load_workload
+from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.loader import builtin_names
 
 
@@ -658,10 +659,6 @@ CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0",
                    "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
 
 
-def _release_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(".")[:2])
-
-
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
     """(training.cudnn_release, note) of a case: on Blackwell, the nearest release at or below its container's cuDNN
     (:data:`CONTAINER_CUDNN`) among those the accelerator holds (``attention_releases``); None (the default curve)
@@ -672,11 +669,11 @@ def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, s
     if src not in CONTAINER_CUDNN:
         return None, "cuDNN: container not mapped, default attention curve"
     version, how = CONTAINER_CUDNN[src]
-    held = sorted(accelerator.attention_releases or {}, key=_release_tuple)
-    below = [] if version.startswith("<") else [r for r in held if _release_tuple(r) <= _release_tuple(version)]
+    held = sorted(accelerator.attention_releases or {}, key=cudnn_release_key)
+    below = [] if version.startswith("<") else [r for r in held if cudnn_release_key(r) <= cudnn_release_key(version)]
     if not below:
         return None, f"cuDNN {version} ({how}) below every held curve: default attention curve"
-    exact = "" if _release_tuple(below[-1]) == _release_tuple(version) else " (nearest held at or below)"
+    exact = "" if cudnn_release_key(below[-1]) == cudnn_release_key(version) else " (nearest held at or below)"
     return below[-1], f"cuDNN {version} ({how}) -> attention on the {below[-1]} curve{exact}"
 
 

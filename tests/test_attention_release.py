@@ -226,3 +226,12 @@ def test_a_release_block_holds_only_a_cudnn_curve(cli, tmp_path: Path) -> None: 
     r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--set", f"cluster.accelerator={acc}",
             "--set", "training.cudnn_release='9.19'")
     assert r.code == 2 and r.err.count("\n") == 1 and "attention_releases" in r.err, r.err
+
+
+def test_release_order_is_numeric_not_text() -> None:
+    """One ordering for the engine's list of held releases and the scripts' nearest-below pick: 9.9 before 9.10
+    (text order puts 9.10 first), a version's patch ignored."""
+    from scalemodel.specs.accelerator import cudnn_release_key
+
+    assert sorted(["9.10", "9.9", "10.0", "9.22"], key=cudnn_release_key) == ["9.9", "9.10", "9.22", "10.0"]
+    assert cudnn_release_key("9.21.1") == (9, 21) == cudnn_release_key("9.21")

@@ -41,6 +41,7 @@ from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
+from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.training import bf16_layer_share, low_precision_recipe
 
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
@@ -300,7 +301,7 @@ def _cudnn_release_curves(training: Any, acc: Any) -> dict[str, Any]:
         return {}
     held = acc.attention_releases or {}
     if release not in held:
-        have = sorted(held, key=lambda r: tuple(int(x) for x in r.split(".")))
+        have = sorted(held, key=cudnn_release_key)
         lost = " (a bare 9.10 reads as 9.1: quote it)" if len(release.split(".")[1]) == 1 else ""
         raise InputError(f"no attention curve for cuDNN {release} on {acc.name}{lost} "
                          f"({'releases held: ' + ', '.join(have) if have else 'it holds no per-release curves'})",

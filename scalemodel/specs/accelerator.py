@@ -47,6 +47,13 @@ class AttentionKernel(Spec, kw_only=True):
     source: str = ""
 
 
+def cudnn_release_key(release: str) -> tuple[int, int]:
+    """(major, minor) of a cuDNN release or version text ('9.19', '9.21.1'): the order releases compare in (9.9 before
+    9.10, which text order gets wrong), as the engine lists the held ones and the scripts pick the nearest below."""
+    major, minor = release.split(".")[:2]
+    return int(major), int(minor)
+
+
 #: a cuDNN release's key in ``attention_releases`` (and ``training.cudnn_release``'s text)
 CudnnRelease = Annotated[str, Meta(pattern=CUDNN_RELEASE_PATTERN)]
 #: one release's curves: cuDNN's kernel only (a release names no other kernel), never empty (an empty block would
