@@ -649,10 +649,14 @@ TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128}
 #: - mb2608 (26.08 NeMo container): no 26.08 table at 4ab94dfad (the newest snapshot, c335a9954, has none either);
 #:   docker/Dockerfile.ci there builds FROM nvcr.io/nvidia/pytorch:26.06-py3. ASSUMED at least 26.06's 9.21.1 (the
 #:   containers' cuDNN has only grown, 9.11 -> 9.13 -> 9.18 -> 9.20 -> 9.21 in that table); whether it reaches 9.22 is
-#:   not known, so it takes the 9.19 curve, the nearest held release below 9.21
+#:   not known, so it takes the 9.19 curve, the nearest held release below 9.21. Each table's note names its
+#:   PyTorch base, the Dockerfile.ci BASE_IMAGE of the commit that added it (26.04: 26.02-py3 at c4fc11d2e; 26.06:
+#:   26.04-py3 at e49e451ba); 26.06-py3 entered at 21627edcd. The NGC PyTorch 26.06 notes' cuDNN was searched for
+#:   and not found (review of 2026-12-04, validation/README.md "cuDNN release per container"); docker/Dockerfile.fw_base
+#:   can reinstall cuDNN over the base's (REINSTALL_CUDNN), so the base's would be a hint, not the container's
 #: - nemo2502 (NeMo 25.02, v2.2.0 7192a2c944, requirements/manifest.json on nvcr.io/nvidia/pytorch:25.01-py3): that
-#:   container's cuDNN was not read (its release notes not reached); it is earlier than the 9.10.2 of torch nv25.05
-#:   (CUDNN-B200-9.10's run log), i.e. below every held release: the default curve (9.10 / 9.13 fit) stays, a later
+#:   container's cuDNN was not read (its release notes not found, searched again 2026-12-04); it is earlier than the
+#:   9.10.2 of torch nv25.05 (CUDNN-B200-9.10's run log), i.e. below every held release: the default curve (9.10 / 9.13 fit) stays, a later
 #:   kernel than the run had, for want of an earlier sweep
 CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0", "26.04 container"),
                    "mb2606": ("9.21.1", "26.06 container"), "mb2608": ("9.21.1", "26.08 container, assumed >= 26.06's"),
