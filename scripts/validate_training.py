@@ -656,8 +656,8 @@ TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128}
 #:   can reinstall cuDNN over the base's (REINSTALL_CUDNN), so the base's would be a hint, not the container's
 #: - nemo2502 (NeMo 25.02, v2.2.0 7192a2c944, requirements/manifest.json on nvcr.io/nvidia/pytorch:25.01-py3): that
 #:   container's cuDNN was not read (its release notes not found, searched again 2026-12-04); it is earlier than the
-#:   9.10.2 of torch nv25.05 (CUDNN-B200-9.10's run log), i.e. below every held release: the default curve (9.10 / 9.13 fit) stays, a later
-#:   kernel than the run had, for want of an earlier sweep
+#:   9.10.2 of torch nv25.05 (CUDNN-B200-9.10's run log), i.e. below every held release: the default curve
+#:   (9.10 / 9.13 fit) stays, a later kernel than the run had, for want of an earlier sweep
 CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0", "26.04 container"),
                    "mb2606": ("9.21.1", "26.06 container"), "mb2608": ("9.21.1", "26.08 container, assumed >= 26.06's"),
                    "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
