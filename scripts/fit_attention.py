@@ -65,6 +65,7 @@ from scalemodel.cost.compute import FLASH_BACKWARD_FLOP_RATIO, flash_kernel_time
 from scalemodel.cost.transformer import causal_mean_keys
 from scalemodel.specs import load_accelerator
 from scalemodel.specs.accelerator import cudnn_release_key
+from scalemodel.specs.loader import builtin_names
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
@@ -451,8 +452,11 @@ def write_releases(rel: dict[tuple[str, str], dict[str, Any]]) -> None:
 
 
 def check_releases(rel: dict[tuple[str, str], dict[str, Any]]) -> int:
+    """Each built-in accelerator's ``attention_releases`` against the fits: every accelerator the fits name, and every
+    one holding release curves (a block on one the fits do not name is not fitted, and a run naming it is priced)."""
     bad = 0
-    names = {name for name, _ in rel}
+    names = {name for name, _ in rel} | {n for n in builtin_names("accelerator")
+                                         if load_accelerator(n, overrides=[]).attention_releases}
     for name in sorted(names):
         have = load_accelerator(name, overrides=[]).attention_releases or {}
         want = {r for n, r in rel if n == name}

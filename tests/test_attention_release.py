@@ -235,3 +235,22 @@ def test_release_order_is_numeric_not_text() -> None:
 
     assert sorted(["9.10", "9.9", "10.0", "9.22"], key=cudnn_release_key) == ["9.9", "9.10", "9.22", "10.0"]
     assert cudnn_release_key("9.21.1") == (9, 21) == cudnn_release_key("9.21")
+
+
+def test_release_check_sees_a_release_curve_on_an_accelerator_the_fits_do_not_name(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`fit_attention.py --check` compared only the accelerators RELEASE_FITS / RELEASE_DONORS name: a hand-written
+    ``attention_releases`` block on any other built-in accelerator (priced for every run that names its release)
+    passed the check. Here h100-sxm is given b200's blocks, and no fit is passed at all."""
+    import msgspec
+
+    fa = script_module("fit_attention")
+    real = fa.load_accelerator
+    b200 = real("b200", overrides=[])
+
+    def patched(name: str, overrides: list[str]) -> Any:
+        acc = real(name, overrides=overrides)
+        return msgspec.structs.replace(acc, attention_releases=b200.attention_releases) if name == "h100-sxm" else acc
+
+    monkeypatch.setattr(fa, "load_accelerator", patched)
+    assert fa.check_releases({}) == 1
+    assert "check: h100-sxm cuDNN 9.19: in the catalog, not fitted" in capsys.readouterr().out
