@@ -399,6 +399,19 @@ def release_fits(recorded: list[dict[str, Any]] | None = None,
     return out
 
 
+def _print_point_errors(name: str, f: dict[str, Any], *, src_width: int, dir_width: int) -> None:
+    """Each point of fit ``f`` (its ``points``; none for a borrowed curve) with the fitted curve's time error,
+    the source's per-call latency (``lat_fwd`` / ``lat_fb``) added, as the fit modelled it."""
+    if "points" not in f:
+        return
+    acc = load_accelerator(name, overrides=[])
+    for p in f["points"]:
+        lat = f.get("lat_fwd" if p["dir"] == "fwd" else "lat_fb", {}).get(p["src"], 0.0)
+        e = (model_time(p, acc, f["fwd"], f["bwd"]) + lat) / p["t_meas"] - 1.0
+        print(f"      {p['src']:{src_width}s} {p['dir']:{dir_width}s} causal {p['causal']!s:5s} d {p['d']:3d} "
+              f"s {p['s']:5d} {p['tflops']:6.1f} TFLOP/s  model time {100 * e:+6.1f} %")
+
+
 def release_report(rel: dict[tuple[str, str], dict[str, Any]], verbose: bool) -> None:
     print("per-release cudnn curves (attention_releases; docs/model.md#cudnn-release)")
     for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], cudnn_release_key(kv[0][1]))):
@@ -409,13 +422,8 @@ def release_report(rel: dict[tuple[str, str], dict[str, Any]], verbose: bool) ->
         print(f"  {name:6s} {release:5s} fwd {fw['attn_max']:.3f}/{fw['seq_half']:5.0f}/{fw['head_half']:4.0f}  "
               f"bwd {bw['attn_max']:.3f}/{bw['seq_half']:5.0f}/{bw['head_half']:4.0f}{stats}"
               f"{' (borrowed from ' + f['borrowed'] + ')' if 'borrowed' in f else ''}")
-        if verbose and "points" in f:
-            acc = load_accelerator(name, overrides=[])
-            for p in f["points"]:
-                lat = f.get("lat_fwd" if p["dir"] == "fwd" else "lat_fb", {}).get(p["src"], 0.0)
-                e = (model_time(p, acc, f["fwd"], f["bwd"]) + lat) / p["t_meas"] - 1.0
-                print(f"      {p['src']:16s} {p['dir']:4s} causal {p['causal']!s:5s} d {p['d']:3d} s {p['s']:5d} "
-                      f"{p['tflops']:6.1f} TFLOP/s  model time {100 * e:+6.1f} %")
+        if verbose:
+            _print_point_errors(name, f, src_width=16, dir_width=4)
 
 
 def release_blocks(rel: dict[tuple[str, str], dict[str, Any]]) -> dict[str, str]:
@@ -495,13 +503,8 @@ def report(fits: dict[tuple[str, str], dict[str, Any]], verbose: bool) -> None:
         print(f"  {name:13s} {kernel:8s} fwd {fw['attn_max']:.3f}/{fw['seq_half']:5.0f}/{fw['head_half']:4.0f}  "
               f"bwd {bw['attn_max']:.3f}/{bw['seq_half']:5.0f}/{bw['head_half']:4.0f}  {'; '.join(stats)}"
               f"{' (borrowed from ' + f['borrowed'] + ')' if 'borrowed' in f else ''}")
-        if verbose and "points" in f:
-            acc = load_accelerator(name, overrides=[])
-            for p in f["points"]:
-                lat = f.get("lat_fwd" if p["dir"] == "fwd" else "lat_fb", {}).get(p["src"], 0.0)
-                e = (model_time(p, acc, f["fwd"], f["bwd"]) + lat) / p["t_meas"] - 1.0
-                print(f"      {p['src']:8s} {p['dir']:7s} causal {p['causal']!s:5s} d {p['d']:3d} s {p['s']:5d} "
-                      f"{p['tflops']:6.1f} TFLOP/s  model time {100 * e:+6.1f} %")
+        if verbose:
+            _print_point_errors(name, f, src_width=8, dir_width=7)
 
 
 def yaml_blocks(fits: dict[tuple[str, str], dict[str, Any]]) -> str:
