@@ -302,8 +302,8 @@ def _cudnn_release_curves(training: Any, acc: Any) -> dict[str, Any]:
     held = acc.attention_releases or {}
     if release not in held:
         have = sorted(held, key=cudnn_release_key)
-        lost = " (a bare 9.10 reads as 9.1: quote it)" if len(release.split(".")[1]) == 1 else ""
-        raise InputError(f"no attention curve for cuDNN {release} on {acc.name}{lost} "
+        bare_number_hint = " (a bare 9.10 reads as 9.1: quote it)" if len(release.split(".")[1]) == 1 else ""
+        raise InputError(f"no attention curve for cuDNN {release} on {acc.name}{bare_number_hint} "
                          f"({'releases held: ' + ', '.join(have) if have else 'it holds no per-release curves'})",
                          where="training.cudnn_release",
                          allowed=(f"one of {', '.join(have)} (the nearest at or below the container's cuDNN), or "
