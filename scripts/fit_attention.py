@@ -393,8 +393,10 @@ def release_fits(recorded: list[dict[str, Any]] | None = None,
     for name, donor in RELEASE_DONORS.items():
         for (a, release), d in list(out.items()):
             if a == donor and (name, release) not in out:
-                out[(name, release)] = {"fwd": d["fwd"], "bwd": d["bwd"], "borrowed": donor,
-                                        "how": f"cuDNN {release}: BORROWED from {donor}'s fit of that release "
+                fitted_on = d.get("fitted_on", donor)  # a donor's own borrowed curve: name the fit, then the donor
+                via = "" if fitted_on == donor else f", via {donor}"
+                out[(name, release)] = {"fwd": d["fwd"], "bwd": d["bwd"], "borrowed": donor, "fitted_on": fitted_on,
+                                        "how": f"cuDNN {release}: BORROWED from {fitted_on}'s fit of that release{via} "
                                                f"({RELEASE_WHY[name]}): no {release} sweep on {name}"}
     return out
 

@@ -254,3 +254,16 @@ def test_release_check_sees_a_release_curve_on_an_accelerator_the_fits_do_not_na
     monkeypatch.setattr(fa, "load_accelerator", patched)
     assert fa.check_releases({}) == 1
     assert "check: h100-sxm cuDNN 9.19: in the catalog, not fitted" in capsys.readouterr().out
+
+
+def test_a_borrowed_release_curve_names_the_accelerator_it_was_fitted_on() -> None:
+    """b300 takes b200's release curves, and b200's 9.17 / 9.19 / 9.22 are gb200's (no B200 sweep at those releases):
+    b300's source said "BORROWED from b200's fit of that release", a fit that does not exist."""
+    fa = script_module("fit_attention")
+    rel = fa.release_fits()
+    for (name, release), f in rel.items():
+        if "borrowed" in f:  # the accelerator named as fitted holds a sweep of that release (RELEASE_FITS)
+            fitted_on = set(fa.RELEASE_FITS[release])
+            assert any(f"from {a}'s fit of that release" in f["how"] for a in fitted_on), (name, release, f["how"])
+    assert "gb200's fit of that release, via b200" in rel[("b300", "9.19")]["how"]
+    assert "b200's fit of that release" in rel[("b300", "9.13")]["how"] and "via" not in rel[("b300", "9.13")]["how"]
