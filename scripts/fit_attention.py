@@ -128,6 +128,7 @@ RELEASE_FITS = {"9.10": {"b200": ("CUDNN-B200-9.10",)}, "9.13": {"b200": ("CUDNN
 #: fraction of its own peak, the reasons of :data:`WHY`): b200 <-> gb200 both ways, b300 from b200. gb300 takes none
 #: (its other releases fall back to its default curve, the ratio fit)
 RELEASE_DONORS = {"b200": "gb200", "gb200": "b200", "b300": "b200"}
+#: why an accelerator may take its :data:`RELEASE_DONORS` donor's release curve (written into the borrowed source)
 RELEASE_WHY = {"b200": "the B200 is the GB200's Blackwell die at lower clocks; the curve is a fraction of its own "
                        "peak, as gb200 takes b200's default curve",
                "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak",
@@ -415,6 +416,8 @@ def _print_point_errors(name: str, f: dict[str, Any], *, src_width: int, dir_wid
 
 
 def release_report(rel: dict[tuple[str, str], dict[str, Any]], verbose: bool) -> None:
+    """Print each (accelerator, release) curve of :func:`release_fits` with its fit statistics or its donor; with
+    ``verbose`` every point's time error on it."""
     print("per-release cudnn curves (attention_releases; docs/model.md#cudnn-release)")
     for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], cudnn_release_key(kv[0][1]))):
         fw, bw = rounded(f["fwd"]), rounded(f["bwd"])
