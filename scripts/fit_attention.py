@@ -64,6 +64,8 @@ import yaml
 from scalemodel.cost.compute import FLASH_BACKWARD_FLOP_RATIO, flash_kernel_time
 from scalemodel.cost.transformer import causal_mean_keys
 from scalemodel.specs import load_accelerator
+from scalemodel.specs.accelerator import cudnn_release_key
+from scalemodel.specs.loader import builtin_names
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
@@ -126,6 +128,7 @@ RELEASE_FITS = {"9.10": {"b200": ("CUDNN-B200-9.10",)}, "9.13": {"b200": ("CUDNN
 #: fraction of its own peak, the reasons of :data:`WHY`): b200 <-> gb200 both ways, b300 from b200. gb300 takes none
 #: (its other releases fall back to its default curve, the ratio fit)
 RELEASE_DONORS = {"b200": "gb200", "gb200": "b200", "b300": "b200"}
+#: why an accelerator may take its :data:`RELEASE_DONORS` donor's release curve (written into the borrowed source)
 RELEASE_WHY = {"b200": "the B200 is the GB200's Blackwell die at lower clocks; the curve is a fraction of its own "
                        "peak, as gb200 takes b200's default curve",
                "gb200": "same Blackwell die as the B200, as a fraction of its own (higher-clocked) peak",
@@ -350,10 +353,6 @@ def fit(points: list[dict[str, Any]],
     return fits
 
 
-def _release_key(r: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in r.split("."))
-
-
 def release_fits(recorded: list[dict[str, Any]] | None = None,
                  head: dict[str, Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
     """(accelerator, release) -> {fwd, bwd, how, rms...} for :data:`RELEASE_FITS`, then the borrowed ones
@@ -363,7 +362,7 @@ def release_fits(recorded: list[dict[str, Any]] | None = None,
     if head is None:
         head = fit(load_points(), recorded)[("b200", "cudnn")]
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for release, per_acc in sorted(RELEASE_FITS.items(), key=lambda kv: _release_key(kv[0])):
+    for release, per_acc in sorted(RELEASE_FITS.items(), key=lambda kv: cudnn_release_key(kv[0])):
         for name, srcs in per_acc.items():
             pts = [p for p in recorded if p["src"] in srcs and p["acc"] == name and p["kernel"] == "cudnn"
                    and not p.get("window")]
@@ -395,15 +394,32 @@ def release_fits(recorded: list[dict[str, Any]] | None = None,
     for name, donor in RELEASE_DONORS.items():
         for (a, release), d in list(out.items()):
             if a == donor and (name, release) not in out:
-                out[(name, release)] = {"fwd": d["fwd"], "bwd": d["bwd"], "borrowed": donor,
-                                        "how": f"cuDNN {release}: BORROWED from {donor}'s fit of that release "
+                fitted_on = d.get("fitted_on", donor)  # a donor's own borrowed curve: name the fit, then the donor
+                via = "" if fitted_on == donor else f", via {donor}"
+                out[(name, release)] = {"fwd": d["fwd"], "bwd": d["bwd"], "borrowed": donor, "fitted_on": fitted_on,
+                                        "how": f"cuDNN {release}: BORROWED from {fitted_on}'s fit of that release{via} "
                                                f"({RELEASE_WHY[name]}): no {release} sweep on {name}"}
     return out
 
 
+def _print_point_errors(name: str, f: dict[str, Any], *, src_width: int, dir_width: int) -> None:
+    """Each point of fit ``f`` (its ``points``; none for a borrowed curve) with the fitted curve's time error,
+    the source's per-call latency (``lat_fwd`` / ``lat_fb``) added, as the fit modelled it."""
+    if "points" not in f:
+        return
+    acc = load_accelerator(name, overrides=[])
+    for p in f["points"]:
+        lat = f.get("lat_fwd" if p["dir"] == "fwd" else "lat_fb", {}).get(p["src"], 0.0)
+        e = (model_time(p, acc, f["fwd"], f["bwd"]) + lat) / p["t_meas"] - 1.0
+        print(f"      {p['src']:{src_width}s} {p['dir']:{dir_width}s} causal {p['causal']!s:5s} d {p['d']:3d} "
+              f"s {p['s']:5d} {p['tflops']:6.1f} TFLOP/s  model time {100 * e:+6.1f} %")
+
+
 def release_report(rel: dict[tuple[str, str], dict[str, Any]], verbose: bool) -> None:
+    """Print each (accelerator, release) curve of :func:`release_fits` with its fit statistics or its donor; with
+    ``verbose`` every point's time error on it."""
     print("per-release cudnn curves (attention_releases; docs/model.md#cudnn-release)")
-    for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], _release_key(kv[0][1]))):
+    for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], cudnn_release_key(kv[0][1]))):
         fw, bw = rounded(f["fwd"]), rounded(f["bwd"])
         stats = "" if "rms_fwd" not in f else (f"  fwd n {f['n_fwd']} rms {f['rms_fwd']:.3f} worst "
                                                f"{100 * f['worst_fwd']:+.1f} %; bwd n {f['n_fb']} rms "
@@ -411,19 +427,14 @@ def release_report(rel: dict[tuple[str, str], dict[str, Any]], verbose: bool) ->
         print(f"  {name:6s} {release:5s} fwd {fw['attn_max']:.3f}/{fw['seq_half']:5.0f}/{fw['head_half']:4.0f}  "
               f"bwd {bw['attn_max']:.3f}/{bw['seq_half']:5.0f}/{bw['head_half']:4.0f}{stats}"
               f"{' (borrowed from ' + f['borrowed'] + ')' if 'borrowed' in f else ''}")
-        if verbose and "points" in f:
-            acc = load_accelerator(name, overrides=[])
-            for p in f["points"]:
-                lat = f.get("lat_fwd" if p["dir"] == "fwd" else "lat_fb", {}).get(p["src"], 0.0)
-                e = (model_time(p, acc, f["fwd"], f["bwd"]) + lat) / p["t_meas"] - 1.0
-                print(f"      {p['src']:16s} {p['dir']:4s} causal {p['causal']!s:5s} d {p['d']:3d} s {p['s']:5d} "
-                      f"{p['tflops']:6.1f} TFLOP/s  model time {100 * e:+6.1f} %")
+        if verbose:
+            _print_point_errors(name, f, src_width=16, dir_width=4)
 
 
 def release_blocks(rel: dict[tuple[str, str], dict[str, Any]]) -> dict[str, str]:
     """accelerator -> its ``attention_releases`` YAML block."""
     by: dict[str, list[str]] = defaultdict(list)
-    for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], _release_key(kv[0][1]))):
+    for (name, release), f in sorted(rel.items(), key=lambda kv: (kv[0][0], cudnn_release_key(kv[0][1]))):
         fw, bw = rounded(f["fwd"]), rounded(f["bwd"])
         rms = (f" rms ln(t) {f['rms_fwd']:.3f} fwd, {f['rms_fb']:.3f} bwd" if "rms_fwd" in f else "")
         src = f"scripts/fit_attention.py on hardware/measurements/attention.yaml: {f['how']}.{rms}".replace('"', "'")
@@ -454,8 +465,11 @@ def write_releases(rel: dict[tuple[str, str], dict[str, Any]]) -> None:
 
 
 def check_releases(rel: dict[tuple[str, str], dict[str, Any]]) -> int:
+    """Each built-in accelerator's ``attention_releases`` against the fits: every accelerator the fits name, and every
+    one holding release curves (a block on one the fits do not name is not fitted, and a run naming it is priced)."""
     bad = 0
-    names = {name for name, _ in rel}
+    names = {name for name, _ in rel} | {n for n in builtin_names("accelerator")
+                                         if load_accelerator(n, overrides=[]).attention_releases}
     for name in sorted(names):
         have = load_accelerator(name, overrides=[]).attention_releases or {}
         want = {r for n, r in rel if n == name}
@@ -494,13 +508,8 @@ def report(fits: dict[tuple[str, str], dict[str, Any]], verbose: bool) -> None:
         print(f"  {name:13s} {kernel:8s} fwd {fw['attn_max']:.3f}/{fw['seq_half']:5.0f}/{fw['head_half']:4.0f}  "
               f"bwd {bw['attn_max']:.3f}/{bw['seq_half']:5.0f}/{bw['head_half']:4.0f}  {'; '.join(stats)}"
               f"{' (borrowed from ' + f['borrowed'] + ')' if 'borrowed' in f else ''}")
-        if verbose and "points" in f:
-            acc = load_accelerator(name, overrides=[])
-            for p in f["points"]:
-                lat = f.get("lat_fwd" if p["dir"] == "fwd" else "lat_fb", {}).get(p["src"], 0.0)
-                e = (model_time(p, acc, f["fwd"], f["bwd"]) + lat) / p["t_meas"] - 1.0
-                print(f"      {p['src']:8s} {p['dir']:7s} causal {p['causal']!s:5s} d {p['d']:3d} s {p['s']:5d} "
-                      f"{p['tflops']:6.1f} TFLOP/s  model time {100 * e:+6.1f} %")
+        if verbose:
+            _print_point_errors(name, f, src_width=8, dir_width=7)
 
 
 def yaml_blocks(fits: dict[tuple[str, str], dict[str, Any]]) -> str:

@@ -52,6 +52,7 @@ from scalemodel.cost.compute import (
 )
 from scalemodel.cost.transformer import causal_mean_keys
 from scalemodel.specs import files, load_accelerator, yamlread
+from scalemodel.specs.accelerator import cudnn_release_key
 
 DEFAULT = Path(__file__).resolve().parents[1] / "hardware" / "measurements" / "attention.yaml"
 
@@ -266,8 +267,8 @@ def release_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if "release_error" in r and not r.get("window") and not r.get("latency"):
             by[(r["acc"], r["release"], r["dir"])].append(r)
     out = []
-    for (acc, release, direction), rs in sorted(by.items(), key=lambda kv: (kv[0][0], tuple(
-            int(x) for x in kv[0][1].split(".")), kv[0][2])):
+    for (acc, release, direction), rs in sorted(by.items(), key=lambda kv: (kv[0][0], cudnn_release_key(kv[0][1]),
+                                                                          kv[0][2])):
         errs = [r["release_error"] for r in rs]
         dflt = [r["kernel_error"] for r in rs if r["kernel_error"] is not None]
         out.append({"acc": acc, "release": release, "dir": direction, "n": len(rs),

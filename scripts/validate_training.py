@@ -174,6 +174,7 @@ from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload
 from scalemodel.specs import load_cluster as _load_cluster
 from scalemodel.specs import load_workload as _load_workload
+from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.loader import builtin_names
 from scalemodel.specs.training import ModulePrecisionSpec
 
@@ -649,18 +650,18 @@ TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128}
 #: - mb2608 (26.08 NeMo container): no 26.08 table at 4ab94dfad (the newest snapshot, c335a9954, has none either);
 #:   docker/Dockerfile.ci there builds FROM nvcr.io/nvidia/pytorch:26.06-py3. ASSUMED at least 26.06's 9.21.1 (the
 #:   containers' cuDNN has only grown, 9.11 -> 9.13 -> 9.18 -> 9.20 -> 9.21 in that table); whether it reaches 9.22 is
-#:   not known, so it takes the 9.19 curve, the nearest held release below 9.21
+#:   not known, so it takes the 9.19 curve, the nearest held release below 9.21. Each table's note names its
+#:   PyTorch base, the Dockerfile.ci BASE_IMAGE of the commit that added it (26.04: 26.02-py3 at c4fc11d2e; 26.06:
+#:   26.04-py3 at e49e451ba); 26.06-py3 entered at 21627edcd. The NGC PyTorch 26.06 notes' cuDNN was searched for
+#:   and not found (review of 2026-12-04, validation/README.md "cuDNN release per container"); docker/Dockerfile.fw_base
+#:   can reinstall cuDNN over the base's (REINSTALL_CUDNN), so the base's would be a hint, not the container's
 #: - nemo2502 (NeMo 25.02, v2.2.0 7192a2c944, requirements/manifest.json on nvcr.io/nvidia/pytorch:25.01-py3): that
-#:   container's cuDNN was not read (its release notes not reached); it is earlier than the 9.10.2 of torch nv25.05
-#:   (CUDNN-B200-9.10's run log), i.e. below every held release: the default curve (9.10 / 9.13 fit) stays, a later
-#:   kernel than the run had, for want of an earlier sweep
+#:   container's cuDNN was not read (its release notes not found, searched again 2026-12-04); it is earlier than the
+#:   9.10.2 of torch nv25.05 (CUDNN-B200-9.10's run log), i.e. below every held release: the default curve
+#:   (9.10 / 9.13 fit) stays, a later kernel than the run had, for want of an earlier sweep
 CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0", "26.04 container"),
                    "mb2606": ("9.21.1", "26.06 container"), "mb2608": ("9.21.1", "26.08 container, assumed >= 26.06's"),
                    "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
-
-
-def _release_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(".")[:2])
 
 
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
@@ -673,11 +674,11 @@ def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, s
     if src not in CONTAINER_CUDNN:
         return None, "cuDNN: container not mapped, default attention curve"
     version, how = CONTAINER_CUDNN[src]
-    held = sorted(accelerator.attention_releases or {}, key=_release_tuple)
-    below = [] if version.startswith("<") else [r for r in held if _release_tuple(r) <= _release_tuple(version)]
+    held = sorted(accelerator.attention_releases or {}, key=cudnn_release_key)
+    below = [] if version.startswith("<") else [r for r in held if cudnn_release_key(r) <= cudnn_release_key(version)]
     if not below:
         return None, f"cuDNN {version} ({how}) below every held curve: default attention curve"
-    exact = "" if _release_tuple(below[-1]) == _release_tuple(version) else " (nearest held at or below)"
+    exact = "" if cudnn_release_key(below[-1]) == cudnn_release_key(version) else " (nearest held at or below)"
     return below[-1], f"cuDNN {version} ({how}) -> attention on the {below[-1]} curve{exact}"
 
 

@@ -192,3 +192,78 @@ def test_release_reads_at_the_top_of_a_strategy_yaml(cli, tmp_path: Path) -> Non
     r = cli("predict", "-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json")
     assert r.code == 0 and "not used" not in r.err, r.err
     assert json.loads(r.out)["inputs"]["training"]["cudnn_release"] == "9.19"
+
+
+def _accelerator_file(tmp_path: Path, releases: str, extends: str = "b200") -> Path:
+    f = tmp_path / "acc.yaml"
+    f.write_text(f"kind: accelerator\nname: x\nextends: {extends}\nattention_releases:\n{releases}")
+    return f
+
+
+def test_a_release_key_of_thousands_of_digits_is_refused_in_one_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A release is major.minor of a few digits: a 5000-digit minor in an accelerator file's ``attention_releases``
+    ended in Python's int-conversion ValueError traceback (exit 1) when a run named a release not held; the field is
+    now refused where it is read."""
+    big = "9." + "1" * 5000
+    acc = _accelerator_file(tmp_path, f"  ? '{big}'\n  : cudnn:\n      fwd: {{attn_max: 0.9, seq_half: 700, head_half: "
+                                      "51}\n      bwd: {attn_max: 0.7, seq_half: 800, head_half: 29}\n")
+    r = cli("predict", "-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "8", "--set", f"cluster.accelerator={acc}",
+            "--set", "training.cudnn_release='9.15'")
+    assert r.code == 2 and r.err.count("\n") == 1 and "attention_releases" in r.err, (r.code, r.err[-300:])
+    r = cli("predict", "-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "8", "--set", f"training.cudnn_release='{big}'")
+    assert r.code == 2 and r.err.count("\n") == 1 and "not of the allowed form" in r.err, r.err[-300:]
+
+
+def test_a_release_block_holds_only_a_cudnn_curve(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A release names cuDNN's kernel, so ``attention_releases`` holds cudnn curves only: a release block holding an
+    fa2 curve was accepted, and a run naming that release was priced on the default cudnn curve without a word."""
+    acc = _accelerator_file(tmp_path, "  '9.19':\n    fa2:\n      fwd: {attn_max: 0.2, seq_half: 700, head_half: 16}\n"
+                                      "      bwd: {attn_max: 0.2, seq_half: 800, head_half: 12}\n", extends="h100-sxm")
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--set", f"cluster.accelerator={acc}",
+            "--set", "training.cudnn_release='9.19'")
+    assert r.code == 2 and r.err.count("\n") == 1 and "attention_releases" in r.err and "cudnn" in r.err, r.err
+    acc = _accelerator_file(tmp_path, "  '9.19': {}\n", extends="h100-sxm")  # empty: the run took the default
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--set", f"cluster.accelerator={acc}",
+            "--set", "training.cudnn_release='9.19'")
+    assert r.code == 2 and r.err.count("\n") == 1 and "attention_releases" in r.err, r.err
+
+
+def test_release_order_is_numeric_not_text() -> None:
+    """One ordering for the engine's list of held releases and the scripts' nearest-below pick: 9.9 before 9.10
+    (text order puts 9.10 first), a version's patch ignored."""
+    from scalemodel.specs.accelerator import cudnn_release_key
+
+    assert sorted(["9.10", "9.9", "10.0", "9.22"], key=cudnn_release_key) == ["9.9", "9.10", "9.22", "10.0"]
+    assert cudnn_release_key("9.21.1") == (9, 21) == cudnn_release_key("9.21")
+
+
+def test_release_check_sees_a_release_curve_on_an_accelerator_the_fits_do_not_name(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`fit_attention.py --check` compared only the accelerators RELEASE_FITS / RELEASE_DONORS name: a hand-written
+    ``attention_releases`` block on any other built-in accelerator (priced for every run that names its release)
+    passed the check. Here h100-sxm is given b200's blocks, and no fit is passed at all."""
+    import msgspec
+
+    fa = script_module("fit_attention")
+    real = fa.load_accelerator
+    b200 = real("b200", overrides=[])
+
+    def patched(name: str, overrides: list[str]) -> Any:
+        acc = real(name, overrides=overrides)
+        return msgspec.structs.replace(acc, attention_releases=b200.attention_releases) if name == "h100-sxm" else acc
+
+    monkeypatch.setattr(fa, "load_accelerator", patched)
+    assert fa.check_releases({}) == 1
+    assert "check: h100-sxm cuDNN 9.19: in the catalog, not fitted" in capsys.readouterr().out
+
+
+def test_a_borrowed_release_curve_names_the_accelerator_it_was_fitted_on() -> None:
+    """b300 takes b200's release curves, and b200's 9.17 / 9.19 / 9.22 are gb200's (no B200 sweep at those releases):
+    b300's source said "BORROWED from b200's fit of that release", a fit that does not exist."""
+    fa = script_module("fit_attention")
+    rel = fa.release_fits()
+    for (name, release), f in rel.items():
+        if "borrowed" in f:  # the accelerator named as fitted holds a sweep of that release (RELEASE_FITS)
+            fitted_on = set(fa.RELEASE_FITS[release])
+            assert any(f"from {a}'s fit of that release" in f["how"] for a in fitted_on), (name, release, f["how"])
+    assert "gb200's fit of that release, via b200" in rel[("b300", "9.19")]["how"]
+    assert "b200's fit of that release" in rel[("b300", "9.13")]["how"] and "via" not in rel[("b300", "9.13")]["how"]

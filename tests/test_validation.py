@@ -691,3 +691,18 @@ def test_nemo2502_framework_settings() -> None:
     assert mod.attention_kernel(c340, "b200", "blackwell") == "fa2"
     assert mod.attention_kernel(c340, "h100-sxm", "hopper") == "auto"
     assert mod.attention_kernel(cases["nemo2502_b200_llama3_70b_cp2"], "b200", "blackwell") == "auto"
+
+
+def test_overlap_flags_read_the_flag_list_not_its_evidence() -> None:
+    """``parallelism.overlap`` is a flag list, then its evidence in parentheses, which may quote a switch that is off:
+    the H100 Qwen3-235B 25.11 row quotes ``CommOverlapConfig(tp_comm_overlap=False)`` and the B200 one the preset's
+    ``overlap_param_gather = False`` for fp8_mx. Read as a whole, both turned the switch on (audit25)."""
+    flags = load_script().overlap_flags
+    h100 = ("--overlap-grad-reduce, --overlap-param-gather (recipe: qwen3_235b_a22b_pretrain_config_h100 passes "
+            "CommOverlapConfig(tp_comm_overlap=False): no TP overlap)")
+    assert flags(h100) == {"tp_comm_overlap": False, "overlap_param_gather": True}
+    b200 = ("--overlap-grad-reduce (recipe DistributedDataParallelConfig(overlap_param_gather=True), but fp8_mx "
+            "sets it False)")
+    assert flags(b200) == {"tp_comm_overlap": False, "overlap_param_gather": False}
+    assert flags("--tp-comm-overlap, --overlap-param-gather") == {"tp_comm_overlap": True, "overlap_param_gather": True}
+    assert flags(None) == {"tp_comm_overlap": False, "overlap_param_gather": False}

@@ -41,6 +41,7 @@ from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
+from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.training import bf16_layer_share, low_precision_recipe, module_precisions
 
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
@@ -296,7 +297,7 @@ def _attention_kernel(training: Any, acc: Any) -> dict[str, Any]:
                      "(only the cudnn kernel takes a release's curve)")
     if name == "gemm":
         return {"attention_kernel": "gemm"}
-    c = release.get(name, curves[name]) if name == "cudnn" else curves[name]
+    c = release["cudnn"] if release and name == "cudnn" else curves[name]
     return {"attention_kernel": name, "attention_fwd": _curve_params(c.fwd), "attention_bwd": _curve_params(c.bwd)}
 
 
@@ -310,9 +311,9 @@ def _cudnn_release_curves(training: Any, acc: Any) -> dict[str, Any]:
         return {}
     held = acc.attention_releases or {}
     if release not in held:
-        have = sorted(held, key=lambda r: tuple(int(x) for x in r.split(".")))
-        lost = " (a bare 9.10 reads as 9.1: quote it)" if len(release.split(".")[1]) == 1 else ""
-        raise InputError(f"no attention curve for cuDNN {release} on {acc.name}{lost} "
+        have = sorted(held, key=cudnn_release_key)
+        bare_number_hint = " (a bare 9.10 reads as 9.1: quote it)" if len(release.split(".")[1]) == 1 else ""
+        raise InputError(f"no attention curve for cuDNN {release} on {acc.name}{bare_number_hint} "
                          f"({'releases held: ' + ', '.join(have) if have else 'it holds no per-release curves'})",
                          where="training.cudnn_release",
                          allowed=(f"one of {', '.join(have)} (the nearest at or below the container's cuDNN), or "

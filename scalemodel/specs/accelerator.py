@@ -23,8 +23,10 @@ class GemmCurve(Spec, kw_only=True):
 
 
 AttentionKernelName = Literal["fa1", "fa2", "fa3", "cudnn", "triton", "xformers"]
-#: a cuDNN release as the catalog names it: major.minor (9.19 for cuDNN 9.19.1, backend version 91901)
-CUDNN_RELEASE_PATTERN = r"^[0-9]+\.[0-9]+$"
+#: a cuDNN release as the catalog names it: major.minor (9.19 for cuDNN 9.19.1, backend version 91901), at most three
+#: digits each (cuDNN 9's CUDNN_VERSION packs the minor into two digits, major * 10000 + minor * 100 + patch:
+#: NVIDIA/cudnn-frontend@3929da2 include/cudnn_frontend_shim.h convert_version_to_str)
+CUDNN_RELEASE_PATTERN = r"^[0-9]{1,3}\.[0-9]{1,3}$"
 
 
 class AttentionCurve(Spec, kw_only=True):
@@ -43,6 +45,20 @@ class AttentionKernel(Spec, kw_only=True):
     fwd: AttentionCurve
     bwd: AttentionCurve
     source: str = ""
+
+
+def cudnn_release_key(release: str) -> tuple[int, int]:
+    """(major, minor) of a cuDNN release or version text ('9.19', '9.21.1'): the order releases compare in (9.9 before
+    9.10, which text order gets wrong), as the engine lists the held ones and the scripts pick the nearest below."""
+    major, minor = release.split(".")[:2]
+    return int(major), int(minor)
+
+
+#: a cuDNN release's key in ``attention_releases`` (and ``training.cudnn_release``'s text)
+CudnnRelease = Annotated[str, Meta(pattern=CUDNN_RELEASE_PATTERN)]
+#: one release's curves: cuDNN's kernel only (a release names no other kernel), never empty (an empty block would
+#: leave a run that names the release on the default curve without a word)
+ReleaseCurves = Annotated[dict[Literal["cudnn"], AttentionKernel], Meta(min_length=1)]
 
 
 class ComputeEfficiency(Spec, kw_only=True):
@@ -83,12 +99,12 @@ class AcceleratorSpec(Sourced, kw_only=True):
     attention_efficiency: Annotated[dict[AttentionKernelName, AttentionKernel] | None, Meta(description=(
         "fused attention kernels' efficiency curves per kernel (fa1, fa2, fa3, cudnn, triton, xformers), fitted to "
         "attention-kernel benchmarks; None or a kernel not listed: the core is priced on the GEMM curve"))] = None
-    attention_releases: Annotated[dict[Annotated[str, Meta(pattern=CUDNN_RELEASE_PATTERN)],
-                                       dict[AttentionKernelName, AttentionKernel]] | None, Meta(description=(
-        "fused attention curves per cuDNN release (major.minor, e.g. '9.19'), each fitted to that release's own "
-        "published kernel sweep (scripts/fit_attention.py RELEASE_FITS); a run that names its release "
-        "(training.cudnn_release) is priced on that release's cudnn curve instead of attention_efficiency's "
-        "(docs/model.md#cudnn-release). None: one curve for every release"))] = None
+    attention_releases: Annotated[dict[CudnnRelease, ReleaseCurves] | None, Meta(description=(
+        "cuDNN's fused attention curve per cuDNN release (major.minor, e.g. '9.19'; key cudnn, the only kernel a "
+        "cuDNN release names), each fitted to that release's own published kernel sweep (scripts/fit_attention.py "
+        "RELEASE_FITS); a run that names its release (training.cudnn_release) is priced on that release's cudnn "
+        "curve instead of attention_efficiency's (docs/model.md#cudnn-release). None: one curve for every "
+        "release"))] = None
     compute_units: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
         description="streaming multiprocessors (NVIDIA) or compute units (AMD) on the chip")] = None
     collective_units: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(

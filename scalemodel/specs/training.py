@@ -60,8 +60,9 @@ def _release_text(v: object) -> object:
     return repr(v) if isinstance(v, float) else v
 
 
-_RELEASE = Before(_release_text)
-_RELEASE.fn.allowed = "a cuDNN release as major.minor text, e.g. '9.19' (quote it: a bare 9.10 reads as 9.1)"  # type: ignore[attr-defined]
+_RELEASE_NUMBER_AS_TEXT = Before(_release_text)
+_RELEASE_NUMBER_AS_TEXT.fn.allowed = (  # type: ignore[attr-defined]
+    "a cuDNN release as major.minor text, e.g. '9.19' (quote it: a bare 9.10 reads as 9.1)")
 
 
 # Text fields holding one of a choice's labels, validated and normalised by choices.py.
@@ -181,7 +182,8 @@ class TrainingSpec(Spec, kw_only=True):
             "core's two GEMMs on the GEMM curve; auto: what Transformer Engine picks, cudnn on Hopper and Blackwell, "
             "fa2 on Ampere, else gemm, and gemm where the accelerator has no curve for it "
             "(docs/model.md#attention-kernel)"))] = "auto"
-    cudnn_release: Annotated[Annotated[str, _RELEASE, Meta(pattern=CUDNN_RELEASE_PATTERN)] | None, Meta(description=(
+    cudnn_release: Annotated[Annotated[str, _RELEASE_NUMBER_AS_TEXT, Meta(pattern=CUDNN_RELEASE_PATTERN)] | None,
+                             Meta(description=(
         "the cuDNN release the run's container ships, major.minor (e.g. '9.13' for cuDNN 9.13.1): the cudnn attention "
         "kernel is priced on the accelerator's curve fitted to that release's own sweep (attention_releases); one of "
         "the releases the accelerator holds (name the nearest one at or below the container's: never a later kernel "
