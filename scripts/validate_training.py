@@ -654,7 +654,13 @@ TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128}
 #:   PyTorch base, the Dockerfile.ci BASE_IMAGE of the commit that added it (26.04: 26.02-py3 at c4fc11d2e; 26.06:
 #:   26.04-py3 at e49e451ba); 26.06-py3 entered at 21627edcd. The NGC PyTorch 26.06 notes' cuDNN was searched for
 #:   and not found (review of 2026-12-04, validation/README.md "cuDNN release per container"); docker/Dockerfile.fw_base
-#:   can reinstall cuDNN over the base's (REINSTALL_CUDNN), so the base's would be a hint, not the container's
+#:   can reinstall cuDNN over the base's (REINSTALL_CUDNN), so the base's would be a hint, not the container's.
+#:   A lower bound from code: the 26.08 GPT-OSS MXFP8 presets run fp8_dot_product_attention with learnable sinks and
+#:   a (127, 0) window on sm100, which Transformer Engine v2.17.1 (the 26.08 lock) serves only with cuDNN >= 9.21
+#:   (pytorch/attention/dot_product_attention/utils.py L1030-1045 refuses FusedAttention below it and
+#:   UnfusedDotProductAttention always, FlashAttention is refused for sinks: no backend, dot_product_attention.py
+#:   L1698-1704 raises), so the
+#:   container's cuDNN is >= 9.21.0 (validation/README.md "GPT-OSS attention backend per container")
 #: - nemo2502 (NeMo 25.02, v2.2.0 7192a2c944, requirements/manifest.json on nvcr.io/nvidia/pytorch:25.01-py3): that
 #:   container's cuDNN was not read (its release notes not found, searched again 2026-12-04); it is earlier than the
 #:   9.10.2 of torch nv25.05 (CUDNN-B200-9.10's run log), i.e. below every held release: the default curve

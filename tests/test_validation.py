@@ -693,6 +693,37 @@ def test_nemo2502_framework_settings() -> None:
     assert mod.attention_kernel(cases["nemo2502_b200_llama3_70b_cp2"], "b200", "blackwell") == "auto"
 
 
+@needs_new_cases
+def test_gpt_oss_rows_price_the_attention_backend_te_runs() -> None:
+    """The GPT-OSS rows' attention (learnable sinks, window (127, 0) on alternate layers, head dim 64, GQA 64 / 8) is
+    priced on the kernel Transformer Engine selects for it, read at each container's TE (validation/README.md "GPT-OSS
+    attention backend per container"): ``get_attention_backend`` drops FlashAttention for any softmax_type but
+    vanilla and keeps FusedAttention (utils.py, TE 71bbefb L728-729 / v2.16 L931-932 / v2.17.1 L1027-1028);
+    ``nvte_get_fused_attn_backend`` takes learnable softmax into the F16 arbitrary-seqlen (cuDNN flash) sub-backend
+    from cuDNN 9.13.1 (fused_attn.cpp, 71bbefb L462 / v2.16 and v2.17.1 L454), and into the FP8 one with fp8_dpa
+    only on sm100 with cuDNN >= 9.21 (v2.17.1 utils.py L1030-1045, fused_attn.cpp L282-289), where UnfusedDotProduct-
+    Attention is refused too. So every row runs cuDNN's fused kernel, no s x s score matrix: the model must price
+    the fused core (``flash_attention``) on the cudnn curve, FP8 attention only on the two 26.08 presets that set
+    fp8_dot_product_attention, and each container's cuDNN must be one TE accepts the sinks with."""
+    from scalemodel.engine.job import _attention_kernel
+
+    mod = load_script()
+    by_id = {r.id: r for r in mod.validate_all()[0]}
+    rows = {"mb2604_h100_gpt_oss_120b_bf16": ("hopper", False), "mb2604_b200_gpt_oss_120b_bf16": ("blackwell", False),
+            "mb2606_b300_gpt_oss_120b_fp8mx": ("blackwell", False),
+            "mb2608_gb200_gpt_oss_120b_fp8mx": ("blackwell", True),
+            "mb2608_gb300_gpt_oss_120b_fp8mx": ("blackwell", True)}
+    for cid, (family, fp8_dpa) in rows.items():
+        r = by_id[cid]
+        acc = mod.load_cluster(r.settings["cluster"]).accelerator
+        assert acc.family == family, cid
+        assert r.settings["flash_attention"] is True, cid  # fused: not the unfused score-matrix price
+        assert _attention_kernel(r.training, acc)["attention_kernel"] == "cudnn", cid
+        assert r.settings["fp8_attention"] is fp8_dpa, cid
+        version = tuple(int(x) for x in mod.CONTAINER_CUDNN[cid.split("_")[0]][0].split("."))
+        assert version >= ((9, 21, 0) if fp8_dpa else (9, 13, 1)), cid
+
+
 def test_overlap_flags_read_the_flag_list_not_its_evidence() -> None:
     """``parallelism.overlap`` is a flag list, then its evidence in parentheses, which may quote a switch that is off:
     the H100 Qwen3-235B 25.11 row quotes ``CommOverlapConfig(tp_comm_overlap=False)`` and the B200 one the preset's
