@@ -83,6 +83,7 @@ from scalemodel.cost.transformer import (
     kv_elements_per_token,
     recompute_code,
     recomputed_modules,
+    recomputed_norms,
     titan_op_gemms,
 )
 from scalemodel.errors import InputError
@@ -479,7 +480,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     attention core; mla_up_proj MLA's Q and KV up-projection GEMMs (multi_latent_attention.py ``qkv_up_checkpoint``
     re-runs them before the core's backward; Megatron-Core recomputes the core only when core_attn is also named,
     attention.py ``checkpoint_core_attention``); moe_act the routed experts' activation function (experts.py
-    ``activation_recompute``: its memory-bound bytes); moe the MoE block's whole forward (moe_layer.py
+    ``activation_recompute``: its memory-bound bytes); layernorm the forward of the norms that are modules of their
+    own (an MoE layer's pre-MLP norm, an MLA layer's input norm: :func:`_norm_recompute_time`); moe the MoE block's
+    whole forward (moe_layer.py
     ``moe_layer_recompute``, :func:`scalemodel.cost.transformer.recomputed_modules`): the router, routed and shared
     experts' (and LatentMoE's projection) GEMMs and the block's memory-bound bytes (permutation 4 eb T k w, the
     experts' activations), its pre-norm outside the checkpoint not; the dispatch and combine all-to-alls it runs
@@ -700,12 +703,32 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                     if np.any(again.titan_op) else 0.0)  # its GEMMs only when a candidate runs the policy
                  + np.where(again.moe_act, memory_time(
                      expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0)
-                 + np.where(again.moe, moe_block, 0.0))
+                 + np.where(again.moe, moe_block, 0.0)
+                 + _norm_recompute_time(sh, again.layernorm, T, t, sp, eb, attention=attention, mlp=mlp, moe=moe,
+                                        memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0) \
         + t_ring_b - 2.0 * t_ring_f
     return LayerTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
+
+
+def _norm_recompute_time(sh: Shape, layernorm: ArrayLike, tokens: ArrayLike, tp: ArrayLike,
+                         sequence_parallel: ArrayLike, elem_bytes: ArrayLike, *, attention: bool, mlp: bool, moe: bool,
+                         memory_bandwidth: ArrayLike, memory_efficiency: ArrayLike) -> np.ndarray:
+    """Time of the norm forwards selective recompute of ``layernorm`` repeats in one layer's backward
+    (:func:`scalemodel.cost.transformer.recomputed_norms`: an MoE layer's pre-MLP norm, an MLA layer's input norm;
+    Megatron-Core's ``CheckpointWithoutOutput`` re-runs the norm module's forward, transformer_layer.py at
+    NVIDIA/Megatron-LM@d98e8a64dd). Each is the norm's forward as :func:`layer_eltwise_bytes` prices it for
+    Megatron-Core + TE (reads x, writes its output, 2 e x per token; per-token statistics not counted):
+
+        time = n_norms x T x 2 e x / (memory_bandwidth x memory_efficiency)     x = h (/ t with SP)
+    """
+    inp, pre = recomputed_norms(sh, layernorm, attention=attention, mlp=mlp, moe=moe)
+    n = np.where(inp, 1.0, 0.0) + np.where(pre, 1.0, 0.0)
+    x = sh.hidden * np.where(np.asarray(sequence_parallel, dtype=bool), 1.0 / np.asarray(tp, dtype=float), 1.0)
+    return memory_time(n * tokens * 2.0 * elem_bytes * x, memory_bandwidth=memory_bandwidth,
+                       memory_efficiency=memory_efficiency)
 
 
 def loss_logit_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:

@@ -64,6 +64,16 @@ core's 16-bit output).
                  norm's input and dropout mask outside the checkpoint. While one MoE block is recomputed its
                  split bytes and, quantized, the copies of its input its TE linears keep beside the 16-bit input
                  are the working set (:func:`activation_bytes`)
+    layernorm    the norms that are modules of their own (transformer.recomputed_norms: an MoE layer's pre-MLP
+                 TENorm, an MLA layer's input TENorm; Transformer Engine fuses the others into LayerNormLinear,
+                 where Megatron-Core recomputes nothing): transformer_layer.py runs them under
+                 ``CheckpointWithoutOutput``, which frees their output after the forward and re-runs the norm
+                 before the backward. Less per such norm: its output as its readers kept it, the QKV input
+                 (gemm bytes) s b h, the MoE block's input (gemm bytes; 2 under moe, whose checkpoint saves the
+                 16-bit tensor the norm's checkpoint then frees), / t with SP. Under fp8 Megatron-Core makes the
+                 readers keep the 16-bit original (``set_save_original_input`` on MLA's down-projections and the
+                 shared experts' linear_fc1), which is freed too. The recomputed output of the one layer in its
+                 backward (2 s b h) is not counted.
     jax_dots     JAX ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` (MaxText
                  ``remat_policy=minimal``, MaxText/layers/models.py): the layer keeps its input (the scan
                  carry) and the weight-matmul outputs its backward reads, all else is recomputed:
@@ -121,6 +131,7 @@ from scalemodel.cost.transformer import (
     norm_params,
     recompute_code,
     recomputed_modules,
+    recomputed_norms,
     tp_whole_elements,
 )
 from scalemodel.errors import InputError
@@ -341,6 +352,13 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
         split = np.where(again.moe, split - mlp_bytes, split)
         replicated = replicated + np.where(again.moe & ~np.asarray(sh.parallel_block, dtype=bool),
                                            (2.0 - gemm_in) * sbh, 0.0)
+    # selective layernorm: a norm that is a module of its own (recomputed_norms) keeps no output; its input stays.
+    # Freed: what the layer counts as that norm output's readers' saved input: MLA's QKV (down-projection) input,
+    # the MoE block's input (16-bit under moe, which checkpoints it; the GEMM copy's bytes otherwise)
+    ln_in, ln_pre = recomputed_norms(sh, again.layernorm, attention=attention, mlp=mlp, moe=moe)
+    if np.any(ln_in | ln_pre):
+        moe_in = np.where(again.moe, 2.0, gemm_in)
+        replicated = replicated - (np.where(ln_in, gemm_in, 0.0) + np.where(ln_pre, moe_in, 0.0)) * sbh
     none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t
     full = np.where(sp, 2 * sbh / t, 2 * sbh)
     kept = none_or_selective

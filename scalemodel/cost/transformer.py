@@ -78,7 +78,7 @@ def recompute_code(value: ArrayLike) -> np.ndarray:
 #: ``recompute_modules``), ``jax_dots`` for JAX's dots-saveable remat policy (cost.memory's module docstring), and
 #: ``titan_op`` for torchtitan's op-level selective AC policy (:func:`titan_op_gemms`).
 RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8, "titan_op": 16,
-                                     "moe": 32}
+                                     "moe": 32, "layernorm": 64}
 #: What ``recompute: selective`` recomputes when no module is named: the attention core (Korthikanti).
 DEFAULT_RECOMPUTE_MODULES = RECOMPUTE_MODULES["core_attn"]
 
@@ -89,7 +89,9 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     everything but the weight GEMMs), ``mla_up_proj`` MLA's Q and KV up-projections (only in an MLA model),
     ``moe_act`` the routed experts' activation function, ``jax_dots`` JAX's dots-saveable policy, ``titan_op``
     torchtitan's op policy (the layer's forward but the attention core and the saved GEMMs, :func:`titan_op_gemms`),
-    ``moe`` the whole MoE block's forward (router, permutation, dispatch and combine, routed and shared experts)."""
+    ``moe`` the whole MoE block's forward (router, permutation, dispatch and combine, routed and shared experts),
+    ``layernorm`` the norms that are modules of their own (:func:`recomputed_modules`: an MoE layer's pre-MLP norm,
+    an MLA layer's input norm; a norm fused into a Transformer Engine LayerNormLinear is not one)."""
 
     attention_core: np.ndarray
     mla_up_proj: np.ndarray
@@ -97,6 +99,7 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     jax_dots: np.ndarray
     titan_op: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     moe: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    layernorm: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
 
 
 def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: ArrayLike = 0) -> Recomputed:
@@ -112,7 +115,7 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
     @002255075c, the submodule of Megatron-Bridge 63b08b397, and the same at d98e8a64dd; not with
     ``cuda_graph_impl`` 'local', whose graphs recompute the layer themselves). moe_act named with moe is repeated
     once more: the activation's ``CheckpointWithoutOutput`` runs again inside the recomputed forward and discards
-    its output again."""
+    its output again. layernorm: the norms :func:`recomputed_norms` finds separate modules."""
     selective = recompute_code(recompute) == Recompute.SELECTIVE
     mods = np.asarray(recompute_modules, dtype=np.int64)
     mods = np.where(selective, np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods), 0)
@@ -122,7 +125,36 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
 
     return Recomputed(attention_core=on("core_attn", "jax_dots"), mla_up_proj=on("mla_up_proj") & sh.mla,
                       moe_act=on("moe_act"), jax_dots=on("jax_dots"), titan_op=on("titan_op"),
-                      moe=on("moe") & (sh.moe_experts > 0))
+                      moe=on("moe") & (sh.moe_experts > 0), layernorm=on("layernorm"))
+
+
+def recomputed_norms(sh: Shape, layernorm: ArrayLike, *, attention: bool = True, mlp: bool = True,
+                     moe: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(input norm, pre-MLP norm): whether selective recompute of ``layernorm`` (:attr:`Recomputed.layernorm`)
+    repeats each of one layer's two norms (bool arrays).
+
+    Megatron-Core (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_layer.py lines 475-530, the
+    same at 002255075c lines 439-494): with "layernorm" in ``recompute_modules`` the layer sets
+    ``recompute_input_layernorm`` when ``input_layernorm`` is not an ``IdentityOp`` and ``recompute_pre_mlp_layernorm``
+    when ``pre_mlp_layernorm`` is not one; the norm then runs under ``tensor_parallel.CheckpointWithoutOutput``
+    (``_run_input_layernorm`` line 714, ``_forward_pre_mlp_layernorm`` line 821), whose output storage is freed once
+    the attention / MLP forward has read it (``discard_output_and_register_recompute``, lines 686, 1091) and
+    refilled by the norm's forward before that block's backward. Which norms are modules of their own is the layer
+    spec's choice (megatron/core/models/gpt/gpt_layer_specs.py, Transformer Engine spec): a standard attention's
+    input norm is fused into ``linear_qkv`` = TELayerNormColumnParallelLinear (``input_layernorm`` left at its
+    default IdentityOp), a dense MLP's into ``linear_fc1`` (``pre_mlp_layernorm=... if num_experts else IdentityOp``,
+    lines 282, 313, 336), so neither is recomputed; an MoE layer's pre-MLP norm is a TENorm (same lines), and MLA's
+    input norm is a TENorm unless ``mla_down_proj_fusion`` (default False, transformer_config.py line 3338; lines
+    258-296). The hybrid stack (megatron/core/models/hybrid/hybrid_layer_specs.py): Mamba layers fuse their norm
+    into the mixer's ``in_proj`` (TELayerNormColumnParallelLinear; MambaLayer reads no ``recompute_modules``), the
+    attention and MLP layers are fused as above, the MoE layer (MoETransformerLayer) has ``pre_mlp_layernorm=TENorm``
+    and the MLA / DSA layers ``input_layernorm=TENorm``. Megatron-Core has no parallel (GPT-J) block: False there.
+    Not modelled: Megatron-Core's local (non-TE) spec, where both norms are separate, and the MoE router CUDA graph
+    cases that switch the pre-MLP recompute off (lines 481-519)."""
+    on = np.asarray(layernorm, dtype=bool) & ~np.asarray(sh.parallel_block, dtype=bool)
+    inp = on & np.asarray(sh.mla, dtype=bool) if attention else np.zeros_like(on)
+    pre = on if (mlp and moe) else np.zeros_like(on)
+    return inp, pre
 
 
 def titan_op_gemms(sh: Shape) -> list[tuple[str, np.ndarray, np.ndarray]]:

@@ -967,7 +967,10 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                      "pad their tokens for the FP8 grouped GEMM only)")
     names = set(filter(None, str(getattr(strategy, "recompute_modules", "") or "").split(",")))
     for name, present, what in (("moe_act", moe, "MoE layers"), ("moe", moe, "MoE layers"),
-                                ("mla_up_proj", mla, "multi-head latent attention")):
+                                ("mla_up_proj", mla, "multi-head latent attention"),
+                                ("layernorm", moe or mla, "norm that is a module of its own (Transformer Engine fuses "
+                                 "the others into LayerNormLinear; Megatron-Core recomputes those of MoE layers and "
+                                 "MLA)")):
         if name in names and not present:
             notices.warn(f"strategy.recompute_modules {name} recomputes nothing: the model has no {what}")
     zero = Zero.parse(getattr(strategy, "zero", "0"))
