@@ -123,3 +123,14 @@ def test_megatron_reader_and_validation_parse_layernorm() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
     import validate_training as v
     assert v.parse_recompute_modules("selective: layernorm and moe_act (...)") == "moe_act,layernorm"
+
+
+def test_cli_warns_where_it_recomputes_nothing_and_refuses_unknown_names(cli) -> None:  # type: ignore[no-untyped-def]
+    base = ["predict", "-c", "dgx-h100", "-n", "64", "--set", "strategy.recompute=selective"]
+    dense = cli(*base, "-m", "llama3-8b", "--set", "strategy.recompute_modules=layernorm")
+    assert dense.code == 0 and "layernorm recomputes nothing" in dense.err
+    moe = cli(*base, "-m", "mixtral-8x7b", "--set", "strategy.recompute_modules=layernorm")
+    assert moe.code == 0 and "recomputes nothing" not in moe.err
+    bad = cli(*base, "-m", "llama3-8b", "--set", "strategy.recompute_modules=mlp")
+    assert bad.code == 2 and "unknown recompute module 'mlp'" in bad.err and "layernorm" in bad.err
+    assert "Traceback" not in bad.err
