@@ -134,3 +134,23 @@ def test_cli_warns_where_it_recomputes_nothing_and_refuses_unknown_names(cli) ->
     bad = cli(*base, "-m", "llama3-8b", "--set", "strategy.recompute_modules=mlp")
     assert bad.code == 2 and "unknown recompute module 'mlp'" in bad.err and "layernorm" in bad.err
     assert "Traceback" not in bad.err
+
+
+def _stage(sh, names: str, **kw) -> float:
+    kw = dict(dict(micro_batch=B, seq_len=S, recompute="selective", flash_attention=True, embedding=False), **kw)
+    return float(memory.activation_bytes(sh, recompute_modules=_mods(*names.split(",")), **kw))
+
+
+def test_stage_keeps_one_refilled_norm_output_as_working_set() -> None:
+    # 2 MoE layers, p = 1, one micro-batch: each frees its 2 s b h block input (16-bit under moe; bf16 run: 2 bytes
+    # either way), the backward holds one refilled norm output 2 s b h
+    assert _stage(GQA_MOE, "moe_act") - _stage(GQA_MOE, "moe_act,layernorm") == pytest.approx(2 * 2 * SBH - 2 * SBH,
+                                                                                              rel=1e-12)
+    # under moe the refilled norm output is the block's checkpointed input, inside the block's working set
+    assert _stage(GQA_MOE, "moe") - _stage(GQA_MOE, "moe,layernorm") == pytest.approx(2 * 2 * SBH - 2 * SBH, rel=1e-12)
+    # fused norms: nothing freed, no working set
+    assert _stage(GQA, "core_attn") == _stage(GQA, "core_attn,layernorm")
+    # sequence parallelism: everything / t
+    kw = dict(tp=4, sequence_parallel=True)
+    assert _stage(GQA_MOE, "moe_act", **kw) - _stage(GQA_MOE, "moe_act,layernorm", **kw) == pytest.approx(
+        (2 * 2 * SBH - 2 * SBH) / 4, rel=1e-12)

@@ -72,8 +72,8 @@ core's 16-bit output).
                  (gemm bytes) s b h, the MoE block's input (gemm bytes; 2 under moe, whose checkpoint saves the
                  16-bit tensor the norm's checkpoint then frees), / t with SP. Under fp8 Megatron-Core makes the
                  readers keep the 16-bit original (``set_save_original_input`` on MLA's down-projections and the
-                 shared experts' linear_fc1), which is freed too. The recomputed output of the one layer in its
-                 backward (2 s b h) is not counted.
+                 shared experts' linear_fc1), which is freed too. Working set (:func:`activation_bytes`): the one
+                 norm output the backward has refilled, 2 s b h (/ t with SP); with moe, inside the MoE block's.
     jax_dots     JAX ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` (MaxText
                  ``remat_policy=minimal``, MaxText/layers/models.py): the layer keeps its input (the scan
                  carry) and the weight-matmul outputs its backward reads, all else is recomputed:
@@ -588,6 +588,15 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
         held = np.where(np.asarray(sh.parallel_block, dtype=bool), 0.0, 2.0 - g)
         sbh_in = s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
         working = working + np.where(again_moe, block + (held + copies * q) * sbh_in, 0.0)
+    # selective layernorm: the backward refills one norm's 16-bit output at a time (2 s b h, / t with SP) before the
+    # block that reads it; under moe that is already in the MoE block's working set above (its checkpoint's input; an
+    # MLA input norm is refilled later, in the attention's backward, beside less)
+    again = recomputed_modules(sh, code, recompute_modules)
+    ln_in, ln_pre = recomputed_norms(sh, again.layernorm, moe=True)
+    any_norm = np.where(n_moe > 0, ln_in | ln_pre, ln_in)
+    if np.any(any_norm):
+        ln_ws = 2.0 * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
+        working = working + np.where(any_norm & ~((n_moe > 0) & again.moe), ln_ws, 0.0)
     return (per_stage + emb) * inflight + logits + working
 
 
