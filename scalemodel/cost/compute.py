@@ -481,8 +481,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     re-runs them before the core's backward; Megatron-Core recomputes the core only when core_attn is also named,
     attention.py ``checkpoint_core_attention``); moe_act the routed experts' activation function (experts.py
     ``activation_recompute``: its memory-bound bytes); layernorm the forward of the norms that are modules of their
-    own (an MoE layer's pre-MLP norm, an MLA layer's input norm: :func:`_norm_recompute_time`); moe the MoE block's
-    whole forward (moe_layer.py
+    own (an MoE layer's pre-MLP norm, an MLA layer's input norm: :func:`_norm_recompute_time`); mlp a dense (not
+    MoE) layer's MLP block: its up- and down-projection GEMMs and :func:`_dense_mlp_forward_bytes` (fused norm and
+    activation); moe the MoE block's whole forward (moe_layer.py
     ``moe_layer_recompute``, :func:`scalemodel.cost.transformer.recomputed_modules`): the router, routed and shared
     experts' (and LatentMoE's projection) GEMMs and the block's memory-bound bytes (permutation 4 eb T k w, the
     experts' activations), its pre-norm outside the checkpoint not; the dispatch and combine all-to-alls it runs
@@ -641,6 +642,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                                        part=part)
     mem = T * own_f  # norms, residuals, dropout, RoPE, layout copies (and the dense activation), counted per impl
     moe_block = np.zeros_like(T)  # the MoE block's forward (selective recompute of moe repeats it)
+    mlp_gemm = np.zeros_like(T)  # the dense MLP's GEMMs (selective recompute of mlp repeats them)
     if not mlp:  # a hybrid's attention-only layer
         expert_act = down = np.zeros_like(T)
     elif moe:
@@ -677,8 +679,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         expert_act = np.zeros_like(T)
         f = sh.ffn_hidden
         down = gemm_time(T, h, f / t, **kw)
-        gemm = gemm + gemm_time(T, mats_up * f / t, h, **kw) + down
+        up = gemm_time(T, mats_up * f / t, h, **kw)
+        gemm = gemm + up + down
         flops = flops + 2 * T * h * f / t * (mats_up + 1)
+        mlp_gemm = up + down
 
     # Transformer Engine's context-parallel ring bookkeeping (Megatron-Core, fused core): part of the core's
     # forward (selective core_attn recompute repeats it) with its own backward bytes (cp_ring_bytes)
@@ -705,7 +709,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                      expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0)
                  + np.where(again.moe, moe_block, 0.0)
                  + _norm_recompute_time(sh, again.layernorm, T, t, sp, eb, attention=attention, mlp=mlp, moe=moe,
-                                        memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency))
+                                        memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
+                 + (np.where(again.mlp, mlp_gemm + memory_time(T * _dense_mlp_forward_bytes(
+                     sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb), memory_bandwidth=memory_bandwidth,
+                     memory_efficiency=memory_efficiency), 0.0) if (mlp and not moe and np.any(again.mlp)) else 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0) \
         + t_ring_b - 2.0 * t_ring_f
@@ -729,6 +736,21 @@ def _norm_recompute_time(sh: Shape, layernorm: ArrayLike, tokens: ArrayLike, tp:
     x = sh.hidden * np.where(np.asarray(sequence_parallel, dtype=bool), 1.0 / np.asarray(tp, dtype=float), 1.0)
     return memory_time(n * tokens * 2.0 * elem_bytes * x, memory_bandwidth=memory_bandwidth,
                        memory_efficiency=memory_efficiency)
+
+
+def _dense_mlp_forward_bytes(sh: Shape, layer_impl: ArrayLike, *, tp: ArrayLike, sequence_parallel: ArrayLike,
+                             elem_bytes: ArrayLike) -> np.ndarray:
+    """HBM bytes per token of the dense MLP block's memory-bound forward that selective recompute of ``mlp`` repeats
+    (Megatron-Core ``tensor_parallel.checkpoint(self.mlp, ...)``, transformer_layer.py at NVIDIA/Megatron-LM
+    @d98e8a64dd lines 992-1010): the pre-MLP norm fused into linear_fc1 (TELayerNormColumnParallelLinear: reads x,
+    writes its output, 2 e x, x = h / t with SP) and the activation, as :func:`layer_eltwise_bytes` prices them for
+    ``layer_impl`` (the activation: its forward bytes with the MLP less those without). The residual add and dropout
+    (the layer's mlp_bda) run outside the checkpoint and are not repeated."""
+    kw = dict(tp=tp, sequence_parallel=sequence_parallel, elem_bytes=elem_bytes)
+    with_mlp, _ = layer_eltwise_bytes(sh, layer_impl, mlp=True, **kw)
+    without, _ = layer_eltwise_bytes(sh, layer_impl, mlp=False, **kw)
+    x = sh.hidden * np.where(np.asarray(sequence_parallel, dtype=bool), 1.0 / np.asarray(tp, dtype=float), 1.0)
+    return with_mlp - without + 2.0 * np.asarray(elem_bytes, dtype=float) * x
 
 
 def loss_logit_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:

@@ -74,6 +74,11 @@ core's 16-bit output).
                  readers keep the 16-bit original (``set_save_original_input`` on MLA's down-projections and the
                  shared experts' linear_fc1), which is freed too. Working set (:func:`activation_bytes`): the one
                  norm output the backward has refilled, 2 s b h (/ t with SP); with moe, inside the MoE block's.
+    mlp          a dense (not MoE) layer's MLP block (transformer_layer.py ``recompute_mlp``: ``self.mlp`` under
+                 ``tensor_parallel.checkpoint`` / ``te_checkpoint``, which saves its input, the residual stream the
+                 norm fused into linear_fc1 reads, counted already as that norm's input): the MLP's split bytes
+                 and its GEMM input (the fused norm's output, gemm bytes s b h, / t with SP) go. Working set
+                 (:func:`activation_bytes`): one dense MLP block's no-recompute bytes less its recomputed ones.
     jax_dots     JAX ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` (MaxText
                  ``remat_policy=minimal``, MaxText/layers/models.py): the layer keeps its input (the scan
                  carry) and the weight-matmul outputs its backward reads, all else is recomputed:
@@ -352,6 +357,13 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
         split = np.where(again.moe, split - mlp_bytes, split)
         replicated = replicated + np.where(again.moe & ~np.asarray(sh.parallel_block, dtype=bool),
                                            (2.0 - gemm_in) * sbh, 0.0)
+    # selective mlp: a dense MLP block (not an MoE layer's) under Megatron-Core's tensor_parallel.checkpoint keeps only
+    # its input, the residual stream the norm fused into linear_fc1 reads (the norm input already counted): its split
+    # bytes and its GEMM input (the fused norm's output) go
+    if mlp and not moe and np.any(again.mlp):
+        drop = again.mlp & ~np.asarray(sh.parallel_block, dtype=bool)
+        split = np.where(drop, split - mlp_bytes, split)
+        replicated = replicated - np.where(drop, gemm_in * sbh, 0.0)
     # selective layernorm: a norm that is a module of its own (recomputed_norms) keeps no output; its input stays.
     # Freed: what the layer counts as that norm output's readers' saved input: MLA's QKV (down-projection) input,
     # the MoE block's input (16-bit under moe, which checkpoints it; the GEMM copy's bytes otherwise)
@@ -597,6 +609,14 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     if np.any(any_norm):
         ln_ws = 2.0 * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
         working = working + np.where(any_norm & ~((n_moe > 0) & again.moe), ln_ws, 0.0)
+    dense_mlps = sh.mlp_layers + sh.mtp_layers - sh.mtp_moe_layers
+    if np.any(again.mlp) and np.any(dense_mlps > 0):
+        # selective mlp: one dense MLP block re-materialised at a time (its checkpoint re-runs the fused norm, the
+        # up-projection and the activation): what its layer drops, the no-recompute row less the recomputed one;
+        # not at the same time as an MoE block's or a norm's (other layers, or later in the layer's backward)
+        mlp_block = (activation_bytes_per_layer(sh, recompute="none", attention=False, mlp=True, **kw)
+                     - activation_bytes_per_layer(sh, recompute="selective", attention=False, mlp=True, **kw))
+        working = np.where(again.mlp & (dense_mlps > 0), np.maximum(working, mlp_block), working)
     return (per_stage + emb) * inflight + logits + working
 
 

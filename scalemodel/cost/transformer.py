@@ -78,7 +78,7 @@ def recompute_code(value: ArrayLike) -> np.ndarray:
 #: ``recompute_modules``), ``jax_dots`` for JAX's dots-saveable remat policy (cost.memory's module docstring), and
 #: ``titan_op`` for torchtitan's op-level selective AC policy (:func:`titan_op_gemms`).
 RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8, "titan_op": 16,
-                                     "moe": 32, "layernorm": 64}
+                                     "moe": 32, "layernorm": 64, "mlp": 128}
 #: What ``recompute: selective`` recomputes when no module is named: the attention core (Korthikanti).
 DEFAULT_RECOMPUTE_MODULES = RECOMPUTE_MODULES["core_attn"]
 
@@ -91,7 +91,9 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     torchtitan's op policy (the layer's forward but the attention core and the saved GEMMs, :func:`titan_op_gemms`),
     ``moe`` the whole MoE block's forward (router, permutation, dispatch and combine, routed and shared experts),
     ``layernorm`` the norms that are modules of their own (:func:`recomputed_modules`: an MoE layer's pre-MLP norm,
-    an MLA layer's input norm; a norm fused into a Transformer Engine LayerNormLinear is not one)."""
+    an MLA layer's input norm; a norm fused into a Transformer Engine LayerNormLinear is not one), ``mlp`` the dense
+    MLP block's forward (its fused pre-MLP norm, up- and down-projections and activation) in a layer that is not an
+    MoE layer."""
 
     attention_core: np.ndarray
     mla_up_proj: np.ndarray
@@ -100,6 +102,7 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     titan_op: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     moe: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     layernorm: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    mlp: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
 
 
 def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: ArrayLike = 0) -> Recomputed:
@@ -115,7 +118,13 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
     @002255075c, the submodule of Megatron-Bridge 63b08b397, and the same at d98e8a64dd; not with
     ``cuda_graph_impl`` 'local', whose graphs recompute the layer themselves). moe_act named with moe is repeated
     once more: the activation's ``CheckpointWithoutOutput`` runs again inside the recomputed forward and discards
-    its output again. layernorm: the norms :func:`recomputed_norms` finds separate modules."""
+    its output again. layernorm: the norms :func:`recomputed_norms` finds separate modules. mlp: the dense MLP of a
+    layer that is not an MoE layer (transformer_layer.py lines 537-539 at d98e8a64dd, ``if "mlp" in
+    recompute_modules: if not self.is_moe_layer: self.recompute_mlp = True``; the forward, lines 992-1010, runs
+    ``self.mlp`` under ``tensor_parallel.checkpoint``, ``te_checkpoint`` under fp8 / fp4, on the pre-MLP norm's
+    output, which with the Transformer Engine spec is the residual stream itself: ``pre_mlp_layernorm`` is an
+    IdentityOp and the norm lives in ``linear_fc1`` = TELayerNormColumnParallelLinear; the hybrid stack's MLPLayer
+    is a TransformerLayer, megatron/core/ssm/mlp_layer.py line 13)."""
     selective = recompute_code(recompute) == Recompute.SELECTIVE
     mods = np.asarray(recompute_modules, dtype=np.int64)
     mods = np.where(selective, np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods), 0)
@@ -125,7 +134,7 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
 
     return Recomputed(attention_core=on("core_attn", "jax_dots"), mla_up_proj=on("mla_up_proj") & sh.mla,
                       moe_act=on("moe_act"), jax_dots=on("jax_dots"), titan_op=on("titan_op"),
-                      moe=on("moe") & (sh.moe_experts > 0), layernorm=on("layernorm"))
+                      moe=on("moe") & (sh.moe_experts > 0), layernorm=on("layernorm"), mlp=on("mlp"))
 
 
 def recomputed_norms(sh: Shape, layernorm: ArrayLike, *, attention: bool = True, mlp: bool = True,
@@ -898,7 +907,8 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
                jax_dots), MLA's up-projection GEMMs :func:`mla_up_projection_flops` (mla_up_proj), the GEMMs
                torchtitan's op policy repeats :func:`titan_op_recompute_flops` (titan_op), the MoE block's GEMMs
                :func:`mlp_gemm_flops` (moe: router, routed and shared experts, LatentMoE's projections) in each
-               MoE layer and MoE MTP block; moe_act
+               MoE layer and MoE MTP block, the dense MLP's GEMMs :func:`mlp_gemm_flops` (mlp) in each dense MLP
+               layer (:attr:`Shape.mlp_layers`) and dense MTP block; moe_act
                repeats an activation function, which no FLOP count here includes, so adds 0; or 0. The MTP
                modules' blocks and projections count as layers here (Megatron-Core checkpoints an MTP module's
                _proj_and_transformer_layer under full recompute; its block is a transformer layer of the same
@@ -913,8 +923,10 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
                      + np.where(again.mla_up_proj, mla_up_projection_flops(sh, seq_len), 0.0))
     per_layer = np.where(again.titan_op, titan_op_recompute_flops(sh, seq_len), 0.0)
     per_moe = np.where(again.moe, mlp_gemm_flops(sh, seq_len, moe=True), 0.0)
+    per_mlp = np.where(again.mlp, mlp_gemm_flops(sh, seq_len), 0.0)
     selective = (per_attention * (sh.attention_layers + sh.mtp_layers) + per_layer * (sh.layers + sh.mtp_layers)
-                 + per_moe * (sh.moe_layers + sh.mtp_moe_layers)) * n
+                 + per_moe * (sh.moe_layers + sh.mtp_moe_layers)
+                 + per_mlp * (sh.mlp_layers + sh.mtp_layers - sh.mtp_moe_layers)) * n
     extra = np.where(code == Recompute.FULL, layers_fwd, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     model = 3.0 * fwd
     return StepFlops(forward=fwd, model=model, hardware=model + extra, recompute=extra)

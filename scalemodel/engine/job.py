@@ -970,7 +970,10 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                                 ("mla_up_proj", mla, "multi-head latent attention"),
                                 ("layernorm", moe or mla, "norm that is a module of its own (Transformer Engine fuses "
                                  "the others into LayerNormLinear; Megatron-Core recomputes those of MoE layers and "
-                                 "MLA)")):
+                                 "MLA)"),
+                                ("mlp", job.is_transformer and float(job.shape.mlp_layers) > 0,
+                                 "dense MLP layer (Megatron-Core recomputes the MLP of layers that are not MoE "
+                                 "layers)")):
         if name in names and not present:
             notices.warn(f"strategy.recompute_modules {name} recomputes nothing: the model has no {what}")
     zero = Zero.parse(getattr(strategy, "zero", "0"))

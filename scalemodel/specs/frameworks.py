@@ -675,9 +675,9 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.fields["schedule"] = next(iter(virtual))
 
 
-#: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others (mlp,
-#: shared_experts, ...) are named as not used.
-_MEG_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act", "moe", "layernorm")
+#: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others
+#: (shared_experts, ...) are named as not used.
+_MEG_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act", "moe", "layernorm", "mlp")
 
 
 def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:
