@@ -110,16 +110,16 @@ def test_memory_with_sequence_parallel() -> None:
 
 def test_unknown_module_is_refused_with_the_names() -> None:
     with pytest.raises(InputError, match="layernorm"):
-        memory.recompute_modules_code("shared_experts")
+        memory.recompute_modules_code("gdn_norm_out")
     assert _mods("layernorm") == 64
 
 
 def test_megatron_reader_and_validation_parse_layernorm() -> None:
     from scalemodel.specs.frameworks import StrategyFile, _recompute_modules
     out = StrategyFile(path="launch.sh", format="megatron", strategy={"recompute": "selective"})
-    _recompute_modules({"--recompute-modules": "layernorm moe_act shared_experts mlp"}, out)
+    _recompute_modules({"--recompute-modules": "layernorm moe_act gdn_norm_out mlp"}, out)
     assert out.strategy["recompute_modules"] == "layernorm,moe_act,mlp"
-    assert len(out.unused) == 1 and out.unused[0].startswith("--recompute-modules shared_experts (")
+    assert len(out.unused) == 1 and out.unused[0].startswith("--recompute-modules gdn_norm_out (")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
     import validate_training as v
     assert v.parse_recompute_modules("selective: layernorm and moe_act (...)") == "moe_act,layernorm"
@@ -131,8 +131,8 @@ def test_cli_warns_where_it_recomputes_nothing_and_refuses_unknown_names(cli) ->
     assert dense.code == 0 and "layernorm recomputes nothing" in dense.err
     moe = cli(*base, "-m", "mixtral-8x7b", "--set", "strategy.recompute_modules=layernorm")
     assert moe.code == 0 and "recomputes nothing" not in moe.err
-    bad = cli(*base, "-m", "llama3-8b", "--set", "strategy.recompute_modules=shared_experts")
-    assert bad.code == 2 and "unknown recompute module 'shared_experts'" in bad.err and "layernorm" in bad.err
+    bad = cli(*base, "-m", "llama3-8b", "--set", "strategy.recompute_modules=gdn_norm_out")
+    assert bad.code == 2 and "unknown recompute module 'gdn_norm_out'" in bad.err and "layernorm" in bad.err
     assert "Traceback" not in bad.err
 
 

@@ -483,7 +483,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     ``activation_recompute``: its memory-bound bytes); layernorm the forward of the norms that are modules of their
     own (an MoE layer's pre-MLP norm, an MLA layer's input norm: :func:`_norm_recompute_time`); mlp a dense (not
     MoE) layer's MLP block: its up- and down-projection GEMMs and :func:`_dense_mlp_forward_bytes` (fused norm and
-    activation); moe the MoE block's whole forward (moe_layer.py
+    activation); shared_experts an MoE layer's shared experts' GEMMs and activation bytes (moe_layer.py
+    ``shared_experts_recompute``; with moe once more); moe the MoE block's whole forward (moe_layer.py
     ``moe_layer_recompute``, :func:`scalemodel.cost.transformer.recomputed_modules`): the router, routed and shared
     experts' (and LatentMoE's projection) GEMMs and the block's memory-bound bytes (permutation 4 eb T k w, the
     experts' activations), its pre-norm outside the checkpoint not; the dispatch and combine all-to-alls it runs
@@ -643,6 +644,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     mem = T * own_f  # norms, residuals, dropout, RoPE, layout copies (and the dense activation), counted per impl
     moe_block = np.zeros_like(T)  # the MoE block's forward (selective recompute of moe repeats it)
     mlp_gemm = np.zeros_like(T)  # the dense MLP's GEMMs (selective recompute of mlp repeats them)
+    shared_block = np.zeros_like(T)  # the shared experts' forward (selective recompute of shared_experts)
     if not mlp:  # a hybrid's attention-only layer
         expert_act = down = np.zeros_like(T)
     elif moe:
@@ -664,8 +666,13 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                                + gemm_time(t_lat, h, np.maximum(lat, 1.0), **kw), 0.0)
         shared = sh.moe_shared_experts * fe
         has_shared = shared > 0
-        gemm = gemm + np.where(has_shared, gemm_time(T, mats_up * np.maximum(shared, 1) / t, h, **kw)
+        shared_gemm = np.where(has_shared, gemm_time(T, mats_up * np.maximum(shared, 1) / t, h, **kw)
                                + gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
+        gemm = gemm + shared_gemm
+        # the shared experts' forward (selective recompute of shared_experts repeats it): GEMMs and activation
+        shared_block = shared_gemm + memory_time(np.where(sh.gated_mlp, 3.0, 2.0) * eb * T * shared / t,
+                                                 memory_bandwidth=memory_bandwidth,
+                                                 memory_efficiency=memory_efficiency)
         width = T * (k * fe + shared) / t
         down = gemm_time(tokens_per_expert, w, fe / u, experts_here, **kw) + np.where(
             has_shared, gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
@@ -712,7 +719,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                                         memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
                  + (np.where(again.mlp, mlp_gemm + memory_time(T * _dense_mlp_forward_bytes(
                      sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb), memory_bandwidth=memory_bandwidth,
-                     memory_efficiency=memory_efficiency), 0.0) if (mlp and not moe and np.any(again.mlp)) else 0.0))
+                     memory_efficiency=memory_efficiency), 0.0) if (mlp and not moe and np.any(again.mlp)) else 0.0)
+                 + np.where(again.shared_experts, shared_block, 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0) \
         + t_ring_b - 2.0 * t_ring_f

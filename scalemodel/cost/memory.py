@@ -79,6 +79,11 @@ core's 16-bit output).
                  norm fused into linear_fc1 reads, counted already as that norm's input): the MLP's split bytes
                  and its GEMM input (the fused norm's output, gemm bytes s b h, / t with SP) go. Working set
                  (:func:`activation_bytes`): one dense MLP block's no-recompute bytes less its recomputed ones.
+    shared_experts  an MoE layer's shared experts (moe_layer.py ``shared_experts_recompute``: their forward under
+                 ``tensor_parallel.checkpoint`` / ``te_checkpoint``, which saves the block input the router keeps
+                 anyway): their activation bytes c (act + gemm bytes) s b f_e / t go; one layer's as working set.
+                 Under fp8 with recipes other than delayed Megatron-Core already had linear_fc1 keep the original
+                 input (shared_experts.py lines 147-161), so the model's one MoE-input count stays.
     jax_dots     JAX ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` (MaxText
                  ``remat_policy=minimal``, MaxText/layers/models.py): the layer keeps its input (the scan
                  carry) and the weight-matmul outputs its backward reads, all else is recomputed:
@@ -357,6 +362,11 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
         split = np.where(again.moe, split - mlp_bytes, split)
         replicated = replicated + np.where(again.moe & ~np.asarray(sh.parallel_block, dtype=bool),
                                            (2.0 - gemm_in) * sbh, 0.0)
+    # selective shared_experts: the shared experts under their checkpoint keep only its input (the block input the
+    # router keeps too): their activation bytes go (all of the block's split bytes are gone already under moe)
+    if moe and mlp and np.any(again.shared_experts):
+        shared_act = sh.moe_shared_experts * act_per_f * sh.moe_ffn_hidden
+        split = np.where(again.shared_experts & ~again.moe, split - shared_act, split)
     # selective mlp: a dense MLP block (not an MoE layer's) under Megatron-Core's tensor_parallel.checkpoint keeps only
     # its input, the residual stream the norm fused into linear_fc1 reads (the norm input already counted): its split
     # bytes and its GEMM input (the fused norm's output) go
@@ -617,6 +627,13 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
         mlp_block = (activation_bytes_per_layer(sh, recompute="none", attention=False, mlp=True, **kw)
                      - activation_bytes_per_layer(sh, recompute="selective", attention=False, mlp=True, **kw))
         working = np.where(again.mlp & (dense_mlps > 0), np.maximum(working, mlp_block), working)
+    if np.any(again.shared_experts) and np.any(n_moe > 0):
+        # selective shared_experts: one layer's shared experts re-materialised at a time (inside the MoE block's
+        # working set under moe)
+        shared_ws = sh.moe_shared_experts * sh.moe_ffn_hidden * s * b * (
+            np.where(sh.gated_mlp, 4.0, 2.0) + np.where(np.asarray(fp8_inputs, dtype=float) > 0.0,
+                                                        np.asarray(fp8_inputs, dtype=float), 2.0)) / t
+        working = np.where(again.shared_experts & ~again.moe & (n_moe > 0), np.maximum(working, shared_ws), working)
     return (per_stage + emb) * inflight + logits + working
 
 

@@ -78,7 +78,8 @@ def recompute_code(value: ArrayLike) -> np.ndarray:
 #: ``recompute_modules``), ``jax_dots`` for JAX's dots-saveable remat policy (cost.memory's module docstring), and
 #: ``titan_op`` for torchtitan's op-level selective AC policy (:func:`titan_op_gemms`).
 RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8, "titan_op": 16,
-                                     "moe": 32, "layernorm": 64, "mlp": 128}
+                                     "moe": 32, "layernorm": 64, "mlp": 128,
+                                     "shared_experts": 256}
 #: What ``recompute: selective`` recomputes when no module is named: the attention core (Korthikanti).
 DEFAULT_RECOMPUTE_MODULES = RECOMPUTE_MODULES["core_attn"]
 
@@ -93,7 +94,7 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     ``layernorm`` the norms that are modules of their own (:func:`recomputed_modules`: an MoE layer's pre-MLP norm,
     an MLA layer's input norm; a norm fused into a Transformer Engine LayerNormLinear is not one), ``mlp`` the dense
     MLP block's forward (its fused pre-MLP norm, up- and down-projections and activation) in a layer that is not an
-    MoE layer."""
+    MoE layer, ``shared_experts`` the shared experts' forward in an MoE layer that has them."""
 
     attention_core: np.ndarray
     mla_up_proj: np.ndarray
@@ -103,6 +104,7 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     moe: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     layernorm: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     mlp: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    shared_experts: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
 
 
 def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: ArrayLike = 0) -> Recomputed:
@@ -124,7 +126,11 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
     ``self.mlp`` under ``tensor_parallel.checkpoint``, ``te_checkpoint`` under fp8 / fp4, on the pre-MLP norm's
     output, which with the Transformer Engine spec is the residual stream itself: ``pre_mlp_layernorm`` is an
     IdentityOp and the norm lives in ``linear_fc1`` = TELayerNormColumnParallelLinear; the hybrid stack's MLPLayer
-    is a TransformerLayer, megatron/core/ssm/mlp_layer.py line 13)."""
+    is a TransformerLayer, megatron/core/ssm/mlp_layer.py line 13). shared_experts: the shared experts of an MoE
+    layer (moe_layer.py lines 252-255 ``shared_experts_recompute``; ``shared_experts_compute``, lines 516-531, runs
+    ``self.shared_experts`` under ``tensor_parallel.checkpoint`` / ``te_checkpoint`` unless
+    ``moe_shared_expert_overlap``); named with moe they are repeated once more, their checkpoint running again
+    inside the recomputed block."""
     selective = recompute_code(recompute) == Recompute.SELECTIVE
     mods = np.asarray(recompute_modules, dtype=np.int64)
     mods = np.where(selective, np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods), 0)
@@ -134,7 +140,8 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
 
     return Recomputed(attention_core=on("core_attn", "jax_dots"), mla_up_proj=on("mla_up_proj") & sh.mla,
                       moe_act=on("moe_act"), jax_dots=on("jax_dots"), titan_op=on("titan_op"),
-                      moe=on("moe") & (sh.moe_experts > 0), layernorm=on("layernorm"), mlp=on("mlp"))
+                      moe=on("moe") & (sh.moe_experts > 0), layernorm=on("layernorm"), mlp=on("mlp"),
+                      shared_experts=on("shared_experts") & (sh.moe_experts > 0) & (sh.moe_shared_experts > 0))
 
 
 def recomputed_norms(sh: Shape, layernorm: ArrayLike, *, attention: bool = True, mlp: bool = True,
@@ -908,7 +915,8 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
                torchtitan's op policy repeats :func:`titan_op_recompute_flops` (titan_op), the MoE block's GEMMs
                :func:`mlp_gemm_flops` (moe: router, routed and shared experts, LatentMoE's projections) in each
                MoE layer and MoE MTP block, the dense MLP's GEMMs :func:`mlp_gemm_flops` (mlp) in each dense MLP
-               layer (:attr:`Shape.mlp_layers`) and dense MTP block; moe_act
+               layer (:attr:`Shape.mlp_layers`) and dense MTP block, the shared experts' GEMMs 2 s c (3|2) h f_e
+               (shared_experts) in each MoE layer and MoE MTP block; moe_act
                repeats an activation function, which no FLOP count here includes, so adds 0; or 0. The MTP
                modules' blocks and projections count as layers here (Megatron-Core checkpoints an MTP module's
                _proj_and_transformer_layer under full recompute; its block is a transformer layer of the same
@@ -924,6 +932,8 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
     per_layer = np.where(again.titan_op, titan_op_recompute_flops(sh, seq_len), 0.0)
     per_moe = np.where(again.moe, mlp_gemm_flops(sh, seq_len, moe=True), 0.0)
     per_mlp = np.where(again.mlp, mlp_gemm_flops(sh, seq_len), 0.0)
+    per_moe = per_moe + np.where(again.shared_experts, 2.0 * _arr("seq_len", seq_len) * sh.moe_shared_experts
+                                 * np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden * sh.moe_ffn_hidden, 0.0)
     selective = (per_attention * (sh.attention_layers + sh.mtp_layers) + per_layer * (sh.layers + sh.mtp_layers)
                  + per_moe * (sh.moe_layers + sh.mtp_moe_layers)
                  + per_mlp * (sh.mlp_layers + sh.mtp_layers - sh.mtp_moe_layers)) * n

@@ -973,7 +973,9 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                                  "MLA)"),
                                 ("mlp", job.is_transformer and float(job.shape.mlp_layers) > 0,
                                  "dense MLP layer (Megatron-Core recomputes the MLP of layers that are not MoE "
-                                 "layers)")):
+                                 "layers)"),
+                                ("shared_experts", moe and float(job.shape.moe_shared_experts) > 0,
+                                 "shared experts")):
         if name in names and not present:
             notices.warn(f"strategy.recompute_modules {name} recomputes nothing: the model has no {what}")
     zero = Zero.parse(getattr(strategy, "zero", "0"))
