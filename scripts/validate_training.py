@@ -493,8 +493,8 @@ def parse_recompute(text: Any) -> str | None:
 #: Megatron-Core ``recompute_modules`` a stated selective recompute may name that repeat a whole block the model has
 #: no price for; such a row is listed. Empty since "moe" (NVIDIA/Megatron-LM@002255075c
 #: megatron/core/transformer/transformer_config.py: ""moe": recompute the MoE layer.") is priced
-#: (StrategySpec.recompute_modules moe, cost.transformer.recomputed_modules). The other names the model does not price
-#: ("layernorm", "mlp", "shared_experts") stay ignored, as they were before this rule (:func:`parse_recompute_modules`).
+#: (StrategySpec.recompute_modules moe, cost.transformer.recomputed_modules), and "layernorm"
+#: (cost.transformer.recomputed_norms), "mlp" and "shared_experts" are priced too.
 UNPRICED_RECOMPUTE_MODULES: tuple[str, ...] = ()
 
 
@@ -509,7 +509,8 @@ def unmodelled_recompute_modules(text: Any) -> list[str]:
 
 def parse_recompute_modules(text: Any, source: str = "") -> str:
     """What a stated selective recompute recomputes (StrategySpec.recompute_modules): Megatron-Core's
-    ``recompute_modules`` named in the case (core_attn, mla_up_proj, moe_act, moe), or MaxText's
+    ``recompute_modules`` named in the case (core_attn, mla_up_proj, moe_act, moe, layernorm, mlp,
+    shared_experts), or MaxText's
     ``remat_policy=minimal``, the JAX policy ``checkpoint_dots_with_no_batch_dims`` (MaxText/layers/models.py):
     jax_dots; a torchtitan run's
     "selective (op policy)" (:data:`TORCHTITAN`), selective_ac_option op: titan_op (torchtitan e7c0cae
@@ -524,7 +525,8 @@ def parse_recompute_modules(text: Any, source: str = "") -> str:
     if source in TORCHTITAN and "op policy" in t:
         return "titan_op"
     words = set(re.findall(r"[a-z_]+", t))  # whole names: "moe" is not the "moe" of "moe_act"
-    return ",".join(m for m in ("core_attn", "mla_up_proj", "moe_act", "moe") if m in words)
+    return ",".join(m for m in ("core_attn", "mla_up_proj", "moe_act", "moe", "layernorm", "mlp", "shared_experts")
+                    if m in words)
 
 
 def overlap_flags(text: Any) -> dict[str, bool]:

@@ -83,6 +83,7 @@ from scalemodel.cost.transformer import (
     kv_elements_per_token,
     recompute_code,
     recomputed_modules,
+    recomputed_norms,
     titan_op_gemms,
 )
 from scalemodel.errors import InputError
@@ -482,7 +483,11 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     attention core; mla_up_proj MLA's Q and KV up-projection GEMMs (multi_latent_attention.py ``qkv_up_checkpoint``
     re-runs them before the core's backward; Megatron-Core recomputes the core only when core_attn is also named,
     attention.py ``checkpoint_core_attention``); moe_act the routed experts' activation function (experts.py
-    ``activation_recompute``: its memory-bound bytes); moe the MoE block's whole forward (moe_layer.py
+    ``activation_recompute``: its memory-bound bytes); layernorm the forward of the norms that are modules of their
+    own (an MoE layer's pre-MLP norm, an MLA layer's input norm: :func:`_norm_recompute_time`); mlp a dense (not
+    MoE) layer's MLP block: its up- and down-projection GEMMs and :func:`_dense_mlp_forward_bytes` (fused norm and
+    activation); shared_experts an MoE layer's shared experts' GEMMs and activation bytes (moe_layer.py
+    ``shared_experts_recompute``; with moe once more); moe the MoE block's whole forward (moe_layer.py
     ``moe_layer_recompute``, :func:`scalemodel.cost.transformer.recomputed_modules`): the router, routed and shared
     experts' (and LatentMoE's projection) GEMMs and the block's memory-bound bytes (permutation 4 eb T k w, the
     experts' activations), its pre-norm outside the checkpoint not; the dispatch and combine all-to-alls it runs
@@ -646,6 +651,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                                        part=part)
     mem = T * own_f  # norms, residuals, dropout, RoPE, layout copies (and the dense activation), counted per impl
     moe_block = np.zeros_like(T)  # the MoE block's forward (selective recompute of moe repeats it)
+    mlp_gemm = np.zeros_like(T)  # the dense MLP's GEMMs (selective recompute of mlp repeats them)
+    shared_block = np.zeros_like(T)  # the shared experts' forward (selective recompute of shared_experts)
     if not mlp:  # a hybrid's attention-only layer
         expert_act = down = np.zeros_like(T)
     elif moe:
@@ -668,8 +675,13 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                                + gemm_time(t_lat, h, np.maximum(lat, 1.0), **lkw), 0.0)
         shared = sh.moe_shared_experts * fe
         has_shared = shared > 0
-        gemm = gemm + np.where(has_shared, gemm_time(T, mats_up * np.maximum(shared, 1) / t, h, **kw)
+        shared_gemm = np.where(has_shared, gemm_time(T, mats_up * np.maximum(shared, 1) / t, h, **kw)
                                + gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
+        gemm = gemm + shared_gemm
+        # the shared experts' forward (selective recompute of shared_experts repeats it): GEMMs and activation
+        shared_block = shared_gemm + memory_time(np.where(sh.gated_mlp, 3.0, 2.0) * eb * T * shared / t,
+                                                 memory_bandwidth=memory_bandwidth,
+                                                 memory_efficiency=memory_efficiency)
         width = T * (k * fe + shared) / t
         down = gemm_time(tokens_per_expert, w, fe / u, experts_here, **kw) + np.where(
             has_shared, gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
@@ -683,8 +695,10 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         expert_act = np.zeros_like(T)
         f = sh.ffn_hidden
         down = gemm_time(T, h, f / t, **kw)
-        gemm = gemm + gemm_time(T, mats_up * f / t, h, **kw) + down
+        up = gemm_time(T, mats_up * f / t, h, **kw)
+        gemm = gemm + up + down
         flops = flops + 2 * T * h * f / t * (mats_up + 1)
+        mlp_gemm = up + down
 
     # Transformer Engine's context-parallel ring bookkeeping (Megatron-Core, fused core): part of the core's
     # forward (selective core_attn recompute repeats it) with its own backward bytes (cp_ring_bytes)
@@ -709,12 +723,51 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                     if np.any(again.titan_op) else 0.0)  # its GEMMs only when a candidate runs the policy
                  + np.where(again.moe_act, memory_time(
                      expert_act, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency), 0.0)
-                 + np.where(again.moe, moe_block, 0.0))
+                 + np.where(again.moe, moe_block, 0.0)
+                 + _norm_recompute_time(sh, again.layernorm, T, t, sp, eb, attention=attention, mlp=mlp, moe=moe,
+                                        memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
+                 + (np.where(again.mlp, mlp_gemm + memory_time(T * _dense_mlp_forward_bytes(
+                     sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb), memory_bandwidth=memory_bandwidth,
+                     memory_efficiency=memory_efficiency), 0.0) if (mlp and not moe and np.any(again.mlp)) else 0.0)
+                 + np.where(again.shared_experts, shared_block, 0.0))
     recomp = np.where(code == Recompute.FULL, full, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     backward = 2.0 * (forward - t_mem) + t_mem_bwd + np.where(flash, fused_bwd - 2.0 * core_gemm, 0.0) \
         + t_ring_b - 2.0 * t_ring_f
     return LayerTime(forward=forward, backward=backward, recompute=recomp, forward_gemm=gemm,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
+
+
+def _norm_recompute_time(sh: Shape, layernorm: ArrayLike, tokens: ArrayLike, tp: ArrayLike,
+                         sequence_parallel: ArrayLike, elem_bytes: ArrayLike, *, attention: bool, mlp: bool, moe: bool,
+                         memory_bandwidth: ArrayLike, memory_efficiency: ArrayLike) -> np.ndarray:
+    """Time of the norm forwards selective recompute of ``layernorm`` repeats in one layer's backward
+    (:func:`scalemodel.cost.transformer.recomputed_norms`: an MoE layer's pre-MLP norm, an MLA layer's input norm;
+    Megatron-Core's ``CheckpointWithoutOutput`` re-runs the norm module's forward, transformer_layer.py at
+    NVIDIA/Megatron-LM@d98e8a64dd). Each is the norm's forward as :func:`layer_eltwise_bytes` prices it for
+    Megatron-Core + TE (reads x, writes its output, 2 e x per token; per-token statistics not counted):
+
+        time = n_norms x T x 2 e x / (memory_bandwidth x memory_efficiency)     x = h (/ t with SP)
+    """
+    inp, pre = recomputed_norms(sh, layernorm, attention=attention, mlp=mlp, moe=moe)
+    n = np.where(inp, 1.0, 0.0) + np.where(pre, 1.0, 0.0)
+    x = sh.hidden * np.where(np.asarray(sequence_parallel, dtype=bool), 1.0 / np.asarray(tp, dtype=float), 1.0)
+    return memory_time(n * tokens * 2.0 * elem_bytes * x, memory_bandwidth=memory_bandwidth,
+                       memory_efficiency=memory_efficiency)
+
+
+def _dense_mlp_forward_bytes(sh: Shape, layer_impl: ArrayLike, *, tp: ArrayLike, sequence_parallel: ArrayLike,
+                             elem_bytes: ArrayLike) -> np.ndarray:
+    """HBM bytes per token of the dense MLP block's memory-bound forward that selective recompute of ``mlp`` repeats
+    (Megatron-Core ``tensor_parallel.checkpoint(self.mlp, ...)``, transformer_layer.py at NVIDIA/Megatron-LM
+    @d98e8a64dd lines 992-1010): the pre-MLP norm fused into linear_fc1 (TELayerNormColumnParallelLinear: reads x,
+    writes its output, 2 e x, x = h / t with SP) and the activation, as :func:`layer_eltwise_bytes` prices them for
+    ``layer_impl`` (the activation: its forward bytes with the MLP less those without). The residual add and dropout
+    (the layer's mlp_bda) run outside the checkpoint and are not repeated."""
+    kw = dict(tp=tp, sequence_parallel=sequence_parallel, elem_bytes=elem_bytes)
+    with_mlp, _ = layer_eltwise_bytes(sh, layer_impl, mlp=True, **kw)
+    without, _ = layer_eltwise_bytes(sh, layer_impl, mlp=False, **kw)
+    x = sh.hidden * np.where(np.asarray(sequence_parallel, dtype=bool), 1.0 / np.asarray(tp, dtype=float), 1.0)
+    return with_mlp - without + 2.0 * np.asarray(elem_bytes, dtype=float) * x
 
 
 def loss_logit_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:

@@ -64,6 +64,26 @@ core's 16-bit output).
                  norm's input and dropout mask outside the checkpoint. While one MoE block is recomputed its
                  split bytes and, quantized, the copies of its input its TE linears keep beside the 16-bit input
                  are the working set (:func:`activation_bytes`)
+    layernorm    the norms that are modules of their own (transformer.recomputed_norms: an MoE layer's pre-MLP
+                 TENorm, an MLA layer's input TENorm; Transformer Engine fuses the others into LayerNormLinear,
+                 where Megatron-Core recomputes nothing): transformer_layer.py runs them under
+                 ``CheckpointWithoutOutput``, which frees their output after the forward and re-runs the norm
+                 before the backward. Less per such norm: its output as its readers kept it, the QKV input
+                 (gemm bytes) s b h, the MoE block's input (gemm bytes; 2 under moe, whose checkpoint saves the
+                 16-bit tensor the norm's checkpoint then frees), / t with SP. Under fp8 Megatron-Core makes the
+                 readers keep the 16-bit original (``set_save_original_input`` on MLA's down-projections and the
+                 shared experts' linear_fc1), which is freed too. Working set (:func:`activation_bytes`): the one
+                 norm output the backward has refilled, 2 s b h (/ t with SP); with moe, inside the MoE block's.
+    mlp          a dense (not MoE) layer's MLP block (transformer_layer.py ``recompute_mlp``: ``self.mlp`` under
+                 ``tensor_parallel.checkpoint`` / ``te_checkpoint``, which saves its input, the residual stream the
+                 norm fused into linear_fc1 reads, counted already as that norm's input): the MLP's split bytes
+                 and its GEMM input (the fused norm's output, gemm bytes s b h, / t with SP) go. Working set
+                 (:func:`activation_bytes`): one dense MLP block's no-recompute bytes less its recomputed ones.
+    shared_experts  an MoE layer's shared experts (moe_layer.py ``shared_experts_recompute``: their forward under
+                 ``tensor_parallel.checkpoint`` / ``te_checkpoint``, which saves the block input the router keeps
+                 anyway): their activation bytes c (act + gemm bytes) s b f_e / t go; one layer's as working set.
+                 Under fp8 with recipes other than delayed Megatron-Core already had linear_fc1 keep the original
+                 input (shared_experts.py lines 147-161), so the model's one MoE-input count stays.
     jax_dots     JAX ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` (MaxText
                  ``remat_policy=minimal``, MaxText/layers/models.py): the layer keeps its input (the scan
                  carry) and the weight-matmul outputs its backward reads, all else is recomputed:
@@ -121,6 +141,7 @@ from scalemodel.cost.transformer import (
     norm_params,
     recompute_code,
     recomputed_modules,
+    recomputed_norms,
     tp_whole_elements,
 )
 from scalemodel.errors import InputError
@@ -355,6 +376,25 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
         split = np.where(again.moe, split - mlp_bytes, split)
         replicated = replicated + np.where(again.moe & ~np.asarray(sh.parallel_block, dtype=bool),
                                            (2.0 - gemm_in) * sbh, 0.0)
+    # selective shared_experts: the shared experts under their checkpoint keep only its input (the block input the
+    # router keeps too): their activation bytes go (all of the block's split bytes are gone already under moe)
+    if moe and mlp and np.any(again.shared_experts):
+        shared_act = sh.moe_shared_experts * act_per_f * sh.moe_ffn_hidden
+        split = np.where(again.shared_experts & ~again.moe, split - shared_act, split)
+    # selective mlp: a dense MLP block (not an MoE layer's) under Megatron-Core's tensor_parallel.checkpoint keeps only
+    # its input, the residual stream the norm fused into linear_fc1 reads (the norm input already counted): its split
+    # bytes and its GEMM input (the fused norm's output) go
+    if mlp and not moe and np.any(again.mlp):
+        drop = again.mlp & ~np.asarray(sh.parallel_block, dtype=bool)
+        split = np.where(drop, split - mlp_bytes, split)
+        replicated = replicated - np.where(drop, gemm_in * sbh, 0.0)
+    # selective layernorm: a norm that is a module of its own (recomputed_norms) keeps no output; its input stays.
+    # Freed: what the layer counts as that norm output's readers' saved input: MLA's QKV (down-projection) input,
+    # the MoE block's input (16-bit under moe, which checkpoints it; the GEMM copy's bytes otherwise)
+    ln_in, ln_pre = recomputed_norms(sh, again.layernorm, attention=attention, mlp=mlp, moe=moe)
+    if np.any(ln_in | ln_pre):
+        moe_in = np.where(again.moe, 2.0, gemm_in)
+        replicated = replicated - (np.where(ln_in, gemm_in, 0.0) + np.where(ln_pre, moe_in, 0.0)) * sbh
     none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t
     full = np.where(sp, 2 * sbh / t, 2 * sbh)
     kept = none_or_selective
@@ -590,6 +630,30 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
         held = np.where(np.asarray(sh.parallel_block, dtype=bool), 0.0, 2.0 - g)
         sbh_in = s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
         working = working + np.where(again_moe, block + (held + copies * q) * sbh_in, 0.0)
+    # selective layernorm: the backward refills one norm's 16-bit output at a time (2 s b h, / t with SP) before the
+    # block that reads it; under moe that is already in the MoE block's working set above (its checkpoint's input; an
+    # MLA input norm is refilled later, in the attention's backward, beside less)
+    again = recomputed_modules(sh, code, recompute_modules)
+    ln_in, ln_pre = recomputed_norms(sh, again.layernorm, moe=True)
+    any_norm = np.where(n_moe > 0, ln_in | ln_pre, ln_in)
+    if np.any(any_norm):
+        ln_ws = 2.0 * s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
+        working = working + np.where(any_norm & ~((n_moe > 0) & again.moe), ln_ws, 0.0)
+    dense_mlps = sh.mlp_layers + sh.mtp_layers - sh.mtp_moe_layers
+    if np.any(again.mlp) and np.any(dense_mlps > 0):
+        # selective mlp: one dense MLP block re-materialised at a time (its checkpoint re-runs the fused norm, the
+        # up-projection and the activation): what its layer drops, the no-recompute row less the recomputed one;
+        # not at the same time as an MoE block's or a norm's (other layers, or later in the layer's backward)
+        mlp_block = (activation_bytes_per_layer(sh, recompute="none", attention=False, mlp=True, **kw)
+                     - activation_bytes_per_layer(sh, recompute="selective", attention=False, mlp=True, **kw))
+        working = np.where(again.mlp & (dense_mlps > 0), np.maximum(working, mlp_block), working)
+    if np.any(again.shared_experts) and np.any(n_moe > 0):
+        # selective shared_experts: one layer's shared experts re-materialised at a time (inside the MoE block's
+        # working set under moe)
+        shared_ws = sh.moe_shared_experts * sh.moe_ffn_hidden * s * b * (
+            np.where(sh.gated_mlp, 4.0, 2.0) + np.where(np.asarray(fp8_inputs, dtype=float) > 0.0,
+                                                        np.asarray(fp8_inputs, dtype=float), 2.0)) / t
+        working = np.where(again.shared_experts & ~again.moe & (n_moe > 0), np.maximum(working, shared_ws), working)
     return (per_stage + emb) * inflight + logits + working
 
 

@@ -78,7 +78,8 @@ def recompute_code(value: ArrayLike) -> np.ndarray:
 #: ``recompute_modules``), ``jax_dots`` for JAX's dots-saveable remat policy (cost.memory's module docstring), and
 #: ``titan_op`` for torchtitan's op-level selective AC policy (:func:`titan_op_gemms`).
 RECOMPUTE_MODULES: dict[str, int] = {"core_attn": 1, "mla_up_proj": 2, "moe_act": 4, "jax_dots": 8, "titan_op": 16,
-                                     "moe": 32}
+                                     "moe": 32, "layernorm": 64, "mlp": 128,
+                                     "shared_experts": 256}
 #: What ``recompute: selective`` recomputes when no module is named: the attention core (Korthikanti).
 DEFAULT_RECOMPUTE_MODULES = RECOMPUTE_MODULES["core_attn"]
 
@@ -89,7 +90,11 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     everything but the weight GEMMs), ``mla_up_proj`` MLA's Q and KV up-projections (only in an MLA model),
     ``moe_act`` the routed experts' activation function, ``jax_dots`` JAX's dots-saveable policy, ``titan_op``
     torchtitan's op policy (the layer's forward but the attention core and the saved GEMMs, :func:`titan_op_gemms`),
-    ``moe`` the whole MoE block's forward (router, permutation, dispatch and combine, routed and shared experts)."""
+    ``moe`` the whole MoE block's forward (router, permutation, dispatch and combine, routed and shared experts),
+    ``layernorm`` the norms that are modules of their own (:func:`recomputed_modules`: an MoE layer's pre-MLP norm,
+    an MLA layer's input norm; a norm fused into a Transformer Engine LayerNormLinear is not one), ``mlp`` the dense
+    MLP block's forward (its fused pre-MLP norm, up- and down-projections and activation) in a layer that is not an
+    MoE layer, ``shared_experts`` the shared experts' forward in an MoE layer that has them."""
 
     attention_core: np.ndarray
     mla_up_proj: np.ndarray
@@ -97,6 +102,9 @@ class Recomputed(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has
     jax_dots: np.ndarray
     titan_op: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
     moe: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    layernorm: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    mlp: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
+    shared_experts: np.ndarray = msgspec.field(default_factory=lambda: np.asarray(False))
 
 
 def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: ArrayLike = 0) -> Recomputed:
@@ -112,7 +120,17 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
     @002255075c, the submodule of Megatron-Bridge 63b08b397, and the same at d98e8a64dd; not with
     ``cuda_graph_impl`` 'local', whose graphs recompute the layer themselves). moe_act named with moe is repeated
     once more: the activation's ``CheckpointWithoutOutput`` runs again inside the recomputed forward and discards
-    its output again."""
+    its output again. layernorm: the norms :func:`recomputed_norms` finds separate modules. mlp: the dense MLP of a
+    layer that is not an MoE layer (transformer_layer.py lines 537-539 at d98e8a64dd, ``if "mlp" in
+    recompute_modules: if not self.is_moe_layer: self.recompute_mlp = True``; the forward, lines 992-1010, runs
+    ``self.mlp`` under ``tensor_parallel.checkpoint``, ``te_checkpoint`` under fp8 / fp4, on the pre-MLP norm's
+    output, which with the Transformer Engine spec is the residual stream itself: ``pre_mlp_layernorm`` is an
+    IdentityOp and the norm lives in ``linear_fc1`` = TELayerNormColumnParallelLinear; the hybrid stack's MLPLayer
+    is a TransformerLayer, megatron/core/ssm/mlp_layer.py line 13). shared_experts: the shared experts of an MoE
+    layer (moe_layer.py lines 252-255 ``shared_experts_recompute``; ``shared_experts_compute``, lines 516-531, runs
+    ``self.shared_experts`` under ``tensor_parallel.checkpoint`` / ``te_checkpoint`` unless
+    ``moe_shared_expert_overlap``); named with moe they are repeated once more, their checkpoint running again
+    inside the recomputed block."""
     selective = recompute_code(recompute) == Recompute.SELECTIVE
     mods = np.asarray(recompute_modules, dtype=np.int64)
     mods = np.where(selective, np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods), 0)
@@ -122,7 +140,37 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
 
     return Recomputed(attention_core=on("core_attn", "jax_dots"), mla_up_proj=on("mla_up_proj") & sh.mla,
                       moe_act=on("moe_act"), jax_dots=on("jax_dots"), titan_op=on("titan_op"),
-                      moe=on("moe") & (sh.moe_experts > 0))
+                      moe=on("moe") & (sh.moe_experts > 0), layernorm=on("layernorm"), mlp=on("mlp"),
+                      shared_experts=on("shared_experts") & (sh.moe_experts > 0) & (sh.moe_shared_experts > 0))
+
+
+def recomputed_norms(sh: Shape, layernorm: ArrayLike, *, attention: bool = True, mlp: bool = True,
+                     moe: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(input norm, pre-MLP norm): whether selective recompute of ``layernorm`` (:attr:`Recomputed.layernorm`)
+    repeats each of one layer's two norms (bool arrays).
+
+    Megatron-Core (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_layer.py lines 475-530, the
+    same at 002255075c lines 439-494): with "layernorm" in ``recompute_modules`` the layer sets
+    ``recompute_input_layernorm`` when ``input_layernorm`` is not an ``IdentityOp`` and ``recompute_pre_mlp_layernorm``
+    when ``pre_mlp_layernorm`` is not one; the norm then runs under ``tensor_parallel.CheckpointWithoutOutput``
+    (``_run_input_layernorm`` line 714, ``_forward_pre_mlp_layernorm`` line 821), whose output storage is freed once
+    the attention / MLP forward has read it (``discard_output_and_register_recompute``, lines 686, 1091) and
+    refilled by the norm's forward before that block's backward. Which norms are modules of their own is the layer
+    spec's choice (megatron/core/models/gpt/gpt_layer_specs.py, Transformer Engine spec): a standard attention's
+    input norm is fused into ``linear_qkv`` = TELayerNormColumnParallelLinear (``input_layernorm`` left at its
+    default IdentityOp), a dense MLP's into ``linear_fc1`` (``pre_mlp_layernorm=... if num_experts else IdentityOp``,
+    lines 282, 313, 336), so neither is recomputed; an MoE layer's pre-MLP norm is a TENorm (same lines), and MLA's
+    input norm is a TENorm unless ``mla_down_proj_fusion`` (default False, transformer_config.py line 3338; lines
+    258-296). The hybrid stack (megatron/core/models/hybrid/hybrid_layer_specs.py): Mamba layers fuse their norm
+    into the mixer's ``in_proj`` (TELayerNormColumnParallelLinear; MambaLayer reads no ``recompute_modules``), the
+    attention and MLP layers are fused as above, the MoE layer (MoETransformerLayer) has ``pre_mlp_layernorm=TENorm``
+    and the MLA / DSA layers ``input_layernorm=TENorm``. Megatron-Core has no parallel (GPT-J) block: False there.
+    Not modelled: Megatron-Core's local (non-TE) spec, where both norms are separate, and the MoE router CUDA graph
+    cases that switch the pre-MLP recompute off (lines 481-519)."""
+    on = np.asarray(layernorm, dtype=bool) & ~np.asarray(sh.parallel_block, dtype=bool)
+    inp = on & np.asarray(sh.mla, dtype=bool) if attention else np.zeros_like(on)
+    pre = on if (mlp and moe) else np.zeros_like(on)
+    return inp, pre
 
 
 def titan_op_gemms(sh: Shape) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -866,7 +914,9 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
                jax_dots), MLA's up-projection GEMMs :func:`mla_up_projection_flops` (mla_up_proj), the GEMMs
                torchtitan's op policy repeats :func:`titan_op_recompute_flops` (titan_op), the MoE block's GEMMs
                :func:`mlp_gemm_flops` (moe: router, routed and shared experts, LatentMoE's projections) in each
-               MoE layer and MoE MTP block; moe_act
+               MoE layer and MoE MTP block, the dense MLP's GEMMs :func:`mlp_gemm_flops` (mlp) in each dense MLP
+               layer (:attr:`Shape.mlp_layers`) and dense MTP block, the shared experts' GEMMs 2 s c (3|2) h f_e
+               (shared_experts) in each MoE layer and MoE MTP block; moe_act
                repeats an activation function, which no FLOP count here includes, so adds 0; or 0. The MTP
                modules' blocks and projections count as layers here (Megatron-Core checkpoints an MTP module's
                _proj_and_transformer_layer under full recompute; its block is a transformer layer of the same
@@ -881,8 +931,12 @@ def training_flops(sh: Shape, seq_len: ArrayLike, sequences: ArrayLike,
                      + np.where(again.mla_up_proj, mla_up_projection_flops(sh, seq_len), 0.0))
     per_layer = np.where(again.titan_op, titan_op_recompute_flops(sh, seq_len), 0.0)
     per_moe = np.where(again.moe, mlp_gemm_flops(sh, seq_len, moe=True), 0.0)
+    per_mlp = np.where(again.mlp, mlp_gemm_flops(sh, seq_len), 0.0)
+    per_moe = per_moe + np.where(again.shared_experts, 2.0 * _arr("seq_len", seq_len) * sh.moe_shared_experts
+                                 * np.where(sh.gated_mlp, 3.0, 2.0) * sh.hidden * sh.moe_ffn_hidden, 0.0)
     selective = (per_attention * (sh.attention_layers + sh.mtp_layers) + per_layer * (sh.layers + sh.mtp_layers)
-                 + per_moe * (sh.moe_layers + sh.mtp_moe_layers)) * n
+                 + per_moe * (sh.moe_layers + sh.mtp_moe_layers)
+                 + per_mlp * (sh.mlp_layers + sh.mtp_layers - sh.mtp_moe_layers)) * n
     extra = np.where(code == Recompute.FULL, layers_fwd, np.where(code == Recompute.SELECTIVE, selective, 0.0))
     model = 3.0 * fwd
     return StepFlops(forward=fwd, model=model, hardware=model + extra, recompute=extra)

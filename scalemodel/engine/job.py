@@ -944,8 +944,9 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
     ep_dispatch_sms, moe_flex_dispatcher (also at ep 1) and recompute_modules moe_act or moe without MoE layers,
-    moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent attention, shard_group
-    without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
+    moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent attention, layernorm without
+    a norm of its own (MoE layers or MLA), mlp without dense MLP layers, shared_experts without shared experts,
+    shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
     sequence_parallel, training.fp8_attention on a model without sliding-window layers; the eager layer ops
     without what they act on."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
@@ -996,7 +997,15 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                      "pad their tokens for the FP8 grouped GEMM only)")
     names = set(filter(None, str(getattr(strategy, "recompute_modules", "") or "").split(",")))
     for name, present, what in (("moe_act", moe, "MoE layers"), ("moe", moe, "MoE layers"),
-                                ("mla_up_proj", mla, "multi-head latent attention")):
+                                ("mla_up_proj", mla, "multi-head latent attention"),
+                                ("layernorm", moe or mla, "norm that is a module of its own (Transformer Engine fuses "
+                                 "the others into LayerNormLinear; Megatron-Core recomputes those of MoE layers and "
+                                 "MLA)"),
+                                ("mlp", job.is_transformer and float(job.shape.mlp_layers) > 0,
+                                 "dense MLP layer (Megatron-Core recomputes the MLP of layers that are not MoE "
+                                 "layers)"),
+                                ("shared_experts", moe and float(job.shape.moe_shared_experts) > 0,
+                                 "shared experts")):
         if name in names and not present:
             notices.warn(f"strategy.recompute_modules {name} recomputes nothing: the model has no {what}")
     zero = Zero.parse(getattr(strategy, "zero", "0"))

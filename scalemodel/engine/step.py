@@ -1348,7 +1348,17 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # megatron/core/tensor_parallel/layers.py; validate_args turns the flag off with SP): always under it
     bwd_window = np.where(g.tp_async_allreduce | g.sequence_parallel, comp["wgrad"], 0.0)
     tp_bwd = np.maximum(L * per_pass * per - bwd_window, 0.0)
-    tp = np.where(g.tp > 1, tp_fwd + tp_bwd, 0.0)
+    # selective recompute of mlp: each dense MLP block's checkpointed forward runs its TP collective(s) again in the
+    # backward (the all-reduce after linear_fc2, or with SP the all-gather before linear_fc1 and the reduce-scatter
+    # after linear_fc2: one block's forward traffic, ``per``), exposed like the forward's; under tp_comm_overlap too
+    # (its userbuffers overlap of the recomputed MLP GEMMs is not modelled: an upper bound)
+    mlp_rec = np.zeros(1)
+    if np.any(transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mlp):
+        mtp_dense = (comp.get("mtp_blocks", 0.0) - comp.get("mtp_moe_blocks", 0.0)
+                     - (comp.get("mtp_attention_blocks", 0.0) if sh.hybrid is not None else 0.0))
+        mlp_rec = np.where(transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mlp,
+                           n * float(sh.mlp_layers / sh.layers) + mtp_dense, 0.0) * per
+    tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec, 0.0)
     tp_hidden = np.where(g.tp > 1, np.minimum(L * per_pass * per, bwd_window), 0.0)
     tp_hidden_fwd = chunking = np.zeros(1)
     ub = (g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel
@@ -1356,7 +1366,7 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         gemm_l = comp["gemm_per_layer"]
         ov = _tp_comm_overlap(L * per_pass * per, rec_n * per_pass * per, L * per_pass * per, L * gemm_l,
                               rec_n * gemm_l, 2.0 * L * gemm_l)
-        tp = np.where(ub, ov["exposed"], tp)
+        tp = np.where(ub, ov["exposed"] + mlp_rec, tp)
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)

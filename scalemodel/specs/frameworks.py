@@ -675,9 +675,9 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.fields["schedule"] = next(iter(virtual))
 
 
-#: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others (layernorm,
-#: mlp, shared_experts, ...) are named as not used.
-_MEG_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act", "moe")
+#: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others
+#: (gdn_norm_out, gdp_in_proj, gdp_qkv, mhc) are named as not used.
+_MEG_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act", "moe", "layernorm", "mlp", "shared_experts")
 
 
 def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:

@@ -50,8 +50,8 @@ def _as_is(v: object) -> object:
 #: recompute_modules' words (a list, or text the pattern refuses, was answered "a string matching
 #: ^([a-z_]+(,[a-z_]+)*)?$": the regular expression, not the names)
 _MODULES = Before(_as_is)
-_MODULES.fn.allowed = ("module names, comma-separated in one string: core_attn, mla_up_proj, moe_act, moe, jax_dots "  # type: ignore[attr-defined]
-                       "or titan_op (e.g. 'core_attn,moe_act')")
+_MODULES.fn.allowed = ("module names, comma-separated in one string: core_attn, mla_up_proj, moe_act, moe, layernorm, "  # type: ignore[attr-defined]
+                       "mlp, shared_experts, jax_dots or titan_op (e.g. 'core_attn,moe_act')")
 
 
 def _release_text(v: object) -> object:
@@ -304,8 +304,10 @@ class StrategySpec(Spec, kw_only=True):
         "default: every layer"))] = None
     recompute_modules: Annotated[str, _MODULES, Meta(pattern=r"^([a-z_]+(,[a-z_]+)*)?$", description=(
         "recompute: selective only: what is recomputed, comma-separated: core_attn (the default), mla_up_proj, "
-        "moe_act, moe (the whole MoE block: router, dispatch and combine, experts; Megatron-Core "
-        "--recompute-modules), jax_dots (JAX checkpoint_dots_with_no_batch_dims, MaxText "
+        "moe_act, moe (the whole MoE block: router, dispatch and combine, experts), layernorm (the norms that are "
+        "modules of their own: MoE layers' pre-MLP norm, MLA's input norm), mlp (a dense layer's MLP block), "
+        "shared_experts (an MoE layer's shared experts; Megatron-Core --recompute-modules), "
+        "jax_dots (JAX checkpoint_dots_with_no_batch_dims, MaxText "
         "remat_policy=minimal), titan_op (torchtitan selective_ac_option op: saves SDPA and every other mm, "
         "recomputes the rest; dense layers only); changes the activation memory (scalemodel.cost.memory)"))] = ""
     recompute_method: Annotated[RecomputeMethodText, Meta(description=(

@@ -1,0 +1,121 @@
+"""Selective recompute of the dense MLP (recompute_modules mlp; Megatron-Core --recompute-modules mlp,
+transformer_layer.py ``recompute_mlp``: ``self.mlp`` under ``tensor_parallel.checkpoint`` in layers that are not MoE
+layers, NVIDIA/Megatron-LM@d98e8a64dd). The backward repeats one forward of the MLP block (the norm fused into
+linear_fc1, both GEMMs, the activation, its TP collectives); its activations drop to the residual stream the fused
+norm reads. Values worked out by hand from the roofline in cost/compute.py's docstring and the activation formulas of
+cost/memory.py's, not read back from the implementation."""
+
+from __future__ import annotations
+
+import pytest
+
+from scalemodel.cost import compute, memory
+from scalemodel.cost.transformer import shape, training_flops
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.step import evaluate
+from scalemodel.specs import TransformerWorkload, load_cluster
+from scalemodel.specs.training import StrategySpec, TrainingSpec
+
+PEAK, HBM, GM, D0, MEM = 1000e12, 3e12, 0.75, 96.0, 0.85
+KW = dict(peak_flops=PEAK, memory_bandwidth=HBM, gemm_max=GM, gemm_half_dim=D0, memory_efficiency=MEM)
+B, S, H, F = 2, 512, 1024, 2048
+T = B * S
+SBH = S * B * H
+
+GQA = shape(layers=2, hidden=H, heads=8, kv_heads=2, vocab=1000, gated_mlp=True, ffn_hidden=F)
+MOE = shape(layers=4, hidden=H, heads=8, kv_heads=2, vocab=1000, gated_mlp=True, ffn_hidden=F, moe_experts=16,
+            moe_top_k=2, moe_ffn_hidden=256, moe_first_dense=1)
+
+
+def _gemm(m: float, n: float, k: float) -> float:
+    eff = GM * m / (m + D0) * n / (n + D0) * k / (k + D0)
+    return max(2 * m * n * k / (PEAK * eff), (m * k + k * n + m * n) * 2 / (HBM * MEM))
+
+
+def _mods(*names: str) -> int:
+    return memory.recompute_modules_code(",".join(names))
+
+
+def _recompute(sh, mods: int, moe: bool = False, **kw) -> float:
+    return float(compute.layer_compute_time(sh, micro_batch=B, seq_len=S, recompute="selective", moe=moe,
+                                            flash_attention=True, recompute_modules=mods, **KW, **kw).recompute)
+
+
+def test_dense_layer_repeats_its_mlp_forward() -> None:
+    # up (gate and up fused) T x 2F x H, down T x H x F; fused norm 2 eb h and SwiGLU 3 eb F per token
+    want = _gemm(T, 2 * F, H) + _gemm(T, H, F) + (2 * 2 * H + 3 * 2 * F) * T / (HBM * MEM)
+    assert _recompute(GQA, _mods("mlp")) == pytest.approx(want, rel=1e-12)
+    # beside core_attn, added to the core's recompute
+    core = _recompute(GQA, _mods("core_attn"))
+    assert _recompute(GQA, _mods("core_attn", "mlp")) == pytest.approx(core + want, rel=1e-12)
+
+
+def test_tensor_parallel_and_sequence_parallel_split_it() -> None:
+    want = _gemm(T, F, H) + _gemm(T, H, F / 2) + (2 * 2 * H / 2 + 3 * 2 * F / 2) * T / (HBM * MEM)
+    assert _recompute(GQA, _mods("mlp"), tp=2, sequence_parallel=True) == pytest.approx(want, rel=1e-12)
+
+
+def test_moe_layers_are_left_alone() -> None:
+    assert _recompute(MOE, _mods("mlp"), moe=True) == 0.0
+
+
+def test_hardware_flops_add_the_dense_mlp_gemms() -> None:
+    # MOE: 1 dense layer of 4; 2 s (3 h F) per sequence, 8 sequences
+    base = training_flops(MOE, S, 8, "selective", _mods("core_attn"))
+    mlp = training_flops(MOE, S, 8, "selective", _mods("core_attn", "mlp"))
+    assert float(mlp.hardware - base.hardware) == pytest.approx(1 * 2 * S * 3 * H * F * 8, rel=1e-12)
+    assert float(mlp.model) == float(base.model)
+
+
+@pytest.mark.parametrize("fp8, gemm_in", [(False, 2.0), (True, 1.0)])
+def test_activations_drop_the_mlp(fp8: bool, gemm_in: float) -> None:
+    kw = dict(micro_batch=B, seq_len=S, recompute="selective", flash_attention=True, fp8_inputs=fp8)
+    base = float(memory.activation_bytes_per_layer(GQA, recompute_modules=_mods("core_attn"), **kw))
+    mlp = float(memory.activation_bytes_per_layer(GQA, recompute_modules=_mods("core_attn", "mlp"), **kw))
+    # gated: gate and up outputs 4 F, the product (the down-projection's input) gemm_in F, the fused norm's
+    # output (linear_fc1's saved input) gemm_in h, per token
+    assert base - mlp == pytest.approx((4 + gemm_in) * S * B * F + gemm_in * SBH, rel=1e-12)
+    moe_base = float(memory.activation_bytes_per_layer(MOE, moe=True, recompute_modules=_mods("core_attn"), **kw))
+    moe_mlp = float(memory.activation_bytes_per_layer(MOE, moe=True, recompute_modules=_mods("core_attn", "mlp"),
+                                                      **kw))
+    assert moe_base == moe_mlp
+
+
+def test_stage_holds_one_mlp_block_as_working_set() -> None:
+    kw = dict(micro_batch=B, seq_len=S, recompute="selective", flash_attention=True, embedding=False)
+    base = float(memory.activation_bytes(GQA, recompute_modules=_mods("core_attn"), **kw))
+    mlp = float(memory.activation_bytes(GQA, recompute_modules=_mods("core_attn", "mlp"), **kw))
+    block = 6 * S * B * F + 2 * SBH
+    assert base - mlp == pytest.approx(2 * block - block, rel=1e-12)  # 2 layers freed, one re-materialised
+
+
+LLAMA = TransformerWorkload(name="dense", layers=8, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                            gated_mlp=True, vocab=128256, seq_len=4096, tied_embeddings=False)
+
+
+def _run(**strategy):  # type: ignore[no-untyped-def]
+    tr = TrainingSpec(global_batch=16, micro_batch=1, precision="bf16", seq_len=4096)
+    job = build_job(load_cluster("dgx-h100"), LLAMA, tr)
+    st = StrategySpec(**strategy)
+    g = grid_from_strategy(st, tr, st.tp * st.pp * st.cp * (st.dp or 1), job)
+    return evaluate(job, g)
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_tp_collectives_of_the_mlp_run_again(sp: bool) -> None:
+    """A layer's forward runs 2 TP collectives (after attention, after the MLP); full recompute runs both again,
+    mlp one of them: the added traffic is half full recompute's (the backward's is the same in all three)."""
+    kw = dict(tp=4, dp=2, sequence_parallel=sp)
+    base = float(_run(recompute="selective", recompute_modules="core_attn", **kw).breakdown["tp_comm"][0])
+    mlp = float(_run(recompute="selective", recompute_modules="core_attn,mlp", **kw).breakdown["tp_comm"][0])
+    full = float(_run(recompute="full", **kw).breakdown["tp_comm"][0])
+    assert base > 0 and mlp - base == pytest.approx((full - base) / 2, rel=1e-9)
+
+
+def test_cli_warns_where_there_is_no_dense_mlp(cli) -> None:  # type: ignore[no-untyped-def]
+    base = ["predict", "-c", "dgx-h100", "-n", "64", "--set", "strategy.recompute=selective",
+            "--set", "strategy.recompute_modules=mlp"]
+    moe = cli(*base, "-m", "mixtral-8x7b")  # every layer an MoE layer
+    assert moe.code == 0 and "mlp recomputes nothing" in moe.err
+    dense = cli(*base, "-m", "llama3-8b")
+    assert dense.code == 0 and "recomputes nothing" not in dense.err
