@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scalemodel.commands.args import Command, integer, opt
-from scalemodel.commands.options import CLUSTER, JSON, SET, load_cluster_with, positive_int, ranged_quantity
+from scalemodel.commands.options import CLUSTER, CLUSTER_SET, JSON, load_cluster_with, positive_int, ranged_quantity
 from scalemodel.engine.collective import collective as run
 from scalemodel.errors import InputError
 from scalemodel.report.collective import render_collective
@@ -41,7 +41,7 @@ def collective(*, cluster: str, gpus: int, op: str, size: str | None, sizes: str
     if size is not None and sizes is not None:
         raise InputError("give --size or --sizes, not both", where="--size", allowed="one of them")
     size_list = parse_sizes(sizes) if sizes is not None else [ranged_quantity(size or "1GiB", "bytes", "--size")]
-    spec = load_cluster_with(cluster, sets)
+    spec = load_cluster_with(cluster, sets, "collective")
     result = run(spec, op, size_list, gpus, algo=algo, stride=stride, dtype_bytes=dtype_bytes, sets=sets)
     render_collective(result, as_json=as_json)
 
@@ -59,4 +59,4 @@ COMMAND = Command("collective", collective, (
         "hierarchical can always be named explicitly.")),
     opt("--stride", type=integer, default=1, help="Spacing of the group's ranks in GPU order."),
     opt("--dtype-bytes", type=integer, default=2, help="Element size in bytes."),
-    SET, JSON))
+    CLUSTER_SET, JSON))

@@ -1,0 +1,57 @@
+"""Hostile-input round 14: the newest strategy and workload fields (cp_comm_type / cp_a2a_size, hybrid.mtp_pattern),
+the framework readers' detection and Megatron's hierarchical context parallelism, ``--set`` on the commands that read
+only a cluster or a single spec, and output paths.
+
+Each case is one finding; the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_hostile_inputs import LOG, accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
+
+B200 = ["-c", "dgx-b200", "-n", "64"]
+
+
+# --- --set items a command does not read ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("item", ["model.layers=4", "training.micro_batch=0", "strategy.tp=2", "workload.hidden=8"])
+def test_collective_refuses_a_set_item_it_does_not_read(cli, item: str) -> None:  # type: ignore[no-untyped-def]
+    """``collective --set model.layers=4`` (even ``training.micro_batch=0``) ran and dropped the item without a word:
+    the command reads only the cluster."""
+    shown = item.split("=")[0]
+    refused(cli, "collective", "-c", "dgx-h100", "-n", "8", "--set", item, "--json",
+            match=f"error: --set {shown}: collective reads only the cluster; a ")
+
+
+def test_calibrate_nccl_refuses_a_set_item_it_does_not_read(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "calibrate", str(LOG), "-c", "dgx-h100", "--set", "strategy.tp=2", "--json", inputs=(LOG,),
+            match="error: --set strategy.tp: calibrate nccl-tests reads only the cluster; a strategy field is not used")
+
+
+def test_collective_still_takes_cluster_and_accelerator_items(cli) -> None:  # type: ignore[no-untyped-def]
+    base = accepted(cli, "collective", "-c", "dgx-h100", "-n", "16", "--size", "1GiB")
+    slow = accepted(cli, "collective", "-c", "dgx-h100", "-n", "16", "--size", "1GiB", "--set",
+                    "cluster.tiers.ib-leaf.bandwidth=25GB/s")
+    assert slow != base
+    text = " ".join(cli("collective", "--help").out.split())
+    assert "roots: cluster, accelerator)" in text and "model.layers" not in text
+
+
+@pytest.mark.parametrize("name, item, key, value", [
+    ("dgx-h100", "cluster.max_gpus=8", "max_gpus", 8),
+    ("h100-sxm", "accelerator.memory=40GB", "memory", 40e9),
+    ("nemotron-3-super", "model.mtp_layers=1", "mtp_layers", 1),
+    ("gpt-1.7b", "workload.layers=12", "layers", 12),
+])
+def test_hardware_show_takes_the_root_its_help_names(cli, name: str, item: str, key: str, value: object) -> None:  # type: ignore[no-untyped-def]
+    """``hardware show dgx-h100 --set cluster.max_gpus=8`` was refused as "cluster: unknown key 'cluster'" though the
+    option's help said "roots: cluster, accelerator, model, training, strategy"."""
+    out = accepted(cli, "hardware", "show", name, "--set", item)
+    assert out["spec"][key] == value
+
+
+def test_hardware_set_errors_name_the_path_as_written(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "hardware", "show", "dgx-h100", "--set", "cluster.max_gpus=0",
+            match="error: --set cluster.max_gpus: Input should be greater than 0")
+    refused(cli, "hardware", "show", "dgx-h100", "--set", "max_gpus=0", match="error: --set max_gpus: ")
