@@ -7,6 +7,8 @@ Each case is one finding; the contract is test_hostile_inputs.py's.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from test_hostile_inputs import LOG, accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
 
@@ -55,3 +57,26 @@ def test_hardware_set_errors_name_the_path_as_written(cli) -> None:  # type: ign
     refused(cli, "hardware", "show", "dgx-h100", "--set", "cluster.max_gpus=0",
             match="error: --set cluster.max_gpus: Input should be greater than 0")
     refused(cli, "hardware", "show", "dgx-h100", "--set", "max_gpus=0", match="error: --set max_gpus: ")
+
+
+# --- a YAML strategy file is read as YAML ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ['{"strategy": {"tp": 2}}', "{strategy: {tp: 2}}", '{"tp": 2}'])
+@pytest.mark.parametrize("suffix", [".yaml", ".yml"])
+def test_a_yaml_strategy_in_flow_style_is_read_as_yaml(cli, tmp_path, text: str, suffix: str) -> None:  # type: ignore[no-untyped-def]
+    """A strategy YAML that opens with "{" was read as a DeepSpeed config: YAML flow style was refused as malformed
+    JSON, and JSON syntax had every key "not used" (tp stayed 1). DeepSpeed reads JSON only."""
+    f = tmp_path / f"s{suffix}"
+    f.write_text(text + "\n")
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert out["strategy"]["tp"] == 2 and out["inputs"]["strategy_file"]["format"] == "scalemodel"
+    assert "not used" not in r.err
+
+
+def test_a_deepspeed_json_is_still_deepspeed(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "ds"
+    f.write_text('{"tensor_parallel": {"autotp_size": 2}}')
+    assert accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy",
+                    str(f))["inputs"]["strategy_file"]["format"] == "deepspeed"

@@ -1030,8 +1030,12 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="strategy file")
     where = str(path)
     stripped = text.lstrip()
-    # a .json file is JSON whatever it starts with ("[[[..." was read as YAML and refused as "malformed YAML")
-    if stripped.startswith("{") or path.suffix.lower() == ".json":
+    # a .json file is JSON whatever it starts with ("[[[..." was read as YAML and refused as "malformed YAML"); a
+    # .yaml / .yml file is a scalemodel strategy whatever it starts with: DeepSpeed reads JSON only, and a strategy in
+    # YAML flow style ({strategy: {tp: 2}}) was refused as malformed JSON, one in JSON syntax read as a DeepSpeed
+    # config whose every key was "not used" (tp stayed 1)
+    suffix = path.suffix.lower()
+    if (stripped.startswith("{") and suffix not in (".yaml", ".yml")) or suffix == ".json":
         data = load_json(text, where)
         out = StrategyFile(where, "deepspeed")
         if not isinstance(data, dict):
