@@ -80,3 +80,30 @@ def test_a_deepspeed_json_is_still_deepspeed(cli, tmp_path) -> None:  # type: ig
     f.write_text('{"tensor_parallel": {"autotp_size": 2}}')
     assert accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy",
                     str(f))["inputs"]["strategy_file"]["format"] == "deepspeed"
+
+
+# --- Megatron's hierarchical context parallelism ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("flags, what", [
+    ("--context-parallel-size 8 --hierarchical-context-parallel-sizes 2 2",
+     "2 x 2 = 4 is not --context-parallel-size 8"),
+    ("--context-parallel-size 2 --hierarchical-context-parallel-sizes 2 2",
+     "2 x 2 = 4 is not --context-parallel-size 2"),
+    ("--hierarchical-context-parallel-sizes 2 4",
+     "2 x 4 = 8 is not the context-parallel size 1 (no --context-parallel-size: Megatron-LM's default)"),
+])
+def test_hierarchical_cp_sizes_must_multiply_to_cp(cli, tmp_path, flags: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    """Megatron-LM asserts context_parallel_size == prod(--hierarchical-context-parallel-sizes); "2 2" under cp 8 was
+    priced as all-to-all groups of 2 and a ring of 4, the file's ring size of 2 dropped."""
+    f = tmp_path / "run.sh"
+    f.write_text(f"torchrun pretrain_gpt.py --micro-batch-size 1 --cp-comm-type a2a+p2p {flags}\n")
+    refused(cli, "predict", "-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: --hierarchical-context-parallel-sizes: {what}")
+
+
+def test_hierarchical_cp_sizes_that_multiply_to_cp_are_read(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --micro-batch-size 1 --context-parallel-size 8 --cp-comm-type a2a+p2p "
+                 "--hierarchical-context-parallel-sizes 2 4\n")
+    st = accepted(cli, "predict", "-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f))["strategy"]
+    assert (st["cp"], st["cp_comm_type"], st["cp_a2a_size"]) == (8, "a2a+p2p", 2)

@@ -337,6 +337,17 @@ def _cp_comm_type(args: dict[str, str | None], out: StrategyFile) -> None:
             out.strategy["cp_comm_type"] = _MEG_CP_COMM[kinds.pop()]
             out.fields["cp_comm_type"] = "--cp-comm-type"
         elif kinds == {"a2a+p2p"} and len(sizes) == 2 and all(re.fullmatch(r"[1-9][0-9]{0,5}", x) for x in sizes):
+            # Megatron-LM's validate_args asserts context_parallel_size == prod(the sizes) (megatron/training/
+            # arguments.py at d98e8a64); "2 2" under --context-parallel-size 8 was priced as a2a groups of 2 and a
+            # ring of 4, the ring size the file gave dropped. A cp the file leaves to a $VARIABLE is not checked.
+            cp = out.strategy.get("cp", None if "--context-parallel-size" in args else 1)
+            if cp is not None and int(sizes[0]) * int(sizes[1]) != cp:
+                given = (f"--context-parallel-size {cp}" if "--context-parallel-size" in args else
+                         f"the context-parallel size {cp} (no --context-parallel-size: Megatron-LM's default)")
+                raise InputError(f"{sizes[0]} x {sizes[1]} = {int(sizes[0]) * int(sizes[1])} is not {given}",
+                                 where="--hierarchical-context-parallel-sizes",
+                                 allowed=f"two sizes A P with A x P = {cp} (Megatron-LM asserts it): A ranks per "
+                                         "all-to-all group, P in the p2p ring")
             # Megatron-Core hands TE cp_group = the hierarchical groups in this order: [a2a, p2p]
             out.strategy["cp_comm_type"] = "a2a+p2p"
             out.strategy["cp_a2a_size"] = int(sizes[0])
