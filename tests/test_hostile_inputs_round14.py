@@ -107,3 +107,29 @@ def test_hierarchical_cp_sizes_that_multiply_to_cp_are_read(cli, tmp_path) -> No
                  "--hierarchical-context-parallel-sizes 2 4\n")
     st = accepted(cli, "predict", "-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f))["strategy"]
     assert (st["cp"], st["cp_comm_type"], st["cp_a2a_size"]) == (8, "a2a+p2p", 2)
+
+
+# --- settings that price nothing are warned, not dropped ----------------------------------------------------------
+
+@pytest.mark.parametrize("sets, warning", [
+    (["strategy.cp_comm_type=a2a"], "strategy.cp_comm_type = a2a is not priced: cp is 1"),
+    (["strategy.cp_comm_type=all_gather"], "strategy.cp_comm_type = all_gather is not priced: cp is 1"),
+    (["strategy.cp_a2a_size=4"], "strategy.cp_a2a_size = 4 is not used: it sizes the all-to-all groups of "
+                                 "cp_comm_type a2a+p2p, and cp_comm_type is p2p"),
+    (["model.mtp_layers=0", "model.mtp_shared=false"], "model.hybrid.mtp_pattern '*E' is not priced: mtp_layers is 0"),
+])
+@pytest.mark.parametrize("command", ["predict", "memory"])
+def test_an_unpriced_new_field_is_warned(cli, sets: list[str], warning: str, command: str) -> None:  # type: ignore[no-untyped-def]
+    """cp_comm_type a2a at cp 1, cp_a2a_size under p2p and an MTP block pattern without MTP layers changed nothing
+    and said nothing."""
+    args = [a for s in sets for a in ("--set", s)]
+    r = cli(command, *B200, "-m", "nemotron-3-super", "--ep", "8", *args, "--json")
+    assert r.code == 0, r.err
+    assert warning in r.err
+    json.loads(r.out)
+
+
+def test_the_cp_fields_in_use_are_not_warned(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("predict", *B200, "-m", "nemotron-3-super", "--ep", "8", "--cp", "4", "--set",
+            "strategy.cp_comm_type=a2a+p2p", "--set", "strategy.cp_a2a_size=2", "--json")
+    assert r.code == 0 and "cp_" not in r.err and "mtp" not in r.err, r.err

@@ -849,7 +849,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent attention, shard_group
     without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
     sequence_parallel, training.fp8_attention on a model without sliding-window layers; the eager layer ops
-    without what they act on."""
+    without what they act on; hybrid.mtp_pattern without MTP layers; cp_comm_type other than p2p at cp 1 and
+    cp_a2a_size without a2a+p2p."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
@@ -881,6 +882,18 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
             notices.warn(f"strategy.{name} is not priced: the model has no {what}")
     if job.is_transformer and bool(np.any(job.shape.mtp_shared)) and not bool(np.any(job.shape.mtp_layers)):
         notices.warn("model.mtp_shared is not priced: mtp_layers is 0 (no multi-token prediction module to share)")
+    if job.is_transformer and job.shape.mtp_block and not bool(np.any(job.shape.mtp_layers)):
+        notices.warn(f"model.hybrid.mtp_pattern {job.shape.mtp_block!r} is not priced: mtp_layers is 0 (no "
+                     "multi-token prediction module)")
+    # the context-parallel exchange (docs/model.md#cp-comm) acts only at cp > 1, and cp_a2a_size only under a2a+p2p;
+    # either was dropped without a word
+    cp_comm = str(getattr(strategy, "cp_comm_type", "p2p"))
+    if cp_comm != "p2p" and int(getattr(strategy, "cp", 1)) == 1:
+        notices.warn(f"strategy.cp_comm_type = {cp_comm} is not priced: cp is 1 (no context-parallel exchange)")
+    a2a = int(getattr(strategy, "cp_a2a_size", 1))
+    if a2a != 1 and cp_comm != "a2a+p2p":
+        notices.warn(f"strategy.cp_a2a_size = {a2a} is not used: it sizes the all-to-all groups of cp_comm_type "
+                     f"a2a+p2p, and cp_comm_type is {cp_comm}")
     if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:
         notices.warn("strategy.train_metric_passes is not priced: the model has no transformer output layer (logits)")
     tp = int(getattr(strategy, "tp", 1))
