@@ -133,3 +133,23 @@ def test_the_cp_fields_in_use_are_not_warned(cli) -> None:  # type: ignore[no-un
     r = cli("predict", *B200, "-m", "nemotron-3-super", "--ep", "8", "--cp", "4", "--set",
             "strategy.cp_comm_type=a2a+p2p", "--set", "strategy.cp_a2a_size=2", "--json")
     assert r.code == 0 and "cp_" not in r.err and "mtp" not in r.err, r.err
+
+
+# --- an expert-parallel refusal names where etp was written ----------------------------------------------------------
+
+@pytest.mark.parametrize("args, where", [
+    (["--ep", "8", "--set", "strategy.etp=16"], "error: --ep / --set strategy.etp: ep 8 x etp 16 needs"),
+    (["--set", "strategy.etp=128"], "error: --set strategy.etp: ep 1 x etp 128 needs"),
+])
+def test_an_etp_refusal_names_the_etp_item(cli, args: list[str], where: str) -> None:  # type: ignore[no-untyped-def]
+    """``--set strategy.etp=16`` (etp x ep does not divide the ranks of a stage) was refused as "--ep: ...", an
+    option that was not the cause or not given at all."""
+    refused(cli, "predict", *B200, "-m", "nemotron-3-super", *args, "--json", match=where)
+
+
+def test_an_etp_refusal_names_the_launch_flag(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --expert-model-parallel-size 8 --expert-tensor-parallel-size 16\n")
+    refused(cli, "predict", *B200, "-m", "nemotron-3-super", "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: --expert-model-parallel-size / --strategy: {f}: "
+                  "--expert-tensor-parallel-size: ep 8 x etp 16 needs")

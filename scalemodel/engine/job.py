@@ -704,9 +704,12 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         experts = int(job.shape.moe_experts) if job.is_transformer else 0
         stage = tp * cp * dp
         if experts == 0 or stage % (etp * ep) or experts % ep:
+            # named where ep and a given etp were written: a --set strategy.etp was refused as "--ep: ..."
+            wheres = ([opt["ep"]] if ep > 1 or given_etp is None else []) + (
+                [] if given_etp is None else ["strategy.etp" if origin is None else origin.field("etp")])
             raise InputError(f"{'--ep' if origin is None else 'ep'} {ep} x etp {etp} needs an MoE model whose "
                              f"{experts} experts ep divides and whose tp x cp x dp = {stage} ranks per stage etp x ep "
-                             "divides", where=opt["ep"],
+                             "divides", where=" / ".join(dict.fromkeys(wheres)),
                              allowed="ep dividing the experts, etp x ep dividing tp x cp x dp (MoE parallel folding)")
     if strategy.deepspeed_pipeline and parse_schedule(strategy.schedule).kind != ScheduleKind.ONE_F_ONE_B:
         raise InputError(f"deepspeed_pipeline runs DeepSpeed's TrainSchedule, not {strategy.schedule}",
