@@ -153,3 +153,24 @@ def test_an_etp_refusal_names_the_launch_flag(cli, tmp_path) -> None:  # type: i
     refused(cli, "predict", *B200, "-m", "nemotron-3-super", "--strategy", str(f), inputs=(f,),
             match=f"error: --strategy: {f}: --expert-model-parallel-size / --strategy: {f}: "
                   "--expert-tensor-parallel-size: ep 8 x etp 16 needs")
+
+
+# --- a scalar the YAML reader refuses is named at its key ----------------------------------------------------------
+
+@pytest.mark.parametrize("text, where", [
+    ("strategy: {tp: " + "9" * 31 + ", pp: 2}\n", ": strategy.tp: integer with 31 digits"),
+    ("strategy:\n  ep: 8\n  cp_a2a_size: " + "9" * 40 + "\n", ":3: strategy.cp_a2a_size: integer with 40 digits"),
+    ('training: {precision: "fp\\x1b4"}\n', ": training.precision: character U+001B (written as an escape)"),
+])
+def test_a_refused_yaml_scalar_names_its_key(cli, tmp_path, text: str, where: str) -> None:  # type: ignore[no-untyped-def]
+    """"s.yaml:1: integer with 31 digits": in a one-line flow mapping the line does not say which field."""
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    refused(cli, "predict", *B200, "-m", "nemotron-3-nano", "--strategy", str(f), "--json", inputs=(f,),
+            match=f"error: --strategy: {f}{where}")
+
+
+def test_a_refused_scalar_in_a_list_names_its_index(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "sweep.yaml"
+    f.write_text("kind: sweep\nname: t\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [8, " + "9" * 31 + "]\n")
+    refused(cli, "sweep", str(f), "-j", "1", inputs=(f,), match=f"{f}:5: gpus[1]: integer with 31 digits")
