@@ -174,3 +174,26 @@ def test_a_refused_scalar_in_a_list_names_its_index(cli, tmp_path) -> None:  # t
     f = tmp_path / "sweep.yaml"
     f.write_text("kind: sweep\nname: t\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [8, " + "9" * 31 + "]\n")
     refused(cli, "sweep", str(f), "-j", "1", inputs=(f,), match=f"{f}:5: gpus[1]: integer with 31 digits")
+
+
+# --- a Megatron launch's refusals name its flags ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--pipeline-model-parallel-size", "--expert-tensor-parallel-size",
+                                  "--expert-model-parallel-size", "--micro-batch-size", "--seq-length"])
+def test_a_zero_megatron_count_names_the_flag(cli, tmp_path, flag: str) -> None:  # type: ignore[no-untyped-def]
+    """``--pipeline-model-parallel-size 0`` was refused as "strategy.pp: Input should be greater than 0", a field the
+    launch script does not have (``--micro-batch-size 0`` as "training.micro_batch")."""
+    f = tmp_path / "run.sh"
+    f.write_text(f"torchrun pretrain_gpt.py {flag} 0\n")
+    line = refused(cli, "predict", *B200, "-m", "nemotron-3-nano", "--strategy", str(f), inputs=(f,),
+                   match=f"error: --strategy: {f}: {flag}: Input should be greater than 0 (got 0)")
+    assert "strategy." not in line and "training." not in line
+
+
+def test_a_scalemodel_file_field_keeps_the_spec_name(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    for text in ("pp: 0\n", "strategy: {pp: 0}\n"):
+        f.write_text(text)
+        refused(cli, "predict", *B200, "-m", "nemotron-3-nano", "--strategy", str(f), inputs=(f,),
+                match=f"error: --strategy: {f}: strategy.pp: Input should be greater than 0")
+

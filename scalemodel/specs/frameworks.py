@@ -533,8 +533,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
     for name, (where, key) in _MEG_INT.items():
         if name in args and (n := number(name)) is not None:
             getattr(out, where)[key] = n
-            if where == "strategy":  # an error on strategy.ep names --expert-model-parallel-size
-                out.fields[key] = name
+            # an error on strategy.ep names --expert-model-parallel-size (training.micro_batch --micro-batch-size)
+            (out.fields if where == "strategy" else out.training_fields)[key] = name
     if "--bf16" in args and "--fp16" in args:  # Megatron's validate_args asserts against both
         raise InputError("--bf16 and --fp16 both given", where="--fp16", allowed="one of them")
     for name, (where, key, switched) in _MEG_SWITCH.items():
@@ -1035,6 +1035,21 @@ def _titan_fsdp_options(par: dict[str, Any], float8: dict[str, Any] | None, out:
 MEGATRON_MARK = re.compile(r"--(tensor|pipeline)-model-parallel-size|--micro-batch-size|--global-batch-size")
 
 
+def _validate_as_written(model: Any, data: dict[str, Any], path: Path, root: str, names: dict[str, str]) -> None:
+    """Validate a file's TrainingSpec or StrategySpec fields; a refusal names the file's own field where the file
+    spells it otherwise: ``--pipeline-model-parallel-size 0`` was refused as "strategy.pp: Input should be greater
+    than 0", a name the launch script does not have."""
+    try:
+        validate(model, dict(data), path=path, prefix=[root])
+    except InputError as exc:
+        head = f"{path}: {root}."
+        key = exc.where[len(head):] if exc.where.startswith(head) else ""
+        own = names.get(key)
+        if own is None or own == key:  # a scalemodel file's top-level field keeps the spec's name
+            raise
+        raise InputError(exc.what, where=f"{path}: {own}", allowed=exc.allowed) from None
+
+
 def read_strategy_file(ref: str | Path) -> StrategyFile:
     """Read a strategy file of any of the four formats (module docstring); warn about what is not used."""
     path = files.expand_user(ref)
@@ -1082,8 +1097,8 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
             _scalemodel(data, out)
         except InputError as exc:
             raise exc.at(where) from None
-    validate(TrainingSpec, dict(out.training), path=path, prefix=["training"])  # errors name the file
-    validate(StrategySpec, dict(out.strategy), path=path, prefix=["strategy"])
+    _validate_as_written(TrainingSpec, out.training, path, "training", out.training_fields)  # errors name the file
+    _validate_as_written(StrategySpec, out.strategy, path, "strategy", out.fields)
     if out.unused:
         shown = "; ".join(out.unused[:12]) + (f"; and {len(out.unused) - 12} more" if len(out.unused) > 12 else "")
         notices.warn(f"{where}: {out.format} settings not used: {shown}")
