@@ -197,3 +197,13 @@ def test_a_scalemodel_file_field_keeps_the_spec_name(cli, tmp_path) -> None:  # 
         refused(cli, "predict", *B200, "-m", "nemotron-3-nano", "--strategy", str(f), inputs=(f,),
                 match=f"error: --strategy: {f}: strategy.pp: Input should be greater than 0")
 
+
+@pytest.mark.parametrize("flags, shown", [("--recompute-modules=moe,core_attn", "'moe,core_attn'"),
+                                          ("--recompute-modules moe, core_attn", "'moe,'")])
+def test_comma_separated_recompute_modules_are_refused(cli, tmp_path, flags: str, shown: str) -> None:  # type: ignore[no-untyped-def]
+    """Megatron-Core refuses "moe,core_attn" as an invalid module; it was warned as not used "(the activation memory
+    prices core_attn, mla_up_proj, moe_act, moe)", naming the very modules given."""
+    f = tmp_path / "run.sh"
+    f.write_text(f"torchrun pretrain_gpt.py --recompute-granularity selective {flags}\n")
+    refused(cli, "predict", *B200, "-m", "nemotron-3-nano", "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: --recompute-modules: {shown} is one module name to Megatron-LM")

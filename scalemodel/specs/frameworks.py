@@ -699,6 +699,13 @@ def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:
     if "--recompute-modules" not in args:
         return
     words = str(args["--recompute-modules"] or "").split()
+    listed = next((w for w in words if "," in w), None)
+    if listed is not None:  # one name to argparse, "Invalid choices for recompute_modules" to Megatron-Core; it was
+        # warned as not used with "(the activation memory prices core_attn, ..., moe)", naming the very modules given
+        raise InputError(f"{listed[:60]!r} is one module name to Megatron-LM, which refuses it (the modules "
+                         "are separate words, not comma-separated)",
+                         where="--recompute-modules", allowed="space-separated module names, e.g. --recompute-modules "
+                                                              "core_attn moe_act")
     shown = " ".join(words)[:60] or "(no module)"
     if out.strategy.get("recompute") != "selective" or not words:
         out.unused.append(f"--recompute-modules {shown} (read with --recompute-granularity selective and at least "
