@@ -207,3 +207,35 @@ def test_comma_separated_recompute_modules_are_refused(cli, tmp_path, flags: str
     f.write_text(f"torchrun pretrain_gpt.py --recompute-granularity selective {flags}\n")
     refused(cli, "predict", *B200, "-m", "nemotron-3-nano", "--strategy", str(f), inputs=(f,),
             match=f"error: --strategy: {f}: --recompute-modules: {shown} is one module name to Megatron-LM")
+
+
+# --- a YAML key that is not text ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["predict", "plan"])
+def test_a_null_key_in_a_strategy_is_refused(cli, tmp_path, command: str) -> None:  # type: ignore[no-untyped-def]
+    """``strategy: {null: 2}`` compared equal to a spec's absent tag field (None) and was dropped without a word;
+    plan then ended in a traceback joining the None into its "not pinned as given" warning."""
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy: {null: 2, tp: 2}\n")
+    refused(cli, command, *B200, "-m", "nemotron-3-nano", "--strategy", str(f), "--json", inputs=(f,),
+            match=f"error: --strategy: {f}: strategy.None: unknown key None; known keys: dp, tp, ")
+
+
+def test_a_null_key_in_a_cluster_is_refused(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The same in any spec without a kind tag: a cluster file's ``~: 1`` was dropped without a word."""
+    f = tmp_path / "c.yaml"
+    f.write_text("kind: cluster\nname: c\nextends: dgx-h100\n~: 1\n")
+    refused(cli, "predict", "-c", str(f), "-m", "gpt-1.7b", "-n", "64", "--json", inputs=(f,),
+            match="unknown key None; known keys: sources, kind, name, ")
+
+
+@pytest.mark.parametrize("key", ["~", "1", "true", "1.5"])
+def test_a_top_level_key_that_is_not_text_is_warned(cli, tmp_path, key: str) -> None:  # type: ignore[no-untyped-def]
+    """A strategy file's top-level ``~: 2`` (or ``1: 2``) ended in a traceback: the key joined the warning's list of
+    settings not used."""
+    f = tmp_path / "s.yaml"
+    f.write_text(f"{key}: 2\ntp: 2\n")
+    r = cli("predict", *B200, "-m", "nemotron-3-nano", "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["strategy"]["tp"] == 2
+    assert "scalemodel settings not used: " in r.err

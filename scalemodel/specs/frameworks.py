@@ -116,7 +116,7 @@ def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
         elif key in TRAINING_FIELDS:
             out.training[key] = value
         elif key not in ("kind", "name", "description", "sources"):
-            out.unused.append(key)
+            out.unused.append(str(key)[:60])  # a YAML key may be null, a number or a boolean (join needs text)
 
 
 # --- DeepSpeed ------------------------------------------------------------------------------------------
