@@ -239,3 +239,16 @@ def test_a_top_level_key_that_is_not_text_is_warned(cli, tmp_path, key: str) -> 
     assert r.code == 0, r.err
     assert json.loads(r.out)["strategy"]["tp"] == 2
     assert "scalemodel settings not used: " in r.err
+
+
+# --- DeepSpeed and torchtitan configs ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["predict", "memory"])
+def test_a_huge_deepspeed_accumulation_names_its_key(cli, tmp_path, command: str) -> None:  # type: ignore[no-untyped-def]
+    """micro x gradient_accumulation_steps x dp past the largest global batch was refused as "training.global_batch:
+    6400000000 is beyond ...", a field neither the file nor the options set (and without naming the file)."""
+    f = tmp_path / "ds.json"
+    f.write_text('{"gradient_accumulation_steps": 100000000}')
+    refused(cli, command, *B200, "-m", "nemotron-3-nano", "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: gradient_accumulation_steps: 1 x 100000000 x dp 64 = 6400000000 sequences")
+
