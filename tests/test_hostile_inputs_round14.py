@@ -252,3 +252,19 @@ def test_a_huge_deepspeed_accumulation_names_its_key(cli, tmp_path, command: str
     refused(cli, command, *B200, "-m", "nemotron-3-nano", "--strategy", str(f), inputs=(f,),
             match=f"error: --strategy: {f}: gradient_accumulation_steps: 1 x 100000000 x dp 64 = 6400000000 sequences")
 
+
+def test_a_titan_op_policy_on_an_moe_model_names_the_toml_key(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Was refused as "strategy.recompute_modules: titan_op prices ...": the job TOML has no such key."""
+    f = tmp_path / "job.toml"
+    f.write_text('[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "op"\n')
+    refused(cli, "predict", *B200, "-m", "nemotron-3-nano", "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: activation_checkpoint.selective_ac_option: titan_op prices")
+
+
+@pytest.mark.parametrize("value", ["5", '"model"', '["model", 1]', "{model = true}"])
+def test_titan_compile_components_not_a_list_of_names_is_refused(cli, tmp_path, value: str) -> None:  # type: ignore[no-untyped-def]
+    """``[compile] components = 5`` compiled nothing without a word (the loss priced as eager)."""
+    f = tmp_path / "job.toml"
+    f.write_text(f"[compile]\nenable = true\ncomponents = {value}\n")
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: compile.components: expected a list of component names")

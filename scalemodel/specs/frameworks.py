@@ -954,7 +954,11 @@ def _titan_compiled(data: dict[str, Any], training: dict[str, Any], component: s
     section = data.get("compile")
     if isinstance(section, dict) and "enable" in section:
         parts = section.get("components", ["model", "loss"])
-        return _bool(section["enable"], "compile.enable") and isinstance(parts, list) and component in parts
+        if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):  # components = 5 (or "model")
+            # compiled nothing without a word; torchtitan's config reads a list of names
+            raise InputError(f"expected a list of component names, got {str(parts)[:40]!r}",
+                             where="compile.components", allowed='a list such as ["model", "loss"], or leave it out')
+        return _bool(section["enable"], "compile.enable") and component in parts
     return _bool(training.get("compile", False), "training.compile")
 
 
@@ -978,6 +982,8 @@ def _titan_selective_ac(option: Any, out: StrategyFile) -> None:
     text = str(option) if isinstance(option, (str, int)) and not isinstance(option, bool) else ""
     if text == "op":
         out.strategy["recompute_modules"] = "titan_op"
+        # an engine refusal of titan_op (a model with MoE layers) was named strategy.recompute_modules
+        out.fields["recompute_modules"] = "activation_checkpoint.selective_ac_option"
         return
     if not (text.isascii() and text.isdigit()) or len(text) > 9:  # '²'.isdigit() is true; int('²') raises
         raise InputError(f"unknown selective_ac_option {str(option)[:40]!r}",
