@@ -268,3 +268,29 @@ def test_titan_compile_components_not_a_list_of_names_is_refused(cli, tmp_path, 
     f.write_text(f"[compile]\nenable = true\ncomponents = {value}\n")
     refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), inputs=(f,),
             match=f"error: --strategy: {f}: compile.components: expected a list of component names")
+
+
+# --- a scalemodel strategy YAML: what it sets twice, and what it is not -----------------------------------------------
+
+@pytest.mark.parametrize("text, key, section", [("strategy: {tp: 2}\ntp: 4\n", "tp", "strategy"),
+                                                ("tp: 2\nstrategy: {tp: 4}\n", "tp", "strategy"),
+                                                ("micro_batch: 2\ntraining: {micro_batch: 1}\n", "micro_batch",
+                                                 "training")])
+def test_a_field_at_the_top_and_in_its_section_is_refused(cli, tmp_path, text: str, key: str, section: str) -> None:  # type: ignore[no-untyped-def]
+    """The later of the two in the file won without a word."""
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: {key}: given at the top level and under {section}:")
+
+
+@pytest.mark.parametrize("kind", ["cluster", "scenario", "transformer"])
+def test_another_spec_kind_is_not_a_strategy_file(cli, tmp_path, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """``--strategy cluster.yaml`` (kind: cluster, a name) read nothing and said nothing."""
+    f = tmp_path / "s.yaml"
+    f.write_text(f"kind: {kind}\nname: x\n")
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: kind: kind '{kind}' is not a strategy file")
+    f.write_text("kind: strategy\nname: x\ntp: 2\n")
+    assert accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy",
+                    str(f))["strategy"]["tp"] == 2

@@ -104,10 +104,22 @@ def _auto(value: Any) -> bool:
 # --- scalemodel YAML ----------------------------------------------------------------------------------
 
 def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
+    kind = data.get("kind")
+    if kind is not None and kind != "strategy":  # a cluster (or any other spec) given as --strategy: its kind and name
+        # were skipped and nothing else read, without a word
+        raise InputError(f"kind {str(kind)[:40]!r} is not a strategy file", where="kind",
+                         allowed="a strategy YAML (kind: strategy, or no kind) with strategy: and training: mappings "
+                                 "or their fields at the top")
     for key, value in data.items():
         if key in ("strategy", "training") and not isinstance(value, (dict, type(None))):  # was warned as unused
             raise InputError(f"expected a mapping, got {str(value)[:40]!r}", where=key,
                              allowed=f"{key}: {{field: value, ...}}")
+    for key in data:  # a field at the top and in its section: the later one in the file won without a word
+        section = "strategy" if key in STRATEGY_FIELDS else "training" if key in TRAINING_FIELDS else None
+        if section is not None and key in (data.get(section) or {}):
+            raise InputError(f"given at the top level and under {section}:", where=key,
+                             allowed=f"one of them: {key}: ... or {section}: {{{key}: ...}}")
+    for key, value in data.items():
         if key in ("strategy", "training"):
             getattr(out, key).update(value or {})  # validated with the specs, errors naming strategy.<field>
         elif key in STRATEGY_FIELDS:
