@@ -294,3 +294,24 @@ def test_another_spec_kind_is_not_a_strategy_file(cli, tmp_path, kind: str) -> N
     f.write_text("kind: strategy\nname: x\ntp: 2\n")
     assert accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy",
                     str(f))["strategy"]["tp"] == 2
+
+
+# --- an nccl-tests log's refusal names the log ------------------------------------------------------------------------
+
+_ONE_ROW = ("#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+            "        8    2 float sum -1 10.0 0.00 0.00 0 10.0 0.00 0.00 0\n")
+
+
+@pytest.mark.parametrize("text, args, what", [
+    ("", [], "no nccl-tests data rows found"),
+    ('{"results": [{"size": 8, "out_of_place": {"time": -1}}]}', [], "result 1: time: expected a number >= 0"),
+    (_ONE_ROW, ["--ranks", "8"], "need at least two rows with size > 0"),
+    (_ONE_ROW, [], "cannot tell how many ranks the log used"),
+])
+def test_an_nccl_log_refusal_names_the_file(cli, tmp_path, text: str, args: list[str], what: str) -> None:  # type: ignore[no-untyped-def]
+    """"error: LOG: no nccl-tests data rows found": LOG was the parser's placeholder, not the file given."""
+    f = tmp_path / "nccl.log"
+    f.write_text(text)
+    line = refused(cli, "calibrate", str(f), "-c", "dgx-h100", *args, "--json", inputs=(f,),
+                   match=f"error: {f}: {what}")
+    assert "LOG" not in line
