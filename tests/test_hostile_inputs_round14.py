@@ -315,3 +315,26 @@ def test_an_nccl_log_refusal_names_the_file(cli, tmp_path, text: str, args: list
     line = refused(cli, "calibrate", str(f), "-c", "dgx-h100", *args, "--json", inputs=(f,),
                    match=f"error: {f}: {what}")
     assert "LOG" not in line
+
+
+# --- a huge name is shown short -------------------------------------------------------------------------------------
+
+def test_a_huge_set_path_is_shown_short(cli) -> None:  # type: ignore[no-untyped-def]
+    """``--set strategy.<100,000 x>=1`` was refused in a 101 KB line: the item's path echoed whole."""
+    line = refused(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--set",
+                   "strategy." + "x" * 100_000 + "=1", match="... (100,015 characters): unknown key 'xxx")
+    assert len(line) < 2000, len(line)
+
+
+@pytest.mark.parametrize("name, text", [("run.sh", "torchrun pretrain_gpt.py --" + "x" * 100_000 + " 2\n"),
+                                        ("ds.json", '{"' + "k" * 200_000 + '": 1}')])
+def test_a_huge_unused_setting_is_shown_short(cli, tmp_path, name: str, text: str) -> None:  # type: ignore[no-untyped-def]
+    """A 100,000-character Megatron flag (or DeepSpeed key) was echoed whole in the "not used" warning and twice in the
+    JSON."""
+    f = tmp_path / name
+    f.write_text(text)
+    r = cli("memory", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f), "--json")
+    assert r.code == 0, r.err[:500]
+    assert len(r.err) < 1000 and "characters)" in r.err
+    assert len(r.out) < 20_000
+    assert all(len(u) <= 300 for u in json.loads(r.out)["inputs"]["strategy_file"]["unused"])

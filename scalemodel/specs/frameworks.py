@@ -1124,6 +1124,8 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
             raise exc.at(where) from None
     _validate_as_written(TrainingSpec, out.training, path, "training", out.training_fields)  # errors name the file
     _validate_as_written(StrategySpec, out.strategy, path, "strategy", out.fields)
+    # a 100,000-character flag or key was echoed whole, in the warning and twice in the JSON (unused, warnings)
+    out.unused = [u if len(u) <= 300 else f"{u[:240]}... ({len(u):,} characters)" for u in out.unused]
     if out.unused:
         shown = "; ".join(out.unused[:12]) + (f"; and {len(out.unused) - 12} more" if len(out.unused) > 12 else "")
         notices.warn(f"{where}: {out.format} settings not used: {shown}")
