@@ -338,3 +338,17 @@ def test_a_huge_unused_setting_is_shown_short(cli, tmp_path, name: str, text: st
     assert len(r.err) < 1000 and "characters)" in r.err
     assert len(r.out) < 20_000
     assert all(len(u) <= 300 for u in json.loads(r.out)["inputs"]["strategy_file"]["unused"])
+
+
+# --- plan: a bounded search ---------------------------------------------------------------------------------------
+
+def test_thousands_of_sync_modes_are_refused_not_searched(cli) -> None:  # type: ignore[no-untyped-def]
+    """``--sync-modes hier:1,...,hier:2999`` priced every hier:G apart and ran past the 20 s guard (a hang)."""
+    modes = ",".join(f"hier:{g}" for g in range(1, 3000))
+    refused(cli, "plan", *B200, "-m", "nemotron-3-nano", "--sync-modes", modes, "--json",
+            match="error: --sync-modes: 2999 distinct sync modes; at most 64 distinct modes")
+
+
+def test_repeated_sync_modes_count_once(cli) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "plan", *B200, "-m", "nemotron-3-nano", "--top", "1", "--sync-modes", ",".join(["bsp"] * 5000))
+    assert out["ranked"]
