@@ -352,3 +352,12 @@ def test_thousands_of_sync_modes_are_refused_not_searched(cli) -> None:  # type:
 def test_repeated_sync_modes_count_once(cli) -> None:  # type: ignore[no-untyped-def]
     out = accepted(cli, "plan", *B200, "-m", "nemotron-3-nano", "--top", "1", "--sync-modes", ",".join(["bsp"] * 5000))
     assert out["ranked"]
+
+
+@pytest.mark.parametrize("item, shown", [("memory<=-5GB", "-5e+09 B"), ("memory<=0", "0 B"),
+                                         ("memory>=-1GB", "-1e+09 B"), ("bucket=-5MB", "-5e+06 B")])
+def test_a_size_constraint_below_zero_is_refused(cli, item: str, shown: str) -> None:  # type: ignore[no-untyped-def]
+    """``--constraint memory<=-5GB`` was searched: every plan "exceeds the --constraint memory limit", exit 0."""
+    refused(cli, "plan", *B200, "-m", "nemotron-3-nano", "--constraint", item, "--json",
+            match=f"error: --constraint: bad {'memory' if item.startswith('memory') else 'bucket size'} in "
+                  f"{item!r}: {shown} is not a size")
