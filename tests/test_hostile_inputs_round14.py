@@ -151,8 +151,8 @@ def test_an_etp_refusal_names_the_launch_flag(cli, tmp_path) -> None:  # type: i
     f = tmp_path / "run.sh"
     f.write_text("torchrun pretrain_gpt.py --expert-model-parallel-size 8 --expert-tensor-parallel-size 16\n")
     refused(cli, "predict", *B200, "-m", "nemotron-3-super", "--strategy", str(f), inputs=(f,),
-            match=f"error: --strategy: {f}: --expert-model-parallel-size / --strategy: {f}: "
-                  "--expert-tensor-parallel-size: ep 8 x etp 16 needs")
+            match=f"error: --strategy: {f}: --expert-model-parallel-size / --expert-tensor-parallel-size: ep 8 x etp "
+                  "16 needs")
 
 
 # --- a scalar the YAML reader refuses is named at its key ----------------------------------------------------------

@@ -7,6 +7,7 @@ planner builds a :class:`StrategyGrid` of millions of candidates without touchin
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -709,7 +710,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                 [] if given_etp is None else ["strategy.etp" if origin is None else origin.field("etp")])
             raise InputError(f"{'--ep' if origin is None else 'ep'} {ep} x etp {etp} needs an MoE model whose "
                              f"{experts} experts ep divides and whose tp x cp x dp = {stage} ranks per stage etp x ep "
-                             "divides", where=" / ".join(dict.fromkeys(wheres)),
+                             "divides", where=_joined(wheres),
                              allowed="ep dividing the experts, etp x ep dividing tp x cp x dp (MoE parallel folding)")
     if strategy.deepspeed_pipeline and parse_schedule(strategy.schedule).kind != ScheduleKind.ONE_F_ONE_B:
         raise InputError(f"deepspeed_pipeline runs DeepSpeed's TrainSchedule, not {strategy.schedule}",
@@ -772,6 +773,18 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         eager_expert_bias=getattr(strategy, "eager_expert_bias", False),
         eager_bias_dropout_add=getattr(strategy, "eager_bias_dropout_add", False),
         train_metric_passes=getattr(strategy, "train_metric_passes", 0))
+
+
+def _joined(wheres: list[str]) -> str:
+    """Locations joined with " / ", a prefix they share written once ("s.yaml: strategy.ep / strategy.etp", not the
+    file twice)."""
+    out = wheres[0] if wheres else ""
+    for w in wheres[1:]:
+        if w == out:
+            continue
+        cut = os.path.commonprefix([out, w]).rfind(": ")
+        out = f"{out} / {w[cut + 2:] if cut > 0 else w}"
+    return out
 
 
 def _check_shard_group(strategy: Any, dp: int) -> None:
