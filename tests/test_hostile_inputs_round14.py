@@ -361,3 +361,28 @@ def test_a_size_constraint_below_zero_is_refused(cli, item: str, shown: str) -> 
     refused(cli, "plan", *B200, "-m", "nemotron-3-nano", "--constraint", item, "--json",
             match=f"error: --constraint: bad {'memory' if item.startswith('memory') else 'bucket size'} in "
                   f"{item!r}: {shown} is not a size")
+
+
+# --- check: a strategy that cannot run does not pass -------------------------------------------------------------
+
+def test_check_refuses_an_invalid_strategy_that_also_overflows_memory(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """cp_a2a_size 3 under cp 2 (heads the all-to-all group does not divide) on an H100, where the plan also needs
+    118 GB: ``check`` printed PASS for max_step_time and exited 0 (only a plan that fits in memory was refused)."""
+    f = tmp_path / "cap.yaml"
+    f.write_text("kind: scenario\nname: s\ncluster: dgx-h100\nmodel: nemotron-3-nano\ngpus: [16, 64]\n"
+                 "training: {micro_batch: 1, global_batch: 64}\n"
+                 "strategy: {ep: 8, cp: 2, cp_comm_type: a2a+p2p, cp_a2a_size: 3}\n"
+                 "assertions: {max_step_time: 100s}\n")
+    refused(cli, "check", str(f), "--json", inputs=(f,),
+            match=f"error: {f}: gpus: the strategy is invalid at 16 GPUs: heads not divisible")
+
+
+def test_check_still_reports_memory_as_a_note(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "cap.yaml"
+    f.write_text("kind: scenario\nname: s\ncluster: dgx-h100\nmodel: nemotron-3-nano\ngpus: [16, 64]\n"
+                 "training: {micro_batch: 1, global_batch: 64}\nstrategy: {ep: 8}\n"
+                 "assertions: {max_step_time: 100s}\n")
+    r = cli("check", str(f), "--json")
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert out["passed"] and any("does not fit in memory" in n for n in out["notes"])
