@@ -386,3 +386,18 @@ def test_check_still_reports_memory_as_a_note(cli, tmp_path) -> None:  # type: i
     assert r.code == 0, r.err
     out = json.loads(r.out)
     assert out["passed"] and any("does not fit in memory" in n for n in out["notes"])
+
+
+# --- collective: a size sweep is priced whole or refused ----------------------------------------------------------
+
+@pytest.mark.parametrize("sizes, count", [("1:1e15:1.0000001", "345,387,782"), ("1B:2B:1.0000001", "6,931,473")])
+def test_a_size_sweep_past_the_cap_is_refused(cli, sizes: str, count: str) -> None:  # type: ignore[no-untyped-def]
+    """``--sizes 1:1e15:1.0000001`` printed 200 sizes from 1 B to 1.00002 B and exit 0: MAX never reached."""
+    refused(cli, "collective", "-c", "dgx-b200", "-n", "8", "--sizes", sizes, "--json",
+            match=f"error: --sizes: sweep {sizes!r} has {count} sizes; at most 200")
+
+
+@pytest.mark.parametrize("sizes, count", [("1KiB:8GiB", 24), ("1:1e15:1.2", 190), ("1KiB:1KiB", 1)])
+def test_a_size_sweep_within_the_cap_reaches_max(cli, sizes: str, count: int) -> None:  # type: ignore[no-untyped-def]
+    got = accepted(cli, "collective", "-c", "dgx-b200", "-n", "8", "--sizes", sizes)["inputs"]["sizes_bytes"]
+    assert len(got) == count

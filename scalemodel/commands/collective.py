@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 from scalemodel.commands.args import Command, integer, opt
 from scalemodel.commands.options import CLUSTER, CLUSTER_SET, JSON, load_cluster_with, positive_int, ranged_quantity
 from scalemodel.engine.collective import collective as run
 from scalemodel.errors import InputError
 from scalemodel.report.collective import render_collective
+
+#: The most message sizes one --sizes sweep prices (nccl-tests' -b 8 -e 8G -f 2 is 31).
+MAX_SIZES = 200
 
 
 def parse_sizes(text: str) -> list[float]:
@@ -24,9 +29,14 @@ def parse_sizes(text: str) -> list[float]:
     if not (0 < lo <= hi) or factor <= 1:
         raise InputError(f"sweep {text!r} must have 0 < MIN <= MAX and factor > 1", where="--sizes",
                          allowed="e.g. 1KiB:8GiB")
+    # MIN:MAX:1.0000001 stopped at 200 sizes a millionth apart without a word, MAX never reached
+    count = math.floor(math.log(hi / lo) / math.log(factor) * (1 + 1e-12)) + 1
+    if count > MAX_SIZES:
+        raise InputError(f"sweep {text!r} has {count:,} sizes", where="--sizes",
+                         allowed=f"at most {MAX_SIZES}: a larger FACTOR or a narrower MIN:MAX, e.g. 1KiB:8GiB (x2)")
     out: list[float] = []
     s = lo
-    while s <= hi * (1 + 1e-12) and len(out) < 200:
+    while s <= hi * (1 + 1e-12) and len(out) < MAX_SIZES:
         out.append(s)
         s *= factor
     return out
