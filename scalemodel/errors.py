@@ -35,6 +35,8 @@ class InputError(ValueError):
         if len(what) > 300:
             what = what[:297] + "..."
         where, allowed = one_line(self.where), one_line(self.allowed)
+        if len(where) > 400:  # a 100,000-character --set path (or key) named the field whole: a 100 KB line
+            where = f"{where[:240]}... ({len(where):,} characters)"
         text = f"{where}: {what}" if where else what
         return f"{text}; {allowed}" if allowed else text
 

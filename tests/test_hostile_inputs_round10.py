@@ -236,7 +236,7 @@ _MIXTRAL = ["-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64"]
     ("--recompute-modules=moe_act", "moe_act", None),
     ("--recompute-modules moe_act layernorm mlp", "moe_act,layernorm,mlp", None),
     ("--recompute-modules moe_act gdn_norm_out", "moe_act", "--recompute-modules gdn_norm_out (the activation"),
-    ("--recompute-modules core_attn,moe_act", None, "--recompute-modules core_attn,moe_act (the activation"),
+    # "core_attn,moe_act" (one word, an invalid module to Megatron-Core) is refused: test_hostile_inputs_round14
 ])
 def test_megatron_recompute_modules_reads_every_word(cli, tmp_path, flags: str, modules: str | None,  # type: ignore[no-untyped-def]
                                                     unused: str | None) -> None:

@@ -301,7 +301,8 @@ def test_an_escaped_control_character_in_a_yaml_string_is_refused(cli, tmp_path)
     printed into the sweep's table as a terminal escape sequence."""
     f = _sweep(tmp_path, 'gpus: [8]\nstrategies:\n  - {label: "a\\x1b[31mred", tp: 1}\n')
     refused(cli, "sweep", str(f), "-j", "1", inputs=(f,),
-            match=f"{f}:7: character U+001B (written as an escape) is not allowed in a string; printable text")
+            match=f"{f}:7: strategies[0].label: character U+001B (written as an escape) is not allowed in a string; "
+                  "printable text")
 
 
 def test_tabs_and_newlines_in_yaml_strings_still_read(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]

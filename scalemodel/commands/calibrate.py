@@ -62,7 +62,7 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
     if ranks is not None and log.ranks is not None and ranks != log.ranks:  # --ranks is for a log that does not say
         raise InputError(f"--ranks {ranks}, but the log lists {log.ranks} ranks", where="--ranks",
                          allowed=f"{log.ranks}, or leave --ranks out (it is for a log that does not list its ranks)")
-    spec = load_cluster_with(cluster, sets)
+    spec = load_cluster_with(cluster, sets, "calibrate nccl-tests")
     result = run(log, spec, source=str(log_path), ranks=ranks, tier=tier, algorithm=algo,
                  out=str(out) if out else None, sets=sets, tolerance=tolerance)
     wrote = out is not None and (result.accepted or force)

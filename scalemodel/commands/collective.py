@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 from scalemodel.commands.args import Command, integer, opt
-from scalemodel.commands.options import CLUSTER, JSON, SET, load_cluster_with, positive_int, ranged_quantity
+from scalemodel.commands.options import CLUSTER, CLUSTER_SET, JSON, load_cluster_with, positive_int, ranged_quantity
 from scalemodel.engine.collective import collective as run
 from scalemodel.errors import InputError
 from scalemodel.report.collective import render_collective
+
+#: The most message sizes one --sizes sweep prices (nccl-tests' -b 8 -e 8G -f 2 is 31).
+MAX_SIZES = 200
 
 
 def parse_sizes(text: str) -> list[float]:
@@ -24,9 +29,14 @@ def parse_sizes(text: str) -> list[float]:
     if not (0 < lo <= hi) or factor <= 1:
         raise InputError(f"sweep {text!r} must have 0 < MIN <= MAX and factor > 1", where="--sizes",
                          allowed="e.g. 1KiB:8GiB")
+    # MIN:MAX:1.0000001 stopped at 200 sizes a millionth apart without a word, MAX never reached
+    count = math.floor(math.log(hi / lo) / math.log(factor) * (1 + 1e-12)) + 1
+    if count > MAX_SIZES:
+        raise InputError(f"sweep {text!r} has {count:,} sizes", where="--sizes",
+                         allowed=f"at most {MAX_SIZES}: a larger FACTOR or a narrower MIN:MAX, e.g. 1KiB:8GiB (x2)")
     out: list[float] = []
     s = lo
-    while s <= hi * (1 + 1e-12) and len(out) < 200:
+    while s <= hi * (1 + 1e-12) and len(out) < MAX_SIZES:
         out.append(s)
         s *= factor
     return out
@@ -41,7 +51,7 @@ def collective(*, cluster: str, gpus: int, op: str, size: str | None, sizes: str
     if size is not None and sizes is not None:
         raise InputError("give --size or --sizes, not both", where="--size", allowed="one of them")
     size_list = parse_sizes(sizes) if sizes is not None else [ranged_quantity(size or "1GiB", "bytes", "--size")]
-    spec = load_cluster_with(cluster, sets)
+    spec = load_cluster_with(cluster, sets, "collective")
     result = run(spec, op, size_list, gpus, algo=algo, stride=stride, dtype_bytes=dtype_bytes, sets=sets)
     render_collective(result, as_json=as_json)
 
@@ -59,4 +69,4 @@ COMMAND = Command("collective", collective, (
         "hierarchical can always be named explicitly.")),
     opt("--stride", type=integer, default=1, help="Spacing of the group's ranks in GPU order."),
     opt("--dtype-bytes", type=integer, default=2, help="Element size in bytes."),
-    SET, JSON))
+    CLUSTER_SET, JSON))

@@ -17,6 +17,7 @@ from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
+from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
 from scalemodel.specs.training import bf16_layer_share, low_precision_recipe
@@ -133,7 +134,14 @@ def with_strategy_file(sf: StrategyFile | None, training: dict[str, Any], strate
     if gpus and "global_batch" not in tr and sf.gradient_accumulation:
         model_parallel = int(st.get("tp", 1)) * int(st.get("pp", 1)) * int(st.get("cp", 1))
         dp = int(st.get("dp") or max(gpus // max(model_parallel, 1), 1))
-        tr["global_batch"] = int(tr.get("micro_batch", 1)) * sf.gradient_accumulation * dp
+        micro = int(tr.get("micro_batch", 1))
+        tr["global_batch"] = micro * sf.gradient_accumulation * dp
+        if tr["global_batch"] > MAX_SPEC_INT:  # was refused as "training.global_batch", a field no file or option set
+            raise InputError(f"{micro} x {sf.gradient_accumulation} x dp {dp} = {tr['global_batch']} sequences per "
+                             f"step is beyond the largest global batch ({MAX_SPEC_INT:.0e})",
+                             where=f"--strategy: {sf.path}: gradient_accumulation_steps",
+                             allowed="train_micro_batch_size_per_gpu x gradient_accumulation_steps x dp of at most "
+                                     f"{MAX_SPEC_INT:.0e}, or train_batch_size")
     return tr, st
 
 

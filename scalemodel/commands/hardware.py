@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalemodel.commands.args import Command, arg
-from scalemodel.commands.options import JSON, SET
+from scalemodel.commands.args import Command, arg, repeat
+from scalemodel.commands.options import JSON
 from scalemodel.engine.hardware import catalog, show_spec, validate_spec
 from scalemodel.report.hardware import render_catalog, render_spec, render_validation
+
+#: The spec's own field paths, or the root the other commands use (engine.hardware._SET_ROOTS).
+SPEC_SET = repeat("--set", dest="sets", metavar="PATH=VALUE",
+                  help="Override a field of the spec, by its path in it (tiers.ib-leaf.bandwidth=100Gbps, layers=48) "
+                       "or with the root the other commands use (cluster., accelerator., model.); repeatable.")
 
 
 def list_(*, as_json: bool) -> None:
@@ -27,6 +32,7 @@ def validate(*, file: str, sets: list[str] | None, as_json: bool) -> None:
 
 COMMAND = Command("hardware", None, subcommands=(
     Command("list", list_, (JSON,)),
-    Command("show", show, (arg("name", "A built-in name (`scalemodel hardware list`) or a spec file."), SET, JSON)),
-    Command("validate", validate, (arg("file", "The spec file to check."), SET, JSON)),
+    Command("show", show, (arg("name", "A built-in name (`scalemodel hardware list`) or a spec file."), SPEC_SET,
+                           JSON)),
+    Command("validate", validate, (arg("file", "The spec file to check."), SPEC_SET, JSON)),
 ), help="List, show and validate specs: built-in accelerators, clusters, workloads, scenarios, or a file.")

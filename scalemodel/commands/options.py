@@ -15,6 +15,11 @@ from scalemodel.units import parse_quantity
 SET = repeat("--set", dest="sets", metavar="PATH=VALUE",
              help="Override any spec field, e.g. cluster.tiers.ib-leaf.bandwidth=100Gbps or model.layers=48 "
                   "(repeatable; roots: cluster, accelerator, model, training, strategy).")
+#: ``--set`` of a command that reads a cluster and nothing else (collective): its help names only the roots it reads.
+CLUSTER_SET = repeat("--set", dest="sets", metavar="PATH=VALUE",
+                     help="Override a field of the cluster or its accelerator, e.g. "
+                          "cluster.tiers.ib-leaf.bandwidth=100Gbps or accelerator.memory=80GB (repeatable; roots: "
+                          "cluster, accelerator).")
 JSON = switch("--json", dest="as_json", help="Print one strictly valid JSON document instead of tables.")
 CLUSTER = opt("--cluster", "-c", complete="cluster", help="Built-in cluster name or a cluster YAML file.")
 
@@ -38,8 +43,17 @@ def ranged_quantity(text: str, kind: str, option: str) -> float:
     return x
 
 
-def load_cluster_with(ref: str, sets: list[str] | None) -> Any:
-    return load_cluster(ref, split_overrides(sets or [])["cluster"])
+def load_cluster_with(ref: str, sets: list[str] | None, command: str) -> Any:
+    """The cluster with the ``--set`` items of a ``command`` that reads nothing else. A model, training or strategy
+    item is refused: ``collective --set model.layers=4`` (even ``training.micro_batch=0``) was dropped without a
+    word."""
+    routed = split_overrides(sets or [])
+    for root in ("model", "training", "strategy"):
+        if routed[root]:
+            shown = getattr(routed[root][0], "shown", root)
+            raise InputError(f"{command} reads only the cluster; a {root} field is not used", where=f"--set {shown}",
+                             allowed="cluster.<field> or accelerator.<field>, e.g. cluster.tiers.ib.bandwidth=100Gbps")
+    return load_cluster(ref, routed["cluster"])
 
 
 #: The largest count any command accepts (GPUs, ranks): beyond any machine, and within int64 arithmetic.

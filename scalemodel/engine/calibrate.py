@@ -35,7 +35,7 @@ from scalemodel.cost.network import Network
 from scalemodel.cost.placement import place
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
-from scalemodel.specs.nccl_tests import NcclLog, NcclRow, parse_nccl_tests, read_nccl_tests
+from scalemodel.specs.nccl_tests import NcclLog, NcclRow, at_log, parse_nccl_tests, read_nccl_tests
 from scalemodel.units import format_quantity
 
 __all__ = ["FitResult", "NcclLog", "NcclRow", "fit_tier", "infer_ranks", "layout_problems", "overlay_yaml",
@@ -324,9 +324,12 @@ def calibrate(log: NcclLog, cluster: Any, *, source: str, ranks: int | None = No
                          allowed="e.g. 0.25 (25 %)")
     n = ranks or log.ranks or infer_ranks(log)
     if n is None or n < 2:
-        raise InputError("cannot tell how many ranks the log used", where="LOG", allowed="pass --ranks N")
+        raise InputError("cannot tell how many ranks the log used", where=source[:200], allowed="pass --ranks N")
     network = build_network(cluster)
-    fit = fit_tier(log, network, cluster_name=cluster.name, ranks=n, tier=tier, algorithm=algorithm)
+    try:
+        fit = fit_tier(log, network, cluster_name=cluster.name, ranks=n, tier=tier, algorithm=algorithm)
+    except InputError as exc:
+        raise at_log(exc, source) from None
     problems = layout_problems(log, network, n, fit.tier_index, cluster.name) + fit_problems(fit, tolerance)
     inputs = {"log": source, "cluster": cluster.name, "tier": tier, "ranks": n, "op": log.op, "algo": algorithm,
               "out": out, "set": list(sets or []), "tolerance": tolerance}

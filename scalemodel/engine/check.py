@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from scalemodel.engine.scaling import sweep
+from scalemodel.engine.step import Infeasible
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import ScenarioSpec, notices
 from scalemodel.specs.hf import seq_len_note
@@ -177,7 +178,10 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
     notes = list(result.notes)
     for p in result.points:
         reason = p.prediction.infeasible_reason
-        if reason is not None and p.prediction.memory["fits"]:
+        # memory alone is reported (must_fit_memory, or a note); any other reason is a strategy that cannot run. It
+        # was let through whenever the strategy also overflowed memory: heads that tp or the a2a group does not
+        # divide, at 118 GB on an 80 GB part, passed max_step_time with exit 0
+        if reason is not None and reason != Infeasible.OUT_OF_MEMORY.text:
             raise InputError(f"the strategy is invalid at {p.gpus} GPUs: {reason}", where=prefix + "gpus",
                              allowed="change the strategy, the GPU counts or the global batch")
 

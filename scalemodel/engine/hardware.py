@@ -12,7 +12,7 @@ from scalemodel import specs
 from scalemodel.errors import InputError
 from scalemodel.specs import load_accelerator, load_cluster, load_scenario, load_workload
 from scalemodel.specs.files import exists
-from scalemodel.specs.loader import builtin_names, builtin_path, read_document
+from scalemodel.specs.loader import Override, builtin_names, builtin_path, read_document
 from scalemodel.specs.sweep import load_sweep
 
 
@@ -106,6 +106,22 @@ def _kind_of(path: Path) -> str:
                      allowed="kind: accelerator, cluster, transformer, generic, scenario or sweep")
 
 
+#: The root a ``--set`` path may start with for a spec of each kind, as every other command spells it
+#: (``cluster.tiers.ib.bandwidth``, ``model.layers``): ``hardware show dgx-h100 --set cluster.max_gpus=8`` was refused
+#: as "cluster: unknown key 'cluster'" though the option's help lists those roots. A scenario's fields are its own
+#: (its cluster: and model: are fields), so it takes none.
+_SET_ROOTS = {"cluster": ("cluster.",), "accelerator": ("accelerator.",), "workload": ("model.", "workload.")}
+
+
+def _own_paths(kind: str, sets: list[str]) -> list[str]:
+    """``sets`` with the kind's root cut off where given (errors still name the path as written)."""
+    out: list[str] = []
+    for item in sets:
+        root = next((r for r in _SET_ROOTS.get(kind, ()) if item.startswith(r)), None)
+        out.append(item if root is None else Override(item[len(root):], item.split("=", 1)[0].strip()))
+    return out
+
+
 def _load(kind: str, ref: Any, sets: list[str] | None) -> Any:
     if kind == "sweep":  # a sweep file: as `scalemodel sweep` reads it (it takes no --set)
         if sets:
@@ -114,7 +130,7 @@ def _load(kind: str, ref: Any, sets: list[str] | None) -> Any:
         return load_sweep(ref)[0]
     loaders = {"cluster": specs.load_cluster, "accelerator": specs.load_accelerator,
                "workload": specs.load_workload, "scenario": specs.load_scenario}
-    return loaders[kind](ref, sets or [])
+    return loaders[kind](ref, _own_paths(kind, sets or []))
 
 
 def show_spec(name: str, sets: list[str] | None = None) -> SpecView:

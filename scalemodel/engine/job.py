@@ -7,6 +7,7 @@ planner builds a :class:`StrategyGrid` of millions of candidates without touchin
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -758,9 +759,12 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         experts = int(job.shape.moe_experts) if job.is_transformer else 0
         stage = tp * cp * dp
         if experts == 0 or stage % (etp * ep) or experts % ep:
+            # named where ep and a given etp were written: a --set strategy.etp was refused as "--ep: ..."
+            wheres = ([opt["ep"]] if ep > 1 or given_etp is None else []) + (
+                [] if given_etp is None else ["strategy.etp" if origin is None else origin.field("etp")])
             raise InputError(f"{'--ep' if origin is None else 'ep'} {ep} x etp {etp} needs an MoE model whose "
                              f"{experts} experts ep divides and whose tp x cp x dp = {stage} ranks per stage etp x ep "
-                             "divides", where=opt["ep"],
+                             "divides", where=_joined(wheres),
                              allowed="ep dividing the experts, etp x ep dividing tp x cp x dp (MoE parallel folding)")
     if strategy.deepspeed_pipeline and parse_schedule(strategy.schedule).kind != ScheduleKind.ONE_F_ONE_B:
         raise InputError(f"deepspeed_pipeline runs DeepSpeed's TrainSchedule, not {strategy.schedule}",
@@ -824,6 +828,18 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         eager_expert_bias=getattr(strategy, "eager_expert_bias", False),
         eager_bias_dropout_add=getattr(strategy, "eager_bias_dropout_add", False),
         train_metric_passes=getattr(strategy, "train_metric_passes", 0))
+
+
+def _joined(wheres: list[str]) -> str:
+    """Locations joined with " / ", a prefix they share written once ("s.yaml: strategy.ep / strategy.etp", not the
+    file twice)."""
+    out = wheres[0] if wheres else ""
+    for w in wheres[1:]:
+        if w == out:
+            continue
+        cut = os.path.commonprefix([out, w]).rfind(": ")
+        out = f"{out} / {w[cut + 2:] if cut > 0 else w}"
+    return out
 
 
 def _check_shard_group(strategy: Any, dp: int) -> None:
@@ -948,7 +964,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     a norm of its own (MoE layers or MLA), mlp without dense MLP layers, shared_experts without shared experts,
     shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
     sequence_parallel, training.fp8_attention on a model without sliding-window layers; the eager layer ops
-    without what they act on."""
+    without what they act on; hybrid.mtp_pattern without MTP layers; cp_comm_type other than p2p at cp 1 and
+    cp_a2a_size without a2a+p2p."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
@@ -980,6 +997,18 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
             notices.warn(f"strategy.{name} is not priced: the model has no {what}")
     if job.is_transformer and bool(np.any(job.shape.mtp_shared)) and not bool(np.any(job.shape.mtp_layers)):
         notices.warn("model.mtp_shared is not priced: mtp_layers is 0 (no multi-token prediction module to share)")
+    if job.is_transformer and job.shape.mtp_block and not bool(np.any(job.shape.mtp_layers)):
+        notices.warn(f"model.hybrid.mtp_pattern {job.shape.mtp_block!r} is not priced: mtp_layers is 0 (no "
+                     "multi-token prediction module)")
+    # the context-parallel exchange (docs/model.md#cp-comm) acts only at cp > 1, and cp_a2a_size only under a2a+p2p;
+    # either was dropped without a word
+    cp_comm = str(getattr(strategy, "cp_comm_type", "p2p"))
+    if cp_comm != "p2p" and int(getattr(strategy, "cp", 1)) == 1:
+        notices.warn(f"strategy.cp_comm_type = {cp_comm} is not priced: cp is 1 (no context-parallel exchange)")
+    a2a = int(getattr(strategy, "cp_a2a_size", 1))
+    if a2a != 1 and cp_comm != "a2a+p2p":
+        notices.warn(f"strategy.cp_a2a_size = {a2a} is not used: it sizes the all-to-all groups of cp_comm_type "
+                     f"a2a+p2p, and cp_comm_type is {cp_comm}")
     if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:
         notices.warn("strategy.train_metric_passes is not priced: the model has no transformer output layer (logits)")
     tp = int(getattr(strategy, "tp", 1))

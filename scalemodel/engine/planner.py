@@ -119,6 +119,9 @@ CHUNK_CANDIDATES = 100_000
 COUNT_CHUNK_CANDIDATES = 400_000
 #: Plans per objective the Pareto front is drawn from.
 PARETO_POOL = 50
+#: The most distinct sync modes one search takes (--sync-modes): every hier:G is priced apart (its own in-group
+#: traffic), ~15 ms each on a 64-GPU search; 3,000 of them (hier:1,...,hier:2999) ran past any CLI timeout.
+MAX_SYNC_MODES = 64
 #: Relative gap under which two plans that differ in one choice are near-duplicates.
 NEAR = 0.005
 #: Kept fractions of top-k compression the search tries (Lin et al. 2018, DGC: 0.1 % to 10 %).
@@ -755,8 +758,11 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             continue
         if "sync" not in c or allowed_by(np.asarray([0]), [(op, 0 if v == label else 1) for op, v in c["sync"]])[0]:
             modes.append(label)
+    if len(modes) > MAX_SYNC_MODES:
+        raise InputError(f"{len(modes)} distinct sync modes", where="--sync-modes",
+                         allowed=f"at most {MAX_SYNC_MODES} distinct modes (each hier:G is searched apart)")
     if not modes:
-        raise InputError(f"the sync constraint leaves none of the searched sync modes ({', '.join(sync_modes)})",
+        raise InputError(f"the sync constraint leaves none of the searched sync modes ({', '.join(sync_modes)[:200]})",
                          where="--constraint sync", allowed="a sync constraint that a mode of --sync-modes meets, "
                                                            "or that mode added to --sync-modes")
     fixed = dict(fixed or {})

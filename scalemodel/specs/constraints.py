@@ -189,21 +189,20 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         except InputError:
             raise InputError(f"unknown ZeRO stage {value!r} in {label!r}", where=where,
                              allowed=" | ".join(Zero.labels())) from None
-    if key == "bucket":
-        if text in ("0", "default"):
+    if key in ("bucket", "memory"):
+        if key == "bucket" and text in ("0", "default"):
             return 0.0
+        what, allowed = ("bucket size", "a size, e.g. 25MB, or default") if key == "bucket" else (
+            "memory", "a size > 0, e.g. 60GB")
         try:
             raw = str(value).strip()
-            return float(parse_quantity(raw if not raw.replace(".", "").isdigit() else f"{raw} B", "bytes"))
+            size = float(parse_quantity(raw if not raw.replace(".", "").isdigit() else f"{raw} B", "bytes"))
         except InputError as exc:
-            raise InputError(f"bad bucket size in {label!r}: {exc.what}", where=where,
-                             allowed="a size, e.g. 25MB, or default") from None
-    if key == "memory":
-        try:
-            raw = str(value).strip()
-            return float(parse_quantity(raw if not raw.replace(".", "").isdigit() else f"{raw} B", "bytes"))
-        except InputError as exc:
-            raise InputError(f"bad memory in {label!r}: {exc.what}", where=where, allowed="a size, e.g. 60GB") from None
+            raise InputError(f"bad {what} in {label!r}: {exc.what}", where=where, allowed=allowed) from None
+        # memory<=-5GB was searched: every plan "exceeds the --constraint memory limit", and exit 0
+        if not (size > 0 or (key == "bucket" and size == 0)):
+            raise InputError(f"bad {what} in {label!r}: {size:g} B is not a size", where=where, allowed=allowed)
+        return size
     if op not in ("=", "==", "!="):
         raise InputError(f"{key} takes = or != only, got {label!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
     if key in ("sequence_parallel", "overlap"):

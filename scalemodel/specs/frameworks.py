@@ -104,10 +104,22 @@ def _auto(value: Any) -> bool:
 # --- scalemodel YAML ----------------------------------------------------------------------------------
 
 def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
+    kind = data.get("kind")
+    if kind is not None and kind != "strategy":  # a cluster (or any other spec) given as --strategy: its kind and name
+        # were skipped and nothing else read, without a word
+        raise InputError(f"kind {str(kind)[:40]!r} is not a strategy file", where="kind",
+                         allowed="a strategy YAML (kind: strategy, or no kind) with strategy: and training: mappings "
+                                 "or their fields at the top")
     for key, value in data.items():
         if key in ("strategy", "training") and not isinstance(value, (dict, type(None))):  # was warned as unused
             raise InputError(f"expected a mapping, got {str(value)[:40]!r}", where=key,
                              allowed=f"{key}: {{field: value, ...}}")
+    for key in data:  # a field at the top and in its section: the later one in the file won without a word
+        section = "strategy" if key in STRATEGY_FIELDS else "training" if key in TRAINING_FIELDS else None
+        if section is not None and key in (data.get(section) or {}):
+            raise InputError(f"given at the top level and under {section}:", where=key,
+                             allowed=f"one of them: {key}: ... or {section}: {{{key}: ...}}")
+    for key, value in data.items():
         if key in ("strategy", "training"):
             getattr(out, key).update(value or {})  # validated with the specs, errors naming strategy.<field>
         elif key in STRATEGY_FIELDS:
@@ -116,7 +128,7 @@ def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
         elif key in TRAINING_FIELDS:
             out.training[key] = value
         elif key not in ("kind", "name", "description", "sources"):
-            out.unused.append(key)
+            out.unused.append(str(key)[:60])  # a YAML key may be null, a number or a boolean (join needs text)
 
 
 # --- DeepSpeed ------------------------------------------------------------------------------------------
@@ -337,6 +349,17 @@ def _cp_comm_type(args: dict[str, str | None], out: StrategyFile) -> None:
             out.strategy["cp_comm_type"] = _MEG_CP_COMM[kinds.pop()]
             out.fields["cp_comm_type"] = "--cp-comm-type"
         elif kinds == {"a2a+p2p"} and len(sizes) == 2 and all(re.fullmatch(r"[1-9][0-9]{0,5}", x) for x in sizes):
+            # Megatron-LM's validate_args asserts context_parallel_size == prod(the sizes) (megatron/training/
+            # arguments.py at d98e8a64); "2 2" under --context-parallel-size 8 was priced as a2a groups of 2 and a
+            # ring of 4, the ring size the file gave dropped. A cp the file leaves to a $VARIABLE is not checked.
+            cp = out.strategy.get("cp", None if "--context-parallel-size" in args else 1)
+            if cp is not None and int(sizes[0]) * int(sizes[1]) != cp:
+                given = (f"--context-parallel-size {cp}" if "--context-parallel-size" in args else
+                         f"the context-parallel size {cp} (no --context-parallel-size: Megatron-LM's default)")
+                raise InputError(f"{sizes[0]} x {sizes[1]} = {int(sizes[0]) * int(sizes[1])} is not {given}",
+                                 where="--hierarchical-context-parallel-sizes",
+                                 allowed=f"two sizes A P with A x P = {cp} (Megatron-LM asserts it): A ranks per "
+                                         "all-to-all group, P in the p2p ring")
             # Megatron-Core hands TE cp_group = the hierarchical groups in this order: [a2a, p2p]
             out.strategy["cp_comm_type"] = "a2a+p2p"
             out.strategy["cp_a2a_size"] = int(sizes[0])
@@ -522,8 +545,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
     for name, (where, key) in _MEG_INT.items():
         if name in args and (n := number(name)) is not None:
             getattr(out, where)[key] = n
-            if where == "strategy":  # an error on strategy.ep names --expert-model-parallel-size
-                out.fields[key] = name
+            # an error on strategy.ep names --expert-model-parallel-size (training.micro_batch --micro-batch-size)
+            (out.fields if where == "strategy" else out.training_fields)[key] = name
     if "--bf16" in args and "--fp16" in args:  # Megatron's validate_args asserts against both
         raise InputError("--bf16 and --fp16 both given", where="--fp16", allowed="one of them")
     for name, (where, key, switched) in _MEG_SWITCH.items():
@@ -688,6 +711,13 @@ def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:
     if "--recompute-modules" not in args:
         return
     words = str(args["--recompute-modules"] or "").split()
+    listed = next((w for w in words if "," in w), None)
+    if listed is not None:  # one name to argparse, "Invalid choices for recompute_modules" to Megatron-Core; it was
+        # warned as not used with "(the activation memory prices core_attn, ..., moe)", naming the very modules given
+        raise InputError(f"{listed[:60]!r} is one module name to Megatron-LM, which refuses it (the modules "
+                         "are separate words, not comma-separated)",
+                         where="--recompute-modules", allowed="space-separated module names, e.g. --recompute-modules "
+                                                              "core_attn moe_act")
     shown = " ".join(words)[:60] or "(no module)"
     if out.strategy.get("recompute") != "selective" or not words:
         out.unused.append(f"--recompute-modules {shown} (read with --recompute-granularity selective and at least "
@@ -936,7 +966,11 @@ def _titan_compiled(data: dict[str, Any], training: dict[str, Any], component: s
     section = data.get("compile")
     if isinstance(section, dict) and "enable" in section:
         parts = section.get("components", ["model", "loss"])
-        return _bool(section["enable"], "compile.enable") and isinstance(parts, list) and component in parts
+        if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):  # components = 5 (or "model")
+            # compiled nothing without a word; torchtitan's config reads a list of names
+            raise InputError(f"expected a list of component names, got {str(parts)[:40]!r}",
+                             where="compile.components", allowed='a list such as ["model", "loss"], or leave it out')
+        return _bool(section["enable"], "compile.enable") and component in parts
     return _bool(training.get("compile", False), "training.compile")
 
 
@@ -960,6 +994,8 @@ def _titan_selective_ac(option: Any, out: StrategyFile) -> None:
     text = str(option) if isinstance(option, (str, int)) and not isinstance(option, bool) else ""
     if text == "op":
         out.strategy["recompute_modules"] = "titan_op"
+        # an engine refusal of titan_op (a model with MoE layers) was named strategy.recompute_modules
+        out.fields["recompute_modules"] = "activation_checkpoint.selective_ac_option"
         return
     if not (text.isascii() and text.isdigit()) or len(text) > 9:  # '²'.isdigit() is true; int('²') raises
         raise InputError(f"unknown selective_ac_option {str(option)[:40]!r}",
@@ -1024,14 +1060,33 @@ def _titan_fsdp_options(par: dict[str, Any], float8: dict[str, Any] | None, out:
 MEGATRON_MARK = re.compile(r"--(tensor|pipeline)-model-parallel-size|--micro-batch-size|--global-batch-size")
 
 
+def _validate_as_written(model: Any, data: dict[str, Any], path: Path, root: str, names: dict[str, str]) -> None:
+    """Validate a file's TrainingSpec or StrategySpec fields; a refusal names the file's own field where the file
+    spells it otherwise: ``--pipeline-model-parallel-size 0`` was refused as "strategy.pp: Input should be greater
+    than 0", a name the launch script does not have."""
+    try:
+        validate(model, dict(data), path=path, prefix=[root])
+    except InputError as exc:
+        head = f"{path}: {root}."
+        key = exc.where[len(head):] if exc.where.startswith(head) else ""
+        own = names.get(key)
+        if own is None or own == key:  # a scalemodel file's top-level field keeps the spec's name
+            raise
+        raise InputError(exc.what, where=f"{path}: {own}", allowed=exc.allowed) from None
+
+
 def read_strategy_file(ref: str | Path) -> StrategyFile:
     """Read a strategy file of any of the four formats (module docstring); warn about what is not used."""
     path = files.expand_user(ref)
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="strategy file")
     where = str(path)
     stripped = text.lstrip()
-    # a .json file is JSON whatever it starts with ("[[[..." was read as YAML and refused as "malformed YAML")
-    if stripped.startswith("{") or path.suffix.lower() == ".json":
+    # a .json file is JSON whatever it starts with ("[[[..." was read as YAML and refused as "malformed YAML"); a
+    # .yaml / .yml file is a scalemodel strategy whatever it starts with: DeepSpeed reads JSON only, and a strategy in
+    # YAML flow style ({strategy: {tp: 2}}) was refused as malformed JSON, one in JSON syntax read as a DeepSpeed
+    # config whose every key was "not used" (tp stayed 1)
+    suffix = path.suffix.lower()
+    if (stripped.startswith("{") and suffix not in (".yaml", ".yml")) or suffix == ".json":
         data = load_json(text, where)
         out = StrategyFile(where, "deepspeed")
         if not isinstance(data, dict):
@@ -1067,8 +1122,10 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
             _scalemodel(data, out)
         except InputError as exc:
             raise exc.at(where) from None
-    validate(TrainingSpec, dict(out.training), path=path, prefix=["training"])  # errors name the file
-    validate(StrategySpec, dict(out.strategy), path=path, prefix=["strategy"])
+    _validate_as_written(TrainingSpec, out.training, path, "training", out.training_fields)  # errors name the file
+    _validate_as_written(StrategySpec, out.strategy, path, "strategy", out.fields)
+    # a 100,000-character flag or key was echoed whole, in the warning and twice in the JSON (unused, warnings)
+    out.unused = [u if len(u) <= 300 else f"{u[:240]}... ({len(u):,} characters)" for u in out.unused]
     if out.unused:
         shown = "; ".join(out.unused[:12]) + (f"; and {len(out.unused) - 12} more" if len(out.unused) > 12 else "")
         notices.warn(f"{where}: {out.format} settings not used: {shown}")

@@ -232,4 +232,15 @@ def _parse_json(text: str, op: str | None) -> NcclLog:
 def read_nccl_tests(path: str | Path, *, op: str | None = None) -> NcclLog:
     """Read and parse an nccl-tests log file (bounded: see the module docstring)."""
     data = files.read_bytes(path, limit=files.MAX_LOG_BYTES, what="nccl-tests log")
-    return parse_nccl_tests(data.decode("utf-8", errors="replace"), op=op)
+    try:
+        return parse_nccl_tests(data.decode("utf-8", errors="replace"), op=op)
+    except InputError as exc:
+        raise at_log(exc, str(path)) from None
+
+
+def at_log(exc: InputError, source: str) -> InputError:
+    """``exc`` located at the log file ``source`` where the parser wrote the placeholder ``LOG``: "error: LOG: no
+    nccl-tests data rows found" named no file."""
+    if exc.where == "LOG" or exc.where.startswith("LOG:"):
+        return InputError(exc.what, where=source[:200] + exc.where[3:], allowed=exc.allowed)
+    return exc

@@ -232,14 +232,39 @@ def compose(text: str, name: str, *, max_nodes: int = MAX_NODES) -> yaml.Node | 
         loader.dispose()
 
 
+def _value_path(root: yaml.Node, mark: Any) -> str:
+    """The key path (``strategy.tp``, ``strategies[0].label``) of the scalar value at ``mark``, or "" (the root, or
+    not a value): a refused scalar was named by its line alone, "s.yaml:2: integer with 31 digits", which in a
+    one-line flow mapping does not say which field."""
+    if mark is None:
+        return ""
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    seen: set[int] = set()
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen:  # an alias repeats a node: one visit
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if path and node.start_mark.index == mark.index:
+                return path
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend((v, f"{path}.{k.value}" if path else str(k.value)) for k, v in node.value
+                         if isinstance(k, yaml.ScalarNode))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node.value))
+    return ""
+
+
 def construct(node: yaml.Node, name: str, *, multiline: bool = True) -> Any:
     """The Python value of a node from :func:`compose` (core-schema types, duplicate keys refused)."""
     loader = StrictLoader("")
     try:
         return loader.construct_document(node)
     except Refused as exc:
-        raise InputError(str(exc.problem), where=_where(name, exc.problem_mark, multiline),
-                         allowed=exc.allowed) from None
+        path = _value_path(node, exc.problem_mark)
+        raise InputError(f"{path}: {exc.problem}" if path else str(exc.problem),
+                         where=_where(name, exc.problem_mark, multiline), allowed=exc.allowed) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise InputError(f"malformed YAML: {exc.problem or exc.context}", where=_where(name, mark, multiline),
