@@ -251,3 +251,25 @@ def test_validation_reads_the_mix_for_exactly_the_super_nvfp4_rows() -> None:
                    "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"]
     assert mod.TE_QUANT_CFG_NEMOTRON_3_SUPER == {"attention_proj": "bf16", "moe_latent": "bf16", "mtp": "bf16",
                                                  "mamba_out_proj": "mxfp8"}
+
+
+def test_selective_moe_recompute_with_own_precision_latent_by_hand() -> None:
+    """Selective recompute of moe (NVFP4 layer, q = 0.5625, tp 1, s b = 10, h 64, l 16): the checkpointed MoE block
+    keeps only its 16-bit input, so the kept bytes of a layer do not depend on LatentMoE's precision (fc1_latent_proj's
+    own copy of the norm output is inside the checkpoint); the one block re-materialised in the backward holds
+    fc1_latent_proj's copy at its own bytes (BF16: the checkpoint's input itself, 0; MXFP8 1.03125 instead of q) and
+    fc2_latent_proj's input T l at its own bytes (BF16 2, MXFP8 1.03125 instead of q)."""
+    from scalemodel.cost import memory
+    sh = tr.shape(**MOE)
+    moe = memory.recompute_modules_code("moe")
+    kw = dict(micro_batch=1, seq_len=10, fp8_inputs=0.5625, recompute="selective", recompute_modules=moe)
+    sbh, sbl = 10 * 64, 10 * 16
+    base = float(memory.activation_bytes_per_layer(sh, moe=True, **kw))
+    for lat in (0.0, 1.03125):
+        assert float(memory.activation_bytes_per_layer(sh, moe=True, latent_inputs=lat, **kw)) == base
+    # one stage, pp 1: the per-layer rows are equal, so the stage's difference is the working set's alone
+    stage = float(memory.activation_bytes(sh, shared_input_copy=False, **kw))
+    bf16 = float(memory.activation_bytes(sh, shared_input_copy=False, latent_inputs=0.0, **kw))
+    mx = float(memory.activation_bytes(sh, shared_input_copy=False, latent_inputs=1.03125, **kw))
+    assert bf16 - stage == pytest.approx(-0.5625 * sbh + (2.0 - 0.5625) * sbl, rel=1e-12)
+    assert mx - stage == pytest.approx((1.03125 - 0.5625) * (sbh + sbl), rel=1e-12)
