@@ -273,3 +273,19 @@ def test_selective_moe_recompute_with_own_precision_latent_by_hand() -> None:
     mx = float(memory.activation_bytes(sh, shared_input_copy=False, latent_inputs=1.03125, **kw))
     assert bf16 - stage == pytest.approx(-0.5625 * sbh + (2.0 - 0.5625) * sbl, rel=1e-12)
     assert mx - stage == pytest.approx((1.03125 - 0.5625) * (sbh + sbl), rel=1e-12)
+
+
+def test_recomputed_moe_block_casts_do_not_depend_on_the_attention_precision() -> None:
+    """Selective recompute of moe reruns the MoE block's forward casts (step.fp8_moe_recompute_casts); the block holds
+    no attention, so mixtral-8x7b's recomputed casts on B200 NVFP4 are the same with the attention projections in
+    BF16 as without (the override moves the attention block's casts only)."""
+    def casts(**training: Any) -> float:
+        tr_in: dict[str, Any] = {"precision": "fp4", "global_batch": 1, "micro_batch": 1, **training}
+        cl, wl, trs, stg = build_specs(cluster="dgx-b200", model="mixtral-8x7b", sets=[], training=tr_in,
+                                       strategy={"recompute": "selective", "recompute_modules": "moe"})
+        job = build_job(cl, wl, trs, straggler_cv=0.0)
+        return float(np.ravel(step.fp8_moe_recompute_casts(job, grid_from_strategy(stg, trs, 8, job)))[0])
+
+    base = casts()
+    assert base > 0.0
+    assert casts(module_precision={"attention_proj": "bf16"}) == pytest.approx(base, rel=1e-12)

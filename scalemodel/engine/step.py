@@ -644,11 +644,14 @@ def fp8_moe_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
     the recomputed MoE block's (``te_checkpoint`` reruns its forward in the backward; the weights' FP8 copies are
     cached from the first micro-batch, so no weight cast), estimated as :func:`fp8_cast_per_layer`'s hybrid rule
     does, an MoE layer's activation casts less half an attention + MLP layer's, x moe_layers / layers. 0 where the
-    module is not recomputed or the run is not fp8."""
+    module is not recomputed or the run is not fp8. The estimate takes the attention block at the run's recipe
+    (training.module_precision attention_proj left out: the MoE block holds no attention, and an attention block at
+    its own precision would move the half-layer subtracted, not the block's casts); LatentMoE's projections, inside
+    the block, at their own."""
     again = moe_block_recomputed(job, g)
     if not job.fp8_recipe or not np.any(again):
         return np.zeros(1)
-    kw = _fp8_cast_kwargs(job, g)
+    kw = dict(_fp8_cast_kwargs(job, g), attention_recipe=None)
     dense_f = compute.fp8_quantize_bytes(job.shape, **kw)[0]
     moe_f = compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw)[0]
     block = np.maximum(moe_f - dense_f / 2.0, 0.0)
