@@ -224,7 +224,7 @@ def test_saved_inputs_of_a_bf16_attention_block_by_hand() -> None:
 def test_saved_inputs_of_own_precision_latent_and_out_proj_by_hand() -> None:
     """LatentMoE projections in BF16 (NVFP4 layer, tp 1, T = 10): fc2_latent_proj's input T l at 2 bytes (+1.4375
     T l) and fc1_latent_proj's own 16-bit copy of the norm output (+2 T h); a Mamba out_proj in MXFP8: its input
-    T d_in at 1 byte instead of 0.5625."""
+    T d_in at 1 + 1/32 bytes (E8M0 scale per 32) instead of 0.5625."""
     from scalemodel.cost import memory
     sh = tr.shape(**MOE)
     kw = dict(micro_batch=1, seq_len=10, fp8_inputs=0.5625, moe=True)
@@ -232,8 +232,10 @@ def test_saved_inputs_of_own_precision_latent_and_out_proj_by_hand() -> None:
     assert float(diff) == pytest.approx(1.4375 * 10 * 16 + 2 * 10 * 64)
     md = mamba.mamba_dims(hidden=256, head_dim=64, state_dim=16, groups=2, heads=8)
     mk = dict(micro_batch=1, seq_len=128, fp8_inputs=0.5625)
-    d = memory.mamba_activation_bytes(md, out_proj_inputs=1.0, **mk) - memory.mamba_activation_bytes(md, **mk)
-    assert float(d) == pytest.approx((1.0 - 0.5625) * 128 * 512)
+    assert memory.quantized_input_bytes("mxfp8") == 1.0 + 1.0 / 32.0
+    d = memory.mamba_activation_bytes(md, out_proj_inputs=memory.quantized_input_bytes("mxfp8"), **mk) \
+        - memory.mamba_activation_bytes(md, **mk)
+    assert float(d) == pytest.approx((1.0 + 1.0 / 32.0 - 0.5625) * 128 * 512)
 
 
 def test_validation_reads_the_mix_for_exactly_the_super_nvfp4_rows() -> None:
