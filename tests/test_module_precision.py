@@ -291,3 +291,41 @@ def test_recomputed_moe_block_casts_do_not_depend_on_the_attention_precision() -
     base = casts()
     assert base > 0.0
     assert casts(module_precision={"attention_proj": "bf16"}) == pytest.approx(base, rel=1e-12)
+
+
+def test_mamba_out_proj_weight_cast_under_fp8_param_gather_by_hand() -> None:
+    """A delayed-scaling run with fp8_param_gather (ZeRO 1) holds the out_proj weight W = h d_in / t in FP8: per step
+    only its transposed copy, 2 W bytes (Hopper), 0 without the copy (Blackwell); block-scaled recipes cast it whole."""
+    md = mamba.mamba_dims(hidden=256, head_dim=64, state_dim=16, groups=2, heads=8)
+    h, d_in, t = 256, 512, 2
+    kw = dict(micro_batch=1, seq_len=128, tp=t)
+    w = compute.mamba_out_proj_quantize_bytes(md, recipe="delayed", fp8_params=True, **kw)[2]
+    assert float(w) == pytest.approx(2 * h * d_in / t)
+    w = compute.mamba_out_proj_quantize_bytes(md, recipe="delayed", fp8_params=True, transpose_copy=False, **kw)[2]
+    assert float(w) == 0.0
+    w = compute.mamba_out_proj_quantize_bytes(md, recipe="mxfp8", fp8_params=True, transpose_copy=False, **kw)[2]
+    assert float(w) == pytest.approx(MXFP8_C * h * d_in / t)
+
+
+def test_bf16_out_proj_under_fp8_param_gather_removes_what_the_run_casts() -> None:
+    """nemotron-3-super on H100, fp8 delayed, ZeRO 1 + fp8_param_gather, tp 8, 4 micro-batches: out_proj in BF16 takes
+    from each Mamba layer's forward casts its input's cast, (eb + 1) + 1 (transposed copy) = 4 bytes x T d_in / t, and
+    its FP8 weight's transposed copy, 2 h d_in / t per step over m micro-batches (not a whole cast of the weight)."""
+    def job(**training: Any) -> tuple[Any, Any]:
+        tr_in: dict[str, Any] = {"precision": "fp8", "fp8_recipe": "delayed", "global_batch": 32, "micro_batch": 1,
+                                 **training}
+        cl, wl, trs, stg = build_specs(cluster="dgx-h100", model="nemotron-3-super", sets=[], training=tr_in,
+                                       strategy={"zero": 1, "fp8_param_gather": True, "tp": 8, "ep": 8})
+        j = build_job(cl, wl, trs, straggler_cv=0.0)
+        return j, grid_from_strategy(stg, trs, 64, j)
+
+    j0, g0 = job()
+    j1, g1 = job(module_precision={"mamba_out_proj": "bf16"})
+    assert bool(np.ravel(step.fp8_params_held(j0, g0))[0])
+    md, hy, L = j0.shape.mamba, j0.shape.hybrid, float(j0.shape.layers)
+    T, t, m = float(j0.seq_len), 8.0, 4.0
+    assert float(np.ravel(step.microbatches(g0))[0]) == m
+    nbytes = 4.0 * T * md.d_inner / t + 2.0 * md.hidden * md.d_inner / t / m
+    want = -(hy.mamba / L) * nbytes / (j0.memory_bandwidth * j0.memory_efficiency)
+    got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
+    assert float(np.ravel(got)[0]) == pytest.approx(want, rel=1e-9)

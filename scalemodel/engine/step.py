@@ -629,7 +629,9 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
                        sequence_parallel=g.sequence_parallel, transpose_copy=kw["transpose_copy"],
                        elem_bytes=job.elem_bytes)
             of, ob = times(compute.mamba_out_proj_quantize_bytes(job.shape.mamba, recipe=r, **mkw))
-            rf, rb = times(compute.mamba_out_proj_quantize_bytes(job.shape.mamba, recipe=job.fp8_recipe, **mkw))
+            # the run's out_proj as the estimate holds it: with fp8_param_gather an FP8 weight, transposed only
+            rf, rb = times(compute.mamba_out_proj_quantize_bytes(job.shape.mamba, recipe=job.fp8_recipe,
+                                                                 fp8_params=kw["fp8_params"], **mkw))
             out_f, out_b = out_f + hy.mamba / L * (of - rf), out_b + hy.mamba / L * (ob - rb)
         return out_f, out_b
     f, b = times(compute.fp8_quantize_bytes(job.shape, **kw))
