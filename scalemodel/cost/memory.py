@@ -438,8 +438,9 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
         working = split(MoE block) + ([LatentMoE] q_l + [shared experts] c q) s b h (/ t with SP)
 
     q = ``fp8_inputs``, q_l fc1_latent_proj's (``latent_inputs`` when LatentMoE runs at its own precision,
-    training.module_precision moe_latent: 0 for BF16, 1.03125 for MXFP8; else q); 0 in a 16-bit run, where the router, the shared experts and LatentMoE's fc1_latent_proj keep
-    the checkpoint's input itself (the same storage: ``detach_variable`` in ``CheckpointFunction.backward``). The
+    training.module_precision moe_latent: 0 for BF16, 1.03125 for MXFP8; else q); 0 in a 16-bit run, where the
+    router, the shared experts and LatentMoE's fc1_latent_proj keep the checkpoint's input itself (the same storage:
+    ``detach_variable`` in ``CheckpointFunction.backward``). The
     router keeps the 16-bit input in every precision (moe_utils.py ``RouterGatingLinearFunction.forward``
     ``ctx.save_for_backward(inp, weight, bias)``), fc1_latent_proj its quantized copy (a TE linear, no
     ``set_save_original_input``); the shared experts' linear_fc1 only where ``shared_input_copy`` c (Megatron-Core
