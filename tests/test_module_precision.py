@@ -329,3 +329,29 @@ def test_bf16_out_proj_under_fp8_param_gather_removes_what_the_run_casts() -> No
     want = -(hy.mamba / L) * nbytes / (j0.memory_bandwidth * j0.memory_efficiency)
     got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
     assert float(np.ravel(got)[0]) == pytest.approx(want, rel=1e-9)
+
+
+def test_bf16_out_proj_never_makes_a_mamba_layer_cast_negative() -> None:
+    """nemotron-3-super on H100, fp8 delayed, tp 1: a Mamba layer's casts are estimated as half an attention + MLP
+    layer's, f / 2, and its out_proj's run-recipe casts rf (X T d_in at (eb + 1) + 1 = 4 bytes, the weight) exceed
+    that here, so a BF16 out_proj (own casts 0) takes f / 2 away, not rf: the forward changes by -(mamba / L) f / 2,
+    f from the cost function (compute.fp8_quantize_bytes of a whole attention + MLP layer at the run's recipe)."""
+    def job(**training: Any) -> tuple[Any, Any]:
+        tr_in: dict[str, Any] = {"precision": "fp8", "fp8_recipe": "delayed", "global_batch": 8, "micro_batch": 1,
+                                 **training}
+        cl, wl, trs, stg = build_specs(cluster="dgx-h100", model="nemotron-3-super", sets=[], training=tr_in,
+                                       strategy={"ep": 8})
+        j = build_job(cl, wl, trs, straggler_cv=0.0)
+        return j, grid_from_strategy(stg, trs, 8, j)
+
+    j0, g0 = job()
+    j1, g1 = job(module_precision={"mamba_out_proj": "bf16"})
+    md, hy, L = j0.shape.mamba, j0.shape.hybrid, float(j0.shape.layers)
+    T = float(j0.seq_len)
+    f, _, w = compute.fp8_quantize_bytes(j0.shape, micro_batch=1.0, seq_len=T, recipe="delayed", transpose_copy=True)
+    m = float(np.ravel(step.microbatches(g0))[0])
+    bw = j0.memory_bandwidth * j0.memory_efficiency
+    half = float(np.ravel(f + w / m)[0]) / 2
+    assert half < 4.0 * T * md.d_inner  # the run's out_proj input cast alone exceeds the half-layer estimate
+    got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
+    assert float(np.ravel(got)[0]) == pytest.approx(-(hy.mamba / L) * half / bw, rel=1e-9)

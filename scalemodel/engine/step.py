@@ -609,7 +609,7 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
         # casts (one block's GEMM inputs and outputs), an MoE layer the MoE layer's less that half (an estimate),
         # with the attention block at the run's recipe; a module at its own precision (training.module_precision)
         # adds its exact change: the attention layers' block (own - run; the layer's casts at least 0), the Mamba
-        # layers' out_proj (own - run)
+        # layers' out_proj (own - run; the layer's casts at least 0)
         run = dict(kw, attention_recipe=None)
         f, b = times(compute.fp8_quantize_bytes(job.shape, **run))
         L = float(job.shape.layers)
@@ -632,7 +632,10 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
             # the run's out_proj as the estimate holds it: with fp8_param_gather an FP8 weight, transposed only
             rf, rb = times(compute.mamba_out_proj_quantize_bytes(job.shape.mamba, recipe=job.fp8_recipe,
                                                                  fp8_params=kw["fp8_params"], **mkw))
-            out_f, out_b = out_f + hy.mamba / L * (of - rf), out_b + hy.mamba / L * (ob - rb)
+            # a Mamba layer's estimate (half a layer's) with out_proj's exact change, never below nothing (as the
+            # attention layers': half a layer's casts can be below the run's out_proj casts, e.g. BF16 out_proj)
+            mam_f, mam_b = np.maximum(f / 2 + of - rf, 0.0), np.maximum(b / 2 + ob - rb, 0.0)
+            out_f, out_b = out_f + hy.mamba / L * (mam_f - f / 2), out_b + hy.mamba / L * (mam_b - b / 2)
         return out_f, out_b
     f, b = times(compute.fp8_quantize_bytes(job.shape, **kw))
     if moe_share > 0:
