@@ -814,10 +814,11 @@ def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: Ar
                                  + 2 s b d_in [the contiguous copy the gated RMSNorm saves]
                                  + g s b d_in [out_proj input]
 
-    g = 1 with FP8 GEMM inputs, else 2 (NVFP4 0.5625); out_proj's g from ``out_proj_inputs`` when it runs at another
-    precision (training.module_precision mamba_out_proj; None: ``fp8_inputs``'s). The chunk states, the conv output
-    and dA_cumsum are recomputed in the
-    backward, not kept. Full recompute keeps the layer input 2 s b h (/t with SP), as for the other layers."""
+    g = ``fp8_inputs`` with quantized GEMM inputs (:func:`quantized_input_bytes`: 1 per-tensor FP8, 1.03125 MXFP8,
+    0.5625 NVFP4), else 2; out_proj's g from ``out_proj_inputs`` when it runs at another precision
+    (training.module_precision mamba_out_proj; None: ``fp8_inputs``'s). The chunk states, the conv output and
+    dA_cumsum are recomputed in the backward, not kept. Full recompute keeps the layer input 2 s b h (/t with SP), as
+    for the other layers."""
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len) / _pos("cp", cp)
     t = _pos("tp", tp)
