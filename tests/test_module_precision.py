@@ -224,7 +224,7 @@ def test_saved_inputs_of_a_bf16_attention_block_by_hand() -> None:
 def test_saved_inputs_of_own_precision_latent_and_out_proj_by_hand() -> None:
     """LatentMoE projections in BF16 (NVFP4 layer, tp 1, T = 10): fc2_latent_proj's input T l at 2 bytes (+1.4375
     T l) and fc1_latent_proj's own 16-bit copy of the norm output (+2 T h); a Mamba out_proj in MXFP8: its input
-    T d_in at 1 byte instead of 0.5625."""
+    T d_in at 1 + 1/32 bytes (E8M0 scale per 32) instead of 0.5625."""
     from scalemodel.cost import memory
     sh = tr.shape(**MOE)
     kw = dict(micro_batch=1, seq_len=10, fp8_inputs=0.5625, moe=True)
@@ -232,8 +232,10 @@ def test_saved_inputs_of_own_precision_latent_and_out_proj_by_hand() -> None:
     assert float(diff) == pytest.approx(1.4375 * 10 * 16 + 2 * 10 * 64)
     md = mamba.mamba_dims(hidden=256, head_dim=64, state_dim=16, groups=2, heads=8)
     mk = dict(micro_batch=1, seq_len=128, fp8_inputs=0.5625)
-    d = memory.mamba_activation_bytes(md, out_proj_inputs=1.0, **mk) - memory.mamba_activation_bytes(md, **mk)
-    assert float(d) == pytest.approx((1.0 - 0.5625) * 128 * 512)
+    assert memory.quantized_input_bytes("mxfp8") == 1.0 + 1.0 / 32.0
+    d = memory.mamba_activation_bytes(md, out_proj_inputs=memory.quantized_input_bytes("mxfp8"), **mk) \
+        - memory.mamba_activation_bytes(md, **mk)
+    assert float(d) == pytest.approx((1.0 + 1.0 / 32.0 - 0.5625) * 128 * 512)
 
 
 def test_validation_reads_the_mix_for_exactly_the_super_nvfp4_rows() -> None:
@@ -251,3 +253,105 @@ def test_validation_reads_the_mix_for_exactly_the_super_nvfp4_rows() -> None:
                    "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"]
     assert mod.TE_QUANT_CFG_NEMOTRON_3_SUPER == {"attention_proj": "bf16", "moe_latent": "bf16", "mtp": "bf16",
                                                  "mamba_out_proj": "mxfp8"}
+
+
+def test_selective_moe_recompute_with_own_precision_latent_by_hand() -> None:
+    """Selective recompute of moe (NVFP4 layer, q = 0.5625, tp 1, s b = 10, h 64, l 16): the checkpointed MoE block
+    keeps only its 16-bit input, so the kept bytes of a layer do not depend on LatentMoE's precision (fc1_latent_proj's
+    own copy of the norm output is inside the checkpoint); the one block re-materialised in the backward holds
+    fc1_latent_proj's copy at its own bytes (BF16: the checkpoint's input itself, 0; MXFP8 1.03125 instead of q) and
+    fc2_latent_proj's input T l at its own bytes (BF16 2, MXFP8 1.03125 instead of q)."""
+    from scalemodel.cost import memory
+    sh = tr.shape(**MOE)
+    moe = memory.recompute_modules_code("moe")
+    kw = dict(micro_batch=1, seq_len=10, fp8_inputs=0.5625, recompute="selective", recompute_modules=moe)
+    sbh, sbl = 10 * 64, 10 * 16
+    base = float(memory.activation_bytes_per_layer(sh, moe=True, **kw))
+    for lat in (0.0, 1.03125):
+        assert float(memory.activation_bytes_per_layer(sh, moe=True, latent_inputs=lat, **kw)) == base
+    # one stage, pp 1: the per-layer rows are equal, so the stage's difference is the working set's alone
+    stage = float(memory.activation_bytes(sh, shared_input_copy=False, **kw))
+    bf16 = float(memory.activation_bytes(sh, shared_input_copy=False, latent_inputs=0.0, **kw))
+    mx = float(memory.activation_bytes(sh, shared_input_copy=False, latent_inputs=1.03125, **kw))
+    assert bf16 - stage == pytest.approx(-0.5625 * sbh + (2.0 - 0.5625) * sbl, rel=1e-12)
+    assert mx - stage == pytest.approx((1.03125 - 0.5625) * (sbh + sbl), rel=1e-12)
+
+
+def test_recomputed_moe_block_casts_do_not_depend_on_the_attention_precision() -> None:
+    """Selective recompute of moe reruns the MoE block's forward casts (step.fp8_moe_recompute_casts); the block holds
+    no attention, so mixtral-8x7b's recomputed casts on B200 NVFP4 are the same with the attention projections in
+    BF16 as without (the override moves the attention block's casts only)."""
+    def casts(**training: Any) -> float:
+        tr_in: dict[str, Any] = {"precision": "fp4", "global_batch": 1, "micro_batch": 1, **training}
+        cl, wl, trs, stg = build_specs(cluster="dgx-b200", model="mixtral-8x7b", sets=[], training=tr_in,
+                                       strategy={"recompute": "selective", "recompute_modules": "moe"})
+        job = build_job(cl, wl, trs, straggler_cv=0.0)
+        return float(np.ravel(step.fp8_moe_recompute_casts(job, grid_from_strategy(stg, trs, 8, job)))[0])
+
+    base = casts()
+    assert base > 0.0
+    assert casts(module_precision={"attention_proj": "bf16"}) == pytest.approx(base, rel=1e-12)
+
+
+def test_mamba_out_proj_weight_cast_under_fp8_param_gather_by_hand() -> None:
+    """A delayed-scaling run with fp8_param_gather (ZeRO 1) holds the out_proj weight W = h d_in / t in FP8: per step
+    only its transposed copy, 2 W bytes (Hopper), 0 without the copy (Blackwell); block-scaled recipes cast it whole."""
+    md = mamba.mamba_dims(hidden=256, head_dim=64, state_dim=16, groups=2, heads=8)
+    h, d_in, t = 256, 512, 2
+    kw = dict(micro_batch=1, seq_len=128, tp=t)
+    w = compute.mamba_out_proj_quantize_bytes(md, recipe="delayed", fp8_params=True, **kw)[2]
+    assert float(w) == pytest.approx(2 * h * d_in / t)
+    w = compute.mamba_out_proj_quantize_bytes(md, recipe="delayed", fp8_params=True, transpose_copy=False, **kw)[2]
+    assert float(w) == 0.0
+    w = compute.mamba_out_proj_quantize_bytes(md, recipe="mxfp8", fp8_params=True, transpose_copy=False, **kw)[2]
+    assert float(w) == pytest.approx(MXFP8_C * h * d_in / t)
+
+
+def test_bf16_out_proj_under_fp8_param_gather_removes_what_the_run_casts() -> None:
+    """nemotron-3-super on H100, fp8 delayed, ZeRO 1 + fp8_param_gather, tp 8, 4 micro-batches: out_proj in BF16 takes
+    from each Mamba layer's forward casts its input's cast, (eb + 1) + 1 (transposed copy) = 4 bytes x T d_in / t, and
+    its FP8 weight's transposed copy, 2 h d_in / t per step over m micro-batches (not a whole cast of the weight)."""
+    def job(**training: Any) -> tuple[Any, Any]:
+        tr_in: dict[str, Any] = {"precision": "fp8", "fp8_recipe": "delayed", "global_batch": 32, "micro_batch": 1,
+                                 **training}
+        cl, wl, trs, stg = build_specs(cluster="dgx-h100", model="nemotron-3-super", sets=[], training=tr_in,
+                                       strategy={"zero": 1, "fp8_param_gather": True, "tp": 8, "ep": 8})
+        j = build_job(cl, wl, trs, straggler_cv=0.0)
+        return j, grid_from_strategy(stg, trs, 64, j)
+
+    j0, g0 = job()
+    j1, g1 = job(module_precision={"mamba_out_proj": "bf16"})
+    assert bool(np.ravel(step.fp8_params_held(j0, g0))[0])
+    md, hy, L = j0.shape.mamba, j0.shape.hybrid, float(j0.shape.layers)
+    T, t, m = float(j0.seq_len), 8.0, 4.0
+    assert float(np.ravel(step.microbatches(g0))[0]) == m
+    nbytes = 4.0 * T * md.d_inner / t + 2.0 * md.hidden * md.d_inner / t / m
+    want = -(hy.mamba / L) * nbytes / (j0.memory_bandwidth * j0.memory_efficiency)
+    got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
+    assert float(np.ravel(got)[0]) == pytest.approx(want, rel=1e-9)
+
+
+def test_bf16_out_proj_never_makes_a_mamba_layer_cast_negative() -> None:
+    """nemotron-3-super on H100, fp8 delayed, tp 1: a Mamba layer's casts are estimated as half an attention + MLP
+    layer's, f / 2, and its out_proj's run-recipe casts rf (X T d_in at (eb + 1) + 1 = 4 bytes, the weight) exceed
+    that here, so a BF16 out_proj (own casts 0) takes f / 2 away, not rf: the forward changes by -(mamba / L) f / 2,
+    f from the cost function (compute.fp8_quantize_bytes of a whole attention + MLP layer at the run's recipe)."""
+    def job(**training: Any) -> tuple[Any, Any]:
+        tr_in: dict[str, Any] = {"precision": "fp8", "fp8_recipe": "delayed", "global_batch": 8, "micro_batch": 1,
+                                 **training}
+        cl, wl, trs, stg = build_specs(cluster="dgx-h100", model="nemotron-3-super", sets=[], training=tr_in,
+                                       strategy={"ep": 8})
+        j = build_job(cl, wl, trs, straggler_cv=0.0)
+        return j, grid_from_strategy(stg, trs, 8, j)
+
+    j0, g0 = job()
+    j1, g1 = job(module_precision={"mamba_out_proj": "bf16"})
+    md, hy, L = j0.shape.mamba, j0.shape.hybrid, float(j0.shape.layers)
+    T = float(j0.seq_len)
+    f, _, w = compute.fp8_quantize_bytes(j0.shape, micro_batch=1.0, seq_len=T, recipe="delayed", transpose_copy=True)
+    m = float(np.ravel(step.microbatches(g0))[0])
+    bw = j0.memory_bandwidth * j0.memory_efficiency
+    half = float(np.ravel(f + w / m)[0]) / 2
+    assert half < 4.0 * T * md.d_inner  # the run's out_proj input cast alone exceeds the half-layer estimate
+    got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
+    assert float(np.ravel(got)[0]) == pytest.approx(-(hy.mamba / L) * half / bw, rel=1e-9)

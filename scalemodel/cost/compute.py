@@ -1449,7 +1449,8 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
 def mamba_out_proj_quantize_bytes(md: mamba.MambaDims, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                                   recipe: str, tp: ArrayLike = 1, cp: ArrayLike = 1,
                                   sequence_parallel: ArrayLike = False, transpose_copy: ArrayLike = True,
-                                  elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                                  elem_bytes: ArrayLike = 2.0, fp8_params: ArrayLike = False
+                                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HBM bytes (forward, backward, weights) of quantizing one Mamba-2 mixer's out_proj (TERowParallelLinear,
     d_inner -> h) by ``recipe`` ("" = BF16: 0), per :func:`fp8_quantize_bytes`'s per-tensor rule
     (:func:`_fp8_tensor_bytes`; T = b s / cp, t = tp):
@@ -1459,7 +1460,9 @@ def mamba_out_proj_quantize_bytes(md: mamba.MambaDims, *, micro_batch: ArrayLike
 
     Used for a run whose out_proj runs at another recipe than its other linears (training.module_precision
     mamba_out_proj): the step adds (this at the module's recipe) - (this at the run's) to its cast estimate
-    (docs/model.md#module-precision)."""
+    (docs/model.md#module-precision). ``fp8_params`` (fp8_param_gather, as :func:`fp8_quantize_bytes`'): a
+    per-tensor recipe's weight is FP8 already, W = 2 h d_in / t with the transposed copy, 0 without; block-scaled
+    recipes ignore it."""
     if not recipe:
         z = np.zeros_like(_pos("micro_batch", micro_batch) * _pos("seq_len", seq_len))
         return z, z, z
@@ -1476,7 +1479,9 @@ def mamba_out_proj_quantize_bytes(md: mamba.MambaDims, *, micro_batch: ArrayLike
 
     fwd = q(T * d_in / t)
     bwd = q(np.where(sp, T * h / t, T * h), T * h)
-    return fwd, bwd, q(h * d_in / t + 0 * T)
+    w = h * d_in / t + 0 * T
+    held = np.asarray(fp8_params, dtype=bool) & (recipe not in ("mxfp8", "nvfp4"))
+    return fwd, bwd, np.where(held, w * np.where(np.asarray(transpose_copy, dtype=bool), 2.0, 0.0), q(w))
 
 
 #: Fixed device time of one small memory-bound kernel beyond its bytes (seconds): the intercept t0 of

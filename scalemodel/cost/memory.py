@@ -353,8 +353,10 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     replicated = np.where(sh.parallel_block,
                           np.where(fp8, 2.0 + gemm_att + q_in, 2.0 + 2.0 * sh.norms_per_layer) + masks,
                           4.0 + gemm_att + gemm_in + masks) * sbh
-    # fc1_latent_proj at its own precision: its own saved copy of the norm output the shared experts read
-    lat_copy = np.where(sh.moe_latent > 0, gemm_lat, 0.0) * sbh if (moe and mlp and own_lat) else 0.0
+    # fc1_latent_proj at its own precision: its own saved copy of the norm output the shared experts read; inside
+    # the MoE block's checkpoint under selective recompute of moe, so dropped there (the working set re-saves it)
+    lat_copy = (np.where((sh.moe_latent > 0) & ~np.asarray(again.moe, dtype=bool), gemm_lat, 0.0) * sbh
+                if (moe and mlp and own_lat) else 0.0)
     replicated = replicated + lat_copy
     # Q, K, V as attention inputs (MLA: up-projected K of width d and V of width d_v per head, plus
     # the latents r_q and r_kv + d_rope the up-projections read), and the O-projection input
@@ -473,10 +475,12 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     split bytes (the no-recompute ones; moe_act's activation output too, back for the down-projection's backward)
     and, in a quantized run, the quantized copies of the block input its Transformer Engine linears keep:
 
-        working = split(MoE block) + n_q q s b h (/ t with SP)       n_q = [LatentMoE] + [shared experts] c
+        working = split(MoE block) + ([LatentMoE] q_l + [shared experts] c q) s b h (/ t with SP)
 
-    q = ``fp8_inputs``; 0 in a 16-bit run, where the router, the shared experts and LatentMoE's fc1_latent_proj keep
-    the checkpoint's input itself (the same storage: ``detach_variable`` in ``CheckpointFunction.backward``). The
+    q = ``fp8_inputs``, q_l fc1_latent_proj's (``latent_inputs`` when LatentMoE runs at its own precision,
+    training.module_precision moe_latent: 0 for BF16, 1.03125 for MXFP8; else q); 0 in a 16-bit run, where the
+    router, the shared experts and LatentMoE's fc1_latent_proj keep the checkpoint's input itself (the same storage:
+    ``detach_variable`` in ``CheckpointFunction.backward``). The
     router keeps the 16-bit input in every precision (moe_utils.py ``RouterGatingLinearFunction.forward``
     ``ctx.save_for_backward(inp, weight, bias)``), fc1_latent_proj its quantized copy (a TE linear, no
     ``set_save_original_input``); the shared experts' linear_fc1 only where ``shared_input_copy`` c (Megatron-Core
@@ -625,11 +629,20 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                                               **kw))
         q = np.asarray(fp8_inputs, dtype=float)
         g = np.where(q > 0.0, q, 2.0)
-        copies = np.where(sh.moe_latent > 0, 1.0, 0.0) + np.where(
-            (sh.moe_shared_experts > 0) & np.asarray(shared_input_copy, dtype=bool), 1.0, 0.0)
-        held = np.where(np.asarray(sh.parallel_block, dtype=bool), 0.0, 2.0 - g)
         sbh_in = s * b * sh.hidden * np.where(sp, 1.0 / t, 1.0)
-        working = working + np.where(again_moe, block + (held + copies * q) * sbh_in, 0.0)
+        # fc1_latent_proj's copy at its own precision (training.module_precision moe_latent; 0 = BF16: it keeps the
+        # checkpoint's input itself); the block's no-recompute row holds its own-precision copy (gemm bytes, 2 when
+        # BF16), which the copy here replaces
+        has_lat = np.where(sh.moe_latent > 0, 1.0, 0.0)
+        if latent_inputs is None:
+            q_lat, own_copy = q, 0.0
+        else:
+            q_lat = np.asarray(latent_inputs, dtype=float)
+            own_copy = has_lat * np.where(q_lat > 0.0, q_lat, 2.0) * sbh_in
+        copies = has_lat * q_lat + np.where(
+            (sh.moe_shared_experts > 0) & np.asarray(shared_input_copy, dtype=bool), 1.0, 0.0) * q
+        held = np.where(np.asarray(sh.parallel_block, dtype=bool), 0.0, 2.0 - g)
+        working = working + np.where(again_moe, block - own_copy + (held + copies) * sbh_in, 0.0)
     # selective layernorm: the backward refills one norm's 16-bit output at a time (2 s b h, / t with SP) before the
     # block that reads it; under moe that is already in the MoE block's working set above (its checkpoint's input; an
     # MLA input norm is refilled later, in the attention's backward, beside less)
@@ -865,10 +878,11 @@ def mamba_activation_bytes(md: MambaDims, *, micro_batch: ArrayLike, seq_len: Ar
                                  + 2 s b d_in [the contiguous copy the gated RMSNorm saves]
                                  + g s b d_in [out_proj input]
 
-    g = 1 with FP8 GEMM inputs, else 2 (NVFP4 0.5625); out_proj's g from ``out_proj_inputs`` when it runs at another
-    precision (training.module_precision mamba_out_proj; None: ``fp8_inputs``'s). The chunk states, the conv output
-    and dA_cumsum are recomputed in the
-    backward, not kept. Full recompute keeps the layer input 2 s b h (/t with SP), as for the other layers."""
+    g = ``fp8_inputs`` with quantized GEMM inputs (:func:`quantized_input_bytes`: 1 per-tensor FP8, 1.03125 MXFP8,
+    0.5625 NVFP4), else 2; out_proj's g from ``out_proj_inputs`` when it runs at another precision
+    (training.module_precision mamba_out_proj; None: ``fp8_inputs``'s). The chunk states, the conv output and
+    dA_cumsum are recomputed in the backward, not kept. Full recompute keeps the layer input 2 s b h (/t with SP), as
+    for the other layers."""
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len) / _pos("cp", cp)
     t = _pos("tp", tp)

@@ -623,11 +623,8 @@ def tp_whole_elements(sh: Shape) -> TpWhole:
     'duplicated'``), LatentMoE's projections (moe_layer.py, duplicated) and the learned position table
     (a plain ``torch.nn.Embedding``, models/common/embeddings/language_model_embedding.py)."""
     h = sh.hidden
-    b = np.where(sh.biases, 2.0, 1.0)
-    module = _whole(layer_param_tensors(sh, moe=sh.last_layer_moe), h) + (3.0 + sh.mtp_block_norms) * b * h
-    return TpWhole(per_layer=_whole(layer_param_tensors(sh), h), position=np.asarray(sh.position_embeddings * h,
-                                                                                     dtype=float),
-                   final_norm=np.asarray(b * h, dtype=float), mtp_module=np.asarray(module, dtype=float))
+    return TpWhole(per_layer=_whole(layer_param_tensors(sh), h), position=_whole(_position_tensors(sh), h),
+                   final_norm=_whole(_final_norm_tensors(sh), h), mtp_module=_whole(_mtp_module_tensors(sh), h))
 
 
 def tp_replicated_elements(sh: Shape) -> tuple[np.ndarray, np.ndarray]:
@@ -771,17 +768,33 @@ def non_layer_param_tensors(sh: Shape) -> list[ParamTensor]:
     (:func:`mtp_module_params`)."""
     h = sh.hidden
     one = np.ones_like(h)
-    b = np.where(sh.biases, 1.0, 0.0)
     out = [ParamTensor(one, sh.vocab * h, True),
-           ParamTensor(np.where(sh.tied_embeddings, 0.0, 1.0), sh.vocab * h, True),
-           ParamTensor(np.where(sh.position_embeddings > 0, 1.0, 0.0), sh.position_embeddings * h, False),
-           ParamTensor(one, h, False), ParamTensor(b, h, False)]
+           ParamTensor(np.where(sh.tied_embeddings, 0.0, 1.0), sh.vocab * h, True)]
+    out += _position_tensors(sh) + _final_norm_tensors(sh)
     mtp = sh.mtp_weight_modules
-    block = layer_param_tensors(sh, moe=sh.last_layer_moe)
-    out += [ParamTensor(mtp * t.n, t.elements, t.split) for t in block]
-    nn = 3.0 + sh.mtp_block_norms
-    out += [ParamTensor(mtp, 2.0 * h * h, True), ParamTensor(nn * mtp, h, False), ParamTensor(nn * mtp * b, h, False)]
+    out += [ParamTensor(mtp * t.n, t.elements, t.split) for t in _mtp_module_tensors(sh)]
     return out
+
+
+def _position_tensors(sh: Shape) -> list[ParamTensor]:
+    """The learned position table (P x h, a plain ``torch.nn.Embedding``: whole on every TP rank), none without."""
+    return [ParamTensor(np.where(sh.position_embeddings > 0, 1.0, 0.0), sh.position_embeddings * sh.hidden, False)]
+
+
+def _final_norm_tensors(sh: Shape) -> list[ParamTensor]:
+    """The final norm's weight (h) and, with LayerNorm biases, its bias (h); whole on every TP rank."""
+    h = sh.hidden
+    return [ParamTensor(np.ones_like(h), h, False), ParamTensor(np.where(sh.biases, 1.0, 0.0), h, False)]
+
+
+def _mtp_module_tensors(sh: Shape) -> list[ParamTensor]:
+    """One multi-token prediction module's tensors (:func:`mtp_module_params`): a layer of the last layer's kind (its
+    routed experts apart), eh_proj (2h x h, split) and 3 + ``mtp_block_norms`` norms (weight, + bias)."""
+    h = sh.hidden
+    b = np.where(sh.biases, 1.0, 0.0)
+    nn = 3.0 + sh.mtp_block_norms
+    return layer_param_tensors(sh, moe=sh.last_layer_moe) + [
+        ParamTensor(np.ones_like(h), 2.0 * h * h, True), ParamTensor(nn, h, False), ParamTensor(nn * b, h, False)]
 
 
 def tensor_count(tensors: list[ParamTensor]) -> np.ndarray:

@@ -609,7 +609,7 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
         # casts (one block's GEMM inputs and outputs), an MoE layer the MoE layer's less that half (an estimate),
         # with the attention block at the run's recipe; a module at its own precision (training.module_precision)
         # adds its exact change: the attention layers' block (own - run; the layer's casts at least 0), the Mamba
-        # layers' out_proj (own - run)
+        # layers' out_proj (own - run; the layer's casts at least 0)
         run = dict(kw, attention_recipe=None)
         f, b = times(compute.fp8_quantize_bytes(job.shape, **run))
         L = float(job.shape.layers)
@@ -629,8 +629,13 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
                        sequence_parallel=g.sequence_parallel, transpose_copy=kw["transpose_copy"],
                        elem_bytes=job.elem_bytes)
             of, ob = times(compute.mamba_out_proj_quantize_bytes(job.shape.mamba, recipe=r, **mkw))
-            rf, rb = times(compute.mamba_out_proj_quantize_bytes(job.shape.mamba, recipe=job.fp8_recipe, **mkw))
-            out_f, out_b = out_f + hy.mamba / L * (of - rf), out_b + hy.mamba / L * (ob - rb)
+            # the run's out_proj as the estimate holds it: with fp8_param_gather an FP8 weight, transposed only
+            rf, rb = times(compute.mamba_out_proj_quantize_bytes(job.shape.mamba, recipe=job.fp8_recipe,
+                                                                 fp8_params=kw["fp8_params"], **mkw))
+            # a Mamba layer's estimate (half a layer's) with out_proj's exact change, never below nothing (as the
+            # attention layers': half a layer's casts can be below the run's out_proj casts, e.g. BF16 out_proj)
+            mam_f, mam_b = np.maximum(f / 2 + of - rf, 0.0), np.maximum(b / 2 + ob - rb, 0.0)
+            out_f, out_b = out_f + hy.mamba / L * (mam_f - f / 2), out_b + hy.mamba / L * (mam_b - b / 2)
         return out_f, out_b
     f, b = times(compute.fp8_quantize_bytes(job.shape, **kw))
     if moe_share > 0:
@@ -644,11 +649,14 @@ def fp8_moe_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
     the recomputed MoE block's (``te_checkpoint`` reruns its forward in the backward; the weights' FP8 copies are
     cached from the first micro-batch, so no weight cast), estimated as :func:`fp8_cast_per_layer`'s hybrid rule
     does, an MoE layer's activation casts less half an attention + MLP layer's, x moe_layers / layers. 0 where the
-    module is not recomputed or the run is not fp8."""
+    module is not recomputed or the run is not fp8. The estimate takes the attention block at the run's recipe
+    (training.module_precision attention_proj left out: the MoE block holds no attention, and an attention block at
+    its own precision would move the half-layer subtracted, not the block's casts); LatentMoE's projections, inside
+    the block, at their own."""
     again = moe_block_recomputed(job, g)
     if not job.fp8_recipe or not np.any(again):
         return np.zeros(1)
-    kw = _fp8_cast_kwargs(job, g)
+    kw = dict(_fp8_cast_kwargs(job, g), attention_recipe=None)
     dense_f = compute.fp8_quantize_bytes(job.shape, **kw)[0]
     moe_f = compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw)[0]
     block = np.maximum(moe_f - dense_f / 2.0, 0.0)
