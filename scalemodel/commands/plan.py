@@ -16,7 +16,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
          precision: str | None, top: int, objective: str, constraint: list[str] | None, sync_modes: str,
          straggler_cv: float | None, train_tokens: str | None, allow: str, pareto: bool, sets: list[str] | None,
          strategy_file: str | None, as_json: bool) -> None:
-    """Rank every strategy: parallel degrees, micro-batch, schedule, ZeRO/FSDP, recompute, SP, DP communication."""
+    """Rank every strategy: parallel degrees, exchanges, micro-batch, schedule, ZeRO/FSDP, recompute, SP, DP comm."""
     o.positive_int(gpus, "--gpus")
     o.positive_int(global_batch, "--global-batch")
     o.positive_int(top, "--top")
@@ -83,7 +83,8 @@ COMMAND = Command("plan", plan, (
         help="throughput | time-to-train (throughput x statistical efficiency) | cost."),
     repeat("--constraint", metavar="KEY<=V",
            help="Restrict the search (repeatable, or comma-separated): tp<=8, pp=1, zero<=1, memory<=60GB, "
-                "schedule=1f1b, recompute=none, micro_batch>=2, algorithm=ring, sp=true."),
+                "schedule=1f1b, recompute=none, micro_batch>=2, algorithm=ring, sp=true, cp_comm_type=a2a, "
+                "moe_flex_dispatcher=true."),
     opt("--sync-modes", default="bsp",
         help="Comma-separated sync modes to search: bsp,asp,ssp:S,local:H,backup:B,hier:G."),
     o.STRAGGLER_CV, o.TRAIN_TOKENS,

@@ -1,7 +1,9 @@
 """The planner: search every strategy the engine can evaluate for a job and rank the best by an objective.
 
 The space is the product of the *outer* choices (dp, tp, pp, cp, ep, rank order, micro-batch, schedule
-and virtual stages, ZeRO/FSDP, recompute, sequence parallelism) and the *data-parallel communication*
+and virtual stages, the CP exchange where cp > 1 and the MoE dispatch where ep > 1 (:func:`_with_cp_exchange`,
+:func:`_with_moe_dispatch`, docs/model.md#plan-exchanges), ZeRO/FSDP, recompute, sequence parallelism) and the
+*data-parallel communication*
 choices (collective algorithm, compression, all-reduce or parameter server with K servers dedicated
 or colocated, overlap, gradient bucket size, static or dynamic assignment), for each sync mode
 asked for. Every member of the :mod:`scalemodel.choices` enums is searched, so a new member appears
@@ -11,7 +13,8 @@ on request (``allow``) and labelled ``custom`` in the result.
 Decomposed search (branch and bound, exact):
 
 1a. *Counts and a compute-only bound.* For every configuration (dp, tp, pp, cp, ep, rank order,
-    micro-batch, schedule) x recompute x SP: the feasibility codes and memory at every ZeRO stage (the exact counts of
+    micro-batch, schedule, CP exchange, EP dispatch) x recompute x SP: the feasibility codes and memory at every
+    ZeRO stage (the exact counts of
     the whole space, no step time priced), and a bound per configuration: (m + bubble) x the busiest
     stage's compute (:func:`scalemodel.engine.step.compute_floor`, priced once per rank-order twin), times the
     least factor any sync mode puts on a one-worker step (its straggler wait over its statistical efficiency,
@@ -252,11 +255,12 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     return _with_layouts(_with_moe_dispatch(job, _with_cp_exchange(job, cfg, c), c), c)
 
 
-def _expand(cfg: dict[str, np.ndarray], group: np.ndarray, options: list[dict[str, list[Any]]]
+def _expand(cfg: dict[str, np.ndarray], group: np.ndarray, options: list[dict[str, list[Any]]], names: Sequence[str]
             ) -> dict[str, np.ndarray]:
-    """Each row of ``cfg`` times the options of its group (``options[group[row]]``: {column: values}, every column
-    as long): rows keep their order, each followed by its options in order (the default, the first, first)."""
-    names = list(options[0])
+    """Each row of ``cfg`` times the options of its group (``options[group[row]]``: {column: values} over ``names``,
+    every column as long): rows keep their order, each followed by its options in order (the default first)."""
+    if not len(group):
+        return {**cfg, **{n: np.zeros(0, dtype=np.int64) for n in names}}
     counts = np.asarray([len(o[names[0]]) for o in options], dtype=np.int64)
     rep = counts[group]
     rows = np.repeat(np.arange(len(group)), rep)
@@ -289,13 +293,14 @@ def _with_cp_exchange(job: Job, cfg: dict[str, np.ndarray], c: Constraints) -> d
     pinned = _pinned_equal(c, "cp_comm_type") or bool(size_pin)
     other = size_pin[0] if size_pin else 1  # the size the other exchanges carry (they ignore it)
     heads = kv = 0
+    mla = False
     if job.is_transformer:
         sh = job.shape
         heads, kv, mla = int(sh.heads), int(sh.kv_heads), bool(np.any(sh.mla))
-    keys = np.stack([cfg["cp"], cfg["tp"]], axis=1)
-    uk, group = np.unique(keys, axis=0, return_inverse=True)
+    span = int(cfg["tp"].max(initial=0)) + 1
+    uk, group = np.unique(cfg["cp"] * span + cfg["tp"], return_inverse=True)  # 1-D: np.unique(axis=0) loads numpy.ma
     options: list[dict[str, list[Any]]] = []
-    for cp, tp in uk.tolist():
+    for cp, tp in zip((uk // span).tolist(), (uk % span).tolist(), strict=True):
         h_local = heads // tp if heads and heads % tp == 0 else 0
         kv_local = h_local if mla else max(kv // tp, 1)
 
@@ -319,7 +324,7 @@ def _with_cp_exchange(job: Job, cfg: dict[str, np.ndarray], c: Constraints) -> d
         if not types:  # nothing the constraints allow runs here: the first allowed, refused by feasibility
             types, sizes = allowed[:1], [other]
         options.append({"cp_comm_type": types, "cp_a2a_size": sizes})
-    return _expand(cfg, np.ravel(group), options)
+    return _expand(cfg, np.ravel(group), options, ("cp_comm_type", "cp_a2a_size"))
 
 
 def _with_moe_dispatch(job: Job, cfg: dict[str, np.ndarray], c: Constraints) -> dict[str, np.ndarray]:
@@ -333,14 +338,14 @@ def _with_moe_dispatch(job: Job, cfg: dict[str, np.ndarray], c: Constraints) -> 
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     one = {"moe_flex_dispatcher": [flex[0]], "moe_a2a_overlap": [over[0]]}
     if not moe or not np.any(cfg["ep"] > 1):
-        return _expand(cfg, np.zeros(len(cfg["ep"]), dtype=np.int64), [one])
+        return _expand(cfg, np.zeros(len(cfg["ep"]), dtype=np.int64), [one], list(one))
     blocked = (cfg["pp"] > 1) & (cfg["schedule"] != ScheduleKind.INTERLEAVED)
     group = np.where(cfg["ep"] > 1, np.where(blocked, 2, 1), 0)
     pinned = "moe_a2a_overlap" in c  # a pinned overlap keeps the rows predict refuses: counted infeasible
     options = [one] + [{"moe_flex_dispatcher": [f for f in flex for o in over if pinned or not (o and b)],
                         "moe_a2a_overlap": [o for _f in flex for o in over if pinned or not (o and b)]}
                        for b in (False, True)]
-    return _expand(cfg, group, options)
+    return _expand(cfg, group, options, list(one))
 
 
 def outer_valid(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -1112,7 +1117,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             per_fam = sel[np.lexsort((np.arange(len(sel)), fams))]  # by family, each in bound order
             starts = np.searchsorted(np.sort(fams), np.arange(n_fam))
             rank = np.arange(len(per_fam)) - starts[fam_all[rest[per_fam]]]
-            sel = np.union1d(sel[:first_1b], per_fam[rank < FIRST_PER_FAMILY])
+            sel = _unique(np.concatenate([sel[:first_1b], per_fam[rank < FIRST_PER_FAMILY]]))
         else:
             sel = sel[:per_1b]
         if not len(sel):
