@@ -59,7 +59,7 @@ def test_long_context_pick_is_predicts_argmin_over_the_exchanges():
     base = dict(dp=2, tp=1, pp=1, cp=8, zero="1", recompute="selective", sequence_parallel=False)
     cons = {"dp": 2, "tp": 1, "pp": 1, "cp": 8, "micro_batch": 1, "zero": ("=", 1), "recompute": "selective",
             "sequence_parallel": False, **COMM}
-    res = planner.search(job, 16, 2, top=10, constraints=cons)
+    res = planner.search(job, 16, 2, top=10, constraints=cons, allow=("cp-exchanges",))
     choices = [dict(cp_comm_type=t) for t in ("p2p", "all_gather", "a2a")] + [
         dict(cp_comm_type="a2a+p2p", cp_a2a_size=a) for a in (2, 4)]
     want, pick = _by_hand(cl, wl, 16, tr, base, choices)
@@ -79,7 +79,8 @@ def test_all_to_all_exchanges_only_where_te_runs_them():
     cp 1 rows carry one exchange, and the degenerate hierarchies (A = 1, A = cp) are not searched."""
     cl, wl = load_cluster("dgx-h100"), load_workload("llama2-13b", ["layers=4"])
     job = build_job(cl, wl, TrainingSpec(global_batch=16, seq_len=32768))
-    cfg = planner.configurations(job, 16, 16, normalize_constraints({"tp": 1, "pp": 1, "micro_batch": 1}))
+    cfg = planner.configurations(job, 16, 16, normalize_constraints({"tp": 1, "pp": 1, "micro_batch": 1}),
+                                 frozenset({"cp_comm_type"}))
     rows = {(int(c), int(t), int(a)) for c, t, a in zip(cfg["cp"], cfg["cp_comm_type"], cfg["cp_a2a_size"],
                                                          strict=True)}
     assert {r for r in rows if r[0] == 1} == {(1, 0, 1)}
@@ -121,7 +122,7 @@ def test_moe_pick_is_predicts_argmin_over_the_dispatch_and_never_a_refused_one()
     job = build_job(cl, TINY_MOE, tr)
     cons = {"dp": 16, "tp": 1, "pp": 1, "cp": 1, "ep": 16, "micro_batch": 1, "zero": ("=", 1),
             "sequence_parallel": False, **COMM}
-    res = planner.search(job, 16, 64, top=20, constraints=cons)
+    res = planner.search(job, 16, 64, top=20, constraints=cons, allow=("moe-dispatch",))
     base = dict(dp=16, tp=1, pp=1, cp=1, ep=16, zero="1", sequence_parallel=False)
     choices = [dict(moe_flex_dispatcher=f, moe_a2a_overlap=o, recompute=r)
                for f, o, r in itertools.product((False, True), (False, True), ("none", "selective", "full"))]
@@ -141,17 +142,35 @@ def test_moe_pick_is_predicts_argmin_over_the_dispatch_and_never_a_refused_one()
 def test_dispatch_rows_only_where_they_apply():
     """ep 1 and a dense model: one row (the defaults); the overlap only without a pipeline or with interleaving."""
     job = build_job(load_cluster("dgx-h100"), TINY_MOE, TrainingSpec(global_batch=32, seq_len=2048))
-    cfg = planner.configurations(job, 16, 32, normalize_constraints({"cp": 1, "micro_batch": 1}))
+    cfg = planner.configurations(job, 16, 32, normalize_constraints({"cp": 1, "micro_batch": 1}),
+                                 frozenset({"moe_flex_dispatcher", "moe_a2a_overlap"}))
     ep1 = cfg["ep"] == 1
     assert not np.any(cfg["moe_flex_dispatcher"][ep1]) and not np.any(cfg["moe_a2a_overlap"][ep1])
     blocked = (cfg["pp"] > 1) & (cfg["schedule"] != 1)
     assert not np.any(cfg["moe_a2a_overlap"] & blocked)
     assert np.any(cfg["moe_a2a_overlap"] & (cfg["pp"] > 1)) and np.any(cfg["moe_flex_dispatcher"] & blocked)
     dense = build_job(load_cluster("dgx-h100"), load_workload("gpt-1.7b"), TrainingSpec(global_batch=16))
-    cfg_d = planner.configurations(dense, 16, 16, normalize_constraints({"cp": 1}))
+    cfg_d = planner.configurations(dense, 16, 16, normalize_constraints({"cp": 1}),
+                                   frozenset({"moe_flex_dispatcher", "moe_a2a_overlap"}))
     assert not np.any(cfg_d["moe_flex_dispatcher"]) and not np.any(cfg_d["moe_a2a_overlap"])
     assert len(cfg_d["dp"]) == len(planner.configurations(dense, 16, 16, normalize_constraints(
         {"cp": 1, "moe_flex_dispatcher": False, "moe_a2a_overlap": False}))["dp"])
+
+
+def test_exchanges_and_dispatch_are_searched_only_when_asked():
+    """Without --allow cp-exchanges / moe-dispatch (or a constraint naming them) every row keeps predict's defaults
+    (p2p; NCCL all-to-all, exposed), so the default plan's space is the one before the exchanges were searchable;
+    with them the cp > 1 and ep > 1 rows multiply."""
+    job = build_job(load_cluster("dgx-h100"), TINY_MOE, TrainingSpec(global_batch=32, seq_len=8192))
+    plain = planner.configurations(job, 16, 32, normalize_constraints({"micro_batch": 1}))
+    assert not np.any(plain["cp_comm_type"]) and not np.any(plain["moe_flex_dispatcher"])
+    assert not np.any(plain["moe_a2a_overlap"])
+    asked = planner.configurations(job, 16, 32, normalize_constraints({"micro_batch": 1}),
+                                   frozenset({"cp_comm_type", "moe_flex_dispatcher", "moe_a2a_overlap"}))
+    assert len(asked["dp"]) > len(plain["dp"])
+    assert np.any(asked["cp_comm_type"]) and np.any(asked["moe_flex_dispatcher"]) and np.any(asked["moe_a2a_overlap"])
+    pinned = planner.configurations(job, 16, 32, normalize_constraints({"micro_batch": 1, "cp_comm_type": "a2a"}))
+    assert set(pinned["cp_comm_type"][pinned["cp"] > 1].tolist()) == {2}
 
 
 # --------------------------------------------------------------------------------------------

@@ -307,10 +307,10 @@ def _rank_coordinates(sizes, order):
                  for idx in itertools.product(*(range(sizes[d]) for d in outer_first)))
 
 
-def _every_layout(job, gpus, batch, c):
+def _every_layout(job, gpus, batch, c, allow_keys=frozenset()):
     """The planner's configurations at the default order, times every rank order that numbers the ranks
     differently (found by writing the numberings out), as the brute force's own layout axis."""
-    base = planner.configurations(job, gpus, batch, dict(c, layout=[("=", int(Layout.TP_CP_DP_PP))]))
+    base = planner.configurations(job, gpus, batch, dict(c, layout=[("=", int(Layout.TP_CP_DP_PP))]), allow_keys)
     base.pop("layout")
     allowed = [m for m in Layout if constraints.keep(np.asarray(int(m)), c.get("layout", []))]
     rows, codes = [], []
@@ -330,9 +330,10 @@ def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), obj
     """The best objective value over the whole space, every candidate evaluated in one flat grid (every
     rank order; those Megatron-LM does not run, flagged layout_invalid, are outside the space)."""
     c = constraints.normalize_constraints(cons)
-    cfg = _every_layout(job, gpus, batch, c)
+    keys = frozenset(k for a in allow for k in planner.ALLOW[a])
+    cfg = _every_layout(job, gpus, batch, c, keys)
     axes = planner._axes(job, c)
-    ch = planner.comm_choices(job, gpus, c, frozenset(k for a in allow for k in planner.ALLOW[a]))
+    ch = planner.comm_choices(job, gpus, c, keys)
     best, n = np.inf, 0
     for sync in sync_modes:
         cf = planner._for_sync(cfg, sync)
@@ -694,10 +695,12 @@ def test_decomposed_search_equals_brute_force_over_the_exchanges():
     cons = {"cp": [("<=", 4)], "zero": [("<=", 1)], "pp": [("<=", 2)], "algorithm": [("=", "auto")],
             "compression": [("=", (0, 1.0))], "overlap": [("=", True)], "bucket": [("=", 0.0)]}
     feasible: list[int] = []
-    expect, n = _brute_force_best(job, 16, 32, cons, feasible=feasible)
-    res = planner.search(job, 16, 32, top=3, constraints=cons)
+    allow = ("cp-exchanges", "moe-dispatch")
+    expect, n = _brute_force_best(job, 16, 32, cons, allow=allow, feasible=feasible)
+    res = planner.search(job, 16, 32, top=3, constraints=cons, allow=allow)
     assert res.candidates_evaluated == n and res.feasible == sum(feasible)
     assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)
-    cfg = planner.configurations(job, 16, 32, constraints.normalize_constraints(cons))
+    cfg = planner.configurations(job, 16, 32, constraints.normalize_constraints(cons),
+                                 frozenset(k for a in allow for k in planner.ALLOW[a]))
     assert set(cfg["cp_comm_type"][cfg["cp"] == 4].tolist()) == {0, 1, 2, 3}
     assert np.any(cfg["moe_flex_dispatcher"]) and np.any(cfg["moe_a2a_overlap"])

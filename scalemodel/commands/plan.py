@@ -88,8 +88,11 @@ COMMAND = Command("plan", plan, (
     opt("--sync-modes", default="bsp",
         help="Comma-separated sync modes to search: bsp,asp,ssp:S,local:H,backup:B,hier:G."),
     o.STRAGGLER_CV, o.TRAIN_TOKENS,
-    opt("--allow", default="", help="Also search what mainstream frameworks do not run (comma-separated): "
-                                    + ", ".join(ALLOW) + ". Such plans are labelled custom."),
+    opt("--allow", default="", help="Also search (comma-separated): " + ", ".join(ALLOW) + ". custom-collectives, "
+                                    "compression, parameter-server and dynamic-assignment open what mainstream "
+                                    "frameworks do not run (such plans are labelled custom); cp-exchanges and "
+                                    "moe-dispatch search the CP exchange (cp_comm_type) and the MoE dispatch "
+                                    "(flex dispatcher, all-to-all overlap), each pinned to its default otherwise."),
     switch("--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
                             "'impossible triangle'); most useful with several --sync-modes."),
     o.SET, o.STRATEGY_FILE, o.JSON))

@@ -145,8 +145,14 @@ MAINSTREAM: dict[str, frozenset[int]] = {
     "assignment": frozenset({int(Assignment.STATIC)}),
 }
 #: ``allow`` names: which non-mainstream choices they open.
+#: ``cp-exchanges`` and ``moe-dispatch`` open the search over context parallelism's exchange and the expert dispatch
+#: (docs/model.md#plan-exchanges): each multiplies the rows with cp > 1 (ep > 1 on MoE models) by up to 4-5, which
+#: took the default GPT-3 plan from 0.4 to 1.2-1.4 s of search, so they are asked for (or pinned), not default.
 ALLOW = {"custom-collectives": ("algorithm",), "compression": ("compression",), "parameter-server": ("dp_comm",),
-         "dynamic-assignment": ("assignment",), "all": ("algorithm", "compression", "dp_comm", "assignment")}
+         "dynamic-assignment": ("assignment",), "cp-exchanges": ("cp_comm_type",),
+         "moe-dispatch": ("moe_flex_dispatcher", "moe_a2a_overlap"),
+         "all": ("algorithm", "compression", "dp_comm", "assignment", "cp_comm_type", "moe_flex_dispatcher",
+                 "moe_a2a_overlap")}
 #: The communication-choice fields of a StrategyGrid (axis 1 of the second pass).
 COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_colocated", "overlap", "bucket_bytes",
                "dynamic_assignment")
@@ -185,8 +191,8 @@ def _divisors(n: int) -> np.ndarray:
     return _unique(np.concatenate([small, n // small]))
 
 
-def configurations(job: Job, gpus: int, global_batch: int, constraints: Constraints | None = None
-                   ) -> dict[str, np.ndarray]:
+def configurations(job: Job, gpus: int, global_batch: int, constraints: Constraints | None = None,
+                   allow: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
     """The configuration axis: 1-D arrays dp, tp, pp, cp, ep, micro_batch, schedule, virtual_stages
     of every valid combination (vectorised filtering of a cartesian product).
 
@@ -252,7 +258,7 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     ci, si = np.nonzero(ok3)
     cfg = {"dp": dp[ci], "tp": tp[ci], "pp": pp[ci], "cp": cp[ci], "ep": ep[ci], "micro_batch": mb[ci],
            "schedule": sched[si], "virtual_stages": virt[si]}
-    return _with_layouts(_with_moe_dispatch(job, _with_cp_exchange(job, cfg, c), c), c)
+    return _with_layouts(_with_moe_dispatch(job, _with_cp_exchange(job, cfg, c, allow), c, allow), c)
 
 
 def _expand(cfg: dict[str, np.ndarray], group: np.ndarray, options: list[dict[str, list[Any]]], names: Sequence[str]
@@ -278,7 +284,8 @@ def _flag_values(c: Constraints, key: str) -> list[bool]:
     return [v for v in (False, True) if key not in c or bool(allowed_by(np.asarray(v), c[key]))]
 
 
-def _with_cp_exchange(job: Job, cfg: dict[str, np.ndarray], c: Constraints) -> dict[str, np.ndarray]:
+def _with_cp_exchange(job: Job, cfg: dict[str, np.ndarray], c: Constraints,
+                      allow: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
     """The configurations x context parallelism's exchange (strategy cp_comm_type, docs/model.md#cp-comm-type):
     with cp > 1, p2p (the default), all_gather, a2a and a2a+p2p with each a2a group size A = cp_a2a_size a proper
     divisor of cp (1 < A < cp: A = 1 prices as p2p and A = cp as a2a, TE's own fallbacks). The all-to-all kinds
@@ -286,9 +293,12 @@ def _with_cp_exchange(job: Job, cfg: dict[str, np.ndarray], c: Constraints) -> d
     KV heads per TP rank (step's heads_not_divisible, which predict refuses), and tp divides the heads. With cp = 1
     there is no exchange: one row (the first allowed type). A pinned (equality) cp_comm_type or cp_a2a_size is
     kept on every cp > 1 row, every divisor of cp for a pinned a2a+p2p, and feasibility refuses the rows TE does
-    not run, as it did for the fixed field (counted as heads_not_divisible)."""
-    allowed = [int(t) for t in CpCommType if "cp_comm_type" not in c or allowed_by(np.asarray(int(t)),
-                                                                                 c["cp_comm_type"])]
+    not run, as it did for the fixed field (counted as heads_not_divisible). The exchanges other than p2p are
+    searched only where ``allow`` opens ``cp_comm_type`` (``--allow cp-exchanges``) or a constraint names
+    cp_comm_type or cp_a2a_size; otherwise every row keeps p2p, the default, as predict does."""
+    opened = "cp_comm_type" in allow or "cp_comm_type" in c or "cp_a2a_size" in c
+    allowed = [int(t) for t in CpCommType if (opened or t == CpCommType.P2P) and (
+        "cp_comm_type" not in c or allowed_by(np.asarray(int(t)), c["cp_comm_type"]))]
     size_pin = [int(v) for op, v in c.get("cp_a2a_size", []) if op in ("=", "==")]
     pinned = _pinned_equal(c, "cp_comm_type") or bool(size_pin)
     other = size_pin[0] if size_pin else 1  # the size the other exchanges carry (they ignore it)
@@ -327,14 +337,21 @@ def _with_cp_exchange(job: Job, cfg: dict[str, np.ndarray], c: Constraints) -> d
     return _expand(cfg, np.ravel(group), options, ("cp_comm_type", "cp_a2a_size"))
 
 
-def _with_moe_dispatch(job: Job, cfg: dict[str, np.ndarray], c: Constraints) -> dict[str, np.ndarray]:
+def _with_moe_dispatch(job: Job, cfg: dict[str, np.ndarray], c: Constraints,
+                       allow: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
     """The configurations x the expert-parallel dispatch (docs/model.md#ep-hierarchical, #moe-a2a-overlap): for an
     MoE model with ep > 1, NCCL's all-to-all or the flex dispatcher (moe_flex_dispatcher, DeepEP / HybridEP) x the
     all-to-alls exposed or overlapped with another micro-batch (moe_a2a_overlap), the overlap only where
     Megatron-Core runs it (no pipeline, or the interleaved schedule: job._check_moe_a2a_overlap; full recompute and
     selective recompute of moe are outside the space, :func:`outer_valid`). ep = 1 and dense models: one row
-    (False, or the pinned value, which predict refuses or does not price there, as before)."""
+    (False, or the pinned value, which predict refuses or does not price there, as before). Searched only where
+    ``allow`` opens them (``--allow moe-dispatch``) or a constraint names one; otherwise the defaults (NCCL's
+    all-to-all, exposed), as predict prices them."""
     flex, over = _flag_values(c, "moe_flex_dispatcher"), _flag_values(c, "moe_a2a_overlap")
+    if not ("moe_flex_dispatcher" in allow or "moe_flex_dispatcher" in c):
+        flex = flex[:1]
+    if not ("moe_a2a_overlap" in allow or "moe_a2a_overlap" in c):
+        over = over[:1]
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     one = {"moe_flex_dispatcher": [flex[0]], "moe_a2a_overlap": [over[0]]}
     if not moe or not np.any(cfg["ep"] > 1):
@@ -925,7 +942,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     fixed = dict(fixed or {})
     if int(fixed.get("ep_dispatch_sms", -1)) >= 0:
         check_ep_dispatch_sms(job, int(fixed["ep_dispatch_sms"]), "--set strategy.ep_dispatch_sms")
-    all_cfg = configurations(job, gpus, global_batch, c)
+    all_cfg = configurations(job, gpus, global_batch, c, allow_keys)
     axes = _axes(job, c)
     for name, axis in axes.items():
         if not axis.size:  # e.g. recompute=selective on a per-sample workload, which has no selective recompute
