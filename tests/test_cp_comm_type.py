@@ -26,7 +26,7 @@ from scalemodel.cost.compute import (
 from scalemodel.cost.placement import place
 from scalemodel.cost.transformer import shape
 from scalemodel.engine.job import build_job, grid_from_strategy
-from scalemodel.engine.planner import PIN_FIXED
+from scalemodel.engine.planner import PIN_AXES
 from scalemodel.engine.step import Infeasible, evaluate
 from scalemodel.errors import InputError
 from scalemodel.specs import TransformerWorkload, load_cluster
@@ -270,7 +270,7 @@ def test_megatron_cp_comm_type_is_read(tmp_path: Path) -> None:
 
 
 def test_cp_comm_type_is_pinnable_and_checked() -> None:
-    assert "cp_comm_type" in PIN_FIXED
+    assert "cp_comm_type" in PIN_AXES and "cp_a2a_size" in PIN_AXES  # a searched axis plan can pin
     with pytest.raises(Exception, match="cp_comm_type"):
         StrategySpec(cp=2, cp_comm_type="ring2")
     assert StrategySpec(cp=2, cp_comm_type="Ulysses").cp_comm_type == "a2a"

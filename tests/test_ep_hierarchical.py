@@ -19,7 +19,7 @@ from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import place
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.network import build_network
-from scalemodel.engine.planner import PIN_FIXED
+from scalemodel.engine.planner import PIN_AXES
 from scalemodel.engine.step import evaluate
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.frameworks import read_strategy_file
@@ -299,7 +299,7 @@ def test_step_switch_prices_the_flex_path_and_leaves_nccl_alone() -> None:
 
 
 def test_strategy_field_reaches_the_grid_planner_and_megatron_flags(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    assert "moe_flex_dispatcher" in PIN_FIXED
+    assert "moe_flex_dispatcher" in PIN_AXES  # a searched axis plan can pin
     cl = load_cluster("dgx-h100")
     tr = TrainingSpec(global_batch=256, micro_batch=1, precision="bf16", seq_len=4096)
     job = build_job(cl, QWEN3_30B, tr)

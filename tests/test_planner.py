@@ -307,10 +307,10 @@ def _rank_coordinates(sizes, order):
                  for idx in itertools.product(*(range(sizes[d]) for d in outer_first)))
 
 
-def _every_layout(job, gpus, batch, c):
+def _every_layout(job, gpus, batch, c, allow_keys=frozenset()):
     """The planner's configurations at the default order, times every rank order that numbers the ranks
     differently (found by writing the numberings out), as the brute force's own layout axis."""
-    base = planner.configurations(job, gpus, batch, dict(c, layout=[("=", int(Layout.TP_CP_DP_PP))]))
+    base = planner.configurations(job, gpus, batch, dict(c, layout=[("=", int(Layout.TP_CP_DP_PP))]), allow_keys)
     base.pop("layout")
     allowed = [m for m in Layout if constraints.keep(np.asarray(int(m)), c.get("layout", []))]
     rows, codes = [], []
@@ -330,9 +330,10 @@ def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), obj
     """The best objective value over the whole space, every candidate evaluated in one flat grid (every
     rank order; those Megatron-LM does not run, flagged layout_invalid, are outside the space)."""
     c = constraints.normalize_constraints(cons)
-    cfg = _every_layout(job, gpus, batch, c)
+    keys = frozenset(k for a in allow for k in planner.ALLOW[a])
+    cfg = _every_layout(job, gpus, batch, c, keys)
     axes = planner._axes(job, c)
-    ch = planner.comm_choices(job, gpus, c, frozenset(k for a in allow for k in planner.ALLOW[a]))
+    ch = planner.comm_choices(job, gpus, c, keys)
     best, n = np.inf, 0
     for sync in sync_modes:
         cf = planner._for_sync(cfg, sync)
@@ -348,6 +349,8 @@ def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), obj
         # Megatron-LM runs a pipeline in an order that does not end in pp only without EP carved out of DP
         pp_inside = np.isin(g.layout, [int(m) for m in Layout if m.dims[-1] != "pp"])
         valid &= np.broadcast_to(~(pp_inside & (g.pp > 1) & (g.ep > 1)), g.shape)
+        # Megatron-Core runs the EP all-to-all overlap without full recompute (the plan's space leaves the pair out)
+        valid &= np.broadcast_to(~(g.moe_a2a_overlap & (g.recompute == 2)), g.shape)
         ok = np.asarray(r.feasible) & valid
         if "memory" in c:
             ok &= constraints.keep(np.asarray(r.memory["total"]), c["memory"])
@@ -682,3 +685,22 @@ def test_decomposed_search_equals_brute_force_where_replicas_prune(modes, cv, ob
     assert res.infeasible_by_reason["sync_needs_replicas"] > 0 and res.infeasible_by_reason["out_of_memory"] > 0
     assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)
     assert res.search["evaluated"] < n
+
+
+def test_decomposed_search_equals_brute_force_over_the_exchanges():
+    """The CP exchange (cp 2 and 4: p2p, all_gather, a2a, a2a+p2p with A = 2) and the MoE dispatch (flex x overlap,
+    ep > 1) as searched axes, recompute free (the overlap with full recompute is no candidate): the decomposed search
+    finds the brute-force best and counts exactly its candidates and feasible ones."""
+    job, _cl, _wl = _job(cluster="dgx-a100", model="mixtral-8x7b", sets=["layers=4"], global_batch=32, seq_len=4096)
+    cons = {"cp": [("<=", 4)], "zero": [("<=", 1)], "pp": [("<=", 2)], "algorithm": [("=", "auto")],
+            "compression": [("=", (0, 1.0))], "overlap": [("=", True)], "bucket": [("=", 0.0)]}
+    feasible: list[int] = []
+    allow = ("cp-exchanges", "moe-dispatch")
+    expect, n = _brute_force_best(job, 16, 32, cons, allow=allow, feasible=feasible)
+    res = planner.search(job, 16, 32, top=3, constraints=cons, allow=allow)
+    assert res.candidates_evaluated == n and res.feasible == sum(feasible)
+    assert np.isfinite(expect) and res.objective_values[0] == pytest.approx(expect, rel=1e-12)
+    cfg = planner.configurations(job, 16, 32, constraints.normalize_constraints(cons),
+                                 frozenset(k for a in allow for k in planner.ALLOW[a]))
+    assert set(cfg["cp_comm_type"][cfg["cp"] == 4].tolist()) == {0, 1, 2, 3}
+    assert np.any(cfg["moe_flex_dispatcher"]) and np.any(cfg["moe_a2a_overlap"])

@@ -16,7 +16,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
          precision: str | None, top: int, objective: str, constraint: list[str] | None, sync_modes: str,
          straggler_cv: float | None, train_tokens: str | None, allow: str, pareto: bool, sets: list[str] | None,
          strategy_file: str | None, as_json: bool) -> None:
-    """Rank every strategy: parallel degrees, micro-batch, schedule, ZeRO/FSDP, recompute, SP, DP communication."""
+    """Rank every strategy: parallel degrees, exchanges, micro-batch, schedule, ZeRO/FSDP, recompute, SP, DP comm."""
     o.positive_int(gpus, "--gpus")
     o.positive_int(global_batch, "--global-batch")
     o.positive_int(top, "--top")
@@ -83,12 +83,16 @@ COMMAND = Command("plan", plan, (
         help="throughput | time-to-train (throughput x statistical efficiency) | cost."),
     repeat("--constraint", metavar="KEY<=V",
            help="Restrict the search (repeatable, or comma-separated): tp<=8, pp=1, zero<=1, memory<=60GB, "
-                "schedule=1f1b, recompute=none, micro_batch>=2, algorithm=ring, sp=true."),
+                "schedule=1f1b, recompute=none, micro_batch>=2, algorithm=ring, sp=true, cp_comm_type=a2a, "
+                "moe_flex_dispatcher=true."),
     opt("--sync-modes", default="bsp",
         help="Comma-separated sync modes to search: bsp,asp,ssp:S,local:H,backup:B,hier:G."),
     o.STRAGGLER_CV, o.TRAIN_TOKENS,
-    opt("--allow", default="", help="Also search what mainstream frameworks do not run (comma-separated): "
-                                    + ", ".join(ALLOW) + ". Such plans are labelled custom."),
+    opt("--allow", default="", help="Also search (comma-separated): " + ", ".join(ALLOW) + ". custom-collectives, "
+                                    "compression, parameter-server and dynamic-assignment open what mainstream "
+                                    "frameworks do not run (such plans are labelled custom); cp-exchanges and "
+                                    "moe-dispatch search the CP exchange (cp_comm_type) and the MoE dispatch "
+                                    "(flex dispatcher, all-to-all overlap), each pinned to its default otherwise."),
     switch("--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
                             "'impossible triangle'); most useful with several --sync-modes."),
     o.SET, o.STRATEGY_FILE, o.JSON))

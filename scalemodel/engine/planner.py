@@ -1,7 +1,9 @@
 """The planner: search every strategy the engine can evaluate for a job and rank the best by an objective.
 
 The space is the product of the *outer* choices (dp, tp, pp, cp, ep, rank order, micro-batch, schedule
-and virtual stages, ZeRO/FSDP, recompute, sequence parallelism) and the *data-parallel communication*
+and virtual stages, the CP exchange where cp > 1 and the MoE dispatch where ep > 1 (:func:`_with_cp_exchange`,
+:func:`_with_moe_dispatch`, docs/model.md#plan-exchanges), ZeRO/FSDP, recompute, sequence parallelism) and the
+*data-parallel communication*
 choices (collective algorithm, compression, all-reduce or parameter server with K servers dedicated
 or colocated, overlap, gradient bucket size, static or dynamic assignment), for each sync mode
 asked for. Every member of the :mod:`scalemodel.choices` enums is searched, so a new member appears
@@ -11,7 +13,8 @@ on request (``allow``) and labelled ``custom`` in the result.
 Decomposed search (branch and bound, exact):
 
 1a. *Counts and a compute-only bound.* For every configuration (dp, tp, pp, cp, ep, rank order,
-    micro-batch, schedule) x recompute x SP: the feasibility codes and memory at every ZeRO stage (the exact counts of
+    micro-batch, schedule, CP exchange, EP dispatch) x recompute x SP: the feasibility codes and memory at every
+    ZeRO stage (the exact counts of
     the whole space, no step time priced), and a bound per configuration: (m + bubble) x the busiest
     stage's compute (:func:`scalemodel.engine.step.compute_floor`, priced once per rank-order twin), times the
     least factor any sync mode puts on a one-worker step (its straggler wait over its statistical efficiency,
@@ -79,7 +82,7 @@ from scalemodel.choices import (
     parse_schedule,
     parse_sync,
 )
-from scalemodel.cost import memory
+from scalemodel.cost import compute, memory
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import distinct_layout
 from scalemodel.cost.transformer import RECOMPUTE_MODULES
@@ -103,6 +106,7 @@ from scalemodel.engine.step import (
     feasibility,
     memory_total,
     microbatches,
+    moe_block_recomputed,
     needs_replicas,
     shares_bsp_comm,
     with_sync,
@@ -117,6 +121,8 @@ CHUNK_CANDIDATES = 100_000
 #: Candidates per call of pass 1a, which prices memory, feasibility and the compute floor only (no evaluate()):
 #: fewer, larger calls; its arrays stay under ~100 MB.
 COUNT_CHUNK_CANDIDATES = 400_000
+#: Configurations of each parallelism family in pass 1b's first batch (its best bounds), besides the best overall.
+FIRST_PER_FAMILY = 16
 #: Plans per objective the Pareto front is drawn from.
 PARETO_POOL = 50
 #: The most distinct sync modes one search takes (--sync-modes): every hier:G is priced apart (its own in-group
@@ -142,24 +148,30 @@ MAINSTREAM: dict[str, frozenset[int]] = {
     "assignment": frozenset({int(Assignment.STATIC)}),
 }
 #: ``allow`` names: which non-mainstream choices they open.
+#: ``cp-exchanges`` and ``moe-dispatch`` open the search over context parallelism's exchange and the expert dispatch
+#: (docs/model.md#plan-exchanges): each multiplies the rows with cp > 1 (ep > 1 on MoE models) by up to 4-5, which
+#: took the default GPT-3 plan from 0.4 to 1.2-1.4 s of search, so they are asked for (or pinned), not default.
 ALLOW = {"custom-collectives": ("algorithm",), "compression": ("compression",), "parameter-server": ("dp_comm",),
-         "dynamic-assignment": ("assignment",), "all": ("algorithm", "compression", "dp_comm", "assignment")}
+         "dynamic-assignment": ("assignment",), "cp-exchanges": ("cp_comm_type",),
+         "moe-dispatch": ("moe_flex_dispatcher", "moe_a2a_overlap"),
+         "all": ("algorithm", "compression", "dp_comm", "assignment", "cp_comm_type", "moe_flex_dispatcher",
+                 "moe_a2a_overlap")}
 #: The communication-choice fields of a StrategyGrid (axis 1 of the second pass).
 COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_colocated", "overlap", "bucket_bytes",
                "dynamic_assignment")
 #: StrategySpec fields plan can pin as a search axis (--set strategy.X), and those it takes as fixed
 #: parameters of every candidate; any other --set strategy.X is refused.
 PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "algorithm", "overlap",
-            "compression", "dp_comm", "assignment", "bucket_size", "sync", "layout")
+            "compression", "dp_comm", "assignment", "bucket_size", "sync", "layout", "cp_comm_type", "cp_a2a_size",
+            "moe_flex_dispatcher", "moe_a2a_overlap")
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
-             "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather", "moe_a2a_overlap",
-             "moe_layer_host_s", "ep_dispatch_sms", "moe_flex_dispatcher",
+             "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
+             "moe_layer_host_s", "ep_dispatch_sms",
              "recompute_modules", "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
              "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
              "fp8_param_gather", "loss_impl", "layer_impl", "eager_rope", "eager_glu_clamp", "eager_expert_bias",
-             "eager_bias_dropout_add", "cp_comm_type", "cp_a2a_size",
-             "train_metric_passes")
+             "eager_bias_dropout_add", "train_metric_passes")
 
 # --------------------------------------------------------------------------------------------
 # search space
@@ -182,8 +194,8 @@ def _divisors(n: int) -> np.ndarray:
     return _unique(np.concatenate([small, n // small]))
 
 
-def configurations(job: Job, gpus: int, global_batch: int, constraints: Constraints | None = None
-                   ) -> dict[str, np.ndarray]:
+def configurations(job: Job, gpus: int, global_batch: int, constraints: Constraints | None = None,
+                   allow: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
     """The configuration axis: 1-D arrays dp, tp, pp, cp, ep, micro_batch, schedule, virtual_stages
     of every valid combination (vectorised filtering of a cartesian product).
 
@@ -247,8 +259,123 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     if "virtual_stages" in c:
         ok3 &= allowed_by(virt, c["virtual_stages"])[None, :]
     ci, si = np.nonzero(ok3)
-    return _with_layouts({"dp": dp[ci], "tp": tp[ci], "pp": pp[ci], "cp": cp[ci], "ep": ep[ci],
-                          "micro_batch": mb[ci], "schedule": sched[si], "virtual_stages": virt[si]}, c)
+    cfg = {"dp": dp[ci], "tp": tp[ci], "pp": pp[ci], "cp": cp[ci], "ep": ep[ci], "micro_batch": mb[ci],
+           "schedule": sched[si], "virtual_stages": virt[si]}
+    return _with_layouts(_with_moe_dispatch(job, _with_cp_exchange(job, cfg, c, allow), c, allow), c)
+
+
+def _expand(cfg: dict[str, np.ndarray], group: np.ndarray, options: list[dict[str, list[Any]]], names: Sequence[str]
+            ) -> dict[str, np.ndarray]:
+    """Each row of ``cfg`` times the options of its group (``options[group[row]]``: {column: values} over ``names``,
+    every column as long): rows keep their order, each followed by its options in order (the default first)."""
+    if not len(group):
+        return {**cfg, **{n: np.zeros(0, dtype=np.int64) for n in names}}
+    counts = np.asarray([len(o[names[0]]) for o in options], dtype=np.int64)
+    rep = counts[group]
+    rows = np.repeat(np.arange(len(group)), rep)
+    pos = np.arange(len(rows)) - np.repeat(np.cumsum(rep) - rep, rep)
+    at = (np.cumsum(counts) - counts)[group[rows]] + pos
+    out = {k: v[rows] for k, v in cfg.items()}
+    for n in names:
+        vals = np.asarray([x for o in options for x in o[n]])
+        out[n] = (vals if vals.size else vals.astype(np.int64))[at]
+    return out
+
+
+def _flag_values(c: Constraints, key: str) -> list[bool]:
+    """The values of a searched flag that the constraints on ``key`` allow, False (the default) first."""
+    return [v for v in (False, True) if key not in c or bool(allowed_by(np.asarray(v), c[key]))]
+
+
+def _with_cp_exchange(job: Job, cfg: dict[str, np.ndarray], c: Constraints,
+                      allow: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
+    """The configurations x context parallelism's exchange (strategy cp_comm_type, docs/model.md#cp-comm-type):
+    with cp > 1, p2p (the default), all_gather, a2a and a2a+p2p with each a2a group size A = cp_a2a_size a proper
+    divisor of cp (1 < A < cp: A = 1 prices as p2p and A = cp as a2a, TE's own fallbacks). The all-to-all kinds
+    only where Transformer Engine runs them: the all-to-all group (cp for a2a, A for a2a+p2p) divides the heads and
+    KV heads per TP rank (step's heads_not_divisible, which predict refuses), and tp divides the heads. With cp = 1
+    there is no exchange: one row (the first allowed type). A pinned (equality) cp_comm_type or cp_a2a_size is
+    kept on every cp > 1 row, every divisor of cp for a pinned a2a+p2p, and feasibility refuses the rows TE does
+    not run, as it did for the fixed field (counted as heads_not_divisible). The exchanges other than p2p are
+    searched only where ``allow`` opens ``cp_comm_type`` (``--allow cp-exchanges``) or a constraint names
+    cp_comm_type or cp_a2a_size; otherwise every row keeps p2p, the default, as predict does."""
+    opened = "cp_comm_type" in allow or "cp_comm_type" in c or "cp_a2a_size" in c
+    allowed = [int(t) for t in CpCommType if (opened or t == CpCommType.P2P) and (
+        "cp_comm_type" not in c or allowed_by(np.asarray(int(t)), c["cp_comm_type"]))]
+    size_pin = [int(v) for op, v in c.get("cp_a2a_size", []) if op in ("=", "==")]
+    pinned = _pinned_equal(c, "cp_comm_type") or bool(size_pin)
+    other = size_pin[0] if size_pin else 1  # the size the other exchanges carry (they ignore it)
+    heads = kv = 0
+    mla = False
+    if job.is_transformer:
+        sh = job.shape
+        heads, kv, mla = int(sh.heads), int(sh.kv_heads), bool(np.any(sh.mla))
+    span = int(cfg["tp"].max(initial=0)) + 1
+    uk, group = np.unique(cfg["cp"] * span + cfg["tp"], return_inverse=True)  # 1-D: np.unique(axis=0) loads numpy.ma
+    options: list[dict[str, list[Any]]] = []
+    for cp, tp in zip((uk // span).tolist(), (uk % span).tolist(), strict=True):
+        h_local = heads // tp if heads and heads % tp == 0 else 0
+        kv_local = h_local if mla else max(kv // tp, 1)
+
+        def runs(n_a: int, h: int = h_local, k: int = kv_local, c_: int = cp) -> bool:
+            """TE's all-to-all asserts (step._feasibility), or kept when pinned."""
+            return pinned or (h > 0 and h % n_a == 0 and k % n_a == 0 and c_ % n_a == 0)
+
+        types: list[int] = []
+        sizes: list[int] = []
+        for t in (allowed if cp > 1 else allowed[:1]):
+            if cp == 1 or t in (CpCommType.P2P, CpCommType.ALL_GATHER) or (t == CpCommType.A2A and runs(cp)):
+                types.append(t)
+                sizes.append(other)
+            elif t == CpCommType.A2A_P2P:
+                d = _divisors(int(cp))
+                a = np.asarray(size_pin[:1]) if size_pin else d if _pinned_equal(c, "cp_comm_type") else d[
+                    (d > 1) & (d < cp)]
+                a = [int(x) for x in _restricted(a, c, "cp_a2a_size") if runs(int(x))]
+                types += [t] * len(a)
+                sizes += a
+        if not types:  # nothing the constraints allow runs here: the first allowed, refused by feasibility
+            types, sizes = allowed[:1], [other]
+        options.append({"cp_comm_type": types, "cp_a2a_size": sizes})
+    return _expand(cfg, np.ravel(group), options, ("cp_comm_type", "cp_a2a_size"))
+
+
+def _with_moe_dispatch(job: Job, cfg: dict[str, np.ndarray], c: Constraints,
+                       allow: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
+    """The configurations x the expert-parallel dispatch (docs/model.md#ep-hierarchical, #moe-a2a-overlap): for an
+    MoE model with ep > 1, NCCL's all-to-all or the flex dispatcher (moe_flex_dispatcher, DeepEP / HybridEP) x the
+    all-to-alls exposed or overlapped with another micro-batch (moe_a2a_overlap), the overlap only where
+    Megatron-Core runs it (no pipeline, or the interleaved schedule: job._check_moe_a2a_overlap; full recompute and
+    selective recompute of moe are outside the space, :func:`outer_valid`). ep = 1 and dense models: one row
+    (False, or the pinned value, which predict refuses or does not price there, as before). Searched only where
+    ``allow`` opens them (``--allow moe-dispatch``) or a constraint names one; otherwise the defaults (NCCL's
+    all-to-all, exposed), as predict prices them."""
+    flex, over = _flag_values(c, "moe_flex_dispatcher"), _flag_values(c, "moe_a2a_overlap")
+    if not ("moe_flex_dispatcher" in allow or "moe_flex_dispatcher" in c):
+        flex = flex[:1]
+    if not ("moe_a2a_overlap" in allow or "moe_a2a_overlap" in c):
+        over = over[:1]
+    moe = job.is_transformer and int(job.shape.moe_experts) > 0
+    one = {"moe_flex_dispatcher": [flex[0]], "moe_a2a_overlap": [over[0]]}
+    if not moe or not np.any(cfg["ep"] > 1):
+        return _expand(cfg, np.zeros(len(cfg["ep"]), dtype=np.int64), [one], list(one))
+    blocked = (cfg["pp"] > 1) & (cfg["schedule"] != ScheduleKind.INTERLEAVED)
+    group = np.where(cfg["ep"] > 1, np.where(blocked, 2, 1), 0)
+    pinned = "moe_a2a_overlap" in c  # a pinned overlap keeps the rows predict refuses: counted infeasible
+    options = [one] + [{"moe_flex_dispatcher": [f for f in flex for o in over if pinned or not (o and b)],
+                        "moe_a2a_overlap": [o for _f in flex for o in over if pinned or not (o and b)]}
+                       for b in (False, True)]
+    return _expand(cfg, group, options, list(one))
+
+
+def outer_valid(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Which outer candidates are in the space: sequence parallelism needs tp > 1, and moe_a2a_overlap runs
+    without full recompute and without selective recompute of moe (Megatron-Core TransformerConfig, as predict
+    refuses: job._check_moe_a2a_overlap), so those pairs are no candidates (not infeasible ones)."""
+    ok = ~(g.sequence_parallel & (g.tp == 1))
+    if np.any(g.moe_a2a_overlap):
+        ok = ok & ~(g.moe_a2a_overlap & ((g.recompute == Recompute.FULL) | moe_block_recomputed(job, g)))
+    return np.asarray(ok)
 
 
 def _with_layouts(cfg: dict[str, np.ndarray], c: Constraints) -> dict[str, np.ndarray]:
@@ -653,6 +780,59 @@ def _comm_equivalents(p: _Pick, choices: dict[str, np.ndarray], into: dict[str, 
                 vals.append(one[name])
 
 
+#: Configuration columns the compute floor does not read (step.compute_floor: the rank order, and the EP dispatch,
+#: which changes only EP traffic and its contention): rows that differ only in them share one floor.
+FLOOR_BLIND = ("layout", "moe_flex_dispatcher", "moe_a2a_overlap")
+#: Configuration columns memory does not read (step.memory_total), but for all_gather's gathered K and V
+#: (compute.cp_gathered_bytes, a per-GPU workspace added to every stage's total): :func:`_memory_rows`.
+MEMORY_BLIND = ("cp_comm_type", "cp_a2a_size", "moe_flex_dispatcher", "moe_a2a_overlap")
+
+
+def _memory_rows(job: Job, cfg: dict[str, np.ndarray], lo: int, hi: int
+                 ) -> tuple[dict[str, np.ndarray] | None, np.ndarray, np.ndarray | float]:
+    """For configuration rows lo:hi: (the configurations whose memory is priced, None for the rows themselves; each
+    row's index among them; the bytes a row adds to it). Rows that differ only in :data:`MEMORY_BLIND` columns take
+    one pricing, at cp_comm_type p2p: memory reads none of them but cp_comm_type all_gather's transient gathered K,
+    V and their gradients (``workspace``, added to each stage's total, so to the peak), added here per row."""
+    cols = [cfg[k][lo:hi] for k in MEMORY_BLIND if k in cfg]
+    if not cols or all(np.all(v == v[0]) for v in cols if len(v)):
+        return None, np.arange(hi - lo), 0.0
+    _u, first, inv = np.unique(_row_key([v[lo:hi] for k, v in cfg.items() if k not in MEMORY_BLIND]),
+                               return_index=True, return_inverse=True)
+    gathered: np.ndarray | float = 0.0
+    ag = (cfg["cp_comm_type"][lo:hi] == CpCommType.ALL_GATHER) & (cfg["cp"][lo:hi] > 1)
+    if job.is_transformer and np.any(ag):
+        gathered = compute.cp_gathered_bytes(
+            job.shape, micro_batch=cfg["micro_batch"][lo:hi], seq_len=job.seq_len, tp=cfg["tp"][lo:hi],
+            cp=cfg["cp"][lo:hi], cp_comm_type=cfg["cp_comm_type"][lo:hi],
+            elem_bytes=job.elem_bytes).reshape(-1, 1, 1, 1)
+    rep = {k: v[lo + first] for k, v in cfg.items()}
+    rep["cp_comm_type"] = np.zeros(len(first), dtype=np.int64)  # p2p: no gathered bytes (memory_total)
+    return rep, np.ravel(inv), gathered
+
+
+def _row_key(cols: list[np.ndarray]) -> np.ndarray:
+    """One int64 per row, equal exactly where the rows are equal in every column (each column ranked, the ranks
+    combined in mixed radix, re-ranked before the product could overflow): 1-D, so np.unique sorts integers."""
+    key = np.zeros(len(cols[0]) if cols else 0, dtype=np.int64)
+    span = 1
+    for col in cols:
+        vals, rank = np.unique(col, return_inverse=True)
+        if span * len(vals) >= 2 ** 62:
+            uk, key = np.unique(key, return_inverse=True)
+            span = len(uk)
+        key = key * len(vals) + np.ravel(rank)
+        span *= len(vals)
+    return key
+
+
+def _per_row(mem: np.ndarray, inv: np.ndarray, gathered: np.ndarray | float) -> np.ndarray:
+    """Memory of the priced rows (:func:`_memory_rows`) on every row of the chunk."""
+    if isinstance(gathered, float) and len(inv) == len(mem) and np.array_equal(inv, np.arange(len(inv))):
+        return mem
+    return np.asarray(mem[inv] + gathered)
+
+
 def _outer_grid(gpus: int, global_batch: int, cfg: dict[str, np.ndarray], lo: int, hi: int,
                 axes: dict[str, np.ndarray], comm0: dict[str, Any], fixed: dict[str, Any]) -> StrategyGrid:
     """Configurations lo:hi on axis 0, the first ZeRO stage, recompute, sequence parallelism; one communication
@@ -768,7 +948,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     fixed = dict(fixed or {})
     if int(fixed.get("ep_dispatch_sms", -1)) >= 0:
         check_ep_dispatch_sms(job, int(fixed["ep_dispatch_sms"]), "--set strategy.ep_dispatch_sms")
-    all_cfg = configurations(job, gpus, global_batch, c)
+    all_cfg = configurations(job, gpus, global_batch, c, allow_keys)
     axes = _axes(job, c)
     for name, axis in axes.items():
         if not axis.size:  # e.g. recompute=selective on a per-sample workload, which has no selective recompute
@@ -844,7 +1024,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # rank-order twins (adjacent rows that differ in the order alone) share the compute floor, which reads no
     # placement: it is priced once per twin group (memory does read the order: HSDP's default group is a node's)
     first = np.ones(n_cfg, dtype=bool)
-    first[1:] = np.any([v[1:] != v[:-1] for k, v in all_cfg.items() if k != "layout"], axis=0)
+    first[1:] = np.any([v[1:] != v[:-1] for k, v in all_cfg.items() if k not in FLOOR_BLIND], axis=0)
     twin_of = np.cumsum(first) - 1
     floor_of = np.full((int(twin_of[-1]) + 1 if n_cfg else 0, nr, ns), np.nan)  # per twin group, NaN: not priced
     hsdp_pinned = int(fixed.get("shard_group", 0) or 0) > 0 and bool(np.any(axes["zero"] == int(Zero.HSDP)))
@@ -872,9 +1052,15 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         grid = _outer_grid(gpus, global_batch, all_cfg, lo, hi, axes, comm0, fixed)
         full = replace(grid, zero=zeros)
         shape = full.shape
+        # memory reads no exchange choice but all_gather's gathered K, V (added per row, _memory_rows): priced once
+        # per row that differs in something else
+        rep, inv, gathered = _memory_rows(job, all_cfg, lo, hi)
+        g_rep = grid if rep is None else _outer_grid(gpus, global_batch, rep, 0, len(rep["dp"]), axes, comm0, fixed)
+        full_rep = replace(g_rep, zero=zeros)
         acts: dict[str, np.ndarray] = {}  # the stages' activation bytes, shared with hier:G's memory below
-        mem = np.broadcast_to(memory_total(job, full, microbatches(full), activations=acts), shape)
-        valid_all = np.broadcast_to(~(grid.sequence_parallel & (grid.tp == 1)), shape)
+        mem = _per_row(np.broadcast_to(memory_total(job, full_rep, microbatches(full_rep), activations=acts),
+                                       full_rep.shape), inv, gathered)
+        valid_all = np.broadcast_to(outer_valid(job, grid), shape)
         # feasibility depends on the ZeRO stage only through memory, "parameter server needs ZeRO 0" and, with a
         # pinned shard group, HSDP's "the group divides dp": then the codes are taken at every ZeRO stage
         r1 = np.broadcast_to(feasibility(job, full if hsdp_pinned else grid), shape)
@@ -891,9 +1077,9 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 # Only the model states differ, and only where ZeRO shards them: ZeRO 0 keeps bsp's bytes (the
                 # replicas enter only through the sharded stages' terms) and the activation bytes are bsp's
                 mem_h = np.array(mem)
-                hz = replace(grid, zero=axes["zero"][sharded_z].reshape(1, -1, 1, 1))
-                mem_h[:, sharded_z] = np.broadcast_to(memory_total(
-                    job, hz, microbatches(hz), sync=f"hier:{key}", activations=acts), mem_h[:, sharded_z].shape)
+                hz = replace(g_rep, zero=axes["zero"][sharded_z].reshape(1, -1, 1, 1))
+                mem_h[:, sharded_z] = _per_row(np.broadcast_to(memory_total(
+                    job, hz, microbatches(hz), sync=f"hier:{key}", activations=acts), hz.shape), inv, gathered)
                 # a pinned HSDP shard group other than the hier group is infeasible there (step._feasibility)
                 r1_h = np.broadcast_to(feasibility(job, full, sync=f"hier:{key}"), shape) if hsdp_pinned else r1
                 _good, hist_h, ps_hits = classify(mem_h, r1_h, valid_all, zb)
@@ -943,15 +1129,25 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     # configuration left out stays out)
     per_1b = max(1, CHUNK_CANDIDATES // max(nr * ns, 1))
     first_1b = max(1, per_1b // 3)
-    pos = 0
-    while pos < len(order):
+    rest = order
+    while len(rest):
         lut = _family_cutoff(best.threshold, fam_thr, n_fam)
-        rest = order[pos:]
-        sel = np.nonzero(bound_a[rest] <= lut[fam_all[rest]])[0][:first_1b if pos == 0 else per_1b]
+        ok = bound_a[rest] <= lut[fam_all[rest]]
+        sel = np.nonzero(ok)[0]
+        if rest is order:  # the first batch: the best bounds, and each family's best few, so that every family
+            # has a cutoff before the next batch (one without an exact value yet would take all its configurations)
+            fams = fam_all[rest[sel]]
+            per_fam = sel[np.lexsort((np.arange(len(sel)), fams))]  # by family, each in bound order
+            starts = np.searchsorted(np.sort(fams), np.arange(n_fam))
+            rank = np.arange(len(per_fam)) - starts[fam_all[rest[per_fam]]]
+            sel = _unique(np.concatenate([sel[:first_1b], per_fam[rank < FIRST_PER_FAMILY]]))
+        else:
+            sel = sel[:per_1b]
         if not len(sel):
             break
         idx = rest[sel]
-        pos += int(sel[-1]) + 1
+        ok[sel] = False  # the rest of the rows the cutoffs still allow stay (those they left out stay out)
+        rest = rest[ok]
         good_idx = good_all[idx]
         zstar = np.argmax(good_idx.any(axis=(2, 3)), axis=1)  # first ZeRO stage where some candidate fits
         sub = {k: v[idx] for k, v in all_cfg.items()}
@@ -1151,8 +1347,12 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             cons[name] = [("=", int(Zero.parse(value)))]
         elif name == "recompute":
             cons[name] = [("=", int(Recompute.parse(value)))]
-        elif name in ("sequence_parallel", "overlap"):
+        elif name in ("sequence_parallel", "overlap", "moe_flex_dispatcher", "moe_a2a_overlap"):
             cons[name] = [("=", bool(value))]
+        elif name == "cp_comm_type":
+            cons[name] = [("=", int(CpCommType.parse(value, "strategy.cp_comm_type")))]
+        elif name == "cp_a2a_size":
+            cons[name] = [("=", int(value or 1))]
         elif name == "schedule":
             sch = parse_schedule(value)
             cons[name] = [("=", (int(sch.kind), sch.virtual_stages if sch.kind == ScheduleKind.INTERLEAVED else None))]
@@ -1180,8 +1380,6 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = int(LossImpl.parse(value, "strategy.loss_impl"))
         elif name == "layer_impl":
             fixed[name] = int(LayerImpl.parse(value, "strategy.layer_impl"))
-        elif name == "cp_comm_type":
-            fixed[name] = int(CpCommType.parse(value, "strategy.cp_comm_type"))
         elif type(GRID_DEFAULTS.get(name)) in (bool, int):
             # a flag or a count: the grid's own type, and its default where the spec's None means "not set" (the
             # stage and chunk layer counts, etp, shard_group, ep_dispatch_sms)
@@ -1191,7 +1389,7 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
     _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"))
     if fixed.get("deepspeed_pipeline"):
         _deepspeed_pipeline_pins(strategy, names, cons)
-    if fixed.get("moe_a2a_overlap"):
+    if cons.get("moe_a2a_overlap") == [("=", True)]:
         _moe_a2a_overlap_pins(fixed, cons)
     if fixed.get("megatron_ddp"):
         # Megatron-Core's DDP runs at ZeRO 0 or 1 only (its distributed optimizer; StrategySpec refuses zero >= 2 with

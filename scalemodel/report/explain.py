@@ -32,6 +32,13 @@ def describe_settings(s: dict[str, Any]) -> str:
         extra.append(f"{s['recompute']} recompute")
     if s["sequence_parallel"]:
         extra.append("SP")
+    if s["cp"] > 1 and s.get("cp_comm_type", "p2p") != "p2p":  # the CP exchange (plan searches it with cp > 1)
+        extra.append(f"CP {s['cp_comm_type']}" + (f" (a2a {s.get('cp_a2a_size', 1)})"
+                                                  if s["cp_comm_type"] == "a2a+p2p" else ""))
+    if s["ep"] > 1 and s.get("moe_flex_dispatcher"):  # the EP dispatch (plan searches it with ep > 1)
+        extra.append("flex dispatcher")
+    if s["ep"] > 1 and s.get("moe_a2a_overlap"):
+        extra.append("EP a2a overlap")
     if s["algorithm"] != "auto":
         extra.append(f"{s['algorithm']} all-reduce")
     if s.get("compression", "none") != "none":

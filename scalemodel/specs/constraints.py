@@ -13,6 +13,7 @@ import numpy as np
 from scalemodel.choices import (
     Algorithm,
     Assignment,
+    CpCommType,
     Layout,
     Recompute,
     Schedule,
@@ -29,18 +30,23 @@ from scalemodel.units import parse_quantity
 OPS: dict[str, Callable[[Any, Any], Any]] = {
     "<=": operator.le, ">=": operator.ge, "!=": operator.ne, "==": operator.eq, "=": operator.eq,
     "<": operator.lt, ">": operator.gt}
-_NUMERIC_KEYS = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages")
+_NUMERIC_KEYS = ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages", "cp_a2a_size")
+#: Flag keys (true / false; = or != only).
+_FLAG_KEYS = ("sequence_parallel", "overlap", "moe_flex_dispatcher", "moe_a2a_overlap")
 _ALIASES = {"mb": "micro_batch", "micro-batch": "micro_batch", "microbatch": "micro_batch",
             "sp": "sequence_parallel", "sequence-parallel": "sequence_parallel", "algo": "algorithm",
             "v": "virtual_stages", "virtual-stages": "virtual_stages", "mem": "memory",
             "memory_per_gpu": "memory", "bucket_size": "bucket", "bucket_bytes": "bucket", "dp-comm": "dp_comm",
-            "rank_order": "layout", "rank-order": "layout"}
+            "rank_order": "layout", "rank-order": "layout", "cp_comm": "cp_comm_type",
+            "moe_flex": "moe_flex_dispatcher"}
 CONSTRAINT_KEYS = (*_NUMERIC_KEYS, "zero", "recompute", "schedule", "sequence_parallel", "algorithm", "sync", "memory",
-                   "overlap", "compression", "dp_comm", "assignment", "bucket", "layout")
+                   "overlap", "compression", "dp_comm", "assignment", "bucket", "layout", "cp_comm_type",
+                   "moe_flex_dispatcher", "moe_a2a_overlap")
 _CONSTRAINT_ALLOWED = (f"KEY OP VALUE with KEY one of {', '.join(CONSTRAINT_KEYS)} and OP one of "
                        "<=, >=, <, >, =, != (e.g. tp<=8, pp=1, zero<=1, memory<=60GB, schedule=1f1b, "
                        "recompute=none, compression=int8, dp_comm=ps:8, overlap=false, assignment=dynamic, "
-                       "bucket<=100MB, zero=fsdp, layout=tp-cp-pp-dp)")
+                       "bucket<=100MB, zero=fsdp, layout=tp-cp-pp-dp, cp_comm_type=a2a, cp_a2a_size=2, "
+                       "moe_flex_dispatcher=true, moe_a2a_overlap=false)")
 # matched against the stripped text: "(\S.*?)\s*$" made a long run of blanks inside the value quadratic
 _CONSTRAINT_RE = re.compile(r"([A-Za-z_\-]+)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*)", re.S)
 
@@ -116,12 +122,13 @@ _DOMAINS: dict[str, Callable[[], list[Any]]] = {
     "zero": lambda: [int(z) for z in Zero], "recompute": lambda: [int(r) for r in Recompute],
     "algorithm": lambda: [int(a) for a in Algorithm], "assignment": lambda: [int(a) for a in Assignment],
     "layout": lambda: [int(x) for x in Layout], "sequence_parallel": lambda: [False, True],
-    "overlap": lambda: [False, True]}
+    "overlap": lambda: [False, True], "cp_comm_type": lambda: [int(x) for x in CpCommType],
+    "moe_flex_dispatcher": lambda: [False, True], "moe_a2a_overlap": lambda: [False, True]}
 
 
 def _label(key: str, value: Any) -> str:
     members: list[Any] = list({"zero": Zero, "recompute": Recompute, "algorithm": Algorithm, "assignment": Assignment,
-                               "layout": Layout}.get(key, []))
+                               "layout": Layout, "cp_comm_type": CpCommType}.get(key, []))
     return next((m.label for m in members if int(m) == value), str(value).lower())
 
 
@@ -150,7 +157,7 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
             return int(value)
     if key == "memory" and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         return float(value)
-    if key in ("sequence_parallel", "overlap") and isinstance(value, bool):
+    if key in _FLAG_KEYS and isinstance(value, bool):
         return value
     if key in ("compression", "dp_comm") and isinstance(value, tuple):
         return value
@@ -165,6 +172,9 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
     if key == "assignment" and isinstance(value, (int, np.integer)) and int(value) in list(Assignment):
         return int(value)
     if key == "layout" and isinstance(value, (int, np.integer)) and int(value) in list(Layout):
+        return int(value)
+    if (key == "cp_comm_type" and isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+            and int(value) in list(CpCommType)):
         return int(value)
     if key == "bucket" and isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
         return float(value)
@@ -205,7 +215,7 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         return size
     if op not in ("=", "==", "!="):
         raise InputError(f"{key} takes = or != only, got {label!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
-    if key in ("sequence_parallel", "overlap"):
+    if key in _FLAG_KEYS:
         truth = {"true": True, "on": True, "yes": True, "1": True,
                  "false": False, "off": False, "no": False, "0": False}
         if text not in truth:
@@ -238,6 +248,12 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         except InputError:
             raise InputError(f"unknown layout {value!r} in {label!r}", where=where,
                              allowed=" | ".join(Layout.labels())) from None
+    if key == "cp_comm_type":
+        try:
+            return int(CpCommType.parse(text))
+        except InputError:
+            raise InputError(f"unknown cp_comm_type {value!r} in {label!r}", where=where,
+                             allowed=" | ".join(CpCommType.labels())) from None
     if key == "compression":
         if text == "topk":  # any kept fraction
             return (int(parse_compression("topk:1").kind), None)
