@@ -102,6 +102,17 @@ def test_memory_frees_the_norm_output(fp8: bool, gemm_in: float) -> None:
     assert moe_only - moe_ln == pytest.approx(2 * SBH, rel=1e-12)
 
 
+@pytest.mark.parametrize("attention_inputs, held", [(0.0, 2.0), (1.0, 1.0)])
+def test_memory_frees_the_qkv_input_at_the_attention_precision(attention_inputs: float, held: float) -> None:
+    """An fp8 run whose attention runs at its own precision (training.module_precision: 0 = 16-bit) keeps MLA's
+    down-projection input at that precision (2 s b h in bf16); the input norm's checkpoint frees that storage
+    whole, beside the MoE block's fp8 copy of the pre-MLP norm's output (1 s b h). It freed 1 s b h of the
+    16-bit QKV input and left the other byte held."""
+    base, ln = _mods("moe_act"), _mods("moe_act", "layernorm")
+    kw = dict(fp8_inputs=True, attention_inputs=attention_inputs)
+    assert _act(MLA, base, True, **kw) - _act(MLA, ln, True, **kw) == pytest.approx((held + 1.0) * SBH, rel=1e-12)
+
+
 def test_memory_with_sequence_parallel() -> None:
     base, ln = _mods("moe_act"), _mods("moe_act", "layernorm")
     kw = dict(tp=4, sequence_parallel=True)
