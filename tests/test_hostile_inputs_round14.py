@@ -82,6 +82,24 @@ def test_a_deepspeed_json_is_still_deepspeed(cli, tmp_path) -> None:  # type: ig
                     str(f))["inputs"]["strategy_file"]["format"] == "deepspeed"
 
 
+@pytest.mark.parametrize("suffix", [".yaml", ".yml"])
+def test_a_deepspeed_json_named_yaml_is_still_deepspeed(cli, tmp_path, suffix: str) -> None:  # type: ignore[no-untyped-def]
+    """DeepSpeedConfig hjson-loads any path whatever its suffix (deepspeed/runtime/config.py), so a ds_config.yaml in
+    JSON is a config DeepSpeed runs: it was read as a scalemodel strategy, ZeRO and the micro-batch 'not used'
+    (zero 0, micro-batch 1). A JSON-syntax file with a scalemodel key stays a strategy (the test above)."""
+    f = tmp_path / f"ds_config{suffix}"
+    f.write_text('{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}, "bf16": {"enabled": true}}')
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert out["inputs"]["strategy_file"]["format"] == "deepspeed" and "not used" not in r.err
+    assert str(out["strategy"]["zero"]) == "1" and out["strategy"]["micro_batch"] == 2
+    # a scalemodel key beside a DeepSpeed one: read as the scalemodel strategy it claims to be
+    f.write_text('{"tp": 2, "zero_optimization": {"stage": 1}}')
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), "--json")
+    assert r.code == 0 and json.loads(r.out)["inputs"]["strategy_file"]["format"] == "scalemodel"
+
+
 # --- Megatron's hierarchical context parallelism ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("flags, what", [
