@@ -8,6 +8,7 @@ Each case is one finding; the contract is test_hostile_inputs.py's.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from test_hostile_inputs import LOG, accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
@@ -393,6 +394,16 @@ def test_check_refuses_an_invalid_strategy_that_also_overflows_memory(cli, tmp_p
                  "assertions: {max_step_time: 100s}\n")
     refused(cli, "check", str(f), "--json", inputs=(f,),
             match=f"error: {f}: gpus: the strategy is invalid at 16 GPUs: heads not divisible")
+
+
+def test_check_help_says_an_invalid_strategy_exits_2(cli) -> None:  # type: ignore[no-untyped-def]
+    """The refusal above exits 2; --help said only "exit 0 when all hold, 1 when any fails", so a CI job reading the
+    help could not tell an invalid strategy from a failed assertion, nor that memory alone is not a refusal."""
+    r = cli("check", "--help")
+    text = " ".join(r.out.split())
+    assert "Exit 2 on bad input" in text and "a strategy that cannot run" in text and "must_fit_memory" in text
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert "exits 0 when all hold, 1 when one fails, 2 on bad input (the file, or a strategy that cannot run" in readme
 
 
 def test_check_still_reports_memory_as_a_note(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
