@@ -165,3 +165,15 @@ def test_stage_keeps_one_refilled_norm_output_as_working_set() -> None:
     kw = dict(tp=4, sequence_parallel=True)
     assert _stage(GQA_MOE, "moe_act", **kw) - _stage(GQA_MOE, "moe_act,layernorm", **kw) == pytest.approx(
         (2 * 2 * SBH - 2 * SBH) / 4, rel=1e-12)
+
+
+def test_cli_warns_on_a_parallel_block_moe(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """recomputed_norms recomputes nothing in a parallel (GPT-J) block, which Megatron-Core does not have; an MoE model
+    of such blocks had layernorm priced as nothing without a word."""
+    f = tmp_path / "pmoe.yaml"
+    f.write_text("kind: transformer\nname: pmoe\nlayers: 4\nhidden: 1024\nheads: 8\nffn_hidden: 4096\nvocab: 1000\n"
+                 "seq_len: 2048\ngated_mlp: false\nparallel_block: true\nnorms_per_layer: 1\n"
+                 "moe: {experts: 8, top_k: 2, ffn_hidden: 1024}\n")
+    r = cli("predict", "-c", "dgx-h100", "-m", str(f), "-n", "8", "--set", "strategy.recompute=selective",
+            "--set", "strategy.recompute_modules=layernorm")
+    assert r.code == 0 and "layernorm recomputes nothing" in r.err, r.err
