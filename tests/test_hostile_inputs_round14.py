@@ -8,6 +8,7 @@ Each case is one finding; the contract is test_hostile_inputs.py's.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from test_hostile_inputs import LOG, accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
@@ -80,6 +81,24 @@ def test_a_deepspeed_json_is_still_deepspeed(cli, tmp_path) -> None:  # type: ig
     f.write_text('{"tensor_parallel": {"autotp_size": 2}}')
     assert accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy",
                     str(f))["inputs"]["strategy_file"]["format"] == "deepspeed"
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".yml"])
+def test_a_deepspeed_json_named_yaml_is_still_deepspeed(cli, tmp_path, suffix: str) -> None:  # type: ignore[no-untyped-def]
+    """DeepSpeedConfig hjson-loads any path whatever its suffix (deepspeed/runtime/config.py), so a ds_config.yaml in
+    JSON is a config DeepSpeed runs: it was read as a scalemodel strategy, ZeRO and the micro-batch 'not used'
+    (zero 0, micro-batch 1). A JSON-syntax file with a scalemodel key stays a strategy (the test above)."""
+    f = tmp_path / f"ds_config{suffix}"
+    f.write_text('{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}, "bf16": {"enabled": true}}')
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert out["inputs"]["strategy_file"]["format"] == "deepspeed" and "not used" not in r.err
+    assert str(out["strategy"]["zero"]) == "1" and out["strategy"]["micro_batch"] == 2
+    # a scalemodel key beside a DeepSpeed one: read as the scalemodel strategy it claims to be
+    f.write_text('{"tp": 2, "zero_optimization": {"stage": 1}}')
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f), "--json")
+    assert r.code == 0 and json.loads(r.out)["inputs"]["strategy_file"]["format"] == "scalemodel"
 
 
 # --- Megatron's hierarchical context parallelism ----------------------------------------------------------------------
@@ -375,6 +394,16 @@ def test_check_refuses_an_invalid_strategy_that_also_overflows_memory(cli, tmp_p
                  "assertions: {max_step_time: 100s}\n")
     refused(cli, "check", str(f), "--json", inputs=(f,),
             match=f"error: {f}: gpus: the strategy is invalid at 16 GPUs: heads not divisible")
+
+
+def test_check_help_says_an_invalid_strategy_exits_2(cli) -> None:  # type: ignore[no-untyped-def]
+    """The refusal above exits 2; --help said only "exit 0 when all hold, 1 when any fails", so a CI job reading the
+    help could not tell an invalid strategy from a failed assertion, nor that memory alone is not a refusal."""
+    r = cli("check", "--help")
+    text = " ".join(r.out.split())
+    assert "Exit 2 on bad input" in text and "a strategy that cannot run" in text and "must_fit_memory" in text
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert "exits 0 when all hold, 1 when one fails, 2 on bad input (the file, or a strategy that cannot run" in readme
 
 
 def test_check_still_reports_memory_as_a_note(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -102,6 +102,17 @@ def test_memory_frees_the_norm_output(fp8: bool, gemm_in: float) -> None:
     assert moe_only - moe_ln == pytest.approx(2 * SBH, rel=1e-12)
 
 
+@pytest.mark.parametrize("attention_inputs, held", [(0.0, 2.0), (1.0, 1.0)])
+def test_memory_frees_the_qkv_input_at_the_attention_precision(attention_inputs: float, held: float) -> None:
+    """An fp8 run whose attention runs at its own precision (training.module_precision: 0 = 16-bit) keeps MLA's
+    down-projection input at that precision (2 s b h in bf16); the input norm's checkpoint frees that storage
+    whole, beside the MoE block's fp8 copy of the pre-MLP norm's output (1 s b h). It freed 1 s b h of the
+    16-bit QKV input and left the other byte held."""
+    base, ln = _mods("moe_act"), _mods("moe_act", "layernorm")
+    kw = dict(fp8_inputs=True, attention_inputs=attention_inputs)
+    assert _act(MLA, base, True, **kw) - _act(MLA, ln, True, **kw) == pytest.approx((held + 1.0) * SBH, rel=1e-12)
+
+
 def test_memory_with_sequence_parallel() -> None:
     base, ln = _mods("moe_act"), _mods("moe_act", "layernorm")
     kw = dict(tp=4, sequence_parallel=True)
@@ -154,3 +165,15 @@ def test_stage_keeps_one_refilled_norm_output_as_working_set() -> None:
     kw = dict(tp=4, sequence_parallel=True)
     assert _stage(GQA_MOE, "moe_act", **kw) - _stage(GQA_MOE, "moe_act,layernorm", **kw) == pytest.approx(
         (2 * 2 * SBH - 2 * SBH) / 4, rel=1e-12)
+
+
+def test_cli_warns_on_a_parallel_block_moe(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """recomputed_norms recomputes nothing in a parallel (GPT-J) block, which Megatron-Core does not have; an MoE model
+    of such blocks had layernorm priced as nothing without a word."""
+    f = tmp_path / "pmoe.yaml"
+    f.write_text("kind: transformer\nname: pmoe\nlayers: 4\nhidden: 1024\nheads: 8\nffn_hidden: 4096\nvocab: 1000\n"
+                 "seq_len: 2048\ngated_mlp: false\nparallel_block: true\nnorms_per_layer: 1\n"
+                 "moe: {experts: 8, top_k: 2, ffn_hidden: 1024}\n")
+    r = cli("predict", "-c", "dgx-h100", "-m", str(f), "-n", "8", "--set", "strategy.recompute=selective",
+            "--set", "strategy.recompute_modules=layernorm")
+    assert r.code == 0 and "layernorm recomputes nothing" in r.err, r.err

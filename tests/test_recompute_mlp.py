@@ -7,6 +7,8 @@ cost/memory.py's, not read back from the implementation."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from scalemodel.cost import compute, memory
@@ -119,3 +121,26 @@ def test_cli_warns_where_there_is_no_dense_mlp(cli) -> None:  # type: ignore[no-
     assert moe.code == 0 and "mlp recomputes nothing" in moe.err
     dense = cli(*base, "-m", "llama3-8b")
     assert dense.code == 0 and "recomputes nothing" not in dense.err
+
+
+PARALLEL = shape(layers=2, hidden=H, heads=8, vocab=1000, gated_mlp=False, ffn_hidden=F, parallel_block=True,
+                 norms_per_layer=1)
+
+
+def test_parallel_block_recomputes_nothing() -> None:
+    """Megatron-Core has no parallel (GPT-J) block: mlp there repeated the GEMMs, FLOPs and TP collective while the
+    memory kept the MLP's bytes (its shared input can't go), a cost with nothing saved; now nothing either way."""
+    assert _recompute(PARALLEL, _mods("mlp")) == 0.0
+    assert _recompute(PARALLEL, _mods("core_attn", "mlp")) == _recompute(PARALLEL, _mods("core_attn"))
+    base = training_flops(PARALLEL, S, 8, "selective", _mods("core_attn"))
+    mlp = training_flops(PARALLEL, S, 8, "selective", _mods("core_attn", "mlp"))
+    assert float(mlp.hardware) == float(base.hardware)
+
+
+def test_cli_warns_on_a_parallel_block(cli) -> None:  # type: ignore[no-untyped-def]
+    args = ["predict", "-c", "dgx-h100", "-n", "8", "--tp", "2", "-m", "examples/workloads/gpt-j-6b.yaml",
+            "--set", "strategy.recompute=selective"]
+    base = cli(*args, "--json")
+    mlp = cli(*args, "--set", "strategy.recompute_modules=core_attn,mlp", "--json")
+    assert mlp.code == 0 and "mlp recomputes nothing" in mlp.err
+    assert json.loads(mlp.out)["step_time_s"] == json.loads(base.out)["step_time_s"]

@@ -9,7 +9,10 @@ from scalemodel.report.check import render_check
 
 
 def check(*, file: str, straggler_cv: float | None, sets: list[str] | None, pessimistic: bool, as_json: bool) -> None:
-    """Check a capacity plan for CI: each assertion's verdict; exit 0 when all hold, 1 when any fails."""
+    """Check a capacity plan for CI: each assertion's verdict; exit 0 when all hold, 1 when any fails.
+
+    Exit 2 on bad input: the file, or a strategy that cannot run at one of the GPU counts for any reason but memory
+    (not fitting memory alone is a note, or must_fit_memory's verdict)."""
     result = check_file(file, list(sets or []), straggler_cv=straggler_cv, pessimistic=pessimistic)
     render_check(result, as_json=as_json)
     if not result.passed:

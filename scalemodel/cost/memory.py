@@ -69,11 +69,12 @@ core's 16-bit output).
                  where Megatron-Core recomputes nothing): transformer_layer.py runs them under
                  ``CheckpointWithoutOutput``, which frees their output after the forward and re-runs the norm
                  before the backward. Less per such norm: its output as its readers kept it, the QKV input
-                 (gemm bytes) s b h, the MoE block's input (gemm bytes; 2 under moe, whose checkpoint saves the
-                 16-bit tensor the norm's checkpoint then frees), / t with SP. Under fp8 Megatron-Core makes the
-                 readers keep the 16-bit original (``set_save_original_input`` on MLA's down-projections and the
-                 shared experts' linear_fc1), which is freed too. Working set (:func:`activation_bytes`): the one
-                 norm output the backward has refilled, 2 s b h (/ t with SP); with moe, inside the MoE block's.
+                 (the attention block's gemm bytes) s b h, the MoE block's input (gemm bytes; 2 under moe, whose
+                 checkpoint saves the 16-bit tensor the norm's checkpoint then frees), / t with SP. Under fp8
+                 Megatron-Core makes the readers keep the 16-bit original (``set_save_original_input`` on MLA's
+                 down-projections and the shared experts' linear_fc1), which is freed too. Working set
+                 (:func:`activation_bytes`): the one norm output the backward has refilled, 2 s b h (/ t with
+                 SP); with moe, inside the MoE block's.
     mlp          a dense (not MoE) layer's MLP block (transformer_layer.py ``recompute_mlp``: ``self.mlp`` under
                  ``tensor_parallel.checkpoint`` / ``te_checkpoint``, which saves its input, the residual stream the
                  norm fused into linear_fc1 reads, counted already as that norm's input): the MLP's split bytes
@@ -391,12 +392,13 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
         split = np.where(drop, split - mlp_bytes, split)
         replicated = replicated - np.where(drop, gemm_in * sbh, 0.0)
     # selective layernorm: a norm that is a module of its own (recomputed_norms) keeps no output; its input stays.
-    # Freed: what the layer counts as that norm output's readers' saved input: MLA's QKV (down-projection) input,
+    # Freed: what the layer counts as that norm output's readers' saved input: MLA's QKV (down-projection) input at
+    # the attention block's precision (gemm_att: 16-bit where training.module_precision keeps attention out of fp8),
     # the MoE block's input (16-bit under moe, which checkpoints it; the GEMM copy's bytes otherwise)
     ln_in, ln_pre = recomputed_norms(sh, again.layernorm, attention=attention, mlp=mlp, moe=moe)
     if np.any(ln_in | ln_pre):
         moe_in = np.where(again.moe, 2.0, gemm_in)
-        replicated = replicated - (np.where(ln_in, gemm_in, 0.0) + np.where(ln_pre, moe_in, 0.0)) * sbh
+        replicated = replicated - (np.where(ln_in, gemm_att, 0.0) + np.where(ln_pre, moe_in, 0.0)) * sbh
     none_or_selective = np.where(sp, replicated / t, replicated) + (split + scores) / t
     full = np.where(sp, 2 * sbh / t, 2 * sbh)
     kept = none_or_selective

@@ -130,7 +130,9 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
     layer (moe_layer.py lines 252-255 ``shared_experts_recompute``; ``shared_experts_compute``, lines 516-531, runs
     ``self.shared_experts`` under ``tensor_parallel.checkpoint`` / ``te_checkpoint`` unless
     ``moe_shared_expert_overlap``); named with moe they are repeated once more, their checkpoint running again
-    inside the recomputed block."""
+    inside the recomputed block. Megatron-Core has no parallel (GPT-J) block, whose attention and MLP share one norm
+    output and one TP collective: mlp recomputes nothing there (its memory could not drop the shared input, while
+    the repeated GEMMs, FLOPs and collective were priced), as layernorm (:func:`recomputed_norms`)."""
     selective = recompute_code(recompute) == Recompute.SELECTIVE
     mods = np.asarray(recompute_modules, dtype=np.int64)
     mods = np.where(selective, np.where(mods == 0, DEFAULT_RECOMPUTE_MODULES, mods), 0)
@@ -140,7 +142,8 @@ def recomputed_modules(sh: Shape, recompute: ArrayLike, recompute_modules: Array
 
     return Recomputed(attention_core=on("core_attn", "jax_dots"), mla_up_proj=on("mla_up_proj") & sh.mla,
                       moe_act=on("moe_act"), jax_dots=on("jax_dots"), titan_op=on("titan_op"),
-                      moe=on("moe") & (sh.moe_experts > 0), layernorm=on("layernorm"), mlp=on("mlp"),
+                      moe=on("moe") & (sh.moe_experts > 0), layernorm=on("layernorm"),
+                      mlp=on("mlp") & ~np.asarray(sh.parallel_block, dtype=bool),
                       shared_experts=on("shared_experts") & (sh.moe_experts > 0) & (sh.moe_shared_experts > 0))
 
 

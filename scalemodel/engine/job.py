@@ -1027,12 +1027,14 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     names = set(filter(None, str(getattr(strategy, "recompute_modules", "") or "").split(",")))
     for name, present, what in (("moe_act", moe, "MoE layers"), ("moe", moe, "MoE layers"),
                                 ("mla_up_proj", mla, "multi-head latent attention"),
-                                ("layernorm", moe or mla, "norm that is a module of its own (Transformer Engine fuses "
-                                 "the others into LayerNormLinear; Megatron-Core recomputes those of MoE layers and "
-                                 "MLA)"),
-                                ("mlp", job.is_transformer and float(job.shape.mlp_layers) > 0,
-                                 "dense MLP layer (Megatron-Core recomputes the MLP of layers that are not MoE "
-                                 "layers)"),
+                                ("layernorm", (moe or mla) and not bool(job.shape.parallel_block),
+                                 "norm that is a module of its own (Transformer Engine fuses the others into "
+                                 "LayerNormLinear; Megatron-Core recomputes those of MoE layers and MLA, and has no "
+                                 "parallel attention + MLP block)"),
+                                ("mlp", job.is_transformer and float(job.shape.mlp_layers) > 0
+                                 and not bool(job.shape.parallel_block),
+                                 "dense MLP layer of its own (Megatron-Core recomputes the MLP of layers that are "
+                                 "not MoE layers, and has no parallel attention + MLP block)"),
                                 ("shared_experts", moe and float(job.shape.moe_shared_experts) > 0,
                                  "shared experts")):
         if name in names and not present:

@@ -1075,6 +1075,24 @@ def _validate_as_written(model: Any, data: dict[str, Any], path: Path, root: str
         raise InputError(exc.what, where=f"{path}: {own}", allowed=exc.allowed) from None
 
 
+def _deepspeed_keys_only(text: str) -> bool:
+    """Whether a .yaml / .yml file opening with '{' is a DeepSpeed config: strict JSON (DeepSpeedConfig.__init__,
+    deepspeed/runtime/config.py, reads any existing path with ``hjson.load(open(config, "r"), ...)`` whatever its
+    suffix, so a ds_config.yaml in JSON is one DeepSpeed runs) whose top-level keys
+    include one DeepSpeed reads (:data:`_DS_HARMLESS`) and none of a scalemodel strategy file's (strategy:,
+    training:, kind, their fields; ``optimizer`` is both). Anything else is read as a scalemodel strategy in YAML
+    flow style."""
+    try:
+        data = load_json(text, "")
+    except InputError:  # not strict JSON (YAML flow style), or JSON the YAML reader refuses with its own words
+        return False
+    if not isinstance(data, dict):
+        return False
+    ours = set(STRATEGY_FIELDS) | set(TRAINING_FIELDS) | {"strategy", "training", "kind"}
+    keys = set(map(str, data))
+    return bool(keys & (_DS_HARMLESS - ours)) and not keys & (ours - _DS_HARMLESS)
+
+
 def read_strategy_file(ref: str | Path) -> StrategyFile:
     """Read a strategy file of any of the four formats (module docstring); warn about what is not used."""
     path = files.expand_user(ref)
@@ -1082,11 +1100,13 @@ def read_strategy_file(ref: str | Path) -> StrategyFile:
     where = str(path)
     stripped = text.lstrip()
     # a .json file is JSON whatever it starts with ("[[[..." was read as YAML and refused as "malformed YAML"); a
-    # .yaml / .yml file is a scalemodel strategy whatever it starts with: DeepSpeed reads JSON only, and a strategy in
-    # YAML flow style ({strategy: {tp: 2}}) was refused as malformed JSON, one in JSON syntax read as a DeepSpeed
-    # config whose every key was "not used" (tp stayed 1)
+    # .yaml / .yml file is a scalemodel strategy whatever it starts with unless it is a DeepSpeed config in JSON
+    # (_deepspeed_keys_only: DeepSpeed hjson-loads its config whatever the suffix): a strategy in YAML flow style
+    # ({strategy: {tp: 2}}) was refused as malformed JSON, one in JSON syntax read as a DeepSpeed config whose every
+    # key was "not used" (tp stayed 1)
     suffix = path.suffix.lower()
-    if (stripped.startswith("{") and suffix not in (".yaml", ".yml")) or suffix == ".json":
+    if (stripped.startswith("{") and (suffix not in (".yaml", ".yml") or _deepspeed_keys_only(text))) \
+            or suffix == ".json":
         data = load_json(text, where)
         out = StrategyFile(where, "deepspeed")
         if not isinstance(data, dict):
