@@ -321,7 +321,10 @@ _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recomput
                     # read for precision fp4 (NVFP4) and training.bf16_layers (_low_precision_extras)
                     "--fp4-format", "--fp4-recipe", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16",
                     # read for strategy.cp_comm_type (_cp_comm_type; both nargs='+')
-                    "--cp-comm-type", "--hierarchical-context-parallel-sizes"}
+                    "--cp-comm-type", "--hierarchical-context-parallel-sizes",
+                    # read for strategy.ep_dispatch_sms under the flex dispatcher (_flex_dispatcher_sms)
+                    "--moe-flex-dispatcher-backend", "--moe-deepep-num-sms", "--moe-hybridep-num-sms",
+                    "--moe-flex-dispatcher-num-sms"}
 
 
 #: Megatron-LM's --cp-comm-type words (megatron/training/arguments.py: "p2p, a2a, allgather or a2a+p2p"; Transformer
@@ -660,6 +663,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
         if kind == "flex":
             out.strategy["moe_flex_dispatcher"] = True
             out.fields["moe_flex_dispatcher"] = "--moe-token-dispatcher-type"
+    _flex_dispatcher_sms(args, number, out)
     _loss_impl(args, out)
     _cp_comm_type(args, out)
     opt = args.get("--optimizer")
@@ -696,6 +700,62 @@ def _megatron(text: str, out: StrategyFile) -> None:
     if vpp is not None and vpp > 1:
         out.strategy["schedule"] = f"interleaved:{vpp}"
         out.fields["schedule"] = next(iter(virtual))
+
+
+#: Megatron-Core's flex dispatcher backends (TransformerConfig.moe_flex_dispatcher_backend, Literal['deepep',
+#: 'hybridep', 'ncclep'], default deepep: megatron/core/transformer/transformer_config.py @d98e8a64dd) and the
+#: per-backend SM-count flag of each (@002255075c: moe_deepep_num_sms, default 20, set by set_deepep_num_sms for the
+#: deepep backend; moe_hybridep_num_sms, default None, num_sms_dispatch_api/combine_api of the hybridep buffer,
+#: megatron/core/transformer/moe/token_dispatcher.py)
+_MEG_FLEX_SMS = {"deepep": "--moe-deepep-num-sms", "hybridep": "--moe-hybridep-num-sms"}
+
+
+def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: StrategyFile) -> None:
+    """The SMs the flex dispatcher's own dispatch/combine kernels run on -> strategy.ep_dispatch_sms
+    (docs/model.md#contention, "EP dispatch kernels"). Megatron-LM's flags (generated from TransformerConfig by
+    ArgumentGroupFactory, megatron/training/arguments.py; type int): at 002255075c ``--moe-deepep-num-sms`` sizes the
+    deepep backend and ``--moe-hybridep-num-sms`` the hybridep one; at d98e8a64dd both are deprecated and routed in
+    TransformerConfig.__post_init__ to ``--moe-flex-dispatcher-num-sms``, which takes precedence. Each is read when
+    the flex dispatcher runs the backend it sizes (--moe-flex-dispatcher-backend, default deepep); otherwise it is
+    named as not used. They were all warned "not used" though the model prices the count. The bound by the
+    accelerator's SM count is the engine's (job.check_ep_dispatch_sms), named at the flag through out.fields."""
+    given = [f for f in ("--moe-flex-dispatcher-num-sms", *_MEG_FLEX_SMS.values()) if f in args]
+    if "--moe-flex-dispatcher-backend" not in args and not given:
+        return
+    backend = args.get("--moe-flex-dispatcher-backend", "deepep")
+    if backend not in ("deepep", "hybridep", "ncclep"):  # argparse choices of the Literal
+        shown = "no value" if backend is None else repr(backend[:40])
+        raise InputError(f"unknown flex dispatcher backend: {shown}", where="--moe-flex-dispatcher-backend",
+                         allowed="deepep, hybridep or ncclep (Megatron-Core moe_flex_dispatcher_backend)")
+    flex = out.strategy.get("moe_flex_dispatcher", False)
+    counts: dict[str, int] = {}
+    for flag in given:
+        n = number(flag)  # a count (refused otherwise) or None for a $VARIABLE (named as not used)
+        if n == 0:
+            raise InputError("expected at least 1 SM, got 0", where=flag,
+                             allowed="a positive number of SMs, at most the accelerator's, or leave the flag out")
+        if n is not None:
+            counts[flag] = n
+    if not flex:
+        if "--moe-flex-dispatcher-backend" in args:
+            out.unused.append(f"--moe-flex-dispatcher-backend {backend} (read with --moe-token-dispatcher-type flex)")
+        out.unused.extend(f"{f} {counts[f]} (read with --moe-token-dispatcher-type flex)" for f in counts)
+        return
+    if backend == "ncclep":  # NCCL EP through Transformer Engine: the model prices DeepEP / HybridEP kernels
+        out.unused.append("--moe-flex-dispatcher-backend ncclep (priced as the DeepEP / HybridEP dispatcher)")
+        out.unused.extend(f"{f} {counts[f]} (the SMs of DeepEP / HybridEP kernels)" for f in counts)
+        return
+    own = _MEG_FLEX_SMS[backend]
+    for flag in list(counts):
+        if flag not in ("--moe-flex-dispatcher-num-sms", own):
+            out.unused.append(f"{flag} {counts.pop(flag)} (sizes the {flag.split('-')[3]} backend; the flex "
+                              f"dispatcher runs {backend})")
+    flag = next((f for f in ("--moe-flex-dispatcher-num-sms", own) if f in counts), None)
+    if flag is not None:
+        out.strategy["ep_dispatch_sms"] = counts[flag]
+        out.fields["ep_dispatch_sms"] = flag
+        if own in counts and flag != own:
+            out.unused.append(f"{own} {counts[own]} (--moe-flex-dispatcher-num-sms takes precedence)")
 
 
 #: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others

@@ -1,0 +1,82 @@
+"""Hostile-input round 14c: the findings round 14 left out — framework settings the model prices but the readers
+dropped (Megatron's flex-dispatcher SM counts, torchtitan's expert_tensor_parallel_degree, an empty
+--recompute-modules), bounds that differed between commands, digit grouping in integers, a path with a trailing
+slash, and YAML merge keys.
+
+Each case is one finding; the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
+
+MOE = ["-c", "dgx-h100", "-m", "nemotron-3-nano", "-n", "64"]
+FLEX = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 --bf16 "
+        "--expert-model-parallel-size 8 --overlap-moe-expert-parallel-comm --moe-token-dispatcher-type flex ")
+
+
+def _launch(tmp_path, flags: str):  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text(FLEX + flags + "\n")
+    return f
+
+
+# --- Megatron's flex-dispatcher SM counts are strategy.ep_dispatch_sms ---------------------------------------------
+
+@pytest.mark.parametrize("flags, sms", [
+    ("--moe-deepep-num-sms 64", 64),  # deepep: the default backend
+    ("--moe-flex-dispatcher-backend deepep --moe-deepep-num-sms 48", 48),
+    ("--moe-flex-dispatcher-backend hybridep --moe-hybridep-num-sms 32", 32),
+    ("--moe-flex-dispatcher-num-sms 40 --moe-deepep-num-sms 20", 40),  # the unified flag takes precedence
+])
+def test_flex_dispatcher_sms_are_read(cli, tmp_path, flags: str, sms: int) -> None:  # type: ignore[no-untyped-def]
+    """``--moe-deepep-num-sms 64`` under the flex dispatcher was warned "not used" though the model prices the
+    dispatcher's SMs (strategy.ep_dispatch_sms): the step was priced at NCCL's share."""
+    f = _launch(tmp_path, flags)
+    r = cli("predict", *MOE, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert out["strategy"]["ep_dispatch_sms"] == sms
+    assert "num-sms" not in r.err.replace("--moe-deepep-num-sms 20 (--moe-flex-dispatcher-num-sms", "")
+    # the reference: the launch without the flag, the count given as the scalemodel field
+    plain = tmp_path / "plain.sh"
+    plain.write_text(FLEX + flags.replace("--moe-flex-dispatcher-backend hybridep", "").split("--moe-")[0] + "\n")
+    ref = accepted(cli, "predict", *MOE, "--strategy", str(plain), "--set", f"strategy.ep_dispatch_sms={sms}")
+    assert out["step_time_s"] == ref["step_time_s"]
+
+
+@pytest.mark.parametrize("flags, why", [
+    ("--moe-flex-dispatcher-backend hybridep --moe-deepep-num-sms 20",
+     "--moe-deepep-num-sms 20 (sizes the deepep backend; the flex dispatcher runs hybridep)"),
+    ("--moe-hybridep-num-sms 20", "--moe-hybridep-num-sms 20 (sizes the hybridep backend; the flex dispatcher runs "
+                                  "deepep)"),
+])
+def test_another_backends_sms_are_named_not_used(cli, tmp_path, flags: str, why: str) -> None:  # type: ignore[no-untyped-def]
+    r = cli("predict", *MOE, "--strategy", str(_launch(tmp_path, flags)), "--json")
+    assert r.code == 0, r.err
+    assert why in r.err
+
+
+def test_dispatcher_sms_without_flex_are_named_not_used(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --moe-deepep-num-sms 20\n")
+    r = cli("predict", *MOE, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    assert "--moe-deepep-num-sms 20 (read with --moe-token-dispatcher-type flex)" in r.err
+
+
+@pytest.mark.parametrize("flags, match", [
+    ("--moe-deepep-num-sms 0", "--moe-deepep-num-sms: expected at least 1 SM, got 0"),
+    ("--moe-deepep-num-sms -4", "--moe-deepep-num-sms: expected a count, got '-4'"),
+    ("--moe-deepep-num-sms 2.5", "--moe-deepep-num-sms: expected a count, got '2.5'"),
+    ("--moe-flex-dispatcher-backend hybridep --moe-hybridep-num-sms 500",
+     "--moe-hybridep-num-sms: ep_dispatch_sms = 500 exceeds the 132 compute units of h100-sxm"),
+    ("--moe-flex-dispatcher-num-sms 133", "--moe-flex-dispatcher-num-sms: ep_dispatch_sms = 133 exceeds the 132"),
+    ("--moe-flex-dispatcher-backend bogus", "--moe-flex-dispatcher-backend: unknown flex dispatcher backend: 'bogus'"),
+])
+def test_bad_dispatcher_sms_are_refused_at_the_flag(cli, tmp_path, flags: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    f = _launch(tmp_path, flags)
+    refused(cli, "predict", *MOE, "--strategy", str(f), "--json", inputs=(f,), match=f"error: --strategy: {f}: {match}")
