@@ -80,3 +80,47 @@ def test_dispatcher_sms_without_flex_are_named_not_used(cli, tmp_path) -> None: 
 def test_bad_dispatcher_sms_are_refused_at_the_flag(cli, tmp_path, flags: str, match: str) -> None:  # type: ignore[no-untyped-def]
     f = _launch(tmp_path, flags)
     refused(cli, "predict", *MOE, "--strategy", str(f), "--json", inputs=(f,), match=f"error: --strategy: {f}: {match}")
+
+
+# --- torchtitan's expert_tensor_parallel_degree is strategy.etp ------------------------------------------------------
+
+def _titan(tmp_path, body: str):  # type: ignore[no-untyped-def]
+    f = tmp_path / "job.toml"
+    f.write_text("[parallelism]\n" + body + "\n")
+    return f
+
+
+@pytest.mark.parametrize("etp", [1, 2])
+def test_titan_expert_tensor_parallel_degree_is_read(cli, tmp_path, etp: int) -> None:  # type: ignore[no-untyped-def]
+    """``expert_tensor_parallel_degree`` was warned "not used": a torchtitan ETP=1 run (experts folded over the tp
+    ranks) was priced with the experts tensor-parallel over tp."""
+    f = _titan(tmp_path, "expert_parallel_degree = 8\ntensor_parallel_degree = 2\n"
+                         f"expert_tensor_parallel_degree = {etp}")
+    r = cli("predict", *MOE, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    assert "expert_tensor_parallel_degree" not in r.err
+    out = json.loads(r.out)
+    assert out["strategy"]["etp"] == etp
+    plain = _titan(tmp_path, "expert_parallel_degree = 8\ntensor_parallel_degree = 2")
+    ref = accepted(cli, "predict", *MOE, "--strategy", str(plain), "--set", f"strategy.etp={etp}")
+    assert out["step_time_s"] == ref["step_time_s"]
+
+
+@pytest.mark.parametrize("body, match", [
+    ("expert_tensor_parallel_degree = 0", "expected at least 1, got 0"),
+    ("expert_parallel_degree = 8\nexpert_tensor_parallel_degree = 0", "expected at least 1, got 0"),
+    ("expert_tensor_parallel_degree = -2", "expected a count, got '-2'"),
+    ("expert_tensor_parallel_degree = 'two'", "expected a count, got 'two'"),
+    ("expert_parallel_degree = 8\ntensor_parallel_degree = 4\nexpert_tensor_parallel_degree = 2",
+     "expected 1 or the tensor_parallel_degree 4, got 2"),
+])
+def test_titan_invalid_expert_tensor_parallel_degree_is_refused(cli, tmp_path, body: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    f = _titan(tmp_path, body)
+    refused(cli, "predict", *MOE, "--strategy", str(f), "--json", inputs=(f,),
+            match=f"error: --strategy: {f}: parallelism.expert_tensor_parallel_degree: {match}")
+
+
+def test_titan_expert_tensor_parallel_degree_without_ep_is_named_not_used(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    r = cli("predict", *MOE, "--strategy", str(_titan(tmp_path, "expert_tensor_parallel_degree = 2")), "--json")
+    assert r.code == 0, r.err
+    assert "parallelism.expert_tensor_parallel_degree 2 (no effect when expert_parallel_degree is 1)" in r.err

@@ -936,6 +936,8 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         if k in degrees:
             out.strategy[field_] = degrees[k]
             out.fields[field_] = f"parallelism.{k}_parallel_degree"
+    if "expert_tensor_parallel_degree" in par:
+        _titan_etp(par, degrees, out)
     replicate = par.get("data_parallel_replicate_degree", 1)
     shard = par.get("data_parallel_shard_degree", -1)
     if (any(isinstance(d, bool) or not isinstance(d, int) for d in (replicate, shard)) or not 1 <= replicate <= 10**8
@@ -1000,8 +1002,31 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                 "expert_parallel_degree", "data_parallel_replicate_degree", "data_parallel_shard_degree",
                 "pipeline_parallel_schedule", "pipeline_parallel_microbatch_size", "enable_async_tensor_parallel",
                 "disable_loss_parallel", "enable_compiled_autograd", "pipeline_parallel_split_points",
-                "fsdp_reshard_after_forward", "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part"}
+                "fsdp_reshard_after_forward", "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part",
+                "expert_tensor_parallel_degree"}
     out.unused.extend(f"parallelism.{k}" for k in par if k not in used_par)
+
+
+def _titan_etp(par: dict[str, Any], degrees: dict[str, int], out: StrategyFile) -> None:
+    """torchtitan's ``parallelism.expert_tensor_parallel_degree`` -> strategy.etp. The key is torchtitan's from
+    aeb3a4ba (2025-08-13, "[EP] add support for ETP=1") until c4b409af (2026-04-30, "deprecate expert tensor parallel
+    (ETP)", before HEAD b5bcd76c6, which has no such key): an int, default 1, "No effect for non-MoE models, or when
+    ep = 1" (torchtitan/config/configs.py at c4b409af^), ParallelDims._validate asserting ``etp >= 1`` and, with
+    ep > 1, ``etp == tp or etp == 1`` (torchtitan/distributed/parallel_dims.py at c4b409af^). Its expert mesh folds
+    ep x etp over dp_shard x cp x tp (efsdp = fsdp tp / (etp ep)): the MoE parallel folding strategy.etp prices. It
+    was warned "not used", an invalid 0 included. With ep 1 it changes nothing and is named as not used."""
+    etp = _int(par["expert_tensor_parallel_degree"], "parallelism.expert_tensor_parallel_degree", least=1)
+    ep, tp = degrees.get("expert", 1), degrees.get("tensor", 1)
+    if ep == 1:
+        out.unused.append(f"parallelism.expert_tensor_parallel_degree {etp} (no effect when expert_parallel_degree "
+                          "is 1)")
+        return
+    if etp not in (1, tp):
+        raise InputError(f"expected 1 or the tensor_parallel_degree {tp}, got {etp}",
+                         where="parallelism.expert_tensor_parallel_degree",
+                         allowed=f"1 or {tp} (torchtitan ParallelDims: \"Currently we only support ETP=TP or ETP=1\")")
+    out.strategy["etp"] = etp
+    out.fields["etp"] = "parallelism.expert_tensor_parallel_degree"
 
 
 def _titan_loss(data: dict[str, Any], training: dict[str, Any], par: dict[str, Any], out: StrategyFile) -> None:
