@@ -124,3 +124,34 @@ def test_titan_expert_tensor_parallel_degree_without_ep_is_named_not_used(cli, t
     r = cli("predict", *MOE, "--strategy", str(_titan(tmp_path, "expert_tensor_parallel_degree = 2")), "--json")
     assert r.code == 0, r.err
     assert "parallelism.expert_tensor_parallel_degree 2 (no effect when expert_parallel_degree is 1)" in r.err
+
+
+# --- Megatron's --recompute-modules with no word recomputes nothing --------------------------------------------------
+
+MEG = ["-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64"]
+MEG_LAUNCH = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 --bf16 "
+              "--attention-backend unfused ")  # unfused: core_attn recompute saves the s^2 scores
+
+
+@pytest.mark.parametrize("command", ["predict", "memory"])
+def test_selective_with_no_recompute_module_recomputes_nothing(cli, tmp_path, command: str) -> None:  # type: ignore[no-untyped-def]
+    """``--recompute-granularity selective --recompute-modules`` (no word): Megatron-LM's nargs='*' gives [], which
+    TransformerConfig keeps (only None becomes ["core_attn"]), and no layer recomputes anything. scalemodel warned the
+    flag "not used" and priced selective's default core_attn recompute."""
+    f = tmp_path / "run.sh"
+    f.write_text(MEG_LAUNCH + "--recompute-granularity selective --recompute-modules --use-distributed-optimizer\n")
+    r = cli(command, *MEG, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    assert "recompute" not in r.err
+    out = json.loads(r.out)
+    plain = tmp_path / "plain.sh"  # no recompute flag: Megatron recomputes nothing
+    plain.write_text(MEG_LAUNCH + "--use-distributed-optimizer\n")
+    ref = accepted(cli, command, *MEG, "--strategy", str(plain))
+    selective = tmp_path / "selective.sh"  # selective alone: core_attn
+    selective.write_text(MEG_LAUNCH + "--recompute-granularity selective --use-distributed-optimizer\n")
+    core_attn = accepted(cli, command, *MEG, "--strategy", str(selective))
+    key = "memory" if command == "predict" else "per_gpu_bytes"
+    assert out[key] == ref[key] != core_attn[key]
+    if command == "predict":
+        assert out["strategy"]["recompute"] == ref["strategy"]["recompute"] == "none"
+        assert out["step_time_s"] == ref["step_time_s"] != core_attn["step_time_s"]

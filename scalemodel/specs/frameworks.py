@@ -779,6 +779,15 @@ def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:
                          where="--recompute-modules", allowed="space-separated module names, e.g. --recompute-modules "
                                                               "core_attn moe_act")
     shown = " ".join(words)[:60] or "(no module)"
+    if out.strategy.get("recompute") == "selective" and not words:
+        # selective with the flag and no word: argparse's nargs='*' gives [] (arguments.py before 639c08ab82,
+        # 2026-01-29, e.g. core_r0.15.0), which TransformerConfig.__post_init__ keeps (only None becomes
+        # ["core_attn"]) and no layer finds a module in: nothing is recomputed. It was warned "not used" and priced
+        # as the default core_attn. (From 639c08ab82 the flag is generated from TransformerConfig with nargs='+', and
+        # argparse refuses it without a word: no such job starts.)
+        out.strategy["recompute"] = "none"
+        out.fields["recompute"] = "--recompute-granularity selective --recompute-modules"
+        return
     if out.strategy.get("recompute") != "selective" or not words:
         out.unused.append(f"--recompute-modules {shown} (read with --recompute-granularity selective and at least "
                           "one module)")
