@@ -750,11 +750,11 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
         if flag not in ("--moe-flex-dispatcher-num-sms", own):
             out.unused.append(f"{flag} {counts.pop(flag)} (sizes the {flag.split('-')[3]} backend; the flex "
                               f"dispatcher runs {backend})")
-    flag = next((f for f in ("--moe-flex-dispatcher-num-sms", own) if f in counts), None)
-    if flag is not None:
-        out.strategy["ep_dispatch_sms"] = counts[flag]
-        out.fields["ep_dispatch_sms"] = flag
-        if own in counts and flag != own:
+    chosen = next((f for f in ("--moe-flex-dispatcher-num-sms", own) if f in counts), None)
+    if chosen is not None:
+        out.strategy["ep_dispatch_sms"] = counts[chosen]
+        out.fields["ep_dispatch_sms"] = chosen
+        if own in counts and chosen != own:
             out.unused.append(f"{own} {counts[own]} (--moe-flex-dispatcher-num-sms takes precedence)")
 
 
