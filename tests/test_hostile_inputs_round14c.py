@@ -155,3 +155,52 @@ def test_selective_with_no_recompute_module_recomputes_nothing(cli, tmp_path, co
     if command == "predict":
         assert out["strategy"]["recompute"] == ref["strategy"]["recompute"] == "none"
         assert out["step_time_s"] == ref["step_time_s"] != core_attn["step_time_s"]
+
+
+# --- one set of bounds on batch and sequence length in every command ------------------------------------------------
+
+GPT = ["-c", "dgx-h100", "-m", "gpt-1.7b"]
+ONE_JOB = [("predict", "-n", "64"), ("memory", "-n", "64"), ("sensitivity", "-n", "64")]
+ALL = [*ONE_JOB, ("scale",), ("plan", "-n", "64")]
+
+
+@pytest.mark.parametrize("command", ALL)
+@pytest.mark.parametrize("option", ["--seq-len", "--global-batch", "--micro-batch"])
+def test_batch_and_sequence_bounds_are_the_same_everywhere(cli, command: tuple[str, ...], option: str) -> None:  # type: ignore[no-untyped-def]
+    """``scale --seq-len`` was capped at 1e8 (``plan --global-batch`` too) where predict, memory and sensitivity took
+    up to 1e9, TrainingSpec's bound: every command now refuses 1e9 + 1 with the same message."""
+    if command[0] == "plan" and option == "--micro-batch":
+        pytest.skip("plan searches the micro-batch (no --micro-batch option)")
+    refused(cli, *command, *GPT, option, str(10**9 + 1), "--json",
+            match=f"error: {option}: {option} must be a positive integer up to 1e+09, got 1000000001; an integer from "
+                  "1 to 1e+09")
+
+
+@pytest.mark.parametrize("command", [("scale", "--gpus", "8,16"), ("plan", "-n", "64", "--top", "1")])
+def test_scale_and_plan_take_what_predict_takes(cli, command: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    """200,000,000 tokens per sequence (over the old 1e8 cap of scale) is inside 1e9, as predict's."""
+    accepted(cli, *command, *GPT, "--seq-len", str(2 * 10**8))
+
+
+@pytest.mark.parametrize("command", ONE_JOB)
+@pytest.mark.parametrize("how", [("--micro-batch", "100000000"), ("--set", "training.micro_batch=100000000")])
+def test_a_derived_global_batch_over_the_cap_is_refused(cli, command: tuple[str, ...], how: tuple[str, str]) -> None:  # type: ignore[no-untyped-def]
+    """``predict --micro-batch 100000000`` at 64 GPUs (dp 64) was priced at a global batch of 6.4e9 sequences per
+    step, which ``--global-batch 6400000000`` and ``scale`` refuse."""
+    shown = "--micro-batch" if how[0] == "--micro-batch" else "--set training.micro_batch"
+    refused(cli, *command, *GPT, *how, "--json",
+            match=f"error: {shown}: micro-batch 100,000,000 x dp 64 = 6,400,000,000 sequences per step (the global "
+                  "batch when none is given) is beyond the largest global batch (1e+09); a micro-batch of at most "
+                  "15,625,000 at dp 64")
+
+
+def test_a_derived_global_batch_from_a_file_names_the_file(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 100000000\n")
+    refused(cli, "predict", *GPT, "-n", "64", "--strategy", str(f), "--json", inputs=(f,),
+            match=f"error: --strategy: {f}: --micro-batch-size: micro-batch 100,000,000 x dp 32 = 3,200,000,000")
+
+
+@pytest.mark.parametrize("command", ONE_JOB)
+def test_a_derived_global_batch_at_the_cap_is_taken(cli, command: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    accepted(cli, *command, *GPT, "--micro-batch", str(10**9 // 64))

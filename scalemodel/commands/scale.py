@@ -129,9 +129,9 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
         raise InputError("--json and --csv both given", where="--csv", allowed="one output format")
     if mode is not None and mode not in ("weak", "strong"):
         raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
-    for name, value in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--micro-batch", micro_batch),
-                        ("--global-batch", global_batch), ("--seq-len", seq_len)):
+    for name, value in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep)):
         o.positive_int(value, name)
+    o.batch_counts({"micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len})
     o.check_kappa(staleness_kappa)
     if plot is not None:
         check_plot_path(plot, "--plot")  # fail before the sweep on a bad extension
