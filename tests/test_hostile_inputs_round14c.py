@@ -236,3 +236,58 @@ def test_digit_grouping_in_a_spec_file_is_refused(cli, tmp_path) -> None:  # typ
     f.write_text('kind: transformer\nname: m\nlayers: "2_4"\nhidden: 512\nheads: 8\nvocab: 1000\nseq_len: 256\n')
     refused(cli, "predict", "-c", "dgx-h100", "-m", str(f), "-n", "8", "--json", inputs=(f,),
             match=f"error: {f}:3: layers: '2_4' is not an integer: digit grouping with '_' is not read (write 24)")
+
+
+# --- a trailing '/' on a file's path ----------------------------------------------------------------------------------
+
+def _slash_cases(tmp_path):  # type: ignore[no-untyped-def]
+    from test_hostile_inputs import CLUSTER, LOG, WORKLOAD
+    cluster, workload, strategy, log, samples, runs, sweep = (tmp_path / n for n in (
+        "c.yaml", "w.yaml", "run.sh", "nccl.log", "s.txt", "runs.yaml", "sweep.yaml"))
+    cluster.write_text(CLUSTER)
+    workload.write_text(WORKLOAD)
+    strategy.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2\n")
+    log.write_bytes(LOG.read_bytes())
+    samples.write_text("1.0\n1.1\n1.2\n")
+    runs.write_text("runs: []\n")
+    sweep.write_text("kind: sweep\n")
+    return [
+        (cluster, "cluster file", ["predict", "-c", f"{cluster}/", "-m", "gpt-1.7b", "-n", "8"]),
+        (workload, "workload file", ["predict", "-c", "dgx-h100", "-m", f"{workload}/", "-n", "8"]),
+        (strategy, "strategy file", ["predict", *GPT, "-n", "8", "--strategy", f"{strategy}/"]),
+        (log, "nccl-tests log", ["calibrate", f"{log}/", "-c", "dgx-h100"]),
+        (log, "nccl-tests log", ["calibrate", "nccl-tests", f"{log}/", "-c", "dgx-h100"]),
+        (runs, "runs file", ["calibrate", "runs", f"{runs}/"]),
+        (samples, "samples file", ["stragglers", "-n", "8", "--samples", f"{samples}/"]),
+        (cluster, "spec file", ["hardware", "validate", f"{cluster}/"]),
+        (sweep, "sweep file", ["sweep", f"{sweep}/"]),
+    ]
+
+
+@pytest.mark.parametrize("case", range(9))
+def test_a_file_path_with_a_trailing_slash_is_refused(cli, tmp_path, case: int) -> None:  # type: ignore[no-untyped-def]
+    """``--strategy run.sh/`` (and a cluster, workload, log, runs, samples, spec or sweep file the same) was read as
+    run.sh: pathlib drops a trailing '/', where the OS refuses it (ENOTDIR, "Not a directory")."""
+    path, what, args = _slash_cases(tmp_path)[case]
+    line = refused(cli, *args, "--json", inputs=(path,))
+    assert f"{path}/: not a directory: the path ends with '/', but '{path}' is not a folder; the {what}'s path " \
+           "without the trailing '/'" in line, line
+
+
+def test_a_scenario_names_a_cluster_with_a_trailing_slash(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from test_hostile_inputs import CLUSTER
+    (tmp_path / "c.yaml").write_text(CLUSTER)
+    f = tmp_path / "sc.yaml"
+    f.write_text("kind: scenario\nname: s\ncluster: c.yaml/\nmodel: gpt-1.7b\ngpus: [16]\n"
+                 "training: {micro_batch: 1, global_batch: 64}\nassertions: {max_step_time: 100s}\n")
+    refused(cli, "check", str(f), "--json", inputs=(f,),
+            match=f"error: {f}: cluster: {tmp_path}/c.yaml/: not a directory")
+
+
+def test_a_folder_with_a_trailing_slash_is_still_a_model_folder(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, '
+                                        '"vocab_size": 1000, "intermediate_size": 512, '
+                                        '"max_position_embeddings": 512}')
+    accepted(cli, "memory", "-m", f"{folder}/", "-n", "8")

@@ -1172,6 +1172,8 @@ def _validate_as_written(model: Any, data: dict[str, Any], path: Path, root: str
 def read_strategy_file(ref: str | Path) -> StrategyFile:
     """Read a strategy file of any of the four formats (module docstring); warn about what is not used."""
     path = files.expand_user(ref)
+    if isinstance(ref, str) and ref.endswith("/"):
+        files.refuse_trailing_slash(f"{path}/", "strategy file")
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="strategy file")
     where = str(path)
     stripped = text.lstrip()
