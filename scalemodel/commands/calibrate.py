@@ -42,10 +42,11 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
     if factors is not None or predict_at is not None or mode != "strong":
         raise InputError("--factors, --predict-at and --mode belong to the runs form", where="calibrate nccl-tests",
                          allowed="scalemodel calibrate runs FILE --factors compute,overhead_s --predict-at N")
+    # the path as given (a str): a Path drops a trailing '/', and "nccl.log/" was read as the file
     if len(args) == 2 and args[0] == "nccl-tests":
-        log_path = Path(args[1])
+        log_path = args[1]
     elif len(args) == 1 and args[0] not in ("runs", "nccl-tests"):  # the form's word without its file
-        log_path = Path(args[0])
+        log_path = args[0]
     else:  # before --cluster: `calibrate runs` or three words is not a missing --cluster
         raise InputError(f"expected `nccl-tests LOG` or `runs FILE`, got {' '.join(args)[:200]!r}", where="calibrate",
                          allowed="scalemodel calibrate nccl-tests LOG --cluster C, or calibrate runs FILE")
@@ -63,12 +64,12 @@ def calibrate(*, args: list[str], cluster: str | None, tier: str | None, out: st
         raise InputError(f"--ranks {ranks}, but the log lists {log.ranks} ranks", where="--ranks",
                          allowed=f"{log.ranks}, or leave --ranks out (it is for a log that does not list its ranks)")
     spec = load_cluster_with(cluster, sets, "calibrate nccl-tests")
-    result = run(log, spec, source=str(log_path), ranks=ranks, tier=tier, algorithm=algo,
+    result = run(log, spec, source=str(Path(log_path)), ranks=ranks, tier=tier, algorithm=algo,
                  out=str(out) if out else None, sets=sets, tolerance=tolerance)
     wrote = out is not None and (result.accepted or force)
     if wrote and out is not None:
         base = reference_from("cluster", cluster, Path(out).absolute().parent)
-        write_file(out, overlay_yaml(result.fit, str(log_path), extends=base, sets=tuple(sets or ())), "--out")
+        write_file(out, overlay_yaml(result.fit, str(Path(log_path)), extends=base, sets=tuple(sets or ())), "--out")
     render_calibration(result, as_json=as_json, wrote=wrote)
     if not result.accepted and not force:
         raise SystemExit(1)

@@ -9,8 +9,10 @@ from scalemodel.choices import Precision, Zero
 from scalemodel.commands.args import integer, number, number_at_least, opt, pair, switch
 from scalemodel.commands.options import CLUSTER as CLUSTER  # re-exported: commands use them as common.X
 from scalemodel.commands.options import JSON as JSON
+from scalemodel.commands.options import MAX_BATCH as MAX_BATCH
 from scalemodel.commands.options import MAX_COUNT as MAX_COUNT
 from scalemodel.commands.options import SET as SET
+from scalemodel.commands.options import batch_counts as batch_counts
 from scalemodel.commands.options import check_kappa as check_kappa
 from scalemodel.commands.options import load_cluster_with as load_cluster_with
 from scalemodel.commands.options import positive_int as positive_int
@@ -201,16 +203,19 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     (plan merges them itself), so that a refusal names the file's field, not an option never given.
     """
     routed = split_overrides(sets or [])
+    tr_opts, tr_file = training_from if training_from is not None else (training, strategy_file)
+    batch_counts(tr_opts)
     cl = load_cluster(cluster, routed["cluster"])
     wl = load_workload(model, routed["model"])
     tr_given, st_given = with_strategy_file(strategy_file, training, strategy, gpus)
     tr_raw = apply_overrides(tr_given, routed["training"])
     st_raw = apply_overrides(st_given, routed["strategy"])
-    tr_opts, tr_file = training_from if training_from is not None else (training, strategy_file)
     tr = validate_written(TrainingSpec, "training", tr_raw, tr_opts, tr_file, sets)
     st = validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets)
     check_seq_len(wl, tr)
     check_training_fits(cl, wl, tr, tr_opts, tr_file, sets)
+    if gpus:
+        check_derived_batch(tr, st, gpus, written_at("training", "micro_batch", tr_opts, tr_file, sets))
     if strategy_file is not None and gpus and strategy.get("dp") is None and "dp" not in set_keys(sets, "strategy"):
         check_file_dp(strategy_file, st, gpus)
     return cl, wl, tr, st
@@ -288,6 +293,22 @@ def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: St
     if Precision.parse(tr.precision) == Precision.FP4:
         check("precision", lambda: acc.peak("fp4"))
     check("bf16_layers", lambda: bf16_layer_share(tr, wl if getattr(wl, "kind", "") == "transformer" else None))
+
+
+def check_derived_batch(tr: Any, st: Any, gpus: int, where: str | None) -> None:
+    """Refuse a global batch derived as dp x micro-batch (no global batch given) beyond :data:`MAX_BATCH`, the bound
+    of a given one: ``predict --micro-batch 100000000`` at 64 GPUs was priced at 6.4e9 sequences per step, where
+    ``--global-batch 6400000000`` and ``scale`` refuse it. ``where``: where the micro-batch was written."""
+    if tr.global_batch is not None:
+        return
+    mp = max(int(st.tp) * int(st.pp) * int(st.cp), 1)
+    dp = int(st.dp) if st.dp else max(gpus // mp, 1)
+    if dp * int(tr.micro_batch) > MAX_BATCH:
+        raise InputError(f"micro-batch {tr.micro_batch:,} x dp {dp:,} = {dp * int(tr.micro_batch):,} sequences per "
+                         f"step (the global batch when none is given) is beyond the largest global batch "
+                         f"({MAX_BATCH:.0e})", where=where or "--micro-batch",
+                         allowed=f"a micro-batch of at most {MAX_BATCH // dp:,} at dp {dp:,} (micro-batch x dp up to "
+                                 f"{MAX_BATCH:.0e}), or a --global-batch")
 
 
 def check_file_dp(sf: StrategyFile, st: Any, gpus: int) -> None:

@@ -27,6 +27,8 @@ def show(*, name: str, sets: list[str] | None, as_json: bool) -> None:
 
 def validate(*, file: str, sets: list[str] | None, as_json: bool) -> None:
     """Validate a spec file: exit 0 when valid, 2 (with the reason) when not."""
+    from scalemodel.specs.files import refuse_trailing_slash
+    refuse_trailing_slash(file, "spec file")  # the Path drops it: "cluster.yaml/" was validated as the file
     render_validation(validate_spec(Path(file), sets), as_json=as_json)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from scalemodel.commands.args import opt, repeat, switch
 from scalemodel.errors import InputError
 from scalemodel.specs import load_cluster, split_overrides
+from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.quantities import outside_range, range_text
 from scalemodel.units import parse_quantity
 
@@ -73,7 +74,23 @@ def check_kappa(kappa: float | None, option: str = "--staleness-kappa") -> None:
                          allowed=f"a number from 0 to {KAPPA_MAX:.0e} (0: no staleness penalty)")
 
 
-def positive_int(value: int | None, option: str) -> None:
-    if value is not None and not 1 <= value <= MAX_COUNT:
-        raise InputError(f"{option} must be a positive integer up to {MAX_COUNT:.0e}, got {value}", where=option,
-                         allowed=f"an integer from 1 to {MAX_COUNT:.0e}")
+def positive_int(value: int | None, option: str, cap: int = MAX_COUNT) -> None:
+    if value is not None and not 1 <= value <= cap:
+        raise InputError(f"{option} must be a positive integer up to {cap:.0e}, got {value}", where=option,
+                         allowed=f"an integer from 1 to {cap:.0e}")
+
+
+#: The largest micro-batch, global batch (sequences per step, given or derived as dp x micro-batch) and sequence
+#: length any command accepts: TrainingSpec's integer bound (specs.base.MAX_SPEC_INT), the same in every command.
+#: ``scale`` capped --seq-len, --micro-batch and --global-batch at MAX_COUNT (1e8), ``plan`` --global-batch too, where
+#: predict, memory and sensitivity took 1e9.
+MAX_BATCH = MAX_SPEC_INT
+#: The training options bounded by MAX_BATCH: TrainingSpec field -> option.
+BATCH_OPTIONS = {"micro_batch": "--micro-batch", "global_batch": "--global-batch", "seq_len": "--seq-len"}
+
+
+def batch_counts(values: dict[str, Any]) -> None:
+    """Refuse a --micro-batch, --global-batch or --seq-len (``values``: TrainingSpec field -> the option's value,
+    None when not given) outside 1 to :data:`MAX_BATCH`, naming the option."""
+    for key, option in BATCH_OPTIONS.items():
+        positive_int(values.get(key), option, MAX_BATCH)

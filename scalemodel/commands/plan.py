@@ -18,7 +18,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
          strategy_file: str | None, as_json: bool) -> None:
     """Rank every strategy: parallel degrees, exchanges, micro-batch, schedule, ZeRO/FSDP, recompute, SP, DP comm."""
     o.positive_int(gpus, "--gpus")
-    o.positive_int(global_batch, "--global-batch")
+    o.batch_counts({"global_batch": global_batch, "seq_len": seq_len})
     o.positive_int(top, "--top")
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}", where="--objective", allowed=" | ".join(OBJECTIVES))

@@ -8,6 +8,7 @@ without ``--scenario``, the flags alone describe the job (like ``predict``).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from scalemodel.commands import common as o
@@ -35,11 +36,14 @@ DEFAULT_GPUS = [128, 256, 512, 1024, 2048]
 
 
 def parse_gpus(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise InputError(f"cannot read GPU counts {text!r}", where="--gpus",
-                         allowed="comma-separated integers, e.g. 128,256,512,1024,2048") from None
+    parts = [x for x in text.replace(" ", "").split(",") if x]
+    # ASCII digits only: int() reads "6_4" as 64, and other scripts' digits
+    if not all(re.fullmatch(r"[+-]?[0-9]{1,30}", x) for x in parts):
+        grouped = next((x for x in parts if "_" in x), None)
+        why = f": digit grouping with '_' is not read (write {grouped.replace('_', '')[:40]})" if grouped else ""
+        raise InputError(f"cannot read GPU counts {text[:80]!r}{why}", where="--gpus",
+                         allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
+    values = [int(x) for x in parts]
     if not values or any(not 0 < v <= 10**8 for v in values):
         raise InputError(f"GPU counts must be positive integers, got {text!r}", where="--gpus",
                          allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
@@ -129,9 +133,9 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
         raise InputError("--json and --csv both given", where="--csv", allowed="one output format")
     if mode is not None and mode not in ("weak", "strong"):
         raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
-    for name, value in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--micro-batch", micro_batch),
-                        ("--global-batch", global_batch), ("--seq-len", seq_len)):
+    for name, value in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep)):
         o.positive_int(value, name)
+    o.batch_counts({"micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len})
     o.check_kappa(staleness_kappa)
     if plot is not None:
         check_plot_path(plot, "--plot")  # fail before the sweep on a bad extension

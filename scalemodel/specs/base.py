@@ -142,6 +142,10 @@ def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
         if isinstance(v, bool):
             raise SpecError(f"{v!r} is a boolean, not a number", loc)
         if isinstance(v, str):  # as pydantic did: "8" is 8 (ASCII digits only: float() reads "\u0663" as 3)
+            if "_" in v:  # float() reads "8_0" as 80 (--set training.micro_batch=1_0 was 10); YAML 1.2 has no "_"
+                noun = "an integer" if t is int else "a number"
+                raise SpecError(f"{v[:40]!r} is not {noun}: digit grouping with '_' is not read (write "
+                                f"{v.replace('_', '')[:40]})", loc, kind="type")
             try:
                 if not v.isascii():
                     raise ValueError(v)

@@ -181,12 +181,11 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
     text = str(value).strip().lower()
     label = f"{key}{op}{value}"
     if key in _NUMERIC_KEYS:
-        try:
-            v = int(text)
-        except ValueError:
-            raise InputError(f"constraint {label!r} needs an integer", where=where,
-                             allowed=_CONSTRAINT_ALLOWED) from None
-        return v
+        # ASCII digits only: int() reads "8_0" as 80 (tp=8_0 searched tp 80), and other scripts' digits
+        if not re.fullmatch(r"[+-]?[0-9]{1,30}", text):
+            why = " (digit grouping with '_' is not read)" if "_" in text else ""
+            raise InputError(f"constraint {label!r} needs an integer{why}", where=where, allowed=_CONSTRAINT_ALLOWED)
+        return int(text)
     if key == "recompute":
         try:
             return int(Recompute.parse(text))

@@ -78,9 +78,34 @@ def read_by_this_invocation(path: str | Path) -> str | None:
     return _reads.get((st.st_dev, st.st_ino))
 
 
+def refuse_trailing_slash(ref: str | Path, what: str = "file") -> None:
+    """Refuse a path written with a trailing '/' (``file.yaml/``) that names something other than a folder, as the
+    OS does (ENOTDIR, "Not a directory"): :class:`pathlib.Path` drops the slash, and such a path was read as the file.
+    A folder's path (a HuggingFace snapshot ``models/llama/``) keeps its slash."""
+    if not isinstance(ref, str) or not ref.endswith(("/", os.sep)) or ref.strip("/" + os.sep) == "":
+        return
+    try:
+        os.stat(ref)
+    except NotADirectoryError:
+        raise _not_a_directory(ref, what) from None
+    except (OSError, ValueError):
+        return  # not found, a NUL byte, ...: refused where the path is read, as without the slash
+
+
+def _not_a_directory(ref: str | Path, what: str) -> InputError:
+    shown = str(ref)[:200]
+    return InputError(f"not a directory: the path ends with '/', but {shown.rstrip('/' + os.sep)!r} is not a folder",
+                      where=shown, allowed=f"the {what}'s path without the trailing '/'")
+
+
 def _stat(path: str | Path, what: str) -> os.stat_result:
     try:
         return os.stat(path)
+    except NotADirectoryError:
+        if str(path).endswith(("/", os.sep)):
+            raise _not_a_directory(path, what) from None
+        raise InputError(f"{what} not found: a part of the path before the last is a file, not a folder",
+                         where=str(path)[:200], allowed=f"an existing {what}") from None
     except FileNotFoundError:
         raise InputError(f"{what} not found", where=str(path), allowed=f"an existing {what}") from None
     except ValueError:  # an embedded NUL byte in the path
@@ -144,7 +169,8 @@ def read_text(path: str | Path, *, limit: int, what: str = "file") -> str:
 
 def expand_user(ref: str | Path) -> Path:
     """``ref`` as a path with a leading ``~`` or ``~USER`` expanded; an unknown user (or no home folder)
-    is an input error, where :meth:`pathlib.Path.expanduser` raises RuntimeError."""
+    is an input error, where :meth:`pathlib.Path.expanduser` raises RuntimeError. (The Path drops a trailing '/':
+    callers that read a file refuse one first, :func:`refuse_trailing_slash`.)"""
     try:
         return Path(ref).expanduser()
     except RuntimeError:

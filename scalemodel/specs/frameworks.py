@@ -321,7 +321,10 @@ _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recomput
                     # read for precision fp4 (NVFP4) and training.bf16_layers (_low_precision_extras)
                     "--fp4-format", "--fp4-recipe", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16",
                     # read for strategy.cp_comm_type (_cp_comm_type; both nargs='+')
-                    "--cp-comm-type", "--hierarchical-context-parallel-sizes"}
+                    "--cp-comm-type", "--hierarchical-context-parallel-sizes",
+                    # read for strategy.ep_dispatch_sms under the flex dispatcher (_flex_dispatcher_sms)
+                    "--moe-flex-dispatcher-backend", "--moe-deepep-num-sms", "--moe-hybridep-num-sms",
+                    "--moe-flex-dispatcher-num-sms"}
 
 
 #: Megatron-LM's --cp-comm-type words (megatron/training/arguments.py: "p2p, a2a, allgather or a2a+p2p"; Transformer
@@ -660,6 +663,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
         if kind == "flex":
             out.strategy["moe_flex_dispatcher"] = True
             out.fields["moe_flex_dispatcher"] = "--moe-token-dispatcher-type"
+    _flex_dispatcher_sms(args, number, out)
     _loss_impl(args, out)
     _cp_comm_type(args, out)
     opt = args.get("--optimizer")
@@ -698,6 +702,62 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.fields["schedule"] = next(iter(virtual))
 
 
+#: Megatron-Core's flex dispatcher backends (TransformerConfig.moe_flex_dispatcher_backend, Literal['deepep',
+#: 'hybridep', 'ncclep'], default deepep: megatron/core/transformer/transformer_config.py @d98e8a64dd) and the
+#: per-backend SM-count flag of each (@002255075c: moe_deepep_num_sms, default 20, set by set_deepep_num_sms for the
+#: deepep backend; moe_hybridep_num_sms, default None, num_sms_dispatch_api/combine_api of the hybridep buffer,
+#: megatron/core/transformer/moe/token_dispatcher.py)
+_MEG_FLEX_SMS = {"deepep": "--moe-deepep-num-sms", "hybridep": "--moe-hybridep-num-sms"}
+
+
+def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: StrategyFile) -> None:
+    """The SMs the flex dispatcher's own dispatch/combine kernels run on -> strategy.ep_dispatch_sms
+    (docs/model.md#contention, "EP dispatch kernels"). Megatron-LM's flags (generated from TransformerConfig by
+    ArgumentGroupFactory, megatron/training/arguments.py; type int): at 002255075c ``--moe-deepep-num-sms`` sizes the
+    deepep backend and ``--moe-hybridep-num-sms`` the hybridep one; at d98e8a64dd both are deprecated and routed in
+    TransformerConfig.__post_init__ to ``--moe-flex-dispatcher-num-sms``, which takes precedence. Each is read when
+    the flex dispatcher runs the backend it sizes (--moe-flex-dispatcher-backend, default deepep); otherwise it is
+    named as not used. They were all warned "not used" though the model prices the count. The bound by the
+    accelerator's SM count is the engine's (job.check_ep_dispatch_sms), named at the flag through out.fields."""
+    given = [f for f in ("--moe-flex-dispatcher-num-sms", *_MEG_FLEX_SMS.values()) if f in args]
+    if "--moe-flex-dispatcher-backend" not in args and not given:
+        return
+    backend = args.get("--moe-flex-dispatcher-backend", "deepep")
+    if backend not in ("deepep", "hybridep", "ncclep"):  # argparse choices of the Literal
+        shown = "no value" if backend is None else repr(backend[:40])
+        raise InputError(f"unknown flex dispatcher backend: {shown}", where="--moe-flex-dispatcher-backend",
+                         allowed="deepep, hybridep or ncclep (Megatron-Core moe_flex_dispatcher_backend)")
+    flex = out.strategy.get("moe_flex_dispatcher", False)
+    counts: dict[str, int] = {}
+    for flag in given:
+        n = number(flag)  # a count (refused otherwise) or None for a $VARIABLE (named as not used)
+        if n == 0:
+            raise InputError("expected at least 1 SM, got 0", where=flag,
+                             allowed="a positive number of SMs, at most the accelerator's, or leave the flag out")
+        if n is not None:
+            counts[flag] = n
+    if not flex:
+        if "--moe-flex-dispatcher-backend" in args:
+            out.unused.append(f"--moe-flex-dispatcher-backend {backend} (read with --moe-token-dispatcher-type flex)")
+        out.unused.extend(f"{f} {counts[f]} (read with --moe-token-dispatcher-type flex)" for f in counts)
+        return
+    if backend == "ncclep":  # NCCL EP through Transformer Engine: the model prices DeepEP / HybridEP kernels
+        out.unused.append("--moe-flex-dispatcher-backend ncclep (priced as the DeepEP / HybridEP dispatcher)")
+        out.unused.extend(f"{f} {counts[f]} (the SMs of DeepEP / HybridEP kernels)" for f in counts)
+        return
+    own = _MEG_FLEX_SMS[backend]
+    for flag in list(counts):
+        if flag not in ("--moe-flex-dispatcher-num-sms", own):
+            out.unused.append(f"{flag} {counts.pop(flag)} (sizes the {flag.split('-')[3]} backend; the flex "
+                              f"dispatcher runs {backend})")
+    chosen = next((f for f in ("--moe-flex-dispatcher-num-sms", own) if f in counts), None)
+    if chosen is not None:
+        out.strategy["ep_dispatch_sms"] = counts[chosen]
+        out.fields["ep_dispatch_sms"] = chosen
+        if own in counts and chosen != own:
+            out.unused.append(f"{own} {counts[own]} (--moe-flex-dispatcher-num-sms takes precedence)")
+
+
 #: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others
 #: (gdn_norm_out, gdp_in_proj, gdp_qkv, mhc) are named as not used.
 _MEG_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act", "moe", "layernorm", "mlp", "shared_experts")
@@ -719,6 +779,15 @@ def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:
                          where="--recompute-modules", allowed="space-separated module names, e.g. --recompute-modules "
                                                               "core_attn moe_act")
     shown = " ".join(words)[:60] or "(no module)"
+    if out.strategy.get("recompute") == "selective" and not words:
+        # selective with the flag and no word: argparse's nargs='*' gives [] (arguments.py before 639c08ab82,
+        # 2026-01-29, e.g. core_r0.15.0), which TransformerConfig.__post_init__ keeps (only None becomes
+        # ["core_attn"]) and no layer finds a module in: nothing is recomputed. It was warned "not used" and priced
+        # as the default core_attn. (From 639c08ab82 the flag is generated from TransformerConfig with nargs='+', and
+        # argparse refuses it without a word: no such job starts.)
+        out.strategy["recompute"] = "none"
+        out.fields["recompute"] = "--recompute-granularity selective --recompute-modules"
+        return
     if out.strategy.get("recompute") != "selective" or not words:
         out.unused.append(f"--recompute-modules {shown} (read with --recompute-granularity selective and at least "
                           "one module)")
@@ -876,6 +945,8 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         if k in degrees:
             out.strategy[field_] = degrees[k]
             out.fields[field_] = f"parallelism.{k}_parallel_degree"
+    if "expert_tensor_parallel_degree" in par:
+        _titan_etp(par, degrees, out)
     replicate = par.get("data_parallel_replicate_degree", 1)
     shard = par.get("data_parallel_shard_degree", -1)
     if (any(isinstance(d, bool) or not isinstance(d, int) for d in (replicate, shard)) or not 1 <= replicate <= 10**8
@@ -940,8 +1011,31 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                 "expert_parallel_degree", "data_parallel_replicate_degree", "data_parallel_shard_degree",
                 "pipeline_parallel_schedule", "pipeline_parallel_microbatch_size", "enable_async_tensor_parallel",
                 "disable_loss_parallel", "enable_compiled_autograd", "pipeline_parallel_split_points",
-                "fsdp_reshard_after_forward", "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part"}
+                "fsdp_reshard_after_forward", "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part",
+                "expert_tensor_parallel_degree"}
     out.unused.extend(f"parallelism.{k}" for k in par if k not in used_par)
+
+
+def _titan_etp(par: dict[str, Any], degrees: dict[str, int], out: StrategyFile) -> None:
+    """torchtitan's ``parallelism.expert_tensor_parallel_degree`` -> strategy.etp. The key is torchtitan's from
+    aeb3a4ba (2025-08-13, "[EP] add support for ETP=1") until c4b409af (2026-04-30, "deprecate expert tensor parallel
+    (ETP)", before HEAD b5bcd76c6, which has no such key): an int, default 1, "No effect for non-MoE models, or when
+    ep = 1" (torchtitan/config/configs.py at c4b409af^), ParallelDims._validate asserting ``etp >= 1`` and, with
+    ep > 1, ``etp == tp or etp == 1`` (torchtitan/distributed/parallel_dims.py at c4b409af^). Its expert mesh folds
+    ep x etp over dp_shard x cp x tp (efsdp = fsdp tp / (etp ep)): the MoE parallel folding strategy.etp prices. It
+    was warned "not used", an invalid 0 included. With ep 1 it changes nothing and is named as not used."""
+    etp = _int(par["expert_tensor_parallel_degree"], "parallelism.expert_tensor_parallel_degree", least=1)
+    ep, tp = degrees.get("expert", 1), degrees.get("tensor", 1)
+    if ep == 1:
+        out.unused.append(f"parallelism.expert_tensor_parallel_degree {etp} (no effect when expert_parallel_degree "
+                          "is 1)")
+        return
+    if etp not in (1, tp):
+        raise InputError(f"expected 1 or the tensor_parallel_degree {tp}, got {etp}",
+                         where="parallelism.expert_tensor_parallel_degree",
+                         allowed=f"1 or {tp} (torchtitan ParallelDims: \"Currently we only support ETP=TP or ETP=1\")")
+    out.strategy["etp"] = etp
+    out.fields["etp"] = "parallelism.expert_tensor_parallel_degree"
 
 
 def _titan_loss(data: dict[str, Any], training: dict[str, Any], par: dict[str, Any], out: StrategyFile) -> None:
@@ -1096,6 +1190,8 @@ def _deepspeed_keys_only(text: str) -> bool:
 def read_strategy_file(ref: str | Path) -> StrategyFile:
     """Read a strategy file of any of the four formats (module docstring); warn about what is not used."""
     path = files.expand_user(ref)
+    if isinstance(ref, str) and ref.endswith("/"):
+        files.refuse_trailing_slash(f"{path}/", "strategy file")
     text = files.read_text(path, limit=files.MAX_SPEC_BYTES, what="strategy file")
     where = str(path)
     stripped = text.lstrip()

@@ -138,6 +138,8 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
         p = files.expand_user(ref)
         if relative_to is not None and not p.is_absolute():
             p = relative_to / p
+        if ref.endswith("/"):  # the Path dropped it: "cluster.yaml/" was read as the file
+            files.refuse_trailing_slash(f"{p}/", f"{kind} file")
         if kind == "workload" and not ref.endswith((".yaml", ".yml", ".json")) and os.path.isdir(p):
             return _config_in_folder(p, ref)
         if not files.exists(p):  # other kinds of file (a FIFO, a directory) are refused when read

@@ -147,6 +147,7 @@ def _plausible(step: float | None, tokens: float | None, where: str) -> tuple[fl
 
 def read_runs(path: str | Path) -> list[MeasuredRun]:
     """The measured runs of a YAML or CSV file (module docstring)."""
+    files.refuse_trailing_slash(path, "runs file")
     path = Path(path)
     rows = _rows(path)
     if not rows:
@@ -218,6 +219,8 @@ def _from_log(row: dict[str, Any], folder: Path, where: str, gpus: int, training
                          allowed="a whole number >= 0 (logged steps up to it are dropped)")
     path = Path(ref) if Path(ref).is_absolute() else folder / ref
     try:
+        if ref.endswith("/"):  # the Path dropped it
+            files.refuse_trailing_slash(f"{path}/", "training log")
         speed = read_train_log(path, warmup_steps=warm)
     except InputError as exc:
         raise exc.at(f"{where}: log") from None

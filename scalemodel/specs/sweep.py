@@ -113,6 +113,7 @@ def _no_repeat(field: str, entries: list[tuple[str, str]]) -> None:
 def load_sweep(path: str | Path) -> tuple[SweepSpec, dict[str, Path], dict[str, Path]]:
     """Read and validate a sweep file; returns the spec and its models and clusters resolved to files
     ({name as written: path}, relative names against the sweep file's folder)."""
+    files.refuse_trailing_slash(path, "sweep file")
     p = Path(path)
     if not files.exists(p):
         raise InputError(f"file not found: {str(p)[:200]}", where=str(p)[:200], allowed="an existing sweep YAML file")

@@ -99,6 +99,12 @@ class StrictConstructor(SafeConstructor):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == "<<" and not key_node.style:
+                # YAML 1.1's merge key (<<: *base): not in the 1.2 core schema read here, so it was a key named "<<",
+                # refused as "unknown key '<<'"
+                raise Refused("YAML merge keys ('<<: *anchor') are not supported", key_node.start_mark,
+                              "the keys written out in the mapping (an alias *anchor may stand for a whole value); "
+                              "a cluster, accelerator or workload spec can start from another with extends: BASE")
             if isinstance(key_node, yaml.ScalarNode):
                 key = self.construct_object(key_node, deep=deep)
                 try:
