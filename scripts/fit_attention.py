@@ -478,15 +478,21 @@ def check_releases(rel: dict[tuple[str, str], dict[str, Any]]) -> int:
                   f"{'in the catalog, not fitted' if release in have else 'fitted, not in the catalog'}")
             bad += 1
         for release in sorted(set(have) & want):
-            for direction in ("fwd", "bwd"):
-                got, fit_c = getattr(have[release]["cudnn"], direction), rounded(rel[(name, release)][direction])
-                for p in PARAMS:
-                    if not math.isclose(float(getattr(got, p)), fit_c[p], abs_tol=TOL[p]):
-                        print(f"check: {name} cuDNN {release} {direction} {p} {getattr(got, p)} in the catalog, "
-                              f"fit {fit_c[p]}")
-                        bad += 1
+            bad += _curve_mismatches(f"{name} cuDNN {release}", have[release]["cudnn"], rel[(name, release)])
     print(f"check: {'all catalog release curves match the fits' if not bad else f'{bad} release mismatches'}")
     return 1 if bad else 0
+
+
+def _curve_mismatches(label: str, got: Any, fit: dict[str, Any]) -> int:
+    """Print and count the parameters of a catalog curve (``got``: fwd / bwd) that differ from its fit (rounded)."""
+    bad = 0
+    for direction in ("fwd", "bwd"):
+        have, want = getattr(got, direction), rounded(fit[direction])
+        for p in PARAMS:
+            if not math.isclose(float(getattr(have, p)), want[p], abs_tol=TOL[p]):
+                print(f"check: {label} {direction} {p} {getattr(have, p)} in the catalog, fit {want[p]}")
+                bad += 1
+    return bad
 
 
 def rounded(c: dict[str, float]) -> dict[str, float]:
@@ -558,13 +564,7 @@ def check(fits: dict[tuple[str, str], dict[str, Any]]) -> int:
             print(f"check: {name} {kernel}: {where}")
             bad += 1
         for kernel in sorted(set(have) & want):
-            for direction in ("fwd", "bwd"):
-                got, fit_c = getattr(have[kernel], direction), rounded(fits[(name, kernel)][direction])
-                for p in PARAMS:
-                    if not math.isclose(float(getattr(got, p)), fit_c[p], abs_tol=TOL[p]):
-                        print(f"check: {name} {kernel} {direction} {p} {getattr(got, p)} in the catalog, "
-                              f"fit {fit_c[p]}")
-                        bad += 1
+            bad += _curve_mismatches(f"{name} {kernel}", have[kernel], fits[(name, kernel)])
     print(f"check: {'all catalog attention curves match the fits' if not bad else f'{bad} mismatches'}")
     return 1 if bad else 0
 
