@@ -41,8 +41,12 @@ from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
-from scalemodel.specs.accelerator import cudnn_release_key
-from scalemodel.specs.training import bf16_layer_share, low_precision_recipe, module_precisions
+from scalemodel.specs.training import (
+    bf16_layer_share,
+    cudnn_release_curves,
+    low_precision_recipe,
+    module_precisions,
+)
 
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
 DDP_BUCKET_BYTES = 25e6
@@ -291,7 +295,7 @@ def _attention_kernel(training: Any, acc: Any) -> dict[str, Any]:
         raise InputError(f"no fitted {name} attention curve for {acc.name} (fitted: {have})",
                          where="training.attention_kernel",
                          allowed=f"auto, gemm{''.join(', ' + k for k in sorted(curves))}")
-    release = _cudnn_release_curves(training, acc)
+    release = cudnn_release_curves(training, acc)
     if release and name != "cudnn":
         notices.warn(f"training.cudnn_release = {training.cudnn_release} is not priced: the attention kernel is {name} "
                      "(only the cudnn kernel takes a release's curve)")
@@ -299,27 +303,6 @@ def _attention_kernel(training: Any, acc: Any) -> dict[str, Any]:
         return {"attention_kernel": "gemm"}
     c = release["cudnn"] if release and name == "cudnn" else curves[name]
     return {"attention_kernel": name, "attention_fwd": _curve_params(c.fwd), "attention_bwd": _curve_params(c.bwd)}
-
-
-def _cudnn_release_curves(training: Any, acc: Any) -> dict[str, Any]:
-    """The accelerator's curves for the run's cuDNN release (training.cudnn_release; {} when unset): its
-    ``attention_releases`` entry, fitted to that release's own sweep. A release the accelerator holds no curve for is
-    an input error naming the ones it holds (the caller names the nearest at or below its container's release, so
-    no run is priced on a later kernel than it had; docs/model.md#cudnn-release). Only the cudnn kernel takes it."""
-    release = getattr(training, "cudnn_release", None)
-    if release is None:
-        return {}
-    held = acc.attention_releases or {}
-    if release not in held:
-        have = sorted(held, key=cudnn_release_key)
-        bare_number_hint = " (a bare 9.10 reads as 9.1: quote it)" if len(release.split(".")[1]) == 1 else ""
-        raise InputError(f"no attention curve for cuDNN {release} on {acc.name}{bare_number_hint} "
-                         f"({'releases held: ' + ', '.join(have) if have else 'it holds no per-release curves'})",
-                         where="training.cudnn_release",
-                         allowed=(f"one of {', '.join(have)} (the nearest at or below the container's cuDNN), or "
-                                  "leave it out for the default curve" if have else
-                                  "leave it out (the default curve, attention_efficiency)"))
-    return dict(held[release])
 
 
 def _curve_params(curve: Any) -> dict[str, float]:

@@ -1,0 +1,84 @@
+"""Hostile-input round 14b: the inputs new in this session's merges (training.module_precision, training.cudnn_release
+and the accelerator's attention_releases, the sliding-window + p2p context-parallel refusal).
+
+Each case is one finding; the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+SUPER = ["-m", str(ROOT / "examples" / "workloads" / "nemotron-3-super.yaml"), "-n", "64", "--ep", "8"]
+GPT = ["-m", "gpt-1.7b", "-n", "8"]
+_NO_LATENT = "the model has no LatentMoE (moe.latent_size not set)"
+_NOT_HELD = "no attention curve for cuDNN 9.15 on b200"
+
+
+# --- a module_precision value refused by its type names the module --------------------------------------------
+# "--set training.module_precision.attention_proj=BF16" was refused as "--set training.module_precision: not one of
+# the known values (got 'BF16')", without the module whose value it was.
+
+@pytest.mark.parametrize("module", ["attention_proj", "moe_latent", "mamba_out_proj", "mtp"])
+def test_a_bad_module_precision_value_names_the_module(cli, module: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-b200", *SUPER, "--precision", "fp4", "--set",
+            f"training.module_precision.{module}=BF16",
+            match=f"error: --set training.module_precision.{module}: not one of the known values (got 'BF16')")
+
+
+# --- a module_precision / cudnn_release refusal names where the setting was written ------------------------------
+# The engine's refusals (a module the model lacks, mxfp8 off Blackwell, a release the accelerator holds no curve
+# for) were "training.module_precision.X: ..." / "training.cudnn_release: ..." whether the user wrote --set, a
+# --strategy file or a scenario: the file was not named.
+
+@pytest.mark.parametrize("command", ["predict", "plan", "memory", "scale", "sensitivity"])
+def test_a_module_the_model_lacks_names_the_strategy_file(cli, tmp_path, command: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: strategy\ntraining:\n  precision: fp8\n  module_precision: {moe_latent: bf16}\n")
+    refused(cli, command, "-c", "dgx-b200", *GPT, "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: training.module_precision.moe_latent: {_NO_LATENT}")
+
+
+def test_a_module_the_model_lacks_names_the_set_item(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-b200", *GPT, "--precision", "fp8", "--set",
+            "training.module_precision.moe_latent=bf16",
+            match=f"error: --set training.module_precision.moe_latent: {_NO_LATENT}")
+
+
+def test_mxfp8_module_off_blackwell_names_the_set_item(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-h100", *GPT, "--precision", "fp8", "--set",
+            "training.module_precision={attention_proj: mxfp8}",
+            match="error: --set training.module_precision.attention_proj: mxfp8 needs Blackwell tensor cores; "
+                  "h100-sxm is hopper")
+
+
+@pytest.mark.parametrize("command", ["predict", "plan", "memory", "scale", "sensitivity"])
+def test_a_release_not_held_names_the_strategy_file(cli, tmp_path, command: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: strategy\ncudnn_release: '9.15'\n")
+    refused(cli, command, "-c", "dgx-b200", *GPT, "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: training.cudnn_release: {_NOT_HELD}")
+
+
+def test_a_release_not_held_names_the_set_item(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-b200", *GPT, "--set", "training.cudnn_release='9.15'",
+            match=f"error: --set training.cudnn_release: {_NOT_HELD}")
+
+
+def test_a_release_not_held_names_the_scenario(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "scen.yaml"
+    f.write_text("kind: scenario\nname: s\ncluster: dgx-b200\nmodel: gpt-1.7b\ngpus: [8]\n"
+                 "training: {global_batch: 8, cudnn_release: '9.15'}\n")
+    refused(cli, "scale", "--scenario", str(f), inputs=(f,),
+            match=f"error: --scenario: {f}: training.cudnn_release: {_NOT_HELD}")
+
+
+# --- the "quote it" hint only where quoting would find a held release ---------------------------------------------
+# Every one-digit minor got "(a bare 9.10 reads as 9.1: quote it)": '0.0' and '9.5' too, which no quoting fixes.
+
+def test_the_quote_hint_is_given_only_for_a_held_release(cli) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", "-c", "dgx-b200", *GPT, "--set", "training.cudnn_release='9.5'")
+    assert "quote it" not in line, line
+    line = refused(cli, "predict", "-c", "dgx-b200", *GPT, "--set", "training.cudnn_release=9.10")
+    assert "(a bare 9.10 reads as 9.1: quote it)" in line, line
