@@ -82,3 +82,49 @@ def test_the_quote_hint_is_given_only_for_a_held_release(cli) -> None:  # type: 
     assert "quote it" not in line, line
     line = refused(cli, "predict", "-c", "dgx-b200", *GPT, "--set", "training.cudnn_release=9.10")
     assert "(a bare 9.10 reads as 9.1: quote it)" in line, line
+
+
+# --- a kernel or release that nothing prices is warned about ------------------------------------------------------
+# training.cudnn_release (and a named attention_kernel) on a run without flash_attention, or on a generic workload,
+# changed nothing and said nothing: the core without a fused kernel runs as two GEMMs, and a generic workload has
+# none.
+
+_UNFUSED = "is not priced: flash_attention is off (the attention core runs as two GEMMs, not a fused kernel)"
+
+
+@pytest.mark.parametrize("command", ["predict", "memory", "scale"])
+def test_a_release_without_flash_attention_is_warned(cli, command: str) -> None:  # type: ignore[no-untyped-def]
+    base = (command, "-c", "dgx-b200", *GPT, "--no-flash-attention")
+    got = accepted(cli, *base, "--set", "training.cudnn_release='9.10'")
+    assert f"training.cudnn_release = 9.10 {_UNFUSED}" in got["warnings"], got["warnings"]
+    if command == "predict":  # priced nothing: the same step as without it
+        assert got["step_time_s"] == accepted(cli, *base)["step_time_s"]
+
+
+def test_a_named_kernel_without_flash_attention_is_warned(cli) -> None:  # type: ignore[no-untyped-def]
+    got = accepted(cli, "predict", "-c", "dgx-b200", *GPT, "--no-flash-attention", "--set",
+                   "training.attention_kernel=fa2")
+    assert f"training.attention_kernel = fa2 {_UNFUSED}" in got["warnings"], got["warnings"]
+    got = accepted(cli, "predict", "-c", "dgx-b200", *GPT, "--no-flash-attention", "--set",
+                   "training.attention_kernel=gemm")  # gemm is what an unfused core runs: nothing to warn
+    assert not any("attention_kernel" in w for w in got["warnings"]), got["warnings"]
+
+
+def test_a_release_on_a_plan_pinned_without_flash_attention_is_warned(cli) -> None:  # type: ignore[no-untyped-def]
+    got = accepted(cli, "plan", "-c", "dgx-b200", *GPT, "--top", "1", "--set", "strategy.flash_attention=false",
+                   "--set", "training.cudnn_release='9.10'")
+    assert f"training.cudnn_release = 9.10 {_UNFUSED}" in got["warnings"], got["warnings"]
+
+
+@pytest.mark.parametrize("setting, shown", [("training.cudnn_release='9.10'", "training.cudnn_release = 9.10"),
+                                            ("training.attention_kernel=fa2", "training.attention_kernel = fa2")])
+def test_an_attention_setting_on_a_generic_workload_is_warned(cli, setting: str, shown: str) -> None:  # type: ignore[no-untyped-def]
+    base = ("predict", "-c", "dgx-b200", "-m", "resnet50", "-n", "8")
+    got = accepted(cli, *base, "--set", setting)
+    assert f"{shown} is not priced: resnet50 is a generic workload (no attention core)" in got["warnings"]
+    assert got["step_time_s"] == accepted(cli, *base)["step_time_s"]
+
+
+def test_a_release_not_held_is_refused_on_a_generic_workload_too(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-b200", "-m", "resnet50", "-n", "8", "--set", "training.cudnn_release='9.15'",
+            match=f"error: --set training.cudnn_release: {_NOT_HELD}")

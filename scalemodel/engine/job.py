@@ -151,6 +151,9 @@ class Job:
     fp8_attention: bool = False
     attention_fwd: dict[str, float] | None = None
     attention_bwd: dict[str, float] | None = None
+    # the fused-kernel settings the run gave ("training.attention_kernel = fa2", "training.cudnn_release = 9.19"):
+    # priced only with flash_attention on, so a strategy without it warns that they are not (_warn_unpriced_fields)
+    attention_given: tuple[str, ...] = ()
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -260,7 +263,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor, bf16_layer_share=bf16_layer_share(training, sh),
         **_module_precision(training, sh, acc, curve),
         fp8_attention=bool(getattr(training, "fp8_attention", False)),
-        **_attention_kernel(training, acc),
+        **_attention_kernel(training, acc, workload),
     )
 
 
@@ -280,11 +283,21 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
 AUTO_ATTENTION_KERNEL = {"hopper": "cudnn", "blackwell": "cudnn", "ampere": "fa2"}
 
 
-def _attention_kernel(training: Any, acc: Any) -> dict[str, Any]:
+def _attention_kernel(training: Any, acc: Any, workload: Any = None) -> dict[str, Any]:
     """Job fields of the fused attention kernel (training.attention_kernel): the resolved name and its fitted curves
     from the accelerator's ``attention_efficiency``. ``auto`` takes :data:`AUTO_ATTENTION_KERNEL` where the
-    accelerator has a curve for it, else the GEMM pricing; a named kernel without a curve is an input error."""
+    accelerator has a curve for it, else the GEMM pricing; a named kernel without a curve is an input error. A named
+    kernel or cuDNN release on a generic workload (no attention core to price) is warned about, as is one on a
+    strategy without flash_attention (``attention_given``, :func:`_warn_unpriced_fields`)."""
     name = str(getattr(training, "attention_kernel", "auto") or "auto")
+    given = tuple(f"training.{k} = {v}" for k, v in (("attention_kernel", name if name != "auto" else None),
+                                                     ("cudnn_release", getattr(training, "cudnn_release", None)))
+                  if v is not None)
+    if workload is not None and getattr(workload, "kind", "transformer") != "transformer":
+        cudnn_release_curves(training, acc)  # a release the accelerator does not hold is refused all the same
+        for g in given:
+            notices.warn(f"{g} is not priced: {workload.name} is a generic workload (no attention core)")
+        return {"attention_kernel": "gemm"}
     curves = acc.attention_efficiency or {}
     if name == "auto":
         name = AUTO_ATTENTION_KERNEL.get(acc.family, "gemm")
@@ -300,9 +313,10 @@ def _attention_kernel(training: Any, acc: Any) -> dict[str, Any]:
         notices.warn(f"training.cudnn_release = {training.cudnn_release} is not priced: the attention kernel is {name} "
                      "(only the cudnn kernel takes a release's curve)")
     if name == "gemm":
-        return {"attention_kernel": "gemm"}
+        return {"attention_kernel": "gemm", "attention_given": given}
     c = release["cudnn"] if release and name == "cudnn" else curves[name]
-    return {"attention_kernel": name, "attention_fwd": _curve_params(c.fwd), "attention_bwd": _curve_params(c.bwd)}
+    return {"attention_kernel": name, "attention_fwd": _curve_params(c.fwd), "attention_bwd": _curve_params(c.bwd),
+            "attention_given": given}
 
 
 def _curve_params(curve: Any) -> dict[str, float]:
@@ -924,6 +938,17 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
                                  "otherwise")
 
 
+def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
+    """A warning for the fused-kernel settings (training.attention_kernel other than gemm, training.cudnn_release) of
+    a run without flash_attention: its core runs as two GEMMs on the GEMM curve (cost.compute), so they were priced
+    nothing without a word. predict's strategy and plan's pinned flash_attention both call it."""
+    if flash_attention:
+        return
+    for g in (g for g in job.attention_given if g != "training.attention_kernel = gemm"):
+        notices.warn(f"{g} is not priced: flash_attention is off (the attention core runs as two GEMMs, not a fused "
+                     "kernel)")
+
+
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
     ep_dispatch_sms, moe_flex_dispatcher (also at ep 1) and recompute_modules moe_act or moe without MoE layers,
@@ -964,6 +989,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
         notices.warn("model.mtp_shared is not priced: mtp_layers is 0 (no multi-token prediction module to share)")
     if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:
         notices.warn("strategy.train_metric_passes is not priced: the model has no transformer output layer (logits)")
+    warn_unfused_attention(job, bool(getattr(strategy, "flash_attention", True)))
     tp = int(getattr(strategy, "tp", 1))
     if not getattr(strategy, "tp_async_allreduce", True) and (tp == 1 or getattr(strategy, "sequence_parallel", False)):
         notices.warn("strategy.tp_async_allreduce = false is not priced: " + (
