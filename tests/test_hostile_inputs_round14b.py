@@ -128,3 +128,16 @@ def test_an_attention_setting_on_a_generic_workload_is_warned(cli, setting: str,
 def test_a_release_not_held_is_refused_on_a_generic_workload_too(cli) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "predict", "-c", "dgx-b200", "-m", "resnet50", "-n", "8", "--set", "training.cudnn_release='9.15'",
             match=f"error: --set training.cudnn_release: {_NOT_HELD}")
+
+
+# --- the sliding-window refusal of an a2a+p2p group that cp_a2a_size does not divide --------------------------------
+# cp 4 with cp_a2a_size 3 was refused as "a p2p ring of cp / cp_a2a_size = 1 ranks" (a one-rank ring is what TE
+# runs a window on): no such hierarchy exists (Megatron-Core's a2a group divides cp); it is infeasible for that.
+
+def test_a_cp_a2a_size_that_does_not_divide_cp_is_infeasible_not_a_window_refusal(cli) -> None:  # type: ignore[no-untyped-def]
+    got = accepted(cli, "predict", "-c", "dgx-h100", "-m", "mistral-7b", "-n", "64", "--cp", "4", "--set",
+                   "strategy.cp_comm_type=a2a+p2p", "--set", "strategy.cp_a2a_size=3")
+    assert got["feasible"] is False and "cp_a2a_size, which must divide cp" in got["infeasible_reason"], got
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "mistral-7b", "-n", "64", "--cp", "4", "--set",
+            "strategy.cp_comm_type=a2a+p2p", "--set", "strategy.cp_a2a_size=2",
+            match="a p2p ring of cp / cp_a2a_size = 2 ranks")

@@ -901,8 +901,12 @@ def cp_window_refused(job: Job, cp: Any, cp_comm_type: Any, cp_a2a_size: Any, la
     kind = np.asarray(cp_comm_type)
     ring = compute.cp_levels(cp, kind, cp_a2a_size)[1]
     te = np.asarray(layer_impl) == LayerImpl.MEGATRON_TE
+    # a2a+p2p whose cp_a2a_size does not divide cp is no hierarchy Megatron-Core builds (its a2a group size must
+    # divide cp; step.Infeasible.HEADS_NOT_DIVISIBLE says so): its fractional "ring" of cp / cp_a2a_size ranks was
+    # refused here as "a p2p ring of 1 ranks" (4 // 3)
+    formed = (kind != CpCommType.A2A_P2P) | (np.asarray(cp) % np.maximum(np.asarray(cp_a2a_size), 1) == 0)
     return np.asarray((np.asarray(cp) > 1) & ((kind == CpCommType.P2P) | (kind == CpCommType.A2A_P2P)) & (ring > 1)
-                      & te, dtype=bool)
+                      & te & formed, dtype=bool)
 
 
 def _check_cp_window(job: Job, strategy: Any, cp: int) -> None:
