@@ -141,3 +141,36 @@ def test_a_cp_a2a_size_that_does_not_divide_cp_is_infeasible_not_a_window_refusa
     refused(cli, "predict", "-c", "dgx-h100", "-m", "mistral-7b", "-n", "64", "--cp", "4", "--set",
             "strategy.cp_comm_type=a2a+p2p", "--set", "strategy.cp_a2a_size=2",
             match="a p2p ring of cp / cp_a2a_size = 2 ranks")
+
+
+# --- an attention_releases key is refused at that key ------------------------------------------------------------
+# A bare 9.30 key (YAML's number 9.3), a word or a padded key was refused as "attention_releases: Input should be a
+# valid string (got {'9.10': {'cudnn': {'fwd': ...": the whole merged mapping (the built-in part's releases too) as
+# the value, no key named, and no word on quoting.
+
+_CURVE = ("cudnn:\n      fwd: {attn_max: 0.9, seq_half: 700, head_half: 51}\n"
+          "      bwd: {attn_max: 0.7, seq_half: 800, head_half: 29}\n")
+_KEY_ALLOWED = "a cuDNN release as quoted major.minor text without leading zeros, e.g. '9.19'"
+
+
+@pytest.mark.parametrize("key, named, what", [
+    ("9.30", "attention_releases.9.3", "key 9.3 is a number, not text"),
+    ("9", "attention_releases.9", "key 9 is a number, not text"),
+    ("nine", "attention_releases.nine", "key 'nine' is not of the allowed form"),
+    ("'09.30'", "attention_releases.09.30", "key '09.30' is not of the allowed form"),
+])
+@pytest.mark.parametrize("route", ["validate", "predict"])
+def test_a_bad_release_key_is_named(cli, tmp_path, key: str, named: str, what: str, route: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "acc.yaml"
+    f.write_text(f"kind: accelerator\nname: x\nextends: b200\nattention_releases:\n  {key}:\n    {_CURVE}")
+    args = (("hardware", "validate", str(f)) if route == "validate" else
+            ("predict", "-c", "dgx-b200", *GPT, "--set", f"cluster.accelerator={f}"))
+    line = refused(cli, *args, inputs=(f,), match=f"{named}: {what}; {_KEY_ALLOWED}")
+    assert "9.10" not in line and "cudnn'" not in line, line  # not the merged mapping as the value
+
+
+def test_a_release_with_a_leading_zero_is_refused_in_training(cli) -> None:  # type: ignore[no-untyped-def]
+    """'09.19' passed the pattern and was then "not held" beside a held '9.19'; an accelerator key '09.19' was held
+    and listed but no run's '9.19' matched it."""
+    refused(cli, "predict", "-c", "dgx-b200", *GPT, "--set", "training.cudnn_release='09.19'",
+            match="error: --set training.cudnn_release: String is not of the allowed form (got '09.19')")

@@ -62,7 +62,7 @@ def _release_text(v: object) -> object:
 
 _RELEASE_NUMBER_AS_TEXT = Before(_release_text)
 _RELEASE_NUMBER_AS_TEXT.fn.allowed = (  # type: ignore[attr-defined]
-    "a cuDNN release as major.minor text, e.g. '9.19' (quote it: a bare 9.10 reads as 9.1)")
+    "a cuDNN release as major.minor text without leading zeros, e.g. '9.19' (quote it: a bare 9.10 reads as 9.1)")
 
 
 # Text fields holding one of a choice's labels, validated and normalised by choices.py.
