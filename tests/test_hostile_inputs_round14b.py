@@ -174,3 +174,20 @@ def test_a_release_with_a_leading_zero_is_refused_in_training(cli) -> None:  # t
     and listed but no run's '9.19' matched it."""
     refused(cli, "predict", "-c", "dgx-b200", *GPT, "--set", "training.cudnn_release='09.19'",
             match="error: --set training.cudnn_release: String is not of the allowed form (got '09.19')")
+
+
+# --- a module named at the run's own precision is warned about -----------------------------------------------------
+# module_precision attention_proj: mxfp8 in an fp8_recipe mxfp8 run priced the same step and memory as without it,
+# without a word.
+
+def test_a_module_at_the_runs_own_recipe_is_warned(cli) -> None:  # type: ignore[no-untyped-def]
+    nano = ["-m", str(ROOT / "examples" / "workloads" / "nemotron-3-nano.yaml"), "-n", "64", "--ep", "8"]
+    base = ("predict", "-c", "dgx-b200", *nano, "--precision", "fp8", "--set", "training.fp8_recipe=mxfp8")
+    got = accepted(cli, *base, "--set", "training.module_precision.attention_proj=mxfp8")
+    assert ("training.module_precision.attention_proj = mxfp8 is not priced: the run's own recipe is mxfp8 (the "
+            "module runs as every other one does)") in got["warnings"], got["warnings"]
+    plain = accepted(cli, *base)
+    assert got["step_time_s"] == plain["step_time_s"] and got["memory"] == plain["memory"]
+    got = accepted(cli, "predict", "-c", "dgx-b200", *nano, "--precision", "fp8", "--set",
+                   "training.module_precision.attention_proj=mxfp8")  # delayed run: the module differs, no warning
+    assert not any("module_precision" in w for w in got["warnings"]), got["warnings"]

@@ -343,6 +343,11 @@ def _module_precision(training: Any, sh: Any, acc: Any, curve: Any) -> dict[str,
     named = module_precisions(training, sh, acc)
     if not named:
         return {}
+    recipe = low_precision_recipe(training, acc)
+    for k, v in named.items():
+        if v == recipe:  # an mxfp8 module of an fp8_recipe mxfp8 run: the same GEMMs, casts and bytes as the others
+            notices.warn(f"training.module_precision.{k} = {v} is not priced: the run's own recipe is {recipe} "
+                         "(the module runs as every other one does)")
     out: dict[str, Any] = {"module_precision": tuple(sorted(named.items()))}
     if "mxfp8" in named.values():
         gm, d0 = (acc.compute_efficiency.gemm("fp8") if acc.compute_efficiency is not None
