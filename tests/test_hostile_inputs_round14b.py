@@ -191,3 +191,20 @@ def test_a_module_at_the_runs_own_recipe_is_warned(cli) -> None:  # type: ignore
     got = accepted(cli, "predict", "-c", "dgx-b200", *nano, "--precision", "fp8", "--set",
                    "training.module_precision.attention_proj=mxfp8")  # delayed run: the module differs, no warning
     assert not any("module_precision" in w for w in got["warnings"]), got["warnings"]
+
+
+# --- a kernel the accelerator has no curve for names where it was written ----------------------------------------
+# A launch's --attention-backend fused on an A100 (no cuDNN curve) was refused as "training.attention_kernel: ...",
+# an option the user never gave; the check ran in the engine only.
+
+@pytest.mark.parametrize("command", ["predict", "plan", "memory", "scale"])
+def test_a_kernel_without_a_curve_names_the_launch_flag(cli, tmp_path, command: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --micro-batch-size 1 --bf16 --attention-backend fused\n")
+    refused(cli, command, "-c", "dgx-a100", *GPT, "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: --attention-backend: no fitted cudnn attention curve for a100-sxm-80g")
+
+
+def test_a_kernel_without_a_curve_names_the_set_item(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", "dgx-a100", *GPT, "--set", "training.attention_kernel=cudnn",
+            match="error: --set training.attention_kernel: no fitted cudnn attention curve for a100-sxm-80g")

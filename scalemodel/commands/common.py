@@ -21,6 +21,7 @@ from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
 from scalemodel.specs.training import (
     bf16_layer_share,
+    check_attention_kernel,
     cudnn_release_curves,
     low_precision_recipe,
     module_precisions,
@@ -277,8 +278,9 @@ def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: St
                         sets: list[str] | None, scenario: tuple[str, Any] | None = None) -> None:
     """The engine's refusals of a training setting the cluster or the model cannot take (precision fp4 off
     Blackwell or without an fp4 peak, more bf16_layers than layers, a cuDNN release the accelerator holds no curve
-    for, a module_precision module the model lacks or mxfp8 off Blackwell: low_precision_recipe, bf16_layer_share,
-    AcceleratorSpec.peak, cudnn_release_curves, module_precisions), checked here to name where the setting was
+    for, an attention kernel it has no curve for, a module_precision module the model lacks or mxfp8 off Blackwell:
+    low_precision_recipe, bf16_layer_share, AcceleratorSpec.peak, cudnn_release_curves, check_attention_kernel,
+    module_precisions), checked here to name where the setting was
     written (:func:`written_at`): they were
     "training.precision: ..." to a user who gave --precision fp4, --set training.precision=fp4 or a launch script's
     --fp4-format e2m1, and "training.bf16_layers: ..." for --num-layers-at-start-in-bf16."""
@@ -298,6 +300,7 @@ def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: St
     if Precision.parse(tr.precision) == Precision.FP4:
         check("precision", lambda: acc.peak("fp4"))
     check("bf16_layers", lambda: bf16_layer_share(tr, wl if transformer else None))
+    check("attention_kernel", lambda: check_attention_kernel(tr, acc))
     check("cudnn_release", lambda: cudnn_release_curves(tr, acc))
     if tr.module_precision is not None and tr.module_precision.named():
         # the modules the model has come from its Shape (the engine's): imported only when module_precision is given

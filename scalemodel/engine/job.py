@@ -43,6 +43,7 @@ from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
 from scalemodel.specs.training import (
     bf16_layer_share,
+    check_attention_kernel,
     cudnn_release_curves,
     low_precision_recipe,
     module_precisions,
@@ -303,11 +304,8 @@ def _attention_kernel(training: Any, acc: Any, workload: Any = None) -> dict[str
         name = AUTO_ATTENTION_KERNEL.get(acc.family, "gemm")
         if name not in curves:
             name = "gemm"
-    elif name != "gemm" and name not in curves:
-        have = ", ".join(sorted(curves)) or "none"
-        raise InputError(f"no fitted {name} attention curve for {acc.name} (fitted: {have})",
-                         where="training.attention_kernel",
-                         allowed=f"auto, gemm{''.join(', ' + k for k in sorted(curves))}")
+    else:
+        check_attention_kernel(training, acc)
     release = cudnn_release_curves(training, acc)
     if release and name != "cudnn":
         notices.warn(f"training.cudnn_release = {training.cudnn_release} is not priced: the attention kernel is {name} "

@@ -589,3 +589,17 @@ def cudnn_release_curves(training: Any, acc: Any) -> dict[str, Any]:
                                   "leave it out for the default curve" if have else
                                   "leave it out (the default curve, attention_efficiency)"))
     return dict(held[release])
+
+
+def check_attention_kernel(training: Any, acc: Any) -> None:
+    """A named training.attention_kernel (not auto or gemm) the accelerator has no fitted curve for
+    (``attention_efficiency``) is an input error naming the kernels it has (engine.job._attention_kernel prices the
+    rest; checked before it too, by the commands, to name where the kernel was written: a launch's
+    --attention-backend fused on an A100 was refused as "training.attention_kernel")."""
+    name = str(getattr(training, "attention_kernel", "auto") or "auto")
+    curves = acc.attention_efficiency or {}
+    if name not in ("auto", "gemm") and name not in curves:
+        have = ", ".join(sorted(curves)) or "none"
+        raise InputError(f"no fitted {name} attention curve for {acc.name} (fitted: {have})",
+                         where="training.attention_kernel",
+                         allowed=f"auto, gemm{''.join(', ' + k for k in sorted(curves))}")
