@@ -208,3 +208,18 @@ def test_a_kernel_without_a_curve_names_the_launch_flag(cli, tmp_path, command: 
 def test_a_kernel_without_a_curve_names_the_set_item(cli) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "predict", "-c", "dgx-a100", *GPT, "--set", "training.attention_kernel=cudnn",
             match="error: --set training.attention_kernel: no fitted cudnn attention curve for a100-sxm-80g")
+
+
+# --- a runs file's refusal names the run's own field ----------------------------------------------------------------
+# A run writes training fields by their own names (module_precision, cudnn_release at the top of the run); the
+# engine's refusals named "run 1 (line 1): training.module_precision.mtp", a section a runs file does not have.
+
+@pytest.mark.parametrize("field, value, named", [
+    ("module_precision", "{mtp: bf16}", "module_precision.mtp: the model has no multi-token prediction layers"),
+    ("cudnn_release", "'9.15'", f"cudnn_release: {_NOT_HELD}"),
+])
+def test_a_runs_file_refusal_names_the_runs_field(cli, tmp_path, field: str, value: str, named: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "runs.yaml"
+    f.write_text("".join(f"- cluster: dgx-b200\n  model: gpt-1.7b\n  gpus: {g}\n  global_batch: 64\n"
+                         f"  step_time: 0.{g}\n  precision: fp8\n  {field}: {value}\n" for g in (8, 16)))
+    refused(cli, "calibrate", "runs", str(f), inputs=(f,), match=f"error: {f}: run 1 (line 1): {named}")
