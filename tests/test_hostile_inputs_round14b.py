@@ -223,3 +223,32 @@ def test_a_runs_file_refusal_names_the_runs_field(cli, tmp_path, field: str, val
     f.write_text("".join(f"- cluster: dgx-b200\n  model: gpt-1.7b\n  gpus: {g}\n  global_batch: 64\n"
                          f"  step_time: 0.{g}\n  precision: fp8\n  {field}: {value}\n" for g in (8, 16)))
     refused(cli, "calibrate", "runs", str(f), inputs=(f,), match=f"error: {f}: run 1 (line 1): {named}")
+
+
+# --- the sliding-window CP refusal names the field the user wrote -------------------------------------------------
+# It was "strategy.cp_comm_type: ..." whatever was written: a scenario's `strategy: {cp: 2}` under `scale --scenario`
+# and a launch's --context-parallel-size 2 were refused at a field neither holds, the file not named.
+
+_WINDOW = "Transformer Engine refuses sliding-window attention (workload sliding_window 4096)"
+MISTRAL = ["-m", "mistral-7b", "-c", "dgx-h100", "-n", "16"]
+
+
+def test_the_window_refusal_names_the_scenarios_cp(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "scen.yaml"
+    f.write_text("kind: scenario\nname: w\ncluster: dgx-h100\nmodel: mistral-7b\ngpus: [16]\n"
+                 "training: {global_batch: 16}\nstrategy: {cp: 2}\n")
+    refused(cli, "scale", "--scenario", str(f), inputs=(f,), match=f"error: --scenario: {f}: strategy.cp: {_WINDOW}")
+
+
+@pytest.mark.parametrize("flags, named", [("--context-parallel-size 2", "--context-parallel-size"),
+                                          ("--context-parallel-size 2 --cp-comm-type p2p", "--cp-comm-type")])
+@pytest.mark.parametrize("command", ["predict", "memory"])
+def test_the_window_refusal_names_the_launch_flag(cli, tmp_path, flags: str, named: str, command: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text(f"torchrun pretrain_gpt.py --micro-batch-size 1 --bf16 {flags}\n")
+    refused(cli, command, *MISTRAL, "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: {named}: {_WINDOW}")
+
+
+def test_the_window_refusal_names_the_set_item(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", *MISTRAL, "--set", "strategy.cp=2", match=f"error: --set strategy.cp: {_WINDOW}")

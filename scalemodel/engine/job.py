@@ -771,7 +771,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                          allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
     _check_chunk_layers(strategy)
     _check_moe_a2a_overlap(strategy, ep)
-    _check_cp_window(job, strategy, cp)
+    _check_cp_window(job, strategy, cp, origin)
     check_fp8_all_gather(job, bool(getattr(strategy, "fsdp_fp8_all_gather", False)), "strategy.fsdp_fp8_all_gather")
     check_fp8_all_gather(job, bool(getattr(strategy, "fp8_param_gather", False)), "strategy.fp8_param_gather")
     micro = training.micro_batch
@@ -912,18 +912,23 @@ def cp_window_refused(job: Job, cp: Any, cp_comm_type: Any, cp_a2a_size: Any, la
                       & te & formed, dtype=bool)
 
 
-def _check_cp_window(job: Job, strategy: Any, cp: int) -> None:
+def _check_cp_window(job: Job, strategy: Any, cp: int, origin: Origin | None = None) -> None:
     """predict's refusal of what :func:`cp_window_refused` finds (the planner marks such candidates infeasible,
-    step.Infeasible.CP_WINDOW_UNSUPPORTED)."""
+    step.Infeasible.CP_WINDOW_UNSUPPORTED), at cp_comm_type where it was written, else at cp where that was written
+    in a file or scenario (``origin``): a scenario's ``strategy: {cp: 2}`` was refused as "strategy.cp_comm_type",
+    naming neither the scenario nor a field it holds."""
     kind = CpCommType.parse(getattr(strategy, "cp_comm_type", "p2p"), "strategy.cp_comm_type")
     a2a = getattr(strategy, "cp_a2a_size", 1)
     impl = LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
     if not bool(np.any(cp_window_refused(job, cp, int(kind), a2a, int(impl)))):
         return
     ring = f" (a p2p ring of cp / cp_a2a_size = {cp // max(int(a2a), 1)} ranks)" if kind == CpCommType.A2A_P2P else ""
+    named = dict(origin.named) if origin is not None else {}
+    where = ("strategy.cp_comm_type" if origin is None else
+             origin.field("cp" if "cp" in named and "cp_comm_type" not in named else "cp_comm_type"))
     raise InputError(f"Transformer Engine refuses sliding-window attention (workload sliding_window "
                      f"{int(job.shape.sliding_window)}) with cp_comm_type {kind.label} at cp {cp}{ring}",
-                     where="strategy.cp_comm_type",
+                     where=where,
                      allowed="cp_comm_type a2a or all_gather with a sliding-window model, or cp 1 "
                              "(TE context_parallel.py attn_forward_func_with_cp at d0067d0)")
 
