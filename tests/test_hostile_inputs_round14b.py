@@ -252,3 +252,17 @@ def test_the_window_refusal_names_the_launch_flag(cli, tmp_path, flags: str, nam
 
 def test_the_window_refusal_names_the_set_item(cli) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "predict", *MISTRAL, "--set", "strategy.cp=2", match=f"error: --set strategy.cp: {_WINDOW}")
+
+
+def test_a_module_of_a_run_with_every_layer_in_bf16_is_warned(cli) -> None:  # type: ignore[no-untyped-def]
+    """bf16_layers = every layer keeps each layer BF16 whole (Megatron-Core applies a module's override only inside
+    a quantized layer): module_precision priced nothing and said nothing."""
+    nano = ["-m", str(ROOT / "examples" / "workloads" / "nemotron-3-nano.yaml"), "-n", "64", "--ep", "8"]
+    base = ("predict", "-c", "dgx-b200", *nano, "--precision", "fp8", "--set", "training.bf16_layers=52")
+    got = accepted(cli, *base, "--set", "training.module_precision.attention_proj=mxfp8")
+    assert ("training.module_precision.attention_proj = mxfp8 is not priced: training.bf16_layers keeps every layer in "
+            "BF16 (a module's precision applies only inside a quantized layer)") in got["warnings"], got["warnings"]
+    assert got["step_time_s"] == accepted(cli, *base)["step_time_s"]
+    got = accepted(cli, "predict", "-c", "dgx-b200", *nano, "--precision", "fp8", "--set", "training.bf16_layers=26",
+                   "--set", "training.module_precision.attention_proj=mxfp8")  # half the layers quantized: priced
+    assert not any("module_precision" in w for w in got["warnings"]), got["warnings"]

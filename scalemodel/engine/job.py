@@ -342,10 +342,17 @@ def _module_precision(training: Any, sh: Any, acc: Any, curve: Any) -> dict[str,
     if not named:
         return {}
     recipe = low_precision_recipe(training, acc)
+    every_layer_bf16 = bf16_layer_share(training, sh) >= 1.0
     for k, v in named.items():
         if v == recipe:  # an mxfp8 module of an fp8_recipe mxfp8 run: the same GEMMs, casts and bytes as the others
             notices.warn(f"training.module_precision.{k} = {v} is not priced: the run's own recipe is {recipe} "
                          "(the module runs as every other one does)")
+        elif every_layer_bf16:
+            # Megatron-Core applies a module's override only inside a quantized layer (override_quantized_autocast):
+            # a layer of first_last_layers_bf16 stays BF16 whole; the step model prices a BF16 layer share on every
+            # piece of the stage, the MTP block's too (engine.step._compute_per_microbatch), so none is priced
+            notices.warn(f"training.module_precision.{k} = {v} is not priced: training.bf16_layers keeps every layer "
+                         "in BF16 (a module's precision applies only inside a quantized layer)")
     out: dict[str, Any] = {"module_precision": tuple(sorted(named.items()))}
     if "mxfp8" in named.values():
         gm, d0 = (acc.compute_efficiency.gemm("fp8") if acc.compute_efficiency is not None
