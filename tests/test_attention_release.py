@@ -131,7 +131,7 @@ def test_bad_release_exits_2_with_one_line(cli) -> None:  # type: ignore[no-unty
     base = ("predict", "-m", "gpt-1.7b", "-c", "dgx-b200", "-n", "8")
     r = cli(*base, "--set", "training.cudnn_release=9.15")
     assert r.code == 2 and r.out == "" and r.err.count("\n") == 1
-    assert r.err.startswith("error: training.cudnn_release") and "9.10, 9.13, 9.17, 9.19, 9.22" in r.err
+    assert r.err.startswith("error: --set training.cudnn_release") and "9.10, 9.13, 9.17, 9.19, 9.22" in r.err
     r = cli(*base, "--set", "training.cudnn_release=9.10")  # a bare 9.10 is the number 9.1
     assert r.code == 2 and "quote it" in r.err
     r = cli(*base, "--set", "training.cudnn_release=nine")

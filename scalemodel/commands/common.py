@@ -22,7 +22,13 @@ from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_work
 from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
-from scalemodel.specs.training import bf16_layer_share, low_precision_recipe
+from scalemodel.specs.training import (
+    bf16_layer_share,
+    check_attention_kernel,
+    cudnn_release_curves,
+    low_precision_recipe,
+    module_precisions,
+)
 
 if TYPE_CHECKING:
     from scalemodel.specs.frameworks import StrategyFile
@@ -269,14 +275,27 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
         where = written_at(section, key, given, sf, sets, scenario) if key else None
         if where is None or where == exc.where:
             raise
-        raise InputError(exc.what, where=where, allowed=exc.allowed) from None
+        # the field's sub-path too: --set training.module_precision.attention_proj=BF16 was refused as
+        # "--set training.module_precision: ..." without the module it named
+        raise InputError(exc.what, where=where + _sub_path(exc.where, f"{section}.{key}"),
+                         allowed=exc.allowed) from None
+
+
+def _sub_path(where: str, field: str) -> str:
+    """What ``where`` names below ``field`` (``.attention_proj`` of ``training.module_precision.attention_proj``), or
+    "" when it names the field itself."""
+    rest = where[len(field):] if where.startswith(field) else ""
+    return rest if rest[:1] in (".", "[") else ""
 
 
 def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: StrategyFile | None,
                         sets: list[str] | None, scenario: tuple[str, Any] | None = None) -> None:
     """The engine's refusals of a training setting the cluster or the model cannot take (precision fp4 off
-    Blackwell or without an fp4 peak, more bf16_layers than layers: low_precision_recipe, bf16_layer_share,
-    AcceleratorSpec.peak), checked here to name where the setting was written (:func:`written_at`): they were
+    Blackwell or without an fp4 peak, more bf16_layers than layers, a cuDNN release the accelerator holds no curve
+    for, an attention kernel it has no curve for, a module_precision module the model lacks or mxfp8 off Blackwell:
+    low_precision_recipe, bf16_layer_share, AcceleratorSpec.peak, cudnn_release_curves, check_attention_kernel,
+    module_precisions), checked here to name where the setting was
+    written (:func:`written_at`): they were
     "training.precision: ..." to a user who gave --precision fp4, --set training.precision=fp4 or a launch script's
     --fp4-format e2m1, and "training.bf16_layers: ..." for --num-layers-at-start-in-bf16."""
     def check(key: str, run: Any) -> None:
@@ -286,13 +305,22 @@ def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: St
             where = written_at("training", key, given, sf, sets, scenario)
             if where is None or where == exc.where:
                 raise
-            raise InputError(exc.what, where=where, allowed=exc.allowed) from None
+            raise InputError(exc.what, where=where + _sub_path(exc.where, f"training.{key}"),
+                             allowed=exc.allowed) from None
 
     acc = cl.accelerator
+    transformer = getattr(wl, "kind", "") == "transformer"
     check("precision", lambda: low_precision_recipe(tr, acc))
     if Precision.parse(tr.precision) == Precision.FP4:
         check("precision", lambda: acc.peak("fp4"))
-    check("bf16_layers", lambda: bf16_layer_share(tr, wl if getattr(wl, "kind", "") == "transformer" else None))
+    check("bf16_layers", lambda: bf16_layer_share(tr, wl if transformer else None))
+    check("attention_kernel", lambda: check_attention_kernel(tr, acc))
+    check("cudnn_release", lambda: cudnn_release_curves(tr, acc))
+    if tr.module_precision is not None and tr.module_precision.named():
+        # the modules the model has come from its Shape (the engine's): imported only when module_precision is given
+        from scalemodel.engine.job import transformer_shape
+
+        check("module_precision", lambda: module_precisions(tr, transformer_shape(wl) if transformer else None, acc))
 
 
 def check_derived_batch(tr: Any, st: Any, gpus: int, where: str | None) -> None:

@@ -261,7 +261,12 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
                                int(np.asarray(res.reason).ravel()[0])))
             step, tokens, reason = unique[u][4], unique[u][5], unique[u][6]
         except InputError as exc:
-            raise (exc if exc.where.startswith(where) else exc.at(where)) from None
+            if exc.where.startswith(where):
+                raise
+            # a run writes its training fields by their own names (specs.runs): "run 1: module_precision.mtp",
+            # not the engine's "training.module_precision.mtp", a section the runs file has not
+            field = exc.where.removeprefix("training.")
+            raise InputError(exc.what, where=f"{where}: {field}" if field else where, allowed=exc.allowed) from None
         if not (math.isfinite(step) and step > 0 and tokens > 0):
             raise InputError("the model gives no finite step time", where=where,
                              allowed="a layout that divides the model and the GPUs (check with `scalemodel predict`)")

@@ -42,8 +42,13 @@ from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
-from scalemodel.specs.accelerator import cudnn_release_key
-from scalemodel.specs.training import bf16_layer_share, low_precision_recipe, module_precisions
+from scalemodel.specs.training import (
+    bf16_layer_share,
+    check_attention_kernel,
+    cudnn_release_curves,
+    low_precision_recipe,
+    module_precisions,
+)
 
 #: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
 DDP_BUCKET_BYTES = 25e6
@@ -148,6 +153,9 @@ class Job:
     fp8_attention: bool = False
     attention_fwd: dict[str, float] | None = None
     attention_bwd: dict[str, float] | None = None
+    # the fused-kernel settings the run gave ("training.attention_kernel = fa2", "training.cudnn_release = 9.19"):
+    # priced only with flash_attention on, so a strategy without it warns that they are not (_warn_unpriced_fields)
+    attention_given: tuple[str, ...] = ()
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -257,7 +265,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor, bf16_layer_share=bf16_layer_share(training, sh),
         **_module_precision(training, sh, acc, curve),
         fp8_attention=bool(getattr(training, "fp8_attention", False)),
-        **_attention_kernel(training, acc),
+        **_attention_kernel(training, acc, workload),
     )
 
 
@@ -277,50 +285,37 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
 AUTO_ATTENTION_KERNEL = {"hopper": "cudnn", "blackwell": "cudnn", "ampere": "fa2"}
 
 
-def _attention_kernel(training: Any, acc: Any) -> dict[str, Any]:
+def _attention_kernel(training: Any, acc: Any, workload: Any = None) -> dict[str, Any]:
     """Job fields of the fused attention kernel (training.attention_kernel): the resolved name and its fitted curves
     from the accelerator's ``attention_efficiency``. ``auto`` takes :data:`AUTO_ATTENTION_KERNEL` where the
-    accelerator has a curve for it, else the GEMM pricing; a named kernel without a curve is an input error."""
+    accelerator has a curve for it, else the GEMM pricing; a named kernel without a curve is an input error. A named
+    kernel or cuDNN release on a generic workload (no attention core to price) is warned about, as is one on a
+    strategy without flash_attention (``attention_given``, :func:`_warn_unpriced_fields`)."""
     name = str(getattr(training, "attention_kernel", "auto") or "auto")
+    given = tuple(f"training.{k} = {v}" for k, v in (("attention_kernel", name if name != "auto" else None),
+                                                     ("cudnn_release", getattr(training, "cudnn_release", None)))
+                  if v is not None)
+    if workload is not None and getattr(workload, "kind", "transformer") != "transformer":
+        cudnn_release_curves(training, acc)  # a release the accelerator does not hold is refused all the same
+        for g in given:
+            notices.warn(f"{g} is not priced: {workload.name} is a generic workload (no attention core)")
+        return {"attention_kernel": "gemm"}
     curves = acc.attention_efficiency or {}
     if name == "auto":
         name = AUTO_ATTENTION_KERNEL.get(acc.family, "gemm")
         if name not in curves:
             name = "gemm"
-    elif name != "gemm" and name not in curves:
-        have = ", ".join(sorted(curves)) or "none"
-        raise InputError(f"no fitted {name} attention curve for {acc.name} (fitted: {have})",
-                         where="training.attention_kernel",
-                         allowed=f"auto, gemm{''.join(', ' + k for k in sorted(curves))}")
-    release = _cudnn_release_curves(training, acc)
+    else:
+        check_attention_kernel(training, acc)
+    release = cudnn_release_curves(training, acc)
     if release and name != "cudnn":
         notices.warn(f"training.cudnn_release = {training.cudnn_release} is not priced: the attention kernel is {name} "
                      "(only the cudnn kernel takes a release's curve)")
     if name == "gemm":
-        return {"attention_kernel": "gemm"}
+        return {"attention_kernel": "gemm", "attention_given": given}
     c = release["cudnn"] if release and name == "cudnn" else curves[name]
-    return {"attention_kernel": name, "attention_fwd": _curve_params(c.fwd), "attention_bwd": _curve_params(c.bwd)}
-
-
-def _cudnn_release_curves(training: Any, acc: Any) -> dict[str, Any]:
-    """The accelerator's curves for the run's cuDNN release (training.cudnn_release; {} when unset): its
-    ``attention_releases`` entry, fitted to that release's own sweep. A release the accelerator holds no curve for is
-    an input error naming the ones it holds (the caller names the nearest at or below its container's release, so
-    no run is priced on a later kernel than it had; docs/model.md#cudnn-release). Only the cudnn kernel takes it."""
-    release = getattr(training, "cudnn_release", None)
-    if release is None:
-        return {}
-    held = acc.attention_releases or {}
-    if release not in held:
-        have = sorted(held, key=cudnn_release_key)
-        bare_number_hint = " (a bare 9.10 reads as 9.1: quote it)" if len(release.split(".")[1]) == 1 else ""
-        raise InputError(f"no attention curve for cuDNN {release} on {acc.name}{bare_number_hint} "
-                         f"({'releases held: ' + ', '.join(have) if have else 'it holds no per-release curves'})",
-                         where="training.cudnn_release",
-                         allowed=(f"one of {', '.join(have)} (the nearest at or below the container's cuDNN), or "
-                                  "leave it out for the default curve" if have else
-                                  "leave it out (the default curve, attention_efficiency)"))
-    return dict(held[release])
+    return {"attention_kernel": name, "attention_fwd": _curve_params(c.fwd), "attention_bwd": _curve_params(c.bwd),
+            "attention_given": given}
 
 
 def _curve_params(curve: Any) -> dict[str, float]:
@@ -347,6 +342,18 @@ def _module_precision(training: Any, sh: Any, acc: Any, curve: Any) -> dict[str,
     named = module_precisions(training, sh, acc)
     if not named:
         return {}
+    recipe = low_precision_recipe(training, acc)
+    every_layer_bf16 = bf16_layer_share(training, sh) >= 1.0
+    for k, v in named.items():
+        if v == recipe:  # an mxfp8 module of an fp8_recipe mxfp8 run: the same GEMMs, casts and bytes as the others
+            notices.warn(f"training.module_precision.{k} = {v} is not priced: the run's own recipe is {recipe} "
+                         "(the module runs as every other one does)")
+        elif every_layer_bf16:
+            # Megatron-Core applies a module's override only inside a quantized layer (override_quantized_autocast):
+            # a layer of first_last_layers_bf16 stays BF16 whole; the step model prices a BF16 layer share on every
+            # piece of the stage, the MTP block's too (engine.step._compute_per_microbatch), so none is priced
+            notices.warn(f"training.module_precision.{k} = {v} is not priced: training.bf16_layers keeps every layer "
+                         "in BF16 (a module's precision applies only inside a quantized layer)")
     out: dict[str, Any] = {"module_precision": tuple(sorted(named.items()))}
     if "mxfp8" in named.values():
         gm, d0 = (acc.compute_efficiency.gemm("fp8") if acc.compute_efficiency is not None
@@ -775,7 +782,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                          allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
     _check_chunk_layers(strategy)
     _check_moe_a2a_overlap(strategy, ep)
-    _check_cp_window(job, strategy, cp)
+    _check_cp_window(job, strategy, cp, origin)
     check_fp8_all_gather(job, bool(getattr(strategy, "fsdp_fp8_all_gather", False)), "strategy.fsdp_fp8_all_gather")
     check_fp8_all_gather(job, bool(getattr(strategy, "fp8_param_gather", False)), "strategy.fp8_param_gather")
     micro = training.micro_batch
@@ -920,22 +927,31 @@ def cp_window_refused(job: Job, cp: Any, cp_comm_type: Any, cp_a2a_size: Any, la
     kind = np.asarray(cp_comm_type)
     ring = compute.cp_levels(cp, kind, cp_a2a_size)[1]
     te = np.asarray(layer_impl) == LayerImpl.MEGATRON_TE
+    # a2a+p2p whose cp_a2a_size does not divide cp is no hierarchy Megatron-Core builds (its a2a group size must
+    # divide cp; step.Infeasible.HEADS_NOT_DIVISIBLE says so): its fractional "ring" of cp / cp_a2a_size ranks was
+    # refused here as "a p2p ring of 1 ranks" (4 // 3)
+    formed = (kind != CpCommType.A2A_P2P) | (np.asarray(cp) % np.maximum(np.asarray(cp_a2a_size), 1) == 0)
     return np.asarray((np.asarray(cp) > 1) & ((kind == CpCommType.P2P) | (kind == CpCommType.A2A_P2P)) & (ring > 1)
-                      & te, dtype=bool)
+                      & te & formed, dtype=bool)
 
 
-def _check_cp_window(job: Job, strategy: Any, cp: int) -> None:
+def _check_cp_window(job: Job, strategy: Any, cp: int, origin: Origin | None = None) -> None:
     """predict's refusal of what :func:`cp_window_refused` finds (the planner marks such candidates infeasible,
-    step.Infeasible.CP_WINDOW_UNSUPPORTED)."""
+    step.Infeasible.CP_WINDOW_UNSUPPORTED), at cp_comm_type where it was written, else at cp where that was written
+    in a file or scenario (``origin``): a scenario's ``strategy: {cp: 2}`` was refused as "strategy.cp_comm_type",
+    naming neither the scenario nor a field it holds."""
     kind = CpCommType.parse(getattr(strategy, "cp_comm_type", "p2p"), "strategy.cp_comm_type")
     a2a = getattr(strategy, "cp_a2a_size", 1)
     impl = LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
     if not bool(np.any(cp_window_refused(job, cp, int(kind), a2a, int(impl)))):
         return
     ring = f" (a p2p ring of cp / cp_a2a_size = {cp // max(int(a2a), 1)} ranks)" if kind == CpCommType.A2A_P2P else ""
+    named = dict(origin.named) if origin is not None else {}
+    where = ("strategy.cp_comm_type" if origin is None else
+             origin.field("cp" if "cp" in named and "cp_comm_type" not in named else "cp_comm_type"))
     raise InputError(f"Transformer Engine refuses sliding-window attention (workload sliding_window "
                      f"{int(job.shape.sliding_window)}) with cp_comm_type {kind.label} at cp {cp}{ring}",
-                     where="strategy.cp_comm_type",
+                     where=where,
                      allowed="cp_comm_type a2a or all_gather with a sliding-window model, or cp 1 "
                              "(TE context_parallel.py attn_forward_func_with_cp at d0067d0)")
 
@@ -955,6 +971,17 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
                          f"model has {what}", where="strategy.recompute_modules",
                          allowed="titan_op with a dense transformer; core_attn, mla_up_proj, moe_act, moe or jax_dots "
                                  "otherwise")
+
+
+def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
+    """A warning for the fused-kernel settings (training.attention_kernel other than gemm, training.cudnn_release) of
+    a run without flash_attention: its core runs as two GEMMs on the GEMM curve (cost.compute), so they were priced
+    nothing without a word. predict's strategy and plan's pinned flash_attention both call it."""
+    if flash_attention:
+        return
+    for g in (g for g in job.attention_given if g != "training.attention_kernel = gemm"):
+        notices.warn(f"{g} is not priced: flash_attention is off (the attention core runs as two GEMMs, not a fused "
+                     "kernel)")
 
 
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
@@ -1011,6 +1038,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                      f"a2a+p2p, and cp_comm_type is {cp_comm}")
     if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:
         notices.warn("strategy.train_metric_passes is not priced: the model has no transformer output layer (logits)")
+    warn_unfused_attention(job, bool(getattr(strategy, "flash_attention", True)))
     tp = int(getattr(strategy, "tp", 1))
     if not getattr(strategy, "tp_async_allreduce", True) and (tp == 1 or getattr(strategy, "sequence_parallel", False)):
         notices.warn("strategy.tp_async_allreduce = false is not priced: " + (

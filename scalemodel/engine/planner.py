@@ -94,6 +94,7 @@ from scalemodel.engine.job import (
     check_ep_dispatch_sms,
     check_fp8_all_gather,
     grid_from_arrays,
+    warn_unfused_attention,
 )
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.predict import Prediction, result_at
@@ -948,6 +949,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     fixed = dict(fixed or {})
     if int(fixed.get("ep_dispatch_sms", -1)) >= 0:
         check_ep_dispatch_sms(job, int(fixed["ep_dispatch_sms"]), "--set strategy.ep_dispatch_sms")
+    if "flash_attention" in fixed:
+        warn_unfused_attention(job, bool(fixed["flash_attention"]))
     all_cfg = configurations(job, gpus, global_batch, c, allow_keys)
     axes = _axes(job, c)
     for name, axis in axes.items():

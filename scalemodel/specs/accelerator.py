@@ -25,8 +25,9 @@ class GemmCurve(Spec, kw_only=True):
 AttentionKernelName = Literal["fa1", "fa2", "fa3", "cudnn", "triton", "xformers"]
 #: a cuDNN release as the catalog names it: major.minor (9.19 for cuDNN 9.19.1, backend version 91901), at most three
 #: digits each (cuDNN 9's CUDNN_VERSION packs the minor into two digits, major * 10000 + minor * 100 + patch:
-#: NVIDIA/cudnn-frontend@3929da2 include/cudnn_frontend_shim.h convert_version_to_str)
-CUDNN_RELEASE_PATTERN = r"^[0-9]{1,3}\.[0-9]{1,3}$"
+#: NVIDIA/cudnn-frontend@3929da2 include/cudnn_frontend_shim.h convert_version_to_str), without leading zeros: '09.19'
+#: is no name cuDNN prints, and a key '09.19' never matched a run's '9.19' (nor '9.01' a '9.1')
+CUDNN_RELEASE_PATTERN = r"^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})$"
 
 
 class AttentionCurve(Spec, kw_only=True):
@@ -55,7 +56,9 @@ def cudnn_release_key(release: str) -> tuple[int, int]:
 
 
 #: a cuDNN release's key in ``attention_releases`` (and ``training.cudnn_release``'s text)
-CudnnRelease = Annotated[str, Meta(pattern=CUDNN_RELEASE_PATTERN)]
+CudnnRelease = Annotated[str, Meta(pattern=CUDNN_RELEASE_PATTERN, description=(
+    "a cuDNN release as quoted major.minor text without leading zeros, e.g. '9.19' (a bare 9.30 key is the "
+    "number 9.3: quote it)"))]
 #: one release's curves: cuDNN's kernel only (a release names no other kernel), never empty (an empty block would
 #: leave a run that names the release on the default curve without a word)
 ReleaseCurves = Annotated[dict[Literal["cudnn"], AttentionKernel], Meta(min_length=1)]

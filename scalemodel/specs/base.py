@@ -218,12 +218,31 @@ def _prepare(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
             for k, x in v.items():
                 if typing.get_origin(key) is Literal:
                     _prepare(key, k, (*loc, k))
+                _check_text_key(key, k, (*loc, k))
                 out[k] = _prepare(value, x, (*loc, k))
             return out
         return v
     if _is_spec(t):
         return _prepare_spec(t, v, loc) if isinstance(v, dict) else v
     return _leaf(t, v, loc)
+
+
+def _check_text_key(t: Any, k: Any, loc: tuple[Any, ...]) -> None:
+    """A mapping key of a patterned text type (``Annotated[str, Meta(pattern=...)]``, e.g. a cuDNN release of
+    ``attention_releases``) refused at that key: msgspec's refusal named the whole mapping as the value ("got
+    {'9.10': {'cudnn': ...") and not the key, and a bare YAML number (9.30, read as 9.3) as "a valid string"."""
+    if typing.get_origin(t) is not typing.Annotated:
+        return
+    meta = [m for m in typing.get_args(t)[1:] if isinstance(m, msgspec.Meta)]
+    pattern = next((m.pattern for m in meta if m.pattern), None)
+    if pattern is None:
+        return
+    allowed = next((m.description for m in meta if m.description), f"text matching {pattern}")
+    if not isinstance(k, str):
+        what = "a number" if isinstance(k, int | float) and not isinstance(k, bool) else f"a {type(k).__name__}"
+        raise SpecError(f"key {k!r} is {what}, not text", (*loc[:-1], str(k)), allowed=allowed)  # not a list index
+    if not re.search(pattern, k):
+        raise SpecError(f"key {k!r} is not of the allowed form", loc, allowed=allowed)
 
 
 def _tagged(union: Any, tag: str, v: dict[str, Any], loc: tuple[Any, ...]) -> Any:

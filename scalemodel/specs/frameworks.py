@@ -430,6 +430,7 @@ def _attention_backend(args: dict[str, str | None], out: StrategyFile) -> None:
     backend = args["--attention-backend"]
     if backend in _MEG_ATTENTION_BACKEND:
         out.training["attention_kernel"] = _MEG_ATTENTION_BACKEND[backend]
+        out.training_fields["attention_kernel"] = "--attention-backend"  # a refusal names the flag written
     elif backend == "auto":
         pass  # training.attention_kernel's own default
     elif backend in ("unfused", "local"):

@@ -29,7 +29,7 @@ from scalemodel.choices import (
     parse_sync,
 )
 from scalemodel.errors import InputError
-from scalemodel.specs.accelerator import CUDNN_RELEASE_PATTERN
+from scalemodel.specs.accelerator import CUDNN_RELEASE_PATTERN, cudnn_release_key
 from scalemodel.specs.base import Before, Spec, field_error
 from scalemodel.specs.quantities import Bytes, Count, SecondsOrZero
 
@@ -62,7 +62,7 @@ def _release_text(v: object) -> object:
 
 _RELEASE_NUMBER_AS_TEXT = Before(_release_text)
 _RELEASE_NUMBER_AS_TEXT.fn.allowed = (  # type: ignore[attr-defined]
-    "a cuDNN release as major.minor text, e.g. '9.19' (quote it: a bare 9.10 reads as 9.1)")
+    "a cuDNN release as major.minor text without leading zeros, e.g. '9.19' (quote it: a bare 9.10 reads as 9.1)")
 
 
 # Text fields holding one of a choice's labels, validated and normalised by choices.py.
@@ -569,3 +569,39 @@ def bf16_layer_share(training: Any, sh: Any) -> float:
         raise InputError(f"bf16_layers {n} is more than the model's {layers} layers", where="training.bf16_layers",
                          allowed=f"0 to {layers}")
     return n / layers
+
+
+def cudnn_release_curves(training: Any, acc: Any) -> dict[str, Any]:
+    """The accelerator's curves for the run's cuDNN release (training.cudnn_release; {} when unset): its
+    ``attention_releases`` entry, fitted to that release's own sweep. A release the accelerator holds no curve for is
+    an input error naming the ones it holds (the caller names the nearest at or below its container's release, so
+    no run is priced on a later kernel than it had; docs/model.md#cudnn-release). Only the cudnn kernel takes it."""
+    release = getattr(training, "cudnn_release", None)
+    if release is None:
+        return {}
+    held = acc.attention_releases or {}
+    if release not in held:
+        have = sorted(held, key=cudnn_release_key)
+        # only where the quoted release is held: the hint named a bare 9.10 for '0.0' and '9.5' too
+        bare_number_hint = (f" (a bare {release}0 reads as {release}: quote it)" if f"{release}0" in held else "")
+        raise InputError(f"no attention curve for cuDNN {release} on {acc.name}{bare_number_hint} "
+                         f"({'releases held: ' + ', '.join(have) if have else 'it holds no per-release curves'})",
+                         where="training.cudnn_release",
+                         allowed=(f"one of {', '.join(have)} (the nearest at or below the container's cuDNN), or "
+                                  "leave it out for the default curve" if have else
+                                  "leave it out (the default curve, attention_efficiency)"))
+    return dict(held[release])
+
+
+def check_attention_kernel(training: Any, acc: Any) -> None:
+    """A named training.attention_kernel (not auto or gemm) the accelerator has no fitted curve for
+    (``attention_efficiency``) is an input error naming the kernels it has (engine.job._attention_kernel prices the
+    rest; checked before it too, by the commands, to name where the kernel was written: a launch's
+    --attention-backend fused on an A100 was refused as "training.attention_kernel")."""
+    name = str(getattr(training, "attention_kernel", "auto") or "auto")
+    curves = acc.attention_efficiency or {}
+    if name not in ("auto", "gemm") and name not in curves:
+        have = ", ".join(sorted(curves)) or "none"
+        raise InputError(f"no fitted {name} attention curve for {acc.name} (fitted: {have})",
+                         where="training.attention_kernel",
+                         allowed=f"auto, gemm{''.join(', ' + k for k in sorted(curves))}")
