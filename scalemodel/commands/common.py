@@ -17,6 +17,7 @@ from scalemodel.commands.options import check_kappa as check_kappa
 from scalemodel.commands.options import load_cluster_with as load_cluster_with
 from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity
+from scalemodel.engine.job import transformer_shape
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
 from scalemodel.specs.base import MAX_SPEC_INT
@@ -317,9 +318,7 @@ def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: St
     check("attention_kernel", lambda: check_attention_kernel(tr, acc))
     check("cudnn_release", lambda: cudnn_release_curves(tr, acc))
     if tr.module_precision is not None and tr.module_precision.named():
-        # the modules the model has come from its Shape (the engine's): imported only when module_precision is given
-        from scalemodel.engine.job import transformer_shape
-
+        # the modules the model has come from its Shape (the engine's)
         check("module_precision", lambda: module_precisions(tr, transformer_shape(wl) if transformer else None, acc))
 
 

@@ -8,6 +8,7 @@ from scalemodel.commands.args import Command, arg, repeat
 from scalemodel.commands.options import JSON
 from scalemodel.engine.hardware import catalog, show_spec, validate_spec
 from scalemodel.report.hardware import render_catalog, render_spec, render_validation
+from scalemodel.specs.files import refuse_trailing_slash
 
 #: The spec's own field paths, or the root the other commands use (engine.hardware._SET_ROOTS).
 SPEC_SET = repeat("--set", dest="sets", metavar="PATH=VALUE",
@@ -27,7 +28,6 @@ def show(*, name: str, sets: list[str] | None, as_json: bool) -> None:
 
 def validate(*, file: str, sets: list[str] | None, as_json: bool) -> None:
     """Validate a spec file: exit 0 when valid, 2 (with the reason) when not."""
-    from scalemodel.specs.files import refuse_trailing_slash
     refuse_trailing_slash(file, "spec file")  # the Path drops it: "cluster.yaml/" was validated as the file
     render_validation(validate_spec(Path(file), sets), as_json=as_json)
 
