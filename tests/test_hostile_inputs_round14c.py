@@ -209,21 +209,23 @@ def test_a_derived_global_batch_at_the_cap_is_taken(cli, command: tuple[str, ...
 # --- digit grouping ("8_0") is not an integer -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, match", [
-    (["predict", *GPT, "-n", "8_0"], "argument -n/--gpus: '8_0' is not an integer: digit grouping with '_' is not "
-                                     "read (write 80)"),
+    (["predict", *GPT, "-n", "8_0"], "argument -n/--gpus: '8_0' is not an integer: '_' groups digits only by "
+                                     "thousands, as in 1_000 (write 80)"),
     (["predict", *GPT, "-n", "64", "--micro-batch", "1_6"], "argument --micro-batch: '1_6' is not an integer"),
     (["collective", "-c", "dgx-h100", "-n", "1_6", "--size", "1MB"], "argument -n/--gpus: '1_6' is not an integer"),
     (["predict", *GPT, "-n", "64", "--straggler-cv", "0.0_5"], "argument --straggler-cv: '0.0_5' is not a number: "
-                                                               "digit grouping with '_' is not read (write 0.05)"),
+                                                               "'_' groups digits only by thousands, as in 1_000 "
+                                                               "(write 0.05)"),
     (["predict", *GPT, "-n", "64", "--set", "training.micro_batch=1_0"],
-     "error: --set training.micro_batch: '1_0' is not an integer: digit grouping with '_' is not read (write 10); "),
+     "error: --set training.micro_batch: '1_0' is not an integer: '_' groups digits only by thousands, as in 1_000 "
+     "(write 10); "),
     (["predict", *GPT, "-n", "64", "--set", "model.layers=2_4"], "error: --set model.layers: '2_4' is not an integer"),
     (["predict", *GPT, "-n", "64", "--set", "training.work_cv=0.1_0"], "error: --set training.work_cv: '0.1_0' is not "
                                                                        "a number"),
-    (["scale", *GPT, "--gpus", "6_4,128"], "error: --gpus: cannot read GPU counts '6_4,128': digit grouping with '_' "
-                                           "is not read (write 64)"),
+    (["scale", *GPT, "--gpus", "6_4,128"], "error: --gpus: cannot read GPU counts '6_4,128': '_' groups digits only "
+                                           "by thousands, as in 1_024 (write 64)"),
     (["plan", *GPT, "-n", "64", "--constraint", "tp=2_0"], "error: --constraint: constraint 'tp=2_0' needs an integer "
-                                                           "(digit grouping with '_' is not read)"),
+                                                           "('_' groups digits only by thousands, as in 1_000)"),
 ])
 def test_digit_grouping_is_refused(cli, args: list[str], match: str) -> None:  # type: ignore[no-untyped-def]
     """Python's int() and float() read "8_0" as 80: ``-n 8_0`` priced 80 GPUs, ``--set training.micro_batch=1_0`` a
@@ -235,7 +237,8 @@ def test_digit_grouping_in_a_spec_file_is_refused(cli, tmp_path) -> None:  # typ
     f = tmp_path / "w.yaml"
     f.write_text('kind: transformer\nname: m\nlayers: "2_4"\nhidden: 512\nheads: 8\nvocab: 1000\nseq_len: 256\n')
     refused(cli, "predict", "-c", "dgx-h100", "-m", str(f), "-n", "8", "--json", inputs=(f,),
-            match=f"error: {f}:3: layers: '2_4' is not an integer: digit grouping with '_' is not read (write 24)")
+            match=f"error: {f}:3: layers: '2_4' is not an integer: '_' groups digits only by thousands, as in 1_000 "
+                  "(write 24)")
 
 
 # --- a trailing '/' on a file's path ----------------------------------------------------------------------------------

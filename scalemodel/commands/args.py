@@ -15,6 +15,8 @@ from typing import Any, NoReturn
 
 import msgspec
 
+from scalemodel.specs.base import digit_grouping
+
 
 class UsageError(Exception):
     """A command line that cannot be parsed: ``prog`` (``scalemodel predict``) and what is wrong."""
@@ -25,34 +27,26 @@ class UsageError(Exception):
         self.message = message
 
 
-def grouped_digits(text: str, noun: str) -> str | None:
-    """Why ``text`` is refused as ``noun`` when it groups digits with ``_`` (Python's int() and float() read ``8_0`` as
-    80, a typo more often than a thousands separator; YAML 1.2 and JSON have no such form), else None."""
-    if "_" not in text:
-        return None
-    return f"{text[:40]!r} is not {noun}: digit grouping with '_' is not read (write {text.replace('_', '')[:40]})"
-
-
 def integer(text: str) -> int:
     """An integer option's value (``8``, ``-3``); anything else is a usage error naming the value."""
-    if (why := grouped_digits(text, "an integer")) is not None:
+    if (why := digit_grouping(text, "an integer")) is not None:
         raise argparse.ArgumentTypeError(why)
     try:
         if not text.isascii():  # int() reads other scripts' digits ("\u0661\u0666" is 16)
             raise ValueError(text)
-        return int(text)
+        return int(text.replace("_", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
 def number(text: str) -> float:
     """A number option's value (``0.05``, ``1e-3``); ``-0`` reads as 0 (a negative zero is echoed as ``-0.0``)."""
-    if (why := grouped_digits(text, "a number")) is not None:
+    if (why := digit_grouping(text, "a number")) is not None:
         raise argparse.ArgumentTypeError(why)
     try:
         if not text.isascii():
             raise ValueError(text)
-        return float(text) + 0.0
+        return float(text.replace("_", "")) + 0.0
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 

@@ -28,7 +28,7 @@ from scalemodel.specs import (
     load_workload,
     split_overrides,
 )
-from scalemodel.specs.base import Spec
+from scalemodel.specs.base import Spec, digit_grouping
 from scalemodel.specs.constraints import merge_constraints, normalize_constraints
 from scalemodel.specs.loader import apply_overrides, validate
 
@@ -37,13 +37,15 @@ DEFAULT_GPUS = [128, 256, 512, 1024, 2048]
 
 def parse_gpus(text: str) -> list[int]:
     parts = [x for x in text.replace(" ", "").split(",") if x]
-    # ASCII digits only: int() reads "6_4" as 64, and other scripts' digits
-    if not all(re.fullmatch(r"[+-]?[0-9]{1,30}", x) for x in parts):
-        grouped = next((x for x in parts if "_" in x), None)
-        why = f": digit grouping with '_' is not read (write {grouped.replace('_', '')[:40]})" if grouped else ""
+    # ASCII digits only: int() reads "6_4" as 64, and other scripts' digits; digits grouped by thousands (1_024) are
+    # read without the '_'
+    grouped = next((x for x in parts if digit_grouping(x, "") is not None), None)
+    if grouped is not None or not all(re.fullmatch(r"[+-]?[0-9]{1,30}", x.replace("_", "")) for x in parts):
+        why = (f": '_' groups digits only by thousands, as in 1_024 (write {grouped.replace('_', '')[:40]})"
+               if grouped else "")
         raise InputError(f"cannot read GPU counts {text[:80]!r}{why}", where="--gpus",
                          allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
-    values = [int(x) for x in parts]
+    values = [int(x.replace("_", "")) for x in parts]
     if not values or any(not 0 < v <= 10**8 for v in values):
         raise InputError(f"GPU counts must be positive integers, got {text!r}", where="--gpus",
                          allowed="comma-separated integers, e.g. 128,256,512,1024,2048")

@@ -130,6 +130,19 @@ def _is_spec(t: Any) -> bool:
 _TRUE = {"1", "on", "t", "true", "y", "yes"}
 _FALSE = {"0", "off", "f", "false", "n", "no"}
 _INT_TEXT = re.compile(r"^\s*[+-]?[0-9]{1,30}\s*$")
+#: Digits grouped by thousands with '_' (``1_000``, ``32_768``, ``-1_000_000``, ``1_000.5``): YAML 1.1 (PyYAML, which
+#: frameworks' YAML configs are written for), TOML and Python read them as the number without the '_'.
+_THOUSANDS = re.compile(r"\s*[+-]?[0-9]{1,3}(?:_[0-9]{3})+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\s*")
+
+
+def digit_grouping(text: str, noun: str) -> str | None:
+    """Why ``text`` is refused as ``noun`` when it groups digits with '_' other than by thousands (Python's int() and
+    float() read ``8_0`` as 80, a typo more often than a separator), else None: no '_', or digits grouped by thousands
+    (``1_000``, :data:`_THOUSANDS`), which the caller reads without the '_'."""
+    if "_" not in text or _THOUSANDS.fullmatch(text):
+        return None
+    return (f"{text[:40]!r} is not {noun}: '_' groups digits only by thousands, as in 1_000 (write "
+            f"{text.replace('_', '')[:40]})")
 
 
 def _choices(args: Sequence[Any]) -> str:
@@ -142,10 +155,10 @@ def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
         if isinstance(v, bool):
             raise SpecError(f"{v!r} is a boolean, not a number", loc)
         if isinstance(v, str):  # as pydantic did: "8" is 8 (ASCII digits only: float() reads "\u0663" as 3)
-            if "_" in v:  # float() reads "8_0" as 80 (--set training.micro_batch=1_0 was 10); YAML 1.2 has no "_"
-                noun = "an integer" if t is int else "a number"
-                raise SpecError(f"{v[:40]!r} is not {noun}: digit grouping with '_' is not read (write "
-                                f"{v.replace('_', '')[:40]})", loc, kind="type")
+            # float() reads "8_0" as 80 (--set training.micro_batch=1_0 was 10); "1_000" (YAML 1.1's int) is 1000
+            if (why := digit_grouping(v, "an integer" if t is int else "a number")) is not None:
+                raise SpecError(why, loc, kind="type")
+            v = v.replace("_", "")
             try:
                 if not v.isascii():
                     raise ValueError(v)

@@ -25,6 +25,7 @@ from scalemodel.choices import (
     parse_sync,
 )
 from scalemodel.errors import InputError
+from scalemodel.specs.base import digit_grouping
 from scalemodel.units import parse_quantity
 
 OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -181,11 +182,13 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
     text = str(value).strip().lower()
     label = f"{key}{op}{value}"
     if key in _NUMERIC_KEYS:
-        # ASCII digits only: int() reads "8_0" as 80 (tp=8_0 searched tp 80), and other scripts' digits
-        if not re.fullmatch(r"[+-]?[0-9]{1,30}", text):
-            why = " (digit grouping with '_' is not read)" if "_" in text else ""
+        # ASCII digits only: int() reads "8_0" as 80 (tp=8_0 searched tp 80), and other scripts' digits; digits
+        # grouped by thousands (memory<=80_000) are read without the '_'
+        grouped = digit_grouping(text, "an integer")
+        if grouped is not None or not re.fullmatch(r"[+-]?[0-9]{1,30}", text.replace("_", "")):
+            why = " ('_' groups digits only by thousands, as in 1_000)" if grouped else ""
             raise InputError(f"constraint {label!r} needs an integer{why}", where=where, allowed=_CONSTRAINT_ALLOWED)
-        return int(text)
+        return int(text.replace("_", ""))
     if key == "recompute":
         try:
             return int(Recompute.parse(text))

@@ -1,0 +1,50 @@
+"""Review of this session's last merges (fuzzfix, fuzz14b, the planner's exchange gate): input an expert writes
+that was refused, and messages that named the wrong thing. Each case is one finding; the contract is
+test_hostile_inputs.py's."""
+
+from __future__ import annotations
+
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
+
+GPT = ["-c", "dgx-h100", "-m", "gpt-1.7b"]
+
+
+# --- digits grouped by thousands ('1_024', YAML 1.1's and TOML's int) are the number, not a typo ---------------------
+
+def test_thousands_grouping_in_a_strategy_file_is_the_number(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``global_batch: 1_024`` (PyYAML, which frameworks' YAML configs are written for, reads 1024) was refused as
+    "digit grouping is not read" since the '8_0' fix; before it, and now, it is 1024. The reference is the same file
+    with the digits written plainly."""
+    grouped, plain = tmp_path / "g.yaml", tmp_path / "p.yaml"
+    grouped.write_text("training:\n  global_batch: 1_024\n  seq_len: 2_048\nstrategy:\n  tp: 8\n")
+    plain.write_text("training:\n  global_batch: 1024\n  seq_len: 2048\nstrategy:\n  tp: 8\n")
+    got = accepted(cli, "predict", *GPT, "-n", "64", "--strategy", str(grouped))
+    want = accepted(cli, "predict", *GPT, "-n", "64", "--strategy", str(plain))
+    assert got["step_time_s"] == want["step_time_s"]
+    assert got["inputs"]["training"]["global_batch"] == 1024 and got["inputs"]["seq_len"] == 2048
+
+
+@pytest.mark.parametrize("grouped, plain", [
+    (["-n", "1_024"], ["-n", "1024"]),
+    (["-n", "64", "--set", "training.global_batch=2_048"], ["-n", "64", "--set", "training.global_batch=2048"]),
+    (["-n", "64", "--global-batch", "4_096"], ["-n", "64", "--global-batch", "4096"]),
+])
+def test_thousands_grouping_on_the_command_line_is_the_number(cli, grouped, plain) -> None:  # type: ignore[no-untyped-def]
+    assert accepted(cli, "predict", *GPT, *grouped)["step_time_s"] == accepted(cli, "predict", *GPT, *plain)[
+        "step_time_s"]
+
+
+def test_thousands_grouping_in_scale_and_plan(cli) -> None:  # type: ignore[no-untyped-def]
+    got = accepted(cli, "scale", *GPT, "--gpus", "1_024,2_048")
+    want = accepted(cli, "scale", *GPT, "--gpus", "1024,2048")
+    assert [p["gpus"] for p in got["points"]] == [1024, 2048]
+    assert [p["step_time_s"] for p in got["points"]] == [p["step_time_s"] for p in want["points"]]
+    got = accepted(cli, "plan", *GPT, "-n", "64", "--top", "1", "--constraint", "dp<=1_024")
+    want = accepted(cli, "plan", *GPT, "-n", "64", "--top", "1", "--constraint", "dp<=1024")
+    assert got["ranked"][0]["step_time_s"] == want["ranked"][0]["step_time_s"]
+
+
+@pytest.mark.parametrize("text", ["1_00", "10_24", "1__000", "1_000_", "_1000", "1000_000"])
+def test_other_grouping_stays_refused(cli, text: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", *GPT, "-n", text, "--json", match="'_' groups digits only by thousands")
