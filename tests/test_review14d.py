@@ -48,3 +48,23 @@ def test_thousands_grouping_in_scale_and_plan(cli) -> None:  # type: ignore[no-u
 @pytest.mark.parametrize("text", ["1_00", "10_24", "1__000", "1_000_", "_1000", "1000_000"])
 def test_other_grouping_stays_refused(cli, text: str) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "predict", *GPT, "-n", text, "--json", match="'_' groups digits only by thousands")
+
+
+# --- Megatron's flex-dispatcher SM flags: the unified flag overrides every per-backend one ------------------------
+
+def test_unified_sm_flag_overrides_the_other_backends_flag_too(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """--moe-flex-dispatcher-num-sms exists only in the Megatron-Core that deprecates both per-backend flags and routes
+    either to it (TransformerConfig.__post_init__ @d98e8a64dd: "an explicit moe_flex_dispatcher_num_sms takes
+    precedence"), whatever the backend: --moe-hybridep-num-sms under deepep is overridden by it there, not "the
+    hybridep backend's" count. It was named as the other backend's."""
+    from test_hostile_inputs_round14c import MOE, _launch
+    f = _launch(tmp_path, "--moe-flex-dispatcher-num-sms 40 --moe-hybridep-num-sms 24 --moe-deepep-num-sms 20")
+    r = cli("predict", *MOE, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    assert "--moe-hybridep-num-sms 24 (--moe-flex-dispatcher-num-sms takes precedence)" in r.err
+    assert "--moe-deepep-num-sms 20 (--moe-flex-dispatcher-num-sms takes precedence)" in r.err
+    assert "sizes the hybridep backend" not in r.err
+    # without the unified flag (Megatron-Core @002255075c, where each flag sizes its own backend) the note stays
+    g = _launch(tmp_path, "--moe-hybridep-num-sms 24")
+    r = cli("predict", *MOE, "--strategy", str(g), "--json")
+    assert "--moe-hybridep-num-sms 24 (sizes the hybridep backend; the flex dispatcher runs deepep)" in r.err

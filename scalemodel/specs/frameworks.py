@@ -747,16 +747,16 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
         out.unused.extend(f"{f} {counts[f]} (the SMs of DeepEP / HybridEP kernels)" for f in counts)
         return
     own = _MEG_FLEX_SMS[backend]
-    for flag in list(counts):
-        if flag not in ("--moe-flex-dispatcher-num-sms", own):
-            out.unused.append(f"{flag} {counts.pop(flag)} (sizes the {flag.split('-')[3]} backend; the flex "
-                              f"dispatcher runs {backend})")
+    # the unified flag exists only where the per-backend ones are deprecated and routed to it (d98e8a64dd), so with
+    # it every per-backend flag, the other backend's too, is overridden by it
     chosen = next((f for f in ("--moe-flex-dispatcher-num-sms", own) if f in counts), None)
+    for flag in [f for f in counts if f != chosen]:
+        out.unused.append(f"{flag} {counts[flag]} " + (
+            "(--moe-flex-dispatcher-num-sms takes precedence)" if chosen == "--moe-flex-dispatcher-num-sms" else
+            f"(sizes the {flag.split('-')[3]} backend; the flex dispatcher runs {backend})"))
     if chosen is not None:
         out.strategy["ep_dispatch_sms"] = counts[chosen]
         out.fields["ep_dispatch_sms"] = chosen
-        if own in counts and chosen != own:
-            out.unused.append(f"{own} {counts[own]} (--moe-flex-dispatcher-num-sms takes precedence)")
 
 
 #: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others
