@@ -4,6 +4,7 @@ test_hostile_inputs.py's."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
 
@@ -68,3 +69,31 @@ def test_unified_sm_flag_overrides_the_other_backends_flag_too(cli, tmp_path) ->
     g = _launch(tmp_path, "--moe-hybridep-num-sms 24")
     r = cli("predict", *MOE, "--strategy", str(g), "--json")
     assert "--moe-hybridep-num-sms 24 (sizes the hybridep backend; the flex dispatcher runs deepep)" in r.err
+
+
+# --- the planner's gate on the CP exchange and the MoE dispatch ------------------------------------------------------
+
+def test_allow_all_opens_every_allow_name_and_a_constraint_opens_its_axis() -> None:
+    """``--allow all`` searches what every other name opens (the exchanges and the dispatch included: the same
+    configurations as naming them all); ``--constraint cp_comm_type!=all_gather`` opens the exchange axis without
+    --allow, all_gather left out."""
+    from grid_helpers import TINY_MOE
+
+    from scalemodel.engine import planner
+    from scalemodel.engine.job import build_job
+    from scalemodel.specs import TrainingSpec, load_cluster
+    from scalemodel.specs.constraints import normalize_constraints
+
+    names = [n for n in planner.ALLOW if n != "all"]
+    assert set(planner.ALLOW["all"]) == {k for n in names for k in planner.ALLOW[n]}
+    job = build_job(load_cluster("dgx-h100"), TINY_MOE, TrainingSpec(global_batch=32, seq_len=8192))
+    c = normalize_constraints({"micro_batch": 1})
+    every = planner.configurations(job, 16, 32, c, frozenset(planner.ALLOW["all"]))
+    named = planner.configurations(job, 16, 32, c, frozenset(k for n in ("cp-exchanges", "moe-dispatch")
+                                                             for k in planner.ALLOW[n]))
+    assert all(np.array_equal(every[k], named[k]) for k in named) and every.keys() == named.keys()
+    assert {0, 1, 2} <= set(every["cp_comm_type"][every["cp"] > 1].tolist())  # p2p, all_gather, a2a
+    cons = planner.configurations(job, 16, 32, normalize_constraints({"micro_batch": 1,
+                                                                     "cp_comm_type": ("!=", "all_gather")}))
+    kinds = set(cons["cp_comm_type"][cons["cp"] > 1].tolist())
+    assert 1 not in kinds and {0, 2} <= kinds  # opened by the constraint: a2a searched, all_gather not
