@@ -92,8 +92,8 @@ COMMAND = Command("plan", plan, (
                                     "compression, parameter-server and dynamic-assignment open what mainstream "
                                     "frameworks do not run (such plans are labelled custom); cp-exchanges and "
                                     "moe-dispatch search the CP exchange (cp_comm_type) and the MoE dispatch "
-                                    "(flex dispatcher, all-to-all overlap), each pinned to its default otherwise (a --constraint or "
-                                    "--set on one also opens it); all opens every one."),
+                                    "(flex dispatcher, all-to-all overlap), each pinned to its default otherwise "
+                                    "(a --constraint or --set on one also opens it); all opens every one."),
     switch("--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
                             "'impossible triangle'); most useful with several --sync-modes."),
     o.SET, o.STRATEGY_FILE, o.JSON))
