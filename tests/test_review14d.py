@@ -97,3 +97,14 @@ def test_allow_all_opens_every_allow_name_and_a_constraint_opens_its_axis() -> N
                                                                      "cp_comm_type": ("!=", "all_gather")}))
     kinds = set(cons["cp_comm_type"][cons["cp"] > 1].tolist())
     assert 1 not in kinds and {0, 2} <= kinds  # opened by the constraint: a2a searched, all_gather not
+
+
+# --- scale: a derived global batch past the bound names --micro-batch -------------------------------------------------
+
+def test_scale_derived_batch_past_the_bound_names_the_micro_batch(cli) -> None:  # type: ignore[no-untyped-def]
+    """No --global-batch: the batch is dp x --micro-batch (64 x 1e7 at 64 GPUs, 1.28e9 at 128 in weak scaling); it
+    was refused at '--global-batch', an option never given."""
+    refused(cli, "scale", *GPT, "--gpus", "64,128", "--micro-batch", "10000000", "--json",
+            match="error: --micro-batch: the global batch at 128 GPUs would be 1,280,000,000 sequences")
+    refused(cli, "scale", *GPT, "--gpus", "64,128", "--global-batch", "640000000", "--json",
+            match="error: --global-batch: the global batch at 128 GPUs would be 1,280,000,000 sequences")

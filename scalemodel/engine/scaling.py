@@ -135,7 +135,9 @@ def _fmt_s(x: float) -> str:
     return format_quantity(x, "time")
 
 
-def _batches(gpus: list[int], mode: str, b0: int) -> list[int]:
+def _batches(gpus: list[int], mode: str, b0: int, where: str = "--global-batch") -> list[int]:
+    """The global batch at each point (weak: ``b0`` grown with N); ``where``: what set ``b0`` (--global-batch, or
+    --micro-batch where the batch is derived as dp x micro-batch), named when a point's batch is past the bound."""
     n0 = gpus[0]
     out = []
     for n in gpus:
@@ -145,7 +147,7 @@ def _batches(gpus: list[int], mode: str, b0: int) -> list[int]:
                              allowed=f"GPU counts that make {b0} x N / {n0} an integer (e.g. multiples of {n0})")
         out.append(b0 if mode == "strong" else b0 * n // n0)
         if out[-1] > MAX_SPEC_INT:  # a spec holds no larger count (the copied TrainingSpec would refuse it)
-            raise InputError(f"the global batch at {n} GPUs would be {out[-1]:,} sequences", where="--global-batch",
+            raise InputError(f"the global batch at {n} GPUs would be {out[-1]:,} sequences", where=where,
                              allowed=f"at most {MAX_SPEC_INT:.0e} sequences at every point (a smaller --micro-batch "
                                      "or --global-batch)")
     return out
@@ -211,7 +213,8 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
             raise InputError(f"{n0} GPUs is not a multiple of tp x pp x cp = {mp}", where="--gpus",
                              allowed=f"GPU counts that are multiples of {mp}")
         b0 = (n0 // mp) * micro
-    batches = _batches(gpus, mode, b0)
+    # the derived batch (no global batch given) was refused at --global-batch, an option never given
+    batches = _batches(gpus, mode, b0, "--global-batch" if training.global_batch is not None else "--micro-batch")
 
     preds: list[Prediction] = []
     parts: list[dict[str, float]] = []
