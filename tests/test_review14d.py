@@ -108,3 +108,22 @@ def test_scale_derived_batch_past_the_bound_names_the_micro_batch(cli) -> None: 
             match="error: --micro-batch: the global batch at 128 GPUs would be 1,280,000,000 sequences")
     refused(cli, "scale", *GPT, "--gpus", "64,128", "--global-batch", "640000000", "--json",
             match="error: --global-batch: the global batch at 128 GPUs would be 1,280,000,000 sequences")
+
+
+# --- sweep: a fixed point's derived global batch past the bound is an error row, as predict refuses it ---------------
+
+@pytest.mark.parametrize("micro, status", [(100_000_000, "error"), (10**9 // 64, "infeasible")])
+def test_sweep_refuses_a_derived_batch_predict_refuses(cli, tmp_path, micro: int, status: str) -> None:  # type: ignore[no-untyped-def]
+    """``training: {micro_batch: 100000000}`` at 64 GPUs (dp 64): 6.4e9 sequences a step, which ``predict
+    --micro-batch 100000000 -n 64`` refuses; the sweep priced it (a 1221-hour step). At the cap (dp x micro-batch =
+    1e9) it is priced (out of memory), as predict prices it."""
+    f = tmp_path / "sw.yaml"
+    f.write_text("kind: sweep\nname: s\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [64]\n"
+                 f"strategies:\n  - {{label: a, tp: 1}}\ntraining: {{micro_batch: {micro}}}\n")
+    row = accepted(cli, "sweep", str(f))["rows"][0]
+    assert row["status"] == status, row["message"]
+    if status == "error":
+        assert row["message"].startswith(f"{f}: training.micro_batch: micro-batch 100,000,000 x dp 64 = "
+                                         "6,400,000,000 sequences per step")
+        r = cli("predict", *GPT, "-n", "64", "--micro-batch", str(micro), "--json")
+        assert r.code == 2

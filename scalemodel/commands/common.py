@@ -26,6 +26,7 @@ from scalemodel.specs.loader import apply_overrides, validate
 from scalemodel.specs.training import (
     bf16_layer_share,
     check_attention_kernel,
+    check_derived_batch,
     cudnn_release_curves,
     low_precision_recipe,
     module_precisions,
@@ -320,22 +321,6 @@ def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: St
     if tr.module_precision is not None and tr.module_precision.named():
         # the modules the model has come from its Shape (the engine's)
         check("module_precision", lambda: module_precisions(tr, transformer_shape(wl) if transformer else None, acc))
-
-
-def check_derived_batch(tr: Any, st: Any, gpus: int, where: str | None) -> None:
-    """Refuse a global batch derived as dp x micro-batch (no global batch given) beyond :data:`MAX_BATCH`, the bound
-    of a given one: ``predict --micro-batch 100000000`` at 64 GPUs was priced at 6.4e9 sequences per step, where
-    ``--global-batch 6400000000`` and ``scale`` refuse it. ``where``: where the micro-batch was written."""
-    if tr.global_batch is not None:
-        return
-    mp = max(int(st.tp) * int(st.pp) * int(st.cp), 1)
-    dp = int(st.dp) if st.dp else max(gpus // mp, 1)
-    if dp * int(tr.micro_batch) > MAX_BATCH:
-        raise InputError(f"micro-batch {tr.micro_batch:,} x dp {dp:,} = {dp * int(tr.micro_batch):,} sequences per "
-                         f"step (the global batch when none is given) is beyond the largest global batch "
-                         f"({MAX_BATCH:.0e})", where=where or "--micro-batch",
-                         allowed=f"a micro-batch of at most {MAX_BATCH // dp:,} at dp {dp:,} (micro-batch x dp up to "
-                                 f"{MAX_BATCH:.0e}), or a --global-batch")
 
 
 def check_file_dp(sf: StrategyFile, st: Any, gpus: int) -> None:

@@ -28,6 +28,7 @@ from scalemodel.engine.predict import Prediction, predict
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import StrategySpec, load_cluster, load_workload, notices
 from scalemodel.specs.sweep import SweepSpec
+from scalemodel.specs.training import check_derived_batch
 
 #: Columns of the tidy table, in order (None where a value does not apply).
 COLUMNS: tuple[str, ...] = (
@@ -112,7 +113,8 @@ def grid_points(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Pa
                         s.model_dump(exclude={"label"}))  # type: ignore[union-attr]
                     label = "best" if s == "best" else s.name()  # type: ignore[union-attr]
                     out.append(GridPoint(len(out), m, c, n, label, wl[m], cl[c], spec.training, fixed,
-                                         spec.objective, Origin(f"{where}strategies[{i}].", f"{where}gpus[{j}]")))
+                                         spec.objective, Origin(f"{where}strategies[{i}].", f"{where}gpus[{j}]", (
+                                             ("micro_batch", f"{where}training.micro_batch"),))))
     return out
 
 
@@ -148,6 +150,9 @@ def _run_point(pt: GridPoint, row: dict[str, Any]) -> None:
                                  where="best", allowed="more GPUs, a larger accelerator memory, or looser constraints")
         else:
             pt.cluster_spec.require_gpus(pt.gpus, "gpus")
+            # a derived global batch past the bound, as predict refuses it (it was priced, 6.4e9 sequences a step)
+            check_derived_batch(pt.training, pt.fixed, pt.gpus, pt.origin.field("micro_batch") if pt.origin else None,
+                                "training.global_batch")
             pred = predict(pt.cluster_spec, pt.workload_spec, pt.gpus, pt.training, pt.fixed, origin=pt.origin)
         _fill(row, pred)
     except InputError as exc:

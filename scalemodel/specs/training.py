@@ -30,7 +30,7 @@ from scalemodel.choices import (
 )
 from scalemodel.errors import InputError
 from scalemodel.specs.accelerator import CUDNN_RELEASE_PATTERN, cudnn_release_key
-from scalemodel.specs.base import Before, Spec, field_error
+from scalemodel.specs.base import MAX_SPEC_INT, Before, Spec, field_error
 from scalemodel.specs.quantities import Bytes, Count, SecondsOrZero
 
 
@@ -605,3 +605,21 @@ def check_attention_kernel(training: Any, acc: Any) -> None:
         raise InputError(f"no fitted {name} attention curve for {acc.name} (fitted: {have})",
                          where="training.attention_kernel",
                          allowed=f"auto, gemm{''.join(', ' + k for k in sorted(curves))}")
+
+
+def check_derived_batch(tr: Any, st: Any, gpus: int, where: str | None, batch: str = "--global-batch") -> None:
+    """Refuse a global batch derived as dp x micro-batch (no global batch given) beyond the bound of a given one
+    (:data:`~scalemodel.specs.base.MAX_SPEC_INT`, commands.options.MAX_BATCH): ``predict --micro-batch 100000000`` at
+    64 GPUs was priced at 6.4e9 sequences per step, where ``--global-batch 6400000000`` and ``scale`` refuse it.
+    ``where``: where the micro-batch was written; ``batch``: how a global batch is given there. In specs, not
+    commands, so that a sweep's fixed points take it too (they priced it)."""
+    if tr.global_batch is not None:
+        return
+    mp = max(int(st.tp) * int(st.pp) * int(st.cp), 1)
+    dp = int(st.dp) if st.dp else max(gpus // mp, 1)
+    if dp * int(tr.micro_batch) > MAX_SPEC_INT:
+        raise InputError(f"micro-batch {tr.micro_batch:,} x dp {dp:,} = {dp * int(tr.micro_batch):,} sequences per "
+                         f"step (the global batch when none is given) is beyond the largest global batch "
+                         f"({MAX_SPEC_INT:.0e})", where=where or "--micro-batch",
+                         allowed=f"a micro-batch of at most {MAX_SPEC_INT // dp:,} at dp {dp:,} (micro-batch x dp up "
+                                 f"to {MAX_SPEC_INT:.0e}), or a {batch}")
