@@ -127,3 +127,14 @@ def test_sweep_refuses_a_derived_batch_predict_refuses(cli, tmp_path, micro: int
                                          "6,400,000,000 sequences per step")
         r = cli("predict", *GPT, "-n", "64", "--micro-batch", str(micro), "--json")
         assert r.code == 2
+
+
+def test_calibrate_runs_refuses_a_derived_batch_predict_refuses(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A run with ``micro_batch: 100000000`` and no global_batch at 64 GPUs was priced at 6.4e9 sequences a step and
+    fitted against; predict refuses that job."""
+    f = tmp_path / "runs.yaml"
+    f.write_text("- {cluster: dgx-h100, model: gpt-1.7b, gpus: 64, micro_batch: 100000000, step_time: 1000 s}\n"
+                 "- {cluster: dgx-h100, model: gpt-1.7b, gpus: 64, micro_batch: 1, step_time: 1 s}\n")
+    refused(cli, "calibrate", "runs", str(f), "--json", inputs=(f,),
+            match=f"error: {f}: run 1 (line 1): micro_batch: micro-batch 100,000,000 x dp 64 = 6,400,000,000 "
+                  "sequences per step")

@@ -28,7 +28,7 @@ from scalemodel.specs import files, yamlread
 from scalemodel.specs.cluster import ClusterSpec
 from scalemodel.specs.loader import _parse_value, load_spec, resolve, validate
 from scalemodel.specs.train_logs import DEFAULT_WARMUP, LogSpeed, read_train_log
-from scalemodel.specs.training import StrategySpec, TrainingSpec
+from scalemodel.specs.training import StrategySpec, TrainingSpec, check_derived_batch
 from scalemodel.specs.workload import Workload
 from scalemodel.units import parse_quantity
 
@@ -196,6 +196,8 @@ def read_runs(path: str | Path) -> list[MeasuredRun]:
             st = validate(StrategySpec, {k: v for k, v in row.items() if k in st_fields})
         except InputError as exc:
             raise exc.at(where) from None
+        # a derived global batch past the bound, as predict refuses it (it was priced: 6.4e9 sequences a step)
+        check_derived_batch(tr, st, gpus, f"{where}: micro_batch", "global_batch")
         log = None
         if row.get("log") is not None:
             step, tokens, log = _from_log(row, folder, where, gpus, tr)
