@@ -138,3 +138,17 @@ def test_calibrate_runs_refuses_a_derived_batch_predict_refuses(cli, tmp_path) -
     refused(cli, "calibrate", "runs", str(f), "--json", inputs=(f,),
             match=f"error: {f}: run 1 (line 1): micro_batch: micro-batch 100,000,000 x dp 64 = 6,400,000,000 "
                   "sequences per step")
+
+
+def test_sweep_row_names_the_files_training_field(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A refusal of the sweep's shared training (a cuDNN release the accelerator holds no curve for) named
+    'training.cudnn_release' without the file, where predict names --set / the --strategy file and the sweep's own
+    row errors name the file (sweep.yaml: gpus[0], strategies[0].tp)."""
+    f = tmp_path / "sw.yaml"
+    f.write_text("kind: sweep\nname: s\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [64]\n"
+                 "strategies:\n  - {label: a, tp: 1}\n  - best\n"
+                 "training: {cudnn_release: '9.99', attention_kernel: cudnn}\n")
+    rows = accepted(cli, "sweep", str(f))["rows"]
+    assert [r["status"] for r in rows] == ["error", "error"]
+    assert all(r["message"].startswith(f"{f}: training.cudnn_release: no attention curve for cuDNN 9.99")
+               for r in rows), rows

@@ -114,7 +114,8 @@ def grid_points(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Pa
                     label = "best" if s == "best" else s.name()  # type: ignore[union-attr]
                     out.append(GridPoint(len(out), m, c, n, label, wl[m], cl[c], spec.training, fixed,
                                          spec.objective, Origin(f"{where}strategies[{i}].", f"{where}gpus[{j}]", (
-                                             ("micro_batch", f"{where}training.micro_batch"),))))
+                                             ("micro_batch", f"{where}training.micro_batch"),
+                                             ("training", f"{where}training")))))
     return out
 
 
@@ -178,10 +179,17 @@ def _point_warnings(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _located(exc: InputError, pt: GridPoint) -> InputError:
-    """A row's error about its GPU count at the sweep file's field (the planner names --gpus, the GPU check gpus)."""
-    if pt.origin is None or exc.where not in ("--gpus", "gpus"):
+    """A row's error about its GPU count at the sweep file's field (the planner names --gpus, the GPU check gpus), and
+    one about the shared training at the file's training block (the engine names training.cudnn_release: the row
+    did not say which file)."""
+    if pt.origin is None:
         return exc
-    return InputError(exc.what, where=pt.origin.gpus, allowed=exc.allowed)
+    if exc.where in ("--gpus", "gpus"):
+        return InputError(exc.what, where=pt.origin.gpus, allowed=exc.allowed)
+    if exc.where == "training" or exc.where.startswith("training."):
+        return InputError(exc.what, where=pt.origin.field("training") + exc.where[len("training"):],
+                          allowed=exc.allowed)
+    return exc
 
 
 def _fill(row: dict[str, Any], p: Prediction) -> None:
