@@ -152,3 +152,17 @@ def test_sweep_row_names_the_files_training_field(cli, tmp_path) -> None:  # typ
     assert [r["status"] for r in rows] == ["error", "error"]
     assert all(r["message"].startswith(f"{f}: training.cudnn_release: no attention curve for cuDNN 9.99")
                for r in rows), rows
+
+
+def test_scale_and_check_name_the_scenarios_micro_batch(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A scenario's micro_batch (no global batch) grown past the bound in weak scaling: scale --scenario named
+    '--global-batch' (then '--micro-batch'), options never given, and check named the file's training.global_batch,
+    a field it does not hold."""
+    f = tmp_path / "cap.yaml"
+    f.write_text("kind: scenario\nname: x\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: [64, 128]\nmode: weak\n"
+                 "training:\n  micro_batch: 10000000\nassertions:\n  max_step_time: 5s\n")
+    tail = ": training.micro_batch: the global batch at 128 GPUs would be 1,280,000,000 sequences"
+    refused(cli, "scale", "--scenario", str(f), "--json", inputs=(f,), match=f"error: --scenario: {f}{tail}")
+    refused(cli, "check", str(f), "--json", inputs=(f,), match=f"error: {f}{tail}")
+    refused(cli, "scale", *GPT, "--gpus", "64,128", "--set", "training.micro_batch=10000000", "--json",
+            match="error: --set training.micro_batch: the global batch at 128 GPUs")

@@ -99,6 +99,7 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
                           (where, tuple(tr_base)) if scen is not None else None)
     return {"scenario": scen.name if scen is not None else None, "cluster": cl, "model": wl, "training": tr,
             "scenario_strategy": (scenario or "default", tuple(st_base)) if scen is not None else None,
+            "scenario_training": (scenario or "default", tuple(tr_base)) if scen is not None else None,
             "strategy": st, "gpus": counts, "mode": mode or (scen.mode if scen is not None else "weak"),
             "best": best if best is not None else (scen.best if scen is not None else False)}
 
@@ -166,11 +167,18 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
         search["sync_modes"] = (st.sync,)
     if spec["best"]:
         search.update(_best_pins(st, tr, strategy, micro_batch, sets, sf))
-    result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
-                   kappa=staleness_kappa,
-                   search=search or None, inputs=inputs,
-                   origin=o.strategy_origin(sf, strategy, sets, gpus="--gpus" if gpus is not None else "scenario gpus",
-                                            scenario=spec["scenario_strategy"]))
+    try:
+        result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
+                       kappa=staleness_kappa, search=search or None, inputs=inputs,
+                       origin=o.strategy_origin(sf, strategy, sets,
+                                                gpus="--gpus" if gpus is not None else "scenario gpus",
+                                                scenario=spec["scenario_strategy"]))
+    except InputError as exc:  # the batch bound names the option; a scenario, --strategy file or --set may hold it
+        key = {"--micro-batch": "micro_batch", "--global-batch": "global_batch"}.get(exc.where)
+        where = key and o.written_at("training", key, training, sf, sets, spec["scenario_training"])
+        if not where or where == exc.where:
+            raise
+        raise InputError(exc.what, where=where, allowed=exc.allowed) from None
     render_scale(result, as_json=as_json, as_csv=as_csv, plot=plot)
 
 
