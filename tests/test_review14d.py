@@ -166,3 +166,14 @@ def test_scale_and_check_name_the_scenarios_micro_batch(cli, tmp_path) -> None: 
     refused(cli, "check", str(f), "--json", inputs=(f,), match=f"error: {f}{tail}")
     refused(cli, "scale", *GPT, "--gpus", "64,128", "--set", "training.micro_batch=10000000", "--json",
             match="error: --set training.micro_batch: the global batch at 128 GPUs")
+
+
+@pytest.mark.parametrize("args, match", [
+    (["-n", "auto_x"], "argument -n/--gpus: 'auto_x' is not an integer; see"),
+    (["-n", "64", "--set", "training.micro_batch=auto_x"],
+     "error: --set training.micro_batch: Input should be a valid integer, unable to parse string as an integer (got "
+     "'auto_x')"),
+])
+def test_a_word_with_an_underscore_is_not_a_grouping(cli, args: list[str], match: str) -> None:  # type: ignore[no-untyped-def]
+    """A word is refused as not a number, not told to 'write autox' as if it were grouped digits."""
+    refused(cli, "predict", *GPT, *args, "--json", match=match)

@@ -132,6 +132,7 @@ _FALSE = {"0", "off", "f", "false", "n", "no"}
 _INT_TEXT = re.compile(r"^\s*[+-]?[0-9]{1,30}\s*$")
 #: Digits grouped by thousands with '_' (``1_000``, ``32_768``, ``-1_000_000``, ``1_000.5``): YAML 1.1 (PyYAML, which
 #: frameworks' YAML configs are written for), TOML and Python read them as the number without the '_'.
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*")
 _THOUSANDS = re.compile(r"\s*[+-]?[0-9]{1,3}(?:_[0-9]{3})+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\s*")
 
 
@@ -139,8 +140,8 @@ def digit_grouping(text: str, noun: str) -> str | None:
     """Why ``text`` is refused as ``noun`` when it groups digits with '_' other than by thousands (Python's int() and
     float() read ``8_0`` as 80, a typo more often than a separator), else None: no '_', or digits grouped by thousands
     (``1_000``, :data:`_THOUSANDS`), which the caller reads without the '_'."""
-    if "_" not in text or _THOUSANDS.fullmatch(text):
-        return None
+    if "_" not in text or _THOUSANDS.fullmatch(text) or not _NUMBER_TEXT.fullmatch(text.replace("_", "")):
+        return None  # no '_', thousands, or no number at all (refused as such by the caller: 'auto_x')
     return (f"{text[:40]!r} is not {noun}: '_' groups digits only by thousands, as in 1_000 (write "
             f"{text.replace('_', '')[:40]})")
 
@@ -158,7 +159,8 @@ def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
             # float() reads "8_0" as 80 (--set training.micro_batch=1_0 was 10); "1_000" (YAML 1.1's int) is 1000
             if (why := digit_grouping(v, "an integer" if t is int else "a number")) is not None:
                 raise SpecError(why, loc, kind="type")
-            v = v.replace("_", "")
+            if _THOUSANDS.fullmatch(v):
+                v = v.replace("_", "")
             try:
                 if not v.isascii():
                     raise ValueError(v)
