@@ -68,6 +68,7 @@ class GridPoint:
     fixed: StrategySpec | None  # None: the planner's best
     objective: str
     origin: Origin | None = None  # the sweep file's fields for this row's strategy and GPU count (errors name them)
+    training_at: str = "training"  # the sweep file's training block ("sweep.yaml: training"), which errors name
 
 
 @dataclass
@@ -113,9 +114,8 @@ def grid_points(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Pa
                         s.model_dump(exclude={"label"}))  # type: ignore[union-attr]
                     label = "best" if s == "best" else s.name()  # type: ignore[union-attr]
                     out.append(GridPoint(len(out), m, c, n, label, wl[m], cl[c], spec.training, fixed,
-                                         spec.objective, Origin(f"{where}strategies[{i}].", f"{where}gpus[{j}]", (
-                                             ("micro_batch", f"{where}training.micro_batch"),
-                                             ("training", f"{where}training")))))
+                                         spec.objective, Origin(f"{where}strategies[{i}].", f"{where}gpus[{j}]"),
+                                         f"{where}training"))
     return out
 
 
@@ -152,7 +152,7 @@ def _run_point(pt: GridPoint, row: dict[str, Any]) -> None:
         else:
             pt.cluster_spec.require_gpus(pt.gpus, "gpus")
             # a derived global batch past the bound, as predict refuses it (it was priced, 6.4e9 sequences a step)
-            check_derived_batch(pt.training, pt.fixed, pt.gpus, pt.origin.field("micro_batch") if pt.origin else None,
+            check_derived_batch(pt.training, pt.fixed, pt.gpus, f"{pt.training_at}.micro_batch",
                                 "training.global_batch")
             pred = predict(pt.cluster_spec, pt.workload_spec, pt.gpus, pt.training, pt.fixed, origin=pt.origin)
         _fill(row, pred)
@@ -182,14 +182,11 @@ def _located(exc: InputError, pt: GridPoint) -> InputError:
     """A row's error about its GPU count at the sweep file's field (the planner names --gpus, the GPU check gpus), and
     one about the shared training at the file's training block (the engine names training.cudnn_release: the row
     did not say which file)."""
-    if pt.origin is None:
-        return exc
-    if exc.where in ("--gpus", "gpus"):
-        return InputError(exc.what, where=pt.origin.gpus, allowed=exc.allowed)
     if exc.where == "training" or exc.where.startswith("training."):
-        return InputError(exc.what, where=pt.origin.field("training") + exc.where[len("training"):],
-                          allowed=exc.allowed)
-    return exc
+        return InputError(exc.what, where=pt.training_at + exc.where[len("training"):], allowed=exc.allowed)
+    if pt.origin is None or exc.where not in ("--gpus", "gpus"):
+        return exc
+    return InputError(exc.what, where=pt.origin.gpus, allowed=exc.allowed)
 
 
 def _fill(row: dict[str, Any], p: Prediction) -> None:
