@@ -33,3 +33,26 @@ def test_an_empty_plan_under_a_window_names_the_way_out(cli, pin: list[str]) -> 
 def test_the_window_hint_is_not_given_once_the_exchanges_are_searched(cli) -> None:  # type: ignore[no-untyped-def]
     got = accepted(cli, "plan", *WINDOW, "--constraint", "cp>=2", "--constraint", "cp_comm_type=p2p")
     assert got["ranked"] == [] and _HINT not in got["why"], got["why"]
+
+
+# --- an empty part of a --set path is refused ------------------------------------------------------------------
+# "--set training..precision=fp8" dropped the empty part and set training.precision; "--set a..b=1" on check's
+# scenario was refused as the unknown key 'a', not for the empty part; "--set training.global_batch.=64" was taken.
+
+_EMPTY_PART = "the path has an empty part (two dots in a row, or a dot at its start or end)"
+CAPACITY = str(__import__("pathlib").Path(__file__).resolve().parent.parent / "examples" / "capacity" /
+               "gpt3-175b-dgx-h100.yaml")
+
+
+@pytest.mark.parametrize("item", ["training..precision=fp8", "strategy.tp.=2", "model..layers=2",
+                                  "cluster..price_per_gpu_hour=1", "training. .precision=fp8"])
+@pytest.mark.parametrize("command", ["predict", "plan"])
+def test_an_empty_set_path_part_is_refused(cli, item: str, command: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, command, "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--set", item,
+            match=f"error: --set {item.split('=')[0]}: {_EMPTY_PART}")
+
+
+@pytest.mark.parametrize("item", ["a..b=1", "training..global_batch=64", ".training.global_batch=64",
+                                  "training.global_batch.=64"])
+def test_an_empty_set_path_part_is_refused_on_a_scenario(cli, item: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "check", CAPACITY, "--set", item, match=f"error: --set {item.split('=')[0]}: {_EMPTY_PART}")
