@@ -56,3 +56,41 @@ def test_an_empty_set_path_part_is_refused(cli, item: str, command: str) -> None
                                   "training.global_batch.=64"])
 def test_an_empty_set_path_part_is_refused_on_a_scenario(cli, item: str) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "check", CAPACITY, "--set", item, match=f"error: --set {item.split('=')[0]}: {_EMPTY_PART}")
+
+
+# --- a precision the accelerator has no peak for names where it was written ------------------------------------
+# fp8 on an A100 was "error: precision: accelerator 'a100-sxm-80g' has no fp8 peak" whether the user wrote
+# --precision, --set training.precision, a --strategy file or a scenario (check too): only fp4's peak was checked
+# where the setting's origin is known.
+
+_NO_FP8 = "accelerator 'a100-sxm-80g' has no fp8 peak; one of: fp64, fp32, tf32, bf16, fp16"
+A100 = ["-c", "dgx-a100", "-m", "gpt-1.7b", "-n", "8"]
+
+
+@pytest.mark.parametrize("how, where", [(["--precision", "fp8"], "--precision"),
+                                        (["--set", "training.precision=fp8"], "--set training.precision")])
+@pytest.mark.parametrize("command", ["predict", "plan", "memory", "scale", "sensitivity"])
+def test_fp8_off_an_fp8_peak_names_the_option(cli, command: str, how: list[str], where: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, command, *A100, *how, match=f"error: {where}: {_NO_FP8}")
+
+
+def test_fp8_off_an_fp8_peak_names_the_strategy_file(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: strategy\ntraining:\n  precision: fp8\n")
+    refused(cli, "predict", *A100, "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: training.precision: {_NO_FP8}")
+
+
+_SCENARIO = ("kind: scenario\nname: s\ncluster: {cluster}\nmodel: gpt-1.7b\ngpus: [8]\n"
+             "training: {{global_batch: 8, {training}}}\nassertions: {{max_step_time: 100s}}\n")
+
+
+def test_fp8_off_an_fp8_peak_names_the_scenario(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "scen.yaml"
+    f.write_text(_SCENARIO.format(cluster="dgx-a100", training="precision: fp8"))
+    refused(cli, "scale", "--scenario", str(f), inputs=(f,),
+            match=f"error: --scenario: {f}: training.precision: {_NO_FP8}")
+    refused(cli, "check", str(f), inputs=(f,), match=f"error: {f}: training.precision: {_NO_FP8}")
+    refused(cli, "check", str(f), "--set", "training.precision=fp8",
+            match=f"error: --set training.precision: {_NO_FP8}")
+
