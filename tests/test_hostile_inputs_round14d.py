@@ -94,3 +94,30 @@ def test_fp8_off_an_fp8_peak_names_the_scenario(cli, tmp_path) -> None:  # type:
     refused(cli, "check", str(f), "--set", "training.precision=fp8",
             match=f"error: --set training.precision: {_NO_FP8}")
 
+
+# --- hardware validate of a scenario runs check's cross-checks --------------------------------------------------
+# A scenario with a cuDNN release the accelerator does not hold, a module_precision module the model lacks or fp4
+# on an H100 was "ok: ... is a valid scenario spec" to hardware validate (the schema only), and refused by check.
+
+@pytest.mark.parametrize("cluster, training, where, what", [
+    ("dgx-b200", "cudnn_release: '9.15'", "training.cudnn_release", "no attention curve for cuDNN 9.15 on b200"),
+    ("dgx-b200", "precision: fp8, module_precision: {moe_latent: bf16}", "training.module_precision.moe_latent",
+     "the model has no LatentMoE (moe.latent_size not set)"),
+    ("dgx-h100", "precision: fp4", "training.precision", "precision fp4 (NVFP4) needs Blackwell tensor cores"),
+    ("dgx-a100", "precision: fp8", "training.precision", _NO_FP8),
+])
+def test_hardware_validate_of_a_scenario_refuses_what_check_refuses(cli, tmp_path, cluster: str, training: str,  # type: ignore[no-untyped-def]
+                                                                    where: str, what: str) -> None:
+    f = tmp_path / "scen.yaml"
+    f.write_text(_SCENARIO.format(cluster=cluster, training=training))
+    line = refused(cli, "hardware", "validate", str(f), inputs=(f,), match=f"error: {f}: {where}: {what}")
+    assert refused(cli, "check", str(f), inputs=(f,)) == line
+
+
+def test_hardware_validate_names_the_set_item_of_a_scenario(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "scen.yaml"
+    f.write_text(_SCENARIO.format(cluster="dgx-h100", training="precision: bf16"))
+    refused(cli, "hardware", "validate", str(f), "--set", "training.precision=fp4", inputs=(f,),
+            match="error: --set training.precision: precision fp4 (NVFP4) needs Blackwell tensor cores")
+    assert accepted(cli, "hardware", "validate", str(f))["kind"] == "scenario"
+
