@@ -121,3 +121,29 @@ def test_hardware_validate_names_the_set_item_of_a_scenario(cli, tmp_path) -> No
             match="error: --set training.precision: precision fp4 (NVFP4) needs Blackwell tensor cores")
     assert accepted(cli, "hardware", "validate", str(f))["kind"] == "scenario"
 
+
+# --- a sweep point's error names the sweep file ----------------------------------------------------------------
+# "point 0 (gpt-1.7b, dgx-a100, 8 GPUs, best): precision: accelerator 'a100-sxm-80g' has no fp8 peak" and "best: no
+# feasible strategy among ...": neither named the sweep file nor the field in it (a fixed strategy's field and a GPU
+# count did).
+
+_SWEEP = "kind: sweep\nname: t\nmodels: [{model}]\nclusters: [dgx-a100]\ngpus: [8]\nstrategies:\n  - best\n" \
+         "  - {{label: mine, tp: 1}}\ntraining: {{global_batch: 8, precision: {precision}}}\n"
+
+
+@pytest.mark.parametrize("model, precision, where, what", [
+    ("gpt-1.7b", "fp8", ["training.precision", "training.precision"], _NO_FP8),
+    ("gpt3-175b", "bf16", ["strategies[0]", None], "no feasible strategy among"),
+])
+def test_a_sweep_point_error_names_the_sweep_file(cli, tmp_path, model: str, precision: str,  # type: ignore[no-untyped-def]
+                                                  where: list[str | None], what: str) -> None:
+    f = tmp_path / "sw.yaml"
+    f.write_text(_SWEEP.format(model=model, precision=precision))
+    rows = accepted(cli, "sweep", str(f))["rows"]
+    for row, field in zip(rows, where, strict=True):
+        if field is not None:
+            assert row["status"] == "error" and row["message"].startswith(f"{f}: {field}: {what}"), row["message"]
+    r = cli("sweep", str(f))
+    text = "".join(r.out.split())  # the table's line, wrapped anywhere in a long path
+    line = f"point 0 ({model}, dgx-a100, 8 GPUs, best): {f}: {where[0]}: {what}"
+    assert r.code == 0 and "".join(line.split()) in text, r.out[-800:]

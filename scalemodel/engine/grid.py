@@ -26,7 +26,7 @@ from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.planner import plan
 from scalemodel.engine.predict import Prediction, predict
 from scalemodel.errors import InputError, Origin
-from scalemodel.specs import StrategySpec, load_cluster, load_workload, notices
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices
 from scalemodel.specs.sweep import SweepSpec
 
 #: Columns of the tidy table, in order (None where a value does not apply).
@@ -67,6 +67,7 @@ class GridPoint:
     fixed: StrategySpec | None  # None: the planner's best
     objective: str
     origin: Origin | None = None  # the sweep file's fields for this row's strategy and GPU count (errors name them)
+    source: str = ""  # the sweep file: a row's error names it and the field (``sweep.yaml: training.precision``)
 
 
 @dataclass
@@ -112,7 +113,8 @@ def grid_points(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Pa
                         s.model_dump(exclude={"label"}))  # type: ignore[union-attr]
                     label = "best" if s == "best" else s.name()  # type: ignore[union-attr]
                     out.append(GridPoint(len(out), m, c, n, label, wl[m], cl[c], spec.training, fixed,
-                                         spec.objective, Origin(f"{where}strategies[{i}].", f"{where}gpus[{j}]")))
+                                         spec.objective, Origin(f"{where}strategies[{i}].", f"{where}gpus[{j}]"),
+                                         source))
     return out
 
 
@@ -173,10 +175,21 @@ def _point_warnings(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _located(exc: InputError, pt: GridPoint) -> InputError:
-    """A row's error about its GPU count at the sweep file's field (the planner names --gpus, the GPU check gpus)."""
-    if pt.origin is None or exc.where not in ("--gpus", "gpus"):
-        return exc
-    return InputError(exc.what, where=pt.origin.gpus, allowed=exc.allowed)
+    """A row's error at the sweep file's field: its GPU count (the planner names --gpus, the GPU check gpus), the
+    strategies entry of a "best" point, the training field the engine names bare ("precision: accelerator
+    'a100-sxm-80g' has no fp8 peak"); any other location is prefixed with the file (``pt.source``) unless it
+    names it already: a row's error did not name the sweep file."""
+    where = exc.where
+    if pt.origin is not None and where in ("--gpus", "gpus"):
+        where = pt.origin.gpus
+    elif pt.origin is not None and where == "best":
+        where = pt.origin.strategy.rstrip(".")
+    elif where in TrainingSpec.model_fields:
+        where = f"training.{where}"
+    prefix = f"{pt.source}: " if pt.source else ""
+    if prefix and not where.startswith(prefix):
+        where = prefix + where
+    return exc if where == exc.where else InputError(exc.what, where=where, allowed=exc.allowed)
 
 
 def _fill(row: dict[str, Any], p: Prediction) -> None:
