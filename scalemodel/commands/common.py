@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from scalemodel.choices import Precision, Zero
+from scalemodel.choices import Zero
 from scalemodel.commands.args import integer, number, number_at_least, opt, pair, switch
 from scalemodel.commands.options import CLUSTER as CLUSTER  # re-exported: commands use them as common.X
 from scalemodel.commands.options import JSON as JSON
@@ -17,20 +17,13 @@ from scalemodel.commands.options import check_kappa as check_kappa
 from scalemodel.commands.options import load_cluster_with as load_cluster_with
 from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity
-from scalemodel.engine.job import transformer_shape
+from scalemodel.engine.job import training_checks
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
 from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
-from scalemodel.specs.training import (
-    bf16_layer_share,
-    check_attention_kernel,
-    check_derived_batch,
-    cudnn_release_curves,
-    low_precision_recipe,
-    module_precisions,
-)
+from scalemodel.specs.training import check_derived_batch
 
 if TYPE_CHECKING:
     from scalemodel.specs.frameworks import StrategyFile
@@ -292,14 +285,13 @@ def _sub_path(where: str, field: str) -> str:
 
 def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: StrategyFile | None,
                         sets: list[str] | None, scenario: tuple[str, Any] | None = None) -> None:
-    """The engine's refusals of a training setting the cluster or the model cannot take (precision fp4 off
-    Blackwell or without an fp4 peak, more bf16_layers than layers, a cuDNN release the accelerator holds no curve
-    for, an attention kernel it has no curve for, a module_precision module the model lacks or mxfp8 off Blackwell:
-    low_precision_recipe, bf16_layer_share, AcceleratorSpec.peak, cudnn_release_curves, check_attention_kernel,
-    module_precisions), checked here to name where the setting was
-    written (:func:`written_at`): they were
+    """The engine's refusals of a training setting the cluster or the model cannot take (engine.job.training_checks:
+    precision fp4 off Blackwell, a precision the accelerator has no peak for, more bf16_layers than layers, a cuDNN
+    release or an attention kernel the accelerator holds no curve for, a module_precision module the model lacks or
+    mxfp8 off Blackwell), checked here to name where the setting was written (:func:`written_at`): they were
     "training.precision: ..." to a user who gave --precision fp4, --set training.precision=fp4 or a launch script's
-    --fp4-format e2m1, and "training.bf16_layers: ..." for --num-layers-at-start-in-bf16."""
+    --fp4-format e2m1 ("precision: ..." for fp8 on an A100), and "training.bf16_layers: ..." for
+    --num-layers-at-start-in-bf16."""
     def check(key: str, run: Any) -> None:
         try:
             run()
@@ -310,17 +302,8 @@ def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: St
             raise InputError(exc.what, where=where + _sub_path(exc.where, f"training.{key}"),
                              allowed=exc.allowed) from None
 
-    acc = cl.accelerator
-    transformer = getattr(wl, "kind", "") == "transformer"
-    check("precision", lambda: low_precision_recipe(tr, acc))
-    if Precision.parse(tr.precision) == Precision.FP4:
-        check("precision", lambda: acc.peak("fp4"))
-    check("bf16_layers", lambda: bf16_layer_share(tr, wl if transformer else None))
-    check("attention_kernel", lambda: check_attention_kernel(tr, acc))
-    check("cudnn_release", lambda: cudnn_release_curves(tr, acc))
-    if tr.module_precision is not None and tr.module_precision.named():
-        # the modules the model has come from its Shape (the engine's)
-        check("module_precision", lambda: module_precisions(tr, transformer_shape(wl) if transformer else None, acc))
+    for key, run in training_checks(cl, wl, tr):
+        check(key, run)
 
 
 def check_file_dp(sf: StrategyFile, st: Any, gpus: int) -> None:

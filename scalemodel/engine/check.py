@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalemodel.engine.job import scenario_training_fits
 from scalemodel.engine.scaling import sweep
 from scalemodel.engine.step import Infeasible
 from scalemodel.errors import InputError, Origin
@@ -155,6 +156,7 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
                          allowed="set cluster.price_per_gpu_hour (e.g. cluster: {extends: dgx-h100, "
                                  "price_per_gpu_hour: 2.5 USD/h}) or --set cluster.price_per_gpu_hour=2.5USD/h")
 
+    scenario_training_fits(scenario, source, sets)  # what hardware validate of the scenario runs too
     try:
         # the strategy's fields are the file's (or a --set item's): an ep the file sets was refused as "--ep: --ep 4"
         set_names = [key.split(".")[1] for key in (item.split("=", 1)[0].strip() for item in sets or ())

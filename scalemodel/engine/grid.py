@@ -26,7 +26,7 @@ from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.planner import plan
 from scalemodel.engine.predict import Prediction, predict
 from scalemodel.errors import InputError, Origin
-from scalemodel.specs import StrategySpec, load_cluster, load_workload, notices
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices
 from scalemodel.specs.sweep import SweepSpec
 from scalemodel.specs.training import check_derived_batch
 
@@ -68,7 +68,7 @@ class GridPoint:
     fixed: StrategySpec | None  # None: the planner's best
     objective: str
     origin: Origin | None = None  # the sweep file's fields for this row's strategy and GPU count (errors name them)
-    training_at: str = "training"  # the sweep file's training block ("sweep.yaml: training"), which errors name
+    source: str = ""  # the sweep file: a row's error names it and the field (``sweep.yaml: training.precision``)
 
 
 @dataclass
@@ -115,7 +115,7 @@ def grid_points(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Pa
                     label = "best" if s == "best" else s.name()  # type: ignore[union-attr]
                     out.append(GridPoint(len(out), m, c, n, label, wl[m], cl[c], spec.training, fixed,
                                          spec.objective, Origin(f"{where}strategies[{i}].", f"{where}gpus[{j}]"),
-                                         f"{where}training"))
+                                         source))
     return out
 
 
@@ -152,8 +152,7 @@ def _run_point(pt: GridPoint, row: dict[str, Any]) -> None:
         else:
             pt.cluster_spec.require_gpus(pt.gpus, "gpus")
             # a derived global batch past the bound, as predict refuses it (it was priced, 6.4e9 sequences a step)
-            check_derived_batch(pt.training, pt.fixed, pt.gpus, f"{pt.training_at}.micro_batch",
-                                "training.global_batch")
+            check_derived_batch(pt.training, pt.fixed, pt.gpus, "training.micro_batch", "training.global_batch")
             pred = predict(pt.cluster_spec, pt.workload_spec, pt.gpus, pt.training, pt.fixed, origin=pt.origin)
         _fill(row, pred)
     except InputError as exc:
@@ -179,14 +178,21 @@ def _point_warnings(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _located(exc: InputError, pt: GridPoint) -> InputError:
-    """A row's error about its GPU count at the sweep file's field (the planner names --gpus, the GPU check gpus), and
-    one about the shared training at the file's training block (the engine names training.cudnn_release: the row
-    did not say which file)."""
-    if exc.where == "training" or exc.where.startswith("training."):
-        return InputError(exc.what, where=pt.training_at + exc.where[len("training"):], allowed=exc.allowed)
-    if pt.origin is None or exc.where not in ("--gpus", "gpus"):
-        return exc
-    return InputError(exc.what, where=pt.origin.gpus, allowed=exc.allowed)
+    """A row's error at the sweep file's field: its GPU count (the planner names --gpus, the GPU check gpus), the
+    strategies entry of a "best" point, the training field the engine names bare ("precision: accelerator
+    'a100-sxm-80g' has no fp8 peak"); any other location is prefixed with the file (``pt.source``) unless it
+    names it already: a row's error did not name the sweep file."""
+    where = exc.where
+    if pt.origin is not None and where in ("--gpus", "gpus"):
+        where = pt.origin.gpus
+    elif pt.origin is not None and where == "best":
+        where = pt.origin.strategy.rstrip(".")
+    elif where in TrainingSpec.model_fields:
+        where = f"training.{where}"
+    prefix = f"{pt.source}: " if pt.source else ""
+    if prefix and not where.startswith(prefix):
+        where = prefix + where
+    return exc if where == exc.where else InputError(exc.what, where=where, allowed=exc.allowed)
 
 
 def _fill(row: dict[str, Any], p: Prediction) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from scalemodel import specs
+from scalemodel.engine.job import scenario_training_fits
 from scalemodel.errors import InputError
 from scalemodel.specs import load_accelerator, load_cluster, load_scenario, load_workload
 from scalemodel.specs.files import exists
@@ -144,4 +145,7 @@ def validate_spec(file: Path, sets: list[str] | None = None) -> SpecView:
     if not exists(file):  # a FIFO, a device or a directory is refused when read
         raise InputError(f"file not found: {str(file)[:200]}", where=str(file)[:200], allowed="an existing YAML file")
     kind = _kind_of(file)
-    return SpecView(kind, _load(kind, file, sets), {"file": str(file), "set": list(sets or [])})
+    spec = _load(kind, file, sets)
+    if kind == "scenario":  # check's cross-checks before pricing: the schema alone passed fp4 on an H100
+        scenario_training_fits(spec, str(file), _own_paths(kind, sets or []))
+    return SpecView(kind, spec, {"file": str(file), "set": list(sets or [])})

@@ -158,6 +158,46 @@ class Job:
     attention_given: tuple[str, ...] = ()
 
 
+def training_checks(cluster: Any, workload: Any, training: Any) -> list[tuple[str, Any]]:
+    """The refusals :func:`build_job` makes of a training setting the cluster or the model cannot take, as (TrainingSpec
+    field, a call that raises InputError) pairs, for the callers that run them before pricing to name where the field
+    was written: precision fp4 off Blackwell (low_precision_recipe), a precision the accelerator has no peak for
+    (fp8 on an A100, fp4 without an fp4 peak: AcceleratorSpec.peak), more bf16_layers than layers
+    (bf16_layer_share), an attention kernel or a cuDNN release the accelerator holds no curve for
+    (check_attention_kernel, cudnn_release_curves), a module_precision module the model lacks or mxfp8 off Blackwell
+    (module_precisions). Used by commands.common.check_training_fits (predict, plan, memory, scale, sensitivity) and
+    :func:`scenario_training_fits` (check, hardware validate of a scenario)."""
+    acc = cluster.accelerator
+    transformer_wl = getattr(workload, "kind", "") == "transformer"
+    out: list[tuple[str, Any]] = [
+        ("precision", lambda: low_precision_recipe(training, acc)),  # first, as build_job: fp4 off Blackwell
+        ("precision", lambda: acc.peak(training.precision)),
+        ("bf16_layers", lambda: bf16_layer_share(training, workload if transformer_wl else None)),
+        ("attention_kernel", lambda: check_attention_kernel(training, acc)),
+        ("cudnn_release", lambda: cudnn_release_curves(training, acc))]
+    if training.module_precision is not None and training.module_precision.named():
+        # the modules the model has come from its Shape (the engine's)
+        out.append(("module_precision", lambda: module_precisions(
+            training, transformer_shape(workload) if transformer_wl else None, acc)))
+    return out
+
+
+def scenario_training_fits(scenario: Any, source: str, sets: Any = ()) -> None:
+    """Run :func:`training_checks` on a scenario before pricing (``check``, and ``hardware validate`` of a scenario,
+    which checked the schema only: fp4 on an H100 or a cuDNN release the accelerator does not hold passed validate
+    and was refused by check). A refusal names the ``--set`` item that wrote the field, else the scenario file
+    (``source``) and the field: "scen.yaml: training.cudnn_release: ..."."""
+    for key, run in training_checks(scenario.cluster, scenario.model, scenario.training):
+        try:
+            run()
+        except InputError as exc:
+            where = exc.where if exc.where.startswith(f"training.{key}") else f"training.{key}"
+            if any(str(item).split("=", 1)[0].strip() in (where, f"training.{key}") for item in sets or ()):
+                raise InputError(exc.what, where=f"--set {where}", allowed=exc.allowed) from None
+            raise InputError(exc.what, where=f"{source}: {where}" if source else where,
+                             allowed=exc.allowed) from None
+
+
 def transformer_shape(workload: Any) -> Any:
     """The :class:`scalemodel.cost.transformer.Shape` of a TransformerWorkload spec (every field that
     changes parameters, FLOPs, memory or communication)."""

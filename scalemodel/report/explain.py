@@ -89,6 +89,23 @@ def _differences(a: dict[str, Any], b: dict[str, Any]) -> str:
     return ", ".join(f"{k} {a[k]} vs {b[k]}" for k in keys) or "nothing"
 
 
+def _cp_window_hint(result: PlanResult) -> str:
+    """What to do when candidates were refused for a sliding window on the p2p ring (job.cp_window_refused) and the
+    search kept every row at p2p, the default exchange (planner ``_with_cp_exchanges``: the exchange is searched only
+    under ``--allow cp-exchanges``/``all`` or a constraint or pin naming cp_comm_type or cp_a2a_size); "" otherwise."""
+    if not result.infeasible_by_reason.get("cp_window_unsupported"):
+        return ""
+    inp = result.inputs
+    if {"cp-exchanges", "all"} & set(inp.get("allow") or []):
+        return ""
+    named = [*(inp.get("constraints") or []), *(inp.get("set") or [])]
+    if any("cp_comm_type" in c or "cp_a2a_size" in c for c in named):
+        return ""
+    return (f" {inp.get('model') or 'The model'}'s sliding-window attention is refused on the p2p ring, the default "
+            "context-parallel exchange (Transformer Engine), and plan searches other exchanges only when asked: "
+            "add --allow cp-exchanges, or --constraint cp_comm_type=a2a.")
+
+
 def explain(result: PlanResult) -> str:
     """Why the winner wins: against the runner-up and the best of the other parallelism families."""
     if not result.ranked:
@@ -101,7 +118,8 @@ def explain(result: PlanResult) -> str:
                 given.append(f"--strategy {inp['strategy_file'].get('path')}")
             return (f"No strategy to evaluate: no split of {inp.get('gpus')} GPUs at global batch "
                     f"{inp.get('global_batch')} meets what was asked ({'; '.join(given) or 'no constraints'}).")
-        return f"No feasible strategy among {result.candidates_evaluated} candidates ({reasons})."
+        return (f"No feasible strategy among {result.candidates_evaluated} candidates ({reasons})."
+                f"{_cp_window_hint(result)}")
     win = result.ranked[0]
     ws = win.strategy
     fam = family(ws["tp"], ws["pp"], ws["cp"], ws["ep"], ws["dp"])

@@ -404,13 +404,17 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
             raise InputError(f"override {item!r} has no '='", where="--set", allowed="path.to.field=value")
         path, value = item.split("=", 1)
         path = getattr(item, "shown", path).strip()
-        parts = [p for p in item.split("=", 1)[0].strip().split(".") if p]
+        parts = item.split("=", 1)[0].strip().split(".")
         loc: list[Any] = []
         if len(parts) > files.MAX_DEPTH:
             raise InputError(f"override path has {len(parts)} parts", where="--set",
                              allowed=f"a path of at most {files.MAX_DEPTH} parts")
-        if not parts:
+        if not "".join(parts).strip():
             raise InputError(f"override {item!r} has an empty path", where="--set", allowed="path.to.field=value")
+        if not all(p.strip() for p in parts):  # 'a..b', '.a', 'a.': an empty part was dropped, so the value landed
+            raise InputError(  # elsewhere than written (split_overrides took 'training.' as the root of '.precision')
+                "the path has an empty part (two dots in a row, or a dot at its start or end)", where=f"--set {path}",
+                allowed="path.to.field=value, a field name between every two dots")
         node: Any = out
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
