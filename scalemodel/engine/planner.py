@@ -282,9 +282,11 @@ def _expand(cfg: dict[str, np.ndarray], group: np.ndarray, options: list[dict[st
     return out
 
 
-def _flag_values(c: Constraints, key: str) -> list[bool]:
-    """The values of a searched flag that the constraints on ``key`` allow, False (the default) first."""
-    return [v for v in (False, True) if key not in c or bool(allowed_by(np.asarray(v), c[key]))]
+def _flag_values(c: Constraints, key: str, allow: frozenset[str]) -> list[bool]:
+    """The values of a searched flag that the constraints on ``key`` allow, False (the default) first; only the first
+    unless ``allow`` opens the flag or a constraint names it (otherwise predict's default is the one searched)."""
+    values = [v for v in (False, True) if key not in c or bool(allowed_by(np.asarray(v), c[key]))]
+    return values if key in allow or key in c else values[:1]
 
 
 def _with_cp_exchange(job: Job, cfg: dict[str, np.ndarray], c: Constraints,
@@ -350,11 +352,7 @@ def _with_moe_dispatch(job: Job, cfg: dict[str, np.ndarray], c: Constraints,
     (False, or the pinned value, which predict refuses or does not price there, as before). Searched only where
     ``allow`` opens them (``--allow moe-dispatch``) or a constraint names one; otherwise the defaults (NCCL's
     all-to-all, exposed), as predict prices them."""
-    flex, over = _flag_values(c, "moe_flex_dispatcher"), _flag_values(c, "moe_a2a_overlap")
-    if not ("moe_flex_dispatcher" in allow or "moe_flex_dispatcher" in c):
-        flex = flex[:1]
-    if not ("moe_a2a_overlap" in allow or "moe_a2a_overlap" in c):
-        over = over[:1]
+    flex, over = _flag_values(c, "moe_flex_dispatcher", allow), _flag_values(c, "moe_a2a_overlap", allow)
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     one = {"moe_flex_dispatcher": [flex[0]], "moe_a2a_overlap": [over[0]]}
     if not moe or not np.any(cfg["ep"] > 1):
