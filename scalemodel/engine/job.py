@@ -42,10 +42,12 @@ from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
+from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.training import (
     bf16_layer_share,
     check_attention_kernel,
     cudnn_release_curves,
+    cudnn_release_held,
     low_precision_recipe,
     module_precisions,
 )
@@ -354,6 +356,13 @@ def _attention_kernel(training: Any, acc: Any, workload: Any = None) -> dict[str
     if name == "gemm":
         return {"attention_kernel": "gemm", "attention_given": given}
     c = release["cudnn"] if release and name == "cudnn" else curves[name]
+    if release and name == "cudnn":
+        held = cudnn_release_held(training, acc)
+        if held is not None and cudnn_release_key(held) != cudnn_release_key(training.cudnn_release):
+            # a release the accelerator holds no sweep of: the nearest earlier one's curve, said aloud
+            notices.warn(f"training.cudnn_release = {training.cudnn_release}: {acc.name} holds no curve of that "
+                         f"release; the cudnn attention core is priced on the {held} curve (the nearest release "
+                         "held at or below it)")
     return {"attention_kernel": name, "attention_fwd": _curve_params(c.fwd), "attention_bwd": _curve_params(c.bwd),
             "attention_given": given}
 
