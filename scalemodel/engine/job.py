@@ -498,27 +498,42 @@ def _work_cv(training: Any, shape: Any, seq_len: int) -> float:
     return balance.length_cost_cv(costs, training.micro_batch)
 
 
+#: SMs Megatron-Core's flex dispatcher runs its dispatch / combine kernels on when no count is given, with its
+#: default backend, DeepEP (TransformerConfig.moe_flex_dispatcher_backend = "deepep", transformer_config.py L898):
+#: _DeepepManager calls set_deepep_num_sms(moe_flex_dispatcher_num_sms if it is not None else 20), "DeepEP's
+#: historical mcore default" (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/token_dispatcher.py
+#: L1287-1292; moe_deepep_num_sms: int = 20 at core_dev_r0.15.0 @0d8e0714). HybridEP's own default is not this
+#: (DeepEP hybrid-ep @94a9f8f csrc/hybrid_ep/config.cuh L366-367: 24 SMs in one NVLink domain, 8 across), and the
+#: strategy does not say which backend runs: a HybridEP run without a count is priced at this one
+#: (docs/model.md#contention)
+MCORE_FLEX_DEFAULT_SMS = 20
+
+
 def check_ep_dispatch_sms(job: Job, sms: int | None, where: str = "strategy.ep_dispatch_sms") -> int:
-    """The grid code of ``ep_dispatch_sms`` (-1 = NCCL's all-to-all, the accelerator's collective_units); more SMs
-    than the chip has is an input error."""
+    """The grid code of ``ep_dispatch_sms`` (-1 = unset: NCCL's all-to-all, the accelerator's collective_units, or
+    with moe_flex_dispatcher :data:`MCORE_FLEX_DEFAULT_SMS`); more SMs than the chip has is an input error."""
     if sms is None:
         return -1
     if job.compute_units and int(sms) > job.compute_units:
         raise InputError(f"ep_dispatch_sms = {sms} exceeds the {job.compute_units} compute units of "
                          f"{job.accelerator}", where=where,
-                         allowed=f"0 to {job.compute_units}, or unset for NCCL's all-to-all")
+                         allowed=f"0 to {job.compute_units}, or unset for the dispatcher's default (NCCL's "
+                                 f"all-to-all, or {MCORE_FLEX_DEFAULT_SMS} SMs with moe_flex_dispatcher)")
     return int(sms)
 
 
 def ep_dispatch_share(job: Job, g: StrategyGrid) -> np.ndarray:
     """Fraction of the compute units the EP dispatch/combine kernels occupy while they run
     (docs/model.md#contention): ``ep_dispatch_sms / compute_units`` where the strategy names a count (DeepEP /
-    HybridEP), else the collective library's share (NCCL all-to-all: :func:`collective_share`); 0 when the
-    accelerator gives no compute-unit count."""
+    HybridEP); unset, the default of the dispatcher that runs: with ``moe_flex_dispatcher`` Megatron-Core's
+    :data:`MCORE_FLEX_DEFAULT_SMS` / compute_units (DeepEP, its default backend), else the collective library's
+    share (NCCL all-to-all: :func:`collective_share`); 0 when the accelerator gives no compute-unit count."""
     sms = np.asarray(g.ep_dispatch_sms)
     units = float(job.compute_units)
     own = np.minimum(np.maximum(sms, 0) / units, 1.0) if units > 0 else np.zeros(sms.shape)
-    return np.asarray(np.where(sms >= 0, own, job.collective_share), dtype=float)
+    flex_default = min(MCORE_FLEX_DEFAULT_SMS / units, 1.0) if units > 0 else 0.0
+    unset = np.where(np.asarray(g.moe_flex_dispatcher, dtype=bool), flex_default, job.collective_share)
+    return np.asarray(np.where(sms >= 0, own, unset), dtype=float)
 
 
 def collective_share(acc: Any) -> float:

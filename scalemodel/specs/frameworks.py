@@ -724,7 +724,9 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
     (002255075c) sized each backend by its own flag only; that reading is not kept. Read when the flex dispatcher
     runs (--moe-token-dispatcher-type flex); the ncclep backend is priced as DeepEP / HybridEP and its count named as
     not used. The bound by the accelerator's SM count is the engine's (job.check_ep_dispatch_sms), named at the flag
-    through out.fields. Without a count the engine prices the flex dispatcher's default (docs/model.md#contention)."""
+    through out.fields. Without a count the engine prices Megatron-Core's DeepEP default, 20 SMs
+    (job.MCORE_FLEX_DEFAULT_SMS); under hybridep with the all-to-all overlapped (where the count is priced) that is
+    named as not HybridEP's own default (docs/model.md#contention)."""
     given = [f for f in (_MEG_FLEX_SMS_UNIFIED, *_MEG_FLEX_SMS_DEPRECATED) if f in args]
     if "--moe-flex-dispatcher-backend" not in args and not given:
         return
@@ -766,6 +768,13 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
     if chosen is not None:
         out.strategy["ep_dispatch_sms"] = counts[chosen]
         out.fields["ep_dispatch_sms"] = chosen
+    elif backend == "hybridep" and not given and out.strategy.get("moe_a2a_overlap"):
+        # no count: the engine prices Megatron-Core's DeepEP default (job.MCORE_FLEX_DEFAULT_SMS, 20); HybridEP's own
+        # (DeepEP hybrid-ep @94a9f8f csrc/hybrid_ep/config.cuh L366-367) depends on whether the EP group spans NVLink
+        # domains, which the launch does not say
+        out.unused.append("--moe-flex-dispatcher-backend hybridep without an SM count (HybridEP's own default, 24 SMs "
+                          "in one NVLink domain and 8 across, is priced as DeepEP's 20; give --set "
+                          "strategy.ep_dispatch_sms=N)")
 
 
 #: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others

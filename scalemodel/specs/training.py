@@ -258,7 +258,8 @@ class StrategySpec(Spec, kw_only=True):
         "runs DeepEP / HybridEP on a configured count (moe_deepep_num_sms, default 20; moe_hybridep_num_sms, "
         "default 16 at core_dev_r0.15.0; moe_flex_dispatcher_num_sms later; Megatron-Bridge 25.11 and 26.08 HybridEP "
         "presets: 32). "
-        "None: NCCL's all-to-all (Megatron-Core alltoall dispatcher), the accelerator's collective_units"))] = None
+        "None: the default of the dispatcher that runs: NCCL's all-to-all (Megatron-Core alltoall dispatcher), the "
+        "accelerator's collective_units; with moe_flex_dispatcher, Megatron-Core's DeepEP default of 20 SMs"))] = None
     moe_flex_dispatcher: Annotated[bool, Meta(description=(
         "the EP tokens move with a hierarchical dispatcher (Megatron-Core moe_token_dispatcher_type flex: DeepEP or "
         "HybridEP, moe_flex_dispatcher_backend; docs/model.md#ep-hierarchical): each token crosses the network once "
