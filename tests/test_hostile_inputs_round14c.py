@@ -137,6 +137,23 @@ def test_titan_invalid_expert_tensor_parallel_degree_is_refused(cli, tmp_path, b
             match=f"error: --strategy: {f}: parallelism.expert_tensor_parallel_degree: {match}")
 
 
+def test_titan_without_expert_tensor_parallel_degree_runs_its_default_1(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The key absent: torchtitan's default, expert_tensor_parallel_degree = 1 (torchtitan/config/configs.py L230 at
+    c4b409af^; no expert TP at all after c4b409af, parallel_dims.py L242 at b5bcd76c66), not strategy.etp's own
+    default tp: a tp 2, ep 8 run was priced with its experts split over the two tp ranks."""
+    f = _titan(tmp_path, "expert_parallel_degree = 8\ntensor_parallel_degree = 2")
+    out = accepted(cli, "predict", *MOE, "--strategy", str(f))
+    assert out["strategy"]["etp"] == 1
+    explicit = _titan(tmp_path, "expert_parallel_degree = 8\ntensor_parallel_degree = 2\n"
+                                "expert_tensor_parallel_degree = 1")
+    assert out["step_time_s"] == accepted(cli, "predict", *MOE, "--strategy", str(explicit))["step_time_s"]
+    split = accepted(cli, "predict", *MOE, "--strategy", str(f), "--set", "strategy.etp=2")
+    assert split["step_time_s"] != out["step_time_s"]  # etp 1 and tp 2 price differently: the default matters
+    # ep 1 (a dense run's file): nothing is set, the engine's default stays
+    assert accepted(cli, "predict", *MOE, "--strategy", str(_titan(tmp_path, "tensor_parallel_degree = 2")))[
+        "strategy"]["etp"] is None
+
+
 def test_titan_expert_tensor_parallel_degree_without_ep_is_named_not_used(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
     r = cli("predict", *MOE, "--strategy", str(_titan(tmp_path, "expert_tensor_parallel_degree = 2")), "--json")
     assert r.code == 0, r.err

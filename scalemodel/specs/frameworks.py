@@ -966,6 +966,10 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             out.fields[field_] = f"parallelism.{k}_parallel_degree"
     if "expert_tensor_parallel_degree" in par:
         _titan_etp(par, degrees, out)
+    elif degrees.get("expert", 1) > 1:
+        # torchtitan's default: experts not tensor-parallel (etp 1), where strategy.etp's own default is tp
+        out.strategy["etp"] = 1
+        out.fields["etp"] = "parallelism.expert_parallel_degree"
     replicate = par.get("data_parallel_replicate_degree", 1)
     shard = par.get("data_parallel_shard_degree", -1)
     if (any(isinstance(d, bool) or not isinstance(d, int) for d in (replicate, shard)) or not 1 <= replicate <= 10**8
@@ -1042,7 +1046,14 @@ def _titan_etp(par: dict[str, Any], degrees: dict[str, int], out: StrategyFile) 
     ep = 1" (torchtitan/config/configs.py at c4b409af^), ParallelDims._validate asserting ``etp >= 1`` and, with
     ep > 1, ``etp == tp or etp == 1`` (torchtitan/distributed/parallel_dims.py at c4b409af^). Its expert mesh folds
     ep x etp over dp_shard x cp x tp (efsdp = fsdp tp / (etp ep)): the MoE parallel folding strategy.etp prices. It
-    was warned "not used", an invalid 0 included. With ep 1 it changes nothing and is named as not used."""
+    was warned "not used", an invalid 0 included. With ep 1 it changes nothing and is named as not used.
+
+    Absent, with ep > 1, the reader sets etp 1, torchtitan's default in both eras (strategy.etp's own default is tp,
+    which torchtitan never runs unasked): ``expert_tensor_parallel_degree: int = 1`` "1 means disabled"
+    (torchtitan/config/configs.py L230 at c4b409af^), and after c4b409af no expert TP at all, the sparse (MoE
+    expert) mesh being ["pp", "dp_replicate", "efsdp", "ep"] with efsdp = fsdp * tp // ep: the experts folded over
+    the tp ranks (torchtitan/distributed/parallel_dims.py L242, L282 at b5bcd76c66). A torchtitan run with tp 2 and
+    ep 8 was priced with its experts split over tp."""
     etp = _int(par["expert_tensor_parallel_degree"], "parallelism.expert_tensor_parallel_degree", least=1)
     ep, tp = degrees.get("expert", 1), degrees.get("tensor", 1)
     if ep == 1:
