@@ -8,6 +8,7 @@ planner builds a :class:`StrategyGrid` of millions of candidates without touchin
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -39,7 +40,7 @@ from scalemodel.choices import (
 from scalemodel.cost import balance, compute, efficiency, mamba, memory, staleness, transformer
 from scalemodel.cost.network import Network
 from scalemodel.engine.network import build_network
-from scalemodel.errors import InputError, Origin
+from scalemodel.errors import InputError, Origin, sub_path
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
 from scalemodel.specs.accelerator import cudnn_release_key
@@ -168,7 +169,8 @@ def training_checks(cluster: Any, workload: Any, training: Any) -> list[tuple[st
     (bf16_layer_share), an attention kernel or a cuDNN release the accelerator holds no curve for
     (check_attention_kernel, cudnn_release_curves), a module_precision module the model lacks or mxfp8 off Blackwell
     (module_precisions). Used by commands.common.check_training_fits (predict, plan, memory, scale, sensitivity) and
-    :func:`scenario_training_fits` (check, hardware validate of a scenario)."""
+    :func:`scenario_training_fits` (check, hardware validate of a scenario), both through
+    :func:`run_training_checks`."""
     acc = cluster.accelerator
     transformer_wl = getattr(workload, "kind", "") == "transformer"
     out: list[tuple[str, Any]] = [
@@ -184,20 +186,34 @@ def training_checks(cluster: Any, workload: Any, training: Any) -> list[tuple[st
     return out
 
 
+def run_training_checks(cluster: Any, workload: Any, training: Any,
+                        located: Callable[[str, InputError], str | None]) -> None:
+    """Run :func:`training_checks`; a refusal of field ``key`` is raised again at ``located(key, error)``, the place
+    the caller knows the field was written (None: the engine's own location). The one loop of
+    commands.common.check_training_fits and :func:`scenario_training_fits`, which differ only in how they name
+    that place (errors.sub_path keeps what the engine named below the field)."""
+    for key, run in training_checks(cluster, workload, training):
+        try:
+            run()
+        except InputError as exc:
+            where = located(key, exc)
+            if where is None or where == exc.where:
+                raise
+            raise InputError(exc.what, where=where, allowed=exc.allowed) from None
+
+
 def scenario_training_fits(scenario: Any, source: str, sets: Any = ()) -> None:
     """Run :func:`training_checks` on a scenario before pricing (``check``, and ``hardware validate`` of a scenario,
     which checked the schema only: fp4 on an H100 or a cuDNN release the accelerator does not hold passed validate
     and was refused by check). A refusal names the ``--set`` item that wrote the field, else the scenario file
     (``source``) and the field: "scen.yaml: training.cudnn_release: ..."."""
-    for key, run in training_checks(scenario.cluster, scenario.model, scenario.training):
-        try:
-            run()
-        except InputError as exc:
-            where = exc.where if exc.where.startswith(f"training.{key}") else f"training.{key}"
-            if any(str(item).split("=", 1)[0].strip() in (where, f"training.{key}") for item in sets or ()):
-                raise InputError(exc.what, where=f"--set {where}", allowed=exc.allowed) from None
-            raise InputError(exc.what, where=f"{source}: {where}" if source else where,
-                             allowed=exc.allowed) from None
+    def located(key: str, exc: InputError) -> str:
+        where = f"training.{key}" + sub_path(exc.where, f"training.{key}")
+        if any(str(item).split("=", 1)[0].strip() in (where, f"training.{key}") for item in sets or ()):
+            return f"--set {where}"
+        return f"{source}: {where}" if source else where
+
+    run_training_checks(scenario.cluster, scenario.model, scenario.training, located)
 
 
 def transformer_shape(workload: Any) -> Any:
