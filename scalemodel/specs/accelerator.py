@@ -54,7 +54,8 @@ class AttentionKernel(Spec, kw_only=True):
 
 def cudnn_release_key(release: str) -> tuple[int, int]:
     """(major, minor) of a cuDNN release or version text ('9.19', '9.21.1'): the order releases compare in (9.9 before
-    9.10, which text order gets wrong), as the engine lists the held ones and the scripts pick the nearest below."""
+    9.10, which text order gets wrong), as the engine lists the held ones and picks the nearest at or below a run's
+    (specs.training.cudnn_release_held)."""
     major, minor = release.split(".")[:2]
     return int(major), int(minor)
 
