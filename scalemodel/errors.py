@@ -46,6 +46,14 @@ class InputError(ValueError):
         return InputError(self.what, where=loc, allowed=self.allowed)
 
 
+def sub_path(where: str, field: str) -> str:
+    """What ``where`` names below ``field`` (``.attention_proj`` of ``training.module_precision.attention_proj``), or
+    "" when it names the field itself or something else: the part of an engine's location a caller keeps when it
+    names the place ``field`` was written instead (``--set training.module_precision`` + ``.attention_proj``)."""
+    rest = where[len(field):] if where.startswith(field) else ""
+    return rest if rest[:1] in (".", "[") else ""
+
+
 @dataclass(frozen=True)
 class Origin:
     """Where a strategy's values were written when not on the command line: a file's fields.

@@ -639,8 +639,9 @@ TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128}
 
 
 #: The cuDNN release each Blackwell source's container ships: source -> (cuDNN version, how it was read). A Blackwell
-#: case names the nearest release at or below it that its accelerator holds a curve for (:func:`cudnn_release`,
-#: training.cudnn_release, docs/model.md#cudnn-release), so no run is priced on a later kernel than it had.
+#: case names that version (:func:`cudnn_release`, training.cudnn_release, docs/model.md#cudnn-release), which the
+#: engine prices on the nearest release its accelerator holds at or below it, so no run is priced on a later kernel
+#: than it had.
 #: NVIDIA-NeMo/Megatron-Bridge docs/releases/software-versions.md at 4ab94dfad (2026-08-11; the 26.04 table added at
 #: c4fc11d2e, the 26.06 one at e49e451ba) lists each NeMo Framework container's components:
 #: - mb2511 (25.11 NeMo container; Megatron-Bridge v0.2.0): cuDNN 9.13.1.26 ('NeMo Framework 25.11'; its
@@ -673,9 +674,11 @@ CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0",
 
 
 def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, str]:
-    """(training.cudnn_release, note) of a case: on Blackwell, the nearest release at or below its container's cuDNN
-    (:data:`CONTAINER_CUDNN`) among those the accelerator holds (``attention_releases``); None (the default curve)
-    off Blackwell, for a source whose container is not mapped, or below every held release. The note says which."""
+    """(training.cudnn_release, note) of a case: on Blackwell, its container's cuDNN version itself
+    (:data:`CONTAINER_CUDNN`), which the engine prices on the nearest release the accelerator holds at or below it
+    (``attention_releases``, specs.training.cudnn_release_held); None (the default curve) off Blackwell, for a source
+    whose container is not mapped or not read, or below every held release (which the engine refuses). The note
+    says which curve prices it."""
     if accelerator.family != "blackwell":
         return None, ""
     src = families(case)["source"]
@@ -687,7 +690,7 @@ def cudnn_release(case: dict[str, Any], accelerator: Any) -> tuple[str | None, s
     if not below:
         return None, f"cuDNN {version} ({how}) below every held curve: default attention curve"
     exact = "" if cudnn_release_key(below[-1]) == cudnn_release_key(version) else " (nearest held at or below)"
-    return below[-1], f"cuDNN {version} ({how}) -> attention on the {below[-1]} curve{exact}"
+    return version, f"cuDNN {version} ({how}) -> attention on the {below[-1]} curve{exact}"
 
 
 def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -> str:

@@ -14,7 +14,7 @@ from conftest import script_module
 
 from scalemodel.engine.job import build_job
 from scalemodel.errors import InputError
-from scalemodel.specs import load_cluster, load_workload
+from scalemodel.specs import load_cluster, load_workload, notices
 from scalemodel.specs.training import TrainingSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,16 +120,64 @@ def test_release_fits_use_sources_of_that_release() -> None:
     assert named == used
 
 
-def test_release_not_held_is_an_input_error() -> None:
-    with pytest.raises(InputError, match=r"no attention curve for cuDNN 9.15 on b200 .*9\.10, 9\.13, 9\.17"):
-        _job("dgx-b200", "9.15")
+def _bwd(acc: str, release: str) -> dict[str, float]:
+    """A release's backward cudnn curve as the YAML writes it (not through the spec reader)."""
+    return {k: float(v) for k, v in _releases(acc)[release]["cudnn"]["bwd"].items()}
+
+
+@pytest.mark.parametrize(("cluster", "acc", "release", "priced_on", "warned"), [
+    ("dgx-b200", "b200", "9.15", "9.13", True),      # between two held releases: the earlier one, never 9.17
+    ("dgx-b200", "b200", "9.21.1", "9.19", True),    # a container's full version (NeMo 26.06)
+    ("dgx-b200", "b200", "9.20.0", "9.19", True),    # NeMo 26.04's
+    ("dgx-b200", "b200", "10.0", "9.22", True),      # later than every held release: the latest held
+    ("dgx-b200", "b200", "9.19.1", "9.19", False),   # a patch of a held release is that release
+    ("gb300-nvl72", "gb300", "9.21", "9.19", True),  # gb300 holds 9.19 and 9.22 only
+    ("gb300-nvl72", "gb300", "9.22.0", "9.22", False),
+])
+def test_a_release_not_held_prices_the_nearest_held_at_or_below(cluster: str, acc: str, release: str,
+                                                                priced_on: str, warned: bool) -> None:
+    """Any well-formed cuDNN release or version is priced on the YAML block of the latest release the accelerator
+    holds whose (major, minor) is at or below it (numeric order: 9.9 < 9.10 < 10.0), with a warning naming that
+    curve where it is another release's; the held releases are read from the YAML here, not from the reader."""
+    notices.clear()
+    j = _job(cluster, release)
+    assert j.attention_kernel == "cudnn" and j.attention_bwd == _bwd(acc, priced_on)
+    said = [w for w in notices.current() if w.startswith(f"training.cudnn_release = {release}:")]
+    if warned:
+        assert said == [f"training.cudnn_release = {release}: {acc} holds no curve of that release; the cudnn "
+                        f"attention core is priced on the {priced_on} curve (the nearest release held at or below "
+                        "it)"], notices.current()
+    else:
+        assert said == [], notices.current()
+
+
+def test_a_release_below_every_held_one_is_an_input_error() -> None:
+    """Older than every held release: refused with the held ones (not priced on the default curve, a fit at a later
+    release than the run had); off Blackwell no release is held at all."""
+    with pytest.raises(InputError, match=r"no attention curve for cuDNN 9.9 on b200 \(releases held: 9\.10, 9\.13, "
+                                         r"9\.17, 9\.19, 9\.22, all later\); a release at or above 9\.10"):
+        _job("dgx-b200", "9.9")
+    with pytest.raises(InputError, match=r"no attention curve for cuDNN 9.13.1 on gb300 \(releases held: 9\.19, "
+                                         r"9\.22, all later\)"):
+        _job("gb300-nvl72", "9.13.1")  # NeMo 25.11's cuDNN on gb300
     with pytest.raises(InputError, match="no attention curve for cuDNN 9.19 on h100-sxm"):
         _job("dgx-h100", "9.19")  # no per-release curves off Blackwell
 
 
+@pytest.mark.parametrize("text", ["9.13.1.26", "9.01", "9.19.01", "1000.0", "9.1000", "9", "9.", "9.19.", "v9.19",
+                                  "9.19.1a", " 9.19"])
+def test_a_malformed_release_is_refused_by_its_form(cli, text: str) -> None:  # type: ignore[no-untyped-def]
+    """Only major.minor or major.minor.patch of at most three digits each, without leading zeros (or a bare YAML
+    number, read as its text): a package's build number, a leading zero or a trailing dot is refused at the field."""
+    r = cli("predict", "-m", "gpt-1.7b", "-c", "dgx-b200", "-n", "8", "--set", f"training.cudnn_release='{text}'")
+    assert r.code == 2 and r.err.count("\n") == 1, r.err
+    assert r.err.startswith("error: --set training.cudnn_release: String is not of the allowed form"), r.err
+    assert "major.minor or major.minor.patch" in r.err
+
+
 def test_bad_release_exits_2_with_one_line(cli) -> None:  # type: ignore[no-untyped-def]
     base = ("predict", "-m", "gpt-1.7b", "-c", "dgx-b200", "-n", "8")
-    r = cli(*base, "--set", "training.cudnn_release=9.15")
+    r = cli(*base, "--set", "training.cudnn_release='9.5'")
     assert r.code == 2 and r.out == "" and r.err.count("\n") == 1
     assert r.err.startswith("error: --set training.cudnn_release") and "9.10, 9.13, 9.17, 9.19, 9.22" in r.err
     r = cli(*base, "--set", "training.cudnn_release=9.10")  # a bare 9.10 is the number 9.1
@@ -147,8 +195,12 @@ def test_validation_cases_never_take_a_later_release_than_their_container() -> N
     vt = script_module("validate_training")
     gb200 = load_cluster("gb200-nvl72", []).accelerator
     case = {"id": "mb2604_gb200_x", "model": {}, "hardware": {"gpu": "GB200"}}
-    assert vt.cudnn_release(case, gb200)[0] == "9.19"  # 26.04: cuDNN 9.20.0
-    assert vt.cudnn_release({**case, "id": "mb2511_gb200_x"}, gb200)[0] == "9.13"  # 25.11: cuDNN 9.13.1
+    assert vt.cudnn_release(case, gb200) == (  # 26.04: cuDNN 9.20.0, the container's version itself
+        "9.20.0", "cuDNN 9.20.0 (26.04 container) -> attention on the 9.19 curve (nearest held at or below)")
+    assert vt.cudnn_release({**case, "id": "mb2511_gb200_x"}, gb200)[0] == "9.13.1"  # 25.11: cuDNN 9.13.1
+    j = build_job(load_cluster("gb200-nvl72", []), load_workload("gpt3-175b", []),
+                  TrainingSpec(global_batch=64, cudnn_release="9.20.0"))
+    assert j.attention_bwd == _bwd("gb200", "9.19")  # the engine prices it on the curve the note names
     release, note = vt.cudnn_release({**case, "id": "nemo2502_gb200_x"}, gb200)
     assert release is None and "default attention curve" in note
     gb300 = load_cluster("gb300-nvl72", []).accelerator

@@ -67,11 +67,11 @@ def test_free_windows_charge_each_hidden_part_at_its_own_share() -> None:
     assert float(_with_free_windows(comp, mp, 0.1)["contention"][0]) == pytest.approx(0.8, rel=1e-12)
 
 
-def _run(sms: int | None, overlap: bool = True):
+def _run(sms: int | None, overlap: bool = True, flex: bool = False):
     tr = TrainingSpec(global_batch=16, micro_batch=1, precision="bf16", seq_len=4096)
     job = build_job(load_cluster("dgx-h100"), QWEN3_30B, tr)
     st = StrategySpec(tp=8, ep=8, etp=1, pp=2, schedule="interleaved:2", moe_a2a_overlap=overlap,
-                      ep_dispatch_sms=sms)
+                      ep_dispatch_sms=sms, moe_flex_dispatcher=flex)
     g = grid_from_strategy(st, tr, 16, job)
     return job, g, evaluate(job, g)
 
@@ -92,6 +92,20 @@ def test_hidden_ep_time_costs_the_dispatchers_sm_share() -> None:
         assert float(on.breakdown["contention"][0]) - base <= share * float(on.breakdown["compute"][0]) + 1e-12
 
 
+def test_flex_dispatcher_without_a_count_costs_megatron_cores_deepep_default() -> None:
+    """The flex dispatcher with no SM count runs DeepEP, its default backend, on 20 SMs (Megatron-LM d98e8a64dd
+    token_dispatcher.py L1287-1292: set_deepep_num_sms(... else 20)), not NCCL's 16 channels: its hidden EP time H
+    costs 20/132 x H on the H100, exactly what ep_dispatch_sms = 20 costs."""
+    _, _, off = _run(None, overlap=False, flex=True)
+    hidden = float(off.breakdown["ep_comm"][0])
+    base = float(off.breakdown["contention"][0])
+    _, _, on = _run(None, flex=True)
+    h = hidden - float(on.breakdown["ep_comm"][0])
+    assert h > 0
+    assert float(on.breakdown["contention"][0]) - base == pytest.approx(20 / 132 * h, rel=1e-9, abs=1e-12)
+    assert float(on.step_time[0]) == float(_run(20, flex=True)[2].step_time[0])
+
+
 def test_more_dispatcher_sms_never_make_the_step_faster() -> None:
     steps = [float(_run(n)[2].step_time[0]) for n in (0, 8, 16, 24, 32, 64)]
     assert all(a <= b for a, b in zip(steps, steps[1:], strict=False))
@@ -106,3 +120,25 @@ def test_ep_dispatch_sms_checked_echoed_and_pinnable() -> None:
     assert "ep_dispatch_sms" in PIN_FIXED
     _cons, fixed, _sync = pins(StrategySpec(ep_dispatch_sms=32), ["ep_dispatch_sms"])
     assert fixed == {"ep_dispatch_sms": 32}
+
+
+def test_a_flex_launch_without_a_count_prices_20_sms_and_names_hybrideps_own_default(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A Megatron-LM launch with the flex dispatcher and no SM flag: the step equals the same launch with
+    ``ep_dispatch_sms = 20`` (Megatron-Core's DeepEP default); under hybridep, whose own default differs (DeepEP
+    hybrid-ep config.cuh: 24 in one NVLink domain, 8 across), that is named as not used."""
+    import json
+
+    from test_hostile_inputs_round14c import MOE, _launch
+    f = _launch(tmp_path, "--global-batch-size 512")  # 8 micro-batches a rank: the all-to-all hides under compute
+    r = cli("predict", *MOE, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    got = json.loads(r.out)
+    step = {n: json.loads(cli("predict", *MOE, "--strategy", str(f), "--set", f"strategy.ep_dispatch_sms={n}",
+                              "--json").out)["step_time_s"] for n in (16, 20)}
+    assert step[16] < step[20] == got["step_time_s"]  # 20 SMs, not NCCL's 16 channels on the H100
+    assert "hybridep" not in r.err
+    g = _launch(tmp_path, "--global-batch-size 512 --moe-flex-dispatcher-backend hybridep")
+    r = cli("predict", *MOE, "--strategy", str(g), "--json")
+    assert r.code == 0 and json.loads(r.out)["step_time_s"] == got["step_time_s"], r.err
+    assert ("--moe-flex-dispatcher-backend hybridep without an SM count (HybridEP's own default, 24 SMs in one NVLink "
+            "domain and 8 across, is priced as DeepEP's 20; give --set strategy.ep_dispatch_sms=N)") in r.err

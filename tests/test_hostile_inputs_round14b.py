@@ -13,7 +13,7 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 SUPER = ["-m", str(ROOT / "examples" / "workloads" / "nemotron-3-super.yaml"), "-n", "64", "--ep", "8"]
 GPT = ["-m", "gpt-1.7b", "-n", "8"]
 _NO_LATENT = "the model has no LatentMoE (moe.latent_size not set)"
-_NOT_HELD = "no attention curve for cuDNN 9.15 on b200"
+_NOT_HELD = "no attention curve for cuDNN 9.9 on b200"  # below every held release (9.10 ...)
 
 
 # --- a module_precision value refused by its type names the module --------------------------------------------
@@ -56,20 +56,20 @@ def test_mxfp8_module_off_blackwell_names_the_set_item(cli) -> None:  # type: ig
 @pytest.mark.parametrize("command", ["predict", "plan", "memory", "scale", "sensitivity"])
 def test_a_release_not_held_names_the_strategy_file(cli, tmp_path, command: str) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "s.yaml"
-    f.write_text("kind: strategy\ncudnn_release: '9.15'\n")
+    f.write_text("kind: strategy\ncudnn_release: '9.9'\n")
     refused(cli, command, "-c", "dgx-b200", *GPT, "--strategy", str(f), inputs=(f,),
             match=f"error: --strategy: {f}: training.cudnn_release: {_NOT_HELD}")
 
 
 def test_a_release_not_held_names_the_set_item(cli) -> None:  # type: ignore[no-untyped-def]
-    refused(cli, "predict", "-c", "dgx-b200", *GPT, "--set", "training.cudnn_release='9.15'",
+    refused(cli, "predict", "-c", "dgx-b200", *GPT, "--set", "training.cudnn_release='9.9'",
             match=f"error: --set training.cudnn_release: {_NOT_HELD}")
 
 
 def test_a_release_not_held_names_the_scenario(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "scen.yaml"
     f.write_text("kind: scenario\nname: s\ncluster: dgx-b200\nmodel: gpt-1.7b\ngpus: [8]\n"
-                 "training: {global_batch: 8, cudnn_release: '9.15'}\n")
+                 "training: {global_batch: 8, cudnn_release: '9.9'}\n")
     refused(cli, "scale", "--scenario", str(f), inputs=(f,),
             match=f"error: --scenario: {f}: training.cudnn_release: {_NOT_HELD}")
 
@@ -126,7 +126,7 @@ def test_an_attention_setting_on_a_generic_workload_is_warned(cli, setting: str,
 
 
 def test_a_release_not_held_is_refused_on_a_generic_workload_too(cli) -> None:  # type: ignore[no-untyped-def]
-    refused(cli, "predict", "-c", "dgx-b200", "-m", "resnet50", "-n", "8", "--set", "training.cudnn_release='9.15'",
+    refused(cli, "predict", "-c", "dgx-b200", "-m", "resnet50", "-n", "8", "--set", "training.cudnn_release='9.9'",
             match=f"error: --set training.cudnn_release: {_NOT_HELD}")
 
 
@@ -216,7 +216,7 @@ def test_a_kernel_without_a_curve_names_the_set_item(cli) -> None:  # type: igno
 
 @pytest.mark.parametrize("field, value, named", [
     ("module_precision", "{mtp: bf16}", "module_precision.mtp: the model has no multi-token prediction layers"),
-    ("cudnn_release", "'9.15'", f"cudnn_release: {_NOT_HELD}"),
+    ("cudnn_release", "'9.9'", f"cudnn_release: {_NOT_HELD}"),
 ])
 def test_a_runs_file_refusal_names_the_runs_field(cli, tmp_path, field: str, value: str, named: str) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "runs.yaml"

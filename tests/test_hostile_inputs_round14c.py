@@ -48,16 +48,33 @@ def test_flex_dispatcher_sms_are_read(cli, tmp_path, flags: str, sms: int) -> No
     assert out["step_time_s"] == ref["step_time_s"]
 
 
-@pytest.mark.parametrize("flags, why", [
-    ("--moe-flex-dispatcher-backend hybridep --moe-deepep-num-sms 20",
-     "--moe-deepep-num-sms 20 (sizes the deepep backend; the flex dispatcher runs hybridep)"),
-    ("--moe-hybridep-num-sms 20", "--moe-hybridep-num-sms 20 (sizes the hybridep backend; the flex dispatcher runs "
-                                  "deepep)"),
+@pytest.mark.parametrize("flags, sms", [
+    ("--moe-flex-dispatcher-backend hybridep --moe-deepep-num-sms 20", 20),
+    ("--moe-hybridep-num-sms 24", 24),
+    ("--moe-deepep-num-sms 28 --moe-hybridep-num-sms 28", 28),
 ])
-def test_another_backends_sms_are_named_not_used(cli, tmp_path, flags: str, why: str) -> None:  # type: ignore[no-untyped-def]
+def test_either_deprecated_flag_sizes_every_backend(cli, tmp_path, flags: str, sms: int) -> None:  # type: ignore[no-untyped-def]
+    """NVIDIA/Megatron-LM d98e8a64dd TransformerConfig.__post_init__ (transformer_config.py L1792-1811) routes
+    --moe-deepep-num-sms and --moe-hybridep-num-sms to moe_flex_dispatcher_num_sms whatever the backend, and both
+    backends take that one count (token_dispatcher.py L1157-1158, L1287-1292): each was named "sizes the other
+    backend" and not read."""
     r = cli("predict", *MOE, "--strategy", str(_launch(tmp_path, flags)), "--json")
     assert r.code == 0, r.err
-    assert why in r.err
+    assert json.loads(r.out)["strategy"]["ep_dispatch_sms"] == sms
+    assert "num-sms" not in r.err, r.err
+
+
+def test_two_different_deprecated_counts_are_refused_at_both_flags(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Megatron-Core raises ValueError("Conflicting deprecated SM-count knobs ...") on both deprecated flags with
+    different counts and no --moe-flex-dispatcher-num-sms (transformer_config.py L1805-1810 @d98e8a64dd); with the
+    unified flag they are overridden, not refused."""
+    f = _launch(tmp_path, "--moe-deepep-num-sms 20 --moe-hybridep-num-sms 32")
+    refused(cli, "predict", *MOE, "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: --moe-deepep-num-sms, --moe-hybridep-num-sms: two different SM counts, "
+                  "--moe-deepep-num-sms 20 and --moe-hybridep-num-sms 32")
+    g = _launch(tmp_path, "--moe-deepep-num-sms 20 --moe-hybridep-num-sms 32 --moe-flex-dispatcher-num-sms 24")
+    r = cli("predict", *MOE, "--strategy", str(g), "--json")
+    assert r.code == 0 and json.loads(r.out)["strategy"]["ep_dispatch_sms"] == 24, r.err
 
 
 def test_dispatcher_sms_without_flex_are_named_not_used(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -118,6 +135,23 @@ def test_titan_invalid_expert_tensor_parallel_degree_is_refused(cli, tmp_path, b
     f = _titan(tmp_path, body)
     refused(cli, "predict", *MOE, "--strategy", str(f), "--json", inputs=(f,),
             match=f"error: --strategy: {f}: parallelism.expert_tensor_parallel_degree: {match}")
+
+
+def test_titan_without_expert_tensor_parallel_degree_runs_its_default_1(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The key absent: torchtitan's default, expert_tensor_parallel_degree = 1 (torchtitan/config/configs.py L230 at
+    c4b409af^; no expert TP at all after c4b409af, parallel_dims.py L242 at b5bcd76c66), not strategy.etp's own
+    default tp: a tp 2, ep 8 run was priced with its experts split over the two tp ranks."""
+    f = _titan(tmp_path, "expert_parallel_degree = 8\ntensor_parallel_degree = 2")
+    out = accepted(cli, "predict", *MOE, "--strategy", str(f))
+    assert out["strategy"]["etp"] == 1
+    explicit = _titan(tmp_path, "expert_parallel_degree = 8\ntensor_parallel_degree = 2\n"
+                                "expert_tensor_parallel_degree = 1")
+    assert out["step_time_s"] == accepted(cli, "predict", *MOE, "--strategy", str(explicit))["step_time_s"]
+    split = accepted(cli, "predict", *MOE, "--strategy", str(f), "--set", "strategy.etp=2")
+    assert split["step_time_s"] != out["step_time_s"]  # etp 1 and tp 2 price differently: the default matters
+    # ep 1 (a dense run's file): nothing is set, the engine's default stays
+    assert accepted(cli, "predict", *MOE, "--strategy", str(_titan(tmp_path, "tensor_parallel_degree = 2")))[
+        "strategy"]["etp"] is None
 
 
 def test_titan_expert_tensor_parallel_degree_without_ep_is_named_not_used(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]

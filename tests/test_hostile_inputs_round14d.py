@@ -100,7 +100,7 @@ def test_fp8_off_an_fp8_peak_names_the_scenario(cli, tmp_path) -> None:  # type:
 # on an H100 was "ok: ... is a valid scenario spec" to hardware validate (the schema only), and refused by check.
 
 @pytest.mark.parametrize("cluster, training, where, what", [
-    ("dgx-b200", "cudnn_release: '9.15'", "training.cudnn_release", "no attention curve for cuDNN 9.15 on b200"),
+    ("dgx-b200", "cudnn_release: '9.9'", "training.cudnn_release", "no attention curve for cuDNN 9.9 on b200"),
     ("dgx-b200", "precision: fp8, module_precision: {moe_latent: bf16}", "training.module_precision.moe_latent",
      "the model has no LatentMoE (moe.latent_size not set)"),
     ("dgx-h100", "precision: fp4", "training.precision", "precision fp4 (NVFP4) needs Blackwell tensor cores"),

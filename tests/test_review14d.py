@@ -4,6 +4,8 @@ test_hostile_inputs.py's."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
@@ -65,10 +67,12 @@ def test_unified_sm_flag_overrides_the_other_backends_flag_too(cli, tmp_path) ->
     assert "--moe-hybridep-num-sms 24 (--moe-flex-dispatcher-num-sms takes precedence)" in r.err
     assert "--moe-deepep-num-sms 20 (--moe-flex-dispatcher-num-sms takes precedence)" in r.err
     assert "sizes the hybridep backend" not in r.err
-    # without the unified flag (Megatron-Core @002255075c, where each flag sizes its own backend) the note stays
+    assert json.loads(r.out)["strategy"]["ep_dispatch_sms"] == 40
+    # without the unified flag the deprecated one is routed to it for any backend (d98e8a64dd, not 002255075c's
+    # per-backend reading): the hybridep count sizes the deepep dispatcher
     g = _launch(tmp_path, "--moe-hybridep-num-sms 24")
     r = cli("predict", *MOE, "--strategy", str(g), "--json")
-    assert "--moe-hybridep-num-sms 24 (sizes the hybridep backend; the flex dispatcher runs deepep)" in r.err
+    assert r.code == 0 and json.loads(r.out)["strategy"]["ep_dispatch_sms"] == 24, r.err
 
 
 # --- the planner's gate on the CP exchange and the MoE dispatch ------------------------------------------------------

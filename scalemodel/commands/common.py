@@ -17,8 +17,8 @@ from scalemodel.commands.options import check_kappa as check_kappa
 from scalemodel.commands.options import load_cluster_with as load_cluster_with
 from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity
-from scalemodel.engine.job import training_checks
-from scalemodel.errors import InputError, Origin
+from scalemodel.engine.job import run_training_checks
+from scalemodel.errors import InputError, Origin, sub_path
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
 from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.hf import seq_len_note
@@ -272,15 +272,8 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
             raise
         # the field's sub-path too: --set training.module_precision.attention_proj=BF16 was refused as
         # "--set training.module_precision: ..." without the module it named
-        raise InputError(exc.what, where=where + _sub_path(exc.where, f"{section}.{key}"),
+        raise InputError(exc.what, where=where + sub_path(exc.where, f"{section}.{key}"),
                          allowed=exc.allowed) from None
-
-
-def _sub_path(where: str, field: str) -> str:
-    """What ``where`` names below ``field`` (``.attention_proj`` of ``training.module_precision.attention_proj``), or
-    "" when it names the field itself."""
-    rest = where[len(field):] if where.startswith(field) else ""
-    return rest if rest[:1] in (".", "[") else ""
 
 
 def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: StrategyFile | None,
@@ -292,18 +285,13 @@ def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: St
     "training.precision: ..." to a user who gave --precision fp4, --set training.precision=fp4 or a launch script's
     --fp4-format e2m1 ("precision: ..." for fp8 on an A100), and "training.bf16_layers: ..." for
     --num-layers-at-start-in-bf16."""
-    def check(key: str, run: Any) -> None:
-        try:
-            run()
-        except InputError as exc:
-            where = written_at("training", key, given, sf, sets, scenario)
-            if where is None or where == exc.where:
-                raise
-            raise InputError(exc.what, where=where + _sub_path(exc.where, f"training.{key}"),
-                             allowed=exc.allowed) from None
+    def located(key: str, exc: InputError) -> str | None:
+        where = written_at("training", key, given, sf, sets, scenario)
+        if where is None or where == exc.where:
+            return None
+        return where + sub_path(exc.where, f"training.{key}")
 
-    for key, run in training_checks(cl, wl, tr):
-        check(key, run)
+    run_training_checks(cl, wl, tr, located)
 
 
 def check_file_dp(sf: StrategyFile, st: Any, gpus: int) -> None:

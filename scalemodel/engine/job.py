@@ -8,6 +8,7 @@ planner builds a :class:`StrategyGrid` of millions of candidates without touchin
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -39,13 +40,15 @@ from scalemodel.choices import (
 from scalemodel.cost import balance, compute, efficiency, mamba, memory, staleness, transformer
 from scalemodel.cost.network import Network
 from scalemodel.engine.network import build_network
-from scalemodel.errors import InputError, Origin
+from scalemodel.errors import InputError, Origin, sub_path
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
+from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.training import (
     bf16_layer_share,
     check_attention_kernel,
     cudnn_release_curves,
+    cudnn_release_held,
     low_precision_recipe,
     module_precisions,
 )
@@ -166,7 +169,8 @@ def training_checks(cluster: Any, workload: Any, training: Any) -> list[tuple[st
     (bf16_layer_share), an attention kernel or a cuDNN release the accelerator holds no curve for
     (check_attention_kernel, cudnn_release_curves), a module_precision module the model lacks or mxfp8 off Blackwell
     (module_precisions). Used by commands.common.check_training_fits (predict, plan, memory, scale, sensitivity) and
-    :func:`scenario_training_fits` (check, hardware validate of a scenario)."""
+    :func:`scenario_training_fits` (check, hardware validate of a scenario), both through
+    :func:`run_training_checks`."""
     acc = cluster.accelerator
     transformer_wl = getattr(workload, "kind", "") == "transformer"
     out: list[tuple[str, Any]] = [
@@ -182,20 +186,34 @@ def training_checks(cluster: Any, workload: Any, training: Any) -> list[tuple[st
     return out
 
 
+def run_training_checks(cluster: Any, workload: Any, training: Any,
+                        located: Callable[[str, InputError], str | None]) -> None:
+    """Run :func:`training_checks`; a refusal of field ``key`` is raised again at ``located(key, error)``, the place
+    the caller knows the field was written (None: the engine's own location). The one loop of
+    commands.common.check_training_fits and :func:`scenario_training_fits`, which differ only in how they name
+    that place (errors.sub_path keeps what the engine named below the field)."""
+    for key, run in training_checks(cluster, workload, training):
+        try:
+            run()
+        except InputError as exc:
+            where = located(key, exc)
+            if where is None or where == exc.where:
+                raise
+            raise InputError(exc.what, where=where, allowed=exc.allowed) from None
+
+
 def scenario_training_fits(scenario: Any, source: str, sets: Any = ()) -> None:
     """Run :func:`training_checks` on a scenario before pricing (``check``, and ``hardware validate`` of a scenario,
     which checked the schema only: fp4 on an H100 or a cuDNN release the accelerator does not hold passed validate
     and was refused by check). A refusal names the ``--set`` item that wrote the field, else the scenario file
     (``source``) and the field: "scen.yaml: training.cudnn_release: ..."."""
-    for key, run in training_checks(scenario.cluster, scenario.model, scenario.training):
-        try:
-            run()
-        except InputError as exc:
-            where = exc.where if exc.where.startswith(f"training.{key}") else f"training.{key}"
-            if any(str(item).split("=", 1)[0].strip() in (where, f"training.{key}") for item in sets or ()):
-                raise InputError(exc.what, where=f"--set {where}", allowed=exc.allowed) from None
-            raise InputError(exc.what, where=f"{source}: {where}" if source else where,
-                             allowed=exc.allowed) from None
+    def located(key: str, exc: InputError) -> str:
+        where = f"training.{key}" + sub_path(exc.where, f"training.{key}")
+        if any(str(item).split("=", 1)[0].strip() in (where, f"training.{key}") for item in sets or ()):
+            return f"--set {where}"
+        return f"{source}: {where}" if source else where
+
+    run_training_checks(scenario.cluster, scenario.model, scenario.training, located)
 
 
 def transformer_shape(workload: Any) -> Any:
@@ -354,6 +372,13 @@ def _attention_kernel(training: Any, acc: Any, workload: Any = None) -> dict[str
     if name == "gemm":
         return {"attention_kernel": "gemm", "attention_given": given}
     c = release["cudnn"] if release and name == "cudnn" else curves[name]
+    if release and name == "cudnn":
+        held = cudnn_release_held(training, acc)
+        if held is not None and cudnn_release_key(held) != cudnn_release_key(training.cudnn_release):
+            # a release the accelerator holds no sweep of: the nearest earlier one's curve, said aloud
+            notices.warn(f"training.cudnn_release = {training.cudnn_release}: {acc.name} holds no curve of that "
+                         f"release; the cudnn attention core is priced on the {held} curve (the nearest release "
+                         "held at or below it)")
     return {"attention_kernel": name, "attention_fwd": _curve_params(c.fwd), "attention_bwd": _curve_params(c.bwd),
             "attention_given": given}
 
@@ -489,27 +514,42 @@ def _work_cv(training: Any, shape: Any, seq_len: int) -> float:
     return balance.length_cost_cv(costs, training.micro_batch)
 
 
+#: SMs Megatron-Core's flex dispatcher runs its dispatch / combine kernels on when no count is given, with its
+#: default backend, DeepEP (TransformerConfig.moe_flex_dispatcher_backend = "deepep", transformer_config.py L898):
+#: _DeepepManager calls set_deepep_num_sms(moe_flex_dispatcher_num_sms if it is not None else 20), "DeepEP's
+#: historical mcore default" (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/token_dispatcher.py
+#: L1287-1292; moe_deepep_num_sms: int = 20 at core_dev_r0.15.0 @0d8e0714). HybridEP's own default is not this
+#: (DeepEP hybrid-ep @94a9f8f csrc/hybrid_ep/config.cuh L366-367: 24 SMs in one NVLink domain, 8 across), and the
+#: strategy does not say which backend runs: a HybridEP run without a count is priced at this one
+#: (docs/model.md#contention)
+MCORE_FLEX_DEFAULT_SMS = 20
+
+
 def check_ep_dispatch_sms(job: Job, sms: int | None, where: str = "strategy.ep_dispatch_sms") -> int:
-    """The grid code of ``ep_dispatch_sms`` (-1 = NCCL's all-to-all, the accelerator's collective_units); more SMs
-    than the chip has is an input error."""
+    """The grid code of ``ep_dispatch_sms`` (-1 = unset: NCCL's all-to-all, the accelerator's collective_units, or
+    with moe_flex_dispatcher :data:`MCORE_FLEX_DEFAULT_SMS`); more SMs than the chip has is an input error."""
     if sms is None:
         return -1
     if job.compute_units and int(sms) > job.compute_units:
         raise InputError(f"ep_dispatch_sms = {sms} exceeds the {job.compute_units} compute units of "
                          f"{job.accelerator}", where=where,
-                         allowed=f"0 to {job.compute_units}, or unset for NCCL's all-to-all")
+                         allowed=f"0 to {job.compute_units}, or unset for the dispatcher's default (NCCL's "
+                                 f"all-to-all, or {MCORE_FLEX_DEFAULT_SMS} SMs with moe_flex_dispatcher)")
     return int(sms)
 
 
 def ep_dispatch_share(job: Job, g: StrategyGrid) -> np.ndarray:
     """Fraction of the compute units the EP dispatch/combine kernels occupy while they run
     (docs/model.md#contention): ``ep_dispatch_sms / compute_units`` where the strategy names a count (DeepEP /
-    HybridEP), else the collective library's share (NCCL all-to-all: :func:`collective_share`); 0 when the
-    accelerator gives no compute-unit count."""
+    HybridEP); unset, the default of the dispatcher that runs: with ``moe_flex_dispatcher`` Megatron-Core's
+    :data:`MCORE_FLEX_DEFAULT_SMS` / compute_units (DeepEP, its default backend), else the collective library's
+    share (NCCL all-to-all: :func:`collective_share`); 0 when the accelerator gives no compute-unit count."""
     sms = np.asarray(g.ep_dispatch_sms)
     units = float(job.compute_units)
     own = np.minimum(np.maximum(sms, 0) / units, 1.0) if units > 0 else np.zeros(sms.shape)
-    return np.asarray(np.where(sms >= 0, own, job.collective_share), dtype=float)
+    flex_default = min(MCORE_FLEX_DEFAULT_SMS / units, 1.0) if units > 0 else 0.0
+    unset = np.where(np.asarray(g.moe_flex_dispatcher, dtype=bool), flex_default, job.collective_share)
+    return np.asarray(np.where(sms >= 0, own, unset), dtype=float)
 
 
 def collective_share(acc: Any) -> float:

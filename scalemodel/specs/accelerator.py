@@ -28,6 +28,10 @@ AttentionKernelName = Literal["fa1", "fa2", "fa3", "cudnn", "triton", "xformers"
 #: NVIDIA/cudnn-frontend@3929da2 include/cudnn_frontend_shim.h convert_version_to_str), without leading zeros: '09.19'
 #: is no name cuDNN prints, and a key '09.19' never matched a run's '9.19' (nor '9.01' a '9.1')
 CUDNN_RELEASE_PATTERN = r"^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})$"
+#: a run's cuDNN version (training.cudnn_release): a release, major.minor, or a full version, major.minor.patch (the
+#: container tables' 9.21.1), each part at most three digits without leading zeros; the build number of a package
+#: version (9.21.1.3) is not part of it
+CUDNN_VERSION_PATTERN = r"^(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})(\.(0|[1-9][0-9]{0,2}))?$"
 
 
 class AttentionCurve(Spec, kw_only=True):
@@ -50,7 +54,8 @@ class AttentionKernel(Spec, kw_only=True):
 
 def cudnn_release_key(release: str) -> tuple[int, int]:
     """(major, minor) of a cuDNN release or version text ('9.19', '9.21.1'): the order releases compare in (9.9 before
-    9.10, which text order gets wrong), as the engine lists the held ones and the scripts pick the nearest below."""
+    9.10, which text order gets wrong), as the engine lists the held ones and picks the nearest at or below a run's
+    (specs.training.cudnn_release_held)."""
     major, minor = release.split(".")[:2]
     return int(major), int(minor)
 
@@ -105,9 +110,9 @@ class AcceleratorSpec(Sourced, kw_only=True):
     attention_releases: Annotated[dict[CudnnRelease, ReleaseCurves] | None, Meta(description=(
         "cuDNN's fused attention curve per cuDNN release (major.minor, e.g. '9.19'; key cudnn, the only kernel a "
         "cuDNN release names), each fitted to that release's own published kernel sweep (scripts/fit_attention.py "
-        "RELEASE_FITS); a run that names its release (training.cudnn_release) is priced on that release's cudnn "
-        "curve instead of attention_efficiency's (docs/model.md#cudnn-release). None: one curve for every "
-        "release"))] = None
+        "RELEASE_FITS); a run that names its release (training.cudnn_release) is priced on the cudnn curve of the "
+        "nearest release held at or below it instead of attention_efficiency's (docs/model.md#cudnn-release). None: "
+        "one curve for every release"))] = None
     compute_units: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
         description="streaming multiprocessors (NVIDIA) or compute units (AMD) on the chip")] = None
     collective_units: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(

@@ -704,23 +704,30 @@ def _megatron(text: str, out: StrategyFile) -> None:
 
 
 #: Megatron-Core's flex dispatcher backends (TransformerConfig.moe_flex_dispatcher_backend, Literal['deepep',
-#: 'hybridep', 'ncclep'], default deepep: megatron/core/transformer/transformer_config.py @d98e8a64dd) and the
-#: per-backend SM-count flag of each (@002255075c: moe_deepep_num_sms, default 20, set by set_deepep_num_sms for the
-#: deepep backend; moe_hybridep_num_sms, default None, num_sms_dispatch_api/combine_api of the hybridep buffer,
-#: megatron/core/transformer/moe/token_dispatcher.py)
-_MEG_FLEX_SMS = {"deepep": "--moe-deepep-num-sms", "hybridep": "--moe-hybridep-num-sms"}
+#: 'hybridep', 'ncclep'], default deepep: megatron/core/transformer/transformer_config.py L898 @d98e8a64dd) and its
+#: SM-count flags there (L964-975): ``moe_flex_dispatcher_num_sms`` "for all backends", and the deprecated
+#: per-backend ``moe_deepep_num_sms`` / ``moe_hybridep_num_sms``, both routed to it in __post_init__ (L1792-1811)
+_MEG_FLEX_SMS_UNIFIED = "--moe-flex-dispatcher-num-sms"
+_MEG_FLEX_SMS_DEPRECATED = ("--moe-deepep-num-sms", "--moe-hybridep-num-sms")
 
 
 def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: StrategyFile) -> None:
     """The SMs the flex dispatcher's own dispatch/combine kernels run on -> strategy.ep_dispatch_sms
-    (docs/model.md#contention, "EP dispatch kernels"). Megatron-LM's flags (generated from TransformerConfig by
-    ArgumentGroupFactory, megatron/training/arguments.py; type int): at 002255075c ``--moe-deepep-num-sms`` sizes the
-    deepep backend and ``--moe-hybridep-num-sms`` the hybridep one; at d98e8a64dd both are deprecated and routed in
-    TransformerConfig.__post_init__ to ``--moe-flex-dispatcher-num-sms``, which takes precedence. Each is read when
-    the flex dispatcher runs the backend it sizes (--moe-flex-dispatcher-backend, default deepep); otherwise it is
-    named as not used. They were all warned "not used" though the model prices the count. The bound by the
-    accelerator's SM count is the engine's (job.check_ep_dispatch_sms), named at the flag through out.fields."""
-    given = [f for f in ("--moe-flex-dispatcher-num-sms", *_MEG_FLEX_SMS.values()) if f in args]
+    (docs/model.md#contention, "EP dispatch kernels"), as NVIDIA/Megatron-LM d98e8a64dd reads its flags: they are
+    generated from TransformerConfig by ArgumentGroupFactory (megatron/training/arguments.py L2373-2374; type int)
+    and megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ (L1792-1811) routes the
+    deprecated ``--moe-deepep-num-sms`` and ``--moe-hybridep-num-sms`` to ``moe_flex_dispatcher_num_sms`` whatever
+    the backend, an explicit ``--moe-flex-dispatcher-num-sms`` taking precedence (the others are then named as not
+    used), and raises ValueError ("Conflicting deprecated SM-count knobs") on the two deprecated ones with different
+    counts and no unified flag: refused here at both flags. The one count sizes every backend
+    (megatron/core/transformer/moe/token_dispatcher.py L1157-1158 hybridep, L1287-1292 deepep). Older Megatron-Core
+    (002255075c) sized each backend by its own flag only; that reading is not kept. Read when the flex dispatcher
+    runs (--moe-token-dispatcher-type flex); the ncclep backend is priced as DeepEP / HybridEP and its count named as
+    not used. The bound by the accelerator's SM count is the engine's (job.check_ep_dispatch_sms), named at the flag
+    through out.fields. Without a count the engine prices Megatron-Core's DeepEP default, 20 SMs
+    (job.MCORE_FLEX_DEFAULT_SMS); under hybridep with the all-to-all overlapped (where the count is priced) that is
+    named as not HybridEP's own default (docs/model.md#contention)."""
+    given = [f for f in (_MEG_FLEX_SMS_UNIFIED, *_MEG_FLEX_SMS_DEPRECATED) if f in args]
     if "--moe-flex-dispatcher-backend" not in args and not given:
         return
     backend = args.get("--moe-flex-dispatcher-backend", "deepep")
@@ -746,17 +753,28 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
         out.unused.append("--moe-flex-dispatcher-backend ncclep (priced as the DeepEP / HybridEP dispatcher)")
         out.unused.extend(f"{f} {counts[f]} (the SMs of DeepEP / HybridEP kernels)" for f in counts)
         return
-    own = _MEG_FLEX_SMS[backend]
-    # the unified flag exists only where the per-backend ones are deprecated and routed to it (d98e8a64dd), so with
-    # it every per-backend flag, the other backend's too, is overridden by it
-    chosen = next((f for f in ("--moe-flex-dispatcher-num-sms", own) if f in counts), None)
-    for flag in [f for f in counts if f != chosen]:
-        out.unused.append(f"{flag} {counts[flag]} " + (
-            "(--moe-flex-dispatcher-num-sms takes precedence)" if chosen == "--moe-flex-dispatcher-num-sms" else
-            f"(sizes the {flag.split('-')[3]} backend; the flex dispatcher runs {backend})"))
+    deprecated = {f: counts[f] for f in _MEG_FLEX_SMS_DEPRECATED if f in counts}
+    if _MEG_FLEX_SMS_UNIFIED in counts:
+        chosen: str | None = _MEG_FLEX_SMS_UNIFIED
+        out.unused.extend(f"{f} {n} ({_MEG_FLEX_SMS_UNIFIED} takes precedence)" for f, n in deprecated.items())
+    elif len(set(deprecated.values())) > 1:
+        shown = " and ".join(f"{f} {n}" for f, n in deprecated.items())
+        raise InputError(f"two different SM counts, {shown}: both flags are deprecated and set the one "
+                         f"{_MEG_FLEX_SMS_UNIFIED} of every backend (Megatron-Core TransformerConfig raises "
+                         "'Conflicting deprecated SM-count knobs')", where=", ".join(deprecated),
+                         allowed=f"one {_MEG_FLEX_SMS_UNIFIED} N, or the same count on both flags")
+    else:
+        chosen = next(iter(deprecated), None)
     if chosen is not None:
         out.strategy["ep_dispatch_sms"] = counts[chosen]
         out.fields["ep_dispatch_sms"] = chosen
+    elif backend == "hybridep" and not given and out.strategy.get("moe_a2a_overlap"):
+        # no count: the engine prices Megatron-Core's DeepEP default (job.MCORE_FLEX_DEFAULT_SMS, 20); HybridEP's own
+        # (DeepEP hybrid-ep @94a9f8f csrc/hybrid_ep/config.cuh L366-367) depends on whether the EP group spans NVLink
+        # domains, which the launch does not say
+        out.unused.append("--moe-flex-dispatcher-backend hybridep without an SM count (HybridEP's own default, 24 SMs "
+                          "in one NVLink domain and 8 across, is priced as DeepEP's 20; give --set "
+                          "strategy.ep_dispatch_sms=N)")
 
 
 #: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others
@@ -948,6 +966,10 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             out.fields[field_] = f"parallelism.{k}_parallel_degree"
     if "expert_tensor_parallel_degree" in par:
         _titan_etp(par, degrees, out)
+    elif degrees.get("expert", 1) > 1:
+        # torchtitan's default: experts not tensor-parallel (etp 1), where strategy.etp's own default is tp
+        out.strategy["etp"] = 1
+        out.fields["etp"] = "parallelism.expert_parallel_degree"
     replicate = par.get("data_parallel_replicate_degree", 1)
     shard = par.get("data_parallel_shard_degree", -1)
     if (any(isinstance(d, bool) or not isinstance(d, int) for d in (replicate, shard)) or not 1 <= replicate <= 10**8
@@ -1024,7 +1046,14 @@ def _titan_etp(par: dict[str, Any], degrees: dict[str, int], out: StrategyFile) 
     ep = 1" (torchtitan/config/configs.py at c4b409af^), ParallelDims._validate asserting ``etp >= 1`` and, with
     ep > 1, ``etp == tp or etp == 1`` (torchtitan/distributed/parallel_dims.py at c4b409af^). Its expert mesh folds
     ep x etp over dp_shard x cp x tp (efsdp = fsdp tp / (etp ep)): the MoE parallel folding strategy.etp prices. It
-    was warned "not used", an invalid 0 included. With ep 1 it changes nothing and is named as not used."""
+    was warned "not used", an invalid 0 included. With ep 1 it changes nothing and is named as not used.
+
+    Absent, with ep > 1, the reader sets etp 1, torchtitan's default in both eras (strategy.etp's own default is tp,
+    which torchtitan never runs unasked): ``expert_tensor_parallel_degree: int = 1`` "1 means disabled"
+    (torchtitan/config/configs.py L230 at c4b409af^), and after c4b409af no expert TP at all, the sparse (MoE
+    expert) mesh being ["pp", "dp_replicate", "efsdp", "ep"] with efsdp = fsdp * tp // ep: the experts folded over
+    the tp ranks (torchtitan/distributed/parallel_dims.py L242, L282 at b5bcd76c66). A torchtitan run with tp 2 and
+    ep 8 was priced with its experts split over tp."""
     etp = _int(par["expert_tensor_parallel_degree"], "parallelism.expert_tensor_parallel_degree", least=1)
     ep, tp = degrees.get("expert", 1), degrees.get("tensor", 1)
     if ep == 1:

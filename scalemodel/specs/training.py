@@ -29,7 +29,7 @@ from scalemodel.choices import (
     parse_sync,
 )
 from scalemodel.errors import InputError
-from scalemodel.specs.accelerator import CUDNN_RELEASE_PATTERN, cudnn_release_key
+from scalemodel.specs.accelerator import CUDNN_VERSION_PATTERN, cudnn_release_key
 from scalemodel.specs.base import MAX_SPEC_INT, Before, Spec, field_error
 from scalemodel.specs.quantities import Bytes, Count, SecondsOrZero
 
@@ -62,7 +62,8 @@ def _release_text(v: object) -> object:
 
 _RELEASE_NUMBER_AS_TEXT = Before(_release_text)
 _RELEASE_NUMBER_AS_TEXT.fn.allowed = (  # type: ignore[attr-defined]
-    "a cuDNN release as major.minor text without leading zeros, e.g. '9.19' (quote it: a bare 9.10 reads as 9.1)")
+    "a cuDNN release as major.minor or major.minor.patch text without leading zeros, e.g. '9.19' or '9.21.1' (quote "
+    "it: a bare 9.10 reads as 9.1)")
 
 
 # Text fields holding one of a choice's labels, validated and normalised by choices.py.
@@ -182,12 +183,13 @@ class TrainingSpec(Spec, kw_only=True):
             "core's two GEMMs on the GEMM curve; auto: what Transformer Engine picks, cudnn on Hopper and Blackwell, "
             "fa2 on Ampere, else gemm, and gemm where the accelerator has no curve for it "
             "(docs/model.md#attention-kernel)"))] = "auto"
-    cudnn_release: Annotated[Annotated[str, _RELEASE_NUMBER_AS_TEXT, Meta(pattern=CUDNN_RELEASE_PATTERN)] | None,
+    cudnn_release: Annotated[Annotated[str, _RELEASE_NUMBER_AS_TEXT, Meta(pattern=CUDNN_VERSION_PATTERN)] | None,
                              Meta(description=(
-        "the cuDNN release the run's container ships, major.minor (e.g. '9.13' for cuDNN 9.13.1): the cudnn attention "
-        "kernel is priced on the accelerator's curve fitted to that release's own sweep (attention_releases); one of "
-        "the releases the accelerator holds (name the nearest one at or below the container's: never a later kernel "
-        "than the run had); unset: the accelerator's default curve (attention_efficiency; docs/model.md#cudnn-release)"
+        "the cuDNN release the run's container ships, major.minor or major.minor.patch (e.g. '9.21.1'): the cudnn "
+        "attention kernel is priced on the accelerator's curve of the nearest release it holds at or below this one "
+        "(attention_releases, each fitted to that release's own sweep; never a later kernel than the run had), with a "
+        "warning naming the curve when it is another release's; a release older than every one held is refused; "
+        "unset: the accelerator's default curve (attention_efficiency; docs/model.md#cudnn-release)"
     ))] = None
     fp8_attention: Annotated[bool, Meta(description=(
         "with precision fp8: the attention core runs in FP8 too (Transformer Engine fp8_dpa, Megatron-Core "
@@ -256,7 +258,8 @@ class StrategySpec(Spec, kw_only=True):
         "runs DeepEP / HybridEP on a configured count (moe_deepep_num_sms, default 20; moe_hybridep_num_sms, "
         "default 16 at core_dev_r0.15.0; moe_flex_dispatcher_num_sms later; Megatron-Bridge 25.11 and 26.08 HybridEP "
         "presets: 32). "
-        "None: NCCL's all-to-all (Megatron-Core alltoall dispatcher), the accelerator's collective_units"))] = None
+        "None: the default of the dispatcher that runs: NCCL's all-to-all (Megatron-Core alltoall dispatcher), the "
+        "accelerator's collective_units; with moe_flex_dispatcher, Megatron-Core's DeepEP default of 20 SMs"))] = None
     moe_flex_dispatcher: Annotated[bool, Meta(description=(
         "the EP tokens move with a hierarchical dispatcher (Megatron-Core moe_token_dispatcher_type flex: DeepEP or "
         "HybridEP, moe_flex_dispatcher_backend; docs/model.md#ep-hierarchical): each token crosses the network once "
@@ -571,26 +574,38 @@ def bf16_layer_share(training: Any, sh: Any) -> float:
     return n / layers
 
 
-def cudnn_release_curves(training: Any, acc: Any) -> dict[str, Any]:
-    """The accelerator's curves for the run's cuDNN release (training.cudnn_release; {} when unset): its
-    ``attention_releases`` entry, fitted to that release's own sweep. A release the accelerator holds no curve for is
-    an input error naming the ones it holds (the caller names the nearest at or below its container's release, so
-    no run is priced on a later kernel than it had; docs/model.md#cudnn-release). Only the cudnn kernel takes it."""
+def cudnn_release_held(training: Any, acc: Any) -> str | None:
+    """The ``attention_releases`` key that prices the run's cuDNN release (training.cudnn_release; None when unset):
+    the nearest release the accelerator holds **at or below** it, by (major, minor) (a patch, 9.21.1, prices as its
+    release 9.21), so no run is priced on a later kernel than it had (docs/model.md#cudnn-release). A release older
+    than every one held, or any release on an accelerator that holds none, is an input error naming the ones it
+    holds: the default curve (attention_efficiency) is not taken in its place, since where releases are held it is
+    a fit at one of them (b200's: the 9.10 / 9.13 sweeps), a later kernel than such a run had; leaving the field
+    out takes it knowingly."""
     release = getattr(training, "cudnn_release", None)
     if release is None:
-        return {}
+        return None
     held = acc.attention_releases or {}
-    if release not in held:
-        have = sorted(held, key=cudnn_release_key)
-        # only where the quoted release is held: the hint named a bare 9.10 for '0.0' and '9.5' too
-        bare_number_hint = (f" (a bare {release}0 reads as {release}: quote it)" if f"{release}0" in held else "")
-        raise InputError(f"no attention curve for cuDNN {release} on {acc.name}{bare_number_hint} "
-                         f"({'releases held: ' + ', '.join(have) if have else 'it holds no per-release curves'})",
-                         where="training.cudnn_release",
-                         allowed=(f"one of {', '.join(have)} (the nearest at or below the container's cuDNN), or "
-                                  "leave it out for the default curve" if have else
-                                  "leave it out (the default curve, attention_efficiency)"))
-    return dict(held[release])
+    have = sorted(held, key=cudnn_release_key)
+    at_or_below = [r for r in have if cudnn_release_key(r) <= cudnn_release_key(release)]
+    if at_or_below:
+        return at_or_below[-1]
+    # only where the quoted release is held: the hint named a bare 9.10 for '0.0' and '9.5' too
+    bare_number_hint = (f" (a bare {release}0 reads as {release}: quote it)" if f"{release}0" in held else "")
+    held_text = f"releases held: {', '.join(have)}, all later" if have else "it holds no per-release curves"
+    raise InputError(f"no attention curve for cuDNN {release} on {acc.name}{bare_number_hint} ({held_text})",
+                     where="training.cudnn_release",
+                     allowed=(f"a release at or above {have[0]} (priced on the nearest held at or below it), or leave "
+                              "it out for the default curve" if have else
+                              "leave it out (the default curve, attention_efficiency)"))
+
+
+def cudnn_release_curves(training: Any, acc: Any) -> dict[str, Any]:
+    """The accelerator's curves for the run's cuDNN release (training.cudnn_release; {} when unset): the
+    ``attention_releases`` entry :func:`cudnn_release_held` picks, fitted to that release's own sweep. Only the cudnn
+    kernel takes it."""
+    key = cudnn_release_held(training, acc)
+    return {} if key is None else dict(acc.attention_releases[key])
 
 
 def check_attention_kernel(training: Any, acc: Any) -> None:
