@@ -1366,6 +1366,14 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
                      - (comp.get("mtp_attention_blocks", 0.0) if sh.hybrid is not None else 0.0))
         mlp_rec = np.where(transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mlp,
                            n * float(sh.mlp_layers / sh.layers) + mtp_dense, 0.0) * per
+    # selective recompute of shared_experts or moe: an MoE layer's checkpointed forward runs its TP collective(s)
+    # again in the backward (moe_layer.py ``shared_experts_compute`` checkpoints ``self.shared_experts``, whose
+    # linear_fc1 (column-parallel: all-gather with SP) and linear_fc2 (row-parallel: reduce-scatter with SP, else the
+    # all-reduce) run inside it; moe's checkpoint re-runs the whole block, the shared experts' and the dispatcher's
+    # collectives with it): the model's one block collective per MoE layer (and MoE MTP block) once per repeat,
+    # exposed as the mlp's above (_moe_tp_recompute)
+    moe_rec = _moe_tp_recompute(job, g, comp) * per
+    mlp_rec = mlp_rec + moe_rec
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec, 0.0)
     tp_hidden = np.where(g.tp > 1, np.minimum(L * per_pass * per, bwd_window), 0.0)
     tp_hidden_fwd = chunking = np.zeros(1)
@@ -1417,6 +1425,30 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
     return _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed)
+
+
+def _moe_tp_recompute(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> np.ndarray:
+    """MoE blocks per micro-batch on the busiest stage whose forward TP collective runs again under selective
+    recompute (docs/model.md#recompute-shared-experts, #recompute-moe), counted in block collectives:
+
+        repeats = (n · moe_layers / L + MoE MTP blocks) · ([shared_experts] + [moe])
+
+    ``shared_experts`` (an MoE layer with shared experts): Megatron-Core runs ``self.shared_experts`` under
+    ``tensor_parallel.checkpoint`` / ``te_checkpoint`` (NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/moe/moe_layer.py lines 507-533 ``shared_experts_compute``); SharedExpertMLP is an MLP
+    (shared_experts.py line 102) whose TE column-parallel ``linear_fc1`` all-gathers the sequence-parallel input and
+    whose row-parallel ``linear_fc2`` reduce-scatters its output (all-reduces without SP), so the backward's
+    re-run of the checkpoint repeats them: one block's forward collective. ``moe``: the block's ``custom_forward``
+    (lines 658-719) runs under the checkpoint, its shared experts and its dispatcher with it. Named together,
+    both repeat (the shared experts' checkpoint runs again inside the recomputed block). The model prices an
+    MoE layer's TP traffic as one block collective per pass
+    (:func:`scalemodel.cost.transformer.tp_allreduces_per_layer`), so each repeat is one more of it."""
+    sh = job.shape
+    again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules)
+    if not (np.any(again.shared_experts) or np.any(again.moe)):
+        return np.zeros(1)
+    blocks = comp["layers_per_stage"] * float(sh.moe_layers / sh.layers) + comp.get("mtp_moe_blocks", 0.0)
+    return np.asarray(blocks * (np.where(again.shared_experts, 1.0, 0.0) + np.where(again.moe, 1.0, 0.0)))
 
 
 def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
