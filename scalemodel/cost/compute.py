@@ -1302,8 +1302,8 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        transpose_copy: ArrayLike = True, tp: ArrayLike = 1, cp: ArrayLike = 1, ep: ArrayLike = 1,
                        etp: ArrayLike | None = None, sequence_parallel: ArrayLike = False, moe: bool = False,
                        elem_bytes: ArrayLike = 2.0, fp8_params: ArrayLike = False,
-                       attention_recipe: str | None = None, latent_recipe: str | None = None
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       attention_recipe: str | None = None, latent_recipe: str | None = None,
+                       mlp_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HBM bytes (forward, backward, weights) that Transformer Engine's FP8 quantization adds to one layer on one
     GPU: forward and backward per micro-batch, weights per optimizer step. Price with :func:`memory_time`.
 
@@ -1356,6 +1356,8 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     Per module (training.module_precision, docs/model.md#module-precision): ``attention_recipe`` (the attention
     block's linears) and ``latent_recipe`` (LatentMoE's two projections) quantize their X, dY and W by their own
     recipe; "" = BF16, no cast (the module is outside the FP8 / FP4 autocast); None = ``recipe``.
+    ``mlp_only``: the MLP block's tensors alone (the dense MLP, or with ``moe`` the MoE block), no attention
+    matrix: what a recomputed MLP block quantizes again (docs/model.md#recompute-mlp).
     Not counted: the amax all-reduces over TP (latency, not bytes) and scale swizzles for the GEMM."""
     _check_recipe(recipe)
     att_r = recipe if attention_recipe is None else attention_recipe
@@ -1399,7 +1401,7 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     weights = np.zeros_like(T)  # elements of the run's-recipe weights
     other_w = np.zeros_like(T)  # cast bytes of the weights of modules at their own recipe
     att_w = np.zeros_like(T)
-    for name, n_in, n_out, split in attention_matrices(sh):
+    for name, n_in, n_out, split in ([] if mlp_only else attention_matrices(sh)):
         on = np.where(n_in * n_out > 0, 1.0, 0.0)
         if name == "o":
             fwd = fwd + on * q(T * n_in / t, r=att_r)

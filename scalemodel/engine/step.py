@@ -451,6 +451,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         titan_op = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).titan_op
         rec_l = rec_l + np.where((g.recompute == Recompute.FULL) | titan_op, cast_f, 0.0)
         rec_l = rec_l + fp8_moe_recompute_casts(job, g)  # selective moe: the MoE block's activation casts
+        # selective mlp: the dense MLP block's activation casts, in the dense MLP layers' share
+        rec_l = rec_l + float(sh.mlp_layers / sh.layers) * fp8_mlp_recompute_casts(job, g)
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_expert_quantize_kernels(job, g, fwd_l, bwd_l, rec_l)
@@ -664,6 +666,28 @@ def fp8_moe_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(np.where(again, share * _hbm_seconds(job, block), 0.0), dtype=float)
 
 
+def fp8_mlp_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per dense MLP block and micro-batch of the fp8 activation casts that selective recompute of mlp
+    repeats (docs/model.md#recompute-mlp): Megatron-Core runs the dense MLP under ``te_checkpoint`` in an fp8 / fp4
+    run (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_layer.py lines 992-1010), whose
+    backward re-runs the block's forward, and Transformer Engine's linears quantize their inputs again
+    (NVIDIA/TransformerEngine@d0067d0 pytorch/module/layernorm_linear.py lines 224-316, linear.py
+    ``_linear_forward_impl`` lines 398, 436: the forward quantizes its input on every call; the weights' FP8 copies
+    are cached from the step's first micro-batch, so no weight cast). Per block, the
+    forward casts of :func:`scalemodel.cost.compute.fp8_quantize_bytes` for the MLP alone (``mlp_only``):
+
+        X of linear_fc1 (T h, after its fused norm; the local shard gathered with SP) + X of linear_fc2 (T f / t)
+
+    at the HBM bandwidth x memory efficiency (signed: a delayed-scaling norm that writes FP8 saves bytes). 0 where
+    mlp is not recomputed or the run is not fp8."""
+    again = transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules).mlp
+    if not job.fp8_recipe or not np.any(again):
+        return np.zeros(1)
+    kw = dict(_fp8_cast_kwargs(job, g), attention_recipe=None)
+    f = compute.fp8_quantize_bytes(job.shape, mlp_only=True, **kw)[0]
+    return np.asarray(np.where(again, np.sign(f) * _hbm_seconds(job, np.abs(f)), 0.0), dtype=float)
+
+
 def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: bool) -> compute.LayerTime:
     """The transformer block of a multi-token prediction module (``block``: :func:`compute.layer_compute_time` of
     the last layer's kind, MoE when ``moe_block``) with the per-layer terms the stage's own layers carry beyond it,
@@ -683,6 +707,8 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
         cast_f, cast_b = fp8_cast_per_layer(job, g, share, whole_layer=True, weight_share=once)
         fwd, bwd = fwd + cast_f, bwd + cast_b
         rec = rec + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
+        if not moe_block:  # selective mlp repeats a dense block's MLP casts
+            rec = rec + fp8_mlp_recompute_casts(job, g)
     fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)
     if moe_block:
         fwd, bwd, rec = _with_fp8_expert_padding(job, g, fwd, bwd, rec, moe_share=1.0)
