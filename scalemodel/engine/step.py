@@ -471,7 +471,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
            "recomputed_layers": rec_n,
            "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
-           "mtp_blocks": np.zeros(1), "mtp_attention_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1)}
+           "mtp_blocks": np.zeros(1), "mtp_attention_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1),
+           "mtp_gemm": np.zeros(1), "mtp_gemm_half_dim": np.asarray(float(job.gemm_half_dim))}
     if logits_on_stage and float(sh.mtp_layers) > 0:
         mjob, mkw = _mtp_job(job, kw)
         if mjob is not job:  # the MTP block at its own precision (module_precision mtp): every GEMM of it
@@ -743,20 +744,25 @@ def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: com
     # each pass's block carries a layer's traffic, counted once per pass by kind (_model_parallel_comm): TP as layers'
     # (a hybrid's block, *E or *-, two of its one-block layers), CP as one attention layer's, EP as one MoE layer's
     blocks = D * (2.0 if sh.hybrid is not None else 1.0)
+    # the D blocks' forward GEMM seconds at the module's own rate and the half-size dimension of its curve (the
+    # GEMMs beside the blocks' TP collectives under tp_comm_overlap: _model_parallel_comm, _tp_chunking)
     return {"forward": fwd, "backward": bwd, "wgrad": D * (block.forward_gemm + proj.forward_gemm),
             "attention_core": D * block.attention_core, "blocks": np.asarray(blocks),
-            "attention_blocks": np.asarray(D), "moe_blocks": np.asarray(float(sh.mtp_moe_layers))}
+            "attention_blocks": np.asarray(D), "moe_blocks": np.asarray(float(sh.mtp_moe_layers)),
+            "gemm": D * block.forward_gemm, "gemm_half_dim": np.asarray(float(job.gemm_half_dim))}
 
 
 def _with_mtp(comp: dict[str, np.ndarray], mtp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A stage's compute parts with the MTP modules' (:func:`mtp_compute`) added; ``mtp_blocks`` (layers' worth of TP
     traffic), ``mtp_attention_blocks`` (attention layers: CP) and ``mtp_moe_blocks`` (MoE layers: EP) tell
-    :func:`_model_parallel_comm` the blocks' traffic, apart from the stage's own layers."""
+    :func:`_model_parallel_comm` the blocks' traffic, apart from the stage's own layers; ``mtp_gemm`` (the blocks'
+    forward GEMM seconds at the module's own rate) and ``mtp_gemm_half_dim`` (its curve's d0) the GEMMs beside
+    that traffic."""
     out = dict(comp)
     for k in ("forward", "backward", "wgrad", "attention_core"):
         out[k] = comp[k] + mtp[k]
     out["total"] = out["forward"] + out["backward"]
-    for k in ("blocks", "attention_blocks", "moe_blocks"):
+    for k in ("blocks", "attention_blocks", "moe_blocks", "gemm", "gemm_half_dim"):
         out["mtp_" + k] = mtp[k] + 0 * comp["mtp_" + k]
     return out
 
@@ -1240,25 +1246,32 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
 
     with d0 = the accelerator curve's gemm_half_dim. t_GEMM per class: the layer's forward GEMM time
     x the FLOP share of the AG-side (1 - r) or RS-side (r) matrices (:func:`_rs_side_share`), for the
-    forward, the recomputed forward and the RS-side data-gradient GEMMs. The layers are the stage's L_s and
-    each MTP pass's block (``mtp_blocks``: :func:`mtp_compute`, one layer, a hybrid's two one-block layers),
-    counted as :func:`_model_parallel_comm` counts their TP collectives and the GEMMs beside them
-    (:func:`_tp_comm_overlap`): full recompute repeats the recomputed layers' and every block's forward
-    (Megatron-Core checkpoints every MTP module under 'full').
+    forward, the recomputed forward and the RS-side data-gradient GEMMs. The layers are the stage's L_s (their
+    mean forward GEMM time, the accelerator's d0) and each MTP pass's block (:func:`mtp_compute`: its own forward
+    GEMM time ``mtp_gemm``, of the block's kind and at training.module_precision mtp's rate, and its curve's d0
+    ``mtp_gemm_half_dim``: BF16's for a BF16 module, MXFP8's for an MXFP8 one), as :func:`_model_parallel_comm`
+    counts their TP collectives and the GEMMs beside them (:func:`_tp_comm_overlap`): full recompute repeats the
+    recomputed layers' and every block's forward (Megatron-Core checkpoints every MTP module under 'full').
+
+        dt = per(d0) gemm_l ((L_s + rec) fwd + L_s dgrad) + per(d0_mtp) gemm_mtp ((1 + [full]) fwd + dgrad)
     """
     if not job.is_transformer:
         return np.zeros(1)
     r = _rs_side_share(job.shape)
+    T = np.asarray(tokens, dtype=float)
     d0 = job.gemm_half_dim
-    per = d0 / (np.asarray(tokens, dtype=float) + d0)
+    per = d0 / (T + d0)
+    d0_mtp = comp.get("mtp_gemm_half_dim", d0)
+    per_mtp = d0_mtp / (T + d0_mtp)
     t = g.tp.astype(float)
-    mtp = comp.get("mtp_blocks", 0.0)
-    layers = comp["layers_per_stage"] + mtp
-    rec = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"] + mtp, 0.0)
+    full = g.recompute == Recompute.FULL
+    layers = comp["layers_per_stage"]
+    rec = np.where(full, comp["recomputed_layers"], 0.0)
     gemm = comp["gemm_per_layer"]
     fwd = (1.0 - r) * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0)  # per unit of forward GEMM time
     dgrad = r * (t - 1.0)
-    return np.asarray(gemm * per * ((layers + rec) * fwd + layers * dgrad), dtype=float)
+    mtp = comp.get("mtp_gemm", 0.0) * per_mtp * ((1.0 + np.where(full, 1.0, 0.0)) * fwd + dgrad)
+    return np.asarray(gemm * per * ((layers + rec) * fwd + layers * dgrad) + mtp, dtype=float)
 
 
 def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
@@ -1405,9 +1418,13 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     tp_hidden_fwd = chunking = np.zeros(1)
     ub = (g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel
     if np.any(ub):  # userbuffers: every TP collective under the GEMMs beside it (_tp_comm_overlap)
-        gemm_l = comp["gemm_per_layer"]
-        ov = _tp_comm_overlap(L * per_pass * per, rec_n * per_pass * per, L * per_pass * per, L * gemm_l,
-                              rec_n * gemm_l, 2.0 * L * gemm_l)
+        # the GEMMs beside the collectives: the stage's layers at their mean, the MTP blocks at their own (the
+        # block's kind and training.module_precision mtp)
+        gemm_f = n * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0)
+        gemm_r = np.where(g.recompute == Recompute.FULL,
+                          comp["recomputed_layers"] * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0), 0.0)
+        ov = _tp_comm_overlap(L * per_pass * per, rec_n * per_pass * per, L * per_pass * per, gemm_f,
+                              gemm_r, 2.0 * gemm_f)
         tp = np.where(ub, ov["exposed"] + mlp_rec, tp)
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
