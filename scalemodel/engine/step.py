@@ -1467,7 +1467,59 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
                                      2.0 * v * p2p), 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
+    # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
+    # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
+    blocks = n * moe_share + mtp_moe
+    out = _with_shared_expert_overlap(job, g, out, coll["ep"], blocks, blocks * again_moe + rec_moe)
     return _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed)
+
+
+def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndarray], a2a: Any, blocks: Any,
+                                rec_passes: Any) -> dict[str, np.ndarray]:
+    """EP all-to-alls hidden under the shared experts' compute (``moe_shared_expert_overlap``,
+    docs/model.md#shared-expert-overlap).
+
+    Megatron-Core --moe-shared-expert-overlap (NVIDIA/Megatron-LM@d98e8a64dd): ``SharedExpertMLP`` runs on a
+    stream of its own (megatron/core/transformer/moe/shared_experts.py lines 107-109, 163-198) in four steps the
+    token dispatcher calls (token_dispatcher.py): the alltoall dispatcher launches ``linear_fc1_forward_and_act``
+    right after the dispatch all-to-all ("Make sure the shared experts fc1 is overlapped with dispatch A2A", lines
+    697-717) and ``linear_fc2_forward`` right after the combine all-to-all (lines 858-873); the flex dispatcher
+    (DeepEP / HybridEP) likewise after its dispatch (lines 1971-1979) and beside its combine (lines 2029-2051,
+    the shared stream synchronised before the combine, fc2 launched after it). Autograd runs each op's backward on
+    its forward's stream, and the dispatcher orders the backward so that the all-to-all is launched first
+    ("Backward launch order: probs A2A -> tokens A2A -> shared experts fc1"). So per MoE block, a of one
+    all-to-all (dispatch = combine here):
+
+        hidden forward  = blocks (min(a, fc1_f) + min(a, fc2_f))
+        hidden backward = blocks (min(a, fc2_b) + min(a, fc1_b)) + rec (min(a, fc1_f) + min(a, fc2_f))
+        exposed ep      = ep - hidden                          (never below 0: each term <= one all-to-all)
+
+    ``blocks`` the stage's MoE blocks per micro-batch, ``rec`` the forward passes recomputed in the backward
+    (selective moe: every block; full: the recomputed layers' MoE share and the MTP blocks).
+
+    (:func:`scalemodel.cost.compute.shared_expert_times`). The compute under them is taken from what TP/CP and DP
+    traffic can hide (``hidden_fwd`` / ``hidden_bwd``) and slowed by the dispatcher's SMs (``hidden_ep``,
+    ``contention``). Not modelled: the shared experts' own TP all-gather / reduce-scatter on their stream (priced
+    exposed, as without the overlap). Megatron-Core refuses it with overlap_moe_expert_parallel_comm and with
+    selective recompute of shared_experts (job._check_shared_expert_overlap); for a planner grid holding such a
+    candidate it is off there."""
+    on = np.asarray(g.moe_shared_expert_overlap, dtype=bool) & (g.ep > 1)
+    if not job.is_transformer or not np.any(on) or float(job.shape.moe_shared_experts) <= 0:
+        return mp
+    on = on & ~np.asarray(g.moe_a2a_overlap, dtype=bool) & ~np.asarray(
+        transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules).shared_experts, dtype=bool)
+    f1, f2, b1, b2 = compute.shared_expert_times(
+        job.shape, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, tp=g.tp, cp=g.cp,
+        peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max,
+        gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency, elem_bytes=job.elem_bytes)
+    a = np.asarray(a2a, dtype=float)
+    fwd = np.minimum(a, f1) + np.minimum(a, f2)
+    hid_f = np.where(on, blocks * fwd, 0.0)
+    hid_b = np.where(on, blocks * (np.minimum(a, b2) + np.minimum(a, b1)) + rec_passes * fwd, 0.0)
+    hid_f = np.minimum(hid_f, mp["ep"])
+    hid_b = np.minimum(hid_b, mp["ep"] - hid_f)
+    return dict(mp, ep=mp["ep"] - hid_f - hid_b, hidden_fwd=mp["hidden_fwd"] + hid_f,
+                hidden_bwd=mp["hidden_bwd"] + hid_b, hidden_ep=mp.get("hidden_ep", 0.0) + hid_f + hid_b)
 
 
 def _moe_tp_recompute(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> np.ndarray:
