@@ -2902,7 +2902,12 @@ def recomputed_host_share(job: Job, g: StrategyGrid, layers: Any) -> np.ndarray:
     synchronisation, in the backward. Selective recompute of moe (:func:`moe_block_recomputed`): every MoE block,
     :data:`MOE_FORWARD_HOST_SHARE`; full recompute: the recomputed share of the rank's layers
     (:func:`recomputed_layers` / layers, pro rata as every per-layer term of a rank), each its whole forward,
-    :data:`LAYER_FORWARD_HOST_SHARE`. Megatron-Core core_v0.15.0 (0d7e02bd26): moe_layer.py ``MoELayer.forward``
+    :data:`LAYER_FORWARD_HOST_SHARE` (attention's and the MoE block's), or in a hybrid pattern, whose MoE layer holds
+    the MoE block alone (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/hybrid/hybrid_layer_specs.py lines
+    226-231: MoETransformerLayer with pre_mlp_layernorm, mlp and mlp_bda only), :data:`MOE_FORWARD_HOST_SHARE`; the
+    pattern's Mamba, attention and MLP layers re-issue what their first forward issues here, nothing (their host
+    time is priced 0, and the bottom-up count has no Mamba part to price it from). Megatron-Core core_v0.15.0
+    (0d7e02bd26): moe_layer.py ``MoELayer.forward``
     runs ``custom_forward`` under ``tensor_parallel.checkpoint`` / ``te_checkpoint`` (lines 272-292), whose
     backward runs it again (tensor_parallel/random.py ``CheckpointFunction.backward``, line 463
     ``outputs = ctx.run_function(*detached_inputs)``); the recomputed ``dispatch_preprocess`` recounts the tokens
@@ -2916,7 +2921,13 @@ def recomputed_host_share(job: Job, g: StrategyGrid, layers: Any) -> np.ndarray:
     n = np.asarray(layers, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = np.where(n > 0, recomputed_layers(g, n) / n, 0.0)
-    full = np.where(g.recompute == Recompute.FULL, LAYER_FORWARD_HOST_SHARE * rho, 0.0)
+    # a hybrid pattern's MoE layer (E) holds the MoE block alone: its recomputed forward re-issues the MoE block's
+    # forward share, not an attention + MoE layer's; the interval's other layers (Mamba, attention, MLP) re-issue
+    # what their first forward issues in this model, nothing (their host time is priced 0; the count has no Mamba
+    # part)
+    hybrid = job.is_transformer and job.shape.hybrid is not None
+    share = MOE_FORWARD_HOST_SHARE if hybrid else LAYER_FORWARD_HOST_SHARE
+    full = np.where(g.recompute == Recompute.FULL, share * rho, 0.0)
     return np.asarray(np.where(moe_block_recomputed(job, g), MOE_FORWARD_HOST_SHARE, full), dtype=float)
 
 
