@@ -1050,7 +1050,8 @@ def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
 
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
-    ep_dispatch_sms, moe_flex_dispatcher (also at ep 1) and recompute_modules moe_act or moe without MoE layers,
+    ep_dispatch_sms, moe_flex_dispatcher and moe_shared_expert_overlap (also at ep 1; the latter also without
+    shared experts) and recompute_modules moe_act or moe without MoE layers,
     moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent attention, layernorm without
     a norm of its own (MoE layers or MLA), mlp without dense MLP layers, shared_experts without shared experts,
     shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
