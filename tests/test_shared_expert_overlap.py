@@ -134,3 +134,16 @@ def test_megatron_args_reader(tmp_path: Path) -> None:
     sf = read_strategy_file(f)
     assert sf.strategy["moe_shared_expert_overlap"] is True
     assert not any("--moe-shared-expert-overlap" in u for u in sf.unused)
+
+
+def test_never_hides_under_compute_already_hiding_other_traffic() -> None:
+    """The shared experts' compute may already hide TP traffic (``hidden_fwd`` / ``hidden_bwd``): only the forward
+    and backward compute left free hides the all-to-alls (here 1 us forward, nothing backward)."""
+    job, g = _job(ep=8, dp=8, moe_shared_expert_overlap=True)
+    mp = {"ep": np.asarray([10.0]), "hidden_fwd": np.asarray([1.0]), "hidden_bwd": np.asarray([2.0]),
+          "hidden_ep": np.zeros(1)}
+    comp = {"forward": np.asarray([1.0 + 1e-6]), "backward": np.asarray([1.5])}
+    out = step._with_shared_expert_overlap(job, g, mp, 1.0, 8.0, 0.0, comp)
+    assert float(np.ravel(out["hidden_fwd"])[0]) - 1.0 == pytest.approx(1e-6, rel=1e-6)
+    assert float(np.ravel(out["hidden_bwd"])[0]) == 2.0
+    assert float(np.ravel(out["ep"])[0]) == pytest.approx(10.0 - 1e-6, rel=1e-12)

@@ -1470,12 +1470,12 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
     # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
     blocks = n * moe_share + mtp_moe
-    out = _with_shared_expert_overlap(job, g, out, coll["ep"], blocks, blocks * again_moe + rec_moe)
+    out = _with_shared_expert_overlap(job, g, out, coll["ep"], blocks, blocks * again_moe + rec_moe, comp)
     return _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed)
 
 
 def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndarray], a2a: Any, blocks: Any,
-                                rec_passes: Any) -> dict[str, np.ndarray]:
+                                rec_passes: Any, comp: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """EP all-to-alls hidden under the shared experts' compute (``moe_shared_expert_overlap``,
     docs/model.md#shared-expert-overlap).
 
@@ -1497,8 +1497,10 @@ def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndar
     ``blocks`` the stage's MoE blocks per micro-batch, ``rec`` the forward passes recomputed in the backward
     (selective moe: every block; full: the recomputed layers' MoE share and the MTP blocks).
 
-    (:func:`scalemodel.cost.compute.shared_expert_times`). The compute under them is taken from what TP/CP and DP
-    traffic can hide (``hidden_fwd`` / ``hidden_bwd``) and slowed by the dispatcher's SMs (``hidden_ep``,
+    (:func:`scalemodel.cost.compute.shared_expert_times`), and never more than the forward / backward compute not
+    already hiding TP/CP traffic (``comp``'s forward - ``hidden_fwd``, backward - ``hidden_bwd``: no compute hides
+    two collectives). The compute under them is taken from what DP traffic can hide (``hidden_fwd`` /
+    ``hidden_bwd``) and slowed by the dispatcher's SMs (``hidden_ep``,
     ``contention``). Not modelled: the shared experts' own TP all-gather / reduce-scatter on their stream (priced
     exposed, as without the overlap). Megatron-Core refuses it with overlap_moe_expert_parallel_comm and with
     selective recompute of shared_experts (job._check_shared_expert_overlap); for a planner grid holding such a
@@ -1516,6 +1518,9 @@ def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndar
     fwd = np.minimum(a, f1) + np.minimum(a, f2)
     hid_f = np.where(on, blocks * fwd, 0.0)
     hid_b = np.where(on, blocks * (np.minimum(a, b2) + np.minimum(a, b1)) + rec_passes * fwd, 0.0)
+    if comp is not None:  # only compute not already hiding TP/CP traffic
+        hid_f = np.minimum(hid_f, np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0))
+        hid_b = np.minimum(hid_b, np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0))
     hid_f = np.minimum(hid_f, mp["ep"])
     hid_b = np.minimum(hid_b, mp["ep"] - hid_f)
     return dict(mp, ep=mp["ep"] - hid_f - hid_b, hidden_fwd=mp["hidden_fwd"] + hid_f,
