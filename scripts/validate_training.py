@@ -1314,6 +1314,22 @@ RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_
 #: (DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 moe_flex_dispatcher_backend "deepep", moe_a2a_overlap True).
 MCORE_DEEPEP_NUM_SMS = 20
 RECIPE_DEEPEP = frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})
+
+
+#: Rows whose preset runs the shared experts beside the token dispatcher (StrategySpec.moe_shared_expert_overlap,
+#: Megatron-Core --moe-shared-expert-overlap; docs/model.md#shared-expert-overlap). Megatron-Bridge 25.11
+#: (97ad8cc6f): src/megatron/bridge/models/deepseek/deepseek_provider.py DeepSeekModelProvider
+#: ``moe_shared_expert_overlap: bool = True`` (line 78; DeepSeekV3Bridge.provider_bridge builds a
+#: DeepSeekV3ModelProvider without touching it) with ``moe_token_dispatcher_type = "alltoall"``;
+#: training/flex_dispatcher_backend.py apply_flex_dispatcher_backend sets it False only for a named backend on its
+#: device, and scripts/performance/configs/deepseek/deepseek_workload_base_configs.py
+#: DEEPSEEK_V3_PRETRAIN_CONFIG_B200_BASE_CONFIG names none (moe_a2a_overlap False, so utils/overrides.py leaves it
+#: too): the DGX-B200 DeepSeek-V3 row keeps it. Every other row with shared experts turns it off: the 25.11 GB200
+#: preset (hybridep -> apply_flex_dispatcher_backend), 26.04 / 26.06 DeepSeek-V3 (flex dispatcher, the same
+#: helper), 26.08 (perf_recipes/deepseek/common.py and perf_recipes/nemotronh/common.py
+#: _apply_nemotron_3_super_perf_defaults ``moe_shared_expert_overlap = False``, 4ab94dfad) and the Nemotron 3
+#: recipes (recipes/nemotronh/nemotron_3_nano.py line 169, nemotron_3_super.py line 66 at 17a381f95 / 8f341b04f).
+RECIPE_SHARED_EXPERT_OVERLAP = frozenset({"mb2511_b200_dsv3_mtp_fp8mx"})
 #: The rows of both sets move their tokens hierarchically (StrategySpec.moe_flex_dispatcher,
 #: docs/model.md#ep-hierarchical): each names moe_token_dispatcher_type 'flex' with backend 'hybridep' or 'deepep';
 #: the other MoE rows use the alltoall dispatcher (NCCL all-to-all, one row per (token, expert) pair).
@@ -1627,6 +1643,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           recompute_modules=parse_recompute_modules(par.get("recompute"), src)
                           if rec == "selective" else "",
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
+                          moe_shared_expert_overlap=case["id"] in RECIPE_SHARED_EXPERT_OVERLAP,
                           ep_dispatch_sms=MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP
                           else MCORE_DEEPEP_NUM_SMS if case["id"] in RECIPE_DEEPEP else None,
                           moe_flex_dispatcher=case["id"] in RECIPE_HYBRIDEP | RECIPE_DEEPEP,
@@ -1696,6 +1713,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
                 "deepspeed_pipeline": st.deepspeed_pipeline, "moe_fp8_padding": st.moe_fp8_padding,
                 "moe_flex_dispatcher": st.moe_flex_dispatcher,
+                "moe_shared_expert_overlap": st.moe_shared_expert_overlap,
                 "tp_async_allreduce": st.tp_async_allreduce,
                 "loss_impl": st.loss_impl, "train_metric_passes": st.train_metric_passes,
                 "eager_rope": st.eager_rope, "eager_glu_clamp": st.eager_glu_clamp,

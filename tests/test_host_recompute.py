@@ -102,3 +102,27 @@ def test_no_recompute_and_core_attn_add_nothing() -> None:
     """The attention core's recompute (the default selective module) re-runs no MoE block: no host time added."""
     for st in (dict(recompute="none"), dict(recompute="selective")):
         assert (_t_mb(2.0, **st) - _t_mb(1.0, **st)) / 8 == pytest.approx(1.0, rel=1e-9)
+
+
+def _hybrid_t_mb(host_s: float, **strategy) -> float:  # type: ignore[no-untyped-def]
+    """Nemotron 3 Nano (52 layers, 23 of them MoE layers `E`: 23 intervals), one rank (pp 1, EP 8, MBS 1)."""
+    from scalemodel.commands.common import build_specs
+    cl, wl, tr, st = build_specs(cluster="dgx-h100", model="nemotron-3-nano", sets=[],
+                                 training={"precision": "bf16", "global_batch": 64, "micro_batch": 1},
+                                 strategy={"moe_layer_host_s": host_s, "dp": 8, "ep": 8, **strategy})
+    job = build_job(cl, wl, tr, straggler_cv=0.0)
+    assert job.shape.hybrid is not None and int(job.shape.hybrid.moe) == 23
+    res = evaluate(job, grid_from_strategy(st, tr, 8, job))
+    return float(np.asarray(res.extras["microbatch_time"]).reshape(-1)[0])
+
+
+@pytest.mark.parametrize("strategy, share", [
+    (dict(recompute="none"), 0.0),
+    # full recompute of every layer: each E layer's recomputed forward is its MoE block's (the pattern's MoE layer
+    # holds no attention; hybrid_layer_specs.py MoETransformerLayer), 0.3199 H, not the attention + MoE layer's 0.4512
+    (dict(recompute="full"), 0.3199),
+])
+def test_hybrid_full_recompute_adds_the_moe_block_forward_share(strategy: dict, share: float) -> None:  # type: ignore[type-arg]
+    """H = 1 s and 2 s bind in all 23 intervals: dt_mb / dH = 23 (1 + r)."""
+    assert _hybrid_t_mb(2.0, **strategy) - _hybrid_t_mb(1.0, **strategy) == pytest.approx(23 * (1 + share),
+                                                                                        rel=1e-9)

@@ -355,3 +355,48 @@ def test_bf16_out_proj_never_makes_a_mamba_layer_cast_negative() -> None:
     assert half < 4.0 * T * md.d_inner  # the run's out_proj input cast alone exceeds the half-layer estimate
     got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
     assert float(np.ravel(got)[0]) == pytest.approx(-(hy.mamba / L) * half / bw, rel=1e-9)
+
+
+def _tp2(precision: str, model: str, **training: Any) -> tuple[Any, Any]:
+    tr_in: dict[str, Any] = {"precision": precision, "global_batch": 2, "micro_batch": 1, **training}
+    cl, wl, trs, stg = build_specs(cluster="gb200-nvl72" if model != "gpt-7.5b" else "dgx-b200", model=model,
+                                   sets=[], training=tr_in,
+                                   strategy={"tp": 2, "sequence_parallel": True, "tp_comm_overlap": True})
+    job = build_job(cl, wl, trs, straggler_cv=0.0)
+    return job, grid_from_strategy(stg, trs, 2, job)
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_tp_chunking_prices_the_mtp_block_at_its_own_gemm_time_by_hand(full: bool) -> None:
+    """_tp_chunking (docs/model.md#tp-comm): dt = gemm d0 / (T + d0) x ((n + rec) fwd + n dgrad) for the layers at
+    the accelerator's d0, and the MTP blocks' own forward GEMM seconds at their own curve's d0. gpt-7.5b (h 4096,
+    MHA, f 4h ungated): the RS-side share r = (h^2 + f h) / (4 h^2 + 2 f h) = 5/12; tp 2: fwd = (1 - r) (2 - 1) +
+    r (splits - 1), dgrad = r (2 - 1); T = 2048 tokens, d0 366 (B200 fp4 curve), the MTP block's 175 (BF16's)."""
+    job, g = _tp2("fp4", "gpt-7.5b")
+    if full:
+        from dataclasses import replace
+        g = replace(g, recompute=np.asarray([int(tr.Recompute.FULL)]))
+    assert (job.gemm_half_dim, job.attention_gemm_half_dim, job.seq_len) == (366.0, 175.0, 2048)
+    r = 5.0 / 12.0
+    fwd = (1 - r) * 1 + r * (step.UB_PIPELINE_SPLITS - 1)
+    dgrad = r * 1
+    comp = {"layers_per_stage": np.asarray([4.0]), "recomputed_layers": np.asarray([4.0 if full else 0.0]),
+            "gemm_per_layer": np.asarray([1e-3]), "mtp_gemm": np.asarray([3e-3]), "mtp_gemm_half_dim": 175.0}
+    rec, again = (4.0, 1.0) if full else (0.0, 0.0)
+    want = (1e-3 * 366 / (2048 + 366) * ((4 + rec) * fwd + 4 * dgrad)
+            + 3e-3 * 175 / (2048 + 175) * ((1 + again) * fwd + dgrad))
+    assert float(np.ravel(step._tp_chunking(job, g, comp, 2048.0))[0]) == pytest.approx(want, rel=1e-12)
+
+
+def test_mtp_block_carries_its_own_gemm_time_and_curve() -> None:
+    """nemotron-3-super, NVFP4 run, MTP block in BF16: the block's GEMMs beside its TP collectives are priced on
+    BF16's curve (its d0) and are slower than the same block's in NVFP4."""
+    j4, g4 = _tp2("fp4", "nemotron-3-super")
+    jm, gm = _tp2("fp4", "nemotron-3-super", module_precision={"mtp": "bf16"})
+    one = np.array([4.0])
+    c4, cm = step._compute_per_microbatch(j4, g4, one), step._compute_per_microbatch(jm, gm, one)
+    assert float(np.ravel(c4["mtp_gemm_half_dim"])[0]) == j4.gemm_half_dim
+    assert float(np.ravel(cm["mtp_gemm_half_dim"])[0]) == jm.attention_gemm_half_dim
+    assert float(np.ravel(cm["mtp_gemm"])[0]) > float(np.ravel(c4["mtp_gemm"])[0]) > 0
+    # the layers' own GEMMs are the same in both
+    assert float(np.ravel(cm["gemm_per_layer"])[0]) == float(np.ravel(c4["gemm_per_layer"])[0])

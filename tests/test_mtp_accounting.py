@@ -90,8 +90,9 @@ def test_tp_overlap_chunking_counts_each_block_as_a_layer(mtp: int, recompute: s
     (8,192 + 2 x 4,096) / 3 = 16,384 / 3 (dense 128 x 64, MoE top-2 x 32 x 64), so
         r = (4,096 + 16,384/3) / (12,288 + 4,096 + 3 x 16,384/3) = 7/24,
     per unit of forward GEMM time: forward (1 - r)(2 - 1) + r (4 - 1) = 38/24, data gradient r (2 - 1) = 7/24;
-    3 layers + D blocks, full recompute repeating the forward of all of them:
-        t_gemm x d0 / (T + d0) x ((3 + D) x 38/24 x (1 or 2) + (3 + D) x 7/24)."""
+    3 layers + D blocks, full recompute repeating the forward of all of them, the layers at their mean forward GEMM
+    time t_gemm, the blocks at their own (``mtp_gemm``: D MoE blocks, the last layer's kind, bf16 as the run):
+        d0 / (T + d0) x (t_gemm x 3 + t_mtp) x (38/24 x (1 or 2) + 7/24)."""
     job, g = _small_moe_job(mtp, {"tp": 2, "sequence_parallel": True, "tp_comm_overlap": True,
                                   "recompute": recompute})
     got, comp = _chunking(job, g)
@@ -99,8 +100,10 @@ def test_tp_overlap_chunking_counts_each_block_as_a_layer(mtp: int, recompute: s
     d0 = job.gemm_half_dim
     T = 1.0 * job.seq_len  # micro-batch 1, cp 1
     passes = 2.0 if recompute == "full" else 1.0
-    want = float(np.ravel(comp["gemm_per_layer"])[0]) * d0 / (T + d0) * (3 + mtp) * (38 / 24 * passes + 7 / 24)
+    gemm = float(np.ravel(comp["gemm_per_layer"])[0]) * 3 + float(np.ravel(comp["mtp_gemm"])[0])
+    want = gemm * d0 / (T + d0) * (38 / 24 * passes + 7 / 24)
     assert got == pytest.approx(want, rel=1e-12)
+    assert (float(np.ravel(comp["mtp_gemm"])[0]) > 0) == (mtp > 0)
 
 
 def _super_job(mtp: int, strategy: dict[str, Any]) -> tuple[Any, Any]:
@@ -130,16 +133,21 @@ def test_hybrid_star_e_block_counts_once_per_pass(mtp: int) -> None:
 
 @pytest.mark.parametrize("mtp", [1, 2])
 def test_hybrid_star_e_block_chunks_as_two_layers(mtp: int) -> None:
-    """Nemotron 3 Super, tp_comm_overlap: the *E block's GEMMs are split as two of the pattern's one-block layers per
-    pass, so the chunking cost grows from the 88 layers' by (88 + 2 D) / 88 (the per-layer cost does not depend
-    on D)."""
+    """Nemotron 3 Super, tp_comm_overlap: the *E block's GEMMs (an attention block's and an MoE block's, its own
+    forward GEMM time t_mtp per pass, not two of the pattern's mean one-block layers) are split as the layers' are,
+    on the same curve (bf16 run, no module precision), so the chunking cost grows from the 88 layers' by
+    (88 t_gemm + D t_mtp) / (88 t_gemm) (the per-layer cost does not depend on D)."""
     strategy = {"tp": 2, "sequence_parallel": True, "tp_comm_overlap": True}
     job0, g0 = _super_job(0, strategy)
     job, g = _super_job(mtp, strategy)
     base, _ = _chunking(job0, g0, 88.0)
-    got, _ = _chunking(job, g, 88.0)
+    got, comp = _chunking(job, g, 88.0)
     assert base > 0
-    assert got / base == pytest.approx((88 + 2 * mtp) / 88, rel=1e-12)
+    t_gemm = float(np.ravel(comp["gemm_per_layer"])[0])
+    t_mtp = float(np.ravel(comp["mtp_gemm"])[0]) / mtp
+    _, comp1 = _chunking(*_super_job(1, strategy), 88.0)
+    assert t_mtp == pytest.approx(float(np.ravel(comp1["mtp_gemm"])[0]), rel=1e-12)  # per pass, whatever D
+    assert got / base == pytest.approx((88 * t_gemm + mtp * t_mtp) / (88 * t_gemm), rel=1e-12)
 
 
 def _fp8_job(mtp: int, shared: bool) -> tuple[Any, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from scalemodel.cost import compute, memory
@@ -144,3 +145,58 @@ def test_cli_warns_on_a_parallel_block(cli) -> None:  # type: ignore[no-untyped-
     mlp = cli(*args, "--set", "strategy.recompute_modules=core_attn,mlp", "--json")
     assert mlp.code == 0 and "mlp recomputes nothing" in mlp.err
     assert json.loads(mlp.out)["step_time_s"] == json.loads(base.out)["step_time_s"]
+
+
+# --- fp8: the recomputed MLP quantizes its inputs again (docs/model.md#recompute-mlp) ---
+
+def _fp8_job(cluster: str, recipe: str, **strategy):  # type: ignore[no-untyped-def]
+    tr = TrainingSpec(global_batch=16, micro_batch=1, precision="fp8", fp8_recipe=recipe, seq_len=4096)
+    job = build_job(load_cluster(cluster), LLAMA, tr)
+    st = StrategySpec(**strategy)
+    return job, grid_from_strategy(st, tr, st.tp * st.pp * st.cp * (st.dp or 1), job)
+
+
+@pytest.mark.parametrize("cluster, recipe, per_x_fc1, per_x_fc2", [
+    # H100, delayed, tp 1: linear_fc1's input is its fused norm's output, which writes FP8 (1 byte for 2: -1) and a
+    # transpose kernel (read 1 + write 1: +2) -> +1 an element of T h; linear_fc2's input cast: read 2, write the
+    # row-wise 1 and the transposed 1 -> 4 an element of T f
+    ("dgx-h100", "delayed", 1.0, 4.0),
+    # B200, MXFP8 (norm unfused, no transposed copy): read 2, write both copies with an E8M0 scale per 32 elements
+    ("dgx-b200", "mxfp8", 2 + 2 * (1 + 1 / 32), 2 + 2 * (1 + 1 / 32)),
+])
+def test_fp8_casts_of_the_recomputed_mlp_by_hand(cluster: str, recipe: str, per_x_fc1: float,
+                                                 per_x_fc2: float) -> None:
+    from scalemodel.engine import step
+    job, g = _fp8_job(cluster, recipe, tp=1, dp=8, recompute="selective", recompute_modules="core_attn,mlp")
+    T = 1 * 4096
+    nbytes = per_x_fc1 * T * 4096 + per_x_fc2 * T * 14336  # X of fc1 (T h), X of fc2 (T f): forward casts only
+    want = nbytes / (job.memory_bandwidth * job.memory_efficiency)
+    assert float(np.ravel(step.fp8_mlp_recompute_casts(job, g))[0]) == pytest.approx(want, rel=1e-12)
+    # not named: nothing
+    job, g = _fp8_job(cluster, recipe, tp=1, dp=8, recompute="selective", recompute_modules="core_attn")
+    assert float(np.ravel(step.fp8_mlp_recompute_casts(job, g))[0]) == 0.0
+
+
+def test_fp8_casts_of_the_recomputed_mlp_under_tp_and_sp_by_hand() -> None:
+    """H100 delayed, tp 2 with SP: linear_fc1 quantizes its local shard row-wise (the fused norm: 1 - 2 = -1 an
+    element of T h / 2), all-gathers it in FP8 and transposes the gathered tensor (2 an element of T h); linear_fc2
+    its T f / 2 input (read 2, write 1 + 1 transposed)."""
+    from scalemodel.engine import step
+    job, g = _fp8_job("dgx-h100", "delayed", tp=2, dp=4, sequence_parallel=True, recompute="selective",
+                      recompute_modules="core_attn,mlp")
+    T, h, f = 4096, 4096, 14336
+    nbytes = -1.0 * T * h / 2 + 2.0 * T * h + 4.0 * T * f / 2
+    want = nbytes / (job.memory_bandwidth * job.memory_efficiency)
+    assert float(np.ravel(step.fp8_mlp_recompute_casts(job, g))[0]) == pytest.approx(want, rel=1e-12)
+
+
+def test_fp8_casts_join_each_recomputed_dense_layer(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The step's backward carries the casts once per dense layer on the stage (8 layers, pp 1)."""
+    from scalemodel.engine import step
+    job, g = _fp8_job("dgx-h100", "delayed", tp=1, dp=8, recompute="selective", recompute_modules="core_attn,mlp")
+    monkeypatch.setattr(step, "fp8_mlp_recompute_casts", lambda job, g: np.asarray([0.0]))
+    base = float(evaluate(job, g).breakdown["compute"][0])
+    monkeypatch.setattr(step, "fp8_mlp_recompute_casts", lambda job, g: np.asarray([1e-3]))
+    more = float(evaluate(job, g).breakdown["compute"][0])
+    micro = 16 // 8  # micro-batches per step on each of the 8 data-parallel ranks
+    assert more - base == pytest.approx(8 * 1e-3 * micro, rel=1e-9)

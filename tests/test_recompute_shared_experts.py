@@ -88,3 +88,46 @@ def test_cli_warns_without_shared_experts(cli) -> None:  # type: ignore[no-untyp
     r = cli("predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--set", "strategy.recompute=selective",
             "--set", "strategy.recompute_modules=shared_experts")
     assert r.code == 0 and "shared_experts recomputes nothing: the model has no shared experts" in r.err
+
+
+# --- the shared experts' TP collectives run again (docs/model.md#recompute-shared-experts) ---
+
+def _moe_run(shared: int, **strategy):  # type: ignore[no-untyped-def]
+    from scalemodel.engine.job import build_job, grid_from_strategy
+    from scalemodel.engine.step import evaluate
+    from scalemodel.specs import TransformerWorkload, load_cluster
+    from scalemodel.specs.training import StrategySpec, TrainingSpec
+    from scalemodel.specs.workload import MoESpec
+
+    wl = TransformerWorkload(name="moe", layers=8, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                             gated_mlp=True, vocab=32000, seq_len=4096, tied_embeddings=False,
+                             moe=MoESpec(experts=8, top_k=2, ffn_hidden=2048, shared_experts=shared))
+    tr = TrainingSpec(global_batch=16, micro_batch=1, precision="bf16", seq_len=4096)
+    job = build_job(load_cluster("dgx-h100"), wl, tr)
+    st = StrategySpec(**strategy)
+    g = grid_from_strategy(st, tr, st.tp * st.pp * st.cp * (st.dp or 1), job)
+    return float(evaluate(job, g).breakdown["tp_comm"][0])
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_tp_collectives_of_the_shared_experts_run_again(sp: bool) -> None:
+    """Every layer an MoE layer: its forward runs 2 TP collectives (after attention; the MoE block's, which with
+    shared experts is their linear_fc1 all-gather + linear_fc2 reduce-scatter, or all-reduce without SP); full
+    recompute runs both again. shared_experts re-runs their checkpoint, so one of the two: half full recompute's
+    added traffic; moe re-runs the block (and the shared experts in it) once, the two together twice: as much as full
+    recompute adds (the backward's collectives are the same in all)."""
+    kw = dict(tp=4, dp=2, sequence_parallel=sp)
+    base = _moe_run(1, recompute="selective", recompute_modules="core_attn", **kw)
+    shared = _moe_run(1, recompute="selective", recompute_modules="core_attn,shared_experts", **kw)
+    moe = _moe_run(1, recompute="selective", recompute_modules="core_attn,moe", **kw)
+    both = _moe_run(1, recompute="selective", recompute_modules="core_attn,moe,shared_experts", **kw)
+    full = _moe_run(1, recompute="full", **kw)
+    assert base > 0
+    assert shared - base == pytest.approx((full - base) / 2, rel=1e-9)
+    assert moe - base == pytest.approx((full - base) / 2, rel=1e-9)
+    assert both - base == pytest.approx(full - base, rel=1e-9)
+    # no shared experts: shared_experts recomputes nothing, so no collective again
+    none = _moe_run(0, recompute="selective", recompute_modules="core_attn", **kw)
+    assert _moe_run(0, recompute="selective", recompute_modules="core_attn,shared_experts", **kw) == none
+    # tp 1: no TP collective at all
+    assert _moe_run(1, recompute="selective", recompute_modules="shared_experts", tp=1, dp=8) == 0.0

@@ -737,6 +737,38 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                      forward_memory=t_mem, attention_core=t_core, forward_flops=flops + core_flops)
 
 
+def shared_expert_times(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
+                        cp: ArrayLike = 1, peak_flops: ArrayLike, memory_bandwidth: ArrayLike,
+                        gemm_max: ArrayLike = 0.75, gemm_half_dim: ArrayLike = 96.0,
+                        memory_efficiency: ArrayLike = 0.85, elem_bytes: ArrayLike = 2.0
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Seconds per micro-batch (fc1 forward, fc2 forward, fc1 backward, fc2 backward) of one MoE layer's shared
+    experts on one GPU, priced as :func:`layer_compute_time` prices them inside the MoE block: c shared experts of
+    width f_e are one MLP of width W = c f_e on T = b s / cp tokens, split over t = tp:
+
+        fc1 forward  = GEMM T x (2|1) W / t x h + (3|2) eb T W / t bytes (the activation, gated | not)
+        fc2 forward  = GEMM T x h x W / t
+        backward     = 2 x the forward's GEMMs (data and weight gradients) + 2 x the activation's bytes
+
+    The pieces :func:`scalemodel.engine.step` sets beside the dispatch and combine all-to-alls under
+    ``moe_shared_expert_overlap`` (docs/model.md#shared-expert-overlap). Zero without shared experts."""
+    b = _pos("micro_batch", micro_batch)
+    T = b * _pos("seq_len", seq_len) / _pos("cp", cp)
+    t = _pos("tp", tp)
+    h = sh.hidden
+    W = sh.moe_shared_experts * sh.moe_ffn_hidden
+    on = np.where((sh.moe_experts > 0) & (W > 0), 1.0, 0.0)
+    W = np.maximum(W, 1.0)
+    kw = dict(peak_flops=peak_flops, memory_bandwidth=memory_bandwidth, gemm_max=gemm_max,
+              gemm_half_dim=gemm_half_dim, memory_efficiency=memory_efficiency, elem_bytes=elem_bytes)
+    up = gemm_time(T, np.where(sh.gated_mlp, 2.0, 1.0) * W / t, h, **kw)
+    down = gemm_time(T, h, W / t, **kw)
+    act = memory_time(np.where(sh.gated_mlp, 3.0, 2.0) * _pos("elem_bytes", elem_bytes) * T * W / t,
+                      memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
+    return (np.asarray(on * (up + act)), np.asarray(on * down), np.asarray(on * 2.0 * (up + act)),
+            np.asarray(on * 2.0 * down))
+
+
 def _norm_recompute_time(sh: Shape, layernorm: ArrayLike, tokens: ArrayLike, tp: ArrayLike,
                          sequence_parallel: ArrayLike, elem_bytes: ArrayLike, *, attention: bool, mlp: bool, moe: bool,
                          memory_bandwidth: ArrayLike, memory_efficiency: ArrayLike) -> np.ndarray:
@@ -1302,8 +1334,8 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        transpose_copy: ArrayLike = True, tp: ArrayLike = 1, cp: ArrayLike = 1, ep: ArrayLike = 1,
                        etp: ArrayLike | None = None, sequence_parallel: ArrayLike = False, moe: bool = False,
                        elem_bytes: ArrayLike = 2.0, fp8_params: ArrayLike = False,
-                       attention_recipe: str | None = None, latent_recipe: str | None = None
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       attention_recipe: str | None = None, latent_recipe: str | None = None,
+                       mlp_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HBM bytes (forward, backward, weights) that Transformer Engine's FP8 quantization adds to one layer on one
     GPU: forward and backward per micro-batch, weights per optimizer step. Price with :func:`memory_time`.
 
@@ -1356,6 +1388,8 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     Per module (training.module_precision, docs/model.md#module-precision): ``attention_recipe`` (the attention
     block's linears) and ``latent_recipe`` (LatentMoE's two projections) quantize their X, dY and W by their own
     recipe; "" = BF16, no cast (the module is outside the FP8 / FP4 autocast); None = ``recipe``.
+    ``mlp_only``: the MLP block's tensors alone (the dense MLP, or with ``moe`` the MoE block), no attention
+    matrix: what a recomputed MLP block quantizes again (docs/model.md#recompute-mlp).
     Not counted: the amax all-reduces over TP (latency, not bytes) and scale swizzles for the GEMM."""
     _check_recipe(recipe)
     att_r = recipe if attention_recipe is None else attention_recipe
@@ -1399,7 +1433,7 @@ def fp8_quantize_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     weights = np.zeros_like(T)  # elements of the run's-recipe weights
     other_w = np.zeros_like(T)  # cast bytes of the weights of modules at their own recipe
     att_w = np.zeros_like(T)
-    for name, n_in, n_out, split in attention_matrices(sh):
+    for name, n_in, n_out, split in ([] if mlp_only else attention_matrices(sh)):
         on = np.where(n_in * n_out > 0, 1.0, 0.0)
         if name == "o":
             fwd = fwd + on * q(T * n_in / t, r=att_r)

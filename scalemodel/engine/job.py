@@ -608,6 +608,7 @@ class StrategyGrid:
     tp_async_allreduce: np.ndarray  # bool: backward TP collectives under the weight-gradient GEMMs (Megatron async)
     overlap_param_gather: np.ndarray  # bool: ZeRO-1/2 parameter all-gather under the next first forward
     moe_a2a_overlap: np.ndarray  # bool: EP all-to-alls overlapped with another micro-batch's compute
+    moe_shared_expert_overlap: np.ndarray  # bool: shared experts on their own stream beside the EP all-to-alls
     recompute_modules: np.ndarray  # selective recompute: bits of cost.memory.RECOMPUTE_MODULES (0 = core_attn)
     moe_layer_host_s: np.ndarray  # host seconds per MoE layer forward+backward after its host sync; 0 = not priced
     ep_dispatch_sms: np.ndarray  # SMs the EP dispatch/combine kernels occupy; -1 = NCCL's (collective_units)
@@ -687,6 +688,7 @@ class StrategyGrid:
             "tp_async_allreduce": bool(self.tp_async_allreduce[i]),
             "overlap_param_gather": bool(self.overlap_param_gather[i]),
             "moe_a2a_overlap": bool(self.moe_a2a_overlap[i]),
+            "moe_shared_expert_overlap": bool(self.moe_shared_expert_overlap[i]),
             "recompute_modules": ",".join(k for k, v in memory.RECOMPUTE_MODULES.items()
                                           if int(self.recompute_modules[i]) & v),
             "moe_layer_host_s": float(self.moe_layer_host_s[i]),
@@ -722,7 +724,8 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     flash_attention=True, shard_group=0, first_stage_layers=-1, last_stage_layers=-1, first_chunk_layers=-1,
     last_chunk_layers=-1, etp=0, layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
     offload_layers=0, tp_comm_overlap=False, tp_async_allreduce=True, overlap_param_gather=False,
-    moe_a2a_overlap=False, recompute_modules=0, moe_layer_host_s=0.0, ep_dispatch_sms=-1, moe_flex_dispatcher=False,
+    moe_a2a_overlap=False, moe_shared_expert_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
+    ep_dispatch_sms=-1, moe_flex_dispatcher=False,
     deepspeed_pipeline=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False, fsdp_flat_param=False,
     fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, megatron_ddp=False, fp8_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
@@ -862,6 +865,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                          allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
     _check_chunk_layers(strategy)
     _check_moe_a2a_overlap(strategy, ep)
+    _check_shared_expert_overlap(strategy)
     _check_cp_window(job, strategy, cp, origin)
     check_fp8_all_gather(job, bool(getattr(strategy, "fsdp_fp8_all_gather", False)), "strategy.fsdp_fp8_all_gather")
     check_fp8_all_gather(job, bool(getattr(strategy, "fp8_param_gather", False)), "strategy.fp8_param_gather")
@@ -893,6 +897,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         offload_layers=strategy.offload_layers, tp_comm_overlap=strategy.tp_comm_overlap,
         tp_async_allreduce=getattr(strategy, "tp_async_allreduce", True),
         overlap_param_gather=strategy.overlap_param_gather, moe_a2a_overlap=strategy.moe_a2a_overlap,
+        moe_shared_expert_overlap=getattr(strategy, "moe_shared_expert_overlap", False),
         recompute_modules=memory.recompute_modules_code(strategy.recompute_modules),
         moe_layer_host_s=strategy.moe_layer_host_s,
         ep_dispatch_sms=check_ep_dispatch_sms(job, getattr(strategy, "ep_dispatch_sms", None)),
@@ -984,6 +989,25 @@ def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:
                          where="strategy.moe_a2a_overlap", allowed=allowed)
 
 
+def _check_shared_expert_overlap(strategy: Any) -> None:
+    """Megatron-Core's own refusals of --moe-shared-expert-overlap (TransformerConfig.__post_init__,
+    NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_config.py lines 1991-1998: "shared_experts
+    recompute cannot work with --moe-shared-expert-overlap"; lines 3039-3041: "disable moe_shared_expert_overlap
+    when enabling overlap_moe_expert_parallel_comm")."""
+    if not getattr(strategy, "moe_shared_expert_overlap", False):
+        return
+    allowed = "moe_shared_expert_overlap false, or moe_a2a_overlap false and no selective recompute of shared_experts"
+    if strategy.moe_a2a_overlap:
+        raise InputError("moe_shared_expert_overlap does not run with moe_a2a_overlap (Megatron-Core: 'disable "
+                         "moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm')",
+                         where="strategy.moe_shared_expert_overlap", allowed=allowed)
+    if Recompute.parse(strategy.recompute) == Recompute.SELECTIVE and "shared_experts" in str(
+            getattr(strategy, "recompute_modules", "") or "").split(","):
+        raise InputError("moe_shared_expert_overlap does not run with selective recompute of shared_experts "
+                         "(Megatron-Core: 'shared_experts recompute cannot work with --moe-shared-expert-overlap')",
+                         where="strategy.moe_shared_expert_overlap", allowed=allowed)
+
+
 def cp_window_refused(job: Job, cp: Any, cp_comm_type: Any, cp_a2a_size: Any, layer_impl: Any) -> np.ndarray:
     """Where Transformer Engine refuses the candidate's context parallelism: a model with sliding-window layers
     (``Shape.local_layer_fraction`` > 0) under a p2p ring of more than one rank, cp_comm_type p2p at cp > 1 or
@@ -1066,7 +1090,8 @@ def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
 
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
-    ep_dispatch_sms, moe_flex_dispatcher (also at ep 1) and recompute_modules moe_act or moe without MoE layers,
+    ep_dispatch_sms, moe_flex_dispatcher and moe_shared_expert_overlap (also at ep 1; the latter also without
+    shared experts) and recompute_modules moe_act or moe without MoE layers,
     moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent attention, layernorm without
     a norm of its own (MoE layers or MLA), mlp without dense MLP layers, shared_experts without shared experts,
     shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
@@ -1081,10 +1106,19 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     if getattr(strategy, "ep_dispatch_sms", None) is not None and not moe:
         notices.warn(f"strategy.ep_dispatch_sms = {strategy.ep_dispatch_sms} is not priced: the model has no MoE "
                      "layers")
-    elif getattr(strategy, "ep_dispatch_sms", None) is not None and not getattr(strategy, "moe_a2a_overlap", False):
-        # the dispatcher's SMs slow only the compute that hides EP all-to-alls (step._with_moe_a2a_overlap)
+    elif getattr(strategy, "ep_dispatch_sms", None) is not None and not (
+            getattr(strategy, "moe_a2a_overlap", False) or getattr(strategy, "moe_shared_expert_overlap", False)):
+        # the dispatcher's SMs slow only the compute that hides EP all-to-alls (step._with_moe_a2a_overlap,
+        # step._with_shared_expert_overlap)
         notices.warn(f"strategy.ep_dispatch_sms = {strategy.ep_dispatch_sms} is not priced: the dispatcher's SMs slow "
                      "only the compute that hides the expert-parallel all-to-alls, and moe_a2a_overlap is off")
+    if getattr(strategy, "moe_shared_expert_overlap", False) and not (
+            moe and float(job.shape.moe_shared_experts) > 0):
+        # Megatron-Core: "Only effective when moe-shared-expert-intermediate-size is set"
+        notices.warn("strategy.moe_shared_expert_overlap is not priced: the model has no shared experts")
+    elif getattr(strategy, "moe_shared_expert_overlap", False) and int(getattr(strategy, "ep", 1)) == 1:
+        notices.warn("strategy.moe_shared_expert_overlap is not priced: ep is 1 (no expert-parallel all-to-all for "
+                     "the shared experts to run beside)")
     if getattr(strategy, "moe_flex_dispatcher", False) and not moe:
         notices.warn("strategy.moe_flex_dispatcher is not priced: the model has no MoE layers")
     elif getattr(strategy, "moe_flex_dispatcher", False) and int(getattr(strategy, "ep", 1)) == 1:

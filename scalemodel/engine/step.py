@@ -451,6 +451,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         titan_op = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).titan_op
         rec_l = rec_l + np.where((g.recompute == Recompute.FULL) | titan_op, cast_f, 0.0)
         rec_l = rec_l + fp8_moe_recompute_casts(job, g)  # selective moe: the MoE block's activation casts
+        # selective mlp: the dense MLP block's activation casts, in the dense MLP layers' share
+        rec_l = rec_l + float(sh.mlp_layers / sh.layers) * fp8_mlp_recompute_casts(job, g)
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_expert_quantize_kernels(job, g, fwd_l, bwd_l, rec_l)
@@ -469,7 +471,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
            "attention_core": layers_per_stage * core_l, "layers_per_stage": layers_per_stage,
            "recomputed_layers": rec_n,
            "forward_per_layer": fwd_l, "gemm_per_layer": gemm_l, "core_per_layer": core_l,
-           "mtp_blocks": np.zeros(1), "mtp_attention_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1)}
+           "mtp_blocks": np.zeros(1), "mtp_attention_blocks": np.zeros(1), "mtp_moe_blocks": np.zeros(1),
+           "mtp_gemm": np.zeros(1), "mtp_gemm_half_dim": np.asarray(float(job.gemm_half_dim))}
     if logits_on_stage and float(sh.mtp_layers) > 0:
         mjob, mkw = _mtp_job(job, kw)
         if mjob is not job:  # the MTP block at its own precision (module_precision mtp): every GEMM of it
@@ -664,6 +667,28 @@ def fp8_moe_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(np.where(again, share * _hbm_seconds(job, block), 0.0), dtype=float)
 
 
+def fp8_mlp_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per dense MLP block and micro-batch of the fp8 activation casts that selective recompute of mlp
+    repeats (docs/model.md#recompute-mlp): Megatron-Core runs the dense MLP under ``te_checkpoint`` in an fp8 / fp4
+    run (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_layer.py lines 992-1010), whose
+    backward re-runs the block's forward, and Transformer Engine's linears quantize their inputs again
+    (NVIDIA/TransformerEngine@d0067d0 pytorch/module/layernorm_linear.py lines 224-316, linear.py
+    ``_linear_forward_impl`` lines 398, 436: the forward quantizes its input on every call; the weights' FP8 copies
+    are cached from the step's first micro-batch, so no weight cast). Per block, the
+    forward casts of :func:`scalemodel.cost.compute.fp8_quantize_bytes` for the MLP alone (``mlp_only``):
+
+        X of linear_fc1 (T h, after its fused norm; the local shard gathered with SP) + X of linear_fc2 (T f / t)
+
+    at the HBM bandwidth x memory efficiency (signed: a delayed-scaling norm that writes FP8 saves bytes). 0 where
+    mlp is not recomputed or the run is not fp8."""
+    again = transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules).mlp
+    if not job.fp8_recipe or not np.any(again):
+        return np.zeros(1)
+    kw = dict(_fp8_cast_kwargs(job, g), attention_recipe=None)
+    f = compute.fp8_quantize_bytes(job.shape, mlp_only=True, **kw)[0]
+    return np.asarray(np.where(again, np.sign(f) * _hbm_seconds(job, np.abs(f)), 0.0), dtype=float)
+
+
 def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: bool) -> compute.LayerTime:
     """The transformer block of a multi-token prediction module (``block``: :func:`compute.layer_compute_time` of
     the last layer's kind, MoE when ``moe_block``) with the per-layer terms the stage's own layers carry beyond it,
@@ -683,6 +708,8 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
         cast_f, cast_b = fp8_cast_per_layer(job, g, share, whole_layer=True, weight_share=once)
         fwd, bwd = fwd + cast_f, bwd + cast_b
         rec = rec + np.where(g.recompute == Recompute.FULL, cast_f, 0.0)
+        if not moe_block:  # selective mlp repeats a dense block's MLP casts
+            rec = rec + fp8_mlp_recompute_casts(job, g)
     fwd, bwd, rec = _with_attention_unpad(job, g, fwd, bwd, rec)
     if moe_block:
         fwd, bwd, rec = _with_fp8_expert_padding(job, g, fwd, bwd, rec, moe_share=1.0)
@@ -717,20 +744,25 @@ def mtp_compute(job: Job, g: StrategyGrid, block: compute.LayerTime, logits: com
     # each pass's block carries a layer's traffic, counted once per pass by kind (_model_parallel_comm): TP as layers'
     # (a hybrid's block, *E or *-, two of its one-block layers), CP as one attention layer's, EP as one MoE layer's
     blocks = D * (2.0 if sh.hybrid is not None else 1.0)
+    # the D blocks' forward GEMM seconds at the module's own rate and the half-size dimension of its curve (the
+    # GEMMs beside the blocks' TP collectives under tp_comm_overlap: _model_parallel_comm, _tp_chunking)
     return {"forward": fwd, "backward": bwd, "wgrad": D * (block.forward_gemm + proj.forward_gemm),
             "attention_core": D * block.attention_core, "blocks": np.asarray(blocks),
-            "attention_blocks": np.asarray(D), "moe_blocks": np.asarray(float(sh.mtp_moe_layers))}
+            "attention_blocks": np.asarray(D), "moe_blocks": np.asarray(float(sh.mtp_moe_layers)),
+            "gemm": D * block.forward_gemm, "gemm_half_dim": np.asarray(float(job.gemm_half_dim))}
 
 
 def _with_mtp(comp: dict[str, np.ndarray], mtp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A stage's compute parts with the MTP modules' (:func:`mtp_compute`) added; ``mtp_blocks`` (layers' worth of TP
     traffic), ``mtp_attention_blocks`` (attention layers: CP) and ``mtp_moe_blocks`` (MoE layers: EP) tell
-    :func:`_model_parallel_comm` the blocks' traffic, apart from the stage's own layers."""
+    :func:`_model_parallel_comm` the blocks' traffic, apart from the stage's own layers; ``mtp_gemm`` (the blocks'
+    forward GEMM seconds at the module's own rate) and ``mtp_gemm_half_dim`` (its curve's d0) the GEMMs beside
+    that traffic."""
     out = dict(comp)
     for k in ("forward", "backward", "wgrad", "attention_core"):
         out[k] = comp[k] + mtp[k]
     out["total"] = out["forward"] + out["backward"]
-    for k in ("blocks", "attention_blocks", "moe_blocks"):
+    for k in ("blocks", "attention_blocks", "moe_blocks", "gemm", "gemm_half_dim"):
         out["mtp_" + k] = mtp[k] + 0 * comp["mtp_" + k]
     return out
 
@@ -1214,25 +1246,32 @@ def _tp_chunking(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], tokens:
 
     with d0 = the accelerator curve's gemm_half_dim. t_GEMM per class: the layer's forward GEMM time
     x the FLOP share of the AG-side (1 - r) or RS-side (r) matrices (:func:`_rs_side_share`), for the
-    forward, the recomputed forward and the RS-side data-gradient GEMMs. The layers are the stage's L_s and
-    each MTP pass's block (``mtp_blocks``: :func:`mtp_compute`, one layer, a hybrid's two one-block layers),
-    counted as :func:`_model_parallel_comm` counts their TP collectives and the GEMMs beside them
-    (:func:`_tp_comm_overlap`): full recompute repeats the recomputed layers' and every block's forward
-    (Megatron-Core checkpoints every MTP module under 'full').
+    forward, the recomputed forward and the RS-side data-gradient GEMMs. The layers are the stage's L_s (their
+    mean forward GEMM time, the accelerator's d0) and each MTP pass's block (:func:`mtp_compute`: its own forward
+    GEMM time ``mtp_gemm``, of the block's kind and at training.module_precision mtp's rate, and its curve's d0
+    ``mtp_gemm_half_dim``: BF16's for a BF16 module, MXFP8's for an MXFP8 one), as :func:`_model_parallel_comm`
+    counts their TP collectives and the GEMMs beside them (:func:`_tp_comm_overlap`): full recompute repeats the
+    recomputed layers' and every block's forward (Megatron-Core checkpoints every MTP module under 'full').
+
+        dt = per(d0) gemm_l ((L_s + rec) fwd + L_s dgrad) + per(d0_mtp) gemm_mtp ((1 + [full]) fwd + dgrad)
     """
     if not job.is_transformer:
         return np.zeros(1)
     r = _rs_side_share(job.shape)
+    T = np.asarray(tokens, dtype=float)
     d0 = job.gemm_half_dim
-    per = d0 / (np.asarray(tokens, dtype=float) + d0)
+    per = d0 / (T + d0)
+    d0_mtp = comp.get("mtp_gemm_half_dim", d0)
+    per_mtp = d0_mtp / (T + d0_mtp)
     t = g.tp.astype(float)
-    mtp = comp.get("mtp_blocks", 0.0)
-    layers = comp["layers_per_stage"] + mtp
-    rec = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"] + mtp, 0.0)
+    full = g.recompute == Recompute.FULL
+    layers = comp["layers_per_stage"]
+    rec = np.where(full, comp["recomputed_layers"], 0.0)
     gemm = comp["gemm_per_layer"]
     fwd = (1.0 - r) * (t - 1.0) + r * (UB_PIPELINE_SPLITS - 1.0)  # per unit of forward GEMM time
     dgrad = r * (t - 1.0)
-    return np.asarray(gemm * per * ((layers + rec) * fwd + layers * dgrad), dtype=float)
+    mtp = comp.get("mtp_gemm", 0.0) * per_mtp * ((1.0 + np.where(full, 1.0, 0.0)) * fwd + dgrad)
+    return np.asarray(gemm * per * ((layers + rec) * fwd + layers * dgrad) + mtp, dtype=float)
 
 
 def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
@@ -1366,14 +1405,26 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
                      - (comp.get("mtp_attention_blocks", 0.0) if sh.hybrid is not None else 0.0))
         mlp_rec = np.where(transformer.recomputed_modules(sh, g.recompute, g.recompute_modules).mlp,
                            n * float(sh.mlp_layers / sh.layers) + mtp_dense, 0.0) * per
+    # selective recompute of shared_experts or moe: an MoE layer's checkpointed forward runs its TP collective(s)
+    # again in the backward (moe_layer.py ``shared_experts_compute`` checkpoints ``self.shared_experts``, whose
+    # linear_fc1 (column-parallel: all-gather with SP) and linear_fc2 (row-parallel: reduce-scatter with SP, else the
+    # all-reduce) run inside it; moe's checkpoint re-runs the whole block, the shared experts' and the dispatcher's
+    # collectives with it): the model's one block collective per MoE layer (and MoE MTP block) once per repeat,
+    # exposed as the mlp's above (_moe_tp_recompute)
+    moe_rec = _moe_tp_recompute(job, g, comp) * per
+    mlp_rec = mlp_rec + moe_rec
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec, 0.0)
     tp_hidden = np.where(g.tp > 1, np.minimum(L * per_pass * per, bwd_window), 0.0)
     tp_hidden_fwd = chunking = np.zeros(1)
     ub = (g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel
     if np.any(ub):  # userbuffers: every TP collective under the GEMMs beside it (_tp_comm_overlap)
-        gemm_l = comp["gemm_per_layer"]
-        ov = _tp_comm_overlap(L * per_pass * per, rec_n * per_pass * per, L * per_pass * per, L * gemm_l,
-                              rec_n * gemm_l, 2.0 * L * gemm_l)
+        # the GEMMs beside the collectives: the stage's layers at their mean, the MTP blocks at their own (the
+        # block's kind and training.module_precision mtp)
+        gemm_f = n * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0)
+        gemm_r = np.where(g.recompute == Recompute.FULL,
+                          comp["recomputed_layers"] * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0), 0.0)
+        ov = _tp_comm_overlap(L * per_pass * per, rec_n * per_pass * per, L * per_pass * per, gemm_f,
+                              gemm_r, 2.0 * gemm_f)
         tp = np.where(ub, ov["exposed"] + mlp_rec, tp)
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
@@ -1416,7 +1467,88 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
                                      2.0 * v * p2p), 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
+    # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
+    # recomputed in the backward: the shared experts beside their all-to-alls (moe_shared_expert_overlap)
+    blocks = n * moe_share + mtp_moe
+    out = _with_shared_expert_overlap(job, g, out, coll["ep"], blocks, blocks * again_moe + rec_moe, comp)
     return _with_moe_a2a_overlap(g, comp, out, refused=moe_recomputed)
+
+
+def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndarray], a2a: Any, blocks: Any,
+                                rec_passes: Any, comp: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """EP all-to-alls hidden under the shared experts' compute (``moe_shared_expert_overlap``,
+    docs/model.md#shared-expert-overlap).
+
+    Megatron-Core --moe-shared-expert-overlap (NVIDIA/Megatron-LM@d98e8a64dd): ``SharedExpertMLP`` runs on a
+    stream of its own (megatron/core/transformer/moe/shared_experts.py lines 107-109, 163-198) in four steps the
+    token dispatcher calls (token_dispatcher.py): the alltoall dispatcher launches ``linear_fc1_forward_and_act``
+    right after the dispatch all-to-all ("Make sure the shared experts fc1 is overlapped with dispatch A2A", lines
+    697-717) and ``linear_fc2_forward`` right after the combine all-to-all (lines 858-873); the flex dispatcher
+    (DeepEP / HybridEP) likewise after its dispatch (lines 1971-1979) and beside its combine (lines 2029-2051,
+    the shared stream synchronised before the combine, fc2 launched after it). Autograd runs each op's backward on
+    its forward's stream, and the dispatcher orders the backward so that the all-to-all is launched first
+    ("Backward launch order: probs A2A -> tokens A2A -> shared experts fc1"). So per MoE block, a of one
+    all-to-all (dispatch = combine here):
+
+        hidden forward  = blocks (min(a, fc1_f) + min(a, fc2_f))
+        hidden backward = blocks (min(a, fc2_b) + min(a, fc1_b)) + rec (min(a, fc1_f) + min(a, fc2_f))
+        exposed ep      = ep - hidden                          (never below 0: each term <= one all-to-all)
+
+    ``blocks`` the stage's MoE blocks per micro-batch, ``rec`` the forward passes recomputed in the backward
+    (selective moe: every block; full: the recomputed layers' MoE share and the MTP blocks).
+
+    (:func:`scalemodel.cost.compute.shared_expert_times`), and never more than the forward / backward compute not
+    already hiding TP/CP traffic (``comp``'s forward - ``hidden_fwd``, backward - ``hidden_bwd``: no compute hides
+    two collectives). The compute under them is taken from what DP traffic can hide (``hidden_fwd`` /
+    ``hidden_bwd``) and slowed by the dispatcher's SMs (``hidden_ep``,
+    ``contention``). Not modelled: the shared experts' own TP all-gather / reduce-scatter on their stream (priced
+    exposed, as without the overlap). Megatron-Core refuses it with overlap_moe_expert_parallel_comm and with
+    selective recompute of shared_experts (job._check_shared_expert_overlap); for a planner grid holding such a
+    candidate it is off there."""
+    on = np.asarray(g.moe_shared_expert_overlap, dtype=bool) & (g.ep > 1)
+    if not job.is_transformer or not np.any(on) or float(job.shape.moe_shared_experts) <= 0:
+        return mp
+    on = on & ~np.asarray(g.moe_a2a_overlap, dtype=bool) & ~np.asarray(
+        transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules).shared_experts, dtype=bool)
+    f1, f2, b1, b2 = compute.shared_expert_times(
+        job.shape, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, tp=g.tp, cp=g.cp,
+        peak_flops=job.peak_flops, memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max,
+        gemm_half_dim=job.gemm_half_dim, memory_efficiency=job.memory_efficiency, elem_bytes=job.elem_bytes)
+    a = np.asarray(a2a, dtype=float)
+    fwd = np.minimum(a, f1) + np.minimum(a, f2)
+    hid_f = np.where(on, blocks * fwd, 0.0)
+    hid_b = np.where(on, blocks * (np.minimum(a, b2) + np.minimum(a, b1)) + rec_passes * fwd, 0.0)
+    if comp is not None:  # only compute not already hiding TP/CP traffic
+        hid_f = np.minimum(hid_f, np.maximum(comp["forward"] - mp["hidden_fwd"], 0.0))
+        hid_b = np.minimum(hid_b, np.maximum(comp["backward"] - mp["hidden_bwd"], 0.0))
+    hid_f = np.minimum(hid_f, mp["ep"])
+    hid_b = np.minimum(hid_b, mp["ep"] - hid_f)
+    return dict(mp, ep=mp["ep"] - hid_f - hid_b, hidden_fwd=mp["hidden_fwd"] + hid_f,
+                hidden_bwd=mp["hidden_bwd"] + hid_b, hidden_ep=mp.get("hidden_ep", 0.0) + hid_f + hid_b)
+
+
+def _moe_tp_recompute(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> np.ndarray:
+    """MoE blocks per micro-batch on the busiest stage whose forward TP collective runs again under selective
+    recompute (docs/model.md#recompute-shared-experts, #recompute-moe), counted in block collectives:
+
+        repeats = (n · moe_layers / L + MoE MTP blocks) · ([shared_experts] + [moe])
+
+    ``shared_experts`` (an MoE layer with shared experts): Megatron-Core runs ``self.shared_experts`` under
+    ``tensor_parallel.checkpoint`` / ``te_checkpoint`` (NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/moe/moe_layer.py lines 507-533 ``shared_experts_compute``); SharedExpertMLP is an MLP
+    (shared_experts.py line 102) whose TE column-parallel ``linear_fc1`` all-gathers the sequence-parallel input and
+    whose row-parallel ``linear_fc2`` reduce-scatters its output (all-reduces without SP), so the backward's
+    re-run of the checkpoint repeats them: one block's forward collective. ``moe``: the block's ``custom_forward``
+    (lines 658-719) runs under the checkpoint, its shared experts and its dispatcher with it. Named together,
+    both repeat (the shared experts' checkpoint runs again inside the recomputed block). The model prices an
+    MoE layer's TP traffic as one block collective per pass
+    (:func:`scalemodel.cost.transformer.tp_allreduces_per_layer`), so each repeat is one more of it."""
+    sh = job.shape
+    again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules)
+    if not (np.any(again.shared_experts) or np.any(again.moe)):
+        return np.zeros(1)
+    blocks = comp["layers_per_stage"] * float(sh.moe_layers / sh.layers) + comp.get("mtp_moe_blocks", 0.0)
+    return np.asarray(blocks * (np.where(again.shared_experts, 1.0, 0.0) + np.where(again.moe, 1.0, 0.0)))
 
 
 def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
@@ -2775,7 +2907,12 @@ def recomputed_host_share(job: Job, g: StrategyGrid, layers: Any) -> np.ndarray:
     synchronisation, in the backward. Selective recompute of moe (:func:`moe_block_recomputed`): every MoE block,
     :data:`MOE_FORWARD_HOST_SHARE`; full recompute: the recomputed share of the rank's layers
     (:func:`recomputed_layers` / layers, pro rata as every per-layer term of a rank), each its whole forward,
-    :data:`LAYER_FORWARD_HOST_SHARE`. Megatron-Core core_v0.15.0 (0d7e02bd26): moe_layer.py ``MoELayer.forward``
+    :data:`LAYER_FORWARD_HOST_SHARE` (attention's and the MoE block's), or in a hybrid pattern, whose MoE layer holds
+    the MoE block alone (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/hybrid/hybrid_layer_specs.py lines
+    226-231: MoETransformerLayer with pre_mlp_layernorm, mlp and mlp_bda only), :data:`MOE_FORWARD_HOST_SHARE`; the
+    pattern's Mamba, attention and MLP layers re-issue what their first forward issues here, nothing (their host
+    time is priced 0, and the bottom-up count has no Mamba part to price it from). Megatron-Core core_v0.15.0
+    (0d7e02bd26): moe_layer.py ``MoELayer.forward``
     runs ``custom_forward`` under ``tensor_parallel.checkpoint`` / ``te_checkpoint`` (lines 272-292), whose
     backward runs it again (tensor_parallel/random.py ``CheckpointFunction.backward``, line 463
     ``outputs = ctx.run_function(*detached_inputs)``); the recomputed ``dispatch_preprocess`` recounts the tokens
@@ -2789,7 +2926,13 @@ def recomputed_host_share(job: Job, g: StrategyGrid, layers: Any) -> np.ndarray:
     n = np.asarray(layers, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = np.where(n > 0, recomputed_layers(g, n) / n, 0.0)
-    full = np.where(g.recompute == Recompute.FULL, LAYER_FORWARD_HOST_SHARE * rho, 0.0)
+    # a hybrid pattern's MoE layer (E) holds the MoE block alone: its recomputed forward re-issues the MoE block's
+    # forward share, not an attention + MoE layer's; the interval's other layers (Mamba, attention, MLP) re-issue
+    # what their first forward issues in this model, nothing (their host time is priced 0; the count has no Mamba
+    # part)
+    hybrid = job.is_transformer and job.shape.hybrid is not None
+    share = MOE_FORWARD_HOST_SHARE if hybrid else LAYER_FORWARD_HOST_SHARE
+    full = np.where(g.recompute == Recompute.FULL, share * rho, 0.0)
     return np.asarray(np.where(moe_block_recomputed(job, g), MOE_FORWARD_HOST_SHARE, full), dtype=float)
 
 

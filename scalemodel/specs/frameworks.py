@@ -276,6 +276,9 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--overlap-param-gather": ("strategy", "overlap_param_gather", True),
                "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
                "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
+               # megatron/training/arguments.py at core_v0.15.0 (0d7e02bd26) line 3060: store_true, "Enable
+               # overlapping between shared expert computations and dispatcher communications"
+               "--moe-shared-expert-overlap": ("strategy", "moe_shared_expert_overlap", True),
                "--use-flash-attn": ("strategy", "flash_attention", True),
                # megatron/training/arguments.py at 24bad8e677: store_false, dest apply_rope_fusion ("Disable rope
                # fusion"): Megatron-Core's eager RoPE (strategy eager_rope, docs/model.md#eager-layer-ops)

@@ -252,6 +252,11 @@ class StrategySpec(Spec, kw_only=True):
         "1F1B steady state (Megatron-Core --overlap-moe-expert-parallel-comm with --delay-wgrad-compute; "
         "Megatron-Bridge moe_a2a_overlap); needs ep > 1, no full recompute, and the interleaved schedule when pp > 1"
     ))] = False
+    moe_shared_expert_overlap: Annotated[bool, Meta(description=(
+        "run an MoE layer's shared experts on a stream of their own beside the token dispatcher, fc1 under the "
+        "dispatch all-to-all and fc2 under the combine (Megatron-Core --moe-shared-expert-overlap, alltoall or flex "
+        "dispatcher; docs/model.md#shared-expert-overlap); not with moe_a2a_overlap nor selective recompute of "
+        "shared_experts"))] = False
     ep_dispatch_sms: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
         "SMs the expert-parallel dispatch/combine kernels occupy while they run (docs/model.md#contention): the "
         "compute an EP all-to-all hides under (moe_a2a_overlap) runs on the rest. Megatron-Core's flex dispatcher "
