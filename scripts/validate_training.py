@@ -1386,11 +1386,13 @@ RECIPE_DEEPEP = frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})
 #: moe_enable_deepep) or hybridep (every other). Their SM counts, where a recipe sets none, are each backend's own
 #: default (Megatron-Core 9c5258f109 transformer_config.py moe_flex_dispatcher_num_sms None: "None lets each backend use
 #: its own default"): HybridEP's csrc/hybrid_ep/config.cuh ``num_sms_dispatch_api.value_or((num_of_nodes == 1) ? 24 :
-#: 8)`` (and combine alike) at the DeepEP hybrid-ep commits the recipes build, 7febc6e2 and cf780852; num_of_nodes = EP
-#: ranks over the NVLink peers HybridEPBuffer detects (8 on a DGX-H100): the H100 Qwen3-235B recipe's EP 32 spans 4 -> 8
-#: SMs, the Qwen3-30B recipes' EP 8 / 16 one domain -> 24. DeepEP's default is 20 (the historical default,
-#: transformer_config.py moe_deepep_num_sms docstring). Recipes that set one: moe_hybridep_num_sms 32 (qwen3_235b
-#: b300/gb200/gb300, deepseek_v3 gb200/gb300), moe_deepep_num_sms 20 (qwen3_235b/b200) and 24 (deepseek_v3/b200).
+#: 8)`` (combine alike) at the DeepEP hybrid-ep commits the recipes build, 7febc6e2 and cf780852; num_of_nodes = EP
+#: ranks over the NVLink peers HybridEPBuffer detects (8 on a DGX-H100): the H100 Qwen3-235B recipe's EP 32 spans 4 ->
+#: 8 SMs, the Qwen3-30B recipes' EP 8 / 16 one domain -> 24 (on GB200, whose Qwen3-30B recipes export no USE_MNNVL, the
+#: trays may be detected instead -> 8: moot, no Qwen3-30B recipe overlaps the all-to-all). DeepEP's default is 20 (the
+#: historical default, transformer_config.py moe_deepep_num_sms docstring). Recipes that set one: moe_hybridep_num_sms
+#: 32 (qwen3_235b b300/gb200/gb300, deepseek_v3 gb200/gb300), moe_deepep_num_sms 20 (qwen3_235b/b200) and 24
+#: (deepseek_v3/b200).
 MCREC26_DEEPEP = frozenset({"mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx",
                             "mcrec26_h100_dsv3_mtp_fp8blk", "mcrec26_h100_dsv3_mtp_bf16"})
 RECIPE_DEEPEP |= MCREC26_DEEPEP
