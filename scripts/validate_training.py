@@ -131,14 +131,19 @@ Two case files (issue 5 and issue 13):
       -> xla; every other source (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
-      time; else TFLOP/s/GPU of the source's convention: model FLOPs (no recompute) when
-      tflops_convention says 'model', hardware FLOPs (recompute counted) when 'hardware'. A TFLOP/s
-      figure whose convention is not stated is not compared (listed). derived_* keys are never used.
+      time; else, where the source prints only its framework's model TFLOP/s and the row records that framework's FLOPs
+      per token by its own formula (``measured.megatron_flops_per_token``, derived by hand in the row's evidence: the
+      Megatron-LM MoE recipes, mcrec26), tokens/s/GPU = TFLOP/s x 1e12 / FLOPs per token (the model's own FLOP count,
+      which counts every key of the attention core, never enters); else TFLOP/s/GPU of the source's convention:
+      model FLOPs (no recompute) when tflops_convention says 'model', hardware FLOPs (recompute counted) when
+      'hardware'. A TFLOP/s figure whose convention is not stated is not compared (listed). derived_* keys are never
+      used.
   Listed, not predicted: what the model cannot express (see ``case_limits``: also a model type of
-  :data:`UNEXPRESSED_MODEL_TYPES`, an NVFP4 precision, an accelerator the catalog lacks) or a configuration the
-  model's own feasibility check rejects for a structural reason (its reason is printed); a predicted
-  configuration that exceeds the model's memory estimate is still compared (the run did fit) and
-  marked ``oom``. MoE runs whose recipe dispatches with the host-synchronising all-to-all dispatcher and no
+  :data:`UNEXPRESSED_MODEL_TYPES`, an NVFP4 precision, an offload other than whole layers (:data:`UNPRICED_OFFLOAD`:
+  Megatron-Core's fine-grained activation offload, a paged-stash host buffer, optimizer states on the host), an
+  accelerator the catalog lacks) or a configuration the model's own feasibility check rejects for a structural reason
+  (its reason is printed); a predicted configuration that exceeds the model's memory estimate is still compared (the run
+  did fit) and marked ``oom``. MoE runs whose recipe dispatches with the host-synchronising all-to-all dispatcher and no
   CUDA graphs (``RECIPE_HOST_SYNC_EAGER``) get the host floor of their release, strategy ``moe_layer_host_s`` =
   ``MCORE_2511_MOE_LAYER_HOST_S`` (from a 25.11 run that is not a case; docs/model.md#host), and a note.
 
@@ -301,8 +306,8 @@ def collect_rows(cases: list[dict]) -> tuple[list[tuple], list[str]]:
 NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
-RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "nemo2407": 2024,
-            "nemo2502": 2025, "titan24": 2024,
+RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
+            "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024,
             "titan25": 2025, "llama3": 2024,
             "mpt": 2023, "maxtext": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022, "mtnlg": 2021,
             "meg19": 2019, "nemotron4": 2024}
@@ -317,7 +322,9 @@ RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb26
 #: at 17a381f95 and 63b08b397).
 #: Round 5 (DGX-B200 rows of 26.04.01): recipes/deepseek/deepseek_v3.py deepseek_v3_pretrain_config and the qwen3_moe /
 #: gpt_oss recipes above set use_distributed_optimizer True and use_megatron_fsdp False at 17a381f95.
-MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "nemo2407", "nemo2502"}
+#: Megatron-LM's MoE recipes (mcrec26: NVIDIA/Megatron-LM 9c5258f109 examples/moe_recipes/*/*.yaml): every recipe's ARGS
+#: set ``use_distributed_optimizer: true`` and none sets use_megatron_fsdp.
+MEGATRON_CORE = {"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2407", "nemo2502"}
 #: Sources trained with DeepSpeed's PipelineEngine (Megatron-DeepSpeed). Its TrainSchedule issues ReduceGrads
 #: only at the last step, after the last BackwardPass (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps:
 #: ``if step_id == total_steps - 1: cmds.append(ReduceTiedGrads()); cmds.append(ReduceGrads())``), and
@@ -461,6 +468,9 @@ def comparison(case: dict[str, Any]) -> tuple[str, float] | str:
         return "iter s", float(meas["iteration_time_s"])
     if "gpu_hours_per_trillion_tokens" in meas:
         return "tokens/s/GPU", 1e12 / (float(meas["gpu_hours_per_trillion_tokens"]) * 3600.0)
+    if "megatron_flops_per_token" in meas and "tflops_per_gpu" in meas:
+        # a framework's model TFLOP/s over its own FLOPs per token (the row's evidence): tokens/s/GPU
+        return "tokens/s/GPU", float(meas["tflops_per_gpu"]) * 1e12 / float(meas["megatron_flops_per_token"])
     conv = str(meas.get("tflops_convention", "not stated")).lower()
     value = meas.get("tflops_per_gpu")
     if value is None and "agg_pflops" in meas:
@@ -668,7 +678,13 @@ TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128}
 #:   container's cuDNN was not read (its release notes not found, searched again 2026-12-04); it is earlier than the
 #:   9.10.2 of torch nv25.05 (CUDNN-B200-9.10's run log), i.e. below every held release: the default curve
 #:   (9.10 / 9.13 fit) stays, a later kernel than the run had, for want of an earlier sweep
+#: - mcrec26 (Megatron-LM 9c5258f109 examples/moe_recipes): each recipe's DEPENDENCIES build on
+#:   nvcr.io/nvidia/pytorch:26.03-py3 (26.04-py3 for the two Qwen3-235B paged-stash recipes) and reinstall no cuDNN
+#:   (only the cudnn-frontend Python package, 1.22.1). ASSUMED at least 9.20.0, the cuDNN of NeMo 26.04, which
+#:   software-versions.md says is built on PyTorch 26.02 (an earlier base), and below 9.22 (NeMo 26.06 on PyTorch 26.04
+#:   lists 9.21.1.3): the 9.19 curve either way. The NGC PyTorch 26.03 notes were not read.
 CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0", "26.04 container"),
+                   "mcrec26": ("9.20.0", "PyTorch 26.03/26.04 base, assumed >= PyTorch 26.02's"),
                    "mb2606": ("9.21.1", "26.06 container"), "mb2608": ("9.21.1", "26.08 container, assumed >= 26.06's"),
                    "nemo2502": ("< 9.10", "PyTorch 25.01 base, not read")}
 
@@ -735,7 +751,10 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: bucket is not verified here) and stays on the engine's defaults. Megatron-Bridge 26.08 (mb2608) at ZeRO 1: the
 #: same Megatron-Core DDP (use_megatron_fsdp False in the presets' base recipes at 4ab94dfad).
 #: Megatron-Bridge 26.04.01 / 26.06 (mb2604 / mb2606): the same (the recipes above set ddp.use_megatron_fsdp False).
-MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "nemo2502"})
+#: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes): pretrain_gpt.py with Megatron-Core's DDP and no
+#: --ddp-bucket-size, so its default buckets (no Megatron-Bridge CommOverlapConfig: not in
+#: :data:`BUCKET_128MI_SOURCES`).
+MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502"})
 #: Megatron-Bridge's CommOverlapConfig sets the distributed optimizer's bucket to 128 x 1024 x 1024 elements when
 #: dp > 1 (NVIDIA-NeMo/Megatron-Bridge@97ad8cc6f src/megatron/bridge/training/comm_overlap.py
 #: _get_optimizer_overlap_cfgs, applied to the DDP config by setup(); every mb2511 recipe passes a CommOverlapConfig).
@@ -794,6 +813,15 @@ BRIDGE_FP8_PARAM_GATHER = frozenset({"mb2511", "mb2604", "mb2606", "mb2608"})
 #: ``fp8_param_gather = True`` (tag v2.2.0 @7192a2c944).
 NEMO2_FP8_PARAM_GATHER = frozenset({"nemo2502"})
 FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
+#: Rows whose own recipe sets fp8_param_gather (their source sets it per recipe): Megatron-LM's MoE recipes (9c5258f109
+#: examples/moe_recipes) whose ARGS set ``fp8_param_gather: true``: every FP8 DeepSeek-V3 and Qwen3-235B recipe and
+#: qwen3_30b/h100/fp8; the two GB200 Qwen3-30B MXFP8 recipes do not.
+RECIPE_FP8_PARAM_GATHER = frozenset({"mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb200_dsv3_mtp_fp8mx",
+                                     "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_h100_dsv3_mtp_fp8blk",
+                                     "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
+                                     "mcrec26_gb200_qwen3_235b_fp8mx",
+                                     "mcrec26_gb200_qwen3_235b_fp8mx_fullcg", "mcrec26_gb300_qwen3_235b_fp8mx_fullcg",
+                                     "mcrec26_h100_qwen3_30b_fp8blk"})
 
 
 #: The cross-entropy each source's framework runs (StrategySpec.loss_impl; docs/model.md#loss), where its recipe or
@@ -825,7 +853,11 @@ FP8_PARAM_GATHER = BRIDGE_FP8_PARAM_GATHER | NEMO2_FP8_PARAM_GATHER
 #: - mb2604, mb2606: scripts/performance/utils/overrides.py _set_common_perf_overrides sets
 #:   ``recipe.model.cross_entropy_fusion_impl = "te"`` for every perf recipe (17a381f95, 63b08b397; GPT-OSS's base
 #:   "native" is replaced by it), whose model recipes set cross_entropy_loss_fusion True.
-LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mpt": "flash_attn", "titan24": "torch",
+#: - mcrec26: every Megatron-LM MoE recipe compared (DeepSeek-V3, Qwen3; 9c5258f109 examples/moe_recipes/*/*.yaml) sets
+#:   ``cross_entropy_loss_fusion: true`` and ``cross_entropy_fusion_impl: te`` in its ARGS (the DeepSeek-V4 recipes,
+#:   listed, set ``native``).
+LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mcrec26": "te", "mpt": "flash_attn",
+             "titan24": "torch",
              "titan25": "inductor",
              "nemo2502": "megatron_fused"}
 
@@ -878,7 +910,7 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     out["megatron_ddp"] = True
     if src in BUCKET_128MI_SOURCES and zero == "1" and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG:
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
-    if src in FP8_PARAM_GATHER and zero == "1" and precision == "fp8":
+    if (src in FP8_PARAM_GATHER or case["id"] in RECIPE_FP8_PARAM_GATHER) and zero == "1" and precision == "fp8":
         out["fp8_param_gather"] = True
     return out
 
@@ -1031,6 +1063,20 @@ UNEXPRESSED_MODEL_TYPES = {
     "deepseek_v4": ("DeepSeek-V4 layer: compressed sparse attention with a top-k indexer (dsv4_hybrid), grouped "
                     "low-rank output projection, 4-stream hyper-connections (mHC), hash-routed MoE layers"),
 }
+#: Offload mechanisms a case states (``parallelism.offload``, Megatron-Core names, read outside parentheses) that the
+#: model does not price (marker -> why): only whole-layer activation offload is priced (StrategySpec.offload_layers,
+#: Megatron-Core cpu_offloading_num_layers, docs/model.md#offload). Megatron-LM 9c5258f109:
+#: megatron/core/transformer/transformer_config.py ``fine_grained_activation_offloading`` / ``offload_modules`` (chosen
+#: sub-layer activations to host), ``moe_paged_stash_buffer_size_factor_cpu`` ("Scale factor for paged stash host
+#: buffer. 0 disables host buffer."), megatron/core/optimizer/optimizer_config.py ``offload_optimizer_states`` ("offload
+#: optimizer states to CPU after each optimizer step and reload them before the next optimizer step").
+UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
+    ("fine_grained_activation_offloading", "fine-grained activation offload of sub-layer modules to host memory "
+     "(offload_modules); the model prices whole-layer offload only"),
+    ("offload_optimizer_states", "optimizer states offloaded to host between steps"),
+    ("moe_paged_stash_buffer_size_factor_cpu", "paged-stash host buffer (routed experts' saved activations partly in "
+     "host memory); the model prices whole-layer offload only"),
+)
 #: Training precisions the model does not price (precision text marker -> why): none since NVFP4 (precision fp4,
 #: :func:`parse_precision`) is priced; TrainingSpec.precision is fp32, tf32, bf16, fp16, fp8 or fp4
 #: (scalemodel.choices.Precision). The nvfp4 rows' (Nemotron 3 Super) per-module precision mix is
@@ -1077,6 +1123,8 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
         why.append(f"selective recompute of the Megatron-Core module(s) {', '.join(unpriced)} (the whole MoE layer's "
                    "forward again; the model prices core_attn, mla_up_proj and moe_act)")
     why += [w for marker, w in UNEXPRESSED_PRECISIONS if marker in str(case.get("precision", "")).lower()]
+    offload = re.sub(r"\([^)]*\)", "", str(par.get("offload", ""))).lower()  # the names, not the evidence
+    why += [w for marker, w in UNPRICED_OFFLOAD if marker in offload]
     multislice = par.get("dcn_dp", 1) > 1 and variant in MULTISLICE_CLUSTER and par.get("pod_dp", 1) == 1
     if (par.get("pod_dp", 1) > 1 or par.get("dcn_dp", 1) > 1) and not multislice:
         why.append("data parallelism across pods/slices over the data-center network (HSDP/multi-slice: no DCN "
@@ -1141,6 +1189,14 @@ RECIPE_CHUNKS: dict[str, tuple[Any, ...]] = {
     # 14 x [4 decoders], [1 decoder + MTP + loss] (the preset's pp_layout "Et*4|(t*4|)*14tmL" is the same). The B200
     # Qwen3-235B preset has no VP: its 1F1B split (account_for_embedding/loss) is the case's pipeline_layout text.
     "mb2604_b200_dsv3_mtp_fp8mx": ("layout", 4, 1),
+    # Megatron-LM's MoE recipes (9c5258f109 examples/moe_recipes): the DeepSeek-V3 ARGS set
+    # pipeline_model_parallel_layout "Et*4|(tttt|)*14tmL" (16 chunks: embedding + 4 layers, 14 x 4, 1 layer + MTP +
+    # loss) over pp 8 (b200, VPP 2) and pp 4 (gb200, gb300; VPP 4); the Qwen3-235B ARGS set
+    # num_layers_per_virtual_pipeline_stage with account_for_embedding_in_pipeline_split and
+    # account_for_loss_in_pipeline_split (h100: 3 at pp 8, b200: 2 at pp 4).
+    "mcrec26_b200_dsv3_mtp_fp8mx": ("layout", 4, 1), "mcrec26_gb200_dsv3_mtp_fp8mx": ("layout", 4, 1),
+    "mcrec26_gb300_dsv3_mtp_fp8mx": ("layout", 4, 1),
+    "mcrec26_h100_qwen3_235b_bf16": ("account", True, True), "mcrec26_b200_qwen3_235b_fp8mx": ("account", True, True),
 }
 
 
@@ -1195,6 +1251,16 @@ RECIPE_ETP: dict[str, int] = {
     "mb2604_b200_nemotron3_super_nvfp4": 1, "mb2606_b300_nemotron3_super_nvfp4": 1,
     "mb2608_gb200_nemotron3_super_nvfp4": 1, "mb2608_gb300_nemotron3_super_nvfp4": 1,
 }
+#: Megatron-LM's MoE recipes (mcrec26): every recipe's ARGS set expert_tensor_parallel_size: 1 (9c5258f109
+#: examples/moe_recipes/*/*.yaml).
+MCREC26_IDS = ("mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb200_dsv3_mtp_fp8mx", "mcrec26_gb300_dsv3_mtp_fp8mx",
+               "mcrec26_h100_dsv3_mtp_bf16", "mcrec26_h100_dsv3_mtp_fp8blk",
+               "mcrec26_h100_qwen3_235b_bf16", "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
+               "mcrec26_gb200_qwen3_235b_fp8mx", "mcrec26_gb200_qwen3_235b_fp8mx_fullcg",
+               "mcrec26_gb300_qwen3_235b_fp8mx_fullcg",
+               "mcrec26_h100_qwen3_30b_fp8blk", "mcrec26_h100_qwen3_30b_bf16", "mcrec26_gb200_qwen3_30b_bf16",
+               "mcrec26_gb200_qwen3_30b_fp8mx", "mcrec26_gb200_qwen3_30b_fp8mx_fullcg")
+RECIPE_ETP.update({i: 1 for i in MCREC26_IDS})
 
 
 #: FP8 attention (TrainingSpec.fp8_attention: Megatron-Core fp8_dot_product_attention, Transformer Engine fp8_dpa) of
@@ -1246,6 +1312,10 @@ RECIPE_A2A_OVERLAP = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwe
 #   base) moe_a2a_overlap=True -> utils/overrides.py _set_moe_a2a_overlap_overrides (17a381f95)
 RECIPE_A2A_OVERLAP |= frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})  # round 5: 26.04.01
 #   DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 moe_a2a_overlap=True (17a381f95); the other B200 presets leave it False
+RECIPE_A2A_OVERLAP |= frozenset({i for i in MCREC26_IDS if "qwen3_30b" not in i and i != "mcrec26_h100_dsv3_mtp_bf16"})
+#   Megatron-LM's MoE recipes (9c5258f109 examples/moe_recipes): every DeepSeek-V3 recipe but the H100 BF16 one and
+#   every Qwen3-235B recipe set overlap_moe_expert_parallel_comm and delay_wgrad_compute in their ARGS; no Qwen3-30B
+#   recipe does
 RECIPE_A2A_OVERLAP |= frozenset({"mb2606_b300_qwen3_30b_fp8mx"})  # DGX-B300: 26.06 (8f341b04f)
 #   QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1 moe_a2a_overlap=True -> utils/overrides.py
 #   _set_moe_a2a_overlap_overrides (overlap_moe_expert_parallel_comm, delay_wgrad_compute); DEEPSEEK_V3_..._B300_V1
@@ -1330,6 +1400,30 @@ RECIPE_DEEPEP = frozenset({"mb2604_b200_dsv3_mtp_fp8mx"})
 #: _apply_nemotron_3_super_perf_defaults ``moe_shared_expert_overlap = False``, 4ab94dfad) and the Nemotron 3
 #: recipes (recipes/nemotronh/nemotron_3_nano.py line 169, nemotron_3_super.py line 66 at 17a381f95 / 8f341b04f).
 RECIPE_SHARED_EXPERT_OVERLAP = frozenset({"mb2511_b200_dsv3_mtp_fp8mx"})
+
+#: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes/*/*.yaml ARGS): moe_token_dispatcher_type flex
+#: with moe_flex_dispatcher_backend deepep (qwen3_235b/b200, deepseek_v3/b200 and h100/fp8; deepseek_v3/h100/bf16 with
+#: moe_enable_deepep) or hybridep (every other). Their SM counts, where a recipe sets none, are each backend's own
+#: default (Megatron-Core 9c5258f109 transformer_config.py moe_flex_dispatcher_num_sms None: "None lets each backend use
+#: its own default"): HybridEP's csrc/hybrid_ep/config.cuh ``num_sms_dispatch_api.value_or((num_of_nodes == 1) ? 24 :
+#: 8)`` (combine alike) at the DeepEP hybrid-ep commits the recipes build, 7febc6e2 and cf780852; num_of_nodes = EP
+#: ranks over the NVLink peers HybridEPBuffer detects (8 on a DGX-H100): the H100 Qwen3-235B recipe's EP 32 spans 4 ->
+#: 8 SMs, the Qwen3-30B recipes' EP 8 / 16 one domain -> 24 (on GB200, whose Qwen3-30B recipes export no USE_MNNVL, the
+#: trays may be detected instead -> 8: moot, no Qwen3-30B recipe overlaps the all-to-all). DeepEP's default is 20 (the
+#: historical default, transformer_config.py moe_deepep_num_sms docstring). Recipes that set one: moe_hybridep_num_sms
+#: 32 (qwen3_235b b300/gb200/gb300, deepseek_v3 gb200/gb300), moe_deepep_num_sms 20 (qwen3_235b/b200) and 24
+#: (deepseek_v3/b200).
+MCREC26_DEEPEP = frozenset({"mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx",
+                            "mcrec26_h100_dsv3_mtp_fp8blk", "mcrec26_h100_dsv3_mtp_bf16"})
+RECIPE_DEEPEP |= MCREC26_DEEPEP
+RECIPE_HYBRIDEP |= frozenset(MCREC26_IDS) - MCREC26_DEEPEP
+RECIPE_EP_DISPATCH_SMS: dict[str, int] = {
+    "mcrec26_b200_qwen3_235b_fp8mx": 20, "mcrec26_b200_dsv3_mtp_fp8mx": 24, "mcrec26_h100_dsv3_mtp_fp8blk": 20,
+    "mcrec26_h100_dsv3_mtp_bf16": 20, "mcrec26_h100_qwen3_235b_bf16": 8, "mcrec26_b300_qwen3_235b_fp8mx": 32,
+    "mcrec26_gb200_qwen3_235b_fp8mx": 32, "mcrec26_gb200_qwen3_235b_fp8mx_fullcg": 32,
+    "mcrec26_gb300_qwen3_235b_fp8mx_fullcg": 32, "mcrec26_gb200_dsv3_mtp_fp8mx": 32, "mcrec26_gb300_dsv3_mtp_fp8mx": 32,
+    "mcrec26_h100_qwen3_30b_fp8blk": 24, "mcrec26_h100_qwen3_30b_bf16": 24, "mcrec26_gb200_qwen3_30b_bf16": 24,
+    "mcrec26_gb200_qwen3_30b_fp8mx": 24, "mcrec26_gb200_qwen3_30b_fp8mx_fullcg": 24}
 #: The rows of both sets move their tokens hierarchically (StrategySpec.moe_flex_dispatcher,
 #: docs/model.md#ep-hierarchical): each names moe_token_dispatcher_type 'flex' with backend 'hybridep' or 'deepep';
 #: the other MoE rows use the alltoall dispatcher (NCCL all-to-all, one row per (token, expert) pair).
@@ -1413,11 +1507,25 @@ RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_g
 #: on none of these rows (mb2604_b200_nemotron3_nano_fp8mx: each MoE layer with the Mamba layer after it, the floor's
 #: interval, exceeds even H; the mean layer, which the floor compared before, did not); mb2604_b200_qwen3_30b_fp8mx's
 #: device time per layer exceeds H itself.
+#: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes, Megatron-LM of the same commit): the same kinds.
+#: - HybridEP, dropless (no moe_expert_rank_capacity_factor), no CUDA graph of the dispatch: qwen3_30b/gb200/bf16 and
+#:   qwen3_30b/h100/bf16 (no cuda_graph_impl at all) and qwen3_235b/h100/bf16 (cuda_graph_scope "moe_router
+#:   moe_preprocess", the capture of H's source); megatron/core/transformer/moe/fused_a2a.py ``non_blocking =
+#:   num_permuted_tokens is not None`` and experts.py ``tokens_per_expert.tolist()`` at 9c5258f109. The recipes that
+#:   also graph attn (qwen3_30b gb200 MXFP8 partial CG and h100 FP8, qwen3_235b b300 and gb200 partial CG, deepseek_v3
+#:   gb200/gb300) are not given H, as the Megatron-Bridge rows above; the full-iteration graphs read no count back.
+#: - DeepEP with no CUDA graph (:data:`RECIPE_HOST_SYNC_DEEPEP`): qwen3_235b/b200 and deepseek_v3/b200: fused_a2a.py at
+#:   9c5258f109 ``buffer.dispatch`` returns ``num_recv_tokens_per_expert_list`` ("NOTES: the CPU will wait for GPU's
+#:   signal to arrive, so this is not compatible with CUDA graph"), the host list the experts' grouped GEMM is sized
+#:   from.
+RECIPE_HOST_SYNC_HYBRIDEP |= frozenset({"mcrec26_gb200_qwen3_30b_bf16", "mcrec26_h100_qwen3_30b_bf16",
+                                        "mcrec26_h100_qwen3_235b_bf16"})
+RECIPE_HOST_SYNC_DEEPEP = frozenset({"mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx"})
 RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100_qwen3_235b_fp8cs",
                                     "mb2511_h100_qwen3_30b_fp8cs", "mb2511_b200_dsv3_mtp_fp8mx",
                                     "mb2604_h100_gpt_oss_120b_bf16", "mb2604_h100_qwen3_235b_fp8cs",
                                     "mb2604_b200_gpt_oss_120b_bf16", "mb2604_b200_qwen3_235b_fp8mx"}) \
-    | RECIPE_HOST_SYNC_HYBRIDEP
+    | RECIPE_HOST_SYNC_HYBRIDEP | RECIPE_HOST_SYNC_DEEPEP
 
 
 #: RoPE as Megatron-Core's eager kernels (StrategySpec.eager_rope; docs/model.md#eager-layer-ops): the GPT-OSS rows.
@@ -1540,7 +1648,9 @@ def _nic_overrides(case: dict[str, Any], cluster: Any) -> list[str]:
 #: Qwen3-30B/235B and Nemotron 3 Nano/Super presets; only the GPT-OSS 20B ones set 1), which scripts/performance/
 #: bootstrap.py _apply_recipe_environment installs (os.environ.setdefault; the executors' OFFLINE_BENCHMARK_ENV_VARS do
 #: not name it).
-NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "nemo2502"})
+#: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes/*/*.yaml): every one of the 18 recipes' ENV_VARS
+#: sets ``NCCL_NVLS_ENABLE: '0'``.
+NVLS_DISABLED = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502"})
 
 
 def cluster_overrides(case: dict[str, Any], cname: str) -> list[str]:
@@ -1644,7 +1754,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           if rec == "selective" else "",
                           offload_layers=offload, moe_a2a_overlap=case["id"] in RECIPE_A2A_OVERLAP,
                           moe_shared_expert_overlap=case["id"] in RECIPE_SHARED_EXPERT_OVERLAP,
-                          ep_dispatch_sms=MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP
+                          ep_dispatch_sms=RECIPE_EP_DISPATCH_SMS[case["id"]] if case["id"] in RECIPE_EP_DISPATCH_SMS
+                          else MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP
                           else MCORE_DEEPEP_NUM_SMS if case["id"] in RECIPE_DEEPEP else None,
                           moe_flex_dispatcher=case["id"] in RECIPE_HYBRIDEP | RECIPE_DEEPEP,
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
@@ -1697,6 +1808,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     if case["id"] in RECIPE_HOST_SYNC_EAGER:
         # (its own name: ``how`` is the workload's, reported in settings)
         sync = ("dropless HybridEP dispatch, no CUDA graph of the dispatch" if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
+                else "dropless DeepEP dispatch, no CUDA graphs" if case["id"] in RECIPE_HOST_SYNC_DEEPEP
                 else "dropless all-to-all dispatch, no CUDA graphs")
         notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: {sync}")
     settings = {"cluster": cname, "workload": how, "precision": precision, "fp8_recipe": tr.fp8_recipe,
