@@ -589,7 +589,9 @@ def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, b
 
 #: Sources whose runs shard data parallelism with PyTorch FSDP1 (FullyShardedDataParallel, FlatParameter): MosaicML
 #: llm-foundry trains through Composer, whose dist_strategy.prepare_fsdp_module wraps the model in
-#: FullyShardedDataParallel (composer v0.17.2, the release llm-foundry @5e85bd62d pins: mosaicml>=0.17.2,<0.18).
+#: FullyShardedDataParallel (composer v0.17.2, the release llm-foundry @5e85bd62d pins: mosaicml>=0.17.2,<0.18);
+#: the A100 40GB row ran Composer v0.13.2's MosaicFullyShardedDataParallel on torch 1.13.1's FSDP1 (mosaicml/examples
+#: release/v0.0.4), also one FlatParameter per unit (its gradient passes assumed the same: torch 1.13.1 not read).
 TORCH_FSDP1 = frozenset({"mpt"})
 
 
@@ -609,7 +611,9 @@ def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
 #: Fused attention kernel a case's attention text names (training.attention_kernel): llm-foundry's ``attn_impl``
 #: as its case records it (scripts/train/benchmarking/sweep.py @5e85bd62d): flash = flash_attn_varlen_func of
 #: flash-attn 2.4.2 (FlashAttention-2), triton = llmfoundry/models/layers/flash_attn_triton.py, the Triton kernel of
-#: the FlashAttention repository (the FA2-A100 figure's 'FlashAttention Triton'). Any other case: auto (what
+#: the FlashAttention repository (the FA2-A100 figure's 'FlashAttention Triton'); the A100 40GB row's attn_impl triton
+#: (mosaicml/examples@9fa3ceb9a submit_benchmarks.py default) is flash-attn 0.2.8's flash_attn_triton.py itself, on
+#: triton 2.0.0.dev20221202 (examples/llm/requirements.txt @97f7f293). Any other case: auto (what
 #: Transformer Engine runs, engine.job.AUTO_ATTENTION_KERNEL), the MaxText TPU runs included (no TPU curve).
 ATTN_IMPL_KERNEL = (("attn_impl: flash", "fa2"), ("attn_impl: triton", "triton"))
 #: (kernel, accelerator) a case names whose catalog curve is another kernel of that name: h100-sxm's triton curve is
@@ -836,7 +840,11 @@ RECIPE_FP8_PARAM_GATHER = frozenset({"mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb2
 #:   pretraining recipe switches the fusion off (only the PEFT finetunes do).
 #: - mpt: llm-foundry@5e85bd62d ComposerMPTCausalLM ``om_model_config.get('loss_fn', 'fused_crossentropy')``
 #:   -> flash_attn.losses.cross_entropy.CrossEntropyLoss (llmfoundry/models/mpt/modeling_mpt.py); the benchmark's
-#:   scripts/train/yamls/pretrain/mpt-*.yaml set no loss_fn (only mpt-small-cpu.yaml and testing.yaml do).
+#:   scripts/train/yamls/pretrain/mpt-*.yaml set no loss_fn (only mpt-small-cpu.yaml and testing.yaml do). The A100
+#:   40GB row ran mosaicml/examples release/v0.0.4 (validation/README.md "MPT rows against llm-foundry and
+#:   mosaicml/examples"): ComposerMosaicGPT has the same default, there flash-attn 0.2.8's CrossEntropyLoss on the
+#:   CUDA xentropy_cuda_lib (examples/llm/src/models/mosaic_gpt/mosaic_gpt.py @97f7f293), whose passes were not
+#:   read; priced as flash_attn, its 412.6 M logits a micro-batch are under 0.05 % of that row's 22 s step either way.
 #: - titan24 (tp 1 only, :func:`loss_impl`): torchtitan@9dec370 train.py ``loss_fn`` =
 #:   ``torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))``, not compiled (its
 #:   torch.compile of the loss is commented out); with tp > 1 torchtitan enters DTensor's ``loss_parallel``
@@ -864,10 +872,12 @@ LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mc
 
 #: Training-metric passes over the logits per micro-batch (StrategySpec.train_metric_passes;
 #: docs/model.md#train-metrics): Composer evaluates every train metric after each micro-batch's backward
-#: (composer/trainer/trainer.py ``_eval_train_metrics``, v0.17.2 and v0.16.4, the releases llm-foundry@5e85bd62d and
-#: @b2a43a147 pin), and llm-foundry's MPT has two, LanguageCrossEntropy and LanguagePerplexity, each a
-#: CrossEntropyLoss over the logits (llmfoundry/models/mpt/modeling_mpt.py ``use_train_metrics`` default true at both
-#: commits; the benchmark yamls do not set it). The other sources' trainers compute the loss only.
+#: (composer/trainer/trainer.py ``_eval_train_metrics``, at v0.17.2, the release llm-foundry@5e85bd62d pins for the
+#: H100 rows, and at v0.13.2, the release mosaicml/examples release/v0.0.4 pinned for the A100 40GB row:
+#: examples/llm/requirements.txt @97f7f293), and both models have two, LanguageCrossEntropy and LanguagePerplexity,
+#: each a CrossEntropyLoss over the logits (llmfoundry/models/mpt/modeling_mpt.py ``use_train_metrics`` default true,
+#: the benchmark yamls do not set it; mosaicml/examples@97f7f293 examples/llm/src/models/mosaic_gpt/mosaic_gpt.py
+#: ComposerMosaicGPT ``train_metrics``). The other sources' trainers compute the loss only.
 TRAIN_METRIC_PASSES = {"mpt": 2}
 
 
@@ -886,7 +896,9 @@ def loss_impl(case: dict[str, Any]) -> str:
 #: - bloom: bigscience-workshop/Megatron-DeepSpeed, mtnlg: microsoft/Megatron-DeepSpeed (2021; the layer at
 #:   microsoft@54884b5f megatron/model/transformer.py), meg19: Megatron-LM 2019 -> megatron_legacy (the original
 #:   cases.yaml rows, Narayanan 2021 and Korthikanti 2022, Megatron-LM's megatron/model: :func:`run`);
-#: - mpt: llm-foundry@5e85bd62d MPTBlock under Composer, eager (the case's framework_config) -> llmfoundry;
+#: - mpt: llm-foundry@5e85bd62d MPTBlock under Composer, eager (the case's framework_config) -> llmfoundry; the A100
+#:   40GB row's MosaicGPT GPTBlock (mosaicml/examples@97f7f293 examples/llm/src/models/layers/gpt_blocks.py: Composer's
+#:   LPLayerNorm, the same attention / GELU MLP with biases, dropout 0, no flash-attn unpad) is the same block;
 #: - titan24, titan25: torchtitan's Llama TransformerBlock -> torchtitan (titan25's rows run torch.compile;
 #:   titan24's are not expressible);
 #: - maxtext: MaxText, a JAX program compiled by XLA -> xla.

@@ -687,7 +687,14 @@ def test_framework_settings_from_sources() -> None:
     assert by_id["bloom_176b_384"].settings["sequence_parallel"] is False
     assert by_id["mtnlg_530b_2240"].settings["grad_bytes"] is None
     assert all(r.settings["grad_bytes"] == 4.0 for i, r in by_id.items() if i.startswith("mpt_h100_"))
-    assert by_id["mpt_a100_40g_70b_128"].settings["grad_bytes"] is None  # MP mode PURE: bf16 reduction
+    # MP mode PURE, stated since the 2026-12-05 audit: Composer v0.13.2 get_mixed_precision reduces in bf16 (2 bytes)
+    assert by_id["mpt_a100_40g_70b_128"].settings["grad_bytes"] == 2.0
+    # attn_impl per row: H100 flash -> fa2, H100 triton -> gemm (no curve of llm-foundry's kernel there), and the A100
+    # row's mosaicml/examples default triton -> the A100 Triton curve (flash-attn 0.2.8's flash_attn_triton)
+    kernels = {"mpt_h100_3b_512": "fa2", "mpt_h100_7b_512": "fa2", "mpt_h100_13b_512": "gemm",
+               "mpt_h100_30b_512": "gemm", "mpt_h100_70b_512": "fa2", "mpt_h100_70b_256": "fa2",
+               "mpt_a100_40g_70b_128": "triton"}
+    assert {cid: by_id[cid].settings["attention_kernel"] for cid in kernels} == kernels
     assert by_id["nar21_t1_1t"].settings == {}  # issue-5 rows keep their own rules
     # torchtitan e7c0cae forces SDPA's FlashAttention-2 backend below Blackwell (models/attention.py
     # ScaledDotProductAttention._init_backend) and reduces FSDP gradients in float32 (config_manager.py default)

@@ -2319,8 +2319,10 @@ def fsdp_root_params(job: Job, g: StrategyGrid) -> np.ndarray:
 
     torchtitan fully_shards each TransformerBlock and then the model, whose unit keeps what no block holds
     (pytorch/torchtitan@e7c0cae torchtitan/models/llama3/parallelize_llama.py apply_fsdp: ``fully_shard(model,
-    ...)`` after the loop over ``model.layers``); Composer's FSDP1 auto-wraps each MPTBlock and the root
-    FlatParameter keeps ``wte`` (tied, also the output) and ``norm_f`` (llm-foundry MPTModel ``fsdp_wrap_fn``). The
+    ...)`` after the loop over ``model.layers``); Composer's FSDP1 auto-wraps each MPTBlock (llm-foundry MPTModel
+    ``fsdp_wrap_fn``), and llm-foundry marks ``wte`` (tied, also the output), ``wpe`` and ``norm_f`` ``_fsdp_wrap`` as
+    units of their own, priced as this root (their further FULL_SHARD gathers are not: docs/model.md
+    #fsdp-mpt-embedding-unit); mosaicml/examples' MosaicGPT leaves them in the root. The
     root is not resharded after the forward (FSDP2 ``FSDPState._lazy_init``: "For the root, do not reshard after
     forward since for training, the parameters would be freed and all-gathered immediately"; FSDP1
     ``_post_forward_reshard``: "Do not free the root's parameters in the post-forward"), so it is gathered once per
