@@ -309,6 +309,30 @@ class CpCommType(Choice):
         return "cp_comm_type"
 
 
+class FlexBackend(Choice):
+    """Which backend Megatron-Core's flex token dispatcher runs (``moe_flex_dispatcher_backend``,
+    Literal['deepep', 'hybridep', 'ncclep'], default "deepep": NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/transformer_config.py L898; docs/model.md#ep-hierarchical):
+
+    - ``deepep`` (the default): deepseek-ai/DeepEP's normal kernels (``_DeepepManager``), 20 SMs unless
+      ``moe_flex_dispatcher_num_sms`` says otherwise (token_dispatcher.py L1287-1292); each token copy carries its
+      top-k indices and weights.
+    - ``hybridep``: DeepEP's hybrid-ep branch (``_HybridEPManager``), whose own default is 24 SMs when the group
+      sits in one NVLink domain and 8 across domains (DeepEP hybrid-ep @94a9f8f csrc/hybrid_ep/config.cuh
+      L366-367); each token copy carries the fp32 probabilities of the destination domain's experts.
+
+    Megatron-Core's third backend, ``ncclep`` (NCCL EP through Transformer Engine), is not one of these: its kernels
+    are NCCL's, not read here (the Megatron reader names it as not used and the run is priced as ``deepep``).
+    """
+
+    DEEPEP = 0, "deepep", "deep_ep"
+    HYBRIDEP = 1, "hybridep", "hybrid_ep", "hybrid-ep"
+
+    @classmethod
+    def noun(cls) -> str:
+        return "flex dispatcher backend"
+
+
 class LayerImpl(Choice):
     """Which implementation runs a transformer layer's memory-bound ops (norms, residual adds, dropout, activation,
     RoPE, the attention core's layout copies); their HBM bytes per token, forward and backward, are counted from each

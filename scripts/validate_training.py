@@ -1437,7 +1437,8 @@ RECIPE_EP_DISPATCH_SMS: dict[str, int] = {
     "mcrec26_h100_qwen3_30b_fp8blk": 24, "mcrec26_h100_qwen3_30b_bf16": 24, "mcrec26_gb200_qwen3_30b_bf16": 24,
     "mcrec26_gb200_qwen3_30b_fp8mx": 24, "mcrec26_gb200_qwen3_30b_fp8mx_fullcg": 24}
 #: The rows of both sets move their tokens hierarchically (StrategySpec.moe_flex_dispatcher,
-#: docs/model.md#ep-hierarchical): each names moe_token_dispatcher_type 'flex' with backend 'hybridep' or 'deepep';
+#: docs/model.md#ep-hierarchical): each names moe_token_dispatcher_type 'flex' with backend 'hybridep' or 'deepep'
+#: (StrategySpec.moe_flex_backend: the set the row is in; its bytes per token and default SM count);
 #: the other MoE rows use the alltoall dispatcher (NCCL all-to-all, one row per (token, expert) pair).
 
 
@@ -1770,6 +1771,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           else MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP
                           else MCORE_DEEPEP_NUM_SMS if case["id"] in RECIPE_DEEPEP else None,
                           moe_flex_dispatcher=case["id"] in RECIPE_HYBRIDEP | RECIPE_DEEPEP,
+                          moe_flex_backend="hybridep" if case["id"] in RECIPE_HYBRIDEP else "deepep",
                           moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
                           eager_rope=case["id"] in RECIPE_EAGER_ROPE,

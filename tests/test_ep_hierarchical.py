@@ -295,18 +295,19 @@ def test_report_ep64_kernel_times_out_of_sample() -> None:
     assert pair < nccl
 
 
-def _ep_time(flex: bool, ep: int = 16, cluster: str = "dgx-h100") -> float:
+def _ep_time(flex: bool, ep: int = 16, cluster: str = "dgx-h100", backend: str = "hybridep") -> float:
     cl = load_cluster(cluster)
     tr = TrainingSpec(global_batch=256, micro_batch=1, precision="bf16", seq_len=4096)
     job = build_job(cl, QWEN3_30B, tr)
-    st_ = StrategySpec(tp=1, pp=1, ep=ep, dp=16, moe_flex_dispatcher=flex)
+    st_ = StrategySpec(tp=1, pp=1, ep=ep, dp=16, moe_flex_dispatcher=flex,
+                       moe_flex_backend=backend if flex else "deepep")
     res = evaluate(job, grid_from_strategy(st_, tr, 16, job))
     return float(res.breakdown["ep_comm"][0])
 
 
 def test_step_switch_prices_the_flex_path_and_leaves_nccl_alone() -> None:
-    """The step's ep_comm with moe_flex_dispatcher is 4 x the hierarchical time per MoE layer (two of the four with
-    the routing probabilities); without it the NCCL all-to-all of T k h bytes, as before."""
+    """The step's ep_comm with moe_flex_dispatcher and the hybridep backend is 4 x the hierarchical time per MoE layer
+    (two of the four with the routing probabilities); without it the NCCL all-to-all of T k h bytes, as before."""
     cl = load_cluster("dgx-h100")
     net = build_network(cl)
     x = 4096 * 2048 * 2.0

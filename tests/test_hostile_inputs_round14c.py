@@ -44,8 +44,12 @@ def test_flex_dispatcher_sms_are_read(cli, tmp_path, flags: str, sms: int) -> No
     # the reference: the launch without the flag, the count given as the scalemodel field
     plain = tmp_path / "plain.sh"
     plain.write_text(FLEX + flags.replace("--moe-flex-dispatcher-backend hybridep", "").split("--moe-")[0] + "\n")
-    ref = accepted(cli, "predict", *MOE, "--strategy", str(plain), "--set", f"strategy.ep_dispatch_sms={sms}")
+    # the backend is strategy.moe_flex_backend (its bytes per token differ)
+    backend = ["--set", "strategy.moe_flex_backend=hybridep"] if "hybridep" in flags.split("--moe-")[1] else []
+    ref = accepted(cli, "predict", *MOE, "--strategy", str(plain), "--set", f"strategy.ep_dispatch_sms={sms}",
+                   *backend)
     assert out["step_time_s"] == ref["step_time_s"]
+    assert out["strategy"]["moe_flex_backend"] == ("hybridep" if backend else "deepep")
 
 
 @pytest.mark.parametrize("flags, sms", [

@@ -42,7 +42,7 @@ def _by_hand(cl, wl, gpus, tr, base: dict, choices: list[dict]) -> tuple[float, 
 def _same_in_predict(cl, wl, gpus, tr, strategy: dict) -> float:
     """predict on a ranked plan's strategy dict (it must accept it): the step time."""
     keys = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "layout",
-            "cp_comm_type", "cp_a2a_size", "moe_flex_dispatcher", "moe_a2a_overlap")
+            "cp_comm_type", "cp_a2a_size", "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")
     p = predict(cl, wl, gpus, TrainingSpec(global_batch=tr.global_batch, micro_batch=strategy["micro_batch"],
                                           seq_len=tr.seq_len, precision=tr.precision),
                 StrategySpec(**{k: strategy[k] for k in keys}))
@@ -115,8 +115,9 @@ def test_all_gather_memory_is_the_p2p_memory_plus_the_gathered_bytes():
 
 def test_moe_pick_is_predicts_argmin_over_the_dispatch_and_never_a_refused_one():
     """A 64-expert MoE on 16 H100s (two NVLink domains), ep 16: plan searches NCCL vs the flex dispatcher x the
-    all-to-all overlap x recompute; its pick is predict's argmin over those by hand (the overlap with full
-    recompute refused by predict, job._check_moe_a2a_overlap, and never ranked)."""
+    all-to-all overlap x recompute, and on the flex rows its backend (deepep, hybridep); its pick is predict's argmin
+    over those by hand (the overlap with full recompute refused by predict, job._check_moe_a2a_overlap, and never
+    ranked)."""
     cl = load_cluster("dgx-h100")
     tr = TrainingSpec(global_batch=64, micro_batch=1, seq_len=4096, precision="bf16")
     job = build_job(cl, TINY_MOE, tr)
@@ -124,19 +125,25 @@ def test_moe_pick_is_predicts_argmin_over_the_dispatch_and_never_a_refused_one()
             "sequence_parallel": False, **COMM}
     res = planner.search(job, 16, 64, top=20, constraints=cons, allow=("moe-dispatch",))
     base = dict(dp=16, tp=1, pp=1, cp=1, ep=16, zero="1", sequence_parallel=False)
-    choices = [dict(moe_flex_dispatcher=f, moe_a2a_overlap=o, recompute=r)
-               for f, o, r in itertools.product((False, True), (False, True), ("none", "selective", "full"))]
+    choices = [dict(moe_flex_dispatcher=f, moe_a2a_overlap=o, recompute=r, moe_flex_backend=b)
+               for f, o, r, b in itertools.product((False, True), (False, True), ("none", "selective", "full"),
+                                                   ("deepep", "hybridep")) if f or b == "deepep"]
     want, pick = _by_hand(cl, TINY_MOE, 16, tr, base, choices)
     best = res.ranked[0].strategy
     assert {k: best[k] for k in pick} == pick
     assert res.ranked[0].step_time_s == pytest.approx(want, rel=1e-9)
-    # 2 x 2 x 3 less the two overlap + full pairs: 10 candidates, each ranked plan one predict accepts and prices alike
-    assert res.candidates_evaluated == 10
+    # (1 + 2 backends) x 2 x 3 less the three overlap + full pairs: 15 candidates, each ranked plan one predict
+    # accepts and prices alike
+    assert res.candidates_evaluated == 15
     for p in res.ranked:
         assert not (p.strategy["moe_a2a_overlap"] and p.strategy["recompute"] == "full")
         assert _same_in_predict(cl, TINY_MOE, 16, tr, p.strategy) == pytest.approx(p.step_time_s, rel=1e-9)
-    flags = {(p.strategy["moe_flex_dispatcher"], p.strategy["moe_a2a_overlap"]) for p in res.ranked}
-    assert len(flags) == 4  # every dispatch was searched
+    # every dispatch was searched, each flex one with both backends (a backend within planner.NEAR of the shown one
+    # is listed as one that did not matter)
+    flags = {(p.strategy["moe_flex_dispatcher"], p.strategy["moe_a2a_overlap"], b)
+             for p, same in zip(res.ranked, res.equivalents, strict=True)
+             for b in same.get("moe_flex_backend", [p.strategy["moe_flex_backend"]])}
+    assert len(flags) == 6
 
 
 def test_dispatch_rows_only_where_they_apply():

@@ -152,7 +152,8 @@ def with_strategy_file(sf: StrategyFile | None, training: dict[str, Any], strate
 _PINNABLE = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "zero": "zero", "recompute": "recompute",
              "sequence_parallel": "sequence_parallel", "algorithm": "algorithm", "micro_batch": "micro_batch",
              "sync": "sync", "layout": "layout", "cp_comm_type": "cp_comm_type", "cp_a2a_size": "cp_a2a_size",
-             "moe_flex_dispatcher": "moe_flex_dispatcher", "moe_a2a_overlap": "moe_a2a_overlap"}
+             "moe_flex_dispatcher": "moe_flex_dispatcher", "moe_a2a_overlap": "moe_a2a_overlap",
+             "moe_flex_backend": "moe_flex_backend"}
 
 
 def set_keys(sets: list[str] | None, section: str) -> list[str]:

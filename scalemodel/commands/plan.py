@@ -84,7 +84,7 @@ COMMAND = Command("plan", plan, (
     repeat("--constraint", metavar="KEY<=V",
            help="Restrict the search (repeatable, or comma-separated): tp<=8, pp=1, zero<=1, memory<=60GB, "
                 "schedule=1f1b, recompute=none, micro_batch>=2, algorithm=ring, sp=true, cp_comm_type=a2a, "
-                "moe_flex_dispatcher=true."),
+                "moe_flex_dispatcher=true, moe_flex_backend=hybridep."),
     opt("--sync-modes", default="bsp",
         help="Comma-separated sync modes to search: bsp,asp,ssp:S,local:H,backup:B,hier:G."),
     o.STRAGGLER_CV, o.TRAIN_TOKENS,
@@ -92,8 +92,9 @@ COMMAND = Command("plan", plan, (
                                     "compression, parameter-server and dynamic-assignment open what mainstream "
                                     "frameworks do not run (such plans are labelled custom); cp-exchanges and "
                                     "moe-dispatch search the CP exchange (cp_comm_type) and the MoE dispatch "
-                                    "(flex dispatcher, all-to-all overlap), each pinned to its default otherwise "
-                                    "(a --constraint or --set on one also opens it); all opens every one."),
+                                    "(flex dispatcher and its backend, all-to-all overlap), each pinned to its "
+                                    "default otherwise (a --constraint or --set on one also opens it); all opens "
+                                    "every one."),
     switch("--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
                             "'impossible triangle'); most useful with several --sync-modes."),
     o.SET, o.STRATEGY_FILE, o.JSON))

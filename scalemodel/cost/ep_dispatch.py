@@ -104,9 +104,24 @@ so the model below includes the probabilities (``prob_tokens`` = 4096) and the e
 DeepEP: the published DeepEP numbers (same file, GB200 and B200) are Torch-API only, no kernel time, and at
 Megatron-Core's default 20 SMs they still rise steeply with SMs (GB200 8 ranks BF16 dispatch 362.01 / 512.72 /
 615.78 GB/s at 16 / 24 / 32 SMs; B200 348 / 494 / 560 / 619 / 635 at 16 / 24 / 28 / 32 / 36), so no kernel
-efficiency for DeepEP follows from them. **[assumption]** The flex path prices both backends with HybridEP's
-constants and bytes (DeepEP sends the token's top-k indices and weights instead of the domain's
-probabilities).
+efficiency for DeepEP follows from them. **[assumption]** The flex path prices DeepEP with HybridEP's kernel
+efficiencies.
+
+DeepEP's bytes (strategy ``moe_flex_backend`` deepep, Megatron-Core's default): its internode kernels move each
+token copy, over RDMA and again in the NVLink forward, as one slot of ``get_num_bytes_per_token`` bytes =
+``align_up(hidden bytes + sizeof(SourceMeta) [8] + scales x 4 + top-k indices x 4 + top-k weights x 4, 16)``
+(deepseek-ai/DeepEP @92fe2de csrc/kernels/internode.cu L42-46; the dispatch kernel's slot L520, the combine's
+``get_num_bytes_per_token(hidden_int4, 0, 0, num_topk)`` L1753; the RDMA put ``num_bytes_per_token x tokens``
+L813, the NVLink forward's TMA copy of ``num_bytes_per_token`` L978-983). Megatron-Core's four calls per layer
+(megatron/core/transformer/moe/fused_a2a.py @d98e8a64dd): the forward dispatch passes ``topk_idx`` and
+``topk_weights`` (k indices, k weights), the forward combine neither, the backward of the dispatch a combine with
+the weights' gradient (k weights), the backward of the combine a cached dispatch with neither (csrc/deep_ep.cpp
+@92fe2de: ``num_topk = 0`` unless the tensors are given, L1011-1016 and L1374-1382); BF16, no scales. The time is
+linear in the bytes (both terms of the ``max`` scale with them, the latencies do not), so the layer's mean is one
+call at the four slots' mean (:func:`deepep_mean_slot_bytes`). Inside one node DeepEP runs its intranode kernels
+instead, which send the hidden state, a 4-byte source index and the top-k indices and weights unpadded
+(csrc/kernels/intranode.cu); their bytes are priced with the same slot (they differ by under 4 k + 16 bytes per
+token, 0.3 % of a 7168-wide BF16 row at k = 8).
 """
 
 from __future__ import annotations
@@ -124,6 +139,29 @@ KERNEL_EFFICIENCY_RDMA = 0.94
 #: Bytes of one routing probability (fp32) that HybridEP's forward dispatch copies per expert of the destination
 #: domain (``intra_node_prob_buffer``, hybrid_ep_backend.cuh @94a9f8f).
 PROB_BYTES = 4.0
+
+
+#: Bytes of DeepEP's per-token metadata ``SourceMeta`` (its source RDMA rank and a bit per NVLink peer: two ints)
+#: and of one top-k index (int) or weight (float) in its slot (csrc/kernels/internode.cu @92fe2de L17-46), and the
+#: slot's alignment (``align_up(..., sizeof(int4))``).
+DEEPEP_SOURCE_META_BYTES = 8.0
+DEEPEP_TOPK_FIELD_BYTES = 4.0
+DEEPEP_SLOT_ALIGN = 16.0
+
+
+def deepep_mean_slot_bytes(row_bytes: object, top_k: object) -> np.ndarray:
+    """Mean bytes per token copy over DeepEP's four calls of one MoE layer (module docstring): the slot
+    ``align_up(row + 8 + 4 (n_idx + n_w), 16)`` with (n_idx, n_w) = (k, k) for the forward dispatch, (0, 0) for the
+    forward combine, (0, k) for the backward combine and (0, 0) for the backward (cached) dispatch, ``row`` the
+    bytes of one token's hidden state. Broadcasts."""
+    r = np.asarray(row_bytes, dtype=float)
+    k = np.asarray(top_k, dtype=float)
+
+    def slot(fields: object) -> np.ndarray:
+        raw = r + DEEPEP_SOURCE_META_BYTES + DEEPEP_TOPK_FIELD_BYTES * np.asarray(fields, dtype=float)
+        return np.asarray(np.ceil(raw / DEEPEP_SLOT_ALIGN - 1e-9) * DEEPEP_SLOT_ALIGN)
+
+    return np.asarray((slot(2.0 * k) + 2.0 * slot(0.0) + slot(k)) / 4.0)
 
 
 def part_hit_probability(experts: object, top_k: object, parts: object) -> np.ndarray:

@@ -21,6 +21,7 @@ from scalemodel.choices import (
     CompressionKind,
     CpCommType,
     DpComm,
+    FlexBackend,
     LayerImpl,
     Layout,
     LossImpl,
@@ -518,36 +519,56 @@ def _work_cv(training: Any, shape: Any, seq_len: int) -> float:
 #: default backend, DeepEP (TransformerConfig.moe_flex_dispatcher_backend = "deepep", transformer_config.py L898):
 #: _DeepepManager calls set_deepep_num_sms(moe_flex_dispatcher_num_sms if it is not None else 20), "DeepEP's
 #: historical mcore default" (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/token_dispatcher.py
-#: L1287-1292; moe_deepep_num_sms: int = 20 at core_dev_r0.15.0 @0d8e0714). HybridEP's own default is not this
-#: (DeepEP hybrid-ep @94a9f8f csrc/hybrid_ep/config.cuh L366-367: 24 SMs in one NVLink domain, 8 across), and the
-#: strategy does not say which backend runs: a HybridEP run without a count is priced at this one
-#: (docs/model.md#contention)
+#: L1287-1292; moe_deepep_num_sms: int = 20 at core_dev_r0.15.0 @0d8e0714) (docs/model.md#contention)
 MCORE_FLEX_DEFAULT_SMS = 20
+#: HybridEP's own SM count for its dispatch and combine kernels when none is given, (in one NVLink domain, across
+#: domains): Megatron-Core passes moe_flex_dispatcher_num_sms through unchanged, None included (_HybridEPManager
+#: num_sms_dispatch_api / num_sms_combine_api, token_dispatcher.py L1157-1158 @d98e8a64dd; fused_a2a.py
+#: init_hybrid_ep_buffer adds the keyword only when it is not None, L330-333), and HybridEPBuffer then takes
+#: ``num_sms_dispatch_api.value_or((num_of_nodes == 1) ? 24 : 8)`` and the same for combine (deepseek-ai/DeepEP
+#: hybrid-ep @94a9f8f csrc/hybrid_ep/config.cuh L366-367), num_of_nodes = group size / ranks per NVLink domain
+#: (deep_ep/hybrid_ep_buffer.py L83)
+HYBRIDEP_DEFAULT_SMS = (24, 8)
 
 
 def check_ep_dispatch_sms(job: Job, sms: int | None, where: str = "strategy.ep_dispatch_sms") -> int:
     """The grid code of ``ep_dispatch_sms`` (-1 = unset: NCCL's all-to-all, the accelerator's collective_units, or
-    with moe_flex_dispatcher :data:`MCORE_FLEX_DEFAULT_SMS`); more SMs than the chip has is an input error."""
+    with moe_flex_dispatcher the backend's default, :func:`flex_default_sms`); more SMs than the chip has is an input
+    error."""
     if sms is None:
         return -1
     if job.compute_units and int(sms) > job.compute_units:
         raise InputError(f"ep_dispatch_sms = {sms} exceeds the {job.compute_units} compute units of "
                          f"{job.accelerator}", where=where,
                          allowed=f"0 to {job.compute_units}, or unset for the dispatcher's default (NCCL's "
-                                 f"all-to-all, or {MCORE_FLEX_DEFAULT_SMS} SMs with moe_flex_dispatcher)")
+                                 f"all-to-all, or the flex dispatcher backend's, moe_flex_backend)")
     return int(sms)
 
 
-def ep_dispatch_share(job: Job, g: StrategyGrid) -> np.ndarray:
+def flex_default_sms(backend: Any, spans_domains: Any) -> np.ndarray:
+    """SMs the flex dispatcher's kernels run on when ``ep_dispatch_sms`` is unset: :data:`MCORE_FLEX_DEFAULT_SMS`
+    (20) for DeepEP; for HybridEP :data:`HYBRIDEP_DEFAULT_SMS`, 24 when the EP group sits in one NVLink (tier-0)
+    domain and 8 when ``spans_domains`` (HybridEP's num_of_nodes > 1). Broadcasts over both (FlexBackend codes,
+    bools)."""
+    hybrid = np.asarray(backend) == int(FlexBackend.HYBRIDEP)
+    inside, across = HYBRIDEP_DEFAULT_SMS
+    return np.asarray(np.where(hybrid, np.where(np.asarray(spans_domains, dtype=bool), across, inside),
+                               MCORE_FLEX_DEFAULT_SMS), dtype=float)
+
+
+def ep_dispatch_share(job: Job, g: StrategyGrid, spans_domains: Any = False) -> np.ndarray:
     """Fraction of the compute units the EP dispatch/combine kernels occupy while they run
     (docs/model.md#contention): ``ep_dispatch_sms / compute_units`` where the strategy names a count (DeepEP /
-    HybridEP); unset, the default of the dispatcher that runs: with ``moe_flex_dispatcher`` Megatron-Core's
-    :data:`MCORE_FLEX_DEFAULT_SMS` / compute_units (DeepEP, its default backend), else the collective library's
-    share (NCCL all-to-all: :func:`collective_share`); 0 when the accelerator gives no compute-unit count."""
+    HybridEP); unset, the default of the dispatcher that runs: with ``moe_flex_dispatcher`` the backend's
+    (:func:`flex_default_sms`: DeepEP 20, HybridEP 24 in one NVLink domain or 8 where the EP group
+    ``spans_domains``, the placement's ``c_0 < p``) / compute_units, else the collective library's share (NCCL
+    all-to-all: :func:`collective_share`); 0 when the accelerator gives no compute-unit count."""
     sms = np.asarray(g.ep_dispatch_sms)
     units = float(job.compute_units)
-    own = np.minimum(np.maximum(sms, 0) / units, 1.0) if units > 0 else np.zeros(sms.shape)
-    flex_default = min(MCORE_FLEX_DEFAULT_SMS / units, 1.0) if units > 0 else 0.0
+    if units <= 0:
+        return np.zeros(np.broadcast(sms, np.asarray(g.moe_flex_dispatcher)).shape)
+    own = np.minimum(np.maximum(sms, 0) / units, 1.0)
+    flex_default = np.minimum(flex_default_sms(g.moe_flex_backend, spans_domains) / units, 1.0)
     unset = np.where(np.asarray(g.moe_flex_dispatcher, dtype=bool), flex_default, job.collective_share)
     return np.asarray(np.where(sms >= 0, own, unset), dtype=float)
 
@@ -613,6 +634,7 @@ class StrategyGrid:
     moe_layer_host_s: np.ndarray  # host seconds per MoE layer forward+backward after its host sync; 0 = not priced
     ep_dispatch_sms: np.ndarray  # SMs the EP dispatch/combine kernels occupy; -1 = NCCL's (collective_units)
     moe_flex_dispatcher: np.ndarray  # bool: hierarchical EP dispatch (DeepEP / HybridEP), not NCCL's all-to-all
+    moe_flex_backend: np.ndarray  # choices.FlexBackend codes: the flex dispatcher's backend (DeepEP / HybridEP)
     deepspeed_pipeline: np.ndarray  # bool: DeepSpeed PipelineEngine p2p and gradient accumulation
     fsdp_reshard_after_forward: np.ndarray  # bool: ZeRO-3/FSDP units free their gathered parameters after forward
     fsdp_fp8_all_gather: np.ndarray  # bool: FSDP all-gathers the linear weights in float8 (torchao)
@@ -694,6 +716,7 @@ class StrategyGrid:
             "moe_layer_host_s": float(self.moe_layer_host_s[i]),
             "ep_dispatch_sms": int(self.ep_dispatch_sms[i]) if self.ep_dispatch_sms[i] >= 0 else None,
             "moe_flex_dispatcher": bool(self.moe_flex_dispatcher[i]),
+            "moe_flex_backend": FlexBackend.of(self.moe_flex_backend[i]).label,
             "deepspeed_pipeline": bool(self.deepspeed_pipeline[i]),
             "fsdp_reshard_after_forward": bool(self.fsdp_reshard_after_forward[i]),
             "fsdp_fp8_all_gather": bool(self.fsdp_fp8_all_gather[i]),
@@ -725,7 +748,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     last_chunk_layers=-1, etp=0, layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
     offload_layers=0, tp_comm_overlap=False, tp_async_allreduce=True, overlap_param_gather=False,
     moe_a2a_overlap=False, moe_shared_expert_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
-    ep_dispatch_sms=-1, moe_flex_dispatcher=False,
+    ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
     deepspeed_pipeline=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False, fsdp_flat_param=False,
     fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, megatron_ddp=False, fp8_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
@@ -902,6 +925,8 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         moe_layer_host_s=strategy.moe_layer_host_s,
         ep_dispatch_sms=check_ep_dispatch_sms(job, getattr(strategy, "ep_dispatch_sms", None)),
         moe_flex_dispatcher=getattr(strategy, "moe_flex_dispatcher", False),
+        moe_flex_backend=FlexBackend.parse(getattr(strategy, "moe_flex_backend", "deepep"),
+                                           "strategy.moe_flex_backend"),
         deepspeed_pipeline=strategy.deepspeed_pipeline,
         fsdp_reshard_after_forward=getattr(strategy, "fsdp_reshard_after_forward", True),
         fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False),
@@ -1091,7 +1116,8 @@ def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
     ep_dispatch_sms, moe_flex_dispatcher and moe_shared_expert_overlap (also at ep 1; the latter also without
-    shared experts) and recompute_modules moe_act or moe without MoE layers,
+    shared experts), moe_flex_backend hybridep without moe_flex_dispatcher, and recompute_modules moe_act or moe
+    without MoE layers,
     moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent attention, layernorm without
     a norm of its own (MoE layers or MLA), mlp without dense MLP layers, shared_experts without shared experts,
     shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
@@ -1125,6 +1151,11 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
         # the flex dispatcher replaces the expert-parallel all-to-all (step._mp_collectives), which ep 1 has none of
         notices.warn("strategy.moe_flex_dispatcher is not priced: ep is 1 (no expert-parallel all-to-all to "
                      "dispatch)")
+    backend = str(getattr(strategy, "moe_flex_backend", "deepep") or "deepep")
+    if backend != FlexBackend.DEEPEP.label and not getattr(strategy, "moe_flex_dispatcher", False):
+        # the backend's bytes and default SMs act only where the flex dispatcher runs (step._mp_collectives)
+        notices.warn(f"strategy.moe_flex_backend = {backend} is not priced: moe_flex_dispatcher is off (the "
+                     "expert-parallel tokens move with NCCL's all-to-all)")
     if getattr(strategy, "eager_rope", False) and not (job.is_transformer and int(job.shape.position_embeddings) == 0
                                                         and not mla):
         notices.warn("strategy.eager_rope is not priced: it needs rotary position embeddings outside multi-head "

@@ -69,6 +69,7 @@ from scalemodel.choices import (
     Assignment,
     CompressionKind,
     CpCommType,
+    FlexBackend,
     LayerImpl,
     Layout,
     LossImpl,
@@ -150,11 +151,12 @@ MAINSTREAM: dict[str, frozenset[int]] = {
 }
 #: ``allow`` names: which non-mainstream choices they open.
 #: ``cp-exchanges`` and ``moe-dispatch`` open the search over context parallelism's exchange and the expert dispatch
-#: (docs/model.md#plan-exchanges): each multiplies the rows with cp > 1 (ep > 1 on MoE models) by up to 4-5, which
-#: took the default GPT-3 plan from 0.4 to 1.2-1.4 s of search, so they are asked for (or pinned), not default.
+#: (docs/model.md#plan-exchanges): each multiplies the rows with cp > 1 (ep > 1 on MoE models) by up to 4-5 (6 for
+#: moe-dispatch with the flex dispatcher's two backends), which took the default GPT-3 plan from 0.4 to 1.2-1.4 s of
+#: search, so they are asked for (or pinned), not default.
 ALLOW = {"custom-collectives": ("algorithm",), "compression": ("compression",), "parameter-server": ("dp_comm",),
          "dynamic-assignment": ("assignment",), "cp-exchanges": ("cp_comm_type",),
-         "moe-dispatch": ("moe_flex_dispatcher", "moe_a2a_overlap")}
+         "moe-dispatch": ("moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")}
 ALLOW["all"] = tuple(k for keys in ALLOW.values() for k in keys)  # every name's keys: none is left out of all
 #: The communication-choice fields of a StrategyGrid (axis 1 of the second pass).
 COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_colocated", "overlap", "bucket_bytes",
@@ -163,7 +165,7 @@ COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_coloc
 #: parameters of every candidate; any other --set strategy.X is refused.
 PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "algorithm", "overlap",
             "compression", "dp_comm", "assignment", "bucket_size", "sync", "layout", "cp_comm_type", "cp_a2a_size",
-            "moe_flex_dispatcher", "moe_a2a_overlap")
+            "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
              "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
@@ -351,18 +353,26 @@ def _with_moe_dispatch(job: Job, cfg: dict[str, np.ndarray], c: Constraints,
     selective recompute of moe are outside the space, :func:`outer_valid`). ep = 1 and dense models: one row
     (False, or the pinned value, which predict refuses or does not price there, as before). Searched only where
     ``allow`` opens them (``--allow moe-dispatch``) or a constraint names one; otherwise the defaults (NCCL's
-    all-to-all, exposed), as predict prices them."""
+    all-to-all, exposed), as predict prices them. The flex dispatcher's backend (moe_flex_backend: deepep, then
+    hybridep) is searched on the flex rows under the same ``allow`` (or a constraint on it); the rows with NCCL's
+    all-to-all carry the first allowed backend, which prices nothing there."""
     flex, over = _flag_values(c, "moe_flex_dispatcher", allow), _flag_values(c, "moe_a2a_overlap", allow)
+    key = "moe_flex_backend"
+    backends = [int(b) for b in FlexBackend if key not in c or bool(allowed_by(np.asarray(int(b)), c[key]))]
+    backends = backends if key in allow or key in c else backends[:1]
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
-    one = {"moe_flex_dispatcher": [flex[0]], "moe_a2a_overlap": [over[0]]}
+    one: dict[str, list[Any]] = {"moe_flex_dispatcher": [flex[0]], "moe_a2a_overlap": [over[0]], key: [backends[0]]}
     if not moe or not np.any(cfg["ep"] > 1):
         return _expand(cfg, np.zeros(len(cfg["ep"]), dtype=np.int64), [one], list(one))
     blocked = (cfg["pp"] > 1) & (cfg["schedule"] != ScheduleKind.INTERLEAVED)
     group = np.where(cfg["ep"] > 1, np.where(blocked, 2, 1), 0)
     pinned = "moe_a2a_overlap" in c  # a pinned overlap keeps the rows predict refuses: counted infeasible
-    options = [one] + [{"moe_flex_dispatcher": [f for f in flex for o in over if pinned or not (o and b)],
-                        "moe_a2a_overlap": [o for _f in flex for o in over if pinned or not (o and b)]}
-                       for b in (False, True)]
+    options = [one]
+    for b in (False, True):
+        rows = [(f, o, k) for f in flex for o in over if pinned or not (o and b)
+                for k in (backends if f else backends[:1])]
+        options.append({"moe_flex_dispatcher": [r[0] for r in rows], "moe_a2a_overlap": [r[1] for r in rows],
+                        key: [r[2] for r in rows]})
     return _expand(cfg, group, options, list(one))
 
 
@@ -780,10 +790,10 @@ def _comm_equivalents(p: _Pick, choices: dict[str, np.ndarray], into: dict[str, 
 
 #: Configuration columns the compute floor does not read (step.compute_floor: the rank order, and the EP dispatch,
 #: which changes only EP traffic and its contention): rows that differ only in them share one floor.
-FLOOR_BLIND = ("layout", "moe_flex_dispatcher", "moe_a2a_overlap")
+FLOOR_BLIND = ("layout", "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")
 #: Configuration columns memory does not read (step.memory_total), but for all_gather's gathered K and V
 #: (compute.cp_gathered_bytes, a per-GPU workspace added to every stage's total): :func:`_memory_rows`.
-MEMORY_BLIND = ("cp_comm_type", "cp_a2a_size", "moe_flex_dispatcher", "moe_a2a_overlap")
+MEMORY_BLIND = ("cp_comm_type", "cp_a2a_size", "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")
 
 
 def _memory_rows(job: Job, cfg: dict[str, np.ndarray], lo: int, hi: int
@@ -1351,6 +1361,8 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             cons[name] = [("=", bool(value))]
         elif name == "cp_comm_type":
             cons[name] = [("=", int(CpCommType.parse(value, "strategy.cp_comm_type")))]
+        elif name == "moe_flex_backend":
+            cons[name] = [("=", int(FlexBackend.parse(value, "strategy.moe_flex_backend")))]
         elif name == "cp_a2a_size":
             cons[name] = [("=", int(value or 1))]
         elif name == "schedule":

@@ -64,6 +64,7 @@ from scalemodel.choices import (
     Algorithm,
     CompressionKind,
     CpCommType,
+    FlexBackend,
     Layout,
     Precision,
     Recompute,
@@ -1615,11 +1616,16 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     ep = _collective("alltoall", a2a_bytes, groups.expert)
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
-        # of the 4 per layer, the forward dispatch and the backward combine carry the routing probabilities
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
+        # HybridEP: of the 4 per layer, the forward dispatch and the backward combine carry the routing probabilities
         hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, groups.expert)
                       + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, groups.expert,
                                                                prob_tokens=tokens / g.tp))
+        deepep = np.asarray(g.moe_flex_backend) == int(FlexBackend.DEEPEP)
+        if np.any(flex & deepep):  # DeepEP: each copy a 16-byte-aligned slot with its metadata, the 4 ops' mean
+            rows = tokens / g.tp
+            slot = ep_dispatch.deepep_mean_slot_bytes(float(sh.moe_width) * job.elem_bytes, k)
+            hier = np.where(deepep, ep_dispatch.hierarchical_alltoall_time(rows * slot, E, k, groups.expert), hier)
         ep = np.where(flex, hier, ep)
     cp_ag = cp_rs = cp_a2a = np.zeros(1)
     cp_ring = _collective("sendrecv", kv_bytes, groups.context)
@@ -2842,7 +2848,9 @@ def _stage_device(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.
     raw = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
     comp = _overlap_windows(raw, job.overlap_efficiency)
     mp = _model_parallel_comm(job, g, comp, coll)
-    busy = _with_free_windows(comp, mp, job.collective_share, ep_dispatch_share(job, g))
+    # the flex dispatcher's default SM count (HybridEP) depends on whether the EP group leaves its NVLink domain
+    spans = groups.expert.c[0] < groups.expert.p - 1e-9 if np.any(g.moe_flex_dispatcher) else False
+    busy = _with_free_windows(comp, mp, job.collective_share, ep_dispatch_share(job, g, spans))
     time = busy["total"] + busy["contention"] + mp["tp"] + mp["cp"] + mp["ep"] + mp["pp"]
     return time, raw, busy, mp
 

@@ -36,7 +36,8 @@ def describe_settings(s: dict[str, Any]) -> str:
         extra.append(f"CP {s['cp_comm_type']}" + (f" (a2a {s.get('cp_a2a_size', 1)})"
                                                   if s["cp_comm_type"] == "a2a+p2p" else ""))
     if s["ep"] > 1 and s.get("moe_flex_dispatcher"):  # the EP dispatch (plan searches it with ep > 1)
-        extra.append("flex dispatcher")
+        extra.append("flex dispatcher" + (f" ({s['moe_flex_backend']})" if s.get("moe_flex_backend", "deepep")
+                                          != "deepep" else ""))
     if s["ep"] > 1 and s.get("moe_a2a_overlap"):
         extra.append("EP a2a overlap")
     if s["algorithm"] != "auto":

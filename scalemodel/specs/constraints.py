@@ -14,6 +14,7 @@ from scalemodel.choices import (
     Algorithm,
     Assignment,
     CpCommType,
+    FlexBackend,
     Layout,
     Recompute,
     Schedule,
@@ -39,15 +40,16 @@ _ALIASES = {"mb": "micro_batch", "micro-batch": "micro_batch", "microbatch": "mi
             "v": "virtual_stages", "virtual-stages": "virtual_stages", "mem": "memory",
             "memory_per_gpu": "memory", "bucket_size": "bucket", "bucket_bytes": "bucket", "dp-comm": "dp_comm",
             "rank_order": "layout", "rank-order": "layout", "cp_comm": "cp_comm_type",
-            "moe_flex": "moe_flex_dispatcher"}
+            "moe_flex": "moe_flex_dispatcher", "moe_flex_dispatcher_backend": "moe_flex_backend",
+            "flex_backend": "moe_flex_backend"}
 CONSTRAINT_KEYS = (*_NUMERIC_KEYS, "zero", "recompute", "schedule", "sequence_parallel", "algorithm", "sync", "memory",
                    "overlap", "compression", "dp_comm", "assignment", "bucket", "layout", "cp_comm_type",
-                   "moe_flex_dispatcher", "moe_a2a_overlap")
+                   "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")
 _CONSTRAINT_ALLOWED = (f"KEY OP VALUE with KEY one of {', '.join(CONSTRAINT_KEYS)} and OP one of "
                        "<=, >=, <, >, =, != (e.g. tp<=8, pp=1, zero<=1, memory<=60GB, schedule=1f1b, "
                        "recompute=none, compression=int8, dp_comm=ps:8, overlap=false, assignment=dynamic, "
                        "bucket<=100MB, zero=fsdp, layout=tp-cp-pp-dp, cp_comm_type=a2a, cp_a2a_size=2, "
-                       "moe_flex_dispatcher=true, moe_a2a_overlap=false)")
+                       "moe_flex_dispatcher=true, moe_a2a_overlap=false, moe_flex_backend=hybridep)")
 # matched against the stripped text: "(\S.*?)\s*$" made a long run of blanks inside the value quadratic
 _CONSTRAINT_RE = re.compile(r"([A-Za-z_\-]+)\s*(<=|>=|!=|==|=|<|>)\s*(\S.*)", re.S)
 
@@ -124,12 +126,14 @@ _DOMAINS: dict[str, Callable[[], list[Any]]] = {
     "algorithm": lambda: [int(a) for a in Algorithm], "assignment": lambda: [int(a) for a in Assignment],
     "layout": lambda: [int(x) for x in Layout], "sequence_parallel": lambda: [False, True],
     "overlap": lambda: [False, True], "cp_comm_type": lambda: [int(x) for x in CpCommType],
-    "moe_flex_dispatcher": lambda: [False, True], "moe_a2a_overlap": lambda: [False, True]}
+    "moe_flex_dispatcher": lambda: [False, True], "moe_a2a_overlap": lambda: [False, True],
+    "moe_flex_backend": lambda: [int(x) for x in FlexBackend]}
 
 
 def _label(key: str, value: Any) -> str:
     members: list[Any] = list({"zero": Zero, "recompute": Recompute, "algorithm": Algorithm, "assignment": Assignment,
-                               "layout": Layout, "cp_comm_type": CpCommType}.get(key, []))
+                               "layout": Layout, "cp_comm_type": CpCommType,
+                               "moe_flex_backend": FlexBackend}.get(key, []))
     return next((m.label for m in members if int(m) == value), str(value).lower())
 
 
@@ -176,6 +180,9 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         return int(value)
     if (key == "cp_comm_type" and isinstance(value, (int, np.integer)) and not isinstance(value, bool)
             and int(value) in list(CpCommType)):
+        return int(value)
+    if (key == "moe_flex_backend" and isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+            and int(value) in list(FlexBackend)):
         return int(value)
     if key == "bucket" and isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
         return float(value)
@@ -250,6 +257,12 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         except InputError:
             raise InputError(f"unknown layout {value!r} in {label!r}", where=where,
                              allowed=" | ".join(Layout.labels())) from None
+    if key == "moe_flex_backend":
+        try:
+            return int(FlexBackend.parse(text))
+        except InputError:
+            raise InputError(f"unknown flex dispatcher backend {value!r} in {label!r}", where=where,
+                             allowed=" | ".join(FlexBackend.labels())) from None
     if key == "cp_comm_type":
         try:
             return int(CpCommType.parse(text))

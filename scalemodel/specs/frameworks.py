@@ -725,11 +725,12 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
     counts and no unified flag: refused here at both flags. The one count sizes every backend
     (megatron/core/transformer/moe/token_dispatcher.py L1157-1158 hybridep, L1287-1292 deepep). Older Megatron-Core
     (002255075c) sized each backend by its own flag only; that reading is not kept. Read when the flex dispatcher
-    runs (--moe-token-dispatcher-type flex); the ncclep backend is priced as DeepEP / HybridEP and its count named as
-    not used. The bound by the accelerator's SM count is the engine's (job.check_ep_dispatch_sms), named at the flag
-    through out.fields. Without a count the engine prices Megatron-Core's DeepEP default, 20 SMs
-    (job.MCORE_FLEX_DEFAULT_SMS); under hybridep with the all-to-all overlapped (where the count is priced) that is
-    named as not HybridEP's own default (docs/model.md#contention)."""
+    runs (--moe-token-dispatcher-type flex). The backend goes to strategy.moe_flex_backend (deepep, Megatron-Core's
+    default, or hybridep: their bytes per token and their own SM counts differ, docs/model.md#ep-hierarchical); the
+    ncclep backend (NCCL EP through Transformer Engine, whose kernels this model does not read) is named as not used,
+    priced as DeepEP, and its count named as not used. The bound by the accelerator's SM count is the engine's
+    (job.check_ep_dispatch_sms), named at the flag through out.fields. Without a count the engine prices the
+    backend's own default (job.flex_default_sms: DeepEP 20, HybridEP 24 in one NVLink domain, 8 across)."""
     given = [f for f in (_MEG_FLEX_SMS_UNIFIED, *_MEG_FLEX_SMS_DEPRECATED) if f in args]
     if "--moe-flex-dispatcher-backend" not in args and not given:
         return
@@ -753,9 +754,12 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
         out.unused.extend(f"{f} {counts[f]} (read with --moe-token-dispatcher-type flex)" for f in counts)
         return
     if backend == "ncclep":  # NCCL EP through Transformer Engine: the model prices DeepEP / HybridEP kernels
-        out.unused.append("--moe-flex-dispatcher-backend ncclep (priced as the DeepEP / HybridEP dispatcher)")
+        out.unused.append("--moe-flex-dispatcher-backend ncclep (priced as the DeepEP dispatcher)")
         out.unused.extend(f"{f} {counts[f]} (the SMs of DeepEP / HybridEP kernels)" for f in counts)
         return
+    if "--moe-flex-dispatcher-backend" in args:
+        out.strategy["moe_flex_backend"] = backend
+        out.fields["moe_flex_backend"] = "--moe-flex-dispatcher-backend"
     deprecated = {f: counts[f] for f in _MEG_FLEX_SMS_DEPRECATED if f in counts}
     if _MEG_FLEX_SMS_UNIFIED in counts:
         chosen: str | None = _MEG_FLEX_SMS_UNIFIED
@@ -771,13 +775,6 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
     if chosen is not None:
         out.strategy["ep_dispatch_sms"] = counts[chosen]
         out.fields["ep_dispatch_sms"] = chosen
-    elif backend == "hybridep" and not given and out.strategy.get("moe_a2a_overlap"):
-        # no count: the engine prices Megatron-Core's DeepEP default (job.MCORE_FLEX_DEFAULT_SMS, 20); HybridEP's own
-        # (DeepEP hybrid-ep @94a9f8f csrc/hybrid_ep/config.cuh L366-367) depends on whether the EP group spans NVLink
-        # domains, which the launch does not say
-        out.unused.append("--moe-flex-dispatcher-backend hybridep without an SM count (HybridEP's own default, 24 SMs "
-                          "in one NVLink domain and 8 across, is priced as DeepEP's 20; give --set "
-                          "strategy.ep_dispatch_sms=N)")
 
 
 #: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others

@@ -12,6 +12,7 @@ from scalemodel.choices import (
     Assignment,
     Choice,
     CpCommType,
+    FlexBackend,
     Fp8Recipe,
     LayerImpl,
     Layout,
@@ -78,6 +79,7 @@ Fp8RecipeText = Annotated[str, Before(Fp8Recipe.normalize), _labels(Fp8Recipe)]
 LossImplText = Annotated[str, Before(LossImpl.normalize), _labels(LossImpl)]
 LayerImplText = Annotated[str, Before(LayerImpl.normalize), _labels(LayerImpl)]
 CpCommTypeText = Annotated[str, Before(CpCommType.normalize), _labels(CpCommType)]
+FlexBackendText = Annotated[str, Before(FlexBackend.normalize), _labels(FlexBackend)]
 
 # Text fields kept in their canonical spelling (the label of what they parse to).
 _SEQUENCE_LENGTHS = _text(lambda v: parse_sequence_lengths(v).label)
@@ -264,12 +266,19 @@ class StrategySpec(Spec, kw_only=True):
         "default 16 at core_dev_r0.15.0; moe_flex_dispatcher_num_sms later; Megatron-Bridge 25.11 and 26.08 HybridEP "
         "presets: 32). "
         "None: the default of the dispatcher that runs: NCCL's all-to-all (Megatron-Core alltoall dispatcher), the "
-        "accelerator's collective_units; with moe_flex_dispatcher, Megatron-Core's DeepEP default of 20 SMs"))] = None
+        "accelerator's collective_units; with moe_flex_dispatcher, the backend's (moe_flex_backend): DeepEP's 20 SMs "
+        "(Megatron-Core's), HybridEP's 24 with the EP group in one NVLink domain and 8 across domains"))] = None
     moe_flex_dispatcher: Annotated[bool, Meta(description=(
         "the EP tokens move with a hierarchical dispatcher (Megatron-Core moe_token_dispatcher_type flex: DeepEP or "
         "HybridEP, moe_flex_dispatcher_backend; docs/model.md#ep-hierarchical): each token crosses the network once "
         "per destination NVLink domain and NVLink once per destination GPU, not once per (token, expert) pair as "
         "with NCCL's all-to-all (false: Megatron-Core's alltoall dispatcher)"))] = False
+    moe_flex_backend: Annotated[FlexBackendText, Meta(description=(
+        "which backend the flex dispatcher runs (Megatron-Core --moe-flex-dispatcher-backend; "
+        "docs/model.md#ep-hierarchical): deepep (Megatron-Core's default; each token copy carries its top-k indices "
+        "and weights; 20 SMs when ep_dispatch_sms is unset) or hybridep (each copy carries the fp32 probabilities of "
+        "the destination domain's experts; unset ep_dispatch_sms: 24 SMs with the EP group in one NVLink domain, 8 "
+        "across). Priced only with moe_flex_dispatcher"))] = "deepep"
     moe_layer_host_s: Annotated[SecondsOrZero, Meta(description=(
         "host (CPU) seconds to issue one MoE layer's forward and backward for one micro-batch, where the token "
         "dispatcher synchronises the host on the tokens per expert every MoE layer (dropless, not padded to "
