@@ -116,7 +116,9 @@ Two case files (issue 5 and issue 13):
       default buckets); Megatron-Bridge (mb2511, mb2608) and NeMo 2.2 (nemo2502, its MegatronCommOverlapCallback)
       ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`, :data:`BUCKET_128MI_SOURCES`); with fp8,
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
-      presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed).
+      presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed). NeMo 2.2 sets no grad_sync_func
+      -> align_grad_reduce false (:data:`NO_GRAD_SYNC_FUNC`; the others keep the default true, and every source
+      keeps align_param_gather true: docs/model.md#interleaved-dp-sync).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511, mb2608 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
       (torchtitan's eager F.cross_entropy), titan25 at tp 1 -> inductor (the same loss under torch.compile with
