@@ -116,7 +116,9 @@ Two case files (issue 5 and issue 13):
       default buckets); Megatron-Bridge (mb2511, mb2608) and NeMo 2.2 (nemo2502, its MegatronCommOverlapCallback)
       ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`, :data:`BUCKET_128MI_SOURCES`); with fp8,
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
-      presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed).
+      presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed). NeMo 2.2 sets no grad_sync_func
+      -> align_grad_reduce false (:data:`NO_GRAD_SYNC_FUNC`; the others keep the default true, and every source
+      keeps align_param_gather true: docs/model.md#interleaved-dp-sync).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511, mb2608 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
       (torchtitan's eager F.cross_entropy), titan25 at tp 1 -> inductor (the same loss under torch.compile with
@@ -765,6 +767,14 @@ MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcre
 #: Unchanged at 4ab94dfad (26.08, mb2608: ``if self.data_parallel_size > 1: comm_overlap_cfg.bucket_size = 128 * 1024 *
 #: 1024``), and every mb2608 preset sets a CommOverlapConfig (the full-iteration MXFP8 helpers build one).
 BRIDGE_BUCKET_ELEMENTS = 128 * 1024 * 1024
+#: Megatron-Core DDP sources whose training loop sets no ``grad_sync_func`` (strategy align_grad_reduce false,
+#: docs/model.md#interleaved-dp-sync): NeMo 2.2 (nemo2502, NVIDIA/NeMo@7192a2c944 nemo/lightning/megatron_parallel.py
+#: ``extract_ddp_funcs`` sets it only when ``getattr(ddp_config, "align_grad_reduce", False)``, and Megatron-Core's
+#: DistributedDataParallelConfig has no such field, neither at the commit NeMo 2.2 pins (791b70e031,
+#: requirements/manifest.json) nor since; so the interleaved schedule enables each chunk's sync before its last
+#: backward). Megatron-LM (mlm24: ``--no-delay-grad-reduce`` not given) and Megatron-Bridge
+#: (``DistributedInitConfig.align_grad_reduce = True``) set it.
+NO_GRAD_SYNC_FUNC = frozenset({"nemo2502"})
 #: Sources whose distributed-optimizer bucket is :data:`BRIDGE_BUCKET_ELEMENTS` at ZeRO 1: mb2511 and mb2608 (above) and
 #: nemo2502:
 #: NeMo v2.2.0 (7192a2c944) nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py
@@ -920,6 +930,8 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     if src not in MEGATRON_DDP or zero not in ("0", "1"):
         return out
     out["megatron_ddp"] = True
+    if src in NO_GRAD_SYNC_FUNC:
+        out["align_grad_reduce"] = False
     if src in BUCKET_128MI_SOURCES and zero == "1" and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG:
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
     if (src in FP8_PARAM_GATHER or case["id"] in RECIPE_FP8_PARAM_GATHER) and zero == "1" and precision == "fp8":

@@ -643,6 +643,8 @@ class StrategyGrid:
     attention_unpad: np.ndarray  # bool: flash-attn varlen on unpad_input/pad_input copies of Q, K, V and the output
     moe_fp8_padding: np.ndarray  # bool: an fp8 run's experts pad/unpad their routed tokens (TE Fp8Padding copies)
     megatron_ddp: np.ndarray  # bool: Megatron-Core DDP's gradient buckets (max(4e7, 1e6 dp cp) elements)
+    align_grad_reduce: np.ndarray  # bool: interleaved Megatron-Core DDP syncs a chunk after its last backward
+    align_param_gather: np.ndarray  # bool: interleaved Megatron-Core DDP gathers chunk j+1 at chunk j's 1st forward
     fp8_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in FP8 (Megatron)
     loss_impl: np.ndarray  # choices.LossImpl codes: the cross-entropy's implementation (its passes over the logits)
     layer_impl: np.ndarray  # choices.LayerImpl codes: the layer's memory-bound ops' implementation (bytes per token)
@@ -725,6 +727,8 @@ class StrategyGrid:
             "attention_unpad": bool(self.attention_unpad[i]),
             "moe_fp8_padding": bool(self.moe_fp8_padding[i]),
             "megatron_ddp": bool(self.megatron_ddp[i]),
+            "align_grad_reduce": bool(self.align_grad_reduce[i]),
+            "align_param_gather": bool(self.align_param_gather[i]),
             "fp8_param_gather": bool(self.fp8_param_gather[i]),
             "loss_impl": LossImpl.of(self.loss_impl[i]).label,
             "layer_impl": LayerImpl.of(self.layer_impl[i]).label,
@@ -750,7 +754,8 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     moe_a2a_overlap=False, moe_shared_expert_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
     ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
     deepspeed_pipeline=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False, fsdp_flat_param=False,
-    fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, megatron_ddp=False, fp8_param_gather=False,
+    fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, megatron_ddp=False, align_grad_reduce=True,
+    align_param_gather=True, fp8_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
     eager_rope=False, eager_glu_clamp=False, eager_expert_bias=False, eager_bias_dropout_add=False,
     train_metric_passes=0)
@@ -935,6 +940,8 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         attention_unpad=getattr(strategy, "attention_unpad", False),
         moe_fp8_padding=getattr(strategy, "moe_fp8_padding", False),
         megatron_ddp=getattr(strategy, "megatron_ddp", False),
+        align_grad_reduce=getattr(strategy, "align_grad_reduce", True),
+        align_param_gather=getattr(strategy, "align_param_gather", True),
         fp8_param_gather=getattr(strategy, "fp8_param_gather", False),
         loss_impl=LossImpl.parse(getattr(strategy, "loss_impl", "megatron"), "strategy.loss_impl"),
         layer_impl=LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl"),

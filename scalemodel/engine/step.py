@@ -1364,7 +1364,84 @@ def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np
     rs = np.maximum(grads - ag, 0.0)
     opg = g.overlap_param_gather & g.overlap & zero12
     hidden_ag = np.minimum(np.maximum(ag - comp["forward_free"], ag * last_bucket), ag)
-    return _expose(g, comp, rs, last_bucket) + np.where(opg, hidden_ag, ag)
+    whole_stage = _expose(g, comp, rs, last_bucket) + np.where(opg, hidden_ag, ag)
+    chunked = interleaved_dp_sync(g)
+    if not np.any(chunked):
+        return np.asarray(whole_stage)
+    # the interleaved schedule syncs chunk by chunk (docs/model.md#interleaved-dp-sync)
+    v = np.maximum(g.virtual_stages, 1).astype(float)
+    rs_i = interleaved_grad_sync_exposed(rs, comp["backward_free"], g.pp, v, rs * last_bucket, g.align_grad_reduce)
+    ag_i = interleaved_param_gather_exposed(ag, comp["forward_free"], g.pp, v, ag * last_bucket, g.align_param_gather)
+    return np.asarray(np.where(chunked, rs_i + np.where(opg, ag_i, ag), whole_stage))
+
+
+def interleaved_dp_sync(g: StrategyGrid) -> np.ndarray:
+    """Where the data-parallel sync runs model chunk by model chunk (docs/model.md#interleaved-dp-sync): Megatron-Core's
+    DDP (:func:`megatron_ddp_on`) with overlap, under the interleaved schedule with pp > 1 and v >= 2 chunks per rank
+    (megatron/core/pipeline_parallel/schedules.py ``forward_backward_pipelining_with_interleaving``)."""
+    return np.asarray(megatron_ddp_on(g) & g.overlap & (g.schedule == ScheduleKind.INTERLEAVED) & (g.pp > 1)
+                      & (g.virtual_stages >= 2))
+
+
+def interleaved_grad_sync_exposed(grads: Any, backward: Any, pp: Any, v: Any, first_bucket: Any,
+                                  aligned: Any) -> np.ndarray:
+    """Seconds of an interleaved pipeline's gradient sync (reduce-scatter or all-reduce, ``grads`` seconds for the
+    stage) left after the first stage's last backward (docs/model.md#interleaved-dp-sync).
+
+    Megatron-Core syncs each of the stage's v model chunks once its last micro-batch backward is done
+    (schedules.py ``backward_step_helper``), its buckets queued on the data-parallel group's one NCCL stream; chunk
+    k's last backward on the first stage comes k pp chunk-backwards (b/v each, ``backward`` = b, one micro-batch's
+    backward of the stage left free) before the stage's last, chunk v - 1's first, chunk 0's last. With r = C/v
+    per chunk and W = pp b/v:
+
+        aligned (grad_sync_func: after the backward)   exposed = max(r, C - (v-1) W)
+        not aligned (sync enabled before it)           exposed = max(2r - W, C - (v-1) W, r - b/v, min(B, r))
+
+    (chunk k >= 1 is one bucket, ``disable_bucketing=(model_chunk_idx > 0)``, launched when its backward ends
+    either way; chunk 0's buckets launch after its last backward when aligned, under it otherwise, the last,
+    ``first_bucket`` = B seconds, after it: :func:`_expose`'s rule for one chunk). Each term is the queue
+    from one chunk's release to the end: (k+1) r - k W, linear in k, so its ends bound it.
+    """
+    c = np.asarray(grads, dtype=float)
+    v = np.maximum(np.asarray(v, dtype=float), 1.0)
+    r = c / v
+    chunk_bwd = np.asarray(backward, dtype=float) / v
+    window = np.asarray(pp, dtype=float) * chunk_bwd
+    queue = c - (v - 1.0) * window  # chunk v-1 released first, then every W another r
+    after = np.maximum(r, queue)
+    before = np.maximum(np.maximum(2.0 * r - window, queue),
+                        np.maximum(r - chunk_bwd, np.minimum(np.asarray(first_bucket, dtype=float), r)))
+    return np.asarray(np.minimum(np.where(aligned, after, before), c))
+
+
+def interleaved_param_gather_exposed(gather: Any, forward: Any, pp: Any, v: Any, first_bucket: Any,
+                                     aligned: Any) -> np.ndarray:
+    """Seconds of an interleaved pipeline's parameter all-gather (``gather`` seconds for the stage; ZeRO-1 with
+    overlap_param_gather) the first stage's forwards wait for (docs/model.md#interleaved-dp-sync).
+
+    The first stage's warmup runs the first micro-batches' chunk-forwards back to back (f/v each, ``forward`` = f,
+    one micro-batch's forward of the stage left free): chunk j's first at forward j pp. With a = A/v per chunk,
+    W = pp f/v and chunk 0's delay d0 = max(a - f/v, min(B, a)) (its buckets under its first forward, the first,
+    ``first_bucket`` = B seconds, before it: the whole-stage rule for one chunk):
+
+        aligned (param_sync_func)   exposed = max(d0, 2a - W) + (v - 2) max(0, a - W)
+        not aligned                 exposed = d0 + (v - 1) a
+
+    Aligned: the schedule dispatches chunks 0 and 1 when it starts and chunk j + 1 (j >= 1) at chunk j's first
+    forward (schedules.py ``forward_step_helper``, ``param_sync_func``), all on one stream: chunks 0 and 1 share
+    the first pp chunk-forwards, each later chunk has the pp before its own. Not aligned (Megatron-Core's
+    pre-hook at 92c8482e6 dispatches a bucket that is not yet dispatched and waits for it; the next-bucket chain
+    stays inside a chunk): every later chunk's single bucket is gathered at its first forward, nothing under it.
+    """
+    a_all = np.asarray(gather, dtype=float)
+    v = np.maximum(np.asarray(v, dtype=float), 1.0)
+    a = a_all / v
+    chunk_fwd = np.asarray(forward, dtype=float) / v
+    window = np.asarray(pp, dtype=float) * chunk_fwd
+    d0 = np.maximum(a - chunk_fwd, np.minimum(np.asarray(first_bucket, dtype=float), a))
+    after = np.maximum(d0, 2.0 * a - window) + (v - 2.0) * np.maximum(a - window, 0.0)
+    exposed = np.where(aligned, after, d0 + (v - 1.0) * a)
+    return np.asarray(np.minimum(exposed, a_all))
 
 
 def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],

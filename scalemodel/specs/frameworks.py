@@ -274,6 +274,12 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                # core_v0.16.0) removed it: read as the releases that honoured it
                "--no-async-tensor-model-parallel-allreduce": ("strategy", "tp_async_allreduce", False),
                "--overlap-param-gather": ("strategy", "overlap_param_gather", True),
+               # megatron/training/arguments.py: store_false switches (dest align_grad_reduce at 92c8482e6 and
+               # d98e8a64dd; dest delay_grad_reduce, the same grad_sync_func, at f2e5db402c; dest align_param_gather):
+               # the interleaved schedule's per-chunk data-parallel sync (docs/model.md#interleaved-dp-sync)
+               "--no-align-grad-reduce": ("strategy", "align_grad_reduce", False),
+               "--no-delay-grad-reduce": ("strategy", "align_grad_reduce", False),
+               "--no-align-param-gather": ("strategy", "align_param_gather", False),
                "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
                "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
                # megatron/training/arguments.py at core_v0.15.0 (0d7e02bd26) line 3060: store_true, "Enable

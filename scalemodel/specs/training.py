@@ -371,6 +371,18 @@ class StrategySpec(Spec, kw_only=True):
         "buckets of max(4e7, 1e6 x dp x cp) elements unless bucket_size is given (--ddp-bucket-size); without "
         "overlap, one bucket per buffer (megatron/training/training.py resolve_ddp_bucket_size); "
         "docs/model.md#megatron-buckets. Set by a Megatron-LM strategy file"))] = False
+    align_grad_reduce: Annotated[bool, Meta(description=(
+        "megatron_ddp with the interleaved schedule and overlap: each model chunk's gradient sync is launched "
+        "after its last micro-batch's backward, the first chunk's buckets included (Megatron-LM's default, "
+        "--no-align-grad-reduce turns it off; Megatron-Bridge DistributedInitConfig.align_grad_reduce); false: "
+        "the sync is enabled before each chunk's last backward, so the first chunk's buckets run under it "
+        "(NeMo 2.2, whose DDP config has no such field); docs/model.md#interleaved-dp-sync"))] = True
+    align_param_gather: Annotated[bool, Meta(description=(
+        "megatron_ddp with the interleaved schedule and overlap_param_gather: the schedule gathers the first two "
+        "model chunks' parameters when it starts and chunk j + 1's at chunk j's first forward, pp chunk-forwards "
+        "before they are needed (Megatron-LM's default for interleaving, --no-align-param-gather turns it off; "
+        "Megatron-Bridge and NeMo 2.2 set it when pp > 1 and vpp > 1); false: each later chunk's gather starts "
+        "at its own first forward and is exposed; docs/model.md#interleaved-dp-sync"))] = True
     fp8_param_gather: Annotated[bool, Meta(description=(
         "zero 1/2 (Megatron-Core's distributed optimizer) with precision fp8: the transformer layers' linear "
         "weights (experts' included) are Transformer Engine FP8 tensors, all-gathered after the optimizer step "
