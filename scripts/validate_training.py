@@ -172,6 +172,7 @@ import yaml
 
 from scalemodel.choices import Precision
 from scalemodel.cost import pipeline, transformer
+from scalemodel.engine.host_floor import host_floor_scale
 from scalemodel.engine.job import transformer_shape
 from scalemodel.engine.predict import Prediction, predict
 from scalemodel.engine.step import Infeasible
@@ -1538,6 +1539,28 @@ RECIPE_HOST_SYNC_EAGER = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h100
                                     "mb2604_h100_gpt_oss_120b_bf16", "mb2604_h100_qwen3_235b_fp8cs",
                                     "mb2604_b200_gpt_oss_120b_bf16", "mb2604_b200_qwen3_235b_fp8mx"}) \
     | RECIPE_HOST_SYNC_HYBRIDEP | RECIPE_HOST_SYNC_DEEPEP
+#: Rows whose dropless dispatcher synchronises the host as above (HybridEP without a capacity factor, DeepEP, or the
+#: alltoall dispatcher) and whose CUDA graphs also cover attention (cuda_graph_scope attn + moe_router +
+#: moe_preprocess; the hybrid presets add mamba; mcrec26_b300_qwen3_235b_fp8mx attn + moe_router, its preprocess
+#: eager). Each graph ends before the dispatcher's synchronisation, so the host still issues the expert path eagerly
+#: after it: the floor is H scaled by the bottom-up count without attention's part (:func:`host_floor_s`,
+#: docs/model.md#host "CUDA graphs of part of the layer"), where these rows had none before (on the argument that
+#: they issue less than H). The rows, from the evidence above and their moe_dispatch fields: 25.11 GB200 Qwen3-235B
+#: BF16 (HybridEP, dropless page footnote); 26.04 B200 Qwen3-30B (HybridEP) and DeepSeek-V3 (DeepEP); the Nemotron 3
+#: Nano and Super presets of 26.04-26.08 with these scopes (HybridEP, dropless page footnote); 26.06 B300 DeepSeek-V3
+#: and GPT-OSS (HybridEP); the Megatron-LM recipes (9c5258f109) that graph attn with a dropless HybridEP dispatch. Not
+#: here: the full-iteration graphs (a fixed capacity, no count read back), nemo2502_b200_mixtral_8x7b (capacity factor
+#: 1.0, padded), mcore26_gb200_dsv3_mtp_fp8mx (scope not printed).
+RECIPE_HOST_SYNC_ATTN_GRAPHED = frozenset({
+    "mb2511_gb200_qwen3_235b_bf16", "mb2604_b200_qwen3_30b_fp8mx", "mb2604_b200_dsv3_mtp_fp8mx",
+    "mb2604_b200_nemotron3_nano_fp8mx", "mb2604_b200_nemotron3_super_nvfp4",
+    "mb2606_b300_dsv3_mtp_fp8mx", "mb2606_b300_gpt_oss_120b_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx",
+    "mb2606_b300_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_nvfp4",
+    "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_nano_fp8mx",
+    "mb2608_gb300_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_nvfp4",
+    "mcrec26_gb200_dsv3_mtp_fp8mx", "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
+    "mcrec26_gb200_qwen3_235b_fp8mx", "mcrec26_h100_qwen3_30b_fp8blk", "mcrec26_gb200_qwen3_30b_fp8mx"})
+RECIPE_HOST_SYNC_EAGER |= RECIPE_HOST_SYNC_ATTN_GRAPHED  # the floor set (the name predates the partial-graph rows)
 
 
 #: RoPE as Megatron-Core's eager kernels (StrategySpec.eager_rope; docs/model.md#eager-layer-ops): the GPT-OSS rows.
@@ -1615,6 +1638,18 @@ RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h
 #: about 1% high). Its graphed router and preprocess only remove host work, so for the recipes here,
 #: which capture nothing, H is a lower bound on their host time.
 MCORE_2511_MOE_LAYER_HOST_S = 512 * 4096 / 8 / 9299 / (64 * 48)
+
+
+def host_floor_s(case: dict[str, Any], wl: TransformerWorkload, ep: int) -> float:
+    """Host seconds per MoE layer of a row of the floor set (:data:`RECIPE_HOST_SYNC_EAGER`), 0 for the others:
+    :data:`MCORE_2511_MOE_LAYER_HOST_S` scaled by the bottom-up count from H's source (16 local experts, attention
+    eager) to the row's local experts (routed experts / EP) and attention, eager unless the recipe graphs it
+    (:data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`) or the MoE layer holds none (a hybrid pattern's E layer: MoE block
+    only); scalemodel.engine.host_floor, docs/model.md#host."""
+    if case["id"] not in RECIPE_HOST_SYNC_EAGER or wl.moe is None:
+        return 0.0
+    attention = case["id"] not in RECIPE_HOST_SYNC_ATTN_GRAPHED and wl.hybrid is None
+    return MCORE_2511_MOE_LAYER_HOST_S * float(host_floor_scale(wl.moe.experts / ep, attention))
 
 
 def recipe_chunks(case: dict[str, Any], layers: int, pp: int, v: int) -> tuple[int, int] | None:
@@ -1770,7 +1805,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           else MB_HYBRIDEP_NUM_SMS if case["id"] in RECIPE_HYBRIDEP
                           else MCORE_DEEPEP_NUM_SMS if case["id"] in RECIPE_DEEPEP else None,
                           moe_flex_dispatcher=case["id"] in RECIPE_HYBRIDEP | RECIPE_DEEPEP,
-                          moe_layer_host_s=MCORE_2511_MOE_LAYER_HOST_S if case["id"] in RECIPE_HOST_SYNC_EAGER else 0.0,
+                          moe_layer_host_s=host_floor_s(case, wl, ep),
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
                           eager_rope=case["id"] in RECIPE_EAGER_ROPE,
                           eager_glu_clamp=case["id"] in RECIPE_EAGER_EXPERT_OPS,
@@ -1819,10 +1854,17 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         notes.append(release_note)
     if case["id"] in RECIPE_HOST_SYNC_EAGER:
         # (its own name: ``how`` is the workload's, reported in settings)
-        sync = ("dropless HybridEP dispatch, no CUDA graph of the dispatch" if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
+        sync = ("dropless dispatch, attention graphed, the expert path eager"
+                if case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED
+                else "dropless HybridEP dispatch, no CUDA graph of the dispatch" if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
                 else "dropless DeepEP dispatch, no CUDA graphs" if case["id"] in RECIPE_HOST_SYNC_DEEPEP
                 else "dropless all-to-all dispatch, no CUDA graphs")
-        notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer: {sync}")
+        att = ("attention graphed" if case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED
+               else "no attention in the MoE layer" if wl.hybrid is not None else "attention eager")
+        notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer "
+                     f"({MCORE_2511_MOE_LAYER_HOST_S * 1e3:.2f} ms x "
+                     f"{st.moe_layer_host_s / MCORE_2511_MOE_LAYER_HOST_S:.4f}: {wl.moe.experts / ep:g} local experts, "
+                     f"{att}): {sync}")
     settings = {"cluster": cname, "workload": how, "precision": precision, "fp8_recipe": tr.fp8_recipe,
                 "tp": tp, "pp": pp, "cp": cp, "ep": ep,
                 "etp": st.etp,
