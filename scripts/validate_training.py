@@ -143,9 +143,10 @@ Two case files (issue 5 and issue 13):
   Megatron-Core's fine-grained activation offload, a paged-stash host buffer, optimizer states on the host), an
   accelerator the catalog lacks) or a configuration the model's own feasibility check rejects for a structural reason
   (its reason is printed); a predicted configuration that exceeds the model's memory estimate is still compared (the run
-  did fit) and marked ``oom``. MoE runs whose recipe dispatches with the host-synchronising all-to-all dispatcher and no
-  CUDA graphs (``RECIPE_HOST_SYNC_EAGER``) get the host floor of their release, strategy ``moe_layer_host_s`` =
-  ``MCORE_2511_MOE_LAYER_HOST_S`` (from a 25.11 run that is not a case; docs/model.md#host), and a note.
+  did fit) and marked ``oom``. MoE runs whose recipe dispatches with a host-synchronising dropless dispatcher and
+  graphs nothing beyond attention, the router and the preprocess (``RECIPE_HOST_SYNC_EAGER``) get a host floor,
+  strategy ``moe_layer_host_s`` = ``MCORE_2511_MOE_LAYER_HOST_S`` (from a 25.11 run that is not a case) scaled by the
+  bottom-up count to the row's graph scope and local experts (``host_floor_s``; docs/model.md#host), and a note.
 
 Errors: ``error`` = (predicted - measured) / measured on the compared metric; the bias in the summary
 is the mean of ``speed`` errors, signed so that + means the model predicts a faster run than measured
@@ -1497,7 +1498,8 @@ RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_g
 #: mb2606_h100_qwen3_30b_fp8cs (same Megatron-LM). Its MoE layers are 16 local experts, as H's source. The recomputed
 #: MoE forward syncs again (_HybridEPManager.combine resets num_permuted_tokens to None, so the recompute's dispatch
 #: sizes its buffers on the host) and its host time joins each MoE layer's interval, H (1 + 0.3199)
-#: (docs/model.md#host-recompute): 12.11 ms, below the row's shortest interval (17.03 ms), so it does not bind.
+#: (docs/model.md#host-recompute): 12.11 ms, below the row's shortest interval (17.03 ms), so it does not bind (since
+#: hostscale its H is scaled to its E layer, the MoE block alone: 0.7151 H x 1.3199 = 8.66 ms, :func:`host_floor_s`).
 #: DGX-B200 Nemotron 3 Super (26.04.01, 17a381f95): HybridEP, dropless (no capacity factor; the page's footnote
 #: "dropless"), and no CUDA graph: BASE_NEMOTRON_3_SUPER_CONFIG_B200 cuda_graph_impl "none"
 #: (scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py), the same kind as
@@ -1515,7 +1517,8 @@ RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_g
 #: cuda_graph_impl in QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS_V1, recipe 'none'). Not given H, as the GB200 presets
 #: that graph attention above: mb2604_b200_qwen3_30b_fp8mx (HybridEP) and mb2604_b200_dsv3_mtp_fp8mx (DeepEP), whose
 #: presets capture cuda_graph_scope ["attn", "moe_router", "moe_preprocess"] (less host work than H's source).
-#: Checked, not applied (docs/model.md#host "CUDA graphs of part of the layer", tests/test_host_bottom_up.py): H times
+#: (Since hostscale these partial-graph rows get H scaled by the count, :data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`.)
+#: Checked before that, not applied (docs/model.md#host, tests/test_host_bottom_up.py): H times
 #: the expert path's share of a bottom-up count (hardware/measurements/host_overhead.yaml moe_layer_bottom_up) binds
 #: on none of these rows (mb2604_b200_nemotron3_nano_fp8mx: each MoE layer with the Mamba layer after it, the floor's
 #: interval, exceeds even H; the mean layer, which the floor compared before, did not); mb2604_b200_qwen3_30b_fp8mx's
@@ -1526,7 +1529,8 @@ RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_g
 #:   moe_preprocess", the capture of H's source); megatron/core/transformer/moe/fused_a2a.py ``non_blocking =
 #:   num_permuted_tokens is not None`` and experts.py ``tokens_per_expert.tolist()`` at 9c5258f109. The recipes that
 #:   also graph attn (qwen3_30b gb200 MXFP8 partial CG and h100 FP8, qwen3_235b b300 and gb200 partial CG, deepseek_v3
-#:   gb200/gb300) are not given H, as the Megatron-Bridge rows above; the full-iteration graphs read no count back.
+#:   gb200/gb300) get H scaled to the expert path (:data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`, since hostscale; before, no
+#:   H, as the Megatron-Bridge rows above); the full-iteration graphs read no count back.
 #: - DeepEP with no CUDA graph (:data:`RECIPE_HOST_SYNC_DEEPEP`): qwen3_235b/b200 and deepseek_v3/b200: fused_a2a.py at
 #:   9c5258f109 ``buffer.dispatch`` returns ``num_recv_tokens_per_expert_list`` ("NOTES: the CPU will wait for GPU's
 #:   signal to arrive, so this is not compatible with CUDA graph"), the host list the experts' grouped GEMM is sized
@@ -1856,7 +1860,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         # (its own name: ``how`` is the workload's, reported in settings)
         sync = ("dropless dispatch, attention graphed, the expert path eager"
                 if case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED
-                else "dropless HybridEP dispatch, no CUDA graph of the dispatch" if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
+                else "dropless HybridEP dispatch, no CUDA graph of the dispatch"
+                if case["id"] in RECIPE_HOST_SYNC_HYBRIDEP
                 else "dropless DeepEP dispatch, no CUDA graphs" if case["id"] in RECIPE_HOST_SYNC_DEEPEP
                 else "dropless all-to-all dispatch, no CUDA graphs")
         att = ("attention graphed" if case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -264,7 +265,13 @@ FAMILY_MEDIAN_BOUNDS = {
     # Megatron's FLOPs per token (4 listed: offload, DeepSeek-V4), all but one predicted too fast (-14.0 .. +63.5 %);
     # fp8 +9 rows:
     # 12.0% -> 13.3%
-    ("precision", "fp8"): 0.135,  # n=63, now 13.3% (11.4% before the release curves)
+    # hostscale: raised 0.135 -> 0.141 by the host floor scaled to each row's graph scope and local experts
+    # (scalemodel/engine/host_floor.py, docs/model.md#host; a rule fixed before looking, from the bottom-up count):
+    # mb2606_h100_qwen3_30b_fp8cs (EP 16, 8 local experts: 0.7508 H) +1.8% -> +34.1% and mcrec26_b200_qwen3_235b_fp8mx
+    # +37.9% -> +42.3% move the wrong way (fewer local experts than H's source), mcrec26_h100_qwen3_30b_fp8blk
+    # +53.8% -> +20.6% and the B300 Nemotron 3 Super rows (64 local experts) +38.1 / +41.0% -> +20.6 / +13.5% the right
+    # way: 13.3% -> 14.0%
+    ("precision", "fp8"): 0.141,  # n=63, now 14.0% (11.4% before the release curves)
     # FSDP/ZeRO-3 lowered 0.20 -> 0.11 by Hopper's in-layer factor (see H100): the MPT runs move closer
     # FSDP/ZeRO-3 9.9 -> 9.2 % by the FSDP root unit (docs/model.md#fsdp-root-unit), bound kept
     ("parallelism", "FSDP/ZeRO-3"): 0.11,  # n=18, now 9.2% (14.1% before Hopper's factor)
@@ -311,7 +318,10 @@ FAMILY_MEDIAN_BOUNDS = {
     # recipes of NVIDIA/Megatron-LM 9c5258f109 examples/moe_recipes joined, 12 compared in tokens/s/GPU through
     # Megatron's FLOPs per token (4 listed: offload, DeepSeek-V4), all but one predicted too fast (-14.0 .. +63.5 %);
     # 10.3% -> 11.9%
-    ("parallelism", "TP/PP/DP"): 0.12,  # n=101, now 11.9%
+    # hostscale: raised 0.12 -> 0.122 by the scaled host floor (see fp8: mb2606_h100_qwen3_30b_fp8cs,
+    # mcrec26_h100_qwen3_235b_bf16 +49.3% -> +70.0% and mcrec26_b200_qwen3_235b_fp8mx move away, the H100 FP8 recipe
+    # and the B300 Super rows closer): 11.9% -> 12.2%
+    ("parallelism", "TP/PP/DP"): 0.122,  # n=101, now 12.2%
     # MoE: mb2511_h100_qwen3_30b moved +90.6% -> +125% when its recipe's recompute (none) replaced the rule's
     # guess (full); the missing MoE cost is reported, not hidden behind a guess. The family median fell when
     # interleaved uneven chunks and MoE parallel folding made four more MoE runs expressible.
@@ -512,7 +522,8 @@ FAMILY_MEDIAN_BOUNDS = {
     # recipes of NVIDIA/Megatron-LM 9c5258f109 examples/moe_recipes joined, 12 compared in tokens/s/GPU through
     # Megatron's FLOPs per token (4 listed: offload, DeepSeek-V4), all but one predicted too fast (-14.0 .. +63.5 %);
     # 10.1% -> 11.3%
-    ("all", "all"): 0.115,  # n=119, now 11.3%
+    # hostscale (scaled host floor, see fp8): 11.3% -> 11.5%, within the bound
+    ("all", "all"): 0.115,  # n=119, now 11.5%
     # mb2604 raised 0.133 -> 0.14 (12.7% -> 13.7%) by counting each MTP pass's block once in the EP traffic (see
     # B300): the B200 DeepSeek-V3 MTP row +5.1% -> +7.8% and the B200 Nemotron 3 Super row +12.1% -> +14.1% are
     # predicted faster; the Super row's +14.1% and Qwen3-235B's +13.3% are now the middle pair
@@ -599,11 +610,12 @@ def test_host_synchronising_moe_runs_are_marked() -> None:
     the host floor (scripts/validate_training.py RECIPE_HOST_SYNC_EAGER); so do the GB200 HybridEP rows whose CUDA
     graphs cover only the MoE router and preprocess, the capture of the run H comes from (RECIPE_HOST_SYNC_HYBRIDEP:
     a dropless HybridEP dispatch copies the token counts to the host, Megatron-LM 0d8e0714 fused_a2a.py
-    ``use_host_meta``; changed from "HybridEP rows do not" when that code was read). The GB200 Qwen3-235B BF16 preset
-    also graphs attention (less host work than H's source): not marked."""
+    ``use_host_meta``; changed from "HybridEP rows do not" when that code was read). The presets that also graph
+    attention (GB200 Qwen3-235B BF16 and the others of RECIPE_HOST_SYNC_ATTN_GRAPHED) are marked since hostscale:
+    their host still issues the expert path eagerly after the synchronisation (H scaled by the bottom-up count)."""
     mod = load_script()
     moe = {r.id: r for r in mod.validate_all()[0] if r.families["model"] == "MoE"}
-    marked = {i for i, r in moe.items() if any(n.startswith("host floor 9.18 ms per MoE layer") for n in r.notes)}
+    marked = {i for i, r in moe.items() if any(re.match(r"host floor \d+\.\d\d ms per MoE layer", n) for n in r.notes)}
     floored = {i for i, r in moe.items() if r.strategy is not None and r.strategy.moe_layer_host_s > 0}
     assert floored == marked
     # the DGX-B200 DeepSeek-V3 preset is one of them too (Megatron-Bridge 97ad8cc6f deepseek_workload_base_configs.py
@@ -637,7 +649,19 @@ def test_host_synchronising_moe_runs_are_marked() -> None:
                       # moe_preprocess graphed, H's capture), and DeepEP without CUDA graphs (B200 Qwen3-235B and
                       # DeepSeek-V3: the host waits for DeepEP's receive counts, fused_a2a.py)
                       "mcrec26_gb200_qwen3_30b_bf16", "mcrec26_h100_qwen3_30b_bf16", "mcrec26_h100_qwen3_235b_bf16",
-                      "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx"}
+                      "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b200_dsv3_mtp_fp8mx"} \
+        | (mod.RECIPE_HOST_SYNC_ATTN_GRAPHED & set(moe))
+    # hostscale: the partial-graph rows (attn + moe_router + moe_preprocess, with a dropless HybridEP or DeepEP
+    # dispatch) are marked too, their floor H scaled to the expert path (scalemodel/engine/host_floor.py); listed
+    # here by hand so that the set cannot drift unseen
+    assert mod.RECIPE_HOST_SYNC_ATTN_GRAPHED & set(moe) == {
+        "mb2511_gb200_qwen3_235b_bf16", "mb2604_b200_qwen3_30b_fp8mx", "mb2604_b200_dsv3_mtp_fp8mx",
+        "mb2604_b200_nemotron3_nano_fp8mx", "mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_dsv3_mtp_fp8mx",
+        "mb2606_b300_gpt_oss_120b_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
+        "mb2606_b300_nemotron3_super_nvfp4", "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb200_nemotron3_super_nvfp4",
+        "mb2608_gb300_nemotron3_nano_fp8mx", "mb2608_gb300_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_nvfp4",
+        "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx", "mcrec26_gb200_qwen3_235b_fp8mx",
+        "mcrec26_h100_qwen3_30b_fp8blk", "mcrec26_gb200_qwen3_30b_fp8mx"}
     assert {"mb2511_gb200_dsv3_bf16", "mb2511_gb200_qwen3_235b_bf16", "mb2511_gb200_qwen3_30b_fp8mx"} <= set(moe)
 
 
