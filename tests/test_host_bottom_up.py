@@ -1,7 +1,8 @@
 """The bottom-up count of a MoE layer's host issue time (hardware/measurements/host_overhead.yaml
 ``moe_layer_bottom_up``, ``evaluation_moe``; docs/model.md#host "Bottom-up check" and "CUDA graphs of part of the
-layer"). Not applied to any prediction: these tests hold the record to the code structure it was counted from
-and to the statements the docs make with it.
+layer"). Its total is not applied as H (H stays measured); its ratios scale H to a row's graph scope and local
+experts (scalemodel/engine/host_floor.py, tests/test_host_floor_scope.py). These tests hold the record to the code
+structure it was counted from and to the statements the docs make with it.
 
 Counts are re-derived here from the loops of the code, not read back: per Transformer Engine GroupedLinear call
 with n local experts and g compute streams (release_v2.9 grouped_linear.py, cast.cpp multi_tensor_quantize_impl,
@@ -87,15 +88,23 @@ def _validation():  # type: ignore[no-untyped-def]
 
 
 def test_no_floor_at_or_below_H_binds_on_the_b200_partial_graph_row(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """DGX-B200 Qwen3-30B-A3B 26.04 (attn + moe_router + moe_preprocess graphed): its device time per layer is
-    above H, so even the whole eager layer's H (more host work than this preset issues) changes nothing."""
+    """DGX-B200 Qwen3-30B-A3B 26.04 (attn + moe_router + moe_preprocess graphed, 16 local experts): its floor is the
+    expert path's share of H (scalemodel/engine/host_floor.py: 1940.622 / 2713.622 = 0.7151 H, 6.56 ms), and its
+    device time per layer is above H, so even the whole eager layer's H (more host work than this preset issues)
+    changes nothing."""
     mod, cases = _validation()
     cid = "mb2604_b200_qwen3_30b_fp8mx"
+    scaled = mod.predict_new_case(cases[cid])
+    assert scaled.strategy.moe_layer_host_s == pytest.approx(H_MEASURED_US * 1e-6 * 1940.622 / 2713.622, rel=1e-9)
+    monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER - {cid})
     plain = mod.predict_new_case(cases[cid])
+    assert plain.strategy.moe_layer_host_s == 0.0
     monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER | {cid})
+    monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_ATTN_GRAPHED", mod.RECIPE_HOST_SYNC_ATTN_GRAPHED - {cid})
     floored = mod.predict_new_case(cases[cid])
     assert floored.strategy.moe_layer_host_s == pytest.approx(H_MEASURED_US * 1e-6, rel=1e-9)
     assert floored.predicted == pytest.approx(plain.predicted, rel=1e-12)
+    assert scaled.predicted == pytest.approx(plain.predicted, rel=1e-12)
 
 
 def test_graphing_attention_ab_is_device_bound_in_the_model(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -133,5 +142,7 @@ def test_bottom_up_figure_misses_the_held_out_runs(monkeypatch, label, hardware_
     monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER | {case["id"]})
     monkeypatch.setattr(mod, "MCORE_2511_MOE_LAYER_HOST_S", _total(_doc()["moe_layer_bottom_up"]["costs_us"], 1) * 1e-6)
     bottom_up = mod.predict_new_case(case)
+    # attention eager and the local experts held at the source's 16 (scripts/validate_training.py host_floor_s):
+    # the floor is the count itself
     assert bottom_up.strategy.moe_layer_host_s == pytest.approx(3.9813e-3, rel=1e-4)
     assert bottom_up.speed_error > 0.30, f"{label}: {bottom_up.speed_error:+.1%}"

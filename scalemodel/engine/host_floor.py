@@ -1,0 +1,86 @@
+"""The host floor of a synchronising MoE layer, scaled from its measured source by the bottom-up count
+(docs/model.md#host, "CUDA graphs of part of the layer").
+
+``H`` (strategy ``moe_layer_host_s``) is measured on one configuration: Megatron-Bridge 25.11 on a DGX-B200 (x86),
+Qwen3-30B-A3B MXFP8, TP 1, EP 8 (16 local experts), MBS 1, CUDA graphs of the MoE router and preprocess only, so
+attention and the expert path run eagerly. Another run issues other work per MoE layer: a CUDA graph of attention
+removes attention's calls, and the grouped linears issue per-expert kernels and Python steps, so fewer local experts
+issue less. The host floor of a row is the measured ``H`` scaled by the bottom-up count of the two configurations:
+
+    H_row = H x min_p count_p(row) / count_p(source)
+    count_p(n, attention) = [attention] A_p + E_p + n e_p          (us, one MoE layer forward + backward)
+
+``p`` the count's two pricings (every call class at its low, then its high per-call cost); ``A_p`` attention's
+calls (3 Transformer Engine modules and 5 eager ops each way), ``E_p`` the expert path's fixed calls (the two
+grouped linears' modules, 11 eager ops each way, the grouped GEMM's stream events, the per-module launches that do
+not scale), ``e_p`` its calls per local expert (per grouped linear: an MXFP8 quantize and a GEMM forward, a quantize,
+a dgrad and a wgrad GEMM backward, six Python steps each way); the source is ``count_p(16, True)``. The counts and
+costs are hardware/measurements/host_overhead.yaml ``moe_layer_bottom_up`` (Megatron-LM 92c8482e6d, Transformer
+Engine release_v2.9), held here as :data:`CALL_COST_US` and :data:`CALLS` (tests/test_host_floor_scope.py checks them
+against the YAML). The lower of the two pricings' ratios is taken, as for the recomputed share ``r``
+(:data:`scalemodel.engine.step.MOE_FORWARD_HOST_SHARE`), so the floor stays the lower end.
+
+What the count does not hold, each left at zero (so the floor stays a lower bound where a run issues it): the router
+and the dispatcher's preprocess (graphed in the source; a run that leaves them eager issues more), shared experts,
+a latent MoE's projections and MLA's extra attention linears (none in the source's Qwen3 layer), and the
+precision's own calls (the count is MXFP8's: a BF16 run issues no per-expert quantize kernels, which the ratio does
+not remove). The count prices 30-43 % of ``H`` (the rest is Megatron-Core's Python, autograd, the allocator); the
+ratio assumes that rest scales as the priced calls do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+#: Local experts of ``H``'s source layer (Qwen3-30B-A3B, 128 experts over EP 8).
+SOURCE_LOCAL_EXPERTS = 16
+
+#: Per-call host costs in microseconds, (low, high), on an x86 DGX host: host_overhead.yaml
+#: ``moe_layer_bottom_up.costs_us`` (module: TE pull request 1191; op: PyTorch issue 161822 / TE issue 2053; launch:
+#: NVIDIA/raft pull request 1736; event: dream-go pull request 58's nvprof; basic: TE pull request 1191's O(1 us)).
+CALL_COST_US: dict[str, tuple[float, float]] = {
+    "module": (115.0, 140.0), "op": (8.3, 13.5), "launch": (5.0, 10.0), "event": (0.949, 1.094), "basic": (1.0, 1.0)}
+
+#: Calls of one MoE layer per (part, pass), each class as (fixed, per local expert), from host_overhead.yaml
+#: ``moe_layer_bottom_up.parts`` (its counts at n = 16): the expert path's forward launches are 2 (2n + 1) (per
+#: grouped linear n quantizes, n GEMMs, 2 scale swizzles, less the GEMM the module figure holds), its backward's
+#: 2 (3n + 3); its Python steps 6n per grouped linear each way; its events 1 + 3g per grouped GEMM (g = 4 streams),
+#: two grouped GEMMs forward and four backward.
+CALLS: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
+    ("attention", "fwd"): {"module": (3, 0), "op": (5, 0)},
+    ("attention", "bwd"): {"module": (3, 0), "op": (5, 0)},
+    ("moe", "fwd"): {"module": (2, 0), "op": (11, 0), "launch": (2, 4), "event": (26, 0), "basic": (0, 12)},
+    ("moe", "bwd"): {"module": (2, 0), "op": (11, 0), "launch": (6, 6), "event": (52, 0), "basic": (0, 12)},
+}
+
+
+def layer_host_count_us(local_experts: Any, attention: Any = True, pricing: int = 0) -> np.ndarray:
+    """Priced host time (us) of one MoE layer's forward and backward: :data:`CALLS` at ``local_experts`` experts per
+    rank (numpy-broadcasting), attention's part only where ``attention`` (it runs eagerly in the layer), at the
+    count's low (``pricing`` 0) or high (1) per-call costs. At 16 experts with attention: 2713.62 us (low), 3981.33 us
+    (high), the totals of host_overhead.yaml ``evaluation_moe``."""
+    n = np.asarray(local_experts, dtype=float)
+    att = np.asarray(attention, dtype=bool)
+    total = np.zeros(np.broadcast(n, att).shape)
+    for (part, _), calls in CALLS.items():
+        us = sum((fixed + per * n) * CALL_COST_US[k][pricing] for k, (fixed, per) in calls.items())
+        total = total + (np.where(att, us, 0.0) if part == "attention" else us)
+    return np.asarray(total, dtype=float)
+
+
+def host_floor_scale(local_experts: Any, attention: Any = True) -> np.ndarray:
+    """``min_p count_p(local_experts, attention) / count_p(16, True)``: the share of the measured ``H`` a row's MoE
+    layer issues (module docstring). 1 for the source's configuration; 0.7151 for 16 local experts with attention
+    graphed (the expert path alone, low pricing); 0.6263 for 4 local experts eagerly (high pricing)."""
+    ratios = [layer_host_count_us(local_experts, attention, p) / layer_host_count_us(SOURCE_LOCAL_EXPERTS, True, p)
+              for p in (0, 1)]
+    return np.asarray(np.minimum(*ratios), dtype=float)
+
+
+def moe_layer_host_floor(H: Any, local_experts: Any, attention: Any = True) -> np.ndarray:
+    """Host seconds per MoE layer (forward + backward) of a row whose dropless dispatcher synchronises the host:
+    ``H x`` :func:`host_floor_scale` (docs/model.md#host). ``attention`` False where the run graphs attention
+    (cuda_graph_scope ``attn``) or the MoE layer holds no attention (a hybrid pattern's E layer)."""
+    return np.asarray(np.asarray(H, dtype=float) * host_floor_scale(local_experts, attention), dtype=float)
