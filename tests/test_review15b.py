@@ -38,3 +38,39 @@ def test_shared_experts_recompute_with_the_overlap_runs_without_shared_experts()
     _grid(_moe(0), **kw)  # no error
     with pytest.raises(InputError, match="shared_experts"):
         _grid(_moe(2), **kw)
+
+
+# --- the Megatron args reader: --moe-shared-expert-overlap needs the alltoall or flex dispatcher ---
+
+@pytest.mark.parametrize("dispatcher", ["", " --moe-token-dispatcher-type allgather"])
+def test_args_reader_shared_expert_overlap_needs_alltoall_or_flex(tmp_path: Path, dispatcher: str) -> None:
+    """Megatron-Core raises 'moe_shared_expert_overlap only works with alltoall or flex token dispatcher' for a model
+    with shared experts (transformer_config.py@d98e8a64dd lines 1813-1826), and --moe-token-dispatcher-type defaults
+    to allgather (arguments.py@0d7e02bd26 line 3133): a launch naming the shared experts' size is refused (InputError
+    at the flag: exit 2), one without prices no overlap and names the flag as not used."""
+    f = tmp_path / "moe.sh"
+    base = "torchrun pretrain_gpt.py --expert-model-parallel-size 8 --moe-shared-expert-overlap" + dispatcher
+    f.write_text(base + " --moe-shared-expert-intermediate-size 2048\n")
+    with pytest.raises(InputError, match="alltoall or flex") as err:
+        read_strategy_file(f)
+    assert "--moe-shared-expert-overlap" in str(err.value)
+    f.write_text(base + "\n")
+    sf = read_strategy_file(f)
+    assert "moe_shared_expert_overlap" not in sf.strategy
+    assert any("--moe-shared-expert-overlap" in u and "alltoall or flex" in u for u in sf.unused)
+
+
+@pytest.mark.parametrize("dispatcher", ["alltoall", "flex"])
+def test_args_reader_keeps_the_overlap_beside_alltoall_and_flex(tmp_path: Path, dispatcher: str) -> None:
+    f = tmp_path / "moe.sh"
+    f.write_text("torchrun pretrain_gpt.py --expert-model-parallel-size 8 --moe-shared-expert-overlap "
+                 f"--moe-token-dispatcher-type {dispatcher} --moe-shared-expert-intermediate-size 2048\n")
+    assert read_strategy_file(f).strategy["moe_shared_expert_overlap"] is True
+
+
+def test_cli_args_file_allgather_shared_expert_overlap_exits_2(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "moe.sh"
+    f.write_text("torchrun pretrain_gpt.py --expert-model-parallel-size 8 --pipeline-model-parallel-size 8 "
+                 "--moe-shared-expert-overlap --moe-shared-expert-intermediate-size 2048\n")
+    r = cli("predict", "-c", "dgx-h100", "-m", "deepseek-v3", "-n", "256", "--strategy", str(f))
+    assert r.code == 2 and "Traceback" not in r.err and "--moe-shared-expert-overlap" in r.err
