@@ -74,3 +74,21 @@ def test_cli_args_file_allgather_shared_expert_overlap_exits_2(cli, tmp_path: Pa
                  "--moe-shared-expert-overlap --moe-shared-expert-intermediate-size 2048\n")
     r = cli("predict", "-c", "dgx-h100", "-m", "deepseek-v3", "-n", "256", "--strategy", str(f))
     assert r.code == 2 and "Traceback" not in r.err and "--moe-shared-expert-overlap" in r.err
+
+
+# --- ep_dispatch_sms is priced under moe_shared_expert_overlap only where the overlap hides something ---
+
+@pytest.mark.parametrize("model, ep, warned", [
+    ("mixtral-8x7b", 8, True),  # no shared experts: the overlap hides nothing, so the dispatcher's SMs slow nothing
+    ("deepseek-v3", 8, False),  # shared experts beside the all-to-alls: the hidden traffic slows them (contention)
+])
+def test_ep_dispatch_sms_warned_when_the_shared_expert_overlap_hides_nothing(cli, model: str, ep: int,  # type: ignore[no-untyped-def]
+                                                                             warned: bool) -> None:
+    args = ["predict", "-c", "dgx-h100", "-m", model, "-n", "256" if model == "deepseek-v3" else "64",
+            "--set", f"strategy.ep={ep}", "--set", "strategy.moe_shared_expert_overlap=true",
+            "--set", "strategy.ep_dispatch_sms=20"]
+    if model == "deepseek-v3":
+        args += ["--set", "strategy.pp=8"]
+    r = cli(*args)
+    assert r.code == 0, r.err
+    assert ("strategy.ep_dispatch_sms = 20 is not priced" in r.err) == warned, r.err

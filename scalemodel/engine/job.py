@@ -1112,9 +1112,11 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
         notices.warn(f"strategy.ep_dispatch_sms = {strategy.ep_dispatch_sms} is not priced: the model has no MoE "
                      "layers")
     elif getattr(strategy, "ep_dispatch_sms", None) is not None and not (
-            getattr(strategy, "moe_a2a_overlap", False) or getattr(strategy, "moe_shared_expert_overlap", False)):
+            getattr(strategy, "moe_a2a_overlap", False) or (
+                getattr(strategy, "moe_shared_expert_overlap", False) and float(job.shape.moe_shared_experts) > 0
+                and int(getattr(strategy, "ep", 1)) > 1)):
         # the dispatcher's SMs slow only the compute that hides EP all-to-alls (step._with_moe_a2a_overlap,
-        # step._with_shared_expert_overlap)
+        # step._with_shared_expert_overlap, which hides nothing without shared experts or at ep 1)
         notices.warn(f"strategy.ep_dispatch_sms = {strategy.ep_dispatch_sms} is not priced: the dispatcher's SMs slow "
                      "only the compute that hides the expert-parallel all-to-alls, and moe_a2a_overlap is off")
     if getattr(strategy, "moe_shared_expert_overlap", False) and not (
