@@ -92,3 +92,36 @@ def test_ep_dispatch_sms_warned_when_the_shared_expert_overlap_hides_nothing(cli
     r = cli(*args)
     assert r.code == 0, r.err
     assert ("strategy.ep_dispatch_sms = 20 is not priced" in r.err) == warned, r.err
+
+
+# --- coverage: the engine's wiring of the shared-expert overlap, by hand end to end ---
+
+def _gemm_by_hand(job, m: float, n: float, k: float) -> float:  # type: ignore[no-untyped-def]
+    d0, eb = job.gemm_half_dim, job.elem_bytes
+    eff = job.gemm_max * m / (m + d0) * n / (n + d0) * k / (k + d0)
+    return max(2 * m * n * k / (job.peak_flops * eff), (m * k + k * n + m * n) * eb / (
+        job.memory_bandwidth * job.memory_efficiency))
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_engine_hides_each_blocks_shared_expert_compute_under_slow_all_to_alls(recompute: str) -> None:
+    """8 MoE layers of 2 shared experts of 1024 (one SwiGLU MLP of W = 2048 on T = 4096 tokens, h 4096), ep 16
+    across two DGX-H100 nodes: each all-to-all outlasts every shared-expert piece, so each block hides all of them,
+    fc1_f + fc2_f forward and fc2_b + fc1_b = 2 (fc1_f + fc2_f) backward, and full recompute its forward pair once
+    more (docs/model.md#shared-expert-overlap). The step's EP time drops by micro-batches x 8 x that; the pieces
+    from the roofline by hand."""
+    tr = TrainingSpec(global_batch=32, micro_batch=1, precision="bf16", seq_len=4096)
+    job = build_job(load_cluster("dgx-h100"), _moe(2), tr)
+    from scalemodel.engine.step import evaluate
+    ep_comm = []
+    for on in (False, True):
+        st = StrategySpec(ep=16, dp=16, recompute=recompute, moe_shared_expert_overlap=on)
+        ep_comm.append(float(evaluate(job, grid_from_strategy(st, tr, 16, job)).breakdown["ep_comm"][0]))
+    T, h, W = 4096.0, 4096.0, 2048.0
+    f1 = _gemm_by_hand(job, T, 2 * W, h) + 3 * job.elem_bytes * T * W / (job.memory_bandwidth * job.memory_efficiency)
+    f2 = _gemm_by_hand(job, T, h, W)
+    m = 32 // 16
+    a2a = ep_comm[0] / (m * 8 * (6 if recompute == "full" else 4))  # one all-to-all
+    assert a2a > 2 * f1  # the regime: every piece shorter than the all-to-all beside it
+    per_block = 3 * (f1 + f2) + (f1 + f2 if recompute == "full" else 0.0)
+    assert ep_comm[0] - ep_comm[1] == pytest.approx(m * 8 * per_block, rel=1e-9)
