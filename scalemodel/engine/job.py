@@ -893,7 +893,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                          allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
     _check_chunk_layers(strategy)
     _check_moe_a2a_overlap(strategy, ep)
-    _check_shared_expert_overlap(strategy)
+    _check_shared_expert_overlap(job, strategy)
     _check_cp_window(job, strategy, cp, origin)
     check_fp8_all_gather(job, bool(getattr(strategy, "fsdp_fp8_all_gather", False)), "strategy.fsdp_fp8_all_gather")
     check_fp8_all_gather(job, bool(getattr(strategy, "fp8_param_gather", False)), "strategy.fp8_param_gather")
@@ -1021,11 +1021,13 @@ def _check_moe_a2a_overlap(strategy: Any, ep: int) -> None:
                          where="strategy.moe_a2a_overlap", allowed=allowed)
 
 
-def _check_shared_expert_overlap(strategy: Any) -> None:
+def _check_shared_expert_overlap(job: Job, strategy: Any) -> None:
     """Megatron-Core's own refusals of --moe-shared-expert-overlap (TransformerConfig.__post_init__,
     NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_config.py lines 1991-1998: "shared_experts
-    recompute cannot work with --moe-shared-expert-overlap"; lines 3039-3041: "disable moe_shared_expert_overlap
-    when enabling overlap_moe_expert_parallel_comm")."""
+    recompute cannot work with --moe-shared-expert-overlap", raised only when ``moe_shared_expert_intermediate_size
+    is not None``, so a model without shared experts runs both (the overlap does nothing there, and the job warns);
+    lines 3039-3041: "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm", whatever the
+    model)."""
     if not getattr(strategy, "moe_shared_expert_overlap", False):
         return
     allowed = "moe_shared_expert_overlap false, or moe_a2a_overlap false and no selective recompute of shared_experts"
@@ -1033,8 +1035,11 @@ def _check_shared_expert_overlap(strategy: Any) -> None:
         raise InputError("moe_shared_expert_overlap does not run with moe_a2a_overlap (Megatron-Core: 'disable "
                          "moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm')",
                          where="strategy.moe_shared_expert_overlap", allowed=allowed)
-    if Recompute.parse(strategy.recompute) == Recompute.SELECTIVE and "shared_experts" in str(
-            getattr(strategy, "recompute_modules", "") or "").split(","):
+    # transformer.recomputed_modules: selective recompute naming shared_experts, in a model that has them
+    shared = job.is_transformer and bool(np.any(transformer.recomputed_modules(
+        job.shape, Recompute.parse(strategy.recompute),
+        memory.recompute_modules_code(str(getattr(strategy, "recompute_modules", "") or ""))).shared_experts))
+    if shared:
         raise InputError("moe_shared_expert_overlap does not run with selective recompute of shared_experts "
                          "(Megatron-Core: 'shared_experts recompute cannot work with --moe-shared-expert-overlap')",
                          where="strategy.moe_shared_expert_overlap", allowed=allowed)
@@ -1140,9 +1145,11 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
         notices.warn(f"strategy.ep_dispatch_sms = {strategy.ep_dispatch_sms} is not priced: the model has no MoE "
                      "layers")
     elif getattr(strategy, "ep_dispatch_sms", None) is not None and not (
-            getattr(strategy, "moe_a2a_overlap", False) or getattr(strategy, "moe_shared_expert_overlap", False)):
+            getattr(strategy, "moe_a2a_overlap", False) or (
+                getattr(strategy, "moe_shared_expert_overlap", False) and float(job.shape.moe_shared_experts) > 0
+                and int(getattr(strategy, "ep", 1)) > 1)):
         # the dispatcher's SMs slow only the compute that hides EP all-to-alls (step._with_moe_a2a_overlap,
-        # step._with_shared_expert_overlap)
+        # step._with_shared_expert_overlap, which hides nothing without shared experts or at ep 1)
         notices.warn(f"strategy.ep_dispatch_sms = {strategy.ep_dispatch_sms} is not priced: the dispatcher's SMs slow "
                      "only the compute that hides the expert-parallel all-to-alls, and moe_a2a_overlap is off")
     if getattr(strategy, "moe_shared_expert_overlap", False) and not (

@@ -1573,16 +1573,16 @@ def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndar
         exposed ep      = ep - hidden                          (never below 0: each term <= one all-to-all)
 
     ``blocks`` the stage's MoE blocks per micro-batch, ``rec`` the forward passes recomputed in the backward
-    (selective moe: every block; full: the recomputed layers' MoE share and the MTP blocks).
-
-    (:func:`scalemodel.cost.compute.shared_expert_times`), and never more than the forward / backward compute not
-    already hiding TP/CP traffic (``comp``'s forward - ``hidden_fwd``, backward - ``hidden_bwd``: no compute hides
-    two collectives). The compute under them is taken from what DP traffic can hide (``hidden_fwd`` /
-    ``hidden_bwd``) and slowed by the dispatcher's SMs (``hidden_ep``,
+    (selective moe: every block; full: the recomputed layers' MoE share and the MTP blocks); fc1 / fc2 forward and
+    backward as :func:`scalemodel.cost.compute.shared_expert_times` prices them. The hidden time is never more than
+    the forward / backward compute not already hiding TP/CP traffic (``comp``'s forward - ``hidden_fwd``,
+    backward - ``hidden_bwd``: no compute hides two collectives). The compute under them is taken from what DP
+    traffic can hide (``hidden_fwd`` / ``hidden_bwd``) and slowed by the dispatcher's SMs (``hidden_ep``,
     ``contention``). Not modelled: the shared experts' own TP all-gather / reduce-scatter on their stream (priced
-    exposed, as without the overlap). Megatron-Core refuses it with overlap_moe_expert_parallel_comm and with
-    selective recompute of shared_experts (job._check_shared_expert_overlap); for a planner grid holding such a
-    candidate it is off there."""
+    as without the overlap: exposed, or under tp_comm_overlap under the GEMMs as userbuffers, which Megatron-Core
+    turns off for the shared experts' linears under the overlap, shared_experts.py lines 163-175). Megatron-Core
+    refuses it with overlap_moe_expert_parallel_comm and with selective recompute of shared_experts
+    (job._check_shared_expert_overlap); for a planner grid holding such a candidate it is off there."""
     on = np.asarray(g.moe_shared_expert_overlap, dtype=bool) & (g.ep > 1)
     if not job.is_transformer or not np.any(on) or float(job.shape.moe_shared_experts) <= 0:
         return mp

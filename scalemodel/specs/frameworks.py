@@ -673,6 +673,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
         if kind == "flex":
             out.strategy["moe_flex_dispatcher"] = True
             out.fields["moe_flex_dispatcher"] = "--moe-token-dispatcher-type"
+    _shared_expert_overlap_dispatcher(args, "--moe-shared-expert-intermediate-size" in model_flags, out)
     _flex_dispatcher_sms(args, number, out)
     _loss_impl(args, out)
     _cp_comm_type(args, out)
@@ -710,6 +711,35 @@ def _megatron(text: str, out: StrategyFile) -> None:
     if vpp is not None and vpp > 1:
         out.strategy["schedule"] = f"interleaved:{vpp}"
         out.fields["schedule"] = next(iter(virtual))
+
+
+def _shared_expert_overlap_dispatcher(args: dict[str, str | None], shared: bool, out: StrategyFile) -> None:
+    """--moe-shared-expert-overlap runs only beside the alltoall or flex dispatcher: Megatron-Core raises
+    "moe_shared_expert_overlap only works with alltoall or flex token dispatcher" for a model with shared experts
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_config.py lines 1813-1826; alltoall alone at
+    core_r0.10.0-core_r0.12.0), and --moe-token-dispatcher-type defaults to allgather (megatron/training/arguments.py
+    at core_v0.15.0 0d7e02bd26 line 3133). A launch naming the shared experts' size
+    (``shared``: --moe-shared-expert-intermediate-size) there is refused as Megatron refuses it; one without (the
+    model from
+    --model) prices no overlap, named as not used (Megatron would refuse it for a model with shared experts and
+    ignore it for one without)."""
+    if not out.strategy.get("moe_shared_expert_overlap"):
+        return
+    kind = args.get("--moe-token-dispatcher-type") or "allgather"
+    if kind in ("alltoall", "flex"):
+        return
+    shown = f"--moe-token-dispatcher-type {kind}" if "--moe-token-dispatcher-type" in args else \
+        "the default dispatcher, allgather"
+    if shared:
+        raise InputError(f"--moe-shared-expert-overlap with {shown}: Megatron-Core runs the shared experts beside "
+                         "the alltoall or flex dispatcher only ('moe_shared_expert_overlap only works with alltoall "
+                         "or flex token dispatcher')", where="--moe-shared-expert-overlap",
+                         allowed="--moe-token-dispatcher-type alltoall or flex, or leave --moe-shared-expert-overlap "
+                                 "out")
+    del out.strategy["moe_shared_expert_overlap"]
+    out.fields.pop("moe_shared_expert_overlap", None)
+    out.unused.append(f"--moe-shared-expert-overlap with {shown} (Megatron-Core runs it beside the alltoall or flex "
+                      "dispatcher only, and refuses it for a model with shared experts)")
 
 
 #: Megatron-Core's flex dispatcher backends (TransformerConfig.moe_flex_dispatcher_backend, Literal['deepep',
