@@ -46,3 +46,34 @@ def test_release_curve_is_named_once_where_the_fused_kernel_runs(cli, command: s
     assert json.loads(r.out)["warnings"].count(_PRICED_ON) == 1
     assert r.err.count(_PRICED_ON) == 1, r.err
     assert "is not priced" not in r.err, r.err
+
+
+# --- the "quote it" hint where quoting now finds a curve ---------------------------------------------------------
+# Every well-formed release at or above the earliest held one is now priced (on the nearest held at or below it), but
+# the hint for a bare YAML number (9.20 reads as 9.2) was still given only where the quoted text is itself a held
+# key. A bare 9.20 (NeMo 26.04's cuDNN 9.20.0) on b200, or 9.20 / 9.21 on gb300 (which holds 9.19 and 9.22), was
+# refused as "no attention curve for cuDNN 9.2 ... all later" with no word that quoting it makes it valid.
+
+@pytest.mark.parametrize("cluster, bare", [("dgx-b200", "9.20"), ("gb300-nvl72", "9.20"), ("dgx-b200", "9.10")])
+def test_a_bare_release_that_quoting_would_price_gets_the_hint(cli, cluster: str, bare: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", "-c", cluster, "-m", "gpt-1.7b", "-n", "8", "--set",
+                   f"training.cudnn_release={bare}")
+    assert f"(a bare {bare} reads as {bare[:-1]}: quote it)" in line, line
+    # and quoted it is priced
+    accepted(cli, "predict", "-c", cluster, "-m", "gpt-1.7b", "-n", "8", "--set", f"training.cudnn_release='{bare}'")
+
+
+@pytest.mark.parametrize("cluster, quoted", [
+    ("dgx-b200", "9.5"),      # 9.50 would be later than every curve held: no hint (round 14b's case)
+    ("dgx-b200", "0.0"),
+    ("gb300-nvl72", "9.1"),   # 9.10 is below gb300's earliest curve (9.19): quoting it would be refused as well
+    ("dgx-b200", "9.13.1"),   # not a bare number's text at all
+])
+def test_no_hint_where_quoting_finds_no_curve(cli, cluster: str, quoted: str) -> None:  # type: ignore[no-untyped-def]
+    if quoted == "9.13.1":  # priced on 9.13, not refused: nothing to hint at
+        accepted(cli, "predict", "-c", cluster, "-m", "gpt-1.7b", "-n", "8", "--set",
+                 f"training.cudnn_release='{quoted}'")
+        return
+    line = refused(cli, "predict", "-c", cluster, "-m", "gpt-1.7b", "-n", "8", "--set",
+                   f"training.cudnn_release='{quoted}'")
+    assert "quote it" not in line, line
