@@ -77,3 +77,28 @@ def test_no_hint_where_quoting_finds_no_curve(cli, cluster: str, quoted: str) ->
     line = refused(cli, "predict", "-c", cluster, "-m", "gpt-1.7b", "-n", "8", "--set",
                    f"training.cudnn_release='{quoted}'")
     assert "quote it" not in line, line
+
+
+# --- a release text ending in a line break ---------------------------------------------------------------------
+# The field's pattern ends in ``$``, which Python's re (msgspec's patterns) matches before a final newline: a quoted
+# "9.19\n" in a YAML file passed as release 9.19 (priced, and echoed with its newline), "9.21.1\n" too (its warning
+# read "9.21.1 :"). Before 01b3de5 such text was refused only because no held key equalled it.
+
+_NOT_FORM = "String is not of the allowed form (got '{}\\n')"
+
+
+@pytest.mark.parametrize("text", ["9.19", "9.21.1", "10.0"])
+def test_a_release_ending_in_a_newline_is_refused_in_each_file(cli, tmp_path, text: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text(f'kind: strategy\ncudnn_release: "{text}\\n"\n')
+    refused(cli, "predict", *GPT_B200, "--strategy", str(f), inputs=(f,),
+            match=f"error: --strategy: {f}: training.cudnn_release: " + _NOT_FORM.format(text))
+    scen = tmp_path / "scen.yaml"
+    scen.write_text("kind: scenario\nname: s\ncluster: dgx-b200\nmodel: gpt-1.7b\ngpus: [8]\n"
+                    f'training: {{global_batch: 8, cudnn_release: "{text}\\n"}}\n')
+    line = refused(cli, "check", str(scen), inputs=(scen,))
+    assert "training.cudnn_release" in line and _NOT_FORM.format(text) in line, line
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(f'- {{cluster: dgx-b200, model: gpt-1.7b, gpus: 8, step_time: 1.0, cudnn_release: "{text}\\n"}}\n')
+    line = refused(cli, "calibrate", "runs", str(runs), inputs=(runs,))
+    assert "cudnn_release" in line and _NOT_FORM.format(text) in line, line

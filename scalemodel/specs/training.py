@@ -56,7 +56,11 @@ _MODULES.fn.allowed = ("module names, comma-separated in one string: core_attn, 
 
 def _release_text(v: object) -> object:
     """A cuDNN release written as a bare number (YAML / --set read 9.19 as a float) as its text; 9.10 reads as 9.1,
-    which the engine then refuses with the releases held (docs/model.md#cudnn-release: quote it, '9.10')."""
+    which the engine then refuses with the releases held (docs/model.md#cudnn-release: quote it, '9.10'). Text that
+    ends in a line break is refused here: the field's pattern ends in ``$``, which Python's re (msgspec's patterns)
+    matches before a final newline, so '9.19\n' passed and was priced as 9.19 (review 15a)."""
+    if isinstance(v, str) and v.endswith("\n"):
+        raise ValueError(f"String is not of the allowed form (got {v!r})")
     return repr(v) if isinstance(v, float) else v
 
 
