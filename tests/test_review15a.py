@@ -102,3 +102,24 @@ def test_a_release_ending_in_a_newline_is_refused_in_each_file(cli, tmp_path, te
     runs.write_text(f'- {{cluster: dgx-b200, model: gpt-1.7b, gpus: 8, step_time: 1.0, cudnn_release: "{text}\\n"}}\n')
     line = refused(cli, "calibrate", "runs", str(runs), inputs=(runs,))
     assert "cudnn_release" in line and _NOT_FORM.format(text) in line, line
+
+
+# --- an unexpanded --moe-flex-dispatcher-num-sms still takes precedence ------------------------------------------
+# Megatron-LM d98e8a64dd TransformerConfig.__post_init__ (transformer_config.py L1792-1811) checks the two deprecated
+# SM flags for a conflict only when moe_flex_dispatcher_num_sms is None. A launch that sets it from the shell
+# ($SMS, which the reader cannot expand) and leaves both deprecated flags at different counts runs; the reader
+# refused it as "two different SM counts", the unified flag counted only when its value was a number.
+
+def test_an_unexpanded_unified_sm_flag_overrides_conflicting_deprecated_ones(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from test_hostile_inputs_round14c import MOE, _launch
+    f = _launch(tmp_path, "--moe-deepep-num-sms 20 --moe-hybridep-num-sms 32 --moe-flex-dispatcher-num-sms $SMS")
+    r = cli("predict", *MOE, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    import json
+    assert json.loads(r.out)["strategy"]["ep_dispatch_sms"] is None  # the count is the shell's: not known here
+    assert "--moe-flex-dispatcher-num-sms $SMS (not a number: a shell variable is not expanded)" in r.err, r.err
+    assert "--moe-deepep-num-sms 20 (--moe-flex-dispatcher-num-sms takes precedence)" in r.err, r.err
+    assert "--moe-hybridep-num-sms 32 (--moe-flex-dispatcher-num-sms takes precedence)" in r.err, r.err
+    # without it the same two counts are Megatron-Core's ValueError, refused as before
+    g = _launch(tmp_path, "--moe-deepep-num-sms 20 --moe-hybridep-num-sms 32")
+    refused(cli, "predict", *MOE, "--strategy", str(g), inputs=(g,), match="two different SM counts")
