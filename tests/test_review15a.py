@@ -123,3 +123,47 @@ def test_an_unexpanded_unified_sm_flag_overrides_conflicting_deprecated_ones(cli
     # without it the same two counts are Megatron-Core's ValueError, refused as before
     g = _launch(tmp_path, "--moe-deepep-num-sms 20 --moe-hybridep-num-sms 32")
     refused(cli, "predict", *MOE, "--strategy", str(g), inputs=(g,), match="two different SM counts")
+
+
+# --- checked and fine: hostile forms of the new surfaces (kept as regressions) -----------------------------------
+
+@pytest.mark.parametrize("flags, sms, unused", [
+    # argparse keeps the last of a repeated flag; the = form is the same flag
+    ("--moe-deepep-num-sms 20 --moe-deepep-num-sms 30", 30, None),
+    ("--moe-deepep-num-sms=24 --moe-hybridep-num-sms=24", 24, None),
+    # one deprecated count unexpanded: the other is the only one known (Megatron-Core would compare the two)
+    ("--moe-deepep-num-sms $N --moe-hybridep-num-sms 24", 24, "--moe-deepep-num-sms $N"),
+    # ncclep: priced as DeepEP / HybridEP, its count named as not used, the default prices it
+    ("--moe-flex-dispatcher-backend ncclep --moe-deepep-num-sms 20", None, "--moe-deepep-num-sms 20 (the SMs of"),
+])
+def test_sm_flag_combinations(cli, tmp_path, flags: str, sms: int | None, unused: str | None) -> None:  # type: ignore[no-untyped-def]
+    from test_hostile_inputs_round14c import MOE, _launch
+    r = cli("predict", *MOE, "--strategy", str(_launch(tmp_path, flags)), "--json")
+    assert r.code == 0, r.err
+    import json
+    assert json.loads(r.out)["strategy"]["ep_dispatch_sms"] == sms
+    if unused:
+        assert unused in r.err, r.err
+
+
+@pytest.mark.parametrize("body, etp", [
+    ("expert_parallel_degree = 8\ntensor_parallel_degree = 4", 1),   # torchtitan's default, not tp 4
+    ("expert_parallel_degree = 8", 1),
+    ("expert_parallel_degree = 1\ntensor_parallel_degree = 2", None),  # ep 1: nothing set (a dense run's file)
+    ("tensor_parallel_degree = 2", None),
+])
+def test_titan_without_the_etp_key(cli, tmp_path, body: str, etp: int | None) -> None:  # type: ignore[no-untyped-def]
+    from test_hostile_inputs_round14c import MOE, _titan
+    assert accepted(cli, "predict", *MOE, "--strategy", str(_titan(tmp_path, body)))["strategy"]["etp"] == etp
+
+
+def test_a_release_below_every_held_one_in_a_sweep_names_the_file_and_field(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "sw.yaml"
+    f.write_text("kind: sweep\nname: s\nmodels: [gpt-1.7b]\nclusters: [gb300-nvl72]\ngpus: [8]\n"
+                 "strategies: [{label: a}]\ntraining: {global_batch: 8, cudnn_release: '9.17'}\n")
+    r = cli("sweep", str(f), "--json")
+    import json
+    rows = json.loads(r.out)["rows"]
+    assert [row["status"] for row in rows] == ["error"], rows
+    assert (f"{f}: training.cudnn_release: no attention curve for cuDNN 9.17 on gb300 (releases held: 9.19, 9.22, "
+            "all later)") in rows[0]["message"], rows[0]
