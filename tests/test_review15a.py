@@ -167,3 +167,26 @@ def test_a_release_below_every_held_one_in_a_sweep_names_the_file_and_field(cli,
     assert [row["status"] for row in rows] == ["error"], rows
     assert (f"{f}: training.cudnn_release: no attention curve for cuDNN 9.17 on gb300 (releases held: 9.19, 9.22, "
             "all later)") in rows[0]["message"], rows[0]
+
+
+# --- the mcore26 DeepSeek-V3 rows' FLOP per token ----------------------------------------------------------------
+# Their model.note inferred mtp_depth 1 from "260.7 GFLOP per token on every DeepSeek-V3 row"; the BF16 row's
+# measured figures give 857e12 / 3298 = 259.9 (the integer TFLOP/s leaves +-0.06 %), the H100 row's 260.6. The
+# inference holds (all far above the w/o-MTP 249.1); the range the note states now covers every row.
+
+def test_mcore26_dsv3_notes_state_the_flop_per_token_of_every_row() -> None:
+    import re
+    from pathlib import Path
+
+    import yaml
+    cases = yaml.safe_load((Path(__file__).resolve().parents[1] / "validation" / "training_cases.yaml").read_text())
+    rows = [c for c in cases if c["id"].startswith("mcore26_") and "dsv3" in c["id"]]
+    assert len(rows) == 4
+    for c in rows:
+        m = c["measured"]
+        per_token = m["tflops_per_gpu"] * 1e3 / m["tokens_per_s_per_gpu"]  # GFLOP a token
+        stated = re.search(r"is ([0-9.]+)(?:-([0-9.]+))? GFLOP per token on every DeepSeek-V3 row", c["model"]["note"])
+        assert stated, c["model"]["note"]
+        low, high = float(stated[1]), float(stated[2] or stated[1])
+        assert low - 0.05 <= per_token <= high + 0.05, (c["id"], per_token, stated[0])
+        assert per_token > 249.1 + 5  # the MTP-trained count, not the w/o-MTP row's
