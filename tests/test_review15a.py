@@ -190,3 +190,13 @@ def test_mcore26_dsv3_notes_state_the_flop_per_token_of_every_row() -> None:
         low, high = float(stated[1]), float(stated[2] or stated[1])
         assert low - 0.05 <= per_token <= high + 0.05, (c["id"], per_token, stated[0])
         assert per_token > 249.1 + 5  # the MTP-trained count, not the w/o-MTP row's
+
+
+# --- the flex dispatcher's default SMs only where the EP all-to-all hides under compute --------------------------
+
+def test_flex_default_sms_price_nothing_without_the_a2a_overlap() -> None:
+    """MCORE_FLEX_DEFAULT_SMS charges the hidden EP time (step._with_free_windows, hidden_ep); with moe_a2a_overlap
+    off nothing is hidden, so no dispatcher SM count, the default 20 or any other, changes the flex step."""
+    from test_ep_dispatch_contention import _run
+    steps = {sms: float(_run(sms, overlap=False, flex=True)[2].step_time[0]) for sms in (None, 0, 20, 100)}
+    assert len(set(steps.values())) == 1, steps
