@@ -141,4 +141,5 @@ def test_a_flex_launch_without_a_count_prices_20_sms_and_names_hybrideps_own_def
     r = cli("predict", *MOE, "--strategy", str(g), "--json")
     assert r.code == 0 and json.loads(r.out)["step_time_s"] == got["step_time_s"], r.err
     assert ("--moe-flex-dispatcher-backend hybridep without an SM count (HybridEP's own default, 24 SMs in one NVLink "
-            "domain and 8 across, is priced as DeepEP's 20; give --set strategy.ep_dispatch_sms=N)") in r.err
+            "domain and 8 across, is not modelled: with strategy.ep_dispatch_sms unset the dispatcher is priced at "
+            "DeepEP's 20; give --set strategy.ep_dispatch_sms=N)") in r.err

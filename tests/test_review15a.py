@@ -200,3 +200,22 @@ def test_flex_default_sms_price_nothing_without_the_a2a_overlap() -> None:
     from test_ep_dispatch_contention import _run
     steps = {sms: float(_run(sms, overlap=False, flex=True)[2].step_time[0]) for sms in (None, 0, 20, 100)}
     assert len(set(steps.values())) == 1, steps
+
+
+# --- the HybridEP-default note stays true when a flag sets the count ---------------------------------------------
+# A launch under hybridep with the all-to-all overlapped and no SM flag is noted when the file is read, before any
+# flag applies: "HybridEP's own default ... is priced as DeepEP's 20; give --set strategy.ep_dispatch_sms=N". Given
+# that --set (32 priced), the note still said 20 was priced. It now states the rule, which holds either way.
+
+def test_hybridep_default_note_holds_with_a_count_set(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from test_hostile_inputs_round14c import MOE, _launch
+    f = _launch(tmp_path, "--global-batch-size 512 --moe-flex-dispatcher-backend hybridep")
+    r = cli("predict", *MOE, "--strategy", str(f), "--set", "strategy.ep_dispatch_sms=32", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["strategy"]["ep_dispatch_sms"] == 32
+    assert "is priced as DeepEP's 20" not in r.err, r.err
+    assert ("--moe-flex-dispatcher-backend hybridep without an SM count (HybridEP's own default, 24 SMs in one NVLink "
+            "domain and 8 across, is not modelled: with strategy.ep_dispatch_sms unset the dispatcher is priced at "
+            "DeepEP's 20; give --set strategy.ep_dispatch_sms=N)") in r.err, r.err

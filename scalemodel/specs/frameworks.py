@@ -772,9 +772,10 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
         # no count: the engine prices Megatron-Core's DeepEP default (job.MCORE_FLEX_DEFAULT_SMS, 20); HybridEP's own
         # (DeepEP hybrid-ep @94a9f8f csrc/hybrid_ep/config.cuh L366-367) depends on whether the EP group spans NVLink
         # domains, which the launch does not say
+        # (said as the rule, read before any flag applies: a --set strategy.ep_dispatch_sms=32 was told 20 is priced)
         out.unused.append("--moe-flex-dispatcher-backend hybridep without an SM count (HybridEP's own default, 24 SMs "
-                          "in one NVLink domain and 8 across, is priced as DeepEP's 20; give --set "
-                          "strategy.ep_dispatch_sms=N)")
+                          "in one NVLink domain and 8 across, is not modelled: with strategy.ep_dispatch_sms unset "
+                          "the dispatcher is priced at DeepEP's 20; give --set strategy.ep_dispatch_sms=N)")
 
 
 #: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others
