@@ -126,7 +126,7 @@ RELEASE_FITS = {"9.10": {"b200": ("CUDNN-B200-9.10",)}, "9.13": {"b200": ("CUDNN
                 "9.22": {"gb200": ("CUDNN-GB200-9.22",), "gb300": ("CUDNN-GB300-9.22",)}}
 #: accelerator -> accelerator whose release curves it takes where it has no sweep of that release (same die as a
 #: fraction of its own peak, the reasons of :data:`WHY`): b200 <-> gb200 both ways, b300 from b200. gb300 takes none
-#: (its other releases fall back to its default curve, the ratio fit)
+#: (a run at an earlier release than its 9.19 is refused: specs.training.cudnn_release_held)
 RELEASE_DONORS = {"b200": "gb200", "gb200": "b200", "b300": "b200"}
 #: why an accelerator may take its :data:`RELEASE_DONORS` donor's release curve (written into the borrowed source)
 RELEASE_WHY = {"b200": "the B200 is the GB200's Blackwell die at lower clocks; the curve is a fraction of its own "

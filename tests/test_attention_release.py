@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import script_module
 
-from scalemodel.engine.job import build_job
+from scalemodel.engine.job import build_job, warn_unfused_attention
 from scalemodel.errors import InputError
 from scalemodel.specs import load_cluster, load_workload, notices
 from scalemodel.specs.training import TrainingSpec
@@ -142,6 +142,7 @@ def test_a_release_not_held_prices_the_nearest_held_at_or_below(cluster: str, ac
     notices.clear()
     j = _job(cluster, release)
     assert j.attention_kernel == "cudnn" and j.attention_bwd == _bwd(acc, priced_on)
+    warn_unfused_attention(j, flash_attention=True)  # said where a strategy runs the fused kernel (review 15a)
     said = [w for w in notices.current() if w.startswith(f"training.cudnn_release = {release}:")]
     if warned:
         assert said == [f"training.cudnn_release = {release}: {acc} holds no curve of that release; the cudnn "

@@ -160,6 +160,9 @@ class Job:
     # the fused-kernel settings the run gave ("training.attention_kernel = fa2", "training.cudnn_release = 9.19"):
     # priced only with flash_attention on, so a strategy without it warns that they are not (_warn_unpriced_fields)
     attention_given: tuple[str, ...] = ()
+    # the warning that the run's cuDNN release is priced on another held release's curve ("" when it is not): said
+    # only where that curve prices something, flash_attention on (warn_unfused_attention)
+    attention_release_note: str = ""
 
 
 def training_checks(cluster: Any, workload: Any, training: Any) -> list[tuple[str, Any]]:
@@ -373,15 +376,17 @@ def _attention_kernel(training: Any, acc: Any, workload: Any = None) -> dict[str
     if name == "gemm":
         return {"attention_kernel": "gemm", "attention_given": given}
     c = release["cudnn"] if release and name == "cudnn" else curves[name]
+    note = ""
     if release and name == "cudnn":
         held = cudnn_release_held(training, acc)
         if held is not None and cudnn_release_key(held) != cudnn_release_key(training.cudnn_release):
-            # a release the accelerator holds no sweep of: the nearest earlier one's curve, said aloud
-            notices.warn(f"training.cudnn_release = {training.cudnn_release}: {acc.name} holds no curve of that "
-                         f"release; the cudnn attention core is priced on the {held} curve (the nearest release "
-                         "held at or below it)")
+            # a release the accelerator holds no sweep of: the nearest earlier one's curve, said aloud where the
+            # strategy runs the fused kernel (warn_unfused_attention; without flash_attention it prices nothing)
+            note = (f"training.cudnn_release = {training.cudnn_release}: {acc.name} holds no curve of that release; "
+                    f"the cudnn attention core is priced on the {held} curve (the nearest release held at or below "
+                    "it)")
     return {"attention_kernel": name, "attention_fwd": _curve_params(c.fwd), "attention_bwd": _curve_params(c.bwd),
-            "attention_given": given}
+            "attention_given": given, "attention_release_note": note}
 
 
 def _curve_params(curve: Any) -> dict[str, float]:
@@ -1117,8 +1122,13 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
 def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
     """A warning for the fused-kernel settings (training.attention_kernel other than gemm, training.cudnn_release) of
     a run without flash_attention: its core runs as two GEMMs on the GEMM curve (cost.compute), so they were priced
-    nothing without a word. predict's strategy and plan's pinned flash_attention both call it."""
+    nothing without a word. With flash_attention on, the warning that the release is priced on another held
+    release's curve (``attention_release_note``) instead: it was raised where the job was built, so a run without
+    the fused kernel was told both that the curve prices its core and that nothing does. A strategy (predict, memory,
+    scale, sensitivity, calibrate) and plan's flash_attention (pinned, else on) both call it."""
     if flash_attention:
+        if job.attention_release_note:
+            notices.warn(job.attention_release_note)
         return
     for g in (g for g in job.attention_given if g != "training.attention_kernel = gemm"):
         notices.warn(f"{g} is not priced: flash_attention is off (the attention core runs as two GEMMs, not a fused "

@@ -957,8 +957,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     fixed = dict(fixed or {})
     if int(fixed.get("ep_dispatch_sms", -1)) >= 0:
         check_ep_dispatch_sms(job, int(fixed["ep_dispatch_sms"]), "--set strategy.ep_dispatch_sms")
-    if "flash_attention" in fixed:
-        warn_unfused_attention(job, bool(fixed["flash_attention"]))
+    warn_unfused_attention(job, bool(fixed.get("flash_attention", True)))  # unpinned, every candidate runs it
     all_cfg = configurations(job, gpus, global_batch, c, allow_keys)
     axes = _axes(job, c)
     for name, axis in axes.items():

@@ -797,8 +797,8 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
         out.strategy["moe_flex_backend"] = backend
         out.fields["moe_flex_backend"] = "--moe-flex-dispatcher-backend"
     deprecated = {f: counts[f] for f in _MEG_FLEX_SMS_DEPRECATED if f in counts}
-    if _MEG_FLEX_SMS_UNIFIED in counts:
-        chosen: str | None = _MEG_FLEX_SMS_UNIFIED
+    if _MEG_FLEX_SMS_UNIFIED in given:  # a $VARIABLE too: Megatron-Core checks the others only when it is None
+        chosen: str | None = _MEG_FLEX_SMS_UNIFIED if _MEG_FLEX_SMS_UNIFIED in counts else None
         out.unused.extend(f"{f} {n} ({_MEG_FLEX_SMS_UNIFIED} takes precedence)" for f, n in deprecated.items())
     elif len(set(deprecated.values())) > 1:
         shown = " and ".join(f"{f} {n}" for f, n in deprecated.items())

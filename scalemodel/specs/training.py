@@ -57,7 +57,11 @@ _MODULES.fn.allowed = ("module names, comma-separated in one string: core_attn, 
 
 def _release_text(v: object) -> object:
     """A cuDNN release written as a bare number (YAML / --set read 9.19 as a float) as its text; 9.10 reads as 9.1,
-    which the engine then refuses with the releases held (docs/model.md#cudnn-release: quote it, '9.10')."""
+    which the engine then refuses with the releases held (docs/model.md#cudnn-release: quote it, '9.10'). Text that
+    ends in a line break is refused here: the field's pattern ends in ``$``, which Python's re (msgspec's patterns)
+    matches before a final newline, so '9.19\n' passed and was priced as 9.19 (review 15a)."""
+    if isinstance(v, str) and v.endswith("\n"):
+        raise ValueError(f"String is not of the allowed form (got {v!r})")
     return repr(v) if isinstance(v, float) else v
 
 
@@ -616,8 +620,16 @@ def cudnn_release_held(training: Any, acc: Any) -> str | None:
     at_or_below = [r for r in have if cudnn_release_key(r) <= cudnn_release_key(release)]
     if at_or_below:
         return at_or_below[-1]
-    # only where the quoted release is held: the hint named a bare 9.10 for '0.0' and '9.5' too
-    bare_number_hint = (f" (a bare {release}0 reads as {release}: quote it)" if f"{release}0" in held else "")
+    # a bare YAML number loses a trailing zero (9.20 reads as 9.2): hinted where the tenfold reading is a release that
+    # would be priced and lies within the held ones (at or below the latest: '9.5' is no bare 9.50, a release past
+    # every published sweep); it was given only where that reading is itself held, so a bare 9.20 (NeMo 26.04's cuDNN)
+    # was refused without it once every release at or above the earliest held one was priced (review 15a)
+    major_minor = release.split(".")
+    tenfold = f"{release}0"
+    bare_number_hint = (f" (a bare {tenfold} reads as {release}: quote it)"
+                        if have and len(major_minor) == 2 and len(major_minor[1]) == 1
+                        and cudnn_release_key(have[0]) <= cudnn_release_key(tenfold) <= cudnn_release_key(have[-1])
+                        else "")
     held_text = f"releases held: {', '.join(have)}, all later" if have else "it holds no per-release curves"
     raise InputError(f"no attention curve for cuDNN {release} on {acc.name}{bare_number_hint} ({held_text})",
                      where="training.cudnn_release",
