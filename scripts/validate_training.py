@@ -148,7 +148,8 @@ Two case files (issue 5 and issue 13):
   did fit) and marked ``oom``. MoE runs whose recipe dispatches with a host-synchronising dropless dispatcher and
   graphs nothing beyond attention, the router and the preprocess (``RECIPE_HOST_SYNC_EAGER``) get a host floor,
   strategy ``moe_layer_host_s`` = ``MCORE_2511_MOE_LAYER_HOST_S`` (from a 25.11 run that is not a case) scaled by the
-  bottom-up count to the row's graph scope and local experts (``host_floor_s``; docs/model.md#host), and a note.
+  bottom-up count to the row's graph scope, the local experts held at the source's 16 (``host_floor_s``;
+  docs/model.md#host), and a note.
 
 Errors: ``error`` = (predicted - measured) / measured on the compared metric; the bias in the summary
 is the mean of ``speed`` errors, signed so that + means the model predicts a faster run than measured
@@ -1481,7 +1482,8 @@ RECIPE_EP_DISPATCH_SMS: dict[str, int] = {
 #: Megatron-LM 0d8e0714 (core_dev_r0.15.0). QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX and
 #: DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_BASE_CONFIG (BF16) set cuda_graph_scope ["moe_router", "moe_preprocess"];
 #: the GB200 Qwen3-235B presets and Qwen3-30B BF16 also graph "attn" (less host work than the source of H, which
-#: would then overstate theirs: left out). Their hosts are Grace CPUs, where a framework call takes longer than on
+#: would then overstate theirs: left out here; since hostscale given 0.7151 H, :data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`).
+#: Their hosts are Grace CPUs, where a framework call takes longer than on
 #: the DGX x86 host of H's source (hardware/measurements/host_overhead.yaml TE-ISSUE2053: torch.nn.Linear forward
 #: 37.1 us on GB200 against 13.5 us on an H100 DGX), so H is a lower bound there too.
 #: The Megatron-Bridge 26.08 GB200 MXFP8 presets (mb2608, 4ab94dfad) are not listed: they capture the whole step in one
@@ -1517,12 +1519,14 @@ RECIPE_HOST_SYNC_HYBRIDEP = frozenset({"mb2511_gb200_qwen3_30b_fp8mx", "mb2511_g
 #: "dropless"), and no CUDA graph: BASE_NEMOTRON_3_SUPER_CONFIG_B200 cuda_graph_impl "none"
 #: (scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py), the same kind as
 #: mb2604_b300_qwen3_235b_fp8mx on the same Megatron-LM (2d1fa8d372). The other Super presets graph attn, mamba,
-#: moe_router and moe_preprocess (as the Nano rows: no H).
+#: moe_router and moe_preprocess (as the Nano rows: no H before hostscale, 0.7151 H since,
+#: :data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`).
 #: DGX-B300 (the same kind as mb2606_h100_qwen3_30b_fp8cs): mb2604_b300_qwen3_235b_fp8mx, HybridEP, dropless, no
 #: CUDA graph (17a381f95: QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V1 -> FP8_MX_V2 names no cuda_graph_impl, recipe
 #: 'none', no capacity factor; Megatron-LM @2d1fa8d372, the submodule 17a381f95 pins, fused_a2a.py ``non_blocking =
 #: num_permuted_tokens is not None`` and experts.py ``tokens_per_expert.tolist()``). Not given H: the B300 DeepSeek-V3
-#: and GPT-OSS presets (graphs of attn, moe_router, moe_preprocess, as the B200 rows above) and the Qwen3-30B preset
+#: and GPT-OSS presets (graphs of attn, moe_router, moe_preprocess, as the B200 rows above; since hostscale 0.7151 H,
+#: :data:`RECIPE_HOST_SYNC_ATTN_GRAPHED`) and the Qwen3-30B preset
 #: (cuda_graph_impl "full_iteration" with set_full_iter_cg_configs' capacity 1.5, as the 26.08 presets: no host read).
 #: Round 5 (DGX-B200, 26.04.01 at 17a381f95): the alltoall dispatcher with no CUDA graph: mb2604_b200_gpt_oss_120b_bf16
 #: (GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2 names no flex backend and no cuda_graph_impl; recipe 'none') and
@@ -1887,10 +1891,12 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 else "dropless all-to-all dispatch, no CUDA graphs")
         att = ("attention graphed" if case["id"] in RECIPE_HOST_SYNC_ATTN_GRAPHED
                else "no attention in the MoE layer" if wl.hybrid is not None else "attention eager")
+        # the local experts are not priced (host_floor_s): say so where the row's differ from the source's
+        local = (f"{SOURCE_LOCAL_EXPERTS} local experts, as the source" if wl.moe.experts == SOURCE_LOCAL_EXPERTS * ep
+                 else f"local experts held at the source's {SOURCE_LOCAL_EXPERTS}, the row's {wl.moe.experts / ep:g}")
         notes.append(f"host floor {st.moe_layer_host_s * 1e3:.2f} ms per MoE layer "
                      f"({MCORE_2511_MOE_LAYER_HOST_S * 1e3:.2f} ms x "
-                     f"{st.moe_layer_host_s / MCORE_2511_MOE_LAYER_HOST_S:.4f}: {wl.moe.experts / ep:g} local experts, "
-                     f"{att}): {sync}")
+                     f"{st.moe_layer_host_s / MCORE_2511_MOE_LAYER_HOST_S:.4f}: {att}, {local}): {sync}")
     settings = {"cluster": cname, "workload": how, "precision": precision, "fp8_recipe": tr.fp8_recipe,
                 "tp": tp, "pp": pp, "cp": cp, "ep": ep,
                 "etp": st.etp,

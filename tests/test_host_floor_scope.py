@@ -1,7 +1,10 @@
 """The host floor of a synchronising MoE layer scaled by what the run graphs and by its local experts
 (scalemodel/engine/host_floor.py; docs/model.md#host "CUDA graphs of part of the layer"):
 
-    H_row = H x min_p count_p(n, attention) / count_p(16, attention)
+    H_row = H x min_p count_p(n, attention) / count_p(16, True)
+
+The functions take both; the validator applies the graph scope only, n held at the source's 16 (the per-expert
+slope is refuted by held-out runs, tests/test_host_floor.py), so its rows get H or 0.7151 H.
 
 Expected values are computed here by hand from host_overhead.yaml ``moe_layer_bottom_up``'s per-call costs and
 counts: per MoE layer (forward + backward) attention 6 modules and 10 ops; the expert path 4 modules, 22 ops,

@@ -286,8 +286,11 @@ class StrategySpec(Spec, kw_only=True):
     moe_layer_host_s: Annotated[SecondsOrZero, Meta(description=(
         "host (CPU) seconds to issue one MoE layer's forward and backward for one micro-batch, where the token "
         "dispatcher synchronises the host on the tokens per expert every MoE layer (dropless, not padded to "
-        "capacity; Megatron-Core alltoall) and the layer is not CUDA-graphed: each MoE layer then takes at least this "
-        "long (docs/model.md#host). 0: not priced. Megatron-Bridge 25.11 on a DGX B200 host: 9.18 ms"))] = 0.0
+        "capacity; Megatron-Core alltoall) and the dispatch is not CUDA-graphed: each MoE layer then takes at least "
+        "this long (docs/model.md#host). 0: not priced. Megatron-Bridge 25.11 on a DGX B200 host: 9.18 ms. Where the "
+        "run CUDA-graphs attention but not the dispatch (cuda_graph_scope attn, moe_router, moe_preprocess), or the "
+        "MoE layer holds no attention (a hybrid model's), give 0.7151 of it (6.56 ms: the expert path's share, "
+        "scalemodel.engine.host_floor.host_floor_scale(16, False))"))] = 0.0
     zero: ZeroText = "0"
     recompute: RecomputeText = "none"
     sequence_parallel: bool = False
