@@ -170,6 +170,8 @@ def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
                 raise SpecError(f"Input should be a valid {noun.split()[-1]}, unable to parse string as {noun}", loc,
                                 kind="type", value=v) from None
         if t is int and isinstance(v, float) and math.isfinite(v):
+            if abs(v) > MAX_SPEC_INT:  # as written: int(1e308) printed 309 digits, cut before the reason (round 15)
+                raise SpecError(f"{v:g} is beyond the largest integer a spec accepts ({MAX_SPEC_INT:.0e})", loc)
             if v != int(v):
                 raise SpecError("Input should be a valid integer, got a number with a fractional part", loc,
                                 kind="type", value=v)

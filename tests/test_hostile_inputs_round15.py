@@ -1,0 +1,58 @@
+"""Hostile-input round 15: the newest fields (cp exchanges, MoE dispatch, module precision, cuDNN releases, hybrid
+and MTP models) in combination, framework readers, output paths and numeric edges.
+
+Each case is one finding; the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
+
+MOE = ["-c", "dgx-h100", "-m", "deepseek-v3", "-n", "256"]
+SMALL = ["-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8"]
+
+
+# --- an integer field written as a float past the bound keeps its reason --------------------------------------
+# "--set strategy.tp=1e308" (or "tp: 1e308" in a file) was "error: --set strategy.tp: 1000000000000000010979...
+# 715...; an integer from 1 to 1e+09": int(1e308)'s 309 digits, cut before the words saying what was wrong.
+
+@pytest.mark.parametrize("item, shown", [("strategy.tp=1e308", "1e+308"), ("strategy.cp_a2a_size=1e100", "1e+100"),
+                                         ("strategy.ep_dispatch_sms=1e40", "1e+40"), ("model.layers=1e20", "1e+20"),
+                                         ("training.micro_batch=-1e300", "-1e+300")])
+def test_a_float_past_the_integer_bound_is_named_short(cli, item: str, shown: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", *SMALL, "--set", item,
+                   match=f"{shown} is beyond the largest integer a spec accepts (1e+09)")
+    assert len(line) < 300, line
+
+
+def test_a_float_past_the_integer_bound_in_a_file_is_named_short(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: strategy\nstrategy:\n  tp: 1e308\n")
+    refused(cli, "predict", *SMALL, "--strategy", str(f), inputs=(f,),
+            match=f"{f}: strategy.tp: 1e+308 is beyond the largest integer a spec accepts (1e+09)")
+
+
+# --- the constraint keys with a digit are read -------------------------------------------------------------------
+# "--constraint cp_a2a_size=2" and "--constraint moe_a2a_overlap=false" were "cannot read constraint": the key's
+# pattern took letters, '_' and '-' only, though both keys are in the allowed list (and its examples).
+
+@pytest.mark.parametrize("text", ["cp_a2a_size=2", "cp_a2a_size<=4", "moe_a2a_overlap=false", "moe_a2a_overlap=true"])
+def test_constraint_keys_with_a_digit_are_read(cli, text: str) -> None:  # type: ignore[no-untyped-def]
+    got = accepted(cli, "plan", *MOE, "--top", "3", "--constraint", f"{text},cp=2,pp=8,tp=1,micro_batch=1")
+    assert got["ranked"] or got["infeasible_by_reason"], got["why"]
+    key, value = text.replace("<=", "=").split("=")
+    for row in got["ranked"]:
+        if key == "cp_a2a_size":
+            assert row["strategy"][key] <= int(value), row["strategy"]
+        else:
+            assert row["strategy"][key] is (value == "true"), row["strategy"]
+
+
+@pytest.mark.parametrize("text, match", [
+    ("cp_a2a_size=0", "no cp_a2a_size meets cp_a2a_size=0"),
+    ("moe_a2a_overlap=maybe", "bad value in 'moe_a2a_overlap=maybe'"),
+    ("tp2=1", "unknown constraint key 'tp2'"),
+])
+def test_constraint_keys_with_a_digit_are_checked_as_keys(cli, text: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "plan", *MOE, "--constraint", text, match=match)
