@@ -56,3 +56,34 @@ def test_constraint_keys_with_a_digit_are_read(cli, text: str) -> None:  # type:
 ])
 def test_constraint_keys_with_a_digit_are_checked_as_keys(cli, text: str, match: str) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "plan", *MOE, "--constraint", text, match=match)
+
+
+# --- GPU counts with a blank inside are not run together ---------------------------------------------------------
+# "scale -n '8 16'" (and a scenario's gpus: "8 16") swept one point of 816 GPUs: the blanks were removed before the
+# split on commas; "8,,16" dropped the empty count without a word.
+
+@pytest.mark.parametrize("gpus, match", [
+    ("8 16", "cannot read GPU counts '8 16': '8 16' has a blank inside (counts are separated by commas)"),
+    ("8,1 6", "'1 6' has a blank inside"),
+    ("8,,16", "an empty GPU count in '8,,16'"),
+    (",8", "an empty GPU count in ',8'"),
+    ("", "no GPU count given"),
+])
+def test_scale_gpu_counts_with_a_blank_or_an_empty_count_are_refused(cli, gpus: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "scale", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", gpus, match=match)
+    assert line.startswith("error: --gpus: "), line
+
+
+@pytest.mark.parametrize("gpus", ["8,16", "8, 16", " 8 , 16 ", "8,16,"])
+def test_scale_gpu_counts_around_commas_still_read(cli, gpus: str) -> None:  # type: ignore[no-untyped-def]
+    got = accepted(cli, "scale", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", gpus)
+    assert [p["gpus"] for p in got["points"]] == [8, 16]
+
+
+def test_a_scenario_gpu_count_with_a_blank_is_refused(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "scen.yaml"
+    f.write_text('kind: scenario\nname: s\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: "8 16"\n')
+    refused(cli, "scale", "--scenario", str(f), inputs=(f,),
+            match="gpus: cannot read GPU counts '8 16' (counts are separated by commas, not blanks)")
+    f.write_text('kind: scenario\nname: s\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: "8, 16"\n')
+    assert [p["gpus"] for p in accepted(cli, "scale", "--scenario", str(f))["points"]] == [8, 16]

@@ -52,9 +52,13 @@ def _gpus(v: Any) -> Any:
     if isinstance(v, int) and not isinstance(v, bool):
         return [v]
     if isinstance(v, str):
-        parts = [x for x in v.replace(" ", "").split(",") if x]
+        # blanks around a count are dropped, not inside one: "8 16" was read as 816 GPUs (round 15)
+        parts = [x.strip() for x in v.split(",")]
+        if len(parts) > 1 and not parts[-1]:
+            parts.pop()  # one trailing comma
         if not all(x.isascii() and x.isdigit() and len(x) <= 9 for x in parts):
-            raise ValueError(f"cannot read GPU counts {v[:60]!r}; comma-separated integers, e.g. 128,256")
+            blank = " (counts are separated by commas, not blanks)" if any(len(x.split()) > 1 for x in parts) else ""
+            raise ValueError(f"cannot read GPU counts {v[:60]!r}{blank}; comma-separated integers, e.g. 128,256")
         return [int(x) for x in parts]
     return v
 
