@@ -87,3 +87,19 @@ def test_a_scenario_gpu_count_with_a_blank_is_refused(cli, tmp_path) -> None:  #
             match="gpus: cannot read GPU counts '8 16' (counts are separated by commas, not blanks)")
     f.write_text('kind: scenario\nname: s\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: "8, 16"\n')
     assert [p["gpus"] for p in accepted(cli, "scale", "--scenario", str(f))["points"]] == [8, 16]
+
+
+# --- an empty mapping is called a mapping ------------------------------------------------------------------------
+# An accelerator's attention_releases entry '9.30': {} was "List should have at least 1 item (got {})".
+
+def test_an_empty_release_mapping_is_called_a_mapping(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    acc, clu = tmp_path / "acc.yaml", tmp_path / "c.yaml"
+    acc.write_text("kind: accelerator\nextends: b200\nname: myb\nattention_releases:\n  '9.30': {}\n")
+    clu.write_text("kind: cluster\nextends: dgx-b200\nname: myc\naccelerator: acc.yaml\n")
+    refused(cli, "predict", "-c", str(clu), "-m", "llama3-8b", "-n", "8", inputs=(acc, clu),
+            match="accelerator.attention_releases.9.30: Mapping should have at least 1 entry (got {})")
+
+
+def test_an_empty_list_is_still_called_a_list(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", *SMALL, "--set", "cluster.tiers=[]",
+            match="--set cluster.tiers: List should have at least 1 item (got [])")

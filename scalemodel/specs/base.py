@@ -318,9 +318,12 @@ def _message(what: str) -> str:
     length = _LENGTH.match(what)
     if length:
         n = int(length.group(3))
-        noun = ("character" if length.group(1) == "str" else "item") + ("s" if n != 1 else "")
+        # a mapping's (msgspec's `object`) was "List should have at least 1 item (got {})" (round 15)
+        kind, noun = {"str": ("String", "character"), "object": ("Mapping", "entry")}.get(length.group(1),
+                                                                                           ("List", "item"))
+        noun = (noun[:-1] + "ies" if noun.endswith("y") else noun + "s") if n != 1 else noun
         most = "at least" if length.group(2) == ">=" else "at most"
-        return f"{'String' if length.group(1) == 'str' else 'List'} should have {most} {n} {noun}"
+        return f"{kind} should have {most} {n} {noun}"
     wanted = _TYPE.match(what)
     if wanted:
         return "Input should be " + " or ".join(_TYPE_WORDS.get(t, t) for t in wanted.group(1).split(" | "))
