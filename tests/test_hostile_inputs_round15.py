@@ -103,3 +103,27 @@ def test_an_empty_release_mapping_is_called_a_mapping(cli, tmp_path) -> None:  #
 def test_an_empty_list_is_still_called_a_list(cli) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "predict", *SMALL, "--set", "cluster.tiers=[]",
             match="--set cluster.tiers: List should have at least 1 item (got [])")
+
+
+# --- a cluster file's accelerator path is relative to the cluster file ---------------------------------------------
+# "accelerator: acc.yaml" in sub/c.yaml was read relative to the working folder (extends: and a scenario's references
+# are read relative to their file): from another folder it was "file not found: acc.yaml", and an acc.yaml in the
+# working folder was taken instead without a word (80 GB -> the other file's 200 GB of memory).
+
+def test_a_cluster_accelerator_path_is_read_beside_the_cluster_file(cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "acc.yaml").write_text("kind: accelerator\nextends: h100-sxm\nname: sub-acc\nmemory: 40GB\n")
+    (tmp_path / "acc.yaml").write_text("kind: accelerator\nextends: h100-sxm\nname: cwd-acc\nmemory: 200GB\n")
+    (sub / "c.yaml").write_text("kind: cluster\nextends: dgx-h100\nname: subc\naccelerator: acc.yaml\n")
+    for where, cluster in ((tmp_path, "sub/c.yaml"), (sub, "c.yaml"), (tmp_path.parent, str(sub / "c.yaml"))):
+        monkeypatch.chdir(where)
+        got = accepted(cli, "predict", "-c", cluster, "-m", "gpt-1.7b", "-n", "8")
+        assert got["memory"]["capacity_bytes"] == 40e9, (where, got["memory"]["capacity_bytes"])
+
+
+def test_a_missing_cluster_accelerator_file_is_named_beside_the_cluster_file(cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.yaml").write_text("kind: cluster\nextends: dgx-h100\nname: c\naccelerator: missing.yaml\n")
+    monkeypatch.chdir(tmp_path.parent)
+    refused(cli, "hardware", "validate", str(tmp_path / "c.yaml"),
+            match=f"accelerator: {tmp_path / 'missing.yaml'}: file not found")

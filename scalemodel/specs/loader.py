@@ -343,6 +343,7 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
     if not isinstance(data, dict):
         raise InputError(f"expected a mapping of fields, got a {type(data).__name__}", where=str(path),
                          allowed=f"a {kind} spec (a YAML mapping)")
+    _anchor_accelerator(kind, data, path)
     parent = data.pop("extends", None)
     if parent is not None:
         if not isinstance(parent, str):
@@ -362,6 +363,18 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
                              where=f"{path}: extends", allowed=f"a {data['kind'][:40]} spec to derive from")
         data = _merge(base, data)
     return data
+
+
+def _anchor_accelerator(kind: str, data: dict[str, Any], path: Path) -> None:
+    """A cluster file's ``accelerator:`` path, relative to the cluster file's folder, as ``extends:`` and a
+    scenario's references are: it was read (at validation, by :func:`~scalemodel.specs.base.builtin_ref`) relative to
+    the working folder, so ``-c sub/c.yaml`` naming ``accelerator: acc.yaml`` beside it was "file not found", or
+    took another acc.yaml in the working folder without a word (round 15). A built-in name stays a name."""
+    ref = data.get("accelerator") if kind == "cluster" else None
+    if isinstance(ref, str) and _looks_like_path(ref):
+        p = files.expand_user(ref)
+        if not p.is_absolute():
+            data["accelerator"] = str(path.parent / p)
 
 
 def _parse_value(text: str, where: str) -> Any:
