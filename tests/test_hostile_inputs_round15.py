@@ -127,3 +127,20 @@ def test_a_missing_cluster_accelerator_file_is_named_beside_the_cluster_file(cli
     monkeypatch.chdir(tmp_path.parent)
     refused(cli, "hardware", "validate", str(tmp_path / "c.yaml"),
             match=f"accelerator: {tmp_path / 'missing.yaml'}: file not found")
+
+
+def test_a_scenario_naming_a_cluster_file_elsewhere_reads_its_accelerator_beside_it(cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The accelerator beside the cluster file has 30 GB, which gpt-1.7b on 8 GPUs (33 GB each) overflows: check's
+    must_fit_memory fails (exit 1) on it, from the scenario's folder and from another one."""
+    sub, other = tmp_path / "sub", tmp_path / "other"
+    sub.mkdir()
+    other.mkdir()
+    (sub / "acc.yaml").write_text("kind: accelerator\nextends: h100-sxm\nname: sub-acc\nmemory: 30GB\n")
+    (sub / "c.yaml").write_text("kind: cluster\nextends: dgx-h100\nname: subc\naccelerator: acc.yaml\n")
+    for folder, cluster in ((sub, "c.yaml"), (other, "../sub/c.yaml")):
+        scen = folder / "scen.yaml"
+        scen.write_text(f"kind: scenario\nname: s\ncluster: {cluster}\nmodel: gpt-1.7b\ngpus: [8]\n"
+                        "assertions: {must_fit_memory: true}\n")
+        monkeypatch.chdir(tmp_path)
+        r = cli("check", str(scen.relative_to(tmp_path)), "--json")
+        assert r.code == 1 and "Traceback" not in r.err, (folder, r.code, r.err[-400:])

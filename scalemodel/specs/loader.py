@@ -374,7 +374,7 @@ def _anchor_accelerator(kind: str, data: dict[str, Any], path: Path) -> None:
     if isinstance(ref, str) and _looks_like_path(ref):
         p = files.expand_user(ref)
         if not p.is_absolute():
-            data["accelerator"] = str(path.parent / p)
+            data["accelerator"] = os.path.abspath(path.parent / p)  # absolute: a scenario resolves it once more
 
 
 def _parse_value(text: str, where: str) -> Any:
