@@ -144,3 +144,36 @@ def test_a_scenario_naming_a_cluster_file_elsewhere_reads_its_accelerator_beside
         monkeypatch.chdir(tmp_path)
         r = cli("check", str(scen.relative_to(tmp_path)), "--json")
         assert r.code == 1 and "Traceback" not in r.err, (folder, r.code, r.err[-400:])
+
+
+# --- a NemotronH config's layer lists ----------------------------------------------------------------------------
+# An MTP block of a kind not modelled, mtp_layers_block_type ["gdn"], was "MTP block pattern '?' is not modelled"
+# (the reader's placeholder, not the file's word); hybrid_override_pattern and layers_block_type giving different
+# layers priced the pattern and dropped the list without a word.
+
+def _nemotron_h_file(tmp_path, **change):  # type: ignore[no-untyped-def]
+    import json
+
+    from test_mamba import NANO_HF
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps({**NANO_HF, **change}))
+    return f
+
+
+def test_an_mtp_block_kind_not_modelled_is_named_as_written(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = _nemotron_h_file(tmp_path, num_nextn_predict_layers=1, mtp_layers_block_type=["gdn"])
+    refused(cli, "predict", "-m", str(f), "-n", "64", inputs=(f,),
+            match=f"{f}: mtp_layers_block_type: MTP block layer kinds ['gdn'] are not modelled")
+
+
+def test_a_layer_list_that_contradicts_the_pattern_is_refused(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = _nemotron_h_file(tmp_path, layers_block_type=["mamba"] * 52)
+    refused(cli, "predict", "-m", str(f), "-n", "64", inputs=(f,),
+            match=f"{f}: hybrid_override_pattern / layers_block_type: layers_block_type gives 52 layers (MMMM")
+
+
+def test_a_layer_list_that_agrees_with_the_pattern_still_reads(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from test_mamba import NANO_HF
+    kinds = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    f = _nemotron_h_file(tmp_path, layers_block_type=[kinds[c] for c in NANO_HF["hybrid_override_pattern"]])
+    assert accepted(cli, "predict", "-m", str(f), "-n", "64", "--seq-len", "8192")["inputs"]["model"]
