@@ -143,7 +143,8 @@ def hybrid_pattern(cfg: dict[str, Any]) -> str | None:
         if listed is not None and listed[1] != pattern.replace("|", ""):
             # two descriptions of the layers that disagree: the pattern was priced and the list dropped without a word
             raise InputError(f"{listed[0]} gives {_kinds_shown(listed[1])}, hybrid_override_pattern "
-                             f"{_kinds_shown(pattern.replace('|', ''))}", where=f"hybrid_override_pattern / {listed[0]}",
+                             f"{_kinds_shown(pattern.replace('|', ''))}",
+                             where=f"hybrid_override_pattern / {listed[0]}",
                              allowed="one of them, or both describing the same layers")
         return pattern
     listed = _listed_pattern(cfg)
