@@ -177,3 +177,24 @@ def test_a_layer_list_that_agrees_with_the_pattern_still_reads(cli, tmp_path) ->
     kinds = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
     f = _nemotron_h_file(tmp_path, layers_block_type=[kinds[c] for c in NANO_HF["hybrid_override_pattern"]])
     assert accepted(cli, "predict", "-m", str(f), "-n", "64", "--seq-len", "8192")["inputs"]["model"]
+
+
+# --- a GPU count list entry names the range of a GPU count -------------------------------------------------------
+# A sweep's or scenario's gpus entry refused by type ('x', 1e300, an empty list) said "an integer from -1e+09 to
+# 1e+09": the list's items were plain integers, ranged only afterwards.
+
+@pytest.mark.parametrize("gpus, where, what", [
+    ("['x']", "gpus[0]", "Input should be a valid integer"), ("[1e300]", "gpus[0]", "1e+300 is beyond"),
+    ("[8, -8]", "gpus[1]", "Input should be greater than 0 (got -8)"), ("[]", "gpus", "List should have at least 1"),
+])
+@pytest.mark.parametrize("kind", ["sweep", "scenario"])
+def test_a_gpu_count_entry_names_the_gpu_range(cli, tmp_path, gpus: str, where: str, what: str, kind: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "f.yaml"
+    if kind == "sweep":
+        f.write_text(f"kind: sweep\nname: s\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: {gpus}\n"
+                     "strategies: [{label: a}]\n")
+        line = refused(cli, "sweep", str(f), "-j", "1", inputs=(f,), match=f"{f}:5: {where}: {what}")
+    else:
+        f.write_text(f"kind: scenario\nname: s\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: {gpus}\n")
+        line = refused(cli, "scale", "--scenario", str(f), inputs=(f,), match=f"{f}:5: {where}: {what}")
+    assert line.endswith("an integer from 1 to 1e+08"), line

@@ -69,7 +69,8 @@ class ScenarioSpec(Spec, kw_only=True):
     description: str = ""
     cluster: Annotated[ClusterSpec, builtin_ref("cluster")]
     model: Annotated[Workload, builtin_ref("workload")]
-    gpus: Annotated[list[int], Before(_gpus), Meta(
+    # each count typed with its range: the allowed text of a refused entry said "an integer from -1e+09 to 1e+09"
+    gpus: Annotated[list[Annotated[int, Meta(gt=0, le=MAX_GPUS)]], Before(_gpus), Meta(
         min_length=1, description="GPU count, or a list of counts for a sweep")]
     mode: Literal["weak", "strong"] = "weak"
     training: TrainingSpec = msgspec.field(default_factory=TrainingSpec)
