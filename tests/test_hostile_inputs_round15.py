@@ -198,3 +198,31 @@ def test_a_gpu_count_entry_names_the_gpu_range(cli, tmp_path, gpus: str, where: 
         f.write_text(f"kind: scenario\nname: s\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: {gpus}\n")
         line = refused(cli, "scale", "--scenario", str(f), inputs=(f,), match=f"{f}:5: {where}: {what}")
     assert line.endswith("an integer from 1 to 1e+08"), line
+
+
+# --- a hybrid pattern's '|' segments are the pipeline stages -----------------------------------------------------
+# Megatron-LM (arguments.py validate_args at d98e8a64) asserts no first/last stage layers with a piped pattern and
+# segments divisible by pp, deriving the virtual stages as segments / pp. A 2-segment pattern was priced at pp 4,
+# with first_stage_layers 10, and under interleaved:2 at pp 2 (4 virtual stages the pattern does not have).
+
+_SUPER = ("MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME")
+_PIPED = _SUPER[:44] + "|" + _SUPER[44:]
+
+
+@pytest.mark.parametrize("args", [["--pp", "4"], ["--pp", "2", "--set", "strategy.first_stage_layers=10"],
+                                  ["--pp", "2", "--set", "strategy.last_stage_layers=40"],
+                                  ["--pp", "2", "--schedule", "interleaved:2"]])
+def test_a_piped_hybrid_pattern_fixes_the_stages(cli, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    got = accepted(cli, "predict", "-c", "gb200-nvl72", "-m", "nemotron-3-super", "-n", "64",
+                   "--set", f"model.hybrid.pattern={_PIPED}", *args)
+    assert not got["feasible"] and "'|' segments are the stages" in got["infeasible_reason"], got["infeasible_reason"]
+
+
+def test_a_piped_hybrid_pattern_at_its_own_stages_is_not_refused_for_them(cli) -> None:  # type: ignore[no-untyped-def]
+    for pp in ("1", "2"):
+        got = accepted(cli, "predict", "-c", "gb200-nvl72", "-m", "nemotron-3-super", "-n", "64", "--pp", pp,
+                       "--set", f"model.hybrid.pattern={_PIPED}")
+        assert "layers do not split" not in str(got["infeasible_reason"]), got["infeasible_reason"]
+    plan = accepted(cli, "plan", "-c", "dgx-b200", "-m", "nemotron-3-super", "-n", "64", "--top", "3",
+                    "--set", f"model.hybrid.pattern={_PIPED}")
+    assert all(r["strategy"]["pp"] in (1, 2) and r["strategy"]["schedule"] != "interleaved:2" for r in plan["ranked"])
