@@ -226,3 +226,24 @@ def test_a_piped_hybrid_pattern_at_its_own_stages_is_not_refused_for_them(cli) -
     plan = accepted(cli, "plan", "-c", "dgx-b200", "-m", "nemotron-3-super", "-n", "64", "--top", "3",
                     "--set", f"model.hybrid.pattern={_PIPED}")
     assert all(r["strategy"]["pp"] in (1, 2) and r["strategy"]["schedule"] != "interleaved:2" for r in plan["ranked"])
+
+
+# --- a --set path reaches a cuDNN release key --------------------------------------------------------------------
+# "--set accelerator.attention_releases.9.19.cudnn.fwd.attn_max=0.5" split the key 9.19 at its dot and was refused as
+# "accelerator.attention_releases.9: key '9' is not of the allowed form" (9.19 was written; no path reached it).
+
+def test_a_set_path_reaches_a_cudnn_release_key(cli) -> None:  # type: ignore[no-untyped-def]
+    run = ["predict", "-c", "dgx-b200", "-m", "llama3-8b", "-n", "8", "--set", "training.cudnn_release='9.19'"]
+    base = accepted(cli, *run)["step_time_s"]
+    slower = accepted(cli, *run, "--set", "accelerator.attention_releases.9.19.cudnn.fwd.attn_max=0.5")["step_time_s"]
+    assert slower > base, (base, slower)  # the 9.19 curve's forward at half its peak fraction: a slower step
+    refused(cli, *run, "--set", "accelerator.attention_releases.9.19.cudnn.fwd.attn_max=2",
+            match="error: --set accelerator.attention_releases.9.19.cudnn.fwd.attn_max: Input should be less than or "
+                  "equal to 1 (got 2)")
+
+
+def test_a_set_path_adds_a_cudnn_release(cli) -> None:  # type: ignore[no-untyped-def]
+    curve = "{fwd: {attn_max: 0.9, seq_half: 900, head_half: 50}, bwd: {attn_max: 0.6, seq_half: 1000, head_half: 30}}"
+    got = accepted(cli, "predict", "-c", "dgx-b200", "-m", "llama3-8b", "-n", "8", "--set",
+                   f"accelerator.attention_releases.9.30.cudnn={curve}", "--set", "training.cudnn_release='9.30'")
+    assert got["inputs"]["training"]["cudnn_release"] == "9.30"

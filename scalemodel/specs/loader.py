@@ -377,6 +377,24 @@ def _anchor_accelerator(kind: str, data: dict[str, Any], path: Path) -> None:
             data["accelerator"] = os.path.abspath(path.parent / p)  # absolute: a scenario resolves it once more
 
 
+def _joined_release_keys(parts: list[str]) -> list[str]:
+    """A ``--set`` path's parts with each pair of all-digit parts after ``attention_releases`` joined back into the
+    major.minor key it was split from: ``accelerator.attention_releases.9.19.cudnn.fwd.attn_max=0.5`` set the key
+    '9', refused as "key '9' is not of the allowed form" though 9.19 was written (round 15)."""
+    out: list[str] = []
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        if (out and out[-1].strip() == "attention_releases" and i + 1 < len(parts)
+                and all(p.strip().isascii() and p.strip().isdigit() for p in (part, parts[i + 1]))):
+            out.append(f"{part.strip()}.{parts[i + 1].strip()}")
+            i += 2
+            continue
+        out.append(part)
+        i += 1
+    return out
+
+
 def _parse_value(text: str, where: str) -> Any:
     """A --set value as YAML (1.2 core schema); text that is not valid YAML stays a string."""
     if len(text) > MAX_SET_VALUE_CHARS:
@@ -429,6 +447,7 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
                 "the path has an empty part (two dots in a row, or a dot at its start or end)", where=f"--set {path}",
                 allowed="path.to.field=value, a field name between every two dots")
         node: Any = out
+        parts = _joined_release_keys(parts)
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
             if isinstance(node, dict):
