@@ -247,3 +247,21 @@ def test_a_set_path_adds_a_cudnn_release(cli) -> None:  # type: ignore[no-untype
     got = accepted(cli, "predict", "-c", "dgx-b200", "-m", "llama3-8b", "-n", "8", "--set",
                    f"accelerator.attention_releases.9.30.cudnn={curve}", "--set", "training.cudnn_release='9.30'")
     assert got["inputs"]["training"]["cudnn_release"] == "9.30"
+
+
+# --- hardware validate of a strategy file says what it is ----------------------------------------------------------
+# A torchtitan TOML was "malformed YAML: did not find expected <document start>", a Megatron launch "expected a mapping
+# of fields", a DeepSpeed config or a kind: strategy file "cannot tell what kind of spec this is".
+
+@pytest.mark.parametrize("name, text, what", [
+    ("job.toml", "[parallelism]\ntensor_parallel_degree = 2\n", "a training framework's launch config"),
+    ("run.sh", "torchrun pretrain_gpt.py --tensor-model-parallel-size 2\n", "a training framework's launch config"),
+    ("flags.txt", "torchrun pretrain_gpt.py --tensor-model-parallel-size 2\n", "Megatron-LM flags (a launch script)"),
+    ("ds.json", '{"train_micro_batch_size_per_gpu": 1}', "a DeepSpeed config"),
+    ("s.yaml", "kind: strategy\nstrategy: {tp: 2}\n", "a scalemodel strategy file"),
+])
+def test_hardware_validate_names_a_strategy_file(cli, tmp_path, name: str, text: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / name
+    f.write_text(text)
+    line = refused(cli, "hardware", "validate", str(f), inputs=(f,), match=f"error: {f}: {what}")
+    assert "not a spec; " in line and "--strategy FILE" in line, line
