@@ -265,3 +265,17 @@ def test_hardware_validate_names_a_strategy_file(cli, tmp_path, name: str, text:
     f.write_text(text)
     line = refused(cli, "hardware", "validate", str(f), inputs=(f,), match=f"error: {f}: {what}")
     assert "not a spec; " in line and "--strategy FILE" in line, line
+
+
+# --- a no-break space in a Megatron flag is named ----------------------------------------------------------------
+# "--tensor-model-parallel-size\u00a02" (pasted from a document) was warned as "--tensor-model-parallel-size 2" not
+# used, the space printed as an ordinary one; "\u00a0--pipeline-model-parallel-size 2" was skipped without a word.
+
+def test_a_no_break_space_in_a_megatron_flag_is_named(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --micro-batch-size 1 --tensor-model-parallel-size\u00a02 "
+                 "\u00a0--pipeline-model-parallel-size 2\n")
+    r = cli("predict", *SMALL, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    assert "--tensor-model-parallel-size\\u00a02 (a U+00A0 space inside" in r.err, r.err
+    assert "\\u00a0--pipeline-model-parallel-size (a U+00A0 space inside" in r.err, r.err

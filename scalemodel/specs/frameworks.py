@@ -501,6 +501,16 @@ def _megatron(text: str, out: StrategyFile) -> None:
     i = 0
     while i < len(tokens):
         tok = tokens[i]
+        blank = next((c for c in tok if c.isspace()), None)  # shlex splits on ASCII blanks only
+        if blank is not None and "--" in tok:
+            # a no-break space pasted from a document: "--tensor-model-parallel-size\u00a02" was warned as
+            # "--tensor-model-parallel-size 2" not used (the space shown as an ordinary one), or, leading, skipped as a
+            # positional without a word; argparse refuses it as one unrecognized argument
+            shown = tok[:60].replace(blank, f"\\u{ord(blank):04x}")
+            out.unused.append(f"{shown} (a U+{ord(blank):04X} space inside: one word to the shell, not a flag and its "
+                              "value)")
+            i += 1
+            continue
         if not tok.startswith("--"):
             if _TYPOGRAPHIC_FLAG.match(tok):  # a flag pasted from a document: no shell passes it as one
                 out.unused.append(f"{tok[:40]} (a typographic dash, not '--': not a flag)")
