@@ -279,3 +279,21 @@ def test_a_no_break_space_in_a_megatron_flag_is_named(cli, tmp_path) -> None:  #
     assert r.code == 0, r.err
     assert "--tensor-model-parallel-size\\u00a02 (a U+00A0 space inside" in r.err, r.err
     assert "\\u00a0--pipeline-model-parallel-size (a U+00A0 space inside" in r.err, r.err
+
+
+# --- a torchtitan table given as a value is refused ----------------------------------------------------------------
+# "compile = 5", "model = 'llama'" or "float8 = 3" at the top of a torchtitan TOML were passed over without a word
+# (the compile switch, the float8 converter read as absent); [training], [parallelism] and [activation_checkpoint]
+# were already refused so.
+
+@pytest.mark.parametrize("text, section, got", [
+    ("compile = 5\n[training]\nlocal_batch_size = 1\n", "compile", "int"),
+    ("model = \"llama\"\n[training]\nlocal_batch_size = 1\n", "model", "str"),
+    ("float8 = 3\n[model]\nconverters = [\"float8\"]\n", "float8", "int"),
+    ("quantize = [1]\n[model]\nconverters = [\"quantize.linear.float8\"]\n", "quantize", "list"),
+])
+def test_a_torchtitan_table_given_as_a_value_is_refused(cli, tmp_path, text: str, section: str, got: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "job.toml"
+    f.write_text(text)
+    refused(cli, "predict", *SMALL, "--strategy", str(f), inputs=(f,),
+            match=f"{f}: [{section}]: expected a table, got {got}; a [{section}] table of key = value lines")

@@ -907,7 +907,11 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     training = data.get("training") or {}
     par = data.get("parallelism") or {}
     ac = data.get("activation_checkpoint") or {}
-    for sec_name, sec in (("training", training), ("parallelism", par), ("activation_checkpoint", ac)):
+    # the other tables read here too: "compile = 5" or "model = 'llama'" was passed over without a word (torchtitan's
+    # config refuses a value where a table is)
+    read = (("training", training), ("parallelism", par), ("activation_checkpoint", ac),
+            *((k, data[k]) for k in ("model", "compile", "float8", "quantize") if data.get(k) is not None))
+    for sec_name, sec in read:
         if not isinstance(sec, dict):
             raise InputError(f"expected a table, got {type(sec).__name__}", where=f"[{sec_name}]",
                              allowed=f"a [{sec_name}] table of key = value lines")
