@@ -297,3 +297,27 @@ def test_a_torchtitan_table_given_as_a_value_is_refused(cli, tmp_path, text: str
     f.write_text(text)
     refused(cli, "predict", *SMALL, "--strategy", str(f), inputs=(f,),
             match=f"{f}: [{section}]: expected a table, got {got}; a [{section}] table of key = value lines")
+
+
+# --- sequence lengths: why a distribution is refused, and where it was written -----------------------------------
+# "uniform:10:1" and "uniform:1:1000000000" were "unknown sequence-length distribution" (it is known: LO is above HI,
+# HI has 10 digits); the engine's refusals (work_cv given too, HI past seq_len) named "training.sequence_lengths", a
+# field the user wrote as --set training.sequence_lengths.
+
+@pytest.mark.parametrize("value, why", [("uniform:10:1", "LO 10 is above HI 1"),
+                                        ("uniform:1:1000000000", "HI 1000000000 has more than 9 digits"),
+                                        ("uniform:-1:5", "LO -1 is negative"), ("uniform:0:5", "LO is 0")])
+def test_a_sequence_length_distribution_says_why_it_is_refused(cli, value: str, why: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", *SMALL, "--set", f"training.sequence_lengths={value}",
+            match=f"error: --set training.sequence_lengths: cannot read sequence-length distribution '{value}': "
+                  f"{why}; ")
+
+
+@pytest.mark.parametrize("args, what", [
+    (["--work-cv", "0.5"], "give work_cv or sequence_lengths, not both"),
+    (["--set", "training.work_cv=0.5"], "give work_cv or sequence_lengths, not both"),
+    (["--seq-len", "1024"], "longest sample 2048 exceeds seq_len 1024"),
+])
+def test_a_sequence_length_refusal_names_the_set_item(cli, args: list[str], what: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", *SMALL, "--set", "training.sequence_lengths=uniform:1:2048", *args,
+            match=f"error: --set training.sequence_lengths: {what}")
