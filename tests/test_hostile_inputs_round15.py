@@ -321,3 +321,34 @@ def test_a_sequence_length_distribution_says_why_it_is_refused(cli, value: str, 
 def test_a_sequence_length_refusal_names_the_set_item(cli, args: list[str], what: str) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "predict", *SMALL, "--set", "training.sequence_lengths=uniform:1:2048", *args,
             match=f"error: --set training.sequence_lengths: {what}")
+
+
+# --- plan warns of an MoE dispatch setting on a model without MoE layers, as predict does --------------------------
+# "plan -m llama3-8b --constraint moe_flex_dispatcher=true" ranked dense rows with the flag on, and --set
+# strategy.moe_layer_host_s / ep_dispatch_sms / moe_flex_dispatcher were taken without a word; predict warns
+# "... is not priced: the model has no MoE layers".
+
+DENSE = ["-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--top", "1", "--json"]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--set", "strategy.moe_layer_host_s=5ms"], "strategy.moe_layer_host_s = 0.005 s"),
+    (["--set", "strategy.ep_dispatch_sms=20"], "strategy.ep_dispatch_sms = 20"),
+    (["--set", "strategy.moe_flex_dispatcher=true"], "strategy.moe_flex_dispatcher"),
+    (["--constraint", "moe_flex_dispatcher=true"], "constraint moe_flex_dispatcher=true"),
+    (["--constraint", "moe_a2a_overlap=true"], "constraint moe_a2a_overlap=true"),
+])
+def test_plan_warns_of_moe_settings_on_a_dense_model(cli, args: list[str], said: str) -> None:  # type: ignore[no-untyped-def]
+    r = cli("plan", *DENSE, *args)
+    assert r.code == 0 and f"warning: {said} is not priced: the model has no MoE layers" in r.err, r.err
+    if args[0] == "--set":  # predict says the same
+        p = cli("predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--json", *args)
+        assert f"warning: {said} is not priced: the model has no MoE layers" in p.err, p.err
+
+
+@pytest.mark.parametrize("args", [["--constraint", "moe_flex_dispatcher=false"],
+                                  ["--constraint", "moe_flex_dispatcher=true", "-m", "deepseek-v3", "-n", "256"]])
+def test_plan_does_not_warn_of_moe_settings_that_apply(cli, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    base = DENSE if "-m" not in args else ["-c", "dgx-h100", "--top", "1", "--json"]
+    r = cli("plan", *base, *args)
+    assert r.code == 0 and "no MoE layers" not in r.err, r.err
