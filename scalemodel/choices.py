@@ -496,7 +496,13 @@ def parse_sequence_lengths(value: Any, where: str = "") -> SequenceLengths:
     lo, hi = _small_int(lo_text), _small_int(hi_text)
     if name == "uniform" and lo is not None and hi is not None and 1 <= lo <= hi:
         return SequenceLengths(lo, hi)
-    raise InputError(f"unknown sequence-length distribution {value!r}", where=where, allowed=SEQUENCE_LENGTHS_ALLOWED)
+    # why, where the distribution is known: 'uniform:10:1' and 'uniform:1:1000000000' were "unknown distribution"
+    why = ("" if name != "uniform" or not lo_text or not hi_text else
+           f": LO {lo_text[:20]} {_not_small_int(lo_text)}" if lo is None else
+           f": HI {hi_text[:20]} {_not_small_int(hi_text)}" if hi is None else
+           f": LO {lo} is above HI {hi}" if lo > hi else ": LO is 0")
+    raise InputError(f"{'cannot read' if why else 'unknown'} sequence-length distribution {value!r}{why}", where=where,
+                     allowed=SEQUENCE_LENGTHS_ALLOWED)
 
 
 DP_COMM_ALLOWED = "use allreduce or ps:K[:colocated|:dedicated] (K from 1 to 999999999 servers)"

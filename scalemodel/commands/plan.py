@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from scalemodel.choices import parse_sync
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, integer, opt, repeat, switch
@@ -9,6 +11,7 @@ from scalemodel.engine.planner import ALLOW, OBJECTIVES
 from scalemodel.engine.planner import plan as run
 from scalemodel.errors import InputError
 from scalemodel.report.plan import LazyProgress, render_plan
+from scalemodel.specs import notices
 from scalemodel.specs.constraints import merge_constraints, parse_constraints
 
 
@@ -58,6 +61,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     pinned = o.set_keys(sets, "strategy")
     cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training, strategy={},
                                    training_from=(options, sf) if sf is not None else None)
+    _warn_moe_pins_without_moe(wl, st, pinned, constraints)
     # --set training.micro_batch pins the micro-batch, as a strategy file's does (it was searched over, unsaid)
     if "micro_batch" in o.set_keys(sets, "training"):
         merge_constraints(constraints, [f"micro_batch={tr.micro_batch}"], where="--set")
@@ -71,6 +75,27 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     finally:
         bar.close()
     render_plan(result, as_json=as_json)
+
+
+#: Strategy fields that act only on MoE layers, as predict warns of them on a model without (engine.job
+#: _warn_unpriced_fields).
+_MOE_ONLY = ("moe_flex_dispatcher", "moe_a2a_overlap", "ep_dispatch_sms", "moe_layer_host_s")
+
+
+def _warn_moe_pins_without_moe(wl: Any, st: Any, pinned: list[str], constraints: dict[str, Any]) -> None:
+    """A warning for an MoE dispatch setting plan was given (--set, --constraint, the --strategy file's axes) on a
+    model without MoE layers: predict warns "is not priced: the model has no MoE layers", plan ranked the rows with
+    the flag on (--constraint moe_flex_dispatcher=true on llama3-8b) without a word (round 15)."""
+    moe = getattr(wl, "kind", "") == "transformer" and wl.moe is not None and int(wl.moe.experts) > 0
+    if moe:
+        return
+    shown = {"moe_layer_host_s": lambda v: f" = {v:g} s", "ep_dispatch_sms": lambda v: f" = {v}"}  # as predict's
+    given = [f"strategy.{k}{shown.get(k, lambda v: '')(getattr(st, k))}" for k in dict.fromkeys(pinned)
+             if k in _MOE_ONLY and getattr(st, k, None) not in (None, False, 0, 0.0)]
+    given += [f"constraint {k}=true" for k in ("moe_flex_dispatcher", "moe_a2a_overlap")
+              if ("=", True) in constraints.get(k, []) or ("==", True) in constraints.get(k, [])]
+    for g in given:
+        notices.warn(f"{g} is not priced: the model has no MoE layers")
 
 
 COMMAND = Command("plan", plan, (

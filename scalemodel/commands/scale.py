@@ -36,13 +36,25 @@ DEFAULT_GPUS = [128, 256, 512, 1024, 2048]
 
 
 def parse_gpus(text: str) -> list[int]:
-    parts = [x for x in text.replace(" ", "").split(",") if x]
+    # blanks around a count are dropped, not inside one: "8 16" was read as 816 GPUs (round 15); an empty count
+    # ("8,,16") was skipped without a word
+    parts = [x.strip() for x in text.split(",")]
+    if len(parts) > 1 and not parts[-1]:
+        parts.pop()  # one trailing comma: "8,16,"
+    if not text.strip():
+        raise InputError("no GPU count given", where="--gpus",
+                         allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
+    if any(not x for x in parts):
+        raise InputError(f"an empty GPU count in {text[:80]!r} (two commas in a row, or one at the start)",
+                         where="--gpus", allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
     # ASCII digits only: int() reads "6_4" as 64, and other scripts' digits; digits grouped by thousands (1_024) are
     # read without the '_'
     grouped = next((x for x in parts if digit_grouping(x, "") is not None), None)
     if grouped is not None or not all(re.fullmatch(r"[+-]?[0-9]{1,30}", x.replace("_", "")) for x in parts):
+        blank = next((x for x in parts if len(x.split()) > 1), None)
         why = (f": '_' groups digits only by thousands, as in 1_024 (write {grouped.replace('_', '')[:40]})"
-               if grouped else "")
+               if grouped else f": {blank[:40]!r} has a blank inside (counts are separated by commas)" if blank
+               else "")
         raise InputError(f"cannot read GPU counts {text[:80]!r}{why}", where="--gpus",
                          allowed="comma-separated integers, e.g. 128,256,512,1024,2048")
     values = [int(x.replace("_", "")) for x in parts]

@@ -13,7 +13,15 @@ from scalemodel.engine.job import scenario_training_fits
 from scalemodel.errors import InputError
 from scalemodel.specs import load_accelerator, load_cluster, load_scenario, load_workload
 from scalemodel.specs.files import exists
-from scalemodel.specs.loader import Override, builtin_names, builtin_path, read_document
+from scalemodel.specs.frameworks import MEGATRON_MARK
+from scalemodel.specs.loader import (
+    _DEEPSPEED_KEYS,
+    _FRAMEWORK_SUFFIXES,
+    Override,
+    builtin_names,
+    builtin_path,
+    read_document,
+)
 from scalemodel.specs.sweep import load_sweep
 
 
@@ -88,8 +96,23 @@ def _find(name: str) -> tuple[str, Any]:
                      allowed=(f"did you mean {', '.join(near)}? " if near else "") + "see `scalemodel hardware list`")
 
 
+#: What ``hardware validate`` says of a strategy file (round 15: a torchtitan TOML was "malformed YAML: did not find
+#: expected <document start>", a launch script "expected a mapping of fields", kind: strategy "cannot tell what kind
+#: of spec this is").
+_STRATEGY_FILE = ("an accelerator, cluster, workload, scenario or sweep spec; a strategy file is read where it is "
+                  "used: --strategy FILE of predict, plan, scale, memory or sensitivity, whose errors name the file")
+
+
 def _kind_of(path: Path) -> str:
+    if path.name.endswith(_FRAMEWORK_SUFFIXES):  # read as YAML: "malformed YAML" of a TOML, a mapping of a script
+        raise InputError("a training framework's launch config (a torchtitan TOML or Megatron-LM flags), not a spec",
+                         where=str(path), allowed=_STRATEGY_FILE)
     data, _ = read_document(path)
+    if isinstance(data, str) and MEGATRON_MARK.search(data):
+        raise InputError("Megatron-LM flags (a launch script), not a spec", where=str(path), allowed=_STRATEGY_FILE)
+    if isinstance(data, dict) and (data.get("kind") == "strategy" or any(k in data for k in _DEEPSPEED_KEYS)):
+        what = "a scalemodel strategy file" if data.get("kind") == "strategy" else "a DeepSpeed config"
+        raise InputError(f"{what}, not a spec", where=str(path), allowed=_STRATEGY_FILE)
     if path.suffix == ".json" and isinstance(data, dict) and ("num_hidden_layers" in data or "n_layer" in data):
         return "workload"
     if not isinstance(data, dict):

@@ -183,6 +183,11 @@ def training_checks(cluster: Any, workload: Any, training: Any) -> list[tuple[st
         ("bf16_layers", lambda: bf16_layer_share(training, workload if transformer_wl else None)),
         ("attention_kernel", lambda: check_attention_kernel(training, acc)),
         ("cudnn_release", lambda: cudnn_release_curves(training, acc))]
+    if training.sequence_lengths is not None:  # work_cv given too, HI past seq_len, a generic workload: all were
+        # "training.sequence_lengths: ..." to a user who wrote --set training.sequence_lengths or a scenario's field
+        seq_len = int(training.seq_len or getattr(workload, "seq_len", 0) or 0)
+        out.append(("sequence_lengths", lambda: _work_cv(
+            training, transformer_shape(workload) if transformer_wl else None, seq_len)))
     if training.module_precision is not None and training.module_precision.named():
         # the modules the model has come from its Shape (the engine's)
         out.append(("module_precision", lambda: module_precisions(

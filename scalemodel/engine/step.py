@@ -122,7 +122,8 @@ class Infeasible(IntEnum):
     BATCH_NOT_DIVISIBLE = 2, "batch_not_divisible", "global batch not divisible by dp x micro-batch"
     LAYERS_NOT_DIVISIBLE = 3, "layers_not_divisible", (
         "layers do not split into the pipeline stages (interleaving needs layers divisible by pp x v; "
-        "given first/last stage layers must leave the other stages an equal share of at least one)")
+        "given first/last stage layers must leave the other stages an equal share of at least one; a hybrid "
+        "pattern's '|' segments are the stages: pp x v of them, without first/last stage or chunk layers)")
     HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", (
         "heads not divisible by tp (nor, in a hybrid pattern, the Mamba heads and groups: MambaMixer's asserts; "
         "with cp_comm_type a2a or a2a+p2p, the heads and KV heads per TP rank not divisible by the all-to-all "
@@ -321,7 +322,16 @@ def _layers_split(job: Job, g: StrategyGrid) -> np.ndarray:
     ok_explicit = (g.pp >= 2) & (rest >= 0) & even_rest & ~interleaved
     ok_balanced = np.where(interleaved, layers % (g.pp * v) == 0, g.pp <= layers)
     ok = np.where(explicit, ok_explicit, ok_balanced)
-    return np.asarray(np.where(_chunked(g), _chunk_split_ok(job, g) & ~explicit, ok))
+    ok = np.where(_chunked(g), _chunk_split_ok(job, g) & ~explicit, ok)
+    hy = job.shape.hybrid
+    if hy is not None and int(hy.segments) > 1:
+        # a hybrid pattern's '|' segments are the pipeline's stages: Megatron-LM's validate_args (NVIDIA/Megatron-LM
+        # megatron/training/arguments.py at d98e8a64) asserts no --decoder-first/last-pipeline-num-layers (nor a
+        # layout or embedding/loss accounting) with pipes and segments divisible by pp, and derives the virtual
+        # stages as segments / pp; select_pipeline_segment (megatron/core/models/hybrid/hybrid_layer_allocation.py)
+        # builds each rank's segment. A pattern of 2 segments at pp 4, or with first_stage_layers, was priced
+        ok = ok & ((g.pp <= 1) | (~explicit & ~_chunked(g) & (g.pp * v == int(hy.segments))))
+    return np.asarray(ok)
 
 
 def _chunked(g: StrategyGrid) -> np.ndarray:

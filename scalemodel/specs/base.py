@@ -170,6 +170,8 @@ def _leaf(t: Any, v: Any, loc: tuple[Any, ...]) -> Any:
                 raise SpecError(f"Input should be a valid {noun.split()[-1]}, unable to parse string as {noun}", loc,
                                 kind="type", value=v) from None
         if t is int and isinstance(v, float) and math.isfinite(v):
+            if abs(v) > MAX_SPEC_INT:  # as written: int(1e308) printed 309 digits, cut before the reason (round 15)
+                raise SpecError(f"{v:g} is beyond the largest integer a spec accepts ({MAX_SPEC_INT:.0e})", loc)
             if v != int(v):
                 raise SpecError("Input should be a valid integer, got a number with a fractional part", loc,
                                 kind="type", value=v)
@@ -316,9 +318,12 @@ def _message(what: str) -> str:
     length = _LENGTH.match(what)
     if length:
         n = int(length.group(3))
-        noun = ("character" if length.group(1) == "str" else "item") + ("s" if n != 1 else "")
+        # a mapping's (msgspec's `object`) was "List should have at least 1 item (got {})" (round 15)
+        kind, noun = {"str": ("String", "character"), "object": ("Mapping", "entry")}.get(length.group(1),
+                                                                                           ("List", "item"))
+        noun = (noun[:-1] + "ies" if noun.endswith("y") else noun + "s") if n != 1 else noun
         most = "at least" if length.group(2) == ">=" else "at most"
-        return f"{'String' if length.group(1) == 'str' else 'List'} should have {most} {n} {noun}"
+        return f"{kind} should have {most} {n} {noun}"
     wanted = _TYPE.match(what)
     if wanted:
         return "Input should be " + " or ".join(_TYPE_WORDS.get(t, t) for t in wanted.group(1).split(" | "))

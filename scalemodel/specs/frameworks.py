@@ -510,6 +510,16 @@ def _megatron(text: str, out: StrategyFile) -> None:
     i = 0
     while i < len(tokens):
         tok = tokens[i]
+        blank = next((c for c in tok if c.isspace()), None)  # shlex splits on ASCII blanks only
+        if blank is not None and "--" in tok:
+            # a no-break space pasted from a document: "--tensor-model-parallel-size\u00a02" was warned as
+            # "--tensor-model-parallel-size 2" not used (the space shown as an ordinary one), or, leading, skipped as a
+            # positional without a word; argparse refuses it as one unrecognized argument
+            shown = tok[:60].replace(blank, f"\\u{ord(blank):04x}")
+            out.unused.append(f"{shown} (a U+{ord(blank):04X} space inside: one word to the shell, not a flag and its "
+                              "value)")
+            i += 1
+            continue
         if not tok.startswith("--"):
             if _TYPOGRAPHIC_FLAG.match(tok):  # a flag pasted from a document: no shell passes it as one
                 out.unused.append(f"{tok[:40]} (a typographic dash, not '--': not a flag)")
@@ -951,7 +961,11 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     training = data.get("training") or {}
     par = data.get("parallelism") or {}
     ac = data.get("activation_checkpoint") or {}
-    for sec_name, sec in (("training", training), ("parallelism", par), ("activation_checkpoint", ac)):
+    # the other tables read here too: "compile = 5" or "model = 'llama'" was passed over without a word (torchtitan's
+    # config refuses a value where a table is)
+    read = (("training", training), ("parallelism", par), ("activation_checkpoint", ac),
+            *((k, data[k]) for k in ("model", "compile", "float8", "quantize") if data.get(k) is not None))
+    for sec_name, sec in read:
         if not isinstance(sec, dict):
             raise InputError(f"expected a table, got {type(sec).__name__}", where=f"[{sec_name}]",
                              allowed=f"a [{sec_name}] table of key = value lines")

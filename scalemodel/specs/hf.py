@@ -139,7 +139,25 @@ def hybrid_pattern(cfg: dict[str, Any]) -> str | None:
             raise InputError(f"unknown layer character(s) {''.join(bad)[:40]!r}", where="hybrid_override_pattern",
                              allowed="M (Mamba-2), * (attention), - (MLP), E (MoE), | (pipeline-stage boundary)")
         _check_pattern_size(pattern, "hybrid_override_pattern")
+        listed = _listed_pattern(cfg)
+        if listed is not None and listed[1] != pattern.replace("|", ""):
+            # two descriptions of the layers that disagree: the pattern was priced and the list dropped without a word
+            raise InputError(f"{listed[0]} gives {_kinds_shown(listed[1])}, hybrid_override_pattern "
+                             f"{_kinds_shown(pattern.replace('|', ''))}",
+                             where=f"hybrid_override_pattern / {listed[0]}",
+                             allowed="one of them, or both describing the same layers")
         return pattern
+    listed = _listed_pattern(cfg)
+    return None if listed is None else listed[1]
+
+
+def _kinds_shown(pattern: str) -> str:
+    """A layer pattern shortened for a message: its length and its first layers."""
+    return f"{len(pattern):,} layers ({pattern[:24]}{'...' if len(pattern) > 24 else ''})"
+
+
+def _listed_pattern(cfg: dict[str, Any]) -> tuple[str, str] | None:
+    """(key, pattern) of a NemotronH config's ``layers_block_type`` / ``layer_types`` list, or None."""
     archs = cfg.get("architectures")
     nemotron_h = cfg.get("model_type") == "nemotron_h" or (
         isinstance(archs, list) and any(isinstance(a, str) and a.startswith("NemotronH") for a in archs))
@@ -156,7 +174,7 @@ def hybrid_pattern(cfg: dict[str, Any]) -> str | None:
                                  allowed="linear_attention (Mamba-2), full_attention, mlp, moe")
             pattern = "".join(HYBRID_KINDS[k] for k in kinds)
             _check_pattern_size(pattern, key)
-            return pattern
+            return key, pattern
     return None
 
 
@@ -477,7 +495,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, *, where: str = "config.json"
                    if cfg.get("mtp_hybrid_override_pattern") else
                    'mtp_layers_block_type (not given: transformers\' default ["full_attention", "moe"])')
             if mtp_pattern not in ("*E", "*-"):
-                raise InputError(f"MTP block pattern {str(mtp_pattern)[:40]!r} is not modelled", where=key,
+                # a kind the list holds is named as written: ["gdn"] was "MTP block pattern '?'"
+                shown = str(kinds)[:60] if isinstance(kinds, list) else repr(str(mtp_pattern)[:40])
+                raise InputError(f"MTP block {'layer kinds' if isinstance(kinds, list) else 'pattern'} {shown} "
+                                 f"{'are' if isinstance(kinds, list) else 'is'} not modelled", where=key,
                                  allowed="*E or *- (attention, then MoE or MLP)")
             if (mtp_pattern == "*E") != ("moe" in out):  # was named at hybrid.mtp_pattern, a key the config lacks
                 raise InputError(f"MTP block pattern {mtp_pattern!r} does not match the model's MLP kind "

@@ -343,6 +343,7 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
     if not isinstance(data, dict):
         raise InputError(f"expected a mapping of fields, got a {type(data).__name__}", where=str(path),
                          allowed=f"a {kind} spec (a YAML mapping)")
+    _anchor_accelerator(kind, data, path)
     parent = data.pop("extends", None)
     if parent is not None:
         if not isinstance(parent, str):
@@ -362,6 +363,36 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
                              where=f"{path}: extends", allowed=f"a {data['kind'][:40]} spec to derive from")
         data = _merge(base, data)
     return data
+
+
+def _anchor_accelerator(kind: str, data: dict[str, Any], path: Path) -> None:
+    """A cluster file's ``accelerator:`` path, relative to the cluster file's folder, as ``extends:`` and a
+    scenario's references are: it was read (at validation, by :func:`~scalemodel.specs.base.builtin_ref`) relative to
+    the working folder, so ``-c sub/c.yaml`` naming ``accelerator: acc.yaml`` beside it was "file not found", or
+    took another acc.yaml in the working folder without a word (round 15). A built-in name stays a name."""
+    ref = data.get("accelerator") if kind == "cluster" else None
+    if isinstance(ref, str) and _looks_like_path(ref):
+        p = files.expand_user(ref)
+        if not p.is_absolute():
+            data["accelerator"] = os.path.abspath(path.parent / p)  # absolute: a scenario resolves it once more
+
+
+def _joined_release_keys(parts: list[str]) -> list[str]:
+    """A ``--set`` path's parts with each pair of all-digit parts after ``attention_releases`` joined back into the
+    major.minor key it was split from: ``accelerator.attention_releases.9.19.cudnn.fwd.attn_max=0.5`` set the key
+    '9', refused as "key '9' is not of the allowed form" though 9.19 was written (round 15)."""
+    out: list[str] = []
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        if (out and out[-1].strip() == "attention_releases" and i + 1 < len(parts)
+                and all(p.strip().isascii() and p.strip().isdigit() for p in (part, parts[i + 1]))):
+            out.append(f"{part.strip()}.{parts[i + 1].strip()}")
+            i += 2
+            continue
+        out.append(part)
+        i += 1
+    return out
 
 
 def _parse_value(text: str, where: str) -> Any:
@@ -416,6 +447,7 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
                 "the path has an empty part (two dots in a row, or a dot at its start or end)", where=f"--set {path}",
                 allowed="path.to.field=value, a field name between every two dots")
         node: Any = out
+        parts = _joined_release_keys(parts)
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
             if isinstance(node, dict):

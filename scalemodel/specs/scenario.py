@@ -52,9 +52,13 @@ def _gpus(v: Any) -> Any:
     if isinstance(v, int) and not isinstance(v, bool):
         return [v]
     if isinstance(v, str):
-        parts = [x for x in v.replace(" ", "").split(",") if x]
+        # blanks around a count are dropped, not inside one: "8 16" was read as 816 GPUs (round 15)
+        parts = [x.strip() for x in v.split(",")]
+        if len(parts) > 1 and not parts[-1]:
+            parts.pop()  # one trailing comma
         if not all(x.isascii() and x.isdigit() and len(x) <= 9 for x in parts):
-            raise ValueError(f"cannot read GPU counts {v[:60]!r}; comma-separated integers, e.g. 128,256")
+            blank = " (counts are separated by commas, not blanks)" if any(len(x.split()) > 1 for x in parts) else ""
+            raise ValueError(f"cannot read GPU counts {v[:60]!r}{blank}; comma-separated integers, e.g. 128,256")
         return [int(x) for x in parts]
     return v
 
@@ -65,7 +69,8 @@ class ScenarioSpec(Spec, kw_only=True):
     description: str = ""
     cluster: Annotated[ClusterSpec, builtin_ref("cluster")]
     model: Annotated[Workload, builtin_ref("workload")]
-    gpus: Annotated[list[int], Before(_gpus), Meta(
+    # each count typed with its range: the allowed text of a refused entry said "an integer from -1e+09 to 1e+09"
+    gpus: Annotated[list[Annotated[int, Meta(gt=0, le=MAX_GPUS)]], Before(_gpus), Meta(
         min_length=1, description="GPU count, or a list of counts for a sweep")]
     mode: Literal["weak", "strong"] = "weak"
     training: TrainingSpec = msgspec.field(default_factory=TrainingSpec)

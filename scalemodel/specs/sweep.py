@@ -63,7 +63,8 @@ class SweepSpec(Spec, kw_only=True):
     description: str = ""
     models: Annotated[list[str], Meta(min_length=1, description="built-in workload names or files")]
     clusters: Annotated[list[str], Meta(min_length=1, description="built-in cluster names or files")]
-    gpus: Annotated[list[int], Meta(min_length=1, description="GPU counts")]
+    # each count typed with its range: the allowed text of a refused entry said "an integer from -1e+09 to 1e+09"
+    gpus: Annotated[list[Annotated[int, Meta(gt=0, le=MAX_GPUS)]], Meta(min_length=1, description="GPU counts")]
     strategies: Annotated[list[Literal["best"] | SweepStrategy], Meta(
         min_length=1,
         description="`best` (the planner's best strategy) or a strategy mapping (any strategy field, plus label)")] = \
