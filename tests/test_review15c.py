@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+from scalemodel.errors import InputError
+from scalemodel.specs.frameworks import read_strategy_file
+
 # ---------------------------------------------------------------------------------------------------------------
 # 1. align_grad_reduce / align_param_gather false where they price nothing: predict said nothing
 
@@ -43,3 +46,19 @@ def test_align_switches_off_where_they_price_nothing_are_warned(cli, args, grad,
         else:
             assert line is not None, r.err
             assert all(w in line for w in reasons), line
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 2. Megatron-LM d98e8a64dd names the switch --disable-align-grad-reduce too (ArgumentGroupFactory gives a
+#    store_false bool both --no-X and --disable-X, megatron/training/argument_utils.py L189-196): it was "not used"
+
+def test_disable_align_grad_reduce_is_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --use-distributed-optimizer --overlap-grad-reduce "
+                 "--disable-align-grad-reduce\n")
+    sf = read_strategy_file(str(f))
+    assert sf.strategy["align_grad_reduce"] is False
+    assert not any("align-grad-reduce" in u for u in sf.unused)
+    f.write_text("torchrun pretrain_gpt.py --use-distributed-optimizer --disable-align-grad-reduce=false\n")
+    with pytest.raises(InputError, match="takes no value"):
+        read_strategy_file(str(f))

@@ -278,6 +278,10 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                # d98e8a64dd; dest delay_grad_reduce, the same grad_sync_func, at f2e5db402c; dest align_param_gather):
                # the interleaved schedule's per-chunk data-parallel sync (docs/model.md#interleaved-dp-sync)
                "--no-align-grad-reduce": ("strategy", "align_grad_reduce", False),
+               # d98e8a64dd generates the switch from DistributedInitConfig.align_grad_reduce (default True) with
+               # ArgumentGroupFactory, which names a store_false bool both --no-X and --disable-X
+               # (megatron/training/argument_utils.py L189-196; arguments.py _add_distributed_args L3092)
+               "--disable-align-grad-reduce": ("strategy", "align_grad_reduce", False),
                "--no-delay-grad-reduce": ("strategy", "align_grad_reduce", False),
                "--no-align-param-gather": ("strategy", "align_param_gather", False),
                "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
