@@ -8,10 +8,19 @@ every dispatch, and the step's floors (FLOPs at peak, the data-parallel traffic 
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pytest
 
+from scalemodel.engine import planner
+from scalemodel.engine.job import build_job
+from scalemodel.engine.predict import predict
 from scalemodel.errors import InputError
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, notices
+from scalemodel.specs.constraints import normalize_constraints
 from scalemodel.specs.frameworks import read_strategy_file
+from tests.grid_helpers import TINY_MOE
 
 # ---------------------------------------------------------------------------------------------------------------
 # 1. align_grad_reduce / align_param_gather false where they price nothing: predict said nothing
@@ -62,3 +71,54 @@ def test_disable_align_grad_reduce_is_read(tmp_path) -> None:  # type: ignore[no
     f.write_text("torchrun pretrain_gpt.py --use-distributed-optimizer --disable-align-grad-reduce=false\n")
     with pytest.raises(InputError, match="takes no value"):
         read_strategy_file(str(f))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 3. plan with the backend pinned (--set strategy.moe_flex_backend=hybridep, --constraint moe_flex_backend=...)
+#    searched no flex row, so every plan ran NCCL's all-to-all under the pinned backend's name
+
+COMM = {"algorithm": "auto", "compression": "none", "overlap": True, "bucket": 0.0, "dp_comm": "allreduce",
+        "assignment": "static"}
+
+
+def test_a_backend_pin_opens_the_flex_dispatcher() -> None:
+    """64 experts on 16 H100s (two NVLink domains), ep 16, every other axis pinned and the backend pinned to
+    hybridep: plan searches NCCL's all-to-all and the flex dispatcher (HybridEP) x recompute, 6 candidates, and its
+    pick is predict's argmin over them by hand."""
+    cl = load_cluster("dgx-h100")
+    tr = TrainingSpec(global_batch=64, micro_batch=1, seq_len=4096, precision="bf16")
+    job = build_job(cl, TINY_MOE, tr)
+    cons = {"dp": 16, "tp": 1, "pp": 1, "cp": 1, "ep": 16, "micro_batch": 1, "zero": ("=", 1),
+            "sequence_parallel": False, "moe_flex_backend": "hybridep", **COMM}
+    res = planner.search(job, 16, 64, top=20, constraints=cons)
+    assert res.candidates_evaluated == 6
+    base = dict(dp=16, tp=1, pp=1, cp=1, ep=16, zero="1", sequence_parallel=False, moe_flex_backend="hybridep")
+    times = {}
+    for flex, rec in itertools.product((False, True), ("none", "selective", "full")):
+        p = predict(cl, TINY_MOE, 16, tr, StrategySpec(**base, moe_flex_dispatcher=flex, recompute=rec))
+        times[flex, rec] = p.step_time_s
+    assert res.ranked[0].step_time_s == pytest.approx(min(times.values()), rel=1e-9)
+    seen = {f for p, same in zip(res.ranked, res.equivalents, strict=True)
+            for f in same.get("moe_flex_dispatcher", [p.strategy["moe_flex_dispatcher"]])}
+    assert seen == {False, True}
+    assert all(p.strategy["moe_flex_backend"] == "hybridep" for p in res.ranked)
+    # the configurations themselves: flex rows carry the pinned backend
+    cfg = planner.configurations(job, 16, 64, normalize_constraints({"micro_batch": 1, "cp": 1,
+                                                                     "moe_flex_backend": "hybridep"}))
+    flex_rows = cfg["moe_flex_dispatcher"] & (cfg["ep"] > 1)
+    assert np.any(flex_rows) and np.all(cfg["moe_flex_backend"][flex_rows] == 1)
+
+
+def test_a_backend_pinned_with_the_flex_dispatcher_held_off_is_warned() -> None:
+    cl = load_cluster("dgx-h100")
+    tr = TrainingSpec(global_batch=64, micro_batch=1, seq_len=4096, precision="bf16")
+    job = build_job(cl, TINY_MOE, tr)
+    cons = {"dp": 16, "tp": 1, "pp": 1, "cp": 1, "ep": 16, "micro_batch": 1, "zero": ("=", 1),
+            "sequence_parallel": False, "recompute": "none", **COMM}
+    for extra, warned in (({"moe_flex_backend": "hybridep", "moe_flex_dispatcher": False}, True),
+                          ({"moe_flex_backend": "hybridep", "moe_flex_dispatcher": True}, False),
+                          ({"moe_flex_backend": "deepep", "moe_flex_dispatcher": False}, False)):
+        notices.clear()
+        planner.search(job, 16, 64, top=3, constraints={**cons, **extra})
+        assert any("moe_flex_backend" in w and "not priced" in w for w in notices.current()) == warned, extra
+    notices.clear()
