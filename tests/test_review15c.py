@@ -200,3 +200,34 @@ def test_interleaved_sync_is_monotone(case, tier, net, gpu) -> None:  # type: ig
     assert float(_eval(_scaled_network(job, net, tier), arrays).step_time[0]) <= base * (1 + 1e-9)
     quick = replace(job, peak_flops=job.peak_flops * gpu, memory_bandwidth=job.memory_bandwidth * gpu)
     assert float(_eval(quick, arrays).step_time[0]) <= base * (1 + 1e-9)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 5. the deprecated --moe-enable-deepep (TransformerConfig.__post_init__ at NVIDIA/Megatron-LM@d98e8a64dd
+#    L1743-1752): it sets the backend to deepep and raises without flex or beside hybridep; the reader listed it as not
+#    used, so "--moe-enable-deepep --moe-flex-dispatcher-backend hybridep", which Megatron refuses, priced HybridEP
+
+FLEX = "torchrun pretrain_gpt.py --expert-model-parallel-size 8 --moe-token-dispatcher-type flex "
+
+
+@pytest.mark.parametrize("flags,words", [
+    ("--moe-enable-deepep --moe-flex-dispatcher-backend hybridep", "Only one backend"),
+    ("--moe-enable-deepep=false", "takes no value"),
+])
+def test_moe_enable_deepep_contradictions_are_refused(tmp_path, flags: str, words: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text(FLEX + flags + "\n")
+    with pytest.raises(InputError, match=words):
+        read_strategy_file(str(f))
+    f.write_text(FLEX.replace("flex", "alltoall") + "--moe-enable-deepep\n")
+    with pytest.raises(InputError, match="only supported with flex"):
+        read_strategy_file(str(f))
+
+
+@pytest.mark.parametrize("flags", ["--moe-enable-deepep", "--moe-enable-deepep --moe-flex-dispatcher-backend ncclep"])
+def test_moe_enable_deepep_is_the_deepep_backend(tmp_path, flags: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text(FLEX + flags + " --moe-flex-dispatcher-num-sms 24\n")
+    sf = read_strategy_file(str(f))
+    assert sf.strategy["moe_flex_backend"] == "deepep" and sf.strategy["ep_dispatch_sms"] == 24
+    assert not any("deepep" in u or "ncclep" in u for u in sf.unused), sf.unused
