@@ -231,3 +231,26 @@ def test_moe_enable_deepep_is_the_deepep_backend(tmp_path, flags: str) -> None: 
     sf = read_strategy_file(str(f))
     assert sf.strategy["moe_flex_backend"] == "deepep" and sf.strategy["ep_dispatch_sms"] == 24
     assert not any("deepep" in u or "ncclep" in u for u in sf.unused), sf.unused
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 6. plan with align_grad_reduce / align_param_gather pinned false (fixed fields) and no candidate that runs the
+#    per-chunk sync (megatron_ddp, and for the gathers overlap_param_gather, not pinned): nothing said, as predict was
+
+@pytest.mark.parametrize("sets,warned", [
+    (["strategy.align_grad_reduce=false"], "strategy.align_grad_reduce = false is not priced"),
+    (["strategy.align_param_gather=false", "strategy.megatron_ddp=true"],
+     "strategy.align_param_gather = false is not priced"),
+    (["strategy.align_grad_reduce=false", "strategy.megatron_ddp=true"], None),
+    (["strategy.align_param_gather=false", "strategy.megatron_ddp=true", "strategy.overlap_param_gather=true"], None),
+])
+def test_plan_warns_align_pins_that_price_nothing(cli, sets, warned) -> None:  # type: ignore[no-untyped-def]
+    r = cli("plan", "--model", "gpt-1.7b", "--cluster", "dgx-h100", "--gpus", "16", "--global-batch", "64",
+            "--constraint", "tp=1,cp=1,pp=2", "--top", "1", *[x for s in sets for x in ("--set", s)], "--json")
+    assert r.code == 0, r.err
+    if warned is None:
+        assert "align_" not in r.err, r.err
+    else:
+        line = next(x for x in r.err.splitlines() if warned in x)
+        # it names what is missing, not what was pinned
+        assert ("megatron_ddp" in line) == ("strategy.megatron_ddp=true" not in sets), line

@@ -969,6 +969,15 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # predict's warning (job._warn_unpriced_fields): the backend acts only where the flex dispatcher runs
         notices.warn("moe_flex_backend other than deepep is not priced: moe_flex_dispatcher is held off (the "
                      "expert-parallel tokens move with NCCL's all-to-all)")
+    for name, needs in (("align_grad_reduce", ("megatron_ddp",)),
+                        ("align_param_gather", ("megatron_ddp", "overlap_param_gather"))):
+        missing = [n for n in needs if not fixed.get(n, False)]
+        if name in fixed and not fixed[name] and missing:
+            # predict's warning (job._warn_unpriced_alignment): plan searches the schedule, pp, ZeRO and overlap, but
+            # these fields are fixed, and without them no candidate runs the per-chunk sync the switch times
+            notices.warn(f"strategy.{name} = false is not priced: it times the interleaved schedule's per-chunk "
+                         f"data-parallel sync of Megatron-Core's DDP, and {' and '.join(missing)} "
+                         f"{'is' if len(missing) == 1 else 'are'} not pinned true")
     all_cfg = configurations(job, gpus, global_batch, c, allow_keys)
     axes = _axes(job, c)
     for name, axis in axes.items():
