@@ -268,7 +268,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # fp8 +9 rows:
     # 12.0% -> 13.3%
     # then the interleaved schedule's per-chunk DP sync (docs/model.md#interleaved-dp-sync, from Megatron-Core's
-    # schedule, not chosen for rows) makes the interleaved fp8 rows of Bridge 25.11 and NeMo 2.2 slower (405B B200
+    # schedule, not chosen for rows) predicts the interleaved fp8 rows of Bridge 25.11 and NeMo 2.2 faster (405B B200
     # +5.8 -> +8.1 %, GPT-3 175B +4.6 -> +8.2 %), which over the merged 63 rows moves the median 13.3% -> 14.0%
     # hostscale (host floor by graph scope, see TP/PP/DP): 14.0% -> 13.3%, bound back to 0.135
     ("precision", "fp8"): 0.135,  # n=63, now 13.3% (11.4% before the release curves)

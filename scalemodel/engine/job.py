@@ -1140,6 +1140,37 @@ def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
                      "kernel)")
 
 
+def _warn_unpriced_alignment(strategy: Any, zero: Zero) -> None:
+    """A warning for align_grad_reduce / align_param_gather false where they price nothing: they act only on the
+    interleaved schedule's per-chunk sync under Megatron-Core's DDP with overlap (step.interleaved_dp_sync:
+    megatron_ddp at ZeRO 0/1, overlap, interleaved with pp > 1), align_param_gather also only on ZeRO-1's gathers
+    with overlap_param_gather (docs/model.md#interleaved-dp-sync). A launch's --no-align-grad-reduce /
+    --no-align-param-gather on a 1F1B run (Megatron-LM sets align_param_gather false itself without interleaving)
+    was dropped without a word."""
+    grad = not getattr(strategy, "align_grad_reduce", True)
+    gather = not getattr(strategy, "align_param_gather", True)
+    if not (grad or gather):
+        return
+    schedule = parse_schedule(getattr(strategy, "schedule", "1f1b"))
+    why = [w for w, bad in (
+        ("megatron_ddp is off", not getattr(strategy, "megatron_ddp", False)),
+        ("overlap is off", not getattr(strategy, "overlap", True)),
+        (f"the schedule is {schedule.label}", schedule.kind != ScheduleKind.INTERLEAVED),
+        ("pp is 1", int(getattr(strategy, "pp", 1) or 1) <= 1)) if bad]
+    what = "the interleaved schedule's per-chunk data-parallel sync under Megatron-Core's DDP with overlap"
+    if grad and why:
+        notices.warn(f"strategy.align_grad_reduce = false is not priced: it times {what}, and {', '.join(why)}")
+    if gather:
+        why_ag = why + [w for w, bad in (
+            ("overlap_param_gather is off (the gathers are exposed whole)",
+             not getattr(strategy, "overlap_param_gather", False)),
+            (f"zero is {getattr(strategy, 'zero', '0')} (no distributed-optimizer parameter all-gather)",
+             zero != Zero.OPTIMIZER)) if bad]
+        if why_ag:
+            notices.warn(f"strategy.align_param_gather = false is not priced: it times the ZeRO-1 parameter gathers "
+                         f"of {what}, and {', '.join(why_ag)}")
+
+
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
     ep_dispatch_sms, moe_flex_dispatcher and moe_shared_expert_overlap (also at ep 1; the latter also without
@@ -1150,7 +1181,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
     sequence_parallel, training.fp8_attention on a model without sliding-window layers; the eager layer ops
     without what they act on; hybrid.mtp_pattern without MTP layers; cp_comm_type other than p2p at cp 1 and
-    cp_a2a_size without a2a+p2p."""
+    cp_a2a_size without a2a+p2p; align_grad_reduce / align_param_gather false outside the interleaved per-chunk
+    sync (:func:`_warn_unpriced_alignment`)."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
@@ -1248,6 +1280,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                      f"optimizer) parameter all-gather under the next forward, with overlap on, and zero is "
                      f"{strategy.zero}{'' if getattr(strategy, 'overlap', True) else ', overlap off'} (Megatron-LM "
                      "asserts --use-distributed-optimizer for --overlap-param-gather)")
+    _warn_unpriced_alignment(strategy, zero)
     if getattr(strategy, "tp_comm_overlap", False) and not (
             int(getattr(strategy, "tp", 1)) > 1 and getattr(strategy, "sequence_parallel", False)):
         notices.warn(f"strategy.tp_comm_overlap = true is not priced: it overlaps the tensor-parallel collectives "

@@ -114,6 +114,7 @@ from scalemodel.engine.step import (
     with_sync,
 )
 from scalemodel.errors import InputError
+from scalemodel.specs import notices
 from scalemodel.specs.constraints import Constraints, normalize_constraints
 from scalemodel.specs.constraints import keep as allowed_by
 
@@ -356,9 +357,12 @@ def _with_moe_dispatch(job: Job, cfg: dict[str, np.ndarray], c: Constraints,
     ``allow`` opens them (``--allow moe-dispatch``) or a constraint names one; otherwise the defaults (NCCL's
     all-to-all, exposed), as predict prices them. The flex dispatcher's backend (moe_flex_backend: deepep, then
     hybridep) is searched on the flex rows under the same ``allow`` (or a constraint on it); the rows with NCCL's
-    all-to-all carry the first allowed backend, which prices nothing there."""
-    flex, over = _flag_values(c, "moe_flex_dispatcher", allow), _flag_values(c, "moe_a2a_overlap", allow)
+    all-to-all carry the first allowed backend, which prices nothing there. A constraint on the backend also opens
+    the flex dispatcher, as one on cp_a2a_size opens cp_comm_type: the backend acts only on flex rows, so without
+    them a pinned ``hybridep`` ranked NCCL plans under its name."""
     key = "moe_flex_backend"
+    flex = _flag_values(c, "moe_flex_dispatcher", allow | {"moe_flex_dispatcher"} if key in c else allow)
+    over = _flag_values(c, "moe_a2a_overlap", allow)
     backends = [int(b) for b in FlexBackend if key not in c or bool(allowed_by(np.asarray(int(b)), c[key]))]
     backends = backends if key in allow or key in c else backends[:1]
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
@@ -958,6 +962,21 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     if int(fixed.get("ep_dispatch_sms", -1)) >= 0:
         check_ep_dispatch_sms(job, int(fixed["ep_dispatch_sms"]), "--set strategy.ep_dispatch_sms")
     warn_unfused_attention(job, bool(fixed.get("flash_attention", True)))  # unpinned, every candidate runs it
+    if "moe_flex_backend" in c and "moe_flex_dispatcher" in c and not (
+            bool(allowed_by(np.asarray(True), c["moe_flex_dispatcher"]))
+            or bool(allowed_by(np.asarray(int(FlexBackend.DEEPEP)), c["moe_flex_backend"]))):
+        # predict's warning (job._warn_unpriced_fields): the backend acts only where the flex dispatcher runs
+        notices.warn("moe_flex_backend other than deepep is not priced: moe_flex_dispatcher is held off (the "
+                     "expert-parallel tokens move with NCCL's all-to-all)")
+    for name, needs in (("align_grad_reduce", ("megatron_ddp",)),
+                        ("align_param_gather", ("megatron_ddp", "overlap_param_gather"))):
+        missing = [n for n in needs if not fixed.get(n, False)]
+        if name in fixed and not fixed[name] and missing:
+            # predict's warning (job._warn_unpriced_alignment): plan searches the schedule, pp, ZeRO and overlap, but
+            # these fields are fixed, and without them no candidate runs the per-chunk sync the switch times
+            notices.warn(f"strategy.{name} = false is not priced: it times the interleaved schedule's per-chunk "
+                         f"data-parallel sync of Megatron-Core's DDP, and {' and '.join(missing)} "
+                         f"{'is' if len(missing) == 1 else 'are'} not pinned true")
     all_cfg = configurations(job, gpus, global_batch, c, allow_keys)
     axes = _axes(job, c)
     for name, axis in axes.items():

@@ -1378,10 +1378,15 @@ def _expose_param_gather(g: StrategyGrid, comp: dict[str, np.ndarray], grads: np
     chunked = interleaved_dp_sync(g)
     if not np.any(chunked):
         return np.asarray(whole_stage)
-    # the interleaved schedule syncs chunk by chunk (docs/model.md#interleaved-dp-sync)
+    # the interleaved schedule syncs chunk by chunk (docs/model.md#interleaved-dp-sync); its chunks' last backwards
+    # (first forwards) lie one micro-batch group apart, pp chunk-passes, or all m where m < pp (schedules.py
+    # get_schedule_table's last group at d98e8a64dd; predict refuses m < pp, interleave_invalid, but the windows of
+    # such a candidate stay within its m micro-batches' compute)
     v = np.maximum(g.virtual_stages, 1).astype(float)
-    rs_i = interleaved_grad_sync_exposed(rs, comp["backward_free"], g.pp, v, rs * last_bucket, g.align_grad_reduce)
-    ag_i = interleaved_param_gather_exposed(ag, comp["forward_free"], g.pp, v, ag * last_bucket, g.align_param_gather)
+    group = np.minimum(g.pp, microbatches(g))
+    rs_i = interleaved_grad_sync_exposed(rs, comp["backward_free"], group, v, rs * last_bucket, g.align_grad_reduce)
+    ag_i = interleaved_param_gather_exposed(ag, comp["forward_free"], group, v, ag * last_bucket,
+                                            g.align_param_gather)
     return np.asarray(np.where(chunked, rs_i + np.where(opg, ag_i, ag), whole_stage))
 
 

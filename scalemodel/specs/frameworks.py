@@ -278,6 +278,10 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                # d98e8a64dd; dest delay_grad_reduce, the same grad_sync_func, at f2e5db402c; dest align_param_gather):
                # the interleaved schedule's per-chunk data-parallel sync (docs/model.md#interleaved-dp-sync)
                "--no-align-grad-reduce": ("strategy", "align_grad_reduce", False),
+               # d98e8a64dd generates the switch from DistributedInitConfig.align_grad_reduce (default True) with
+               # ArgumentGroupFactory, which names a store_false bool both --no-X and --disable-X
+               # (megatron/training/argument_utils.py L189-196; arguments.py _add_distributed_args L3092)
+               "--disable-align-grad-reduce": ("strategy", "align_grad_reduce", False),
                "--no-delay-grad-reduce": ("strategy", "align_grad_reduce", False),
                "--no-align-param-gather": ("strategy", "align_param_gather", False),
                "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
@@ -471,6 +475,9 @@ _MEG_FSDP = ("--use-torch-fsdp2", "--use-megatron-fsdp")
 _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
                                             "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
                                             "--cross-entropy-loss-fusion",
+                                            # store_true, TransformerConfig.moe_enable_deepep (deprecated): the flex
+                                            # dispatcher's deepep backend (_flex_dispatcher_sms)
+                                            "--moe-enable-deepep",
                                             # store_false, dest bias_dropout_fusion (arguments.py at 24bad8e677):
                                             # strategy eager_bias_dropout_add
                                             "--no-bias-dropout-fusion",
@@ -774,11 +781,14 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
     runs (--moe-token-dispatcher-type flex). The backend goes to strategy.moe_flex_backend (deepep, Megatron-Core's
     default, or hybridep: their bytes per token and their own SM counts differ, docs/model.md#ep-hierarchical); the
     ncclep backend (NCCL EP through Transformer Engine, whose kernels this model does not read) is named as not used,
-    priced as DeepEP, and its count named as not used. The bound by the accelerator's SM count is the engine's
-    (job.check_ep_dispatch_sms), named at the flag through out.fields. Without a count the engine prices the
-    backend's own default (job.flex_default_sms: DeepEP 20, HybridEP 24 in one NVLink domain, 8 across)."""
+    priced as DeepEP, and its count named as not used. The deprecated --moe-enable-deepep sets deepep, as
+    TransformerConfig.__post_init__ does, and is refused where it raises (without flex, with hybridep). The bound by
+    the accelerator's SM count is the engine's (job.check_ep_dispatch_sms), named at the flag through out.fields.
+    Without a count the engine prices the backend's own default (job.flex_default_sms: DeepEP 20, HybridEP 24 in one
+    NVLink domain, 8 across)."""
     given = [f for f in (_MEG_FLEX_SMS_UNIFIED, *_MEG_FLEX_SMS_DEPRECATED) if f in args]
-    if "--moe-flex-dispatcher-backend" not in args and not given:
+    switch = "--moe-enable-deepep" in args
+    if "--moe-flex-dispatcher-backend" not in args and not given and not switch:
         return
     backend = args.get("--moe-flex-dispatcher-backend", "deepep")
     if backend not in ("deepep", "hybridep", "ncclep"):  # argparse choices of the Literal
@@ -786,6 +796,22 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
         raise InputError(f"unknown flex dispatcher backend: {shown}", where="--moe-flex-dispatcher-backend",
                          allowed="deepep, hybridep or ncclep (Megatron-Core moe_flex_dispatcher_backend)")
     flex = out.strategy.get("moe_flex_dispatcher", False)
+    if switch:
+        # the deprecated switch: TransformerConfig.__post_init__ (d98e8a64dd L1743-1752, 002255075c L1447-1456) raises
+        # without the flex dispatcher and with hybridep named, and otherwise sets the backend to deepep (ncclep too)
+        if not flex:
+            raise InputError("--moe-enable-deepep without --moe-token-dispatcher-type flex (Megatron-Core raises "
+                             "'DeepEP backend is only supported with flex token dispatcher')",
+                             where="--moe-enable-deepep", allowed="--moe-token-dispatcher-type flex with it, or "
+                                                                 "leave it out")
+        if backend == "hybridep":
+            raise InputError("--moe-enable-deepep with --moe-flex-dispatcher-backend hybridep (Megatron-Core raises "
+                             "'Only one backend is supported for flex token dispatcher')", where="--moe-enable-deepep",
+                             allowed="one backend: --moe-flex-dispatcher-backend deepep or hybridep "
+                                     "(--moe-enable-deepep is the deprecated spelling of deepep)")
+        backend = "deepep"
+        out.strategy["moe_flex_backend"] = backend
+        out.fields["moe_flex_backend"] = "--moe-enable-deepep"
     counts: dict[str, int] = {}
     for flag in given:
         n = number(flag)  # a count (refused otherwise) or None for a $VARIABLE (named as not used)
