@@ -688,10 +688,16 @@ TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128}
 #:   9.10.2 of torch nv25.05 (CUDNN-B200-9.10's run log), i.e. below every held release: the default curve
 #:   (9.10 / 9.13 fit) stays, a later kernel than the run had, for want of an earlier sweep
 #: - mcrec26 (Megatron-LM 9c5258f109 examples/moe_recipes): each recipe's DEPENDENCIES build on
-#:   nvcr.io/nvidia/pytorch:26.03-py3 (26.04-py3 for the two Qwen3-235B paged-stash recipes) and reinstall no cuDNN
-#:   (only the cudnn-frontend Python package, 1.22.1). ASSUMED at least 9.20.0, the cuDNN of NeMo 26.04, which
-#:   software-versions.md says is built on PyTorch 26.02 (an earlier base), and below 9.22 (NeMo 26.06 on PyTorch 26.04
-#:   lists 9.21.1.3): the 9.19 curve either way. The NGC PyTorch 26.03 notes were not read.
+#:   nvcr.io/nvidia/pytorch:26.03-py3 (26.04-py3 for the two Qwen3-235B paged-stash recipes); most reinstall no cuDNN
+#:   (only the cudnn-frontend Python package), but four (deepseek_v3/gb200, deepseek_v3/gb300 and the two
+#:   qwen3_235b gb200/gb300 paged-stash recipes) install the CUDA apt repository's latest libcudnn9-cuda-13 over the
+#:   base's ("Install latest cuDNN (libcudnn9-cuda-13) from NVIDIA's CUDA apt repo", a release not pinned: for them
+#:   9.20.0 is a lower bound and 'below 9.22' is not known; audit of 2026-12-05, validation/README.md). ASSUMED at
+#:   least 9.20.0, the cuDNN of NeMo 26.04, which software-versions.md says is built on PyTorch 26.02 (an earlier
+#:   base), and, for the recipes that keep the base's cuDNN, below 9.22 (NeMo 26.06 on PyTorch 26.04 lists 9.21.1.3):
+#:   the 9.19 curve either way for those; the four that install the apt repository's latest stay on it too, the curve
+#:   of their known floor (their release is not read, so no later curve is taken). The NGC PyTorch 26.03 notes were
+#:   not read.
 CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0", "26.04 container"),
                    "mcrec26": ("9.20.0", "PyTorch 26.03/26.04 base, assumed >= PyTorch 26.02's"),
                    "mb2606": ("9.21.1", "26.06 container"), "mb2608": ("9.21.1", "26.08 container, assumed >= 26.06's"),
