@@ -1439,10 +1439,14 @@ RECIPE_SHARED_EXPERT_OVERLAP = frozenset({"mb2511_b200_dsv3_mtp_fp8mx"})
 #: moe_enable_deepep) or hybridep (every other). Their SM counts, where a recipe sets none, are each backend's own
 #: default (Megatron-Core 9c5258f109 transformer_config.py moe_flex_dispatcher_num_sms None: "None lets each backend use
 #: its own default"): HybridEP's csrc/hybrid_ep/config.cuh ``num_sms_dispatch_api.value_or((num_of_nodes == 1) ? 24 :
-#: 8)`` (combine alike) at the DeepEP hybrid-ep commits the recipes build, 7febc6e2 and cf780852; num_of_nodes = EP
-#: ranks over the NVLink peers HybridEPBuffer detects (8 on a DGX-H100): the H100 Qwen3-235B recipe's EP 32 spans 4 ->
-#: 8 SMs, the Qwen3-30B recipes' EP 8 / 16 one domain -> 24 (on GB200, whose Qwen3-30B recipes export no USE_MNNVL, the
-#: trays may be detected instead -> 8: moot, no Qwen3-30B recipe overlaps the all-to-all). DeepEP's default is 20 (the
+#: 8)`` (combine alike) at the DeepEP hybrid-ep commit the H100 recipes build, cf780852, but at 7febc6e2 (the
+#: B200/B300 and the GB200 Qwen3-30B / partial-graph Qwen3-235B recipes) deep_ep/hybrid_ep_buffer.py
+#: ``num_sms_dispatch_api = 32 if self.num_of_nodes == 1 else 8`` (combine alike; audit of 2026-12-05: the rows said
+#: 24 there); num_of_nodes = EP ranks over the NVLink peers HybridEPBuffer detects (8 on a DGX-H100): the H100
+#: Qwen3-235B recipe's EP 32 spans 4 -> 8 SMs, the H100 Qwen3-30B recipes' EP 8 one node -> 24; the GB200 Qwen3-30B
+#: recipes' EP 16 -> 32: 7febc6e2's ExtendedMemoryAllocator reads no USE_MNNVL and uses fabric handles wherever the
+#: device supports them (allocator.cu support_fabric, detect_accessible_ranks), so the 16 ranks of one NVL72 are one
+#: domain (moot for pricing: no Qwen3-30B recipe overlaps the all-to-all). DeepEP's default is 20 (the
 #: historical default, transformer_config.py moe_deepep_num_sms docstring). Recipes that set one: moe_hybridep_num_sms
 #: 32 (qwen3_235b b300/gb200/gb300, deepseek_v3 gb200/gb300), moe_deepep_num_sms 20 (qwen3_235b/b200) and 24
 #: (deepseek_v3/b200).
@@ -1455,8 +1459,8 @@ RECIPE_EP_DISPATCH_SMS: dict[str, int] = {
     "mcrec26_h100_dsv3_mtp_bf16": 20, "mcrec26_h100_qwen3_235b_bf16": 8, "mcrec26_b300_qwen3_235b_fp8mx": 32,
     "mcrec26_gb200_qwen3_235b_fp8mx": 32, "mcrec26_gb200_qwen3_235b_fp8mx_fullcg": 32,
     "mcrec26_gb300_qwen3_235b_fp8mx_fullcg": 32, "mcrec26_gb200_dsv3_mtp_fp8mx": 32, "mcrec26_gb300_dsv3_mtp_fp8mx": 32,
-    "mcrec26_h100_qwen3_30b_fp8blk": 24, "mcrec26_h100_qwen3_30b_bf16": 24, "mcrec26_gb200_qwen3_30b_bf16": 24,
-    "mcrec26_gb200_qwen3_30b_fp8mx": 24, "mcrec26_gb200_qwen3_30b_fp8mx_fullcg": 24}
+    "mcrec26_h100_qwen3_30b_fp8blk": 24, "mcrec26_h100_qwen3_30b_bf16": 24, "mcrec26_gb200_qwen3_30b_bf16": 32,
+    "mcrec26_gb200_qwen3_30b_fp8mx": 32, "mcrec26_gb200_qwen3_30b_fp8mx_fullcg": 32}
 #: The rows of both sets move their tokens hierarchically (StrategySpec.moe_flex_dispatcher,
 #: docs/model.md#ep-hierarchical): each names moe_token_dispatcher_type 'flex' with backend 'hybridep' or 'deepep'
 #: (StrategySpec.moe_flex_backend: the set the row is in; its bytes per token and default SM count);
