@@ -688,10 +688,16 @@ TE_SM100_CUDNN_HEAD_DIM_MAX = {"nemo2502": 128}
 #:   9.10.2 of torch nv25.05 (CUDNN-B200-9.10's run log), i.e. below every held release: the default curve
 #:   (9.10 / 9.13 fit) stays, a later kernel than the run had, for want of an earlier sweep
 #: - mcrec26 (Megatron-LM 9c5258f109 examples/moe_recipes): each recipe's DEPENDENCIES build on
-#:   nvcr.io/nvidia/pytorch:26.03-py3 (26.04-py3 for the two Qwen3-235B paged-stash recipes) and reinstall no cuDNN
-#:   (only the cudnn-frontend Python package, 1.22.1). ASSUMED at least 9.20.0, the cuDNN of NeMo 26.04, which
-#:   software-versions.md says is built on PyTorch 26.02 (an earlier base), and below 9.22 (NeMo 26.06 on PyTorch 26.04
-#:   lists 9.21.1.3): the 9.19 curve either way. The NGC PyTorch 26.03 notes were not read.
+#:   nvcr.io/nvidia/pytorch:26.03-py3 (26.04-py3 for the two Qwen3-235B paged-stash recipes); most reinstall no cuDNN
+#:   (only the cudnn-frontend Python package), but four (deepseek_v3/gb200, deepseek_v3/gb300 and the two
+#:   qwen3_235b gb200/gb300 paged-stash recipes) install the CUDA apt repository's latest libcudnn9-cuda-13 over the
+#:   base's ("Install latest cuDNN (libcudnn9-cuda-13) from NVIDIA's CUDA apt repo", a release not pinned: for them
+#:   9.20.0 is a lower bound and 'below 9.22' is not known; audit of 2026-12-05, validation/README.md). ASSUMED at
+#:   least 9.20.0, the cuDNN of NeMo 26.04, which software-versions.md says is built on PyTorch 26.02 (an earlier
+#:   base), and, for the recipes that keep the base's cuDNN, below 9.22 (NeMo 26.06 on PyTorch 26.04 lists 9.21.1.3):
+#:   the 9.19 curve either way for those; the four that install the apt repository's latest stay on it too, the curve
+#:   of their known floor (their release is not read, so no later curve is taken). The NGC PyTorch 26.03 notes were
+#:   not read.
 CONTAINER_CUDNN = {"mb2511": ("9.13.1", "25.11 container"), "mb2604": ("9.20.0", "26.04 container"),
                    "mcrec26": ("9.20.0", "PyTorch 26.03/26.04 base, assumed >= PyTorch 26.02's"),
                    "mb2606": ("9.21.1", "26.06 container"), "mb2608": ("9.21.1", "26.08 container, assumed >= 26.06's"),
@@ -1433,10 +1439,14 @@ RECIPE_SHARED_EXPERT_OVERLAP = frozenset({"mb2511_b200_dsv3_mtp_fp8mx"})
 #: moe_enable_deepep) or hybridep (every other). Their SM counts, where a recipe sets none, are each backend's own
 #: default (Megatron-Core 9c5258f109 transformer_config.py moe_flex_dispatcher_num_sms None: "None lets each backend use
 #: its own default"): HybridEP's csrc/hybrid_ep/config.cuh ``num_sms_dispatch_api.value_or((num_of_nodes == 1) ? 24 :
-#: 8)`` (combine alike) at the DeepEP hybrid-ep commits the recipes build, 7febc6e2 and cf780852; num_of_nodes = EP
-#: ranks over the NVLink peers HybridEPBuffer detects (8 on a DGX-H100): the H100 Qwen3-235B recipe's EP 32 spans 4 ->
-#: 8 SMs, the Qwen3-30B recipes' EP 8 / 16 one domain -> 24 (on GB200, whose Qwen3-30B recipes export no USE_MNNVL, the
-#: trays may be detected instead -> 8: moot, no Qwen3-30B recipe overlaps the all-to-all). DeepEP's default is 20 (the
+#: 8)`` (combine alike) at the DeepEP hybrid-ep commit the H100 recipes build, cf780852, but at 7febc6e2 (the
+#: B200/B300 and the GB200 Qwen3-30B / partial-graph Qwen3-235B recipes) deep_ep/hybrid_ep_buffer.py
+#: ``num_sms_dispatch_api = 32 if self.num_of_nodes == 1 else 8`` (combine alike; audit of 2026-12-05: the rows said
+#: 24 there); num_of_nodes = EP ranks over the NVLink peers HybridEPBuffer detects (8 on a DGX-H100): the H100
+#: Qwen3-235B recipe's EP 32 spans 4 -> 8 SMs, the H100 Qwen3-30B recipes' EP 8 one node -> 24; the GB200 Qwen3-30B
+#: recipes' EP 16 -> 32: 7febc6e2's ExtendedMemoryAllocator reads no USE_MNNVL and uses fabric handles wherever the
+#: device supports them (allocator.cu support_fabric, detect_accessible_ranks), so the 16 ranks of one NVL72 are one
+#: domain (moot for pricing: no Qwen3-30B recipe overlaps the all-to-all). DeepEP's default is 20 (the
 #: historical default, transformer_config.py moe_deepep_num_sms docstring). Recipes that set one: moe_hybridep_num_sms
 #: 32 (qwen3_235b b300/gb200/gb300, deepseek_v3 gb200/gb300), moe_deepep_num_sms 20 (qwen3_235b/b200) and 24
 #: (deepseek_v3/b200).
@@ -1449,8 +1459,8 @@ RECIPE_EP_DISPATCH_SMS: dict[str, int] = {
     "mcrec26_h100_dsv3_mtp_bf16": 20, "mcrec26_h100_qwen3_235b_bf16": 8, "mcrec26_b300_qwen3_235b_fp8mx": 32,
     "mcrec26_gb200_qwen3_235b_fp8mx": 32, "mcrec26_gb200_qwen3_235b_fp8mx_fullcg": 32,
     "mcrec26_gb300_qwen3_235b_fp8mx_fullcg": 32, "mcrec26_gb200_dsv3_mtp_fp8mx": 32, "mcrec26_gb300_dsv3_mtp_fp8mx": 32,
-    "mcrec26_h100_qwen3_30b_fp8blk": 24, "mcrec26_h100_qwen3_30b_bf16": 24, "mcrec26_gb200_qwen3_30b_bf16": 24,
-    "mcrec26_gb200_qwen3_30b_fp8mx": 24, "mcrec26_gb200_qwen3_30b_fp8mx_fullcg": 24}
+    "mcrec26_h100_qwen3_30b_fp8blk": 24, "mcrec26_h100_qwen3_30b_bf16": 24, "mcrec26_gb200_qwen3_30b_bf16": 32,
+    "mcrec26_gb200_qwen3_30b_fp8mx": 32, "mcrec26_gb200_qwen3_30b_fp8mx_fullcg": 32}
 #: The rows of both sets move their tokens hierarchically (StrategySpec.moe_flex_dispatcher,
 #: docs/model.md#ep-hierarchical): each names moe_token_dispatcher_type 'flex' with backend 'hybridep' or 'deepep'
 #: (StrategySpec.moe_flex_backend: the set the row is in; its bytes per token and default SM count);

@@ -834,6 +834,11 @@ def test_megatron_moe_recipe_rows_are_all_there() -> None:
     # the recipes' own settings reach the strategy (ARGS of each YAML)
     assert by_id["mcrec26_b200_dsv3_mtp_fp8mx"].strategy.ep_dispatch_sms == 24  # moe_deepep_num_sms 24
     assert by_id["mcrec26_h100_qwen3_235b_bf16"].strategy.ep_dispatch_sms == 8  # HybridEP default across 4 domains
+    # DeepEP hybrid-ep @7febc6e2 (what the GB200 Qwen3-30B recipes build) deep_ep/hybrid_ep_buffer.py defaults the
+    # dispatch/combine SMs to ``32 if self.num_of_nodes == 1 else 8`` (not cf780852's config.cuh 24); EP 16 in one
+    # NVL72, fabric detected without USE_MNNVL at that commit -> one node -> 32 (audit of 2026-12-05)
+    assert by_id["mcrec26_gb200_qwen3_30b_bf16"].strategy.ep_dispatch_sms == 32
+    assert by_id["mcrec26_h100_qwen3_30b_bf16"].strategy.ep_dispatch_sms == 24  # cf780852 config.cuh, one DGX node
     assert by_id["mcrec26_b200_qwen3_235b_fp8mx"].strategy.moe_a2a_overlap
     assert not by_id["mcrec26_gb200_qwen3_30b_bf16"].strategy.moe_a2a_overlap
     assert by_id["mcrec26_gb300_dsv3_mtp_fp8mx"].settings["first_last_chunk_layers"] == [4, 1]
