@@ -12,6 +12,7 @@ import pytest
 
 import scalemodel
 from scalemodel.api import cluster_spec, training_spec, workload_spec
+from scalemodel.choices import ScheduleKind
 from scalemodel.cost import compute
 from scalemodel.engine.job import build_job
 
@@ -118,3 +119,19 @@ def test_planner_searches_only_the_segment_pp():
         sched = st["schedule"] if isinstance(st, dict) else st.schedule
         v = int(str(sched).split(":")[1]) if str(sched).startswith("interleaved") else 1
         assert pp == 1 or pp * v == 4, (pp, sched)
+
+
+def test_planner_searches_the_interleaving_unequal_segments_allow():
+    """18 layers in 4 unequal segments: Megatron runs pp 2 interleaved:2 (v = S / pp) though 18 is not divisible by
+    pp x v = 4; the planner offers it, and only pp 1, 2, 4 (planner.configurations)."""
+    from scalemodel.engine.planner import configurations
+    pattern = "*E*E|*-*-*-|*E*-|*-*E"
+    job = build_job(cluster_spec("dgx-h100"), workload_spec(_model(pattern)), training_spec(global_batch=GB,
+                                                                                            micro_batch=1))
+    cfg = configurations(job, 16, GB)
+    assert set(cfg["pp"].tolist()) <= {1, 2, 4}
+    inter = cfg["schedule"] == ScheduleKind.INTERLEAVED
+    assert set(cfg["pp"][~inter].tolist()) == {1, 4}  # flat schedules: the segments are the stages
+    pairs = set(zip(cfg["pp"][inter].tolist(), cfg["virtual_stages"][inter].tolist(), strict=True))
+    assert pairs == {(2, 2)}
+    assert _predict(pattern, pp=2, schedule="interleaved:2").feasible

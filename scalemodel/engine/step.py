@@ -351,11 +351,25 @@ def _segment_split(job: Job, g: StrategyGrid) -> dict[str, np.ndarray] | None:
     also every middle rank of the 1F1B critical path: exact at p <= 3 and wherever the middle ranks are equal, an
     upper bound otherwise); interleaved, the chunks the first segment (``chunk_first``), the last
     (``chunk_last``) and the mean of segments 1 .. p-2 (``chunk_mid``: the chunks the last rank's first forward
-    passes, so that the interleaved critical path through rank p-1 is exact). ``on``: the candidates with p >= 2 dividing S (the
-    others Megatron refuses: :func:`_layers_split`)."""
+    passes, so that the interleaved critical path through rank p-1 is exact). ``on``: the candidates with p >= 2
+    dividing S (the others Megatron refuses: :func:`_layers_split`)."""
     hy = job.shape.hybrid if job.is_transformer else None
     if hy is None or int(hy.segments) < 2 or not hy.segment_kinds:
         return None
+    last = _SEGMENT_MEMO.get("last")
+    if last is not None and last[0] is job and last[1] is g:  # evaluate asks several times for one (job, grid)
+        return last[2]  # type: ignore[no-any-return]
+    out = _segment_split_uncached(job, g, hy)
+    _SEGMENT_MEMO["last"] = (job, g, out)  # the objects held, so their ids cannot be reused while remembered
+    return out
+
+
+#: :func:`_segment_split`'s last (job, grid, result)
+_SEGMENT_MEMO: dict[str, tuple[Any, Any, dict[str, np.ndarray]]] = {}
+
+
+def _segment_split_uncached(job: Job, g: StrategyGrid, hy: Any) -> dict[str, np.ndarray]:
+    """:func:`_segment_split` computed."""
     w = _kind_weights(job, g)
     kinds = ("mamba", "attention", "mlp", "moe")
     seg = [sum((n * w[k] for n, k in zip(counts, kinds, strict=True) if n), np.zeros(1))
