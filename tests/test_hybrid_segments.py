@@ -135,3 +135,10 @@ def test_planner_searches_the_interleaving_unequal_segments_allow():
     pairs = set(zip(cfg["pp"][inter].tolist(), cfg["virtual_stages"][inter].tolist(), strict=True))
     assert pairs == {(2, 2)}
     assert _predict(pattern, pp=2, schedule="interleaved:2").feasible
+
+
+def test_layer_counts_keep_each_segment_in_order():
+    from scalemodel.cost.mamba import layer_counts
+    got = layer_counts("M*|-E|E")
+    assert got.segments == 3 and got.segment_kinds == ((1, 1, 0, 0), (0, 0, 1, 1), (0, 0, 0, 1))
+    assert layer_counts("M*-E").segment_kinds == ()
