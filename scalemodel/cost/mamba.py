@@ -74,6 +74,11 @@ class LayerCounts(msgspec.Struct, frozen=True):
     # the first), each as ((mamba, attention, mlp) layers between, how many intervals have those): the host floor's
     # unit (engine.step._host_wait, docs/model.md#host); () without an E layer
     moe_intervals: tuple[tuple[tuple[int, int, int], int], ...] = ()
+    # each '|' segment's layers of each kind, (mamba, attention, mlp, moe), in the pattern's order; () without a '|'.
+    # Megatron-LM builds segment j v-stage-major: pipeline rank r, virtual stage c holds segment c pp + r
+    # (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/hybrid/hybrid_layer_allocation.py lines 466-467,
+    # select_pipeline_segment: segment_index = vp_rel * pp_size + pp_rank)
+    segment_kinds: tuple[tuple[int, int, int, int], ...] = ()
 
     @property
     def layers(self) -> int:
@@ -92,7 +97,9 @@ def layer_counts(pattern: str, where: str = "hybrid.pattern") -> LayerCounts:
         raise InputError("the hybrid pattern has no layer", where=where, allowed="at least one of M * - E")
     return LayerCounts(mamba=layers.count("M"), attention=layers.count("*"), mlp=layers.count("-"),
                        moe=layers.count("E"), last=layers[-1], segments=pattern.count(PIPE) + 1,
-                       moe_intervals=moe_intervals(layers))
+                       moe_intervals=moe_intervals(layers),
+                       segment_kinds=tuple((seg.count("M"), seg.count("*"), seg.count("-"), seg.count("E"))
+                                           for seg in pattern.split(PIPE)) if PIPE in pattern else ())
 
 
 def moe_intervals(layers: str) -> tuple[tuple[tuple[int, int, int], int], ...]:

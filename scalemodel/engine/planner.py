@@ -207,10 +207,14 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     heads, pp <= layers, cp <= seq_len / 2, ep divides dp and the expert count (MoE only);
     micro-batches are the powers of two dividing the per-replica batch B / dp; pipelines (pp > 1)
     try 1F1B, GPipe, ZB-H1 and interleaved:v for every divisor v >= 2 of the layer count with
-    layers divisible by pp v (so the axis is as long as the layer count has divisors, not layers).
+    layers divisible by pp v (so the axis is as long as the layer count has divisors, not layers). A hybrid
+    pattern with S '|' segments fixes the split: pp divides S, and interleaved:v needs pp v = S
+    (docs/model.md#uneven-stages, "Hybrid segments").
     """
     c = constraints or {}
     div = _divisors(gpus)
+    hy = job.shape.hybrid if job.is_transformer else None
+    segments = int(hy.segments) if hy is not None else 1
     if job.is_transformer:
         sh = job.shape
         layers, heads, experts = int(sh.layers), int(sh.heads), int(sh.moe_experts)
@@ -218,6 +222,8 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
         if sh.mamba is not None:  # MambaMixer asserts nheads % tp == 0 and ngroups % tp == 0
             tp_c = tp_c[(np.mod(float(sh.mamba.heads), tp_c) == 0) & (np.mod(float(sh.mamba.groups), tp_c) == 0)]
         pp_c = div[div <= layers]
+        if segments > 1:  # a hybrid pattern's '|' segments are the stages: pp divides them (step._layers_split)
+            pp_c = pp_c[(pp_c == 1) | (segments % pp_c == 0)]
         cp_c = div[(div == 1) | (2 * div <= job.seq_len)]
         ep_c = div[div <= experts] if experts > 0 else np.asarray([1])
     else:
@@ -248,14 +254,19 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
     tp, pp, cp, ep, dp, mb = tp[li], pp[li], cp[li], ep[li], dp[li], mb_c[mi]
 
     # schedules: (code, v); only 1f1b without a pipeline, interleaved:v needs layers % (pp v) == 0
-    vs = _divisors(max(layers, 1))
+    # with '|' segments, interleaved:v needs pp v = the segments instead (Megatron-LM validate_args derives v)
+    vs = _divisors(max(segments if segments > 1 else layers, 1))
     vs = vs[vs >= 2]
     flat_kinds = [k for k in ScheduleKind if k != ScheduleKind.INTERLEAVED]
     sched = np.concatenate([np.asarray(flat_kinds, dtype=np.int64),
                             np.full(len(vs), ScheduleKind.INTERLEAVED, dtype=np.int64)])
     virt = np.concatenate([np.ones(len(flat_kinds), dtype=np.int64), vs])
     ok3 = (pp[:, None] > 1) | (sched[None, :] == ScheduleKind.ONE_F_ONE_B)
-    ok3 &= (sched[None, :] != ScheduleKind.INTERLEAVED) | (layers % (pp[:, None] * virt[None, :]) == 0)
+    split = (pp[:, None] * virt[None, :] == segments) if segments > 1 else (
+        layers % (pp[:, None] * virt[None, :]) == 0)
+    ok3 &= (sched[None, :] != ScheduleKind.INTERLEAVED) | split
+    if segments > 1:  # a flat schedule's stages are the segments themselves
+        ok3 &= (sched[None, :] == ScheduleKind.INTERLEAVED) | (pp[:, None] == 1) | (pp[:, None] == segments)
     if "schedule" in c:
         for op, (code, v) in c["schedule"]:
             match = (sched == code) & ((virt == v) if v is not None else True)

@@ -306,7 +306,98 @@ def _stage_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np
     first = np.where(explicit, np.where(set_f, f, mid), ceil)
     single = p <= 1
     out = (np.where(single, layers, last_n), np.where(single, layers, other), np.where(single, layers, first))
+    seg = _segment_split(job, g)
+    if seg is not None:  # a hybrid pattern's '|' segments: each rank its own segments' layers
+        on = seg["on"]
+        out = (np.where(on, seg["rank_last"], out[0]), np.where(on, seg["rank_other"], out[1]),
+               np.where(on, seg["rank_first"], out[2]))
     return _with_chunk_ranks(job, g, out)
+
+
+def _kind_weights(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
+    """Each hybrid layer kind's compute per layer and micro-batch in units of the pattern's mean layer (the layer
+    :func:`_hybrid_layer_times` prices, which every per-stage formula multiplies by the stage's layers):
+
+        c_k = (C_k(L) - C_k(0)) / L,   w_k = c_k / sum_k' (N_k' / L) c_k'
+
+    C_k the compute of a stage of L layers of kind k alone (:func:`_one_kind_job`, without the logits), N_k the
+    pattern's layers of kind k. Only the kinds the pattern has."""
+    hy = job.shape.hybrid
+    assert hy is not None
+    L = float(hy.layers)
+    zero = np.zeros(1)
+    per: dict[str, np.ndarray] = {}
+    for kind in ("mamba", "attention", "mlp", "moe"):
+        if getattr(hy, kind):
+            one = _one_kind_job(job, kind)
+            full = _compute_per_microbatch(one, g, np.full(1, L), logits_on_stage=False)["total"]
+            empty = _compute_per_microbatch(one, g, zero, logits_on_stage=False)["total"]
+            per[kind] = (np.asarray(full, dtype=float) - np.asarray(empty, dtype=float)) / L
+    mean = sum((getattr(hy, k) / L * c for k, c in per.items()), np.zeros(1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {k: np.where(mean > 0, c / mean, 1.0) for k, c in per.items()}
+
+
+def _segment_split(job: Job, g: StrategyGrid) -> dict[str, np.ndarray] | None:
+    """The pipeline split a hybrid pattern's ``|`` segments fix, in mean-layer equivalents (None without segments).
+
+    Megatron-LM gives pipeline rank r, virtual stage c the segment c p + r (NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/models/hybrid/hybrid_layer_allocation.py lines 466-467, ``select_pipeline_segment``), v = S / p
+    virtual stages of S segments (megatron/training/arguments.py ``validate_args``). A segment of n_k layers of
+    kind k is priced as sum_k n_k w_k mean layers (:func:`_kind_weights`), so a rank of those layers computes
+    exactly its own kinds' sum; the rank's memory, per-layer collectives and host intervals are the mean layer's
+    times that count (docs/model.md#uneven-stages). The engine's pipeline formulas take three rank classes: rank 0
+    (``rank_first``), rank p - 1 with the logits (``rank_last``), the busiest rank but the last (``rank_other``,
+    also every middle rank of the 1F1B critical path: exact at p <= 3 and wherever the middle ranks are equal, an
+    upper bound otherwise); interleaved, the chunks the first segment (``chunk_first``), the last
+    (``chunk_last``) and the mean of segments 1 .. p-2 (``chunk_mid``: the chunks the last rank's first forward
+    passes, so that the interleaved critical path through rank p-1 is exact). ``on``: the candidates with p >= 2
+    dividing S (the others Megatron refuses: :func:`_layers_split`)."""
+    hy = job.shape.hybrid if job.is_transformer else None
+    if hy is None or int(hy.segments) < 2 or not hy.segment_kinds:
+        return None
+    last = _SEGMENT_MEMO.get("last")
+    if last is not None and last[0] is job and last[1] is g:  # evaluate asks several times for one (job, grid)
+        return last[2]  # type: ignore[no-any-return]
+    out = _segment_split_uncached(job, g, hy)
+    _SEGMENT_MEMO["last"] = (job, g, out)  # the objects held, so their ids cannot be reused while remembered
+    return out
+
+
+#: :func:`_segment_split`'s last (job, grid, result)
+_SEGMENT_MEMO: dict[str, tuple[Any, Any, dict[str, np.ndarray]]] = {}
+
+
+def _segment_split_uncached(job: Job, g: StrategyGrid, hy: Any) -> dict[str, np.ndarray]:
+    """:func:`_segment_split` computed."""
+    w = _kind_weights(job, g)
+    kinds = ("mamba", "attention", "mlp", "moe")
+    seg = [sum((n * w[k] for n, k in zip(counts, kinds, strict=True) if n), np.zeros(1))
+           for counts in hy.segment_kinds]
+    S = len(seg)
+    shape = np.broadcast(g.pp, seg[0]).shape
+    out = {key: np.zeros(shape) for key in ("rank_first", "rank_other", "rank_last", "chunk_first", "chunk_mid",
+                                            "chunk_last")}
+    on = np.zeros(shape, dtype=bool)
+    pp = np.broadcast_to(g.pp, shape)
+    for p in np.unique(pp):
+        p = int(p)
+        if p < 2 or S % p:
+            continue
+        here = pp == p
+        v = S // p
+        ranks = [sum((seg[c * p + r] for c in range(v)), np.zeros(1)) for r in range(p)]
+        # the chunks between the first and the last rank's first chunk, 1 .. p-2 (virtual stage 0), as their mean:
+        # c_first + (p - 2) c_mid is then their sum, the last rank's wait in interleaved_uneven_time
+        mids = seg[1:p - 1] or seg[:1]
+        for key, val in (("rank_first", ranks[0]), ("rank_last", ranks[-1]),
+                         ("rank_other", np.maximum.reduce([np.broadcast_to(x, shape) for x in ranks[:-1]])),
+                         ("chunk_first", seg[0]), ("chunk_last", seg[-1]),
+                         ("chunk_mid", sum(mids, np.zeros(1)) / len(mids))):
+            out[key] = np.where(here, val, out[key])
+        on = on | here
+    out["on"] = on
+    return out
 
 
 def _layers_split(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -329,8 +420,9 @@ def _layers_split(job: Job, g: StrategyGrid) -> np.ndarray:
         # megatron/training/arguments.py at d98e8a64) asserts no --decoder-first/last-pipeline-num-layers (nor a
         # layout or embedding/loss accounting) with pipes and segments divisible by pp, and derives the virtual
         # stages as segments / pp; select_pipeline_segment (megatron/core/models/hybrid/hybrid_layer_allocation.py)
-        # builds each rank's segment. A pattern of 2 segments at pp 4, or with first_stage_layers, was priced
-        ok = ok & ((g.pp <= 1) | (~explicit & ~_chunked(g) & (g.pp * v == int(hy.segments))))
+        # builds each rank's segment. A pattern of 2 segments at pp 4, or with first_stage_layers, was priced.
+        # The segments need not be equal nor the layers divisible by pp x v (each chunk is its own segment)
+        ok = np.where(g.pp <= 1, ok, ~explicit & ~_chunked(g) & (g.pp * v == int(hy.segments)))
     return np.asarray(ok)
 
 
@@ -350,8 +442,14 @@ def _chunk_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np
     set_f, set_l = g.first_chunk_layers >= 0, g.last_chunk_layers >= 0
     rest = layers - np.where(set_f, g.first_chunk_layers, 0) - np.where(set_l, g.last_chunk_layers, 0)
     mid = np.maximum(rest, 0.0) / np.maximum(chunks - set_f - set_l, 1.0)  # none left: _chunk_split_ok flags it
-    return (np.where(set_f, g.first_chunk_layers, mid).astype(float), mid,
-            np.where(set_l, g.last_chunk_layers, mid).astype(float))
+    out = (np.where(set_f, g.first_chunk_layers, mid).astype(float), mid,
+           np.where(set_l, g.last_chunk_layers, mid).astype(float))
+    seg = _segment_split(job, g)
+    if seg is not None:  # a hybrid pattern's '|' segments are the chunks (no first/last chunk sizes with them)
+        on = seg["on"]
+        out = (np.where(on, seg["chunk_first"], out[0]), np.where(on, seg["chunk_mid"], out[1]),
+               np.where(on, seg["chunk_last"], out[2]))
+    return out
 
 
 def _chunk_split_ok(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -2978,7 +3076,7 @@ def _one_kind_job(job: Job, kind: str) -> Job:
         L = hy.layers
         counts = {k: (L if k == kind else 0) for k in ("mamba", "attention", "mlp", "moe")}
         symbol = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}[kind]
-        new = msgspec.structs.replace(hy, last=symbol, moe_intervals=(), **counts)
+        new = msgspec.structs.replace(hy, last=symbol, moe_intervals=(), segment_kinds=(), **counts)
         return replace(job, shape=msgspec.structs.replace(sh, hybrid=new))
     if kind == "moe":  # every layer MoE
         return replace(job, shape=msgspec.structs.replace(sh, moe_every=np.ones_like(sh.moe_every),
@@ -3137,9 +3235,15 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[[np.ndarray, bool
         return bubble_mb
     first, mid, last = _chunk_layers(job, g)
     v = np.maximum(g.virtual_stages, 1).astype(float)
-    w_first = stage(first + (v - 1.0) * mid, False).time
-    w_mid = stage(v * mid, False).time
-    w_last = stage((v - 1.0) * mid + last, True).time
+    r_first, r_mid, r_last = first + (v - 1.0) * mid, v * mid, (v - 1.0) * mid + last
+    seg = _segment_split(job, g)
+    if seg is not None:  # '|' segments: the ranks' own segments (_segment_split), not v equal chunks
+        on = seg["on"]
+        r_first, r_mid, r_last = (np.where(on, seg["rank_first"], r_first), np.where(on, seg["rank_other"], r_mid),
+                                  np.where(on, seg["rank_last"], r_last))
+    w_first = stage(r_first, False).time
+    w_mid = stage(r_mid, False).time
+    w_last = stage(r_last, True).time
     pp_only = stage(np.zeros_like(mid), False).time  # 2 v send/recvs, no layers
 
     def chunk(n: np.ndarray) -> np.ndarray:
