@@ -123,3 +123,18 @@ def test_recompute_moe_repeats_the_blocks_own_collectives_by_hand() -> None:
     disp_bytes = B * S * K * H * EB
     assert moe4 - base4 == pytest.approx(
         8 * LAYERS * (_t("allgather", disp_bytes, 4) + _t("reducescatter", disp_bytes, 4)), rel=1e-9)
+
+
+def test_shared_overlap_takes_the_pair_off_userbuffers_by_hand() -> None:
+    """tp_comm_overlap, every layer an MoE layer with a shared expert, etp 1: userbuffers hide each pass's TP traffic
+    C down to the forward's floor C / 8 (the last reduce-scatter chunk, docs/model.md#tp-comm-overlap; the GEMMs
+    beside it are far longer here). Off: C = 2 per a layer (attention + shared pair), exposed 2 per / 8. With
+    moe_shared_expert_overlap Megatron switches the shared pair's userbuffers off (shared_experts.py lines 163-175):
+    C = per, exposed per / 8, and the pair runs exposed forward and backward, 2 per. Difference a layer and
+    micro-batch: 2 per + per / 8 - 2 per / 8 = 15/8 per; 8 layers, 8 micro-batches."""
+    kw = dict(tp=4, dp=2, ep=2, etp=1, sequence_parallel=True, tp_comm_overlap=True)
+    off = _tp_comm(1, **kw)
+    on = _tp_comm(1, moe_shared_expert_overlap=True, **kw)
+    act = B * S * H * EB
+    per = _t("reducescatter", act, 4) + _t("allgather", act, 4)
+    assert on - off == pytest.approx(8 * LAYERS * per * 15 / 8, rel=1e-9)
