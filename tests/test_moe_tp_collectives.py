@@ -138,3 +138,15 @@ def test_shared_overlap_takes_the_pair_off_userbuffers_by_hand() -> None:
     act = B * S * H * EB
     per = _t("reducescatter", act, 4) + _t("allgather", act, 4)
     assert on - off == pytest.approx(8 * LAYERS * per * 15 / 8, rel=1e-9)
+
+
+def test_tp1_etp2_dispatcher_pair_by_hand() -> None:
+    """tp 1, etp 2 (expert grid folded over DP): the dispatcher's condition is the expert-TP size, so the all-gather
+    and reduce-scatter of 2 x b s k h eb = 128 MiB over the 2 expert-TP ranks run although the attention runs no TP
+    collective: forward + backward each, 8 layers, 16 / (1 x dp 8) = 2 micro-batches a step."""
+    base = _tp_comm(0, tp=1, dp=8, ep=4, etp=1)
+    assert base == 0.0
+    got = _tp_comm(0, tp=1, dp=8, ep=4, etp=2)
+    d = 2 * B * S * K * H * EB
+    assert d == 128 * 2**20
+    assert got == pytest.approx(2 * LAYERS * 2 * (_t("allgather", d, 2) + _t("reducescatter", d, 2)), rel=1e-9)

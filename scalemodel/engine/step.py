@@ -1533,6 +1533,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
+    # tp 1, etp > 1: the dispatcher's expert-TP pair, outside the attention TP group (_moe_tp_collectives)
+    tp = tp + np.where(g.tp == 1, moe_ext + moe_rec, 0.0)
     # CP: ring attention, K and V chunks pass round the cp ring (a2a+p2p: the n_p = cp / cp_a2a_size ranks of its
     # ring level; a2a: none); hidden under the attention core.
     n_p = compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[1]
@@ -1637,9 +1639,10 @@ def _moe_tp_collectives(job: Job, g: StrategyGrid,
     ``(adj, ext, block)``:
 
         sp = [tp > 1, sequence_parallel, MoE model, not a parallel block]
+        d  = [etp > 1, sp or tp = 1] (AG + RS)(etp k b s w eb / (cp tp), etp ranks at stride 1)
         adj   = sp ([c > 0] [not shared_overlap] - 1)            block collectives, to the layers' count
-        ext   = sp ([c > 0] [shared_overlap] per + [etp > 1] (AG + RS)(etp k b s w eb / (cp tp), etp))   seconds
-        block = sp ([c > 0] per + [etp > 1] (AG + RS)) + (1 - sp) per                                   seconds
+        ext   = sp [c > 0] [shared_overlap] per + d                                                  seconds
+        block = sp ([c > 0] per + d) + [tp = 1] d + (1 - sp) [tp > 1] per                            seconds
 
     The layers' count (:func:`scalemodel.cost.transformer.tp_allreduces_per_layer`) gives an MoE layer one block
     collective for its MLP, ``per`` (reduce-scatter + all-gather of b s h / cp with SP). NVIDIA/Megatron-LM@d98e8a64dd
@@ -1656,7 +1659,9 @@ def _moe_tp_collectives(job: Job, g: StrategyGrid,
     stream (their backward the reduce-scatter / all-gather of the same buffer), never userbuffers: exposed, fwd and
     bwd. The flex dispatcher folds expert TP into its dispatch over the tp_ep group (lines 1836-1849, etp x k
     copies of each token); priced by the same all-gather / reduce-scatter as the extra copies' stand-in. With etp 1
-    the routed tokens meet no TP collective. Without SP Megatron-Core refuses MoE with tp > 1 in training
+    the routed tokens meet no TP collective. With tp 1 and etp > 1 the pair runs too (the dispatcher's condition is
+    ``self.tp_size > 1``, the expert-TP size), outside the attention TP group's term: :func:`_model_parallel_comm`
+    adds it where tp is 1. Without SP Megatron-Core refuses MoE with tp > 1 in training
     (moe_layer.py lines 636-640): the one block all-reduce stays as before."""
     sh = job.shape
     zero = np.zeros(1)
@@ -1666,10 +1671,11 @@ def _moe_tp_collectives(job: Job, g: StrategyGrid,
     sp = (g.tp > 1) & np.asarray(g.sequence_parallel, dtype=bool)
     shared = float(sh.moe_shared_experts) > 0
     off_ub = np.asarray(g.moe_shared_expert_overlap, dtype=bool) & shared
-    disp = np.where(_etp(g) > 1, coll.get("moe_disp", 0.0), 0.0)
+    # the dispatcher's expert-TP pair: etp > 1 with SP, or with tp 1 (no SP to shard the tokens: each rank's own)
+    disp = np.where((_etp(g) > 1) & (sp | (g.tp == 1)), coll.get("moe_disp", 0.0), 0.0)
     adj = np.where(sp, np.where(off_ub, 0.0, 1.0 if shared else 0.0) - 1.0, 0.0)
-    ext = np.where(sp, np.where(off_ub, per, 0.0) + disp, 0.0)
-    block = np.where(sp, (per if shared else 0.0) + disp, per)
+    ext = np.where(sp, np.where(off_ub, per, 0.0), 0.0) + disp
+    block = np.where(sp, (per if shared else 0.0) + disp, np.where(g.tp == 1, disp, per))
     return np.asarray(adj), np.asarray(ext), np.asarray(block)
 
 
@@ -1696,7 +1702,8 @@ def _moe_tp_recompute(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         return np.zeros(1)
     block = _moe_tp_collectives(job, g, coll)[2]
     blocks = comp["layers_per_stage"] * float(sh.moe_layers / sh.layers) + comp.get("mtp_moe_blocks", 0.0)
-    return np.asarray(blocks * (np.where(again.shared_experts, coll["tp"], 0.0) + np.where(again.moe, block, 0.0)))
+    shared = np.where(again.shared_experts & (g.tp > 1), coll["tp"], 0.0)
+    return np.asarray(blocks * (shared + np.where(again.moe, block, 0.0)))
 
 
 def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
@@ -1765,7 +1772,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     # docs/model.md#tp-comm-moe): gathered buffer etp x the rank's k b s / (cp tp) received tokens, over the etp
     # ranks at stride 1 (the expert grid's innermost dimension)
     moe_disp = np.zeros(1)
-    if int(sh.moe_experts) > 0 and np.any((_etp(g) > 1) & g.sequence_parallel):
+    if int(sh.moe_experts) > 0 and np.any((_etp(g) > 1) & (g.sequence_parallel | (g.tp == 1))):
         etp_group = place(np.asarray(_etp(g), dtype=float), 1.0, groups.network)
         disp_bytes = _etp(g) * a2a_bytes
         moe_disp = (_collective("allgather", disp_bytes, etp_group)
