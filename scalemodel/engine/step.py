@@ -1578,14 +1578,26 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     per = coll["tp"]
     per_pass = float(transformer.tp_allreduces_per_layer(sh))
     rec_n = np.where(g.recompute == Recompute.FULL, comp["recomputed_layers"] + mtp_tp, 0.0)  # forward repeated
+    # an MoE block's own TP collectives (docs/model.md#tp-comm-moe): with SP, ``adj`` block collectives per MoE block
+    # leave the layers' count (-1 without shared experts or with theirs off userbuffers), ``ext`` seconds per pass run
+    # exposed (the dispatcher's expert-TP all-gather / reduce-scatter; the shared experts' pair under
+    # moe_shared_expert_overlap)
+    adj, ext, _ = _moe_tp_collectives(job, g, coll)
+    moe_f = comp["layers_per_stage"] * float(sh.moe_layers / sh.layers) + comp.get("mtp_moe_blocks", 0.0)
+    moe_r = np.where(g.recompute == Recompute.FULL,
+                     comp["recomputed_layers"] * float(sh.moe_layers / sh.layers) + comp.get("mtp_moe_blocks", 0.0),
+                     0.0)
+    pool_f = (L * per_pass + adj * moe_f) * per  # one pass's collectives in the layers' count
+    pool_r = (rec_n * per_pass + adj * moe_r) * per
+    moe_ext = ext * (2.0 * moe_f + moe_r)  # forward, backward, recomputed forward
     # XLA's remat skips the MLP down-projection and so its trailing collective (xla_remat)
-    tp_fwd = (L + rec_n) * per_pass * per - (rec_n * coll["tp_last"] if xla_remat(job) else 0.0)
+    tp_fwd = pool_f + pool_r - (rec_n * coll["tp_last"] if xla_remat(job) else 0.0)
     # backward: under the weight-gradient GEMMs with Megatron's async all-reduce, else after them (exposed); with
     # sequence parallelism Megatron launches the reduce-scatter async_op=True before the wgrad GEMM whatever the
     # all-reduce flag (LinearWithGradAccumulationAndAsyncCommunication.backward, core_r0.5.0
     # megatron/core/tensor_parallel/layers.py; validate_args turns the flag off with SP): always under it
     bwd_window = np.where(g.tp_async_allreduce | g.sequence_parallel, comp["wgrad"], 0.0)
-    tp_bwd = np.maximum(L * per_pass * per - bwd_window, 0.0)
+    tp_bwd = np.maximum(pool_f - bwd_window, 0.0)
     # selective recompute of mlp: each dense MLP block's checkpointed forward runs its TP collective(s) again in the
     # backward (the all-reduce after linear_fc2, or with SP the all-gather before linear_fc1 and the reduce-scatter
     # after linear_fc2: one block's forward traffic, ``per``), exposed like the forward's; under tp_comm_overlap too
@@ -1602,10 +1614,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # all-reduce) run inside it; moe's checkpoint re-runs the whole block, the shared experts' and the dispatcher's
     # collectives with it): the model's one block collective per MoE layer (and MoE MTP block) once per repeat,
     # exposed as the mlp's above (_moe_tp_recompute)
-    moe_rec = _moe_tp_recompute(job, g, comp) * per
-    mlp_rec = mlp_rec + moe_rec
+    moe_rec = _moe_tp_recompute(job, g, comp, coll)
+    mlp_rec = mlp_rec + moe_rec + moe_ext
     tp = np.where(g.tp > 1, tp_fwd + tp_bwd + mlp_rec, 0.0)
-    tp_hidden = np.where(g.tp > 1, np.minimum(L * per_pass * per, bwd_window), 0.0)
+    tp_hidden = np.where(g.tp > 1, np.minimum(pool_f, bwd_window), 0.0)
     tp_hidden_fwd = chunking = np.zeros(1)
     ub = (g.tp > 1) & g.tp_comm_overlap & g.sequence_parallel
     if np.any(ub):  # userbuffers: every TP collective under the GEMMs beside it (_tp_comm_overlap)
@@ -1614,12 +1626,13 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         gemm_f = n * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0)
         gemm_r = np.where(g.recompute == Recompute.FULL,
                           comp["recomputed_layers"] * comp["gemm_per_layer"] + comp.get("mtp_gemm", 0.0), 0.0)
-        ov = _tp_comm_overlap(L * per_pass * per, rec_n * per_pass * per, L * per_pass * per, gemm_f,
-                              gemm_r, 2.0 * gemm_f)
+        ov = _tp_comm_overlap(pool_f, pool_r, pool_f, gemm_f, gemm_r, 2.0 * gemm_f)
         tp = np.where(ub, ov["exposed"] + mlp_rec, tp)
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
+    # tp 1, etp > 1: the dispatcher's expert-TP pair, outside the attention TP group (_moe_tp_collectives)
+    tp = tp + np.where(g.tp == 1, moe_ext + moe_rec, 0.0)
     # CP: ring attention, K and V chunks pass round the cp ring (a2a+p2p: the n_p = cp / cp_a2a_size ranks of its
     # ring level; a2a: none); hidden under the attention core.
     n_p = compute.cp_levels(g.cp, g.cp_comm_type, g.cp_a2a_size)[1]
@@ -1718,28 +1731,77 @@ def _with_shared_expert_overlap(job: Job, g: StrategyGrid, mp: dict[str, np.ndar
                 hidden_bwd=mp["hidden_bwd"] + hid_b, hidden_ep=mp.get("hidden_ep", 0.0) + hid_f + hid_b)
 
 
-def _moe_tp_recompute(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> np.ndarray:
-    """MoE blocks per micro-batch on the busiest stage whose forward TP collective runs again under selective
-    recompute (docs/model.md#recompute-shared-experts, #recompute-moe), counted in block collectives:
+def _moe_tp_collectives(job: Job, g: StrategyGrid,
+                        coll: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An MoE block's tensor-parallel collectives per pass (docs/model.md#tp-comm-moe), as
+    ``(adj, ext, block)``:
 
-        repeats = (n · moe_layers / L + MoE MTP blocks) · ([shared_experts] + [moe])
+        sp = [tp > 1, sequence_parallel, MoE model, not a parallel block]
+        d  = [etp > 1, sp or tp = 1] (AG + RS)(etp k b s w eb / (cp tp), etp ranks at stride 1)
+        adj   = sp ([c > 0] [not shared_overlap] - 1)            block collectives, to the layers' count
+        ext   = sp [c > 0] [shared_overlap] per + d                                                  seconds
+        block = sp ([c > 0] per + d) + [tp = 1] d + (1 - sp) [tp > 1] per                            seconds
+
+    The layers' count (:func:`scalemodel.cost.transformer.tp_allreduces_per_layer`) gives an MoE layer one block
+    collective for its MLP, ``per`` (reduce-scatter + all-gather of b s h / cp with SP). NVIDIA/Megatron-LM@d98e8a64dd
+    (core_v0.15.0 0d7e02bd26 the same) runs instead: the shared experts' pair, when there are shared experts
+    (SharedExpertMLP is an MLP over the attention TP group, shared_experts.py lines 102-132: TE column-parallel
+    fc1 all-gathers, row-parallel fc2 reduce-scatters, userbuffers as the dense MLP's); under
+    ``moe_shared_expert_overlap`` the same pair with userbuffers and the linears' own comm switched off
+    (lines 163-175), run as ``pre_forward_comm`` / ``post_forward_comm`` (lines 234-256, 340-356) on the shared
+    experts' stream beside the dispatcher: outside the userbuffers overlap and the weight-gradient window, priced
+    exposed (``ext``). The routed experts' tokens cross the expert-TP group only when etp > 1
+    (token_dispatcher.py line 86: the dispatcher's ``tp_group`` is ``expt_tp``): the alltoall dispatcher all-gathers
+    the received tokens after the all-to-all (``dispatch_postprocess``, lines 741-751) and reduce-scatters them
+    before the combine all-to-all (``combine_preprocess``, lines 824-834), plain autograd collectives on the compute
+    stream (their backward the reduce-scatter / all-gather of the same buffer), never userbuffers: exposed, fwd and
+    bwd. The flex dispatcher folds expert TP into its dispatch over the tp_ep group (lines 1836-1849, etp x k
+    copies of each token); priced by the same all-gather / reduce-scatter as the extra copies' stand-in. With etp 1
+    the routed tokens meet no TP collective. With tp 1 and etp > 1 the pair runs too (the dispatcher's condition is
+    ``self.tp_size > 1``, the expert-TP size), outside the attention TP group's term: :func:`_model_parallel_comm`
+    adds it where tp is 1. Without SP Megatron-Core refuses MoE with tp > 1 in training
+    (moe_layer.py lines 636-640): the one block all-reduce stays as before."""
+    sh = job.shape
+    zero = np.zeros(1)
+    if int(sh.moe_experts) <= 0 or float(sh.moe_layers) <= 0 or bool(np.any(np.asarray(sh.parallel_block))):
+        return zero, zero, np.asarray(coll["tp"])
+    per = coll["tp"]
+    sp = (g.tp > 1) & np.asarray(g.sequence_parallel, dtype=bool)
+    shared = float(sh.moe_shared_experts) > 0
+    off_ub = np.asarray(g.moe_shared_expert_overlap, dtype=bool) & shared
+    # the dispatcher's expert-TP pair: etp > 1 with SP, or with tp 1 (no SP to shard the tokens: each rank's own)
+    disp = np.where((_etp(g) > 1) & (sp | (g.tp == 1)), coll.get("moe_disp", 0.0), 0.0)
+    adj = np.where(sp, np.where(off_ub, 0.0, 1.0 if shared else 0.0) - 1.0, 0.0)
+    ext = np.where(sp, np.where(off_ub, per, 0.0), 0.0) + disp
+    block = np.where(sp, (per if shared else 0.0) + disp, np.where(g.tp == 1, disp, per))
+    return np.asarray(adj), np.asarray(ext), np.asarray(block)
+
+
+def _moe_tp_recompute(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
+                      coll: dict[str, np.ndarray]) -> np.ndarray:
+    """Seconds per micro-batch on the busiest stage of the MoE blocks' TP collectives run again under selective
+    recompute (docs/model.md#recompute-shared-experts, #recompute-moe, #tp-comm-moe), exposed:
+
+        t = (n · moe_layers / L + MoE MTP blocks) · ([shared_experts] per + [moe] block)
 
     ``shared_experts`` (an MoE layer with shared experts): Megatron-Core runs ``self.shared_experts`` under
     ``tensor_parallel.checkpoint`` / ``te_checkpoint`` (NVIDIA/Megatron-LM@d98e8a64dd
     megatron/core/transformer/moe/moe_layer.py lines 507-533 ``shared_experts_compute``); SharedExpertMLP is an MLP
     (shared_experts.py line 102) whose TE column-parallel ``linear_fc1`` all-gathers the sequence-parallel input and
     whose row-parallel ``linear_fc2`` reduce-scatters its output (all-reduces without SP), so the backward's
-    re-run of the checkpoint repeats them: one block's forward collective. ``moe``: the block's ``custom_forward``
-    (lines 658-719) runs under the checkpoint, its shared experts and its dispatcher with it. Named together,
-    both repeat (the shared experts' checkpoint runs again inside the recomputed block). The model prices an
-    MoE layer's TP traffic as one block collective per pass
-    (:func:`scalemodel.cost.transformer.tp_allreduces_per_layer`), so each repeat is one more of it."""
+    re-run of the checkpoint repeats them: one block collective ``per``. ``moe``: the block's ``custom_forward``
+    (lines 658-719) runs under the checkpoint, its shared experts and its dispatcher with it: the block's own TP
+    collectives (:func:`_moe_tp_collectives` ``block``: the shared experts' pair if any, the dispatcher's expert-TP
+    all-gather and reduce-scatter if etp > 1; nothing with etp 1 and no shared experts). Named together, both
+    repeat (the shared experts' checkpoint runs again inside the recomputed block)."""
     sh = job.shape
     again = transformer.recomputed_modules(sh, g.recompute, g.recompute_modules)
     if not (np.any(again.shared_experts) or np.any(again.moe)):
         return np.zeros(1)
+    block = _moe_tp_collectives(job, g, coll)[2]
     blocks = comp["layers_per_stage"] * float(sh.moe_layers / sh.layers) + comp.get("mtp_moe_blocks", 0.0)
-    return np.asarray(blocks * (np.where(again.shared_experts, 1.0, 0.0) + np.where(again.moe, 1.0, 0.0)))
+    shared = np.where(again.shared_experts & (g.tp > 1), coll["tp"], 0.0)
+    return np.asarray(blocks * (shared + np.where(again.moe, block, 0.0)))
 
 
 def _cp_exposed(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], coll: dict[str, np.ndarray],
@@ -1804,6 +1866,15 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     token_bytes = tokens * float(sh.moe_width) * job.elem_bytes / g.tp
     a2a_bytes = token_bytes * float(sh.moe_top_k)
     ep = _collective("alltoall", a2a_bytes, groups.expert)
+    # the routed tokens' expert-TP all-gather after the dispatch and reduce-scatter before the combine (etp > 1,
+    # docs/model.md#tp-comm-moe): gathered buffer etp x the rank's k b s / (cp tp) received tokens, over the etp
+    # ranks at stride 1 (the expert grid's innermost dimension)
+    moe_disp = np.zeros(1)
+    if int(sh.moe_experts) > 0 and np.any((_etp(g) > 1) & (g.sequence_parallel | (g.tp == 1))):
+        etp_group = place(np.asarray(_etp(g), dtype=float), 1.0, groups.network)
+        disp_bytes = _etp(g) * a2a_bytes
+        moe_disp = (_collective("allgather", disp_bytes, etp_group)
+                    + _collective("reducescatter", disp_bytes, etp_group))
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
@@ -1839,7 +1910,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
                               + _collective("alltoall", v_b, a2a_group) + _collective("alltoall", o_b, a2a_group),
                               cp_a2a)
     return {"cp_ag": cp_ag, "cp_rs": cp_rs, "cp_a2a": cp_a2a,
-            "tp": np.where(g.sequence_parallel, rs_ag, ar),
+            "tp": np.where(g.sequence_parallel, rs_ag, ar), "moe_disp": moe_disp,
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
            "cp": cp_ring,
            "ep": ep,

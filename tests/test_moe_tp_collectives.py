@@ -1,0 +1,152 @@
+"""An MoE layer's tensor-parallel collectives (docs/model.md#tp-comm-moe), from Megatron-Core's code
+(NVIDIA/Megatron-LM@d98e8a64dd; core_v0.15.0 0d7e02bd26 the same): with sequence parallelism the MoE block runs the
+shared experts' all-gather + reduce-scatter of b s h / cp (if it has shared experts) and, with expert tensor
+parallelism etp > 1, the dispatcher's all-gather after the dispatch and reduce-scatter before the combine of the
+rank's received tokens over the etp group (gathered buffer etp x k b s w eb / (cp tp)); with etp 1 and no shared
+experts none. The bytes are worked out by hand here; their time is the collectives model's for those bytes on the
+placed group (the primitive, tested in tests/test_collectives*.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import collectives as coll
+from scalemodel.cost.placement import parallel_groups, place
+from scalemodel.engine import step
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.specs import TransformerWorkload, load_cluster
+from scalemodel.specs.training import StrategySpec, TrainingSpec
+from scalemodel.specs.workload import MoESpec
+
+H, S, B, K, LAYERS = 4096, 4096, 1, 2, 8
+EB = 2.0  # bf16
+
+
+def _job(shared: int):  # type: ignore[no-untyped-def]
+    wl = TransformerWorkload(name="moe", layers=LAYERS, hidden=H, heads=32, kv_heads=8, ffn_hidden=14336,
+                             gated_mlp=True, vocab=32000, seq_len=S, tied_embeddings=False,
+                             moe=MoESpec(experts=8, top_k=K, ffn_hidden=2048, shared_experts=shared))
+    tr = TrainingSpec(global_batch=16, micro_batch=B, precision="bf16", seq_len=S)
+    return build_job(load_cluster("dgx-h100"), wl, tr), tr
+
+
+def _grid(job, tr, **strategy):  # type: ignore[no-untyped-def]
+    st = StrategySpec(**strategy)
+    return grid_from_strategy(st, tr, st.tp * st.pp * st.cp * (st.dp or 1), job)
+
+
+def _parts(shared: int, **strategy):  # type: ignore[no-untyped-def]
+    job, tr = _job(shared)
+    g = _grid(job, tr, **strategy)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    c = step._mp_collectives(job, g, groups)
+    return job, g, c, step._moe_tp_collectives(job, g, c)
+
+
+def _t(op: str, nbytes: float, ranks: int) -> float:
+    """One collective of ``nbytes`` over ``ranks`` GPUs at stride 1 of a DGX H100 (NVLink)."""
+    network = _job(0)[0].network
+    return float(coll.group_time(op, np.asarray(nbytes), place(float(ranks), 1.0, network)))
+
+
+def test_sp_block_collective_by_hand() -> None:
+    """The layers' block collective with SP: reduce-scatter + all-gather of b s h eb = 32 MiB over tp 4."""
+    _, _, c, _ = _parts(0, tp=4, dp=2, ep=2, etp=1, sequence_parallel=True)
+    act = B * S * H * EB
+    assert act == 32 * 2**20
+    assert float(np.ravel(c["tp"])[0]) == pytest.approx(_t("reducescatter", act, 4) + _t("allgather", act, 4),
+                                                        rel=1e-12)
+
+
+def test_etp1_no_shared_experts_runs_no_moe_tp_collective() -> None:
+    """etp 1, no shared experts: the MoE block's count leaves the layers' (-1), nothing exposed, nothing to repeat."""
+    _, _, _, (adj, ext, block) = _parts(0, tp=4, dp=2, ep=2, etp=1, sequence_parallel=True)
+    assert float(np.ravel(adj)[0]) == -1.0 and float(np.ravel(ext)[0]) == 0.0 and float(np.ravel(block)[0]) == 0.0
+
+
+def test_etp_equal_tp_dispatcher_gather_by_hand() -> None:
+    """etp = tp = 4: the dispatcher gathers etp x (b s / tp) k tokens of h = b s k h eb = 64 MiB over the 4 expert-TP
+    ranks and reduce-scatters the same buffer; k = 2 times the attention block's 32 MiB."""
+    _, _, c, (adj, ext, block) = _parts(0, tp=4, dp=2, ep=2, sequence_parallel=True)
+    disp_bytes = 4 * (B * S / 4) * K * H * EB
+    assert disp_bytes == 64 * 2**20
+    disp = _t("allgather", disp_bytes, 4) + _t("reducescatter", disp_bytes, 4)
+    assert float(np.ravel(c["moe_disp"])[0]) == pytest.approx(disp, rel=1e-12)
+    assert float(np.ravel(adj)[0]) == -1.0
+    assert float(np.ravel(ext)[0]) == pytest.approx(disp, rel=1e-12)
+    assert float(np.ravel(block)[0]) == pytest.approx(disp, rel=1e-12)
+    # etp 2 under tp 4: 2 x (b s / 4) k h eb = 32 MiB over 2 ranks
+    _, _, c2, _ = _parts(0, tp=4, dp=2, ep=2, etp=2, sequence_parallel=True)
+    d2 = 2 * (B * S / 4) * K * H * EB
+    assert float(np.ravel(c2["moe_disp"])[0]) == pytest.approx(_t("allgather", d2, 2) + _t("reducescatter", d2, 2),
+                                                               rel=1e-12)
+
+
+def test_shared_experts_and_their_overlap() -> None:
+    """Shared experts keep their pair in the layers' count (userbuffers, weight-gradient window); under
+    moe_shared_expert_overlap Megatron switches userbuffers and the linears' comm off (shared_experts.py
+    lines 163-175): the pair leaves the count and runs exposed, forward and backward."""
+    _, _, c, (adj, ext, block) = _parts(1, tp=4, dp=2, ep=2, etp=1, sequence_parallel=True)
+    per = _t("reducescatter", B * S * H * EB, 4) + _t("allgather", B * S * H * EB, 4)
+    assert float(np.ravel(adj)[0]) == 0.0 and float(np.ravel(ext)[0]) == 0.0
+    assert float(np.ravel(block)[0]) == pytest.approx(per, rel=1e-12)
+    _, _, _, (adj, ext, block) = _parts(1, tp=4, dp=2, ep=2, etp=1, sequence_parallel=True,
+                                        moe_shared_expert_overlap=True)
+    assert float(np.ravel(adj)[0]) == -1.0
+    assert float(np.ravel(ext)[0]) == pytest.approx(per, rel=1e-12)
+    assert float(np.ravel(block)[0]) == pytest.approx(per, rel=1e-12)
+
+
+def test_without_sp_the_block_all_reduce_stays() -> None:
+    """No SP (Megatron-Core refuses MoE with tp > 1 in training, moe_layer.py lines 636-640): one all-reduce of
+    b s h eb per MoE block, as before."""
+    _, _, c, (adj, ext, block) = _parts(0, tp=4, dp=2, ep=2, sequence_parallel=False)
+    assert float(np.ravel(adj)[0]) == 0.0 and float(np.ravel(ext)[0]) == 0.0
+    assert float(np.ravel(block)[0]) == pytest.approx(_t("allreduce", B * S * H * EB, 4), rel=1e-12)
+
+
+def _tp_comm(shared: int, **strategy) -> float:  # type: ignore[no-untyped-def]
+    job, tr = _job(shared)
+    return float(step.evaluate(job, _grid(job, tr, **strategy)).breakdown["tp_comm"][0])
+
+
+def test_recompute_moe_repeats_the_blocks_own_collectives_by_hand() -> None:
+    """Selective recompute of moe re-runs the block's forward in the backward, exposed: etp 1 and no shared experts
+    adds nothing (the review's finding: before, one block collective per MoE layer); etp = tp adds the dispatcher's
+    all-gather + reduce-scatter once per layer and micro-batch (8 layers, pp 1; 16 / (1 x dp 2) = 8 micro-batches
+    a step)."""
+    kw = dict(tp=4, dp=2, ep=2, sequence_parallel=True, recompute="selective")
+    base = _tp_comm(0, etp=1, recompute_modules="core_attn", **kw)
+    assert _tp_comm(0, etp=1, recompute_modules="core_attn,moe", **kw) == pytest.approx(base, rel=1e-12)
+    base4 = _tp_comm(0, recompute_modules="core_attn", **kw)
+    moe4 = _tp_comm(0, recompute_modules="core_attn,moe", **kw)
+    disp_bytes = B * S * K * H * EB
+    assert moe4 - base4 == pytest.approx(
+        8 * LAYERS * (_t("allgather", disp_bytes, 4) + _t("reducescatter", disp_bytes, 4)), rel=1e-9)
+
+
+def test_shared_overlap_takes_the_pair_off_userbuffers_by_hand() -> None:
+    """tp_comm_overlap, every layer an MoE layer with a shared expert, etp 1: userbuffers hide each pass's TP traffic
+    C down to the forward's floor C / 8 (the last reduce-scatter chunk, docs/model.md#tp-comm-overlap; the GEMMs
+    beside it are far longer here). Off: C = 2 per a layer (attention + shared pair), exposed 2 per / 8. With
+    moe_shared_expert_overlap Megatron switches the shared pair's userbuffers off (shared_experts.py lines 163-175):
+    C = per, exposed per / 8, and the pair runs exposed forward and backward, 2 per. Difference a layer and
+    micro-batch: 2 per + per / 8 - 2 per / 8 = 15/8 per; 8 layers, 8 micro-batches."""
+    kw = dict(tp=4, dp=2, ep=2, etp=1, sequence_parallel=True, tp_comm_overlap=True)
+    off = _tp_comm(1, **kw)
+    on = _tp_comm(1, moe_shared_expert_overlap=True, **kw)
+    act = B * S * H * EB
+    per = _t("reducescatter", act, 4) + _t("allgather", act, 4)
+    assert on - off == pytest.approx(8 * LAYERS * per * 15 / 8, rel=1e-9)
+
+
+def test_tp1_etp2_dispatcher_pair_by_hand() -> None:
+    """tp 1, etp 2 (expert grid folded over DP): the dispatcher's condition is the expert-TP size, so the all-gather
+    and reduce-scatter of 2 x b s k h eb = 128 MiB over the 2 expert-TP ranks run although the attention runs no TP
+    collective: forward + backward each, 8 layers, 16 / (1 x dp 8) = 2 micro-batches a step."""
+    base = _tp_comm(0, tp=1, dp=8, ep=4, etp=1)
+    assert base == 0.0
+    got = _tp_comm(0, tp=1, dp=8, ep=4, etp=2)
+    d = 2 * B * S * K * H * EB
+    assert d == 128 * 2**20
+    assert got == pytest.approx(2 * LAYERS * 2 * (_t("allgather", d, 2) + _t("reducescatter", d, 2)), rel=1e-9)
