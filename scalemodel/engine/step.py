@@ -1709,15 +1709,19 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
+        # the flex dispatcher's group is tp_ep: etp x ep ranks, stride 1 (token_dispatcher.py @d98e8a64dd
+        # MoEFlexTokenDispatcher; its kernels get top-k etp k of etp E: docs/model.md#ep-hierarchical)
+        etp = _etp(g)
+        fg = groups.expert if not np.any(etp > 1) else place(g.ep * etp, 1.0, groups.network)
         # HybridEP: of the 4 per layer, the forward dispatch and the backward combine carry the routing probabilities
-        hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, groups.expert)
-                      + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, groups.expert,
-                                                               prob_tokens=tokens / g.tp))
+        hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg, etp=etp)
+                      + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg,
+                                                               prob_tokens=tokens / g.tp, etp=etp))
         deepep = np.asarray(g.moe_flex_backend) == int(FlexBackend.DEEPEP)
         if np.any(flex & deepep):  # DeepEP: each copy a 16-byte-aligned slot with its metadata, the 4 ops' mean
             rows = tokens / g.tp
-            slot = ep_dispatch.deepep_mean_slot_bytes(float(sh.moe_width) * job.elem_bytes, k)
-            hier = np.where(deepep, ep_dispatch.hierarchical_alltoall_time(rows * slot, E, k, groups.expert), hier)
+            slot = ep_dispatch.deepep_mean_slot_bytes(float(sh.moe_width) * job.elem_bytes, etp * k)
+            hier = np.where(deepep, ep_dispatch.hierarchical_alltoall_time(rows * slot, E, k, fg, etp=etp), hier)
         ep = np.where(flex, hier, ep)
     cp_ag = cp_rs = cp_a2a = np.zeros(1)
     cp_ring = _collective("sendrecv", kv_bytes, groups.context)
