@@ -153,3 +153,43 @@ def test_flex_step_at_etp_2_prices_the_tp_ep_group(backend: str) -> None:
     inter, intra = ep_dispatch.hierarchical_bytes(1.0, E, k, 16, 8, etp=2)
     assert float(intra) == pytest.approx(14 * q8, rel=1e-12) and q8 > q16
     assert np.isfinite(want2)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 4. HybridEP asserts its group (the flex dispatcher's etp x ep ranks) is whole NVLink domains (DeepEP hybrid-ep
+#    @7febc6e2 deep_ep/hybrid_ep_buffer.py L74-77: group_size % ranks per domain == 0); the model priced such groups
+
+from scalemodel.choices import FlexBackend  # noqa: E402
+from scalemodel.engine.job import hybridep_group_refused  # noqa: E402
+
+_HYB = ["-c", "dgx-h100", "-m", "deepseek-v3", "-n", "96", "--set", "strategy.ep=4", "--set", "strategy.etp=3",
+        "--set", "strategy.moe_flex_dispatcher=true"]
+
+
+def test_hybridep_groups_that_are_not_whole_domains_by_hand() -> None:
+    job = build_job(load_cluster("dgx-h100"), _QWEN3_30B,
+                    TrainingSpec(global_batch=256, micro_batch=1, precision="bf16", seq_len=4096))
+    ep, etp = np.array([8, 4, 16, 4, 2, 12]), np.array([1, 3, 1, 1, 1, 2])
+    # 8 GPUs a node: 8 | 8, 12 = 8 + 4, 16 = 2 x 8, 4 inside one node, 2 inside one node, 24 = 3 x 8
+    want = [False, True, False, False, False, False]
+    hyb = int(FlexBackend.HYBRIDEP)
+    assert list(hybridep_group_refused(job, ep, etp, True, hyb)) == want
+    assert not np.any(hybridep_group_refused(job, ep, etp, True, int(FlexBackend.DEEPEP)))  # DeepEP: not its assert
+    assert not np.any(hybridep_group_refused(job, ep, etp, False, hyb))  # NCCL's all-to-all
+
+
+def test_predict_refuses_a_hybridep_group_across_part_of_a_domain(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("predict", *_HYB, "--set", "strategy.moe_flex_backend=hybridep")
+    assert r.code == 2 and "strategy.ep" in r.err and "HybridEP refuses" in r.err and "12 ranks" in r.err, r.err
+    assert "Traceback" not in r.err
+    assert cli("predict", *_HYB, "--set", "strategy.moe_flex_backend=deepep").code == 0
+
+
+def test_plan_marks_hybridep_groups_across_part_of_a_domain_infeasible(cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    r = cli("plan", *_HYB, "--set", "strategy.moe_flex_backend=hybridep", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["infeasible_by_reason"].get("hybridep_group_invalid", 0) > 0, r.out[-400:]
+    r = cli("plan", *_HYB, "--set", "strategy.moe_flex_backend=deepep", "--json")
+    assert "hybridep_group_invalid" not in json.loads(r.out)["infeasible_by_reason"]
