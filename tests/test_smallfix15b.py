@@ -193,3 +193,58 @@ def test_plan_marks_hybridep_groups_across_part_of_a_domain_infeasible(cli) -> N
     assert json.loads(r.out)["infeasible_by_reason"].get("hybridep_group_invalid", 0) > 0, r.out[-400:]
     r = cli("plan", *_HYB, "--set", "strategy.moe_flex_backend=deepep", "--json")
     assert "hybridep_group_invalid" not in json.loads(r.out)["infeasible_by_reason"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 5. a file name that is not UTF-8: Python keeps its byte 0xff as the lone surrogate U+DCFF (os.fsdecode), which
+#    --json wrote as "\udcff", invalid Unicode to a strict JSON reader; errors and warnings showed "\udcff" too
+
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from scalemodel.errors import shown  # noqa: E402
+from scalemodel.report.output import to_json  # noqa: E402
+
+
+def _strings(obj: object) -> list[str]:
+    if isinstance(obj, dict):
+        return [s for k, v in obj.items() for s in (_strings(k) + _strings(v))]
+    if isinstance(obj, list):
+        return [s for v in obj for s in _strings(v)]
+    return [obj] if isinstance(obj, str) else []
+
+
+def _bad_name(text: str) -> str:
+    root = Path("/tmp/smallfix15b")
+    root.mkdir(parents=True, exist_ok=True)
+    name = os.fsdecode(os.fsencode(str(root)) + b"/bad\xff.yaml")
+    Path(name).write_text(text)
+    return name
+
+
+def test_a_non_utf8_file_name_in_json_is_valid_unicode(cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    name = _bad_name("strategy:\n  tp: 2\n")
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", name, "--json")
+    assert r.code == 0, r.err
+    assert "\\udcff" not in r.out  # the escape of a lone surrogate
+    doc = json.loads(r.out)
+    for s in _strings(doc):
+        s.encode("utf-8")  # strict: a lone surrogate raises
+    assert "/tmp/smallfix15b/bad\\xff.yaml" in _strings(doc)  # the byte, backslash-escaped as Python writes bytes
+
+
+def test_a_non_utf8_file_name_in_an_error_is_its_byte(cli) -> None:  # type: ignore[no-untyped-def]
+    name = _bad_name("strategy:\n  tpx: 2\n")
+    r = cli("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", name, "--json")
+    assert r.code == 2 and "/tmp/smallfix15b/bad\\xff.yaml: strategy.tpx" in r.err, r.err
+    r.err.encode("utf-8")
+
+
+def test_shown_by_hand() -> None:
+    assert shown("a\udcffb\udc80") == "a\\xffb\\x80"
+    assert shown("x\ud800") == "x\\ud800"  # a surrogate no file name decodes to: its code point
+    assert shown("é ünïcode") == "é ünïcode"
+    # warnings and every --json string go through it
+    assert "\\udcff" not in to_json({"p": "q\udcff"}, "t") and '"q\\\\xff"' in to_json({"p": "q\udcff"}, "t")
