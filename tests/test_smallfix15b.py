@@ -248,3 +248,30 @@ def test_shown_by_hand() -> None:
     assert shown("é ünïcode") == "é ünïcode"
     # warnings and every --json string go through it
     assert "\\udcff" not in to_json({"p": "q\udcff"}, "t") and '"q\\\\xff"' in to_json({"p": "q\udcff"}, "t")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 6. torchtitan's default etp is 1 (specs.frameworks._titan_etp); its reader set it only where the TOML gives ep,
+#    so a TOML without expert_parallel_degree plus --ep 8 was priced at Megatron's etp = tp
+
+
+@pytest.mark.parametrize("ep_from", ["cli", "set"])
+def test_titan_ep_from_the_command_line_gets_etp_1(cli, tmp_path, ep_from: str) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    f = tmp_path / "job.toml"
+    f.write_text("[parallelism]\ntensor_parallel_degree = 2\n")
+    moe = ["-c", "dgx-h100", "-m", "nemotron-3-nano", "-n", "64"]
+    ep = ["--ep", "8"] if ep_from == "cli" else ["--set", "strategy.ep=8"]
+    r = cli("predict", *moe, "--strategy", str(f), *ep, "--json")
+    assert r.code == 0, r.err
+    got = json.loads(r.out)
+    assert got["strategy"]["etp"] == 1, got["strategy"]
+    # the same step as etp 1 written out, not as etp = tp = 2
+    one = json.loads(cli("predict", *moe, "--strategy", str(f), *ep, "--set", "strategy.etp=1", "--json").out)
+    two = json.loads(cli("predict", *moe, "--strategy", str(f), *ep, "--set", "strategy.etp=2", "--json").out)
+    assert got["step_time_s"] == one["step_time_s"] != two["step_time_s"]
+    # a Megatron-Core layer (the default layer_impl) keeps Megatron's default, etp = tp
+    meg = json.loads(cli("predict", *moe, "--tp", "2", *ep, "--json").out)
+    meg2 = json.loads(cli("predict", *moe, "--tp", "2", *ep, "--set", "strategy.etp=2", "--json").out)
+    assert meg["strategy"]["etp"] is None and meg["step_time_s"] == meg2["step_time_s"]

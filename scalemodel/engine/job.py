@@ -884,6 +884,14 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                      "parallelism applies to experts only)")
         given_etp = None
     etp = given_etp or tp
+    # torchtitan's own default is etp 1 (expert_tensor_parallel_degree = 1 "1 means disabled", and no expert TP at all
+    # after c4b409af: specs.frameworks._titan_etp); its reader sets it where the TOML gives ep, but an ep from the
+    # command line (--ep 8 beside a TOML without expert_parallel_degree) was priced at Megatron's etp = tp
+    titan_etp = (given_etp is None and ep > 1
+                 and LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
+                 == LayerImpl.TORCHTITAN)
+    if titan_etp:
+        etp = 1
     if ep > 1 or given_etp is not None:
         experts = int(job.shape.moe_experts) if job.is_transformer else 0
         stage = tp * cp * dp
@@ -930,7 +938,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers,
         first_chunk_layers=-1 if strategy.first_chunk_layers is None else strategy.first_chunk_layers,
         last_chunk_layers=-1 if strategy.last_chunk_layers is None else strategy.last_chunk_layers,
-        etp=given_etp or 0,
+        etp=given_etp or (1 if titan_etp else 0),
         layout=Layout.parse(strategy.layout),
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
         recompute_uniform=RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM,

@@ -1135,7 +1135,9 @@ def _titan_etp(par: dict[str, Any], degrees: dict[str, int], out: StrategyFile) 
     (torchtitan/config/configs.py L230 at c4b409af^), and after c4b409af no expert TP at all, the sparse (MoE
     expert) mesh being ["pp", "dp_replicate", "efsdp", "ep"] with efsdp = fsdp * tp // ep: the experts folded over
     the tp ranks (torchtitan/distributed/parallel_dims.py L242, L282 at b5bcd76c66). A torchtitan run with tp 2 and
-    ep 8 was priced with its experts split over tp."""
+    ep 8 was priced with its experts split over tp. Where the TOML gives no ep (``--ep 8`` on the command line), the
+    engine applies the same default: layer_impl torchtitan with ep > 1 and no etp given is etp 1
+    (engine.job._grid_from_strategy; the planner's candidates keep strategy.etp's default, tp)."""
     etp = _int(par["expert_tensor_parallel_degree"], "parallelism.expert_tensor_parallel_degree", least=1)
     ep, tp = degrees.get("expert", 1), degrees.get("tensor", 1)
     if ep == 1:
