@@ -14,10 +14,27 @@ from dataclasses import dataclass
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 
+#: Lone surrogates: Python's file-system decoding (``os.fsdecode``, surrogateescape) keeps a file name byte that is not
+#: UTF-8 as U+DC80..U+DCFF, which strict JSON readers and UTF-8 encoders refuse.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def shown(text: str) -> str:
+    """``text`` as it may be written out (JSON, stderr): a byte of a file name that is not UTF-8 (``os.fsdecode``'s
+    surrogateescape, U+DC80..U+DCFF) written as its backslash escape ``\\xff``, as Python writes bytes, and any
+    other lone surrogate as ``\\udxxx`` text; the one formatting every path and message goes through (errors,
+    warnings, ``--json`` strings)."""
+    if text.isascii():
+        return text
+    return _SURROGATE.sub(lambda m: (f"\\x{ord(m.group()) - 0xDC00:02x}" if 0xDC80 <= ord(m.group()) <= 0xDCFF
+                                     else f"\\u{ord(m.group()):04x}"), text)
+
+
 def one_line(text: str) -> str:
     """``text`` with every line break and terminal control character written as its Python escape (``\\n``,
-    ``\\x1b``): what the CLI prints on stderr stays one line and shows the character instead of acting on it."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    ``\\x1b``): what the CLI prints on stderr stays one line and shows the character instead of acting on it; a
+    file name's undecodable byte as ``\\xff`` (:func:`shown`)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], shown(text))
 
 
 class InputError(ValueError):

@@ -55,6 +55,21 @@ intra. The inter-domain share is split over the outer tiers as the domains are: 
 remote domains lie across tier i. The peer is the same local rank, so on a rail-optimised fabric the traffic
 stays on its rail (no PXN).
 
+Expert tensor parallelism (etp > 1). ``MoEFlexTokenDispatcher`` (token_dispatcher.py @d98e8a64dd L1831-1856)
+runs on the ``tp_ep_group`` of ``etp ep`` ranks (etp innermost, the expert grid's tp-ep-dp order, so stride 1) and
+hands DeepEP ``router_topk = etp k`` and ``num_experts = etp E`` (HybridEP ``num_experts = etp E``): its
+``_initialize_metadata`` (L1892-1918) repeats each expert's column for the etp ranks that hold a slice of it, so a
+token routed to k experts is routed to ``etp k`` of ``etp E`` (rank, local expert) columns. Those are not a uniform
+``etp k``-subset: the etp copies of an expert go together. With ``p = etp ep`` ranks, a domain of ``G`` ranks
+(etp | G) holds ``E G / p = E / D`` of the real experts and a rank the ``E / ep = etp E / p`` of its EP index, so
+with the real (E, k) routing
+
+    inter-domain bytes = x (D - 1) q(D),     intra-domain bytes = x (p - D) q(p / etp)
+
+(q of ``E`` and ``k``; etp = 1 is the formula above). What the kernels carry per copy follows the passed sizes:
+HybridEP's probabilities are ``NUM_OF_EXPERTS_PER_RANK x ranks per domain = (etp E / p) G = etp E / D`` floats, and
+DeepEP's slot has ``etp k`` top-k indices and weights.
+
 Time: the RDMA senders and NVLink forwarders run at once (warp-specialised, pipelined), so
 
     t = max(intra / B_0, sum_(i>=1) inter_i / B_i) + alpha_0 [G > 1] + max_(i crossed, i >= 1) alpha_i
@@ -181,7 +196,7 @@ def part_hit_probability(experts: object, top_k: object, parts: object) -> np.nd
 
 
 def hierarchical_bytes(token_bytes: object, experts: object, top_k: object, ranks: object,
-                       ranks_per_domain: object) -> tuple[np.ndarray, np.ndarray]:
+                       ranks_per_domain: object, etp: object = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(inter-domain, intra-domain) bytes one rank sends in one hierarchical dispatch (or combine) of
     ``token_bytes`` (its tokens x hidden x bytes per element): ``x (D - 1) q(D)`` and ``x (p - D) q(p)``
     with ``D = ranks / ranks_per_domain`` (module docstring). Broadcasts.
@@ -190,7 +205,11 @@ def hierarchical_bytes(token_bytes: object, experts: object, top_k: object, rank
     ``num_ranks < NUM_MAX_NVL_PEERS or num_ranks % NUM_MAX_NVL_PEERS == 0``, but a planner candidate may have one),
     the group is ``F = floor(p / G)`` whole domains and one of ``r = p - F G`` ranks, seen from a rank of a whole
     domain as the placement's ``c_i`` are: inter ``x ((F - 1) q(p/G) + q(p/r))`` (the partial domain holds
-    ``E r / p`` experts), intra ``x (p - F - 1) q(p)`` (one forwarder per domain). Equal to the above when G | p."""
+    ``E r / p`` experts), intra ``x (p - F - 1) q(p)`` (one forwarder per domain). Equal to the above when G | p.
+
+    ``etp`` > 1: the group is the flex dispatcher's etp x ep ranks (``ranks`` = etp ep), each expert's etp slices on
+    consecutive ranks, so a rank is hit with ``q(p / etp)``, its EP index's share of the real experts (module
+    docstring); the domains' ``q`` is unchanged."""
     x = np.asarray(token_bytes, dtype=float)
     p = np.asarray(ranks, dtype=float)
     G = np.clip(np.asarray(ranks_per_domain, dtype=float), 1.0, None)
@@ -202,23 +221,26 @@ def hierarchical_bytes(token_bytes: object, experts: object, top_k: object, rank
     q_rest = part_hit_probability(experts, top_k, np.where(partial, p / np.where(partial, rest, 1.0), 1.0))
     domains = whole + partial
     inter = x * ((whole - 1.0) * part_hit_probability(experts, top_k, p / G) + np.where(partial, q_rest, 0.0))
-    intra = x * np.maximum(p - domains, 0.0) * part_hit_probability(experts, top_k, p)
+    per_rank = p / np.clip(np.asarray(etp, dtype=float), 1.0, None)  # EP indices: a rank's part of the experts
+    intra = x * np.maximum(p - domains, 0.0) * part_hit_probability(experts, top_k, per_rank)
     return np.asarray(inter), np.asarray(intra)
 
 
 def hierarchical_alltoall_time(token_bytes: object, experts: object, top_k: object, pl: Placement,
-                               prob_tokens: object = 0.0) -> np.ndarray:
+                               prob_tokens: object = 0.0, etp: object = 1.0) -> np.ndarray:
     """Seconds of one hierarchical dispatch (or combine) on the EP group ``pl``: the bytes of
     :func:`hierarchical_bytes` with the domain = the group's ranks inside one tier-0 domain (``c_0``), each copy
     carrying ``prob_tokens * PROB_BYTES * E / D`` bytes of routing probabilities besides ``token_bytes``, priced
     ``max(intra / (eta_nvl B_0), sum_i inter_i / (eta_rdma B_i))`` plus one hop latency of tier 0 and of the
-    outermost tier crossed (module docstring). 0 for a single rank."""
+    outermost tier crossed (module docstring). 0 for a single rank. ``etp`` > 1: ``pl`` is the etp x ep group,
+    a rank is hit as its EP index is and the probabilities are ``etp E / D`` floats (module docstring)."""
     p = pl.p
     G = np.maximum(pl.c[0], 1.0)
     D = np.maximum(p / np.minimum(G, np.maximum(p, 1.0)), 1.0)
     x = np.asarray(token_bytes, dtype=float) \
-        + np.asarray(prob_tokens, dtype=float) * PROB_BYTES * np.asarray(experts, dtype=float) / D
-    inter, intra = hierarchical_bytes(x, experts, top_k, p, G)
+        + np.asarray(prob_tokens, dtype=float) * PROB_BYTES * np.asarray(etp, dtype=float) \
+        * np.asarray(experts, dtype=float) / D
+    inter, intra = hierarchical_bytes(x, experts, top_k, p, G, etp)
     remote_domains = np.maximum(p / G - 1.0, 0.0)
     nvl = intra / (pl.bw[0] * KERNEL_EFFICIENCY_NVLINK)
     nic = np.zeros(np.broadcast(x, p).shape)

@@ -46,6 +46,7 @@ from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.scaling import _batches, _check_split  # the sweep's own batch and split rules
 from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
 from scalemodel.errors import InputError, Origin
+from scalemodel.specs import notices
 from scalemodel.specs.runs import MAX_STEP_S, MIN_STEP_S
 
 #: Multiplier bounds (physical: no hardware part runs at a tenth of its spec, nor above twice it).
@@ -246,19 +247,28 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
     index: list[int] = []  # run i is priced as unique configuration index[i]
     unique: list[tuple[Any, Job, Any, str, float, float, int]] = []  # (run, job, grid, sync, step, tokens, reason)
     seen: dict[tuple[Any, ...], list[int]] = {}
+    unique_said: list[list[str]] = []  # the warnings of pricing unique configuration u
     for r in runs:
         where = r.where or f"{source}: {r.label}"
         try:
-            job = build_job(r.cluster, r.workload, r.training)
-            grid = grid_from_strategy(r.strategy, r.training, r.gpus, job,
-                                      origin=Origin(f"{where}: ", f"{where}: gpus"))
-            u = _same_run(r, seen, unique)
-            if u is None:  # a configuration not seen before: priced once for every run that repeats it
-                res = evaluate(job, grid, sync=r.strategy.sync)
-                u = len(unique)
-                seen.setdefault(_run_key(r), []).append(u)
-                unique.append((r, job, grid, r.strategy.sync, *_step_of(res),
-                               int(np.asarray(res.reason).ravel()[0])))
+            # a run's warnings (a cudnn_release priced on another curve, ...) are said with the run they are about,
+            # as the runs file names it ("runs.yaml: run 2 (line 3): ..."); a repeated configuration, priced once,
+            # repeats its first run's warnings under its own name
+            with notices.collecting() as said:
+                job = build_job(r.cluster, r.workload, r.training)
+                grid = grid_from_strategy(r.strategy, r.training, r.gpus, job,
+                                          origin=Origin(f"{where}: ", f"{where}: gpus"))
+                u = _same_run(r, seen, unique)
+                if u is None:  # a configuration not seen before: priced once for every run that repeats it
+                    res = evaluate(job, grid, sync=r.strategy.sync)
+                    u = len(unique)
+                    seen.setdefault(_run_key(r), []).append(u)
+                    unique.append((r, job, grid, r.strategy.sync, *_step_of(res),
+                                   int(np.asarray(res.reason).ravel()[0])))
+            if u == len(unique_said):
+                unique_said.append(said)
+            for line in dict.fromkeys([*said, *unique_said[u]]):
+                notices.warn(f"{where}: {line}")
             step, tokens, reason = unique[u][4], unique[u][5], unique[u][6]
         except InputError as exc:
             if exc.where.startswith(where):

@@ -40,6 +40,7 @@ from scalemodel.choices import (
 )
 from scalemodel.cost import balance, compute, efficiency, mamba, memory, staleness, transformer
 from scalemodel.cost.network import Network
+from scalemodel.cost.placement import place
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError, Origin, sub_path
 from scalemodel.specs import notices
@@ -883,6 +884,14 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                      "parallelism applies to experts only)")
         given_etp = None
     etp = given_etp or tp
+    # torchtitan's own default is etp 1 (expert_tensor_parallel_degree = 1 "1 means disabled", and no expert TP at all
+    # after c4b409af: specs.frameworks._titan_etp); its reader sets it where the TOML gives ep, but an ep from the
+    # command line (--ep 8 beside a TOML without expert_parallel_degree) was priced at Megatron's etp = tp
+    titan_etp = (given_etp is None and ep > 1
+                 and LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
+                 == LayerImpl.TORCHTITAN)
+    if titan_etp:
+        etp = 1
     if ep > 1 or given_etp is not None:
         experts = int(job.shape.moe_experts) if job.is_transformer else 0
         stage = tp * cp * dp
@@ -905,6 +914,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     _check_moe_a2a_overlap(strategy, ep)
     _check_shared_expert_overlap(job, strategy)
     _check_cp_window(job, strategy, cp, origin)
+    _check_hybridep_group(job, strategy, ep, etp, origin)
     check_fp8_all_gather(job, bool(getattr(strategy, "fsdp_fp8_all_gather", False)), "strategy.fsdp_fp8_all_gather")
     check_fp8_all_gather(job, bool(getattr(strategy, "fp8_param_gather", False)), "strategy.fp8_param_gather")
     micro = training.micro_batch
@@ -928,7 +938,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers,
         first_chunk_layers=-1 if strategy.first_chunk_layers is None else strategy.first_chunk_layers,
         last_chunk_layers=-1 if strategy.last_chunk_layers is None else strategy.last_chunk_layers,
-        etp=given_etp or 0,
+        etp=given_etp or (1 if titan_etp else 0),
         layout=Layout.parse(strategy.layout),
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,
         recompute_uniform=RecomputeMethod.parse(strategy.recompute_method) == RecomputeMethod.UNIFORM,
@@ -1084,6 +1094,44 @@ def cp_window_refused(job: Job, cp: Any, cp_comm_type: Any, cp_a2a_size: Any, la
     formed = (kind != CpCommType.A2A_P2P) | (np.asarray(cp) % np.maximum(np.asarray(cp_a2a_size), 1) == 0)
     return np.asarray((np.asarray(cp) > 1) & ((kind == CpCommType.P2P) | (kind == CpCommType.A2A_P2P)) & (ring > 1)
                       & te & formed, dtype=bool)
+
+
+def hybridep_group_refused(job: Job, ep: Any, etp: Any, flex: Any, backend: Any) -> np.ndarray:
+    """Where HybridEP refuses the flex dispatcher's group: its ``etp x ep`` ranks (Megatron-Core's tp_ep_group,
+    docs/model.md#ep-hierarchical) not divisible by the group's ranks in one NVLink domain. deepseek-ai/DeepEP
+    hybrid-ep @7febc6e2 deep_ep/hybrid_ep_buffer.py ``HybridEPBuffer.__init__`` L74-77 (the same at @94a9f8f L75)::
+
+        assert (self.group_size % self.num_of_hybrid_ep_ranks_per_nvlink_domain == 0), ...
+
+    with the ranks per domain the group's ranks it detects in its NVLink domain (``detect_accessible_ranks``) or
+    ``NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN``; here the group's placement's ``c_0`` (etp x ep consecutive ranks),
+    the count the model prices the dispatch with. Only for ``flex`` with ``backend`` hybridep (DeepEP's own
+    kernels price such a group, cost.ep_dispatch.hierarchical_bytes). Broadcasts."""
+    flex = np.asarray(flex, dtype=bool)
+    hyb = flex & (np.asarray(backend) == int(FlexBackend.HYBRIDEP))
+    if not np.any(hyb):
+        return np.zeros(hyb.shape, dtype=bool)
+    p = np.asarray(ep, dtype=float) * np.asarray(etp, dtype=float)
+    per_domain = np.maximum(place(p, 1.0, job.network).c[0], 1.0)
+    return np.asarray(hyb & (p > 1) & (np.mod(p, per_domain) != 0), dtype=bool)
+
+
+def _check_hybridep_group(job: Job, strategy: Any, ep: int, etp: int, origin: Origin | None = None) -> None:
+    """predict's refusal of what :func:`hybridep_group_refused` finds (the planner marks such candidates infeasible,
+    step.Infeasible.HYBRIDEP_GROUP_INVALID), at ep where it was written."""
+    if not getattr(strategy, "moe_flex_dispatcher", False) or ep * etp <= 1:
+        return
+    backend = FlexBackend.parse(getattr(strategy, "moe_flex_backend", "deepep"), "strategy.moe_flex_backend")
+    if not bool(np.any(hybridep_group_refused(job, ep, etp, True, int(backend)))):
+        return
+    per_domain = int(np.asarray(place(float(ep * etp), 1.0, job.network).c[0]).ravel()[0])
+    where = "strategy.ep" if origin is None else origin.field("ep")
+    raise InputError(f"HybridEP refuses a flex dispatcher group of ep {ep} x etp {etp} = {ep * etp} ranks with "
+                     f"{per_domain} of them per NVLink domain of {job.cluster_name} (the group must be whole domains)",
+                     where=where,
+                     allowed="ep x etp a multiple of the ranks per NVLink domain, or at most one domain, or "
+                             "moe_flex_backend deepep (DeepEP hybrid-ep deep_ep/hybrid_ep_buffer.py at 7febc6e2 "
+                             "asserts group_size % ranks per domain == 0)")
 
 
 def _check_cp_window(job: Job, strategy: Any, cp: int, origin: Origin | None = None) -> None:

@@ -91,6 +91,7 @@ from scalemodel.engine.job import (
     StrategyGrid,
     cp_window_refused,
     ep_dispatch_share,
+    hybridep_group_refused,
 )
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 
@@ -159,6 +160,9 @@ class Infeasible(IntEnum):
         "sliding-window attention with context parallelism needs cp_comm_type a2a or all_gather: Transformer Engine "
         "refuses a window on the p2p ring (p2p, and a2a+p2p with more than one ring rank; job.cp_window_refused, "
         "predict refuses it)")
+    HYBRIDEP_GROUP_INVALID = 18, "hybridep_group_invalid", (
+        "the flex dispatcher's HybridEP backend needs its etp x ep ranks divisible by the group's ranks per NVLink "
+        "domain (DeepEP hybrid-ep hybrid_ep_buffer.py asserts it; job.hybridep_group_refused, predict refuses it)")
 
 
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
@@ -246,6 +250,9 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
         bad_ep = (experts == 0) | folded | (experts % np.maximum(g.ep, 1) != 0)
         flag(R.EXPERT_PARALLEL_INVALID, ((g.ep > 1) | (g.etp > 0)) & bad_ep)
         flag(R.SEQ_NOT_DIVISIBLE, (g.cp > 1) & (job.seq_len % (2 * g.cp) != 0))
+        if experts > 0 and np.any(np.asarray(g.moe_flex_dispatcher, dtype=bool)):
+            flag(R.HYBRIDEP_GROUP_INVALID, hybridep_group_refused(job, g.ep, _etp(g), g.moe_flex_dispatcher,
+                                                                  g.moe_flex_backend))
         if np.any(g.cp > 1):
             flag(R.CP_WINDOW_UNSUPPORTED, cp_window_refused(job, g.cp, g.cp_comm_type, g.cp_a2a_size, g.layer_impl))
         bad_v = (g.virtual_stages < 2) | (m % g.pp != 0) | (g.pp < 2)
@@ -1878,15 +1885,19 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
+        # the flex dispatcher's group is tp_ep: etp x ep ranks, stride 1 (token_dispatcher.py @d98e8a64dd
+        # MoEFlexTokenDispatcher; its kernels get top-k etp k of etp E: docs/model.md#ep-hierarchical)
+        etp = _etp(g)
+        fg = groups.expert if not np.any(etp > 1) else place(g.ep * etp, 1.0, groups.network)
         # HybridEP: of the 4 per layer, the forward dispatch and the backward combine carry the routing probabilities
-        hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, groups.expert)
-                      + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, groups.expert,
-                                                               prob_tokens=tokens / g.tp))
+        hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg, etp=etp)
+                      + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg,
+                                                               prob_tokens=tokens / g.tp, etp=etp))
         deepep = np.asarray(g.moe_flex_backend) == int(FlexBackend.DEEPEP)
         if np.any(flex & deepep):  # DeepEP: each copy a 16-byte-aligned slot with its metadata, the 4 ops' mean
             rows = tokens / g.tp
-            slot = ep_dispatch.deepep_mean_slot_bytes(float(sh.moe_width) * job.elem_bytes, k)
-            hier = np.where(deepep, ep_dispatch.hierarchical_alltoall_time(rows * slot, E, k, groups.expert), hier)
+            slot = ep_dispatch.deepep_mean_slot_bytes(float(sh.moe_width) * job.elem_bytes, etp * k)
+            hier = np.where(deepep, ep_dispatch.hierarchical_alltoall_time(rows * slot, E, k, fg, etp=etp), hier)
         ep = np.where(flex, hier, ep)
     cp_ag = cp_rs = cp_a2a = np.zeros(1)
     cp_ring = _collective("sendrecv", kv_bytes, groups.context)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, shown
 from scalemodel.specs import notices
 from scalemodel.specs.files import read_by_this_invocation
 
@@ -29,7 +29,9 @@ def _plain(obj: Any) -> Any:
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+    if isinstance(obj, str):  # a path's undecodable byte (os.fsdecode's lone surrogate) as \xff: strict JSON
+        return shown(obj)
+    if isinstance(obj, bool) or obj is None:
         return obj
     if isinstance(obj, int):
         return obj

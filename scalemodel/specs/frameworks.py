@@ -496,10 +496,16 @@ def _switch_without_value(name: str, after: str | None) -> None:
     """Refuse a value given to a Megatron-LM switch: ``--sequence-parallel false`` and ``--fp8-param-gather=false``
     were read as the switch turned on. Megatron's argparse refuses ``--flag=value`` ("ignored explicit argument")
     and a following word ("unrecognized arguments"); a following token that is not a truth word (a script, a
-    positional) is left alone."""
+    positional) is left alone. The message names the switch's kind: the ``--no-*`` and ``--disable-*`` switches
+    are store_false (megatron/training/arguments.py; argument_utils.py names a store_false bool both ways), the
+    others store_true."""
     if after is not None and (after.startswith("=") or after.strip().lower() in _BOOL_WORDS):
-        raise InputError(f"a switch takes no value, got {after[:40]!r}", where=name,
-                         allowed=f"{name} alone to turn it on, or leave it out to keep it off (argparse store_true)")
+        if name.startswith(("--no-", "--disable-")):  # argparse store_false: the switch turns its feature off
+            allowed = (f"{name} alone to turn off what it names, or leave it out to keep that on "
+                       "(argparse store_false)")
+        else:
+            allowed = f"{name} alone to turn it on, or leave it out to keep it off (argparse store_true)"
+        raise InputError(f"a switch takes no value, got {after[:40]!r}", where=name, allowed=allowed)
 
 
 def _megatron(text: str, out: StrategyFile) -> None:
@@ -1129,7 +1135,9 @@ def _titan_etp(par: dict[str, Any], degrees: dict[str, int], out: StrategyFile) 
     (torchtitan/config/configs.py L230 at c4b409af^), and after c4b409af no expert TP at all, the sparse (MoE
     expert) mesh being ["pp", "dp_replicate", "efsdp", "ep"] with efsdp = fsdp * tp // ep: the experts folded over
     the tp ranks (torchtitan/distributed/parallel_dims.py L242, L282 at b5bcd76c66). A torchtitan run with tp 2 and
-    ep 8 was priced with its experts split over tp."""
+    ep 8 was priced with its experts split over tp. Where the TOML gives no ep (``--ep 8`` on the command line), the
+    engine applies the same default: layer_impl torchtitan with ep > 1 and no etp given is etp 1
+    (engine.job._grid_from_strategy; the planner's candidates keep strategy.etp's default, tp)."""
     etp = _int(par["expert_tensor_parallel_degree"], "parallelism.expert_tensor_parallel_degree", least=1)
     ep, tp = degrees.get("expert", 1), degrees.get("tensor", 1)
     if ep == 1:
