@@ -1744,7 +1744,7 @@ def _moe_tp_collectives(job: Job, g: StrategyGrid,
     ``(adj, ext, block)``:
 
         sp = [tp > 1, sequence_parallel, MoE model, not a parallel block]
-        d  = [etp > 1, sp or tp = 1] (AG + RS)(etp k b s w eb / (cp tp), etp ranks at stride 1)
+        d  = [etp > 1, sp or tp = 1, not flex] (AG + RS)(etp k b s w eb / (cp tp), etp ranks at stride 1)
         adj   = sp ([c > 0] [not shared_overlap] - 1)            block collectives, to the layers' count
         ext   = sp [c > 0] [shared_overlap] per + d                                                  seconds
         block = sp ([c > 0] per + d) + [tp = 1] d + (1 - sp) [tp > 1] per                            seconds
@@ -1762,8 +1762,9 @@ def _moe_tp_collectives(job: Job, g: StrategyGrid,
     the received tokens after the all-to-all (``dispatch_postprocess``, lines 741-751) and reduce-scatters them
     before the combine all-to-all (``combine_preprocess``, lines 824-834), plain autograd collectives on the compute
     stream (their backward the reduce-scatter / all-gather of the same buffer), never userbuffers: exposed, fwd and
-    bwd. The flex dispatcher folds expert TP into its dispatch over the tp_ep group (lines 1836-1849, etp x k
-    copies of each token); priced by the same all-gather / reduce-scatter as the extra copies' stand-in. With etp 1
+    bwd. The flex dispatcher runs no expert-TP collective: it folds expert TP into its dispatch over the tp_ep group
+    (lines 1831-1856, etp x k copies of each token), whose bytes the flex dispatch prices
+    (docs/model.md#ep-hierarchical, :mod:`scalemodel.cost.ep_dispatch`), so ``d`` is 0 there. With etp 1
     the routed tokens meet no TP collective. With tp 1 and etp > 1 the pair runs too (the dispatcher's condition is
     ``self.tp_size > 1``, the expert-TP size), outside the attention TP group's term: :func:`_model_parallel_comm`
     adds it where tp is 1. Without SP Megatron-Core refuses MoE with tp > 1 in training
@@ -1776,8 +1777,10 @@ def _moe_tp_collectives(job: Job, g: StrategyGrid,
     sp = (g.tp > 1) & np.asarray(g.sequence_parallel, dtype=bool)
     shared = float(sh.moe_shared_experts) > 0
     off_ub = np.asarray(g.moe_shared_expert_overlap, dtype=bool) & shared
-    # the dispatcher's expert-TP pair: etp > 1 with SP, or with tp 1 (no SP to shard the tokens: each rank's own)
-    disp = np.where((_etp(g) > 1) & (sp | (g.tp == 1)), coll.get("moe_disp", 0.0), 0.0)
+    # the alltoall dispatcher's expert-TP pair: etp > 1 with SP, or with tp 1 (no SP to shard the tokens: each
+    # rank's own); the flex dispatcher's etp copies are in its own dispatch bytes, not a TP collective
+    flex = np.asarray(g.moe_flex_dispatcher, dtype=bool)
+    disp = np.where((_etp(g) > 1) & (sp | (g.tp == 1)) & ~flex, coll.get("moe_disp", 0.0), 0.0)
     adj = np.where(sp, np.where(off_ub, 0.0, 1.0 if shared else 0.0) - 1.0, 0.0)
     ext = np.where(sp, np.where(off_ub, per, 0.0), 0.0) + disp
     block = np.where(sp, (per if shared else 0.0) + disp, np.where(g.tp == 1, disp, per))
