@@ -21,7 +21,8 @@ MEGATRON = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --pipeline-
 #: as --set, which pins it as the constraint does: fp8_param_gather is validated with it, as in the file.
 EQUIVALENT = ["--precision", "fp8",
               "--constraint", "tp=2,pp=2,micro_batch=1,moe_flex_dispatcher=true,moe_flex_backend=deepep",
-              "--set", "strategy.zero=1", "--set", "strategy.megatron_ddp=true", "--set", "strategy.overlap_param_gather=true",
+              "--set", "strategy.zero=1", "--set", "strategy.megatron_ddp=true",
+              "--set", "strategy.overlap_param_gather=true",
               "--set", "strategy.ep_dispatch_sms=24", "--set", "strategy.first_stage_layers=6",
               "--set", "strategy.fp8_param_gather=true", "--set", "strategy.tp_comm_overlap=true"]
 PLAN = ["plan", "-m", "mixtral-8x7b", "-n", "64", "--top", "3", "--json"]

@@ -176,4 +176,9 @@ COMMAND = Command("plan", plan, (
                                     "every one."),
     switch("--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
                             "'impossible triangle'); most useful with several --sync-modes."),
-    o.SET, o.STRATEGY_FILE, o.JSON))
+    o.SET, o.STRATEGY_FILE.but(
+        help="Strategy and training settings from a file: a scalemodel strategy YAML, a DeepSpeed config JSON, "
+             "Megatron-LM flags (a launch script) or a torchtitan TOML. Its parallel layout is pinned as constraints "
+             "and its framework settings as --set strategy.X pins them; its overlap, bucket size, compression, "
+             "dp_comm and assignment stay searched; --set and --constraint override it."),
+    o.JSON))
