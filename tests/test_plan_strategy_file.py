@@ -57,7 +57,7 @@ def test_a_launch_scripts_settings_are_pinned_as_set_pins_them(cli, launch: Path
         assert s["moe_flex_dispatcher"] and s["moe_flex_backend"] == "deepep"
     assert "not pinned as given" not in err
     # the one searched axis the file sets is said, by the file's own flag
-    assert "plan searches overlap (--overlap-grad-reduce): the file's value is not pinned" in err
+    assert "plan searches overlap true (--overlap-grad-reduce): the file's value is not pinned" in err
 
 
 def test_set_replaces_the_files_value(cli, launch: Path) -> None:  # type: ignore[no-untyped-def]
@@ -82,7 +82,8 @@ def test_a_searched_axis_in_the_file_stays_searched(cli, tmp_path: Path) -> None
     searched, err = _ranked(cli, "--strategy", str(tmp_path / "b.json"))
     assert searched == plain
     assert any(p["strategy"]["overlap"] for p in searched)  # overlap_comm false was not pinned
-    assert ("plan searches bucket_size (zero_optimization.reduce_bucket_size), overlap "
+    # reduce_bucket_size 1e8 elements x 2 B (bf16 gradients) = 2e8 B
+    assert ("plan searches bucket_size 200 MB (zero_optimization.reduce_bucket_size), overlap false "
             "(zero_optimization.overlap_comm): the file's values are not pinned") in err
 
 
@@ -94,7 +95,7 @@ def test_a_field_plan_refuses_on_set_is_said_from_a_file(cli, tmp_path: Path) ->
     r = cli(*PLAN, "--set", "strategy.moe_shared_expert_overlap=true")
     assert r.code == 2 and "plan cannot honour strategy.moe_shared_expert_overlap" in r.err
     ranked, err = _ranked(cli, "--strategy", str(f))
-    assert f"{f}: plan cannot pin moe_shared_expert_overlap (as --set strategy.K is refused)" in err
+    assert f"{f}: plan cannot pin moe_shared_expert_overlap true (as --set strategy.K is refused)" in err
     assert ranked and all(not p["strategy"]["moe_shared_expert_overlap"] and p["strategy"]["tp"] == 2
                           for p in ranked)
 

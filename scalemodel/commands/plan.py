@@ -14,6 +14,7 @@ from scalemodel.errors import InputError
 from scalemodel.report.plan import LazyProgress, render_plan
 from scalemodel.specs import notices
 from scalemodel.specs.constraints import merge_constraints, parse_constraints
+from scalemodel.units import format_quantity
 
 
 def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_len: int | None,
@@ -114,7 +115,10 @@ def _pin_file_settings(sf: Any, set_st: list[str]) -> list[str]:
     for key in sf.strategy:
         if key in set_st or key in o.PINNABLE or key == "schedule":
             continue  # --set replaces it; an axis pinned as a constraint (strategy_constraints)
-        named = key if sf.field_name(key) == f"strategy.{key}" else f"{key} ({sf.field_name(key)})"
+        value = sf.strategy[key]
+        shown = (format_quantity(value, "bytes") if key == "bucket_size" else str(value).lower()
+                 if isinstance(value, bool) else value)
+        named = f"{key} {shown}" + ("" if sf.field_name(key) == f"strategy.{key}" else f" ({sf.field_name(key)})")
         if key in PIN_FIXED:
             fixed.append(key)
         elif key in PIN_AXES:
