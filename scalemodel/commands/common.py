@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from scalemodel.choices import Zero
@@ -149,7 +150,7 @@ def with_strategy_file(sf: StrategyFile | None, training: dict[str, Any], strate
 
 
 #: StrategySpec/TrainingSpec fields a planner constraint can pin, and the constraint key for each.
-_PINNABLE = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "zero": "zero", "recompute": "recompute",
+PINNABLE = {"dp": "dp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "zero": "zero", "recompute": "recompute",
              "sequence_parallel": "sequence_parallel", "algorithm": "algorithm", "micro_batch": "micro_batch",
              "sync": "sync", "layout": "layout", "cp_comm_type": "cp_comm_type", "cp_a2a_size": "cp_a2a_size",
              "moe_flex_dispatcher": "moe_flex_dispatcher", "moe_a2a_overlap": "moe_a2a_overlap",
@@ -161,9 +162,10 @@ def set_keys(sets: list[str] | None, section: str) -> list[str]:
     return [item.split("=", 1)[0].split(".", 1)[0].strip() for item in split_overrides(sets or [])[section]]
 
 
-def strategy_constraints(sf: StrategyFile | None, given: list[str] | None) -> list[str]:
+def strategy_constraints(sf: StrategyFile | None, given: list[str] | None, reported: Collection[str] = ()) -> list[str]:
     """The ``--strategy`` file's axes as planner constraints (``tp=8``), except the keys that a
-    ``--constraint`` already restricts; what the planner cannot pin is warned about."""
+    ``--constraint`` already restricts; what the planner cannot pin is warned about, except the fields in
+    ``reported`` (plan pins or reports them itself: commands.plan._pin_file_settings)."""
     if sf is None:
         return []
     constrained = {re.split(r"[<>=!]", c.strip(), maxsplit=1)[0].strip().replace("-", "_").lower()
@@ -176,14 +178,14 @@ def strategy_constraints(sf: StrategyFile | None, given: list[str] | None) -> li
                 out.append(f"schedule={kind}")
             if v and "virtual_stages" not in constrained:
                 out.append(f"virtual_stages={v}")
-        elif key in _PINNABLE:
+        elif key in PINNABLE:
             if key == "zero":  # constraints compare ZeRO codes; the planner searches stages 0-3
                 value = min(int(Zero.parse(value, "--strategy")), int(Zero.PARAMETERS))
                 if Zero.parse(sf.strategy["zero"]) == Zero.FSDP:
                     unpinned.append("zero fsdp (pinned as ZeRO-3, which the planner searches)")
-            if _PINNABLE[key] not in constrained and not (key == "sequence_parallel" and "sp" in constrained):
-                out.append(f"{_PINNABLE[key]}={str(value).lower() if isinstance(value, bool) else value}")
-        elif key not in TRAINING_FLAGS:
+            if PINNABLE[key] not in constrained and not (key == "sequence_parallel" and "sp" in constrained):
+                out.append(f"{PINNABLE[key]}={str(value).lower() if isinstance(value, bool) else value}")
+        elif key not in TRAINING_FLAGS and key not in reported:
             unpinned.append(key)
     if sf.gradient_accumulation is not None:
         unpinned.append(f"gradient_accumulation_steps {sf.gradient_accumulation} (the global batch depends on the "

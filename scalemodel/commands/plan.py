@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from scalemodel.choices import parse_sync
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, integer, opt, repeat, switch
-from scalemodel.engine.planner import ALLOW, OBJECTIVES
+from scalemodel.engine.planner import ALLOW, OBJECTIVES, PIN_AXES, PIN_FIXED
 from scalemodel.engine.planner import plan as run
 from scalemodel.errors import InputError
 from scalemodel.report.plan import LazyProgress, render_plan
 from scalemodel.specs import notices
 from scalemodel.specs.constraints import merge_constraints, parse_constraints
+from scalemodel.units import format_quantity
 
 
 def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_len: int | None,
@@ -28,7 +30,12 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     sf = o.read_strategy(strategy_file)
     # the file's axes and the --constraint items each named as given (all were "--constraint")
     constraints = parse_constraints(constraint or [])
-    file_pins = o.strategy_constraints(sf, constraint)
+    set_st = o.set_keys(sets, "strategy")
+    # a --set strategy.X (training.micro_batch) replaces the file's value of that axis, as a --constraint on it does:
+    # both were kept, and --set strategy.tp=4 over a file's tp 2 left no candidate
+    replaced = [*(constraint or []), *set_st, *(["virtual_stages"] if "schedule" in set_st else []),
+                *(["micro_batch"] if "micro_batch" in o.set_keys(sets, "training") else [])]
+    file_pins = o.strategy_constraints(sf, replaced, reported=_file_fields(sf))
     if sf is not None:
         merge_constraints(constraints, file_pins, where=f"--strategy: {sf.path}")
     modes = [m.strip() for m in sync_modes.split(",") if m.strip()]
@@ -57,9 +64,17 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     if sf is not None:  # the planner searches micro-batches; a file's micro-batch is pinned as a constraint
         training = {**{k: v for k, v in sf.training.items() if k != "micro_batch"},
                     **{k: v for k, v in training.items() if v is not None}}
-    # every --set strategy.X pins its axis (or is refused by the engine): never silently ignored
-    pinned = o.set_keys(sets, "strategy")
+    # every --set strategy.X pins its axis (or is refused by the engine): never silently ignored; the file's
+    # settings that are no search axis (ep_dispatch_sms, megatron_ddp, fp8_param_gather, ...) are pinned as --set
+    # pins them, --set on top
+    file_fixed = _pin_file_settings(sf, set_st)
+    pinned = [*set_st, *file_fixed]
+    written = {k: f"--strategy: {sf.path}: {sf.field_name(k)}" for k in file_fixed} if sf is not None else {}
+    # the file's strategy (its axes too, as predict validates them: fp8_param_gather needs the file's zero 1) with
+    # --set on top, each refusal naming the file's field; its training was merged above
+    strategy_view = replace(sf, training={}, training_fields={}, gradient_accumulation=None) if sf else None
     cl, wl, tr, st = o.build_specs(cluster=cluster, model=model, sets=sets, training=training, strategy={},
+                                   strategy_file=strategy_view,
                                    training_from=(options, sf) if sf is not None else None)
     _warn_moe_pins_without_moe(wl, st, pinned, constraints)
     # --set training.micro_batch pins the micro-batch, as a strategy file's does (it was searched over, unsaid)
@@ -69,12 +84,55 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     try:
         result = run(cl, wl, gpus, tr, objective=objective, top=top, constraints=constraints, sync_modes=modes,
                      straggler_cv=straggler_cv, progress=bar, allow=allowed, strategy=st, pinned=pinned,
-                     pareto=pareto,
+                     pareto=pareto, written=written,
                      echo={"constraints": list(constraint or []), "set": list(sets or []),
                            "strategy_file": sf.echo() if sf else None})
     finally:
         bar.close()
     render_plan(result, as_json=as_json)
+
+
+def _file_fields(sf: Any) -> set[str]:
+    """The --strategy file's fields that plan reports itself (:func:`_pin_file_settings`) or uses as given (its
+    training settings, micro-batch aside): left out of strategy_constraints' "not pinned as given" warning, which
+    named them all although plan used the training ones."""
+    if sf is None:
+        return set()
+    return set(sf.strategy) | {k for k in sf.training if k != "micro_batch"}
+
+
+def _pin_file_settings(sf: Any, set_st: list[str]) -> list[str]:
+    """The --strategy file's fields that plan pins as fixed parameters of every candidate (PIN_FIXED: what the
+    framework runs, e.g. --moe-flex-dispatcher-num-sms, --use-distributed-optimizer's megatron_ddp,
+    --fp8-param-gather), exactly as ``--set strategy.X`` pins them (engine.planner.pins); a ``--set`` on the same
+    field replaces the file's. They were dropped with "not pinned as given", and plans were ranked at the defaults.
+    The file's search axes that strategy_constraints does not pin (overlap, bucket_size, compression, dp_comm,
+    assignment) stay searched, and a field plan cannot pin (refused on --set) is ranked at its default: both are
+    said."""
+    if sf is None:
+        return []
+    fixed, searched, unpinnable = [], [], []
+    for key in sf.strategy:
+        if key in set_st or key in o.PINNABLE or key == "schedule":
+            continue  # --set replaces it; an axis pinned as a constraint (strategy_constraints)
+        value = sf.strategy[key]
+        shown = (format_quantity(value, "bytes") if key == "bucket_size" else str(value).lower()
+                 if isinstance(value, bool) else value)
+        named = f"{key} {shown}" + ("" if sf.field_name(key) == f"strategy.{key}" else f" ({sf.field_name(key)})")
+        if key in PIN_FIXED:
+            fixed.append(key)
+        elif key in PIN_AXES:
+            searched.append(named)
+        else:
+            unpinnable.append(named)
+    if searched:
+        notices.warn(f"{sf.path}: plan searches {', '.join(searched)}: the file's "
+                     f"{'value is' if len(searched) == 1 else 'values are'} not pinned; pin with --set strategy.K=V "
+                     "or --constraint")
+    if unpinnable:
+        notices.warn(f"{sf.path}: plan cannot pin {', '.join(unpinnable)} (as --set strategy.K is refused): the plans "
+                     "are ranked at its default")
+    return fixed
 
 
 #: Strategy fields that act only on MoE layers, as predict warns of them on a model without (engine.job
@@ -122,4 +180,9 @@ COMMAND = Command("plan", plan, (
                                     "every one."),
     switch("--pareto", help="Also print the front of step throughput vs time to target vs cost (the "
                             "'impossible triangle'); most useful with several --sync-modes."),
-    o.SET, o.STRATEGY_FILE, o.JSON))
+    o.SET, o.STRATEGY_FILE.but(
+        help="Strategy and training settings from a file: a scalemodel strategy YAML, a DeepSpeed config JSON, "
+             "Megatron-LM flags (a launch script) or a torchtitan TOML. Its parallel layout is pinned as constraints "
+             "and its framework settings as --set strategy.X pins them; its overlap, bucket size, compression, "
+             "dp_comm and assignment stay searched; --set and --constraint override it."),
+    o.JSON))

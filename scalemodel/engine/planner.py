@@ -58,7 +58,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -578,7 +578,7 @@ class PlanResult:
         ranked = []
         for i, p in enumerate(self.ranked):
             ranked.append({
-                "rank": i + 1, "strategy": p.strategy, "step_time_s": p.step_time_s,
+                "rank": i + 1, "strategy": _readable(p.strategy), "step_time_s": p.step_time_s,
                 "tokens_per_s": p.throughput["tokens_per_s"], "mfu": p.flops["mfu"],
                 "memory_per_gpu_bytes": p.memory["per_gpu_bytes"], "breakdown_s": p.breakdown_s,
                 "statistical_efficiency": p.sync["statistical_efficiency"],
@@ -592,7 +592,7 @@ class PlanResult:
                "search": self.search, "elapsed_s": self.elapsed_s, "ranked": ranked, "why": self.why}
         if self.pareto:
             out["pareto"] = [{
-                "strategy": p.strategy, "tokens_per_s": p.throughput["tokens_per_s"],
+                "strategy": _readable(p.strategy), "tokens_per_s": p.throughput["tokens_per_s"],
                 "statistical_efficiency": p.sync["statistical_efficiency"],
                 "effective_tokens_per_s": p.throughput["tokens_per_s"] * p.sync["statistical_efficiency"],
                 "time_to_train_s": p.time_to_train_s, "cost_usd": p.cost_usd} for p in self.pareto]
@@ -1365,19 +1365,35 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
     return result
 
 
-def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str, Any]]], dict[str, Any], str | None]:
+def _readable(strategy: dict[str, Any]) -> dict[str, Any]:
+    """A plan's strategy as the JSON shows it: with ``bucket_size`` (the strategy field a --strategy file reads)
+    beside ``bucket_bytes`` (the grid's; None for the framework's default), so that the strategy written back as a
+    strategy file prices the bucket the plan chose; it was left out, and predict priced the framework's default."""
+    out: dict[str, Any] = {}
+    for k, v in strategy.items():
+        out[k] = v
+        if k == "bucket_bytes":
+            out["bucket_size"] = v
+    return out
+
+
+def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None = None,
+         ) -> tuple[dict[str, list[tuple[str, Any]]], dict[str, Any], str | None]:
     """--set strategy.X for plan: (constraints pinning the axes, fixed fields, the pinned sync mode or None).
 
     ``strategy`` is the validated StrategySpec, ``names`` the fields that were set. A field plan cannot
-    honour is refused: it is never silently ignored.
+    honour is refused: it is never silently ignored. ``written``: where a field was written when not
+    ``--set strategy.X`` (a ``--strategy`` file's field, e.g. ``--strategy: run.sh: --fp8-param-gather``), for
+    the refusals.
     """
+    at = {**{n: f"--set strategy.{n}" for n in names}, **(written or {})}
     cons: dict[str, list[tuple[str, Any]]] = {}
     fixed: dict[str, Any] = {}
     sync = None
     for name in dict.fromkeys(names):
         value = getattr(strategy, name, None)
         if name not in PIN_AXES and name not in PIN_FIXED:
-            raise InputError(f"plan cannot honour strategy.{name}", where=f"--set strategy.{name}",
+            raise InputError(f"plan cannot honour strategy.{name}", where=at[name],
                              allowed="strategy." + ", strategy.".join(PIN_AXES + PIN_FIXED))
         if name in ("dp", "tp", "pp", "cp", "ep"):
             if value is None:
@@ -1428,11 +1444,11 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
             fixed[name] = GRID_DEFAULTS[name] if value is None else type(GRID_DEFAULTS[name])(value)
         else:
             fixed[name] = value
-    _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"))
+    _check_hier_shard_group(sync, fixed.get("shard_group"), cons.get("zero"), at.get("shard_group", ""))
     if fixed.get("deepspeed_pipeline"):
-        _deepspeed_pipeline_pins(strategy, names, cons)
+        _deepspeed_pipeline_pins(strategy, names, cons, at["deepspeed_pipeline"])
     if cons.get("moe_a2a_overlap") == [("=", True)]:
-        _moe_a2a_overlap_pins(fixed, cons)
+        _moe_a2a_overlap_pins(fixed, cons, at["moe_a2a_overlap"])
     if fixed.get("megatron_ddp"):
         # Megatron-Core's DDP runs at ZeRO 0 or 1 only (its distributed optimizer; StrategySpec refuses zero >= 2 with
         # it): plan would otherwise rank sharded strategies that predict refuses
@@ -1440,7 +1456,7 @@ def pins(strategy: Any, names: Sequence[str]) -> tuple[dict[str, list[tuple[str,
     return cons, fixed, sync
 
 
-def _moe_a2a_overlap_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str, Any]]]) -> None:
+def _moe_a2a_overlap_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str, Any]]], where: str) -> None:
     """A pinned moe_a2a_overlap keeps plan to what Megatron-Core runs it with, as predict does
     (job._check_moe_a2a_overlap, TransformerConfig.__post_init__ at NVIDIA/Megatron-LM@d98e8a64dd): no full
     recompute (the recompute axis drops it), and no selective recompute of moe, refused when both are pinned
@@ -1448,29 +1464,30 @@ def _moe_a2a_overlap_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str,
     exposed on such candidates (step._with_moe_a2a_overlap), but plan ranked them under the pinned flag."""
     if int(fixed.get("recompute_modules", 0)) & RECOMPUTE_MODULES["moe"]:
         # no candidate could run (step Infeasible.MOE_A2A_OVERLAP_INVALID): refused as predict refuses it
-        raise InputError("moe_a2a_overlap does not run with selective recompute of moe", where="--set strategy."
-                         "moe_a2a_overlap", allowed="recompute_modules without moe, or moe_a2a_overlap false "
+        raise InputError("moe_a2a_overlap does not run with selective recompute of moe", where=where,
+                         allowed="recompute_modules without moe, or moe_a2a_overlap false "
                          "(Megatron-Core TransformerConfig: disable moe in recompute_modules when enabling "
                          "overlap_moe_expert_parallel_comm)")
     if ("=", int(Recompute.FULL)) in cons.get("recompute", []):
-        raise InputError("moe_a2a_overlap does not run with full recompute", where="--set strategy.moe_a2a_overlap",
+        raise InputError("moe_a2a_overlap does not run with full recompute", where=where,
                          allowed="recompute none or selective, or moe_a2a_overlap false")
     cons.setdefault("recompute", []).append(("!=", int(Recompute.FULL)))
 
 
-def _deepspeed_pipeline_pins(strategy: Any, names: Sequence[str], cons: dict[str, list[tuple[str, Any]]]) -> None:
+def _deepspeed_pipeline_pins(strategy: Any, names: Sequence[str], cons: dict[str, list[tuple[str, Any]]],
+                             where: str) -> None:
     """A pinned deepspeed_pipeline keeps plan to what DeepSpeed's PipelineEngine runs, as predict does: its
     TrainSchedule (1F1B; a pinned other schedule is refused, job._grid_from_strategy) and ZeRO 0 or 1 (the engine
     asserts stage < 2; a pinned zero 2/3 is refused by StrategySpec). Applied after every pin: a schedule pinned
     after deepspeed_pipeline replaced its 1F1B pin, and plan ranked interleaved plans predict refuses."""
     if "schedule" in names and parse_schedule(strategy.schedule).kind != ScheduleKind.ONE_F_ONE_B:
         raise InputError(f"deepspeed_pipeline runs DeepSpeed's TrainSchedule, not {strategy.schedule}",
-                         where="--set strategy.deepspeed_pipeline", allowed="schedule: 1f1b with deepspeed_pipeline")
+                         where=where, allowed="schedule: 1f1b with deepspeed_pipeline")
     cons["schedule"] = [("=", (int(ScheduleKind.ONE_F_ONE_B), None))]
     cons.setdefault("zero", []).append(("<=", int(Zero.OPTIMIZER)))
 
 
-def _check_hier_shard_group(sync: str | None, shard: Any, zero: list[tuple[str, Any]] | None) -> None:
+def _check_hier_shard_group(sync: str | None, shard: Any, zero: list[tuple[str, Any]] | None, where: str) -> None:
     """Refuse a pinned shard_group that a pinned hier:G overrides for HSDP (the hier group is the shard group,
     step.hier_group), as predict does (job.build): plan would otherwise rank strategies predict refuses."""
     if sync is None or not shard or (zero is not None and zero != [("=", int(Zero.HSDP))]):
@@ -1478,7 +1495,7 @@ def _check_hier_shard_group(sync: str | None, shard: Any, zero: list[tuple[str, 
     spec = parse_sync(sync)
     if spec.kind == SyncKind.HIER and int(shard) != int(spec.param):
         raise InputError(f"zero hsdp under hier:{spec.param} shards inside the hier groups of {spec.param} replicas, "
-                         f"not shard_group = {shard}", where="--set strategy.shard_group",
+                         f"not shard_group = {shard}", where=where,
                          allowed=f"shard_group unset or {spec.param}, strategy.zero pinned to another stage, or "
                                  "another sync mode")
 
@@ -1549,13 +1566,14 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
          constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
          straggler_cv: float | None = None, progress: Callable[[int, int], None] | None = None,
          echo: dict[str, Any] | None = None, allow: Sequence[str] = (), strategy: Any = None,
-         pinned: Sequence[str] = (), pareto: bool = False) -> PlanResult:
+         pinned: Sequence[str] = (), pareto: bool = False, written: Mapping[str, str] | None = None) -> PlanResult:
     """Search every valid strategy for validated specs (the engine behind `scalemodel plan`).
 
     The global batch defaults to one sequence per GPU. ``echo`` holds what the caller wants echoed
     in the result's inputs besides the resolved job (the constraints as typed, the --set overrides).
     ``strategy`` (a StrategySpec) with ``pinned`` (the fields --set on it) fixes those axes
-    (:func:`pins`); ``allow`` opens non-mainstream choices (:data:`ALLOW`). ``pareto`` adds the front of
+    (:func:`pins`; ``written`` names where a pinned field was written when not ``--set strategy.X``, a
+    ``--strategy`` file's field); ``allow`` opens non-mainstream choices (:data:`ALLOW`). ``pareto`` adds the front of
     step throughput vs time to target vs cost (:func:`pareto_front`) over the best plans of the
     throughput and the time-to-train searches (50 each; the front of those plans, not of the whole space).
     """
@@ -1567,9 +1585,14 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
     fixed: dict[str, Any] = {}
     modes = list(sync_modes)
     if pinned:
-        extra, fixed, sync = pins(strategy, pinned)
-        check_fp8_all_gather(job, bool(fixed.get("fsdp_fp8_all_gather", False)), "--set strategy.fsdp_fp8_all_gather")
-        check_fp8_all_gather(job, bool(fixed.get("fp8_param_gather", False)), "--set strategy.fp8_param_gather")
+        extra, fixed, sync = pins(strategy, pinned, written)
+        for key in ("fsdp_fp8_all_gather", "fp8_param_gather"):
+            try:
+                check_fp8_all_gather(job, bool(fixed.get(key, False)), f"--set strategy.{key}")
+            except InputError as exc:  # a --strategy file's field: named as the file wrote it
+                if key not in (written or {}):
+                    raise
+                raise InputError(exc.what, where=(written or {})[key], allowed=exc.allowed) from None
         for k, v in normalize_constraints(extra, where="--set").items():
             cons[k] = [*cons.get(k, []), *v]
         if sync is not None:

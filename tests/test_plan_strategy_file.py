@@ -1,0 +1,127 @@
+"""`scalemodel plan --strategy FILE`: the file's settings that are no search axis are pinned as ``--set strategy.X``
+pins them (engine.planner.pins), ``--set`` replaces a file's value, the file's searched axes are said, a field plan
+cannot pin is said; and a plan's JSON strategy, written back as a strategy file, prices the same step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+#: A Megatron-LM launch for Mixtral 8x7B: its parallel layout (tp 2, pp 2, the distributed optimizer, micro-batch 1,
+#: the flex dispatcher with DeepEP) and framework settings that no search axis holds.
+MEGATRON = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+            "--micro-batch-size 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
+            "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep --moe-flex-dispatcher-num-sms 24 "
+            "--decoder-first-pipeline-num-layers 6 --fp8-format hybrid --fp8-param-gather --tp-comm-overlap\n")
+#: The same launch as plan options: the file's axes as constraints (as README "plan pins the file's axes"), its
+#: other settings as --set strategy.X, --overlap-grad-reduce left searched (overlap is a search axis). zero is given
+#: as --set, which pins it as the constraint does: fp8_param_gather is validated with it, as in the file.
+EQUIVALENT = ["--precision", "fp8",
+              "--constraint", "tp=2,pp=2,micro_batch=1,moe_flex_dispatcher=true,moe_flex_backend=deepep",
+              "--set", "strategy.zero=1", "--set", "strategy.megatron_ddp=true",
+              "--set", "strategy.overlap_param_gather=true",
+              "--set", "strategy.ep_dispatch_sms=24", "--set", "strategy.first_stage_layers=6",
+              "--set", "strategy.fp8_param_gather=true", "--set", "strategy.tp_comm_overlap=true"]
+PLAN = ["plan", "-m", "mixtral-8x7b", "-n", "64", "--top", "3", "--json"]
+
+
+def _ranked(cli, *args: str) -> tuple[list[dict], str]:  # type: ignore[no-untyped-def]
+    r = cli(*PLAN, *args)
+    assert r.code == 0, r.err
+    return json.loads(r.out)["ranked"], r.err
+
+
+@pytest.fixture
+def launch(tmp_path: Path) -> Path:
+    f = tmp_path / "run.sh"
+    f.write_text(MEGATRON)
+    return f
+
+
+def test_a_launch_scripts_settings_are_pinned_as_set_pins_them(cli, launch: Path) -> None:  # type: ignore[no-untyped-def]
+    """The file gives the same ranked plans (the whole JSON of each) as the --set pins it stands for; those fields
+    were dropped with "not pinned as given" and the plans ranked at the defaults (ep_dispatch_sms None,
+    megatron_ddp false, ...)."""
+    from_file, err = _ranked(cli, "--strategy", str(launch))
+    from_set, _ = _ranked(cli, *EQUIVALENT)
+    assert from_file == from_set
+    assert from_file
+    for p in from_file:  # the file's values, as written in MEGATRON
+        s = p["strategy"]
+        assert (s["tp"], s["pp"], s["zero"], s["micro_batch"]) == (2, 2, "1", 1)
+        assert s["ep_dispatch_sms"] == 24 and s["first_stage_layers"] == 6
+        assert s["megatron_ddp"] and s["fp8_param_gather"] and s["tp_comm_overlap"] and s["overlap_param_gather"]
+        assert s["moe_flex_dispatcher"] and s["moe_flex_backend"] == "deepep"
+    assert "not pinned as given" not in err
+    # the one searched axis the file sets is said, by the file's own flag
+    assert "plan searches overlap true (--overlap-grad-reduce): the file's value is not pinned" in err
+
+
+def test_set_replaces_the_files_value(cli, launch: Path) -> None:  # type: ignore[no-untyped-def]
+    """--set on a field the file sets wins: a fixed setting (ep_dispatch_sms 24 -> 32) and an axis (tp 2 -> 4; the
+    file's tp = 2 constraint was kept beside the --set pin and no candidate was left)."""
+    ranked, _ = _ranked(cli, "--strategy", str(launch), "--set", "strategy.ep_dispatch_sms=32",
+                        "--set", "strategy.tp=4")
+    assert ranked
+    assert all(p["strategy"]["ep_dispatch_sms"] == 32 and p["strategy"]["tp"] == 4 for p in ranked)
+    assert all(p["strategy"]["first_stage_layers"] == 6 for p in ranked)  # the file's other pins stay
+
+
+def test_a_searched_axis_in_the_file_stays_searched(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A DeepSpeed config's overlap_comm and reduce_bucket_size are search axes of plan (overlap, bucket_size): they
+    are searched, as before, and the notice says so; the plans are those of the same config without them."""
+    base = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 1}}
+    with_axes = json.loads(json.dumps(base))
+    with_axes["zero_optimization"].update(overlap_comm=False, reduce_bucket_size=1e8)
+    (tmp_path / "a.json").write_text(json.dumps(base))
+    (tmp_path / "b.json").write_text(json.dumps(with_axes))
+    plain, _ = _ranked(cli, "--strategy", str(tmp_path / "a.json"))
+    searched, err = _ranked(cli, "--strategy", str(tmp_path / "b.json"))
+    assert searched == plain
+    assert any(p["strategy"]["overlap"] for p in searched)  # overlap_comm false was not pinned
+    # reduce_bucket_size 1e8 elements x 2 B (bf16 gradients) = 2e8 B
+    assert ("plan searches bucket_size 200 MB (zero_optimization.reduce_bucket_size), overlap false "
+            "(zero_optimization.overlap_comm): the file's values are not pinned") in err
+
+
+def test_a_field_plan_refuses_on_set_is_said_from_a_file(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """moe_shared_expert_overlap is refused on --set ("plan cannot honour"); from a file it is said and the plans
+    ranked at its default (false), as before the file's other fields were pinned."""
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy: {moe_shared_expert_overlap: true, tp: 2}\n")
+    r = cli(*PLAN, "--set", "strategy.moe_shared_expert_overlap=true")
+    assert r.code == 2 and "plan cannot honour strategy.moe_shared_expert_overlap" in r.err
+    ranked, err = _ranked(cli, "--strategy", str(f))
+    assert f"{f}: plan cannot pin moe_shared_expert_overlap true (as --set strategy.K is refused)" in err
+    assert ranked and all(not p["strategy"]["moe_shared_expert_overlap"] and p["strategy"]["tp"] == 2
+                          for p in ranked)
+
+
+def test_a_file_setting_plan_refuses_names_the_files_flag(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The refusals of a --set pin apply to the file's: --fp8-param-gather on a bf16 run (Megatron-Core: fp8_param
+    must be used together with fp8 mode), named by the flag the launch script wrote, exit 2."""
+    f = tmp_path / "run.sh"
+    f.write_text(MEGATRON.replace(" --fp8-format hybrid", ""))
+    r = cli(*PLAN, "--strategy", str(f))
+    assert r.code == 2
+    assert r.err.startswith(f"error: --strategy: {f}: --fp8-param-gather: fp8_param_gather casts the weights of "
+                            "float8 linear layers, but precision is bf16")
+    by_set = cli(*PLAN, "--set", "strategy.zero=1", "--set", "strategy.fp8_param_gather=true")
+    assert by_set.code == 2 and "error: --set strategy.fp8_param_gather: fp8_param_gather casts" in by_set.err
+
+
+def test_plans_strategy_round_trips_through_predict(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The top plan's JSON strategy written as a strategy YAML prices the same step in predict: its chosen bucket
+    (5e8 B here) is in bucket_size, the field a strategy file reads; it was only in bucket_bytes, which a file does
+    not read, and predict priced the framework's default bucket (7.240 s against the plan's 7.235 s)."""
+    doc = json.loads(cli(*PLAN).out)
+    top = doc["ranked"][0]
+    assert top["strategy"]["bucket_size"] == top["strategy"]["bucket_bytes"] is not None  # a chosen bucket
+    f = tmp_path / "top.yaml"
+    f.write_text(yaml.safe_dump(top["strategy"]))
+    r = cli("predict", "-m", "mixtral-8x7b", "-n", "64", "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["step_time_s"] == pytest.approx(top["step_time_s"], rel=1e-9)
