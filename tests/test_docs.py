@@ -172,7 +172,11 @@ def test_shipped_specs_cite_primary_sources() -> None:
 USER_DOCS = ("README.md", "docs/api.md", "docs/calibration.md", "docs/ci.md")
 #: Flags of other programs that the pages quote (Megatron-LM, huggingface-cli, benchmarks/bench.py).
 FOREIGN_FLAGS = {"--bf16", "--decoder-first", "--grad-reduce-in-bf16", "--use-distributed-optimizer",
-                 "--use-tp-pp-dp-mapping", "--local-dir", "--latency", "--scale-only"}
+                 "--use-tp-pp-dp-mapping", "--local-dir", "--latency", "--scale-only",
+                 # Megatron-LM launch flags the README's `plan --strategy` paragraph names (read from a launch file)
+                 "--ddp-bucket-size", "--decoder-first-pipeline-num-layers", "--fp8-param-gather",
+                 "--moe-flex-dispatcher-num-sms", "--moe-shared-expert-overlap", "--overlap-grad-reduce",
+                 "--overlap-param-gather", "--tp-comm-overlap"}
 #: Top-level folders of the repository: a backquoted path starting with one must exist.
 _REPO_DIRS = ("scalemodel", "scripts", "tests", "docs", "examples", "hardware", "benchmarks", "validation", "schemas")
 
