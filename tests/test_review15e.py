@@ -49,3 +49,30 @@ def test_a_megatron_plan_keeps_etp_tp(cli) -> None:  # type: ignore[no-untyped-d
     r = cli("plan", *_TITAN[:6], "--set", "strategy.tp=2", "--set", "strategy.ep=8", "--json")
     assert r.code == 0, r.err
     assert all(p["strategy"]["etp"] is None for p in json.loads(r.out)["ranked"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 2. errors.shown reached --json, errors and warnings, but not the files scalemodel writes: calibrate nccl-tests
+#    --out from a log whose name is not UTF-8 wrote "# Calibrated ... from <name>" and died in write_file's
+#    encode("utf-8") with a UnicodeEncodeError traceback (a lone surrogate U+DCFF)
+
+
+def test_an_overlay_from_a_non_utf8_log_name_is_written(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    root = Path("/tmp/review15e")
+    root.mkdir(parents=True, exist_ok=True)
+    log = os.fsdecode(os.fsencode(str(root)) + b"/bad\xff.log")
+    Path(log).write_bytes((Path(__file__).parent / "data" / "nccl" / "synthetic_current.log").read_bytes())
+    out = tmp_path / "overlay.yaml"
+    r = cli("calibrate", "nccl-tests", log, "-c", "dgx-h100", "--out", str(out))
+    assert r.code == 0, r.err
+    text = out.read_text(encoding="utf-8")  # strict UTF-8
+    assert "/tmp/review15e/bad\\xff.log" in text  # the byte, as --json and errors write it
+    assert yaml.safe_load(text)  # still a YAML document
+    # an ordinary name is written as it is (no escaping of what needs none)
+    ok = Path("/tmp/review15e/plain é.log")
+    ok.write_bytes(Path(log).read_bytes())
+    r = cli("calibrate", "nccl-tests", str(ok), "-c", "dgx-h100", "--out", str(out))
+    assert r.code == 0, r.err
+    assert "/tmp/review15e/plain é.log" in out.read_text(encoding="utf-8")
