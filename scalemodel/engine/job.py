@@ -789,6 +789,12 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
         d = GRID_DEFAULTS.get(n, 0)
         kind = bool if isinstance(d, bool) else float if isinstance(d, float) else np.int64
         out[n] = np.asarray(values[n], dtype=kind)
+    # torchtitan's default expert TP is 1 where ep > 1 (specs.frameworks._titan_etp; _grid_from_strategy applies it to
+    # predict's grid): the planner's candidates take it here too, or plan priced a torchtitan candidate at
+    # Megatron's etp = tp and predict of the plan's own strategy at etp 1
+    titan = (out["layer_impl"] == int(LayerImpl.TORCHTITAN)) & (out["etp"] == 0) & (out["ep"] > 1)
+    if np.any(titan):
+        out["etp"] = np.asarray(np.where(titan, 1, out["etp"]), dtype=np.int64)
     try:
         np.broadcast_shapes(*(a.shape for a in out.values()))
     except ValueError as exc:

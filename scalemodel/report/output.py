@@ -298,7 +298,9 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, option: str) -> 
 
     p = check_output_path(path, option)
     target = Path(os.path.realpath(p))
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    # a file name's undecodable byte (os.fsdecode's lone surrogate, e.g. a calibrate overlay's "from <log>" line)
+    # as \xff (errors.shown), as --json writes it: UTF-8 refuses a lone surrogate
+    payload = shown(data).encode("utf-8") if isinstance(data, str) else data
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode)
     except OSError:

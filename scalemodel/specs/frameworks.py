@@ -1137,7 +1137,7 @@ def _titan_etp(par: dict[str, Any], degrees: dict[str, int], out: StrategyFile) 
     the tp ranks (torchtitan/distributed/parallel_dims.py L242, L282 at b5bcd76c66). A torchtitan run with tp 2 and
     ep 8 was priced with its experts split over tp. Where the TOML gives no ep (``--ep 8`` on the command line), the
     engine applies the same default: layer_impl torchtitan with ep > 1 and no etp given is etp 1
-    (engine.job._grid_from_strategy; the planner's candidates keep strategy.etp's default, tp)."""
+    (engine.job._grid_from_strategy; the planner's candidates in engine.job.grid_from_arrays)."""
     etp = _int(par["expert_tensor_parallel_degree"], "parallelism.expert_tensor_parallel_degree", least=1)
     ep, tp = degrees.get("expert", 1), degrees.get("tensor", 1)
     if ep == 1:
