@@ -1367,14 +1367,20 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
 
 def _readable(strategy: dict[str, Any]) -> dict[str, Any]:
     """A plan's strategy as the JSON shows it: with ``bucket_size`` (the strategy field a --strategy file reads)
-    beside ``bucket_bytes`` (the grid's; None for the framework's default), so that the strategy written back as a
-    strategy file prices the bucket the plan chose; it was left out, and predict priced the framework's default."""
+    beside ``bucket_bytes`` (the grid's; None for the framework's default), and ``dispatch_overhead`` beside
+    ``dispatch_overhead_s``, so that the strategy written back as a strategy file prices the bucket and the dispatch
+    overhead the plan used; they were left out, and predict priced the framework's default bucket and Ray's default
+    overhead (a file does not read bucket_bytes nor dispatch_overhead_s)."""
     out: dict[str, Any] = {}
     for k, v in strategy.items():
         out[k] = v
-        if k == "bucket_bytes":
-            out["bucket_size"] = v
+        if k in _FILE_FIELD:
+            out[_FILE_FIELD[k]] = v
     return out
+
+
+#: :func:`_readable`: the strategy dict's keys (StrategyGrid.describe) whose StrategySpec field has another name
+_FILE_FIELD = {"bucket_bytes": "bucket_size", "dispatch_overhead_s": "dispatch_overhead"}
 
 
 def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None = None,

@@ -353,13 +353,16 @@ def _segment_split(job: Job, g: StrategyGrid) -> dict[str, np.ndarray] | None:
     virtual stages of S segments (megatron/training/arguments.py ``validate_args``). A segment of n_k layers of
     kind k is priced as sum_k n_k w_k mean layers (:func:`_kind_weights`), so a rank of those layers computes
     exactly its own kinds' sum; the rank's memory, per-layer collectives and host intervals are the mean layer's
-    times that count (docs/model.md#uneven-stages). The engine's pipeline formulas take three rank classes: rank 0
-    (``rank_first``), rank p - 1 with the logits (``rank_last``), the busiest rank but the last (``rank_other``,
-    also every middle rank of the 1F1B critical path: exact at p <= 3 and wherever the middle ranks are equal, an
-    upper bound otherwise); interleaved, the chunks the first segment (``chunk_first``), the last
-    (``chunk_last``) and the mean of segments 1 .. p-2 (``chunk_mid``: the chunks the last rank's first forward
-    passes, so that the interleaved critical path through rank p-1 is exact). ``on``: the candidates with p >= 2
-    dividing S (the others Megatron refuses: :func:`_layers_split`)."""
+    times that count (docs/model.md#uneven-stages). The engine's pipeline formulas take these rank classes: rank 0
+    (``rank_first``), rank p - 1 with the logits (``rank_last``), the busiest rank but the last (``rank_other``:
+    the busiest stage's pace, memory), and the busiest of ranks 1 .. p-2 (``rank_mid``, every middle rank of the
+    1F1B critical path, :func:`_uneven_1f1b_bubble`: exact at p <= 3 and wherever the middle ranks are equal, an
+    upper bound otherwise; ``rank_other`` there priced a light middle rank as a heavier rank 0); interleaved, the
+    chunks the first segment (``chunk_first``), the last (``chunk_last``) and the mean of segments 1 .. p-2
+    (``chunk_mid``: the chunks the last rank's first forward passes, so that the interleaved critical path through
+    rank p-1 is exact; through a middle rank r the mean wait falls short of r's own when segments 1 .. r-1 are
+    heavier than the mean). ``on``: the candidates with p >= 2 dividing S (the others Megatron refuses:
+    :func:`_layers_split`)."""
     hy = job.shape.hybrid if job.is_transformer else None
     if hy is None or int(hy.segments) < 2 or not hy.segment_kinds:
         return None
@@ -383,8 +386,8 @@ def _segment_split_uncached(job: Job, g: StrategyGrid, hy: Any) -> dict[str, np.
            for counts in hy.segment_kinds]
     S = len(seg)
     shape = np.broadcast(g.pp, seg[0]).shape
-    out = {key: np.zeros(shape) for key in ("rank_first", "rank_other", "rank_last", "chunk_first", "chunk_mid",
-                                            "chunk_last")}
+    out = {key: np.zeros(shape) for key in ("rank_first", "rank_other", "rank_mid", "rank_last", "chunk_first",
+                                            "chunk_mid", "chunk_last")}
     on = np.zeros(shape, dtype=bool)
     pp = np.broadcast_to(g.pp, shape)
     for p in np.unique(pp):
@@ -399,6 +402,8 @@ def _segment_split_uncached(job: Job, g: StrategyGrid, hy: Any) -> dict[str, np.
         mids = seg[1:p - 1] or seg[:1]
         for key, val in (("rank_first", ranks[0]), ("rank_last", ranks[-1]),
                          ("rank_other", np.maximum.reduce([np.broadcast_to(x, shape) for x in ranks[:-1]])),
+                         # the middle class of the 1F1B three-class path: ranks 1 .. p-2 only (none at p = 2)
+                         ("rank_mid", np.maximum.reduce([np.broadcast_to(x, shape) for x in ranks[1:-1] or ranks[:1]])),
                          ("chunk_first", seg[0]), ("chunk_last", seg[-1]),
                          ("chunk_mid", sum(mids, np.zeros(1)) / len(mids))):
             out[key] = np.where(here, val, out[key])
@@ -3529,6 +3534,9 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[[np.ndarray, 
     if not job.is_transformer or not np.any(onef1b):
         return bubble_mb
     last, other, first = _stage_layers(job, g)
+    seg = _segment_split(job, g)
+    if seg is not None:  # '|' segments: the middle class is ranks 1 .. p-2, not rank 0 (which has its own class)
+        other = np.where(seg["on"], seg["rank_mid"], other)
     ff, bf = _stage_forward_backward(stage(first, False))
     fm, bm = _stage_forward_backward(stage(other, False))
     fl, bl = _stage_forward_backward(stage(last, True))
