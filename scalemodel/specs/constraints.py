@@ -198,18 +198,8 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
             why = " ('_' groups digits only by thousands, as in 1_000)" if grouped else ""
             raise InputError(f"constraint {label!r} needs an integer{why}", where=where, allowed=_CONSTRAINT_ALLOWED)
         return int(text.replace("_", ""))
-    if key == "recompute":
-        try:
-            return int(Recompute.parse(text))
-        except InputError:
-            raise InputError(f"unknown recompute {value!r} in {label!r}", where=where,
-                             allowed=" | ".join(Recompute.labels())) from None
-    if key == "zero":
-        try:
-            return int(Zero.parse(text))
-        except InputError:
-            raise InputError(f"unknown ZeRO stage {value!r} in {label!r}", where=where,
-                             allowed=" | ".join(Zero.labels())) from None
+    if key in _ORDERED_CHOICES:
+        return _choice(key, _ORDERED_CHOICES[key], text, value, label, where)
     if key in ("bucket", "memory"):
         if key == "bucket" and text in ("0", "default"):
             return 0.0
@@ -241,36 +231,8 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         except InputError:
             raise InputError(f"unknown schedule {value!r} in {label!r}", where=where, allowed=allowed) from None
         return (int(sched.kind), sched.virtual_stages if sched.kind == ScheduleKind.INTERLEAVED else None)
-    if key == "algorithm":
-        try:
-            return int(Algorithm.parse(text))
-        except InputError:
-            raise InputError(f"unknown algorithm {value!r} in {label!r}", where=where,
-                             allowed=" | ".join(Algorithm.labels())) from None
-    if key == "assignment":
-        try:
-            return int(Assignment.parse(text))
-        except InputError:
-            raise InputError(f"unknown assignment {value!r} in {label!r}", where=where,
-                             allowed=" | ".join(Assignment.labels())) from None
-    if key == "layout":
-        try:
-            return int(Layout.parse(text))
-        except InputError:
-            raise InputError(f"unknown layout {value!r} in {label!r}", where=where,
-                             allowed=" | ".join(Layout.labels())) from None
-    if key == "moe_flex_backend":
-        try:
-            return int(FlexBackend.parse(text))
-        except InputError:
-            raise InputError(f"unknown flex dispatcher backend {value!r} in {label!r}", where=where,
-                             allowed=" | ".join(FlexBackend.labels())) from None
-    if key == "cp_comm_type":
-        try:
-            return int(CpCommType.parse(text))
-        except InputError:
-            raise InputError(f"unknown cp_comm_type {value!r} in {label!r}", where=where,
-                             allowed=" | ".join(CpCommType.labels())) from None
+    if key in _CHOICES:
+        return _choice(key, _CHOICES[key], text, value, label, where)
     if key == "compression":
         if text == "topk":  # any kept fraction
             return (int(parse_compression("topk:1").kind), None)
@@ -292,6 +254,24 @@ def _constraint_value(key: str, op: str, value: Any, where: str) -> Any:
         return parse_sync(text).label()
     except InputError as exc:
         raise InputError(exc.what, where=where, allowed=exc.allowed) from None
+
+
+#: The choice keys a constraint reads by their enum's own labels, with the word an unknown value is called:
+#: ordered ones (a constraint may compare them, recompute<=selective) and the others (= or != only).
+_ORDERED_CHOICES: dict[str, tuple[Any, str]] = {"recompute": (Recompute, "recompute"), "zero": (Zero, "ZeRO stage")}
+_CHOICES: dict[str, tuple[Any, str]] = {
+    "algorithm": (Algorithm, "algorithm"), "assignment": (Assignment, "assignment"), "layout": (Layout, "layout"),
+    "moe_flex_backend": (FlexBackend, "flex dispatcher backend"), "cp_comm_type": (CpCommType, "cp_comm_type")}
+
+
+def _choice(key: str, how: tuple[Any, str], text: str, value: Any, label: str, where: str) -> int:
+    """A choice's enum value from its label, or an InputError naming the key's allowed labels."""
+    enum, what = how
+    try:
+        return int(enum.parse(text))
+    except InputError:
+        raise InputError(f"unknown {what} {value!r} in {label!r}", where=where,
+                         allowed=" | ".join(enum.labels())) from None
 
 
 def keep(values: np.ndarray, pairs: list[tuple[str, Any]]) -> np.ndarray:
