@@ -24,3 +24,30 @@ def test_a_set_value_with_a_byte_not_utf8_is_refused(cli, item: str, byte: str) 
     line = refused(cli, "predict", *SMALL, "--set", item,
                    match=f"error: --set {path}: the value has a byte that is not UTF-8 ({byte}); a value in UTF-8 text")
     line.encode("utf-8")  # the line itself is UTF-8 (no lone surrogate)
+
+
+# --- a --constraint spelled with an alias replaces the --strategy file's pin, as its key does -----------------------
+# plan --strategy run.sh (--moe-flex-dispatcher-backend hybridep, --micro-batch-size 1) with "--constraint
+# flex_backend=deepep" (or moe_flex_dispatcher_backend=, mb=, moe_flex=) was refused, "no moe_flex_backend meets
+# moe_flex_backend=deepep, moe_flex_backend=hybridep together": the file's pin was kept beside the constraint, which
+# replaces it when written moe_flex_backend=deepep.
+
+MOE_LAUNCH = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+              "--expert-model-parallel-size 8 --micro-batch-size 1 --bf16 --moe-token-dispatcher-type flex "
+              "--moe-flex-dispatcher-backend hybridep\n")
+
+
+@pytest.mark.parametrize("text, field, value", [
+    ("flex_backend=deepep", "moe_flex_backend", "deepep"), ("moe_flex_dispatcher_backend=deepep", "moe_flex_backend",
+                                                            "deepep"),
+    ("moe_flex=false", "moe_flex_dispatcher", False), ("mb=2", "micro_batch", 2), ("MB=2", "micro_batch", 2),
+])
+def test_a_constraint_alias_replaces_the_strategy_file_pin(cli, tmp_path, text: str, field: str, value) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text(MOE_LAUNCH)
+    got = accepted(cli, "plan", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--top", "2", "--strategy", str(f),
+                   "--constraint", text)
+    assert got["ranked"], got["why"]
+    for row in got["ranked"]:
+        assert row["strategy"]["tp"] == 2  # the file's other pins hold
+        assert row["strategy"][field] == value, row["strategy"]
