@@ -51,3 +51,27 @@ def test_a_constraint_alias_replaces_the_strategy_file_pin(cli, tmp_path, text: 
     for row in got["ranked"]:
         assert row["strategy"]["tp"] == 2  # the file's other pins hold
         assert row["strategy"][field] == value, row["strategy"]
+
+
+# --- plan warns of a flex dispatcher backend on a model without MoE layers -----------------------------------------
+# "plan -m llama3-8b --constraint moe_flex_backend=hybridep" (or --set strategy.moe_flex_backend=hybridep) ranked the
+# dense rows without a word; round 15 warned of moe_flex_dispatcher / moe_a2a_overlap there, as predict does.
+
+DENSE = ["-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--top", "1", "--json"]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--constraint", "moe_flex_backend=hybridep"], "constraint moe_flex_backend=hybridep"),
+    (["--constraint", "flex_backend=hybridep"], "constraint moe_flex_backend=hybridep"),
+    (["--set", "strategy.moe_flex_backend=hybridep"], "strategy.moe_flex_backend = hybridep"),
+])
+def test_plan_warns_of_a_flex_backend_on_a_dense_model(cli, args: list[str], said: str) -> None:  # type: ignore[no-untyped-def]
+    r = cli("plan", *DENSE, *args)
+    assert r.code == 0 and f"warning: {said} is not priced: the model has no MoE layers" in r.err, r.err
+
+
+@pytest.mark.parametrize("args", [["--constraint", "moe_flex_backend=deepep"],
+                                  ["--set", "strategy.moe_flex_backend=deepep"]])
+def test_plan_does_not_warn_of_the_default_flex_backend(cli, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    r = cli("plan", *DENSE, *args)
+    assert r.code == 0 and "no MoE layers" not in r.err, r.err
