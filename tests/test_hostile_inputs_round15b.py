@@ -75,3 +75,22 @@ def test_plan_warns_of_a_flex_backend_on_a_dense_model(cli, args: list[str], sai
 def test_plan_does_not_warn_of_the_default_flex_backend(cli, args: list[str]) -> None:  # type: ignore[no-untyped-def]
     r = cli("plan", *DENSE, *args)
     assert r.code == 0 and "no MoE layers" not in r.err, r.err
+
+
+# --- a bidirectional control in a file name is written as its escape -----------------------------------------------
+# "--strategy $'\u202eyaml.txt'" printed the U+202E (right-to-left override) raw in the error line, which reversed the
+# rest of the line on the terminal; the warnings already wrote it as \u202e, and the line's C0/C1 controls as \x1b.
+
+@pytest.mark.parametrize("char", ["\u202e", "\u2066", "\u200f", "\u2028", "\ufeff"])
+def test_an_invisible_or_bidi_character_in_an_error_line_is_escaped(cli, tmp_path, char: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / f"{char}yaml.txt"
+    f.write_text("nothing here\n")
+    line = refused(cli, "predict", *SMALL, "--strategy", str(f), inputs=(f,),
+                   match=f"{tmp_path}/\\u{ord(char):04x}yaml.txt: ")
+    assert char not in line, line
+
+
+def test_an_accented_file_name_in_an_error_line_is_kept(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "modèle.txt"
+    f.write_text("nothing here\n")
+    refused(cli, "predict", *SMALL, "--strategy", str(f), inputs=(f,), match=f"{tmp_path}/modèle.txt: ")
