@@ -154,7 +154,7 @@ def _warn_moe_pins_without_moe(wl: Any, st: Any, pinned: list[str], constraints:
     given += [f"constraint {k}=true" for k in ("moe_flex_dispatcher", "moe_a2a_overlap")
               if ("=", True) in constraints.get(k, []) or ("==", True) in constraints.get(k, [])]
     # a backend other than DeepEP (round 15b: --constraint moe_flex_backend=hybridep on llama3-8b was taken silently)
-    given += [f"constraint moe_flex_backend={FlexBackend(int(v)).label}"
+    given += [f"constraint moe_flex_backend={FlexBackend.of(v).label}"
               for op, v in constraints.get("moe_flex_backend", [])
               if op in ("=", "==") and int(v) != FlexBackend.DEEPEP]
     for g in given:
