@@ -13,6 +13,12 @@ from dataclasses import dataclass
 #: two, an ESC (or C1 CSI) in a name sent a terminal escape sequence to the user's terminal.
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
+#: Bidirectional controls, invisible format characters and the Unicode line/paragraph separators (categories Cf,
+#: Zl, Zp): a U+202E in a file name reversed the rest of the error line on the terminal (round 15b); warnings
+#: (specs.notices) already wrote them as ``\u202e``.
+_INVISIBLE = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e"
+                        "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
+
 
 #: Lone surrogates: Python's file-system decoding (``os.fsdecode``, surrogateescape) keeps a file name byte that is not
 #: UTF-8 as U+DC80..U+DCFF, which strict JSON readers and UTF-8 encoders refuse.
@@ -34,7 +40,8 @@ def one_line(text: str) -> str:
     """``text`` with every line break and terminal control character written as its Python escape (``\\n``,
     ``\\x1b``): what the CLI prints on stderr stays one line and shows the character instead of acting on it; a
     file name's undecodable byte as ``\\xff`` (:func:`shown`)."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], shown(text))
+    text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], shown(text))
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if not text.isascii() else text
 
 
 class InputError(ValueError):

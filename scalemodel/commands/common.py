@@ -22,6 +22,7 @@ from scalemodel.engine.job import run_training_checks
 from scalemodel.errors import InputError, Origin, sub_path
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
 from scalemodel.specs.base import MAX_SPEC_INT
+from scalemodel.specs.constraints import constraint_key
 from scalemodel.specs.hf import seq_len_note
 from scalemodel.specs.loader import apply_overrides, validate
 from scalemodel.specs.training import check_derived_batch
@@ -168,7 +169,9 @@ def strategy_constraints(sf: StrategyFile | None, given: list[str] | None, repor
     ``reported`` (plan pins or reports them itself: commands.plan._pin_file_settings)."""
     if sf is None:
         return []
-    constrained = {re.split(r"[<>=!]", c.strip(), maxsplit=1)[0].strip().replace("-", "_").lower()
+    # each key as parse_constraints reads it: an alias (--constraint flex_backend=deepep, mb=2) kept the file's pin
+    # beside it, refused as "no moe_flex_backend meets moe_flex_backend=deepep, moe_flex_backend=hybridep together"
+    constrained = {constraint_key(re.split(r"[<>=!]", c.strip(), maxsplit=1)[0])
                    for text in (given or []) for c in text.split(",")}
     out, unpinned = [], []
     for key, value in {**sf.strategy, **sf.training}.items():
@@ -183,7 +186,7 @@ def strategy_constraints(sf: StrategyFile | None, given: list[str] | None, repor
                 value = min(int(Zero.parse(value, "--strategy")), int(Zero.PARAMETERS))
                 if Zero.parse(sf.strategy["zero"]) == Zero.FSDP:
                     unpinned.append("zero fsdp (pinned as ZeRO-3, which the planner searches)")
-            if PINNABLE[key] not in constrained and not (key == "sequence_parallel" and "sp" in constrained):
+            if PINNABLE[key] not in constrained:
                 out.append(f"{PINNABLE[key]}={str(value).lower() if isinstance(value, bool) else value}")
         elif key not in TRAINING_FLAGS and key not in reported:
             unpinned.append(key)

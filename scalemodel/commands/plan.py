@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from scalemodel.choices import parse_sync
+from scalemodel.choices import FlexBackend, parse_sync
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, integer, opt, repeat, switch
 from scalemodel.engine.planner import ALLOW, OBJECTIVES, PIN_AXES, PIN_FIXED
@@ -137,7 +137,7 @@ def _pin_file_settings(sf: Any, set_st: list[str]) -> list[str]:
 
 #: Strategy fields that act only on MoE layers, as predict warns of them on a model without (engine.job
 #: _warn_unpriced_fields).
-_MOE_ONLY = ("moe_flex_dispatcher", "moe_a2a_overlap", "ep_dispatch_sms", "moe_layer_host_s")
+_MOE_ONLY = ("moe_flex_dispatcher", "moe_a2a_overlap", "ep_dispatch_sms", "moe_layer_host_s", "moe_flex_backend")
 
 
 def _warn_moe_pins_without_moe(wl: Any, st: Any, pinned: list[str], constraints: dict[str, Any]) -> None:
@@ -147,11 +147,16 @@ def _warn_moe_pins_without_moe(wl: Any, st: Any, pinned: list[str], constraints:
     moe = getattr(wl, "kind", "") == "transformer" and wl.moe is not None and int(wl.moe.experts) > 0
     if moe:
         return
-    shown = {"moe_layer_host_s": lambda v: f" = {v:g} s", "ep_dispatch_sms": lambda v: f" = {v}"}  # as predict's
+    shown = {"moe_layer_host_s": lambda v: f" = {v:g} s", "ep_dispatch_sms": lambda v: f" = {v}",
+             "moe_flex_backend": lambda v: f" = {v}"}  # as predict's
     given = [f"strategy.{k}{shown.get(k, lambda v: '')(getattr(st, k))}" for k in dict.fromkeys(pinned)
-             if k in _MOE_ONLY and getattr(st, k, None) not in (None, False, 0, 0.0)]
+             if k in _MOE_ONLY and getattr(st, k, None) not in (None, False, 0, 0.0, FlexBackend.DEEPEP.label)]
     given += [f"constraint {k}=true" for k in ("moe_flex_dispatcher", "moe_a2a_overlap")
               if ("=", True) in constraints.get(k, []) or ("==", True) in constraints.get(k, [])]
+    # a backend other than DeepEP (round 15b: --constraint moe_flex_backend=hybridep on llama3-8b was taken silently)
+    given += [f"constraint moe_flex_backend={FlexBackend.of(v).label}"
+              for op, v in constraints.get("moe_flex_backend", [])
+              if op in ("=", "==") and int(v) != FlexBackend.DEEPEP]
     for g in given:
         notices.warn(f"{g} is not priced: the model has no MoE layers")
 

@@ -77,10 +77,16 @@ def parse_constraints(texts: Sequence[str] | None, where: str = "--constraint") 
             mt = _CONSTRAINT_RE.fullmatch(part.strip())
             if not mt:
                 raise InputError(f"cannot read constraint {part.strip()!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
-            key, op, value = mt.group(1).lower(), mt.group(2), mt.group(3)
-            key = _ALIASES.get(key, key.replace("-", "_"))
+            key, op, value = constraint_key(mt.group(1)), mt.group(2), mt.group(3)
             out.setdefault(key, []).append((op, value))
     return normalize_constraints(out, where=where)
+
+
+def constraint_key(raw: str) -> str:
+    """The constraint key ``raw`` names, as :func:`parse_constraints` reads it: lower case, '-' as '_', an alias
+    (``mb``, ``sp``, ``flex_backend``, ``moe_flex``, ...) as its key."""
+    key = str(raw).strip().lower()
+    return _ALIASES.get(key, key.replace("-", "_"))
 
 
 def merge_constraints(into: dict[str, Any], texts: list[str], where: str) -> None:
@@ -97,7 +103,7 @@ def normalize_constraints(constraints: dict[str, Any] | None, where: str = "--co
         return constraints
     out: Constraints = _Parsed()
     for raw_key, spec in (constraints or {}).items():
-        key = _ALIASES.get(str(raw_key).lower(), str(raw_key).lower().replace("-", "_"))
+        key = constraint_key(raw_key)
         if key not in CONSTRAINT_KEYS:
             raise InputError(f"unknown constraint key {raw_key!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
         if isinstance(spec, list):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, shown
 from scalemodel.specs import files, notices, precompiled
 from scalemodel.specs.base import (
     _NO_VALUE,
@@ -402,6 +402,11 @@ def _parse_value(text: str, where: str) -> Any:
                          allowed=f"a value of at most {MAX_SET_VALUE_CHARS} characters")
     if not text.strip():
         return ""
+    bad = next((c for c in text if "\ud800" <= c <= "\udfff"), None)
+    if bad is not None:  # a byte not UTF-8 in the shell's argument (os.fsdecode's surrogateescape): PyYAML's
+        # UTF-8 encoder raised UnicodeEncodeError, a traceback
+        raise InputError(f"the value has a byte that is not UTF-8 ({shown(bad)})", where=where,
+                         allowed="a value in UTF-8 text")
     import scalemodel.specs.yamlread as yamlread  # --set values only (PyYAML, ~10 ms)
     try:
         return yamlread.load(text, where)[0]
