@@ -166,7 +166,7 @@ def set_keys(sets: list[str] | None, section: str) -> list[str]:
 def strategy_constraints(sf: StrategyFile | None, given: list[str] | None, reported: Collection[str] = ()) -> list[str]:
     """The ``--strategy`` file's axes as planner constraints (``tp=8``), except the keys that a
     ``--constraint`` already restricts; what the planner cannot pin is warned about, except the fields in
-    ``reported`` (plan pins or reports them itself: commands.plan._pin_file_settings)."""
+    ``reported`` (plan and scale --best pin or report them themselves: commands.plan.pin_file_settings)."""
     if sf is None:
         return []
     # each key as parse_constraints reads it: an alias (--constraint flex_backend=deepep, mb=2) kept the file's pin

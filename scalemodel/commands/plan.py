@@ -35,7 +35,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     # both were kept, and --set strategy.tp=4 over a file's tp 2 left no candidate
     replaced = [*(constraint or []), *set_st, *(["virtual_stages"] if "schedule" in set_st else []),
                 *(["micro_batch"] if "micro_batch" in o.set_keys(sets, "training") else [])]
-    file_pins = o.strategy_constraints(sf, replaced, reported=_file_fields(sf))
+    file_pins = o.strategy_constraints(sf, replaced, reported=file_fields(sf))
     if sf is not None:
         merge_constraints(constraints, file_pins, where=f"--strategy: {sf.path}")
     modes = [m.strip() for m in sync_modes.split(",") if m.strip()]
@@ -67,7 +67,7 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     # every --set strategy.X pins its axis (or is refused by the engine): never silently ignored; the file's
     # settings that are no search axis (ep_dispatch_sms, megatron_ddp, fp8_param_gather, ...) are pinned as --set
     # pins them, --set on top
-    file_fixed = _pin_file_settings(sf, set_st)
+    file_fixed = pin_file_settings(sf, set_st)
     pinned = [*set_st, *file_fixed]
     written = {k: f"--strategy: {sf.path}: {sf.field_name(k)}" for k in file_fixed} if sf is not None else {}
     # the file's strategy (its axes too, as predict validates them: fp8_param_gather needs the file's zero 1) with
@@ -92,20 +92,21 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     render_plan(result, as_json=as_json)
 
 
-def _file_fields(sf: Any) -> set[str]:
-    """The --strategy file's fields that plan reports itself (:func:`_pin_file_settings`) or uses as given (its
-    training settings, micro-batch aside): left out of strategy_constraints' "not pinned as given" warning, which
-    named them all although plan used the training ones."""
+def file_fields(sf: Any) -> set[str]:
+    """The --strategy file's fields that plan (and ``scale --best``) reports itself (:func:`pin_file_settings`) or
+    uses as given (its training settings, micro-batch aside): left out of strategy_constraints' "not pinned as
+    given" warning, which named them all although plan used the training ones."""
     if sf is None:
         return set()
     return set(sf.strategy) | {k for k in sf.training if k != "micro_batch"}
 
 
-def _pin_file_settings(sf: Any, set_st: list[str]) -> list[str]:
-    """The --strategy file's fields that plan pins as fixed parameters of every candidate (PIN_FIXED: what the
-    framework runs, e.g. --moe-flex-dispatcher-num-sms, --use-distributed-optimizer's megatron_ddp,
-    --fp8-param-gather), exactly as ``--set strategy.X`` pins them (engine.planner.pins); a ``--set`` on the same
-    field replaces the file's. They were dropped with "not pinned as given", and plans were ranked at the defaults.
+def pin_file_settings(sf: Any, set_st: list[str], who: str = "plan") -> list[str]:
+    """The --strategy file's fields that plan (and ``scale --best`` at each point; ``who`` names the command in the
+    warnings) pins as fixed parameters of every candidate (PIN_FIXED: what the framework runs, e.g.
+    --moe-flex-dispatcher-num-sms, --use-distributed-optimizer's megatron_ddp, --fp8-param-gather), exactly as
+    ``--set strategy.X`` pins them (engine.planner.pins); a ``--set`` (with scale, a flag) on the same field
+    replaces the file's. They were dropped with "not pinned as given", and plans were ranked at the defaults.
     The file's search axes that strategy_constraints does not pin (overlap, bucket_size, compression, dp_comm,
     assignment) stay searched, and a field plan cannot pin (refused on --set) is ranked at its default: both are
     said."""
@@ -126,12 +127,12 @@ def _pin_file_settings(sf: Any, set_st: list[str]) -> list[str]:
         else:
             unpinnable.append(named)
     if searched:
-        notices.warn(f"{sf.path}: plan searches {', '.join(searched)}: the file's "
+        notices.warn(f"{sf.path}: {who} searches {', '.join(searched)}: the file's "
                      f"{'value is' if len(searched) == 1 else 'values are'} not pinned; pin with --set strategy.K=V "
                      "or --constraint")
     if unpinnable:
-        notices.warn(f"{sf.path}: plan cannot pin {', '.join(unpinnable)} (as --set strategy.K is refused): the plans "
-                     "are ranked at its default")
+        notices.warn(f"{sf.path}: {who} cannot pin {', '.join(unpinnable)} (as --set strategy.K is refused): the "
+                     "plans are ranked at its default")
     return fixed
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, opt, pair, switch
+from scalemodel.commands.plan import file_fields, pin_file_settings
 from scalemodel.engine.planner import pins
 from scalemodel.engine.scaling import sweep
 from scalemodel.errors import InputError
@@ -119,15 +120,21 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
 def _best_pins(st: StrategySpec, tr: TrainingSpec, flags: dict[str, Any], micro_batch: int | None,
                sets: list[str] | None, sf: o.StrategyFile | None) -> dict[str, Any]:
     """With --best, the strategy the command line gives is pinned as plan pins it (engine.planner.pins): the
-    strategy flags, --set strategy.X and training.micro_batch, and the --strategy file's axes; a scenario's own
-    strategy is what --best replaces. Without this every point searched all of them (--tp 8 was ignored)."""
+    strategy flags, --set strategy.X and training.micro_batch, and the --strategy file's axes and its fixed settings
+    (commands.plan.pin_file_settings: ep_dispatch_sms, megatron_ddp, layer_impl, ..., each as --set strategy.X pins
+    it; they were dropped, and every point searched at the defaults); a flag or --set on a field replaces the
+    file's. A scenario's own strategy is what --best replaces. Without this every point searched all of them
+    (--tp 8 was ignored)."""
     names = [k for k, v in flags.items() if v is not None and k != "dp"]  # dp: re-derived at every point
     names += o.set_keys(sets, "strategy")
-    cons, fixed, _sync = pins(st, names)  # the sync mode is pinned above, as --sync
+    file_fixed = pin_file_settings(sf, names, who="scale --best")
+    written = {k: f"--strategy: {sf.path}: {sf.field_name(k)}" for k in file_fixed} if sf is not None else {}
+    cons, fixed, _sync = pins(st, [*names, *file_fixed], written)  # the sync mode is pinned above, as --sync
     out: dict[str, Any] = {}
     constraints = normalize_constraints(cons, where="--best")
-    texts = o.strategy_constraints(sf, None)
     micro_set = micro_batch is not None or "micro_batch" in o.set_keys(sets, "training")
+    replaced = [*names, *(["virtual_stages"] if "schedule" in names else []), *(["micro_batch"] if micro_set else [])]
+    texts = o.strategy_constraints(sf, replaced, reported=file_fields(sf))
     if micro_set and not any(t.startswith("micro_batch=") for t in texts):
         texts.append(f"micro_batch={tr.micro_batch}")
     merge_constraints(constraints, texts, where="--strategy")
