@@ -176,7 +176,7 @@ import yaml
 
 from scalemodel.choices import Precision
 from scalemodel.cost import pipeline, transformer
-from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, host_floor_scale
+from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, moe_layer_host_floor
 from scalemodel.engine.job import transformer_shape
 from scalemodel.engine.predict import Prediction, predict
 from scalemodel.engine.step import Infeasible
@@ -1687,7 +1687,7 @@ def host_floor_s(case: dict[str, Any], wl: TransformerWorkload, ep: int) -> floa
     if case["id"] not in RECIPE_HOST_SYNC_EAGER or wl.moe is None:
         return 0.0
     attention = case["id"] not in RECIPE_HOST_SYNC_ATTN_GRAPHED and wl.hybrid is None
-    return MCORE_2511_MOE_LAYER_HOST_S * float(host_floor_scale(SOURCE_LOCAL_EXPERTS, attention))
+    return float(moe_layer_host_floor(MCORE_2511_MOE_LAYER_HOST_S, SOURCE_LOCAL_EXPERTS, attention))
 
 
 def recipe_chunks(case: dict[str, Any], layers: int, pp: int, v: int) -> tuple[int, int] | None:
