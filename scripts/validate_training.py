@@ -29,6 +29,8 @@ Two case files (issue 5 and issue 13):
       its ici span set to the case's chips per slice (gpus / dcn_dp), and zero hsdp with shard_group = the
       data-parallel replicas of one slice (dp / dcn_dp). Data parallelism across pods without a catalog DCN
       tier (TPU v4) is listed.
+    - a case that names its inter-node fabric where the catalog holds that fabric for its accelerator
+      (:data:`FABRIC_CLUSTER`: EFA with H100 -> aws-p5, the nanotron25 rows) -> that cluster.
     - a case that states its NICs (nic_Gbps x nics_per_node / gpus_per_node) and differs from the
       cluster's per-GPU NIC rate gets that rate on every tier beyond the node (the issue-5 rule;
       latency and efficiency stay the cluster's).
@@ -77,8 +79,10 @@ Two case files (issue 5 and issue 13):
       2.4.2; triton -> triton, its flash_attn_triton.py, except on H100 where no curve of that kernel exists:
       gemm); a torchtitan run (titan24, titan25) on Hopper or Ampere -> fa2, PyTorch SDPA's FlashAttention-2 backend,
       which torchtitan e7c0cae forces below Blackwell and 9dec370 got from PyTorch's default priority
-      (:data:`TORCHTITAN_SDPA_KERNEL`); a NeMo 2.2 (nemo2502) run on Blackwell with head dim > 128 -> fa2 (its
-      Transformer Engine refuses cuDNN there: :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`); every other case auto
+      (:data:`TORCHTITAN_SDPA_KERNEL`); a nanotron run (nanotron25) on Hopper -> fa2, flash-attn 2's
+      flash_attn_varlen_func (:data:`NANOTRON_ATTENTION_KERNEL`); a NeMo 2.2 (nemo2502) run on Blackwell with head
+      dim > 128 -> fa2 (its Transformer Engine refuses cuDNN there: :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`); every
+      other case auto
       (:data:`ATTN_IMPL_KERNEL`).
     - sequence parallelism: as stated, else on when tp > 1 for runs from 2022 on (Korthikanti 2022), except
       on the Megatron-DeepSpeed forks (:data:`NO_SEQUENCE_PARALLEL`), which had none.
@@ -124,13 +128,15 @@ Two case files (issue 5 and issue 13):
       (torchtitan's eager F.cross_entropy), titan25 at tp 1 -> inductor (the same loss under torch.compile with
       --training.compile, torchtitan e7c0cae; with TP torchtitan runs loss_parallel, not derived); every other source
       -> megatron, the strategy default, which is Megatron-LM's own (no --cross-entropy-loss-fusion) and
-      Megatron-DeepSpeed's.
+      Megatron-DeepSpeed's, and nanotron's (nanotron25: nanotron@c2528430 parallel/tensor_parallel/functional.py
+      _ShardedCrossEntropy is Megatron's vocab-parallel cross-entropy, called on fp32 logits).
     - training-metric passes over the logits (:data:`TRAIN_METRIC_PASSES`): mpt -> 2 (Composer evaluates llm-foundry's
       LanguageCrossEntropy and LanguagePerplexity after every micro-batch's backward); every other source -> 0.
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
       (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25 -> torchtitan, maxtext
-      -> xla; every other source (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default.
+      -> xla; every other source (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default; nanotron
+      (nanotron25: TritonRMSNorm, flash-attn's rotary, eager SiLU-gate) is not counted and takes the default too.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else, where the source prints only its framework's model TFLOP/s and the row records that framework's FLOPs
@@ -313,7 +319,7 @@ NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
 RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
             "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024,
-            "titan25": 2025, "llama3": 2024,
+            "titan25": 2025, "llama3": 2024, "nanotron25": 2025,
             "mpt": 2023, "maxtext": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022, "mtnlg": 2021,
             "meg19": 2019, "nemotron4": 2024}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
@@ -377,6 +383,11 @@ CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
 #: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here is simply
 #: not in hardware/accelerators yet.
 MISSING_HARDWARE_WHY = {"H100 96GB": "its peak is not published"}
+#: Clusters whose inter-node fabric a case names, where the catalog holds that fabric for the case's accelerator:
+#: EFA (AWS's Elastic Fabric Adapter) with H100 -> aws-p5, the catalog's only EFA cluster (EC2 p5.48xlarge is the only
+#: EC2 instance with 8 H100 80GB: 32 x 100 Gb/s EFA, 400 Gb/s per GPU). Read from ``hardware.inter_node_net``; the
+#: nanotron25 rows (the Ultra-Scale Playbook names EFA between its 8 x H100 nodes) are the only ones that name it.
+FABRIC_CLUSTER = {("EFA", "H100"): "aws-p5"}
 #: Catalog cluster for multi-slice runs (slices joined by the data-center network) per accelerator variant.
 MULTISLICE_CLUSTER: dict[str, str] = {"TPU v5p": "tpu-v5p-multislice"}
 RATE_METRICS = {"tokens/s/GPU", "model TFLOP/s/GPU", "hw TFLOP/s/GPU", "TFLOP/s/GPU", "scaling eff %"}
@@ -735,10 +746,20 @@ def attention_kernel(case: dict[str, Any], accelerator: str, family: str = "") -
             return "gemm" if (kernel, accelerator) in NOT_THE_SAME_KERNEL else kernel
     if families(case)["source"] in TORCHTITAN and family in ("hopper", "ampere"):
         return TORCHTITAN_SDPA_KERNEL
+    if families(case)["source"] in NANOTRON and family in ("hopper", "ampere"):
+        return NANOTRON_ATTENTION_KERNEL
     limit = TE_SM100_CUDNN_HEAD_DIM_MAX.get(families(case)["source"])
     if family == "blackwell" and limit is not None and int(m.get("head_dim") or m["hidden"] // m["heads"]) > limit:
         return "fa2"
     return "auto"
+
+
+#: Sources whose runs are Hugging Face nanotron's (the Ultra-Scale Playbook's benchmark grid).
+NANOTRON = frozenset({"nanotron25"})
+#: The attention kernel of a nanotron Llama: flash-attn 2's ``flash_attn_varlen_func`` (causal, cu_seqlens from the
+#: all-ones sequence mask, no unpad copies), huggingface/nanotron@c2528430 src/nanotron/models/llama.py
+#: ``CoreAttention.forward`` -> fa2, the accelerator's FlashAttention-2 curve.
+NANOTRON_ATTENTION_KERNEL = "fa2"
 
 
 #: Bytes per gradient element of FSDP's reduce-scatter in a torchtitan run that states none: its
@@ -1779,6 +1800,9 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     variant = accelerator_variant(str(hw.get("gpu", "")))
     cname = CLUSTER_FOR_ACCELERATOR[variant]
     assert cname is not None
+    net = str(hw.get("inter_node_net", ""))
+    cname = next((c for (fabric, v), c in FABRIC_CLUSTER.items() if v == variant and re.search(rf"\b{fabric}\b", net)),
+                 cname)
     slices = int(par.get("dcn_dp", 1))
     if slices > 1:  # multi-slice: case_limits let it through only where a multislice cluster exists
         cname = MULTISLICE_CLUSTER[variant]
