@@ -157,10 +157,9 @@ def test_equal_segments_of_mamba_and_moe_give_the_even_split(kw):
             assert a.breakdown_s[part] == pytest.approx(b.breakdown_s[part], rel=1e-9, abs=1e-12), part
         return
     b = scalemodel.predict("dgx-h100", _model(flat), GPUS, **common, **kw)
-    assert a.step_time_s == pytest.approx(b.step_time_s, rel=1e-9)
-    for part, t in b.breakdown_s.items():
-        assert a.breakdown_s[part] == pytest.approx(t, rel=1e-9, abs=1e-12), part
-    assert a.memory["per_gpu_bytes"] == pytest.approx(b.memory["per_gpu_bytes"], rel=1e-12)
+    assert a.step_time_s == b.step_time_s  # to the bit: every rank the pattern itself, the same closed forms
+    assert a.breakdown_s == b.breakdown_s
+    assert a.memory["per_gpu_bytes"] == b.memory["per_gpu_bytes"]
 
 
 def _random_patterns(n: int, seed: int) -> list[tuple[str, int, str]]:

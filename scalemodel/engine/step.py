@@ -508,13 +508,22 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
     hy = job.shape.hybrid
     assert hy is not None
     for p, stages, _layers in seg:
+        # middle ranks (and interleaved, middle chunks) all one stage: the three-class closed forms, the same bound
+        # to the bit as without '|' (equal segments)
+        same = all(x is stages[1] for x in stages[1:-1])
         if interleaved:
             v = float(len(hy.segment_layers) // p)
-            chunks = []
+            chunks, pieces = [], []
             for s in hy.segment_layers[:p - 1]:
                 part = _part_job(job, s)
                 pp_only = stage(np.zeros(1), False, part).time
-                chunks.append(stage(np.full(1, float(len(s))), False, part).time - pp_only + pp_only / v)
+                pieces.append(stage(np.full(1, float(len(s))), False, part))
+                chunks.append(pieces[-1].time - pp_only + pp_only / v)
+            if same and all(x is pieces[-1] for x in pieces[1:]):
+                mid = stages[1] if p >= 3 else stages[0]
+                out.append((p, pipeline.interleaved_uneven_time(m, p, stages[0].time, mid.time, stages[-1].time,
+                                                                chunks[0], chunks[-1])))
+                continue
             shape = np.broadcast_shapes(np.shape(m), *(np.shape(x.time) for x in stages),
                                         *(np.shape(x) for x in chunks))
             w = np.stack([np.broadcast_to(x.time, shape) for x in stages], axis=-1)
@@ -522,11 +531,16 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
             out.append((p, pipeline.interleaved_rank_time(np.broadcast_to(m, shape), w, c)))
         else:
             fb = [_stage_forward_backward(x) for x in stages]
+            if same:
+                mid_fb = fb[1] if p >= 3 else fb[0]
+                out.append((p, pipeline.one_f_one_b_three_class_time(m, p, *fb[0], *mid_fb, *fb[-1])))
+                continue
             shape = np.broadcast_shapes(np.shape(m), *(np.shape(f) for pair in fb for f in pair))
             f = np.stack([np.broadcast_to(x[0], shape) for x in fb], axis=-1)
             b = np.stack([np.broadcast_to(x[1], shape) for x in fb], axis=-1)
             out.append((p, pipeline.one_f_one_b_time(np.broadcast_to(m, shape), f, b)))
     return out
+
 
 def _layers_split(job: Job, g: StrategyGrid) -> np.ndarray:
     """True where the layers split into the pipeline as asked (see :func:`_stage_layers`)."""
