@@ -19,6 +19,7 @@ import pytest
 
 import scalemodel
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
+from scalemodel.choices import ScheduleKind
 from scalemodel.cost import pipeline, transformer
 from scalemodel.engine import step
 from scalemodel.engine.job import build_job, grid_from_strategy
@@ -222,3 +223,31 @@ def test_interleaved_rank_time_is_a_lower_bound_of_the_schedule():
         w = np.array([sum(t[k * p + r] for k in range(v)) for r in range(p)])
         bound = float(pipeline.interleaved_rank_time(m, w, np.array(t[:p - 1])))
         assert bound <= simulate(p, v, m, f, b) * (1 + 1e-12)
+
+
+def test_a_grid_of_several_pp_prices_each_as_alone_and_stays_above_the_floor():
+    """One grid holding pp 1, 2 (interleaved:2) and 4 over a 4-segment pattern (the planner's unit of work): each
+    candidate is what it is alone (its own pp's ranks, merged by pp), and the planner's compute floor stays below
+    the pipelined part (step.compute_floor: the mean-layer equivalents' compute, the ranks' own compute sum)."""
+    from scalemodel.engine.job import grid_from_arrays
+
+    pattern = "EEE|M*M*|E-E|MMMM"
+    job, _ = _job_grid(pattern, pp=4, ep=2)
+    pp = np.array([1, 2, 4]).reshape(3, 1)
+    sched = np.where(pp == 2, int(ScheduleKind.INTERLEAVED), int(ScheduleKind.ONE_F_ONE_B))
+    rec = np.array([0, 2]).reshape(1, 2)
+    g = grid_from_arrays(gpus=GPUS, dp=GPUS // pp, tp=1, pp=pp, ep=2, micro_batch=1, global_batch=GB, schedule=sched,
+                         virtual_stages=np.where(pp == 2, 2, 1), recompute=rec, moe_layer_host_s=1e-3)
+    res = step.evaluate(job, g)
+    assert np.all(np.asarray(res.feasible))
+    pipelined = np.asarray((res.microbatches + res.extras["bubble_microbatches"]) * res.extras["microbatch_time"])
+    floor = np.broadcast_to(step.compute_floor(job, g), g.shape)
+    assert np.all(floor <= pipelined * (1 + 1e-12))
+    for i, p in enumerate((1, 2, 4)):
+        for j, recompute in enumerate(("none", "full")):
+            kw = dict(schedule="interleaved:2") if p == 2 else {}
+            one_job, one = _job_grid(pattern, pp=p, ep=2, recompute=recompute, moe_layer_host_s=1e-3, **kw)
+            alone = step.evaluate(one_job, one)
+            assert _f(alone.step_time) == pytest.approx(float(np.asarray(res.step_time)[i, j]), rel=1e-12)
+            assert _f(alone.memory["total"]) == pytest.approx(float(np.asarray(res.memory["total"])[i, j]),
+                                                              rel=1e-12)
