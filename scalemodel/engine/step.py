@@ -415,7 +415,8 @@ def _part_job(job: Job, layers: str) -> Job:
     the next, read cyclically over ``layers``: cost.mamba.moe_intervals) count x L / n, n = len(layers), L the pattern's
     layers. Every per-layer formula multiplies the mean layer (each kind at its share N_k / L) by a stage's layers,
     so a stage of n layers of this job holds exactly n_k layers of kind k: their compute, memory (weights, gradients,
-    optimizer states, activations: memory.params_per_gpu's shares N_k / L x n / L), TP / CP / EP collectives (the
+    optimizer states, activations: memory.params_per_gpu's body N'_k x n / L = n_k layers of kind k, N'_k = n_k L / n
+    this job's count), TP / CP / EP collectives (the
     per-layer counts and the attention and MoE shares of :func:`_model_parallel_comm`) and host intervals
     (:func:`_host_wait`: count_i / L x n = the rank's own intervals). ``job`` itself where ``layers`` has the
     pattern's shares and intervals (equal segments: bit-identical), or no layers. The model-level totals (job.params,
@@ -3040,32 +3041,32 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
 
 
 def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragmentation: float,
-               workspace: float) -> dict[str, Any]:
+                   workspace: float) -> dict[str, Any]:
     """The arguments every pipeline stage's :func:`scalemodel.cost.memory.memory_per_gpu` shares in
     :func:`memory_peak_stage` (a hybrid rank's own kinds: its :func:`_part_job`)."""
     return dict(
-          micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_state_shards(job, g, sync), tp=g.tp,
-          expert_dp=_expert_state_shards(job, g, sync),
-          pp=g.pp, cp=g.cp, ep=g.ep, zero_stage=g.zero, recompute=g.recompute,
-          sequence_parallel=g.sequence_parallel, num_microbatches=m, schedule=g.schedule,
-          virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
-          optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=g.flash_attention,
-          fragmentation=fragmentation, etp=_etp(g), offloaded_layers=g.offload_layers,
-          # all_gather CP: one layer's gathered K, V and their full-length gradients (cp_gathered_bytes)
-          workspace=workspace + compute.cp_gathered_bytes(
-              job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
-              cp_comm_type=g.cp_comm_type, elem_bytes=job.elem_bytes),
-          recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
-          fp8_inputs=memory.quantized_input_bytes(job.fp8_recipe), recompute_modules=g.recompute_modules,
-          # Megatron-Core's shared experts keep their own quantized input copy under the delayed recipe only
-          shared_input_copy=job.fp8_recipe == "delayed",
-          reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
-          root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
-          fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
-          fp8_linear_per_layer=fp8_param_linear_per_layer(job) if job.is_transformer else None,
-          **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
-          logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
-          per_layer={})  # the stages share their layers' activation bytes (computed once)
+        micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_state_shards(job, g, sync), tp=g.tp,
+        expert_dp=_expert_state_shards(job, g, sync),
+        pp=g.pp, cp=g.cp, ep=g.ep, zero_stage=g.zero, recompute=g.recompute,
+        sequence_parallel=g.sequence_parallel, num_microbatches=m, schedule=g.schedule,
+        virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
+        optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=g.flash_attention,
+        fragmentation=fragmentation, etp=_etp(g), offloaded_layers=g.offload_layers,
+        # all_gather CP: one layer's gathered K, V and their full-length gradients (cp_gathered_bytes)
+        workspace=workspace + compute.cp_gathered_bytes(
+            job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
+            cp_comm_type=g.cp_comm_type, elem_bytes=job.elem_bytes),
+        recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
+        fp8_inputs=memory.quantized_input_bytes(job.fp8_recipe), recompute_modules=g.recompute_modules,
+        # Megatron-Core's shared experts keep their own quantized input copy under the delayed recipe only
+        shared_input_copy=job.fp8_recipe == "delayed",
+        reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
+        root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
+        fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
+        fp8_linear_per_layer=fp8_param_linear_per_layer(job) if job.is_transformer else None,
+        **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
+        logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
+        per_layer={})  # the stages share their layers' activation bytes (computed once)
 
 
 def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any], br: Any, rank: np.ndarray,
