@@ -79,6 +79,9 @@ class LayerCounts(msgspec.Struct, frozen=True):
     # (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/hybrid/hybrid_layer_allocation.py lines 466-467,
     # select_pipeline_segment: segment_index = vp_rel * pp_size + pp_rank)
     segment_kinds: tuple[tuple[int, int, int, int], ...] = ()
+    # each '|' segment's layers as written (M * - E), in the pattern's order; () without a '|': a rank's own kinds and
+    # MoE intervals (engine.step._part_job, docs/model.md#uneven-stages "Hybrid segments")
+    segment_layers: tuple[str, ...] = ()
 
     @property
     def layers(self) -> int:
@@ -99,7 +102,8 @@ def layer_counts(pattern: str, where: str = "hybrid.pattern") -> LayerCounts:
                        moe=layers.count("E"), last=layers[-1], segments=pattern.count(PIPE) + 1,
                        moe_intervals=moe_intervals(layers),
                        segment_kinds=tuple((seg.count("M"), seg.count("*"), seg.count("-"), seg.count("E"))
-                                           for seg in pattern.split(PIPE)) if PIPE in pattern else ())
+                                           for seg in pattern.split(PIPE)) if PIPE in pattern else (),
+                       segment_layers=tuple(pattern.split(PIPE)) if PIPE in pattern else ())
 
 
 def moe_intervals(layers: str) -> tuple[tuple[tuple[int, int, int], int], ...]:

@@ -123,6 +123,23 @@ def interleaved_uneven_time(m: ArrayLike, pp: ArrayLike, w_first: ArrayLike, w_m
     return np.maximum(np.maximum(first, mid), last)
 
 
+def interleaved_rank_time(m: ArrayLike, w: ArrayLike, c: ArrayLike) -> np.ndarray:
+    """:func:`interleaved_uneven_time` with every rank's and every chunk's own time: ``w`` one micro-batch's
+    seconds on ranks 0 .. p-1 (all their V chunks) along the last axis, ``c`` the forward + backward seconds of
+    chunks 0 .. p-2 (virtual stage 0, one micro-batch) along the last axis:
+
+        T = max_r [ m W_r + sum_{c<r} (f_c + b_c) ]
+
+    the bound that :func:`interleaved_uneven_time` evaluates with three rank classes and one middle chunk (its
+    derivation: rank r's first forward waits for chunks 0 .. r-1, its last backward is followed by theirs), here
+    through each rank with its own wait, so a middle rank behind heavier chunks than the mean is not priced short.
+    Equal middle ranks and chunks give :func:`interleaved_uneven_time` (the engine's ``|`` segments,
+    docs/model.md#uneven-stages)."""
+    w_ = np.asarray(w, dtype=float)
+    c_ = np.asarray(c, dtype=float)
+    wait = np.concatenate([np.zeros(c_.shape[:-1] + (1,)), np.cumsum(c_, axis=-1)], axis=-1)  # chunks before r
+    return np.asarray(np.max(np.asarray(m, dtype=float)[..., None] * w_ + wait, axis=-1))
+
 def _one_f_one_b_rank_paths(m: np.ndarray, warm: np.ndarray, f_k: np.ndarray, b_k: np.ndarray,
                             f_before: np.ndarray, b_before: np.ndarray, w_after: np.ndarray) -> np.ndarray:
     """Longest of the four schedule paths through rank k of a 1F1B pipeline (see :func:`one_f_one_b_time`).

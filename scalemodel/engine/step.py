@@ -75,6 +75,7 @@ from scalemodel.choices import (
 )
 from scalemodel.cost import balance, compute, ep_dispatch, memory, pipeline, ps, transformer
 from scalemodel.cost import collectives as coll
+from scalemodel.cost import mamba as mamba_cost
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import (
     DataParallelGroups,
@@ -352,17 +353,15 @@ def _segment_split(job: Job, g: StrategyGrid) -> dict[str, np.ndarray] | None:
     megatron/core/models/hybrid/hybrid_layer_allocation.py lines 466-467, ``select_pipeline_segment``), v = S / p
     virtual stages of S segments (megatron/training/arguments.py ``validate_args``). A segment of n_k layers of
     kind k is priced as sum_k n_k w_k mean layers (:func:`_kind_weights`), so a rank of those layers computes
-    exactly its own kinds' sum; the rank's memory, per-layer collectives and host intervals are the mean layer's
-    times that count (docs/model.md#uneven-stages). The engine's pipeline formulas take these rank classes: rank 0
-    (``rank_first``), rank p - 1 with the logits (``rank_last``), the busiest rank but the last (``rank_other``:
-    the busiest stage's pace, memory), and the busiest of ranks 1 .. p-2 (``rank_mid``, every middle rank of the
-    1F1B critical path, :func:`_uneven_1f1b_bubble`: exact at p <= 3 and wherever the middle ranks are equal, an
-    upper bound otherwise; ``rank_other`` there priced a light middle rank as a heavier rank 0); interleaved, the
-    chunks the first segment (``chunk_first``), the last (``chunk_last``) and the mean of segments 1 .. p-2
-    (``chunk_mid``: the chunks the last rank's first forward passes, so that the interleaved critical path through
-    rank p-1 is exact; through a middle rank r the mean wait falls short of r's own when segments 1 .. r-1 are
-    heavier than the mean). ``on``: the candidates with p >= 2 dividing S (the others Megatron refuses:
-    :func:`_layers_split`)."""
+    exactly its own kinds' sum. What reads these counts: the rank whose data-parallel traffic the step prices (the
+    most mean-layer equivalents; its DP buckets the mean layer's times that count) and the planner's floors
+    (:func:`compute_floor`, :func:`dp_exposed_floor`). A rank's time (compute, TP / CP / EP traffic, host
+    intervals), the pipeline formulas and the memory take each rank on its own kinds instead (:func:`_part_job`,
+    :func:`_segment_rank_stages`, :func:`_segment_memory`; docs/model.md#uneven-stages). Rank classes: rank 0
+    (``rank_first``), rank p - 1 with the logits (``rank_last``), the busiest rank but the last (``rank_other``);
+    interleaved, the chunks the first segment (``chunk_first``), the
+    last (``chunk_last``) and the mean of segments 1 .. p-2 (``chunk_mid``). ``on``: the candidates with p >= 2
+    dividing S (the others Megatron refuses: :func:`_layers_split`)."""
     hy = job.shape.hybrid if job.is_transformer else None
     if hy is None or int(hy.segments) < 2 or not hy.segment_kinds:
         return None
@@ -386,8 +385,8 @@ def _segment_split_uncached(job: Job, g: StrategyGrid, hy: Any) -> dict[str, np.
            for counts in hy.segment_kinds]
     S = len(seg)
     shape = np.broadcast(g.pp, seg[0]).shape
-    out = {key: np.zeros(shape) for key in ("rank_first", "rank_other", "rank_mid", "rank_last", "chunk_first",
-                                            "chunk_mid", "chunk_last")}
+    out = {key: np.zeros(shape) for key in ("rank_first", "rank_other", "rank_last", "chunk_first", "chunk_mid",
+                                            "chunk_last")}
     on = np.zeros(shape, dtype=bool)
     pp = np.broadcast_to(g.pp, shape)
     for p in np.unique(pp):
@@ -402,13 +401,145 @@ def _segment_split_uncached(job: Job, g: StrategyGrid, hy: Any) -> dict[str, np.
         mids = seg[1:p - 1] or seg[:1]
         for key, val in (("rank_first", ranks[0]), ("rank_last", ranks[-1]),
                          ("rank_other", np.maximum.reduce([np.broadcast_to(x, shape) for x in ranks[:-1]])),
-                         # the middle class of the 1F1B three-class path: ranks 1 .. p-2 only (none at p = 2)
-                         ("rank_mid", np.maximum.reduce([np.broadcast_to(x, shape) for x in ranks[1:-1] or ranks[:1]])),
                          ("chunk_first", seg[0]), ("chunk_last", seg[-1]),
                          ("chunk_mid", sum(mids, np.zeros(1)) / len(mids))):
             out[key] = np.where(here, val, out[key])
         on = on | here
     out["on"] = on
+    return out
+
+
+def _part_job(job: Job, layers: str) -> Job:
+    """``job`` priced as a model of ``layers`` alone (a pipeline rank's or one segment's layers of a hybrid pattern
+    with ``|``, :func:`_rank_layers`): its kind counts n_k L / n and its MoE intervals (from each E of ``layers`` to
+    the next, read cyclically over ``layers``: cost.mamba.moe_intervals) count x L / n, n = len(layers), L the pattern's
+    layers. Every per-layer formula multiplies the mean layer (each kind at its share N_k / L) by a stage's layers,
+    so a stage of n layers of this job holds exactly n_k layers of kind k: their compute, memory (weights, gradients,
+    optimizer states, activations: memory.params_per_gpu's body N'_k x n / L = n_k layers of kind k, N'_k = n_k L / n
+    this job's count), TP / CP / EP collectives (the
+    per-layer counts and the attention and MoE shares of :func:`_model_parallel_comm`) and host intervals
+    (:func:`_host_wait`: count_i / L x n = the rank's own intervals). ``job`` itself where ``layers`` has the
+    pattern's shares and intervals (equal segments: bit-identical), or no layers. The model-level totals (job.params,
+    the DP and optimizer terms that read them) are the pattern's: only the stage formulas see the part. Remembered
+    per (job, counts, intervals), so that ranks of the same kinds are one job (one stage pricing)."""
+    hy = job.shape.hybrid
+    assert hy is not None
+    n, L = len(layers), int(hy.layers)
+    counts = tuple(layers.count(c) for c in "M*-E")
+    intervals = mamba_cost.moe_intervals(layers)
+    whole = (hy.mamba, hy.attention, hy.mlp, hy.moe)
+    if n == 0 or (all(c * L == w * n for c, w in zip(counts, whole, strict=True))
+                  and {b: c * L for b, c in intervals} == {b: c * n for b, c in hy.moe_intervals}):
+        return job
+    memo = _PART_MEMO.get("last")
+    if memo is None or memo[0] is not job:
+        memo = (job, {})
+        _PART_MEMO["last"] = memo
+    key = (counts, intervals)
+    if key not in memo[1]:
+        s = L / n
+        new = msgspec.structs.replace(hy, mamba=counts[0] * s, attention=counts[1] * s, mlp=counts[2] * s,
+                                      moe=counts[3] * s, moe_intervals=tuple((b, c * s) for b, c in intervals),
+                                      segment_kinds=(), segment_layers=())
+        memo[1][key] = replace(job, shape=msgspec.structs.replace(job.shape, hybrid=new))
+    return memo[1][key]
+
+
+#: :func:`_part_job`'s jobs of the last job asked for: (job, {(counts, intervals): part job})
+_PART_MEMO: dict[str, tuple[Any, dict[Any, Job]]] = {}
+
+
+def _rank_layers(job: Job, g: StrategyGrid) -> list[tuple[int, list[str]]] | None:
+    """Each pipeline rank's layers, for each pp of the grid a hybrid pattern's ``|`` segments split (p >= 2 dividing
+    S): (p, [rank 0's layers, ..., rank p-1's]), rank r holding segments r, p + r, ..., (v-1) p + r in that order
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/hybrid/hybrid_layer_allocation.py lines 466-467,
+    ``select_pipeline_segment``; v = S / p). None without segments (the even split of every other model)."""
+    hy = job.shape.hybrid if job.is_transformer else None
+    if hy is None or int(hy.segments) < 2 or not hy.segment_layers:
+        return None
+    segs = hy.segment_layers
+    S = len(segs)
+    out = []
+    for p in np.unique(np.asarray(g.pp)):
+        p = int(p)
+        if p >= 2 and S % p == 0:
+            out.append((p, ["".join(segs[c * p + r] for c in range(S // p)) for r in range(p)]))
+    return out
+
+
+def _where_stage(take: np.ndarray, a: _Stage, b: _Stage) -> _Stage:
+    """Per candidate, rank ``a`` where ``take``, else ``b`` (every field of one rank, never a mix)."""
+    def pick(x: dict[str, np.ndarray], y: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {k: np.where(take, x[k], y[k]) if k in x else y[k] for k in y}
+    return _Stage(np.where(take, a.time, b.time), pick(a.compute, b.compute), pick(a.busy, b.busy),
+                  pick(a.mp, b.mp), np.where(take, a.host, b.host))
+
+
+def _busiest(stages: list[_Stage]) -> _Stage:
+    """Per candidate, the rank of ``stages`` with the longest micro-batch time (the first of equal ones)."""
+    best = stages[0]
+    for s in stages[1:]:
+        best = _where_stage(s.time > best.time, s, best)
+    return best
+
+
+def _segment_rank_stages(job: Job, g: StrategyGrid, stage: Callable[..., _Stage]
+                         ) -> list[tuple[int, list[_Stage], list[str]]] | None:
+    """For each pp of :func:`_rank_layers`: (p, every rank's stage priced on its own layers' kinds
+    (:func:`_part_job`), the rank's layers); the last rank with the logits. None without segments."""
+    ranks = _rank_layers(job, g)
+    if ranks is None:
+        return None
+    return [(p, [stage(np.full(1, float(len(s))), r == p - 1, _part_job(job, s)) for r, s in enumerate(layers)],
+             layers) for p, layers in ranks]
+
+
+def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray,
+                            interleaved: bool) -> list[tuple[int, np.ndarray]]:
+    """The pipelined time of one step for each pp of :func:`_rank_layers`, every rank at its own stage time:
+    1F1B :func:`scalemodel.cost.pipeline.one_f_one_b_time` over the p ranks' forward and backward seconds (each
+    rank's time split as its compute, :func:`_stage_forward_backward`); interleaved
+    :func:`scalemodel.cost.pipeline.interleaved_rank_time` over the p ranks' times and the chunks of virtual stage 0
+    (segments 0 .. p-2, each its own kinds, with its two send/recvs: its stage less the empty stage's 2 v
+    send/recvs, plus 1 / v of them)."""
+    out: list[tuple[int, np.ndarray]] = []
+    seg = _segment_rank_stages(job, g, stage)
+    if seg is None:
+        return out
+    hy = job.shape.hybrid
+    assert hy is not None
+    for p, stages, _layers in seg:
+        # middle ranks (and interleaved, middle chunks) all one stage: the three-class closed forms, the same bound
+        # to the bit as without '|' (equal segments)
+        same = all(x is stages[1] for x in stages[1:-1])
+        if interleaved:
+            v = float(len(hy.segment_layers) // p)
+            chunks, pieces = [], []
+            for s in hy.segment_layers[:p - 1]:
+                part = _part_job(job, s)
+                pp_only = stage(np.zeros(1), False, part).time
+                pieces.append(stage(np.full(1, float(len(s))), False, part))
+                chunks.append(pieces[-1].time - pp_only + pp_only / v)
+            if same and all(x is pieces[-1] for x in pieces[1:]):
+                mid = stages[1] if p >= 3 else stages[0]
+                out.append((p, pipeline.interleaved_uneven_time(m, p, stages[0].time, mid.time, stages[-1].time,
+                                                                chunks[0], chunks[-1])))
+                continue
+            shape = np.broadcast_shapes(np.shape(m), *(np.shape(x.time) for x in stages),
+                                        *(np.shape(x) for x in chunks))
+            w = np.stack([np.broadcast_to(x.time, shape) for x in stages], axis=-1)
+            c = np.stack([np.broadcast_to(x, shape) for x in chunks], axis=-1)
+            out.append((p, pipeline.interleaved_rank_time(np.broadcast_to(m, shape), w, c)))
+        else:
+            fb = [_stage_forward_backward(x) for x in stages]
+            if same:
+                mid_fb = fb[1] if p >= 3 else fb[0]
+                out.append((p, pipeline.one_f_one_b_three_class_time(m, p, *fb[0], *mid_fb, *fb[-1])))
+                continue
+            shape = np.broadcast_shapes(np.shape(m), *(np.shape(f) for pair in fb for f in pair))
+            f = np.stack([np.broadcast_to(x[0], shape) for x in fb], axis=-1)
+            b = np.stack([np.broadcast_to(x[1], shape) for x in fb], axis=-1)
+            out.append((p, pipeline.one_f_one_b_time(np.broadcast_to(m, shape), f, b)))
     return out
 
 
@@ -2875,29 +3006,7 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
         _last, other, first = _stage_layers(job, g)
         # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
         # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
-        kw: dict[str, Any] = dict(
-                  micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_state_shards(job, g, sync), tp=g.tp,
-                  expert_dp=_expert_state_shards(job, g, sync),
-                  pp=g.pp, cp=g.cp, ep=g.ep, zero_stage=g.zero, recompute=g.recompute,
-                  sequence_parallel=g.sequence_parallel, num_microbatches=m, schedule=g.schedule,
-                  virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
-                  optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=g.flash_attention,
-                  fragmentation=fragmentation, etp=_etp(g), offloaded_layers=g.offload_layers,
-                  # all_gather CP: one layer's gathered K, V and their full-length gradients (cp_gathered_bytes)
-                  workspace=workspace + compute.cp_gathered_bytes(
-                      job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
-                      cp_comm_type=g.cp_comm_type, elem_bytes=job.elem_bytes),
-                  recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
-                  fp8_inputs=memory.quantized_input_bytes(job.fp8_recipe), recompute_modules=g.recompute_modules,
-                  # Megatron-Core's shared experts keep their own quantized input copy under the delayed recipe only
-                  shared_input_copy=job.fp8_recipe == "delayed",
-                  reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
-                  root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
-                  fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
-                  fp8_linear_per_layer=fp8_param_linear_per_layer(job) if job.is_transformer else None,
-                  **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
-                  logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
-                  per_layer={})  # the stages share their layers' activation bytes (computed once)
+        kw = _memory_kwargs(job, g, m, sync, fragmentation, workspace)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         d_mtp = float(job.shape.mtp_layers)
         br = _kept(_stage_memory(activations, "first", job.shape, stage_layers=stage,
@@ -2917,6 +3026,8 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                 params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
         if np.any(g.pp > 1):
             br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params, parts, activations)
+        br, rank, params = _segment_memory(job, g, m, kw, br, rank, params, parts, activations,
+                                           (sync, fragmentation, workspace))
         if not parts:
             return PeakStage({"total": np.asarray(br.total, dtype=float)}, rank, params)
         assert isinstance(br, memory.MemoryBreakdown)
@@ -2928,6 +3039,75 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
         return PeakStage({"total": out["total"]}, rank, params)
     return PeakStage(out, np.asarray(rank, dtype=float), np.asarray(params, dtype=float))
 
+
+def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragmentation: float,
+                   workspace: float) -> dict[str, Any]:
+    """The arguments every pipeline stage's :func:`scalemodel.cost.memory.memory_per_gpu` shares in
+    :func:`memory_peak_stage` (a hybrid rank's own kinds: its :func:`_part_job`)."""
+    return dict(
+        micro_batch=g.micro_batch, seq_len=job.seq_len, dp=_state_shards(job, g, sync), tp=g.tp,
+        expert_dp=_expert_state_shards(job, g, sync),
+        pp=g.pp, cp=g.cp, ep=g.ep, zero_stage=g.zero, recompute=g.recompute,
+        sequence_parallel=g.sequence_parallel, num_microbatches=m, schedule=g.schedule,
+        virtual_stages=g.virtual_stages, weight_bytes=job.elem_bytes, grad_bytes=job.grad_bytes,
+        optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=g.flash_attention,
+        fragmentation=fragmentation, etp=_etp(g), offloaded_layers=g.offload_layers,
+        # all_gather CP: one layer's gathered K, V and their full-length gradients (cp_gathered_bytes)
+        workspace=workspace + compute.cp_gathered_bytes(
+            job.shape, micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
+            cp_comm_type=g.cp_comm_type, elem_bytes=job.elem_bytes),
+        recompute_chunk=np.where(g.recompute_uniform & (g.recompute_layers > 0), g.recompute_layers, 0),
+        fp8_inputs=memory.quantized_input_bytes(job.fp8_recipe), recompute_modules=g.recompute_modules,
+        # Megatron-Core's shared experts keep their own quantized input copy under the delayed recipe only
+        shared_input_copy=job.fp8_recipe == "delayed",
+        reshard_after_forward=g.fsdp_reshard_after_forward, fp8_gather=fsdp_fp8_gather(job, g),
+        root_unit=fsdp_root_params(job, g) > 0,  # held gathered from the forward to the backward
+        fp8_params=fp8_params_held(job, g),  # MXFP8 gathers BF16 into the gradient buffer
+        fp8_linear_per_layer=fp8_param_linear_per_layer(job) if job.is_transformer else None,
+        **module_input_bytes(job),  # modules' saved GEMM inputs at their own precision
+        logits_bytes=compute.loss_saved_bytes(g.loss_impl, job.elem_bytes),  # what the loss keeps
+        per_layer={})  # the stages share their layers' activation bytes (computed once)
+
+
+def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any], br: Any, rank: np.ndarray,
+                    params: np.ndarray, parts: bool, activations: dict[str, np.ndarray] | None,
+                    how: tuple[str, float, float]) -> tuple[Any, np.ndarray, np.ndarray]:
+    """:func:`memory_peak_stage` for a hybrid pattern's ``|`` segments (:func:`_rank_layers`): every pipeline rank r
+    of each pp priced on its own layers' kinds (:func:`_part_job`: its Mamba, attention, MLP and MoE layers' weights,
+    gradients, optimizer states and activations, the expert weights only where its E layers are), with its own
+    micro-batches in flight (stage_rank r), the embedding on rank 0, the output layer, its logits and the MTP modules
+    on rank p - 1 (:func:`_last_stage_memory`'s arguments); the peak is the largest rank's. ``br``, ``rank``,
+    ``params`` where the grid's pp has no segment split (and without segments). ``how``: (sync, fragmentation,
+    workspace) the part jobs' :func:`_memory_kwargs` take."""
+    split = _rank_layers(job, g)
+    if not split:
+        return br, rank, params
+    d_mtp = float(job.shape.mtp_layers)
+    kws: dict[int, dict[str, Any]] = {id(job): kw}
+    for p, layers in split:
+        best: Any = None
+        best_rank, best_params = np.zeros(1), np.zeros(1)
+        for r, s in enumerate(layers):
+            part = _part_job(job, s)
+            if id(part) not in kws:
+                kws[id(part)] = _memory_kwargs(part, g, m, *how)
+            kw_r = kws[id(part)]
+            n = np.full(1, float(len(s)))
+            where = (dict(embedding=d_mtp > 0, head=True, mtp_modules=d_mtp) if r == p - 1
+                     else dict(mtp_modules=0.0) if r == 0 else dict(embedding=False))
+            br_r = _kept(_stage_memory(activations, f"segment pp {p} rank {r}", part.shape, stage_layers=n,
+                                       recomputed_layers=recomputed_layers(g, n), stage_rank=r, **where, **kw_r),
+                         parts)
+            take = np.ones(1, dtype=bool) if best is None else np.asarray(br_r.total > best.total)
+            best = br_r if best is None else _where_breakdown(take, br_r, best)
+            if parts:
+                best_rank = np.where(take, float(r), best_rank)
+                best_params = np.where(take, _stage_params(part, kw_r, stage_layers=n, **where), best_params)
+        here = g.pp == p
+        br = _where_breakdown(here, best, br)
+        if parts:
+            rank, params = np.where(here, best_rank, rank), np.where(here, best_params, params)
+    return br, rank, params
 
 class _Total(NamedTuple):
     """A stage's total bytes alone (:func:`memory_total`): what the peak-stage comparisons read."""
@@ -3033,6 +3213,16 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
         host = np.where(busier, other.host, host)
         t_mb = np.maximum(t_mb, t_o)
+    for p, ranks, _layers in _segment_rank_stages(job, g, stage) or ():
+        # a hybrid pattern's '|' segments: each rank on its own kinds (_part_job), the pace the busiest rank's; the
+        # data-parallel traffic (comp_dp) stays the mean layer's on the rank of the most mean-layer equivalents
+        here = g.pp == p
+        last_s, other_s = ranks[-1], _busiest(ranks[:-1])
+        sel = _where_stage(other_s.time > last_s.time, other_s, last_s)
+        comp = {k: np.where(here, sel.busy[k], v) if k in sel.busy else v for k, v in comp.items()}
+        mp = {k: np.where(here, sel.mp[k], v) if k in sel.mp else v for k, v in mp.items()}
+        host = np.where(here, sel.host, host)
+        t_mb = np.where(here, sel.time, t_mb)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     bubble_mb = _chunked_bubble(job, g, stage, m, t_mb, bubble_mb)
     bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb)
@@ -3295,30 +3485,37 @@ def _stage_time(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nd
     return _stage(job, g, groups, layers, logits).time
 
 
-def _stage_memo(job: Job, g: StrategyGrid, groups: ParallelGroups) -> Callable[[np.ndarray, bool], _Stage]:
-    """:func:`_stage` remembered per distinct (layers, logits), with the per-layer collectives priced once:
+def _stage_memo(job: Job, g: StrategyGrid, groups: ParallelGroups) -> Callable[..., _Stage]:
+    """:func:`_stage` remembered per distinct (layers, logits, part), with the per-layer collectives priced once:
     evaluate and the pipeline formulas ask for ranks and chunks that are often the same size (a balanced
-    split), and each costs a compute and traffic pass."""
+    split), and each costs a compute and traffic pass. ``part``: a hybrid pattern's rank or segment priced on its
+    own kinds (:func:`_part_job`; the per-layer collectives depend on the widths alone, not on the kinds), else
+    ``job``."""
     seen: dict[tuple[Any, ...], _Stage] = {}
+    held: dict[int, Job] = {}
     coll = _mp_collectives(job, g, groups) if job.is_transformer else None
 
-    def stage(layers: np.ndarray, logits: bool) -> _Stage:
+    def stage(layers: np.ndarray, logits: bool, part: Job | None = None) -> _Stage:
         a = np.asarray(layers, dtype=float)
-        key = (a.shape, a.tobytes(), logits)
+        who = job if part is None else part
+        key = (a.shape, a.tobytes(), logits, id(who))
         if key not in seen:
-            seen[key] = _stage(job, g, groups, a, logits, coll)
+            seen[key] = _stage(who, g, groups, a, logits, coll)
+            held[id(who)] = who  # its id stays its own while remembered
         return seen[key]
     return stage
 
 
-def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[[np.ndarray, bool], _Stage], m: np.ndarray,
+def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray,
                     t_mb: np.ndarray, bubble_mb: np.ndarray) -> np.ndarray:
     """Bubble (in micro-batch times of the busiest rank) of an interleaved pipeline, its first and/or last
     model chunk equal to the others or not: :func:`scalemodel.cost.pipeline.interleaved_uneven_time` on the
     ranks' and chunks' own times (the last rank's with the logits), minus the m t_mb the busiest rank computes.
     Each chunk's time carries its two pipeline send/recvs (one forward, one backward). With equal chunks and
     no logits this is (p-1)/V; the logits on the last rank, which the chunks before it never wait for, shrink
-    it relative to t_mb. Other candidates keep ``bubble_mb``."""
+    it relative to t_mb. A hybrid pattern's ``|`` segments: every rank and every chunk of virtual stage 0 on its own
+    kinds (:func:`_segment_pipeline_total`, :func:`scalemodel.cost.pipeline.interleaved_rank_time`), each middle
+    rank with its own wait. Other candidates keep ``bubble_mb``."""
     # even chunks too: one route for every interleaved pipeline (one stage has no pipeline and no bubble)
     chunked = (g.schedule == ScheduleKind.INTERLEAVED) & (g.pp > 1)
     if not job.is_transformer or not np.any(chunked):
@@ -3326,11 +3523,6 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[[np.ndarray, bool
     first, mid, last = _chunk_layers(job, g)
     v = np.maximum(g.virtual_stages, 1).astype(float)
     r_first, r_mid, r_last = first + (v - 1.0) * mid, v * mid, (v - 1.0) * mid + last
-    seg = _segment_split(job, g)
-    if seg is not None:  # '|' segments: the ranks' own segments (_segment_split), not v equal chunks
-        on = seg["on"]
-        r_first, r_mid, r_last = (np.where(on, seg["rank_first"], r_first), np.where(on, seg["rank_other"], r_mid),
-                                  np.where(on, seg["rank_last"], r_last))
     w_first = stage(r_first, False).time
     w_mid = stage(r_mid, False).time
     w_last = stage(r_last, True).time
@@ -3340,6 +3532,8 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[[np.ndarray, bool
         return stage(n, False).time - pp_only + pp_only / v
 
     total = pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first), chunk(mid))
+    for p, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=True):
+        total = np.where(g.pp == p, seg_total, total)  # '|' segments: every rank and chunk its own kinds
     with np.errstate(divide="ignore", invalid="ignore"):
         own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
     return np.asarray(np.where(chunked, np.maximum(own, 0.0), bubble_mb))
@@ -3523,24 +3717,24 @@ def _stage_forward_backward(stage: _Stage) -> tuple[np.ndarray, np.ndarray]:
     return total * share, total * (1.0 - share)
 
 
-def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[[np.ndarray, bool], _Stage], m: np.ndarray,
+def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray,
                         t_mb: np.ndarray, bubble_mb: np.ndarray) -> np.ndarray:
     """Bubble (in micro-batch times of the busiest rank) of a non-interleaved 1F1B pipeline whose stages differ
     (:func:`_stage_layers`: the first, the middle ones, the last with the logits):
     :func:`scalemodel.cost.pipeline.one_f_one_b_three_class_time` on the ranks' own forward and backward
-    times, minus the m t_mb the busiest rank computes. Equal stages give the textbook p - 1. Other
-    candidates keep ``bubble_mb``."""
+    times, minus the m t_mb the busiest rank computes. Equal stages give the textbook p - 1. A hybrid pattern's
+    ``|`` segments: :func:`scalemodel.cost.pipeline.one_f_one_b_time` on every rank's own time
+    (:func:`_segment_pipeline_total`), not three classes. Other candidates keep ``bubble_mb``."""
     onef1b = (g.schedule == ScheduleKind.ONE_F_ONE_B) & (g.pp >= 2)
     if not job.is_transformer or not np.any(onef1b):
         return bubble_mb
     last, other, first = _stage_layers(job, g)
-    seg = _segment_split(job, g)
-    if seg is not None:  # '|' segments: the middle class is ranks 1 .. p-2, not rank 0 (which has its own class)
-        other = np.where(seg["on"], seg["rank_mid"], other)
     ff, bf = _stage_forward_backward(stage(first, False))
     fm, bm = _stage_forward_backward(stage(other, False))
     fl, bl = _stage_forward_backward(stage(last, True))
     total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
+    for p, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=False):
+        total = np.where(g.pp == p, seg_total, total)  # '|' segments: every rank its own (exact, any p)
     with np.errstate(divide="ignore", invalid="ignore"):
         own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
     return np.asarray(np.where(onef1b, np.maximum(own, 0.0), bubble_mb))
