@@ -190,3 +190,24 @@ def test_field_is_checked() -> None:
     with pytest.raises((InputError, ValueError)) as err:
         TrainingSpec.model_validate({"moe_rank_imbalance": 0.9})
     assert "moe_rank_imbalance" in str(err.value)
+
+
+def test_a_grid_of_ep_candidates_prices_each_as_alone() -> None:
+    """The planner's unit: one grid holding ep 2, 4, 8, 16 (the factor varies per candidate) prices each candidate
+    as a grid of that one strategy does, with the random-routing default and with a stated figure."""
+    from dataclasses import fields, replace
+
+    cl = load_cluster("dgx-h100")
+    for imbalance in (None, 1.1):
+        tr = TrainingSpec(global_batch=256, micro_batch=1, precision="bf16", seq_len=4096,
+                          moe_rank_imbalance=imbalance)
+        job = build_job(cl, QWEN3_30B, tr)
+        grids = [grid_from_strategy(StrategySpec(tp=1, pp=1, ep=e, dp=16), tr, 16, job) for e in (2, 4, 8, 16)]
+        arrays = {f.name: np.concatenate([np.ravel(getattr(gr, f.name)) for gr in grids]) for f in fields(grids[0])
+                  if isinstance(getattr(grids[0], f.name), np.ndarray) and np.size(getattr(grids[0], f.name)) == 1}
+        assert "ep" in arrays
+        together = evaluate(job, replace(grids[0], **arrays)).step_time
+        assert np.shape(together) == (4,)
+        alone = [float(evaluate(job, gr).step_time[0]) for gr in grids]
+        assert np.asarray(together) == pytest.approx(alone, rel=1e-12)
+        assert len(set(alone)) == 4
