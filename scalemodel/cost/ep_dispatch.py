@@ -34,7 +34,8 @@ Formula. ``p`` EP ranks, ``G`` of them per tier-0 (NVLink) domain, ``D = p / G``
 token's k experts a uniformly random k-subset of the E, independently of other tokens (Megatron-Core's
 ``moe_router_force_load_balancing`` draws normal logits per token, ``RandomSTE``, router.py @002255075c, so its
 top-k is exactly that; HybridEP's benchmarks use "Router: Random Uniform"; the rest of the MoE model already
-assumes balanced experts, ``M = ep etp T k / (E tp)`` tokens per expert). The probability that a set of
+prices experts at the mean, ``M = ep etp T k / (E tp)`` tokens each, and the busiest rank apart:
+:mod:`scalemodel.cost.moe_routing`). The probability that a set of
 ``m`` experts receives none of a token's k is ``C(E - m, k) / C(E, k) = prod_(i<k) (E - m - i)/(E - i)``, so
 one group of ``E/n`` experts (one of n equal parts) is hit with
 
