@@ -26,7 +26,8 @@ def _job(shared: int):  # type: ignore[no-untyped-def]
     wl = TransformerWorkload(name="moe", layers=LAYERS, hidden=H, heads=32, kv_heads=8, ffn_hidden=14336,
                              gated_mlp=True, vocab=32000, seq_len=S, tied_embeddings=False,
                              moe=MoESpec(experts=8, top_k=K, ffn_hidden=2048, shared_experts=shared))
-    tr = TrainingSpec(global_batch=16, micro_batch=B, precision="bf16", seq_len=S)
+    tr = TrainingSpec(global_batch=16, micro_batch=B, precision="bf16", seq_len=S,
+                      moe_rank_imbalance=1.0)  # the mean rank, as priced by hand (busiest: test_moe_routing_imbalance)
     return build_job(load_cluster("dgx-h100"), wl, tr), tr
 
 

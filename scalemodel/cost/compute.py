@@ -463,8 +463,13 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        cp_a2a_size: ArrayLike = 1, proj_peak_flops: ArrayLike | None = None,
                        proj_gemm_max: ArrayLike | None = None, proj_gemm_half_dim: ArrayLike | None = None,
                        latent_peak_flops: ArrayLike | None = None, latent_gemm_max: ArrayLike | None = None,
-                       latent_gemm_half_dim: ArrayLike | None = None) -> LayerTime:
+                       latent_gemm_half_dim: ArrayLike | None = None, moe_load: ArrayLike = 1.0) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
+
+    ``moe_load`` (default 1: every EP rank at the mean) scales the routed rows of the busiest EP rank that the MoE
+    layer waits for, max / mean (:mod:`scalemodel.cost.moe_routing`, docs/model.md#moe-rank-imbalance): the routed
+    experts' GEMMs (forward, and so backward and recompute) and their activation bytes; the router, the shared
+    experts, the permutation on the sending side and the FLOP count stay at the mean.
 
     ``attention`` / ``mlp`` False leave that block out: a hybrid pattern's layer holds one block with one norm and
     one residual (docs/model.md#mamba-2-layers); its memory-bound bytes are :func:`layer_eltwise_bytes`'s ``part``.
@@ -660,7 +665,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         k, E, fe = sh.moe_top_k, np.maximum(sh.moe_experts, 1.0), sh.moe_ffn_hidden
         w, lat = sh.moe_width, sh.moe_latent  # the routed experts' token width (h, or LatentMoE's l)
         u = t if etp is None else _pos("etp", etp)
-        tokens_per_expert = np.maximum(e * u * T * k / (E * t), 1.0)
+        load = np.asarray(moe_load, dtype=float)  # the busiest EP rank's routed rows over the mean
+        tokens_per_expert = np.maximum(load * e * u * T * k / (E * t), 1.0)
         experts_here = E / e
         rkw = _gemm_kwargs(kw, router_peak_flops, router_gemm_max, router_gemm_half_dim)
         gemm = gemm + gemm_time(T, E, h, **rkw)  # router (reads the hidden-width input, also with LatentMoE)
@@ -682,13 +688,13 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         shared_block = shared_gemm + memory_time(np.where(sh.gated_mlp, 3.0, 2.0) * eb * T * shared / t,
                                                  memory_bandwidth=memory_bandwidth,
                                                  memory_efficiency=memory_efficiency)
-        width = T * (k * fe + shared) / t
+        width = T * (load * k * fe + shared) / t
         down = gemm_time(tokens_per_expert, w, fe / u, experts_here, **kw) + np.where(
             has_shared, gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
         flops = (flops + 2 * T * h * E + 2 * T * (k * fe * w + shared * h) / t * (mats_up + 1)
                  + 4 * t_lat * h * lat)
         mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * width + 4 * eb * T * k * w
-        expert_act = np.where(sh.gated_mlp, 3.0, 2.0) * eb * T * k * fe / t  # routed experts' activation bytes
+        expert_act = np.where(sh.gated_mlp, 3.0, 2.0) * eb * load * T * k * fe / t  # routed experts' activation
         moe_block = gemm - gemm_before + memory_time(mem - mem_before, memory_bandwidth=memory_bandwidth,
                                                      memory_efficiency=memory_efficiency)
     else:

@@ -34,7 +34,8 @@ Formula. ``p`` EP ranks, ``G`` of them per tier-0 (NVLink) domain, ``D = p / G``
 token's k experts a uniformly random k-subset of the E, independently of other tokens (Megatron-Core's
 ``moe_router_force_load_balancing`` draws normal logits per token, ``RandomSTE``, router.py @002255075c, so its
 top-k is exactly that; HybridEP's benchmarks use "Router: Random Uniform"; the rest of the MoE model already
-assumes balanced experts, ``M = ep etp T k / (E tp)`` tokens per expert). The probability that a set of
+prices experts at the mean, ``M = ep etp T k / (E tp)`` tokens each, and the busiest rank apart:
+:mod:`scalemodel.cost.moe_routing`). The probability that a set of
 ``m`` experts receives none of a token's k is ``C(E - m, k) / C(E, k) = prod_(i<k) (E - m - i)/(E - i)``, so
 one group of ``E/n`` experts (one of n equal parts) is hit with
 
@@ -77,8 +78,10 @@ Time: the RDMA senders and NVLink forwarders run at once (warp-specialised, pipe
 with ``B_i`` the placement's effective per-GPU bandwidth of tier i (line rate x efficiency / taper) times the
 kernel efficiency below (``eta_nvl`` for tier 0, ``eta_rdma`` for the outer tiers). No NCCL
 protocol or base latency (the kernels are not NCCL's); the send is one-shot (all peers at once), so one hop
-latency per tier crossed, not one per peer. Expected bytes: the per-step imbalance of random routing across
-ranks is not priced here, as elsewhere in the MoE model.
+latency per tier crossed, not one per peer. The busiest receiver: the layer waits for the rank that receives the
+most, so each term is scaled by its expected max / mean under random routing (``tokens`` given:
+:func:`hierarchical_load_factors`, distinct tokens per receiver, :mod:`scalemodel.cost.moe_routing`) or by a
+measured max / mean (``imbalance``; docs/model.md#moe-rank-imbalance).
 
 Routing probabilities. HybridEP's forward dispatch copies, with each token, the fp32 routing probabilities of
 all the experts of the destination domain (``NUM_OF_EXPERTS_PER_RANK * NUM_OF_RANKS_PER_NODE`` floats:
@@ -143,6 +146,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scalemodel.cost import moe_routing
 from scalemodel.cost.placement import Placement
 
 #: HybridEP's NVLink kernel bandwidth / this model's at the catalog's tier-0 efficiency, at the 32 SMs of
@@ -226,14 +230,36 @@ def hierarchical_bytes(token_bytes: object, experts: object, top_k: object, rank
     return np.asarray(inter), np.asarray(intra)
 
 
+def hierarchical_load_factors(tokens: object, experts: object, top_k: object, ranks: object,
+                              ranks_per_domain: object, etp: object = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(inter-domain, intra-domain) expected busiest receiver's bytes over the mean of one hierarchical dispatch
+    under uniform random top-k routing, ``tokens`` per rank (:func:`scalemodel.cost.moe_routing.distinct_load_factor`):
+    the RDMA receiver (domain d, local rank i) counts the ``(D - 1) tokens`` of its peers (the same local rank in the
+    other domains) that hit domain d (one of D parts), over the p receivers; the NVLink receiver counts the
+    ``(p - D) tokens`` of the other local ranks that hit its EP index's experts (one of ``p / etp`` parts), over the
+    ``p / etp`` EP indices (an index's etp ranks receive the same tokens). Whole domains (D = floor(p / G)).
+    Broadcasts; (1, 1) for one rank."""
+    n = np.asarray(tokens, dtype=float)
+    p = np.maximum(np.asarray(ranks, dtype=float), 1.0)
+    G = np.minimum(np.clip(np.asarray(ranks_per_domain, dtype=float), 1.0, None), p)
+    D = np.maximum(np.floor(p / G + 1e-9), 1.0)
+    idx = p / np.clip(np.asarray(etp, dtype=float), 1.0, None)  # EP indices
+    inter = moe_routing.distinct_load_factor((D - 1.0) * n, experts, top_k, D, p)
+    intra = moe_routing.distinct_load_factor(np.maximum(p - D, 0.0) * n, experts, top_k, idx, idx)
+    return inter, intra
+
+
 def hierarchical_alltoall_time(token_bytes: object, experts: object, top_k: object, pl: Placement,
-                               prob_tokens: object = 0.0, etp: object = 1.0) -> np.ndarray:
+                               prob_tokens: object = 0.0, etp: object = 1.0, tokens: object = 0.0,
+                               imbalance: object = 0.0) -> np.ndarray:
     """Seconds of one hierarchical dispatch (or combine) on the EP group ``pl``: the bytes of
     :func:`hierarchical_bytes` with the domain = the group's ranks inside one tier-0 domain (``c_0``), each copy
     carrying ``prob_tokens * PROB_BYTES * E / D`` bytes of routing probabilities besides ``token_bytes``, priced
     ``max(intra / (eta_nvl B_0), sum_i inter_i / (eta_rdma B_i))`` plus one hop latency of tier 0 and of the
     outermost tier crossed (module docstring). 0 for a single rank. ``etp`` > 1: ``pl`` is the etp x ep group,
-    a rank is hit as its EP index is and the probabilities are ``etp E / D`` floats (module docstring)."""
+    a rank is hit as its EP index is and the probabilities are ``etp E / D`` floats (module docstring).
+    The busiest receiver: ``imbalance`` >= 1 (a measured max / mean) scales both terms' bytes; else ``tokens`` > 0
+    (the rank's tokens per dispatch) scales them by :func:`hierarchical_load_factors`; neither: the mean."""
     p = pl.p
     G = np.maximum(pl.c[0], 1.0)
     D = np.maximum(p / np.minimum(G, np.maximum(p, 1.0)), 1.0)
@@ -241,6 +267,10 @@ def hierarchical_alltoall_time(token_bytes: object, experts: object, top_k: obje
         + np.asarray(prob_tokens, dtype=float) * PROB_BYTES * np.asarray(etp, dtype=float) \
         * np.asarray(experts, dtype=float) / D
     inter, intra = hierarchical_bytes(x, experts, top_k, p, G, etp)
+    f_inter, f_intra = hierarchical_load_factors(tokens, experts, top_k, p, G, etp)
+    given = np.asarray(imbalance, dtype=float)
+    inter = inter * np.where(given >= 1.0, given, f_inter)
+    intra = intra * np.where(given >= 1.0, given, f_intra)
     remote_domains = np.maximum(p / G - 1.0, 0.0)
     nvl = intra / (pl.bw[0] * KERNEL_EFFICIENCY_NVLINK)
     nic = np.zeros(np.broadcast(x, p).shape)

@@ -156,6 +156,9 @@ class Job:
     # an fp8 run's attention core in FP8 too (training.fp8_attention): its backward in sliding-window layers works
     # through the causal keys of the whole sequence (cost.compute.layer_compute_time)
     fp8_attention: bool = False
+    # the measured max / mean routed copies per EP rank (training.moe_rank_imbalance); 0 = not given: the
+    # random-routing expected maximum (cost.moe_routing, engine.step.moe_rank_load)
+    moe_rank_imbalance: float = 0.0
     attention_fwd: dict[str, float] | None = None
     attention_bwd: dict[str, float] | None = None
     # the fused-kernel settings the run gave ("training.attention_kernel = fa2", "training.cudnn_release = 9.19"):
@@ -333,6 +336,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         fp8_recipe=recipe, fp8_recipe_gemm_factor=recipe_factor, bf16_layer_share=bf16_layer_share(training, sh),
         **_module_precision(training, sh, acc, curve),
         fp8_attention=bool(getattr(training, "fp8_attention", False)),
+        moe_rank_imbalance=float(getattr(training, "moe_rank_imbalance", None) or 0.0),
         **_attention_kernel(training, acc, workload),
     )
 
@@ -1309,6 +1313,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
         # the FP8 core is priced on the 16-bit curve; only its window-blind backward differs (docs/model.md)
         notices.warn("training.fp8_attention = true is not priced: it prices the FP8 backward of sliding-window layers "
                      "(docs/model.md#fp8-attention), and the model has none")
+    if job.moe_rank_imbalance and not moe:
+        notices.warn("training.moe_rank_imbalance is not priced: the model has no MoE layers")
     if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
         notices.warn("strategy.moe_fp8_padding is not priced: it needs MoE layers and precision fp8 (the experts "
                      "pad their tokens for the FP8 grouped GEMM only)")

@@ -73,7 +73,7 @@ from scalemodel.choices import (
     Zero,
     parse_sync,
 )
-from scalemodel.cost import balance, compute, ep_dispatch, memory, pipeline, ps, transformer
+from scalemodel.cost import balance, compute, ep_dispatch, memory, moe_routing, pipeline, ps, transformer
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import mamba as mamba_cost
 from scalemodel.cost import sync as sync_model
@@ -674,6 +674,8 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     flash["cp_comm_type"] = g.cp_comm_type  # the core's kernel calls under context parallelism
     flash["cp_a2a_size"] = g.cp_a2a_size  # a2a+p2p: the all-to-all level's ranks
     flash["fp8_attention"] = job.fp8_attention  # an FP8 core's window-blind backward
+    if int(sh.moe_experts) > 0:  # the busiest EP rank's routed rows, etp T k / tp on the mean rank
+        flash["moe_load"] = moe_rank_load(job, g, _etp(g) * b * job.seq_len / g.cp * float(sh.moe_top_k) / g.tp)
     layer_flash = dict(flash)  # the layers' modules at their own precision (training.module_precision)
     for key, module in (("proj", "attention_proj"), ("latent", "moe_latent")):
         layer_flash.update(module_gemm_kwargs(job, module, key))
@@ -2010,7 +2012,10 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     # the routed tokens' width: h, or LatentMoE's l (dispatch after fc1_latent_proj, combine before fc2_latent_proj:
     # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
     token_bytes = tokens * float(sh.moe_width) * job.elem_bytes / g.tp
-    a2a_bytes = token_bytes * float(sh.moe_top_k)
+    # the busiest EP rank receives (dispatch) and sends back (combine) max / mean x the mean copies
+    # (docs/model.md#moe-rank-imbalance); the expert-TP all-gather below gathers its received rows
+    a2a_bytes = token_bytes * float(sh.moe_top_k) * (
+        moe_rank_load(job, g, tokens / g.tp * float(sh.moe_top_k)) if int(sh.moe_experts) > 0 else 1.0)
     ep = _collective("alltoall", a2a_bytes, groups.expert)
     # the routed tokens' expert-TP all-gather after the dispatch and reduce-scatter before the combine (etp > 1,
     # docs/model.md#tp-comm-moe): gathered buffer etp x the rank's k b s / (cp tp) received tokens, over the etp
@@ -2029,14 +2034,17 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         etp = _etp(g)
         fg = groups.expert if not np.any(etp > 1) else place(g.ep * etp, 1.0, groups.network)
         # HybridEP: of the 4 per layer, the forward dispatch and the backward combine carry the routing probabilities
-        hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg, etp=etp)
+        # the busiest receiver of each stage (docs/model.md#moe-rank-imbalance): random routing's, or the measured
+        busy = dict(tokens=tokens / g.tp, imbalance=job.moe_rank_imbalance)
+        hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg, etp=etp, **busy)
                       + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg,
-                                                               prob_tokens=tokens / g.tp, etp=etp))
+                                                               prob_tokens=tokens / g.tp, etp=etp, **busy))
         deepep = np.asarray(g.moe_flex_backend) == int(FlexBackend.DEEPEP)
         if np.any(flex & deepep):  # DeepEP: each copy a 16-byte-aligned slot with its metadata, the 4 ops' mean
             rows = tokens / g.tp
             slot = ep_dispatch.deepep_mean_slot_bytes(float(sh.moe_width) * job.elem_bytes, etp * k)
-            hier = np.where(deepep, ep_dispatch.hierarchical_alltoall_time(rows * slot, E, k, fg, etp=etp), hier)
+            hier = np.where(deepep, ep_dispatch.hierarchical_alltoall_time(rows * slot, E, k, fg, etp=etp, **busy),
+                            hier)
         ep = np.where(flex, hier, ep)
     cp_ag = cp_rs = cp_a2a = np.zeros(1)
     cp_ring = _collective("sendrecv", kv_bytes, groups.context)
@@ -2151,6 +2159,19 @@ def tied_embedding_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups) 
 def _etp(g: StrategyGrid) -> np.ndarray:
     """Expert tensor-parallel degree: the strategy's etp, else tp (Megatron-Core's default)."""
     return np.asarray(np.where(g.etp > 0, g.etp, g.tp))
+
+
+def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
+    """The busiest EP rank's routed token copies over the mean, for a mean of ``copies`` per rank and dispatch
+    (docs/model.md#moe-rank-imbalance): the measured training.moe_rank_imbalance where given, else the expected
+    maximum under uniform random top-k routing (:func:`scalemodel.cost.moe_routing.copy_load_factor` over the ep
+    ranks); 1 at ep 1 and without experts."""
+    sh = job.shape
+    E, k = float(sh.moe_experts), float(sh.moe_top_k)
+    ep = np.asarray(g.ep, dtype=float)
+    f = (np.full(np.broadcast(ep, copies).shape, job.moe_rank_imbalance) if job.moe_rank_imbalance >= 1.0
+         else moe_routing.copy_load_factor(copies, E, k, ep))
+    return np.asarray(np.where((ep > 1) & (E > 0), f, 1.0))
 
 
 def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:

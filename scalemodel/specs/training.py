@@ -197,6 +197,13 @@ class TrainingSpec(Spec, kw_only=True):
         "warning naming the curve when it is another release's; a release older than every one held is refused; "
         "unset: the accelerator's default curve (attention_efficiency; docs/model.md#cudnn-release)"
     ))] = None
+    moe_rank_imbalance: Annotated[Annotated[float, Meta(ge=1.0, le=1000.0)] | None, Meta(description=(
+        "MoE: the measured max / mean routed token copies per expert-parallel rank of one MoE layer and micro-batch "
+        "(the busiest EP rank's load over the mean); scales the routed experts' GEMMs and activation and the EP "
+        "dispatch / combine bytes of every MoE layer, every dispatcher (docs/model.md#moe-rank-imbalance). Not given: "
+        "the expected maximum under uniform random top-k routing (Megatron-Core moe_router_force_load_balancing, "
+        "which benchmark recipes set), a baseline computed from the shapes, not a measured figure; a learned router, "
+        "even with an auxiliary load-balancing loss, is typically less balanced than that"))] = None
     fp8_attention: Annotated[bool, Meta(description=(
         "with precision fp8: the attention core runs in FP8 too (Transformer Engine fp8_dpa, Megatron-Core "
         "TransformerConfig.fp8_dot_product_attention, --fp8-dot-product-attention in forks of Megatron-LM; cuDNN's "

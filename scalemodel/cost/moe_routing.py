@@ -1,0 +1,120 @@
+"""Load imbalance of MoE token routing across expert-parallel ranks: the busiest rank's load over the mean.
+
+An MoE layer waits for its busiest EP rank: the combine all-to-all cannot finish before the most-loaded rank has
+run its experts, and that rank also receives (dispatch) and sends back (combine) the most token copies. The
+rest of the step model prices every rank at the mean, ``T k / ep`` routed copies per rank for ``T`` tokens in the
+EP group's dispatch; this module gives the factor ``max / mean`` (docs/model.md#moe-rank-imbalance).
+
+Routing. Megatron-Core's ``moe_router_force_load_balancing`` (set by the Megatron-Bridge performance recipes and
+Megatron-LM's moe recipes that the validation rows run) replaces the router's logits by
+``logits.clone().normal_()`` (``RandomSTE``, NVIDIA/Megatron-LM megatron/core/transformer/moe/moe_utils.py
+@d98e8a64dd L1258-1279, called from ``TopKRouter.forward``, router.py L861-863; the same at @002255075c,
+moe_utils.py L1158, router.py L725): i.i.d. normal logits per token, so the top-k of each token is a uniformly
+random k-subset of the E experts (k DISTINCT experts), independently of the other tokens. That is the default
+here: the random-routing baseline, not a measured figure. A learned router, even with an auxiliary
+load-balancing loss, is typically less balanced than this; a measured max/mean can be given instead
+(training.moe_rank_imbalance).
+
+Copies per rank (expert compute, NCCL all-to-all bytes). Rank r holds m = E/p of the E experts (p EP ranks).
+One token puts ``Y_r`` = |its k experts within rank r's m| copies on rank r: a multivariate hypergeometric vector
+over the p ranks with
+
+    E[Y_r] = k/p,  Var Y_r = k (1/p)(1 - 1/p)(E - k)/(E - 1),  Cov(Y_r, Y_s) = -k (1/p)^2 (E - k)/(E - 1)
+
+(sampling k of E without replacement; Johnson, Kotz & Balakrishnan, Discrete Multivariate Distributions, 1997,
+ch. 39), so the pairwise correlation is exactly -1/(p - 1) and ``Var(Y_r - Y_s)/2 = k (1/p)(E - k)/(E - 1)``.
+The rank's load ``X_r`` sums ``N`` independent tokens: mean ``mu = N k / p``, and by the central limit theorem the
+vector (X_r) is close to an exchangeable Gaussian with the same covariance. For any exchangeable Gaussian vector
+``X_r = mu + s (Z_r - c Zbar)`` the expected maximum is ``mu + s_d e_p`` with ``s_d^2 = Var(X_r - X_s)/2`` and
+``e_p = E[max of p i.i.d. N(0, 1)]`` (the common part does not move the argmax): here ``s_d^2 = mu (E - k)/(E - 1)``,
+
+    f_copies = E[max_r X_r] / mu = 1 + e_p sqrt((E - k) / ((E - 1) mu))
+
+(the union-of-draws correlation is what the sqrt(1 - 1/p) of a marginal-sd estimate leaves out). e_p is exact
+(:func:`scalemodel.cost.stragglers.expected_max_step`, Gauss-Hermite order statistics): 0, 0.5642, 1.0294,
+1.4236, 1.7660, 2.0697, 2.3437 at p = 1, 2, 4, 8, 16, 32, 64. Capped at the largest possible load,
+``min(k, m) N`` copies, i.e. ``f <= p min(k, m) / k``.
+
+Error. The Gaussian step leaves out the load's skewness ``gamma`` (about ``1 / sqrt(mu)``, a sum of rare counts);
+the Cornish-Fisher correction of the upper quantiles moves the expected maximum's excess by about
+``gamma (E[Z_(p)^2] - 1) / (6 e_p)`` of itself, 0.16 gamma at p = 8 and 0.35 gamma at p = 64: under 0.5 % of the
+excess (not of the load) at the validation rows' mu >= 4096, about 3 % at mu = 128. The normal form is slightly
+low (the load's right tail is heavier); tests/test_moe_routing_imbalance.py checks it against a Monte Carlo of
+normal logits and top-k within 4 standard errors plus ``0.5 / sqrt(mu)`` of the excess.
+
+Distinct tokens per part (DeepEP / HybridEP bytes). The hierarchical dispatchers move a token once per
+destination part hit (a domain over RDMA, a GPU over NVLink; docs/model.md#ep-hierarchical), so a receiver's
+load counts the distinct tokens hitting its part. With ``a = P(a token misses a part) = C(E - E/n, k) / C(E, k)``
+and ``b = P(misses two given parts) = C(E - 2 E/n, k) / C(E, k)`` (n equal parts), one token's hit indicators have
+``Var(I_r - I_s)/2 = a - b``, so over ``n_t`` source tokens per receiver (mean ``n_t q``, q = 1 - a)
+
+    f_distinct = 1 + e_R sqrt((a - b) / n_t) / q          (R receivers; capped at 1 / q)
+
+exact for receivers counting the same tokens (the Gaussian step as above); where their source tokens only
+overlap (a domain's RDMA receivers each count their own peers' tokens) the true spread lies between the marginal
+``sqrt(q (1 - q))`` and ``sqrt(a - b)`` (a - b = q (1 - q) - (b - a^2), b - a^2 <= 0 here), so the form is an upper
+estimate: by 5 % of the excess for 8 domains, E 128, k 4, and by well under 1 % at the rank level (m = E/p small).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scalemodel.cost import stragglers
+
+Array = Any  # float or numpy array
+
+
+def expected_max_standard_normal(n: Array) -> np.ndarray:
+    """e_n = E[max of n i.i.d. N(0, 1)], n >= 1 (0 at n = 1), exact by the order-statistic quadrature of
+    :func:`scalemodel.cost.stragglers.expected_max_step` (memoised per distinct n). Broadcasts."""
+    nn = np.maximum(np.asarray(n, dtype=float), 1.0)
+    return np.asarray(stragglers.expected_max_step(1.0, 1.0, nn, "normal") - 1.0)
+
+
+def miss_probability(experts: Array, top_k: Array, out: Array) -> np.ndarray:
+    """C(E - out, k) / C(E, k) = prod_(i<k) (E - out - i) / (E - i): the probability that a token's k distinct
+    experts (a uniform k-subset of E) all avoid a given set of ``out`` experts. Broadcasts; k = 0 gives 1."""
+    E = np.asarray(experts, dtype=float)
+    k = np.asarray(top_k, dtype=float)
+    o = np.asarray(out, dtype=float)
+    p = np.ones(np.broadcast_shapes(E.shape, k.shape, o.shape))
+    for i in range(int(np.max(k)) if k.size else 0):
+        p = p * np.where(i < k, np.maximum(E - o - i, 0.0) / np.maximum(E - i, 1.0), 1.0)
+    return np.asarray(p)
+
+
+def copy_load_factor(mean_copies: Array, experts: Array, top_k: Array, ranks: Array) -> np.ndarray:
+    """Expected busiest EP rank's routed token copies over the mean, under uniform random top-k routing (module
+    docstring): ``1 + e_p sqrt((E - k) / ((E - 1) mu))``, ``mu`` = ``mean_copies`` per rank, p = ``ranks`` (each
+    holding E/p experts), capped at ``p min(k, E/p) / k``. 1 where p <= 1, E <= 1, k >= E or mu <= 0. Broadcasts."""
+    mu = np.asarray(mean_copies, dtype=float)
+    E = np.asarray(experts, dtype=float)
+    k = np.asarray(top_k, dtype=float)
+    p = np.maximum(np.asarray(ranks, dtype=float), 1.0)
+    ok = (p > 1) & (E > 1) & (k >= 1) & (k < E) & (mu > 0)
+    spread = np.where(ok, (E - k) / np.where(ok, (E - 1.0) * mu, 1.0), 0.0)
+    f = 1.0 + expected_max_standard_normal(p) * np.sqrt(spread)
+    cap = p * np.minimum(k, E / p) / np.maximum(k, 1.0)
+    return np.asarray(np.where(ok, np.minimum(f, np.maximum(cap, 1.0)), 1.0))
+
+
+def distinct_load_factor(source_tokens: Array, experts: Array, top_k: Array, parts: Array,
+                         receivers: Array) -> np.ndarray:
+    """Expected busiest receiver's distinct tokens over the mean when each of ``receivers`` counts, over
+    ``source_tokens`` tokens, those hitting its part (one of ``parts`` equal groups of the experts) at least once:
+    ``1 + e_R sqrt((a - b) / n_t) / q`` (module docstring), capped at 1/q. 1 where R <= 1, one part, or no
+    tokens. Broadcasts."""
+    n_t = np.asarray(source_tokens, dtype=float)
+    E = np.asarray(experts, dtype=float)
+    n = np.maximum(np.asarray(parts, dtype=float), 1.0)
+    R = np.maximum(np.asarray(receivers, dtype=float), 1.0)
+    a = miss_probability(E, top_k, E / n)
+    b = miss_probability(E, top_k, 2.0 * E / n)
+    q = 1.0 - a
+    ok = (R > 1) & (n > 1) & (n_t > 0) & (q > 0)
+    qs = np.where(ok, q, 1.0)
+    f = 1.0 + expected_max_standard_normal(R) * np.sqrt(np.maximum(a - b, 0.0) / np.where(ok, n_t, 1.0)) / qs
+    return np.asarray(np.where(ok, np.minimum(f, 1.0 / qs), 1.0))
