@@ -9,7 +9,7 @@ import pytest
 
 from scalemodel.cost import collectives as coll
 from scalemodel.engine.job import build_job, grid_from_strategy
-from scalemodel.engine.step import evaluate, grad_accumulation_time
+from scalemodel.engine.step import evaluate, grad_accumulation_time, nanotron_grad_buffer_time
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 from scalemodel.specs.base import SpecError
 
@@ -104,3 +104,21 @@ def test_nanotron_zero_is_stage_one_only() -> None:
         with pytest.raises(SpecError, match="nanotron_trainer"):
             StrategySpec(zero=zero, nanotron_trainer=True)
     assert StrategySpec(zero="1", nanotron_trainer=True).nanotron_trainer
+
+
+def test_clip_and_reset_of_the_whole_fp32_buffer_by_hand(a100) -> None:  # type: ignore[no-untyped-def]
+    """clip_grad_norm reads every fp32 gradient for its norms and scales it in place (4 + 4 + 4 bytes), then zero_grad
+    zeroes the contiguous buffer (4): 16 bytes per parameter the rank holds, not its ZeRO shard, once per step
+    (optim/clip_grads.py, optim/gradient_accumulator.py at c2528430). Same parameter count as the accumulation test:
+    gpt-7.5b at tp 2 x pp 4; none with 16-bit gradients (no fp32 buffer) or without the switch."""
+    wl = load_workload("gpt-7.5b")
+    job, g, _ = one(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="1", nanotron_trainer=True)
+    whole = 36 * 6 * 4096 + 2 * 4096
+    params_gpu = (job.params - whole) / (2 * 4) + whole / 4
+    expected = params_gpu * 16.0 / (job.memory_bandwidth * job.memory_efficiency)
+    assert val(nanotron_grad_buffer_time(job, g)) == pytest.approx(expected, rel=1e-9)
+    _, g0, _ = one(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="1")
+    assert val(nanotron_grad_buffer_time(job, g0)) == 0.0
+    bf16 = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=2.0)
+    job16, g16, _ = one(a100, wl, bf16, 64, tp=2, pp=4, nanotron_trainer=True)
+    assert val(nanotron_grad_buffer_time(job16, g16)) == 0.0

@@ -1006,6 +1006,32 @@ def grad_buffer_reset_time(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(np.where(on, _hbm_seconds(job, (dense + expert) * job.grad_bytes), 0.0))
 
 
+#: Bytes per parameter per step of nanotron's passes over its whole fp32 gradient buffer outside the optimizer:
+#: ``clip_grad_norm`` reads every gradient once for its per-parameter norms (``torch.linalg.vector_norm`` of each
+#: ``grad_accumulator.get_grad_buffer(name)``) and scales each in place (``.mul_``: read and write), 4 + 4 + 4, over
+#: every parameter the rank holds, not its ZeRO shard (huggingface/nanotron@c2528430 src/nanotron/optim/clip_grads.py
+#: lines 44-94, called from trainer.py training_step lines 528-541; the benchmark config sets clip_grad 1.0,
+#: examples/config_tiny_llama_bench.yaml line 56 at 67c5ebb6); then ``FP32GradientAccumulator.zero_grad`` zeroes the
+#: whole contiguous buffer, write 4 (optim/gradient_accumulator.py line 276).
+NANOTRON_GRAD_BUFFER_BYTES = 4.0 + 4.0 + 4.0 + 4.0
+
+
+def nanotron_grad_buffer_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per step of nanotron's gradient clipping and buffer reset over its fp32 gradient buffer
+    (``nanotron_trainer`` with a gradient element wider than the parameter, accumulate_grad_in_fp32), 0 otherwise:
+
+        bytes = P_gpu x 16      P_gpu = (dense + expert parameters) / (tp pp) (:func:`_params_per_gpu`), unsharded
+        t     = bytes / (HBM bandwidth x memory efficiency)
+
+    (:data:`NANOTRON_GRAD_BUFFER_BYTES`). Counted with the optimizer step, as :func:`grad_buffer_reset_time` is."""
+    fp32 = bool(job.grad_bytes > job.elem_bytes)
+    if not fp32 or not np.any(g.nanotron_trainer):
+        return np.zeros(1)
+    dense, expert = _params_per_gpu(job, g)
+    t = _hbm_seconds(job, (dense + expert) * NANOTRON_GRAD_BUFFER_BYTES)
+    return np.asarray(np.where(g.nanotron_trainer, t, 0.0))
+
+
 def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     """Seconds per micro-batch of PyTorch FSDP1's passes over each unit's unsharded gradient before its
     reduce-scatter (strategy ``fsdp_flat_param``, with zero 2, 3, fsdp or hsdp; 0 otherwise):
@@ -2853,13 +2879,15 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     :func:`_expert_state_shards`, the shards :func:`memory_parts` holds) times
     2 K + g + :data:`WEIGHT_COPY_BYTES` (the 16-bit copy: read 4, write 2) bytes, over the HBM bandwidth x memory
     efficiency; with fp8_param_gather plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`); under
-    Megatron-Core's DDP plus the zeroing of its whole gradient buffer (:func:`grad_buffer_reset_time`)."""
+    Megatron-Core's DDP plus the zeroing of its whole gradient buffer (:func:`grad_buffer_reset_time`); under
+    nanotron's trainer plus its clipping and reset of the whole fp32 gradient buffer
+    (:func:`nanotron_grad_buffer_time`)."""
     dense, expert = _params_per_gpu(job, g)
     sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync) \
-        + grad_buffer_reset_time(job, g)
+        + grad_buffer_reset_time(job, g) + nanotron_grad_buffer_time(job, g)
 
 
 def microbatches(g: StrategyGrid) -> np.ndarray:
