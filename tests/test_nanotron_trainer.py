@@ -119,6 +119,12 @@ def test_clip_and_reset_of_the_whole_fp32_buffer_by_hand(a100) -> None:  # type:
     assert val(nanotron_grad_buffer_time(job, g)) == pytest.approx(expected, rel=1e-9)
     _, g0, _ = one(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="1")
     assert val(nanotron_grad_buffer_time(job, g0)) == 0.0
+    # ZeRO 0 with dp > 1 runs DDP, whose comm-hook path copies each bf16 gradient into its bucket and back once a step
+    # (reducer.cpp mark_variable_ready_dense, copy_bucket_to_grad): 2 + 2 + 2 + 2 more bytes a parameter
+    job0, gz, _ = one(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="0", nanotron_trainer=True)
+    assert val(nanotron_grad_buffer_time(job0, gz)) == pytest.approx(expected * (16.0 + 8.0) / 16.0, rel=1e-9)
+    _, g1, _ = one(a100, wl, BF16_FP32, 8, tp=2, pp=4, zero="0", nanotron_trainer=True)  # dp 1: no DDP
+    assert val(nanotron_grad_buffer_time(job0, g1)) == pytest.approx(expected, rel=1e-9)
     bf16 = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=2.0)
     job16, g16, _ = one(a100, wl, bf16, 64, tp=2, pp=4, nanotron_trainer=True)
     assert val(nanotron_grad_buffer_time(job16, g16)) == 0.0

@@ -1014,21 +1014,33 @@ def grad_buffer_reset_time(job: Job, g: StrategyGrid) -> np.ndarray:
 #: examples/config_tiny_llama_bench.yaml line 56 at 67c5ebb6); then ``FP32GradientAccumulator.zero_grad`` zeroes the
 #: whole contiguous buffer, write 4 (optim/gradient_accumulator.py line 276).
 NANOTRON_GRAD_BUFFER_BYTES = 4.0 + 4.0 + 4.0 + 4.0
+#: Bytes per parameter per step of PyTorch DDP's bucket copies at nanotron's ZeRO 0 (DDP only where dp > 1:
+#: trainer.py ``init_model`` lines 786-788; built without ``gradient_as_bucket_view``, lines 847-852, so False): on the
+#: sync micro-batch the reducer copies each 16-bit gradient into its bucket (``bucket_view.copy_(grad)`` with a comm
+#: hook, read 2 + write 2) and after the hook copies the bucket back into the gradient (``copy_bucket_to_grad``, "If
+#: gradient_as_bucket_view_ is false, after allreduce buckets, copy bucket results back to grads", read 2 + write 2)
+#: (pytorch/pytorch@00413201d3 torch/csrc/distributed/c10d/reducer.cpp ``Reducer::mark_variable_ready_dense``,
+#: ``Reducer::copy_bucket_to_grad``).
+NANOTRON_DDP_COPY_BYTES = 2.0 + 2.0 + 2.0 + 2.0
 
 
 def nanotron_grad_buffer_time(job: Job, g: StrategyGrid) -> np.ndarray:
-    """Seconds per step of nanotron's gradient clipping and buffer reset over its fp32 gradient buffer
-    (``nanotron_trainer`` with a gradient element wider than the parameter, accumulate_grad_in_fp32), 0 otherwise:
+    """Seconds per step of nanotron's gradient clipping and buffer reset over its fp32 gradient buffer, and at ZeRO 0
+    of DDP's bucket copies (``nanotron_trainer`` with a gradient element wider than the parameter,
+    accumulate_grad_in_fp32), 0 otherwise:
 
-        bytes = P_gpu x 16      P_gpu = (dense + expert parameters) / (tp pp) (:func:`_params_per_gpu`), unsharded
-        t     = bytes / (HBM bandwidth x memory efficiency)
+        bytes = P_gpu x (16 + 8 [zero 0 and dp > 1])    P_gpu = (dense + expert parameters) / (tp pp)
+        t     = bytes / (HBM bandwidth x memory efficiency)                  (:func:`_params_per_gpu`, unsharded)
 
-    (:data:`NANOTRON_GRAD_BUFFER_BYTES`). Counted with the optimizer step, as :func:`grad_buffer_reset_time` is."""
+    (:data:`NANOTRON_GRAD_BUFFER_BYTES`, :data:`NANOTRON_DDP_COPY_BYTES`). Counted with the optimizer step, as
+    :func:`grad_buffer_reset_time` is (the copies run at the end of the last backward, equally serial)."""
     fp32 = bool(job.grad_bytes > job.elem_bytes)
     if not fp32 or not np.any(g.nanotron_trainer):
         return np.zeros(1)
     dense, expert = _params_per_gpu(job, g)
-    t = _hbm_seconds(job, (dense + expert) * NANOTRON_GRAD_BUFFER_BYTES)
+    ddp = (g.zero == Zero.NONE) & (g.dp > 1)
+    per_param = NANOTRON_GRAD_BUFFER_BYTES + np.where(ddp, NANOTRON_DDP_COPY_BYTES, 0.0)
+    t = _hbm_seconds(job, (dense + expert) * per_param)
     return np.asarray(np.where(g.nanotron_trainer, t, 0.0))
 
 
