@@ -75,6 +75,11 @@ Two case files (issue 5 and issue 13):
       copy-out of every all-gather, the copy-in of every reduce-scatter).
     - an attention text that names flash-attn's unpad_input (llm-foundry attn_impl flash) ->
       attention_unpad.
+    - nanotron (``NANOTRON`` sources: nanotron25) -> nanotron_trainer: each micro-batch's bf16 gradients added into
+      the fp32 buffers by a separate pass, and at ZeRO 1 (no DDP wrapper with accumulate_grad_in_fp32) the whole fp32
+      gradient buffer all-reduced after the last backward plus one bf16 parameter all-gather, both exposed; at ZeRO 0
+      DDP buckets of 25 MB of bf16 gradients (huggingface/nanotron@c2528430 trainer.py init_model, training_step;
+      optim/gradient_accumulator.py; optim/zero.py; docs/model.md#nanotron).
     - attention kernel (training.attention_kernel): llm-foundry's attn_impl as stated (flash -> fa2, flash-attn
       2.4.2; triton -> triton, its flash_attn_triton.py, except on H100 where no curve of that kernel exists:
       gemm); a torchtitan run (titan24, titan25) on Hopper or Ampere -> fa2, PyTorch SDPA's FlashAttention-2 backend,
@@ -146,6 +151,9 @@ Two case files (issue 5 and issue 13):
       model FLOPs (no recompute) when tflops_convention says 'model', hardware FLOPs (recompute counted) when
       'hardware'. A TFLOP/s figure whose convention is not stated is not compared (listed). derived_* keys are never
       used.
+  Listed, not compared: a run whose own in-job all-reduce test (``hardware.in_job_allreduce_busbw_GBps``, nanotron25)
+  is below half the median of the same source's runs at the same GPU count ran on a degraded network the catalog
+  cluster does not describe (:data:`DEGRADED_FABRIC_FRACTION`, :func:`degraded_fabric`; validation/README.md).
   Listed, not predicted: what the model cannot express (see ``case_limits``: also a model type of
   :data:`UNEXPRESSED_MODEL_TYPES`, an NVFP4 precision, an offload other than whole layers (:data:`UNPRICED_OFFLOAD`:
   Megatron-Core's fine-grained activation offload, a paged-stash host buffer, optimizer states on the host), an
@@ -621,6 +629,8 @@ def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
         out["fsdp_per_param"] = True  # torchtitan applies FSDP2's fully_shard (parallelize_llama.py apply_fsdp)
     if "unpad_input" in str(case["model"].get("attention", "")).lower():
         out["attention_unpad"] = True
+    if families(case)["source"] in NANOTRON:
+        out["nanotron_trainer"] = True  # nanotron's trainer: its fp32 accumulation pass and ZeRO-1 sync (step.py)
     return out
 
 
@@ -1104,6 +1114,43 @@ def case_workload(case: dict[str, Any]) -> tuple[TransformerWorkload | None, str
 #: since scripts/calibrate_extrapolation.py orders a mixed table by total parameters (its docstring).
 HELD_OUT: dict[str, str] = {}
 
+#: A run whose own in-job network test (``hardware.in_job_allreduce_busbw_GBps``: the all-reduce bus bandwidth the
+#: job measured over all its GPUs before training) is below this fraction of the median of the same source's rows at
+#: the same GPU count ran on a network the catalog cluster does not describe: listed, not compared. Stated on the
+#: bandwidth tests alone (validation/README.md, nanotron rows), never on a row's error; only nanotron25 records them.
+DEGRADED_FABRIC_FRACTION = 0.5
+
+
+@functools.cache
+def _in_job_bandwidths() -> dict[tuple[str, int], tuple[float, ...]]:
+    """(source, GPUs) -> the in-job all-reduce tests of training_cases.yaml's rows that record one."""
+    out: dict[tuple[str, int], list[float]] = {}
+    if NEW_CASES.is_file():
+        for c in yaml.safe_load(NEW_CASES.read_text()):
+            v = c.get("hardware", {}).get("in_job_allreduce_busbw_GBps")
+            if isinstance(v, (int, float)):
+                out.setdefault((families(c)["source"], int(c["parallelism"]["gpus"])), []).append(float(v))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def degraded_fabric(case: dict[str, Any]) -> str | None:
+    """Why the case is not comparable by :data:`DEGRADED_FABRIC_FRACTION` (None when it is, or records no test):
+
+        listed  when  b_job < 0.5 x median(b of the same source's rows at the same GPU count, the job's own included)
+    """
+    v = case.get("hardware", {}).get("in_job_allreduce_busbw_GBps")
+    if not isinstance(v, (int, float)):
+        return None
+    peers = _in_job_bandwidths().get((families(case)["source"], int(case["parallelism"]["gpus"])), ())
+    if len(peers) < 2:
+        return None
+    med = statistics.median(peers)
+    if v >= DEGRADED_FABRIC_FRACTION * med:
+        return None
+    return (f"degraded network: the job's own all-reduce test measured {v:g} GB/s, below half the median "
+            f"{med:g} GB/s of the {len(peers)} {families(case)['source']} runs at {case['parallelism']['gpus']} GPUs "
+            "(a fabric the catalog cluster does not describe; validation/README.md)")
+
 
 #: Model types whose layers the model has no cost for (model.type -> why), read in the providers of the rows that name
 #: them: Megatron-Bridge 4ab94dfad src/megatron/bridge/models/nemotronh/nemotron_h_bridge.py (hybrid_override_pattern:
@@ -1199,6 +1246,9 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
     what = comparison(case)
     if isinstance(what, str):
         why.append(what)
+    fabric = degraded_fabric(case)
+    if fabric:
+        why.append(fabric)
     return why
 
 

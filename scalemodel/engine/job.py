@@ -651,6 +651,7 @@ class StrategyGrid:
     moe_flex_dispatcher: np.ndarray  # bool: hierarchical EP dispatch (DeepEP / HybridEP), not NCCL's all-to-all
     moe_flex_backend: np.ndarray  # choices.FlexBackend codes: the flex dispatcher's backend (DeepEP / HybridEP)
     deepspeed_pipeline: np.ndarray  # bool: DeepSpeed PipelineEngine p2p and gradient accumulation
+    nanotron_trainer: np.ndarray  # bool: nanotron's fp32 accumulation pass, ZeRO-1 fp32 all-reduce + one all-gather
     fsdp_reshard_after_forward: np.ndarray  # bool: ZeRO-3/FSDP units free their gathered parameters after forward
     fsdp_fp8_all_gather: np.ndarray  # bool: FSDP all-gathers the linear weights in float8 (torchao)
     fsdp_flat_param: np.ndarray  # bool: FSDP1 FlatParameter gradient passes (cat, cast, pre-divide) per micro-batch
@@ -735,6 +736,7 @@ class StrategyGrid:
             "moe_flex_dispatcher": bool(self.moe_flex_dispatcher[i]),
             "moe_flex_backend": FlexBackend.of(self.moe_flex_backend[i]).label,
             "deepspeed_pipeline": bool(self.deepspeed_pipeline[i]),
+            "nanotron_trainer": bool(self.nanotron_trainer[i]),
             "fsdp_reshard_after_forward": bool(self.fsdp_reshard_after_forward[i]),
             "fsdp_fp8_all_gather": bool(self.fsdp_fp8_all_gather[i]),
             "fsdp_flat_param": bool(self.fsdp_flat_param[i]),
@@ -768,7 +770,8 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     offload_layers=0, tp_comm_overlap=False, tp_async_allreduce=True, overlap_param_gather=False,
     moe_a2a_overlap=False, moe_shared_expert_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
     ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
-    deepspeed_pipeline=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False, fsdp_flat_param=False,
+    deepspeed_pipeline=False, nanotron_trainer=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False,
+    fsdp_flat_param=False,
     fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, megatron_ddp=False, align_grad_reduce=True,
     align_param_gather=True, fp8_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
@@ -963,6 +966,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         moe_flex_backend=FlexBackend.parse(getattr(strategy, "moe_flex_backend", "deepep"),
                                            "strategy.moe_flex_backend"),
         deepspeed_pipeline=strategy.deepspeed_pipeline,
+        nanotron_trainer=getattr(strategy, "nanotron_trainer", False),
         fsdp_reshard_after_forward=getattr(strategy, "fsdp_reshard_after_forward", True),
         fsdp_fp8_all_gather=getattr(strategy, "fsdp_fp8_all_gather", False),
         fsdp_flat_param=getattr(strategy, "fsdp_flat_param", False),

@@ -171,7 +171,8 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
              "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
              "moe_layer_host_s", "ep_dispatch_sms",
-             "recompute_modules", "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
+             "recompute_modules", "deepspeed_pipeline", "nanotron_trainer", "fsdp_reshard_after_forward",
+             "fsdp_fp8_all_gather",
              "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
              "align_grad_reduce", "align_param_gather",
              "fp8_param_gather", "loss_impl", "layer_impl", "eager_rope", "eager_glu_clamp", "eager_expert_bias",
@@ -1458,6 +1459,9 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
     if fixed.get("megatron_ddp"):
         # Megatron-Core's DDP runs at ZeRO 0 or 1 only (its distributed optimizer; StrategySpec refuses zero >= 2 with
         # it): plan would otherwise rank sharded strategies that predict refuses
+        cons.setdefault("zero", []).append(("<=", int(Zero.OPTIMIZER)))
+    if fixed.get("nanotron_trainer"):
+        # nanotron's ZeRO is stage 1 only (StrategySpec refuses zero >= 2 with it), as for megatron_ddp above
         cons.setdefault("zero", []).append(("<=", int(Zero.OPTIMIZER)))
     return cons, fixed, sync
 

@@ -1028,14 +1028,24 @@ def _with_mtp(comp: dict[str, np.ndarray], mtp: dict[str, np.ndarray]) -> dict[s
 BF16_OPTIMIZER_ACCUMULATE_BYTES = 2.0 + 4.0 + 4.0 + 4.0 + 4.0
 
 
+#: Bytes per parameter per micro-batch of nanotron adding a micro-batch's 16-bit gradient into its fp32 buffer:
+#: ``fp32_grad_buffer.add_(half_param.grad)`` per parameter, a mixed-dtype in-place add (one elementwise kernel that
+#: reads the 2-byte gradient and the 4-byte buffer and writes the buffer; no cast temporary), run by
+#: ``FP32GradientAccumulator._accumulate_grad`` after each micro-batch's backward, and on DDP's sync micro-batch by
+#: its comm hook ``fp32_accum_hook`` (``fp32_grad_buffer.add_(grad.view_as(fp32_grad_buffer))``)
+#: (huggingface/nanotron@c2528430 src/nanotron/optim/gradient_accumulator.py lines 212-236 and 338-341).
+NANOTRON_ACCUMULATE_BYTES = 2.0 + 4.0 + 4.0
+
+
 def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
     """Seconds per micro-batch of adding the micro-batch's weight gradients into the step's gradient buffer
-    outside the weight-gradient GEMMs (0 unless ``deepspeed_pipeline``; Megatron-LM's gradient-accumulation
-    fusion writes the GEMM's output into the fp32 main_grad buffer directly, no extra pass).
+    outside the weight-gradient GEMMs (0 unless ``deepspeed_pipeline`` or ``nanotron_trainer``; Megatron-LM's
+    gradient-accumulation fusion writes the GEMM's output into the fp32 main_grad buffer directly, no extra pass).
 
         P_gpu = (dense + expert parameters) / (tp pp)    (the stages' mean; :func:`_params_per_gpu`)
-        bytes = 18                     fp32 buffer (grad_bytes 4 with 16-bit compute): BF16_Optimizer, see
-                                       :data:`BF16_OPTIMIZER_ACCUMULATE_BYTES`, every micro-batch
+        bytes = 18                     fp32 buffer (grad_bytes 4 with 16-bit compute), DeepSpeed: BF16_Optimizer,
+                                       see :data:`BF16_OPTIMIZER_ACCUMULATE_BYTES`, every micro-batch
+              = 10                     fp32 buffer, nanotron: :data:`NANOTRON_ACCUMULATE_BYTES`, every micro-batch
               = 3 g (m - 1) / m        otherwise: autograd's AccumulateGrad adds the new gradient into
                                        param.grad in place (read both, write one, g bytes each) for every
                                        micro-batch after the first
@@ -1043,16 +1053,21 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
 
     DeepSpeed's PipelineEngine calls torch.autograd.backward per micro-batch and, with bf16, then
     ``optimizer.update_hp_grads`` (deepspeed/runtime/pipe/engine.py _exec_backward_pass, v0.6.5); with
-    fp16 the FP16 optimizer leaves accumulation to autograd. Part of the backward pass, so the bubble scales
-    with it."""
-    if not np.any(g.deepspeed_pipeline):
+    fp16 the FP16 optimizer leaves accumulation to autograd. nanotron's pipeline engines call
+    ``grad_accumulator.backward(loss)`` per micro-batch, which runs ``loss.backward()`` and then adds every
+    parameter's gradient into its fp32 buffer and sets the 16-bit ``grad`` to None (so autograd never accumulates)
+    (nanotron@c2528430 parallel/pipeline_parallel/engine.py ``PipelineEngine.backward``, optim/gradient_accumulator.py
+    ``FP32GradientAccumulator.backward``). Part of the backward pass, so the bubble scales with it."""
+    on = g.deepspeed_pipeline | g.nanotron_trainer
+    if not np.any(on):
         return np.zeros(1)
     dense, expert = _params_per_gpu(job, g)
     m = microbatches(g)
     fp32_buffer = (job.grad_bytes >= 4.0) & (job.elem_bytes <= 2.0)
-    per_param = np.where(fp32_buffer, BF16_OPTIMIZER_ACCUMULATE_BYTES, 3.0 * job.grad_bytes * (m - 1.0) / m)
+    fp32_pass = np.where(g.deepspeed_pipeline, BF16_OPTIMIZER_ACCUMULATE_BYTES, NANOTRON_ACCUMULATE_BYTES)
+    per_param = np.where(fp32_buffer, fp32_pass, 3.0 * job.grad_bytes * (m - 1.0) / m)
     t = _hbm_seconds(job, (dense + expert) * per_param)
-    return np.asarray(np.where(g.deepspeed_pipeline, t, 0.0))
+    return np.asarray(np.where(on, t, 0.0))
 
 
 def megatron_ddp_on(g: StrategyGrid) -> np.ndarray:
@@ -1122,6 +1137,44 @@ def grad_buffer_reset_time(job: Job, g: StrategyGrid) -> np.ndarray:
         return np.zeros(1)
     dense, expert = _params_per_gpu(job, g)
     return np.asarray(np.where(on, _hbm_seconds(job, (dense + expert) * job.grad_bytes), 0.0))
+
+
+#: Bytes per parameter per step of nanotron's passes over its whole fp32 gradient buffer outside the optimizer:
+#: ``clip_grad_norm`` reads every gradient once for its per-parameter norms (``torch.linalg.vector_norm`` of each
+#: ``grad_accumulator.get_grad_buffer(name)``) and scales each in place (``.mul_``: read and write), 4 + 4 + 4, over
+#: every parameter the rank holds, not its ZeRO shard (huggingface/nanotron@c2528430 src/nanotron/optim/clip_grads.py
+#: lines 44-94, called from trainer.py training_step lines 528-541; the benchmark config sets clip_grad 1.0,
+#: examples/config_tiny_llama_bench.yaml line 56 at 67c5ebb6); then ``FP32GradientAccumulator.zero_grad`` zeroes the
+#: whole contiguous buffer, write 4 (optim/gradient_accumulator.py line 276).
+NANOTRON_GRAD_BUFFER_BYTES = 4.0 + 4.0 + 4.0 + 4.0
+#: Bytes per parameter per step of PyTorch DDP's bucket copies at nanotron's ZeRO 0 (DDP only where dp > 1:
+#: trainer.py ``init_model`` lines 786-788; built without ``gradient_as_bucket_view``, lines 847-852, so False): on the
+#: sync micro-batch the reducer copies each 16-bit gradient into its bucket (``bucket_view.copy_(grad)`` with a comm
+#: hook, read 2 + write 2) and after the hook copies the bucket back into the gradient (``copy_bucket_to_grad``, "If
+#: gradient_as_bucket_view_ is false, after allreduce buckets, copy bucket results back to grads", read 2 + write 2)
+#: (pytorch/pytorch@00413201d3 torch/csrc/distributed/c10d/reducer.cpp ``Reducer::mark_variable_ready_dense``,
+#: ``Reducer::copy_bucket_to_grad``).
+NANOTRON_DDP_COPY_BYTES = 2.0 + 2.0 + 2.0 + 2.0
+
+
+def nanotron_grad_buffer_time(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Seconds per step of nanotron's gradient clipping and buffer reset over its fp32 gradient buffer, and at ZeRO 0
+    of DDP's bucket copies (``nanotron_trainer`` with a gradient element wider than the parameter,
+    accumulate_grad_in_fp32), 0 otherwise:
+
+        bytes = P_gpu x (16 + 8 [zero 0 and dp > 1])    P_gpu = (dense + expert parameters) / (tp pp)
+        t     = bytes / (HBM bandwidth x memory efficiency)                  (:func:`_params_per_gpu`, unsharded)
+
+    (:data:`NANOTRON_GRAD_BUFFER_BYTES`, :data:`NANOTRON_DDP_COPY_BYTES`). Counted with the optimizer step, as
+    :func:`grad_buffer_reset_time` is (the copies run at the end of the last backward, equally serial)."""
+    fp32 = bool(job.grad_bytes > job.elem_bytes)
+    if not fp32 or not np.any(g.nanotron_trainer):
+        return np.zeros(1)
+    dense, expert = _params_per_gpu(job, g)
+    ddp = (g.zero == Zero.NONE) & (g.dp > 1)
+    per_param = NANOTRON_GRAD_BUFFER_BYTES + np.where(ddp, NANOTRON_DDP_COPY_BYTES, 0.0)
+    t = _hbm_seconds(job, (dense + expert) * per_param)
+    return np.asarray(np.where(g.nanotron_trainer, t, 0.0))
 
 
 def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -2298,7 +2351,37 @@ def distributed_optimizer_sync(job: Job, g: StrategyGrid) -> np.ndarray:
     (deepspeed/runtime/zero/stage_1_and_2.py, runtime/engine.py). Not here: DeepSpeed's BF16_Optimizer under its
     PipelineEngine, which all-reduces the fp32 gradients (:func:`bf16_optimizer_param_gather`)."""
     zero12 = (g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS)
-    return np.asarray(zero12 & ~bf16_optimizer_param_gather(job, g))
+    return np.asarray(zero12 & ~bf16_optimizer_param_gather(job, g) & ~nanotron_zero1_sync(job, g))
+
+
+def nanotron_zero1_sync(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Whether the data-parallel sync is nanotron's at ZeRO-1 with fp32 gradient accumulation (``nanotron_trainer``,
+    zero 1, gradient element wider than the parameter: ``accumulate_grad_in_fp32``): one all-reduce of the whole fp32
+    gradient buffer after the last backward, then one all-gather of the updated 16-bit parameters after the
+    optimizer step, neither under compute. Per GPU and step, P_d parameters of the stage over dp ranks:
+
+        AllReduce(P_d g, dp)  +  AllGather(P_d w, dp)           g = 4, w = 2; one call each, both exposed
+        ring bytes sent = 2 (dp-1)/dp P_d g + (dp-1)/dp P_d w = (dp-1)/dp P_d (2g + w) = 10 (dp-1)/dp P_d
+
+    against 6 (dp-1)/dp P_d for ZeRO-1's reduce-scatter + all-gather (:func:`distributed_optimizer_sync`), and with
+    the one bucket nothing overlaps the backward (:func:`_dp_comm`'s ``last_bucket`` is 1).
+
+    Source, huggingface/nanotron@c2528430: src/nanotron/trainer.py ``init_model`` (lines 786-788) builds the model
+    without DistributedDataParallel when ``accumulate_grad_in_fp32 and zero_stage > 0``, so no DDP bucket hook
+    reduces under the backward; ``training_step`` (lines 509-519) then calls ``sync_gradients_across_dp(...,
+    reduce_scatter=False)`` ("TODO @thomasw21: This is too memory hungry, instead we run all_reduce") after
+    ``train_batch_iter`` has run every micro-batch, which is ``FP32GradientAccumulator.sync_gradients_across_dp``'s
+    ``dist.all_reduce(self._contiguous_fp32_grad_buffer, ...)``, synchronous, on the one contiguous fp32 buffer of
+    every parameter (optim/gradient_accumulator.py lines 128-155, 157-202); after the update
+    ``ZeroDistributedOptimizer.step`` calls ``_all_gather_params`` (optim/zero.py lines 94-120, 217-251), one
+    ``dist.all_gather_coalesced`` of every parameter's shard, which flattens each rank's shards into one buffer
+    and issues one synchronous ``dist.all_gather`` (distributed.py lines 153-220). The ranks' buffers are equal where
+    every parameter's element count divides by dp (optim/zero.py ``_partition_parameters``, lines 150-193: a Llama's
+    tensors are multiples of the hidden size, which 128 divides in every shape priced here), and PyTorch's
+    ProcessGroupNCCL runs equal-sized list all-gathers as one ncclAllGather (unequal ones as one broadcast per rank,
+    not priced). The copies around both calls (flatten, unflatten) are not priced."""
+    fp32 = bool(job.grad_bytes > job.elem_bytes)
+    return np.asarray(g.nanotron_trainer & (g.zero == Zero.OPTIMIZER) & fp32)
 
 
 #: Megatron-Core DDP's default gradient bucket, max(MIN, PER_RANK x dp_cp) elements (:func:`megatron_bucket_elements`).
@@ -2338,6 +2421,13 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
     deepspeed_or_ddp = np.where((g.zero >= Zero.OPTIMIZER) | deepspeed_pipeline_buckets(g), DEEPSPEED_BUCKET_ELEMENTS,
                                 DDP_BUCKET_BYTES / job.grad_bytes)
     framework = np.where(g.zero == Zero.FSDP, layer_params, deepspeed_or_ddp)
+    if np.any(g.nanotron_trainer):
+        # nanotron: ZeRO-1 with fp32 gradients reduces its whole buffer in one call (nanotron_zero1_sync); at ZeRO 0
+        # PyTorch DDP buckets the 16-bit gradients by bytes (25 MB, ddp_bucket_cap_mb, config.py line 222 at
+        # c2528430) and the comm hook reduces the same parameters' fp32 buffers (gradient_accumulator.py 374-378)
+        ddp16 = DDP_BUCKET_BYTES / job.elem_bytes
+        nano = np.where(nanotron_zero1_sync(job, g), np.inf, np.where(g.zero == Zero.NONE, ddp16, framework))
+        framework = np.where(g.nanotron_trainer, nano, framework)
     megatron = megatron_ddp_on(g)
     if np.any(megatron):
         framework = np.where(megatron, megatron_bucket_elements(g), framework)
@@ -2632,6 +2722,13 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         ag = shards * _collective("allgather", dense * job.elem_bytes / shards, red.dense)
         total = total + np.where(gather, ag, 0.0)
         param_gather = np.where(gather, ag, param_gather)
+    nano = nanotron_zero1_sync(job, g)
+    if np.any(nano) and not all_reduce:  # nanotron ZeRO-1: the fp32 all-reduce above, then one 16-bit all-gather
+        ag = _collective("allgather", dense * job.elem_bytes, red.dense)
+        if job.expert_params > 0:
+            ag = ag + _collective("allgather", expert * job.elem_bytes, data.expert)
+        total = total + np.where(nano, ag, 0.0)
+        param_gather = np.where(nano, ag, param_gather)
     topk = g.compression == CompressionKind.TOPK
     if np.any(topk):
         # each rank contributes rho * n (value, int32 index) pairs per bucket; all-gather size = dp x that
@@ -2946,13 +3043,15 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     :func:`_expert_state_shards`, the shards :func:`memory_parts` holds) times
     2 K + g + :data:`WEIGHT_COPY_BYTES` (the 16-bit copy: read 4, write 2) bytes, over the HBM bandwidth x memory
     efficiency; with fp8_param_gather plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`); under
-    Megatron-Core's DDP plus the zeroing of its whole gradient buffer (:func:`grad_buffer_reset_time`)."""
+    Megatron-Core's DDP plus the zeroing of its whole gradient buffer (:func:`grad_buffer_reset_time`); under
+    nanotron's trainer plus its clipping and reset of the whole fp32 gradient buffer
+    (:func:`nanotron_grad_buffer_time`)."""
     dense, expert = _params_per_gpu(job, g)
     sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync) \
-        + grad_buffer_reset_time(job, g)
+        + grad_buffer_reset_time(job, g) + nanotron_grad_buffer_time(job, g)
 
 
 def microbatches(g: StrategyGrid) -> np.ndarray:

@@ -369,6 +369,15 @@ class StrategySpec(Spec, kw_only=True):
         "both partitioned over TP and gathered back (3 TP all-gathers per micro-batch), and every micro-batch's "
         "weight gradients are added into the accumulation buffer by a separate pass (docs/model.md#pp-comm)"
     ))] = False
+    nanotron_trainer: Annotated[bool, Meta(description=(
+        "the job runs on Hugging Face nanotron's trainer (huggingface/nanotron@c2528430), with fp32 gradient "
+        "accumulation when the gradient element is wider than the parameter (accumulate_grad_in_fp32): every "
+        "micro-batch's 16-bit weight gradients are added into the fp32 buffers by a separate pass; at zero 1 nanotron "
+        "builds no DDP wrapper, so the whole fp32 gradient buffer is all-reduced over DP in one call after the last "
+        "backward (not reduce-scattered, not under the backward) and the updated 16-bit parameters are all-gathered in "
+        "one call after the optimizer step; at zero 0 its DDP buckets are 25 MB of the 16-bit gradients "
+        "(docs/model.md#nanotron)"
+    ))] = False
     fsdp_reshard_after_forward: Annotated[bool, Meta(description=(
         "zero 3/fsdp/hsdp: free each unit's gathered parameters after its forward and gather them again for its "
         "backward (PyTorch fully_shard reshard_after_forward=True, ZeRO-3's release). false: keep them from the "
@@ -506,6 +515,11 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("deepspeed_pipeline", "true runs DeepSpeed's PipelineEngine, which asserts ZeRO stage "
                               "< 2 (\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"; got zero "
                               f"{self.zero!r})", "false (the default) with any zero; true with zero 0 or 1")
+        if self.nanotron_trainer and zero > Zero.OPTIMIZER:  # nanotron@c2528430 helpers.py: zero_stage > 0 ->
+            # ZeroDistributedOptimizer (optim/zero.py), which shards the optimizer states only
+            raise field_error("nanotron_trainer", "true runs nanotron's trainer, whose ZeRO shards only the "
+                              f"optimizer states (ZeRO-1, whatever its zero_stage > 0; got zero {self.zero!r})",
+                              "false (the default) with any zero; true with zero 0 or 1")
         if self.fp8_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS, Zero.FSDP, Zero.HSDP):
             raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
                               f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp){unset}",

@@ -1,0 +1,130 @@
+"""nanotron's trainer (strategy ``nanotron_trainer``, huggingface/nanotron@c2528430): the fp32 accumulation pass, the
+ZeRO-1 data-parallel sync (one fp32 all-reduce after the backward, one bf16 all-gather after the step, nothing
+overlapped) and the ZeRO-0 DDP buckets, by hand from the code's operations (docs/model.md#nanotron)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import collectives as coll
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.step import evaluate, grad_accumulation_time, nanotron_grad_buffer_time
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+from scalemodel.specs.base import SpecError
+
+
+@pytest.fixture(scope="module")
+def a100():  # type: ignore[no-untyped-def]
+    return load_cluster("dgx-a100")
+
+
+def one(cluster, workload, training, gpus, **strategy):  # type: ignore[no-untyped-def]
+    job = build_job(cluster, workload, training)
+    g = grid_from_strategy(StrategySpec(**strategy), training, gpus, job)
+    return job, g, evaluate(job, g)
+
+
+def val(a) -> float:  # type: ignore[no-untyped-def]
+    return float(np.asarray(a).reshape(-1)[0])
+
+
+BF16_FP32 = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
+
+
+def test_zero1_is_one_fp32_allreduce_and_one_bf16_gather(a100) -> None:  # type: ignore[no-untyped-def]
+    """ZeRO-1 with accumulate_grad_in_fp32: no DDP (trainer.py init_model), so after the last backward
+    FP32GradientAccumulator.sync_gradients_across_dp all-reduces the one contiguous fp32 buffer
+    (gradient_accumulator.py 128-155), and ZeroDistributedOptimizer._all_gather_params gathers every parameter's bf16
+    shard in one dist.all_gather (optim/zero.py 217-251, distributed.py 153-220). gpt-7.5b, tp 1, pp 4 (9 of 36
+    layers a stage), dp 8 inside one DGX A100 node: P_d = params / 4 per GPU,
+
+        dp_total = AllReduce(4 P_d, 8) + AllGather(2 P_d, 8),   one call each,
+
+    and all of it is exposed (one bucket: nothing under the backward)."""
+    wl = load_workload("gpt-7.5b")
+    job, _, res = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="1", nanotron_trainer=True)
+    p_d = job.params / 4
+    ar = val(coll.collective_time("allreduce", 4.0 * p_d, 8, job.network, stride=1))
+    ag = val(coll.collective_time("allgather", 2.0 * p_d, 8, job.network, stride=1))
+    total = val(res.extras["dp_comm_total"])
+    assert total == pytest.approx(ar + ag, rel=1e-9)
+    assert val(res.breakdown["dp_comm"]) == pytest.approx(total, rel=1e-9)
+    # the bytes: 2 x 7/8 x 4 + 7/8 x 2 = 8.75 bytes a parameter on the wire, against the reduce-scatter + all-gather's
+    # 7/8 x (4 + 2) = 5.25 that Megatron-style ZeRO-1 sends (docs/model.md#dp-comm); over NVLink3 (300 GB/s a
+    # direction, 0.77 of line rate) at least 8.75 x 1.86e9 / 231e9 = 70 ms
+    assert total > 8.75 * p_d / (300e9 * 0.77)
+    _, _, megatron = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="1", bucket_size=1e12)
+    assert total / val(megatron.extras["dp_comm_total"]) == pytest.approx(8.75 / 5.25, rel=0.05)
+
+
+def test_zero1_sync_is_not_hidden_where_megatron_style_is(a100) -> None:  # type: ignore[no-untyped-def]
+    """The same job without the switch (ZeRO-1 reduce-scatter in buckets, overlapped) exposes less than its total;
+    nanotron exposes all of its (larger) total."""
+    wl = load_workload("gpt-7.5b")
+    _, _, plain = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="1")
+    _, _, nano = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="1", nanotron_trainer=True)
+    assert val(plain.breakdown["dp_comm"]) < val(plain.extras["dp_comm_total"])
+    assert val(nano.breakdown["dp_comm"]) == pytest.approx(val(nano.extras["dp_comm_total"]), rel=1e-9)
+    assert val(nano.breakdown["dp_comm"]) > val(plain.breakdown["dp_comm"])
+
+
+def test_zero0_ddp_buckets_are_25mb_of_bf16_gradients(a100) -> None:  # type: ignore[no-untyped-def]
+    """ZeRO-0: PyTorch DDP buckets the bf16 gradients by bytes (ddp_bucket_cap_mb 25: 12.5e6 elements) and the comm
+    hook all-reduces those parameters' fp32 buffers, i.e. the buckets of a plain run given bucket_size = 12.5e6
+    elements x 4 bytes = 50 MB of fp32 gradient (StrategySpec.bucket_size counts uncompressed gradient bytes)."""
+    wl = load_workload("gpt-7.5b")
+    _, _, nano = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="0", nanotron_trainer=True)
+    _, _, plain = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="0", bucket_size=25e6 / 2 * 4)
+    assert val(nano.extras["dp_comm_total"]) == pytest.approx(val(plain.extras["dp_comm_total"]), rel=1e-12)
+
+
+def test_fp32_accumulation_pass_by_hand(a100) -> None:  # type: ignore[no-untyped-def]
+    """fp32_grad_buffer.add_(half_param.grad) every micro-batch (gradient_accumulator.py 212-236, 338-341): read 2 +
+    read 4 + write 4 = 10 bytes a parameter; 16-bit gradients (no fp32 accumulation): autograd's in-place add,
+    3 x 2 bytes for all micro-batches but the first. Parameters per GPU: / (tp pp), but the weights every TP rank
+    holds whole (per layer two LayerNorms' gains and biases and the O-proj and FC2 biases, 6 h; the final LayerNorm
+    2 h; h = 4096, 36 layers) only / pp."""
+    wl = load_workload("gpt-7.5b")
+    for grad_bytes, per_param in ((4.0, 10.0), (2.0, 3 * 2.0 * 7 / 8)):
+        training = TrainingSpec(global_batch=64, micro_batch=1, grad_bytes_per_param=grad_bytes)
+        job, g, _ = one(a100, wl, training, 64, tp=2, pp=4, nanotron_trainer=True)
+        whole = 36 * 6 * 4096 + 2 * 4096
+        params_gpu = (job.params - whole) / (2 * 4) + whole / 4  # tp 2 x pp 4, m = 8 micro-batches
+        expected = params_gpu * per_param / (job.memory_bandwidth * job.memory_efficiency)
+        assert val(grad_accumulation_time(job, g)) == pytest.approx(expected, rel=1e-9)
+    # A100 80GB 2.039 TB/s: 0.94e9 parameters x 10 bytes is 4.6 ms a micro-batch at the full rate
+    job, g, _ = one(a100, wl, BF16_FP32, 64, tp=2, pp=4, nanotron_trainer=True)
+    assert 0.0046 < val(grad_accumulation_time(job, g)) < 0.0070
+
+
+def test_nanotron_zero_is_stage_one_only() -> None:
+    """nanotron builds ZeroDistributedOptimizer (optimizer states only) for any zero_stage > 0 (helpers.py 381)."""
+    for zero in ("2", "3", "fsdp"):
+        with pytest.raises(SpecError, match="nanotron_trainer"):
+            StrategySpec(zero=zero, nanotron_trainer=True)
+    assert StrategySpec(zero="1", nanotron_trainer=True).nanotron_trainer
+
+
+def test_clip_and_reset_of_the_whole_fp32_buffer_by_hand(a100) -> None:  # type: ignore[no-untyped-def]
+    """clip_grad_norm reads every fp32 gradient for its norms and scales it in place (4 + 4 + 4 bytes), then zero_grad
+    zeroes the contiguous buffer (4): 16 bytes per parameter the rank holds, not its ZeRO shard, once per step
+    (optim/clip_grads.py, optim/gradient_accumulator.py at c2528430). Same parameter count as the accumulation test:
+    gpt-7.5b at tp 2 x pp 4; none with 16-bit gradients (no fp32 buffer) or without the switch."""
+    wl = load_workload("gpt-7.5b")
+    job, g, _ = one(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="1", nanotron_trainer=True)
+    whole = 36 * 6 * 4096 + 2 * 4096
+    params_gpu = (job.params - whole) / (2 * 4) + whole / 4
+    expected = params_gpu * 16.0 / (job.memory_bandwidth * job.memory_efficiency)
+    assert val(nanotron_grad_buffer_time(job, g)) == pytest.approx(expected, rel=1e-9)
+    _, g0, _ = one(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="1")
+    assert val(nanotron_grad_buffer_time(job, g0)) == 0.0
+    # ZeRO 0 with dp > 1 runs DDP, whose comm-hook path copies each bf16 gradient into its bucket and back once a step
+    # (reducer.cpp mark_variable_ready_dense, copy_bucket_to_grad): 2 + 2 + 2 + 2 more bytes a parameter
+    job0, gz, _ = one(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="0", nanotron_trainer=True)
+    assert val(nanotron_grad_buffer_time(job0, gz)) == pytest.approx(expected * (16.0 + 8.0) / 16.0, rel=1e-9)
+    _, g1, _ = one(a100, wl, BF16_FP32, 8, tp=2, pp=4, zero="0", nanotron_trainer=True)  # dp 1: no DDP
+    assert val(nanotron_grad_buffer_time(job0, g1)) == pytest.approx(expected, rel=1e-9)
+    bf16 = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=2.0)
+    job16, g16, _ = one(a100, wl, bf16, 64, tp=2, pp=4, nanotron_trainer=True)
+    assert val(nanotron_grad_buffer_time(job16, g16)) == 0.0
