@@ -850,6 +850,7 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, *,
 
 
 def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origin: Origin | None) -> StrategyGrid:
+    strategy = resolve_sequence_parallel(job, strategy)
     tp, pp, cp, ep = strategy.tp, strategy.pp, strategy.cp, strategy.ep
     model_parallel = tp * pp * cp
     opt = {n: _option(origin, n) for n in ("gpus", "dp", "tp", "pp", "cp", "ep", "sync")}
@@ -1146,19 +1147,38 @@ def moe_sp_refused(job: Job, tp: Any, sequence_parallel: Any, layer_impl: Any) -
                                       & (np.asarray(layer_impl) == LayerImpl.MEGATRON_TE), shape), dtype=bool)
 
 
+def resolve_sequence_parallel(job: Job, strategy: Any) -> Any:
+    """``strategy`` with an unset ``sequence_parallel`` (None) made what the layout's framework runs: on where
+    :func:`moe_sp_refused` would refuse it off (an MoE model at tp > 1 under Megatron-Core's layer, whose only
+    trainable choice is SP on), with a notice; off everywhere else (Megatron-LM's --sequence-parallel is a store_true
+    switch, default off; megatron/training/arguments.py). A value given (true or false) is kept: false where Megatron
+    refuses it is refused by :func:`_check_moe_sp`. docs/model.md#moe-sp-required."""
+    if getattr(strategy, "sequence_parallel", False) is not None:
+        return strategy
+    impl = LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
+    tp = int(strategy.tp)
+    need = bool(np.any(moe_sp_refused(job, tp, False, int(impl))))
+    if need:
+        notices.warn(f"strategy.sequence_parallel is unset: priced on, the only choice Megatron-Core trains an MoE "
+                     f"model at tp {tp} with (MoELayer.forward raises without it; a Megatron-LM launch needs "
+                     "--sequence-parallel); set it, or another layer_impl, to price something else")
+    return strategy.model_copy(update={"sequence_parallel": need})
+
+
 def _check_moe_sp(job: Job, strategy: Any, tp: int, origin: Origin | None = None) -> None:
     """predict's refusal of what :func:`moe_sp_refused` finds (the planner marks such candidates infeasible,
-    step.Infeasible.MOE_SP_REQUIRED), at sequence_parallel."""
+    step.Infeasible.MOE_SP_REQUIRED), at sequence_parallel: only a false that was given reaches it (an unset value
+    was resolved on by :func:`resolve_sequence_parallel`)."""
     impl = LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
     sp = bool(strategy.sequence_parallel)
     if not bool(np.any(moe_sp_refused(job, tp, sp, int(impl)))):
         return
     where = "strategy.sequence_parallel" if origin is None else origin.field("sequence_parallel")
     raise InputError(f"Megatron-Core refuses to train an MoE model ({int(job.shape.moe_experts)} experts) at tp {tp} "
-                     "with sequence_parallel off (strategy.tp > 1 needs strategy.sequence_parallel)",
-                     where=where,
-                     allowed="sequence_parallel true with tp > 1, or tp 1, or a layer_impl other than megatron_te "
-                             "(Megatron-LM d98e8a64dd moe_layer.py MoELayer.forward raises ValueError)")
+                     "with sequence_parallel false (MoELayer.forward raises ValueError, Megatron-LM d98e8a64dd "
+                     "moe_layer.py)", where=where,
+                     allowed="sequence_parallel true or unset (priced on) with tp > 1, or tp 1, or a layer_impl "
+                             "other than megatron_te")
 
 
 def _check_hybridep_group(job: Job, strategy: Any, ep: int, etp: int, origin: Origin | None = None) -> None:
