@@ -143,3 +143,13 @@ def test_plan_leaves_torchtitan_dense_and_tp1_alone(cli) -> None:  # type: ignor
     # torchtitan at tp 2 without SP is a candidate plan ranks
     r = cli("plan", *_MOE, *_TITAN, "--constraint", "tp=2,sequence_parallel=false", "--json")
     assert r.code == 0 and json.loads(r.out)["ranked"], r.err
+
+
+def test_scale_best_held_to_sp_off_names_the_reason(cli) -> None:  # type: ignore[no-untyped-def]
+    """scale --best pinned to tp 2 without SP on an MoE model: no candidate is left, and the one-line error says
+    why (it was "no feasible strategy" alone)."""
+    r = cli("scale", "-c", "dgx-h100", "-m", "mixtral-8x7b", "--gpus", "64", "--tp", "2", "--no-sequence-parallel",
+            "--best")
+    assert r.code == 2 and "Traceback" not in r.err, r.err
+    lines = [x for x in r.err.splitlines() if x.strip()]
+    assert len(lines) == 1 and "no feasible strategy" in lines[0] and "moe_sp_required" in lines[0], r.err
