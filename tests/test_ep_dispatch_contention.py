@@ -71,6 +71,7 @@ def _run(sms: int | None, overlap: bool = True, flex: bool = False):
     tr = TrainingSpec(global_batch=16, micro_batch=1, precision="bf16", seq_len=4096)
     job = build_job(load_cluster("dgx-h100"), QWEN3_30B, tr)
     st = StrategySpec(tp=8, ep=8, etp=1, pp=2, schedule="interleaved:2", moe_a2a_overlap=overlap,
+                      sequence_parallel=True,  # Megatron-Core needs SP for MoE at tp > 1 (test_moe_sp_required.py)
                       ep_dispatch_sms=sms, moe_flex_dispatcher=flex)
     g = grid_from_strategy(st, tr, 16, job)
     return job, g, evaluate(job, g)

@@ -75,6 +75,7 @@ def _run(backend: str, sms: int | None, gpus: int, dp: int, ep: int, overlap: bo
     tr = TrainingSpec(global_batch=16 * dp, micro_batch=1, precision="bf16", seq_len=4096)
     job = build_job(load_cluster("dgx-h100"), QWEN3_30B, tr)
     st = StrategySpec(tp=8, dp=dp, ep=ep, etp=1, pp=2, schedule="interleaved:2", moe_a2a_overlap=overlap,
+                      sequence_parallel=True,  # Megatron-Core needs SP for MoE at tp > 1 (test_moe_sp_required.py)
                       ep_dispatch_sms=sms, moe_flex_dispatcher=True, moe_flex_backend=backend)
     return evaluate(job, grid_from_strategy(st, tr, gpus, job))
 
@@ -110,10 +111,10 @@ def test_field_parses_echoes_and_refuses() -> None:
 
 
 def test_hybridep_without_the_flex_dispatcher_is_warned(cli) -> None:  # type: ignore[no-untyped-def]
-    r = cli("predict", "-m", "mixtral-8x7b", "-n", "64", "--tp", "8", "--ep", "8", "--set",
+    r = cli("predict", "-m", "mixtral-8x7b", "-n", "64", "--tp", "8", "--sequence-parallel", "--ep", "8", "--set",
             "strategy.moe_flex_backend=hybridep", "--json")
     assert r.code == 0 and "strategy.moe_flex_backend = hybridep is not priced: moe_flex_dispatcher is off" in r.err
-    r = cli("predict", "-m", "mixtral-8x7b", "-n", "64", "--tp", "8", "--ep", "8", "--set",
+    r = cli("predict", "-m", "mixtral-8x7b", "-n", "64", "--tp", "8", "--sequence-parallel", "--ep", "8", "--set",
             "strategy.moe_flex_backend=hybridep", "--set", "strategy.moe_flex_dispatcher=true", "--json")
     assert r.code == 0 and "moe_flex_backend" not in r.err, r.err
     assert json.loads(r.out)["strategy"]["moe_flex_backend"] == "hybridep"

@@ -225,10 +225,10 @@ def test_a_json_value_out_of_reach_is_named_at_its_key_and_line(cli, tmp_path, v
 def test_the_flex_dispatcher_at_ep_1_is_warned(cli) -> None:  # type: ignore[no-untyped-def]
     """moe_flex_dispatcher replaces the expert-parallel all-to-all; at ep 1 there is none, and the step time was the
     same without a word."""
-    r = cli("predict", "-m", "mixtral-8x7b", "-n", "64", "--tp", "8", "--ep", "1", "--set",
+    r = cli("predict", "-m", "mixtral-8x7b", "-n", "64", "--tp", "8", "--sequence-parallel", "--ep", "1", "--set",
             "strategy.moe_flex_dispatcher=true", "--json")
     assert r.code == 0 and "strategy.moe_flex_dispatcher is not priced: ep is 1" in r.err, r.err
-    r = cli("predict", "-m", "mixtral-8x7b", "-n", "64", "--tp", "8", "--ep", "8", "--set",
+    r = cli("predict", "-m", "mixtral-8x7b", "-n", "64", "--tp", "8", "--sequence-parallel", "--ep", "8", "--set",
             "strategy.moe_flex_dispatcher=true", "--json")
     assert r.code == 0 and "moe_flex_dispatcher" not in r.err, r.err
 

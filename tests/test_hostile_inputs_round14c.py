@@ -14,7 +14,8 @@ import pytest
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
 
 MOE = ["-c", "dgx-h100", "-m", "nemotron-3-nano", "-n", "64"]
-FLEX = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 --bf16 "
+#: --sequence-parallel: Megatron-Core refuses MoE at tp > 1 without it (tests/test_moe_sp_required.py)
+FLEX = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --sequence-parallel --micro-batch-size 1 --bf16 "
         "--expert-model-parallel-size 8 --overlap-moe-expert-parallel-comm --moe-token-dispatcher-type flex ")
 
 
@@ -83,7 +84,8 @@ def test_two_different_deprecated_counts_are_refused_at_both_flags(cli, tmp_path
 
 def test_dispatcher_sms_without_flex_are_named_not_used(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "run.sh"
-    f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --moe-deepep-num-sms 20\n")
+    f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --sequence-parallel "
+                 "--moe-deepep-num-sms 20\n")
     r = cli("predict", *MOE, "--strategy", str(f), "--json")
     assert r.code == 0, r.err
     assert "--moe-deepep-num-sms 20 (read with --moe-token-dispatcher-type flex)" in r.err

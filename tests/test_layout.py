@@ -163,6 +163,8 @@ def test_pp_inside_dp_with_expert_parallelism_is_infeasible():
     wl = load_workload("mixtral-8x7b", [])
     job = build_job(cl, wl, TrainingSpec(global_batch=64))
     for layout, expect in ((Layout.TP_CP_DP_PP, 0), (Layout.TP_CP_PP_DP, int(Infeasible.LAYOUT_INVALID))):
-        g = grid_from_arrays(gpus=64, dp=8, tp=2, pp=4, ep=8, micro_batch=1, global_batch=64, layout=int(layout))
+        # sequence_parallel: Megatron-Core trains MoE at tp 2 only with it (docs/model.md#moe-sp-required)
+        g = grid_from_arrays(gpus=64, dp=8, tp=2, pp=4, ep=8, micro_batch=1, global_batch=64, layout=int(layout),
+                             sequence_parallel=True)
         reason = int(evaluate(job, g).reason.ravel()[0])
         assert (reason == int(Infeasible.LAYOUT_INVALID)) == (expect != 0)

@@ -170,7 +170,7 @@ def test_attention_mlp_pattern_is_the_standard_layer(moe, kw):
     std = dict(BASE, layers=8, **extra)
     hyb = dict(BASE, layers=16, hybrid={"pattern": ("*E" if moe else "*-") * 8}, **extra)
     if moe:
-        kw = dict(kw, ep=2)
+        kw = dict(kw, ep=2, sequence_parallel=kw.get("tp", 1) > 1)  # Megatron-Core needs SP for MoE at tp > 1
     a, b = (scalemodel.predict("dgx-h100", m, 16, global_batch=64, **kw) for m in (std, hyb))
     assert b.flops["model_flops_per_step"] == pytest.approx(a.flops["model_flops_per_step"], rel=1e-12)
     for part, t in a.breakdown_s.items():
@@ -280,7 +280,8 @@ def test_hybrid_feasibility_follows_megatron():
     """TP must divide the Mamba heads and groups (MambaMixer asserts), and a pattern without '|' cannot interleave
     (Megatron-Core hybrid_layer_allocation.py select_pipeline_segment refuses virtual stages without pipes)."""
     groups2 = dict(NANO, hybrid={"pattern": NANO_PATTERN, "mamba": {"groups": 2, "heads": 64}})
-    r = scalemodel.predict("dgx-b200", groups2, 16, global_batch=256, ep=4, tp=4, micro_batch=1)
+    r = scalemodel.predict("dgx-b200", groups2, 16, global_batch=256, ep=4, tp=4, micro_batch=1,
+                           sequence_parallel=True)
     assert not r.feasible and "Mamba heads and groups" in r.infeasible_reason
     pairs = dict(BASE, layers=16, hybrid={"pattern": "*-" * 8})
     r = scalemodel.predict("dgx-h100", pairs, 16, global_batch=64, pp=2, schedule="interleaved:2", micro_batch=1)

@@ -315,7 +315,8 @@ def test_bf16_out_proj_under_fp8_param_gather_removes_what_the_run_casts() -> No
         tr_in: dict[str, Any] = {"precision": "fp8", "fp8_recipe": "delayed", "global_batch": 32, "micro_batch": 1,
                                  **training}
         cl, wl, trs, stg = build_specs(cluster="dgx-h100", model="nemotron-3-super", sets=[], training=tr_in,
-                                       strategy={"zero": 1, "fp8_param_gather": True, "tp": 8, "ep": 8})
+                                       strategy={"zero": 1, "fp8_param_gather": True, "tp": 8, "ep": 8,
+                                                 "sequence_parallel": True})
         j = build_job(cl, wl, trs, straggler_cv=0.0)
         return j, grid_from_strategy(stg, trs, 64, j)
 

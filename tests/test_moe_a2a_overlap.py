@@ -25,7 +25,8 @@ QWEN3_30B = TransformerWorkload(name="qwen3-30b", layers=48, hidden=2048, heads=
 def _run(cluster: str = "dgx-h100", batch: int = 16, **strategy):
     tr = TrainingSpec(global_batch=batch, micro_batch=1, precision="bf16", seq_len=4096)
     job = build_job(load_cluster(cluster), QWEN3_30B, tr)
-    st = StrategySpec(**strategy)
+    # Megatron-Core needs SP for MoE at tp > 1 (tests/test_moe_sp_required.py)
+    st = StrategySpec(**{"sequence_parallel": strategy.get("tp", 1) > 1, **strategy})
     gpus = st.tp * st.pp * st.cp * (st.dp or 1)
     g = grid_from_strategy(st, tr, gpus, job)
     return job, g, evaluate(job, g)

@@ -99,9 +99,10 @@ def test_shared_experts_and_their_overlap() -> None:
 
 
 def test_without_sp_the_block_all_reduce_stays() -> None:
-    """No SP (Megatron-Core refuses MoE with tp > 1 in training, moe_layer.py lines 636-640): one all-reduce of
+    """No SP (Megatron-Core refuses MoE with tp > 1 in training, moe_layer.py lines 636-640, and so does predict for
+    layer_impl megatron_te: tests/test_moe_sp_required.py; an eager PyTorch layer runs it): one all-reduce of
     b s h eb per MoE block, as before."""
-    _, _, c, (adj, ext, block) = _parts(0, tp=4, dp=2, ep=2, sequence_parallel=False)
+    _, _, c, (adj, ext, block) = _parts(0, tp=4, dp=2, ep=2, sequence_parallel=False, layer_impl="eager")
     assert float(np.ravel(adj)[0]) == 0.0 and float(np.ravel(ext)[0]) == 0.0
     assert float(np.ravel(block)[0]) == pytest.approx(_t("allreduce", B * S * H * EB, 4), rel=1e-12)
 

@@ -62,10 +62,24 @@ def test_ep_all_to_alls_per_micro_batch_by_hand(mtp: int) -> None:
 @pytest.mark.parametrize("recompute", ["none", "full"])
 def test_tp_reductions_per_micro_batch_by_hand(mtp: int, recompute: str) -> None:
     """2 reductions per layer and pass (after attention, after the MLP), 3 layers + D blocks, forward and backward;
-    full recompute repeats the forward of every layer and every block: (3 + D) x 2 x (2 or 3)."""
-    job, g = _small_moe_job(mtp, {"tp": 2, "recompute": recompute, "tp_async_allreduce": False})
+    full recompute repeats the forward of every layer and every block: (3 + D) x 2 x (2 or 3). Without sequence
+    parallelism, so on Megatron-DeepSpeed's layer (layer_impl megatron_legacy, whose era the blocking
+    tp_async_allreduce false is): Megatron-Core refuses MoE at tp > 1 without SP (docs/model.md#moe-sp-required)."""
+    job, g = _small_moe_job(mtp, {"tp": 2, "recompute": recompute, "tp_async_allreduce": False,
+                                  "layer_impl": "megatron_legacy"})
     passes = 3 if recompute == "full" else 2
     assert _counts(job, g)["tp"] == pytest.approx((3 + mtp) * 2 * passes, rel=1e-12)
+
+
+@pytest.mark.parametrize("mtp", [0, 1, 2])
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_tp_reductions_under_megatron_core_sp_by_hand(mtp: int, recompute: str) -> None:
+    """The same count on Megatron-Core's layer, with the SP it needs for MoE at tp > 1, etp 1 and no shared experts:
+    the dense layer runs its 2 block collectives (RS + AG) per pass, each MoE layer and each MoE block only its
+    attention block's 1 (no expert-TP pair at etp 1, docs/model.md#tp-comm-moe): (2 + 2 + D) x (2 or 3)."""
+    job, g = _small_moe_job(mtp, {"tp": 2, "sequence_parallel": True, "etp": 1, "recompute": recompute})
+    passes = 3 if recompute == "full" else 2
+    assert _counts(job, g)["tp"] == pytest.approx((2 + 2 + mtp) * passes, rel=1e-12)
 
 
 @pytest.mark.parametrize("mtp", [0, 1, 2])

@@ -69,7 +69,7 @@ def test_moe_expert_states_shard_over_the_expert_data_parallel_ranks_with_cp() -
     final norm h."""
     tr = TrainingSpec(global_batch=64, micro_batch=1, seq_len=4096)
     job = build_job(load_cluster("dgx-h100"), load_workload("mixtral-8x7b"), tr)
-    g = grid_from_strategy(StrategySpec(tp=2, cp=2, ep=8, zero=1), tr, 64, job)
+    g = grid_from_strategy(StrategySpec(tp=2, cp=2, ep=8, zero=1, sequence_parallel=True), tr, 64, job)
     per_expert = 3 * 4096 * 14336  # gated MLP: up, gate, down
     expert_local = 32 * (8 / 8) * per_expert / 2  # 32 MoE layers, 8 experts over ep 8, each split over etp 2
     assert expert_local == 2_818_572_288

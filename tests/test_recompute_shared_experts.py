@@ -109,16 +109,17 @@ def _moe_run(shared: int, **strategy):  # type: ignore[no-untyped-def]
     return float(evaluate(job, g).breakdown["tp_comm"][0])
 
 
-@pytest.mark.parametrize("sp", [False, True])
-def test_tp_collectives_of_the_shared_experts_run_again(sp: bool) -> None:
+@pytest.mark.parametrize("sp, layer", [(False, "eager"), (True, "megatron_te")])
+def test_tp_collectives_of_the_shared_experts_run_again(sp: bool, layer: str) -> None:
     """Every layer an MoE layer: its forward runs 2 TP collectives (after attention; the MoE block's, which with
     shared experts is their linear_fc1 all-gather + linear_fc2 reduce-scatter, or all-reduce without SP); full
     recompute runs both again. shared_experts re-runs their checkpoint, so one of the two: half full recompute's
     added traffic; moe re-runs the block (and the shared experts in it) once, the two together twice: as much as full
     recompute adds (the backward's collectives are the same in all). etp 1: the routed tokens meet no TP collective,
     so the MoE block's only TP traffic is the shared experts' pair (docs/model.md#tp-comm-moe; with etp = tp the
-    dispatcher's expert-TP all-gather / reduce-scatter join the block, tests/test_moe_tp_collectives.py)."""
-    kw = dict(tp=4, dp=2, sequence_parallel=sp, etp=1)
+    dispatcher's expert-TP all-gather / reduce-scatter join the block, tests/test_moe_tp_collectives.py). Without SP
+    on an eager PyTorch layer: Megatron-Core refuses MoE at tp > 1 without SP (docs/model.md#moe-sp-required)."""
+    kw = dict(tp=4, dp=2, sequence_parallel=sp, etp=1, layer_impl=layer)
     base = _moe_run(1, recompute="selective", recompute_modules="core_attn", **kw)
     shared = _moe_run(1, recompute="selective", recompute_modules="core_attn,shared_experts", **kw)
     moe = _moe_run(1, recompute="selective", recompute_modules="core_attn,moe", **kw)

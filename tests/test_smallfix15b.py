@@ -272,7 +272,9 @@ def test_titan_ep_from_the_command_line_gets_etp_1(cli, tmp_path, ep_from: str) 
     one = json.loads(cli("predict", *moe, "--strategy", str(f), *ep, "--set", "strategy.etp=1", "--json").out)
     two = json.loads(cli("predict", *moe, "--strategy", str(f), *ep, "--set", "strategy.etp=2", "--json").out)
     assert got["step_time_s"] == one["step_time_s"] != two["step_time_s"]
-    # a Megatron-Core layer (the default layer_impl) keeps Megatron's default, etp = tp
-    meg = json.loads(cli("predict", *moe, "--tp", "2", *ep, "--json").out)
-    meg2 = json.loads(cli("predict", *moe, "--tp", "2", *ep, "--set", "strategy.etp=2", "--json").out)
+    # a Megatron-Core layer (the default layer_impl) keeps Megatron's default, etp = tp (with SP, which Megatron-Core
+    # needs for MoE at tp > 1: tests/test_moe_sp_required.py)
+    meg = json.loads(cli("predict", *moe, "--tp", "2", "--sequence-parallel", *ep, "--json").out)
+    meg2 = json.loads(cli("predict", *moe, "--tp", "2", "--sequence-parallel", *ep, "--set", "strategy.etp=2",
+                          "--json").out)
     assert meg["strategy"]["etp"] is None and meg["step_time_s"] == meg2["step_time_s"]

@@ -857,6 +857,7 @@ def grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, *,
 
 
 def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origin: Origin | None) -> StrategyGrid:
+    strategy = resolve_sequence_parallel(job, strategy)
     tp, pp, cp, ep = strategy.tp, strategy.pp, strategy.cp, strategy.ep
     model_parallel = tp * pp * cp
     opt = {n: _option(origin, n) for n in ("gpus", "dp", "tp", "pp", "cp", "ep", "sync")}
@@ -928,6 +929,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     _check_shared_expert_overlap(job, strategy)
     _check_cp_window(job, strategy, cp, origin)
     _check_hybridep_group(job, strategy, ep, etp, origin)
+    _check_moe_sp(job, strategy, tp, origin)
     check_fp8_all_gather(job, bool(getattr(strategy, "fsdp_fp8_all_gather", False)), "strategy.fsdp_fp8_all_gather")
     check_fp8_all_gather(job, bool(getattr(strategy, "fp8_param_gather", False)), "strategy.fp8_param_gather")
     micro = training.micro_batch
@@ -1128,6 +1130,63 @@ def hybridep_group_refused(job: Job, ep: Any, etp: Any, flex: Any, backend: Any)
     p = np.asarray(ep, dtype=float) * np.asarray(etp, dtype=float)
     per_domain = np.maximum(place(p, 1.0, job.network).c[0], 1.0)
     return np.asarray(hyb & (p > 1) & (np.mod(p, per_domain) != 0), dtype=bool)
+
+
+def moe_sp_refused(job: Job, tp: Any, sequence_parallel: Any, layer_impl: Any) -> np.ndarray:
+    """Where Megatron-Core refuses to train the candidate: an MoE model (``Shape.moe_experts`` > 0) with tensor
+    parallelism and sequence parallelism off. ``MoELayer.forward``, NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/moe/moe_layer.py lines 636-640::
+
+        if self.training and self.attn_tp_group.size() > 1 and not self.config.sequence_parallel:
+            raise ValueError(
+                "During training, performance may degrade if MoE and tensor parallelism"
+                "are enabled without also enabling sequence parallelism.")
+
+    (the attention TP group: ``tp``, whatever etp; since 28c8dd71f0, 2024-05, on
+    ``tensor_model_parallel_size``, and before it megatron/training/arguments.py asserted "When using MoE and
+    tensor parallelism, sequence parallelism must be used", aed469faaa, 2024-01). Only Megatron-Core's layer
+    (``layer_impl`` megatron_te) is checked: megatron_legacy also stands for Megatron-DeepSpeed, whose DeepSpeed MoE
+    has no Megatron sequence parallelism to require, and torchtitan, eager, llmfoundry and xla layers run MoE with
+    TP without it (docs/model.md#tp-comm-moe prices the block all-reduce they keep). Broadcasts."""
+    shape = np.broadcast_shapes(np.shape(tp), np.shape(sequence_parallel), np.shape(layer_impl))
+    if not job.is_transformer or int(job.shape.moe_experts) <= 0:
+        return np.zeros(shape, dtype=bool)
+    return np.asarray(np.broadcast_to((np.asarray(tp) > 1) & ~np.asarray(sequence_parallel, dtype=bool)
+                                      & (np.asarray(layer_impl) == LayerImpl.MEGATRON_TE), shape), dtype=bool)
+
+
+def resolve_sequence_parallel(job: Job, strategy: Any) -> Any:
+    """``strategy`` with an unset ``sequence_parallel`` (None) made what the layout's framework runs: on where
+    :func:`moe_sp_refused` would refuse it off (an MoE model at tp > 1 under Megatron-Core's layer, whose only
+    trainable choice is SP on), with a notice; off everywhere else (Megatron-LM's --sequence-parallel is a store_true
+    switch, default off; megatron/training/arguments.py). A value given (true or false) is kept: false where Megatron
+    refuses it is refused by :func:`_check_moe_sp`. docs/model.md#moe-sp-required."""
+    if getattr(strategy, "sequence_parallel", False) is not None:
+        return strategy
+    impl = LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
+    tp = int(strategy.tp)
+    need = bool(np.any(moe_sp_refused(job, tp, False, int(impl))))
+    if need:
+        notices.warn(f"strategy.sequence_parallel is unset: priced on, the only choice Megatron-Core trains an MoE "
+                     f"model at tp {tp} with (MoELayer.forward raises without it; a Megatron-LM launch needs "
+                     "--sequence-parallel); set it, or another layer_impl, to price something else")
+    return strategy.model_copy(update={"sequence_parallel": need})
+
+
+def _check_moe_sp(job: Job, strategy: Any, tp: int, origin: Origin | None = None) -> None:
+    """predict's refusal of what :func:`moe_sp_refused` finds (the planner marks such candidates infeasible,
+    step.Infeasible.MOE_SP_REQUIRED), at sequence_parallel: only a false that was given reaches it (an unset value
+    was resolved on by :func:`resolve_sequence_parallel`)."""
+    impl = LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
+    sp = bool(strategy.sequence_parallel)
+    if not bool(np.any(moe_sp_refused(job, tp, sp, int(impl)))):
+        return
+    where = "strategy.sequence_parallel" if origin is None else origin.field("sequence_parallel")
+    raise InputError(f"Megatron-Core refuses to train an MoE model ({int(job.shape.moe_experts)} experts) at tp {tp} "
+                     "with sequence_parallel false (MoELayer.forward raises ValueError, Megatron-LM d98e8a64dd "
+                     "moe_layer.py)", where=where,
+                     allowed="sequence_parallel true or unset (priced on) with tp > 1, or tp 1, or a layer_impl "
+                             "other than megatron_te")
 
 
 def _check_hybridep_group(job: Job, strategy: Any, ep: int, etp: int, origin: Origin | None = None) -> None:

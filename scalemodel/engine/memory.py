@@ -144,7 +144,7 @@ def memory(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any,
     role = "only" if pp == 1 else "first" if rank == 0 else "last" if rank == pp - 1 else "middle"
     inputs = {"model": job.name, "cluster": job.cluster_name, "gpus": gpus, "dp": dp, "tp": tp, "pp": pp, "cp": cp,
               "ep": ep, "micro_batch": micro, "global_batch": training.global_batch, "zero": strategy.zero,
-              "recompute": strategy.recompute, "sequence_parallel": strategy.sequence_parallel,
+              "recompute": strategy.recompute, "sequence_parallel": bool(np.asarray(grid.sequence_parallel).ravel()[0]),
               "schedule": strategy.schedule, "sync": strategy.sync, "precision": job.precision,
               "weight_bytes_per_param": job.elem_bytes,
               "grad_bytes_per_param": job.grad_bytes, "optimizer_bytes_per_param": job.optimizer_bytes_per_param,

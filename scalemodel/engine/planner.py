@@ -1411,6 +1411,8 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
         elif name == "recompute":
             cons[name] = [("=", int(Recompute.parse(value)))]
         elif name in ("sequence_parallel", "overlap", "moe_flex_dispatcher", "moe_a2a_overlap"):
+            if value is None:  # sequence_parallel unset: the planner searches it
+                continue
             cons[name] = [("=", bool(value))]
         elif name == "cp_comm_type":
             cons[name] = [("=", int(CpCommType.parse(value, "strategy.cp_comm_type")))]

@@ -222,9 +222,15 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
         if best:
             kw = dict(search or {})
             kw.setdefault("kappa", kappa)
-            found = plan_search(job, n, batch, top=1, **kw).ranked
+            searched = plan_search(job, n, batch, top=1, **kw)
+            found = searched.ranked
             if not found:
-                raise InputError(f"no feasible strategy for {n} GPUs at global batch {batch}", where="--best",
+                # the planner's reasons, most candidates first: a pinned --no-sequence-parallel on an MoE model at
+                # tp > 1 was "no feasible strategy" without the moe_sp_required that plan names
+                top3 = sorted(searched.infeasible_by_reason.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+                why = ", ".join(f"{k}: {v:,}" for k, v in top3 if v)
+                raise InputError(f"no feasible strategy for {n} GPUs at global batch {batch}"
+                                 + (f" (candidates infeasible by reason: {why})" if why else ""), where="--best",
                                  allowed="fewer GPUs, another global batch, or relaxed constraints")
             pred = found[0]
             free = plan_search(replace(job, memory_capacity=job.memory_capacity * _UNLIMITED_MEMORY), n, batch,

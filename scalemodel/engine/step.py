@@ -93,6 +93,7 @@ from scalemodel.engine.job import (
     cp_window_refused,
     ep_dispatch_share,
     hybridep_group_refused,
+    moe_sp_refused,
 )
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 
@@ -164,6 +165,9 @@ class Infeasible(IntEnum):
     HYBRIDEP_GROUP_INVALID = 18, "hybridep_group_invalid", (
         "the flex dispatcher's HybridEP backend needs its etp x ep ranks divisible by the group's ranks per NVLink "
         "domain (DeepEP hybrid-ep hybrid_ep_buffer.py asserts it; job.hybridep_group_refused, predict refuses it)")
+    MOE_SP_REQUIRED = 19, "moe_sp_required", (
+        "Megatron-Core (layer_impl megatron_te) refuses to train an MoE model at tp > 1 without sequence parallelism "
+        "(moe_layer.py MoELayer.forward raises; job.moe_sp_refused, predict refuses it)")
 
 
 INFEASIBLE_REASONS = {int(r): r.text for r in Infeasible}
@@ -254,6 +258,8 @@ def _feasibility(job: Job, g: StrategyGrid, m: np.ndarray, sync: str = "bsp") ->
         if experts > 0 and np.any(np.asarray(g.moe_flex_dispatcher, dtype=bool)):
             flag(R.HYBRIDEP_GROUP_INVALID, hybridep_group_refused(job, g.ep, _etp(g), g.moe_flex_dispatcher,
                                                                   g.moe_flex_backend))
+        if experts > 0:
+            flag(R.MOE_SP_REQUIRED, moe_sp_refused(job, g.tp, g.sequence_parallel, g.layer_impl))
         if np.any(g.cp > 1):
             flag(R.CP_WINDOW_UNSUPPORTED, cp_window_refused(job, g.cp, g.cp_comm_type, g.cp_a2a_size, g.layer_impl))
         bad_v = (g.virtual_stages < 2) | (m % g.pp != 0) | (g.pp < 2)

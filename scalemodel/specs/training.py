@@ -300,7 +300,11 @@ class StrategySpec(Spec, kw_only=True):
         "scalemodel.engine.host_floor.host_floor_scale(16, False))"))] = 0.0
     zero: ZeroText = "0"
     recompute: RecomputeText = "none"
-    sequence_parallel: bool = False
+    sequence_parallel: Annotated[bool | None, Meta(description=(
+        "Megatron-style sequence parallelism: the norms, dropouts and residual stream split over the TP ranks, each "
+        "TP all-reduce an all-gather + reduce-scatter (arXiv 2205.05198). Unset (null): off, except for an MoE model "
+        "at tp > 1 under layer_impl megatron_te, which Megatron-Core trains only with it (MoELayer.forward raises "
+        "without it): priced on there, with a notice. false there is refused (docs/model.md#moe-sp-required)"))] = None
     schedule: Annotated[str, _SCHEDULE, Meta(description="1f1b | interleaved:V | gpipe | zb")] = "1f1b"
     sync: Annotated[str, _SYNC, Meta(description="bsp | backup:B | asp | ssp:S | local:H | hier:G | hier:G:H")] = "bsp"
     algorithm: Annotated[str, _ALGORITHM, Meta(
