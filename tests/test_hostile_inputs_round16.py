@@ -1,0 +1,152 @@
+"""Hostile-input round 16: framework readers' settings that contradict each other or that the reader passed over
+(Megatron-LM's virtual-stage flags, torchtitan's stage and async-TP keys), a NemotronH layer list that is not one,
+and a --strategy file's SM count named as an option never given.
+
+Each case is one finding; the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_hostile_inputs import MEG_LAUNCH, accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+MOE = ["-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64"]
+PP2 = "--pipeline-model-parallel-size 2 "
+
+
+# --- Megatron-LM's virtual-stage flags that Megatron-LM refuses together -------------------------------------------
+# "--num-layers-per-virtual-pipeline-stage 2 --num-virtual-stages-per-pipeline-rank 4" was priced at interleaved:4 and
+# the other flag dropped without a word; Megatron-LM's validate_args asserts no more than one of them (arguments.py
+# L928-939 at d98e8a64dd), and asserts --num-layers-per-virtual-pipeline-stage without uneven first/last stages.
+
+@pytest.mark.parametrize("flags, match", [
+    ("--num-layers-per-virtual-pipeline-stage 2 --num-virtual-stages-per-pipeline-rank 4",
+     "--num-layers-per-virtual-pipeline-stage 2 and --num-virtual-stages-per-pipeline-rank 4 both given"),
+    ("--virtual-pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 4",
+     "two different counts of virtual stages per rank"),
+    ("--num-layers 32 --num-layers-per-virtual-pipeline-stage 2 --decoder-first-pipeline-num-layers 12",
+     "--num-layers-per-virtual-pipeline-stage with --decoder-first-pipeline-num-layers"),
+    ("--num-layers 32 --num-layers-per-virtual-pipeline-stage 2 --decoder-last-pipeline-num-layers 12",
+     "with --decoder-last-pipeline-num-layers"),
+])
+def test_megatron_virtual_stage_flags_megatron_refuses_together(cli, tmp_path, flags: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, PP2 + flags)
+    line = refused(cli, "predict", *MOE, "--strategy", str(f), inputs=(f,), match=match)
+    assert line.startswith(f"error: --strategy: {f}: --"), line
+
+
+@pytest.mark.parametrize("flags, schedule", [
+    ("--virtual-pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 4", "interleaved:4"),
+    ("--num-virtual-stages-per-pipeline-rank 2 --decoder-first-pipeline-num-layers 12", "interleaved:2"),
+    ("--num-layers 32 --num-layers-per-virtual-pipeline-stage 4", "interleaved:4"),  # 32 / (2 x 4)
+])
+def test_megatron_virtual_stage_flags_megatron_accepts_still_read(cli, tmp_path, flags: str, schedule: str) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, PP2 + flags)
+    assert accepted(cli, "predict", *MOE, "--strategy", str(f))["inputs"]["strategy"]["schedule"] == schedule
+
+
+# --- torchtitan's stage keys and async TP are said, not dropped ------------------------------------------------------
+# pipeline_parallel_layers_per_stage was checked for its range and then dropped: the schedule was priced at 2 virtual
+# stages per rank (or 1) whatever it gave, where torchtitan derives ceil((layers + 2) / N) / pp stages per rank
+# (torchtitan/distributed/pipeline_parallel.py L219-257 @b5bcd76c66); enable_async_tensor_parallel = true,
+# pipeline_parallel_split_points and module_fqns_per_model_part were in the reader's read set, priced without them and
+# without a word ('yes' taken for the switch too).
+
+TITAN = "[training]\nlocal_batch_size = 1\nseq_len = 4096\n[parallelism]\n"
+
+
+def _titan(tmp_path, body: str):  # type: ignore[no-untyped-def]
+    f = tmp_path / "job.toml"
+    f.write_text(TITAN + body)
+    return f
+
+
+@pytest.mark.parametrize("body, said", [
+    ("pipeline_parallel_degree = 2\npipeline_parallel_schedule = 'Interleaved1F1B'\n"
+     "pipeline_parallel_layers_per_stage = 3\n",
+     "parallelism.pipeline_parallel_layers_per_stage 3 (torchtitan's virtual stages per rank are ceil((layers + 2) / 3)"
+     " / pp, from the model's layers: priced as interleaved:2"),
+    ("pipeline_parallel_degree = 2\npipeline_parallel_schedule = '1F1B'\npipeline_parallel_layers_per_stage = 1\n",
+     "priced as 1f1b, 1 stage per rank"),
+    ("tensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n",
+     "parallelism.enable_async_tensor_parallel (async TP's collective matmuls are not modelled"),
+    ("pipeline_parallel_degree = 2\npipeline_parallel_split_points = ['layers.4']\n",
+     "parallelism.pipeline_parallel_split_points (a manual split of the layers is priced as the even split"),
+    ("pipeline_parallel_degree = 2\nmodule_fqns_per_model_part = [['tok_embeddings', 'layers.0'], ['output']]\n",
+     "parallelism.module_fqns_per_model_part (a manual split"),
+])
+def test_torchtitan_stage_and_async_tp_keys_are_said(cli, tmp_path, body: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    f = _titan(tmp_path, body)
+    r = cli("predict", *MOE, "--strategy", str(f), "--json")
+    assert r.code == 0 and "Traceback" not in r.err, r.err
+    assert "torchtitan settings not used" in r.err and said in r.err, r.err
+
+
+@pytest.mark.parametrize("body", ["pipeline_parallel_layers_per_stage = 4\n",  # pp 1: no pipeline
+                                  "tensor_parallel_degree = 2\nenable_async_tensor_parallel = false\n",
+                                  "enable_async_tensor_parallel = true\n"])  # tp 1: no TP collective
+def test_torchtitan_keys_that_change_nothing_are_not_said(cli, tmp_path, body: str) -> None:  # type: ignore[no-untyped-def]
+    f = _titan(tmp_path, body)
+    r = cli("predict", *MOE, "--strategy", str(f), "--json")
+    assert r.code == 0 and "not used" not in r.err, r.err
+
+
+def test_torchtitan_async_tp_not_a_boolean_is_refused(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = _titan(tmp_path, "tensor_parallel_degree = 2\nenable_async_tensor_parallel = 'yes'\n")
+    refused(cli, "predict", *MOE, "--strategy", str(f), inputs=(f,),
+            match=f"{f}: parallelism.enable_async_tensor_parallel: expected true or false, got 'yes'")
+
+
+# --- a --strategy file's SM count is named as the file wrote it ------------------------------------------------------
+# plan / scale --best with a launch script's "--moe-deepep-num-sms 999999999" were refused as "error: --set
+# strategy.ep_dispatch_sms: ep_dispatch_sms = 999999999 exceeds ...", an option the command line does not have;
+# predict named the file's flag.
+
+@pytest.mark.parametrize("command", [["plan", *MOE, "--top", "1"],
+                                     ["scale", "--best", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64,128"]])
+def test_a_file_sm_count_beyond_the_chip_names_the_file_flag(cli, tmp_path, command: list[str]) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, "--expert-model-parallel-size 8 --moe-token-dispatcher-type flex "
+                                  "--moe-deepep-num-sms 999999999")
+    line = refused(cli, *command, "--strategy", str(f), inputs=(f,),
+                   match=f"error: --strategy: {f}: --moe-deepep-num-sms: ep_dispatch_sms = 999999999 exceeds the 132")
+    assert "--set" not in line.split(";")[0], line
+
+
+def test_a_set_sm_count_beyond_the_chip_still_names_set(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "plan", *MOE, "--top", "1", "--set", "strategy.ep_dispatch_sms=1000",
+            match="error: --set strategy.ep_dispatch_sms: ep_dispatch_sms = 1000 exceeds the 132")
+
+
+# --- a NemotronH config's layer list that is not a list of layers -----------------------------------------------------
+# layers_block_type [] or a mapping, or a list none of whose kinds is modelled (["hybrid"] x 52), in a NemotronH config
+# without hybrid_override_pattern was passed over: the file was priced as a plain transformer of num_hidden_layers
+# (an MLP in every layer) under a generic "keys not understood" warning.
+
+def _nemotron_h(tmp_path, kinds):  # type: ignore[no-untyped-def]
+    from test_mamba import NANO_HF
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps({**{k: v for k, v in NANO_HF.items() if k != "hybrid_override_pattern"},
+                             "layers_block_type": kinds}))
+    return f
+
+
+@pytest.mark.parametrize("kinds, match", [
+    ([], "layers_block_type: expected a non-empty list of layer kinds, got '[]'"),
+    ({"a": 1}, "layers_block_type: expected a non-empty list of layer kinds"),
+    ("M*M*", "layers_block_type: expected a non-empty list of layer kinds, got 'M*M*'"),
+    (["hybrid"] * 52, "layers_block_type: layer kind(s) hybrid not modelled"),
+])
+def test_a_nemotron_h_layer_list_that_is_not_one_is_refused(cli, tmp_path, kinds, match: str) -> None:  # type: ignore[no-untyped-def]
+    f = _nemotron_h(tmp_path, kinds)
+    refused(cli, "predict", "-c", "gb200-nvl72", "-m", str(f), "-n", "64", "--seq-len", "8192", inputs=(f,),
+            match=f"{f}: {match}")
+
+
+def test_a_nemotron_h_layer_list_of_known_kinds_still_reads(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from test_mamba import NANO_HF
+    kinds = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    f = _nemotron_h(tmp_path, [kinds[c] for c in NANO_HF["hybrid_override_pattern"]])
+    got = accepted(cli, "predict", "-c", "gb200-nvl72", "-m", str(f), "-n", "64", "--seq-len", "8192")
+    assert got["inputs"]["model"]
