@@ -150,3 +150,27 @@ def test_a_nemotron_h_layer_list_of_known_kinds_still_reads(cli, tmp_path) -> No
     f = _nemotron_h(tmp_path, [kinds[c] for c in NANO_HF["hybrid_override_pattern"]])
     got = accepted(cli, "predict", "-c", "gb200-nvl72", "-m", str(f), "-n", "64", "--seq-len", "8192")
     assert got["inputs"]["model"]
+
+
+# --- a cp_a2a_size no ranked plan uses is said -----------------------------------------------------------------------
+# "plan --constraint cp_a2a_size=16" at 64 GPUs (cp at most 8 for mixtral's rows) ranked cp 8 rows of cp_comm_type a2a
+# showing cp_a2a_size 16 (99999999999 too), a size no all-to-all group has and that predict of the same strategy warns
+# "is not used", without a word. The size acts only on a2a+p2p rows with 1 < cp_a2a_size < cp dividing cp.
+
+@pytest.mark.parametrize("pin", [["--constraint", "cp_a2a_size=16"], ["--constraint", "cp_a2a_size=99999999999"],
+                                 ["--set", "strategy.cp_a2a_size=16"]])
+def test_plan_says_a_cp_a2a_size_no_ranked_plan_uses(cli, pin: list[str]) -> None:  # type: ignore[no-untyped-def]
+    r = cli("plan", *MOE, "--top", "3", *pin, "--json")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)["ranked"]
+    assert rows and all(row["strategy"]["cp_comm_type"] != "a2a+p2p" or row["strategy"]["cp"] <= 16 for row in rows)
+    assert "acts on none of the ranked plans: cp_a2a_size sizes the all-to-all groups of cp_comm_type a2a+p2p" in r.err
+
+
+def test_plan_does_not_warn_of_a_cp_a2a_size_a_ranked_plan_uses(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("plan", *MOE, "--top", "3", "--constraint", "cp_a2a_size=4", "--constraint", "cp_comm_type=a2a+p2p",
+            "--json")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)["ranked"]
+    assert any(row["strategy"]["cp"] % 4 == 0 and row["strategy"]["cp"] > 4 for row in rows), rows
+    assert "acts on none" not in r.err, r.err

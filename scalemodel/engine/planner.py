@@ -1624,6 +1624,7 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
     else:
         result = search(job, gpus, batch, objective=objective, top=top, constraints=cons, sync_modes=modes,
                         progress=progress, inputs=inputs, allow=allow, fixed=fixed, written=written)
+    _warn_unused_a2a_size(cons, result.ranked)
     if pareto:
         pool: list[Prediction] = []
         for obj in ("throughput", "time-to-train"):
@@ -1632,6 +1633,28 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
         result.pareto = pareto_front(pool)
         result.elapsed_s = time.perf_counter() - t0
     return result
+
+
+def _warn_unused_a2a_size(c: Constraints, ranked: Sequence[Prediction]) -> None:
+    """A warning when a constraint (or --set pin) on cp_a2a_size acts on none of the ranked plans (round 16):
+    ``--constraint cp_a2a_size=16`` at 64 GPUs ranked cp 8 rows of cp_comm_type a2a showing cp_a2a_size 16, which
+    predict of the same strategy warns is not used, and ``cp_a2a_size>=3`` rows showing 1, without a word. The size
+    acts only on an a2a+p2p row whose all-to-all groups it forms, 1 < cp_a2a_size < cp dividing cp
+    (:func:`_with_cp_exchange`; TE prices A = 1 as p2p and A = cp as a2a)."""
+    asked = c.get("cp_a2a_size", [])
+    if not asked or not ranked:
+        return
+
+    def used(st: Mapping[str, Any]) -> bool:
+        cp, size = int(st.get("cp", 1)), int(st.get("cp_a2a_size", 1))
+        return str(st.get("cp_comm_type")) == CpCommType.A2A_P2P.label and 1 < size < cp and cp % size == 0
+
+    if any(used(p.strategy) for p in ranked):
+        return
+    shown = ", ".join(f"cp_a2a_size{op}{v}" for op, v in asked)
+    notices.warn(f"{shown} acts on none of the ranked plans: cp_a2a_size sizes the all-to-all groups of cp_comm_type "
+                 "a2a+p2p (a divisor of cp, 1 < cp_a2a_size < cp), which none of them runs; add --constraint "
+                 "cp_comm_type=a2a+p2p to rank only plans that do")
 
 
 # --------------------------------------------------------------------------------------------
