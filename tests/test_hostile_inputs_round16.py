@@ -174,3 +174,26 @@ def test_plan_does_not_warn_of_a_cp_a2a_size_a_ranked_plan_uses(cli) -> None:  #
     rows = json.loads(r.out)["ranked"]
     assert any(row["strategy"]["cp"] % 4 == 0 and row["strategy"]["cp"] > 4 for row in rows), rows
     assert "acts on none" not in r.err, r.err
+
+
+# --- a dispatch overhead under static assignment is said -------------------------------------------------------------
+# "--dispatch-overhead 20ms" (or strategy.dispatch_overhead) without --assignment dynamic was dropped without a word:
+# it prices the scheduling of each micro-batch pulled from a shared queue, which static assignment has none of.
+
+SMALL = ["-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8"]
+
+
+@pytest.mark.parametrize("args", [["--dispatch-overhead", "20ms"], ["--set", "strategy.dispatch_overhead=20ms"],
+                                  ["--assignment", "static", "--dispatch-overhead", "20ms"]])
+def test_a_dispatch_overhead_under_static_assignment_is_said(cli, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    r = cli("predict", *SMALL, *args, "--json")
+    assert r.code == 0, r.err
+    assert ("warning: strategy.dispatch_overhead = 0.02 s is not priced: it is the scheduling time of each micro-batch "
+            "pulled from a shared queue, and assignment is static") in r.err, r.err
+
+
+@pytest.mark.parametrize("args", [["--assignment", "dynamic", "--dispatch-overhead", "20ms"],
+                                  ["--dispatch-overhead", "0s"], []])
+def test_a_dispatch_overhead_that_is_priced_is_not_warned(cli, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    r = cli("predict", *SMALL, *args, "--json")
+    assert r.code == 0 and "dispatch_overhead" not in r.err, r.err
