@@ -197,3 +197,36 @@ def test_a_dispatch_overhead_under_static_assignment_is_said(cli, args: list[str
 def test_a_dispatch_overhead_that_is_priced_is_not_warned(cli, args: list[str]) -> None:  # type: ignore[no-untyped-def]
     r = cli("predict", *SMALL, *args, "--json")
     assert r.code == 0 and "dispatch_overhead" not in r.err, r.err
+
+
+# --- a training log's number with commas that do not group thousands --------------------------------------------------
+# "elapsed time per iteration (ms): 1,2,3,4" was read as 1234 ms: the reader dropped every comma. Commas group
+# thousands only (torchtitan writes tps with f"{tps:,}").
+
+def _log_speed(tmp_path, line: str):  # type: ignore[no-untyped-def]
+    from scalemodel.specs.train_logs import read_train_log
+    f = tmp_path / "train.log"
+    f.write_text("".join(line.format(i=i) for i in range(1, 31)))
+    return read_train_log(f)
+
+
+@pytest.mark.parametrize("line, shown", [
+    (" iteration {i}/ 100 | elapsed time per iteration (ms): 1,2,3,4 |\n", "'1,2,3,4' is not a number"),
+    ("step: {i}  loss: 1.0  tps: 12,34  tflops: 1\n", "'12,34' is not a number"),
+    ("step: {i}  loss: 1.0  tps: 1,2345  tflops: 1\n", "'1,2345' is not a number"),
+])
+def test_a_log_number_with_commas_not_grouping_thousands_is_refused(tmp_path, line: str, shown: str) -> None:
+    from scalemodel.errors import InputError
+    with pytest.raises(InputError) as e:
+        _log_speed(tmp_path, line)
+    assert shown in e.value.what and e.value.where.endswith("train.log: line 1"), (e.value.what, e.value.where)
+
+
+@pytest.mark.parametrize("line, value", [
+    (" iteration {i}/ 100 | elapsed time per iteration (ms): 1,234.5 |\n", 1.2345),
+    ("step: {i}  loss: 1.0  tps: 12,345  tflops: 1\n", 12345.0),
+    ("epoch=0/micro_step={i}/global_step={i}, RunningAvgSamplesPerSec=10, CurrSamplesPerSec=1,000, MemAllocated=1GB\n",
+     1000.0),
+])
+def test_a_log_number_with_grouped_thousands_still_reads(tmp_path, line: str, value: float) -> None:
+    assert _log_speed(tmp_path, line).value == pytest.approx(value)
