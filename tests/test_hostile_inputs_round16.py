@@ -230,3 +230,67 @@ def test_a_log_number_with_commas_not_grouping_thousands_is_refused(tmp_path, li
 ])
 def test_a_log_number_with_grouped_thousands_still_reads(tmp_path, line: str, value: float) -> None:
     assert _log_speed(tmp_path, line).value == pytest.approx(value)
+
+
+# --- Megatron-LM's recompute flags as Megatron-LM resolves them -------------------------------------------------------
+# "--recompute-activations --recompute-granularity full" was priced as full recompute: validate_args sets the
+# granularity to selective whenever --recompute-activations is given (arguments.py L607-608 at d98e8a64dd).
+# "--recompute-granularity selective --recompute-method block --recompute-num-layers 2" dropped the method without a
+# word: validate_args asserts against it and TransformerConfig raises on recompute_num_layers with selective.
+
+DENSE70 = ["-c", "dgx-h100", "-m", "llama3-70b", "-n", "256"]
+
+
+def test_recompute_activations_makes_the_granularity_selective(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, "--recompute-activations --recompute-granularity full")
+    r = cli("predict", *DENSE70, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["inputs"]["strategy"]["recompute"] == "selective"
+    assert "--recompute-granularity full (with --recompute-activations Megatron-LM sets the granularity to selective)" \
+        in r.err, r.err
+
+
+@pytest.mark.parametrize("flags, match", [
+    ("--recompute-granularity selective --recompute-method block --recompute-num-layers 2",
+     "--recompute-method: --recompute-method and --recompute-num-layers with selective recompute"),
+    ("--recompute-granularity selective --recompute-num-layers 2",
+     "--recompute-num-layers: --recompute-num-layers with selective recompute"),
+    ("--recompute-activations --recompute-method uniform --recompute-num-layers 1",
+     "--recompute-method: --recompute-method and --recompute-num-layers with selective recompute "
+     "(--recompute-activations sets the granularity to selective)"),
+    ("--recompute-activations --recompute-granularity full --recompute-method block --recompute-num-layers 4",
+     "--recompute-method: --recompute-method and --recompute-num-layers with selective recompute "
+     "(--recompute-activations sets the granularity to selective)"),
+])
+def test_partial_recompute_flags_with_selective_are_refused(cli, tmp_path, flags: str, match: str) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, flags)
+    refused(cli, "predict", *DENSE70, "--strategy", str(f), inputs=(f,), match=f"{f}: {match}")
+
+
+@pytest.mark.parametrize("flags, recompute", [("--recompute-activations", "selective"),
+                                              ("--recompute-granularity full --recompute-method block "
+                                               "--recompute-num-layers 4", "full"),
+                                              ("--recompute-granularity selective", "selective")])
+def test_recompute_flags_megatron_accepts_still_read(cli, tmp_path, flags: str, recompute: str) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, flags)
+    assert accepted(cli, "predict", *DENSE70, "--strategy", str(f))["inputs"]["strategy"]["recompute"] == recompute
+
+
+# --- a Megatron-LM flag written with one dash is said --------------------------------------------------------------
+# "-tensor-model-parallel-size 4" was passed over as a positional word without a word (tp stayed the script's 2);
+# Megatron-LM's argparse refuses it.
+
+def test_a_megatron_flag_with_one_dash_is_said(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, "-tensor-model-parallel-size 4 -sequence-parallel")
+    r = cli("predict", *DENSE70, "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    assert "-tensor-model-parallel-size (one dash: not the flag --tensor-model-parallel-size)" in r.err, r.err
+    assert "-sequence-parallel (one dash: not the flag --sequence-parallel)" in r.err, r.err
+    assert json.loads(r.out)["inputs"]["strategy"]["tp"] == 2  # MEG_LAUNCH's own --tensor-model-parallel-size
+
+
+def test_a_python_option_with_one_dash_is_not_said(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("python -u -m torch.distributed.run pretrain_gpt.py " + MEG_LAUNCH.split(" ", 2)[2] + "\n")
+    r = cli("predict", *DENSE70, "--strategy", str(f), "--json")
+    assert r.code == 0 and "one dash" not in r.err, r.err

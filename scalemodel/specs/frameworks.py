@@ -537,6 +537,11 @@ def _megatron(text: str, out: StrategyFile) -> None:
         if not tok.startswith("--"):
             if _TYPOGRAPHIC_FLAG.match(tok):  # a flag pasted from a document: no shell passes it as one
                 out.unused.append(f"{tok[:40]} (a typographic dash, not '--': not a flag)")
+            elif tok.startswith("-") and "-" + tok.partition("=")[0].replace("_", "-") in (
+                    *_MEG_INT, *_MEG_KNOWN_VALUE, *_MEG_STORE_TRUE, *_MEG_MODEL):
+                # round 16: "-tensor-model-parallel-size 4" (one dash) was passed over as a positional word without a
+                # word; Megatron-LM's argparse has no such option (it refuses the launch)
+                out.unused.append(f"{tok[:40]} (one dash: not the flag -{tok.partition('=')[0][:40]})")
             i += 1
             continue
         name, eq, inline = tok.partition("=")
@@ -619,6 +624,23 @@ def _megatron(text: str, out: StrategyFile) -> None:
             shown = "no value" if gran is None else repr(gran[:40])
             raise InputError(f"unknown recompute granularity: {shown}", where="--recompute-granularity",
                              allowed="full or selective")
+        if gran == "full" and "--recompute-activations" in args:
+            # round 16: priced as full recompute; Megatron-LM's validate_args sets recompute_granularity = 'selective'
+            # whenever --recompute-activations is given, after parsing (megatron/training/arguments.py L607-608 at
+            # d98e8a64dd; since bbab79f869, 2022-05-16)
+            out.unused.append("--recompute-granularity full (with --recompute-activations Megatron-LM sets the "
+                              "granularity to selective)")
+            gran = "selective"
+        partial = [f for f in ("--recompute-method", "--recompute-num-layers") if f in args]
+        if gran == "selective" and partial:
+            # round 16: dropped without a word; validate_args asserts "recompute method is not yet supported for
+            # selective recomputing granularity" (arguments.py L1425-1428 at d98e8a64dd) and Megatron-Core's
+            # TransformerConfig raises "When using recompute_granularity: selective recompute_num_layers must be
+            # None" (transformer_config.py L1926-1932 at d98e8a64dd, since b8f09a5288)
+            raise InputError(f"{' and '.join(partial)} with selective recompute" + (
+                " (--recompute-activations sets the granularity to selective)" if "--recompute-activations" in args
+                else ""), where=partial[0], allowed=f"{' and '.join(partial)} with --recompute-granularity full "
+                                                    "(without --recompute-activations), or leave it out")
         out.strategy["recompute"] = gran
         out.fields["recompute"] = "--recompute-granularity"
         method = args.get("--recompute-method")
@@ -633,6 +655,12 @@ def _megatron(text: str, out: StrategyFile) -> None:
             layers = args.get("--recompute-num-layers")
             out.unused.append(f"--recompute-method {args['--recompute-method']} --recompute-num-layers {layers} "
                               "(partial full recompute is modelled as full recompute of every layer)")
+    elif "--recompute-activations" in args and (
+            partial := [f for f in ("--recompute-method", "--recompute-num-layers") if f in args]):
+        raise InputError(f"{' and '.join(partial)} with selective recompute (--recompute-activations sets the "
+                         "granularity to selective)", where=partial[0],
+                         allowed=f"{' and '.join(partial)} with --recompute-granularity full (without "
+                                 "--recompute-activations), or leave it out")
     _recompute_modules(args, out)
     if "--fp8-format" in args:
         if args["--fp8-format"] not in ("e4m3", "hybrid"):  # Megatron's argparse choices (arguments.py)
