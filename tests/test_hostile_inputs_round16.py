@@ -294,3 +294,33 @@ def test_a_python_option_with_one_dash_is_not_said(cli, tmp_path) -> None:  # ty
     f.write_text("python -u -m torch.distributed.run pretrain_gpt.py " + MEG_LAUNCH.split(" ", 2)[2] + "\n")
     r = cli("predict", *DENSE70, "--strategy", str(f), "--json")
     assert r.code == 0 and "one dash" not in r.err, r.err
+
+
+# --- a field missing under a group a --set item made names the --set item ---------------------------------------------
+# "--set accelerator.attention_releases.9.99.cudnn.fwd.attn_max=0.5" (a release b200 does not hold) was refused as
+# "error: .../hardware/clusters/dgx-b200.yaml:6: accelerator.attention_releases.9.99.cudnn.fwd.seq_half: missing
+# required field": the cluster file, which has no 9.99, was blamed for what the --set item left out.
+
+@pytest.mark.parametrize("item, missing", [
+    ("accelerator.attention_releases.9.99.cudnn.fwd.attn_max=0.5", "accelerator.attention_releases.9.99.cudnn.fwd."
+                                                                   "seq_half: missing required field"),
+    ("accelerator.attention_releases.9.99.cudnn.bwd={attn_max: 0.5, seq_half: 900, head_half: 50}",
+     "accelerator.attention_releases.9.99.cudnn.fwd: missing required field"),
+])
+def test_a_field_missing_under_a_group_a_set_item_made_names_the_item(cli, item: str, missing: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", "-c", "dgx-b200", "-m", "llama3-8b", "-n", "8", "--set", item,
+                   match=f"error: --set {item.split('=')[0]}: {missing}")
+    assert "dgx-b200.yaml" not in line, line
+
+
+def test_a_field_refused_in_the_file_still_names_the_file(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The file's own release without its bwd curve is the file's error, a --set item making another release
+    beside it or not."""
+    acc, clu = tmp_path / "acc.yaml", tmp_path / "c.yaml"
+    acc.write_text("kind: accelerator\nextends: b200\nname: myb\nattention_releases:\n"
+                   "  '9.30': {cudnn: {fwd: {attn_max: 0.9, seq_half: 900, head_half: 50}}}\n")
+    clu.write_text("kind: cluster\nextends: dgx-b200\nname: myc\naccelerator: acc.yaml\n")
+    for sets in ([], ["--set", "accelerator.attention_releases.9.99.cudnn.fwd.attn_max=0.5"]):
+        line = refused(cli, "predict", "-c", str(clu), "-m", "llama3-8b", "-n", "8", *sets, inputs=(acc, clu),
+                       match="accelerator.attention_releases.9.30.cudnn.bwd: missing required field")
+        assert line.startswith(f"error: {tmp_path}/"), line
