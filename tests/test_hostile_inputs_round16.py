@@ -324,3 +324,37 @@ def test_a_field_refused_in_the_file_still_names_the_file(cli, tmp_path) -> None
         line = refused(cli, "predict", "-c", str(clu), "-m", "llama3-8b", "-n", "8", *sets, inputs=(acc, clu),
                        match="accelerator.attention_releases.9.30.cudnn.bwd: missing required field")
         assert line.startswith(f"error: {tmp_path}/"), line
+
+
+# --- a --scheduler peer that is no Dask scheduler ---------------------------------------------------------------------
+# "sweep --scheduler tcp://HOST:8786" where HOST answered the connection with an HTTP response (a proxy) was a
+# traceback: distributed read "HTTP/1.1" as a frame length of 3.5e18 bytes and numpy raised MemoryError.
+
+def test_a_scheduler_address_that_answers_as_no_scheduler_is_refused(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("distributed")
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+
+    def answer() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: sweep\nname: s\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [8]\n"
+                 "strategies: [{label: a}]\n")
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        refused(cli, "sweep", str(f), "--scheduler", address, "--json", inputs=(f,),
+                match=f"error: --scheduler: '{address}' did not answer as a Dask scheduler")
+    finally:
+        server.close()

@@ -256,6 +256,13 @@ def _dask(chunks: list[list[GridPoint]], address: str) -> Iterator[list[dict[str
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"cannot reach a Dask scheduler at {address!r}: {exc}", where="--scheduler",
                          allowed="the address of a running scheduler, e.g. tcp://10.0.0.1:8786") from None
+    except Exception as exc:  # noqa: BLE001 - whatever a peer that is no scheduler makes distributed raise
+        # round 16: a server that answered the handshake with other bytes (an HTTP proxy's "HTTP/1.1 ...", read as
+        # a frame of 3.5e18 bytes) made distributed's reader raise numpy's MemoryError, a traceback
+        shown = str(exc).splitlines()[0][:120] if str(exc) else ""
+        raise InputError(f"{address!r} did not answer as a Dask scheduler ({type(exc).__name__}: {shown})",
+                         where="--scheduler",
+                         allowed="the address of a running scheduler, e.g. tcp://10.0.0.1:8786") from None
     try:
         futures = client.map(run_points, chunks, pure=False)
         for f in distributed.as_completed(futures):
