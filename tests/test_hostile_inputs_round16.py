@@ -358,3 +358,60 @@ def test_a_scheduler_address_that_answers_as_no_scheduler_is_refused(cli, tmp_pa
                 match=f"error: --scheduler: '{address}' did not answer as a Dask scheduler")
     finally:
         server.close()
+
+
+# "sweep --scheduler" at a peer that accepted the connection and never answered waited forever: the Client's own
+# timeout covers the TCP connect, not its handshake read. The connection is now given up after CONNECT_TIMEOUT_S + 5.
+
+def test_a_scheduler_that_never_answers_is_given_up(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import threading
+    import time
+
+    from scalemodel.engine import grid
+
+    release = threading.Event()
+
+    class Silent:
+        @staticmethod
+        def Client(address: str, timeout: str) -> None:  # noqa: N802 - distributed's name
+            release.wait(60)  # a handshake read that never returns
+
+    monkeypatch.setattr(grid, "CONNECT_TIMEOUT_S", 0)
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(TimeoutError, match="the peer accepted the connection but did not answer"):
+            grid._connect(Silent, "tcp://192.0.2.1:8786")
+    finally:
+        release.set()
+    assert time.perf_counter() - t0 < 10
+
+
+def test_a_scheduler_peer_with_garbled_frames_is_refused(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("distributed")
+    import socket
+    import threading
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+
+    def answer() -> None:  # a frame count of 8 and one frame length of 3, then bytes that are no frames
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.sendall((8).to_bytes(8, "little") + (3).to_bytes(8, "little") + b"\x01\x02\x03" + b"\xc1" * 16)
+            time.sleep(0.5)
+            conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: sweep\nname: s\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [8]\n"
+                 "strategies: [{label: a}]\n")
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        refused(cli, "sweep", str(f), "--scheduler", address, "--json", inputs=(f,), match="error: --scheduler: ")
+    finally:
+        server.close()
