@@ -142,6 +142,8 @@ def _best_pins(st: StrategySpec, tr: TrainingSpec, flags: dict[str, Any], micro_
         out["constraints"] = constraints
     if fixed:
         out["fixed"] = fixed
+    if written:  # the search's refusal of a file's field names the file's flag (engine.planner.search)
+        out["written"] = written
     return out
 
 

@@ -245,6 +245,32 @@ def _local(chunks: list[list[GridPoint]], workers: int) -> Iterator[list[dict[st
             raise
 
 
+def _connect(distributed: Any, address: str) -> Any:
+    """``distributed.Client(address)``, given up after :data:`CONNECT_TIMEOUT_S` (+ 5 s) even where the peer
+    accepts the connection and never answers (round 16: the Client's own timeout covers the TCP connect, not its
+    handshake read, and ``sweep --scheduler`` at such a peer waited forever). The connection is made in a daemon
+    thread (distributed runs its IO loop in a daemon thread of its own), left behind when it does not finish."""
+    import threading  # --scheduler only
+
+    box: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            box["client"] = distributed.Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=connect, name="scalemodel-dask-connect", daemon=True)
+    thread.start()
+    thread.join(CONNECT_TIMEOUT_S + 5)
+    if thread.is_alive():
+        raise TimeoutError(f"no answer within {CONNECT_TIMEOUT_S + 5} s (the peer accepted the connection but did not "
+                           "answer as a Dask scheduler)")
+    if "error" in box:
+        raise box["error"]
+    return box["client"]
+
+
 def _dask(chunks: list[list[GridPoint]], address: str) -> Iterator[list[dict[str, Any]]]:
     try:
         import distributed  # optional heavy dependency (the `dask` extra): only --scheduler needs it
@@ -252,9 +278,16 @@ def _dask(chunks: list[list[GridPoint]], address: str) -> Iterator[list[dict[str
         raise InputError("--scheduler needs Dask distributed, which is not installed", where="--scheduler",
                          allowed="pip install 'scalemodel[dask]'") from None
     try:
-        client = distributed.Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
+        client = _connect(distributed, address)
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"cannot reach a Dask scheduler at {address!r}: {exc}", where="--scheduler",
+                         allowed="the address of a running scheduler, e.g. tcp://10.0.0.1:8786") from None
+    except Exception as exc:  # noqa: BLE001 - whatever a peer that is no scheduler makes distributed raise
+        # round 16: a server that answered the handshake with other bytes (an HTTP proxy's "HTTP/1.1 ...", read as
+        # a frame of 3.5e18 bytes) made distributed's reader raise numpy's MemoryError, a traceback
+        shown = str(exc).splitlines()[0][:120] if str(exc) else ""
+        raise InputError(f"{address!r} did not answer as a Dask scheduler ({type(exc).__name__}: {shown})",
+                         where="--scheduler",
                          allowed="the address of a running scheduler, e.g. tcp://10.0.0.1:8786") from None
     try:
         futures = client.map(run_points, chunks, pure=False)

@@ -1302,8 +1302,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
     sequence_parallel, training.fp8_attention on a model without sliding-window layers; the eager layer ops
     without what they act on; hybrid.mtp_pattern without MTP layers; cp_comm_type other than p2p at cp 1 and
-    cp_a2a_size without a2a+p2p; align_grad_reduce / align_param_gather false outside the interleaved per-chunk
-    sync (:func:`_warn_unpriced_alignment`)."""
+    cp_a2a_size without a2a+p2p; dispatch_overhead > 0 under static assignment; align_grad_reduce /
+    align_param_gather false outside the interleaved per-chunk sync (:func:`_warn_unpriced_alignment`)."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
@@ -1363,6 +1363,13 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     if a2a != 1 and cp_comm != "a2a+p2p":
         notices.warn(f"strategy.cp_a2a_size = {a2a} is not used: it sizes the all-to-all groups of cp_comm_type "
                      f"a2a+p2p, and cp_comm_type is {cp_comm}")
+    overhead = getattr(strategy, "dispatch_overhead", None)
+    if overhead and Assignment.parse(getattr(strategy, "assignment", "static")) != Assignment.DYNAMIC:
+        # round 16: the scheduling time per dynamically pulled micro-batch (cost.balance) was dropped without a word
+        # under static assignment (a plan row written back carries 0 there, and is not warned)
+        notices.warn(f"strategy.dispatch_overhead = {float(overhead):g} s is not priced: it is the scheduling time of "
+                     "each micro-batch pulled from a shared queue, and assignment is static (give --assignment "
+                     "dynamic)")
     if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:
         notices.warn("strategy.train_metric_passes is not priced: the model has no transformer output layer (logits)")
     warn_unfused_attention(job, bool(getattr(strategy, "flash_attention", True)))

@@ -932,14 +932,15 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
            constraints: dict[str, Any] | None = None, sync_modes: Sequence[str] = ("bsp",),
            progress: Callable[[int, int], None] | None = None, kappa: float | None = None,
            inputs: dict[str, Any] | None = None, allow: Sequence[str] = (),
-           fixed: dict[str, Any] | None = None) -> PlanResult:
+           fixed: dict[str, Any] | None = None, written: Mapping[str, str] | None = None) -> PlanResult:
     """Search every strategy for ``job`` on ``gpus`` GPUs at ``global_batch`` sequences per step.
 
     ``constraints``: {key: value | (op, value) | [(op, value), ...]} over CONSTRAINT_KEYS (see
     :func:`parse_constraints`); ``allow``: names of :data:`ALLOW` that open non-mainstream choices;
     ``fixed``: strategy fields every candidate takes (flash_attention, dispatch_overhead,
-    first/last_stage_layers). ``progress(done, total)`` is called after each outer batch. Returns the
-    top ``top`` distinct plans by ``objective`` with exact counts of the whole space (module docstring).
+    first/last_stage_layers); ``written``: where a fixed field was written when not ``--set strategy.X`` (a
+    ``--strategy`` file's flag), for its refusal. ``progress(done, total)`` is called after each outer batch.
+    Returns the top ``top`` distinct plans by ``objective`` with exact counts of the whole space (module docstring).
     """
     t0 = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -972,7 +973,10 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                                                            "or that mode added to --sync-modes")
     fixed = dict(fixed or {})
     if int(fixed.get("ep_dispatch_sms", -1)) >= 0:
-        check_ep_dispatch_sms(job, int(fixed["ep_dispatch_sms"]), "--set strategy.ep_dispatch_sms")
+        # a --strategy file's SM count (``written``: --moe-flex-dispatcher-num-sms) is named as the file wrote it; it
+        # was refused as "--set strategy.ep_dispatch_sms", an option never given (round 16)
+        check_ep_dispatch_sms(job, int(fixed["ep_dispatch_sms"]),
+                              (written or {}).get("ep_dispatch_sms", "--set strategy.ep_dispatch_sms"))
     warn_unfused_attention(job, bool(fixed.get("flash_attention", True)))  # unpinned, every candidate runs it
     if "moe_flex_backend" in c and "moe_flex_dispatcher" in c and not (
             bool(allowed_by(np.asarray(True), c["moe_flex_dispatcher"]))
@@ -1621,11 +1625,12 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
     inputs.update(echo or {})
     if objective == "time-to-train" and job.critical_batch > 0 and not training.global_batch:
         result = _search_batches(job, gpus, batch, top=top, constraints=cons, sync_modes=modes, progress=progress,
-                                 inputs=inputs, allow=allow, fixed=fixed)
+                                 inputs=inputs, allow=allow, fixed=fixed, written=written)
         result.inputs["global_batch"] = result.search["global_batches"]  # searched, not fixed
     else:
         result = search(job, gpus, batch, objective=objective, top=top, constraints=cons, sync_modes=modes,
-                        progress=progress, inputs=inputs, allow=allow, fixed=fixed)
+                        progress=progress, inputs=inputs, allow=allow, fixed=fixed, written=written)
+    _warn_unused_a2a_size(cons, result.ranked)
     if pareto:
         pool: list[Prediction] = []
         for obj in ("throughput", "time-to-train"):
@@ -1634,6 +1639,28 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
         result.pareto = pareto_front(pool)
         result.elapsed_s = time.perf_counter() - t0
     return result
+
+
+def _warn_unused_a2a_size(c: Constraints, ranked: Sequence[Prediction]) -> None:
+    """A warning when a constraint (or --set pin) on cp_a2a_size acts on none of the ranked plans (round 16):
+    ``--constraint cp_a2a_size=16`` at 64 GPUs ranked cp 8 rows of cp_comm_type a2a showing cp_a2a_size 16, which
+    predict of the same strategy warns is not used, and ``cp_a2a_size>=3`` rows showing 1, without a word. The size
+    acts only on an a2a+p2p row whose all-to-all groups it forms, 1 < cp_a2a_size < cp dividing cp
+    (:func:`_with_cp_exchange`; TE prices A = 1 as p2p and A = cp as a2a)."""
+    asked = c.get("cp_a2a_size", [])
+    if not asked or not ranked:
+        return
+
+    def used(st: Mapping[str, Any]) -> bool:
+        cp, size = int(st.get("cp", 1)), int(st.get("cp_a2a_size", 1))
+        return str(st.get("cp_comm_type")) == CpCommType.A2A_P2P.label and 1 < size < cp and cp % size == 0
+
+    if any(used(p.strategy) for p in ranked):
+        return
+    shown = ", ".join(f"cp_a2a_size{op}{v}" for op, v in asked)
+    notices.warn(f"{shown} acts on none of the ranked plans: cp_a2a_size sizes the all-to-all groups of cp_comm_type "
+                 "a2a+p2p (a divisor of cp, 1 < cp_a2a_size < cp), which none of them runs; add --constraint "
+                 "cp_comm_type=a2a+p2p to rank only plans that do")
 
 
 # --------------------------------------------------------------------------------------------

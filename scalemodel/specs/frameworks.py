@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -536,6 +537,11 @@ def _megatron(text: str, out: StrategyFile) -> None:
         if not tok.startswith("--"):
             if _TYPOGRAPHIC_FLAG.match(tok):  # a flag pasted from a document: no shell passes it as one
                 out.unused.append(f"{tok[:40]} (a typographic dash, not '--': not a flag)")
+            elif tok.startswith("-") and "-" + tok.partition("=")[0].replace("_", "-") in (
+                    *_MEG_INT, *_MEG_KNOWN_VALUE, *_MEG_STORE_TRUE, *_MEG_MODEL):
+                # round 16: "-tensor-model-parallel-size 4" (one dash) was passed over as a positional word without a
+                # word; Megatron-LM's argparse has no such option (it refuses the launch)
+                out.unused.append(f"{tok[:40]} (one dash: not the flag -{tok.partition('=')[0][:40]})")
             i += 1
             continue
         name, eq, inline = tok.partition("=")
@@ -618,6 +624,23 @@ def _megatron(text: str, out: StrategyFile) -> None:
             shown = "no value" if gran is None else repr(gran[:40])
             raise InputError(f"unknown recompute granularity: {shown}", where="--recompute-granularity",
                              allowed="full or selective")
+        if gran == "full" and "--recompute-activations" in args:
+            # round 16: priced as full recompute; Megatron-LM's validate_args sets recompute_granularity = 'selective'
+            # whenever --recompute-activations is given, after parsing (megatron/training/arguments.py L607-608 at
+            # d98e8a64dd; since bbab79f869, 2022-05-16)
+            out.unused.append("--recompute-granularity full (with --recompute-activations Megatron-LM sets the "
+                              "granularity to selective)")
+            gran = "selective"
+        partial = [f for f in ("--recompute-method", "--recompute-num-layers") if f in args]
+        if gran == "selective" and partial:
+            # round 16: dropped without a word; validate_args asserts "recompute method is not yet supported for
+            # selective recomputing granularity" (arguments.py L1425-1428 at d98e8a64dd) and Megatron-Core's
+            # TransformerConfig raises "When using recompute_granularity: selective recompute_num_layers must be
+            # None" (transformer_config.py L1926-1932 at d98e8a64dd, since b8f09a5288)
+            raise InputError(f"{' and '.join(partial)} with selective recompute" + (
+                " (--recompute-activations sets the granularity to selective)" if "--recompute-activations" in args
+                else ""), where=partial[0], allowed=f"{' and '.join(partial)} with --recompute-granularity full "
+                                                    "(without --recompute-activations), or leave it out")
         out.strategy["recompute"] = gran
         out.fields["recompute"] = "--recompute-granularity"
         method = args.get("--recompute-method")
@@ -632,6 +655,12 @@ def _megatron(text: str, out: StrategyFile) -> None:
             layers = args.get("--recompute-num-layers")
             out.unused.append(f"--recompute-method {args['--recompute-method']} --recompute-num-layers {layers} "
                               "(partial full recompute is modelled as full recompute of every layer)")
+    elif "--recompute-activations" in args and (
+            partial := [f for f in ("--recompute-method", "--recompute-num-layers") if f in args]):
+        raise InputError(f"{' and '.join(partial)} with selective recompute (--recompute-activations sets the "
+                         "granularity to selective)", where=partial[0],
+                         allowed=f"{' and '.join(partial)} with --recompute-granularity full (without "
+                                 "--recompute-activations), or leave it out")
     _recompute_modules(args, out)
     if "--fp8-format" in args:
         if args["--fp8-format"] not in ("e4m3", "hybrid"):  # Megatron's argparse choices (arguments.py)
@@ -705,9 +734,9 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")
     if args.get("--pipeline-model-parallel-layout") is not None:
         out.unused.append("--pipeline-model-parallel-layout (give first/last stage layers instead)")
-    virtual = {k: number(k) for k in ("--virtual-pipeline-model-parallel-size",
-                                      "--num-virtual-stages-per-pipeline-rank",
-                                      "--num-layers-per-virtual-pipeline-stage") if k in args}
+    virtual: dict[str, int | None] = {k: number(k) for k in ("--virtual-pipeline-model-parallel-size",
+                                                             "--num-virtual-stages-per-pipeline-rank",
+                                                             "--num-layers-per-virtual-pipeline-stage") if k in args}
     for name, n in virtual.items():
         # Megatron-LM (megatron/training/arguments.py, validate_args) divides the stage's layers by the layers per
         # virtual stage and reads 1 virtual stage as "not interleaved"; 0 would not start a job: refused, not ignored
@@ -715,6 +744,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
             what = "layers per virtual stage" if "layers" in name else "virtual stages per rank (1: not interleaved)"
             raise InputError("expected at least 1, got 0", where=name,
                              allowed=f"an integer >= 1 of {what}, or leave the flag out")
+    _virtual_stage_flags_agree(virtual, args)
     vpp = next((virtual[k] for k in ("--virtual-pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank")
                 if k in virtual), None)
     per_stage = virtual.get("--num-layers-per-virtual-pipeline-stage")
@@ -734,6 +764,35 @@ def _megatron(text: str, out: StrategyFile) -> None:
     if vpp is not None and vpp > 1:
         out.strategy["schedule"] = f"interleaved:{vpp}"
         out.fields["schedule"] = next(iter(virtual))
+
+
+def _virtual_stage_flags_agree(virtual: Mapping[str, int | None], args: dict[str, str | None]) -> None:
+    """Refuse the virtual-stage flags Megatron-LM refuses together (round 16: the reader took one and dropped the
+    other without a word). NVIDIA/Megatron-LM megatron/training/arguments.py validate_args at d98e8a64dd (L928-939,
+    and since core_r0.12.0 L439-440): "No more than one of the following arguments can be set at the same time:
+    --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank" (interleaved:4 was priced for
+    ``--num-layers-per-virtual-pipeline-stage 2 --num-virtual-stages-per-pipeline-rank 4`` whatever the layers
+    gave); and with --num-layers-per-virtual-pipeline-stage, "please use --num-virtual-stages-per-pipeline-rank to
+    specify virtual pipeline parallel degree when enable uneven pipeline parallelism" (L955-956: it asserts
+    --decoder-first/last-pipeline-num-layers unset). --virtual-pipeline-model-parallel-size (Megatron-LM's flag
+    from dd88906264 to dcef906978, 2020-12 to 2021-02; Megatron-Bridge / NeMo's config field) with
+    --num-virtual-stages-per-pipeline-rank, both the virtual stages per rank, must give the same count."""
+    per_stage, per_rank = "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"
+    if per_stage in virtual and per_rank in virtual:
+        raise InputError(f"{per_stage} {virtual[per_stage]} and {per_rank} {virtual[per_rank]} both given (Megatron-LM "
+                         "asserts no more than one of them)", where=f"{per_stage}, {per_rank}",
+                         allowed="one of them (virtual stages per rank, or layers per virtual stage)")
+    old = "--virtual-pipeline-model-parallel-size"
+    if old in virtual and per_rank in virtual and virtual[old] != virtual[per_rank]:
+        raise InputError(f"{old} {virtual[old]} and {per_rank} {virtual[per_rank]}: two different counts of virtual "
+                         "stages per rank", where=f"{old}, {per_rank}", allowed="one of them, or both the same count")
+    if per_stage in virtual:
+        uneven = [f for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers") if f in args]
+        if uneven:
+            raise InputError(f"{per_stage} with {' and '.join(uneven)} (Megatron-LM asserts: 'please use {per_rank} to "
+                             "specify virtual pipeline parallel degree when enable uneven pipeline parallelism')",
+                             where=per_stage, allowed=f"{per_rank} V with uneven first/last stages, or leave the "
+                                                      f"{'flag' if len(uneven) == 1 else 'flags'} out")
 
 
 def _shared_expert_overlap_dispatcher(args: dict[str, str | None], shared: bool, out: StrategyFile) -> None:
@@ -1100,6 +1159,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
             if label.startswith("interleaved") and "pipeline_parallel_layers_per_stage" not in par:
                 out.unused.append(f"pipeline_parallel_schedule {sched}: 2 virtual stages per rank assumed "
                                   "(give --schedule interleaved:V)")
+    _titan_layers_per_stage(par, out)
     mode = ac.get("mode")
     if mode is not None:
         if str(mode) not in ("none", "selective", "full"):
@@ -1119,6 +1179,51 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                 "fsdp_reshard_after_forward", "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part",
                 "expert_tensor_parallel_degree"}
     out.unused.extend(f"parallelism.{k}" for k in par if k not in used_par)
+    _titan_unpriced_parallelism(par, out)
+
+
+def _titan_layers_per_stage(par: dict[str, Any], out: StrategyFile) -> None:
+    """A note on ``parallelism.pipeline_parallel_layers_per_stage`` (round 16: it was read for its range only, and the
+    schedule priced at 2 virtual stages per rank, or 1, whatever it gave). torchtitan derives the stages from it and
+    the model's layers: ``num_virtual_stages = ceil((num_layers + input_weight + output_weight) / layers_per_stage)``,
+    ``stages_per_rank = num_virtual_stages // pp``, and raises unless a single-stage schedule (1F1B, GPipe) gets
+    exactly 1 stage per rank and a multi-stage one at least 2 (pytorch/torchtitan@b5bcd76c66
+    torchtitan/distributed/pipeline_parallel.py L219-257; input_weight / output_weight are
+    pipeline_parallel_first/last_stage_less_layers, default 1). The layers are the --model's, which the reader does
+    not have: the note says what is priced instead and how to give the stages the TOML implies."""
+    if "pipeline_parallel_layers_per_stage" not in par or int(out.strategy.get("pp", 1)) <= 1:
+        return
+    n = par["pipeline_parallel_layers_per_stage"]
+    label = str(out.strategy.get("schedule", "1f1b"))
+    if label.startswith("interleaved"):
+        priced = f"interleaved:{label.partition(':')[2] or 2}"
+    else:
+        priced = f"{label}, 1 stage per rank"
+    out.unused.append(f"parallelism.pipeline_parallel_layers_per_stage {n} (torchtitan's virtual stages per rank are "
+                      f"ceil((layers + 2) / {n}) / pp, from the model's layers: priced as {priced}; give --schedule "
+                      "interleaved:V for the count the model gives)")
+
+
+def _titan_unpriced_parallelism(par: dict[str, Any], out: StrategyFile) -> None:
+    """Notes on the torchtitan parallelism keys that change the run but are not priced (round 16: they were in the
+    reader's read set, so a TOML with them was priced without them and without a word):
+    ``enable_async_tensor_parallel`` (torchtitan's micro-pipelined TP, symmetric-memory collective matmuls under
+    torch.compile; torchtitan/distributed/tensor_parallel.py maybe_enable_async_tp @b5bcd76c66), not modelled: the TP
+    collectives are priced as torchtitan's plain TP runs them; ``pipeline_parallel_split_points`` and
+    ``module_fqns_per_model_part`` (a manual split of the layers into stages; torchtitan/distributed/
+    pipeline_parallel.py), priced as the even split, where strategy.first_stage_layers / last_stage_layers give an
+    uneven one."""
+    tp = int(out.strategy.get("tp", 1))
+    if "enable_async_tensor_parallel" in par:
+        on = _bool(par["enable_async_tensor_parallel"], "parallelism.enable_async_tensor_parallel")
+        if on and tp > 1:
+            out.unused.append("parallelism.enable_async_tensor_parallel (async TP's collective matmuls are not "
+                              "modelled: the TP collectives are priced as plain TP runs them)")
+    for key in ("pipeline_parallel_split_points", "module_fqns_per_model_part"):
+        value = par.get(key)
+        if value not in (None, [], "") and int(out.strategy.get("pp", 1)) > 1:
+            out.unused.append(f"parallelism.{key} (a manual split of the layers is priced as the even split: give "
+                              "--set strategy.first_stage_layers=N / last_stage_layers=N for an uneven one)")
 
 
 def _titan_etp(par: dict[str, Any], degrees: dict[str, int], out: StrategyFile) -> None:

@@ -166,7 +166,15 @@ def _listed_pattern(cfg: dict[str, Any]) -> tuple[str, str] | None:
         # layer_types is also the sliding/full list of Gemma, Qwen3-Next (whose "linear_attention" is Gated DeltaNet,
         # not Mamba-2) and others: read as NemotronH kinds only in a NemotronH config or where it names "mamba"
         ours = key == "layers_block_type" or nemotron_h or (isinstance(kinds, list) and "mamba" in kinds)
-        if ours and isinstance(kinds, list) and any(k in ("linear_attention", "mamba", "moe", "mlp") for k in kinds):
+        if nemotron_h and kinds is not None and not (isinstance(kinds, list) and kinds):
+            # round 16: in a NemotronH config an empty list or a mapping was passed over, and the file priced as a
+            # plain transformer of num_hidden_layers (an MLP in every layer) under "keys not understood"
+            raise InputError(f"expected a non-empty list of layer kinds, got {str(kinds)[:40]!r}", where=key,
+                             allowed="one kind per layer: linear_attention (Mamba-2), full_attention, mlp, moe")
+        if ours and isinstance(kinds, list) and (nemotron_h or any(k in ("linear_attention", "mamba", "moe", "mlp")
+                                                                   for k in kinds)):
+            # in a NemotronH config every list is its layers (round 16: ["hybrid"] x 52, kinds none of them
+            # modelled, was priced as a plain transformer, and a list of attention layers only as attention + MLP)
             # a list or mapping among the kinds is not a kind (``k in HYBRID_KINDS`` raised TypeError: unhashable)
             bad = sorted({str(k)[:40] for k in kinds if not (isinstance(k, str) and k in HYBRID_KINDS)})
             if bad:

@@ -453,6 +453,7 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
                 allowed="path.to.field=value, a field name between every two dots")
         node: Any = out
         parts = _joined_release_keys(parts)
+        created: tuple[Any, ...] | None = None  # the outermost mapping this item made (nothing of a file's is in it)
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
             if isinstance(node, dict):
@@ -462,6 +463,8 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
                 if last:
                     node[part] = _parse_value(value, f"--set {path}")
                 else:
+                    if part not in node and created is None:
+                        created = tuple(loc)
                     node = node.setdefault(part, {})
             elif isinstance(node, list):
                 idx = int(part) if part.isascii() and part.isdigit() and len(part) < 10 else next(
@@ -484,6 +487,10 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
                                  where=f"--set {path}", allowed="a path to an existing field")
         if touched is not None:
             touched.append((tuple(loc), path))
+            if created is not None:
+                # round 16: a field missing under a group the item made ("--set accelerator.attention_releases.9.99.
+                # cudnn.fwd.attn_max=0.5", a new release) was refused at the cluster file's line, which has no 9.99
+                touched.append((created, path))
     return out
 
 

@@ -39,6 +39,8 @@ DEFAULT_WARMUP = 10
 
 _NUM = r"([0-9][0-9,]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan|inf)"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: a number whose commas group thousands (torchtitan logs tps with ``:,``): 1,234 and 12,345.6, not 1,2,3,4
+_GROUPED = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
 # Each format is (name, quantity, the step's pattern, the speed's pattern matched where the first step match ends):
 # one pattern "step ... .*? speed" was retried from every step-like word of a line that lacks the speed, which is
 # quadratic (a 320 KB line of "iteration 1/ 1 |" took 20 s of CPU).
@@ -81,7 +83,14 @@ def read_train_log(path: str | Path, *, warmup_steps: int = DEFAULT_WARMUP) -> L
             m = speed_pattern.match(line, at.end()) if at is not None else None
             if at is None or m is None:
                 continue
-            value = float(m.group(1).replace(",", ""))
+            text_value = m.group(1)
+            digits = text_value.rstrip(",")  # DeepSpeed's "CurrSamplesPerSec=100, MemAllocated=..."
+            if "," in digits and not _GROUPED.fullmatch(digits):
+                # round 16: "1,2,3,4" was read as 1234 (the commas dropped); a comma groups thousands only, as
+                # torchtitan's f"{tps:,}" writes them
+                raise InputError(f"{digits[:40]!r} is not a number (a comma groups thousands, e.g. 12,345.6)",
+                                 where=f"{name}: line {i}", allowed=f"a {quantity} written as the framework logs it")
+            value = float(digits.replace(",", ""))
             if not (math.isfinite(value) and value > 0):
                 shown = m.group(1) if len(m.group(1)) <= 40 else f"{m.group(1)[:40]}... ({len(m.group(1))} characters)"
                 raise InputError(f"{shown!r} is not a positive finite {quantity}", where=f"{name}: line {i}",
