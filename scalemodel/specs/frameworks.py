@@ -641,6 +641,16 @@ def _megatron(text: str, out: StrategyFile) -> None:
                 " (--recompute-activations sets the granularity to selective)" if "--recompute-activations" in args
                 else ""), where=partial[0], allowed=f"{' and '.join(partial)} with --recompute-granularity full "
                                                     "(without --recompute-activations), or leave it out")
+        missing = [f for f in ("--recompute-method", "--recompute-num-layers") if f not in args]
+        if gran == "full" and missing:
+            # Megatron-Core's TransformerConfig raises for full recompute without a method ("recompute_method must
+            # be block or uniform") or without a layer count ("recompute_num_layers must be between 1 and
+            # num_layers_per_pipeline_rank"): transformer_config.py L1908-1925 at d98e8a64dd. Priced as every
+            # layer before, a run Megatron would not start
+            raise InputError(f"--recompute-granularity full without {' and '.join(missing)} (Megatron-Core refuses "
+                             "full recompute without a method and a layer count)", where="--recompute-granularity",
+                             allowed="--recompute-method block|uniform and --recompute-num-layers N beside it "
+                                     "(uniform 1 recomputes every layer), or --recompute-granularity selective")
         out.strategy["recompute"] = gran
         out.fields["recompute"] = "--recompute-granularity"
         method = args.get("--recompute-method")

@@ -1,0 +1,27 @@
+"""Mends of this session's own reading (round 16 follow-ups), each with the case that was wrong before."""
+
+from __future__ import annotations
+
+import pytest
+from test_hostile_inputs import accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+DENSE70 = ["-c", "dgx-h100", "-m", "llama3-70b", "-n", "256"]
+
+
+# A launch script with --recompute-granularity full and no --recompute-method / --recompute-num-layers was priced as
+# full recompute of every layer; Megatron-Core's TransformerConfig raises for it (transformer_config.py L1908-1925 at
+# d98e8a64dd: "recompute_method must be block or uniform", "recompute_num_layers must be between 1 and ...").
+@pytest.mark.parametrize("flags, missing", [
+    ("--recompute-granularity full", "--recompute-method and --recompute-num-layers"),
+    ("--recompute-granularity full --recompute-method block", "--recompute-num-layers"),
+    ("--recompute-granularity full --recompute-num-layers 4", "--recompute-method"),
+])
+def test_full_recompute_without_method_and_count_is_refused(cli, tmp_path, flags: str, missing: str) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, flags)
+    refused(cli, "predict", *DENSE70, "--strategy", str(f), inputs=(f,),
+            match=f"{f}: --recompute-granularity: --recompute-granularity full without {missing}")
+
+
+def test_full_recompute_with_method_and_count_still_reads(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
+    assert accepted(cli, "predict", *DENSE70, "--strategy", str(f))["inputs"]["strategy"]["recompute"] == "full"
