@@ -260,8 +260,9 @@ def test_floors_stay_below_the_evaluated_step(pattern, pp, schedule, kw):
 def test_the_planner_finds_the_brute_force_best_of_a_bunched_pattern():
     """The decomposed search (its floors, tests/test_planner.py) finds the brute-force best for a pattern whose MoE
     layers bunch in one half, pipe-free and with '|' (each rank its own kinds)."""
-    from scalemodel.engine import planner
     from test_planner import _brute_force_best
+
+    from scalemodel.engine import planner
     for pattern in ("MM*MEEEE", "MM*M|EEEE"):
         training = training_spec(global_batch=32, micro_batch=1)
         job = build_job(cluster_spec("dgx-h100"), workload_spec(_model(pattern)), training)

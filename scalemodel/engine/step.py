@@ -322,8 +322,8 @@ def _stage_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np
 
 
 def _part_job(job: Job, layers: str) -> Job:
-    """``job`` priced as a model of ``layers`` alone (a pipeline rank's or one segment's layers of a hybrid pattern
-    with ``|``, :func:`_rank_layers`): its kind counts n_k L / n and its MoE intervals (from each E of ``layers`` to
+    """``job`` priced as a model of ``layers`` alone (a pipeline rank's or one segment's layers of a hybrid pattern,
+    :func:`_rank_layers`): its kind counts n_k L / n and its MoE intervals (from each E of ``layers`` to
     the next, read cyclically over ``layers``: cost.mamba.moe_intervals) count x L / n, n = len(layers), L the pattern's
     layers. Every per-layer formula multiplies the mean layer (each kind at its share N_k / L) by a stage's layers,
     so a stage of n layers of this job holds exactly n_k layers of kind k: their compute, memory (weights, gradients,
@@ -332,7 +332,9 @@ def _part_job(job: Job, layers: str) -> Job:
     per-layer counts and the attention and MoE shares of :func:`_model_parallel_comm`) and host intervals
     (:func:`_host_wait`: count_i / L x n = the rank's own intervals). ``job`` itself where ``layers`` has the
     pattern's shares and intervals (equal segments: bit-identical), or no layers. The model-level totals (job.params,
-    the DP and optimizer terms that read them) are the pattern's: only the stage formulas see the part. Remembered
+    job.expert_params) are the pattern's, so the per-stage terms that read them as the stages' mean (FSDP copies,
+    DeepSpeed accumulation) stay the mean's; the rank's DP sync and optimizer step take its own
+    (:func:`_rank_dp_job`). Remembered
     per (job, counts, intervals), so that ranks of the same kinds are one job (one stage pricing)."""
     hy = job.shape.hybrid
     assert hy is not None
