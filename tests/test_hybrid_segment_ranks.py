@@ -228,7 +228,7 @@ def test_interleaved_rank_time_is_a_lower_bound_of_the_schedule():
 def test_a_grid_of_several_pp_prices_each_as_alone_and_stays_above_the_floor():
     """One grid holding pp 1, 2 (interleaved:2) and 4 over a 4-segment pattern (the planner's unit of work): each
     candidate is what it is alone (its own pp's ranks, merged by pp), and the planner's compute floor stays below
-    the pipelined part (step.compute_floor: the mean-layer equivalents' compute, the ranks' own compute sum)."""
+    the pipelined part (step.compute_floor: each rank's own compute)."""
     from scalemodel.engine.job import grid_from_arrays
 
     pattern = "EEE|M*M*|E-E|MMMM"

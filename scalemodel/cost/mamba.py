@@ -82,6 +82,10 @@ class LayerCounts(msgspec.Struct, frozen=True):
     # each '|' segment's layers as written (M * - E), in the pattern's order; () without a '|': a rank's own kinds and
     # MoE intervals (engine.step._part_job, docs/model.md#uneven-stages "Hybrid segments")
     segment_layers: tuple[str, ...] = ()
+    # the pattern's layers as written, '|' dropped: without '|', Megatron-LM splits them by count at pp > 1, so each
+    # pipeline rank holds its own run of characters (select_pipeline_segment's auto-split, hybrid_layer_allocation.py
+    # lines 385-456 at d98e8a64dd; engine.step._rank_layers); "" in a rank's or one kind's stand-in model
+    layers_as_written: str = ""
 
     @property
     def layers(self) -> int:
@@ -103,7 +107,8 @@ def layer_counts(pattern: str, where: str = "hybrid.pattern") -> LayerCounts:
                        moe_intervals=moe_intervals(layers),
                        segment_kinds=tuple((seg.count("M"), seg.count("*"), seg.count("-"), seg.count("E"))
                                            for seg in pattern.split(PIPE)) if PIPE in pattern else (),
-                       segment_layers=tuple(pattern.split(PIPE)) if PIPE in pattern else ())
+                       segment_layers=tuple(pattern.split(PIPE)) if PIPE in pattern else (),
+                       layers_as_written=layers)
 
 
 def moe_intervals(layers: str) -> tuple[tuple[tuple[int, int, int], int], ...]:

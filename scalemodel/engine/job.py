@@ -169,6 +169,16 @@ class Job:
     attention_release_note: str = ""
 
 
+def model_param_counts(sh: Any) -> tuple[float, float]:
+    """(parameters trained, routed-expert parameters) of a transformer shape, the :class:`Job`'s ``params`` and
+    ``expert_params``: :func:`~scalemodel.cost.transformer.training_param_count` (with the MTP modules: trained, held,
+    synchronised) and the routed experts of the MoE layers and of the MTP modules whose block is an MoE layer."""
+    params = float(transformer.training_param_count(sh))
+    expert = float(transformer.expert_params_per_layer(sh) * (sh.moe_layers + np.where(
+        sh.last_layer_moe, sh.mtp_weight_modules, 0.0)))
+    return params, expert
+
+
 def training_checks(cluster: Any, workload: Any, training: Any) -> list[tuple[str, Any]]:
     """The refusals :func:`build_job` makes of a training setting the cluster or the model cannot take, as (TrainingSpec
     field, a call that raises InputError) pairs, for the callers that run them before pricing to name where the field
@@ -290,9 +300,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     seq = training.seq_len or getattr(workload, "seq_len", 1) or 1
     if workload.kind == "transformer":
         sh = transformer_shape(workload)
-        params = float(transformer.training_param_count(sh))  # with the MTP modules: trained, held, synchronised
-        expert = float(transformer.expert_params_per_layer(sh) * (sh.moe_layers + np.where(
-            sh.last_layer_moe, sh.mtp_weight_modules, 0.0)))
+        params, expert = model_param_counts(sh)
         gen_flops = gen_bwd = gen_act = gen_time = 0.0
     else:
         sh = None

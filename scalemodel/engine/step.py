@@ -52,8 +52,9 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from enum import IntEnum
 from typing import Any, NamedTuple
 
@@ -93,6 +94,7 @@ from scalemodel.engine.job import (
     cp_window_refused,
     ep_dispatch_share,
     hybridep_group_refused,
+    model_param_counts,
     moe_sp_refused,
 )
 from scalemodel.engine.parts import BREAKDOWN_KEYS
@@ -320,104 +322,14 @@ def _stage_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np
     first = np.where(explicit, np.where(set_f, f, mid), ceil)
     single = p <= 1
     out = (np.where(single, layers, last_n), np.where(single, layers, other), np.where(single, layers, first))
-    seg = _segment_split(job, g)
-    if seg is not None:  # a hybrid pattern's '|' segments: each rank its own segments' layers
-        on = seg["on"]
-        out = (np.where(on, seg["rank_last"], out[0]), np.where(on, seg["rank_other"], out[1]),
-               np.where(on, seg["rank_first"], out[2]))
+    # a hybrid pattern's ranks of their own kinds (its '|' segments, or Megatron's split by count where a rank's kinds
+    # are not the pattern's) are priced apart, every rank its own (_rank_layers); these counts stay the mean layer's
     return _with_chunk_ranks(job, g, out)
 
 
-def _kind_weights(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
-    """Each hybrid layer kind's compute per layer and micro-batch in units of the pattern's mean layer (the layer
-    :func:`_hybrid_layer_times` prices, which every per-stage formula multiplies by the stage's layers):
-
-        c_k = (C_k(L) - C_k(0)) / L,   w_k = c_k / sum_k' (N_k' / L) c_k'
-
-    C_k the compute of a stage of L layers of kind k alone (:func:`_one_kind_job`, without the logits), N_k the
-    pattern's layers of kind k. Only the kinds the pattern has."""
-    hy = job.shape.hybrid
-    assert hy is not None
-    L = float(hy.layers)
-    zero = np.zeros(1)
-    per: dict[str, np.ndarray] = {}
-    for kind in ("mamba", "attention", "mlp", "moe"):
-        if getattr(hy, kind):
-            one = _one_kind_job(job, kind)
-            full = _compute_per_microbatch(one, g, np.full(1, L), logits_on_stage=False)["total"]
-            empty = _compute_per_microbatch(one, g, zero, logits_on_stage=False)["total"]
-            per[kind] = (np.asarray(full, dtype=float) - np.asarray(empty, dtype=float)) / L
-    mean = sum((getattr(hy, k) / L * c for k, c in per.items()), np.zeros(1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return {k: np.where(mean > 0, c / mean, 1.0) for k, c in per.items()}
-
-
-def _segment_split(job: Job, g: StrategyGrid) -> dict[str, np.ndarray] | None:
-    """The pipeline split a hybrid pattern's ``|`` segments fix, in mean-layer equivalents (None without segments).
-
-    Megatron-LM gives pipeline rank r, virtual stage c the segment c p + r (NVIDIA/Megatron-LM@d98e8a64dd
-    megatron/core/models/hybrid/hybrid_layer_allocation.py lines 466-467, ``select_pipeline_segment``), v = S / p
-    virtual stages of S segments (megatron/training/arguments.py ``validate_args``). A segment of n_k layers of
-    kind k is priced as sum_k n_k w_k mean layers (:func:`_kind_weights`), so a rank of those layers computes
-    exactly its own kinds' sum. What reads these counts: the rank whose data-parallel traffic the step prices (the
-    most mean-layer equivalents; its DP buckets the mean layer's times that count) and the planner's floors
-    (:func:`compute_floor`, :func:`dp_exposed_floor`). A rank's time (compute, TP / CP / EP traffic, host
-    intervals), the pipeline formulas and the memory take each rank on its own kinds instead (:func:`_part_job`,
-    :func:`_segment_rank_stages`, :func:`_segment_memory`; docs/model.md#uneven-stages). Rank classes: rank 0
-    (``rank_first``), rank p - 1 with the logits (``rank_last``), the busiest rank but the last (``rank_other``);
-    interleaved, the chunks the first segment (``chunk_first``), the
-    last (``chunk_last``) and the mean of segments 1 .. p-2 (``chunk_mid``). ``on``: the candidates with p >= 2
-    dividing S (the others Megatron refuses: :func:`_layers_split`)."""
-    hy = job.shape.hybrid if job.is_transformer else None
-    if hy is None or int(hy.segments) < 2 or not hy.segment_kinds:
-        return None
-    last = _SEGMENT_MEMO.get("last")
-    if last is not None and last[0] is job and last[1] is g:  # evaluate asks several times for one (job, grid)
-        return last[2]  # type: ignore[no-any-return]
-    out = _segment_split_uncached(job, g, hy)
-    _SEGMENT_MEMO["last"] = (job, g, out)  # the objects held, so their ids cannot be reused while remembered
-    return out
-
-
-#: :func:`_segment_split`'s last (job, grid, result)
-_SEGMENT_MEMO: dict[str, tuple[Any, Any, dict[str, np.ndarray]]] = {}
-
-
-def _segment_split_uncached(job: Job, g: StrategyGrid, hy: Any) -> dict[str, np.ndarray]:
-    """:func:`_segment_split` computed."""
-    w = _kind_weights(job, g)
-    kinds = ("mamba", "attention", "mlp", "moe")
-    seg = [sum((n * w[k] for n, k in zip(counts, kinds, strict=True) if n), np.zeros(1))
-           for counts in hy.segment_kinds]
-    S = len(seg)
-    shape = np.broadcast(g.pp, seg[0]).shape
-    out = {key: np.zeros(shape) for key in ("rank_first", "rank_other", "rank_last", "chunk_first", "chunk_mid",
-                                            "chunk_last")}
-    on = np.zeros(shape, dtype=bool)
-    pp = np.broadcast_to(g.pp, shape)
-    for p in np.unique(pp):
-        p = int(p)
-        if p < 2 or S % p:
-            continue
-        here = pp == p
-        v = S // p
-        ranks = [sum((seg[c * p + r] for c in range(v)), np.zeros(1)) for r in range(p)]
-        # the chunks between the first and the last rank's first chunk, 1 .. p-2 (virtual stage 0), as their mean:
-        # c_first + (p - 2) c_mid is then their sum, the last rank's wait in interleaved_uneven_time
-        mids = seg[1:p - 1] or seg[:1]
-        for key, val in (("rank_first", ranks[0]), ("rank_last", ranks[-1]),
-                         ("rank_other", np.maximum.reduce([np.broadcast_to(x, shape) for x in ranks[:-1]])),
-                         ("chunk_first", seg[0]), ("chunk_last", seg[-1]),
-                         ("chunk_mid", sum(mids, np.zeros(1)) / len(mids))):
-            out[key] = np.where(here, val, out[key])
-        on = on | here
-    out["on"] = on
-    return out
-
-
 def _part_job(job: Job, layers: str) -> Job:
-    """``job`` priced as a model of ``layers`` alone (a pipeline rank's or one segment's layers of a hybrid pattern
-    with ``|``, :func:`_rank_layers`): its kind counts n_k L / n and its MoE intervals (from each E of ``layers`` to
+    """``job`` priced as a model of ``layers`` alone (a pipeline rank's or one segment's layers of a hybrid pattern,
+    :func:`_rank_layers`): its kind counts n_k L / n and its MoE intervals (from each E of ``layers`` to
     the next, read cyclically over ``layers``: cost.mamba.moe_intervals) count x L / n, n = len(layers), L the pattern's
     layers. Every per-layer formula multiplies the mean layer (each kind at its share N_k / L) by a stage's layers,
     so a stage of n layers of this job holds exactly n_k layers of kind k: their compute, memory (weights, gradients,
@@ -426,7 +338,9 @@ def _part_job(job: Job, layers: str) -> Job:
     per-layer counts and the attention and MoE shares of :func:`_model_parallel_comm`) and host intervals
     (:func:`_host_wait`: count_i / L x n = the rank's own intervals). ``job`` itself where ``layers`` has the
     pattern's shares and intervals (equal segments: bit-identical), or no layers. The model-level totals (job.params,
-    the DP and optimizer terms that read them) are the pattern's: only the stage formulas see the part. Remembered
+    job.expert_params) are the pattern's, so the per-stage terms that read them as the stages' mean (FSDP copies,
+    DeepSpeed accumulation) stay the mean's; the rank's DP sync and optimizer step take its own
+    (:func:`_rank_dp_job`). Remembered
     per (job, counts, intervals), so that ranks of the same kinds are one job (one stage pricing)."""
     hy = job.shape.hybrid
     assert hy is not None
@@ -446,7 +360,7 @@ def _part_job(job: Job, layers: str) -> Job:
         s = L / n
         new = msgspec.structs.replace(hy, mamba=counts[0] * s, attention=counts[1] * s, mlp=counts[2] * s,
                                       moe=counts[3] * s, moe_intervals=tuple((b, c * s) for b, c in intervals),
-                                      segment_kinds=(), segment_layers=())
+                                      segment_kinds=(), segment_layers=(), layers_as_written="")
         memo[1][key] = replace(job, shape=msgspec.structs.replace(job.shape, hybrid=new))
     return memo[1][key]
 
@@ -455,22 +369,232 @@ def _part_job(job: Job, layers: str) -> Job:
 _PART_MEMO: dict[str, tuple[Any, dict[Any, Job]]] = {}
 
 
-def _rank_layers(job: Job, g: StrategyGrid) -> list[tuple[int, list[str]]] | None:
-    """Each pipeline rank's layers, for each pp of the grid a hybrid pattern's ``|`` segments split (p >= 2 dividing
-    S): (p, [rank 0's layers, ..., rank p-1's]), rank r holding segments r, p + r, ..., (v-1) p + r in that order
-    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/hybrid/hybrid_layer_allocation.py lines 466-467,
-    ``select_pipeline_segment``; v = S / p). None without segments (the even split of every other model)."""
+class _RankSplit(NamedTuple):
+    """The pipeline ranks' own layers of a hybrid pattern for the candidates ``on`` (:func:`_rank_layers`)."""
+
+    on: np.ndarray  # bool, broadcasting against the grid: the candidates this split is theirs
+    p: int  # pipeline ranks
+    ranks: list[str]  # rank r's layers, in the order it runs them
+    chunks: list[str]  # with '|': the segments of virtual stage 0 (rank r's first chunk); without, the ranks'
+    v: int  # virtual stages (segments / p with '|'; 1 without)
+    piped: bool  # the pattern's '|' segments (else Megatron's split by count of a pattern without '|')
+
+
+def _rank_layers(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
+    """Each pipeline rank's layers of a hybrid pattern, for the candidates whose pipeline splits it (None for any
+    other model: the even split of the mean layer).
+
+    With ``|``: for each pp p >= 2 of the grid dividing the S segments, rank r holds segments r, p + r, ...,
+    (v-1) p + r in that order (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/hybrid/hybrid_layer_allocation.py
+    lines 466-467, ``select_pipeline_segment``; v = S / p). A segment may be empty ("Empty segments are allowed for
+    pipeline balancing", tests/unit_tests/ssm/test_hybrid_layer_allocation.py ``test_empty_segment`` at d98e8a64dd):
+    that rank or chunk holds no layer.
+
+    Without ``|`` (:func:`_pipe_free_ranks`): for each (pp, first_stage_layers, last_stage_layers) of the grid's
+    non-interleaved candidates (Megatron refuses virtual stages there), the ranks' runs of the pattern's characters
+    in order, split by count as ``select_pipeline_segment`` does (lines 385-456), kept only where some rank's kinds or
+    MoE intervals differ from the pattern's (:func:`_part_job`); elsewhere every rank is the mean layer's and the
+    even split prices it as it is, to the bit."""
     hy = job.shape.hybrid if job.is_transformer else None
-    if hy is None or int(hy.segments) < 2 or not hy.segment_layers:
+    if hy is None:
         return None
-    segs = hy.segment_layers
-    S = len(segs)
-    out = []
-    for p in np.unique(np.asarray(g.pp)):
-        p = int(p)
-        if p >= 2 and S % p == 0:
-            out.append((p, ["".join(segs[c * p + r] for c in range(S // p)) for r in range(p)]))
+    out: list[_RankSplit] = []
+    if int(hy.segments) >= 2 and hy.segment_layers:
+        segs = hy.segment_layers
+        S = len(segs)
+        for p in np.unique(np.asarray(g.pp)):
+            p = int(p)
+            if p >= 2 and S % p == 0:
+                out.append(_RankSplit(np.asarray(g.pp == p), p, ["".join(segs[c * p + r] for c in range(S // p))
+                                                                  for r in range(p)], list(segs[:p]), S // p, True))
+        return out
+    written = hy.layers_as_written
+    if not written or not np.any(g.pp >= 2):
+        return out
+    shape = np.broadcast_shapes(np.shape(g.pp), np.shape(g.first_stage_layers), np.shape(g.last_stage_layers),
+                                np.shape(g.schedule))
+    pp, first, last = (np.broadcast_to(x, shape) for x in (g.pp, g.first_stage_layers, g.last_stage_layers))
+    plain = np.broadcast_to(g.schedule != ScheduleKind.INTERLEAVED, shape)
+    keys = np.stack([pp[plain & (pp >= 2)], first[plain & (pp >= 2)], last[plain & (pp >= 2)]], axis=-1)
+    for p, f, lst in np.unique(keys.reshape(-1, 3), axis=0):
+        ranks = _pipe_free_ranks(written, int(p), int(f), int(lst))
+        if ranks is None or all(_part_job(job, s) is job for s in ranks):
+            continue
+        on = (pp == p) & (first == f) & (last == lst) & plain
+        out.append(_RankSplit(on, int(p), ranks, ranks, 1, False))
     return out
+
+
+def _pipe_free_ranks(layers: str, p: int, first: int, last: int) -> list[str] | None:
+    """The p pipeline ranks' layers of a hybrid pattern without ``|`` (``layers`` as written), as Megatron-LM's
+    ``select_pipeline_segment`` splits it (NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/models/hybrid/hybrid_layer_allocation.py lines 385-456): with ``first`` and/or ``last`` stage
+    layers (>= 0; -1 not given: --decoder-first/last-pipeline-num-layers) rank 0 the first ``first``, rank p-1 the
+    last ``last``, the ranks between the rest evenly (it refuses a remainder), in order; else L / p each in order
+    (it refuses L not divisible by p; the balanced split every model takes here then, :func:`_stage_layers`: the first
+    L mod p ranks one layer more). None where :func:`_layers_split` refuses the split (no rank is priced from it)."""
+    L = len(layers)
+    if first >= 0 or last >= 0:
+        n_mid = p - (first >= 0) - (last >= 0)
+        rest = L - max(first, 0) - max(last, 0)
+        if rest < 0 or (n_mid > 0 and (rest < n_mid or rest % n_mid)) or (n_mid <= 0 and rest != 0):
+            return None
+        mid = rest // n_mid if n_mid > 0 else 0
+        sizes = ([first] if first >= 0 else []) + [mid] * max(n_mid, 0) + ([last] if last >= 0 else [])
+    else:
+        if p > L:
+            return None
+        q, extra = divmod(L, p)
+        sizes = [q + 1] * extra + [q] * (p - extra)
+    edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    return [layers[edges[r]:edges[r + 1]] for r in range(p)]
+
+
+def _rank_dp_job(job: Job, layers: str) -> Job:
+    """:func:`_part_job` with the model-level parameter counts of its own kinds (``params`` and ``expert_params`` of a
+    model of N'_k = n_k L / n layers of each kind: :func:`scalemodel.engine.job.model_param_counts`), for the terms
+    that read them per stage: :func:`_params_per_gpu` x the stage's share n / (L / pp) is then the rank's own
+
+        dense  = sum_k n_k p_k / tp (tp-split) + its whole-per-rank tensors + n / L of the tensors outside the layers
+        expert = n_E x one E layer's routed experts / (etp ep) (+ n / L of an MoE MTP block's)
+
+    (the tensors outside the layers spread over the stages as the even split spreads them), its data-parallel buckets,
+    gradient sync and optimizer step (:func:`_dp_comm`, :func:`_optimizer_time`). ``job`` itself where the part is."""
+    part = _part_job(job, layers)
+    if part is job:
+        return job
+    memo = _DP_JOB_MEMO.get("last")
+    if memo is None or memo[0] is not job:
+        memo = (job, {})
+        _DP_JOB_MEMO["last"] = memo
+    if id(part) not in memo[1]:
+        params, expert = model_param_counts(part.shape)
+        memo[1][id(part)] = (part, replace(part, params=params, expert_params=expert))  # the part held: its id stays
+    return memo[1][id(part)][1]
+
+
+#: :func:`_rank_dp_job`'s jobs of the last job asked for: (job, {id(part job): (part job, its data-parallel job)})
+_DP_JOB_MEMO: dict[str, tuple[Any, dict[int, tuple[Job, Job]]]] = {}
+
+
+def _rank_params(job: Job, g: StrategyGrid, layers: str) -> np.ndarray:
+    """Parameters one GPU of the pipeline rank of ``layers`` holds before ZeRO sharding (dense + expert), as its
+    data-parallel sync and optimizer step count them (:func:`_rank_dp_job`)."""
+    dense, expert = _params_per_gpu(_rank_dp_job(job, layers), g)
+    return np.asarray((dense + expert) * (len(layers) * g.pp / float(job.shape.layers)), dtype=float)
+
+
+def _dp_ranks(job: Job, g: StrategyGrid, splits: list[_RankSplit] | None) -> list[tuple[np.ndarray, _RankSplit, int]]:
+    """The pipeline rank whose data-parallel sync and optimizer step the step prices, per candidate of each split of
+    :func:`_rank_layers`: the one holding the most parameters (:func:`_rank_params`; the gradients it reduces and the
+    states it steps), the last rank where it holds as many, else the first of equal ones, as the even split takes the
+    stage of the most layers, the last one on a tie (:func:`evaluate`). As (candidates, split, rank r), one per rank
+    some candidate takes. Equal shares: the rank of the most layers, as without a split."""
+    out: list[tuple[np.ndarray, _RankSplit, int]] = []
+    for sp in splits or ():
+        own = [_rank_params(job, g, s) for s in sp.ranks]
+        best, most = np.zeros(np.shape(own[0]), dtype=int), own[0]
+        for r in range(1, sp.p - 1):
+            take = own[r] > most
+            best, most = np.where(take, r, best), np.where(take, own[r], most)
+        best = np.where(own[-1] >= most, sp.p - 1, best)
+        on = np.broadcast_to(sp.on, np.broadcast_shapes(np.shape(sp.on), np.shape(best)))
+        for r in np.unique(np.broadcast_to(best, on.shape)[on]):
+            out.append((on & (best == r), sp, int(r)))
+    return out
+
+
+class _Rows(NamedTuple):
+    """One group of a grid's rows along its first axis (:func:`_split_rows`): their positions and the grid of them."""
+
+    rows: np.ndarray
+    grid: StrategyGrid
+
+
+def _split_rows(job: Job, g: StrategyGrid) -> list[_Rows] | None:
+    """The grid's rows (first axis) grouped by the hybrid pattern's rank split they run (:func:`_rank_layers`; one
+    group for the rows of no split), where there are several groups and each split's candidates are whole rows (the
+    planner's configurations: pp, the stage layers and the schedule on the first axis). Each rank of a split is then
+    priced on its own rows, not on every candidate of the grid (:func:`evaluate`, :func:`memory_peak_stage`,
+    :func:`compute_floor`, :func:`dp_exposed_floor` run once per group; the same values, every cost being per
+    candidate). None otherwise: one pass over the grid."""
+    splits = _rank_layers(job, g)
+    shape = g.shape
+    if not splits or len(shape) == 0 or shape[0] <= 1:
+        return None
+    nd, n = len(shape), shape[0]
+    key = np.full(n, -1)
+    for i, sp in enumerate(splits):
+        on = np.asarray(sp.on)
+        dims: tuple[int, ...] = (1,) * (nd - on.ndim) + tuple(on.shape)
+        on = on.reshape(dims)
+        if any(d != 1 for d in dims[1:]):
+            return None  # a split that varies along another axis: priced over the whole grid
+        key = np.where(np.broadcast_to(on.reshape(-1), (n,)), i, key)
+    groups = np.unique(key)
+    if len(groups) == 1:
+        return None
+    out = []
+    for k in groups:
+        rows = np.nonzero(key == k)[0]
+        out.append(_Rows(rows, replace(g, **{f.name: _cut_rows(getattr(g, f.name), rows, n, nd)
+                                             for f in dataclass_fields(g)})))
+    return out
+
+
+def _cut_rows(a: Any, rows: np.ndarray, n: int, nd: int) -> Any:
+    """``a`` at ``rows`` of the first axis of a grid of ``nd`` axes and ``n`` rows, where it spans that axis."""
+    x = np.asarray(a)
+    return x[rows] if x.ndim == nd and x.shape[0] == n and n > 1 else a
+
+
+def _join_rows(parts: list[tuple[np.ndarray, Any]], n: int, nd: int) -> np.ndarray:
+    """The values of :func:`_split_rows`' groups put back at their rows of the first axis (``n`` rows, ``nd`` axes)."""
+    vals = [np.asarray(v) for _rows, v in parts]
+    vals = [v.reshape((1,) * (nd - v.ndim) + v.shape) for v in vals]
+    trailing = np.broadcast_shapes(*(v.shape[1:] for v in vals))
+    out = np.empty((n,) + tuple(trailing), dtype=np.result_type(*vals))
+    for (rows, _v), v in zip(parts, vals, strict=True):
+        out[rows] = v
+    return out
+
+
+def _join_results(parts: list[tuple[np.ndarray, Any]], n: int, nd: int) -> Any:
+    """:func:`_join_rows` of every array (and dict of arrays) field of like results (a dataclass or a NamedTuple)."""
+    first = parts[0][1]
+
+    def join(values: list[Any]) -> Any:
+        if isinstance(values[0], dict):
+            return {k: join([v[k] for v in values]) for k in values[0]}
+        return _join_rows([(rows, v) for (rows, _r), v in zip(parts, values, strict=True)], n, nd)
+
+    if isinstance(first, tuple):  # NamedTuple
+        return type(first)(*(join([r[i] for _rows, r in parts]) for i in range(len(first))))
+    return replace(first, **{f.name: join([getattr(r, f.name) for _rows, r in parts])
+                             for f in dataclass_fields(first)})
+
+
+class _RowsMemo(MutableMapping[str, np.ndarray]):
+    """A view of a memo (:func:`memory_peak_stage`'s ``activations``) whose keys carry a row group's tag, so that the
+    groups of :func:`_split_rows` keep their own arrays in one memo."""
+
+    def __init__(self, memo: MutableMapping[str, np.ndarray], tag: str) -> None:
+        self.memo, self.tag = memo, tag
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.memo[f"{self.tag} {key}"]
+
+    def __setitem__(self, key: str, value: np.ndarray) -> None:
+        self.memo[f"{self.tag} {key}"] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.memo[f"{self.tag} {key}"]
+
+    def __iter__(self) -> Iterator[str]:
+        return (k[len(self.tag) + 1:] for k in self.memo if k.startswith(self.tag + " "))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _where_stage(take: np.ndarray, a: _Stage, b: _Stage) -> _Stage:
@@ -490,62 +614,61 @@ def _busiest(stages: list[_Stage]) -> _Stage:
 
 
 def _segment_rank_stages(job: Job, g: StrategyGrid, stage: Callable[..., _Stage]
-                         ) -> list[tuple[int, list[_Stage], list[str]]] | None:
-    """For each pp of :func:`_rank_layers`: (p, every rank's stage priced on its own layers' kinds
-    (:func:`_part_job`), the rank's layers); the last rank with the logits. None without segments."""
-    ranks = _rank_layers(job, g)
-    if ranks is None:
+                         ) -> list[tuple[_RankSplit, list[_Stage]]] | None:
+    """For each split of :func:`_rank_layers`: (the split, every rank's stage priced on its own layers' kinds
+    (:func:`_part_job`)); the last rank with the logits. None for a model that is not hybrid."""
+    splits = _rank_layers(job, g)
+    if splits is None:
         return None
-    return [(p, [stage(np.full(1, float(len(s))), r == p - 1, _part_job(job, s)) for r, s in enumerate(layers)],
-             layers) for p, layers in ranks]
+    return [(sp, [stage(np.full(1, float(len(s))), r == sp.p - 1, _part_job(job, s)) for r, s in enumerate(sp.ranks)])
+            for sp in splits]
 
 
 def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray,
-                            interleaved: bool) -> list[tuple[int, np.ndarray]]:
-    """The pipelined time of one step for each pp of :func:`_rank_layers`, every rank at its own stage time:
-    1F1B :func:`scalemodel.cost.pipeline.one_f_one_b_time` over the p ranks' forward and backward seconds (each
-    rank's time split as its compute, :func:`_stage_forward_backward`); interleaved
+                            interleaved: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(the candidates, the pipelined time of one step) for each split of :func:`_rank_layers`, every rank at its own
+    stage time: 1F1B :func:`scalemodel.cost.pipeline.one_f_one_b_time` over the p ranks' forward and backward seconds
+    (each rank's time split as its compute, :func:`_stage_forward_backward`); interleaved (``|`` segments only)
     :func:`scalemodel.cost.pipeline.interleaved_rank_time` over the p ranks' times and the chunks of virtual stage 0
     (segments 0 .. p-2, each its own kinds, with its two send/recvs: its stage less the empty stage's 2 v
     send/recvs, plus 1 / v of them)."""
-    out: list[tuple[int, np.ndarray]] = []
+    out: list[tuple[np.ndarray, np.ndarray]] = []
     seg = _segment_rank_stages(job, g, stage)
-    if seg is None:
-        return out
-    hy = job.shape.hybrid
-    assert hy is not None
-    for p, stages, _layers in seg:
+    for sp, stages in seg or ():
+        p = sp.p
         # middle ranks (and interleaved, middle chunks) all one stage: the three-class closed forms, the same bound
         # to the bit as without '|' (equal segments)
         same = all(x is stages[1] for x in stages[1:-1])
         if interleaved:
-            v = float(len(hy.segment_layers) // p)
+            if not sp.piped:  # Megatron refuses virtual stages without '|' (the split is not the candidates')
+                continue
+            v = float(sp.v)
             chunks, pieces = [], []
-            for s in hy.segment_layers[:p - 1]:
+            for s in sp.chunks[:p - 1]:
                 part = _part_job(job, s)
                 pp_only = stage(np.zeros(1), False, part).time
                 pieces.append(stage(np.full(1, float(len(s))), False, part))
                 chunks.append(pieces[-1].time - pp_only + pp_only / v)
             if same and all(x is pieces[-1] for x in pieces[1:]):
                 mid = stages[1] if p >= 3 else stages[0]
-                out.append((p, pipeline.interleaved_uneven_time(m, p, stages[0].time, mid.time, stages[-1].time,
-                                                                chunks[0], chunks[-1])))
+                out.append((sp.on, pipeline.interleaved_uneven_time(m, p, stages[0].time, mid.time, stages[-1].time,
+                                                                    chunks[0], chunks[-1])))
                 continue
             shape = np.broadcast_shapes(np.shape(m), *(np.shape(x.time) for x in stages),
                                         *(np.shape(x) for x in chunks))
             w = np.stack([np.broadcast_to(x.time, shape) for x in stages], axis=-1)
             c = np.stack([np.broadcast_to(x, shape) for x in chunks], axis=-1)
-            out.append((p, pipeline.interleaved_rank_time(np.broadcast_to(m, shape), w, c)))
+            out.append((sp.on, pipeline.interleaved_rank_time(np.broadcast_to(m, shape), w, c)))
         else:
             fb = [_stage_forward_backward(x) for x in stages]
             if same:
                 mid_fb = fb[1] if p >= 3 else fb[0]
-                out.append((p, pipeline.one_f_one_b_three_class_time(m, p, *fb[0], *mid_fb, *fb[-1])))
+                out.append((sp.on, pipeline.one_f_one_b_three_class_time(m, p, *fb[0], *mid_fb, *fb[-1])))
                 continue
             shape = np.broadcast_shapes(np.shape(m), *(np.shape(f) for pair in fb for f in pair))
             f = np.stack([np.broadcast_to(x[0], shape) for x in fb], axis=-1)
             b = np.stack([np.broadcast_to(x[1], shape) for x in fb], axis=-1)
-            out.append((p, pipeline.one_f_one_b_time(np.broadcast_to(m, shape), f, b)))
+            out.append((sp.on, pipeline.one_f_one_b_time(np.broadcast_to(m, shape), f, b)))
     return out
 
 
@@ -593,12 +716,7 @@ def _chunk_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np
     mid = np.maximum(rest, 0.0) / np.maximum(chunks - set_f - set_l, 1.0)  # none left: _chunk_split_ok flags it
     out = (np.where(set_f, g.first_chunk_layers, mid).astype(float), mid,
            np.where(set_l, g.last_chunk_layers, mid).astype(float))
-    seg = _segment_split(job, g)
-    if seg is not None:  # a hybrid pattern's '|' segments are the chunks (no first/last chunk sizes with them)
-        on = seg["on"]
-        out = (np.where(on, seg["chunk_first"], out[0]), np.where(on, seg["chunk_mid"], out[1]),
-               np.where(on, seg["chunk_last"], out[2]))
-    return out
+    return out  # a hybrid pattern's '|' segments are priced apart, each chunk its own (_segment_pipeline_total)
 
 
 def _chunk_split_ok(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -1126,7 +1244,7 @@ def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(np.where(on & (g.pp <= 1), t, 0.0))
 
 
-def grad_buffer_reset_time(job: Job, g: StrategyGrid) -> np.ndarray:
+def grad_buffer_reset_time(job: Job, g: StrategyGrid, layers: Any = None) -> np.ndarray:
     """Seconds per step of zeroing Megatron-Core DDP's gradient buffer (:func:`megatron_ddp_on`), 0 otherwise:
 
         bytes = P_gpu g        P_gpu = (dense + expert parameters) / (tp pp) (:func:`_params_per_gpu`), unsharded
@@ -1137,11 +1255,12 @@ def grad_buffer_reset_time(job: Job, g: StrategyGrid) -> np.ndarray:
     ``ParamAndGradBuffer.reset`` at core_v0.8.0 baf94af3c6; ``_ParamAndGradBuffer.reset`` at core_v0.15.0 0d7e02bd26
     and 791b70e031): the distributed optimizer shards the optimizer states, not this buffer, which holds a gradient
     element of g bytes (``Job.grad_bytes``) for every parameter of the rank. Once per step, before the first
-    forward; counted with the optimizer step (the state passes between two steps)."""
+    forward; counted with the optimizer step (the state passes between two steps). ``layers``: a stage of that many
+    layers (:func:`_stage_params_per_gpu`), else the stages' mean."""
     on = megatron_ddp_on(g)
     if not np.any(on):
         return np.zeros(1)
-    dense, expert = _params_per_gpu(job, g)
+    dense, expert = _stage_params_per_gpu(job, g, layers)
     return np.asarray(np.where(on, _hbm_seconds(job, (dense + expert) * job.grad_bytes), 0.0))
 
 
@@ -2533,16 +2652,17 @@ def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(on & (job.fp8_recipe not in ("mxfp8", "nvfp4")) & bool(job.is_transformer))
 
 
-def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
+def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None) -> np.ndarray:
     """Seconds per step the optimizer adds under fp8_param_gather: it quantizes its shard of the FP8 parameters
-    (:func:`fp8_param_elements` of an average stage, L/pp layers, over :func:`_state_shards` and
-    :func:`_expert_state_shards`) from the fp32 master instead of writing their 16-bit copy:
+    (:func:`fp8_param_elements` of an average stage, L/pp layers, or of a stage of ``layers`` layers, over
+    :func:`_state_shards` and :func:`_expert_state_shards`) from the fp32 master instead of writing their 16-bit copy:
     shard x (:func:`scalemodel.cost.compute.fp8_param_quantize_bytes` - :data:`WEIGHT_COPY_BYTES`) HBM bytes: the
     quantization reads the fp32 master and writes the 16-bit cast as the copy does, then casts that to FP8."""
     if not job.fp8_recipe or not np.any(fp8_params_held(job, g)):  # no recipe: a grid built around the spec checks
         return np.zeros(1)
-    dense, expert = _params_per_gpu(job, g)
-    fp8_dense, fp8_expert = fp8_param_elements(job, g, float(job.shape.layers) / g.pp, dense, expert)
+    dense, expert = _stage_params_per_gpu(job, g, layers)
+    stage = float(job.shape.layers) / g.pp if layers is None else np.asarray(layers, dtype=float)
+    fp8_dense, fp8_expert = fp8_param_elements(job, g, stage, dense, expert)
     shard = fp8_dense / _state_shards(job, g, sync) + fp8_expert / _expert_state_shards(job, g, sync)
     per_element = compute.fp8_param_quantize_bytes(job.fp8_recipe, elem_bytes=float(job.elem_bytes))
     return _hbm_seconds(job, shard * (per_element - WEIGHT_COPY_BYTES))
@@ -3043,7 +3163,7 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     return exposed * (1.0 - share) + outer["gathers_exposed"], in_group, both + inner["gathers"] + outer["gathers"]
 
 
-def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
+def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None) -> np.ndarray:
     """Seconds of the optimizer step, memory-bound: the parameters whose states this rank updates (its share of
     the model; at ZeRO >= 1 the dense ones over :func:`_state_shards` and the experts over
     :func:`_expert_state_shards`, the shards :func:`memory_parts` holds) times
@@ -3051,13 +3171,25 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
     efficiency; with fp8_param_gather plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`); under
     Megatron-Core's DDP plus the zeroing of its whole gradient buffer (:func:`grad_buffer_reset_time`); under
     nanotron's trainer plus its clipping and reset of the whole fp32 gradient buffer
-    (:func:`nanotron_grad_buffer_time`)."""
-    dense, expert = _params_per_gpu(job, g)
+    (:func:`nanotron_grad_buffer_time`). The share: the stages' mean (:func:`_params_per_gpu`), or with ``layers`` a
+    stage of that many layers of ``job`` (:func:`_stage_params_per_gpu`; a hybrid pattern's rank: its
+    :func:`_rank_dp_job`)."""
+    dense, expert = _stage_params_per_gpu(job, g, layers)
     sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
-    return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync) \
-        + grad_buffer_reset_time(job, g) + nanotron_grad_buffer_time(job, g)
+    return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync, layers) \
+        + grad_buffer_reset_time(job, g, layers) + nanotron_grad_buffer_time(job, g)
+
+
+def _stage_params_per_gpu(job: Job, g: StrategyGrid, layers: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """(dense, expert) parameters one GPU holds: :func:`_params_per_gpu` (the stages' mean) with ``layers`` None, else
+    those of a stage of ``layers`` layers, x layers / (L / pp), as :func:`_dp_comm` takes the priced stage's."""
+    dense, expert = _params_per_gpu(job, g)
+    if layers is None:
+        return dense, expert
+    share = np.asarray(layers, dtype=float) * g.pp / float(job.shape.layers)
+    return dense * share, expert * share
 
 
 def microbatches(g: StrategyGrid) -> np.ndarray:
@@ -3076,7 +3208,7 @@ def memory_parts(job: Job, g: StrategyGrid, m: np.ndarray, *,
 def memory_total(job: Job, g: StrategyGrid, m: np.ndarray, *,
                  fragmentation: float = memory.DEFAULT_FRAGMENTATION,
                  workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp",
-                 activations: dict[str, np.ndarray] | None = None) -> np.ndarray:
+                 activations: MutableMapping[str, np.ndarray] | None = None) -> np.ndarray:
     """``memory_parts(...)["total"]`` alone (the planner's feasibility pass reads nothing else): the same stages
     compared the same way, but only their totals are selected per candidate, not every part, and the peak stage's
     rank and parameters are not priced (:func:`memory_peak_stage` with ``parts=False``; ``activations`` its memo)."""
@@ -3098,7 +3230,7 @@ class PeakStage(NamedTuple):
 def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                       fragmentation: float = memory.DEFAULT_FRAGMENTATION,
                       workspace: float = memory.DEFAULT_WORKSPACE, sync: str = "bsp", parts: bool = True,
-                      activations: dict[str, np.ndarray] | None = None) -> PeakStage:
+                      activations: MutableMapping[str, np.ndarray] | None = None) -> PeakStage:
     """Per-GPU bytes by part of the stage with the most memory, and which stage it is (:class:`PeakStage`):
     the first stage (with the embedding); with a pipeline, the busiest other stage where it has more layers;
     and the last stage with the output layer, its logits and any multi-token prediction modules
@@ -3116,7 +3248,15 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
     ``activations``: a memo of each stage's activation bytes ("first", "mid", "last"), shared by calls on grids
     that differ only in what the model states read (``sync``, the ZeRO stage): the first call fills it, the
     others read it (no activation argument depends on those: :func:`scalemodel.cost.memory.memory_per_gpu`).
+    A hybrid pattern's rows of each rank split are priced apart (:func:`_split_rows`).
     """
+    split = _split_rows(job, g)
+    if split is not None:
+        n, nd = g.shape[0], len(g.shape)
+        return _join_results([(x.rows, memory_peak_stage(
+            job, x.grid, _cut_rows(m, x.rows, n, nd), fragmentation=fragmentation, workspace=workspace, sync=sync,
+            parts=parts, activations=None if activations is None else _RowsMemo(activations, f"rows {i}")))
+            for i, x in enumerate(split)], n, nd)
     rank, params = np.zeros(1), np.full(1, float(job.params))
     if not job.is_transformer:
         ms = memory.model_state_bytes(job.params, dp=_state_shards(job, g, sync), zero_stage=g.zero,
@@ -3196,21 +3336,23 @@ def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragment
 
 
 def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any], br: Any, rank: np.ndarray,
-                    params: np.ndarray, parts: bool, activations: dict[str, np.ndarray] | None,
+                    params: np.ndarray, parts: bool, activations: MutableMapping[str, np.ndarray] | None,
                     how: tuple[str, float, float]) -> tuple[Any, np.ndarray, np.ndarray]:
-    """:func:`memory_peak_stage` for a hybrid pattern's ``|`` segments (:func:`_rank_layers`): every pipeline rank r
-    of each pp priced on its own layers' kinds (:func:`_part_job`: its Mamba, attention, MLP and MoE layers' weights,
-    gradients, optimizer states and activations, the expert weights only where its E layers are), with its own
-    micro-batches in flight (stage_rank r), the embedding on rank 0, the output layer, its logits and the MTP modules
-    on rank p - 1 (:func:`_last_stage_memory`'s arguments); the peak is the largest rank's. ``br``, ``rank``,
-    ``params`` where the grid's pp has no segment split (and without segments). ``how``: (sync, fragmentation,
-    workspace) the part jobs' :func:`_memory_kwargs` take."""
+    """:func:`memory_peak_stage` for a hybrid pattern's pipeline ranks (:func:`_rank_layers`: its ``|`` segments, or
+    Megatron's split by count without them): every pipeline rank r of each split priced on its own layers' kinds
+    (:func:`_part_job`: its Mamba, attention, MLP and MoE layers' weights, gradients, optimizer states and
+    activations, the expert weights only where its E layers are), with its own micro-batches in flight (stage_rank
+    r), the embedding on rank 0, the output layer, its logits and the MTP modules on rank p - 1
+    (:func:`_last_stage_memory`'s arguments); the peak is the largest rank's. ``br``, ``rank``, ``params`` where no
+    split is the candidate's (and for a model that is not hybrid). ``how``: (sync, fragmentation, workspace) the part
+    jobs' :func:`_memory_kwargs` take."""
     split = _rank_layers(job, g)
     if not split:
         return br, rank, params
     d_mtp = float(job.shape.mtp_layers)
     kws: dict[int, dict[str, Any]] = {id(job): kw}
-    for p, layers in split:
+    for sp in split:
+        p, layers = sp.p, sp.ranks
         best: Any = None
         best_rank, best_params = np.zeros(1), np.zeros(1)
         for r, s in enumerate(layers):
@@ -3221,7 +3363,7 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
             n = np.full(1, float(len(s)))
             where = (dict(embedding=d_mtp > 0, head=True, mtp_modules=d_mtp) if r == p - 1
                      else dict(mtp_modules=0.0) if r == 0 else dict(embedding=False))
-            br_r = _kept(_stage_memory(activations, f"segment pp {p} rank {r}", part.shape, stage_layers=n,
+            br_r = _kept(_stage_memory(activations, f"segment pp {p} rank {r} {s}", part.shape, stage_layers=n,
                                        recomputed_layers=recomputed_layers(g, n), stage_rank=r, **where, **kw_r),
                          parts)
             take = np.ones(1, dtype=bool) if best is None else np.asarray(br_r.total > best.total)
@@ -3229,7 +3371,7 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
             if parts:
                 best_rank = np.where(take, float(r), best_rank)
                 best_params = np.where(take, _stage_params(part, kw_r, stage_layers=n, **where), best_params)
-        here = g.pp == p
+        here = sp.on
         br = _where_breakdown(here, best, br)
         if parts:
             rank, params = np.where(here, best_rank, rank), np.where(here, best_params, params)
@@ -3241,7 +3383,8 @@ class _Total(NamedTuple):
     total: np.ndarray
 
 
-def _stage_memory(memo: dict[str, np.ndarray] | None, key: str, sh: Any, **kw: Any) -> memory.MemoryBreakdown:
+def _stage_memory(memo: MutableMapping[str, np.ndarray] | None, key: str, sh: Any, **kw: Any
+                  ) -> memory.MemoryBreakdown:
     """:func:`scalemodel.cost.memory.memory_per_gpu` of one stage, its activation bytes taken from ``memo[key]``
     when there (and put there when not)."""
     act = None if memo is None else memo.get(key)
@@ -3264,7 +3407,8 @@ def _stage_params(job: Job, kw: dict[str, Any], **stage: Any) -> np.ndarray:
 
 def _last_stage_memory(job: Job, g: StrategyGrid, br: Any, last: np.ndarray,
                        kw: dict[str, Any], rank: np.ndarray, params: np.ndarray, parts: bool = True,
-                       activations: dict[str, np.ndarray] | None = None) -> tuple[Any, np.ndarray, np.ndarray]:
+                       activations: MutableMapping[str, np.ndarray] | None = None
+                       ) -> tuple[Any, np.ndarray, np.ndarray]:
     """The larger of ``br`` and the last pipeline stage's memory (pp > 1): its ``last`` layers, the output layer
     (its own V h / t weight, gradient and optimizer states, tied or not: :func:`scalemodel.cost.memory.params_per_gpu`)
     and its fp32 logits, and the micro-batches the last stage holds in flight (1 under 1F1B); with D multi-token
@@ -3318,7 +3462,12 @@ def _imbalance(job: Job, g: StrategyGrid, m: np.ndarray, task: np.ndarray) -> np
 
 
 def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | None = None) -> StepArrays:
-    """Evaluate every candidate in ``g`` in one vectorised pass (one sync mode per call)."""
+    """Evaluate every candidate in ``g`` in one vectorised pass (one sync mode per call; a hybrid pattern's rows of
+    each rank split apart, :func:`_split_rows`)."""
+    split = _split_rows(job, g)
+    if split is not None:
+        return _join_results([(x.rows, evaluate(job, x.grid, sync=sync, kappa=kappa)) for x in split], g.shape[0],
+                             len(g.shape))
     m = microbatches(g)
     reason = _feasibility(job, g, m.astype(np.int64), sync)
     last_layers, other_layers, _first = _stage_layers(job, g)
@@ -3339,16 +3488,16 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
         host = np.where(busier, other.host, host)
         t_mb = np.maximum(t_mb, t_o)
-    for p, ranks, _layers in _segment_rank_stages(job, g, stage) or ():
-        # a hybrid pattern's '|' segments: each rank on its own kinds (_part_job), the pace the busiest rank's; the
-        # data-parallel traffic (comp_dp) stays the mean layer's on the rank of the most mean-layer equivalents
-        here = g.pp == p
+    rank_stages = _segment_rank_stages(job, g, stage) or []
+    for sp, ranks in rank_stages:
+        # a hybrid pattern's ranks (its '|' segments, or the split by count where a rank's kinds are its own): each
+        # rank on its own kinds (_part_job), the pace the busiest rank's
         last_s, other_s = ranks[-1], _busiest(ranks[:-1])
         sel = _where_stage(other_s.time > last_s.time, other_s, last_s)
-        comp = {k: np.where(here, sel.busy[k], v) if k in sel.busy else v for k, v in comp.items()}
-        mp = {k: np.where(here, sel.mp[k], v) if k in sel.mp else v for k, v in mp.items()}
-        host = np.where(here, sel.host, host)
-        t_mb = np.where(here, sel.time, t_mb)
+        comp = {k: np.where(sp.on, sel.busy[k], v) if k in sel.busy else v for k, v in comp.items()}
+        mp = {k: np.where(sp.on, sel.mp[k], v) if k in sel.mp else v for k, v in mp.items()}
+        host = np.where(sp.on, sel.host, host)
+        t_mb = np.where(sp.on, sel.time, t_mb)
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     bubble_mb = _chunked_bubble(job, g, stage, m, t_mb, bubble_mb)
     bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb)
@@ -3362,6 +3511,20 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     off = _offload_exposed(job, g, comp_dp, m, groups, sync, layer_comm)
     local = local + off
     cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local)
+    for sp, ranks in rank_stages:
+        for on, _sp, r in _dp_ranks(job, g, [sp]):
+            # a hybrid pattern's ranks: the data-parallel sync and the optimizer step of the rank with the most
+            # parameters (_dp_ranks), on its own parameters (_rank_dp_job) and its own compute windows
+            s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
+            dp_job = _rank_dp_job(job, s)
+            opt_r = _optimizer_time(dp_job, g, sync, layers=n)
+            sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n)
+            local_r = (m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off
+            cross_r, in_group_r, total_r = _sync_comm(dp_job, g, ranks[r].busy, m, sync, groups, local=local_r)
+            opt, sp_grads, local = np.where(on, opt_r, opt), np.where(on, sp_r, sp_grads), np.where(on, local_r, local)
+            cross, dp_total = np.where(on, cross_r, cross), np.where(on, total_r, dp_total)
+            if in_group is not None and in_group_r is not None:
+                in_group = np.where(on, in_group_r, in_group)
     # data-parallel traffic hidden under compute slows that compute (docs/model.md#contention)
     exposed_dp = cross + (in_group if in_group is not None else 0.0)
     dp_contention = _contention(job.collective_share, dp_total - exposed_dp)
@@ -3482,7 +3645,8 @@ def _one_kind_job(job: Job, kind: str) -> Job:
         L = hy.layers
         counts = {k: (L if k == kind else 0) for k in ("mamba", "attention", "mlp", "moe")}
         symbol = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}[kind]
-        new = msgspec.structs.replace(hy, last=symbol, moe_intervals=(), segment_kinds=(), **counts)
+        new = msgspec.structs.replace(hy, last=symbol, moe_intervals=(), segment_kinds=(), segment_layers=(),
+                                      layers_as_written="", **counts)
         return replace(job, shape=msgspec.structs.replace(sh, hybrid=new))
     if kind == "moe":  # every layer MoE
         return replace(job, shape=msgspec.structs.replace(sh, moe_every=np.ones_like(sh.moe_every),
@@ -3658,8 +3822,8 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: 
         return stage(n, False).time - pp_only + pp_only / v
 
     total = pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first), chunk(mid))
-    for p, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=True):
-        total = np.where(g.pp == p, seg_total, total)  # '|' segments: every rank and chunk its own kinds
+    for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=True):
+        total = np.where(on, seg_total, total)  # '|' segments: every rank and chunk its own kinds
     with np.errstate(divide="ignore", invalid="ignore"):
         own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
     return np.asarray(np.where(chunked, np.maximum(own, 0.0), bubble_mb))
@@ -3678,7 +3842,12 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
     compute of the layers before the last stage (the 1F1B/GPipe critical path through the last rank;
     interleaved and zero-bubble schedules, which fill that path with other work, are bounded by m t_max
     alone). GPipe and ZB-H1, whose bubble evaluate takes as fixed (p - 1 and (p - 1)/3 micro-batches of
-    t_mb >= t_max), are also bounded by (m + bubble) t_max. Without a pipeline all are m t."""
+    t_mb >= t_max), are also bounded by (m + bubble) t_max. Without a pipeline all are m t. A hybrid pattern's
+    ranks of their own kinds (:func:`_rank_layers`): t_max and t_last the ranks' own compute (:func:`_part_job`, at
+    their layers), the layers before the last rank the sum of the ranks 0 .. p-2's own."""
+    split = _split_rows(job, g)
+    if split is not None:
+        return _join_rows([(x.rows, compute_floor(job, x.grid)) for x in split], g.shape[0], len(g.shape))
     m = microbatches(g)
     last, other, _first = _stage_layers(job, g)
     t_last = _compute_per_microbatch(job, g, last)["total"]
@@ -3687,6 +3856,21 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
     t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False)["total"])
     before = _compute_per_microbatch(job, g, np.maximum(float(job.shape.layers) - last, 0.0),
                                      logits_on_stage=False)["total"]
+    seen: dict[tuple[int, int, bool], np.ndarray] = {}
+    for sp in _rank_layers(job, g) or ():
+        # a hybrid pattern's ranks of their own kinds (_rank_layers): each rank's own compute (_part_job), as evaluate
+        # prices its stage; the ranks before the last one by one (each stage's forward + backward is at least its
+        # compute: the 1F1B path through the last rank, F_<k + m W_k + B_<k, pipeline.one_f_one_b_time)
+        own = []
+        for r, s in enumerate(sp.ranks):
+            part, last_r = _part_job(job, s), r == sp.p - 1
+            key = (id(part), len(s), last_r)  # ranks of the same kinds and layers: one pricing
+            if key not in seen:
+                seen[key] = _compute_per_microbatch(part, g, np.full(1, float(len(s))), logits_on_stage=last_r)["total"]
+            own.append(seen[key])
+        t_max = np.where(sp.on, np.maximum.reduce(own), t_max)
+        t_last = np.where(sp.on, own[-1], t_last)
+        before = np.where(sp.on, sum(own[:-1], np.zeros(1)), before)
     plain = (g.pp > 1) & ((g.schedule == ScheduleKind.ONE_F_ONE_B) | (g.schedule == ScheduleKind.GPIPE))
     floor = np.where(plain, np.maximum(m * t_max, m * t_last + before), m * t_max)
     # GPipe and ZB-H1 keep evaluate's fixed bubble, p - 1 and (p - 1)/3 micro-batches of t_mb >= t_max
@@ -3712,7 +3896,12 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
     HSDP's sharding group), or for hier:G over the G replicas of a group, which the states are sharded over
     (:func:`hier_group`; HSDP's shard group is then the group too) and whose traffic :func:`_sync_comm`
     exposes inside the group. The planner bounds with it; it
-    prices the same stage and groups as :func:`evaluate` (tests/test_step.py checks it stays below)."""
+    prices the same stage and groups as :func:`evaluate` (tests/test_step.py checks it stays below): a hybrid
+    pattern's ranks of their own kinds, the rank :func:`_dp_ranks` takes, on its own parameters
+    (:func:`_rank_dp_job`) and compute (tests/test_hybrid_rank_dp.py)."""
+    split = _split_rows(job, g)
+    if split is not None:
+        return _join_rows([(x.rows, dp_exposed_floor(job, x.grid, sync)) for x in split], g.shape[0], len(g.shape))
     zero3 = g.zero >= Zero.PARAMETERS
     if not np.any(zero3):
         return np.zeros(1)
@@ -3731,7 +3920,22 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
             fwd, bwd = np.where(other > last, comp_o["forward"], fwd), np.where(other > last, comp_o["backward"], bwd)
     else:
         stage = np.ones(1)
-    layers = np.maximum(stage, 1.0)
+    out = _gather_floor(job, g, sync, groups, m, zero3, dense, expert, fwd, bwd, np.maximum(stage, 1.0))
+    for on, sp, r in _dp_ranks(job, g, _rank_layers(job, g)):
+        # a hybrid pattern's ranks: the rank whose sync evaluate prices (_dp_ranks), its own parameters and compute
+        s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
+        dp_job = _rank_dp_job(job, s)
+        dense_r, expert_r = _stage_params_per_gpu(dp_job, g, n)
+        comp_r = _compute_per_microbatch(_part_job(job, s), g, n, logits_on_stage=r == sp.p - 1)
+        out = np.where(on, _gather_floor(dp_job, g, sync, groups, m, zero3, dense_r, expert_r, comp_r["forward"],
+                                         comp_r["backward"], np.maximum(n, 1.0)), out)
+    return np.asarray(out)
+
+
+def _gather_floor(job: Job, g: StrategyGrid, sync: str, groups: ParallelGroups, m: np.ndarray, zero3: np.ndarray,
+                  dense: Any, expert: Any, fwd: Any, bwd: Any, layers: Any) -> np.ndarray:
+    """:func:`dp_exposed_floor` of a stage of ``layers`` units holding ``dense`` and ``expert`` parameters per GPU,
+    its forward and backward compute ``fwd``, ``bwd`` per micro-batch."""
     pieces = np.where(g.zero == Zero.PARAMETERS, DEEPSPEED_GATHERS_PER_LAYER, 1.0)
     root = np.minimum(fsdp_root_params(job, g), dense)  # pp == 1 only: the stage is the whole model
     blocks = dense - root
@@ -3859,8 +4063,8 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage],
     fm, bm = _stage_forward_backward(stage(other, False))
     fl, bl = _stage_forward_backward(stage(last, True))
     total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
-    for p, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=False):
-        total = np.where(g.pp == p, seg_total, total)  # '|' segments: every rank its own (exact, any p)
+    for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=False):
+        total = np.where(on, seg_total, total)  # a hybrid's ranks (_rank_layers): every rank its own
     with np.errstate(divide="ignore", invalid="ignore"):
         own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
     return np.asarray(np.where(onef1b, np.maximum(own, 0.0), bubble_mb))
