@@ -170,7 +170,7 @@ PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_paralle
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
              "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
-             "moe_layer_host_s", "ep_dispatch_sms",
+             "moe_layer_host_s", "ep_dispatch_sms", "moe_allgather_dispatcher",
              "recompute_modules", "deepspeed_pipeline", "fsdp_reshard_after_forward", "fsdp_fp8_all_gather",
              "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
              "align_grad_reduce", "align_param_gather",
@@ -1455,11 +1455,30 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
         _deepspeed_pipeline_pins(strategy, names, cons, at["deepspeed_pipeline"])
     if cons.get("moe_a2a_overlap") == [("=", True)]:
         _moe_a2a_overlap_pins(fixed, cons, at["moe_a2a_overlap"])
+    if fixed.get("moe_allgather_dispatcher"):
+        _allgather_dispatcher_pins(fixed, cons, at["moe_allgather_dispatcher"])
     if fixed.get("megatron_ddp"):
         # Megatron-Core's DDP runs at ZeRO 0 or 1 only (its distributed optimizer; StrategySpec refuses zero >= 2 with
         # it): plan would otherwise rank sharded strategies that predict refuses
         cons.setdefault("zero", []).append(("<=", int(Zero.OPTIMIZER)))
     return cons, fixed, sync
+
+
+def _allgather_dispatcher_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str, Any]]], where: str) -> None:
+    """A pinned moe_allgather_dispatcher (docs/model.md#ep-allgather) holds the EP dispatch search
+    (:func:`_with_moe_dispatch`) to what Megatron-Core runs beside it, as predict does
+    (job._check_allgather_dispatcher): the flex dispatcher off (one moe_token_dispatcher_type) and moe_a2a_overlap
+    off ("supported with alltoall/flex token dispatcher"); a pin of either on is refused, not searched."""
+    for other in ("moe_flex_dispatcher", "moe_a2a_overlap"):
+        if any(op in ("=", "==") and value is True for op, value in cons.get(other, [])):
+            raise InputError(f"moe_allgather_dispatcher with {other} true: Megatron-Core runs {other} with the "
+                             "alltoall or flex dispatcher only", where=where,
+                             allowed=f"one of moe_allgather_dispatcher and {other}")
+        cons.setdefault(other, []).append(("=", False))
+    if fixed.get("moe_shared_expert_overlap"):
+        raise InputError("moe_allgather_dispatcher with moe_shared_expert_overlap: Megatron-Core refuses it "
+                         "('moe_shared_expert_overlap only works with alltoall or flex token dispatcher')",
+                         where=where, allowed="one of moe_allgather_dispatcher and moe_shared_expert_overlap")
 
 
 def _moe_a2a_overlap_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str, Any]]], where: str) -> None:

@@ -696,6 +696,14 @@ def _megatron(text: str, out: StrategyFile) -> None:
         if kind == "flex":
             out.strategy["moe_flex_dispatcher"] = True
             out.fields["moe_flex_dispatcher"] = "--moe-token-dispatcher-type"
+    # the allgather dispatcher (strategy moe_allgather_dispatcher, docs/model.md#ep-allgather): named, or Megatron's
+    # default (TransformerConfig.moe_token_dispatcher_type = "allgather", NVIDIA/Megatron-LM@d98e8a64dd
+    # megatron/core/transformer/transformer_config.py line 891) where the file builds an MoE model (--num-experts)
+    if (args.get("--moe-token-dispatcher-type") or "allgather") == "allgather" and (
+            "--moe-token-dispatcher-type" in args or "--num-experts" in model_flags):
+        out.strategy["moe_allgather_dispatcher"] = True
+        out.fields["moe_allgather_dispatcher"] = "--moe-token-dispatcher-type" \
+            if "--moe-token-dispatcher-type" in args else "--num-experts"
     _shared_expert_overlap_dispatcher(args, "--moe-shared-expert-intermediate-size" in model_flags, out)
     _flex_dispatcher_sms(args, number, out)
     _loss_impl(args, out)

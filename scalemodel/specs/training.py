@@ -277,6 +277,12 @@ class StrategySpec(Spec, kw_only=True):
         "HybridEP, moe_flex_dispatcher_backend; docs/model.md#ep-hierarchical): each token crosses the network once "
         "per destination NVLink domain and NVLink once per destination GPU, not once per (token, expert) pair as "
         "with NCCL's all-to-all (false: Megatron-Core's alltoall dispatcher)"))] = False
+    moe_allgather_dispatcher: Annotated[bool, Meta(description=(
+        "the EP tokens move with Megatron-Core's allgather dispatcher (moe_token_dispatcher_type allgather, "
+        "Megatron-Core's default; docs/model.md#ep-allgather): every token, its routing map and its probabilities "
+        "all-gathered over the etp x ep group, the combine reduce-scattered back, in place of the all-to-alls; "
+        "not with moe_flex_dispatcher, moe_a2a_overlap nor moe_shared_expert_overlap (Megatron-Core refuses them "
+        "with it)"))] = False
     moe_flex_backend: Annotated[FlexBackendText, Meta(description=(
         "which backend the flex dispatcher runs (Megatron-Core --moe-flex-dispatcher-backend; "
         "docs/model.md#ep-hierarchical): deepep (Megatron-Core's default; each token copy carries its top-k indices "
