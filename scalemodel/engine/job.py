@@ -98,6 +98,8 @@ class Job:
     critical_batch: float  # B_noise in samples, 0 = not given
     work_cv: float  # CV of one micro-batch's compute time (load imbalance)
     inputs: dict[str, Any] = field(default_factory=dict)
+    #: bytes of a routing probability (training.moe_router_dtype: 4 fp32, 8 fp64); 0: the activations' elem_bytes
+    router_bytes: float = 0.0
     # dedicated parameter servers (docs/model.md#parameter-server): NIC line rate per direction
     # (0 = a GPU node's NIC), DRAM bandwidth, BytePS partition size, shard imbalance (0 = round-robin)
     ps_server_nic_bandwidth: float = 0.0
@@ -310,6 +312,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         peak_flops=peak, memory_bandwidth=acc.memory_bandwidth, memory_capacity=acc.memory,
         gemm_max=gemm_max, gemm_half_dim=gemm_half_dim, memory_efficiency=curve.memory,
         precision=precision, elem_bytes=elem, grad_bytes=grad_bytes,
+        router_bytes={"fp32": 4.0, "fp64": 8.0}.get(str(getattr(training, "moe_router_dtype", None)), 0.0),
         optimizer_bytes_per_param=training.optimizer_bytes_per_param, seq_len=int(seq),
         is_transformer=sh is not None, shape=sh, params=params, expert_params=expert,
         generic_flops_per_sample=gen_flops, generic_backward_factor=gen_bwd, generic_activation_bytes=gen_act,

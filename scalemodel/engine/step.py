@@ -1170,7 +1170,7 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
         return fwd_l, bwd_l, rec_l
     share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
     c_f, c_b = compute.eager_glu_clamp_bytes(sh, ep=g.ep, etp=_etp(g), **kw)
-    e_f, e_b = compute.eager_expert_bias_bytes(sh, ep=g.ep, etp=_etp(g), **kw)
+    e_f, e_b = compute.eager_expert_bias_bytes(sh, ep=g.ep, etp=_etp(g), prob_bytes=job.router_bytes or None, **kw)
     local = np.maximum(np.maximum(sh.moe_experts, 0.0) / g.ep, 1.0)
     k_f, k_b = compute.EXPERT_BIAS_KERNELS
     clamp_f = np.where(clamp, share * _hbm_seconds(job, c_f), 0.0)
@@ -1891,8 +1891,12 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     if int(sh.moe_experts) > 0 and np.any((_etp(g) > 1) & (g.sequence_parallel | (g.tp == 1))):
         etp_group = place(np.asarray(_etp(g), dtype=float), 1.0, groups.network)
         disp_bytes = _etp(g) * a2a_bytes
-        moe_disp = (_collective("allgather", disp_bytes, etp_group)
-                    + _collective("reducescatter", disp_bytes, etp_group))
+        # forward AG (eb) + RS in the probabilities' dtype (combine_preprocess: hidden_states.to(self.probs.dtype));
+        # backward RS (eb) + AG (the same dtype): the pair's mean per pass (docs/model.md#router-dtype)
+        cast = disp_bytes * ((job.router_bytes or job.elem_bytes) / job.elem_bytes)
+        moe_disp = 0.5 * (_collective("allgather", disp_bytes, etp_group)
+                          + _collective("reducescatter", disp_bytes, etp_group)
+                          + _collective("allgather", cast, etp_group) + _collective("reducescatter", cast, etp_group))
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
@@ -1960,11 +1964,13 @@ def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups, 
         bwd = RS(P R E pb) + RS(P R w eb) + AG(P R w pb)
         t   = (fwd + bwd) / 4
 
-    ``pb`` the probabilities' bytes (the router input's dtype: the activations' ``eb``). Every token goes to every
+    ``pb`` the probabilities' bytes: the router's dtype, the activations' ``eb`` unless ``moe_router_dtype`` is
+    fp32 / fp64 (docs/model.md#router-dtype: router.py casts the logits, moe_utils.py
+    ``topk_routing_with_score_function`` returns ``probs.type_as(logits)``). Every token goes to every
     rank of the group whatever its top-k: no k in the bytes, as against the alltoall dispatcher's k copies."""
     sh = job.shape
     E, w, eb = float(sh.moe_experts), float(sh.moe_width), job.elem_bytes
-    pb = eb
+    pb = job.router_bytes or eb
     etp = _etp(g)
     group = groups.expert if not np.any(etp > 1) else place(g.ep * etp, 1.0, groups.network)
     size = g.ep * etp * rows

@@ -337,7 +337,9 @@ _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recomput
                     "--cp-comm-type", "--hierarchical-context-parallel-sizes",
                     # read for strategy.ep_dispatch_sms under the flex dispatcher (_flex_dispatcher_sms)
                     "--moe-flex-dispatcher-backend", "--moe-deepep-num-sms", "--moe-hybridep-num-sms",
-                    "--moe-flex-dispatcher-num-sms"}
+                    "--moe-flex-dispatcher-num-sms",
+                    # read for training.moe_router_dtype (the routing probabilities' dtype: docs/model.md#router-dtype)
+                    "--moe-router-dtype"}
 
 
 #: Megatron-LM's --cp-comm-type words (megatron/training/arguments.py: "p2p, a2a, allgather or a2a+p2p"; Transformer
@@ -704,6 +706,13 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.strategy["moe_allgather_dispatcher"] = True
         out.fields["moe_allgather_dispatcher"] = "--moe-token-dispatcher-type" \
             if "--moe-token-dispatcher-type" in args else "--num-experts"
+    if "--moe-router-dtype" in args:  # TransformerConfig.moe_router_dtype Literal fp32, fp64 (d98e8a64dd line 811)
+        rd = args["--moe-router-dtype"]
+        if rd not in ("fp32", "fp64"):
+            shown = "no value" if rd is None else repr(rd[:40])
+            raise InputError(f"unknown router dtype: {shown}", where="--moe-router-dtype", allowed="fp32 or fp64")
+        out.training["moe_router_dtype"] = rd
+        out.training_fields["moe_router_dtype"] = "--moe-router-dtype"
     _shared_expert_overlap_dispatcher(args, "--moe-shared-expert-intermediate-size" in model_flags, out)
     _flex_dispatcher_sms(args, number, out)
     _loss_impl(args, out)

@@ -197,6 +197,11 @@ class TrainingSpec(Spec, kw_only=True):
         "warning naming the curve when it is another release's; a release older than every one held is refused; "
         "unset: the accelerator's default curve (attention_efficiency; docs/model.md#cudnn-release)"
     ))] = None
+    moe_router_dtype: Annotated[Literal["fp32", "fp64"] | None, Meta(description=(
+        "the MoE router's dtype (Megatron-Core --moe-router-dtype): its logits and so the routing probabilities in "
+        "fp32 or fp64. Priced where the probabilities' dtype reaches the wire: the allgather dispatcher's gather of "
+        "the probabilities and its combine reduce-scatter, and the alltoall dispatcher's expert-TP reduce-scatter "
+        "before the combine, cast to it (docs/model.md#router-dtype). Not given: the activations' dtype"))] = None
     fp8_attention: Annotated[bool, Meta(description=(
         "with precision fp8: the attention core runs in FP8 too (Transformer Engine fp8_dpa, Megatron-Core "
         "TransformerConfig.fp8_dot_product_attention, --fp8-dot-product-attention in forks of Megatron-LM; cuDNN's "
