@@ -1908,6 +1908,10 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg, etp=etp)
                       + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg,
                                                                prob_tokens=tokens / g.tp, etp=etp))
+        # HybridEP's metadata preprocessing: each forward dispatch (no cached handle) all-gathers the routing map,
+        # [b s / (cp tp), etp E] bool a rank, over the group with NCCL; a quarter of it on each of the 4 per layer
+        # (docs/model.md#hybridep-preprocess); its scan kernel's time is not priced (no published timing)
+        hier = hier + 0.25 * _collective("allgather", g.ep * etp * (tokens / g.tp) * etp * E, fg)
         deepep = np.asarray(g.moe_flex_backend) == int(FlexBackend.DEEPEP)
         if np.any(flex & deepep):  # DeepEP: each copy a 16-byte-aligned slot with its metadata, the 4 ops' mean
             rows = tokens / g.tp
