@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from scalemodel.choices import Precision
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, folded
 from scalemodel.specs import files, notices
 from scalemodel.specs.loader import load_json, validate
 from scalemodel.specs.training import MIN_BUCKET_BYTES, StrategySpec, TrainingSpec
@@ -420,7 +420,7 @@ def _megatron_tokens(text: str) -> list[str]:
     try:
         return shlex.split("\n".join(lines), comments=True)
     except ValueError as exc:
-        raise InputError(f"cannot split the arguments: {exc}", where="strategy file",
+        raise InputError(f"cannot split the arguments: {folded(exc)}", where="strategy file",
                          allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
 
 
@@ -995,7 +995,7 @@ def _toml(text: str, where: str) -> dict[str, Any]:
     try:
         return toml_reader.loads(text)
     except toml_reader.TOMLDecodeError as exc:
-        raise InputError(f"malformed TOML: {exc}", where=where,
+        raise InputError(f"malformed TOML: {folded(exc)}", where=where,
                          allowed="a TOML document (toml.io), as torchtitan's job configs are") from None
     except RecursionError:  # the parser recurses per nested array or inline table
         raise InputError("arrays or inline tables nested too deeply", where=where,
