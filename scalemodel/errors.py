@@ -44,6 +44,20 @@ def one_line(text: str) -> str:
     return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if not text.isascii() else text
 
 
+def prose(text: str) -> str:
+    """A message as one output line (errors, warnings): :func:`one_line` of the stripped text, tabs written ``\\t``
+    as well. Line breaks and tabs are escaped, never folded into spaces: a file name holding one (``a\\nb.yaml``) was
+    shown as ``a b.yaml``, another file's name. A parser's own multi-line text is folded where it is quoted
+    (:func:`folded`)."""
+    return one_line(text.strip()).replace("\t", "\\t")
+
+
+def folded(text: object) -> str:
+    """An exception's own text (PyYAML's, tomllib's, shlex's, csv's: prose over several lines) folded to one line of
+    single spaces, for quoting inside a message; file names go in ``where``, where :func:`prose` escapes them."""
+    return " ".join(str(text).split())
+
+
 class InputError(ValueError):
     """Bad user input. Subclasses ValueError so spec validators report it with a field path."""
 
@@ -55,10 +69,10 @@ class InputError(ValueError):
 
     def message(self) -> str:
         """One line: ``where: what; allowed`` (an echoed array is folded and cut to stay readable)."""
-        what = one_line(" ".join(self.what.split()))
+        what = prose(self.what)
         if len(what) > 300:
             what = what[:297] + "..."
-        where, allowed = one_line(self.where), one_line(self.allowed)
+        where, allowed = prose(self.where), prose(self.allowed)
         if len(where) > 400:  # a 100,000-character --set path (or key) named the field whole: a 100 KB line
             where = f"{where[:240]}... ({len(where):,} characters)"
         text = f"{where}: {what}" if where else what

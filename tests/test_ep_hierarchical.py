@@ -316,6 +316,9 @@ def test_step_switch_prices_the_flex_path_and_leaves_nccl_alone() -> None:
     # forward dispatch and backward combine carry the routing probabilities (4 B x 64 experts per node per token)
     per_layer_flex = 0.5 * float(ep_dispatch.hierarchical_alltoall_time(x, 128, 8, pl)
                                  + ep_dispatch.hierarchical_alltoall_time(x + 4096 * 4.0 * 64, 128, 8, pl))
+    # and the routing map's all-gather before each forward dispatch, a quarter on each call
+    # (docs/model.md#hybridep-preprocess): 16 ranks x 4096 tokens x 128 one-byte flags
+    per_layer_flex += 0.25 * float(coll.group_time("allgather", np.asarray(16 * 4096 * 128.0), pl))
     per_layer_nccl = float(coll.group_time("alltoall", x * 8, pl))
     flex, nccl = _ep_time(True), _ep_time(False)
     # the same number of micro-batches and MoE layers multiply both

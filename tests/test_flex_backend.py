@@ -14,6 +14,7 @@ import json
 import numpy as np
 import pytest
 
+from scalemodel.cost import collectives as coll
 from scalemodel.cost import ep_dispatch
 from scalemodel.cost.placement import place
 from scalemodel.engine.job import build_job, flex_default_sms, grid_from_strategy
@@ -60,6 +61,9 @@ def test_step_prices_each_backends_bytes() -> None:
     deepep = float(ep_dispatch.hierarchical_alltoall_time(T * 4136.0, 128, 8, pl))
     hybrid = 0.5 * float(ep_dispatch.hierarchical_alltoall_time(T * 4096.0, 128, 8, pl)
                          + ep_dispatch.hierarchical_alltoall_time(T * (4096.0 + 4.0 * 64), 128, 8, pl))
+    # HybridEP's routing-map all-gather before each forward dispatch (docs/model.md#hybridep-preprocess): 16 ranks x
+    # 4096 tokens x 128 one-byte flags, a quarter of it on each of the 4 calls
+    hybrid += 0.25 * float(coll.group_time("allgather", np.asarray(16 * T * 128.0), pl))
     assert _ep("deepep") / _ep("hybridep") == pytest.approx(deepep / hybrid, rel=1e-9)
     # DeepEP's metadata (40 B a copy on average) is less than HybridEP's probabilities (128 B on average)
     assert _ep("deepep") < _ep("hybridep")

@@ -1745,7 +1745,8 @@ def eager_glu_clamp_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLi
 
 def eager_expert_bias_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,
                             cp: ArrayLike = 1, ep: ArrayLike = 1, etp: ArrayLike | None = None,
-                            elem_bytes: ArrayLike = 2.0) -> tuple[np.ndarray, np.ndarray]:
+                            elem_bytes: ArrayLike = 2.0, prob_bytes: ArrayLike | None = None
+                            ) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) HBM bytes one MoE layer adds on one GPU per micro-batch when the routed experts' FC2 bias is
     added, weighted by the router probability, outside the GEMM; 0 without experts.
 
@@ -1760,14 +1761,26 @@ def eager_expert_bias_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: Array
         forward   b * p writes e; t + (b p) reads 2e, writes e; the cat 2e                              = 6e
         backward  MulBackward0: grad * p (2e) summed to b's shape (e), grad * b (2e) summed to p's (e)  = 6e
 
-    over R = ep u T k / t routed rows (T = b s / cp); the add's and the cat's backward are views. The kernels are
+    over R = ep u T k / t routed rows (T = b s / cp); the add's and the cat's backward are views. With the
+    probabilities wider than the activations (``prob_bytes`` q > e: training.moe_router_dtype fp32 / fp64,
+    docs/model.md#router-dtype) PyTorch's type promotion makes ``b * p``, ``t + b p`` and the cat c = max(e, q) wide,
+    and the path ends in ``.to(intermediate_parallel.dtype)`` (experts.py at d98e8a64dd lines 363-379): a cast that
+    reads c and writes e; its backward casts the incoming gradient up (e + c) and autograd casts ``t``'s gradient
+    back down (c + e)::
+
+        forward   c + (e + 2c) + 2c + [c > e] (c + e)                = 5c + e + [c > e](c + e)
+        backward  6c + [c > e] 2 (c + e)
+
+    (c = e: the 6e and 6e above). The kernels are
     launched per local expert (:data:`EXPERT_BIAS_KERNELS`, priced at :data:`KERNEL_FIXED_S` by the step model).
     Megatron-Bridge 26.08's TE op fuser path scales and adds the bias inside the fused grouped MLP
     (GroupedLinear ``scale_bias``): no such bytes."""
     T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp)
     e = _pos("elem_bytes", elem_bytes)
-    per_pass = 6.0 * e * _routed_rows(sh, T, tp, ep, etp) * sh.hidden
-    return per_pass, per_pass
+    c = np.maximum(e, e if prob_bytes is None else _pos("prob_bytes", prob_bytes))
+    wider = np.where(c > e, c + e, 0.0)
+    per = _routed_rows(sh, T, tp, ep, etp) * sh.hidden
+    return per * (5.0 * c + e + wider), per * (6.0 * c + 2.0 * wider)
 
 
 def eager_bias_dropout_add_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, tp: ArrayLike = 1,

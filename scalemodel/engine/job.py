@@ -98,6 +98,8 @@ class Job:
     critical_batch: float  # B_noise in samples, 0 = not given
     work_cv: float  # CV of one micro-batch's compute time (load imbalance)
     inputs: dict[str, Any] = field(default_factory=dict)
+    #: bytes of a routing probability (training.moe_router_dtype: 4 fp32, 8 fp64); 0: the activations' elem_bytes
+    router_bytes: float = 0.0
     # dedicated parameter servers (docs/model.md#parameter-server): NIC line rate per direction
     # (0 = a GPU node's NIC), DRAM bandwidth, BytePS partition size, shard imbalance (0 = round-robin)
     ps_server_nic_bandwidth: float = 0.0
@@ -321,6 +323,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         peak_flops=peak, memory_bandwidth=acc.memory_bandwidth, memory_capacity=acc.memory,
         gemm_max=gemm_max, gemm_half_dim=gemm_half_dim, memory_efficiency=curve.memory,
         precision=precision, elem_bytes=elem, grad_bytes=grad_bytes,
+        router_bytes={"fp32": 4.0, "fp64": 8.0}.get(str(getattr(training, "moe_router_dtype", None)), 0.0),
         optimizer_bytes_per_param=training.optimizer_bytes_per_param, seq_len=int(seq),
         is_transformer=sh is not None, shape=sh, params=params, expert_params=expert,
         generic_flops_per_sample=gen_flops, generic_backward_factor=gen_bwd, generic_activation_bytes=gen_act,
@@ -657,6 +660,7 @@ class StrategyGrid:
     moe_layer_host_s: np.ndarray  # host seconds per MoE layer forward+backward after its host sync; 0 = not priced
     ep_dispatch_sms: np.ndarray  # SMs the EP dispatch/combine kernels occupy; -1 = NCCL's (collective_units)
     moe_flex_dispatcher: np.ndarray  # bool: hierarchical EP dispatch (DeepEP / HybridEP), not NCCL's all-to-all
+    moe_allgather_dispatcher: np.ndarray  # bool: Megatron-Core's allgather dispatcher (AG / RS over etp x ep)
     moe_flex_backend: np.ndarray  # choices.FlexBackend codes: the flex dispatcher's backend (DeepEP / HybridEP)
     deepspeed_pipeline: np.ndarray  # bool: DeepSpeed PipelineEngine p2p and gradient accumulation
     nanotron_trainer: np.ndarray  # bool: nanotron's fp32 accumulation pass, ZeRO-1 fp32 all-reduce + one all-gather
@@ -742,6 +746,7 @@ class StrategyGrid:
             "moe_layer_host_s": float(self.moe_layer_host_s[i]),
             "ep_dispatch_sms": int(self.ep_dispatch_sms[i]) if self.ep_dispatch_sms[i] >= 0 else None,
             "moe_flex_dispatcher": bool(self.moe_flex_dispatcher[i]),
+            "moe_allgather_dispatcher": bool(self.moe_allgather_dispatcher[i]),
             "moe_flex_backend": FlexBackend.of(self.moe_flex_backend[i]).label,
             "deepspeed_pipeline": bool(self.deepspeed_pipeline[i]),
             "nanotron_trainer": bool(self.nanotron_trainer[i]),
@@ -777,7 +782,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     last_chunk_layers=-1, etp=0, layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
     offload_layers=0, tp_comm_overlap=False, tp_async_allreduce=True, overlap_param_gather=False,
     moe_a2a_overlap=False, moe_shared_expert_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
-    ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
+    ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_allgather_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
     deepspeed_pipeline=False, nanotron_trainer=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False,
     fsdp_flat_param=False,
     fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, megatron_ddp=False, align_grad_reduce=True,
@@ -935,6 +940,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     _check_chunk_layers(strategy)
     _check_moe_a2a_overlap(strategy, ep)
     _check_shared_expert_overlap(job, strategy)
+    _check_allgather_dispatcher(job, strategy)
     _check_cp_window(job, strategy, cp, origin)
     _check_hybridep_group(job, strategy, ep, etp, origin)
     _check_moe_sp(job, strategy, tp, origin)
@@ -973,6 +979,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         moe_layer_host_s=strategy.moe_layer_host_s,
         ep_dispatch_sms=check_ep_dispatch_sms(job, getattr(strategy, "ep_dispatch_sms", None)),
         moe_flex_dispatcher=getattr(strategy, "moe_flex_dispatcher", False),
+        moe_allgather_dispatcher=getattr(strategy, "moe_allgather_dispatcher", False),
         moe_flex_backend=FlexBackend.parse(getattr(strategy, "moe_flex_backend", "deepep"),
                                            "strategy.moe_flex_backend"),
         deepspeed_pipeline=strategy.deepspeed_pipeline,
@@ -1087,6 +1094,32 @@ def _check_shared_expert_overlap(job: Job, strategy: Any) -> None:
         raise InputError("moe_shared_expert_overlap does not run with selective recompute of shared_experts "
                          "(Megatron-Core: 'shared_experts recompute cannot work with --moe-shared-expert-overlap')",
                          where="strategy.moe_shared_expert_overlap", allowed=allowed)
+
+
+def _check_allgather_dispatcher(job: Job, strategy: Any) -> None:
+    """Megatron-Core's own refusals beside the allgather dispatcher (``moe_allgather_dispatcher``,
+    docs/model.md#ep-allgather): one ``moe_token_dispatcher_type`` names one dispatcher, so not with the flex one;
+    "overlap_moe_expert_parallel_comm is supported with alltoall/flex token dispatcher" (TransformerConfig
+    .__post_init__, NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_config.py lines 3016-3019);
+    "moe_shared_expert_overlap only works with alltoall or flex token dispatcher" (lines 1820-1826, raised only for a
+    model with shared experts)."""
+    if not getattr(strategy, "moe_allgather_dispatcher", False):
+        return
+    allowed = ("moe_allgather_dispatcher false, or moe_flex_dispatcher, moe_a2a_overlap and moe_shared_expert_overlap "
+               "off")
+    if getattr(strategy, "moe_flex_dispatcher", False):
+        raise InputError("moe_allgather_dispatcher and moe_flex_dispatcher name two token dispatchers (Megatron-Core "
+                         "runs one: moe_token_dispatcher_type allgather, alltoall or flex)",
+                         where="strategy.moe_allgather_dispatcher", allowed=allowed)
+    if getattr(strategy, "moe_a2a_overlap", False):
+        raise InputError("moe_a2a_overlap does not run with the allgather dispatcher (Megatron-Core: "
+                         "'overlap_moe_expert_parallel_comm is supported with alltoall/flex token dispatcher')",
+                         where="strategy.moe_allgather_dispatcher", allowed=allowed)
+    if getattr(strategy, "moe_shared_expert_overlap", False) and job.is_transformer and float(
+            job.shape.moe_shared_experts) > 0:
+        raise InputError("moe_shared_expert_overlap does not run with the allgather dispatcher (Megatron-Core: "
+                         "'moe_shared_expert_overlap only works with alltoall or flex token dispatcher')",
+                         where="strategy.moe_allgather_dispatcher", allowed=allowed)
 
 
 def cp_window_refused(job: Job, cp: Any, cp_comm_type: Any, cp_a2a_size: Any, layer_impl: Any) -> np.ndarray:
@@ -1341,6 +1374,12 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
         # the flex dispatcher replaces the expert-parallel all-to-all (step._mp_collectives), which ep 1 has none of
         notices.warn("strategy.moe_flex_dispatcher is not priced: ep is 1 (no expert-parallel all-to-all to "
                      "dispatch)")
+    if getattr(strategy, "moe_allgather_dispatcher", False) and not moe:
+        notices.warn("strategy.moe_allgather_dispatcher is not priced: the model has no MoE layers")
+    elif getattr(strategy, "moe_allgather_dispatcher", False) and int(getattr(strategy, "ep", 1)) * int(
+            getattr(strategy, "etp", None) or getattr(strategy, "tp", 1) or 1) == 1:
+        # MoEAllGatherTokenDispatcher gathers only when tp_size > 1 or ep_size > 1 (its expert TP and EP)
+        notices.warn("strategy.moe_allgather_dispatcher is not priced: etp x ep is 1 (nothing to gather)")
     backend = str(getattr(strategy, "moe_flex_backend", "deepep") or "deepep")
     if backend != FlexBackend.DEEPEP.label and not getattr(strategy, "moe_flex_dispatcher", False):
         # the backend's bytes and default SMs act only where the flex dispatcher runs (step._mp_collectives)

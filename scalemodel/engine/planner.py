@@ -83,7 +83,7 @@ from scalemodel.choices import (
     parse_schedule,
     parse_sync,
 )
-from scalemodel.cost import compute, memory
+from scalemodel.cost import compute, memory, transformer
 from scalemodel.cost import sync as sync_model
 from scalemodel.cost.placement import distinct_layout
 from scalemodel.cost.transformer import RECOMPUTE_MODULES
@@ -170,7 +170,7 @@ PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_paralle
 PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
              "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
-             "moe_layer_host_s", "ep_dispatch_sms",
+             "moe_layer_host_s", "ep_dispatch_sms", "moe_allgather_dispatcher", "moe_shared_expert_overlap",
              "recompute_modules", "deepspeed_pipeline", "nanotron_trainer", "fsdp_reshard_after_forward",
              "fsdp_fp8_all_gather",
              "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
@@ -396,10 +396,18 @@ def _with_moe_dispatch(job: Job, cfg: dict[str, np.ndarray], c: Constraints,
 def outer_valid(job: Job, g: StrategyGrid) -> np.ndarray:
     """Which outer candidates are in the space: sequence parallelism needs tp > 1, and moe_a2a_overlap runs
     without full recompute and without selective recompute of moe (Megatron-Core TransformerConfig, as predict
-    refuses: job._check_moe_a2a_overlap), so those pairs are no candidates (not infeasible ones)."""
+    refuses: job._check_moe_a2a_overlap), and moe_shared_expert_overlap (pinned) without selective recompute of the
+    shared experts of a model that has them (job._check_shared_expert_overlap), so those pairs are no candidates (not
+    infeasible ones)."""
     ok = ~(g.sequence_parallel & (g.tp == 1))
     if np.any(g.moe_a2a_overlap):
         ok = ok & ~(g.moe_a2a_overlap & ((g.recompute == Recompute.FULL) | moe_block_recomputed(job, g)))
+    shared = np.asarray(g.moe_shared_expert_overlap, dtype=bool)
+    if np.any(shared) and job.is_transformer and float(job.shape.moe_shared_experts) > 0:
+        # Megatron-Core: "shared_experts recompute cannot work with --moe-shared-expert-overlap"
+        # (job._check_shared_expert_overlap)
+        again = transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules).shared_experts
+        ok = ok & ~(shared & np.asarray(again, dtype=bool))
     return np.asarray(ok)
 
 
@@ -1462,6 +1470,10 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
         _deepspeed_pipeline_pins(strategy, names, cons, at["deepspeed_pipeline"])
     if cons.get("moe_a2a_overlap") == [("=", True)]:
         _moe_a2a_overlap_pins(fixed, cons, at["moe_a2a_overlap"])
+    if fixed.get("moe_allgather_dispatcher"):
+        _allgather_dispatcher_pins(fixed, cons, at["moe_allgather_dispatcher"])
+    if fixed.get("moe_shared_expert_overlap"):
+        _shared_expert_overlap_pins(cons, at["moe_shared_expert_overlap"])
     if fixed.get("megatron_ddp"):
         # Megatron-Core's DDP runs at ZeRO 0 or 1 only (its distributed optimizer; StrategySpec refuses zero >= 2 with
         # it): plan would otherwise rank sharded strategies that predict refuses
@@ -1470,6 +1482,37 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
         # nanotron's ZeRO is stage 1 only (StrategySpec refuses zero >= 2 with it), as for megatron_ddp above
         cons.setdefault("zero", []).append(("<=", int(Zero.OPTIMIZER)))
     return cons, fixed, sync
+
+
+def _allgather_dispatcher_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str, Any]]], where: str) -> None:
+    """A pinned moe_allgather_dispatcher (docs/model.md#ep-allgather) holds the EP dispatch search
+    (:func:`_with_moe_dispatch`) to what Megatron-Core runs beside it, as predict does
+    (job._check_allgather_dispatcher): the flex dispatcher off (one moe_token_dispatcher_type) and moe_a2a_overlap
+    off ("supported with alltoall/flex token dispatcher"); a pin of either on is refused, not searched."""
+    for other in ("moe_flex_dispatcher", "moe_a2a_overlap"):
+        if any(op in ("=", "==") and value is True for op, value in cons.get(other, [])):
+            raise InputError(f"moe_allgather_dispatcher with {other} true: Megatron-Core runs {other} with the "
+                             "alltoall or flex dispatcher only", where=where,
+                             allowed=f"one of moe_allgather_dispatcher and {other}")
+        cons.setdefault(other, []).append(("=", False))
+    if fixed.get("moe_shared_expert_overlap"):
+        raise InputError("moe_allgather_dispatcher with moe_shared_expert_overlap: Megatron-Core refuses it "
+                         "('moe_shared_expert_overlap only works with alltoall or flex token dispatcher')",
+                         where=where, allowed="one of moe_allgather_dispatcher and moe_shared_expert_overlap")
+
+
+def _shared_expert_overlap_pins(cons: dict[str, list[tuple[str, Any]]], where: str) -> None:
+    """A pinned moe_shared_expert_overlap keeps the EP dispatch search (:func:`_with_moe_dispatch`) off
+    moe_a2a_overlap, which Megatron-Core refuses beside it ("disable moe_shared_expert_overlap when enabling
+    overlap_moe_expert_parallel_comm", TransformerConfig.__post_init__ at NVIDIA/Megatron-LM@d98e8a64dd
+    transformer_config.py lines 3039-3041), as predict does (job._check_shared_expert_overlap); both pinned on is
+    refused. Selective recompute of shared_experts, its other refusal, is left out of the space
+    (:func:`outer_valid`)."""
+    if any(op in ("=", "==") and value is True for op, value in cons.get("moe_a2a_overlap", [])):
+        raise InputError("moe_shared_expert_overlap with moe_a2a_overlap true: Megatron-Core refuses them together "
+                         "('disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm')",
+                         where=where, allowed="one of moe_shared_expert_overlap and moe_a2a_overlap")
+    cons.setdefault("moe_a2a_overlap", []).append(("=", False))
 
 
 def _moe_a2a_overlap_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str, Any]]], where: str) -> None:

@@ -1481,7 +1481,7 @@ def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: n
         return fwd_l, bwd_l, rec_l
     share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
     c_f, c_b = compute.eager_glu_clamp_bytes(sh, ep=g.ep, etp=_etp(g), **kw)
-    e_f, e_b = compute.eager_expert_bias_bytes(sh, ep=g.ep, etp=_etp(g), **kw)
+    e_f, e_b = compute.eager_expert_bias_bytes(sh, ep=g.ep, etp=_etp(g), prob_bytes=job.router_bytes or None, **kw)
     local = np.maximum(np.maximum(sh.moe_experts, 0.0) / g.ep, 1.0)
     k_f, k_b = compute.EXPERT_BIAS_KERNELS
     clamp_f = np.where(clamp, share * _hbm_seconds(job, c_f), 0.0)
@@ -1986,7 +1986,9 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     again_full = np.where(full, 1.0, 0.0) * (1.0 if xla_remat(job) else 2.0)
     rec_moe = np.where(full, comp["recomputed_layers"] * moe_share + mtp_moe, 0.0)
     ep_moe = (n * moe_share + mtp_moe) * (4.0 + 2.0 * again_moe) + rec_moe * again_full
-    ep = np.where(g.ep > 1, ep_moe * coll["ep"], 0.0)
+    # the allgather dispatcher gathers over etp x ep: at ep 1 too when etp > 1 (docs/model.md#ep-allgather)
+    gathers = (g.ep > 1) | (np.asarray(g.moe_allgather_dispatcher, dtype=bool) & (_etp(g) > 1))
+    ep = np.where(gathers, ep_moe * coll["ep"], 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p = coll["pp"]
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
@@ -2095,7 +2097,8 @@ def _moe_tp_collectives(job: Job, g: StrategyGrid,
     off_ub = np.asarray(g.moe_shared_expert_overlap, dtype=bool) & shared
     # the alltoall dispatcher's expert-TP pair: etp > 1 with SP, or with tp 1 (no SP to shard the tokens: each
     # rank's own); the flex dispatcher's etp copies are in its own dispatch bytes, not a TP collective
-    flex = np.asarray(g.moe_flex_dispatcher, dtype=bool)
+    # (the allgather dispatcher's gathers span etp x ep in its own term, ep: docs/model.md#ep-allgather)
+    flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) | np.asarray(g.moe_allgather_dispatcher, dtype=bool)
     disp = np.where((_etp(g) > 1) & (sp | (g.tp == 1)) & ~flex, coll.get("moe_disp", 0.0), 0.0)
     adj = np.where(sp, np.where(off_ub, 0.0, 1.0 if shared else 0.0) - 1.0, 0.0)
     ext = np.where(sp, np.where(off_ub, per, 0.0), 0.0) + disp
@@ -2202,8 +2205,12 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     if int(sh.moe_experts) > 0 and np.any((_etp(g) > 1) & (g.sequence_parallel | (g.tp == 1))):
         etp_group = place(np.asarray(_etp(g), dtype=float), 1.0, groups.network)
         disp_bytes = _etp(g) * a2a_bytes
-        moe_disp = (_collective("allgather", disp_bytes, etp_group)
-                    + _collective("reducescatter", disp_bytes, etp_group))
+        # forward AG (eb) + RS in the probabilities' dtype (combine_preprocess: hidden_states.to(self.probs.dtype));
+        # backward RS (eb) + AG (the same dtype): the pair's mean per pass (docs/model.md#router-dtype)
+        cast = disp_bytes * ((job.router_bytes or job.elem_bytes) / job.elem_bytes)
+        moe_disp = 0.5 * (_collective("allgather", disp_bytes, etp_group)
+                          + _collective("reducescatter", disp_bytes, etp_group)
+                          + _collective("allgather", cast, etp_group) + _collective("reducescatter", cast, etp_group))
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
@@ -2217,6 +2224,10 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         hier = 0.5 * (ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg, etp=etp, **busy)
                       + ep_dispatch.hierarchical_alltoall_time(token_bytes, E, k, fg,
                                                                prob_tokens=tokens / g.tp, etp=etp, **busy))
+        # HybridEP's metadata preprocessing: each forward dispatch (no cached handle) all-gathers the routing map,
+        # [b s / (cp tp), etp E] bool a rank, over the group with NCCL; a quarter of it on each of the 4 per layer
+        # (docs/model.md#hybridep-preprocess); its scan kernel's time is not priced (no published timing)
+        hier = hier + 0.25 * _collective("allgather", g.ep * etp * (tokens / g.tp) * etp * E, fg)
         deepep = np.asarray(g.moe_flex_backend) == int(FlexBackend.DEEPEP)
         if np.any(flex & deepep):  # DeepEP: each copy a 16-byte-aligned slot with its metadata, the 4 ops' mean
             rows = tokens / g.tp
@@ -2224,6 +2235,9 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
             hier = np.where(deepep, ep_dispatch.hierarchical_alltoall_time(rows * slot, E, k, fg, etp=etp, **busy),
                             hier)
         ep = np.where(flex, hier, ep)
+    gather = np.asarray(g.moe_allgather_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
+    if np.any(gather):  # Megatron-Core's allgather dispatcher (docs/model.md#ep-allgather)
+        ep = np.where(gather, _allgather_dispatch_time(job, g, groups, tokens / g.tp), ep)
     cp_ag = cp_rs = cp_a2a = np.zeros(1)
     cp_ring = _collective("sendrecv", kv_bytes, groups.context)
     if np.any((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P)):  # _cp_exposed
@@ -2252,6 +2266,40 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
            "ep": ep,
            "pp": _stage_boundary_time(groups, act / g.tp),
            "pp_gather": _collective("allgather", act, groups.tensor) if np.any(g.deepspeed_pipeline) else 0.0 * act}
+
+
+def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups, rows: np.ndarray) -> np.ndarray:
+    """Seconds of one of the four per-layer EP operations of Megatron-Core's allgather token dispatcher (strategy
+    ``moe_allgather_dispatcher``, docs/model.md#ep-allgather), the mean of the forward's and the backward's, so that
+    the step's 4 per MoE layer and pass are the layer's forward and backward traffic. From
+    NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/token_dispatcher.py ``MoEAllGatherTokenDispatcher``
+    (lines 233-372): ``token_dispatch`` gathers, over ``tp_ep_group`` (the etp x ep expert ranks, stride 1), the
+    routing map (bool, E a token, under no_grad), the probabilities ([tokens, E] in the router's dtype) and the
+    hidden states (w elements a token, the activations' dtype); ``token_combine`` reduce-scatters the unpermuted
+    expert output back over the same group, cast to the probabilities' dtype (``hidden_states.to(
+    self.local_probs.dtype)``). ``gather_from_sequence_parallel_region``'s backward is a reduce-scatter and
+    ``reduce_scatter_to_sequence_parallel_region``'s an all-gather (megatron/core/tensor_parallel/mappings.py), so,
+    with P = etp ep, R the rank's ``rows`` (b s / (cp tp)) and sizes the gathered buffers (nccl-tests convention)::
+
+        fwd = AG(P R E) + AG(P R E pb) + AG(P R w eb) + RS(P R w pb)
+        bwd = RS(P R E pb) + RS(P R w eb) + AG(P R w pb)
+        t   = (fwd + bwd) / 4
+
+    ``pb`` the probabilities' bytes: the router's dtype, the activations' ``eb`` unless ``moe_router_dtype`` is
+    fp32 / fp64 (docs/model.md#router-dtype: router.py casts the logits, moe_utils.py
+    ``topk_routing_with_score_function`` returns ``probs.type_as(logits)``). Every token goes to every
+    rank of the group whatever its top-k: no k in the bytes, as against the alltoall dispatcher's k copies."""
+    sh = job.shape
+    E, w, eb = float(sh.moe_experts), float(sh.moe_width), job.elem_bytes
+    pb = job.router_bytes or eb
+    etp = _etp(g)
+    group = groups.expert if not np.any(etp > 1) else place(g.ep * etp, 1.0, groups.network)
+    size = g.ep * etp * rows
+    fwd = (_collective("allgather", size * E, group) + _collective("allgather", size * E * pb, group)
+           + _collective("allgather", size * w * eb, group) + _collective("reducescatter", size * w * pb, group))
+    bwd = (_collective("reducescatter", size * E * pb, group) + _collective("reducescatter", size * w * eb, group)
+           + _collective("allgather", size * w * pb, group))
+    return np.asarray((fwd + bwd) / 4.0)
 
 
 def deepspeed_pipe_comm(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) -> np.ndarray:

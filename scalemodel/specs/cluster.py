@@ -125,7 +125,7 @@ class ClusterSpec(Sourced, kw_only=True):
         try:
             self._tiers_nest(self.tiers)
         except ValueError as exc:
-            raise field_error("tiers", str(exc)) from None
+            raise field_error("tiers", " ".join(str(exc).split())) from None
         outer = self.tiers[-1]
         if self.max_gpus is not None and self.max_gpus > outer.span:  # no tier would connect the GPUs beyond it
             raise field_error("max_gpus", f"{self.max_gpus} GPUs is more than the outermost tier {outer.name!r} "

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from scalemodel.choices import Precision
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, folded
 from scalemodel.specs import files, notices
 from scalemodel.specs.loader import load_json, validate
 from scalemodel.specs.training import MIN_BUCKET_BYTES, StrategySpec, TrainingSpec
@@ -338,7 +338,9 @@ _MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recomput
                     "--cp-comm-type", "--hierarchical-context-parallel-sizes",
                     # read for strategy.ep_dispatch_sms under the flex dispatcher (_flex_dispatcher_sms)
                     "--moe-flex-dispatcher-backend", "--moe-deepep-num-sms", "--moe-hybridep-num-sms",
-                    "--moe-flex-dispatcher-num-sms"}
+                    "--moe-flex-dispatcher-num-sms",
+                    # read for training.moe_router_dtype (the routing probabilities' dtype: docs/model.md#router-dtype)
+                    "--moe-router-dtype"}
 
 
 #: Megatron-LM's --cp-comm-type words (megatron/training/arguments.py: "p2p, a2a, allgather or a2a+p2p"; Transformer
@@ -419,7 +421,7 @@ def _megatron_tokens(text: str) -> list[str]:
     try:
         return shlex.split("\n".join(lines), comments=True)
     except ValueError as exc:
-        raise InputError(f"cannot split the arguments: {exc}", where="strategy file",
+        raise InputError(f"cannot split the arguments: {folded(exc)}", where="strategy file",
                          allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
 
 
@@ -735,6 +737,21 @@ def _megatron(text: str, out: StrategyFile) -> None:
         if kind == "flex":
             out.strategy["moe_flex_dispatcher"] = True
             out.fields["moe_flex_dispatcher"] = "--moe-token-dispatcher-type"
+    # the allgather dispatcher (strategy moe_allgather_dispatcher, docs/model.md#ep-allgather): named, or Megatron's
+    # default (TransformerConfig.moe_token_dispatcher_type = "allgather", NVIDIA/Megatron-LM@d98e8a64dd
+    # megatron/core/transformer/transformer_config.py line 891) where the file builds an MoE model (--num-experts)
+    if (args.get("--moe-token-dispatcher-type") or "allgather") == "allgather" and (
+            "--moe-token-dispatcher-type" in args or "--num-experts" in model_flags):
+        out.strategy["moe_allgather_dispatcher"] = True
+        out.fields["moe_allgather_dispatcher"] = "--moe-token-dispatcher-type" \
+            if "--moe-token-dispatcher-type" in args else "--num-experts"
+    if "--moe-router-dtype" in args:  # TransformerConfig.moe_router_dtype Literal fp32, fp64 (d98e8a64dd line 811)
+        rd = args["--moe-router-dtype"]
+        if rd not in ("fp32", "fp64"):
+            shown = "no value" if rd is None else repr(rd[:40])
+            raise InputError(f"unknown router dtype: {shown}", where="--moe-router-dtype", allowed="fp32 or fp64")
+        out.training["moe_router_dtype"] = rd
+        out.training_fields["moe_router_dtype"] = "--moe-router-dtype"
     _shared_expert_overlap_dispatcher(args, "--moe-shared-expert-intermediate-size" in model_flags, out)
     _flex_dispatcher_sms(args, number, out)
     _loss_impl(args, out)
@@ -1047,7 +1064,7 @@ def _toml(text: str, where: str) -> dict[str, Any]:
     try:
         return toml_reader.loads(text)
     except toml_reader.TOMLDecodeError as exc:
-        raise InputError(f"malformed TOML: {exc}", where=where,
+        raise InputError(f"malformed TOML: {folded(exc)}", where=where,
                          allowed="a TOML document (toml.io), as torchtitan's job configs are") from None
     except RecursionError:  # the parser recurses per nested array or inline table
         raise InputError("arrays or inline tables nested too deeply", where=where,

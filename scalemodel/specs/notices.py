@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from scalemodel.errors import shown
+from scalemodel.errors import prose
 
 _collected: list[str] = []
 MAX_WARNINGS = 100  # a hostile config could name thousands of keys; one line each is enough up to here
@@ -19,7 +19,9 @@ MAX_WARNINGS = 100  # a hostile config could name thousands of keys; one line ea
 
 def warn(message: str) -> None:
     """Record one warning (a single line; repeated messages are kept once)."""
-    line = shown(" ".join(message.split()))  # a file name's undecodable byte as \xff, not a lone surrogate
+    # a file name's line break or tab as \n / \t (not folded into a space: another file's name), its undecodable
+    # byte as \xff, not a lone surrogate
+    line = prose(message)
     line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)  # no terminal escapes from a file
     if line not in _collected and len(_collected) < MAX_WARNINGS:
         _collected.append(line)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, folded
 from scalemodel.specs import files, yamlread
 from scalemodel.specs.cluster import ClusterSpec
 from scalemodel.specs.loader import _parse_value, load_spec, resolve, validate
@@ -66,7 +66,7 @@ def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
         try:
             lines = [r for r in reader if any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
         except csv.Error as exc:  # e.g. a cell over the csv module's 128 KiB field limit
-            raise InputError(f"malformed CSV on line {reader.line_num}: {exc}", where=name,
+            raise InputError(f"malformed CSV on line {reader.line_num}: {folded(exc)}", where=name,
                              allowed="a CSV header naming the columns, then a run a row") from None
         if not lines:
             raise InputError("no header line", where=name, allowed="a CSV header naming the columns, then a run a row")

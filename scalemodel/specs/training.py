@@ -204,6 +204,11 @@ class TrainingSpec(Spec, kw_only=True):
         "the expected maximum under uniform random top-k routing (Megatron-Core moe_router_force_load_balancing, "
         "which benchmark recipes set), a baseline computed from the shapes, not a measured figure; a learned router, "
         "even with an auxiliary load-balancing loss, is typically less balanced than that"))] = None
+    moe_router_dtype: Annotated[Literal["fp32", "fp64"] | None, Meta(description=(
+        "the MoE router's dtype (Megatron-Core --moe-router-dtype): its logits and so the routing probabilities in "
+        "fp32 or fp64. Priced where the probabilities' dtype reaches the wire: the allgather dispatcher's gather of "
+        "the probabilities and its combine reduce-scatter, and the alltoall dispatcher's expert-TP reduce-scatter "
+        "before the combine, cast to it (docs/model.md#router-dtype). Not given: the activations' dtype"))] = None
     fp8_attention: Annotated[bool, Meta(description=(
         "with precision fp8: the attention core runs in FP8 too (Transformer Engine fp8_dpa, Megatron-Core "
         "TransformerConfig.fp8_dot_product_attention, --fp8-dot-product-attention in forks of Megatron-LM; cuDNN's "
@@ -284,6 +289,12 @@ class StrategySpec(Spec, kw_only=True):
         "HybridEP, moe_flex_dispatcher_backend; docs/model.md#ep-hierarchical): each token crosses the network once "
         "per destination NVLink domain and NVLink once per destination GPU, not once per (token, expert) pair as "
         "with NCCL's all-to-all (false: Megatron-Core's alltoall dispatcher)"))] = False
+    moe_allgather_dispatcher: Annotated[bool, Meta(description=(
+        "the EP tokens move with Megatron-Core's allgather dispatcher (moe_token_dispatcher_type allgather, "
+        "Megatron-Core's default; docs/model.md#ep-allgather): every token, its routing map and its probabilities "
+        "all-gathered over the etp x ep group, the combine reduce-scattered back, in place of the all-to-alls; "
+        "not with moe_flex_dispatcher, moe_a2a_overlap nor moe_shared_expert_overlap (Megatron-Core refuses them "
+        "with it)"))] = False
     moe_flex_backend: Annotated[FlexBackendText, Meta(description=(
         "which backend the flex dispatcher runs (Megatron-Core --moe-flex-dispatcher-backend; "
         "docs/model.md#ep-hierarchical): deepep (Megatron-Core's default; each token copy carries its top-k indices "

@@ -27,7 +27,7 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import BaseResolver
 
-from scalemodel.errors import InputError
+from scalemodel.errors import InputError, folded
 from scalemodel.specs.files import MAX_DEPTH as MAX_DEPTH  # bounds shared with JSON and --set (files.py)
 from scalemodel.specs.files import MAX_INT_DIGITS as MAX_INT_DIGITS
 
@@ -229,7 +229,7 @@ def compose(text: str, name: str, *, max_nodes: int = MAX_NODES) -> yaml.Node | 
                          where=f"{name}:{line}" if line and multiline else name,
                          allowed="printable UTF-8 text (no NUL or control characters)") from None
     except yaml.YAMLError as exc:
-        raise InputError(f"malformed YAML: {exc}", where=name,
+        raise InputError(f"malformed YAML: {folded(exc)}", where=name,
                          allowed="a YAML mapping of key: value lines (see `scalemodel schema`)") from None
     except RecursionError:
         raise InputError("YAML nesting is too deep", where=name,
