@@ -2072,17 +2072,22 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
     token_bytes = tokens * float(sh.moe_width) * job.elem_bytes / g.tp
     # the busiest EP rank receives (dispatch) and sends back (combine) max / mean x the mean copies
-    # (docs/model.md#moe-rank-imbalance); the expert-TP all-gather below gathers its received rows
+    # (docs/model.md#moe-rank-imbalance): each expert-TP slice's all-to-all, mean k b s / (cp tp) copies a rank
+    moe = int(sh.moe_experts) > 0
     a2a_bytes = token_bytes * float(sh.moe_top_k) * (
-        moe_rank_load(job, g, tokens / g.tp * float(sh.moe_top_k)) if int(sh.moe_experts) > 0 else 1.0)
+        moe_rank_load(job, g, tokens / g.tp * float(sh.moe_top_k)) if moe else 1.0)
     ep = _collective("alltoall", a2a_bytes, groups.expert)
     # the routed tokens' expert-TP all-gather after the dispatch and reduce-scatter before the combine (etp > 1,
     # docs/model.md#tp-comm-moe): gathered buffer etp x the rank's k b s / (cp tp) received tokens, over the etp
-    # ranks at stride 1 (the expert grid's innermost dimension)
+    # ranks at stride 1 (the expert grid's innermost dimension). Its busiest EP index gathers the rows every slice
+    # received for it (token_dispatcher.py L746-747 @d98e8a64dd: gather_from_sequence_parallel_region over the
+    # expert-TP group with output_split_sizes, the slices' own counts): the load of the experts' rows, mean
+    # etp k b s / (cp tp) copies, not etp x one slice's busiest (the slices route independently)
     moe_disp = np.zeros(1)
-    if int(sh.moe_experts) > 0 and np.any((_etp(g) > 1) & (g.sequence_parallel | (g.tp == 1))):
+    if moe and np.any((_etp(g) > 1) & (g.sequence_parallel | (g.tp == 1))):
         etp_group = place(np.asarray(_etp(g), dtype=float), 1.0, groups.network)
-        disp_bytes = _etp(g) * a2a_bytes
+        gathered = _etp(g) * tokens / g.tp * float(sh.moe_top_k)
+        disp_bytes = _etp(g) * token_bytes * float(sh.moe_top_k) * moe_rank_load(job, g, gathered)
         moe_disp = (_collective("allgather", disp_bytes, etp_group)
                     + _collective("reducescatter", disp_bytes, etp_group))
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)

@@ -1,0 +1,86 @@
+"""Review of the busiest-EP-rank pricing (docs/model.md#moe-rank-imbalance) and of the unset sequence_parallel
+(docs/model.md#moe-sp-required): each finding's check, computed independently of the implementation (a Monte Carlo
+of Megatron-Core's random routing, or the formula by hand)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import collectives as coll
+from scalemodel.cost import moe_routing
+from scalemodel.cost.placement import parallel_groups, place
+from scalemodel.engine import step
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.specs import TransformerWorkload, load_cluster
+from scalemodel.specs.training import StrategySpec, TrainingSpec
+from scalemodel.specs.workload import MoESpec
+
+
+def _busiest(rng: np.random.Generator, sources: int, tokens: int, experts: int, top_k: int, ranks: int,
+             trials: int) -> tuple[np.ndarray, np.ndarray]:
+    """Monte Carlo of one MoE layer's dispatch under moe_router_force_load_balancing (RandomSTE: i.i.d. normal
+    logits per token, top-k distinct experts; Megatron-LM@d98e8a64dd moe_utils.py L1258-1279). ``sources`` expert-TP
+    slices (etp), each an EP group of ``ranks`` ranks holding ``tokens`` tokens each (independent draws: the
+    expert-parallel RNG seed is seed + 1024 + 100 ep_rank + etp_rank, tensor_parallel/random.py L508, different
+    for every rank of the etp x ep group); EP index r holds experts [r E/p, (r + 1) E/p). Returns per trial (the
+    busiest receiver of each slice's all-to-all, averaged over the slices; the busiest EP index's rows after the
+    expert-TP all-gather, the sum over the slices)."""
+    per = experts // ranks
+    a2a, gathered = [], []
+    for _ in range(trials):
+        logits = rng.standard_normal((sources, ranks * tokens, experts))
+        top = np.argpartition(logits, -top_k, axis=2)[:, :, -top_k:] // per  # (slice, token, k) -> EP index
+        counts = np.stack([np.bincount(top[j].ravel(), minlength=ranks) for j in range(sources)])  # (slice, r)
+        a2a.append(counts.max(axis=1).mean())
+        gathered.append(counts.sum(axis=0).max())
+    return np.asarray(a2a, dtype=float), np.asarray(gathered, dtype=float)
+
+
+def test_the_expert_tp_gather_waits_on_the_summed_slices_monte_carlo() -> None:
+    """etp 2 x ep 4, 16 experts, top-2, 64 tokens a rank (a shape the routing tests do not cover): each slice's
+    all-to-all receiver has mean n k = 128 copies and its busiest follows the form at mu = 128; the expert-TP
+    all-gather (token_dispatcher.py L746-747 @d98e8a64dd, gather_from_sequence_parallel_region over the expert-TP
+    group with output_split_sizes: torch.distributed.all_gather of the slices' own counts, mappings.py L147-154)
+    gathers, for an EP index, the rows both slices received for it: mean etp n k = 256 with the form at mu = 256,
+    not etp times the all-to-all's busiest (the slices' excesses do not add up: their routings are independent).
+    Tolerance: 4 standard errors plus the form's stated Gaussian error, 0.5 / sqrt(mu) of the excess."""
+    etp, ep, n, E, k, trials = 2, 4, 64, 16, 2, 1500
+    a2a, gathered = _busiest(np.random.default_rng(160516), etp, n, E, k, ep, trials)
+    mu_a2a, mu_g = n * k, etp * n * k
+
+    def form(mu: float) -> float:  # 1 + e_p sqrt((E - k) / ((E - 1) mu)), e_4 = 1.02938 (Harter 1961)
+        return 1.0 + 1.02938 * math.sqrt((E - k) / ((E - 1) * mu))
+
+    for sample, mu in ((a2a, mu_a2a), (gathered, mu_g)):
+        se = sample.std(ddof=1) / math.sqrt(trials)
+        excess = (form(mu) - 1.0) * mu
+        assert abs(sample.mean() - form(mu) * mu) <= 4.0 * se + 0.5 / math.sqrt(mu) * excess
+        assert float(moe_routing.copy_load_factor(mu, E, k, ep)) == pytest.approx(form(mu), abs=2e-5)
+    # etp x the all-to-all's busiest is well above what the gather moves (sqrt(etp) x the excess)
+    se_g = gathered.std(ddof=1) / math.sqrt(trials)
+    assert etp * form(mu_a2a) * mu_a2a - gathered.mean() > 8.0 * se_g
+
+
+def test_step_prices_the_expert_tp_gather_at_the_gathered_rows_load() -> None:
+    """The step's dispatcher all-gather + reduce-scatter (etp = tp = 4, ep 2, SP; 8 experts, top-2, b s = 4096
+    tokens): the gathered buffer is etp (b s / tp) k h eb = 64 MiB at the mean, times the busiest EP index's load
+    of the gathered rows, mean etp (b s / tp) k = 8192 copies: f = 1 + e_2 sqrt(6 / (7 x 8192)), e_2 = 1/sqrt(pi).
+    It was priced at the all-to-all's factor (mean 2048 copies: twice the excess)."""
+    H, S, K = 4096, 4096, 2
+    wl = TransformerWorkload(name="moe", layers=8, hidden=H, heads=32, kv_heads=8, ffn_hidden=14336, gated_mlp=True,
+                             vocab=32000, seq_len=S, tied_embeddings=False,
+                             moe=MoESpec(experts=8, top_k=K, ffn_hidden=2048))
+    tr = TrainingSpec(global_batch=16, micro_batch=1, precision="bf16", seq_len=S)
+    job = build_job(load_cluster("dgx-h100"), wl, tr)
+    g = grid_from_strategy(StrategySpec(tp=4, dp=2, ep=2, sequence_parallel=True), tr, 8, job)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    c = step._mp_collectives(job, g, groups)
+    f = 1.0 + math.sqrt(6.0 / (7.0 * 8192.0)) / math.sqrt(math.pi)
+    disp = 4 * (S / 4) * K * H * 2.0 * f
+    group = place(4.0, 1.0, job.network)
+    want = float(coll.group_time("allgather", np.asarray(disp), group)
+                 + coll.group_time("reducescatter", np.asarray(disp), group))
+    assert float(np.ravel(c["moe_disp"])[0]) == pytest.approx(want, rel=1e-12)
