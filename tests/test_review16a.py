@@ -84,3 +84,19 @@ def test_step_prices_the_expert_tp_gather_at_the_gathered_rows_load() -> None:
     want = float(coll.group_time("allgather", np.asarray(disp), group)
                  + coll.group_time("reducescatter", np.asarray(disp), group))
     assert float(np.ravel(c["moe_disp"])[0]) == pytest.approx(want, rel=1e-12)
+
+
+_MIXTRAL = ["predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--tp", "1", "--json"]
+
+
+def test_a_stated_imbalance_at_ep_1_is_named_not_priced(cli) -> None:  # type: ignore[no-untyped-def]
+    """At ep 1 every rank holds every expert: the stated figure changes nothing (step.moe_rank_load is 1), and it
+    was dropped without a word (the house rule: a warning for a field the model gives nothing to act on)."""
+    import json
+    r = cli(*_MIXTRAL, "--set", "training.moe_rank_imbalance=1.2")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert any("training.moe_rank_imbalance = 1.2 is not priced: ep is 1" in w for w in d["warnings"]), d["warnings"]
+    plain = json.loads(cli(*_MIXTRAL).out)
+    assert d["step_time_s"] == plain["step_time_s"]
+
