@@ -100,3 +100,39 @@ def test_a_stated_imbalance_at_ep_1_is_named_not_priced(cli) -> None:  # type: i
     plain = json.loads(cli(*_MIXTRAL).out)
     assert d["step_time_s"] == plain["step_time_s"]
 
+
+def test_a_stated_imbalance_past_what_one_rank_can_take_is_priced_at_that_bound(cli) -> None:  # type: ignore[no-untyped-def]
+    """Mixtral (8 experts, top-2) at ep 2: a rank's 4 experts get at most 2 of a token's 2 copies, so the busiest
+    rank's load is at most 2 x the mean (all the copies). A stated 3 (a figure from a run at ep 8, where the bound
+    is 8 x 1 / 2 = 4) priced the ep-2 rank's expert GEMMs and all-to-all at 3 x the mean: it is priced at 2, the same
+    step as a stated 2, with a warning that says so; at ep 8 it stands."""
+    import json
+    base = [*_MIXTRAL, "--ep", "2"]
+    three, two = (cli(*base, "--set", f"training.moe_rank_imbalance={x}") for x in ("3", "2"))
+    assert three.code == 0 and two.code == 0, three.err + two.err
+    d3, d2 = json.loads(three.out), json.loads(two.out)
+    assert d3["step_time_s"] == d2["step_time_s"] and d3["breakdown_s"] == d2["breakdown_s"]
+    assert any("is more than one of ep 2 ranks can take" in w and "max / mean <= 2): priced at 2" in w
+               for w in d3["warnings"]), d3["warnings"]
+    assert not any("moe_rank_imbalance" in w for w in d2["warnings"]), d2["warnings"]
+    at8 = [*_MIXTRAL, "--ep", "8"]
+    d8_3 = json.loads(cli(*at8, "--set", "training.moe_rank_imbalance=3").out)
+    d8_4 = json.loads(cli(*at8, "--set", "training.moe_rank_imbalance=4").out)
+    assert d8_3["step_time_s"] < d8_4["step_time_s"]
+    assert not any("moe_rank_imbalance" in w for w in d8_3["warnings"])
+
+
+def test_the_bounds_by_hand() -> None:
+    """Copies: p min(k, E/p) / k; distinct tokens of a part: 1 / q, q = 1 - C(E - E/n, k) / C(E, k). E 8, top-2:
+    ep 2 -> 2, ep 8 -> 4; 8 parts (one expert each) -> q = 1 - 21/28, 4; 2 parts -> q = 1 - 6/28, 28/22. A stated
+    figure on the flex dispatcher's stages stops at the stage's bound (one domain of 8: NVLink only)."""
+    from scalemodel.cost import ep_dispatch
+    assert moe_routing.copy_load_cap(8, 2, np.array([1, 2, 8])).tolist() == [1.0, 2.0, 4.0]
+    assert float(moe_routing.distinct_load_cap(8, 2, 8)) == pytest.approx(4.0, rel=1e-12)
+    assert float(moe_routing.distinct_load_cap(8, 2, 2)) == pytest.approx(28 / 22, rel=1e-12)
+    assert float(moe_routing.distinct_load_cap(8, 2, 1)) == 1.0
+    from scalemodel.specs import load_workload
+    job = build_job(load_cluster("dgx-h100"), load_workload("mixtral-8x7b"), TrainingSpec(global_batch=8))
+    pl = place(8.0, 1.0, job.network)
+    t = {x: float(ep_dispatch.hierarchical_alltoall_time(2**24, 8, 2, pl, imbalance=x)) for x in (3.0, 4.0, 10.0)}
+    assert t[10.0] == t[4.0] > t[3.0]

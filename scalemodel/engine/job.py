@@ -38,7 +38,7 @@ from scalemodel.choices import (
     parse_sequence_lengths,
     parse_sync,
 )
-from scalemodel.cost import balance, compute, efficiency, mamba, memory, staleness, transformer
+from scalemodel.cost import balance, compute, efficiency, mamba, memory, moe_routing, staleness, transformer
 from scalemodel.cost.network import Network
 from scalemodel.cost.placement import place
 from scalemodel.engine.network import build_network
@@ -1382,6 +1382,14 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
         # step.moe_rank_load is 1 at ep 1: every rank holds every expert and routes its own tokens
         notices.warn(f"training.moe_rank_imbalance = {job.moe_rank_imbalance:g} is not priced: ep is 1 (every rank "
                      "holds every expert, so no EP rank is busier than the mean)")
+    elif job.moe_rank_imbalance and moe:
+        ep = int(getattr(strategy, "ep", 1))  # step.moe_rank_load prices at most the cap
+        E, k = float(job.shape.moe_experts), float(job.shape.moe_top_k)
+        cap = float(moe_routing.copy_load_cap(E, k, ep))
+        if job.moe_rank_imbalance > cap * (1 + 1e-12):
+            notices.warn(f"training.moe_rank_imbalance = {job.moe_rank_imbalance:g} is more than one of ep {ep} ranks "
+                         f"can take (its {E / ep:g} of {E:g} experts get at most {min(k, E / ep):g} of each token's "
+                         f"{k:g} copies: max / mean <= {cap:g}): priced at {cap:g}")
     if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
         notices.warn("strategy.moe_fp8_padding is not priced: it needs MoE layers and precision fp8 (the experts "
                      "pad their tokens for the FP8 grouped GEMM only)")

@@ -2227,13 +2227,17 @@ def _etp(g: StrategyGrid) -> np.ndarray:
 
 def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
     """The busiest EP rank's routed token copies over the mean, for a mean of ``copies`` per rank and dispatch
-    (docs/model.md#moe-rank-imbalance): the measured training.moe_rank_imbalance where given, else the expected
+    (docs/model.md#moe-rank-imbalance): the measured training.moe_rank_imbalance where given (at most
+    :func:`scalemodel.cost.moe_routing.copy_load_cap`), else the expected
     maximum under uniform random top-k routing (:func:`scalemodel.cost.moe_routing.copy_load_factor` over the ep
     ranks); 1 at ep 1 and without experts."""
     sh = job.shape
     E, k = float(sh.moe_experts), float(sh.moe_top_k)
     ep = np.asarray(g.ep, dtype=float)
-    f = (np.full(np.broadcast(ep, copies).shape, job.moe_rank_imbalance) if job.moe_rank_imbalance >= 1.0
+    # a stated figure at most the most one rank can take, p min(k, E/p) / k (a figure measured at another ep can
+    # pass it: 3 at ep 2 of 8 experts, top-2, would price a rank over all the copies its experts can be sent)
+    f = (np.broadcast_to(np.minimum(job.moe_rank_imbalance, moe_routing.copy_load_cap(E, k, ep)),
+                         np.broadcast(ep, copies).shape) if job.moe_rank_imbalance >= 1.0
          else moe_routing.copy_load_factor(copies, E, k, ep))
     return np.asarray(np.where((ep > 1) & (E > 0), f, 1.0))
 
