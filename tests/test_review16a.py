@@ -136,3 +136,21 @@ def test_the_bounds_by_hand() -> None:
     pl = place(8.0, 1.0, job.network)
     t = {x: float(ep_dispatch.hierarchical_alltoall_time(2**24, 8, 2, pl, imbalance=x)) for x in (3.0, 4.0, 10.0)}
     assert t[10.0] == t[4.0] > t[3.0]
+
+
+def test_sensitivity_json_names_the_strategy_it_priced(cli) -> None:  # type: ignore[no-untyped-def]
+    """sensitivity's JSON held the strategy only as given (inputs.strategy): an unset sequence_parallel is null there,
+    and on an MoE model at tp 2 under Megatron-Core's layer it is priced on (job.resolve_sequence_parallel), which
+    the document did not say anywhere but a warning; before the unset value existed it read false, the value
+    priced. Now it carries the priced candidate as predict does ("strategy": SP true here, dp derived 32), and
+    keeps the inputs as given."""
+    import json
+    args = ["sensitivity", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--tp", "2", "--json"]
+    d = json.loads(cli(*args).out)
+    assert d["inputs"]["strategy"]["sequence_parallel"] is None  # the echo of what was given
+    assert d["strategy"]["sequence_parallel"] is True and d["strategy"]["tp"] == 2 and d["strategy"]["dp"] == 32
+    p = json.loads(cli("predict", *args[1:]).out)
+    assert d["strategy"] == p["strategy"]
+    dense = json.loads(cli("sensitivity", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--tp", "2",
+                           "--json").out)
+    assert dense["strategy"]["sequence_parallel"] is False
