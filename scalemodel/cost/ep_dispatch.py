@@ -258,7 +258,8 @@ def hierarchical_alltoall_time(token_bytes: object, experts: object, top_k: obje
     ``max(intra / (eta_nvl B_0), sum_i inter_i / (eta_rdma B_i))`` plus one hop latency of tier 0 and of the
     outermost tier crossed (module docstring). 0 for a single rank. ``etp`` > 1: ``pl`` is the etp x ep group,
     a rank is hit as its EP index is and the probabilities are ``etp E / D`` floats (module docstring).
-    The busiest receiver: ``imbalance`` >= 1 (a measured max / mean) scales both terms' bytes; else ``tokens`` > 0
+    The busiest receiver: ``imbalance`` >= 1 (a measured max / mean) scales both terms' bytes, each at most its
+    stage's :func:`scalemodel.cost.moe_routing.distinct_load_cap` (every source token); else ``tokens`` > 0
     (the rank's tokens per dispatch) scales them by :func:`hierarchical_load_factors`; neither: the mean."""
     p = pl.p
     G = np.maximum(pl.c[0], 1.0)
@@ -269,8 +270,11 @@ def hierarchical_alltoall_time(token_bytes: object, experts: object, top_k: obje
     inter, intra = hierarchical_bytes(x, experts, top_k, p, G, etp)
     f_inter, f_intra = hierarchical_load_factors(tokens, experts, top_k, p, G, etp)
     given = np.asarray(imbalance, dtype=float)
-    inter = inter * np.where(given >= 1.0, given, f_inter)
-    intra = intra * np.where(given >= 1.0, given, f_intra)
+    # a stated figure, at most what one receiver can take (every source token hitting its part, 1 / q)
+    cap_inter = moe_routing.distinct_load_cap(experts, top_k, D)
+    cap_intra = moe_routing.distinct_load_cap(experts, top_k, p / np.clip(np.asarray(etp, dtype=float), 1.0, None))
+    inter = inter * np.where(given >= 1.0, np.minimum(given, cap_inter), f_inter)
+    intra = intra * np.where(given >= 1.0, np.minimum(given, cap_intra), f_intra)
     remote_domains = np.maximum(p / G - 1.0, 0.0)
     nvl = intra / (pl.bw[0] * KERNEL_EFFICIENCY_NVLINK)
     nic = np.zeros(np.broadcast(x, p).shape)

@@ -86,6 +86,27 @@ def miss_probability(experts: Array, top_k: Array, out: Array) -> np.ndarray:
     return np.asarray(p)
 
 
+def copy_load_cap(experts: Array, top_k: Array, ranks: Array) -> np.ndarray:
+    """The most routed copies one of ``ranks`` EP ranks can take over the mean: every token puts at most
+    min(k, E/p) of its k copies on one rank's E/p experts, so max / mean <= p min(k, E/p) / k (1 at p <= 1 or
+    k < 1). A stated figure (training.moe_rank_imbalance) above it is priced at it. Broadcasts."""
+    E = np.asarray(experts, dtype=float)
+    k = np.asarray(top_k, dtype=float)
+    p = np.maximum(np.asarray(ranks, dtype=float), 1.0)
+    cap = p * np.minimum(k, E / p) / np.maximum(k, 1.0)
+    return np.asarray(np.where((p > 1) & (k >= 1), np.maximum(cap, 1.0), 1.0))
+
+
+def distinct_load_cap(experts: Array, top_k: Array, parts: Array) -> np.ndarray:
+    """The most distinct tokens one receiver of one of ``parts`` equal groups of the experts can take over the
+    mean: every source token, against a mean of q of them, ``1 / q`` with q = 1 - C(E - E/n, k) / C(E, k) (1 for
+    one part). Broadcasts."""
+    E = np.asarray(experts, dtype=float)
+    n = np.maximum(np.asarray(parts, dtype=float), 1.0)
+    q = 1.0 - miss_probability(E, top_k, E / n)
+    return np.asarray(np.where((n > 1) & (q > 0), 1.0 / np.where(q > 0, q, 1.0), 1.0))
+
+
 def copy_load_factor(mean_copies: Array, experts: Array, top_k: Array, ranks: Array) -> np.ndarray:
     """Expected busiest EP rank's routed token copies over the mean, under uniform random top-k routing (module
     docstring): ``1 + e_p sqrt((E - k) / ((E - 1) mu))``, ``mu`` = ``mean_copies`` per rank, p = ``ranks`` (each
@@ -97,8 +118,7 @@ def copy_load_factor(mean_copies: Array, experts: Array, top_k: Array, ranks: Ar
     ok = (p > 1) & (E > 1) & (k >= 1) & (k < E) & (mu > 0)
     spread = np.where(ok, (E - k) / np.where(ok, (E - 1.0) * mu, 1.0), 0.0)
     f = 1.0 + expected_max_standard_normal(p) * np.sqrt(spread)
-    cap = p * np.minimum(k, E / p) / np.maximum(k, 1.0)
-    return np.asarray(np.where(ok, np.minimum(f, np.maximum(cap, 1.0)), 1.0))
+    return np.asarray(np.where(ok, np.minimum(f, copy_load_cap(E, k, p)), 1.0))
 
 
 def distinct_load_factor(source_tokens: Array, experts: Array, top_k: Array, parts: Array,

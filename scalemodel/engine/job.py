@@ -38,7 +38,7 @@ from scalemodel.choices import (
     parse_sequence_lengths,
     parse_sync,
 )
-from scalemodel.cost import balance, compute, efficiency, mamba, memory, staleness, transformer
+from scalemodel.cost import balance, compute, efficiency, mamba, memory, moe_routing, staleness, transformer
 from scalemodel.cost.network import Network
 from scalemodel.cost.placement import place
 from scalemodel.engine.network import build_network
@@ -1337,14 +1337,14 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
     ep_dispatch_sms, moe_flex_dispatcher and moe_shared_expert_overlap (also at ep 1; the latter also without
     shared experts), moe_flex_backend hybridep without moe_flex_dispatcher, and recompute_modules moe_act or moe
-    without MoE layers,
-    moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent attention, layernorm without
-    a norm of its own (MoE layers or MLA), mlp without dense MLP layers, shared_experts without shared experts,
-    shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap, tp_async_allreduce false with tp 1 or
-    sequence_parallel, training.fp8_attention on a model without sliding-window layers; the eager layer ops
-    without what they act on; hybrid.mtp_pattern without MTP layers; cp_comm_type other than p2p at cp 1 and
-    cp_a2a_size without a2a+p2p; dispatch_overhead > 0 under static assignment; align_grad_reduce /
-    align_param_gather false outside the interleaved per-chunk sync (:func:`_warn_unpriced_alignment`)."""
+    without MoE layers, moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent
+    attention, layernorm without a norm of its own (MoE layers or MLA), mlp without dense MLP layers,
+    shared_experts without shared experts, shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap,
+    tp_async_allreduce false with tp 1 or sequence_parallel, training.fp8_attention on a model without
+    sliding-window layers, training.moe_rank_imbalance without MoE layers or at ep 1; the eager layer ops without
+    what they act on; hybrid.mtp_pattern without MTP layers; cp_comm_type other than p2p at cp 1 and cp_a2a_size
+    without a2a+p2p; dispatch_overhead > 0 under static assignment; align_grad_reduce / align_param_gather false
+    outside the interleaved per-chunk sync (:func:`_warn_unpriced_alignment`)."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
@@ -1432,6 +1432,18 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                      "(docs/model.md#fp8-attention), and the model has none")
     if job.moe_rank_imbalance and not moe:
         notices.warn("training.moe_rank_imbalance is not priced: the model has no MoE layers")
+    elif job.moe_rank_imbalance and int(getattr(strategy, "ep", 1)) == 1:
+        # step.moe_rank_load is 1 at ep 1: every rank holds every expert and routes its own tokens
+        notices.warn(f"training.moe_rank_imbalance = {job.moe_rank_imbalance:g} is not priced: ep is 1 (every rank "
+                     "holds every expert, so no EP rank is busier than the mean)")
+    elif job.moe_rank_imbalance and moe:
+        ep = int(getattr(strategy, "ep", 1))  # step.moe_rank_load prices at most the cap
+        E, k = float(job.shape.moe_experts), float(job.shape.moe_top_k)
+        cap = float(moe_routing.copy_load_cap(E, k, ep))
+        if job.moe_rank_imbalance > cap * (1 + 1e-12):
+            notices.warn(f"training.moe_rank_imbalance = {job.moe_rank_imbalance:g} is more than one of ep {ep} ranks "
+                         f"can take (its {E / ep:g} of {E:g} experts get at most {min(k, E / ep):g} of each token's "
+                         f"{k:g} copies: max / mean <= {cap:g}): priced at {cap:g}")
     if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
         notices.warn("strategy.moe_fp8_padding is not priced: it needs MoE layers and precision fp8 (the experts "
                      "pad their tokens for the FP8 grouped GEMM only)")

@@ -92,10 +92,13 @@ class SensitivityResult:
     bound: str  # the group with the largest summed |elasticity|
     conclusion: str
     notes: list[str] = field(default_factory=list)
+    # the candidate priced, as predict's JSON gives it (StrategyGrid.describe): the inputs echo what was given, and
+    # an unset sequence_parallel (null there) is priced on for an MoE model at tp > 1 under Megatron-Core's layer
+    strategy: dict[str, Any] = field(default_factory=dict)
 
     def payload(self) -> dict[str, Any]:
         return {
-            "inputs": self.inputs, "factor": self.factor,
+            "inputs": self.inputs, "strategy": self.strategy, "factor": self.factor,
             "baseline": {"tokens_per_s": self.baseline_tokens_per_s, "step_time_s": self.baseline_step_time_s,
                          "feasible": self.feasible, "fits": self.fits,
                          "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
@@ -232,7 +235,7 @@ def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float
         inputs=inputs or {}, factor=factor, baseline_tokens_per_s=base_x, baseline_step_time_s=base_t,
         feasible=feasible, fits=fits, memory_per_gpu_bytes=mem, memory_capacity_bytes=job.memory_capacity,
         parameters=rows, group_ratios=group_ratios, group_elasticity=group_elasticity, bound=bound,
-        conclusion=conclusion, notes=notes)
+        conclusion=conclusion, notes=notes, strategy={**grid.describe(0), "sync": sync})
 
 
 _GROUP_WORDS = {"compute": "compute-bound", "memory": "memory-bandwidth-bound", "network": "network-bound",

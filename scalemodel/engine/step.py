@@ -2194,17 +2194,22 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
     # Megatron-Core moe_layer.py preprocess / postprocess; token_dispatcher.py hidden_dim = moe_latent_size or hidden)
     token_bytes = tokens * float(sh.moe_width) * job.elem_bytes / g.tp
     # the busiest EP rank receives (dispatch) and sends back (combine) max / mean x the mean copies
-    # (docs/model.md#moe-rank-imbalance); the expert-TP all-gather below gathers its received rows
+    # (docs/model.md#moe-rank-imbalance): each expert-TP slice's all-to-all, mean k b s / (cp tp) copies a rank
+    moe = int(sh.moe_experts) > 0
     a2a_bytes = token_bytes * float(sh.moe_top_k) * (
-        moe_rank_load(job, g, tokens / g.tp * float(sh.moe_top_k)) if int(sh.moe_experts) > 0 else 1.0)
+        moe_rank_load(job, g, tokens / g.tp * float(sh.moe_top_k)) if moe else 1.0)
     ep = _collective("alltoall", a2a_bytes, groups.expert)
     # the routed tokens' expert-TP all-gather after the dispatch and reduce-scatter before the combine (etp > 1,
     # docs/model.md#tp-comm-moe): gathered buffer etp x the rank's k b s / (cp tp) received tokens, over the etp
-    # ranks at stride 1 (the expert grid's innermost dimension)
+    # ranks at stride 1 (the expert grid's innermost dimension). Its busiest EP index gathers the rows every slice
+    # received for it (token_dispatcher.py L746-747 @d98e8a64dd: gather_from_sequence_parallel_region over the
+    # expert-TP group with output_split_sizes, the slices' own counts): the load of the experts' rows, mean
+    # etp k b s / (cp tp) copies, not etp x one slice's busiest (the slices route independently)
     moe_disp = np.zeros(1)
-    if int(sh.moe_experts) > 0 and np.any((_etp(g) > 1) & (g.sequence_parallel | (g.tp == 1))):
+    if moe and np.any((_etp(g) > 1) & (g.sequence_parallel | (g.tp == 1))):
         etp_group = place(np.asarray(_etp(g), dtype=float), 1.0, groups.network)
-        disp_bytes = _etp(g) * a2a_bytes
+        gathered = _etp(g) * tokens / g.tp * float(sh.moe_top_k)
+        disp_bytes = _etp(g) * token_bytes * float(sh.moe_top_k) * moe_rank_load(job, g, gathered)
         # forward AG (eb) + RS in the probabilities' dtype (combine_preprocess: hidden_states.to(self.probs.dtype));
         # backward RS (eb) + AG (the same dtype): the pair's mean per pass (docs/model.md#router-dtype)
         cast = disp_bytes * ((job.router_bytes or job.elem_bytes) / job.elem_bytes)
@@ -2389,13 +2394,17 @@ def _etp(g: StrategyGrid) -> np.ndarray:
 
 def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
     """The busiest EP rank's routed token copies over the mean, for a mean of ``copies`` per rank and dispatch
-    (docs/model.md#moe-rank-imbalance): the measured training.moe_rank_imbalance where given, else the expected
+    (docs/model.md#moe-rank-imbalance): the measured training.moe_rank_imbalance where given (at most
+    :func:`scalemodel.cost.moe_routing.copy_load_cap`), else the expected
     maximum under uniform random top-k routing (:func:`scalemodel.cost.moe_routing.copy_load_factor` over the ep
     ranks); 1 at ep 1 and without experts."""
     sh = job.shape
     E, k = float(sh.moe_experts), float(sh.moe_top_k)
     ep = np.asarray(g.ep, dtype=float)
-    f = (np.full(np.broadcast(ep, copies).shape, job.moe_rank_imbalance) if job.moe_rank_imbalance >= 1.0
+    # a stated figure at most the most one rank can take, p min(k, E/p) / k (a figure measured at another ep can
+    # pass it: 3 at ep 2 of 8 experts, top-2, would price a rank over all the copies its experts can be sent)
+    f = (np.broadcast_to(np.minimum(job.moe_rank_imbalance, moe_routing.copy_load_cap(E, k, ep)),
+                         np.broadcast(ep, copies).shape) if job.moe_rank_imbalance >= 1.0
          else moe_routing.copy_load_factor(copies, E, k, ep))
     return np.asarray(np.where((ep > 1) & (E > 0), f, 1.0))
 

@@ -200,7 +200,8 @@ class TrainingSpec(Spec, kw_only=True):
     moe_rank_imbalance: Annotated[Annotated[float, Meta(ge=1.0, le=1000.0)] | None, Meta(description=(
         "MoE: the measured max / mean routed token copies per expert-parallel rank of one MoE layer and micro-batch "
         "(the busiest EP rank's load over the mean); scales the routed experts' GEMMs and activation and the EP "
-        "dispatch / combine bytes of every MoE layer, every dispatcher (docs/model.md#moe-rank-imbalance). Not given: "
+        "dispatch / combine bytes of every MoE layer, every dispatcher, at ep > 1 and at most what one rank can take, "
+        "ep min(k, E/ep) / k (docs/model.md#moe-rank-imbalance). Not given: "
         "the expected maximum under uniform random top-k routing (Megatron-Core moe_router_force_load_balancing, "
         "which benchmark recipes set), a baseline computed from the shapes, not a measured figure; a learned router, "
         "even with an auxiliary load-balancing loss, is typically less balanced than that"))] = None
