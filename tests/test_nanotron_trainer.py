@@ -128,3 +128,28 @@ def test_clip_and_reset_of_the_whole_fp32_buffer_by_hand(a100) -> None:  # type:
     bf16 = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=2.0)
     job16, g16, _ = one(a100, wl, bf16, 64, tp=2, pp=4, nanotron_trainer=True)
     assert val(nanotron_grad_buffer_time(job16, g16)) == 0.0
+
+
+def test_zero1_with_16bit_gradients_is_ddp_allreduce_and_one_gather(a100) -> None:  # type: ignore[no-untyped-def]
+    """ZeRO-1 without fp32 accumulation (accumulate_grad_in_fp32 false, gradients of the parameter's 2 bytes): nanotron
+    builds DDP (trainer.py 786-788: make_ddp = dp > 1 and not (fp32 accumulation and zero > 0)) with no comm hook
+    (helpers.py registers get_fp32_accum_hook only with a gradient accumulator), so DDP all-reduces the bf16
+    gradients in its 25 MB buckets under the last backward, and ZeroDistributedOptimizer all-gathers the bf16 shards
+    once after the step. gpt-7.5b, tp 1, pp 4, dp 8 in one DGX A100 node, P_d = params / 4:
+
+        dp_total = (the ZeRO-0 DDP all-reduce of the same bf16 buckets) + AllGather(2 P_d, 8)
+
+    not ZeRO-1's reduce-scatter (which sends half the all-reduce's bytes) in DeepSpeed's 5e8-element buckets."""
+    wl = load_workload("gpt-7.5b")
+    bf16 = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=2.0)
+    job, _, nano = one(a100, wl, bf16, 32, tp=1, pp=4, zero="1", nanotron_trainer=True)
+    _, _, ddp0 = one(a100, wl, bf16, 32, tp=1, pp=4, zero="0", nanotron_trainer=True)
+    p_d = job.params / 4
+    ag = val(coll.collective_time("allgather", 2.0 * p_d, 8, job.network, stride=1))
+    assert val(nano.extras["dp_comm_total"]) == pytest.approx(val(ddp0.extras["dp_comm_total"]) + ag, rel=1e-9)
+    # the all-reduce alone moves 2 x 7/8 x 2 bytes a parameter, twice the reduce-scatter's 7/8 x 2
+    ar = val(ddp0.extras["dp_comm_total"])
+    assert ar > 2 * 7 / 8 * 2.0 * p_d / (300e9 * 0.77)
+    # the all-reduce is bucketed under the backward (as at ZeRO 0); the gather after the step is exposed
+    assert val(nano.breakdown["dp_comm"]) < val(nano.extras["dp_comm_total"])
+    assert val(nano.breakdown["dp_comm"]) >= ag * (1 - 1e-9)

@@ -379,7 +379,8 @@ class StrategySpec(Spec, kw_only=True):
         "micro-batch's 16-bit weight gradients are added into the fp32 buffers by a separate pass; at zero 1 nanotron "
         "builds no DDP wrapper, so the whole fp32 gradient buffer is all-reduced over DP in one call after the last "
         "backward (not reduce-scattered, not under the backward) and the updated 16-bit parameters are all-gathered in "
-        "one call after the optimizer step; at zero 0 its DDP buckets are 25 MB of the 16-bit gradients "
+        "one call after the optimizer step (with 16-bit gradients at zero 1 DDP all-reduces them in its buckets "
+        "instead, under the backward, before that gather); at zero 0 its DDP buckets are 25 MB of the 16-bit gradients "
         "(docs/model.md#nanotron)"
     ))] = False
     fsdp_reshard_after_forward: Annotated[bool, Meta(description=(
