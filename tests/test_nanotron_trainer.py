@@ -69,14 +69,18 @@ def test_zero1_sync_is_not_hidden_where_megatron_style_is(a100) -> None:  # type
     assert val(nano.breakdown["dp_comm"]) > val(plain.breakdown["dp_comm"])
 
 
-def test_zero0_ddp_buckets_are_25mb_of_bf16_gradients(a100) -> None:  # type: ignore[no-untyped-def]
-    """ZeRO-0: PyTorch DDP buckets the bf16 gradients by bytes (ddp_bucket_cap_mb 25: 12.5e6 elements) and the comm
-    hook all-reduces those parameters' fp32 buffers, i.e. the buckets of a plain run given bucket_size = 12.5e6
-    elements x 4 bytes = 50 MB of fp32 gradient (StrategySpec.bucket_size counts uncompressed gradient bytes)."""
-    wl = load_workload("gpt-7.5b")
-    _, _, nano = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="0", nanotron_trainer=True)
-    _, _, plain = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="0", bucket_size=25e6 / 2 * 4)
+def test_zero0_ddp_buckets_are_25mib_of_bf16_gradients(a100) -> None:  # type: ignore[no-untyped-def]
+    """ZeRO-0: PyTorch DDP buckets the bf16 gradients by bytes (ddp_bucket_cap_mb 25, read by DDP in MiB:
+    bucket_bytes_cap = int(25 x 1024 x 1024) = 26,214,400 bytes, 13,107,200 bf16 elements) and the comm hook
+    all-reduces those parameters' fp32 buffers, i.e. the buckets of a plain run given bucket_size = 13,107,200
+    elements x 4 bytes of fp32 gradient (StrategySpec.bucket_size counts uncompressed gradient bytes), not those of
+    12.5e6 elements (25e6 bytes of bf16), which for gpt-1.7b on one node (dp 8) are one bucket more."""
+    wl = load_workload("gpt-1.7b")
+    _, _, nano = one(a100, wl, BF16_FP32, 8, tp=1, pp=1, zero="0", nanotron_trainer=True)
+    _, _, plain = one(a100, wl, BF16_FP32, 8, tp=1, pp=1, zero="0", bucket_size=25 * 1024 * 1024 / 2 * 4)
+    _, _, decimal = one(a100, wl, BF16_FP32, 8, tp=1, pp=1, zero="0", bucket_size=25e6 / 2 * 4)
     assert val(nano.extras["dp_comm_total"]) == pytest.approx(val(plain.extras["dp_comm_total"]), rel=1e-12)
+    assert val(decimal.extras["dp_comm_total"]) > val(plain.extras["dp_comm_total"]) * (1 + 1e-6)
 
 
 def test_fp32_accumulation_pass_by_hand(a100) -> None:  # type: ignore[no-untyped-def]

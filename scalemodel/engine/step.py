@@ -1163,6 +1163,15 @@ NANOTRON_GRAD_BUFFER_BYTES = 4.0 + 4.0 + 4.0 + 4.0
 NANOTRON_DDP_COPY_BYTES = 2.0 + 2.0 + 2.0 + 2.0
 
 
+#: Bytes per DDP bucket under nanotron: ``ddp_bucket_cap_mb`` 25 (the benchmark config,
+#: examples/config_tiny_llama_bench.yaml at 67c5ebb6; the default, config.py at c2528430) is passed as
+#: DistributedDataParallel's ``bucket_cap_mb`` (trainer.py lines 847-852), which PyTorch reads in MiB:
+#: ``self.bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)`` (pytorch/pytorch@25562d3d41
+#: torch/nn/parallel/distributed.py), 26,214,400 bytes = 13,107,200 bf16 elements. (The model's generic PyTorch DDP
+#: default, job.DDP_BUCKET_BYTES, is 25e6: left as it is, it prices other families' rows.)
+NANOTRON_DDP_BUCKET_BYTES = 25.0 * 1024 * 1024
+
+
 def nanotron_grad_buffer_time(job: Job, g: StrategyGrid) -> np.ndarray:
     """Seconds per step of nanotron's gradient clipping and buffer reset over its fp32 gradient buffer, and at ZeRO 0
     of DDP's bucket copies (``nanotron_trainer`` with a gradient element wider than the parameter,
@@ -2446,10 +2455,10 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
     framework = np.where(g.zero == Zero.FSDP, layer_params, deepspeed_or_ddp)
     if np.any(g.nanotron_trainer):
         # nanotron: ZeRO-1 with fp32 gradients reduces its whole buffer in one call (nanotron_zero1_sync); at ZeRO 0
-        # PyTorch DDP buckets the 16-bit gradients by bytes (25 MB, ddp_bucket_cap_mb, config.py line 222 at
+        # PyTorch DDP buckets the 16-bit gradients by bytes (25 MiB, ddp_bucket_cap_mb, config.py line 222 at
         # c2528430) and the comm hook reduces the same parameters' fp32 buffers (gradient_accumulator.py 374-378)
         # (and at ZeRO 1 with 16-bit gradients DDP all-reduces those buckets itself: nanotron_zero1)
-        ddp16 = DDP_BUCKET_BYTES / job.elem_bytes
+        ddp16 = NANOTRON_DDP_BUCKET_BYTES / job.elem_bytes
         nano = np.where(nanotron_zero1_sync(job, g), np.inf,
                         np.where((g.zero == Zero.NONE) | (g.zero == Zero.OPTIMIZER), ddp16, framework))
         framework = np.where(g.nanotron_trainer, nano, framework)

@@ -380,8 +380,8 @@ class StrategySpec(Spec, kw_only=True):
         "builds no DDP wrapper, so the whole fp32 gradient buffer is all-reduced over DP in one call after the last "
         "backward (not reduce-scattered, not under the backward) and the updated 16-bit parameters are all-gathered in "
         "one call after the optimizer step (with 16-bit gradients at zero 1 DDP all-reduces them in its buckets "
-        "instead, under the backward, before that gather); at zero 0 its DDP buckets are 25 MB of the 16-bit gradients "
-        "(docs/model.md#nanotron)"
+        "instead, under the backward, before that gather); at zero 0 its DDP buckets are 25 MiB of the 16-bit "
+        "gradients (docs/model.md#nanotron)"
     ))] = False
     fsdp_reshard_after_forward: Annotated[bool, Meta(description=(
         "zero 3/fsdp/hsdp: free each unit's gathered parameters after its forward and gather them again for its "
