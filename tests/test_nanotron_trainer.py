@@ -157,3 +157,18 @@ def test_zero1_with_16bit_gradients_is_ddp_allreduce_and_one_gather(a100) -> Non
     # the all-reduce is bucketed under the backward (as at ZeRO 0); the gather after the step is exposed
     assert val(nano.breakdown["dp_comm"]) < val(nano.extras["dp_comm_total"])
     assert val(nano.breakdown["dp_comm"]) >= ag * (1 - 1e-9)
+
+
+def test_nanotron_is_not_megatron_ddp_or_deepspeed_pipeline(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """One trainer a job: nanotron builds torch's DDP or none (trainer.py init_model) and its own pipeline engines, so
+    a strategy that also names Megatron-Core's DDP or DeepSpeed's PipelineEngine is refused at the field, and the CLI
+    exits 2 with one line, no traceback."""
+    for other in ("megatron_ddp", "deepspeed_pipeline"):
+        with pytest.raises(SpecError, match=f"nanotron_trainer.*{other}"):
+            StrategySpec(nanotron_trainer=True, **{other: True})
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy:\n  tp: 2\n  nanotron_trainer: true\n  megatron_ddp: true\n")
+    r = cli("predict", "-c", "dgx-a100", "-m", "gpt-7.5b", "-n", "16", "--strategy", str(f))
+    assert r.code == 2 and "Traceback" not in r.err, r.err
+    lines = [x for x in r.err.splitlines() if x.strip()]
+    assert len(lines) == 1 and "s.yaml: strategy.nanotron_trainer" in lines[0] and "megatron_ddp" in lines[0], r.err

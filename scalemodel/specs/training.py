@@ -525,6 +525,12 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("nanotron_trainer", "true runs nanotron's trainer, whose ZeRO shards only the "
                               f"optimizer states (ZeRO-1, whatever its zero_stage > 0; got zero {self.zero!r})",
                               "false (the default) with any zero; true with zero 0 or 1")
+        if self.nanotron_trainer and (self.megatron_ddp or self.deepspeed_pipeline):
+            # one trainer a job: nanotron builds torch's DDP or none (trainer.py init_model) and runs its own pipeline
+            # engines (parallel/pipeline_parallel/engine.py), neither Megatron-Core's DDP nor DeepSpeed's PipelineEngine
+            other = "megatron_ddp" if self.megatron_ddp else "deepspeed_pipeline"
+            raise field_error("nanotron_trainer", f"true runs nanotron's trainer, which is not {other}'s framework "
+                              f"(got {other} true too)", f"true with {other} false; or false")
         if self.fp8_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS, Zero.FSDP, Zero.HSDP):
             raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
                               f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp){unset}",
