@@ -172,3 +172,26 @@ def test_nanotron_is_not_megatron_ddp_or_deepspeed_pipeline(cli, tmp_path) -> No
     assert r.code == 2 and "Traceback" not in r.err, r.err
     lines = [x for x in r.err.splitlines() if x.strip()]
     assert len(lines) == 1 and "s.yaml: strategy.nanotron_trainer" in lines[0] and "megatron_ddp" in lines[0], r.err
+
+
+def test_nanotron_runs_its_own_schedules_and_no_cp(cli) -> None:  # type: ignore[no-untyped-def]
+    """nanotron's pp_engine is 1f1b or afab (config/utils_config.py at c2528430; afab is GPipe's order) and it has no
+    context parallelism: predict refuses interleaved, zb and cp > 1 with the switch (one line, exit 2), and plan pinned
+    to nanotron ranks none of them (it ranked interleaved, zb and cp 2-4 plans for llama3-70b on 512 H100s)."""
+    import json
+
+    for kw in ({"pp": 4, "schedule": "interleaved:2"}, {"pp": 4, "schedule": "zb"}, {"cp": 2}):
+        with pytest.raises(SpecError, match="nanotron_trainer"):
+            StrategySpec(nanotron_trainer=True, **kw)  # type: ignore[arg-type]
+    for sched in ("1f1b", "gpipe"):
+        assert StrategySpec(pp=4, schedule=sched, nanotron_trainer=True).nanotron_trainer
+    r = cli("predict", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "512", "--tp", "8", "--cp", "2",
+            "--set", "strategy.nanotron_trainer=true")
+    lines = [x for x in r.err.splitlines() if x.strip()]
+    assert r.code == 2 and len(lines) == 1 and "strategy.nanotron_trainer" in lines[0] and "cp 2" in lines[0], r.err
+    r = cli("plan", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "512", "--set", "strategy.nanotron_trainer=true",
+            "--json", "--top", "30")
+    assert r.code == 0, r.err
+    ranked = json.loads(r.out)["ranked"]
+    assert ranked and all(x["strategy"]["schedule"] in ("1f1b", "gpipe") and x["strategy"]["cp"] == 1
+                          and x["strategy"]["zero"] in ("0", "1") for x in ranked)

@@ -22,6 +22,7 @@ from scalemodel.choices import (
     Recompute,
     RecomputeMethod,
     Schedule,
+    ScheduleKind,
     Zero,
     parse_compression,
     parse_dp_comm,
@@ -531,6 +532,17 @@ class StrategySpec(Spec, kw_only=True):
             other = "megatron_ddp" if self.megatron_ddp else "deepspeed_pipeline"
             raise field_error("nanotron_trainer", f"true runs nanotron's trainer, which is not {other}'s framework "
                               f"(got {other} true too)", f"true with {other} false; or false")
+        if self.nanotron_trainer and parse_schedule(self.schedule).kind not in (ScheduleKind.ONE_F_ONE_B,
+                                                                                ScheduleKind.GPIPE):
+            # nanotron@c2528430 config/utils_config.py: pp_engine "1f1b" (OneForwardOneBackwardPipelineEngine) or
+            # "afab" (AllForwardAllBackwardPipelineEngine, GPipe's order), nothing else
+            raise field_error("nanotron_trainer", "true runs nanotron's pipeline engines, 1f1b or afab (all forwards "
+                              f"then all backwards), not schedule {self.schedule}",
+                              "schedule 1f1b or gpipe with nanotron_trainer")
+        if self.nanotron_trainer and self.cp > 1:
+            # nanotron@c2528430 ParallelismArgs has dp, pp, tp and expert_parallel_size: no context parallelism
+            raise field_error("nanotron_trainer", f"true runs nanotron's trainer, which has no context parallelism "
+                              f"(got cp {self.cp})", "cp 1 with nanotron_trainer")
         if self.fp8_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS, Zero.FSDP, Zero.HSDP):
             raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
                               f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp){unset}",
