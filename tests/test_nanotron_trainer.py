@@ -69,14 +69,18 @@ def test_zero1_sync_is_not_hidden_where_megatron_style_is(a100) -> None:  # type
     assert val(nano.breakdown["dp_comm"]) > val(plain.breakdown["dp_comm"])
 
 
-def test_zero0_ddp_buckets_are_25mb_of_bf16_gradients(a100) -> None:  # type: ignore[no-untyped-def]
-    """ZeRO-0: PyTorch DDP buckets the bf16 gradients by bytes (ddp_bucket_cap_mb 25: 12.5e6 elements) and the comm
-    hook all-reduces those parameters' fp32 buffers, i.e. the buckets of a plain run given bucket_size = 12.5e6
-    elements x 4 bytes = 50 MB of fp32 gradient (StrategySpec.bucket_size counts uncompressed gradient bytes)."""
-    wl = load_workload("gpt-7.5b")
-    _, _, nano = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="0", nanotron_trainer=True)
-    _, _, plain = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="0", bucket_size=25e6 / 2 * 4)
+def test_zero0_ddp_buckets_are_25mib_of_bf16_gradients(a100) -> None:  # type: ignore[no-untyped-def]
+    """ZeRO-0: PyTorch DDP buckets the bf16 gradients by bytes (ddp_bucket_cap_mb 25, read by DDP in MiB:
+    bucket_bytes_cap = int(25 x 1024 x 1024) = 26,214,400 bytes, 13,107,200 bf16 elements) and the comm hook
+    all-reduces those parameters' fp32 buffers, i.e. the buckets of a plain run given bucket_size = 13,107,200
+    elements x 4 bytes of fp32 gradient (StrategySpec.bucket_size counts uncompressed gradient bytes), not those of
+    12.5e6 elements (25e6 bytes of bf16), which for gpt-1.7b on one node (dp 8) are one bucket more."""
+    wl = load_workload("gpt-1.7b")
+    _, _, nano = one(a100, wl, BF16_FP32, 8, tp=1, pp=1, zero="0", nanotron_trainer=True)
+    _, _, plain = one(a100, wl, BF16_FP32, 8, tp=1, pp=1, zero="0", bucket_size=25 * 1024 * 1024 / 2 * 4)
+    _, _, decimal = one(a100, wl, BF16_FP32, 8, tp=1, pp=1, zero="0", bucket_size=25e6 / 2 * 4)
     assert val(nano.extras["dp_comm_total"]) == pytest.approx(val(plain.extras["dp_comm_total"]), rel=1e-12)
+    assert val(decimal.extras["dp_comm_total"]) > val(plain.extras["dp_comm_total"]) * (1 + 1e-6)
 
 
 def test_fp32_accumulation_pass_by_hand(a100) -> None:  # type: ignore[no-untyped-def]
@@ -128,3 +132,66 @@ def test_clip_and_reset_of_the_whole_fp32_buffer_by_hand(a100) -> None:  # type:
     bf16 = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=2.0)
     job16, g16, _ = one(a100, wl, bf16, 64, tp=2, pp=4, nanotron_trainer=True)
     assert val(nanotron_grad_buffer_time(job16, g16)) == 0.0
+
+
+def test_zero1_with_16bit_gradients_is_ddp_allreduce_and_one_gather(a100) -> None:  # type: ignore[no-untyped-def]
+    """ZeRO-1 without fp32 accumulation (accumulate_grad_in_fp32 false, gradients of the parameter's 2 bytes): nanotron
+    builds DDP (trainer.py 786-788: make_ddp = dp > 1 and not (fp32 accumulation and zero > 0)) with no comm hook
+    (helpers.py registers get_fp32_accum_hook only with a gradient accumulator), so DDP all-reduces the bf16
+    gradients in its 25 MB buckets under the last backward, and ZeroDistributedOptimizer all-gathers the bf16 shards
+    once after the step. gpt-7.5b, tp 1, pp 4, dp 8 in one DGX A100 node, P_d = params / 4:
+
+        dp_total = (the ZeRO-0 DDP all-reduce of the same bf16 buckets) + AllGather(2 P_d, 8)
+
+    not ZeRO-1's reduce-scatter (which sends half the all-reduce's bytes) in DeepSpeed's 5e8-element buckets."""
+    wl = load_workload("gpt-7.5b")
+    bf16 = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=2.0)
+    job, _, nano = one(a100, wl, bf16, 32, tp=1, pp=4, zero="1", nanotron_trainer=True)
+    _, _, ddp0 = one(a100, wl, bf16, 32, tp=1, pp=4, zero="0", nanotron_trainer=True)
+    p_d = job.params / 4
+    ag = val(coll.collective_time("allgather", 2.0 * p_d, 8, job.network, stride=1))
+    assert val(nano.extras["dp_comm_total"]) == pytest.approx(val(ddp0.extras["dp_comm_total"]) + ag, rel=1e-9)
+    # the all-reduce alone moves 2 x 7/8 x 2 bytes a parameter, twice the reduce-scatter's 7/8 x 2
+    ar = val(ddp0.extras["dp_comm_total"])
+    assert ar > 2 * 7 / 8 * 2.0 * p_d / (300e9 * 0.77)
+    # the all-reduce is bucketed under the backward (as at ZeRO 0); the gather after the step is exposed
+    assert val(nano.breakdown["dp_comm"]) < val(nano.extras["dp_comm_total"])
+    assert val(nano.breakdown["dp_comm"]) >= ag * (1 - 1e-9)
+
+
+def test_nanotron_is_not_megatron_ddp_or_deepspeed_pipeline(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """One trainer a job: nanotron builds torch's DDP or none (trainer.py init_model) and its own pipeline engines, so
+    a strategy that also names Megatron-Core's DDP or DeepSpeed's PipelineEngine is refused at the field, and the CLI
+    exits 2 with one line, no traceback."""
+    for other in ("megatron_ddp", "deepspeed_pipeline"):
+        with pytest.raises(SpecError, match=f"nanotron_trainer.*{other}"):
+            StrategySpec(nanotron_trainer=True, **{other: True})
+    f = tmp_path / "s.yaml"
+    f.write_text("strategy:\n  tp: 2\n  nanotron_trainer: true\n  megatron_ddp: true\n")
+    r = cli("predict", "-c", "dgx-a100", "-m", "gpt-7.5b", "-n", "16", "--strategy", str(f))
+    assert r.code == 2 and "Traceback" not in r.err, r.err
+    lines = [x for x in r.err.splitlines() if x.strip()]
+    assert len(lines) == 1 and "s.yaml: strategy.nanotron_trainer" in lines[0] and "megatron_ddp" in lines[0], r.err
+
+
+def test_nanotron_runs_its_own_schedules_and_no_cp(cli) -> None:  # type: ignore[no-untyped-def]
+    """nanotron's pp_engine is 1f1b or afab (config/utils_config.py at c2528430; afab is GPipe's order) and it has no
+    context parallelism: predict refuses interleaved, zb and cp > 1 with the switch (one line, exit 2), and plan pinned
+    to nanotron ranks none of them (it ranked interleaved, zb and cp 2-4 plans for llama3-70b on 512 H100s)."""
+    import json
+
+    for kw in ({"pp": 4, "schedule": "interleaved:2"}, {"pp": 4, "schedule": "zb"}, {"cp": 2}):
+        with pytest.raises(SpecError, match="nanotron_trainer"):
+            StrategySpec(nanotron_trainer=True, **kw)  # type: ignore[arg-type]
+    for sched in ("1f1b", "gpipe"):
+        assert StrategySpec(pp=4, schedule=sched, nanotron_trainer=True).nanotron_trainer
+    r = cli("predict", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "512", "--tp", "8", "--cp", "2",
+            "--set", "strategy.nanotron_trainer=true")
+    lines = [x for x in r.err.splitlines() if x.strip()]
+    assert r.code == 2 and len(lines) == 1 and "strategy.nanotron_trainer" in lines[0] and "cp 2" in lines[0], r.err
+    r = cli("plan", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "512", "--set", "strategy.nanotron_trainer=true",
+            "--json", "--top", "30")
+    assert r.code == 0, r.err
+    ranked = json.loads(r.out)["ranked"]
+    assert ranked and all(x["strategy"]["schedule"] in ("1f1b", "gpipe") and x["strategy"]["cp"] == 1
+                          and x["strategy"]["zero"] in ("0", "1") for x in ranked)

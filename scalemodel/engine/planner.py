@@ -1479,8 +1479,13 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
         # it): plan would otherwise rank sharded strategies that predict refuses
         cons.setdefault("zero", []).append(("<=", int(Zero.OPTIMIZER)))
     if fixed.get("nanotron_trainer"):
-        # nanotron's ZeRO is stage 1 only (StrategySpec refuses zero >= 2 with it), as for megatron_ddp above
+        # nanotron's ZeRO is stage 1 only (StrategySpec refuses zero >= 2 with it), as for megatron_ddp above; its
+        # pipeline engines are 1f1b and afab (GPipe's order) and it has no context parallelism (StrategySpec refuses
+        # the others pinned): plan would otherwise rank interleaved, zero-bubble or cp > 1 plans predict refuses
         cons.setdefault("zero", []).append(("<=", int(Zero.OPTIMIZER)))
+        cons.setdefault("schedule", []).extend([("!=", (int(ScheduleKind.INTERLEAVED), None)),
+                                                ("!=", (int(ScheduleKind.ZERO_BUBBLE), None))])
+        cons.setdefault("cp", []).append(("=", 1))
     return cons, fixed, sync
 
 

@@ -1282,6 +1282,15 @@ NANOTRON_GRAD_BUFFER_BYTES = 4.0 + 4.0 + 4.0 + 4.0
 NANOTRON_DDP_COPY_BYTES = 2.0 + 2.0 + 2.0 + 2.0
 
 
+#: Bytes per DDP bucket under nanotron: ``ddp_bucket_cap_mb`` 25 (the benchmark config,
+#: examples/config_tiny_llama_bench.yaml at 67c5ebb6; the default, config.py at c2528430) is passed as
+#: DistributedDataParallel's ``bucket_cap_mb`` (trainer.py lines 847-852), which PyTorch reads in MiB:
+#: ``self.bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)`` (pytorch/pytorch@25562d3d41
+#: torch/nn/parallel/distributed.py), 26,214,400 bytes = 13,107,200 bf16 elements. (The model's generic PyTorch DDP
+#: default, job.DDP_BUCKET_BYTES, is 25e6: left as it is, it prices other families' rows.)
+NANOTRON_DDP_BUCKET_BYTES = 25.0 * 1024 * 1024
+
+
 def nanotron_grad_buffer_time(job: Job, g: StrategyGrid) -> np.ndarray:
     """Seconds per step of nanotron's gradient clipping and buffer reset over its fp32 gradient buffer, and at ZeRO 0
     of DDP's bucket copies (``nanotron_trainer`` with a gradient element wider than the parameter,
@@ -2533,7 +2542,7 @@ def distributed_optimizer_sync(job: Job, g: StrategyGrid) -> np.ndarray:
     (deepspeed/runtime/zero/stage_1_and_2.py, runtime/engine.py). Not here: DeepSpeed's BF16_Optimizer under its
     PipelineEngine, which all-reduces the fp32 gradients (:func:`bf16_optimizer_param_gather`)."""
     zero12 = (g.zero == Zero.OPTIMIZER) | (g.zero == Zero.GRADIENTS)
-    return np.asarray(zero12 & ~bf16_optimizer_param_gather(job, g) & ~nanotron_zero1_sync(job, g))
+    return np.asarray(zero12 & ~bf16_optimizer_param_gather(job, g) & ~nanotron_zero1(g))
 
 
 def nanotron_zero1_sync(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -2563,7 +2572,24 @@ def nanotron_zero1_sync(job: Job, g: StrategyGrid) -> np.ndarray:
     ProcessGroupNCCL runs equal-sized list all-gathers as one ncclAllGather (unequal ones as one broadcast per rank,
     not priced). The copies around both calls (flatten, unflatten) are not priced."""
     fp32 = bool(job.grad_bytes > job.elem_bytes)
-    return np.asarray(g.nanotron_trainer & (g.zero == Zero.OPTIMIZER) & fp32)
+    return np.asarray(nanotron_zero1(g) & fp32)
+
+
+def nanotron_zero1(g: StrategyGrid) -> np.ndarray:
+    """Where nanotron's ZeRO-1 runs (``nanotron_trainer`` at zero 1), whatever the gradient element: its
+    ``ZeroDistributedOptimizer`` all-gathers the updated 16-bit shards in one call after the step (optim/zero.py
+    ``_all_gather_params``, lines 217-251 at huggingface/nanotron@c2528430), and the gradients are all-reduced, never
+    reduce-scattered, so :func:`distributed_optimizer_sync` does not apply. With fp32 accumulation the all-reduce is
+    the trainer's one call on the whole fp32 buffer (:func:`nanotron_zero1_sync`); with 16-bit gradients
+    (``accumulate_grad_in_fp32`` false) ``init_model`` builds DistributedDataParallel (``make_ddp = dp > 1 and not
+    (accumulate_grad_in_fp32 and zero_stage > 0)``, trainer.py lines 786-788) with no comm hook (helpers.py lines
+    416-436 register ``get_fp32_accum_hook`` only with a gradient accumulator), so DDP all-reduces the 16-bit
+    gradients in its ``ddp_bucket_cap_mb`` buckets under the last backward (the pipeline engine's ``no_sync`` on the
+    other micro-batches, parallel/pipeline_parallel/engine.py ``_get_fwd_context``, ``_get_bwd_context``) and the
+    trainer's own ``sync_gradients_across_dp`` is skipped (trainer.py lines 509-519: only when the model is not
+    DDP). Priced: ``bucketed(AllReduce, P_d eb, dp)`` in those buckets, overlapped as ZeRO 0's, + ``AllGather(P_d eb,
+    dp)``, exposed."""
+    return np.asarray(g.nanotron_trainer & (g.zero == Zero.OPTIMIZER))
 
 
 #: Megatron-Core DDP's default gradient bucket, max(MIN, PER_RANK x dp_cp) elements (:func:`megatron_bucket_elements`).
@@ -2605,10 +2631,12 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
     framework = np.where(g.zero == Zero.FSDP, layer_params, deepspeed_or_ddp)
     if np.any(g.nanotron_trainer):
         # nanotron: ZeRO-1 with fp32 gradients reduces its whole buffer in one call (nanotron_zero1_sync); at ZeRO 0
-        # PyTorch DDP buckets the 16-bit gradients by bytes (25 MB, ddp_bucket_cap_mb, config.py line 222 at
+        # PyTorch DDP buckets the 16-bit gradients by bytes (25 MiB, ddp_bucket_cap_mb, config.py line 222 at
         # c2528430) and the comm hook reduces the same parameters' fp32 buffers (gradient_accumulator.py 374-378)
-        ddp16 = DDP_BUCKET_BYTES / job.elem_bytes
-        nano = np.where(nanotron_zero1_sync(job, g), np.inf, np.where(g.zero == Zero.NONE, ddp16, framework))
+        # (and at ZeRO 1 with 16-bit gradients DDP all-reduces those buckets itself: nanotron_zero1)
+        ddp16 = NANOTRON_DDP_BUCKET_BYTES / job.elem_bytes
+        nano = np.where(nanotron_zero1_sync(job, g), np.inf,
+                        np.where((g.zero == Zero.NONE) | (g.zero == Zero.OPTIMIZER), ddp16, framework))
         framework = np.where(g.nanotron_trainer, nano, framework)
     megatron = megatron_ddp_on(g)
     if np.any(megatron):
@@ -2905,8 +2933,8 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
         ag = shards * _collective("allgather", dense * job.elem_bytes / shards, red.dense)
         total = total + np.where(gather, ag, 0.0)
         param_gather = np.where(gather, ag, param_gather)
-    nano = nanotron_zero1_sync(job, g)
-    if np.any(nano) and not all_reduce:  # nanotron ZeRO-1: the fp32 all-reduce above, then one 16-bit all-gather
+    nano = nanotron_zero1(g)
+    if np.any(nano) and not all_reduce:  # nanotron ZeRO-1: the all-reduce above, then one 16-bit all-gather
         ag = _collective("allgather", dense * job.elem_bytes, red.dense)
         if job.expert_params > 0:
             ag = ag + _collective("allgather", expert * job.elem_bytes, data.expert)

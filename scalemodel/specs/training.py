@@ -22,6 +22,7 @@ from scalemodel.choices import (
     Recompute,
     RecomputeMethod,
     Schedule,
+    ScheduleKind,
     Zero,
     parse_compression,
     parse_dp_comm,
@@ -391,8 +392,9 @@ class StrategySpec(Spec, kw_only=True):
         "micro-batch's 16-bit weight gradients are added into the fp32 buffers by a separate pass; at zero 1 nanotron "
         "builds no DDP wrapper, so the whole fp32 gradient buffer is all-reduced over DP in one call after the last "
         "backward (not reduce-scattered, not under the backward) and the updated 16-bit parameters are all-gathered in "
-        "one call after the optimizer step; at zero 0 its DDP buckets are 25 MB of the 16-bit gradients "
-        "(docs/model.md#nanotron)"
+        "one call after the optimizer step (with 16-bit gradients at zero 1 DDP all-reduces them in its buckets "
+        "instead, under the backward, before that gather); at zero 0 its DDP buckets are 25 MiB of the 16-bit "
+        "gradients (docs/model.md#nanotron)"
     ))] = False
     fsdp_reshard_after_forward: Annotated[bool, Meta(description=(
         "zero 3/fsdp/hsdp: free each unit's gathered parameters after its forward and gather them again for its "
@@ -536,6 +538,23 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("nanotron_trainer", "true runs nanotron's trainer, whose ZeRO shards only the "
                               f"optimizer states (ZeRO-1, whatever its zero_stage > 0; got zero {self.zero!r})",
                               "false (the default) with any zero; true with zero 0 or 1")
+        if self.nanotron_trainer and (self.megatron_ddp or self.deepspeed_pipeline):
+            # one trainer a job: nanotron builds torch's DDP or none (trainer.py init_model) and runs its own pipeline
+            # engines (parallel/pipeline_parallel/engine.py), neither Megatron-Core's DDP nor DeepSpeed's PipelineEngine
+            other = "megatron_ddp" if self.megatron_ddp else "deepspeed_pipeline"
+            raise field_error("nanotron_trainer", f"true runs nanotron's trainer, which is not {other}'s framework "
+                              f"(got {other} true too)", f"true with {other} false; or false")
+        if self.nanotron_trainer and parse_schedule(self.schedule).kind not in (ScheduleKind.ONE_F_ONE_B,
+                                                                                ScheduleKind.GPIPE):
+            # nanotron@c2528430 config/utils_config.py: pp_engine "1f1b" (OneForwardOneBackwardPipelineEngine) or
+            # "afab" (AllForwardAllBackwardPipelineEngine, GPipe's order), nothing else
+            raise field_error("nanotron_trainer", "true runs nanotron's pipeline engines, 1f1b or afab (all forwards "
+                              f"then all backwards), not schedule {self.schedule}",
+                              "schedule 1f1b or gpipe with nanotron_trainer")
+        if self.nanotron_trainer and self.cp > 1:
+            # nanotron@c2528430 ParallelismArgs has dp, pp, tp and expert_parallel_size: no context parallelism
+            raise field_error("nanotron_trainer", f"true runs nanotron's trainer, which has no context parallelism "
+                              f"(got cp {self.cp})", "cp 1 with nanotron_trainer")
         if self.fp8_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS, Zero.FSDP, Zero.HSDP):
             raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
                               f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp){unset}",
