@@ -25,3 +25,18 @@ def test_full_recompute_without_method_and_count_is_refused(cli, tmp_path, flags
 def test_full_recompute_with_method_and_count_still_reads(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
     f = megatron_launch(tmp_path, "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
     assert accepted(cli, "predict", *DENSE70, "--strategy", str(f))["inputs"]["strategy"]["recompute"] == "full"
+
+
+# A DeepSpeed config with tensor_parallel.autotp_size on an MoE model was priced under Megatron-Core's layer with its
+# sequence parallelism resolved on (review16a): AutoTP shards a Hugging Face model's linear layers and runs the rest
+# as eager PyTorch modules, all-reducing each row-parallel output; the reader now names the eager layer.
+def test_deepspeed_autotp_prices_the_eager_layer_without_sp(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    f = tmp_path / "ds.json"
+    f.write_text('{"train_micro_batch_size_per_gpu": 1, "tensor_parallel": {"autotp_size": 2}}')
+    r = cli("predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--strategy", str(f), "--json")
+    assert r.code == 0, r.err
+    strategy = json.loads(r.out)["strategy"]
+    assert (strategy["tp"], strategy["layer_impl"], strategy["sequence_parallel"]) == (2, "eager", False)
+    assert "sequence parallelism" not in r.err.lower(), r.err

@@ -233,6 +233,12 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
     if isinstance(tp, dict) and tp.get("autotp_size") is not None:
         out.strategy["tp"] = _int(tp["autotp_size"], "tensor_parallel.autotp_size", least=1)
         out.fields["tp"] = "tensor_parallel.autotp_size"
+        # AutoTP shards a Hugging Face model's nn.Linear layers in place (deepspeed/module_inject/auto_tp.py): the
+        # layer's other ops stay PyTorch eager modules and each row-parallel output is all-reduced (no sequence
+        # parallelism). Priced as the eager layer; under the default megatron_te an MoE model at tp > 1 was priced
+        # with Megatron-Core's sequence parallelism, which AutoTP does not run
+        out.strategy["layer_impl"] = "eager"
+        out.fields["layer_impl"] = "tensor_parallel.autotp_size"
     opt = data.get("optimizer")
     if isinstance(opt, dict) and str(opt.get("type", "adamw")).lower() not in ("adam", "adamw", "fusedadam"):
         out.unused.append(f"optimizer.type {str(opt.get('type'))[:40]} (optimizer state is modelled as Adam's 12 bytes "
