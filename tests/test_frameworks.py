@@ -97,8 +97,11 @@ def test_torchtitan_tomls() -> None:
     assert sf.training == {"micro_batch": 2, "global_batch": 256, "seq_len": 8192, "precision": "bf16",
                            "grad_bytes_per_param": 4.0}
     # fsdp_reshard_after_forward "default" (not set) with pipeline parallelism: torchtitan does not reshard
+    # tp 8: torchtitan's TP plan is sequence-parallel (parallelize_llama.py apply_tp @e7c0cae: SequenceParallel norms,
+    # row-parallel outputs Shard(1)), so SP is on
     assert sf.strategy == {"tp": 8, "pp": 4, "cp": 1, "zero": "fsdp", "schedule": "interleaved:2", "recompute": "full",
-                           "fsdp_reshard_after_forward": False, "fsdp_per_param": True, "layer_impl": "torchtitan"}
+                           "fsdp_reshard_after_forward": False, "fsdp_per_param": True, "layer_impl": "torchtitan",
+                           "sequence_parallel": True}
     assert any("Interleaved1F1B" in u for u in sf.unused)
 
 
@@ -141,7 +144,8 @@ def _predict(cli, *args: str) -> dict:  # type: ignore[no-untyped-def, type-arg]
       "--set", "strategy.fsdp_reshard_after_forward=false",  # torchtitan's default with PP
       "--set", "training.grad_bytes_per_param=4",  # its only FSDP reduce dtype, float32
       "--set", "strategy.fsdp_per_param=true",  # FSDP2's fully_shard
-      "--set", "strategy.layer_impl=torchtitan"]),  # torchtitan's TransformerBlock
+      "--set", "strategy.layer_impl=torchtitan",  # torchtitan's TransformerBlock
+      "--sequence-parallel"]),  # torchtitan's TP plan is sequence-parallel
     ("llama3-70b", "256", "strategy.yaml",
      ["--tp", "8", "--pp", "4", "--zero", "1", "--recompute", "selective", "--sequence-parallel", "--schedule",
       "interleaved:2", "--micro-batch", "2", "--global-batch", "512", "--seq-len", "4096", "--precision", "bf16"]),

@@ -230,9 +230,9 @@ def test_torchtitan_replicate_by_shard_is_hsdp_with_the_shard_group(cli, tmp_pat
     got = json.loads(r.out)
     assert (got["strategy"]["zero"], got["strategy"]["shard_group"], got["strategy"]["dp"]) == ("hsdp", 8, 32)
     # torchtitan's only FSDP reduce dtype, float32; its FSDP is FSDP2's fully_shard (fsdp_per_param); its layer
-    # torchtitan's TransformerBlock (layer_impl)
+    # torchtitan's TransformerBlock (layer_impl); its TP plan sequence-parallel (apply_tp: SequenceParallel norms)
     fp32 = ("--set", "training.grad_bytes_per_param=4", "--set", "strategy.fsdp_per_param=true",
-            "--set", "strategy.layer_impl=torchtitan")
+            "--set", "strategy.layer_impl=torchtitan", "--sequence-parallel")
     same = accepted(cli, "predict", *_LLAMA, "--tp", "2", "--zero", "hsdp", "--set", "strategy.shard_group=8", *fp32)
     flat = accepted(cli, "predict", *_LLAMA, "--tp", "2", "--zero", "fsdp", *fp32)
     assert got["step_time_s"] == same["step_time_s"] != flat["step_time_s"]

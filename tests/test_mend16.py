@@ -40,3 +40,26 @@ def test_deepspeed_autotp_prices_the_eager_layer_without_sp(cli, tmp_path) -> No
     strategy = json.loads(r.out)["strategy"]
     assert (strategy["tp"], strategy["layer_impl"], strategy["sequence_parallel"]) == (2, "eager", False)
     assert "sequence parallelism" not in r.err.lower(), r.err
+
+
+# torchtitan's TP plan is sequence-parallel (pytorch/torchtitan@e7c0cae models/llama3/parallelize_llama.py apply_tp:
+# SequenceParallel() norms, row-parallel outputs Shard(1); parallelism.enable_sequence_parallel, default true, in
+# later releases); the TOML reader priced tp > 1 with SP off (fuzz16b's finding).
+@pytest.mark.parametrize("extra, sp", [("", True), ("enable_sequence_parallel = true\n", True),
+                                       ("enable_sequence_parallel = false\n", False)])
+def test_torchtitan_tp_is_sequence_parallel(tmp_path, extra: str, sp: bool) -> None:
+    from scalemodel.specs.frameworks import read_strategy_file
+
+    f = tmp_path / "job.toml"
+    f.write_text("[parallelism]\ntensor_parallel_degree = 4\n" + extra)
+    assert read_strategy_file(f).strategy["sequence_parallel"] is sp
+
+
+def test_torchtitan_sp_switch_at_tp_1_is_said(tmp_path) -> None:
+    from scalemodel.specs.frameworks import read_strategy_file
+
+    f = tmp_path / "job.toml"
+    f.write_text("[parallelism]\nenable_sequence_parallel = true\n")
+    sf = read_strategy_file(f)
+    assert "sequence_parallel" not in sf.strategy
+    assert any(u.startswith("parallelism.enable_sequence_parallel true (no effect") for u in sf.unused), sf.unused

@@ -15,6 +15,7 @@ per point, the columns of :data:`COLUMNS`.
 from __future__ import annotations
 
 import os
+import threading  # concurrent.futures imports it already: no cost to a sweep without --scheduler
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -250,8 +251,6 @@ def _connect(distributed: Any, address: str) -> Any:
     accepts the connection and never answers (round 16: the Client's own timeout covers the TCP connect, not its
     handshake read, and ``sweep --scheduler`` at such a peer waited forever). The connection is made in a daemon
     thread (distributed runs its IO loop in a daemon thread of its own), left behind when it does not finish."""
-    import threading  # --scheduler only
-
     box: dict[str, Any] = {}
 
     def connect() -> None:

@@ -1193,6 +1193,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                 out.unused.append(f"pipeline_parallel_schedule {sched}: 2 virtual stages per rank assumed "
                                   "(give --schedule interleaved:V)")
     _titan_layers_per_stage(par, out)
+    _titan_sequence_parallel(par, out)
     mode = ac.get("mode")
     if mode is not None:
         if str(mode) not in ("none", "selective", "full"):
@@ -1210,9 +1211,28 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                 "pipeline_parallel_schedule", "pipeline_parallel_microbatch_size", "enable_async_tensor_parallel",
                 "disable_loss_parallel", "enable_compiled_autograd", "pipeline_parallel_split_points",
                 "fsdp_reshard_after_forward", "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part",
-                "expert_tensor_parallel_degree"}
+                "expert_tensor_parallel_degree", "enable_sequence_parallel"}
     out.unused.extend(f"parallelism.{k}" for k in par if k not in used_par)
     _titan_unpriced_parallelism(par, out)
+
+
+def _titan_sequence_parallel(par: dict[str, Any], out: StrategyFile) -> None:
+    """torchtitan's tensor parallelism is sequence-parallel: its TP plan shards the norms with ``SequenceParallel()``
+    and the row-parallel outputs on the sequence dimension (``output_layouts=Shard(1)``: a reduce-scatter, the
+    column-parallel inputs an all-gather), pytorch/torchtitan@e7c0cae torchtitan/models/llama3/parallelize_llama.py
+    apply_tp L139-195; later releases keep it as ``parallelism.enable_sequence_parallel``, default true
+    (@b5bcd76c66 torchtitan/config/configs.py L169-170). A TOML at tp > 1 was priced with SP off: the block
+    all-reduces of a TP plan torchtitan does not run."""
+    tp = int(out.strategy.get("tp", 1))
+    given = par.get("enable_sequence_parallel")
+    sp = True if given is None else _bool(given, "parallelism.enable_sequence_parallel")
+    if tp > 1:
+        out.strategy["sequence_parallel"] = sp
+        out.fields["sequence_parallel"] = ("parallelism.enable_sequence_parallel" if given is not None
+                                           else "parallelism.tensor_parallel_degree")
+    elif given is not None:
+        shown = str(given).lower()[:10]
+        out.unused.append(f"parallelism.enable_sequence_parallel {shown} (no effect at tensor_parallel_degree 1)")
 
 
 def _titan_layers_per_stage(par: dict[str, Any], out: StrategyFile) -> None:
