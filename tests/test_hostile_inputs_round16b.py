@@ -1,0 +1,115 @@
+"""Hostile-input round 16b: what was merged after round 16 (sequence_parallel unset, moe_rank_imbalance,
+nanotron_trainer, hybrid '|' segments priced per rank, Megatron's recompute flags) and two left-overs of round 16:
+nccl-tests rows with #wrong > 0 fitted without a word, and a pipeline depth that contradicts a pattern's '|'
+segments refused by check under "gpus:".
+
+Each case is one finding; the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+ROOT = Path(__file__).resolve().parent.parent
+NCCL = ROOT / "tests" / "data" / "nccl"
+
+
+# --- nccl-tests rows whose results nccl-tests found wrong are said ---------------------------------------------------
+# A row with #wrong 12 (nccl-tests' CheckData counted 12 wrong elements) was fitted as any other, without a word: its
+# time is a measurement of a collective that returned wrong data. The older era's float "error" column (4e-07,
+# rounding) is no count and stays quiet.
+
+def _wrong_text_log(tmp_path: Path) -> Path:
+    lines = (NCCL / "synthetic_current.log").read_text().splitlines()
+    i = next(k for k, x in enumerate(lines) if x.split()[:1] == ["8388608"])
+    toks = lines[i].split()
+    toks[8] = "12"  # the out-of-place #wrong
+    lines[i] = "  ".join(toks)
+    f = tmp_path / "wrong.log"
+    f.write_text("\n".join(lines) + "\n")
+    return f, i + 1  # type: ignore[return-value]
+
+
+def test_nccl_rows_with_wrong_results_are_named(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f, line = _wrong_text_log(tmp_path)
+    out = accepted(cli, "calibrate", "nccl-tests", str(f), "--cluster", "dgx-a100")
+    said = [w for w in out["warnings"] if "#wrong > 0" in w]
+    assert len(said) == 1, out["warnings"]
+    assert said[0].startswith(f"{f}: 1 row(s)") and f"line {line} (size 8388608 B, 12 wrong)" in said[0], said
+
+
+def test_nccl_json_rows_with_nwrong_are_named(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads((NCCL / "synthetic_json.json").read_text())
+    doc["results"][3]["in_place"]["nwrong"] = 7
+    f = tmp_path / "wrong.json"
+    f.write_text(json.dumps(doc))
+    out = accepted(cli, "calibrate", "nccl-tests", str(f), "--cluster", "dgx-a100")
+    assert any("result 4 (size 8192 B, 7 wrong)" in w for w in out["warnings"]), out["warnings"]
+
+
+@pytest.mark.parametrize("name", ["synthetic_current.log", "synthetic_middle.log", "synthetic_older.log",
+                                  "synthetic_json.json"])
+def test_nccl_logs_without_wrong_rows_say_nothing(cli, name: str) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "calibrate", "nccl-tests", str(NCCL / name), "--cluster", "dgx-a100")
+    assert not any("#wrong" in w for w in out["warnings"]), out["warnings"]
+
+
+def test_nccl_json_nwrong_not_a_number_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads((NCCL / "synthetic_json.json").read_text())
+    doc["results"][0]["out_of_place"]["nwrong"] = "many"
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(doc))
+    refused(cli, "calibrate", "nccl-tests", str(f), "--cluster", "dgx-a100", inputs=(f,),
+            match=f"error: {f}: result 1: out_of_place.nwrong: expected a number >= 0, got 'many'")
+
+
+# --- check names the field that contradicts a pattern's '|' segments -------------------------------------------------
+# A pattern of 2 segments at pp 4 was refused as "sc.yaml: gpus: the strategy is invalid at 16 GPUs: layers do not
+# split ...": no GPU count mends it; the segments are the stages (pp x v of them), so pp (or the schedule's v) is wrong.
+
+HYBRID = """kind: transformer
+name: hy
+layers: 8
+hidden: 1024
+heads: 8
+kv_heads: 4
+ffn_hidden: 2048
+vocab: 32000
+seq_len: 2048
+gated_mlp: true
+moe: {experts: 32, top_k: 4, ffn_hidden: 1024}
+hybrid:
+  pattern: "M*ME|M*ME"
+  mamba: {state_dim: 16, groups: 1, head_dim: 32, heads: 16}
+"""
+
+
+def _segment_scenario(tmp_path: Path, strategy: str) -> Path:
+    (tmp_path / "hy.yaml").write_text(HYBRID)
+    f = tmp_path / "sc.yaml"
+    f.write_text(f"kind: scenario\nname: seg\ncluster: dgx-h100\nmodel: {tmp_path / 'hy.yaml'}\ngpus: [16]\n"
+                 f"training: {{micro_batch: 1, global_batch: 64, moe_rank_imbalance: 1}}\nstrategy: {strategy}\n"
+                 "assertions: {max_step_time: 100s}\n")
+    return f
+
+
+@pytest.mark.parametrize("strategy, sets, where", [
+    ("{pp: 4}", (), "strategy.pp: pp 4 = 4 pipeline stages, but the model's hybrid pattern has 2 '|' segments"),
+    ("{pp: 2, schedule: 'interleaved:2'}", (), "strategy.schedule: pp 2 x v 2 = 4 pipeline stages"),
+    ("{pp: 2}", ("--set", "strategy.pp=8"), "--set strategy.pp: pp 8 = 8 pipeline stages"),
+])
+def test_check_names_the_pipeline_field_a_pattern_contradicts(cli, tmp_path: Path, strategy: str, sets: tuple,  # type: ignore[no-untyped-def, type-arg]
+                                                              where: str) -> None:
+    f = _segment_scenario(tmp_path, strategy)
+    line = refused(cli, "check", str(f), *sets, inputs=(f,), match=where)
+    assert ": gpus:" not in line and "pp x v = 2: pp 2 with 1f1b (or pp 1)" in line, line
+
+
+def test_check_of_a_pipeline_the_segments_give_still_runs(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = _segment_scenario(tmp_path, "{pp: 2}")
+    r = cli("check", str(f))
+    assert r.code == 0 and "PASS" in r.out, r.err
