@@ -113,3 +113,57 @@ def test_check_of_a_pipeline_the_segments_give_still_runs(cli, tmp_path: Path) -
     f = _segment_scenario(tmp_path, "{pp: 2}")
     r = cli("check", str(f))
     assert r.code == 0 and "PASS" in r.out, r.err
+
+
+# --- a --strategy file's unset sequence_parallel is not a plan pin ---------------------------------------------------
+# "sequence_parallel: null" (the new default, written out) in a --strategy file was refused by plan and scale --best as
+# "bad value in 'sequence_parallel=None'; true | false" (scale without the file's name); predict prices it on. Unset
+# is no pin (as --set strategy.sequence_parallel=null is not): plan searches SP and ranks what predict prices.
+
+MIX = ["-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64"]
+
+
+@pytest.mark.parametrize("body", ["tp: 2\nep: 8\nsequence_parallel: null\n", "tp: 2\nep: 8\ndp: null\n"])
+def test_plan_takes_a_file_field_written_unset(cli, tmp_path: Path, body: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "st.yaml"
+    f.write_text(body)
+    out = accepted(cli, "plan", *MIX, "--strategy", str(f), "--top", "1")
+    top = out["ranked"][0]["strategy"]
+    assert (top["tp"], top["ep"], top["sequence_parallel"]) == (2, 8, True), top
+    best = accepted(cli, "scale", "--best", *MIX[:4], "-n", "64,128", "--strategy", str(f))
+    assert best["points"], best
+
+
+# --- training.moe_rank_imbalance beyond what routing can reach --------------------------------------------------------
+# Top-k routing sends a token's k copies to k distinct experts, so a rank of E / ep experts receives at most
+# min(k, E / ep) copies of each token against a mean of k / ep: max / mean <= min(ep, E / k). Mixtral (E 8, k 2) at
+# ep 8 has a bound of 4 and at ep 2 of 2; a factor of 100 priced the busiest rank's expert GEMMs at 25x the batch's
+# whole routed work, and ep 1 dropped the factor, both without a word.
+
+@pytest.mark.parametrize("ep, factor, bound, at", [("8", "100", "4", ""), ("8", "4.1", "4", ""),
+                                                   ("2", "3", "2", " at ep 2")])
+@pytest.mark.parametrize("command", ["predict", "memory", "sensitivity"])
+def test_rank_imbalance_beyond_routing_is_refused(cli, command: str, ep: str, factor: str, bound: str,  # type: ignore[no-untyped-def]
+                                                  at: str) -> None:
+    refused(cli, command, *MIX, "--tp", "2", "--ep", ep, "--set", f"training.moe_rank_imbalance={factor}",
+            match=f"error: --set training.moe_rank_imbalance: moe_rank_imbalance {factor} exceeds what top-k routing "
+                  f"can reach{at}: ")
+    line = refused(cli, command, *MIX, "--tp", "2", "--ep", ep, "--set", f"training.moe_rank_imbalance={factor}")
+    assert f"min(ep, E / k) = {bound} (E 8, k 2)" in line, line
+
+
+def test_rank_imbalance_beyond_routing_in_plan_and_scenario(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "plan", *MIX, "--set", "training.moe_rank_imbalance=5", "--top", "1",
+            match="--set training.moe_rank_imbalance: moe_rank_imbalance 5 exceeds")
+    f = tmp_path / "sc.yaml"
+    f.write_text("kind: scenario\nname: s\ncluster: dgx-h100\nmodel: mixtral-8x7b\ngpus: [64]\n"
+                 "training: {micro_batch: 1, global_batch: 256, moe_rank_imbalance: 3}\nstrategy: {tp: 2, ep: 2}\n"
+                 "assertions: {max_step_time: 100s}\n")
+    refused(cli, "check", str(f), inputs=(f,), match=f"{f}: training.moe_rank_imbalance: moe_rank_imbalance 3 "
+                                                       "exceeds what top-k routing can reach at ep 2")
+
+
+def test_rank_imbalance_at_the_bound_reads_and_at_ep_1_is_said(cli) -> None:  # type: ignore[no-untyped-def]
+    accepted(cli, "predict", *MIX, "--tp", "2", "--ep", "8", "--set", "training.moe_rank_imbalance=4")
+    out = accepted(cli, "predict", *MIX, "--tp", "2", "--set", "training.moe_rank_imbalance=2")
+    assert any("moe_rank_imbalance = 2 is not priced: ep is 1" in w for w in out["warnings"]), out["warnings"]
