@@ -167,3 +167,38 @@ def test_rank_imbalance_at_the_bound_reads_and_at_ep_1_is_said(cli) -> None:  # 
     accepted(cli, "predict", *MIX, "--tp", "2", "--ep", "8", "--set", "training.moe_rank_imbalance=4")
     out = accepted(cli, "predict", *MIX, "--tp", "2", "--set", "training.moe_rank_imbalance=2")
     assert any("moe_rank_imbalance = 2 is not priced: ep is 1" in w for w in out["warnings"]), out["warnings"]
+
+
+# --- two frameworks' trainers at once --------------------------------------------------------------------------------
+# nanotron_trainer with megatron_ddp (a Megatron-LM launch script sets it) or with deepspeed_pipeline was priced with
+# both frameworks' terms added (nanotron's accumulation pass and ZeRO-1 sync beside Megatron-Core's buckets or
+# DeepSpeed's per-micro-batch accumulation); a job runs on one of them.
+
+@pytest.mark.parametrize("body, field, other", [
+    ("nanotron_trainer: true\nmegatron_ddp: true\n", "nanotron_trainer", "megatron_ddp"),
+    ("nanotron_trainer: true\ndeepspeed_pipeline: true\npp: 2\n", "nanotron_trainer", "deepspeed_pipeline"),
+    ("megatron_ddp: true\ndeepspeed_pipeline: true\npp: 2\n", "deepspeed_pipeline", "megatron_ddp"),
+])
+def test_two_trainers_are_refused(cli, tmp_path: Path, body: str, field: str, other: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "st.yaml"
+    f.write_text(body)
+    for command in ("predict", "plan"):
+        refused(cli, command, "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--strategy", str(f), inputs=(f,),
+                match=f"error: --strategy: {f}: strategy.{field}: true with {other} true: a job runs on one "
+                      "framework's trainer")
+
+
+def test_a_megatron_launch_with_nanotron_set_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 --bf16\n")
+    refused(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--strategy", str(f),
+            "--set", "strategy.nanotron_trainer=true", inputs=(f,),
+            match="error: --set strategy.nanotron_trainer: true with megatron_ddp true")
+
+
+@pytest.mark.parametrize("body", ["nanotron_trainer: true\nzero: 1\n", "megatron_ddp: true\n",
+                                  "deepspeed_pipeline: true\npp: 2\n"])
+def test_one_trainer_still_reads(cli, tmp_path: Path, body: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "st.yaml"
+    f.write_text(body)
+    accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--strategy", str(f))
