@@ -202,3 +202,31 @@ def test_one_trainer_still_reads(cli, tmp_path: Path, body: str) -> None:  # typ
     f = tmp_path / "st.yaml"
     f.write_text(body)
     accepted(cli, "predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--strategy", str(f))
+
+
+# --- a launch script that gives a flag twice with two values ----------------------------------------------------------
+# "--tensor-model-parallel-size 2 ... --tensor-model-parallel-size 4" (a script that sets a flag and sets it again) was
+# read as 4 without a word; argparse keeps the last, and the first is now said as not used.
+
+LAUNCH = "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --sequence-parallel --micro-batch-size 1 --bf16 "
+
+
+@pytest.mark.parametrize("flags, said, key, value", [
+    ("--tensor-model-parallel-size 4", "--tensor-model-parallel-size 2 (given again later as 4", "tp", 4),
+    ("--micro-batch-size 2", "--micro-batch-size 1 (given again later as 2", "micro_batch", 2),
+    ("--recompute-granularity full --recompute-granularity selective",
+     "--recompute-granularity full (given again later as selective", "recompute", "selective"),
+])
+def test_a_flag_given_twice_is_said(cli, tmp_path: Path, flags: str, said: str, key: str, value: object) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text(LAUNCH + flags + "\n")
+    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f))
+    assert out["strategy"][key] == value, out["strategy"]
+    assert any("megatron settings not used" in w and said in w for w in out["warnings"]), out["warnings"]
+
+
+def test_a_flag_repeated_with_its_value_is_not_said(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_text(LAUNCH + "--tensor-model-parallel-size 2 --sequence-parallel\n")
+    out = accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f))
+    assert not any("given again" in w for w in out["warnings"]), out["warnings"]
