@@ -18,7 +18,7 @@ from scalemodel.commands.options import check_kappa as check_kappa
 from scalemodel.commands.options import load_cluster_with as load_cluster_with
 from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity
-from scalemodel.engine.job import run_training_checks
+from scalemodel.engine.job import check_moe_rank_imbalance, run_training_checks, transformer_shape
 from scalemodel.errors import InputError, Origin, sub_path
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices, split_overrides
 from scalemodel.specs.base import MAX_SPEC_INT
@@ -182,6 +182,8 @@ def strategy_constraints(sf: StrategyFile | None, given: list[str] | None, repor
             if v and "virtual_stages" not in constrained:
                 out.append(f"virtual_stages={v}")
         elif key in PINNABLE:
+            if value is None:  # unset (sequence_parallel: null, dp: null): not pinned, the planner searches it, as
+                continue  # engine.planner.pins does for --set (was refused: "bad value")
             if key == "zero":  # constraints compare ZeRO codes; the planner searches stages 0-3
                 value = min(int(Zero.parse(value, "--strategy")), int(Zero.PARAMETERS))
                 if Zero.parse(sf.strategy["zero"]) == Zero.FSDP:
@@ -221,6 +223,8 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     st = validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets)
     check_seq_len(wl, tr)
     check_training_fits(cl, wl, tr, tr_opts, tr_file, sets)
+    if gpus and tr.moe_rank_imbalance is not None and getattr(wl, "kind", "") == "transformer":
+        _check_rank_imbalance_at_ep(wl, tr, st, tr_opts, tr_file, sets)
     if gpus:
         check_derived_batch(tr, st, gpus, written_at("training", "micro_batch", tr_opts, tr_file, sets))
     if strategy_file is not None and gpus and strategy.get("dp") is None and "dp" not in set_keys(sets, "strategy"):
@@ -280,6 +284,18 @@ def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[
         # "--set training.module_precision: ..." without the module it named
         raise InputError(exc.what, where=where + sub_path(exc.where, f"{section}.{key}"),
                          allowed=exc.allowed) from None
+
+
+def _check_rank_imbalance_at_ep(wl: Any, tr: Any, st: Any, given: dict[str, Any], sf: StrategyFile | None,
+                                sets: list[str] | None) -> None:
+    """engine.job.check_moe_rank_imbalance at the one strategy's ep, named where the factor was written (the
+    engine's own check names the field alone)."""
+    sh = transformer_shape(wl)
+    try:
+        check_moe_rank_imbalance(tr.moe_rank_imbalance, float(sh.moe_experts), float(sh.moe_top_k), int(st.ep or 1))
+    except InputError as exc:
+        where = written_at("training", "moe_rank_imbalance", given, sf, sets)
+        raise InputError(exc.what, where=where or exc.where, allowed=exc.allowed) from None
 
 
 def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: StrategyFile | None,

@@ -103,6 +103,31 @@ _SCENARIO_FIELDS = {"--global-batch": "training.global_batch", "--gpus": "gpus",
                     "--micro-batch": "training.micro_batch"}
 
 
+def _refuse_segment_split(scenario: Any, strategy: dict[str, Any], reason: str, prefix: str,
+                          set_names: list[str]) -> None:
+    """A pipeline depth that contradicts the model's hybrid '|' segments is the strategy's pp (or schedule), not the
+    GPU count: the segments are the stages, pp x v of them (Megatron-LM validate_args at d98e8a64, engine.step
+    _split_ok), whatever the GPUs. It was refused under "gpus:", a field no GPU count could mend."""
+    hybrid = getattr(scenario.model, "hybrid", None)
+    segments = hybrid.pattern.count("|") + 1 if hybrid is not None else 1
+    if segments < 2 or reason not in (Infeasible.LAYERS_NOT_DIVISIBLE.text, Infeasible.INTERLEAVE_INVALID.text):
+        return
+    pp = int(strategy.get("pp", 1))
+    schedule = str(strategy.get("schedule", "1f1b"))
+    v = int(schedule.split(":", 1)[1]) if schedule.startswith("interleaved:") and schedule[12:].isdigit() else 1
+    if pp <= 1 or pp * v == segments:
+        return  # another cause (first/last stage layers, micro-batches): the general message says it
+    name = "schedule" if v > 1 and segments % pp == 0 else "pp"
+    where = f"--set strategy.{name}" if name in set_names else f"{prefix}strategy.{name}"
+    fits = [f"pp {q} with interleaved:{segments // q}" if q < segments else f"pp {q} with 1f1b"
+            for q in range(2, segments + 1) if segments % q == 0]
+    raise InputError(f"pp {pp}{f' x v {v}' if v > 1 else ''} = {pp * v} pipeline stages, but the model's hybrid "
+                     f"pattern has {segments} '|' segments, which are the stages (Megatron-LM runs pp x v = "
+                     f"segments)", where=where,
+                     allowed=f"pp x v = {segments}: {', '.join(fits[:6])}{', ...' if len(fits) > 6 else ''}"
+                             f" (or pp 1), or a pattern of pp x v segments")
+
+
 def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = None,
               inputs: dict[str, Any] | None = None, pessimistic: bool = False,
               sets: list[str] | None = None) -> CheckResult:
@@ -184,6 +209,7 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
         # was let through whenever the strategy also overflowed memory: heads that tp or the a2a group does not
         # divide, at 118 GB on an 80 GB part, passed max_step_time with exit 0
         if reason is not None and reason != Infeasible.OUT_OF_MEMORY.text:
+            _refuse_segment_split(scenario, p.prediction.strategy, reason, prefix, set_names)
             raise InputError(f"the strategy is invalid at {p.gpus} GPUs: {reason}", where=prefix + "gpus",
                              allowed="change the strategy, the GPU counts or the global batch")
 

@@ -204,6 +204,11 @@ def training_checks(cluster: Any, workload: Any, training: Any) -> list[tuple[st
         seq_len = int(training.seq_len or getattr(workload, "seq_len", 0) or 0)
         out.append(("sequence_lengths", lambda: _work_cv(
             training, transformer_shape(workload) if transformer_wl else None, seq_len)))
+    if transformer_wl and training.moe_rank_imbalance is not None:  # above E / k at any ep (the ep's own bound:
+        # _check_moe_rank_imbalance, and commands.common.build_specs where the strategy is one)
+        sh = transformer_shape(workload)
+        out.append(("moe_rank_imbalance", lambda: check_moe_rank_imbalance(
+            training.moe_rank_imbalance, float(sh.moe_experts), float(sh.moe_top_k), None)))
     if training.module_precision is not None and training.module_precision.named():
         # the modules the model has come from its Shape (the engine's)
         out.append(("module_precision", lambda: module_precisions(
@@ -944,6 +949,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     _check_cp_window(job, strategy, cp, origin)
     _check_hybridep_group(job, strategy, ep, etp, origin)
     _check_moe_sp(job, strategy, tp, origin)
+    _check_moe_rank_imbalance(job, ep)
     check_fp8_all_gather(job, bool(getattr(strategy, "fsdp_fp8_all_gather", False)), "strategy.fsdp_fp8_all_gather")
     check_fp8_all_gather(job, bool(getattr(strategy, "fp8_param_gather", False)), "strategy.fp8_param_gather")
     micro = training.micro_batch
@@ -1228,6 +1234,43 @@ def _check_moe_sp(job: Job, strategy: Any, tp: int, origin: Origin | None = None
                      "moe_layer.py)", where=where,
                      allowed="sequence_parallel true or unset (priced on) with tp > 1, or tp 1, or a layer_impl "
                              "other than megatron_te")
+
+
+def check_moe_rank_imbalance(factor: float | None, experts: float, top_k: float, ep: int | None) -> None:
+    """Refuse a stated max / mean routed copies per EP rank (training.moe_rank_imbalance) that no routing reaches.
+    Top-k routing sends a token's k copies to k distinct experts, so one rank of E / ep experts receives at most
+    min(k, E / ep) copies of each of the T tokens, against a mean of T k / ep:
+
+        max / mean <= ep min(k, E / ep) / k = min(ep, E / k)
+
+    (``ep`` None: the bound over every ep, E / k). A factor above it (100 at ep 8 on Mixtral's E 8, k 2: bound 4)
+    priced the busiest rank's expert GEMMs and EP bytes at more than the whole batch's routed copies, without a word.
+    Raises InputError at training.moe_rank_imbalance."""
+    if not factor or experts <= 0 or top_k <= 0 or (ep is not None and ep <= 1):
+        return
+    bound = experts / top_k if ep is None else min(float(ep), experts / top_k)
+    if factor <= bound * (1.0 + 1e-9):
+        return
+    at = "" if ep is None else f" at ep {ep}"
+    raise InputError(f"moe_rank_imbalance {factor:g} exceeds what top-k routing can reach{at}: a rank of E / ep "
+                     f"experts receives at most min(k, E / ep) copies of a token against a mean of k / ep, so max / "
+                     f"mean <= min(ep, E / k) = {bound:g} (E {experts:g}, k {top_k:g})",
+                     where="training.moe_rank_imbalance",
+                     allowed=f"a measured max / mean between 1 and {bound:g}{at}, or unset (the expected maximum of "
+                             "uniform random routing)")
+
+
+def _check_moe_rank_imbalance(job: Job, ep: int) -> None:
+    """:func:`check_moe_rank_imbalance` at the strategy's ep; a factor at ep 1, where it prices nothing
+    (step.moe_rank_load is 1 there), is said."""
+    f = float(job.moe_rank_imbalance)
+    E, k = (float(job.shape.moe_experts), float(job.shape.moe_top_k)) if job.is_transformer else (0.0, 0.0)
+    if not f or E <= 0 or k <= 0:
+        return  # unset, or no MoE layers (_warn_unpriced_fields says so)
+    if ep <= 1:
+        notices.warn(f"training.moe_rank_imbalance = {f:g} is not priced: ep is 1 (every rank holds every expert, "
+                     "so no EP rank is busier than the mean)")
+    check_moe_rank_imbalance(f, E, k, ep)
 
 
 def _check_hybridep_group(job: Job, strategy: Any, ep: int, etp: int, origin: Origin | None = None) -> None:

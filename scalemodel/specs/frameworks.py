@@ -569,6 +569,10 @@ def _megatron(text: str, out: StrategyFile) -> None:
             i += 1
         i += 1
         if name in _MEG_INT or name in _MEG_KNOWN_VALUE or name in _MEG_STORE_TRUE:
+            if name in args and args[name] != value:  # round 16b: "--tensor-model-parallel-size 2 ... 4" was read as
+                # 4 without a word (a script that sets a flag and sets it again later); argparse keeps the last
+                out.unused.append(f"{name} {str(args[name])[:40]} (given again later as {str(value)[:40]}: argparse "
+                                  "keeps the last, as read here)")
             args[name] = value
         elif name in _MEG_MODEL:
             model_flags.append(name)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from scalemodel.errors import InputError
-from scalemodel.specs import files
+from scalemodel.specs import files, notices
 from scalemodel.specs.loader import load_json
 
 MAX_INT_DIGITS = 30
@@ -69,6 +69,22 @@ class NcclLog:
     nccl_version: str = ""
     #: host of each rank, from the ``#  Rank N Group G Pid P on HOST device D`` lines (empty when not printed)
     rank_hosts: dict[int, str] = field(default_factory=dict)
+    #: rows whose check found wrong elements (``#wrong`` > 0 out of place or in place, -J ``nwrong``), as
+    #: (where: "line N" or "result N", size in bytes, wrong elements): their times are kept, and the reader says so
+    wrong_rows: list[tuple[str, float, int]] = field(default_factory=list)
+
+    def wrong_note(self, source: str) -> str | None:
+        """One line naming the rows whose results nccl-tests found wrong (None when there are none): nccl-tests
+        counts the wrong elements of each checked result (src/common.cu CheckData, printed as #wrong); a
+        collective that returns wrong data may have taken a path a correct run does not, so its time is
+        suspect, yet it is a measurement and is fitted."""
+        if not self.wrong_rows:
+            return None
+        shown_rows = ", ".join(f"{w} (size {s:.0f} B, {n} wrong)" for w, s, n in self.wrong_rows[:5])
+        more = f" and {len(self.wrong_rows) - 5} more" if len(self.wrong_rows) > 5 else ""
+        return (f"{source[:200]}: {len(self.wrong_rows)} row(s) with #wrong > 0 (nccl-tests found wrong results): "
+                f"{shown_rows}{more}; their times are fitted as measured: check the run (a bad GPU, link or "
+                f"NCCL setting) or drop the rows")
 
     def layout(self) -> dict[str, int] | None:
         """GPUs per host in order of first appearance, {host: ranks}, or None when the log names no hosts."""
@@ -102,7 +118,8 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
     hosts: dict[int, str] = {}
     rows: list[NcclRow] = []
     version = ""
-    for raw in text.splitlines():
+    wrong: list[tuple[str, float, int]] = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
         line = _PREFIX.sub("", raw)
         line = _GLUED.sub(" ", line)
         if "NCCL INFO" in line or "NCCL WARN" in line:
@@ -142,6 +159,10 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
             t_ip = bus_ip = None
         dtype = next((t for t in toks[2:] if not _is_num(t)), "")
         rows.append(NcclRow(float(toks[0]), int(toks[1]), dtype, t_oop, bus_oop, t_ip, bus_ip))
+        # #wrong is an integer count (the older era's float "error", e.g. 4e-07, is rounding, not a count)
+        n_wrong = sum(int(rest[k]) for k in (3, 7) if k < len(rest) and _INT.match(rest[k]))
+        if n_wrong > 0:
+            wrong.append((f"line {lineno}", float(toks[0]), n_wrong))
         if len(rows) > MAX_ROWS:
             raise _too_many_rows()
     if not rows:
@@ -152,7 +173,8 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
         raise InputError(f"the log holds the output of {len(tests)} tests ({', '.join(t[:40] for t in tests[:4])})",
                          where="LOG", allowed="the output of one *_perf test per log (split the file)")
     found = op or _op_from(text) or "allreduce"
-    return NcclLog(found, len(ranks) or None, rows, "text", version, hosts if len(hosts) == len(ranks) else {})
+    return NcclLog(found, len(ranks) or None, rows, "text", version, hosts if len(hosts) == len(ranks) else {},
+                   wrong)
 
 
 def _too_many_rows() -> InputError:
@@ -202,6 +224,7 @@ def _parse_json(text: str, op: str | None) -> NcclLog:
     if len(results) > MAX_ROWS:
         raise _too_many_rows()
     rows = []
+    wrong: list[tuple[str, float, int]] = []
     for i, r in enumerate(results):
         where = f"LOG: result {i + 1}"
         oop = _entry(r, "out_of_place", where)
@@ -216,6 +239,10 @@ def _parse_json(text: str, op: str | None) -> NcclLog:
         rows.append(NcclRow(size, int(count), str(r.get("type", ""))[:40], t_oop,
                             _number(oop.get("bus_bw", 0.0), f"{where}: out_of_place.bus_bw", 0.0) * 1e9,
                             t_ip if t_ip is not None and t_ip > 0 else None, bus_ip))
+        n_wrong = sum(int(_number(e.get("nwrong"), f"{where}: {k}.nwrong", 0.0))
+                      for k, e in (("out_of_place", oop), ("in_place", ip)))
+        if n_wrong > 0:
+            wrong.append((f"result {i + 1}", size, n_wrong))
     if not rows:
         raise InputError("no result entry has a positive time", where="LOG",
                          allowed="nccl-tests -J output with measured times")
@@ -226,16 +253,20 @@ def _parse_json(text: str, op: str | None) -> NcclLog:
             ranks = len(devs)
         name = str(doc.get("config", {}).get("test", "")) if isinstance(doc.get("config"), dict) else ""
         op = op or _op_from(name + "_perf " + json.dumps(doc.get("config", ""))) or None
-    return NcclLog(op or "allreduce", ranks, rows, "json")
+    return NcclLog(op or "allreduce", ranks, rows, "json", wrong_rows=wrong)
 
 
 def read_nccl_tests(path: str | Path, *, op: str | None = None) -> NcclLog:
     """Read and parse an nccl-tests log file (bounded: see the module docstring)."""
     data = files.read_bytes(path, limit=files.MAX_LOG_BYTES, what="nccl-tests log")
     try:
-        return parse_nccl_tests(data.decode("utf-8", errors="replace"), op=op)
+        log = parse_nccl_tests(data.decode("utf-8", errors="replace"), op=op)
     except InputError as exc:
         raise at_log(exc, str(path)) from None
+    note = log.wrong_note(str(path))
+    if note:
+        notices.warn(note)
+    return log
 
 
 def at_log(exc: InputError, source: str) -> InputError:

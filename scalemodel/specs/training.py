@@ -513,6 +513,13 @@ class StrategySpec(Spec, kw_only=True):
             shown = self.recompute_modules if len(self.recompute_modules) <= 80 else self.recompute_modules[:77] + "..."
             raise field_error("recompute_modules", f"{shown!r} needs recompute: selective (got {self.recompute!r})",
                               "add recompute: selective, or leave recompute_modules out")
+        trainers = [n for n in ("megatron_ddp", "deepspeed_pipeline", "nanotron_trainer") if getattr(self, n)]
+        if len(trainers) > 1:  # each names the framework whose data-parallel / pipeline engine runs the job: Megatron-
+            # Core's DDP, DeepSpeed's PipelineEngine (its own engine's gradient sync), nanotron's trainer (torch DDP
+            # or its ZeRO-1 optimizer); both were priced at once, one framework's terms added to the other's
+            raise field_error(trainers[-1], f"true with {trainers[0]} true: a job runs on one framework's trainer "
+                              f"({', '.join(trainers)} each name one)", "at most one of megatron_ddp, "
+                              "deepspeed_pipeline and nanotron_trainer true")
         zero = Zero.parse(self.zero)
         # zero 0 is also what a strategy that never named zero gets: say so, and that zero is to be given too
         # (neither predict nor plan picks a ZeRO mode for a switch: FSDP and ZeRO-3 price different traffic)
