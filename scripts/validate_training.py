@@ -78,7 +78,7 @@ Two case files (issue 5 and issue 13):
     - nanotron (``NANOTRON`` sources: nanotron25) -> nanotron_trainer: each micro-batch's bf16 gradients added into
       the fp32 buffers by a separate pass, and at ZeRO 1 (no DDP wrapper with accumulate_grad_in_fp32) the whole fp32
       gradient buffer all-reduced after the last backward plus one bf16 parameter all-gather, both exposed; at ZeRO 0
-      DDP buckets of 25 MB of bf16 gradients (huggingface/nanotron@c2528430 trainer.py init_model, training_step;
+      DDP buckets of 25 MiB of bf16 gradients (huggingface/nanotron@c2528430 trainer.py init_model, training_step;
       optim/gradient_accumulator.py; optim/zero.py; docs/model.md#nanotron).
     - attention kernel (training.attention_kernel): llm-foundry's attn_impl as stated (flash -> fa2, flash-attn
       2.4.2; triton -> triton, its flash_attn_triton.py, except on H100 where no curve of that kernel exists:

@@ -224,10 +224,10 @@ def test_no_weight_gather_outside_the_bf16_optimizer(a100) -> None:  # type: ign
 
 def test_pipeline_engine_allreduces_in_5e8_element_buckets(a100) -> None:  # type: ignore[no-untyped-def]
     """ZeRO 0 under the PipelineEngine: allreduce_gradients(bucket_size=MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements),
-    not DDP's 25 MB buckets: 1.86e9 fp16 gradients a GPU go in ceil(1.86e9 / 5e8) = 4 all-reduces of 0.93 GB, not
-    DDP's 38: ceil(3.73 GB / 25 MB) = 150, but DDP never splits a tensor and the stage's 9 layers x 4 weight matrices
-    (>= 16.8M elements, over 12.5M = 25 MB) and the embedding each close a bucket, and its biases and norms (0.49M
-    elements) make one more (step.bucket_count)."""
+    not DDP's 25 MiB buckets: 1.86e9 fp16 gradients a GPU go in ceil(1.86e9 / 5e8) = 4 all-reduces of 0.93 GB, not
+    DDP's 38: ceil(3.73 GB / 26,214,400 B) = 143, but DDP never splits a tensor and the stage's 9 layers x 4 weight
+    matrices (>= 16.8M elements, over 13,107,200 = 25 MiB of fp16) and the embedding each close a bucket, and its
+    biases and norms (0.49M elements) make one more (step.bucket_count)."""
     wl = load_workload("gpt-7.5b")
     training = TrainingSpec(global_batch=64, micro_batch=1, precision="fp16")
     job, _, _ = one(a100, wl, training, 32, tp=1, pp=4)

@@ -61,9 +61,10 @@ def test_megatron_default_bucket_count(h100, monkeypatch, dp: int, zero: str, n_
     else:
         assert calls == [("allreduce", pytest.approx(P * 4.0 / n_b, rel=1e-12), dp)]
     assert float(out["last_bucket"][0]) == pytest.approx(1.0 / n_b)
-    # without the switch: DeepSpeed's 5e8 elements at ZeRO 1 (1 bucket), PyTorch DDP's 25 MB at ZeRO 0: 6.25M fp32
-    # elements, which TINY's 4 fc1 (8,388,608) and its embedding (32,768,000) exceed, each a bucket of its own, and
-    # ceil(33,563,648 / 6.25e6) = 6 for its other tensors (step.bucket_count): 11, not ceil(P x 4 / 25e6) = 16; the
+    # without the switch: DeepSpeed's 5e8 elements at ZeRO 1 (1 bucket), PyTorch DDP's 25 MiB at ZeRO 0: 6,553,600
+    # fp32 elements, which TINY's 4 fc1 (8,388,608) and its embedding (32,768,000) exceed, each a bucket of its own,
+    # and ceil(33,563,648 / 6,553,600) = 6 for its other tensors (step.bucket_count): 11, not
+    # ceil(P x 4 / 26,214,400) = 16; the
     # last of them holds the word embedding, 32,768,000 of P elements (step.embedding_bucket_share), more than 1/11
     calls, out = _sync(job, _grid(job, dp=dp, zero=zero), monkeypatch)
     assert P - 4 * 8_388_608 - 32_768_000 == 33_563_648

@@ -138,7 +138,7 @@ def test_zero1_with_16bit_gradients_is_ddp_allreduce_and_one_gather(a100) -> Non
     """ZeRO-1 without fp32 accumulation (accumulate_grad_in_fp32 false, gradients of the parameter's 2 bytes): nanotron
     builds DDP (trainer.py 786-788: make_ddp = dp > 1 and not (fp32 accumulation and zero > 0)) with no comm hook
     (helpers.py registers get_fp32_accum_hook only with a gradient accumulator), so DDP all-reduces the bf16
-    gradients in its 25 MB buckets under the last backward, and ZeroDistributedOptimizer all-gathers the bf16 shards
+    gradients in its 25 MiB buckets under the last backward, and ZeroDistributedOptimizer all-gathers the bf16 shards
     once after the step. gpt-7.5b, tp 1, pp 4, dp 8 in one DGX A100 node, P_d = params / 4:
 
         dp_total = (the ZeRO-0 DDP all-reduce of the same bf16 buckets) + AllGather(2 P_d, 8)

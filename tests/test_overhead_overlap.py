@@ -50,17 +50,19 @@ def test_overhead_accepts_units_and_refuses_negative() -> None:
 
 def test_overlap_efficiency_shrinks_the_backward_window_by_hand() -> None:
     """Exposed DP = max(G - eta x backward, G / n_buckets) (docs/model.md#dp-comm), G the whole
-    gradient all-reduce (what overlap: false exposes), backward = 2/3 x 0.256 s, n = ceil(25.56M x 4 B / 25 MB)."""
+    gradient all-reduce (what overlap: false exposes), backward = 2/3 x 0.256 s, n = ceil(25.56M x 4 B / 25 MiB)."""
     g = _resnet(overlap=False).breakdown_s["dp_comm"]
     backward = 2.0 / 3.0 * TPS * MB
-    n = math.ceil(25_557_032 * 4 / 25e6)
-    assert n == 5
+    n = math.ceil(25_557_032 * 4 / (25 * 1024 * 1024))  # 102,228,128 / 26,214,400 = 3.90 (5.11 with 25e6 B)
+    assert n == 4
     for eta in (1.0, 0.5, 0.3, 0.1, 0.01):
         got = _resnet(f"overlap_efficiency={eta}").breakdown_s["dp_comm"]
         assert got == pytest.approx(max(g - eta * backward, g / n), rel=1e-9), eta
-    # the worked values: at 0.1 the window hides 17.07 ms of the 107.39 ms sync (ring bandwidth term
-    # 2 x 31/32 x 102.23 MB / (8 x 390.625 MB/s x 0.62) = 102.23 ms, plus 5.16 ms of per-bucket latency)
-    assert _resnet("overlap_efficiency=0.1").breakdown_s["dp_comm"] == pytest.approx(0.1073872 - 0.0170667, rel=1e-5)
+    # the worked values: at 0.1 the window hides 17.07 ms of the 106.36 ms sync (ring bandwidth term
+    # 2 x 31/32 x 102.23 MB / (8 x 390.625 MB/s x 0.62) = 102.228 ms, plus 4 buckets' latency, 1.0318 ms each (the
+    # same size-independent latency of one 32-rank ring all-reduce that made 5.159 ms of the 107.387 ms sync when
+    # the buckets were 25e6 B and 5): 102.228 + 4 x 1.0318 = 106.355 ms)
+    assert _resnet("overlap_efficiency=0.1").breakdown_s["dp_comm"] == pytest.approx(0.1063554 - 0.0170667, rel=1e-5)
 
 
 @pytest.mark.parametrize(("model", "gpus", "strategy"), [

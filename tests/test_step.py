@@ -381,18 +381,23 @@ def test_hierarchical_sync_prices_groups_and_leaders(a100, gpt) -> None:  # type
     def bucketed(nbytes: float, ranks: int, stride: int, n: int) -> float:
         return n * val(coll.collective_time("allreduce", nbytes / n, ranks, job.network, stride=stride))
 
-    # DDP's 12.5 M-element buckets at tp 8 (step.bucket_count): only the embedding's shard (51200 x 4096 / 8 =
-    # 26,214,400) exceeds one; the rest, 36 x (12 h^2/8 + 7 h/8 split + 6 h whole biases and norms) + 2 h =
-    # 906,991,616 elements at h = 4096, fills ceil(72.56) = 73: 74 buckets (ceil(grads / 25 MB) = 75); the
-    # cross-group shard, grads / 4, keeps ceil(grads / 4 / 25 MB) = 19 (fewer than the tensors' 74)
+    # DDP's 25 MiB = 26,214,400-byte buckets (bucket_cap_mb * 1024 * 1024) hold 13,107,200 bf16 elements at tp 8
+    # (step.bucket_count): only the embedding's shard (51200 x 4096 / 8 = 26,214,400) exceeds one (the largest
+    # layer shards, fc1 and fc2, are 4 h^2 / 8 = 8,388,608); the rest, 36 x (12 h^2/8 + 7 h/8 split + 6 h whole
+    # biases and norms) + 2 h = 906,991,616 elements at h = 4096, fills ceil(906,991,616 / 13,107,200) =
+    # ceil(69.20) = 70: 71 buckets (ceil(grads / 25 MiB) = ceil(71.20) = 72); the cross-group shard, grads / 4,
+    # keeps ceil(grads / 4 / 25 MiB) = ceil(17.80) = 18 (fewer than the tensors' 71). (With 25e6-byte buckets,
+    # 12.5e6 elements, this was 74 and 19.)
     h = 4096
     small = 36 * (12 * h * h // 8 + 7 * h // 8 + 6 * h) + 2 * h
     assert small == 906_991_616
     # per GPU: the split weights / 8, the whole ones (6 h a layer, the final LayerNorm's 2 h) whole
     whole = 36 * 6 * h + 2 * h
     grads = ((job.params - whole) / 8 + whole) * 2.0
-    n_group, n_cross = 1 + int(np.ceil(small / 12.5e6)), int(np.ceil(grads / 4 / 25e6))
-    assert (n_group, n_cross) == (74, 19)
+    mib25 = 25 * 1024 * 1024
+    assert mib25 == 26_214_400
+    n_group, n_cross = 1 + int(np.ceil(small / (mib25 / 2))), int(np.ceil(grads / 4 / mib25))
+    assert (n_group, n_cross) == (71, 18)
     group, cross = bucketed(grads, 4, 8, n_group), bucketed(grads / 4, 4, 8 * 4, n_cross)
     assert val(hier.breakdown["dp_comm"]) == pytest.approx(group + cross, rel=1e-9)
     assert val(bsp.breakdown["dp_comm"]) == pytest.approx(bucketed(grads, 16, 8, n_group), rel=1e-9)

@@ -55,8 +55,11 @@ from scalemodel.specs.training import (
     module_precisions,
 )
 
-#: PyTorch DDP's default gradient bucket (bucket_cap_mb = 25, torch.nn.parallel.DistributedDataParallel).
-DDP_BUCKET_BYTES = 25e6
+#: PyTorch DDP's default gradient bucket: ``bucket_cap_mb=25``, which DDP reads in MiB,
+#: ``self.bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)`` (pytorch/pytorch@25562d3d41
+#: torch/nn/parallel/distributed.py, ``DistributedDataParallel.__init__``): 26,214,400 bytes, not 25e6 (25e6 until a
+#: review). DDP's separate 1 MiB first bucket (``dist._DEFAULT_FIRST_BUCKET_BYTES``, same file) is not modelled.
+DDP_BUCKET_BYTES = 25.0 * 1024 * 1024
 #: DeepSpeed ZeRO's reduce_bucket_size default, 5e8 elements (DeepSpeed config-json docs).
 DEEPSPEED_BUCKET_ELEMENTS = 5e8
 

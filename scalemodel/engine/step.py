@@ -43,7 +43,7 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
 - DP (ZeRO paper §7, Rajbhandari et al. 2020): gradients of the stage's parameters; all-reduce
   for ZeRO-0, reduce-scatter + all-gather (same volume) for ZeRO-1/2, x1.5 for ZeRO-3/FSDP;
   expert parameters over the dp/ep group. Gradients are synchronised in buckets (PyTorch DDP's
-  bucket_cap_mb, default 25 MB): n = ceil(bytes / bucket) collectives of bytes / n each, so every
+  bucket_cap_mb, default 25 MiB = 26,214,400 B): n = ceil(bytes / bucket) collectives of bytes / n each, so every
   bucket pays the collective's latency (which grows with the group for rings). Overlapped with the
   last micro-batch's backward except the final bucket (exposed = max(t_dp - window, t_dp / n)). Compression changes the
   bytes and adds encode/decode time; a parameter server replaces the all-reduce
@@ -1286,9 +1286,9 @@ NANOTRON_DDP_COPY_BYTES = 2.0 + 2.0 + 2.0 + 2.0
 #: examples/config_tiny_llama_bench.yaml at 67c5ebb6; the default, config.py at c2528430) is passed as
 #: DistributedDataParallel's ``bucket_cap_mb`` (trainer.py lines 847-852), which PyTorch reads in MiB:
 #: ``self.bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)`` (pytorch/pytorch@25562d3d41
-#: torch/nn/parallel/distributed.py), 26,214,400 bytes = 13,107,200 bf16 elements. (The model's generic PyTorch DDP
-#: default, job.DDP_BUCKET_BYTES, is 25e6: left as it is, it prices other families' rows.)
-NANOTRON_DDP_BUCKET_BYTES = 25.0 * 1024 * 1024
+#: torch/nn/parallel/distributed.py), 26,214,400 bytes = 13,107,200 bf16 elements: the same bytes as the model's
+#: generic PyTorch DDP default, job.DDP_BUCKET_BYTES, but filled by the 16-bit gradients (see _bucket_bytes).
+NANOTRON_DDP_BUCKET_BYTES = DDP_BUCKET_BYTES
 
 
 def nanotron_grad_buffer_time(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -2486,7 +2486,7 @@ def deepspeed_pipeline_buckets(g: StrategyGrid) -> np.ndarray:
     ``allreduce_gradients(bucket_size=MEMORY_OPT_ALLREDUCE_SIZE)`` (fp16) or ``buffered_allreduce_fallback(...,
     elements_per_buffer=MEMORY_OPT_ALLREDUCE_SIZE)`` (bf16), MEMORY_OPT_ALLREDUCE_SIZE = 500000000 elements
     (deepspeed/runtime/pipe/engine.py _exec_reduce_grads, the constant in runtime/engine.py; v0.5.4, v0.6.5):
-    flattened buckets of up to 5e8 elements, not PyTorch DDP's 25 MB."""
+    flattened buckets of up to 5e8 elements, not PyTorch DDP's 25 MiB."""
     return np.asarray(g.deepspeed_pipeline & (g.zero == Zero.NONE))
 
 
@@ -2621,9 +2621,10 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
                   wire: Any) -> np.ndarray:
     """Wire bytes per gradient bucket. A bucket holds a number of gradient elements: the user's
     ``bucket_size`` (bytes of uncompressed gradient), else the framework's default for the ZeRO
-    stage: PyTorch DDP 25 MB (ZeRO 0), DeepSpeed reduce_bucket_size 5e8 elements (ZeRO 1-3), FSDP
-    one wrapped layer, Megatron-Core's DDP (``megatron_ddp``) :func:`megatron_bucket_elements` (which without
-    overlap is one bucket per buffer whatever the user's size, as Megatron does). Compression shrinks the bytes on
+    stage: PyTorch DDP 25 MiB (ZeRO 0, :data:`~scalemodel.engine.job.DDP_BUCKET_BYTES`), DeepSpeed
+    reduce_bucket_size 5e8 elements (ZeRO 1-3), FSDP one wrapped layer, Megatron-Core's DDP (``megatron_ddp``)
+    :func:`megatron_bucket_elements` (which without overlap is one bucket per buffer whatever the user's size, as
+    Megatron does). Compression shrinks the bytes on
     the wire, not the elements per bucket. DeepSpeed's PipelineEngine (``deepspeed_pipeline``) all-reduces in
     buckets of 5e8 elements at ZeRO 0 too (:func:`deepspeed_pipeline_buckets`)."""
     deepspeed_or_ddp = np.where((g.zero >= Zero.OPTIMIZER) | deepspeed_pipeline_buckets(g), DEEPSPEED_BUCKET_ELEMENTS,

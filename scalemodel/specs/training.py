@@ -328,7 +328,7 @@ class StrategySpec(Spec, kw_only=True):
     flash_attention: Annotated[bool, Meta(
         description="fused attention (Dao et al. 2022): no s x s scores in memory or HBM traffic")] = True
     bucket_size: Annotated[Bytes | None, Meta(description=(
-        "gradient bucket per DP collective, at least 1 KiB; default per framework: PyTorch DDP 25 MB (ZeRO 0), "
+        "gradient bucket per DP collective, at least 1 KiB; default per framework: PyTorch DDP 25 MiB (ZeRO 0), "
         "DeepSpeed reduce_bucket_size 5e8 elements (ZeRO 1-3), one layer (FSDP)"))] = None
     shard_group: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(description=(
         "zero: hsdp: data-parallel replicas per sharding group (PyTorch HYBRID_SHARD); default: the "
