@@ -492,7 +492,8 @@ def _dp_ranks(job: Job, g: StrategyGrid, splits: list[_RankSplit] | None) -> lis
     some candidate takes. Equal shares: the rank of the most layers, as without a split."""
     out: list[tuple[np.ndarray, _RankSplit, int]] = []
     for sp in splits or ():
-        own = [_rank_params(job, g, s) for s in sp.ranks]
+        priced: dict[str, np.ndarray] = {}  # ranks of the same layers hold the same parameters
+        own = [priced[s] if s in priced else priced.setdefault(s, _rank_params(job, g, s)) for s in sp.ranks]
         best, most = np.zeros(np.shape(own[0]), dtype=int), own[0]
         for r in range(1, sp.p - 1):
             take = own[r] > most
@@ -3431,6 +3432,7 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
         return br, rank, params
     d_mtp = float(job.shape.mtp_layers)
     kws: dict[int, dict[str, Any]] = {id(job): kw}
+    held: dict[tuple[int, int, bool, bool], tuple[Job, np.ndarray]] = {}  # a rank's parameters by part, layers, place
     for sp in split:
         p, layers = sp.p, sp.ranks
         best: Any = None
@@ -3452,7 +3454,11 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
             best = br_r if best is None else _where_breakdown(take, br_r, best)
             if parts:
                 best_rank = np.where(take, float(r), best_rank)
-                best_params = np.where(take, _stage_params(part, kw_r, stage_layers=n, **where), best_params)
+                # the same part, layers and place (first, middle, last) hold the same parameters: priced once
+                at = (id(part), len(s), r == 0, r == p - 1)
+                if at not in held:  # the part held with it: its id stays its own
+                    held[at] = (part, _stage_params(part, kw_r, stage_layers=n, **where))
+                best_params = np.where(take, held[at][1], best_params)
         here = sp.on
         br = _where_breakdown(here, best, br)
         if parts:
