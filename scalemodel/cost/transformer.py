@@ -624,10 +624,26 @@ def tp_whole_elements(sh: Shape) -> TpWhole:
     ``torch.empty((num_moe_experts, hidden_size))``), a RowParallelLinear's bias (tensor_parallel/layers.py
     ``torch.empty(self.output_size)``), MLA's down-projections (multi_latent_attention.py ``parallel_mode =
     'duplicated'``), LatentMoE's projections (moe_layer.py, duplicated) and the learned position table
-    (a plain ``torch.nn.Embedding``, models/common/embeddings/language_model_embedding.py)."""
+    (a plain ``torch.nn.Embedding``, models/common/embeddings/language_model_embedding.py).
+
+    Remembered per shape object (a frozen Shape; its arrays read-only), as the step model asks for it once per stage
+    and per pipeline rank of a hybrid pattern (engine.step._part_job) for the same few shapes."""
+    hit = _WHOLE_MEMO.get(id(sh))
+    if hit is not None and hit[0] is sh:
+        return hit[1]
     h = sh.hidden
-    return TpWhole(per_layer=_whole(layer_param_tensors(sh), h), position=_whole(_position_tensors(sh), h),
-                   final_norm=_whole(_final_norm_tensors(sh), h), mtp_module=_whole(_mtp_module_tensors(sh), h))
+    out = TpWhole(per_layer=_whole(layer_param_tensors(sh), h), position=_whole(_position_tensors(sh), h),
+                  final_norm=_whole(_final_norm_tensors(sh), h), mtp_module=_whole(_mtp_module_tensors(sh), h))
+    for a in out:
+        a.setflags(write=False)
+    if len(_WHOLE_MEMO) >= 64:
+        _WHOLE_MEMO.clear()
+    _WHOLE_MEMO[id(sh)] = (sh, out)  # the shape held: its id stays its own while remembered
+    return out
+
+
+#: :func:`tp_whole_elements` of the shapes last asked for: {id(shape): (shape, its elements)}
+_WHOLE_MEMO: dict[int, tuple[Shape, TpWhole]] = {}
 
 
 def tp_replicated_elements(sh: Shape) -> tuple[np.ndarray, np.ndarray]:

@@ -492,7 +492,8 @@ def _dp_ranks(job: Job, g: StrategyGrid, splits: list[_RankSplit] | None) -> lis
     some candidate takes. Equal shares: the rank of the most layers, as without a split."""
     out: list[tuple[np.ndarray, _RankSplit, int]] = []
     for sp in splits or ():
-        own = [_rank_params(job, g, s) for s in sp.ranks]
+        priced: dict[str, np.ndarray] = {}  # ranks of the same layers hold the same parameters
+        own = [priced[s] if s in priced else priced.setdefault(s, _rank_params(job, g, s)) for s in sp.ranks]
         best, most = np.zeros(np.shape(own[0]), dtype=int), own[0]
         for r in range(1, sp.p - 1):
             take = own[r] > most
@@ -917,28 +918,60 @@ def _hybrid_layer_times(job: Job, g: StrategyGrid, kw: dict[str, Any], flash: di
     assert hy is not None
     L = float(sh.layers)
     lt = dict(ep=g.ep, sequence_parallel=g.sequence_parallel, recompute=g.recompute, **kw, **flash)
+    times = _kind_times(job, g)  # each kind's layer priced once per grid for a job and its ranks' part jobs
+
+    def kind(name: str) -> Any:
+        if name not in times:
+            if name == "attention":
+                times[name] = compute.layer_compute_time(sh, mlp=False, **lt)
+            elif name == "mlp":
+                times[name] = compute.layer_compute_time(sh, attention=False, **lt)
+            elif name == "moe":
+                times[name] = compute.layer_compute_time(sh, attention=False, moe=True, etp=_etp(g), **lt)
+            else:
+                assert sh.mamba is not None
+                core = job.attention_peak_flops > 0
+                times[name] = compute.mamba_layer_time(
+                    sh.mamba, recompute=g.recompute, sequence_parallel=g.sequence_parallel, **kw,
+                    ssd_peak_flops=job.attention_peak_flops if core else None,
+                    ssd_gemm_max=job.attention_gemm_max if core else None,
+                    ssd_gemm_half_dim=job.attention_gemm_half_dim if core else None,
+                    **module_gemm_kwargs(job, "mamba_out_proj", "out_proj"))
+        return times[name]
+
     parts: list[tuple[float, Any, Any]] = []  # (share, layer time, attention core)
     if hy.attention:
-        a = compute.layer_compute_time(sh, mlp=False, **lt)
+        a = kind("attention")
         parts.append((hy.attention / L, a, a.attention_core))
     if hy.mlp:
-        parts.append((hy.mlp / L, compute.layer_compute_time(sh, attention=False, **lt), 0.0))
+        parts.append((hy.mlp / L, kind("mlp"), 0.0))
     if hy.moe:
-        parts.append((hy.moe / L, compute.layer_compute_time(sh, attention=False, moe=True, etp=_etp(g), **lt), 0.0))
+        parts.append((hy.moe / L, kind("moe"), 0.0))
     if hy.mamba:
-        assert sh.mamba is not None
-        core = job.attention_peak_flops > 0
-        m = compute.mamba_layer_time(
-            sh.mamba, recompute=g.recompute, sequence_parallel=g.sequence_parallel, **kw,
-            ssd_peak_flops=job.attention_peak_flops if core else None,
-            ssd_gemm_max=job.attention_gemm_max if core else None,
-            ssd_gemm_half_dim=job.attention_gemm_half_dim if core else None,
-            **module_gemm_kwargs(job, "mamba_out_proj", "out_proj"))
-        parts.append((hy.mamba / L, m, 0.0))
+        parts.append((hy.mamba / L, kind("mamba"), 0.0))
     mix = lambda f: sum((w * f(t) for w, t, _ in parts), np.zeros(1))  # noqa: E731
     core_l = sum((w * c for w, _, c in parts), np.zeros(1))
     return (mix(lambda t: t.forward), mix(lambda t: t.backward), mix(lambda t: t.recompute),
             mix(lambda t: t.forward_gemm), np.asarray(core_l, dtype=float))
+
+
+def _kind_times(job: Job, g: StrategyGrid) -> dict[str, Any]:
+    """The memo of :func:`_hybrid_layer_times`' per-kind layer times (attention, mlp, moe, mamba) shared by ``job``
+    and the part jobs :func:`_part_job` made of it, on grid ``g`` (the last such pair asked for). A part job differs
+    from its job only in the pattern's kind counts and MoE intervals, which one layer's time of a kind never reads
+    (each kind's layer is priced alone and weighted by its share after), so each kind is priced once for every rank,
+    to the bit as priced per rank (tests/test_hybrid_rank_speed.py). Another job (a replaced copy) gets its own."""
+    memo = _PART_MEMO.get("last")
+    root = memo[0] if memo is not None and (job is memo[0] or any(job is x for x in memo[1].values())) else job
+    last = _KIND_MEMO.get("last")
+    if last is None or last[0] is not root or last[1] is not g:
+        last = (root, g, {})
+        _KIND_MEMO["last"] = last
+    return last[2]
+
+
+#: :func:`_kind_times`' memo: (job, grid, {kind: one layer's times}) of the last pair asked for
+_KIND_MEMO: dict[str, tuple[Any, Any, dict[str, Any]]] = {}
 
 
 def _hbm_seconds(job: Job, nbytes: Any) -> np.ndarray:
@@ -3437,6 +3470,7 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
         return br, rank, params
     d_mtp = float(job.shape.mtp_layers)
     kws: dict[int, dict[str, Any]] = {id(job): kw}
+    held: dict[tuple[int, int, bool, bool], tuple[Job, np.ndarray]] = {}  # a rank's parameters by part, layers, place
     for sp in split:
         p, layers = sp.p, sp.ranks
         best: Any = None
@@ -3444,7 +3478,9 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
         for r, s in enumerate(layers):
             part = _part_job(job, s)
             if id(part) not in kws:
-                kws[id(part)] = _memory_kwargs(part, g, m, *how)
+                # one layer's activation bytes of a kind do not read the pattern's kind counts: the ranks share
+                # the job's per-layer memo (memory.activation_bytes per_layer), each kind computed once
+                kws[id(part)] = dict(_memory_kwargs(part, g, m, *how), per_layer=kw["per_layer"])
             kw_r = kws[id(part)]
             n = np.full(1, float(len(s)))
             where = (dict(embedding=d_mtp > 0, head=True, mtp_modules=d_mtp) if r == p - 1
@@ -3456,7 +3492,11 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
             best = br_r if best is None else _where_breakdown(take, br_r, best)
             if parts:
                 best_rank = np.where(take, float(r), best_rank)
-                best_params = np.where(take, _stage_params(part, kw_r, stage_layers=n, **where), best_params)
+                # the same part, layers and place (first, middle, last) hold the same parameters: priced once
+                at = (id(part), len(s), r == 0, r == p - 1)
+                if at not in held:  # the part held with it: its id stays its own
+                    held[at] = (part, _stage_params(part, kw_r, stage_layers=n, **where))
+                best_params = np.where(take, held[at][1], best_params)
         here = sp.on
         br = _where_breakdown(here, best, br)
         if parts:
