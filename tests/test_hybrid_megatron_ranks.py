@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 
+import scalemodel
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
 from scalemodel.engine import step
 from scalemodel.engine.job import build_job, grid_from_strategy
@@ -92,3 +93,25 @@ def test_pipe_free_ranks_are_megatrons_split(pattern, pp, first, last):
     expected = [_megatron_segment(pattern, pp, r, None, first, last) for r in range(pp)]
     assert "".join(expected) == pattern  # every layer on one rank, in order
     assert _model_ranks(pattern, pp, **kw) == expected
+
+
+def _activations(pattern: str, pp: int) -> float:
+    model = dict(kind="transformer", name="m", hidden=512, heads=8, kv_heads=8, ffn_hidden=1024, vocab=256,
+                 dropout=False, seq_len=1024, layers=len(pattern.replace("|", "")),
+                 hybrid={"pattern": pattern, "mamba": MAMBA})
+    r = scalemodel.predict("dgx-h100", model, pp, global_batch=8, micro_batch=1, pp=pp)
+    assert r.feasible, r.infeasible_reason
+    return float(r.memory["parts_bytes"]["activations"])
+
+
+def test_one_f_one_b_ranks_hold_their_own_layers_times_their_micro_batches_in_flight():
+    """1F1B (Megatron-Core schedules.py get_pp_rank_microbatches: p - r - 1 warm-up forwards + the one in flight):
+    rank r holds min(m, p - r) micro-batches of its own layers, m = 8 here. All-Mamba, no dropout, no recompute and a
+    256-word vocabulary (logits far below one layer's), so the peak is rank 0's: pp 2 '6|2' holds 2 x 6 = 12 layer
+    micro-batches, '5|3' 2 x 5 = 10 (so one layer's bytes a = their difference / 2); pp 4 '4|2|1|1' 4 x 4 = 16 a,
+    '8|2|1|1' 4 x 8 = 32 a."""
+    a = (_activations("MMMMMM|MM", 2) - _activations("MMMMM|MMM", 2)) / 2.0
+    assert a > 0
+    assert _activations("MMMMMM|MM", 2) == pytest.approx(12 * a, rel=1e-12)
+    assert _activations("MMMM|MM|M|M", 4) == pytest.approx(16 * a, rel=1e-12)
+    assert _activations("MMMMMMMM|MM|M|M", 4) == pytest.approx(32 * a, rel=1e-12)
