@@ -127,3 +127,19 @@ def test_plan_pins_it_and_prices_it(cli) -> None:  # type: ignore[no-untyped-def
     r2 = cli("plan", *args, "--top", "1", "--set", "strategy.moe_allgather_dispatcher=true",
              "--constraint", "moe_flex_dispatcher=true")
     assert r2.code == 2 and "moe_flex_dispatcher" in r2.err and "Traceback" not in r2.err
+
+
+def test_plan_pins_it_beside_shared_expert_overlap_as_predict(cli) -> None:  # type: ignore[no-untyped-def]
+    """Megatron-Core refuses moe_shared_expert_overlap beside the allgather dispatcher only where
+    moe_shared_expert_intermediate_size is set (transformer_config.py lines 1813-1826 @d98e8a64dd), as predict does
+    (test_shared_expert_overlap_refused_with_shared_experts_only): plan ran the pair for Mixtral (no shared
+    experts) into a refusal that predict does not make; for a model with shared experts it refuses it."""
+    import json
+    both = ["--set", "strategy.moe_allgather_dispatcher=true", "--set", "strategy.moe_shared_expert_overlap=true",
+            "--constraint", "ep=8"]
+    r = cli("plan", "-m", "mixtral-8x7b", "-n", "64", "--json", "--top", "1", *both)
+    assert r.code == 0, r.err
+    best = json.loads(r.out)["ranked"][0]["strategy"]
+    assert best["moe_allgather_dispatcher"] and best["moe_shared_expert_overlap"]
+    r2 = cli("plan", "-m", "nemotron-3-nano", "-n", "64", "--json", "--top", "1", *both)
+    assert r2.code == 2 and "moe_shared_expert_overlap" in r2.err and "Traceback" not in r2.err
