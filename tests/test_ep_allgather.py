@@ -127,3 +127,39 @@ def test_plan_pins_it_and_prices_it(cli) -> None:  # type: ignore[no-untyped-def
     r2 = cli("plan", *args, "--top", "1", "--set", "strategy.moe_allgather_dispatcher=true",
              "--constraint", "moe_flex_dispatcher=true")
     assert r2.code == 2 and "moe_flex_dispatcher" in r2.err and "Traceback" not in r2.err
+
+
+def test_plan_pins_it_beside_shared_expert_overlap_as_predict(cli) -> None:  # type: ignore[no-untyped-def]
+    """Megatron-Core refuses moe_shared_expert_overlap beside the allgather dispatcher only where
+    moe_shared_expert_intermediate_size is set (transformer_config.py lines 1813-1826 @d98e8a64dd), as predict does
+    (test_shared_expert_overlap_refused_with_shared_experts_only): plan ran the pair for Mixtral (no shared
+    experts) into a refusal that predict does not make; for a model with shared experts it refuses it."""
+    import json
+    both = ["--set", "strategy.moe_allgather_dispatcher=true", "--set", "strategy.moe_shared_expert_overlap=true",
+            "--constraint", "ep=8"]
+    r = cli("plan", "-m", "mixtral-8x7b", "-n", "64", "--json", "--top", "1", *both)
+    assert r.code == 0, r.err
+    best = json.loads(r.out)["ranked"][0]["strategy"]
+    assert best["moe_allgather_dispatcher"] and best["moe_shared_expert_overlap"]
+    r2 = cli("plan", "-m", "nemotron-3-nano", "-n", "64", "--json", "--top", "1", *both)
+    assert r2.code == 2 and "moe_shared_expert_overlap" in r2.err and "Traceback" not in r2.err
+
+
+def test_recomputed_forward_runs_the_forward_gathers() -> None:
+    """Selective recompute of moe re-runs the dispatcher's forward (token_dispatch's three all-gathers and
+    token_combine's reduce-scatter), not the mean of its forward and backward: per MoE layer fwd + bwd + fwd. It was
+    priced 6 x the mean, the routing map's gather (no backward: under no_grad) counted 1.5 times, not twice."""
+    job, tr = _job()
+    st = StrategySpec(tp=1, dp=4, ep=4, moe_allgather_dispatcher=True, recompute="selective",
+                      recompute_modules="moe")
+    g = grid_from_strategy(st, tr, 4, job)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    c = step._mp_collectives(job, g, groups)
+    raw = step._compute_per_microbatch(job, g, np.asarray(float(LAYERS)), logits_on_stage=True)
+    mp = step._model_parallel_comm(job, g, step._overlap_windows(raw, job.overlap_efficiency), c)
+    size = 4 * B * S
+    fwd = (_t("allgather", size * E, 4) + _t("allgather", size * E * EB, 4)
+           + _t("allgather", size * H * EB, 4) + _t("reducescatter", size * H * EB, 4))
+    bwd = (_t("reducescatter", size * E * EB, 4) + _t("reducescatter", size * H * EB, 4)
+           + _t("allgather", size * H * EB, 4))
+    assert float(np.ravel(mp["ep"])[0]) == pytest.approx(LAYERS * (2 * fwd + bwd), rel=1e-9)

@@ -50,3 +50,25 @@ def test_deepep_runs_no_routing_map_gather() -> None:
     from scalemodel.cost.ep_dispatch import deepep_mean_slot_bytes
     want = float(ep_dispatch.hierarchical_alltoall_time(S * deepep_mean_slot_bytes(H * 2.0, K), E, K, pl))
     assert _ep("deepep", tp=1, ep=8, dp=8) == pytest.approx(want, rel=1e-12)
+
+
+def test_recomputed_moe_forward_gathers_the_map_again_whole() -> None:
+    """Selective recompute of moe re-runs MoELayer's forward, whose dispatch again has no cached handle
+    (token_dispatcher.py 1202-1207 @d98e8a64dd drops it after each combine): two routing-map gathers per MoE layer and
+    micro-batch (the forward's and the recompute's), beside six of the hierarchical dispatch's per-op mean (4 + the
+    recomputed forward's 2). It was priced as 1.5 gathers (a quarter on each of the 6 ops). The mean EP rank
+    (moe_rank_imbalance 1), as in _ep."""
+    tr = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", seq_len=S, moe_rank_imbalance=1.0)
+    job = build_job(load_cluster("dgx-h100"), WL, tr)
+    st = StrategySpec(moe_flex_dispatcher=True, moe_flex_backend="hybridep", tp=1, ep=8, dp=8,
+                      recompute="selective", recompute_modules="moe")
+    g = grid_from_strategy(st, tr, 8, job)
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    c = step._mp_collectives(job, g, groups)
+    raw = step._compute_per_microbatch(job, g, np.asarray(4.0), logits_on_stage=True)
+    mp = step._model_parallel_comm(job, g, step._overlap_windows(raw, job.overlap_efficiency), c)
+    pl = place(8, 1, build_network(load_cluster("dgx-h100")))
+    hier = 0.5 * float(ep_dispatch.hierarchical_alltoall_time(S * H * 2.0, E, K, pl)
+                       + ep_dispatch.hierarchical_alltoall_time(S * H * 2.0, E, K, pl, prob_tokens=S))
+    gather = float(coll.group_time("allgather", np.asarray(8 * S * E * 1.0), pl))
+    assert float(np.ravel(mp["ep"])[0]) == pytest.approx(4 * (6 * hier + 2 * gather), rel=1e-9)

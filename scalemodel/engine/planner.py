@@ -980,6 +980,17 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                          where="--constraint sync", allowed="a sync constraint that a mode of --sync-modes meets, "
                                                            "or that mode added to --sync-modes")
     fixed = dict(fixed or {})
+    if fixed.get("moe_allgather_dispatcher") and fixed.get("moe_shared_expert_overlap") and job.is_transformer and \
+            float(job.shape.moe_shared_experts) > 0:
+        # predict's refusal (job._check_allgather_dispatcher): Megatron-Core raises it only where
+        # moe_shared_expert_intermediate_size is set (transformer_config.py lines 1813-1826 @d98e8a64dd); a model
+        # without shared experts runs the pair (the overlap unpriced, warned), so pins() does not refuse it blind
+        raise InputError("moe_allgather_dispatcher with moe_shared_expert_overlap: Megatron-Core refuses it for a "
+                         "model with shared experts ('moe_shared_expert_overlap only works with alltoall or flex "
+                         "token dispatcher')",
+                         where=(written or {}).get("moe_allgather_dispatcher",
+                                                   "--set strategy.moe_allgather_dispatcher"),
+                         allowed="one of moe_allgather_dispatcher and moe_shared_expert_overlap")
     if int(fixed.get("ep_dispatch_sms", -1)) >= 0:
         # a --strategy file's SM count (``written``: --moe-flex-dispatcher-num-sms) is named as the file wrote it; it
         # was refused as "--set strategy.ep_dispatch_sms", an option never given (round 16)
@@ -1500,10 +1511,8 @@ def _allgather_dispatcher_pins(fixed: dict[str, Any], cons: dict[str, list[tuple
                              "alltoall or flex dispatcher only", where=where,
                              allowed=f"one of moe_allgather_dispatcher and {other}")
         cons.setdefault(other, []).append(("=", False))
-    if fixed.get("moe_shared_expert_overlap"):
-        raise InputError("moe_allgather_dispatcher with moe_shared_expert_overlap: Megatron-Core refuses it "
-                         "('moe_shared_expert_overlap only works with alltoall or flex token dispatcher')",
-                         where=where, allowed="one of moe_allgather_dispatcher and moe_shared_expert_overlap")
+    # beside moe_shared_expert_overlap Megatron-Core refuses it only for a model with shared experts (lines
+    # 1813-1826): :func:`search` refuses that pair, where the model is known, as predict does
 
 
 def _shared_expert_overlap_pins(cons: dict[str, list[tuple[str, Any]]], where: str) -> None:

@@ -2030,7 +2030,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     ep_moe = (n * moe_share + mtp_moe) * (4.0 + 2.0 * again_moe) + rec_moe * again_full
     # the allgather dispatcher gathers over etp x ep: at ep 1 too when etp > 1 (docs/model.md#ep-allgather)
     gathers = (g.ep > 1) | (np.asarray(g.moe_allgather_dispatcher, dtype=bool) & (_etp(g) > 1))
-    ep = np.where(gathers, ep_moe * coll["ep"], 0.0)
+    # a recomputed forward's traffic beyond the 2 ops counted for it (HybridEP's routing-map gather runs whole again,
+    # the allgather dispatcher's forward differs from its backward; coll['ep_refwd'], 0 for the all-to-alls)
+    refwds = (n * moe_share + mtp_moe) * again_moe + rec_moe
+    ep = np.where(gathers, ep_moe * coll["ep"] + refwds * coll.get("ep_refwd", 0.0), 0.0)
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p = coll["pp"]
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
@@ -2259,6 +2262,9 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
                           + _collective("reducescatter", disp_bytes, etp_group)
                           + _collective("allgather", cast, etp_group) + _collective("reducescatter", cast, etp_group))
     flex = np.asarray(g.moe_flex_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
+    # seconds a recomputed MoE forward's EP traffic runs beyond the 2 of the 4 per-layer operations the step counts for
+    # it (docs/model.md#hybridep-preprocess, #ep-allgather): 0 where the forward and backward ops are alike
+    ep_refwd = np.zeros(1)
     if np.any(flex):  # DeepEP / HybridEP: once per destination domain, then NVLink (docs/model.md#ep-hierarchical)
         E, k = float(sh.moe_experts), float(sh.moe_top_k)
         # the flex dispatcher's group is tp_ep: etp x ep ranks, stride 1 (token_dispatcher.py @d98e8a64dd
@@ -2274,17 +2280,23 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         # HybridEP's metadata preprocessing: each forward dispatch (no cached handle) all-gathers the routing map,
         # [b s / (cp tp), etp E] bool a rank, over the group with NCCL; a quarter of it on each of the 4 per layer
         # (docs/model.md#hybridep-preprocess); its scan kernel's time is not priced (no published timing)
-        hier = hier + 0.25 * _collective("allgather", g.ep * etp * (tokens / g.tp) * etp * E, fg)
+        map_gather = _collective("allgather", g.ep * etp * (tokens / g.tp) * etp * E, fg)
+        hier = hier + 0.25 * map_gather
+        # a recomputed forward dispatches without a handle again: the whole gather, where its 2 ops count a half
+        ep_refwd = np.where(flex, 0.5 * map_gather, ep_refwd)
         deepep = np.asarray(g.moe_flex_backend) == int(FlexBackend.DEEPEP)
         if np.any(flex & deepep):  # DeepEP: each copy a 16-byte-aligned slot with its metadata, the 4 ops' mean
             rows = tokens / g.tp
             slot = ep_dispatch.deepep_mean_slot_bytes(float(sh.moe_width) * job.elem_bytes, etp * k)
             hier = np.where(deepep, ep_dispatch.hierarchical_alltoall_time(rows * slot, E, k, fg, etp=etp, **busy),
                             hier)
+            ep_refwd = np.where(deepep, 0.0, ep_refwd)
         ep = np.where(flex, hier, ep)
     gather = np.asarray(g.moe_allgather_dispatcher, dtype=bool) & (int(sh.moe_experts) > 0)
     if np.any(gather):  # Megatron-Core's allgather dispatcher (docs/model.md#ep-allgather)
-        ep = np.where(gather, _allgather_dispatch_time(job, g, groups, tokens / g.tp), ep)
+        mean, refwd = _allgather_dispatch_time(job, g, groups, tokens / g.tp)
+        ep = np.where(gather, mean, ep)
+        ep_refwd = np.where(gather, refwd, ep_refwd)
     cp_ag = cp_rs = cp_a2a = np.zeros(1)
     cp_ring = _collective("sendrecv", kv_bytes, groups.context)
     if np.any((g.cp > 1) & (g.cp_comm_type != CpCommType.P2P)):  # _cp_exposed
@@ -2310,12 +2322,13 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
             "tp": np.where(g.sequence_parallel, rs_ag, ar), "moe_disp": moe_disp,
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
            "cp": cp_ring,
-           "ep": ep,
+           "ep": ep, "ep_refwd": ep_refwd,
            "pp": _stage_boundary_time(groups, act / g.tp),
            "pp_gather": _collective("allgather", act, groups.tensor) if np.any(g.deepspeed_pipeline) else 0.0 * act}
 
 
-def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups, rows: np.ndarray) -> np.ndarray:
+def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups,
+                             rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Seconds of one of the four per-layer EP operations of Megatron-Core's allgather token dispatcher (strategy
     ``moe_allgather_dispatcher``, docs/model.md#ep-allgather), the mean of the forward's and the backward's, so that
     the step's 4 per MoE layer and pass are the layer's forward and backward traffic. From
@@ -2331,6 +2344,7 @@ def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups, 
         fwd = AG(P R E) + AG(P R E pb) + AG(P R w eb) + RS(P R w pb)
         bwd = RS(P R E pb) + RS(P R w eb) + AG(P R w pb)
         t   = (fwd + bwd) / 4
+        refwd = fwd - 2 t      (a recomputed forward runs fwd, where the step's 2 ops of it count 2 t)
 
     ``pb`` the probabilities' bytes: the router's dtype, the activations' ``eb`` unless ``moe_router_dtype`` is
     fp32 / fp64 (docs/model.md#router-dtype: router.py casts the logits, moe_utils.py
@@ -2346,7 +2360,8 @@ def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups, 
            + _collective("allgather", size * w * eb, group) + _collective("reducescatter", size * w * pb, group))
     bwd = (_collective("reducescatter", size * E * pb, group) + _collective("reducescatter", size * w * eb, group)
            + _collective("allgather", size * w * pb, group))
-    return np.asarray((fwd + bwd) / 4.0)
+    t = (fwd + bwd) / 4.0
+    return np.asarray(t), np.asarray(fwd - 2.0 * t)
 
 
 def deepspeed_pipe_comm(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) -> np.ndarray:
