@@ -50,6 +50,13 @@ def test_every_series_is_found(found) -> None:  # type: ignore[no-untyped-def]
         # 175B x2, sizes never shrink as GPUs grow) and torchtitan's Llama 3.1 8B on 4 and 8 H200 nodes
         "nemo2407 dgx-h100 (8-512)": ("model grows with GPUs", [8, 8, 16, 64, 64, 128, 512]),
         "titan25_h200_llama31_8b_fsdp32 (32/64)": ("same model", [32, 64]),
+        # nanotron25 (the Ultra-Scale Playbook heatmap): each model at 1 to 64 nodes, found once a model's identity is
+        # its built workload rather than its recorded block, whose free-text note names each run; the 1B at 64 nodes
+        # and the 80B at 32 are listed (degraded network), the 80B at 8 nodes is its GQA-8 model (a model of its own)
+        "nanotron25_h100_1b (8/16/32/64/128/256)": ("same model", [8, 16, 32, 64, 128, 256]),
+        "nanotron25_h100_3b (8/16/32/64/128/256/512)": ("same model", [8, 16, 32, 64, 128, 256, 512]),
+        "nanotron25_h100_8b (8/16/32/64/128/256/512)": ("same model", [8, 16, 32, 64, 128, 256, 512]),
+        "nanotron25_h100_80b (32/128/512)": ("same model", [32, 128, 512]),
     }
 
 
