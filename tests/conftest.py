@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from scalemodel.specs import load_cluster
+
 
 @dataclass
 class CliResult:
@@ -69,3 +71,9 @@ def training_cases() -> dict:  # type: ignore[type-arg]
     if not path.is_file():
         pytest.skip("validation/training_cases.yaml not present")
     return {c["id"]: c for c in yaml.safe_load(path.read_text())}
+
+
+@pytest.fixture(scope="module")
+def a100():  # type: ignore[no-untyped-def]
+    """The built-in dgx-a100 cluster (tests that price a strategy on it by hand)."""
+    return load_cluster("dgx-a100")

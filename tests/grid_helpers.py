@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.engine.job import grid_from_strategy
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.step import evaluate
 from scalemodel.specs import StrategySpec, TrainingSpec
 from scalemodel.specs.workload import MoESpec, TransformerWorkload
 
@@ -29,3 +30,15 @@ def grid8(job: Any, **strategy: Any) -> Any:
     """The grid of one strategy at dp 8 on 8 GPUs, global batch 16 in micro-batches of 2."""
     st = StrategySpec(dp=8, **strategy)
     return grid_from_strategy(st, TrainingSpec(global_batch=16, micro_batch=2, precision=job.precision), 8, job)
+
+
+def evaluated(cluster: Any, workload: Any, training: Any, gpus: int, **strategy: Any) -> tuple[Any, Any, Any]:
+    """(job, grid, step.evaluate's result) of one strategy on ``gpus`` GPUs."""
+    job = build_job(cluster, workload, training)
+    g = grid_from_strategy(StrategySpec(**strategy), training, gpus, job)
+    return job, g, evaluate(job, g)
+
+
+def first(a: Any) -> float:
+    """The first value of a broadcast result."""
+    return float(np.asarray(a).reshape(-1)[0])

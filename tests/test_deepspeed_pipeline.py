@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from grid_helpers import evaluated, first
 
 from scalemodel.cost import collectives as coll
-from scalemodel.engine.job import build_job, grid_from_strategy
-from scalemodel.engine.step import evaluate, grad_accumulation_time
+from scalemodel.engine.step import grad_accumulation_time
 from scalemodel.errors import InputError
-from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+from scalemodel.specs import TrainingSpec, load_workload
 
 
 def ds_commands(stage: int, stages: int, m: int) -> list[tuple[str, int, int]]:
@@ -109,32 +109,17 @@ def test_a_slower_last_stage_sets_the_pace_without_extra_coupling() -> None:
         assert simulate(p, 40, tf, tb, c) <= (40 + p - 1) * (slowest + 4 * c) + 1e-9
 
 
-@pytest.fixture(scope="module")
-def a100():  # type: ignore[no-untyped-def]
-    return load_cluster("dgx-a100")
-
-
-def one(cluster, workload, training, gpus, **strategy):  # type: ignore[no-untyped-def]
-    job = build_job(cluster, workload, training)
-    g = grid_from_strategy(StrategySpec(**strategy), training, gpus, job)
-    return job, g, evaluate(job, g)
-
-
-def val(a) -> float:  # type: ignore[no-untyped-def]
-    return float(np.asarray(a).reshape(-1)[0])
-
-
 def test_pipeline_traffic_is_four_shards_and_three_tp_gathers(a100) -> None:  # type: ignore[no-untyped-def]
     wl = load_workload("gpt-7.5b")
     training = TrainingSpec(global_batch=64, micro_batch=1)
-    _, _, mega = one(a100, wl, training, 64, tp=2, pp=4)
-    job, _, ds = one(a100, wl, training, 64, tp=2, pp=4, deepspeed_pipeline=True)
+    _, _, mega = evaluated(a100, wl, training, 64, tp=2, pp=4)
+    job, _, ds = evaluated(a100, wl, training, 64, tp=2, pp=4, deepspeed_pipeline=True)
     act = wl.seq_len * wl.hidden * 2.0  # b s h x 2 bytes
-    p2p = val(coll.collective_time("sendrecv", act / 2, 2, job.network, stride=2 * 8))  # stages 16 GPUs apart
-    gather = val(coll.collective_time("allgather", act, 2, job.network, stride=1))
+    p2p = first(coll.collective_time("sendrecv", act / 2, 2, job.network, stride=2 * 8))  # stages 16 GPUs apart
+    gather = first(coll.collective_time("allgather", act, 2, job.network, stride=1))
     m = 8
-    assert val(mega.breakdown["pp_comm"]) == pytest.approx(m * 2 * p2p, rel=1e-9)
-    assert val(ds.breakdown["pp_comm"]) == pytest.approx(m * (4 * p2p + 3 * gather), rel=1e-9)
+    assert first(mega.breakdown["pp_comm"]) == pytest.approx(m * 2 * p2p, rel=1e-9)
+    assert first(ds.breakdown["pp_comm"]) == pytest.approx(m * (4 * p2p + 3 * gather), rel=1e-9)
     # by hand: half of b s h x 2 bytes over one 200 Gb/s HDR NIC at 0.96 of line rate, plus a hop latency
     assert act / 2 / (25e9 * 0.96) < p2p < 1.1 * act / 2 / (25e9 * 0.96) + 20e-6
 
@@ -147,22 +132,22 @@ def test_gradient_accumulation_pass_by_hand(a100) -> None:  # type: ignore[no-un
     wl = load_workload("gpt-7.5b")
     for grad_bytes, per_param in ((4.0, 18.0), (2.0, 3 * 2.0 * 7 / 8)):
         training = TrainingSpec(global_batch=64, micro_batch=1, grad_bytes_per_param=grad_bytes)
-        job, g, _ = one(a100, wl, training, 64, tp=2, pp=4, deepspeed_pipeline=True)
+        job, g, _ = evaluated(a100, wl, training, 64, tp=2, pp=4, deepspeed_pipeline=True)
         whole = 36 * 6 * 4096 + 2 * 4096
         params_gpu = (job.params - whole) / (2 * 4) + whole / 4  # tp 2 x pp 4, m = 8 micro-batches
         expected = params_gpu * per_param / (job.memory_bandwidth * job.memory_efficiency)
-        assert val(grad_accumulation_time(job, g)) == pytest.approx(expected, rel=1e-9)
-        _, g0, _ = one(a100, wl, training, 64, tp=2, pp=4)
-        assert val(grad_accumulation_time(job, g0)) == 0.0
+        assert first(grad_accumulation_time(job, g)) == pytest.approx(expected, rel=1e-9)
+        _, g0, _ = evaluated(a100, wl, training, 64, tp=2, pp=4)
+        assert first(grad_accumulation_time(job, g0)) == 0.0
     # A100 80GB HBM2e 2.039 TB/s: 0.94 B parameters x 18 bytes is 8.3 ms a micro-batch at the full rate
-    assert 0.0083 < val(grad_accumulation_time(job, g)) * (18.0 / (3 * 2.0 * 7 / 8)) < 0.012
+    assert 0.0083 < first(grad_accumulation_time(job, g)) * (18.0 / (3 * 2.0 * 7 / 8)) < 0.012
 
 
 def test_deepspeed_pipeline_has_no_interleaved_schedule(a100) -> None:  # type: ignore[no-untyped-def]
     wl = load_workload("gpt-7.5b")
     training = TrainingSpec(global_batch=64, micro_batch=1)
     with pytest.raises(InputError, match="deepspeed_pipeline"):
-        one(a100, wl, training, 64, tp=2, pp=4, schedule="interleaved:2", deepspeed_pipeline=True)
+        evaluated(a100, wl, training, 64, tp=2, pp=4, schedule="interleaved:2", deepspeed_pipeline=True)
 
 
 def test_plan_with_deepspeed_pipeline_searches_1f1b_only(cli) -> None:  # type: ignore[no-untyped-def]
@@ -181,8 +166,8 @@ def test_plan_with_deepspeed_pipeline_searches_1f1b_only(cli) -> None:  # type: 
 
 
 def _dp_total(cluster, wl, training, gpus, **strategy) -> float:  # type: ignore[no-untyped-def]
-    job, _, res = one(cluster, wl, training, gpus, **strategy)
-    return val(res.extras["dp_comm_total"])
+    job, _, res = evaluated(cluster, wl, training, gpus, **strategy)
+    return first(res.extras["dp_comm_total"])
 
 
 def test_bf16_optimizer_gathers_its_bf16_weights_after_the_fp32_allreduce(a100) -> None:  # type: ignore[no-untyped-def]
@@ -194,7 +179,7 @@ def test_bf16_optimizer_gathers_its_bf16_weights_after_the_fp32_allreduce(a100) 
     wl = load_workload("gpt-7.5b")
     training = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
     kw = dict(tp=1, pp=4, zero="1")
-    job, _, _ = one(a100, wl, training, 32, **kw)
+    job, _, _ = evaluated(a100, wl, training, 32, **kw)
     base = _dp_total(a100, wl, training, 32, deepspeed_pipeline=True, tp=1, pp=4, zero="0")
     ds = _dp_total(a100, wl, training, 32, deepspeed_pipeline=True, **kw)
     p_d = job.params / 4  # parameters per GPU before sharding: tp 1 x pp 4
@@ -202,7 +187,7 @@ def test_bf16_optimizer_gathers_its_bf16_weights_after_the_fp32_allreduce(a100) 
     shards = max(int(p_d // 5e8), 1)  # all_gather_dp_groups: num_shards = numel * dp // allgather_bucket_size
     assert shards == 3  # 1.86e9 parameters
     network = job.network
-    expected = shards * val(coll.collective_time("allgather", weights / shards, 8, network, stride=1))
+    expected = shards * first(coll.collective_time("allgather", weights / shards, 8, network, stride=1))
     assert ds - base == pytest.approx(expected, rel=1e-9)
     # by hand: each GPU receives 7/8 of 3.73 GB over NVLink3 (300 GB/s a direction) at 0.77 of line rate
     sent = 7 / 8 * weights
@@ -230,14 +215,14 @@ def test_pipeline_engine_allreduces_in_5e8_element_buckets(a100) -> None:  # typ
     biases and norms (0.49M elements) make one more (step.bucket_count)."""
     wl = load_workload("gpt-7.5b")
     training = TrainingSpec(global_batch=64, micro_batch=1, precision="fp16")
-    job, _, _ = one(a100, wl, training, 32, tp=1, pp=4)
+    job, _, _ = evaluated(a100, wl, training, 32, tp=1, pp=4)
     grads = job.params / 4 * 2.0
     n = int(np.ceil(job.params / 4 / 5e8))
     assert n == 4
     ds = _dp_total(a100, wl, training, 32, tp=1, pp=4, deepspeed_pipeline=True)
-    assert ds == pytest.approx(n * val(coll.collective_time("allreduce", grads / n, 8, job.network, stride=1)),
+    assert ds == pytest.approx(n * first(coll.collective_time("allreduce", grads / n, 8, job.network, stride=1)),
                                rel=1e-9)
     ddp = _dp_total(a100, wl, training, 32, tp=1, pp=4)
-    assert ddp == pytest.approx(38 * val(coll.collective_time("allreduce", grads / 38, 8, job.network, stride=1)),
+    assert ddp == pytest.approx(38 * first(coll.collective_time("allreduce", grads / 38, 8, job.network, stride=1)),
                                 rel=1e-9)
     assert ds < ddp  # fewer latencies

@@ -4,30 +4,13 @@ overlapped) and the ZeRO-0 DDP buckets, by hand from the code's operations (docs
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from grid_helpers import evaluated, first
 
 from scalemodel.cost import collectives as coll
-from scalemodel.engine.job import build_job, grid_from_strategy
-from scalemodel.engine.step import evaluate, grad_accumulation_time, nanotron_grad_buffer_time
-from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+from scalemodel.engine.step import grad_accumulation_time, nanotron_grad_buffer_time
+from scalemodel.specs import StrategySpec, TrainingSpec, load_workload
 from scalemodel.specs.base import SpecError
-
-
-@pytest.fixture(scope="module")
-def a100():  # type: ignore[no-untyped-def]
-    return load_cluster("dgx-a100")
-
-
-def one(cluster, workload, training, gpus, **strategy):  # type: ignore[no-untyped-def]
-    job = build_job(cluster, workload, training)
-    g = grid_from_strategy(StrategySpec(**strategy), training, gpus, job)
-    return job, g, evaluate(job, g)
-
-
-def val(a) -> float:  # type: ignore[no-untyped-def]
-    return float(np.asarray(a).reshape(-1)[0])
-
 
 BF16_FP32 = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
 
@@ -43,30 +26,30 @@ def test_zero1_is_one_fp32_allreduce_and_one_bf16_gather(a100) -> None:  # type:
 
     and all of it is exposed (one bucket: nothing under the backward)."""
     wl = load_workload("gpt-7.5b")
-    job, _, res = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="1", nanotron_trainer=True)
+    job, _, res = evaluated(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="1", nanotron_trainer=True)
     p_d = job.params / 4
-    ar = val(coll.collective_time("allreduce", 4.0 * p_d, 8, job.network, stride=1))
-    ag = val(coll.collective_time("allgather", 2.0 * p_d, 8, job.network, stride=1))
-    total = val(res.extras["dp_comm_total"])
+    ar = first(coll.collective_time("allreduce", 4.0 * p_d, 8, job.network, stride=1))
+    ag = first(coll.collective_time("allgather", 2.0 * p_d, 8, job.network, stride=1))
+    total = first(res.extras["dp_comm_total"])
     assert total == pytest.approx(ar + ag, rel=1e-9)
-    assert val(res.breakdown["dp_comm"]) == pytest.approx(total, rel=1e-9)
+    assert first(res.breakdown["dp_comm"]) == pytest.approx(total, rel=1e-9)
     # the bytes: 2 x 7/8 x 4 + 7/8 x 2 = 8.75 bytes a parameter on the wire, against the reduce-scatter + all-gather's
     # 7/8 x (4 + 2) = 5.25 that Megatron-style ZeRO-1 sends (docs/model.md#dp-comm); over NVLink3 (300 GB/s a
     # direction, 0.77 of line rate) at least 8.75 x 1.86e9 / 231e9 = 70 ms
     assert total > 8.75 * p_d / (300e9 * 0.77)
-    _, _, megatron = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="1", bucket_size=1e12)
-    assert total / val(megatron.extras["dp_comm_total"]) == pytest.approx(8.75 / 5.25, rel=0.05)
+    _, _, megatron = evaluated(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="1", bucket_size=1e12)
+    assert total / first(megatron.extras["dp_comm_total"]) == pytest.approx(8.75 / 5.25, rel=0.05)
 
 
 def test_zero1_sync_is_not_hidden_where_megatron_style_is(a100) -> None:  # type: ignore[no-untyped-def]
     """The same job without the switch (ZeRO-1 reduce-scatter in buckets, overlapped) exposes less than its total;
     nanotron exposes all of its (larger) total."""
     wl = load_workload("gpt-7.5b")
-    _, _, plain = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="1")
-    _, _, nano = one(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="1", nanotron_trainer=True)
-    assert val(plain.breakdown["dp_comm"]) < val(plain.extras["dp_comm_total"])
-    assert val(nano.breakdown["dp_comm"]) == pytest.approx(val(nano.extras["dp_comm_total"]), rel=1e-9)
-    assert val(nano.breakdown["dp_comm"]) > val(plain.breakdown["dp_comm"])
+    _, _, plain = evaluated(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="1")
+    _, _, nano = evaluated(a100, wl, BF16_FP32, 32, tp=1, pp=4, zero="1", nanotron_trainer=True)
+    assert first(plain.breakdown["dp_comm"]) < first(plain.extras["dp_comm_total"])
+    assert first(nano.breakdown["dp_comm"]) == pytest.approx(first(nano.extras["dp_comm_total"]), rel=1e-9)
+    assert first(nano.breakdown["dp_comm"]) > first(plain.breakdown["dp_comm"])
 
 
 def test_zero0_ddp_buckets_are_25mib_of_bf16_gradients(a100) -> None:  # type: ignore[no-untyped-def]
@@ -76,11 +59,11 @@ def test_zero0_ddp_buckets_are_25mib_of_bf16_gradients(a100) -> None:  # type: i
     elements x 4 bytes of fp32 gradient (StrategySpec.bucket_size counts uncompressed gradient bytes), not those of
     12.5e6 elements (25e6 bytes of bf16), which for gpt-1.7b on one node (dp 8) are one bucket more."""
     wl = load_workload("gpt-1.7b")
-    _, _, nano = one(a100, wl, BF16_FP32, 8, tp=1, pp=1, zero="0", nanotron_trainer=True)
-    _, _, plain = one(a100, wl, BF16_FP32, 8, tp=1, pp=1, zero="0", bucket_size=25 * 1024 * 1024 / 2 * 4)
-    _, _, decimal = one(a100, wl, BF16_FP32, 8, tp=1, pp=1, zero="0", bucket_size=25e6 / 2 * 4)
-    assert val(nano.extras["dp_comm_total"]) == pytest.approx(val(plain.extras["dp_comm_total"]), rel=1e-12)
-    assert val(decimal.extras["dp_comm_total"]) > val(plain.extras["dp_comm_total"]) * (1 + 1e-6)
+    _, _, nano = evaluated(a100, wl, BF16_FP32, 8, tp=1, pp=1, zero="0", nanotron_trainer=True)
+    _, _, plain = evaluated(a100, wl, BF16_FP32, 8, tp=1, pp=1, zero="0", bucket_size=25 * 1024 * 1024 / 2 * 4)
+    _, _, decimal = evaluated(a100, wl, BF16_FP32, 8, tp=1, pp=1, zero="0", bucket_size=25e6 / 2 * 4)
+    assert first(nano.extras["dp_comm_total"]) == pytest.approx(first(plain.extras["dp_comm_total"]), rel=1e-12)
+    assert first(decimal.extras["dp_comm_total"]) > first(plain.extras["dp_comm_total"]) * (1 + 1e-6)
 
 
 def test_fp32_accumulation_pass_by_hand(a100) -> None:  # type: ignore[no-untyped-def]
@@ -92,14 +75,14 @@ def test_fp32_accumulation_pass_by_hand(a100) -> None:  # type: ignore[no-untype
     wl = load_workload("gpt-7.5b")
     for grad_bytes, per_param in ((4.0, 10.0), (2.0, 3 * 2.0 * 7 / 8)):
         training = TrainingSpec(global_batch=64, micro_batch=1, grad_bytes_per_param=grad_bytes)
-        job, g, _ = one(a100, wl, training, 64, tp=2, pp=4, nanotron_trainer=True)
+        job, g, _ = evaluated(a100, wl, training, 64, tp=2, pp=4, nanotron_trainer=True)
         whole = 36 * 6 * 4096 + 2 * 4096
         params_gpu = (job.params - whole) / (2 * 4) + whole / 4  # tp 2 x pp 4, m = 8 micro-batches
         expected = params_gpu * per_param / (job.memory_bandwidth * job.memory_efficiency)
-        assert val(grad_accumulation_time(job, g)) == pytest.approx(expected, rel=1e-9)
+        assert first(grad_accumulation_time(job, g)) == pytest.approx(expected, rel=1e-9)
     # A100 80GB 2.039 TB/s: 0.94e9 parameters x 10 bytes is 4.6 ms a micro-batch at the full rate
-    job, g, _ = one(a100, wl, BF16_FP32, 64, tp=2, pp=4, nanotron_trainer=True)
-    assert 0.0046 < val(grad_accumulation_time(job, g)) < 0.0070
+    job, g, _ = evaluated(a100, wl, BF16_FP32, 64, tp=2, pp=4, nanotron_trainer=True)
+    assert 0.0046 < first(grad_accumulation_time(job, g)) < 0.0070
 
 
 def test_nanotron_zero_is_stage_one_only() -> None:
@@ -116,22 +99,22 @@ def test_clip_and_reset_of_the_whole_fp32_buffer_by_hand(a100) -> None:  # type:
     (optim/clip_grads.py, optim/gradient_accumulator.py at c2528430). Same parameter count as the accumulation test:
     gpt-7.5b at tp 2 x pp 4; none with 16-bit gradients (no fp32 buffer) or without the switch."""
     wl = load_workload("gpt-7.5b")
-    job, g, _ = one(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="1", nanotron_trainer=True)
+    job, g, _ = evaluated(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="1", nanotron_trainer=True)
     whole = 36 * 6 * 4096 + 2 * 4096
     params_gpu = (job.params - whole) / (2 * 4) + whole / 4
     expected = params_gpu * 16.0 / (job.memory_bandwidth * job.memory_efficiency)
-    assert val(nanotron_grad_buffer_time(job, g)) == pytest.approx(expected, rel=1e-9)
-    _, g0, _ = one(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="1")
-    assert val(nanotron_grad_buffer_time(job, g0)) == 0.0
+    assert first(nanotron_grad_buffer_time(job, g)) == pytest.approx(expected, rel=1e-9)
+    _, g0, _ = evaluated(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="1")
+    assert first(nanotron_grad_buffer_time(job, g0)) == 0.0
     # ZeRO 0 with dp > 1 runs DDP, whose comm-hook path copies each bf16 gradient into its bucket and back once a step
     # (reducer.cpp mark_variable_ready_dense, copy_bucket_to_grad): 2 + 2 + 2 + 2 more bytes a parameter
-    job0, gz, _ = one(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="0", nanotron_trainer=True)
-    assert val(nanotron_grad_buffer_time(job0, gz)) == pytest.approx(expected * (16.0 + 8.0) / 16.0, rel=1e-9)
-    _, g1, _ = one(a100, wl, BF16_FP32, 8, tp=2, pp=4, zero="0", nanotron_trainer=True)  # dp 1: no DDP
-    assert val(nanotron_grad_buffer_time(job0, g1)) == pytest.approx(expected, rel=1e-9)
+    job0, gz, _ = evaluated(a100, wl, BF16_FP32, 64, tp=2, pp=4, zero="0", nanotron_trainer=True)
+    assert first(nanotron_grad_buffer_time(job0, gz)) == pytest.approx(expected * (16.0 + 8.0) / 16.0, rel=1e-9)
+    _, g1, _ = evaluated(a100, wl, BF16_FP32, 8, tp=2, pp=4, zero="0", nanotron_trainer=True)  # dp 1: no DDP
+    assert first(nanotron_grad_buffer_time(job0, g1)) == pytest.approx(expected, rel=1e-9)
     bf16 = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=2.0)
-    job16, g16, _ = one(a100, wl, bf16, 64, tp=2, pp=4, nanotron_trainer=True)
-    assert val(nanotron_grad_buffer_time(job16, g16)) == 0.0
+    job16, g16, _ = evaluated(a100, wl, bf16, 64, tp=2, pp=4, nanotron_trainer=True)
+    assert first(nanotron_grad_buffer_time(job16, g16)) == 0.0
 
 
 def test_zero1_with_16bit_gradients_is_ddp_allreduce_and_one_gather(a100) -> None:  # type: ignore[no-untyped-def]
@@ -146,17 +129,17 @@ def test_zero1_with_16bit_gradients_is_ddp_allreduce_and_one_gather(a100) -> Non
     not ZeRO-1's reduce-scatter (which sends half the all-reduce's bytes) in DeepSpeed's 5e8-element buckets."""
     wl = load_workload("gpt-7.5b")
     bf16 = TrainingSpec(global_batch=64, micro_batch=1, precision="bf16", grad_bytes_per_param=2.0)
-    job, _, nano = one(a100, wl, bf16, 32, tp=1, pp=4, zero="1", nanotron_trainer=True)
-    _, _, ddp0 = one(a100, wl, bf16, 32, tp=1, pp=4, zero="0", nanotron_trainer=True)
+    job, _, nano = evaluated(a100, wl, bf16, 32, tp=1, pp=4, zero="1", nanotron_trainer=True)
+    _, _, ddp0 = evaluated(a100, wl, bf16, 32, tp=1, pp=4, zero="0", nanotron_trainer=True)
     p_d = job.params / 4
-    ag = val(coll.collective_time("allgather", 2.0 * p_d, 8, job.network, stride=1))
-    assert val(nano.extras["dp_comm_total"]) == pytest.approx(val(ddp0.extras["dp_comm_total"]) + ag, rel=1e-9)
+    ag = first(coll.collective_time("allgather", 2.0 * p_d, 8, job.network, stride=1))
+    assert first(nano.extras["dp_comm_total"]) == pytest.approx(first(ddp0.extras["dp_comm_total"]) + ag, rel=1e-9)
     # the all-reduce alone moves 2 x 7/8 x 2 bytes a parameter, twice the reduce-scatter's 7/8 x 2
-    ar = val(ddp0.extras["dp_comm_total"])
+    ar = first(ddp0.extras["dp_comm_total"])
     assert ar > 2 * 7 / 8 * 2.0 * p_d / (300e9 * 0.77)
     # the all-reduce is bucketed under the backward (as at ZeRO 0); the gather after the step is exposed
-    assert val(nano.breakdown["dp_comm"]) < val(nano.extras["dp_comm_total"])
-    assert val(nano.breakdown["dp_comm"]) >= ag * (1 - 1e-9)
+    assert first(nano.breakdown["dp_comm"]) < first(nano.extras["dp_comm_total"])
+    assert first(nano.breakdown["dp_comm"]) >= ag * (1 - 1e-9)
 
 
 def test_nanotron_is_not_megatron_ddp_or_deepspeed_pipeline(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
