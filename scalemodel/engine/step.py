@@ -3529,7 +3529,8 @@ def _chunk_peak(job: Job, g: StrategyGrid, m: np.ndarray, kws: dict[int, dict[st
     interleaved candidates (schedule interleaved, virtual stages v = S / p): the rank holds h_c micro-batches of chunk
     c at a time, which differ by chunk (:func:`scalemodel.cost.pipeline.interleaved_chunks_held`, Megatron-Core's
     schedule table), so its peak is max over its forwards of sum_c h_c P_c, P_c chunk c's own activation bytes per
-    micro-batch (its layers' kinds, its recomputed layers min(N, n_c) of ``--recompute-num-layers`` N per chunk; the
+    micro-batch (its layers' kinds, its recomputed layers min(N, n_c) of ``--recompute-num-layers`` N per chunk, or
+    ceil(n_c / N) checkpoints under uniform recompute; the
     embedding's dropout mask in rank 0's chunk 0, the MTP modules in rank p - 1's last chunk), plus what the rank
     holds once (logits, recompute working set: memory.activation_bytes at 0 in flight). Elsewhere, and where the
     rank's chunks are equal (the closed form inflight x layers is then exact), the candidates' own activation bytes
@@ -3567,8 +3568,9 @@ def _chunk_peak(job: Job, g: StrategyGrid, m: np.ndarray, kws: dict[int, dict[st
         n_c = np.full(1, float(len(ch)))
         place = (dict(where) if (r == 0 and c == 0) or (r == p - 1 and c == v - 1)
                  else dict(embedding=False, mtp_modules=0.0))
-        args = dict(stage_layers=n_c, recomputed_layers=np.where(partial, np.minimum(g.recompute_layers, n_c), n_c),
-                    stage_rank=r, **place, **kws[id(part_c)])
+        # one chunk is one block: uniform recompute checkpoints it in ceil(n_c / N) pieces (virtual stages 1)
+        args = dict(kws[id(part_c)], stage_layers=n_c, stage_rank=r, virtual_stages=1, **place,
+                    recomputed_layers=np.where(partial, np.minimum(g.recompute_layers, n_c), n_c))
         one = memory.memory_per_gpu(part_c.shape, inflight=1.0, **args).activations
         none = memory.memory_per_gpu(part_c.shape, inflight=0.0, **args).activations
         per_mb.append(one - none)
