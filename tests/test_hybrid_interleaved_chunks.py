@@ -22,20 +22,20 @@ from scalemodel.engine.job import build_job, grid_from_strategy
 MAMBA = {"state_dim": 16, "groups": 1, "head_dim": 32, "heads": 16}
 
 
-def _peak(pattern: str, schedule: str):
+def _peak(pattern: str, schedule: str, **extra):
     model = dict(kind="transformer", name="chunks", hidden=1024, heads=8, kv_heads=4, ffn_hidden=2048, vocab=32000,
                  seq_len=2048, gated_mlp=True, dropout=False, layers=len(pattern.replace("|", "")),
                  hybrid={"pattern": pattern, "mamba": MAMBA})
     training = training_spec(global_batch=64, micro_batch=1)
     job = build_job(cluster_spec("dgx-h100"), workload_spec(model), training)
-    g = grid_from_strategy(strategy_spec(pp=2, schedule=schedule), training, 16, job)
+    g = grid_from_strategy(strategy_spec(pp=2, schedule=schedule, **extra), training, 16, job)
     m = step.microbatches(g)
     assert float(np.ravel(m)[0]) == 8  # 64 / (dp 8 x micro-batch 1)
     return step.memory_peak_stage(job, g, m)
 
 
-def _hand_peak(p: int, v: int, m: int, r: int, layers: list[int]) -> int:
-    """Rank r's most one-layer micro-batch units held at once: its chunks' layers x micro-batches held."""
+def _hand_peak(p: int, v: int, m: int, r: int, layers: list) -> float:
+    """Rank r's most one-layer micro-batch units held at once: its chunks' layers (or bytes) x micro-batches held."""
     order = []  # chunk of each forward, in order
     start = 0
     while start < m:
@@ -91,3 +91,14 @@ def test_equal_chunks_keep_the_closed_form():
     pk = _peak("MMMM|M|MMMM|M", "interleaved:2")
     assert float(np.ravel(pk.rank)[0]) == 0
     assert _acts(pk) == pytest.approx(2.5 * 8 * a, rel=1e-12)
+
+
+def test_recompute_num_layers_counts_per_chunk():
+    """Full recompute, --recompute-num-layers 1: each chunk recomputes its first layer (Megatron's block method per
+    model chunk), keeping only its input, 2 s b h bytes (tp 1, no sequence parallelism); the rest keep a each; one
+    layer's full activations a are the recompute working set. Rank 0 of MMMMMMMM|M|M|M: P = (f + 7a, f)."""
+    a = _layer_bytes("MMMMMMMM|M|M|M", 9)
+    f = 2.0 * 2048 * 1 * 1024
+    pk = _peak("MMMMMMMM|M|M|M", "interleaved:2", recompute="full", recompute_layers=1)
+    assert float(np.ravel(pk.rank)[0]) == 0
+    assert _acts(pk) == pytest.approx(_hand_peak(2, 2, 8, 0, [f + 7 * a, f]) + a, rel=1e-12)
