@@ -468,9 +468,11 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
                      shared_input_copy: ArrayLike = True, attention_inputs: ArrayLike | None = None,
                      latent_inputs: ArrayLike | None = None,
-                     out_proj_inputs: ArrayLike | None = None) -> np.ndarray:
+                     out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
-    replaces L/p for uneven stages.
+    replaces L/p for uneven stages. ``inflight``: the stage's micro-batches in flight, replacing
+    :func:`inflight_microbatches` (the result is affine in it: at 1 less at 0 it is one micro-batch's bytes of the
+    stage's layers, what a hybrid rank's unequal interleaved chunks are priced from, engine.step._chunk_peak).
 
     Selective recompute of moe: one MoE block is re-materialised at a time in the backward, and its recomputed
     forward saves again what its forward saved, beside the checkpoint's 16-bit input (kept per layer): the block's
@@ -594,7 +596,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
         v = _pos("virtual_stages", virtual_stages)
         checkpoints = v * np.ceil(n_stage / v / np.maximum(chunk, 1.0))
         per_stage = np.where(uniform, checkpoints * avg_full, per_stage)
-    inflight = inflight_microbatches(p, num_microbatches, schedule, virtual_stages, stage_rank)
+    inflight = (inflight_microbatches(p, num_microbatches, schedule, virtual_stages, stage_rank) if inflight is None
+                else np.asarray(inflight, dtype=float))
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len) / _pos("cp", cp)
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -726,7 +729,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                    shared_input_copy: ArrayLike = True,
                    fp8_linear_per_layer: ArrayLike | None = None, attention_inputs: ArrayLike | None = None,
                    latent_inputs: ArrayLike | None = None,
-                   out_proj_inputs: ArrayLike | None = None) -> MemoryBreakdown:
+                   out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None) -> MemoryBreakdown:
     """Per-GPU memory of a transformer under a parallel strategy (first pipeline stage, holding
     ``stage_layers`` layers when the stages are uneven, else L/p).
 
@@ -814,7 +817,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                                stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes,
                                per_layer=per_layer, shared_input_copy=shared_input_copy,
                                attention_inputs=attention_inputs, latent_inputs=latent_inputs,
-                               out_proj_inputs=out_proj_inputs)
+                               out_proj_inputs=out_proj_inputs, inflight=inflight)
     if expert is None:
         return MemoryBreakdown(weights=dense.weights, gradients=dense.gradients, optimizer=dense.optimizer,
                                activations=act, fragmentation=frag * (dense.total + act),

@@ -21,6 +21,7 @@ times (T_F = T_B = T_W assumption of the paper's ZB-H1 analysis).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,33 @@ def inflight_microbatches(pp: ArrayLike, microbatches: ArrayLike, schedule: Arra
     onef1b = np.minimum(m, p)
     interleaved = onef1b * (1.0 + (p - 1.0) / (p * v))
     return np.where(code == ScheduleKind.GPIPE, m, np.where(code == ScheduleKind.INTERLEAVED, interleaved, onef1b))
+
+
+@functools.lru_cache(maxsize=4096)
+def interleaved_chunks_held(pp: int, virtual_stages: int, microbatches: int, stage_rank: int
+                            ) -> tuple[tuple[int, ...], ...]:
+    """The distinct vectors (h_0, ..., h_{v-1}) of micro-batches of each of its v model chunks whose activations
+    pipeline rank ``stage_rank`` holds right after each of its forwards under Megatron-Core's interleaved 1F1B (the
+    moments its activation memory can peak: a backward only frees).
+
+    NVIDIA/Megatron-LM@d98e8a64dd megatron/core/pipeline_parallel/schedules.py: the k-th forward runs chunk
+    ``get_schedule_table(m, v, p)[k]``'s chunk (groups of ``microbatch_group_size_per_vp_stage`` = p micro-batches,
+    each group through chunk 0, then chunk 1, ..., the last group holding the remainder; lines 989-1016), the k-th
+    backward chunk v - 1 - that (``get_model_chunk_id``, lines 1244-1249); rank r runs
+    min((p - r - 1) 2 + (v - 1) p, m v) warm-up forwards (lines 953-977), then one forward and one backward per step,
+    then the remaining backwards. Small (m v steps) and cached per (p, v, m, r)."""
+    p, v, m, r = int(pp), int(virtual_stages), int(microbatches), int(stage_rank)
+    table = [c for g0 in range(0, m, p) for c in range(v) for _ in range(g0, min(g0 + p, m))]
+    total = m * v
+    warm = min((p - r - 1) * 2 + (v - 1) * p, total)
+    held = [0] * v
+    seen: set[tuple[int, ...]] = set()
+    for k in range(total):
+        held[table[k]] += 1
+        seen.add(tuple(held))
+        if k >= warm:  # steady state: this forward's step ends with backward k - warm
+            held[v - 1 - table[k - warm]] -= 1
+    return tuple(sorted(seen))
 
 
 def megatron_chunk_layers(layers: int, pp: int, virtual_stages: int, *, embedding_in_split: bool = False,

@@ -3500,9 +3500,13 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
             n = np.full(1, float(len(s)))
             where = (dict(embedding=d_mtp > 0, head=True, mtp_modules=d_mtp) if r == p - 1
                      else dict(mtp_modules=0.0) if r == 0 else dict(embedding=False))
+            chunked = _chunk_peak(job, g, m, kws, sp, r, where, how, kw["per_layer"], activations)
             br_r = _kept(_stage_memory(activations, f"segment pp {p} rank {r} {s}", part.shape, stage_layers=n,
-                                       recomputed_layers=recomputed_layers(g, n), stage_rank=r, **where, **kw_r),
-                         parts)
+                                       recomputed_layers=recomputed_layers(g, n), stage_rank=r, **where, **kw_r)
+                         if chunked is None else
+                         memory.memory_per_gpu(part.shape, activations=chunked, stage_layers=n,
+                                               recomputed_layers=recomputed_layers(g, n), stage_rank=r, **where,
+                                               **kw_r), parts)
             take = np.ones(1, dtype=bool) if best is None else np.asarray(br_r.total > best.total)
             best = br_r if best is None else _where_breakdown(take, br_r, best)
             if parts:
@@ -3517,6 +3521,71 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
         if parts:
             rank, params = np.where(here, best_rank, rank), np.where(here, best_params, params)
     return br, rank, params
+
+def _chunk_peak(job: Job, g: StrategyGrid, m: np.ndarray, kws: dict[int, dict[str, Any]], sp: _RankSplit, r: int,
+                where: dict[str, Any], how: tuple[str, float, float], per_layer: dict[Any, np.ndarray],
+                memo: MutableMapping[str, np.ndarray] | None) -> np.ndarray | None:
+    """Activation bytes of pipeline rank r of a hybrid pattern's ``|`` split whose v model chunks differ, for the
+    interleaved candidates (schedule interleaved, virtual stages v = S / p): the rank holds h_c micro-batches of chunk
+    c at a time, which differ by chunk (:func:`scalemodel.cost.pipeline.interleaved_chunks_held`, Megatron-Core's
+    schedule table), so its peak is max over its forwards of sum_c h_c P_c, P_c chunk c's own activation bytes per
+    micro-batch (its layers' kinds, its recomputed layers min(N, n_c) of ``--recompute-num-layers`` N per chunk, or
+    ceil(n_c / N) checkpoints under uniform recompute; the
+    embedding's dropout mask in rank 0's chunk 0, the MTP modules in rank p - 1's last chunk), plus what the rank
+    holds once (logits, recompute working set: memory.activation_bytes at 0 in flight). Elsewhere, and where the
+    rank's chunks are equal (the closed form inflight x layers is then exact), the candidates' own activation bytes
+    (None: no candidate here is such a rank's). docs/model.md#hybrid-segments."""
+    segs = job.shape.hybrid.segment_layers if job.shape.hybrid is not None else ()
+    if not sp.piped or sp.v < 2 or not segs:
+        return None
+    p, v = sp.p, sp.v
+    chunks = [segs[c * p + r] for c in range(v)]
+    if len(set(chunks)) == 1:
+        return None
+    shape = np.broadcast_shapes(np.shape(sp.on), np.shape(g.schedule), np.shape(g.virtual_stages), np.shape(m))
+    inter = np.broadcast_to(sp.on & (g.schedule == ScheduleKind.INTERLEAVED) & (g.virtual_stages == v), shape)
+    if not np.any(inter):
+        return None
+    key = f"segment pp {p} rank {r} chunks {'|'.join(chunks)}"
+    if memo is not None and key in memo:
+        return memo[key]
+    s = "".join(chunks)
+    part = _part_job(job, s)
+    n = np.full(1, float(len(s)))
+    base = memory.memory_per_gpu(part.shape, stage_layers=n, recomputed_layers=recomputed_layers(g, n), stage_rank=r,
+                                 **where, **kws[id(part)]).activations
+    once = memory.memory_per_gpu(part.shape, stage_layers=n, recomputed_layers=recomputed_layers(g, n), stage_rank=r,
+                                 inflight=0.0, **where, **kws[id(part)]).activations
+    partial = (g.recompute == Recompute.FULL) & (g.recompute_layers >= 0) & ~g.recompute_uniform
+    per_mb = []
+    for c, ch in enumerate(chunks):
+        if not ch:
+            per_mb.append(np.zeros(1))
+            continue
+        part_c = _part_job(job, ch)
+        if id(part_c) not in kws:
+            kws[id(part_c)] = dict(_memory_kwargs(part_c, g, m, *how), per_layer=per_layer)
+        n_c = np.full(1, float(len(ch)))
+        place = (dict(where) if (r == 0 and c == 0) or (r == p - 1 and c == v - 1)
+                 else dict(embedding=False, mtp_modules=0.0))
+        # one chunk is one block: uniform recompute checkpoints it in ceil(n_c / N) pieces (virtual stages 1)
+        args = dict(kws[id(part_c)], stage_layers=n_c, stage_rank=r, virtual_stages=1, **place,
+                    recomputed_layers=np.where(partial, np.minimum(g.recompute_layers, n_c), n_c))
+        one = memory.memory_per_gpu(part_c.shape, inflight=1.0, **args).activations
+        none = memory.memory_per_gpu(part_c.shape, inflight=0.0, **args).activations
+        per_mb.append(one - none)
+    peak = np.zeros(shape)
+    mm = np.broadcast_to(m, shape)
+    for mu in np.unique(mm[inter]):
+        held = pipeline.interleaved_chunks_held(p, v, int(mu), r)
+        top = np.max(np.stack(np.broadcast_arrays(*[sum(h * b for h, b in zip(row, per_mb, strict=True))
+                                                     for row in held])), axis=0)
+        peak = np.where(mm == mu, top, peak)
+    out = np.where(inter, once + peak, base)
+    if memo is not None:
+        memo[key] = out
+    return out
+
 
 class _Total(NamedTuple):
     """A stage's total bytes alone (:func:`memory_total`): what the peak-stage comparisons read."""
