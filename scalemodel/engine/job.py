@@ -1251,7 +1251,8 @@ def check_moe_rank_imbalance(factor: float | None, experts: float, top_k: float,
     Raises InputError at training.moe_rank_imbalance."""
     if not factor or experts <= 0 or top_k <= 0 or (ep is not None and ep <= 1):
         return
-    bound = experts / top_k if ep is None else min(float(ep), experts / top_k)
+    # the copies cap the step prices at (moe_routing.copy_load_cap); ep None: its value at ep = E, E / k
+    bound = float(moe_routing.copy_load_cap(experts, top_k, experts if ep is None else ep))
     if factor <= bound * (1.0 + 1e-9):
         return
     at = "" if ep is None else f" at ep {ep}"
@@ -1387,7 +1388,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     attention, layernorm without a norm of its own (MoE layers or MLA), mlp without dense MLP layers,
     shared_experts without shared experts, shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap,
     tp_async_allreduce false with tp 1 or sequence_parallel, training.fp8_attention on a model without
-    sliding-window layers, training.moe_rank_imbalance without MoE layers or at ep 1; the eager layer ops without
+    sliding-window layers, training.moe_rank_imbalance without MoE layers (at ep 1:
+    :func:`_check_moe_rank_imbalance`); the eager layer ops without
     what they act on; hybrid.mtp_pattern without MTP layers; cp_comm_type other than p2p at cp 1 and cp_a2a_size
     without a2a+p2p; dispatch_overhead > 0 under static assignment; align_grad_reduce / align_param_gather false
     outside the interleaved per-chunk sync (:func:`_warn_unpriced_alignment`)."""
@@ -1476,20 +1478,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
         # the FP8 core is priced on the 16-bit curve; only its window-blind backward differs (docs/model.md)
         notices.warn("training.fp8_attention = true is not priced: it prices the FP8 backward of sliding-window layers "
                      "(docs/model.md#fp8-attention), and the model has none")
-    if job.moe_rank_imbalance and not moe:
+    if job.moe_rank_imbalance and not moe:  # at ep 1, or above what a rank can take: _check_moe_rank_imbalance
         notices.warn("training.moe_rank_imbalance is not priced: the model has no MoE layers")
-    elif job.moe_rank_imbalance and int(getattr(strategy, "ep", 1)) == 1:
-        # step.moe_rank_load is 1 at ep 1: every rank holds every expert and routes its own tokens
-        notices.warn(f"training.moe_rank_imbalance = {job.moe_rank_imbalance:g} is not priced: ep is 1 (every rank "
-                     "holds every expert, so no EP rank is busier than the mean)")
-    elif job.moe_rank_imbalance and moe:
-        ep = int(getattr(strategy, "ep", 1))  # step.moe_rank_load prices at most the cap
-        E, k = float(job.shape.moe_experts), float(job.shape.moe_top_k)
-        cap = float(moe_routing.copy_load_cap(E, k, ep))
-        if job.moe_rank_imbalance > cap * (1 + 1e-12):
-            notices.warn(f"training.moe_rank_imbalance = {job.moe_rank_imbalance:g} is more than one of ep {ep} ranks "
-                         f"can take (its {E / ep:g} of {E:g} experts get at most {min(k, E / ep):g} of each token's "
-                         f"{k:g} copies: max / mean <= {cap:g}): priced at {cap:g}")
     if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
         notices.warn("strategy.moe_fp8_padding is not priced: it needs MoE layers and precision fp8 (the experts "
                      "pad their tokens for the FP8 grouped GEMM only)")
