@@ -74,13 +74,11 @@ class LayerCounts(msgspec.Struct, frozen=True):
     # the first), each as ((mamba, attention, mlp) layers between, how many intervals have those): the host floor's
     # unit (engine.step._host_wait, docs/model.md#host); () without an E layer
     moe_intervals: tuple[tuple[tuple[int, int, int], int], ...] = ()
-    # each '|' segment's layers of each kind, (mamba, attention, mlp, moe), in the pattern's order; () without a '|'.
-    # Megatron-LM builds segment j v-stage-major: pipeline rank r, virtual stage c holds segment c pp + r
-    # (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/models/hybrid/hybrid_layer_allocation.py lines 466-467,
-    # select_pipeline_segment: segment_index = vp_rel * pp_size + pp_rank)
-    segment_kinds: tuple[tuple[int, int, int, int], ...] = ()
     # each '|' segment's layers as written (M * - E), in the pattern's order; () without a '|': a rank's own kinds and
-    # MoE intervals (engine.step._part_job, docs/model.md#uneven-stages "Hybrid segments")
+    # MoE intervals (engine.step._part_job, docs/model.md#hybrid-segments). Megatron-LM builds segment j
+    # v-stage-major: pipeline rank r, virtual stage c holds segment c pp + r (NVIDIA/Megatron-LM@d98e8a64dd
+    # megatron/core/models/hybrid/hybrid_layer_allocation.py lines 466-467, select_pipeline_segment:
+    # segment_index = vp_rel * pp_size + pp_rank)
     segment_layers: tuple[str, ...] = ()
     # the pattern's layers as written, '|' dropped: without '|', Megatron-LM splits them by count at pp > 1, so each
     # pipeline rank holds its own run of characters (select_pipeline_segment's auto-split, hybrid_layer_allocation.py
@@ -90,6 +88,12 @@ class LayerCounts(msgspec.Struct, frozen=True):
     @property
     def layers(self) -> int:
         return self.mamba + self.attention + self.mlp + self.moe
+
+    @property
+    def segment_kinds(self) -> tuple[tuple[int, int, int, int], ...]:
+        """Each '|' segment's layers of each kind, (mamba, attention, mlp, moe), in the pattern's order; () without
+        a '|'."""
+        return tuple((seg.count("M"), seg.count("*"), seg.count("-"), seg.count("E")) for seg in self.segment_layers)
 
 
 def layer_counts(pattern: str, where: str = "hybrid.pattern") -> LayerCounts:
@@ -105,8 +109,6 @@ def layer_counts(pattern: str, where: str = "hybrid.pattern") -> LayerCounts:
     return LayerCounts(mamba=layers.count("M"), attention=layers.count("*"), mlp=layers.count("-"),
                        moe=layers.count("E"), last=layers[-1], segments=pattern.count(PIPE) + 1,
                        moe_intervals=moe_intervals(layers),
-                       segment_kinds=tuple((seg.count("M"), seg.count("*"), seg.count("-"), seg.count("E"))
-                                           for seg in pattern.split(PIPE)) if PIPE in pattern else (),
                        segment_layers=tuple(pattern.split(PIPE)) if PIPE in pattern else (),
                        layers_as_written=layers)
 

@@ -360,7 +360,7 @@ def _part_job(job: Job, layers: str) -> Job:
         s = L / n
         new = msgspec.structs.replace(hy, mamba=counts[0] * s, attention=counts[1] * s, mlp=counts[2] * s,
                                       moe=counts[3] * s, moe_intervals=tuple((b, c * s) for b, c in intervals),
-                                      segment_kinds=(), segment_layers=(), layers_as_written="")
+                                      segment_layers=(), layers_as_written="")
         memo[1][key] = replace(job, shape=msgspec.structs.replace(job.shape, hybrid=new))
     return memo[1][key]
 
@@ -3855,7 +3855,7 @@ def _one_kind_job(job: Job, kind: str) -> Job:
         L = hy.layers
         counts = {k: (L if k == kind else 0) for k in ("mamba", "attention", "mlp", "moe")}
         symbol = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}[kind]
-        new = msgspec.structs.replace(hy, last=symbol, moe_intervals=(), segment_kinds=(), segment_layers=(),
+        new = msgspec.structs.replace(hy, last=symbol, moe_intervals=(), segment_layers=(),
                                       layers_as_written="", **counts)
         return replace(job, shape=msgspec.structs.replace(sh, hybrid=new))
     if kind == "moe":  # every layer MoE
