@@ -330,10 +330,13 @@ def test_a_field_refused_in_the_file_still_names_the_file(cli, tmp_path) -> None
 # "sweep --scheduler tcp://HOST:8786" where HOST answered the connection with an HTTP response (a proxy) was a
 # traceback: distributed read "HTTP/1.1" as a frame length of 3.5e18 bytes and numpy raised MemoryError.
 
-def test_a_scheduler_address_that_answers_as_no_scheduler_is_refused(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def _sweep_at_peer_is_refused(cli, tmp_path, reply: bytes, hold_s: float, match: str) -> None:  # type: ignore[no-untyped-def]
+    """A one-point sweep run with --scheduler at a local peer that sends ``reply`` to every connection (and holds it
+    ``hold_s`` seconds before closing) is refused with ``match``."""
     pytest.importorskip("distributed")
     import socket
     import threading
+    import time
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -345,7 +348,8 @@ def test_a_scheduler_address_that_answers_as_no_scheduler_is_refused(cli, tmp_pa
                 conn, _ = server.accept()
             except OSError:
                 return
-            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            conn.sendall(reply)
+            time.sleep(hold_s)
             conn.close()
 
     threading.Thread(target=answer, daemon=True).start()
@@ -355,9 +359,14 @@ def test_a_scheduler_address_that_answers_as_no_scheduler_is_refused(cli, tmp_pa
     address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
     try:
         refused(cli, "sweep", str(f), "--scheduler", address, "--json", inputs=(f,),
-                match=f"error: --scheduler: '{address}' did not answer as a Dask scheduler")
+                match=match.format(address=address))
     finally:
         server.close()
+
+
+def test_a_scheduler_address_that_answers_as_no_scheduler_is_refused(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _sweep_at_peer_is_refused(cli, tmp_path, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", 0.0,
+                              "error: --scheduler: '{address}' did not answer as a Dask scheduler")
 
 
 # "sweep --scheduler" at a peer that accepted the connection and never answered waited forever: the Client's own
@@ -387,31 +396,6 @@ def test_a_scheduler_that_never_answers_is_given_up(monkeypatch) -> None:  # typ
 
 
 def test_a_scheduler_peer_with_garbled_frames_is_refused(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("distributed")
-    import socket
-    import threading
-    import time
-
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(4)
-
-    def answer() -> None:  # a frame count of 8 and one frame length of 3, then bytes that are no frames
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            conn.sendall((8).to_bytes(8, "little") + (3).to_bytes(8, "little") + b"\x01\x02\x03" + b"\xc1" * 16)
-            time.sleep(0.5)
-            conn.close()
-
-    threading.Thread(target=answer, daemon=True).start()
-    f = tmp_path / "s.yaml"
-    f.write_text("kind: sweep\nname: s\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [8]\n"
-                 "strategies: [{label: a}]\n")
-    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
-    try:
-        refused(cli, "sweep", str(f), "--scheduler", address, "--json", inputs=(f,), match="error: --scheduler: ")
-    finally:
-        server.close()
+    # a frame count of 8 and one frame length of 3, then bytes that are no frames
+    _sweep_at_peer_is_refused(cli, tmp_path, (8).to_bytes(8, "little") + (3).to_bytes(8, "little") + b"\x01\x02\x03"
+                              + b"\xc1" * 16, 0.5, "error: --scheduler: ")
