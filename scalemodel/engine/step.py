@@ -2270,7 +2270,7 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
         # the flex dispatcher's group is tp_ep: etp x ep ranks, stride 1 (token_dispatcher.py @d98e8a64dd
         # MoEFlexTokenDispatcher; its kernels get top-k etp k of etp E: docs/model.md#ep-hierarchical)
         etp = _etp(g)
-        fg = groups.expert if not np.any(etp > 1) else place(g.ep * etp, 1.0, groups.network)
+        fg = _tp_ep_group(g, groups)
         # HybridEP: of the 4 per layer, the forward dispatch and the backward combine carry the routing probabilities
         # the busiest receiver of each stage (docs/model.md#moe-rank-imbalance): random routing's, or the measured
         busy = dict(tokens=tokens / g.tp, imbalance=job.moe_rank_imbalance)
@@ -2354,7 +2354,7 @@ def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups,
     E, w, eb = float(sh.moe_experts), float(sh.moe_width), job.elem_bytes
     pb = job.router_bytes or eb
     etp = _etp(g)
-    group = groups.expert if not np.any(etp > 1) else place(g.ep * etp, 1.0, groups.network)
+    group = _tp_ep_group(g, groups)
     size = g.ep * etp * rows
     fwd = (_collective("allgather", size * E, group) + _collective("allgather", size * E * pb, group)
            + _collective("allgather", size * w * eb, group) + _collective("reducescatter", size * w * pb, group))
@@ -2447,6 +2447,13 @@ def tied_embedding_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups) 
 def _etp(g: StrategyGrid) -> np.ndarray:
     """Expert tensor-parallel degree: the strategy's etp, else tp (Megatron-Core's default)."""
     return np.asarray(np.where(g.etp > 0, g.etp, g.tp))
+
+
+def _tp_ep_group(g: StrategyGrid, groups: ParallelGroups) -> Any:
+    """Megatron-Core's ``tp_ep`` group, the etp x ep expert ranks at stride 1 that the flex and allgather
+    dispatchers run over: the EP group itself at etp 1."""
+    etp = _etp(g)
+    return groups.expert if not np.any(etp > 1) else place(g.ep * etp, 1.0, groups.network)
 
 
 def moe_rank_load(job: Job, g: StrategyGrid, copies: Any) -> np.ndarray:
