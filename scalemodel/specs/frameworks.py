@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -649,10 +649,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
             # selective recomputing granularity" (arguments.py L1425-1428 at d98e8a64dd) and Megatron-Core's
             # TransformerConfig raises "When using recompute_granularity: selective recompute_num_layers must be
             # None" (transformer_config.py L1926-1932 at d98e8a64dd, since b8f09a5288)
-            raise InputError(f"{' and '.join(partial)} with selective recompute" + (
-                " (--recompute-activations sets the granularity to selective)" if "--recompute-activations" in args
-                else ""), where=partial[0], allowed=f"{' and '.join(partial)} with --recompute-granularity full "
-                                                    "(without --recompute-activations), or leave it out")
+            _refuse_selective_partial(partial, "--recompute-activations" in args)
         missing = [f for f in ("--recompute-method", "--recompute-num-layers") if f not in args]
         if gran == "full" and missing:
             # Megatron-Core's TransformerConfig raises for full recompute without a method ("recompute_method must
@@ -679,10 +676,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
                               "(partial full recompute is modelled as full recompute of every layer)")
     elif "--recompute-activations" in args and (
             partial := [f for f in ("--recompute-method", "--recompute-num-layers") if f in args]):
-        raise InputError(f"{' and '.join(partial)} with selective recompute (--recompute-activations sets the "
-                         "granularity to selective)", where=partial[0],
-                         allowed=f"{' and '.join(partial)} with --recompute-granularity full (without "
-                                 "--recompute-activations), or leave it out")
+        _refuse_selective_partial(partial, True)
     _recompute_modules(args, out)
     if "--fp8-format" in args:
         if args["--fp8-format"] not in ("e4m3", "hybrid"):  # Megatron's argparse choices (arguments.py)
@@ -954,6 +948,17 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
 #: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others
 #: (gdn_norm_out, gdp_in_proj, gdp_qkv, mhc) are named as not used.
 _MEG_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act", "moe", "layernorm", "mlp", "shared_experts")
+
+
+def _refuse_selective_partial(partial: Sequence[str], activations: bool) -> None:
+    """Megatron refuses --recompute-method / --recompute-num-layers with selective recompute (validate_args asserts
+    "recompute method is not yet supported for selective recomputing granularity", arguments.py L1425-1428, and
+    TransformerConfig raises on recompute_num_layers with selective, transformer_config.py L1926-1932, at
+    d98e8a64dd); ``activations``: the granularity is selective because --recompute-activations was given."""
+    raise InputError(f"{' and '.join(partial)} with selective recompute" + (
+        " (--recompute-activations sets the granularity to selective)" if activations else ""), where=partial[0],
+        allowed=f"{' and '.join(partial)} with --recompute-granularity full (without --recompute-activations), or "
+                "leave it out")
 
 
 def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:
