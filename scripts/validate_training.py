@@ -135,6 +135,10 @@ Two case files (issue 5 and issue 13):
       -> megatron, the strategy default, which is Megatron-LM's own (no --cross-entropy-loss-fusion) and
       Megatron-DeepSpeed's, and nanotron's (nanotron25: nanotron@c2528430 parallel/tensor_parallel/functional.py
       _ShardedCrossEntropy is Megatron's vocab-parallel cross-entropy, called on fp32 logits).
+    - MoE dispatch dropped and padded to a capacity factor c (:data:`RECIPE_DROP_AND_PAD`: NeMo 2.2's
+      MegatronTokenDropCallback, nemo2502_b200_mixtral_8x7b, c = 1.0) -> training.moe_rank_imbalance c: every EP
+      rank receives and runs exactly c x the dropless mean copies, so no busiest rank above it; every other MoE row
+      is dropless and takes the random-routing expected maximum (docs/model.md#moe-rank-imbalance).
     - training-metric passes over the logits (:data:`TRAIN_METRIC_PASSES`): mpt -> 2 (Composer evaluates llm-foundry's
       LanguageCrossEntropy and LanguagePerplexity after every micro-batch's backward); every other source -> 0.
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
@@ -1383,6 +1387,17 @@ RECIPE_ETP.update({i: 1 for i in MCREC26_IDS})
 #: (4ab94dfad, perf_recipes/nemotronh/common.py _nemotron_3_super_nvfp4_precision), fp4_param_gather False. The same
 #: presets load te_quant.cfg (model.quant_recipe: attention linear_qkv / linear_proj, the LatentMoE fc1/fc2 latent
 #: projections and the MTP block in BF16, Mamba mixer out_proj in MXFP8): :func:`recipe_module_precision`.
+#: MoE rows whose dispatch drops and pads every expert's input to its capacity, row id -> capacity factor c
+#: (TrainingSpec.moe_rank_imbalance = c): NeMo v2.2.0's MegatronTokenDropCallback (defaults moe_expert_capacity_factor
+#: 1.0, moe_pad_expert_input_to_capacity True), which the Mixtral 8x7B performance recipe adds (the row's note). With
+#: drop_and_pad, Megatron-Core's MoEAlltoAllTokenDispatcher (NVIDIA/Megatron-LM@791b70e031, the Megatron-LM of NeMo
+#: 2.2's requirements/manifest.json, megatron/core/transformer/moe/token_dispatcher.py ``preprocess``) sets
+#: capacity = ceil(T k / E x c) (moe_utils.py ``get_capacity``, T the rank's tokens), sends ``capacity`` rows to every
+#: expert from every rank (``num_global_tokens_per_local_expert`` filled with it) and runs each local expert on
+#: ``capacity x tp x ep`` rows: E / ep local experts make E x capacity = c T k rows on every EP rank (tp 1), c x the
+#: dropless mean (ep T k copies over ep ranks), whatever the routing, so the busiest rank is at c (1.0: the mean), not
+#: at random routing's expected maximum (1.0103 for this row: E 8, k 2, EP 8, mu 16,384).
+RECIPE_DROP_AND_PAD: dict[str, float] = {"nemo2502_b200_mixtral_8x7b": 1.0}
 RECIPE_BF16_LAYERS = {"mb2604_b200_nemotron3_super_nvfp4": 14, "mb2606_b300_nemotron3_super_nvfp4": 14,
                       "mb2608_gb200_nemotron3_super_nvfp4": 14, "mb2608_gb300_nemotron3_super_nvfp4": 14}
 RECIPE_FP8_ATTENTION = frozenset({"mb2608_gb200_gpt_oss_120b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx",
@@ -1894,6 +1909,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                       fp8_attention=case["id"] in RECIPE_FP8_ATTENTION,
                       cudnn_release=release,
                       bf16_layers=RECIPE_BF16_LAYERS.get(case["id"], 0),
+                      moe_rank_imbalance=RECIPE_DROP_AND_PAD.get(case["id"]),
                       module_precision=ModulePrecisionSpec(**mix) if (mix := recipe_module_precision(case)) else None)
     p: Prediction | None = None
     st: StrategySpec | None = None
@@ -1997,6 +2013,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "moe_flex_dispatcher": st.moe_flex_dispatcher,
                 "moe_shared_expert_overlap": st.moe_shared_expert_overlap,
                 "tp_async_allreduce": st.tp_async_allreduce,
+                **({"moe_rank_imbalance": tr.moe_rank_imbalance} if tr.moe_rank_imbalance is not None else {}),
                 "loss_impl": st.loss_impl, "train_metric_passes": st.train_metric_passes,
                 "eager_rope": st.eager_rope, "eager_glu_clamp": st.eager_glu_clamp,
                 "eager_expert_bias": st.eager_expert_bias,
