@@ -558,6 +558,14 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("nanotron_trainer", "true runs nanotron's pipeline engines, 1f1b or afab (all forwards "
                               f"then all backwards), not schedule {self.schedule}",
                               "schedule 1f1b or gpipe with nanotron_trainer")
+        if self.nanotron_trainer and self.overlap_param_gather:
+            # nanotron@c2528430 optim/zero.py ZeroDistributedOptimizer.step: _all_gather_params, one synchronous
+            # all_gather_coalesced right after the update; nothing defers it to the next forward (Megatron-LM's
+            # --overlap-param-gather), which priced its gather under that forward where DDP buckets the gradients
+            raise field_error("nanotron_trainer", "true runs nanotron's ZeRO-1 optimizer, which all-gathers the "
+                              "updated parameters synchronously after its step (got overlap_param_gather true: "
+                              "Megatron-LM's gather under the next forward)",
+                              "overlap_param_gather false with nanotron_trainer")
         if self.nanotron_trainer and self.cp > 1:
             # nanotron@c2528430 ParallelismArgs has dp, pp, tp and expert_parallel_size: no context parallelism
             raise field_error("nanotron_trainer", f"true runs nanotron's trainer, which has no context parallelism "
