@@ -164,3 +164,20 @@ def test_nanotron_refuses_overlap_param_gather(cli) -> None:  # type: ignore[no-
                 "--set", "strategy.nanotron_trainer=true", "--set", "strategy.overlap_param_gather=true")
         lines = [x for x in r.err.splitlines() if x.strip()]
         assert r.code == 2 and len(lines) == 1 and "overlap_param_gather" in lines[0], r.err
+
+
+def test_deepspeed_pipeline_refuses_overlap_param_gather(cli) -> None:  # type: ignore[no-untyped-def]
+    """DeepSpeed's ZeRO-1/2 optimizer gathers the updated partitions at the end of step() (v0.19.5
+    deepspeed/runtime/zero/stage_1_and_2.py L2367-2370, all_gather_dp_groups, "ready for next round forward"), the
+    same synchronous gather as nanotron's: Megatron-LM's --overlap-param-gather does not exist there. Before, the
+    switch hid the gather under the next forward; it is refused, one line, exit 2, in predict and plan."""
+    from scalemodel.specs.base import SpecError
+
+    with pytest.raises(SpecError, match="deepspeed_pipeline.*overlap_param_gather"):
+        StrategySpec(zero="1", deepspeed_pipeline=True, overlap_param_gather=True)
+    assert StrategySpec(zero="1", deepspeed_pipeline=True).deepspeed_pipeline
+    for command in (("predict", "--tp", "8", "--pp", "4", "--zero", "1"), ("plan",)):
+        r = cli(command[0], "-m", "llama3-70b", "-c", "dgx-h100", "-n", "512", *command[1:],
+                "--set", "strategy.deepspeed_pipeline=true", "--set", "strategy.overlap_param_gather=true")
+        lines = [x for x in r.err.splitlines() if x.strip()]
+        assert r.code == 2 and len(lines) == 1 and "overlap_param_gather" in lines[0], r.err

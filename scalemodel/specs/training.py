@@ -545,6 +545,14 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("nanotron_trainer", "true runs nanotron's trainer, whose ZeRO shards only the "
                               f"optimizer states (ZeRO-1, whatever its zero_stage > 0; got zero {self.zero!r})",
                               "false (the default) with any zero; true with zero 0 or 1")
+        if self.deepspeed_pipeline and self.overlap_param_gather:
+            # DeepSpeed v0.19.5 deepspeed/runtime/zero/stage_1_and_2.py step() L2367-2370: all_gather_dp_groups, one
+            # synchronous gather at the end of the step ("ready for next round forward"); nothing defers it to the
+            # next forward (Megatron-LM's --overlap-param-gather), which would price it under that forward
+            raise field_error("deepspeed_pipeline", "true runs DeepSpeed's ZeRO-1 optimizer, which all-gathers the "
+                              "updated parameters synchronously at the end of its step (got overlap_param_gather "
+                              "true: Megatron-LM's gather under the next forward)",
+                              "overlap_param_gather false with deepspeed_pipeline")
         if self.nanotron_trainer and (self.megatron_ddp or self.deepspeed_pipeline):
             # one trainer a job: nanotron builds torch's DDP or none (trainer.py init_model) and runs its own pipeline
             # engines (parallel/pipeline_parallel/engine.py), neither Megatron-Core's DDP nor DeepSpeed's PipelineEngine
