@@ -1728,6 +1728,26 @@ RECIPE_EAGER_EXPERT_OPS = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2604_b2
 #: add.
 RECIPE_EAGER_BIAS_DROPOUT_ADD = RECIPE_EAGER_ROPE
 
+#: MoE rows whose recipe computes the router's logits in fp32 (TrainingSpec.moe_router_dtype; priced by
+#: cost.compute.router_dtype_times, docs/model.md#router-dtype-compute, and on the wire by docs/model.md#router-dtype):
+#: every Megatron-LM MoE recipe YAML the mcrec26 rows cite sets ``moe_router_dtype: fp32`` (examples/moe_recipes/
+#: {qwen3_30b,qwen3_235b,deepseek_v3}/*/*.yaml at NVIDIA/Megatron-LM@9c5258f109, read one by one), and Megatron-Bridge's
+#: Nemotron 3 Nano pretrain config sets ``moe_router_dtype="fp32"`` (src/megatron/bridge/recipes/nemotronh/
+#: nemotron_3_nano.py ``nemotron_3_nano_pretrain_config`` at 17a381f95, 8f341b04f and 63b08b397; recipes/nemotronh/h100/
+#: nemotron_3_nano.py ``nemotron_3_nano_pretrain_8gpu_h100_bf16_config`` at 4ab94dfad, which perf_recipes/nemotronh/
+#: common.py imports), which no perf config or perf recipe of those commits overrides. Not set (bf16 router): the
+#: Qwen3 providers and presets of Megatron-Bridge (qwen_provider.py sets it for Qwen3-Next only; the 26.08 qwen
+#: perf_recipes set it only in their *_dev_config mirrors of the Megatron-LM recipes), Nemotron 3 Super's recipe,
+#: DeepSeek-V3's presets (deepseek_llm_pretrain.py sets "bf16" at 63b08b397) and GPT-OSS's.
+RECIPE_ROUTER_FP32 = frozenset({
+    "mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_b200_qwen3_235b_fp8mx", "mcrec26_b300_qwen3_235b_fp8mx",
+    "mcrec26_gb200_qwen3_235b_fp8mx", "mcrec26_gb200_qwen3_30b_bf16", "mcrec26_gb200_qwen3_30b_fp8mx",
+    "mcrec26_gb200_qwen3_30b_fp8mx_fullcg", "mcrec26_gb300_dsv3_mtp_fp8mx", "mcrec26_gb300_qwen3_235b_fp8mx_fullcg",
+    "mcrec26_h100_qwen3_235b_bf16", "mcrec26_h100_qwen3_30b_bf16", "mcrec26_h100_qwen3_30b_fp8blk",
+    "mcrec26_gb200_dsv4_flash_fp8mx", "mcrec26_gb300_dsv4_pro_fp8mx",
+    "mb2604_b200_nemotron3_nano_fp8mx", "mb2606_b300_nemotron3_nano_fp8mx", "mb2606_h100_nemotron3_nano_fp8cs",
+    "mb2608_gb300_nemotron3_nano_fp8mx"})
+
 
 #: FP8 MoE rows whose Megatron-Bridge 25.11 preset dispatches with Megatron-Core's all-to-all dispatcher (the rows of
 #: :data:`RECIPE_HOST_SYNC_EAGER`: no moe_flex_dispatcher_backend) and sets no moe_router_padding_for_quantization
@@ -1910,6 +1930,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                       cudnn_release=release,
                       bf16_layers=RECIPE_BF16_LAYERS.get(case["id"], 0),
                       moe_rank_imbalance=RECIPE_DROP_AND_PAD.get(case["id"]),
+                      moe_router_dtype="fp32" if case["id"] in RECIPE_ROUTER_FP32 else None,
                       module_precision=ModulePrecisionSpec(**mix) if (mix := recipe_module_precision(case)) else None)
     p: Prediction | None = None
     st: StrategySpec | None = None

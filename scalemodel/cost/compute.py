@@ -507,7 +507,8 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     ``TopKRouter.gating`` computes its logits with ``router_gating_linear`` (megatron/core/transformer/moe/
     router.py, moe_utils.py): ``te_general_gemm`` or ``torch.mm`` on the unquantized input in ``router_dtype``
     (the input's BF16 unless ``moe_router_dtype`` is 'fp32'/'fp64'), not an FP8 Transformer Engine module, so an
-    fp8 run's router runs in BF16 (the fp32 option is not modelled: the step passes the BF16 curve).
+    fp8 run's router runs in BF16 (here always at the 16-bit rate: with 'fp32' / 'fp64' the backward's TF32 / FP64
+    GEMMs and the casts around them are :func:`router_dtype_times`, added by the step).
     ``proj_*`` and ``latent_*`` (default: the GEMMs' own) price the attention block's weight GEMMs (QKV / O; MLA's
     projections) and LatentMoE's two latent projections at another precision, forward and backward (the backward
     is 2 x the forward GEMMs): a module that Transformer Engine's per-module quantization config leaves in BF16 or
@@ -1588,6 +1589,60 @@ def expert_gemm_calls(sh: Shape, *, ep: ArrayLike = 1) -> tuple[np.ndarray, np.n
     prices each expert GEMM 6 % and 16 % faster than measured, and with 1.78 us more per call within 3 %."""
     extra = _extra_local_experts(sh, ep)
     return 2.0 * extra, 4.0 * extra
+
+
+def router_dtype_times(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, router_bytes: ArrayLike,
+                       router_peak_flops: ArrayLike, peak_flops: ArrayLike, memory_bandwidth: ArrayLike,
+                       gemm_max: ArrayLike = 0.75, gemm_half_dim: ArrayLike = 96.0,
+                       memory_efficiency: ArrayLike = 0.85, tp: ArrayLike = 1, cp: ArrayLike = 1,
+                       sequence_parallel: ArrayLike = False, elem_bytes: ArrayLike = 2.0
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) seconds one MoE layer's router adds on one GPU per micro-batch when Megatron-Core computes
+    its logits in fp32 or fp64 (``moe_router_dtype``; ``router_bytes`` rb 4 or 8, 0 = the activations' dtype: no
+    extra), beyond the router GEMM :func:`layer_compute_time` prices at the 16-bit rate (``peak_flops``, the
+    16-bit curve ``gemm_max`` / ``gemm_half_dim``; its backward 2 x that forward).
+
+    Source: ``RouterGatingLinearFunction`` (megatron/core/transformer/moe/moe_utils.py, NVIDIA/Megatron-LM@9c5258f109,
+    called by ``TopKRouter.gating``, router.py lines 119-124). fp32 with Transformer Engine: the forward is
+    ``te_general_gemm(weight, inp, float32)``, the 16-bit operands with an fp32 output (the same 16-bit GEMM); the
+    backward casts ``weight.to(fp32)`` and ``inp.to(fp32)`` and runs both gradients as fp32 x fp32 GEMMs
+    (``te_general_gemm(..., grad=True)``), which Transformer Engine computes with ``CUBLAS_COMPUTE_32F_FAST_TF32``
+    ("Use TF32 only for pure FP32 GEMM", transformer_engine/common/gemm/cublaslt_gemm.cu, NVIDIA/TransformerEngine
+    v2.14; the same since v2.9 and TE's first release), then casts the input gradient back ``.to(input dtype)``.
+    fp64 (or fp32 without Transformer Engine): ``torch.mm`` on ``inp.to(router_dtype)`` both ways, the input
+    gradient cast back. With T tokens on the router (b s / cp, / tp under sequence parallelism, where each TP
+    rank routes its own slice), h the hidden size, E the experts, G_x(T, E, h) :func:`gemm_time` at peak x and
+    element bytes x, ``router_peak_flops`` P_r (the accelerator's TF32 peak for fp32, its FP64 peak for fp64)::
+
+        fp32:  forward  0
+               backward 2 (G_{P_r, 4} - G_{P_16, eb}) + 2 (4 + eb) T h / (HBM x memory efficiency)
+        fp64:  forward  (G_{P_r, 8} - G_{P_16, eb}) + (8 + eb) T h / (HBM x eff)
+               backward 2 (G_{P_r, 8} - G_{P_16, eb}) + 2 (8 + eb) T h / (HBM x eff)
+
+    (the casts: ``inp.to(router_dtype)`` reads T h eb bytes and writes T h rb, the input gradient's cast back reads
+    T h rb and writes T h eb). The TF32 / FP64 GEMMs are read on the 16-bit curve (AcceleratorSpec: ``gemm_max`` /
+    ``gemm_half_dim`` describe 16-bit GEMMs, also used for tf32/fp32), at their own peak. Not counted (each under
+    E / h of the casts' bytes): the weight's E h casts, the fp32 logits' extra T E bytes, the gradient of the weight
+    cast back. Zero without experts or with rb 0. Validation rows that set it: the Megatron-LM MoE recipes
+    (examples/moe_recipes/*.yaml ``moe_router_dtype: fp32`` at 9c5258f109) and the Nemotron 3 Nano recipes of
+    Megatron-Bridge; docs/model.md#router-dtype-compute."""
+    rb = np.asarray(router_bytes, dtype=float)
+    eb = _pos("elem_bytes", elem_bytes)
+    t = _pos("tp", tp)
+    T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp) / np.where(
+        np.asarray(sequence_parallel, dtype=bool), t, 1.0)
+    on = np.where((sh.moe_experts > 0) & (rb > 0), 1.0, 0.0)
+    E, h = np.maximum(sh.moe_experts, 1.0), sh.hidden
+    curve = dict(memory_bandwidth=memory_bandwidth, gemm_max=gemm_max, gemm_half_dim=gemm_half_dim,
+                 memory_efficiency=memory_efficiency)
+    wide = gemm_time(T, E, h, peak_flops=np.where(rb > 0, router_peak_flops, peak_flops),
+                     elem_bytes=np.maximum(rb, eb), **curve)
+    gemm_delta = wide - gemm_time(T, E, h, peak_flops=peak_flops, elem_bytes=eb, **curve)
+    cast = memory_time((rb + eb) * T * h, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
+    fp64 = np.where(rb > 4.0, 1.0, 0.0)
+    fwd = on * fp64 * (gemm_delta + cast)
+    bwd = on * 2.0 * (gemm_delta + cast)
+    return np.asarray(fwd), np.asarray(bwd)
 
 
 def _extra_local_experts(sh: Shape, ep: ArrayLike) -> np.ndarray:

@@ -103,6 +103,9 @@ class Job:
     inputs: dict[str, Any] = field(default_factory=dict)
     #: bytes of a routing probability (training.moe_router_dtype: 4 fp32, 8 fp64); 0: the activations' elem_bytes
     router_bytes: float = 0.0
+    #: peak of the router's fp32 / fp64 GEMMs (Transformer Engine's TF32 for fp32, FP64 for fp64;
+    #: cost.compute.router_dtype_times); 0 when router_bytes is 0
+    router_peak_flops: float = 0.0
     # dedicated parameter servers (docs/model.md#parameter-server): NIC line rate per direction
     # (0 = a GPU node's NIC), DRAM bandwidth, BytePS partition size, shard imbalance (0 = round-robin)
     ps_server_nic_bandwidth: float = 0.0
@@ -332,6 +335,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         gemm_max=gemm_max, gemm_half_dim=gemm_half_dim, memory_efficiency=curve.memory,
         precision=precision, elem_bytes=elem, grad_bytes=grad_bytes,
         router_bytes={"fp32": 4.0, "fp64": 8.0}.get(str(getattr(training, "moe_router_dtype", None)), 0.0),
+        router_peak_flops=_router_peak(acc, training),
         optimizer_bytes_per_param=training.optimizer_bytes_per_param, seq_len=int(seq),
         is_transformer=sh is not None, shape=sh, params=params, expert_params=expert,
         generic_flops_per_sample=gen_flops, generic_backward_factor=gen_bwd, generic_activation_bytes=gen_act,
@@ -493,6 +497,22 @@ def _bf16_gemms(acc: Any, precision: str, curve: Any) -> tuple[float, float, flo
     gm, d0 = (acc.compute_efficiency.gemm("bf16") if acc.compute_efficiency is not None
               else (curve.gemm_max, curve.gemm_half_dim))
     return float(acc.peak("bf16")), float(gm), float(d0)
+
+
+def _router_peak(acc: Any, training: Any) -> float:
+    """Peak FLOP/s of the router's GEMMs under ``training.moe_router_dtype`` (cost.compute.router_dtype_times):
+    fp32 runs them as TF32 (Transformer Engine's CUBLAS_COMPUTE_32F_FAST_TF32 for fp32 x fp32 GEMMs), fp64 at the FP64
+    peak; 0 when unset."""
+    dtype = getattr(training, "moe_router_dtype", None)
+    if dtype not in ("fp32", "fp64"):
+        return 0.0
+    need = "tf32" if dtype == "fp32" else "fp64"
+    try:
+        return float(acc.peak(need))
+    except InputError:
+        raise InputError(f"moe_router_dtype {dtype} needs the accelerator's {need} peak, and {acc.name!r} has none",
+                         where="training.moe_router_dtype",
+                         allowed=f"bf16 routing (leave it unset), or an accelerator with a {need} peak") from None
 
 
 def _critical_batch_source(training: Any, shape: Any, seq_len: int) -> str:

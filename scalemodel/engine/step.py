@@ -835,6 +835,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     fwd_l, bwd_l, rec_l = _with_attention_unpad(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_fp8_expert_padding(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_expert_quantize_kernels(job, g, fwd_l, bwd_l, rec_l)
+    fwd_l, bwd_l, rec_l = _with_router_dtype(job, g, fwd_l, bwd_l, rec_l)
     fwd_l, bwd_l, rec_l = _with_eager_layer_ops(job, g, fwd_l, bwd_l, rec_l)
     logits = compute.logits_compute_time(sh, loss_impl=g.loss_impl, **(kw if job.logits_peak_flops <= 0 else dict(
         kw, peak_flops=job.logits_peak_flops, gemm_max=job.logits_gemm_max,  # an fp8 run's: BF16
@@ -1108,7 +1109,8 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
     of a shared module: Megatron-Core's TE wrappers pass ``is_first_microbatch`` and set it False after the first
     call, NVIDIA/Megatron-LM@d98e8a64dd megatron/core/extensions/transformer_engine.py ``TELinear.forward``, so a
     module run again in the same step reuses TE's cached FP8 weight), flash-attn's unpad copies
-    (:func:`_with_attention_unpad`) and the experts' FP8 padding copies (:func:`_with_fp8_expert_padding`). Forward
+    (:func:`_with_attention_unpad`), the experts' FP8 padding copies (:func:`_with_fp8_expert_padding`), their
+    per-expert kernels and an fp32 / fp64 router's GEMMs and casts (:func:`_with_router_dtype`). Forward
     extras join the forward, backward extras the backward; full recompute repeats the forward's (the casts' as
     :func:`_compute_per_microbatch` repeats them for the layers)."""
     share = 1.0 if moe_block else 0.0
@@ -1125,6 +1127,7 @@ def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: b
     if moe_block:
         fwd, bwd, rec = _with_fp8_expert_padding(job, g, fwd, bwd, rec, moe_share=1.0)
         fwd, bwd, rec = _with_expert_quantize_kernels(job, g, fwd, bwd, rec, moe_share=1.0)
+        fwd, bwd, rec = _with_router_dtype(job, g, fwd, bwd, rec, moe_share=1.0)
     return compute.LayerTime(forward=fwd, backward=bwd, recompute=rec, forward_gemm=block.forward_gemm,
                              forward_memory=block.forward_memory, attention_core=block.attention_core,
                              forward_flops=block.forward_flops)
@@ -1482,6 +1485,29 @@ def _with_expert_quantize_kernels(job: Job, g: StrategyGrid, fwd_l: np.ndarray, 
     f_t = share * n_f * compute.KERNEL_FIXED_S
     b_t = share * n_b * compute.KERNEL_FIXED_S
     return _plus_per_layer(g, fwd_l, bwd_l, rec_l, f_t, b_t, moe_block_recomputed(job, g))
+
+
+def _with_router_dtype(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray,
+                       moe_share: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer forward, backward and recompute seconds with the router's fp32 / fp64 GEMMs and casts
+    (training.moe_router_dtype, :func:`scalemodel.cost.compute.router_dtype_times`), at the router's own 16-bit price
+    as :func:`scalemodel.cost.compute.layer_compute_time` has it (an fp8 run's router is BF16: the logits' peak and
+    curve); mixed over the layers as the layer times are (``moe_share``, default moe_layers / layers). The router is
+    inside the MoE block: full recompute and selective recompute of moe repeat the forward's.
+    docs/model.md#router-dtype-compute"""
+    sh = job.shape if job.is_transformer else None
+    if sh is None or sh.moe_layers == 0 or job.router_bytes <= 0:
+        return fwd_l, bwd_l, rec_l
+    share = float(sh.moe_layers / sh.layers) if moe_share is None else moe_share
+    bf16 = job.logits_peak_flops > 0  # an fp8 / fp4 run: the router GEMM at the BF16 peak and curve
+    f_t, b_t = compute.router_dtype_times(
+        sh, micro_batch=g.micro_batch.astype(float), seq_len=job.seq_len, router_bytes=job.router_bytes,
+        router_peak_flops=job.router_peak_flops, peak_flops=job.logits_peak_flops if bf16 else job.peak_flops,
+        memory_bandwidth=job.memory_bandwidth, gemm_max=job.logits_gemm_max if bf16 else job.gemm_max,
+        gemm_half_dim=job.logits_gemm_half_dim if bf16 else job.gemm_half_dim,
+        memory_efficiency=job.memory_efficiency, tp=g.tp, cp=g.cp, sequence_parallel=g.sequence_parallel,
+        elem_bytes=job.elem_bytes)
+    return _plus_per_layer(g, fwd_l, bwd_l, rec_l, share * f_t, share * b_t, moe_block_recomputed(job, g))
 
 
 def _with_eager_layer_ops(job: Job, g: StrategyGrid, fwd_l: np.ndarray, bwd_l: np.ndarray, rec_l: np.ndarray,
