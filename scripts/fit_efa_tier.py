@@ -1,0 +1,86 @@
+#!/usr/bin/env python
+"""Fit aws-p5's ``efa`` tier (per-hop latency, efficiency) to the published p5 all-gather sweeps.
+
+Data: the ``p5efa_allgather_*`` cases of hardware/measurements/nccl.yaml (nccl-tests all_gather_perf on
+ml.p5.48xlarge, 2-32 nodes x 8 ranks, 32 MiB-2 GiB, aws-ofi-nccl tuner; crazyguitar/aws-gpu-communication-benchmark
+@fd167f97 data/nccl_all_gather.csv). All-gather is used because its algorithm is known: with 8 GPUs a node NCCL runs
+multi-node AllGather as Ring (PAT needs one GPU per node, NVLS gathers stay inside one NVLink domain; NVIDIA/nccl
+v2.30.7 src/graph/tuning.cc), so the fit prices every point with the model's ``ring`` (docs/model.md#nccl: protocol
+lines, base latency, channel ramp) and nothing depends on which algorithm the tuner chose. The all-reduce sweeps of
+the same source are compared, not fitted (the tuner switches among Ring, Tree and NVLS-Tree by size there).
+
+Method: the objective of ``scalemodel calibrate`` (engine/calibrate.py ``fit_tier``): least squares of
+ln(model time / measured time), every point weighted equally, over x = (ln latency, ln efficiency), efficiency
+bounded to (0.3, 1], on all 35 points at once (one tier for every node count), with the rest of aws-p5 as
+specified. The measured time of a point is nccl-tests' ``bytes x (n-1)/n / busbw`` (doc/PERFORMANCE.md).
+
+Usage: python scripts/fit_efa_tier.py [--json]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from scalemodel.cost import collectives as C
+from scalemodel.engine.job import build_network
+from scalemodel.specs import load_cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+NCCL = ROOT / "hardware" / "measurements" / "nccl.yaml"
+PREFIX = "p5efa_allgather_"
+CLUSTER, TIER = "aws-p5", 1
+
+
+def points(path: Path = NCCL) -> list[tuple[int, float, float]]:
+    """(ranks, bytes, measured seconds) of every published p5 all-gather point."""
+    cases = yaml.safe_load(path.read_text(encoding="utf-8"))
+    out = []
+    for c in cases:
+        if not c["id"].startswith(PREFIX):
+            continue
+        p = int(c["ranks"])
+        for s, bw in zip(c["measured"]["msg_bytes"], c["measured"]["busbw_GBps"], strict=True):
+            out.append((p, float(s), float(s) * (p - 1) / p / (float(bw) * 1e9)))
+    return out
+
+
+def residuals(latency_s: float, efficiency: float, pts: list[tuple[int, float, float]]) -> np.ndarray:
+    """ln(model / measured) per point with the efa tier at ``latency_s`` and ``efficiency``."""
+    spec = load_cluster(CLUSTER, [f"tiers.{TIER}.latency={latency_s * 1e6!r}us",
+                                  f"tiers.{TIER}.efficiency={min(efficiency, 1.0)!r}"])
+    net = build_network(spec)
+    return np.array([np.log(float(C.algorithm_time("allgather", "ring", s, p, net)) / t) for p, s, t in pts])
+
+
+def fit(path: Path = NCCL) -> dict[str, Any]:
+    from scipy.optimize import least_squares  # optional heavy dependency: only the fit needs it
+
+    pts = points(path)
+    res = least_squares(lambda x: residuals(float(np.exp(x[0])), float(np.exp(x[1])), pts),
+                        np.log([20e-6, 0.9]), bounds=(np.log([1e-6, 0.3]), np.log([1e-3, 1.0])))
+    lat, eff = (float(v) for v in np.exp(res.x))
+    err = np.expm1(res.fun)
+    return {"points": len(pts), "latency_s": lat, "efficiency": eff,
+            "median_abs_error": float(np.median(np.abs(err))), "worst_abs_error": float(np.max(np.abs(err)))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    r = fit()
+    if "--json" in args:
+        print(json.dumps(r, indent=2))
+    else:
+        print(f"{CLUSTER} efa from {r['points']} p5 all-gather points: latency {r['latency_s'] * 1e6:.1f} us, "
+              f"efficiency {r['efficiency']:.3f}; |error| median {r['median_abs_error']:.1%}, "
+              f"worst {r['worst_abs_error']:.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
