@@ -7,10 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from tests.test_plan_strategy_file import MEGATRON
-
 #: The same launch as scale options: the file's axes (tp 2, pp 2, the distributed optimizer's ZeRO-1, micro-batch 1,
 #: flex / DeepEP) and its other settings, each as --set strategy.X; --overlap-grad-reduce is a search axis (not
 #: pinned from the file either), and --fp8-format hybrid is --precision fp8.
@@ -30,17 +26,11 @@ def _points(cli, *args: str) -> tuple[list[dict], str]:  # type: ignore[no-untyp
     return json.loads(r.out)["points"], r.err
 
 
-@pytest.fixture
-def launch(tmp_path: Path) -> Path:
-    f = tmp_path / "run.sh"
-    f.write_text(MEGATRON)
-    return f
-
-
-def test_scale_best_pins_a_launch_files_settings_as_set_pins_them(cli, launch: Path) -> None:  # type: ignore[no-untyped-def]
+def test_scale_best_pins_a_launch_files_settings_as_set_pins_them(cli, mixtral_launch: Path) -> None:  # type: ignore[no-untyped-def]
     """Each point's chosen strategy and its step (the whole JSON point) are those of the --set pins the file stands
-    for, and carry the file's values as written in MEGATRON (before, ep_dispatch_sms None, megatron_ddp false, ...)."""
-    from_file, err = _points(cli, "--strategy", str(launch))
+    for, and carry the file's values as written in conftest.MIXTRAL_MEGATRON_LAUNCH (before, ep_dispatch_sms None,
+    megatron_ddp false, ...)."""
+    from_file, err = _points(cli, "--strategy", str(mixtral_launch))
     from_set, _ = _points(cli, *EQUIVALENT)
     assert len(from_file) == 2
     assert from_file == from_set
@@ -54,10 +44,10 @@ def test_scale_best_pins_a_launch_files_settings_as_set_pins_them(cli, launch: P
     assert "scale --best searches overlap true (--overlap-grad-reduce)" in err
 
 
-def test_a_flag_replaces_the_files_value(cli, launch: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_flag_replaces_the_files_value(cli, mixtral_launch: Path) -> None:  # type: ignore[no-untyped-def]
     """A flag or --set on a field the file sets wins, as --set does in plan: tp 2 -> 4 (the file's tp = 2 constraint
     beside the flag's pin left no candidate) and ep_dispatch_sms 24 -> 32; the file's other pins stay."""
-    pts, _ = _points(cli, "--strategy", str(launch), "--tp", "4", "--set", "strategy.ep_dispatch_sms=32")
+    pts, _ = _points(cli, "--strategy", str(mixtral_launch), "--tp", "4", "--set", "strategy.ep_dispatch_sms=32")
     assert pts
     for p in pts:
         s = p["strategy"]
