@@ -91,6 +91,15 @@ def mixtral_launch(tmp_path):  # type: ignore[no-untyped-def]
     return f
 
 
+def assert_mixtral_launch_pinned(strategy: dict) -> None:  # type: ignore[type-arg]
+    """A plan's or scale point's JSON strategy carries :data:`MIXTRAL_MEGATRON_LAUNCH`'s values as written."""
+    s = strategy
+    assert (s["tp"], s["pp"], s["zero"], s["micro_batch"]) == (2, 2, "1", 1)
+    assert s["ep_dispatch_sms"] == 24 and s["first_stage_layers"] == 6
+    assert s["megatron_ddp"] and s["fp8_param_gather"] and s["tp_comm_overlap"] and s["overlap_param_gather"]
+    assert s["moe_flex_dispatcher"] and s["moe_flex_backend"] == "deepep"
+
+
 @pytest.fixture(scope="module")
 def a100():  # type: ignore[no-untyped-def]
     """The built-in dgx-a100 cluster (tests that price a strategy on it by hand)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import MIXTRAL_MEGATRON_LAUNCH
+from tests.conftest import MIXTRAL_MEGATRON_LAUNCH, assert_mixtral_launch_pinned
 
 #: The same launch as plan options: the file's axes as constraints (as README "plan pins the file's axes"), its
 #: other settings as --set strategy.X, --overlap-grad-reduce left searched (overlap is a search axis). zero is given
@@ -39,11 +39,7 @@ def test_a_launch_scripts_settings_are_pinned_as_set_pins_them(cli, mixtral_laun
     assert from_file == from_set
     assert from_file
     for p in from_file:  # the file's values, as written in MIXTRAL_MEGATRON_LAUNCH
-        s = p["strategy"]
-        assert (s["tp"], s["pp"], s["zero"], s["micro_batch"]) == (2, 2, "1", 1)
-        assert s["ep_dispatch_sms"] == 24 and s["first_stage_layers"] == 6
-        assert s["megatron_ddp"] and s["fp8_param_gather"] and s["tp_comm_overlap"] and s["overlap_param_gather"]
-        assert s["moe_flex_dispatcher"] and s["moe_flex_backend"] == "deepep"
+        assert_mixtral_launch_pinned(p["strategy"])
     assert "not pinned as given" not in err
     # the one searched axis the file sets is said, by the file's own flag
     assert "plan searches overlap true (--overlap-grad-reduce): the file's value is not pinned" in err

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.conftest import assert_mixtral_launch_pinned
+
 #: The same launch as scale options: the file's axes (tp 2, pp 2, the distributed optimizer's ZeRO-1, micro-batch 1,
 #: flex / DeepEP) and its other settings, each as --set strategy.X; --overlap-grad-reduce is a search axis (not
 #: pinned from the file either), and --fp8-format hybrid is --precision fp8.
@@ -35,11 +37,7 @@ def test_scale_best_pins_a_launch_files_settings_as_set_pins_them(cli, mixtral_l
     assert len(from_file) == 2
     assert from_file == from_set
     for p in from_file:
-        s = p["strategy"]
-        assert (s["tp"], s["pp"], s["zero"], s["micro_batch"]) == (2, 2, "1", 1)
-        assert s["ep_dispatch_sms"] == 24 and s["first_stage_layers"] == 6
-        assert s["megatron_ddp"] and s["fp8_param_gather"] and s["tp_comm_overlap"] and s["overlap_param_gather"]
-        assert s["moe_flex_dispatcher"] and s["moe_flex_backend"] == "deepep"
+        assert_mixtral_launch_pinned(p["strategy"])
     assert "not pinned as given" not in err
     assert "scale --best searches overlap true (--overlap-grad-reduce)" in err
 
