@@ -73,6 +73,33 @@ def training_cases() -> dict:  # type: ignore[type-arg]
     return {c["id"]: c for c in yaml.safe_load(path.read_text())}
 
 
+#: A Megatron-LM launch for Mixtral 8x7B: its parallel layout (tp 2, pp 2, the distributed optimizer, micro-batch 1,
+#: the flex dispatcher with DeepEP) and framework settings that no search axis holds (plan --strategy and
+#: scale --best --strategy read it: tests/test_plan_strategy_file.py, tests/test_scale_best_strategy_file.py).
+MIXTRAL_MEGATRON_LAUNCH = (
+    "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+    "--micro-batch-size 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
+    "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep --moe-flex-dispatcher-num-sms 24 "
+    "--decoder-first-pipeline-num-layers 6 --fp8-format hybrid --fp8-param-gather --tp-comm-overlap\n")
+
+
+@pytest.fixture
+def mixtral_launch(tmp_path):  # type: ignore[no-untyped-def]
+    """:data:`MIXTRAL_MEGATRON_LAUNCH` written to a run.sh of its own."""
+    f = tmp_path / "run.sh"
+    f.write_text(MIXTRAL_MEGATRON_LAUNCH)
+    return f
+
+
+def assert_mixtral_launch_pinned(strategy: dict) -> None:  # type: ignore[type-arg]
+    """A plan's or scale point's JSON strategy carries :data:`MIXTRAL_MEGATRON_LAUNCH`'s values as written."""
+    s = strategy
+    assert (s["tp"], s["pp"], s["zero"], s["micro_batch"]) == (2, 2, "1", 1)
+    assert s["ep_dispatch_sms"] == 24 and s["first_stage_layers"] == 6
+    assert s["megatron_ddp"] and s["fp8_param_gather"] and s["tp_comm_overlap"] and s["overlap_param_gather"]
+    assert s["moe_flex_dispatcher"] and s["moe_flex_backend"] == "deepep"
+
+
 @pytest.fixture(scope="module")
 def a100():  # type: ignore[no-untyped-def]
     """The built-in dgx-a100 cluster (tests that price a strategy on it by hand)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from scalemodel.engine.calibrate_runs import as_written_in_run
+from scalemodel.specs import notices
 
 RUNS = [
     {"cluster": "dgx-h100", "model": "gpt-1.7b", "gpus": 8, "global_batch": 64, "micro_batch": 4, "step_time": 1.0,
@@ -28,10 +28,13 @@ def test_run_warnings_name_the_flat_fields(cli, tmp_path: Path) -> None:  # type
     assert "strategy.moe_flex_dispatcher" not in r.err and "training.fp8_attention" not in r.err
 
 
-def test_only_fields_of_the_specs_and_not_a_set_option() -> None:
-    assert as_written_in_run("strategy.ep_dispatch_sms = 8 is not priced") == "ep_dispatch_sms = 8 is not priced"
-    assert as_written_in_run("training.moe_router_dtype fp32") == "moe_router_dtype fp32"
-    # the model's own fields, an unknown name, a --set option and a longer dotted name stay as they are
-    for kept in ("model.mtp_shared is not priced", "strategy.nope x", "pass --set strategy.tp=2",
-                 "x.strategy.tp y", "cluster.tiers"):
-        assert as_written_in_run(kept) == kept
+def test_only_the_sections_made_flat() -> None:
+    """notices.field_name writes a strategy or training field flat inside flat_fields (calibrate runs' block) and
+    nested everywhere else; a model field, and a section not named, stay as they are."""
+    assert notices.field_name("strategy.ep_dispatch_sms") == "strategy.ep_dispatch_sms"
+    with notices.flat_fields("strategy", "training"):
+        assert notices.field_name("strategy.ep_dispatch_sms") == "ep_dispatch_sms"
+        assert notices.field_name("training.module_precision.mtp") == "module_precision.mtp"
+        assert notices.field_name("model.mtp_shared") == "model.mtp_shared"
+        assert notices.field_name("strategy") == "strategy"
+    assert notices.field_name("training.moe_router_dtype") == "training.moe_router_dtype"

@@ -10,12 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-#: A Megatron-LM launch for Mixtral 8x7B: its parallel layout (tp 2, pp 2, the distributed optimizer, micro-batch 1,
-#: the flex dispatcher with DeepEP) and framework settings that no search axis holds.
-MEGATRON = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
-            "--micro-batch-size 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
-            "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep --moe-flex-dispatcher-num-sms 24 "
-            "--decoder-first-pipeline-num-layers 6 --fp8-format hybrid --fp8-param-gather --tp-comm-overlap\n")
+from tests.conftest import MIXTRAL_MEGATRON_LAUNCH, assert_mixtral_launch_pinned
+
 #: The same launch as plan options: the file's axes as constraints (as README "plan pins the file's axes"), its
 #: other settings as --set strategy.X, --overlap-grad-reduce left searched (overlap is a search axis). zero is given
 #: as --set, which pins it as the constraint does: fp8_param_gather is validated with it, as in the file.
@@ -34,36 +30,25 @@ def _ranked(cli, *args: str) -> tuple[list[dict], str]:  # type: ignore[no-untyp
     return json.loads(r.out)["ranked"], r.err
 
 
-@pytest.fixture
-def launch(tmp_path: Path) -> Path:
-    f = tmp_path / "run.sh"
-    f.write_text(MEGATRON)
-    return f
-
-
-def test_a_launch_scripts_settings_are_pinned_as_set_pins_them(cli, launch: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_launch_scripts_settings_are_pinned_as_set_pins_them(cli, mixtral_launch: Path) -> None:  # type: ignore[no-untyped-def]
     """The file gives the same ranked plans (the whole JSON of each) as the --set pins it stands for; those fields
     were dropped with "not pinned as given" and the plans ranked at the defaults (ep_dispatch_sms None,
     megatron_ddp false, ...)."""
-    from_file, err = _ranked(cli, "--strategy", str(launch))
+    from_file, err = _ranked(cli, "--strategy", str(mixtral_launch))
     from_set, _ = _ranked(cli, *EQUIVALENT)
     assert from_file == from_set
     assert from_file
-    for p in from_file:  # the file's values, as written in MEGATRON
-        s = p["strategy"]
-        assert (s["tp"], s["pp"], s["zero"], s["micro_batch"]) == (2, 2, "1", 1)
-        assert s["ep_dispatch_sms"] == 24 and s["first_stage_layers"] == 6
-        assert s["megatron_ddp"] and s["fp8_param_gather"] and s["tp_comm_overlap"] and s["overlap_param_gather"]
-        assert s["moe_flex_dispatcher"] and s["moe_flex_backend"] == "deepep"
+    for p in from_file:  # the file's values, as written in MIXTRAL_MEGATRON_LAUNCH
+        assert_mixtral_launch_pinned(p["strategy"])
     assert "not pinned as given" not in err
     # the one searched axis the file sets is said, by the file's own flag
     assert "plan searches overlap true (--overlap-grad-reduce): the file's value is not pinned" in err
 
 
-def test_set_replaces_the_files_value(cli, launch: Path) -> None:  # type: ignore[no-untyped-def]
+def test_set_replaces_the_files_value(cli, mixtral_launch: Path) -> None:  # type: ignore[no-untyped-def]
     """--set on a field the file sets wins: a fixed setting (ep_dispatch_sms 24 -> 32) and an axis (tp 2 -> 4; the
     file's tp = 2 constraint was kept beside the --set pin and no candidate was left)."""
-    ranked, _ = _ranked(cli, "--strategy", str(launch), "--set", "strategy.ep_dispatch_sms=32",
+    ranked, _ = _ranked(cli, "--strategy", str(mixtral_launch), "--set", "strategy.ep_dispatch_sms=32",
                         "--set", "strategy.tp=4")
     assert ranked
     assert all(p["strategy"]["ep_dispatch_sms"] == 32 and p["strategy"]["tp"] == 4 for p in ranked)
@@ -112,7 +97,7 @@ def test_a_file_setting_plan_refuses_names_the_files_flag(cli, tmp_path: Path) -
     """The refusals of a --set pin apply to the file's: --fp8-param-gather on a bf16 run (Megatron-Core: fp8_param
     must be used together with fp8 mode), named by the flag the launch script wrote, exit 2."""
     f = tmp_path / "run.sh"
-    f.write_text(MEGATRON.replace(" --fp8-format hybrid", ""))
+    f.write_text(MIXTRAL_MEGATRON_LAUNCH.replace(" --fp8-format hybrid", ""))
     r = cli(*PLAN, "--strategy", str(f))
     assert r.code == 2
     assert r.err.startswith(f"error: --strategy: {f}: --fp8-param-gather: fp8_param_gather casts the weights of "

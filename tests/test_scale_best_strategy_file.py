@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from tests.test_plan_strategy_file import MEGATRON
+from tests.conftest import assert_mixtral_launch_pinned
 
 #: The same launch as scale options: the file's axes (tp 2, pp 2, the distributed optimizer's ZeRO-1, micro-batch 1,
 #: flex / DeepEP) and its other settings, each as --set strategy.X; --overlap-grad-reduce is a search axis (not
@@ -30,34 +28,24 @@ def _points(cli, *args: str) -> tuple[list[dict], str]:  # type: ignore[no-untyp
     return json.loads(r.out)["points"], r.err
 
 
-@pytest.fixture
-def launch(tmp_path: Path) -> Path:
-    f = tmp_path / "run.sh"
-    f.write_text(MEGATRON)
-    return f
-
-
-def test_scale_best_pins_a_launch_files_settings_as_set_pins_them(cli, launch: Path) -> None:  # type: ignore[no-untyped-def]
+def test_scale_best_pins_a_launch_files_settings_as_set_pins_them(cli, mixtral_launch: Path) -> None:  # type: ignore[no-untyped-def]
     """Each point's chosen strategy and its step (the whole JSON point) are those of the --set pins the file stands
-    for, and carry the file's values as written in MEGATRON (before, ep_dispatch_sms None, megatron_ddp false, ...)."""
-    from_file, err = _points(cli, "--strategy", str(launch))
+    for, and carry the file's values as written in conftest.MIXTRAL_MEGATRON_LAUNCH (before, ep_dispatch_sms None,
+    megatron_ddp false, ...)."""
+    from_file, err = _points(cli, "--strategy", str(mixtral_launch))
     from_set, _ = _points(cli, *EQUIVALENT)
     assert len(from_file) == 2
     assert from_file == from_set
     for p in from_file:
-        s = p["strategy"]
-        assert (s["tp"], s["pp"], s["zero"], s["micro_batch"]) == (2, 2, "1", 1)
-        assert s["ep_dispatch_sms"] == 24 and s["first_stage_layers"] == 6
-        assert s["megatron_ddp"] and s["fp8_param_gather"] and s["tp_comm_overlap"] and s["overlap_param_gather"]
-        assert s["moe_flex_dispatcher"] and s["moe_flex_backend"] == "deepep"
+        assert_mixtral_launch_pinned(p["strategy"])
     assert "not pinned as given" not in err
     assert "scale --best searches overlap true (--overlap-grad-reduce)" in err
 
 
-def test_a_flag_replaces_the_files_value(cli, launch: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_flag_replaces_the_files_value(cli, mixtral_launch: Path) -> None:  # type: ignore[no-untyped-def]
     """A flag or --set on a field the file sets wins, as --set does in plan: tp 2 -> 4 (the file's tp = 2 constraint
     beside the flag's pin left no candidate) and ep_dispatch_sms 24 -> 32; the file's other pins stay."""
-    pts, _ = _points(cli, "--strategy", str(launch), "--tp", "4", "--set", "strategy.ep_dispatch_sms=32")
+    pts, _ = _points(cli, "--strategy", str(mixtral_launch), "--tp", "4", "--set", "strategy.ep_dispatch_sms=32")
     assert pts
     for p in pts:
         s = p["strategy"]

@@ -34,7 +34,6 @@ vectorised :func:`evaluate` call. The step model prices each candidate element-w
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
@@ -49,7 +48,6 @@ from scalemodel.engine.step import INFEASIBLE_REASONS, evaluate
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import notices
 from scalemodel.specs.runs import MAX_STEP_S, MIN_STEP_S
-from scalemodel.specs.training import StrategySpec, TrainingSpec
 
 #: Multiplier bounds (physical: no hardware part runs at a tenth of its spec, nor above twice it).
 MULT_BOUNDS = (0.1, 2.0)
@@ -229,20 +227,6 @@ def _curve(acc: Any) -> Any:
     return acc.compute_efficiency or compute_cost.default_efficiency(acc.family if acc.family != "other" else acc.name)
 
 
-#: ``strategy.X`` / ``training.X`` in a warning the pricing raised, X a field of that spec (not after ``--set ``, nor
-#: inside a longer dotted name)
-_NESTED_FIELD = re.compile(r"(?<![\w.-])(?<!--set )(strategy|training)\.([A-Za-z_]\w*)")
-_FLAT_FIELDS = {"strategy": frozenset(StrategySpec.__struct_fields__),
-                "training": frozenset(TrainingSpec.__struct_fields__)}
-
-
-def as_written_in_run(line: str) -> str:
-    """A warning raised while pricing one run, with its strategy and training fields named as the runs file writes
-    them: flat under the run (``moe_flex_dispatcher``, ``fp8_attention``; specs.runs), not ``strategy.X`` /
-    ``training.X`` as predict's spec files nest them. Other names (``model.X``, the model's own file) stay."""
-    return _NESTED_FIELD.sub(lambda m: m.group(2) if m.group(2) in _FLAT_FIELDS[m.group(1)] else m.group(0), line)
-
-
 def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
              only: list[str] | None = None) -> RunsFit:
     """Fit the factors (module docstring) to ``runs`` (:class:`scalemodel.specs.runs.MeasuredRun`), one cluster.
@@ -269,8 +253,10 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
         try:
             # a run's warnings (a cudnn_release priced on another curve, ...) are said with the run they are about,
             # as the runs file names it ("runs.yaml: run 2 (line 3): ..."); a repeated configuration, priced once,
-            # repeats its first run's warnings under its own name
-            with notices.collecting() as said:
+            # repeats its first run's warnings under its own name. The runs file writes every strategy and training
+            # field flat under its run (specs.runs), so a warning names them so (notices.field_name):
+            # moe_flex_dispatcher, not strategy.moe_flex_dispatcher
+            with notices.collecting() as said, notices.flat_fields("strategy", "training"):
                 job = build_job(r.cluster, r.workload, r.training)
                 grid = grid_from_strategy(r.strategy, r.training, r.gpus, job,
                                           origin=Origin(f"{where}: ", f"{where}: gpus"))
@@ -284,7 +270,7 @@ def fit_runs(runs: list[Any], *, source: str = "", out: str | None = None,
             if u == len(unique_said):
                 unique_said.append(said)
             for line in dict.fromkeys([*said, *unique_said[u]]):
-                notices.warn(f"{where}: {as_written_in_run(line)}")
+                notices.warn(f"{where}: {line}")
             step, tokens, reason = unique[u][4], unique[u][5], unique[u][6]
         except InputError as exc:
             if exc.where.startswith(where):

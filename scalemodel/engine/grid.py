@@ -28,7 +28,7 @@ from scalemodel.engine.planner import plan
 from scalemodel.engine.predict import Prediction, predict
 from scalemodel.errors import InputError, Origin
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices
-from scalemodel.specs.sweep import SweepSpec
+from scalemodel.specs.sweep import SweepSpec, default_name
 from scalemodel.specs.training import check_derived_batch
 
 #: Columns of the tidy table, in order (None where a value does not apply).
@@ -70,6 +70,7 @@ class GridPoint:
     objective: str
     origin: Origin | None = None  # the sweep file's fields for this row's strategy and GPU count (errors name them)
     source: str = ""  # the sweep file: a row's error names it and the field (``sweep.yaml: training.precision``)
+    labelled: bool = False  # the file gave the strategy a label (else its name is specs.sweep.default_name's)
 
 
 @dataclass
@@ -116,7 +117,7 @@ def grid_points(spec: SweepSpec, models: dict[str, Path], clusters: dict[str, Pa
                     label = "best" if s == "best" else s.name()  # type: ignore[union-attr]
                     out.append(GridPoint(len(out), m, c, n, label, wl[m], cl[c], spec.training, fixed,
                                          spec.objective, Origin(f"{where}strategies[{i}].", f"{where}gpus[{j}]"),
-                                         source))
+                                         source, labelled=s != "best" and bool(s.label)))  # type: ignore[union-attr]
     return out
 
 
@@ -155,6 +156,12 @@ def _run_point(pt: GridPoint, row: dict[str, Any]) -> None:
             # a derived global batch past the bound, as predict refuses it (it was priced, 6.4e9 sequences a step)
             check_derived_batch(pt.training, pt.fixed, pt.gpus, "training.micro_batch", "training.global_batch")
             pred = predict(pt.cluster_spec, pt.workload_spec, pt.gpus, pt.training, pt.fixed, origin=pt.origin)
+            if not pt.labelled:
+                # the default name says what was priced: an unset sequence_parallel as the pricing resolved it (on
+                # for an MoE model at tp > 1 under Megatron-Core's layer, job.resolve_sequence_parallel); the
+                # point's warnings are labelled with it too (_point_warnings reads the row)
+                row["strategy"] = default_name(pt.fixed.model_copy(
+                    update={"sequence_parallel": bool(pred.strategy["sequence_parallel"])}))
         _fill(row, pred)
     except InputError as exc:
         row.update(status="error", message=_located(exc, pt).message())

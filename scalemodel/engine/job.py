@@ -169,11 +169,13 @@ class Job:
     moe_rank_imbalance: float = 0.0
     attention_fwd: dict[str, float] | None = None
     attention_bwd: dict[str, float] | None = None
-    # the fused-kernel settings the run gave ("training.attention_kernel = fa2", "training.cudnn_release = 9.19"):
-    # priced only with flash_attention on, so a strategy without it warns that they are not (_warn_unpriced_fields)
-    attention_given: tuple[str, ...] = ()
-    # the warning that the run's cuDNN release is priced on another held release's curve ("" when it is not): said
-    # only where that curve prices something, flash_attention on (warn_unfused_attention)
+    # the fused-kernel settings the run gave, (field, value) (("training.attention_kernel", "fa2"),
+    # ("training.cudnn_release", "9.19")): priced only with flash_attention on, so a strategy without it warns that
+    # they are not (_warn_unpriced_fields; the field named as notices.field_name writes it where that is raised)
+    attention_given: tuple[tuple[str, str], ...] = ()
+    # the warning that the run's cuDNN release is priced on another held release's curve, after the field's name
+    # (training.cudnn_release), "" when it is not: said only where that curve prices something, flash_attention on
+    # (warn_unfused_attention)
     attention_release_note: str = ""
 
 
@@ -387,13 +389,13 @@ def _attention_kernel(training: Any, acc: Any, workload: Any = None) -> dict[str
     kernel or cuDNN release on a generic workload (no attention core to price) is warned about, as is one on a
     strategy without flash_attention (``attention_given``, :func:`_warn_unpriced_fields`)."""
     name = str(getattr(training, "attention_kernel", "auto") or "auto")
-    given = tuple(f"training.{k} = {v}" for k, v in (("attention_kernel", name if name != "auto" else None),
-                                                     ("cudnn_release", getattr(training, "cudnn_release", None)))
+    given = tuple((f"training.{k}", str(v)) for k, v in (("attention_kernel", name if name != "auto" else None),
+                                                         ("cudnn_release", getattr(training, "cudnn_release", None)))
                   if v is not None)
     if workload is not None and getattr(workload, "kind", "transformer") != "transformer":
         cudnn_release_curves(training, acc)  # a release the accelerator does not hold is refused all the same
-        for g in given:
-            notices.warn(f"{g} is not priced: {workload.name} is a generic workload (no attention core)")
+        for path, v in given:
+            _warn_field(path, f" = {v} is not priced: {workload.name} is a generic workload (no attention core)")
         return {"attention_kernel": "gemm"}
     curves = acc.attention_efficiency or {}
     if name == "auto":
@@ -404,8 +406,9 @@ def _attention_kernel(training: Any, acc: Any, workload: Any = None) -> dict[str
         check_attention_kernel(training, acc)
     release = cudnn_release_curves(training, acc)
     if release and name != "cudnn":
-        notices.warn(f"training.cudnn_release = {training.cudnn_release} is not priced: the attention kernel is {name} "
-                     "(only the cudnn kernel takes a release's curve)")
+        _warn_field("training.cudnn_release",
+                    f" = {training.cudnn_release} is not priced: the attention kernel is {name} "
+                    "(only the cudnn kernel takes a release's curve)")
     if name == "gemm":
         return {"attention_kernel": "gemm", "attention_given": given}
     c = release["cudnn"] if release and name == "cudnn" else curves[name]
@@ -415,7 +418,7 @@ def _attention_kernel(training: Any, acc: Any, workload: Any = None) -> dict[str
         if held is not None and cudnn_release_key(held) != cudnn_release_key(training.cudnn_release):
             # a release the accelerator holds no sweep of: the nearest earlier one's curve, said aloud where the
             # strategy runs the fused kernel (warn_unfused_attention; without flash_attention it prices nothing)
-            note = (f"training.cudnn_release = {training.cudnn_release}: {acc.name} holds no curve of that release; "
+            note = (f" = {training.cudnn_release}: {acc.name} holds no curve of that release; "
                     f"the cudnn attention core is priced on the {held} curve (the nearest release held at or below "
                     "it)")
     return {"attention_kernel": name, "attention_fwd": _curve_params(c.fwd), "attention_bwd": _curve_params(c.bwd),
@@ -450,14 +453,16 @@ def _module_precision(training: Any, sh: Any, acc: Any, curve: Any) -> dict[str,
     every_layer_bf16 = bf16_layer_share(training, sh) >= 1.0
     for k, v in named.items():
         if v == recipe:  # an mxfp8 module of an fp8_recipe mxfp8 run: the same GEMMs, casts and bytes as the others
-            notices.warn(f"training.module_precision.{k} = {v} is not priced: the run's own recipe is {recipe} "
-                         "(the module runs as every other one does)")
+            _warn_field(f"training.module_precision.{k}",
+                        f" = {v} is not priced: the run's own recipe is {recipe} "
+                        "(the module runs as every other one does)")
         elif every_layer_bf16:
             # Megatron-Core applies a module's override only inside a quantized layer (override_quantized_autocast):
             # a layer of first_last_layers_bf16 stays BF16 whole; the step model prices a BF16 layer share on every
             # piece of the stage, the MTP block's too (engine.step._compute_per_microbatch), so none is priced
-            notices.warn(f"training.module_precision.{k} = {v} is not priced: training.bf16_layers keeps every layer "
-                         "in BF16 (a module's precision applies only inside a quantized layer)")
+            _warn_field(f"training.module_precision.{k}",
+                        f" = {v} is not priced: {notices.field_name('training.bf16_layers')} keeps every layer "
+                        "in BF16 (a module's precision applies only inside a quantized layer)")
     out: dict[str, Any] = {"module_precision": tuple(sorted(named.items()))}
     if "mxfp8" in named.values():
         gm, d0 = (acc.compute_efficiency.gemm("fp8") if acc.compute_efficiency is not None
@@ -935,8 +940,9 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
     given_etp = strategy.etp
     if ep == 1 and given_etp is not None and not (job.is_transformer and int(job.shape.moe_experts) > 0):
         # Megatron-LM reads --expert-tensor-parallel-size only for expert layers: a dense model ignores it
-        notices.warn(f"strategy.etp = {given_etp} is not priced: the model has no MoE layers (expert tensor "
-                     "parallelism applies to experts only)")
+        _warn_field("strategy.etp",
+                    f" = {given_etp} is not priced: the model has no MoE layers (expert tensor "
+                    "parallelism applies to experts only)")
         given_etp = None
     etp = given_etp or tp
     # torchtitan's own default is etp 1 (expert_tensor_parallel_degree = 1 "1 means disabled", and no expert TP at all
@@ -1237,9 +1243,10 @@ def resolve_sequence_parallel(job: Job, strategy: Any) -> Any:
     tp = int(strategy.tp)
     need = bool(np.any(moe_sp_refused(job, tp, False, int(impl))))
     if need:
-        notices.warn(f"strategy.sequence_parallel is unset: priced on, the only choice Megatron-Core trains an MoE "
-                     f"model at tp {tp} with (MoELayer.forward raises without it; a Megatron-LM launch needs "
-                     "--sequence-parallel); set it, or another layer_impl, to price something else")
+        _warn_field("strategy.sequence_parallel",
+                    f" is unset: priced on, the only choice Megatron-Core trains an MoE "
+                    f"model at tp {tp} with (MoELayer.forward raises without it; a Megatron-LM launch needs "
+                    "--sequence-parallel); set it, or another layer_impl, to price something else")
     return strategy.model_copy(update={"sequence_parallel": need})
 
 
@@ -1292,8 +1299,9 @@ def _check_moe_rank_imbalance(job: Job, ep: int) -> None:
     if not f or E <= 0 or k <= 0:
         return  # unset, or no MoE layers (_warn_unpriced_fields says so)
     if ep <= 1:
-        notices.warn(f"training.moe_rank_imbalance = {f:g} is not priced: ep is 1 (every rank holds every expert, "
-                     "so no EP rank is busier than the mean)")
+        _warn_field("training.moe_rank_imbalance",
+                    f" = {f:g} is not priced: ep is 1 (every rank holds every expert, "
+                    "so no EP rank is busier than the mean)")
     check_moe_rank_imbalance(f, E, k, ep)
 
 
@@ -1353,6 +1361,12 @@ def _check_titan_op(job: Job, strategy: Any) -> None:
                                  "otherwise")
 
 
+def _warn_field(path: str, text: str) -> None:
+    """A warning about the spec field ``path`` (``strategy.etp``), named as :func:`notices.field_name` writes it for
+    the input in hand (flat in a measured-runs file), then ``text``."""
+    notices.warn(notices.field_name(path) + text)
+
+
 def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
     """A warning for the fused-kernel settings (training.attention_kernel other than gemm, training.cudnn_release) of
     a run without flash_attention: its core runs as two GEMMs on the GEMM curve (cost.compute), so they were priced
@@ -1362,11 +1376,12 @@ def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
     scale, sensitivity, calibrate) and plan's flash_attention (pinned, else on) both call it."""
     if flash_attention:
         if job.attention_release_note:
-            notices.warn(job.attention_release_note)
+            _warn_field("training.cudnn_release", job.attention_release_note)
         return
-    for g in (g for g in job.attention_given if g != "training.attention_kernel = gemm"):
-        notices.warn(f"{g} is not priced: flash_attention is off (the attention core runs as two GEMMs, not a fused "
-                     "kernel)")
+    for path, v in job.attention_given:
+        if (path, v) != ("training.attention_kernel", "gemm"):
+            _warn_field(path, f" = {v} is not priced: flash_attention is off (the attention core runs as two GEMMs, "
+                              "not a fused kernel)")
 
 
 def _warn_unpriced_alignment(strategy: Any, zero: Zero) -> None:
@@ -1388,7 +1403,7 @@ def _warn_unpriced_alignment(strategy: Any, zero: Zero) -> None:
         ("pp is 1", int(getattr(strategy, "pp", 1) or 1) <= 1)) if bad]
     what = "the interleaved schedule's per-chunk data-parallel sync under Megatron-Core's DDP with overlap"
     if grad and why:
-        notices.warn(f"strategy.align_grad_reduce = false is not priced: it times {what}, and {', '.join(why)}")
+        _warn_field("strategy.align_grad_reduce", f" = false is not priced: it times {what}, and {', '.join(why)}")
     if gather:
         why_ag = why + [w for w, bad in (
             ("overlap_param_gather is off (the gathers are exposed whole)",
@@ -1396,8 +1411,9 @@ def _warn_unpriced_alignment(strategy: Any, zero: Zero) -> None:
             (f"zero is {getattr(strategy, 'zero', '0')} (no distributed-optimizer parameter all-gather)",
              zero != Zero.OPTIMIZER)) if bad]
         if why_ag:
-            notices.warn(f"strategy.align_param_gather = false is not priced: it times the ZeRO-1 parameter gathers "
-                         f"of {what}, and {', '.join(why_ag)}")
+            _warn_field("strategy.align_param_gather",
+                        f" = false is not priced: it times the ZeRO-1 parameter gathers "
+                        f"of {what}, and {', '.join(why_ag)}")
 
 
 def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
@@ -1416,54 +1432,61 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
-        notices.warn(f"strategy.moe_layer_host_s = {strategy.moe_layer_host_s:g} s is not priced: the model has no "
-                     "MoE layers")
+        _warn_field("strategy.moe_layer_host_s",
+                    f" = {strategy.moe_layer_host_s:g} s is not priced: the model has no "
+                    "MoE layers")
     if getattr(strategy, "ep_dispatch_sms", None) is not None and not moe:
-        notices.warn(f"strategy.ep_dispatch_sms = {strategy.ep_dispatch_sms} is not priced: the model has no MoE "
-                     "layers")
+        _warn_field("strategy.ep_dispatch_sms",
+                    f" = {strategy.ep_dispatch_sms} is not priced: the model has no MoE "
+                    "layers")
     elif getattr(strategy, "ep_dispatch_sms", None) is not None and not (
             getattr(strategy, "moe_a2a_overlap", False) or (
                 getattr(strategy, "moe_shared_expert_overlap", False) and float(job.shape.moe_shared_experts) > 0
                 and int(getattr(strategy, "ep", 1)) > 1)):
         # the dispatcher's SMs slow only the compute that hides EP all-to-alls (step._with_moe_a2a_overlap,
         # step._with_shared_expert_overlap, which hides nothing without shared experts or at ep 1)
-        notices.warn(f"strategy.ep_dispatch_sms = {strategy.ep_dispatch_sms} is not priced: the dispatcher's SMs slow "
-                     "only the compute that hides the expert-parallel all-to-alls, and moe_a2a_overlap is off")
+        _warn_field("strategy.ep_dispatch_sms",
+                    f" = {strategy.ep_dispatch_sms} is not priced: the dispatcher's SMs slow "
+                    "only the compute that hides the expert-parallel all-to-alls, and moe_a2a_overlap is off")
     if getattr(strategy, "moe_shared_expert_overlap", False) and not (
             moe and float(job.shape.moe_shared_experts) > 0):
         # Megatron-Core: "Only effective when moe-shared-expert-intermediate-size is set"
-        notices.warn("strategy.moe_shared_expert_overlap is not priced: the model has no shared experts")
+        _warn_field("strategy.moe_shared_expert_overlap", " is not priced: the model has no shared experts")
     elif getattr(strategy, "moe_shared_expert_overlap", False) and int(getattr(strategy, "ep", 1)) == 1:
-        notices.warn("strategy.moe_shared_expert_overlap is not priced: ep is 1 (no expert-parallel all-to-all for "
-                     "the shared experts to run beside)")
+        _warn_field("strategy.moe_shared_expert_overlap",
+                    " is not priced: ep is 1 (no expert-parallel all-to-all for "
+                    "the shared experts to run beside)")
     if getattr(strategy, "moe_flex_dispatcher", False) and not moe:
-        notices.warn("strategy.moe_flex_dispatcher is not priced: the model has no MoE layers")
+        _warn_field("strategy.moe_flex_dispatcher", " is not priced: the model has no MoE layers")
     elif getattr(strategy, "moe_flex_dispatcher", False) and int(getattr(strategy, "ep", 1)) == 1:
         # the flex dispatcher replaces the expert-parallel all-to-all (step._mp_collectives), which ep 1 has none of
-        notices.warn("strategy.moe_flex_dispatcher is not priced: ep is 1 (no expert-parallel all-to-all to "
-                     "dispatch)")
+        _warn_field("strategy.moe_flex_dispatcher",
+                    " is not priced: ep is 1 (no expert-parallel all-to-all to "
+                    "dispatch)")
     if getattr(strategy, "moe_allgather_dispatcher", False) and not moe:
-        notices.warn("strategy.moe_allgather_dispatcher is not priced: the model has no MoE layers")
+        _warn_field("strategy.moe_allgather_dispatcher", " is not priced: the model has no MoE layers")
     elif getattr(strategy, "moe_allgather_dispatcher", False) and int(getattr(strategy, "ep", 1)) * int(
             getattr(strategy, "etp", None) or getattr(strategy, "tp", 1) or 1) == 1:
         # MoEAllGatherTokenDispatcher gathers only when tp_size > 1 or ep_size > 1 (its expert TP and EP)
-        notices.warn("strategy.moe_allgather_dispatcher is not priced: etp x ep is 1 (nothing to gather)")
+        _warn_field("strategy.moe_allgather_dispatcher", " is not priced: etp x ep is 1 (nothing to gather)")
     backend = str(getattr(strategy, "moe_flex_backend", "deepep") or "deepep")
     if backend != FlexBackend.DEEPEP.label and not getattr(strategy, "moe_flex_dispatcher", False):
         # the backend's bytes and default SMs act only where the flex dispatcher runs (step._mp_collectives)
-        notices.warn(f"strategy.moe_flex_backend = {backend} is not priced: moe_flex_dispatcher is off (the "
-                     "expert-parallel tokens move with NCCL's all-to-all)")
+        _warn_field("strategy.moe_flex_backend",
+                    f" = {backend} is not priced: moe_flex_dispatcher is off (the "
+                    "expert-parallel tokens move with NCCL's all-to-all)")
     if getattr(strategy, "eager_rope", False) and not (job.is_transformer and int(job.shape.position_embeddings) == 0
                                                         and not mla):
-        notices.warn("strategy.eager_rope is not priced: it needs rotary position embeddings outside multi-head "
-                     "latent attention")
+        _warn_field("strategy.eager_rope",
+                    " is not priced: it needs rotary position embeddings outside multi-head "
+                    "latent attention")
     for name, need, what in (("eager_glu_clamp", moe and bool(job.shape.gated_mlp), "MoE layers with a gated MLP"),
                              ("eager_expert_bias", moe, "MoE layers"),
                              ("eager_bias_dropout_add", job.is_transformer
                               and bool(np.any(job.shape.biases) or np.any(job.shape.dropout)),
                               "transformer layers with linear biases or dropout")):
         if getattr(strategy, name, False) and not need:
-            notices.warn(f"strategy.{name} is not priced: the model has no {what}")
+            _warn_field(f"strategy.{name}", f" is not priced: the model has no {what}")
     if job.is_transformer and bool(np.any(job.shape.mtp_shared)) and not bool(np.any(job.shape.mtp_layers)):
         notices.warn("model.mtp_shared is not priced: mtp_layers is 0 (no multi-token prediction module to share)")
     if job.is_transformer and job.shape.mtp_block and not bool(np.any(job.shape.mtp_layers)):
@@ -1473,36 +1496,41 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     # either was dropped without a word
     cp_comm = str(getattr(strategy, "cp_comm_type", "p2p"))
     if cp_comm != "p2p" and int(getattr(strategy, "cp", 1)) == 1:
-        notices.warn(f"strategy.cp_comm_type = {cp_comm} is not priced: cp is 1 (no context-parallel exchange)")
+        _warn_field("strategy.cp_comm_type", f" = {cp_comm} is not priced: cp is 1 (no context-parallel exchange)")
     a2a = int(getattr(strategy, "cp_a2a_size", 1))
     if a2a != 1 and cp_comm != "a2a+p2p":
-        notices.warn(f"strategy.cp_a2a_size = {a2a} is not used: it sizes the all-to-all groups of cp_comm_type "
-                     f"a2a+p2p, and cp_comm_type is {cp_comm}")
+        _warn_field("strategy.cp_a2a_size",
+                    f" = {a2a} is not used: it sizes the all-to-all groups of cp_comm_type "
+                    f"a2a+p2p, and cp_comm_type is {cp_comm}")
     overhead = getattr(strategy, "dispatch_overhead", None)
     if overhead and Assignment.parse(getattr(strategy, "assignment", "static")) != Assignment.DYNAMIC:
         # round 16: the scheduling time per dynamically pulled micro-batch (cost.balance) was dropped without a word
         # under static assignment (a plan row written back carries 0 there, and is not warned)
-        notices.warn(f"strategy.dispatch_overhead = {float(overhead):g} s is not priced: it is the scheduling time of "
-                     "each micro-batch pulled from a shared queue, and assignment is static (give --assignment "
-                     "dynamic)")
+        _warn_field("strategy.dispatch_overhead",
+                    f" = {float(overhead):g} s is not priced: it is the scheduling time of "
+                    "each micro-batch pulled from a shared queue, and assignment is static (give --assignment "
+                    "dynamic)")
     if getattr(strategy, "train_metric_passes", 0) and not job.is_transformer:
-        notices.warn("strategy.train_metric_passes is not priced: the model has no transformer output layer (logits)")
+        _warn_field("strategy.train_metric_passes",
+                    " is not priced: the model has no transformer output layer (logits)")
     warn_unfused_attention(job, bool(getattr(strategy, "flash_attention", True)))
     tp = int(getattr(strategy, "tp", 1))
     if not getattr(strategy, "tp_async_allreduce", True) and (tp == 1 or getattr(strategy, "sequence_parallel", False)):
-        notices.warn("strategy.tp_async_allreduce = false is not priced: " + (
+        _warn_field("strategy.tp_async_allreduce", " = false is not priced: " + (
             "tp is 1 (no tensor-parallel collectives)" if tp == 1 else
             "with sequence_parallel the backward reduce-scatters run under the weight-gradient GEMMs either way "
             "(Megatron launches them async)"))
     if job.fp8_attention and not (job.is_transformer and int(job.shape.sliding_window) > 0):
         # the FP8 core is priced on the 16-bit curve; only its window-blind backward differs (docs/model.md)
-        notices.warn("training.fp8_attention = true is not priced: it prices the FP8 backward of sliding-window layers "
-                     "(docs/model.md#fp8-attention), and the model has none")
+        _warn_field("training.fp8_attention",
+                    " = true is not priced: it prices the FP8 backward of sliding-window layers "
+                    "(docs/model.md#fp8-attention), and the model has none")
     if job.moe_rank_imbalance and not moe:  # at ep 1, or above what a rank can take: _check_moe_rank_imbalance
-        notices.warn("training.moe_rank_imbalance is not priced: the model has no MoE layers")
+        _warn_field("training.moe_rank_imbalance", " is not priced: the model has no MoE layers")
     if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
-        notices.warn("strategy.moe_fp8_padding is not priced: it needs MoE layers and precision fp8 (the experts "
-                     "pad their tokens for the FP8 grouped GEMM only)")
+        _warn_field("strategy.moe_fp8_padding",
+                    " is not priced: it needs MoE layers and precision fp8 (the experts "
+                    "pad their tokens for the FP8 grouped GEMM only)")
     names = set(filter(None, str(getattr(strategy, "recompute_modules", "") or "").split(",")))
     for name, present, what in (("moe_act", moe, "MoE layers"), ("moe", moe, "MoE layers"),
                                 ("mla_up_proj", mla, "multi-head latent attention"),
@@ -1517,23 +1545,26 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                                 ("shared_experts", moe and float(job.shape.moe_shared_experts) > 0,
                                  "shared experts")):
         if name in names and not present:
-            notices.warn(f"strategy.recompute_modules {name} recomputes nothing: the model has no {what}")
+            _warn_field("strategy.recompute_modules", f" {name} recomputes nothing: the model has no {what}")
     zero = Zero.parse(getattr(strategy, "zero", "0"))
     if getattr(strategy, "overlap_param_gather", False) and not (
             zero in (Zero.OPTIMIZER, Zero.GRADIENTS) and getattr(strategy, "overlap", True)):
-        notices.warn(f"strategy.overlap_param_gather = true is not priced: it moves the ZeRO-1/2 (distributed "
-                     f"optimizer) parameter all-gather under the next forward, with overlap on, and zero is "
-                     f"{strategy.zero}{'' if getattr(strategy, 'overlap', True) else ', overlap off'} (Megatron-LM "
-                     "asserts --use-distributed-optimizer for --overlap-param-gather)")
+        _warn_field("strategy.overlap_param_gather",
+                    f" = true is not priced: it moves the ZeRO-1/2 (distributed "
+                    f"optimizer) parameter all-gather under the next forward, with overlap on, and zero is "
+                    f"{strategy.zero}{'' if getattr(strategy, 'overlap', True) else ', overlap off'} (Megatron-LM "
+                    "asserts --use-distributed-optimizer for --overlap-param-gather)")
     _warn_unpriced_alignment(strategy, zero)
     if getattr(strategy, "tp_comm_overlap", False) and not (
             int(getattr(strategy, "tp", 1)) > 1 and getattr(strategy, "sequence_parallel", False)):
-        notices.warn(f"strategy.tp_comm_overlap = true is not priced: it overlaps the tensor-parallel collectives "
-                     f"of sequence parallelism, and tp is {strategy.tp}"
-                     f"{'' if strategy.sequence_parallel else ' without sequence_parallel'} (Megatron-LM asserts "
-                     "--sequence-parallel for --tp-comm-overlap)")
+        _warn_field("strategy.tp_comm_overlap",
+                    f" = true is not priced: it overlaps the tensor-parallel collectives "
+                    f"of sequence parallelism, and tp is {strategy.tp}"
+                    f"{'' if strategy.sequence_parallel else ' without sequence_parallel'} (Megatron-LM asserts "
+                    "--sequence-parallel for --tp-comm-overlap)")
     shard = getattr(strategy, "shard_group", None)
     if shard is not None and str(getattr(strategy, "zero", "")).lower() != "hsdp":
-        notices.warn(f"strategy.shard_group = {shard} is not used: it sizes HSDP's sharding groups, and zero is "
-                     f"{strategy.zero} (give --zero hsdp)")
+        _warn_field("strategy.shard_group",
+                    f" = {shard} is not used: it sizes HSDP's sharding groups, and zero is "
+                    f"{strategy.zero} (give --zero hsdp)")
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 from scalemodel.errors import prose
 
 _collected: list[str] = []
 MAX_WARNINGS = 100  # a hostile config could name thousands of keys; one line each is enough up to here
+#: the spec sections whose fields the input in hand writes flat, by their own names (:func:`flat_fields`)
+_flat: ContextVar[frozenset[str]] = ContextVar("flat_fields", default=frozenset())
 
 
 def warn(message: str) -> None:
@@ -25,6 +28,27 @@ def warn(message: str) -> None:
     line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)  # no terminal escapes from a file
     if line not in _collected and len(_collected) < MAX_WARNINGS:
         _collected.append(line)
+
+
+def field_name(path: str) -> str:
+    """A spec field as a warning names it: ``strategy.tp`` / ``training.fp8_attention`` as predict's spec files nest
+    them, or ``tp`` / ``fp8_attention`` inside :func:`flat_fields` for those sections (a measured-runs file writes
+    every strategy and training field flat under its run: specs.runs). The warning's author names the field; the
+    reader in hand decides how it is written, and no warning's text is rewritten after it was raised (a workload
+    named ``lab/strategy.tp-net`` in the same line stays as named)."""
+    section, dot, rest = path.partition(".")
+    return rest if dot and section in _flat.get() else path
+
+
+@contextmanager
+def flat_fields(*sections: str) -> Iterator[None]:
+    """Inside the block, :func:`field_name` writes the fields of ``sections`` (``"strategy"``, ``"training"``) by
+    their own names."""
+    token = _flat.set(_flat.get() | frozenset(sections))
+    try:
+        yield
+    finally:
+        _flat.reset(token)
 
 
 def current() -> list[str]:

@@ -47,14 +47,19 @@ class SweepStrategy(StrategySpec, kw_only=True):
         description="name of this strategy in the output")] = None
 
     def name(self) -> str:
-        if self.label:
-            return self.label
-        parts = [f"{k}{getattr(self, k)}" for k in ("tp", "pp", "cp", "ep") if getattr(self, k) > 1]
-        if self.dp is not None:
-            parts.insert(0, f"dp{self.dp}")
-        extra = [f"zero{self.zero}" if self.zero != "0" else "", self.recompute if self.recompute != "none" else "",
-                 "sp" if self.sequence_parallel else "", self.sync if self.sync != "bsp" else ""]
-        return "-".join(parts + [e for e in extra if e]) or "dp-only"
+        return self.label or default_name(self)
+
+
+def default_name(s: StrategySpec) -> str:
+    """A fixed strategy's name in the sweep table when it has no label: tpX-ppY-cpZ-epW (degrees above 1, dpN first
+    where given), then zeroK, the recompute mode, sp, a sync mode other than bsp; dp-only where none is. The sweep
+    names a priced row by the strategy with its unset ``sequence_parallel`` as priced (engine.grid._run_point)."""
+    parts = [f"{k}{getattr(s, k)}" for k in ("tp", "pp", "cp", "ep") if getattr(s, k) > 1]
+    if s.dp is not None:
+        parts.insert(0, f"dp{s.dp}")
+    extra = [f"zero{s.zero}" if s.zero != "0" else "", s.recompute if s.recompute != "none" else "",
+             "sp" if s.sequence_parallel else "", s.sync if s.sync != "bsp" else ""]
+    return "-".join(parts + [e for e in extra if e]) or "dp-only"
 
 
 class SweepSpec(Spec, kw_only=True):
