@@ -996,3 +996,29 @@ def test_megatron_moe_recipe_rows_are_all_there() -> None:
     assert by_id["mcrec26_h100_qwen3_235b_bf16"].strategy.recompute_modules == "moe_act,layernorm"
     assert by_id["mcrec26_gb200_qwen3_235b_fp8mx"].strategy.fp8_param_gather
     assert not by_id["mcrec26_gb200_qwen3_30b_fp8mx"].strategy.fp8_param_gather
+
+
+@needs_new_cases
+def test_amd_rows_cluster_and_launch_blocking_rule() -> None:
+    """The MI300X rows run on the catalog's mi300x-8 node; a run's environment lists it only where that runtime
+    reads the variable: CUDA_LAUNCH_BLOCKING on NVIDIA (the tprimat26 NeMo twins), HIP_LAUNCH_BLOCKING /
+    AMD_SERIALIZE_KERNEL on AMD (the HIP runtime reads no CUDA_LAUNCH_BLOCKING: ROCm/clr rocclr/utils/flags.hpp)."""
+    import copy
+    mod = load_script()
+    cases = {c["id"]: c for c in yaml.safe_load(NEW_CASES.read_text())}
+    amd, nv = cases["tprimat26_mi300x_llama31_8b_pp2"], cases["tprimat26_h100_llama31_8b_pp2"]
+    assert amd["environment"]["CUDA_LAUNCH_BLOCKING"] == "1" and nv["environment"]["CUDA_LAUNCH_BLOCKING"] == "1"
+    assert mod.case_limits(amd) == []
+    r = mod.predict_new_case(amd)
+    assert r.settings["cluster"] == "mi300x-8" and r.metric == "tokens/s/GPU" and r.measured == 6742.94
+    assert r.families["accelerator"] == "MI300X"
+    assert any("CUDA_LAUNCH_BLOCKING=1" in w for w in mod.case_limits(nv))
+    for var in ("HIP_LAUNCH_BLOCKING", "AMD_SERIALIZE_KERNEL"):
+        c = copy.deepcopy(amd)
+        c["environment"][var] = "1"
+        assert any(f"{var}=1" in w for w in mod.case_limits(c))
+    c = copy.deepcopy(nv)
+    c["environment"]["CUDA_LAUNCH_BLOCKING"] = "0"
+    assert mod.case_limits(c) == []
+    # MI325X / MI355X are not in the catalog: listed, never substituted by the MI300X node
+    assert any("hardware missing" in w for w in mod.case_limits(cases["primus26_mi325x_llama31_8b_fp8_n8"]))
