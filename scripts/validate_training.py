@@ -22,8 +22,8 @@ Two case files (issue 5 and issue 13):
     - cluster by accelerator: GB300 -> gb300-nvl72, GB200 -> gb200-nvl72, B300 -> dgx-b300, B200 -> dgx-b200,
       H200 -> hgx-h200,
       H800 -> h800-8, H100 80GB -> dgx-h100, A100 80GB -> dgx-a100, A100 40GB -> dgx-a100-40g, V100 -> dgx-2,
-      TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod (one slice). An accelerator the catalog does not hold
-      (H100 96GB HBM2e at 500 W) is listed, not substituted.
+      TPU v4 -> tpu-v4-pod, TPU v5p -> tpu-v5p-pod (one slice), AMD MI300X -> mi300x-8. An accelerator the
+      catalog does not hold (H100 96GB HBM2e at 500 W; MI325X, MI355X) is listed, not substituted.
     - multi-slice TPU runs (MaxText ``dcn_dp`` > 1: FSDP inside each slice, data parallel across slices over
       the data-center network) -> the accelerator's multislice cluster (TPU v5p -> tpu-v5p-multislice) with
       its ici span set to the case's chips per slice (gpus / dcn_dp), and zero hsdp with shard_group = the
@@ -158,6 +158,8 @@ Two case files (issue 5 and issue 13):
   Listed, not compared: a run whose own in-job all-reduce test (``hardware.in_job_allreduce_busbw_GBps``, nanotron25)
   is below half the median of the same source's runs at the same GPU count ran on a degraded network the catalog
   cluster does not describe (:data:`DEGRADED_FABRIC_FRACTION`, :func:`degraded_fabric`; validation/README.md).
+  Listed, not predicted: a run measured with kernel launches serialized by a debug variable in its environment
+  (:data:`LAUNCH_BLOCKING_ENV`: CUDA_LAUNCH_BLOCKING on NVIDIA, HIP_LAUNCH_BLOCKING / AMD_SERIALIZE_KERNEL on AMD).
   Listed, not predicted: what the model cannot express (see ``case_limits``: also a model type of
   :data:`UNEXPRESSED_MODEL_TYPES`, an NVFP4 precision, an offload other than whole layers (:data:`UNPRICED_OFFLOAD`:
   Megatron-Core's fine-grained activation offload, a paged-stash host buffer, optimizer states on the host), an
@@ -330,7 +332,7 @@ NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
 RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
-            "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024,
+            "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
             "titan25": 2025, "llama3": 2024, "nanotron25": 2025,
             "mpt": 2023, "maxtext": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022, "mtnlg": 2021,
             "meg19": 2019, "nemotron4": 2024}
@@ -391,10 +393,20 @@ CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "H800": "h800-8",
     "H100": "dgx-h100", "H100 96GB": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
-    "TPU v5p": "tpu-v5p-pod"}
+    "TPU v5p": "tpu-v5p-pod", "MI300X": "mi300x-8"}
 #: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here is simply
 #: not in hardware/accelerators yet.
 MISSING_HARDWARE_WHY = {"H100 96GB": "its peak is not published"}
+#: Environment variables under which the runtime makes the host wait for every kernel (debug settings), per vendor. The
+#: step model prices kernels launched asynchronously ahead of the GPU (the host is idle only after a MoE host
+#: synchronisation, docs/model.md#host), so a run measured under one of them is listed, not predicted. CUDA:
+#: CUDA_LAUNCH_BLOCKING=1 "globally disable[s] asynchronicity of kernel launches ... for debugging purposes only" (CUDA
+#: C++ Programming Guide, Asynchronous Concurrent Execution). HIP: HIP_LAUNCH_BLOCKING ("serializes kernel enqueue,
+#: behaves the same as AMD_SERIALIZE_KERNEL") and AMD_SERIALIZE_KERNEL (ROCm/HIP docs/reference/env_variables/
+#: debug_hip_env.rst at 1c47224e); the HIP runtime reads no CUDA_LAUNCH_BLOCKING (ROCm/clr at f9f995c6: the only
+#: launch-blocking flag is rocclr/utils/flags.hpp HIP_LAUNCH_BLOCKING), so that variable does not serialize an AMD run.
+#: Read from a case's ``environment`` (the variables the source's launch scripts export into the training processes).
+LAUNCH_BLOCKING_ENV = {"nvidia": ("CUDA_LAUNCH_BLOCKING",), "amd": ("HIP_LAUNCH_BLOCKING", "AMD_SERIALIZE_KERNEL")}
 #: Clusters whose inter-node fabric a case names, where the catalog holds that fabric for the case's accelerator:
 #: EFA (AWS's Elastic Fabric Adapter) with H100 -> aws-p5, the catalog's only EFA cluster (EC2 p5.48xlarge is the only
 #: EC2 instance with 8 H100 80GB: 32 x 100 Gb/s EFA, 400 Gb/s per GPU). Read from ``hardware.inter_node_net``; the
@@ -438,7 +450,7 @@ def accelerator_variant(gpu: str) -> str:
     """The accelerator a case names, as a catalog variant ('H100', 'H100 96GB', 'A100 40GB', ...)."""
     g = gpu.upper()
     for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B300", "B300"), ("B200", "B200"), ("H200", "H200"),
-                       ("H800", "H800"),
+                       ("H800", "H800"), ("MI300X", "MI300X"),
                        ("TPU V5P", "TPU v5p"),
                        ("TPU V4", "TPU v4"), ("V100", "V100"), ("P100", "P100"), ("PASCAL", "P100")):
         if key in g:
@@ -1221,6 +1233,12 @@ def case_limits(case: dict[str, Any], held: bool = True) -> list[str]:
                    + (f" ({MISSING_HARDWARE_WHY[variant]})" if variant in MISSING_HARDWARE_WHY else ""))
     if not isinstance(par.get("tp", 1), int):
         why.append("tensor-parallel degree not stated")
+    env = case.get("environment") or {}
+    vendor = "amd" if variant.startswith("MI") else "nvidia" if not variant.startswith("TPU") else ""
+    for var in LAUNCH_BLOCKING_ENV.get(vendor, ()):
+        if str(env.get(var, "0")).strip() not in ("0", ""):
+            why.append(f"kernel launches serialized by {var}={env[var]} in the run's environment (a debug setting: the "
+                       "host waits for every kernel; the model prices asynchronous launch)")
     if m.get("type") in UNEXPRESSED_MODEL_TYPES and not (m.get("type") == "nemotron_h" and m.get("hybrid_pattern")):
         why.append(UNEXPRESSED_MODEL_TYPES[m["type"]])
     unpriced = unmodelled_recompute_modules(par.get("recompute"))
