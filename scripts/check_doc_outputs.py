@@ -16,10 +16,11 @@ comment (invisible when rendered) on the line before its fenced block::
 The command is run in-process (``scalemodel.cli.main``, from the repository root, ``COLUMNS=200``) and its
 stdout and stderr are joined into one line with runs of whitespace collapsed, so the terminal's width, table
 padding and line wrapping do not matter. Each line of the block, whitespace collapsed the same way, must then
-occur in that text, in the block's order; lines that start with ``$ `` (the command as shown) and lines that
-are ``...`` (an elision) are skipped. A block may therefore leave out lines of the output (titles, bar charts,
-notes) but every line it keeps must be what the command prints now. Blocks without a marker (summaries of
-``--json`` fields, hand-made tables) are not checked; keep them few.
+occur in that text, in the block's order; lines that start with ``$ `` (the command as shown, with the lines
+it continues with a trailing backslash) and lines that are ``...`` (an elision) are skipped. A block may
+therefore leave out lines of the output (titles, bar charts, notes) but every line it keeps must be what the
+command prints now. Blocks without a marker (summaries of ``--json`` fields, hand-made tables) are not
+checked; keep them few.
 """
 
 from __future__ import annotations
@@ -77,10 +78,14 @@ def blocks(path: Path) -> list[Block]:
         command = m.group(1)
         if not command.startswith("scalemodel "):
             raise ValueError(f"{path}:{i + 1}: output-of command must start with 'scalemodel ', got {command!r}")
-        quoted = tuple(
-            ln for ln in (collapse(x) for x in lines[j + 1 : k]) if ln and ln != "..." and not ln.startswith("$ ")
-        )
-        found.append(Block(path, i + 1, command, quoted))
+        quoted: list[str] = []
+        continued = False  # inside a shown command continued with a trailing backslash
+        for ln in (collapse(x) for x in lines[j + 1 : k]):
+            shown = continued or ln.startswith("$ ")
+            continued = shown and ln.endswith("\\")
+            if ln and ln != "..." and not shown:
+                quoted.append(ln)
+        found.append(Block(path, i + 1, command, tuple(quoted)))
         i = k + 1
     return found
 
@@ -115,11 +120,15 @@ def check(block: Block, output: str | None = None) -> list[str]:
     for ln in block.quoted:
         at = text.find(ln, pos)
         if at < 0:
-            where = f"{block.path.relative_to(ROOT) if block.path.is_relative_to(ROOT) else block.path}:{block.line}"
+            where = f"{_rel(block.path)}:{block.line}"
             near = difflib.get_close_matches(ln, _windows(text[pos:], len(ln)), n=1, cutoff=0.5)
             return [f"{where}: `{block.command}`\n  quoted: {ln}\n  now:    {near[0] if near else '(nothing close)'}"]
         pos = at + len(ln)
     return []
+
+
+def _rel(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
 def _windows(text: str, width: int) -> list[str]:
@@ -148,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         msgs = check(b)
         problems += bool(msgs)
-        print(("DRIFT " + "\n".join(msgs)) if msgs else f"ok    {b.path.name}:{b.line}: {b.command}")
+        print(("DRIFT " + "\n".join(msgs)) if msgs else f"ok    {_rel(b.path)}:{b.line}: {b.command}")
     if not listing:
         print(f"{len(found)} marked blocks, {problems} drifted")
     return 1 if problems else 0
