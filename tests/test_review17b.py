@@ -1,0 +1,79 @@
+"""Review 17b: findings in the hybrid per-rank pricing, the allgather dispatcher, the SP defaults and the DDP bucket.
+
+1. Interleaved 1F1B at m = p: Megatron-Core's warm-up (NVIDIA/Megatron-LM@d98e8a64dd
+   megatron/core/pipeline_parallel/schedules.py ``get_pp_rank_microbatches``, lines 953-977) is
+   (p - r - 1) 2 + (v - 1) p forwards, capped at the m v forwards there are. At m = p the first ranks run every
+   forward as a warm-up one and hold every micro-batch of every chunk: p micro-batches of their layers, as 1F1B's
+   rank 0. The closed form priced min(m, p) (1 + (p-1)/(p v)) = p + (p-1)/v there, (p-1)/v micro-batches more
+   (p 4, v 2, m 4: 5.5 against 4, +37.5 % of the first stage's layer activations).
+2. The Megatron-LM reader sets ``moe_allgather_dispatcher`` as Megatron's default for a file with --num-experts and
+   no --moe-token-dispatcher-type; at etp x ep 1 (nothing to gather, in Megatron too) predict warned that the
+   strategy field "is not priced", a field the user never wrote.
+3. The planner's explicit bucket sizes: 25e6 B was called PyTorch DDP's bucket_cap_mb range, but DDP reads
+   bucket_cap_mb in MiB (25 -> 26,214,400 B).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
+from scalemodel.cost.memory import inflight_microbatches
+from scalemodel.engine import step
+from scalemodel.engine.job import build_job, grid_from_strategy
+
+# --- 1. interleaved micro-batches in flight at m = p ----------------------------------------------------------------
+
+def _held_by_hand(p: int, v: int, m: int, r: int) -> float:
+    """Most micro-batches of rank r's layers held at once under Megatron-Core's interleaved schedule with equal chunks,
+    simulated from its rules: forwards in groups of p micro-batches, each group through chunk 0, then chunk 1, ...
+    (get_schedule_table); min((p - r - 1) 2 + (v - 1) p, m v) warm-up forwards, then one forward and one backward a
+    step (the backward frees one chunk of one micro-batch), then the cool-down backwards. One forward holds one chunk
+    of one micro-batch: 1/v of the rank's layers."""
+    total = m * v
+    warm = min((p - r - 1) * 2 + (v - 1) * p, total)
+    held = best = 0
+    for k in range(total):
+        held += 1  # forward k
+        best = max(best, held)
+        if k >= warm:
+            held -= 1  # the backward paired with it
+    return best / v
+
+
+@pytest.mark.parametrize("p,v", [(2, 2), (2, 3), (4, 2), (4, 4), (8, 2), (8, 3)])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_interleaved_inflight_follows_the_warm_up_cap(p: int, v: int, k: int) -> None:
+    m = k * p  # Megatron's interleaved schedule takes m a multiple of its group size, p by default
+    for r in range(p):
+        assert float(inflight_microbatches(p, m, "interleaved", v, stage_rank=r)) == pytest.approx(
+            _held_by_hand(p, v, m, r), rel=1e-12)
+
+
+def test_at_m_equal_p_the_first_ranks_hold_every_micro_batch() -> None:
+    """p 4, v 2, m 4: rank 0's warm-up is 2 x 3 + 1 x 4 = 10 >= m v = 8 forwards, all of them: 4 micro-batches of
+    its layers, not 4 + 3/2 = 5.5; rank 1's 8 >= 8, also 4 (not 4.5); rank 2's 6 < 8: 7 / 2 = 3.5; rank 3 2.5."""
+    assert [float(inflight_microbatches(4, 4, "interleaved", 2, stage_rank=r)) for r in range(4)] == [4.0, 4.0, 3.5,
+                                                                                                      2.5]
+    # past m = p the warm-up binds and Narayanan's p (1 + (p-1)/(p v)) holds
+    assert float(inflight_microbatches(4, 8, "interleaved", 2)) == pytest.approx(4 * (1 + 3 / 8))
+
+
+def test_first_stage_at_m_equal_p_holds_what_1f1b_holds() -> None:
+    """End to end: a dense model on pp 4 at m = 4 = p. Rank 0 holds all 4 micro-batches of its 4 layers under 1F1B
+    (min(m, p)) and under interleaved:2 (every forward a warm-up one): the same activation bytes on the first stage,
+    which was 5.5 / 4 of them (interleaved priced 1,477,836,800 B against 1F1B's 1,074,790,400 B)."""
+    model = dict(kind="transformer", name="dense", hidden=1024, heads=8, kv_heads=8, ffn_hidden=4096, vocab=32000,
+                 seq_len=2048, layers=16, dropout=False)
+    training = training_spec(global_batch=16, micro_batch=1)
+    job = build_job(cluster_spec("dgx-h100"), workload_spec(model), training)
+    acts = {}
+    for schedule in ("1f1b", "interleaved:2"):
+        g = grid_from_strategy(strategy_spec(pp=4, schedule=schedule), training, 16, job)
+        m = step.microbatches(g)
+        assert float(np.ravel(m)[0]) == 4  # 16 / (dp 4 x micro-batch 1)
+        peak = step.memory_peak_stage(job, g, m)
+        assert float(np.ravel(peak.rank)[0]) == 0
+        acts[schedule] = float(np.ravel(peak.parts["activations"])[0])
+    assert acts["interleaved:2"] == pytest.approx(acts["1f1b"], rel=1e-12)
