@@ -77,3 +77,37 @@ def test_first_stage_at_m_equal_p_holds_what_1f1b_holds() -> None:
         assert float(np.ravel(peak.rank)[0]) == 0
         acts[schedule] = float(np.ravel(peak.parts["activations"])[0])
     assert acts["interleaved:2"] == pytest.approx(acts["1f1b"], rel=1e-12)
+
+
+# --- 2. Megatron's default allgather dispatcher is not warned about where it has nothing to gather ------------------
+
+_LAUNCH = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --expert-model-parallel-size 1 --num-layers 4 "
+           "--hidden-size 1024 --num-attention-heads 8 --seq-length 2048 --num-experts 8 --moe-router-topk 2 "
+           "--micro-batch-size 1 --global-batch-size 64 --bf16")
+_UNPRICED = "moe_allgather_dispatcher is not priced"
+
+
+@pytest.mark.parametrize("extra,options,warned", [
+    ("", (), False),  # Megatron's default for --num-experts: the file chose no dispatcher
+    (" --moe-token-dispatcher-type allgather", (), True),  # named in the file: a choice that does nothing here
+    ("", ("--set", "strategy.moe_allgather_dispatcher=true"), True),  # asked for on the command line
+])
+def test_the_default_dispatcher_at_tp_ep_1_is_not_an_unpriced_field(cli, tmp_path, extra: str,  # type: ignore[no-untyped-def]
+                                                                     options: tuple[str, ...], warned: bool) -> None:
+    f = tmp_path / "run.sh"
+    f.write_text(_LAUNCH + extra + "\n")
+    r = cli("predict", "--strategy", str(f), "-m", "mixtral-8x7b", "-n", "8", "--json", *options)
+    assert r.code == 0, r.err
+    assert (_UNPRICED in r.err) is warned, r.err
+
+
+def test_the_default_dispatcher_is_still_priced_where_it_gathers(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The same file with --ep 8: Megatron's default dispatcher gathers over the 8 EP ranks, and predict prices it
+    (the strategy echoed carries it), without a warning."""
+    import json
+    f = tmp_path / "run.sh"
+    f.write_text(_LAUNCH + "\n")
+    r = cli("predict", "--strategy", str(f), "-m", "mixtral-8x7b", "-n", "8", "--ep", "8", "--json")
+    assert r.code == 0, r.err
+    assert _UNPRICED not in r.err
+    assert json.loads(r.out)["strategy"]["moe_allgather_dispatcher"] is True
