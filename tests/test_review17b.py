@@ -111,3 +111,14 @@ def test_the_default_dispatcher_is_still_priced_where_it_gathers(cli, tmp_path) 
     assert r.code == 0, r.err
     assert _UNPRICED not in r.err
     assert json.loads(r.out)["strategy"]["moe_allgather_dispatcher"] is True
+
+
+# --- 3. the planner's explicit bucket sizes are sizes a framework setting gives ------------------------------------
+
+def test_planner_buckets_are_ddp_bucket_cap_mb_in_mib() -> None:
+    """PyTorch DDP reads bucket_cap_mb in MiB: ``self.bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)``
+    (pytorch/pytorch@25562d3d41 torch/nn/parallel/distributed.py). The planner's DDP-range sizes are bucket_cap_mb 5
+    and 25 (5,242,880 and 26,214,400 B), not 5e6 and 25e6 B, which no bucket_cap_mb a user writes gives."""
+    from scalemodel.engine import planner
+    assert 5 * 1024 * 1024 in planner.BUCKET_BYTES and 26_214_400 in planner.BUCKET_BYTES
+    assert 5e6 not in planner.BUCKET_BYTES and 25e6 not in planner.BUCKET_BYTES

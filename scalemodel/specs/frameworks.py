@@ -235,8 +235,10 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
         out.fields["tp"] = "tensor_parallel.autotp_size"
         # AutoTP shards a Hugging Face model's nn.Linear layers in place (deepspeed/module_inject/auto_tp.py): the
         # layer's other ops stay PyTorch eager modules and each row-parallel output is all-reduced (no sequence
-        # parallelism). Priced as the eager layer; under the default megatron_te an MoE model at tp > 1 was priced
-        # with Megatron-Core's sequence parallelism, which AutoTP does not run
+        # parallelism: deepspeedai/DeepSpeed@edaa722126 deepspeed/module_inject/layers.py LinearAllreduce.forward,
+        # RowParallel.apply -> dist.all_reduce, lines 752-776 and 170-182). Priced as the eager layer; under the
+        # default megatron_te an MoE model at tp > 1 was priced with Megatron-Core's sequence parallelism, which
+        # AutoTP does not run
         out.strategy["layer_impl"] = "eager"
         out.fields["layer_impl"] = "tensor_parallel.autotp_size"
     opt = data.get("optimizer")
