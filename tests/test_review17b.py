@@ -79,6 +79,32 @@ def test_first_stage_at_m_equal_p_holds_what_1f1b_holds() -> None:
     assert acts["interleaved:2"] == pytest.approx(acts["1f1b"], rel=1e-12)
 
 
+
+def _hybrid_peak(pattern: str, global_batch: int) -> tuple[float, float, float]:
+    mamba = {"state_dim": 16, "groups": 1, "head_dim": 32, "heads": 16}
+    model = dict(kind="transformer", name="chunks", hidden=1024, heads=8, kv_heads=4, ffn_hidden=2048, vocab=32000,
+                 seq_len=2048, gated_mlp=True, dropout=False, layers=len(pattern.replace("|", "")),
+                 hybrid={"pattern": pattern, "mamba": mamba})
+    training = training_spec(global_batch=global_batch, micro_batch=1)
+    job = build_job(cluster_spec("dgx-h100"), workload_spec(model), training)
+    g = grid_from_strategy(strategy_spec(pp=2, schedule="interleaved:2"), training, 16, job)
+    m = step.microbatches(g)
+    peak = step.memory_peak_stage(job, g, m)
+    return (float(np.ravel(m)[0]), float(np.ravel(peak.parts["activations"])[0]), float(np.ravel(peak.rank)[0]))
+
+
+@pytest.mark.parametrize("global_batch", [16, 32, 64])  # m = 2 = p, 4, 8 (dp 8, micro-batch 1)
+def test_a_ranks_chunks_in_another_order_hold_the_same_bytes(global_batch: int) -> None:
+    """Rank 0 of MMMM*|M|*MMMM|M holds chunks MMMM* and *MMMM: the same kinds as MMMM*|M|MMMM*|M's MMMM* and MMMM*,
+    so the same activation bytes at every m. The first string pair is priced by the schedule simulation
+    (step._chunk_peak: the chunks differ as written), the second by the closed form (equal chunks); at m = p they
+    disagreed (the simulation's 2 micro-batches of the rank's layers against the closed form's 2.5: 389,283,840 B
+    against 486,604,800 B)."""
+    a, b = _hybrid_peak("MMMM*|M|*MMMM|M", global_batch), _hybrid_peak("MMMM*|M|MMMM*|M", global_batch)
+    assert a[2] == b[2] == 0  # rank 0, its 10 layers, is the peak
+    assert a[1] == pytest.approx(b[1], rel=1e-12)
+
+
 # --- 2. Megatron's default allgather dispatcher is not warned about where it has nothing to gather ------------------
 
 _LAUNCH = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --expert-model-parallel-size 1 --num-layers 4 "
