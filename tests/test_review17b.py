@@ -148,3 +148,21 @@ def test_planner_buckets_are_ddp_bucket_cap_mb_in_mib() -> None:
     from scalemodel.engine import planner
     assert 5 * 1024 * 1024 in planner.BUCKET_BYTES and 26_214_400 in planner.BUCKET_BYTES
     assert 5e6 not in planner.BUCKET_BYTES and 25e6 not in planner.BUCKET_BYTES
+
+
+# --- 4. the EP overlap's steady state starts after Megatron's extra warm-up forward --------------------------------
+
+@pytest.mark.parametrize("pp,v,m", [(2, 2, 8), (4, 4, 8), (4, 2, 4), (8, 2, 8)])
+def test_moe_a2a_overlap_steady_share_counts_the_extra_warm_up_forward(pp: int, v: int, m: int) -> None:
+    """Megatron-Core's last pipeline rank runs (p - r - 1) 2 + (V - 1) p = (V - 1) p warm-up forwards, one more with
+    overlap_moe_expert_parallel_comm ("we schedule one extra micro-batch forward step before the 1f1b stages",
+    NVIDIA/Megatron-LM@d98e8a64dd schedules.py lines 964-970), capped at the m V there are; only the m V - w
+    forward / backward pairs after it are merged, so the overlapped share is (m V - w) / (m V). It was
+    (m V - (V - 1) p) / (m V)."""
+    from scalemodel.choices import ScheduleKind
+    from scalemodel.engine.job import grid_from_arrays
+    from scalemodel.engine.step import moe_a2a_steady_share
+    g = grid_from_arrays(gpus=pp * 8, dp=8, tp=1, pp=pp, ep=8, micro_batch=1, global_batch=8 * m,
+                         schedule=int(ScheduleKind.INTERLEAVED), virtual_stages=v, moe_a2a_overlap=True)
+    warm = min((pp - (pp - 1) - 1) * 2 + (v - 1) * pp + 1, m * v)
+    assert float(np.ravel(moe_a2a_steady_share(g))[0]) == pytest.approx((m * v - warm) / (m * v), rel=1e-12)
