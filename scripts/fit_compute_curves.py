@@ -32,6 +32,16 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   kernel time. Its FP8 entries are the median over a transpose kernel and the GEMM kernel (29 of 375 exceed H100's
   dense FP8 peak; the source's ``fit_false`` says why); its BF16 entries agree with the older sm_90 table XLA-SM90
   (fitted) within 3 % and stay a record beside it.
+  A third reason, tuned and default builds (one group so far, MI300X 16-bit): where a group holds points of a
+  per-shape tuned build (PyTorch TunableOp, a hipBLASLt offline-tuning file, or an unreleased library branch) and of
+  a released library's default heuristic pick, the default-heuristic points are fitted and the tuned ones recorded,
+  because the training stacks the catalog prices run the default: Primus (AMD-AGI/Primus examples/run_pretrain.sh
+  @0121ab7d, PRIMUS_HIPBLASLT_TUNING_STAGE default 0, 'no tuning'; its Transformer Engine GEMMs then pick hipBLASLt's
+  heuristic solution), Megatron-LM and Transformer Engine on ROCm without PYTORCH_TUNABLEOP_ENABLED (off by default
+  in PyTorch). MI300X: MAMF's point (torch 2.5.1+rocm6.3 with TunableOp on) and AMD's MAF (ROCm/hipBLASLt@db8e93b4,
+  a development branch) are records; the public torch 2.8.0+rocm6.4 torch.mm timing (gemm.yaml LC-MI300X) is fitted.
+  The rule is the build a training run uses, not which level matches a run: with all three fitted the level would
+  be 0.521, capped at MAMF's 0.511; MAMF alone gave 0.511 (bound), the default build gives 0.461.
 * ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml
   holds a MAMF point for it. MAMF is the best of a brute-force shape search (stas00/ml-engineering's
   mamf-finder), an upper envelope: no GEMM of any shape runs faster. ``gemm_max`` is the curve's supremum

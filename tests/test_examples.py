@@ -53,9 +53,10 @@ def allreduce(cli: Any, cluster: str, gpus: int, *flags: str, size: str = "1GiB"
     return float(next(a["time_s"] for a in row["algorithms"] if a["algorithm"] == best))
 
 
-# Framework default gradient buckets (the README's intro): PyTorch DDP bucket_cap_mb = 25 MB for ZeRO 0
-# (Li et al. 2020, PyTorch Distributed), DeepSpeed reduce_bucket_size = 5e8 elements for ZeRO 1-3
-# (DeepSpeed config-json docs), i.e. 1e9 bytes of bf16 gradients.
+# Framework default gradient buckets (the README's intro): PyTorch DDP bucket_cap_mb = 25 for ZeRO 0, read in MiB
+# (26,214,400 B; Li et al. 2020, PyTorch Distributed), DeepSpeed reduce_bucket_size = 5e8 elements for ZeRO 1-3
+# (DeepSpeed config-json docs), i.e. 1e9 bytes of bf16 gradients. The README's DDP outputs were made with
+# bucket_size 25MB (25e6 B, 4.6 % under DDP's 25 MiB), as DDP below.
 DDP = ("--set", "strategy.bucket_size=25MB")
 DEEPSPEED = ("--set", f"strategy.bucket_size={5e8 * 2:.0f}B")
 GPT_1_7B_GRADS = 1647512064 * 2  # GPT 1.7B parameters (memory --json params_per_gpu at DP only), bf16

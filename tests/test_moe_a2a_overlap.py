@@ -34,8 +34,10 @@ def _run(cluster: str = "dgx-h100", batch: int = 16, **strategy):
 
 @pytest.mark.parametrize("pp,schedule,batch,share", [
     (1, "1f1b", 16, 15 / 16),  # no pipeline: the first forward and the last backward run alone
-    (2, "interleaved:2", 16, (32 - 2) / 32),  # last rank: (V-1) p = 2 warm-up forwards of m V = 32
-    (4, "interleaved:4", 8, (32 - 12) / 32),  # (V-1) p = 12 of m V = 32
+    # last rank: (V-1) p + 1 warm-up forwards of m V, the + 1 Megatron's extra forward with
+    # overlap_moe_expert_parallel_comm (schedules.py lines 966-970 @d98e8a64dd; review17b)
+    (2, "interleaved:2", 16, (32 - 3) / 32),  # (V-1) p + 1 = 3 of m V = 32
+    (4, "interleaved:4", 8, (32 - 13) / 32),  # (V-1) p + 1 = 13 of m V = 32
 ])
 def test_steady_share_by_hand(pp, schedule, batch, share):
     _job, g, _ = _run(tp=8, ep=8, etp=1, pp=pp, schedule=schedule, batch=batch, moe_a2a_overlap=True)

@@ -419,11 +419,14 @@ def inflight_microbatches(pp: ArrayLike, num_microbatches: ArrayLike, schedule: 
     """Micro-batches whose activations pipeline stage ``stage_rank`` holds at its peak (as a multiple of
     its layers).
 
-    Stage 0: 1F1B min(m, p); interleaved min(m, p) * (1 + (p-1)/(p v)); GPipe m; 1 without pipelining.
+    Stage 0: 1F1B min(m, p); interleaved min(p (1 + (p-1)/(p v)), m); GPipe m; 1 without pipelining.
     Stage r (Megatron-Core megatron/core/pipeline_parallel/schedules.py, warm-up forwards before the first
     backward, plus the one in flight): 1F1B p - r - 1 + 1, i.e. min(m, p - r); interleaved
-    (p - r - 1) 2 + (v - 1) p + 1 model chunks of 1/v of the stage's layers, i.e. 2r/v fewer than stage 0
-    when m >= p (kept at stage 0's count when m < p: an upper bound); GPipe m on every stage.
+    min((p - r - 1) 2 + (v - 1) p + 1, m v) model chunks of 1/v of the stage's layers (the warm-up is capped at
+    the m v forwards there are: ``get_pp_rank_microbatches``, NVIDIA/Megatron-LM@d98e8a64dd lines 953-977), i.e.
+    min(p + (p - 1 - 2r)/v, m): 2r/v fewer than stage 0 where that is below m, m where every forward is a warm-up
+    one (m = p for the first ranks; equal chunks: :func:`scalemodel.cost.pipeline.interleaved_chunks_held`'s
+    simulation gives the same); GPipe m on every stage.
     """
     p = _pos("pp", pp)
     m = _pos("num_microbatches", num_microbatches)
@@ -431,7 +434,8 @@ def inflight_microbatches(pp: ArrayLike, num_microbatches: ArrayLike, schedule: 
     r = _nonneg("stage_rank", stage_rank)
     first = pipeline.inflight_microbatches(p, m, schedule, v)
     code = pipeline.schedule_code(schedule)
-    lower = np.where(code == ScheduleKind.INTERLEAVED, np.where(m >= p, first - 2.0 * r / v, first),
+    interleaved = np.minimum(p + (p - 1.0 - 2.0 * r) / v, m)
+    lower = np.where(code == ScheduleKind.INTERLEAVED, interleaved,
                      np.where(code == ScheduleKind.GPIPE, first, np.minimum(m, np.maximum(p - r, 1.0))))
     return np.where(p == 1, 1.0, np.maximum(lower, 1.0))
 

@@ -7,13 +7,14 @@ schedule       step time on one stage          bubble fraction of ideal (bubble/
 =============  ==============================  ====================================  ==========================
 gpipe          (m + p - 1) t                   (p - 1) / m                             m
 1f1b           (m + p - 1) t                   (p - 1) / m                             min(m, p)
-interleaved:v  (m + (p - 1)/v) t               (p - 1) / (v m)                         min(m, p) (1 + (p-1)/(p v))
+interleaved:v  (m + (p - 1)/v) t               (p - 1) / (v m)                         min(p (1 + (p-1)/(p v)), m)
 zb (ZB-H1)     (m + (p - 1)/3) t               (p - 1) / (3 m)                         min(m, p)
 =============  ==============================  ====================================  ==========================
 
 Sources: GPipe and 1F1B bubble (p-1)/m, interleaved (p-1)/(v m) and its activation-memory
 factor 1 + (p-1)/(p v): Narayanan et al., SC'21 (arXiv 2104.04473) §2.2; Megatron-LM
-``theoretical_memory_usage.py``. ZB-H1: Qi et al., "Zero Bubble Pipeline Parallelism" (ICLR 2024)
+``theoretical_memory_usage.py``; the interleaved count capped at m where every forward is a warm-up forward
+(:func:`inflight_microbatches`). ZB-H1: Qi et al., "Zero Bubble Pipeline Parallelism" (ICLR 2024)
 splits the backward into B (input gradient) and W (weight gradient) and fills the bubble with W,
 reducing it to about a third of 1F1B's at 1F1B's memory; we model that as (p - 1)/3 micro-batch
 times (T_F = T_B = T_W assumption of the paper's ZB-H1 analysis).
@@ -57,16 +58,26 @@ def bubble_fraction(pp: ArrayLike, microbatches: ArrayLike, schedule: ArrayLike 
 
 def inflight_microbatches(pp: ArrayLike, microbatches: ArrayLike, schedule: ArrayLike = ONE_F_ONE_B,
                           virtual_stages: ArrayLike = 1) -> np.ndarray:
-    """Micro-batches whose activations the first stage holds at once (peak activation memory).
+    """Micro-batches whose activations the first stage holds at once (peak activation memory), as a multiple of
+    its layers.
 
-    GPipe keeps all m; 1F1B and ZB-H1 keep min(m, p); interleaving multiplies by 1 + (p-1)/(p v).
+    GPipe keeps all m; 1F1B and ZB-H1 keep min(m, p); interleaved min(p (1 + (p-1)/(p v)), m) = min(p + (p-1)/v, m).
+
+    Interleaved: Megatron-Core's rank 0 runs min(2 (p - 1) + (v - 1) p, m v) warm-up forwards, each one model chunk
+    (1/v of its layers) of one micro-batch, then a forward and a backward a step (NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/pipeline_parallel/schedules.py ``get_pp_rank_microbatches`` lines 953-977), so with equal chunks
+    it holds at most min(warm-up + 1, m v) / v = min(p + (p-1)/v, m) micro-batches of its layers: Narayanan's
+    p (1 + (p-1)/(p v)) (Megatron-LM ``theoretical_memory_usage.py``) where m v exceeds the warm-up, and m (every
+    micro-batch of every chunk, all warm-up) at m = p, the fewest the schedule takes (it refuses m below its group
+    size, p by default, and m not a multiple of it). It was min(m, p) (1 + (p-1)/(p v)) = p + (p-1)/v at m = p:
+    (p-1)/v micro-batches over what the schedule holds (review17b).
     """
     p = np.asarray(pp, dtype=float)
     m = np.asarray(microbatches, dtype=float)
     code = schedule_code(schedule)
     v = np.maximum(np.asarray(virtual_stages, dtype=float), 1.0)
     onef1b = np.minimum(m, p)
-    interleaved = onef1b * (1.0 + (p - 1.0) / (p * v))
+    interleaved = np.minimum(p * (1.0 + (p - 1.0) / (p * v)), m)
     return np.where(code == ScheduleKind.GPIPE, m, np.where(code == ScheduleKind.INTERLEAVED, interleaved, onef1b))
 
 

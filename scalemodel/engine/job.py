@@ -46,6 +46,7 @@ from scalemodel.errors import InputError, Origin, sub_path
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
 from scalemodel.specs.accelerator import cudnn_release_key
+from scalemodel.specs.frameworks import MEGATRON_DEFAULT_DISPATCHER
 from scalemodel.specs.training import (
     bf16_layer_share,
     check_attention_kernel,
@@ -935,7 +936,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                              allowed=f"shard_group unset or {min(group, dp)}, or --sync bsp for HSDP synchronised "
                                      "every step")
     _check_shard_group(strategy, dp)
-    _warn_unpriced_fields(job, strategy)
+    _warn_unpriced_fields(job, strategy, origin)
     _check_titan_op(job, strategy)
     given_etp = strategy.etp
     if ep == 1 and given_etp is not None and not (job.is_transformer and int(job.shape.moe_experts) > 0):
@@ -1416,7 +1417,7 @@ def _warn_unpriced_alignment(strategy: Any, zero: Zero) -> None:
                         f"of {what}, and {', '.join(why_ag)}")
 
 
-def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
+def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None) -> None:
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
     ep_dispatch_sms, moe_flex_dispatcher and moe_shared_expert_overlap (also at ep 1; the latter also without
     shared experts), moe_flex_backend hybridep without moe_flex_dispatcher, and recompute_modules moe_act or moe
@@ -1428,8 +1429,13 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     :func:`_check_moe_rank_imbalance`); the eager layer ops without
     what they act on; hybrid.mtp_pattern without MTP layers; cp_comm_type other than p2p at cp 1 and cp_a2a_size
     without a2a+p2p; dispatch_overhead > 0 under static assignment; align_grad_reduce / align_param_gather false
-    outside the interleaved per-chunk sync (:func:`_warn_unpriced_alignment`)."""
+    outside the interleaved per-chunk sync (:func:`_warn_unpriced_alignment`). ``origin``: where the fields were
+    written; moe_allgather_dispatcher that a Megatron-LM file's reader set as Megatron's default dispatcher
+    (--num-experts without --moe-token-dispatcher-type: frameworks.MEGATRON_DEFAULT_DISPATCHER) is not warned about:
+    the file chose no dispatcher, and at etp x ep 1 Megatron's own does nothing either."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
+    chosen = not (origin is not None and origin.field("moe_allgather_dispatcher").endswith(
+        f": {MEGATRON_DEFAULT_DISPATCHER}"))
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
         _warn_field("strategy.moe_layer_host_s",
@@ -1463,9 +1469,9 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
         _warn_field("strategy.moe_flex_dispatcher",
                     " is not priced: ep is 1 (no expert-parallel all-to-all to "
                     "dispatch)")
-    if getattr(strategy, "moe_allgather_dispatcher", False) and not moe:
+    if getattr(strategy, "moe_allgather_dispatcher", False) and chosen and not moe:
         _warn_field("strategy.moe_allgather_dispatcher", " is not priced: the model has no MoE layers")
-    elif getattr(strategy, "moe_allgather_dispatcher", False) and int(getattr(strategy, "ep", 1)) * int(
+    elif getattr(strategy, "moe_allgather_dispatcher", False) and chosen and int(getattr(strategy, "ep", 1)) * int(
             getattr(strategy, "etp", None) or getattr(strategy, "tp", 1) or 1) == 1:
         # MoEAllGatherTokenDispatcher gathers only when tp_size > 1 or ep_size > 1 (its expert TP and EP)
         _warn_field("strategy.moe_allgather_dispatcher", " is not priced: etp x ep is 1 (nothing to gather)")

@@ -135,9 +135,13 @@ MAX_SYNC_MODES = 64
 NEAR = 0.005
 #: Kept fractions of top-k compression the search tries (Lin et al. 2018, DGC: 0.1 % to 10 %).
 TOPK_RATIOS = (0.1, 0.01, 0.001)
-#: Explicit gradient bucket sizes searched besides each framework's default (0): PyTorch DDP's
-#: bucket_cap_mb range and DeepSpeed's reduce_bucket_size range, bytes of uncompressed gradient.
-BUCKET_BYTES = (0.0, 5e6, 25e6, 100e6, 500e6, 2e9)
+#: Explicit gradient bucket sizes searched besides each framework's default (0), bytes of uncompressed gradient:
+#: PyTorch DDP's bucket_cap_mb 5 and 25, which DDP reads in MiB (``int(bucket_cap_mb * 1024 * 1024)``,
+#: :data:`scalemodel.engine.job.DDP_BUCKET_BYTES`: 25 -> 26,214,400 B; these were 5e6 and 25e6 B, sizes no
+#: bucket_cap_mb a user writes gives), then 100 MB to 2 GB (DeepSpeed's reduce_bucket_size, in elements: its
+#: default 5e8 is 1 GB of 16-bit gradients; Megatron-Core's --ddp-bucket-size, elements, default
+#: max(4e7, 1e6 dp cp)).
+BUCKET_BYTES = (0.0, 5.0 * 1024 * 1024, 25.0 * 1024 * 1024, 100e6, 500e6, 2e9)
 
 #: What mainstream frameworks run, per searched choice: NCCL's algorithms (NCCL_ALGO=Ring|Tree, and its
 #: own tuner for auto; NCCL does not implement recursive halving-doubling, recursive doubling, direct or

@@ -4316,13 +4316,16 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage],
 def moe_a2a_steady_share(g: StrategyGrid) -> np.ndarray:
     """Share of the busiest (last) rank's forward and backward passes that run in the 1F1B steady state, where
     Megatron-Core's EP overlap pairs one micro-batch's forward with another's backward: (m V - w) / (m V) with
-    w = (V - 1) p warm-up forwards (and as many cool-down backwards) on the last rank of the interleaved schedule
-    (``forward_backward_pipelining_with_interleaving``), w = 1 without a pipeline (the first forward and the
+    w = min((V - 1) p + 1, m V) warm-up forwards (and as many cool-down backwards) on the last rank of the
+    interleaved schedule (``forward_backward_pipelining_with_interleaving``; NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/pipeline_parallel/schedules.py ``get_pp_rank_microbatches`` lines 964-977: (p - r - 1) 2 +
+    (V - 1) p, "one extra micro-batch forward step before the 1f1b stages" with overlap_moe_expert_parallel_comm,
+    capped at m V; the extra one was left out until review17b), w = 1 without a pipeline (the first forward and the
     last backward run alone, ``forward_backward_no_pipelining`` with overlap_moe_expert_parallel_comm)."""
     m = microbatches(g).astype(float)
     p = g.pp.astype(float)
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, np.maximum(g.virtual_stages, 1), 1).astype(float)
-    alone = np.where(p > 1, (v - 1.0) * p, 1.0)
+    alone = np.where(p > 1, (v - 1.0) * p + 1.0, 1.0)
     return np.asarray(np.clip((m * v - alone) / (m * v), 0.0, 1.0))
 
 

@@ -235,8 +235,10 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
         out.fields["tp"] = "tensor_parallel.autotp_size"
         # AutoTP shards a Hugging Face model's nn.Linear layers in place (deepspeed/module_inject/auto_tp.py): the
         # layer's other ops stay PyTorch eager modules and each row-parallel output is all-reduced (no sequence
-        # parallelism). Priced as the eager layer; under the default megatron_te an MoE model at tp > 1 was priced
-        # with Megatron-Core's sequence parallelism, which AutoTP does not run
+        # parallelism: deepspeedai/DeepSpeed@edaa722126 deepspeed/module_inject/layers.py LinearAllreduce.forward,
+        # RowParallel.apply -> dist.all_reduce, lines 752-776 and 170-182). Priced as the eager layer; under the
+        # default megatron_te an MoE model at tp > 1 was priced with Megatron-Core's sequence parallelism, which
+        # AutoTP does not run
         out.strategy["layer_impl"] = "eager"
         out.fields["layer_impl"] = "tensor_parallel.autotp_size"
     opt = data.get("optimizer")
@@ -499,6 +501,10 @@ _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm
 _BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
 #: Megatron-LM's --moe-token-dispatcher-type choices (megatron/training/arguments.py).
 _MEG_DISPATCHERS = ("allgather", "alltoall", "alltoall_seq", "flex")
+#: The field a Megatron-LM file's ``moe_allgather_dispatcher`` is read from when no --moe-token-dispatcher-type names
+#: it: Megatron's default dispatcher for the MoE model --num-experts builds (not a choice the file wrote, so the
+#: engine does not warn that it is unpriced where it does nothing: job._warn_unpriced_fields)
+MEGATRON_DEFAULT_DISPATCHER = "--num-experts"
 
 
 def _switch_without_value(name: str, after: str | None) -> None:
@@ -748,7 +754,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
             "--moe-token-dispatcher-type" in args or "--num-experts" in model_flags):
         out.strategy["moe_allgather_dispatcher"] = True
         out.fields["moe_allgather_dispatcher"] = "--moe-token-dispatcher-type" \
-            if "--moe-token-dispatcher-type" in args else "--num-experts"
+            if "--moe-token-dispatcher-type" in args else MEGATRON_DEFAULT_DISPATCHER
     if "--moe-router-dtype" in args:  # TransformerConfig.moe_router_dtype Literal fp32, fp64 (d98e8a64dd line 811)
         rd = args["--moe-router-dtype"]
         if rd not in ("fp32", "fp64"):
