@@ -81,3 +81,34 @@ def test_fp32_router_on_a_gpu_without_tf32_uses_its_fp32_peak() -> None:
                       moe_rank_imbalance=1.0)
     job = build_job(load_cluster("dgx-1-v100"), _wl(), tr)
     assert job.router_peak_flops == pytest.approx(15.7e12)
+
+
+def test_efa_sweeps_show_the_latency_on_every_ring_step() -> None:
+    """docs/model.md#nanotron (review 17c): the published p5 all-gather sweeps (hardware/measurements/nccl.yaml
+    p5efa_allgather_*) carry a latency on every one of a ring's p - 1 steps, not on its node crossings. By hand from the
+    32 MiB points: (t - S (p-1)/p / 336 GB/s) / (p - 1) is 9.4-10.2 us at 2, 4, 8, 16 and 32 nodes, while per crossing
+    the same excess runs from 146 us (2 nodes) to 84 us (32). The bare every-step fit of scripts/fit_efa_tier.py finds
+    that per-step figure and fits no worse than the crossings-only form."""
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    cases = yaml.safe_load((root / "hardware" / "measurements" / "nccl.yaml").read_text("utf-8"))
+    per_step, per_cross = [], []
+    for c in (c for c in cases if c["id"].startswith("p5efa_allgather_")):
+        p, s = c["ranks"], 2**25
+        t = s * (p - 1) / p / (c["measured"]["busbw_GBps"][c["measured"]["msg_bytes"].index(s)] * 1e9)
+        excess = t - s * (p - 1) / p / 336e9
+        per_step.append(excess / (p - 1))
+        per_cross.append(excess / (p // 8 - 1))
+    assert 9.3e-6 < min(per_step) and max(per_step) < 10.3e-6
+    assert max(per_cross) / min(per_cross) > 1.7
+    spec = importlib.util.spec_from_file_location("fit_efa_tier", root / "scripts" / "fit_efa_tier.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    forms = mod.bare_forms()
+    assert 8e-6 < forms["every_step"]["latency_s"] < 11e-6
+    assert forms["every_step"]["median_abs_error"] <= forms["crossings"]["median_abs_error"]
