@@ -112,3 +112,22 @@ def test_efa_sweeps_show_the_latency_on_every_ring_step() -> None:
     forms = mod.bare_forms()
     assert 8e-6 < forms["every_step"]["latency_s"] < 11e-6
     assert forms["every_step"]["median_abs_error"] <= forms["crossings"]["median_abs_error"]
+
+
+def test_sensitivity_peak_moves_every_peak_a_job_prices_at() -> None:
+    """sensitivity's "peak FLOP/s" is the accelerator's speed at every precision (engine/sensitivity.py
+    _peaks_perturb). moe17 added Job.router_peak_flops (the fp32 router's TF32 GEMMs) outside PEAK_FIELDS, as
+    Job.mxfp8_peak_flops was: a 2x faster chip left those GEMMs at the old speed while the 16-bit GEMM subtracted from
+    the router's (cost.compute.router_dtype_times) got faster, so the router's added time grew with the peak."""
+    import dataclasses
+
+    from scalemodel.engine.job import Job
+    from scalemodel.engine.sensitivity import PEAK_FIELDS, _peaks_perturb
+
+    peaks = {f.name for f in dataclasses.fields(Job) if f.name.endswith("peak_flops")}
+    assert peaks == set(PEAK_FIELDS)
+    tr = TrainingSpec(global_batch=16, micro_batch=2, precision="bf16", seq_len=S, moe_router_dtype="fp32",
+                      moe_rank_imbalance=1.0)
+    job = build_job(load_cluster("dgx-h100"), _wl(), tr)
+    fast = _peaks_perturb(job, 2.0)
+    assert fast.router_peak_flops == pytest.approx(2 * 494.7e12) and fast.peak_flops == pytest.approx(2 * 989.4e12)
