@@ -14,7 +14,7 @@ ln(model time / measured time), every point weighted equally, over x = (ln laten
 bounded to (0.3, 1], on all 35 points at once (one tier for every node count), with the rest of aws-p5 as
 specified. The measured time of a point is nccl-tests' ``bytes x (n-1)/n / busbw`` (doc/PERFORMANCE.md).
 
-Usage: python scripts/fit_efa_tier.py [--json]
+Usage: python scripts/fit_efa_tier.py [--json | --forms]
 """
 
 from __future__ import annotations
@@ -70,8 +70,38 @@ def fit(path: Path = NCCL) -> dict[str, Any]:
             "median_abs_error": float(np.median(np.abs(err))), "worst_abs_error": float(np.max(np.abs(err)))}
 
 
+def bare_forms(path: Path = NCCL) -> dict[str, dict[str, float]]:
+    """The same points fitted by two bare alpha-beta forms of the ring all-gather (no protocol lines, no base
+    latency; bytes at ``e`` x 8 NICs x 50 GB/s a node): the latency ``L`` on every one of the p - 1 ring steps,
+    ``(p-1) L + (p-1)/p S / (e 400 GB/s)``, or on the node crossings only (NCCL's composition, the catalog's),
+    ``(p/8 - 1) L + ...``. Same objective as :func:`fit`. docs/model.md#nanotron compares them (review 17c)."""
+    from scipy.optimize import least_squares
+
+    pts = points(path)
+    p = np.array([x[0] for x in pts], dtype=float)
+    s = np.array([x[1] for x in pts])
+    t = np.array([x[2] for x in pts])
+    out = {}
+    for name, steps in (("every_step", p - 1.0), ("crossings", p / 8.0 - 1.0)):
+        def res(x: np.ndarray, steps: np.ndarray = steps) -> np.ndarray:
+            lat, eff = np.exp(x)
+            return np.log((steps * lat + s * (p - 1) / p / (eff * 400e9)) / t)
+
+        r = least_squares(res, np.log([10e-6, 0.8]), bounds=(np.log([1e-7, 0.3]), np.log([1e-3, 1.0])))
+        err = np.abs(np.expm1(r.fun))
+        out[name] = {"latency_s": float(np.exp(r.x[0])), "efficiency": float(np.exp(r.x[1])),
+                     "median_abs_error": float(np.median(err)), "worst_abs_error": float(np.max(err))}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if "--forms" in args:
+        for name, f in bare_forms().items():
+            print(f"bare ring, latency on {name.replace('_', ' ')}: {f['latency_s'] * 1e6:.1f} us, efficiency "
+                  f"{f['efficiency']:.3f}; |error| median {f['median_abs_error']:.1%}, "
+                  f"worst {f['worst_abs_error']:.1%}")
+        return 0
     r = fit()
     if "--json" in args:
         print(json.dumps(r, indent=2))

@@ -1623,15 +1623,18 @@ def router_dtype_times(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     T h rb and writes T h eb). The TF32 / FP64 GEMMs are read on the 16-bit curve (AcceleratorSpec: ``gemm_max`` /
     ``gemm_half_dim`` describe 16-bit GEMMs, also used for tf32/fp32), at their own peak. Not counted (each under
     E / h of the casts' bytes): the weight's E h casts, the fp32 logits' extra T E bytes, the gradient of the weight
-    cast back. Zero without experts or with rb 0. Validation rows that set it: the Megatron-LM MoE recipes
-    (examples/moe_recipes/*.yaml ``moe_router_dtype: fp32`` at 9c5258f109) and the Nemotron 3 Nano recipes of
-    Megatron-Bridge; docs/model.md#router-dtype-compute."""
+    cast back. Zero without experts, with rb 0, or where the router dtype is no wider than the activations
+    (rb <= eb: an fp32 / tf32 run's fp32 router is the layer's own GEMM, its casts no-ops). Validation rows that set
+    it: the Megatron-LM MoE recipes (examples/moe_recipes/*.yaml ``moe_router_dtype: fp32`` at 9c5258f109) and the
+    Nemotron 3 Nano recipes of Megatron-Bridge; docs/model.md#router-dtype-compute."""
     rb = np.asarray(router_bytes, dtype=float)
     eb = _pos("elem_bytes", elem_bytes)
     t = _pos("tp", tp)
     T = _pos("micro_batch", micro_batch) * _pos("seq_len", seq_len) / _pos("cp", cp) / np.where(
         np.asarray(sequence_parallel, dtype=bool), t, 1.0)
-    on = np.where((sh.moe_experts > 0) & (rb > 0), 1.0, 0.0)
+    # rb <= eb (an fp32 / tf32 run with an fp32 router): inp.to(fp32) and the gradient's .to(input dtype) are no-ops
+    # and the GEMMs are the layer's own, so nothing is added (the delta would price the same GEMM at another peak)
+    on = np.where((sh.moe_experts > 0) & (rb > eb), 1.0, 0.0)
     E, h = np.maximum(sh.moe_experts, 1.0), sh.hidden
     curve = dict(memory_bandwidth=memory_bandwidth, gemm_max=gemm_max, gemm_half_dim=gemm_half_dim,
                  memory_efficiency=memory_efficiency)

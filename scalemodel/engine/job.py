@@ -338,7 +338,7 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         gemm_max=gemm_max, gemm_half_dim=gemm_half_dim, memory_efficiency=curve.memory,
         precision=precision, elem_bytes=elem, grad_bytes=grad_bytes,
         router_bytes={"fp32": 4.0, "fp64": 8.0}.get(str(getattr(training, "moe_router_dtype", None)), 0.0),
-        router_peak_flops=_router_peak(acc, training),
+        router_peak_flops=_router_peak(acc, training) if expert > 0 else 0.0,
         optimizer_bytes_per_param=training.optimizer_bytes_per_param, seq_len=int(seq),
         is_transformer=sh is not None, shape=sh, params=params, expert_params=expert,
         generic_flops_per_sample=gen_flops, generic_backward_factor=gen_bwd, generic_activation_bytes=gen_act,
@@ -507,8 +507,10 @@ def _bf16_gemms(acc: Any, precision: str, curve: Any) -> tuple[float, float, flo
 
 def _router_peak(acc: Any, training: Any) -> float:
     """Peak FLOP/s of the router's GEMMs under ``training.moe_router_dtype`` (cost.compute.router_dtype_times):
-    fp32 runs them as TF32 (Transformer Engine's CUBLAS_COMPUTE_32F_FAST_TF32 for fp32 x fp32 GEMMs), fp64 at the FP64
-    peak; 0 when unset."""
+    fp32 runs them as TF32 (Transformer Engine's CUBLAS_COMPUTE_32F_FAST_TF32 for fp32 x fp32 GEMMs; the catalog's
+    fp32 peak where it lists no tf32, AcceleratorSpec.peak: a GPU without TF32 cores runs them as FP32), fp64 at the
+    FP64 peak; 0 when unset. Asked only for a model with routed experts (build_job): a dense or generic model has no
+    router, so the setting prices nothing there and is not refused for want of a peak."""
     dtype = getattr(training, "moe_router_dtype", None)
     if dtype not in ("fp32", "fp64"):
         return 0.0
@@ -516,9 +518,10 @@ def _router_peak(acc: Any, training: Any) -> float:
     try:
         return float(acc.peak(need))
     except InputError:
-        raise InputError(f"moe_router_dtype {dtype} needs the accelerator's {need} peak, and {acc.name!r} has none",
+        peaks = "tf32 (or fp32)" if need == "tf32" else need
+        raise InputError(f"moe_router_dtype {dtype} needs the accelerator's {peaks} peak, and {acc.name!r} has none",
                          where="training.moe_router_dtype",
-                         allowed=f"bf16 routing (leave it unset), or an accelerator with a {need} peak") from None
+                         allowed=f"bf16 routing (leave it unset), or an accelerator with a {peaks} peak") from None
 
 
 def _critical_batch_source(training: Any, shape: Any, seq_len: int) -> str:

@@ -21,7 +21,8 @@ latency / f, ...) and the throughput ratio reported: "what a 2x better network b
 ratio with every tier improved at once. Memory capacity does not change the step time of a fixed
 strategy (elasticity 0); its row says whether the strategy fits before and after the improvement.
 "Peak FLOP/s" scales every compute peak the job prices work at (an fp8 run's BF16 attention core and logits
-GEMM with its fp8 GEMMs, :func:`_peaks_perturb`), so the identity above holds at every precision.
+GEMM with its fp8 GEMMs, an fp32 / fp64 router's TF32 / FP64 GEMMs, an MXFP8 module's FP8 GEMMs in an fp4 run,
+:func:`_peaks_perturb`), so the identity above holds at every precision.
 
 Perturbations are :func:`dataclasses.replace` copies of the :class:`~scalemodel.engine.job.Job`
 (and of its :class:`~scalemodel.cost.network.Tier` objects); each is one vectorised
@@ -126,8 +127,9 @@ def _job_perturb(attr: str) -> Perturb:
 
 
 #: Every compute peak a job may price work at: the GEMMs' (training precision) and, in an fp8 run, the BF16 peak of
-#: the attention core and of the logits GEMM (Job.attention_peak_flops / logits_peak_flops; 0 = not used).
-PEAK_FIELDS = ("peak_flops", "attention_peak_flops", "logits_peak_flops")
+#: the attention core and of the logits GEMM (Job.attention_peak_flops / logits_peak_flops), an fp32 / fp64 router's
+#: TF32 / FP64 peak (Job.router_peak_flops) and an MXFP8 module's FP8 peak (Job.mxfp8_peak_flops); 0 = not used.
+PEAK_FIELDS = ("peak_flops", "attention_peak_flops", "logits_peak_flops", "router_peak_flops", "mxfp8_peak_flops")
 
 
 def _peaks_perturb(job: Job, mult: float) -> Job:

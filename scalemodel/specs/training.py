@@ -210,7 +210,9 @@ class TrainingSpec(Spec, kw_only=True):
         "the MoE router's dtype (Megatron-Core --moe-router-dtype): its logits and so the routing probabilities in "
         "fp32 or fp64. Priced where the probabilities' dtype reaches the wire: the allgather dispatcher's gather of "
         "the probabilities and its combine reduce-scatter, and the alltoall dispatcher's expert-TP reduce-scatter "
-        "before the combine, cast to it (docs/model.md#router-dtype). Not given: the activations' dtype"))] = None
+        "before the combine, cast to it (docs/model.md#router-dtype); and in compute, where it is wider than the "
+        "activations: the router's backward GEMMs at the TF32 (fp32) or FP64 peak and the casts of its input and input "
+        "gradient, fp64's forward too (docs/model.md#router-dtype-compute). Not given: the activations' dtype"))] = None
     fp8_attention: Annotated[bool, Meta(description=(
         "with precision fp8: the attention core runs in FP8 too (Transformer Engine fp8_dpa, Megatron-Core "
         "TransformerConfig.fp8_dot_product_attention, --fp8-dot-product-attention in forks of Megatron-LM; cuDNN's "
