@@ -1,0 +1,59 @@
+"""Hostile-input round 17: what was merged lately (Megatron-LM's recompute flags, DeepSpeed AutoTP's
+tensor_parallel section, torchtitan's [activation_checkpoint], nanotron's trainer, moe_rank_imbalance, the allgather
+dispatcher, the router dtype, hybrid '|' segments) fed values the frameworks refuse, ignore or read otherwise.
+
+Each case is one finding; the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import MEG_LAUNCH, accepted, megatron_launch, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+DENSE = ["-c", "dgx-h100", "-m", "llama3-8b", "-n", "64"]
+MOE = ["-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64"]
+
+
+# --- Megatron-LM's recompute flags: what Megatron refuses, and what it never reads -----------------------------------
+# "--recompute-method bogus" was warned "not used" and priced as full recompute of every layer; Megatron-LM's argparse
+# takes choices ('uniform', 'block') (generated from TransformerConfig.recompute_method's Literal, argument_utils.py
+# L151-154 at d98e8a64dd). "--recompute-method uniform --recompute-num-layers 0" was priced as full recompute of every
+# layer; Megatron-Core's uniform loop advances by the chunk size (recompute.py L158-166), so no step ends. An unknown
+# --recompute-modules word was warned and the run priced without it; TransformerConfig asserts against it.
+
+@pytest.mark.parametrize("flags, where, what", [
+    ("--recompute-granularity full --recompute-method bogus --recompute-num-layers 2", "--recompute-method",
+     "unknown recompute method: 'bogus'; block or uniform"),
+    ("--recompute-method bogus", "--recompute-method", "unknown recompute method: 'bogus'"),
+    ("--recompute-granularity full --recompute-method uniform --recompute-num-layers 0", "--recompute-num-layers",
+     "--recompute-method uniform with --recompute-num-layers 0"),
+    ("--recompute-granularity selective --recompute-modules core_attn bogus", "--recompute-modules",
+     "unknown module 'bogus'"),
+])
+def test_megatron_recompute_flags_megatron_refuses(cli, tmp_path: Path, flags: str, where: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, flags)
+    line = refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,))
+    assert line.startswith(f"error: --strategy: {f}: {where}: ") and what in line, line
+
+
+def test_uniform_chunks_of_zero_layers_are_refused_in_a_spec(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", *DENSE, "--recompute", "full", "--set", "strategy.recompute_layers=0", "--set",
+            "strategy.recompute_method=uniform", match="strategy.recompute_layers: 0 with recompute_method uniform")
+
+
+def test_block_recompute_of_zero_layers_still_runs(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = megatron_launch(tmp_path, "--recompute-granularity full --recompute-method block --recompute-num-layers 0")
+    assert accepted(cli, "predict", *DENSE, "--strategy", str(f))["strategy"]["recompute_layers"] == 0
+
+
+def test_recompute_method_without_a_granularity_is_said(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Without --recompute-granularity Megatron-Core reads neither flag (TransformerConfig checks them under
+    ``recompute_granularity is not None``): nothing is recomputed, as priced; it was dropped without a word."""
+    f = megatron_launch(tmp_path, "--recompute-method uniform --recompute-num-layers 2")
+    out = accepted(cli, "predict", *DENSE, "--strategy", str(f))
+    assert out["strategy"]["recompute"] == "none"
+    assert any("--recompute-method uniform --recompute-num-layers 2 (no --recompute-granularity" in w
+               for w in out["warnings"]), out["warnings"]
