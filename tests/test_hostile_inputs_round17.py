@@ -57,3 +57,49 @@ def test_recompute_method_without_a_granularity_is_said(cli, tmp_path: Path) -> 
     assert out["strategy"]["recompute"] == "none"
     assert any("--recompute-method uniform --recompute-num-layers 2 (no --recompute-granularity" in w
                for w in out["warnings"]), out["warnings"]
+
+
+# --- DeepSpeed's tensor_parallel section --------------------------------------------------------------------------
+# autotp_size 0 is DeepSpeed's default, AutoTP off (TPTrainingConfig.autotp_size: int = 0, "When set to 0, indicates
+# that it is disabled", deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/tensor_parallel/config.py L45-49): it was
+# refused as "expected at least 1". At 1 the engine does not shard (runtime/engine.py L332: autotp_size() > 1), but the
+# run was priced as AutoTP's eager layer, not as the same config without the key. The section's other keys
+# (tp_overlap_comm: AutoTP's all-reduce overlapped, not priced) were dropped without a word.
+
+DS = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 1}}
+
+
+def _ds(tmp_path: Path, name: str, tp: dict | None) -> Path:  # type: ignore[type-arg]
+    f = tmp_path / name
+    f.write_text(json.dumps({**DS, **({"tensor_parallel": tp} if tp is not None else {})}))
+    return f
+
+
+@pytest.mark.parametrize("size", [0, 1])
+def test_deepspeed_autotp_off_prices_the_config_without_it(cli, tmp_path: Path, size: int) -> None:  # type: ignore[no-untyped-def]
+    bare = accepted(cli, "predict", *MOE, "--strategy", str(_ds(tmp_path, "bare.json", None)))
+    off = accepted(cli, "predict", *MOE, "--strategy", str(_ds(tmp_path, "off.json", {"autotp_size": size})))
+    assert off["strategy"]["layer_impl"] == bare["strategy"]["layer_impl"] == "megatron_te"
+    assert off["strategy"]["tp"] == 1 and off["step_time_s"] == bare["step_time_s"]
+
+
+def test_deepspeed_autotp_two_is_still_the_eager_layer(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "predict", *MOE, "--strategy", str(_ds(tmp_path, "tp2.json", {"autotp_size": 2})))
+    assert out["strategy"]["tp"] == 2 and out["strategy"]["layer_impl"] == "eager"
+
+
+@pytest.mark.parametrize("tp, said", [
+    ({"autotp_size": 2, "tp_overlap_comm": True}, "tensor_parallel.tp_overlap_comm (AutoTP's all-reduce overlapped"),
+    ({"tp_size": 4}, "tensor_parallel.tp_size"),
+    ({"autotp_size": 2, "tp": {"tp_size": 2}}, "tensor_parallel.tp"),
+])
+def test_deepspeed_tensor_parallel_keys_not_priced_are_said(cli, tmp_path: Path, tp: dict, said: str) -> None:  # type: ignore[no-untyped-def, type-arg]
+    f = _ds(tmp_path, "ds.json", tp)
+    out = accepted(cli, "predict", *DENSE, "--strategy", str(f))
+    assert any(said in u for u in out["inputs"]["strategy_file"]["unused"]), out["inputs"]["strategy_file"]["unused"]
+
+
+def test_deepspeed_tp_overlap_comm_not_a_boolean_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = _ds(tmp_path, "ds.json", {"autotp_size": 2, "tp_overlap_comm": "yes"})
+    refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,),
+            match=f"{f}: tensor_parallel.tp_overlap_comm: expected true or false, got 'yes'")
