@@ -103,3 +103,31 @@ def test_deepspeed_tp_overlap_comm_not_a_boolean_is_refused(cli, tmp_path: Path)
     f = _ds(tmp_path, "ds.json", {"autotp_size": 2, "tp_overlap_comm": "yes"})
     refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,),
             match=f"{f}: tensor_parallel.tp_overlap_comm: expected true or false, got 'yes'")
+
+
+# --- moe_rank_imbalance's refusal shows the numbers it compares -------------------------------------------------------
+# At :g, 4.0000001 was refused as "moe_rank_imbalance 4 exceeds ... <= min(ep, E / k) = 4", and a bound of 8 / 3 (top-3
+# of 8 experts) was shown as 2.66667, which was then refused in turn ("2.66667 exceeds ... = 2.66667").
+
+def test_rank_imbalance_refusal_shows_the_factor_given(cli) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", *MOE, "--ep", "8", "--set", "training.moe_rank_imbalance=4.0000001")
+    assert "moe_rank_imbalance 4.0000001 exceeds" in line, line
+
+
+def test_rank_imbalance_bound_shown_is_one_that_is_taken(cli) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "predict", *MOE, "--ep", "8", "--set", "model.moe.top_k=3", "--set",
+                   "training.moe_rank_imbalance=3")
+    shown = line.rsplit("between 1 and ", 1)[1].split(",")[0].split()[0]
+    assert abs(float(shown) - 8 / 3) < 1e-8, line  # E / k = 8 / 3 by hand
+    out = accepted(cli, "predict", *MOE, "--ep", "8", "--set", "model.moe.top_k=3", "--set",
+                   f"training.moe_rank_imbalance={shown}")
+    assert out["feasible"] in (True, False)  # priced, not refused
+
+
+# --- sweep --scheduler '' ran on local processes ------------------------------------------------------------------
+
+def test_sweep_scheduler_without_an_address_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("kind: sweep\nname: s\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [8]\nstrategies: [{tp: 2}]\n")
+    refused(cli, "sweep", str(f), "--scheduler", "", "--json", inputs=(f,),
+            match="error: --scheduler: no address given; the address of a running Dask scheduler")

@@ -1256,12 +1256,14 @@ def check_moe_rank_imbalance(factor: float | None, experts: float, top_k: float,
     if factor <= bound * (1.0 + 1e-9):
         return
     at = "" if ep is None else f" at ep {ep}"
-    raise InputError(f"moe_rank_imbalance {factor:g} exceeds what top-k routing can reach{at}: a rank of E / ep "
+    # round 17: at :g, 4.0000001 read "moe_rank_imbalance 4 exceeds ... <= 4" and the bound 8/3 showed as 2.66667,
+    # which was itself refused ("2.66667 exceeds ... = 2.66667"); 10 digits show the factor and a bound that is taken
+    raise InputError(f"moe_rank_imbalance {factor:.10g} exceeds what top-k routing can reach{at}: a rank of E / ep "
                      f"experts receives at most min(k, E / ep) copies of a token against a mean of k / ep, so max / "
-                     f"mean <= min(ep, E / k) = {bound:g} (E {experts:g}, k {top_k:g})",
+                     f"mean <= min(ep, E / k) = {bound:.10g} (E {experts:g}, k {top_k:g})",
                      where="training.moe_rank_imbalance",
-                     allowed=f"a measured max / mean between 1 and {bound:g}{at}, or unset (the expected maximum of "
-                             "uniform random routing)")
+                     allowed=f"a measured max / mean between 1 and {bound:.10g}{at}, or unset (the expected maximum "
+                             "of uniform random routing)")
 
 
 def _check_moe_rank_imbalance(job: Job, ep: int) -> None:
