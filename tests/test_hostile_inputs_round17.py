@@ -131,3 +131,32 @@ def test_sweep_scheduler_without_an_address_is_refused(cli, tmp_path: Path) -> N
     f.write_text("kind: sweep\nname: s\nmodels: [gpt-1.7b]\nclusters: [dgx-h100]\ngpus: [8]\nstrategies: [{tp: 2}]\n")
     refused(cli, "sweep", str(f), "--scheduler", "", "--json", inputs=(f,),
             match="error: --scheduler: no address given; the address of a running Dask scheduler")
+
+
+# --- torchtitan's [activation_checkpoint]: its default mode and its other keys are said -------------------------------
+# A TOML without activation_checkpoint.mode was priced without recompute and without a word, where torchtitan's own
+# default is mode "selective" with selective_ac_option "2" (pytorch/torchtitan@e7c0cae torchtitan/config_manager.py
+# L436-444); keys other than mode and selective_ac_option (early_stop, memory_budget, ... of later releases) were
+# dropped without a word.
+
+TITAN = "[training]\nlocal_batch_size = 1\nseq_len = 4096\n[parallelism]\ndata_parallel_shard_degree = -1\n"
+
+
+@pytest.mark.parametrize("body, said", [
+    ("", "activation_checkpoint.mode not given (torchtitan's default is selective"),
+    ("[activation_checkpoint]\nselective_ac_option = 'op'\n", "activation_checkpoint.mode not given"),
+    ("[activation_checkpoint]\nmode = 'full'\nearly_stop = true\n", "activation_checkpoint.early_stop"),
+])
+def test_torchtitan_activation_checkpoint_defaults_and_keys_are_said(cli, tmp_path: Path, body: str,  # type: ignore[no-untyped-def]
+                                                                    said: str) -> None:
+    f = tmp_path / "job.toml"
+    f.write_text(TITAN + body)
+    out = accepted(cli, "predict", *DENSE, "--strategy", str(f))
+    assert any(said in u for u in out["inputs"]["strategy_file"]["unused"]), out["inputs"]["strategy_file"]["unused"]
+
+
+def test_torchtitan_activation_checkpoint_mode_given_says_nothing(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "job.toml"
+    f.write_text(TITAN + "[activation_checkpoint]\nmode = 'full'\n")
+    out = accepted(cli, "predict", *DENSE, "--strategy", str(f))
+    assert out["inputs"]["strategy_file"]["unused"] == [] and out["strategy"]["recompute"] == "full"

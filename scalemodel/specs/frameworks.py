@@ -1260,6 +1260,19 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         out.fields["recompute"] = "activation_checkpoint.mode"
         if mode == "selective":
             _titan_selective_ac(ac.get("selective_ac_option", "2"), out)
+    else:
+        # round 17: priced without recompute and without a word. torchtitan's own default is mode "selective" with
+        # selective_ac_option "2" (every 2nd block fully recomputed): pytorch/torchtitan@e7c0cae
+        # torchtitan/config_manager.py L436-444 (ActivationCheckpoint), 9dec370's argparse default the same. Which
+        # price that default takes is left to the user (full recompute of every block, or recompute_layers)
+        out.unused.append("activation_checkpoint.mode not given (torchtitan's default is selective with "
+                          "selective_ac_option '2', every 2nd block fully recomputed: priced without recompute; give "
+                          "mode, or --recompute full with --set strategy.recompute_layers=K)")
+    for k in ac:  # round 17: any other key was dropped without a word (torchtitan@e7c0cae's ActivationCheckpoint
+        # has mode and selective_ac_option; later releases add per_op_sac_force_recompute_mm_shapes_by_fqns,
+        # memory_budget, early_stop, ..., none of them priced)
+        if k not in ("mode", "selective_ac_option"):
+            out.unused.append(f"activation_checkpoint.{str(k)[:60]}")
     if model:
         out.unused.append(f"[model] {str(model.get('name', ''))[:20]} {str(model.get('flavor', ''))[:20]} "
                           "(describe the model with --model)")
