@@ -184,3 +184,13 @@ def test_nanotron_zero0_bucket_size_is_still_priced(cli) -> None:  # type: ignor
     bare = accepted(cli, "predict", *zero0)
     given = accepted(cli, "predict", *zero0, "--set", "strategy.bucket_size=500MB")
     assert given["step_time_s"] != bare["step_time_s"] and not any("bucket_size" in w for w in given["warnings"])
+
+
+# --- training.moe_router_dtype on a model without MoE layers is said -------------------------------------------------
+# moe_rank_imbalance there is warned "not priced"; the router's dtype was dropped without a word.
+
+def test_router_dtype_without_moe_layers_is_said(cli) -> None:  # type: ignore[no-untyped-def]
+    out = accepted(cli, "predict", *DENSE, "--set", "training.moe_router_dtype=fp64")
+    assert "training.moe_router_dtype = fp64 is not priced: the model has no MoE layers" in out["warnings"]
+    assert not any("moe_router_dtype" in w for w in accepted(cli, "predict", *MOE, "--ep", "8", "--set",
+                                                              "training.moe_router_dtype=fp64")["warnings"])

@@ -1488,6 +1488,9 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
                      "(docs/model.md#fp8-attention), and the model has none")
     if job.moe_rank_imbalance and not moe:  # at ep 1, or above what a rank can take: _check_moe_rank_imbalance
         notices.warn("training.moe_rank_imbalance is not priced: the model has no MoE layers")
+    if job.router_bytes and not moe:  # round 17: dropped without a word (the router's dtype needs a router)
+        notices.warn(f"training.moe_router_dtype = {'fp64' if job.router_bytes == 8 else 'fp32'} is not priced: the "
+                     "model has no MoE layers")
     if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
         notices.warn("strategy.moe_fp8_padding is not priced: it needs MoE layers and precision fp8 (the experts "
                      "pad their tokens for the FP8 grouped GEMM only)")
