@@ -194,3 +194,33 @@ def test_router_dtype_without_moe_layers_is_said(cli) -> None:  # type: ignore[n
     assert "training.moe_router_dtype = fp64 is not priced: the model has no MoE layers" in out["warnings"]
     assert not any("moe_router_dtype" in w for w in accepted(cli, "predict", *MOE, "--ep", "8", "--set",
                                                               "training.moe_router_dtype=fp64")["warnings"])
+
+
+# --- another framework's trainer over a framework file --------------------------------------------------------------
+# A Megatron-LM launch with --set strategy.nanotron_trainer=true is refused (round 16b: the reader sets megatron_ddp);
+# a DeepSpeed config or a torchtitan TOML sets no trainer flag, so --set strategy.nanotron_trainer=true (or
+# megatron_ddp) over one was priced as that trainer under the file's ZeRO / FSDP settings, a job no framework runs.
+
+@pytest.mark.parametrize("name, text, flag, kind", [
+    ("ds.json", '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1}}', "nanotron_trainer",
+     "DeepSpeed config"),
+    ("ds.json", '{"train_micro_batch_size_per_gpu": 1}', "megatron_ddp", "DeepSpeed config"),
+    ("job.toml", "[parallelism]\ndata_parallel_shard_degree = 1\ndata_parallel_replicate_degree = 64\n"
+                 "[activation_checkpoint]\nmode = 'none'\n", "nanotron_trainer", "torchtitan TOML"),
+    ("job.toml", "[parallelism]\ndata_parallel_shard_degree = 1\ndata_parallel_replicate_degree = 64\n"
+                 "[activation_checkpoint]\nmode = 'none'\n", "megatron_ddp", "torchtitan TOML"),
+])
+@pytest.mark.parametrize("command", ["predict", "plan"])
+def test_another_frameworks_trainer_over_a_framework_file_is_refused(cli, tmp_path: Path, name: str, text: str,  # type: ignore[no-untyped-def]
+                                                                     flag: str, kind: str, command: str) -> None:
+    f = tmp_path / name
+    f.write_text(text)
+    refused(cli, command, *DENSE, "--strategy", str(f), "--set", f"strategy.{flag}=true", inputs=(f,),
+            match=f"error: --set strategy.{flag}: true with a {kind} (--strategy {f})")
+
+
+def test_deepspeed_pipeline_over_a_deepspeed_config_still_runs(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "ds.json"
+    f.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1}}')
+    out = accepted(cli, "predict", *DENSE, "--pp", "2", "--strategy", str(f), "--set", "strategy.deepspeed_pipeline=true")
+    assert out["strategy"]["deepspeed_pipeline"] is True
