@@ -224,3 +224,15 @@ def test_deepspeed_pipeline_over_a_deepspeed_config_still_runs(cli, tmp_path: Pa
     f.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1}}')
     out = accepted(cli, "predict", *DENSE, "--pp", "2", "--strategy", str(f), "--set", "strategy.deepspeed_pipeline=true")
     assert out["strategy"]["deepspeed_pipeline"] is True
+
+
+# --- sequence_parallel at tp 1 is said ---------------------------------------------------------------------------------
+# Echoed as on and priced as off, without a word; Megatron-LM turns it off with a warning at tp 1
+# (megatron/training/arguments.py L1430-1439 at d98e8a64dd).
+
+def test_sequence_parallel_at_tp1_is_said(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    on = accepted(cli, "predict", *DENSE, "--sequence-parallel")
+    assert "strategy.sequence_parallel = true is not priced: tp is 1" in on["warnings"][0], on["warnings"]
+    assert on["step_time_s"] == accepted(cli, "predict", *DENSE)["step_time_s"]
+    assert not any("sequence_parallel" in w for w in accepted(cli, "predict", *DENSE, "--tp", "2",
+                                                              "--sequence-parallel")["warnings"])

@@ -1482,6 +1482,11 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
             "tp is 1 (no tensor-parallel collectives)" if tp == 1 else
             "with sequence_parallel the backward reduce-scatters run under the weight-gradient GEMMs either way "
             "(Megatron launches them async)"))
+    if getattr(strategy, "sequence_parallel", None) and tp == 1:
+        # round 17: echoed as on without a word; Megatron-LM turns it off at tp 1 ("Disabling sequence parallelism
+        # because tensor model parallelism is disabled", megatron/training/arguments.py L1430-1439 at d98e8a64dd)
+        notices.warn("strategy.sequence_parallel = true is not priced: tp is 1 (no tensor-parallel ranks to split the "
+                     "sequence over; Megatron-LM turns it off)")
     if job.fp8_attention and not (job.is_transformer and int(job.shape.sliding_window) > 0):
         # the FP8 core is priced on the 16-bit curve; only its window-blind backward differs (docs/model.md)
         notices.warn("training.fp8_attention = true is not priced: it prices the FP8 backward of sliding-window layers "
