@@ -162,7 +162,7 @@ def test_torchtitan_activation_checkpoint_mode_given_says_nothing(cli, tmp_path:
     assert out["inputs"]["strategy_file"]["unused"] == [] and out["strategy"]["recompute"] == "full"
 
 
-# --- nanotron's ZeRO-1 with fp32 accumulation has no buckets: a bucket_size there is said, not priced ------------------
+# --- nanotron's ZeRO-1 with fp32 accumulation has no buckets: a bucket_size there is said, not priced -----------------
 # nanotron builds no DDP wrapper at zero_stage > 0 with accumulate_grad_in_fp32 (huggingface/nanotron@c2528430
 # trainer.py init_model L786-788) and all-reduces the whole fp32 buffer in one call after the last backward; a given
 # bucket_size priced a bucketed sync under the backward instead (llama3-8b, 64 H100s: 1.058 -> 0.922 s at 100 MB).
@@ -222,11 +222,12 @@ def test_another_frameworks_trainer_over_a_framework_file_is_refused(cli, tmp_pa
 def test_deepspeed_pipeline_over_a_deepspeed_config_still_runs(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "ds.json"
     f.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1}}')
-    out = accepted(cli, "predict", *DENSE, "--pp", "2", "--strategy", str(f), "--set", "strategy.deepspeed_pipeline=true")
+    out = accepted(cli, "predict", *DENSE, "--pp", "2", "--strategy", str(f), "--set",
+                   "strategy.deepspeed_pipeline=true")
     assert out["strategy"]["deepspeed_pipeline"] is True
 
 
-# --- sequence_parallel at tp 1 is said ---------------------------------------------------------------------------------
+# --- sequence_parallel at tp 1 is said --------------------------------------------------------------------------------
 # Echoed as on and priced as off, without a word; Megatron-LM turns it off with a warning at tp 1
 # (megatron/training/arguments.py L1430-1439 at d98e8a64dd).
 

@@ -1427,8 +1427,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any) -> None:
     if getattr(strategy, "bucket_size", None) and getattr(strategy, "nanotron_trainer", False) and Zero.parse(
             strategy.zero) == Zero.OPTIMIZER and job.grad_bytes > job.elem_bytes:
         # step._bucket_bytes: nanotron's ZeRO-1 with fp32 accumulation all-reduces its whole buffer in one call
-        notices.warn(f"strategy.bucket_size = {strategy.bucket_size:g} B is not priced: nanotron_trainer at zero 1 with "
-                     "fp32 gradient accumulation builds no DDP buckets (one all-reduce of the whole fp32 gradient "
+        notices.warn(f"strategy.bucket_size = {strategy.bucket_size:g} B is not priced: nanotron_trainer at zero 1 "
+                     "with fp32 gradient accumulation builds no DDP buckets (one all-reduce of the whole fp32 gradient "
                      "buffer after the last backward)")
     if getattr(strategy, "moe_allgather_dispatcher", False) and not moe:
         notices.warn("strategy.moe_allgather_dispatcher is not priced: the model has no MoE layers")

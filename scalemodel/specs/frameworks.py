@@ -711,11 +711,11 @@ def _megatron(text: str, out: StrategyFile) -> None:
     elif "--recompute-activations" in args and (
             partial := [f for f in ("--recompute-method", "--recompute-num-layers") if f in args]):
         _refuse_selective_partial(partial, True)
-    elif partial := [f"{f} {args[f]}" for f in ("--recompute-method", "--recompute-num-layers") if f in args]:
+    elif given := [f"{f} {args[f]}" for f in ("--recompute-method", "--recompute-num-layers") if f in args]:
         # round 17: dropped without a word. With no granularity Megatron-Core recomputes nothing and reads neither
         # (TransformerConfig checks them under ``recompute_granularity is not None``, transformer_config.py
         # L1901-1932 at d98e8a64dd; recompute.py is reached only with a granularity): priced without recompute
-        out.unused.append(f"{' '.join(partial)[:80]} (no --recompute-granularity: Megatron-LM recomputes nothing; "
+        out.unused.append(f"{' '.join(given)[:80]} (no --recompute-granularity: Megatron-LM recomputes nothing; "
                           "give --recompute-granularity full beside them)")
     _recompute_modules(args, out)
     if "--fp8-format" in args:
