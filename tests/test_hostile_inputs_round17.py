@@ -237,3 +237,13 @@ def test_sequence_parallel_at_tp1_is_said(cli, tmp_path: Path) -> None:  # type:
     assert on["step_time_s"] == accepted(cli, "predict", *DENSE)["step_time_s"]
     assert not any("sequence_parallel" in w for w in accepted(cli, "predict", *DENSE, "--tp", "2",
                                                               "--sequence-parallel")["warnings"])
+
+
+# --- recompute_method uniform without full recompute ---------------------------------------------------------------
+# recompute_layers without recompute full is refused; recompute_method uniform with recompute none or selective was
+# dropped without a word (the method orders full recompute's checkpoints only).
+
+@pytest.mark.parametrize("recompute", ["none", "selective"])
+def test_recompute_method_uniform_needs_full_recompute(cli, recompute: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", *DENSE, "--recompute", recompute, "--set", "strategy.recompute_method=uniform",
+            match=f"error: --set strategy.recompute_method: uniform needs recompute: full (got '{recompute}')")
