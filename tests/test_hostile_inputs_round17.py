@@ -247,3 +247,12 @@ def test_sequence_parallel_at_tp1_is_said(cli, tmp_path: Path) -> None:  # type:
 def test_recompute_method_uniform_needs_full_recompute(cli, recompute: str) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "predict", *DENSE, "--recompute", recompute, "--set", "strategy.recompute_method=uniform",
             match=f"error: --set strategy.recompute_method: uniform needs recompute: full (got '{recompute}')")
+
+
+def test_plan_over_a_deepspeed_autotp_config_ranks_no_sequence_parallel_plan(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """AutoTP all-reduces each row-parallel output and runs no sequence parallelism (deepspeed/module_inject/
+    auto_tp.py): plan ranked tp 2 with SP second over a config with autotp_size 2."""
+    f = _ds(tmp_path, "tp2.json", {"autotp_size": 2})
+    ranked = accepted(cli, "plan", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "8", "--strategy", str(f),
+                      "-k", "3")["ranked"]
+    assert ranked and all(not r["strategy"]["sequence_parallel"] and r["strategy"]["tp"] == 2 for r in ranked)

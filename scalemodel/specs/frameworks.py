@@ -256,6 +256,10 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
         # with Megatron-Core's sequence parallelism, which AutoTP does not run
         out.strategy["layer_impl"] = "eager"
         out.fields["layer_impl"] = "tensor_parallel.autotp_size"
+        # round 17: and no sequence parallelism, pinned, so that plan does not rank SP plans AutoTP cannot run (plan
+        # on a config with autotp_size 2 ranked tp 2 with SP second); its TP all-reduces each row-parallel output
+        out.strategy["sequence_parallel"] = False
+        out.fields["sequence_parallel"] = "tensor_parallel.autotp_size"
     opt = data.get("optimizer")
     if isinstance(opt, dict) and str(opt.get("type", "adamw")).lower() not in ("adam", "adamw", "fusedadam"):
         out.unused.append(f"optimizer.type {str(opt.get('type'))[:40]} (optimizer state is modelled as Adam's 12 bytes "
