@@ -221,6 +221,7 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     st_raw = apply_overrides(st_given, routed["strategy"])
     tr = validate_written(TrainingSpec, "training", tr_raw, tr_opts, tr_file, sets)
     st = validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets)
+    check_file_trainer(strategy_file, st, strategy, sets)
     check_seq_len(wl, tr)
     check_training_fits(cl, wl, tr, tr_opts, tr_file, sets)
     if gpus and tr.moe_rank_imbalance is not None and getattr(wl, "kind", "") == "transformer":
@@ -314,6 +315,30 @@ def check_training_fits(cl: Any, wl: Any, tr: Any, given: dict[str, Any], sf: St
         return where + sub_path(exc.where, f"training.{key}")
 
     run_training_checks(cl, wl, tr, located)
+
+
+#: The trainer flags a framework file rules out: the job runs on that file's framework (a DeepSpeed config on
+#: DeepSpeed's engine, a torchtitan TOML on torchtitan's trainer); a Megatron-LM launch sets megatron_ddp, which the
+#: spec's one-trainer rule already holds against the others.
+_FILE_EXCLUDES = {"deepspeed": ("DeepSpeed config", "DeepSpeed's engine", ("megatron_ddp", "nanotron_trainer")),
+                  "torchtitan": ("torchtitan TOML", "torchtitan's trainer",
+                                 ("megatron_ddp", "deepspeed_pipeline", "nanotron_trainer"))}
+
+
+def check_file_trainer(sf: StrategyFile | None, st: Any, given: dict[str, Any], sets: list[str] | None) -> None:
+    """Refuse another framework's trainer flag over a framework file (round 17): ``--strategy ds_config.json --set
+    strategy.nanotron_trainer=true`` was priced as nanotron's trainer under DeepSpeed's ZeRO settings, a job neither
+    framework runs (nanotron reads no DeepSpeed config; torchtitan builds its own FSDP2 / DDP and pipeline)."""
+    if sf is None or sf.format not in _FILE_EXCLUDES:
+        return
+    kind, engine, excluded = _FILE_EXCLUDES[sf.format]
+    for name in excluded:
+        if getattr(st, name, False):
+            where = written_at("strategy", name, given, sf, sets) or f"strategy.{name}"
+            raise InputError(f"true with a {kind} (--strategy {sf.path}): the job runs on {engine}, not on the trainer "
+                             f"{name} names", where=where,
+                             allowed=f"false with a {kind}; or describe the run with that framework's own file or a "
+                                     "scalemodel strategy YAML")
 
 
 def check_file_dp(sf: StrategyFile, st: Any, gpus: int) -> None:

@@ -107,6 +107,7 @@ def resolve_specs(*, scenario: str | None, cluster: str | None, model: str | Non
                             (where, tuple(tr_base)) if scen is not None else None)
     st = o.validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets,
                             (where, tuple(st_base)) if scen is not None else None)
+    o.check_file_trainer(strategy_file, st, strategy, sets)
     o.check_seq_len(wl, tr)
     o.check_training_fits(cl, wl, tr, training, strategy_file, sets,
                           (where, tuple(tr_base)) if scen is not None else None)

@@ -19,6 +19,10 @@ def sweep(*, file: str, out: list[str] | None, workers: int | None, scheduler: s
     if workers is not None and not 1 <= workers <= 4096:
         raise InputError(f"--workers must be from 1 to 4096, got {workers}", where="--workers",
                          allowed="an integer from 1 to 4096")
+    if scheduler is not None and not scheduler.strip():  # round 17: --scheduler '' ran the sweep on local processes
+        raise InputError("no address given", where="--scheduler",
+                         allowed="the address of a running Dask scheduler, e.g. tcp://10.0.0.1:8786, or leave "
+                                 "--scheduler out for local processes")
     if scheduler is not None and workers is not None:
         raise InputError("--workers and --scheduler both given", where="--workers",
                          allowed="--workers for local processes, or --scheduler for a Dask cluster")

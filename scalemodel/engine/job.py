@@ -1287,12 +1287,14 @@ def check_moe_rank_imbalance(factor: float | None, experts: float, top_k: float,
     if factor <= bound * (1.0 + 1e-9):
         return
     at = "" if ep is None else f" at ep {ep}"
-    raise InputError(f"moe_rank_imbalance {factor:g} exceeds what top-k routing can reach{at}: a rank of E / ep "
+    # round 17: at :g, 4.0000001 read "moe_rank_imbalance 4 exceeds ... <= 4" and the bound 8/3 showed as 2.66667,
+    # which was itself refused ("2.66667 exceeds ... = 2.66667"); 10 digits show the factor and a bound that is taken
+    raise InputError(f"moe_rank_imbalance {factor:.10g} exceeds what top-k routing can reach{at}: a rank of E / ep "
                      f"experts receives at most min(k, E / ep) copies of a token against a mean of k / ep, so max / "
-                     f"mean <= min(ep, E / k) = {bound:g} (E {experts:g}, k {top_k:g})",
+                     f"mean <= min(ep, E / k) = {bound:.10g} (E {experts:g}, k {top_k:g})",
                      where="training.moe_rank_imbalance",
-                     allowed=f"a measured max / mean between 1 and {bound:g}{at}, or unset (the expected maximum of "
-                             "uniform random routing)")
+                     allowed=f"a measured max / mean between 1 and {bound:.10g}{at}, or unset (the expected maximum "
+                             "of uniform random routing)")
 
 
 def _check_moe_rank_imbalance(job: Job, ep: int) -> None:
@@ -1472,6 +1474,13 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.moe_flex_dispatcher",
                     " is not priced: ep is 1 (no expert-parallel all-to-all to "
                     "dispatch)")
+    if getattr(strategy, "bucket_size", None) and getattr(strategy, "nanotron_trainer", False) and Zero.parse(
+            strategy.zero) == Zero.OPTIMIZER and job.grad_bytes > job.elem_bytes:
+        # step._bucket_bytes: nanotron's ZeRO-1 with fp32 accumulation all-reduces its whole buffer in one call
+        _warn_field("strategy.bucket_size",
+                    f" = {strategy.bucket_size:g} B is not priced: nanotron_trainer at zero 1 "
+                    "with fp32 gradient accumulation builds no DDP buckets (one all-reduce of the whole fp32 gradient "
+                    "buffer after the last backward)")
     if getattr(strategy, "moe_allgather_dispatcher", False) and chosen and not moe:
         _warn_field("strategy.moe_allgather_dispatcher", " is not priced: the model has no MoE layers")
     elif getattr(strategy, "moe_allgather_dispatcher", False) and chosen and int(getattr(strategy, "ep", 1)) * int(
@@ -1529,6 +1538,11 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
             "tp is 1 (no tensor-parallel collectives)" if tp == 1 else
             "with sequence_parallel the backward reduce-scatters run under the weight-gradient GEMMs either way "
             "(Megatron launches them async)"))
+    if getattr(strategy, "sequence_parallel", None) and tp == 1:
+        # round 17: echoed as on without a word; Megatron-LM turns it off at tp 1 ("Disabling sequence parallelism
+        # because tensor model parallelism is disabled", megatron/training/arguments.py L1430-1439 at d98e8a64dd)
+        _warn_field("strategy.sequence_parallel", " = true is not priced: tp is 1 (no tensor-parallel ranks to split "
+                    "the sequence over; Megatron-LM turns it off)")
     if job.fp8_attention and not (job.is_transformer and int(job.shape.sliding_window) > 0):
         # the FP8 core is priced on the 16-bit curve; only its window-blind backward differs (docs/model.md)
         _warn_field("training.fp8_attention",
@@ -1536,6 +1550,9 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                     "(docs/model.md#fp8-attention), and the model has none")
     if job.moe_rank_imbalance and not moe:  # at ep 1, or above what a rank can take: _check_moe_rank_imbalance
         _warn_field("training.moe_rank_imbalance", " is not priced: the model has no MoE layers")
+    if job.router_bytes and not moe:  # round 17: dropped without a word (the router's dtype needs a router)
+        _warn_field("training.moe_router_dtype",
+                    f" = {'fp64' if job.router_bytes == 8 else 'fp32'} is not priced: the model has no MoE layers")
     if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
         _warn_field("strategy.moe_fp8_padding",
                     " is not priced: it needs MoE layers and precision fp8 (the experts "

@@ -230,9 +230,26 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
         out.unused.append("activation_checkpointing (which layers recompute is chosen in the model code; "
                           "give --recompute full or selective)")
     tp = data.get("tensor_parallel")
+    autotp = 0
     if isinstance(tp, dict) and tp.get("autotp_size") is not None:
-        out.strategy["tp"] = _int(tp["autotp_size"], "tensor_parallel.autotp_size", least=1)
+        # DeepSpeed's TPTrainingConfig.autotp_size: int = 0, "When set to 0, indicates that it is disabled"; the engine
+        # shards the model only at > 1 (deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/tensor_parallel/config.py
+        # L45-49, runtime/engine.py L332; the same since f04649d27 introduced it). Round 17: 0 was refused as
+        # "expected at least 1" and 1 priced as the eager layer of an AutoTP run that DeepSpeed does not shard
+        autotp = _int(tp["autotp_size"], "tensor_parallel.autotp_size")
+    if autotp >= 1:
+        out.strategy["tp"] = autotp
         out.fields["tp"] = "tensor_parallel.autotp_size"
+    if isinstance(tp, dict):
+        for k in tp:  # round 17: every other key was dropped without a word (DeepSpeed's TPTrainingConfig forbids
+            # unknown ones); tp_overlap_comm overlaps AutoTP's all-reduces, which is not priced
+            if k == "tp_overlap_comm" and tp[k] is not None and _bool(tp[k], "tensor_parallel.tp_overlap_comm") \
+                    and autotp > 1:
+                out.unused.append("tensor_parallel.tp_overlap_comm (AutoTP's all-reduce overlapped with compute is "
+                                  "not modelled: each row-parallel all-reduce is priced as exposed)")
+            elif k not in ("autotp_size", "tp_overlap_comm"):
+                out.unused.append(f"tensor_parallel.{str(k)[:40]}")
+    if autotp > 1:
         # AutoTP shards a Hugging Face model's nn.Linear layers in place (deepspeed/module_inject/auto_tp.py): the
         # layer's other ops stay PyTorch eager modules and each row-parallel output is all-reduced (no sequence
         # parallelism: deepspeedai/DeepSpeed@edaa722126 deepspeed/module_inject/layers.py LinearAllreduce.forward,
@@ -241,6 +258,10 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
         # AutoTP does not run
         out.strategy["layer_impl"] = "eager"
         out.fields["layer_impl"] = "tensor_parallel.autotp_size"
+        # round 17: and no sequence parallelism, pinned, so that plan does not rank SP plans AutoTP cannot run (plan
+        # on a config with autotp_size 2 ranked tp 2 with SP second); its TP all-reduces each row-parallel output
+        out.strategy["sequence_parallel"] = False
+        out.fields["sequence_parallel"] = "tensor_parallel.autotp_size"
     opt = data.get("optimizer")
     if isinstance(opt, dict) and str(opt.get("type", "adamw")).lower() not in ("adam", "adamw", "fusedadam"):
         out.unused.append(f"optimizer.type {str(opt.get('type'))[:40]} (optimizer state is modelled as Adam's 12 bytes "
@@ -636,6 +657,15 @@ def _megatron(text: str, out: StrategyFile) -> None:
         # accumulate_allreduce_grads_in_fp32 for --bf16 unless --grad-reduce-in-bf16 (megatron/training/arguments.py;
         # forced at core_r0.8.0), and DDP reduces the fp32 main-grad buffer (grad_reduce_in_fp32)
         out.training["grad_bytes_per_param"] = 4.0
+    if "--recompute-method" in args and args["--recompute-method"] not in ("block", "uniform") and not (
+            args["--recompute-method"] and ("$" in args["--recompute-method"] or "`" in args["--recompute-method"])):
+        # round 17: warned "not used" and priced as full recompute of every layer. Megatron-LM's argparse takes
+        # choices ('uniform', 'block') (the flag is generated from TransformerConfig.recompute_method, Optional[Literal[
+        # 'uniform', 'block']], by megatron/training/argument_utils.py L151-154; TransformerConfig raises on any other
+        # value too, transformer_config.py L1908-1912, at d98e8a64dd): no such job starts
+        shown = "no value" if args["--recompute-method"] is None else repr(str(args["--recompute-method"])[:40])
+        raise InputError(f"unknown recompute method: {shown}", where="--recompute-method",
+                         allowed="block or uniform (Megatron-LM's choices)")
     gran = args.get("--recompute-granularity")
     if "--recompute-granularity" in args:  # given without a value (the next token a flag) was dropped silently
         if gran not in ("full", "selective"):
@@ -670,6 +700,14 @@ def _megatron(text: str, out: StrategyFile) -> None:
         out.fields["recompute"] = "--recompute-granularity"
         method = args.get("--recompute-method")
         n_rec = number("--recompute-num-layers") if gran == "full" and method is not None else None
+        if method == "uniform" and n_rec == 0:
+            # round 17: priced as full recompute of every layer. Megatron-Core's uniform method checkpoints chunks
+            # of recompute_num_layers layers and advances by that count (megatron/core/recompute.py L158-166 at
+            # d98e8a64dd: layer_idx += recompute_num_layers), so 0 never leaves the first chunk: no step ends
+            raise InputError("--recompute-method uniform with --recompute-num-layers 0 (Megatron-Core's uniform "
+                             "loop advances by the chunk size: 0 never ends)", where="--recompute-num-layers",
+                             allowed="a chunk of 1 layer or more with uniform (1: every layer), or --recompute-method "
+                                     "block --recompute-num-layers 0 (no layer recomputed)")
         if method in ("block", "uniform") and n_rec is not None and not (method == "uniform" and n_rec == 1):
             out.strategy["recompute_layers"] = n_rec  # block: first N layers per chunk; uniform: chunks of N
             out.strategy["recompute_method"] = method
@@ -683,6 +721,12 @@ def _megatron(text: str, out: StrategyFile) -> None:
     elif "--recompute-activations" in args and (
             partial := [f for f in ("--recompute-method", "--recompute-num-layers") if f in args]):
         _refuse_selective_partial(partial, True)
+    elif given := [f"{f} {args[f]}" for f in ("--recompute-method", "--recompute-num-layers") if f in args]:
+        # round 17: dropped without a word. With no granularity Megatron-Core recomputes nothing and reads neither
+        # (TransformerConfig checks them under ``recompute_granularity is not None``, transformer_config.py
+        # L1901-1932 at d98e8a64dd; recompute.py is reached only with a granularity): priced without recompute
+        out.unused.append(f"{' '.join(given)[:80]} (no --recompute-granularity: Megatron-LM recomputes nothing; "
+                          "give --recompute-granularity full beside them)")
     _recompute_modules(args, out)
     if "--fp8-format" in args:
         if args["--fp8-format"] not in ("e4m3", "hybrid"):  # Megatron's argparse choices (arguments.py)
@@ -954,6 +998,9 @@ def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: Strategy
 #: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others
 #: (gdn_norm_out, gdp_in_proj, gdp_qkv, mhc) are named as not used.
 _MEG_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act", "moe", "layernorm", "mlp", "shared_experts")
+#: Every module Megatron-Core's TransformerConfig takes in recompute_modules (allowed_modules, transformer_config.py
+#: L1943-1961 at d98e8a64dd); it asserts against any other ("Invalid choices for recompute_modules")
+_MEG_RECOMPUTE_MODULES_ALL = (*_MEG_RECOMPUTE_MODULES, "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc")
 
 
 def _refuse_selective_partial(partial: Sequence[str], activations: bool) -> None:
@@ -996,6 +1043,11 @@ def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:
         out.unused.append(f"--recompute-modules {shown} (read with --recompute-granularity selective and at least "
                           "one module)")
         return
+    invalid = next((w for w in words if w not in _MEG_RECOMPUTE_MODULES_ALL and "$" not in w and "`" not in w), None)
+    if invalid is not None:  # round 17: warned "not used" and priced as the modules given beside it (or core_attn)
+        raise InputError(f"unknown module {invalid[:40]!r} (Megatron-Core asserts \"Invalid choices for "
+                         "recompute_modules\", transformer_config.py L1943-1961 at d98e8a64dd)",
+                         where="--recompute-modules", allowed=", ".join(_MEG_RECOMPUTE_MODULES_ALL))
     priced = [w for w in dict.fromkeys(words) if w in _MEG_RECOMPUTE_MODULES]
     other = [w for w in dict.fromkeys(words) if w not in _MEG_RECOMPUTE_MODULES]
     if priced:
@@ -1218,6 +1270,19 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         out.fields["recompute"] = "activation_checkpoint.mode"
         if mode == "selective":
             _titan_selective_ac(ac.get("selective_ac_option", "2"), out)
+    else:
+        # round 17: priced without recompute and without a word. torchtitan's own default is mode "selective" with
+        # selective_ac_option "2" (every 2nd block fully recomputed): pytorch/torchtitan@e7c0cae
+        # torchtitan/config_manager.py L436-444 (ActivationCheckpoint), 9dec370's argparse default the same. Which
+        # price that default takes is left to the user (full recompute of every block, or recompute_layers)
+        out.unused.append("activation_checkpoint.mode not given (torchtitan's default is selective with "
+                          "selective_ac_option '2', every 2nd block fully recomputed: priced without recompute; give "
+                          "mode, or --recompute full with --set strategy.recompute_layers=K)")
+    for k in ac:  # round 17: any other key was dropped without a word (torchtitan@e7c0cae's ActivationCheckpoint
+        # has mode and selective_ac_option; later releases add per_op_sac_force_recompute_mm_shapes_by_fqns,
+        # memory_budget, early_stop, ..., none of them priced)
+        if k not in ("mode", "selective_ac_option"):
+            out.unused.append(f"activation_checkpoint.{str(k)[:60]}")
     if model:
         out.unused.append(f"[model] {str(model.get('name', ''))[:20]} {str(model.get('flavor', ''))[:20]} "
                           "(describe the model with --model)")

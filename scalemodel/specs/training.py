@@ -607,6 +607,19 @@ class StrategySpec(Spec, kw_only=True):
             # at its field (was "strategy: recompute_layers=0 needs ...", at the strategy as a whole)
             raise field_error("recompute_layers", f"recompute_layers={self.recompute_layers} needs recompute: full "
                               f"(got {self.recompute!r})", "leave it out for selective or none")
+        if RecomputeMethod.parse(self.recompute_method) == RecomputeMethod.UNIFORM and Recompute.parse(
+                self.recompute) != Recompute.FULL:
+            # round 17: dropped without a word (the method orders full recompute's checkpointed layers only)
+            raise field_error("recompute_method", f"uniform needs recompute: full (got {self.recompute!r})",
+                              "leave it out (block, the default) for selective or none, or add recompute: full")
+        if self.recompute_layers == 0 and RecomputeMethod.parse(self.recompute_method) == RecomputeMethod.UNIFORM:
+            # round 17: priced as full recompute of every layer. Megatron-Core's uniform method checkpoints chunks of
+            # recompute_num_layers layers and advances by that count (megatron/core/recompute.py L158-166 at
+            # d98e8a64dd): a chunk of 0 never ends
+            raise field_error("recompute_layers", "0 with recompute_method uniform: uniform checkpoints chunks of N "
+                              "layers and a chunk of 0 layers never ends (Megatron-Core's uniform loop)",
+                              "1 or more with uniform (1: every layer checkpointed), 0 with recompute_method block "
+                              "(no layer recomputed), or leave it out for every layer")
 
     @property
     def parsed_schedule(self) -> Schedule:
