@@ -306,3 +306,32 @@ def test_nanotron_threshold_is_strict():
     layer = 4 * 2048 * 2048 + 3 * 8192 * 2048
     assert 10 * layer * 2 == 16 * layer + 131072 * 2048
     assert nanotron_stage_layers(16, 2048, 32, 8192, 131072, 2) == [11, 5]
+
+
+# --- the pipeline over every rank's own time: against a step-by-step simulation of 1F1B ---------------------------
+
+def test_pipelined_time_against_the_simulation():
+    """[1, 5, 0, 2] of 8 layers at pp 4 (four stages of four sizes, an empty one among them): the step's pipelined
+    part (m + bubble) t_mb is the 1F1B schedule simulated step by step (tests/test_pipeline_uneven.simulate, written
+    from Megatron-LM's schedule) on each rank's own forward and backward seconds (the engine's stage of that rank's
+    layers, the logits on the last), at most a few per cent below it (one_f_one_b_time is a lower bound) and never
+    above; t_mb is the busiest rank's."""
+    from scalemodel.cost.placement import parallel_groups
+    from scalemodel.engine.step import _stage, _stage_forward_backward
+    from tests.test_pipeline_uneven import simulate
+
+    job, tr = _job(overrides=("layers=8",), batch=16)
+    split = [1, 5, 0, 2]
+    g = grid_from_strategy(StrategySpec(pp=4, stage_layers=split), tr, 4, job)
+    res = evaluate(job, g)
+    m, p = int(res.microbatches[0]), 4
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
+    stages = [_stage(job, g, groups, np.asarray([float(n)]), r == p - 1) for r, n in enumerate(split)]
+    fb = [_stage_forward_backward(s) for s in stages]
+    f, b = [float(x[0][0]) for x in fb], [float(x[1][0]) for x in fb]
+    t_mb = float(res.extras["microbatch_time"][0])
+    assert t_mb == pytest.approx(max(float(s.time[0]) for s in stages), rel=1e-12)
+    sim = simulate(p, m, f, b)
+    pipelined = (m + float(res.extras["bubble_microbatches"][0])) * t_mb
+    assert pipelined <= sim * (1 + 1e-9)
+    assert pipelined == pytest.approx(sim, rel=0.035)
