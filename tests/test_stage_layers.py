@@ -20,7 +20,7 @@ from scalemodel.cost import compute
 from scalemodel.engine import planner
 from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy, stage_split_code
 from scalemodel.engine.predict import predict
-from scalemodel.engine.step import Infeasible, compute_floor, evaluate
+from scalemodel.engine.step import Infeasible, compute_floor, dp_exposed_floor, evaluate
 from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices
 from scalemodel.specs.frameworks import megatron_layout_stages, nanotron_stage_layers, read_strategy_file
@@ -203,7 +203,7 @@ def _splits(draw):  # type: ignore[no-untyped-def]
     dp = draw(st.sampled_from((1, 2, 8)))
     ep = 8 if model == "mixtral-8x7b" and dp == 8 else 1
     arrays = dict(gpus=dp * pp, dp=dp, tp=1, pp=pp, ep=ep, micro_batch=1, global_batch=dp * draw(
-        st.sampled_from((1, 4, 16))), zero=draw(st.sampled_from((0, 1, 3))),
+        st.sampled_from((1, 4, 16))), zero=draw(st.sampled_from((0, 1, 3, 4))),
         recompute=draw(st.sampled_from((0, 1, 2))), schedule=2 if v > 1 else 0, virtual_stages=v,
         overlap=draw(st.booleans()), stage_split=stage_split_code(split))
     return job, arrays
@@ -213,7 +213,8 @@ def _splits(draw):  # type: ignore[no-untyped-def]
 @given(_splits())
 def test_physics_floors_hold_for_any_split(case):  # type: ignore[no-untyped-def]
     """Any split: the step is no faster than its FLOPs at peak on every GPU, nor than its data-parallel traffic, nor
-    than the compute floor of its busiest rank (step.compute_floor, the planner's bound); the breakdown adds up."""
+    than the compute floor of its busiest rank (step.compute_floor, the planner's bound); the planner's data-parallel
+    floor (step.dp_exposed_floor) stays below the traffic the step exposes; the breakdown adds up."""
     job, arrays = case
     g = grid_from_arrays(**{k: np.asarray([v]) for k, v in arrays.items()})
     res = evaluate(job, g)
@@ -221,6 +222,8 @@ def test_physics_floors_hold_for_any_split(case):  # type: ignore[no-untyped-def
     assert step >= float(res.model_flops[0]) / (arrays["gpus"] * job.peak_flops) * (1 - 1e-12)
     assert step >= float(res.extras["dp_comm_total"][0]) * (1 - 1e-12)
     assert step >= float(compute_floor(job, g)[0]) * (1 - 1e-12)
+    # the planner's floor under the exposed data-parallel traffic: the same rank's, below what the step exposes
+    assert float(np.ravel(dp_exposed_floor(job, g))[0]) <= float(res.breakdown["dp_comm"][0]) * (1 + 1e-12)
     parts = sum(float(x[0]) for x in res.breakdown.values())
     assert abs(parts - step) <= 1e-12 * step
     assert all(float(x[0]) >= 0 and np.isfinite(float(x[0])) for x in res.breakdown.values())
@@ -335,3 +338,17 @@ def test_pipelined_time_against_the_simulation():
     pipelined = (m + float(res.extras["bubble_microbatches"][0])) * t_mb
     assert pipelined <= sim * (1 + 1e-9)
     assert pipelined == pytest.approx(sim, rel=0.035)
+
+
+@pytest.mark.parametrize("model, strategy, pinned, words", [
+    ("nemotron-3-nano", dict(stage_layers=[1, 1]), ("stage_layers",), "hybrid layer pattern"),
+    ("llama2-7b", dict(stage_layers=[20, 13]), ("stage_layers",), "the stages hold 33 layers"),
+    ("llama2-7b", dict(stage_layers=[20, 12], first_stage_layers=20), ("stage_layers", "first_stage_layers"),
+     "stage_layers and first_stage_layers are both set"),
+])
+def test_plan_refuses_what_predict_refuses(model, strategy, pinned, words):
+    cl, wl = load_cluster("dgx-h100"), load_workload(model)
+    with pytest.raises(InputError) as e:
+        planner.plan(cl, wl, 16, TrainingSpec(global_batch=64), top=1, strategy=StrategySpec(**strategy),
+                     pinned=pinned)
+    assert words in str(e.value) and "stage_layers" in e.value.where
