@@ -205,6 +205,7 @@ from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload
 from scalemodel.specs import load_cluster as _load_cluster
 from scalemodel.specs import load_workload as _load_workload
 from scalemodel.specs.accelerator import cudnn_release_key
+from scalemodel.specs.frameworks import nanotron_stage_layers
 from scalemodel.specs.loader import builtin_names
 from scalemodel.specs.training import ModulePrecisionSpec
 
@@ -945,6 +946,19 @@ LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mc
 #: the benchmark yamls do not set it; mosaicml/examples@97f7f293 examples/llm/src/models/mosaic_gpt/mosaic_gpt.py
 #: ComposerMosaicGPT ``train_metrics``). The other sources' trainers compute the loss only.
 TRAIN_METRIC_PASSES = {"mpt": 2}
+
+
+def framework_split(case: dict[str, Any], pp: int) -> list[int] | None:
+    """Decoder layers per pipeline rank where the case's framework splits them by a rule of its own
+    (strategy.stage_layers): nanotron's cost balance (nanotron25; ``nanotron_stage_layers``, huggingface/nanotron
+    @c2528430 src/nanotron/models/base.py build_model lines 216-233 and models/llama.py get_block_compute_costs
+    lines 913-925), from the case's own model widths. None elsewhere (the even split, or the stated first/last
+    stage layers)."""
+    if families(case)["source"] not in NANOTRON or pp < 2:
+        return None
+    m = case["model"]
+    return nanotron_stage_layers(int(m["layers"]), int(m["hidden"]), int(m["heads"]), int(m["ffn_hidden"]),
+                                 int(m["vocab"]), pp)
 
 
 def loss_impl(case: dict[str, Any]) -> str:
@@ -1932,6 +1946,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
         else "1f1b"
     layout = stage_layout(str(par.get("pipeline_layout", ""))) if schedule == "1f1b" and pp > 1 else None
     chunks = recipe_chunks(case, wl.layers, pp, int(par.get("interleaved_stages_per_device", 1)))
+    split = framework_split(case, pp)
     m_text = case["model"]
     flash = "flash" in (str(m_text.get("attention", "")) + str(par.get("attention", ""))).lower() or year >= 2023
     seqpar = bool(par.get("sequence_parallel", tp > 1 and year >= 2022 and src not in NO_SEQUENCE_PARALLEL))
@@ -1968,6 +1983,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           last_stage_layers=layout[1] if layout else None,
                           first_chunk_layers=chunks[0] if chunks else None,
                           last_chunk_layers=chunks[1] if chunks else None,
+                          stage_layers=split,
                           recompute_layers=int(rec_layers) if isinstance(rec_layers, int) and rec == "full" else None,
                           recompute_modules=parse_recompute_modules(par.get("recompute"), src)
                           if rec == "selective" else "",
@@ -2051,6 +2067,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "cudnn_release": tr.cudnn_release,
                 "first_last_stage_layers": list(layout) if layout else None,
                 "first_last_chunk_layers": list(chunks) if chunks else None,
+                **({"stage_layers": split} if split else {}),
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
                 "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
                 "deepspeed_pipeline": st.deepspeed_pipeline, "moe_fp8_padding": st.moe_fp8_padding,

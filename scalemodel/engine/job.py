@@ -684,6 +684,7 @@ class StrategyGrid:
     first_chunk_layers: np.ndarray  # interleaved: layers in the first model chunk; -1 = the balanced split
     etp: np.ndarray  # expert tensor parallelism; 0 = tp
     last_chunk_layers: np.ndarray  # interleaved: layers in the last model chunk; -1 = the balanced split
+    stage_split: np.ndarray  # strategy.stage_layers: its code in STAGE_SPLITS (stage_split_code); -1 = none given
     layout: np.ndarray  # choices.Layout codes: the rank order of the parallel dimensions
     recompute_layers: np.ndarray  # full recompute: layers per pipeline chunk recomputed; -1 = every layer
     recompute_uniform: np.ndarray  # bool: recompute_layers is Megatron's uniform chunk size, not block's count
@@ -770,6 +771,7 @@ class StrategyGrid:
             "first_chunk_layers": int(self.first_chunk_layers[i]) if self.first_chunk_layers[i] >= 0 else None,
             "etp": int(self.etp[i]) or None,
             "last_chunk_layers": int(self.last_chunk_layers[i]) if self.last_chunk_layers[i] >= 0 else None,
+            "stage_layers": list(STAGE_SPLITS[int(self.stage_split[i])]) if self.stage_split[i] >= 0 else None,
             "layout": Layout.of(self.layout[i]).label,
             "recompute_layers": int(self.recompute_layers[i]) if self.recompute_layers[i] >= 0 else None,
             "recompute_method": (RecomputeMethod.UNIFORM if self.recompute_uniform[i] else RecomputeMethod.BLOCK).label,
@@ -816,7 +818,8 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     sequence_parallel=False, overlap=True, compression=CompressionKind.NONE, topk_ratio=1.0, ps_servers=0,
     ps_colocated=False, algorithm=Algorithm.AUTO, dynamic_assignment=False, dispatch_overhead=0.0, bucket_bytes=0.0,
     flash_attention=True, shard_group=0, first_stage_layers=-1, last_stage_layers=-1, first_chunk_layers=-1,
-    last_chunk_layers=-1, etp=0, layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
+    last_chunk_layers=-1, stage_split=-1,
+    etp=0, layout=Layout.TP_CP_DP_PP, recompute_layers=-1, recompute_uniform=False,
     offload_layers=0, tp_comm_overlap=False, tp_async_allreduce=True, overlap_param_gather=False,
     moe_a2a_overlap=False, moe_shared_expert_overlap=False, recompute_modules=0, moe_layer_host_s=0.0,
     ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_allgather_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
@@ -857,6 +860,66 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
     except ValueError as exc:
         raise TypeError(f"strategy arrays do not broadcast: {exc}") from None
     return StrategyGrid(**out)
+
+
+#: Every per-stage split (strategy.stage_layers) a grid has named, by code (StrategyGrid.stage_split): the grid holds
+#: numbers only, so a split is interned here once and its candidates carry its index (stage_split_code)
+STAGE_SPLITS: list[tuple[int, ...]] = []
+
+
+def stage_split_code(layers: Any) -> int:
+    """The code of the per-stage split ``layers`` (decoder layers per pipeline stage, or per virtual stage for an
+    interleaved schedule: strategy.stage_layers) in :data:`STAGE_SPLITS`, added the first time it is asked for."""
+    split = tuple(int(n) for n in layers)
+    if split not in STAGE_SPLITS:
+        STAGE_SPLITS.append(split)
+    return STAGE_SPLITS.index(split)
+
+
+def check_stage_layers(job: Job, split: Any, where: str = "strategy.stage_layers") -> None:
+    """Refuse a per-stage split (strategy.stage_layers) the model cannot take: a generic model (no layers), a hybrid
+    pattern (its '|' segments are its split: Megatron-LM's validate_args refuses a layout beside them), a count below
+    0, or counts whose sum is not the model's decoder layers."""
+    counts = [int(n) for n in split]
+    if not job.is_transformer:
+        raise InputError("stage_layers splits a transformer's decoder layers; this model has none", where=where,
+                         allowed="a transformer model, or leave stage_layers out")
+    if job.shape.hybrid is not None:
+        raise InputError("stage_layers with a hybrid layer pattern: the pattern's '|' segments are its pipeline split",
+                         where=where, allowed="'|' in the hybrid pattern (docs/model.md#hybrid-segments), or leave "
+                                              "stage_layers out")
+    if any(n < 0 for n in counts):
+        raise InputError(f"a stage of {min(counts)} layers", where=where,
+                         allowed="counts >= 0 (a stage may hold none, as Megatron's layout allows)")
+    layers = int(job.shape.layers)
+    if sum(counts) != layers:
+        raise InputError(f"the stages hold {sum(counts)} layers ({', '.join(map(str, counts))}) but the model has "
+                         f"{layers}", where=where, allowed=f"counts summing to {layers}")
+
+
+def _check_stage_layers(job: Job, strategy: Any) -> None:
+    """strategy.stage_layers: one way of splitting the layers, one count per (virtual) stage, the model's layers."""
+    split = getattr(strategy, "stage_layers", None)
+    if split is None:
+        return
+    given = [n for n in ("first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers")
+             if getattr(strategy, n, None) is not None]
+    if given:
+        raise InputError(f"stage_layers and {given[0]} are both set", where="strategy.stage_layers",
+                         allowed="one way of splitting the layers: stage_layers (every stage's count) or "
+                                 "first/last_stage_layers (or first/last_chunk_layers)")
+    sch = parse_schedule(strategy.schedule)
+    v = sch.virtual_stages if sch.kind == ScheduleKind.INTERLEAVED else 1
+    if strategy.pp < 2:
+        raise InputError(f"stage_layers ({len(split)} counts) with pp {strategy.pp}: no pipeline to split",
+                         where="strategy.stage_layers", allowed="pp >= 2, or leave stage_layers out")
+    if len(split) != strategy.pp * v:
+        raise InputError(f"{len(split)} counts for pp {strategy.pp}" + (f" x {v} virtual stages" if v > 1 else ""),
+                         where="strategy.stage_layers",
+                         allowed=f"{strategy.pp * v} counts: one per " + ("virtual stage (pp x V, virtual stage c of "
+                                                                          "rank r at c pp + r)" if v > 1 else
+                                                                          "pipeline stage"))
+    check_stage_layers(job, split)
 
 
 def _check_chunk_layers(strategy: Any) -> None:
@@ -976,6 +1039,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                          f"{job.cluster_name} does not give", where="strategy.offload_layers",
                          allowed="offload_layers: 0, or --set cluster.host_bandwidth=64GB/s (per GPU, per direction)")
     _check_chunk_layers(strategy)
+    _check_stage_layers(job, strategy)
     _check_moe_a2a_overlap(strategy, ep)
     _check_shared_expert_overlap(job, strategy)
     _check_allgather_dispatcher(job, strategy)
@@ -1006,6 +1070,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         last_stage_layers=-1 if strategy.last_stage_layers is None else strategy.last_stage_layers,
         first_chunk_layers=-1 if strategy.first_chunk_layers is None else strategy.first_chunk_layers,
         last_chunk_layers=-1 if strategy.last_chunk_layers is None else strategy.last_chunk_layers,
+        stage_split=-1 if getattr(strategy, "stage_layers", None) is None else stage_split_code(strategy.stage_layers),
         etp=given_etp or (1 if titan_etp else 0),
         layout=Layout.parse(strategy.layout),
         recompute_layers=-1 if strategy.recompute_layers is None else strategy.recompute_layers,

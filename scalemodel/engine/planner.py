@@ -89,12 +89,15 @@ from scalemodel.cost.placement import distinct_layout
 from scalemodel.cost.transformer import RECOMPUTE_MODULES
 from scalemodel.engine.job import (
     GRID_DEFAULTS,
+    STAGE_SPLITS,
     Job,
     StrategyGrid,
     build_job,
     check_ep_dispatch_sms,
     check_fp8_all_gather,
+    check_stage_layers,
     grid_from_arrays,
+    stage_split_code,
     warn_unfused_attention,
 )
 from scalemodel.engine.parts import BREAKDOWN_KEYS
@@ -171,7 +174,8 @@ COMM_FIELDS = ("algorithm", "compression", "topk_ratio", "ps_servers", "ps_coloc
 PIN_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "algorithm", "overlap",
             "compression", "dp_comm", "assignment", "bucket_size", "sync", "layout", "cp_comm_type", "cp_a2a_size",
             "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")
-PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "shard_group",
+PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last_stage_layers", "stage_layers",
+             "shard_group",
              "first_chunk_layers", "last_chunk_layers", "etp", "recompute_layers", "recompute_method",
              "offload_layers", "tp_comm_overlap", "tp_async_allreduce", "overlap_param_gather",
              "moe_layer_host_s", "ep_dispatch_sms", "moe_allgather_dispatcher", "moe_shared_expert_overlap",
@@ -1000,6 +1004,15 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         # was refused as "--set strategy.ep_dispatch_sms", an option never given (round 16)
         check_ep_dispatch_sms(job, int(fixed["ep_dispatch_sms"]),
                               (written or {}).get("ep_dispatch_sms", "--set strategy.ep_dispatch_sms"))
+    if int(fixed.get("stage_split", -1)) >= 0:
+        split_at = (written or {}).get("stage_layers", "--set strategy.stage_layers")
+        taken = [n for n in ("first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers")
+                 if int(fixed.get(n, -1)) >= 0]
+        if taken:  # predict's refusal (job._check_stage_layers)
+            raise InputError(f"stage_layers and {taken[0]} are both set", where=split_at,
+                             allowed="one way of splitting the layers: stage_layers (every stage's count) or "
+                                     "first/last_stage_layers (or first/last_chunk_layers)")
+        check_stage_layers(job, STAGE_SPLITS[int(fixed["stage_split"])], split_at)
     warn_unfused_attention(job, bool(fixed.get("flash_attention", True)))  # unpinned, every candidate runs it
     if "moe_flex_backend" in c and "moe_flex_dispatcher" in c and not (
             bool(allowed_by(np.asarray(True), c["moe_flex_dispatcher"]))
@@ -1470,6 +1483,10 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
             fixed[name] = memory.recompute_modules_code(str(value or ""))
         elif name == "recompute_method":
             fixed["recompute_uniform"] = RecomputeMethod.parse(value) == RecomputeMethod.UNIFORM
+        elif name == "stage_layers":
+            # every candidate runs this split (its code in job.STAGE_SPLITS); a candidate whose pp x V is not its
+            # length is infeasible (step._layers_split), as for first/last_stage_layers
+            fixed["stage_split"] = -1 if value is None else stage_split_code(value)
         elif name == "loss_impl":
             fixed[name] = int(LossImpl.parse(value, "strategy.loss_impl"))
         elif name == "layer_impl":

@@ -89,6 +89,7 @@ from scalemodel.cost.placement import (
 from scalemodel.engine.job import (
     DDP_BUCKET_BYTES,
     DEEPSPEED_BUCKET_ELEMENTS,
+    STAGE_SPLITS,
     Job,
     StrategyGrid,
     cp_window_refused,
@@ -128,7 +129,8 @@ class Infeasible(IntEnum):
     LAYERS_NOT_DIVISIBLE = 3, "layers_not_divisible", (
         "layers do not split into the pipeline stages (interleaving needs layers divisible by pp x v; "
         "given first/last stage layers must leave the other stages an equal share of at least one; a hybrid "
-        "pattern's '|' segments are the stages: pp x v of them, without first/last stage or chunk layers)")
+        "pattern's '|' segments are the stages: pp x v of them, without first/last stage or chunk layers; "
+        "given stage_layers need pp x v of them)")
     HEADS_NOT_DIVISIBLE = 4, "heads_not_divisible", (
         "heads not divisible by tp (nor, in a hybrid pattern, the Mamba heads and groups: MambaMixer's asserts; "
         "with cp_comm_type a2a or a2a+p2p, the heads and KV heads per TP rank not divisible by the all-to-all "
@@ -322,9 +324,44 @@ def _stage_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np
     first = np.where(explicit, np.where(set_f, f, mid), ceil)
     single = p <= 1
     out = (np.where(single, layers, last_n), np.where(single, layers, other), np.where(single, layers, first))
+    out = _with_split_ranks(g, out)
     # a hybrid pattern's ranks of their own kinds (its '|' segments, or Megatron's split by count where a rank's kinds
     # are not the pattern's) are priced apart, every rank its own (_rank_layers); these counts stay the mean layer's
     return _with_chunk_ranks(job, g, out)
+
+
+def _split_segments(code: int, p: int) -> tuple[str, ...] | None:
+    """The virtual stages of a given per-stage split (strategy.stage_layers, :data:`scalemodel.engine.job.STAGE_SPLITS`
+    ``code``) at pipeline degree ``p`` as layer strings ('t' per decoder layer, Megatron's layout letter), in
+    Megatron-LM's order: virtual stage c of rank r is entry c p + r (pipeline_parallel_layer_layout.py
+    ``PipelineParallelLayerLayout.__init__`` at d98e8a64dd: ``layout[vpp_rank * pp + pp_rank]``). None where the
+    split does not fit p (its length not a multiple of p, or p < 2: :func:`_layers_split` flags it)."""
+    split = STAGE_SPLITS[code]
+    if p < 2 or len(split) % p:
+        return None
+    return tuple("t" * n for n in split)
+
+
+def _with_split_ranks(g: StrategyGrid, split: tuple[np.ndarray, np.ndarray, np.ndarray]
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_stage_layers` for the candidates of a given per-stage split (strategy.stage_layers): (the last rank's
+    layers, the most of any other rank's, rank 0's), rank r holding its virtual stages r, p + r, ...; the step prices
+    every rank on its own (:func:`_rank_layers`), these counts are what the terms priced by class read."""
+    codes = np.asarray(g.stage_split)
+    if not np.any(codes >= 0):
+        return split
+    last, other, first = split
+    shape = np.broadcast_shapes(np.shape(codes), np.shape(g.pp))
+    cc, pp = np.broadcast_to(codes, shape), np.broadcast_to(g.pp, shape)
+    for code, p in {(int(c), int(q)) for c, q in zip(cc[cc >= 0].ravel(), pp[cc >= 0].ravel(), strict=True)}:
+        segs = _split_segments(code, p)
+        if segs is None:
+            continue
+        ranks = [sum(len(segs[c * p + r]) for c in range(len(segs) // p)) for r in range(p)]
+        on = (codes == code) & (g.pp == p)
+        last, other, first = (np.where(on, float(ranks[-1]), last), np.where(on, float(max(ranks[:-1])), other),
+                              np.where(on, float(ranks[0]), first))
+    return last, other, first
 
 
 def _part_job(job: Job, layers: str) -> Job:
@@ -343,7 +380,8 @@ def _part_job(job: Job, layers: str) -> Job:
     (:func:`_rank_dp_job`). Remembered
     per (job, counts, intervals), so that ranks of the same kinds are one job (one stage pricing)."""
     hy = job.shape.hybrid
-    assert hy is not None
+    if hy is None:  # a model of one layer kind (a given stage_layers split): every rank's layers are the mean layer
+        return job
     n, L = len(layers), int(hy.layers)
     counts = tuple(layers.count(c) for c in "M*-E")
     intervals = mamba_cost.moe_intervals(layers)
@@ -378,6 +416,7 @@ class _RankSplit(NamedTuple):
     chunks: list[str]  # with '|': the segments of virtual stage 0 (rank r's first chunk); without, the ranks'
     v: int  # virtual stages (segments / p with '|'; 1 without)
     piped: bool  # the pattern's '|' segments (else Megatron's split by count of a pattern without '|')
+    segments: tuple[str, ...] = ()  # piped: every virtual stage's layers, stage c of rank r at c p + r
 
 
 def _rank_layers(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
@@ -397,7 +436,7 @@ def _rank_layers(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
     even split prices it as it is, to the bit."""
     hy = job.shape.hybrid if job.is_transformer else None
     if hy is None:
-        return None
+        return _given_ranks(job, g)
     out: list[_RankSplit] = []
     if int(hy.segments) >= 2 and hy.segment_layers:
         segs = hy.segment_layers
@@ -406,7 +445,8 @@ def _rank_layers(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
             p = int(p)
             if p >= 2 and S % p == 0:
                 out.append(_RankSplit(np.asarray(g.pp == p), p, ["".join(segs[c * p + r] for c in range(S // p))
-                                                                  for r in range(p)], list(segs[:p]), S // p, True))
+                                                                  for r in range(p)], list(segs[:p]), S // p, True,
+                                      tuple(segs)))
         return out
     written = hy.layers_as_written
     if not written or not np.any(g.pp >= 2):
@@ -422,6 +462,31 @@ def _rank_layers(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
             continue
         on = (pp == p) & (first == f) & (last == lst) & plain
         out.append(_RankSplit(on, int(p), ranks, ranks, 1, False))
+    return out
+
+
+def _given_ranks(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
+    """Each pipeline rank's layers of a given per-stage split (strategy.stage_layers) of a model of one layer kind (a
+    dense or MoE transformer: every layer the mean layer), for the candidates that take it: as a hybrid pattern's
+    '|' segments are (the same pricing: every rank its own compute, memory, TP / CP / EP traffic, host waits, DP sync
+    and optimizer step, the step at the busiest rank's pace; interleaved, rank r's chunks its virtual stages r, p + r,
+    ...). None for a model without such candidates (the even split, or first/last stage layers, by class)."""
+    if not job.is_transformer:
+        return None
+    codes = np.asarray(g.stage_split)
+    if not np.any(codes >= 0):
+        return None
+    shape = np.broadcast_shapes(np.shape(codes), np.shape(g.pp))
+    cc, pp = np.broadcast_to(codes, shape), np.broadcast_to(g.pp, shape)
+    out: list[_RankSplit] = []
+    for code, p in sorted({(int(c), int(q)) for c, q in zip(cc[cc >= 0].ravel(), pp[cc >= 0].ravel(), strict=True)}):
+        segs = _split_segments(code, p)
+        if segs is None:
+            continue  # _layers_split flags these candidates
+        v = len(segs) // p
+        ranks = ["".join(segs[c * p + r] for c in range(v)) for r in range(p)]
+        out.append(_RankSplit(np.asarray((g.stage_split == code) & (g.pp == p)), p, ranks, list(segs[:p]), v, True,
+                              segs))
     return out
 
 
@@ -687,6 +752,14 @@ def _layers_split(job: Job, g: StrategyGrid) -> np.ndarray:
     ok_balanced = np.where(interleaved, layers % (g.pp * v) == 0, g.pp <= layers)
     ok = np.where(explicit, ok_explicit, ok_balanced)
     ok = np.where(_chunked(g), _chunk_split_ok(job, g) & ~explicit, ok)
+    given = np.asarray(g.stage_split) >= 0
+    if np.any(given):
+        # a given per-stage split (strategy.stage_layers): pp x v counts (Megatron-LM's layout asserts its stages
+        # divisible by pp and takes v = stages / pp), alone (predict refuses it beside first/last stage or chunk
+        # layers; a hybrid pattern or a sum other than the model's layers: job.check_stage_layers)
+        lengths = np.asarray([len(x) for x in STAGE_SPLITS] or [0])[np.maximum(np.asarray(g.stage_split), 0)]
+        fits = (g.pp >= 2) & (lengths == g.pp * v) & ~explicit & ~_chunked(g)
+        ok = np.where(given, fits, ok)
     hy = job.shape.hybrid
     if hy is not None and int(hy.segments) > 1:
         # a hybrid pattern's '|' segments are the pipeline's stages: Megatron-LM's validate_args (NVIDIA/Megatron-LM
@@ -3573,7 +3646,7 @@ def _chunk_peak(job: Job, g: StrategyGrid, m: np.ndarray, kws: dict[int, dict[st
     holds once (logits, recompute working set: memory.activation_bytes at 0 in flight). Elsewhere, and where the
     rank's chunks are equal (the closed form inflight x layers is then exact), the candidates' own activation bytes
     (None: no candidate here is such a rank's). docs/model.md#hybrid-segments."""
-    segs = job.shape.hybrid.segment_layers if job.shape.hybrid is not None else ()
+    segs = sp.segments
     if not sp.piped or sp.v < 2 or not segs:
         return None
     p, v = sp.p, sp.v

@@ -813,8 +813,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
     opt = args.get("--optimizer")
     if opt is not None and opt != "adam":
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")
-    if args.get("--pipeline-model-parallel-layout") is not None:
-        out.unused.append("--pipeline-model-parallel-layout (give first/last stage layers instead)")
+    if "--pipeline-model-parallel-layout" in args:
+        _pipeline_layout(args, out)
     virtual: dict[str, int | None] = {k: number(k) for k in ("--virtual-pipeline-model-parallel-size",
                                                              "--num-virtual-stages-per-pipeline-rank",
                                                              "--num-layers-per-virtual-pipeline-stage") if k in args}
@@ -845,6 +845,113 @@ def _megatron(text: str, out: StrategyFile) -> None:
     if vpp is not None and vpp > 1:
         out.strategy["schedule"] = f"interleaved:{vpp}"
         out.fields["schedule"] = next(iter(virtual))
+
+
+def nanotron_stage_layers(layers: int, hidden: int, heads: int, ffn: int, vocab: int, pp: int) -> list[int]:
+    """Decoder layers on each of nanotron's ``pp`` pipeline ranks of a Llama model, as its cost-balanced split places
+    them (huggingface/nanotron@c2528430):
+
+    - src/nanotron/models/llama.py ``LlamaModel.get_block_compute_costs`` (lines 913-925): a decoder layer costs
+      ``4 a d h + 3 f h`` (a heads, d = h // a, f the MLP width), the lm_head (a TensorParallelColumnLinear) ``V h``,
+      every other pipeline block (token embedding, final norm, fp32 cast, loss) 0;
+    - src/nanotron/models/base.py ``build_model`` (lines 216-233): walking the PipelineBlocks in order (embedding,
+      the L decoder layers, final norm, lm_head, cast, loss), each goes to the current rank, which moves on once the
+      cumulative cost passes ``total (r + 1) / pp`` (``cumulative_cost > thresholds[target_pp_rank_idx]``, a strict
+      test: a block that reaches the threshold exactly leaves the rank open).
+
+    The lm_head weighs as V h / (4 h^2 + 3 f h) layers, so rank 0 takes more than L / pp (1.34B at pp 2: 11 and 5)."""
+    d = hidden // heads
+    layer = 4 * heads * d * hidden + 3 * ffn * hidden
+    costs = [0] + [layer] * layers + [0, vocab * hidden, 0, 0]  # embedding, decoders, norm, lm_head, cast, loss
+    cumulative, total = [], 0
+    for c in costs:
+        total += c
+        cumulative.append(total)
+    thresholds = [total * ((r + 1) / pp) for r in range(pp)]  # float thresholds against integer sums, as numpy's
+    out, rank = [0] * pp, 0
+    for i, cum in enumerate(cumulative):
+        if 1 <= i <= layers:
+            out[rank] += 1
+        if cum > thresholds[rank]:
+            rank += 1
+    return out
+
+
+#: The longest --pipeline-model-parallel-layout read once unrolled ((...)*N, x*N): bounded, so that "(t)*999999999"
+#: is refused in one line, not built
+MAX_LAYOUT_CHARS = 1_000_000
+
+
+def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-parallel-layout"
+                           ) -> tuple[list[int], int]:
+    """(decoder layers of each virtual stage, virtual stages per rank) of Megatron-LM's pipeline layout string, read
+    as NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/pipeline_parallel_layer_layout.py reads it:
+    ``parse_str_to_list`` (lines 283-321: commas dropped, ``(...)*N`` then ``x*N`` unrolled, stages split at ``|``,
+    letters E embedding, L loss, t decoder layer, m MTP layer) and ``__init__`` (stages divisible by pp, V = stages /
+    pp, virtual stage c of rank r at c pp + r). ``validate_layer_layout`` (lines 89-149) asserts E first and L last;
+    the model prices the embedding on rank 0's first chunk and the output layer, loss and MTP modules on rank p - 1's
+    last (step._segment_memory, as with first/last_stage_layers), so E must be in stage 0, L and any m in the last
+    stage: a layout that puts them elsewhere (an empty first stage, a standalone MTP stage on another rank) is
+    refused, not priced where it is not."""
+    text = layout.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        size = 0
+
+        def unroll(mt: re.Match[str]) -> str:
+            nonlocal size
+            n = int(mt.group(2)) if len(mt.group(2)) <= 7 else MAX_LAYOUT_CHARS + 1
+            size += len(mt.group(1)) * n
+            if size > MAX_LAYOUT_CHARS:
+                raise InputError(f"{layout[:60]!r} unrolls to more than {MAX_LAYOUT_CHARS} letters", where=where,
+                                 allowed="a layout of the model's layers (E, t, m, L letters, | between stages)")
+            return mt.group(1) * n
+
+        text = re.sub(pattern, unroll, text)
+    stages = text.split("|")
+    bad = sorted({c for c in text if c not in "ELtm|"})
+    if bad:
+        raise InputError(f"unknown layer letter {bad[0]!r} in {layout[:60]!r}", where=where,
+                         allowed="E (embedding), t (decoder layer), m (MTP layer), L (loss), | between stages, "
+                                 "(...)*N and x*N repeats, commas")
+    if pp < 1 or len(stages) % pp:
+        raise InputError(f"{len(stages)} stages for pipeline size {pp} (Megatron asserts the layout's stages "
+                         "divisible by it)", where=where, allowed=f"a multiple of {pp} stages separated by |")
+    if text.count("E") != 1 or text.count("L") != 1:
+        raise InputError(f"{text.count('E')} E and {text.count('L')} L in {layout[:60]!r}", where=where,
+                         allowed="one E (embedding) and one L (loss), as Megatron asserts")
+    if "E" not in stages[0] or "L" not in stages[-1] or any("m" in st for st in stages[:-1]):
+        raise InputError("the embedding (E) outside the first stage, or the loss (L) or an MTP layer (m) outside the "
+                         f"last: {layout[:60]!r}", where=where,
+                         allowed="E in the first stage, L and any m in the last (the stages the model prices the "
+                                 "embedding, the output layer and the MTP modules on)")
+    if "t" in text[text.index("m"):] if "m" in text else False:
+        raise InputError(f"a decoder layer after an MTP layer in {layout[:60]!r} (Megatron asserts the decoder "
+                         "layers before the MTP layers)", where=where, allowed="every t before the first m")
+    return [st.count("t") for st in stages], len(stages) // pp
+
+
+def _pipeline_layout(args: dict[str, str | None], out: StrategyFile) -> None:
+    """--pipeline-model-parallel-layout as strategy.stage_layers (:func:`megatron_layout_stages`) and, with V >= 2
+    virtual stages per rank, schedule interleaved:V (Megatron-LM's validate_args derives the virtual stages from the
+    layout, megatron/training/arguments.py lines 941-951 at d98e8a64dd, and asserts no
+    --num-layers-per-virtual-pipeline-stage nor --num-virtual-stages-per-pipeline-rank beside it, lines 928-939)."""
+    flag = "--pipeline-model-parallel-layout"
+    text = args.get(flag)
+    if not text:
+        raise InputError("no layout given", where=flag, allowed="a layout such as 'Et*3|(tt|)*6,t|tL'")
+    others = [f for f in ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+                          "--virtual-pipeline-model-parallel-size", "--decoder-first-pipeline-num-layers",
+                          "--decoder-last-pipeline-num-layers") if f in args]
+    if others:
+        raise InputError(f"{flag} with {others[0]} (the layout places every layer and gives the virtual stages)",
+                         where=flag, allowed=f"the layout alone, without {others[0]}")
+    pp = int(out.strategy.get("pp", 1))
+    counts, v = megatron_layout_stages(text, pp, flag)
+    out.strategy["stage_layers"] = counts
+    out.fields["stage_layers"] = flag
+    if v > 1:
+        out.strategy["schedule"] = f"interleaved:{v}"
+        out.fields["schedule"] = flag
 
 
 def _virtual_stage_flags_agree(virtual: Mapping[str, int | None], args: dict[str, str | None]) -> None:
@@ -1344,8 +1451,7 @@ def _titan_unpriced_parallelism(par: dict[str, Any], out: StrategyFile) -> None:
     torch.compile; torchtitan/distributed/tensor_parallel.py maybe_enable_async_tp @b5bcd76c66), not modelled: the TP
     collectives are priced as torchtitan's plain TP runs them; ``pipeline_parallel_split_points`` and
     ``module_fqns_per_model_part`` (a manual split of the layers into stages; torchtitan/distributed/
-    pipeline_parallel.py), priced as the even split, where strategy.first_stage_layers / last_stage_layers give an
-    uneven one."""
+    pipeline_parallel.py), priced as the even split, where strategy.stage_layers gives an uneven one."""
     tp = int(out.strategy.get("tp", 1))
     if "enable_async_tensor_parallel" in par:
         on = _bool(par["enable_async_tensor_parallel"], "parallelism.enable_async_tensor_parallel")
@@ -1356,7 +1462,7 @@ def _titan_unpriced_parallelism(par: dict[str, Any], out: StrategyFile) -> None:
         value = par.get(key)
         if value not in (None, [], "") and int(out.strategy.get("pp", 1)) > 1:
             out.unused.append(f"parallelism.{key} (a manual split of the layers is priced as the even split: give "
-                              "--set strategy.first_stage_layers=N / last_stage_layers=N for an uneven one)")
+                              "--set strategy.stage_layers=[N,...], one count per stage, for an uneven one)")
 
 
 def _titan_etp(par: dict[str, Any], degrees: dict[str, int], out: StrategyFile) -> None:

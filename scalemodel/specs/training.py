@@ -340,6 +340,12 @@ class StrategySpec(Spec, kw_only=True):
         "other stages share the rest evenly; default: the balanced split"))] = None
     last_stage_layers: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
         "layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers)"))] = None
+    stage_layers: Annotated[list[Annotated[int, Meta(ge=0)]] | None, Meta(description=(
+        "decoder layers of each pipeline stage in order, one count per stage (pp counts), or with interleaved:V per "
+        "virtual stage (pp x V counts: virtual stage c of rank r is entry c pp + r, Megatron-LM's "
+        "--pipeline-model-parallel-layout order); a stage may hold none (Megatron's layout allows it); they sum to "
+        "the model's layers; each rank priced on its own layers (docs/model.md#stage-layers); instead of "
+        "first/last_stage_layers and first/last_chunk_layers; default: the balanced split"))] = None
     first_chunk_layers: Annotated[Annotated[int, Meta(ge=0)] | None, Meta(description=(
         "interleaved:V only: decoder layers in the first of the pp x V model chunks (the one holding the "
         "embedding); the other chunks but the last share the rest evenly. Megatron-LM "

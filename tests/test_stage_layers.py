@@ -1,0 +1,354 @@
+"""strategy.stage_layers: a given decoder-layer count per pipeline stage (per virtual stage when interleaved), each rank
+priced on its own layers (docs/model.md#stage-layers), read from Megatron-LM's --pipeline-model-parallel-layout
+and computed for nanotron by its own cost-balance rule.
+
+The expected values are independent of the split's code path: per-layer and logits times from cost.compute by hand,
+the first/last_stage_layers path where it can express the same split (a different route through the step: three
+classes of stages), the layout strings unrolled by hand, and nanotron's split as the reviewer derived it and the
+Playbook's table confirms it per job (docs/model.md#nanotron)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scalemodel.cost import compute
+from scalemodel.engine import planner
+from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy, stage_split_code
+from scalemodel.engine.predict import predict
+from scalemodel.engine.step import Infeasible, compute_floor, dp_exposed_floor, evaluate
+from scalemodel.errors import InputError
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices
+from scalemodel.specs.frameworks import megatron_layout_stages, nanotron_stage_layers, read_strategy_file
+
+
+def _job(model: str = "llama2-7b", overrides: tuple[str, ...] = (), batch: int = 16):
+    cl = load_cluster("dgx-h100")
+    wl = load_workload(model, list(overrides))
+    tr = TrainingSpec(global_batch=batch, micro_batch=1)
+    return build_job(cl, wl, tr), tr
+
+
+def _run(job, tr, gpus: int, **strategy):
+    return evaluate(job, grid_from_strategy(StrategySpec(**strategy), tr, gpus, job))
+
+
+def _layer_and_logits(job, tp: int = 1) -> tuple[float, float]:
+    kw = dict(micro_batch=1.0, seq_len=job.seq_len, peak_flops=job.peak_flops,
+              memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim,
+              memory_efficiency=job.memory_efficiency, tp=tp, cp=1, elem_bytes=job.elem_bytes)
+    layer = compute.layer_compute_time(job.shape, ep=1, sequence_parallel=False, recompute="none",
+                                       flash_attention=True, attention_fwd=job.attention_fwd,
+                                       attention_bwd=job.attention_bwd, **kw)
+    logits = compute.logits_compute_time(job.shape, **kw)
+    return float(layer.total[()]), float(logits.total[()])
+
+
+# --- each rank its own layers: the step at the busiest rank --------------------------------------------------------
+
+@pytest.mark.parametrize("split", [[3, 1], [1, 3], [2, 2], [0, 4], [4, 0]])
+def test_compute_runs_at_the_busiest_rank(split):
+    """4 layers on 2 stages: m micro-batches of the slower of rank 0 (its n_0 layers) and rank 1 (n_1 layers and the
+    logits), each layer and the logits priced by cost.compute by hand."""
+    job, tr = _job(overrides=("layers=4",), batch=8)
+    res = _run(job, tr, 2, pp=2, stage_layers=split)
+    assert int(res.reason[0]) in (0, Infeasible.OUT_OF_MEMORY)
+    t_layer, t_logits = _layer_and_logits(job)
+    want = 8 * max(split[0] * t_layer, split[1] * t_layer + t_logits)
+    assert float(res.breakdown["compute"][0]) == pytest.approx(want, rel=1e-12)
+
+
+def test_four_ranks_of_four_sizes():
+    """[1, 3, 0, 4] of 8 layers: the busiest rank is the last (4 layers and the logits), whatever the middle ranks;
+    [1, 5, 0, 2]: rank 1's 5 layers, unless 2 layers and the logits outweigh them."""
+    job, tr = _job(overrides=("layers=8",), batch=8)
+    t_layer, t_logits = _layer_and_logits(job)
+    for split in ([1, 3, 0, 4], [1, 5, 0, 2]):
+        res = _run(job, tr, 4, pp=4, stage_layers=split)
+        want = 8 * max(max(split[:-1]) * t_layer, split[-1] * t_layer + t_logits)
+        assert float(res.breakdown["compute"][0]) == pytest.approx(want, rel=1e-12), split
+
+
+@pytest.mark.parametrize("zero", ["0", "1"])
+@pytest.mark.parametrize("first, last, split", [(5, 9, [5, 9, 9, 9]), (None, 2, [10, 10, 10, 2]),
+                                                (20, None, [20, 12]), (3, 1, None)])
+def test_same_as_first_and_last_stage_layers(zero, first, last, split):
+    """Where first/last_stage_layers express the same split (the other stages equal), every term of the step and
+    the memory peak are those of that route (three classes of stages) but the optimizer step: stage_layers prices
+    the rank holding the most parameters on its own parameters (the rank's 20 of 32 layers: 20 / 16 of the even
+    share), first/last_stage_layers the stages' mean share (docs/model.md#stage-layers)."""
+    model = ("layers=4",) if split is None else ()
+    job, tr = _job(overrides=model, batch=16)
+    pp = 2 if split is None else len(split)
+    split = split or [3, 1]
+    a = _run(job, tr, 2 * pp, pp=pp, zero=zero, first_stage_layers=first, last_stage_layers=last)
+    b = _run(job, tr, 2 * pp, pp=pp, zero=zero, stage_layers=split)
+    assert int(a.reason[0]) == int(b.reason[0])
+    for k in a.breakdown:
+        if k != "optimizer":
+            assert float(b.breakdown[k][0]) == pytest.approx(float(a.breakdown[k][0]), rel=1e-12, abs=1e-15), k
+    for k in a.memory:
+        assert float(b.memory[k][0]) == pytest.approx(float(a.memory[k][0]), rel=1e-12, abs=1e-6), k
+    # the optimizer is memory-bound on the parameters it steps: the most-parameter rank's n layers / (L / pp)
+    layers = sum(split)
+    heaviest = max(split)
+    assert float(b.breakdown["optimizer"][0]) == pytest.approx(
+        float(a.breakdown["optimizer"][0]) * heaviest * pp / layers, rel=1e-9)
+
+
+@pytest.mark.parametrize("schedule, split", [("1f1b", [8, 8, 8, 8]), ("interleaved:2", [8, 8, 8, 8]),
+                                             ("interleaved:2", [4] * 8)])
+def test_the_even_split_given_is_the_balanced_split(schedule, split):
+    """An even split given is priced as the balanced split to the bit (pp = len / V)."""
+    job, tr = _job(batch=16)
+    v = int(schedule.split(":")[1]) if ":" in schedule else 1
+    pp = len(split) // v
+    a = _run(job, tr, 2 * pp, pp=pp, zero="1", schedule=schedule)
+    b = _run(job, tr, 2 * pp, pp=pp, zero="1", schedule=schedule, stage_layers=split)
+    assert float(b.step_time[0]) == float(a.step_time[0])
+    assert float(b.memory["total"][0]) == float(a.memory["total"][0])
+
+
+def test_interleaved_chunks_of_their_own():
+    """interleaved:2 at pp 2, [10, 6, 6, 10]: both ranks hold 16 layers, rank 0 as 10 then 6 (chunks 0 and 2), rank 1
+    as 6 then 10: the compute is the even split's, the chunks differ (the pipeline fills with rank 0's 10-layer first
+    chunk): a larger bubble, and rank 0 holds more of its larger first chunk in flight (a higher peak)."""
+    job, tr = _job(batch=16)
+    even = _run(job, tr, 4, pp=2, zero="1", schedule="interleaved:2")
+    own = _run(job, tr, 4, pp=2, zero="1", schedule="interleaved:2", stage_layers=[10, 6, 6, 10])
+    assert float(own.breakdown["compute"][0]) == pytest.approx(float(even.breakdown["compute"][0]), rel=1e-12)
+    assert float(own.breakdown["bubble"][0]) > float(even.breakdown["bubble"][0])
+    assert float(own.memory["total"][0]) > float(even.memory["total"][0])
+
+
+def test_moe_model_each_rank_its_own_layers():
+    """An MoE model (every layer the mean layer): [20, 12] of Mixtral's 32 layers at pp 2 prices rank 0's 20 layers
+    (its EP traffic and compute) as first_stage_layers 20 does (the same route but the optimizer)."""
+    job, tr = _job("mixtral-8x7b", batch=16)
+    a = _run(job, tr, 16, pp=2, ep=8, zero="1", first_stage_layers=20)
+    b = _run(job, tr, 16, pp=2, ep=8, zero="1", stage_layers=[20, 12])
+    for k in ("compute", "ep_comm", "tp_comm", "bubble", "pp_comm"):
+        assert float(b.breakdown[k][0]) == pytest.approx(float(a.breakdown[k][0]), rel=1e-12), k
+
+
+# --- refusals ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("strategy, words", [
+    (dict(pp=2, stage_layers=[20, 13]), "the stages hold 33 layers"),
+    (dict(pp=2, stage_layers=[16, 16, 0]), "3 counts for pp 2"),
+    (dict(pp=2, schedule="interleaved:2", stage_layers=[16, 16]), "2 counts for pp 2 x 2 virtual stages"),
+    (dict(pp=1, stage_layers=[32]), "no pipeline to split"),
+    (dict(pp=2, stage_layers=[20, 12], first_stage_layers=20), "stage_layers and first_stage_layers are both set"),
+])
+def test_refused_with_what_is_allowed(strategy, words):
+    job, tr = _job(batch=16)
+    with pytest.raises(InputError) as e:
+        grid_from_strategy(StrategySpec(**strategy), tr, 2 * strategy["pp"], job)
+    assert words in str(e.value)
+    assert e.value.allowed
+
+
+def test_hybrid_pattern_refused():
+    """A hybrid pattern's split is its '|' segments (Megatron-LM's validate_args refuses a layout beside them)."""
+    job, tr = _job("nemotron-3-nano", batch=16)
+    n = int(job.shape.layers)
+    with pytest.raises(InputError, match="hybrid layer pattern"):
+        grid_from_strategy(StrategySpec(pp=2, stage_layers=[n - 1, 1]), tr, 2, job)
+
+
+def test_infeasible_where_the_planner_pp_does_not_fit():
+    """A pinned split of 2 stages on a candidate of pp 4 is layers_not_divisible (the planner's rows of other pp)."""
+    job, _tr = _job(batch=16)
+    g = grid_from_arrays(gpus=8, dp=2, tp=1, pp=np.asarray([2, 4]), micro_batch=1, global_batch=16,
+                         stage_split=stage_split_code([20, 12]))
+    res = evaluate(job, g)
+    assert int(res.reason[1]) == Infeasible.LAYERS_NOT_DIVISIBLE
+    assert int(res.reason[0]) != Infeasible.LAYERS_NOT_DIVISIBLE
+
+
+# --- plan and predict agree ---------------------------------------------------------------------------------------
+
+def test_plan_keeps_the_split_and_agrees_with_predict():
+    cl, wl = load_cluster("dgx-h100"), load_workload("llama2-7b")
+    tr = TrainingSpec(global_batch=64)
+    pinned = ("pp", "tp", "zero", "stage_layers")
+    res = planner.plan(cl, wl, 16, tr, top=3, strategy=StrategySpec(pp=2, tp=1, zero="1", stage_layers=[20, 12]),
+                       pinned=pinned)
+    assert res.ranked
+    keys = ("dp", "tp", "pp", "cp", "ep", "zero", "recompute", "sequence_parallel", "schedule", "layout",
+            "stage_layers", "overlap", "algorithm")
+    for p in res.ranked:
+        s = p.strategy
+        assert s["stage_layers"] == [20, 12]
+        q = predict(cl, wl, 16, TrainingSpec(global_batch=64, micro_batch=s["micro_batch"]),
+                    StrategySpec(**{k: s[k] for k in keys}, bucket_size=s["bucket_bytes"]))
+        assert q.step_time_s == pytest.approx(p.step_time_s, rel=1e-9)
+
+
+# --- physics ------------------------------------------------------------------------------------------------------
+
+@st.composite
+def _splits(draw):  # type: ignore[no-untyped-def]
+    model = draw(st.sampled_from(("gpt-1.7b", "llama2-7b", "mixtral-8x7b")))
+    job, _tr = _job(model, batch=16)
+    pp = draw(st.sampled_from((2, 3, 4)))
+    v = draw(st.sampled_from((1, 1, 2)))
+    layers = int(job.shape.layers)
+    cuts = sorted(draw(st.lists(st.integers(0, layers), min_size=pp * v - 1, max_size=pp * v - 1)))
+    split = [b - a for a, b in zip([0, *cuts], [*cuts, layers], strict=True)]
+    dp = draw(st.sampled_from((1, 2, 8)))
+    ep = 8 if model == "mixtral-8x7b" and dp == 8 else 1
+    arrays = dict(gpus=dp * pp, dp=dp, tp=1, pp=pp, ep=ep, micro_batch=1, global_batch=dp * draw(
+        st.sampled_from((1, 4, 16))), zero=draw(st.sampled_from((0, 1, 3, 4))),
+        recompute=draw(st.sampled_from((0, 1, 2))), schedule=2 if v > 1 else 0, virtual_stages=v,
+        overlap=draw(st.booleans()), stage_split=stage_split_code(split))
+    return job, arrays
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_splits())
+def test_physics_floors_hold_for_any_split(case):  # type: ignore[no-untyped-def]
+    """Any split: the step is no faster than its FLOPs at peak on every GPU, nor than its data-parallel traffic, nor
+    than the compute floor of its busiest rank (step.compute_floor, the planner's bound); the planner's data-parallel
+    floor (step.dp_exposed_floor) stays below the traffic the step exposes; the breakdown adds up."""
+    job, arrays = case
+    g = grid_from_arrays(**{k: np.asarray([v]) for k, v in arrays.items()})
+    res = evaluate(job, g)
+    step = float(res.step_time[0])
+    assert step >= float(res.model_flops[0]) / (arrays["gpus"] * job.peak_flops) * (1 - 1e-12)
+    assert step >= float(res.extras["dp_comm_total"][0]) * (1 - 1e-12)
+    assert step >= float(compute_floor(job, g)[0]) * (1 - 1e-12)
+    # the planner's floor under the exposed data-parallel traffic: the same rank's, below what the step exposes
+    assert float(np.ravel(dp_exposed_floor(job, g))[0]) <= float(res.breakdown["dp_comm"][0]) * (1 + 1e-12)
+    parts = sum(float(x[0]) for x in res.breakdown.values())
+    assert abs(parts - step) <= 1e-12 * step
+    assert all(float(x[0]) >= 0 and np.isfinite(float(x[0])) for x in res.breakdown.values())
+
+
+# --- Megatron-LM's --pipeline-model-parallel-layout ---------------------------------------------------------------
+
+@pytest.mark.parametrize("layout, pp, counts, v", [
+    ("Ettt|tt|tt|ttL", 4, [3, 2, 2, 2], 1),
+    ("Et*3|(tt|)*2,tL", 4, [3, 2, 2, 1], 1),                        # (tt|)*2 -> tt|tt|, then tL
+    ("E|t*4|t*4|L", 4, [0, 4, 4, 0], 1),                            # empty first and last stages
+    ("Et|(tt|)*6,tL", 4, [1, 2, 2, 2, 2, 2, 2, 1], 2),              # 8 virtual stages: interleaved:2
+    ("Ett|tt|ttmL", 3, [2, 2, 2], 1),                               # MTP in the last stage
+])
+def test_layout_strings(layout, pp, counts, v):
+    assert megatron_layout_stages(layout, pp) == (counts, v)
+
+
+@pytest.mark.parametrize("layout, pp, words", [
+    ("Et*3|(tt|)*29,m|L", 16, "outside the last"),                  # DeepSeek-V3's standalone MTP stage
+    ("|Ett|ttL", 3, "outside the first"),
+    ("Ettt|ttx|ttL", 3, "unknown layer letter 'x'"),
+    ("Ettt|tt|ttL", 2, "3 stages for pipeline size 2"),
+    ("Ettt|tt|tt", 3, "1 E and 0 L"),
+    ("Ett|tm|tL", 3, "outside the last"),
+    ("(t)*99999999|L", 2, "unrolls to more than"),
+])
+def test_layout_strings_refused(layout, pp, words):
+    with pytest.raises(InputError) as e:
+        megatron_layout_stages(layout, pp)
+    assert words in str(e.value)
+
+
+def test_megatron_launch_reads_the_layout(tmp_path: Path):
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --pipeline-model-parallel-size 4 "
+                 "--pipeline-model-parallel-layout 'Et|(tt|)*6,tL'\n")
+    notices.clear()
+    sf = read_strategy_file(f)
+    assert sf.strategy["stage_layers"] == [1, 2, 2, 2, 2, 2, 2, 1]
+    assert sf.strategy["schedule"] == "interleaved:2"
+    assert sf.field_name("stage_layers") == "--pipeline-model-parallel-layout"
+    assert not any("layout" in u for u in sf.unused)
+
+
+def test_megatron_layout_beside_virtual_stage_flags_refused(tmp_path: Path):
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                 "--pipeline-model-parallel-layout 'Ett|tt|tt|ttL'\n")
+    with pytest.raises(InputError, match="num-virtual-stages-per-pipeline-rank"):
+        read_strategy_file(f)
+
+
+# --- nanotron's cost-balanced split ---------------------------------------------------------------------------------
+
+#: the Playbook models (scripts/scaling_benchmarks.py @e24d2483 model_configs: layers, hidden, heads, intermediate;
+#: vocab 131072) and the splits the reviewer derived and the benchmark table's Local Params confirm (docs/model.md)
+NANOTRON = [
+    ((16, 2048, 32, 8192), 2, [11, 5]),
+    ((28, 3072, 24, 8192), 2, [16, 12]),
+    ((32, 4096, 32, 14336), 2, [18, 14]),
+    ((32, 4096, 32, 14336), 4, [9, 9, 8, 6]),
+    ((80, 8192, 64, 28672), 4, [21, 20, 20, 19]),
+    ((80, 8192, 64, 28672), 16, [6] + [5] * 13 + [6, 3]),
+]
+
+
+@pytest.mark.parametrize("dims, pp, want", NANOTRON)
+def test_nanotron_rule(dims, pp, want):
+    assert nanotron_stage_layers(*dims, 131072, pp) == want
+
+
+def test_nanotron_rule_at_pp_32():
+    """80B at pp 32: 3 and 2 layers by turns (the cumulative cost crossing each 1/32 of the total), 1 on the last rank
+    (the lm_head, 1.1 layers' cost, fills it)."""
+    got = nanotron_stage_layers(80, 8192, 64, 28672, 131072, 32)
+    assert sum(got) == 80 and got[-1] == 1 and set(got[:-1]) == {2, 3}
+
+
+def test_nanotron_threshold_is_strict():
+    """1.34B at pp 2: 10 layers reach half the total cost exactly (10 x 67,108,864 = (16 x 67,108,864 + 131072 x
+    2048) / 2), and build_model moves on only past it (``>``): rank 0 takes the 11th layer too."""
+    layer = 4 * 2048 * 2048 + 3 * 8192 * 2048
+    assert 10 * layer * 2 == 16 * layer + 131072 * 2048
+    assert nanotron_stage_layers(16, 2048, 32, 8192, 131072, 2) == [11, 5]
+
+
+# --- the pipeline over every rank's own time: against a step-by-step simulation of 1F1B ---------------------------
+
+def test_pipelined_time_against_the_simulation():
+    """[1, 5, 0, 2] of 8 layers at pp 4 (four stages of four sizes, an empty one among them): the step's pipelined
+    part (m + bubble) t_mb is the 1F1B schedule simulated step by step (tests/test_pipeline_uneven.simulate, written
+    from Megatron-LM's schedule) on each rank's own forward and backward seconds (the engine's stage of that rank's
+    layers, the logits on the last), at most a few per cent below it (one_f_one_b_time is a lower bound) and never
+    above; t_mb is the busiest rank's."""
+    from scalemodel.cost.placement import parallel_groups
+    from scalemodel.engine.step import _stage, _stage_forward_backward
+    from tests.test_pipeline_uneven import simulate
+
+    job, tr = _job(overrides=("layers=8",), batch=16)
+    split = [1, 5, 0, 2]
+    g = grid_from_strategy(StrategySpec(pp=4, stage_layers=split), tr, 4, job)
+    res = evaluate(job, g)
+    m, p = int(res.microbatches[0]), 4
+    groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp)
+    stages = [_stage(job, g, groups, np.asarray([float(n)]), r == p - 1) for r, n in enumerate(split)]
+    fb = [_stage_forward_backward(s) for s in stages]
+    f, b = [float(x[0][0]) for x in fb], [float(x[1][0]) for x in fb]
+    t_mb = float(res.extras["microbatch_time"][0])
+    assert t_mb == pytest.approx(max(float(s.time[0]) for s in stages), rel=1e-12)
+    sim = simulate(p, m, f, b)
+    pipelined = (m + float(res.extras["bubble_microbatches"][0])) * t_mb
+    assert pipelined <= sim * (1 + 1e-9)
+    assert pipelined == pytest.approx(sim, rel=0.035)
+
+
+@pytest.mark.parametrize("model, strategy, pinned, words", [
+    ("nemotron-3-nano", dict(stage_layers=[1, 1]), ("stage_layers",), "hybrid layer pattern"),
+    ("llama2-7b", dict(stage_layers=[20, 13]), ("stage_layers",), "the stages hold 33 layers"),
+    ("llama2-7b", dict(stage_layers=[20, 12], first_stage_layers=20), ("stage_layers", "first_stage_layers"),
+     "stage_layers and first_stage_layers are both set"),
+])
+def test_plan_refuses_what_predict_refuses(model, strategy, pinned, words):
+    cl, wl = load_cluster("dgx-h100"), load_workload(model)
+    with pytest.raises(InputError) as e:
+        planner.plan(cl, wl, 16, TrainingSpec(global_batch=64), top=1, strategy=StrategySpec(**strategy),
+                     pinned=pinned)
+    assert words in str(e.value) and "stage_layers" in e.value.where
