@@ -1800,7 +1800,7 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         return np.zeros(1)
     sh = job.shape
     kw: dict[str, Any] = dict(micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
-                              sequence_parallel=g.sequence_parallel, flash_attention=g.flash_attention)
+                              sequence_parallel=g.sequence_parallel, flash_attention=g.flash_attention, etp=_etp(g))
     per_layer = (sh.dense_layers * memory.activation_bytes_per_layer(sh, recompute="none", **kw)
                  + sh.moe_layers * memory.activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
                  ) / float(sh.layers)
