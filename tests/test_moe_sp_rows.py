@@ -5,15 +5,25 @@ under SP: the router (moe_layer.py ``route``) and the all-to-all dispatcher's pe
 ``dispatch_preprocess``, L624-680) work on the rank's own T/t tokens; the EP all-to-all and the expert-TP
 all-gather (L728-751) bring load u T k / t rows to the GPU's experts, which ``sort_chunks_by_idxs`` orders by local
 expert and back (L752-795, L796-823); ``unpermute`` sums the T/t k copies back (L876-908). Without SP every TP rank
-holds, routes and permutes all T tokens. The expected values below are worked out by hand from those row counts on
-T = 4096 tokens, tp 2, ep 2, E 8, k 2, not read back from the implementation."""
+holds, routes and permutes all T tokens. The flex dispatcher permutes only the tokens its fused dispatch delivers
+(L1424-1469), the allgather dispatcher the gathered tokens' local copies (L305-353). The expected values below are
+worked out by hand from those row counts on T = 4096 tokens, tp 2, ep 2, E 8, k 2 (and tiny-moe through the step),
+not read back from the implementation."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
+from grid_helpers import HBM as H100_HBM
+from grid_helpers import TINY_MOE
 
 from scalemodel.cost import compute, memory
 from scalemodel.cost.transformer import shape
+from scalemodel.engine import step
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 
 PEAK, HBM, GM, D0, MEM = 1000e12, 3e12, 0.75, 96.0, 0.85
 KW = dict(peak_flops=PEAK, memory_bandwidth=HBM, gemm_max=GM, gemm_half_dim=D0, memory_efficiency=MEM)
@@ -123,3 +133,19 @@ def test_saved_expert_input_counts_the_gathered_rows() -> None:
     one = memory.activation_bytes_per_layer(SH, etp=1, **kw)
     two = memory.activation_bytes_per_layer(SH, etp=2, **kw)
     assert float(two - one) == pytest.approx(2 * H * (8192 - 4096), rel=1e-12)
+
+
+def test_step_prices_the_strategys_dispatcher() -> None:
+    """The step hands layer_compute_time the strategy's dispatcher: tiny-moe (3 MoE layers of 4; E 64, k 4,
+    h 1024) at micro-batch 2 x 2048 = 4096 tokens, tp 1, ep 8 (L = 8), every rank at the mean load: the all-to-all
+    dispatcher's 2 x 4096 x 5 + 4 x 16384 rows against the flex dispatcher's 2 (N + 16384), N = 8 x 4096 (1 -
+    C(56, 4) / C(64, 4)); the forward differs by 3 MoE layers x 2 h (the difference) bytes at the H100's HBM rate."""
+    tr = TrainingSpec(global_batch=16, micro_batch=2, moe_rank_imbalance=1.0)
+    job = build_job(load_cluster("dgx-h100"), TINY_MOE, tr)
+    layers = np.asarray([4.0])
+    grids = [grid_from_strategy(StrategySpec(dp=8, ep=8, moe_flex_dispatcher=flex), tr, 8, job)
+             for flex in (False, True)]
+    fwd = [float(step._compute_per_microbatch(job, g, layers)["forward"][0]) for g in grids]
+    N = 8 * 4096 * (1 - math.comb(56, 4) / math.comb(64, 4))
+    rows = (2 * 4096 * 5 + 4 * 16384) - 2 * (N + 16384)
+    assert fwd[0] - fwd[1] == pytest.approx(3 * 2 * 1024 * rows / H100_HBM, rel=1e-6)
