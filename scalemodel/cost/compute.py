@@ -445,6 +445,60 @@ def _gemm_kwargs(kw: dict[str, Any], peak_flops: ArrayLike | None, gemm_max: Arr
                 gemm_half_dim=kw["gemm_half_dim"] if gemm_half_dim is None else gemm_half_dim)
 
 
+#: Megatron-Core's token dispatchers (``moe_token_dispatcher_type``), as :func:`layer_compute_time` codes them
+MOE_DISPATCH_ALLTOALL, MOE_DISPATCH_FLEX, MOE_DISPATCH_ALLGATHER = 0, 1, 2
+
+
+def moe_permutation_bytes(sh: Shape, *, tokens: ArrayLike, own: ArrayLike, tp: ArrayLike = 1, ep: ArrayLike = 1,
+                          etp: ArrayLike = 1, load: ArrayLike = 1.0, dispatch: ArrayLike = MOE_DISPATCH_ALLTOALL,
+                          elem_bytes: ArrayLike = 2.0) -> np.ndarray:
+    """HBM bytes of one MoE layer's token permutations on one GPU in the forward of a micro-batch (its backward moves
+    as many: the gradient of a gather is the scatter of the same rows, and the reverse), each row w wide (h, or
+    LatentMoE's l) of eb bytes. Source: NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/
+    token_dispatcher.py and moe_utils.py (``permute`` L344: an index_select of the copies, or TE's fused kernel that
+    reads each source row once; ``unpermute`` L497: a scatter-add of the copies into their tokens;
+    ``sort_chunks_by_idxs`` L628: a copy of every row). With T = ``tokens`` (b s / cp), n = ``own`` the tokens the
+    rank holds and routes (T / tp under sequence parallelism: MoELayer.forward hands router and dispatcher the
+    [s/(cp tp), b, h] shard; T without), u = ``etp``, L = E / ep local experts, R = load u T k / tp the rows the
+    exchange brings to this GPU's experts (the busiest rank's, ``load`` = max / mean; the experts' GEMM rows),
+    G = u ep n the tokens of the tp_ep group and N = G (1 - C(E - L, k) / C(E, k)) those with at least one of their
+    k experts here::
+
+        alltoall   eb w (2 n (k + 1) + [L > 1] 4 R)   ``permute`` of the own n tokens into n k copies before the EP
+                   all-to-all (read n, write n k; ``dispatch_preprocess`` L624-680) and ``unpermute`` after the combine
+                   (read n k, write n; ``combine_postprocess`` L876-908); with several local experts the received and
+                   expert-TP-gathered rows sorted by local expert and back (``dispatch_postprocess`` L752-795,
+                   ``combine_preprocess`` L796-823: read R, write R each)
+        flex       eb w 2 (N + R)                     the fused dispatch over tp_ep (etp E experts, etp k copies a
+                   token, L1836-1849) delivers each token once per destination rank; ``permute`` of those N into R rows
+                   and ``unpermute`` back (DeepEP ``get_permuted_hidden_states_by_experts`` /
+                   ``get_restored_hidden_states_by_experts`` L1424-1469; HybridEP's own permute kernel on the dispatched
+                   tokens, deepseek-ai/DeepEP hybrid-ep csrc/hybrid_ep/extension/permute.cu, unless
+                   ``moe_permute_fusion_into_hybridep``, default False, transformer_config.py L904)
+        allgather  eb w (N + 2 R + G)                 ``permute`` of the gathered G tokens' local copies (read N,
+                   write R; ``dispatch_postprocess`` L305-335) and ``unpermute`` into the whole gathered shape
+                   before the reduce-scatter (read R, write G; ``combine_preprocess`` L337-353)
+
+    0 without experts."""
+    T = np.asarray(tokens, dtype=float)
+    n = np.asarray(own, dtype=float)
+    t, e, u = _pos("tp", tp), _pos("ep", ep), _pos("etp", etp)
+    eb = _pos("elem_bytes", elem_bytes)
+    k, E = float(sh.moe_top_k), max(float(sh.moe_experts), 1.0)
+    local = E / e
+    miss = np.ones_like(local)  # C(E - L, k) / C(E, k): none of a token's k experts among the L here
+    for i in range(int(k)):
+        miss = miss * np.clip((E - local - i) / (E - i), 0.0, 1.0)
+    rows = np.asarray(load, dtype=float) * u * T * k / t
+    group = u * e * n
+    received = group * (1.0 - miss)
+    code = np.asarray(dispatch)
+    a2a = 2.0 * n * (k + 1.0) + 4.0 * np.where(local > 1.0, rows, 0.0)
+    rows_moved = np.where(code == MOE_DISPATCH_FLEX, 2.0 * (received + rows),
+                          np.where(code == MOE_DISPATCH_ALLGATHER, received + 2.0 * rows + group, a2a))
+    return eb * sh.moe_width * rows_moved * (1.0 if sh.moe_experts > 0 else 0.0)
+
+
 def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, peak_flops: ArrayLike,
                        memory_bandwidth: ArrayLike, gemm_max: ArrayLike = 0.75,
                        gemm_half_dim: ArrayLike = 96.0, memory_efficiency: ArrayLike = 0.85,
@@ -463,8 +517,13 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        cp_a2a_size: ArrayLike = 1, proj_peak_flops: ArrayLike | None = None,
                        proj_gemm_max: ArrayLike | None = None, proj_gemm_half_dim: ArrayLike | None = None,
                        latent_peak_flops: ArrayLike | None = None, latent_gemm_max: ArrayLike | None = None,
-                       latent_gemm_half_dim: ArrayLike | None = None, moe_load: ArrayLike = 1.0) -> LayerTime:
+                       latent_gemm_half_dim: ArrayLike | None = None, moe_load: ArrayLike = 1.0,
+                       moe_dispatch: ArrayLike = MOE_DISPATCH_ALLTOALL) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
+
+    ``moe_dispatch`` (:data:`MOE_DISPATCH_ALLTOALL` 0, the default; :data:`MOE_DISPATCH_FLEX` 1; DeepEP or HybridEP;
+    :data:`MOE_DISPATCH_ALLGATHER` 2) names Megatron-Core's token dispatcher, whose token permutations
+    :func:`moe_permutation_bytes` prices.
 
     ``moe_load`` (default 1: every EP rank at the mean) scales the routed rows of the busiest EP rank that the MoE
     layer waits for, max / mean (:mod:`scalemodel.cost.moe_routing`, docs/model.md#moe-rank-imbalance): the routed
@@ -494,7 +553,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     activation); shared_experts an MoE layer's shared experts' GEMMs and activation bytes (moe_layer.py
     ``shared_experts_recompute``; with moe once more); moe the MoE block's whole forward (moe_layer.py
     ``moe_layer_recompute``, :func:`scalemodel.cost.transformer.recomputed_modules`): the router, routed and shared
-    experts' (and LatentMoE's projection) GEMMs and the block's memory-bound bytes (permutation 4 eb T k w, the
+    experts' (and LatentMoE's projection) GEMMs and the block's memory-bound bytes (the token permutations, the
     experts' activations), its pre-norm outside the checkpoint not; the dispatch and combine all-to-alls it runs
     again are communication (engine.step). jax_dots keeps the core's price (the remat policy's own
     recompute is not priced apart). titan_op (torchtitan's op policy) repeats the forward's memory-bound work and
@@ -559,19 +618,26 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
             keys the causal mask leaves, k = Shape.causal_keys ((s + 1)/2 in a global layer of a causal model;
             fused kernels skip fully masked blocks), whose backward is FLASH_BACKWARD_FLOP_RATIO = 2.5 x its
             forward (it recomputes Q K^T) instead of the other operations' 2 x
-      MoE   router T x E x h; per GPU E/ep experts, each with ep*u*T*k/(E*t) tokens, widths f_e/u, where
+      MoE   router T_r x E x h, T_r = T/t under sequence parallelism (each TP rank routes its own sequence shard:
+            MoELayer.forward gives the router the [s/(cp t), b, h] hidden states), T without; per GPU E/ep experts,
+            each with ep*u*T*k/(E*t) tokens, widths f_e/u, where
             u = ``etp`` (expert TP, default t): the ep x u ranks of an expert group gather the sequence-parallel
             tokens of their attention-TP ranks (Megatron-Core MoE parallel folding, arXiv 2504.14960); with
             u = t this is ep*T*k/E tokens of width f_e/t; shared experts as a dense MLP of width shared*f_e.
     Memory-bound bytes: T x :func:`layer_eltwise_bytes` (``layer_impl``: norms, residual adds, dropout, RoPE, the
     core's layout copies and, dense, the activation function), forward and backward each as that implementation's
     code moves them; softmax + attention dropout (4*eb+1)*b*(a/t)*(s/cp)*s unless ``flash_attention`` (fused into
-    the core GEMM); MoE dispatch + combine 4*eb*T*k*w and the experts' activation (2|3)*eb*T*k*f_e/t, w the routed
-    experts' width (h, or LatentMoE's l: the experts' GEMMs T_e x f_e x l, + the replicated h x l projections on the
-    layer's local tokens, T/t under sequence parallelism; docs/model.md#latent-moe).
-    Backward = 2 x (forward - memory-bound) + the implementation's backward bytes + 2 x the MoE memory terms
-    (+ 0.5 x the flash core). Communication is not included. ``forward_flops`` keeps the full (unmasked) s^2 count
-    of the FLOP convention.
+    the core GEMM); the MoE dispatcher's token permutations (:func:`moe_permutation_bytes`; the all-to-all
+    dispatcher's eb*w*(2*T_r*(k+1) + [E/ep > 1]*4*R), R = load*u*T*k/t the rows the exchange brings to this GPU's
+    experts: ``permute`` of the rank's own T_r tokens into T_r k copies before the EP all-to-all and ``unpermute``
+    after it, ``sort_chunks_by_idxs`` of the received rows by local expert and back, token_dispatcher.py
+    NVIDIA/Megatron-LM@d98e8a64dd; ``moe_dispatch`` flex and allgather permute the received rows only) and the
+    experts' activation (2|3)*eb*T*k*f_e/t, w the routed experts' width (h, or LatentMoE's l: the experts' GEMMs
+    T_e x f_e x l, + the replicated h x l projections on the layer's local tokens T_r; docs/model.md#latent-moe).
+    Backward = 2 x (forward - memory-bound) + the implementation's backward bytes + 2 x the experts' activation
+    bytes + 1 x the permutations' (a gather's gradient is the scatter of the same rows) (+ 0.5 x the flash core).
+    Communication is not included. ``forward_flops`` (this GPU's: the router on T_r) keeps the full (unmasked) s^2
+    count of the FLOP convention.
     """
     b = _pos("micro_batch", micro_batch)
     s = _pos("seq_len", seq_len)
@@ -656,6 +722,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     own_f, own_b = layer_eltwise_bytes(sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb, mlp=not moe,
                                        part=part)
     mem = T * own_f  # norms, residuals, dropout, RoPE, layout copies (and the dense activation), counted per impl
+    disp = np.zeros_like(T)  # the MoE dispatcher's token permutations (their backward moves as many bytes)
     moe_block = np.zeros_like(T)  # the MoE block's forward (selective recompute of moe repeats it)
     mlp_gemm = np.zeros_like(T)  # the dense MLP's GEMMs (selective recompute of mlp repeats them)
     shared_block = np.zeros_like(T)  # the shared experts' forward (selective recompute of shared_experts)
@@ -669,14 +736,17 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         load = np.asarray(moe_load, dtype=float)  # the busiest EP rank's routed rows over the mean
         tokens_per_expert = np.maximum(load * e * u * T * k / (E * t), 1.0)
         experts_here = E / e
+        # the tokens this rank routes: its sequence shard under sequence parallelism (MoELayer.forward hands the
+        # router and the dispatcher the [s/(cp t), b, h] hidden states), all T when TP replicates them
+        t_own = T / np.where(sp, t, 1.0)
         rkw = _gemm_kwargs(kw, router_peak_flops, router_gemm_max, router_gemm_half_dim)
-        gemm = gemm + gemm_time(T, E, h, **rkw)  # router (reads the hidden-width input, also with LatentMoE)
+        gemm = gemm + gemm_time(t_own, E, h, **rkw)  # router (reads the hidden-width input, also with LatentMoE)
         gemm = gemm + gemm_time(tokens_per_expert, mats_up * fe / u, w, experts_here, **kw)
         gemm = gemm + gemm_time(tokens_per_expert, w, fe / u, experts_here, **kw)
         # LatentMoE's fc1_latent_proj (h -> l) before dispatch and fc2_latent_proj (l -> h) after combine: whole
         # on every TP rank (parallel_mode "duplicated"), on the layer's local tokens (T / t under sequence parallel)
         has_lat = lat > 0
-        t_lat = T / np.where(sp, t, 1.0)
+        t_lat = t_own
         lkw = _gemm_kwargs(kw, latent_peak_flops, latent_gemm_max, latent_gemm_half_dim)
         gemm = gemm + np.where(has_lat, gemm_time(t_lat, np.maximum(lat, 1.0), h, **lkw)
                                + gemm_time(t_lat, h, np.maximum(lat, 1.0), **lkw), 0.0)
@@ -692,9 +762,12 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
         width = T * (load * k * fe + shared) / t
         down = gemm_time(tokens_per_expert, w, fe / u, experts_here, **kw) + np.where(
             has_shared, gemm_time(T, h, np.maximum(shared, 1) / t, **kw), 0.0)
-        flops = (flops + 2 * T * h * E + 2 * T * (k * fe * w + shared * h) / t * (mats_up + 1)
+        flops = (flops + 2 * t_own * h * E + 2 * T * (k * fe * w + shared * h) / t * (mats_up + 1)
                  + 4 * t_lat * h * lat)
-        mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * width + 4 * eb * T * k * w
+        # the dispatcher's token permutations (w wide) on the rank's own tokens and on the rows the exchange brings
+        disp = moe_permutation_bytes(sh, tokens=T, own=t_own, tp=t, ep=e, etp=u, load=load,
+                                     dispatch=moe_dispatch, elem_bytes=eb)
+        mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * width + disp
         expert_act = np.where(sh.gated_mlp, 3.0, 2.0) * eb * load * T * k * fe / t  # routed experts' activation
         moe_block = gemm - gemm_before + memory_time(mem - mem_before, memory_bandwidth=memory_bandwidth,
                                                      memory_efficiency=memory_efficiency)
@@ -718,8 +791,9 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
     t_core = core_gemm + memory_time(core_mem, memory_bandwidth=memory_bandwidth,
                                      memory_efficiency=memory_efficiency) + t_ring_f
     t_mem = memory_time(mem, memory_bandwidth=memory_bandwidth, memory_efficiency=memory_efficiency)
-    # backward: the implementation's own passes; the MoE extras (dispatch, experts' activation) stay 2 x forward
-    t_mem_bwd = memory_time(T * own_b + 2.0 * (mem - T * own_f), memory_bandwidth=memory_bandwidth,
+    # backward: the implementation's own passes; the experts' activation 2 x forward; the token permutations
+    # 1 x (the gradient of a gather is a scatter of the same rows and the reverse)
+    t_mem_bwd = memory_time(T * own_b + 2.0 * (mem - T * own_f - disp) + disp, memory_bandwidth=memory_bandwidth,
                             memory_efficiency=memory_efficiency)
     forward = gemm + t_mem + t_core
     full = forward - np.where(np.asarray(xla_remat, dtype=bool), down, 0.0)
@@ -1695,8 +1769,9 @@ def fp8_expert_padding_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: Arra
     dispatchers leave the padding to the experts unless ``moe_router_padding_for_quantization`` pads the routing
     map; the flex dispatcher pads in its permute (HybridEP ``pad_multiple``, DeepEP ``_pad_routing_map``).
 
-    With R = ep u T k / t routed rows on this GPU's E/ep experts (T = b s / cp, u = etp, default t; the rows
-    :func:`fp8_quantize_bytes` quantizes) and h the experts' token width (the hidden width, or LatentMoE's l)::
+    With R = u T k / t routed rows on this GPU's E/ep experts (ep u T k / (E t) each; T = b s / cp, u = etp,
+    default t; the rows :func:`fp8_quantize_bytes` quantizes) and h the experts' token width (the hidden width, or
+    LatentMoE's l)::
 
         forward   4 eb R h     Fp8Padding of the experts' input (read R h, write R h)
                                + Fp8Unpadding of FC2's output (read R h, write R h)

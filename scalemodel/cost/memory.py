@@ -305,7 +305,7 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
                                flash_attention: ArrayLike = False, fp8_inputs: ArrayLike = False,
                                recompute_modules: ArrayLike = 0, attention: bool = True,
                                mlp: bool = True, attention_inputs: ArrayLike | None = None,
-                               latent_inputs: ArrayLike | None = None) -> np.ndarray:
+                               latent_inputs: ArrayLike | None = None, etp: ArrayLike | None = None) -> np.ndarray:
     """Activation bytes one layer keeps for one micro-batch (Korthikanti Table 2, generalised; FP8 GEMM
     inputs and the selective-recompute modules as in the module docstring). ``attention`` / ``mlp`` False: one
     block of a hybrid pattern's layer, with one norm, one GEMM input and one dropout mask of the residual stream
@@ -313,7 +313,12 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     ``fp8_inputs``'s): the saved GEMM-input bytes of the attention block's linears (the QKV input, the O-projection
     input) and of LatentMoE's projections (fc2_latent_proj's input; fc1_latent_proj keeps its own copy of the
     norm output the shared experts read, one more g s b h) when they run at another precision than the layer's
-    (training.module_precision; 0 = 16-bit, docs/model.md#module-precision)."""
+    (training.module_precision; 0 = 16-bit, docs/model.md#module-precision). ``etp`` (u, default t): the routed
+    experts' saved FC1 input is the u T k / t rows the EP exchange and the expert-TP all-gather bring to the GPU,
+    each whole w wide (u k s b w / t bytes a GEMM-input byte; Megatron-Core's all-to-all dispatcher gathers the
+    received tokens over expt_tp before the experts, token_dispatcher.py ``dispatch_postprocess`` L741-751,
+    NVIDIA/Megatron-LM@d98e8a64dd; the flex dispatcher sends etp copies a token, L1836-1849), while their
+    activation, f_e / u wide on u T k / t rows, stays k s b f_e / t."""
     b = _pos("micro_batch", micro_batch)
     s_full = _pos("seq_len", seq_len)
     t = _pos("tp", tp)
@@ -340,9 +345,11 @@ def activation_bytes_per_layer(sh: Shape, *, micro_batch: ArrayLike, seq_len: Ar
     if moe:
         fe = sh.moe_ffn_hidden
         routed = act_in * s * b + np.where(moe_act, 0.0, gemm_in * s * b)
-        # the routed experts' input at their width w (LatentMoE: l) + LatentMoE's fc2_latent_proj input (the
-        # combined l-wide tokens); fc1_latent_proj reads the norm output the shared experts and router read
-        mlp_bytes = (sh.moe_top_k * (gemm_in * s * b * sh.moe_width + routed * fe)
+        u = t if etp is None else _pos("etp", etp)
+        # the routed experts' input at their width w (LatentMoE: l), on u T k / t rows a GPU (u x the k T / t the
+        # split by t leaves) + LatentMoE's fc2_latent_proj input (the combined l-wide tokens); fc1_latent_proj reads
+        # the norm output the shared experts and router read
+        mlp_bytes = (sh.moe_top_k * (u * gemm_in * s * b * sh.moe_width + routed * fe)
                      + sh.moe_shared_experts * act_per_f * fe + gemm_lat * s * b * sh.moe_latent)
         up_width = (sh.moe_top_k + sh.moe_shared_experts) * fe
     else:
@@ -472,7 +479,8 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
                      logits_bytes: ArrayLike = 4.0, per_layer: dict[Any, np.ndarray] | None = None,
                      shared_input_copy: ArrayLike = True, attention_inputs: ArrayLike | None = None,
                      latent_inputs: ArrayLike | None = None,
-                     out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None) -> np.ndarray:
+                     out_proj_inputs: ArrayLike | None = None, inflight: ArrayLike | None = None,
+                     etp: ArrayLike | None = None) -> np.ndarray:
     """Peak activation bytes on the first pipeline stage (see module docstring); ``stage_layers``
     replaces L/p for uneven stages. ``inflight``: the stage's micro-batches in flight, replacing
     :func:`inflight_microbatches` (the result is affine in it: at 1 less at 0 it is one micro-batch's bytes of the
@@ -542,7 +550,7 @@ def activation_bytes(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, t
     """
     kw = dict(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
               flash_attention=flash_attention, fp8_inputs=fp8_inputs, recompute_modules=recompute_modules,
-              attention_inputs=attention_inputs, latent_inputs=latent_inputs)
+              attention_inputs=attention_inputs, latent_inputs=latent_inputs, etp=etp)
     memo: dict[Any, np.ndarray] = {} if per_layer is None else per_layer
     n_dense, n_moe = sh.dense_layers, sh.moe_layers
     hybrid_kinds = [] if sh.hybrid is None else [
@@ -821,7 +829,7 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
                                stage_rank=stage_rank, mtp_modules=mtp_modules, head=head, logits_bytes=logits_bytes,
                                per_layer=per_layer, shared_input_copy=shared_input_copy,
                                attention_inputs=attention_inputs, latent_inputs=latent_inputs,
-                               out_proj_inputs=out_proj_inputs, inflight=inflight)
+                               out_proj_inputs=out_proj_inputs, inflight=inflight, etp=etp)
     if expert is None:
         return MemoryBreakdown(weights=dense.weights, gradients=dense.gradients, optimizer=dense.optimizer,
                                activations=act, fragmentation=frag * (dense.total + act),

@@ -874,6 +874,10 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     flash["fp8_attention"] = job.fp8_attention  # an FP8 core's window-blind backward
     if int(sh.moe_experts) > 0:  # the busiest EP rank's routed rows, etp T k / tp on the mean rank
         flash["moe_load"] = moe_rank_load(job, g, _etp(g) * b * job.seq_len / g.cp * float(sh.moe_top_k) / g.tp)
+        # the token dispatcher, whose permutations differ (compute.moe_permutation_bytes)
+        flash["moe_dispatch"] = np.where(np.asarray(g.moe_flex_dispatcher, dtype=bool), compute.MOE_DISPATCH_FLEX,
+                                         np.where(np.asarray(g.moe_allgather_dispatcher, dtype=bool),
+                                                  compute.MOE_DISPATCH_ALLGATHER, compute.MOE_DISPATCH_ALLTOALL))
     layer_flash = dict(flash)  # the layers' modules at their own precision (training.module_precision)
     for key, module in (("proj", "attention_proj"), ("latent", "moe_latent")):
         layer_flash.update(module_gemm_kwargs(job, module, key))
@@ -1873,7 +1877,7 @@ def _offload_time(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         return np.zeros(1)
     sh = job.shape
     kw: dict[str, Any] = dict(micro_batch=g.micro_batch, seq_len=job.seq_len, tp=g.tp, cp=g.cp,
-                              sequence_parallel=g.sequence_parallel, flash_attention=g.flash_attention)
+                              sequence_parallel=g.sequence_parallel, flash_attention=g.flash_attention, etp=_etp(g))
     per_layer = (sh.dense_layers * memory.activation_bytes_per_layer(sh, recompute="none", **kw)
                  + sh.moe_layers * memory.activation_bytes_per_layer(sh, recompute="none", moe=True, **kw)
                  ) / float(sh.layers)
