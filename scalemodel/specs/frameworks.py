@@ -1368,23 +1368,24 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
                                   "(give --schedule interleaved:V)")
     _titan_layers_per_stage(par, out)
     _titan_sequence_parallel(par, out)
-    mode = ac.get("mode")
-    if mode is not None:
-        if str(mode) not in ("none", "selective", "full"):
-            raise InputError(f"unknown activation checkpoint mode {str(mode)[:40]!r}",
-                             where="activation_checkpoint.mode", allowed="none, selective or full")
-        out.strategy["recompute"] = str(mode)
-        out.fields["recompute"] = "activation_checkpoint.mode"
-        if mode == "selective":
-            _titan_selective_ac(ac.get("selective_ac_option", "2"), out)
-    else:
-        # round 17: priced without recompute and without a word. torchtitan's own default is mode "selective" with
-        # selective_ac_option "2" (every 2nd block fully recomputed): pytorch/torchtitan@e7c0cae
-        # torchtitan/config_manager.py L436-444 (ActivationCheckpoint), 9dec370's argparse default the same. Which
-        # price that default takes is left to the user (full recompute of every block, or recompute_layers)
-        out.unused.append("activation_checkpoint.mode not given (torchtitan's default is selective with "
-                          "selective_ac_option '2', every 2nd block fully recomputed: priced without recompute; give "
-                          "mode, or --recompute full with --set strategy.recompute_layers=K)")
+    # torchtitan's own default when mode is not given: "selective" with selective_ac_option "2" (every 2nd block
+    # fully recomputed), pytorch/torchtitan@e7c0cae torchtitan/config_manager.py L436-444 (ActivationCheckpoint),
+    # 9dec370's argparse default the same: priced as torchtitan runs it, the same path as a given mode selective
+    # (round 17 found it priced without recompute, then said; the lead's decision: price the framework's default)
+    given = ac.get("mode")
+    mode = "selective" if given is None else given
+    if str(mode) not in ("none", "selective", "full"):
+        raise InputError(f"unknown activation checkpoint mode {str(mode)[:40]!r}",
+                         where="activation_checkpoint.mode", allowed="none, selective or full")
+    out.strategy["recompute"] = str(mode)
+    out.fields["recompute"] = "activation_checkpoint.mode"
+    if mode == "selective":
+        _titan_selective_ac(ac.get("selective_ac_option", "2"), out)
+    if given is None:
+        option = str(ac.get("selective_ac_option", "2"))[:20]
+        out.unused.append("activation_checkpoint.mode not given (torchtitan's default is selective, priced as "
+                          f"torchtitan runs it with selective_ac_option {option!r}; give mode none or full to price "
+                          "something else)")
     for k in ac:  # round 17: any other key was dropped without a word (torchtitan@e7c0cae's ActivationCheckpoint
         # has mode and selective_ac_option; later releases add per_op_sac_force_recompute_mm_shapes_by_fqns,
         # memory_budget, early_stop, ..., none of them priced)
