@@ -83,7 +83,8 @@ def fit(path: Path = NCCL) -> dict[str, Any]:
 def bare_forms(path: Path = NCCL) -> dict[str, dict[str, float]]:
     """The same points fitted by two bare alpha-beta forms of the ring all-gather (no protocol lines, no base
     latency; bytes at ``e`` x 8 NICs x 50 GB/s a node): the latency ``L`` on every one of the p - 1 ring steps,
-    ``(p-1) L + (p-1)/p S / (e 400 GB/s)``, or on the node crossings only (NCCL's composition, the catalog's),
+    ``(p-1) L + (p-1)/p S / (e 400 GB/s)``, or on the node crossings only (the catalog's form before the per-step
+    net overhead),
     ``(p/8 - 1) L + ...``. Same objective as :func:`fit`. docs/model.md#nanotron compares them (review 17c)."""
     from scipy.optimize import least_squares
 
@@ -117,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r, indent=2))
     else:
         print(f"{CLUSTER} efa from {r['points']} p5 all-gather points: latency {r['latency_s'] * 1e6:.1f} us, "
-              f"efficiency {r['efficiency']:.3f}, net overhead {r['net_overhead_s'] * 1e6:.2f} us a ring step; |error| median {r['median_abs_error']:.1%}, "
+              f"efficiency {r['efficiency']:.3f}, net overhead {r['net_overhead_s'] * 1e6:.2f} us a ring step; "
+              f"|error| median {r['median_abs_error']:.1%}, "
               f"worst {r['worst_abs_error']:.1%}")
     return 0
 

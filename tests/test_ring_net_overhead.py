@@ -96,15 +96,19 @@ def test_bytes_term_and_other_algorithms_unchanged() -> None:
     for op, algo in (("broadcast", "ring"), ("reduce", "ring"), ("allreduce", "tree"), ("sendrecv", "direct")):
         for size in (z, S):
             assert float(A.algorithm_time(op, algo, size, with_o)) == float(A.algorithm_time(op, algo, size, without))
-            assert float(nccl.algorithm_time(op, algo, size, with_o)) == float(nccl.algorithm_time(op, algo, size, without))
+            got = nccl.algorithm_time(op, algo, size, with_o)
+            assert float(got) == float(nccl.algorithm_time(op, algo, size, without))
 
 
 def test_cluster_field_default_and_checks() -> None:
-    """Omitted: NCCL's default (1 us, getNetOverhead) on a network tier, 0 on NVLink-class tiers; aws-p5 states its
+    """Omitted: NCCL's default (1 us, getNetOverhead) on a network tier, 0 on NVLink-class tiers and on TPU (ICI)
+    clusters; aws-p5 states its
     fitted 7.1 us (scripts/fit_efa_tier.py); a negative value is refused."""
     net = build_network(load_cluster("dgx-h100"))  # nvlink, then three rdma tiers, none stating it
     assert net.tiers[0].net_overhead == 0.0
     assert [t.net_overhead for t in net.tiers[1:]] == [1e-6] * 3 and nccl.NET_OVERHEAD == 1e-6
+    assert build_network(load_cluster("pcie-25gbe")).tiers[1].net_overhead == 1e-6  # tcp: NCCL's socket transport
+    assert build_network(load_cluster("tpu-v5p-multislice")).tiers[1].net_overhead == 0.0  # DCN: no NCCL on TPUs
     p5 = build_network(load_cluster("aws-p5"))
     assert p5.tiers[1].net_overhead == pytest.approx(7.1 * US)
     with pytest.raises(InputError):
