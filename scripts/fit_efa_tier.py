@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Fit aws-p5's ``efa`` tier (per-hop latency, efficiency) to the published p5 all-gather sweeps.
+"""Fit aws-p5's ``efa`` tier (per-hop latency, efficiency, per-step network overhead) to the published p5 all-gather
+sweeps.
 
 Data: the ``p5efa_allgather_*`` cases of hardware/measurements/nccl.yaml (nccl-tests all_gather_perf on
 ml.p5.48xlarge, 2-32 nodes x 8 ranks, 32 MiB-2 GiB, aws-ofi-nccl tuner; crazyguitar/aws-gpu-communication-benchmark
@@ -10,9 +11,13 @@ lines, base latency, channel ramp) and nothing depends on which algorithm the tu
 the same source are compared, not fitted (the tuner switches among Ring, Tree and NVLS-Tree by size there).
 
 Method: the objective of ``scalemodel calibrate`` (engine/calibrate.py ``fit_tier``): least squares of
-ln(model time / measured time), every point weighted equally, over x = (ln latency, ln efficiency), efficiency
-bounded to (0.3, 1], on all 35 points at once (one tier for every node count), with the rest of aws-p5 as
+ln(model time / measured time), every point weighted equally, over x = (ln latency, ln efficiency, ln net_overhead),
+efficiency bounded to (0.3, 1], on all 35 points at once (one tier for every node count), with the rest of aws-p5 as
 specified. The measured time of a point is nccl-tests' ``bytes x (n-1)/n / busbw`` (doc/PERFORMANCE.md).
+``net_overhead`` is NCCL's per-step network post overhead of a multi-node ring (tuning.cc "Inter-node rings still
+have to launch nsteps * net overhead", NCCL_NET_OVERHEAD; x3 with Simple; docs/model.md#ring-net-overhead): every
+step of the ring pays at least it, the node crossings pay the efa latency, so the fit is the every-step form of the
+``--forms`` comparison inside the model's NCCL layer.
 
 Usage: python scripts/fit_efa_tier.py [--json | --forms]
 """
@@ -50,10 +55,15 @@ def points(path: Path = NCCL) -> list[tuple[int, float, float]]:
     return out
 
 
-def residuals(latency_s: float, efficiency: float, pts: list[tuple[int, float, float]]) -> np.ndarray:
-    """ln(model / measured) per point with the efa tier at ``latency_s`` and ``efficiency``."""
-    spec = load_cluster(CLUSTER, [f"tiers.{TIER}.latency={latency_s * 1e6!r}us",
-                                  f"tiers.{TIER}.efficiency={min(efficiency, 1.0)!r}"])
+def residuals(latency_s: float, efficiency: float, pts: list[tuple[int, float, float]],
+              net_overhead_s: float | None = None) -> np.ndarray:
+    """ln(model / measured) per point with the efa tier at ``latency_s``, ``efficiency`` and ``net_overhead_s``
+    (None: as aws-p5 states it)."""
+    sets = [f"tiers.{TIER}.latency={float(latency_s) * 1e6!r}us",
+            f"tiers.{TIER}.efficiency={float(min(efficiency, 1.0))!r}"]
+    if net_overhead_s is not None:
+        sets.append(f"tiers.{TIER}.net_overhead={float(net_overhead_s) * 1e6!r}us")
+    spec = load_cluster(CLUSTER, sets)
     net = build_network(spec)
     return np.array([np.log(float(C.algorithm_time("allgather", "ring", s, p, net)) / t) for p, s, t in pts])
 
@@ -62,18 +72,19 @@ def fit(path: Path = NCCL) -> dict[str, Any]:
     from scipy.optimize import least_squares  # optional heavy dependency: only the fit needs it
 
     pts = points(path)
-    res = least_squares(lambda x: residuals(float(np.exp(x[0])), float(np.exp(x[1])), pts),
-                        np.log([20e-6, 0.9]), bounds=(np.log([1e-6, 0.3]), np.log([1e-3, 1.0])))
-    lat, eff = (float(v) for v in np.exp(res.x))
+    res = least_squares(lambda x: residuals(float(np.exp(x[0])), float(np.exp(x[1])), pts, float(np.exp(x[2]))),
+                        np.log([20e-6, 0.9, 3e-6]), bounds=(np.log([1e-6, 0.3, 1e-7]), np.log([1e-3, 1.0, 1e-3])))
+    lat, eff, ovh = (float(v) for v in np.exp(res.x))
     err = np.expm1(res.fun)
-    return {"points": len(pts), "latency_s": lat, "efficiency": eff,
+    return {"points": len(pts), "latency_s": lat, "efficiency": eff, "net_overhead_s": ovh,
             "median_abs_error": float(np.median(np.abs(err))), "worst_abs_error": float(np.max(np.abs(err)))}
 
 
 def bare_forms(path: Path = NCCL) -> dict[str, dict[str, float]]:
     """The same points fitted by two bare alpha-beta forms of the ring all-gather (no protocol lines, no base
     latency; bytes at ``e`` x 8 NICs x 50 GB/s a node): the latency ``L`` on every one of the p - 1 ring steps,
-    ``(p-1) L + (p-1)/p S / (e 400 GB/s)``, or on the node crossings only (NCCL's composition, the catalog's),
+    ``(p-1) L + (p-1)/p S / (e 400 GB/s)``, or on the node crossings only (the catalog's form before the per-step
+    net overhead),
     ``(p/8 - 1) L + ...``. Same objective as :func:`fit`. docs/model.md#nanotron compares them (review 17c)."""
     from scipy.optimize import least_squares
 
@@ -107,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r, indent=2))
     else:
         print(f"{CLUSTER} efa from {r['points']} p5 all-gather points: latency {r['latency_s'] * 1e6:.1f} us, "
-              f"efficiency {r['efficiency']:.3f}; |error| median {r['median_abs_error']:.1%}, "
+              f"efficiency {r['efficiency']:.3f}, net overhead {r['net_overhead_s'] * 1e6:.2f} us a ring step; "
+              f"|error| median {r['median_abs_error']:.1%}, "
               f"worst {r['worst_abs_error']:.1%}")
     return 0
 

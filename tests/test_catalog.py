@@ -46,8 +46,9 @@ CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "ma
               "node_power", "tiers", "sources", "host_bandwidth"}
 CLU_NUMERIC = ("gpus_per_node", "max_gpus", "price_per_gpu_hour", "node_power", "host_bandwidth")
 TIER_FIELDS = {"name", "span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction",
-               "topology", "protocol", "sources", "torus_dims"}
-TIER_SOURCED = ("span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction", "torus_dims")
+               "topology", "protocol", "sources", "torus_dims", "net_overhead"}
+TIER_SOURCED = ("span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction", "torus_dims",
+                "net_overhead")
 
 ACC_FILES = sorted(ACC_DIR.glob("*.yaml"))
 CLU_FILES = sorted(CLU_DIR.glob("*.yaml"))

@@ -207,19 +207,25 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     """Flat ring over the group in rank order (NCCL's Ring; latency composition of NCCL's tuning.cc).
 
     All-reduce / reduce-scatter / all-gather:
-    ``T = sum_i f (n_(i-1) - n_i) alpha_i + f (p-1)/p S / min_i(a_i B_i) [+ (p-1)/p S gamma]``, f = 2 for
-    all-reduce else 1; f (n_(i-1) - n_i) is the number of ring steps whose hop crosses tier i (NCCL:
+    ``T = sum_i f (n_(i-1) - n_i) max(alpha_i, o) + f (p-1)/p S / min_i(a_i B_i) [+ (p-1)/p S gamma]``,
+    f = 2 for all-reduce else 1; f (n_(i-1) - n_i) is the number of ring steps whose hop crosses tier i (NCCL:
     nInter = 2(N-1) of 2(n-1) steps), a_i the parallel streams on tier i (``Placement.agg``), B_i the
     per-flow bandwidth for a_i flows leaving each child domain (``Placement.flow_bw``, taper
-    ``clip(o a_i / c_(i-1), 1, o)``; docs/model.md#flow-taper).
+    ``clip(o a_i / c_(i-1), 1, o)``; docs/model.md#flow-taper). ``o`` is the network post overhead of a ring
+    that leaves its node: the largest ``Tier.net_overhead`` x ``Placement.overhead_factor`` over the outer
+    tiers the group crosses, 0 inside one node (NCCL tuning.cc "Inter-node rings still have to launch
+    nsteps * net overhead": ``intraLat = max(intraLat, netOverhead)`` when nNodes > 1, x3 with Simple;
+    docs/model.md#ring-net-overhead). NCCL takes the max on the intra-node steps only; here it is taken on
+    every step, which is the same wherever the network hop is at least the overhead (always in NCCL's table).
     Broadcast / reduce: the pipelined chain of :func:`pipelined_chain_broadcast` with path latency
-    ``sum_i (n_(i-1) - n_i) alpha_i`` and the bottleneck link. A group that fills a tier declaring a torus
+    ``sum_i (n_(i-1) - n_i) alpha_i`` (no overhead: NCCL's Ring broadcast/reduce row has none) and the
+    bottleneck link. A group that fills a tier declaring a torus
     (``topology: torus``, ``torus_dims``) runs dimension-ordered bidirectional rings instead
     (:func:`scalemodel.cost.topology.torus_allreduce`, docs/model.md#torus).
     """
     p = pl.p
     chain = op in ("broadcast", "reduce")  # only the chain reads V and alpha_b
-    lat, bmin, alpha_b, hops = _ring_hops(pl)
+    lat, bmin, alpha_b, hops, ring_lat = _ring_hops(pl)
     if chain:
         V = np.zeros_like(p)
         for h, b in hops:
@@ -231,7 +237,7 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
             t = t + S * gamma
         return np.where(p > 1, t, 0.0)
     f = _steps_factor(op)
-    t = f * lat + f * (p - 1) / p * S / bmin
+    t = f * ring_lat + f * (p - 1) / p * S / bmin
     if op in ("allreduce", "reducescatter"):
         t = t + (p - 1) / p * S * gamma
     torus = topology.torus_time(op, S, pl, gamma)  # a group filling a torus tier: dimension-ordered rings
@@ -240,16 +246,20 @@ def ring_time(op: str, S: np.ndarray, pl: Placement, gamma: float = 0.0) -> np.n
     return np.where(p > 1, t, 0.0)
 
 
-def _ring_hops(pl: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+def _ring_hops(pl: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]],
+                                       np.ndarray]:
     """The size-independent figures of :func:`ring_time` on a placed group: the path latency
     ``sum_i (n_(i-1) - n_i) alpha_i``, the bottleneck ``min_i a_i B_i`` over the crossed tiers (1 where none is),
-    its tier's alpha, and per tier (hops crossing it, a_i B_i). Computed once per placement
-    (:attr:`Placement.memo`): every message size priced on the group shares them."""
+    its tier's alpha, per tier (hops crossing it, a_i B_i), and the ring's latency with the network post
+    overhead ``sum_i (n_(i-1) - n_i) max(alpha_i, o)``, ``o = max over crossed tiers i >= 1 of net_overhead_i x
+    overhead_factor`` (0 inside one node). Computed once per placement (:attr:`Placement.memo`): every message
+    size priced on the group shares them."""
     if "ring_hops" not in pl.memo:
         p = pl.p
         lat = np.zeros_like(p)
         bmin = np.full_like(p, np.inf)
         alpha_b = np.zeros_like(p)
+        ovh = np.zeros_like(p)
         hops = []
         for i in range(pl.ntiers):
             h = pl.domains(i - 1) - pl.domains(i)
@@ -261,7 +271,13 @@ def _ring_hops(pl: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[
             alpha_b = np.where(newmin, pl.alpha[i], alpha_b)
             bmin = np.where(newmin, b, bmin)
             hops.append((h, b))
-        pl.memo["ring_hops"] = (lat, np.where(np.isfinite(bmin), bmin, 1.0), alpha_b, hops)
+            if i > 0:  # a crossed outer tier: the ring leaves its node
+                o = pl.network.tiers[i].net_overhead * pl.overhead_factor
+                ovh = np.where(crossed, np.maximum(ovh, o), ovh)
+        ring_lat = np.zeros_like(p)
+        for i, (h, _) in enumerate(hops):
+            ring_lat = ring_lat + h * np.maximum(pl.alpha[i], ovh)
+        pl.memo["ring_hops"] = (lat, np.where(np.isfinite(bmin), bmin, 1.0), alpha_b, hops, ring_lat)
     return pl.memo["ring_hops"]  # type: ignore[no-any-return]
 
 

@@ -61,6 +61,14 @@ NCCL_HW_LATENCY: dict[str, dict[str, tuple[float, float, float]]] = {
     "pci": {"ring": (1.0e-6, 2.5e-6, 5.7e-6), "tree": (1.0e-6, 1.9e-6, 4.0e-6)},
     "net": {"ring": (2.7e-6, 4.0e-6, 14.0e-6), "tree": (5.0e-6, 8.5e-6, 14.0e-6)},
 }
+#: NCCL's network post overhead per ring step (getNetOverhead, NVIDIA/nccl v2.27.7-1 593de54e src/graph/tuning.cc,
+#: unchanged from v2.21.5-1 to v2.28.9-1): NCCL_NET_OVERHEAD if set, else 1 us on Intel x86 and on non-x86 hosts,
+#: 2 us on AMD x86. "Inter-node rings still have to launch nsteps * net overhead": a Ring all-reduce /
+#: reduce-scatter / all-gather with nNodes > 1 charges its intra-node steps max(intraLat, netOverhead), x3 with
+#: Simple (not Ring broadcast/reduce, Tree, NVLS, CollNet or p2p). The default when a tier states none
+#: (Tier.net_overhead; docs/model.md#ring-net-overhead).
+NET_OVERHEAD = 1.0e-6
+NET_OVERHEAD_SIMPLE = 3.0
 #: Ring bandwidth per protocol relative to Simple (tuning.cc table): LL moves 8 B of data per
 #: 16 B line (x0.5); LL128 x0.92 (comment "120/128"); Simple 1. NCCL's absolute caps (llMaxBw,
 #: perChMaxRingLL128Bw) depend on the GPU generation, which a Network does not carry: not applied.
@@ -173,7 +181,8 @@ def protocol_links(pl: Placement, proto: str, algorithm: str = "ring", bw_factor
     f = PROTOCOL_BW[proto] if bw_factor is None else bw_factor
     alpha = np.array([_hop(float(a), _link_class(t, i), algorithm, proto)
                       for i, (a, t) in enumerate(zip(pl.alpha, pl.network.tiers, strict=True))])
-    out = pl.relinked(alpha, pl.bandwidth * f)
+    out = pl.relinked(alpha, pl.bandwidth * f,
+                      overhead_factor=NET_OVERHEAD_SIMPLE if proto == "simple" and algorithm == "ring" else 1.0)
     pl.memo[key] = out
     return out
 

@@ -33,6 +33,10 @@ class Tier:
     registration_reuse: float = math.inf  # collectives per RDMA memory registration (inf: registered once)
     transport_latency: float = 0.0  # the profile's per-message cost included in latency (s)
     wire_efficiency: float = 1.0  # the profile's header efficiency included in efficiency
+    # NCCL's per-step network post overhead (s, LL/LL128 figure; x3 with Simple): no step of a flat ring that
+    # crosses this tier is shorter (docs/model.md#ring-net-overhead); 0: none. build_network gives network
+    # tiers NCCL's default (scalemodel.cost.nccl.NET_OVERHEAD) unless the cluster states one
+    net_overhead: float = 0.0
 
     @property
     def effective_bandwidth(self) -> float:

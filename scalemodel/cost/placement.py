@@ -86,6 +86,7 @@ class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for 
     bandwidth: np.ndarray         # per-tier line rate per GPU per direction (B/s), shape (T,)
     efficiency: np.ndarray        # per-tier achievable fraction of the line rate, shape (T,)
     oversubscription: np.ndarray  # per-tier taper of traffic leaving the tier below, shape (T,)
+    overhead_factor: float = 1.0  # x Tier.net_overhead as this (protocol's) ring sees it (NCCL: x3 Simple)
 
     @property
     def ntiers(self) -> int:
@@ -213,9 +214,11 @@ class Placement(msgspec.Struct, frozen=True, eq=False, dict=True):  # dict: for 
             bmin = np.where(crossed & (b < bmin), b, bmin)
         return np.where(np.isfinite(bmin), bmin, self.bw[0])
 
-    def relinked(self, alpha: np.ndarray, bandwidth: np.ndarray) -> Placement:
-        """The same group with other per-tier hop latencies and line rates (no new placement)."""
-        return self._same_group(msgspec.structs.replace(self, alpha=alpha, bandwidth=bandwidth))
+    def relinked(self, alpha: np.ndarray, bandwidth: np.ndarray, overhead_factor: float | None = None) -> Placement:
+        """The same group with other per-tier hop latencies and line rates (no new placement); ``overhead_factor``
+        scales the tiers' ``net_overhead`` as one NCCL protocol sees it (None: unchanged)."""
+        f = self.overhead_factor if overhead_factor is None else overhead_factor
+        return self._same_group(msgspec.structs.replace(self, alpha=alpha, bandwidth=bandwidth, overhead_factor=f))
 
     def untapered(self) -> Placement:
         """The same group as if no tier were oversubscribed (oversubscription 1 everywhere)."""

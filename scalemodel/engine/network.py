@@ -5,13 +5,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from scalemodel.cost.nccl import INTRA_PROTOCOLS, NET_OVERHEAD
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.transport import profile
 
 
-def _tier(t: Any) -> Tier:
-    """One tier spec as numbers; a named ``transport`` adds its per-message cost to the latency and its wire
-    efficiency to the efficiency (docs/model.md#transport)."""
+def _tier(t: Any, i: int = 1, nccl: bool = True) -> Tier:
+    """One tier spec (``i``-th, innermost 0) as numbers; a named ``transport`` adds its per-message cost to the
+    latency and its wire efficiency to the efficiency (docs/model.md#transport). ``net_overhead`` omitted: NCCL's
+    default (:data:`scalemodel.cost.nccl.NET_OVERHEAD`) on a network tier of an NCCL cluster (``nccl``), 0 on the
+    innermost tier, on NVLink/PCIe-class tiers (no NCCL net transport there) and on TPU (ICI) clusters, which do not
+    run NCCL (docs/model.md#ring-net-overhead)."""
     extra, wire, transport = 0.0, 1.0, getattr(t, "transport", None) or ""
     if transport:
         extra, wire = profile(transport, getattr(t, "mtu", None))
@@ -21,13 +25,21 @@ def _tier(t: Any) -> Tier:
                 in_network_reduction=t.in_network_reduction, topology=t.topology, protocol=t.protocol,
                 torus_dims=tuple(t.torus_dims or ()), transport=transport,
                 registration_reuse=math.inf if reuse is None else float(reuse), transport_latency=extra,
-                wire_efficiency=wire)
+                wire_efficiency=wire, net_overhead=_net_overhead(t, i, nccl))
+
+
+def _net_overhead(t: Any, i: int, nccl: bool) -> float:
+    given = getattr(t, "net_overhead", None)
+    if given is not None:
+        return float(given)
+    return NET_OVERHEAD if nccl and i > 0 and str(t.protocol).lower() not in INTRA_PROTOCOLS else 0.0
 
 
 def build_network(cluster: Any) -> Network:
     """A cluster spec's tiers as plain numbers for the cost models (once per job; specs/ stays below cost/)."""
+    nccl = not any(str(t.protocol).lower() == "ici" for t in cluster.tiers)  # TPU pods do not run NCCL
     return Network(
-        tiers=tuple(_tier(t) for t in cluster.tiers),
+        tiers=tuple(_tier(t, i, nccl) for i, t in enumerate(cluster.tiers)),
         gpus_per_node=cluster.gpus_per_node,
         generation=str(getattr(cluster.accelerator, "family", "") or ""),
     )

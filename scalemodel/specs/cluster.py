@@ -39,6 +39,11 @@ class TierSpec(Sourced, kw_only=True):
     registration_reuse: Annotated[Annotated[float, Meta(ge=1.0, le=1e12)] | None, Meta(description=(
         "collectives per RDMA memory registration of the buffer (1: registered on every call); omitted: "
         "registered once, as NCCL's internal buffers are; needs transport roce or ib"))] = None
+    net_overhead: Annotated[SecondsOrZero | None, Meta(description=(
+        "NCCL's per-step network post overhead (NCCL_NET_OVERHEAD, the LL/LL128 figure; x3 with Simple): every "
+        "step of a flat all-reduce / reduce-scatter / all-gather ring that crosses this tier costs at least this "
+        "(docs/model.md#ring-net-overhead). Omitted: NCCL's default, 1 us, on a network tier (0 on the innermost "
+        "tier, on NVLink/PCIe-class tiers and on clusters with an ici tier, which do not run NCCL)"))] = None
     torus_dims: Annotated[Annotated[list[int], Meta(min_length=1, max_length=6)] | None, Meta(
         description="extents of a torus tier's dimensions (topology: torus), e.g. [32, 32]; their product is the "
                     "number of torus nodes, span / the inner tier's span (docs/model.md#torus)")] = None
