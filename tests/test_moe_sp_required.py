@@ -86,9 +86,10 @@ def test_unset_is_priced_on_with_a_notice(cli) -> None:  # type: ignore[no-untyp
 
 
 def test_unset_stays_off_where_nothing_requires_it(cli) -> None:  # type: ignore[no-untyped-def]
-    """tp 1, a torchtitan layer at tp 2, and a dense model at tp 2: unset is off, as before, with no notice (the
-    step equals the one with sequence_parallel false given)."""
-    for model_args, extra in ((_MOE, ["--tp", "1"]), (_MOE, ["--tp", "2", *_TITAN]), (_DENSE, ["--tp", "2"])):
+    """tp 1 and a dense model at tp 2: unset is off, as before, with no notice (the step equals the one with
+    sequence_parallel false given). A torchtitan layer at tp 2 is priced on since session 17, torchtitan's default
+    (tests/test_lead17.py)."""
+    for model_args, extra in ((_MOE, ["--tp", "1"]), (_DENSE, ["--tp", "2"])):
         unset = cli("predict", *model_args, *extra, "--json")
         off = cli("predict", *model_args, *extra, *_NO_SP, "--json")
         assert unset.code == 0 and off.code == 0, (extra, unset.err, off.err)
@@ -102,7 +103,10 @@ def test_resolve_sequence_parallel_by_hand() -> None:
     moe, dense = _job("mixtral-8x7b"), _job("llama3-8b")
     assert StrategySpec().sequence_parallel is None  # unset is told apart from false
     cases = [(moe, {"tp": 2}, True), (moe, {"tp": 2, "sequence_parallel": False}, False),
-             (moe, {"tp": 1}, False), (moe, {"tp": 2, "layer_impl": "torchtitan"}, False),
+             (moe, {"tp": 1}, False), (moe, {"tp": 2, "layer_impl": "torchtitan"}, True),
+             (dense, {"tp": 2, "layer_impl": "torchtitan"}, True),
+             (dense, {"tp": 1, "layer_impl": "torchtitan"}, False),
+             (dense, {"tp": 2, "layer_impl": "torchtitan", "sequence_parallel": False}, False),
              (moe, {"tp": 2, "layer_impl": "megatron_legacy"}, False), (dense, {"tp": 8}, False),
              (dense, {"tp": 8, "sequence_parallel": True}, True)]
     for job, fields, want in cases:

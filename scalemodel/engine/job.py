@@ -1304,19 +1304,28 @@ def resolve_sequence_parallel(job: Job, strategy: Any) -> Any:
     """``strategy`` with an unset ``sequence_parallel`` (None) made what the layout's framework runs: on where
     :func:`moe_sp_refused` would refuse it off (an MoE model at tp > 1 under Megatron-Core's layer, whose only
     trainable choice is SP on), with a notice; off everywhere else (Megatron-LM's --sequence-parallel is a store_true
-    switch, default off; megatron/training/arguments.py). A value given (true or false) is kept: false where Megatron
+    switch, default off; megatron/training/arguments.py), but on under layer_impl torchtitan at tp > 1 (torchtitan's
+    default). A value given (true or false) is kept: false where Megatron
     refuses it is refused by :func:`_check_moe_sp`. docs/model.md#moe-sp-required."""
     if getattr(strategy, "sequence_parallel", False) is not None:
         return strategy
     impl = LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
     tp = int(strategy.tp)
     need = bool(np.any(moe_sp_refused(job, tp, False, int(impl))))
+    # torchtitan's TP plan is sequence-parallel unless switched off (apply_tp: SequenceParallel norms, Shard(1)
+    # row-parallel outputs, torchtitan@e7c0cae parallelize_llama.py; parallelism.enable_sequence_parallel defaults
+    # true @b5bcd76c66), as its TOML reader already reads it
+    titan = impl == LayerImpl.TORCHTITAN and tp > 1
     if need:
         _warn_field("strategy.sequence_parallel",
                     f" is unset: priced on, the only choice Megatron-Core trains an MoE "
                     f"model at tp {tp} with (MoELayer.forward raises without it; a Megatron-LM launch needs "
                     "--sequence-parallel); set it, or another layer_impl, to price something else")
-    return strategy.model_copy(update={"sequence_parallel": need})
+    elif titan:
+        _warn_field("strategy.sequence_parallel",
+                    f" is unset: priced on, as torchtitan runs tensor parallelism at tp {tp} "
+                    "(parallelism.enable_sequence_parallel defaults true); set it false to price without")
+    return strategy.model_copy(update={"sequence_parallel": need or titan})
 
 
 def _check_moe_sp(job: Job, strategy: Any, tp: int, origin: Origin | None = None) -> None:
