@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import script_module
+from conftest import load_yaml, script_module
 
 from scalemodel.cost import transformer
 from scalemodel.cost.compute import (
@@ -72,7 +72,7 @@ def test_catalog_curves_reproduce_their_points_within_the_stated_rms(acc: str, k
     c = _catalog(acc)["attention_efficiency"][kernel]
     stated = {which: float(v) for v, which in re.findall(r"([0-9.]+) (fwd\+bwd|bwd|fwd)\b",
                                                          c["source"].split("rms ln(t)")[1])}
-    pts = [p for p in yaml.safe_load(ATTENTION.read_text())["points"]
+    pts = [p for p in load_yaml(ATTENTION)["points"]
            if p["acc"] == acc and p["kernel"] == kernel and p.get("fit", True)]
     groups = {d: [p for p in pts if p["dir"] == d] for d in ("fwd", "bwd", "fwd+bwd")}
     assert set(stated) == {k for k, g in groups.items() if g}
@@ -310,7 +310,7 @@ def test_gb300_cudnn_curve_carries_the_measured_speedup_over_gb200() -> None:
 
     new, old = _catalog("gb300")["attention_efficiency"]["cudnn"], _catalog("gb200")["attention_efficiency"]["cudnn"]
     assert PEAK_16["gb300"] == PEAK_16["gb200"]
-    pts = yaml.safe_load(ATTENTION.read_text())["points"]
+    pts = load_yaml(ATTENTION)["points"]
     twin = {(p["dir"], p["causal"], p["b"], p["h"], p["d"], p["s"]): p for p in pts if p["src"] == "CUDNN-GB200-9.22"}
     for direction in ("fwd", "bwd"):
         err = []
@@ -332,7 +332,7 @@ def test_ratio_fits_match_the_measurement_file() -> None:
     kernel come from sources marked ``level: ratio`` (scripts/validate_attention.py keeps them out of the in-sample
     figures), and their pairs are recorded ``fit: false`` on the paired accelerator."""
     fa = script_module("fit_attention")
-    doc = yaml.safe_load(ATTENTION.read_text())
+    doc = load_yaml(ATTENTION)
     for (acc, kernel), (pacc, psrc) in fa.RATIO_FITS.items():
         srcs = {p["src"] for p in doc["points"] if p["acc"] == acc and p["kernel"] == kernel and p.get("fit", True)}
         assert srcs and all(doc["sources"][s].get("level") == "ratio" for s in srcs)

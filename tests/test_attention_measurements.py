@@ -23,8 +23,9 @@ from scalemodel.specs import load_accelerator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import validate_attention as va  # noqa: E402
+from conftest import load_yaml  # noqa: E402
 
-DOC = yaml.safe_load((ROOT / "hardware" / "measurements" / "attention.yaml").read_text(encoding="utf-8"))
+DOC = load_yaml(ROOT / "hardware" / "measurements" / "attention.yaml")
 SOURCES, POINTS = DOC["sources"], DOC["points"]
 KERNELS = {"fa1", "fa2", "fa3", "cudnn", "triton", "xformers"}
 #: NVIDIA/cudnn-frontend's Blackwell sweeps: batch 1, 128 query / 8 KV heads, head dim 128, causal, bf16

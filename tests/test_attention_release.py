@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import script_module
+from conftest import load_yaml, script_module
 
 from scalemodel.engine.job import build_job, warn_unfused_attention
 from scalemodel.errors import InputError
@@ -28,7 +28,7 @@ def _releases(name: str) -> dict[str, Any]:
 
 
 def _point(src: str, acc: str, direction: str, causal: bool, s: int) -> dict[str, Any]:
-    pts = yaml.safe_load(ATTENTION.read_text())["points"]
+    pts = load_yaml(ATTENTION)["points"]
     (p,) = [q for q in pts if q["src"] == src and q["acc"] == acc and q["kernel"] == "cudnn"
             and q["dir"] == direction and q["causal"] is causal and q["s"] == s and not q.get("window")]
     return p  # type: ignore[no-any-return]
@@ -109,7 +109,7 @@ def test_release_fits_use_sources_of_that_release() -> None:
     """scripts/fit_attention.py RELEASE_FITS fits each release to sources whose run log / CSV names that release
     (attention.yaml ``cudnn_release``), and every cuDNN Blackwell source that names one is fitted at it."""
     fa = script_module("fit_attention")
-    sources = yaml.safe_load(ATTENTION.read_text())["sources"]
+    sources = load_yaml(ATTENTION)["sources"]
     used = set()
     for release, per_acc in fa.RELEASE_FITS.items():
         for srcs in per_acc.values():

@@ -28,8 +28,9 @@ from scalemodel.specs import load_accelerator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_compute_curves as fit  # noqa: E402
+from conftest import load_yaml  # noqa: E402
 
-POINTS = yaml.safe_load((ROOT / "hardware" / "measurements" / "gemm.yaml").read_text(encoding="utf-8"))["points"]
+POINTS = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")["points"]
 
 
 def test_catalog_curves_are_the_fits() -> None:
@@ -199,7 +200,7 @@ def test_gb200_azure_fp8_sweep_gives_shape_not_level() -> None:
     fp4 = AZ_GB200_16K["fp4"][0] / AZ_GB200_16K["fp4"][1]
     mamf = MAMF_GB200_FP8[0] / MAMF_GB200_FP8[1]
     assert fp8 < fp4 - 0.15 and fp8 < mamf - 0.10 and fp8 < MAMF_B200_FP8[0] / MAMF_B200_FP8[1] - 0.15
-    srcs = yaml.safe_load((ROOT / "hardware" / "measurements" / "gemm.yaml").read_text(encoding="utf-8"))["sources"]
+    srcs = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")["sources"]
     assert srcs["AZ-GB200"]["level"] == "shape-only"
     a = load_accelerator("gb200", overrides=[])
     gm, d0 = a.compute_efficiency.gemm("fp8")  # type: ignore[union-attr]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from scalemodel.cost.compute import gemm_time
 from scalemodel.specs import load_accelerator
@@ -17,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import compare_gemm_forms as study  # noqa: E402
 import fit_compute_curves as fcc  # noqa: E402
+from conftest import load_yaml  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_current_form_is_the_engine_curve(groups: dict[tuple[str, str], study.Gr
 def test_current_form_refits_the_catalog_fit(groups: dict[tuple[str, str], study.Group], key: tuple[str, str]) -> None:
     """Fitted on every point, 'current' lands on scripts/fit_compute_curves.py's (gemm_max, d0): same data and rule."""
     acc = load_accelerator(key[0], overrides=[])
-    doc_pts = [p for p in yaml.safe_load(fcc.GEMM.read_text(encoding="utf-8"))["points"]
+    doc_pts = [p for p in load_yaml(fcc.GEMM)["points"]
                if (p["acc"], fcc.GROUP[p["prec"]]) == key and p.get("fit", True)
                and 2.0 * p["b"] * p["m"] * p["n"] * p["k"] >= fcc.MIN_GFLOP * 1e9]
     ref = fcc.fit_gemm(doc_pts, acc, key[1], groups[key].mem, None)

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from scalemodel.cost.compute import (
     HOPPER_GEMM_CORE_IN_LAYER_GEMM_FACTOR,
@@ -29,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_compute_curves as fcc  # noqa: E402
 import fit_in_layer_factor as fl  # noqa: E402
+from conftest import load_yaml  # noqa: E402
 
 MEAS = ROOT / "hardware" / "measurements"
 RAW = [json.loads((MEAS / "raw" / f"gpu_kernels_h200_2026-12-04_run{i}.json").read_text(encoding="utf-8"))
@@ -36,7 +36,7 @@ RAW = [json.loads((MEAS / "raw" / f"gpu_kernels_h200_2026-12-04_run{i}.json").re
 
 
 def _yaml(name: str) -> dict:
-    return yaml.safe_load((MEAS / name).read_text(encoding="utf-8"))
+    return load_yaml(MEAS / name)
 
 
 def _own(name: str) -> list[dict]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import script_module
+from conftest import load_yaml, script_module
 from test_host_floor import HELD_OUT, held_out_case
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def _validation():  # type: ignore[no-untyped-def]
     mod = script_module("validate_training")
     if not mod.NEW_CASES.is_file():
         pytest.skip("validation/training_cases.yaml not present")
-    return mod, {c["id"]: c for c in yaml.safe_load(mod.NEW_CASES.read_text())}
+    return mod, {c["id"]: c for c in load_yaml(mod.NEW_CASES)}
 
 
 def test_no_floor_at_or_below_H_binds_on_the_b200_partial_graph_row(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -12,8 +12,7 @@ import copy
 
 import numpy as np
 import pytest
-import yaml
-from conftest import script_module
+from conftest import load_yaml, script_module
 
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS
@@ -162,7 +161,7 @@ def test_the_2511_floor_predicts_held_out_runs(monkeypatch, label, hardware_of, 
     mod = script_module("validate_training")
     if not mod.NEW_CASES.is_file():
         pytest.skip("validation/training_cases.yaml not present")
-    cases = {c["id"]: c for c in yaml.safe_load(mod.NEW_CASES.read_text())}
+    cases = {c["id"]: c for c in load_yaml(mod.NEW_CASES)}
     case = held_out_case(mod, cases, monkeypatch, label, hardware_of, precision, par, a2a, hybridep, measured)
     device = mod.predict_new_case(case)
     monkeypatch.setattr(mod, "RECIPE_HOST_SYNC_EAGER", mod.RECIPE_HOST_SYNC_EAGER | {case["id"]})

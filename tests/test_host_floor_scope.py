@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import script_module
+from conftest import load_yaml, script_module
 
 from scalemodel.engine import host_floor
 from scalemodel.engine.step import LAYER_FORWARD_HOST_SHARE, MOE_FORWARD_HOST_SHARE
@@ -99,7 +99,7 @@ def _validation():  # type: ignore[no-untyped-def]
     mod = script_module("validate_training")
     if not mod.NEW_CASES.is_file():
         pytest.skip("validation/training_cases.yaml not present")
-    return mod, {c["id"]: c for c in yaml.safe_load(mod.NEW_CASES.read_text())}
+    return mod, {c["id"]: c for c in load_yaml(mod.NEW_CASES)}
 
 
 def test_h100_fp8_partial_graph_recipe_gets_the_expert_path_floor(monkeypatch) -> None:  # type: ignore[no-untyped-def]

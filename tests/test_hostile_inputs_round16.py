@@ -371,7 +371,8 @@ def test_a_scheduler_address_that_answers_as_no_scheduler_is_refused(cli, tmp_pa
 
 
 # "sweep --scheduler" at a peer that accepted the connection and never answered waited forever: the Client's own
-# timeout covers the TCP connect, not its handshake read. The connection is now given up after CONNECT_TIMEOUT_S + 5.
+# timeout covers the TCP connect, not its handshake read. The connection is now given up after CONNECT_TIMEOUT_S +
+# HANDSHAKE_GRACE_S (10 + 5 s).
 
 def test_a_scheduler_that_never_answers_is_given_up(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import threading
@@ -386,7 +387,9 @@ def test_a_scheduler_that_never_answers_is_given_up(monkeypatch) -> None:  # typ
         def Client(address: str, timeout: str) -> None:  # noqa: N802 - distributed's name
             release.wait(60)  # a handshake read that never returns
 
+    assert (grid.CONNECT_TIMEOUT_S, grid.HANDSHAKE_GRACE_S) == (10, 5)  # the product's wait: 15 s
     monkeypatch.setattr(grid, "CONNECT_TIMEOUT_S", 0)
+    monkeypatch.setattr(grid, "HANDSHAKE_GRACE_S", 0.2)  # the same give-up path, without waiting 5 s for it
     t0 = time.perf_counter()
     try:
         with pytest.raises(TimeoutError, match="the peer accepted the connection but did not answer"):

@@ -25,8 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import script_module
+from conftest import load_yaml, script_module
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "validation" / "training_cases.yaml"
@@ -78,7 +77,7 @@ DEEPSEEK_V3 = megatron_flops_per_token(61, 7168, 128, 4096, 129280, kv_channels=
 
 
 def _rows() -> dict[str, dict]:
-    return {c["id"]: c for c in yaml.safe_load(CASES.read_text()) if c["id"].startswith("mcrec26_")}
+    return {c["id"]: c for c in load_yaml(CASES) if c["id"].startswith("mcrec26_")}
 
 
 def test_hand_values_of_the_formula() -> None:

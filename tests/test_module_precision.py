@@ -243,11 +243,10 @@ def test_validation_reads_the_mix_for_exactly_the_super_nvfp4_rows() -> None:
     from their model and precision, and to no other row; the mix is the file's five matchers."""
     from pathlib import Path
 
-    import yaml
-    from conftest import script_module
+    from conftest import load_yaml, script_module
     mod = script_module("validate_training")
     root = Path(__file__).resolve().parents[1]
-    cases = yaml.safe_load((root / "validation" / "training_cases.yaml").read_text(encoding="utf-8"))
+    cases = load_yaml(root / "validation" / "training_cases.yaml")
     got = sorted(c["id"] for c in cases if mod.recipe_module_precision(c))
     assert got == ["mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
                    "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"]

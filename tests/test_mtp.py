@@ -182,9 +182,9 @@ def test_params_on_the_mtp_stage_by_hand() -> None:
 
 
 def _case(cid: str) -> dict[str, Any]:
-    import yaml
+    from conftest import load_yaml
 
-    cases = yaml.safe_load((Path(__file__).parents[1] / "validation" / "training_cases.yaml").read_text())
+    cases = load_yaml(Path(__file__).parents[1] / "validation" / "training_cases.yaml")
     return next(c for c in cases if c["id"] == cid)
 
 

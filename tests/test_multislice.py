@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_yaml
 
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import evaluate
@@ -97,9 +98,8 @@ def test_multislice_validation_cases_are_predicted() -> None:
         import validate_training as vt  # noqa: PLC0415 - a script, importable only with scripts/ on the path
     finally:
         sys.path.remove(str(ROOT / "scripts"))
-    import yaml  # noqa: PLC0415 - only this test reads the case file
 
-    cases = {c["id"]: c for c in yaml.safe_load((ROOT / "validation" / "training_cases.yaml").read_text())}
+    cases = {c["id"]: c for c in load_yaml(ROOT / "validation" / "training_cases.yaml")}
     for cid, slice_chips, shard in (("maxtext_v5p_128b_2x512", 256, 32), ("maxtext_v5p_1024b_2x4096", 2048, 128)):
         r = vt.predict_new_case(cases[cid])
         assert isinstance(r, vt.CaseResult), getattr(r, "reason", r)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
+from conftest import load_yaml
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute
@@ -157,7 +157,7 @@ def test_mxfp8_against_tensorwise_is_the_gemm_share_plus_the_casts() -> None:
 def test_gemm_yaml_records_the_source_as_applied() -> None:
     """The measurement behind the factor is recorded with its provenance (hardware/measurements/gemm.yaml)."""
     root = Path(__file__).resolve().parents[1]
-    src = yaml.safe_load((root / "hardware" / "measurements" / "gemm.yaml").read_text(encoding="utf-8"))["sources"]
+    src = load_yaml(root / "hardware" / "measurements" / "gemm.yaml")["sources"]
     te = src["TE-GEMMPROF-B300"]
     assert "d0067d0da6" in te["url"] and te["mxfp8"].startswith("APPLIED") and "6.812 / 7.161" in te["mxfp8"]
     assert all("not_used" in src[k] for k in ("FI-MXFP8-B200", "AO-TRAIN-B200"))

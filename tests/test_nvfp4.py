@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import load_yaml
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute
@@ -205,9 +206,8 @@ def test_gemm_yaml_records_the_nvfp4_source_as_applied() -> None:
     """The measurement behind the NVFP4 factor is recorded with its provenance (hardware/measurements/gemm.yaml)."""
     from pathlib import Path
 
-    import yaml
     root = Path(__file__).resolve().parents[1]
-    src = yaml.safe_load((root / "hardware" / "measurements" / "gemm.yaml").read_text(encoding="utf-8"))["sources"]
+    src = load_yaml(root / "hardware" / "measurements" / "gemm.yaml")["sources"]
     te = src["TE-GEMMPROF-B300"]
     assert te["nvfp4"].startswith("APPLIED") and "6.812 / 3.764" in te["nvfp4"]
 

@@ -326,6 +326,9 @@ def _every_layout(job, gpus, batch, c, allow_keys=frozenset()):
     return {**{k: v[rows] for k, v in base.items()}, "layout": np.asarray(codes)}
 
 
+BRUTE_BLOCK = 1 << 19  # candidates per evaluate call of the brute force (a memory bound, not part of the claim)
+
+
 def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), objective="throughput", feasible=None):
     """The best objective value over the whole space, every candidate evaluated in one flat grid (every
     rank order; those Megatron-LM does not run, flagged layout_invalid, are outside the space)."""
@@ -334,31 +337,41 @@ def _brute_force_best(job, gpus, batch, cons, sync_modes=("bsp",), allow=(), obj
     cfg = _every_layout(job, gpus, batch, c, keys)
     axes = planner._axes(job, c)
     ch = planner.comm_choices(job, gpus, c, keys)
+    inner = len(axes["zero"]) * len(axes["recompute"]) * len(axes["sequence_parallel"]) * len(ch["algorithm"])
+    # Evaluated a block of configurations at a time (every candidate still on its own through evaluate, which is
+    # elementwise): the whole space at once is tens of millions of candidates, whose temporaries cost more in
+    # page faults than in arithmetic.
+    rows = max(1, BRUTE_BLOCK // max(inner, 1))
     best, n = np.inf, 0
     for sync in sync_modes:
-        cf = planner._for_sync(cfg, sync)
-        if not len(cf["dp"]):
+        cf_all = planner._for_sync(cfg, sync)
+        if not len(cf_all["dp"]):
             continue
-        g = planner.grid_from_arrays(
-            gpus=gpus, global_batch=batch, **{k: v.reshape(-1, 1, 1, 1, 1) for k, v in cf.items()},
-            zero=axes["zero"].reshape(1, -1, 1, 1, 1), recompute=axes["recompute"].reshape(1, 1, -1, 1, 1),
-            sequence_parallel=axes["sequence_parallel"].reshape(1, 1, 1, -1, 1),
-            **{f: ch[f].reshape(1, 1, 1, 1, -1) for f in planner.COMM_FIELDS})
-        r = evaluate(job, g, sync=sync)
-        valid = ~(np.broadcast_to(g.sequence_parallel & (g.tp == 1), g.shape))
-        # Megatron-LM runs a pipeline in an order that does not end in pp only without EP carved out of DP
-        pp_inside = np.isin(g.layout, [int(m) for m in Layout if m.dims[-1] != "pp"])
-        valid &= np.broadcast_to(~(pp_inside & (g.pp > 1) & (g.ep > 1)), g.shape)
-        # Megatron-Core runs the EP all-to-all overlap without full recompute (the plan's space leaves the pair out)
-        valid &= np.broadcast_to(~(g.moe_a2a_overlap & (g.recompute == 2)), g.shape)
-        ok = np.asarray(r.feasible) & valid
-        if "memory" in c:
-            ok &= constraints.keep(np.asarray(r.memory["total"]), c["memory"])
-        n += int(valid.sum())
+        n_ok = 0
+        for lo in range(0, len(cf_all["dp"]), rows):
+            cf = {k: v[lo:lo + rows] for k, v in cf_all.items()}
+            g = planner.grid_from_arrays(
+                gpus=gpus, global_batch=batch, **{k: v.reshape(-1, 1, 1, 1, 1) for k, v in cf.items()},
+                zero=axes["zero"].reshape(1, -1, 1, 1, 1), recompute=axes["recompute"].reshape(1, 1, -1, 1, 1),
+                sequence_parallel=axes["sequence_parallel"].reshape(1, 1, 1, -1, 1),
+                **{f: ch[f].reshape(1, 1, 1, 1, -1) for f in planner.COMM_FIELDS})
+            r = evaluate(job, g, sync=sync)
+            valid = ~(np.broadcast_to(g.sequence_parallel & (g.tp == 1), g.shape))
+            # Megatron-LM runs a pipeline in an order that does not end in pp only without EP carved out of DP
+            pp_inside = np.isin(g.layout, [int(m) for m in Layout if m.dims[-1] != "pp"])
+            valid &= np.broadcast_to(~(pp_inside & (g.pp > 1) & (g.ep > 1)), g.shape)
+            # Megatron-Core runs the EP all-to-all overlap without full recompute (the plan's space leaves the pair
+            # out)
+            valid &= np.broadcast_to(~(g.moe_a2a_overlap & (g.recompute == 2)), g.shape)
+            ok = np.asarray(r.feasible) & valid
+            if "memory" in c:
+                ok &= constraints.keep(np.asarray(r.memory["total"]), c["memory"])
+            n += int(valid.sum())
+            n_ok += int(ok.sum())
+            sc = np.where(ok, planner._score(objective, job, gpus, r), np.inf)
+            best = min(best, float(sc.min()))
         if feasible is not None:
-            feasible.append(int(ok.sum()))
-        sc = np.where(ok, planner._score(objective, job, gpus, r), np.inf)
-        best = min(best, float(sc.min()))
+            feasible.append(n_ok)
     return best, n
 
 

@@ -7,6 +7,7 @@ Each block is one finding; the contract is test_hostile_inputs.py's (bad input: 
 from __future__ import annotations
 
 import pytest
+from conftest import load_yaml
 from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
 
 GPT_B200 = ["-c", "dgx-b200", "-m", "gpt-1.7b", "-n", "8"]
@@ -178,8 +179,7 @@ def test_mcore26_dsv3_notes_state_the_flop_per_token_of_every_row() -> None:
     import re
     from pathlib import Path
 
-    import yaml
-    cases = yaml.safe_load((Path(__file__).resolve().parents[1] / "validation" / "training_cases.yaml").read_text())
+    cases = load_yaml(Path(__file__).resolve().parents[1] / "validation" / "training_cases.yaml")
     rows = [c for c in cases if c["id"].startswith("mcore26_") and "dsv3" in c["id"]]
     assert len(rows) == 4
     for c in rows:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-import yaml
-from conftest import script_module
+from conftest import load_yaml, script_module
 
 from scalemodel.specs.training import StrategySpec
 
@@ -30,7 +29,7 @@ def _case(cid: str):  # type: ignore[no-untyped-def]
     mod = script_module("validate_training")
     if not mod.NEW_CASES.is_file():
         pytest.skip("validation/training_cases.yaml not present")
-    cases = {c["id"]: c for c in yaml.safe_load(mod.NEW_CASES.read_text())}
+    cases = {c["id"]: c for c in load_yaml(mod.NEW_CASES)}
     return mod, mod.predict_new_case(cases[cid])
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import script_module
+from conftest import load_yaml, script_module
 
 ROOT = Path(__file__).resolve().parent.parent
 NEW_CASES = ROOT / "validation" / "training_cases.yaml"
@@ -768,7 +768,7 @@ needs_new_cases = pytest.mark.skipif(not NEW_CASES.is_file(), reason="validation
 def test_every_new_case_predicted_or_listed() -> None:
     mod = load_script()
     results, listed, n_orig = mod.validate_all()
-    ids = [c["id"] for c in yaml.safe_load(NEW_CASES.read_text())]
+    ids = [c["id"] for c in load_yaml(NEW_CASES)]
     predicted = [r.id for r in results[n_orig:]]
     not_expressed = {n.id: n.reason for n in listed}
     assert len(results) >= 40
@@ -945,7 +945,7 @@ def test_nanotron_rows_and_settings() -> None:
     (accumulate_grad_in_fp32), SP exactly where tp > 1 (tp_mode REDUCE_SCATTER), no recompute, Megatron's
     vocab-parallel loss, and the EFA cluster (aws-p5)."""
     mod = load_script()
-    cases = [c for c in yaml.safe_load(NEW_CASES.read_text()) if c["id"].startswith("nanotron25_")]
+    cases = [c for c in load_yaml(NEW_CASES) if c["id"].startswith("nanotron25_")]
     assert len(cases) == 26
     results, listed, _ = mod.validate_all()
     by_id = {r.id: r for r in results}
@@ -984,7 +984,7 @@ def test_degraded_fabric_rule_by_hand() -> None:
     (80B). 64 GPUs: 92.76, 98.09, 94.39 and the GQA-8 run's 92.88 (job 14280956's AllReduce column) -> median
     (92.88 + 94.39) / 2 = 93.635: none below 46.8."""
     mod = load_script()
-    cases = {c["id"]: c for c in yaml.safe_load(NEW_CASES.read_text()) if c["id"].startswith("nanotron25_")}
+    cases = {c["id"]: c for c in load_yaml(NEW_CASES) if c["id"].startswith("nanotron25_")}
     bw = {i: c["hardware"].get("in_job_allreduce_busbw_GBps") for i, c in cases.items()}
     assert [bw[f"nanotron25_h100_{m}_n64"] for m in ("1b", "3b", "8b", "80b")] == [13.38, 178.39, 177.93, 182.68]
     assert [bw[f"nanotron25_h100_{m}_n32"] for m in ("1b", "3b", "8b", "80b")] == [191.16, 185.91, 182.92, 28.27]
@@ -1005,7 +1005,7 @@ def test_nemo2502_framework_settings() -> None:
     340B's head dim 192 on B200 (TE <= 2.4 refuses cuDNN above 128 on sm100); every other row keeps auto."""
     mod = load_script()
     by_id = {r.id: r for r in mod.validate_all()[0]}
-    cases = {c["id"]: c for c in yaml.safe_load(NEW_CASES.read_text())}
+    cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
     nemo = [i for i in by_id if i.startswith("nemo2502_")]
     assert len(nemo) == 5
     for cid in nemo:

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from scalemodel.specs import load_accelerator
 
@@ -21,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_compute_curves as fit  # noqa: E402
 import transcribe_xla_matmul as tx  # noqa: E402
+from conftest import load_yaml  # noqa: E402
 
-DOC = yaml.safe_load((ROOT / "hardware" / "measurements" / "gemm.yaml").read_text(encoding="utf-8"))
+DOC = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")
 XLA2 = [p for p in DOC["points"] if p["src"] == "XLA-SM90-2"]
 RAW = tx.read_raw(tx.RAWS["sm_90"])
 E4M3 = "f8e4m3fnxf8e4m3fn->bf16"

@@ -197,7 +197,9 @@ def sync_step(strategy: SyncStrategy | str, n: Array, mean: Array, cv: Array, di
             updates = 1 / step
             stale = (h - 1) / 2 * (nn - g) / nn + zeros
         else:
-            compute = st.expected_max_step(m, c_arr, g + zeros, dist)
+            # g as a scalar, not g + zeros: z depends on (G, cv) only, so expected_max_step finds its distinct
+            # keys on cv's shape instead of sorting one key per candidate of the planner's grid (same values)
+            compute = st.expected_max_step(m, c_arr, g, dist)
             step = compute + gcomm + cross
             updates = groups / step
             stale = (nn - g) / nn + zeros

@@ -46,6 +46,8 @@ COLUMNS: tuple[str, ...] = (
 
 #: Seconds to wait for a Dask scheduler before giving up with an error.
 CONNECT_TIMEOUT_S = 10
+#: Seconds :func:`_connect` waits beyond CONNECT_TIMEOUT_S for a peer that accepted the connection to answer.
+HANDSHAKE_GRACE_S = 5
 
 #: A row's key for the warnings its point raised, taken off by run_grid (not a column of the table).
 _WARNINGS = "_warnings"
@@ -254,10 +256,11 @@ def _local(chunks: list[list[GridPoint]], workers: int) -> Iterator[list[dict[st
 
 
 def _connect(distributed: Any, address: str) -> Any:
-    """``distributed.Client(address)``, given up after :data:`CONNECT_TIMEOUT_S` (+ 5 s) even where the peer
-    accepts the connection and never answers (round 16: the Client's own timeout covers the TCP connect, not its
-    handshake read, and ``sweep --scheduler`` at such a peer waited forever). The connection is made in a daemon
-    thread (distributed runs its IO loop in a daemon thread of its own), left behind when it does not finish."""
+    """``distributed.Client(address)``, given up after :data:`CONNECT_TIMEOUT_S` (+ :data:`HANDSHAKE_GRACE_S`) even
+    where the peer accepts the connection and never answers (round 16: the Client's own timeout covers the TCP
+    connect, not its handshake read, and ``sweep --scheduler`` at such a peer waited forever). The connection is made
+    in a daemon thread (distributed runs its IO loop in a daemon thread of its own), left behind when it does not
+    finish."""
     box: dict[str, Any] = {}
 
     def connect() -> None:
@@ -268,10 +271,10 @@ def _connect(distributed: Any, address: str) -> Any:
 
     thread = threading.Thread(target=connect, name="scalemodel-dask-connect", daemon=True)
     thread.start()
-    thread.join(CONNECT_TIMEOUT_S + 5)
+    thread.join(CONNECT_TIMEOUT_S + HANDSHAKE_GRACE_S)
     if thread.is_alive():
-        raise TimeoutError(f"no answer within {CONNECT_TIMEOUT_S + 5} s (the peer accepted the connection but did not "
-                           "answer as a Dask scheduler)")
+        raise TimeoutError(f"no answer within {CONNECT_TIMEOUT_S + HANDSHAKE_GRACE_S} s (the peer accepted the "
+                           "connection but did not answer as a Dask scheduler)")
     if "error" in box:
         raise box["error"]
     return box["client"]
