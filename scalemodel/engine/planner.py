@@ -705,13 +705,15 @@ def _code_histogram(code: np.ndarray, valid: np.ndarray, sharded_z: np.ndarray, 
     (shape (rows, 2, n_codes + 1); code n_codes: feasible but over the memory constraint): each valid outer
     candidate weighs its ``n_choice`` communication choices, less the ``n_ps`` parameter-server ones where
     ``ps_hit`` (a subset of ``valid``). Counted in integers (n_choice x all - n_ps x hits: exact, as the weighted
-    float sum of whole numbers below 2^53 was), which spares a float weight array over the grid."""
+    float sum of whole numbers below 2^53 was), which spares a float weight array over the grid. The candidates
+    left out go to one extra bin, dropped after the count: ``at[valid]``, a gather through a broadcast mask, took
+    twice as long as the np.where (2.0 vs 0.9 ms of the 3.7 ms per 400,000-candidate chunk), the counts the same."""
     n_rows = code.shape[0]
     n_bins = n_rows * 2 * (n_codes + 1)
     at = (np.arange(n_rows).reshape(-1, 1, 1, 1) * 2 + sharded_z.reshape(1, -1, 1, 1)) * (n_codes + 1) + code
-    counts = np.bincount(at[valid], minlength=n_bins) * n_choice
+    counts = np.bincount(np.where(valid, at, n_bins).ravel(), minlength=n_bins + 1)[:n_bins] * n_choice
     if n_ps and np.any(ps_hit):
-        counts = counts - np.bincount(at[ps_hit], minlength=n_bins) * n_ps
+        counts = counts - np.bincount(np.where(ps_hit, at, n_bins).ravel(), minlength=n_bins + 1)[:n_bins] * n_ps
     return counts.astype(float).reshape(n_rows, 2, n_codes + 1)
 
 
