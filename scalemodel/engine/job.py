@@ -46,8 +46,8 @@ from scalemodel.errors import InputError, Origin, sub_path
 from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
 from scalemodel.specs.accelerator import cudnn_release_key
-from scalemodel.specs.frameworks import MEGATRON_DEFAULT_DISPATCHER
 from scalemodel.specs.training import (
+    MEGATRON_DEFAULT_DISPATCHER,
     bf16_layer_share,
     check_attention_kernel,
     cudnn_release_curves,
@@ -1510,7 +1510,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     without a2a+p2p; dispatch_overhead > 0 under static assignment; align_grad_reduce / align_param_gather false
     outside the interleaved per-chunk sync (:func:`_warn_unpriced_alignment`). ``origin``: where the fields were
     written; moe_allgather_dispatcher that a Megatron-LM file's reader set as Megatron's default dispatcher
-    (--num-experts without --moe-token-dispatcher-type: frameworks.MEGATRON_DEFAULT_DISPATCHER) is not warned about:
+    (--num-experts without --moe-token-dispatcher-type: training.MEGATRON_DEFAULT_DISPATCHER) is not warned about:
     the file chose no dispatcher, and at etp x ep 1 Megatron's own does nothing either."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     chosen = not (origin is not None and origin.field("moe_allgather_dispatcher").endswith(

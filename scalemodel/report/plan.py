@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from typing import Any
 
@@ -11,6 +13,20 @@ from scalemodel.engine.step import INFEASIBLE_REASONS, REASON_KEYS
 from scalemodel.report.explain import describe_layout, describe_settings, explained
 from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
+
+
+def _may_be_terminal() -> bool:
+    """False where rich's ``Console(stderr=True).is_terminal`` is certainly False (rich 13-15, console.py
+    ``is_terminal``): no TTY_COMPATIBLE or FORCE_COLOR in the environment (either can make it True) and a stderr
+    that is not a terminal (isatty false, missing or failing). A search piped to a file, as every benchmark and
+    script runs it, then never imports rich for its progress bar."""
+    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return True
+    isatty = getattr(sys.stderr, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except ValueError:
+        return False
 
 
 class LazyProgress:
@@ -31,6 +47,9 @@ class LazyProgress:
             return
         if self._progress is None:
             if time.perf_counter() - self.t0 < self.after_s or done >= total:
+                return
+            if not _may_be_terminal():  # rich would find no terminal: not imported (~25 ms) to be told so
+                self._off = True
                 return
             from rich.console import Console  # only a long search on a terminal draws a bar
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # same

@@ -37,7 +37,7 @@ from scalemodel.choices import Precision
 from scalemodel.errors import InputError, folded
 from scalemodel.specs import files, notices
 from scalemodel.specs.loader import load_json, validate
-from scalemodel.specs.training import MIN_BUCKET_BYTES, StrategySpec, TrainingSpec
+from scalemodel.specs.training import MEGATRON_DEFAULT_DISPATCHER, MIN_BUCKET_BYTES, StrategySpec, TrainingSpec
 
 #: The fields a scalemodel strategy YAML may also give at its top level: every TrainingSpec and StrategySpec field.
 #: Written out by hand, the lists had fallen behind the specs (fp8_attention, fp8_recipe, optimizer,
@@ -522,10 +522,6 @@ _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm
 _BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
 #: Megatron-LM's --moe-token-dispatcher-type choices (megatron/training/arguments.py).
 _MEG_DISPATCHERS = ("allgather", "alltoall", "alltoall_seq", "flex")
-#: The field a Megatron-LM file's ``moe_allgather_dispatcher`` is read from when no --moe-token-dispatcher-type names
-#: it: Megatron's default dispatcher for the MoE model --num-experts builds (not a choice the file wrote, so the
-#: engine does not warn that it is unpriced where it does nothing: job._warn_unpriced_fields)
-MEGATRON_DEFAULT_DISPATCHER = "--num-experts"
 
 
 def _switch_without_value(name: str, after: str | None) -> None:
