@@ -88,5 +88,12 @@ def test_tuner_pick_is_priced_at_its_protocol_not_the_fastest() -> None:
     nvlstree = float(nccl.algorithm_time("allreduce", "hierarchical", S, pl))
     assert nvlstree < ring_ll128
     assert float(C.collective_time("allreduce", S, 32, net, dtype_bytes=1)) == pytest.approx(ring_ll128, rel=1e-12)
-    _, names, idx, best = C.best_algorithm("allreduce", S, 32, net, dtype_bytes=1)
+    times, names, idx, best = C.best_algorithm("allreduce", S, 32, net, dtype_bytes=1)
     assert names[int(idx)] == "ring" and float(best) == pytest.approx(ring_ll128, rel=1e-12)
+    assert float(times[names.index("ring")]) == pytest.approx(ring_ll128, rel=1e-12)
+    # 4 nodes, 4 GiB: Ring Simple, priced at Simple although LL128 is among the ring's protocol lines
+    S4 = np.array(4096 * MiB)
+    ring_simple = float(nccl.algorithm_time("allreduce", "ring", S4, pl, protocols=("simple",)))
+    times, names, idx, best = C.best_algorithm("allreduce", S4, 32, net, dtype_bytes=1)
+    assert names[int(idx)] == "ring" and float(best) == pytest.approx(ring_simple, rel=1e-12)
+    assert float(times[names.index("ring")]) == pytest.approx(ring_simple, rel=1e-12)

@@ -788,8 +788,8 @@ def best_algorithm(op: str, S: np.ndarray, pl: Placement, *, gamma: float = 0.0,
     for every algorithm in ``APPLICABLE[op]``; ``best_index`` indexes ``names`` and only points at an
     algorithm of the ``family`` (:func:`resolve_family`; on GPU clusters NCCL's own: ring, tree, and
     NVLS/CollNet as ``hierarchical`` where a tier declares in-network reduction). Where a tuner plugin the
-    network names decides (:func:`tuner_plugin_choice`), ``best_index`` is its algorithm and ``best_time`` that
-    algorithm at its protocol, fastest or not.
+    network names decides (:func:`tuner_plugin_choice`), ``best_index`` is its algorithm and ``best_time`` (and
+    that algorithm's row of ``times``) that algorithm at its protocol, fastest or not.
     """
     fam = resolve_family(pl.network, family)
     names = APPLICABLE[op]
@@ -808,6 +808,10 @@ def best_algorithm(op: str, S: np.ndarray, pl: Placement, *, gamma: float = 0.0,
                 i_pick = np.where(pick == r, names.index(algo), i_pick)
             idx = np.where(pick >= 0, i_pick, idx)
             best = np.where(pick >= 0, t_pick, best)
+            # the picked algorithm's row is its time at the picked protocol (what NCCL runs under that name)
+            times = times.copy()
+            row = np.take_along_axis(times, idx[None, ...], axis=0)[0]
+            np.put_along_axis(times, idx[None, ...], np.where(pick >= 0, t_pick, row)[None, ...], axis=0)
     return times, names, idx, best
 
 
