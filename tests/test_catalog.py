@@ -43,7 +43,7 @@ ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "
 ACC_NUMERIC = ("peak_flops", "memory", "memory_bandwidth", "tdp")
 ACC_UNITS = ("compute_units", "collective_units")
 CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "max_gpus", "price_per_gpu_hour",
-              "node_power", "tiers", "sources", "host_bandwidth"}
+              "node_power", "tiers", "sources", "host_bandwidth", "nccl_tuner"}
 CLU_NUMERIC = ("gpus_per_node", "max_gpus", "price_per_gpu_hour", "node_power", "host_bandwidth")
 TIER_FIELDS = {"name", "span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction",
                "topology", "protocol", "sources", "torus_dims", "net_overhead"}
@@ -207,8 +207,9 @@ def test_cluster_fields_and_sources(path: Path) -> None:
     gpn = d["gpus_per_node"]
     assert isinstance(gpn, int) and not isinstance(gpn, bool) and gpn > 0
     sources = d["sources"]
-    assert set(sources) <= set(CLU_NUMERIC), f"sources for unknown fields {set(sources) - set(CLU_NUMERIC)}"
-    for field in CLU_NUMERIC:
+    sourced = set(CLU_NUMERIC) | {"nccl_tuner"}
+    assert set(sources) <= sourced, f"sources for unknown fields {set(sources) - sourced}"
+    for field in (*CLU_NUMERIC, "nccl_tuner"):
         if field in d:
             assert isinstance(sources.get(field), str) and len(sources[field]) > 10, f"{field} needs a source"
     if "price_per_gpu_hour" in d:

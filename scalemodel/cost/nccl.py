@@ -33,6 +33,7 @@ See docs/model.md#nccl.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -553,6 +554,120 @@ NCCL_GATHER_OWN: dict[str, tuple[Callable[[Placement], np.ndarray],
     "hierarchical": (nvls_gather_applies, nccl_nvls_gather_time), "rd": (pat_applies, nccl_pat_time)}
 
 # ------------------------------------------------------------------------------------------------
+# Tuner plugin: aws-ofi-nccl's region tuner on p5/p5e (docs/model.md#tuner-plugin)
+# ------------------------------------------------------------------------------------------------
+
+#: aws-ofi-nccl's TUNER_MAX_SIZE (100 GiB) and TUNER_MAX_RANKS (2^20), the far corner its open regions are
+#: extended to (include/tuner/nccl_ofi_tuner_region.h, v1.16.3 031a9e77).
+OFI_TUNER_MAX = (100.0 * 1024.0**3, 1024.0 * 1024.0)
+
+
+def _ofi_extend(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    """aws-ofi-nccl ``extend_region(a, b, z)`` with z = OFI_TUNER_MAX (src/tuner/nccl_ofi_regions.cpp, v1.16.3):
+    the line a-b continued to the far corner's size or rank bound, whichever it reaches first."""
+    zx, zy = OFI_TUNER_MAX
+    if a[0] == b[0]:
+        return (a[0], zy)
+    if a[1] == b[1]:
+        return (zx, a[1])
+    m = (a[1] - b[1]) / (a[0] - b[0])
+    c = b[1] - m * b[0]
+    return (zx, m * zx + c) if m * zx + c < zy else ((zy - c) / m, zy)
+
+
+_X_TREE = _ofi_extend((402653184, 2048), (402653184, 4096))
+_X_BIG = _ofi_extend((8053063680, 160), (9663676416, 192))
+#: aws-ofi-nccl v1.16.3 (031a9e77; unchanged at 2daf7d30) src/tuner/nccl_ofi_regions.cpp
+#: region_init_internal_p5_p5e, all-reduce at 8 ranks a node (nRanks == 8 nNodes): (this module's algorithm,
+#: NCCL protocol, polygon in (message bytes, ranks)), checked in this order, the first that holds the point
+#: (inside or on an edge, is_inside_region) picks; a point in none falls back to NCCL's own choice.
+#: NCCL_ALGO_NVLS_TREE is ``hierarchical`` here (nccl_inr_allreduce_time's NVLSTree on one NIC-joined level).
+OFI_P5_ALLREDUCE_8PPN: tuple[tuple[str, str, tuple[tuple[float, float], ...]], ...] = (
+    ("tree", "ll128", ((0, 16), (31457280, 16), (37748736, 32), (117440512, 64), (301989888, 128),
+                       (301989888, 256), (335544320, 512), (536870912, 1024), (402653184, 2048),
+                       (402653184, 4096), _X_TREE, (0, _X_TREE[1]))),
+    ("hierarchical", "simple", ((31457281, 16), (OFI_TUNER_MAX[0], 16), (31457281, 16))),
+    ("ring", "ll128", ((31457280, 17), (1073741824, 17), (2147483648, 64), (2147483648, 128),
+                       (1342177280, 160), (2147483648, 256), (1074790400, 256), (444596224, 160),
+                       (301989888, 128), (117440512, 64), (37748736, 32))),
+    ("hierarchical", "simple", ((2147483648, 128), (6442450944, 128), (8053063680, 160), (9663676416, 192),
+                                _X_BIG, _X_TREE, (402653184, 4096), (402653184, 2048), (536870912, 1024),
+                                (335544320, 512), (301989888, 256), (310378496, 160), (444596224, 160),
+                                (1074790400, 256), (2684354560, 256), (2147483648, 224), (1342177280, 160))),
+    ("ring", "simple", ((1073741824, 17), (_X_BIG[0], 17), _X_BIG, (9663676416, 192), (8053063680, 160),
+                        (2684354560, 64), (1610612736, 32))),
+)
+#: aws-ofi-nccl hands nodes <= 2 back to NCCL's own tuner ("regions are not well defined",
+#: region_get_coll_info_internal_v3, v1.16.3).
+OFI_MIN_NODES = 3.0
+
+
+def in_region(x: np.ndarray, y: np.ndarray, poly: Sequence[tuple[float, float]]) -> np.ndarray:
+    """Whether points (x, y) lie inside the polygon or on one of its edges (aws-ofi-nccl is_inside_region:
+    an edge point counts; inside by even-odd ray casting). Broadcasts over x and y."""
+    x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+    on_edge = np.zeros(x.shape, dtype=bool)
+    crosses = np.zeros(x.shape, dtype=int)
+    n = len(poly)
+    for i in range(n):
+        (ax, ay), (bx, by) = poly[i], poly[(i + 1) % n]
+        dx, dy = bx - ax, by - ay
+        seg = math.hypot(dx, dy)
+        if seg == 0.0:
+            continue
+        cross = dx * (y - ay) - dy * (x - ax)
+        t = (dx * (x - ax) + dy * (y - ay)) / seg**2
+        on_edge |= (np.abs(cross) / seg <= 1e-6) & (t >= 0.0) & (t <= 1.0)
+        if ay != by:
+            straddles = (ay > y) != (by > y)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                x_at = ax + (y - ay) * dx / dy
+            crosses += straddles & (x < x_at)
+    return on_edge | (crosses % 2 == 1)
+
+
+def tuner_plugin_choice(op: str, S: np.ndarray, pl: Placement) -> tuple[np.ndarray, tuple[tuple[str, str], ...]]:
+    """The all-reduce (algorithm, protocol) a tuner plugin the network names imposes, per element: an index
+    into the returned ``(algorithm, protocol)`` list, -1 where it leaves the choice to NCCL (here: the model's
+    fastest NCCL algorithm). docs/model.md#tuner-plugin.
+
+    ``aws-ofi-p5`` (aws-ofi-nccl v1.16.3 region tuner, p5/p5e): all-reduce on a group of 8 ranks in every
+    tier-0 (NVLink) domain on at least 3 of them: the first region of :data:`OFI_P5_ALLREDUCE_8PPN` holding
+    (S, p), skipping NVLSTree where NVLS does not apply (the tuner's ``nvlsSupport == 0`` / NCCL's
+    NCCL_ALGO_PROTO_IGNORE) and LL128 where the network runs no LL128 (:func:`protocols_for`)."""
+    S = np.asarray(S, dtype=float)
+    shape = np.broadcast(S, pl.p).shape
+    pick = np.full(shape, -1)
+    if pl.network.nccl_tuner != "aws-ofi-p5" or op != "allreduce":
+        return pick, ()
+    choices = tuple((a, pr) for a, pr, _ in OFI_P5_ALLREDUCE_8PPN)
+    nodes = pl.p / pl.c[0]
+    applies = np.broadcast_to((np.abs(pl.c[0] - 8.0) < 1e-9) & (nodes >= OFI_MIN_NODES - 1e-9), shape)
+    nvls = np.broadcast_to(inr_applies(pl), shape)
+    protos = protocols_for(pl.network)
+    for r, (algo, proto, poly) in enumerate(OFI_P5_ALLREDUCE_8PPN):
+        if proto not in protos:
+            continue
+        ok = applies & (pick < 0) & in_region(S, np.broadcast_to(pl.p, shape), poly)
+        if algo == "hierarchical":
+            ok &= nvls
+        pick = np.where(ok, r, pick)
+    return pick, choices
+
+
+def _tuner_time(op: str, S: np.ndarray, pl: Placement, gamma: float,
+                pick: np.ndarray, choices: tuple[tuple[str, str], ...]) -> np.ndarray:
+    """Time of the tuner plugin's (algorithm, protocol) per element where ``pick >= 0`` (nan elsewhere)."""
+    out = np.full(pick.shape, np.nan)
+    for r, (algo, proto) in enumerate(choices):
+        here = pick == r
+        if np.any(here):
+            t = np.broadcast_to(algorithm_time(op, algo, S, pl, gamma=gamma, protocols=(proto,)), pick.shape)
+            out = np.where(here, t, out)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
 # One algorithm over its protocol lines; the auto choice
 # ------------------------------------------------------------------------------------------------
 
@@ -672,7 +787,9 @@ def best_algorithm(op: str, S: np.ndarray, pl: Placement, *, gamma: float = 0.0,
     Returns ``(times, names, best_index, best_time)``: ``times`` has shape (len(names), *broadcast shape)
     for every algorithm in ``APPLICABLE[op]``; ``best_index`` indexes ``names`` and only points at an
     algorithm of the ``family`` (:func:`resolve_family`; on GPU clusters NCCL's own: ring, tree, and
-    NVLS/CollNet as ``hierarchical`` where a tier declares in-network reduction).
+    NVLS/CollNet as ``hierarchical`` where a tier declares in-network reduction). Where a tuner plugin the
+    network names decides (:func:`tuner_plugin_choice`), ``best_index`` is its algorithm and ``best_time`` (and
+    that algorithm's row of ``times``) that algorithm at its protocol, fastest or not.
     """
     fam = resolve_family(pl.network, family)
     names = APPLICABLE[op]
@@ -682,6 +799,19 @@ def best_algorithm(op: str, S: np.ndarray, pl: Placement, *, gamma: float = 0.0,
     masked = np.where(elig, times, np.inf)
     idx = np.argmin(masked, axis=0)
     best = np.take_along_axis(times, idx[None, ...], axis=0)[0]
+    if fam == "nccl":  # a tuner plugin's pick replaces the fastest where it decides (tuner_plugin_choice)
+        pick, choices = tuner_plugin_choice(op, S, pl)
+        if np.any(pick >= 0):
+            t_pick = _tuner_time(op, S, pl, gamma, pick, choices)
+            i_pick = np.zeros(pick.shape, dtype=int)
+            for r, (algo, _) in enumerate(choices):
+                i_pick = np.where(pick == r, names.index(algo), i_pick)
+            idx = np.where(pick >= 0, i_pick, idx)
+            best = np.where(pick >= 0, t_pick, best)
+            # the picked algorithm's row is its time at the picked protocol (what NCCL runs under that name)
+            times = times.copy()
+            row = np.take_along_axis(times, idx[None, ...], axis=0)[0]
+            np.put_along_axis(times, idx[None, ...], np.where(pick >= 0, t_pick, row)[None, ...], axis=0)
     return times, names, idx, best
 
 
@@ -689,7 +819,8 @@ def collective_time(op: str, S: np.ndarray, pl: Placement, *, algorithm: str = "
                     family: str = "auto") -> np.ndarray:
     """Seconds for collective ``op`` of ``S`` bytes on the placed group: the named algorithm
     (:func:`algorithm_time`), or with ``"auto"`` the fastest eligible algorithm of ``family`` per element
-    (the same minimum as ``best_algorithm(...)[3]``, evaluating only the family's eligible algorithms)."""
+    (the same as ``best_algorithm(...)[3]``, evaluating only the family's eligible algorithms; a tuner plugin's
+    pick where it decides, :func:`tuner_plugin_choice`)."""
     if algorithm != "auto":
         return algorithm_time(op, algorithm, S, pl, gamma=gamma)
     fam = resolve_family(pl.network, family)
@@ -705,5 +836,9 @@ def collective_time(op: str, S: np.ndarray, pl: Placement, *, algorithm: str = "
         # auto takes NVLS/PAT only where they apply, so their alpha-beta namesakes need not be priced
         t = own[1](op, S, pl, gamma) if own is not None else algorithm_time(op, a, S, pl, gamma=gamma)
         best = np.where(elig, np.minimum(best, t), best)
+    if fam == "nccl":  # a tuner plugin's pick replaces the fastest where it decides (tuner_plugin_choice)
+        pick, choices = tuner_plugin_choice(op, S, pl)
+        if np.any(pick >= 0):
+            best = np.where(pick >= 0, _tuner_time(op, S, pl, gamma, pick, choices), best)
     return best
 

@@ -49,3 +49,4 @@ class Network:
     tiers: tuple[Tier, ...]
     gpus_per_node: int
     generation: str = ""  # the accelerator's family (hopper, blackwell, ...): NCCL keys some tables on it
+    nccl_tuner: str = ""  # tuner plugin steering all-reduce: '' or 'aws-ofi-p5' (nccl.tuner_plugin_choice)

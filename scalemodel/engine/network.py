@@ -42,4 +42,5 @@ def build_network(cluster: Any) -> Network:
         tiers=tuple(_tier(t, i, nccl) for i, t in enumerate(cluster.tiers)),
         gpus_per_node=cluster.gpus_per_node,
         generation=str(getattr(cluster.accelerator, "family", "") or ""),
+        nccl_tuner=str(getattr(cluster, "nccl_tuner", "") or "") if nccl else "",
     )

@@ -125,6 +125,11 @@ class ClusterSpec(Sourced, kw_only=True):
         "fraction of each compute window that may hide communication (TP backward under the weight-gradient "
         "GEMMs, CP under the attention core, DP and FSDP/ZeRO-3 under the backward and forward); 1 = the whole "
         "window; fitted by `scalemodel calibrate runs` (docs/model.md#overlap-efficiency)"))] = 1.0
+    nccl_tuner: Annotated[Literal["", "aws-ofi-p5"], Meta(description=(
+        "NCCL tuner plugin that picks the all-reduce algorithm and protocol: '' (NCCL's own choice; the model "
+        "takes the fastest NCCL algorithm) or 'aws-ofi-p5' (aws-ofi-nccl's region tuner for p5/p5e, v1.16.3: "
+        "at 8 ranks a node on 3 or more nodes its size x ranks regions name Tree/Ring LL128, Ring Simple or "
+        "NVLSTree; docs/model.md#tuner-plugin)"))] = ""
 
     def _check(self) -> None:
         try:

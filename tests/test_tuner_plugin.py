@@ -1,0 +1,99 @@
+"""aws-ofi-nccl's p5 region tuner steering all-reduce (docs/model.md#tuner-plugin): region picks checked by hand
+against the polygons of aws-ofi-nccl v1.16.3 src/tuner/nccl_ofi_regions.cpp region_init_internal_p5_p5e, and the
+NVLSTree time at a point the tuner gives NVLSTree computed by hand from tuning.cc's formula
+(docs/model.md#in-network-reduction), not from the implementation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import collectives as C
+from scalemodel.cost import nccl
+from scalemodel.cost.network import Network
+from scalemodel.cost.placement import place
+from scalemodel.engine.job import build_network
+from scalemodel.specs import load_cluster
+
+MiB = 2.0**20
+
+
+def p5() -> Network:
+    return build_network(load_cluster("aws-p5", []))
+
+
+def _pick(S: float, p: int, stride: int = 1) -> tuple[str, str] | None:
+    idx, choices = nccl.tuner_plugin_choice("allreduce", np.array(S), place(p, stride, p5()))
+    return None if int(idx) < 0 else choices[int(idx)]
+
+
+def test_aws_p5_names_the_ofi_tuner() -> None:
+    assert p5().nccl_tuner == "aws-ofi-p5"
+
+
+@pytest.mark.parametrize(("S", "p", "want"), [
+    # Tree LL128 polygon: at 32 ranks its right edge runs (31457280, 16) -> (37748736, 32): 32 MiB is left of it
+    (32 * MiB, 32, ("tree", "ll128")),
+    # at 64 ranks the Tree edge is at 117440512 = 112 MiB: 64 MiB Tree, 128 MiB falls to Ring LL128
+    (64 * MiB, 64, ("tree", "ll128")),
+    (128 * MiB, 64, ("ring", "ll128")),
+    # 256 ranks: Tree up to 301989888 (288 MiB); 512 MiB lies above the NVLSTree notch (444596224, 160) ->
+    # (1074790400, 256), whose height at 512 MiB is 160 + 96 x 92274688 / 630194176 = 174 < 256: NVLSTree
+    (256 * MiB, 256, ("tree", "ll128")),
+    (512 * MiB, 256, ("hierarchical", "simple")),
+    # (2147483648, 256) is a Ring LL128 vertex (an edge point counts, Ring LL128 comes first)
+    (2048 * MiB, 256, ("ring", "ll128")),
+    # 32 ranks, 2 GiB: right of Ring LL128's edge (1073741824, 17) -> (2147483648, 64), whose size at 32 ranks
+    # is 1073741824 + 15/47 x 1073741824 = 1.42 GB; inside Ring Simple, whose left edge (1610612736, 32) ->
+    # (1073741824, 17) it meets at 32 ranks at 1.61 GB
+    (2048 * MiB, 32, ("ring", "simple")),
+    # 128 ranks 4 GiB: the second NVLSTree polygon's bottom edge (2147483648, 128) -> (6442450944, 128)
+    (4096 * MiB, 128, ("hierarchical", "simple")),
+])
+def test_region_picks_by_hand(S: float, p: int, want: tuple[str, str]) -> None:
+    assert _pick(S, p) == want
+
+
+def test_two_nodes_and_other_ranks_per_node_fall_back_to_nccl() -> None:
+    # nodes <= 2: the tuner returns NCCL's own choice; 1 rank a node (stride 8) is another table, not modelled
+    assert _pick(256 * MiB, 16) is None
+    assert _pick(256 * MiB, 32, stride=8) is None
+    no_tuner = dataclasses.replace(p5(), nccl_tuner="")
+    for S in (32 * MiB, 8192 * MiB):
+        assert float(C.collective_time("allreduce", S, 16, p5(), dtype_bytes=1)) == \
+            float(C.collective_time("allreduce", S, 16, no_tuner, dtype_bytes=1))
+
+
+def test_nvlstree_time_at_a_tuner_point_by_hand() -> None:
+    # 32 nodes x 8, 8 GiB: NVLSTree. k = 8 heads; intra busBw = 2 x 0.85 x 369 x 8/9 x 7/8 = 487.9 GB/s;
+    # NIC term: k B_net 2(p-1)/p / v_N with B_net = 50 x 0.88 = 44 GB/s, v_N = 2 (>= 4 domains) -> 350.6 GB/s;
+    # cap 8 x 45.5 = 364 GB/s. lat = 25 + 2 log2(32) 20.9 = 234 us; fill 2 x (16 x 8) x 128 KiB = 32 MiB.
+    # T = lat + (S + fill) 2(p-1)/p / (8 x 44e9 x (p-1)/p) = lat + 2 (S + fill) / 352e9
+    S = 8192 * MiB
+    expect = 234e-6 + 2 * (S + 32 * MiB) / 352e9
+    assert _pick(S, 256) == ("hierarchical", "simple")
+    got = float(C.collective_time("allreduce", S, 256, p5(), dtype_bytes=1))
+    assert got == pytest.approx(expect, rel=1e-9)
+    assert got == pytest.approx(49231.1e-6, rel=1e-6)
+
+
+def test_tuner_pick_is_priced_at_its_protocol_not_the_fastest() -> None:
+    # 4 nodes, 256 MiB: Ring LL128, although the model's NVLSTree (and Tree) would be faster there
+    net = p5()
+    pl = place(32, 1, net)
+    S = np.array(256 * MiB)
+    ring_ll128 = float(nccl.algorithm_time("allreduce", "ring", S, pl, protocols=("ll128",)))
+    nvlstree = float(nccl.algorithm_time("allreduce", "hierarchical", S, pl))
+    assert nvlstree < ring_ll128
+    assert float(C.collective_time("allreduce", S, 32, net, dtype_bytes=1)) == pytest.approx(ring_ll128, rel=1e-12)
+    times, names, idx, best = C.best_algorithm("allreduce", S, 32, net, dtype_bytes=1)
+    assert names[int(idx)] == "ring" and float(best) == pytest.approx(ring_ll128, rel=1e-12)
+    assert float(times[names.index("ring")]) == pytest.approx(ring_ll128, rel=1e-12)
+    # 4 nodes, 4 GiB: Ring Simple, priced at Simple although LL128 is among the ring's protocol lines
+    S4 = np.array(4096 * MiB)
+    ring_simple = float(nccl.algorithm_time("allreduce", "ring", S4, pl, protocols=("simple",)))
+    times, names, idx, best = C.best_algorithm("allreduce", S4, 32, net, dtype_bytes=1)
+    assert names[int(idx)] == "ring" and float(best) == pytest.approx(ring_simple, rel=1e-12)
+    assert float(times[names.index("ring")]) == pytest.approx(ring_simple, rel=1e-12)
