@@ -708,6 +708,7 @@ class StrategyGrid:
     fsdp_per_param: np.ndarray  # bool: FSDP2 (fully_shard) copy-out after each gather, copy-in before each reduce
     attention_unpad: np.ndarray  # bool: flash-attn varlen on unpad_input/pad_input copies of Q, K, V and the output
     moe_fp8_padding: np.ndarray  # bool: an fp8 run's experts pad/unpad their routed tokens (TE Fp8Padding copies)
+    moe_permute_fusion: np.ndarray  # bool: the MoE token permutations run TE's fused kernels (False: unfused)
     megatron_ddp: np.ndarray  # bool: Megatron-Core DDP's gradient buckets (max(4e7, 1e6 dp cp) elements)
     align_grad_reduce: np.ndarray  # bool: interleaved Megatron-Core DDP syncs a chunk after its last backward
     align_param_gather: np.ndarray  # bool: interleaved Megatron-Core DDP gathers chunk j+1 at chunk j's 1st forward
@@ -795,6 +796,7 @@ class StrategyGrid:
             "fsdp_per_param": bool(self.fsdp_per_param[i]),
             "attention_unpad": bool(self.attention_unpad[i]),
             "moe_fp8_padding": bool(self.moe_fp8_padding[i]),
+            "moe_permute_fusion": bool(self.moe_permute_fusion[i]),
             "megatron_ddp": bool(self.megatron_ddp[i]),
             "align_grad_reduce": bool(self.align_grad_reduce[i]),
             "align_param_gather": bool(self.align_param_gather[i]),
@@ -825,7 +827,8 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_allgather_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
     deepspeed_pipeline=False, nanotron_trainer=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False,
     fsdp_flat_param=False,
-    fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, megatron_ddp=False, align_grad_reduce=True,
+    fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, moe_permute_fusion=True,
+    megatron_ddp=False, align_grad_reduce=True,
     align_param_gather=True, fp8_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
     eager_rope=False, eager_glu_clamp=False, eager_expert_bias=False, eager_bias_dropout_add=False,
@@ -1094,6 +1097,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         fsdp_per_param=getattr(strategy, "fsdp_per_param", False),
         attention_unpad=getattr(strategy, "attention_unpad", False),
         moe_fp8_padding=getattr(strategy, "moe_fp8_padding", False),
+        moe_permute_fusion=getattr(strategy, "moe_permute_fusion", True),
         megatron_ddp=getattr(strategy, "megatron_ddp", False),
         align_grad_reduce=getattr(strategy, "align_grad_reduce", True),
         align_param_gather=getattr(strategy, "align_param_gather", True),
