@@ -147,3 +147,25 @@ def test_every_validated_moe_row_has_a_stated_setting() -> None:
     stated = vt.RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES
     for i in megatron:
         assert i in vt.RECIPE_MOE_PERMUTE_FUSION_FALSE or i.split("_")[0] in stated, i
+
+
+def _predict(cli, *args: str) -> dict:  # type: ignore[no-untyped-def]
+    import json
+    r = cli("predict", "-c", "dgx-h100", "-n", "64", *args, "--json")
+    assert r.code == 0, r.err
+    return json.loads(r.out)
+
+
+def test_unpriced_setting_is_said(cli) -> None:  # type: ignore[no-untyped-def]
+    """false on a dense model, or with HybridEP, prices nothing and says so; on an MoE all-to-all run it prices."""
+    off = ["--set", "strategy.moe_permute_fusion=false"]
+    dense = _predict(cli, "-m", "llama3-8b", *off)
+    assert "strategy.moe_permute_fusion = false is not priced: the model has no MoE layers" in dense["warnings"]
+    moe = ["-m", "mixtral-8x7b", "--ep", "8"]
+    a2a, a2a_off = _predict(cli, *moe), _predict(cli, *moe, *off)
+    assert a2a_off["step_time_s"] > a2a["step_time_s"]
+    assert not any("moe_permute_fusion" in w for w in a2a_off["warnings"])
+    hy = [*moe, "--set", "strategy.moe_flex_dispatcher=true", "--set", "strategy.moe_flex_backend=hybridep"]
+    h, h_off = _predict(cli, *hy), _predict(cli, *hy, *off)
+    assert h_off["step_time_s"] == h["step_time_s"]
+    assert any("HybridEP permutes the tokens in its own kernel" in w for w in h_off["warnings"])

@@ -1495,7 +1495,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
     ep_dispatch_sms, moe_flex_dispatcher and moe_shared_expert_overlap (also at ep 1; the latter also without
     shared experts), moe_flex_backend hybridep without moe_flex_dispatcher, and recompute_modules moe_act or moe
-    without MoE layers, moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent
+    without MoE layers, moe_fp8_padding without MoE layers or fp8, moe_permute_fusion false without MoE layers or
+    with the HybridEP flex backend, mla_up_proj without multi-head latent
     attention, layernorm without a norm of its own (MoE layers or MLA), mlp without dense MLP layers,
     shared_experts without shared experts, shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap,
     tp_async_allreduce false with tp 1 or sequence_parallel, training.fp8_attention on a model without
@@ -1626,6 +1627,12 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.moe_fp8_padding",
                     " is not priced: it needs MoE layers and precision fp8 (the experts "
                     "pad their tokens for the FP8 grouped GEMM only)")
+    if not getattr(strategy, "moe_permute_fusion", True) and not moe:
+        _warn_field("strategy.moe_permute_fusion", " = false is not priced: the model has no MoE layers")
+    elif (not getattr(strategy, "moe_permute_fusion", True) and getattr(strategy, "moe_flex_dispatcher", False)
+          and str(getattr(strategy, "moe_flex_backend", "deepep")) == "hybridep"):
+        _warn_field("strategy.moe_permute_fusion", " = false is not priced: HybridEP permutes the tokens in its "
+                    "own kernel whatever Megatron-Core's moe_permute_fusion says")
     names = set(filter(None, str(getattr(strategy, "recompute_modules", "") or "").split(",")))
     for name, present, what in (("moe_act", moe, "MoE layers"), ("moe", moe, "MoE layers"),
                                 ("mla_up_proj", mla, "multi-head latent attention"),
