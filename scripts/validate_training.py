@@ -1827,14 +1827,17 @@ RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h
 #: False (TransformerConfig ``moe_permute_fusion: bool = False``: NVIDIA/Megatron-LM@d98e8a64dd
 #: megatron/core/transformer/transformer_config.py L941; @791b70e031 L382), so a row whose stack never sets it runs
 #: unfused. Rows dispatching with HybridEP permute in HybridEP's own kernel (not read): listed for what they set.
-#: - mb2511 (Megatron-Bridge 97ad8cc6f): True. Qwen3 MoE: src/megatron/bridge/models/qwen/qwen_provider.py L396
-#:   ``moe_permute_fusion: bool = True``; DeepSeek-V3: models/deepseek/deepseek_provider.py L115
-#:   ``is_te_min_version("2.1.0")`` (the 25.11 container's TE is newer) and recipes/deepseek/deepseek_v3.py L259
-#:   ``model_cfg.moe_permute_fusion = True``; scripts/performance sets nothing else.
-#: - mb2604 (17a381f95): True. recipes/qwen/qwen3_moe.py (L77, L191, ... every pretrain config), recipes/deepseek/
-#:   deepseek_v3.py L132 / L288, recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config L225 (which
-#:   scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py builds on), recipes/nemotronh/nemotron_3_nano.py
-#:   L127 / nemotronh.py; scripts/performance sets nothing else.
+#: - mb2511 (Megatron-Bridge 97ad8cc6f): True. Qwen3 MoE: recipes/qwen/qwen3_moe.py builds the model with
+#:   AutoBridge.from_hf_pretrained, whose models/qwen/qwen3_moe_bridge.py L48 makes a Qwen3MoEModelProvider
+#:   (models/qwen/qwen_provider.py L396 ``moe_permute_fusion: bool = True``); DeepSeek-V3:
+#:   models/deepseek/deepseek_provider.py L115 ``is_te_min_version("2.1.0")`` (the 25.11 container's TE is newer) and
+#:   recipes/deepseek/deepseek_v3.py L259 (_deepseek_v3_common) ``model_cfg.moe_permute_fusion = True``;
+#:   scripts/performance sets nothing else.
+#: - mb2604 (17a381f95): True. recipes/qwen/qwen3_moe.py L77 qwen3_30b_a3b_pretrain_config, L191
+#:   qwen3_235b_a22b_pretrain_config (which scripts/performance/configs/qwen/qwen3_llm_pretrain.py imports),
+#:   recipes/deepseek/deepseek_v3.py L132 deepseek_v3_pretrain_config / L288, recipes/gpt_oss/gpt_oss.py
+#:   gpt_oss_120b_pretrain_config L225 (which scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py builds on),
+#:   recipes/nemotronh/nemotron_3_nano.py L127 / nemotronh.py; scripts/performance sets nothing else.
 #: - mb2606 (8f341b04f, 63b08b397) and mb2608 (4ab94dfad): every row is HybridEP (:data:`RECIPE_HYBRIDEP`): not read.
 #:   The only presets that set False are GPT-OSS 20B's (8f341b04f scripts/performance/configs/gpt_oss/
 #:   gpt_oss_llm_pretrain.py L71 set_gpt_oss_20b_common_configs; 4ab94dfad perf_recipes/gpt_oss/common.py L92
