@@ -1822,6 +1822,35 @@ RECIPE_FP8_EXPERT_PADDING = frozenset({"mb2511_b200_qwen3_235b_fp8mx", "mb2511_h
                                        "mb2604_h100_qwen3_235b_fp8cs", "mb2604_b200_qwen3_235b_fp8mx"})
 
 
+#: Whether each MoE row's recipe runs Transformer Engine's fused token permutations (StrategySpec.moe_permute_fusion,
+#: default True; docs/model.md#moe-permute-fusion), read in the recipe each row cites. Megatron-Core's own default is
+#: False (TransformerConfig ``moe_permute_fusion: bool = False``: NVIDIA/Megatron-LM@d98e8a64dd
+#: megatron/core/transformer/transformer_config.py L941; @791b70e031 L382), so a row whose stack never sets it runs
+#: unfused. Rows dispatching with HybridEP permute in HybridEP's own kernel (not read): listed for what they set.
+#: - mb2511 (Megatron-Bridge 97ad8cc6f): True. Qwen3 MoE: recipes/qwen/qwen3_moe.py builds the model with
+#:   AutoBridge.from_hf_pretrained, whose models/qwen/qwen3_moe_bridge.py L48 makes a Qwen3MoEModelProvider
+#:   (models/qwen/qwen_provider.py L396 ``moe_permute_fusion: bool = True``); DeepSeek-V3:
+#:   models/deepseek/deepseek_provider.py L115 ``is_te_min_version("2.1.0")`` (the 25.11 container's TE is newer) and
+#:   recipes/deepseek/deepseek_v3.py L259 (_deepseek_v3_common) ``model_cfg.moe_permute_fusion = True``;
+#:   scripts/performance sets nothing else.
+#: - mb2604 (17a381f95): True. recipes/qwen/qwen3_moe.py L77 qwen3_30b_a3b_pretrain_config, L191
+#:   qwen3_235b_a22b_pretrain_config (which scripts/performance/configs/qwen/qwen3_llm_pretrain.py imports),
+#:   recipes/deepseek/deepseek_v3.py L132 deepseek_v3_pretrain_config / L288, recipes/gpt_oss/gpt_oss.py
+#:   gpt_oss_120b_pretrain_config L225 (which scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py builds on),
+#:   recipes/nemotronh/nemotron_3_nano.py L127 / nemotronh.py; scripts/performance sets nothing else.
+#: - mb2606 (8f341b04f, 63b08b397) and mb2608 (4ab94dfad): every row is HybridEP (:data:`RECIPE_HYBRIDEP`): not read.
+#:   The only presets that set False are GPT-OSS 20B's (8f341b04f scripts/performance/configs/gpt_oss/
+#:   gpt_oss_llm_pretrain.py L71 set_gpt_oss_20b_common_configs; 4ab94dfad perf_recipes/gpt_oss/common.py L92
+#:   _apply_gpt_oss_20b_common_configs), no row here; perf_recipes/nemotronh/common.py L112 sets True.
+#: - mcrec26 (NVIDIA/Megatron-LM@9c5258f109 examples/moe_recipes): True, ``moe_permute_fusion: true`` in all 18
+#:   YAMLs (e.g. qwen3_30b/h100/bf16_32GPU_TP1PP1EP8.yaml L136, deepseek_v3/b200/mxfp8_256GPU_TP1PP8EP32.yaml L155).
+#: - nemo2502 (NVIDIA/NeMo@7192a2c944, v2.2.0): False. No ``permute_fusion`` anywhere in NeMo's Python at that commit
+#:   (MixtralConfig, the recipes, the performance scripts), so Megatron-Core's default (@791b70e031, the Megatron-LM of
+#:   NeMo 2.2's requirements/manifest.json) runs: unfused.
+RECIPE_MOE_PERMUTE_FUSION_FALSE = frozenset({"nemo2502_b200_mixtral_8x7b"})
+RECIPE_MOE_PERMUTE_FUSION_TRUE_SOURCES = frozenset({"mb2511", "mb2604", "mb2606", "mb2608", "mcrec26"})
+
+
 #: Host seconds per MoE layer forward + backward per micro-batch of Megatron-Core (Megatron-Bridge 25.11, DGX
 #: host CPUs) for the rows of :data:`RECIPE_HOST_SYNC_EAGER` (StrategySpec.moe_layer_host_s; docs/model.md#host),
 #: from a run of the same 25.11 table that is not a validation case: DGX-B200 Qwen3-30B-A3B FP8-MX, 8 GPUs, GBS 512,
@@ -2017,6 +2046,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                           moe_flex_backend="hybridep" if case["id"] in RECIPE_HYBRIDEP else "deepep",
                           moe_layer_host_s=host_floor_s(case, wl, ep),
                           moe_fp8_padding=case["id"] in RECIPE_FP8_EXPERT_PADDING,
+                          moe_permute_fusion=case["id"] not in RECIPE_MOE_PERMUTE_FUSION_FALSE,
                           eager_rope=case["id"] in RECIPE_EAGER_ROPE,
                           eager_glu_clamp=case["id"] in RECIPE_EAGER_EXPERT_OPS,
                           eager_expert_bias=case["id"] in RECIPE_EAGER_EXPERT_OPS,
@@ -2092,6 +2122,7 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
                 "recompute_layers": st.recompute_layers, "offload_layers": st.offload_layers,
                 "dp_overlap": st.overlap, "grad_bytes": tr.grad_bytes_per_param,
                 "deepspeed_pipeline": st.deepspeed_pipeline, "moe_fp8_padding": st.moe_fp8_padding,
+                "moe_permute_fusion": st.moe_permute_fusion,
                 "moe_flex_dispatcher": st.moe_flex_dispatcher,
                 "moe_shared_expert_overlap": st.moe_shared_expert_overlap,
                 "tp_async_allreduce": st.tp_async_allreduce,

@@ -20,7 +20,9 @@ EQUIVALENT = ["--precision", "fp8",
               "--set", "strategy.zero=1", "--set", "strategy.megatron_ddp=true",
               "--set", "strategy.overlap_param_gather=true",
               "--set", "strategy.ep_dispatch_sms=24", "--set", "strategy.first_stage_layers=6",
-              "--set", "strategy.fp8_param_gather=true", "--set", "strategy.tp_comm_overlap=true"]
+              "--set", "strategy.fp8_param_gather=true", "--set", "strategy.tp_comm_overlap=true",
+              # the launch has --num-experts and no --moe-permute-fusion: Megatron-Core's unfused permute
+              "--set", "strategy.moe_permute_fusion=false"]
 PLAN = ["plan", "-m", "mixtral-8x7b", "-n", "64", "--top", "3", "--json"]
 
 

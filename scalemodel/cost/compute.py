@@ -451,7 +451,7 @@ MOE_DISPATCH_ALLTOALL, MOE_DISPATCH_FLEX, MOE_DISPATCH_ALLGATHER = 0, 1, 2
 
 def moe_permutation_bytes(sh: Shape, *, tokens: ArrayLike, own: ArrayLike, tp: ArrayLike = 1, ep: ArrayLike = 1,
                           etp: ArrayLike = 1, load: ArrayLike = 1.0, dispatch: ArrayLike = MOE_DISPATCH_ALLTOALL,
-                          elem_bytes: ArrayLike = 2.0) -> np.ndarray:
+                          elem_bytes: ArrayLike = 2.0, fused: ArrayLike = True) -> np.ndarray:
     """HBM bytes of one MoE layer's token permutations on one GPU in the forward of a micro-batch (its backward moves
     as many: the gradient of a gather is the scatter of the same rows, and the reverse), each row w wide (h, or
     LatentMoE's l) of eb bytes. Source: NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/
@@ -479,6 +479,25 @@ def moe_permutation_bytes(sh: Shape, *, tokens: ArrayLike, own: ArrayLike, tp: A
                    write R; ``dispatch_postprocess`` L305-335) and ``unpermute`` into the whole gathered shape
                    before the reduce-scatter (read R, write G; ``combine_preprocess`` L337-353)
 
+    Those are Transformer Engine's fused kernels (``fused``, Megatron-Core ``moe_permute_fusion`` True). Without them
+    (``fused`` False; Megatron-Core's default, ``moe_permute_fusion: bool = False``, transformer_config.py L941) a
+    permutation of S source rows (those with a copy) into C copies, restored into D rows, moves::
+
+        permute    forward  ``tokens.index_select(0, sorted_indices)`` (moe_utils.py ``permute``): read C, write C
+                   backward index_select's gradient, ``zeros(D).index_add_(0, idx, grad)``: write D, read C, and
+                   the S touched rows read and written once
+        unpermute  forward  ``torch.zeros(restore_shape)`` then ``scatter_add_`` of the C copies (``unpermute``, no
+                   probs in any dispatcher: the experts apply them): write D, read C, S rows read + written
+                   backward scatter_add_'s gradient of its source, ``grad.gather``: read C, write C
+
+    3 C + D + 2 S a pass (forward, and the same backward) against the fused S + 2 C + D: C + S rows more, i.e.
+    alltoall n (k + 1) more (S = D = n, C = n k: 3 n (k + 1) + [L > 1] 4 R), flex N + R (S = D = N, C = R: 3 (N + R)),
+    allgather N + R (S = N, C = R, D = G: 2 N + 3 R + G). The accumulated rows are counted once each (the least a
+    scatter-add moves; a row whose k adds miss in L2 moves more). ``sort_chunks_by_idxs`` unfused is ``torch.split``
+    and ``torch.cat``: read R, write R each, as the fused kernel. HybridEP permutes in its own kernel whatever
+    ``moe_permute_fusion`` says (``_HybridEPManager.get_permuted_hidden_states_by_experts`` L1212 passes its output
+    through): the caller passes ``fused`` True for it (engine.step).
+
     0 without experts."""
     T = np.asarray(tokens, dtype=float)
     n = np.asarray(own, dtype=float)
@@ -496,6 +515,9 @@ def moe_permutation_bytes(sh: Shape, *, tokens: ArrayLike, own: ArrayLike, tp: A
     a2a = 2.0 * n * (k + 1.0) + 4.0 * np.where(local > 1.0, rows, 0.0)
     rows_moved = np.where(code == MOE_DISPATCH_FLEX, 2.0 * (received + rows),
                           np.where(code == MOE_DISPATCH_ALLGATHER, received + 2.0 * rows + group, a2a))
+    # unfused (index_select, zero-fill + scatter_add_): C + S rows more a pass, C the copies, S their source rows
+    extra = np.where(code == MOE_DISPATCH_ALLTOALL, n * (k + 1.0), received + rows)
+    rows_moved = rows_moved + np.where(np.asarray(fused, dtype=bool), 0.0, extra)
     return eb * sh.moe_width * rows_moved * (1.0 if sh.moe_experts > 0 else 0.0)
 
 
@@ -518,12 +540,14 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                        proj_gemm_max: ArrayLike | None = None, proj_gemm_half_dim: ArrayLike | None = None,
                        latent_peak_flops: ArrayLike | None = None, latent_gemm_max: ArrayLike | None = None,
                        latent_gemm_half_dim: ArrayLike | None = None, moe_load: ArrayLike = 1.0,
-                       moe_dispatch: ArrayLike = MOE_DISPATCH_ALLTOALL) -> LayerTime:
+                       moe_dispatch: ArrayLike = MOE_DISPATCH_ALLTOALL,
+                       moe_permute_fusion: ArrayLike = True) -> LayerTime:
     """Compute time of one layer (dense, or MoE when ``moe``) for micro-batch b on one GPU.
 
     ``moe_dispatch`` (:data:`MOE_DISPATCH_ALLTOALL` 0, the default; :data:`MOE_DISPATCH_FLEX` 1; DeepEP or HybridEP;
     :data:`MOE_DISPATCH_ALLGATHER` 2) names Megatron-Core's token dispatcher, whose token permutations
-    :func:`moe_permutation_bytes` prices.
+    :func:`moe_permutation_bytes` prices; ``moe_permute_fusion`` (default True) whether its permute kernels are
+    Transformer Engine's fused ones (False: Megatron-Core's unfused index_select / scatter_add_ path).
 
     ``moe_load`` (default 1: every EP rank at the mean) scales the routed rows of the busiest EP rank that the MoE
     layer waits for, max / mean (:mod:`scalemodel.cost.moe_routing`, docs/model.md#moe-rank-imbalance): the routed
@@ -766,7 +790,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
                  + 4 * t_lat * h * lat)
         # the dispatcher's token permutations (w wide) on the rank's own tokens and on the rows the exchange brings
         disp = moe_permutation_bytes(sh, tokens=T, own=t_own, tp=t, ep=e, etp=u, load=load,
-                                     dispatch=moe_dispatch, elem_bytes=eb)
+                                     dispatch=moe_dispatch, elem_bytes=eb, fused=moe_permute_fusion)
         mem = mem + np.where(sh.gated_mlp, 3.0, 2.0) * eb * width + disp
         expert_act = np.where(sh.gated_mlp, 3.0, 2.0) * eb * load * T * k * fe / t  # routed experts' activation
         moe_block = gemm - gemm_before + memory_time(mem - mem_before, memory_bandwidth=memory_bandwidth,

@@ -708,6 +708,7 @@ class StrategyGrid:
     fsdp_per_param: np.ndarray  # bool: FSDP2 (fully_shard) copy-out after each gather, copy-in before each reduce
     attention_unpad: np.ndarray  # bool: flash-attn varlen on unpad_input/pad_input copies of Q, K, V and the output
     moe_fp8_padding: np.ndarray  # bool: an fp8 run's experts pad/unpad their routed tokens (TE Fp8Padding copies)
+    moe_permute_fusion: np.ndarray  # bool: the MoE token permutations run TE's fused kernels (False: unfused)
     megatron_ddp: np.ndarray  # bool: Megatron-Core DDP's gradient buckets (max(4e7, 1e6 dp cp) elements)
     align_grad_reduce: np.ndarray  # bool: interleaved Megatron-Core DDP syncs a chunk after its last backward
     align_param_gather: np.ndarray  # bool: interleaved Megatron-Core DDP gathers chunk j+1 at chunk j's 1st forward
@@ -795,6 +796,7 @@ class StrategyGrid:
             "fsdp_per_param": bool(self.fsdp_per_param[i]),
             "attention_unpad": bool(self.attention_unpad[i]),
             "moe_fp8_padding": bool(self.moe_fp8_padding[i]),
+            "moe_permute_fusion": bool(self.moe_permute_fusion[i]),
             "megatron_ddp": bool(self.megatron_ddp[i]),
             "align_grad_reduce": bool(self.align_grad_reduce[i]),
             "align_param_gather": bool(self.align_param_gather[i]),
@@ -825,7 +827,8 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     ep_dispatch_sms=-1, moe_flex_dispatcher=False, moe_allgather_dispatcher=False, moe_flex_backend=FlexBackend.DEEPEP,
     deepspeed_pipeline=False, nanotron_trainer=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False,
     fsdp_flat_param=False,
-    fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, megatron_ddp=False, align_grad_reduce=True,
+    fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, moe_permute_fusion=True,
+    megatron_ddp=False, align_grad_reduce=True,
     align_param_gather=True, fp8_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
     eager_rope=False, eager_glu_clamp=False, eager_expert_bias=False, eager_bias_dropout_add=False,
@@ -1094,6 +1097,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         fsdp_per_param=getattr(strategy, "fsdp_per_param", False),
         attention_unpad=getattr(strategy, "attention_unpad", False),
         moe_fp8_padding=getattr(strategy, "moe_fp8_padding", False),
+        moe_permute_fusion=getattr(strategy, "moe_permute_fusion", True),
         megatron_ddp=getattr(strategy, "megatron_ddp", False),
         align_grad_reduce=getattr(strategy, "align_grad_reduce", True),
         align_param_gather=getattr(strategy, "align_param_gather", True),
@@ -1500,7 +1504,8 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     """A warning (not silence) for strategy fields this model gives nothing to act on: moe_layer_host_s,
     ep_dispatch_sms, moe_flex_dispatcher and moe_shared_expert_overlap (also at ep 1; the latter also without
     shared experts), moe_flex_backend hybridep without moe_flex_dispatcher, and recompute_modules moe_act or moe
-    without MoE layers, moe_fp8_padding without MoE layers or fp8, mla_up_proj without multi-head latent
+    without MoE layers, moe_fp8_padding without MoE layers or fp8, moe_permute_fusion false without MoE layers or
+    with the HybridEP flex backend, mla_up_proj without multi-head latent
     attention, layernorm without a norm of its own (MoE layers or MLA), mlp without dense MLP layers,
     shared_experts without shared experts, shard_group without HSDP; ep_dispatch_sms without moe_a2a_overlap,
     tp_async_allreduce false with tp 1 or sequence_parallel, training.fp8_attention on a model without
@@ -1631,6 +1636,12 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.moe_fp8_padding",
                     " is not priced: it needs MoE layers and precision fp8 (the experts "
                     "pad their tokens for the FP8 grouped GEMM only)")
+    if not getattr(strategy, "moe_permute_fusion", True) and not moe:
+        _warn_field("strategy.moe_permute_fusion", " = false is not priced: the model has no MoE layers")
+    elif (not getattr(strategy, "moe_permute_fusion", True) and getattr(strategy, "moe_flex_dispatcher", False)
+          and str(getattr(strategy, "moe_flex_backend", "deepep")) == "hybridep"):
+        _warn_field("strategy.moe_permute_fusion", " = false is not priced: HybridEP permutes the tokens in its "
+                    "own kernel whatever Megatron-Core's moe_permute_fusion says")
     names = set(filter(None, str(getattr(strategy, "recompute_modules", "") or "").split(",")))
     for name, present, what in (("moe_act", moe, "MoE layers"), ("moe", moe, "MoE layers"),
                                 ("mla_up_proj", mla, "multi-head latent attention"),

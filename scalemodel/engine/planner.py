@@ -181,7 +181,8 @@ PIN_FIXED = ("flash_attention", "dispatch_overhead", "first_stage_layers", "last
              "moe_layer_host_s", "ep_dispatch_sms", "moe_allgather_dispatcher", "moe_shared_expert_overlap",
              "recompute_modules", "deepspeed_pipeline", "nanotron_trainer", "fsdp_reshard_after_forward",
              "fsdp_fp8_all_gather",
-             "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "megatron_ddp",
+             "fsdp_flat_param", "fsdp_per_param", "attention_unpad", "moe_fp8_padding", "moe_permute_fusion",
+             "megatron_ddp",
              "align_grad_reduce", "align_param_gather",
              "fp8_param_gather", "loss_impl", "layer_impl", "eager_rope", "eager_glu_clamp", "eager_expert_bias",
              "eager_bias_dropout_add", "train_metric_passes")

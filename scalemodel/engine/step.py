@@ -878,6 +878,11 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
         flash["moe_dispatch"] = np.where(np.asarray(g.moe_flex_dispatcher, dtype=bool), compute.MOE_DISPATCH_FLEX,
                                          np.where(np.asarray(g.moe_allgather_dispatcher, dtype=bool),
                                                   compute.MOE_DISPATCH_ALLGATHER, compute.MOE_DISPATCH_ALLTOALL))
+        # Transformer Engine's fused permute kernels or Megatron-Core's unfused ones (strategy.moe_permute_fusion);
+        # HybridEP permutes in its own kernel either way (token_dispatcher.py L1212 at d98e8a64dd)
+        hybridep = (np.asarray(g.moe_flex_dispatcher, dtype=bool)
+                    & (np.asarray(g.moe_flex_backend) == int(FlexBackend.HYBRIDEP)))
+        flash["moe_permute_fusion"] = np.asarray(g.moe_permute_fusion, dtype=bool) | hybridep
     layer_flash = dict(flash)  # the layers' modules at their own precision (training.module_precision)
     for key, module in (("proj", "attention_proj"), ("latent", "moe_latent")):
         layer_flash.update(module_gemm_kwargs(job, module, key))

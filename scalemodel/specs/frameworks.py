@@ -507,6 +507,8 @@ _MEG_FSDP = ("--use-torch-fsdp2", "--use-megatron-fsdp")
 _MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
                                             "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
                                             "--cross-entropy-loss-fusion",
+                                            # store_true: strategy moe_permute_fusion
+                                            "--moe-permute-fusion",
                                             # store_true, TransformerConfig.moe_enable_deepep (deprecated): the flex
                                             # dispatcher's deepep backend (_flex_dispatcher_sms)
                                             "--moe-enable-deepep",
@@ -773,6 +775,12 @@ def _megatron(text: str, out: StrategyFile) -> None:
     _megatron_ddp(args, number, out)  # after every precision flag: its bucket is in the gradient dtype
     if _moe_fp8_padding(args, "--num-experts" in model_flags):
         out.strategy["moe_fp8_padding"] = True
+    # TE's fused permute kernels only with --moe-permute-fusion (store_true; TransformerConfig.moe_permute_fusion
+    # defaults to False: transformer_config.py L941 at d98e8a64dd, arguments.py L3139 at core_v0.15.0): an MoE launch
+    # (--num-experts, or any --moe-* flag where the model comes from --model) without it runs the unfused path
+    # (strategy moe_permute_fusion, docs/model.md#moe-permute-fusion)
+    if "--num-experts" in model_flags or any(a.startswith("--moe-") for a in args):
+        out.strategy["moe_permute_fusion"] = "--moe-permute-fusion" in args
     # the flex dispatcher (DeepEP / HybridEP) moves tokens hierarchically (strategy moe_flex_dispatcher,
     # docs/model.md#ep-hierarchical); --moe-enable-deepep requires it (TransformerConfig.__post_init__ @002255075c).
     # Read whether or not the file has --num-experts: the model comes from --model (a launch without the model flags

@@ -473,6 +473,14 @@ class StrategySpec(Spec, kw_only=True):
         "tensor before FC1 and FC2's output out of it, and the backward the same for the gradients (Megatron-Core "
         "TEGroupedMLP with Transformer Engine Fp8Padding / Fp8Unpadding); docs/model.md#fp8-expert-padding"
     ))] = False
+    moe_permute_fusion: Annotated[bool, Meta(description=(
+        "the MoE token dispatcher permutes and unpermutes the tokens with Transformer Engine's fused kernels "
+        "(Megatron-Core --moe-permute-fusion, moe_permute_fusion; set by the Megatron-Bridge MoE providers and "
+        "recipes and the Megatron-LM MoE recipes). false: Megatron-Core's own default, the unfused path (an "
+        "index_select of every token copy, a zero-filled output scatter-added into): per MoE layer and pass C + S "
+        "rows more, C the copies and S their source tokens (alltoall n (k + 1) of the rank's n tokens); HybridEP "
+        "permutes in its own kernel either way; docs/model.md#moe-permute-fusion"
+    ))] = True
     eager_rope: Annotated[bool, Meta(description=(
         "RoPE runs as Megatron-Core's eager ATen kernels (rope_utils._apply_rotary_pos_emb_bshd: multiply, negate, "
         "concatenate, add), not the fused kernel layer_impl prices: Megatron-Core takes it with apply_rope_fusion "
