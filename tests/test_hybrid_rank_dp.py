@@ -9,10 +9,10 @@ TestSelectPipelineSegmentLegacyFallback at d98e8a64dd). A pipe-free pattern spli
 pattern with '|' at the rank boundaries, which tests/test_hybrid_segment_ranks.py checks layer by layer.
 
 The data-parallel sync and the optimizer step are the rank's with the most parameters, on its own parameters,
-counted by hand here (each layer's parameters from cost.transformer's per-kind formulas; the tensors outside the
-layers spread over the ranks by their layers, as the even split spreads them). The planner's floors stay below the
-evaluated step on random patterns (property), and an empty segment, which Megatron allows ("Empty segments are allowed
-for pipeline balancing", test_empty_segment), is a rank without layers.
+counted by hand here (each layer's parameters from cost.transformer's per-kind formulas; the word embedding on rank
+0, the final norm and the untied output layer on the last rank, where Megatron-Core builds them). The planner's
+floors stay below the evaluated step on random patterns (property), and an empty segment, which Megatron allows
+("Empty segments are allowed for pipeline balancing", test_empty_segment), is a rank without layers.
 """
 
 from __future__ import annotations
@@ -117,22 +117,25 @@ def test_a_bunched_pattern_moves_its_moe_rank():
 
 # --- the data-parallel sync and the optimizer step of the rank with the most parameters ----------------------------
 
-def _rank_params(job, layers: str, ep: int) -> float:
-    """One GPU's parameters of a rank of ``layers`` (tp 1) as the data-parallel sync counts them: each layer's own, and
-    n / L of the tensors outside the layers (word embedding, untied output layer, final norm)."""
+def _rank_params(job, layers: str, ep: int, where: str) -> float:
+    """One GPU's parameters of a rank of ``layers`` (tp 1) as the data-parallel sync counts them: each layer's own, the
+    word embedding V h on the first rank (``where`` "first"), the untied output layer V h and the final norm h on the
+    last ("last"), neither on a middle rank ("mid")."""
     sh = job.shape
     norm = float(transformer.norm_params(sh))
     per = {"M": norm + float(transformer.mamba_params(sh)), "*": norm + float(transformer.attention_params(sh)),
            "-": norm + float(transformer.mlp_params(sh)),
            "E": norm + float(sh.hidden * sh.moe_experts) + float(sh.moe_experts * transformer.expert_params(sh)) / ep}
-    outside = 2.0 * float(sh.vocab * sh.hidden) + float(sh.hidden)
-    return sum(per[ch] for ch in layers) + outside * len(layers) / float(sh.layers)
+    outside = {"first": float(sh.vocab * sh.hidden), "last": float(sh.vocab * sh.hidden) + float(sh.hidden),
+               "mid": 0.0}[where]
+    return sum(per[ch] for ch in layers) + outside
 
 
-@pytest.mark.parametrize("pattern,kw,heavy", [("EEEE|MMMM", dict(pp=2), "EEEE"), ("MMMMEEEE", dict(pp=2), "EEEE"),
-                                              ("E*|EE|M-|MM", dict(pp=4), "EE"),
-                                              ("EEEMMMMM", dict(pp=2, first_stage_layers=3), "EEE")])
-def test_the_optimizer_steps_the_heavy_ranks_own_parameters(pattern, kw, heavy):
+@pytest.mark.parametrize("pattern,kw,heavy,where", [("EEEE|MMMM", dict(pp=2), "EEEE", "first"),
+                                                    ("MMMMEEEE", dict(pp=2), "EEEE", "last"),
+                                                    ("E*|EE|M-|MM", dict(pp=4), "EE", "mid"),
+                                                    ("EEEMMMMM", dict(pp=2, first_stage_layers=3), "EEE", "first")])
+def test_the_optimizer_steps_the_heavy_ranks_own_parameters(pattern, kw, heavy, where):
     """ZeRO 0: the optimizer step reads and writes (2 K + g + 6) bytes per parameter of the rank with the most
     parameters (here the MoE rank: every routed expert of its E layers), by hand; the mean layer's share is less."""
     ep = 2
@@ -140,7 +143,7 @@ def test_the_optimizer_steps_the_heavy_ranks_own_parameters(pattern, kw, heavy):
     res = step.evaluate(job, g)
     assert bool(res.feasible[0]), int(res.reason[0])
     per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + 6.0
-    expected = _rank_params(job, heavy, ep) * per_param / (job.memory_bandwidth * job.memory_efficiency)
+    expected = _rank_params(job, heavy, ep, where) * per_param / (job.memory_bandwidth * job.memory_efficiency)
     assert _f(res.breakdown["optimizer"]) == pytest.approx(expected, rel=1e-12)
     mean = float(job.params - job.expert_params + job.expert_params / ep) / kw["pp"]
     assert _f(res.breakdown["optimizer"]) > mean * per_param / (job.memory_bandwidth * job.memory_efficiency)
@@ -148,11 +151,12 @@ def test_the_optimizer_steps_the_heavy_ranks_own_parameters(pattern, kw, heavy):
 
 @pytest.mark.parametrize("zero", ["0", "1", "3"])
 def test_the_heavy_ranks_gradients_are_an_all_moe_ranks(zero):
-    """The MoE rank of "EEEE|MMMM" at pp 2 holds 4 E layers and half the tensors outside the layers, as a rank of the
-    all-E pattern "EEEEEEEE" (the even split, every rank the pattern's shares): the same data-parallel traffic
-    (every gradient bucket, the ZeRO gathers) and optimizer step; the mean layer of "EMEMEMEM" gives less."""
+    """The MoE rank of "MMMM|EEEE" at pp 2 (the last) holds 4 E layers, the final norm and the output layer, as the
+    last rank of the all-E pattern "EEEEEEEE" (the even split, every rank the pattern's shares) does, and runs the same
+    compute: the same data-parallel traffic (every gradient bucket, the ZeRO gathers) and optimizer step; the mean
+    layer of "EMEMEMEM" gives less."""
     kw = dict(pp=2, ep=2, zero=zero)
-    job, g = _job_grid("EEEE|MMMM", **kw)
+    job, g = _job_grid("MMMM|EEEE", **kw)
     job_e, g_e = _job_grid("EEEEEEEE", **kw)
     job_m, g_m = _job_grid("EMEMEMEM", **kw)
     res, res_e, res_m = step.evaluate(job, g), step.evaluate(job_e, g_e), step.evaluate(job_m, g_m)
@@ -169,7 +173,8 @@ def test_the_dp_rank_is_the_one_with_the_most_parameters_and_the_last_on_a_tie()
     assert [(sp.ranks[r], bool(np.all(on))) for on, sp, r in picks] == [("EEEE", True)]
     job, g = _job_grid("MMMM|EEEE", pp=2, ep=2)
     assert [sp.ranks[r] for _on, sp, r in step._dp_ranks(job, g, step._rank_layers(job, g))] == ["EEEE"]
-    job, g = _job_grid("ME|EM", pp=2, ep=2)  # the same parameters: the last rank, as the even split takes
+    job, g = _job_grid("ME|EM", pp=2, ep=2)  # the same layers: the last rank (its final norm h outweighs nothing
+    # else: V h on either end)
     assert [r for _on, _sp, r in step._dp_ranks(job, g, step._rank_layers(job, g))] == [1]
 
 

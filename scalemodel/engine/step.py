@@ -542,11 +542,12 @@ def _rank_dp_job(job: Job, layers: str) -> Job:
 _DP_JOB_MEMO: dict[str, tuple[Any, dict[int, tuple[Job, Job]]]] = {}
 
 
-def _rank_params(job: Job, g: StrategyGrid, layers: str) -> np.ndarray:
-    """Parameters one GPU of the pipeline rank of ``layers`` holds before ZeRO sharding (dense + expert), as its
-    data-parallel sync and optimizer step count them (:func:`_rank_dp_job`)."""
-    dense, expert = _params_per_gpu(_rank_dp_job(job, layers), g)
-    return np.asarray((dense + expert) * (len(layers) * g.pp / float(job.shape.layers)), dtype=float)
+def _rank_params(job: Job, g: StrategyGrid, layers: str, rank: int) -> np.ndarray:
+    """Parameters one GPU of pipeline rank ``rank``, of ``layers``, holds before ZeRO sharding (dense + expert), as
+    its data-parallel sync and optimizer step count them: its own layers (:func:`_part_job`) and the tensors outside
+    the layers where they live (:func:`_rank_params_per_gpu`)."""
+    dense, expert = _rank_params_per_gpu(_part_job(job, layers), g, float(len(layers)), rank)
+    return np.asarray(dense + expert, dtype=float)
 
 
 def _dp_ranks(job: Job, g: StrategyGrid, splits: list[_RankSplit] | None) -> list[tuple[np.ndarray, _RankSplit, int]]:
@@ -557,8 +558,14 @@ def _dp_ranks(job: Job, g: StrategyGrid, splits: list[_RankSplit] | None) -> lis
     some candidate takes. Equal shares: the rank of the most layers, as without a split."""
     out: list[tuple[np.ndarray, _RankSplit, int]] = []
     for sp in splits or ():
-        priced: dict[str, np.ndarray] = {}  # ranks of the same layers hold the same parameters
-        own = [priced[s] if s in priced else priced.setdefault(s, _rank_params(job, g, s)) for s in sp.ranks]
+        # ranks of the same layers hold the same parameters, but for the first (embedding) and the last (head)
+        priced: dict[tuple[str, int], np.ndarray] = {}
+        own = []
+        for r, s in enumerate(sp.ranks):
+            key = (s, 0 if r == 0 else (2 if r == sp.p - 1 else 1))
+            if key not in priced:
+                priced[key] = _rank_params(job, g, s, r)
+            own.append(priced[key])
         best, most = np.zeros(np.shape(own[0]), dtype=int), own[0]
         for r in range(1, sp.p - 1):
             take = own[r] > most
@@ -1362,7 +1369,7 @@ def embedding_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(np.where(on & (g.pp <= 1), t, 0.0))
 
 
-def grad_buffer_reset_time(job: Job, g: StrategyGrid, layers: Any = None) -> np.ndarray:
+def grad_buffer_reset_time(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = None) -> np.ndarray:
     """Seconds per step of zeroing Megatron-Core DDP's gradient buffer (:func:`megatron_ddp_on`), 0 otherwise:
 
         bytes = P_gpu g        P_gpu = (dense + expert parameters) / (tp pp) (:func:`_params_per_gpu`), unsharded
@@ -1373,12 +1380,12 @@ def grad_buffer_reset_time(job: Job, g: StrategyGrid, layers: Any = None) -> np.
     ``ParamAndGradBuffer.reset`` at core_v0.8.0 baf94af3c6; ``_ParamAndGradBuffer.reset`` at core_v0.15.0 0d7e02bd26
     and 791b70e031): the distributed optimizer shards the optimizer states, not this buffer, which holds a gradient
     element of g bytes (``Job.grad_bytes``) for every parameter of the rank. Once per step, before the first
-    forward; counted with the optimizer step (the state passes between two steps). ``layers``: a stage of that many
-    layers (:func:`_stage_params_per_gpu`), else the stages' mean."""
+    forward; counted with the optimizer step (the state passes between two steps). ``layers`` (and ``rank``): a
+    stage of that many layers (pipeline rank ``rank``'s own, :func:`_stage_params_per_gpu`), else the stages' mean."""
     on = megatron_ddp_on(g)
     if not np.any(on):
         return np.zeros(1)
-    dense, expert = _stage_params_per_gpu(job, g, layers)
+    dense, expert = _stage_params_per_gpu(job, g, layers, rank)
     return np.asarray(np.where(on, _hbm_seconds(job, (dense + expert) * job.grad_bytes), 0.0))
 
 
@@ -1409,7 +1416,7 @@ NANOTRON_DDP_COPY_BYTES = 2.0 + 2.0 + 2.0 + 2.0
 NANOTRON_DDP_BUCKET_BYTES = DDP_BUCKET_BYTES
 
 
-def nanotron_grad_buffer_time(job: Job, g: StrategyGrid) -> np.ndarray:
+def nanotron_grad_buffer_time(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = None) -> np.ndarray:
     """Seconds per step of nanotron's gradient clipping and buffer reset over its fp32 gradient buffer, and at ZeRO 0
     of DDP's bucket copies (``nanotron_trainer`` with a gradient element wider than the parameter,
     accumulate_grad_in_fp32), 0 otherwise:
@@ -1418,11 +1425,12 @@ def nanotron_grad_buffer_time(job: Job, g: StrategyGrid) -> np.ndarray:
         t     = bytes / (HBM bandwidth x memory efficiency)                  (:func:`_params_per_gpu`, unsharded)
 
     (:data:`NANOTRON_GRAD_BUFFER_BYTES`, :data:`NANOTRON_DDP_COPY_BYTES`). Counted with the optimizer step, as
-    :func:`grad_buffer_reset_time` is (the copies run at the end of the last backward, equally serial)."""
+    :func:`grad_buffer_reset_time` is (the copies run at the end of the last backward, equally serial). With
+    ``layers`` and ``rank``: that pipeline rank's own parameters (:func:`_stage_params_per_gpu`)."""
     fp32 = bool(job.grad_bytes > job.elem_bytes)
     if not fp32 or not np.any(g.nanotron_trainer):
         return np.zeros(1)
-    dense, expert = _params_per_gpu(job, g)
+    dense, expert = _stage_params_per_gpu(job, g, layers, rank)
     ddp = (g.zero == Zero.NONE) & (g.dp > 1)
     per_param = NANOTRON_GRAD_BUFFER_BYTES + np.where(ddp, NANOTRON_DDP_COPY_BYTES, 0.0)
     t = _hbm_seconds(job, (dense + expert) * per_param)
@@ -2906,15 +2914,17 @@ def fp8_params_held(job: Job, g: StrategyGrid) -> np.ndarray:
     return np.asarray(on & (job.fp8_recipe not in ("mxfp8", "nvfp4")) & bool(job.is_transformer))
 
 
-def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None) -> np.ndarray:
+def fp8_param_quantize_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None,
+                            rank: Any = None) -> np.ndarray:
     """Seconds per step the optimizer adds under fp8_param_gather: it quantizes its shard of the FP8 parameters
     (:func:`fp8_param_elements` of an average stage, L/pp layers, or of a stage of ``layers`` layers, over
     :func:`_state_shards` and :func:`_expert_state_shards`) from the fp32 master instead of writing their 16-bit copy:
     shard x (:func:`scalemodel.cost.compute.fp8_param_quantize_bytes` - :data:`WEIGHT_COPY_BYTES`) HBM bytes: the
-    quantization reads the fp32 master and writes the 16-bit cast as the copy does, then casts that to FP8."""
+    quantization reads the fp32 master and writes the 16-bit cast as the copy does, then casts that to FP8. With
+    ``rank``: pipeline rank ``rank``'s own parameters (:func:`_stage_params_per_gpu`)."""
     if not job.fp8_recipe or not np.any(fp8_params_held(job, g)):  # no recipe: a grid built around the spec checks
         return np.zeros(1)
-    dense, expert = _stage_params_per_gpu(job, g, layers)
+    dense, expert = _stage_params_per_gpu(job, g, layers, rank)
     stage = float(job.shape.layers) / g.pp if layers is None else np.asarray(layers, dtype=float)
     fp8_dense, fp8_expert = fp8_param_elements(job, g, stage, dense, expert)
     shard = fp8_dense / _state_shards(job, g, sync) + fp8_expert / _expert_state_shards(job, g, sync)
@@ -3045,7 +3055,9 @@ def _dp_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.ndarr
     all-reduce volume when m = 1).
     """
     dense, expert = _params_per_gpu(job, g)
-    if job.is_transformer:  # the priced stage's share: its layers over the average L / pp
+    if job.is_transformer and "pipeline_rank" in comp:  # the priced rank's own parameters (:func:`_dp_rank`)
+        dense, expert = _rank_params_per_gpu(job, g, comp["layers_per_stage"], comp["pipeline_rank"])
+    elif job.is_transformer:  # the priced stage's share: its layers over the average L / pp
         share = comp["layers_per_stage"] * g.pp / float(job.shape.layers)
         dense, expert = dense * share, expert * share
     dense, expert = dense / shard, expert / shard
@@ -3417,7 +3429,8 @@ def _sync_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], m: np.nda
     return exposed * (1.0 - share) + outer["gathers_exposed"], in_group, both + inner["gathers"] + outer["gathers"]
 
 
-def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None) -> np.ndarray:
+def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = None, rank: Any = None
+                    ) -> np.ndarray:
     """Seconds of the optimizer step, memory-bound: the parameters whose states this rank updates (its share of
     the model; at ZeRO >= 1 the dense ones over :func:`_state_shards` and the experts over
     :func:`_expert_state_shards`, the shards :func:`memory_parts` holds) times
@@ -3425,25 +3438,60 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = 
     efficiency; with fp8_param_gather plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`); under
     Megatron-Core's DDP plus the zeroing of its whole gradient buffer (:func:`grad_buffer_reset_time`); under
     nanotron's trainer plus its clipping and reset of the whole fp32 gradient buffer
-    (:func:`nanotron_grad_buffer_time`). The share: the stages' mean (:func:`_params_per_gpu`), or with ``layers`` a
-    stage of that many layers of ``job`` (:func:`_stage_params_per_gpu`; a hybrid pattern's rank: its
-    :func:`_rank_dp_job`)."""
-    dense, expert = _stage_params_per_gpu(job, g, layers)
+    (:func:`nanotron_grad_buffer_time`). The share: the stages' mean (:func:`_params_per_gpu`), or with ``layers``
+    and ``rank`` pipeline rank ``rank`` of that many layers of ``job``, its own parameters with the embedding on rank
+    0 and the head on the last (:func:`_rank_params_per_gpu`; a hybrid pattern's rank: of its :func:`_part_job`).
+    :func:`evaluate` prices the rank holding the most parameters (:func:`_dp_rank`): the step waits for it."""
+    dense, expert = _stage_params_per_gpu(job, g, layers, rank)
     sharded_local = dense / _state_shards(job, g, sync) + expert / _expert_state_shards(job, g, sync)
     sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
-    return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync, layers) \
-        + grad_buffer_reset_time(job, g, layers) + nanotron_grad_buffer_time(job, g)
+    return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync, layers, rank) \
+        + grad_buffer_reset_time(job, g, layers, rank) + nanotron_grad_buffer_time(job, g, layers, rank)
 
 
-def _stage_params_per_gpu(job: Job, g: StrategyGrid, layers: Any = None) -> tuple[np.ndarray, np.ndarray]:
-    """(dense, expert) parameters one GPU holds: :func:`_params_per_gpu` (the stages' mean) with ``layers`` None, else
-    those of a stage of ``layers`` layers, x layers / (L / pp), as :func:`_dp_comm` takes the priced stage's."""
+def _stage_params_per_gpu(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = None
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """(dense, expert) parameters one GPU holds: :func:`_params_per_gpu` (the stages' mean) with ``layers`` None;
+    with ``rank`` (the pipeline rank, 0 .. pp-1) pipeline rank ``rank``'s own, a stage of ``layers`` decoder layers
+    (:func:`_rank_params_per_gpu`: the embedding on rank 0, the final norm, output layer and MTP modules on the last);
+    else (a model without layers) ``layers`` / (L / pp) of the mean."""
     dense, expert = _params_per_gpu(job, g)
     if layers is None:
         return dense, expert
+    if rank is not None and job.is_transformer:
+        return _rank_params_per_gpu(job, g, layers, rank)
     share = np.asarray(layers, dtype=float) * g.pp / float(job.shape.layers)
     return dense * share, expert * share
+
+
+def _rank_params_per_gpu(job: Job, g: StrategyGrid, layers: Any, rank: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(dense, expert) parameters one GPU of pipeline rank ``rank`` holds before ZeRO sharding, a rank of ``layers``
+    decoder layers of ``job`` (a hybrid pattern's rank: its :func:`_part_job`, whose layers are the rank's own kinds):
+
+        P_r = layers x (its layers' parameters) + [r = 0] (V h + positions) + [r = p-1] (final norm + output layer
+              V h + D MTP modules + with D > 0 the embedding copy MTP reads)       (each TP-split tensor / tp)
+
+    as :func:`scalemodel.cost.memory.params_per_gpu` places them, the same count the memory model prices for that
+    rank. Megatron-Core builds the word embedding where ``pre_process`` (pipeline rank 0) and the final norm and
+    ``output_layer`` where ``post_process`` (the last rank); tied, the last rank still allocates an output weight of
+    its own (``skip_weight_param_allocation = pre_process and share_embeddings_and_output_weights``) whose gradient
+    the embedding group all-reduces (:func:`tied_embedding_allreduce`) (NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/models/gpt/gpt_model.py ``GPTModel.__init__``; megatron/core/models/common/language_module/
+    language_module.py ``setup_embeddings_and_output_layer``); nanotron puts its token embedding on rank 0 and the
+    final norm and lm_head on the last (its logged rank-0 "Local number of parameters" is rank 0's layers + the
+    embedding, tests/test_review17d.py). Each rank's DDP buffer holds exactly these
+    parameters: its gradient sync and optimizer step are its own. At pp = 1 the one rank holds the whole model:
+    :func:`_params_per_gpu` to the bit."""
+    sh = job.shape
+    r = np.asarray(rank)
+    last = r >= g.pp - 1
+    d_mtp = float(sh.mtp_layers)
+    pg = memory.params_per_gpu(sh, tp=g.tp, pp=g.pp, ep=g.ep, etp=_etp(g),
+                               stage_layers=np.maximum(np.asarray(layers, dtype=float), 0.0),
+                               embedding=(r == 0) | (last & (d_mtp > 0)), head=last,
+                               mtp_modules=np.where(last, d_mtp, 0.0))
+    return np.asarray(pg.dense, dtype=float), np.asarray(pg.expert, dtype=float)
 
 
 def microbatches(g: StrategyGrid) -> np.ndarray:
@@ -3791,6 +3839,30 @@ def _imbalance(job: Job, g: StrategyGrid, m: np.ndarray, task: np.ndarray) -> np
     return np.maximum(np.where(dynamic, queued, static) - m * task, 0.0)
 
 
+def _dp_rank(job: Job, g: StrategyGrid, last: np.ndarray, other: np.ndarray, first: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(layers, pipeline rank) of the rank whose data-parallel sync and optimizer step the step prices, per
+    candidate of a transformer (None for any other model: the mean stage): the one holding the most parameters
+    (:func:`_rank_params_per_gpu`: the gradients it reduces and the states it steps; the step waits for the slowest
+    rank), among the last (``last`` layers, the final norm and the output layer), rank 0 (``first`` layers and the
+    embedding) and, at pp > 2, a middle rank of ``other`` layers (the most any rank but the last holds; where that is
+    rank 0's count the middle rank cannot hold more than rank 0), the last on a tie, then rank 0; rank 1 stands for the
+    middle one. At pp = 1 the one rank (0, which is also the last). Where a hybrid pattern's or a given split's ranks
+    are priced each on its own, :func:`_dp_ranks` picks among them the same way."""
+    if not job.is_transformer:
+        return None
+    pp = np.asarray(g.pp, dtype=float)
+    top = np.maximum(pp - 1.0, 0.0)
+    p_last = sum(_rank_params_per_gpu(job, g, last, top))
+    p_first = sum(_rank_params_per_gpu(job, g, first, np.zeros(1)))
+    p_mid = np.where(pp > 2, sum(_rank_params_per_gpu(job, g, other, np.ones(1))), -1.0)
+    take_first = p_first >= p_mid
+    best_other, n_other = np.where(take_first, p_first, p_mid), np.where(take_first, first, other)
+    r_other = np.where(take_first, 0.0, 1.0)
+    on_last = (p_last >= best_other) | (pp <= 1)
+    return np.asarray(np.where(on_last, last, n_other), dtype=float), np.asarray(np.where(on_last, top, r_other))
+
+
 def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | None = None) -> StepArrays:
     """Evaluate every candidate in ``g`` in one vectorised pass (one sync mode per call; a hybrid pattern's rows of
     each rank split apart, :func:`_split_rows`)."""
@@ -3800,20 +3872,26 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
                              len(g.shape))
     m = microbatches(g)
     reason = _feasibility(job, g, m.astype(np.int64), sync)
-    last_layers, other_layers, _first = _stage_layers(job, g)
+    last_layers, other_layers, first_layers = _stage_layers(job, g)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
                              layout=g.layout)  # placed once, reused
     stage = _stage_memo(job, g, groups)  # the pipeline formulas below reuse these ranks
     last = stage(last_layers, True)
     comp, mp, t_mb, host = last.busy, last.mp, last.time, last.host
-    comp_dp = comp  # the stage whose data-parallel traffic is priced: the one holding the most layers
+    comp_dp = comp  # the stage whose data-parallel traffic is priced: the rank holding the most parameters
+    dp_rank = _dp_rank(job, g, last_layers, other_layers, first_layers)
+    if dp_rank is not None:
+        n_dp, r_dp = dp_rank
+        for layers_c, on_c in ((other_layers, (r_dp == 1) & (g.pp > 2)), (first_layers, (r_dp == 0) & (g.pp > 1))):
+            if np.any(on_c):
+                busy_c = stage(layers_c, False).busy
+                comp_dp = {k: np.where(on_c, busy_c[k], v) for k, v in comp_dp.items()}
+        comp_dp = dict(comp_dp, pipeline_rank=r_dp)
     if job.is_transformer and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
         other = stage(other_layers, False)
         comp_o, mp_o, t_o = other.busy, other.mp, other.time
         busier = t_o > t_mb
-        larger = other_layers > last_layers
-        comp_dp = {k: np.where(larger, comp_o[k], v) for k, v in comp.items()}
         comp = {k: np.where(busier, comp_o[k], v) for k, v in comp.items()}
         mp = {k: np.where(busier, mp_o[k], v) for k, v in mp.items()}
         host = np.where(busier, other.host, host)
@@ -3831,7 +3909,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     bubble_mb = _chunked_bubble(job, g, stage, m, t_mb, bubble_mb)
     bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb)
-    opt = _optimizer_time(job, g, sync)
+    opt = _optimizer_time(job, g, sync) if dp_rank is None else _optimizer_time(job, g, sync, *dp_rank)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
     sp_grads = sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"])  # likewise
@@ -3847,10 +3925,11 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
             # parameters (_dp_ranks), on its own parameters (_rank_dp_job) and its own compute windows
             s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
             dp_job = _rank_dp_job(job, s)
-            opt_r = _optimizer_time(dp_job, g, sync, layers=n)
+            opt_r = _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r)))
             sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n)
             local_r = (m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off
-            cross_r, in_group_r, total_r = _sync_comm(dp_job, g, ranks[r].busy, m, sync, groups, local=local_r)
+            comp_r = dict(ranks[r].busy, pipeline_rank=np.full(1, float(r)))  # _dp_comm: the rank's own parameters
+            cross_r, in_group_r, total_r = _sync_comm(dp_job, g, comp_r, m, sync, groups, local=local_r)
             opt, sp_grads, local = np.where(on, opt_r, opt), np.where(on, sp_r, sp_grads), np.where(on, local_r, local)
             cross, dp_total = np.where(on, cross_r, cross), np.where(on, total_r, dp_total)
             if in_group is not None and in_group_r is not None:
@@ -4238,16 +4317,18 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
     m = microbatches(g)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
     dense, expert = _params_per_gpu(job, g)
-    last, other, _first = _stage_layers(job, g)
+    last, other, first = _stage_layers(job, g)
     comp = _compute_per_microbatch(job, g, last)
     fwd, bwd = comp["forward"], comp["backward"]
-    if job.is_transformer:
-        stage = np.maximum(last, other)  # evaluate's comp_dp: the stage holding the most layers
-        share = stage * g.pp / float(job.shape.layers)
-        dense, expert = dense * share, expert * share
-        if np.any(other > last):
-            comp_o = _compute_per_microbatch(job, g, other, logits_on_stage=False)
-            fwd, bwd = np.where(other > last, comp_o["forward"], fwd), np.where(other > last, comp_o["backward"], bwd)
+    dp_rank = _dp_rank(job, g, last, other, first)
+    if dp_rank is not None:
+        # evaluate's comp_dp: the rank holding the most parameters (_dp_rank), its own parameters and compute
+        stage, r_dp = dp_rank
+        dense, expert = _rank_params_per_gpu(job, g, stage, r_dp)
+        for layers_c, on_c in ((other, (r_dp == 1) & (g.pp > 2)), (first, (r_dp == 0) & (g.pp > 1))):
+            if np.any(on_c):
+                comp_c = _compute_per_microbatch(job, g, layers_c, logits_on_stage=False)
+                fwd, bwd = np.where(on_c, comp_c["forward"], fwd), np.where(on_c, comp_c["backward"], bwd)
     else:
         stage = np.ones(1)
     out = _gather_floor(job, g, sync, groups, m, zero3, dense, expert, fwd, bwd, np.maximum(stage, 1.0))
@@ -4255,7 +4336,7 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
         # a hybrid pattern's ranks: the rank whose sync evaluate prices (_dp_ranks), its own parameters and compute
         s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
         dp_job = _rank_dp_job(job, s)
-        dense_r, expert_r = _stage_params_per_gpu(dp_job, g, n)
+        dense_r, expert_r = _stage_params_per_gpu(dp_job, g, n, np.full(1, float(r)))
         comp_r = _compute_per_microbatch(_part_job(job, s), g, n, logits_on_stage=r == sp.p - 1)
         out = np.where(on, _gather_floor(dp_job, g, sync, groups, m, zero3, dense_r, expert_r, comp_r["forward"],
                                          comp_r["backward"], np.maximum(n, 1.0)), out)
