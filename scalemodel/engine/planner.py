@@ -120,6 +120,7 @@ from scalemodel.errors import InputError
 from scalemodel.specs import notices
 from scalemodel.specs.constraints import Constraints, normalize_constraints
 from scalemodel.specs.constraints import keep as allowed_by
+from scalemodel.specs.training import TRAINER_NAMES, trainer_sync_refusal
 
 OBJECTIVES = ("throughput", "time-to-train", "cost")
 #: Candidates per evaluate() call: bounds memory (well under 500 MB) and paces the progress bar.
@@ -988,6 +989,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                          where="--constraint sync", allowed="a sync constraint that a mode of --sync-modes meets, "
                                                            "or that mode added to --sync-modes")
     fixed = dict(fixed or {})
+    _trainer_sync_modes(fixed, modes, c, written)
     if fixed.get("moe_allgather_dispatcher") and fixed.get("moe_shared_expert_overlap") and job.is_transformer and \
             float(job.shape.moe_shared_experts) > 0:
         # predict's refusal (job._check_allgather_dispatcher): Megatron-Core raises it only where
@@ -1506,6 +1508,17 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
         _allgather_dispatcher_pins(fixed, cons, at["moe_allgather_dispatcher"])
     if fixed.get("moe_shared_expert_overlap"):
         _shared_expert_overlap_pins(cons, at["moe_shared_expert_overlap"])
+    trainer = next((n for n in TRAINER_NAMES if fixed.get(n)), None)
+    if trainer is not None:
+        # a pinned framework trainer runs NCCL's all-reduce / reduce-scatter and nothing else
+        # (specs.training.trainer_what_if_refusal, which refuses them pinned): the what-ifs it has no code for are
+        # left out of the search, as --allow custom-collectives, compression or parameter-server would open them
+        cons.setdefault("dp_comm", []).append(("=", (0, None)))
+        cons.setdefault("compression", []).extend([("!=", (int(CompressionKind.INT8), None)),
+                                                   ("!=", (int(CompressionKind.TOPK), None))])
+        cons.setdefault("algorithm", []).extend(("!=", int(a)) for a in Algorithm
+                                                if a not in (Algorithm.AUTO, Algorithm.RING, Algorithm.TREE))
+        cons.setdefault("assignment", []).append(("=", int(Assignment.STATIC)))
     if fixed.get("megatron_ddp"):
         # Megatron-Core's DDP runs at ZeRO 0 or 1 only (its distributed optimizer; StrategySpec refuses zero >= 2 with
         # it): plan would otherwise rank sharded strategies that predict refuses
@@ -1519,6 +1532,27 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
                                                 ("!=", (int(ScheduleKind.ZERO_BUBBLE), None))])
         cons.setdefault("cp", []).append(("=", 1))
     return cons, fixed, sync
+
+
+def _trainer_sync_modes(fixed: dict[str, Any], modes: Sequence[str], c: Constraints,
+                        written: Mapping[str, str] | None) -> None:
+    """Refuse a searched sync mode (--sync-modes) that the pinned framework trainer cannot run, as predict refuses it
+    (specs.training.trainer_sync_refusal): bsp only, and with megatron_ddp hier:G:1, its partial distributed
+    optimizer, which needs zero 1: pinned, since the search would otherwise price hier:G:1 at zero 0 too."""
+    trainer = next((n for n in TRAINER_NAMES if fixed.get(n)), None)
+    if trainer is None:
+        return
+    zero = [v for op, v in c.get("zero", []) if op in ("=", "==")]
+    for mode in modes:
+        why = trainer_sync_refusal(trainer, zero[0] if zero else None, mode)
+        if not why and parse_sync(mode).kind != SyncKind.BSP and not zero:
+            why = (f"{mode} with megatron_ddp is Megatron-Core's partial distributed optimizer, which needs zero 1; "
+                   "plan searches zero")
+        if why:
+            pinned_at = (written or {}).get(trainer, f"--set strategy.{trainer}")
+            raise InputError(f"{why} ({trainer} pinned by {pinned_at})", where="--sync-modes",
+                             allowed="--sync-modes bsp" + (", or hier:G:1 with --set strategy.zero=1"
+                                                           if trainer == "megatron_ddp" else "") + f" with {trainer}")
 
 
 def _allgather_dispatcher_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str, Any]]], where: str) -> None:
