@@ -46,11 +46,21 @@ def test_trainer_refuses_what_its_framework_cannot_run(cli, trainer: str, flags:
 
 
 @pytest.mark.parametrize("trainer", sorted(TRAINERS))
-@pytest.mark.parametrize("flags", [["--algo", "ring"], ["--algo", "tree"], ["--compression", "bf16"]])
-def test_trainer_keeps_what_nccl_or_its_flags_choose(cli, trainer: str, flags: list[str]) -> None:  # type: ignore[no-untyped-def]
-    """NCCL_ALGO=Ring|Tree picks the algorithm under each; a 16-bit gradient wire is each one's own on 16-bit
-    gradients."""
+@pytest.mark.parametrize("flags", [["--algo", "ring"], ["--algo", "tree"]])
+def test_trainer_keeps_what_nccl_chooses(cli, trainer: str, flags: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """NCCL_ALGO=Ring|Tree picks the algorithm under each."""
     accepted(cli, "predict", *DENSE, "--zero", "1", "--set", f"strategy.{trainer}=true", *flags)
+
+
+def test_16_bit_gradient_wire_only_where_the_framework_casts(cli) -> None:  # type: ignore[no-untyped-def]
+    """DeepSpeed casts the gradients to communication_data_type before its sync; Megatron-Core's DDP and nanotron
+    reduce their buffer in its own dtype (an fp32 buffer was priced as cast to 16 bits)."""
+    accepted(cli, "predict", *DENSE, "--zero", "1", "--set", "strategy.deepspeed_pipeline=true", "--compression",
+             "bf16")
+    for trainer in ("megatron_ddp", "nanotron_trainer"):
+        refused(cli, "predict", *DENSE, "--zero", "1", "--set", f"strategy.{trainer}=true", "--compression", "fp16",
+                match=f"error: --compression: fp16 with {trainer}: {TRAINERS[trainer]} reduces the gradients in "
+                      "their own dtype")
 
 
 def test_megatron_partial_distributed_optimizer_is_hier_g_1_at_zero_1(cli) -> None:  # type: ignore[no-untyped-def]
@@ -72,10 +82,11 @@ def test_plan_with_a_trainer_searches_only_what_it_runs(cli) -> None:  # type: i
     assert any(p["strategy"]["compression"] != "none" for p in opened["ranked"])  # the search space is open
     for trainer in sorted(TRAINERS):
         out = accepted(cli, *args, "--set", f"strategy.{trainer}=true")
-        assert out["search"]["communication_choices"] == 3 * 2 * 2 * 6  # auto/ring/tree x none/fp16 x overlap x bucket
+        wires = 2 if trainer == "deepspeed_pipeline" else 1  # none, and fp16 where DeepSpeed casts
+        assert out["search"]["communication_choices"] == 3 * wires * 2 * 6  # algorithm x wire x overlap x bucket
         for p in out["ranked"]:
             s = p["strategy"]
-            assert s["compression"] in ("none", "fp16") and s["dp_comm"] == "allreduce", s
+            assert s["compression"] in ("none", "fp16")[:wires] and s["dp_comm"] == "allreduce", s
             assert s["algorithm"] in ("auto", "ring", "tree") and s["assignment"] == "static", s
 
 
@@ -131,3 +142,44 @@ def test_validate_names_a_set_item(cli, tmp_path: Path) -> None:  # type: ignore
             match="error: --set strategy.sequence_parallel: Megatron-Core refuses")
     r = cli("hardware", "validate", str(f))
     assert r.code == 0 and "valid scenario spec" in r.out, r.err
+
+
+# --- F: a Megatron-LM script's flag after the command ended ---------------------------------------------------------
+
+def _strategy(cli, f: Path) -> dict:  # type: ignore[type-arg, no-untyped-def]
+    return accepted(cli, "predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--strategy", str(f))
+
+
+def test_flag_after_the_command_ended_is_not_read(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Line 2 has no trailing backslash: bash ends the torchrun command there and runs line 3 as a command of its
+    own ("--pipeline-model-parallel-size: command not found"); pp 4 was read and priced."""
+    f = tmp_path / "run.sh"
+    f.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 \\\n  --micro-batch-size 1 --bf16\n"
+                 "  --pipeline-model-parallel-size 4\n")
+    out = _strategy(cli, f)
+    assert out["strategy"]["tp"] == 2 and out["strategy"]["pp"] == 1, out["strategy"]
+    assert any("--pipeline-model-parallel-size 4 (line 3: the launch command of line 1 ended before it, on a line "
+               "without a trailing backslash: bash does not pass it)" in w for w in out["warnings"]), out["warnings"]
+
+
+def test_arrays_comments_and_continuations_are_read_as_bash_reads_them(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Flags in a bash array (Megatron-LM's examples/gpt3/train_gpt3_175b_distributed.sh form), a comment with a
+    quote in it, and continuation lines after the command's first line are all passed."""
+    f = tmp_path / "run.sh"
+    f.write_text("#!/bin/bash\n# don't read this: --pipeline-model-parallel-size 8\nMODEL_ARGS=(\n"
+                 "    --tensor-model-parallel-size 2   # tp\n    --micro-batch-size 1\n)\n"
+                 "torchrun ${DIST[@]} pretrain_gpt.py \\\n    ${MODEL_ARGS[@]} \\\n"
+                 "    --pipeline-model-parallel-size 2 \\\n"
+                 "    --sequence-parallel\necho done\n")
+    out = _strategy(cli, f)
+    s = out["strategy"]
+    assert (s["tp"], s["pp"], s["sequence_parallel"]) == (2, 2, True), s
+    assert not any("bash does not pass it" in w for w in out["warnings"]), out["warnings"]
+
+
+def test_a_bare_flag_list_has_no_command_to_end(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A .args file of flags, one a line, is no script: every line is read (argparse reads the whole list)."""
+    f = tmp_path / "run.args"
+    f.write_text("--tensor-model-parallel-size 2\n--pipeline-model-parallel-size 2\n--micro-batch-size 1\n")
+    s = _strategy(cli, f)["strategy"]
+    assert (s["tp"], s["pp"]) == (2, 2), s

@@ -1516,6 +1516,8 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
         cons.setdefault("dp_comm", []).append(("=", (0, None)))
         cons.setdefault("compression", []).extend([("!=", (int(CompressionKind.INT8), None)),
                                                    ("!=", (int(CompressionKind.TOPK), None))])
+        if trainer != "deepspeed_pipeline":  # DeepSpeed's communication_data_type alone casts before the sync
+            cons["compression"].append(("!=", (int(CompressionKind.FP16), None)))
         cons.setdefault("algorithm", []).extend(("!=", int(a)) for a in Algorithm
                                                 if a not in (Algorithm.AUTO, Algorithm.RING, Algorithm.TREE))
         cons.setdefault("assignment", []).append(("=", int(Assignment.STATIC)))

@@ -688,9 +688,13 @@ def trainer_what_if_refusal(trainer: str, zero: int | None, dp_comm: Any, sync: 
     - dp_comm ps:K: none has a parameter server: refused.
     - sync: :func:`trainer_sync_refusal`.
     - compression int8 / topk: none quantises or sparsifies gradients on the wire (DeepSpeed's 1-bit optimizers are
-      other optimizers, not a codec of its engine's all-reduce): refused. fp16/bf16 (a 16-bit gradient wire) is kept:
-      it is what each runs on 16-bit gradients (Megatron-Core's bf16 grad buffer without --accumulate-allreduce-grads-
-      in-fp32, DeepSpeed's communication_data_type, engine.py L1404-1416, nanotron's DDP on 16-bit gradients).
+      other optimizers, not a codec of its engine's all-reduce): refused. fp16/bf16 (gradients cast to 16 bits for
+      the sync) is kept for deepspeed_pipeline: DeepSpeed's communication_data_type (engine.py L1404-1416; its ZeRO
+      optimizer takes it, L2430, and so does the fallback all-reduce of its buckets) casts them. Megatron-Core's DDP
+      and nanotron reduce the gradient buffer in its own dtype (Megatron's main_grad buffer, fp32 with
+      --accumulate-allreduce-grads-in-fp32; nanotron's fp32 accumulation buffer or DDP's 16-bit gradients), with no
+      cast before the collective: refused there (on 16-bit gradients it changes nothing; the wire's width is the
+      gradient element's, training.grad_bytes_per_param).
     - algorithm: ring and tree are kept, NCCL_ALGO=Ring|Tree chooses them under any of the three (NCCL picks
       itself otherwise: auto); rhd, rd, direct and hierarchical are algorithms NCCL does not implement (planner
       MAINSTREAM), so none of the three can run them: refused.
@@ -707,9 +711,14 @@ def trainer_what_if_refusal(trainer: str, zero: int | None, dp_comm: Any, sync: 
         return ("sync", why, "bsp" + (", or hier:G:1 with zero 1 (partial distributed optimizer)"
                                       if trainer == "megatron_ddp" else "") + f" with {trainer}")
     comp = parse_compression(compression)
+    if comp.kind == CompressionKind.FP16 and trainer != "deepspeed_pipeline":
+        return ("compression", f"{comp.label} with {trainer}: {name} reduces the gradients in their own dtype (no cast "
+                               "before the collective)", f"none with {trainer} (the wire carries the gradient element: "
+                                                         "training.grad_bytes_per_param 2 for 16-bit gradients)")
     if comp.kind in (CompressionKind.INT8, CompressionKind.TOPK):
         return ("compression", f"{comp.label} with {trainer}: {name} sends the gradients unquantised (no int8 or "
-                               "top-k codec on its gradient sync)", f"none or fp16/bf16 with {trainer}")
+                               "top-k codec on its gradient sync)",
+                f"none{' or fp16/bf16' if trainer == 'deepspeed_pipeline' else ''} with {trainer}")
     algo = Algorithm.parse(algorithm)
     if algo not in (Algorithm.AUTO, Algorithm.RING, Algorithm.TREE):
         return ("algorithm", f"{algo.label} with {trainer}: {name} syncs the gradients with NCCL, which has no "
