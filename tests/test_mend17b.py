@@ -183,3 +183,34 @@ def test_a_bare_flag_list_has_no_command_to_end(cli, tmp_path: Path) -> None:  #
     f.write_text("--tensor-model-parallel-size 2\n--pipeline-model-parallel-size 2\n--micro-batch-size 1\n")
     s = _strategy(cli, f)["strategy"]
     assert (s["tp"], s["pp"]) == (2, 2), s
+
+
+# --- H: plan's explanation names the bucket that was priced ---------------------------------------------------------
+
+NANO_PLAN = ["plan", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "64", "--set", "strategy.nanotron_trainer=true",
+             "--set", "strategy.zero=1", "--set", "training.grad_bytes_per_param=4"]
+
+
+def test_nanotron_zero1_fp32_plan_names_no_bucket(cli) -> None:  # type: ignore[no-untyped-def]
+    """nanotron's ZeRO-1 with fp32 accumulation all-reduces its whole fp32 buffer in one call
+    (step.nanotron_zero1_sync): the bucket sizes all price the same; a pinned 500 MB was explained as "bucket 500 MB"
+    on every plan, without the warning predict gives."""
+    out = accepted(cli, *NANO_PLAN)
+    assert out["ranked"] and all(p["strategy"]["bucket_bytes"] is None and p["strategy"]["bucket_size"] is None
+                                 for p in out["ranked"]), [p["strategy"]["bucket_bytes"] for p in out["ranked"]]
+    assert "bucket" not in out["why"], out["why"]
+    pinned = accepted(cli, *NANO_PLAN, "--set", "strategy.bucket_size=500MB")  # explained as "bucket 500 MB", unsaid
+    assert all(p["strategy"]["bucket_bytes"] is None for p in pinned["ranked"]) and "bucket" not in pinned["why"]
+    assert any(w.startswith("strategy.bucket_size = 5e+08 B is not priced: nanotron_trainer at zero 1")
+               for w in pinned["warnings"]), pinned["warnings"]
+
+
+def test_a_bucket_size_not_priced_is_not_named_priced(cli) -> None:  # type: ignore[no-untyped-def]
+    """predict's strategy names what was priced, beside the warning: Megatron-Core's DDP without overlap runs one
+    bucket per buffer whatever --ddp-bucket-size says; with overlap the size is priced and named."""
+    base = [*DENSE, "--zero", "1", "--set", "strategy.megatron_ddp=true", "--set", "strategy.bucket_size=100MB"]
+    assert accepted(cli, "predict", *base, "--set", "strategy.overlap=false")["strategy"]["bucket_bytes"] is None
+    assert accepted(cli, "predict", *base)["strategy"]["bucket_bytes"] == 1e8
+    nano = [*DENSE, "--zero", "1", "--set", "strategy.nanotron_trainer=true", "--set",
+            "training.grad_bytes_per_param=4", "--set", "strategy.bucket_size=100MB"]
+    assert accepted(cli, "predict", *nano)["strategy"]["bucket_bytes"] is None

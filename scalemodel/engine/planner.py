@@ -990,6 +990,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                                                            "or that mode added to --sync-modes")
     fixed = dict(fixed or {})
     _trainer_sync_modes(fixed, modes, c, written)
+    _warn_unpriced_bucket(job, fixed, c)
     if fixed.get("moe_allgather_dispatcher") and fixed.get("moe_shared_expert_overlap") and job.is_transformer and \
             float(job.shape.moe_shared_experts) > 0:
         # predict's refusal (job._check_allgather_dispatcher): Megatron-Core raises it only where
@@ -1534,6 +1535,19 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
                                                 ("!=", (int(ScheduleKind.ZERO_BUBBLE), None))])
         cons.setdefault("cp", []).append(("=", 1))
     return cons, fixed, sync
+
+
+def _warn_unpriced_bucket(job: Job, fixed: dict[str, Any], c: Constraints) -> None:
+    """Predict's warning (job._warn_unpriced_fields) for a pinned bucket size that no candidate prices: nanotron's
+    ZeRO-1 with fp32 accumulation all-reduces its whole fp32 buffer in one call, whatever the size (step.
+    bucket_size_priced); the plans were explained as run in buckets of that size (their strategy now names the
+    framework's default, what was priced: predict.result_at)."""
+    sizes = [v for op, v in c.get("bucket", []) if op in ("=", "==") and v]
+    zero = [v for op, v in c.get("zero", []) if op in ("=", "==")]
+    if sizes and fixed.get("nanotron_trainer") and zero == [int(Zero.OPTIMIZER)] and job.grad_bytes > job.elem_bytes:
+        notices.warn(f"strategy.bucket_size = {sizes[0]:g} B is not priced: nanotron_trainer at zero 1 with fp32 "
+                     "gradient accumulation builds no DDP buckets (one all-reduce of the whole fp32 gradient buffer "
+                     "after the last backward)")
 
 
 def _trainer_sync_modes(fixed: dict[str, Any], modes: Sequence[str], c: Constraints,
