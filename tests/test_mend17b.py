@@ -214,3 +214,21 @@ def test_a_bucket_size_not_priced_is_not_named_priced(cli) -> None:  # type: ign
     nano = [*DENSE, "--zero", "1", "--set", "strategy.nanotron_trainer=true", "--set",
             "training.grad_bytes_per_param=4", "--set", "strategy.bucket_size=100MB"]
     assert accepted(cli, "predict", *nano)["strategy"]["bucket_bytes"] is None
+
+
+# --- E: plan names the hybrid pattern's segments when they leave no split -------------------------------------------
+
+def test_plan_names_the_segments_a_pp_constraint_misses(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Two segments are two stages (or one, pp 1): pp 4 leaves no candidate, and the explanation said only that
+    no split of 16 GPUs met --constraint pp=4."""
+    f = tmp_path / "hy.yaml"
+    f.write_text("kind: transformer\nname: hy\nlayers: 8\nhidden: 2048\nheads: 16\nvocab: 32000\nseq_len: 2048\n"
+                 "hybrid: {pattern: '*-*-|*-*-'}\n")
+    out = accepted(cli, "plan", "-c", "dgx-h100", "-m", str(f), "-n", "16", "--constraint", "pp=4")
+    assert out["why"] == ("No strategy to evaluate: no split of 16 GPUs at global batch 16 meets what was asked "
+                          "(--constraint pp=4): the model's hybrid pattern has 2 segments (split at '|'), which are "
+                          "the pipeline stages (Megatron-LM runs pp x v = segments): pp is 1, 2 on 16 GPUs, and the "
+                          "pp constraint allows 4."), out["why"]
+    # a constraint the segments do not explain is said as before
+    other = accepted(cli, "plan", "-c", "dgx-h100", "-m", str(f), "-n", "16", "--constraint", "tp=32")
+    assert "segments" not in other["why"], other["why"]

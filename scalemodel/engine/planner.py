@@ -1033,6 +1033,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                          f"data-parallel sync of Megatron-Core's DDP, and {' and '.join(missing)} "
                          f"{'is' if len(missing) == 1 else 'are'} not pinned true")
     all_cfg = configurations(job, gpus, global_batch, c, allow_keys)
+    no_split = _segment_split_refusal(job, gpus, c) if not len(all_cfg["dp"]) else ""
     axes = _axes(job, c)
     for name, axis in axes.items():
         if not axis.size:  # e.g. recompute=selective on a per-sample workload, which has no selective recompute
@@ -1403,7 +1404,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             _family_name(int(code)) for m in mode_mask for code in _unique(fam_all[m])}),
         search={"covered": covered, "evaluated": computed, "outer_candidates": total,
                 "communication_choices": n_choice, "second_pass_outer": int(len(surv)), "sync_repriced": derived,
-                "allow": sorted(allow), "method": method},
+                "allow": sorted(allow), "method": method, **({"no_split": no_split} if no_split else {})},
         equivalents=same, custom=[custom_choices(p.strategy) for p in ranked])
     result.elapsed_s = time.perf_counter() - t0
     return result
@@ -1535,6 +1536,26 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
                                                 ("!=", (int(ScheduleKind.ZERO_BUBBLE), None))])
         cons.setdefault("cp", []).append(("=", 1))
     return cons, fixed, sync
+
+
+def _segment_split_refusal(job: Job, gpus: int, c: Constraints) -> str:
+    """Why no configuration is left, where it is the hybrid pattern's '|' segments: they are the pipeline stages
+    (:func:`configurations`: pp is 1 or divides the segments; Megatron-LM runs pp x v = segments), and the pp
+    constraint allows none of those pp. "" where that is not the reason (plan's explanation then says only that no
+    split of the GPUs meets what was asked, as it said here too, the segments unnamed)."""
+    hy = job.shape.hybrid if job.is_transformer else None
+    segments = int(hy.segments) if hy is not None else 1
+    if segments < 2 or "pp" not in c:
+        return ""
+    div = _divisors(gpus)
+    fits = div[(div == 1) | (segments % div == 0)]
+    if allowed_by(fits, c["pp"]).any():
+        return ""
+    asked = div[allowed_by(div, c["pp"])]
+    shown = ", ".join(str(int(v)) for v in fits)
+    return (f"the model's hybrid pattern has {segments} segments (split at '|'), which are the pipeline stages "
+            f"(Megatron-LM runs pp x v = segments): pp is {shown} on {gpus} GPUs, and the pp constraint allows "
+            f"{', '.join(str(int(v)) for v in asked) or 'no divisor of the GPU count'}")
 
 
 def _warn_unpriced_bucket(job: Job, fixed: dict[str, Any], c: Constraints) -> None:
