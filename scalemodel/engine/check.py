@@ -128,6 +128,43 @@ def _refuse_segment_split(scenario: Any, strategy: dict[str, Any], reason: str, 
                              f" (or pp 1), or a pattern of pp x v segments")
 
 
+def _scenario_sweep(scenario: Any, source: str, sets: list[str] | None, straggler_cv: float | None = None, *,
+                    check_only: bool = False) -> tuple[Any, list[str]]:
+    """The scenario's sweep (scaling.sweep) with its refusals named at the scenario's fields or the --set items that
+    wrote them; ``check_only``: every point's strategy checks (job.grid_from_strategy), nothing priced. Returns the
+    result and the strategy fields --set."""
+    prefix = f"{source}: " if source else ""
+    # the strategy's fields are the file's (or a --set item's): an ep the file sets was refused as "--ep: --ep 4"
+    set_names = [key.split(".")[1] for key in (item.split("=", 1)[0].strip() for item in sets or ())
+                 if key.startswith("strategy.")]
+    try:
+        origin = Origin(f"{prefix}strategy.", f"{prefix}gpus", tuple((k, f"--set strategy.{k}") for k in set_names))
+        result = sweep(scenario.cluster, scenario.model, scenario.training, scenario.strategy, list(scenario.gpus),
+                       scenario.mode, best=scenario.best, straggler_cv=straggler_cv, origin=origin,
+                       check_only=check_only)
+    except InputError as exc:  # the sweep names scale's options; here the values are the scenario's fields
+        field = _SCENARIO_FIELDS.get(exc.where)
+        if field is None and exc.where.startswith("training."):  # the engine's refusal of a training field (fp4 off
+            # Blackwell, bf16_layers over the layers) was "training.precision: ...", the scenario file unnamed
+            if any(item.split("=", 1)[0].strip() == exc.where for item in sets or ()):
+                raise InputError(exc.what, where=f"--set {exc.where}", allowed=exc.allowed) from None
+            field = exc.where
+        if field is None:
+            raise
+        raise InputError(exc.what, where=prefix + field, allowed=exc.allowed) from None
+    return result, set_names
+
+
+def scenario_strategy_fits(scenario: Any, source: str, sets: list[str] | None = None) -> None:
+    """``hardware validate`` of a scenario: the strategy refusals ``check`` makes before pricing (the ones predict
+    makes: job.grid_from_strategy, e.g. moe_allgather_dispatcher with moe_a2a_overlap, sequence_parallel false for
+    an MoE model at tp > 1, degrees that do not divide the GPU counts), at every GPU count of the scenario, named as
+    check names them. Not run: what only the step model finds (a candidate infeasible at a count, out of memory),
+    which needs pricing, and a ``best: true`` scenario's strategy, which plan's search picks."""
+    scenario.cluster.require_gpus(max(scenario.gpus), f"{source}: gpus" if source else "gpus")
+    _scenario_sweep(scenario, source, sets, check_only=True)
+
+
 def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = None,
               inputs: dict[str, Any] | None = None, pessimistic: bool = False,
               sets: list[str] | None = None) -> CheckResult:
@@ -182,23 +219,7 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
                                  "price_per_gpu_hour: 2.5 USD/h}) or --set cluster.price_per_gpu_hour=2.5USD/h")
 
     scenario_training_fits(scenario, source, sets)  # what hardware validate of the scenario runs too
-    try:
-        # the strategy's fields are the file's (or a --set item's): an ep the file sets was refused as "--ep: --ep 4"
-        set_names = [key.split(".")[1] for key in (item.split("=", 1)[0].strip() for item in sets or ())
-                     if key.startswith("strategy.")]
-        origin = Origin(f"{prefix}strategy.", f"{prefix}gpus", tuple((k, f"--set strategy.{k}") for k in set_names))
-        result = sweep(scenario.cluster, scenario.model, training, scenario.strategy, gpus, scenario.mode,
-                       best=scenario.best, straggler_cv=straggler_cv, origin=origin)
-    except InputError as exc:  # the sweep names scale's options; here the values are the scenario's fields
-        field = _SCENARIO_FIELDS.get(exc.where)
-        if field is None and exc.where.startswith("training."):  # the engine's refusal of a training field (fp4 off
-            # Blackwell, bf16_layers over the layers) was "training.precision: ...", the scenario file unnamed
-            if any(item.split("=", 1)[0].strip() == exc.where for item in sets or ()):
-                raise InputError(exc.what, where=f"--set {exc.where}", allowed=exc.allowed) from None
-            field = exc.where
-        if field is None:
-            raise
-        raise InputError(exc.what, where=prefix + field, allowed=exc.allowed) from None
+    result, set_names = _scenario_sweep(scenario, source, sets, straggler_cv)
     by_gpus = {p.gpus: p for p in result.points}
     big = by_gpus[largest]
     pred = big.prediction

@@ -171,4 +171,8 @@ def validate_spec(file: Path, sets: list[str] | None = None) -> SpecView:
     spec = _load(kind, file, sets)
     if kind == "scenario":  # check's cross-checks before pricing: the schema alone passed fp4 on an H100
         scenario_training_fits(spec, str(file), _own_paths(kind, sets or []))
+        # and its strategy refusals (the allgather dispatcher beside moe_a2a_overlap, sequence_parallel false for an
+        # MoE model at tp 2), which validate passed and check refused: engine.check.scenario_strategy_fits
+        from scalemodel.engine.check import scenario_strategy_fits  # engine.check imports the sweep, heavy
+        scenario_strategy_fits(spec, str(file), _own_paths(kind, sets or []))
     return SpecView(kind, spec, {"file": str(file), "set": list(sets or [])})

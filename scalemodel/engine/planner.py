@@ -120,6 +120,7 @@ from scalemodel.errors import InputError
 from scalemodel.specs import notices
 from scalemodel.specs.constraints import Constraints, normalize_constraints
 from scalemodel.specs.constraints import keep as allowed_by
+from scalemodel.specs.training import TRAINER_NAMES, trainer_sync_refusal
 
 OBJECTIVES = ("throughput", "time-to-train", "cost")
 #: Candidates per evaluate() call: bounds memory (well under 500 MB) and paces the progress bar.
@@ -1000,6 +1001,8 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                          where="--constraint sync", allowed="a sync constraint that a mode of --sync-modes meets, "
                                                            "or that mode added to --sync-modes")
     fixed = dict(fixed or {})
+    _trainer_sync_modes(fixed, modes, c, written)
+    _warn_unpriced_bucket(job, fixed, c)
     if fixed.get("moe_allgather_dispatcher") and fixed.get("moe_shared_expert_overlap") and job.is_transformer and \
             float(job.shape.moe_shared_experts) > 0:
         # predict's refusal (job._check_allgather_dispatcher): Megatron-Core raises it only where
@@ -1042,6 +1045,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                          f"data-parallel sync of Megatron-Core's DDP, and {' and '.join(missing)} "
                          f"{'is' if len(missing) == 1 else 'are'} not pinned true")
     all_cfg = configurations(job, gpus, global_batch, c, allow_keys)
+    no_split = _segment_split_refusal(job, gpus, c) if not len(all_cfg["dp"]) else ""
     axes = _axes(job, c)
     for name, axis in axes.items():
         if not axis.size:  # e.g. recompute=selective on a per-sample workload, which has no selective recompute
@@ -1413,7 +1417,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             _family_name(int(code)) for m in mode_mask for code in _unique(fam_all[m])}),
         search={"covered": covered, "evaluated": computed, "outer_candidates": total,
                 "communication_choices": n_choice, "second_pass_outer": int(len(surv)), "sync_repriced": derived,
-                "allow": sorted(allow), "method": method},
+                "allow": sorted(allow), "method": method, **({"no_split": no_split} if no_split else {})},
         equivalents=same, custom=[custom_choices(p.strategy) for p in ranked])
     result.elapsed_s = time.perf_counter() - t0
     return result
@@ -1519,6 +1523,19 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
         _allgather_dispatcher_pins(fixed, cons, at["moe_allgather_dispatcher"])
     if fixed.get("moe_shared_expert_overlap"):
         _shared_expert_overlap_pins(cons, at["moe_shared_expert_overlap"])
+    trainer = next((n for n in TRAINER_NAMES if fixed.get(n)), None)
+    if trainer is not None:
+        # a pinned framework trainer runs NCCL's all-reduce / reduce-scatter and nothing else
+        # (specs.training.trainer_what_if_refusal, which refuses them pinned): the what-ifs it has no code for are
+        # left out of the search, as --allow custom-collectives, compression or parameter-server would open them
+        cons.setdefault("dp_comm", []).append(("=", (0, None)))
+        cons.setdefault("compression", []).extend([("!=", (int(CompressionKind.INT8), None)),
+                                                   ("!=", (int(CompressionKind.TOPK), None))])
+        if trainer != "deepspeed_pipeline":  # DeepSpeed's communication_data_type alone casts before the sync
+            cons["compression"].append(("!=", (int(CompressionKind.FP16), None)))
+        cons.setdefault("algorithm", []).extend(("!=", int(a)) for a in Algorithm
+                                                if a not in (Algorithm.AUTO, Algorithm.RING, Algorithm.TREE))
+        cons.setdefault("assignment", []).append(("=", int(Assignment.STATIC)))
     if fixed.get("megatron_ddp"):
         # Megatron-Core's DDP runs at ZeRO 0 or 1 only (its distributed optimizer; StrategySpec refuses zero >= 2 with
         # it): plan would otherwise rank sharded strategies that predict refuses
@@ -1532,6 +1549,60 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
                                                 ("!=", (int(ScheduleKind.ZERO_BUBBLE), None))])
         cons.setdefault("cp", []).append(("=", 1))
     return cons, fixed, sync
+
+
+def _segment_split_refusal(job: Job, gpus: int, c: Constraints) -> str:
+    """Why no configuration is left, where it is the hybrid pattern's '|' segments: they are the pipeline stages
+    (:func:`configurations`: pp is 1 or divides the segments; Megatron-LM runs pp x v = segments), and the pp
+    constraint allows none of those pp. "" where that is not the reason (plan's explanation then says only that no
+    split of the GPUs meets what was asked, as it said here too, the segments unnamed)."""
+    hy = job.shape.hybrid if job.is_transformer else None
+    segments = int(hy.segments) if hy is not None else 1
+    if segments < 2 or "pp" not in c:
+        return ""
+    div = _divisors(gpus)
+    fits = div[(div == 1) | (segments % div == 0)]
+    if allowed_by(fits, c["pp"]).any():
+        return ""
+    asked = div[allowed_by(div, c["pp"])]
+    shown = ", ".join(str(int(v)) for v in fits)
+    return (f"the model's hybrid pattern has {segments} segments (split at '|'), which are the pipeline stages "
+            f"(Megatron-LM runs pp x v = segments): pp is {shown} on {gpus} GPUs, and the pp constraint allows "
+            f"{', '.join(str(int(v)) for v in asked) or 'no divisor of the GPU count'}")
+
+
+def _warn_unpriced_bucket(job: Job, fixed: dict[str, Any], c: Constraints) -> None:
+    """Predict's warning (job._warn_unpriced_fields) for a pinned bucket size that no candidate prices: nanotron's
+    ZeRO-1 with fp32 accumulation all-reduces its whole fp32 buffer in one call, whatever the size (step.
+    bucket_size_priced); the plans were explained as run in buckets of that size (their strategy now names the
+    framework's default, what was priced: predict.result_at)."""
+    sizes = [v for op, v in c.get("bucket", []) if op in ("=", "==") and v]
+    zero = [v for op, v in c.get("zero", []) if op in ("=", "==")]
+    if sizes and fixed.get("nanotron_trainer") and zero == [int(Zero.OPTIMIZER)] and job.grad_bytes > job.elem_bytes:
+        notices.warn(f"strategy.bucket_size = {sizes[0]:g} B is not priced: nanotron_trainer at zero 1 with fp32 "
+                     "gradient accumulation builds no DDP buckets (one all-reduce of the whole fp32 gradient buffer "
+                     "after the last backward)")
+
+
+def _trainer_sync_modes(fixed: dict[str, Any], modes: Sequence[str], c: Constraints,
+                        written: Mapping[str, str] | None) -> None:
+    """Refuse a searched sync mode (--sync-modes) that the pinned framework trainer cannot run, as predict refuses it
+    (specs.training.trainer_sync_refusal): bsp only, and with megatron_ddp hier:G:1, its partial distributed
+    optimizer, which needs zero 1: pinned, since the search would otherwise price hier:G:1 at zero 0 too."""
+    trainer = next((n for n in TRAINER_NAMES if fixed.get(n)), None)
+    if trainer is None:
+        return
+    zero = [v for op, v in c.get("zero", []) if op in ("=", "==")]
+    for mode in modes:
+        why = trainer_sync_refusal(trainer, zero[0] if zero else None, mode)
+        if not why and parse_sync(mode).kind != SyncKind.BSP and not zero:
+            why = (f"{mode} with megatron_ddp is Megatron-Core's partial distributed optimizer, which needs zero 1; "
+                   "plan searches zero")
+        if why:
+            pinned_at = (written or {}).get(trainer, f"--set strategy.{trainer}")
+            raise InputError(f"{why} ({trainer} pinned by {pinned_at})", where="--sync-modes",
+                             allowed="--sync-modes bsp" + (", or hier:G:1 with --set strategy.zero=1"
+                                                           if trainer == "megatron_ddp" else "") + f" with {trainer}")
 
 
 def _allgather_dispatcher_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str, Any]]], where: str) -> None:

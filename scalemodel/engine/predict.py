@@ -11,7 +11,7 @@ from scalemodel.choices import Zero
 from scalemodel.engine.intervals import generation_of, interval_for, precision_family
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
-from scalemodel.engine.step import INFEASIBLE_REASONS, StepArrays, evaluate
+from scalemodel.engine.step import INFEASIBLE_REASONS, StepArrays, bucket_size_priced, evaluate
 from scalemodel.errors import Origin
 
 
@@ -63,6 +63,11 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
     feasible = bool(_pick(res.feasible, i))
     reason_code = int(_pick(res.reason, i))
     strategy = grid.describe(i)
+    if strategy["bucket_bytes"] and not bool(np.broadcast_to(bucket_size_priced(job, grid), grid.shape)[
+            np.unravel_index(i, grid.shape)]):
+        # no bucket of that size was priced (step.bucket_size_priced): the strategy names what was, the framework's
+        # own (predict says so in a warning; plan's explanation named the searched size)
+        strategy["bucket_bytes"] = None
     gpus = int(strategy["gpus"])
     tokens = _f(_pick(res.tokens_per_s, i))
     stat = _f(_pick(res.statistical_efficiency, i)) or 1.0

@@ -173,13 +173,16 @@ def _parts_per_sample(pred: Prediction, n: int, batch: int) -> dict[str, float]:
 def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[int], mode: str, *,
           best: bool = False, straggler_cv: float | None = None, kappa: float | None = None,
           search: dict[str, Any] | None = None,
-          inputs: dict[str, Any] | None = None, origin: Origin | None = None) -> ScalingResult:
+          inputs: dict[str, Any] | None = None, origin: Origin | None = None,
+          check_only: bool = False) -> ScalingResult:
     """Evaluate ``strategy`` (or, with ``best``, the planner's best strategy) at each GPU count.
 
     ``origin``: where the strategy's fields were written, for errors (job.grid_from_strategy).
 
     ``search`` holds extra keyword arguments for :func:`scalemodel.engine.planner.search` (objective,
-    constraints, sync_modes, progress). Raises InputError when a point cannot be built.
+    constraints, sync_modes, progress). Raises InputError when a point cannot be built. ``check_only``: build every
+    point's strategy (each refusal of :func:`~scalemodel.engine.job.grid_from_strategy`, the ones predict and check
+    make) and price nothing; the result has no points (``hardware validate`` of a scenario).
     """
     if mode not in ("weak", "strong"):
         raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
@@ -219,6 +222,8 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     preds: list[Prediction] = []
     parts: list[dict[str, float]] = []
     for n, batch in zip(gpus, batches, strict=True):
+        if best and check_only:  # the planner's strategy: nothing to check before its search prices it
+            continue
         if best:
             kw = dict(search or {})
             kw.setdefault("kappa", kappa)
@@ -245,6 +250,8 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
             _check_split(n, batch, strategy, micro, mode)
             tr = training.model_copy(update={"global_batch": batch})
             grid = grid_from_strategy(strategy, tr, n, job, origin=origin)
+            if check_only:  # hardware validate: every point's strategy refusals, nothing priced
+                continue
             res = evaluate(job, grid, sync=strategy.sync, kappa=kappa)
             pred = result_at(job, grid, res, 0, sync=strategy.sync)
             part = _parts_per_sample(pred, n, batch)
@@ -254,6 +261,8 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
         preds.append(pred)
         parts.append(part)
 
+    if check_only:
+        return ScalingResult(mode=mode, best=best, points=[], inputs=inputs or {}, notes=notes)
     t0 = sum(parts[0].values())
     points: list[ScalingPoint] = []
     for n, batch, pred, part in zip(gpus, batches, preds, parts, strict=True):

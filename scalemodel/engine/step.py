@@ -2824,6 +2824,16 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
     return np.maximum(elements * wire, 1.0)
 
 
+def bucket_size_priced(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Where a given ``bucket_size`` sets the gradient buckets :func:`_bucket_bytes` prices: everywhere but
+    nanotron's ZeRO-1 with fp32 accumulation (:func:`nanotron_zero1_sync`: one all-reduce of the whole fp32 buffer,
+    no DDP buckets) and Megatron-Core's DDP without overlap (:func:`megatron_bucket_elements`: one bucket per buffer,
+    whatever --ddp-bucket-size says). Where it is not, a plan's strategy names the framework's default (what was
+    priced), not the searched size (predict.result_at): plan's explanation named "bucket 500 MB" for a nanotron
+    ZeRO-1 fp32 winner whose sync is one call."""
+    return np.asarray(~nanotron_zero1_sync(job, g) & ~(megatron_ddp_on(g) & ~g.overlap))
+
+
 def zero12_algorithm(g: StrategyGrid) -> np.ndarray:
     """The algorithm code ZeRO-1/2's reduce-scatter and all-gather run on, from the DP ``algorithm`` choice.
 

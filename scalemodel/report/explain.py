@@ -117,8 +117,10 @@ def explain(result: PlanResult) -> str:
             given += [f"--set {s}" for s in inp.get("set") or [] if s.split(".", 1)[0] in ("strategy", "training")]
             if inp.get("strategy_file"):
                 given.append(f"--strategy {inp['strategy_file'].get('path')}")
+            because = result.search.get("no_split")  # the hybrid pattern's segments (planner._segment_split_refusal)
             return (f"No strategy to evaluate: no split of {inp.get('gpus')} GPUs at global batch "
-                    f"{inp.get('global_batch')} meets what was asked ({'; '.join(given) or 'no constraints'}).")
+                    f"{inp.get('global_batch')} meets what was asked ({'; '.join(given) or 'no constraints'})"
+                    + (f": {because}." if because else "."))
         return (f"No feasible strategy among {result.candidates_evaluated} candidates ({reasons})."
                 f"{_cp_window_hint(result)}")
     win = result.ranked[0]

@@ -441,14 +441,92 @@ def _loss_impl(args: dict[str, str | None], out: StrategyFile) -> None:
                           "the unfused cross-entropy)")
 
 
-def _megatron_tokens(text: str) -> list[str]:
-    lines = []
-    for line in text.replace("\\\r\n", " ").replace("\\\n", " ").splitlines():
-        stripped = line.strip()
-        if not stripped.startswith("#"):
-            lines.append(line)
+#: A launch command's line in a Megatron-LM script: torchrun / python / deepspeed / srun / mpirun as a word, or a
+#: word naming a .py script (pretrain_gpt.py). The first such logical line is the command.
+_LAUNCH_COMMAND = re.compile(r"(?:^|[\s/])(?:torchrun|deepspeed|python[0-9.]*|srun|mpirun)(?:\s|$)|\S\.py(?:\s|$)")
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """The script's commands as bash reads them: (first line number, text) per logical line, a backslash-newline
+    joining two physical lines (replaced by a space), a newline inside quotes or inside parentheses (a bash array
+    ``ARGS=( ... )``, a ``$( ... )``) not ending one, ``#`` comments (at a word's start, unquoted) dropped."""
+    out: list[tuple[int, str]] = []
+    buf: list[str] = []
+    start = line = 1
+    quote = ""
+    depth = 0
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if quote == "'":  # single quotes: nothing is special up to the closing one
+            quote = "" if c == "'" else quote
+            line += c == "\n"
+            buf.append(c)
+            i += 1
+            continue
+        if c == "\\" and i + 1 < n:
+            nl = 2 if text[i + 1] == "\n" else 3 if text.startswith("\r\n", i + 1) else 0
+            if nl:  # a continuation: the next physical line goes on this one
+                line += 1
+                buf.append(" ")
+                i += nl
+                continue
+            buf.append(text[i:i + 2])
+            i += 2
+            continue
+        if quote == '"':
+            quote = "" if c == '"' else quote
+            line += c == "\n"
+            buf.append(c)
+            i += 1
+            continue
+        if c in "'\"":
+            quote = c
+        elif c == "#" and (not buf or buf[-1] in " \t\n(;|&"):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth = max(depth - 1, 0)
+        elif c == "\n":
+            line += 1
+            if depth == 0:
+                out.append((start, "".join(buf)))
+                buf, start = [], line
+                i += 1
+                continue
+        buf.append(c)
+        i += 1
+    if buf:
+        out.append((start, "".join(buf)))
+    return out
+
+
+def _megatron_tokens(text: str, out: StrategyFile | None = None) -> list[str]:
+    """The words of a Megatron-LM launch (a script or a bare list of flags), split as the shell splits them. In a
+    script with a launch command (:data:`_LAUNCH_COMMAND`), a line that starts with a flag but belongs to no command
+    (the command ended on a line without a trailing backslash, and the line is in no array or quoted string) is not
+    passed by bash (it runs it as a command of its own, "command not found"): it is left out and said in
+    ``out.unused``. Its words were merged into the launch's arguments and priced."""
+    logical = _logical_lines(text)
+    command = next((no for no, body in logical if _LAUNCH_COMMAND.search(body)
+                    and not body.lstrip().startswith("--")), None)
+    kept = []
+    for no, body in logical:
+        if command is not None and body.lstrip().startswith("--"):
+            if out is not None:
+                shown = " ".join(body.split())
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                where = (f"the launch command of line {command} ended before it, on a line without a trailing "
+                         "backslash" if no > command else f"before the launch command of line {command}, on no "
+                                                          "command's line")
+                out.unused.append(f"{shown} (line {no}: {where}: bash does not pass it)")
+            continue
+        kept.append(body)
     try:
-        return shlex.split("\n".join(lines), comments=True)
+        return shlex.split("\n".join(kept), comments=True)
     except ValueError as exc:
         raise InputError(f"cannot split the arguments: {folded(exc)}", where="strategy file",
                          allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
@@ -548,7 +626,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
         line = text.count("\n", 0, bad.start()) + 1
         raise InputError(f"control character 0x{ord(bad.group()):02x} on line {line}",
                          allowed="a text file of Megatron-LM flags (a launch script)")
-    tokens = _megatron_tokens(text)
+    tokens = _megatron_tokens(text, out)
     if not any(t.startswith("--") for t in tokens):
         raise InputError("no Megatron-LM flag in the file",
                          allowed="flags such as --tensor-model-parallel-size 8 --micro-batch-size 1")

@@ -11,6 +11,7 @@ from scalemodel.choices import (
     Algorithm,
     Assignment,
     Choice,
+    CompressionKind,
     CpCommType,
     FlexBackend,
     Fp8Recipe,
@@ -23,6 +24,7 @@ from scalemodel.choices import (
     RecomputeMethod,
     Schedule,
     ScheduleKind,
+    SyncKind,
     Zero,
     parse_compression,
     parse_dp_comm,
@@ -597,6 +599,11 @@ class StrategySpec(Spec, kw_only=True):
                               "updated parameters synchronously after its step (got overlap_param_gather true: "
                               "Megatron-LM's gather under the next forward)",
                               "overlap_param_gather false with nanotron_trainer")
+        if trainers:
+            refused = trainer_what_if_refusal(trainers[0], zero, self.dp_comm, self.sync, self.compression,
+                                              self.algorithm, self.assignment)
+            if refused:
+                raise field_error(*refused)
         if self.nanotron_trainer and self.cp > 1:
             # nanotron@c2528430 ParallelismArgs has dp, pp, tp and expert_parallel_size: no context parallelism
             raise field_error("nanotron_trainer", f"true runs nanotron's trainer, which has no context parallelism "
@@ -653,6 +660,89 @@ class StrategySpec(Spec, kw_only=True):
     @property
     def schedule_kind(self) -> str:
         return self.parsed_schedule.kind.label
+
+
+#: What each framework trainer flag names, for the refusals of :func:`trainer_what_if_refusal`.
+TRAINER_NAMES = {"megatron_ddp": "Megatron-Core's DDP", "deepspeed_pipeline": "DeepSpeed's PipelineEngine",
+                 "nanotron_trainer": "nanotron's trainer"}
+
+
+def trainer_sync_refusal(trainer: str, zero: int | None, sync: Any) -> str:
+    """Why ``trainer`` (a :data:`TRAINER_NAMES` flag) cannot run sync mode ``sync`` at ZeRO stage ``zero`` (None:
+    not known, plan's search), "" when it can. All three are synchronous data parallelism, every rank stepping one
+    replica after one gradient sync a step (bsp): none has backup workers, asynchronous or stale-synchronous updates,
+    local SGD, or groups that step apart (hier:G, hier:G:H with H > 1). The one two-level sync one of them runs is
+    Megatron-Core's partial distributed optimizer (--num-distributed-optimizer-instances, DDP config
+    num_distributed_optimizer_instances): the gradients are reduce-scattered inside each instance and the shard
+    all-reduced across instances every step (megatron/core/distributed/param_and_grad_buffer.py start_grad_sync
+    L687-760 at NVIDIA/Megatron-LM@d98e8a64dd, "With multiple DistOpt instances, we need to all-reduce across
+    instances"), hier:G:1 at zero 1; its DDP config asserts use_distributed_optimizer with it (L230-235), so zero 0 is
+    refused."""
+    mode = parse_sync(sync, where="")
+    if mode.kind == SyncKind.BSP:
+        return ""
+    if trainer == "megatron_ddp" and mode.kind == SyncKind.HIER and mode.period == 1:
+        if zero is None or zero == Zero.OPTIMIZER:
+            return ""
+        return (f"{mode.label()} with megatron_ddp is Megatron-Core's partial distributed optimizer "
+                f"(--num-distributed-optimizer-instances), which needs the distributed optimizer: zero 1 (got zero "
+                f"{int(zero)})")
+    return (f"{mode.label()} with {trainer}: {TRAINER_NAMES[trainer]} runs synchronous data parallelism, one "
+            "gradient sync a step (bsp)")
+
+
+def trainer_what_if_refusal(trainer: str, zero: int | None, dp_comm: Any, sync: Any, compression: Any,
+                            algorithm: Any, assignment: Any = "static") -> tuple[str, str, str] | None:
+    """(field, what was wrong, what is allowed) where ``trainer`` (megatron_ddp, deepspeed_pipeline or
+    nanotron_trainer) is asked to run a data-parallel what-if its framework has no code for; None when it runs them.
+    The three sync gradients with torch.distributed collectives on NCCL (Megatron-Core DDP: all-reduce or
+    reduce-scatter of its buckets, param_and_grad_buffer.py start_grad_sync @d98e8a64dd; DeepSpeed: its engine's
+    allreduce_gradients and ZeRO-1's reduce, deepspeed/runtime/engine.py @edaa72212; nanotron: torch DDP or one
+    all_reduce of the fp32 buffer, helpers.py / optim/gradient_accumulator.py @2411b022). So, per mode:
+
+    - dp_comm ps:K: none has a parameter server: refused.
+    - sync: :func:`trainer_sync_refusal`.
+    - compression int8 / topk: none quantises or sparsifies gradients on the wire (DeepSpeed's 1-bit optimizers are
+      other optimizers, not a codec of its engine's all-reduce): refused. fp16/bf16 (gradients cast to 16 bits for
+      the sync) is kept for deepspeed_pipeline: DeepSpeed's communication_data_type (engine.py L1404-1416; its ZeRO
+      optimizer takes it, L2430, and so does the fallback all-reduce of its buckets) casts them. Megatron-Core's DDP
+      and nanotron reduce the gradient buffer in its own dtype (Megatron's main_grad buffer, fp32 with
+      --accumulate-allreduce-grads-in-fp32; nanotron's fp32 accumulation buffer or DDP's 16-bit gradients), with no
+      cast before the collective: refused there (on 16-bit gradients it changes nothing; the wire's width is the
+      gradient element's, training.grad_bytes_per_param).
+    - algorithm: ring and tree are kept, NCCL_ALGO=Ring|Tree chooses them under any of the three (NCCL picks
+      itself otherwise: auto); rhd, rd, direct and hierarchical are algorithms NCCL does not implement (planner
+      MAINSTREAM), so none of the three can run them: refused.
+    - assignment dynamic (micro-batches pulled from a shared queue): each splits the global batch over the DP ranks
+      up front by its data sampler (Megatron's MegatronPretrainingSampler, DeepSpeed's DistributedSampler / Megatron-
+      DeepSpeed's, nanotron's get_sampler): refused."""
+    name = TRAINER_NAMES[trainer]
+    if parse_dp_comm(dp_comm).servers:
+        return ("dp_comm", f"{parse_dp_comm(dp_comm).label} with {trainer}: {name} has no parameter server (it "
+                           "all-reduces or reduce-scatters the gradients over NCCL)",
+                f"dp_comm allreduce with {trainer}")
+    why = trainer_sync_refusal(trainer, zero, sync)
+    if why:
+        return ("sync", why, "bsp" + (", or hier:G:1 with zero 1 (partial distributed optimizer)"
+                                      if trainer == "megatron_ddp" else "") + f" with {trainer}")
+    comp = parse_compression(compression)
+    if comp.kind == CompressionKind.FP16 and trainer != "deepspeed_pipeline":
+        return ("compression", f"{comp.label} with {trainer}: {name} reduces the gradients in their own dtype (no cast "
+                               "before the collective)", f"none with {trainer} (the wire carries the gradient element: "
+                                                         "training.grad_bytes_per_param 2 for 16-bit gradients)")
+    if comp.kind in (CompressionKind.INT8, CompressionKind.TOPK):
+        return ("compression", f"{comp.label} with {trainer}: {name} sends the gradients unquantised (no int8 or "
+                               "top-k codec on its gradient sync)",
+                f"none{' or fp16/bf16' if trainer == 'deepspeed_pipeline' else ''} with {trainer}")
+    algo = Algorithm.parse(algorithm)
+    if algo not in (Algorithm.AUTO, Algorithm.RING, Algorithm.TREE):
+        return ("algorithm", f"{algo.label} with {trainer}: {name} syncs the gradients with NCCL, which has no "
+                             f"{algo.label} algorithm (NCCL_ALGO picks Ring or Tree)",
+                f"auto, ring or tree with {trainer}")
+    if Assignment.parse(assignment) == Assignment.DYNAMIC:
+        return ("assignment", f"dynamic with {trainer}: {name} splits each global batch over the data-parallel ranks "
+                              "up front (its data sampler), no shared queue", f"static with {trainer}")
+    return None
 
 
 def low_precision_recipe(training: Any, acc: Any) -> str:
