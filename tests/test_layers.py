@@ -25,9 +25,11 @@ TABLES_ONLY = ("rich",)
 #: for them: the Gauss-Hermite nodes of the exact order statistics (all of numpy.polynomial, ~4 ms), and the
 #: temporary file of an atomic write (report.output.write_file; tempfile loads random and shutil), the YAML
 #: reader (PyYAML, ~10 ms), needed only for files outside the precompiled built-in catalog and --set values, and
-#: the readers of --strategy files (specs.frameworks: DeepSpeed, Megatron-LM, torchtitan formats).
+#: the readers of --strategy files (specs.frameworks: DeepSpeed, Megatron-LM, torchtitan formats), and check's
+#: strategy refusals that `hardware validate` runs on a scenario file only (engine.check loads the sweep and the
+#: planner, which `hardware list/show` never need).
 RARE_PATH = ("numpy.polynomial.hermite_e", "tempfile", "difflib", "tomllib", "tomli", "scalemodel.specs.yamlread",
-             "scalemodel.specs.frameworks")
+             "scalemodel.specs.frameworks", "scalemodel.engine.check")
 
 
 def _modules() -> dict[str, ast.Module]:
