@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 from test_calibrate import SIZES
 from test_calibrate_checks import _h100_16_log, hosts_log
 
@@ -67,3 +68,50 @@ def test_realistic_fit_not_hidden() -> None:
                             source="x.log")
             assert not res.fit.at_bound, (cluster, smallest, res.fit.at_bound)
             assert not res.problems
+
+
+# --- aws-ofi-nccl's p5 region tuner at 1 and 2 ranks a node (nvls17 modelled 8 only) ---------------------------
+
+def _tuner_pick(op: str, size: float, ranks: int, stride: int) -> tuple[str, str] | None:
+    from scalemodel.cost import nccl
+    from scalemodel.cost.placement import place
+
+    pl = place(ranks, stride, build_network(load_cluster("aws-p5")))
+    pick, choices = nccl.tuner_plugin_choice(op, np.array(size), pl)
+    return choices[int(pick)] if int(pick) >= 0 else None
+
+
+def test_p5_tuner_one_rank_a_node() -> None:
+    """aws-ofi-nccl v1.16.3 region_init_internal_p5_p5e, nRanks == nNodes (a tp-8 job's data-parallel group), read
+    by hand. All-reduce: Tree LL128 left of (0,16)-(2367488,16)-(9999360,64)...; Ring LL128 up to the line
+    (4736000,2)-(269484032,128), at 8 ranks x = 4736000 + 6/126 x 264748032 = 17.34 MB, at 16 ranks 34.15 MB; Ring
+    Simple beyond. All-gather: Ring Simple right of (4194304,2)-(8589934592,2048), at 8 ranks 29.37 MB; reduce-scatter
+    right of (8388608,2)-(4294967296,1024), at 8 ranks 33.55 MB; NCCL's own choice left of them."""
+    MiB = 2.0**20
+    assert _tuner_pick("allreduce", 8 * MiB, 8, 8) == ("ring", "ll128")
+    assert _tuner_pick("allreduce", 17.0e6, 8, 8) == ("ring", "ll128")
+    assert _tuner_pick("allreduce", 17.7e6, 8, 8) == ("ring", "simple")
+    assert _tuner_pick("allreduce", 1 * MiB, 16, 8) == ("tree", "ll128")
+    assert _tuner_pick("allreduce", 4 * MiB, 16, 8) == ("ring", "ll128")
+    assert _tuner_pick("allreduce", 33.5e6, 16, 8) == ("ring", "ll128")
+    assert _tuner_pick("allreduce", 34.8e6, 16, 8) == ("ring", "simple")
+    assert _tuner_pick("allgather", 29.0e6, 8, 8) is None
+    assert _tuner_pick("allgather", 29.8e6, 8, 8) == ("ring", "simple")
+    assert _tuner_pick("reducescatter", 33.0e6, 8, 8) is None
+    assert _tuner_pick("reducescatter", 34.0e6, 8, 8) == ("ring", "simple")
+    # two nodes: handed back to NCCL ("regions are not well defined")
+    assert _tuner_pick("allreduce", 64 * MiB, 2, 8) is None
+
+
+def test_p5_tuner_two_ranks_a_node() -> None:
+    """nRanks == 2 nNodes (a tp-4 job's data-parallel group), 4 nodes = 8 ranks, read by hand: Tree LL128 left of
+    the edge (1314816,4)-(1051648,8) (1 MiB = 1048576 < 1051648 at 8 ranks); Ring LL128 between it and
+    (19736576,4)-(41842688,8) (41.8 MB at 8 ranks); Ring Simple right of (275775488,8) at 8 ranks; the 4-rank edge
+    regions (Tree LL128 82-269 MB, Tree Simple above) need 2 nodes, which fall back."""
+    MiB = 2.0**20
+    assert _tuner_pick("allreduce", 1 * MiB, 8, 4) == ("tree", "ll128")
+    assert _tuner_pick("allreduce", 16 * MiB, 8, 4) == ("ring", "ll128")
+    assert _tuner_pick("allreduce", 512 * MiB, 8, 4) == ("ring", "simple")
+    assert _tuner_pick("allgather", 512 * MiB, 8, 4) is None  # no 2-ranks-a-node all-gather table
+    # 4 ranks a node: no table at all
+    assert _tuner_pick("allreduce", 16 * MiB, 16, 2) is None
