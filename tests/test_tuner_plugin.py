@@ -57,9 +57,12 @@ def test_region_picks_by_hand(S: float, p: int, want: tuple[str, str]) -> None:
 
 
 def test_two_nodes_and_other_ranks_per_node_fall_back_to_nccl() -> None:
-    # nodes <= 2: the tuner returns NCCL's own choice; 1 rank a node (stride 8) is another table, not modelled
+    # nodes <= 2: the tuner returns NCCL's own choice; 4 ranks a node (stride 2) has no table. (1 rank a node,
+    # stride 8, is the nRanks == nNodes table since review17e: 256 MiB at 32 ranks lies right of its Ring LL128 /
+    # Ring Simple line (4736000, 2) -> (269484032, 128), 67.8 MB at 32 ranks: Ring Simple; tests/test_review17e.py)
     assert _pick(256 * MiB, 16) is None
-    assert _pick(256 * MiB, 32, stride=8) is None
+    assert _pick(256 * MiB, 32, stride=2) is None
+    assert _pick(256 * MiB, 32, stride=8) == ("ring", "simple")
     no_tuner = dataclasses.replace(p5(), nccl_tuner="")
     for S in (32 * MiB, 8192 * MiB):
         assert float(C.collective_time("allreduce", S, 16, p5(), dtype_bytes=1)) == \

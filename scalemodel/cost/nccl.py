@@ -578,9 +578,10 @@ def _ofi_extend(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, 
 _X_TREE = _ofi_extend((402653184, 2048), (402653184, 4096))
 _X_BIG = _ofi_extend((8053063680, 160), (9663676416, 192))
 #: aws-ofi-nccl v1.16.3 (031a9e77; unchanged at 2daf7d30) src/tuner/nccl_ofi_regions.cpp
-#: region_init_internal_p5_p5e, all-reduce at 8 ranks a node (nRanks == 8 nNodes): (this module's algorithm,
-#: NCCL protocol, polygon in (message bytes, ranks)), checked in this order, the first that holds the point
-#: (inside or on an edge, is_inside_region) picks; a point in none falls back to NCCL's own choice.
+#: region_init_internal_p5_p5e, all-reduce at 8 ranks a node (nRanks == 8 nNodes; the 2- and 1-rank tables
+#: follow): (this module's algorithm, NCCL protocol, polygon in (message bytes, ranks)), checked in this order,
+#: the first that holds the point (inside or on an edge, is_inside_region) picks; a point in none falls back to
+#: NCCL's own choice.
 #: NCCL_ALGO_NVLS_TREE is ``hierarchical`` here (nccl_inr_allreduce_time's NVLSTree on one NIC-joined level).
 OFI_P5_ALLREDUCE_8PPN: tuple[tuple[str, str, tuple[tuple[float, float], ...]], ...] = (
     ("tree", "ll128", ((0, 16), (31457280, 16), (37748736, 32), (117440512, 64), (301989888, 128),
@@ -597,6 +598,50 @@ OFI_P5_ALLREDUCE_8PPN: tuple[tuple[str, str, tuple[tuple[float, float], ...]], .
     ("ring", "simple", ((1073741824, 17), (_X_BIG[0], 17), _X_BIG, (9663676416, 192), (8053063680, 160),
                         (2684354560, 64), (1610612736, 32))),
 )
+_X2_TREE_LL128 = _ofi_extend((88160256, 128), (178163712, 256))
+_X2_TREE_SIMPLE_1 = _ofi_extend((787480576, 128), (1073741824, 256))
+_X2_TREE_SIMPLE_2 = _ofi_extend((257114112, 128), (269484032, 256))
+#: The same function's all-reduce table at 2 ranks a node (nRanks == 2 nNodes), in its order (the second Tree
+#: LL128 and the Tree Simple at 4 ranks are degenerate: their edge at 4 ranks only).
+OFI_P5_ALLREDUCE_2PPN: tuple[tuple[str, str, tuple[tuple[float, float], ...]], ...] = (
+    ("tree", "ll128", ((0, 4), (1314816, 4), (1051648, 8), (1051648, 12), (2367488, 16), (5525504, 32),
+                       (9473024, 64), (88160256, 128), (178163712, 256), _X2_TREE_LL128, (0, _X2_TREE_LL128[1]))),
+    ("ring", "ll128", ((1314816, 4), (19736576, 4), (41842688, 8), (296747008, 64), (257114112, 128),
+                       (269484032, 256), (178163712, 256), (88160256, 128), (9473024, 64), (5525504, 32),
+                       (2367488, 16), (1051648, 12), (1051648, 8), (1314816, 4))),
+    ("hierarchical", "simple", ((19736576, 4), (81844224, 4), (275775488, 8), (275775488, 48), (296747008, 64),
+                                (41842688, 8))),
+    ("tree", "ll128", ((81844224, 4), (269484032, 4), (81844224, 4))),
+    ("tree", "simple", ((269484032, 4), (OFI_TUNER_MAX[0], 4), (269484032, 4))),
+    ("ring", "simple", ((81844224, 5), (OFI_TUNER_MAX[0], 5), (OFI_TUNER_MAX[0], 32), (1073741824, 40),
+                        (1073741824, 128), (787480576, 128), (296747008, 64), (275775488, 48), (275775488, 8),
+                        (81844224, 5))),
+    ("tree", "simple", ((296747008, 64), (787480576, 128), (1073741824, 256), _X2_TREE_SIMPLE_1, _X2_TREE_SIMPLE_2,
+                        (269484032, 256), (257114112, 128))),
+    ("hierarchical", "simple", (_X2_TREE_SIMPLE_1, (1073741824, 256), (787480576, 128), (1073741824, 128),
+                                (1073741824, 40), (OFI_TUNER_MAX[0], 32))),
+)
+_X1_TREE = _ofi_extend((9999360, 64), (119477248, 128))
+_X1_RING = _ofi_extend((4736000, 2), (269484032, 128))
+#: The same function's tables at one rank a node (nRanks == nNodes): all-reduce, all-gather, reduce-scatter.
+OFI_P5_ALLREDUCE_1PPN: tuple[tuple[str, str, tuple[tuple[float, float], ...]], ...] = (
+    ("tree", "ll128", ((0, 16), (2367488, 16), (9999360, 64), (119477248, 128), _X1_TREE)),
+    ("ring", "ll128", ((0, 2), (4736000, 2), (269484032, 128), _X1_RING, _X1_TREE, (119477248, 128), (9999360, 64),
+                       (2367488, 16), (0, 16))),
+    ("ring", "simple", ((4736000, 2), (OFI_TUNER_MAX[0], 2), _X1_RING, (269484032, 128))),
+)
+_X1_AG = _ofi_extend((4194304, 2), (8589934592, 2048))
+_X1_RS = _ofi_extend((8388608, 2), (4294967296, 1024))
+OFI_P5_ALLGATHER_1PPN: tuple[tuple[str, str, tuple[tuple[float, float], ...]], ...] = (
+    ("ring", "simple", ((4194304, 2), (OFI_TUNER_MAX[0], 2), _X1_AG, (8589934592, 2048))),)
+OFI_P5_REDUCESCATTER_1PPN: tuple[tuple[str, str, tuple[tuple[float, float], ...]], ...] = (
+    ("ring", "simple", ((8388608, 2), (OFI_TUNER_MAX[0], 2), _X1_RS, (4294967296, 1024))),)
+#: Every p5 table by (collective, ranks a node); any other pair: NCCL's own choice.
+OFI_P5_TABLES: dict[tuple[str, int], tuple[tuple[str, str, tuple[tuple[float, float], ...]], ...]] = {
+    ("allreduce", 8): OFI_P5_ALLREDUCE_8PPN, ("allreduce", 2): OFI_P5_ALLREDUCE_2PPN,
+    ("allreduce", 1): OFI_P5_ALLREDUCE_1PPN, ("allgather", 1): OFI_P5_ALLGATHER_1PPN,
+    ("reducescatter", 1): OFI_P5_REDUCESCATTER_1PPN,
+}
 #: aws-ofi-nccl hands nodes <= 2 back to NCCL's own tuner ("regions are not well defined",
 #: region_get_coll_info_internal_v3, v1.16.3).
 OFI_MIN_NODES = 3.0
@@ -627,31 +672,38 @@ def in_region(x: np.ndarray, y: np.ndarray, poly: Sequence[tuple[float, float]])
 
 
 def tuner_plugin_choice(op: str, S: np.ndarray, pl: Placement) -> tuple[np.ndarray, tuple[tuple[str, str], ...]]:
-    """The all-reduce (algorithm, protocol) a tuner plugin the network names imposes, per element: an index
-    into the returned ``(algorithm, protocol)`` list, -1 where it leaves the choice to NCCL (here: the model's
-    fastest NCCL algorithm). docs/model.md#tuner-plugin.
+    """The (algorithm, protocol) a tuner plugin the network names imposes, per element: an index into the
+    returned ``(algorithm, protocol)`` list, -1 where it leaves the choice to NCCL (here: the model's fastest NCCL
+    algorithm). docs/model.md#tuner-plugin.
 
-    ``aws-ofi-p5`` (aws-ofi-nccl v1.16.3 region tuner, p5/p5e): all-reduce on a group of 8 ranks in every
-    tier-0 (NVLink) domain on at least 3 of them: the first region of :data:`OFI_P5_ALLREDUCE_8PPN` holding
-    (S, p), skipping NVLSTree where NVLS does not apply (the tuner's ``nvlsSupport == 0`` / NCCL's
-    NCCL_ALGO_PROTO_IGNORE) and LL128 where the network runs no LL128 (:func:`protocols_for`)."""
+    ``aws-ofi-p5`` (aws-ofi-nccl v1.16.3 region tuner, p5/p5e): a group with 8, 2 or 1 ranks in every tier-0
+    (NVLink) domain on at least 3 of them (``nRanks == 8 / 2 / 1 x nNodes``, region_init_internal_p5_p5e): the
+    first region of that layout's table (:data:`OFI_P5_TABLES`: all-reduce at 8, 2 and 1 ranks a node,
+    all-gather and reduce-scatter at 1) holding (S, p), skipping NVLSTree where NVLS does not apply (the tuner's
+    ``nvlsSupport == 0`` / NCCL's NCCL_ALGO_PROTO_IGNORE) and LL128 where the network runs no LL128
+    (:func:`protocols_for`)."""
     S = np.asarray(S, dtype=float)
     shape = np.broadcast(S, pl.p).shape
     pick = np.full(shape, -1)
-    if pl.network.nccl_tuner != "aws-ofi-p5" or op != "allreduce":
+    tables = [(ppn, t) for (o, ppn), t in OFI_P5_TABLES.items() if o == op]
+    if pl.network.nccl_tuner != "aws-ofi-p5" or not tables:
         return pick, ()
-    choices = tuple((a, pr) for a, pr, _ in OFI_P5_ALLREDUCE_8PPN)
+    choices = tuple((a, pr) for _, t in tables for a, pr, _ in t)
     nodes = pl.p / pl.c[0]
-    applies = np.broadcast_to((np.abs(pl.c[0] - 8.0) < 1e-9) & (nodes >= OFI_MIN_NODES - 1e-9), shape)
-    nvls = np.broadcast_to(inr_applies(pl), shape)
+    many = nodes >= OFI_MIN_NODES - 1e-9
+    nvls = np.broadcast_to(inr_applies(pl), shape) if op == "allreduce" else np.zeros(shape, dtype=bool)
     protos = protocols_for(pl.network)
-    for r, (algo, proto, poly) in enumerate(OFI_P5_ALLREDUCE_8PPN):
-        if proto not in protos:
-            continue
-        ok = applies & (pick < 0) & in_region(S, np.broadcast_to(pl.p, shape), poly)
-        if algo == "hierarchical":
-            ok &= nvls
-        pick = np.where(ok, r, pick)
+    y = np.broadcast_to(pl.p, shape)
+    r = 0
+    for ppn, table in tables:
+        applies = np.broadcast_to((np.abs(pl.c[0] - ppn) < 1e-9) & many, shape)
+        for algo, proto, poly in table:
+            if proto in protos and np.any(applies):
+                ok = applies & (pick < 0) & in_region(S, y, poly)
+                if algo == "hierarchical":
+                    ok &= nvls
+                pick = np.where(ok, r, pick)
+            r += 1
     return pick, choices
 
 

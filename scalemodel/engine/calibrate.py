@@ -14,8 +14,10 @@ intervals are multiplicative). A parameter whose column of J is (near) zero has 
 
 A fit is *questioned* (``CalibrationResult.problems``; the command exits 1 and writes no overlay
 unless forced) when a fitted parameter sits on a bound of the solver (the data cannot determine it,
-or the rest of the model already exceeds the measurements), when a residual exceeds the stated
-tolerance, or when the log's rank layout (hosts x GPUs per host, from its ``Rank N ... on HOST``
+or the rest of the model already exceeds the measurements), when the fitted latency is hidden (taking it down to
+the lower bound moves no modelled time by ``HIDDEN_SHARE``: either the rest of the model already exceeds the
+smallest measured message, or the log has no message small enough for a latency to show), when a residual
+exceeds the stated tolerance, or when the log's rank layout (hosts x GPUs per host, from its ``Rank N ... on HOST``
 lines) differs from the layout the cluster model assumes for that many ranks, or the fitted tier is
 not crossed by them.
 """
@@ -151,7 +153,8 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
     if "latency_s" not in at_bound:
         # a latency that moves no time by more than HIDDEN_SHARE when taken down to the solver's lower bound is not
         # determined by the log: e.g. one below the ring's per-step network overhead (the tier's net_overhead,
-        # NCCL's tuning.cc: every step of a multi-node ring waits at least that long)
+        # NCCL's tuning.cc: every step of a multi-node ring waits at least that long), or any latency on a log of
+        # large messages only (_hidden_cause tells the two apart for the message)
         probe = np.array(sol.x, dtype=float)
         probe[0] = lo_b[0]
         if float(np.max(np.abs(model(probe) / np.maximum(pred, 1e-15) - 1.0))) < HIDDEN_SHARE:
@@ -235,6 +238,20 @@ def layout_problems(log: NcclLog, network: Network, ranks: int, tier_index: int,
     return out
 
 
+def _hidden_cause(fit: FitResult) -> str:
+    """Why a fitted latency is hidden, read off the smallest message: the model above it by more than
+    ``HIDDEN_SHARE`` means the rest of the model (the other hops, the ring's per-step network overhead
+    ``net_overhead``) already takes longer than it; otherwise the log's messages are too large for any latency to
+    show (a bandwidth sweep from tens of MiB up: the latency is a small share of every time, fitted or not)."""
+    small = min(fit.residuals, key=lambda r: r["size_bytes"])
+    size = format_quantity(small["size_bytes"], "bytes")
+    if small["error"] > HIDDEN_SHARE:
+        return (f"the rest of the model already takes longer than the measured smallest message ({size}: "
+                f"{small['error']:+.0%}), e.g. the ring's per-step network overhead (net_overhead, NCCL's tuning.cc)")
+    return (f"the log's smallest message ({size}) is too large for the latency to show in any time (fit it with a "
+            "log that starts at small sizes, -b 8)")
+
+
 def fit_problems(fit: FitResult, tolerance: float) -> list[str]:
     """Bound and residual problems of a fit (see the module docstring)."""
     out = []
@@ -243,9 +260,7 @@ def fit_problems(fit: FitResult, tolerance: float) -> list[str]:
     for key, side in (fit.at_bound or {}).items():
         if side == "hidden":
             out.append("bound: fitted latency is hidden: any latency down to the solver's lower bound 1 ns moves no "
-                       f"modelled time by {HIDDEN_SHARE:.1%} (e.g. under the ring's per-step network overhead, "
-                       "net_overhead, NCCL's tuning.cc), the rest of the model already taking longer than the measured "
-                       "small messages; the log does not determine it")
+                       f"modelled time by {HIDDEN_SHARE:.1%}; {_hidden_cause(fit)}; the log does not determine it")
             continue
         label, (lo, hi), kind = bounds[key]
         value = lo if side == "lower" else hi

@@ -128,8 +128,9 @@ class ClusterSpec(Sourced, kw_only=True):
     nccl_tuner: Annotated[Literal["", "aws-ofi-p5"], Meta(description=(
         "NCCL tuner plugin that picks the all-reduce algorithm and protocol: '' (NCCL's own choice; the model "
         "takes the fastest NCCL algorithm) or 'aws-ofi-p5' (aws-ofi-nccl's region tuner for p5/p5e, v1.16.3: "
-        "at 8 ranks a node on 3 or more nodes its size x ranks regions name Tree/Ring LL128, Ring Simple or "
-        "NVLSTree; docs/model.md#tuner-plugin)"))] = ""
+        "at 8, 2 or 1 ranks a node on 3 or more nodes its size x ranks regions name Tree/Ring LL128, Tree/Ring "
+        "Simple or NVLSTree for all-reduce, and Ring Simple for all-gather / reduce-scatter at 1 rank a node; "
+        "docs/model.md#tuner-plugin)"))] = ""
 
     def _check(self) -> None:
         try:
