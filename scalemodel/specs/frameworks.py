@@ -526,10 +526,57 @@ def _megatron_tokens(text: str, out: StrategyFile | None = None) -> list[str]:
             continue
         kept.append(body)
     try:
-        return shlex.split("\n".join(kept), comments=True)
+        # comments=False: _logical_lines dropped the comments as bash does (a '#' at a word's start); shlex's own
+        # comments cut every word at a '#' (review17f: "--wandb-exp-name run#3 --tensor-model-parallel-size 2" lost
+        # the tensor-parallel size and every flag after it without a word; bash passes "run#3" whole)
+        words = shlex.split("\n".join(kept), comments=False)
     except ValueError as exc:
         raise InputError(f"cannot split the arguments: {folded(exc)}", where="strategy file",
                          allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
+    return _expand_flag_variables(words, out)
+
+
+#: a shell variable's assignment as shlex leaves it (quotes removed): NAME=value
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
+#: an unquoted whole-word reference to a variable: $NAME or ${NAME}
+_REFERENCE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
+
+
+def _expand_flag_variables(words: list[str], out: StrategyFile | None) -> list[str]:
+    """The words with each string variable holding flags expanded where the launch names it, as bash word-splits an
+    unquoted ``$NAME``: Megatron-LM's own example scripts (examples/pretrain_gpt_distributed.sh and its kind) write
+    ``GPT_ARGS="--num-layers 24 \\ ... "`` and launch ``torchrun ... pretrain_gpt.py $GPT_ARGS $DATA_ARGS``. Such an
+    assignment is one word to the shell: it was read as one word holding blanks (review17f: every flag in it not
+    used, tp 1, with a note about a "U+0020 space inside"). A value's own ``$OTHER`` words expand the same way (an
+    ``ALL_ARGS="$GPT_ARGS $DATA_ARGS"``). An assignment of flags that no word references is said in ``out.unused``
+    (bash passes none of it). Words that reference no such variable are kept as they are."""
+    assigned: dict[str, list[str]] = {}
+    used: set[str] = set()
+
+    def expand(word: str) -> list[str]:
+        m = _REFERENCE.fullmatch(word)
+        name = m and (m.group(1) or m.group(2))
+        if name and name in assigned:
+            used.add(name)
+            return assigned[name]
+        return [word]
+
+    kept: list[str] = []
+    for word in words:
+        m = _ASSIGNMENT.fullmatch(word)
+        if m and not word.startswith("-"):
+            value = [w for part in m.group(2).split() for w in expand(part)]
+            if any(w.startswith("--") for w in value):
+                assigned[m.group(1)] = value
+                used.discard(m.group(1))
+                continue
+        kept.extend(expand(word))
+    for name in assigned.keys() - used:
+        if out is not None:
+            shown = " ".join(assigned[name])
+            shown = shown if len(shown) <= 50 else shown[:47] + "..."
+            out.unused.append(f"{name}={shown} (a variable no word of the file expands: bash passes none of it)")
+    return kept
 
 
 #: A word that looks like a Megatron flag but starts with an en/em dash, a minus sign or a doubled hyphen-like

@@ -1,0 +1,66 @@
+"""review17f: hostile Megatron-LM launch scripts against the bash-style parser (mend17b).
+
+Each expectation is what bash passes to pretrain_gpt.py, worked by hand from the shell's rules (bash(1) QUOTING,
+Comments: a '#' starts a comment only at a word's start; Word Splitting: an unquoted $NAME is split on blanks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scalemodel.specs.frameworks import read_strategy_file
+
+
+def _read(tmp_path: Path, text: str):
+    p = tmp_path / "launch.sh"
+    p.write_text(text)
+    return read_strategy_file(str(p))
+
+
+def test_hash_inside_a_word_is_not_a_comment(tmp_path: Path) -> None:
+    # bash passes "run#3" whole; shlex(comments=True) cut the line at '#': tp 2 and the micro-batch were lost silently
+    s = _read(tmp_path, "torchrun pretrain_gpt.py --wandb-exp-name run#3 --tensor-model-parallel-size 2 "
+                        "--micro-batch-size 4\n")
+    assert s.strategy["tp"] == 2
+    assert s.training["micro_batch"] == 4
+
+
+def test_hash_inside_a_word_in_a_bare_flag_list(tmp_path: Path) -> None:
+    s = _read(tmp_path, "--tensorboard-dir /logs/exp#1 --pipeline-model-parallel-size 4\n")
+    assert s.strategy["pp"] == 4
+
+
+def test_comment_at_word_start_still_dropped(tmp_path: Path) -> None:
+    s = _read(tmp_path, "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 # --pipeline-model-parallel-size 4\n")
+    assert s.strategy["tp"] == 2 and "pp" not in s.strategy
+
+
+def test_megatron_example_string_variable_of_flags(tmp_path: Path) -> None:
+    # the style of Megatron-LM's examples/pretrain_gpt_distributed.sh: GPT_ARGS="..." then $GPT_ARGS (unquoted, so
+    # bash word-splits it). Before: one word with blanks, every flag in it "not used", tp 1.
+    text = ('GPT_ARGS="\n    --tensor-model-parallel-size 2 \\\n    --pipeline-model-parallel-size 4 \\\n'
+            '    --micro-batch-size 4\n"\n\ntorchrun $DISTRIBUTED_ARGS pretrain_gpt.py \\\n    $GPT_ARGS \\\n'
+            '    --save $CKPT\n')
+    s = _read(tmp_path, text)
+    assert s.strategy["tp"] == 2 and s.strategy["pp"] == 4
+    assert s.training["micro_batch"] == 4
+    assert not any("GPT_ARGS" in u for u in s.unused)
+
+
+def test_string_variable_braced_and_nested(tmp_path: Path) -> None:
+    s = _read(tmp_path, 'A="--tensor-model-parallel-size 2"\nB="--pipeline-model-parallel-size 4"\nALL="$A ${B}"\n'
+                        'torchrun pretrain_gpt.py $ALL\n')
+    assert s.strategy["tp"] == 2 and s.strategy["pp"] == 4
+
+
+def test_string_variable_no_word_expands_is_not_read(tmp_path: Path) -> None:
+    # bash passes none of GPT_ARGS: tp stays unset, and the file says why
+    s = _read(tmp_path, 'GPT_ARGS="--tensor-model-parallel-size 2"\ntorchrun pretrain_gpt.py --micro-batch-size 1\n')
+    assert "tp" not in s.strategy
+    assert any(u.startswith("GPT_ARGS=") and "expands" in u for u in s.unused)
+
+
+def test_string_variable_order_is_where_it_is_expanded(tmp_path: Path) -> None:
+    # argparse keeps the last: $OVR comes after the literal flag, so 4 wins although OVR is assigned first
+    s = _read(tmp_path, 'OVR="--tensor-model-parallel-size 4"\n'
+                        'torchrun pretrain_gpt.py --tensor-model-parallel-size 2 $OVR\n')
+    assert s.strategy["tp"] == 4
