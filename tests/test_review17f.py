@@ -64,3 +64,32 @@ def test_string_variable_order_is_where_it_is_expanded(tmp_path: Path) -> None:
     s = _read(tmp_path, 'OVR="--tensor-model-parallel-size 4"\n'
                         'torchrun pretrain_gpt.py --tensor-model-parallel-size 2 $OVR\n')
     assert s.strategy["tp"] == 4
+
+
+def test_semicolon_after_the_count_is_not_part_of_it(tmp_path: Path) -> None:
+    # bash: ';' ends the command, the count is "1". Before: refused as "expected a count, got '1;'"
+    s = _read(tmp_path, "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1; echo done\n")
+    assert s.training["micro_batch"] == 1 and s.strategy["tp"] == 2
+
+
+def test_flags_of_a_command_after_and_and_are_not_the_launchs(tmp_path: Path) -> None:
+    # bash passes "--pipeline-model-parallel-size 4" to echo, not to pretrain_gpt.py. Before: pp 4 priced silently
+    s = _read(tmp_path, "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 "
+                        "&& echo --pipeline-model-parallel-size 4\n")
+    assert s.strategy["tp"] == 2 and "pp" not in s.strategy
+    assert any("'&&'" in u and "--pipeline-model-parallel-size 4" in u for u in s.unused)
+
+
+def test_operators_inside_a_substitution_or_a_redirect_do_not_end_the_launch(tmp_path: Path) -> None:
+    s = _read(tmp_path, "cd /m && torchrun pretrain_gpt.py --data-path $(ls /d | head -1) "
+                        "--tensor-model-parallel-size 2 --micro-batch-size 2 2>&1 | tee log.txt\n")
+    assert s.strategy["tp"] == 2 and s.training["micro_batch"] == 2
+    assert s.unused == []
+
+
+def test_blank_after_backslash_is_named_in_the_refusal(tmp_path: Path) -> None:
+    import pytest
+
+    from scalemodel.errors import InputError
+    with pytest.raises(InputError, match="ends in a backslash and a blank"):
+        _read(tmp_path, "torchrun pretrain_gpt.py \\ \n  --tensor-model-parallel-size 2 \\\n  --micro-batch-size 1\n")

@@ -513,7 +513,7 @@ def _megatron_tokens(text: str, out: StrategyFile | None = None) -> list[str]:
     logical = _logical_lines(text)
     command = next((no for no, body in logical if _LAUNCH_COMMAND.search(body)
                     and not body.lstrip().startswith("--")), None)
-    kept = []
+    words: list[str] = []
     for no, body in logical:
         if command is not None and body.lstrip().startswith("--"):
             if out is not None:
@@ -522,18 +522,59 @@ def _megatron_tokens(text: str, out: StrategyFile | None = None) -> list[str]:
                 where = (f"the launch command of line {command} ended before it, on a line without a trailing "
                          "backslash" if no > command else f"before the launch command of line {command}, on no "
                                                           "command's line")
+                blank = _BLANK_AFTER_BACKSLASH.search(text.split("\n")[no - 2]) if no >= 2 else None
+                if blank:  # "... \ " : bash reads "\ " as an escaped blank, and the newline ends the command
+                    where += f" (line {no - 1} ends in a backslash and a blank: that does not continue a line)"
                 out.unused.append(f"{shown} (line {no}: {where}: bash does not pass it)")
             continue
-        kept.append(body)
-    try:
-        # comments=False: _logical_lines dropped the comments as bash does (a '#' at a word's start); shlex's own
-        # comments cut every word at a '#' (review17f: "--wandb-exp-name run#3 --tensor-model-parallel-size 2" lost
-        # the tensor-parallel size and every flag after it without a word; bash passes "run#3" whole)
-        words = shlex.split("\n".join(kept), comments=False)
-    except ValueError as exc:
-        raise InputError(f"cannot split the arguments: {folded(exc)}", where="strategy file",
-                         allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
+        try:
+            # comments='': _logical_lines dropped the comments as bash does (a '#' at a word's start); shlex's own
+            # comments cut every word at a '#' (review17f: "--wandb-exp-name run#3 --tensor-model-parallel-size 2"
+            # lost the tensor-parallel size and every flag after it without a word; bash passes "run#3" whole).
+            # punctuation_chars: bash's control operators are words of their own ("--micro-batch-size 1; echo" was
+            # refused as the count '1;'; "... && echo --pipeline-model-parallel-size 4" priced pp 4)
+            lex = shlex.shlex(body, posix=True, punctuation_chars=";&|")
+            lex.whitespace_split, lex.commenters = True, ""
+            line_words = list(lex)
+        except ValueError as exc:
+            raise InputError(f"cannot split the arguments: {folded(exc)}", where="strategy file",
+                             allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
+        words.extend(_one_command(line_words, no, no == command, out))
     return _expand_flag_variables(words, out)
+
+
+#: a backslash, then blanks, at a physical line's end: no continuation in bash (the backslash escapes the blank)
+_BLANK_AFTER_BACKSLASH = re.compile(r"\\[ \t]+\r?$")
+#: bash's control operators, as shlex with punctuation_chars ";&|" yields them
+_CONTROL_OPERATORS = frozenset({";", ";;", "&", "&&", "|", "||", "|&", ";&", ";;&"})
+
+
+def _one_command(words: list[str], no: int, launch: bool, out: StrategyFile | None) -> list[str]:
+    """A logical line's words less bash's control operators (``;``, ``&&``, ``|``, ``&`` ...; the ``&`` of a
+    redirection such as ``2>&1`` is not one). On the launch command's line, the words after the first operator that
+    follows the launch word belong to another command (``... --micro-batch-size 1 && echo done``): left out, and
+    said in ``out.unused`` where one is a flag."""
+    kept: list[str] = []
+    launched = False
+    depth = ticks = 0  # inside a $( ... ) or a `...`: its operators are the substitution's (--data-path $(ls | head))
+    for i, w in enumerate(words):
+        redirect = w == "&" and i > 0 and words[i - 1].endswith((">", "<"))
+        if w in _CONTROL_OPERATORS and not redirect:
+            if launch and launched and depth == 0 and ticks % 2 == 0:
+                rest = [x for x in words[i + 1:] if x not in _CONTROL_OPERATORS]
+                if out is not None and any(x.startswith("--") for x in rest):
+                    shown = " ".join(words[i:])
+                    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                    out.unused.append(f"{shown} (line {no}: after the launch command's {w!r}, another command's "
+                                      "words: bash does not pass them)")
+                break
+            continue
+        if redirect:
+            continue
+        depth, ticks = max(depth + w.count("(") - w.count(")"), 0), ticks + w.count("`")
+        kept.append(w)
+        launched = launched or bool(_LAUNCH_COMMAND.search(f" {w} "))
+    return kept
 
 
 #: a shell variable's assignment as shlex leaves it (quotes removed): NAME=value
@@ -675,7 +716,10 @@ def _megatron(text: str, out: StrategyFile) -> None:
                          allowed="a text file of Megatron-LM flags (a launch script)")
     tokens = _megatron_tokens(text, out)
     if not any(t.startswith("--") for t in tokens):
-        raise InputError("no Megatron-LM flag in the file",
+        # review17f: the reason was in out.unused, never shown ("torchrun pretrain_gpt.py \ " + newline: a blank
+        # after the backslash ends the command, and every flag line after it is not passed)
+        why = next((u for u in out.unused if "bash does not pass" in u), None)
+        raise InputError("no Megatron-LM flag in the file" + (f" that bash passes to the launch: {why}" if why else ""),
                          allowed="flags such as --tensor-model-parallel-size 8 --micro-batch-size 1")
     args: dict[str, str | None] = {}
     model_flags: list[str] = []
