@@ -93,3 +93,43 @@ def test_blank_after_backslash_is_named_in_the_refusal(tmp_path: Path) -> None:
     from scalemodel.errors import InputError
     with pytest.raises(InputError, match="ends in a backslash and a blank"):
         _read(tmp_path, "torchrun pretrain_gpt.py \\ \n  --tensor-model-parallel-size 2 \\\n  --micro-batch-size 1\n")
+
+
+# --- DeepSpeed PipelineEngine buckets: MEMORY_OPT_ALLREDUCE_SIZE, not reduce_bucket_size ---
+
+def _ds_pipe(bucket_size: float | None, zero: int = 0, precision: str = "bf16", grad_bytes: float | None = None):
+    from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
+    from scalemodel.engine.job import build_job, grid_from_strategy
+    kw = {} if grad_bytes is None else {"grad_bytes_per_param": grad_bytes}
+    tr = training_spec(global_batch=64, micro_batch=1, precision=precision, **kw)
+    job = build_job(cluster_spec("dgx-h100"), workload_spec("llama3-8b"), tr)
+    st = strategy_spec(pp=2, deepspeed_pipeline=True, zero=zero, overlap=True,
+                       **({} if bucket_size is None else {"bucket_size": bucket_size}))
+    return job, grid_from_strategy(st, tr, 16, job)
+
+
+def test_deepspeed_pipeline_zero0_buckets_are_5e8_elements_whatever_bucket_size() -> None:
+    """deepspeed/runtime/pipe/engine.py _exec_reduce_grads: allreduce_gradients(bucket_size=MEMORY_OPT_ALLREDUCE_SIZE)
+    / buffered_allreduce_fallback(elements_per_buffer=MEMORY_OPT_ALLREDUCE_SIZE), 500000000 elements, no config read.
+    A 25 MB bucket_size priced 25 MB buckets; the step is the default's, and predict's strategy names no bucket."""
+    import numpy as np
+
+    from scalemodel.engine import step
+    from scalemodel.engine.predict import result_at
+    job, g = _ds_pipe(None)
+    job_b, g_b = _ds_pipe(25e6)
+    assert not bool(np.ravel(step.bucket_size_priced(job_b, g_b))[0])
+    res, res_b = step.evaluate(job, g), step.evaluate(job_b, g_b)
+    for k in res.breakdown:
+        assert float(np.ravel(res_b.breakdown[k])[0]) == float(np.ravel(res.breakdown[k])[0]), k
+    assert result_at(job_b, g_b, res_b, 0, sync="bsp").strategy["bucket_bytes"] is None
+
+
+def test_deepspeed_pipeline_fp16_zero1_reads_reduce_bucket_size() -> None:
+    """fp16 at ZeRO 1: allreduce_gradients goes to the ZeRO optimizer's reduce_gradients, which buckets by
+    reduce_bucket_size: still priced."""
+    import numpy as np
+
+    from scalemodel.engine import step
+    job_b, g_b = _ds_pipe(25e6, zero=1, precision="fp16")
+    assert bool(np.ravel(step.bucket_size_priced(job_b, g_b))[0])
