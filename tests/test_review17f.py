@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from scalemodel.specs.frameworks import read_strategy_file
 
 
@@ -133,3 +135,23 @@ def test_deepspeed_pipeline_fp16_zero1_reads_reduce_bucket_size() -> None:
     from scalemodel.engine import step
     job_b, g_b = _ds_pipe(25e6, zero=1, precision="fp16")
     assert bool(np.ravel(step.bucket_size_priced(job_b, g_b))[0])
+
+
+# --- --moe-permute-fusion absent from an MoE launch whose model comes from --model ---
+
+@pytest.mark.parametrize("flags", ["--expert-model-parallel-size 8",
+                                   "--expert-model-parallel-size 8 --moe-router-topk 2 --moe-ffn-hidden-size 1408"])
+def test_moe_launch_without_permute_fusion_runs_unfused(tmp_path: Path, flags: str) -> None:
+    """Megatron-Core's TransformerConfig.moe_permute_fusion defaults to False (transformer_config.py L941 at
+    d98e8a64dd) and argparse sets it only with --moe-permute-fusion: these launches run the unfused permute. Before,
+    neither an expert-parallel size nor a model --moe-* flag (read as a model flag, not an argument) marked the
+    launch as MoE, and the strategy's default (fused) was priced."""
+    s = _read(tmp_path, f"torchrun pretrain_gpt.py {flags}\n")
+    assert s.strategy["moe_permute_fusion"] is False
+    s = _read(tmp_path, f"torchrun pretrain_gpt.py {flags} --moe-permute-fusion\n")
+    assert s.strategy["moe_permute_fusion"] is True
+
+
+def test_dense_launch_sets_no_permute_fusion(tmp_path: Path) -> None:
+    s = _read(tmp_path, "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --expert-model-parallel-size 1\n")
+    assert "moe_permute_fusion" not in s.strategy

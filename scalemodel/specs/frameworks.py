@@ -948,7 +948,11 @@ def _megatron(text: str, out: StrategyFile) -> None:
     # defaults to False: transformer_config.py L941 at d98e8a64dd, arguments.py L3139 at core_v0.15.0): an MoE launch
     # (--num-experts, or any --moe-* flag where the model comes from --model) without it runs the unfused path
     # (strategy moe_permute_fusion, docs/model.md#moe-permute-fusion)
-    if "--num-experts" in model_flags or any(a.startswith("--moe-") for a in args):
+    # review17f: a model --moe-* flag (--moe-router-topk, --moe-ffn-hidden-size: model_flags, not args) or an expert
+    # parallel size marks an MoE launch too; "--expert-model-parallel-size 8 --moe-router-topk 2" was priced with the
+    # fused kernels (the strategy's default) that Megatron-Core runs only with the switch
+    if "--num-experts" in model_flags or any(a.startswith("--moe-") for a in (*args, *model_flags)) or args.get(
+            "--expert-model-parallel-size", "1") not in ("1", "+1"):
         out.strategy["moe_permute_fusion"] = "--moe-permute-fusion" in args
     # the flex dispatcher (DeepEP / HybridEP) moves tokens hierarchically (strategy moe_flex_dispatcher,
     # docs/model.md#ep-hierarchical); --moe-enable-deepep requires it (TransformerConfig.__post_init__ @002255075c).
