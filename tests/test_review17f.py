@@ -155,3 +155,20 @@ def test_moe_launch_without_permute_fusion_runs_unfused(tmp_path: Path, flags: s
 def test_dense_launch_sets_no_permute_fusion(tmp_path: Path) -> None:
     s = _read(tmp_path, "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --expert-model-parallel-size 1\n")
     assert "moe_permute_fusion" not in s.strategy
+
+
+# --- bash arrays written on one line, and appends ---
+
+@pytest.mark.parametrize("text", [
+    'ARGS=(--tensor-model-parallel-size 2 --micro-batch-size 1)\ntorchrun pretrain_gpt.py "${ARGS[@]}"\n',
+    'ARGS=("--tensor-model-parallel-size" "2" --save $(pwd) --micro-batch-size 1)\n'
+    'torchrun pretrain_gpt.py "${ARGS[@]}"\n',
+    'ARGS=(\n  --tensor-model-parallel-size 2\n)\nARGS+=(--micro-batch-size 1)\n'
+    'torchrun pretrain_gpt.py "${ARGS[@]}"\n',
+    'A="--tensor-model-parallel-size 2"\nA+=" --micro-batch-size 1"\ntorchrun pretrain_gpt.py $A\n',
+])
+def test_arrays_and_appends(tmp_path: Path, text: str) -> None:
+    """bash passes tp 2 and micro-batch 1 in each (the array's parentheses are syntax; += appends). Before: the one-line
+    array was refused as the count '1)', ARGS+=(...) and A+="..." lost their flags."""
+    s = _read(tmp_path, text)
+    assert s.strategy["tp"] == 2 and s.training["micro_batch"] == 1

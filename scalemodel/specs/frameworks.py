@@ -577,8 +577,10 @@ def _one_command(words: list[str], no: int, launch: bool, out: StrategyFile | No
     return kept
 
 
-#: a shell variable's assignment as shlex leaves it (quotes removed): NAME=value
-_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
+#: a shell variable's assignment as shlex leaves it (quotes removed): NAME=value, or NAME+=value (appended)
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.S)
+#: the word opening a bash array assignment, NAME=( or NAME+=(, with the array's first word where written on it
+_ARRAY_OPEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=\((.*)", re.S)
 #: an unquoted whole-word reference to a variable: $NAME or ${NAME}
 _REFERENCE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
 
@@ -603,10 +605,25 @@ def _expand_flag_variables(words: list[str], out: StrategyFile | None) -> list[s
         return [word]
 
     kept: list[str] = []
+    depth = 0  # inside an array assignment: its parentheses open (an array's words are kept where written, as before)
     for word in words:
+        if depth == 0 and (a := _ARRAY_OPEN.fullmatch(word)):
+            # review17f: "ARGS=(--tensor-model-parallel-size 2 --micro-batch-size 1)" on one line was refused as the
+            # count '1)', and "ARGS+=(--pipeline-model-parallel-size 4)" lost pp without a word: the parentheses are
+            # bash's array syntax, not part of the first and last words
+            depth, word = 1, a.group(1)
+        if depth > 0:
+            depth += word.count("(") - word.count(")")
+            if depth <= 0:
+                depth, word = 0, word[:-1] if word.endswith(")") else word
+            if word:
+                kept.extend(expand(word))
+            continue
         m = _ASSIGNMENT.fullmatch(word)
         if m and not word.startswith("-"):
-            value = [w for part in m.group(2).split() for w in expand(part)]
+            value = [w for part in m.group(3).split() for w in expand(part)]
+            if m.group(2):  # NAME+="...": appended to what NAME holds
+                value = assigned.get(m.group(1), []) + value
             if any(w.startswith("--") for w in value):
                 assigned[m.group(1)] = value
                 used.discard(m.group(1))
