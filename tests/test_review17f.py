@@ -172,3 +172,13 @@ def test_arrays_and_appends(tmp_path: Path, text: str) -> None:
     array was refused as the count '1)', ARGS+=(...) and A+="..." lost their flags."""
     s = _read(tmp_path, text)
     assert s.strategy["tp"] == 2 and s.training["micro_batch"] == 1
+
+
+def test_the_launch_is_the_command_with_the_megatron_flags(tmp_path: Path) -> None:
+    """A preprocessing step chained before the launch: bash passes tp 2 and micro-batch 1 to pretrain_gpt.py; the
+    preprocessing script's flags are its own (said, not read)."""
+    s = _read(tmp_path, "python tools/preprocess_data.py --input x.json --workers 8 && "
+                        "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1\n")
+    assert s.strategy["tp"] == 2 and s.training["micro_batch"] == 1
+    assert any(u.startswith("python tools/preprocess_data.py") for u in s.unused)
+    assert not any(u.startswith("--workers") for u in s.unused)

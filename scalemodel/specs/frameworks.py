@@ -551,30 +551,44 @@ _CONTROL_OPERATORS = frozenset({";", ";;", "&", "&&", "|", "||", "|&", ";&", ";;
 
 def _one_command(words: list[str], no: int, launch: bool, out: StrategyFile | None) -> list[str]:
     """A logical line's words less bash's control operators (``;``, ``&&``, ``|``, ``&`` ...; the ``&`` of a
-    redirection such as ``2>&1`` is not one). On the launch command's line, the words after the first operator that
-    follows the launch word belong to another command (``... --micro-batch-size 1 && echo done``): left out, and
-    said in ``out.unused`` where one is a flag."""
-    kept: list[str] = []
-    launched = False
+    redirection such as ``2>&1`` is not one, nor an operator inside a ``$( ... )`` or backticks). On the launch
+    command's line the operators split it into commands, and the launch is the one with the most Megatron-LM flags
+    (then the most flags, then one with a launch word, then the first): the others' words are left out, and said in
+    ``out.unused`` where one is a flag (``... --micro-batch-size 1 && echo --pipeline-model-parallel-size 4``;
+    ``python prep.py --x 1 && torchrun pretrain_gpt.py ...`` keeps the second)."""
+    commands: list[list[str]] = [[]]
+    ops: list[str] = [""]
     depth = ticks = 0  # inside a $( ... ) or a `...`: its operators are the substitution's (--data-path $(ls | head))
     for i, w in enumerate(words):
         redirect = w == "&" and i > 0 and words[i - 1].endswith((">", "<"))
-        if w in _CONTROL_OPERATORS and not redirect:
-            if launch and launched and depth == 0 and ticks % 2 == 0:
-                rest = [x for x in words[i + 1:] if x not in _CONTROL_OPERATORS]
-                if out is not None and any(x.startswith("--") for x in rest):
-                    shown = " ".join(words[i:])
-                    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-                    out.unused.append(f"{shown} (line {no}: after the launch command's {w!r}, another command's "
-                                      "words: bash does not pass them)")
-                break
-            continue
         if redirect:
             continue
+        if w in _CONTROL_OPERATORS:
+            if depth == 0 and ticks % 2 == 0:
+                commands.append([])
+                ops.append(w)
+            continue
         depth, ticks = max(depth + w.count("(") - w.count(")"), 0), ticks + w.count("`")
-        kept.append(w)
-        launched = launched or bool(_LAUNCH_COMMAND.search(f" {w} "))
-    return kept
+        commands[-1].append(w)
+    if not launch or len(commands) == 1:
+        return [w for c in commands for w in c]
+
+    known = (*_MEG_INT, *_MEG_KNOWN_VALUE, *_MEG_STORE_TRUE, *_MEG_MODEL)
+
+    def rank(j: int) -> tuple[int, int, bool, int]:
+        c = commands[j]
+        flags = [w.partition("=")[0].replace("_", "-") for w in c if w.startswith("--")]
+        return (sum(f in known for f in flags), len(flags), any(_LAUNCH_COMMAND.search(f" {w} ") for w in c), -j)
+
+    chosen = max(range(len(commands)), key=rank)
+    for j, c in enumerate(commands):
+        if j != chosen and out is not None and any(w.startswith("--") for w in c):
+            shown = " ".join(c)
+            shown = shown if len(shown) <= 50 else shown[:47] + "..."
+            where = f"after {ops[j]!r}" if j else f"before {ops[1]!r}"
+            out.unused.append(f"{shown} (line {no}: another command than the launch, {where}: bash does not pass "
+                              "it to the launch)")
+    return commands[chosen]
 
 
 #: a shell variable's assignment as shlex leaves it (quotes removed): NAME=value, or NAME+=value (appended)
