@@ -182,3 +182,12 @@ def test_the_launch_is_the_command_with_the_megatron_flags(tmp_path: Path) -> No
     assert s.strategy["tp"] == 2 and s.training["micro_batch"] == 1
     assert any(u.startswith("python tools/preprocess_data.py") for u in s.unused)
     assert not any(u.startswith("--workers") for u in s.unused)
+
+
+def test_trainer_refusal_names_the_compression_as_written() -> None:
+    """bf16 parses to the fp16 kind (same 2-byte wire); the refusal named it "fp16" to a user who wrote bf16."""
+    from scalemodel.specs.training import trainer_what_if_refusal
+    got = trainer_what_if_refusal("megatron_ddp", 0, "allreduce", "bsp", "bf16", "auto")
+    assert got is not None and got[0] == "compression" and got[1].startswith("bf16 with megatron_ddp")
+    got = trainer_what_if_refusal("nanotron_trainer", 0, "allreduce", "bsp", "fp16", "auto")
+    assert got is not None and got[1].startswith("fp16 with nanotron_trainer")
