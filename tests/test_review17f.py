@@ -191,3 +191,10 @@ def test_trainer_refusal_names_the_compression_as_written() -> None:
     assert got is not None and got[0] == "compression" and got[1].startswith("bf16 with megatron_ddp")
     got = trainer_what_if_refusal("nanotron_trainer", 0, "allreduce", "bsp", "fp16", "auto")
     assert got is not None and got[1].startswith("fp16 with nanotron_trainer")
+
+
+def test_plan_warns_of_a_pinned_bucket_the_pipeline_engine_does_not_read(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("plan", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "16", "--top", "1", "--set",
+            "strategy.deepspeed_pipeline=true", "--set", "strategy.zero=0", "--set", "strategy.bucket_size=25e6")
+    assert r.code == 0, r.err
+    assert "DeepSpeed's PipelineEngine all-reduces the gradients in buckets of MEMORY_OPT_ALLREDUCE_SIZE" in r.err
