@@ -114,7 +114,9 @@ def test_step_alltoall_unfused() -> None:
     ("--num-experts 8", False),  # Megatron-Core's default: unfused
     ("--num-experts 8 --moe-permute-fusion", True),
     ("--moe-token-dispatcher-type alltoall", False),  # an MoE launch, the model from --model
-    ("--micro-batch-size 1", None),  # no MoE in the file: left at the spec's default
+    # review17f: the prefix's --expert-model-parallel-size 4 makes it an MoE launch (Megatron-Core raises on ep > 1
+    # without num_moe_experts, transformer_config.py L1595 at d98e8a64dd): unfused, not the spec's default
+    ("--micro-batch-size 1", False),
 ])
 def test_megatron_reader(tmp_path, text: str, want: bool | None) -> None:  # type: ignore[no-untyped-def]
     from scalemodel.specs.frameworks import read_strategy_file

@@ -18,7 +18,8 @@ EQUIVALENT = ["--precision", "fp8", "--tp", "2", "--pp", "2", "--micro-batch", "
               "--set", "strategy.overlap_param_gather=true",
               "--set", "strategy.ep_dispatch_sms=24", "--set", "strategy.first_stage_layers=6",
               "--set", "strategy.fp8_param_gather=true", "--set", "strategy.tp_comm_overlap=true",
-              # the launch names experts without --moe-permute-fusion: Megatron's unfused permute (permute17)
+              # the launch has --moe-* flags and no --moe-permute-fusion: Megatron-Core's unfused permute (permute17
+              # set this in test_plan_strategy_file's twin only; review17f: this test failed on main)
               "--set", "strategy.moe_permute_fusion=false"]
 SCALE = ["scale", "--best", "--json", "-c", "dgx-h100", "-m", "mixtral-8x7b", "--gpus", "32,64",
          "--global-batch", "256"]

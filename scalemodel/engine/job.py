@@ -1560,6 +1560,14 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                     f" = {strategy.bucket_size:g} B is not priced: nanotron_trainer at zero 1 "
                     "with fp32 gradient accumulation builds no DDP buckets (one all-reduce of the whole fp32 gradient "
                     "buffer after the last backward)")
+    if getattr(strategy, "bucket_size", None) and getattr(strategy, "deepspeed_pipeline", False) and (
+            Zero.parse(strategy.zero) == Zero.NONE or (
+                Zero.parse(strategy.zero) == Zero.OPTIMIZER and job.grad_bytes > job.elem_bytes
+                and Precision.parse(job.precision) == Precision.BF16)):
+        # step.deepspeed_pipeline_fixed_buckets: the PipelineEngine passes its own 5e8-element buckets (review17f)
+        _warn_field("strategy.bucket_size",
+                    f" = {strategy.bucket_size:g} B is not priced: DeepSpeed's PipelineEngine all-reduces the "
+                    "gradients in buckets of MEMORY_OPT_ALLREDUCE_SIZE (5e8 elements) there, not reduce_bucket_size")
     if getattr(strategy, "moe_allgather_dispatcher", False) and chosen and not moe:
         _warn_field("strategy.moe_allgather_dispatcher", " is not priced: the model has no MoE layers")
     elif getattr(strategy, "moe_allgather_dispatcher", False) and chosen and int(getattr(strategy, "ep", 1)) * int(

@@ -1582,6 +1582,13 @@ def _warn_unpriced_bucket(job: Job, fixed: dict[str, Any], c: Constraints) -> No
         notices.warn(f"strategy.bucket_size = {sizes[0]:g} B is not priced: nanotron_trainer at zero 1 with fp32 "
                      "gradient accumulation builds no DDP buckets (one all-reduce of the whole fp32 gradient buffer "
                      "after the last backward)")
+    bf16_fp32 = str(job.precision) == "bf16" and job.grad_bytes > job.elem_bytes
+    if sizes and fixed.get("deepspeed_pipeline") and (zero == [int(Zero.NONE)] or (
+            zero == [int(Zero.OPTIMIZER)] and bf16_fp32)):
+        # step.deepspeed_pipeline_fixed_buckets (review17f): predict's warning, job._warn_unpriced_fields
+        notices.warn(f"strategy.bucket_size = {sizes[0]:g} B is not priced: DeepSpeed's PipelineEngine all-reduces "
+                     "the gradients in buckets of MEMORY_OPT_ALLREDUCE_SIZE (5e8 elements) there, not "
+                     "reduce_bucket_size")
 
 
 def _trainer_sync_modes(fixed: dict[str, Any], modes: Sequence[str], c: Constraints,

@@ -2821,17 +2821,36 @@ def _bucket_bytes(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray], layer_
         # all-reduce of the whole fp32 buffer, nanotron_zero1_sync); a given bucket_size priced a bucketed sync under
         # the backward (llama3-8b on 64 H100s: 1.058 -> 0.922 s at 100 MB) that nanotron does not run (round 17)
         elements = np.where(nanotron_zero1_sync(job, g), np.inf, elements)
+    fixed = deepspeed_pipeline_fixed_buckets(job, g)
+    if np.any(fixed):
+        # review17f: DeepSpeed's PipelineEngine passes MEMORY_OPT_ALLREDUCE_SIZE (5e8 elements) itself, reading no
+        # reduce_bucket_size there: a given bucket_size priced buckets DeepSpeed does not build
+        elements = np.where(fixed, DEEPSPEED_BUCKET_ELEMENTS, elements)
     return np.maximum(elements * wire, 1.0)
+
+
+def deepspeed_pipeline_fixed_buckets(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Where DeepSpeed's PipelineEngine all-reduces the gradients in buckets of its own fixed size whatever
+    ``bucket_size`` (its config's ``zero_optimization.reduce_bucket_size``) says: ZeRO 0
+    (:func:`deepspeed_pipeline_buckets`: ``allreduce_gradients(bucket_size=MEMORY_OPT_ALLREDUCE_SIZE)``, which at
+    ZeRO 0 is ``buffered_allreduce_fallback(elements_per_buffer=bucket_size)``) and bf16 at ZeRO 1
+    (:func:`bf16_optimizer_param_gather`: ``_bf16_reduce_grads``, ``buffered_allreduce_fallback(...,
+    elements_per_buffer=MEMORY_OPT_ALLREDUCE_SIZE)``), MEMORY_OPT_ALLREDUCE_SIZE = 500000000 elements
+    (deepspeed/runtime/pipe/engine.py ``_exec_reduce_grads``, v0.5.4, v0.6.5). Only ZeRO-1's own optimizer (fp16)
+    reads reduce_bucket_size under the PipelineEngine."""
+    return np.asarray(deepspeed_pipeline_buckets(g) | bf16_optimizer_param_gather(job, g))
 
 
 def bucket_size_priced(job: Job, g: StrategyGrid) -> np.ndarray:
     """Where a given ``bucket_size`` sets the gradient buckets :func:`_bucket_bytes` prices: everywhere but
     nanotron's ZeRO-1 with fp32 accumulation (:func:`nanotron_zero1_sync`: one all-reduce of the whole fp32 buffer,
     no DDP buckets) and Megatron-Core's DDP without overlap (:func:`megatron_bucket_elements`: one bucket per buffer,
-    whatever --ddp-bucket-size says). Where it is not, a plan's strategy names the framework's default (what was
-    priced), not the searched size (predict.result_at): plan's explanation named "bucket 500 MB" for a nanotron
-    ZeRO-1 fp32 winner whose sync is one call."""
-    return np.asarray(~nanotron_zero1_sync(job, g) & ~(megatron_ddp_on(g) & ~g.overlap))
+    whatever --ddp-bucket-size says) and DeepSpeed's PipelineEngine at ZeRO 0 or bf16 ZeRO 1
+    (:func:`deepspeed_pipeline_fixed_buckets`: 5e8 elements of its own). Where it is not, a plan's strategy names
+    the framework's default (what was priced), not the searched size (predict.result_at): plan's explanation named
+    "bucket 500 MB" for a nanotron ZeRO-1 fp32 winner whose sync is one call."""
+    return np.asarray(~nanotron_zero1_sync(job, g) & ~(megatron_ddp_on(g) & ~g.overlap)
+                      & ~deepspeed_pipeline_fixed_buckets(job, g))
 
 
 def zero12_algorithm(g: StrategyGrid) -> np.ndarray:

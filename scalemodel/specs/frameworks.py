@@ -513,7 +513,7 @@ def _megatron_tokens(text: str, out: StrategyFile | None = None) -> list[str]:
     logical = _logical_lines(text)
     command = next((no for no, body in logical if _LAUNCH_COMMAND.search(body)
                     and not body.lstrip().startswith("--")), None)
-    kept = []
+    words: list[str] = []
     for no, body in logical:
         if command is not None and body.lstrip().startswith("--"):
             if out is not None:
@@ -522,14 +522,133 @@ def _megatron_tokens(text: str, out: StrategyFile | None = None) -> list[str]:
                 where = (f"the launch command of line {command} ended before it, on a line without a trailing "
                          "backslash" if no > command else f"before the launch command of line {command}, on no "
                                                           "command's line")
+                blank = _BLANK_AFTER_BACKSLASH.search(text.split("\n")[no - 2]) if no >= 2 else None
+                if blank:  # "... \ " : bash reads "\ " as an escaped blank, and the newline ends the command
+                    where += f" (line {no - 1} ends in a backslash and a blank: that does not continue a line)"
                 out.unused.append(f"{shown} (line {no}: {where}: bash does not pass it)")
             continue
-        kept.append(body)
-    try:
-        return shlex.split("\n".join(kept), comments=True)
-    except ValueError as exc:
-        raise InputError(f"cannot split the arguments: {folded(exc)}", where="strategy file",
-                         allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
+        try:
+            # comments='': _logical_lines dropped the comments as bash does (a '#' at a word's start); shlex's own
+            # comments cut every word at a '#' (review17f: "--wandb-exp-name run#3 --tensor-model-parallel-size 2"
+            # lost the tensor-parallel size and every flag after it without a word; bash passes "run#3" whole).
+            # punctuation_chars: bash's control operators are words of their own ("--micro-batch-size 1; echo" was
+            # refused as the count '1;'; "... && echo --pipeline-model-parallel-size 4" priced pp 4)
+            lex = shlex.shlex(body, posix=True, punctuation_chars=";&|")
+            lex.whitespace_split, lex.commenters = True, ""
+            line_words = list(lex)
+        except ValueError as exc:
+            raise InputError(f"cannot split the arguments: {folded(exc)}", where="strategy file",
+                             allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
+        words.extend(_one_command(line_words, no, no == command, out))
+    return _expand_flag_variables(words, out)
+
+
+#: a backslash, then blanks, at a physical line's end: no continuation in bash (the backslash escapes the blank)
+_BLANK_AFTER_BACKSLASH = re.compile(r"\\[ \t]+\r?$")
+#: bash's control operators, as shlex with punctuation_chars ";&|" yields them
+_CONTROL_OPERATORS = frozenset({";", ";;", "&", "&&", "|", "||", "|&", ";&", ";;&"})
+
+
+def _one_command(words: list[str], no: int, launch: bool, out: StrategyFile | None) -> list[str]:
+    """A logical line's words less bash's control operators (``;``, ``&&``, ``|``, ``&`` ...; the ``&`` of a
+    redirection such as ``2>&1`` is not one, nor an operator inside a ``$( ... )`` or backticks). On the launch
+    command's line the operators split it into commands, and the launch is the one with the most Megatron-LM flags
+    (then the most flags, then one with a launch word, then the first): the others' words are left out, and said in
+    ``out.unused`` where one is a flag (``... --micro-batch-size 1 && echo --pipeline-model-parallel-size 4``;
+    ``python prep.py --x 1 && torchrun pretrain_gpt.py ...`` keeps the second)."""
+    commands: list[list[str]] = [[]]
+    ops: list[str] = [""]
+    depth = ticks = 0  # inside a $( ... ) or a `...`: its operators are the substitution's (--data-path $(ls | head))
+    for i, w in enumerate(words):
+        redirect = w == "&" and i > 0 and words[i - 1].endswith((">", "<"))
+        if redirect:
+            continue
+        if w in _CONTROL_OPERATORS:
+            if depth == 0 and ticks % 2 == 0:
+                commands.append([])
+                ops.append(w)
+            continue
+        depth, ticks = max(depth + w.count("(") - w.count(")"), 0), ticks + w.count("`")
+        commands[-1].append(w)
+    if not launch or len(commands) == 1:
+        return [w for c in commands for w in c]
+
+    known = (*_MEG_INT, *_MEG_KNOWN_VALUE, *_MEG_STORE_TRUE, *_MEG_MODEL)
+
+    def rank(j: int) -> tuple[int, int, bool, int]:
+        c = commands[j]
+        flags = [w.partition("=")[0].replace("_", "-") for w in c if w.startswith("--")]
+        return (sum(f in known for f in flags), len(flags), any(_LAUNCH_COMMAND.search(f" {w} ") for w in c), -j)
+
+    chosen = max(range(len(commands)), key=rank)
+    for j, c in enumerate(commands):
+        if j != chosen and out is not None and any(w.startswith("--") for w in c):
+            shown = " ".join(c)
+            shown = shown if len(shown) <= 50 else shown[:47] + "..."
+            where = f"after {ops[j]!r}" if j else f"before {ops[1]!r}"
+            out.unused.append(f"{shown} (line {no}: another command than the launch, {where}: bash does not pass "
+                              "it to the launch)")
+    return commands[chosen]
+
+
+#: a shell variable's assignment as shlex leaves it (quotes removed): NAME=value, or NAME+=value (appended)
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.S)
+#: the word opening a bash array assignment, NAME=( or NAME+=(, with the array's first word where written on it
+_ARRAY_OPEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=\((.*)", re.S)
+#: an unquoted whole-word reference to a variable: $NAME or ${NAME}
+_REFERENCE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
+
+
+def _expand_flag_variables(words: list[str], out: StrategyFile | None) -> list[str]:
+    """The words with each string variable holding flags expanded where the launch names it, as bash word-splits an
+    unquoted ``$NAME``: Megatron-LM's own example scripts (examples/pretrain_gpt_distributed.sh and its kind) write
+    ``GPT_ARGS="--num-layers 24 \\ ... "`` and launch ``torchrun ... pretrain_gpt.py $GPT_ARGS $DATA_ARGS``. Such an
+    assignment is one word to the shell: it was read as one word holding blanks (review17f: every flag in it not
+    used, tp 1, with a note about a "U+0020 space inside"). A value's own ``$OTHER`` words expand the same way (an
+    ``ALL_ARGS="$GPT_ARGS $DATA_ARGS"``). An assignment of flags that no word references is said in ``out.unused``
+    (bash passes none of it). Words that reference no such variable are kept as they are."""
+    assigned: dict[str, list[str]] = {}
+    used: set[str] = set()
+
+    def expand(word: str) -> list[str]:
+        m = _REFERENCE.fullmatch(word)
+        name = m and (m.group(1) or m.group(2))
+        if name and name in assigned:
+            used.add(name)
+            return assigned[name]
+        return [word]
+
+    kept: list[str] = []
+    depth = 0  # inside an array assignment: its parentheses open (an array's words are kept where written, as before)
+    for word in words:
+        if depth == 0 and (a := _ARRAY_OPEN.fullmatch(word)):
+            # review17f: "ARGS=(--tensor-model-parallel-size 2 --micro-batch-size 1)" on one line was refused as the
+            # count '1)', and "ARGS+=(--pipeline-model-parallel-size 4)" lost pp without a word: the parentheses are
+            # bash's array syntax, not part of the first and last words
+            depth, word = 1, a.group(1)
+        if depth > 0:
+            depth += word.count("(") - word.count(")")
+            if depth <= 0:
+                depth, word = 0, word[:-1] if word.endswith(")") else word
+            if word:
+                kept.extend(expand(word))
+            continue
+        m = _ASSIGNMENT.fullmatch(word)
+        if m and not word.startswith("-"):
+            value = [w for part in m.group(3).split() for w in expand(part)]
+            if m.group(2):  # NAME+="...": appended to what NAME holds
+                value = assigned.get(m.group(1), []) + value
+            if any(w.startswith("--") for w in value):
+                assigned[m.group(1)] = value
+                used.discard(m.group(1))
+                continue
+        kept.extend(expand(word))
+    for name in assigned.keys() - used:
+        if out is not None:
+            shown = " ".join(assigned[name])
+            shown = shown if len(shown) <= 50 else shown[:47] + "..."
+            out.unused.append(f"{name}={shown} (a variable no word of the file expands: bash passes none of it)")
+    return kept
 
 
 #: A word that looks like a Megatron flag but starts with an en/em dash, a minus sign or a doubled hyphen-like
@@ -628,7 +747,10 @@ def _megatron(text: str, out: StrategyFile) -> None:
                          allowed="a text file of Megatron-LM flags (a launch script)")
     tokens = _megatron_tokens(text, out)
     if not any(t.startswith("--") for t in tokens):
-        raise InputError("no Megatron-LM flag in the file",
+        # review17f: the reason was in out.unused, never shown ("torchrun pretrain_gpt.py \ " + newline: a blank
+        # after the backslash ends the command, and every flag line after it is not passed)
+        why = next((u for u in out.unused if "bash does not pass" in u), None)
+        raise InputError("no Megatron-LM flag in the file" + (f" that bash passes to the launch: {why}" if why else ""),
                          allowed="flags such as --tensor-model-parallel-size 8 --micro-batch-size 1")
     args: dict[str, str | None] = {}
     model_flags: list[str] = []
@@ -857,7 +979,11 @@ def _megatron(text: str, out: StrategyFile) -> None:
     # defaults to False: transformer_config.py L941 at d98e8a64dd, arguments.py L3139 at core_v0.15.0): an MoE launch
     # (--num-experts, or any --moe-* flag where the model comes from --model) without it runs the unfused path
     # (strategy moe_permute_fusion, docs/model.md#moe-permute-fusion)
-    if "--num-experts" in model_flags or any(a.startswith("--moe-") for a in args):
+    # review17f: a model --moe-* flag (--moe-router-topk, --moe-ffn-hidden-size: model_flags, not args) or an expert
+    # parallel size marks an MoE launch too; "--expert-model-parallel-size 8 --moe-router-topk 2" was priced with the
+    # fused kernels (the strategy's default) that Megatron-Core runs only with the switch
+    if "--num-experts" in model_flags or any(a.startswith("--moe-") for a in (*args, *model_flags)) or args.get(
+            "--expert-model-parallel-size", "1") not in ("1", "+1"):
         out.strategy["moe_permute_fusion"] = "--moe-permute-fusion" in args
     # the flex dispatcher (DeepEP / HybridEP) moves tokens hierarchically (strategy moe_flex_dispatcher,
     # docs/model.md#ep-hierarchical); --moe-enable-deepep requires it (TransformerConfig.__post_init__ @002255075c).

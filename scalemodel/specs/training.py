@@ -726,12 +726,14 @@ def trainer_what_if_refusal(trainer: str, zero: int | None, dp_comm: Any, sync: 
         return ("sync", why, "bsp" + (", or hier:G:1 with zero 1 (partial distributed optimizer)"
                                       if trainer == "megatron_ddp" else "") + f" with {trainer}")
     comp = parse_compression(compression)
+    # the value as written: bf16 parses to the fp16 kind (the same 2-byte wire), and was named "fp16" (review17f)
+    shown = compression.strip() if isinstance(compression, str) and compression.strip() else comp.label
     if comp.kind == CompressionKind.FP16 and trainer != "deepspeed_pipeline":
-        return ("compression", f"{comp.label} with {trainer}: {name} reduces the gradients in their own dtype (no cast "
+        return ("compression", f"{shown} with {trainer}: {name} reduces the gradients in their own dtype (no cast "
                                "before the collective)", f"none with {trainer} (the wire carries the gradient element: "
                                                          "training.grad_bytes_per_param 2 for 16-bit gradients)")
     if comp.kind in (CompressionKind.INT8, CompressionKind.TOPK):
-        return ("compression", f"{comp.label} with {trainer}: {name} sends the gradients unquantised (no int8 or "
+        return ("compression", f"{shown} with {trainer}: {name} sends the gradients unquantised (no int8 or "
                                "top-k codec on its gradient sync)",
                 f"none{' or fp16/bf16' if trainer == 'deepspeed_pipeline' else ''} with {trainer}")
     algo = Algorithm.parse(algorithm)
