@@ -570,14 +570,6 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("nanotron_trainer", "true runs nanotron's trainer, whose ZeRO shards only the "
                               f"optimizer states (ZeRO-1, whatever its zero_stage > 0; got zero {self.zero!r})",
                               "false (the default) with any zero; true with zero 0 or 1")
-        if self.deepspeed_pipeline and self.overlap_param_gather:
-            # DeepSpeed v0.19.5 deepspeed/runtime/zero/stage_1_and_2.py step() L2367-2370: all_gather_dp_groups, one
-            # synchronous gather at the end of the step ("ready for next round forward"); nothing defers it to the
-            # next forward (Megatron-LM's --overlap-param-gather), which would price it under that forward
-            raise field_error("deepspeed_pipeline", "true runs DeepSpeed's ZeRO-1 optimizer, which all-gathers the "
-                              "updated parameters synchronously at the end of its step (got overlap_param_gather "
-                              "true: Megatron-LM's gather under the next forward)",
-                              "overlap_param_gather false with deepspeed_pipeline")
         if self.nanotron_trainer and (self.megatron_ddp or self.deepspeed_pipeline):
             # one trainer a job: nanotron builds torch's DDP or none (trainer.py init_model) and runs its own pipeline
             # engines (parallel/pipeline_parallel/engine.py), neither Megatron-Core's DDP nor DeepSpeed's PipelineEngine
@@ -591,14 +583,10 @@ class StrategySpec(Spec, kw_only=True):
             raise field_error("nanotron_trainer", "true runs nanotron's pipeline engines, 1f1b or afab (all forwards "
                               f"then all backwards), not schedule {self.schedule}",
                               "schedule 1f1b or gpipe with nanotron_trainer")
-        if self.nanotron_trainer and self.overlap_param_gather:
-            # nanotron@c2528430 optim/zero.py ZeroDistributedOptimizer.step: _all_gather_params, one synchronous
-            # all_gather_coalesced right after the update; nothing defers it to the next forward (Megatron-LM's
-            # --overlap-param-gather), which priced its gather under that forward where DDP buckets the gradients
-            raise field_error("nanotron_trainer", "true runs nanotron's ZeRO-1 optimizer, which all-gathers the "
-                              "updated parameters synchronously after its step (got overlap_param_gather true: "
-                              "Megatron-LM's gather under the next forward)",
-                              "overlap_param_gather false with nanotron_trainer")
+        for trainer, optimizer in SYNC_PARAM_GATHER.items():
+            if getattr(self, trainer) and self.overlap_param_gather:
+                raise field_error(trainer, f"true runs {optimizer} (got overlap_param_gather true: Megatron-LM's "
+                                  "gather under the next forward)", f"overlap_param_gather false with {trainer}")
         if trainers:
             refused = trainer_what_if_refusal(trainers[0], zero, self.dp_comm, self.sync, self.compression,
                                               self.algorithm, self.assignment)
@@ -665,6 +653,19 @@ class StrategySpec(Spec, kw_only=True):
 #: What each framework trainer flag names, for the refusals of :func:`trainer_what_if_refusal`.
 TRAINER_NAMES = {"megatron_ddp": "Megatron-Core's DDP", "deepspeed_pipeline": "DeepSpeed's PipelineEngine",
                  "nanotron_trainer": "nanotron's trainer"}
+#: The trainers whose ZeRO-1 optimizer all-gathers the updated parameters synchronously right after its step, which
+#: nothing defers to the next forward as Megatron-LM's --overlap-param-gather does (that switch would price the
+#: gather under the next forward): StrategySpec refuses overlap_param_gather beside them.
+SYNC_PARAM_GATHER = {
+    # DeepSpeed v0.19.5 deepspeed/runtime/zero/stage_1_and_2.py step() L2367-2370: all_gather_dp_groups, "ready for
+    # next round forward"
+    "deepspeed_pipeline": "DeepSpeed's ZeRO-1 optimizer, which all-gathers the updated parameters synchronously at "
+                          "the end of its step",
+    # nanotron@c2528430 optim/zero.py ZeroDistributedOptimizer.step: _all_gather_params, one all_gather_coalesced
+    # right after the update
+    "nanotron_trainer": "nanotron's ZeRO-1 optimizer, which all-gathers the updated parameters synchronously after "
+                        "its step",
+}
 
 
 def trainer_sync_refusal(trainer: str, zero: int | None, sync: Any) -> str:
