@@ -355,3 +355,61 @@ def test_plan_refuses_what_predict_refuses(model, strategy, pinned, words):
         planner.plan(cl, wl, 16, TrainingSpec(global_batch=64), top=1, strategy=StrategySpec(**strategy),
                      pinned=pinned)
     assert words in str(e.value) and "stage_layers" in e.value.where
+
+
+# --- review18a: the reader against validate_layer_layout (NVIDIA/Megatron-LM@d98e8a64dd
+# megatron/core/transformer/pipeline_parallel_layer_layout.py lines 86-149) -----------------------------------------
+
+@pytest.mark.parametrize("layout, pp", [
+    ("tEt|ttL", 2),          # flatten_layout[0] is a decoder layer: "The first layer must be embedding"
+    ("Ett|tLt", 2),          # flatten_layout[-1] is a decoder layer: "The last layer must be loss"
+    ("Et|tt|tmLt", 3),       # the loss before the last decoder layer (and after the MTP layer)
+])
+def test_layout_embedding_first_and_loss_last(layout, pp):
+    """Megatron asserts the first layer of the layout (in layer-id order: the string's) the embedding and the last
+    the loss; these layouts put E in the first stage and L in the last, which the reader took as enough."""
+    with pytest.raises(InputError) as e:
+        megatron_layout_stages(layout, pp)
+    assert "embedding first and the loss last" in str(e.value)
+
+
+def _launch(tmp_path: Path, flags: str) -> Path:
+    f = tmp_path / "run.sh"
+    f.write_text(f"torchrun pretrain_gpt.py --num-layers 4 --hidden-size 512 --num-attention-heads 8 {flags}\n")
+    return f
+
+
+def test_layout_of_one_stage_at_pp_1(tmp_path: Path):
+    """A layout of one stage at pipeline size 1 (Megatron: 1 stage % 1 == 0, no virtual stages) is every layer on the
+    one rank: no split to give (strategy.stage_layers needs pp >= 2, so the reader's [4] was refused with 'no
+    pipeline to split'), the launch predicted as without the flag."""
+    sf = read_strategy_file(_launch(tmp_path, "--pipeline-model-parallel-layout 'Et*4L'"))
+    assert "stage_layers" not in sf.strategy and "schedule" not in sf.strategy
+    job, tr = _job(overrides=("layers=4",), batch=8)
+    g = grid_from_strategy(StrategySpec(**sf.strategy), tr, 1, job)
+    assert int(np.asarray(g.stage_split).ravel()[0]) == -1
+
+
+@pytest.mark.parametrize("flags, words", [
+    ("--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Ett|tL'", "3 decoder layers (t) but "
+                                                                                   "--num-layers is 4"),
+    ("--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Ett|ttmL'", "1 MTP layers (m) but "
+                                                                                     "--mtp-num-layers is not given"),
+    ("--pipeline-model-parallel-size 2 --mtp-num-layers 2 --pipeline-model-parallel-layout 'Ett|ttmL'",
+     "1 MTP layers (m) but --mtp-num-layers is 2"),
+    ("--pipeline-model-parallel-size 2 --mtp-num-layers=1 --pipeline-model-parallel-layout 'Ett|ttL'",
+     "0 MTP layers (m) but --mtp-num-layers is 1"),
+])
+def test_layout_counts_against_the_launch(tmp_path: Path, flags, words):
+    """validate_layer_layout asserts the t letters --num-layers and the m letters --mtp-num-layers (none without
+    it: 'mtp_num_layers is None and count == 0'); the reader took any counts."""
+    with pytest.raises(InputError) as e:
+        read_strategy_file(_launch(tmp_path, flags))
+    assert words in str(e.value)
+    assert e.value.allowed
+
+
+def test_layout_counts_that_agree_are_read(tmp_path: Path):
+    sf = read_strategy_file(_launch(tmp_path, "--pipeline-model-parallel-size 2 --mtp-num-layers 1 "
+                                              "--pipeline-model-parallel-layout 'Et|tttmL'"))
+    assert sf.strategy["stage_layers"] == [1, 3]

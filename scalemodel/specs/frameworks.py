@@ -1022,7 +1022,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
     if opt is not None and opt != "adam":
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")
     if "--pipeline-model-parallel-layout" in args:
-        _pipeline_layout(args, out)
+        _pipeline_layout(args, out, tokens)
     virtual: dict[str, int | None] = {k: number(k) for k in ("--virtual-pipeline-model-parallel-size",
                                                              "--num-virtual-stages-per-pipeline-rank",
                                                              "--num-layers-per-virtual-pipeline-stage") if k in args}
@@ -1090,17 +1090,10 @@ def nanotron_stage_layers(layers: int, hidden: int, heads: int, ffn: int, vocab:
 MAX_LAYOUT_CHARS = 1_000_000
 
 
-def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-parallel-layout"
-                           ) -> tuple[list[int], int]:
-    """(decoder layers of each virtual stage, virtual stages per rank) of Megatron-LM's pipeline layout string, read
-    as NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/pipeline_parallel_layer_layout.py reads it:
-    ``parse_str_to_list`` (lines 283-321: commas dropped, ``(...)*N`` then ``x*N`` unrolled, stages split at ``|``,
-    letters E embedding, L loss, t decoder layer, m MTP layer) and ``__init__`` (stages divisible by pp, V = stages /
-    pp, virtual stage c of rank r at c pp + r). ``validate_layer_layout`` (lines 89-149) asserts E first and L last;
-    the model prices the embedding on rank 0's first chunk and the output layer, loss and MTP modules on rank p - 1's
-    last (step._segment_memory, as with first/last_stage_layers), so E must be in stage 0, L and any m in the last
-    stage: a layout that puts them elsewhere (an empty first stage, a standalone MTP stage on another rank) is
-    refused, not priced where it is not."""
+def _layout_text(layout: str, where: str = "--pipeline-model-parallel-layout") -> str:
+    """Megatron-LM's layout string unrolled as ``parse_str_to_list`` unrolls it (pipeline_parallel_layer_layout.py
+    lines 283-321 at d98e8a64dd): commas dropped, ``(...)*N`` then ``x*N`` repeated; bounded by
+    :data:`MAX_LAYOUT_CHARS`."""
     text = layout.replace(",", "")
     for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
         size = 0
@@ -1115,6 +1108,23 @@ def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-
             return mt.group(1) * n
 
         text = re.sub(pattern, unroll, text)
+    return text
+
+
+def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-parallel-layout"
+                           ) -> tuple[list[int], int]:
+    """(decoder layers of each virtual stage, virtual stages per rank) of Megatron-LM's pipeline layout string, read
+    as NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/pipeline_parallel_layer_layout.py reads it:
+    ``parse_str_to_list`` (lines 283-321: commas dropped, ``(...)*N`` then ``x*N`` unrolled, stages split at ``|``,
+    letters E embedding, L loss, t decoder layer, m MTP layer) and ``__init__`` (stages divisible by pp, V = stages /
+    pp, virtual stage c of rank r at c pp + r). ``validate_layer_layout`` (lines 86-149) asserts E first and L last
+    (refused here as there) and the t and m counts the launch's --num-layers and --mtp-num-layers
+    (:func:`_pipeline_layout`);
+    the model prices the embedding on rank 0's first chunk and the output layer, loss and MTP modules on rank p - 1's
+    last (step._segment_memory, as with first/last_stage_layers), so E must be in stage 0, L and any m in the last
+    stage: a layout that puts them elsewhere (an empty first stage, a standalone MTP stage on another rank) is
+    refused, not priced where it is not."""
+    text = _layout_text(layout, where)
     stages = text.split("|")
     bad = sorted({c for c in text if c not in "ELtm|"})
     if bad:
@@ -1127,6 +1137,14 @@ def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-
     if text.count("E") != 1 or text.count("L") != 1:
         raise InputError(f"{text.count('E')} E and {text.count('L')} L in {layout[:60]!r}", where=where,
                          allowed="one E (embedding) and one L (loss), as Megatron asserts")
+    flat = text.replace("|", "")
+    if not flat.startswith("E") or not flat.endswith("L"):
+        # validate_layer_layout (lines 95-100): "The first layer must be embedding" / "The last layer must be loss",
+        # of the layers in layer-id order (the string's order): 'tE|...' or '...|tLt' would not start a job
+        raise InputError(f"the layout's first layer is {flat[:1]!r} and its last {flat[-1:]!r}: {layout[:60]!r} "
+                         "(Megatron asserts the embedding first and the loss last)", where=where,
+                         allowed="E as the first letter and L as the last, the decoder (t) and MTP (m) layers "
+                                 "between them")
     if "E" not in stages[0] or "L" not in stages[-1] or any("m" in st for st in stages[:-1]):
         raise InputError("the embedding (E) outside the first stage, or the loss (L) or an MTP layer (m) outside the "
                          f"last: {layout[:60]!r}", where=where,
@@ -1138,7 +1156,18 @@ def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-
     return [st.count("t") for st in stages], len(stages) // pp
 
 
-def _pipeline_layout(args: dict[str, str | None], out: StrategyFile) -> None:
+def _launch_value(tokens: list[str], name: str) -> str | None:
+    """The value of flag ``name`` as argparse keeps it (the last one given; ``--name V`` or ``--name=V``), for a flag
+    the reader does not price (a model flag) but checks a priced one against; None where not given."""
+    value = None
+    for j, tok in enumerate(tokens):
+        flag, eq, inline = tok.partition("=")
+        if flag.replace("_", "-") == name:
+            value = inline if eq else (tokens[j + 1] if j + 1 < len(tokens) else None)
+    return value
+
+
+def _pipeline_layout(args: dict[str, str | None], out: StrategyFile, tokens: list[str]) -> None:
     """--pipeline-model-parallel-layout as strategy.stage_layers (:func:`megatron_layout_stages`) and, with V >= 2
     virtual stages per rank, schedule interleaved:V (Megatron-LM's validate_args derives the virtual stages from the
     layout, megatron/training/arguments.py lines 941-951 at d98e8a64dd, and asserts no
@@ -1155,6 +1184,25 @@ def _pipeline_layout(args: dict[str, str | None], out: StrategyFile) -> None:
                          where=flag, allowed=f"the layout alone, without {others[0]}")
     pp = int(out.strategy.get("pp", 1))
     counts, v = megatron_layout_stages(text, pp, flag)
+    # validate_layer_layout (pipeline_parallel_layer_layout.py lines 106-114 at d98e8a64dd) against the launch's own
+    # flags: the t letters are --num-layers, the m letters --mtp-num-layers (none without the flag)
+    given = {k: _launch_value(tokens, k) for k in ("--num-layers", "--mtp-num-layers")}
+    plain = {k: int(x) for k, x in given.items() if x is not None and re.fullmatch(r"\+?[0-9]{1,9}", x)}
+    n_t, n_m = sum(counts), _layout_text(text, flag).count("m")
+    if "--num-layers" in plain and plain["--num-layers"] != n_t:
+        raise InputError(f"the layout holds {n_t} decoder layers (t) but --num-layers is {plain['--num-layers']} "
+                         "(Megatron asserts them equal)", where=flag,
+                         allowed=f"a layout of {plain['--num-layers']} t letters, or --num-layers {n_t}")
+    mtp_known = "--mtp-num-layers" in plain or given["--mtp-num-layers"] is None  # not a $VARIABLE
+    want = plain.get("--mtp-num-layers", 0)
+    if mtp_known and n_m != want:
+        raise InputError(f"the layout holds {n_m} MTP layers (m) but --mtp-num-layers is "
+                         f"{want if '--mtp-num-layers' in plain else 'not given'} (Megatron asserts them equal)",
+                         where=flag, allowed=f"a layout of {want} m letters, or --mtp-num-layers {n_m}")
+    if len(counts) == 1:
+        # one stage (pp 1, no virtual stages): Megatron runs it (validate_args sets no virtual stages); every layer on
+        # the one rank is what the model prices without a split, and strategy.stage_layers needs pp >= 2
+        return
     out.strategy["stage_layers"] = counts
     out.fields["stage_layers"] = flag
     if v > 1:
