@@ -101,3 +101,17 @@ def test_one_stage_is_the_whole_model():
         got = step._rank_params_per_gpu(job, g, np.full(1, float(L)), np.zeros(1))
         assert float(np.ravel(got[0])[0]) == float(np.ravel(dense)[0])
         assert float(np.ravel(got[1])[0]) == float(np.ravel(expert)[0])
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_mtp_last_rank_holds_the_embedding_copy_and_its_own_output_weight(tied):
+    """The 1.34B with one MTP module at pp 2, ranks 10/6, tp 1 (review18a). Megatron-Core's last stage builds the word
+    embedding for MTP ("if self.pre_process or self.mtp_process") and its output_layer with a weight of its own
+    (skip_weight_param_allocation = pre_process and tied: false on the last stage), tied or not
+    (NVIDIA/Megatron-LM@d98e8a64dd gpt_model.py lines 173-174, 277-291): 6 layers + 2 V h + the final norm h + the
+    module. One dense MTP module: its layer (a LAYER) + eh_proj 2h x h + enorm, hnorm and its final norm 3 h
+    (tests/test_mtp.py's count). Tied, the copy was taken for the output weight: V h short."""
+    module = LAYER + 2 * H * H + 3 * H
+    job, g = _job_grid(pp=2, stage_layers=[10, 6], model=dict(MODEL, tied_embeddings=tied, mtp_layers=1))
+    assert _rank(job, g, 6, 1) == 6 * LAYER + 2 * EMB + H + module
+    assert _rank(job, g, 10, 0) == 10 * LAYER + EMB

@@ -263,8 +263,12 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     ``output_layer`` with ``skip_weight_param_allocation=self.pre_process and
     self.share_embeddings_and_output_weights``, so only a stage that also embeds skips it), kept equal to the first
     stage's embedding by the embedding-group all-reduce. With MTP the last stage holds a copy of the word embedding
-    (``embedding`` true; gpt_model.py builds the embedding "if self.pre_process or self.mtp_process"), which tied
-    is the output weight, untied an extra V h.
+    (``embedding`` true; gpt_model.py builds the embedding "if self.pre_process or self.mtp_process"): an extra V h,
+    tied or not. Tied, the forward reads the copy as the output weight (``shared_embedding_or_output_weight`` returns
+    the embedding's weight where ``mtp_process``), but ``output_layer`` was built with its own weight all the same
+    (the stage does not ``pre_process``), a parameter with its gradient buffer and optimizer states
+    (NVIDIA/Megatron-LM@d98e8a64dd gpt_model.py lines 173-174 and 277-291, language_module.py lines 345-363; review18a:
+    it was priced as the copy alone).
     """
     t, p, e = _pos("tp", tp), _pos("pp", pp), _pos("ep", ep)
     share = _stage_share(sh, p, stage_layers)
@@ -287,8 +291,9 @@ def params_per_gpu(sh: Shape, *, tp: ArrayLike = 1, pp: ArrayLike = 1, ep: Array
     d_mtp = np.where(sh.mtp_shared, np.minimum(d_all, 1.0), d_all)
     routed = sh.moe_experts * expert_params(sh)
     mtp_routed = np.where(sh.last_layer_moe, routed, 0.0)
-    # the output layer's own V h unless this stage's embedding copy is its weight (tied, with the embedding here)
-    out_head = np.where((p > 1) & on_head & (~sh.tied_embeddings | ~has_emb), word, 0.0)
+    # the output layer's own V h on the last stage (p > 1), tied or not, beside an MTP embedding copy or not: only a
+    # stage that also pre_processes skips its allocation, and at p > 1 the last stage never does
+    out_head = np.where((p > 1) & on_head, word, 0.0)
     held_whole = body_whole + emb_whole + d_mtp * whole.mtp_module
     dense = (body + emb + out_head + d_mtp * (mtp_module_params(sh) - mtp_routed) - held_whole) / t + held_whole
     u = t if etp is None else _pos("etp", etp)
