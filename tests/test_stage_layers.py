@@ -413,3 +413,46 @@ def test_layout_counts_that_agree_are_read(tmp_path: Path):
     sf = read_strategy_file(_launch(tmp_path, "--pipeline-model-parallel-size 2 --mtp-num-layers 1 "
                                               "--pipeline-model-parallel-layout 'Et|tttmL'"))
     assert sf.strategy["stage_layers"] == [1, 3]
+
+
+# --- review18a: --recompute-num-layers N recomputes the first N layers of each model chunk --------------------------
+
+def _full_recompute_layer(job) -> tuple[float, float, float, float]:
+    """(forward, backward, recomputed forward, logits forward + backward) of one layer under full recompute, by
+    cost.compute (the setting of _layer_and_logits)."""
+    kw = dict(micro_batch=1.0, seq_len=job.seq_len, peak_flops=job.peak_flops,
+              memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim,
+              memory_efficiency=job.memory_efficiency, tp=1, cp=1, elem_bytes=job.elem_bytes)
+    layer = compute.layer_compute_time(job.shape, ep=1, sequence_parallel=False, recompute="full",
+                                       flash_attention=True, attention_fwd=job.attention_fwd,
+                                       attention_bwd=job.attention_bwd, **kw)
+    logits = compute.logits_compute_time(job.shape, **kw)
+    return (float(layer.forward[()]), float(layer.backward[()]), float(layer.recompute[()]),
+            float(logits.total[()]))
+
+
+def test_unequal_chunks_recompute_n_layers_of_each():
+    """[1, 1, 3, 3] of 8 layers at pp 2 x interleaved:2: each rank holds a chunk of 1 layer and one of 3 (virtual
+    stages r and p + r). Megatron's block method recomputes the first N = 2 layers of each chunk's TransformerBlock
+    (transformer_block.py _checkpointed_forward): min(2, 1) + min(2, 3) = 3 layers a micro-batch, where min(N V, n)
+    = min(4, 4) priced 4. The busiest rank is the last (its 4 layers and the logits): m = 8 micro-batches of
+    4 (f + b) + 3 r + logits."""
+    job, tr = _job(overrides=("layers=8",), batch=8)
+    f, b, r, logits = _full_recompute_layer(job)
+    res = _run(job, tr, 2, pp=2, schedule="interleaved:2", recompute="full", recompute_layers=2,
+               stage_layers=[1, 1, 3, 3])
+    assert int(res.reason[0]) in (0, Infeasible.OUT_OF_MEMORY)
+    assert float(res.breakdown["compute"][0]) == pytest.approx(8 * (4 * (f + b) + 3 * r + logits), rel=1e-12)
+
+
+def test_one_chunk_in_the_bubble_recomputes_n_layers():
+    """The balanced interleaved pipeline of 8 layers at pp 2 x 2: chunks of 2 layers. The last rank (the logits) sets
+    the pace, T = m W_last + chunk 0's forward and backward (pipeline.interleaved_uneven_time at p 2), so the bubble
+    is one chunk's time (its layers and 1 / V of its send/recvs). With N = 1 the chunk recomputes 1 layer, with N = 2
+    both: the bubbles differ by one recomputed layer's forward r (they were equal: the chunk was priced with
+    min(N V, 2) = 2 recomputed layers either way)."""
+    job, tr = _job(overrides=("layers=8",), batch=8)
+    _f, _b, r, _logits = _full_recompute_layer(job)
+    bubble = {n: float(_run(job, tr, 2, pp=2, schedule="interleaved:2", recompute="full",
+                            recompute_layers=n).breakdown["bubble"][0]) for n in (1, 2)}
+    assert bubble[2] - bubble[1] == pytest.approx(r, rel=1e-9)

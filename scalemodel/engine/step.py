@@ -52,7 +52,7 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from enum import IntEnum
@@ -693,8 +693,8 @@ def _segment_rank_stages(job: Job, g: StrategyGrid, stage: Callable[..., _Stage]
     splits = _rank_layers(job, g)
     if splits is None:
         return None
-    return [(sp, [stage(np.full(1, float(len(s))), r == sp.p - 1, _part_job(job, s)) for r, s in enumerate(sp.ranks)])
-            for sp in splits]
+    return [(sp, [stage(np.full(1, float(len(s))), r == sp.p - 1, _part_job(job, s), _split_rank_recomputed(g, sp, r))
+                  for r, s in enumerate(sp.ranks)]) for sp in splits]
 
 
 def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray,
@@ -720,7 +720,8 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
             for s in sp.chunks[:p - 1]:
                 part = _part_job(job, s)
                 pp_only = stage(np.zeros(1), False, part).time
-                pieces.append(stage(np.full(1, float(len(s))), False, part))
+                # one model chunk: its own first N layers recomputed (_block_recomputed)
+                pieces.append(stage(np.full(1, float(len(s))), False, part, _block_recomputed(g, [len(s)])))
                 chunks.append(pieces[-1].time - pp_only + pp_only / v)
             if same and all(x is pieces[-1] for x in pieces[1:]):
                 mid = stages[1] if p >= 3 else stages[0]
@@ -821,9 +822,10 @@ def _with_chunk_ranks(job: Job, g: StrategyGrid, split: tuple[np.ndarray, np.nda
 
 
 def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndarray,
-                            logits_on_stage: bool = True) -> dict[str, np.ndarray]:
+                            logits_on_stage: bool = True, recomputed: Any = None) -> dict[str, np.ndarray]:
     """Compute seconds for one micro-batch on a stage of ``layers_per_stage`` layers (with the logits
-    when ``logits_on_stage``), and the pieces overlap needs.
+    when ``logits_on_stage``), and the pieces overlap needs. ``recomputed``: the stage's recomputed layers where
+    they are not :func:`recomputed_layers`' (a model chunk, or a rank of unequal chunks: :func:`_block_recomputed`).
 
     A low-precision run with layers kept in BF16 (Job.bf16_layer_share s, training.bf16_layers): every piece is
     (1 - s) x the all-low-precision one + s x the same stage priced with BF16 layers (the BF16 peak and 16-bit
@@ -832,11 +834,12 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     (Megatron-Core: the first / last ones) is not modelled: each stage gets the share (exact at pp 1)."""
     s = float(job.bf16_layer_share)
     if s > 0.0 and job.fp8_recipe and job.attention_peak_flops > 0:
-        low = _compute_per_microbatch(replace(job, bf16_layer_share=0.0), g, layers_per_stage, logits_on_stage)
+        low = _compute_per_microbatch(replace(job, bf16_layer_share=0.0), g, layers_per_stage, logits_on_stage,
+                                      recomputed)
         bf16 = replace(job, bf16_layer_share=0.0, peak_flops=job.attention_peak_flops, gemm_max=job.attention_gemm_max,
                        gemm_half_dim=job.attention_gemm_half_dim, fp8_recipe="", fp8_recipe_gemm_factor=1.0,
                        fp8_attention=False)
-        high = _compute_per_microbatch(bf16, g, layers_per_stage, logits_on_stage)
+        high = _compute_per_microbatch(bf16, g, layers_per_stage, logits_on_stage, recomputed)
         # equal pieces (layer counts, logits) kept as they are, not re-rounded by the mix
         return {k: v if np.array_equal(v, high[k]) else (1.0 - s) * np.asarray(v, dtype=float) + s * np.asarray(
                 high[k], dtype=float) for k, v in low.items()}
@@ -932,7 +935,7 @@ def _compute_per_microbatch(job: Job, g: StrategyGrid, layers_per_stage: np.ndar
     with_logits = 1.0 if logits_on_stage else 0.0
     copy_f, copy_b = fsdp2_copy_time(job, g, layers_per_stage)
     fwd = layers_per_stage * fwd_l + with_logits * logits.forward + copy_f
-    rec_n = recomputed_layers(g, layers_per_stage)
+    rec_n = recomputed_layers(g, layers_per_stage) if recomputed is None else np.asarray(recomputed, dtype=float)
     bwd = layers_per_stage * bwd_l + rec_n * rec_l + with_logits * (logits.backward + train_metric_time(job, g)) \
         + grad_accumulation_time(job, g) + fsdp_flat_grad_time(job, g) + copy_b + embedding_grad_time(job, g)
     out = {"total": fwd + bwd, "forward": fwd, "backward": bwd,
@@ -1768,6 +1771,36 @@ def recomputed_layers(g: StrategyGrid, layers_per_stage: Any) -> np.ndarray:
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
     partial = (g.recompute == Recompute.FULL) & (g.recompute_layers >= 0) & ~g.recompute_uniform
     return np.where(partial, np.minimum(g.recompute_layers * v, n), n)
+
+
+def _block_recomputed(g: StrategyGrid, chunks: Sequence[Any]) -> np.ndarray | None:
+    """Recomputed layers of a rank whose model chunks hold ``chunks`` layers each (one chunk: a model chunk alone),
+    under full recompute with ``recompute_layers`` N: sum_c min(N, n_c), since ``_checkpointed_forward``'s block
+    method recomputes the first N layers of each chunk's TransformerBlock (``layer_idx <
+    config.recompute_num_layers`` over the block's own layers; NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/transformer_block.py). :func:`recomputed_layers`' min(N v, n) is this for v equal
+    chunks of the rank's n layers, not for unequal ones (a given split's or a hybrid pattern's chunks: 1 and 5 layers
+    at N 2 recompute 1 + 2, not min(4, 6)) nor for one chunk of a rank of v (min(N, n_c), not min(N v, n_c)). Every
+    layer otherwise, as :func:`recomputed_layers` (review18a). None where no candidate recomputes N layers a chunk
+    (:func:`recomputed_layers` is then exact: the stage is priced as it was)."""
+    partial = (g.recompute == Recompute.FULL) & (g.recompute_layers >= 0) & ~g.recompute_uniform
+    if not np.any(partial):
+        return None
+    n = [np.asarray(c, dtype=float) for c in chunks]
+    return np.asarray(np.where(partial, sum((np.minimum(g.recompute_layers, c) for c in n), np.zeros(1)),
+                               sum(n, np.zeros(1))), dtype=float)
+
+
+def _split_rank_recomputed(g: StrategyGrid, sp: _RankSplit, r: int) -> np.ndarray | None:
+    """Recomputed layers of rank r of a split whose v >= 2 chunks (its ``|`` segments or given virtual stages
+    r, p + r, ...) are not all equal (:func:`_block_recomputed`); None where :func:`recomputed_layers` is exact
+    (one chunk a rank, or equal chunks)."""
+    if not sp.piped or sp.v < 2 or not sp.segments:
+        return None
+    sizes = [len(sp.segments[c * sp.p + r]) for c in range(sp.v)]
+    if len(set(sizes)) == 1:
+        return None
+    return _block_recomputed(g, sizes)
 
 
 #: Transformer Engine userbuffers splits of a "pipeline" GEMM + reduce-scatter overlap (O-proj and FC2
@@ -4026,23 +4059,23 @@ class _Stage(NamedTuple):
 
 
 def _stage(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
-           coll: dict[str, np.ndarray] | None = None) -> _Stage:
+           coll: dict[str, np.ndarray] | None = None, recomputed: Any = None) -> _Stage:
     """A pipeline rank of ``layers`` layers (with the logits when ``logits``): the one route by which
     :func:`evaluate` and the pipeline formulas price a rank (``coll``: the grid's :func:`_mp_collectives`,
-    priced here when not given)."""
+    priced here when not given; ``recomputed``: :func:`_compute_per_microbatch`'s)."""
     if coll is None and job.is_transformer:
         coll = _mp_collectives(job, g, groups)
-    time, raw, busy, mp = _stage_device(job, g, groups, layers, logits, coll)
-    host = _host_wait(job, g, groups, layers, logits, time, coll)
+    time, raw, busy, mp = _stage_device(job, g, groups, layers, logits, coll, recomputed)
+    host = _host_wait(job, g, groups, layers, logits, time, coll, recomputed)
     return _Stage(np.asarray(time + host), raw, busy, mp, host)
 
 
 def _stage_device(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
-                  coll: dict[str, np.ndarray] | None
+                  coll: dict[str, np.ndarray] | None, recomputed: Any = None
                   ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(device seconds, raw compute, busy windows, model-parallel traffic) of one micro-batch on a rank of
     ``layers`` layers: :func:`_stage` without the host's wait."""
-    raw = _compute_per_microbatch(job, g, layers, logits_on_stage=logits)
+    raw = _compute_per_microbatch(job, g, layers, logits_on_stage=logits, recomputed=recomputed)
     comp = _overlap_windows(raw, job.overlap_efficiency)
     mp = _model_parallel_comm(job, g, comp, coll)
     # the flex dispatcher's default SM count (HybridEP) depends on whether the EP group leaves its NVLink domain
@@ -4109,7 +4142,7 @@ MOE_FORWARD_HOST_SHARE = 0.3199
 LAYER_FORWARD_HOST_SHARE = 0.4512
 
 
-def recomputed_host_share(job: Job, g: StrategyGrid, layers: Any) -> np.ndarray:
+def recomputed_host_share(job: Job, g: StrategyGrid, layers: Any, recomputed: Any = None) -> np.ndarray:
     """The host time a rank's recomputed forwards add per MoE layer, as a share of H (docs/model.md#host): a
     recomputed forward re-runs the MoE block's route, preprocess and dropless dispatch, and so its device-to-host
     synchronisation, in the backward. Selective recompute of moe (:func:`moe_block_recomputed`): every MoE block,
@@ -4133,7 +4166,8 @@ def recomputed_host_share(job: Job, g: StrategyGrid, layers: Any) -> np.ndarray:
     (fused_a2a.py lines 415-417) and sizes its buffers on the host again."""
     n = np.asarray(layers, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rho = np.where(n > 0, recomputed_layers(g, n) / n, 0.0)
+        rec = recomputed_layers(g, n) if recomputed is None else np.asarray(recomputed, dtype=float)
+        rho = np.where(n > 0, rec / n, 0.0)
     # a hybrid pattern's MoE layer (E) holds the MoE block alone: its recomputed forward re-issues the MoE block's
     # forward share, not an attention + MoE layer's; the interval's other layers (Mamba, attention, MLP) re-issue
     # what their first forward issues in this model, nothing (their host time is priced 0; the count has no Mamba
@@ -4145,7 +4179,7 @@ def recomputed_host_share(job: Job, g: StrategyGrid, layers: Any) -> np.ndarray:
 
 
 def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.ndarray, logits: bool,
-               time: np.ndarray, coll: dict[str, np.ndarray] | None) -> np.ndarray:
+               time: np.ndarray, coll: dict[str, np.ndarray] | None, recomputed: Any = None) -> np.ndarray:
     """Seconds per micro-batch the GPU waits for the host when every MoE layer synchronises the host
     (docs/model.md#host): strategy ``moe_layer_host_s`` = H, the host's time to issue one MoE layer's forward and
     backward. A synchronisation drains the host's run-ahead, so the interval from one MoE layer's synchronisation to
@@ -4188,7 +4222,7 @@ def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nda
         d = {}
         for kind in ["moe", *kinds]:
             one = _one_kind_job(job, kind)
-            t_n = _stage_device(one, g, groups, n, logits, coll)[0]
+            t_n = _stage_device(one, g, groups, n, logits, coll, recomputed)[0]
             t_0 = _stage_device(one, g, groups, np.zeros_like(n), logits, coll)[0]
             with np.errstate(divide="ignore", invalid="ignore"):
                 d[kind] = np.where(n > 0, (t_n - t_0) / n, 0.0)
@@ -4200,7 +4234,7 @@ def _host_wait(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.nda
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = np.where(mixed > 0, d_mean / mixed, 1.0)
         d = {k: v * scale for k, v in d.items()}
-    host = H * (1.0 + recomputed_host_share(job, g, n))  # the interval's host work, recomputed forwards included
+    host = H * (1.0 + recomputed_host_share(job, g, n, recomputed))  # the interval's host work, recomputed forwards
     wait = sum((count_i / L * np.maximum(host - d["moe"] - sum((c * d[k] for k, c in between.items()), np.zeros(1)),
                                          0.0)
                 for between, count_i in intervals), np.zeros(1))
@@ -4223,12 +4257,13 @@ def _stage_memo(job: Job, g: StrategyGrid, groups: ParallelGroups) -> Callable[.
     held: dict[int, Job] = {}
     coll = _mp_collectives(job, g, groups) if job.is_transformer else None
 
-    def stage(layers: np.ndarray, logits: bool, part: Job | None = None) -> _Stage:
+    def stage(layers: np.ndarray, logits: bool, part: Job | None = None, recomputed: Any = None) -> _Stage:
         a = np.asarray(layers, dtype=float)
         who = job if part is None else part
-        key = (a.shape, a.tobytes(), logits, id(who))
+        rec = None if recomputed is None else np.asarray(recomputed, dtype=float)
+        key = (a.shape, a.tobytes(), logits, id(who), None if rec is None else (rec.shape, rec.tobytes()))
         if key not in seen:
-            seen[key] = _stage(who, g, groups, a, logits, coll)
+            seen[key] = _stage(who, g, groups, a, logits, coll, rec)
             held[id(who)] = who  # its id stays its own while remembered
         return seen[key]
     return stage
@@ -4256,8 +4291,8 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: 
     w_last = stage(r_last, True).time
     pp_only = stage(np.zeros_like(mid), False).time  # 2 v send/recvs, no layers
 
-    def chunk(n: np.ndarray) -> np.ndarray:
-        return stage(n, False).time - pp_only + pp_only / v
+    def chunk(n: np.ndarray) -> np.ndarray:  # one model chunk: its own first N layers recomputed (_block_recomputed)
+        return stage(n, False, None, _block_recomputed(g, [n])).time - pp_only + pp_only / v
 
     total = pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first), chunk(mid))
     for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=True):
@@ -4294,7 +4329,7 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
     t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False)["total"])
     before = _compute_per_microbatch(job, g, np.maximum(float(job.shape.layers) - last, 0.0),
                                      logits_on_stage=False)["total"]
-    seen: dict[tuple[int, int, bool], np.ndarray] = {}
+    seen: dict[tuple[int, int, bool, bytes | None], np.ndarray] = {}
     for sp in _rank_layers(job, g) or ():
         # a hybrid pattern's ranks of their own kinds (_rank_layers): each rank's own compute (_part_job), as evaluate
         # prices its stage; the ranks before the last one by one (each stage's forward + backward is at least its
@@ -4302,9 +4337,11 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
         own = []
         for r, s in enumerate(sp.ranks):
             part, last_r = _part_job(job, s), r == sp.p - 1
-            key = (id(part), len(s), last_r)  # ranks of the same kinds and layers: one pricing
+            rec = _split_rank_recomputed(g, sp, r)
+            key = (id(part), len(s), last_r, None if rec is None else rec.tobytes())  # the same ranks: one pricing
             if key not in seen:
-                seen[key] = _compute_per_microbatch(part, g, np.full(1, float(len(s))), logits_on_stage=last_r)["total"]
+                seen[key] = _compute_per_microbatch(part, g, np.full(1, float(len(s))), logits_on_stage=last_r,
+                                                    recomputed=rec)["total"]
             own.append(seen[key])
         t_max = np.where(sp.on, np.maximum.reduce(own), t_max)
         t_last = np.where(sp.on, own[-1], t_last)
@@ -4366,7 +4403,8 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
         s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
         dp_job = _rank_dp_job(job, s)
         dense_r, expert_r = _stage_params_per_gpu(dp_job, g, n, np.full(1, float(r)))
-        comp_r = _compute_per_microbatch(_part_job(job, s), g, n, logits_on_stage=r == sp.p - 1)
+        comp_r = _compute_per_microbatch(_part_job(job, s), g, n, logits_on_stage=r == sp.p - 1,
+                                         recomputed=_split_rank_recomputed(g, sp, r))
         out = np.where(on, _gather_floor(dp_job, g, sync, groups, m, zero3, dense_r, expert_r, comp_r["forward"],
                                          comp_r["backward"], np.maximum(n, 1.0)), out)
     return np.asarray(out)
