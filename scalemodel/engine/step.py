@@ -1775,10 +1775,11 @@ def recomputed_layers(g: StrategyGrid, layers_per_stage: Any) -> np.ndarray:
 
 def _block_recomputed(g: StrategyGrid, chunks: Sequence[Any]) -> np.ndarray | None:
     """Recomputed layers of a rank whose model chunks hold ``chunks`` layers each (one chunk: a model chunk alone),
-    under full recompute with ``recompute_layers`` N: sum_c min(N, n_c), since ``_checkpointed_forward``'s block
-    method recomputes the first N layers of each chunk's TransformerBlock (``layer_idx <
-    config.recompute_num_layers`` over the block's own layers; NVIDIA/Megatron-LM@d98e8a64dd
-    megatron/core/transformer/transformer_block.py). :func:`recomputed_layers`' min(N v, n) is this for v equal
+    under full recompute with ``recompute_layers`` N: sum_c min(N, n_c), since the block method checkpoints the
+    first N layers of each chunk's TransformerBlock (``layer_idx < config.recompute_num_layers`` over
+    ``range(self.num_layers_per_pipeline_rank)``, the block's own ``len(self.layers)``: NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/recompute.py lines 167-181, megatron/core/transformer/transformer_block.py line 334; the FP8 skip
+    of layers without an input gradient aside). :func:`recomputed_layers`' min(N v, n) is this for v equal
     chunks of the rank's n layers, not for unequal ones (a given split's or a hybrid pattern's chunks: 1 and 5 layers
     at N 2 recompute 1 + 2, not min(4, 6)) nor for one chunk of a rank of v (min(N, n_c), not min(N v, n_c)). Every
     layer otherwise, as :func:`recomputed_layers` (review18a). None where no candidate recomputes N layers a chunk
