@@ -84,3 +84,61 @@ def test_nanotron_80b_gqa8_tp4_sequence_parallel_by_op_list() -> None:
     got_f, got_b = layer_eltwise_bytes(sh, "nanotron", tp=t, sequence_parallel=True)
     assert float(got_f) == pytest.approx(_total(fwd))
     assert float(got_b) == pytest.approx(_total(bwd))
+
+
+def test_nanotron_tp_time_by_hand() -> None:
+    """nanotron's TP linears (engine.step.nanotron_tp_time, docs/model.md#nanotron): an 80B-like layer at t 8 with
+    AG 0.2 ms, RS 0.18 ms; column GEMMs qkv 0.32 ms, gate_up 0.74 ms; row GEMMs o 0.106 ms, down 0.37 ms."""
+    from scalemodel.engine.step import nanotron_tp_time
+
+    ag, rs, ar, t = 0.2, 0.18, 0.35, 8.0
+    cols, rows = (0.32, 0.74), (0.106, 0.37)
+    got = nanotron_tp_time(ag, rs, ar, cols, rows, t, True)
+    # forward: qkv's gather under its own shard's GEMM 0.32/8 = 0.04 -> 0.16 exposed; gate_up's under 0.0925 ->
+    # 0.1075; two blocking reduce-scatters 0.36
+    assert float(got["fwd"]) == pytest.approx(0.16 + 0.1075 + 0.36)
+    assert float(got["hidden_fwd"]) == pytest.approx(0.04 + 0.0925)
+    # backward: the columns' re-gather and reduce-scatter fit under their data- and weight-gradient GEMMs (0);
+    # the rows' output-gradient gathers under 0.106/8 = 0.01325 and 0.37/8 = 0.04625
+    assert float(got["bwd"]) == pytest.approx((0.2 - 0.01325) + (0.2 - 0.04625))
+    assert float(got["hidden_bwd"]) == pytest.approx(2 * (0.2 + 0.18) + 0.01325 + 0.04625)
+    # a column GEMM shorter than the traffic: qkv 0.1 ms hides 0.1 of each backward collective, 0.1 + 0.08 exposed
+    small = nanotron_tp_time(ag, rs, ar, (0.1, 0.74), rows, t, True)
+    assert float(small["bwd"] - got["bwd"]) == pytest.approx(0.1 + 0.08)
+    # without sequence parallelism: tp_mode ALL_REDUCE, every linear synchronous: 2 all-reduces each way, none hidden
+    both = nanotron_tp_time(ag, rs, ar, cols, rows, t, [True, False])
+    assert both["fwd"][1] == pytest.approx(0.7) and both["bwd"][1] == pytest.approx(0.7)
+    assert both["hidden_fwd"][1] == 0.0 and both["hidden_bwd"][1] == 0.0
+    assert both["fwd"][0] == pytest.approx(float(got["fwd"]))
+
+
+def test_nanotron_refuses_userbuffers() -> None:
+    """nanotron has no Transformer Engine userbuffers: tp_comm_overlap with nanotron_trainer is refused at the field."""
+    from scalemodel.specs import StrategySpec
+    from scalemodel.specs.base import SpecError
+
+    with pytest.raises(SpecError, match="nanotron_trainer.*tp_comm_overlap"):
+        StrategySpec(tp=8, sequence_parallel=True, tp_comm_overlap=True, nanotron_trainer=True)
+
+
+def test_nanotron_tp_in_the_step(a100) -> None:  # type: ignore[no-untyped-def]
+    """In the step: llama3-8b at tp 8 with SP on one DGX A100 node, micro-batch 1. nanotron's TP time per micro-batch
+    lies between its blocking part, the two row reduce-scatters of every layer's forward (2 L RS), and all its
+    traffic (forward 2 AG + 2 RS, backward 4 AG + 2 RS a layer), with AG and RS priced here by the collective model
+    on the node's NVLink, and differs from Megatron's pricing of the same job (the formula, not the traffic)."""
+    from grid_helpers import evaluated, first
+
+    from scalemodel.cost import collectives as coll
+    from scalemodel.specs import TrainingSpec, load_workload
+
+    wl = load_workload("llama3-8b")
+    tr = TrainingSpec(global_batch=8, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
+    job, _, mega = evaluated(a100, wl, tr, 8, tp=8, pp=1, sequence_parallel=True)
+    _, _, nano = evaluated(a100, wl, tr, 8, tp=8, pp=1, sequence_parallel=True, nanotron_trainer=True)
+    act = float(job.seq_len) * float(job.shape.hidden) * 2.0
+    ag = first(coll.collective_time("allgather", act, 8, job.network, stride=1))
+    rs = first(coll.collective_time("reducescatter", act, 8, job.network, stride=1))
+    layers, mbs = float(job.shape.layers), 8.0  # global batch 8 / (dp 1 x micro-batch 1)
+    t_n = first(nano.breakdown["tp_comm"]) / mbs
+    assert 2 * layers * rs < t_n < layers * (6 * ag + 4 * rs)
+    assert t_n != pytest.approx(first(mega.breakdown["tp_comm"]) / mbs)
