@@ -142,3 +142,29 @@ def test_nanotron_tp_in_the_step(a100) -> None:  # type: ignore[no-untyped-def]
     t_n = first(nano.breakdown["tp_comm"]) / mbs
     assert 2 * layers * rs < t_n < layers * (6 * ag + 4 * rs)
     assert t_n != pytest.approx(first(mega.breakdown["tp_comm"]) / mbs)
+
+
+def test_nanotron_pipeline_metadata_sends(a100) -> None:  # type: ignore[no-untyped-def]
+    """nanotron's stage boundary per micro-batch (p2p.py _send_meta, block.py; docs/model.md#nanotron): beside the
+    activation and its gradient (2 T(act), the default's), forward two metadata pairs (56 + 48 B for the hidden
+    states, 56 + 32 B for the sequence mask) and the mask itself (b s bytes), backward one pair (56 + 48 B). gpt-7.5b
+    at tp 1, pp 2, dp 4 in one DGX A100 node, micro-batch 1: every send a 2-rank send/recv at the pipeline's stride 4
+    priced by the collective model, so pp_comm grows by the ratio of those sends to the two activation sends."""
+    from grid_helpers import evaluated, first
+
+    from scalemodel.cost import collectives as coll
+    from scalemodel.specs import TrainingSpec, load_workload
+
+    wl = load_workload("gpt-7.5b")
+    tr = TrainingSpec(global_batch=32, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
+    job, _, mega = evaluated(a100, wl, tr, 8, tp=1, pp=2, zero="1")
+    _, _, nano = evaluated(a100, wl, tr, 8, tp=1, pp=2, zero="1", nanotron_trainer=True)
+
+    def t(nbytes: float) -> float:
+        return first(coll.collective_time("sendrecv", nbytes, 2, job.network, stride=4))
+
+    s = float(job.seq_len)
+    act = t(s * float(job.shape.hidden) * 2.0)
+    extra = 3 * t(56.0) + 2 * t(48.0) + t(32.0) + t(s)
+    ratio = first(nano.breakdown["pp_comm"]) / first(mega.breakdown["pp_comm"])
+    assert ratio == pytest.approx((2 * act + extra) / (2 * act), rel=1e-6)

@@ -2225,6 +2225,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
     pp = np.where(g.pp > 1, np.where(g.deepspeed_pipeline, deepspeed_pipe_comm(g, p2p, coll["pp_gather"]),
                                      2.0 * v * p2p), 0.0)
+    # nanotron's metadata messages and the sequence mask beside each boundary's activation (nanotron_p2p_extra_time)
+    pp = pp + np.where(np.asarray(g.nanotron_trainer, dtype=bool) & (g.pp > 1), coll.get("pp_meta", 0.0), 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
     # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
@@ -2510,7 +2512,40 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
            "cp": cp_ring,
            "ep": ep, "ep_refwd": ep_refwd,
            "pp": _stage_boundary_time(groups, act / g.tp),
+           "pp_meta": nanotron_p2p_extra_time(groups, tokens) if np.any(g.nanotron_trainer) else 0.0 * act,
            "pp_gather": _collective("allgather", act, groups.tensor) if np.any(g.deepspeed_pipeline) else 0.0 * act}
+
+
+#: Bytes of nanotron's P2P metadata messages (huggingface/nanotron@c2528430 src/nanotron/parallel/pipeline_parallel/
+#: p2p.py ``P2P._send_meta`` lines 207-243): the first, FIRST_METADATA_SIZE = 7 int64 (ndim, nstride, contiguous,
+#: storage size, offset, dtype, requires_grad); the second, shape + stride as int64: 6 for the [s, b, h] hidden
+#: states, 4 for the [b, s] sequence mask.
+NANOTRON_META_FIRST_BYTES = 7 * 8.0
+NANOTRON_META_HIDDEN_BYTES = 6 * 8.0
+NANOTRON_META_MASK_BYTES = 4 * 8.0
+
+
+def nanotron_p2p_extra_time(groups: ParallelGroups, tokens: Any) -> np.ndarray:
+    """Seconds per micro-batch that nanotron's pipeline sends add on a stage boundary beyond the activation and its
+    gradient (docs/model.md#nanotron; huggingface/nanotron@c2528430 src/nanotron/parallel/pipeline_parallel/p2p.py,
+    block.py, models/llama.py). A decoder PipelineBlock takes ``hidden_states`` and ``sequence_mask`` (llama.py
+    ``module_input_keys``), so at a boundary ``PipelineBlock.forward`` sends both (block.py lines 76-106), and
+    ``P2P.isend_tensors`` precedes each tensor by two blocking metadata sends (``_send_meta``: ``dist.send`` of the
+    7-int64 header, then of shape + stride; lines 207-243, 289-315), the receiver reading them before it allocates
+    (``_recv_meta``, lines 245-287). The mask needs no gradient, so the backward sends the hidden states' gradient
+    alone, with its two metadata messages. Per micro-batch, each a send/recv across the boundary:
+
+        forward   2 x (first 56 B) + second 48 B (hidden) + second 32 B (mask) + the mask, b s bytes (torch.bool)
+        backward  first 56 B + second 48 B
+
+    (the activation and its gradient are the step's 2 sends, :func:`_stage_boundary_time` ``pp``). ``tokens``:
+    b s / cp of the micro-batch."""
+    def send(nbytes: Any) -> np.ndarray:
+        return _stage_boundary_time(groups, np.asarray(nbytes, dtype=float) + 0.0 * np.asarray(tokens, dtype=float))
+
+    first = send(NANOTRON_META_FIRST_BYTES)
+    return (3.0 * first + 2.0 * send(NANOTRON_META_HIDDEN_BYTES) + send(NANOTRON_META_MASK_BYTES)
+            + send(np.asarray(tokens, dtype=float)))
 
 
 def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups,
