@@ -351,6 +351,10 @@ class LayerImpl(Choice):
       RMSNorm with the residual add, RoPE with repeat_kv, SwiGLU; SDPA; the output's contiguous copy).
     - ``xla``: a layer compiled by XLA (MaxText): the torchtitan fusions without the layout copies (XLA's layout
       assignment feeds the dots transposed operands), not read from an HLO dump.
+    - ``nanotron``: Hugging Face nanotron's LlamaDecoderLayer under PyTorch eager (huggingface/nanotron@c2528430
+      src/nanotron/models/llama.py: flash-attn's Triton RMSNorm and in-place rotary, the QKV and packed-KV layout
+      copies, eager SiLU-gate, the transposed attention output; tensor_parallel/functional.py's linears with
+      tp_linear_async_communication, the benchmark grid's setting).
     """
 
     MEGATRON_TE = 0, "megatron_te", "mcore", "megatron_core", "te"
@@ -359,6 +363,7 @@ class LayerImpl(Choice):
     LLMFOUNDRY = 3, "llmfoundry", "llm_foundry", "mpt"
     TORCHTITAN = 4, "torchtitan", "titan", "inductor", "compiled"
     XLA = 5, "xla", "maxtext", "jax"
+    NANOTRON = 6, "nanotron"
 
     @classmethod
     def noun(cls) -> str:

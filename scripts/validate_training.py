@@ -144,8 +144,9 @@ Two case files (issue 5 and issue 13):
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
       (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25 -> torchtitan, maxtext
-      -> xla; every other source (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default; nanotron
-      (nanotron25: TritonRMSNorm, flash-attn's rotary, eager SiLU-gate) is not counted and takes the default too.
+      -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer: flash-attn's Triton RMSNorm and rotary, the
+      QKV / packed-KV / output layout copies, eager SiLU-gate); every other source (Megatron-Core with Transformer
+      Engine) -> megatron_te, the strategy default.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else, where the source prints only its framework's model TFLOP/s and the row records that framework's FLOPs
@@ -1002,9 +1003,13 @@ def loss_impl(case: dict[str, Any]) -> str:
 #:   LPLayerNorm, the same attention / GELU MLP with biases, dropout 0, no flash-attn unpad) is the same block;
 #: - titan24, titan25: torchtitan's Llama TransformerBlock -> torchtitan (titan25's rows run torch.compile;
 #:   titan24's are not expressible);
-#: - maxtext: MaxText, a JAX program compiled by XLA -> xla.
+#: - maxtext: MaxText, a JAX program compiled by XLA -> xla;
+#: - nanotron25: nanotron's LlamaDecoderLayer under PyTorch eager (huggingface/nanotron@c2528430, the same at the
+#:   benchmark branch 67c5ebb6: src/nanotron/models/llama.py; the grid's tp_linear_async_communication true with
+#:   tp_mode REDUCE_SCATTER, scripts/scaling_benchmarks.py at e24d2483 line 88) -> nanotron.
 LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "megatron_legacy",
-              "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "maxtext": "xla"}
+              "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "maxtext": "xla",
+              "nanotron25": "nanotron"}
 
 
 def layer_impl(case: dict[str, Any]) -> str:

@@ -1119,6 +1119,37 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
     gives the dots their transposed operands and broadcasts the KV heads): fwd 9e x + RoPE 2e (Q + K) + act,
     bwd 18e x + RoPE 2e (Q + K) + act. The fusion decisions are the compiler's and were not read from an HLO dump.
 
+    nanotron (huggingface/nanotron@c2528430, the same at the benchmark branch's 67c5ebb6: src/nanotron/models/llama.py
+    ``LlamaDecoderLayer._core_forward``, ``CausalSelfAttention.forward`` training branch, ``GLUActivation``, ``MLP``;
+    nn/layer_norm.py ``TritonRMSNorm``; parallel/tensor_parallel/functional.py ``_RowLinearAsyncCommunication``;
+    flash-attn v2.6.3 flash_attn/layers/rotary.py ``RotaryEmbedding.forward`` with ``kv``; PyTorch eager)::
+
+        norm      fwd 2e x, bwd 3e x  flash-attn's Triton layer_norm_fn (is_rms_norm): reads x, writes y; backward
+                                       reads x and dy, writes dx (dw as per-block partial sums)
+        residual  fwd 3e x, bwd 3e x  ``hidden_states + residual``; autograd's accumulation of the two paths
+        QKV       fwd 2e (Q + K + V)  MHA ``qkv.view(s, b, 3, a, d).permute(2, 1, 0, 3, 4).contiguous()``; GQA
+                                       ``torch.split`` then three ``transpose(0, 1).contiguous()``
+                  bwd 4e (Q + K + V) MHA: the unpacking's UnbindBackward stacks dq, dk, dv (2e), then the view's
+                                       backward reshapes the permuted gradient (a copy, 2e);
+                      2e (Q + K + V) GQA: the split's backward concatenates the transposed gradients
+        KV pack   fwd 4e (K + V)      ``torch.cat([k.unsqueeze(0), v.unsqueeze(0)])`` (read, write) then
+                                       ``.permute(1, 2, 0, 3, 4).contiguous()`` (read, write)
+                  bwd 2e (K + V)      ``torch.split(kv, 1, dim=2)``'s backward concatenates dk and dv
+        RoPE      fwd 2e (Q + K), bwd 2e (Q + K)  flash-attn's apply_rotary in place on q and on kv's k half
+        output    fwd 2e O            ``attention_output.view(b, s, O).transpose(0, 1)`` reaches o_proj's F.linear
+                                       non-contiguous: matmul folds it by a reshape (a copy)
+                  bwd 4e O            the view's backward reshapes the transposed gradient (2e); the async row
+                                       linear saved the non-contiguous input and makes it contiguous for the
+                                       weight gradient (``tensor = tensor.contiguous()``, 2e)
+        act       fwd 5e F gated      ``torch.split`` views, eager silu (read F, write F) x up (read 2F, write F);
+                                       2e F ungated (eager activation)
+                  bwd 13e F gated     MulBackward's two products (3e F each), silu_backward 3e F, the split's
+                                       backward concatenating the two halves into the fused gate_up gradient 4e F;
+                                       3e F ungated
+
+    so against megatron_te (MHA, RoPE, gated, no dropout) per token: fwd + 4e (K + V) + 2e O + 2e F, bwd + 2e (K + V)
+    + 2e (Q + K + V) + 4e O + 8e F. No dropout, no biases (nanotron's Llama has neither).
+
     Megatron-Core with MHA, RoPE, dropout, SwiGLU, n = 2, no SP, t = 1 (x = Q = K = V = h):
     fwd 10e h + 2 h + 4e h + 6e h + 3e f, bwd 12e h + 2 (2e + 1) h + 4e h + 6e h + 5e f.
 
@@ -1186,11 +1217,18 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
         rot = one(rope) * 2 * e * (q + k)
         return 9 * e * x + rot + ff, 18 * e * x + rot + np.where(gated, 5.0, 3.0) * e * f
 
+    def nanotron() -> tuple[Any, Any]:  # nanotron's LlamaDecoderLayer, eager (docstring)
+        rot = one(rope) * 2 * e * (q + k)
+        return ((2 * n + 6) * e * x + rot + 2 * e * (q + k + v) + 4 * e * (k + v) + 2 * e * o
+                + np.where(gated, 5.0, 2.0) * e * f,
+                (3 * n + 6) * e * x + rot + np.where(gqa, 2.0, 4.0) * e * (q + k + v) + 2 * e * (k + v) + 4 * e * o
+                + np.where(gated, 13.0, 3.0) * e * f)
+
     # only the implementations some candidate runs are priced (the planner's grids hold one or two)
     fwd, bwd = np.zeros(()), np.zeros(())
     for impl, price in ((LayerImpl.MEGATRON_TE, te), (LayerImpl.MEGATRON_LEGACY, legacy),
                         (LayerImpl.EAGER, lambda: eager(True)), (LayerImpl.LLMFOUNDRY, lambda: eager(False)),
-                        (LayerImpl.TORCHTITAN, compiled), (LayerImpl.XLA, xla)):
+                        (LayerImpl.TORCHTITAN, compiled), (LayerImpl.XLA, xla), (LayerImpl.NANOTRON, nanotron)):
         here = code == impl
         if np.any(here):
             f_i, b_i = price()

@@ -1842,6 +1842,62 @@ def _tp_comm_overlap(fwd: Any, rec: Any, bwd: Any, gemm_fwd: Any, gemm_rec: Any,
             "hidden_bwd": out["hidden_rec"] + out["hidden_bwd"]}
 
 
+def nanotron_tp_time(ag: Any, rs: Any, ar: Any, cols: tuple[Any, Any], rows: tuple[Any, Any], tp: Any,
+                     sequence_parallel: Any) -> dict[str, np.ndarray]:
+    """Exposed and hidden TP seconds per dense layer and micro-batch under nanotron's tensor-parallel linears
+    (huggingface/nanotron@c2528430, the same at 67c5ebb6: src/nanotron/parallel/tensor_parallel/functional.py;
+    docs/model.md#nanotron). ``ag``, ``rs``: one all-gather / reduce-scatter of the layer's activation over ``tp``;
+    ``ar``: its all-reduce; ``cols`` the forward GEMM seconds of the two column-parallel linears (qkv_proj,
+    gate_up_proj), ``rows`` of the two row-parallel ones (o_proj, down_proj).
+
+    With sequence parallelism nanotron runs tp_mode REDUCE_SCATTER with tp_linear_async_communication (the benchmark
+    grid's setting, scripts/scaling_benchmarks.py at e24d2483 line 88) and tp_recompute_allgather (ParallelismArgs
+    default True):
+
+    - column forward (``_ColumnLinearAsyncCommunication.forward``, lines 134-262): ``all_gather_into_tensor(...,
+      async_op=True)``, then the GEMM of the rank's own sequence shard (1/t of the rows), ``handle.wait()``, then the
+      other shards: the gather hides under G_c / t at most;
+    - row forward (``_RowLinearAsyncCommunication.forward``, lines 455-472): the GEMM, then a blocking
+      reduce-scatter: exposed;
+    - column backward (lines 268-345): the input all-gathered again (async) under the data-gradient GEMM, the
+      gradient's reduce-scatter (async) under the weight-gradient GEMM, each waited before the next use;
+    - row backward (lines 476-581): the output gradient's all-gather (async) under the local shard's data-gradient
+      GEMM (1/t of it), then the other shards and the weight gradient.
+
+    Per layer (G_c, G_r: a linear's forward GEMM = its data- and its weight-gradient GEMM)::
+
+        fwd exposed  = sum_c max(AG - G_c / t, 0) + 2 RS          hidden = sum_c min(AG, G_c / t)
+        bwd exposed  = sum_c [max(AG - G_c, 0) + max(RS - G_c, 0)] + sum_r max(AG - G_r / t, 0)
+        bwd hidden   = sum_c [min(AG, G_c) + min(RS, G_c)] + sum_r min(AG, G_r / t)
+
+    (4 all-gathers and 2 reduce-scatters a backward: the columns' re-gathered inputs are traffic too). Without
+    sequence parallelism (tp_mode ALL_REDUCE) the llama's o_proj cannot run the async linear (its forward asserts
+    REDUCE_SCATTER), so every linear is synchronous: the row forward's all-reduce and the column backward's
+    (``DifferentiableIdentity``, distributed_differentiable_primitives.py) run blocking, 2 AR each way, nothing
+    hidden. No traffic hides longer than the GEMM under it."""
+    ag, rs, ar = (np.asarray(v, dtype=float) for v in (ag, rs, ar))
+    t = np.asarray(tp, dtype=float)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    fwd_e = 2.0 * rs + sum(np.maximum(ag - c / t, 0.0) for c in cols)
+    fwd_h = sum(np.minimum(ag, c / t) for c in cols)
+    bwd_e = (sum(np.maximum(ag - c, 0.0) + np.maximum(rs - c, 0.0) for c in cols)
+             + sum(np.maximum(ag - r / t, 0.0) for r in rows))
+    bwd_h = sum(np.minimum(ag, c) + np.minimum(rs, c) for c in cols) + sum(np.minimum(ag, r / t) for r in rows)
+    zero = 0.0 * ar
+    return {"fwd": np.where(sp, fwd_e, 2.0 * ar), "bwd": np.where(sp, bwd_e, 2.0 * ar),
+            "hidden_fwd": np.where(sp, fwd_h, zero), "hidden_bwd": np.where(sp, bwd_h, zero)}
+
+
+def _nanotron_linear_shares(sh: Any) -> tuple[float, float, float, float]:
+    """The FLOP shares of a dense layer's weight GEMMs in nanotron's four linears (qkv_proj, gate_up_proj, o_proj,
+    down_proj): each linear's GEMM time is taken as its share of the layer's priced forward GEMM time."""
+    attn = {name: float(n_in * n_out) for name, n_in, n_out, _split in transformer.attention_matrices(sh)}
+    fh = float(sh.ffn_hidden) * float(sh.hidden)
+    up = (2.0 if bool(sh.gated_mlp) else 1.0) * fh
+    total = attn["qkv"] + attn["o"] + up + fh
+    return attn["qkv"] / total, up / total, attn["o"] / total, fh / total
+
+
 def _rs_side_share(sh: Any) -> float:
     """Share of a layer's weight-GEMM FLOPs in the GEMMs that feed a reduce-scatter (O-proj, FC2 / the
     expert down-projections), the rest feeding from an all-gather (QKV or Q/KV up, FC1 / up + gate). Routed experts
@@ -2146,6 +2202,20 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
         tp_hidden_fwd = np.where(ub, ov["hidden_fwd"], 0.0)
         tp_hidden = np.where(ub, ov["hidden_bwd"], tp_hidden)
         chunking = np.where(ub, _tp_chunking(job, g, comp, tokens), 0.0)
+    # nanotron's own linears (nanotron_tp_time, docs/model.md#nanotron): a dense Llama's layers only (nanotron's
+    # LlamaModel has no MoE, hybrid or MTP blocks; those keep the pricing above)
+    nt = np.asarray(g.nanotron_trainer, dtype=bool) & (g.tp > 1)
+    if (np.any(nt) and float(sh.moe_experts) == 0 and sh.hybrid is None
+            and not np.any(np.asarray(comp.get("mtp_blocks", 0.0)) > 0)):
+        s_qkv, s_up, s_o, s_down = _nanotron_linear_shares(sh)
+        gemm = comp["gemm_per_layer"]
+        rs = coll["tp_last"]
+        ntp = nanotron_tp_time(coll["tp"] - rs, rs, coll["tp"], (s_qkv * gemm, s_up * gemm),
+                               (s_o * gemm, s_down * gemm), g.tp, g.sequence_parallel)
+        # a recomputed layer (recompute_layer: CheckpointFunction over the whole layer) runs its forward's again
+        tp = np.where(nt, (n + rec_n) * ntp["fwd"] + n * ntp["bwd"] + mlp_rec, tp)
+        tp_hidden_fwd = np.where(nt, n * ntp["hidden_fwd"], tp_hidden_fwd)
+        tp_hidden = np.where(nt, rec_n * ntp["hidden_fwd"] + n * ntp["hidden_bwd"], tp_hidden)
     # tp 1, etp > 1: the dispatcher's expert-TP pair, outside the attention TP group (_moe_tp_collectives)
     tp = tp + np.where(g.tp == 1, moe_ext + moe_rec, 0.0)
     # CP: ring attention, K and V chunks pass round the cp ring (a2a+p2p: the n_p = cp / cp_a2a_size ranks of its
@@ -2189,6 +2259,8 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
     pp = np.where(g.pp > 1, np.where(g.deepspeed_pipeline, deepspeed_pipe_comm(g, p2p, coll["pp_gather"]),
                                      2.0 * v * p2p), 0.0)
+    # nanotron's metadata messages and the sequence mask beside each boundary's activation (nanotron_p2p_extra_time)
+    pp = pp + np.where(np.asarray(g.nanotron_trainer, dtype=bool) & (g.pp > 1), coll.get("pp_meta", 0.0), 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
             "hidden_bwd": tp_hidden + 2.0 * cp_hidden, "chunking": chunking, "hidden_ep": np.zeros(1)}
     # the stage's MoE blocks per micro-batch (each pass runs its dispatch and combine once), and the forward passes
@@ -2474,7 +2546,40 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
            "cp": cp_ring,
            "ep": ep, "ep_refwd": ep_refwd,
            "pp": _stage_boundary_time(groups, act / g.tp),
+           "pp_meta": nanotron_p2p_extra_time(groups, tokens) if np.any(g.nanotron_trainer) else 0.0 * act,
            "pp_gather": _collective("allgather", act, groups.tensor) if np.any(g.deepspeed_pipeline) else 0.0 * act}
+
+
+#: Bytes of nanotron's P2P metadata messages (huggingface/nanotron@c2528430 src/nanotron/parallel/pipeline_parallel/
+#: p2p.py ``P2P._send_meta`` lines 207-243): the first, FIRST_METADATA_SIZE = 7 int64 (ndim, nstride, contiguous,
+#: storage size, offset, dtype, requires_grad); the second, shape + stride as int64: 6 for the [s, b, h] hidden
+#: states, 4 for the [b, s] sequence mask.
+NANOTRON_META_FIRST_BYTES = 7 * 8.0
+NANOTRON_META_HIDDEN_BYTES = 6 * 8.0
+NANOTRON_META_MASK_BYTES = 4 * 8.0
+
+
+def nanotron_p2p_extra_time(groups: ParallelGroups, tokens: Any) -> np.ndarray:
+    """Seconds per micro-batch that nanotron's pipeline sends add on a stage boundary beyond the activation and its
+    gradient (docs/model.md#nanotron; huggingface/nanotron@c2528430 src/nanotron/parallel/pipeline_parallel/p2p.py,
+    block.py, models/llama.py). A decoder PipelineBlock takes ``hidden_states`` and ``sequence_mask`` (llama.py
+    ``module_input_keys``), so at a boundary ``PipelineBlock.forward`` sends both (block.py lines 76-106), and
+    ``P2P.isend_tensors`` precedes each tensor by two blocking metadata sends (``_send_meta``: ``dist.send`` of the
+    7-int64 header, then of shape + stride; lines 207-243, 289-315), the receiver reading them before it allocates
+    (``_recv_meta``, lines 245-287). The mask needs no gradient, so the backward sends the hidden states' gradient
+    alone, with its two metadata messages. Per micro-batch, each a send/recv across the boundary:
+
+        forward   2 x (first 56 B) + second 48 B (hidden) + second 32 B (mask) + the mask, b s bytes (torch.bool)
+        backward  first 56 B + second 48 B
+
+    (the activation and its gradient are the step's 2 sends, :func:`_stage_boundary_time` ``pp``). ``tokens``:
+    b s / cp of the micro-batch."""
+    def send(nbytes: Any) -> np.ndarray:
+        return _stage_boundary_time(groups, np.asarray(nbytes, dtype=float) + 0.0 * np.asarray(tokens, dtype=float))
+
+    first = send(NANOTRON_META_FIRST_BYTES)
+    return (3.0 * first + 2.0 * send(NANOTRON_META_HIDDEN_BYTES) + send(NANOTRON_META_MASK_BYTES)
+            + send(np.asarray(tokens, dtype=float)))
 
 
 def _allgather_dispatch_time(job: Job, g: StrategyGrid, groups: ParallelGroups,

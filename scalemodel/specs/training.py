@@ -523,7 +523,8 @@ class StrategySpec(Spec, kw_only=True):
         "attention core's layout copies), whose HBM bytes per token are counted from its code: megatron_te "
         "(Megatron-Core with Transformer Engine, the default), megatron_legacy (Megatron-LM before Megatron-Core, "
         "Megatron-DeepSpeed), eager (PyTorch eager nn modules), llmfoundry (llm-foundry MPT, eager), torchtitan "
-        "(torch.compile'd blocks), xla (MaxText); docs/model.md#layer-eltwise"))] = "megatron_te"
+        "(torch.compile'd blocks), xla (MaxText), nanotron (Hugging Face nanotron's eager Llama layer); "
+        "docs/model.md#layer-eltwise"))] = "megatron_te"
     assignment: Annotated[AssignmentText, Meta(
         description="micro-batches split equally up front, or pulled from a shared queue")] = "static"
     dispatch_overhead: Annotated[SecondsOrZero | None, Meta(description=(
@@ -596,6 +597,11 @@ class StrategySpec(Spec, kw_only=True):
             # nanotron@c2528430 ParallelismArgs has dp, pp, tp and expert_parallel_size: no context parallelism
             raise field_error("nanotron_trainer", f"true runs nanotron's trainer, which has no context parallelism "
                               f"(got cp {self.cp})", "cp 1 with nanotron_trainer")
+        if self.nanotron_trainer and self.tp_comm_overlap:
+            # nanotron@c2528430 parallel/tensor_parallel/functional.py: its own async linears, no userbuffers
+            raise field_error("nanotron_trainer", "true runs nanotron's tensor-parallel linears, which overlap only "
+                              "their own all-gathers with a shard of the GEMM (got tp_comm_overlap true: Transformer "
+                              "Engine's userbuffers)", "tp_comm_overlap false with nanotron_trainer")
         if self.fp8_param_gather and zero not in (Zero.OPTIMIZER, Zero.GRADIENTS, Zero.FSDP, Zero.HSDP):
             raise field_error("fp8_param_gather", f"true needs a parameter all-gather: the distributed optimizer "
                               f"(zero 1 or 2) or Megatron-FSDP (zero fsdp or hsdp){unset}",

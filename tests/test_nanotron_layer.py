@@ -1,0 +1,170 @@
+"""strategy.layer_impl nanotron: the memory-bound HBM bytes per token of nanotron's eager LlamaDecoderLayer
+(scalemodel.cost.compute.layer_eltwise_bytes, docs/model.md#layer-eltwise, docs/model.md#nanotron). Each expected
+value is the sum of an op list written out here, one entry per kernel pass or autograd copy named in
+huggingface/nanotron@c2528430 src/nanotron/models/llama.py (training branch of CausalSelfAttention.forward,
+GLUActivation, LlamaDecoderLayer._core_forward) and parallel/tensor_parallel/functional.py
+(_RowLinearAsyncCommunication), not a copy of the function's closed form."""
+
+from __future__ import annotations
+
+import pytest
+
+from scalemodel.cost.compute import layer_eltwise_bytes
+from scalemodel.cost.transformer import shape
+
+E = 2.0
+
+
+def _total(ops: list[tuple[str, float]]) -> float:
+    return sum(b for _, b in ops)
+
+
+def test_nanotron_3b_mha_tp1_by_op_list() -> None:
+    """The benchmark grid's 3.57B (h 3072, 24 heads = 24 KV heads, f 8192, RoPE, SwiGLU), t 1:
+    Q = K = V = O = 3072, F = 8192 (one half of the fused gate_up output)."""
+    h, f = 3072.0, 8192.0
+    u = h  # Q = K = V = O
+    fwd = [("input_layernorm: TritonRMSNorm reads x, writes y", 2 * E * h),
+           ("attention residual add: read 2, write 1", 3 * E * h),
+           ("post_attention_layernorm", 2 * E * h),
+           ("MLP residual add", 3 * E * h),
+           ("qkv.view(s,b,3,a,d).permute(2,1,0,3,4).contiguous(): read Q+K+V, write", 2 * E * 3 * u),
+           ("torch.cat([k.unsqueeze(0), v.unsqueeze(0)]): read K+V, write", 2 * E * 2 * u),
+           ("kv.permute(1,2,0,3,4).contiguous(): read K+V, write", 2 * E * 2 * u),
+           ("flash rotary in place on q: read, write", 2 * E * u),
+           ("flash rotary in place on kv's k: read, write", 2 * E * u),
+           ("o_proj F.linear folds the transposed [s,b,O] input: copy", 2 * E * u),
+           ("silu(gate): read F, write F", 2 * E * f),
+           ("silu(gate) * up: read 2F, write F", 3 * E * f)]
+    bwd = [("2 TritonRMSNorm backwards: read dy and x, write dx", 2 * 3 * E * h),
+           ("2 residual gradient accumulations", 2 * 3 * E * h),
+           ("MulBackward: grad * up (read 2F, write F)", 3 * E * f),
+           ("MulBackward: grad * silu(gate)", 3 * E * f),
+           ("silu_backward: read grad and gate, write", 3 * E * f),
+           ("torch.split backward: cat the two halves (read 2F, write 2F)", 4 * E * f),
+           ("async row linear backward: saved o_proj input .contiguous()", 2 * E * u),
+           ("view(b,s,O) backward: reshape of the transposed gradient", 2 * E * u),
+           ("torch.split(kv, 1, dim=2) backward: cat dk, dv", 2 * E * 2 * u),
+           ("rotary backward in place on dq and dk", 2 * E * 2 * u),
+           ("UnbindBackward: stack dq, dk, dv", 2 * E * 3 * u),
+           ("view(s,b,3,a,d) backward: reshape of the permuted gradient", 2 * E * 3 * u)]
+    sh = shape(layers=28, hidden=h, heads=24, vocab=131072, ffn_hidden=f, gated_mlp=True, dropout=False)
+    got_f, got_b = layer_eltwise_bytes(sh, "nanotron")
+    assert float(got_f) == pytest.approx(_total(fwd))
+    assert float(got_b) == pytest.approx(_total(bwd))
+    # by hand: fwd 10 e h + 6 e h + 8 e h + 4 e h + 2 e h + 5 e f = 30 e h + 5 e f; bwd 12 e h + 13 e f + 4 e h
+    # + 4 e h + 4 e h + 12 e h = 36 e h + 13 e f
+    assert float(got_f) == pytest.approx(E * (30 * h + 5 * f))
+    assert float(got_b) == pytest.approx(E * (36 * h + 13 * f))
+    # more than Megatron-Core + TE on the same shape by fwd 4e(K+V) + 2e O + 2e F, bwd 2e(K+V) + 2e(Q+K+V)
+    # + 4e O + 8e F
+    te_f, te_b = layer_eltwise_bytes(sh, "megatron_te")
+    assert float(got_f - te_f) == pytest.approx(E * (8 * u + 2 * u + 2 * f))
+    assert float(got_b - te_b) == pytest.approx(E * (4 * u + 6 * u + 4 * u + 8 * f))
+
+
+def test_nanotron_80b_gqa8_tp4_sequence_parallel_by_op_list() -> None:
+    """80B with 8 KV heads (h 8192, 64 heads, f 28672), t 4 with SP: x = h/4, Q = O = 2048, K = V = 256,
+    F = 7168. GQA takes torch.split + three transpose(0, 1).contiguous() (one layout copy forward) and its
+    backward is the split's one cat (no unbind stack)."""
+    h, t = 8192.0, 4.0
+    x, q, k, v, o, f = h / t, 8192.0 / t, 1024.0 / t, 1024.0 / t, 8192.0 / t, 28672.0 / t
+    fwd = [("2 norms on x", 2 * 2 * E * x), ("2 residual adds on x", 2 * 3 * E * x),
+           ("split + q, k, v transpose(0,1).contiguous()", 2 * E * (q + k + v)),
+           ("kv cat", 2 * E * (k + v)), ("kv permute contiguous", 2 * E * (k + v)),
+           ("rotary q, k", 2 * E * (q + k)), ("o_proj input fold copy", 2 * E * o),
+           ("silu, mul", 5 * E * f)]
+    bwd = [("2 norm backwards", 2 * 3 * E * x), ("2 accumulations", 2 * 3 * E * x),
+           ("act: two products, silu_backward, split's cat", 13 * E * f),
+           ("row linear .contiguous() + view backward reshape", 2 * 2 * E * o),
+           ("kv split backward cat", 2 * E * (k + v)), ("rotary backward", 2 * E * (q + k)),
+           ("qkv split backward cat", 2 * E * (q + k + v))]
+    sh = shape(layers=80, hidden=h, heads=64, kv_heads=8, vocab=131072, ffn_hidden=28672.0, gated_mlp=True,
+               dropout=False)
+    got_f, got_b = layer_eltwise_bytes(sh, "nanotron", tp=t, sequence_parallel=True)
+    assert float(got_f) == pytest.approx(_total(fwd))
+    assert float(got_b) == pytest.approx(_total(bwd))
+
+
+def test_nanotron_tp_time_by_hand() -> None:
+    """nanotron's TP linears (engine.step.nanotron_tp_time, docs/model.md#nanotron): an 80B-like layer at t 8 with
+    AG 0.2 ms, RS 0.18 ms; column GEMMs qkv 0.32 ms, gate_up 0.74 ms; row GEMMs o 0.106 ms, down 0.37 ms."""
+    from scalemodel.engine.step import nanotron_tp_time
+
+    ag, rs, ar, t = 0.2, 0.18, 0.35, 8.0
+    cols, rows = (0.32, 0.74), (0.106, 0.37)
+    got = nanotron_tp_time(ag, rs, ar, cols, rows, t, True)
+    # forward: qkv's gather under its own shard's GEMM 0.32/8 = 0.04 -> 0.16 exposed; gate_up's under 0.0925 ->
+    # 0.1075; two blocking reduce-scatters 0.36
+    assert float(got["fwd"]) == pytest.approx(0.16 + 0.1075 + 0.36)
+    assert float(got["hidden_fwd"]) == pytest.approx(0.04 + 0.0925)
+    # backward: the columns' re-gather and reduce-scatter fit under their data- and weight-gradient GEMMs (0);
+    # the rows' output-gradient gathers under 0.106/8 = 0.01325 and 0.37/8 = 0.04625
+    assert float(got["bwd"]) == pytest.approx((0.2 - 0.01325) + (0.2 - 0.04625))
+    assert float(got["hidden_bwd"]) == pytest.approx(2 * (0.2 + 0.18) + 0.01325 + 0.04625)
+    # a column GEMM shorter than the traffic: qkv 0.1 ms hides 0.1 of each backward collective, 0.1 + 0.08 exposed
+    small = nanotron_tp_time(ag, rs, ar, (0.1, 0.74), rows, t, True)
+    assert float(small["bwd"] - got["bwd"]) == pytest.approx(0.1 + 0.08)
+    # without sequence parallelism: tp_mode ALL_REDUCE, every linear synchronous: 2 all-reduces each way, none hidden
+    both = nanotron_tp_time(ag, rs, ar, cols, rows, t, [True, False])
+    assert both["fwd"][1] == pytest.approx(0.7) and both["bwd"][1] == pytest.approx(0.7)
+    assert both["hidden_fwd"][1] == 0.0 and both["hidden_bwd"][1] == 0.0
+    assert both["fwd"][0] == pytest.approx(float(got["fwd"]))
+
+
+def test_nanotron_refuses_userbuffers() -> None:
+    """nanotron has no Transformer Engine userbuffers: tp_comm_overlap with nanotron_trainer is refused at the field."""
+    from scalemodel.specs import StrategySpec
+    from scalemodel.specs.base import SpecError
+
+    with pytest.raises(SpecError, match="nanotron_trainer.*tp_comm_overlap"):
+        StrategySpec(tp=8, sequence_parallel=True, tp_comm_overlap=True, nanotron_trainer=True)
+
+
+def test_nanotron_tp_in_the_step(a100) -> None:  # type: ignore[no-untyped-def]
+    """In the step: llama3-8b at tp 8 with SP on one DGX A100 node, micro-batch 1. nanotron's TP time per micro-batch
+    lies between its blocking part, the two row reduce-scatters of every layer's forward (2 L RS), and all its
+    traffic (forward 2 AG + 2 RS, backward 4 AG + 2 RS a layer), with AG and RS priced here by the collective model
+    on the node's NVLink, and differs from Megatron's pricing of the same job (the formula, not the traffic)."""
+    from grid_helpers import evaluated, first
+
+    from scalemodel.cost import collectives as coll
+    from scalemodel.specs import TrainingSpec, load_workload
+
+    wl = load_workload("llama3-8b")
+    tr = TrainingSpec(global_batch=8, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
+    job, _, mega = evaluated(a100, wl, tr, 8, tp=8, pp=1, sequence_parallel=True)
+    _, _, nano = evaluated(a100, wl, tr, 8, tp=8, pp=1, sequence_parallel=True, nanotron_trainer=True)
+    act = float(job.seq_len) * float(job.shape.hidden) * 2.0
+    ag = first(coll.collective_time("allgather", act, 8, job.network, stride=1))
+    rs = first(coll.collective_time("reducescatter", act, 8, job.network, stride=1))
+    layers, mbs = float(job.shape.layers), 8.0  # global batch 8 / (dp 1 x micro-batch 1)
+    t_n = first(nano.breakdown["tp_comm"]) / mbs
+    assert 2 * layers * rs < t_n < layers * (6 * ag + 4 * rs)
+    assert t_n != pytest.approx(first(mega.breakdown["tp_comm"]) / mbs)
+
+
+def test_nanotron_pipeline_metadata_sends(a100) -> None:  # type: ignore[no-untyped-def]
+    """nanotron's stage boundary per micro-batch (p2p.py _send_meta, block.py; docs/model.md#nanotron): beside the
+    activation and its gradient (2 T(act), the default's), forward two metadata pairs (56 + 48 B for the hidden
+    states, 56 + 32 B for the sequence mask) and the mask itself (b s bytes), backward one pair (56 + 48 B). gpt-7.5b
+    at tp 1, pp 2, dp 4 in one DGX A100 node, micro-batch 1: every send a 2-rank send/recv at the pipeline's stride 4
+    priced by the collective model, so pp_comm grows by the ratio of those sends to the two activation sends."""
+    from grid_helpers import evaluated, first
+
+    from scalemodel.cost import collectives as coll
+    from scalemodel.specs import TrainingSpec, load_workload
+
+    wl = load_workload("gpt-7.5b")
+    tr = TrainingSpec(global_batch=32, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
+    job, _, mega = evaluated(a100, wl, tr, 8, tp=1, pp=2, zero="1")
+    _, _, nano = evaluated(a100, wl, tr, 8, tp=1, pp=2, zero="1", nanotron_trainer=True)
+
+    def t(nbytes: float) -> float:
+        return first(coll.collective_time("sendrecv", nbytes, 2, job.network, stride=4))
+
+    s = float(job.seq_len)
+    act = t(s * float(job.shape.hidden) * 2.0)
+    extra = 3 * t(56.0) + 2 * t(48.0) + t(32.0) + t(s)
+    ratio = first(nano.breakdown["pp_comm"]) / first(mega.breakdown["pp_comm"])
+    assert ratio == pytest.approx((2 * act + extra) / (2 * act), rel=1e-6)
