@@ -1147,3 +1147,23 @@ def test_amd_rows_cluster_and_launch_blocking_rule() -> None:
     assert mod.case_limits(c) == []
     # MI325X / MI355X are not in the catalog: listed, never substituted by the MI300X node
     assert any("hardware missing" in w for w in mod.case_limits(cases["primus26_mi325x_llama31_8b_fp8_n8"]))
+
+
+@needs_new_cases
+def test_h100_qwen3_30b_2511_reads_the_released_preset() -> None:
+    """mb2511_h100_qwen3_30b_fp8cs is read at the preset the 25.11 container ran, not at the table's MBS 2 / VP 24
+    (the 25.09 row's columns verbatim): NVIDIA-NeMo/Megatron-Bridge v0.2.0 (7af9601c9)
+    scripts/performance/configs/qwen3/workload_base_configs.py QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG = PP 2,
+    virtual_pipeline_model_parallel_size 12, moe_a2a_overlap True, no micro_batch_size (WorkloadBaseConfig default 1),
+    BASE_QWEN3_30B_A3B_CONFIG EP 8, ETP 1, GBS 512 (validation/README.md "Release spread of the H100 Qwen3-30B-A3B
+    rows"). By hand: 16 GPUs / (TP 1 x PP 2) = DP 8; GA = 512 / (8 x 1) = 64; 48 layers / (2 x 12) = 2 a chunk."""
+    mod = load_script()
+    case = next(c for c in load_yaml(NEW_CASES) if c["id"] == "mb2511_h100_qwen3_30b_fp8cs")
+    par = case["parallelism"]
+    assert (par["tp"], par["pp"], par["ep"], par["dp"], par["gpus"]) == (1, 2, 8, 8, 16)
+    assert (par["microbatch"], par["interleaved_stages_per_device"], par["global_batch_seqs"]) == (1, 12, 512)
+    assert par["grad_accum"] == 512 // (8 * 1) == 64
+    assert "MBS 2, VP 24, GA 32" in par["printed_columns"]  # what the table prints stays on record
+    assert "mb2511_h100_qwen3_30b_fp8cs" in mod.RECIPE_A2A_OVERLAP  # the preset's moe_a2a_overlap
+    r = mod.predict_new_case(case)
+    assert r.strategy.pp == 2 and r.strategy.schedule == "interleaved:12" and r.training.micro_batch == 1
