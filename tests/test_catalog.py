@@ -33,7 +33,7 @@ REQUIRED_CLUSTERS = {
     "aws-p5", "tpu-v4-pod", "pcie-25gbe",
 }
 PRECISIONS = {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"}
-FAMILIES = {"pascal", "volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "tpu", "gaudi"}
+FAMILIES = {"pascal", "volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "cdna4", "tpu", "gaudi"}
 TOPOLOGIES = {"switch", "mesh", "torus", "ring", "rail"}
 PROTOCOLS = {"nvlink", "pcie", "xgmi", "ici", "rdma", "roce", "efa", "tcp", "dcn"}
 
