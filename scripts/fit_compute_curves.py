@@ -42,6 +42,9 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   a development branch) are records; the public torch 2.8.0+rocm6.4 torch.mm timing (gemm.yaml LC-MI300X) is fitted.
   The rule is the build a training run uses, not which level matches a run: with all three fitted the level would
   be 0.521, capped at MAMF's 0.511; MAMF alone gave 0.511 (bound), the default build gives 0.461.
+  MI325X 16-bit and FP8: every published timing is tuned or on a development branch (MAMF with TunableOp on, AMD's
+  MAF), so none is fitted and the group takes a level transfer (below); MI355X 16-bit: MAMF ran with TunableOp off
+  and learn-cuda's torch.mm sweep on the public ROCm 7.14 wheel, both default builds, both fitted.
 * A level transfer (``LEVEL_TRANSFER``, MI325X and MI355X FP8 so far) prices a group that has no default-build GEMM
   timing of its own on a measured group's curve (its gemm_max and d0) with gemm_max moved by a published ratio:
   either two chips timed by one protocol (same tool, library build and shape: AMD's MAF blog times MI325X and MI300X
@@ -114,7 +117,10 @@ DONORS = {("a100-pcie-80g", "16bit"): ("a100-sxm-80g", "16bit"),
           ("b300", "16bit"): ("b200", "16bit"), ("b300", "fp8"): ("b200", "fp8"),
           ("mi300x", "16bit"): ("mi300x", "fp8"),
           ("gaudi3", "16bit"): ("h100-sxm", "16bit"), ("gaudi3", "fp8"): ("h100-sxm", "16bit"),
-          # mi355x: one MAMF point (default build, TunableOp off); d0 from mi300x's FP8 sweep, the only AMD shape sweep
+          # mi355x: four default-build points, every side >= 4096 (MAMF's best shape, learn-cuda's 4096^3-16384^3
+          # torch.mm); free, d0 runs to its lower bound 0 (16384^3 runs slower than 8192^3, which a d/(d+d0) curve
+          # cannot express), so these sizes do not fix d0: borrowed from mi300x's FP8 sweep, the one AMD sweep with
+          # a GEMM under 4096 per side over 10 GFLOP (2048^3)
           ("mi355x", "16bit"): ("mi300x", "fp8")}
 #: (accelerator, group) -> (donor group, ratio) for a group priced on the donor's curve with gemm_max x ratio (see the
 #: module docstring, "level transfer"): ratio ("points", src, prec) = the group's accelerator over the donor's at the
