@@ -42,17 +42,16 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   a development branch) are records; the public torch 2.8.0+rocm6.4 torch.mm timing (gemm.yaml LC-MI300X) is fitted.
   The rule is the build a training run uses, not which level matches a run: with all three fitted the level would
   be 0.521, capped at MAMF's 0.511; MAMF alone gave 0.511 (bound), the default build gives 0.461.
-  MI325X 16-bit and FP8: every published timing is tuned or on a development branch (MAMF with TunableOp on, AMD's
-  MAF), so none is fitted and the group takes a level transfer (below); MI355X 16-bit: MAMF ran with TunableOp off
-  and learn-cuda's torch.mm sweep on the public ROCm 7.14 wheel, both default builds, both fitted.
-* A level transfer (``LEVEL_TRANSFER``, MI325X and MI355X FP8 so far) prices a group that has no default-build GEMM
-  timing of its own on a measured group's curve (its gemm_max and d0) with gemm_max moved by a published ratio:
-  either two chips timed by one protocol (same tool, library build and shape: AMD's MAF blog times MI325X and MI300X
-  on one hipBLASLt build, so its tuned level cancels and the ratio is the chips' own, 843 / 708 BF16 = 1.191,
-  1519 / 1273 FP8 = 1.193: the same CDNA3 die at 1000 W sustains a higher clock than at 750 W), or the ratio of two
-  fitted levels (MI355X FP8 = MI300X's FP8 curve x MI355X / MI300X 16-bit levels: MI300X's FP8-to-BF16 fraction
-  assumed for CDNA4, no MI355X FP8 GEMM published). Bounded by the group's MAMF fraction like a fit. The YAML says
-  BORROWED for the parts taken over (d0, and for MI355X FP8 the FP8/BF16 relation).
+  MI325X: MAMF (TunableOp on) and AMD's MAF (development branch) are records, HipKittens' torch.matmul baseline
+  (no TunableOp set) is fitted; its FP8 has no default-build timing and takes a level transfer (below). MI355X: MAMF
+  ran with TunableOp off, learn-cuda's torch.mm on the public ROCm 7.14 wheel and HipKittens' torch.matmul and
+  hipblaslt-bench (no --algo_method) use the default pick: all fitted.
+* A level transfer (``LEVEL_TRANSFER``, MI325X FP8 so far) prices a group that has no default-build GEMM timing of
+  its own on a measured group's curve (its gemm_max and d0) with gemm_max moved by a published ratio of two chips timed
+  by one protocol (same tool, library build and shape): AMD's MAF blog times MI325X and MI300X on one hipBLASLt build,
+  so its tuned level cancels and the ratio is the chips' own, 1519 / 1273 FP8 = 1.193 (BF16 843 / 708 = 1.191: the same
+  CDNA3 die sustains a higher clock at 1000 W than at 750 W). Bounded by the group's MAMF fraction like a fit. The YAML
+  says BORROWED for what is taken over (d0, and the level's basis).
 * ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml
   holds a MAMF point for it. MAMF is the best of a brute-force shape search (stas00/ml-engineering's
   mamf-finder), an upper envelope: no GEMM of any shape runs faster. ``gemm_max`` is the curve's supremum
@@ -117,18 +116,17 @@ DONORS = {("a100-pcie-80g", "16bit"): ("a100-sxm-80g", "16bit"),
           ("b300", "16bit"): ("b200", "16bit"), ("b300", "fp8"): ("b200", "fp8"),
           ("mi300x", "16bit"): ("mi300x", "fp8"),
           ("gaudi3", "16bit"): ("h100-sxm", "16bit"), ("gaudi3", "fp8"): ("h100-sxm", "16bit"),
-          # mi355x: four default-build points, every side >= 4096 (MAMF's best shape, learn-cuda's 4096^3-16384^3
-          # torch.mm); free, d0 runs to its lower bound 0 (16384^3 runs slower than 8192^3, which a d/(d+d0) curve
-          # cannot express), so these sizes do not fix d0: borrowed from mi300x's FP8 sweep, the one AMD sweep with
-          # a GEMM under 4096 per side over 10 GFLOP (2048^3)
-          ("mi355x", "16bit"): ("mi300x", "fp8")}
-#: (accelerator, group) -> (donor group, ratio) for a group priced on the donor's curve with gemm_max x ratio (see the
-#: module docstring, "level transfer"): ratio ("points", src, prec) = the group's accelerator over the donor's at the
-#: same shape in gemm.yaml source src (fractions of each one's peak), or ("levels", a, b) = fitted gemm_max a / b.
-LEVEL_TRANSFER: dict[tuple[str, str], tuple[tuple[str, str], tuple[Any, ...]]] = {
-    ("mi325x", "16bit"): (("mi300x", "16bit"), ("points", "AMD-MAF", "bf16")),
-    ("mi325x", "fp8"): (("mi300x", "fp8"), ("points", "AMD-MAF", "fp8")),
-    ("mi355x", "fp8"): (("mi300x", "fp8"), ("levels", ("mi355x", "16bit"), ("mi300x", "16bit"))),
+          # mi325x / mi355x 16-bit: every fitted default-build point has all sides >= 4096 (HipKittens' 2048^3 / 4096^3
+          # torch.matmul calls carry a per-call launch floor and are records); free, d0 runs to its lower bound 0, so
+          # these sizes cannot fix it: from mi300x's FP8 sweep, as mi300x's own 16-bit curve (the one default-build AMD
+          # sweep with a well-timed GEMM under 4096 per side over 10 GFLOP). mi355x's own FP8 sweep (d0 1041) is not
+          # taken: with it no level fits the BF16 points (8192^3 would run 0.70 x the curve's gemm_max)
+          ("mi325x", "16bit"): ("mi300x", "fp8"), ("mi355x", "16bit"): ("mi300x", "fp8")}
+#: (accelerator, group) -> (donor group, (src, prec)) for a group priced on the donor's curve with gemm_max x the
+#: ratio of the group's accelerator to the donor's at the same shape in gemm.yaml source src, precision prec
+#: (fractions of each one's peak; see the module docstring, "level transfer").
+LEVEL_TRANSFER: dict[tuple[str, str], tuple[tuple[str, str], tuple[str, str]]] = {
+    ("mi325x", "fp8"): (("mi300x", "fp8"), ("AMD-MAF", "fp8")),
 }
 #: fitted but deliberately not written to the catalog: the A100s keep the ampere family default, which is
 #: fitted to layer times (Korthikanti et al. 2022 Table 4) rather than to isolated GEMMs.
@@ -270,33 +268,28 @@ def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str]
     return fits
 
 
-def transfer_level(key: tuple[str, str], donor: tuple[str, str], how: tuple[Any, ...],
+def transfer_level(key: tuple[str, str], donor: tuple[str, str], how: tuple[str, str],
                    fits: dict[tuple[str, str], dict[str, Any]], gemm: list[dict[str, Any]],
                    memfit: dict[str, dict[str, Any]], mamf_points: list[dict[str, Any]] | None) -> dict[str, Any]:
     """The donor group's curve with gemm_max x a published ratio (``LEVEL_TRANSFER``), bounded by the group's MAMF
     fraction; printed like a fit."""
     name, group = key
     acc = load_accelerator(name, overrides=[])
-    if how[0] == "points":  # two chips timed by one protocol at one shape: the ratio of their fractions of peak
-        _, src, prec = how
-        dacc = load_accelerator(donor[0], overrides=[])
+    src, prec = how  # two chips timed by one protocol at one shape: the ratio of their fractions of peak
+    dacc = load_accelerator(donor[0], overrides=[])
 
-        def frac(p: dict[str, Any], a: Any) -> float:
-            return float(p["tflops"]) * 1e12 / float(a.peak(prec))
+    def frac(p: dict[str, Any], a: Any) -> float:
+        return float(p["tflops"]) * 1e12 / float(a.peak(prec))
 
-        mine = {(p["b"], p["m"], p["n"], p["k"]): frac(p, acc) for p in gemm
-                if p["src"] == src and p["acc"] == name and p["prec"] == prec}
-        theirs = {(p["b"], p["m"], p["n"], p["k"]): frac(p, dacc) for p in gemm
-                  if p["src"] == src and p["acc"] == donor[0] and p["prec"] == prec}
-        shapes = sorted(set(mine) & set(theirs))
-        if not shapes:
-            raise SystemExit(f"LEVEL_TRANSFER {key}: no {src} {prec} shape timed on both {name} and {donor[0]}")
-        ratio = float(np.mean([mine[s] / theirs[s] for s in shapes]))
-        basis = f"{src} {prec} {name} / {donor[0]} at {len(shapes)} shape(s)"
-    else:  # ratio of two fitted levels
-        _, num, den = how
-        ratio = fits[num]["gemm_max"] / fits[den]["gemm_max"]
-        basis = f"gemm_max {num[0]} {num[1]} / {den[0]} {den[1]}"
+    mine = {(p["b"], p["m"], p["n"], p["k"]): frac(p, acc) for p in gemm
+            if p["src"] == src and p["acc"] == name and p["prec"] == prec}
+    theirs = {(p["b"], p["m"], p["n"], p["k"]): frac(p, dacc) for p in gemm
+              if p["src"] == src and p["acc"] == donor[0] and p["prec"] == prec}
+    shapes = sorted(set(mine) & set(theirs))
+    if not shapes:
+        raise SystemExit(f"LEVEL_TRANSFER {key}: no {src} {prec} shape timed on both {name} and {donor[0]}")
+    ratio = float(np.mean([mine[s] / theirs[s] for s in shapes]))
+    basis = f"{src} {prec} {name} / {donor[0]} at {len(shapes)} shape(s)"
     cap = min(1.0, mamf_fraction(mamf_points or [], acc, group) or 1.0)
     d = fits[donor]
     mem_src = name if name in memfit else MEMORY_DONORS.get(name, "a100-sxm-80g")
