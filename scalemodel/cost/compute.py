@@ -41,7 +41,7 @@ Calibration (once per accelerator family; the values live in the accelerator spe
              (volta, hopper, blackwell, cdna2, cdna3, cdna4, tpu, gaudi, other); no
              per-layer measurement for them in ../shared/validation; override per accelerator.
 
-Per-accelerator curves (V100, H100/H200/H800/H100 PCIe, B200, GB200, MI300X, Gaudi 3, with a
+Per-accelerator curves (V100, H100/H200/H800/H100 PCIe, B200, GB200, MI300X/MI325X/MI355X, Gaudi 3, with a
 separate fp8 curve where measured) are fitted to published GEMM microbenchmarks and BabelStream
 runs (hardware/measurements/, scripts/fit_compute_curves.py) and live in each accelerator YAML's
 ``compute_efficiency``; they override these family defaults. Their ``gemm_max`` is the
