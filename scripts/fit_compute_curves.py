@@ -42,6 +42,16 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   a development branch) are records; the public torch 2.8.0+rocm6.4 torch.mm timing (gemm.yaml LC-MI300X) is fitted.
   The rule is the build a training run uses, not which level matches a run: with all three fitted the level would
   be 0.521, capped at MAMF's 0.511; MAMF alone gave 0.511 (bound), the default build gives 0.461.
+  MI325X: MAMF (TunableOp on) and AMD's MAF (development branch) are records, HipKittens' torch.matmul baseline
+  (no TunableOp set) is fitted; its FP8 has no default-build timing and takes a level transfer (below). MI355X: MAMF
+  ran with TunableOp off, learn-cuda's torch.mm on the public ROCm 7.14 wheel and HipKittens' torch.matmul and
+  hipblaslt-bench (no --algo_method) use the default pick: all fitted.
+* A level transfer (``LEVEL_TRANSFER``, MI325X FP8 so far) prices a group that has no default-build GEMM timing of
+  its own on a measured group's curve (its gemm_max and d0) with gemm_max moved by a published ratio of two chips timed
+  by one protocol (same tool, library build and shape): AMD's MAF blog times MI325X and MI300X on one hipBLASLt build,
+  so its tuned level cancels and the ratio is the chips' own, 1519 / 1273 FP8 = 1.193 (BF16 843 / 708 = 1.191: the same
+  CDNA3 die sustains a higher clock at 1000 W than at 750 W). Bounded by the group's MAMF fraction like a fit. The YAML
+  says BORROWED for what is taken over (d0, and the level's basis).
 * ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml
   holds a MAMF point for it. MAMF is the best of a brute-force shape search (stas00/ml-engineering's
   mamf-finder), an upper envelope: no GEMM of any shape runs faster. ``gemm_max`` is the curve's supremum
@@ -97,7 +107,7 @@ STREAM_KERNELS = ("copy", "mul", "add", "triad")
 GROUP = {"bf16": "16bit", "fp16": "16bit", "fp8": "fp8"}
 #: accelerator -> accelerator whose `memory` fit it borrows (no published BabelStream run of its own).
 MEMORY_DONORS = {"v100-sxm2-32g": "a100-sxm-80g", "a100-pcie-80g": "a100-sxm-80g", "b200": "h200-sxm",
-                 "gb200": "h200-sxm", "b300": "h200-sxm", "gaudi3": "h200-sxm"}
+                 "gb200": "h200-sxm", "b300": "h200-sxm", "gaudi3": "h200-sxm", "mi325x": "mi300x", "mi355x": "mi300x"}
 #: (accelerator, group) -> (accelerator, group) whose d0 it borrows when its own points cannot fix d0.
 DONORS = {("a100-pcie-80g", "16bit"): ("a100-sxm-80g", "16bit"),
           ("gb200", "16bit"): ("b200", "16bit"),
@@ -105,7 +115,19 @@ DONORS = {("a100-pcie-80g", "16bit"): ("a100-sxm-80g", "16bit"),
           # table, the nearest measured Blackwell GEMM sweep (B300 is sm_103, the same tensor-core generation)
           ("b300", "16bit"): ("b200", "16bit"), ("b300", "fp8"): ("b200", "fp8"),
           ("mi300x", "16bit"): ("mi300x", "fp8"),
-          ("gaudi3", "16bit"): ("h100-sxm", "16bit"), ("gaudi3", "fp8"): ("h100-sxm", "16bit")}
+          ("gaudi3", "16bit"): ("h100-sxm", "16bit"), ("gaudi3", "fp8"): ("h100-sxm", "16bit"),
+          # mi325x / mi355x 16-bit: every fitted default-build point has all sides >= 4096 (HipKittens' 2048^3 / 4096^3
+          # torch.matmul calls carry a per-call launch floor and are records); free, d0 runs to its lower bound 0, so
+          # these sizes cannot fix it: from mi300x's FP8 sweep, as mi300x's own 16-bit curve (the one default-build AMD
+          # sweep with a well-timed GEMM under 4096 per side over 10 GFLOP). mi355x's own FP8 sweep (d0 1041) is not
+          # taken: with it no level fits the BF16 points (8192^3 would run 0.70 x the curve's gemm_max)
+          ("mi325x", "16bit"): ("mi300x", "fp8"), ("mi355x", "16bit"): ("mi300x", "fp8")}
+#: (accelerator, group) -> (donor group, (src, prec)) for a group priced on the donor's curve with gemm_max x the
+#: ratio of the group's accelerator to the donor's at the same shape in gemm.yaml source src, precision prec
+#: (fractions of each one's peak; see the module docstring, "level transfer").
+LEVEL_TRANSFER: dict[tuple[str, str], tuple[tuple[str, str], tuple[str, str]]] = {
+    ("mi325x", "fp8"): (("mi300x", "fp8"), ("AMD-MAF", "fp8")),
+}
 #: fitted but deliberately not written to the catalog: the A100s keep the ampere family default, which is
 #: fitted to layer times (Korthikanti et al. 2022 Table 4) rather than to isolated GEMMs.
 NOT_APPLIED = {"a100-sxm-80g", "a100-pcie-80g"}
@@ -238,7 +260,50 @@ def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str]
             for p, e in f["points"]:
                 print(f"      b{p['b']} {p['m']}x{p['n']}x{p['k']:<6d} {p['tflops']:8.1f} TFLOP/s  model time "
                       f"{100 * e:+6.1f} %  [{p['src']}]")
+    for key, (donor, how) in LEVEL_TRANSFER.items():
+        if donor not in fits:
+            print(f"  {key[0]} {key[1]}: donor {donor} not fitted, skipped")
+            continue
+        fits[key] = transfer_level(key, donor, how, fits, gemm, memfit, caps.get(key))
     return fits
+
+
+def transfer_level(key: tuple[str, str], donor: tuple[str, str], how: tuple[str, str],
+                   fits: dict[tuple[str, str], dict[str, Any]], gemm: list[dict[str, Any]],
+                   memfit: dict[str, dict[str, Any]], mamf_points: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The donor group's curve with gemm_max x a published ratio (``LEVEL_TRANSFER``), bounded by the group's MAMF
+    fraction; printed like a fit."""
+    name, group = key
+    acc = load_accelerator(name, overrides=[])
+    src, prec = how  # two chips timed by one protocol at one shape: the ratio of their fractions of peak
+    dacc = load_accelerator(donor[0], overrides=[])
+
+    def frac(p: dict[str, Any], a: Any) -> float:
+        return float(p["tflops"]) * 1e12 / float(a.peak(prec))
+
+    mine = {(p["b"], p["m"], p["n"], p["k"]): frac(p, acc) for p in gemm
+            if p["src"] == src and p["acc"] == name and p["prec"] == prec}
+    theirs = {(p["b"], p["m"], p["n"], p["k"]): frac(p, dacc) for p in gemm
+              if p["src"] == src and p["acc"] == donor[0] and p["prec"] == prec}
+    shapes = sorted(set(mine) & set(theirs))
+    if not shapes:
+        raise SystemExit(f"LEVEL_TRANSFER {key}: no {src} {prec} shape timed on both {name} and {donor[0]}")
+    ratio = float(np.mean([mine[s] / theirs[s] for s in shapes]))
+    basis = f"{src} {prec} {name} / {donor[0]} at {len(shapes)} shape(s)"
+    cap = min(1.0, mamf_fraction(mamf_points or [], acc, group) or 1.0)
+    d = fits[donor]
+    mem_src = name if name in memfit else MEMORY_DONORS.get(name, "a100-sxm-80g")
+    f = {"gemm_max": min(cap, d["gemm_max"] * ratio), "gemm_half_dim": d["gemm_half_dim"], "n": 0, "mamf_cap": cap,
+         "levels": {}, "rms_log": 0.0, "worst_rel": 0.0, "d0_borrowed": True, "points": [], "donor": donor,
+         "memory_from": mem_src, "memory": memfit[mem_src]["memory"] if mem_src in memfit else 0.85,
+         "ratio": ratio,
+         "in_layer_factor": in_layer_gemm_factor(acc.family, "fp8" if group == "fp8" else "bf16", acc.name)}
+    capped = " (= MAMF bound)" if f["gemm_max"] >= cap - 5e-4 else ""
+    print(f"  {name:16s} {group:6s} gemm_max {f['gemm_max']:.3f}{capped} (in-layer "
+          f"{f['gemm_max'] * f['in_layer_factor']:.3f})  gemm_half_dim {f['gemm_half_dim']:7.1f}  TRANSFERRED from "
+          f"{donor[0]} {donor[1]} ({d['gemm_max']:.3f}) x {ratio:.3f} ({basis})  (memory {f['memory']:.3f} from "
+          f"{mem_src})")
+    return f
 
 
 def check(fits: dict[tuple[str, str], dict[str, Any]]) -> int:

@@ -395,7 +395,7 @@ CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "H800": "h800-8",
     "H100": "dgx-h100", "H100 96GB": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
-    "TPU v5p": "tpu-v5p-pod", "MI300X": "mi300x-8"}
+    "TPU v5p": "tpu-v5p-pod", "MI300X": "mi300x-8", "MI325X": "mi325x-8", "MI355X": "mi355x-8"}
 #: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here is simply
 #: not in hardware/accelerators yet.
 MISSING_HARDWARE_WHY = {"H100 96GB": "its peak is not published"}
@@ -452,7 +452,7 @@ def accelerator_variant(gpu: str) -> str:
     """The accelerator a case names, as a catalog variant ('H100', 'H100 96GB', 'A100 40GB', ...)."""
     g = gpu.upper()
     for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B300", "B300"), ("B200", "B200"), ("H200", "H200"),
-                       ("H800", "H800"), ("MI300X", "MI300X"),
+                       ("H800", "H800"), ("MI300X", "MI300X"), ("MI325X", "MI325X"), ("MI355X", "MI355X"),
                        ("TPU V5P", "TPU v5p"),
                        ("TPU V4", "TPU v4"), ("V100", "V100"), ("P100", "P100"), ("PASCAL", "P100")):
         if key in g:

@@ -26,14 +26,14 @@ CASES = validation_cases_path()
 
 REQUIRED_ACCELERATORS = {
     "v100-sxm2-32g", "a100-sxm-40g", "a100-sxm-80g", "a100-pcie-80g", "h100-sxm", "h100-pcie", "h800",
-    "h200-sxm", "b200", "gb200", "gb300", "mi250x", "mi300x", "tpu-v4", "tpu-v5p", "gaudi3",
+    "h200-sxm", "b200", "gb200", "gb300", "mi250x", "mi300x", "mi325x", "mi355x", "tpu-v4", "tpu-v5p", "gaudi3",
 }
 REQUIRED_CLUSTERS = {
-    "dgx-a100", "dgx-a100-40g", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "gb300-nvl72", "mi300x-8", "aws-p4d",
-    "aws-p5", "tpu-v4-pod", "pcie-25gbe",
+    "dgx-a100", "dgx-a100-40g", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "gb300-nvl72", "mi300x-8",
+    "mi325x-8", "mi355x-8", "aws-p4d", "aws-p5", "tpu-v4-pod", "pcie-25gbe",
 }
 PRECISIONS = {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"}
-FAMILIES = {"pascal", "volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "tpu", "gaudi"}
+FAMILIES = {"pascal", "volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "cdna4", "tpu", "gaudi"}
 TOPOLOGIES = {"switch", "mesh", "torus", "ring", "rail"}
 PROTOCOLS = {"nvlink", "pcie", "xgmi", "ici", "rdma", "roce", "efa", "tcp", "dcn"}
 

@@ -1145,8 +1145,12 @@ def test_amd_rows_cluster_and_launch_blocking_rule() -> None:
     c = copy.deepcopy(nv)
     c["environment"]["CUDA_LAUNCH_BLOCKING"] = "0"
     assert mod.case_limits(c) == []
-    # MI325X / MI355X are not in the catalog: listed, never substituted by the MI300X node
-    assert any("hardware missing" in w for w in mod.case_limits(cases["primus26_mi325x_llama31_8b_fp8_n8"]))
+    # MI325X / MI355X run on their own catalog nodes (mi325x-8 / mi355x-8 since 2026-12-05; before, 'hardware
+    # missing'), never substituted by the MI300X node; the projection-blog row stays listed for its unstated batch
+    assert mod.CLUSTER_FOR_ACCELERATOR[mod.accelerator_variant("AMD Instinct MI325X")] == "mi325x-8"
+    assert mod.CLUSTER_FOR_ACCELERATOR[mod.accelerator_variant("AMD Instinct MI355X")] == "mi355x-8"
+    why = mod.case_limits(cases["primus26_mi325x_llama31_8b_fp8_n8"])
+    assert not any("hardware missing" in w for w in why) and any("global batch" in w for w in why)
 
 
 @needs_new_cases

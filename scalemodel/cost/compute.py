@@ -38,10 +38,10 @@ Calibration (once per accelerator family; the values live in the accelerator spe
     family   gemm_max  gemm_half_dim  memory  how
     ampere   0.757     96             0.85    fitted on A100 (see below)
     others   0.757     96             0.85    NOT calibrated: A100 values as the default
-             (volta, hopper, blackwell, cdna2, cdna3, tpu, gaudi, other); no
+             (volta, hopper, blackwell, cdna2, cdna3, cdna4, tpu, gaudi, other); no
              per-layer measurement for them in ../shared/validation; override per accelerator.
 
-Per-accelerator curves (V100, H100/H200/H800/H100 PCIe, B200, GB200, MI300X, Gaudi 3, with a
+Per-accelerator curves (V100, H100/H200/H800/H100 PCIe, B200, GB200, MI300X/MI325X/MI355X, Gaudi 3, with a
 separate fp8 curve where measured) are fitted to published GEMM microbenchmarks and BabelStream
 runs (hardware/measurements/, scripts/fit_compute_curves.py) and live in each accelerator YAML's
 ``compute_efficiency``; they override these family defaults. Their ``gemm_max`` is the
@@ -278,6 +278,7 @@ def fp8_recipe_gemm_factor(family: str, recipe: str) -> float:
 DEFAULT_EFFICIENCY: dict[str, EfficiencyCurve] = {
     "ampere": _A100,  # calibrated (Korthikanti Table 4)
     "pascal": _A100, "volta": _A100, "hopper": _A100, "blackwell": _A100, "cdna2": _A100, "cdna3": _A100,
+    "cdna4": _A100,
     "tpu": _A100, "gaudi": _A100, "other": _A100,  # not calibrated: A100 values
 }
 

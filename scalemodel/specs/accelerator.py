@@ -11,7 +11,7 @@ from scalemodel.specs.quantities import Bandwidth, Bytes, FlopRate, Fraction, Ha
 
 Precision = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
 PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
-Family = Literal["pascal", "volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "tpu", "gaudi", "other"]
+Family = Literal["pascal", "volta", "ampere", "hopper", "blackwell", "cdna2", "cdna3", "cdna4", "tpu", "gaudi", "other"]
 
 
 class GemmCurve(Spec, kw_only=True):
