@@ -135,7 +135,8 @@ def test_mxfp8_layer_slower_by_its_gemm_share_by_hand() -> None:
 
 def test_mxfp8_against_tensorwise_is_the_gemm_share_plus_the_casts() -> None:
     """The same B200 layer with tensorwise: mxfp8 - tensorwise = the GEMM share above + the recipes' cast bytes
-    (cost.compute.fp8_quantize_bytes, hand-checked in tests/test_fp8_casts.py) at HBM speed."""
+    (cost.compute.fp8_quantize_bytes, hand-checked in tests/test_fp8_casts.py) at HBM speed, each recipe's times its
+    measured Blackwell cast-kernel factor (1.282 mxfp8, 1.199 tensorwise: tests/test_cast_kernel_rate.py)."""
     mxj, g = _job("dgx-b200", "fp8", "mxfp8")
     twj, g_tw = _job("dgx-b200", "fp8", "tensorwise")
     layers = np.ones(1)
@@ -148,8 +149,8 @@ def test_mxfp8_against_tensorwise_is_the_gemm_share_plus_the_casts() -> None:
     bw = mxj.memory_bandwidth * mxj.memory_efficiency
     d_fwd = float((mx["forward"] - tw["forward"]).ravel()[0])
     d_bwd = float((mx["backward"] - tw["backward"]).ravel()[0])
-    assert d_fwd == pytest.approx(extra + float(f_mx + w_mx - f_tw - w_tw) / bw, rel=1e-9)
-    assert d_bwd == pytest.approx(2 * extra + float(b_mx - b_tw) / bw, rel=1e-9)
+    assert d_fwd == pytest.approx(extra + (1.282 * float(f_mx + w_mx) - 1.199 * float(f_tw + w_tw)) / bw, rel=1e-9)
+    assert d_bwd == pytest.approx(2 * extra + (1.282 * float(b_mx) - 1.199 * float(b_tw)) / bw, rel=1e-9)
     # the GEMM share is what makes the mxfp8 layer slower: 5.1 % of its fp8 GEMM time, forward and backward
     assert extra / _hand_fp8_gemm_forward(twj, twj.gemm_max) == pytest.approx(0.0515, abs=1e-4)
 

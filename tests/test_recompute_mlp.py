@@ -156,21 +156,22 @@ def _fp8_job(cluster: str, recipe: str, **strategy):  # type: ignore[no-untyped-
     return job, grid_from_strategy(st, tr, st.tp * st.pp * st.cp * (st.dp or 1), job)
 
 
-@pytest.mark.parametrize("cluster, recipe, per_x_fc1, per_x_fc2", [
+@pytest.mark.parametrize("cluster, recipe, per_x_fc1, per_x_fc2, kernel_factor", [
     # H100, delayed, tp 1: linear_fc1's input is its fused norm's output, which writes FP8 (1 byte for 2: -1) and a
     # transpose kernel (read 1 + write 1: +2) -> +1 an element of T h; linear_fc2's input cast: read 2, write the
     # row-wise 1 and the transposed 1 -> 4 an element of T f
-    ("dgx-h100", "delayed", 1.0, 4.0),
-    # B200, MXFP8 (norm unfused, no transposed copy): read 2, write both copies with an E8M0 scale per 32 elements
-    ("dgx-b200", "mxfp8", 2 + 2 * (1 + 1 / 32), 2 + 2 * (1 + 1 / 32)),
+    ("dgx-h100", "delayed", 1.0, 4.0, 1.0),
+    # B200, MXFP8 (norm unfused, no transposed copy): read 2, write both copies with an E8M0 scale per 32 elements;
+    # Blackwell's MXFP8 cast kernels at 1.282 x their roofline price (tests/test_cast_kernel_rate.py)
+    ("dgx-b200", "mxfp8", 2 + 2 * (1 + 1 / 32), 2 + 2 * (1 + 1 / 32), 1.282),
 ])
 def test_fp8_casts_of_the_recomputed_mlp_by_hand(cluster: str, recipe: str, per_x_fc1: float,
-                                                 per_x_fc2: float) -> None:
+                                                 per_x_fc2: float, kernel_factor: float) -> None:
     from scalemodel.engine import step
     job, g = _fp8_job(cluster, recipe, tp=1, dp=8, recompute="selective", recompute_modules="core_attn,mlp")
     T = 1 * 4096
     nbytes = per_x_fc1 * T * 4096 + per_x_fc2 * T * 14336  # X of fc1 (T h), X of fc2 (T f): forward casts only
-    want = nbytes / (job.memory_bandwidth * job.memory_efficiency)
+    want = kernel_factor * nbytes / (job.memory_bandwidth * job.memory_efficiency)
     assert float(np.ravel(step.fp8_mlp_recompute_casts(job, g))[0]) == pytest.approx(want, rel=1e-12)
     # not named: nothing
     job, g = _fp8_job(cluster, recipe, tp=1, dp=8, recompute="selective", recompute_modules="core_attn")

@@ -267,6 +267,58 @@ FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
 }
 
 
+#: Time factor of Transformer Engine's quantization (cast) kernels over their HBM-roofline price, per accelerator family
+#: and recipe (:func:`cast_kernel_time_factor`): the casts' bytes (:func:`fp8_quantize_bytes`) take
+#:
+#:     t_cast = factor x bytes / (memory_bandwidth x memory efficiency)
+#:
+#: Source: Transformer Engine's GEMM profiling guide (NVIDIA/TransformerEngine@d0067d0da6
+#: docs/examples/gemm_profiling/gemm_profiling.rst, "Autocast vs Pre-quantized"; benchmarks/gemm/benchmark_gemm.py;
+#: hardware/measurements/gemm.yaml TE-GEMMPROF-B300), one B300 SXM6 AC, the 12 GEMM shapes (M, K, N) of one layer of
+#: its 5B config (h 4096, f 16384, QKV 12288, 15872 tokens; fprop (M,h,N), dgrad (M,N,h), wgrad (h,M,N)), each timed
+#: twice by CUDA events over 100 back-to-back calls: "autocast", ``te.Linear(K, N)(x)`` under ``te.autocast`` with
+#: x (M x K) not requiring grad, which per call quantizes x row- and column-wise (the weight needs its input for wgrad:
+#: linear.py ``backward_needs_input``) and the weight (K x N) row-wise only (``columnwise_usage = inp.requires_grad``,
+#: False) and runs the GEMM; and "pre-quantized", ``tex.generic_gemm`` on operands quantized once before the loop.
+#: The per-layer difference is the quantization's device time (the host's te.Linear call, tens of us, hides under
+#: calls of 0.23-1.4 ms). Priced with :func:`fp8_quantize_bytes`' per-element bytes (Blackwell: no transposed copy)
+#: over X = sum M K = 1495.3 M and W = sum K N = 987.8 M elements of the 12 shapes, on the bus the card has: the SXM6 AC
+#: part enables 15 of its 16 HBM controllers (hardware/accelerators/b300.yaml: 7.5 TB/s), x 0.85:
+#:
+#:     mxfp8       X (2 + 2 x 1.03125) + W (2 + 1.03125) = 9.069 GB: 1.423 ms priced, 8.984 - 7.161 = 1.823 ms measured
+#:     tensorwise  (X + W) x 5 (amax read, read, write 1) = 12.417 GB: 1.948 ms priced, 9.147 - 6.812 = 2.335 ms
+#:     nvfp4       X (2 x 2 + 2 x 0.5625) + W (2 x 2 + 0.5625) = 12.170 GB: 1.909 ms priced, 6.453 - 3.764 = 2.689 ms
+#:
+#: factors 1.282, 1.199 and 1.409 (NVFP4's includes the random Hadamard transform of the column-wise copy): the
+#: kernels' rate against a full bus, as B200, GB200 and GB300 have (priced on the catalog's 8 TB/s instead, b300's
+#: own figure, they would read 1.367 / 1.279 / 1.502; b300's catalog bandwidth is the 16-controller 8 TB/s for all its
+#: memory-bound work, a catalog matter, not the casts').
+#: Conservative: the guide's two runs drift (torch.matmul BF16 12.758 -> 13.102 ms, delayed-scaling autocast 7.802 ->
+#: 8.123 ms, the pre-quantized run slower), and read against the autocast run's state the pre-quantized GEMMs are
+#: 2.7-4.1 % faster, which raises the factors to 1.41-1.48 / 1.29-1.34 / 1.46-1.49; the direct differences are kept.
+#: Not a Hopper effect: the guide's H200 NVL current-scaling pair (20.285 - 16.785 = 3.500 ms) against the same count
+#: priced with Hopper's transposed copy (X 6, W 5 bytes an element, 13.91 GB at 4.8 TB/s x 0.849 = 3.413 ms) is
+#: 1.025, so Hopper keeps 1. Delayed scaling has no pre-quantized timing (the guide: it "always runs in autocast
+#: mode"); against current scaling's pre-quantized GEMMs (the same per-tensor cuBLASLt call) it reads 0.990 / 1.168
+#: ms = 0.85 (1.00-1.08 with the drift): no factor is set for it (1). Corroborated on B200: ROCm/TransformerEngine pull
+#: request #598 (2026-05-27) times NVIDIA's MXFP8 cast kernel on a B200 beside its own ("CAST_ONLY", BF16 8192 x 8192:
+#: row-wise 34.84, column-wise 39.61, both 52.34 us), 1.12 / 1.27 / 1.26 x the price at b200's 7.7 TB/s x 0.85.
+#: Measured on the B300 only: B200, GB200 and GB300 BORROW it (the same TE kernels on sm_100 / sm_103). Not applied to
+#: the optimizer's FP8 parameter quantization (another TE path, unmeasured) nor to the per-kernel fixed times of the
+#: experts' split quantization (:func:`fp8_expert_quantize_kernels`), which the bytes do not carry.
+CAST_KERNEL_TIME_FACTORS: dict[str, dict[str, float]] = {
+    # TE-GEMMPROF-B300 autocast - pre-quantized over the priced cast bytes at 7.5 TB/s; B200 / GB200 / GB300 borrow
+    "blackwell": {"mxfp8": 1.282, "tensorwise": 1.199, "nvfp4": 1.409},
+}
+
+
+def cast_kernel_time_factor(family: str, recipe: str) -> float:
+    """The time of a recipe's Transformer Engine quantization kernels on this accelerator family over their price at
+    the HBM roofline (:data:`CAST_KERNEL_TIME_FACTORS`; 1 for a recipe or family without a measurement, and for
+    16-bit runs, recipe "")."""
+    return float(CAST_KERNEL_TIME_FACTORS.get(str(family).lower(), {}).get(str(recipe), 1.0))
+
+
 def fp8_recipe_gemm_factor(family: str, recipe: str) -> float:
     """The fraction of the fp8 curve's rate an fp8 recipe's GEMMs (nvfp4: an fp4 run's NVFP4 GEMMs) run at on this
     accelerator family (:data:`FP8_RECIPE_GEMM_FACTORS`; 1 for a recipe or family without one, and for 16-bit

@@ -1073,6 +1073,15 @@ def _hbm_seconds(job: Job, nbytes: Any) -> np.ndarray:
     return compute.memory_time(nbytes, memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
 
 
+def _cast_seconds(job: Job, nbytes: Any) -> np.ndarray:
+    """Seconds of an fp8 / fp4 run's Transformer Engine quantization of ``nbytes`` (signed: a difference from the
+    BF16 run): :func:`_hbm_seconds` x :func:`scalemodel.cost.compute.cast_kernel_time_factor` of the accelerator
+    family and the run's recipe (Blackwell's measured cast kernels, docs/model.md#cast-kernel-rate)."""
+    b = np.asarray(nbytes, dtype=float)
+    factor = compute.cast_kernel_time_factor(job.accelerator_family, job.fp8_recipe)
+    return np.sign(b) * _hbm_seconds(job, np.abs(b)) * factor
+
+
 def _fp8_cast_kwargs(job: Job, g: StrategyGrid) -> dict[str, Any]:
     """The strategy's arguments to :func:`scalemodel.cost.compute.fp8_quantize_bytes` (one place for
     :func:`fp8_cast_per_layer` and :func:`fp8_moe_recompute_casts`)."""
@@ -1087,7 +1096,8 @@ def _fp8_cast_kwargs(job: Job, g: StrategyGrid) -> dict[str, Any]:
 def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
                        whole_layer: bool = False, weight_share: Any = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Seconds per layer and micro-batch (forward, backward) of an fp8 run's Transformer Engine quantization
-    (:func:`scalemodel.cost.compute.fp8_quantize_bytes`, memory-bound at the HBM bandwidth x memory efficiency),
+    (:func:`scalemodel.cost.compute.fp8_quantize_bytes`, memory-bound at the HBM bandwidth x memory efficiency, x
+    the family's measured cast-kernel factor: :func:`_cast_seconds`),
     dense and MoE layers mixed as the layer times are. The per-step weight casts are spread over the step's m
     micro-batches (TE quantizes a weight on the first micro-batch and caches it): forward += weights / m; with
     fp8_param_gather (:func:`fp8_params_held`) the weights are FP8 already and only the transposed copy remains
@@ -1104,7 +1114,7 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
         # the bytes are a difference from the BF16 run: a delayed-scaling norm that writes FP8 (1 byte instead of
         # eb) saves more than the casts add on Blackwell (no transposed copy) with TP and no SP, so the sum may be
         # below 0; the layer's own norm bytes, which it saves from, keep the layer time positive
-        return np.sign(nbytes) * _hbm_seconds(job, np.abs(nbytes))
+        return _cast_seconds(job, nbytes)
 
     def times(parts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         f, b, w = parts
@@ -1168,7 +1178,7 @@ def fp8_moe_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
     moe_f = compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw)[0]
     block = np.maximum(moe_f - dense_f / 2.0, 0.0)
     share = float(job.shape.moe_layers / job.shape.layers)
-    return np.asarray(np.where(again, share * _hbm_seconds(job, block), 0.0), dtype=float)
+    return np.asarray(np.where(again, share * _cast_seconds(job, block), 0.0), dtype=float)
 
 
 def fp8_mlp_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -1183,14 +1193,14 @@ def fp8_mlp_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
 
         X of linear_fc1 (T h, after its fused norm; the local shard gathered with SP) + X of linear_fc2 (T f / t)
 
-    at the HBM bandwidth x memory efficiency (signed: a delayed-scaling norm that writes FP8 saves bytes). 0 where
-    mlp is not recomputed or the run is not fp8."""
+    at the HBM bandwidth x memory efficiency x the cast-kernel factor (:func:`_cast_seconds`; signed: a
+    delayed-scaling norm that writes FP8 saves bytes). 0 where mlp is not recomputed or the run is not fp8."""
     again = transformer.recomputed_modules(job.shape, g.recompute, g.recompute_modules).mlp
     if not job.fp8_recipe or not np.any(again):
         return np.zeros(1)
     kw = dict(_fp8_cast_kwargs(job, g), attention_recipe=None)
     f = compute.fp8_quantize_bytes(job.shape, mlp_only=True, **kw)[0]
-    return np.asarray(np.where(again, np.sign(f) * _hbm_seconds(job, np.abs(f)), 0.0), dtype=float)
+    return np.asarray(np.where(again, _cast_seconds(job, f), 0.0), dtype=float)
 
 
 def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: bool) -> compute.LayerTime:
