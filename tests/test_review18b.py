@@ -150,3 +150,10 @@ def test_a_count_flag_without_its_value_is_refused_even_if_given_again(tmp_path:
     with pytest.raises(InputError, match="--micro-batch-size: expected a count, got no value"):
         _read(tmp_path, "B=(--micro-batch-size 1)\n"
                         'torchrun pretrain_gpt.py $B --tensor-model-parallel-size 4 --micro-batch-size 2\n')
+
+
+def test_a_shift_in_arithmetic_is_not_a_here_document(tmp_path: Path) -> None:
+    """'$((1<<y))' shifts; it opens no here-document, so the launch after it (and a later line reading 'y') is read
+    as written: tp 2."""
+    s = _read(tmp_path, "X=$((1<<y))\n" + LAUNCH + "y\n")
+    assert s.strategy["tp"] == 2 and not any("here-document" in u for u in s.unused)
