@@ -504,29 +504,138 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def _megatron_tokens(text: str, out: StrategyFile | None = None) -> list[str]:
-    """The words of a Megatron-LM launch (a script or a bare list of flags), split as the shell splits them. In a
-    script with a launch command (:data:`_LAUNCH_COMMAND`), a line that starts with a flag but belongs to no command
-    (the command ended on a line without a trailing backslash, and the line is in no array or quoted string) is not
-    passed by bash (it runs it as a command of its own, "command not found"): it is left out and said in
-    ``out.unused``. Its words were merged into the launch's arguments and priced."""
-    logical = _logical_lines(text)
-    command = next((no for no, body in logical if _LAUNCH_COMMAND.search(body)
-                    and not body.lstrip().startswith("--")), None)
-    words: list[str] = []
-    for no, body in logical:
-        if command is not None and body.lstrip().startswith("--"):
-            if out is not None:
-                shown = " ".join(body.split())
-                shown = shown if len(shown) <= 60 else shown[:57] + "..."
-                where = (f"the launch command of line {command} ended before it, on a line without a trailing "
-                         "backslash" if no > command else f"before the launch command of line {command}, on no "
-                                                          "command's line")
-                blank = _BLANK_AFTER_BACKSLASH.search(text.split("\n")[no - 2]) if no >= 2 else None
-                if blank:  # "... \ " : bash reads "\ " as an escaped blank, and the newline ends the command
-                    where += f" (line {no - 1} ends in a backslash and a blank: that does not continue a line)"
-                out.unused.append(f"{shown} (line {no}: {where}: bash does not pass it)")
+#: a backslash, then blanks, at a physical line's end: no continuation in bash (the backslash escapes the blank)
+_BLANK_AFTER_BACKSLASH = re.compile(r"\\[ \t]+\r?$")
+#: bash's control operators, as shlex with punctuation_chars ";&|" yields them
+_CONTROL_OPERATORS = frozenset({";", ";;", "&", "&&", "|", "||", "|&", ";&", ";;&"})
+
+
+#: a here-document's opener, << or <<- and its delimiter word (quoted or not); not a here-string (<<<) or a shift
+_HEREDOC = re.compile(r"(?<!<)<<(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
+
+
+def _heredoc_openers(line: str) -> list[tuple[bool, str]]:
+    """The here-documents a physical line opens, as (tabs stripped: <<-, delimiter), where the ``<<`` is outside
+    quotes and before any comment."""
+    found: list[tuple[bool, str]] = []
+    quote = ""
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == "\\" and quote == '"':
+                i += 2
+                continue
+            quote = "" if c == quote else quote
+        elif c == "\\":
+            i += 2
             continue
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or line[i - 1] in " \t;|&("):
+            break
+        elif ((m := _HEREDOC.match(line, i)) and not (i > 0 and line[i - 1] == "<")
+              and line.count("((", 0, i) <= line.count("))", 0, i)):  # not a shift in $(( ... ))
+            found.append((m.group(1) == "-", m.group(3)))
+            i = m.end()
+            continue
+        i += 1
+    return found
+
+
+def _drop_heredocs(text: str, out: StrategyFile | None) -> str:
+    """The script with each here-document's text blanked (its lines kept, empty, so that line numbers stay): the
+    text is a command's input, not words of any command (review18b: ``cat > cfg <<EOF`` ... ``--tensor-model-parallel-
+    size 8`` ... ``EOF`` was merged into the launch's flags, and an apostrophe in such a text opened a quote that
+    swallowed the rest of the file). A flag in a dropped text is said in ``out.unused``."""
+    lines = text.split("\n")
+    kept: list[str] = []
+    i = 0
+    while i < len(lines):
+        kept.append(lines[i])
+        pending = _heredoc_openers(lines[i])
+        i += 1
+        for strip_tabs, delim in pending:
+            start = i
+            while i < len(lines):
+                end = lines[i].rstrip("\r")
+                if (end.lstrip("\t") if strip_tabs else end) == delim:
+                    break
+                i += 1
+            flagged = next((k for k in range(start, i) if re.search(r"(?:^|\s)--[A-Za-z]", lines[k])), None)
+            if flagged is not None and out is not None:
+                shown = " ".join(lines[flagged].split())
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                out.unused.append(f"{shown} (line {flagged + 1}: the text of a here-document, <<{delim}: a "
+                                  "command's input, not arguments: bash does not pass it)")
+            kept.extend("" for _ in range(start, min(i + 1, len(lines))))
+            i = min(i + 1, len(lines))
+    return "\n".join(kept)
+
+
+#: Commands that print or write their arguments and pass none of them to a launch (review18b: ``echo --tensor-model-
+#: parallel-size 8`` on a line of its own was merged into the launch's flags; after the launch it set tp 8)
+_OUTPUT_COMMANDS = frozenset({"echo", "printf", "cat", "tee", "logger", ":", "true", "false"})
+#: bash builtins that declare variables: their assignments are read as written without them
+_DECLARE = frozenset({"export", "declare", "local", "readonly", "typeset"})
+#: bash reserved words that may open a command before an assignment (then ARGS="..."), and a case pattern (big))
+_KEYWORDS = frozenset({"then", "else", "do", "{", "!", "time"})
+_CASE_PATTERN = re.compile(r"\(?[^()=]*\)")
+
+
+@dataclass
+class _Segment:
+    """One command of a script as bash splits a logical line at its control operators."""
+
+    no: int  # the logical line's first physical line
+    j: int  # its place on that line
+    op: str  # the operator before it ('' for the first)
+    words: list[str]  # as written (quotes removed)
+    dashes: bool = False  # a line that starts with a flag, in a script with a launch command
+    kind: str = "command"  # command | define | output
+    expanded: list[str] = field(default_factory=list)
+
+
+def _split_commands(words: list[str]) -> list[tuple[str, list[str]]]:
+    """A logical line's words split at bash's control operators (``;``, ``&&``, ``|``, ``&`` ...), with the operator
+    before each command; the ``&`` of a redirection such as ``2>&1`` is not one, nor an operator inside a ``$( ... )``
+    or backticks (--data-path $(ls | head))."""
+    commands: list[tuple[str, list[str]]] = [("", [])]
+    depth = ticks = 0
+    for i, w in enumerate(words):
+        if w == "&" and i > 0 and words[i - 1].endswith((">", "<")):
+            continue
+        if w in _CONTROL_OPERATORS:
+            if depth == 0 and ticks % 2 == 0:
+                commands.append((w, []))
+            continue
+        depth, ticks = max(depth + w.count("(") - w.count(")"), 0), ticks + w.count("`")
+        commands[-1][1].append(w)
+    return commands
+
+
+def _shown(words: list[str], limit: int = 50) -> str:
+    text = " ".join(words)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _megatron_tokens(text: str, out: StrategyFile | None = None) -> list[str]:
+    """The words bash passes to a Megatron-LM launch (a script, or a bare list of flags), split as the shell splits
+    them, with the string and array variables that hold flags expanded where the launch names them.
+
+    A script with a launch command (:data:`_LAUNCH_COMMAND`): of the commands that name a launch word, the launch is
+    the one with the most Megatron-LM flags once its variables are expanded (then the most flags, then the first);
+    the other such commands (``python tools/preprocess_data.py ...`` on a line of its own, or before ``&&``) and the
+    other commands of the launch's own line pass it nothing. A line that starts with a flag but belongs to no command
+    (the command ended on a line without a trailing backslash, and the line is in no array or quoted string) is not
+    passed by bash (it runs it as a command of its own, "command not found"). In any file, commands that print their
+    arguments (:data:`_OUTPUT_COMMANDS`) and here-document texts pass nothing. What is left out is said in
+    ``out.unused`` where it holds a flag. The words of other commands (a function call that forwards "$@", an
+    ``if``) are kept where they are, as before."""
+    logical = _logical_lines(_drop_heredocs(text, out))
+    has_launch = any(_LAUNCH_COMMAND.search(body) and not body.lstrip().startswith("--") for _, body in logical)
+    segments: list[_Segment] = []
+    for no, body in logical:
         try:
             # comments='': _logical_lines dropped the comments as bash does (a '#' at a word's start); shlex's own
             # comments cut every word at a '#' (review17f: "--wandb-exp-name run#3 --tensor-model-parallel-size 2"
@@ -539,116 +648,217 @@ def _megatron_tokens(text: str, out: StrategyFile | None = None) -> list[str]:
         except ValueError as exc:
             raise InputError(f"cannot split the arguments: {folded(exc)}", where="strategy file",
                              allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
-        words.extend(_one_command(line_words, no, no == command, out))
-    return _expand_flag_variables(words, out)
-
-
-#: a backslash, then blanks, at a physical line's end: no continuation in bash (the backslash escapes the blank)
-_BLANK_AFTER_BACKSLASH = re.compile(r"\\[ \t]+\r?$")
-#: bash's control operators, as shlex with punctuation_chars ";&|" yields them
-_CONTROL_OPERATORS = frozenset({";", ";;", "&", "&&", "|", "||", "|&", ";&", ";;&"})
-
-
-def _one_command(words: list[str], no: int, launch: bool, out: StrategyFile | None) -> list[str]:
-    """A logical line's words less bash's control operators (``;``, ``&&``, ``|``, ``&`` ...; the ``&`` of a
-    redirection such as ``2>&1`` is not one, nor an operator inside a ``$( ... )`` or backticks). On the launch
-    command's line the operators split it into commands, and the launch is the one with the most Megatron-LM flags
-    (then the most flags, then one with a launch word, then the first): the others' words are left out, and said in
-    ``out.unused`` where one is a flag (``... --micro-batch-size 1 && echo --pipeline-model-parallel-size 4``;
-    ``python prep.py --x 1 && torchrun pretrain_gpt.py ...`` keeps the second)."""
-    commands: list[list[str]] = [[]]
-    ops: list[str] = [""]
-    depth = ticks = 0  # inside a $( ... ) or a `...`: its operators are the substitution's (--data-path $(ls | head))
-    for i, w in enumerate(words):
-        redirect = w == "&" and i > 0 and words[i - 1].endswith((">", "<"))
-        if redirect:
+        dashes = has_launch and body.lstrip().startswith("--")
+        for j, (op, words) in enumerate(_split_commands(line_words)):
+            if words or j == 0:
+                segments.append(_Segment(no, j, op, words, dashes))
+    strings, arrays, used = _read_variables(segments, out)
+    launch = _choose_launch(segments) if has_launch else None
+    first_launch = next((no for no, body in logical if _LAUNCH_COMMAND.search(body)
+                         and not body.lstrip().startswith("--")), None)
+    command = launch.no if launch is not None else first_launch
+    kept: list[str] = []
+    passed: set[str] = set()
+    dropped: set[str] = set()  # variables named by commands left out
+    for s in segments:
+        if s.dashes:
+            if out is not None and s.j == 0:
+                no = s.no
+                where = (f"the launch command of line {command} ended before it, on a line without a trailing "
+                         "backslash" if command is not None and no > command else
+                         f"before the launch command of line {command}, on no command's line")
+                blank = _BLANK_AFTER_BACKSLASH.search(text.split("\n")[no - 2]) if no >= 2 else None
+                if blank:  # "... \ " : bash reads "\ " as an escaped blank, and the newline ends the command
+                    where += f" (line {no - 1} ends in a backslash and a blank: that does not continue a line)"
+                body = next(b for n, b in logical if n == no)
+                out.unused.append(f"{_shown(body.split(), 60)} (line {no}: {where}: bash does not pass it)")
             continue
-        if w in _CONTROL_OPERATORS:
-            if depth == 0 and ticks % 2 == 0:
-                commands.append([])
-                ops.append(w)
+        if s.kind == "define":
             continue
-        depth, ticks = max(depth + w.count("(") - w.count(")"), 0), ticks + w.count("`")
-        commands[-1].append(w)
-    if not launch or len(commands) == 1:
-        return [w for c in commands for w in c]
+        flagged = any(w.startswith("--") for w in s.expanded)
+        if launch is not None and s is not launch and (s.no == launch.no or _is_launch_word(s)):
+            dropped |= _references(s.words)
+            if flagged and out is not None:
+                if s.no == launch.no:
+                    ops = [t.op for t in segments if t.no == s.no]
+                    where = f"after {s.op!r}" if s.j else f"before {ops[1]!r}"
+                else:
+                    where = f"a command of its own; the launch is on line {launch.no}"
+                out.unused.append(f"{_shown(s.words)} (line {s.no}: another command than the launch, {where}: bash "
+                                  "does not pass it to the launch)")
+            continue
+        if s.kind == "output":
+            dropped |= _references(s.words)
+            if flagged and out is not None:
+                out.unused.append(f"{_shown(s.words)} (line {s.no}: {s.words[0]} prints its arguments: bash passes "
+                                  "none of them to the launch)")
+            continue
+        passed |= _references(s.words)
+        kept.extend(s.expanded)
+    if out is not None:
+        for name, value in {**strings, **arrays}.items():
+            if not any(w.startswith("--") for w in value):
+                continue
+            if name not in used:
+                out.unused.append(f"{name}={_shown(value)} (a variable no word of the file expands: bash passes none "
+                                  "of it)")
+            elif name in dropped and name not in passed:
+                out.unused.append(f"{name}={_shown(value)} (expanded only by commands that are not the launch: bash "
+                                  "passes none of it to the launch)")
+    return kept
 
+
+def _is_launch_word(s: _Segment) -> bool:
+    return bool(s.words) and _LAUNCH_COMMAND.search(" ".join(s.words)) is not None
+
+
+def _choose_launch(segments: list[_Segment]) -> _Segment | None:
+    """Of the commands naming a launch word, the one with the most Megatron-LM flags after expansion (then the most
+    flags, then the first)."""
     known = (*_MEG_INT, *_MEG_KNOWN_VALUE, *_MEG_STORE_TRUE, *_MEG_MODEL)
+    candidates = [s for s in segments if s.kind == "command" and not s.dashes and _is_launch_word(s)]
+    if not candidates:
+        return None
 
-    def rank(j: int) -> tuple[int, int, bool, int]:
-        c = commands[j]
-        flags = [w.partition("=")[0].replace("_", "-") for w in c if w.startswith("--")]
-        return (sum(f in known for f in flags), len(flags), any(_LAUNCH_COMMAND.search(f" {w} ") for w in c), -j)
+    def rank(k: int) -> tuple[int, int, int]:
+        flags = [w.partition("=")[0].replace("_", "-") for w in candidates[k].expanded if w.startswith("--")]
+        return sum(f in known for f in flags), len(flags), -k
 
-    chosen = max(range(len(commands)), key=rank)
-    for j, c in enumerate(commands):
-        if j != chosen and out is not None and any(w.startswith("--") for w in c):
-            shown = " ".join(c)
-            shown = shown if len(shown) <= 50 else shown[:47] + "..."
-            where = f"after {ops[j]!r}" if j else f"before {ops[1]!r}"
-            out.unused.append(f"{shown} (line {no}: another command than the launch, {where}: bash does not pass "
-                              "it to the launch)")
-    return commands[chosen]
+    return candidates[max(range(len(candidates)), key=rank)]
 
 
 #: a shell variable's assignment as shlex leaves it (quotes removed): NAME=value, or NAME+=value (appended)
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.S)
 #: the word opening a bash array assignment, NAME=( or NAME+=(, with the array's first word where written on it
-_ARRAY_OPEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=\((.*)", re.S)
-#: an unquoted whole-word reference to a variable: $NAME or ${NAME}
-_REFERENCE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
+_ARRAY_OPEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)", re.S)
+#: an unquoted whole-word reference to a variable: $NAME, ${NAME}, or an array's ${NAME[@]}, ${NAME[*]}, ${NAME[0]}
+_REFERENCE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(\[[@*0]\])?\})")
 
 
-def _expand_flag_variables(words: list[str], out: StrategyFile | None) -> list[str]:
-    """The words with each string variable holding flags expanded where the launch names it, as bash word-splits an
-    unquoted ``$NAME``: Megatron-LM's own example scripts (examples/pretrain_gpt_distributed.sh and its kind) write
-    ``GPT_ARGS="--num-layers 24 \\ ... "`` and launch ``torchrun ... pretrain_gpt.py $GPT_ARGS $DATA_ARGS``. Such an
-    assignment is one word to the shell: it was read as one word holding blanks (review17f: every flag in it not
-    used, tp 1, with a note about a "U+0020 space inside"). A value's own ``$OTHER`` words expand the same way (an
-    ``ALL_ARGS="$GPT_ARGS $DATA_ARGS"``). An assignment of flags that no word references is said in ``out.unused``
-    (bash passes none of it). Words that reference no such variable are kept as they are."""
-    assigned: dict[str, list[str]] = {}
+def _references(words: list[str]) -> set[str]:
+    return {m.group(1) or m.group(2) for w in words if (m := _REFERENCE.fullmatch(w))}
+
+
+def _read_variables(segments: list[_Segment], out: StrategyFile | None
+                    ) -> tuple[dict[str, list[str]], dict[str, list[str]], set[str]]:
+    """Assign each segment its kind and its words with the variables that hold flags expanded, in the script's order,
+    as bash word-splits an unquoted ``$NAME``: Megatron-LM's own example scripts (examples/pretrain_gpt_distributed.sh
+    and its kind) write ``GPT_ARGS="--num-layers 24 \\ ... "`` and launch ``torchrun ... pretrain_gpt.py $GPT_ARGS
+    $DATA_ARGS``; others build an array, ``ARGS=(...)`` and ``"${ARGS[@]}"``. A value's own ``$OTHER`` words expand
+    the same way (``ALL_ARGS="$GPT_ARGS $DATA_ARGS"``); ``+=`` appends. An array is expanded where it is named
+    (review18b: its words were kept where the array was written, so ``--tensor-model-parallel-size 4 "${ARGS[@]}"``
+    with tp 2 in ARGS read 4 where argparse keeps the later 2, and an array no command names was read all the same).
+    A variable given flags twice (an if / else) is read at its later value, and said. Returns (strings, arrays, the
+    names referenced)."""
+    strings: dict[str, list[str]] = {}
+    arrays: dict[str, list[str]] = {}
+    where: dict[str, int] = {}
     used: set[str] = set()
 
     def expand(word: str) -> list[str]:
         m = _REFERENCE.fullmatch(word)
-        name = m and (m.group(1) or m.group(2))
-        if name and name in assigned:
+        if not m:
+            return [word]
+        name, index = m.group(1) or m.group(2), m.group(3)
+        # each element one word, as the usual quoted "${ARGS[@]}" passes it (an element holding blanks, from a quoted
+        # word in the array or a NAME="..." on an array, stays whole; whether the reference was quoted is not kept
+        # once shlex has read the words)
+        if index in ("[@]", "[*]") and name in arrays:
             used.add(name)
-            return assigned[name]
+            return list(arrays[name])
+        if index in (None, "[0]") and name in arrays:  # an array named without [@] is its first element (bash)
+            used.add(name)
+            return arrays[name][0].split() if arrays[name] else []
+        if name in strings:  # a string is its own ${NAME[@]} and ${NAME[0]} too
+            used.add(name)
+            return list(strings[name])
         return [word]
 
-    kept: list[str] = []
-    depth = 0  # inside an array assignment: its parentheses open (an array's words are kept where written, as before)
-    for word in words:
-        if depth == 0 and (a := _ARRAY_OPEN.fullmatch(word)):
-            # review17f: "ARGS=(--tensor-model-parallel-size 2 --micro-batch-size 1)" on one line was refused as the
-            # count '1)', and "ARGS+=(--pipeline-model-parallel-size 4)" lost pp without a word: the parentheses are
-            # bash's array syntax, not part of the first and last words
-            depth, word = 1, a.group(1)
-        if depth > 0:
-            depth += word.count("(") - word.count(")")
-            if depth <= 0:
-                depth, word = 0, word[:-1] if word.endswith(")") else word
-            if word:
-                kept.extend(expand(word))
+    def assign(table: dict[str, list[str]], name: str, append: bool, value: list[str], no: int) -> None:
+        old = table.get(name, []) if append else []
+        extends = value[:len(table.get(name, []))] == table.get(name)  # ARGS="$ARGS --more": a self-extension
+        if (not append and name in table and not extends and any(w.startswith("--") for w in table[name])
+                and out is not None):
+            out.unused.append(f"{name}={_shown(table[name])} (line {where[name]}; assigned again on line {no}: read "
+                              "as the later value, as bash does where both assignments run; a branch (if / else, "
+                              "case) is not evaluated)")
+        table[name] = old + value
+        where[name] = no
+        (arrays if table is strings else strings).pop(name, None)
+
+    for s in segments:
+        if s.dashes:
             continue
-        m = _ASSIGNMENT.fullmatch(word)
-        if m and not word.startswith("-"):
-            value = [w for part in m.group(3).split() for w in expand(part)]
-            if m.group(2):  # NAME+="...": appended to what NAME holds
-                value = assigned.get(m.group(1), []) + value
-            if any(w.startswith("--") for w in value):
-                assigned[m.group(1)] = value
-                used.discard(m.group(1))
+        words = s.words
+        k = 0
+        while k < len(words) and (words[k] in _KEYWORDS or _CASE_PATTERN.fullmatch(words[k])):
+            k += 1  # "then ARGS=...", "big) ARGS=... ;;": the assignment is the command's
+        if k < len(words) and words[k] in _DECLARE:
+            k += 1
+            while k < len(words) and words[k].startswith("-") and not words[k].startswith("--"):
+                k += 1
+        rest: list[str] = []
+        i = k
+        while i < len(words):
+            word = words[i]
+            if a := _ARRAY_OPEN.fullmatch(word):
+                # review17f: "ARGS=(--tensor-model-parallel-size 2 --micro-batch-size 1)" on one line was refused as the
+                # count '1)': the parentheses are bash's array syntax, not part of the first and last words
+                name, append, first = a.group(1), bool(a.group(2)), a.group(3)
+                items: list[str] = []
+                depth, part = 1, first
+                while True:
+                    depth += part.count("(") - part.count(")")
+                    if depth <= 0:
+                        part = part[:-1] if part.endswith(")") else part
+                    if part:
+                        items.extend(expand(part))
+                    if depth <= 0 or i + 1 >= len(words):
+                        break
+                    i += 1
+                    part = words[i]
+                assign(arrays, name, append, items, s.no)
+                i += 1
                 continue
-        kept.extend(expand(word))
-    for name in assigned.keys() - used:
-        if out is not None:
-            shown = " ".join(assigned[name])
-            shown = shown if len(shown) <= 50 else shown[:47] + "..."
-            out.unused.append(f"{name}={shown} (a variable no word of the file expands: bash passes none of it)")
-    return kept
+            m = _ASSIGNMENT.fullmatch(word)
+            if m and not word.startswith("-") and m.group(1) in arrays:
+                # NAME="..." where NAME is an array sets its element 0 (NAME+="..." appends to it; bash(1) Arrays)
+                text = re.sub(r"\S+", lambda part: " ".join(expand(part.group())), m.group(3))  # its blanks kept
+                old = arrays[m.group(1)]
+                head = (old[0] if old else "") + text if m.group(2) else text
+                arrays[m.group(1)] = [head, *old[1:]]
+                i += 1
+                continue
+            if m and not word.startswith("-"):
+                value = [w for part in m.group(3).split() for w in expand(part)]
+                if m.group(2) or any(w.startswith("--") for w in value) or m.group(1) in strings:
+                    assign(strings, m.group(1), bool(m.group(2)), value, s.no)
+                    if any(w.startswith("--") for w in strings[m.group(1)]):
+                        i += 1
+                        continue
+                rest.append(word)
+                i += 1
+                continue
+            break
+        command = words[i:]
+        if not command:
+            s.kind = "define"
+            s.expanded = [w for w in rest]
+            if rest:  # assignments of no flags: kept as words, as before (positionals to argparse)
+                s.kind = "command"
+            continue
+        if command[0] in _OUTPUT_COMMANDS:
+            s.kind = "output"
+        expanded: list[str] = []
+        for word in command:
+            m = _ASSIGNMENT.fullmatch(word)
+            value = [w for part in m.group(3).split() for w in expand(part)] if m and not word.startswith("-") else []
+            if m and s.kind == "command" and any(w.startswith("--") for w in value):  # flags assigned mid-command
+                assign(strings, m.group(1), bool(m.group(2)), value, s.no)
+                continue
+            expanded.extend(expand(word))
+        s.expanded = words[:k] + rest + expanded
+    return strings, arrays, used
 
 
 #: A word that looks like a Megatron flag but starts with an en/em dash, a minus sign or a doubled hyphen-like
@@ -793,6 +1003,11 @@ def _megatron(text: str, out: StrategyFile) -> None:
             value = tokens[i + 1]
             i += 1
         i += 1
+        if name in _MEG_INT and value is None:
+            # review18b: "--micro-batch-size --tensor-model-parallel-size 4 ... --micro-batch-size 2" read micro-batch 2
+            # with a note; argparse refuses the launch at the first ("expected one argument"), whatever comes later
+            raise InputError("expected a count, got no value", where=name,
+                             allowed="an integer from 0 to 999999999, or a $VARIABLE (not expanded)")
         if name in _MEG_INT or name in _MEG_KNOWN_VALUE or name in _MEG_STORE_TRUE:
             if name in args and args[name] != value:  # round 16b: "--tensor-model-parallel-size 2 ... 4" was read as
                 # 4 without a word (a script that sets a flag and sets it again later); argparse keeps the last
