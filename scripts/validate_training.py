@@ -867,6 +867,13 @@ RECIPE_NO_COMM_OVERLAP_CONFIG = frozenset({"mb2604_h100_gpt_oss_120b_bf16", "mb2
 #: from the recipes themselves (the cases' ``overlap``: overlap_grad_reduce and overlap_param_gather True).
 RECIPE_NO_COMM_OVERLAP_CONFIG |= frozenset({"mb2604_b200_nemotron3_super_fp8mx", "mb2606_b300_nemotron3_super_fp8mx",
                                             "mb2608_gb200_nemotron3_super_fp8mx", "mb2608_gb300_nemotron3_super_fp8mx"})
+#: audit18 (2026-12-05): the NVFP4 Super rows run the same functions with precision "nvfp4" (26.04.01 / 26.06:
+#: nemotron_3_super_pretrain_config_b200 / _b300 at v0.4.2 = c81012934 and v0.5.0 = fcbb60311; 26.08:
+#: nemotron_3_super_pretrain_64gpu_{gb200,gb300}_nvfp4_config at v0.6.0 = 51885cf13, both ending in
+#: _apply_nemotron_3_super_perf_defaults), so no CommOverlapConfig either; they had been left out with their DDP
+#: overlap.
+RECIPE_NO_COMM_OVERLAP_CONFIG |= frozenset({"mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
+                                            "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"})
 #: Megatron-Bridge 25.11's perf precision presets (scripts/performance/utils/precision.py get_precision_config at
 #: 97ad8cc6f): fp8_cs -> bf16_with_fp8_current_scaling_mixed, fp8_mx -> bf16_with_mxfp8_mixed, both with
 #: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); no perf config overrides it.
@@ -1521,6 +1528,13 @@ RECIPE_HYBRIDEP = frozenset({"mb2608_gb200_dsv3_mtp_fp8mx", "mb2608_gb200_gpt_os
 #   moe_hybridep_num_sms = 32 (scripts/performance/utils/overrides.py @63b08b397); no a2a overlap, so nothing moves
 RECIPE_HYBRIDEP |= frozenset({"mb2604_b200_qwen3_30b_fp8mx"})  # round 5: QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1
 #   hybridep, _set_common_perf_overrides moe_hybridep_num_sms = 32 (17a381f95); no a2a overlap, so nothing moves
+RECIPE_HYBRIDEP |= frozenset({"mb2511_gb200_qwen3_235b_bf16"})  # audit18: every GB200 Qwen3-235B preset names
+#   hybridep (v0.2.0 = 7af9601c9 scripts/performance/configs/qwen3/workload_base_configs.py
+#   QWEN3_235B_A22B_GB200_BF16_BASE_CONFIG; the 256-GPU QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_BF16_V2 of v0.3.0-v0.5.0);
+#   qwen3_llm_pretrain.py qwen3_235b_a22b_gb200_config passes it to the recipe, whose apply_flex_dispatcher_backend
+#   sets the flex dispatcher on a GB200, and utils/helpers.py set_common_perf_overrides moe_hybridep_num_sms = 32. The
+#   row was priced with the alltoall dispatcher while its host floor already read HybridEP
+#   (RECIPE_HOST_SYNC_ATTN_GRAPHED); no a2a overlap, so the SM count moves nothing
 #: DGX-B300 rows: every B300 preset recorded dispatches with HybridEP, and scripts/performance/utils/overrides.py
 #: _set_common_perf_overrides sets moe_hybridep_num_sms = 32 for it (17a381f95 and 8f341b04f):
 #: DEEPSEEK_V3_PRETRAIN_CONFIG_B300_V1 (-> FP8_MX_V2), GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V2 (-> FP8_MX_V2),
@@ -1605,6 +1619,10 @@ RECIPE_EP_DISPATCH_SMS: dict[str, int] = {
     "mcrec26_gb300_qwen3_235b_fp8mx_fullcg": 32, "mcrec26_gb200_dsv3_mtp_fp8mx": 32, "mcrec26_gb300_dsv3_mtp_fp8mx": 32,
     "mcrec26_h100_qwen3_30b_fp8blk": 24, "mcrec26_h100_qwen3_30b_bf16": 24, "mcrec26_gb200_qwen3_30b_bf16": 32,
     "mcrec26_gb200_qwen3_30b_fp8mx": 32, "mcrec26_gb200_qwen3_30b_fp8mx_fullcg": 32}
+#: audit18: the 26.08 DGX-GB300 Nemotron 3 Nano preset sets ``cfg.model.moe_hybridep_num_sms = 16`` after
+#: _benchmark_common's 32 (perf_recipes/nemotronh/gb300/nemotronh.py nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config,
+#: 4ab94dfad and v0.6.0 = 51885cf13); no a2a overlap, so it moves nothing.
+RECIPE_EP_DISPATCH_SMS["mb2608_gb300_nemotron3_nano_fp8mx"] = 16
 #: The rows of both sets move their tokens hierarchically (StrategySpec.moe_flex_dispatcher,
 #: docs/model.md#ep-hierarchical): each names moe_token_dispatcher_type 'flex' with backend 'hybridep' or 'deepep'
 #: (StrategySpec.moe_flex_backend: the set the row is in; its bytes per token and default SM count);

@@ -94,7 +94,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # commits): mb2604_b200_nemotron3_nano_fp8mx +25.7%, mb2608_gb300_nemotron3_nano_fp8mx +19.2% (predicted faster,
     # as the other Blackwell MoE rows); no other row moved
     # merged attnrel + modprec (the two together, measured after the merge): 21% bound -> 23%
-    ("accelerator", "B200"): 0.23,  # n=16, now 22.7%
+    ("accelerator", "B200"): 0.23,  # n=18, now 22.8% (22.6% before audit18's preset readings; bound unchanged)
     # GB200 raised 0.06 -> 0.11 by the in-layer GEMM factor (IN_LAYER_GEMM_FACTOR, Korthikanti Table 4 over the
     # A100 GEMM microbenchmarks), adopted for all catalog curves for its source: GB200 8B fp8 -5.6% -> -10.9% and
     # 70B FSDP +1.0% -> -6.4% (under-predicted fp8 runs move away; the GB200 fp8 fit, 0.609 from the Azure
@@ -345,7 +345,8 @@ FAMILY_MEDIAN_BOUNDS = {
     ("precision", "fp8"): 0.145,  # n=63, now 14.0% (11.4% before the release curves)
     # FSDP/ZeRO-3 lowered 0.20 -> 0.11 by Hopper's in-layer factor (see H100): the MPT runs move closer
     # FSDP/ZeRO-3 9.9 -> 9.2 % by the FSDP root unit (docs/model.md#fsdp-root-unit), bound kept
-    ("parallelism", "FSDP/ZeRO-3"): 0.11,  # n=18, now 9.2% (14.1% before Hopper's factor)
+    ("parallelism", "FSDP/ZeRO-3"): 0.11,  # n=17, now 9.9% (14.1% before Hopper's factor; 9.2% at n=18 before
+    #   audit18 read mb2511_h100_llama3_8b_fsdp_fp8cs at its 25.11 preset, DDP: the row, -1.4%, left the family)
     # TP/PP/DP raised 0.06 -> 0.065 by the exact 1F1B/interleaved critical path (issue 13, checked against a
     # step-by-step simulation of the schedules): the stages in front of the last one carry no logits, so the
     # bubble shrinks and the over-predicted runs move up: nar21_t1_1t +5.8% -> +6.2%, 530b +5.2% -> +5.4%,
@@ -1171,3 +1172,108 @@ def test_h100_qwen3_30b_2511_reads_the_released_preset() -> None:
     assert "mb2511_h100_qwen3_30b_fp8cs" in mod.RECIPE_A2A_OVERLAP  # the preset's moe_a2a_overlap
     r = mod.predict_new_case(case)
     assert r.strategy.pp == 2 and r.strategy.schedule == "interleaved:12" and r.training.micro_batch == 1
+
+
+@needs_new_cases
+def test_h100_llama3_8b_2511_reads_the_released_preset() -> None:
+    """mb2511_h100_llama3_8b_fsdp_fp8cs is read at the preset the 25.11 container ran, not at the table's FSDP 8 (the
+    25.09 row's column verbatim): NVIDIA-NeMo/Megatron-Bridge v0.2.0 (7af9601c9)
+    scripts/performance/configs/llama3/workload_base_configs.py LLAMA3_8B_H100_FP8_CS_BASE_CONFIG =
+    BASE_LLAMA3_8B_CONFIG (GBS 128, MBS 1) with context_parallel_size 1 and recompute_num_layers 5, no
+    use_megatron_fsdp (8aed9a229 replaced use_megatron_fsdp=True by recompute_num_layers=5); recipes/llama/llama3.py
+    _llama3_common
+    DistributedDataParallelConfig(overlap_grad_reduce=True, overlap_param_gather=True, use_distributed_optimizer=True).
+    By hand: 8 GPUs / (TP 1 x PP 1 x CP 1) = DP 8; GA = 128 / (8 x 1) = 16; DDP with the distributed optimizer = ZeRO-1,
+    full recompute of 5 layers (utils/helpers.py set_recompute_overrides: granularity full, method block)."""
+    mod = load_script()
+    case = next(c for c in load_yaml(NEW_CASES) if c["id"] == "mb2511_h100_llama3_8b_fsdp_fp8cs")
+    par = case["parallelism"]
+    assert (par["tp"], par["pp"], par["cp"], par["dp"], par["gpus"]) == (1, 1, 1, 8, 8)
+    assert (par["microbatch"], par["global_batch_seqs"], par["recompute_layers"]) == (1, 128, 5)
+    assert par["grad_accum"] == 128 // (8 * 1) == 16
+    assert "fsdp_shard_group" not in par
+    assert "FSDP 8" in par["printed_columns"]  # what the table prints stays on record
+    r = mod.predict_new_case(case)
+    assert r.strategy.zero == "1" and r.strategy.recompute == "full" and r.strategy.recompute_layers == 5
+    assert r.strategy.overlap_param_gather and not r.strategy.tp_comm_overlap
+
+
+@needs_new_cases
+def test_b200_qwen3_235b_2511_reads_the_released_preset() -> None:
+    """mb2511_b200_qwen3_235b_fp8mx is read at VP 4, the preset the 25.11 container ran, not at the table's VP 2 (the
+    25.09 row's column): v0.2.0 (7af9601c9) scripts/performance/configs/qwen3/workload_base_configs.py
+    QWEN3_235B_A22B_B200_FP8_MX_BASE_CONFIG = 64 GPUs, PP 8, virtual_pipeline_model_parallel_size 4, EP 8, GBS 1024,
+    moe_a2a_overlap True (8aed9a229 took VP 2 -> 4 and added the EP overlap in one edit). By hand: DP = 64 / 8 = 8,
+    GA = 1024 / (8 x 1) = 128; account_for_embedding/loss: 94 layers + 2 = 96 slots over 8 x 4 = 32 chunks = 3 slots,
+    so the first chunk holds embedding + 2 layers and the last 2 layers + loss."""
+    mod = load_script()
+    case = next(c for c in load_yaml(NEW_CASES) if c["id"] == "mb2511_b200_qwen3_235b_fp8mx")
+    par = case["parallelism"]
+    assert (par["tp"], par["pp"], par["ep"], par["dp"], par["gpus"]) == (1, 8, 8, 8, 64)
+    assert (par["microbatch"], par["interleaved_stages_per_device"], par["global_batch_seqs"]) == (1, 4, 1024)
+    assert par["grad_accum"] == 1024 // (8 * 1) == 128
+    assert "VP 2" in par["printed_columns"]
+    assert "mb2511_b200_qwen3_235b_fp8mx" in mod.RECIPE_A2A_OVERLAP  # the same preset's moe_a2a_overlap
+    r = mod.predict_new_case(case)
+    assert r.strategy.schedule == "interleaved:4"
+    assert (r.strategy.first_chunk_layers, r.strategy.last_chunk_layers) == (96 // 32 - 1, 96 // 32 - 1) == (2, 2)
+
+
+@needs_new_cases
+def test_gb200_qwen3_235b_2511_dispatches_with_hybridep() -> None:
+    """Every GB200 Qwen3-235B preset names moe_flex_dispatcher_backend "hybridep" (v0.2.0
+    QWEN3_235B_A22B_GB200_BF16_BASE_CONFIG; QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_BF16_V2 of v0.3.0-v0.5.0), which
+    qwen3_235b_a22b_gb200_config passes to the recipe's apply_flex_dispatcher_backend (flex on a GB200); 25.11's
+    set_common_perf_overrides gives HybridEP 32 SMs. The row's host floor already read HybridEP; its dispatch now does
+    too. The table's PP 8 x VP 3, EP 32 is kept (no 256-GPU preset in v0.2.0; the later one is EP 8, no VP): by hand
+    DP = 256 / 8 = 32, GA = 8192 / (32 x 1) = 256 either way; 96 slots / 24 chunks = 4 -> 3 layers at each end."""
+    mod = load_script()
+    case = next(c for c in load_yaml(NEW_CASES) if c["id"] == "mb2511_gb200_qwen3_235b_bf16")
+    par = case["parallelism"]
+    assert (par["pp"], par["ep"], par["interleaved_stages_per_device"], par["grad_accum"]) == (8, 32, 3, 8192 // 32)
+    r = mod.predict_new_case(case)
+    assert r.strategy.moe_flex_dispatcher and r.strategy.moe_flex_backend == "hybridep"
+    assert r.strategy.ep_dispatch_sms == 32
+    assert (r.strategy.first_chunk_layers, r.strategy.last_chunk_layers) == (3, 3)
+
+
+@needs_new_cases
+def test_rows_read_the_overlap_their_siblings_presets_set() -> None:
+    """Rows that had no ``parallelism.overlap`` (so the param all-gather was priced exposed) while their presets set
+    overlap_grad_reduce and overlap_param_gather as their siblings' do: the 26.08 GB300 DeepSeek-V3 / GPT-OSS / Qwen3
+    rows build the same base recipes as the GB200 ones (v0.6.0 = 51885cf13 perf_recipes/*/gb300), the NVFP4 Nemotron 3
+    Super rows run the MXFP8 rows' functions (no CommOverlapConfig either, so Megatron-Core's default bucket), the 25.11
+    GB200 DeepSeek-V3 BF16 row's recipe (v0.2.0 recipes/deepseek/deepseek_v3.py; only fp8_mx turns it off). The 26.08
+    GB300 Nemotron 3 Nano preset sets moe_hybridep_num_sms 16 after _benchmark_common's 32."""
+    mod = load_script()
+    cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
+    for gb300, gb200 in (("mb2608_gb300_dsv3_mtp_fp8mx", "mb2608_gb200_dsv3_mtp_fp8mx"),
+                         ("mb2608_gb300_gpt_oss_120b_fp8mx", "mb2608_gb200_gpt_oss_120b_fp8mx"),
+                         ("mb2608_gb300_qwen3_30b_fp8mx", "mb2608_gb200_qwen3_30b_fp8mx"),
+                         ("mb2608_gb300_qwen3_235b_fp8mx", "mb2608_gb200_qwen3_235b_fp8mx")):
+        assert mod.overlap_flags(cases[gb300]["parallelism"]["overlap"]) == \
+            mod.overlap_flags(cases[gb200]["parallelism"]["overlap"]) == \
+            {"tp_comm_overlap": False, "overlap_param_gather": True}
+    for nvfp4 in ("mb2604_b200_nemotron3_super_nvfp4", "mb2606_b300_nemotron3_super_nvfp4",
+                  "mb2608_gb200_nemotron3_super_nvfp4", "mb2608_gb300_nemotron3_super_nvfp4"):
+        fp8 = nvfp4.replace("nvfp4", "fp8mx")
+        assert fp8 in mod.RECIPE_NO_COMM_OVERLAP_CONFIG and nvfp4 in mod.RECIPE_NO_COMM_OVERLAP_CONFIG
+        assert mod.overlap_flags(cases[nvfp4]["parallelism"]["overlap"])["overlap_param_gather"]
+        assert mod.predict_new_case(cases[nvfp4]).strategy.overlap_param_gather
+    assert mod.predict_new_case(cases["mb2511_gb200_dsv3_bf16"]).strategy.overlap_param_gather
+    assert mod.predict_new_case(cases["mb2608_gb300_nemotron3_nano_fp8mx"]).strategy.ep_dispatch_sms == 16
+
+
+@needs_new_cases
+def test_nemotron3_ultra_2608_rows_read_the_presets_hsdp() -> None:
+    """The 26.08 Nemotron 3 Ultra presets end in perf_recipes/nemotronh/common.py _apply_nemotron_3_ultra_fsdp_hsdp
+    (4ab94dfad and v0.6.0 = 51885cf13): Megatron-FSDP optim_grads_params, num_distributed_optimizer_instances =
+    256 // 64 = 4 (HSDP). By hand: GB300 TP 1 -> DP 256, 256 / 4 = 64 ranks a shard group; GB200 TP 2 -> DP 128,
+    128 / 4 = 32. The rows are listed (the hybrid pattern is not recorded), so no error moves."""
+    mod = load_script()
+    cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
+    for rid, tp, group in (("mb2608_gb300_nemotron3_ultra_fp8mx", 1, 256 // 4),
+                           ("mb2608_gb200_nemotron3_ultra_fp8mx", 2, (256 // 2) // 4)):
+        par = cases[rid]["parallelism"]
+        assert par["tp"] == tp and par["dp"] == 256 // tp and par["fsdp_shard_group"] == group
+        assert mod.parse_zero(par["zero_stage"], "mb2608") == "fsdp"
