@@ -785,14 +785,21 @@ def non_layer_param_tensors(sh: Shape) -> list[ParamTensor]:
     the learned position table, the final norm (weight, + bias); per multi-token prediction module the tensors of a
     layer of the last layer's kind (its routed experts apart), eh_proj (2h x h, split) and three norms
     (:func:`mtp_module_params`)."""
-    h = sh.hidden
-    one = np.ones_like(h)
-    out = [ParamTensor(one, sh.vocab * h, True),
-           ParamTensor(np.where(sh.tied_embeddings, 0.0, 1.0), sh.vocab * h, True)]
-    out += _position_tensors(sh) + _final_norm_tensors(sh)
+    part = non_layer_tensor_parts(sh)
+    untied = np.where(sh.tied_embeddings, 0.0, 1.0)
     mtp = sh.mtp_weight_modules
-    out += [ParamTensor(mtp * t.n, t.elements, t.split) for t in _mtp_module_tensors(sh)]
-    return out
+    return (part["word"] + [ParamTensor(untied * t.n, t.elements, t.split) for t in part["word"]]
+            + part["positions"] + part["final_norm"]
+            + [ParamTensor(mtp * t.n, t.elements, t.split) for t in part["mtp"]])
+
+
+def non_layer_tensor_parts(sh: Shape) -> dict[str, list[ParamTensor]]:
+    """The tensors outside the layers by where a pipeline places them (:func:`non_layer_param_tensors`, whole model):
+    ``word`` one V h word table (the embedding; the output layer is another such), ``positions`` the learned
+    position table (rank 0), ``final_norm`` (the last rank), ``mtp`` ONE multi-token prediction module's tensors
+    (the last rank holds ``mtp_weight_modules`` of them)."""
+    return {"word": [ParamTensor(np.ones_like(sh.hidden), sh.vocab * sh.hidden, True)],
+            "positions": _position_tensors(sh), "final_norm": _final_norm_tensors(sh), "mtp": _mtp_module_tensors(sh)}
 
 
 def _position_tensors(sh: Shape) -> list[ParamTensor]:

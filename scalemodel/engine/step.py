@@ -2968,31 +2968,60 @@ Tensors = list[tuple[np.ndarray, np.ndarray]] | None
 def param_tensors(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> tuple[Tensors, Tensors]:
     """(dense, routed-expert) parameter tensors one GPU of the priced stage holds, by kind as (count, elements):
     ``L_s`` x the layer's tensors (:func:`~scalemodel.cost.transformer.layer_param_tensors`) + the tensors outside the
-    layers (:func:`~scalemodel.cost.transformer.non_layer_param_tensors`: embedding, output layer, final norm, MTP
-    modules, counted on every stage, as ``_dp_comm`` spreads their parameters over the stages), the TP-split ones
-    divided by tp; the routed experts ``L_s`` x (MoE layers / L) x E / ep x
+    layers (:func:`~scalemodel.cost.transformer.non_layer_param_tensors`) the stage holds, the TP-split ones divided by
+    tp; the routed experts ``L_s`` x (MoE layers / L) x E / ep x
     :func:`~scalemodel.cost.transformer.expert_param_tensors`, split by etp. (None, None) for a workload that is not
-    a transformer (no tensor list)."""
+    a transformer (no tensor list).
+
+    The tensors outside the layers are those of the priced pipeline rank r (``comp["pipeline_rank"]``, as
+    :func:`_rank_params_per_gpu` counts its parameters and :func:`scalemodel.cost.memory.params_per_gpu` places
+    them; Megatron-Core gpt_model.py builds the embedding where ``pre_process``, the final norm and output layer
+    where ``post_process``, NVIDIA/Megatron-LM@d98e8a64dd):
+
+        p = 1     every one of them (the word embedding, the untied output layer, positions, final norm, MTP)
+        p > 1     r = 0: the word embedding and the positions; r = p - 1: the final norm, the output layer (tied or
+                  not, unless the rank also embeds and ties it) and the D MTP modules with, D > 0, their embedding
+                  copy; a middle rank none
+
+    Each DDP buffer is its rank's own: its buckets hold its own tensors. Without a priced rank (a caller with the
+    stage's mean share) every stage counts them all, as before."""
     if not job.is_transformer:
         return None, None
     sh = job.shape
     layers = comp["layers_per_stage"]
 
-    def grouped(kinds: list[transformer.ParamTensor], per: Any, tp: Any) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The kinds merged by (elements, split), empty ones dropped (the job's shape is one model: scalars), their
-        counts times ``per``, the split ones' elements over ``tp``."""
-        counts: dict[tuple[float, bool], float] = {}
-        for t in kinds:
+    def grouped(kinds: list[tuple[transformer.ParamTensor, Any]], tp: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The (kind, count multiplier) pairs merged by (elements, split), empty ones dropped (the job's shape is one
+        model: scalars), their counts times the multiplier, the split ones' elements over ``tp``."""
+        counts: dict[tuple[float, bool], Any] = {}
+        for t, per in kinds:
             n, e = float(t.n), float(t.elements)
             if n > 0.0 and e > 0.0:
-                counts[(e, t.split)] = counts.get((e, t.split), 0.0) + n
-        return [(np.asarray(per * n, dtype=float), np.asarray(e / tp if split else e, dtype=float))
+                counts[(e, t.split)] = counts.get((e, t.split), 0.0) + per * n
+        return [(np.asarray(n, dtype=float), np.asarray(e / tp if split else e, dtype=float))
                 for (e, split), n in counts.items()]
 
-    dense = grouped(transformer.layer_param_tensors(sh), layers, g.tp)
-    dense += grouped(transformer.non_layer_param_tensors(sh), 1.0, g.tp)
+    dense_kinds: list[tuple[transformer.ParamTensor, Any]] = [(t, layers) for t in transformer.layer_param_tensors(sh)]
+    if "pipeline_rank" in comp:
+        r = np.asarray(comp["pipeline_rank"], dtype=float)
+        p = np.asarray(g.pp, dtype=float)
+        last = r >= p - 1.0
+        has_emb = (r == 0) | (last & (float(sh.mtp_layers) > 0))
+        one = np.ones(1)
+        emb, head = np.where(has_emb | (p <= 1), one, 0.0), np.where(last, one, 0.0)
+        untied = not bool(sh.tied_embeddings)
+        # the output layer's own weight: untied, or tied on a last rank that does not also embed (p > 1)
+        out_head = np.where((p <= 1) & untied, one, np.where((p > 1) & last & (untied | ~has_emb), one, 0.0))
+        part = transformer.non_layer_tensor_parts(sh)
+        dense_kinds += [(t, emb) for t in part["word"]] + [(t, out_head) for t in part["word"]]
+        dense_kinds += [(t, emb) for t in part["positions"]] + [(t, head) for t in part["final_norm"]]
+        mtp = float(sh.mtp_weight_modules)
+        dense_kinds += [(t, head * mtp) for t in part["mtp"]]
+    else:
+        dense_kinds += [(t, 1.0) for t in transformer.non_layer_param_tensors(sh)]
+    dense = grouped(dense_kinds, g.tp)
     per_stage = layers * float(sh.moe_layers / sh.layers) * float(sh.moe_experts) / g.ep
-    expert = grouped(transformer.expert_param_tensors(sh), per_stage, _etp(g))
+    expert = grouped([(t, per_stage) for t in transformer.expert_param_tensors(sh)], _etp(g))
     return dense, expert
 
 
