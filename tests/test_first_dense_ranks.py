@@ -106,3 +106,12 @@ def test_the_step_is_priced_at_the_ranks_own_layers(monkeypatch) -> None:  # typ
     mean = float(np.ravel(step.evaluate(job, g).step_time)[0])
     step._KINDS_RANKS_MEMO.clear()
     assert with_ranks > mean
+
+
+def test_a_model_deeper_than_the_placement_bound_keeps_the_mean_layer() -> None:
+    """step.MAX_PLACED_LAYERS bounds the O(L) kind strings a split builds: deeper, every rank is the mean layer."""
+    deep = SMALL.model_copy(update={"layers": step.MAX_PLACED_LAYERS + 2})
+    job = build_job(load_cluster("dgx-h100"), deep, TrainingSpec(precision="bf16"))
+    st = StrategySpec(dp=4, pp=2, ep=2)
+    g = grid_from_strategy(st, TrainingSpec(global_batch=16, precision="bf16"), 8, job)
+    assert not step._rank_layers(job, g)
