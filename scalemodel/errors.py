@@ -106,6 +106,15 @@ class Origin:
     #: --strategy file, --set and a scenario names each field where it was written (``--ep``,
     #: ``--strategy: run.sh: --expert-model-parallel-size``, ``--set strategy.ep``)
     named: tuple[tuple[str, str], ...] = ()
+    #: the fields whose value a framework file's reader filled with that framework's own default, the file not
+    #: writing them (specs.frameworks.StrategyFile.defaults; Megatron-LM's allgather dispatcher for a launch with
+    #: --num-experts and no --moe-token-dispatcher-type): not a choice the user made. Marked by the reader, not read
+    #: back from the text of :meth:`field`
+    defaults: frozenset[str] = frozenset()
 
     def field(self, name: str) -> str:
         return dict(self.named).get(name, f"{self.strategy}{name}")
+
+    def is_default(self, name: str) -> bool:
+        """True where field ``name`` holds a framework default that a reader filled in, not a value written."""
+        return name in self.defaults

@@ -169,3 +169,46 @@ def test_bucket_count_formula() -> None:
     assert float(step.bucket_count(53.0, 4.0)[0]) == 14.0
     # 2 bytes an element on the wire: a bucket of 8 bytes holds 4 elements, as the first case
     assert float(step.bucket_count(106.0, 8.0, 2.0, kinds)[0]) == 11.0
+
+
+# --- each pipeline rank's buckets hold its own tensors -------------------------------------------------------------
+
+def _untied_rank_tensors(rank: int) -> list[int]:
+    """TINY untied at pp 2 (2 layers a rank), each rank's tensors in Megatron-Core's registration order: rank 0 the
+    word embedding (pre_process) and layers 0-1; rank 1 layers 2-3, the final norm and the output layer
+    (post_process; gpt_model.py GPTModel.__init__, NVIDIA/Megatron-LM@d98e8a64dd)."""
+    layer = [H, 3 * H * H, H * H, H, 2 * F * H, H * F]
+    return [V * H] + layer * 2 if rank == 0 else layer * 2 + [H, V * H]
+
+
+@pytest.mark.parametrize(("rank", "elements", "want"), [
+    (0, 256, 13),  # below every tensor: one bucket a tensor, the embedding + 2 x 6 (all 15 stage tensors before)
+    (1, 256, 14),  # 2 x 6 + the final norm + the output layer (15 before: the embedding counted here too)
+    # 1e7 elements: big = the V h tables (32,768,000), small = 2 layers x 16,779,264 (+ 1024 on rank 1)
+    (0, 1e7, 1 + 4),  # 1 + ceil(33,558,528 / 1e7); before 2 + ceil(33,559,552 / 1e7) = 6 (embedding and output)
+    (1, 1e7, 1 + 4),  # 1 + ceil(33,559,552 / 1e7); the payload's ceiling ceil(66,327,552 / 1e7) = 7 is above it
+])
+def test_each_pipeline_rank_buckets_its_own_tensors(monkeypatch, rank: int, elements: float,  # type: ignore[no-untyped-def]
+                                                    want: int) -> None:
+    """dp 8, pp 2, Megatron DDP at ZeRO 0, fp32 gradients, --ddp-bucket-size ``elements``: the priced rank's
+    all-reduces are its own buffer's buckets, the embedding on rank 0, the final norm and output layer on rank 1 (the
+    tensors outside the layers were counted on every stage). The count is read off the collective sizes and checked
+    against the hand count above and the greedy fill's bounds on the rank's tensors."""
+    from scalemodel.engine.job import grid_from_strategy
+    from scalemodel.specs import StrategySpec
+    untied = TINY.model_copy(update={"tied_embeddings": False})
+    job = build_job(load_cluster("dgx-h100"), untied, TrainingSpec(grad_bytes_per_param=4.0))
+    st = StrategySpec(dp=8, pp=2, zero="0", megatron_ddp=True, bucket_size=elements * 4.0)
+    g = grid_from_strategy(st, TrainingSpec(global_batch=16, precision=job.precision), 16, job)
+    sizes = _untied_rank_tensors(rank)
+    calls = _ring_priced(monkeypatch)
+    comp = dict(_comp(), layers_per_stage=np.asarray([2.0]), pipeline_rank=np.asarray([float(rank)]))
+    step._dp_comm(job, g, comp, np.asarray([1.0]), _groups(job, g).data)
+    (op, size, p), = calls
+    assert (op, p) == ("allreduce", 8)
+    n_b = sum(sizes) * 4.0 / size  # the payload is the rank's own parameters
+    assert n_b == pytest.approx(want, rel=1e-9)
+    k = len(greedy_buckets(sizes, elements))
+    big = sum(1 for n in sizes if n >= elements)
+    high = big + sum(n for n in sizes if n < elements) // elements + 1
+    assert max(big, 1) <= k <= high and max(big, 1) <= want <= high

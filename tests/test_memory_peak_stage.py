@@ -16,7 +16,6 @@ ATTN = (H * RQ + RQ + RQ * NH * (QN + QR)           # q_a_proj, q_a_layernorm, q
 NORMS = 2 * H                      # input and post-attention RMSNorm gains
 EXPERT = 3 * H * FE                # one gated expert
 NON_ROUTED = EXPERT + H * E        # the shared expert + the router of an MoE layer
-BODY = 61 * (ATTN + NORMS) + 3 * 3 * H * F + 58 * NON_ROUTED  # 3 dense layers, 58 MoE layers (routed apart)
 
 
 def _doc(cli, *args: str) -> dict:  # type: ignore[no-untyped-def]
@@ -26,17 +25,19 @@ def _doc(cli, *args: str) -> dict:  # type: ignore[no-untyped-def]
 
 
 def test_deepseek_v3_mtp_last_stage_is_reported(cli) -> None:  # type: ignore[no-untyped-def]
-    """pp 2, ep 8, tp 1 (dp 8 on 16 GPUs): the balanced split puts 31 layers on the first stage and 30 on the last
-    (params_per_gpu takes dense and MoE layers in proportion, 30/61 of each). The last stage also holds the MTP
-    module (one MoE layer, eh_proj 2h x h, three norms), the output layer V h, the model's final RMSNorm h
-    (Megatron-Core's final_layernorm, on the post-process stage) and MTP's copy of the embedding V h; its routed
-    experts (30/61 x 58 layers + the module's, 256 each) split over ep 8. That is 51.30e9 parameters per GPU against
-    the first stage's 50.22e9, and with one micro-batch in flight on each, the last stage (with two heads' logits)
-    has the peak."""
-    last = (BODY * 30 / 61 + 2 * V * H + H + (ATTN + NORMS + NON_ROUTED + 2 * H * H + 3 * H)
-            + (58 * 30 / 61 * E * EXPERT + E * EXPERT) / 8)
-    first = BODY * 31 / 61 + V * H + 58 * 31 / 61 * E * EXPERT / 8
-    assert last == pytest.approx(51_304_757_080.13, rel=1e-12) and first < last
+    """pp 2, ep 8, tp 1 (dp 8 on 16 GPUs): the balanced split puts 31 layers on the first stage and 30 on the last,
+    in order (Megatron-Core builds a rank's layers in order and each layer's MLP kind from its global number): the
+    first stage layers 0-30, the 3 dense ones (first_k_dense_replace 3) and 28 MoE layers, the last layers 31-60,
+    30 MoE layers (until a later review each stage held dense and MoE layers in proportion, 30/61 of each, and the
+    last stage was priced at 51.30e9). The last stage also holds the MTP module (one MoE layer, eh_proj 2h x h,
+    three norms), the output layer V h, the model's final RMSNorm h (Megatron-Core's final_layernorm, on the
+    post-process stage) and MTP's copy of the embedding V h; its routed experts (30 MoE layers + the module's, 256
+    each) split over ep 8. That is 52.87e9 parameters per GPU against the first stage's 48.66e9, and with one
+    micro-batch in flight on each, the last stage (with two heads' logits) has the peak."""
+    last = (30 * (ATTN + NORMS + NON_ROUTED) + 2 * V * H + H + (ATTN + NORMS + NON_ROUTED + 2 * H * H + 3 * H)
+            + (30 * E * EXPERT + E * EXPERT) / 8)
+    first = 31 * (ATTN + NORMS) + 3 * 3 * H * F + 28 * NON_ROUTED + V * H + 28 * E * EXPERT / 8
+    assert last == pytest.approx(52_866_920_448, rel=1e-12) and first == pytest.approx(48_661_053_440, rel=1e-12)
     doc = _doc(cli, "-m", "deepseek-v3", "-c", "dgx-h100", "-n", "16", "--pp", "2", "--ep", "8")
     assert doc["peak_stage"] == {"rank": 1, "role": "last"}
     assert doc["params_per_gpu"] == pytest.approx(last, rel=1e-12)
@@ -68,7 +69,8 @@ def test_table_names_the_stage(cli) -> None:  # type: ignore[no-untyped-def]
     r = cli("memory", "-m", "deepseek-v3", "-c", "dgx-h100", "-n", "16", "--pp", "2", "--ep", "8")
     assert r.code == 0, r.err
     text = " ".join(r.out.split())
-    assert "a GPU of the last pipeline stage (rank 1 of pp 2" in text and "5.13e+10" in text
+    # 52.87e9 parameters: the last stage's 30 MoE layers (test_deepseek_v3_mtp_last_stage_is_reported)
+    assert "a GPU of the last pipeline stage (rank 1 of pp 2" in text and "5.287e+10" in text
 
 
 def test_uneven_split_is_accepted_as_predict_accepts_it(cli) -> None:  # type: ignore[no-untyped-def]

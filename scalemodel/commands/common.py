@@ -266,7 +266,11 @@ def strategy_origin(sf: StrategyFile | None, strategy: dict[str, Any], sets: lis
         return None
     named = {k: w for k in sorted(keys | {k for k, v in strategy.items() if v is not None})
              if (w := written_at("strategy", k, strategy, sf, sets, scenario)) is not None}
-    return Origin("strategy.", gpus, tuple(named.items()))
+    # a framework default the file's reader filled (StrategyFile.default), where the file's value is the one taken
+    # (written_at's precedence: no --set, no option over it)
+    defaults = frozenset(k for k in named if sf is not None and sf.is_default("strategy", k) and k in sf.strategy
+                         and k not in set_keys(sets, "strategy") and strategy.get(k) is None)
+    return Origin("strategy.", gpus, tuple(named.items()), defaults)
 
 
 def validate_written(model: Any, section: str, raw: dict[str, Any], given: dict[str, Any], sf: StrategyFile | None,

@@ -271,6 +271,10 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
     # Mamba-2 widths; None = every layer is attention + MLP
     hybrid: LayerCounts | None = None
     mamba: MambaDims | None = None
+    # the layers of one pipeline rank of a model whose MLP kind varies by position (not a hybrid pattern), "d" a
+    # dense-MLP layer, "e" an MoE layer (:func:`layer_kinds`; engine.step._part_job): every per-layer formula then
+    # prices the rank's own kinds at their share of its layers (moe_layers = e's x layers / len); "" = the model's
+    rank_kinds: str = ""
 
     @property
     def attention_layers(self) -> np.ndarray:
@@ -293,6 +297,9 @@ class Shape(msgspec.Struct, frozen=True, eq=False):  # numpy fields: == has no s
         pattern's ``E`` layers)."""
         if self.hybrid is not None:
             return np.where(self.moe_experts > 0, float(self.hybrid.moe), 0.0)
+        if self.rank_kinds:  # one pipeline rank's own layers, at their share of the model's layers
+            share = self.rank_kinds.count("e") / len(self.rank_kinds)
+            return np.where(self.moe_experts > 0, share * self.layers, 0.0)
         eligible = np.maximum(self.layers - self.moe_first_dense, 0)
         n = np.floor(eligible / self.moe_every)
         return np.where(self.moe_experts > 0, n, 0.0)
@@ -785,14 +792,21 @@ def non_layer_param_tensors(sh: Shape) -> list[ParamTensor]:
     the learned position table, the final norm (weight, + bias); per multi-token prediction module the tensors of a
     layer of the last layer's kind (its routed experts apart), eh_proj (2h x h, split) and three norms
     (:func:`mtp_module_params`)."""
-    h = sh.hidden
-    one = np.ones_like(h)
-    out = [ParamTensor(one, sh.vocab * h, True),
-           ParamTensor(np.where(sh.tied_embeddings, 0.0, 1.0), sh.vocab * h, True)]
-    out += _position_tensors(sh) + _final_norm_tensors(sh)
+    part = non_layer_tensor_parts(sh)
+    untied = np.where(sh.tied_embeddings, 0.0, 1.0)
     mtp = sh.mtp_weight_modules
-    out += [ParamTensor(mtp * t.n, t.elements, t.split) for t in _mtp_module_tensors(sh)]
-    return out
+    return (part["word"] + [ParamTensor(untied * t.n, t.elements, t.split) for t in part["word"]]
+            + part["positions"] + part["final_norm"]
+            + [ParamTensor(mtp * t.n, t.elements, t.split) for t in part["mtp"]])
+
+
+def non_layer_tensor_parts(sh: Shape) -> dict[str, list[ParamTensor]]:
+    """The tensors outside the layers by where a pipeline places them (:func:`non_layer_param_tensors`, whole model):
+    ``word`` one V h word table (the embedding; the output layer is another such), ``positions`` the learned
+    position table (rank 0), ``final_norm`` (the last rank), ``mtp`` ONE multi-token prediction module's tensors
+    (the last rank holds ``mtp_weight_modules`` of them)."""
+    return {"word": [ParamTensor(np.ones_like(sh.hidden), sh.vocab * sh.hidden, True)],
+            "positions": _position_tensors(sh), "final_norm": _final_norm_tensors(sh), "mtp": _mtp_module_tensors(sh)}
 
 
 def _position_tensors(sh: Shape) -> list[ParamTensor]:
@@ -814,6 +828,31 @@ def _mtp_module_tensors(sh: Shape) -> list[ParamTensor]:
     nn = 3.0 + sh.mtp_block_norms
     return layer_param_tensors(sh, moe=sh.last_layer_moe) + [
         ParamTensor(np.ones_like(h), 2.0 * h * h, True), ParamTensor(nn, h, False), ParamTensor(nn * b, h, False)]
+
+
+def layer_kinds(sh: Shape) -> str:
+    """Each decoder layer's MLP kind in order, "d" dense or "e" MoE, of a model that is not a hybrid pattern: the MoE
+    layers at 1-based positions F + j e (j = 1 .. n; F ``moe_first_dense``, e ``moe_every``, n :attr:`Shape.moe_layers`;
+    DeepSeek-V3 F 3, e 1: layers 0-2 dense, 3-60 MoE, as its first_k_dense_replace = 3 builds them). "" for a hybrid
+    pattern (its own string) or a model without MoE layers."""
+    if sh.hybrid is not None or float(sh.moe_layers) <= 0:
+        return ""
+    L, F, e, n = (int(float(x)) for x in (sh.layers, sh.moe_first_dense, sh.moe_every, sh.moe_layers))
+    moe = {F + j * e - 1 for j in range(1, n + 1)}
+    return "".join("e" if i in moe else "d" for i in range(L))
+
+
+def kind_intervals(kinds: str) -> tuple[tuple[int, int], ...]:
+    """The intervals of a :func:`layer_kinds` string from each MoE layer to the next, read cyclically (the layers
+    after the last and before the first form one interval): ((dense layers between), count), sorted; one per MoE
+    layer. "ddeede" -> e at 2, 3, 5: 0, 1 and (cyclically) 2 dense layers follow them: ((0, 1), (1, 1), (2, 1))."""
+    pos = [i for i, c in enumerate(kinds) if c == "e"]
+    found: dict[int, int] = {}
+    for j, i in enumerate(pos):
+        nxt = pos[(j + 1) % len(pos)]
+        gap = (nxt - i - 1) if nxt > i else (len(kinds) - i - 1 + nxt)
+        found[gap] = found.get(gap, 0) + 1
+    return tuple(sorted(found.items()))
 
 
 def tensor_count(tensors: list[ParamTensor]) -> np.ndarray:

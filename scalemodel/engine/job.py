@@ -47,7 +47,6 @@ from scalemodel.specs import notices
 from scalemodel.specs import workload as workload_specs
 from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.training import (
-    MEGATRON_DEFAULT_DISPATCHER,
     bf16_layer_share,
     check_attention_kernel,
     cudnn_release_curves,
@@ -1515,11 +1514,10 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     without a2a+p2p; dispatch_overhead > 0 under static assignment; align_grad_reduce / align_param_gather false
     outside the interleaved per-chunk sync (:func:`_warn_unpriced_alignment`). ``origin``: where the fields were
     written; moe_allgather_dispatcher that a Megatron-LM file's reader set as Megatron's default dispatcher
-    (--num-experts without --moe-token-dispatcher-type: training.MEGATRON_DEFAULT_DISPATCHER) is not warned about:
-    the file chose no dispatcher, and at etp x ep 1 Megatron's own does nothing either."""
+    (--num-experts without --moe-token-dispatcher-type; marked as a default, errors.Origin.is_default) is not warned
+    about: the file chose no dispatcher, and at etp x ep 1 Megatron's own does nothing either."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
-    chosen = not (origin is not None and origin.field("moe_allgather_dispatcher").endswith(
-        f": {MEGATRON_DEFAULT_DISPATCHER}"))
+    chosen = not (origin is not None and origin.is_default("moe_allgather_dispatcher"))
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
     if float(getattr(strategy, "moe_layer_host_s", 0.0) or 0.0) > 0 and not moe:
         _warn_field("strategy.moe_layer_host_s",

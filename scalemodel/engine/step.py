@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from enum import IntEnum
+from fractions import Fraction
 from typing import Any, NamedTuple
 
 import msgspec
@@ -380,8 +381,8 @@ def _part_job(job: Job, layers: str) -> Job:
     (:func:`_rank_dp_job`). Remembered
     per (job, counts, intervals), so that ranks of the same kinds are one job (one stage pricing)."""
     hy = job.shape.hybrid
-    if hy is None:  # a model of one layer kind (a given stage_layers split): every rank's layers are the mean layer
-        return job
+    if hy is None:
+        return _kinds_part_job(job, layers)
     n, L = len(layers), int(hy.layers)
     counts = tuple(layers.count(c) for c in "M*-E")
     intervals = mamba_cost.moe_intervals(layers)
@@ -405,6 +406,65 @@ def _part_job(job: Job, layers: str) -> Job:
 
 #: :func:`_part_job`'s jobs of the last job asked for: (job, {(counts, intervals): part job})
 _PART_MEMO: dict[str, tuple[Any, dict[Any, Job]]] = {}
+
+
+def _model_kinds(job: Job) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """(:func:`scalemodel.cost.transformer.layer_kinds`, its MoE intervals) of ``job``'s model, remembered for the
+    last job asked for ("" for a hybrid pattern or a model of one kind)."""
+    memo = _KINDS_MEMO.get("last")
+    if memo is None or memo[0] is not job:
+        deep = job.is_transformer and float(job.shape.layers) > MAX_PLACED_LAYERS
+        kinds = transformer.layer_kinds(job.shape) if job.is_transformer and not deep else ""
+        memo = (job, kinds, transformer.kind_intervals(kinds) if "e" in kinds else ())
+        _KINDS_MEMO["last"] = memo
+    return memo[1], memo[2]
+
+
+#: The deepest model whose layers :func:`_kinds_ranks` places on their ranks by kind: it builds strings of the L
+#: layers' kinds per split (O(L) time and memory; 10^7 layers took 73 s and 0.7 GB for one predict). No published
+#: model has more than a few hundred layers; a deeper one keeps the mean layer on every rank, as before.
+MAX_PLACED_LAYERS = 10_000
+
+#: :func:`_model_kinds` of the last job asked for: (job, kinds, intervals)
+_KINDS_MEMO: dict[str, tuple[Any, str, tuple[tuple[int, int], ...]]] = {}
+
+
+def _kinds_part_job(job: Job, layers: str) -> Job:
+    """:func:`_part_job` of a model that is not a hybrid pattern: ``layers`` a rank's (or segment's) layers as
+    :func:`scalemodel.cost.transformer.layer_kinds` writes them ("d" dense MLP, "e" MoE; "t" a layer of the mean
+    kind, a given split of a model of one kind). The part's shape carries them (Shape.rank_kinds): its MoE layers
+    n_e L / n and, through :func:`moe_intervals`, its own MoE intervals x L / n, so that a stage of n layers of it
+    holds exactly its n_e MoE and n - n_e dense layers (compute, memory, EP traffic, host waits; DP sync and
+    optimizer through :func:`_rank_dp_job`). ``job`` itself where the rank's kinds and intervals are the model's
+    shares (Mixtral, every layer MoE; a rank of DeepSeek-V3 with no dense layer is not: its share is 1, the model's
+    58 / 61). Megatron-Core builds a rank's layers in order (TransformerBlock's layers get_transformer_layer_offset +
+    i, NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_block.py), and the MoE layer spec comes
+    from each layer's global number (moe_layer_freq, first_k_dense: gpt_layer_specs.py
+    get_gpt_decoder_block_spec), so DeepSeek-V3's 3 dense layers sit on rank 0."""
+    sh = job.shape
+    n = len(layers)
+    if n == 0 or set(layers) - {"d", "e"}:  # 't': a layer of a model of one kind
+        return job
+    kinds, whole_intervals = _model_kinds(job)
+    if not kinds:
+        return job
+    L = float(sh.layers)
+    n_e = layers.count("e")
+    mine = {gap: c * L for gap, c in transformer.kind_intervals(layers)} if n_e else {}
+    whole = {gap: c * n for gap, c in whole_intervals}
+    if n_e * L == float(sh.moe_layers) * n and mine == whole:
+        return job
+    memo = _PART_MEMO.get("last")
+    if memo is None or memo[0] is not job:
+        memo = (job, {})
+        _PART_MEMO["last"] = memo
+    # by the rank's shares (MoE layers and intervals per layer), so that ranks of the same kinds in other counts
+    # (a rank of 4 MoE layers and one of 3) are one job, one stage pricing
+    key = ("kinds", Fraction(n_e, n), tuple(sorted((gap, Fraction(c, n)) for gap, c in
+                                                   transformer.kind_intervals(layers))) if n_e else ())
+    if key not in memo[1]:
+        memo[1][key] = replace(job, shape=msgspec.structs.replace(sh, rank_kinds=layers))
+    return memo[1][key]
 
 
 class _RankSplit(NamedTuple):
@@ -436,7 +496,11 @@ def _rank_layers(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
     even split prices it as it is, to the bit."""
     hy = job.shape.hybrid if job.is_transformer else None
     if hy is None:
-        return _given_ranks(job, g)
+        memo = _KINDS_RANKS_MEMO.get("last")
+        if memo is None or memo[0] is not job or memo[1] is not g:  # asked for again by each term of one pass
+            memo = (job, g, _kinds_ranks(job, g))
+            _KINDS_RANKS_MEMO["last"] = memo
+        return memo[2]
     out: list[_RankSplit] = []
     if int(hy.segments) >= 2 and hy.segment_layers:
         segs = hy.segment_layers
@@ -463,6 +527,72 @@ def _rank_layers(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
         on = (pp == p) & (first == f) & (last == lst) & plain
         out.append(_RankSplit(on, int(p), ranks, ranks, 1, False))
     return out
+
+
+#: :func:`_rank_layers` of the last (job, grid) of a model that is not a hybrid pattern: (job, grid, splits)
+_KINDS_RANKS_MEMO: dict[str, tuple[Any, Any, list[Any] | None]] = {}
+
+
+def _kinds_ranks(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
+    """Each pipeline rank's layers of a model that is not a hybrid pattern: a given per-stage split's
+    (:func:`_given_ranks`), and where the model's MLP kind varies by position (:func:`scalemodel.cost.transformer
+    .layer_kinds`: DeepSeek-V3's 3 leading dense layers, an MoE layer every e-th) the ranks of every split by count,
+    for the candidates where some rank's kinds differ from the model's shares (:func:`_kinds_part_job`): Megatron-Core
+    places the layers in order, rank r of a 1F1B pipeline the r-th run of :func:`_pipe_free_ranks` (the balanced split,
+    or first/last_stage_layers), an interleaved one its virtual stages r, p + r, ... of L / (p v) layers each
+    (pipeline_parallel_layer_layout.py ``layout[vpp_rank * pp + pp_rank]`` at d98e8a64dd), the first and last chunks
+    first/last_chunk_layers where given (DeepSeek-V3's "Et*4|(t*4|)*14tmL": 4, 14 x 4, 1). Each rank is then priced
+    on its own layers (compute, memory, EP traffic, host waits, DP sync and optimizer), as a hybrid pattern's ranks
+    are; every other candidate on the mean layer. None where there are no such candidates."""
+    given = _given_ranks(job, g)
+    kinds = _model_kinds(job)[0]
+    if "d" not in kinds:  # one kind (every layer MoE, or no MoE layer): every rank's layers are the mean layer
+        return given
+    out: list[_RankSplit] = []
+    for sp in given or ():  # a given split's 't' layers, their kinds by position (segments in model order)
+        segs, at = [], 0
+        for seg in sp.segments:
+            segs.append(kinds[at:at + len(seg)])
+            at += len(seg)
+        ranks = ["".join(segs[c * sp.p + r] for c in range(sp.v)) for r in range(sp.p)]
+        out.append(sp._replace(ranks=ranks, chunks=segs[:sp.p], segments=tuple(segs)))
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (g.pp, g.first_stage_layers, g.last_stage_layers, g.schedule,
+                                                        g.stage_split, g.virtual_stages, g.first_chunk_layers,
+                                                        g.last_chunk_layers)))
+    pp, first, last, v = (np.broadcast_to(x, shape) for x in (g.pp, g.first_stage_layers, g.last_stage_layers,
+                                                               g.virtual_stages))
+    free = np.broadcast_to(np.asarray(g.stage_split) < 0, shape) & (pp >= 2)
+    inter = np.broadcast_to(g.schedule == ScheduleKind.INTERLEAVED, shape)
+    plain = free & ~inter
+    keys = np.stack([pp[plain], first[plain], last[plain]], axis=-1)
+    for p, f, lst in np.unique(keys.reshape(-1, 3), axis=0):
+        ranks_or_none = _pipe_free_ranks(kinds, int(p), int(f), int(lst))
+        if ranks_or_none is None or all(_part_job(job, x) is job for x in ranks_or_none):
+            continue
+        on = (pp == p) & (first == f) & (last == lst) & plain
+        out.append(_RankSplit(on, int(p), ranks_or_none, ranks_or_none, 1, False))
+    # interleaved: p v chunks in model order, the first and last of first/last_chunk_layers where given, the others
+    # the rest evenly (_chunk_layers; _chunk_split_ok flags a split that leaves them unequal)
+    f_chunk, l_chunk = (np.broadcast_to(x, shape) for x in (g.first_chunk_layers, g.last_chunk_layers))
+    sel = free & inter
+    keys = np.stack([pp[sel], v[sel], f_chunk[sel], l_chunk[sel]], axis=-1)
+    L = len(kinds)
+    for p, vv, fc, lc in np.unique(keys.reshape(-1, 4), axis=0):
+        p, vv, fc, lc = int(p), int(vv), int(fc), int(lc)
+        n_chunks = p * vv
+        rest, n_mid = L - max(fc, 0) - max(lc, 0), n_chunks - (fc >= 0) - (lc >= 0)
+        if vv < 2 or n_mid < 1 or rest < n_mid or rest % n_mid:
+            continue  # _layers_split / _chunk_split_ok flag these candidates
+        mid = rest // n_mid
+        sizes = [fc if fc >= 0 else mid] + [mid] * (n_chunks - 2) + [lc if lc >= 0 else mid]
+        edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        segments = tuple(kinds[edges[i]:edges[i + 1]] for i in range(n_chunks))
+        if all(_part_job(job, x) is job for x in segments):
+            continue
+        ranks = ["".join(segments[c * p + r] for c in range(vv)) for r in range(p)]
+        on = (pp == p) & (v == vv) & (f_chunk == fc) & (l_chunk == lc) & sel
+        out.append(_RankSplit(on, p, ranks, list(segments[:p]), vv, True, segments))
+    return out if out or given is not None else None
 
 
 def _given_ranks(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
@@ -3117,31 +3247,60 @@ Tensors = list[tuple[np.ndarray, np.ndarray]] | None
 def param_tensors(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray]) -> tuple[Tensors, Tensors]:
     """(dense, routed-expert) parameter tensors one GPU of the priced stage holds, by kind as (count, elements):
     ``L_s`` x the layer's tensors (:func:`~scalemodel.cost.transformer.layer_param_tensors`) + the tensors outside the
-    layers (:func:`~scalemodel.cost.transformer.non_layer_param_tensors`: embedding, output layer, final norm, MTP
-    modules, counted on every stage, as ``_dp_comm`` spreads their parameters over the stages), the TP-split ones
-    divided by tp; the routed experts ``L_s`` x (MoE layers / L) x E / ep x
+    layers (:func:`~scalemodel.cost.transformer.non_layer_param_tensors`) the stage holds, the TP-split ones divided by
+    tp; the routed experts ``L_s`` x (MoE layers / L) x E / ep x
     :func:`~scalemodel.cost.transformer.expert_param_tensors`, split by etp. (None, None) for a workload that is not
-    a transformer (no tensor list)."""
+    a transformer (no tensor list).
+
+    The tensors outside the layers are those of the priced pipeline rank r (``comp["pipeline_rank"]``, as
+    :func:`_rank_params_per_gpu` counts its parameters and :func:`scalemodel.cost.memory.params_per_gpu` places
+    them; Megatron-Core gpt_model.py builds the embedding where ``pre_process``, the final norm and output layer
+    where ``post_process``, NVIDIA/Megatron-LM@d98e8a64dd):
+
+        p = 1     every one of them (the word embedding, the untied output layer, positions, final norm, MTP)
+        p > 1     r = 0: the word embedding and the positions; r = p - 1: the final norm, the output layer (tied or
+                  not, unless the rank also embeds and ties it) and the D MTP modules with, D > 0, their embedding
+                  copy; a middle rank none
+
+    Each DDP buffer is its rank's own: its buckets hold its own tensors. Without a priced rank (a caller with the
+    stage's mean share) every stage counts them all, as before."""
     if not job.is_transformer:
         return None, None
     sh = job.shape
     layers = comp["layers_per_stage"]
 
-    def grouped(kinds: list[transformer.ParamTensor], per: Any, tp: Any) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The kinds merged by (elements, split), empty ones dropped (the job's shape is one model: scalars), their
-        counts times ``per``, the split ones' elements over ``tp``."""
-        counts: dict[tuple[float, bool], float] = {}
-        for t in kinds:
+    def grouped(kinds: list[tuple[transformer.ParamTensor, Any]], tp: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The (kind, count multiplier) pairs merged by (elements, split), empty ones dropped (the job's shape is one
+        model: scalars), their counts times the multiplier, the split ones' elements over ``tp``."""
+        counts: dict[tuple[float, bool], Any] = {}
+        for t, per in kinds:
             n, e = float(t.n), float(t.elements)
             if n > 0.0 and e > 0.0:
-                counts[(e, t.split)] = counts.get((e, t.split), 0.0) + n
-        return [(np.asarray(per * n, dtype=float), np.asarray(e / tp if split else e, dtype=float))
+                counts[(e, t.split)] = counts.get((e, t.split), 0.0) + per * n
+        return [(np.asarray(n, dtype=float), np.asarray(e / tp if split else e, dtype=float))
                 for (e, split), n in counts.items()]
 
-    dense = grouped(transformer.layer_param_tensors(sh), layers, g.tp)
-    dense += grouped(transformer.non_layer_param_tensors(sh), 1.0, g.tp)
+    dense_kinds: list[tuple[transformer.ParamTensor, Any]] = [(t, layers) for t in transformer.layer_param_tensors(sh)]
+    if "pipeline_rank" in comp:
+        r = np.asarray(comp["pipeline_rank"], dtype=float)
+        p = np.asarray(g.pp, dtype=float)
+        last = r >= p - 1.0
+        has_emb = (r == 0) | (last & (float(sh.mtp_layers) > 0))
+        one = np.ones(1)
+        emb, head = np.where(has_emb | (p <= 1), one, 0.0), np.where(last, one, 0.0)
+        untied = not bool(sh.tied_embeddings)
+        # the output layer's own weight: untied, or tied on a last rank that does not also embed (p > 1)
+        out_head = np.where((p <= 1) & untied, one, np.where((p > 1) & last & (untied | ~has_emb), one, 0.0))
+        part = transformer.non_layer_tensor_parts(sh)
+        dense_kinds += [(t, emb) for t in part["word"]] + [(t, out_head) for t in part["word"]]
+        dense_kinds += [(t, emb) for t in part["positions"]] + [(t, head) for t in part["final_norm"]]
+        mtp = float(sh.mtp_weight_modules)
+        dense_kinds += [(t, head * mtp) for t in part["mtp"]]
+    else:
+        dense_kinds += [(t, 1.0) for t in transformer.non_layer_param_tensors(sh)]
+    dense = grouped(dense_kinds, g.tp)
     per_stage = layers * float(sh.moe_layers / sh.layers) * float(sh.moe_experts) / g.ep
-    expert = grouped(transformer.expert_param_tensors(sh), per_stage, _etp(g))
+    expert = grouped([(t, per_stage) for t in transformer.expert_param_tensors(sh)], _etp(g))
     return dense, expert
 
 
@@ -4201,7 +4360,7 @@ def _stage_device(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: np.
     return time, raw, busy, mp
 
 
-def moe_intervals(sh: Any) -> list[tuple[dict[str, int], int]]:
+def moe_intervals(sh: Any) -> list[tuple[dict[str, int], float]]:
     """The layers between one MoE layer and the next, read cyclically (those after the last MoE layer join those
     before the first), as ({kind: layers between}, how many intervals are like that), one interval per MoE layer:
     a hybrid pattern's own (:attr:`scalemodel.cost.mamba.LayerCounts.moe_intervals`, kinds mamba, attention, mlp),
@@ -4215,6 +4374,10 @@ def moe_intervals(sh: Any) -> list[tuple[dict[str, int], int]]:
     if hy is not None:
         return [({k: c for k, c in zip(("mamba", "attention", "mlp"), between, strict=True) if c}, count)
                 for between, count in hy.moe_intervals]
+    if sh.rank_kinds:  # one pipeline rank's own layers (_kinds_part_job): its intervals, each x L / n
+        scale = float(sh.layers) / len(sh.rank_kinds)
+        return [({"dense": gap} if gap else {}, count * scale)
+                for gap, count in transformer.kind_intervals(sh.rank_kinds)]
     L, e = int(float(sh.layers)), int(float(sh.moe_every))
     found: dict[int, int] = {}
     for gap, count in ((e - 1, n - 1), (L - n * e + e - 1, 1)):
@@ -4237,9 +4400,11 @@ def _one_kind_job(job: Job, kind: str) -> Job:
         return replace(job, shape=msgspec.structs.replace(sh, hybrid=new))
     if kind == "moe":  # every layer MoE
         return replace(job, shape=msgspec.structs.replace(sh, moe_every=np.ones_like(sh.moe_every),
-                                                          moe_first_dense=np.zeros_like(sh.moe_first_dense)))
+                                                          moe_first_dense=np.zeros_like(sh.moe_first_dense),
+                                                          rank_kinds=""))
     # no MoE layer: the dense prefix covers them all
-    return replace(job, shape=msgspec.structs.replace(sh, moe_first_dense=np.asarray(sh.layers, dtype=float)))
+    return replace(job, shape=msgspec.structs.replace(sh, moe_first_dense=np.asarray(sh.layers, dtype=float),
+                                                      rank_kinds=""))
 
 
 #: The share of ``moe_layer_host_s`` (H, the host's issue time of one MoE layer's forward and backward) that a

@@ -37,7 +37,7 @@ from scalemodel.choices import Precision
 from scalemodel.errors import InputError, folded
 from scalemodel.specs import files, notices
 from scalemodel.specs.loader import load_json, validate
-from scalemodel.specs.training import MEGATRON_DEFAULT_DISPATCHER, MIN_BUCKET_BYTES, StrategySpec, TrainingSpec
+from scalemodel.specs.training import MIN_BUCKET_BYTES, StrategySpec, TrainingSpec
 
 #: The fields a scalemodel strategy YAML may also give at its top level: every TrainingSpec and StrategySpec field.
 #: Written out by hand, the lists had fallen behind the specs (fp8_attention, fp8_recipe, optimizer,
@@ -61,6 +61,20 @@ class StrategyFile:
     #: the file's own name of a training key, where not training.K: an fp4 run refused on a Hopper cluster was named
     #: "training.precision" to a user whose launch script said --fp4-format e2m1
     training_fields: dict[str, str] = field(default_factory=dict)
+    #: the fields this reader filled with the framework's own default, the file not writing them: "strategy.K" or
+    #: "training.K" -> the framework source that sets that default. Set only through :meth:`default`; the engine
+    #: reads them from errors.Origin.defaults (commands.common.strategy_origin), not from the fields' names
+    defaults: dict[str, str] = field(default_factory=dict)
+
+    def default(self, section: str, key: str, value: Any, source: str) -> None:
+        """Set ``section``.``key`` (strategy or training) to ``value``, the framework's default for a setting the
+        file did not write, ``source`` the framework code at a commit that sets it."""
+        getattr(self, section)[key] = value
+        self.defaults[f"{section}.{key}"] = source
+
+    def is_default(self, section: str, key: str) -> bool:
+        """True where ``section``.``key`` holds a framework default this reader filled in (:meth:`default`)."""
+        return f"{section}.{key}" in self.defaults
 
     def field_name(self, key: str) -> str:
         """The file's field that set strategy ``key`` (for an error naming what the user wrote)."""
@@ -146,6 +160,12 @@ _ZERO_USED = {"stage", "reduce_bucket_size", "overlap_comm", "contiguous_gradien
               "gather_16bit_weights_on_model_save"}
 
 
+#: Where DeepSpeed sets the default the reader fills (StrategyFile.default): the gradient reduction dtype without
+#: fp16 / bf16 is fp32 (``communication_data_type`` unset: ``return torch.float32``)
+_DS_FP32_REDUCE = ("deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/engine.py L1405-1416 "
+                   "DeepSpeedEngine.communication_data_type: torch.float32 without fp16 or bf16")
+
+
 def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
     def count(key: str) -> int | None:
         v = data.get(key)
@@ -186,7 +206,7 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
     elif not any(k in data for k in ("bf16", "fp16", "amp")):
         # no mixed precision: DeepSpeed trains and reduces in fp32 (communication_data_type defaults to the model's
         # dtype, runtime/engine.py); the bucket's elements are 4 B (_grad_bytes)
-        out.training["grad_bytes_per_param"] = 4.0
+        out.default("training", "grad_bytes_per_param", 4.0, _DS_FP32_REDUCE)
     zero = data.get("zero_optimization")
     if isinstance(zero, dict):
         if zero.get("stage") is not None:
@@ -949,6 +969,20 @@ def _switch_without_value(name: str, after: str | None) -> None:
         raise InputError(f"a switch takes no value, got {after[:40]!r}", where=name, allowed=allowed)
 
 
+#: Where Megatron-LM sets the defaults its reader fills (StrategyFile.default), at NVIDIA/Megatron-LM@d98e8a64dd
+_MEG_AT = "NVIDIA/Megatron-LM@d98e8a64dd"
+_MEG_DISPATCHER = (f"{_MEG_AT} megatron/core/transformer/transformer_config.py L891: moe_token_dispatcher_type "
+                   "= \"allgather\"")
+_MEG_PERMUTE_FUSION = f"{_MEG_AT} megatron/core/transformer/transformer_config.py L941: moe_permute_fusion = False"
+_MEG_FP8_PADDING = (f"{_MEG_AT} megatron/core/transformer/transformer_config.py L771: "
+                    "moe_router_padding_for_quantization = False (the grouped experts pad the fp8 tokens)")
+_MEG_DDP = (f"{_MEG_AT} megatron/training/training.py get_model L2484-2490: DP = DDP unless --use-torch-fsdp2 or "
+            "--use-megatron-fsdp")
+_MEG_OVERLAP_GRAD_REDUCE = f"{_MEG_AT} megatron/training/arguments.py L3121: --overlap-grad-reduce store_true"
+_MEG_FP32_REDUCE = (f"{_MEG_AT} megatron/training/arguments.py validate_args L1204-1217: --bf16 without "
+                    "--grad-reduce-in-bf16 sets accumulate_allreduce_grads_in_fp32")
+
+
 def _megatron(text: str, out: StrategyFile) -> None:
     bad = _CONTROL.search(text)
     if bad:
@@ -1065,11 +1099,11 @@ def _megatron(text: str, out: StrategyFile) -> None:
         del out.strategy["tp_async_allreduce"]
         out.unused.append("--no-async-tensor-model-parallel-allreduce with --sequence-parallel (Megatron's "
                           "sequence-parallel reduce-scatters run under the weight-gradient GEMMs regardless)")
-    if "--bf16" in args and "--grad-reduce-in-bf16" not in args:
+    if "--bf16" in args and "--grad-reduce-in-bf16" not in args and "--accumulate-allreduce-grads-in-fp32" not in args:
         # the data-parallel gradient reduction dtype: Megatron-LM's validate_args sets
         # accumulate_allreduce_grads_in_fp32 for --bf16 unless --grad-reduce-in-bf16 (megatron/training/arguments.py;
         # forced at core_r0.8.0), and DDP reduces the fp32 main-grad buffer (grad_reduce_in_fp32)
-        out.training["grad_bytes_per_param"] = 4.0
+        out.default("training", "grad_bytes_per_param", 4.0, _MEG_FP32_REDUCE)
     if "--recompute-method" in args and args["--recompute-method"] not in ("block", "uniform") and not (
             args["--recompute-method"] and ("$" in args["--recompute-method"] or "`" in args["--recompute-method"])):
         # round 17: warned "not used" and priced as full recompute of every layer. Megatron-LM's argparse takes
@@ -1189,7 +1223,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
     _attention_backend(args, out)
     _megatron_ddp(args, number, out)  # after every precision flag: its bucket is in the gradient dtype
     if _moe_fp8_padding(args, "--num-experts" in model_flags):
-        out.strategy["moe_fp8_padding"] = True
+        out.default("strategy", "moe_fp8_padding", True, _MEG_FP8_PADDING)
     # TE's fused permute kernels only with --moe-permute-fusion (store_true; TransformerConfig.moe_permute_fusion
     # defaults to False: transformer_config.py L941 at d98e8a64dd, arguments.py L3139 at core_v0.15.0): an MoE launch
     # (--num-experts, or any --moe-* flag where the model comes from --model) without it runs the unfused path
@@ -1199,7 +1233,10 @@ def _megatron(text: str, out: StrategyFile) -> None:
     # fused kernels (the strategy's default) that Megatron-Core runs only with the switch
     if "--num-experts" in model_flags or any(a.startswith("--moe-") for a in (*args, *model_flags)) or args.get(
             "--expert-model-parallel-size", "1") not in ("1", "+1"):
-        out.strategy["moe_permute_fusion"] = "--moe-permute-fusion" in args
+        if "--moe-permute-fusion" in args:
+            out.strategy["moe_permute_fusion"] = True
+        else:
+            out.default("strategy", "moe_permute_fusion", False, _MEG_PERMUTE_FUSION)
     # the flex dispatcher (DeepEP / HybridEP) moves tokens hierarchically (strategy moe_flex_dispatcher,
     # docs/model.md#ep-hierarchical); --moe-enable-deepep requires it (TransformerConfig.__post_init__ @002255075c).
     # Read whether or not the file has --num-experts: the model comes from --model (a launch without the model flags
@@ -1217,11 +1254,14 @@ def _megatron(text: str, out: StrategyFile) -> None:
     # the allgather dispatcher (strategy moe_allgather_dispatcher, docs/model.md#ep-allgather): named, or Megatron's
     # default (TransformerConfig.moe_token_dispatcher_type = "allgather", NVIDIA/Megatron-LM@d98e8a64dd
     # megatron/core/transformer/transformer_config.py line 891) where the file builds an MoE model (--num-experts)
-    if (args.get("--moe-token-dispatcher-type") or "allgather") == "allgather" and (
-            "--moe-token-dispatcher-type" in args or "--num-experts" in model_flags):
+    if args.get("--moe-token-dispatcher-type") == "allgather":
         out.strategy["moe_allgather_dispatcher"] = True
-        out.fields["moe_allgather_dispatcher"] = "--moe-token-dispatcher-type" \
-            if "--moe-token-dispatcher-type" in args else MEGATRON_DEFAULT_DISPATCHER
+        out.fields["moe_allgather_dispatcher"] = "--moe-token-dispatcher-type"
+    elif "--moe-token-dispatcher-type" not in args and "--num-experts" in model_flags:
+        # not a choice the file wrote: marked (out.default), so that the engine does not warn that it is unpriced
+        # where it does nothing (job._warn_unpriced_fields); a refusal names the flag that built the MoE model
+        out.default("strategy", "moe_allgather_dispatcher", True, _MEG_DISPATCHER)
+        out.fields["moe_allgather_dispatcher"] = "--num-experts"
     if "--moe-router-dtype" in args:  # TransformerConfig.moe_router_dtype Literal fp32, fp64 (d98e8a64dd line 811)
         rd = args["--moe-router-dtype"]
         if rd not in ("fp32", "fp64"):
@@ -1671,9 +1711,9 @@ def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -
                           "strategy.shard_group, to price sharded parameters"
                           + (f"; {', '.join(ignored)} not used with it" if ignored else "") + ")")
         return
-    out.strategy["megatron_ddp"] = True
+    out.default("strategy", "megatron_ddp", True, _MEG_DDP)
     if "--overlap-grad-reduce" not in args:
-        out.strategy["overlap"] = False
+        out.default("strategy", "overlap", False, _MEG_OVERLAP_GRAD_REDUCE)
     if "--ddp-bucket-size" in args and (n := number("--ddp-bucket-size")) is not None:
         if n == 0:
             raise InputError("expected at least 1, got 0", where="--ddp-bucket-size",
@@ -1724,6 +1764,20 @@ def _toml(text: str, where: str) -> dict[str, Any]:
 
 _TITAN_SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved:2", "zbvzerobubble": "zb",
                     "interleavedzerobubble": "zb"}
+
+
+#: Where torchtitan sets the defaults its reader fills (StrategyFile.default)
+_TITAN_CONFIG = "pytorch/torchtitan@e7c0cae torchtitan/config_manager.py"
+_TITAN_ETP = "pytorch/torchtitan@c4b409af^ torchtitan/config/configs.py L230: expert_tensor_parallel_degree = 1"
+_TITAN_SHARD = f"{_TITAN_CONFIG} L270: data_parallel_shard_degree = -1 (FSDP over the rest)"
+_TITAN_REDUCE = f"{_TITAN_CONFIG} L227: mixed_precision_reduce = \"float32\""
+_TITAN_FSDP2 = "pytorch/torchtitan@e7c0cae torchtitan/models/llama3/parallelize_llama.py L362-367: fully_shard (FSDP2)"
+_TITAN_AC = f"{_TITAN_CONFIG} L437, L440: activation_checkpoint mode = \"selective\", selective_ac_option = \"2\""
+_TITAN_SP = "pytorch/torchtitan@b5bcd76c66 torchtitan/config/configs.py L169: enable_sequence_parallel = True"
+_TITAN_COMPILE = f"{_TITAN_CONFIG} L233: compile = False (the loss runs eager)"
+_TITAN_BLOCK = "pytorch/torchtitan@e7c0cae torchtitan/models/llama3/model.py TransformerBlock"
+_TITAN_RESHARD = (f"{_TITAN_CONFIG} L282: fsdp_reshard_after_forward = \"default\" (no reshard under pipeline "
+                  "parallelism: torchtitan/models/llama3/parallelize_llama.py L349-367)")
 
 
 def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
@@ -1787,7 +1841,7 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         _titan_etp(par, degrees, out)
     elif degrees.get("expert", 1) > 1:
         # torchtitan's default: experts not tensor-parallel (etp 1), where strategy.etp's own default is tp
-        out.strategy["etp"] = 1
+        out.default("strategy", "etp", 1, _TITAN_ETP)
         out.fields["etp"] = "parallelism.expert_parallel_degree"
     replicate = par.get("data_parallel_replicate_degree", 1)
     shard = par.get("data_parallel_shard_degree", -1)
@@ -1801,7 +1855,10 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     # shards over the "fsdp" mesh (dp_shard x cp) and, with dp_replicate > 1, fully_shard takes the 2-D mesh
     # ("dp_replicate", "fsdp"): HSDP, sharded inside groups of dp_shard replicas, replicated across dp_replicate.
     if shard == -1 or shard > 1:
-        out.strategy["zero"] = "fsdp"
+        if "data_parallel_shard_degree" in par:
+            out.strategy["zero"] = "fsdp"
+        else:  # shard -1: FSDP over the data-parallel ranks the other degrees leave
+            out.default("strategy", "zero", "fsdp", _TITAN_SHARD)
         if replicate > 1 and shard > 1:
             out.strategy["zero"] = "hsdp"
             out.strategy["shard_group"] = shard  # data-parallel replicas per group; the engine folds cp in
@@ -1818,8 +1875,9 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
         _titan_fsdp_options(par, float8, out)
         # FSDP2 reduces gradients in mixed_precision_reduce, whose only value and default is "float32"
         # (torchtitan@e7c0cae config_manager.py, HEAD b5bcd76c6 config/configs.py; 9dec370's argparse default)
-        out.training.setdefault("grad_bytes_per_param", 4.0)
-        out.strategy["fsdp_per_param"] = True  # fully_shard is FSDP2 (torchtitan apply_fsdp): its copies
+        if "grad_bytes_per_param" not in out.training:
+            out.default("training", "grad_bytes_per_param", 4.0, _TITAN_REDUCE)
+        out.default("strategy", "fsdp_per_param", True, _TITAN_FSDP2)  # fully_shard is FSDP2: its copies
     _titan_loss(data, training, par, out)
     _titan_layer(out)
     if "pipeline_parallel_layers_per_stage" in par:  # torchtitan: an int (layers per virtual stage), or unset
@@ -1852,6 +1910,8 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     out.fields["recompute"] = "activation_checkpoint.mode"
     if mode == "selective":
         _titan_selective_ac(ac.get("selective_ac_option", "2"), out)
+    if given is None:  # the mode the file did not write (selective, or the full recompute its option gives)
+        out.default("strategy", "recompute", out.strategy["recompute"], _TITAN_AC)
     if given is None:
         option = str(ac.get("selective_ac_option", "2"))[:20]
         out.unused.append("activation_checkpoint.mode not given (torchtitan's default is selective, priced as "
@@ -1886,7 +1946,10 @@ def _titan_sequence_parallel(par: dict[str, Any], out: StrategyFile) -> None:
     given = par.get("enable_sequence_parallel")
     sp = True if given is None else _bool(given, "parallelism.enable_sequence_parallel")
     if tp > 1:
-        out.strategy["sequence_parallel"] = sp
+        if given is None:
+            out.default("strategy", "sequence_parallel", sp, _TITAN_SP)
+        else:
+            out.strategy["sequence_parallel"] = sp
         out.fields["sequence_parallel"] = ("parallelism.enable_sequence_parallel" if given is not None
                                            else "parallelism.tensor_parallel_degree")
     elif given is not None:
@@ -1980,7 +2043,12 @@ def _titan_loss(data: dict[str, Any], training: dict[str, Any], par: dict[str, A
     disable_lp = par.get("disable_loss_parallel", False)
     if int(out.strategy.get("tp", 1)) > 1 and not _bool(disable_lp, "parallelism.disable_loss_parallel"):
         return
-    out.strategy["loss_impl"] = "inductor" if _titan_compiled(data, training, "loss") else "torch"
+    impl = "inductor" if _titan_compiled(data, training, "loss") else "torch"
+    written = "compile" in training or (isinstance(data.get("compile"), dict) and "enable" in data["compile"])
+    if written:
+        out.strategy["loss_impl"] = impl
+    else:  # compile off, its default
+        out.default("strategy", "loss_impl", impl, _TITAN_COMPILE)
 
 
 def _titan_compiled(data: dict[str, Any], training: dict[str, Any], component: str) -> bool:
@@ -2004,7 +2072,7 @@ def _titan_layer(out: StrategyFile) -> None:
     models/llama3/model.py, parallelize.py apply_compile), as scripts/validate_training.py LAYER_IMPL prices every
     torchtitan row, compiled or not (an eager torchtitan block, whose ops run unfused, is not counted apart: an
     approximation, as validation's titan24 rows)."""
-    out.strategy["layer_impl"] = "torchtitan"
+    out.default("strategy", "layer_impl", "torchtitan", _TITAN_BLOCK)
 
 
 def _titan_selective_ac(option: Any, out: StrategyFile) -> None:
@@ -2069,7 +2137,9 @@ def _titan_fsdp_options(par: dict[str, Any], float8: dict[str, Any] | None, out:
                          where="parallelism.fsdp_reshard_after_forward", allowed="default, always or never")
     pp = int(out.strategy.get("pp", 1))
     reshard = policy == "always" or (policy == "default" and pp <= 1)
-    if not reshard:
+    if not reshard and "fsdp_reshard_after_forward" not in par:
+        out.default("strategy", "fsdp_reshard_after_forward", False, _TITAN_RESHARD)
+    elif not reshard:
         out.strategy["fsdp_reshard_after_forward"] = False
     if float8 is not None and float8.get("enable_fsdp_float8_all_gather") is True:
         if float8.get("recipe_name") not in (None, "tensorwise"):

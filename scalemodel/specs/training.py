@@ -249,13 +249,6 @@ class TrainingSpec(Spec, kw_only=True):
 #: (engine.step.bucket_count); before the cap a 1-byte bucket priced gpt-1.7b on 64 H100 a 2.65-day step.
 MIN_BUCKET_BYTES = 1024.0
 
-#: The field a Megatron-LM file's ``moe_allgather_dispatcher`` is read from when no --moe-token-dispatcher-type names
-#: it: Megatron's default dispatcher for the MoE model --num-experts builds (not a choice the file wrote, so the
-#: engine does not warn that it is unpriced where it does nothing: job._warn_unpriced_fields). Kept here, not in
-#: specs.frameworks (whose readers set it), so that the engine reads it without importing the framework readers
-#: (specs.frameworks and shlex, ~3 ms of every predict and plan).
-MEGATRON_DEFAULT_DISPATCHER = "--num-experts"
-
 
 class StrategySpec(Spec, kw_only=True):
     dp: Annotated[Annotated[int, Meta(gt=0)] | None, Meta(
