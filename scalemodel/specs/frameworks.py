@@ -599,6 +599,12 @@ _ARRAY_OPEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=\((.*)", re.S)
 _REFERENCE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
 
 
+#: The most characters a launch's words may hold once its variables are expanded: 16 x the largest strategy file
+#: (files.MAX_SPEC_BYTES, 256 KiB). Each assignment that doubles the one before ("A1=\"$A $A\"", "A2=\"$A1 $A1\"",
+#: ...) doubled the words held, and 40 of them ran the reader out of memory (a MemoryError traceback, round 18)
+MAX_EXPANDED_CHARS = 16 * 256 * 1024
+
+
 def _expand_flag_variables(words: list[str], out: StrategyFile | None) -> list[str]:
     """The words with each string variable holding flags expanded where the launch names it, as bash word-splits an
     unquoted ``$NAME``: Megatron-LM's own example scripts (examples/pretrain_gpt_distributed.sh and its kind) write
@@ -608,6 +614,7 @@ def _expand_flag_variables(words: list[str], out: StrategyFile | None) -> list[s
     ``ALL_ARGS="$GPT_ARGS $DATA_ARGS"``). An assignment of flags that no word references is said in ``out.unused``
     (bash passes none of it). Words that reference no such variable are kept as they are."""
     assigned: dict[str, list[str]] = {}
+    size: dict[str, int] = {}  # the characters each variable holds (its words, one blank between)
     used: set[str] = set()
 
     def expand(word: str) -> list[str]:
@@ -617,6 +624,21 @@ def _expand_flag_variables(words: list[str], out: StrategyFile | None) -> list[s
             used.add(name)
             return assigned[name]
         return [word]
+
+    def chars(word: str) -> int:
+        m = _REFERENCE.fullmatch(word)
+        name = m and (m.group(1) or m.group(2))
+        return size[name] if name and name in assigned else len(word) + 1
+
+    def budget(total: int, name: str) -> int:
+        if total > MAX_EXPANDED_CHARS:
+            shown = name if len(name) <= 40 else name[:37] + "..."
+            raise InputError(f"the shell variables expand to more than {MAX_EXPANDED_CHARS:,} characters (at "
+                             f"{shown})", allowed="a launch script whose variables hold its flags (each expanded "
+                                                  "where it is written, at most 16 times the file's size in all)")
+        return total
+
+    held = 0  # characters in kept
 
     kept: list[str] = []
     depth = 0  # inside an array assignment: its parentheses open (an array's words are kept where written, as before)
@@ -631,17 +653,23 @@ def _expand_flag_variables(words: list[str], out: StrategyFile | None) -> list[s
             if depth <= 0:
                 depth, word = 0, word[:-1] if word.endswith(")") else word
             if word:
+                held = budget(held + chars(word), word)
                 kept.extend(expand(word))
             continue
         m = _ASSIGNMENT.fullmatch(word)
         if m and not word.startswith("-"):
-            value = [w for part in m.group(3).split() for w in expand(part)]
+            parts = m.group(3).split()
+            total = budget(sum(chars(part) for part in parts) + (size.get(m.group(1), 0) if m.group(2) else 0),
+                           m.group(1))
+            value = [w for part in parts for w in expand(part)]
             if m.group(2):  # NAME+="...": appended to what NAME holds
                 value = assigned.get(m.group(1), []) + value
             if any(w.startswith("--") for w in value):
                 assigned[m.group(1)] = value
+                size[m.group(1)] = total
                 used.discard(m.group(1))
                 continue
+        held = budget(held + chars(word), word)
         kept.extend(expand(word))
     for name in assigned.keys() - used:
         if out is not None:
@@ -754,6 +782,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
                          allowed="flags such as --tensor-model-parallel-size 8 --micro-batch-size 1")
     args: dict[str, str | None] = {}
     model_flags: list[str] = []
+    mtp_layers: str | None = None
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -793,6 +822,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
             value = tokens[i + 1]
             i += 1
         i += 1
+        if name == "--mtp-num-layers":  # compared with a layout's MTP layers (_pipeline_layout)
+            mtp_layers = value
         if name in _MEG_INT or name in _MEG_KNOWN_VALUE or name in _MEG_STORE_TRUE:
             if name in args and args[name] != value:  # round 16b: "--tensor-model-parallel-size 2 ... 4" was read as
                 # 4 without a word (a script that sets a flag and sets it again later); argparse keeps the last
@@ -1022,7 +1053,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
     if opt is not None and opt != "adam":
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")
     if "--pipeline-model-parallel-layout" in args:
-        _pipeline_layout(args, out)
+        _pipeline_layout(args, out, mtp_layers)
     virtual: dict[str, int | None] = {k: number(k) for k in ("--virtual-pipeline-model-parallel-size",
                                                              "--num-virtual-stages-per-pipeline-rank",
                                                              "--num-layers-per-virtual-pipeline-stage") if k in args}
@@ -1090,6 +1121,34 @@ def nanotron_stage_layers(layers: int, hidden: int, heads: int, ffn: int, vocab:
 MAX_LAYOUT_CHARS = 1_000_000
 
 
+def megatron_layout_letters(layout: str, where: str = "--pipeline-model-parallel-layout") -> str:
+    """A --pipeline-model-parallel-layout unrolled as Megatron-LM's ``parse_str_to_list`` unrolls it (commas dropped,
+    ``(...)*N`` then ``x*N``; NVIDIA/Megatron-LM@d98e8a64dd pipeline_parallel_layer_layout.py lines 283-321): its
+    letters, ``|`` between stages; refused past :data:`MAX_LAYOUT_CHARS` letters or with a letter Megatron does not
+    know."""
+    text = layout.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        size = 0
+
+        def unroll(mt: re.Match[str]) -> str:
+            nonlocal size
+            digits = mt.group(2).lstrip("0") or "0"  # Python's int(), as Megatron reads N: "t*00000008" is 8 layers
+            n = int(digits) if len(digits) <= 7 else MAX_LAYOUT_CHARS + 1
+            size += len(mt.group(1)) * n
+            if size > MAX_LAYOUT_CHARS:
+                raise InputError(f"{layout[:60]!r} unrolls to more than {MAX_LAYOUT_CHARS} letters", where=where,
+                                 allowed="a layout of the model's layers (E, t, m, L letters, | between stages)")
+            return mt.group(1) * n
+
+        text = re.sub(pattern, unroll, text)
+    bad = sorted({c for c in text if c not in "ELtm|"})
+    if bad:
+        raise InputError(f"unknown layer letter {bad[0]!r} in {layout[:60]!r}", where=where,
+                         allowed="E (embedding), t (decoder layer), m (MTP layer), L (loss), | between stages, "
+                                 "(...)*N and x*N repeats, commas")
+    return text
+
+
 def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-parallel-layout"
                            ) -> tuple[list[int], int]:
     """(decoder layers of each virtual stage, virtual stages per rank) of Megatron-LM's pipeline layout string, read
@@ -1101,32 +1160,19 @@ def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-
     last (step._segment_memory, as with first/last_stage_layers), so E must be in stage 0, L and any m in the last
     stage: a layout that puts them elsewhere (an empty first stage, a standalone MTP stage on another rank) is
     refused, not priced where it is not."""
-    text = layout.replace(",", "")
-    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
-        size = 0
-
-        def unroll(mt: re.Match[str]) -> str:
-            nonlocal size
-            n = int(mt.group(2)) if len(mt.group(2)) <= 7 else MAX_LAYOUT_CHARS + 1
-            size += len(mt.group(1)) * n
-            if size > MAX_LAYOUT_CHARS:
-                raise InputError(f"{layout[:60]!r} unrolls to more than {MAX_LAYOUT_CHARS} letters", where=where,
-                                 allowed="a layout of the model's layers (E, t, m, L letters, | between stages)")
-            return mt.group(1) * n
-
-        text = re.sub(pattern, unroll, text)
+    text = megatron_layout_letters(layout, where)
     stages = text.split("|")
-    bad = sorted({c for c in text if c not in "ELtm|"})
-    if bad:
-        raise InputError(f"unknown layer letter {bad[0]!r} in {layout[:60]!r}", where=where,
-                         allowed="E (embedding), t (decoder layer), m (MTP layer), L (loss), | between stages, "
-                                 "(...)*N and x*N repeats, commas")
     if pp < 1 or len(stages) % pp:
         raise InputError(f"{len(stages)} stages for pipeline size {pp} (Megatron asserts the layout's stages "
                          "divisible by it)", where=where, allowed=f"a multiple of {pp} stages separated by |")
     if text.count("E") != 1 or text.count("L") != 1:
         raise InputError(f"{text.count('E')} E and {text.count('L')} L in {layout[:60]!r}", where=where,
                          allowed="one E (embedding) and one L (loss), as Megatron asserts")
+    letters = text.replace("|", "")
+    if letters[0] != "E" or letters[-1] != "L":  # validate_layer_layout: flatten_layout[0] / [-1] (lines 96-101)
+        raise InputError(f"the first layer is {letters[0]!r} and the last {letters[-1]!r} in {layout[:60]!r} (Megatron "
+                         "asserts the embedding first and the loss last)", where=where,
+                         allowed="a layout that starts with E and ends with L, e.g. 'Et*3|(tt|)*6,t|tL'")
     if "E" not in stages[0] or "L" not in stages[-1] or any("m" in st for st in stages[:-1]):
         raise InputError("the embedding (E) outside the first stage, or the loss (L) or an MTP layer (m) outside the "
                          f"last: {layout[:60]!r}", where=where,
@@ -1138,7 +1184,12 @@ def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-
     return [st.count("t") for st in stages], len(stages) // pp
 
 
-def _pipeline_layout(args: dict[str, str | None], out: StrategyFile) -> None:
+def layout_mtp_layers(layout: str) -> int:
+    """The MTP layers (m) of a --pipeline-model-parallel-layout that :func:`megatron_layout_stages` accepted."""
+    return megatron_layout_letters(layout).count("m")
+
+
+def _pipeline_layout(args: dict[str, str | None], out: StrategyFile, mtp_layers: str | None = None) -> None:
     """--pipeline-model-parallel-layout as strategy.stage_layers (:func:`megatron_layout_stages`) and, with V >= 2
     virtual stages per rank, schedule interleaved:V (Megatron-LM's validate_args derives the virtual stages from the
     layout, megatron/training/arguments.py lines 941-951 at d98e8a64dd, and asserts no
@@ -1153,8 +1204,21 @@ def _pipeline_layout(args: dict[str, str | None], out: StrategyFile) -> None:
     if others:
         raise InputError(f"{flag} with {others[0]} (the layout places every layer and gives the virtual stages)",
                          where=flag, allowed=f"the layout alone, without {others[0]}")
+    if "$" in text or "`" in text:  # as number() says of a count: the reader does not expand a non-flag variable
+        out.unused.append(f"{flag} {text[:40]} (not a layout: a shell variable is not expanded; the balanced split "
+                          "is priced)")
+        return
     pp = int(out.strategy.get("pp", 1))
     counts, v = megatron_layout_stages(text, pp, flag)
+    # validate_layer_layout (lines 107-111): the layout's m count is mtp_num_layers (--mtp-num-layers; none unset);
+    # a $VARIABLE's count is not known here, and not compared
+    if mtp_layers is None or re.fullmatch(r"\+?[0-9]{1,9}", mtp_layers):
+        want, m = int(mtp_layers or 0), layout_mtp_layers(text)
+        if m != want:
+            raise InputError(f"{m} MTP layer{'s' if m != 1 else ''} (m) in the layout, with "
+                             + (f"--mtp-num-layers {want}" if mtp_layers is not None else "no --mtp-num-layers")
+                             + " (Megatron asserts the layout's m count equal to mtp_num_layers)", where=flag,
+                             allowed=f"{want} m in the layout, one per MTP layer of --mtp-num-layers")
     out.strategy["stage_layers"] = counts
     out.fields["stage_layers"] = flag
     if v > 1:

@@ -1,0 +1,82 @@
+"""Hostile-input round 18: the surface added last session (strategy.stage_layers, Megatron-LM's
+--pipeline-model-parallel-layout and the bash-style launch reader, cluster net_overhead and nccl_tuner) fed values
+the frameworks refuse or read otherwise.
+
+Each case is one finding; the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+DENSE = ["-c", "dgx-h100", "-m", "llama3-8b", "-n", "64"]  # 32 decoder layers
+LAUNCH = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 "
+          "--micro-batch-size 1 --bf16 ")
+
+
+def _launch(tmp_path: Path, text: str) -> Path:
+    f = tmp_path / "run.sh"
+    f.write_text(text)
+    return f
+
+
+# --- the launch reader's variables: an expansion that doubles ----------------------------------------------------
+# Each string variable holding flags is expanded where a word names it (review17f); 40 assignments that each double
+# the one before made 2^40 words and a MemoryError traceback.
+
+def test_variables_that_double_are_refused_not_expanded(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    text = 'A0="--x --x --x --x --x --x --x --x"\n' + "".join(f'A{i + 1}="$A{i} $A{i}"\n' for i in range(40))
+    f = _launch(tmp_path, text + LAUNCH + "$A40\n")
+    refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,),
+            match="the shell variables expand to more than 4,194,304 characters (at A")
+
+
+def test_variables_that_hold_a_launch_still_expand(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = _launch(tmp_path, 'PAR="--pipeline-model-parallel-size 2"\nALL="$PAR $PAR"\n'
+                          "torchrun pretrain_gpt.py --micro-batch-size 1 $ALL\n")
+    assert accepted(cli, "predict", *DENSE, "--strategy", str(f))["strategy"]["pp"] == 2
+
+
+# --- --pipeline-model-parallel-layout: what Megatron-LM asserts, and how it reads a count -------------------------
+# NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/pipeline_parallel_layer_layout.py validate_layer_layout:
+# flatten_layout[0] must be the embedding and [-1] the loss (lines 96-101: "Et*8|...|t*8Lm" was priced, the MTP
+# layer after the loss); the layout's m count must equal mtp_num_layers, none without --mtp-num-layers (lines
+# 107-111: "...t*8mL" was priced for a launch without MTP, the m dropped without a word). parse_str_to_list reads
+# N with int() (lines 295-303): "t*00000008" is 8 layers, and was refused as unrolling to more than a million.
+
+@pytest.mark.parametrize("layout, flags, what", [
+    ("Et*8|t*8|t*8|t*8Lm", "", "the first layer is 'E' and the last 'm'"),
+    ("tEt*7|t*8|t*8|t*8L", "", "the first layer is 't' and the last 'L'"),
+    ("Et*8|t*8|t*8|t*8mL", "", "1 MTP layer (m) in the layout, with no --mtp-num-layers"),
+    ("Et*8|t*8|t*8|t*8mL", "--mtp-num-layers 2 ", "1 MTP layer (m) in the layout, with --mtp-num-layers 2"),
+    ("Et*8|t*8|t*8|t*8L", "--mtp-num-layers 1 ", "0 MTP layers (m) in the layout, with --mtp-num-layers 1"),
+])
+def test_layout_megatron_refuses_is_refused(cli, tmp_path: Path, layout: str, flags: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    f = _launch(tmp_path, LAUNCH + flags + f"--pipeline-model-parallel-layout '{layout}'\n")
+    line = refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,))
+    assert line.startswith(f"error: --strategy: {f}: --pipeline-model-parallel-layout: ") and what in line, line
+
+
+def test_layout_mtp_layers_matching_the_launch_run(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = _launch(tmp_path, LAUNCH + "--mtp-num-layers 1 --pipeline-model-parallel-layout 'Et*8|t*8|t*8|t*8mL'\n")
+    assert accepted(cli, "predict", *DENSE, "--strategy", str(f))["strategy"]["stage_layers"] == [8, 8, 8, 8]
+
+
+def test_layout_repeat_count_with_leading_zeros_is_its_number(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = _launch(tmp_path, LAUNCH + "--pipeline-model-parallel-layout 'Et*00000002|t*10|t*10|t*10L'\n")
+    assert accepted(cli, "predict", *DENSE, "--strategy", str(f))["strategy"]["stage_layers"] == [2, 10, 10, 10]
+
+
+@pytest.mark.parametrize("assign, word", [("LAYOUT='Et*8|t*8|t*8|t*8L'\n", "$LAYOUT"),
+                                          ('LAY="Et*2|t*10|t*10|t*10L"\n', '"$LAY"')])
+def test_layout_in_a_shell_variable_is_said_not_expanded(cli, tmp_path: Path, assign: str, word: str) -> None:  # type: ignore[no-untyped-def]
+    """A count in a variable is said "not a number: a shell variable is not expanded" and the run priced without it;
+    a layout in one was refused as "unknown layer letter '$'", a message about letters the user never wrote."""
+    f = _launch(tmp_path, assign + LAUNCH + f"--pipeline-model-parallel-layout {word}\n")
+    out = accepted(cli, "predict", *DENSE, "--strategy", str(f))
+    assert out["strategy"]["stage_layers"] is None
+    assert any(u.startswith("--pipeline-model-parallel-layout $LAY") and "a shell variable is not expanded" in u
+               for u in out["inputs"]["strategy_file"]["unused"]), out["inputs"]["strategy_file"]["unused"]
