@@ -105,3 +105,60 @@ def test_an_empty_first_lap_does_not_hide_the_bubble(cli) -> None:  # type: igno
     plain = accepted(cli, "predict", *base, "--set", "strategy.stage_layers=[8,8,8,8]")
     assert lap["breakdown_s"]["compute"] == pytest.approx(plain["breakdown_s"]["compute"], rel=1e-12)
     assert lap["breakdown_s"]["bubble"] >= plain["breakdown_s"]["bubble"], (lap["breakdown_s"], plain["breakdown_s"])
+
+
+# --- cluster net_overhead on the innermost tier; the aws-ofi-p5 tuner off a p5 instance --------------------------
+# tiers[0].net_overhead was accepted and never read (cost.algorithms._ring_hops reads it on the crossed outer tiers:
+# NCCL adds it where a ring leaves its node, tuning.cc). nccl_tuner aws-ofi-p5 was priced on an A100 or an MI300X
+# cluster (their step time moved by the p5 regions) and dropped without a word on a TPU pod; aws-ofi-nccl v1.16.3
+# src/tuner/nccl_ofi_tuner.cpp (lines 100-107) picks the p5/p5e regions only on p5.48xlarge / p5e.48xlarge.
+
+CLUSTER = """kind: cluster
+name: r18
+accelerator: {acc}
+gpus_per_node: {gpn}
+{extra}tiers:
+  - {{name: nvlink, span: {gpn}, bandwidth: 450 GB/s, latency: 2 us, efficiency: 0.8{inner}}}
+  - {{name: ib, span: {span}, bandwidth: 50 GB/s, latency: 5 us, efficiency: 0.9}}
+"""
+
+
+def _cluster(tmp_path: Path, acc: str = "h100-sxm", gpn: int = 8, extra: str = "", inner: str = "") -> Path:
+    f = tmp_path / "c.yaml"
+    f.write_text(CLUSTER.format(acc=acc, gpn=gpn, extra=extra, inner=inner, span=gpn * 8))
+    return f
+
+
+def test_net_overhead_on_the_innermost_tier_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = _cluster(tmp_path, inner=", net_overhead: 1 ms")
+    refused(cli, "predict", "-c", str(f), "-m", "llama3-8b", "-n", "64", inputs=(f,),
+            match="tiers[0] ('nvlink') net_overhead 0.001 s: the innermost tier's ring steps never leave a node")
+    refused(cli, "collective", "-c", "aws-p5", "-n", "64", "--set", "cluster.tiers.nvlink.net_overhead=1us",
+            match="error: --set cluster.tiers.nvlink.net_overhead: tiers: tiers[0] ('nvlink') net_overhead 1e-06 s")
+
+
+def test_net_overhead_on_a_network_tier_still_prices(cli) -> None:  # type: ignore[no-untyped-def]
+    base = ["collective", "-c", "aws-p5", "-n", "64", "--size", "32MiB", "--algo", "ring"]
+    slow = accepted(cli, *base, "--set", "cluster.tiers.efa.net_overhead=1ms")
+    fast = accepted(cli, *base)
+    t = [r["rows"][0]["algorithms"][0]["time_s"] for r in (slow, fast)]
+    assert t[0] > t[1], t
+
+
+@pytest.mark.parametrize("cluster", ["dgx-a100", "mi300x-8", "tpu-v4-pod"])
+def test_the_p5_tuner_off_a_p5_instance_is_refused(cli, cluster: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", cluster, "-m", "llama3-8b", "-n", "64", "--set", "cluster.nccl_tuner=aws-ofi-p5",
+            match="error: --set cluster.nccl_tuner: 'aws-ofi-p5' on ")
+
+
+@pytest.mark.parametrize("gpn", [4, 3])
+def test_the_p5_tuner_needs_eight_gpus_a_node(cli, tmp_path: Path, gpn: int) -> None:  # type: ignore[no-untyped-def]
+    f = _cluster(tmp_path, gpn=gpn, extra="nccl_tuner: aws-ofi-p5\n")
+    refused(cli, "predict", "-c", str(f), "-m", "llama3-8b", "-n", str(gpn * 8), inputs=(f,),
+            match=f"nccl_tuner: 'aws-ofi-p5' on {gpn} h100-sxm accelerators a node (hopper)")
+
+
+@pytest.mark.parametrize("cluster", ["aws-p5", "dgx-h100", "hgx-h200"])
+def test_the_p5_tuner_on_eight_hopper_gpus_still_runs(cli, cluster: str) -> None:  # type: ignore[no-untyped-def]
+    assert accepted(cli, "predict", "-c", cluster, "-m", "llama3-8b", "-n", "64", "--set",
+                    "cluster.nccl_tuner=aws-ofi-p5")["step_time_s"] > 0
