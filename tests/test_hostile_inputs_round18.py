@@ -162,3 +162,51 @@ def test_the_p5_tuner_needs_eight_gpus_a_node(cli, tmp_path: Path, gpn: int) -> 
 def test_the_p5_tuner_on_eight_hopper_gpus_still_runs(cli, cluster: str) -> None:  # type: ignore[no-untyped-def]
     assert accepted(cli, "predict", "-c", cluster, "-m", "llama3-8b", "-n", "64", "--set",
                     "cluster.nccl_tuner=aws-ofi-p5")["step_time_s"] > 0
+
+
+# --- torchtitan: a pipeline schedule torch does not know; the memory_budget mode ----------------------------------
+# torchtitan hands parallelism.pipeline_parallel_schedule to torch's get_schedule_class (torchtitan/distributed/
+# pipeline_parallel.py L300 at b5bcd76c6), whose case-insensitive lookup raises on any other name: 'bogus' was
+# said "not used" and 1F1B priced. activation_checkpoint.mode 'memory_budget' (torchtitan since b27638732) was
+# refused as an "unknown" mode.
+
+TITAN18 = ("[training]\nlocal_batch_size = 1\nseq_len = 4096\n[activation_checkpoint]\nmode = '{mode}'\n"
+           "[parallelism]\ndata_parallel_shard_degree = -1\npipeline_parallel_degree = 4\n{extra}")
+
+
+def _titan(tmp_path: Path, mode: str = "none", extra: str = "") -> Path:
+    f = tmp_path / "job.toml"
+    f.write_text(TITAN18.format(mode=mode, extra=extra))
+    return f
+
+
+@pytest.mark.parametrize("name", ["bogus", "1F1B2", "Interleaved"])
+def test_torchtitan_unknown_schedule_is_refused(cli, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+    f = _titan(tmp_path, extra=f"pipeline_parallel_schedule = '{name}'\n")
+    refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,),
+            match=f"{f}: parallelism.pipeline_parallel_schedule: unknown pipeline schedule '{name}'")
+
+
+@pytest.mark.parametrize("name", ["DualPipeV", "loopedbfs"])
+def test_torchtitan_schedule_torch_knows_but_unpriced_is_said(cli, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+    f = _titan(tmp_path, extra=f"pipeline_parallel_schedule = '{name}'\n")
+    out = accepted(cli, "predict", *DENSE, "--strategy", str(f))
+    assert f"parallelism.pipeline_parallel_schedule {name}" in out["inputs"]["strategy_file"]["unused"]
+
+
+def test_torchtitan_memory_budget_mode_is_named_as_unpriced(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = _titan(tmp_path, mode="memory_budget")
+    line = refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,))
+    assert "activation_checkpoint.mode: mode 'memory_budget'" in line and "is not priced" in line, line
+
+
+# --- DeepSpeed reduce_bucket_size out of range was "expected a positive number, got '1e+30'" ----------------------
+
+@pytest.mark.parametrize("value, said", [("1e30", "1e+30 elements is outside 1 .. 1e13"),
+                                         ('"5e8"', "expected a positive JSON number, got '5e8'")])
+def test_deepspeed_bucket_out_of_range_says_so(cli, tmp_path: Path, value: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "ds.json"
+    f.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1, "reduce_bucket_size": '
+                 + value + "}}")
+    refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,),
+            match=f"{f}: zero_optimization.reduce_bucket_size: {said}")
