@@ -210,3 +210,32 @@ def test_deepspeed_bucket_out_of_range_says_so(cli, tmp_path: Path, value: str, 
                  + value + "}}")
     refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,),
             match=f"{f}: zero_optimization.reduce_bucket_size: {said}")
+
+
+# --- a layout in a launch at pipeline size 1 -----------------------------------------------------------------------
+# Without --pipeline-model-parallel-size (Megatron's default 1) a 4-stage layout was refused as "stage_layers (4
+# counts) with pp 1", words the launch never wrote; with --pp 4 on the command line as "4 counts for pp 4 x 4 virtual
+# stages" (the stages read as virtual stages of 1 rank). A one-stage layout, which Megatron runs (V = 1, no
+# pipeline: arguments.py L941-951 at d98e8a64dd), was refused the same way.
+
+BARE = "torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --micro-batch-size 1 --bf16 "
+
+
+@pytest.mark.parametrize("pp", [[], ["--pp", "4"]])
+def test_layout_of_stages_without_a_pipeline_size_says_so(cli, tmp_path: Path, pp: list[str]) -> None:  # type: ignore[no-untyped-def]
+    f = _launch(tmp_path, BARE + "--pipeline-model-parallel-layout 'Et*8|t*8|t*8|t*8L'\n")
+    refused(cli, "predict", *DENSE, *pp, "--strategy", str(f), inputs=(f,),
+            match="--pipeline-model-parallel-layout: 4 stages for pipeline size 1 (no --pipeline-model-parallel-size: "
+                  "Megatron's default 1)")
+
+
+def test_layout_of_one_stage_runs_without_a_pipeline(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = _launch(tmp_path, BARE + "--pipeline-model-parallel-layout 'Et*32L'\n")
+    out = accepted(cli, "predict", *DENSE, "--strategy", str(f))
+    assert out["strategy"]["pp"] == 1 and out["strategy"]["stage_layers"] is None
+
+
+def test_layout_of_one_stage_counts_the_launchs_layers(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = _launch(tmp_path, BARE + "--num-layers 32 --pipeline-model-parallel-layout 'Et*31L'\n")
+    refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,),
+            match="31 decoder layers (t) in the layout, with --num-layers 32 (Megatron asserts them equal)")

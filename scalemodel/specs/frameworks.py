@@ -787,6 +787,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
     args: dict[str, str | None] = {}
     model_flags: list[str] = []
     mtp_layers: str | None = None
+    num_layers: str | None = None
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -828,6 +829,8 @@ def _megatron(text: str, out: StrategyFile) -> None:
         i += 1
         if name == "--mtp-num-layers":  # compared with a layout's MTP layers (_pipeline_layout)
             mtp_layers = value
+        elif name == "--num-layers":  # compared with a one-stage layout's decoder layers (_pipeline_layout)
+            num_layers = value
         if name in _MEG_INT or name in _MEG_KNOWN_VALUE or name in _MEG_STORE_TRUE:
             if name in args and args[name] != value:  # round 16b: "--tensor-model-parallel-size 2 ... 4" was read as
                 # 4 without a word (a script that sets a flag and sets it again later); argparse keeps the last
@@ -1057,7 +1060,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
     if opt is not None and opt != "adam":
         out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")
     if "--pipeline-model-parallel-layout" in args:
-        _pipeline_layout(args, out, mtp_layers)
+        _pipeline_layout(args, out, mtp_layers, num_layers)
     virtual: dict[str, int | None] = {k: number(k) for k in ("--virtual-pipeline-model-parallel-size",
                                                              "--num-virtual-stages-per-pipeline-rank",
                                                              "--num-layers-per-virtual-pipeline-stage") if k in args}
@@ -1193,7 +1196,8 @@ def layout_mtp_layers(layout: str) -> int:
     return megatron_layout_letters(layout).count("m")
 
 
-def _pipeline_layout(args: dict[str, str | None], out: StrategyFile, mtp_layers: str | None = None) -> None:
+def _pipeline_layout(args: dict[str, str | None], out: StrategyFile, mtp_layers: str | None = None,
+                     num_layers: str | None = None) -> None:
     """--pipeline-model-parallel-layout as strategy.stage_layers (:func:`megatron_layout_stages`) and, with V >= 2
     virtual stages per rank, schedule interleaved:V (Megatron-LM's validate_args derives the virtual stages from the
     layout, megatron/training/arguments.py lines 941-951 at d98e8a64dd, and asserts no
@@ -1223,6 +1227,26 @@ def _pipeline_layout(args: dict[str, str | None], out: StrategyFile, mtp_layers:
                              + (f"--mtp-num-layers {want}" if mtp_layers is not None else "no --mtp-num-layers")
                              + " (Megatron asserts the layout's m count equal to mtp_num_layers)", where=flag,
                              allowed=f"{want} m in the layout, one per MTP layer of --mtp-num-layers")
+    if pp <= 1:
+        # round 18: a launch without --pipeline-model-parallel-size (Megatron's default 1) was refused as
+        # "stage_layers (4 counts) with pp 1", words the launch never wrote, and a one-stage layout ('Et*32L', which
+        # Megatron runs: V = 1 stage / 1 rank, no pipeline) the same; with --pp on the command line the stages were
+        # read as 4 virtual stages of 1 rank ("4 counts for pp 4 x 4 virtual stages")
+        if len(counts) == 1:  # one stage, no pipeline: every layer on the one rank, as without the layout
+            layers = num_layers if num_layers is not None and re.fullmatch(r"\+?[0-9]{1,9}", num_layers) else None
+            if layers is not None and int(layers) != counts[0]:  # validate_layer_layout (lines 104-106)
+                raise InputError(f"{counts[0]} decoder layers (t) in the layout, with --num-layers {int(layers)} "
+                                 "(Megatron asserts them equal)", where=flag,
+                                 allowed=f"{int(layers)} t in the layout, one per decoder layer")
+            return
+        given = args.get("--pipeline-model-parallel-size")
+        why = ("no --pipeline-model-parallel-size: Megatron's default 1" if given is None else
+               f"--pipeline-model-parallel-size {given[:40]} not expanded" if "$" in given or "`" in given else
+               f"--pipeline-model-parallel-size {given[:40]}")
+        raise InputError(f"{len(counts)} stages for pipeline size 1 ({why}): the layout's stages are the pipeline's "
+                         "stages, pp x V of them", where=flag,
+                         allowed="--pipeline-model-parallel-size P >= 2 in the launch, the stages a multiple of P "
+                                 "(a --pp given on the command line does not re-read the layout)")
     out.strategy["stage_layers"] = counts
     out.fields["stage_layers"] = flag
     if v > 1:
