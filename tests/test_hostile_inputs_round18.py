@@ -239,3 +239,19 @@ def test_layout_of_one_stage_counts_the_launchs_layers(cli, tmp_path: Path) -> N
     f = _launch(tmp_path, BARE + "--num-layers 32 --pipeline-model-parallel-layout 'Et*31L'\n")
     refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,),
             match="31 decoder layers (t) in the layout, with --num-layers 32 (Megatron asserts them equal)")
+
+
+# --- a nanotron config as --strategy ---------------------------------------------------------------------------------
+# Read as a strategy YAML: its optimizer section refused as "training.optimizer: unknown optimizer {'zero_stage': 1}",
+# or, without one, every key "not used" and the default strategy priced.
+
+NANOTRON = ("general:\n  project: x\nparallelism:\n  dp: 8\n  pp: 4\n  tp: 2\n  pp_engine: 1f1b\n{opt}"
+            "tokens:\n  micro_batch_size: 1\n  sequence_length: 4096\n")
+
+
+@pytest.mark.parametrize("opt", ["optimizer:\n  zero_stage: 1\n", ""])
+def test_a_nanotron_config_is_named_as_such(cli, tmp_path: Path, opt: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "nanotron.yaml"
+    f.write_text(NANOTRON.format(opt=opt))
+    refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,),
+            match=f"{f}: parallelism: a nanotron config (parallelism: dp / pp / tp) is not one of the strategy formats")

@@ -111,6 +111,15 @@ def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
         raise InputError(f"kind {str(kind)[:40]!r} is not a strategy file", where="kind",
                          allowed="a strategy YAML (kind: strategy, or no kind) with strategy: and training: mappings "
                                  "or their fields at the top")
+    par = data.get("parallelism")
+    if isinstance(par, dict) and {"dp", "pp", "tp"} & set(par) and "strategy" not in data:
+        # round 18: a nanotron config (huggingface/nanotron src/nanotron/config/parallelism_config.py ParallelismArgs:
+        # dp / pp / tp; optimizer.zero_stage, tokens) was read as a strategy YAML: its optimizer section refused as
+        # "unknown optimizer {'zero_stage': 1}", or, without one, every key "not used" and the defaults priced
+        raise InputError("a nanotron config (parallelism: dp / pp / tp) is not one of the strategy formats read here",
+                         where="parallelism", allowed="a scalemodel strategy YAML, a DeepSpeed JSON, Megatron-LM flags "
+                         "or a torchtitan TOML; for a nanotron run: --tp/--pp/--zero with --set "
+                         "strategy.nanotron_trainer=true")
     for key, value in data.items():
         if key in ("strategy", "training") and not isinstance(value, (dict, type(None))):  # was warned as unused
             raise InputError(f"expected a mapping, got {str(value)[:40]!r}", where=key,
