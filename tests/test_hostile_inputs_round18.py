@@ -255,3 +255,13 @@ def test_a_nanotron_config_is_named_as_such(cli, tmp_path: Path, opt: str) -> No
     f.write_text(NANOTRON.format(opt=opt))
     refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,),
             match=f"{f}: parallelism: a nanotron config (parallelism: dp / pp / tp) is not one of the strategy formats")
+
+
+# --- plan with a split of fewer than two counts -----------------------------------------------------------------
+# predict refuses it (no pipeline to split); plan searched 6.45 million candidates and found none feasible, every one
+# "layers_not_divisible".
+
+@pytest.mark.parametrize("split", ["[32]", "[]"])
+def test_plan_refuses_a_split_of_fewer_than_two_stages(cli, split: str) -> None:  # type: ignore[no-untyped-def]
+    line = refused(cli, "plan", *DENSE, "--set", f"strategy.stage_layers={split}")
+    assert line.startswith("error: --set strategy.stage_layers: ") and "a pipeline at least 2 stages" in line, line
