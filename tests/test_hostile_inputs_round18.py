@@ -265,3 +265,20 @@ def test_a_nanotron_config_is_named_as_such(cli, tmp_path: Path, opt: str) -> No
 def test_plan_refuses_a_split_of_fewer_than_two_stages(cli, split: str) -> None:  # type: ignore[no-untyped-def]
     line = refused(cli, "plan", *DENSE, "--set", f"strategy.stage_layers={split}")
     assert line.startswith("error: --set strategy.stage_layers: ") and "a pipeline at least 2 stages" in line, line
+
+
+# --- an unquoted layout: bash pipes at its first '|' -----------------------------------------------------------------
+# "--pipeline-model-parallel-layout Et*8|t*8|t*8|t*8L" was refused as "1 stages for pipeline size 4" (bash passes the
+# launch "Et*8" and pipes it into a command "t*8"), a count the file does not show.
+
+@pytest.mark.parametrize("flag", ["--pipeline-model-parallel-layout Et*2|t*10|t*10|t*10L",
+                                  "--pipeline-model-parallel-layout=Et*2|t*10|t*10|t*10L"])
+def test_unquoted_layout_is_named_a_pipe(cli, tmp_path: Path, flag: str) -> None:  # type: ignore[no-untyped-def]
+    f = _launch(tmp_path, LAUNCH + flag + "\n")
+    refused(cli, "predict", *DENSE, "--strategy", str(f), inputs=(f,),
+            match="--pipeline-model-parallel-layout: an unquoted '|' in the layout on line 1: bash reads it as a pipe")
+
+
+def test_quoted_layout_piped_into_tee_still_runs(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = _launch(tmp_path, LAUNCH + "--pipeline-model-parallel-layout 'Et*2|t*10|t*10|t*10L' | tee log.txt\n")
+    assert accepted(cli, "predict", *DENSE, "--strategy", str(f))["strategy"]["stage_layers"] == [2, 10, 10, 10]

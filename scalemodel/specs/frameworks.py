@@ -577,6 +577,18 @@ def _one_command(words: list[str], no: int, launch: bool, out: StrategyFile | No
         if redirect:
             continue
         if w in _CONTROL_OPERATORS:
+            layout = "--pipeline-model-parallel-layout"
+            value = words[i - 1].partition("=")[2] if i > 0 and words[i - 1].startswith(layout + "=") else (
+                words[i - 1] if i > 1 and words[i - 2] == layout else None)
+            after = words[i + 1] if i + 1 < len(words) else ""
+            if (w in ("|", "||") and depth == 0 and ticks % 2 == 0 and value is not None and "|" not in value
+                    and re.fullmatch(r"[EtLm0-9*(),]+", after)):  # a quoted layout holds its '|'s: one word
+                # round 18: "--pipeline-model-parallel-layout Et*8|t*8|t*8|t*8L" unquoted: bash pipes the launch into
+                # a command "t*8" and passes the layout "Et*8"; read so, it was refused as "1 stages for pipeline
+                # size 4", a count the file does not show
+                raise InputError(f"an unquoted {w!r} in the layout on line {no}: bash reads it as a pipe and passes "
+                                 "the launch the layout up to it", where=layout,
+                                 allowed=f"the layout in quotes, e.g. {layout} 'Et*3|(tt|)*6,t|tL'")
             if depth == 0 and ticks % 2 == 0:
                 commands.append([])
                 ops.append(w)
