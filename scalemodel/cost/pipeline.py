@@ -179,6 +179,23 @@ def interleaved_rank_time(m: ArrayLike, w: ArrayLike, c: ArrayLike) -> np.ndarra
     wait = np.concatenate([np.zeros(c_.shape[:-1] + (1,)), np.cumsum(c_, axis=-1)], axis=-1)  # chunks before r
     return np.asarray(np.max(np.asarray(m, dtype=float)[..., None] * w_ + wait, axis=-1))
 
+def interleaved_rank_wait_time(m: ArrayLike, w: ArrayLike, wait: ArrayLike) -> np.ndarray:
+    """:func:`interleaved_rank_time` with each rank's wait given: ``w`` one micro-batch's seconds on ranks 0 .. p-1
+    and ``wait`` the forward + backward seconds, one micro-batch, of every chunk before rank r's first chunk that
+    holds a layer, both along the last axis:
+
+        T = max_r [ m W_r + wait_r ]
+
+    the same bound (rank r's first real forward waits for micro-batch 0 through every chunk before it, and its last
+    real backward, on that chunk, is followed by theirs), where some rank's chunk of virtual stage 0 holds no layer
+    (Megatron's layout allows an empty stage: ``E|...``, ``(|t*8)*4``): that rank's first work is on a later chunk,
+    behind every chunk of the virtual stages before it. :func:`interleaved_rank_time` counts the chunks of virtual
+    stage 0 only, and a split whose virtual stage 0 held no layers (``[0,0,0,0,8,8,8,8]`` at pp 4, V 2, the 1F1B
+    pipeline of [8,8,8,8] with an empty lap before it) was priced with no bubble at all."""
+    w_ = np.asarray(w, dtype=float)
+    return np.asarray(np.max(np.asarray(m, dtype=float)[..., None] * w_ + np.asarray(wait, dtype=float), axis=-1))
+
+
 def _one_f_one_b_rank_paths(m: np.ndarray, warm: np.ndarray, f_k: np.ndarray, b_k: np.ndarray,
                             f_before: np.ndarray, b_before: np.ndarray, w_after: np.ndarray) -> np.ndarray:
     """Longest of the four schedule paths through rank k of a 1F1B pipeline (see :func:`one_f_one_b_time`).

@@ -883,6 +883,10 @@ def check_stage_layers(job: Job, split: Any, where: str = "strategy.stage_layers
     pattern (its '|' segments are its split: Megatron-LM's validate_args refuses a layout beside them), a count below
     0, or counts whose sum is not the model's decoder layers."""
     counts = [int(n) for n in split]
+    if len(counts) < 2:  # round 18: plan searched every candidate to find none ("layers_not_divisible" for all)
+        raise InputError(f"{len(counts)} count{'s' if len(counts) != 1 else ''}: a split of the layers over pipeline "
+                         "stages needs one count per stage, and a pipeline at least 2 stages", where=where,
+                         allowed="pp x V counts (pp >= 2), or leave stage_layers out")
     if not job.is_transformer:
         raise InputError("stage_layers splits a transformer's decoder layers; this model has none", where=where,
                          allowed="a transformer model, or leave stage_layers out")

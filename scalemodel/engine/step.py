@@ -846,6 +846,11 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
             if not sp.piped:  # Megatron refuses virtual stages without '|' (the split is not the candidates')
                 continue
             v = float(sp.v)
+            if sp.segments and not all(sp.segments[:p]):
+                # a rank whose chunk of virtual stage 0 holds no layer starts on a later chunk, behind every chunk
+                # before it (cost.pipeline.interleaved_rank_wait_time)
+                out.append((sp.on, _empty_chunk_waits(job, stage, m, sp, stages)))
+                continue
             chunks, pieces = [], []
             for s in sp.chunks[:p - 1]:
                 part = _part_job(job, s)
@@ -874,6 +879,29 @@ def _segment_pipeline_total(job: Job, g: StrategyGrid, stage: Callable[..., _Sta
             b = np.stack([np.broadcast_to(x[1], shape) for x in fb], axis=-1)
             out.append((sp.on, pipeline.one_f_one_b_time(np.broadcast_to(m, shape), f, b)))
     return out
+
+
+def _empty_chunk_waits(job: Job, stage: Callable[..., _Stage], m: np.ndarray, sp: _RankSplit,
+                       stages: list[_Stage]) -> np.ndarray:
+    """The interleaved step of a split (``sp``: '|' segments or strategy.stage_layers) where a chunk of virtual stage 0
+    holds no layer: :func:`scalemodel.cost.pipeline.interleaved_rank_wait_time` over the ranks' times (``stages``)
+    and each rank's wait, the chunks before its first chunk that holds a layer (virtual stage c of rank r at c p + r),
+    each chunk priced as :func:`_segment_pipeline_total` prices the chunks of virtual stage 0 (its layers on its own
+    kinds, its two send/recvs: the empty stage's 2 v less (2 v - 2))."""
+    p, v, segs = sp.p, float(sp.v), sp.segments
+    times: list[np.ndarray] = []
+    for s in segs:
+        part = _part_job(job, s)
+        pp_only = stage(np.zeros(1), False, part).time
+        times.append(stage(np.full(1, float(len(s))), False, part).time - pp_only + pp_only / v)
+    waits = []
+    for r in range(p):
+        first = next((c * p + r for c in range(len(segs) // p) if segs[c * p + r]), r)
+        waits.append(sum(times[:first], np.zeros(1)))
+    shape = np.broadcast_shapes(np.shape(m), *(np.shape(x.time) for x in stages), *(np.shape(x) for x in waits))
+    w = np.stack([np.broadcast_to(x.time, shape) for x in stages], axis=-1)
+    c = np.stack([np.broadcast_to(x, shape) for x in waits], axis=-1)
+    return pipeline.interleaved_rank_wait_time(np.broadcast_to(m, shape), w, c)
 
 
 def _layers_split(job: Job, g: StrategyGrid) -> np.ndarray:

@@ -145,6 +145,24 @@ class ClusterSpec(Sourced, kw_only=True):
         if self.max_gpus is not None and self.max_gpus % self.gpus_per_node:
             raise field_error("max_gpus", f"{self.max_gpus} GPUs is not whole nodes of {self.gpus_per_node}",
                               f"a multiple of gpus_per_node ({self.gpus_per_node})")
+        if self.tiers[0].net_overhead is not None:
+            # round 18: accepted and never read. NCCL adds its net overhead to a ring's steps only where the ring
+            # leaves its node (tuning.cc, nNodes > 1); cost.algorithms._ring_hops reads it on the crossed outer tiers
+            inner = self.tiers[0]
+            raise field_error("tiers", f"tiers[0] ({inner.name!r}) net_overhead {inner.net_overhead:g} s: the innermost"
+                              " tier's ring steps never leave a node, and NCCL pays its net overhead only on rings"
+                              " that cross a network tier", "leave it out there, or give it on an outer (network) tier")
+        acc = self.accelerator
+        if self.nccl_tuner == "aws-ofi-p5" and (str(getattr(acc, "family", "")) != "hopper"
+                                                 or self.gpus_per_node != 8
+                                                 or any(str(t.protocol).lower() == "ici" for t in self.tiers)):
+            # round 18: priced on an A100 or an MI300X cluster (and dropped without a word on a TPU pod). aws-ofi-nccl
+            # v1.16.3 src/tuner/nccl_ofi_tuner.cpp lines 100-107 picks the p5/p5e regions only where the instance is
+            # p5.48xlarge or p5e.48xlarge (8 H100 / H200 GPUs); elsewhere NCCL's own tuner decides
+            raise field_error("nccl_tuner", f"'aws-ofi-p5' on {self.gpus_per_node} {getattr(acc, 'name', '?')} "
+                              f"accelerators a node ({getattr(acc, 'family', '?')}): aws-ofi-nccl loads its p5/p5e "
+                              "regions only on p5.48xlarge / p5e.48xlarge instances (8 H100 or H200 GPUs)",
+                              "'' (NCCL's own choice) on this cluster, or a cluster of 8 Hopper GPUs a node")
 
     @staticmethod
     def _tiers_nest(tiers: list[TierSpec]) -> None:

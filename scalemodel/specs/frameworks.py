@@ -125,6 +125,15 @@ def _scalemodel(data: dict[str, Any], out: StrategyFile) -> None:
         raise InputError(f"kind {str(kind)[:40]!r} is not a strategy file", where="kind",
                          allowed="a strategy YAML (kind: strategy, or no kind) with strategy: and training: mappings "
                                  "or their fields at the top")
+    par = data.get("parallelism")
+    if isinstance(par, dict) and {"dp", "pp", "tp"} & set(par) and "strategy" not in data:
+        # round 18: a nanotron config (huggingface/nanotron src/nanotron/config/parallelism_config.py ParallelismArgs:
+        # dp / pp / tp; optimizer.zero_stage, tokens) was read as a strategy YAML: its optimizer section refused as
+        # "unknown optimizer {'zero_stage': 1}", or, without one, every key "not used" and the defaults priced
+        raise InputError("a nanotron config (parallelism: dp / pp / tp) is not one of the strategy formats read here",
+                         where="parallelism", allowed="a scalemodel strategy YAML, a DeepSpeed JSON, Megatron-LM flags "
+                         "or a torchtitan TOML; for a nanotron run: --tp/--pp/--zero with --set "
+                         "strategy.nanotron_trainer=true")
     for key, value in data.items():
         if key in ("strategy", "training") and not isinstance(value, (dict, type(None))):  # was warned as unused
             raise InputError(f"expected a mapping, got {str(value)[:40]!r}", where=key,
@@ -215,8 +224,12 @@ def _deepspeed(data: dict[str, Any], out: StrategyFile) -> None:
         if zero.get("reduce_bucket_size") is not None and not _auto(zero["reduce_bucket_size"]):
             elements = zero["reduce_bucket_size"]
             if isinstance(elements, bool) or not isinstance(elements, (int, float)) or not 0 < elements <= 1e13:
-                raise InputError(f"expected a positive number, got {str(elements)[:40]!r}",
-                                 where="zero_optimization.reduce_bucket_size", allowed="elements, e.g. 5e8")
+                # round 18: 1e30 was "expected a positive number, got '1e+30'"; a string "5e8" the same
+                what = (f"{elements:g} elements is outside 1 .. 1e13" if isinstance(elements, (int, float))
+                        and not isinstance(elements, bool) and elements > 0 else
+                        f"expected a positive JSON number, got {str(elements)[:40]!r}")
+                raise InputError(what, where="zero_optimization.reduce_bucket_size",
+                                 allowed="elements, a JSON number from 1 to 1e13, e.g. 5e8")
             # DeepSpeed counts elements; the bucket is communicated in the gradient dtype
             out.strategy["bucket_size"] = _bucket_bytes(elements, _grad_bytes(out),
                                                         "zero_optimization.reduce_bucket_size")
@@ -627,11 +640,28 @@ def _split_commands(words: list[str]) -> list[tuple[str, list[str]]]:
             continue
         if w in _CONTROL_OPERATORS:
             if depth == 0 and ticks % 2 == 0:
+                _unquoted_layout_pipe(words, i)
                 commands.append((w, []))
             continue
         depth, ticks = max(depth + w.count("(") - w.count(")"), 0), ticks + w.count("`")
         commands[-1][1].append(w)
     return commands
+
+
+def _unquoted_layout_pipe(words: list[str], i: int) -> None:
+    """Refuse a ``|`` that ends an unquoted --pipeline-model-parallel-layout (round 18: ``... Et*8|t*8|t*8|t*8L``
+    unquoted: bash pipes the launch into a command ``t*8`` and passes the layout ``Et*8``; read so, it was refused as
+    "1 stages for pipeline size 4", a count the file does not show). A quoted layout holds its ``|``s in one word."""
+    if words[i] not in ("|", "||") or i == 0:
+        return
+    layout = "--pipeline-model-parallel-layout"
+    value = words[i - 1].partition("=")[2] if words[i - 1].startswith(layout + "=") else (
+        words[i - 1] if i > 1 and words[i - 2] == layout else None)
+    after = words[i + 1] if i + 1 < len(words) else ""
+    if value is not None and "|" not in value and re.fullmatch(r"[EtLm0-9*(),]+", after):
+        raise InputError(f"an unquoted {words[i]!r} in the layout: bash reads it as a pipe and passes the launch the "
+                         "layout up to it", where=layout,
+                         allowed=f"the layout in quotes, e.g. {layout} 'Et*3|(tt|)*6,t|tL'")
 
 
 def _shown(words: list[str], limit: int = 50) -> str:
@@ -755,6 +785,12 @@ _ARRAY_OPEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)", re.S)
 _REFERENCE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(\[[@*0]\])?\})")
 
 
+#: The most characters a launch's words may hold once its variables are expanded: 16 x the largest strategy file
+#: (files.MAX_SPEC_BYTES, 256 KiB). Each assignment that doubles the one before ("A1=\"$A $A\"", "A2=\"$A1 $A1\"",
+#: ...) doubled the words held, and 40 of them ran the reader out of memory (a MemoryError traceback, round 18)
+MAX_EXPANDED_CHARS = 16 * 256 * 1024
+
+
 def _references(words: list[str]) -> set[str]:
     return {m.group(1) or m.group(2) for w in words if (m := _REFERENCE.fullmatch(w))}
 
@@ -775,10 +811,24 @@ def _read_variables(segments: list[_Segment], out: StrategyFile | None
     where: dict[str, int] = {}
     used: set[str] = set()
 
+    produced = 0  # characters the references have expanded to so far, bounded by MAX_EXPANDED_CHARS
+
     def expand(word: str) -> list[str]:
+        nonlocal produced
         m = _REFERENCE.fullmatch(word)
         if not m:
             return [word]
+        words = _expand_reference(m)
+        produced += sum(len(w) + 1 for w in words)
+        if produced > MAX_EXPANDED_CHARS:
+            shown = word if len(word) <= 40 else word[:37] + "..."
+            raise InputError(f"the shell variables expand to more than {MAX_EXPANDED_CHARS:,} characters (at "
+                             f"{shown})", allowed="a launch script whose variables hold its flags (each expanded "
+                                                  "where it is named, at most 16 times the file's size in all)")
+        return words
+
+    def _expand_reference(m: re.Match[str]) -> list[str]:
+        word = m.group(0)
         name, index = m.group(1) or m.group(2), m.group(3)
         # each element one word, as the usual quoted "${ARGS[@]}" passes it (an element holding blanks, from a quoted
         # word in the array or a NAME="..." on an array, stays whole; whether the reference was quoted is not kept
@@ -1355,7 +1405,8 @@ def _layout_text(layout: str, where: str = "--pipeline-model-parallel-layout") -
 
         def unroll(mt: re.Match[str]) -> str:
             nonlocal size
-            n = int(mt.group(2)) if len(mt.group(2)) <= 7 else MAX_LAYOUT_CHARS + 1
+            digits = mt.group(2).lstrip("0") or "0"  # Python's int(), as Megatron reads N: "t*00000008" is 8 layers
+            n = int(digits) if len(digits) <= 7 else MAX_LAYOUT_CHARS + 1
             size += len(mt.group(1)) * n
             if size > MAX_LAYOUT_CHARS:
                 raise InputError(f"{layout[:60]!r} unrolls to more than {MAX_LAYOUT_CHARS} letters", where=where,
@@ -1363,6 +1414,11 @@ def _layout_text(layout: str, where: str = "--pipeline-model-parallel-layout") -
             return mt.group(1) * n
 
         text = re.sub(pattern, unroll, text)
+    bad = sorted({c for c in text if c not in "ELtm|"})
+    if bad:
+        raise InputError(f"unknown layer letter {bad[0]!r} in {layout[:60]!r}", where=where,
+                         allowed="E (embedding), t (decoder layer), m (MTP layer), L (loss), | between stages, "
+                                 "(...)*N and x*N repeats, commas")
     return text
 
 
@@ -1381,11 +1437,6 @@ def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-
     refused, not priced where it is not."""
     text = _layout_text(layout, where)
     stages = text.split("|")
-    bad = sorted({c for c in text if c not in "ELtm|"})
-    if bad:
-        raise InputError(f"unknown layer letter {bad[0]!r} in {layout[:60]!r}", where=where,
-                         allowed="E (embedding), t (decoder layer), m (MTP layer), L (loss), | between stages, "
-                                 "(...)*N and x*N repeats, commas")
     if pp < 1 or len(stages) % pp:
         raise InputError(f"{len(stages)} stages for pipeline size {pp} (Megatron asserts the layout's stages "
                          "divisible by it)", where=where, allowed=f"a multiple of {pp} stages separated by |")
@@ -1437,6 +1488,10 @@ def _pipeline_layout(args: dict[str, str | None], out: StrategyFile, tokens: lis
     if others:
         raise InputError(f"{flag} with {others[0]} (the layout places every layer and gives the virtual stages)",
                          where=flag, allowed=f"the layout alone, without {others[0]}")
+    if "$" in text or "`" in text:  # as number() says of a count: the reader does not expand a non-flag variable
+        out.unused.append(f"{flag} {text[:40]} (not a layout: a shell variable is not expanded; the balanced split "
+                          "is priced)")
+        return
     pp = int(out.strategy.get("pp", 1))
     counts, v = megatron_layout_stages(text, pp, flag)
     # validate_layer_layout (pipeline_parallel_layer_layout.py lines 106-114 at d98e8a64dd) against the launch's own
@@ -1458,6 +1513,17 @@ def _pipeline_layout(args: dict[str, str | None], out: StrategyFile, tokens: lis
         # one stage (pp 1, no virtual stages): Megatron runs it (validate_args sets no virtual stages); every layer on
         # the one rank is what the model prices without a split, and strategy.stage_layers needs pp >= 2
         return
+    if pp <= 1:
+        # round 18: a launch without --pipeline-model-parallel-size (Megatron's default 1) was refused as
+        # "stage_layers (4 counts) with pp 1", words the launch never wrote
+        pp_text = args.get("--pipeline-model-parallel-size")
+        why = ("no --pipeline-model-parallel-size: Megatron's default 1" if pp_text is None else
+               f"--pipeline-model-parallel-size {pp_text[:40]} not expanded" if "$" in pp_text or "`" in pp_text else
+               f"--pipeline-model-parallel-size {pp_text[:40]}")
+        raise InputError(f"{len(counts)} stages for pipeline size 1 ({why}): the layout's stages are the pipeline's "
+                         "stages, pp x V of them", where=flag,
+                         allowed="--pipeline-model-parallel-size P >= 2 in the launch, the stages a multiple of P "
+                                 "(a --pp given on the command line does not re-read the layout)")
     out.strategy["stage_layers"] = counts
     out.fields["stage_layers"] = flag
     if v > 1:
@@ -1764,6 +1830,10 @@ def _toml(text: str, where: str) -> dict[str, Any]:
 
 _TITAN_SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved:2", "zbvzerobubble": "zb",
                     "interleavedzerobubble": "zb"}
+#: every name torch.distributed.pipelining.schedules.get_schedule_class maps (lower case, as it looks them up):
+#: the priced ones above, and LoopedBFS, DualPipeV and the two base classes, said "not used"
+_TORCH_SCHEDULES = frozenset({*_TITAN_SCHEDULES, "loopedbfs", "dualpipev", "pipelineschedulesingle",
+                              "pipelineschedulemulti"})
 
 
 #: Where torchtitan sets the defaults its reader fills (StrategyFile.default)
@@ -1887,6 +1957,15 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     sched = par.get("pipeline_parallel_schedule")
     if sched is not None:
         label = _TITAN_SCHEDULES.get(str(sched).lower())
+        if label is None and str(sched).lower() not in _TORCH_SCHEDULES and not par.get(
+                "pipeline_parallel_schedule_csv"):
+            # round 18: a name torch does not know was said "not used" and 1F1B priced; torchtitan calls
+            # torch.distributed.pipelining's get_schedule_class on it (torchtitan/distributed/pipeline_parallel.py
+            # L300 at b5bcd76c6), which raises ValueError "Unknown schedule name" (case-insensitive lookup)
+            raise InputError(f"unknown pipeline schedule {str(sched)[:40]!r} (torch's get_schedule_class raises on it)",
+                             where="parallelism.pipeline_parallel_schedule",
+                             allowed="1F1B, GPipe, Interleaved1F1B, ZBVZeroBubble or InterleavedZeroBubble (priced); "
+                                     "LoopedBFS, DualPipeV (torch's, not priced)")
         if label is None:
             out.unused.append(f"parallelism.pipeline_parallel_schedule {str(sched)[:40]}")
         else:
@@ -1903,6 +1982,13 @@ def _torchtitan(data: dict[str, Any], out: StrategyFile) -> None:
     # (round 17 found it priced without recompute, then said; the lead's decision: price the framework's default)
     given = ac.get("mode")
     mode = "selective" if given is None else given
+    if str(mode) == "memory_budget":
+        # round 18: refused as an "unknown" mode; torchtitan has had it since b27638732 (job_config.py
+        # ActivationCheckpoint.mode Literal["selective", "full", "memory_budget", "none"]): the compiler's partitioner
+        # picks what to recompute under activation_memory_budget, a choice no closed form here reproduces
+        raise InputError("mode 'memory_budget' (torchtitan's compiler-chosen recompute under a memory budget) is not "
+                         "priced", where="activation_checkpoint.mode",
+                         allowed="none, selective or full (the recompute the run's budget comes closest to)")
     if str(mode) not in ("none", "selective", "full"):
         raise InputError(f"unknown activation checkpoint mode {str(mode)[:40]!r}",
                          where="activation_checkpoint.mode", allowed="none, selective or full")
