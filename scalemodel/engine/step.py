@@ -1804,6 +1804,48 @@ def _split_rank_recomputed(g: StrategyGrid, sp: _RankSplit, r: int) -> np.ndarra
     return _block_recomputed(g, sizes)
 
 
+def _chunk_ranks_recomputed(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(rank 0, a middle rank, the last rank) recomputed layers of an interleaved pipeline of given first / last model
+    chunks (:func:`_chunked`, :func:`_chunk_layers`' first f, middle c, last l): rank 0 runs chunks f, c, ..., c, a
+    middle rank v chunks c, the last rank c, ..., c, l, each chunk its own first N layers (:func:`_block_recomputed`):
+    min(N, f) + (v-1) min(N, c), v min(N, c), (v-1) min(N, c) + min(N, l); min(N v, n) of the rank's n layers
+    (:func:`recomputed_layers`) took rank 0 of f 1, c 3, v 2 at N 2 as min(4, 4) = 4 recomputed, not 1 + 2 = 3.
+    Read only where :func:`_chunked` (other candidates' entries are a balanced chunk's); None where no chunked
+    candidate recomputes N layers a chunk."""
+    if not np.any(_chunked(g) & (g.pp >= 2)):
+        return None
+    first, mid, last = _chunk_layers(job, g)
+    v = np.maximum(g.virtual_stages, 1)
+    # a rank's v - 1 middle chunks, one entry per chunk up to the grid's largest v - 1 (past a candidate's own
+    # v - 1 an entry holds no layer: min(N, 0) adds 0)
+    more = [np.where(k < v - 1, mid, 0.0) for k in range(int(np.max(v)) - 1)]
+    r0 = _block_recomputed(g, [first, *more])
+    r_mid = _block_recomputed(g, [mid, *more])
+    r_last = _block_recomputed(g, [*more, last])
+    if r0 is None or r_mid is None or r_last is None:
+        return None
+    return r0, r_mid, r_last
+
+
+def _stage_recomputed(job: Job, g: StrategyGrid, last: np.ndarray, other: np.ndarray, first: np.ndarray
+                      ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """Recomputed layers of :func:`_stage_layers`' (last, other, first) ranks: on the chunked interleaved candidates
+    the ranks' own (:func:`_chunk_ranks_recomputed`; ``other`` a middle rank where it holds more layers than rank 0,
+    pp >= 3, else rank 0: the one of more layers also recomputes as many or more), :func:`recomputed_layers` of
+    the counts elsewhere; (None, None, None) where that is exact everywhere (the stages priced as they were)."""
+    ranks = _chunk_ranks_recomputed(job, g)
+    if ranks is None:
+        return None, None, None
+    r0, r_mid, r_last = ranks
+    first_c, mid_c, _last_c = _chunk_layers(job, g)
+    v = np.maximum(g.virtual_stages, 1).astype(float)
+    r_other = np.where((g.pp >= 3) & (v * mid_c > first_c + (v - 1.0) * mid_c), r_mid, r0)
+    c = _chunked(g) & (g.pp >= 2)
+    return (np.asarray(np.where(c, r_last, recomputed_layers(g, last))),
+            np.asarray(np.where(c, r_other, recomputed_layers(g, other))),
+            np.asarray(np.where(c, r0, recomputed_layers(g, first))))
+
+
 #: Transformer Engine userbuffers splits of a "pipeline" GEMM + reduce-scatter overlap (O-proj and FC2
 #: forward; TE pytorch/module/base.py initialize_ub default config num_splits = 4); "ring_exchange" ones
 #: (QKV and FC1 forward, O-proj and FC2 data-gradient) split into tp chunks.
@@ -3635,20 +3677,25 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                "fragmentation": frag, "workspace": workspace + 0 * act}
     else:
         _last, other, first = _stage_layers(job, g)
+        # given first / last chunks: each rank's own chunks' recomputed layers (_stage_recomputed; None elsewhere)
+        rec_last, rec_other, rec_first = _stage_recomputed(job, g, _last, other, first)
         # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
         # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
         kw = _memory_kwargs(job, g, m, sync, fragmentation, workspace)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         d_mtp = float(job.shape.mtp_layers)
         br = _kept(_stage_memory(activations, "first", job.shape, stage_layers=stage,
-                                 recomputed_layers=recomputed_layers(g, stage),
+                                 recomputed_layers=recomputed_layers(g, stage) if rec_first is None else np.where(
+                                     g.pp > 1, rec_first, recomputed_layers(g, stage)),
                                  mtp_modules=np.where(g.pp > 1, 0.0, d_mtp), **kw), parts)
         if parts:
             params = _stage_params(job, kw, stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp))
         if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
             mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
+            rec_mid = recomputed_layers(g, mid) if rec_other is None else np.where(
+                (g.pp > 1) & (other >= 1.0), rec_other, recomputed_layers(g, mid))
             br_o = _kept(_stage_memory(
-                activations, "mid", job.shape, stage_layers=mid, recomputed_layers=recomputed_layers(g, mid),
+                activations, "mid", job.shape, stage_layers=mid, recomputed_layers=rec_mid,
                 embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw), parts)
             take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
             br = _where_breakdown(take, br_o, br)
@@ -3656,7 +3703,7 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                 rank = np.where(take, 1.0, rank)
                 params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
         if np.any(g.pp > 1):
-            br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params, parts, activations)
+            br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params, parts, activations, rec_last)
         br, rank, params = _segment_memory(job, g, m, kw, br, rank, params, parts, activations,
                                            (sync, fragmentation, workspace))
         if not parts:
@@ -3848,7 +3895,7 @@ def _stage_params(job: Job, kw: dict[str, Any], **stage: Any) -> np.ndarray:
 
 def _last_stage_memory(job: Job, g: StrategyGrid, br: Any, last: np.ndarray,
                        kw: dict[str, Any], rank: np.ndarray, params: np.ndarray, parts: bool = True,
-                       activations: MutableMapping[str, np.ndarray] | None = None
+                       activations: MutableMapping[str, np.ndarray] | None = None, recomputed: Any = None
                        ) -> tuple[Any, np.ndarray, np.ndarray]:
     """The larger of ``br`` and the last pipeline stage's memory (pp > 1): its ``last`` layers, the output layer
     (its own V h / t weight, gradient and optimizer states, tied or not: :func:`scalemodel.cost.memory.params_per_gpu`)
@@ -3856,11 +3903,13 @@ def _last_stage_memory(job: Job, g: StrategyGrid, br: Any, last: np.ndarray,
     prediction modules also the modules (weights, gradients, optimizer states, activations), the word-embedding
     copy MTP needs and D more heads' logits. With the stage's rank and parameters per GPU (``rank``, ``params``
     of ``br`` where it stays). ``parts`` false: ``br`` and the result are totals alone (:class:`_Total`), rank and
-    params passed through. ``activations``: :func:`memory_peak_stage`'s memo."""
+    params passed through. ``activations``: :func:`memory_peak_stage`'s memo. ``recomputed``: the stage's recomputed
+    layers where they are not :func:`recomputed_layers`' (given first / last chunks, :func:`_stage_recomputed`)."""
     n = np.maximum(last, 0.0)
     d_mtp = float(job.shape.mtp_layers)
     stage = dict(stage_layers=n, embedding=d_mtp > 0, head=True, mtp_modules=d_mtp)
-    br_l = _kept(_stage_memory(activations, "last", job.shape, recomputed_layers=recomputed_layers(g, n),
+    rec = recomputed_layers(g, n) if recomputed is None else np.where(last >= 0.0, recomputed, recomputed_layers(g, n))
+    br_l = _kept(_stage_memory(activations, "last", job.shape, recomputed_layers=rec,
                                stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw), parts)
     take = (g.pp > 1) & (br_l.total > br.total)
     if not parts:
@@ -3936,23 +3985,26 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     m = microbatches(g)
     reason = _feasibility(job, g, m.astype(np.int64), sync)
     last_layers, other_layers, first_layers = _stage_layers(job, g)
+    # given first / last chunks: each rank's own chunks' recomputed layers (_stage_recomputed; None elsewhere)
+    rec_last, rec_other, rec_first = _stage_recomputed(job, g, last_layers, other_layers, first_layers)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
                              layout=g.layout)  # placed once, reused
     stage = _stage_memo(job, g, groups)  # the pipeline formulas below reuse these ranks
-    last = stage(last_layers, True)
+    last = stage(last_layers, True, None, rec_last)
     comp, mp, t_mb, host = last.busy, last.mp, last.time, last.host
     comp_dp = comp  # the stage whose data-parallel traffic is priced: the rank holding the most parameters
     dp_rank = _dp_rank(job, g, last_layers, other_layers, first_layers)
     if dp_rank is not None:
         n_dp, r_dp = dp_rank
-        for layers_c, on_c in ((other_layers, (r_dp == 1) & (g.pp > 2)), (first_layers, (r_dp == 0) & (g.pp > 1))):
+        for layers_c, rec_c, on_c in ((other_layers, rec_other, (r_dp == 1) & (g.pp > 2)),
+                                      (first_layers, rec_first, (r_dp == 0) & (g.pp > 1))):
             if np.any(on_c):
-                busy_c = stage(layers_c, False).busy
+                busy_c = stage(layers_c, False, None, rec_c).busy
                 comp_dp = {k: np.where(on_c, busy_c[k], v) for k, v in comp_dp.items()}
         comp_dp = dict(comp_dp, pipeline_rank=r_dp)
     if job.is_transformer and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
-        other = stage(other_layers, False)
+        other = stage(other_layers, False, None, rec_other)
         comp_o, mp_o, t_o = other.busy, other.mp, other.time
         busier = t_o > t_mb
         comp = {k: np.where(busier, comp_o[k], v) for k, v in comp.items()}
@@ -4287,9 +4339,15 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: 
     first, mid, last = _chunk_layers(job, g)
     v = np.maximum(g.virtual_stages, 1).astype(float)
     r_first, r_mid, r_last = first + (v - 1.0) * mid, v * mid, (v - 1.0) * mid + last
-    w_first = stage(r_first, False).time
-    w_mid = stage(r_mid, False).time
-    w_last = stage(r_last, True).time
+    rec_first, rec_mid, rec_last = None, None, None
+    ranks = _chunk_ranks_recomputed(job, g)
+    if ranks is not None:  # given first / last chunks: each rank's own chunks' recomputed layers
+        c = _chunked(g) & (g.pp >= 2)
+        rec_first, rec_mid, rec_last = (np.asarray(np.where(c, x, recomputed_layers(g, n)))
+                                        for x, n in zip(ranks, (r_first, r_mid, r_last), strict=True))
+    w_first = stage(r_first, False, None, rec_first).time
+    w_mid = stage(r_mid, False, None, rec_mid).time
+    w_last = stage(r_last, True, None, rec_last).time
     pp_only = stage(np.zeros_like(mid), False).time  # 2 v send/recvs, no layers
 
     def chunk(n: np.ndarray) -> np.ndarray:  # one model chunk: its own first N layers recomputed (_block_recomputed)
@@ -4324,10 +4382,12 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
         return _join_rows([(x.rows, compute_floor(job, x.grid)) for x in split], g.shape[0], len(g.shape))
     m = microbatches(g)
     last, other, _first = _stage_layers(job, g)
-    t_last = _compute_per_microbatch(job, g, last)["total"]
+    rec_last, rec_other, _rec_first = _stage_recomputed(job, g, last, other, _first)
+    t_last = _compute_per_microbatch(job, g, last, recomputed=rec_last)["total"]
     if not job.is_transformer:
         return np.asarray((m + pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)) * t_last)
-    t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False)["total"])
+    t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False,
+                                                       recomputed=rec_other)["total"])
     before = _compute_per_microbatch(job, g, np.maximum(float(job.shape.layers) - last, 0.0),
                                      logits_on_stage=False)["total"]
     seen: dict[tuple[int, int, bool, bytes | None], np.ndarray] = {}
@@ -4385,16 +4445,18 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
     dense, expert = _params_per_gpu(job, g)
     last, other, first = _stage_layers(job, g)
-    comp = _compute_per_microbatch(job, g, last)
+    rec_last, rec_other, rec_first = _stage_recomputed(job, g, last, other, first)
+    comp = _compute_per_microbatch(job, g, last, recomputed=rec_last)
     fwd, bwd = comp["forward"], comp["backward"]
     dp_rank = _dp_rank(job, g, last, other, first)
     if dp_rank is not None:
         # evaluate's comp_dp: the rank holding the most parameters (_dp_rank), its own parameters and compute
         stage, r_dp = dp_rank
         dense, expert = _rank_params_per_gpu(job, g, stage, r_dp)
-        for layers_c, on_c in ((other, (r_dp == 1) & (g.pp > 2)), (first, (r_dp == 0) & (g.pp > 1))):
+        for layers_c, rec_c, on_c in ((other, rec_other, (r_dp == 1) & (g.pp > 2)),
+                                      (first, rec_first, (r_dp == 0) & (g.pp > 1))):
             if np.any(on_c):
-                comp_c = _compute_per_microbatch(job, g, layers_c, logits_on_stage=False)
+                comp_c = _compute_per_microbatch(job, g, layers_c, logits_on_stage=False, recomputed=rec_c)
                 fwd, bwd = np.where(on_c, comp_c["forward"], fwd), np.where(on_c, comp_c["backward"], bwd)
     else:
         stage = np.ones(1)

@@ -1,0 +1,95 @@
+"""--recompute-num-layers N on an interleaved pipeline of given first / last model chunks (strategy first_chunk_layers,
+last_chunk_layers): Megatron's block method recomputes the first N layers of each model chunk's TransformerBlock
+(NVIDIA/Megatron-LM@d98e8a64dd megatron/core/recompute.py lines 167-181, transformer_block.py
+``_checkpointed_forward``), so a rank of chunks n_c recomputes sum_c min(N, n_c) layers, not min(N v, n).
+
+The expected values are by hand: per-layer forward, backward and recomputed-forward times and the logits' from
+cost.compute, activation bytes per layer from cost.memory, the recomputed counts and Megatron's in-flight count
+written out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalemodel.cost import compute, memory
+from scalemodel.engine.job import build_job, grid_from_strategy
+from scalemodel.engine.step import Infeasible, compute_floor, evaluate, memory_peak_stage
+from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+
+# 8 layers at pp 2 x interleaved:2, the first and last chunks 1 layer each: 4 chunks 1 | 3 | 3 | 1 (chunk c on rank
+# c mod 2), so rank 0 runs chunks 1 and 3, rank 1 chunks 3 and 1: 4 layers each. N = 2 recomputes
+# min(2, 1) + min(2, 3) = 3 of them on each rank; min(N v, n) = min(4, 4) priced all 4.
+CHUNKS = dict(pp=2, schedule="interleaved:2", first_chunk_layers=1, last_chunk_layers=1, recompute="full")
+
+
+def _job(overrides: tuple[str, ...] = ("layers=8",), batch: int = 8):
+    tr = TrainingSpec(global_batch=batch, micro_batch=1)
+    return build_job(load_cluster("dgx-h100"), load_workload("llama2-7b", list(overrides)), tr), tr
+
+
+def _grid(job, tr, **strategy):
+    return grid_from_strategy(StrategySpec(**CHUNKS, **strategy), tr, 2, job)
+
+
+def _layer(job) -> tuple[float, float, float, float]:
+    """(forward, backward, recomputed forward, logits forward + backward) of one layer under full recompute, by
+    cost.compute."""
+    kw = dict(micro_batch=1.0, seq_len=job.seq_len, peak_flops=job.peak_flops,
+              memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim,
+              memory_efficiency=job.memory_efficiency, tp=1, cp=1, elem_bytes=job.elem_bytes)
+    layer = compute.layer_compute_time(job.shape, ep=1, sequence_parallel=False, recompute="full",
+                                       flash_attention=True, attention_fwd=job.attention_fwd,
+                                       attention_bwd=job.attention_bwd, **kw)
+    logits = compute.logits_compute_time(job.shape, **kw)
+    return (float(layer.forward[()]), float(layer.backward[()]), float(layer.recompute[()]),
+            float(logits.total[()]))
+
+
+def test_compute_recomputes_n_layers_of_each_chunk():
+    """Both ranks hold 4 layers; the last also runs the logits and so sets the pace: m = 8 micro-batches of
+    4 (f + b) + 3 r + logits (min(4, 4) = 4 recomputed layers gave 4 r)."""
+    job, tr = _job()
+    f, b, r, logits = _layer(job)
+    g = _grid(job, tr, recompute_layers=2)
+    res = evaluate(job, g)
+    assert int(res.reason[0]) in (0, Infeasible.OUT_OF_MEMORY)
+    want = 8 * (4 * (f + b) + 3 * r + logits)
+    assert float(res.breakdown["compute"][0]) == pytest.approx(want, rel=1e-12)
+    # the compute floor of an interleaved pipeline is m t_max, the same rank
+    assert float(compute_floor(job, g)[0]) == pytest.approx(want, rel=1e-12)
+    # the same split given per virtual stage (stage_layers, the route review18a fixed): the same compute
+    given = evaluate(job, grid_from_strategy(StrategySpec(pp=2, schedule="interleaved:2", stage_layers=[1, 3, 3, 1],
+                                                          recompute="full", recompute_layers=2), tr, 2, job))
+    assert float(res.breakdown["compute"][0]) == pytest.approx(float(given.breakdown["compute"][0]), rel=1e-12)
+
+
+def test_middle_rank_of_equal_chunks_recomputes_n_v():
+    """pp 3 x interleaved:2 of 14 layers, first and last chunks 1: chunks 1 | 3 | 3 | 3 | 3 | 1; rank 0 runs 1 and 3
+    (4 layers), rank 1 3 and 3 (6), rank 2 3 and 1 (4, the logits). At N = 2 rank 1 recomputes 2 + 2 = 4 (as
+    min(N v, n) = min(4, 6) did), rank 2 2 + 1 = 3: the step runs at the slower of 6 (f + b) + 4 r and
+    4 (f + b) + 3 r + logits."""
+    job, tr = _job(("layers=14",), batch=6)
+    f, b, r, logits = _layer(job)
+    res = evaluate(job, grid_from_strategy(StrategySpec(**dict(CHUNKS, pp=3), recompute_layers=2), tr, 3, job))
+    assert int(res.reason[0]) in (0, Infeasible.OUT_OF_MEMORY)
+    want = 6 * max(6 * (f + b) + 4 * r, 4 * (f + b) + 3 * r + logits)
+    assert float(res.breakdown["compute"][0]) == pytest.approx(want, rel=1e-12)
+
+
+def test_memory_keeps_one_layer_whole_on_each_rank():
+    """N = 2 against N = 3 (min(3, 1) + min(3, 3) = 4: every layer recomputed): at N = 2 one layer of each rank keeps
+    its no-recompute activations a_none instead of the full-recompute row's a_full (2 s b h), for each micro-batch in
+    flight. With a small vocabulary rank 0 holds the peak (the most in flight: Megatron's interleaved warm-up,
+    (p - 1) 2 + (v - 1) p + 1 = 5 chunk forwards of 1/v the rank's layers, 2.5 micro-batches of its layers), so the
+    peak's activations differ by 2.5 (a_none - a_full). Without the fix N = 2 was priced min(4, 4) = 4: no
+    difference."""
+    job, tr = _job(("layers=8", "vocab=512"))
+    m = np.full(1, 8.0)
+    peak = {n: memory_peak_stage(job, _grid(job, tr, recompute_layers=n), m) for n in (2, 3)}
+    assert all(int(p.rank[0]) == 0 for p in peak.values())
+    kw = dict(micro_batch=1.0, seq_len=job.seq_len, tp=1, cp=1, sequence_parallel=False, flash_attention=True)
+    a_none = float(memory.activation_bytes_per_layer(job.shape, recompute="none", **kw))
+    a_full = float(memory.activation_bytes_per_layer(job.shape, recompute="full", **kw))
+    got = float(peak[2].parts["activations"][0] - peak[3].parts["activations"][0])
+    assert got == pytest.approx(2.5 * (a_none - a_full), rel=1e-9)
