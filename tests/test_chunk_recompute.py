@@ -93,3 +93,29 @@ def test_memory_keeps_one_layer_whole_on_each_rank():
     a_full = float(memory.activation_bytes_per_layer(job.shape, recompute="full", **kw))
     got = float(peak[2].parts["activations"][0] - peak[3].parts["activations"][0])
     assert got == pytest.approx(2.5 * (a_none - a_full), rel=1e-9)
+
+
+# --- hardware FLOPs: the layers a micro-batch recomputes over the whole pipeline ------------------------------------
+
+@pytest.mark.parametrize("strategy, share", [
+    # chunks 1 | 3 | 3 | 1: each rank min(2, 1) + min(2, 3) = 3, 6 of 8 (equal stages of 4 gave min(4, 4) / 4 = 1)
+    (dict(CHUNKS, recompute_layers=2), 6 / 8),
+    # stages 1 and 7 (first_stage_layers): min(2, 1) + min(2, 7) = 3 of 8 (equal stages: min(2, 4) / 4 = 1 / 2)
+    (dict(pp=2, first_stage_layers=1, recompute="full", recompute_layers=2), 3 / 8),
+    # the same two splits given per (virtual) stage (strategy stage_layers: every rank its own)
+    (dict(pp=2, schedule="interleaved:2", stage_layers=[1, 3, 3, 1], recompute="full", recompute_layers=2), 6 / 8),
+    (dict(pp=2, stage_layers=[1, 7], recompute="full", recompute_layers=2), 3 / 8),
+    # stages 4 and 4, v 1: 2 + 2 = 4 of 8, as equal stages gave
+    (dict(pp=2, recompute="full", recompute_layers=2), 4 / 8),
+])
+def test_hardware_flops_count_the_layers_recomputed(strategy, share):
+    """HFU's F_hw = F_model + the recomputed layers' forward (docs/model.md#flops): under --recompute-num-layers N the
+    share of the L layers' forward that the ranks repeat, the sum over the ranks of each one's recomputed layers over
+    L, so F_hw - F_model is that share of full recompute's."""
+    job, tr = _job()
+    part = evaluate(job, grid_from_strategy(StrategySpec(**strategy), tr, 2, job))
+    full = evaluate(job, grid_from_strategy(StrategySpec(**dict(strategy, recompute_layers=None)), tr, 2, job))
+    extra = float(part.hardware_flops[0] - part.model_flops[0])
+    extra_full = float(full.hardware_flops[0] - full.model_flops[0])
+    assert float(part.model_flops[0]) == float(full.model_flops[0])
+    assert extra_full > 0 and extra == pytest.approx(share * extra_full, rel=1e-12)

@@ -1846,6 +1846,38 @@ def _stage_recomputed(job: Job, g: StrategyGrid, last: np.ndarray, other: np.nda
             np.asarray(np.where(c, r0, recomputed_layers(g, first))))
 
 
+def _recomputed_total(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Layers whose forward a micro-batch repeats over the whole pipeline, the sum over the ranks of what each
+    rank's compute prices: the balanced split's L mod p ranks of ceil(L/p) layers and p - L mod p of floor(L/p), or
+    the given first / last stage and the middle ones sharing the rest (:func:`recomputed_layers` of each), an
+    interleaved pipeline of given first / last chunks' rank 0 + (p - 2) middle ranks + the last
+    (:func:`_chunk_ranks_recomputed`), a given split's or a hybrid pattern's ranks each its own
+    (:func:`_split_rank_recomputed`, :func:`_rank_layers`). Every layer where every layer repeats."""
+    layers = float(job.shape.layers)
+    p = g.pp.astype(float)
+    f, lst = g.first_stage_layers.astype(float), g.last_stage_layers.astype(float)
+    set_f, set_l = f >= 0, lst >= 0
+    explicit = set_f | set_l
+    n_mid = p - set_f - set_l
+    mid = np.maximum(layers - np.where(set_f, f, 0.0) - np.where(set_l, lst, 0.0), 0.0) / np.maximum(n_mid, 1.0)
+    given = (np.where(set_f, recomputed_layers(g, f), 0.0) + np.where(set_l, recomputed_layers(g, lst), 0.0)
+             + n_mid * recomputed_layers(g, mid))
+    k = np.mod(layers, p)  # the balanced split: k ranks of ceil(L/p), the rest floor(L/p)
+    balanced = k * recomputed_layers(g, np.ceil(layers / p)) + (p - k) * recomputed_layers(g, np.floor(layers / p))
+    total = np.where(p <= 1, recomputed_layers(g, layers), np.where(explicit, given, balanced))
+    ranks = _chunk_ranks_recomputed(job, g)
+    if ranks is not None:
+        r0, r_mid, r_last = ranks
+        total = np.where(_chunked(g) & (g.pp >= 2), r0 + (p - 2.0) * r_mid + r_last, total)
+    for sp in _rank_layers(job, g) or ():
+        own = [_split_rank_recomputed(g, sp, r) for r in range(sp.p)]
+        rank_sum = sum((recomputed_layers(g, float(len(s))) if x is None else x for s, x in zip(sp.ranks, own,
+                                                                                                strict=True)),
+                       np.zeros(1))
+        total = np.where(sp.on, rank_sum, total)
+    return np.asarray(total, dtype=float)
+
+
 #: Transformer Engine userbuffers splits of a "pipeline" GEMM + reduce-scatter overlap (O-proj and FC2
 #: forward; TE pytorch/module/base.py initialize_ub default config num_splits = 4); "ring_exchange" ones
 #: (QKV and FC1 forward, O-proj and FC2 data-gradient) split into tp chunks.
@@ -4569,9 +4601,9 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
             extra = f.recompute - np.where(rec == Recompute.FULL, dead, 0.0)
             f = transformer.StepFlops(forward=f.forward, model=f.model, hardware=f.model + extra, recompute=extra)
         if np.any((rec == Recompute.FULL) & (g.recompute_layers >= 0)):
-            # partial full recompute: the recomputed share of each stage's layers (equal stages assumed)
-            n = float(job.shape.layers) / g.pp
-            share = recomputed_layers(g, n) / n
+            # partial full recompute: the share of the L layers a micro-batch recomputes over the whole pipeline,
+            # each rank's own recomputed layers (_recomputed_total: the first N of each of its chunks)
+            share = _recomputed_total(job, g) / float(job.shape.layers)
             return {"model": np.asarray(f.model, dtype=float),
                     "hardware": np.asarray(f.model + f.recompute * share, dtype=float)}
     else:
