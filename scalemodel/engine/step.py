@@ -2717,14 +2717,20 @@ def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
     return dense, expert
 
 
-def sp_replicated_grad_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: Any) -> np.ndarray:
+def sp_replicated_grad_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: Any,
+                                 rank: Any) -> np.ndarray:
     """Seconds per step of the TP all-reduce of the whole-per-rank parameters' gradients under sequence parallelism:
 
-        t = [sp, tp > 1] t_allreduce_tp((L_s n_layer + n_outside) g)
+        t = [sp, tp > 1] t_allreduce_tp((L_s n_layer + n_outside(rank)) g)
 
-    with ``n_layer`` / ``n_outside`` :func:`~scalemodel.cost.transformer.tp_replicated_elements` (norms, router,
-    row-parallel biases, MLA down-projections, LatentMoE projections; the tensors outside the layers counted on
-    every stage, as :func:`param_tensors` does), ``L_s`` the priced stage's layers, ``g`` the gradient bytes. With
+    with ``n_layer`` :func:`~scalemodel.cost.transformer.tp_whole_elements`' per layer (norms, router, row-parallel
+    biases, MLA down-projections, LatentMoE projections), ``L_s`` the priced stage's layers, ``rank`` its pipeline
+    rank, and ``n_outside`` the tensors outside the layers that rank holds, as
+    :func:`scalemodel.cost.memory.params_per_gpu` places them: the learned position table with the embedding (rank 0;
+    the last rank too with MTP, whose embedding copy Megatron-Core builds "if self.pre_process or self.mtp_process",
+    gpt_model.py at d98e8a64dd), the final norm and the D MTP modules' whole tensors on the last rank, all of them at
+    pp 1 (each rank reduces its own parameters' gradients; before chunker18 every stage was priced with all of
+    them, a middle rank's final norm included). ``g`` the gradient bytes. With
     sequence parallelism each TP rank sees its own sequence shard, so these weights' gradients differ across the TP
     ranks and are summed: Megatron-Core ``finalize_model_grads`` -> ``_allreduce_non_tensor_model_parallel_grads``
     (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/distributed/finalize_model_grads.py: one coalesced all-reduce
@@ -2734,8 +2740,14 @@ def sp_replicated_grad_allreduce(job: Job, g: StrategyGrid, groups: ParallelGrou
     before the optimizer: not overlapped."""
     if not job.is_transformer:
         return np.zeros(1)
-    per_layer, outside = transformer.tp_replicated_elements(job.shape)
-    n = np.asarray(layers, dtype=float) * float(np.ravel(per_layer)[0]) + float(np.ravel(outside)[0])
+    sh = job.shape
+    w = transformer.tp_whole_elements(sh)
+    r = np.asarray(rank, dtype=float)
+    first, last = r <= 0.0, r >= g.pp - 1.0
+    mtp = float(np.ravel(sh.mtp_weight_modules)[0])
+    outside = (np.where(first | (last & (mtp > 0)), float(np.ravel(w.position)[0]), 0.0)
+               + np.where(last, float(np.ravel(w.final_norm)[0]) + mtp * float(np.ravel(w.mtp_module)[0]), 0.0))
+    n = np.asarray(layers, dtype=float) * float(np.ravel(w.per_layer)[0]) + outside
     nbytes = n * job.grad_bytes
     t = _collective("allreduce", np.asarray(nbytes, dtype=float), groups.tensor)
     return np.asarray(np.where(g.sequence_parallel & (g.tp > 1), t, 0.0))
@@ -4059,7 +4071,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     opt = _optimizer_time(job, g, sync) if dp_rank is None else _optimizer_time(job, g, sync, *dp_rank)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
-    sp_grads = sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"])  # likewise
+    sp_grads = sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"],  # likewise
+                                            comp_dp.get("pipeline_rank", np.zeros(1)))
     local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads  # one worker's step without waiting on others
     # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
     layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
@@ -4073,7 +4086,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
             s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
             dp_job = _rank_dp_job(job, s)
             opt_r = _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r)))
-            sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n)
+            sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
             local_r = (m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off
             comp_r = dict(ranks[r].busy, pipeline_rank=np.full(1, float(r)))  # _dp_comm: the rank's own parameters
             cross_r, in_group_r, total_r = _sync_comm(dp_job, g, comp_r, m, sync, groups, local=local_r)
