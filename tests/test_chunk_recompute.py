@@ -77,22 +77,41 @@ def test_middle_rank_of_equal_chunks_recomputes_n_v():
     assert float(res.breakdown["compute"][0]) == pytest.approx(want, rel=1e-12)
 
 
-def test_memory_keeps_one_layer_whole_on_each_rank():
-    """N = 2 against N = 3 (min(3, 1) + min(3, 3) = 4: every layer recomputed): at N = 2 one layer of each rank keeps
-    its no-recompute activations a_none instead of the full-recompute row's a_full (2 s b h), for each micro-batch in
-    flight. With a small vocabulary rank 0 holds the peak (the most in flight: Megatron's interleaved warm-up,
-    (p - 1) 2 + (v - 1) p + 1 = 5 chunk forwards of 1/v the rank's layers, 2.5 micro-batches of its layers), so the
-    peak's activations differ by 2.5 (a_none - a_full). Without the fix N = 2 was priced min(4, 4) = 4: no
-    difference."""
+def _a(job, recompute: str) -> float:
+    """One layer's activation bytes per micro-batch (cost.memory, Korthikanti's rows)."""
+    return float(memory.activation_bytes_per_layer(job.shape, recompute=recompute, micro_batch=1.0,
+                                                   seq_len=job.seq_len, tp=1, cp=1, sequence_parallel=False,
+                                                   flash_attention=True))
+
+
+def test_memory_keeps_one_layer_whole_in_each_chunk_held():
+    """N = 2 against N = 3 (min(3, 1) + min(3, 3) = 4: every layer recomputed): at N = 2 the 3-layer chunk keeps one
+    layer's no-recompute activations a_none instead of the full-recompute row's a_full (2 s b h), per micro-batch of
+    it held. With a small vocabulary the last rank (chunks 3 and 1) holds the peak: Megatron's interleaved schedule
+    (p 2, v 2, m 8; pipeline.interleaved_chunks_held) has it hold 3 micro-batches of its chunk 0 and none of its last
+    chunk (each micro-batch's last-chunk forward runs right before its backward), so the peak's activations differ
+    by 3 (a_none - a_full). Without per-chunk recompute N = 2 was priced min(4, 4) = 4 (no difference); the closed
+    form inflight x the rank's layers gives 1.5 micro-batches of the rank (1.5 (a_none - a_full))."""
     job, tr = _job(("layers=8", "vocab=512"))
     m = np.full(1, 8.0)
     peak = {n: memory_peak_stage(job, _grid(job, tr, recompute_layers=n), m) for n in (2, 3)}
-    assert all(int(p.rank[0]) == 0 for p in peak.values())
-    kw = dict(micro_batch=1.0, seq_len=job.seq_len, tp=1, cp=1, sequence_parallel=False, flash_attention=True)
-    a_none = float(memory.activation_bytes_per_layer(job.shape, recompute="none", **kw))
-    a_full = float(memory.activation_bytes_per_layer(job.shape, recompute="full", **kw))
+    assert all(int(p.rank[0]) == 1 for p in peak.values())
     got = float(peak[2].parts["activations"][0] - peak[3].parts["activations"][0])
-    assert got == pytest.approx(2.5 * (a_none - a_full), rel=1e-9)
+    assert got == pytest.approx(3 * (_a(job, "none") - _a(job, "full")), rel=1e-9)
+
+
+def test_rank_zero_holds_its_chunks_as_the_schedule_runs_them():
+    """No recompute, chunks 3 | 2 | 2 | 1 (8 layers, p 2, v 2, first 3, last 1): rank 0 runs chunks of 3 and 2 layers.
+    Megatron's schedule (m 8) has it hold, after its forwards, (1, 0), (2, 0), (2, 1), (2, 2), (3, 2), (4, 1)
+    micro-batches of its two chunks: the peak 4 x 3 + 1 x 2 = 14 layers' activations a_none (llama2 has no dropout:
+    no embedding mask; rank 0 holds no logits and, without recompute, no working set). The closed form inflight x
+    layers gave 2.5 x 5 = 12.5."""
+    job, tr = _job(("layers=8", "vocab=512"))
+    g = grid_from_strategy(StrategySpec(pp=2, schedule="interleaved:2", first_chunk_layers=3, last_chunk_layers=1),
+                           tr, 2, job)
+    peak = memory_peak_stage(job, g, np.full(1, 8.0))
+    assert int(peak.rank[0]) == 0
+    assert float(peak.parts["activations"][0]) == pytest.approx(14 * _a(job, "none"), rel=1e-9)
 
 
 # --- hardware FLOPs: the layers a micro-batch recomputes over the whole pipeline ------------------------------------

@@ -3728,10 +3728,20 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
         kw = _memory_kwargs(job, g, m, sync, fragmentation, workspace)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         d_mtp = float(job.shape.mtp_layers)
-        br = _kept(_stage_memory(activations, "first", job.shape, stage_layers=stage,
-                                 recomputed_layers=recomputed_layers(g, stage) if rec_first is None else np.where(
-                                     g.pp > 1, rec_first, recomputed_layers(g, stage)),
-                                 mtp_modules=np.where(g.pp > 1, 0.0, d_mtp), **kw), parts)
+        first_args: dict[str, Any] = dict(stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp),
+                          recomputed_layers=recomputed_layers(g, stage) if rec_first is None else np.where(
+                              g.pp > 1, rec_first, recomputed_layers(g, stage)))
+        br_f = _stage_memory(activations, "first", job.shape, **first_args, **kw)
+        # given first / last chunks: rank 0's chunks each their own (_given_chunk_peak)
+        act_c: np.ndarray | None = None if activations is None else activations.get("first chunks")
+        if act_c is None:
+            act_c = _given_chunk_peak(job, g, m, kw, False, dict(mtp_modules=0.0), stage,
+                                      first_args["recomputed_layers"], br_f.activations)
+            if act_c is not None and activations is not None:
+                activations["first chunks"] = act_c
+        if act_c is not None:
+            br_f = memory.memory_per_gpu(job.shape, activations=act_c, **first_args, **kw)
+        br = _kept(br_f, parts)
         if parts:
             params = _stage_params(job, kw, stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp))
         if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
@@ -3909,6 +3919,58 @@ def _chunk_peak(job: Job, g: StrategyGrid, m: np.ndarray, kws: dict[int, dict[st
     return out
 
 
+def _given_chunk_peak(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any], last_rank: bool,
+                      where: dict[str, Any], layers: np.ndarray, recomputed: Any, base: np.ndarray
+                      ) -> np.ndarray | None:
+    """Activation bytes of rank 0 (``last_rank`` false) or the last rank of an interleaved pipeline of given first /
+    last model chunks (:func:`_chunked`, :func:`_chunk_layers`' first f, middle c, last l), as :func:`_chunk_peak`
+    prices a hybrid rank's unequal chunks: rank 0 runs chunks f, c, ..., c, the last rank c, ..., c, l, and holds h_k
+    micro-batches of its chunk k at a time (:func:`scalemodel.cost.pipeline.interleaved_chunks_held`, Megatron-Core's
+    schedule table), so its peak is max over its forwards of sum_k h_k P_k, P_k chunk k's own activation bytes per
+    micro-batch (its layers, its recomputed layers min(N, n_k) of ``--recompute-num-layers`` N, or ceil(n_k / N)
+    checkpoints under uniform recompute; the embedding's dropout mask in rank 0's chunk 0, the MTP modules in the last
+    rank's last chunk), plus what the rank holds once (logits, the recompute working set: at 0 in flight). The closed
+    form inflight x the rank's layers is this for equal chunks only (f 1, c 3 at p 2, v 2, m 8: rank 0 peaks at 3
+    micro-batches of chunk 0 and 2 of chunk 1, 9 layers' worth, not 2.5 x 4 = 10; the last rank at 3 of chunk 0,
+    9, not 1.5 x 4 = 6). ``base`` (the closed form) for the other candidates; None where no candidate is such a
+    rank's (``layers``, ``recomputed``: the rank's, ``where`` its placement arguments as :func:`memory_peak_stage`
+    prices it)."""
+    c = np.asarray(_chunked(g) & (g.pp >= 2))
+    if not np.any(c):
+        return None
+    first, mid, last = _chunk_layers(job, g)
+    partial = (g.recompute == Recompute.FULL) & (g.recompute_layers >= 0) & ~g.recompute_uniform
+    sh = job.shape
+    rank = np.maximum(g.pp - 1, 0) if last_rank else np.zeros(1)
+
+    def per_mb(n: np.ndarray, place: dict[str, Any]) -> np.ndarray:
+        """One micro-batch's activation bytes of a chunk of ``n`` layers (one block: virtual stages 1)."""
+        args = dict(kw, stage_layers=n, stage_rank=rank, virtual_stages=1, **place,
+                    recomputed_layers=np.where(partial, np.minimum(g.recompute_layers, n), n))
+        return np.asarray(memory.memory_per_gpu(sh, inflight=1.0, **args).activations
+                          - memory.memory_per_gpu(sh, inflight=0.0, **args).activations)
+
+    inner = dict(embedding=False, mtp_modules=0.0)
+    p_mid = per_mb(mid, inner)
+    p_end = per_mb(last, where) if last_rank else per_mb(first, where)
+    once = memory.memory_per_gpu(sh, stage_layers=layers, recomputed_layers=recomputed, stage_rank=rank,
+                                 inflight=0.0, **where, **kw).activations
+    shape = np.broadcast_shapes(np.shape(c), np.shape(g.pp), np.shape(g.virtual_stages), np.shape(m),
+                                np.shape(p_mid), np.shape(p_end), np.shape(once))
+    cc = np.broadcast_to(c, shape)
+    keys = np.stack([np.broadcast_to(x, shape)[cc] for x in (g.pp, g.virtual_stages, m)], axis=-1).astype(np.int64)
+    peak = np.zeros(shape)
+    for p, v, mu in np.unique(keys.reshape(-1, 3), axis=0):
+        on = cc & (np.broadcast_to(g.pp, shape) == p) & (np.broadcast_to(g.virtual_stages, shape) == v) & (
+            np.broadcast_to(m, shape) == mu)
+        held = pipeline.interleaved_chunks_held(int(p), int(v), int(mu), int(p) - 1 if last_rank else 0)
+        # chunk 0 the first (rank 0) or chunk v - 1 the last (the last rank); the others middle chunks
+        top = np.max(np.stack(np.broadcast_arrays(*[sum(row) * p_mid + row[-1 if last_rank else 0] * (p_end - p_mid)
+                                                    for row in held])), axis=0)
+        peak = np.where(on, top, peak)
+    return np.asarray(np.where(cc, once + peak, base))
+
+
 class _Total(NamedTuple):
     """A stage's total bytes alone (:func:`memory_total`): what the peak-stage comparisons read."""
 
@@ -3953,8 +4015,19 @@ def _last_stage_memory(job: Job, g: StrategyGrid, br: Any, last: np.ndarray,
     d_mtp = float(job.shape.mtp_layers)
     stage = dict(stage_layers=n, embedding=d_mtp > 0, head=True, mtp_modules=d_mtp)
     rec = recomputed_layers(g, n) if recomputed is None else np.where(last >= 0.0, recomputed, recomputed_layers(g, n))
-    br_l = _kept(_stage_memory(activations, "last", job.shape, recomputed_layers=rec,
-                               stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw), parts)
+    br_last = _stage_memory(activations, "last", job.shape, recomputed_layers=rec, stage_rank=np.maximum(g.pp - 1, 0),
+                            **stage, **kw)
+    # given first / last chunks: the last rank's chunks each their own (_given_chunk_peak)
+    act = None if activations is None else activations.get("last chunks")
+    if act is None:
+        act = _given_chunk_peak(job, g, kw["num_microbatches"], kw, True,
+                                dict(embedding=d_mtp > 0, head=True, mtp_modules=d_mtp), n, rec, br_last.activations)
+        if act is not None and activations is not None:
+            activations["last chunks"] = act
+    if act is not None:
+        br_last = memory.memory_per_gpu(job.shape, activations=act, recomputed_layers=rec,
+                                        stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw)
+    br_l = _kept(br_last, parts)
     take = (g.pp > 1) & (br_l.total > br.total)
     if not parts:
         return _where_breakdown(take, br_l, br), rank, params
