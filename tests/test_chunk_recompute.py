@@ -14,7 +14,7 @@ import pytest
 
 from scalemodel.cost import compute, memory
 from scalemodel.engine.job import build_job, grid_from_strategy
-from scalemodel.engine.step import Infeasible, compute_floor, evaluate, memory_peak_stage
+from scalemodel.engine.step import Infeasible, compute_floor, dp_exposed_floor, evaluate, memory_peak_stage
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
 # 8 layers at pp 2 x interleaved:2, the first and last chunks 1 layer each: 4 chunks 1 | 3 | 3 | 1 (chunk c on rank
@@ -138,3 +138,17 @@ def test_hardware_flops_count_the_layers_recomputed(strategy, share):
     extra_full = float(full.hardware_flops[0] - full.model_flops[0])
     assert float(part.model_flops[0]) == float(full.model_flops[0])
     assert extra_full > 0 and extra == pytest.approx(share * extra_full, rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3])
+def test_the_planner_floors_stay_below_the_step(n):
+    """The compute floor (m t_max of the busiest rank, its own chunks' recomputed layers) is at most evaluate's
+    pipelined part (m + bubble) t_mb, and the ZeRO-3 floor (the gathers no compute of the priced rank hides) at most
+    its dp_comm: the floors price the ranks as evaluate does (the planner prunes on them)."""
+    job, tr = _job(batch=16)
+    g = grid_from_strategy(StrategySpec(**CHUNKS, recompute_layers=n, zero=3), tr, 4, job)
+    res = evaluate(job, g)
+    pipelined = float((res.microbatches[0] + res.extras["bubble_microbatches"][0]) * res.extras["microbatch_time"][0])
+    assert float(compute_floor(job, g)[0]) <= pipelined * (1 + 1e-12)
+    floor = float(np.ravel(dp_exposed_floor(job, g))[0])
+    assert 0 < floor <= float(res.breakdown["dp_comm"][0]) * (1 + 1e-12)
