@@ -3963,7 +3963,7 @@ def _given_chunk_peak(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, An
     for p, v, mu in np.unique(keys.reshape(-1, 3), axis=0):
         on = cc & (np.broadcast_to(g.pp, shape) == p) & (np.broadcast_to(g.virtual_stages, shape) == v) & (
             np.broadcast_to(m, shape) == mu)
-        held = pipeline.interleaved_chunks_held(int(p), int(v), int(mu), int(p) - 1 if last_rank else 0)
+        held = pipeline.interleaved_chunks_held(int(p), max(int(v), 1), max(int(mu), 1), int(p) - 1 if last_rank else 0)
         # chunk 0 the first (rank 0) or chunk v - 1 the last (the last rank); the others middle chunks
         top = np.max(np.stack(np.broadcast_arrays(*[sum(row) * p_mid + row[-1 if last_rank else 0] * (p_end - p_mid)
                                                     for row in held])), axis=0)
