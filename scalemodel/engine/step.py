@@ -3930,11 +3930,11 @@ def _given_chunk_peak(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, An
     micro-batch (its layers, its recomputed layers min(N, n_k) of ``--recompute-num-layers`` N, or ceil(n_k / N)
     checkpoints under uniform recompute; the embedding's dropout mask in rank 0's chunk 0, the MTP modules in the last
     rank's last chunk), plus what the rank holds once (logits, the recompute working set: at 0 in flight). The closed
-    form inflight x the rank's layers is this for equal chunks only (f 1, c 3 at p 2, v 2, m 8: rank 0 peaks at 3
-    micro-batches of chunk 0 and 2 of chunk 1, 9 layers' worth, not 2.5 x 4 = 10; the last rank at 3 of chunk 0,
-    9, not 1.5 x 4 = 6). ``base`` (the closed form) for the other candidates; None where no candidate is such a
-    rank's (``layers``, ``recomputed``: the rank's, ``where`` its placement arguments as :func:`memory_peak_stage`
-    prices it)."""
+    form inflight x the rank's layers is this for equal chunks only (chunks 1 | 3 | 3 | 1 at p 2, v 2, m 8: rank 0,
+    chunks 1 and 3, peaks at 3 micro-batches of its chunk 0 and 2 of its chunk 1, 9 layers' worth, not 2.5 x 4 = 10;
+    the last rank, chunks 3 and 1, at 3 of its chunk 0, 9, not 1.5 x 4 = 6). ``base`` (the closed form) for the
+    other candidates; None where no candidate is such a rank's (``layers``, ``recomputed``: the rank's, ``where``
+    its placement arguments as :func:`memory_peak_stage` prices it)."""
     c = np.asarray(_chunked(g) & (g.pp >= 2))
     if not np.any(c):
         return None
