@@ -1972,6 +1972,80 @@ def _split_rank_recomputed(g: StrategyGrid, sp: _RankSplit, r: int) -> np.ndarra
     return _block_recomputed(g, sizes)
 
 
+def _chunk_ranks_recomputed(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(rank 0, a middle rank, the last rank) recomputed layers of an interleaved pipeline of given first / last model
+    chunks (:func:`_chunked`, :func:`_chunk_layers`' first f, middle c, last l): rank 0 runs chunks f, c, ..., c, a
+    middle rank v chunks c, the last rank c, ..., c, l, each chunk its own first N layers (:func:`_block_recomputed`):
+    min(N, f) + (v-1) min(N, c), v min(N, c), (v-1) min(N, c) + min(N, l); min(N v, n) of the rank's n layers
+    (:func:`recomputed_layers`) took rank 0 of f 1, c 3, v 2 at N 2 as min(4, 4) = 4 recomputed, not 1 + 2 = 3.
+    Read only where :func:`_chunked` (other candidates' entries are a balanced chunk's); None where no chunked
+    candidate recomputes N layers a chunk."""
+    if not np.any(_chunked(g) & (g.pp >= 2)):
+        return None
+    first, mid, last = _chunk_layers(job, g)
+    v = np.maximum(g.virtual_stages, 1)
+    # a rank's v - 1 middle chunks, one entry per chunk up to the grid's largest v - 1 (past a candidate's own
+    # v - 1 an entry holds no layer: min(N, 0) adds 0)
+    more = [np.where(k < v - 1, mid, 0.0) for k in range(int(np.max(v)) - 1)]
+    r0 = _block_recomputed(g, [first, *more])
+    r_mid = _block_recomputed(g, [mid, *more])
+    r_last = _block_recomputed(g, [*more, last])
+    if r0 is None or r_mid is None or r_last is None:
+        return None
+    return r0, r_mid, r_last
+
+
+def _stage_recomputed(job: Job, g: StrategyGrid, last: np.ndarray, other: np.ndarray, first: np.ndarray
+                      ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """Recomputed layers of :func:`_stage_layers`' (last, other, first) ranks: on the chunked interleaved candidates
+    the ranks' own (:func:`_chunk_ranks_recomputed`; ``other`` a middle rank where it holds more layers than rank 0,
+    pp >= 3, else rank 0: the one of more layers also recomputes as many or more), :func:`recomputed_layers` of
+    the counts elsewhere; (None, None, None) where that is exact everywhere (the stages priced as they were)."""
+    ranks = _chunk_ranks_recomputed(job, g)
+    if ranks is None:
+        return None, None, None
+    r0, r_mid, r_last = ranks
+    first_c, mid_c, _last_c = _chunk_layers(job, g)
+    v = np.maximum(g.virtual_stages, 1).astype(float)
+    r_other = np.where((g.pp >= 3) & (v * mid_c > first_c + (v - 1.0) * mid_c), r_mid, r0)
+    c = _chunked(g) & (g.pp >= 2)
+    return (np.asarray(np.where(c, r_last, recomputed_layers(g, last))),
+            np.asarray(np.where(c, r_other, recomputed_layers(g, other))),
+            np.asarray(np.where(c, r0, recomputed_layers(g, first))))
+
+
+def _recomputed_total(job: Job, g: StrategyGrid) -> np.ndarray:
+    """Layers whose forward a micro-batch repeats over the whole pipeline, the sum over the ranks of what each
+    rank's compute prices: the balanced split's L mod p ranks of ceil(L/p) layers and p - L mod p of floor(L/p), or
+    the given first / last stage and the middle ones sharing the rest (:func:`recomputed_layers` of each), an
+    interleaved pipeline of given first / last chunks' rank 0 + (p - 2) middle ranks + the last
+    (:func:`_chunk_ranks_recomputed`), a given split's or a hybrid pattern's ranks each its own
+    (:func:`_split_rank_recomputed`, :func:`_rank_layers`). Every layer where every layer repeats."""
+    layers = float(job.shape.layers)
+    p = g.pp.astype(float)
+    f, lst = g.first_stage_layers.astype(float), g.last_stage_layers.astype(float)
+    set_f, set_l = f >= 0, lst >= 0
+    explicit = set_f | set_l
+    n_mid = p - set_f - set_l
+    mid = np.maximum(layers - np.where(set_f, f, 0.0) - np.where(set_l, lst, 0.0), 0.0) / np.maximum(n_mid, 1.0)
+    given = (np.where(set_f, recomputed_layers(g, f), 0.0) + np.where(set_l, recomputed_layers(g, lst), 0.0)
+             + n_mid * recomputed_layers(g, mid))
+    k = np.mod(layers, p)  # the balanced split: k ranks of ceil(L/p), the rest floor(L/p)
+    balanced = k * recomputed_layers(g, np.ceil(layers / p)) + (p - k) * recomputed_layers(g, np.floor(layers / p))
+    total = np.where(p <= 1, recomputed_layers(g, layers), np.where(explicit, given, balanced))
+    ranks = _chunk_ranks_recomputed(job, g)
+    if ranks is not None:
+        r0, r_mid, r_last = ranks
+        total = np.where(_chunked(g) & (g.pp >= 2), r0 + (p - 2.0) * r_mid + r_last, total)
+    for sp in _rank_layers(job, g) or ():
+        own = [_split_rank_recomputed(g, sp, r) for r in range(sp.p)]
+        rank_sum = sum((recomputed_layers(g, float(len(s))) if x is None else x for s, x in zip(sp.ranks, own,
+                                                                                                strict=True)),
+                       np.zeros(1))
+        total = np.where(sp.on, rank_sum, total)
+    return np.asarray(total, dtype=float)
+
+
 #: Transformer Engine userbuffers splits of a "pipeline" GEMM + reduce-scatter overlap (O-proj and FC2
 #: forward; TE pytorch/module/base.py initialize_ub default config num_splits = 4); "ring_exchange" ones
 #: (QKV and FC1 forward, O-proj and FC2 data-gradient) split into tp chunks.
@@ -2916,14 +2990,20 @@ def _params_per_gpu(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
     return dense, expert
 
 
-def sp_replicated_grad_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: Any) -> np.ndarray:
+def sp_replicated_grad_allreduce(job: Job, g: StrategyGrid, groups: ParallelGroups, layers: Any,
+                                 rank: Any) -> np.ndarray:
     """Seconds per step of the TP all-reduce of the whole-per-rank parameters' gradients under sequence parallelism:
 
-        t = [sp, tp > 1] t_allreduce_tp((L_s n_layer + n_outside) g)
+        t = [sp, tp > 1] t_allreduce_tp((L_s n_layer + n_outside(rank)) g)
 
-    with ``n_layer`` / ``n_outside`` :func:`~scalemodel.cost.transformer.tp_replicated_elements` (norms, router,
-    row-parallel biases, MLA down-projections, LatentMoE projections; the tensors outside the layers counted on
-    every stage, as :func:`param_tensors` does), ``L_s`` the priced stage's layers, ``g`` the gradient bytes. With
+    with ``n_layer`` :func:`~scalemodel.cost.transformer.tp_whole_elements`' per layer (norms, router, row-parallel
+    biases, MLA down-projections, LatentMoE projections), ``L_s`` the priced stage's layers, ``rank`` its pipeline
+    rank, and ``n_outside`` the tensors outside the layers that rank holds, as
+    :func:`scalemodel.cost.memory.params_per_gpu` places them: the learned position table with the embedding (rank 0;
+    the last rank too with MTP, whose embedding copy Megatron-Core builds "if self.pre_process or self.mtp_process",
+    gpt_model.py at d98e8a64dd), the final norm and the D MTP modules' whole tensors on the last rank, all of them at
+    pp 1 (each rank reduces its own parameters' gradients; before chunker18 every stage was priced with all of
+    them, a middle rank's final norm included). ``g`` the gradient bytes. With
     sequence parallelism each TP rank sees its own sequence shard, so these weights' gradients differ across the TP
     ranks and are summed: Megatron-Core ``finalize_model_grads`` -> ``_allreduce_non_tensor_model_parallel_grads``
     (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/distributed/finalize_model_grads.py: one coalesced all-reduce
@@ -2933,8 +3013,14 @@ def sp_replicated_grad_allreduce(job: Job, g: StrategyGrid, groups: ParallelGrou
     before the optimizer: not overlapped."""
     if not job.is_transformer:
         return np.zeros(1)
-    per_layer, outside = transformer.tp_replicated_elements(job.shape)
-    n = np.asarray(layers, dtype=float) * float(np.ravel(per_layer)[0]) + float(np.ravel(outside)[0])
+    sh = job.shape
+    w = transformer.tp_whole_elements(sh)
+    r = np.asarray(rank, dtype=float)
+    first, last = r <= 0.0, r >= g.pp - 1.0
+    mtp = float(np.ravel(sh.mtp_weight_modules)[0])
+    outside = (np.where(first | (last & (mtp > 0)), float(np.ravel(w.position)[0]), 0.0)
+               + np.where(last, float(np.ravel(w.final_norm)[0]) + mtp * float(np.ravel(w.mtp_module)[0]), 0.0))
+    n = np.asarray(layers, dtype=float) * float(np.ravel(w.per_layer)[0]) + outside
     nbytes = n * job.grad_bytes
     t = _collective("allreduce", np.asarray(nbytes, dtype=float), groups.tensor)
     return np.asarray(np.where(g.sequence_parallel & (g.tp > 1), t, 0.0))
@@ -3937,20 +4023,35 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                "fragmentation": frag, "workspace": workspace + 0 * act}
     else:
         _last, other, first = _stage_layers(job, g)
+        # given first / last chunks: each rank's own chunks' recomputed layers (_stage_recomputed; None elsewhere)
+        rec_last, rec_other, rec_first = _stage_recomputed(job, g, _last, other, first)
         # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
         # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
         kw = _memory_kwargs(job, g, m, sync, fragmentation, workspace)
         stage = np.where(g.pp > 1, first, float(job.shape.layers))
         d_mtp = float(job.shape.mtp_layers)
-        br = _kept(_stage_memory(activations, "first", job.shape, stage_layers=stage,
-                                 recomputed_layers=recomputed_layers(g, stage),
-                                 mtp_modules=np.where(g.pp > 1, 0.0, d_mtp), **kw), parts)
+        first_args: dict[str, Any] = dict(stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp),
+                          recomputed_layers=recomputed_layers(g, stage) if rec_first is None else np.where(
+                              g.pp > 1, rec_first, recomputed_layers(g, stage)))
+        br_f = _stage_memory(activations, "first", job.shape, **first_args, **kw)
+        # given first / last chunks: rank 0's chunks each their own (_given_chunk_peak)
+        act_c: np.ndarray | None = None if activations is None else activations.get("first chunks")
+        if act_c is None:
+            act_c = _given_chunk_peak(job, g, m, kw, False, dict(mtp_modules=0.0), stage,
+                                      first_args["recomputed_layers"], br_f.activations)
+            if act_c is not None and activations is not None:
+                activations["first chunks"] = act_c
+        if act_c is not None:
+            br_f = memory.memory_per_gpu(job.shape, activations=act_c, **first_args, **kw)
+        br = _kept(br_f, parts)
         if parts:
             params = _stage_params(job, kw, stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp))
         if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
             mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
+            rec_mid = recomputed_layers(g, mid) if rec_other is None else np.where(
+                (g.pp > 1) & (other >= 1.0), rec_other, recomputed_layers(g, mid))
             br_o = _kept(_stage_memory(
-                activations, "mid", job.shape, stage_layers=mid, recomputed_layers=recomputed_layers(g, mid),
+                activations, "mid", job.shape, stage_layers=mid, recomputed_layers=rec_mid,
                 embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw), parts)
             take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
             br = _where_breakdown(take, br_o, br)
@@ -3958,7 +4059,7 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
                 rank = np.where(take, 1.0, rank)
                 params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
         if np.any(g.pp > 1):
-            br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params, parts, activations)
+            br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params, parts, activations, rec_last)
         br, rank, params = _segment_memory(job, g, m, kw, br, rank, params, parts, activations,
                                            (sync, fragmentation, workspace))
         if not parts:
@@ -4120,6 +4221,58 @@ def _chunk_peak(job: Job, g: StrategyGrid, m: np.ndarray, kws: dict[int, dict[st
     return out
 
 
+def _given_chunk_peak(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any], last_rank: bool,
+                      where: dict[str, Any], layers: np.ndarray, recomputed: Any, base: np.ndarray
+                      ) -> np.ndarray | None:
+    """Activation bytes of rank 0 (``last_rank`` false) or the last rank of an interleaved pipeline of given first /
+    last model chunks (:func:`_chunked`, :func:`_chunk_layers`' first f, middle c, last l), as :func:`_chunk_peak`
+    prices a hybrid rank's unequal chunks: rank 0 runs chunks f, c, ..., c, the last rank c, ..., c, l, and holds h_k
+    micro-batches of its chunk k at a time (:func:`scalemodel.cost.pipeline.interleaved_chunks_held`, Megatron-Core's
+    schedule table), so its peak is max over its forwards of sum_k h_k P_k, P_k chunk k's own activation bytes per
+    micro-batch (its layers, its recomputed layers min(N, n_k) of ``--recompute-num-layers`` N, or ceil(n_k / N)
+    checkpoints under uniform recompute; the embedding's dropout mask in rank 0's chunk 0, the MTP modules in the last
+    rank's last chunk), plus what the rank holds once (logits, the recompute working set: at 0 in flight). The closed
+    form inflight x the rank's layers is this for equal chunks only (chunks 1 | 3 | 3 | 1 at p 2, v 2, m 8: rank 0,
+    chunks 1 and 3, peaks at 3 micro-batches of its chunk 0 and 2 of its chunk 1, 9 layers' worth, not 2.5 x 4 = 10;
+    the last rank, chunks 3 and 1, at 3 of its chunk 0, 9, not 1.5 x 4 = 6). ``base`` (the closed form) for the
+    other candidates; None where no candidate is such a rank's (``layers``, ``recomputed``: the rank's, ``where``
+    its placement arguments as :func:`memory_peak_stage` prices it)."""
+    c = np.asarray(_chunked(g) & (g.pp >= 2))
+    if not np.any(c):
+        return None
+    first, mid, last = _chunk_layers(job, g)
+    partial = (g.recompute == Recompute.FULL) & (g.recompute_layers >= 0) & ~g.recompute_uniform
+    sh = job.shape
+    rank = np.maximum(g.pp - 1, 0) if last_rank else np.zeros(1)
+
+    def per_mb(n: np.ndarray, place: dict[str, Any]) -> np.ndarray:
+        """One micro-batch's activation bytes of a chunk of ``n`` layers (one block: virtual stages 1)."""
+        args = dict(kw, stage_layers=n, stage_rank=rank, virtual_stages=1, **place,
+                    recomputed_layers=np.where(partial, np.minimum(g.recompute_layers, n), n))
+        return np.asarray(memory.memory_per_gpu(sh, inflight=1.0, **args).activations
+                          - memory.memory_per_gpu(sh, inflight=0.0, **args).activations)
+
+    inner = dict(embedding=False, mtp_modules=0.0)
+    p_mid = per_mb(mid, inner)
+    p_end = per_mb(last, where) if last_rank else per_mb(first, where)
+    once = memory.memory_per_gpu(sh, stage_layers=layers, recomputed_layers=recomputed, stage_rank=rank,
+                                 inflight=0.0, **where, **kw).activations
+    shape = np.broadcast_shapes(np.shape(c), np.shape(g.pp), np.shape(g.virtual_stages), np.shape(m),
+                                np.shape(p_mid), np.shape(p_end), np.shape(once))
+    cc = np.broadcast_to(c, shape)
+    keys = np.stack([np.broadcast_to(x, shape)[cc] for x in (g.pp, g.virtual_stages, m)], axis=-1).astype(np.int64)
+    peak = np.zeros(shape)
+    for p, v, mu in np.unique(keys.reshape(-1, 3), axis=0):
+        on = cc & (np.broadcast_to(g.pp, shape) == p) & (np.broadcast_to(g.virtual_stages, shape) == v) & (
+            np.broadcast_to(m, shape) == mu)
+        held = pipeline.interleaved_chunks_held(int(p), max(int(v), 1), max(int(mu), 1), int(p) - 1 if last_rank else 0)
+        # chunk 0 the first (rank 0) or chunk v - 1 the last (the last rank); the others middle chunks
+        top = np.max(np.stack(np.broadcast_arrays(*[sum(row) * p_mid + row[-1 if last_rank else 0] * (p_end - p_mid)
+                                                    for row in held])), axis=0)
+        peak = np.where(on, top, peak)
+    return np.asarray(np.where(cc, once + peak, base))
+
+
 class _Total(NamedTuple):
     """A stage's total bytes alone (:func:`memory_total`): what the peak-stage comparisons read."""
 
@@ -4150,7 +4303,7 @@ def _stage_params(job: Job, kw: dict[str, Any], **stage: Any) -> np.ndarray:
 
 def _last_stage_memory(job: Job, g: StrategyGrid, br: Any, last: np.ndarray,
                        kw: dict[str, Any], rank: np.ndarray, params: np.ndarray, parts: bool = True,
-                       activations: MutableMapping[str, np.ndarray] | None = None
+                       activations: MutableMapping[str, np.ndarray] | None = None, recomputed: Any = None
                        ) -> tuple[Any, np.ndarray, np.ndarray]:
     """The larger of ``br`` and the last pipeline stage's memory (pp > 1): its ``last`` layers, the output layer
     (its own V h / t weight, gradient and optimizer states, tied or not: :func:`scalemodel.cost.memory.params_per_gpu`)
@@ -4158,12 +4311,25 @@ def _last_stage_memory(job: Job, g: StrategyGrid, br: Any, last: np.ndarray,
     prediction modules also the modules (weights, gradients, optimizer states, activations), the word-embedding
     copy MTP needs and D more heads' logits. With the stage's rank and parameters per GPU (``rank``, ``params``
     of ``br`` where it stays). ``parts`` false: ``br`` and the result are totals alone (:class:`_Total`), rank and
-    params passed through. ``activations``: :func:`memory_peak_stage`'s memo."""
+    params passed through. ``activations``: :func:`memory_peak_stage`'s memo. ``recomputed``: the stage's recomputed
+    layers where they are not :func:`recomputed_layers`' (given first / last chunks, :func:`_stage_recomputed`)."""
     n = np.maximum(last, 0.0)
     d_mtp = float(job.shape.mtp_layers)
     stage = dict(stage_layers=n, embedding=d_mtp > 0, head=True, mtp_modules=d_mtp)
-    br_l = _kept(_stage_memory(activations, "last", job.shape, recomputed_layers=recomputed_layers(g, n),
-                               stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw), parts)
+    rec = recomputed_layers(g, n) if recomputed is None else np.where(last >= 0.0, recomputed, recomputed_layers(g, n))
+    br_last = _stage_memory(activations, "last", job.shape, recomputed_layers=rec, stage_rank=np.maximum(g.pp - 1, 0),
+                            **stage, **kw)
+    # given first / last chunks: the last rank's chunks each their own (_given_chunk_peak)
+    act = None if activations is None else activations.get("last chunks")
+    if act is None:
+        act = _given_chunk_peak(job, g, kw["num_microbatches"], kw, True,
+                                dict(embedding=d_mtp > 0, head=True, mtp_modules=d_mtp), n, rec, br_last.activations)
+        if act is not None and activations is not None:
+            activations["last chunks"] = act
+    if act is not None:
+        br_last = memory.memory_per_gpu(job.shape, activations=act, recomputed_layers=rec,
+                                        stage_rank=np.maximum(g.pp - 1, 0), **stage, **kw)
+    br_l = _kept(br_last, parts)
     take = (g.pp > 1) & (br_l.total > br.total)
     if not parts:
         return _where_breakdown(take, br_l, br), rank, params
@@ -4238,23 +4404,26 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     m = microbatches(g)
     reason = _feasibility(job, g, m.astype(np.int64), sync)
     last_layers, other_layers, first_layers = _stage_layers(job, g)
+    # given first / last chunks: each rank's own chunks' recomputed layers (_stage_recomputed; None elsewhere)
+    rec_last, rec_other, rec_first = _stage_recomputed(job, g, last_layers, other_layers, first_layers)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
                              layout=g.layout)  # placed once, reused
     stage = _stage_memo(job, g, groups)  # the pipeline formulas below reuse these ranks
-    last = stage(last_layers, True)
+    last = stage(last_layers, True, None, rec_last)
     comp, mp, t_mb, host = last.busy, last.mp, last.time, last.host
     comp_dp = comp  # the stage whose data-parallel traffic is priced: the rank holding the most parameters
     dp_rank = _dp_rank(job, g, last_layers, other_layers, first_layers)
     if dp_rank is not None:
         n_dp, r_dp = dp_rank
-        for layers_c, on_c in ((other_layers, (r_dp == 1) & (g.pp > 2)), (first_layers, (r_dp == 0) & (g.pp > 1))):
+        for layers_c, rec_c, on_c in ((other_layers, rec_other, (r_dp == 1) & (g.pp > 2)),
+                                      (first_layers, rec_first, (r_dp == 0) & (g.pp > 1))):
             if np.any(on_c):
-                busy_c = stage(layers_c, False).busy
+                busy_c = stage(layers_c, False, None, rec_c).busy
                 comp_dp = {k: np.where(on_c, busy_c[k], v) for k, v in comp_dp.items()}
         comp_dp = dict(comp_dp, pipeline_rank=r_dp)
     if job.is_transformer and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
-        other = stage(other_layers, False)
+        other = stage(other_layers, False, None, rec_other)
         comp_o, mp_o, t_o = other.busy, other.mp, other.time
         busier = t_o > t_mb
         comp = {k: np.where(busier, comp_o[k], v) for k, v in comp.items()}
@@ -4277,7 +4446,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     opt = _optimizer_time(job, g, sync) if dp_rank is None else _optimizer_time(job, g, sync, *dp_rank)
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
-    sp_grads = sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"])  # likewise
+    sp_grads = sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"],  # likewise
+                                            comp_dp.get("pipeline_rank", np.zeros(1)))
     local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads  # one worker's step without waiting on others
     # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
     layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
@@ -4291,7 +4461,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
             s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
             dp_job = _rank_dp_job(job, s)
             opt_r = _optimizer_time(dp_job, g, sync, layers=n, rank=np.full(1, float(r)))
-            sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n)
+            sp_r = sp_replicated_grad_allreduce(_part_job(job, s), g, groups, n, np.full(1, float(r)))
             local_r = (m + bubble_mb) * t_mb + opt_r + imbalance_s + tied + sp_r + off
             comp_r = dict(ranks[r].busy, pipeline_rank=np.full(1, float(r)))  # _dp_comm: the rank's own parameters
             cross_r, in_group_r, total_r = _sync_comm(dp_job, g, comp_r, m, sync, groups, local=local_r)
@@ -4595,9 +4765,15 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: 
     first, mid, last = _chunk_layers(job, g)
     v = np.maximum(g.virtual_stages, 1).astype(float)
     r_first, r_mid, r_last = first + (v - 1.0) * mid, v * mid, (v - 1.0) * mid + last
-    w_first = stage(r_first, False).time
-    w_mid = stage(r_mid, False).time
-    w_last = stage(r_last, True).time
+    rec_first, rec_mid, rec_last = None, None, None
+    ranks = _chunk_ranks_recomputed(job, g)
+    if ranks is not None:  # given first / last chunks: each rank's own chunks' recomputed layers
+        c = _chunked(g) & (g.pp >= 2)
+        rec_first, rec_mid, rec_last = (np.asarray(np.where(c, x, recomputed_layers(g, n)))
+                                        for x, n in zip(ranks, (r_first, r_mid, r_last), strict=True))
+    w_first = stage(r_first, False, None, rec_first).time
+    w_mid = stage(r_mid, False, None, rec_mid).time
+    w_last = stage(r_last, True, None, rec_last).time
     pp_only = stage(np.zeros_like(mid), False).time  # 2 v send/recvs, no layers
 
     def chunk(n: np.ndarray) -> np.ndarray:  # one model chunk: its own first N layers recomputed (_block_recomputed)
@@ -4632,10 +4808,12 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
         return _join_rows([(x.rows, compute_floor(job, x.grid)) for x in split], g.shape[0], len(g.shape))
     m = microbatches(g)
     last, other, _first = _stage_layers(job, g)
-    t_last = _compute_per_microbatch(job, g, last)["total"]
+    rec_last, rec_other, _rec_first = _stage_recomputed(job, g, last, other, _first)
+    t_last = _compute_per_microbatch(job, g, last, recomputed=rec_last)["total"]
     if not job.is_transformer:
         return np.asarray((m + pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)) * t_last)
-    t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False)["total"])
+    t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False,
+                                                       recomputed=rec_other)["total"])
     before = _compute_per_microbatch(job, g, np.maximum(float(job.shape.layers) - last, 0.0),
                                      logits_on_stage=False)["total"]
     seen: dict[tuple[int, int, bool, bytes | None], np.ndarray] = {}
@@ -4693,16 +4871,18 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
     dense, expert = _params_per_gpu(job, g)
     last, other, first = _stage_layers(job, g)
-    comp = _compute_per_microbatch(job, g, last)
+    rec_last, rec_other, rec_first = _stage_recomputed(job, g, last, other, first)
+    comp = _compute_per_microbatch(job, g, last, recomputed=rec_last)
     fwd, bwd = comp["forward"], comp["backward"]
     dp_rank = _dp_rank(job, g, last, other, first)
     if dp_rank is not None:
         # evaluate's comp_dp: the rank holding the most parameters (_dp_rank), its own parameters and compute
         stage, r_dp = dp_rank
         dense, expert = _rank_params_per_gpu(job, g, stage, r_dp)
-        for layers_c, on_c in ((other, (r_dp == 1) & (g.pp > 2)), (first, (r_dp == 0) & (g.pp > 1))):
+        for layers_c, rec_c, on_c in ((other, rec_other, (r_dp == 1) & (g.pp > 2)),
+                                      (first, rec_first, (r_dp == 0) & (g.pp > 1))):
             if np.any(on_c):
-                comp_c = _compute_per_microbatch(job, g, layers_c, logits_on_stage=False)
+                comp_c = _compute_per_microbatch(job, g, layers_c, logits_on_stage=False, recomputed=rec_c)
                 fwd, bwd = np.where(on_c, comp_c["forward"], fwd), np.where(on_c, comp_c["backward"], bwd)
     else:
         stage = np.ones(1)
@@ -4815,9 +4995,9 @@ def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:
             extra = f.recompute - np.where(rec == Recompute.FULL, dead, 0.0)
             f = transformer.StepFlops(forward=f.forward, model=f.model, hardware=f.model + extra, recompute=extra)
         if np.any((rec == Recompute.FULL) & (g.recompute_layers >= 0)):
-            # partial full recompute: the recomputed share of each stage's layers (equal stages assumed)
-            n = float(job.shape.layers) / g.pp
-            share = recomputed_layers(g, n) / n
+            # partial full recompute: the share of the L layers a micro-batch recomputes over the whole pipeline,
+            # each rank's own recomputed layers (_recomputed_total: the first N of each of its chunks)
+            share = _recomputed_total(job, g) / float(job.shape.layers)
             return {"model": np.asarray(f.model, dtype=float),
                     "hardware": np.asarray(f.model + f.recompute * share, dtype=float)}
     else:
