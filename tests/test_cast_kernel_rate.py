@@ -134,3 +134,64 @@ def test_hopper_casts_unchanged() -> None:
     job = _job("dgx-h100", "fp8", "tensorwise")
     expect = 1e9 / (job.memory_bandwidth * job.memory_efficiency)
     assert float(step._cast_seconds(job, 1e9)) == pytest.approx(expect, rel=1e-12)
+
+
+# --- review18d: the part the guide timed, and modules at their own recipe ----------------------------------------
+
+
+def test_b300_casts_reproduce_the_guide_on_its_own_catalog_bus() -> None:
+    """The guide ran on a B300 SXM6 AC, the catalog's b300 part, whose memory-bound work the catalog prices on the
+    16-controller 8 TB/s x 0.85. Its casts must take the guide's differences over the bytes priced that way: MXFP8
+    1.823 ms over 9.069 GB at 6.8 TB/s (1.334 ms) = 1.367, current scaling 2.335 / 1.826 = 1.279, NVFP4 2.689 /
+    1.790 = 1.502 (the full-bus 1.282 / 1.199 / 1.409 belong to B200 / GB200 / GB300, which have the whole bus)."""
+    rate = 8.0e12 * 0.85
+    cases = [("fp8", "mxfp8", X * (2 + 2 * (1 + 1 / 32)) + W * (2 + 1 + 1 / 32), 8.984 - 7.161),
+             ("fp8", "tensorwise", (X + W) * 5.0, 9.147 - 6.812),
+             ("fp4", None, X * (4 + 2 * 0.5625) + W * 4.5625, 6.453 - 3.764)]
+    for precision, recipe, nbytes, measured_ms in cases:
+        job = _job("dgx-b300", precision, recipe)
+        assert job.accelerator == "b300"
+        assert job.memory_bandwidth * job.memory_efficiency == pytest.approx(rate)
+        # the guide's own per-layer cast time, priced through the step's cast function on the part it ran on
+        assert float(step._cast_seconds(job, nbytes)) == pytest.approx(measured_ms * 1e-3, rel=1e-3)
+    # B200 (full bus, 7.7 TB/s x 0.85) keeps the full-bus factor: 1 GB of MXFP8 casts 1e9 / 6.545e12 x 1.282
+    b200 = _job("dgx-b200", "fp8", "mxfp8")
+    assert float(step._cast_seconds(b200, 1e9)) == pytest.approx(1e9 / (7.7e12 * 0.85) * 1.282, rel=1e-9)
+
+
+def _mixed(model: str, strategy: dict[str, Any], **training: Any) -> tuple[Any, Any]:
+    from scalemodel.engine.job import grid_from_strategy
+    tr_in: dict[str, Any] = {"precision": "fp4", "global_batch": 8, "micro_batch": 1, **training}
+    cl, wl, trs, stg = build_specs(cluster="gb200-nvl72", model=model, sets=[], training=tr_in, strategy=strategy)
+    j = build_job(cl, wl, trs, straggler_cv=0.0)
+    return j, grid_from_strategy(stg, trs, 8, j)
+
+
+def test_an_mxfp8_attention_block_in_an_nvfp4_run_takes_mxfp8s_factor() -> None:
+    """gpt-7.5b (h 4096, MHA, s 2048) on GB200, an NVFP4 run (8 GPUs, DP 8, one micro-batch a step), the attention
+    projections at MXFP8 against the same block in BF16 (no cast): the forward adds the block's MXFP8 casts, the
+    inputs of QKV and proj (2 x T h) and the two weights (h x 3h + h x h), 2 + 2 (1 + 1/32) bytes an element, run by
+    TE's MXFP8 quantization kernels: 1.282 x their price at 8 TB/s x 0.85, not NVFP4's 1.409."""
+    T, h = 2048.0, 4096.0
+    nbytes = (2 + 2 * (1 + 1 / 32)) * (2 * T * h + h * 3 * h + h * h)
+    j0, g0 = _mixed("gpt-7.5b", {}, module_precision={"attention_proj": "bf16"})
+    j1, g1 = _mixed("gpt-7.5b", {}, module_precision={"attention_proj": "mxfp8"})
+    assert j1.fp8_recipe == "nvfp4" and float(np.ravel(step.microbatches(g1))[0]) == 1.0
+    got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
+    assert float(np.ravel(got)[0]) == pytest.approx(nbytes / (8e12 * 0.85) * 1.282, rel=1e-9)
+
+
+def test_an_mxfp8_mamba_out_proj_in_an_nvfp4_run_takes_mxfp8s_factor() -> None:
+    """nemotron-3-super (h 4096, Mamba d_inner 128 x 64 = 8192, s 8192) on GB200, NVFP4 run, EP 8, one micro-batch:
+    out_proj at MXFP8 (its te_quant.cfg) against the run's NVFP4 out_proj. Each Mamba layer's forward swaps the
+    out_proj casts of its input (T d_in) and weight (h d_in): NVFP4 2 x 2 + 2 x 0.5625 bytes an element at 1.409
+    for MXFP8 2 + 2 x 1.03125 at 1.282, over (mamba layers / layers) of the mean layer."""
+    T, h, d_in = 8192.0, 4096.0, 8192.0
+    n = T * d_in + h * d_in
+    j0, g0 = _mixed("nemotron-3-super", {"ep": 8})
+    j1, g1 = _mixed("nemotron-3-super", {"ep": 8}, module_precision={"mamba_out_proj": "mxfp8"})
+    hy, L = j0.shape.hybrid, float(j0.shape.layers)
+    assert float(np.ravel(step.microbatches(g0))[0]) == 1.0
+    want = hy.mamba / L * n * ((2 + 2 * (1 + 1 / 32)) * 1.282 - (4 + 2 * 0.5625) * 1.409) / (8e12 * 0.85)
+    got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
+    assert float(np.ravel(got)[0]) == pytest.approx(want, rel=1e-9)

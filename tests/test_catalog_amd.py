@@ -213,3 +213,16 @@ def test_amd_rows_listed_for_their_configuration_not_hardware() -> None:
     for c in rows:
         why = " ".join(v.case_limits(c))
         assert "hardware missing" not in why and "global batch" in why, (c["id"], why)
+
+
+def test_fp4_on_mi355x_is_refused_in_one_line_that_names_the_formats(cli) -> None:  # type: ignore[no-untyped-def]
+    """The catalog lists an fp4 peak for the MI355X (MXFP4, 4 x BF16), so refusing precision fp4 by 'needs Blackwell
+    tensor cores' alone reads as a contradiction: the line says fp4 here is NVFP4 and the chip's FP4 is its own
+    format. Exit 2, one line, no traceback; a chip without an fp4 peak keeps the short message."""
+    r = cli("predict", "-c", "mi355x-8", "-m", "llama3-8b", "-n", "8", "--precision", "fp4")
+    assert r.code == 2 and "Traceback" not in r.err
+    lines = [ln for ln in r.err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: --precision: precision fp4 (NVFP4) needs Blackwell")
+    assert "mi355x is cdna4" in lines[0] and "MXFP4" in lines[0] and "not NVFP4" in lines[0]
+    r = cli("predict", "-c", "dgx-h100", "-m", "llama3-8b", "-n", "8", "--precision", "fp4")
+    assert r.code == 2 and "MXFP4" not in r.err and "h100-sxm is hopper;" in r.err

@@ -290,9 +290,9 @@ FP8_RECIPE_GEMM_FACTORS: dict[str, dict[str, float]] = {
 #:     nvfp4       X (2 x 2 + 2 x 0.5625) + W (2 x 2 + 0.5625) = 12.170 GB: 1.909 ms priced, 6.453 - 3.764 = 2.689 ms
 #:
 #: factors 1.282, 1.199 and 1.409 (NVFP4's includes the random Hadamard transform of the column-wise copy): the
-#: kernels' rate against a full bus, as B200, GB200 and GB300 have (priced on the catalog's 8 TB/s instead, b300's
-#: own figure, they would read 1.367 / 1.279 / 1.502; b300's catalog bandwidth is the 16-controller 8 TB/s for all its
-#: memory-bound work, a catalog matter, not the casts').
+#: kernels' rate against a full bus, as B200, GB200 and GB300 have. b300 itself is priced on the catalog's 8 TB/s
+#: (the 16-controller figure, for all its memory-bound work), so its own casts take the same differences over that
+#: price, 1.367 / 1.279 / 1.502 (:data:`CAST_KERNEL_BUS_FRACTION`): the part the guide timed reproduces the guide.
 #: Conservative: the guide's two runs drift (torch.matmul BF16 12.758 -> 13.102 ms, delayed-scaling autocast 7.802 ->
 #: 8.123 ms, the pre-quantized run slower), and read against the autocast run's state the pre-quantized GEMMs are
 #: 2.7-4.1 % faster, which raises the factors to 1.41-1.48 / 1.29-1.34 / 1.46-1.49; the direct differences are kept.
@@ -311,12 +311,24 @@ CAST_KERNEL_TIME_FACTORS: dict[str, dict[str, float]] = {
     "blackwell": {"mxfp8": 1.282, "tensorwise": 1.199, "nvfp4": 1.409},
 }
 
+#: Accelerators whose catalog ``memory_bandwidth`` is the full-bus figure while the part enables only this fraction of
+#: its HBM bus (:func:`cast_kernel_time_factor` divides the family's full-bus factor by it). b300: the catalog prices
+#: its memory-bound work on the 16-controller 8 TB/s ([HGX-B300]), the SXM6 AC part enables 15 of 16 ([B300-DEV]
+#: memoryBusWidth 7680 of 8192: 7.5 TB/s) and is the part the guide timed, so against its own catalog price its
+#: casts run 1.282 x 8 / 7.5 = 1.367 (mxfp8), 1.279 (tensorwise), 1.503 (nvfp4): the guide's differences over the
+#: bytes priced at 8 TB/s x 0.85 directly (1.823 / 1.334, 2.335 / 1.826, 2.689 / 1.790 ms; nvfp4 1.502 unrounded).
+CAST_KERNEL_BUS_FRACTION: dict[str, float] = {"b300": 7.5 / 8.0}
 
-def cast_kernel_time_factor(family: str, recipe: str) -> float:
+
+def cast_kernel_time_factor(family: str, recipe: str, accelerator: str = "") -> float:
     """The time of a recipe's Transformer Engine quantization kernels on this accelerator family over their price at
     the HBM roofline (:data:`CAST_KERNEL_TIME_FACTORS`; 1 for a recipe or family without a measurement, and for
-    16-bit runs, recipe "")."""
-    return float(CAST_KERNEL_TIME_FACTORS.get(str(family).lower(), {}).get(str(recipe), 1.0))
+    16-bit runs, recipe ""), over :data:`CAST_KERNEL_BUS_FRACTION` of ``accelerator`` (a part priced on a wider bus
+    than it has: b300) where the family has a factor."""
+    f = CAST_KERNEL_TIME_FACTORS.get(str(family).lower(), {}).get(str(recipe))
+    if f is None:
+        return 1.0
+    return float(f) / CAST_KERNEL_BUS_FRACTION.get(str(accelerator).lower(), 1.0)
 
 
 def fp8_recipe_gemm_factor(family: str, recipe: str) -> float:

@@ -1231,13 +1231,35 @@ def _hbm_seconds(job: Job, nbytes: Any) -> np.ndarray:
     return compute.memory_time(nbytes, memory_bandwidth=job.memory_bandwidth, memory_efficiency=job.memory_efficiency)
 
 
-def _cast_seconds(job: Job, nbytes: Any) -> np.ndarray:
+def _cast_seconds(job: Job, nbytes: Any, recipe: str | None = None) -> np.ndarray:
     """Seconds of an fp8 / fp4 run's Transformer Engine quantization of ``nbytes`` (signed: a difference from the
     BF16 run): :func:`_hbm_seconds` x :func:`scalemodel.cost.compute.cast_kernel_time_factor` of the accelerator
-    family and the run's recipe (Blackwell's measured cast kernels, docs/model.md#cast-kernel-rate)."""
+    (family, and b300's bus) and the recipe that quantizes them (``recipe``; None: the run's), Blackwell's measured
+    cast kernels, docs/model.md#cast-kernel-rate."""
     b = np.asarray(nbytes, dtype=float)
-    factor = compute.cast_kernel_time_factor(job.accelerator_family, job.fp8_recipe)
+    r = job.fp8_recipe if recipe is None else recipe
+    factor = compute.cast_kernel_time_factor(job.accelerator_family, r, job.accelerator)
     return np.sign(b) * _hbm_seconds(job, np.abs(b)) * factor
+
+
+def _quantize_cast_seconds(job: Job, **kw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seconds (forward, backward, weights) of :func:`scalemodel.cost.compute.fp8_quantize_bytes` (``kw``), each
+    module's bytes at its own recipe's cast-kernel factor (:func:`_cast_seconds`): a module at its own precision
+    (``attention_recipe`` / ``latent_recipe``, training.module_precision) runs its recipe's quantization kernels,
+    not the run's. The bytes add over modules (a module at "" quantizes nothing), so the module's share is the
+    difference from the bytes with it at "" and is priced at its recipe's factor, the rest at the run's."""
+    run = str(kw.get("recipe", job.fp8_recipe))
+    own = {k: str(r) for k in ("attention_recipe", "latent_recipe")
+           if (r := kw.get(k)) is not None and r != "" and r != run}
+    if not own:
+        f, b, w = compute.fp8_quantize_bytes(job.shape, **kw)
+        return _cast_seconds(job, f, run), _cast_seconds(job, b, run), _cast_seconds(job, w, run)
+    base = compute.fp8_quantize_bytes(job.shape, **dict(kw, **{k: "" for k in own}))
+    out = [_cast_seconds(job, x, run) for x in base]
+    for k, r in own.items():
+        alone = compute.fp8_quantize_bytes(job.shape, **dict(kw, **{o: "" for o in own if o != k}))
+        out = [o + _cast_seconds(job, a - b0, r) for o, a, b0 in zip(out, alone, base, strict=True)]
+    return out[0], out[1], out[2]
 
 
 def _fp8_cast_kwargs(job: Job, g: StrategyGrid) -> dict[str, Any]:
@@ -1268,15 +1290,13 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
     kw = _fp8_cast_kwargs(job, g)
     m = microbatches(g)
 
-    def signed(nbytes: np.ndarray) -> np.ndarray:
-        # the bytes are a difference from the BF16 run: a delayed-scaling norm that writes FP8 (1 byte instead of
-        # eb) saves more than the casts add on Blackwell (no transposed copy) with TP and no SP, so the sum may be
-        # below 0; the layer's own norm bytes, which it saves from, keep the layer time positive
-        return _cast_seconds(job, nbytes)
-
     def times(parts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        # seconds (forward, backward, weights), signed (:func:`_cast_seconds`): the bytes are a difference from the
+        # BF16 run: a delayed-scaling norm that writes FP8 (1 byte instead of eb) saves more than the casts add on
+        # Blackwell (no transposed copy) with TP and no SP, so the sum may be below 0; the layer's own norm bytes,
+        # which it saves from, keep the layer time positive
         f, b, w = parts
-        return signed(f + weight_share * w / m), signed(b)
+        return f + weight_share * w / m, b
 
     hy = None if whole_layer else job.shape.hybrid
     if hy is not None:
@@ -1286,16 +1306,16 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
         # adds its exact change: the attention layers' block (own - run; the layer's casts at least 0), the Mamba
         # layers' out_proj (own - run; the layer's casts at least 0)
         run = dict(kw, attention_recipe=None)
-        f, b = times(compute.fp8_quantize_bytes(job.shape, **run))
+        f, b = times(_quantize_cast_seconds(job, **run))
         L = float(job.shape.layers)
         half = (hy.attention + hy.mlp + hy.mamba) / (2.0 * L)
         out_f, out_b = half * f, half * b
         if hy.moe:
-            mf, mb = times(compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **run))
+            mf, mb = times(_quantize_cast_seconds(job, moe=True, etp=_etp(g), **run))
             out_f, out_b = out_f + hy.moe / L * (mf - f / 2), out_b + hy.moe / L * (mb - b / 2)
         if kw["attention_recipe"] is not None and hy.attention:
             # an attention layer's estimate (half a layer's) with its block's exact change, never below nothing
-            af, ab = times(compute.fp8_quantize_bytes(job.shape, **kw))
+            af, ab = times(_quantize_cast_seconds(job, **kw))
             att_f, att_b = np.maximum(f / 2 + af - f, 0.0), np.maximum(b / 2 + ab - b, 0.0)
             out_f, out_b = out_f + hy.attention / L * (att_f - f / 2), out_b + hy.attention / L * (att_b - b / 2)
         r = module_recipe(job, "mamba_out_proj")
@@ -1303,18 +1323,25 @@ def fp8_cast_per_layer(job: Job, g: StrategyGrid, moe_share: float,
             mkw = dict(micro_batch=kw["micro_batch"], seq_len=kw["seq_len"], tp=g.tp, cp=g.cp,
                        sequence_parallel=g.sequence_parallel, transpose_copy=kw["transpose_copy"],
                        elem_bytes=job.elem_bytes)
-            of, ob = times(compute.mamba_out_proj_quantize_bytes(job.shape.mamba, recipe=r, **mkw))
+            md = job.shape.mamba
+
+            def mamba_times(recipe: str, **extra: Any) -> tuple[np.ndarray, np.ndarray]:
+                """out_proj's casts at ``recipe``, priced at that recipe's cast-kernel factor."""
+                parts = compute.mamba_out_proj_quantize_bytes(md, recipe=recipe, **mkw, **extra)
+                return times((_cast_seconds(job, parts[0], recipe), _cast_seconds(job, parts[1], recipe),
+                              _cast_seconds(job, parts[2], recipe)))
+
+            of, ob = mamba_times(r)
             # the run's out_proj as the estimate holds it: with fp8_param_gather an FP8 weight, transposed only
-            rf, rb = times(compute.mamba_out_proj_quantize_bytes(job.shape.mamba, recipe=job.fp8_recipe,
-                                                                 fp8_params=kw["fp8_params"], **mkw))
+            rf, rb = mamba_times(job.fp8_recipe, fp8_params=kw["fp8_params"])
             # a Mamba layer's estimate (half a layer's) with out_proj's exact change, never below nothing (as the
             # attention layers': half a layer's casts can be below the run's out_proj casts, e.g. BF16 out_proj)
             mam_f, mam_b = np.maximum(f / 2 + of - rf, 0.0), np.maximum(b / 2 + ob - rb, 0.0)
             out_f, out_b = out_f + hy.mamba / L * (mam_f - f / 2), out_b + hy.mamba / L * (mam_b - b / 2)
         return out_f, out_b
-    f, b = times(compute.fp8_quantize_bytes(job.shape, **kw))
+    f, b = times(_quantize_cast_seconds(job, **kw))
     if moe_share > 0:
-        mf, mb = times(compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw))
+        mf, mb = times(_quantize_cast_seconds(job, moe=True, etp=_etp(g), **kw))
         f, b = (1 - moe_share) * f + moe_share * mf, (1 - moe_share) * b + moe_share * mb
     return f, b
 
@@ -1332,11 +1359,11 @@ def fp8_moe_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
     if not job.fp8_recipe or not np.any(again):
         return np.zeros(1)
     kw = dict(_fp8_cast_kwargs(job, g), attention_recipe=None)
-    dense_f = compute.fp8_quantize_bytes(job.shape, **kw)[0]
-    moe_f = compute.fp8_quantize_bytes(job.shape, moe=True, etp=_etp(g), **kw)[0]
-    block = np.maximum(moe_f - dense_f / 2.0, 0.0)
+    dense_f = _quantize_cast_seconds(job, **kw)[0]
+    moe_f = _quantize_cast_seconds(job, moe=True, etp=_etp(g), **kw)[0]
+    block = np.maximum(moe_f - dense_f / 2.0, 0.0)  # seconds, each module at its recipe's cast-kernel factor
     share = float(job.shape.moe_layers / job.shape.layers)
-    return np.asarray(np.where(again, share * _cast_seconds(job, block), 0.0), dtype=float)
+    return np.asarray(np.where(again, share * block, 0.0), dtype=float)
 
 
 def fp8_mlp_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
@@ -1357,8 +1384,8 @@ def fp8_mlp_recompute_casts(job: Job, g: StrategyGrid) -> np.ndarray:
     if not job.fp8_recipe or not np.any(again):
         return np.zeros(1)
     kw = dict(_fp8_cast_kwargs(job, g), attention_recipe=None)
-    f = compute.fp8_quantize_bytes(job.shape, mlp_only=True, **kw)[0]
-    return np.asarray(np.where(again, _cast_seconds(job, f), 0.0), dtype=float)
+    f = _quantize_cast_seconds(job, mlp_only=True, **kw)[0]
+    return np.asarray(np.where(again, f, 0.0), dtype=float)
 
 
 def _mtp_block(job: Job, g: StrategyGrid, block: compute.LayerTime, moe_block: bool) -> compute.LayerTime:

@@ -755,7 +755,11 @@ def low_precision_recipe(training: Any, acc: Any) -> str:
     (pytorch/quantization.py at NVIDIA/TransformerEngine@d0067d0da6) refuse them below compute capability 10.0."""
     if Precision.parse(training.precision) == Precision.FP4:
         if acc.family != "blackwell":
-            raise InputError(f"precision fp4 (NVFP4) needs Blackwell tensor cores; {acc.name} is {acc.family}",
+            # a chip with FP4 matrix cores of its own (MI355X: MXFP4, its catalog fp4 peak) still runs no NVFP4
+            own = "fp4" in (getattr(acc, "peak_flops", None) or {})
+            note = (f" (its fp4 peak is its own FP4 format, e.g. MXFP4 on CDNA4, not NVFP4; no FP4 training recipe "
+                    f"is priced for {acc.family})") if own else ""
+            raise InputError(f"precision fp4 (NVFP4) needs Blackwell tensor cores; {acc.name} is {acc.family}{note}",
                              where="training.precision", allowed="bf16, fp16 or fp8 on this accelerator")
         return "nvfp4"
     if Precision.parse(training.precision) != Precision.FP8:
