@@ -236,3 +236,28 @@ def test_nanotron_pipeline_metadata_sends(a100) -> None:  # type: ignore[no-unty
     ratio = first(nano.breakdown["pp_comm"]) / first(mega.breakdown["pp_comm"])
     assert ratio == pytest.approx((2 * act + extra) / (2 * act), rel=1e-6)
 
+
+def test_nanotron_pipeline_sends_the_whole_activation_without_sp(a100) -> None:  # type: ignore[no-untyped-def]
+    """Without sequence parallelism nanotron runs tp_mode ALL_REDUCE: every TP rank holds the whole [s, b, h] hidden
+    states and its PipelineBlock sends them as they are (pipeline_parallel/block.py, p2p.py at c2528430), where
+    Megatron's scatter/gather sends b s h / t. gpt-7.5b at tp 2, pp 2, dp 2 in one DGX A100 node, micro-batch 1:
+    nanotron's boundary per micro-batch is 2 sends of the whole activation plus its metadata and the mask (the test
+    above), Megatron's 2 sends of half of it; each a 2-rank send/recv at the pipeline's stride tp x dp = 4."""
+    from grid_helpers import evaluated, first
+
+    from scalemodel.cost import collectives as coll
+    from scalemodel.specs import TrainingSpec, load_workload
+
+    wl = load_workload("gpt-7.5b")
+    tr = TrainingSpec(global_batch=32, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
+    job, _, mega = evaluated(a100, wl, tr, 8, tp=2, pp=2, zero="1")
+    _, _, nano = evaluated(a100, wl, tr, 8, tp=2, pp=2, zero="1", nanotron_trainer=True)
+
+    def t(nbytes: float) -> float:
+        return first(coll.collective_time("sendrecv", nbytes, 2, job.network, stride=4))
+
+    s = float(job.seq_len)
+    act = s * float(job.shape.hidden) * 2.0
+    extra = 3 * t(56.0) + 2 * t(48.0) + t(32.0) + t(s)
+    ratio = first(nano.breakdown["pp_comm"]) / first(mega.breakdown["pp_comm"])
+    assert ratio == pytest.approx((2 * t(act) + extra) / (2 * t(act / 2)), rel=1e-6)
