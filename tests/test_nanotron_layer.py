@@ -86,6 +86,73 @@ def test_nanotron_80b_gqa8_tp4_sequence_parallel_by_op_list() -> None:
     assert float(got_b) == pytest.approx(_total(bwd))
 
 
+def test_nanotron_micro_batch_1_has_no_output_copies() -> None:
+    """At micro-batch 1 the o_proj input ``attention_output.view(1, s, O).transpose(0, 1)`` is a contiguous [s, 1, O]
+    tensor (PyTorch's contiguity check skips size-1 dimensions: strides (O, s O, 1) over sizes (s, 1, O)), so
+    F.linear folds it without a copy, the view's backward reshapes the gradient without one and the async row
+    linear's ``tensor.contiguous()`` returns it as is: the 3.57B layer of the first test at t 1 without its 2e O
+    forward and 4e O backward. Every other op stays (the QKV permute, the KV pack's cat and permute, the split's
+    cats act on dimensions that size 1 does not make contiguous). Op list checked against an aten trace of the
+    layer's code (TorchDispatchMode, torch 2.1.2, b 1 and 2)."""
+    h, f = 3072.0, 8192.0
+    u = h
+    fwd = [("2 TritonRMSNorm forwards", 2 * 2 * E * h), ("2 residual adds", 2 * 3 * E * h),
+           ("qkv view.permute(2,1,0,3,4).contiguous()", 2 * E * 3 * u),
+           ("kv cat", 2 * E * 2 * u), ("kv permute(1,2,0,3,4).contiguous()", 2 * E * 2 * u),
+           ("rotary in place on q and k", 2 * E * 2 * u),
+           ("silu", 2 * E * f), ("mul", 3 * E * f)]
+    bwd = [("2 norm backwards", 2 * 3 * E * h), ("2 accumulations", 2 * 3 * E * h),
+           ("act: two products, silu_backward, split's cat", 13 * E * f),
+           ("kv split backward cat", 2 * E * 2 * u), ("rotary backward", 2 * E * 2 * u),
+           ("unbind backward stack", 2 * E * 3 * u), ("view(s,b,3,a,d) backward reshape", 2 * E * 3 * u)]
+    sh = shape(layers=28, hidden=h, heads=24, vocab=131072, ffn_hidden=f, gated_mlp=True, dropout=False)
+    got_f, got_b = layer_eltwise_bytes(sh, "nanotron", micro_batch=1)
+    assert float(got_f) == pytest.approx(_total(fwd))
+    assert float(got_b) == pytest.approx(_total(bwd))
+    # by hand: fwd 10 e h + 6 e h + 8 e h + 4 e h + 5 e f = 28 e h + 5 e f; bwd 12 e h + 4 e h + 4 e h + 12 e h
+    # + 13 e f = 32 e h + 13 e f
+    assert float(got_f) == pytest.approx(E * (28 * h + 5 * f))
+    assert float(got_b) == pytest.approx(E * (32 * h + 13 * f))
+    # micro-batch 2 (and None, the default: b > 1) keep them: + 2 e h forward, + 4 e h backward
+    two_f, two_b = layer_eltwise_bytes(sh, "nanotron", micro_batch=[1, 2])
+    assert float(two_f[1] - two_f[0]) == pytest.approx(2 * E * h)
+    assert float(two_b[1] - two_b[0]) == pytest.approx(4 * E * h)
+
+
+def test_nanotron_layer_time_passes_the_micro_batch() -> None:
+    """layer_compute_time hands its micro-batch to the byte count: a dense layer's forward memory-bound time is
+    T x its forward bytes at the roofline (T = b s), so per token the 3.57B layer at t 1 (MHA, flash) moves 28 e h +
+    5 e f at b 1 and 30 e h + 5 e f at b 2 (the two tests above, by hand), at 3.35 TB/s x 0.85."""
+    from scalemodel.cost.compute import layer_compute_time
+
+    h, f, s, bw, eff = 3072.0, 8192.0, 4096.0, 3.35e12, 0.85
+    sh = shape(layers=28, hidden=h, heads=24, vocab=131072, ffn_hidden=f, gated_mlp=True, dropout=False)
+    lt = layer_compute_time(sh, micro_batch=[1, 2], seq_len=s, peak_flops=989e12, memory_bandwidth=bw,
+                            memory_efficiency=eff, flash_attention=True, layer_impl="nanotron")
+    per_token = [E * (28 * h + 5 * f), E * (30 * h + 5 * f)]
+    for i, b in enumerate((1.0, 2.0)):
+        assert float(lt.forward_memory[i]) == pytest.approx(b * s * per_token[i] / (bw * eff))
+
+
+def test_nanotron_row_linear_without_async_copies_once() -> None:
+    """tp 4 without sequence parallelism (nanotron tp_mode ALL_REDUCE: the grid turns tp_linear_async_communication
+    off with it, and o_proj's async linear asserts REDUCE_SCATTER): o_proj is ``F.linear`` under autograd. Forward the
+    fold's copy 2e O as before; backward only the view's reshape of the transposed gradient, 2e O: the weight gradient
+    uses the fold's copy autograd saved, no ``tensor.contiguous()``. Against the same layer with SP (async): the
+    residual stream at h, not h/4 (norms 2e + 3e, adds 3e + 3e, per norm-and-add pair), and 2e O less backward.
+    8B-like: h 4096, 32 heads, t 4: O = 1024."""
+    h, t = 4096.0, 4.0
+    o = h / t
+    sh = shape(layers=32, hidden=h, heads=32, vocab=131072, ffn_hidden=14336.0, gated_mlp=True, dropout=False)
+    sp_f, sp_b = layer_eltwise_bytes(sh, "nanotron", tp=t, sequence_parallel=True, micro_batch=2)
+    ar_f, ar_b = layer_eltwise_bytes(sh, "nanotron", tp=t, sequence_parallel=False, micro_batch=2)
+    # the residual stream x: h/4 with SP, h without; per layer fwd 2 norms (2e x) + 2 adds (3e x) = 10e x,
+    # bwd 2 norms (3e x) + 2 accumulations (3e x) = 12e x
+    dx = h - h / t
+    assert float(ar_f - sp_f) == pytest.approx(10 * E * dx)
+    assert float(ar_b - sp_b) == pytest.approx(12 * E * dx - 2 * E * o)
+
+
 def test_nanotron_tp_time_by_hand() -> None:
     """nanotron's TP linears (engine.step.nanotron_tp_time, docs/model.md#nanotron): an 80B-like layer at t 8 with
     AG 0.2 ms, RS 0.18 ms; column GEMMs qkv 0.32 ms, gate_up 0.74 ms; row GEMMs o 0.106 ms, down 0.37 ms."""
@@ -168,3 +235,29 @@ def test_nanotron_pipeline_metadata_sends(a100) -> None:  # type: ignore[no-unty
     extra = 3 * t(56.0) + 2 * t(48.0) + t(32.0) + t(s)
     ratio = first(nano.breakdown["pp_comm"]) / first(mega.breakdown["pp_comm"])
     assert ratio == pytest.approx((2 * act + extra) / (2 * act), rel=1e-6)
+
+
+def test_nanotron_pipeline_sends_the_whole_activation_without_sp(a100) -> None:  # type: ignore[no-untyped-def]
+    """Without sequence parallelism nanotron runs tp_mode ALL_REDUCE: every TP rank holds the whole [s, b, h] hidden
+    states and its PipelineBlock sends them as they are (pipeline_parallel/block.py, p2p.py at c2528430), where
+    Megatron's scatter/gather sends b s h / t. gpt-7.5b at tp 2, pp 2, dp 2 in one DGX A100 node, micro-batch 1:
+    nanotron's boundary per micro-batch is 2 sends of the whole activation plus its metadata and the mask (the test
+    above), Megatron's 2 sends of half of it; each a 2-rank send/recv at the pipeline's stride tp x dp = 4."""
+    from grid_helpers import evaluated, first
+
+    from scalemodel.cost import collectives as coll
+    from scalemodel.specs import TrainingSpec, load_workload
+
+    wl = load_workload("gpt-7.5b")
+    tr = TrainingSpec(global_batch=32, micro_batch=1, precision="bf16", grad_bytes_per_param=4.0)
+    job, _, mega = evaluated(a100, wl, tr, 8, tp=2, pp=2, zero="1")
+    _, _, nano = evaluated(a100, wl, tr, 8, tp=2, pp=2, zero="1", nanotron_trainer=True)
+
+    def t(nbytes: float) -> float:
+        return first(coll.collective_time("sendrecv", nbytes, 2, job.network, stride=4))
+
+    s = float(job.seq_len)
+    act = s * float(job.shape.hidden) * 2.0
+    extra = 3 * t(56.0) + 2 * t(48.0) + t(32.0) + t(s)
+    ratio = first(nano.breakdown["pp_comm"]) / first(mega.breakdown["pp_comm"])
+    assert ratio == pytest.approx((2 * t(act) + extra) / (2 * t(act / 2)), rel=1e-6)

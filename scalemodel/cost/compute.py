@@ -809,7 +809,7 @@ def layer_compute_time(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike,
 
     part = "layer" if attention and mlp else ("attention" if attention else "mlp")
     own_f, own_b = layer_eltwise_bytes(sh, layer_impl, tp=t, sequence_parallel=sp, elem_bytes=eb, mlp=not moe,
-                                       part=part)
+                                       part=part, micro_batch=b)
     mem = T * own_f  # norms, residuals, dropout, RoPE, layout copies (and the dense activation), counted per impl
     disp = np.zeros_like(T)  # the MoE dispatcher's token permutations (their backward moves as many bytes)
     moe_block = np.zeros_like(T)  # the MoE block's forward (selective recompute of moe repeats it)
@@ -1097,7 +1097,8 @@ def loss_saved_bytes(loss_impl: ArrayLike = "megatron", elem_bytes: ArrayLike = 
 
 def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp: ArrayLike = 1,
                         sequence_parallel: ArrayLike = False, elem_bytes: ArrayLike = 2.0,
-                        mlp: bool = True, part: str = "layer", _attn: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+                        mlp: bool = True, part: str = "layer", micro_batch: ArrayLike | None = None,
+                        _attn: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """HBM bytes per token (of the micro-batch's T = b s / cp on one GPU) that one layer's memory-bound ops move,
     (forward, backward), by implementation (:class:`~scalemodel.choices.LayerImpl`): every op that is neither a weight
     GEMM nor the attention core (norms, residual adds, dropout, the MLP activation, RoPE, the core's layout copies,
@@ -1108,7 +1109,7 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
     V = g d_v / t, O = a d_v / t, F = f / t (the dense MLP's width; 0 when ``mlp`` is False: an MoE layer prices its
     experts' activation in :func:`layer_compute_time`), U = 2F gated, F otherwise (the up-projection's output);
     n = the norms per layer, 2 residual adds; flags from the shape: dropout (``sh.dropout``), biases, RoPE
-    (``position_embeddings`` 0), GQA (g < a), gated.
+    (``position_embeddings`` 0), GQA (g < a), gated. ``micro_batch`` (b; None: b > 1) matters to nanotron only.
 
     megatron_te (NVIDIA/Megatron-LM@baf94af3c6 = core_r0.8.0, megatron/core/transformer/transformer_layer.py with the
     TE spec, megatron/training/arguments.py: bias-dropout, bias-gelu/swiglu and RoPE fusions on by default;
@@ -1205,7 +1206,13 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
                                        non-contiguous: matmul folds it by a reshape (a copy)
                   bwd 4e O            the view's backward reshapes the transposed gradient (2e); the async row
                                        linear saved the non-contiguous input and makes it contiguous for the
-                                       weight gradient (``tensor = tensor.contiguous()``, 2e)
+                                       weight gradient (``tensor = tensor.contiguous()``, 2e); 2e O where the row
+                                       linear is not async (tp_mode ALL_REDUCE: no SP at t > 1; the grid pairs
+                                       REDUCE_SCATTER with async, so t = 1 counts as async): matmul's fold copy
+                                       is what autograd saved, only the view's reshape is left
+                  none at b = 1       ``micro_batch`` 1: the transpose of [1, s, O] is contiguous (PyTorch's
+                                       contiguity skips size-1 dimensions), so neither the fold, the gradient's
+                                       reshape nor ``tensor.contiguous()`` copies (``micro_batch`` None: b > 1)
         act       fwd 5e F gated      ``torch.split`` views, eager silu (read F, write F) x up (read 2F, write F);
                                        2e F ungated (eager activation)
                   bwd 13e F gated     MulBackward's two products (3e F each), silu_backward 3e F, the split's
@@ -1213,7 +1220,9 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
                                        3e F ungated
 
     so against megatron_te (MHA, RoPE, gated, no dropout) per token: fwd + 4e (K + V) + 2e O + 2e F, bwd + 2e (K + V)
-    + 2e (Q + K + V) + 4e O + 8e F. No dropout, no biases (nanotron's Llama has neither).
+    + 2e (Q + K + V) + 4e O + 8e F (b > 1; b = 1 without the O terms). No dropout, no biases (nanotron's Llama has
+    neither). The op sequence, b = 1 and 2, MHA and GQA, async row linear or F.linear, was checked against an aten
+    trace (TorchDispatchMode) of the layer's code under torch 2.1.2.
 
     Megatron-Core with MHA, RoPE, dropout, SwiGLU, n = 2, no SP, t = 1 (x = Q = K = V = h):
     fwd 10e h + 2 h + 4e h + 6e h + 3e f, bwd 12e h + 2 (2e + 1) h + 4e h + 6e h + 5e f.
@@ -1223,7 +1232,7 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
     halved, plus that block's own terms (RoPE and layout for attention; the activation, at ``mlp``, for the MLP).
     """
     if part != "layer":
-        kw = dict(tp=tp, sequence_parallel=sequence_parallel, elem_bytes=elem_bytes)
+        kw = dict(tp=tp, sequence_parallel=sequence_parallel, elem_bytes=elem_bytes, micro_batch=micro_batch)
         x_f, x_b = layer_eltwise_bytes(sh, layer_impl, mlp=False, _attn=0.0, **kw)
         a_f, a_b = layer_eltwise_bytes(sh, layer_impl, mlp=False, **kw)
         if part == "attention":
@@ -1284,10 +1293,15 @@ def layer_eltwise_bytes(sh: Shape, layer_impl: ArrayLike = "megatron_te", *, tp:
 
     def nanotron() -> tuple[Any, Any]:  # nanotron's LlamaDecoderLayer, eager (docstring)
         rot = one(rope) * 2 * e * (q + k)
-        return ((2 * n + 6) * e * x + rot + 2 * e * (q + k + v) + 4 * e * (k + v) + 2 * e * o
+        # the o_proj input's copies: only where b > 1 (at b = 1 the [s, 1, O] transpose is contiguous); the row
+        # linear's tensor.contiguous() only in the async row linear (tp_mode REDUCE_SCATTER: SP, or t = 1)
+        b = 2.0 if micro_batch is None else np.asarray(micro_batch, dtype=float)
+        out = one(b > 1) * e * o
+        row_async = sp | (t <= 1)
+        return ((2 * n + 6) * e * x + rot + 2 * e * (q + k + v) + 4 * e * (k + v) + 2 * out
                 + np.where(gated, 5.0, 2.0) * e * f,
-                (3 * n + 6) * e * x + rot + np.where(gqa, 2.0, 4.0) * e * (q + k + v) + 2 * e * (k + v) + 4 * e * o
-                + np.where(gated, 13.0, 3.0) * e * f)
+                (3 * n + 6) * e * x + rot + np.where(gqa, 2.0, 4.0) * e * (q + k + v) + 2 * e * (k + v)
+                + np.where(row_async, 4.0, 2.0) * out + np.where(gated, 13.0, 3.0) * e * f)
 
     # only the implementations some candidate runs are priced (the planner's grids hold one or two)
     fwd, bwd = np.zeros(()), np.zeros(())

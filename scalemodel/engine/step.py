@@ -2814,7 +2814,11 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
            "cp": cp_ring,
            "ep": ep, "ep_refwd": ep_refwd,
-           "pp": _stage_boundary_time(groups, act / g.tp),
+           # the activation per TP rank: b s h / t by Megatron's scatter/gather (or the SP shard); nanotron without SP
+           # (tp_mode ALL_REDUCE) sends each rank's whole replicated [s, b, h] (PipelineBlock.forward sends the tensor
+           # as it is, pipeline_parallel/block.py at huggingface/nanotron@c2528430)
+           "pp": _stage_boundary_time(groups, act / np.where(
+               np.asarray(g.nanotron_trainer, dtype=bool) & ~np.asarray(g.sequence_parallel, dtype=bool), 1.0, g.tp)),
            "pp_meta": nanotron_p2p_extra_time(groups, tokens) if np.any(g.nanotron_trainer) else 0.0 * act,
            "pp_gather": _collective("allgather", act, groups.tensor) if np.any(g.deepspeed_pipeline) else 0.0 * act}
 
