@@ -222,3 +222,20 @@ def test_cli_best_uses_the_planner(cli):
     for p in pts:
         assert "memory_forced" in p["loss_attribution"]
         assert sum(p["loss_attribution"].values()) == pytest.approx(1 - p["scaling_efficiency"], abs=1e-9)
+
+
+def test_summary_points_below_two_keep_a_decimal(cli):
+    """Llama 3 70B, TP 8 x PP 4, weak 64 -> 16384 H100s: the summary read "dp_comm takes 1 points ...; contention
+    takes 0 points" for losses the table prints as 1.0 and 0.1. Each cause's points are 100 x its loss_attribution
+    at the last point, whole from 2 up and with one decimal below."""
+    import json
+
+    res = cli("scale", "-c", "dgx-h100", "-m", "llama3-70b", "--mode", "weak", "--gpus", "64,256,1024,4096,16384",
+              "--global-batch", "64", "--tp", "8", "--pp", "4", "--sequence-parallel", "--zero", "1", "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    loss = doc["points"][-1]["loss_attribution"]
+    assert 0.0095 <= loss["dp_comm"] < 0.015 and 0.0005 < loss["contention"] < 0.0095
+    assert "dp_comm takes 1.0 point (" in doc["summary"]
+    assert f"contention takes {100 * loss['contention']:.1f} points (" in doc["summary"]
+    assert " 1 points" not in doc["summary"] and " 0 points" not in doc["summary"]

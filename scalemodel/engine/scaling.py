@@ -114,7 +114,7 @@ class ScalingResult:
             return head + " (no material loss)"
         parts = []
         for i, (cause, v) in enumerate(top):
-            text = f"{cause} takes {100 * v:.0f} points ({PARTS[cause].description}"
+            text = f"{cause} takes {_points(v)} ({PARTS[cause].description}"
             if i == 0 and cause in last.prediction.breakdown_s and not self.best:
                 a, b = first.prediction.breakdown_s[cause], last.prediction.breakdown_s[cause]
                 sa, sb = first.strategy, last.strategy
@@ -129,6 +129,13 @@ class ScalingResult:
     def payload(self) -> dict[str, Any]:
         return {"inputs": self.inputs, "mode": self.mode, "best": self.best,
                 "points": [p.payload() for p in self.points], "summary": self.summary(), "notes": self.notes}
+
+
+def _points(v: float) -> str:
+    """Efficiency points lost (v a fraction): whole points from 2 up (as the table's 22, 8), one decimal below,
+    where a whole number read "1 points" or "0 points" for a cause the table shows as 1.0 or 0.1."""
+    pts = 100.0 * v
+    return f"{pts:.0f} points" if round(pts) >= 2 else f"{pts:.1f} point{'' if f'{pts:.1f}' == '1.0' else 's'}"
 
 
 def _fmt_s(x: float) -> str:
