@@ -214,3 +214,22 @@ def test_weak_time_to_train_is_train_tokens_over_throughput_unless_the_critical_
     assert res.code == 1, res.err
     (a,) = json.loads(res.out)["assertions"]
     assert a["value"] == pytest.approx(target, rel=1e-9) and not a["passed"]
+
+
+def test_must_fit_memory_holds_at_every_count(cli: Any, tmp_path: Path) -> None:
+    """Llama 3 70B at TP 8, ZeRO-1, full recompute, strong 16 -> 64 H100s at B 64: at 16 GPUs (dp 2) the states
+    take 70.55e9 / 8 x (2 + 2 + 12 / 2) bytes = 88 GB alone, past 80 GB; at 64 (dp 8) they fit. must_fit_memory was
+    checked at 64 only and passed (exit 0), while the note without it said "add must_fit_memory: true to fail on
+    it". It now fails, reporting the 16-GPU point."""
+    assert 70.55e9 / 8 * (2 + 2 + 12 / 2) > 80e9
+    text = ("kind: scenario\nname: m\ncluster: dgx-h100\nmodel: llama3-70b\ngpus: [16, 64]\nmode: strong\n"
+            "training: {global_batch: 64, micro_batch: 1}\n"
+            "strategy: {tp: 8, zero: '1', sequence_parallel: true, recompute: full}\n")
+    p = tmp_path / "m.yaml"
+    p.write_text(text + "assertions:\n  max_step_time: 1h\n")
+    assert "add must_fit_memory: true to fail on it" in " ".join(cli("check", str(p)).out.split())
+    p.write_text(text + "assertions:\n  must_fit_memory: true\n")
+    res = cli("check", str(p), "--json")
+    assert res.code == 1, res.out + res.err
+    (a,) = json.loads(res.out)["assertions"]
+    assert a["at_gpus"] == 16 and not a["passed"] and a["value"] > 80e9
