@@ -9,8 +9,8 @@ import numpy as np
 
 from scalemodel.cost import collectives as C
 from scalemodel.cost import nccl
-from scalemodel.cost.placement import place
 from scalemodel.cost.algorithms import APPLICABLE, OPS
+from scalemodel.cost.placement import place
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
 

@@ -10,9 +10,9 @@ cases on, its min-max below) applied to the prediction: the measured step time w
 ``t (1 + e)``, the measured throughput ``x / (1 + e)``.
 
 Nothing similar validated (fewer than :data:`MIN_CASES` cases of the accelerator generation, none or a few, and
-the result says which) is out of distribution: the result says so, and the band is the whole validation set's error range (min to max), doubled, not a narrow
-one. A job far outside the GPU counts of its family (more than :data:`SCALE_MARGIN` x beyond them) is
-flagged the same way.
+the result says which) is out of distribution: the result says so, and the band is the whole validation set's
+error range (min to max), doubled, not a narrow one. A job far outside the GPU counts of its family (more than
+:data:`SCALE_MARGIN` x beyond them) is flagged the same way.
 """
 
 from __future__ import annotations
