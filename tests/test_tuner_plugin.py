@@ -120,9 +120,20 @@ def test_collective_says_why_best_is_not_the_fastest_row(cli) -> None:  # type: 
     fastest = min(times, key=times.__getitem__)
     assert "best = the aws-ofi-p5 tuner plugin's choice" in out and f"{fastest} (" in out.split("best =")[1]
     row = json.loads(cli("collective", "-c", "pcie-25gbe", "-n", "64", "--size", "1GiB", "--json").out)["rows"][0]
-    assert row["best"] in ("ring", "tree") and row["best_basis"].startswith("the fastest algorithm NCCL runs")
+    assert row["best"] in ("ring", "tree")
+    assert row["best_basis"].startswith("the fastest algorithm NCCL runs for allreduce (ring, tree")
     row = json.loads(cli("collective", "-c", "dgx-h100", "-n", "8", "--size", "1GiB", "--json").out)["rows"][0]
     assert row["best"] == "hierarchical" and "in-network reduction" in row["best_basis"]
     row = json.loads(cli("collective", "-c", "dgx-h100", "-n", "8", "--size", "1GiB", "--algo", "ring",
                          "--json").out)["rows"][0]
     assert row["best_basis"] == "named with --algo"
+
+
+def test_collective_basis_lists_what_nccl_runs_for_the_op(cli) -> None:  # type: ignore[no-untyped-def]
+    """All-gather on 8 H100s: NCCL runs ring, PAT and NVLS for it, not tree (nccl.NCCL_FAMILY); the basis said
+    "(ring, tree, in-network reduction)" for every op."""
+    import json
+
+    row = json.loads(cli("collective", "-c", "dgx-h100", "-n", "8", "--op", "allgather", "--size", "1GiB",
+                         "--json").out)["rows"][0]
+    assert "tree" not in row["best_basis"] and "allgather" in row["best_basis"]

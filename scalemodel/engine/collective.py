@@ -65,6 +65,18 @@ def compute(op: str, sizes: list[float], gpus: int, network: Any, algo: str, str
     return rows
 
 
+# what NCCL implements per collective, as auto chooses among them (scalemodel.cost.nccl.NCCL_FAMILY, auto_eligible)
+_NCCL_RUNS = {
+    "allreduce": lambda inr: "ring, tree" + (", in-network reduction as hierarchical" if inr else ""),
+    "reducescatter": lambda inr: "ring; PAT as rd at one GPU a node; NVLS as hierarchical in one NVLink-SHARP domain",
+    "allgather": lambda inr: "ring; PAT as rd at one GPU a node; NVLS as hierarchical in one NVLink-SHARP domain",
+    "alltoall": lambda inr: "direct",
+    "broadcast": lambda inr: "ring",
+    "reduce": lambda inr: "ring",
+    "sendrecv": lambda inr: "direct",
+}
+
+
 def _auto_basis(op: str, S: np.ndarray, gpus: int, network: Any, stride: int, dtype_bytes: int,
                 best: list[str]) -> list[str]:
     """Why ``auto``'s pick is the one NCCL runs, per size: a tuner plugin the cluster names decided it
@@ -82,10 +94,11 @@ def _auto_basis(op: str, S: np.ndarray, gpus: int, network: Any, stride: int, dt
         if int(np.asarray(pick).ravel()[j]) >= 0:
             out.append(f"the {network.nccl_tuner} tuner plugin's choice (docs/model.md#tuner-plugin)")
         elif family == "nccl" and name == "hierarchical":
-            out.append("the fastest algorithm NCCL runs; hierarchical is its in-network reduction "
-                       "(NVLS/NVLSTree/CollNet) here")
+            out.append("the fastest algorithm NCCL runs; hierarchical is its "
+                       + ("in-network reduction (NVLS/NVLSTree/CollNet) here" if op == "allreduce" else
+                          "NVLS (one NVLink-SHARP domain) here"))
         elif family == "nccl":
-            out.append("the fastest algorithm NCCL runs (ring, tree" + (", in-network reduction)" if inr else ")"))
+            out.append(f"the fastest algorithm NCCL runs for {op} ({_NCCL_RUNS[op](inr)})")
         else:
             out.append("the fastest algorithm (every algorithm runs on an ICI network)")
     return out
