@@ -189,3 +189,47 @@ def test_passing_example_validates_against_the_schema() -> None:
     schema = json.loads((ROOT / "schemas" / "scenario.schema.json").read_text())
     doc = yaml.safe_load((EXAMPLES / "gpt3-175b-dgx-h100.yaml").read_text())
     jsonschema.validate(doc, schema)
+
+
+def test_weak_time_to_train_is_train_tokens_over_throughput_unless_the_critical_batch_is_given(
+        cli: Any, tmp_path: Path) -> None:
+    """A weak scenario 16 -> 64 GPUs with 1B tokens: max_time_to_train is 1B / tokens/s at 64 GPUs (what predict's
+    time to train says), not the time to target under the documented default critical batch, which counted
+    train_tokens at the first point's batch and asked (1 + 64/B)/(1 + 16/B) times as many at the last. Given
+    training.critical_batch (B = 32 sequences here), it is the time to target by hand: E0 = 1e9 / 2048 sequences at
+    b0 = 16, S_min = E0 / (B + b0), S(64) = S_min (1 + B/64), times the step at 64 GPUs."""
+    p64 = predicted(64, 64)
+    seconds = 1e9 / p64.throughput["tokens_per_s"]
+    path = write(tmp_path, gpus="[16, 64]", training=", train_tokens: 1B",
+                 assertions=f"  max_time_to_train: {seconds * 1.001!r}")
+    doc = json.loads(cli("check", path, "--json").out)
+    (a,) = doc["assertions"]
+    assert a["value"] == pytest.approx(seconds, rel=1e-9) and a["passed"]
+    step = predicted(64, 64, critical_batch=32).step_time_s
+    s_min = (1e9 / 2048) / (32 + 16)
+    target = s_min * (1 + 32 / 64) * step
+    path = write(tmp_path, gpus="[16, 64]", training=", train_tokens: 1B, critical_batch: 32",
+                 assertions=f"  max_time_to_train: {target * 0.999!r}")
+    res = cli("check", path, "--json")
+    assert res.code == 1, res.err
+    (a,) = json.loads(res.out)["assertions"]
+    assert a["value"] == pytest.approx(target, rel=1e-9) and not a["passed"]
+
+
+def test_must_fit_memory_holds_at_every_count(cli: Any, tmp_path: Path) -> None:
+    """Llama 3 70B at TP 8, ZeRO-1, full recompute, strong 16 -> 64 H100s at B 64: at 16 GPUs (dp 2) the states
+    take 70.55e9 / 8 x (2 + 2 + 12 / 2) bytes = 88 GB alone, past 80 GB; at 64 (dp 8) they fit. must_fit_memory was
+    checked at 64 only and passed (exit 0), while the note without it said "add must_fit_memory: true to fail on
+    it". It now fails, reporting the 16-GPU point."""
+    assert 70.55e9 / 8 * (2 + 2 + 12 / 2) > 80e9
+    text = ("kind: scenario\nname: m\ncluster: dgx-h100\nmodel: llama3-70b\ngpus: [16, 64]\nmode: strong\n"
+            "training: {global_batch: 64, micro_batch: 1}\n"
+            "strategy: {tp: 8, zero: '1', sequence_parallel: true, recompute: full}\n")
+    p = tmp_path / "m.yaml"
+    p.write_text(text + "assertions:\n  max_step_time: 1h\n")
+    assert "add must_fit_memory: true to fail on it" in " ".join(cli("check", str(p)).out.split())
+    p.write_text(text + "assertions:\n  must_fit_memory: true\n")
+    res = cli("check", str(p), "--json")
+    assert res.code == 1, res.out + res.err
+    (a,) = json.loads(res.out)["assertions"]
+    assert a["at_gpus"] == 16 and not a["passed"] and a["value"] > 80e9

@@ -222,3 +222,38 @@ def test_cli_best_uses_the_planner(cli):
     for p in pts:
         assert "memory_forced" in p["loss_attribution"]
         assert sum(p["loss_attribution"].values()) == pytest.approx(1 - p["scaling_efficiency"], abs=1e-9)
+
+
+def test_summary_points_below_two_keep_a_decimal(cli):
+    """Llama 3 70B, TP 8 x PP 4, weak 64 -> 16384 H100s: the summary read "dp_comm takes 1 points ...; contention
+    takes 0 points" for losses the table prints as 1.0 and 0.1. Each cause's points are 100 x its loss_attribution
+    at the last point, whole from 2 up and with one decimal below."""
+    import json
+
+    res = cli("scale", "-c", "dgx-h100", "-m", "llama3-70b", "--mode", "weak", "--gpus", "64,256,1024,4096,16384",
+              "--global-batch", "64", "--tp", "8", "--pp", "4", "--sequence-parallel", "--zero", "1", "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    loss = doc["points"][-1]["loss_attribution"]
+    assert 0.0095 <= loss["dp_comm"] < 0.015 and 0.0005 < loss["contention"] < 0.0095
+    assert "dp_comm takes 1.0 point (" in doc["summary"]
+    assert f"contention takes {100 * loss['contention']:.1f} points (" in doc["summary"]
+    assert " 1 points" not in doc["summary"] and " 0 points" not in doc["summary"]
+
+
+def test_best_summary_says_its_causes_are_the_memory_unconstrained_plans(cli):
+    """`scale --best` GPT-3 175B strong 512 -> 1536 A100s at B 1536: the summary said "optimizer takes 2 points
+    (optimizer step (memory-bound))" while the chosen ZeRO-2 strategy's optimizer step is milliseconds. The causes
+    are U_k, the parts of the fastest strategy ignoring memory (scaling.py's docstring): at 1536 that one is ZeRO-0
+    with an unsharded optimizer. The summary now says so and gives memory_forced, signed, as the attribution has it."""
+    import json
+
+    res = cli("scale", "--best", "-c", "dgx-a100", "-m", "gpt3-175b", "--mode", "strong", "--gpus", "512,1536",
+              "--global-batch", "1536", "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    last = doc["points"][-1]
+    assert last["loss_attribution"]["optimizer"] > 0.01 > last["breakdown_s"]["optimizer"] / last["step_time_s"]
+    forced = 100 * last["loss_attribution"]["memory_forced"]
+    assert "causes are the parts of the fastest strategy ignoring memory" in doc["summary"]
+    assert f"memory_forced ({forced:+.1f} points)" in doc["summary"]

@@ -163,3 +163,21 @@ def test_cli_json_and_table(cli: Any) -> None:
     assert table.code == 0 and "elasticity" in table.out and "bound" in table.out
     bad = cli("sensitivity", "--factor", "0.5")
     assert bad.code == 2 and "--factor" in bad.err
+
+
+def test_a_kink_is_named(cli):
+    """Llama 3 405B, TP 8 x PP 16 (interleaved 2, Meta's 3-layer first/last chunks), 16,384 H100s: the DP group
+    crosses ib-leaf and ib-spine, both 50 GB/s. Their rows read elasticity +0.012 and x2 +0.0%: less of either slows
+    the step, more of one alone buys nothing (the other binds at the same 50 GB/s), so the central difference is half
+    the downward slope. The note names exactly the rows with a positive elasticity and an improvement ratio of 1."""
+    import json
+
+    res = cli("sensitivity", "-c", "dgx-h100", "-m", "llama3-405b", "-n", "16384", "--tp", "8", "--pp", "16",
+              "--global-batch", "2048", "--sequence-parallel", "--schedule", "interleaved:2", "--set",
+              "strategy.first_chunk_layers=3", "--set", "strategy.last_chunk_layers=3", "--zero", "1", "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    flat = [r["name"] for r in doc["parameters"] if r["elasticity"] >= 1e-3 and r["throughput_ratio"] == 1.0]
+    assert "ib-leaf bandwidth" in flat and "ib-spine bandwidth" in flat
+    (note,) = [n for n in doc["notes"] if "kink" in n]
+    assert set(note.split(":")[0].split(", ")) == set(flat)

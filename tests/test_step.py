@@ -623,3 +623,21 @@ def test_tied_embedding_allreduce_between_first_and_last_stage(a100, gpt) -> Non
     assert val(u.breakdown["embed_comm"]) == 0.0
     _, flat = one(job, training, 64, tp=8)  # no pipeline: the one copy needs no sync
     assert val(flat.breakdown["embed_comm"]) == 0.0
+
+
+@pytest.mark.parametrize("sync", ["bsp", "asp"])  # asp: re-priced from bsp's evaluation (step.with_sync)
+def test_a_batch_dp_does_not_divide_counts_the_samples_it_prices(cli, sync):  # type: ignore[no-untyped-def]
+    """GPT 1.7B on 64 H100s at dp 64, b 1: a global batch of 96 is infeasible (batch_not_divisible) and priced as
+    m = floor(96 / 64) = 1 micro-batch, i.e. 64 sequences, the same step as a batch of 64. Its throughput, FLOPs
+    and MFU counted 96 sequences in that step (GPT-3 175B at B 1536 on dp 1024: HFU 91 % on an A100). They must
+    be the 64-sequence step's: tokens/s = 64 x 2048 / step, and the FLOPs and MFU of the batch of 64."""
+    import json
+
+    base = ("predict", "-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64", "--micro-batch", "1", "--sync", sync, "--json")
+    odd = json.loads(cli(*base, "--global-batch", "96").out)
+    even = json.loads(cli(*base, "--global-batch", "64").out)
+    assert not odd["feasible"] and "not divisible" in odd["infeasible_reason"]
+    assert odd["step_time_s"] == pytest.approx(even["step_time_s"], rel=1e-12)
+    assert odd["throughput"]["tokens_per_s"] == pytest.approx(64 * 2048 / odd["step_time_s"], rel=1e-12)
+    for key in ("model_flops_per_step", "hardware_flops_per_step", "mfu", "hfu"):
+        assert odd["flops"][key] == pytest.approx(even["flops"][key], rel=1e-12), key

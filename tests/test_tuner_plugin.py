@@ -100,3 +100,40 @@ def test_tuner_pick_is_priced_at_its_protocol_not_the_fastest() -> None:
     times, names, idx, best = C.best_algorithm("allreduce", S4, 32, net, dtype_bytes=1)
     assert names[int(idx)] == "ring" and float(best) == pytest.approx(ring_simple, rel=1e-12)
     assert float(times[names.index("ring")]) == pytest.approx(ring_simple, rel=1e-12)
+
+
+def test_collective_says_why_best_is_not_the_fastest_row(cli) -> None:  # type: ignore[no-untyped-def]
+    """`collective --cluster aws-p5 -n 64 --size 1GiB` marked ring "best" under faster tree and hierarchical rows
+    with no word why: the p5 region tuner (8 nodes x 8 ranks) picks Ring there. The row now carries the reason
+    (``best_basis``) and the table's last line says it and names the faster row; where no tuner decides, the
+    reason is NCCL's own family (a faster textbook row, rhd on pcie-25gbe, is one NCCL does not run), and a
+    "hierarchical" pick on an NVSwitch node is named as NCCL's in-network reduction."""
+    import json
+
+    assert _pick(2.0**30, 64) is not None and _pick(2.0**30, 64)[0] == "ring"  # the tuner decides here
+    doc = json.loads(cli("collective", "-c", "aws-p5", "-n", "64", "--size", "1GiB", "--json").out)
+    (row,) = doc["rows"]
+    times = {a["algorithm"]: a["time_s"] for a in row["algorithms"]}
+    assert row["best"] == "ring" and min(times.values()) < times["ring"]
+    assert "aws-ofi-p5 tuner plugin" in row["best_basis"]
+    out = " ".join(cli("collective", "-c", "aws-p5", "-n", "64", "--size", "1GiB").out.split())
+    fastest = min(times, key=times.__getitem__)
+    assert "best = the aws-ofi-p5 tuner plugin's choice" in out and f"{fastest} (" in out.split("best =")[1]
+    row = json.loads(cli("collective", "-c", "pcie-25gbe", "-n", "64", "--size", "1GiB", "--json").out)["rows"][0]
+    assert row["best"] in ("ring", "tree")
+    assert row["best_basis"].startswith("the fastest algorithm NCCL runs for allreduce (ring, tree")
+    row = json.loads(cli("collective", "-c", "dgx-h100", "-n", "8", "--size", "1GiB", "--json").out)["rows"][0]
+    assert row["best"] == "hierarchical" and "in-network reduction" in row["best_basis"]
+    row = json.loads(cli("collective", "-c", "dgx-h100", "-n", "8", "--size", "1GiB", "--algo", "ring",
+                         "--json").out)["rows"][0]
+    assert row["best_basis"] == "named with --algo"
+
+
+def test_collective_basis_lists_what_nccl_runs_for_the_op(cli) -> None:  # type: ignore[no-untyped-def]
+    """All-gather on 8 H100s: NCCL runs ring, PAT and NVLS for it, not tree (nccl.NCCL_FAMILY); the basis said
+    "(ring, tree, in-network reduction)" for every op."""
+    import json
+
+    row = json.loads(cli("collective", "-c", "dgx-h100", "-n", "8", "--op", "allgather", "--size", "1GiB",
+                         "--json").out)["rows"][0]
+    assert "tree" not in row["best_basis"] and "allgather" in row["best_basis"]

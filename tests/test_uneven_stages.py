@@ -94,3 +94,23 @@ def test_first_stage_memory_follows_its_layer_count():
     assert float(heavy.memory["activations"][0]) == pytest.approx(
         float(even.memory["activations"][0]) * 11 / 8, rel=0.02)
     assert np.all(heavy.step_time >= even.step_time)
+
+
+def test_interleaving_that_does_not_divide_names_the_layers_and_the_v_that_would(cli) -> None:  # type: ignore[no-untyped-def]
+    """`predict --pp 4 --schedule interleaved:3` on Llama 3 70B (80 layers) said only the generic reason, which lists
+    every way a split can fail. The detail names this one: 80 is not a multiple of 4 x 3 = 12, and the v >= 2 with
+    80 / (4 v) whole are 2, 4, 5, 10, 20 (the divisors of 20). Qwen3-235B's 94 layers at pp 4 have none (94 / 4 is
+    not whole). A feasible strategy has no detail."""
+    import json
+
+    base = ("predict", "-c", "dgx-h100", "-m", "llama3-70b", "-n", "64", "--tp", "8", "--pp", "4", "--global-batch",
+            "64", "--json")
+    doc = json.loads(cli(*base, "--schedule", "interleaved:3").out)
+    assert not doc["feasible"] and doc["infeasible_detail"].startswith(
+        "80 layers are not a multiple of pp 4 x v 3 = 12 model chunks (v = 2, 4, 5, 10, 20 would divide)")
+    assert json.loads(cli(*base, "--schedule", "interleaved:2").out)["infeasible_detail"] is None
+    doc = json.loads(cli(*base, "--schedule", "interleaved:3", "--set", "model.layers=94").out)
+    assert "94 layers are not a multiple of pp 4 x v 3 = 12 model chunks (no v >= 2 divides at pp 4)" in doc[
+        "infeasible_detail"]
+    out = " ".join(cli(*base[:-1], "--schedule", "interleaved:3").out.split())
+    assert "here: 80 layers are not a multiple of pp 4 x v 3" in out

@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from scalemodel.cost import collectives as C
+from scalemodel.cost import nccl
 from scalemodel.cost.algorithms import APPLICABLE, OPS
+from scalemodel.cost.placement import place
 from scalemodel.engine.network import build_network
 from scalemodel.errors import InputError
 
@@ -42,6 +44,7 @@ def compute(op: str, sizes: list[float], gpus: int, network: Any, algo: str, str
         times, names, idx, _ = C.best_algorithm(op, S, gpus, network, stride=stride, dtype_bytes=dtype_bytes)
         lat, *_ = C.best_algorithm(op, 0.0 * S, gpus, network, stride=stride, dtype_bytes=dtype_bytes)
         best = [names[int(i)] for i in idx]
+        basis = _auto_basis(op, S, gpus, network, stride, dtype_bytes, best)
     else:
         if algo not in APPLICABLE[op]:
             raise InputError(f"algorithm {algo!r} does not apply to {op}", where="--algo",
@@ -50,6 +53,7 @@ def compute(op: str, sizes: list[float], gpus: int, network: Any, algo: str, str
         times = C.collective_time(op, S, gpus, network, algorithm=algo, stride=stride, dtype_bytes=dtype_bytes)[None]
         lat = C.collective_time(op, 0.0 * S, gpus, network, algorithm=algo, stride=stride, dtype_bytes=1)[None]
         best = [algo] * len(sizes)
+        basis = ["named with --algo"] * len(sizes)
     rows = []
     for j, s in enumerate(sizes):
         algs = []
@@ -57,8 +61,47 @@ def compute(op: str, sizes: list[float], gpus: int, network: Any, algo: str, str
             t = float(times[a, j])
             algs.append({"algorithm": name, "time_s": t, "algbw_Bps": float(C.algbw(op, s, t)),
                          "busbw_Bps": float(C.busbw(op, s, gpus, t)), "latency_s": float(lat[a, j])})
-        rows.append({"size_bytes": float(s), "best": best[j], "algorithms": algs})
+        rows.append({"size_bytes": float(s), "best": best[j], "best_basis": basis[j], "algorithms": algs})
     return rows
+
+
+# what NCCL implements per collective, as auto chooses among them (scalemodel.cost.nccl.NCCL_FAMILY, auto_eligible)
+_NCCL_RUNS = {
+    "allreduce": lambda inr: "ring, tree" + (", in-network reduction as hierarchical" if inr else ""),
+    "reducescatter": lambda inr: "ring; PAT as rd at one GPU a node; NVLS as hierarchical in one NVLink-SHARP domain",
+    "allgather": lambda inr: "ring; PAT as rd at one GPU a node; NVLS as hierarchical in one NVLink-SHARP domain",
+    "alltoall": lambda inr: "direct",
+    "broadcast": lambda inr: "ring",
+    "reduce": lambda inr: "ring",
+    "sendrecv": lambda inr: "direct",
+}
+
+
+def _auto_basis(op: str, S: np.ndarray, gpus: int, network: Any, stride: int, dtype_bytes: int,
+                best: list[str]) -> list[str]:
+    """Why ``auto``'s pick is the one NCCL runs, per size: a tuner plugin the cluster names decided it
+    (:func:`scalemodel.cost.nccl.tuner_plugin_choice`, fastest or not), or it is the fastest of the algorithms NCCL
+    implements (ring, tree; ``hierarchical`` there stands for NCCL's in-network reduction, NVLS/NVLSTree/CollNet,
+    :func:`scalemodel.cost.nccl.auto_eligible`), or of every algorithm on an ICI (TPU) network. The table lists the
+    textbook algorithms too, so a faster row than the pick is no contradiction; this says so."""
+    pl = place(gpus, stride, network)
+    elems = np.ceil(S / dtype_bytes) * dtype_bytes  # whole elements, as best_algorithm prices them
+    pick, _ = nccl.tuner_plugin_choice(op, elems, pl)
+    family = nccl.resolve_family(network, "auto")
+    inr = bool(np.asarray(nccl.inr_applies(pl)).ravel()[0])
+    out = []
+    for j, name in enumerate(best):
+        if int(np.asarray(pick).ravel()[j]) >= 0:
+            out.append(f"the {network.nccl_tuner} tuner plugin's choice (docs/model.md#tuner-plugin)")
+        elif family == "nccl" and name == "hierarchical":
+            out.append("the fastest algorithm NCCL runs; hierarchical is its "
+                       + ("in-network reduction (NVLS/NVLSTree/CollNet) here" if op == "allreduce" else
+                          "NVLS (one NVLink-SHARP domain) here"))
+        elif family == "nccl":
+            out.append(f"the fastest algorithm NCCL runs for {op} ({_NCCL_RUNS[op](inr)})")
+        else:
+            out.append("the fastest algorithm (every algorithm runs on an ICI network)")
+    return out
 
 
 def collective(cluster: Any, op: str, sizes: list[float], gpus: int, *, algo: str = "auto", stride: int = 1,

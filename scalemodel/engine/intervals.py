@@ -9,10 +9,10 @@ remain. The band is that family's error range (its 10th-90th percentile from :da
 cases on, its min-max below) applied to the prediction: the measured step time would be
 ``t (1 + e)``, the measured throughput ``x / (1 + e)``.
 
-Nothing similar validated (no case of the accelerator generation) is out of distribution: the result
-says so, and the band is the whole validation set's error range (min to max), doubled, not a narrow
-one. A job far outside the GPU counts of its family (more than :data:`SCALE_MARGIN` x beyond them) is
-flagged the same way.
+Nothing similar validated (fewer than :data:`MIN_CASES` cases of the accelerator generation, none or a few, and
+the result says which) is out of distribution: the result says so, and the band is the whole validation set's
+error range (min to max), doubled, not a narrow one. A job far outside the GPU counts of its family (more than
+:data:`SCALE_MARGIN` x beyond them) is flagged the same way.
 """
 
 from __future__ import annotations
@@ -109,9 +109,12 @@ def interval_for(generation: str, parallelism: str, model: str, precision: str, 
                 f" (not matched on {', '.join(dropped)})" if dropped else "")
             return Interval(lo, hi, family, len(match), False, basis)
     errors = [c["speed_error"] for c in cases]
+    own = sum(c["generation"] == generation for c in cases)  # fewer than MIN_CASES, perhaps not none
+    what = (f"no validated run on {generation} accelerators" if not own else
+            f"only {own} validated run{'s' if own != 1 else ''} on {generation} accelerators (a band needs "
+            f"{MIN_CASES})")
     return Interval(max(2 * min(min(errors), 0.0), -0.9), 2 * max(max(errors), 0.0), {}, len(cases), True,
-                    f"no validated run on {generation} accelerators: the whole validation set's error range, "
-                    "doubled")
+                    f"{what}: the whole validation set's error range, doubled")
 
 
 def generation_of(accelerator_family: str) -> str:

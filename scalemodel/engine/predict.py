@@ -11,7 +11,7 @@ from scalemodel.choices import Zero
 from scalemodel.engine.intervals import generation_of, interval_for, precision_family
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
-from scalemodel.engine.step import INFEASIBLE_REASONS, StepArrays, bucket_size_priced, evaluate
+from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, StepArrays, bucket_size_priced, evaluate
 from scalemodel.errors import Origin
 
 
@@ -32,11 +32,13 @@ class Prediction:
     dominant: str
     notes: list[str] = field(default_factory=list)
     interval: dict[str, Any] | None = None  # engine/intervals.py: band from the validation residuals
+    infeasible_detail: str | None = None  # what in this strategy makes infeasible_reason (where it can be named)
 
     def payload(self) -> dict[str, Any]:
         return {
             "inputs": self.inputs, "strategy": self.strategy, "feasible": self.feasible,
-            "infeasible_reason": self.infeasible_reason, "step_time_s": self.step_time_s,
+            "infeasible_reason": self.infeasible_reason, "infeasible_detail": self.infeasible_detail,
+            "step_time_s": self.step_time_s,
             "breakdown_s": self.breakdown_s, "throughput": self.throughput, "flops": self.flops,
             "memory": self.memory, "sync": self.sync, "time_to_train_s": self.time_to_train_s,
             "cost_usd": self.cost_usd, "dominant": self.dominant, "notes": self.notes,
@@ -78,8 +80,11 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
     share = breakdown[top] / step if step > 0 else 0.0
     dominant = f"{top} is {share:.0%} of the step: {PARTS[top].description}"
     notes = []
+    detail = None
     if not feasible:
         notes.append(INFEASIBLE_REASONS[reason_code])
+        if reason_code == int(Infeasible.LAYERS_NOT_DIVISIBLE):
+            detail = _layers_detail(job, strategy)
     mfu = _f(_pick(res.mfu, i))
     band = interval_for(generation_of(job.accelerator_family),
                         "FSDP/ZeRO-3" if Zero.parse(strategy["zero"]) >= Zero.PARAMETERS else "TP/PP/DP",
@@ -107,7 +112,31 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
         dominant=dominant,
         notes=notes,
         interval=band.payload(step, tokens, mfu) if band is not None and step > 0 else None,
+        infeasible_detail=detail,
     )
+
+
+def _layers_detail(job: Job, strategy: dict[str, Any]) -> str | None:
+    """The layer count and chunk count behind ``layers_not_divisible`` for the common case, an interleaved
+    schedule on a plain (not hybrid) stack with no given stage or chunk sizes, where Megatron-Core needs
+    L divisible by pp x v (step._layers_split): which v would divide, or that none does and the first/last chunk
+    sizes (Megatron's account-for-embedding/loss split) are the way. None for the other cases (the reason's
+    sentence names them)."""
+    sched = str(strategy.get("schedule", ""))
+    if not job.is_transformer or job.shape.hybrid is not None or not sched.startswith("interleaved:"):
+        return None
+    given = ("first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers", "stage_layers")
+    if any(strategy.get(k) is not None for k in given):
+        return None
+    layers, pp, v = int(job.shape.layers), int(strategy["pp"]), int(sched.split(":")[1])
+    if layers % (pp * v) == 0:
+        return None
+    fits = [w for w in range(2, layers // pp + 1) if layers % (pp * w) == 0]
+    other = (f"v = {', '.join(map(str, fits[:6]))} would divide" if fits else
+             f"no v >= 2 divides at pp {pp}")
+    return (f"{layers} layers are not a multiple of pp {pp} x v {v} = {pp * v} model chunks ({other}); "
+            "--set strategy.first_chunk_layers=N / last_chunk_layers=N gives the first/last chunk its own size "
+            "(Megatron-Core's account-for-embedding/loss split)")
 
 
 def predict(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any, *,

@@ -20,6 +20,8 @@ Besides the local derivative, each parameter is improved by a finite factor (ban
 latency / f, ...) and the throughput ratio reported: "what a 2x better network buys" is the
 ratio with every tier improved at once. Memory capacity does not change the step time of a fixed
 strategy (elasticity 0); its row says whether the strategy fits before and after the improvement.
+Where a parameter sits at a kink (less of it slows the step, more of it alone changes nothing: two tiers of equal
+bandwidth on one path) the central difference is half the downward slope; a note names those parameters.
 "Peak FLOP/s" scales every compute peak the job prices work at (an fp8 run's BF16 attention core and logits
 GEMM with its fp8 GEMMs, an fp32 / fp64 router's TF32 / FP64 GEMMs, an MXFP8 module's FP8 GEMMs in an fp4 run,
 :func:`_peaks_perturb`), so the identity above holds at every precision.
@@ -201,10 +203,14 @@ def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float
     up, down = math.exp(log_step), math.exp(-log_step)
     rows: list[ParameterSensitivity] = []
     params = hardware_parameters(job)
+    kinks: list[str] = []  # worse hurts, better buys nothing: the central difference averages the two sides
     for p in params:
         x_up = _evaluate_one(p.perturb(job, up), grid, sync, kappa)[0]
         x_dn = _evaluate_one(p.perturb(job, down), grid, sync, kappa)[0]
         elasticity = (math.log(x_up) - math.log(x_dn)) / (2.0 * log_step)
+        better, worse = (x_up, x_dn) if p.better > 0 else (x_dn, x_up)
+        if abs(elasticity) >= 1e-3 and abs(math.log(better / base_x)) < 1e-12 < abs(math.log(worse / base_x)):
+            kinks.append(p.name)
         improved = p.perturb(job, factor if p.better > 0 else 1.0 / factor)
         x_imp, _, _, fits_imp, _ = _evaluate_one(improved, grid, sync, kappa)
         if abs(elasticity) < 1e-12:
@@ -233,6 +239,10 @@ def sensitivity(job: Job, grid: StrategyGrid, *, sync: str = "bsp", kappa: float
         notes.append("the strategy is infeasible (see `scalemodel predict`); elasticities describe its modelled step")
     if job.straggler_cv == 0.0:
         notes.append("straggler CV is 0 (no variability modelled): use --straggler-cv to see its effect")
+    if kinks:
+        notes.append(f"{', '.join(kinks)}: at a kink, worse slows the step but better alone buys nothing (another "
+                     "part binds at the same value, such as a tier of equal bandwidth); the elasticity is the mean "
+                     "of the two sides, the improved column what improving it alone buys")
     return SensitivityResult(
         inputs=inputs or {}, factor=factor, baseline_tokens_per_s=base_x, baseline_step_time_s=base_t,
         feasible=feasible, fits=fits, memory_per_gpu_bytes=mem, memory_capacity_bytes=job.memory_capacity,

@@ -4527,7 +4527,11 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     reason = np.where((reason == 0) & ~fits, Infeasible.OUT_OF_MEMORY, reason)
     flops = _flops(job, g)
     gpus = g.gpus.astype(float)
-    samples = g.global_batch.astype(float)
+    samples = _priced_samples(g, m)
+    if np.any(samples != g.global_batch):  # only where dp b does not divide B (infeasible, batch_not_divisible)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(g.global_batch > 0, samples / g.global_batch, 1.0)
+        flops = {k: v * ratio for k, v in flops.items()}  # FLOPs are linear in the batch (docs/model.md#flops)
     with np.errstate(divide="ignore", invalid="ignore"):
         safe = np.where(step > 0, step, np.inf)
         tflops = flops["model"] / safe / gpus / 1e12
@@ -4993,7 +4997,7 @@ def with_sync(job: Job, g: StrategyGrid, res: StepArrays, sync: str, *, kappa: f
     breakdown = {k: parts[k] for k in BREAKDOWN_KEYS}
     step = sum(breakdown.values())
     gpus = g.gpus.astype(float)
-    samples = g.global_batch.astype(float)
+    samples = _priced_samples(g, res.microbatches)  # res.model_flops already counts these samples
     with np.errstate(divide="ignore", invalid="ignore"):
         safe = np.where(step > 0, step, np.inf)
         tflops = res.model_flops / safe / gpus / 1e12
@@ -5014,6 +5018,14 @@ def with_sync(job: Job, g: StrategyGrid, res: StepArrays, sync: str, *, kappa: f
         tokens_per_s=full(samples * job.seq_len / safe), samples_per_s=full(samples / safe),
         tflops_per_gpu=full(tflops), mfu=full(mfu), hfu=full(hfu), statistical_efficiency=full(sres.efficiency),
         updates_per_s=full(sres.updates_per_s), mean_staleness=full(sres.mean_staleness))
+
+
+def _priced_samples(g: StrategyGrid, m: np.ndarray) -> np.ndarray:
+    """Samples the priced step processes, m dp b with m = :func:`microbatches`: the global batch B wherever dp b
+    divides it. Where it does not (infeasible, batch_not_divisible) the step is priced at m = max(floor(B / (dp b)),
+    1) micro-batches, and throughput, FLOPs and MFU count those samples, not B: B = 1536 on dp 1024 priced one
+    micro-batch of 1024 sequences and reported 1536 sequences in it, an HFU of 91 % on an A100."""
+    return np.asarray(m * g.dp * g.micro_batch, dtype=float)
 
 
 def _flops(job: Job, g: StrategyGrid) -> dict[str, np.ndarray]:

@@ -63,7 +63,8 @@ def render_check(r: CheckResult, *, as_json: bool) -> None:
             predicted += "/GPU"
         t.add_row(v.name, predicted, v.comparison, limit, str(v.at_gpus), verdict)
     print_table(console, t)
-    console.print(f"single-size assertions are checked at the largest GPU count ({r.largest_gpus})")
+    every = "; must_fit_memory at every count" if any(v.name == "must_fit_memory" for v in r.verdicts) else ""
+    console.print(f"single-size assertions are checked at the largest GPU count ({r.largest_gpus}){every}")
     for note in r.notes:
         console.print(f"note: {note}")
     failed = [v.name for v in r.verdicts if not v.passed]

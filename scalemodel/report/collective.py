@@ -35,6 +35,13 @@ def render_collective(result: CollectiveResult, *, as_json: bool) -> None:
         dominant = "latency-bound" if share > 0.5 else "bandwidth-bound"
         console.print(f"best: {row['best']} ({fq(best['time_s'], 'time')}), {dominant}: "
                       f"{share:.0%} of it is the zero-byte latency")
+        fastest = min(row["algorithms"], key=lambda a: a["time_s"])
+        if fastest["time_s"] < best["time_s"] or row["best"] == "hierarchical":
+            # a faster row than "best" (a textbook algorithm NCCL lacks, or a tuner plugin's pick), or a
+            # "hierarchical" that is NCCL's in-network reduction: say which rule picked it
+            faster = (f"; {fastest['algorithm']} ({fq(fastest['time_s'], 'time')}) is faster in the model"
+                      if fastest["time_s"] < best["time_s"] else "")
+            console.print(f"best = {row['best_basis']}{faster}")
         return
     names = [a["algorithm"] for a in rows[0]["algorithms"]]
     t = Table(title=title + " (fastest algorithm per size)")

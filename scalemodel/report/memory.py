@@ -48,6 +48,22 @@ def render_memory(result: MemoryResult, *, as_json: bool) -> None:
     if bmax is None:
         console.print("largest micro-batch: no activation size known for this workload")
     elif bmax == 0:
-        console.print("no micro-batch fits: model states alone exceed the memory; try ZeRO, TP or PP")
+        console.print(_nothing_fits(result))
     else:
         console.print(f"largest micro-batch that fits: {bmax}")
+
+
+def _nothing_fits(result: MemoryResult) -> str:
+    """Why no micro-batch fits: the model states with their allowance, (states) (1 + fragmentation) + workspace
+    (docs/model.md#memory), past the capacity, or the activations of one sample per micro-batch (with the
+    micro-batches the schedule keeps in flight) past what the states leave. More PP is not offered for the
+    latter: under 1F1B the first stage keeps p micro-batches of L / p layers, the same L layers' worth."""
+    br, cap = result.per_gpu_bytes, result.capacity_bytes
+    states = br["weights"] + br["gradients"] + br["optimizer"]
+    held = states * (1.0 + float(result.inputs["fragmentation"])) + br["workspace"]
+    if held >= cap:
+        return (f"no micro-batch fits: model states alone ({fq(held, 'bytes')} with the allowances) exceed the "
+                f"{fq(cap, 'bytes')}; try ZeRO, TP or PP")
+    return (f"no micro-batch fits: the model states take {fq(held, 'bytes')} with the allowances, and the "
+            f"activations at micro-batch 1 do not fit in the {fq(cap - held, 'bytes')} left; try recompute, "
+            "sequence parallelism, more TP or CP")

@@ -29,6 +29,8 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     console.print(head)
     if not p.feasible:
         console.print(f"[bold red]infeasible:[/bold red] {p.infeasible_reason}")
+        if p.infeasible_detail:
+            console.print(f"  here: {p.infeasible_detail}")
     t = Table(title=f"Step time {fq(p.step_time_s, 'time')}")
     t.add_column("part")
     t.add_column("time", justify="right")
