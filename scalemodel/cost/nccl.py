@@ -71,9 +71,25 @@ NCCL_HW_LATENCY: dict[str, dict[str, tuple[float, float, float]]] = {
 NET_OVERHEAD = 1.0e-6
 NET_OVERHEAD_SIMPLE = 3.0
 #: Ring bandwidth per protocol relative to Simple (tuning.cc table): LL moves 8 B of data per
-#: 16 B line (x0.5); LL128 x0.92 (comment "120/128"); Simple 1. NCCL's absolute caps (llMaxBw,
-#: perChMaxRingLL128Bw) depend on the GPU generation, which a Network does not carry: not applied.
+#: 16 B line (x0.5); LL128 x0.92 (comment "120/128"); Simple 1. NCCL's absolute caps inside one node
+#: (llMaxBws' GPU rows, perChMaxRingLL128Bw) are not applied; across nodes the LL cap is
+#: (:data:`NCCL_LL_MAX_BW_MULTI_NODE`).
 PROTOCOL_BW: dict[str, float] = {"ll": 0.5, "ll128": 0.92, "simple": 1.0}
+#: llMaxBws across nodes, (N2, N4+) in B/s, per host CPU (NVIDIA/nccl v2.30.7-1 5067397 src/graph/tuning.cc
+#: tunerConstants.llMaxBws; the same columns at v2.18.1-1, the NCCL of torch 2.1's wheels, static llMaxBws).
+#: ncclTopoTuneModel: "LL: for single node, we look at GPU type; for multi-node, we look at CPU type":
+#: ``index1 = nNodes == 1 ? compCapIndex : (AMD or mixed hosts) ? 1 : 0``, ``index2 = nNodes <= 2 ? nNodes-1 : 2``;
+#: row 0 "Volta-N1/Intel-N2/Intel-N4" {39.0, 39.0, 20.4}, row 1 "Ampere-N1/AMD-N2/AMD-N4" {87.7, 22.5, 19.0}
+#: GB/s. Ring LL: ``busBw = min(llMaxBw, busBw * .5)``; Tree LL: ``busBw = min(busBw * 1.0 / 3.8, llMaxBw)``.
+#: Across nodes the cap is the host's, not the GPU's, so it holds for every NVIDIA generation
+#: (:data:`NCCL_GPU_FAMILIES`; docs/model.md#nccl-ll-cap).
+NCCL_LL_MAX_BW_MULTI_NODE: dict[str, tuple[float, float]] = {"intel": (39.0e9, 20.4e9), "amd": (22.5e9, 19.0e9)}
+#: Host row used: Intel x86 (and every non-x86 host: NCCL's row 0), the host NET_OVERHEAD's 1 us default
+#: assumes too; a cluster spec carries no CPU vendor (AMD hosts, e.g. DGX A100's EPYC, would take row 1).
+LL_CAP_HOST = "intel"
+#: Accelerator families (``Network.generation``) whose collectives NCCL runs; RCCL's (cdna*) and HCCL's tables were
+#: not read, TPUs run no NCCL: the LL cap is applied on these alone.
+NCCL_GPU_FAMILIES = frozenset({"pascal", "volta", "ampere", "hopper", "blackwell"})
 #: Tree all-reduce bandwidth factors (tuning.cc): x0.92 for every protocol, then LL /3.8 and LL128
 #: x7/9 on one node, x120/128 across nodes. The "pure TREE pattern" x0.85 depends on NCCL's topology
 #: search and is not applied.
@@ -188,6 +204,31 @@ def protocol_links(pl: Placement, proto: str, algorithm: str = "ring", bw_factor
     return out
 
 
+def ll_max_busbw(pl: Placement, host: str = LL_CAP_HOST) -> np.ndarray:
+    """NCCL's cap on the LL protocol's bus bandwidth for the placed group, B/s (docs/model.md#nccl-ll-cap).
+
+    ``llMaxBw`` of tuning.cc across nodes (:data:`NCCL_LL_MAX_BW_MULTI_NODE`): with ``N`` = the nodes the group
+    spans (innermost-tier domains, ``Placement.domains(0)``), ``cap = llMaxBws[host][N2]`` at ``N = 2`` and
+    ``llMaxBws[host][N4]`` at ``N >= 3``; ``inf`` (no cap) inside one node, whose GPU-indexed row is not applied,
+    and on networks NCCL does not run (:data:`NCCL_GPU_FAMILIES`). E.g. Intel hosts: 39.0 GB/s on 2 nodes,
+    20.4 GB/s on 3 or more."""
+    nodes = pl.domains(0)
+    if pl.network.generation.lower() not in NCCL_GPU_FAMILIES:
+        return np.full(np.shape(nodes), np.inf)
+    n2, n4 = NCCL_LL_MAX_BW_MULTI_NODE[host]
+    return np.where(nodes > 2.5, n4, np.where(nodes > 1.5, n2, np.inf))
+
+
+def _busbw_factor(op: str, p: np.ndarray) -> np.ndarray:
+    """nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md; NCCL's nBytes / busBw time): 2(p-1)/p all-reduce,
+    (p-1)/p reduce-scatter and all-gather, 1 otherwise."""
+    if op == "allreduce":
+        return 2.0 * (p - 1.0) / np.maximum(p, 1.0)
+    if op in ("reducescatter", "allgather"):
+        return (p - 1.0) / np.maximum(p, 1.0)
+    return np.ones_like(p)
+
+
 def protocols_for(network: Network) -> tuple[str, ...]:
     """LL and Simple always; LL128 only where no tier is PCIe/TCP (protocol, or transport tcp: NCCL enables it
     only on NVLink paths and capable NICs, docs/model.md#nccl)."""
@@ -250,7 +291,8 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
     the Tree row (``pl`` is placed on that network).
     Bandwidth: ``algbw = 0.5 x 0.92 x f_p x busbw x corr_p(S)``, busbw the bottleneck of :meth:`Placement.bottleneck`
     with the tree's flow count (``TREE_FLOWS``, docs/model.md#flow-taper)
-    (NCCL's bwInter rule for N > 2; its N <= 2 use of bwIntra, is not applied), f_LL = 1/3.8,
+    (NCCL's bwInter rule for N > 2; its N <= 2 use of bwIntra, is not applied), f_LL = 1/3.8 (across nodes
+    ``0.92 f_LL busbw`` is capped at NCCL's llMaxBw, :func:`ll_max_busbw`: ``S / (0.5 llMaxBw corr)`` at least),
     f_LL128 = 7/9 on one node else 120/128, f_Simple = 1, corr from :func:`tree_correction`.
     ``T = lat + S_eff / algbw + S gamma`` with S_eff from :func:`channel_ramp_size`.
     """
@@ -266,9 +308,13 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
         f = np.where(nodes > 1.5, TREE_LL128_MULTI_NODE, TREE_LL128_ONE_NODE)
     else:
         f = 1.0
-    alg = TREE_ALGBW * TREE_AR_BW * f * bus_bw * tree_correction(proto, S)
+    corr = tree_correction(proto, S)
+    alg = TREE_ALGBW * TREE_AR_BW * f * bus_bw * corr
     S_eff = channel_ramp_size(S, proto, channels, pl.p)
-    return np.where(pl.p > 1, lat + S_eff / alg + S * gamma, 0.0)
+    t_bw = S_eff / alg
+    if proto == "ll":  # busBw = min(busBw / 3.8, llMaxBw) across nodes (ll_max_busbw), on the whole message
+        t_bw = np.maximum(t_bw, S / (TREE_ALGBW * ll_max_busbw(pl) * corr))
+    return np.where(pl.p > 1, lat + t_bw + S * gamma, 0.0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -736,7 +782,10 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
       (:func:`protocol_links`, Ring hop row), with ``S_eff`` from :func:`channel_ramp_size` (Ring LL's
       threshold x p for ``ring`` and for ``hierarchical``, whose levels are rings; p is the whole group's
       size, so one-level hierarchical equals the flat ring). ``ring`` all-reduce with Simple across
-      nodes takes NCCL's x1.4 latency "plateau" once S / (nChannels p) >= 64.
+      nodes takes NCCL's x1.4 latency "plateau" once S / (nChannels p) >= 64. ``ring`` with LL across nodes:
+      ``max(T, base + T_lat + S f_bus / llMaxBw)`` (:func:`ll_max_busbw`; f_bus the nccl-tests busbw factor),
+      NCCL's ``busBw = min(llMaxBw, busBw * .5)``: an aggregate cap on the whole message's bytes (NCCL's own
+      ``nBytes / busBw``), so the thread ramp's ``S_eff`` stays on the uncapped line.
 
     The bare alpha-beta forms without any of this are :func:`scalemodel.cost.algorithms.algorithm_time`.
     """
@@ -769,6 +818,11 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
             fn = ALGO_FUNCS[algorithm]
             S_eff = channel_ramp_size(S, proto, nc, pp.p, ring_ll=algorithm in ("ring", "hierarchical"))
             t = BASE_LATENCY[proto] + fn(op, S_eff, pp, gamma)
+            if algorithm == "ring" and proto == "ll":  # NCCL's llMaxBw across nodes (ll_max_busbw)
+                cap = ll_max_busbw(pl)
+                if np.any(np.isfinite(cap)):
+                    lat0 = BASE_LATENCY[proto] + fn(op, 0.0 * S, pp, gamma)
+                    t = np.maximum(t, lat0 + S * _busbw_factor(op, pp.p) / cap)
             if algorithm == "ring" and op == "allreduce" and proto == "simple":
                 lat = BASE_LATENCY[proto] + fn(op, 0.0 * S, pp, gamma)
                 plateau = multi_node & (S / (nc * pp.p) >= RING_PLATEAU_BYTES)
