@@ -2932,7 +2932,7 @@ def deepspeed_pipe_comm(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) ->
     one exchange follow each other instead of sharing the link both ways as Megatron's batched
     send_forward_recv_backward does: 4 send/recvs per micro-batch on a stage, against Megatron's 2. Both are
     partitioned over the TP group (PipelineEngine: is_pipe_partitioned = is_grad_partitioned = model-parallel,
-    since v0.5.4; ``p2p`` is one TP shard b s h eb / tp, as for Megatron) and rebuilt with
+    since v0.5.4; ``p2p`` is one TP shard b s h eb / tp, as legacy Megatron-LM's scatter/gather) and rebuilt with
     PartitionedTensor.full(), an all-gather over TP of the whole b s h activation: the received input before
     the forward, the stage's own output and the received gradient before the backward (3 per micro-batch).
     A step-by-step simulation of the schedule with blocking exchanges (tests/test_step.py) gives a steady state
