@@ -275,7 +275,11 @@ def run(case: dict, recompute: str, seqpar: bool) -> tuple[float, object]:
     st = StrategySpec(tp=par["tp"], pp=par["pp"], dp=dp, recompute=recompute, sequence_parallel=seqpar,
                       schedule=schedule, flash_attention=False,
                       tp_async_allreduce="Narayanan" not in str(case.get("source", "")),
-                      layer_impl="megatron_legacy")  # Narayanan 2021, Korthikanti 2022: Megatron-LM's megatron/model
+                      layer_impl="megatron_legacy",  # Narayanan 2021, Korthikanti 2022: Megatron-LM's megatron/model
+                      # their Megatron-LM's megatron/p2p_communication.py splits each pipeline send over TP without
+                      # SP (--scatter-gather-tensors-in-pipeline, on by default from 72e4230bb5 2021-02-16 until
+                      # 3c92fa93b5 2023-03-23 moved the pipeline into Megatron-Core, which sends the whole tensor)
+                      pp_scatter_gather=True)
     p = predict(cluster, wl, par["gpus"], tr, st)
     return p.step_time_s, p
 

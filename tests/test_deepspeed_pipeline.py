@@ -113,12 +113,17 @@ def test_pipeline_traffic_is_four_shards_and_three_tp_gathers(a100) -> None:  # 
     wl = load_workload("gpt-7.5b")
     training = TrainingSpec(global_batch=64, micro_batch=1)
     _, _, mega = evaluated(a100, wl, training, 64, tp=2, pp=4)
+    _, _, legacy = evaluated(a100, wl, training, 64, tp=2, pp=4, pp_scatter_gather=True)
     job, _, ds = evaluated(a100, wl, training, 64, tp=2, pp=4, deepspeed_pipeline=True)
     act = wl.seq_len * wl.hidden * 2.0  # b s h x 2 bytes
     p2p = first(coll.collective_time("sendrecv", act / 2, 2, job.network, stride=2 * 8))  # stages 16 GPUs apart
+    whole = first(coll.collective_time("sendrecv", act, 2, job.network, stride=2 * 8))
     gather = first(coll.collective_time("allgather", act, 2, job.network, stride=1))
     m = 8
-    assert first(mega.breakdown["pp_comm"]) == pytest.approx(m * 2 * p2p, rel=1e-9)
+    # Megatron-Core without SP: every TP rank sends the whole activation (docs/model.md#pp-comm); legacy Megatron-LM's
+    # scatter/gather: the shard and an all-gather after each receive, 2 a micro-batch against DeepSpeed's 4 and 3
+    assert first(mega.breakdown["pp_comm"]) == pytest.approx(m * 2 * whole, rel=1e-9)
+    assert first(legacy.breakdown["pp_comm"]) == pytest.approx(m * 2 * (p2p + gather), rel=1e-9)
     assert first(ds.breakdown["pp_comm"]) == pytest.approx(m * (4 * p2p + 3 * gather), rel=1e-9)
     # by hand: half of b s h x 2 bytes over one 200 Gb/s HDR NIC at 0.96 of line rate, plus a hop latency
     assert act / 2 / (25e9 * 0.96) < p2p < 1.1 * act / 2 / (25e9 * 0.96) + 20e-6

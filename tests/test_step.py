@@ -152,13 +152,14 @@ def test_sequence_parallel_backward_is_async_whatever_the_flag(a100, gpt) -> Non
 
 
 def test_pp_term_and_bubble(a100, gpt) -> None:  # type: ignore[no-untyped-def]
-    """PP: 2 send/recvs of b*s*h*2/tp bytes per micro-batch between stages tp*dp GPUs apart; the
-    1F1B bubble is (p - 1) micro-batch times, interleaving divides it by v."""
+    """PP: 2 send/recvs of b*s*h*2 bytes per micro-batch between stages tp*dp GPUs apart (Megatron-Core without SP
+    sends the whole activation on every TP rank, docs/model.md#pp-comm); the 1F1B bubble is (p - 1) micro-batch
+    times, interleaving divides it by v."""
     b, s, h = 1, gpt.seq_len, gpt.hidden
     training = dict(global_batch=64, micro_batch=b)
     job = job_for(a100, gpt, **training)
     g, res = one(job, training, 64, tp=2, pp=4)  # dp = 8, m = 8
-    t_p2p = val(coll.collective_time("sendrecv", b * s * h * 2.0 / 2, 2, job.network, stride=2 * 8))
+    t_p2p = val(coll.collective_time("sendrecv", b * s * h * 2.0, 2, job.network, stride=2 * 8))
     assert val(res.breakdown["pp_comm"]) == pytest.approx(8 * 2 * t_p2p, rel=1e-9)
     # the bubble is p - 1 slots of the stages in front of the last one (issue 13): those hold the same layers as
     # the last but not the logits, so it is a little less than (p - 1) t_mb of the busiest (last) stage
@@ -459,7 +460,8 @@ def test_hierarchical_sync_shards_zero_inside_its_groups(a100, gpt) -> None:  # 
 
 def test_pipeline_boundary_saturates_a_tapered_spine_only_as_far_as_the_stage_fills_a_rack() -> None:
     """Default scenario fabric (256-GPU leaves, 3:1 spine), TP 4 x PP 8: the stage holds 4 x dp GPUs
-    sending at once across the boundary that crosses the spine; taper = max(1, 3 x stage / 256)."""
+    sending at once across the boundary that crosses the spine; taper = max(1, 3 x stage / 256). With sequence
+    parallelism, as the scenario: each TP rank sends its b s h / 4 shard."""
     from scalemodel.specs import load_scenario
 
     scen = load_scenario("default")
@@ -471,7 +473,7 @@ def test_pipeline_boundary_saturates_a_tapered_spine_only_as_far_as_the_stage_fi
     for gpus, taper in ((512, 1.0), (1024, 1.5), (2048, 3.0)):
         dp = gpus // 32
         tr = dict(global_batch=48 * dp, micro_batch=1)
-        _, r = one(job, tr, gpus, tp=4, pp=8)
+        _, r = one(job, tr, gpus, tp=4, pp=8, sequence_parallel=True)
         extent = 4 * dp * 8
         full = val(coll.collective_time("sendrecv", nbytes, 2, net, stride=extent / 2))
         none = val(coll.collective_time("sendrecv", nbytes, 2, flat, stride=extent / 2))

@@ -716,6 +716,7 @@ class StrategyGrid:
     layer_impl: np.ndarray  # choices.LayerImpl codes: the layer's memory-bound ops' implementation (bytes per token)
     cp_comm_type: np.ndarray  # choices.CpCommType codes: context parallelism's exchange (p2p ring, all_gather, a2a)
     cp_a2a_size: np.ndarray  # cp_comm_type a2a+p2p: CP ranks per all-to-all group (the ring spans cp / this)
+    pp_scatter_gather: np.ndarray  # bool: legacy Megatron-LM's pipeline scatter/gather (b s h / t + TP all-gather)
     eager_rope: np.ndarray  # bool: RoPE as Megatron-Core's eager ATen kernels (compute.eager_rope_bytes)
     eager_glu_clamp: np.ndarray  # bool: the experts' activation clamp outside the fused kernel (eager_glu_clamp_bytes)
     eager_expert_bias: np.ndarray  # bool: the experts' FC2 bias added per expert (compute.eager_expert_bias_bytes)
@@ -804,6 +805,7 @@ class StrategyGrid:
             "layer_impl": LayerImpl.of(self.layer_impl[i]).label,
             "cp_comm_type": CpCommType.of(self.cp_comm_type[i]).label,
             "cp_a2a_size": int(self.cp_a2a_size[i]),
+            "pp_scatter_gather": bool(self.pp_scatter_gather[i]),
             "eager_rope": bool(self.eager_rope[i]),
             "eager_glu_clamp": bool(self.eager_glu_clamp[i]),
             "eager_expert_bias": bool(self.eager_expert_bias[i]),
@@ -830,6 +832,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     megatron_ddp=False, align_grad_reduce=True,
     align_param_gather=True, fp8_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
+    pp_scatter_gather=False,
     eager_rope=False, eager_glu_clamp=False, eager_expert_bias=False, eager_bias_dropout_add=False,
     train_metric_passes=0)
 
@@ -1109,6 +1112,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         layer_impl=LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl"),
         cp_comm_type=CpCommType.parse(getattr(strategy, "cp_comm_type", "p2p"), "strategy.cp_comm_type"),
         cp_a2a_size=getattr(strategy, "cp_a2a_size", 1),
+        pp_scatter_gather=getattr(strategy, "pp_scatter_gather", False),
         eager_rope=getattr(strategy, "eager_rope", False),
         eager_glu_clamp=getattr(strategy, "eager_glu_clamp", False),
         eager_expert_bias=getattr(strategy, "eager_expert_bias", False),
@@ -1570,6 +1574,11 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.bucket_size",
                     f" = {strategy.bucket_size:g} B is not priced: DeepSpeed's PipelineEngine all-reduces the "
                     "gradients in buckets of MEMORY_OPT_ALLREDUCE_SIZE (5e8 elements) there, not reduce_bucket_size")
+    if getattr(strategy, "pp_scatter_gather", False) and getattr(strategy, "deepspeed_pipeline", False):
+        # step.pp_send_divisor / deepspeed_pipe_comm: the PipelineEngine partitions and gathers in its own way
+        _warn_field("strategy.pp_scatter_gather",
+                    " is not priced: deepspeed_pipeline partitions the pipeline tensors over TP itself "
+                    "(PartitionedTensor, docs/model.md#pp-comm)")
     if getattr(strategy, "moe_allgather_dispatcher", False) and chosen and not moe:
         _warn_field("strategy.moe_allgather_dispatcher", " is not priced: the model has no MoE layers")
     elif getattr(strategy, "moe_allgather_dispatcher", False) and chosen and int(getattr(strategy, "ep", 1)) * int(

@@ -37,8 +37,10 @@ Communication terms (per layer, per micro-batch; S_act = b (s/cp) h bytes-per-el
   layer forward, 2 backward, 2 more in a recomputed forward (full recompute, selective recompute of moe);
   exposed. DeepEP / HybridEP (strategy moe_flex_dispatcher): each token once per destination NVLink domain,
   then once per destination GPU over NVLink (scalemodel.cost.ep_dispatch, docs/model.md#ep-hierarchical).
-- PP (Narayanan et al. 2021 §4.1 scatter/gather): b (s/cp) h bytes/elem / tp per boundary per
-  direction, 2 v send/recvs per micro-batch per stage on the critical path, priced on the slowest
+- PP: b (s/cp) h bytes/elem per boundary per direction, the whole activation on every TP rank as
+  Megatron-Core sends it (schedules.py get_tensor_shapes), / tp under sequence parallelism or with legacy
+  Megatron-LM's scatter/gather (Narayanan et al. 2021 §4.1, strategy pp_scatter_gather: + an all-gather over TP
+  after each receive); 2 v send/recvs per micro-batch per stage on the critical path, priced on the slowest
   boundary (the one crossing the outermost tier the pipeline spans).
 - DP (ZeRO paper §7, Rajbhandari et al. 2020): gradients of the stage's parameters; all-reduce
   for ZeRO-0, reduce-scatter + all-gather (same volume) for ZeRO-1/2, x1.5 for ZeRO-3/FSDP;
@@ -2526,8 +2528,10 @@ def _model_parallel_comm(job: Job, g: StrategyGrid, comp: dict[str, np.ndarray],
     # PP: activations forward, gradients backward, v times per micro-batch with interleaving.
     p2p = coll["pp"]
     v = np.where(g.schedule == ScheduleKind.INTERLEAVED, g.virtual_stages, 1).astype(float)
+    # legacy Megatron-LM's scatter/gather: each receive all-gathers the split tensor over TP (pp_split)
+    sg = np.where(pp_split(g), coll["pp_gather"], 0.0)
     pp = np.where(g.pp > 1, np.where(g.deepspeed_pipeline, deepspeed_pipe_comm(g, p2p, coll["pp_gather"]),
-                                     2.0 * v * p2p), 0.0)
+                                     2.0 * v * (p2p + sg)), 0.0)
     # nanotron's metadata messages and the sequence mask beside each boundary's activation (nanotron_p2p_extra_time)
     pp = pp + np.where(np.asarray(g.nanotron_trainer, dtype=bool) & (g.pp > 1), coll.get("pp_meta", 0.0), 0.0)
     out = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "hidden_fwd": cp_hidden + tp_hidden_fwd,
@@ -2814,13 +2818,37 @@ def _mp_collectives(job: Job, g: StrategyGrid, groups: ParallelGroups) -> dict[s
             "tp_last": np.where(g.sequence_parallel, _collective("reducescatter", act, groups.tensor), ar),
            "cp": cp_ring,
            "ep": ep, "ep_refwd": ep_refwd,
-           # the activation per TP rank: b s h / t by Megatron's scatter/gather (or the SP shard); nanotron without SP
-           # (tp_mode ALL_REDUCE) sends each rank's whole replicated [s, b, h] (PipelineBlock.forward sends the tensor
-           # as it is, pipeline_parallel/block.py at huggingface/nanotron@c2528430)
-           "pp": _stage_boundary_time(groups, act / np.where(
-               np.asarray(g.nanotron_trainer, dtype=bool) & ~np.asarray(g.sequence_parallel, dtype=bool), 1.0, g.tp)),
+           # the activation each TP rank sends (pp_send_divisor, docs/model.md#pp-comm)
+           "pp": _stage_boundary_time(groups, act / pp_send_divisor(g)),
            "pp_meta": nanotron_p2p_extra_time(groups, tokens) if np.any(g.nanotron_trainer) else 0.0 * act,
-           "pp_gather": _collective("allgather", act, groups.tensor) if np.any(g.deepspeed_pipeline) else 0.0 * act}
+           # the receiver's all-gather over TP of the split activation (DeepSpeed's PartitionedTensor.full(), legacy
+           # Megatron-LM's gather_split_1d_tensor)
+           "pp_gather": _collective("allgather", act, groups.tensor)
+           if np.any(g.deepspeed_pipeline | np.asarray(g.pp_scatter_gather, dtype=bool)) else 0.0 * act}
+
+
+def pp_split(g: StrategyGrid) -> np.ndarray:
+    """bool: the pipeline send is split over the TP group and all-gathered by the receiver, without sequence
+    parallelism at tp > 1: legacy Megatron-LM's scatter/gather (strategy ``pp_scatter_gather``; megatron/
+    p2p_communication.py ``_communicate`` at NVIDIA/Megatron-LM 5942af978a: split_tensor_into_1d_equal_chunks before
+    the send, gather_split_1d_tensor after the receive, ``and not args.sequence_parallel``). DeepSpeed's split
+    (``deepspeed_pipeline``) is priced by :func:`deepspeed_pipe_comm`."""
+    return np.asarray(np.asarray(g.pp_scatter_gather, dtype=bool) & ~np.asarray(g.sequence_parallel, dtype=bool)
+                      & (g.tp > 1))
+
+
+def pp_send_divisor(g: StrategyGrid) -> np.ndarray:
+    """t or 1: the pipeline send of each TP rank is the activation b (s/cp) h bytes/elem divided by this
+    (docs/model.md#pp-comm). Megatron-Core sends the tensor shape ``get_tensor_shapes`` gives, (s/cp, b, h), and
+    (s/cp/t, b, h) only under ``config.sequence_parallel`` (megatron/core/pipeline_parallel/schedules.py at
+    NVIDIA/Megatron-LM d98e8a64dd lines 2115-2144; p2p_communication.py ``_communicate`` sends the tensor as it
+    is): every TP rank sends the whole replicated activation without SP, t times the SP shard. So does nanotron
+    without SP (PipelineBlock.forward, pipeline_parallel/block.py at huggingface/nanotron@c2528430). Legacy
+    Megatron-LM's scatter/gather (Narayanan et al. 2021 section 4.1, :func:`pp_split`) and DeepSpeed's
+    PipelineEngine (is_pipe_partitioned, v0.5.4+) send one 1/t piece; under SP the shard is already 1/t."""
+    split = (np.asarray(g.sequence_parallel, dtype=bool) | np.asarray(g.pp_scatter_gather, dtype=bool)
+             | np.asarray(g.deepspeed_pipeline, dtype=bool))
+    return np.asarray(np.where(split, g.tp, 1).astype(float))
 
 
 #: Bytes of nanotron's P2P metadata messages (huggingface/nanotron@c2528430 src/nanotron/parallel/pipeline_parallel/
@@ -2904,7 +2932,7 @@ def deepspeed_pipe_comm(g: StrategyGrid, p2p: np.ndarray, gather: np.ndarray) ->
     one exchange follow each other instead of sharing the link both ways as Megatron's batched
     send_forward_recv_backward does: 4 send/recvs per micro-batch on a stage, against Megatron's 2. Both are
     partitioned over the TP group (PipelineEngine: is_pipe_partitioned = is_grad_partitioned = model-parallel,
-    since v0.5.4; ``p2p`` is one TP shard b s h eb / tp, as for Megatron) and rebuilt with
+    since v0.5.4; ``p2p`` is one TP shard b s h eb / tp, as legacy Megatron-LM's scatter/gather) and rebuilt with
     PartitionedTensor.full(), an all-gather over TP of the whole b s h activation: the received input before
     the forward, the stage's own output and the received gradient before the backward (3 per micro-batch).
     A step-by-step simulation of the schedule with blocking exchanges (tests/test_step.py) gives a steady state

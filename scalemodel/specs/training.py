@@ -476,6 +476,14 @@ class StrategySpec(Spec, kw_only=True):
         "rows more, C the copies and S their source tokens (alltoall n (k + 1) of the rank's n tokens); HybridEP "
         "permutes in its own kernel either way; docs/model.md#moe-permute-fusion"
     ))] = True
+    pp_scatter_gather: Annotated[bool, Meta(description=(
+        "pipeline sends split over the TP group (Megatron-LM's scatter/gather optimisation, Narayanan et al. 2021 "
+        "section 4.1: --scatter-gather-tensors-in-pipeline, on by default from 72e4230bb5 (2021-02) until the "
+        "pipeline moved into Megatron-Core at 3c92fa93b5 (2023-03)): without sequence parallelism each TP rank sends "
+        "b s h / t of the activation (and of its gradient) and the receiver all-gathers it over TP. false: "
+        "Megatron-Core (get_tensor_shapes), torchtitan and nanotron send each rank's whole [s, b, h], the SP shard "
+        "[s/t, b, h] with sequence_parallel; docs/model.md#pp-comm"
+    ))] = False
     eager_rope: Annotated[bool, Meta(description=(
         "RoPE runs as Megatron-Core's eager ATen kernels (rope_utils._apply_rotary_pos_emb_bshd: multiply, negate, "
         "concatenate, add), not the fused kernel layer_impl prices: Megatron-Core takes it with apply_rope_fusion "
