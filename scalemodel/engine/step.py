@@ -707,6 +707,18 @@ def _dp_ranks(job: Job, g: StrategyGrid, splits: list[_RankSplit] | None) -> lis
     return out
 
 
+def _splits_cover(g: StrategyGrid, splits: list[_RankSplit] | None) -> bool:
+    """True where every candidate of ``g`` is one of ``splits``' (:func:`_rank_layers`; a row group of
+    :func:`_split_rows`): the terms each split's ranks price on their own then replace the mean layer's everywhere."""
+    if not splits:
+        return False
+    shape = np.broadcast_shapes(g.shape, *(np.shape(sp.on) for sp in splits))
+    covered = np.zeros(shape, dtype=bool)
+    for sp in splits:
+        covered |= np.broadcast_to(np.asarray(sp.on, dtype=bool), shape)
+    return bool(np.all(covered))
+
+
 class _Rows(NamedTuple):
     """One group of a grid's rows along its first axis (:func:`_split_rows`): their positions and the grid of them."""
 
@@ -4124,7 +4136,19 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
         p, layers = sp.p, sp.ranks
         best: Any = None
         best_rank, best_params = np.zeros(1), np.zeros(1)
+        # middle ranks already priced, by their layers and chunks: a later middle rank of the same layers and chunks
+        # (the closed form, _chunk_peak None) differs from the earlier one only in stage_rank, whose micro-batches in
+        # flight (memory.inflight_microbatches: 1F1B min(m, p - r), interleaved min(p + (p - 1 - 2 r) / v, m), GPipe
+        # m) do not grow with r, and its bytes (per_stage + emb) x inflight + what it holds once, and the total, do
+        # not grow with them (IEEE rounding is monotone): it never exceeds the running peak (``take`` is strict), so
+        # it is not priced (DeepSeek-V3 at pp 32: 27 middle ranks of 2 MoE layers, one pricing)
+        middle_seen: set[tuple[str, tuple[str, ...]]] = set()
         for r, s in enumerate(layers):
+            if 0 < r < p - 1:
+                cls = (s, tuple(sp.segments[c * p + r] for c in range(sp.v)) if sp.piped and sp.segments else ())
+                if cls in middle_seen and _chunk_peak_free(sp, r):
+                    continue
+                middle_seen.add(cls)
             part = _part_job(job, s)
             if id(part) not in kws:
                 # one layer's activation bytes of a kind do not read the pattern's kind counts: the ranks share
@@ -4155,6 +4179,14 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
         if parts:
             rank, params = np.where(here, best_rank, rank), np.where(here, best_params, params)
     return br, rank, params
+
+def _chunk_peak_free(sp: _RankSplit, r: int) -> bool:
+    """True where :func:`_chunk_peak` prices rank r of ``sp`` by the closed form (returns None whatever the grid): not
+    a '|' split of v >= 2 chunks a rank, or rank r's chunks all equal."""
+    if not sp.piped or sp.v < 2 or not sp.segments:
+        return True
+    return len({sp.segments[c * sp.p + r] for c in range(sp.v)}) == 1
+
 
 def _chunk_peak(job: Job, g: StrategyGrid, m: np.ndarray, kws: dict[int, dict[str, Any]], sp: _RankSplit, r: int,
                 where: dict[str, Any], how: tuple[str, float, float], per_layer: dict[Any, np.ndarray],
@@ -4809,15 +4841,22 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
     m = microbatches(g)
     last, other, _first = _stage_layers(job, g)
     rec_last, rec_other, _rec_first = _stage_recomputed(job, g, last, other, _first)
-    t_last = _compute_per_microbatch(job, g, last, recomputed=rec_last)["total"]
-    if not job.is_transformer:
-        return np.asarray((m + pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)) * t_last)
-    t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False,
-                                                       recomputed=rec_other)["total"])
-    before = _compute_per_microbatch(job, g, np.maximum(float(job.shape.layers) - last, 0.0),
-                                     logits_on_stage=False)["total"]
+    splits = _rank_layers(job, g)
+    if _splits_cover(g, splits):
+        # every candidate is a split's, whose ranks' own compute replaces the mean layer's stages below: those are
+        # not priced (their shape kept, so that the floor's is as it was)
+        t_last = t_max = before = np.zeros(np.broadcast_shapes(*(np.shape(x) for x in (
+            last, other, rec_last, rec_other) if x is not None)))
+    else:
+        t_last = _compute_per_microbatch(job, g, last, recomputed=rec_last)["total"]
+        if not job.is_transformer:
+            return np.asarray((m + pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)) * t_last)
+        t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False,
+                                                           recomputed=rec_other)["total"])
+        before = _compute_per_microbatch(job, g, np.maximum(float(job.shape.layers) - last, 0.0),
+                                         logits_on_stage=False)["total"]
     seen: dict[tuple[int, int, bool, bytes | None], np.ndarray] = {}
-    for sp in _rank_layers(job, g) or ():
+    for sp in splits or ():
         # a hybrid pattern's ranks of their own kinds (_rank_layers): each rank's own compute (_part_job), as evaluate
         # prices its stage; the ranks before the last one by one (each stage's forward + backward is at least its
         # compute: the 1F1B path through the last rank, F_<k + m W_k + B_<k, pipeline.one_f_one_b_time)
