@@ -4441,10 +4441,18 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
                              layout=g.layout)  # placed once, reused
     stage = _stage_memo(job, g, groups)  # the pipeline formulas below reuse these ranks
-    last = stage(last_layers, True, None, rec_last)
+    # every candidate a split's ranks' (_rank_layers; a row group of _split_rows) and no layer offloaded: each split's
+    # ranks replace the mean layer's stages, DP sync, optimizer step and SP gradient all-reduce everywhere below, so
+    # those are not priced (zeros(1) stand in until the first split's values take their place)
+    own = job.is_transformer and not np.any(np.asarray(g.offload_layers) > 0) and _splits_cover(g, _rank_layers(job, g))
+    zero = np.zeros(1)
+    if own:
+        last = _Stage(zero, {}, {}, {}, zero)
+    else:
+        last = stage(last_layers, True, None, rec_last)
     comp, mp, t_mb, host = last.busy, last.mp, last.time, last.host
     comp_dp = comp  # the stage whose data-parallel traffic is priced: the rank holding the most parameters
-    dp_rank = _dp_rank(job, g, last_layers, other_layers, first_layers)
+    dp_rank = None if own else _dp_rank(job, g, last_layers, other_layers, first_layers)
     if dp_rank is not None:
         n_dp, r_dp = dp_rank
         for layers_c, rec_c, on_c in ((other_layers, rec_other, (r_dp == 1) & (g.pp > 2)),
@@ -4453,7 +4461,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
                 busy_c = stage(layers_c, False, None, rec_c).busy
                 comp_dp = {k: np.where(on_c, busy_c[k], v) for k, v in comp_dp.items()}
         comp_dp = dict(comp_dp, pipeline_rank=r_dp)
-    if job.is_transformer and np.any(other_layers > last_layers):
+    if job.is_transformer and not own and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
         other = stage(other_layers, False, None, rec_other)
         comp_o, mp_o, t_o = other.busy, other.mp, other.time
@@ -4468,6 +4476,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         # rank on its own kinds (_part_job), the pace the busiest rank's
         last_s, other_s = ranks[-1], _busiest(ranks[:-1])
         sel = _where_stage(other_s.time > last_s.time, other_s, last_s)
+        if not comp:  # own: the mean layer's stage not priced, its parts stand in as zeros
+            comp, mp = dict.fromkeys(sel.busy, zero), dict.fromkeys(sel.mp, zero)
         comp = {k: np.where(sp.on, sel.busy[k], v) if k in sel.busy else v for k, v in comp.items()}
         mp = {k: np.where(sp.on, sel.mp[k], v) if k in sel.mp else v for k, v in mp.items()}
         host = np.where(sp.on, sel.host, host)
@@ -4475,17 +4485,22 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     bubble_mb = _chunked_bubble(job, g, stage, m, t_mb, bubble_mb)
     bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb)
-    opt = _optimizer_time(job, g, sync) if dp_rank is None else _optimizer_time(job, g, sync, *dp_rank)
+    opt = zero if own else (_optimizer_time(job, g, sync) if dp_rank is None
+                            else _optimizer_time(job, g, sync, *dp_rank))
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
-    sp_grads = sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"],  # likewise
-                                            comp_dp.get("pipeline_rank", np.zeros(1)))
+    sp_grads = zero if own else sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"],  # likewise
+                                                             comp_dp.get("pipeline_rank", np.zeros(1)))
     local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads  # one worker's step without waiting on others
-    # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
-    layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
-    off = _offload_exposed(job, g, comp_dp, m, groups, sync, layer_comm)
+    if own:  # no layer offloaded (_offload_exposed's zeros(1)); every candidate's DP sync its split's rank's below
+        off = np.zeros(1)
+        cross, in_group, dp_total = zero, None if hier_group(g, sync) is None else zero, zero
+    else:
+        # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
+        layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
+        off = _offload_exposed(job, g, comp_dp, m, groups, sync, layer_comm)
+        cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local + off)
     local = local + off
-    cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local)
     for sp, ranks in rank_stages:
         for on, _sp, r in _dp_ranks(job, g, [sp]):
             # a hybrid pattern's ranks: the data-parallel sync and the optimizer step of the rank with the most
@@ -4794,6 +4809,23 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: 
     chunked = (g.schedule == ScheduleKind.INTERLEAVED) & (g.pp > 1)
     if not job.is_transformer or not np.any(chunked):
         return bubble_mb
+    splits = _rank_layers(job, g)
+    if _splits_cover(g, splits) and all(sp.piped for sp in splits or ()):
+        # every candidate a '|' split's (or a given stage_layers split's), whose ranks' and chunks' own times replace
+        # the chunk classes' below
+        total = np.zeros(1)
+    else:
+        total = _chunk_class_total(job, g, stage, m)
+    for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=True):
+        total = np.where(on, seg_total, total)  # '|' segments: every rank and chunk its own kinds
+    with np.errstate(divide="ignore", invalid="ignore"):
+        own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
+    return np.asarray(np.where(chunked, np.maximum(own, 0.0), bubble_mb))
+
+
+def _chunk_class_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray) -> np.ndarray:
+    """:func:`_chunked_bubble`'s interleaved step of rank 0, the middle ranks and the last (first, middle and last
+    model chunks: :func:`scalemodel.cost.pipeline.interleaved_uneven_time`)."""
     first, mid, last = _chunk_layers(job, g)
     v = np.maximum(g.virtual_stages, 1).astype(float)
     r_first, r_mid, r_last = first + (v - 1.0) * mid, v * mid, (v - 1.0) * mid + last
@@ -4811,12 +4843,7 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: 
     def chunk(n: np.ndarray) -> np.ndarray:  # one model chunk: its own first N layers recomputed (_block_recomputed)
         return stage(n, False, None, _block_recomputed(g, [n])).time - pp_only + pp_only / v
 
-    total = pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first), chunk(mid))
-    for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=True):
-        total = np.where(on, seg_total, total)  # '|' segments: every rank and chunk its own kinds
-    with np.errstate(divide="ignore", invalid="ignore"):
-        own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
-    return np.asarray(np.where(chunked, np.maximum(own, 0.0), bubble_mb))
+    return np.asarray(pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first), chunk(mid)))
 
 
 def feasibility(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
@@ -5064,11 +5091,14 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage],
     onef1b = (g.schedule == ScheduleKind.ONE_F_ONE_B) & (g.pp >= 2)
     if not job.is_transformer or not np.any(onef1b):
         return bubble_mb
-    last, other, first = _stage_layers(job, g)
-    ff, bf = _stage_forward_backward(stage(first, False))
-    fm, bm = _stage_forward_backward(stage(other, False))
-    fl, bl = _stage_forward_backward(stage(last, True))
-    total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
+    if _splits_cover(g, _rank_layers(job, g)):
+        total = np.zeros(1)  # every candidate a split's, whose ranks' own time replaces the three classes' below
+    else:
+        last, other, first = _stage_layers(job, g)
+        ff, bf = _stage_forward_backward(stage(first, False))
+        fm, bm = _stage_forward_backward(stage(other, False))
+        fl, bl = _stage_forward_backward(stage(last, True))
+        total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
     for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=False):
         total = np.where(on, seg_total, total)  # a hybrid's ranks (_rank_layers): every rank its own
     with np.errstate(divide="ignore", invalid="ignore"):
