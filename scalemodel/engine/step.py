@@ -4034,44 +4034,14 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
         out = {"weights": ms.weights, "gradients": ms.gradients, "optimizer": ms.optimizer, "activations": act,
                "fragmentation": frag, "workspace": workspace + 0 * act}
     else:
-        _last, other, first = _stage_layers(job, g)
-        # given first / last chunks: each rank's own chunks' recomputed layers (_stage_recomputed; None elsewhere)
-        rec_last, rec_other, rec_first = _stage_recomputed(job, g, _last, other, first)
-        # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
-        # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
         kw = _memory_kwargs(job, g, m, sync, fragmentation, workspace)
-        stage = np.where(g.pp > 1, first, float(job.shape.layers))
-        d_mtp = float(job.shape.mtp_layers)
-        first_args: dict[str, Any] = dict(stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp),
-                          recomputed_layers=recomputed_layers(g, stage) if rec_first is None else np.where(
-                              g.pp > 1, rec_first, recomputed_layers(g, stage)))
-        br_f = _stage_memory(activations, "first", job.shape, **first_args, **kw)
-        # given first / last chunks: rank 0's chunks each their own (_given_chunk_peak)
-        act_c: np.ndarray | None = None if activations is None else activations.get("first chunks")
-        if act_c is None:
-            act_c = _given_chunk_peak(job, g, m, kw, False, dict(mtp_modules=0.0), stage,
-                                      first_args["recomputed_layers"], br_f.activations)
-            if act_c is not None and activations is not None:
-                activations["first chunks"] = act_c
-        if act_c is not None:
-            br_f = memory.memory_per_gpu(job.shape, activations=act_c, **first_args, **kw)
-        br = _kept(br_f, parts)
-        if parts:
-            params = _stage_params(job, kw, stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp))
-        if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
-            mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
-            rec_mid = recomputed_layers(g, mid) if rec_other is None else np.where(
-                (g.pp > 1) & (other >= 1.0), rec_other, recomputed_layers(g, mid))
-            br_o = _kept(_stage_memory(
-                activations, "mid", job.shape, stage_layers=mid, recomputed_layers=rec_mid,
-                embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw), parts)
-            take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
-            br = _where_breakdown(take, br_o, br)
-            if parts:
-                rank = np.where(take, 1.0, rank)
-                params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
-        if np.any(g.pp > 1):
-            br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params, parts, activations, rec_last)
+        if _splits_cover(g, _rank_layers(job, g)):
+            # every candidate a split's, whose ranks' own memory (_segment_memory) replaces the first, middle and
+            # last stages' below: those are not priced (zeros stand in until the split's peak takes their place)
+            br = _kept(memory.MemoryBreakdown(**dict.fromkeys(memory.MemoryBreakdown.__struct_fields__,
+                                                             np.zeros(1))), parts)
+        else:
+            br, rank, params = _mean_stage_memory(job, g, m, kw, rank, params, parts, activations)
         br, rank, params = _segment_memory(job, g, m, kw, br, rank, params, parts, activations,
                                            (sync, fragmentation, workspace))
         if not parts:
@@ -4084,6 +4054,51 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
     if not parts:
         return PeakStage({"total": out["total"]}, rank, params)
     return PeakStage(out, np.asarray(rank, dtype=float), np.asarray(params, dtype=float))
+
+
+def _mean_stage_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any], rank: np.ndarray,
+                       params: np.ndarray, parts: bool, activations: MutableMapping[str, np.ndarray] | None
+                       ) -> tuple[Any, np.ndarray, np.ndarray]:
+    """:func:`memory_peak_stage`'s stages of a transformer by class (the first, the busiest middle one, the last;
+    ``kw`` :func:`_memory_kwargs`): the peak's breakdown (its total alone where not ``parts``), rank and parameters."""
+    _last, other, first = _stage_layers(job, g)
+    # given first / last chunks: each rank's own chunks' recomputed layers (_stage_recomputed; None elsewhere)
+    rec_last, rec_other, rec_first = _stage_recomputed(job, g, _last, other, first)
+    # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
+    # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
+    stage = np.where(g.pp > 1, first, float(job.shape.layers))
+    d_mtp = float(job.shape.mtp_layers)
+    first_args: dict[str, Any] = dict(stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp),
+                                      recomputed_layers=recomputed_layers(g, stage) if rec_first is None else np.where(
+                                          g.pp > 1, rec_first, recomputed_layers(g, stage)))
+    br_f = _stage_memory(activations, "first", job.shape, **first_args, **kw)
+    # given first / last chunks: rank 0's chunks each their own (_given_chunk_peak)
+    act_c: np.ndarray | None = None if activations is None else activations.get("first chunks")
+    if act_c is None:
+        act_c = _given_chunk_peak(job, g, m, kw, False, dict(mtp_modules=0.0), stage,
+                                  first_args["recomputed_layers"], br_f.activations)
+        if act_c is not None and activations is not None:
+            activations["first chunks"] = act_c
+    if act_c is not None:
+        br_f = memory.memory_per_gpu(job.shape, activations=act_c, **first_args, **kw)
+    br = _kept(br_f, parts)
+    if parts:
+        params = _stage_params(job, kw, stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp))
+    if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
+        mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
+        rec_mid = recomputed_layers(g, mid) if rec_other is None else np.where(
+            (g.pp > 1) & (other >= 1.0), rec_other, recomputed_layers(g, mid))
+        br_o = _kept(_stage_memory(
+            activations, "mid", job.shape, stage_layers=mid, recomputed_layers=rec_mid,
+            embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw), parts)
+        take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
+        br = _where_breakdown(take, br_o, br)
+        if parts:
+            rank = np.where(take, 1.0, rank)
+            params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
+    if np.any(g.pp > 1):
+        br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params, parts, activations, rec_last)
+    return br, rank, params
 
 
 def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragmentation: float,
