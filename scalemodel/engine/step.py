@@ -4950,6 +4950,26 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
         return np.zeros(1)
     m = microbatches(g)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    splits = _rank_layers(job, g)
+    if _splits_cover(g, splits):  # every candidate a split's rank's (_dp_ranks), below: the mean stage not priced
+        out = np.zeros(1)
+    else:
+        out = _mean_gather_floor(job, g, sync, groups, m, zero3)
+    for on, sp, r in _dp_ranks(job, g, splits):
+        # a hybrid pattern's ranks: the rank whose sync evaluate prices (_dp_ranks), its own parameters and compute
+        s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
+        dp_job = _rank_dp_job(job, s)
+        dense_r, expert_r = _stage_params_per_gpu(dp_job, g, n, np.full(1, float(r)))
+        comp_r = _compute_per_microbatch(_part_job(job, s), g, n, logits_on_stage=r == sp.p - 1,
+                                         recomputed=_split_rank_recomputed(g, sp, r))
+        out = np.where(on, _gather_floor(dp_job, g, sync, groups, m, zero3, dense_r, expert_r, comp_r["forward"],
+                                         comp_r["backward"], np.maximum(n, 1.0)), out)
+    return np.asarray(out)
+
+
+def _mean_gather_floor(job: Job, g: StrategyGrid, sync: str, groups: ParallelGroups, m: np.ndarray,
+                       zero3: np.ndarray) -> np.ndarray:
+    """:func:`dp_exposed_floor` of evaluate's comp_dp by class (the stage of the most parameters, :func:`_dp_rank`)."""
     dense, expert = _params_per_gpu(job, g)
     last, other, first = _stage_layers(job, g)
     rec_last, rec_other, rec_first = _stage_recomputed(job, g, last, other, first)
@@ -4967,17 +4987,7 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
                 fwd, bwd = np.where(on_c, comp_c["forward"], fwd), np.where(on_c, comp_c["backward"], bwd)
     else:
         stage = np.ones(1)
-    out = _gather_floor(job, g, sync, groups, m, zero3, dense, expert, fwd, bwd, np.maximum(stage, 1.0))
-    for on, sp, r in _dp_ranks(job, g, _rank_layers(job, g)):
-        # a hybrid pattern's ranks: the rank whose sync evaluate prices (_dp_ranks), its own parameters and compute
-        s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
-        dp_job = _rank_dp_job(job, s)
-        dense_r, expert_r = _stage_params_per_gpu(dp_job, g, n, np.full(1, float(r)))
-        comp_r = _compute_per_microbatch(_part_job(job, s), g, n, logits_on_stage=r == sp.p - 1,
-                                         recomputed=_split_rank_recomputed(g, sp, r))
-        out = np.where(on, _gather_floor(dp_job, g, sync, groups, m, zero3, dense_r, expert_r, comp_r["forward"],
-                                         comp_r["backward"], np.maximum(n, 1.0)), out)
-    return np.asarray(out)
+    return np.asarray(_gather_floor(job, g, sync, groups, m, zero3, dense, expert, fwd, bwd, np.maximum(stage, 1.0)))
 
 
 def _gather_floor(job: Job, g: StrategyGrid, sync: str, groups: ParallelGroups, m: np.ndarray, zero3: np.ndarray,
