@@ -441,6 +441,19 @@ def _kinds_part_job(job: Job, layers: str) -> Job:
     i, NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_block.py), and the MoE layer spec comes
     from each layer's global number (moe_layer_freq, first_k_dense: gpt_layer_specs.py
     get_gpt_decoder_block_spec), so DeepSeek-V3's 3 dense layers sit on rank 0."""
+    memo = _PART_MEMO.get("last")
+    if memo is None or memo[0] is not job:
+        memo = (job, {})
+        _PART_MEMO["last"] = memo
+    # by the rank's own string first: a split's ranks repeat the same few (DeepSeek-V3 at pp 32: 27 of "ee")
+    found = memo[1].get(("layers", layers))
+    if found is None:
+        found = memo[1][("layers", layers)] = _kinds_part(job, layers, memo[1])
+    return found
+
+
+def _kinds_part(job: Job, layers: str, parts: dict[Any, Job]) -> Job:
+    """:func:`_kinds_part_job` of ``layers`` not yet asked for (``parts``: the part jobs of ``job`` by share)."""
     sh = job.shape
     n = len(layers)
     if n == 0 or set(layers) - {"d", "e"}:  # 't': a layer of a model of one kind
@@ -454,17 +467,13 @@ def _kinds_part_job(job: Job, layers: str) -> Job:
     whole = {gap: c * n for gap, c in whole_intervals}
     if n_e * L == float(sh.moe_layers) * n and mine == whole:
         return job
-    memo = _PART_MEMO.get("last")
-    if memo is None or memo[0] is not job:
-        memo = (job, {})
-        _PART_MEMO["last"] = memo
     # by the rank's shares (MoE layers and intervals per layer), so that ranks of the same kinds in other counts
     # (a rank of 4 MoE layers and one of 3) are one job, one stage pricing
     key = ("kinds", Fraction(n_e, n), tuple(sorted((gap, Fraction(c, n)) for gap, c in
                                                    transformer.kind_intervals(layers))) if n_e else ())
-    if key not in memo[1]:
-        memo[1][key] = replace(job, shape=msgspec.structs.replace(sh, rank_kinds=layers))
-    return memo[1][key]
+    if key not in parts:
+        parts[key] = replace(job, shape=msgspec.structs.replace(sh, rank_kinds=layers))
+    return parts[key]
 
 
 class _RankSplit(NamedTuple):
@@ -564,8 +573,7 @@ def _kinds_ranks(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
     free = np.broadcast_to(np.asarray(g.stage_split) < 0, shape) & (pp >= 2)
     inter = np.broadcast_to(g.schedule == ScheduleKind.INTERLEAVED, shape)
     plain = free & ~inter
-    keys = np.stack([pp[plain], first[plain], last[plain]], axis=-1)
-    for p, f, lst in np.unique(keys.reshape(-1, 3), axis=0):
+    for p, f, lst in _unique_rows(plain, g.pp, g.first_stage_layers, g.last_stage_layers):
         ranks_or_none = _pipe_free_ranks(kinds, int(p), int(f), int(lst))
         if ranks_or_none is None or all(_part_job(job, x) is job for x in ranks_or_none):
             continue
@@ -575,9 +583,8 @@ def _kinds_ranks(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
     # the rest evenly (_chunk_layers; _chunk_split_ok flags a split that leaves them unequal)
     f_chunk, l_chunk = (np.broadcast_to(x, shape) for x in (g.first_chunk_layers, g.last_chunk_layers))
     sel = free & inter
-    keys = np.stack([pp[sel], v[sel], f_chunk[sel], l_chunk[sel]], axis=-1)
     L = len(kinds)
-    for p, vv, fc, lc in np.unique(keys.reshape(-1, 4), axis=0):
+    for p, vv, fc, lc in _unique_rows(sel, g.pp, g.virtual_stages, g.first_chunk_layers, g.last_chunk_layers):
         p, vv, fc, lc = int(p), int(vv), int(fc), int(lc)
         n_chunks = p * vv
         rest, n_mid = L - max(fc, 0) - max(lc, 0), n_chunks - (fc >= 0) - (lc >= 0)
@@ -593,6 +600,20 @@ def _kinds_ranks(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
         on = (pp == p) & (v == vv) & (f_chunk == fc) & (l_chunk == lc) & sel
         out.append(_RankSplit(on, p, ranks, list(segments[:p]), vv, True, segments))
     return out if out or given is not None else None
+
+
+def _unique_rows(mask: np.ndarray, *cols: Any) -> np.ndarray:
+    """``np.unique(np.stack([c[mask] for c in cols], -1), axis=0)`` of ``cols`` broadcast to ``mask``'s shape (the
+    distinct value rows where ``mask``, sorted), the mask first reduced (np.any) over the axes along which no column
+    varies (the planner's grid is 10^5 - 10^6 candidates; its pp and stage-layer fields vary along one axis)."""
+    mask = np.asarray(mask, dtype=bool)
+    small = np.broadcast_shapes(*(np.shape(c) for c in cols))
+    small = (1,) * (mask.ndim - len(small)) + tuple(small)
+    axes = tuple(i for i, (a, b) in enumerate(zip(mask.shape, small, strict=True)) if b == 1 and a != 1)
+    if axes:
+        mask = np.any(mask, axis=axes, keepdims=True)
+    keys = np.stack([np.broadcast_to(c, mask.shape)[mask] for c in cols], axis=-1)
+    return np.unique(keys.reshape(-1, len(cols)), axis=0)
 
 
 def _given_ranks(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
