@@ -443,6 +443,19 @@ def _kinds_part_job(job: Job, layers: str) -> Job:
     i, NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_block.py), and the MoE layer spec comes
     from each layer's global number (moe_layer_freq, first_k_dense: gpt_layer_specs.py
     get_gpt_decoder_block_spec), so DeepSeek-V3's 3 dense layers sit on rank 0."""
+    memo = _PART_MEMO.get("last")
+    if memo is None or memo[0] is not job:
+        memo = (job, {})
+        _PART_MEMO["last"] = memo
+    # by the rank's own string first: a split's ranks repeat the same few (DeepSeek-V3 at pp 32: 27 of "ee")
+    found = memo[1].get(("layers", layers))
+    if found is None:
+        found = memo[1][("layers", layers)] = _kinds_part(job, layers, memo[1])
+    return found
+
+
+def _kinds_part(job: Job, layers: str, parts: dict[Any, Job]) -> Job:
+    """:func:`_kinds_part_job` of ``layers`` not yet asked for (``parts``: the part jobs of ``job`` by share)."""
     sh = job.shape
     n = len(layers)
     if n == 0 or set(layers) - {"d", "e"}:  # 't': a layer of a model of one kind
@@ -456,17 +469,13 @@ def _kinds_part_job(job: Job, layers: str) -> Job:
     whole = {gap: c * n for gap, c in whole_intervals}
     if n_e * L == float(sh.moe_layers) * n and mine == whole:
         return job
-    memo = _PART_MEMO.get("last")
-    if memo is None or memo[0] is not job:
-        memo = (job, {})
-        _PART_MEMO["last"] = memo
     # by the rank's shares (MoE layers and intervals per layer), so that ranks of the same kinds in other counts
     # (a rank of 4 MoE layers and one of 3) are one job, one stage pricing
     key = ("kinds", Fraction(n_e, n), tuple(sorted((gap, Fraction(c, n)) for gap, c in
                                                    transformer.kind_intervals(layers))) if n_e else ())
-    if key not in memo[1]:
-        memo[1][key] = replace(job, shape=msgspec.structs.replace(sh, rank_kinds=layers))
-    return memo[1][key]
+    if key not in parts:
+        parts[key] = replace(job, shape=msgspec.structs.replace(sh, rank_kinds=layers))
+    return parts[key]
 
 
 class _RankSplit(NamedTuple):
@@ -566,8 +575,7 @@ def _kinds_ranks(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
     free = np.broadcast_to(np.asarray(g.stage_split) < 0, shape) & (pp >= 2)
     inter = np.broadcast_to(g.schedule == ScheduleKind.INTERLEAVED, shape)
     plain = free & ~inter
-    keys = np.stack([pp[plain], first[plain], last[plain]], axis=-1)
-    for p, f, lst in np.unique(keys.reshape(-1, 3), axis=0):
+    for p, f, lst in _unique_rows(plain, g.pp, g.first_stage_layers, g.last_stage_layers):
         ranks_or_none = _pipe_free_ranks(kinds, int(p), int(f), int(lst))
         if ranks_or_none is None or all(_part_job(job, x) is job for x in ranks_or_none):
             continue
@@ -577,9 +585,8 @@ def _kinds_ranks(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
     # the rest evenly (_chunk_layers; _chunk_split_ok flags a split that leaves them unequal)
     f_chunk, l_chunk = (np.broadcast_to(x, shape) for x in (g.first_chunk_layers, g.last_chunk_layers))
     sel = free & inter
-    keys = np.stack([pp[sel], v[sel], f_chunk[sel], l_chunk[sel]], axis=-1)
     L = len(kinds)
-    for p, vv, fc, lc in np.unique(keys.reshape(-1, 4), axis=0):
+    for p, vv, fc, lc in _unique_rows(sel, g.pp, g.virtual_stages, g.first_chunk_layers, g.last_chunk_layers):
         p, vv, fc, lc = int(p), int(vv), int(fc), int(lc)
         n_chunks = p * vv
         rest, n_mid = L - max(fc, 0) - max(lc, 0), n_chunks - (fc >= 0) - (lc >= 0)
@@ -595,6 +602,20 @@ def _kinds_ranks(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
         on = (pp == p) & (v == vv) & (f_chunk == fc) & (l_chunk == lc) & sel
         out.append(_RankSplit(on, p, ranks, list(segments[:p]), vv, True, segments))
     return out if out or given is not None else None
+
+
+def _unique_rows(mask: np.ndarray, *cols: Any) -> np.ndarray:
+    """``np.unique(np.stack([c[mask] for c in cols], -1), axis=0)`` of ``cols`` broadcast to ``mask``'s shape (the
+    distinct value rows where ``mask``, sorted), the mask first reduced (np.any) over the axes along which no column
+    varies (the planner's grid is 10^5 - 10^6 candidates; its pp and stage-layer fields vary along one axis)."""
+    mask = np.asarray(mask, dtype=bool)
+    small = np.broadcast_shapes(*(np.shape(c) for c in cols))
+    small = (1,) * (mask.ndim - len(small)) + tuple(small)
+    axes = tuple(i for i, (a, b) in enumerate(zip(mask.shape, small, strict=True)) if b == 1 and a != 1)
+    if axes:
+        mask = np.any(mask, axis=axes, keepdims=True)
+    keys = np.stack([np.broadcast_to(c, mask.shape)[mask] for c in cols], axis=-1)
+    return np.unique(keys.reshape(-1, len(cols)), axis=0)
 
 
 def _given_ranks(job: Job, g: StrategyGrid) -> list[_RankSplit] | None:
@@ -707,6 +728,18 @@ def _dp_ranks(job: Job, g: StrategyGrid, splits: list[_RankSplit] | None) -> lis
         for r in np.unique(np.broadcast_to(best, on.shape)[on]):
             out.append((on & (best == r), sp, int(r)))
     return out
+
+
+def _splits_cover(g: StrategyGrid, splits: list[_RankSplit] | None) -> bool:
+    """True where every candidate of ``g`` is one of ``splits``' (:func:`_rank_layers`; a row group of
+    :func:`_split_rows`): the terms each split's ranks price on their own then replace the mean layer's everywhere."""
+    if not splits:
+        return False
+    shape = np.broadcast_shapes(g.shape, *(np.shape(sp.on) for sp in splits))
+    covered = np.zeros(shape, dtype=bool)
+    for sp in splits:
+        covered |= np.broadcast_to(np.asarray(sp.on, dtype=bool), shape)
+    return bool(np.all(covered))
 
 
 class _Rows(NamedTuple):
@@ -4081,44 +4114,14 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
         out = {"weights": ms.weights, "gradients": ms.gradients, "optimizer": ms.optimizer, "activations": act,
                "fragmentation": frag, "workspace": workspace + 0 * act}
     else:
-        _last, other, first = _stage_layers(job, g)
-        # given first / last chunks: each rank's own chunks' recomputed layers (_stage_recomputed; None elsewhere)
-        rec_last, rec_other, rec_first = _stage_recomputed(job, g, _last, other, first)
-        # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
-        # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
         kw = _memory_kwargs(job, g, m, sync, fragmentation, workspace)
-        stage = np.where(g.pp > 1, first, float(job.shape.layers))
-        d_mtp = float(job.shape.mtp_layers)
-        first_args: dict[str, Any] = dict(stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp),
-                          recomputed_layers=recomputed_layers(g, stage) if rec_first is None else np.where(
-                              g.pp > 1, rec_first, recomputed_layers(g, stage)))
-        br_f = _stage_memory(activations, "first", job.shape, **first_args, **kw)
-        # given first / last chunks: rank 0's chunks each their own (_given_chunk_peak)
-        act_c: np.ndarray | None = None if activations is None else activations.get("first chunks")
-        if act_c is None:
-            act_c = _given_chunk_peak(job, g, m, kw, False, dict(mtp_modules=0.0), stage,
-                                      first_args["recomputed_layers"], br_f.activations)
-            if act_c is not None and activations is not None:
-                activations["first chunks"] = act_c
-        if act_c is not None:
-            br_f = memory.memory_per_gpu(job.shape, activations=act_c, **first_args, **kw)
-        br = _kept(br_f, parts)
-        if parts:
-            params = _stage_params(job, kw, stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp))
-        if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
-            mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
-            rec_mid = recomputed_layers(g, mid) if rec_other is None else np.where(
-                (g.pp > 1) & (other >= 1.0), rec_other, recomputed_layers(g, mid))
-            br_o = _kept(_stage_memory(
-                activations, "mid", job.shape, stage_layers=mid, recomputed_layers=rec_mid,
-                embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw), parts)
-            take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
-            br = _where_breakdown(take, br_o, br)
-            if parts:
-                rank = np.where(take, 1.0, rank)
-                params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
-        if np.any(g.pp > 1):
-            br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params, parts, activations, rec_last)
+        if _splits_cover(g, _rank_layers(job, g)):
+            # every candidate a split's, whose ranks' own memory (_segment_memory) replaces the first, middle and
+            # last stages' below: those are not priced (zeros stand in until the split's peak takes their place)
+            br = _kept(memory.MemoryBreakdown(**dict.fromkeys(memory.MemoryBreakdown.__struct_fields__,
+                                                             np.zeros(1))), parts)
+        else:
+            br, rank, params = _mean_stage_memory(job, g, m, kw, rank, params, parts, activations)
         br, rank, params = _segment_memory(job, g, m, kw, br, rank, params, parts, activations,
                                            (sync, fragmentation, workspace))
         if not parts:
@@ -4131,6 +4134,51 @@ def memory_peak_stage(job: Job, g: StrategyGrid, m: np.ndarray, *,
     if not parts:
         return PeakStage({"total": out["total"]}, rank, params)
     return PeakStage(out, np.asarray(rank, dtype=float), np.asarray(params, dtype=float))
+
+
+def _mean_stage_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any], rank: np.ndarray,
+                       params: np.ndarray, parts: bool, activations: MutableMapping[str, np.ndarray] | None
+                       ) -> tuple[Any, np.ndarray, np.ndarray]:
+    """:func:`memory_peak_stage`'s stages of a transformer by class (the first, the busiest middle one, the last;
+    ``kw`` :func:`_memory_kwargs`): the peak's breakdown (its total alone where not ``parts``), rank and parameters."""
+    _last, other, first = _stage_layers(job, g)
+    # given first / last chunks: each rank's own chunks' recomputed layers (_stage_recomputed; None elsewhere)
+    rec_last, rec_other, rec_first = _stage_recomputed(job, g, _last, other, first)
+    # the first stage (with the embedding) and, with a pipeline, the busiest other stage (without it) with
+    # the second stage's micro-batches in flight (the most any later stage holds): the larger is the peak
+    stage = np.where(g.pp > 1, first, float(job.shape.layers))
+    d_mtp = float(job.shape.mtp_layers)
+    first_args: dict[str, Any] = dict(stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp),
+                                      recomputed_layers=recomputed_layers(g, stage) if rec_first is None else np.where(
+                                          g.pp > 1, rec_first, recomputed_layers(g, stage)))
+    br_f = _stage_memory(activations, "first", job.shape, **first_args, **kw)
+    # given first / last chunks: rank 0's chunks each their own (_given_chunk_peak)
+    act_c: np.ndarray | None = None if activations is None else activations.get("first chunks")
+    if act_c is None:
+        act_c = _given_chunk_peak(job, g, m, kw, False, dict(mtp_modules=0.0), stage,
+                                  first_args["recomputed_layers"], br_f.activations)
+        if act_c is not None and activations is not None:
+            activations["first chunks"] = act_c
+    if act_c is not None:
+        br_f = memory.memory_per_gpu(job.shape, activations=act_c, **first_args, **kw)
+    br = _kept(br_f, parts)
+    if parts:
+        params = _stage_params(job, kw, stage_layers=stage, mtp_modules=np.where(g.pp > 1, 0.0, d_mtp))
+    if np.any((g.pp > 1) & (other > first)):  # with as many layers, a later stage holds less
+        mid = np.where(g.pp > 1, np.maximum(other, 1.0), stage)
+        rec_mid = recomputed_layers(g, mid) if rec_other is None else np.where(
+            (g.pp > 1) & (other >= 1.0), rec_other, recomputed_layers(g, mid))
+        br_o = _kept(_stage_memory(
+            activations, "mid", job.shape, stage_layers=mid, recomputed_layers=rec_mid,
+            embedding=g.pp <= 1, stage_rank=np.where(g.pp > 1, 1, 0), **kw), parts)
+        take = (g.pp > 1) & (other > first) & (br_o.total > br.total)
+        br = _where_breakdown(take, br_o, br)
+        if parts:
+            rank = np.where(take, 1.0, rank)
+            params = np.where(take, _stage_params(job, kw, stage_layers=mid, embedding=g.pp <= 1), params)
+    if np.any(g.pp > 1):
+        br, rank, params = _last_stage_memory(job, g, br, _last, kw, rank, params, parts, activations, rec_last)
+    return br, rank, params
 
 
 def _memory_kwargs(job: Job, g: StrategyGrid, m: np.ndarray, sync: str, fragmentation: float,
@@ -4183,7 +4231,19 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
         p, layers = sp.p, sp.ranks
         best: Any = None
         best_rank, best_params = np.zeros(1), np.zeros(1)
+        # middle ranks already priced, by their layers and chunks: a later middle rank of the same layers and chunks
+        # (the closed form, _chunk_peak None) differs from the earlier one only in stage_rank, whose micro-batches in
+        # flight (memory.inflight_microbatches: 1F1B min(m, p - r), interleaved min(p + (p - 1 - 2 r) / v, m), GPipe
+        # m) do not grow with r, and its bytes (per_stage + emb) x inflight + what it holds once, and the total, do
+        # not grow with them (IEEE rounding is monotone): it never exceeds the running peak (``take`` is strict), so
+        # it is not priced (DeepSeek-V3 at pp 32: 27 middle ranks of 2 MoE layers, one pricing)
+        middle_seen: set[tuple[str, tuple[str, ...]]] = set()
         for r, s in enumerate(layers):
+            if 0 < r < p - 1:
+                cls = (s, tuple(sp.segments[c * p + r] for c in range(sp.v)) if sp.piped and sp.segments else ())
+                if cls in middle_seen and _chunk_peak_free(sp, r):
+                    continue
+                middle_seen.add(cls)
             part = _part_job(job, s)
             if id(part) not in kws:
                 # one layer's activation bytes of a kind do not read the pattern's kind counts: the ranks share
@@ -4214,6 +4274,14 @@ def _segment_memory(job: Job, g: StrategyGrid, m: np.ndarray, kw: dict[str, Any]
         if parts:
             rank, params = np.where(here, best_rank, rank), np.where(here, best_params, params)
     return br, rank, params
+
+def _chunk_peak_free(sp: _RankSplit, r: int) -> bool:
+    """True where :func:`_chunk_peak` prices rank r of ``sp`` by the closed form (returns None whatever the grid): not
+    a '|' split of v >= 2 chunks a rank, or rank r's chunks all equal."""
+    if not sp.piped or sp.v < 2 or not sp.segments:
+        return True
+    return len({sp.segments[c * sp.p + r] for c in range(sp.v)}) == 1
+
 
 def _chunk_peak(job: Job, g: StrategyGrid, m: np.ndarray, kws: dict[int, dict[str, Any]], sp: _RankSplit, r: int,
                 where: dict[str, Any], how: tuple[str, float, float], per_layer: dict[Any, np.ndarray],
@@ -4468,10 +4536,18 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp,
                              layout=g.layout)  # placed once, reused
     stage = _stage_memo(job, g, groups)  # the pipeline formulas below reuse these ranks
-    last = stage(last_layers, True, None, rec_last)
+    # every candidate a split's ranks' (_rank_layers; a row group of _split_rows) and no layer offloaded: each split's
+    # ranks replace the mean layer's stages, DP sync, optimizer step and SP gradient all-reduce everywhere below, so
+    # those are not priced (zeros(1) stand in until the first split's values take their place)
+    own = job.is_transformer and not np.any(np.asarray(g.offload_layers) > 0) and _splits_cover(g, _rank_layers(job, g))
+    zero = np.zeros(1)
+    if own:
+        last = _Stage(zero, {}, {}, {}, zero)
+    else:
+        last = stage(last_layers, True, None, rec_last)
     comp, mp, t_mb, host = last.busy, last.mp, last.time, last.host
     comp_dp = comp  # the stage whose data-parallel traffic is priced: the rank holding the most parameters
-    dp_rank = _dp_rank(job, g, last_layers, other_layers, first_layers)
+    dp_rank = None if own else _dp_rank(job, g, last_layers, other_layers, first_layers)
     if dp_rank is not None:
         n_dp, r_dp = dp_rank
         for layers_c, rec_c, on_c in ((other_layers, rec_other, (r_dp == 1) & (g.pp > 2)),
@@ -4480,7 +4556,7 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
                 busy_c = stage(layers_c, False, None, rec_c).busy
                 comp_dp = {k: np.where(on_c, busy_c[k], v) for k, v in comp_dp.items()}
         comp_dp = dict(comp_dp, pipeline_rank=r_dp)
-    if job.is_transformer and np.any(other_layers > last_layers):
+    if job.is_transformer and not own and np.any(other_layers > last_layers):
         # a stage without the logits but with more layers may be the slowest: 1F1B runs at its pace
         other = stage(other_layers, False, None, rec_other)
         comp_o, mp_o, t_o = other.busy, other.mp, other.time
@@ -4495,6 +4571,8 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
         # rank on its own kinds (_part_job), the pace the busiest rank's
         last_s, other_s = ranks[-1], _busiest(ranks[:-1])
         sel = _where_stage(other_s.time > last_s.time, other_s, last_s)
+        if not comp:  # own: the mean layer's stage not priced, its parts stand in as zeros
+            comp, mp = dict.fromkeys(sel.busy, zero), dict.fromkeys(sel.mp, zero)
         comp = {k: np.where(sp.on, sel.busy[k], v) if k in sel.busy else v for k, v in comp.items()}
         mp = {k: np.where(sp.on, sel.mp[k], v) if k in sel.mp else v for k, v in mp.items()}
         host = np.where(sp.on, sel.host, host)
@@ -4502,17 +4580,22 @@ def evaluate(job: Job, g: StrategyGrid, *, sync: str = "bsp", kappa: float | Non
     bubble_mb = pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)
     bubble_mb = _chunked_bubble(job, g, stage, m, t_mb, bubble_mb)
     bubble_mb = _uneven_1f1b_bubble(job, g, stage, m, t_mb, bubble_mb)
-    opt = _optimizer_time(job, g, sync) if dp_rank is None else _optimizer_time(job, g, sync, *dp_rank)
+    opt = zero if own else (_optimizer_time(job, g, sync) if dp_rank is None
+                            else _optimizer_time(job, g, sync, *dp_rank))
     imbalance_s = _imbalance(job, g, m, comp["total"])
     tied = tied_embedding_allreduce(job, g, groups)  # after the flush, not overlapped
-    sp_grads = sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"],  # likewise
-                                            comp_dp.get("pipeline_rank", np.zeros(1)))
+    sp_grads = zero if own else sp_replicated_grad_allreduce(job, g, groups, comp_dp["layers_per_stage"],  # likewise
+                                                             comp_dp.get("pipeline_rank", np.zeros(1)))
     local = (m + bubble_mb) * t_mb + opt + imbalance_s + tied + sp_grads  # one worker's step without waiting on others
-    # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
-    layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
-    off = _offload_exposed(job, g, comp_dp, m, groups, sync, layer_comm)
+    if own:  # no layer offloaded (_offload_exposed's zeros(1)); every candidate's DP sync its split's rank's below
+        off = np.zeros(1)
+        cross, in_group, dp_total = zero, None if hier_group(g, sync) is None else zero, zero
+    else:
+        # offload needs pp = 1: no bubble to scale; its copies also run while a layer waits on TP/CP/EP traffic
+        layer_comm = (mp["tp"] + mp["cp"] + mp["ep"]) / np.maximum(comp_dp["layers_per_stage"], 1.0)
+        off = _offload_exposed(job, g, comp_dp, m, groups, sync, layer_comm)
+        cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local + off)
     local = local + off
-    cross, in_group, dp_total = _sync_comm(job, g, comp_dp, m, sync, groups, local=local)
     for sp, ranks in rank_stages:
         for on, _sp, r in _dp_ranks(job, g, [sp]):
             # a hybrid pattern's ranks: the data-parallel sync and the optimizer step of the rank with the most
@@ -4825,6 +4908,23 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: 
     chunked = (g.schedule == ScheduleKind.INTERLEAVED) & (g.pp > 1)
     if not job.is_transformer or not np.any(chunked):
         return bubble_mb
+    splits = _rank_layers(job, g)
+    if _splits_cover(g, splits) and all(sp.piped for sp in splits or ()):
+        # every candidate a '|' split's (or a given stage_layers split's), whose ranks' and chunks' own times replace
+        # the chunk classes' below
+        total = np.zeros(1)
+    else:
+        total = _chunk_class_total(job, g, stage, m)
+    for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=True):
+        total = np.where(on, seg_total, total)  # '|' segments: every rank and chunk its own kinds
+    with np.errstate(divide="ignore", invalid="ignore"):
+        own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
+    return np.asarray(np.where(chunked, np.maximum(own, 0.0), bubble_mb))
+
+
+def _chunk_class_total(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: np.ndarray) -> np.ndarray:
+    """:func:`_chunked_bubble`'s interleaved step of rank 0, the middle ranks and the last (first, middle and last
+    model chunks: :func:`scalemodel.cost.pipeline.interleaved_uneven_time`)."""
     first, mid, last = _chunk_layers(job, g)
     v = np.maximum(g.virtual_stages, 1).astype(float)
     r_first, r_mid, r_last = first + (v - 1.0) * mid, v * mid, (v - 1.0) * mid + last
@@ -4842,12 +4942,7 @@ def _chunked_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage], m: 
     def chunk(n: np.ndarray) -> np.ndarray:  # one model chunk: its own first N layers recomputed (_block_recomputed)
         return stage(n, False, None, _block_recomputed(g, [n])).time - pp_only + pp_only / v
 
-    total = pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first), chunk(mid))
-    for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=True):
-        total = np.where(on, seg_total, total)  # '|' segments: every rank and chunk its own kinds
-    with np.errstate(divide="ignore", invalid="ignore"):
-        own = np.where(t_mb > 0, (total - m * t_mb) / t_mb, 0.0)
-    return np.asarray(np.where(chunked, np.maximum(own, 0.0), bubble_mb))
+    return np.asarray(pipeline.interleaved_uneven_time(m, g.pp, w_first, w_mid, w_last, chunk(first), chunk(mid)))
 
 
 def feasibility(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray:
@@ -4872,15 +4967,22 @@ def compute_floor(job: Job, g: StrategyGrid) -> np.ndarray:
     m = microbatches(g)
     last, other, _first = _stage_layers(job, g)
     rec_last, rec_other, _rec_first = _stage_recomputed(job, g, last, other, _first)
-    t_last = _compute_per_microbatch(job, g, last, recomputed=rec_last)["total"]
-    if not job.is_transformer:
-        return np.asarray((m + pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)) * t_last)
-    t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False,
-                                                       recomputed=rec_other)["total"])
-    before = _compute_per_microbatch(job, g, np.maximum(float(job.shape.layers) - last, 0.0),
-                                     logits_on_stage=False)["total"]
+    splits = _rank_layers(job, g)
+    if _splits_cover(g, splits):
+        # every candidate is a split's, whose ranks' own compute replaces the mean layer's stages below: those are
+        # not priced (their shape kept, so that the floor's is as it was)
+        t_last = t_max = before = np.zeros(np.broadcast_shapes(*(np.shape(x) for x in (
+            last, other, rec_last, rec_other) if x is not None)))
+    else:
+        t_last = _compute_per_microbatch(job, g, last, recomputed=rec_last)["total"]
+        if not job.is_transformer:
+            return np.asarray((m + pipeline.bubble_microbatches(g.pp, g.schedule, g.virtual_stages)) * t_last)
+        t_max = np.maximum(t_last, _compute_per_microbatch(job, g, other, logits_on_stage=False,
+                                                           recomputed=rec_other)["total"])
+        before = _compute_per_microbatch(job, g, np.maximum(float(job.shape.layers) - last, 0.0),
+                                         logits_on_stage=False)["total"]
     seen: dict[tuple[int, int, bool, bytes | None], np.ndarray] = {}
-    for sp in _rank_layers(job, g) or ():
+    for sp in splits or ():
         # a hybrid pattern's ranks of their own kinds (_rank_layers): each rank's own compute (_part_job), as evaluate
         # prices its stage; the ranks before the last one by one (each stage's forward + backward is at least its
         # compute: the 1F1B path through the last rank, F_<k + m W_k + B_<k, pipeline.one_f_one_b_time)
@@ -4932,6 +5034,26 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
         return np.zeros(1)
     m = microbatches(g)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
+    splits = _rank_layers(job, g)
+    if _splits_cover(g, splits):  # every candidate a split's rank's (_dp_ranks), below: the mean stage not priced
+        out = np.zeros(1)
+    else:
+        out = _mean_gather_floor(job, g, sync, groups, m, zero3)
+    for on, sp, r in _dp_ranks(job, g, splits):
+        # a hybrid pattern's ranks: the rank whose sync evaluate prices (_dp_ranks), its own parameters and compute
+        s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
+        dp_job = _rank_dp_job(job, s)
+        dense_r, expert_r = _stage_params_per_gpu(dp_job, g, n, np.full(1, float(r)))
+        comp_r = _compute_per_microbatch(_part_job(job, s), g, n, logits_on_stage=r == sp.p - 1,
+                                         recomputed=_split_rank_recomputed(g, sp, r))
+        out = np.where(on, _gather_floor(dp_job, g, sync, groups, m, zero3, dense_r, expert_r, comp_r["forward"],
+                                         comp_r["backward"], np.maximum(n, 1.0)), out)
+    return np.asarray(out)
+
+
+def _mean_gather_floor(job: Job, g: StrategyGrid, sync: str, groups: ParallelGroups, m: np.ndarray,
+                       zero3: np.ndarray) -> np.ndarray:
+    """:func:`dp_exposed_floor` of evaluate's comp_dp by class (the stage of the most parameters, :func:`_dp_rank`)."""
     dense, expert = _params_per_gpu(job, g)
     last, other, first = _stage_layers(job, g)
     rec_last, rec_other, rec_first = _stage_recomputed(job, g, last, other, first)
@@ -4949,17 +5071,7 @@ def dp_exposed_floor(job: Job, g: StrategyGrid, sync: str = "bsp") -> np.ndarray
                 fwd, bwd = np.where(on_c, comp_c["forward"], fwd), np.where(on_c, comp_c["backward"], bwd)
     else:
         stage = np.ones(1)
-    out = _gather_floor(job, g, sync, groups, m, zero3, dense, expert, fwd, bwd, np.maximum(stage, 1.0))
-    for on, sp, r in _dp_ranks(job, g, _rank_layers(job, g)):
-        # a hybrid pattern's ranks: the rank whose sync evaluate prices (_dp_ranks), its own parameters and compute
-        s, n = sp.ranks[r], np.full(1, float(len(sp.ranks[r])))
-        dp_job = _rank_dp_job(job, s)
-        dense_r, expert_r = _stage_params_per_gpu(dp_job, g, n, np.full(1, float(r)))
-        comp_r = _compute_per_microbatch(_part_job(job, s), g, n, logits_on_stage=r == sp.p - 1,
-                                         recomputed=_split_rank_recomputed(g, sp, r))
-        out = np.where(on, _gather_floor(dp_job, g, sync, groups, m, zero3, dense_r, expert_r, comp_r["forward"],
-                                         comp_r["backward"], np.maximum(n, 1.0)), out)
-    return np.asarray(out)
+    return np.asarray(_gather_floor(job, g, sync, groups, m, zero3, dense, expert, fwd, bwd, np.maximum(stage, 1.0)))
 
 
 def _gather_floor(job: Job, g: StrategyGrid, sync: str, groups: ParallelGroups, m: np.ndarray, zero3: np.ndarray,
@@ -5096,11 +5208,14 @@ def _uneven_1f1b_bubble(job: Job, g: StrategyGrid, stage: Callable[..., _Stage],
     onef1b = (g.schedule == ScheduleKind.ONE_F_ONE_B) & (g.pp >= 2)
     if not job.is_transformer or not np.any(onef1b):
         return bubble_mb
-    last, other, first = _stage_layers(job, g)
-    ff, bf = _stage_forward_backward(stage(first, False))
-    fm, bm = _stage_forward_backward(stage(other, False))
-    fl, bl = _stage_forward_backward(stage(last, True))
-    total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
+    if _splits_cover(g, _rank_layers(job, g)):
+        total = np.zeros(1)  # every candidate a split's, whose ranks' own time replaces the three classes' below
+    else:
+        last, other, first = _stage_layers(job, g)
+        ff, bf = _stage_forward_backward(stage(first, False))
+        fm, bm = _stage_forward_backward(stage(other, False))
+        fl, bl = _stage_forward_backward(stage(last, True))
+        total = pipeline.one_f_one_b_three_class_time(m, g.pp, ff, bf, fm, bm, fl, bl)
     for on, seg_total in _segment_pipeline_total(job, g, stage, m, interleaved=False):
         total = np.where(on, seg_total, total)  # a hybrid's ranks (_rank_layers): every rank its own
     with np.errstate(divide="ignore", invalid="ignore"):
