@@ -50,3 +50,6 @@ class Network:
     gpus_per_node: int
     generation: str = ""  # the accelerator's family (hopper, blackwell, ...): NCCL keys some tables on it
     nccl_tuner: str = ""  # tuner plugin steering all-reduce: '' or 'aws-ofi-p5' (nccl.tuner_plugin_choice)
+    # the nodes' host CPU as NCCL classifies it (intel, amd, arm, power, other; '' unknown): NCCL's llMaxBw row across
+    # nodes is the host's (nccl.ll_max_busbw, docs/model.md#nccl-ll-cap)
+    host_cpu: str = ""

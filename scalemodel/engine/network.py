@@ -43,4 +43,5 @@ def build_network(cluster: Any) -> Network:
         gpus_per_node=cluster.gpus_per_node,
         generation=str(getattr(cluster.accelerator, "family", "") or ""),
         nccl_tuner=str(getattr(cluster, "nccl_tuner", "") or "") if nccl else "",
+        host_cpu=str(getattr(cluster, "host_cpu", "") or ""),
     )

@@ -15,6 +15,8 @@ from scalemodel.specs.quantities import Bandwidth, Bytes, Fraction, PricePerHour
 Topology = Literal["switch", "mesh", "torus", "ring", "rail"]
 Transport = Literal["tcp", "roce", "ib"]
 Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp"]
+#: The nodes' host CPU as NCCL classifies it (scalemodel.cost.nccl.HOST_CPUS; docs/model.md#nccl-ll-cap)
+HostCpu = Literal["intel", "amd", "arm", "power", "other"]
 
 
 class TierSpec(Sourced, kw_only=True):
@@ -131,6 +133,12 @@ class ClusterSpec(Sourced, kw_only=True):
         "at 8, 2 or 1 ranks a node on 3 or more nodes its size x ranks regions name Tree/Ring LL128, Tree/Ring "
         "Simple or NVLSTree for all-reduce, and Ring Simple for all-gather / reduce-scatter at 1 rank a node; "
         "docs/model.md#tuner-plugin)"))] = ""
+    host_cpu: Annotated[HostCpu | None, Meta(description=(
+        "the nodes' host CPU as NCCL's topology classifies it: intel or amd (x86 vendors), arm or power (non-x86), "
+        "other (another x86 vendor, e.g. Zhaoxin). Across nodes NCCL caps the LL protocol's bus bandwidth by the "
+        "host: AMD hosts 22.5 GB/s on 2 nodes and 19.0 GB/s on 3 or more, every other host 39.0 and 20.4 GB/s "
+        "(NVIDIA/nccl src/graph/tuning.cc llMaxBws; docs/model.md#nccl-ll-cap). Omitted: unknown, priced as an "
+        "Intel host"))] = None
 
     def _check(self) -> None:
         try:
