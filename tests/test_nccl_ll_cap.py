@@ -123,7 +123,7 @@ def test_builtin_hosts() -> None:
 
 def test_amd_cluster_end_to_end() -> None:
     """DGX A100 (two AMD EPYC 7742 a node): ring all-gather of 1 GiB on the LL line over 2 and 4 nodes of the built-in
-    cluster. Latency: base 6.6 us + NVLink steps at max(2 us, net overhead 1 us) + leaf crossings at 3.5 us (LL: the
+    cluster. Latency: base 6.6 us + NVLink steps at max(2 us, AMD net overhead 2 us) + leaf crossings at 3.5 us (LL: the
     tier latencies as given). Bytes: the uncapped LL bus bandwidth is 0.5 x 8 NICs x 25 GB/s x 0.96 = 96 GB/s, above
     both rows, so the AMD row sets it: 22.5 GB/s on 2 nodes, 19.0 on 4 (the Intel row would give 39.0 and 20.4)."""
     net = build_network(load_cluster("dgx-a100"))

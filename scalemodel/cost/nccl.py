@@ -67,8 +67,10 @@ NCCL_HW_LATENCY: dict[str, dict[str, tuple[float, float, float]]] = {
 #: 2 us on AMD x86. "Inter-node rings still have to launch nsteps * net overhead": a Ring all-reduce /
 #: reduce-scatter / all-gather with nNodes > 1 charges its intra-node steps max(intraLat, netOverhead), x3 with
 #: Simple (not Ring broadcast/reduce, Tree, NVLS, CollNet or p2p). The default when a tier states none
-#: (Tier.net_overhead; docs/model.md#ring-net-overhead).
+#: (Tier.net_overhead; docs/model.md#ring-net-overhead). The same at v2.30.7-1 (73cf1122). A cluster whose
+#: ``host_cpu`` is ``amd`` takes :data:`NET_OVERHEAD_AMD` (:func:`net_overhead_default`).
 NET_OVERHEAD = 1.0e-6
+NET_OVERHEAD_AMD = 2.0e-6
 NET_OVERHEAD_SIMPLE = 3.0
 #: Ring bandwidth per protocol relative to Simple (tuning.cc table): LL moves 8 B of data per
 #: 16 B line (x0.5); LL128 x0.92 (comment "120/128"); Simple 1. NCCL's absolute caps inside one node
@@ -91,7 +93,7 @@ NCCL_LL_MAX_BW_MULTI_NODE: dict[str, tuple[float, float]] = {"intel": (39.0e9, 2
 #: class, and an unknown host (''), takes row 0 (:data:`LL_CAP_HOST`).
 HOST_CPUS = ("intel", "amd", "arm", "power", "other")
 #: llMaxBws row of a host the cluster does not name (``host_cpu`` omitted): Intel x86, NCCL's row 0, which every
-#: non-AMD host takes as well; the host NET_OVERHEAD's 1 us default assumes too.
+#: non-AMD host takes as well; the same host as NET_OVERHEAD's 1 us default for an unnamed host.
 LL_CAP_HOST = "intel"
 #: Accelerator families (``Network.generation``) whose collectives NCCL runs; RCCL's (cdna*) and HCCL's tables were
 #: not read, TPUs run no NCCL: the LL cap is applied on these alone.
@@ -208,6 +210,13 @@ def protocol_links(pl: Placement, proto: str, algorithm: str = "ring", bw_factor
                       overhead_factor=NET_OVERHEAD_SIMPLE if proto == "simple" and algorithm == "ring" else 1.0)
     pl.memo[key] = out
     return out
+
+
+def net_overhead_default(host_cpu: str) -> float:
+    """NCCL's default network post overhead a ring step for a host CPU class (:data:`HOST_CPUS`), s: getNetOverhead
+    (tuning.cc v2.30.7-1): 1 us on x86 Intel, 2 us on x86 AMD, 1 us otherwise (arm, power, other x86 vendors);
+    an unknown host ('') keeps Intel's :data:`NET_OVERHEAD` (docs/model.md#ring-net-overhead)."""
+    return NET_OVERHEAD_AMD if host_cpu == "amd" else NET_OVERHEAD
 
 
 def ll_cap_row(host_cpu: str) -> str:

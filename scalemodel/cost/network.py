@@ -35,7 +35,8 @@ class Tier:
     wire_efficiency: float = 1.0  # the profile's header efficiency included in efficiency
     # NCCL's per-step network post overhead (s, LL/LL128 figure; x3 with Simple): no step of a flat ring that
     # crosses this tier is shorter (docs/model.md#ring-net-overhead); 0: none. build_network gives network
-    # tiers NCCL's default (scalemodel.cost.nccl.NET_OVERHEAD) unless the cluster states one
+    # tiers NCCL's default for the cluster's host_cpu (scalemodel.cost.nccl.net_overhead_default: 1 us, 2 us on
+    # AMD x86) unless the cluster states one
     net_overhead: float = 0.0
 
     @property
