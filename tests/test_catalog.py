@@ -43,7 +43,7 @@ ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "
 ACC_NUMERIC = ("peak_flops", "memory", "memory_bandwidth", "tdp")
 ACC_UNITS = ("compute_units", "collective_units")
 CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "max_gpus", "price_per_gpu_hour",
-              "node_power", "tiers", "sources", "host_bandwidth", "nccl_tuner"}
+              "node_power", "tiers", "sources", "host_bandwidth", "nccl_tuner", "host_cpu"}
 CLU_NUMERIC = ("gpus_per_node", "max_gpus", "price_per_gpu_hour", "node_power", "host_bandwidth")
 TIER_FIELDS = {"name", "span", "bandwidth", "latency", "efficiency", "oversubscription", "in_network_reduction",
                "topology", "protocol", "sources", "torus_dims", "net_overhead"}
@@ -207,11 +207,15 @@ def test_cluster_fields_and_sources(path: Path) -> None:
     gpn = d["gpus_per_node"]
     assert isinstance(gpn, int) and not isinstance(gpn, bool) and gpn > 0
     sources = d["sources"]
-    sourced = set(CLU_NUMERIC) | {"nccl_tuner"}
+    sourced = set(CLU_NUMERIC) | {"nccl_tuner", "host_cpu"}
     assert set(sources) <= sourced, f"sources for unknown fields {set(sources) - sourced}"
     for field in (*CLU_NUMERIC, "nccl_tuner"):
         if field in d:
             assert isinstance(sources.get(field), str) and len(sources[field]) > 10, f"{field} needs a source"
+    # host_cpu (NCCL's LL cap row, docs/model.md#nccl-ll-cap): every built-in cluster says what its host is, or why
+    # it names none ("omitted: ...")
+    assert isinstance(sources.get("host_cpu"), str) and len(sources["host_cpu"]) > 10, "host_cpu needs a source"
+    assert ("host_cpu" in d) != sources["host_cpu"].startswith("omitted:"), sources["host_cpu"]
     if "price_per_gpu_hour" in d:
         assert parse_quantity(d["price_per_gpu_hour"], "price_rate") > 0
     if "node_power" in d:

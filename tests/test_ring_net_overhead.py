@@ -113,3 +113,25 @@ def test_cluster_field_default_and_checks() -> None:
     assert p5.tiers[1].net_overhead == pytest.approx(7.1 * US)
     with pytest.raises(InputError):
         load_cluster("aws-p5", ["tiers.1.net_overhead=-1us"])
+
+
+def test_default_follows_the_host_cpu() -> None:
+    """getNetOverhead (tuning.cc v2.30.7-1): 1 us on x86 Intel, 2 us on x86 AMD, 1 us otherwise. DGX A100 (AMD EPYC
+    7742, host_cpu amd) takes 2 us on its three rdma tiers; dgx-h100 (Intel) and gb200-nvl72 (Grace, arm) 1 us; an
+    AMD host's stated figure wins (aws-p5's fitted 7.1 us)."""
+    a100 = build_network(load_cluster("dgx-a100"))
+    assert a100.tiers[0].net_overhead == 0.0 and [t.net_overhead for t in a100.tiers[1:]] == [2e-6] * 3
+    assert [t.net_overhead for t in build_network(load_cluster("dgx-h100")).tiers[1:]] == [1e-6] * 3
+    assert build_network(load_cluster("gb200-nvl72")).tiers[1].net_overhead == 1e-6
+    assert build_network(load_cluster("aws-p5")).tiers[1].net_overhead == pytest.approx(7.1 * US)
+    assert build_network(load_cluster("dgx-h100", ["host_cpu=amd"])).tiers[1].net_overhead == 2e-6
+    # Simple ring all-gather over 2 DGX A100 nodes, zero bytes: Ring Simple base 8.4 us + 14 NVLink steps at
+    # max(2 + 2.8, 3 x 2) = 6 us + 1 leaf crossing at max(3.5 + 11.3, 6) = 14.8 us (NCCL's Ring hop rows: Simple -
+    # LL = 3.4 - 0.6 on NVLink, 14.0 - 2.7 on NET) = 107.2 us; on an Intel host the NVLink steps stay at
+    # max(4.8, 3 x 1) = 4.8 us: 8.4 + 67.2 + 14.8 = 90.4 us
+    assert nccl.BASE_LATENCY["simple"] == 8.4e-6
+    t = nccl.algorithm_time("allgather", "ring", np.float64(0.0), place(16, 1, a100), protocols=("simple",))
+    assert float(t) == pytest.approx((8.4 + 14 * 6.0 + 14.8) * US, rel=1e-9)
+    intel = build_network(load_cluster("dgx-a100", ["host_cpu=intel"]))
+    t = nccl.algorithm_time("allgather", "ring", np.float64(0.0), place(16, 1, intel), protocols=("simple",))
+    assert float(t) == pytest.approx((8.4 + 14 * 4.8 + 14.8) * US, rel=1e-9)

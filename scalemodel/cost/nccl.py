@@ -67,25 +67,33 @@ NCCL_HW_LATENCY: dict[str, dict[str, tuple[float, float, float]]] = {
 #: 2 us on AMD x86. "Inter-node rings still have to launch nsteps * net overhead": a Ring all-reduce /
 #: reduce-scatter / all-gather with nNodes > 1 charges its intra-node steps max(intraLat, netOverhead), x3 with
 #: Simple (not Ring broadcast/reduce, Tree, NVLS, CollNet or p2p). The default when a tier states none
-#: (Tier.net_overhead; docs/model.md#ring-net-overhead).
+#: (Tier.net_overhead; docs/model.md#ring-net-overhead). The same at v2.30.7-1 (73cf1122). A cluster whose
+#: ``host_cpu`` is ``amd`` takes :data:`NET_OVERHEAD_AMD` (:func:`net_overhead_default`).
 NET_OVERHEAD = 1.0e-6
+NET_OVERHEAD_AMD = 2.0e-6
 NET_OVERHEAD_SIMPLE = 3.0
 #: Ring bandwidth per protocol relative to Simple (tuning.cc table): LL moves 8 B of data per
 #: 16 B line (x0.5); LL128 x0.92 (comment "120/128"); Simple 1. NCCL's absolute caps inside one node
 #: (llMaxBws' GPU rows, perChMaxRingLL128Bw) are not applied; across nodes the LL cap is
 #: (:data:`NCCL_LL_MAX_BW_MULTI_NODE`).
 PROTOCOL_BW: dict[str, float] = {"ll": 0.5, "ll128": 0.92, "simple": 1.0}
-#: llMaxBws across nodes, (N2, N4+) in B/s, per host CPU (NVIDIA/nccl v2.30.7-1 5067397 src/graph/tuning.cc
-#: tunerConstants.llMaxBws; the same columns at v2.18.1-1, the NCCL of torch 2.1's wheels, static llMaxBws).
-#: ncclTopoTuneModel: "LL: for single node, we look at GPU type; for multi-node, we look at CPU type":
-#: ``index1 = nNodes == 1 ? compCapIndex : (AMD or mixed hosts) ? 1 : 0``, ``index2 = nNodes <= 2 ? nNodes-1 : 2``;
-#: row 0 "Volta-N1/Intel-N2/Intel-N4" {39.0, 39.0, 20.4}, row 1 "Ampere-N1/AMD-N2/AMD-N4" {87.7, 22.5, 19.0}
-#: GB/s. Ring LL: ``busBw = min(llMaxBw, busBw * .5)``; Tree LL: ``busBw = min(busBw * 1.0 / 3.8, llMaxBw)``.
-#: Across nodes the cap is the host's, not the GPU's, so it holds for every NVIDIA generation
+#: llMaxBws across nodes, (N2, N4+) in B/s, per host CPU row (NVIDIA/nccl v2.30.7-1 73cf1122 src/graph/tuning.cc
+#: tunerConstants.llMaxBws, the same file at 5067397; the same columns at v2.18.1-1, the NCCL of torch 2.1's wheels,
+#: static llMaxBws). ncclTopoTuneModel: "LL: for single node, we look at GPU type; for multi-node, we look at CPU
+#: type": ``index1 = nNodes == 1 ? compCapIndex : (cpuVendor AMD or MIXED) ? 1 : 0``, ``index2 = nNodes <= 2 ?
+#: nNodes-1 : 2``; row 0 "Volta-N1/Intel-N2/Intel-N4" {39.0, 39.0, 20.4}, row 1 "Ampere-N1/AMD-N2/AMD-N4"
+#: {87.7, 22.5, 19.0} GB/s. Ring LL: ``busBw = min(llMaxBw, busBw * .5)``; Tree LL: ``busBw = min(busBw * 1.0 /
+#: 3.8, llMaxBw)``. Across nodes the cap is the host's, not the GPU's, so it holds for every NVIDIA generation
 #: (:data:`NCCL_GPU_FAMILIES`; docs/model.md#nccl-ll-cap).
 NCCL_LL_MAX_BW_MULTI_NODE: dict[str, tuple[float, float]] = {"intel": (39.0e9, 20.4e9), "amd": (22.5e9, 19.0e9)}
-#: Host row used: Intel x86 (and every non-x86 host: NCCL's row 0), the host NET_OVERHEAD's 1 us default
-#: assumes too; a cluster spec carries no CPU vendor (AMD hosts, e.g. DGX A100's EPYC, would take row 1).
+#: Host CPU classes a cluster may state (``Network.host_cpu``), as NCCL's topology classifies the host
+#: (src/include/graph.h NCCL_TOPO_CPU_ARCH_X86 / POWER / ARM, NCCL_TOPO_CPU_VENDOR_INTEL / AMD / ZHAOXIN; src/graph/
+#: topo.cc ncclTopoAddCpu reads the vendor only on x86): intel and amd are x86 vendors, arm and power the non-x86
+#: arches (vendor unset), other any other x86 vendor (Zhaoxin). Only ``amd`` takes llMaxBws row 1; every other
+#: class, and an unknown host (''), takes row 0 (:data:`LL_CAP_HOST`).
+HOST_CPUS = ("intel", "amd", "arm", "power", "other")
+#: llMaxBws row of a host the cluster does not name (``host_cpu`` omitted): Intel x86, NCCL's row 0, which every
+#: non-AMD host takes as well; the same host as NET_OVERHEAD's 1 us default for an unnamed host.
 LL_CAP_HOST = "intel"
 #: Accelerator families (``Network.generation``) whose collectives NCCL runs; RCCL's (cdna*) and HCCL's tables were
 #: not read, TPUs run no NCCL: the LL cap is applied on these alone.
@@ -204,18 +212,33 @@ def protocol_links(pl: Placement, proto: str, algorithm: str = "ring", bw_factor
     return out
 
 
-def ll_max_busbw(pl: Placement, host: str = LL_CAP_HOST) -> np.ndarray:
+def net_overhead_default(host_cpu: str) -> float:
+    """NCCL's default network post overhead a ring step for a host CPU class (:data:`HOST_CPUS`), s: getNetOverhead
+    (tuning.cc v2.30.7-1): 1 us on x86 Intel, 2 us on x86 AMD, 1 us otherwise (arm, power, other x86 vendors);
+    an unknown host ('') keeps Intel's :data:`NET_OVERHEAD` (docs/model.md#ring-net-overhead)."""
+    return NET_OVERHEAD_AMD if host_cpu == "amd" else NET_OVERHEAD
+
+
+def ll_cap_row(host_cpu: str) -> str:
+    """The llMaxBws row (key of :data:`NCCL_LL_MAX_BW_MULTI_NODE`) of a host CPU class (:data:`HOST_CPUS`):
+    ``amd`` -> ``"amd"`` (NCCL's row 1: cpuVendor AMD); intel, arm, power, other and '' (unknown) -> ``"intel"``
+    (row 0: cpuVendor Intel, Zhaoxin, or none on a non-x86 host; an unknown host keeps :data:`LL_CAP_HOST`)."""
+    return "amd" if host_cpu == "amd" else LL_CAP_HOST
+
+
+def ll_max_busbw(pl: Placement, host: str | None = None) -> np.ndarray:
     """NCCL's cap on the LL protocol's bus bandwidth for the placed group, B/s (docs/model.md#nccl-ll-cap).
 
     ``llMaxBw`` of tuning.cc across nodes (:data:`NCCL_LL_MAX_BW_MULTI_NODE`): with ``N`` = the nodes the group
-    spans (innermost-tier domains, ``Placement.domains(0)``), ``cap = llMaxBws[host][N2]`` at ``N = 2`` and
-    ``llMaxBws[host][N4]`` at ``N >= 3``; ``inf`` (no cap) inside one node, whose GPU-indexed row is not applied,
-    and on networks NCCL does not run (:data:`NCCL_GPU_FAMILIES`). E.g. Intel hosts: 39.0 GB/s on 2 nodes,
-    20.4 GB/s on 3 or more."""
+    spans (innermost-tier domains, ``Placement.domains(0)``), ``cap = llMaxBws[row][N2]`` at ``N = 2`` and
+    ``llMaxBws[row][N4]`` at ``N >= 3``, ``row`` = :func:`ll_cap_row` of ``host`` (default: the network's
+    ``host_cpu``; unknown: Intel's row); ``inf`` (no cap) inside one node, whose GPU-indexed row is not applied,
+    and on networks NCCL does not run (:data:`NCCL_GPU_FAMILIES`). Intel (and ARM, POWER) hosts: 39.0 GB/s on 2
+    nodes, 20.4 GB/s on 3 or more; AMD hosts: 22.5 and 19.0 GB/s."""
     nodes = pl.domains(0)
     if pl.network.generation.lower() not in NCCL_GPU_FAMILIES:
         return np.full(np.shape(nodes), np.inf)
-    n2, n4 = NCCL_LL_MAX_BW_MULTI_NODE[host]
+    n2, n4 = NCCL_LL_MAX_BW_MULTI_NODE[ll_cap_row(pl.network.host_cpu if host is None else host)]
     return np.where(nodes > 2.5, n4, np.where(nodes > 1.5, n2, np.inf))
 
 

@@ -35,7 +35,8 @@ class Tier:
     wire_efficiency: float = 1.0  # the profile's header efficiency included in efficiency
     # NCCL's per-step network post overhead (s, LL/LL128 figure; x3 with Simple): no step of a flat ring that
     # crosses this tier is shorter (docs/model.md#ring-net-overhead); 0: none. build_network gives network
-    # tiers NCCL's default (scalemodel.cost.nccl.NET_OVERHEAD) unless the cluster states one
+    # tiers NCCL's default for the cluster's host_cpu (scalemodel.cost.nccl.net_overhead_default: 1 us, 2 us on
+    # AMD x86) unless the cluster states one
     net_overhead: float = 0.0
 
     @property
@@ -50,3 +51,6 @@ class Network:
     gpus_per_node: int
     generation: str = ""  # the accelerator's family (hopper, blackwell, ...): NCCL keys some tables on it
     nccl_tuner: str = ""  # tuner plugin steering all-reduce: '' or 'aws-ofi-p5' (nccl.tuner_plugin_choice)
+    # the nodes' host CPU as NCCL classifies it (intel, amd, arm, power, other; '' unknown): NCCL's llMaxBw row across
+    # nodes is the host's (nccl.ll_max_busbw, docs/model.md#nccl-ll-cap)
+    host_cpu: str = ""

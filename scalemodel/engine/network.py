@@ -5,17 +5,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from scalemodel.cost.nccl import INTRA_PROTOCOLS, NET_OVERHEAD
+from scalemodel.cost.nccl import INTRA_PROTOCOLS, net_overhead_default
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.transport import profile
 
 
-def _tier(t: Any, i: int = 1, nccl: bool = True) -> Tier:
+def _tier(t: Any, i: int = 1, nccl: bool = True, host_cpu: str = "") -> Tier:
     """One tier spec (``i``-th, innermost 0) as numbers; a named ``transport`` adds its per-message cost to the
     latency and its wire efficiency to the efficiency (docs/model.md#transport). ``net_overhead`` omitted: NCCL's
-    default (:data:`scalemodel.cost.nccl.NET_OVERHEAD`) on a network tier of an NCCL cluster (``nccl``), 0 on the
-    innermost tier, on NVLink/PCIe-class tiers (no NCCL net transport there) and on TPU (ICI) clusters, which do not
-    run NCCL (docs/model.md#ring-net-overhead)."""
+    default for the cluster's host CPU (:func:`scalemodel.cost.nccl.net_overhead_default`: 1 us, 2 us on AMD x86)
+    on a network tier of an NCCL cluster (``nccl``), 0 on the innermost tier, on NVLink/PCIe-class tiers (no NCCL
+    net transport there) and on TPU (ICI) clusters, which do not run NCCL (docs/model.md#ring-net-overhead)."""
     extra, wire, transport = 0.0, 1.0, getattr(t, "transport", None) or ""
     if transport:
         extra, wire = profile(transport, getattr(t, "mtu", None))
@@ -25,22 +25,24 @@ def _tier(t: Any, i: int = 1, nccl: bool = True) -> Tier:
                 in_network_reduction=t.in_network_reduction, topology=t.topology, protocol=t.protocol,
                 torus_dims=tuple(t.torus_dims or ()), transport=transport,
                 registration_reuse=math.inf if reuse is None else float(reuse), transport_latency=extra,
-                wire_efficiency=wire, net_overhead=_net_overhead(t, i, nccl))
+                wire_efficiency=wire, net_overhead=_net_overhead(t, i, nccl, host_cpu))
 
 
-def _net_overhead(t: Any, i: int, nccl: bool) -> float:
+def _net_overhead(t: Any, i: int, nccl: bool, host_cpu: str = "") -> float:
     given = getattr(t, "net_overhead", None)
     if given is not None:
         return float(given)
-    return NET_OVERHEAD if nccl and i > 0 and str(t.protocol).lower() not in INTRA_PROTOCOLS else 0.0
+    return net_overhead_default(host_cpu) if nccl and i > 0 and str(t.protocol).lower() not in INTRA_PROTOCOLS else 0.0
 
 
 def build_network(cluster: Any) -> Network:
     """A cluster spec's tiers as plain numbers for the cost models (once per job; specs/ stays below cost/)."""
     nccl = not any(str(t.protocol).lower() == "ici" for t in cluster.tiers)  # TPU pods do not run NCCL
+    host_cpu = str(getattr(cluster, "host_cpu", "") or "")
     return Network(
-        tiers=tuple(_tier(t, i, nccl) for i, t in enumerate(cluster.tiers)),
+        tiers=tuple(_tier(t, i, nccl, host_cpu) for i, t in enumerate(cluster.tiers)),
         gpus_per_node=cluster.gpus_per_node,
         generation=str(getattr(cluster.accelerator, "family", "") or ""),
         nccl_tuner=str(getattr(cluster, "nccl_tuner", "") or "") if nccl else "",
+        host_cpu=host_cpu,
     )

@@ -15,6 +15,8 @@ from scalemodel.specs.quantities import Bandwidth, Bytes, Fraction, PricePerHour
 Topology = Literal["switch", "mesh", "torus", "ring", "rail"]
 Transport = Literal["tcp", "roce", "ib"]
 Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifted-exp"]
+#: The nodes' host CPU as NCCL classifies it (scalemodel.cost.nccl.HOST_CPUS; docs/model.md#nccl-ll-cap)
+HostCpu = Literal["intel", "amd", "arm", "power", "other"]
 
 
 class TierSpec(Sourced, kw_only=True):
@@ -42,8 +44,9 @@ class TierSpec(Sourced, kw_only=True):
     net_overhead: Annotated[SecondsOrZero | None, Meta(description=(
         "NCCL's per-step network post overhead (NCCL_NET_OVERHEAD, the LL/LL128 figure; x3 with Simple): every "
         "step of a flat all-reduce / reduce-scatter / all-gather ring that crosses this tier costs at least this "
-        "(docs/model.md#ring-net-overhead). Omitted: NCCL's default, 1 us, on a network tier (0 on the innermost "
-        "tier, on NVLink/PCIe-class tiers and on clusters with an ici tier, which do not run NCCL)"))] = None
+        "(docs/model.md#ring-net-overhead). Omitted: NCCL's default for the cluster's host_cpu, 1 us (2 us on amd "
+        "hosts), on a network tier (0 on the innermost tier, on NVLink/PCIe-class tiers and on clusters with an "
+        "ici tier, which do not run NCCL)"))] = None
     torus_dims: Annotated[Annotated[list[int], Meta(min_length=1, max_length=6)] | None, Meta(
         description="extents of a torus tier's dimensions (topology: torus), e.g. [32, 32]; their product is the "
                     "number of torus nodes, span / the inner tier's span (docs/model.md#torus)")] = None
@@ -131,6 +134,13 @@ class ClusterSpec(Sourced, kw_only=True):
         "at 8, 2 or 1 ranks a node on 3 or more nodes its size x ranks regions name Tree/Ring LL128, Tree/Ring "
         "Simple or NVLSTree for all-reduce, and Ring Simple for all-gather / reduce-scatter at 1 rank a node; "
         "docs/model.md#tuner-plugin)"))] = ""
+    host_cpu: Annotated[HostCpu | None, Meta(description=(
+        "the nodes' host CPU as NCCL's topology classifies it: intel or amd (x86 vendors), arm or power (non-x86), "
+        "other (another x86 vendor, e.g. Zhaoxin). Across nodes NCCL caps the LL protocol's bus bandwidth by the "
+        "host: AMD hosts 22.5 GB/s on 2 nodes and 19.0 GB/s on 3 or more, every other host 39.0 and 20.4 GB/s "
+        "(NVIDIA/nccl src/graph/tuning.cc llMaxBws; docs/model.md#nccl-ll-cap), and its default network post overhead "
+        "a ring step is 2 us on amd hosts, 1 us on the others (getNetOverhead; tiers[].net_overhead). Omitted: "
+        "unknown, priced as an Intel host"))] = None
 
     def _check(self) -> None:
         try:
