@@ -131,7 +131,7 @@ def fit_tier(log: NcclLog, network: Network, *, cluster_name: str, ranks: int, t
         lat, bw = float(np.exp(x[0])), float(np.exp(x[1]))
         tiers = list(network.tiers)
         tiers[idx] = replace(base, latency=lat, bandwidth=bw, efficiency=1.0)
-        net = Network(tuple(tiers), network.gpus_per_node)
+        net = replace(network, tiers=tuple(tiers))  # the cluster's generation, tuner and host kept
         return collective_time(log.op, S, ranks, net, algorithm=algorithm, stride=stride, dtype_bytes=1)
 
     def resid(x: np.ndarray) -> np.ndarray:
