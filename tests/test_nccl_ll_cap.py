@@ -1,18 +1,18 @@
-"""NCCL's cap on the LL protocol's bus bandwidth across nodes (docs/model.md#nccl-ll-cap).
+"""NCCL's cap on the LL protocol's bus bandwidth, across nodes and on one node (docs/model.md#nccl-ll-cap).
 
 NVIDIA/nccl v2.30.7-1 src/graph/tuning.cc (the same multi-node columns at v2.18.1-1): across nodes ``llMaxBw`` is
 indexed by the host CPU ("for multi-node, we look at CPU type"), Intel row {39.0, 39.0, 20.4} GB/s for N1 / N2 / N4+,
 AMD row {87.7, 22.5, 19.0} (cpuVendor AMD or mixed; every other host, ARM and POWER included, takes the Intel row),
 and Ring LL runs at ``busBw = min(llMaxBw, busBw * .5)``, Tree LL at ``min(busBw / 3.8, llMaxBw)``. Checked here:
 the cap by node count and host CPU (cluster ``host_cpu``), a DGX A100 (AMD EPYC) case end to end, a bad
-``host_cpu`` refused, ring LL times by hand on 2- and 4-node groups of a hand-built network, no cap on one node or
-off NVIDIA networks, the Tree LL floor on DGX H100, and a 512-rank all-gather of one MPT-3B block's parameters,
-where the uncapped LL line was the fastest and NCCL's own model picks another protocol.
+``host_cpu`` refused, ring LL times by hand on 2- and 4-node groups of a hand-built network, the GPU row on one node
+(by hand at 8 ranks for each NVIDIA generation), none off NVIDIA networks, the Tree LL floor on DGX H100, and a
+512-rank all-gather of one MPT-3B block's parameters, where the uncapped LL line was the fastest and NCCL's own
+model picks another protocol.
 """
 
 from __future__ import annotations
 
-import math
 import typing
 from dataclasses import replace
 from pathlib import Path
@@ -37,10 +37,10 @@ UNNAMED = Network((NVL, NET), 8)
 
 
 def test_cap_by_node_count() -> None:
-    """Intel row: no cap inside one node, 39.0 GB/s on 2 nodes, 20.4 GB/s on 3 nodes and more."""
+    """Inside one node the GPU's row (Hopper-N1 141.0 GB/s); across nodes the Intel row: 39.0 GB/s on 2 nodes,
+    20.4 GB/s on 3 nodes and more."""
     caps = nccl.ll_max_busbw(place(np.array([8.0, 16.0, 24.0, 32.0, 512.0]), 1, HOPPER))
-    assert math.isinf(caps[0])
-    assert caps[1:].tolist() == [39.0e9, 20.4e9, 20.4e9, 20.4e9]
+    assert caps.tolist() == [141.0e9, 39.0e9, 20.4e9, 20.4e9, 20.4e9]
     assert nccl.NCCL_LL_MAX_BW_MULTI_NODE["amd"] == (22.5e9, 19.0e9)  # row 1 of the same table
 
 
@@ -58,13 +58,31 @@ def test_ring_ll_two_and_four_nodes_by_hand() -> None:
     assert ar == pytest.approx(2 * (28 * 7 + 3 * 20) * US + 6.6 * US + 2 * GIB * 31 / 32 / 20.4e9, rel=1e-9)
 
 
-def test_no_cap_on_one_node_or_an_unnamed_network() -> None:
-    """One node: 0.5 x 100 GB/s LL line, 7 NVLink steps at 2 us (no network overhead inside a node). A network
-    that names no NVIDIA family keeps the uncapped line across nodes: 0.5 x 80 GB/s."""
+def test_one_node_below_its_cap_or_an_unnamed_network() -> None:
+    """One node: 0.5 x 100 GB/s LL line (under Hopper's one-node 141 GB/s), 7 NVLink steps at 2 us (no network
+    overhead inside a node). A network that names no NVIDIA family keeps the uncapped line across nodes: 0.5 x 80
+    GB/s."""
     one = float(nccl.algorithm_time("allgather", "ring", np.float64(GIB), place(8, 1, HOPPER), protocols=("ll",)))
     assert one == pytest.approx((6.6 + 7 * 2) * US + GIB * 7 / 8 / 50e9, rel=1e-9)
     bare = float(nccl.algorithm_time("allgather", "ring", np.float64(GIB), place(16, 1, UNNAMED), protocols=("ll",)))
     assert bare == pytest.approx((6.6 + 14 * 7 + 20) * US + GIB * 15 / 16 / 40e9, rel=1e-9)
+
+
+def test_one_node_cap_is_the_gpu_row() -> None:
+    """Inside one node NCCL indexes llMaxBws by the GPU (tuning.cc v2.30.7-1: ``index1 = nNodes == 1 ?
+    compCapIndex``), column N1: Volta 39.0, Ampere 87.7, Hopper 141.0, Blackwell 2 x 141.0 GB/s. An 8-GPU node of
+    800 GB/s NVLink: the uncapped LL line is 0.5 x 800 = 400 GB/s, above every row, so the row sets the bytes' time;
+    latency 6.6 us base + 7 NVLink steps at 2 us. Pascal takes the Volta row (compute capability < 8.0)."""
+    fast = Tier("nvlink", 8, 800e9, 2 * US, 1.0, protocol="nvlink")
+    for gen, cap in (("pascal", 39.0e9), ("volta", 39.0e9), ("ampere", 87.7e9), ("hopper", 141.0e9),
+                     ("blackwell", 282.0e9)):
+        net = Network((fast, NET), 8, generation=gen)
+        t = float(nccl.algorithm_time("allgather", "ring", np.float64(GIB), place(8, 1, net), protocols=("ll",)))
+        assert t == pytest.approx((6.6 + 7 * 2) * US + GIB * 7 / 8 / cap, rel=1e-9), gen
+    # all-reduce: 2 (p - 1)/p S over the same cap
+    net = Network((fast, NET), 8, generation="hopper")
+    ar = float(nccl.algorithm_time("allreduce", "ring", np.float64(GIB), place(8, 1, net), protocols=("ll",)))
+    assert ar == pytest.approx((6.6 + 14 * 2) * US + 2 * GIB * 7 / 8 / 141.0e9, rel=1e-9)
 
 
 def test_tree_ll_floor_on_dgx_h100() -> None:
@@ -101,11 +119,12 @@ EXPECTED_GBPS = {"intel": (39.0, 20.4), "amd": (22.5, 19.0), "arm": (39.0, 20.4)
 
 @pytest.mark.parametrize("host", sorted(EXPECTED_GBPS))
 def test_cap_by_host_cpu_and_node_count(host: str) -> None:
-    """1, 2, 3, 4 and 64 nodes of 8 GPUs: no cap on one node, the N2 column on two, the N4 column from three on."""
+    """1, 2, 3, 4 and 64 nodes of 8 GPUs: the GPU's row on one node (Hopper, N1 column: 141.0 GB/s, whatever the
+    host), the host's N2 column on two, its N4 column from three on."""
     net = replace(HOPPER, host_cpu=host)
     caps = nccl.ll_max_busbw(place(np.array([8.0, 16.0, 24.0, 32.0, 512.0]), 1, net))
     n2, n4 = EXPECTED_GBPS[host]
-    assert math.isinf(caps[0])
+    assert caps[0] == 141.0e9
     assert caps[1:].tolist() == [n2 * 1e9, n4 * 1e9, n4 * 1e9, n4 * 1e9]
 
 

@@ -74,3 +74,21 @@ def test_pp_comm_core_vs_legacy_with_and_without_sp(a100) -> None:  # type: igno
     assert legacy / core_sp == pytest.approx((send(QUARTER) + gather) / send(QUARTER), rel=1e-6)
     # under SP legacy Megatron-LM skips scatter/gather: the SP shard, as Megatron-Core
     assert legacy_sp == pytest.approx(core_sp, rel=1e-12)
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (("--cp", "2"), "with cp 2 describes no Megatron release"),
+    (("--set", "strategy.nanotron_trainer=true"), "which nanotron_trainer does not do"),
+])
+def test_scatter_gather_beside_a_framework_without_it_is_named(cli: Any, extra: tuple[str, ...], words: str) -> None:
+    """Only legacy Megatron-LM split its pipeline sends (megatron/p2p_communication.py, until 3c92fa93b5 of
+    2023-03-23 moved the pipeline into Megatron-Core); context parallelism came to Megatron-Core after it
+    (parallel_state.py, 80590f9894 of 2023-08-09) and nanotron's PipelineBlock sends each rank's tensor as it is. The
+    field beside either is priced as asked, with a warning; alone it warns nothing."""
+    base = ("predict", "-m", "gpt3-175b", "-n", "1024", "--tp", "8", "--pp", "8", "--global-batch", "512",
+            "--set", "strategy.pp_scatter_gather=true", "--json")
+    res = cli(*base, *extra)
+    assert res.code == 0, res.err
+    assert words in " ".join(res.err.split())
+    plain = cli(*base)
+    assert plain.code == 0 and "strategy.pp_scatter_gather" not in plain.err

@@ -73,9 +73,9 @@ NET_OVERHEAD = 1.0e-6
 NET_OVERHEAD_AMD = 2.0e-6
 NET_OVERHEAD_SIMPLE = 3.0
 #: Ring bandwidth per protocol relative to Simple (tuning.cc table): LL moves 8 B of data per
-#: 16 B line (x0.5); LL128 x0.92 (comment "120/128"); Simple 1. NCCL's absolute caps inside one node
-#: (llMaxBws' GPU rows, perChMaxRingLL128Bw) are not applied; across nodes the LL cap is
-#: (:data:`NCCL_LL_MAX_BW_MULTI_NODE`).
+#: 16 B line (x0.5); LL128 x0.92 (comment "120/128"); Simple 1. The LL cap llMaxBw applies on one node (by GPU,
+#: :data:`NCCL_LL_MAX_BW_ONE_NODE`) and across nodes (by host, :data:`NCCL_LL_MAX_BW_MULTI_NODE`); the per-channel
+#: caps (perChMaxRingLL128Bw, perChMaxTreeBw) are not applied.
 PROTOCOL_BW: dict[str, float] = {"ll": 0.5, "ll128": 0.92, "simple": 1.0}
 #: llMaxBws across nodes, (N2, N4+) in B/s, per host CPU row (NVIDIA/nccl v2.30.7-1 73cf1122 src/graph/tuning.cc
 #: tunerConstants.llMaxBws, the same file at 5067397; the same columns at v2.18.1-1, the NCCL of torch 2.1's wheels,
@@ -86,6 +86,12 @@ PROTOCOL_BW: dict[str, float] = {"ll": 0.5, "ll128": 0.92, "simple": 1.0}
 #: 3.8, llMaxBw)``. Across nodes the cap is the host's, not the GPU's, so it holds for every NVIDIA generation
 #: (:data:`NCCL_GPU_FAMILIES`; docs/model.md#nccl-ll-cap).
 NCCL_LL_MAX_BW_MULTI_NODE: dict[str, tuple[float, float]] = {"intel": (39.0e9, 20.4e9), "amd": (22.5e9, 19.0e9)}
+#: llMaxBws on one node, column N1 of the GPU's row, B/s (same file and commit): ``index1 = compCapIndex`` when
+#: ``nNodes == 1``, compCapIndex Blackwell at compute capability >= 10.0, Hopper >= 9.0, Ampere >= 8.0, else Volta
+#: (Pascal too); rows {39.0, ...} Volta, {87.7, ...} Ampere, {141.0, ...} Hopper, {2*141.0, ...} Blackwell GB/s.
+#: (v2.18.1-1 had 87.7 for Hopper; the model cites v2.30.7-1.) docs/model.md#nccl-ll-cap.
+NCCL_LL_MAX_BW_ONE_NODE: dict[str, float] = {"pascal": 39.0e9, "volta": 39.0e9, "ampere": 87.7e9,
+                                             "hopper": 141.0e9, "blackwell": 282.0e9}
 #: Host CPU classes a cluster may state (``Network.host_cpu``), as NCCL's topology classifies the host
 #: (src/include/graph.h NCCL_TOPO_CPU_ARCH_X86 / POWER / ARM, NCCL_TOPO_CPU_VENDOR_INTEL / AMD / ZHAOXIN; src/graph/
 #: topo.cc ncclTopoAddCpu reads the vendor only on x86): intel and amd are x86 vendors, arm and power the non-x86
@@ -232,14 +238,16 @@ def ll_max_busbw(pl: Placement, host: str | None = None) -> np.ndarray:
     ``llMaxBw`` of tuning.cc across nodes (:data:`NCCL_LL_MAX_BW_MULTI_NODE`): with ``N`` = the nodes the group
     spans (innermost-tier domains, ``Placement.domains(0)``), ``cap = llMaxBws[row][N2]`` at ``N = 2`` and
     ``llMaxBws[row][N4]`` at ``N >= 3``, ``row`` = :func:`ll_cap_row` of ``host`` (default: the network's
-    ``host_cpu``; unknown: Intel's row); ``inf`` (no cap) inside one node, whose GPU-indexed row is not applied,
-    and on networks NCCL does not run (:data:`NCCL_GPU_FAMILIES`). Intel (and ARM, POWER) hosts: 39.0 GB/s on 2
-    nodes, 20.4 GB/s on 3 or more; AMD hosts: 22.5 and 19.0 GB/s."""
+    ``host_cpu``; unknown: Intel's row); inside one node (``N = 1``) the GPU's row instead,
+    :data:`NCCL_LL_MAX_BW_ONE_NODE` (Hopper 141 GB/s, Ampere 87.7); ``inf`` (no cap) on networks NCCL does not run
+    (:data:`NCCL_GPU_FAMILIES`). Intel (and ARM, POWER) hosts: 39.0 GB/s on 2 nodes, 20.4 GB/s on 3 or more; AMD
+    hosts: 22.5 and 19.0 GB/s."""
     nodes = pl.domains(0)
-    if pl.network.generation.lower() not in NCCL_GPU_FAMILIES:
+    gen = pl.network.generation.lower()
+    if gen not in NCCL_GPU_FAMILIES:
         return np.full(np.shape(nodes), np.inf)
     n2, n4 = NCCL_LL_MAX_BW_MULTI_NODE[ll_cap_row(pl.network.host_cpu if host is None else host)]
-    return np.where(nodes > 2.5, n4, np.where(nodes > 1.5, n2, np.inf))
+    return np.where(nodes > 2.5, n4, np.where(nodes > 1.5, n2, NCCL_LL_MAX_BW_ONE_NODE[gen]))
 
 
 def _busbw_factor(op: str, p: np.ndarray) -> np.ndarray:
@@ -314,8 +322,8 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
     the Tree row (``pl`` is placed on that network).
     Bandwidth: ``algbw = 0.5 x 0.92 x f_p x busbw x corr_p(S)``, busbw the bottleneck of :meth:`Placement.bottleneck`
     with the tree's flow count (``TREE_FLOWS``, docs/model.md#flow-taper)
-    (NCCL's bwInter rule for N > 2; its N <= 2 use of bwIntra, is not applied), f_LL = 1/3.8 (across nodes
-    ``0.92 f_LL busbw`` is capped at NCCL's llMaxBw, :func:`ll_max_busbw`: ``S / (0.5 llMaxBw corr)`` at least),
+    (NCCL's bwInter rule for N > 2; its N <= 2 use of bwIntra, is not applied), f_LL = 1/3.8 (``0.92 f_LL busbw``
+    is capped at NCCL's llMaxBw, :func:`ll_max_busbw`: ``S / (0.5 llMaxBw corr)`` at least),
     f_LL128 = 7/9 on one node else 120/128, f_Simple = 1, corr from :func:`tree_correction`.
     ``T = lat + S_eff / algbw + S gamma`` with S_eff from :func:`channel_ramp_size`.
     """
@@ -335,7 +343,7 @@ def nccl_tree_allreduce_time(S: np.ndarray, pl: Placement, proto: str, bus_bw: n
     alg = TREE_ALGBW * TREE_AR_BW * f * bus_bw * corr
     S_eff = channel_ramp_size(S, proto, channels, pl.p)
     t_bw = S_eff / alg
-    if proto == "ll":  # busBw = min(busBw / 3.8, llMaxBw) across nodes (ll_max_busbw), on the whole message
+    if proto == "ll":  # busBw = min(busBw / 3.8, llMaxBw) on the whole message (ll_max_busbw: GPU row on one node)
         t_bw = np.maximum(t_bw, S / (TREE_ALGBW * ll_max_busbw(pl) * corr))
     return np.where(pl.p > 1, lat + t_bw + S * gamma, 0.0)
 
@@ -805,7 +813,7 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
       (:func:`protocol_links`, Ring hop row), with ``S_eff`` from :func:`channel_ramp_size` (Ring LL's
       threshold x p for ``ring`` and for ``hierarchical``, whose levels are rings; p is the whole group's
       size, so one-level hierarchical equals the flat ring). ``ring`` all-reduce with Simple across
-      nodes takes NCCL's x1.4 latency "plateau" once S / (nChannels p) >= 64. ``ring`` with LL across nodes:
+      nodes takes NCCL's x1.4 latency "plateau" once S / (nChannels p) >= 64. ``ring`` with LL (one node too):
       ``max(T, base + T_lat + S f_bus / llMaxBw)`` (:func:`ll_max_busbw`; f_bus the nccl-tests busbw factor),
       NCCL's ``busBw = min(llMaxBw, busBw * .5)``: an aggregate cap on the whole message's bytes (NCCL's own
       ``nBytes / busBw``), so the thread ramp's ``S_eff`` stays on the uncapped line.
@@ -841,7 +849,7 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
             fn = ALGO_FUNCS[algorithm]
             S_eff = channel_ramp_size(S, proto, nc, pp.p, ring_ll=algorithm in ("ring", "hierarchical"))
             t = BASE_LATENCY[proto] + fn(op, S_eff, pp, gamma)
-            if algorithm == "ring" and proto == "ll":  # NCCL's llMaxBw across nodes (ll_max_busbw)
+            if algorithm == "ring" and proto == "ll":  # NCCL's llMaxBw (ll_max_busbw, one node too)
                 cap = ll_max_busbw(pl)
                 if np.any(np.isfinite(cap)):
                     lat0 = BASE_LATENCY[proto] + fn(op, 0.0 * S, pp, gamma)

@@ -1579,6 +1579,18 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.pp_scatter_gather",
                     " is not priced: deepspeed_pipeline partitions the pipeline tensors over TP itself "
                     "(PartitionedTensor, docs/model.md#pp-comm)")
+    elif getattr(strategy, "pp_scatter_gather", False) and getattr(strategy, "nanotron_trainer", False):
+        # nanotron's PipelineBlock sends the tensor as it is (step.pp_send_divisor): no framework runs both
+        _warn_field("strategy.pp_scatter_gather",
+                    " is priced as legacy Megatron-LM's split and all-gather, which nanotron_trainer does not do "
+                    "(PipelineBlock.forward sends each rank's tensor as it is, docs/model.md#pp-comm)")
+    elif getattr(strategy, "pp_scatter_gather", False) and int(getattr(strategy, "cp", 1) or 1) > 1:
+        # the scatter/gather went with the pipeline's move into Megatron-Core (3c92fa93b5, 2023-03-23); context
+        # parallelism came to Megatron-Core later (parallel_state.py, 80590f9894, 2023-08-09)
+        _warn_field("strategy.pp_scatter_gather",
+                    f" with cp {int(strategy.cp)} describes no Megatron release: legacy Megatron-LM's scatter/gather "
+                    "went with the pipeline's move into Megatron-Core (2023-03), before context parallelism came "
+                    "(2023-08); priced as asked (docs/model.md#pp-comm)")
     if getattr(strategy, "moe_allgather_dispatcher", False) and chosen and not moe:
         _warn_field("strategy.moe_allgather_dispatcher", " is not priced: the model has no MoE layers")
     elif getattr(strategy, "moe_allgather_dispatcher", False) and chosen and int(getattr(strategy, "ep", 1)) * int(
