@@ -1363,6 +1363,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 ok0 = ok0 & allowed_by(np.asarray(res0.memory["total"]), c["memory"])
             ok0s.append(ok0.reshape(len(at), -1))
         fams = part[:, 6].astype(np.int64)
+        at_rows = at.tolist()
         in_mode_rows = [mode_mask[si][at[:, 0]].reshape(-1, 1) for si in range(len(modes))]
         all_sharded = bool(np.all(sharded_z[at[:, 1]]))
         for si in classes[ci]:
@@ -1380,11 +1381,15 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             sc = cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
             bi = np.argmin(sc, axis=1)
             bv = sc[np.arange(len(at)), bi]
-            keys = [(si, *map(int, row)) for row in at]
+            keys = [(si, *row) for row in at_rows]
             fin = np.isfinite(bv)
-            best.add([k for k, f in zip(keys, fin, strict=True) if f], bv[fin])
+            best.add([k for k, f in zip(keys, fin.tolist(), strict=True) if f], bv[fin])
             limit = best.threshold
-            for j in np.nonzero(fin)[0]:
+            # only rows within the limit or under their family's threshold and pick as they stand can make a pick
+            # (both only fall in the loop): the others are passed over before it, not one by one in it
+            fam_cut = np.asarray([max(fam_thr.get(f, math.inf), fam_pick[f].score if f in fam_pick else math.inf)
+                                  for f in range(n_fam)])
+            for j in np.nonzero(fin & ((bv <= limit) | (bv < fam_cut[fams])))[0]:
                 v, f = float(bv[j]), int(fams[j])
                 is_fam = v < fam_thr.get(f, math.inf) or (f not in fam_pick or v < fam_pick[f].score)
                 if v > limit and not is_fam:
