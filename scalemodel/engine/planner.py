@@ -127,8 +127,10 @@ OBJECTIVES = ("throughput", "time-to-train", "cost")
 #: Candidates per evaluate() call: bounds memory (well under 500 MB) and paces the progress bar.
 CHUNK_CANDIDATES = 100_000
 #: Candidates per call of pass 1a, which prices memory, feasibility and the compute floor only (no evaluate()):
-#: fewer, larger calls; its arrays stay under ~100 MB.
-COUNT_CHUNK_CANDIDATES = 400_000
+#: fewer, larger calls, each with a fixed cost of tens of ms (a hybrid prices every pipeline rank on its own).
+#: 1,000,000 (was 400,000): plan (b) ~35 ms and nemotron-3-nano on 512 GPUs ~100 ms less CPU, the counts the same;
+#: peak RSS of the bench's plans 107-134 MB -> 120-180 MB (the 1e6-layer case the most), under the 500 MB target.
+COUNT_CHUNK_CANDIDATES = 1_000_000
 #: Configurations of each parallelism family in pass 1b's first batch (its best bounds), besides the best overall.
 FIRST_PER_FAMILY = 16
 #: Plans per objective the Pareto front is drawn from.
