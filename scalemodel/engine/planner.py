@@ -105,6 +105,7 @@ from scalemodel.engine.predict import Prediction, result_at
 from scalemodel.engine.step import (
     REASON_KEYS,
     Infeasible,
+    StepArrays,
     compute_floor,
     dp_exposed_floor,
     evaluate,
@@ -126,8 +127,10 @@ OBJECTIVES = ("throughput", "time-to-train", "cost")
 #: Candidates per evaluate() call: bounds memory (well under 500 MB) and paces the progress bar.
 CHUNK_CANDIDATES = 100_000
 #: Candidates per call of pass 1a, which prices memory, feasibility and the compute floor only (no evaluate()):
-#: fewer, larger calls; its arrays stay under ~100 MB.
-COUNT_CHUNK_CANDIDATES = 400_000
+#: fewer, larger calls, each with a fixed cost of tens of ms (a hybrid prices every pipeline rank on its own).
+#: 1,000,000 (was 400,000): plan (b) ~35 ms and nemotron-3-nano on 512 GPUs ~100 ms less CPU, the counts the same;
+#: peak RSS of the bench's plans 107-134 MB -> 120-180 MB (the 1e6-layer case the most), under the 500 MB target.
+COUNT_CHUNK_CANDIDATES = 1_000_000
 #: Configurations of each parallelism family in pass 1b's first batch (its best bounds), besides the best overall.
 FIRST_PER_FAMILY = 16
 #: Plans per objective the Pareto front is drawn from.
@@ -541,11 +544,15 @@ def take_one(grid: StrategyGrid, i: int) -> StrategyGrid:
     """Candidate at flat position ``i`` of a broadcast grid as a 1-element grid (no materialising)."""
     shape = grid.shape
     idx = np.unravel_index(int(i), shape)
+    at: dict[tuple[int, ...], tuple[Any, ...]] = {}  # the position in each field shape (the grid's ~100 fields
+    # share a handful of shapes), worked out once per shape
     out = {}
     for f in fields(grid):
         a = getattr(grid, f.name)
-        a = a.reshape((1,) * (len(shape) - a.ndim) + a.shape)
-        out[f.name] = a[tuple(ix if n > 1 else 0 for ix, n in zip(idx, a.shape, strict=True))].reshape(1)
+        if a.shape not in at:
+            full = (1,) * (len(shape) - a.ndim) + a.shape
+            at[a.shape] = tuple(ix if n > 1 else 0 for ix, n in zip(idx, full, strict=True))[len(shape) - a.ndim:]
+        out[f.name] = a[at[a.shape]].reshape(1)
     return replace(grid, **out)
 
 
@@ -644,6 +651,7 @@ class _Pick:
     sync: str = field(compare=False)
     row: np.ndarray | None = field(compare=False, default=None)  # scores over the communication choices
     one: StrategyGrid | None = field(compare=False, default=None)
+    result: StepArrays | None = field(compare=False, default=None)  # its evaluation (:func:`_result_one`)
 
     @property
     def grid(self) -> StrategyGrid:
@@ -745,24 +753,28 @@ def _class_factor(factor: list[tuple[np.ndarray, np.ndarray]], mode_mask: list[n
     return a, np.where(np.isfinite(b), b, 0.0)
 
 
-def _predict_all(job: Job, picks: list[_Pick], kappa: float | None) -> list[Prediction]:
-    """Full predictions for the picked candidates: one evaluate() per evaluation class over all of them (the
-    sync modes that move bsp's traffic re-priced from one bsp evaluation, :func:`step.with_sync`)."""
-    out: list[Prediction | None] = [None] * len(picks)
-    groups: dict[tuple[str, bool], list[int]] = {}
-    for i, p in enumerate(picks):
-        has_ps = bool(np.any(p.grid.ps_servers > 0))
-        groups.setdefault(("bsp" if shares_bsp_comm(p.sync, p.grid.ps_servers) else p.sync, has_ps), []).append(i)
-    for (key, _ps), idx in groups.items():
-        grid = replace(picks[idx[0]].grid, **{
-            f.name: np.concatenate([getattr(picks[i].grid, f.name) for i in idx]) for f in fields(StrategyGrid)})
-        res0 = evaluate(job, grid, sync=key, kappa=kappa)
-        for sync in dict.fromkeys(picks[i].sync for i in idx):
-            res = res0 if sync == key else with_sync(job, grid, res0, sync, kappa=kappa)
-            for j, i in enumerate(idx):
-                if picks[i].sync == sync:
-                    out[i] = result_at(job, grid, res, j, sync=sync, inputs=None)
-    return [p for p in out if p is not None]
+def _result_one(res: StepArrays, i: int) -> StepArrays:
+    """Candidate ``i`` (flat position) of an evaluation as a 1-candidate result: every array field (and those of its
+    dicts) taken at ``i``, ``extras`` left out. A pick keeps it, not the batch's arrays, and its prediction is read
+    from it (:func:`_predict_all`): the values the search ranked, without evaluating the picks again."""
+    at = np.unravel_index(i, np.shape(res.step_time))
+
+    def one(a: Any) -> Any:
+        if isinstance(a, dict):
+            return {k: one(v) for k, v in a.items()}
+        arr = np.asarray(a)
+        return arr[at].reshape(1) if arr.ndim else arr.reshape(1)
+
+    return replace(res, **{f.name: one(getattr(res, f.name)) for f in fields(res) if f.name != "extras"}, extras={})
+
+
+def _predict_all(job: Job, picks: list[_Pick]) -> list[Prediction]:
+    """Full predictions for the picked candidates, from the evaluation each was ranked by (:func:`_result_one`)."""
+    out = []
+    for p in picks:
+        assert p.result is not None  # every pick is made in pass 2, with its result
+        out.append(result_at(job, p.grid, p.result, 0, sync=p.sync, inputs=None))
+    return out
 
 
 class _Best:
@@ -1354,15 +1366,17 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                 ok0 = ok0 & allowed_by(np.asarray(res0.memory["total"]), c["memory"])
             ok0s.append(ok0.reshape(len(at), -1))
         fams = part[:, 6].astype(np.int64)
+        at_rows = at.tolist()
         in_mode_rows = [mode_mask[si][at[:, 0]].reshape(-1, 1) for si in range(len(modes))]
         all_sharded = bool(np.all(sharded_z[at[:, 1]]))
         for si in classes[ci]:
             sync = modes[si]
             if all_sharded and needs_replicas(sync):  # infeasible at ZeRO > 0 (code 15)
                 continue
-            cols = []
+            cols, ress = [], []
             for grid, res0, ok0 in zip(grids, res0s, ok0s, strict=True):
                 res = res0 if sync == class_sync[ci] else with_sync(job, grid, res0, sync, kappa=kappa)
+                ress.append(res)
                 derived += 0 if res is res0 else grid.size
                 score = _score(objective, job, gpus, res).reshape(len(at), -1)
                 ok = ok0 if res is res0 else ok0 & np.asarray(res.feasible).reshape(len(at), -1)
@@ -1370,18 +1384,23 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
             sc = cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
             bi = np.argmin(sc, axis=1)
             bv = sc[np.arange(len(at)), bi]
-            keys = [(si, *map(int, row)) for row in at]
+            keys = [(si, *row) for row in at_rows]
             fin = np.isfinite(bv)
-            best.add([k for k, f in zip(keys, fin, strict=True) if f], bv[fin])
+            best.add([k for k, f in zip(keys, fin.tolist(), strict=True) if f], bv[fin])
             limit = best.threshold
-            for j in np.nonzero(fin)[0]:
+            # only rows within the limit or under their family's threshold and pick as they stand can make a pick
+            # (both only fall in the loop): the others are passed over before it, not one by one in it
+            fam_cut = np.asarray([max(fam_thr.get(f, math.inf), fam_pick[f].score if f in fam_pick else math.inf)
+                                  for f in range(n_fam)])
+            for j in np.nonzero(fin & ((bv <= limit) | (bv < fam_cut[fams])))[0]:
                 v, f = float(bv[j]), int(fams[j])
                 is_fam = v < fam_thr.get(f, math.inf) or (f not in fam_pick or v < fam_pick[f].score)
                 if v > limit and not is_fam:
                     continue
                 blk = int(np.searchsorted(block_start, bi[j], side="right")) - 1
                 at_j = int(j) * block_size[blk] + int(bi[j]) - block_start[blk]
-                pick = _Pick(v, (*keys[j], int(bi[j])), (grids[blk], at_j), sync, sc[j].copy())
+                pick = _Pick(v, (*keys[j], int(bi[j])), (grids[blk], at_j), sync, sc[j].copy(),
+                             result=_result_one(ress[blk], at_j))
                 if v <= limit:
                     picks.append(pick)
                 if f not in fam_pick or pick < fam_pick[f]:
@@ -1397,7 +1416,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         _comm_equivalents(picks[idx], choices, same[n_shown])
     chosen = [picks[idx] for idx in shown]
     fam_picks = sorted(fam_pick.values())
-    preds = _predict_all(job, [*chosen, *fam_picks], kappa)
+    preds = _predict_all(job, [*chosen, *fam_picks])
     ranked = preds[:len(chosen)]
     by_reason = {REASON_KEYS[int(code)]: int(round(n)) for code, n in enumerate(reasons) if n > 0}
     if over_limit:
