@@ -119,6 +119,9 @@ class Infeasible(IntEnum):
 
     key: str
     text: str
+    #: as choices.Choice's: ndarray's own, so numpy's per-operation lookup (codes == Infeasible.MEMORY) is found at
+    #: once instead of missing through EnumType.__getattr__ in Python
+    __array_ufunc__ = np.ndarray.__array_ufunc__
 
     def __new__(cls, code: int, key: str, text: str) -> Infeasible:
         obj = int.__new__(cls, code)
