@@ -157,7 +157,7 @@ def test_nothing_fits_names_the_activations_when_the_states_fit(cli):
     """Llama 3 70B at TP 8, ZeRO-1, dp 8, a global batch of 64 (m = 8): no micro-batch fits, but not because of the
     model states (the message said "model states alone exceed the memory"). By hand: 70.55e9 params / 8 = 8.82e9 on
     a GPU; bf16 weights and gradients 2 + 2 bytes, Adam's 12 bytes sharded over dp 8 = 1.5; (8.82e9 x 5.5) x 1.05
-    + 1 GB = 51.9 GB < 80 GB, so the activations at micro-batch 1 are what does not fit."""
+    + 1 GB = 51.9 GB < the H100's 81559 MiB = 85.52 GB, so the activations at micro-batch 1 are what does not fit."""
     import json
 
     args = ("memory", "-c", "dgx-h100", "-m", "llama3-70b", "-n", "64", "--tp", "8", "--global-batch", "64",
@@ -169,8 +169,8 @@ def test_nothing_fits_names_the_activations_when_the_states_fit(cli):
     out = " ".join(cli(*args).out.split())
     assert "model states alone" not in out
     held = states * 1.05 + 1e9
-    assert "activations at micro-batch 1 do not fit" in out and f"{(80e9 - held) / 1e9:.2f} GB left" in out
+    assert "activations at micro-batch 1 do not fit" in out and f"{(81559 * 2**20 - held) / 1e9:.2f} GB left" in out
     # the states alone: GPT-3 175B on one node at TP 8 without ZeRO (175e9 / 8 x 16 bytes = 350 GB)
     out = " ".join(cli("memory", "-c", "dgx-a100", "-m", "gpt3-175b", "-n", "8", "--tp", "8",
                        "--global-batch", "8").out.split())
-    assert "model states alone" in out and "exceed the 80 GB" in out
+    assert "model states alone" in out and "exceed the 85.9 GB" in out  # 81920 MiB = 85.90e9 B

@@ -173,8 +173,10 @@ def test_largest_micro_batch_checks_every_stage(cli) -> None:  # type: ignore[no
     4 s h / 4 (sequence parallel); the parameters / 4 but the RMSNorm gains, whole on every TP rank (2 h a layer,
     and the final norm's h on the last stage). At b 1 the first
     stage is the peak (more states), but the last stage gains more per sample (its logits beat the first stage's
-    2 extra layers), so the first stage's closed form (b 12) overshoots: the last stage needs 84.1 GB at b 12 and
-    78.5 GB at b 11, the largest micro-batch that fits 80 GB."""
+    2 extra layers), so the first stage's closed form (b 13) overshoots: the last stage needs 90.2 GB at b 13 and
+    84.6 GB at b 12, the largest micro-batch that fits the H100's 81559 MiB = 85.52 GB (hardware/README.md, Memory
+    capacity: the device total nvidia-smi reports)."""
+    cap = 81559 * 2**20
     first_states = 16 * ((17 * (LAYER8 - 2 * H8) + V8 * H8) / 4 + 17 * 2 * H8)
     last_states = 16 * ((15 * (LAYER8 - 2 * H8) + V8 * H8) / 4 + 15 * 2 * H8 + H8)
     first_act, last_act = 17 * LAYER_ACT / 4, 15 * LAYER_ACT / 4 + 4 * S * V8 / 4 + HEAD_IN8 / 4
@@ -183,15 +185,15 @@ def test_largest_micro_batch_checks_every_stage(cli) -> None:  # type: ignore[no
         return (states + b * act) * 1.05 + 1e9
 
     assert total(first_states, first_act, 1) > total(last_states, last_act, 1)
-    assert int(((80e9 - 1e9) / 1.05 - first_states) // first_act) == 12  # the first stage's closed form
-    assert total(last_states, last_act, 11) < 80e9 < total(last_states, last_act, 12)
+    assert int(((cap - 1e9) / 1.05 - first_states) // first_act) == 13  # the first stage's closed form
+    assert total(last_states, last_act, 12) < cap < total(last_states, last_act, 13)
     base = ["-m", "llama3-8b", "-c", "dgx-h100", "-n", "64", "--pp", "2", "--tp", "4", "--sequence-parallel",
             "--set", "strategy.first_stage_layers=17"]
     doc = _doc(cli, *base)
-    assert doc["peak_stage"] == {"rank": 0, "role": "first"} and doc["max_micro_batch"] == 11
-    at11 = _doc(cli, *base, "--micro-batch", "11")
-    assert at11["fits"] and at11["peak_stage"]["role"] == "last"
-    assert at11["per_gpu_bytes"]["total"] == pytest.approx(total(last_states, last_act, 11), rel=1e-12)
+    assert doc["peak_stage"] == {"rank": 0, "role": "first"} and doc["max_micro_batch"] == 12
+    at12 = _doc(cli, *base, "--micro-batch", "12")
+    assert at12["fits"] and at12["peak_stage"]["role"] == "last"
+    assert at12["per_gpu_bytes"]["total"] == pytest.approx(total(last_states, last_act, 12), rel=1e-12)
 
 
 @pytest.mark.parametrize(("model", "cluster", "gpus", "sync"), [
