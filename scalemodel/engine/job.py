@@ -1527,9 +1527,10 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     what they act on; hybrid.mtp_pattern without MTP layers; cp_comm_type other than p2p at cp 1 and cp_a2a_size
     without a2a+p2p; dispatch_overhead > 0 under static assignment; align_grad_reduce / align_param_gather false
     outside the interleaved per-chunk sync (:func:`_warn_unpriced_alignment`). ``origin``: where the fields were
-    written; moe_allgather_dispatcher that a Megatron-LM file's reader set as Megatron's default dispatcher
-    (--num-experts without --moe-token-dispatcher-type; marked as a default, errors.Origin.is_default) is not warned
-    about: the file chose no dispatcher, and at etp x ep 1 Megatron's own does nothing either."""
+    written; moe_allgather_dispatcher and moe_permute_fusion that a Megatron-LM file's reader set as Megatron's
+    defaults (--num-experts without --moe-token-dispatcher-type; --moe-* flags without --moe-permute-fusion; marked
+    as defaults, errors.Origin.is_default) are not warned about: the file chose neither, and at etp x ep 1 Megatron's
+    own dispatcher does nothing either."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     chosen = not (origin is not None and origin.is_default("moe_allgather_dispatcher"))
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
@@ -1673,9 +1674,13 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("strategy.moe_fp8_padding",
                     " is not priced: it needs MoE layers and precision fp8 (the experts "
                     "pad their tokens for the FP8 grouped GEMM only)")
-    if not getattr(strategy, "moe_permute_fusion", True) and not moe:
+    # a reader's default (Megatron-LM's unfused permute for a launch of --moe-* flags without --moe-permute-fusion,
+    # round 18: a dense launch with --moe-router-dtype was told about a field it never wrote) is not the user's choice
+    unfused = not getattr(strategy, "moe_permute_fusion", True) and not (
+        origin is not None and origin.is_default("moe_permute_fusion"))
+    if unfused and not moe:
         _warn_field("strategy.moe_permute_fusion", " = false is not priced: the model has no MoE layers")
-    elif (not getattr(strategy, "moe_permute_fusion", True) and getattr(strategy, "moe_flex_dispatcher", False)
+    elif (unfused and getattr(strategy, "moe_flex_dispatcher", False)
           and str(getattr(strategy, "moe_flex_backend", "deepep")) == "hybridep"):
         _warn_field("strategy.moe_permute_fusion", " = false is not priced: HybridEP permutes the tokens in its "
                     "own kernel whatever Megatron-Core's moe_permute_fusion says")
