@@ -176,7 +176,8 @@ FOREIGN_FLAGS = {"--bf16", "--decoder-first", "--grad-reduce-in-bf16", "--use-di
                  # Megatron-LM launch flags the README's `plan --strategy` paragraph names (read from a launch file)
                  "--ddp-bucket-size", "--decoder-first-pipeline-num-layers", "--fp8-param-gather",
                  "--moe-flex-dispatcher-num-sms", "--moe-shared-expert-overlap", "--overlap-grad-reduce",
-                 "--overlap-param-gather", "--tp-comm-overlap", "--pipeline-model-parallel-layout", "--num-layers"}
+                 "--overlap-param-gather", "--tp-comm-overlap", "--pipeline-model-parallel-layout", "--num-layers",
+                 "--recompute-num-layers"}
 #: Top-level folders of the repository: a backquoted path starting with one must exist.
 _REPO_DIRS = ("scalemodel", "scripts", "tests", "docs", "examples", "hardware", "benchmarks", "validation", "schemas")
 
