@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalemodel.cost import compute, memory
+from scalemodel.cost import memory
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import Infeasible, compute_floor, dp_exposed_floor, evaluate, memory_peak_stage
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
+from tests.test_stage_layers import _full_recompute_layer as _layer  # one layer under full recompute, by hand
 
 # 8 layers at pp 2 x interleaved:2, the first and last chunks 1 layer each: 4 chunks 1 | 3 | 3 | 1 (chunk c on rank
 # c mod 2), so rank 0 runs chunks 1 and 3, rank 1 chunks 3 and 1: 4 layers each. N = 2 recomputes
@@ -30,20 +31,6 @@ def _job(overrides: tuple[str, ...] = ("layers=8",), batch: int = 8):
 
 def _grid(job, tr, **strategy):
     return grid_from_strategy(StrategySpec(**CHUNKS, **strategy), tr, 2, job)
-
-
-def _layer(job) -> tuple[float, float, float, float]:
-    """(forward, backward, recomputed forward, logits forward + backward) of one layer under full recompute, by
-    cost.compute."""
-    kw = dict(micro_batch=1.0, seq_len=job.seq_len, peak_flops=job.peak_flops,
-              memory_bandwidth=job.memory_bandwidth, gemm_max=job.gemm_max, gemm_half_dim=job.gemm_half_dim,
-              memory_efficiency=job.memory_efficiency, tp=1, cp=1, elem_bytes=job.elem_bytes)
-    layer = compute.layer_compute_time(job.shape, ep=1, sequence_parallel=False, recompute="full",
-                                       flash_attention=True, attention_fwd=job.attention_fwd,
-                                       attention_bwd=job.attention_bwd, **kw)
-    logits = compute.logits_compute_time(job.shape, **kw)
-    return (float(layer.forward[()]), float(layer.backward[()]), float(layer.recompute[()]),
-            float(logits.total[()]))
 
 
 def test_compute_recomputes_n_layers_of_each_chunk():
