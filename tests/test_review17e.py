@@ -17,7 +17,6 @@ from test_calibrate import SIZES
 from test_calibrate_checks import _h100_16_log, hosts_log
 
 from scalemodel.cost.collectives import collective_time
-from scalemodel.cost.network import Network
 from scalemodel.engine.calibrate import calibrate, parse_nccl_tests
 from scalemodel.engine.network import build_network
 from scalemodel.specs import load_cluster
@@ -26,7 +25,8 @@ from scalemodel.specs import load_cluster
 def _large_only_log(cluster: str, hosts: int, lat: float, smallest: float) -> str:
     """A log made by the model on ``cluster`` (its first network tier at ``lat``), rows from ``smallest`` up."""
     net = build_network(load_cluster(cluster))
-    net = Network(tuple(replace(t, latency=lat) if k == 1 else t for k, t in enumerate(net.tiers)), 8)
+    # the cluster's network as given (generation, tuner, host: NCCL's LL caps), as calibrate prices its trial tiers
+    net = replace(net, tiers=tuple(replace(t, latency=lat) if k == 1 else t for k, t in enumerate(net.tiers)))
     t = collective_time("allreduce", SIZES, hosts * 8, net, algorithm="ring", dtype_bytes=1)
     keep = []
     for line in hosts_log(hosts, 8, t).splitlines():
