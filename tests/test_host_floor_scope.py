@@ -110,8 +110,8 @@ def test_h100_fp8_partial_graph_recipe_gets_the_expert_path_floor(monkeypatch) -
     was +57.8 % before NCCL's LL caps (llhost18's host row, review18e's one-node GPU row: the LL line no longer wins
     collectives NCCL runs on LL128 or Simple, docs/model.md#nccl-ll-cap), +51.0 % before moesp17's MoE rows per GPU
     (permutes on the sequence-parallel shard, each dispatcher's own passes, docs/model.md#moe-rows: less device time
-    under the floor), +53.8 % before HybridEP's routing-map all-gather was priced, docs/model.md#hybridep-preprocess, +52.7 % before the busiest EP rank's routing load,
-    docs/model.md#moe-rank-imbalance, and +52.3 % before the recipe's fp32 router's TF32 backward GEMMs and casts,
+    under the floor), +53.8 % before HybridEP's routing-map all-gather was priced, docs/model.md#hybridep-preprocess,
+    +52.7 % before the busiest EP rank's routing load, docs/model.md#moe-rank-imbalance, and +52.3 % before the recipe's fp32 router's TF32 backward GEMMs and casts,
     docs/model.md#router-dtype-compute; each adds device time under the floor)."""
     mod, cases = _validation()
     cid = "mcrec26_h100_qwen3_30b_fp8blk"
