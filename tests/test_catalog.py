@@ -39,7 +39,7 @@ PROTOCOLS = {"nvlink", "pcie", "xgmi", "ici", "rdma", "roce", "efa", "tcp", "dcn
 
 ACC_FIELDS = {"kind", "name", "description", "vendor", "family", "peak_flops", "memory", "memory_bandwidth",
               "compute_efficiency", "compute_units", "collective_units",
-              "tdp", "sources", "attention_efficiency", "attention_releases"}
+              "tdp", "sources", "attention_efficiency", "attention_releases", "memory_reserved"}
 ACC_NUMERIC = ("peak_flops", "memory", "memory_bandwidth", "tdp")
 ACC_UNITS = ("compute_units", "collective_units")
 CLU_FIELDS = {"kind", "name", "description", "accelerator", "gpus_per_node", "max_gpus", "price_per_gpu_hour",
@@ -106,7 +106,7 @@ def test_accelerator_fields_and_sources(path: Path) -> None:
     assert d["family"] in FAMILIES
     sources = d["sources"]
     assert isinstance(sources, dict)
-    sourced = set(ACC_NUMERIC) | set(ACC_UNITS)
+    sourced = set(ACC_NUMERIC) | set(ACC_UNITS) | {"memory_reserved"}
     assert set(sources) <= sourced, f"sources for unknown fields {set(sources) - sourced}"
     for field in ACC_NUMERIC:
         assert isinstance(sources.get(field), str) and len(sources[field]) > 10, f"{field} needs a source"
@@ -114,6 +114,9 @@ def test_accelerator_fields_and_sources(path: Path) -> None:
         if field in d:
             assert isinstance(d[field], int) and d[field] > 0, field
             assert isinstance(sources.get(field), str) and len(sources[field]) > 10, f"{field} needs a source"
+    if "memory_reserved" in d:  # the driver's slice (docs/model.md#memory-allowance): optional, always cited
+        src = sources.get("memory_reserved")
+        assert isinstance(src, str) and ("deviceQuery" in src or "torch" in src), "memory_reserved needs CUDA's total"
     if "collective_units" in d:
         assert "compute_units" in d and d["collective_units"] < d["compute_units"]
     for kernel, curves in (d.get("attention_efficiency") or {}).items():  # fitted or borrowed, always said which
@@ -202,13 +205,14 @@ def test_memory_values_are_driver_totals() -> None:
 
 
 def test_nvidia_device_total_includes_the_reserve() -> None:
-    """What hardware/README.md says the model does not take off: nvidia-smi -q's Total less its Reserved is what CUDA
-    can allocate, the deviceQuery total on the same box ([NVSMI], thamada/nvidia-smi: H100 81559 - 454 MiB,
-    85045477376 B; A100 80 GB 81920 - 763 MiB, 85100068864 B; within the 1 MiB rounding of nvidia-smi)."""
+    """nvidia-smi -q's Total less its Reserved is what CUDA can allocate, the deviceQuery total on the same box
+    ([NVSMI], thamada/nvidia-smi: H100 81559 - 454 MiB, 85045477376 B; A100 80 GB 81920 - 763 MiB, 85100068864 B;
+    within the 1 MiB rounding of nvidia-smi); memory_reserved takes exactly that slice off (hardware/README.md)."""
     for name, reserved, device_query in (("h100-sxm", 454, 85045477376), ("a100-sxm-80g", 763, 85100068864)):
         total = parse_quantity(_acc(name)["memory"], "bytes")
         assert abs(total - reserved * 2**20 - device_query) <= 2**20
         assert 0.004 < reserved * 2**20 / total < 0.01  # the 0.4-0.9 % the README states
+        assert total - parse_quantity(_acc(name)["memory_reserved"], "bytes") == device_query
 
 
 # ---------------------------------------------------------------- clusters

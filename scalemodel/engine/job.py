@@ -77,7 +77,7 @@ class Job:
     accelerator_family: str  # AcceleratorSpec.family: the generation validation residuals are matched on
     peak_flops: float  # at the training precision
     memory_bandwidth: float
-    memory_capacity: float
+    memory_capacity: float  # bytes the runtime can allocate: the accelerator's memory less its memory_reserved
     gemm_max: float
     gemm_half_dim: float
     memory_efficiency: float
@@ -333,7 +333,8 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         name=workload.name, cluster_name=cluster.name, network=build_network(cluster),
         gpus_per_node=cluster.gpus_per_node, max_gpus=cluster.largest_gpus, accelerator=acc.name,
         accelerator_family=acc.family,
-        peak_flops=peak, memory_bandwidth=acc.memory_bandwidth, memory_capacity=acc.memory,
+        peak_flops=peak, memory_bandwidth=acc.memory_bandwidth,
+        memory_capacity=acc.memory - (acc.memory_reserved or 0.0),  # what CUDA can allocate
         gemm_max=gemm_max, gemm_half_dim=gemm_half_dim, memory_efficiency=curve.memory,
         precision=precision, elem_bytes=elem, grad_bytes=grad_bytes,
         router_bytes={"fp32": 4.0, "fp64": 8.0}.get(str(getattr(training, "moe_router_dtype", None)), 0.0),

@@ -100,6 +100,10 @@ class AcceleratorSpec(Sourced, kw_only=True):
     family: Family = "other"
     peak_flops: Annotated[dict[Precision, FlopRate], Meta(description="dense peak FLOP/s per precision")]
     memory: Annotated[Bytes, Meta(description="device memory capacity")]
+    memory_reserved: Annotated[Bytes | None, Meta(description=(
+        "the slice of memory the driver keeps and the runtime cannot allocate (nvidia-smi -q 'FB Memory Usage' "
+        "Reserved = Total - cudaMemGetInfo's total); the model's capacity is memory - memory_reserved "
+        "(docs/model.md#memory-allowance). None: none known, the whole of memory is allocatable"))] = None
     memory_bandwidth: Bandwidth
     tdp: Annotated[Watts | None, Meta(description="board power; None where the vendor publishes none")] = None
     compute_efficiency: Annotated[ComputeEfficiency | None, Meta(
@@ -125,6 +129,9 @@ class AcceleratorSpec(Sourced, kw_only=True):
         if not self.peak_flops:
             raise field_error("peak_flops", "needs at least one precision",
                               "a mapping of precision to peak FLOP/s, e.g. bf16: 312 TFLOP/s")
+        if self.memory_reserved is not None and self.memory_reserved >= self.memory:
+            raise field_error("memory_reserved", f"{self.memory_reserved:.0f} B is not less than memory "
+                              f"{self.memory:.0f} B", "a slice of memory, less than memory (e.g. 454 MiB)")
         if self.compute_units and self.collective_units and self.collective_units > self.compute_units:
             # 500 of 132 SMs was priced as every SM busy (the share is clamped at 1) without a word
             raise field_error("collective_units", f"{self.collective_units} is more than the chip's compute_units "
