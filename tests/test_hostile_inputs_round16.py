@@ -169,8 +169,10 @@ def test_plan_says_a_cp_a2a_size_no_ranked_plan_uses(cli, pin: list[str]) -> Non
 
 
 def test_plan_does_not_warn_of_a_cp_a2a_size_a_ranked_plan_uses(cli) -> None:  # type: ignore[no-untyped-def]
+    # cp pinned at 8 (a size cp_a2a_size 4 acts on): unpinned, the ranked rows are cp 4 since this round's model
+    # (NCCL's LL caps, driver memory totals), where a size of 4 acts on nothing and is rightly said to
     r = cli("plan", *MOE, "--top", "3", "--constraint", "cp_a2a_size=4", "--constraint", "cp_comm_type=a2a+p2p",
-            "--json")
+            "--constraint", "cp=8", "--json")
     assert r.code == 0, r.err
     rows = json.loads(r.out)["ranked"]
     assert any(row["strategy"]["cp"] % 4 == 0 and row["strategy"]["cp"] > 4 for row in rows), rows
