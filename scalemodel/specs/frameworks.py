@@ -1343,10 +1343,7 @@ def _megatron(text: str, out: StrategyFile) -> None:
                 if k in virtual), None)
     per_stage = virtual.get("--num-layers-per-virtual-pipeline-stage")
     if per_stage is not None and vpp is None:
-        layers_text = None
-        for j, tok in enumerate(tokens):
-            if tok.split("=")[0] == "--num-layers":
-                layers_text = tok.partition("=")[2] or (tokens[j + 1] if j + 1 < len(tokens) else None)
+        layers_text = _launch_value(tokens, "--num-layers")
         pp = out.strategy.get("pp", 1)
         # ASCII digits: str.isdigit() is true for '²', which int() refuses (a traceback)
         if (layers_text and layers_text.isascii() and layers_text.isdigit() and per_stage > 0
