@@ -913,17 +913,25 @@ def check_stage_layers(job: Job, split: Any, where: str = "strategy.stage_layers
                          f"{layers}", where=where, allowed=f"counts summing to {layers}")
 
 
+#: The strategy fields that split the layers another way than stage_layers
+OTHER_SPLITS = ("first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers")
+
+
+def refuse_two_splits(taken: list[str], where: str) -> None:
+    """Refuse stage_layers beside another split of the layers (``taken``: the :data:`OTHER_SPLITS` set), for predict
+    (:func:`_check_stage_layers`) and plan alike."""
+    if taken:
+        raise InputError(f"stage_layers and {taken[0]} are both set", where=where,
+                         allowed="one way of splitting the layers: stage_layers (every stage's count) or "
+                                 "first/last_stage_layers (or first/last_chunk_layers)")
+
+
 def _check_stage_layers(job: Job, strategy: Any) -> None:
     """strategy.stage_layers: one way of splitting the layers, one count per (virtual) stage, the model's layers."""
     split = getattr(strategy, "stage_layers", None)
     if split is None:
         return
-    given = [n for n in ("first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers")
-             if getattr(strategy, n, None) is not None]
-    if given:
-        raise InputError(f"stage_layers and {given[0]} are both set", where="strategy.stage_layers",
-                         allowed="one way of splitting the layers: stage_layers (every stage's count) or "
-                                 "first/last_stage_layers (or first/last_chunk_layers)")
+    refuse_two_splits([n for n in OTHER_SPLITS if getattr(strategy, n, None) is not None], "strategy.stage_layers")
     sch = parse_schedule(strategy.schedule)
     v = sch.virtual_stages if sch.kind == ScheduleKind.INTERLEAVED else 1
     if strategy.pp < 2:

@@ -89,6 +89,7 @@ from scalemodel.cost.placement import distinct_layout
 from scalemodel.cost.transformer import RECOMPUTE_MODULES
 from scalemodel.engine.job import (
     GRID_DEFAULTS,
+    OTHER_SPLITS,
     STAGE_SPLITS,
     Job,
     StrategyGrid,
@@ -97,6 +98,7 @@ from scalemodel.engine.job import (
     check_fp8_all_gather,
     check_stage_layers,
     grid_from_arrays,
+    refuse_two_splits,
     stage_split_code,
     warn_unfused_attention,
 )
@@ -1034,12 +1036,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
                               (written or {}).get("ep_dispatch_sms", "--set strategy.ep_dispatch_sms"))
     if int(fixed.get("stage_split", -1)) >= 0:
         split_at = (written or {}).get("stage_layers", "--set strategy.stage_layers")
-        taken = [n for n in ("first_stage_layers", "last_stage_layers", "first_chunk_layers", "last_chunk_layers")
-                 if int(fixed.get(n, -1)) >= 0]
-        if taken:  # predict's refusal (job._check_stage_layers)
-            raise InputError(f"stage_layers and {taken[0]} are both set", where=split_at,
-                             allowed="one way of splitting the layers: stage_layers (every stage's count) or "
-                                     "first/last_stage_layers (or first/last_chunk_layers)")
+        refuse_two_splits([n for n in OTHER_SPLITS if int(fixed.get(n, -1)) >= 0], split_at)
         check_stage_layers(job, STAGE_SPLITS[int(fixed["stage_split"])], split_at)
     warn_unfused_attention(job, bool(fixed.get("flash_attention", True)))  # unpinned, every candidate runs it
     if "moe_flex_backend" in c and "moe_flex_dispatcher" in c and not (
