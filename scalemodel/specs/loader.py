@@ -314,6 +314,45 @@ def _merge(base: Any, over: Any) -> Any:
     return over
 
 
+def _changed_paths(over: dict[str, Any], prefix: str = "") -> list[str]:
+    """The dotted paths of the values ``over`` sets (into nested mappings; a list is one value)."""
+    out: list[str] = []
+    for k, v in over.items():
+        if not prefix and k in ("sources", "extends", "kind"):
+            continue
+        path = f"{prefix}{k}"
+        out.extend(_changed_paths(v, path + ".") if isinstance(v, dict) and v else [path])
+    return out
+
+
+def restate_sources(data: dict[str, Any], paths: Iterable[str], by: str, kept: Iterable[str] = ()) -> None:
+    """Provenance after ``by`` (a file over the spec it extends, or a ``--set`` item) set ``paths``: a citation of a
+    value that was replaced now names ``by``; one that covers a field only partly set says which part. Without this
+    a workload extending a config.json with its own ``seq_len: 4096`` kept "max_position_embeddings = 131072" as the
+    source of 4096, and the context-length warning fired on the value the user had given."""
+    sources = data.get("sources")
+    if not isinstance(sources, dict) or not sources:
+        return
+    kept = set(kept)
+    for path in paths:
+        for key in [k for k in sources if isinstance(k, str) and k not in kept]:
+            if key == path or key.startswith(path + "."):
+                sources[key] = f"set in {by}"
+            elif path.startswith(key + ".") and isinstance(sources[key], str):
+                sources[key] = f"{sources[key]}; {path[len(key) + 1:]} set in {by}"
+
+
+def _restate_along(root: Any, loc: Sequence[Any], by: str) -> None:
+    """:func:`restate_sources` in every spec along ``loc`` (a cluster's accelerator has its own ``sources``)."""
+    node = root
+    for j, part in enumerate(loc):
+        rest = loc[j:]
+        if isinstance(node, dict) and "sources" not in rest[:1] and all(isinstance(p, str) for p in rest):
+            restate_sources(node, [".".join(rest)], by)
+        node = node.get(part) if isinstance(node, dict) else (
+            node[part] if isinstance(node, list) and isinstance(part, int) and part < len(node) else None)
+
+
 def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
              _nodes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The spec as a plain dict with ``extends:`` resolved (base first, this file on top)."""
@@ -361,7 +400,10 @@ def load_raw(kind: str, ref: str | Path, *, _chain: tuple[str, ...] = (),
             # a cluster extending a transformer file was merged field by field and refused as "unknown key 'layers'"
             raise InputError(f"{parent[:200]!r} is a {base['kind'][:40]} spec, this file a {data['kind'][:40]} spec",
                              where=f"{path}: extends", allowed=f"a {data['kind'][:40]} spec to derive from")
+        own = data.get("sources")
+        changed = _changed_paths(data)
         data = _merge(base, data)
+        restate_sources(data, changed, str(path), own if isinstance(own, dict) else ())
     return data
 
 
@@ -485,6 +527,7 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[str], *, kind: str 
             else:
                 raise InputError(f"{'.'.join(parts[:i])} is a value, not a group of fields",
                                  where=f"--set {path}", allowed="a path to an existing field")
+        _restate_along(out, loc, f"--set {path}")
         if touched is not None:
             touched.append((tuple(loc), path))
             if created is not None:
@@ -661,7 +704,10 @@ def _expand_ref(value: Any, kind: str, base_dir: Path, where: str, origin: Path)
             parent = rest.pop("extends")
             if not isinstance(parent, str):
                 raise InputError("extends must be a name or a path", allowed=f"a built-in {kind} name or a file")
-            return _merge(load_raw(kind, resolve(kind, parent, base_dir)), rest)
+            merged = _merge(load_raw(kind, resolve(kind, parent, base_dir)), rest)
+            own = rest.get("sources")
+            restate_sources(merged, _changed_paths(rest), f"{origin}: {where}", own if isinstance(own, dict) else ())
+            return merged
     except InputError as exc:
         raise exc.at(f"{origin}: {where}") from None
     return value

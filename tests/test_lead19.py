@@ -1,0 +1,50 @@
+"""Lead fixes of round 19, each with a test that fails without it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scalemodel.specs import load_accelerator, load_cluster, load_workload
+from scalemodel.specs.hf import seq_len_note
+
+LLAMA_CONFIG = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+                "max_position_embeddings": 131072}
+
+
+def _config(tmp_path: Path) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA_CONFIG))
+    return path
+
+
+def test_context_length_warning_only_for_the_configs_own_value(tmp_path: Path) -> None:
+    """A workload extending a config.json with its own seq_len (or a --set of it) kept the config's citation
+    "max_position_embeddings = 131072" for the value the user gave, so the context-length warning said "sequence
+    length 4,096 is the model's context length from its config.json". The config read alone still warns."""
+    config = _config(tmp_path)
+    alone = load_workload(config)
+    assert alone.seq_len == 131072
+    assert seq_len_note(alone, None) is not None  # the control: the config's context length is warned about
+    over = tmp_path / "w.yaml"
+    over.write_text("extends: config.json\nseq_len: 4096\n")
+    extended = load_workload(over)
+    assert extended.seq_len == 4096
+    assert seq_len_note(extended, None) is None
+    assert extended.sources["seq_len"] == f"set in {over}"
+    assert extended.sources["shape"].startswith("HuggingFace config.json")  # what the file did not set is kept
+    by_set = load_workload(config, ["seq_len=4096"])
+    assert by_set.seq_len == 4096 and seq_len_note(by_set, None) is None
+    assert by_set.sources["seq_len"] == "set in --set seq_len"
+
+
+def test_a_partial_override_is_said_in_the_fields_citation() -> None:
+    """--set of one precision's peak keeps the datasheet citation of the others and says which entry was set;
+    a cluster's --set into its accelerator restates the accelerator's own citation."""
+    base = load_accelerator("h100-sxm")
+    acc = load_accelerator("h100-sxm", ["peak_flops.bf16=1e15"])
+    assert acc.sources["peak_flops"] == base.sources["peak_flops"] + "; bf16 set in --set peak_flops.bf16"
+    assert acc.sources["memory_bandwidth"] == base.sources["memory_bandwidth"]
+    cluster = load_cluster("dgx-h100", ["accelerator.memory_bandwidth=1e12"])
+    assert cluster.accelerator.sources["memory_bandwidth"] == "set in --set accelerator.memory_bandwidth"
