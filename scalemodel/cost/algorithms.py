@@ -82,6 +82,22 @@ def check_op(op: str) -> None:
         raise InputError(f"unknown collective {op!r}", where="op", allowed="one of: " + ", ".join(OPS))
 
 
+def busbw_factor(op: str, p: np.ndarray | float) -> np.ndarray:
+    """nccl-tests bus-bandwidth factor (doc/PERFORMANCE.md): 2(n-1)/n all-reduce; (n-1)/n
+    reduce-scatter, all-gather, all-to-all; 1 broadcast, reduce, send/recv. n = 1 gives 1,
+    as nccl-tests prints; a one-rank group's time is 0 whatever this says (:func:`nccl.algorithm_time` masks it).
+    The one copy for both the reporting (:func:`collectives.busbw`) and NCCL's llMaxBw cap."""
+    check_op(op)
+    p = np.asarray(p, dtype=float)
+    if op == "allreduce":
+        f = 2.0 * (p - 1.0) / np.maximum(p, 1.0)
+    elif op in ("reducescatter", "allgather", "alltoall"):
+        f = (p - 1.0) / np.maximum(p, 1.0)
+    else:
+        f = np.ones_like(p)
+    return np.where(p <= 1, 1.0, f)
+
+
 def allowed(op: str) -> str:
     """The algorithms an error message offers for ``op``."""
     return "for " + op + ": " + ", ".join((*APPLICABLE[op], "auto"))

@@ -26,26 +26,12 @@ import math
 import numpy as np
 
 from scalemodel.cost import algorithms, nccl, transport
-from scalemodel.cost.algorithms import ALGORITHMS, allowed, check_op
+from scalemodel.cost.algorithms import ALGORITHMS, allowed, busbw_factor, check_op
 from scalemodel.cost.network import Network
 from scalemodel.cost.placement import Placement, checked_array, place
 from scalemodel.errors import InputError
 
 _SMALL = 1e-300
-
-
-def busbw_factor(op: str, p: np.ndarray | float) -> np.ndarray:
-    """nccl-tests bus-bandwidth factor (doc/PERFORMANCE.md): 2(n-1)/n all-reduce; (n-1)/n
-    reduce-scatter, all-gather, all-to-all; 1 broadcast, reduce, send/recv. n = 1 gives 1."""
-    check_op(op)
-    p = np.asarray(p, dtype=float)
-    if op == "allreduce":
-        f = 2.0 * (p - 1.0) / p
-    elif op in ("reducescatter", "allgather", "alltoall"):
-        f = (p - 1.0) / p
-    else:
-        f = np.ones_like(p)
-    return np.where(p <= 1, 1.0, f)
 
 
 def _size(size_bytes: object, dtype_bytes: int) -> np.ndarray:

@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from scalemodel.cost.algorithms import ALGO_FUNCS, APPLICABLE, TREE_FLOWS, allowed, log2_floor
+from scalemodel.cost.algorithms import ALGO_FUNCS, APPLICABLE, TREE_FLOWS, allowed, busbw_factor, log2_floor
 from scalemodel.cost.network import Network, Tier
 from scalemodel.cost.placement import Placement
 from scalemodel.errors import InputError
@@ -248,16 +248,6 @@ def ll_max_busbw(pl: Placement, host: str | None = None) -> np.ndarray:
         return np.full(np.shape(nodes), np.inf)
     n2, n4 = NCCL_LL_MAX_BW_MULTI_NODE[ll_cap_row(pl.network.host_cpu if host is None else host)]
     return np.where(nodes > 2.5, n4, np.where(nodes > 1.5, n2, NCCL_LL_MAX_BW_ONE_NODE[gen]))
-
-
-def _busbw_factor(op: str, p: np.ndarray) -> np.ndarray:
-    """nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md; NCCL's nBytes / busBw time): 2(p-1)/p all-reduce,
-    (p-1)/p reduce-scatter and all-gather, 1 otherwise."""
-    if op == "allreduce":
-        return 2.0 * (p - 1.0) / np.maximum(p, 1.0)
-    if op in ("reducescatter", "allgather"):
-        return (p - 1.0) / np.maximum(p, 1.0)
-    return np.ones_like(p)
 
 
 def protocols_for(network: Network) -> tuple[str, ...]:
@@ -853,7 +843,7 @@ def algorithm_time(op: str, algorithm: str, S: np.ndarray, pl: Placement, *, gam
                 cap = ll_max_busbw(pl)
                 if np.any(np.isfinite(cap)):
                     lat0 = BASE_LATENCY[proto] + fn(op, 0.0 * S, pp, gamma)
-                    t = np.maximum(t, lat0 + S * _busbw_factor(op, pp.p) / cap)
+                    t = np.maximum(t, lat0 + S * busbw_factor(op, pp.p) / cap)
             if algorithm == "ring" and op == "allreduce" and proto == "simple":
                 lat = BASE_LATENCY[proto] + fn(op, 0.0 * S, pp, gamma)
                 plateau = multi_node & (S / (nc * pp.p) >= RING_PLATEAU_BYTES)
