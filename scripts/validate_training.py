@@ -120,14 +120,18 @@ Two case files (issue 5 and issue 13):
       micro-batch's gradients in a separate pass: ``deepspeed_pipeline`` on.
     - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
       wire, bf16/fp16 -> 2); unstated -> torchtitan's FSDP default fp32 for a torchtitan run with FSDP
-      (:data:`TORCHTITAN_REDUCE_BYTES`), else the precision's gradient element.
-    - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, mb2608, nemo2502, at ZeRO 0/1) -> megatron_ddp (its
-      default buckets); Megatron-Bridge (mb2511, mb2608) and NeMo 2.2 (nemo2502, its MegatronCommOverlapCallback)
-      ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`, :data:`BUCKET_128MI_SOURCES`); with fp8,
+      (:data:`TORCHTITAN_REDUCE_BYTES`), Primus' fp32 main_grad for tprimat26 (:data:`PRIMUS_MAIN_GRAD_BYTES`), else
+      the precision's gradient element.
+    - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, mb2608, nemo2502, tprimat26, at ZeRO 0/1) ->
+      megatron_ddp (its default buckets); Megatron-Bridge (mb2511, mb2608) and NeMo 2.2 (nemo2502, its
+      MegatronCommOverlapCallback) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`,
+      :data:`BUCKET_128MI_SOURCES`); with fp8,
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
       presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed). NeMo 2.2 sets no grad_sync_func
       -> align_grad_reduce false (:data:`NO_GRAD_SYNC_FUNC`; the others keep the default true, and every source
-      keeps align_param_gather true: docs/model.md#interleaved-dp-sync).
+      keeps align_param_gather true: docs/model.md#interleaved-dp-sync). Primus (tprimat26) runs Megatron-Core's DDP
+      too, with gradient-accumulation fusion off (:data:`NO_GRAD_ACCUMULATION_FUSION` -> grad_accumulation_fusion
+      false) and an fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511, mb2608 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
       (torchtitan's eager F.cross_entropy), titan25 at tp 1 -> inductor (the same loss under torch.compile with
@@ -801,12 +805,25 @@ NANOTRON_ATTENTION_KERNEL = "fa2"
 TORCHTITAN_REDUCE_BYTES = 4.0
 
 
+#: Bytes of Megatron-Core DDP's main_grad element in the Primus runs (tprimat26): Primus v0.7.0 (9c529cd4)
+#: primus/configs/modules/megatron/trainer_base.yaml sets grad_reduce_in_bf16 false, main_grads_dtype fp32 and
+#: accumulate_allreduce_grads_in_fp32 false, and its Megatron-LM (third_party/Megatron-LM at 847781764f)
+#: megatron/training/arguments.py L708-723 turns the last true for bf16 "when main_grads_dtype == torch.float32":
+#: the gradient buffer, its reduce-scatter and the backward hook's add are fp32.
+PRIMUS_MAIN_GRAD_BYTES = 4.0
+#: Sources whose gradient element is Primus' fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
+PRIMUS_MEGATRON = frozenset({"tprimat26"})
+
+
 def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
     """The case's bytes per gradient element on the wire: as stated (:func:`parse_grad_reduce`), else torchtitan's
-    FSDP default (:data:`TORCHTITAN_REDUCE_BYTES`), else None (the precision's gradient element)."""
+    FSDP default (:data:`TORCHTITAN_REDUCE_BYTES`), else Primus' fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`),
+    else None (the precision's gradient element)."""
     stated = parse_grad_reduce(case["parallelism"].get("grad_reduce"))
     if stated is None and families(case)["source"] in TORCHTITAN and zero in ("fsdp", "hsdp"):
         return TORCHTITAN_REDUCE_BYTES
+    if stated is None and families(case)["source"] in PRIMUS_MEGATRON and zero in ("0", "1"):
+        return PRIMUS_MAIN_GRAD_BYTES
     return stated
 
 
@@ -822,7 +839,16 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: Megatron-LM's MoE recipes (mcrec26, 9c5258f109 examples/moe_recipes): pretrain_gpt.py with Megatron-Core's DDP and no
 #: --ddp-bucket-size, so its default buckets (no Megatron-Bridge CommOverlapConfig: not in
 #: :data:`BUCKET_128MI_SOURCES`).
-MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502"})
+#: Primus' Megatron backend (tprimat26): Primus v0.7.0 (9c529cd4) primus/modules/trainer/megatron/trainer.py wraps the
+#: model in ``megatron.core.distributed.DistributedDataParallel`` (L23; use_torch_fsdp2 / use_custom_fsdp false in
+#: trainer_base.yaml) and zeroes its buffers with ``zero_grad_buffer`` each step (L1615).
+MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "tprimat26"})
+#: Megatron-Core DDP sources that run with gradient-accumulation fusion off (strategy grad_accumulation_fusion false,
+#: docs/model.md#grad-accum-fusion): tprimat26, whose launch scripts copy Primus'
+#: examples/megatron/configs/MI300X/{llama3.1_8B,qwen2.5_7B}-BF16-pretrain.yaml, each of which sets
+#: ``gradient_accumulation_fusion: false`` in its pre_trainer overrides (AMD-AGI/Primus v0.7.0 9c529cd4, L48 / L49;
+#: the module default, primus/configs/models/megatron/language_model.yaml L180, is true).
+NO_GRAD_ACCUMULATION_FUSION = frozenset({"tprimat26"})
 #: Megatron-Bridge's CommOverlapConfig sets the distributed optimizer's bucket to 128 x 1024 x 1024 elements when
 #: dp > 1 (NVIDIA-NeMo/Megatron-Bridge@97ad8cc6f src/megatron/bridge/training/comm_overlap.py
 #: _get_optimizer_overlap_cfgs, applied to the DDP config by setup(); every mb2511 recipe passes a CommOverlapConfig).
@@ -1039,6 +1065,8 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     out["megatron_ddp"] = True
     if src in NO_GRAD_SYNC_FUNC:
         out["align_grad_reduce"] = False
+    if src in NO_GRAD_ACCUMULATION_FUSION:
+        out["grad_accumulation_fusion"] = False
     if src in BUCKET_128MI_SOURCES and zero == "1" and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG:
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes
     if (src in FP8_PARAM_GATHER or case["id"] in RECIPE_FP8_PARAM_GATHER) and zero == "1" and precision == "fp8":

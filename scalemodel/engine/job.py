@@ -711,6 +711,7 @@ class StrategyGrid:
     moe_permute_fusion: np.ndarray  # bool: the MoE token permutations run TE's fused kernels (False: unfused)
     megatron_ddp: np.ndarray  # bool: Megatron-Core DDP's gradient buckets (max(4e7, 1e6 dp cp) elements)
     align_grad_reduce: np.ndarray  # bool: interleaved Megatron-Core DDP syncs a chunk after its last backward
+    grad_accumulation_fusion: np.ndarray  # bool: Megatron wgrad GEMMs accumulate into main_grad (False: a DDP add)
     align_param_gather: np.ndarray  # bool: interleaved Megatron-Core DDP gathers chunk j+1 at chunk j's 1st forward
     fp8_param_gather: np.ndarray  # bool: ZeRO-1/2 gathers and holds the linear weights in FP8 (Megatron)
     loss_impl: np.ndarray  # choices.LossImpl codes: the cross-entropy's implementation (its passes over the logits)
@@ -802,6 +803,7 @@ class StrategyGrid:
             "moe_permute_fusion": bool(self.moe_permute_fusion[i]),
             "megatron_ddp": bool(self.megatron_ddp[i]),
             "align_grad_reduce": bool(self.align_grad_reduce[i]),
+            "grad_accumulation_fusion": bool(self.grad_accumulation_fusion[i]),
             "align_param_gather": bool(self.align_param_gather[i]),
             "fp8_param_gather": bool(self.fp8_param_gather[i]),
             "loss_impl": LossImpl.of(self.loss_impl[i]).label,
@@ -832,7 +834,7 @@ GRID_DEFAULTS: dict[str, Any] = dict(
     deepspeed_pipeline=False, nanotron_trainer=False, fsdp_reshard_after_forward=True, fsdp_fp8_all_gather=False,
     fsdp_flat_param=False,
     fsdp_per_param=False, attention_unpad=False, moe_fp8_padding=False, moe_permute_fusion=True,
-    megatron_ddp=False, align_grad_reduce=True,
+    megatron_ddp=False, align_grad_reduce=True, grad_accumulation_fusion=True,
     align_param_gather=True, fp8_param_gather=False,
     loss_impl=LossImpl.MEGATRON, layer_impl=LayerImpl.MEGATRON_TE, cp_comm_type=CpCommType.P2P, cp_a2a_size=1,
     pp_scatter_gather=False,
@@ -1121,6 +1123,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         moe_permute_fusion=getattr(strategy, "moe_permute_fusion", True),
         megatron_ddp=getattr(strategy, "megatron_ddp", False),
         align_grad_reduce=getattr(strategy, "align_grad_reduce", True),
+        grad_accumulation_fusion=getattr(strategy, "grad_accumulation_fusion", True),
         align_param_gather=getattr(strategy, "align_param_gather", True),
         fp8_param_gather=getattr(strategy, "fp8_param_gather", False),
         loss_impl=LossImpl.parse(getattr(strategy, "loss_impl", "megatron"), "strategy.loss_impl"),
@@ -1490,6 +1493,18 @@ def warn_unfused_attention(job: Job, flash_attention: bool) -> None:
                               "not a fused kernel)")
 
 
+def _warn_unpriced_accumulation_fusion(strategy: Any, zero: Zero) -> None:
+    """A warning for grad_accumulation_fusion false where it prices nothing: the extra add into main_grad is
+    Megatron-Core DDP's backward hook (step.grad_accumulation_time: megatron_ddp at ZeRO 0/1)."""
+    if getattr(strategy, "grad_accumulation_fusion", True):
+        return
+    why = [w for w, bad in (("megatron_ddp is off", not getattr(strategy, "megatron_ddp", False)),
+                            (f"zero is {getattr(strategy, 'zero', '0')}", zero > Zero.OPTIMIZER)) if bad]
+    if why:
+        _warn_field("strategy.grad_accumulation_fusion", " = false is not priced: it adds each weight gradient into "
+                    f"Megatron-Core DDP's main_grad buffer, and {', '.join(why)}")
+
+
 def _warn_unpriced_alignment(strategy: Any, zero: Zero) -> None:
     """A warning for align_grad_reduce / align_param_gather false where they price nothing: they act only on the
     interleaved schedule's per-chunk sync under Megatron-Core's DDP with overlap (step.interleaved_dp_sync:
@@ -1717,6 +1732,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                     f"{strategy.zero}{'' if getattr(strategy, 'overlap', True) else ', overlap off'} (Megatron-LM "
                     "asserts --use-distributed-optimizer for --overlap-param-gather)")
     _warn_unpriced_alignment(strategy, zero)
+    _warn_unpriced_accumulation_fusion(strategy, zero)
     if getattr(strategy, "tp_comm_overlap", False) and not (
             int(getattr(strategy, "tp", 1)) > 1 and getattr(strategy, "sequence_parallel", False)):
         _warn_field("strategy.tp_comm_overlap",

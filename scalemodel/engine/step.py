@@ -1522,10 +1522,23 @@ BF16_OPTIMIZER_ACCUMULATE_BYTES = 2.0 + 4.0 + 4.0 + 4.0 + 4.0
 NANOTRON_ACCUMULATE_BYTES = 2.0 + 4.0 + 4.0
 
 
+#: Bytes per parameter per micro-batch of Megatron-Core DDP's backward hook adding a linear layer's 16-bit weight
+#: gradient into the main_grad buffer when gradient-accumulation fusion is off:
+#: ``param.main_grad.add_(param.grad.data)``, a mixed-dtype in-place add (read the e-byte gradient and the g-byte
+#: buffer, write the buffer), with g the main_grad element (NVIDIA/Megatron-LM@847781764f
+#: megatron/core/distributed/distributed_data_parallel.py ``_make_backward_post_hook`` L441-466; the same hook,
+#: ``_make_param_hook``, at core_v0.8.0 baf94af3c6).
+def megatron_unfused_accumulate_bytes(elem_bytes: Any, grad_bytes: Any) -> Any:
+    """e + 2 g bytes per parameter (read the gradient and main_grad, write main_grad): 2 + 2 x 4 = 10 at bf16 /
+    fp32."""
+    return elem_bytes + 2.0 * grad_bytes
+
+
 def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
     """Seconds per micro-batch of adding the micro-batch's weight gradients into the step's gradient buffer
-    outside the weight-gradient GEMMs (0 unless ``deepspeed_pipeline`` or ``nanotron_trainer``; Megatron-LM's
-    gradient-accumulation fusion writes the GEMM's output into the fp32 main_grad buffer directly, no extra pass).
+    outside the weight-gradient GEMMs (0 unless ``deepspeed_pipeline``, ``nanotron_trainer`` or Megatron-Core's DDP
+    with ``grad_accumulation_fusion`` off; Megatron-LM's gradient-accumulation fusion writes the GEMM's output into
+    the fp32 main_grad buffer directly, no extra pass).
 
         P_gpu = (dense + expert parameters) / (tp pp)    (the stages' mean; :func:`_params_per_gpu`)
         bytes = 18                     fp32 buffer (grad_bytes 4 with 16-bit compute), DeepSpeed: BF16_Optimizer,
@@ -1534,6 +1547,9 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
               = 3 g (m - 1) / m        otherwise: autograd's AccumulateGrad adds the new gradient into
                                        param.grad in place (read both, write one, g bytes each) for every
                                        micro-batch after the first
+        bytes = e + 2 g                Megatron-Core DDP, fusion off (:func:`megatron_unfused_accumulate_bytes`),
+                                       every micro-batch, over P_gpu less the word embedding's shard V h / tp
+                                       where :func:`embedding_grad_time` already prices its add (pp 1)
         t     = P_gpu bytes / (HBM bandwidth x memory efficiency)
 
     DeepSpeed's PipelineEngine calls torch.autograd.backward per micro-batch and, with bf16, then
@@ -1542,8 +1558,17 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
     ``grad_accumulator.backward(loss)`` per micro-batch, which runs ``loss.backward()`` and then adds every
     parameter's gradient into its fp32 buffer and sets the 16-bit ``grad`` to None (so autograd never accumulates)
     (nanotron@c2528430 parallel/pipeline_parallel/engine.py ``PipelineEngine.backward``, optim/gradient_accumulator.py
-    ``FP32GradientAccumulator.backward``). Part of the backward pass, so the bubble scales with it."""
-    on = g.deepspeed_pipeline | g.nanotron_trainer
+    ``FP32GradientAccumulator.backward``). Megatron-Core with ``gradient_accumulation_fusion`` False builds its
+    Transformer Engine linears with ``fuse_wgrad_accumulation=False`` (NVIDIA/Megatron-LM@847781764f
+    megatron/core/extensions/transformer_engine.py L395, L566) and its output layer's
+    ``LinearWithGradAccumulationAndAsyncCommunication`` computes ``grad_output.t().matmul(total_input)`` instead of the
+    fused kernel (tensor_parallel/layers.py), so each weight's gradient arrives as a new 16-bit ``param.grad`` that
+    the DDP's per-parameter hook adds into ``main_grad`` and frees, every micro-batch
+    (distributed_data_parallel.py ``_make_backward_post_hook``). The 16-bit GEMM output (e) against the fused
+    GEMM's read-modify-write of main_grad (2 g) is epilogue traffic under a compute-bound GEMM, priced in neither
+    case. Part of the backward pass, so the bubble scales with it. docs/model.md#grad-accum-fusion"""
+    megatron = megatron_ddp_on(g) & ~np.asarray(g.grad_accumulation_fusion, dtype=bool)
+    on = g.deepspeed_pipeline | g.nanotron_trainer | megatron
     if not np.any(on):
         return np.zeros(1)
     dense, expert = _params_per_gpu(job, g)
@@ -1552,6 +1577,13 @@ def grad_accumulation_time(job: Job, g: StrategyGrid) -> np.ndarray:
     fp32_pass = np.where(g.deepspeed_pipeline, BF16_OPTIMIZER_ACCUMULATE_BYTES, NANOTRON_ACCUMULATE_BYTES)
     per_param = np.where(fp32_buffer, fp32_pass, 3.0 * job.grad_bytes * (m - 1.0) / m)
     t = _hbm_seconds(job, (dense + expert) * per_param)
+    if np.any(megatron):
+        embedding = (job.shape.vocab * job.shape.hidden / g.tp if job.is_transformer else 0.0) * (g.pp <= 1)
+        # a 16-bit (or FP8-module) run's weight gradient is the 16-bit parameter's dtype: e is at least 2 bytes
+        grad_elem = np.maximum(job.elem_bytes, 2.0)
+        t_meg = _hbm_seconds(job, (dense + expert - embedding)
+                             * megatron_unfused_accumulate_bytes(grad_elem, job.grad_bytes))
+        t = np.where(megatron, t_meg, t)
     return np.asarray(np.where(on, t, 0.0))
 
 

@@ -347,6 +347,10 @@ _MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
                "--disable-align-grad-reduce": ("strategy", "align_grad_reduce", False),
                "--no-delay-grad-reduce": ("strategy", "align_grad_reduce", False),
                "--no-align-param-gather": ("strategy", "align_param_gather", False),
+               # store_false, dest gradient_accumulation_fusion (arguments.py at 847781764f, L2183-2187):
+               # Megatron-Core DDP's hook adds each 16-bit weight gradient into main_grad
+               # (docs/model.md#grad-accum-fusion)
+               "--no-gradient-accumulation-fusion": ("strategy", "grad_accumulation_fusion", False),
                "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
                "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
                # megatron/training/arguments.py at core_v0.15.0 (0d7e02bd26) line 3060: store_true, "Enable

@@ -428,6 +428,13 @@ class StrategySpec(Spec, kw_only=True):
         "--no-align-grad-reduce turns it off; Megatron-Bridge DistributedInitConfig.align_grad_reduce); false: "
         "the sync is enabled before each chunk's last backward, so the first chunk's buckets run under it "
         "(NeMo 2.2, whose DDP config has no such field); docs/model.md#interleaved-dp-sync"))] = True
+    grad_accumulation_fusion: Annotated[bool, Meta(description=(
+        "megatron_ddp: each linear layer's weight-gradient GEMM accumulates into the fp32 main_grad buffer "
+        "itself "
+        "(Megatron-LM's default; --no-gradient-accumulation-fusion, Primus' gradient_accumulation_fusion false, "
+        "turns it off); false: the GEMM returns a 16-bit gradient and Megatron-Core DDP's backward hook adds it "
+        "into main_grad, one extra pass over every parameter per micro-batch "
+        "(docs/model.md#grad-accum-fusion)"))] = True
     align_param_gather: Annotated[bool, Meta(description=(
         "megatron_ddp with the interleaved schedule and overlap_param_gather: the schedule gathers the first two "
         "model chunks' parameters when it starts and chunk j + 1's at chunk j's first forward, pp chunk-forwards "
