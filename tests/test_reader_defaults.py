@@ -174,3 +174,30 @@ def test_origin_text_alone_is_not_a_default() -> None:
     assert not o.is_default("moe_allgather_dispatcher")
     o = Origin("strategy.", "--gpus", (("moe_allgather_dispatcher", "x"),), frozenset({"moe_allgather_dispatcher"}))
     assert o.is_default("moe_allgather_dispatcher")
+
+
+# --- review19a: the fp8 padding a Megatron-LM reader fills is not warned about -------------------------------------
+
+_MEG_FP8_MOE = ("torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "
+                "--micro-batch-size 1 --global-batch-size 64 --num-experts 8 --expert-model-parallel-size 8 --bf16 "
+                "--fp8-format hybrid --moe-grouped-gemm\n")
+
+
+def test_reader_default_fp8_padding_under_bf16_is_not_warned_about(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """An fp8 MoE launch (--fp8-format, --num-experts, --moe-grouped-gemm: Megatron-Core's TEGroupedMLP pads the fp8
+    tokens, moe_router_padding_for_quantization False at d98e8a64dd transformer_config.py L771) run with --precision
+    bf16: the reader filled moe_fp8_padding True as Megatron's default; without fp8 Megatron pads nothing and the
+    launch never wrote the field, so 'strategy.moe_fp8_padding is not priced' named a field the user did not set.
+    The same field set by the user (--set) is still warned about."""
+    script = tmp_path / "run.sh"
+    script.write_text(_MEG_FP8_MOE)
+    base = ("predict", "-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "8", "--strategy", str(script))
+    notices.clear()
+    r = cli(*base, "--precision", "bf16")
+    assert r.code == 0, r.err
+    assert "moe_fp8_padding" not in r.err, r.err
+    notices.clear()
+    r = cli("predict", "-m", "mixtral-8x7b", "-c", "dgx-h100", "-n", "8", "--ep", "8", "--precision", "bf16",
+            "--set", "strategy.moe_fp8_padding=true")
+    assert r.code == 0, r.err
+    assert "strategy.moe_fp8_padding is not priced" in r.err, r.err

@@ -833,8 +833,11 @@ def _mtp_module_tensors(sh: Shape) -> list[ParamTensor]:
 def layer_kinds(sh: Shape) -> str:
     """Each decoder layer's MLP kind in order, "d" dense or "e" MoE, of a model that is not a hybrid pattern: the MoE
     layers at 1-based positions F + j e (j = 1 .. n; F ``moe_first_dense``, e ``moe_every``, n :attr:`Shape.moe_layers`;
-    DeepSeek-V3 F 3, e 1: layers 0-2 dense, 3-60 MoE, as its first_k_dense_replace = 3 builds them). "" for a hybrid
-    pattern (its own string) or a model without MoE layers."""
+    DeepSeek-V3 F 3, e 1: layers 0-2 dense, 3-60 MoE, as its first_k_dense_replace = 3 builds them). At e > 1 this is
+    Hugging Face's Qwen2-MoE decoder_sparse_step / Llama 4 interleave_moe_layer_step placement (0-based e-1, 2e-1, ...),
+    not Megatron-Core's integer moe_layer_freq (``i % moe_layer_freq == 0``: 0, e, 2e, ...; gpt_layer_specs.py
+    L647-650 at NVIDIA/Megatron-LM@d98e8a64dd). "" for a hybrid pattern (its own string) or a model without MoE
+    layers."""
     if sh.hybrid is not None or float(sh.moe_layers) <= 0:
         return ""
     L, F, e, n = (int(float(x)) for x in (sh.layers, sh.moe_first_dense, sh.moe_every, sh.moe_layers))

@@ -1551,10 +1551,11 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     what they act on; hybrid.mtp_pattern without MTP layers; cp_comm_type other than p2p at cp 1 and cp_a2a_size
     without a2a+p2p; dispatch_overhead > 0 under static assignment; align_grad_reduce / align_param_gather false
     outside the interleaved per-chunk sync (:func:`_warn_unpriced_alignment`). ``origin``: where the fields were
-    written; moe_allgather_dispatcher and moe_permute_fusion that a Megatron-LM file's reader set as Megatron's
-    defaults (--num-experts without --moe-token-dispatcher-type; --moe-* flags without --moe-permute-fusion; marked
-    as defaults, errors.Origin.is_default) are not warned about: the file chose neither, and at etp x ep 1 Megatron's
-    own dispatcher does nothing either."""
+    written; moe_allgather_dispatcher, moe_permute_fusion and moe_fp8_padding that a Megatron-LM file's reader set
+    as Megatron's defaults (--num-experts without --moe-token-dispatcher-type; --moe-* flags without
+    --moe-permute-fusion; --fp8-format with --num-experts and --moe-grouped-gemm; marked as defaults,
+    errors.Origin.is_default) are not warned about: the file chose none of them, and at etp x ep 1 Megatron's own
+    dispatcher does nothing either, nor its expert padding without fp8 or experts."""
     moe = job.is_transformer and int(job.shape.moe_experts) > 0
     chosen = not (origin is not None and origin.is_default("moe_allgather_dispatcher"))
     mla = job.is_transformer and int(job.shape.kv_lora_rank) > 0
@@ -1694,7 +1695,12 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     if job.router_bytes and not moe:  # round 17: dropped without a word (the router's dtype needs a router)
         _warn_field("training.moe_router_dtype",
                     f" = {'fp64' if job.router_bytes == 8 else 'fp32'} is not priced: the model has no MoE layers")
-    if getattr(strategy, "moe_fp8_padding", False) and not (moe and job.fp8_recipe):
+    # a reader's default (Megatron-LM's experts pad fp8 tokens where --fp8-format, --num-experts and
+    # --moe-grouped-gemm meet: frameworks._moe_fp8_padding) is not the user's choice: a --precision bf16 or a dense
+    # --model over that launch was told about a field it never wrote, as moe_permute_fusion was (review19a)
+    padding = getattr(strategy, "moe_fp8_padding", False) and not (
+        origin is not None and origin.is_default("moe_fp8_padding"))
+    if padding and not (moe and job.fp8_recipe):
         _warn_field("strategy.moe_fp8_padding",
                     " is not priced: it needs MoE layers and precision fp8 (the experts "
                     "pad their tokens for the FP8 grouped GEMM only)")
