@@ -48,3 +48,27 @@ def test_a_partial_override_is_said_in_the_fields_citation() -> None:
     assert acc.sources["memory_bandwidth"] == base.sources["memory_bandwidth"]
     cluster = load_cluster("dgx-h100", ["accelerator.memory_bandwidth=1e12"])
     assert cluster.accelerator.sources["memory_bandwidth"] == "set in --set accelerator.memory_bandwidth"
+
+
+def test_zero_3_over_a_megatron_ddp_launch_names_the_option(tmp_path: Path) -> None:
+    """--zero 3 over a Megatron-LM launch (Megatron-Core DDP: no --use-torch-fsdp2 / --use-megatron-fsdp) was refused
+    as "strategy.megatron_ddp: true needs ... zero 0 or 1", a field the reader filled, not one the user wrote
+    (review19a). It now names --zero (or the --set item) and says what the launch runs; --zero 1 still runs."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --micro-batch-size 1 "
+                      "--global-batch-size 512 --bf16\n")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "scalemodel", "predict", "-m", "llama2-7b", "-n", "64",
+                               "--strategy", str(script), *args], capture_output=True, text=True, timeout=120)
+
+    for args, where in ((("--zero", "3"), "--zero"), (("--set", "strategy.zero=fsdp"), "--set strategy.zero")):
+        r = run(*args)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith(f"error: {where}: ZeRO "), r.stderr
+        assert "Megatron-Core's DDP" in r.stderr and "megatron_ddp: true needs" not in r.stderr
+    assert run("--zero", "1").returncode == 0
+    assert run("--zero", "3", "--set", "strategy.megatron_ddp=false").returncode == 0

@@ -220,6 +220,7 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     tr_raw = apply_overrides(tr_given, routed["training"])
     st_raw = apply_overrides(st_given, routed["strategy"])
     tr = validate_written(TrainingSpec, "training", tr_raw, tr_opts, tr_file, sets)
+    check_launch_zero(strategy_file, st_raw, strategy, sets)
     st = validate_written(StrategySpec, "strategy", st_raw, strategy, strategy_file, sets)
     check_file_trainer(strategy_file, st, strategy, sets)
     check_seq_len(wl, tr)
@@ -343,6 +344,30 @@ def check_file_trainer(sf: StrategyFile | None, st: Any, given: dict[str, Any], 
                              f"{name} names", where=where,
                              allowed=f"false with a {kind}; or describe the run with that framework's own file or a "
                                      "scalemodel strategy YAML")
+
+
+def check_launch_zero(sf: StrategyFile | None, st_raw: dict[str, Any], given: dict[str, Any],
+                      sets: list[str] | None) -> None:
+    """Refuse a ZeRO stage above 1 given over a Megatron-LM launch that runs Megatron-Core's DDP, naming the option
+    (review19a): ``--strategy run.sh --zero 3`` was refused as "strategy.megatron_ddp: true needs ... zero 0 or 1",
+    a field the user never wrote (the reader fills it from the launch, which names neither --use-torch-fsdp2 nor
+    --use-megatron-fsdp)."""
+    if sf is None or sf.format != "megatron" or st_raw.get("megatron_ddp") is not True:
+        return
+    if "megatron_ddp" in set_keys(sets, "strategy") or "zero" not in st_raw:
+        return
+    where = written_at("strategy", "zero", given, sf, sets)
+    try:
+        zero = Zero.parse(st_raw["zero"], where or "strategy.zero")
+    except InputError:
+        return  # a bad value: the spec's own check says what is allowed
+    if where is None or where.startswith("--strategy") or zero <= Zero.OPTIMIZER:
+        return
+    raise InputError(f"ZeRO {st_raw['zero']} over the Megatron-LM launch {sf.path}: it runs Megatron-Core's DDP (it "
+                     "names neither --use-torch-fsdp2 nor --use-megatron-fsdp), whose distributed optimizer shards "
+                     "the optimizer states only", where=where,
+                     allowed="zero 0 or 1 with this launch; for sharded parameters, --use-megatron-fsdp (or "
+                             "--use-torch-fsdp2) in the launch with --zero fsdp, or --set strategy.megatron_ddp=false")
 
 
 def check_file_dp(sf: StrategyFile, st: Any, gpus: int) -> None:
