@@ -1684,35 +1684,52 @@ def nanotron_grad_buffer_time(job: Job, g: StrategyGrid, layers: Any = None, ran
 CUDA_LAUNCH_QUEUE_DEPTH = 1024.0
 
 
+#: Bytes per parameter (x the parameter element) of the device copies around nanotron's ZeRO-1 gather that run in
+#: series with it: ``all_gather_coalesced`` flattens each rank's list of output slices (``_flatten_dense_tensors``, a
+#: cat: read 1, write 1 over the whole parameter) before the collective, and ProcessGroupNCCL's list ``allgather``
+#: copies its flat output into the list's tensors on the NCCL stream after it (read 1, write 1: the post hook's
+#: ``outputTensors_[j].copy_(outputFlattened[j], true)``, torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp as read at
+#: pytorch/pytorch@cf1380dfb6; the rows' torch 2.1 is taken to run the same list path); the input's flatten, 2 / dp
+#: more, is added where priced (:func:`nanotron_gather_loop_time`).
+NANOTRON_GATHER_SERIAL_COPIES = 2.0 + 2.0
+#: Bytes per parameter (x the element) of ``update_output``'s copies back into the parameters: read 1, write 1.
+NANOTRON_GATHER_LOOP_COPIES = 2.0
+
+
 def nanotron_gather_loop_time(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = None) -> np.ndarray:
-    """Host seconds per step, after the ZeRO-1 parameter all-gather, of nanotron's Python copy loop around it
-    (``nanotron_trainer`` at zero 1 with dp > 1, any gradient element; 0 otherwise):
+    """Seconds per step around nanotron's ZeRO-1 parameter all-gather: the device copies in series with it and the
+    host tail of its Python copy loop after it (``nanotron_trainer`` at zero 1 with dp > 1, any gradient element;
+    0 otherwise):
 
         N = dp x n_t                 eager ``copy_`` calls, n_t the rank's parameter tensors (:func:`param_tensors`)
-        t = max(N - Q, 0) x c_op     Q = CUDA_LAUNCH_QUEUE_DEPTH, c_op = host_floor.CALL_COST_US["op"] low, 8.3 us
+        t = (4 + 2 / dp) P_d e / B + max((N - Q) x c_op, 2 P_d e / B)
+                                     Q = CUDA_LAUNCH_QUEUE_DEPTH, c_op = host_floor.CALL_COST_US["op"] low, 8.3 us
+
+    ``P_d`` the rank's parameters, ``e`` the parameter element, ``B`` the HBM bandwidth x memory efficiency.
 
     Source, huggingface/nanotron@c2528430 (the same at 67c5ebb6): ``ZeroDistributedOptimizer.step`` ends with
     ``_all_gather_params`` (src/nanotron/optim/zero.py lines 94-120, 217-251), which passes, for every parameter and
     every dp rank, a slice of the parameter as an output to ``dist.all_gather_coalesced`` (src/nanotron/distributed.py
-    lines 153-220); that flattens each rank's list, issues one synchronous ``dist.all_gather`` (its ``work.wait()``
-    makes the current stream wait on the NCCL stream, not the host) and then, in ``update_output``, copies every
-    gathered piece back with ``original_buffer.copy_(gathered_buffer)`` in a Python loop over ranks and parameters:
-    dp x n_t eager ops, each one kernel (a D2D copy) on the current stream, queued behind the all-gather. The host
-    cannot queue more than Q of them before the all-gather completes: the (Q+1)th launch blocks until the device
-    retires a command, and none of these can run before the gather ends. From then on each copy is a small transfer
-    (2 x P_d eb / N bytes on average: 160 kB for 3.57B at dp 128) that the device finishes in a few microseconds,
-    faster than the host issues the next, so the remaining N - Q copies take at least their host time after the
-    gather, whatever the host's lead before it. Nothing in the step synchronises the host before the closing
+    lines 153-220). That flattens the input shards and each rank's list of output slices (``_flatten_dense_tensors``,
+    one cat each, on the current stream, before the collective: (2 / dp + 2) P_d e bytes), issues one synchronous
+    ``dist.all_gather`` of the flat buffers, which ProcessGroupNCCL runs as one ncclAllGather into a flat output and
+    copies into the list's tensors on the NCCL stream after it (2 P_d e; its ``work.wait()`` makes the current stream
+    wait on the NCCL stream, not the host), and then, in ``update_output``, copies every gathered piece back with
+    ``original_buffer.copy_(gathered_buffer)`` in a Python loop over ranks and parameters: dp x n_t eager ops, each
+    one D2D copy on the current stream, queued behind the gather (2 P_d e in all). The host cannot queue more than Q
+    of them before the all-gather completes: the (Q+1)th launch blocks until the device retires a command, and none
+    of these can run before the gather ends. From then on each copy is a small transfer (2 x P_d e / N bytes on
+    average: 160 kB for 3.57B at dp 128) that the device finishes in a few microseconds, faster than the host issues
+    the next, so the remaining N - Q copies take at least their host time after the gather, whatever the host's lead
+    before it, and all N at least their bytes' time. Nothing in the step synchronises the host before the closing
     ``dist.barrier()`` + ``torch.cuda.synchronize()`` (trainer.py ``train_step_logs``), so the loop ends the step.
 
     A lower bound: the host's per-call cost at the low end of the published range (PyTorch issue 161822's eager
-    matmul loop; an eager ``copy_`` runs the same dispatcher and one runtime call), the Python slicing of the
+    matmul loop; an eager ``copy_`` runs the same dispatcher and one runtime call), and the Python slicing of the
     same dp x n_t pieces before the gather (``_all_gather_params``' list comprehensions) and the per-rank
     ``_unflatten_dense_tensors`` views left out (their exposure depends on the host's lead, which the code does not
-    fix), and the device copies around the gather (flatten, ProcessGroupNCCL's copy-out of the list all-gather, the
-    copies themselves: about 6 P_d eb bytes, under 4 ms on an H100 for every validated row) not priced. With
-    ``layers`` and ``rank``: that pipeline rank's tensors; else the stage's mean share with every tensor outside the
-    layers. docs/model.md#nanotron"""
+    fix). With ``layers`` and ``rank``: that pipeline rank's tensors and parameters; else the stage's mean share with
+    every tensor outside the layers. docs/model.md#nanotron-gather-loop"""
     on = nanotron_zero1(g) & (g.dp > 1)
     if not np.any(on) or not job.is_transformer:
         return np.zeros(1)
@@ -1720,10 +1737,14 @@ def nanotron_gather_loop_time(job: Job, g: StrategyGrid, layers: Any = None, ran
     comp: dict[str, np.ndarray] = {"layers_per_stage": np.asarray(stage, dtype=float) + np.zeros(np.shape(g.dp))}
     if rank is not None:
         comp["pipeline_rank"] = np.asarray(rank, dtype=float)
-    dense, expert = param_tensors(job, g, comp)
-    n_t = sum((c for c, _ in (dense or []) + (expert or [])), np.zeros(1))
+    dense_t, expert_t = param_tensors(job, g, comp)
+    n_t = sum((c for c, _ in (dense_t or []) + (expert_t or [])), np.zeros(1))
     calls = g.dp * n_t
-    t = np.maximum(calls - CUDA_LAUNCH_QUEUE_DEPTH, 0.0) * CALL_COST_US["op"][0] * 1e-6
+    host = np.maximum(calls - CUDA_LAUNCH_QUEUE_DEPTH, 0.0) * CALL_COST_US["op"][0] * 1e-6
+    dense, expert = _stage_params_per_gpu(job, g, layers, rank)
+    p_e = (dense + expert) * float(job.elem_bytes)
+    serial = _hbm_seconds(job, p_e * (NANOTRON_GATHER_SERIAL_COPIES + 2.0 / np.maximum(g.dp, 1.0)))
+    t = serial + np.maximum(host, _hbm_seconds(job, p_e * NANOTRON_GATHER_LOOP_COPIES))
     return np.asarray(np.where(on, t, 0.0))
 
 
@@ -3283,8 +3304,8 @@ def nanotron_zero1_sync(job: Job, g: StrategyGrid) -> np.ndarray:
     every parameter's element count divides by dp (optim/zero.py ``_partition_parameters``, lines 150-193: a Llama's
     tensors are multiples of the hidden size, which 128 divides in every shape priced here), and PyTorch's
     ProcessGroupNCCL runs equal-sized list all-gathers as one ncclAllGather (unequal ones as one broadcast per rank,
-    not priced). The device copies around both calls (flatten, unflatten) are not priced; the host time of the
-    gather's per-(rank, parameter) copy loop after it is (:func:`nanotron_gather_loop_time`, in the optimizer step)."""
+    not priced). The gather's copies (flatten, copy-out, the per-(rank, parameter) copy loop and its host tail) are
+    priced in the optimizer step (:func:`nanotron_gather_loop_time`)."""
     fp32 = bool(job.grad_bytes > job.elem_bytes)
     return np.asarray(nanotron_zero1(g) & fp32)
 
