@@ -89,6 +89,7 @@ from scalemodel.cost.placement import (
     place,
     rank_strides,
 )
+from scalemodel.engine.host_floor import CALL_COST_US
 from scalemodel.engine.job import (
     DDP_BUCKET_BYTES,
     DEEPSPEED_BUCKET_ELEMENTS,
@@ -1705,6 +1706,80 @@ def nanotron_grad_buffer_time(job: Job, g: StrategyGrid, layers: Any = None, ran
     return np.asarray(np.where(g.nanotron_trainer, t, 0.0))
 
 
+#: Commands a CUDA stream queues before the host's next launch on it blocks until the device retires one: "about
+#: 1000" kernels, measured (a host loop of 10,000 launches of a 190 us kernel took 4-5 us a launch for the first
+#: ~1000, then ~190 us, the kernel's own time: forums.developer.nvidia.com thread 68937 and stackoverflow.com question
+#: 53970187, 2018, "the buffer size is about 1000 kernels", per stream), 1024 per stream (Oneflow-Inc/oneflow pull
+#: request 890, 2018: over 1024 kernels in a stream its calls turn blocking). Both predate Hopper and CUDA 12; no later
+#: figure was found (hardware/measurements/host_overhead.yaml ``launch_queue``). An upper bound on how far the host
+#: can run ahead of one stream, used as such: a larger queue would hide more of a host loop, a smaller one less.
+CUDA_LAUNCH_QUEUE_DEPTH = 1024.0
+
+
+#: Bytes per parameter (x the parameter element) of the device copies around nanotron's ZeRO-1 gather that run in
+#: series with it: ``all_gather_coalesced`` flattens each rank's list of output slices (``_flatten_dense_tensors``, a
+#: cat: read 1, write 1 over the whole parameter) before the collective, and ProcessGroupNCCL's list ``allgather``
+#: copies its flat output into the list's tensors on the NCCL stream after it (read 1, write 1: the post hook's
+#: ``outputTensors_[j].copy_(outputFlattened[j], true)``, torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp as read at
+#: pytorch/pytorch@cf1380dfb6; the rows' torch 2.1 is taken to run the same list path); the input's flatten, 2 / dp
+#: more, is added where priced (:func:`nanotron_gather_loop_time`).
+NANOTRON_GATHER_SERIAL_COPIES = 2.0 + 2.0
+#: Bytes per parameter (x the element) of ``update_output``'s copies back into the parameters: read 1, write 1.
+NANOTRON_GATHER_LOOP_COPIES = 2.0
+
+
+def nanotron_gather_loop_time(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = None) -> np.ndarray:
+    """Seconds per step around nanotron's ZeRO-1 parameter all-gather: the device copies in series with it and the
+    host tail of its Python copy loop after it (``nanotron_trainer`` at zero 1 with dp > 1, any gradient element;
+    0 otherwise):
+
+        N = dp x n_t                 eager ``copy_`` calls, n_t the rank's parameter tensors (:func:`param_tensors`)
+        t = (4 + 2 / dp) P_d e / B + max((N - Q) x c_op, 2 P_d e / B)
+                                     Q = CUDA_LAUNCH_QUEUE_DEPTH, c_op = host_floor.CALL_COST_US["op"] low, 8.3 us
+
+    ``P_d`` the rank's parameters, ``e`` the parameter element, ``B`` the HBM bandwidth x memory efficiency.
+
+    Source, huggingface/nanotron@c2528430 (the same at 67c5ebb6): ``ZeroDistributedOptimizer.step`` ends with
+    ``_all_gather_params`` (src/nanotron/optim/zero.py lines 94-120, 217-251), which passes, for every parameter and
+    every dp rank, a slice of the parameter as an output to ``dist.all_gather_coalesced`` (src/nanotron/distributed.py
+    lines 153-220). That flattens the input shards and each rank's list of output slices (``_flatten_dense_tensors``,
+    one cat each, on the current stream, before the collective: (2 / dp + 2) P_d e bytes), issues one synchronous
+    ``dist.all_gather`` of the flat buffers, which ProcessGroupNCCL runs as one ncclAllGather into a flat output and
+    copies into the list's tensors on the NCCL stream after it (2 P_d e; its ``work.wait()`` makes the current stream
+    wait on the NCCL stream, not the host), and then, in ``update_output``, copies every gathered piece back with
+    ``original_buffer.copy_(gathered_buffer)`` in a Python loop over ranks and parameters: dp x n_t eager ops, each
+    one D2D copy on the current stream, queued behind the gather (2 P_d e in all). The host cannot queue more than Q
+    of them before the all-gather completes: the (Q+1)th launch blocks until the device retires a command, and none
+    of these can run before the gather ends. From then on each copy is a small transfer (2 x P_d e / N bytes on
+    average: 160 kB for 3.57B at dp 128) that the device finishes in a few microseconds, faster than the host issues
+    the next, so the remaining N - Q copies take at least their host time after the gather, whatever the host's lead
+    before it, and all N at least their bytes' time. Nothing in the step synchronises the host before the closing
+    ``dist.barrier()`` + ``torch.cuda.synchronize()`` (trainer.py ``train_step_logs``), so the loop ends the step.
+
+    A lower bound: the host's per-call cost at the low end of the published range (PyTorch issue 161822's eager
+    matmul loop; an eager ``copy_`` runs the same dispatcher and one runtime call), and the Python slicing of the
+    same dp x n_t pieces before the gather (``_all_gather_params``' list comprehensions) and the per-rank
+    ``_unflatten_dense_tensors`` views left out (their exposure depends on the host's lead, which the code does not
+    fix). With ``layers`` and ``rank``: that pipeline rank's tensors and parameters; else the stage's mean share with
+    every tensor outside the layers. docs/model.md#nanotron-gather-loop"""
+    on = nanotron_zero1(g) & (g.dp > 1)
+    if not np.any(on) or not job.is_transformer:
+        return np.zeros(1)
+    stage = float(job.shape.layers) / g.pp if layers is None else np.asarray(layers, dtype=float)
+    comp: dict[str, np.ndarray] = {"layers_per_stage": np.asarray(stage, dtype=float) + np.zeros(np.shape(g.dp))}
+    if rank is not None:
+        comp["pipeline_rank"] = np.asarray(rank, dtype=float)
+    dense_t, expert_t = param_tensors(job, g, comp)
+    n_t = sum((c for c, _ in (dense_t or []) + (expert_t or [])), np.zeros(1))
+    calls = g.dp * n_t
+    host = np.maximum(calls - CUDA_LAUNCH_QUEUE_DEPTH, 0.0) * CALL_COST_US["op"][0] * 1e-6
+    dense, expert = _stage_params_per_gpu(job, g, layers, rank)
+    p_e = (dense + expert) * float(job.elem_bytes)
+    serial = _hbm_seconds(job, p_e * (NANOTRON_GATHER_SERIAL_COPIES + 2.0 / np.maximum(g.dp, 1.0)))
+    t = serial + np.maximum(host, _hbm_seconds(job, p_e * NANOTRON_GATHER_LOOP_COPIES))
+    return np.asarray(np.where(on, t, 0.0))
+
+
 def fsdp_flat_grad_time(job: Job, g: StrategyGrid) -> np.ndarray:
     """Seconds per micro-batch of PyTorch FSDP1's passes over each unit's unsharded gradient before its
     reduce-scatter (strategy ``fsdp_flat_param``, with zero 2, 3, fsdp or hsdp; 0 otherwise):
@@ -3261,7 +3336,8 @@ def nanotron_zero1_sync(job: Job, g: StrategyGrid) -> np.ndarray:
     every parameter's element count divides by dp (optim/zero.py ``_partition_parameters``, lines 150-193: a Llama's
     tensors are multiples of the hidden size, which 128 divides in every shape priced here), and PyTorch's
     ProcessGroupNCCL runs equal-sized list all-gathers as one ncclAllGather (unequal ones as one broadcast per rank,
-    not priced). The copies around both calls (flatten, unflatten) are not priced."""
+    not priced). The gather's copies (flatten, copy-out, the per-(rank, parameter) copy loop and its host tail) are
+    priced in the optimizer step (:func:`nanotron_gather_loop_time`)."""
     fp32 = bool(job.grad_bytes > job.elem_bytes)
     return np.asarray(nanotron_zero1(g) & fp32)
 
@@ -4016,7 +4092,8 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = 
     efficiency; with fp8_param_gather plus the FP8 parameters' quantization (:func:`fp8_param_quantize_time`); under
     Megatron-Core's DDP plus the zeroing of its whole gradient buffer (:func:`grad_buffer_reset_time`); under
     nanotron's trainer plus its clipping and reset of the whole fp32 gradient buffer
-    (:func:`nanotron_grad_buffer_time`). The share: the stages' mean (:func:`_params_per_gpu`), or with ``layers``
+    (:func:`nanotron_grad_buffer_time`) and, at its ZeRO-1, the host tail of its gather's Python copy loop
+    (:func:`nanotron_gather_loop_time`). The share: the stages' mean (:func:`_params_per_gpu`), or with ``layers``
     and ``rank`` pipeline rank ``rank`` of that many layers of ``job``, its own parameters with the embedding on rank
     0 and the head on the last (:func:`_rank_params_per_gpu`; a hybrid pattern's rank: of its :func:`_part_job`).
     :func:`evaluate` prices the rank holding the most parameters (:func:`_dp_rank`): the step waits for it."""
@@ -4025,7 +4102,8 @@ def _optimizer_time(job: Job, g: StrategyGrid, sync: str = "bsp", layers: Any = 
     sharded = np.where(g.zero >= Zero.OPTIMIZER, sharded_local, dense + expert)
     bytes_per_param = 2.0 * job.optimizer_bytes_per_param + job.grad_bytes + WEIGHT_COPY_BYTES
     return _hbm_seconds(job, sharded * bytes_per_param) + fp8_param_quantize_time(job, g, sync, layers, rank) \
-        + grad_buffer_reset_time(job, g, layers, rank) + nanotron_grad_buffer_time(job, g, layers, rank)
+        + grad_buffer_reset_time(job, g, layers, rank) + nanotron_grad_buffer_time(job, g, layers, rank) \
+        + nanotron_gather_loop_time(job, g, layers, rank)
 
 
 def _stage_params_per_gpu(job: Job, g: StrategyGrid, layers: Any = None, rank: Any = None
