@@ -19,8 +19,12 @@ from generated_file import write_or_check  # scripts/, beside this file
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "scalemodel" / "data" / "validation_residuals.json"
+#: validation variant -> the catalog family (AcceleratorSpec.family) a prediction's interval is matched on
+#: (engine.intervals.generation_of); a variant missing here kept its own lower-cased name, which no family matches
+#: (B300 / GB300 were "b300" / "gb300" until review19b: their 17 rows never entered a Blackwell band)
 GENERATION = {"A100": "ampere", "A100 40GB": "ampere", "H100": "hopper", "H100 96GB": "hopper", "H800": "hopper",
-              "H200": "hopper", "B200": "blackwell", "GB200": "blackwell", "V100": "volta", "P100": "pascal",
+              "H200": "hopper", "B200": "blackwell", "GB200": "blackwell", "B300": "blackwell", "GB300": "blackwell",
+              "V100": "volta", "P100": "pascal",
               "TPU v4": "tpu", "TPU v5p": "tpu", "MI300X": "cdna3", "MI325X": "cdna3",
               "MI355X": "cdna4", "MI250X": "cdna2"}
 

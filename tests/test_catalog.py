@@ -178,6 +178,8 @@ def test_accelerator_peaks_are_consistent(path: Path) -> None:
         # Vendors that quote dense only.
         ("v100-sxm2-32g", "fp16", 125 * TERA),
         ("tpu-v4", "bf16", 275 * TERA),
+        # Google's TPU v3 page: 123 TFLOPS bf16 per chip, 126 PFLOPS per 1024-chip pod (126e3 / 1024 = 123.0).
+        ("tpu-v3", "bf16", 126e3 / 1024 * TERA),
         ("gaudi3", "bf16", 1835 * TERA),
     ],
 )
@@ -190,7 +192,7 @@ def test_memory_values_are_driver_totals() -> None:
     """`memory` is the device total the driver reports (hardware/README.md, Memory capacity), each typed in from its
     log: [NVSMI] nvidia-smi "Total" in MiB, [ROCM-VRAM] rocm-smi "VRAM Total Memory (B)" / rocminfo HIP pool, KiB."""
     names = ("a100-sxm-40g", "a100-sxm-80g", "a100-pcie-80g", "h100-sxm", "h800", "h200-sxm", "mi250x", "mi300x",
-             "tpu-v4")
+             "tpu-v3", "tpu-v4")
     mem = {n: parse_quantity(_acc(n)["memory"], "bytes") for n in names}
     mib = 2**20
     assert mem["a100-sxm-40g"] == 40960 * mib == 40 * 2**30  # "A100-SXM4-40GB ... 40960MiB"
@@ -200,6 +202,7 @@ def test_memory_values_are_driver_totals() -> None:
     assert mem["mi300x"] == 205822885888 == 200998912 * 1024 == 192 * 2**30 - 320 * mib  # rocm-smi B, rocminfo KiB
     assert mem["mi250x"] == 2 * 67092480 * 1024 == 2 * (64 * 2**30 - 16 * mib)  # two GCDs, rocminfo KiB each
     assert mem["tpu-v4"] == 32 * 2**30  # no driver total published: Google's 32 GiB as printed
+    assert mem["tpu-v3"] == 32 * 2**30 == 34359738368  # Google's TPU v3 page prints "32 GiB" (was read as 32e9)
     bw = parse_quantity(_acc("h100-sxm")["memory_bandwidth"], "bandwidth")
     assert bw == 3.35e12
 

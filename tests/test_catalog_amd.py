@@ -195,6 +195,17 @@ def test_mi355x_fp8_curve_reproduces_hipblaslt_sweep() -> None:
     assert np.all(np.abs(np.exp(r) - 1) < 0.22) and float(np.sqrt(np.mean(r**2))) < 0.14
 
 
+def test_mi355x_fp8_points_are_the_cited_commits() -> None:
+    """gemm.yaml's HK MI355X FP8 points are HazyResearch/HipKittens analysis/fp8_gemm/mi350x/mi355x_fp8_gemm.json
+    ``tflops_hipblaslt`` at f3a07c06 (2025-10-30), read there by review19b: 204.913 / 1172.69 / 2748.78 / 3233.19 /
+    3293.23 at 1024-16384^3. The cited 2504136b held 268.268 / 1070.6 / 2780.53 / 3269.34 / 3308.16, none of them."""
+    hk = {p["m"]: p["tflops"] for p in GEMM if p["acc"] == "mi355x" and p["prec"] == "fp8" and p["src"] == "HK"}
+    assert hk == {1024: 204.913, 2048: 1172.69, 4096: 2748.78, 8192: 3233.19, 16384: 3293.23}
+    where = next(s for s in (HW / "measurements" / "gemm.yaml").read_text(encoding="utf-8").splitlines()
+                 if "mi355x_fp8_gemm.json (" in s)
+    assert "mi355x_fp8_gemm.json (f3a07c06" in where
+
+
 def _validator() -> Any:
     spec = importlib.util.spec_from_file_location("validate_training", ROOT / "scripts" / "validate_training.py")
     assert spec and spec.loader

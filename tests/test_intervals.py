@@ -153,3 +153,20 @@ def test_a_generation_with_too_few_runs_says_how_many_not_none() -> None:
     assert band is not None and band.out_of_distribution
     assert "no validated run" not in band.reason
     assert f"only {len(own)} validated run{'s' if len(own) != 1 else ''} on cdna3 accelerators" in band.reason
+
+
+def test_every_residual_generation_is_a_catalog_family() -> None:
+    """A prediction's band is matched on its accelerator's catalog family (generation_of(AcceleratorSpec.family)), so
+    every shipped residual must carry one of those families; the B300 and GB300 rows (Blackwell Ultra, family
+    blackwell in hardware/accelerators/b300.yaml and gb300.yaml) were 'b300' / 'gb300' and never matched (review19b)."""
+    import typing
+
+    from scalemodel.specs import load_accelerator
+    from scalemodel.specs.accelerator import Family
+
+    cases = json.loads(RESIDUALS.read_text(encoding="utf-8"))["cases"]
+    assert {c["generation"] for c in cases} <= set(typing.get_args(Family))
+    ultra = [c for c in cases if "b300" in c["id"].lower()]  # b300 and gb300 rows
+    assert ultra and all(c["generation"] == "blackwell" for c in ultra)
+    families = {load_accelerator(n, overrides=[]).family for n in ("b300", "gb300")}
+    assert families == {"blackwell"}

@@ -3201,11 +3201,14 @@ def sp_replicated_grad_allreduce(job: Job, g: StrategyGrid, groups: ParallelGrou
     with ``n_layer`` :func:`~scalemodel.cost.transformer.tp_whole_elements`' per layer (norms, router, row-parallel
     biases, MLA down-projections, LatentMoE projections), ``L_s`` the priced stage's layers, ``rank`` its pipeline
     rank, and ``n_outside`` the tensors outside the layers that rank holds, as
-    :func:`scalemodel.cost.memory.params_per_gpu` places them: the learned position table with the embedding (rank 0;
-    the last rank too with MTP, whose embedding copy Megatron-Core builds "if self.pre_process or self.mtp_process",
-    gpt_model.py at d98e8a64dd), the final norm and the D MTP modules' whole tensors on the last rank, all of them at
-    pp 1 (each rank reduces its own parameters' gradients; before chunker18 every stage was priced with all of
-    them, a middle rank's final norm included). ``g`` the gradient bytes. With
+    :func:`scalemodel.cost.memory.params_per_gpu` places them: the final norm and the D MTP modules' whole tensors on
+    the last rank, all of them at pp 1 (each rank reduces its own parameters' gradients; before chunker18 every stage
+    was priced with all of them, a middle rank's final norm included). Not the learned position table, though every TP
+    rank holds it whole: it is a plain ``torch.nn.Embedding`` with no ``sequence_parallel`` attribute
+    (models/common/embeddings/language_model_embedding.py at d98e8a64dd), looked up for the whole sequence before
+    ``scatter_to_sequence_parallel_region``, whose backward all-gathers, so every TP rank already holds the same
+    gradient and finalize_model_grads does not reduce it (review19b: it was counted on rank 0). ``g`` the gradient
+    bytes. With
     sequence parallelism each TP rank sees its own sequence shard, so these weights' gradients differ across the TP
     ranks and are summed: Megatron-Core ``finalize_model_grads`` -> ``_allreduce_non_tensor_model_parallel_grads``
     (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/distributed/finalize_model_grads.py: one coalesced all-reduce
@@ -3218,10 +3221,10 @@ def sp_replicated_grad_allreduce(job: Job, g: StrategyGrid, groups: ParallelGrou
     sh = job.shape
     w = transformer.tp_whole_elements(sh)
     r = np.asarray(rank, dtype=float)
-    first, last = r <= 0.0, r >= g.pp - 1.0
+    last = r >= g.pp - 1.0
     mtp = float(np.ravel(sh.mtp_weight_modules)[0])
-    outside = (np.where(first | (last & (mtp > 0)), float(np.ravel(w.position)[0]), 0.0)
-               + np.where(last, float(np.ravel(w.final_norm)[0]) + mtp * float(np.ravel(w.mtp_module)[0]), 0.0))
+    # the position table (w.position) is whole per TP rank but not sequence_parallel-marked: not reduced here
+    outside = np.where(last, float(np.ravel(w.final_norm)[0]) + mtp * float(np.ravel(w.mtp_module)[0]), 0.0)
     n = np.asarray(layers, dtype=float) * float(np.ravel(w.per_layer)[0]) + outside
     nbytes = n * job.grad_bytes
     t = _collective("allreduce", np.asarray(nbytes, dtype=float), groups.tensor)
