@@ -254,12 +254,14 @@ def _bf16_curves(acc: str) -> tuple[float, float, float, float]:
 
 def test_b300_te_gemm_profiling_recorded_over_the_in_layer_curve() -> None:
     """Transformer Engine's GEMM profiling guide times a 4096 / 16384 layer's four forward GEMMs on a B300 (gemm.yaml
-    TE-GEMMPROF-B300, recorded, not fitted: 10 + 100 back-to-back calls per shape, thermal state unstated). Its three
-    large GEMMs run at 0.90-0.92 of b300's isolated, MAMF-level curve (eff = gemm_max / in-layer factor x
-    prod d/(d + d0), written out here): about the power throttle Hopper's borrowed factor carries (0.906). The
-    catalog's in-layer curve stays under every one of the four, and within 10 % of the three large ones: the
-    borrowed factor neither prices B300 GEMMs over a published B300 rate nor far under it (hardware/README.md,
-    Blackwell basis)."""
+    TE-GEMMPROF-B300, recorded, not fitted: 10 + 100 back-to-back calls per shape, thermal state unstated). b300's
+    16-bit curve is b200's sm_100-table curve moved by the B300 / B200 MAMF ratio (the level rule,
+    docs/model.md#blackwell-level-rule; LEVEL_TRANSFER in scripts/fit_compute_curves.py), chosen by the rule and not
+    by these rows: its three large GEMMs run at 1.01-1.03 x that isolated curve (eff = gemm_max / in-layer factor x
+    prod d/(d + d0), written out here), as pytorch/ao's B200 rows run on b200's (test below). Re-baselined
+    (bwcurve19) from 0.90-0.92 x the MAMF-level curve it replaced. The catalog's in-layer curve stays under every
+    one of the four, at 0.83-0.85 of the three large ones (AO-B200: 0.83-0.88 of B200's): the borrowed factor
+    does not price B300 GEMMs over a published B300 rate (hardware/README.md, Blackwell basis)."""
     pts = [p for p in POINTS if p["src"] == "TE-GEMMPROF-B300"]
     assert len(pts) == 4 and all(p["acc"] == "b300" and p["prec"] == "bf16" and p.get("fit") is False for p in pts)
     peak, gm, iso, d0 = _bf16_curves("b300")
@@ -268,8 +270,8 @@ def test_b300_te_gemm_profiling_recorded_over_the_in_layer_curve() -> None:
         measured = p["tflops"] * 1e12
         assert peak * gm * shape < measured, p
         if max(p["n"], p["k"]) >= 12288:
-            assert 0.88 < measured / (peak * iso * shape) < 0.94, p
-            assert peak * gm * shape / measured > 0.90, p
+            assert 1.00 < measured / (peak * iso * shape) < 1.05, p
+            assert 0.80 < peak * gm * shape / measured < 0.90, p
 
 
 def test_b200_torchao_burst_rates_on_the_isolated_curve() -> None:
