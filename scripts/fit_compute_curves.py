@@ -46,7 +46,7 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   (no TunableOp set) is fitted; its FP8 has no default-build timing and takes a level transfer (below). MI355X: MAMF
   ran with TunableOp off, learn-cuda's torch.mm on the public ROCm 7.14 wheel and HipKittens' torch.matmul and
   hipblaslt-bench (no --algo_method) use the default pick: all fitted.
-* A level transfer (``LEVEL_TRANSFER``: MI325X FP8 by AMD's MAF; gb200 16-bit, b300 16-bit and fp8, a100-pcie-80g by
+* A level transfer (``LEVEL_TRANSFER``: MI325X FP8 by AMD's MAF; gb200 and b300 16-bit and fp8, a100-pcie-80g by
   MAMF, the level rule above) prices a group that has no default-build GEMM timing of
   its own on a measured group's curve (its gemm_max and d0) with gemm_max moved by a published ratio of two chips timed
   by one protocol (same tool, library build and shape): AMD's MAF blog times MI325X and MI300X on one hipBLASLt build,
@@ -80,6 +80,8 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   GEMMs reach 7.63 of 10.0 (0.76) and MAMF's FP8 search on GB200 reaches 3.62 (0.72; B200, 1000 W, 3.43
   of 4.5 = 0.76). Fitting that level put GB200's fp8 curve under B200's at every shape (2.7 vs 3.1
   PFLOP/s in the catalog at 8192 x 4096 x 14336), for the same die at a higher power limit.
+  Since the level rule (above) gb200 fp8 is a level transfer from b200 (its level rested on MAMF alone), so no
+  group fits this source now; the mark and the machinery stay for the record and for a source like it.
 
 The catalog holds ``gemm_max`` = fit x the in-layer factor of the accelerator's family and precision,
 ``scalemodel.cost.compute.in_layer_gemm_factor`` (the fraction of isolated-GEMM throughput reached inside a
@@ -142,6 +144,8 @@ LEVEL_TRANSFER: dict[tuple[str, str], tuple[tuple[str, str], tuple[str, str]]] =
     ("gb200", "16bit"): (("b200", "16bit"), ("MAMF", "bf16")),
     ("b300", "16bit"): (("b200", "16bit"), ("MAMF", "bf16")),
     ("b300", "fp8"): (("b200", "fp8"), ("MAMF", "fp8")),
+    # gb200 fp8: its own sweep (AZ-GB200) is level: shape-only, so its level rested on MAMF alone
+    ("gb200", "fp8"): (("b200", "fp8"), ("MAMF", "fp8")),
 }
 #: fitted but deliberately not written to the catalog: the A100s keep the ampere family default, which is
 #: fitted to layer times (Korthikanti et al. 2022 Table 4) rather than to isolated GEMMs.
