@@ -305,3 +305,24 @@ def test_b200_torchao_burst_rates_on_the_isolated_curve() -> None:
         assert measured / (peak * iso * shape) == pytest.approx(1.0, abs=0.05), p
         assert 0.80 < p["tflops"] / mamf < 0.84, p
         assert 0.80 < peak * gm * shape / measured < 0.90, p
+
+
+def test_b300_and_gb300_follow_the_level_rule() -> None:
+    """The level rule (docs/model.md#blackwell-level-rule, bwcurve19): b300 has one MAMF point per precision, so its
+    curves are b200's (fitted to OpenXLA's sm_100 table) with gemm_max x the ratio of the MAMF fractions, typed here
+    from stas00/ml-engineering@744d01e1 (B300 SXM 1769.0 / 3353.3, B200 SXM 1745.0 / 3432.5, both at 2250 / 4500):
+    BF16 x 1.0138, FP8 x 0.9769, which puts FP8 on b300's own MAMF fraction 3353.3 / 4500. gb300 borrows gb200's
+    curves whole (no GB300 MAMF or BF16 sweep)."""
+    curves = {}
+    for name in ("b200", "b300", "gb200", "gb300"):
+        a = load_accelerator(name, overrides=[])
+        ce = a.compute_efficiency
+        assert ce is not None
+        curves[name] = {p: ce.gemm(p) for p in ("bf16", "fp8")}
+        curves[name]["factor"] = tuple(in_layer_gemm_factor(a.family, p, a.name) for p in ("bf16", "fp8"))
+    b, t = curves["b200"], curves["b300"]
+    # catalog values are rounded to 0.001 (in-layer) and d0 to 1
+    assert t["bf16"][0] / t["factor"][0] == pytest.approx(b["bf16"][0] / b["factor"][0] * 1769.0 / 1745.0, abs=0.002)
+    assert t["fp8"][0] / t["factor"][1] == pytest.approx(3353.3 / 4500, abs=0.002)
+    assert t["bf16"][1] == b["bf16"][1] and t["fp8"][1] == b["fp8"][1]
+    assert curves["gb300"]["bf16"] == curves["gb200"]["bf16"] and curves["gb300"]["fp8"] == curves["gb200"]["fp8"]
