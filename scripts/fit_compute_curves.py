@@ -46,12 +46,23 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   (no TunableOp set) is fitted; its FP8 has no default-build timing and takes a level transfer (below). MI355X: MAMF
   ran with TunableOp off, learn-cuda's torch.mm on the public ROCm 7.14 wheel and HipKittens' torch.matmul and
   hipblaslt-bench (no --algo_method) use the default pick: all fitted.
-* A level transfer (``LEVEL_TRANSFER``, MI325X FP8 so far) prices a group that has no default-build GEMM timing of
+* A level transfer (``LEVEL_TRANSFER``: MI325X FP8 by AMD's MAF; gb200 and b300 16-bit and fp8, a100-pcie-80g by
+  MAMF, the level rule above) prices a group that has no default-build GEMM timing of
   its own on a measured group's curve (its gemm_max and d0) with gemm_max moved by a published ratio of two chips timed
   by one protocol (same tool, library build and shape): AMD's MAF blog times MI325X and MI300X on one hipBLASLt build,
   so its tuned level cancels and the ratio is the chips' own, 1519 / 1273 FP8 = 1.193 (BF16 843 / 708 = 1.191: the same
   CDNA3 die sustains a higher clock at 1000 W than at 750 W). Bounded by the group's MAMF fraction like a fit. The YAML
   says BORROWED for what is taken over (d0, and the level's basis).
+* Level rule (every group; docs/model.md#blackwell-level-rule): a curve's level is fitted to GEMM timings at
+  training-layer shapes through the default library path (XLA's GEMM table, a cuBLASLt or torch.matmul sweep), the
+  MAMF point fitted with them and bounding gemm_max (below). A group whose level would rest on its MAMF point alone
+  (no other timing, or only ``level: shape-only`` sources), where a chip of the same tensor-core generation has such
+  timings in the same precision, is a level transfer (below) from that chip with src MAMF: the ratio of the two MAMF
+  fractions, each the best of its own shape search, so the ratio needs no common shape. MAMF alone sets a level only
+  where no such sibling exists (Gaudi 3). Why: on Hopper the two kinds agree (OpenXLA's sm_90 BF16 table at b 1
+  4096^3 runs 0.99 x H100's MAMF, Azure's FP8 sweep 0.98 x), on Blackwell they do not (OpenXLA's sm_100 table at b 1
+  4096^3 runs 0.81 x B200's MAMF in BF16 and in FP8), so a MAMF-level Blackwell curve was a best-case kind beside
+  B200's and Hopper's realistic-shape ones.
 * ``gemm_max`` is bounded above by the group's MAMF fraction (MAMF TFLOP/s / catalog peak) where gemm.yaml
   holds a MAMF point for it. MAMF is the best of a brute-force shape search (stas00/ml-engineering's
   mamf-finder), an upper envelope: no GEMM of any shape runs faster. ``gemm_max`` is the curve's supremum
@@ -69,6 +80,8 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   GEMMs reach 7.63 of 10.0 (0.76) and MAMF's FP8 search on GB200 reaches 3.62 (0.72; B200, 1000 W, 3.43
   of 4.5 = 0.76). Fitting that level put GB200's fp8 curve under B200's at every shape (2.7 vs 3.1
   PFLOP/s in the catalog at 8192 x 4096 x 14336), for the same die at a higher power limit.
+  Since the level rule (above) gb200 fp8 is a level transfer from b200 (its level rested on MAMF alone), so no
+  group fits this source now; the mark and the machinery stay for the record and for a source like it.
 
 The catalog holds ``gemm_max`` = fit x the in-layer factor of the accelerator's family and precision,
 ``scalemodel.cost.compute.in_layer_gemm_factor`` (the fraction of isolated-GEMM throughput reached inside a
@@ -109,12 +122,7 @@ GROUP = {"bf16": "16bit", "fp16": "16bit", "fp8": "fp8"}
 MEMORY_DONORS = {"v100-sxm2-32g": "a100-sxm-80g", "a100-pcie-80g": "a100-sxm-80g", "b200": "h200-sxm",
                  "gb200": "h200-sxm", "b300": "h200-sxm", "gaudi3": "h200-sxm", "mi325x": "mi300x", "mi355x": "mi300x"}
 #: (accelerator, group) -> (accelerator, group) whose d0 it borrows when its own points cannot fix d0.
-DONORS = {("a100-pcie-80g", "16bit"): ("a100-sxm-80g", "16bit"),
-          ("gb200", "16bit"): ("b200", "16bit"),
-          # b300: one MAMF point per precision (stas00/ml-engineering@744d01e1); d0 from b200's fits to OpenXLA's sm_100
-          # table, the nearest measured Blackwell GEMM sweep (B300 is sm_103, the same tensor-core generation)
-          ("b300", "16bit"): ("b200", "16bit"), ("b300", "fp8"): ("b200", "fp8"),
-          ("mi300x", "16bit"): ("mi300x", "fp8"),
+DONORS = {("mi300x", "16bit"): ("mi300x", "fp8"),
           ("gaudi3", "16bit"): ("h100-sxm", "16bit"), ("gaudi3", "fp8"): ("h100-sxm", "16bit"),
           # mi325x / mi355x 16-bit: every fitted default-build point has all sides >= 4096 (HipKittens' 2048^3 / 4096^3
           # torch.matmul calls carry a per-call launch floor and are records); free, d0 runs to its lower bound 0, so
@@ -125,8 +133,19 @@ DONORS = {("a100-pcie-80g", "16bit"): ("a100-sxm-80g", "16bit"),
 #: (accelerator, group) -> (donor group, (src, prec)) for a group priced on the donor's curve with gemm_max x the
 #: ratio of the group's accelerator to the donor's at the same shape in gemm.yaml source src, precision prec
 #: (fractions of each one's peak; see the module docstring, "level transfer").
+#: src "MAMF": the ratio of the two chips' MAMF fractions, each the best of its own shape search (shape-free by
+#: construction); used where a group's only GEMM timing is its MAMF point and a chip of the same die and tensor-core
+#: generation has a default-path sweep at training shapes in the same precision (the level rule, module docstring).
 LEVEL_TRANSFER: dict[tuple[str, str], tuple[tuple[str, str], tuple[str, str]]] = {
     ("mi325x", "fp8"): (("mi300x", "fp8"), ("AMD-MAF", "fp8")),
+    ("a100-pcie-80g", "16bit"): (("a100-sxm-80g", "16bit"), ("MAMF", "bf16")),
+    # gb200 (sm_100, the B200 die) and b300 (sm_103, the same fifth-generation tensor cores) have one MAMF point per
+    # precision (stas00/ml-engineering@744d01e1); b200's curves are fitted to OpenXLA's sm_100 table (XLA-SM100)
+    ("gb200", "16bit"): (("b200", "16bit"), ("MAMF", "bf16")),
+    ("b300", "16bit"): (("b200", "16bit"), ("MAMF", "bf16")),
+    ("b300", "fp8"): (("b200", "fp8"), ("MAMF", "fp8")),
+    # gb200 fp8: its own sweep (AZ-GB200) is level: shape-only, so its level rested on MAMF alone
+    ("gb200", "fp8"): (("b200", "fp8"), ("MAMF", "fp8")),
 }
 #: fitted but deliberately not written to the catalog: the A100s keep the ampere family default, which is
 #: fitted to layer times (Korthikanti et al. 2022 Table 4) rather than to isolated GEMMs.
@@ -226,7 +245,7 @@ def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str]
             groups[(p["acc"], GROUP[p["prec"]])].append(p)
     fits: dict[tuple[str, str], dict[str, Any]] = {}
     # fit the groups that fix d0 themselves first, then the ones that borrow it
-    order = sorted(groups, key=lambda key: (key in DONORS, key))
+    order = sorted((key for key in groups if key not in LEVEL_TRANSFER), key=lambda key: (key in DONORS, key))
     print(f"\nGEMM curve fits ({'all points' if all_points else f'GEMMs >= {MIN_GFLOP:g} GFLOP'}; residual r = "
           "ln(t_model/t_measured))")
     for key in order:
@@ -281,10 +300,11 @@ def transfer_level(key: tuple[str, str], donor: tuple[str, str], how: tuple[str,
     def frac(p: dict[str, Any], a: Any) -> float:
         return float(p["tflops"]) * 1e12 / float(a.peak(prec))
 
-    mine = {(p["b"], p["m"], p["n"], p["k"]): frac(p, acc) for p in gemm
-            if p["src"] == src and p["acc"] == name and p["prec"] == prec}
-    theirs = {(p["b"], p["m"], p["n"], p["k"]): frac(p, dacc) for p in gemm
-              if p["src"] == src and p["acc"] == donor[0] and p["prec"] == prec}
+    def key(p: dict[str, Any]) -> tuple[int, ...]:  # MAMF: each chip's best shape of its own search, one per chip
+        return (0,) if src == "MAMF" else (p["b"], p["m"], p["n"], p["k"])
+
+    mine = {key(p): frac(p, acc) for p in gemm if p["src"] == src and p["acc"] == name and p["prec"] == prec}
+    theirs = {key(p): frac(p, dacc) for p in gemm if p["src"] == src and p["acc"] == donor[0] and p["prec"] == prec}
     shapes = sorted(set(mine) & set(theirs))
     if not shapes:
         raise SystemExit(f"LEVEL_TRANSFER {key}: no {src} {prec} shape timed on both {name} and {donor[0]}")

@@ -132,14 +132,17 @@ def test_header_parser_reads_the_text_proto_layout(tmp_path: Path) -> None:
 
 def test_b200_curves_fitted_to_the_table() -> None:
     """b200 now fixes its own d0 from the table (no donor); 16-bit gemm_max falls under the MAMF fraction
-    1745.0 / 2250 = 0.7756, fp8 sits on 3432.5 / 4500 = 0.7628; gb200 16-bit borrows b200's 16-bit d0."""
+    1745.0 / 2250 = 0.7756, fp8 sits on 3432.5 / 4500 = 0.7628; gb200 16-bit takes b200's 16-bit curve (its d0, and
+    since bwcurve19 its level x the MAMF ratio (1822.0 / 2500) / (1745.0 / 2250): LEVEL_TRANSFER, the level rule)."""
     fits = fit.run()
     b16, b8, g16 = fits[("b200", "16bit")], fits[("b200", "fp8")], fits[("gb200", "16bit")]
     assert not b16["d0_borrowed"] and not b8["d0_borrowed"]
     assert b16["n"] == 109 and b8["n"] == 109  # 108 table entries >= 10 GFLOP + MAMF
     assert b16["gemm_max"] < 1745.0 / 2250 - 0.05
     assert b8["gemm_max"] == pytest.approx(3432.5 / 4500, abs=5e-4)
-    assert g16["gemm_half_dim"] == b16["gemm_half_dim"] and fit.DONORS[("gb200", "16bit")] == ("b200", "16bit")
+    assert g16["gemm_half_dim"] == b16["gemm_half_dim"]
+    assert fit.LEVEL_TRANSFER[("gb200", "16bit")] == (("b200", "16bit"), ("MAMF", "bf16"))
+    assert g16["gemm_max"] == pytest.approx(b16["gemm_max"] * (1822.0 / 2500) / (1745.0 / 2250), rel=1e-6)
 
 
 def _median_error(prec: str) -> float:
