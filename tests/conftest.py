@@ -6,8 +6,14 @@ import functools
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import settings
 
 from scalemodel.specs import load_cluster
+
+# No per-example deadline: hypothesis' default 200 ms is a timing assertion, which the house rules keep out of tests
+# (speed is measured in benchmarks/); on a loaded machine it failed a quantile property that holds (round 19).
+settings.register_profile("scalemodel", deadline=None)
+settings.load_profile("scalemodel")
 
 
 @dataclass
