@@ -105,7 +105,8 @@ Two case files (issue 5 and issue 13):
       ``recompute_layers``; activation offload: the stated ``cpu_offload_layers`` (Megatron-Core
       cpu_offloading_num_layers); unstated -> neither.
     - fused (flash) attention: as stated, else on for runs from 2023 on (FlashAttention 2022,
-      integrated in Megatron-LM/NeMo/PyTorch in 2023), off before.
+      integrated in Megatron-LM/NeMo/PyTorch in 2023), off before; off where the attention text is marked
+      ``unfused:`` (:data:`UNFUSED_ATTENTION`: MaxText's early-2023 dot_product_attention, maxtext23).
     - precision: fp8 / bf16 / fp16 as stated; "not stated" or "mixed" -> bf16 (16-bit peaks are
       equal). fp8 uses the accelerator's fp8 peak and GEMM curve, and the scaling recipe the precision
       records (FP8-CS -> tensorwise, FP8-MX -> mxfp8; unnamed -> the model's default, delayed) for the
@@ -150,9 +151,9 @@ Two case files (issue 5 and issue 13):
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
       (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25/tao25 -> torchtitan,
-      maxtext -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer: flash-attn's Triton RMSNorm and
-      rotary, the QKV / packed-KV / output layout copies, eager SiLU-gate); every other source (Megatron-Core with
-      Transformer Engine) -> megatron_te, the strategy default.
+      maxtext, maxtext23 -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer: flash-attn's Triton
+      RMSNorm and rotary, the QKV / packed-KV / output layout copies, eager SiLU-gate); every other source
+      (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else, where the source prints only its framework's model TFLOP/s and the row records that framework's FLOPs
@@ -346,8 +347,8 @@ NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
             "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
             "titan25": 2025, "tao25": 2025, "llama3": 2024, "nanotron25": 2025,
-            "mpt": 2023, "maxtext": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022, "mtnlg": 2021,
-            "meg19": 2019, "nemotron4": 2024}
+            "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022,
+            "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
 #: every pretrain recipe's optimizer is recipes/optim/adam.py distributed_fused_adam_with_cosine_annealing,
 #: ``use_distributed_optimizer=True`` (NVIDIA/NeMo r2.2.0 @132f217987).
@@ -523,9 +524,11 @@ def comparison(case: dict[str, Any]) -> tuple[str, float] | str:
         return "iter s", float(meas["iteration_time_s"])
     if "gpu_hours_per_trillion_tokens" in meas:
         return "tokens/s/GPU", 1e12 / (float(meas["gpu_hours_per_trillion_tokens"]) * 3600.0)
-    if "megatron_flops_per_token" in meas and "tflops_per_gpu" in meas:
-        # a framework's model TFLOP/s over its own FLOPs per token (the row's evidence): tokens/s/GPU
-        return "tokens/s/GPU", float(meas["tflops_per_gpu"]) * 1e12 / float(meas["megatron_flops_per_token"])
+    for key in ("megatron_flops_per_token", "framework_flops_per_token"):
+        if key in meas and "tflops_per_gpu" in meas:
+            # a framework's model TFLOP/s over its own FLOPs per token (the row's evidence): tokens/s/GPU
+            # (maxtext23: MaxText 2023's 6 N per token, train.py per_device_tflops)
+            return "tokens/s/GPU", float(meas["tflops_per_gpu"]) * 1e12 / float(meas[key])
     conv = str(meas.get("tflops_convention", "not stated")).lower()
     value = meas.get("tflops_per_gpu")
     if value is None and "agg_pflops" in meas:
@@ -620,6 +623,14 @@ def parse_zero(text: Any, source: str) -> str:
     if t[:1].isdigit():
         return t[0]
     return "1" if source in MEGATRON_CORE else "0"
+
+
+#: Marker of an attention a case states as unfused (the score matrix materialised), e.g. MaxText's
+#: ``dot_product_attention`` of early 2023 (maxtext23: AI-Hypercomputer/maxtext e286533d8 and 281e04bf3
+#: MaxText/layers.py ``dot_product_attention``, an einsum, softmax and einsum under XLA, called by
+#: MultiHeadDotProductAttention; no flash kernel in that tree) -> strategy flash_attention false, whatever the era
+#: rule says.
+UNFUSED_ATTENTION = "unfused:"
 
 
 #: Sources whose runs are torchtitan's: FSDP2 there keeps the gathered parameters with pipeline parallelism. tao25:
@@ -1058,13 +1069,13 @@ def loss_impl(case: dict[str, Any]) -> str:
 #:   LPLayerNorm, the same attention / GELU MLP with biases, dropout 0, no flash-attn unpad) is the same block;
 #: - titan24, titan25, tao25: torchtitan's Llama TransformerBlock -> torchtitan (titan25's rows run torch.compile;
 #:   titan24's are not expressible);
-#: - maxtext: MaxText, a JAX program compiled by XLA -> xla;
+#: - maxtext, maxtext23: MaxText, a JAX program compiled by XLA -> xla;
 #: - nanotron25: nanotron's LlamaDecoderLayer under PyTorch eager (huggingface/nanotron@c2528430, the same at the
 #:   benchmark branch 67c5ebb6: src/nanotron/models/llama.py; the grid's tp_linear_async_communication true with
 #:   tp_mode REDUCE_SCATTER, scripts/scaling_benchmarks.py at e24d2483 line 88) -> nanotron.
 LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "megatron_legacy",
               "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "tao25": "torchtitan",
-              "maxtext": "xla",
+              "maxtext": "xla", "maxtext23": "xla",
               "nanotron25": "nanotron"}
 
 
@@ -2078,7 +2089,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     chunks = recipe_chunks(case, wl.layers, pp, int(par.get("interleaved_stages_per_device", 1)))
     split = framework_split(case, pp)
     m_text = case["model"]
-    flash = "flash" in (str(m_text.get("attention", "")) + str(par.get("attention", ""))).lower() or year >= 2023
+    attn_text = (str(m_text.get("attention", "")) + str(par.get("attention", ""))).lower()
+    flash = ("flash" in attn_text or year >= 2023) and UNFUSED_ATTENTION not in attn_text
     seqpar = bool(par.get("sequence_parallel", tp > 1 and year >= 2022 and src not in NO_SEQUENCE_PARALLEL))
     precision = parse_precision(str(case.get("precision", "")))
     zero = parse_zero(par.get("zero_stage"), src)
