@@ -151,8 +151,8 @@ Two case files (issue 5 and issue 13):
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
       (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25/tao25 -> torchtitan,
-      maxtext, maxtext23 -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer: flash-attn's Triton
-      RMSNorm and rotary, the QKV / packed-KV / output layout copies, eager SiLU-gate); every other source
+      maxtext, maxtext23, mtgpu24 -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer: flash-attn's
+      Triton RMSNorm and rotary, the QKV / packed-KV / output layout copies, eager SiLU-gate); every other source
       (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
@@ -347,8 +347,8 @@ NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
             "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
             "titan25": 2025, "tao25": 2025, "llama3": 2024, "nanotron25": 2025,
-            "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022,
-            "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024}
+            "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtgpu24": 2024, "bloom": 2022, "opt": 2022, "dsv3": 2024,
+            "palm": 2022, "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
 #: every pretrain recipe's optimizer is recipes/optim/adam.py distributed_fused_adam_with_cosine_annealing,
 #: ``use_distributed_optimizer=True`` (NVIDIA/NeMo r2.2.0 @132f217987).
@@ -1069,13 +1069,13 @@ def loss_impl(case: dict[str, Any]) -> str:
 #:   LPLayerNorm, the same attention / GELU MLP with biases, dropout 0, no flash-attn unpad) is the same block;
 #: - titan24, titan25, tao25: torchtitan's Llama TransformerBlock -> torchtitan (titan25's rows run torch.compile;
 #:   titan24's are not expressible);
-#: - maxtext, maxtext23: MaxText, a JAX program compiled by XLA -> xla;
+#: - maxtext, maxtext23, mtgpu24: MaxText, a JAX program compiled by XLA -> xla;
 #: - nanotron25: nanotron's LlamaDecoderLayer under PyTorch eager (huggingface/nanotron@c2528430, the same at the
 #:   benchmark branch 67c5ebb6: src/nanotron/models/llama.py; the grid's tp_linear_async_communication true with
 #:   tp_mode REDUCE_SCATTER, scripts/scaling_benchmarks.py at e24d2483 line 88) -> nanotron.
 LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "megatron_legacy",
               "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "tao25": "torchtitan",
-              "maxtext": "xla", "maxtext23": "xla",
+              "maxtext": "xla", "maxtext23": "xla", "mtgpu24": "xla",
               "nanotron25": "nanotron"}
 
 
