@@ -82,9 +82,9 @@ Two case files (issue 5 and issue 13):
       optim/gradient_accumulator.py; optim/zero.py; docs/model.md#nanotron).
     - attention kernel (training.attention_kernel): llm-foundry's attn_impl as stated (flash -> fa2, flash-attn
       2.4.2; triton -> triton, its flash_attn_triton.py, except on H100 where no curve of that kernel exists:
-      gemm); a torchtitan run (titan24, titan25) on Hopper or Ampere -> fa2, PyTorch SDPA's FlashAttention-2 backend,
-      which torchtitan e7c0cae forces below Blackwell and 9dec370 got from PyTorch's default priority
-      (:data:`TORCHTITAN_SDPA_KERNEL`); a nanotron run (nanotron25) on Hopper -> fa2, flash-attn 2's
+      gemm); a torchtitan run (titan24, titan25, tao25) on Hopper or Ampere -> fa2, PyTorch SDPA's
+      FlashAttention-2 backend, which torchtitan e7c0cae forces below Blackwell and 9dec370 got from PyTorch's
+      default priority (:data:`TORCHTITAN_SDPA_KERNEL`); a nanotron run (nanotron25) on Hopper -> fa2, flash-attn 2's
       flash_attn_varlen_func (:data:`NANOTRON_ATTENTION_KERNEL`); a NeMo 2.2 (nemo2502) run on Blackwell with head
       dim > 128 -> fa2 (its Transformer Engine refuses cuDNN there: :data:`TE_SM100_CUDNN_HEAD_DIM_MAX`); every
       other case auto
@@ -105,7 +105,8 @@ Two case files (issue 5 and issue 13):
       ``recompute_layers``; activation offload: the stated ``cpu_offload_layers`` (Megatron-Core
       cpu_offloading_num_layers); unstated -> neither.
     - fused (flash) attention: as stated, else on for runs from 2023 on (FlashAttention 2022,
-      integrated in Megatron-LM/NeMo/PyTorch in 2023), off before.
+      integrated in Megatron-LM/NeMo/PyTorch in 2023), off before; off where the attention text is marked
+      ``unfused:`` (:data:`UNFUSED_ATTENTION`: MaxText's early-2023 dot_product_attention, maxtext23).
     - precision: fp8 / bf16 / fp16 as stated; "not stated" or "mixed" -> bf16 (16-bit peaks are
       equal). fp8 uses the accelerator's fp8 peak and GEMM curve, and the scaling recipe the precision
       records (FP8-CS -> tensorwise, FP8-MX -> mxfp8; unnamed -> the model's default, delayed) for the
@@ -134,11 +135,13 @@ Two case files (issue 5 and issue 13):
       false) and an fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511, mb2608 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
-      (torchtitan's eager F.cross_entropy), titan25 at tp 1 -> inductor (the same loss under torch.compile with
-      --training.compile, torchtitan e7c0cae; with TP torchtitan runs loss_parallel, not derived); every other source
-      -> megatron, the strategy default, which is Megatron-LM's own (no --cross-entropy-loss-fusion) and
-      Megatron-DeepSpeed's, and nanotron's (nanotron25: nanotron@c2528430 parallel/tensor_parallel/functional.py
-      _ShardedCrossEntropy is Megatron's vocab-parallel cross-entropy, called on fp32 logits).
+      (torchtitan's eager F.cross_entropy), titan25 and tao25 at tp 1 -> inductor (the same loss under torch.compile
+      with --training.compile, torchtitan e7c0cae, 2c8b59479, 6fc499f6f; tao25's H100 rows, on a torchtitan from before
+      the compiled loss, -> torch: ``UNCOMPILED_TORCHTITAN_LOSS``); with TP torchtitan runs loss_parallel, not
+      derived); every other source -> megatron, the strategy default, which is Megatron-LM's own (no
+      --cross-entropy-loss-fusion) and Megatron-DeepSpeed's, and nanotron's (nanotron25: nanotron@c2528430
+      parallel/tensor_parallel/functional.py _ShardedCrossEntropy is Megatron's vocab-parallel cross-entropy,
+      called on fp32 logits).
     - MoE dispatch dropped and padded to a capacity factor c (:data:`RECIPE_DROP_AND_PAD`: NeMo 2.2's
       MegatronTokenDropCallback, nemo2502_b200_mixtral_8x7b, c = 1.0) -> training.moe_rank_imbalance c: every EP
       rank receives and runs exactly c x the dropless mean copies, so no busiest rank above it; every other MoE row
@@ -147,10 +150,10 @@ Two case files (issue 5 and issue 13):
       LanguageCrossEntropy and LanguagePerplexity after every micro-batch's backward); every other source -> 0.
     - the layer's memory-bound ops' implementation (:data:`LAYER_IMPL`, docs/model.md#layer-eltwise): bloom,
       mtnlg, meg19 (and the original cases.yaml's Narayanan 2021 / Korthikanti 2022 rows) -> megatron_legacy
-      (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25 -> torchtitan, maxtext
-      -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer: flash-attn's Triton RMSNorm and rotary, the
-      QKV / packed-KV / output layout copies, eager SiLU-gate); every other source (Megatron-Core with Transformer
-      Engine) -> megatron_te, the strategy default.
+      (Megatron-LM's megatron/model, Megatron-DeepSpeed), mpt -> llmfoundry, titan24/titan25/tao25 -> torchtitan,
+      maxtext, maxtext23, mtgpu24 -> xla, nanotron25 -> nanotron (nanotron's eager LlamaDecoderLayer: flash-attn's
+      Triton RMSNorm and rotary, the QKV / packed-KV / output layout copies, eager SiLU-gate); every other source
+      (Megatron-Core with Transformer Engine) -> megatron_te, the strategy default.
   What is compared (like with like)
     - tokens/s/GPU where the source prints tokens/s (also when it prints TFLOP/s); else iteration
       time; else, where the source prints only its framework's model TFLOP/s and the row records that framework's FLOPs
@@ -343,9 +346,9 @@ NEW_CASES = HERE.parent / "validation" / "training_cases.yaml"
 #: Year each source's runs were made (validation/README.md "Sources"), for the era rules only.
 RUN_YEAR = {"mlm24": 2024, "mb2511": 2025, "mb2604": 2026, "mb2606": 2026, "mb2608": 2026, "mcrec26": 2026,
             "nemo2407": 2024, "nemo2502": 2025, "titan24": 2024, "tprimat26": 2026, "primus26": 2026,
-            "titan25": 2025, "llama3": 2024, "nanotron25": 2025,
-            "mpt": 2023, "maxtext": 2023, "bloom": 2022, "opt": 2022, "dsv3": 2024, "palm": 2022, "mtnlg": 2021,
-            "meg19": 2019, "nemotron4": 2024}
+            "titan25": 2025, "tao25": 2025, "llama3": 2024, "nanotron25": 2025,
+            "mpt": 2023, "maxtext": 2023, "maxtext23": 2023, "mtgpu24": 2024, "bloom": 2022, "opt": 2022, "dsv3": 2024,
+            "palm": 2022, "mtnlg": 2021, "meg19": 2019, "nemotron4": 2024}
 #: NVIDIA Megatron-Core stacks whose recipes default to the distributed optimizer (ZeRO-1). NeMo 2.2 (nemo2502):
 #: every pretrain recipe's optimizer is recipes/optim/adam.py distributed_fused_adam_with_cosine_annealing,
 #: ``use_distributed_optimizer=True`` (NVIDIA/NeMo r2.2.0 @132f217987).
@@ -401,12 +404,13 @@ BIAS_TYPES = {"gpt_oss"}
 CLUSTER_FOR_ACCELERATOR: dict[str, str | None] = {
     "GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B300": "dgx-b300", "B200": "dgx-b200", "H200": "hgx-h200",
     "H800": "h800-8",
-    "H100": "dgx-h100", "H100 96GB": None,
+    "H100": "dgx-h100", "H100 96GB": None, "B200 power-limited": None,
     "A100": "dgx-a100", "A100 40GB": "dgx-a100-40g", "V100": "dgx-2", "TPU v4": "tpu-v4-pod",
     "TPU v5p": "tpu-v5p-pod", "MI300X": "mi300x-8", "MI325X": "mi325x-8", "MI355X": "mi355x-8"}
 #: Why a variant the catalog lacks is not added (shown with "hardware missing"); a variant not named here is simply
 #: not in hardware/accelerators yet.
-MISSING_HARDWARE_WHY = {"H100 96GB": "its peak is not published"}
+MISSING_HARDWARE_WHY = {"H100 96GB": "its peak is not published",
+                        "B200 power-limited": "a B200 under a power cap the source does not state (tao25)"}
 #: Environment variables under which the runtime makes the host wait for every kernel (debug settings), per vendor. The
 #: step model prices kernels launched asynchronously ahead of the GPU (the host is idle only after a MoE host
 #: synchronisation, docs/model.md#host), so a run measured under one of them is listed, not predicted. CUDA:
@@ -459,6 +463,8 @@ class NotExpressed:
 def accelerator_variant(gpu: str) -> str:
     """The accelerator a case names, as a catalog variant ('H100', 'H100 96GB', 'A100 40GB', ...)."""
     g = gpu.upper()
+    if "B200" in g and "POWER LIMITED" in g:
+        return "B200 power-limited"
     for key, label in (("GB300", "GB300"), ("GB200", "GB200"), ("B300", "B300"), ("B200", "B200"), ("H200", "H200"),
                        ("H800", "H800"), ("MI300X", "MI300X"), ("MI325X", "MI325X"), ("MI355X", "MI355X"),
                        ("TPU V5P", "TPU v5p"),
@@ -518,9 +524,11 @@ def comparison(case: dict[str, Any]) -> tuple[str, float] | str:
         return "iter s", float(meas["iteration_time_s"])
     if "gpu_hours_per_trillion_tokens" in meas:
         return "tokens/s/GPU", 1e12 / (float(meas["gpu_hours_per_trillion_tokens"]) * 3600.0)
-    if "megatron_flops_per_token" in meas and "tflops_per_gpu" in meas:
-        # a framework's model TFLOP/s over its own FLOPs per token (the row's evidence): tokens/s/GPU
-        return "tokens/s/GPU", float(meas["tflops_per_gpu"]) * 1e12 / float(meas["megatron_flops_per_token"])
+    for key in ("megatron_flops_per_token", "framework_flops_per_token"):
+        if key in meas and "tflops_per_gpu" in meas:
+            # a framework's model TFLOP/s over its own FLOPs per token (the row's evidence): tokens/s/GPU
+            # (maxtext23: MaxText 2023's 6 N per token, train.py per_device_tflops)
+            return "tokens/s/GPU", float(meas["tflops_per_gpu"]) * 1e12 / float(meas[key])
     conv = str(meas.get("tflops_convention", "not stated")).lower()
     value = meas.get("tflops_per_gpu")
     if value is None and "agg_pflops" in meas:
@@ -617,8 +625,19 @@ def parse_zero(text: Any, source: str) -> str:
     return "1" if source in MEGATRON_CORE else "0"
 
 
-#: Sources whose runs are torchtitan's: FSDP2 there keeps the gathered parameters with pipeline parallelism.
-TORCHTITAN = frozenset({"titan24", "titan25"})
+#: Marker of an attention a case states as unfused (the score matrix materialised), e.g. MaxText's
+#: ``dot_product_attention`` of early 2023 (maxtext23: AI-Hypercomputer/maxtext e286533d8 and 281e04bf3
+#: MaxText/layers.py ``dot_product_attention``, an einsum, softmax and einsum under XLA, called by
+#: MultiHeadDotProductAttention; no flash kernel in that tree) -> strategy flash_attention false, whatever the era
+#: rule says.
+UNFUSED_ATTENTION = "unfused:"
+
+
+#: Sources whose runs are torchtitan's: FSDP2 there keeps the gathered parameters with pipeline parallelism. tao25:
+#: torchao's float8 / MX training benchmarks, torchtitan's Llama 3 8B launched by pytorch/ao
+#: benchmarks/float8/training/{float8_training_benchmark.sh @8c81863ba, llama3.sh @853f87d1b, @e4e681be6}
+#: (validation/README.md "torchao training benchmarks").
+TORCHTITAN = frozenset({"titan24", "titan25", "tao25"})
 
 
 def fsdp_options(case: dict[str, Any], zero: str, precision: str) -> dict[str, bool]:
@@ -972,7 +991,15 @@ RECIPE_FP8_PARAM_GATHER = frozenset({"mcrec26_b200_dsv3_mtp_fp8mx", "mcrec26_gb2
 LOSS_IMPL = {"mb2511": "te", "mb2604": "te", "mb2606": "te", "mb2608": "te", "mcrec26": "te", "mpt": "flash_attn",
              "titan24": "torch",
              "titan25": "inductor",
+             "tao25": "inductor",
              "nemo2502": "megatron_fused"}
+#: Cases whose torchtitan predates the compiled loss: the tao25 H100 rows ran torchtitan "version 0.0.2" for a table
+#: committed 2025-03-12 (pytorch/ao 8c81863ba); torchtitan wraps the loss in torch.compile under --training.compile only
+#: from bbb1b616e (2025-04-02, "refactor train_spec.loss_fn to build_loss_fn"); at 0da8901b1 (2025-03-11)
+#: torchtitan/components/loss.py has it commented out: eager F.cross_entropy on float logits, as titan24 -> torch. The
+#: MI300X and B200 tao25 rows name torchtitan 2c8b59479 / 6fc499f6f, whose loss.py compiles it (-> inductor).
+UNCOMPILED_TORCHTITAN_LOSS = frozenset({"tao25_h100_llama3_8b_fsdp8_bf16", "tao25_h100_llama3_8b_fsdp8_fp8tw",
+                                        "tao25_h100_llama3_8b_fsdp8_fp8rw"})
 
 
 #: Training-metric passes over the logits per micro-batch (StrategySpec.train_metric_passes;
@@ -1025,6 +1052,8 @@ def loss_impl(case: dict[str, Any]) -> str:
     src = families(case)["source"]
     if src in TORCHTITAN and int(case["parallelism"].get("tp", 1)) > 1:
         return "megatron"  # DTensor loss_parallel: not derived, the strategy default
+    if case.get("id") in UNCOMPILED_TORCHTITAN_LOSS:
+        return "torch"
     return LOSS_IMPL.get(src, "megatron")
 
 
@@ -1038,14 +1067,15 @@ def loss_impl(case: dict[str, Any]) -> str:
 #: - mpt: llm-foundry@5e85bd62d MPTBlock under Composer, eager (the case's framework_config) -> llmfoundry; the A100
 #:   40GB row's MosaicGPT GPTBlock (mosaicml/examples@97f7f293 examples/llm/src/models/layers/gpt_blocks.py: Composer's
 #:   LPLayerNorm, the same attention / GELU MLP with biases, dropout 0, no flash-attn unpad) is the same block;
-#: - titan24, titan25: torchtitan's Llama TransformerBlock -> torchtitan (titan25's rows run torch.compile;
+#: - titan24, titan25, tao25: torchtitan's Llama TransformerBlock -> torchtitan (titan25's rows run torch.compile;
 #:   titan24's are not expressible);
-#: - maxtext: MaxText, a JAX program compiled by XLA -> xla;
+#: - maxtext, maxtext23, mtgpu24: MaxText, a JAX program compiled by XLA -> xla;
 #: - nanotron25: nanotron's LlamaDecoderLayer under PyTorch eager (huggingface/nanotron@c2528430, the same at the
 #:   benchmark branch 67c5ebb6: src/nanotron/models/llama.py; the grid's tp_linear_async_communication true with
 #:   tp_mode REDUCE_SCATTER, scripts/scaling_benchmarks.py at e24d2483 line 88) -> nanotron.
 LAYER_IMPL = {"bloom": "megatron_legacy", "mtnlg": "megatron_legacy", "meg19": "megatron_legacy",
-              "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "maxtext": "xla",
+              "mpt": "llmfoundry", "titan24": "torchtitan", "titan25": "torchtitan", "tao25": "torchtitan",
+              "maxtext": "xla", "maxtext23": "xla", "mtgpu24": "xla",
               "nanotron25": "nanotron"}
 
 
@@ -1273,11 +1303,17 @@ UNPRICED_OFFLOAD: tuple[tuple[str, str], ...] = (
     ("moe_paged_stash_buffer_size_factor_cpu", "paged-stash host buffer (routed experts' saved activations partly in "
      "host memory); the model prices whole-layer offload only"),
 )
-#: Training precisions the model does not price (precision text marker -> why): none since NVFP4 (precision fp4,
+#: Training precisions the model does not price (precision text marker -> why). NVFP4 (precision fp4,
 #: :func:`parse_precision`) is priced; TrainingSpec.precision is fp32, tf32, bf16, fp16, fp8 or fp4
 #: (scalemodel.choices.Precision). The nvfp4 rows' (Nemotron 3 Super) per-module precision mix is
-#: :func:`recipe_module_precision` (TrainingSpec.module_precision).
-UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = ()
+#: :func:`recipe_module_precision` (TrainingSpec.module_precision). torchao's float8 rowwise recipes (tao25 rows:
+#: ``--float8.recipe_name=rowwise`` / ``rowwise_with_gw_hp``, one scale per row of each operand, torch._scaled_mm's
+#: rowwise GEMM; the second keeps the weight-gradient GEMM in bf16) are none of TrainingSpec.fp8_recipe's delayed,
+#: tensorwise or mxfp8.
+UNEXPRESSED_PRECISIONS: tuple[tuple[str, str], ...] = (
+    ("rowwise", "FP8 rowwise scaling (torchao Float8 recipe rowwise / rowwise_with_gw_hp): the model prices FP8 "
+     "with delayed, tensorwise or mxfp8 scaling only (training.fp8_recipe)"),
+)
 #: Per-module GEMM precision (TrainingSpec.module_precision) of Megatron-Bridge's Nemotron 3 Super NVFP4 presets:
 #: they load te_quant.cfg (cfg.model.quant_recipe = load_quantization_recipe(...)): at 4ab94dfad
 #: src/megatron/bridge/perf_recipes/nemotronh/te_quant.cfg (loaded by perf_recipes/nemotronh/{b200,b300,gb200,gb300}/
@@ -2053,7 +2089,8 @@ def predict_new_case(case: dict[str, Any], held: bool = True) -> CaseResult | No
     chunks = recipe_chunks(case, wl.layers, pp, int(par.get("interleaved_stages_per_device", 1)))
     split = framework_split(case, pp)
     m_text = case["model"]
-    flash = "flash" in (str(m_text.get("attention", "")) + str(par.get("attention", ""))).lower() or year >= 2023
+    attn_text = (str(m_text.get("attention", "")) + str(par.get("attention", ""))).lower()
+    flash = ("flash" in attn_text or year >= 2023) and UNFUSED_ATTENTION not in attn_text
     seqpar = bool(par.get("sequence_parallel", tp > 1 and year >= 2022 and src not in NO_SEQUENCE_PARALLEL))
     precision = parse_precision(str(case.get("precision", "")))
     zero = parse_zero(par.get("zero_stage"), src)

@@ -61,8 +61,11 @@ def test_fewer_cases_fall_back_to_a_wider_family_and_say_which_keys_matched() ->
     matched = [c for c in _cases() if c["generation"] == "hopper" and c["parallelism"] == "FSDP/ZeRO-3"]
     assert band.family == {"generation": "hopper", "parallelism": "FSDP/ZeRO-3"}
     assert band.cases == len(matched) and "not matched on model, precision" in band.reason
-    errors = [c["speed_error"] for c in matched]
-    assert band.low == pytest.approx(min(errors)) and band.high == pytest.approx(max(errors))
+    errors = np.asarray([c["speed_error"] for c in matched])
+    # a band is the 10-90 % quantiles from 10 runs on (data19 brought hopper ZeRO-3 to 11), else the whole range
+    low, high = (np.quantile(errors, 0.1), np.quantile(errors, 0.9)) if len(errors) >= 10 else (errors.min(),
+                                                                                              errors.max())
+    assert band.low == pytest.approx(low) and band.high == pytest.approx(high)
 
 
 def test_nothing_similar_validated_is_out_of_distribution_with_a_wide_band() -> None:
@@ -145,14 +148,15 @@ def test_check_points_and_sweep_rows_carry_the_interval(cli: Any) -> None:
 
 
 def test_a_generation_with_too_few_runs_says_how_many_not_none() -> None:
-    """MI300X (cdna3) has two compared runs (tprimat26), one short of a band: the reason said "no validated run on
-    cdna3 accelerators", which the README's accuracy table contradicts."""
-    own = [c for c in _cases() if c["generation"] == "cdna3"]
+    """A generation with one or two compared runs is short of a band: the reason said "no validated run on cdna3
+    accelerators" when MI300X had two (tprimat26), which the README's accuracy table contradicts. MI300X has four
+    since data19; P100 (pascal) has one (goyal17)."""
+    own = [c for c in _cases() if c["generation"] == "pascal"]
     assert 0 < len(own) < 3
-    band = interval_for("cdna3", "TP/PP/DP", "dense", "16-bit", 8)
+    band = interval_for("pascal", "TP/PP/DP", "dense", "16-bit", 8)
     assert band is not None and band.out_of_distribution
     assert "no validated run" not in band.reason
-    assert f"only {len(own)} validated run{'s' if len(own) != 1 else ''} on cdna3 accelerators" in band.reason
+    assert f"only {len(own)} validated run{'s' if len(own) != 1 else ''} on pascal accelerators" in band.reason
 
 
 def test_every_residual_generation_is_a_catalog_family() -> None:
