@@ -60,6 +60,9 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
         cost = f", {p.cost_usd:,.0f} USD" if p.cost_usd else ""
         console.print(f"time to train: {p.time_to_train_s / 86400:,.1f} days{cost}")
     console.print(f"[italic]{p.dominant}[/italic]")
+    for note in p.notes:  # the JSON's notes (where a staleness kappa came from, ...): the table view left them out
+        if note != p.infeasible_reason:  # printed as 'infeasible:' above
+            console.print(f"note: {note}", markup=False)
 
 
 def interval_line(band: dict) -> str:  # type: ignore[type-arg]

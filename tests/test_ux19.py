@@ -1,0 +1,27 @@
+"""What ux19 found by using the commands as a capacity planner would (each test says what was wrong)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_predict_prints_its_notes(cli: Any) -> None:
+    """predict's JSON carries notes (where a sync mode's staleness kappa came from) that its table view never
+    printed: `--sync ssp:3` showed 'statistical efficiency 80.0%' with no word that the kappa behind it is borrowed
+    from another fit. The kappa is the adam/transformer fit of scalemodel/data/staleness_kappa.json (no optimizer
+    given: the file's borrow rule), read here from the file itself."""
+    kappa = json.loads((ROOT / "scalemodel" / "data" / "staleness_kappa.json").read_text())["fits"]
+    args = ("predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "64", "--global-batch", "64", "--micro-batch",
+            "1", "--sync", "ssp:3")
+    out = " ".join(cli(*args).out.split())
+    assert f"note: staleness penalty: kappa {kappa['adam/transformer']['kappa']:g} borrowed" in out
+    # the efficiency printed is 1 / (1 + kappa x the mean staleness) with that kappa
+    stale = json.loads(cli(*args, "--json").out)["sync"]["mean_staleness"]
+    assert f"statistical efficiency {1 / (1 + stale * kappa['adam/transformer']['kappa']):.1%}" in out
+    # an infeasible step's reason is its 'infeasible:' line, not printed twice as a note
+    out = cli("predict", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "8", "--global-batch", "8").out
+    assert "does not fit in accelerator memory" in out and "note: does not fit" not in out
