@@ -25,3 +25,18 @@ def test_predict_prints_its_notes(cli: Any) -> None:
     # an infeasible step's reason is its 'infeasible:' line, not printed twice as a note
     out = cli("predict", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "8", "--global-batch", "8").out
     assert "does not fit in accelerator memory" in out and "note: does not fit" not in out
+
+
+def test_hsdp_says_its_default_shard_group(cli: Any) -> None:
+    """--zero hsdp is priced at a shard group the user never gave (the data-parallel replicas in one node) and the
+    output said nowhere what it was (the JSON echoes shard_group: null), nor did --help name hsdp. By hand: dgx-h100
+    has 8 GPUs a node; at TP 2 a replica is 2 GPUs, so 4 replicas share a node; 512 GPUs / TP 2 = dp 256 = 4 x 64."""
+    args = ("predict", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "512", "--global-batch", "512", "--micro-batch",
+            "1", "--tp", "2", "--zero", "hsdp")
+    doc = json.loads(cli(*args, "--json").out)
+    assert any("sharded over 4 data-parallel replicas and replicated over 64" in n for n in doc["notes"])
+    assert "sharded over 4 data-parallel replicas" in " ".join(cli(*args).out.split())
+    # a shard group the user sets is theirs: no note; nor under hier:G, whose group is the shard group
+    doc = json.loads(cli(*args, "--set", "strategy.shard_group=16", "--json").out)
+    assert not any("zero hsdp" in n for n in doc["notes"])
+    assert "hsdp" in " ".join(cli("predict", "--help").out.split())

@@ -11,7 +11,15 @@ from scalemodel.choices import Zero
 from scalemodel.engine.intervals import generation_of, interval_for, precision_family
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
-from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, StepArrays, bucket_size_priced, evaluate
+from scalemodel.engine.step import (
+    INFEASIBLE_REASONS,
+    Infeasible,
+    StepArrays,
+    bucket_size_priced,
+    evaluate,
+    hier_group,
+    hsdp_shard_group,
+)
 from scalemodel.errors import Origin
 
 
@@ -151,6 +159,13 @@ def predict(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any
     pred = result_at(job, grid, res, 0, sync=strategy.sync, inputs=inputs)
     if (pred.sync.get("mean_staleness") or 0.0) > 0:
         pred.notes.append(staleness_note(job, kappa))
+    if pred.strategy["zero"] == "hsdp" and pred.strategy.get("shard_group") is None \
+            and hier_group(grid, strategy.sync) is None:
+        # the default shard group is priced but was said nowhere (the strategy echoes shard_group: null)
+        group = int(np.asarray(hsdp_shard_group(job, grid)).ravel()[0])
+        pred.notes.append(f"zero hsdp: the model states are sharded over {group} data-parallel replicas and "
+                          f"replicated over {int(pred.strategy['dp']) // max(group, 1)} (the default shard group: "
+                          "the replicas in one node; strategy.shard_group sets it)")
     return pred
 
 
