@@ -40,3 +40,24 @@ def test_hsdp_says_its_default_shard_group(cli: Any) -> None:
     doc = json.loads(cli(*args, "--set", "strategy.shard_group=16", "--json").out)
     assert not any("zero hsdp" in n for n in doc["notes"])
     assert "hsdp" in " ".join(cli("predict", "--help").out.split())
+
+
+def test_scale_best_table_shows_the_settings_plan_chose(cli: Any, monkeypatch: Any) -> None:
+    """`scale --best`'s 'Strategy chosen at each point' listed micro-batch, schedule, ZeRO, recompute and sync only:
+    Llama 3 70B at 256 H100s chose sequence parallelism (plan's own row for the same job reads 'mb 1,
+    interleaved:8, ZeRO-2, SP'), which the table did not show, so the point could not be re-run from it. The row now
+    carries plan's settings words; here compared with the --json strategy of the same point, field by field."""
+    args = ("scale", "--best", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "64,256", "--global-batch", "64",
+            "--mode", "weak")
+    doc = json.loads(cli(*args, "--json").out)
+    monkeypatch.setenv("COLUMNS", "200")
+    out = cli(*args).out
+    rows = {int(line.split("│")[1]): line.split("│")[7].strip() for line in out.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip().isdigit()}
+    for point in doc["points"]:
+        s = point["strategy"]
+        words = rows[point["gpus"]].split(", ")
+        assert words[0] == f"mb {s['micro_batch']}" and f"ZeRO-{s['zero']}" in words
+        assert ("SP" in words) == bool(s["sequence_parallel"])
+        assert (s["schedule"] in words) == (s["pp"] > 1)
+    assert any(p["strategy"]["sequence_parallel"] for p in doc["points"])

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from scalemodel.engine.parts import PARTS
 from scalemodel.engine.scaling import ScalingResult
+from scalemodel.report.explain import describe_settings
 from scalemodel.report.output import emit_json, new_console, print_table
 from scalemodel.report.plot import plot_scaling
 from scalemodel.units import format_quantity as fq
@@ -168,12 +169,15 @@ def render_scaling(result: Any) -> None:
     print_table(console, t)
     if result.best:
         st = Table(title="Strategy chosen at each point")
-        for col in ("GPUs", "DP", "TP", "PP", "CP", "EP", "micro-batch", "schedule", "ZeRO", "recompute", "sync"):
+        for col in ("GPUs", "DP", "TP", "PP", "CP", "EP"):
             st.add_column(col, justify="right")
+        # plan's words for the rest (explain.describe_settings): the columns left out sequence parallelism, the
+        # bucket, the rank order and the collective plan had chosen, so a point could not be re-run from the table
+        st.add_column("settings")
         for p in result.points:
             x = p.strategy
-            st.add_row(*(str(v) for v in (p.gpus, x["dp"], x["tp"], x["pp"], x["cp"], x["ep"], x["micro_batch"],
-                                          x["schedule"], x["zero"], x["recompute"], x.get("sync", "bsp"))))
+            st.add_row(*(str(v) for v in (p.gpus, x["dp"], x["tp"], x["pp"], x["cp"], x["ep"])),
+                       describe_settings(x))
         print_table(console, st)
     for line in chart_lines(result):
         console.print(line, highlight=False)
