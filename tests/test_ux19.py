@@ -61,3 +61,17 @@ def test_scale_best_table_shows_the_settings_plan_chose(cli: Any, monkeypatch: A
         assert ("SP" in words) == bool(s["sequence_parallel"])
         assert (s["schedule"] in words) == (s["pp"] > 1)
     assert any(p["strategy"]["sequence_parallel"] for p in doc["points"])
+
+
+def test_hardware_list_gives_every_workload_a_size(cli: Any, monkeypatch: Any) -> None:
+    """`hardware list` printed the parameter count a workload file states: Nemotron 3 Super states none, so its row
+    had no size, and GPT 1T's read '1.01e+03B params'. The count the shape gives is now listed where none is stated
+    (params_priced in --json, every workload): 123,611,012,096 trained weights for Super, the Megatron-Bridge
+    verification card's checkpoint count less its 41 x 512 router bias buffers (quoted in the workload's sources)."""
+    doc = json.loads(cli("hardware", "list", "--json").out)
+    rows = {w["name"]: w for w in doc["workloads"]}
+    assert rows["nemotron-3-super"]["params"] is None
+    assert rows["nemotron-3-super"]["params_priced"] == 123_611_033_088 - 41 * 512
+    monkeypatch.setenv("COLUMNS", "200")
+    out = cli("hardware", "list").out
+    assert "124B params; 88 x 4096" in out and "1.01T params; 128 x 25600" in out and "e+03B" not in out

@@ -46,8 +46,10 @@ def render_catalog(data: Catalog, *, as_json: bool) -> None:
             shape = f"{x['layers']} x {x['hidden']}, {x['heads']} heads, seq {x['seq_len']}"
             if x["moe_experts"]:
                 shape += f", {x['moe_experts']} experts"
-            if x["params"]:
-                shape = f"{x['params'] / 1e9:.3g}B params; " + shape
+            count = x["params"] or x.get("params_priced")
+            if count:  # 1.01T, not '1.01e+03B'
+                size = f"{count / 1e12:.3g}T" if count >= 1e12 else f"{count / 1e9:.3g}B"
+                shape = f"{size} params; " + shape
         else:
             shape = f"{fq(x['flops_per_sample'], 'flops')}/sample fwd"
         w.add_row(x["name"], x["kind"], shape, _short(x["description"]))
