@@ -75,3 +75,18 @@ def test_hardware_list_gives_every_workload_a_size(cli: Any, monkeypatch: Any) -
     monkeypatch.setenv("COLUMNS", "200")
     out = cli("hardware", "list").out
     assert "124B params; 88 x 4096" in out and "1.01T params; 128 x 25600" in out and "e+03B" not in out
+
+
+def test_strong_scale_has_no_note_on_a_critical_batch_it_does_not_use(cli: Any) -> None:
+    """At one global batch (strong scaling) the statistical efficiency E(B) / E(b0) is 1 at every point and the time
+    to target, S_min (1 + B_noise / b0) steps with S_min = E0 / (B_noise + b0), is E0 / b0 steps whatever B_noise is
+    (McCandlish et al. 2018 as docs/model.md#statistical-efficiency writes it), so the documented default critical
+    batch moves no number there; scale printed its note on every strong sweep. A weak sweep, whose batch grows, keeps
+    it."""
+    base = ("scale", "-m", "llama3-8b", "-c", "dgx-h100", "-n", "64,128", "--global-batch", "1024", "--micro-batch",
+            "1", "--zero", "1", "--json")
+    strong = json.loads(cli(*base, "--mode", "strong").out)
+    assert all(p["statistical_efficiency"] == 1.0 for p in strong["points"])
+    assert not any("critical batch" in n for n in strong["notes"])
+    weak = json.loads(cli(*base, "--mode", "weak").out)
+    assert any("the documented default" in n for n in weak["notes"])

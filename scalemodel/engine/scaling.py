@@ -306,7 +306,10 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
         reason = next(p.prediction.infeasible_reason for p in points if not p.prediction.feasible)
         notes.append(f"infeasible at {', '.join(map(str, infeasible))} GPUs: {reason}")
     default_note = None
-    if job.critical_batch > 0 and training.critical_batch is None and job.critical_batch_source:
+    # the default B_noise moves a number only where the batch does: at one global batch (strong scaling) the
+    # statistical efficiency is 1 at every point and the time to target is the steps at b0 whatever B_noise is
+    if job.critical_batch > 0 and training.critical_batch is None and job.critical_batch_source \
+            and any(b != b0 for b in batches):
         default_note = job.critical_batch_source
         notes.append(default_note)
     if training.critical_batch is not None and job.train_tokens <= 0:
