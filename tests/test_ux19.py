@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +91,18 @@ def test_strong_scale_has_no_note_on_a_critical_batch_it_does_not_use(cli: Any) 
     assert not any("critical batch" in n for n in strong["notes"])
     weak = json.loads(cli(*base, "--mode", "weak").out)
     assert any("the documented default" in n for n in weak["notes"])
+
+
+def test_time_to_train_under_two_days_is_in_hours(cli: Any) -> None:
+    """plan --objective time-to-train ranked four plans of a 100B-token GPT 1.7B job on 256 A100s and printed '0.3
+    days' for each; predict printed the same. Under two days the time is in hours (check's rule already): 100e9
+    tokens / the JSON's tokens/s, by hand, in hours to 4 significant figures."""
+    args = ("predict", "-m", "gpt-1.7b", "-c", "dgx-a100", "-n", "256", "--global-batch", "1024",
+            "--train-tokens", "100B")
+    tok = json.loads(cli(*args, "--json").out)["throughput"]["tokens_per_s"]
+    hours = 100e9 / tok / 3600
+    assert 1 < hours < 48
+    assert f"time to train: {hours:.4g} h" in cli(*args).out
+    out = cli("plan", "-m", "gpt-1.7b", "-c", "dgx-a100", "-n", "256", "--global-batch", "1024", "--objective",
+              "time-to-train", "--train-tokens", "100B", "-k", "2").out
+    assert "days" not in out and re.search(r"time to train: \d\.\d+ h\b", out)

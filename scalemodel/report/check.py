@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from scalemodel.engine.check import CheckResult
-from scalemodel.report.output import emit_json, new_console, print_table
+from scalemodel.report.output import duration, emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -13,7 +13,7 @@ def format_value(value: float, unit: str) -> str:
     if unit == "fraction":
         return f"{value:.1%}"
     if unit == "s":
-        return f"{value / 86400:,.1f} days" if value >= 2 * 86400 else fq(value, "time")
+        return duration(value)
     if unit == "bytes":
         return fq(value, "bytes")
     if unit == "USD":

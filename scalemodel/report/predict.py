@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scalemodel.engine.predict import Prediction
-from scalemodel.report.output import emit_json, new_console, print_table
+from scalemodel.report.output import duration, emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -58,7 +58,7 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
                       f"{p.sync['statistical_efficiency']:.1%}")
     if p.time_to_train_s:
         cost = f", {p.cost_usd:,.0f} USD" if p.cost_usd else ""
-        console.print(f"time to train: {p.time_to_train_s / 86400:,.1f} days{cost}")
+        console.print(f"time to train: {duration(p.time_to_train_s)}{cost}")
     console.print(f"[italic]{p.dominant}[/italic]")
     for note in p.notes:  # the JSON's notes (where a staleness kappa came from, ...): the table view left them out
         if note != p.infeasible_reason:  # printed as 'infeasible:' above

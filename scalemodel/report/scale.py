@@ -14,7 +14,7 @@ from rich.table import Table
 from scalemodel.engine.parts import PARTS
 from scalemodel.engine.scaling import ScalingResult
 from scalemodel.report.explain import describe_settings
-from scalemodel.report.output import emit_json, new_console, print_table
+from scalemodel.report.output import duration, emit_json, new_console, print_table
 from scalemodel.report.plot import plot_scaling
 from scalemodel.units import format_quantity as fq
 
@@ -161,7 +161,7 @@ def render_scaling(result: Any) -> None:
         if stat:
             row.append("-" if p.statistical_efficiency is None else f"{p.statistical_efficiency:.1%}")
         if ttt:
-            row.append("-" if p.time_to_target_s is None else f"{p.time_to_target_s / 86400:,.1f} d")
+            row.append("-" if p.time_to_target_s is None else duration(p.time_to_target_s, "d"))
         row.append(_causes_text(result, p) if p is not first else "(reference)")
         if not pr.feasible:
             row[0] += " !"
