@@ -106,3 +106,19 @@ def test_time_to_train_under_two_days_is_in_hours(cli: Any) -> None:
     out = cli("plan", "-m", "gpt-1.7b", "-c", "dgx-a100", "-n", "256", "--global-batch", "1024", "--objective",
               "time-to-train", "--train-tokens", "100B", "-k", "2").out
     assert "days" not in out and re.search(r"time to train: \d\.\d+ h\b", out)
+
+
+def test_parameter_server_says_what_its_servers_were_priced_on(cli: Any) -> None:
+    """`--dp-comm ps:8` priced 8 dedicated server machines with a NIC and DRAM the user never gave (a node's NIC and
+    one DDR4 socket, docs/model.md#parameter-server) and said so nowhere. pcie-25gbe is 25 GbE per 8-GPU server
+    (its name, and the tcp tier's 390.6 MB/s per GPU x 8 = 3.125 GB/s); DRAM 8 x 25.6 GB/s = 204.8 GB/s."""
+    base = ("predict", "-m", "gpt-1.7b", "-c", "pcie-25gbe", "-n", "64", "--micro-batch", "4", "--global-batch",
+            "256")
+    notes = json.loads(cli(*base, "--dp-comm", "ps:8", "--json").out)["notes"]
+    (note,) = [n for n in notes if n.startswith("dp_comm ps:8")]
+    assert "8 dedicated server machines, each with a 25 Gbit/s NIC" in note and "the default" in note
+    assert f"{8 * 25.6:g} GB/s of DRAM" in note
+    given = json.loads(cli(*base, "--dp-comm", "ps:8", "--set", "cluster.parameter_server.nic_bandwidth=100Gbit/s",
+                           "--json").out)["notes"]
+    assert any("each with a 100 Gbit/s NIC" in n and "the default" not in n for n in given)
+    assert not any(n.startswith("dp_comm") for n in json.loads(cli(*base, "--json").out)["notes"])
