@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scalemodel.engine.intervals import QUANTILE_FROM
 from scalemodel.engine.predict import Prediction
 from scalemodel.report.output import duration, emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
@@ -72,4 +73,10 @@ def interval_line(band: dict) -> str:  # type: ignore[type-arg]
     text = f"likely {fq(lo, 'time')} to {fq(hi, 'time')} per step ({fam}: {band['cases']} published runs"
     if band["out_of_distribution"]:
         return f"[bold yellow]out of distribution:[/bold yellow] {band['basis']}; {text})"
-    return f"{text}; docs/model.md#intervals)"
+    # a band wholly on one side of the step printed above read as a second, contradicting answer (12.13 s, 'likely
+    # 12.82 s to 15.08 s'): it is the step time corrected by the model's error on those runs, which all went one way
+    lo_e, hi_e = band["speed_error_range"]
+    share = "at least 90 % of" if band["cases"] >= QUANTILE_FROM else "every one of"  # 10th-90th pct., or min-max
+    side = (f"; the model was too fast on {share} them, so the band lies above the step" if lo_e > 0 else
+            f"; the model was too slow on {share} them, so the band lies below the step" if hi_e < 0 else "")
+    return f"{text}{side}; docs/model.md#intervals)"
