@@ -161,3 +161,19 @@ def test_an_interval_wholly_above_the_step_says_why(cli: Any) -> None:
     out = " ".join(cli("predict", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "256", "--tp", "8", "--pp", "2",
                        "--zero", "1", "--global-batch", "256", "--recompute", "full").out.split())
     assert "published runs; docs/model.md#intervals)" in out
+
+
+def test_check_pessimistic_table_says_it_shows_the_point(cli: Any, tmp_path: Path) -> None:
+    """`check --pessimistic` printed the scenario table at the point predictions (7.93 s) and the max_step_time row
+    at the interval's slow end (11.2 s) for the same point, the table unmarked. The assertion's value is the step x
+    (1 + the band's high error), by hand from the JSON; the table's title now says which it shows."""
+    cap = tmp_path / "cap.yaml"
+    cap.write_text("kind: scenario\nname: c\ncluster: dgx-h100\nmodel: gpt-1.7b\ngpus: [16, 32]\nmode: weak\n"
+                   "training: {micro_batch: 1, global_batch: 16}\nassertions:\n  max_step_time: 100s\n")
+    doc = json.loads(cli("check", str(cap), "--pessimistic", "--json").out)
+    last = doc["points"][-1]
+    (a,) = doc["assertions"]
+    assert a["value"] == pytest.approx(last["step_time_s"] * (1 + last["interval"]["speed_error_range"][1]))
+    assert "point predictions, the assertions their slow end" in " ".join(cli("check", str(cap), "--pessimistic")
+                                                                           .out.split())
+    assert "point predictions" not in cli("check", str(cap)).out
