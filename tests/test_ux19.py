@@ -177,3 +177,22 @@ def test_check_pessimistic_table_says_it_shows_the_point(cli: Any, tmp_path: Pat
     assert "point predictions, the assertions their slow end" in " ".join(cli("check", str(cap), "--pessimistic")
                                                                            .out.split())
     assert "point predictions" not in cli("check", str(cap)).out
+
+
+def test_check_best_names_the_whole_strategy(cli: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """A `best: true` check listed each point's plan as 'DP16 TP2 PP1 CP2 mb1': Llama 3 70B on 64 H100s is FSDP
+    with sequence parallelism there (plan's row for the job), and at 256 ZeRO-2 with an interleaved schedule, none
+    of which the column said. It now reads as plan's rows do; compared with the JSON's strategy."""
+    cap = tmp_path / "cap.yaml"
+    cap.write_text("kind: scenario\nname: c\ncluster: dgx-h100\nmodel: llama3-70b\ngpus: [64, 256]\nmode: weak\n"
+                   "best: true\ntraining: {global_batch: 64}\nassertions:\n  min_scaling_efficiency: 0.5\n")
+    doc = json.loads(cli("check", str(cap), "--json").out)
+    monkeypatch.setenv("COLUMNS", "250")
+    out = cli("check", str(cap)).out
+    for p in doc["points"]:
+        s = p["strategy"]
+        cp = f" x CP {s['cp']}" if s["cp"] > 1 else ""
+        words = f"DP {s['dp']} x TP {s['tp']} x PP {s['pp']}{cp}, mb {s['micro_batch']}"
+        words += f", {s['schedule']}" if s["pp"] > 1 else ""
+        words += f", ZeRO-{s['zero']}" + (", SP" if s["sequence_parallel"] else "")
+        assert words in out, words

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from scalemodel.engine.check import CheckResult
+from scalemodel.report.explain import describe_layout, describe_settings
 from scalemodel.report.output import duration, emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
@@ -48,7 +49,8 @@ def render_check(r: CheckResult, *, as_json: bool) -> None:
                    fq(p["memory_per_gpu_bytes"], "bytes") + ("" if p["fits"] else " (no fit)")]
             if best:
                 s = p["strategy"]
-                row.append(f"DP{s['dp']} TP{s['tp']} PP{s['pp']} CP{s['cp']} mb{s['micro_batch']}")
+                # plan's words (scale --best's table too): 'DP TP PP CP mb' left out ZeRO, SP, the schedule, EP
+                row.append(f"{describe_layout(s)}, {describe_settings(s)}")
             pt.add_row(*row)
         print_table(console, pt)
     t = Table(title="Assertions")
