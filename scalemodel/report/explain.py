@@ -115,10 +115,25 @@ def _cp_window_hint(result: PlanResult) -> str:
             "add --allow cp-exchanges, or --constraint cp_comm_type=a2a.")
 
 
+def _memory_floor_hint(result: PlanResult) -> str:
+    """How far from fitting a job is whose every candidate ran out of memory: its model states alone, fully sharded
+    (ZeRO-3), over the accelerator's capacity, a floor on the GPU count before any activation (planner.plan's
+    ``memory_floor``). Said only when the job has fewer GPUs than that floor."""
+    floor = result.search.get("memory_floor")
+    gpus = int(result.inputs.get("gpus") or 0)
+    if not floor or floor["gpus"] <= gpus:
+        return ""
+    return (f" The model states alone ({floor['params']:.4g} parameters x {floor['bytes_per_param']:g} bytes of "
+            f"weights, gradients and optimizer = {format_quantity(floor['state_bytes'], 'bytes')}) need at least "
+            f"{floor['gpus']:,} GPUs of {format_quantity(floor['capacity_bytes'], 'bytes')} even sharded over all "
+            f"of them (ZeRO-3), before any activation; this job has {gpus:,}.")
+
+
 def explain(result: PlanResult) -> str:
     """Why the winner wins: against the runner-up and the best of the other parallelism families."""
     if not result.ranked:
-        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(result.infeasible_by_reason.items(), key=lambda kv: -kv[1]))
+        reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(result.infeasible_by_reason.items(),
+                                                              key=lambda kv: -kv[1]))
         if not result.candidates_evaluated:  # the constraints and pins left nothing to enumerate: say which they are
             inp = result.inputs
             given = [f"--constraint {c}" for c in inp.get("constraints") or []]
@@ -129,8 +144,8 @@ def explain(result: PlanResult) -> str:
             return (f"No strategy to evaluate: no split of {inp.get('gpus')} GPUs at global batch "
                     f"{inp.get('global_batch')} meets what was asked ({'; '.join(given) or 'no constraints'})"
                     + (f": {because}." if because else "."))
-        return (f"No feasible strategy among {result.candidates_evaluated} candidates ({reasons})."
-                f"{_cp_window_hint(result)}")
+        return (f"No feasible strategy among {result.candidates_evaluated:,} candidates ({reasons})."
+                f"{_memory_floor_hint(result)}{_cp_window_hint(result)}")
     win = result.ranked[0]
     ws = win.strategy
     fam = family(ws["tp"], ws["pp"], ws["cp"], ws["ep"], ws["dp"])
