@@ -208,3 +208,31 @@ def test_stragglers_says_what_updates_per_s_counts(cli: Any) -> None:
     assert rows["asp"]["updates_per_s"] == pytest.approx(1024 / 1.0)
     assert rows["bsp"]["updates_per_s"] == pytest.approx(1 / doc["expected_max_s"])
     assert any("one per gradient under ASP" in n and "effective_step_s" in n for n in doc["notes"])
+
+
+def test_plan_with_nothing_that_fits_says_how_many_gpus_the_states_need(cli: Any) -> None:
+    """Llama 3 405B on 16 H100s: every candidate is out of memory, and plan said only 'No feasible strategy among
+    1451520 candidates'. By hand: 405,853,388,800 parameters x (2 bf16 weights + 2 gradients + 12 Adam) bytes =
+    6.494 TB; the H100 allocates 85,045,477,376 B (deviceQuery), so even fully sharded the states need
+    ceil(6.494e12 / 85.05e9) = 77 GPUs before any activation."""
+    import math
+
+    out = " ".join(cli("plan", "-m", "llama3-405b", "-c", "dgx-h100", "-n", "16", "--global-batch", "16").out.split())
+    need = math.ceil(405_853_388_800 * 16 / 85_045_477_376)
+    assert need == 77
+    assert f"need at least {need} GPUs of 85.05 GB even sharded over all of them (ZeRO-3)" in out
+    assert "this job has 16." in out and "among 1,451,520 candidates" in out
+    # enough GPUs for the states: no floor to state (a job that fits prints plans)
+    out = cli("plan", "-m", "llama3-405b", "-c", "dgx-h100", "-n", "128", "--global-batch", "128", "-k", "1").out
+    assert "need at least" not in out
+
+
+def test_interval_ends_share_a_unit(cli: Any) -> None:
+    """DeepSeek-V3 on 1024 H100s printed 'likely 48.87 s to 1.415 min per step'. Both ends are now in the lower
+    end's unit: the JSON's band in seconds, by hand, to 4 significant figures."""
+    args = ("predict", "-m", "deepseek-v3", "-c", "dgx-h100", "-n", "1024", "--tp", "8", "--pp", "8", "--ep", "16",
+            "--sequence-parallel", "--global-batch", "4096", "--micro-batch", "1", "--zero", "1", "--recompute",
+            "full")
+    lo, hi = json.loads(cli(*args, "--json").out)["interval"]["step_time_s"]
+    assert lo < 60 < hi
+    assert f"likely {lo:.4g} s to {hi:.4g} s per step" in " ".join(cli(*args).out.split())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from scalemodel.engine.intervals import QUANTILE_FROM
 from scalemodel.engine.predict import Prediction
 from scalemodel.report.output import duration, emit_json, new_console, print_table
+from scalemodel.units import _DISPLAY
 from scalemodel.units import format_quantity as fq
 
 
@@ -66,11 +67,22 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
             console.print(f"note: {note}", markup=False)
 
 
+def _same_unit(lo: float, hi: float) -> str:
+    """'48.87 s to 84.9 s': both ends of a range in the lower end's unit ('48.87 s to 1.415 min' made the reader
+    convert one of them)."""
+    low = fq(lo, "time")
+    unit = low.rsplit(" ", 1)[-1]
+    factor = dict(_DISPLAY["time"]).get(unit)
+    if factor is None:
+        return f"{low} to {fq(hi, 'time')}"
+    return f"{low} to {hi / factor:.4g} {unit}"
+
+
 def interval_line(band: dict) -> str:  # type: ignore[type-arg]
     """'likely 1.93-2.48 s per step (ampere TP/PP/DP dense 16-bit: 18 published runs)' or the OOD warning."""
     lo, hi = band["step_time_s"]
     fam = " ".join(band["family"].values()) or "all validated runs"
-    text = f"likely {fq(lo, 'time')} to {fq(hi, 'time')} per step ({fam}: {band['cases']} published runs"
+    text = f"likely {_same_unit(lo, hi)} per step ({fam}: {band['cases']} published runs"
     if band["out_of_distribution"]:
         return f"[bold yellow]out of distribution:[/bold yellow] {band['basis']}; {text})"
     # a band wholly on one side of the step printed above read as a second, contradicting answer (12.13 s, 'likely
