@@ -236,3 +236,15 @@ def test_interval_ends_share_a_unit(cli: Any) -> None:
     lo, hi = json.loads(cli(*args, "--json").out)["interval"]["step_time_s"]
     assert lo < 60 < hi
     assert f"likely {lo:.4g} s to {hi:.4g} s per step" in " ".join(cli(*args).out.split())
+
+
+def test_hardware_list_memory_is_what_the_commands_use(cli: Any, monkeypatch: Any) -> None:
+    """`hardware list` printed the H100's memory as 85.52 GB (nvidia-smi's 81559 MiB total) while every command
+    prices and prints 'of 85.05 GB per GPU', the 85,045,477,376 B CUDA can allocate (deviceQuery, hardware/
+    README.md). The list's column is now that usable figure; --json keeps the driver total beside it."""
+    doc = json.loads(cli("hardware", "list", "--json").out)
+    h100 = next(a for a in doc["accelerators"] if a["name"] == "h100-sxm")
+    assert h100["memory_bytes"] == 81559 * 2**20 and h100["memory_allocatable_bytes"] == 85_045_477_376
+    monkeypatch.setenv("COLUMNS", "200")
+    row = next(line for line in cli("hardware", "list").out.splitlines() if "│ h100-sxm " in line)
+    assert "85.05 GB" in row and "85.52 GB" not in row

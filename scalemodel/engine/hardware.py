@@ -54,7 +54,10 @@ def catalog() -> Catalog:
     for name in builtin_names("accelerator"):
         a = load_accelerator(name)
         accs.append({"name": a.name, "description": a.description, "bf16_flops_per_s": a.peak_flops.get("bf16"),
-                     "memory_bytes": a.memory, "memory_bandwidth_Bps": a.memory_bandwidth, "tdp_w": a.tdp})
+                     "memory_bytes": a.memory,
+                     # what every command takes as the capacity: the driver's total less the slice it keeps from CUDA
+                     "memory_allocatable_bytes": a.memory - (a.memory_reserved or 0.0),
+                     "memory_bandwidth_Bps": a.memory_bandwidth, "tdp_w": a.tdp})
     clusters = []
     for name in builtin_names("cluster"):
         c = load_cluster(name)

@@ -24,11 +24,14 @@ def render_catalog(data: Catalog, *, as_json: bool) -> None:
         emit_json(data.payload(), "hardware list")
         return
     t = Table(title="Accelerators")
-    for col in ("name", "bf16 dense", "memory", "mem bw", "TDP", "description"):
+    # memory: what the commands take as the capacity ('of 85.05 GB per GPU'), not the driver's total (85.52 GB on
+    # an H100, hardware show's accelerator.memory), which the list printed beside every command's smaller figure
+    for col in ("name", "bf16 dense", "usable memory", "mem bw", "TDP", "description"):
         t.add_column(col)
     for a in data.accelerators:
         bf16 = fq(a["bf16_flops_per_s"], "flop_rate") if a["bf16_flops_per_s"] else "-"
-        t.add_row(a["name"], bf16, fq(a["memory_bytes"], "bytes"), fq(a["memory_bandwidth_Bps"], "bandwidth"),
+        t.add_row(a["name"], bf16, fq(a["memory_allocatable_bytes"], "bytes"),
+                  fq(a["memory_bandwidth_Bps"], "bandwidth"),
                   fq(a["tdp_w"], "power") if a["tdp_w"] else "n/p", _short(a["description"]))
     c = Table(title="Clusters (tiers innermost first: span x per-GPU bandwidth)")
     for col in ("name", "accelerator", "GPUs/node", "tiers", "description"):
