@@ -248,3 +248,16 @@ def test_hardware_list_memory_is_what_the_commands_use(cli: Any, monkeypatch: An
     monkeypatch.setenv("COLUMNS", "200")
     row = next(line for line in cli("hardware", "list").out.splitlines() if "│ h100-sxm " in line)
     assert "85.05 GB" in row and "85.52 GB" not in row
+
+
+def test_a_16_bit_format_the_accelerator_lacks_is_warned_about(cli: Any) -> None:
+    """ResNet-50 on 256 V100s at the default precision, bf16, which Volta has no arithmetic for (its catalog entry:
+    fp64 7.8, fp32 15.7, fp16 tensor 125 TFLOP/s, 'no BF16/TF32'): priced at the fp16 peak, said nowhere. By hand:
+    MFU = TFLOP/s per GPU / 125 TFLOP/s, the fp16 peak it borrowed; --precision fp16 prices the same, unwarned."""
+    args = ("predict", "-m", "resnet50", "-c", "dgx-1-v100", "-n", "256", "--global-batch", "8192", "--micro-batch",
+            "32", "--json")
+    doc = json.loads(cli(*args).out)
+    assert any("has no bf16 peak" in w and "--precision fp16" in w for w in doc["warnings"])
+    assert doc["flops"]["mfu"] == pytest.approx(doc["flops"]["tflops_per_gpu"] / 125.0)
+    fp16 = json.loads(cli(*args, "--precision", "fp16").out)
+    assert fp16["step_time_s"] == doc["step_time_s"] and not any("peak" in w for w in fp16["warnings"])
