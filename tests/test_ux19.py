@@ -262,3 +262,13 @@ def test_a_16_bit_format_the_accelerator_lacks_is_warned_about(cli: Any) -> None
     assert doc["flops"]["mfu"] == pytest.approx(doc["flops"]["tflops_per_gpu"] / 125.0)
     fp16 = json.loads(cli(*args, "--precision", "fp16").out)
     assert fp16["step_time_s"] == doc["step_time_s"] and not any("peak" in w for w in fp16["warnings"])
+
+
+def test_predict_out_of_memory_points_to_memory(cli: Any) -> None:
+    """predict printed 'DOES NOT FIT' and nothing else; the command that shows the parts and the levers left
+    (memory) is named on that line. Llama 3 70B on 8 H100s at dp 8 without ZeRO: 70.55e9 x 16 bytes = 1.13 TB of
+    states alone, over the 85.05 GB a GPU can allocate."""
+    out = " ".join(cli("predict", "-m", "llama3-70b", "-c", "dgx-h100", "-n", "8", "--global-batch", "8").out.split())
+    assert "(DOES NOT FIT); `scalemodel memory` with the same options shows the parts" in out
+    out = " ".join(cli("predict", "-m", "gpt-1.7b", "-c", "dgx-h100", "-n", "8", "--global-batch", "8").out.split())
+    assert "(fits)" in out and "scalemodel memory" not in out

@@ -53,7 +53,10 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     console.print(f"compute: {fl['tflops_per_gpu']:.1f} model TFLOP/s per GPU, MFU {fl['mfu']:.1%}, "
                   f"HFU {fl['hfu']:.1%}")
     console.print(f"memory: {fq(mem['per_gpu_bytes'], 'bytes')} of {fq(mem['capacity_bytes'], 'bytes')} per GPU"
-                  f" ({'fits' if mem['fits'] else 'DOES NOT FIT'})")
+                  f" ({'fits' if mem['fits'] else 'DOES NOT FIT'})"
+                  # the parts and the levers left are memory's (report.memory._nothing_fits); predict named neither
+                  + ("" if mem["fits"] else "; `scalemodel memory` with the same options shows the parts and what "
+                     "would make it fit"))
     if p.sync["mode"] != "bsp":
         console.print(f"sync {p.sync['mode']}: {p.sync['updates_per_s']:.3g} updates/s, mean staleness "
                       f"{p.sync['mean_staleness']:.3g} steps, statistical efficiency "
