@@ -233,3 +233,18 @@ def test_must_fit_memory_holds_at_every_count(cli: Any, tmp_path: Path) -> None:
     assert res.code == 1, res.out + res.err
     (a,) = json.loads(res.out)["assertions"]
     assert a["at_gpus"] == 16 and not a["passed"] and a["value"] > 80e9
+
+
+def test_no_note_on_a_default_critical_batch_check_does_not_use(cli: Any, tmp_path: Path) -> None:
+    """check's time to train is train_tokens / tokens/s unless the scenario gives training.critical_batch (the test
+    above), and it prints no statistical efficiency, so the documented default critical batch moves none of its
+    numbers: its note ('critical batch N sequences: the documented default ...', which scale prints beside the
+    statistical efficiency it does use) was noise on every weak or strong check of a language model."""
+    path = write(tmp_path, gpus="[16, 64]", training=", train_tokens: 1B",
+                 assertions="  max_time_to_train: 1e9")
+    doc = json.loads(cli("check", path, "--json").out)
+    assert not any("critical batch" in n for n in doc["notes"]), doc["notes"]
+    assert "critical batch" not in cli("check", path).out
+    # scale prints it: its stat. eff. column rests on that default
+    scale = cli("scale", "--scenario", path, "--json")
+    assert any("the documented default" in n for n in json.loads(scale.out)["notes"])

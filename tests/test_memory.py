@@ -175,3 +175,27 @@ def test_nothing_fits_names_the_activations_when_the_states_fit(cli):
                        "--global-batch", "8").out.split())
     # 81920 MiB less the 799277056 B the driver keeps: deviceQuery's 85100068864 B = 85.10e9 B ([NVSMI])
     assert "model states alone" in out and "exceed the 85.1 GB" in out
+
+
+def test_nothing_fits_offers_only_levers_not_in_use(cli):
+    """Llama 3 405B at 262,144 tokens, TP 8 PP 8, full recompute, SP and ZeRO-1 on 1024 H100s: no micro-batch fits,
+    and the hint said 'try recompute, sequence parallelism, more TP or CP', two of which the job already runs. The
+    lever left is a higher ZeRO stage: ZeRO-2 shards the bf16 gradients (2 bytes x 6.24e9 params = 12.5 GB on the
+    peak stage) over dp 16, and the same job then fits at micro-batch 1 (checked below by the command itself)."""
+    import json
+
+    base = ("memory", "-c", "dgx-h100", "-m", "llama3-405b", "-n", "1024", "--tp", "8", "--pp", "8",
+            "--micro-batch", "1", "--sequence-parallel", "--recompute", "full", "--seq-len", "262144")
+    out = " ".join(cli(*base, "--zero", "1").out.split())
+    hint = out.split("try ", 1)[1]
+    assert "recompute" not in hint and "sequence parallelism" not in hint
+    assert "a ZeRO stage above 1" in hint and "more TP or CP" in hint
+    assert json.loads(cli(*base, "--zero", "2", "--json").out)["max_micro_batch"] >= 1
+    # nothing in use: every lever is named; ZeRO-0 at dp 16 offers ZeRO
+    out = " ".join(cli("memory", "-c", "dgx-h100", "-m", "llama3-70b", "-n", "256", "--tp", "8", "--pp", "2",
+                       "--micro-batch", "1", "--global-batch", "256").out.split())
+    assert out.endswith("try recompute (selective or full), sequence parallelism, ZeRO or more TP or CP")
+    # the states alone at dp 1 (GPT-3 175B on one node, TP 8): ZeRO shards nothing there, so it is not offered
+    out = " ".join(cli("memory", "-c", "dgx-a100", "-m", "gpt3-175b", "-n", "8", "--tp", "8",
+                       "--global-batch", "8").out.split())
+    assert out.endswith("exceed the 85.1 GB; try more TP or PP")

@@ -49,7 +49,8 @@ MICRO_BATCH = opt("--micro-batch", type=integer, help="Sequences per micro-batch
 GLOBAL_BATCH = opt("--global-batch", type=integer, help="Sequences (samples) per step (default: the --strategy "
                    "file's, else dp x micro-batch, one micro-batch per step).")
 SEQ_LEN = opt("--seq-len", type=integer, help="Sequence length (default: the model's).")
-ZERO = opt("--zero", help="ZeRO stage 0|1|2|3 or fsdp.")
+ZERO = opt("--zero", help="ZeRO stage 0|1|2|3, fsdp, or hsdp (FSDP sharded within a node, replicated across; "
+                                 "--set strategy.shard_group=S shards over S replicas).")
 RECOMPUTE = opt("--recompute", help="none | selective | full.")
 SEQ_PAR = switch("--sequence-parallel", help="Megatron sequence parallelism.")
 SCHEDULE = opt("--schedule", help="1f1b | interleaved:V | gpipe | zb.")

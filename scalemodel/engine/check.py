@@ -224,7 +224,10 @@ def run_check(scenario: Any, *, source: str = "", straggler_cv: float | None = N
     by_gpus = {p.gpus: p for p in result.points}
     big = by_gpus[largest]
     pred = big.prediction
-    notes = list(result.notes)
+    # the documented default critical batch prices nothing here (the time to train is train_tokens over the
+    # throughput unless the scenario gives training.critical_batch, and check prints no statistical efficiency), so
+    # scale's note on it, "critical batch 1830 sequences: the documented default ...", was noise on every check
+    notes = [n for n in result.notes if n != result.default_critical_batch_note]
     for p in result.points:
         reason = p.prediction.infeasible_reason
         # memory alone is reported (must_fit_memory, or a note); any other reason is a strategy that cannot run. It

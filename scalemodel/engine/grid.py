@@ -42,7 +42,10 @@ COLUMNS: tuple[str, ...] = (
     # residuals of the named family of published runs; out_of_distribution = nothing similar validated
     "step_time_s_low", "step_time_s_high", "tokens_per_s_low", "tokens_per_s_high", "mfu_low", "mfu_high",
     "interval_family", "interval_cases", "out_of_distribution",
-    "candidates_evaluated", "elapsed_s", "cpu_s")
+    # plan's search (best points): candidates_evaluated is every candidate the search covered (plan's JSON key of
+    # that name), candidates_priced the ones the step model priced, the rest bounded ("searched N candidates (M
+    # evaluated, the rest bounded)" in plan's words)
+    "candidates_evaluated", "candidates_priced", "elapsed_s", "cpu_s")
 
 #: Seconds to wait for a Dask scheduler before giving up with an error.
 CONNECT_TIMEOUT_S = 10
@@ -147,6 +150,7 @@ def _run_point(pt: GridPoint, row: dict[str, Any]) -> None:
         if pt.fixed is None:
             res = plan(pt.cluster_spec, pt.workload_spec, pt.gpus, pt.training, objective=pt.objective, top=1)
             row["candidates_evaluated"] = res.candidates_evaluated
+            row["candidates_priced"] = res.search.get("evaluated", res.candidates_evaluated)
             pred = res.best
             if pred is None:
                 reasons = ", ".join(f"{k} {v}" for k, v in sorted(res.infeasible_by_reason.items(),

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from scalemodel import specs
-from scalemodel.engine.job import scenario_training_fits
+from scalemodel.engine.job import model_param_counts, scenario_training_fits, transformer_shape
 from scalemodel.errors import InputError
 from scalemodel.specs import load_accelerator, load_cluster, load_scenario, load_workload
 from scalemodel.specs.files import exists
@@ -54,7 +54,10 @@ def catalog() -> Catalog:
     for name in builtin_names("accelerator"):
         a = load_accelerator(name)
         accs.append({"name": a.name, "description": a.description, "bf16_flops_per_s": a.peak_flops.get("bf16"),
-                     "memory_bytes": a.memory, "memory_bandwidth_Bps": a.memory_bandwidth, "tdp_w": a.tdp})
+                     "memory_bytes": a.memory,
+                     # what every command takes as the capacity: the driver's total less the slice it keeps from CUDA
+                     "memory_allocatable_bytes": a.memory - (a.memory_reserved or 0.0),
+                     "memory_bandwidth_Bps": a.memory_bandwidth, "tdp_w": a.tdp})
     clusters = []
     for name in builtin_names("cluster"):
         c = load_cluster(name)
@@ -69,8 +72,12 @@ def catalog() -> Catalog:
         shape = ({"layers": w.layers, "hidden": w.hidden, "heads": w.heads, "seq_len": w.seq_len,
                   "moe_experts": w.moe.experts if w.moe is not None else 0}
                  if w.kind == "transformer" else {"flops_per_sample": w.flops_per_sample})
+        # params: the count the file states (published, for checking); params_priced: the count its shape gives,
+        # which every command prices (a workload that states none, Nemotron 3 Super, showed no size at all)
+        priced = (float(model_param_counts(transformer_shape(w))[0]) if w.kind == "transformer"
+                  else float(w.params))
         workloads.append({"name": w.name, "kind": w.kind, "description": w.description,
-                          "params": getattr(w, "params", None), **shape})
+                          "params": getattr(w, "params", None), "params_priced": priced, **shape})
     scenarios = []
     for name in builtin_names("scenario"):
         sc = load_scenario(name)

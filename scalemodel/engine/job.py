@@ -297,6 +297,12 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
     precision = training.precision
     recipe = low_precision_recipe(training, acc)  # first: an fp4 run off Blackwell is refused for that, not for a peak
     peak = acc.peak(precision)
+    if precision in ("bf16", "fp16") and precision not in acc.peak_flops:
+        # AcceleratorSpec.peak borrows the other 16-bit format's peak: a V100 run at the default bf16, a format Volta
+        # has no arithmetic for, was priced at its fp16 tensor-core peak with the header saying bf16 and no word
+        other = "fp16" if precision == "bf16" else "bf16"
+        notices.warn(f"{acc.name} has no {precision} peak (its 16-bit peak is {other}): priced at the {other} peak; "
+                     f"give --precision {other} ({notices.field_name('training.precision')}), the format it runs")
     curve = acc.compute_efficiency or compute.default_efficiency(acc.family if acc.family != "other" else acc.name)
     # the spec's curve may carry a separate fp8 GEMM curve (ComputeEfficiency.gemm); family defaults do not
     gemm_max, gemm_half_dim = (acc.compute_efficiency.gemm(precision) if acc.compute_efficiency is not None

@@ -1817,6 +1817,15 @@ def plan(cluster: Any, workload: Any, gpus: int, training: Any, *, objective: st
         result = search(job, gpus, batch, objective=objective, top=top, constraints=cons, sync_modes=modes,
                         progress=progress, inputs=inputs, allow=allow, fixed=fixed, written=written)
     _warn_unused_a2a_size(cons, result.ranked)
+    if not result.ranked and result.infeasible_by_reason.get(Infeasible.OUT_OF_MEMORY.key):
+        # the model states alone, sharded over every GPU (ZeRO-3), at the job's bytes per parameter: a floor on the
+        # GPU count before any activation, for the explanation (report.explain): "no feasible strategy" said
+        # nothing of how far off the job was
+        per_param = job.elem_bytes + job.grad_bytes + job.optimizer_bytes_per_param
+        states = float(job.params) * per_param
+        result.search["memory_floor"] = {"params": float(job.params), "bytes_per_param": per_param,
+                                         "state_bytes": states, "capacity_bytes": float(job.memory_capacity),
+                                         "gpus": math.ceil(states / job.memory_capacity)}
     if pareto:
         pool: list[Prediction] = []
         for obj in ("throughput", "time-to-train"):

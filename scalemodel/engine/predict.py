@@ -11,7 +11,16 @@ from scalemodel.choices import Zero
 from scalemodel.engine.intervals import generation_of, interval_for, precision_family
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
-from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, StepArrays, bucket_size_priced, evaluate
+from scalemodel.engine.step import (
+    INFEASIBLE_REASONS,
+    Infeasible,
+    StepArrays,
+    bucket_size_priced,
+    evaluate,
+    hier_group,
+    hsdp_shard_group,
+    ps_server_line,
+)
 from scalemodel.errors import Origin
 
 
@@ -151,7 +160,36 @@ def predict(cluster: Any, workload: Any, gpus: int, training: Any, strategy: Any
     pred = result_at(job, grid, res, 0, sync=strategy.sync, inputs=inputs)
     if (pred.sync.get("mean_staleness") or 0.0) > 0:
         pred.notes.append(staleness_note(job, kappa))
+    if pred.strategy["zero"] == "hsdp" and pred.strategy.get("shard_group") is None \
+            and hier_group(grid, strategy.sync) is None:
+        # the default shard group is priced but was said nowhere (the strategy echoes shard_group: null)
+        group = int(np.asarray(hsdp_shard_group(job, grid)).ravel()[0])
+        pred.notes.append(f"zero hsdp: the model states are sharded over {group} data-parallel replicas and "
+                          f"replicated over {int(pred.strategy['dp']) // max(group, 1)} (the default shard group: "
+                          "the replicas in one node; strategy.shard_group sets it)")
+    if str(pred.strategy.get("dp_comm", "allreduce")).startswith("ps:"):
+        pred.notes.append(_ps_note(job, str(pred.strategy["dp_comm"])))
     return pred
+
+
+def _ps_note(job: Job, dp_comm: str) -> str:
+    """What ``ps:K`` was priced on, the defaults the user did not give: dedicated servers' NIC (the cluster's
+    parameter_server.nic_bandwidth, else a node's NIC) and summing DRAM (docs/model.md#parameter-server); colocated
+    servers share the worker machines' NICs."""
+    from scalemodel.units import format_quantity as fq
+
+    k = dp_comm.split(":")[1]
+    if dp_comm.endswith(":colocated"):
+        return (f"dp_comm {dp_comm}: {k} servers on the worker machines, sharing their NICs "
+                "(docs/model.md#parameter-server)")
+    line, nic = ps_server_line(job)
+    rate = fq(line * 8, "bandwidth").replace("B/s", "bit/s")
+    whence = ("cluster.parameter_server.nic_bandwidth" if job.ps_server_nic_bandwidth > 0 else
+              f"the default: a node's {job.network.gpus_per_node} x {nic.name} line rate; "
+              "cluster.parameter_server.nic_bandwidth sets it")
+    return (f"dp_comm {dp_comm}: {k} dedicated server machines, each with a {rate} NIC at {nic.name}'s efficiency "
+            f"{nic.efficiency:g} ({whence}), summing in {fq(job.ps_server_memory_bandwidth, 'bandwidth')} of DRAM "
+            "(cluster.parameter_server.memory_bandwidth; docs/model.md#parameter-server)")
 
 
 def staleness_note(job: Job, kappa: float | None) -> str:

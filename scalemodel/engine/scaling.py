@@ -91,6 +91,9 @@ class ScalingResult:
     points: list[ScalingPoint]
     inputs: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: the note on the documented default critical batch, when one of ``notes`` is it: the statistical efficiency
+    #: and time to target scale prints rest on it; check, which uses neither without training.critical_batch, drops it
+    default_critical_batch_note: str | None = None
 
     @property
     def causes(self) -> tuple[str, ...]:
@@ -302,8 +305,14 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
     if infeasible:
         reason = next(p.prediction.infeasible_reason for p in points if not p.prediction.feasible)
         notes.append(f"infeasible at {', '.join(map(str, infeasible))} GPUs: {reason}")
-    if job.critical_batch > 0 and training.critical_batch is None and job.critical_batch_source:
-        notes.append(job.critical_batch_source)
+    default_note = None
+    # the default B_noise moves a number only where the batch does: at one global batch (strong scaling) the
+    # statistical efficiency is 1 at every point and the time to target is the steps at b0 whatever B_noise is
+    if job.critical_batch > 0 and training.critical_batch is None and job.critical_batch_source \
+            and any(b != b0 for b in batches):
+        default_note = job.critical_batch_source
+        notes.append(default_note)
     if training.critical_batch is not None and job.train_tokens <= 0:
         notes.append("time to target needs train_tokens as well as critical_batch")
-    return ScalingResult(mode=mode, best=best, points=points, inputs=inputs or {}, notes=notes)
+    return ScalingResult(mode=mode, best=best, points=points, inputs=inputs or {}, notes=notes,
+                         default_critical_batch_note=default_note)

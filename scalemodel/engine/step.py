@@ -3851,7 +3851,7 @@ def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes:
     nic = tiers[nic_tier]
     per_gpu = np.where(np.isfinite(per_gpu), per_gpu, nic.effective_bandwidth)
     worker_bw = gpn * per_gpu
-    server_line = job.ps_server_nic_bandwidth or gpn * nic.bandwidth
+    server_line, _ = ps_server_line(job)
     server_bw = server_line * nic.efficiency
     machine_bytes = np.minimum(gpn, gpus) * gpu_bytes / c0
     k = np.maximum(g.ps_servers, 1).astype(float)
@@ -3865,6 +3865,17 @@ def _ps_exchange(job: Job, g: StrategyGrid, data: DataParallelGroups, gpu_bytes:
     return ps.ps_exchange(machines, k_eff, machine_bytes, worker_bw, server_bw, colocated=g.ps_colocated,
                           f_max=f_max, chunks=pieces, intra_s=intra, server_memory_bw=job.ps_server_memory_bandwidth,
                           latency_s=alpha)
+
+
+def ps_server_line(job: Job) -> tuple[float, Any]:
+    """A dedicated parameter server's NIC line rate (B/s per direction) and the tier it is read from: the cluster's
+    ``parameter_server.nic_bandwidth``, else a node's NIC, gpus_per_node x the per-GPU line rate of the first tier
+    outside the node (BytePS's equal-NIC analysis; :func:`_ps_exchange` takes that tier's efficiency on it)."""
+    tiers = job.network.tiers
+    gpn = float(job.network.gpus_per_node)
+    node_tier = next((i for i, t in enumerate(tiers) if t.span >= gpn), len(tiers) - 1)
+    nic = tiers[min(node_tier + 1, len(tiers) - 1)]
+    return float(job.ps_server_nic_bandwidth or gpn * nic.bandwidth), nic
 
 
 def _gathered_bytes(job: Job, g: StrategyGrid, dense: np.ndarray, layers: np.ndarray) -> np.ndarray:

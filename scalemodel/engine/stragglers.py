@@ -113,5 +113,8 @@ def _stragglers(workers: int, dist: str, mean_s: float, cv: float, backup: int, 
         workers=workers, expected_mean_s=mean_s, expected_max_s=e_max, quantiles_s=quant, strategies=strategies,
         notes=notes + [
             "step_time_s is seconds per worker iteration (one gradient per worker); mean_staleness is in "
-            "global steps; efficiency = 1/(1 + kappa * staleness) (a heuristic, not a universal constant)",
+            "global steps; efficiency = 1/(1 + kappa * staleness) (a heuristic, not a universal constant); "
+            "updates_per_s counts what each mode applies (cost/sync.py): one update of N gradients per BSP or backup "
+            "step, one per gradient under ASP and SSP (N per worker iteration), one local step of a worker under "
+            "local SGD, so compare modes by effective_step_s, not by updates/s",
             f"staleness penalty: {kappa_source}"])

@@ -24,11 +24,14 @@ def render_catalog(data: Catalog, *, as_json: bool) -> None:
         emit_json(data.payload(), "hardware list")
         return
     t = Table(title="Accelerators")
-    for col in ("name", "bf16 dense", "memory", "mem bw", "TDP", "description"):
+    # memory: what the commands take as the capacity ('of 85.05 GB per GPU'), not the driver's total (85.52 GB on
+    # an H100, hardware show's accelerator.memory), which the list printed beside every command's smaller figure
+    for col in ("name", "bf16 dense", "usable memory", "mem bw", "TDP", "description"):
         t.add_column(col)
     for a in data.accelerators:
         bf16 = fq(a["bf16_flops_per_s"], "flop_rate") if a["bf16_flops_per_s"] else "-"
-        t.add_row(a["name"], bf16, fq(a["memory_bytes"], "bytes"), fq(a["memory_bandwidth_Bps"], "bandwidth"),
+        t.add_row(a["name"], bf16, fq(a["memory_allocatable_bytes"], "bytes"),
+                  fq(a["memory_bandwidth_Bps"], "bandwidth"),
                   fq(a["tdp_w"], "power") if a["tdp_w"] else "n/p", _short(a["description"]))
     c = Table(title="Clusters (tiers innermost first: span x per-GPU bandwidth)")
     for col in ("name", "accelerator", "GPUs/node", "tiers", "description"):
@@ -46,8 +49,10 @@ def render_catalog(data: Catalog, *, as_json: bool) -> None:
             shape = f"{x['layers']} x {x['hidden']}, {x['heads']} heads, seq {x['seq_len']}"
             if x["moe_experts"]:
                 shape += f", {x['moe_experts']} experts"
-            if x["params"]:
-                shape = f"{x['params'] / 1e9:.3g}B params; " + shape
+            count = x["params"] or x.get("params_priced")
+            if count:  # 1.01T, not '1.01e+03B'
+                size = f"{count / 1e12:.3g}T" if count >= 1e12 else f"{count / 1e9:.3g}B"
+                shape = f"{size} params; " + shape
         else:
             shape = f"{fq(x['flops_per_sample'], 'flops')}/sample fwd"
         w.add_row(x["name"], x["kind"], shape, _short(x["description"]))

@@ -57,13 +57,36 @@ def _nothing_fits(result: MemoryResult) -> str:
     """Why no micro-batch fits: the model states with their allowance, (states) (1 + fragmentation) + workspace
     (docs/model.md#memory), past the capacity, or the activations of one sample per micro-batch (with the
     micro-batches the schedule keeps in flight) past what the states leave. More PP is not offered for the
-    latter: under 1F1B the first stage keeps p micro-batches of L / p layers, the same L layers' worth."""
+    latter: under 1F1B the first stage keeps p micro-batches of L / p layers, the same L layers' worth. The levers
+    named are those the strategy has not used up (:func:`_levers`)."""
     br, cap = result.per_gpu_bytes, result.capacity_bytes
     states = br["weights"] + br["gradients"] + br["optimizer"]
     held = states * (1.0 + float(result.inputs["fragmentation"])) + br["workspace"]
     if held >= cap:
         return (f"no micro-batch fits: model states alone ({fq(held, 'bytes')} with the allowances) exceed the "
-                f"{fq(cap, 'bytes')}; try ZeRO, TP or PP")
+                f"{fq(cap, 'bytes')}; try {_levers(result.inputs, states_only=True)}")
     return (f"no micro-batch fits: the model states take {fq(held, 'bytes')} with the allowances, and the "
-            f"activations at micro-batch 1 do not fit in the {fq(cap - held, 'bytes')} left; try recompute, "
-            "sequence parallelism, more TP or CP")
+            f"activations at micro-batch 1 do not fit in the {fq(cap - held, 'bytes')} left; try "
+            f"{_levers(result.inputs, states_only=False)}")
+
+
+def _levers(inp: dict, *, states_only: bool) -> str:
+    """What would shrink the part that does not fit, leaving out what the strategy already runs: full recompute
+    was told 'try recompute', sequence parallelism 'try sequence parallelism'. A higher ZeRO stage shards more of the
+    states over dp (ZeRO-1 the optimizer, -2 the gradients, -3/FSDP the weights; nothing at dp 1), which also leaves
+    the activations more room; sequence parallelism acts only at tp > 1."""
+    zero = str(inp["zero"])
+    dp = int(inp["dp"])
+    out: list[str] = []
+    if not states_only:
+        recompute = str(inp["recompute"])
+        if recompute == "none":
+            out.append("recompute (selective or full)")
+        elif recompute == "selective":
+            out.append("full recompute")
+        if int(inp["tp"]) > 1 and not inp["sequence_parallel"]:
+            out.append("sequence parallelism")
+    if dp > 1 and zero not in ("3", "fsdp"):
+        out.append("ZeRO" if zero == "0" else f"a ZeRO stage above {zero}")
+    out.append("more TP or PP" if states_only else "more TP or CP")
+    return out[0] if len(out) == 1 else ", ".join(out[:-1]) + " or " + out[-1]

@@ -11,7 +11,7 @@ from scalemodel.engine.parts import PARTS
 from scalemodel.engine.planner import PlanResult
 from scalemodel.engine.step import INFEASIBLE_REASONS, REASON_KEYS
 from scalemodel.report.explain import describe_layout, describe_settings, explained
-from scalemodel.report.output import emit_json, new_console, print_table
+from scalemodel.report.output import duration, emit_json, new_console, print_table
 from scalemodel.units import format_quantity as fq
 
 
@@ -124,7 +124,7 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
                 if result.objective == "cost":
                     row.append(f"{p.cost_usd:,.0f} USD" if p.cost_usd else "-")
                 else:
-                    row.append(f"{p.time_to_train_s / 86400:,.1f} days" if p.time_to_train_s else "-")
+                    row.append(duration(p.time_to_train_s) if p.time_to_train_s else "-")
             t.add_row(*row)
         print_table(console, t)
         for i, same in enumerate(result.equivalents[:len(result.ranked)]):
@@ -144,7 +144,7 @@ def render_plan(result: PlanResult, *, as_json: bool) -> None:
             tp.add_row(describe_layout(p.strategy), describe_settings(p.strategy),
                        f"{p.throughput['tokens_per_s']:,.0f}", f"{eff:.3f}",
                        f"{p.throughput['tokens_per_s'] * eff:,.0f}",
-                       f"{p.time_to_train_s / 86400:,.1f} days" if p.time_to_train_s else "-",
+                       duration(p.time_to_train_s) if p.time_to_train_s else "-",
                        f"{p.cost_usd:,.0f} USD" if p.cost_usd else "-")
         print_table(console, tp)
     if result.infeasible_by_reason:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from scalemodel.engine.intervals import QUANTILE_FROM
 from scalemodel.engine.predict import Prediction
-from scalemodel.report.output import emit_json, new_console, print_table
+from scalemodel.report.output import duration, emit_json, new_console, print_table
+from scalemodel.units import _DISPLAY
 from scalemodel.units import format_quantity as fq
 
 
@@ -51,22 +53,45 @@ def render_prediction(p: Prediction, *, as_json: bool) -> None:
     console.print(f"compute: {fl['tflops_per_gpu']:.1f} model TFLOP/s per GPU, MFU {fl['mfu']:.1%}, "
                   f"HFU {fl['hfu']:.1%}")
     console.print(f"memory: {fq(mem['per_gpu_bytes'], 'bytes')} of {fq(mem['capacity_bytes'], 'bytes')} per GPU"
-                  f" ({'fits' if mem['fits'] else 'DOES NOT FIT'})")
+                  f" ({'fits' if mem['fits'] else 'DOES NOT FIT'})"
+                  # the parts and the levers left are memory's (report.memory._nothing_fits); predict named neither
+                  + ("" if mem["fits"] else "; `scalemodel memory` with the same options shows the parts and what "
+                     "would make it fit"))
     if p.sync["mode"] != "bsp":
         console.print(f"sync {p.sync['mode']}: {p.sync['updates_per_s']:.3g} updates/s, mean staleness "
                       f"{p.sync['mean_staleness']:.3g} steps, statistical efficiency "
                       f"{p.sync['statistical_efficiency']:.1%}")
     if p.time_to_train_s:
         cost = f", {p.cost_usd:,.0f} USD" if p.cost_usd else ""
-        console.print(f"time to train: {p.time_to_train_s / 86400:,.1f} days{cost}")
+        console.print(f"time to train: {duration(p.time_to_train_s)}{cost}")
     console.print(f"[italic]{p.dominant}[/italic]")
+    for note in p.notes:  # the JSON's notes (where a staleness kappa came from, ...): the table view left them out
+        if note != p.infeasible_reason:  # printed as 'infeasible:' above
+            console.print(f"note: {note}", markup=False)
+
+
+def _same_unit(lo: float, hi: float) -> str:
+    """'48.87 s to 84.9 s': both ends of a range in the lower end's unit ('48.87 s to 1.415 min' made the reader
+    convert one of them)."""
+    low = fq(lo, "time")
+    unit = low.rsplit(" ", 1)[-1]
+    factor = dict(_DISPLAY["time"]).get(unit)
+    if factor is None:
+        return f"{low} to {fq(hi, 'time')}"
+    return f"{low} to {hi / factor:.4g} {unit}"
 
 
 def interval_line(band: dict) -> str:  # type: ignore[type-arg]
     """'likely 1.93-2.48 s per step (ampere TP/PP/DP dense 16-bit: 18 published runs)' or the OOD warning."""
     lo, hi = band["step_time_s"]
     fam = " ".join(band["family"].values()) or "all validated runs"
-    text = f"likely {fq(lo, 'time')} to {fq(hi, 'time')} per step ({fam}: {band['cases']} published runs"
+    text = f"likely {_same_unit(lo, hi)} per step ({fam}: {band['cases']} published runs"
     if band["out_of_distribution"]:
         return f"[bold yellow]out of distribution:[/bold yellow] {band['basis']}; {text})"
-    return f"{text}; docs/model.md#intervals)"
+    # a band wholly on one side of the step printed above read as a second, contradicting answer (12.13 s, 'likely
+    # 12.82 s to 15.08 s'): it is the step time corrected by the model's error on those runs, which all went one way
+    lo_e, hi_e = band["speed_error_range"]
+    share = "at least 90 % of" if band["cases"] >= QUANTILE_FROM else "every one of"  # 10th-90th pct., or min-max
+    side = (f"; the model was too fast on {share} them, so the band lies above the step" if lo_e > 0 else
+            f"; the model was too slow on {share} them, so the band lies below the step" if hi_e < 0 else "")
+    return f"{text}{side}; docs/model.md#intervals)"

@@ -13,7 +13,8 @@ from rich.table import Table
 
 from scalemodel.engine.parts import PARTS
 from scalemodel.engine.scaling import ScalingResult
-from scalemodel.report.output import emit_json, new_console, print_table
+from scalemodel.report.explain import describe_settings
+from scalemodel.report.output import duration, emit_json, new_console, print_table
 from scalemodel.report.plot import plot_scaling
 from scalemodel.units import format_quantity as fq
 
@@ -160,7 +161,7 @@ def render_scaling(result: Any) -> None:
         if stat:
             row.append("-" if p.statistical_efficiency is None else f"{p.statistical_efficiency:.1%}")
         if ttt:
-            row.append("-" if p.time_to_target_s is None else f"{p.time_to_target_s / 86400:,.1f} d")
+            row.append("-" if p.time_to_target_s is None else duration(p.time_to_target_s, "d"))
         row.append(_causes_text(result, p) if p is not first else "(reference)")
         if not pr.feasible:
             row[0] += " !"
@@ -168,12 +169,15 @@ def render_scaling(result: Any) -> None:
     print_table(console, t)
     if result.best:
         st = Table(title="Strategy chosen at each point")
-        for col in ("GPUs", "DP", "TP", "PP", "CP", "EP", "micro-batch", "schedule", "ZeRO", "recompute", "sync"):
+        for col in ("GPUs", "DP", "TP", "PP", "CP", "EP"):
             st.add_column(col, justify="right")
+        # plan's words for the rest (explain.describe_settings): the columns left out sequence parallelism, the
+        # bucket, the rank order and the collective plan had chosen, so a point could not be re-run from the table
+        st.add_column("settings")
         for p in result.points:
             x = p.strategy
-            st.add_row(*(str(v) for v in (p.gpus, x["dp"], x["tp"], x["pp"], x["cp"], x["ep"], x["micro_batch"],
-                                          x["schedule"], x["zero"], x["recompute"], x.get("sync", "bsp"))))
+            st.add_row(*(str(v) for v in (p.gpus, x["dp"], x["tp"], x["pp"], x["cp"], x["ep"])),
+                       describe_settings(x))
         print_table(console, st)
     for line in chart_lines(result):
         console.print(line, highlight=False)
