@@ -1,0 +1,80 @@
+"""Hostile-input round 19: a ``--set`` that names a root and no field, a sweep's models/clusters entry that does not
+resolve, and nccl-tests data rows the reader drops.
+
+Each case is one finding; the contract is test_hostile_inputs.py's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import LOG, accepted, no_hang, refused  # noqa: F401 (no_hang: autouse)
+
+DENSE = ["-c", "dgx-h100", "-m", "gpt-1.7b", "-n", "64"]
+
+
+# --- --set ROOT with no field --------------------------------------------------------------------------------------
+# "--set cluster" was refused as "does not start with a known root" (it starts with one); "--set
+# cluster.gpus_per_node" (no '=') as "override 'gpus_per_node' has no '='", the root cut off what the user wrote.
+
+@pytest.mark.parametrize("item, said", [
+    ("cluster", "override 'cluster' names no field of cluster; cluster.<field>=VALUE"),
+    ("cluster=", "override 'cluster=' names no field of cluster; cluster.<field>=VALUE"),
+    ("model", "override 'model' names no field of model; model.<field>=VALUE"),
+    ("cluster.gpus_per_node", "override 'cluster.gpus_per_node' has no '='; cluster.gpus_per_node=VALUE"),
+])
+def test_set_root_without_a_field_is_said(cli, item: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    assert said in refused(cli, "predict", *DENSE, "--set", item)
+
+
+def test_set_unknown_root_still_says_so(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", *DENSE, "--set", "nonsense.x=1", match="does not start with a known root")
+
+
+# --- a sweep's entry that does not resolve ---------------------------------------------------------------------------
+# "error: cluster: unknown built-in cluster 'nope'" named neither the sweep file nor the entry.
+
+SWEEP = ("kind: sweep\nname: s\nmodels: [{models}]\nclusters: [{clusters}]\ngpus: [16]\n"
+         "strategies: [{{label: a, tp: 1}}]\n")
+
+
+@pytest.mark.parametrize("models, clusters, where, what", [
+    ("gpt-1.7b", "dgx-h100, nope", "clusters[1]", "unknown built-in cluster 'nope'"),
+    ("gpt-1.7b, ./missing.yaml", "dgx-h100", "models[1]", "file not found: ./missing.yaml"),
+])
+def test_sweep_entry_that_does_not_resolve_names_file_and_entry(cli, tmp_path: Path, models: str, clusters: str,  # type: ignore[no-untyped-def]
+                                                                 where: str, what: str) -> None:
+    f = tmp_path / "sweep.yaml"
+    f.write_text(SWEEP.format(models=models, clusters=clusters))
+    line = refused(cli, "sweep", str(f), "-j", "1", inputs=(f,))
+    assert line.startswith(f"error: {f}: {where}: ") and what in line, line
+
+
+# --- nccl-tests data rows the reader drops ---------------------------------------------------------------------------
+# A row whose time is NaN, inf, negative or 0, whose size is not an integer of at most 30 digits, or that is cut
+# short was dropped without a word and the tier fitted to the rest (exit 0, nothing on stderr).
+
+def _log_with(tmp_path: Path, row_index: int, col: int, value: str | None) -> tuple[Path, int]:
+    lines = LOG.read_text().splitlines()
+    data = [i for i, ln in enumerate(lines) if ln.strip() and not ln.startswith("#")]
+    at = data[row_index]
+    parts = lines[at].split()
+    lines[at] = lines[at][:30] if value is None else "  ".join(parts[:col] + [value] + parts[col + 1:])
+    f = tmp_path / "bad.log"
+    f.write_text("\n".join(lines) + "\n")
+    return f, at + 1
+
+
+@pytest.mark.parametrize("col, value", [(5, "nan"), (5, "inf"), (5, "-55.0"), (5, "0.00"), (0, "9" * 40),
+                                        (7, "nan"), (0, None)])
+def test_nccl_row_not_fitted_is_said(cli, tmp_path: Path, col: int, value: str | None) -> None:  # type: ignore[no-untyped-def]
+    f, lineno = _log_with(tmp_path, 5, col, value)
+    r = cli("calibrate", str(f), "-c", "dgx-a100", "--json")
+    assert r.code == 0 and "Traceback" not in r.err, r.err
+    assert f"{f}: 1 data row(s) not fitted: line {lineno} (" in r.err, r.err
+
+
+def test_nccl_clean_log_says_nothing(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("calibrate", str(LOG), "-c", "dgx-a100", "--json")
+    assert r.code == 0 and "not fitted" not in r.err, r.err
