@@ -78,3 +78,13 @@ def test_nccl_row_not_fitted_is_said(cli, tmp_path: Path, col: int, value: str |
 def test_nccl_clean_log_says_nothing(cli) -> None:  # type: ignore[no-untyped-def]
     r = cli("calibrate", str(LOG), "-c", "dgx-a100", "--json")
     assert r.code == 0 and "not fitted" not in r.err, r.err
+
+
+# --- plan --top beyond what can be printed ----------------------------------------------------------------------------
+# Each ranked row is priced and explained in full (about 10 ms): -k 1000000 over gpt-1.7b's 5 million feasible plans
+# ran for hours (the corpus's 20 s timeout).
+
+def test_plan_top_beyond_the_cap_is_refused(cli) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "plan", *DENSE, "-k", "1000000", "--json",
+            match="--top: --top 1,000,000 would price and print 1,000,000 strategies in full")
+    refused(cli, "plan", *DENSE, "-k", "501", match="an integer from 1 to 500")

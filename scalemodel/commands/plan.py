@@ -17,6 +17,9 @@ from scalemodel.specs.constraints import merge_constraints, parse_constraints
 from scalemodel.units import format_quantity
 
 
+#: The most ranked strategies plan prints: each is priced and explained in full, about 10 ms of CPU apiece.
+MAX_TOP = 500
+
 def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_len: int | None,
          precision: str | None, top: int, objective: str, constraint: list[str] | None, sync_modes: str,
          straggler_cv: float | None, train_tokens: str | None, allow: str, pareto: bool, sets: list[str] | None,
@@ -25,6 +28,10 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     o.positive_int(gpus, "--gpus")
     o.batch_counts({"global_batch": global_batch, "seq_len": seq_len})
     o.positive_int(top, "--top")
+    if top > MAX_TOP:  # each ranked row is priced and explained in full (about 10 ms): -k 1000000 ran for hours
+        raise InputError(f"--top {top:,} would price and print {top:,} strategies in full (about 10 ms each)",
+                         where="--top", allowed=f"an integer from 1 to {MAX_TOP:,} (for a table of many "
+                                                "strategies, `scalemodel sweep` with fixed strategies)")
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}", where="--objective", allowed=" | ".join(OBJECTIVES))
     sf = o.read_strategy(strategy_file)
