@@ -16,9 +16,9 @@ from scalemodel.specs import notices
 from scalemodel.specs.constraints import merge_constraints, parse_constraints
 from scalemodel.units import format_quantity
 
-
 #: The most ranked strategies plan prints: each is priced and explained in full, about 10 ms of CPU apiece.
 MAX_TOP = 500
+
 
 def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_len: int | None,
          precision: str | None, top: int, objective: str, constraint: list[str] | None, sync_modes: str,
