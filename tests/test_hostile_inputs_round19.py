@@ -88,3 +88,40 @@ def test_plan_top_beyond_the_cap_is_refused(cli) -> None:  # type: ignore[no-unt
     refused(cli, "plan", *DENSE, "-k", "1000000", "--json",
             match="--top: --top 1,000,000 would price and print 1,000,000 strategies in full")
     refused(cli, "plan", *DENSE, "-k", "501", match="an integer from 1 to 500")
+
+
+# --- a tier protocol the model does not know ------------------------------------------------------------------------
+# The label picks NCCL's link class (nvlink / pci / net), LL128 and the per-step net overhead; 'carrier-pigeon' or a
+# typo 'nvlnik' was priced as a network link without a word.
+
+CLUSTER = """kind: cluster
+name: proto
+accelerator: h100-sxm
+gpus_per_node: 8
+max_gpus: 64
+tiers:
+  - {{name: nvlink, span: 8, bandwidth: 450 GB/s, latency: 2 us, efficiency: 0.8, protocol: {inner}}}
+  - {{name: ib, span: 64, bandwidth: 50 GB/s, latency: 5 us, efficiency: 0.9, protocol: rdma}}
+"""
+
+
+@pytest.mark.parametrize("label", ["nvlnik", "carrier-pigeon"])
+def test_unknown_tier_protocol_is_refused(cli, tmp_path: Path, label: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "c.yaml"
+    f.write_text(CLUSTER.format(inner=label))
+    line = refused(cli, "predict", "-c", str(f), "-m", "gpt-1.7b", "-n", "64", inputs=(f,))
+    assert line.startswith(f"error: {f}:") and f"tiers[0] ('nvlink') protocol '{label}' is not a link" in line, line
+    assert "nvlink, nvswitch" in line
+
+
+@pytest.mark.parametrize("label", ["NVLink", "nvswitch", "''"])
+def test_known_tier_protocol_in_any_case_runs(cli, tmp_path: Path, label: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "c.yaml"
+    f.write_text(CLUSTER.format(inner=label))
+    assert accepted(cli, "predict", "-c", str(f), "-m", "gpt-1.7b", "-n", "64")["feasible"] is True
+
+
+def test_known_protocols_hold_every_label_the_cost_model_reads() -> None:
+    from scalemodel.cost.nccl import NO_LL128_PROTOCOLS, NVLINK_CLASS, PCI_CLASS
+    from scalemodel.specs.cluster import KNOWN_PROTOCOLS
+    assert NVLINK_CLASS | PCI_CLASS | NO_LL128_PROTOCOLS <= KNOWN_PROTOCOLS
