@@ -125,3 +125,31 @@ def test_known_protocols_hold_every_label_the_cost_model_reads() -> None:
     from scalemodel.cost.nccl import NO_LL128_PROTOCOLS, NVLINK_CLASS, PCI_CLASS
     from scalemodel.specs.cluster import KNOWN_PROTOCOLS
     assert NVLINK_CLASS | PCI_CLASS | NO_LL128_PROTOCOLS <= KNOWN_PROTOCOLS
+
+
+# --- scale --scenario whose strategy does not divide the scenario's GPU counts ------------------------------------
+# check named "FILE: gpus"; scale over the same file said "--gpus", an option never given.
+
+SCENARIO = """kind: scenario
+name: s
+cluster: dgx-h100
+model: gpt-1.7b
+gpus: [16, 32]
+training: {micro_batch: 1, global_batch: 64}
+strategy: {tp: 3}
+assertions: {max_step_time: 100s}
+"""
+
+
+@pytest.mark.parametrize("command", ["scale", "check"])
+def test_scenario_gpus_a_strategy_does_not_divide_names_the_file(cli, tmp_path: Path, command: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text(SCENARIO)
+    args = ["scale", "--scenario", str(f)] if command == "scale" else ["check", str(f)]
+    refused(cli, *args, inputs=(f,), match=f"error: {f}: gpus: 16 GPUs is not a multiple of tp x pp x cp = 3")
+
+
+def test_scale_gpus_given_a_strategy_does_not_divide_still_names_the_flag(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text(SCENARIO)
+    refused(cli, "scale", "--scenario", str(f), "-n", "16,32", match="error: --gpus: 16 GPUs is not a multiple")
