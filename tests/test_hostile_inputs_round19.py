@@ -153,3 +153,24 @@ def test_scale_gpus_given_a_strategy_does_not_divide_still_names_the_flag(cli, t
     f = tmp_path / "s.yaml"
     f.write_text(SCENARIO)
     refused(cli, "scale", "--scenario", str(f), "-n", "16,32", match="error: --gpus: 16 GPUs is not a multiple")
+
+
+# --- a symbolic link that does not resolve ---------------------------------------------------------------------------
+# A dangling link or a loop given as a cluster, scenario or sweep was "file not found", while ls shows the link;
+# --strategy already said "Too many levels of symbolic links".
+
+@pytest.mark.parametrize("command", [["predict", "-c", "{f}", "-m", "gpt-1.7b", "-n", "8"], ["check", "{f}"],
+                                     ["sweep", "{f}", "-j", "1"]])
+def test_symlink_that_does_not_resolve_is_said(cli, tmp_path: Path, command: list[str]) -> None:  # type: ignore[no-untyped-def]
+    dangling, a, b = tmp_path / "dangling.yaml", tmp_path / "a.yaml", tmp_path / "b.yaml"
+    dangling.symlink_to(tmp_path / "none.yaml")
+    a.symlink_to(b)
+    b.symlink_to(a)
+    line = refused(cli, *[w.format(f=dangling) for w in command])
+    assert f"error: {dangling}: a symbolic link to '{tmp_path / 'none.yaml'}', which does not resolve" in line, line
+    line = refused(cli, *[w.format(f=a) for w in command])
+    assert f"error: {a}: a symbolic link that loops back on itself" in line, line
+
+
+def test_missing_plain_file_is_still_not_found(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "predict", "-c", str(tmp_path / "none.yaml"), "-m", "gpt-1.7b", "-n", "8", match="file not found")

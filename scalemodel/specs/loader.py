@@ -149,7 +149,8 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
                                  allowed=f"download its config first, `huggingface-cli download {ref} config.json "
                                          f"--local-dir {ref.rsplit('/', 1)[-1]}`, then give that folder "
                                          f"(--model {ref.rsplit('/', 1)[-1]})")
-            raise InputError(f"file not found: {ref[:200]}", where=str(p)[:200],
+            what = files.missing_what(p)
+            raise InputError(f"{what}: {ref[:200]}" if what == "file not found" else what, where=str(p)[:200],
                              allowed=f"an existing YAML file or a built-in {kind} name")
         return p
     found = builtin_path(kind, ref)

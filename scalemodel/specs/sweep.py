@@ -122,7 +122,9 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, dict[str, Path], dict[str, 
     files.refuse_trailing_slash(path, "sweep file")
     p = Path(path)
     if not files.exists(p):
-        raise InputError(f"file not found: {str(p)[:200]}", where=str(p)[:200], allowed="an existing sweep YAML file")
+        what = files.missing_what(p)
+        raise InputError(f"{what}: {str(p)[:200]}" if what == "file not found" else what, where=str(p)[:200],
+                         allowed="an existing sweep YAML file")
     raw, node = read_document(p)
     if not isinstance(raw, dict):
         raise InputError("expected a mapping of fields", where=str(p), allowed="a sweep spec (kind: sweep)")
