@@ -174,3 +174,22 @@ def test_symlink_that_does_not_resolve_is_said(cli, tmp_path: Path, command: lis
 
 def test_missing_plain_file_is_still_not_found(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     refused(cli, "predict", "-c", str(tmp_path / "none.yaml"), "-m", "gpt-1.7b", "-n", "8", match="file not found")
+
+
+# --- memory --optimizer-bytes / --grad-bytes out of the spec's range ------------------------------------------------
+# nan, inf or 1e308 was refused at "training.optimizer_bytes_per_param", a field the user never wrote; a negative
+# value at "--optimizer-bytes/--grad-bytes", both options for the one given.
+
+@pytest.mark.parametrize("option, value, said", [
+    ("--optimizer-bytes", "nan", "error: --optimizer-bytes: --optimizer-bytes nan bytes per parameter is outside 0"),
+    ("--optimizer-bytes", "1e308", "error: --optimizer-bytes: --optimizer-bytes 1e+308 bytes per parameter is outside"),
+    ("--grad-bytes", "inf", "error: --grad-bytes: --grad-bytes inf bytes per parameter is outside 0.125 .. 8"),
+    ("--grad-bytes", "0", "error: --grad-bytes: --grad-bytes 0 bytes per parameter is outside 0.125 .. 8"),
+    ("--grad-bytes", "-1", "error: --grad-bytes: bytes per parameter must be >= 0"),
+])
+def test_memory_bytes_per_parameter_out_of_range_names_the_option(cli, option: str, value: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "memory", *DENSE, option, value, "--json", match=said)
+
+
+def test_memory_bytes_per_parameter_at_the_bounds_run(cli) -> None:  # type: ignore[no-untyped-def]
+    assert accepted(cli, "memory", *DENSE, "--optimizer-bytes", "64", "--grad-bytes", "0.125")
