@@ -193,3 +193,12 @@ def test_memory_bytes_per_parameter_out_of_range_names_the_option(cli, option: s
 
 def test_memory_bytes_per_parameter_at_the_bounds_run(cli) -> None:  # type: ignore[no-untyped-def]
     assert accepted(cli, "memory", *DENSE, "--optimizer-bytes", "64", "--grad-bytes", "0.125")
+
+
+# --- expert parallelism on a dense model -----------------------------------------------------------------------------
+# "--ep 2 x etp 1 needs an MoE model whose 0 experts ep divides": the model has no experts at all.
+
+@pytest.mark.parametrize("command", ["predict", "memory", "sensitivity"])
+def test_ep_on_a_dense_model_says_it_is_dense(cli, command: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, command, *DENSE, "--ep", "2",
+            match="error: --ep: --ep 2 x etp 1 needs an MoE model; gpt-1.7b has no experts (a dense model); ep 1")
