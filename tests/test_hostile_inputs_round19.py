@@ -202,3 +202,14 @@ def test_memory_bytes_per_parameter_at_the_bounds_run(cli) -> None:  # type: ign
 def test_ep_on_a_dense_model_says_it_is_dense(cli, command: str) -> None:  # type: ignore[no-untyped-def]
     refused(cli, command, *DENSE, "--ep", "2",
             match="error: --ep: --ep 2 x etp 1 needs an MoE model; gpt-1.7b has no experts (a dense model); ep 1")
+
+
+# --- calibrate runs --mode without --predict-at --------------------------------------------------------------------
+# --mode shapes only the change to --predict-at N GPUs; without it, --mode weak was ignored without a word.
+
+def test_calibrate_runs_mode_without_predict_at_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "runs.yaml"
+    run = "- {{cluster: dgx-a100, model: gpt-1.7b, gpus: {n}, global_batch: 128, micro_batch: 4, step_time: {t}}}\n"
+    f.write_text(run.format(n=8, t=1.2) + run.format(n=32, t=1.0))
+    refused(cli, "calibrate", "runs", str(f), "--mode", "weak", inputs=(f,),
+            match="error: --mode: --mode weak scales the fitted runs to --predict-at N GPUs, and no --predict-at")
