@@ -213,3 +213,15 @@ def test_calibrate_runs_mode_without_predict_at_is_refused(cli, tmp_path: Path) 
     f.write_text(run.format(n=8, t=1.2) + run.format(n=32, t=1.0))
     refused(cli, "calibrate", "runs", str(f), "--mode", "weak", inputs=(f,),
             match="error: --mode: --mode weak scales the fitted runs to --predict-at N GPUs, and no --predict-at")
+
+
+# --- a scenario without its cluster or model -----------------------------------------------------------------------
+# The loader put None in the missing key: "cluster: Input should be a valid mapping (got None)", a field not written.
+
+@pytest.mark.parametrize("field", ["cluster", "model"])
+@pytest.mark.parametrize("command", ["check", "scale"])
+def test_scenario_missing_cluster_or_model_is_said_missing(cli, tmp_path: Path, field: str, command: str) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "s.yaml"
+    f.write_text("\n".join(ln for ln in SCENARIO.splitlines() if not ln.startswith(f"{field}:")) + "\n")
+    args = ["scale", "--scenario", str(f)] if command == "scale" else ["check", str(f)]
+    refused(cli, *args, inputs=(f,), match=f"{f}:1: {field}: missing required field")

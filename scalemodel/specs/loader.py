@@ -685,7 +685,8 @@ def _load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = 
         raise InputError(f"this file is a {declared!r} spec", where=f"{path}: kind",
                          allowed="a scenario (kind: scenario)")
     for key, kind in (("cluster", "cluster"), ("model", "workload")):
-        raw[key] = _expand_ref(raw.get(key), kind, path.parent, key, path)
+        if key in raw:  # a missing one stays missing: a None put here was "Input should be a valid mapping (got None)"
+            raw[key] = _expand_ref(raw[key], kind, path.parent, key, path)
     cluster = raw.get("cluster")
     if isinstance(cluster, dict):
         cluster["accelerator"] = _expand_ref(cluster.get("accelerator"), "accelerator", path.parent,
