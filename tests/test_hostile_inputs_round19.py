@@ -225,3 +225,17 @@ def test_scenario_missing_cluster_or_model_is_said_missing(cli, tmp_path: Path, 
     f.write_text("\n".join(ln for ln in SCENARIO.splitlines() if not ln.startswith(f"{field}:")) + "\n")
     args = ["scale", "--scenario", str(f)] if command == "scale" else ["check", str(f)]
     refused(cli, *args, inputs=(f,), match=f"{f}:1: {field}: missing required field")
+
+
+# --- plan --constraint / --allow of nothing but commas ----------------------------------------------------------------
+# Both searched as if not given, without a word; --sync-modes already refuses its empty list.
+
+@pytest.mark.parametrize("option, value, said", [("--constraint", ",,,", "error: --constraint: no constraint in ',,,'"),
+                                                 ("--allow", ", ,", "error: --allow: no search named in ', ,'")])
+def test_plan_option_of_only_commas_is_refused(cli, option: str, value: str, said: str) -> None:  # type: ignore[no-untyped-def]
+    refused(cli, "plan", *DENSE, option, value, match=said)
+
+
+def test_plan_constraint_with_a_trailing_comma_still_runs(cli) -> None:  # type: ignore[no-untyped-def]
+    ranked = accepted(cli, "plan", *DENSE, "--constraint", "tp<=2,", "-k", "3")["ranked"]
+    assert ranked and all(row["strategy"]["tp"] <= 2 for row in ranked)

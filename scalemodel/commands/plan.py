@@ -64,6 +64,8 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
                 "train_tokens": train_tokens}
     allowed = [a.strip() for a in allow.split(",") if a.strip()]
+    if allow and not allowed:  # "--allow ,," opened nothing without a word (as --sync-modes refuses its empty list)
+        raise InputError(f"no search named in {allow[:40]!r}", where="--allow", allowed=" | ".join(ALLOW))
     for a in allowed:
         if a not in ALLOW:
             raise InputError(f"unknown --allow {a!r}", where="--allow", allowed=" | ".join(ALLOW))
