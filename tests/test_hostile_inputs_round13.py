@@ -12,7 +12,7 @@ import pytest
 from test_hostile_inputs import MEG_BASE, ROOT, accepted, no_hang, refused  # noqa: F401 (no_hang: autouse guard)
 
 BASE = MEG_BASE  # gpt-1.7b (dense: no experts) on 64 GPUs of dgx-h100
-_EP = "ep 4 x etp 1 needs an MoE model whose 0 experts ep divides"
+_EP = "ep 4 x etp 1 needs an MoE model; "  # round 19: a dense model is said so (was "whose 0 experts ep divides")
 
 
 # --- a strategy field is named where it was written ----------------------------------------------------------------

@@ -102,6 +102,9 @@ def calibrate_runs(file: str, out: str | None, as_json: bool, factors: str | Non
     positive_int(predict_at, "--predict-at")
     if mode not in ("weak", "strong"):
         raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
+    if mode != "strong" and predict_at is None:  # was ignored without a word: --mode shapes only --predict-at's change
+        raise InputError(f"--mode {mode} scales the fitted runs to --predict-at N GPUs, and no --predict-at is given",
+                         where="--mode", allowed="--predict-at N beside --mode, or drop --mode")
     runs = read_runs(file)
     if out is not None:
         check_output_path(out, "--out")  # after reading, so the runs file (and the specs it names) are inputs

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 from scalemodel.commands import common as o
 from scalemodel.commands.args import Command, integer, number, opt
 from scalemodel.commands.options import ranged_quantity
 from scalemodel.engine.memory import memory as run
 from scalemodel.errors import InputError
 from scalemodel.report.memory import render_memory
+from scalemodel.specs.training import MAX_GRAD_BYTES, MAX_OPTIMIZER_BYTES, MIN_GRAD_BYTES
 
 
 def memory(*, model: str, cluster: str, gpus: int, tp: int | None, pp: int | None, cp: int | None, ep: int | None,
@@ -21,8 +24,18 @@ def memory(*, model: str, cluster: str, gpus: int, tp: int | None, pp: int | Non
     if not 0 <= fragmentation < 10:
         raise InputError("fragmentation must be in [0, 10)", where="--fragmentation", allowed="e.g. 0.05")
     if (optimizer_bytes is not None and optimizer_bytes < 0) or (grad_bytes is not None and grad_bytes < 0):
-        raise InputError("bytes per parameter must be >= 0", where="--optimizer-bytes/--grad-bytes",
+        raise InputError("bytes per parameter must be >= 0",  # the option given (was both, of either)
+                         where="--optimizer-bytes" if optimizer_bytes is not None and optimizer_bytes < 0
+                         else "--grad-bytes",
                          allowed="a number >= 0, e.g. 12 (fp32 master + Adam m, v) and 2 (16-bit gradients)")
+    # the spec's bounds, said at the option: nan or 1e308 was refused as "training.optimizer_bytes_per_param: ...",
+    # a field the user never wrote
+    for value, option, low, high, example in (
+            (optimizer_bytes, "--optimizer-bytes", 0.0, MAX_OPTIMIZER_BYTES, "12 (fp32 master + Adam m, v)"),
+            (grad_bytes, "--grad-bytes", MIN_GRAD_BYTES, MAX_GRAD_BYTES, "2 (16-bit gradients)")):
+        if value is not None and not (math.isfinite(value) and low <= value <= high):
+            raise InputError(f"{option} {value:g} bytes per parameter is outside {low:g} .. {high:g}", where=option,
+                             allowed=f"a number from {low:g} to {high:g}, e.g. {example}")
     ws = ranged_quantity(workspace, "bytes", "--workspace")  # 1e30B was priced; the bytes range stops at 1e21
     if ws < 0:  # "-1GB" was refused as "workspace: workspace has a negative ..." (the engine's name, not the option)
         raise InputError(f"{workspace[:40]!r} is negative", where="--workspace", allowed="a size >= 0, e.g. 1GB")

@@ -16,6 +16,9 @@ from scalemodel.specs import notices
 from scalemodel.specs.constraints import merge_constraints, parse_constraints
 from scalemodel.units import format_quantity
 
+#: The most ranked strategies plan prints: each is priced and explained in full, about 10 ms of CPU apiece.
+MAX_TOP = 500
+
 
 def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_len: int | None,
          precision: str | None, top: int, objective: str, constraint: list[str] | None, sync_modes: str,
@@ -25,6 +28,10 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     o.positive_int(gpus, "--gpus")
     o.batch_counts({"global_batch": global_batch, "seq_len": seq_len})
     o.positive_int(top, "--top")
+    if top > MAX_TOP:  # each ranked row is priced and explained in full (about 10 ms): -k 1000000 ran for hours
+        raise InputError(f"--top {top:,} would price and print {top:,} strategies in full (about 10 ms each)",
+                         where="--top", allowed=f"an integer from 1 to {MAX_TOP:,} (for a table of many "
+                                                "strategies, `scalemodel sweep` with fixed strategies)")
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}", where="--objective", allowed=" | ".join(OBJECTIVES))
     sf = o.read_strategy(strategy_file)
@@ -57,6 +64,8 @@ def plan(*, cluster: str, model: str, gpus: int, global_batch: int | None, seq_l
     training = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision,
                 "train_tokens": train_tokens}
     allowed = [a.strip() for a in allow.split(",") if a.strip()]
+    if allow and not allowed:  # "--allow ,," opened nothing without a word (as --sync-modes refuses its empty list)
+        raise InputError(f"no search named in {allow[:40]!r}", where="--allow", allowed=" | ".join(ALLOW))
     for a in allowed:
         if a not in ALLOW:
             raise InputError(f"unknown --allow {a!r}", where="--allow", allowed=" | ".join(ALLOW))

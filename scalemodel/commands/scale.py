@@ -172,7 +172,10 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
     spec = resolve_specs(scenario=scenario, cluster=cluster, model=model, gpus=gpus, mode=mode, best=best,
                          sets=sets, training=training, strategy=strategy, strategy_file=sf)
     cl, wl, tr, st = spec["cluster"], spec["model"], spec["training"], spec["strategy"]
-    cl.require_gpus(max(spec["gpus"]), "--gpus" if gpus is not None else "scenario gpus")
+    # the counts' origin: the scenario's field, named by its file (was "scenario gpus", or "--gpus" for a strategy
+    # that does not divide them, an option never given)
+    gpus_at = "--gpus" if gpus is not None else f"{scenario or 'default'}: gpus"
+    cl.require_gpus(max(spec["gpus"]), gpus_at)
     inputs: dict[str, Any] = {
         "scenario": spec["scenario"], "cluster": cl.name, "model": wl.name, "gpus": spec["gpus"],
         "mode": spec["mode"], "best": spec["best"], "seq_len": tr.seq_len or getattr(wl, "seq_len", None),
@@ -193,7 +196,7 @@ def scale(*, cluster: str | None, model: str | None, gpus: str | None, mode: str
         result = sweep(cl, wl, tr, st, spec["gpus"], spec["mode"], best=spec["best"], straggler_cv=straggler_cv,
                        kappa=staleness_kappa, search=search or None, inputs=inputs,
                        origin=o.strategy_origin(sf, strategy, sets,
-                                                gpus="--gpus" if gpus is not None else "scenario gpus",
+                                                gpus=gpus_at,
                                                 scenario=spec["scenario_strategy"]))
     except InputError as exc:  # the batch bound names the option; a scenario, --strategy file or --set may hold it
         key = {"--micro-batch": "micro_batch", "--global-batch": "global_batch"}.get(exc.where)

@@ -1059,6 +1059,10 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
             # named where ep and a given etp were written: a --set strategy.etp was refused as "--ep: ..."
             wheres = ([opt["ep"]] if ep > 1 or given_etp is None else []) + (
                 [] if given_etp is None else ["strategy.etp" if origin is None else origin.field("etp")])
+            if experts == 0:  # was "needs an MoE model whose 0 experts ep divides": the model has none to split
+                raise InputError(f"{'--ep' if origin is None else 'ep'} {ep} x etp {etp} needs an MoE model; "
+                                 f"{job.name[:80]} has no experts (a dense model)", where=_joined(wheres),
+                                 allowed="ep 1 and no etp for a dense model (expert parallelism splits experts)")
             raise InputError(f"{'--ep' if origin is None else 'ep'} {ep} x etp {etp} needs an MoE model whose "
                              f"{experts} experts ep divides and whose tp x cp x dp = {stage} ranks per stage etp x ep "
                              "divides", where=_joined(wheres),

@@ -172,10 +172,10 @@ def _batches(gpus: list[int], mode: str, b0: int, where: str = "--global-batch")
     return out
 
 
-def _check_split(n: int, batch: int, strategy: Any, micro: int, mode: str) -> None:
+def _check_split(n: int, batch: int, strategy: Any, micro: int, mode: str, gpus_at: str = "--gpus") -> None:
     mp = strategy.tp * strategy.pp * strategy.cp
     if n % mp:
-        raise InputError(f"{n} GPUs is not a multiple of tp x pp x cp = {mp}", where="--gpus",
+        raise InputError(f"{n} GPUs is not a multiple of tp x pp x cp = {mp}", where=gpus_at,
                          allowed=f"GPU counts that are multiples of {mp}")
     dp = n // mp
     if batch % (dp * micro) or batch < dp * micro:
@@ -232,7 +232,8 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
         b0 = int(training.global_batch)
     else:
         if n0 % mp:
-            raise InputError(f"{n0} GPUs is not a multiple of tp x pp x cp = {mp}", where="--gpus",
+            raise InputError(f"{n0} GPUs is not a multiple of tp x pp x cp = {mp}",
+                             where=origin.gpus if origin is not None else "--gpus",
                              allowed=f"GPU counts that are multiples of {mp}")
         b0 = (n0 // mp) * micro
     # the derived batch (no global batch given) was refused at --global-batch, an option never given
@@ -266,7 +267,7 @@ def sweep(cluster: Any, workload: Any, training: Any, strategy: Any, gpus: list[
                 unconstrained = own
             part = {**unconstrained, "memory_forced": t - sum(unconstrained.values())}
         else:
-            _check_split(n, batch, strategy, micro, mode)
+            _check_split(n, batch, strategy, micro, mode, origin.gpus if origin is not None else "--gpus")
             tr = training.model_copy(update={"global_batch": batch})
             grid = grid_from_strategy(strategy, tr, n, job, origin=origin)
             if check_only:  # hardware validate: every point's strategy refusals, nothing priced

@@ -68,7 +68,13 @@ def split_overrides(sets: Iterable[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {"cluster": [], "model": [], "training": [], "strategy": []}
     for item in sets:
         head = item.split("=", 1)[0].split(".", 1)[0].strip()
-        if head not in roots or "." not in item.split("=", 1)[0]:
+        if head in roots and "." not in item.split("=", 1)[0]:  # "--set cluster" was "does not start with a known root"
+            raise InputError(f"override {item!r} names no field of {head}", where="--set",
+                             allowed=f"{head}.<field>=VALUE, e.g. {head}.name=x")
+        if "=" not in item and head in roots:  # was refused after the root was cut off: "override 'gpus_per_node'"
+            raise InputError(f"override {item!r} has no '='", where="--set",
+                             allowed=f"{item.strip()}=VALUE")
+        if head not in roots:
             raise InputError(f"override {item!r} does not start with a known root", where="--set",
                              allowed="cluster.<field>, accelerator.<field>, model.<field>, training.<field> "
                                      "or strategy.<field>, e.g. cluster.tiers.ib.bandwidth=100Gbps")

@@ -19,6 +19,12 @@ Distribution = Literal["normal", "lognormal", "gamma", "weibull", "exp", "shifte
 HostCpu = Literal["intel", "amd", "arm", "power", "other"]
 
 
+#: The tier protocol labels the model reads (case-insensitive): NCCL's NVLink class, its PCI class, and the network
+#: links (cost/nccl.py NVLINK_CLASS, PCI_CLASS, NO_LL128_PROTOCOLS; ICI marks a TPU pod); "" is unlabelled.
+KNOWN_PROTOCOLS = frozenset({"", "nvlink", "nvswitch", "xgmi", "infinity-fabric", "ici", "c2c", "pcie", "pci",
+                             "rdma", "ib", "infiniband", "roce", "efa", "tcp", "ethernet", "dcn"})
+
+
 class TierSpec(Sourced, kw_only=True):
     name: str
     span: Annotated[int, Meta(gt=0, le=MAX_GPUS, description="GPUs reachable inside this tier (cumulative)")]
@@ -29,7 +35,10 @@ class TierSpec(Sourced, kw_only=True):
         description="taper of traffic leaving the tier below")] = 1.0
     in_network_reduction: Annotated[bool, Meta(description="SHARP / NVLS style reduction in switches")] = False
     topology: Topology = "switch"
-    protocol: str = ""
+    protocol: Annotated[str, Meta(description=(
+        "link label, any case: nvlink, nvswitch, xgmi, infinity-fabric, ici, c2c (NCCL's NVLink class), pcie, pci (its "
+        "PCI class), rdma, ib, infiniband, roce, efa, tcp, ethernet, dcn (a network link); omitted: the innermost "
+        "tier is NVLink-class, the others network"))] = ""
     transport: Annotated[Transport | None, Meta(description=(
         "transport profile (docs/model.md#transport): tcp (kernel TCP/IP over Ethernet), roce (RoCE v2) or ib "
         "(InfiniBand). When given, latency is read as the network hop with a kernel-bypass transport and "
@@ -202,6 +211,13 @@ class ClusterSpec(Sourced, kw_only=True):
         names = [t.name for t in tiers]
         if len(set(names)) != len(names):
             raise ValueError(f"tier names must be unique, got {names}; a distinct name for each tier")
+        for i, t in enumerate(tiers):
+            # the label picks NCCL's link class (cost/nccl.py _link_class) and the LL128/net-overhead rules: a typo
+            # ('nvlnik', 'carrier-pigeon') was priced as a network link without a word
+            if str(t.protocol).lower() not in KNOWN_PROTOCOLS:
+                raise ValueError(f"tiers[{i}] ({t.name!r}) protocol {t.protocol[:60]!r} is not a link the model "
+                                 f"knows; one of {', '.join(sorted(p for p in KNOWN_PROTOCOLS if p))} "
+                                 "(any case), or leave it out")
 
     @property
     def largest_gpus(self) -> int:

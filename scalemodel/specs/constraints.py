@@ -71,6 +71,8 @@ def parse_constraints(texts: Sequence[str] | None, where: str = "--constraint") 
     {key: [(op, value), ...]}; raise InputError naming the bad one."""
     out: Constraints = {}
     for text in texts or []:
+        if not str(text).replace(",", "").strip():  # "--constraint ,,," restricted nothing without a word
+            raise InputError(f"no constraint in {str(text)[:40]!r}", where=where, allowed=_CONSTRAINT_ALLOWED)
         for part in str(text).split(","):
             if not part.strip():
                 continue

@@ -19,6 +19,7 @@ HuggingFace config.json about 50 KiB, a verbose nccl-tests log a few MiB.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -176,6 +177,22 @@ def expand_user(ref: str | Path) -> Path:
     except RuntimeError:
         raise InputError(f"cannot expand {str(ref).split('/', 1)[0][:60]!r}: no such user or home folder",
                          where=str(ref)[:200], allowed="a path without ~USER, or ~ of an existing user") from None
+
+
+def missing_what(path: str | Path) -> str:
+    """What to say of a path :func:`exists` found nothing at: a symbolic link whose target is missing or that loops
+    back on itself was said "file not found", while the link is there to be seen with ls."""
+    try:
+        if os.path.islink(path):
+            try:
+                os.stat(path)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    return "a symbolic link that loops back on itself (too many levels of symbolic links)"
+            return f"a symbolic link to {os.readlink(path)[:200]!r}, which does not resolve to a file"
+    except (OSError, ValueError):
+        pass
+    return "file not found"
 
 
 def exists(path: str | Path) -> bool:

@@ -149,7 +149,8 @@ def resolve(kind: str, ref: str, relative_to: Path | None = None) -> Path:
                                  allowed=f"download its config first, `huggingface-cli download {ref} config.json "
                                          f"--local-dir {ref.rsplit('/', 1)[-1]}`, then give that folder "
                                          f"(--model {ref.rsplit('/', 1)[-1]})")
-            raise InputError(f"file not found: {ref[:200]}", where=str(p)[:200],
+            what = files.missing_what(p)
+            raise InputError(f"{what}: {ref[:200]}" if what == "file not found" else what, where=str(p)[:200],
                              allowed=f"an existing YAML file or a built-in {kind} name")
         return p
     found = builtin_path(kind, ref)
@@ -730,7 +731,8 @@ def _load_scenario_spec(ref: str | Path, model: Any, overrides: Iterable[str] = 
         raise InputError(f"this file is a {declared!r} spec", where=f"{path}: kind",
                          allowed="a scenario (kind: scenario)")
     for key, kind in (("cluster", "cluster"), ("model", "workload")):
-        raw[key] = _expand_ref(raw.get(key), kind, path.parent, key, path)
+        if key in raw:  # a missing one stays missing: a None put here was "Input should be a valid mapping (got None)"
+            raw[key] = _expand_ref(raw[key], kind, path.parent, key, path)
     cluster = raw.get("cluster")
     if isinstance(cluster, dict):
         cluster["accelerator"] = _expand_ref(cluster.get("accelerator"), "accelerator", path.parent,

@@ -6,7 +6,8 @@ version and "Collective test starting" lines), launcher prefixes (``srun -l`` ``
 ``[1,0]<stdout>:``), interleaved ``NCCL INFO``/``WARN`` lines, duplicated headers, ``N/A`` in #wrong,
 and the ``-J`` JSON output. A data row is any line whose first two tokens are (ASCII) integers followed
 by blocks of (time, algbw, busbw, #wrong) for out-of-place and in-place. Rows with a time that is not
-a positive finite number are skipped (an in-place time of 0 or N/A counts as not measured); a ``-J``
+a positive finite number are skipped, and the reader warns naming their lines (an in-place time of 0 or N/A
+counts as not measured); a ``-J``
 entry whose fields are not numbers is an error naming it.
 
 The file is read by :func:`read_nccl_tests` through :mod:`scalemodel.specs.files` (a regular file of at
@@ -72,6 +73,19 @@ class NcclLog:
     #: rows whose check found wrong elements (``#wrong`` > 0 out of place or in place, -J ``nwrong``), as
     #: (where: "line N" or "result N", size in bytes, wrong elements): their times are kept, and the reader says so
     wrong_rows: list[tuple[str, float, int]] = field(default_factory=list)
+    #: data rows not fitted, as "line N" (a time that is not a positive finite number, a size or count that is not an
+    #: integer of at most 30 digits, or too few columns): the reader says so, where it used to drop them without a word
+    skipped_rows: list[str] = field(default_factory=list)
+
+    def skipped_note(self, source: str) -> str | None:
+        """One line naming the data rows that were not fitted (None when there are none)."""
+        if not self.skipped_rows:
+            return None
+        shown = ", ".join(self.skipped_rows[:5]) + (f" and {len(self.skipped_rows) - 5} more"
+                                                     if len(self.skipped_rows) > 5 else "")
+        return (f"{source[:200]}: {len(self.skipped_rows)} data row(s) not fitted: {shown} (a time that is not a "
+                f"positive finite number of microseconds, a size or count that is not a whole number, or missing "
+                f"columns); the fit uses the other {len(self.rows)} rows")
 
     def wrong_note(self, source: str) -> str | None:
         """One line naming the rows whose results nccl-tests found wrong (None when there are none): nccl-tests
@@ -119,6 +133,7 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
     rows: list[NcclRow] = []
     version = ""
     wrong: list[tuple[str, float, int]] = []
+    skipped: list[str] = []
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = _PREFIX.sub("", raw)
         line = _GLUED.sub(" ", line)
@@ -136,24 +151,33 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
             continue
         body = line.lstrip("#").strip() if not line.lstrip().startswith("#") else ""
         toks = body.split()
+        # a line that starts as a data row (size, count, type) but is not read as one is said, not dropped unseen
+        looks_data = len(toks) >= 2 and toks[0].lstrip("-").isdigit() and toks[1].lstrip("-").isdigit() \
+            and (len(toks) == 2 or not _is_num(toks[2]))
         if len(toks) < 6 or not (_INT.match(toks[0]) and _INT.match(toks[1])):
+            if looks_data:
+                skipped.append(f"line {lineno}")
             continue
         rest = [t for t in toks[2:] if _is_num(t) or t == "N/A"]
         # a leading integer root column (-1 or a rank) makes the count 4k + 1
         if len(rest) % 4 == 1:
             rest = rest[1:]
         if len(rest) < 3:
+            skipped.append(f"line {lineno}")
             continue
         try:
             vals = [float(t) if t != "N/A" else 0.0 for t in rest]
         except ValueError:
+            skipped.append(f"line {lineno}")
             continue
         t_oop, bus_oop = vals[0] * 1e-6, vals[2] * 1e9
         t_ip = vals[4] * 1e-6 if len(vals) >= 7 else None
         bus_ip = vals[6] * 1e9 if len(vals) >= 7 else None
         if not (t_oop > 0 and math.isfinite(t_oop) and all(math.isfinite(v) for v in vals)):
+            skipped.append(f"line {lineno}")
             continue
         if t_ip is not None and t_ip < 0:  # a negative time is no measurement: the row is skipped, as above
+            skipped.append(f"line {lineno}")
             continue
         if t_ip == 0:  # N/A or 0: no in-place measurement (as a -J entry's), not half the mean time
             t_ip = bus_ip = None
@@ -174,7 +198,7 @@ def parse_nccl_tests(text: str, *, op: str | None = None) -> NcclLog:
                          where="LOG", allowed="the output of one *_perf test per log (split the file)")
     found = op or _op_from(text) or "allreduce"
     return NcclLog(found, len(ranks) or None, rows, "text", version, hosts if len(hosts) == len(ranks) else {},
-                   wrong)
+                   wrong, skipped)
 
 
 def _too_many_rows() -> InputError:
@@ -263,9 +287,9 @@ def read_nccl_tests(path: str | Path, *, op: str | None = None) -> NcclLog:
         log = parse_nccl_tests(data.decode("utf-8", errors="replace"), op=op)
     except InputError as exc:
         raise at_log(exc, str(path)) from None
-    note = log.wrong_note(str(path))
-    if note:
-        notices.warn(note)
+    for note in (log.skipped_note(str(path)), log.wrong_note(str(path))):
+        if note:
+            notices.warn(note)
     return log
 
 

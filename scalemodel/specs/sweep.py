@@ -122,7 +122,9 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, dict[str, Path], dict[str, 
     files.refuse_trailing_slash(path, "sweep file")
     p = Path(path)
     if not files.exists(p):
-        raise InputError(f"file not found: {str(p)[:200]}", where=str(p)[:200], allowed="an existing sweep YAML file")
+        what = files.missing_what(p)
+        raise InputError(f"{what}: {str(p)[:200]}" if what == "file not found" else what, where=str(p)[:200],
+                         allowed="an existing sweep YAML file")
     raw, node = read_document(p)
     if not isinstance(raw, dict):
         raise InputError("expected a mapping of fields", where=str(p), allowed="a sweep spec (kind: sweep)")
@@ -137,11 +139,23 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, dict[str, Path], dict[str, 
         raise InputError(f"the grid has {spec.plan_points():,} best points, each a whole plan (0.25-1 s of CPU)",
                          where=f"{p}: strategies", allowed=f"at most {MAX_PLAN_POINTS:,} best points (split the study "
                                                            "into several sweeps, or fix some strategies)")
-    models = {_key(m, "models", p): resolve("workload", m, p.parent) for m in spec.models}
-    clusters = {_key(c, "clusters", p): resolve("cluster", c, p.parent) for c in spec.clusters}
+    models = {_key(m, "models", p): _resolve_entry("workload", "models", i, m, p) for i, m in enumerate(spec.models)}
+    clusters = {_key(c, "clusters", p): _resolve_entry("cluster", "clusters", i, c, p)
+                for i, c in enumerate(spec.clusters)}
     for field, found in (("models", models), ("clusters", clusters)):
         _no_repeat_file(field, found, p)
     return spec, models, clusters
+
+
+def _resolve_entry(kind: str, field: str, i: int, ref: str, path: Path) -> Path:
+    """``resolve`` of one models/clusters entry, an error located at the sweep file and the entry: an unknown name
+    was "error: cluster: unknown built-in cluster 'nope'", naming neither the sweep file nor which entry."""
+    try:
+        return resolve(kind, ref, path.parent)
+    except InputError as exc:
+        inner = exc.where if exc.where and exc.where not in (kind, "--model") else ""
+        what = f"{inner}: {exc.what}" if inner else exc.what
+        raise InputError(what, where=f"{path}: {field}[{i}]", allowed=exc.allowed) from None
 
 
 def _no_repeat_file(field: str, found: dict[str, Path], path: Path) -> None:
