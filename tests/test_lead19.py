@@ -72,3 +72,25 @@ def test_zero_3_over_a_megatron_ddp_launch_names_the_option(tmp_path: Path) -> N
         assert "Megatron-Core's DDP" in r.stderr and "megatron_ddp: true needs" not in r.stderr
     assert run("--zero", "1").returncode == 0
     assert run("--zero", "3", "--set", "strategy.megatron_ddp=false").returncode == 0
+
+
+def test_setting_a_network_tier_bandwidth_says_it_is_per_gpu() -> None:
+    """ux19's open finding: '10 GbE' written as --set cluster.tiers.ib-leaf.bandwidth=10Gbit/s on an 8-GPU DGX H100 is
+    priced as an 80 Gbit/s node NIC; a warning now says so at the point of use (10 Gbit/s = 1.25 GB/s per GPU, x 8 =
+    10 GB/s = 80 Gbit/s per node). The NVLink tier, per GPU in every datasheet, is not noted."""
+    import subprocess
+    import sys
+
+    def warnings(*args: str) -> list[str]:
+        r = subprocess.run([sys.executable, "-m", "scalemodel", *args], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return [line for line in r.stderr.splitlines() if "a tier's bandwidth is per GPU" in line]
+
+    said = warnings("predict", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64",
+                    "--set", "cluster.tiers.ib-leaf.bandwidth=10Gbit/s")
+    assert said == ["warning: --set cluster.tiers.ib-leaf.bandwidth: a tier's bandwidth is per GPU: 1.25 GB/s "
+                    "(10 Gbit/s) per GPU is 10 GB/s (80 Gbit/s) per node of 8 GPUs; a node NIC of B is B / 8 per GPU"]
+    assert warnings("collective", "-c", "dgx-h100", "-n", "16",
+                    "--set", "cluster.tiers.ib-leaf.bandwidth=10Gbit/s")
+    assert not warnings("predict", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64",
+                        "--set", "cluster.tiers.nvlink.bandwidth=400GB/s")

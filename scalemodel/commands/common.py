@@ -16,6 +16,7 @@ from scalemodel.commands.options import SET as SET
 from scalemodel.commands.options import batch_counts as batch_counts
 from scalemodel.commands.options import check_kappa as check_kappa
 from scalemodel.commands.options import load_cluster_with as load_cluster_with
+from scalemodel.commands.options import note_tier_bandwidth
 from scalemodel.commands.options import positive_int as positive_int
 from scalemodel.commands.options import quantity as quantity
 from scalemodel.engine.job import check_moe_rank_imbalance, run_training_checks, transformer_shape
@@ -216,6 +217,7 @@ def build_specs(*, cluster: str, model: str, sets: list[str] | None, training: d
     tr_opts, tr_file = training_from if training_from is not None else (training, strategy_file)
     batch_counts(tr_opts)
     cl = load_cluster(cluster, routed["cluster"])
+    note_tier_bandwidth(cl, routed["cluster"])
     wl = load_workload(model, routed["model"])
     tr_given, st_given = with_strategy_file(strategy_file, training, strategy, gpus)
     tr_raw = apply_overrides(tr_given, routed["training"])

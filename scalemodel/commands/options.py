@@ -8,10 +8,10 @@ from typing import Any
 
 from scalemodel.commands.args import opt, repeat, switch
 from scalemodel.errors import InputError
-from scalemodel.specs import load_cluster, split_overrides
+from scalemodel.specs import load_cluster, notices, split_overrides
 from scalemodel.specs.base import MAX_SPEC_INT
 from scalemodel.specs.quantities import outside_range, range_text
-from scalemodel.units import parse_quantity
+from scalemodel.units import format_quantity, parse_quantity
 
 SET = repeat("--set", dest="sets", metavar="PATH=VALUE",
              help="Override any spec field, e.g. cluster.tiers.ib-leaf.bandwidth=100Gbps or model.layers=48 "
@@ -54,7 +54,31 @@ def load_cluster_with(ref: str, sets: list[str] | None, command: str) -> Any:
             shown = getattr(routed[root][0], "shown", root)
             raise InputError(f"{command} reads only the cluster; a {root} field is not used", where=f"--set {shown}",
                              allowed="cluster.<field> or accelerator.<field>, e.g. cluster.tiers.ib.bandwidth=100Gbps")
-    return load_cluster(ref, routed["cluster"])
+    cluster = load_cluster(ref, routed["cluster"])
+    note_tier_bandwidth(cluster, routed["cluster"])
+    return cluster
+
+
+def note_tier_bandwidth(cluster: Any, items: list[str]) -> None:
+    """Say, when ``--set`` writes the bandwidth of a tier outside the node, that it is per GPU (ux19): "10 GbE" set as
+    ``tiers.eth.bandwidth=10Gbit/s`` on an 8-GPU node prices an 80 Gbit/s node NIC, and nothing at the point of use
+    said so. A tier inside the node (NVLink, PCIe) is per GPU in every datasheet, so it is not noted."""
+    gpn = int(cluster.gpus_per_node)
+    for item in items:
+        parts = [p.strip() for p in item.split("=", 1)[0].split(".")]
+        if len(parts) != 3 or parts[0] != "tiers" or parts[2] != "bandwidth":
+            continue
+        tier = next((t for i, t in enumerate(cluster.tiers) if parts[1] in (t.name, str(i))), None)
+        if tier is None or tier.span <= gpn or gpn == 1:
+            continue
+        per_gpu = float(tier.bandwidth)
+        notices.warn(f"--set {getattr(item, 'shown', item)}: a tier's bandwidth is per GPU: {_rate(per_gpu)} per GPU "
+                     f"is {_rate(per_gpu * gpn)} per node of {gpn} GPUs; a node NIC of B is B / {gpn} per GPU")
+
+
+def _rate(rate: float) -> str:
+    """A line rate in bytes and in bits, as datasheets and NIC names give it."""
+    return f"{format_quantity(rate, 'bandwidth')} ({rate * 8 / 1e9:.4g} Gbit/s)"
 
 
 #: The largest count any command accepts (GPUs, ranks): beyond any machine, and within int64 arithmetic.
