@@ -14,7 +14,6 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
 from generated_file import write_or_check  # scripts/, beside this file
 
 HERE = Path(__file__).resolve().parent
@@ -44,7 +43,7 @@ def build() -> str:
     gpus: dict[str, int] = {}
     for path in (v.CASES, v.NEW_CASES):
         if path is not None and Path(path).is_file():
-            for case in yaml.safe_load(Path(path).read_text()) or []:
+            for case in v.read_yaml(path) or []:
                 par = case.get("parallelism") or {}
                 if "gpus" in par:
                     gpus[case["id"]] = int(par["gpus"])

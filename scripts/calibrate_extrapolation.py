@@ -53,7 +53,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_training as vt  # noqa: E402  (the validator's case rules, reused as they are)
@@ -89,7 +88,7 @@ def nar21_cases() -> list[Case]:
     micro-batch and interleaving rule, no fused attention); measured = hardware TFLOP/s per GPU."""
     if vt.CASES is None:
         return []
-    cases = [c for c in yaml.safe_load(Path(vt.CASES).read_text()) if c["id"].startswith("nar21_t1_")]
+    cases = [c for c in vt.read_yaml(vt.CASES) if c["id"].startswith("nar21_t1_")]
     name = "dgx-a100"
     cluster = vt.load_cluster(name)
     path = builtin_path("cluster", name)
@@ -128,7 +127,7 @@ def new_cases() -> list[Case]:
     if not vt.NEW_CASES.is_file():
         return []
     out = []
-    for case in yaml.safe_load(vt.NEW_CASES.read_text()):
+    for case in vt.read_yaml(vt.NEW_CASES):
         res = vt.predict_new_case(case)
         if not isinstance(res, vt.CaseResult):
             continue

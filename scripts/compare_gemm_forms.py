@@ -62,10 +62,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fit_compute_curves as fcc  # noqa: E402
+from repo_yaml import read_yaml  # noqa: E402
 
 from scalemodel.specs import load_accelerator  # noqa: E402
 
@@ -175,9 +175,9 @@ class Group:
 
 
 def load_groups() -> dict[tuple[str, str], Group]:
-    doc = yaml.safe_load(fcc.GEMM.read_text(encoding="utf-8"))
+    doc = read_yaml(fcc.GEMM)
     shape_only = {name for name, src in doc["sources"].items() if src.get("level") == "shape-only"}
-    memfit = fcc.fit_memory(yaml.safe_load(fcc.MEMBW.read_text(encoding="utf-8"))["points"])
+    memfit = fcc.fit_memory(read_yaml(fcc.MEMBW)["points"])
     pts: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     caps: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for p in doc["points"]:
@@ -284,7 +284,7 @@ def main(argv: list[str]) -> int:
 def cross(g: Group, forms: list[str]) -> None:
     """Fit on the H100 BF16 group (OpenXLA's older sm_90 table + MAMF), predict the re-measured sm_90 table
     (XLA-SM90-2, bf16, recorded ``fit: false``): another measurement of the same grid, never fitted."""
-    doc = yaml.safe_load(fcc.GEMM.read_text(encoding="utf-8"))
+    doc = read_yaml(fcc.GEMM)
     pts = [p for p in doc["points"] if p["src"] == "XLA-SM90-2" and p["prec"] == "bf16"
            and 2.0 * p["b"] * p["m"] * p["n"] * p["k"] >= fcc.MIN_GFLOP * 1e9]
     other = Group(g.key, pts, [], g.mem)

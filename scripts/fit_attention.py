@@ -67,8 +67,21 @@ from scalemodel.specs import load_accelerator
 from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.loader import builtin_names
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: repo_yaml beside this file
+from repo_yaml import read_yaml  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "hardware" / "measurements" / "attention.yaml"
+
+
+def _load(path: Path) -> Any:
+    """attention.yaml as a deep copy of its one parse (scripts/repo_yaml.py), another file as yaml.safe_load
+    reads it."""
+    if Path(path).resolve() == ATTENTION.resolve():
+        return read_yaml(path)
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
 #: FLOP conventions a source may count in (attention.yaml ``flop_conventions``; :func:`source_forward_flops`)
 FLOP_CONVENTIONS = ("fa-benchmark", "cudnn-frontend")
 #: source FLOPs per direction as multiples of the forward (both conventions: backward 2.5x at d_qk = d_vo)
@@ -139,7 +152,7 @@ PARAMS = ("attn_max", "seq_half", "head_half")
 
 def load_points(path: Path = ATTENTION, recorded: bool = False) -> list[dict[str, Any]]:
     """The fitted points (``recorded``: also those marked ``fit: false``), each with its measured time."""
-    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    doc = _load(path)
     conv = doc["flop_conventions"]
     out = []
     for p in doc["points"]:
@@ -590,7 +603,7 @@ def window_check(path: Path = ATTENTION) -> list[dict[str, Any]]:
     one; above, more."""
     from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
 
-    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    doc = _load(path)
     pts = load_points(path, recorded=True)
     out = []
     for name, src in doc["sources"].items():

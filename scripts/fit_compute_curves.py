@@ -107,10 +107,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from scalemodel.cost.compute import gemm_time, in_layer_gemm_factor
 from scalemodel.specs import load_accelerator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: repo_yaml beside this file
+from repo_yaml import read_yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM = ROOT / "hardware" / "measurements" / "gemm.yaml"
@@ -228,10 +230,10 @@ def fit_gemm(pts: list[dict[str, Any]], acc: Any, group: str, mem: float, d0_fix
 
 
 def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str], dict[str, Any]]:
-    gemm_doc = yaml.safe_load(GEMM.read_text(encoding="utf-8"))
+    gemm_doc = read_yaml(GEMM)
     gemm = gemm_doc["points"]
     shape_only = frozenset(name for name, src in gemm_doc["sources"].items() if src.get("level") == "shape-only")
-    membw = yaml.safe_load(MEMBW.read_text(encoding="utf-8"))["points"]
+    membw = read_yaml(MEMBW)["points"]
     memfit = fit_memory(membw)
     print("memory efficiency (mean of BabelStream copy/mul/add/triad over nominal bandwidth)")
     for name, f in sorted(memfit.items()):

@@ -56,6 +56,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
+from repo_yaml import read_yaml  # noqa: E402
 
 from scalemodel.cost.compute import (  # noqa: E402
     IN_LAYER_GEMM_FACTOR,
@@ -82,7 +83,11 @@ SUSTAINED_BASIS = ("h200-sxm",)
 
 
 def load(path: Path = LAYER) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    """layer_timing.yaml (a deep copy of its one parse, scripts/repo_yaml.py), or another file as yaml.safe_load
+    reads it."""
+    if Path(path).resolve() == LAYER.resolve():
+        return read_yaml(path)  # type: ignore[no-any-return]
+    return yaml.safe_load(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
 def _group(prec: str) -> str:
@@ -121,7 +126,7 @@ def busbw(src: dict[str, Any], msg_bytes: float) -> float:
     interpolated log-log in message size."""
     if "allreduce_busbw_GBps" in src:
         return float(src["allreduce_busbw_GBps"]) * 1e9
-    case = next(c for c in yaml.safe_load(NCCL.read_text(encoding="utf-8")) if c["id"] == src["allreduce_busbw_from"])
+    case = next(c for c in read_yaml(NCCL) if c["id"] == src["allreduce_busbw_from"])
     x = np.log(np.asarray(case["measured"]["msg_bytes"], dtype=float))
     y = np.log(np.asarray(case["measured"]["busbw_GBps"], dtype=float))
     return float(np.exp(np.interp(np.log(msg_bytes), x, y))) * 1e9

@@ -59,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fit_in_layer_factor as fl  # noqa: E402  (scripts/)
+from repo_yaml import read_yaml  # noqa: E402  (scripts/)
 
 from scalemodel.cost.compute import layer_eltwise_bytes  # noqa: E402
 from scalemodel.cost.transformer import shape  # noqa: E402
@@ -250,9 +251,7 @@ EAGER_ELEMENTWISE: dict[str, tuple[tuple[str, float, int], ...]] = {
 
 def _kernel_series(acc: str = "h200-sxm") -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """memory_kernels.yaml SM-H200 series: kernel -> (ln bytes, ln seconds), sorted by bytes."""
-    import yaml  # only here: the alternatives above need no YAML of their own
-
-    doc = yaml.safe_load(MEMORY_KERNELS.read_text(encoding="utf-8"))
+    doc = read_yaml(MEMORY_KERNELS)
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for k in ("layer_norm", "add", "gelu", "copy"):
         pts = sorted((p for p in doc["points"] if p["acc"] == acc and p["kernel"] == k),

@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: repo_yaml beside this file
+
+from repo_yaml import read_yaml  # noqa: E402
 
 from scalemodel.cost.compute import default_efficiency  # noqa: E402
 from scalemodel.specs import load_accelerator  # noqa: E402
@@ -50,7 +52,7 @@ def fit_series(pts: list[dict[str, Any]]) -> tuple[float, float]:
 
 def run(doc: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Per accelerator: each series' (t0, bw) and the median t0."""
-    doc = doc or yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    doc = doc or read_yaml(DATA)
     groups: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for p in doc["points"]:
         groups.setdefault(p["acc"], {}).setdefault(p["kernel"], []).append(p)

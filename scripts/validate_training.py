@@ -200,8 +200,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scalemodel.choices import Precision
 from scalemodel.cost import pipeline, transformer
 from scalemodel.engine.host_floor import SOURCE_LOCAL_EXPERTS, moe_layer_host_floor
@@ -216,6 +214,9 @@ from scalemodel.specs.accelerator import cudnn_release_key
 from scalemodel.specs.frameworks import nanotron_stage_layers
 from scalemodel.specs.loader import builtin_names
 from scalemodel.specs.training import ModulePrecisionSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: repo_yaml beside this file
+from repo_yaml import read_yaml  # noqa: E402
 
 
 @functools.cache
@@ -1251,7 +1252,7 @@ def _in_job_bandwidths() -> dict[tuple[str, int], tuple[float, ...]]:
     """(source, GPUs) -> the in-job all-reduce tests of training_cases.yaml's rows that record one."""
     out: dict[tuple[str, int], list[float]] = {}
     if NEW_CASES.is_file():
-        for c in yaml.safe_load(NEW_CASES.read_text()):
+        for c in read_yaml(NEW_CASES):
             v = c.get("hardware", {}).get("in_job_allreduce_busbw_GBps")
             if isinstance(v, (int, float)):
                 out.setdefault((families(c)["source"], int(c["parallelism"]["gpus"])), []).append(float(v))
@@ -2260,12 +2261,12 @@ def validate_all() -> tuple[tuple[CaseResult, ...], tuple[NotExpressed, ...], in
     listed: list[NotExpressed] = []
     n_original = 0
     if CASES is not None:
-        r, s = original_results(yaml.safe_load(CASES.read_text()))
+        r, s = original_results(read_yaml(CASES))
         results += r
         listed += s
         n_original = len(r)
     if NEW_CASES.is_file():
-        for case in yaml.safe_load(NEW_CASES.read_text()):
+        for case in read_yaml(NEW_CASES):
             res = predict_new_case(case)
             (results if isinstance(res, CaseResult) else listed).append(res)  # type: ignore[arg-type]
     return tuple(results), tuple(listed), n_original

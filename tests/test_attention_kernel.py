@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from conftest import load_yaml, script_module
 
 from scalemodel.cost import transformer
@@ -33,7 +32,7 @@ PEAK_16 = {"a100-sxm-80g": 312e12, "h100-sxm": 989.4e12, "h200-sxm": 989.4e12,  
 
 
 def _catalog(name: str) -> dict:  # type: ignore[type-arg]
-    return yaml.safe_load((ROOT / "hardware" / "accelerators" / f"{name}.yaml").read_text())  # type: ignore[no-any-return]
+    return load_yaml(ROOT / "hardware" / "accelerators" / f"{name}.yaml")  # type: ignore[no-any-return]
 
 
 def _hand_time(p: dict, fwd: dict, bwd: dict, peak: float) -> float:  # type: ignore[type-arg]

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from scalemodel.specs import load_accelerator
 
@@ -138,7 +137,7 @@ def test_points_fields_and_units() -> None:
 
 
 def _catalog(name: str) -> dict:
-    return yaml.safe_load((ROOT / "hardware" / "accelerators" / f"{name}.yaml").read_text(encoding="utf-8"))
+    return load_yaml(ROOT / "hardware" / "accelerators" / f"{name}.yaml")
 
 
 def _num(text: str) -> float:

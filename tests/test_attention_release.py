@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from conftest import load_yaml, script_module
 
 from scalemodel.engine.job import build_job, warn_unfused_attention
@@ -23,7 +22,7 @@ PEAK_16 = {"b200": 2250e12, "gb200": 2500e12, "gb300": 2500e12}  # the YAMLs' bf
 
 
 def _releases(name: str) -> dict[str, Any]:
-    doc = yaml.safe_load((ROOT / "hardware" / "accelerators" / f"{name}.yaml").read_text())
+    doc = load_yaml(ROOT / "hardware" / "accelerators" / f"{name}.yaml")
     return doc["attention_releases"]  # type: ignore[no-any-return]
 
 
@@ -88,7 +87,7 @@ def _job(cluster: str, release: str | None) -> Any:
     ("dgx-b300", "b300", "9.13")])
 def test_release_selects_its_curve(cluster: str, acc: str, release: str) -> None:
     """training.cudnn_release prices the cudnn core on that release's block of the YAML; unset, the default."""
-    doc = yaml.safe_load((ROOT / "hardware" / "accelerators" / f"{acc}.yaml").read_text())
+    doc = load_yaml(ROOT / "hardware" / "accelerators" / f"{acc}.yaml")
     want = {k: float(v) for k, v in doc["attention_releases"][release]["cudnn"]["bwd"].items()}
     j = _job(cluster, release)
     assert j.attention_kernel == "cudnn" and j.attention_bwd == want

@@ -13,14 +13,14 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import load_yaml
 
 from scalemodel.cost import collectives as C
 from scalemodel.engine.job import build_network
 from scalemodel.specs import load_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = {c["id"]: c for c in yaml.safe_load((ROOT / "hardware" / "measurements" / "nccl.yaml").read_text("utf-8"))}
+CASES = {c["id"]: c for c in load_yaml(ROOT / "hardware" / "measurements" / "nccl.yaml")}
 
 
 def _point(cid: str, size: int) -> float:

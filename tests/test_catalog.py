@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import validation_cases_path
+from conftest import load_yaml, validation_cases_path
 
 from scalemodel.engine.job import build_network
 from scalemodel.units import parse_quantity
@@ -353,7 +353,7 @@ def test_in_network_reduction_only_on_nvswitch_gen3_and_later() -> None:
 def _cases() -> list[dict[str, Any]]:
     if not CASES.exists():
         pytest.skip(f"validation cases not found at {CASES}")
-    cases = yaml.safe_load(CASES.read_text(encoding="utf-8"))
+    cases = load_yaml(CASES)
     assert isinstance(cases, list)
     return cases
 

@@ -21,25 +21,25 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
+from conftest import load_yaml
 
 from scalemodel.specs import load_accelerator, load_cluster
 from scalemodel.units import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[1]
 HW = ROOT / "hardware"
-GEMM = yaml.safe_load((HW / "measurements" / "gemm.yaml").read_text(encoding="utf-8"))["points"]
+GEMM = load_yaml(HW / "measurements" / "gemm.yaml")["points"]
 IN_LAYER = 0.901  # Korthikanti et al. 2022 Table 4 factor, borrowed by every family without a layer timing
 D0_MI300X_FP8 = 133.1  # mi300x's FP8 half-dimension (Azure hipBLASLt sweep), borrowed by both 16-bit curves
 T = 1e12
 
 
 def _acc(name: str) -> dict[str, Any]:
-    return yaml.safe_load((HW / "accelerators" / f"{name}.yaml").read_text(encoding="utf-8"))
+    return load_yaml(HW / "accelerators" / f"{name}.yaml")
 
 
 def _clu(name: str) -> dict[str, Any]:
-    return yaml.safe_load((HW / "clusters" / f"{name}.yaml").read_text(encoding="utf-8"))
+    return load_yaml(HW / "clusters" / f"{name}.yaml")
 
 
 def _peak(name: str, prec: str) -> float:
@@ -221,7 +221,7 @@ def test_amd_rows_listed_for_their_configuration_not_hardware() -> None:
     v = _validator()
     assert v.CLUSTER_FOR_ACCELERATOR[v.accelerator_variant("AMD Instinct MI325X")] == "mi325x-8"
     assert v.CLUSTER_FOR_ACCELERATOR[v.accelerator_variant("AMD Instinct MI355X")] == "mi355x-8"
-    cases = yaml.safe_load((ROOT / "validation" / "training_cases.yaml").read_text(encoding="utf-8"))
+    cases = load_yaml(ROOT / "validation" / "training_cases.yaml")
     rows = [c for c in cases if str(c["id"]).startswith(("primus26_mi325x", "primus26_mi355x"))]
     assert len(rows) == 11
     for c in rows:

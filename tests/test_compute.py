@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import yaml
-from conftest import validation_cases_path
+from conftest import load_yaml, validation_cases_path
 
 from scalemodel.cost.compute import (
     DEFAULT_EFFICIENCY,
@@ -162,7 +161,7 @@ def test_calibrated_a100_reproduces_korthikanti_table4_within_7_percent():
     measured_ms = {"fwd baseline": 7.7, "fwd seqpar": 7.2, "bwd baseline": 11.9, "bwd seqpar": 11.8,
                    "bwd selective": 13.2, "bwd full": 19.5}
     if CASES.exists():  # cross-check the hard-coded numbers against the shared file
-        case = {c["id"]: c for c in yaml.safe_load(CASES.read_text())}["kor22_t4_layer_22b"]["measured"]
+        case = {c["id"]: c for c in load_yaml(CASES)}["kor22_t4_layer_22b"]["measured"]
         assert case["fwd_ms"]["baseline"] == 7.7 and case["bwd_ms"]["full_recompute"] == 19.5
     for key, ms in measured_ms.items():
         assert float(predicted_ms[key]) * 1e3 == pytest.approx(ms, rel=0.07), key
@@ -173,7 +172,7 @@ def test_narayanan_table1_compute_only_throughput_brackets_measurement():
     # Compute-only per-GPU TFLOP/s (full recompute, b = 1, first stage without logits) must be at
     # least 0.93x the measured end-to-end figure (which also pays communication and the bubble)
     # and at most 1.35x (the overheads observed in the paper are well under 35 %).
-    cases = [c for c in yaml.safe_load(CASES.read_text()) if c["id"].startswith("nar21_t1_")]
+    cases = [c for c in load_yaml(CASES) if c["id"].startswith("nar21_t1_")]
     assert len(cases) == 10
     for c in cases:
         m, p = c["model"], c["parallelism"]

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from scalemodel.cost.compute import (
     FLASH_BACKWARD_FLOP_RATIO,
@@ -89,7 +88,7 @@ def test_in_layer_factor_is_korthikanti_table4_over_the_a100_gemm_fit() -> None:
     a 2x backward)."""
     fits = fit.run()
     micro = fits[("a100-sxm-80g", "16bit")]
-    membw = yaml.safe_load((ROOT / "hardware" / "measurements" / "memory_bandwidth.yaml").read_text())["points"]
+    membw = load_yaml(ROOT / "hardware" / "measurements" / "memory_bandwidth.yaml")["points"]
     mem = np.mean([p["tbps"] for p in membw if p["acc"] == "a100-sxm-80g" and p["kernel"] in fit.STREAM_KERNELS])
     mem = float(mem) * 1e12 / 2.039e12
     sh = shape(layers=48, hidden=6144, heads=64, vocab=51200, position_embeddings=2048)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
+from conftest import load_yaml
 from grid_helpers import TINY_MOE
 
 from scalemodel.cost import compute
@@ -81,7 +81,7 @@ def test_predict_compute_grows_by_the_hand_values(recipe: str, per_expert: int) 
 
 
 def _grouped_points() -> list[dict]:  # type: ignore[type-arg]
-    doc = yaml.safe_load((ROOT / "hardware" / "measurements" / "grouped_gemm.yaml").read_text())
+    doc = load_yaml(ROOT / "hardware" / "measurements" / "grouped_gemm.yaml")
     return [p for p in doc["points"] if p["te"] == "2.7"]
 
 

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import load_yaml
 
 from scalemodel.cost import transformer
 from scalemodel.cost.compute import layer_compute_time
@@ -26,7 +26,7 @@ BF16_BWD_MS = {2048: 0.237, 4096: 0.465, 8192: 0.911, 16384: 1.818}
 
 
 def _bwd_curve() -> dict:  # type: ignore[type-arg]
-    c = yaml.safe_load((ROOT / "hardware" / "accelerators" / "gb200.yaml").read_text())
+    c = load_yaml(ROOT / "hardware" / "accelerators" / "gb200.yaml")
     return c["attention_efficiency"]["cudnn"]["bwd"]  # type: ignore[no-any-return]
 
 
@@ -54,7 +54,7 @@ def test_window_blind_keys_are_the_causal_keys_of_the_whole_sequence() -> None:
 
 
 def _layer(sh: transformer.Shape, s: int, fp8: bool) -> float:
-    c = yaml.safe_load((ROOT / "hardware" / "accelerators" / "gb200.yaml").read_text())["attention_efficiency"]
+    c = load_yaml(ROOT / "hardware" / "accelerators" / "gb200.yaml")["attention_efficiency"]
     curve = {d: {k: float(c["cudnn"][d][k]) for k in ("attn_max", "seq_half", "head_half")} for d in ("fwd", "bwd")}
     lt = layer_compute_time(sh, micro_batch=2, seq_len=s, peak_flops=GB200_BF16_PEAK, memory_bandwidth=8e12,
                             gemm_max=0.623, gemm_half_dim=113.0, flash_attention=True,

@@ -34,7 +34,7 @@ import random
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import load_yaml
 from grid_helpers import TINY_MOE
 
 from scalemodel.cost import compute
@@ -43,7 +43,7 @@ from scalemodel.engine.job import build_job
 from scalemodel.specs import TrainingSpec, load_accelerator, load_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = yaml.safe_load((ROOT / "hardware" / "measurements" / "grouped_gemm.yaml").read_text())
+DOC = load_yaml(ROOT / "hardware" / "measurements" / "grouped_gemm.yaml")
 
 #: (peak FP8 FLOP/s, isolated gemm_max, d0, recipe factor) by catalog accelerator, written out by hand:
 #: h800 fp8 catalog 0.664 / Hopper's FP8 in-layer factor 0.936, d0 155; b200 fp8 catalog 0.714 / 0.936 (borrowed by

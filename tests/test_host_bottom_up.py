@@ -16,7 +16,6 @@ import copy
 from pathlib import Path
 
 import pytest
-import yaml
 from conftest import load_yaml, script_module
 from test_host_floor import HELD_OUT, held_out_case
 
@@ -28,7 +27,7 @@ N_EXPERTS, STREAMS = 16, 4  # EP 8 of 128 experts; transformer_engine/common/uti
 
 
 def _doc() -> dict:  # type: ignore[type-arg]
-    return yaml.safe_load(HOST.read_text())
+    return load_yaml(HOST)
 
 
 def test_counts_follow_the_code_loops() -> None:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from conftest import load_yaml, script_module
 
 from scalemodel.engine import host_floor
@@ -31,7 +30,7 @@ SOURCE_LOW, SOURCE_HIGH = 773.0 + 1940.622, 975.0 + 3006.332  # 2713.622, 3981.3
 
 def test_the_count_is_the_yaml_record() -> None:
     """The module's costs and counts are host_overhead.yaml's, at the source's 16 local experts."""
-    doc = yaml.safe_load((ROOT / "hardware" / "measurements" / "host_overhead.yaml").read_text())["moe_layer_bottom_up"]
+    doc = load_yaml(ROOT / "hardware" / "measurements" / "host_overhead.yaml")["moe_layer_bottom_up"]
     for k, c in doc["costs_us"].items():
         assert tuple(c["value"]) == pytest.approx(host_floor.CALL_COST_US[k], rel=1e-12)
     for p in doc["parts"]:

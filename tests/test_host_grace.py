@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = ROOT / "hardware" / "measurements" / "host_overhead.yaml"
@@ -29,7 +29,7 @@ PUBLISHED = {
 
 
 def _grace() -> dict:  # type: ignore[type-arg]
-    return yaml.safe_load(HOST.read_text())["grace"]
+    return load_yaml(HOST)["grace"]
 
 
 def test_every_entry_has_its_provenance() -> None:
@@ -61,7 +61,7 @@ def test_pairs_match_the_published_figures_and_their_ratios() -> None:
 
 def test_grace_pairs_agree_with_the_points_list() -> None:
     """The top-level `points` carry the same TransformerEngine issue 2053 host times."""
-    doc = yaml.safe_load(HOST.read_text())
+    doc = load_yaml(HOST)
     te = [p for p in doc["points"] if p["src"] == "TE-ISSUE2053" and p["what"].startswith("torch.nn.Linear")]
     x86 = next(p["cpu_us"] for p in te if "8480C" in p["host"])
     grace = sorted(p["cpu_us"] for p in te if p["host"].startswith("Grace"))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
+from conftest import load_yaml
 
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.step import LAYER_FORWARD_HOST_SHARE, MOE_FORWARD_HOST_SHARE, evaluate
@@ -43,7 +43,7 @@ def _t_mb(host_s: float, **strategy) -> float:  # type: ignore[no-untyped-def]
 def test_shares_from_the_bottom_up_count_by_hand() -> None:
     """The count's MoE-block forward and whole-layer forward over its total, at the low and the high per-call costs;
     the model takes the lower of the two pricings for each (docs/model.md#host: the floor prices the lower end)."""
-    doc = yaml.safe_load(HOST.read_text())["moe_layer_bottom_up"]
+    doc = load_yaml(HOST)["moe_layer_bottom_up"]
     costs = doc["costs_us"]
     parts = {(p["part"], p["pass"]): p["counts"] for p in doc["parts"]}
 

@@ -5,14 +5,12 @@ nothing similar validated says so; check --pessimistic asserts on the slow end."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import validation_cases_path
+from conftest import script_module, validation_cases_path
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,12 +23,18 @@ def _cases() -> list[dict[str, Any]]:
     return list(json.loads(RESIDUALS.read_text())["cases"])
 
 
-def test_the_shipped_residuals_are_the_validation_scripts() -> None:
+def test_the_shipped_residuals_are_the_validation_scripts(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """scripts/build_residuals.py --check, in this process: its validator is the session's validate_training module,
+    whose validate_all() (every row of both case files) tests/test_validation.py and tests/test_memory_fidelity.py
+    already ran, instead of a fresh process that parsed and priced all of them again (the suite's slowest test)."""
     if not validation_cases_path().exists():
         pytest.skip("shared/validation not present next to the repository")
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_residuals.py"), "--check"],
-                       capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stdout + r.stderr
+    br = script_module("build_residuals")
+    monkeypatch.setattr(br, "_validator", lambda: script_module("validate_training"))
+    code = br.main(["--check"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.strip().endswith("is current"), out
 
 
 def test_band_is_the_error_range_of_the_most_similar_runs() -> None:

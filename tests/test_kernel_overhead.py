@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import load_yaml
 
 from scalemodel.specs import load_accelerator
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_kernel_overhead as fko  # noqa: E402
 
-DOC = yaml.safe_load((ROOT / "hardware" / "measurements" / "memory_kernels.yaml").read_text(encoding="utf-8"))
+DOC = load_yaml(ROOT / "hardware" / "measurements" / "memory_kernels.yaml")
 
 
 def _series(src: str | None = None) -> dict[tuple[str, str], list[tuple[float, float]]]:

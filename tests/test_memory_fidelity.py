@@ -164,15 +164,14 @@ def test_every_validated_run_fits_the_memory_model() -> None:
     """Published measurements: every run the validator predicts really ran, so it fit in its accelerator's
     memory; the memory model (and the planner, which refuses strategies with the same model) must agree.
     None is exempted."""
-    import yaml
-    from conftest import script_module
+    from conftest import load_yaml, script_module
 
     mod = script_module("validate_training")
     results, _listed, _n = mod.validate_all()
     oom = [f"{r.id}: {n}" for r in results for n in r.notes if n.startswith("oom")]
     assert not oom, "\n".join(oom)
     assert mod.CASES is not None
-    rows, _skipped = mod.collect_rows(yaml.safe_load(mod.CASES.read_text()))
+    rows, _skipped = mod.collect_rows(load_yaml(mod.CASES))
     too_big = [f"{cid}: {p.memory['per_gpu_bytes'] / 1e9:.1f} GB > {p.memory['capacity_bytes'] / 1e9:.1f} GB"
                for cid, _m, _meas, _pred, p in rows if not p.memory["fits"]]
     assert not too_big, "\n".join(too_big)

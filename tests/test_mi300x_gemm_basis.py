@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import load_yaml
 
 from scalemodel.cost.compute import in_layer_gemm_factor
 from scalemodel.specs import load_accelerator
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import fit_compute_curves as fit  # noqa: E402
 
-GEMM = yaml.safe_load((ROOT / "hardware" / "measurements" / "gemm.yaml").read_text(encoding="utf-8"))
+GEMM = load_yaml(ROOT / "hardware" / "measurements" / "gemm.yaml")
 PEAK_BF16 = 1307.4  # TFLOP/s, ROCm architecture table (hardware/accelerators/mi300x.yaml)
 D0 = 133.1  # borrowed from the MI300X fp8 fit (Azure hipBLASLt FP8 sweep)
 LC_4096 = 548.09  # LC-MI300X, torch.mm 4096^3
@@ -93,7 +93,7 @@ def test_tprimat_runs_ask_for_no_gemm_tuning() -> None:
     """The build choice follows the training stack, read from the rows' recorded environment (not their times): the
     Primus runs export no PYTORCH_TUNABLEOP_ENABLED and no PRIMUS_HIPBLASLT_TUNING / _STAGE, so Primus' default
     stage 0 ('no tuning', AMD-AGI/Primus examples/run_pretrain.sh) and PyTorch's TunableOp default (off) apply."""
-    cases = yaml.safe_load((ROOT / "validation" / "training_cases.yaml").read_text(encoding="utf-8"))
+    cases = load_yaml(ROOT / "validation" / "training_cases.yaml")
     rows = [c for c in cases if str(c.get("id", "")).startswith("tprimat26_mi300x")]
     assert len(rows) == 2
     for r in rows:

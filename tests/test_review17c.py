@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import script_module
+from conftest import load_yaml, script_module
 
 from scalemodel.cost import compute
 from scalemodel.engine import step
@@ -93,10 +93,9 @@ def test_efa_sweeps_show_the_latency_on_every_ring_step() -> None:
     import importlib.util
     from pathlib import Path
 
-    import yaml
 
     root = Path(__file__).resolve().parents[1]
-    cases = yaml.safe_load((root / "hardware" / "measurements" / "nccl.yaml").read_text("utf-8"))
+    cases = load_yaml(root / "hardware" / "measurements" / "nccl.yaml")
     per_step, per_cross = [], []
     for c in (c for c in cases if c["id"].startswith("p5efa_allgather_")):
         p, s = c["ranks"], 2**25
@@ -139,10 +138,9 @@ def test_every_megatron_moe_recipe_row_sets_the_fp32_router() -> None:
     by one: the 18 YAMLs of deepseek_v3, deepseek_v4_flash, deepseek_v4_pro, qwen3_235b and qwen3_30b), and every
     mcrec26 row cites one of them; RECIPE_ROUTER_FP32 held 14 of the 18 mcrec26 rows (the four left out are not
     expressed today, so no number moved, but would have been priced with a BF16 router once they were)."""
-    import yaml
 
     mod = script_module("validate_training")
-    cases = yaml.safe_load(mod.NEW_CASES.read_text("utf-8"))
+    cases = load_yaml(mod.NEW_CASES)
     rows = [c for c in cases if c["id"].startswith("mcrec26_")]
     assert len(rows) == 18
     assert all("examples/moe_recipes/" in str(c["source"]) for c in rows)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def _validator():
     return mod
 
 
-CASES = {c["id"]: c for c in yaml.safe_load((ROOT / "validation" / "training_cases.yaml").read_text())}
+CASES = {c["id"]: c for c in load_yaml(ROOT / "validation" / "training_cases.yaml")}
 
 
 def test_every_validated_pp_row_is_listed():

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import load_yaml
 
 from scalemodel.cost import staleness
 from scalemodel.cost.staleness import default_kappa, fit_kappa
@@ -176,12 +177,11 @@ def test_cli_names_the_kappa_source_and_the_override(cli: Any) -> None:
 
 
 def test_every_compression_kind_states_its_cost_with_and_without_error_feedback(cli: Any) -> None:
-    import yaml
 
     from scalemodel.choices import CompressionKind
     from scalemodel.cost import compression
 
-    kinds = yaml.safe_load((ROOT / "validation" / "convergence.yaml").read_text())["compression"]["kinds"]
+    kinds = load_yaml(ROOT / "validation" / "convergence.yaml")["compression"]["kinds"]
     for kind in CompressionKind:
         entry = kinds[kind.label]
         for side in ("with_error_feedback", "without_error_feedback"):
@@ -218,9 +218,8 @@ def test_committed_fit_reproduces_the_recorded_table_numbers_by_hand() -> None:
     79.48 % at 0.9 + 0.1 x 0.18/0.76 = 0.92368 N, r = 1.0826 (recorded rounded, 1.083). Both at s = 1:
     kappa = (0.25 + 0.083) / 2 = 0.1665; residuals +-0.0835, se = sqrt(2 x 0.0835^2 / 1) / sqrt(2) = 0.0835;
     95 %: 0.1665 + t(0.975, 1) x 0.0835 = 0.1665 + 12.7062 x 0.0835 = 1.2275, the low end clipped at 0."""
-    import yaml
 
-    pts = yaml.safe_load((ROOT / "validation" / "convergence.yaml").read_text())["staleness"]["points"]
+    pts = load_yaml(ROOT / "validation" / "convergence.yaml")["staleness"]["points"]
     ours = {p["model"]: p for p in pts if (p["optimizer"], p["family"]) == ("adam", "transformer")}
     assert set(ours) == {"gpt-355m", "bert-355m"}
     assert ours["gpt-355m"]["steps_ratio"] == pytest.approx(1 / 0.8)
@@ -245,9 +244,8 @@ def test_committed_momentum_cnn_fit_by_hand() -> None:
           = 108.9375 / 284.19140625 = 0.38333;
     residuals -0.38333, -1.15, -2.18333, +1.25, +0.83229: sum of squares 8.49161, rms sqrt(8.49161/5) = 1.30320;
     se = sqrt(8.49161/4) / sqrt(284.19141) = 0.086429; t(0.975, 4) = 2.77645 -> [0.14337, 0.62330]."""
-    import yaml
 
-    pts = yaml.safe_load((ROOT / "validation" / "convergence.yaml").read_text())["staleness"]["points"]
+    pts = load_yaml(ROOT / "validation" / "convergence.yaml")["staleness"]["points"]
     ours = [p for p in pts if (p["optimizer"], p["family"]) == ("momentum", "cnn")]
     mit = sorted((p["staleness"], p["mean_staleness"], p["steps_ratio"]) for p in ours
                  if p["source"] == "mitliagkas2016")
@@ -381,10 +379,9 @@ def test_measured_fit_by_hand_from_the_yaml() -> None:
     One by hand from the file (rmsprop/transformer, lr 0.001): s = 0 steps 170, 200, 250, 150, 200; s = 16 steps
     340, 330, 450, 390, 450, ratios 2.0, 1.65, 1.8, 2.6, 2.25, median 2.0 at mean delay about 8: that point alone
     gives kappa about (2.0 - 1) / 8 = 0.125, the fit over all five levels 0.11."""
-    import yaml
 
     t975 = {2: 12.7062, 3: 4.3027, 4: 3.1824, 5: 2.7764}
-    doc = yaml.safe_load(MEASURED.read_text())
+    doc = load_yaml(MEASURED)
     table = staleness.load_defaults()
     checked = 0
     for key, f in {**table["fits"], **table.get("crosscheck", {})}.items():
@@ -415,9 +412,8 @@ def test_measured_groups_are_labelled_own_simulation_and_published_fits_win() ->
     """The measurement file states it is our simulation, not a published table; its fits say so in every source
     line; groups with published points keep them (the measured fit is a cross-check); groups it does not cover
     (the generic family) still borrow, labelled."""
-    import yaml
 
-    doc = yaml.safe_load(MEASURED.read_text())
+    doc = load_yaml(MEASURED)
     src = doc["sources"]["scalemodel-dai-protocol"]
     assert "not a published table" in src["status"] and src["script"] == "scripts/measure_staleness.py"
     assert "torch 2.13.0" in src["software"]

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import load_yaml
 
 from scalemodel.engine.grid import COLUMNS, run_grid
 from scalemodel.specs.sweep import load_sweep
@@ -120,12 +121,11 @@ def test_bad_sweep_files(cli, tmp_path: Path) -> None:  # type: ignore[no-untype
 
 def test_schema_validates_the_example(cli) -> None:  # type: ignore[no-untyped-def]
     import jsonschema
-    import yaml
 
     r = cli("schema", "sweep")
     schema = json.loads(r.out)
     root = Path(__file__).resolve().parents[1]
-    example = yaml.safe_load((root / "examples" / "sweeps" / "capacity.yaml").read_text())
+    example = load_yaml(root / "examples" / "sweeps" / "capacity.yaml")
     jsonschema.validate(example, schema)
     assert json.loads((root / "schemas" / "sweep.schema.json").read_text()) == schema
     with pytest.raises(jsonschema.ValidationError):

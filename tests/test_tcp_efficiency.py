@@ -13,12 +13,12 @@ import statistics
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import load_yaml
 
 from scalemodel.specs import load_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = yaml.safe_load((ROOT / "hardware" / "measurements" / "nccl.yaml").read_text(encoding="utf-8"))
+CASES = load_yaml(ROOT / "hardware" / "measurements" / "nccl.yaml")
 TCP = [c for c in CASES if c["id"].startswith("tcp_")]
 
 

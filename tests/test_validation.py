@@ -1155,7 +1155,7 @@ def test_amd_rows_cluster_and_launch_blocking_rule() -> None:
     AMD_SERIALIZE_KERNEL on AMD (the HIP runtime reads no CUDA_LAUNCH_BLOCKING: ROCm/clr rocclr/utils/flags.hpp)."""
     import copy
     mod = load_script()
-    cases = {c["id"]: c for c in yaml.safe_load(NEW_CASES.read_text())}
+    cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
     amd, nv = cases["tprimat26_mi300x_llama31_8b_pp2"], cases["tprimat26_h100_llama31_8b_pp2"]
     assert amd["environment"]["CUDA_LAUNCH_BLOCKING"] == "1" and nv["environment"]["CUDA_LAUNCH_BLOCKING"] == "1"
     assert mod.case_limits(amd) == []

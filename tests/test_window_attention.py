@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import script_module
+from conftest import load_yaml, script_module
 
 from scalemodel.cost import transformer
 from scalemodel.cost.compute import layer_compute_time
@@ -114,7 +114,7 @@ def test_window_rows_cost_no_less_than_their_release_causal_curve_says() -> None
 def test_window_key_is_checked(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """validate_attention refuses a window on a non-causal point and a non-integer window, one line, exit 2."""
     va = script_module("validate_attention")
-    doc = yaml.safe_load(va.DEFAULT.read_text(encoding="utf-8"))
+    doc = load_yaml(va.DEFAULT)
     p = next(q for q in doc["points"] if q.get("window"))
     for bad in ({**p, "causal": False}, {**p, "window": 1.5}, {**p, "window": True}):
         f = tmp_path / "attention.yaml"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import validation_cases_path
+from conftest import load_yaml, validation_cases_path
 
 from scalemodel.cost.transformer import active_param_count, param_count, shape
 
@@ -21,7 +21,7 @@ EXPECTED = {
 
 
 def _load(name: str) -> dict:
-    return yaml.safe_load((WORKLOADS / f"{name}.yaml").read_text())
+    return load_yaml(WORKLOADS / f"{name}.yaml")
 
 
 def _learned_positions(doc: dict) -> int:
