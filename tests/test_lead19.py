@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from scalemodel.specs import load_accelerator, load_cluster, load_workload
 from scalemodel.specs.hf import seq_len_note
@@ -94,3 +97,19 @@ def test_setting_a_network_tier_bandwidth_says_it_is_per_gpu() -> None:
                     "--set", "cluster.tiers.ib-leaf.bandwidth=10Gbit/s")
     assert not warnings("predict", "-m", "llama2-7b", "-c", "dgx-h100", "-n", "64",
                         "--set", "cluster.tiers.nvlink.bandwidth=400GB/s")
+
+
+def test_a_bad_predict_at_is_refused_before_the_fit(monkeypatch: Any, tmp_path: Path) -> None:
+    """calibrate runs --predict-at N with an N the cluster cannot hold ran the whole fit (seconds) before refusing it
+    (testspeed19's finding); the target is now checked first, so the fit is never reached."""
+    import scalemodel.commands.calibrate as calibrate_command
+    from scalemodel.errors import InputError
+
+    runs = tmp_path / "runs.yaml"
+    runs.write_text("".join(f"- {{name: r{g}, cluster: dgx-a100, model: gpt-1.7b, gpus: {g}, global_batch: 64, "
+                            f"micro_batch: 4, step_time: {0.5 + g / 100}}}\n" for g in (8, 16, 32)))
+    called: list[int] = []
+    monkeypatch.setattr(calibrate_command, "fit_runs", lambda *a, **k: called.append(1))
+    with pytest.raises(InputError) as err:
+        calibrate_command.calibrate_runs(str(runs), None, False, predict_at=7)
+    assert err.value.where == "--predict-at" and not called

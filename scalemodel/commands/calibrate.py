@@ -8,7 +8,7 @@ from scalemodel.commands.args import Command, arg, integer, number, opt, switch
 from scalemodel.commands.options import CLUSTER, JSON, SET, load_cluster_with, positive_int
 from scalemodel.engine.calibrate import DEFAULT_TOLERANCE, collective_op, overlay_yaml
 from scalemodel.engine.calibrate import calibrate as run
-from scalemodel.engine.calibrate_runs import fit_runs, scale_change
+from scalemodel.engine.calibrate_runs import fit_runs, scale_change, scale_target
 from scalemodel.engine.calibrate_runs import overlay_yaml as runs_overlay_yaml
 from scalemodel.errors import InputError
 from scalemodel.report.calibrate import render_calibration, render_runs_fit
@@ -108,9 +108,10 @@ def calibrate_runs(file: str, out: str | None, as_json: bool, factors: str | Non
     runs = read_runs(file)
     if out is not None:
         check_output_path(out, "--out")  # after reading, so the runs file (and the specs it names) are inputs
+    at = None if predict_at is None else scale_target(runs, predict_at, mode=mode)  # before the fit's seconds
     only = None if factors is None else [f.strip() for f in factors.split(",") if f.strip()]
     result = fit_runs(runs, source=file, out=out, only=only)
-    change = None if predict_at is None else scale_change(result, runs, predict_at, mode=mode)
+    change = None if predict_at is None else scale_change(result, runs, predict_at, mode=mode, at=at)
     if out is not None:
         ref, path = runs[0].cluster_ref, runs[0].cluster_path
         builtin = builtin_path("cluster", ref) == path  # a built-in name stays a name; a file becomes a relative path

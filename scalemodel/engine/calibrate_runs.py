@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, is_dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import yaml
@@ -555,10 +555,21 @@ class ScaleChange:
 GREW_SHARE = 0.005
 
 
-def scale_change(fit: RunsFit, runs: list[Any], gpus: int, *, mode: str = "strong") -> ScaleChange:
+class ScaleTarget(NamedTuple):
+    """The run ``--predict-at`` scales (the largest measured) and the same configuration at the target count."""
+
+    row: int
+    run: Any
+    batch0: int
+    target: Any
+    notes: list[str]
+
+
+def scale_target(runs: list[Any], gpus: int, *, mode: str = "strong") -> ScaleTarget:
     """The largest measured run (most GPUs; the last such run in the file) and the same configuration at
-    ``gpus`` GPUs under the fitted factors: DP re-derived as gpus / (tp pp cp), the global batch kept
-    (``strong``) or grown by gpus / the run's GPUs (``weak``), as ``scalemodel scale`` does."""
+    ``gpus`` GPUs: DP re-derived as gpus / (tp pp cp), the global batch kept (``strong``) or grown by gpus / the
+    run's GPUs (``weak``), as ``scalemodel scale`` does. Checked before the fit, which takes seconds: a bad
+    --predict-at was refused only after it."""
     if mode not in ("weak", "strong"):
         raise InputError(f"unknown scaling mode {mode!r}", where="--mode", allowed="weak or strong")
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
@@ -581,6 +592,15 @@ def scale_change(fit: RunsFit, runs: list[Any], gpus: int, *, mode: str = "stron
                          allowed=exc.allowed) from None
     target = replace(run, gpus=gpus, strategy=run.strategy.model_copy(update={"dp": None}),
                      training=run.training.model_copy(update={"global_batch": batch}), label=f"{gpus} GPUs")
+    return ScaleTarget(i_max, run, batch0, target, notes)
+
+
+def scale_change(fit: RunsFit, runs: list[Any], gpus: int, *, mode: str = "strong",
+                 at: ScaleTarget | None = None) -> ScaleChange:
+    """:func:`scale_target` (``at``, when already checked) priced under the fitted factors beside the run it
+    scales."""
+    i_max, run, batch0, target, notes = at if at is not None else scale_target(runs, gpus, mode=mode)
+    notes = list(notes)
     res_a, res_b = predictions_with_fit(fit, [run, target])
 
     def one(res: Any) -> tuple[dict[str, float], float]:
@@ -598,7 +618,8 @@ def scale_change(fit: RunsFit, runs: list[Any], gpus: int, *, mode: str = "stron
                                                                for k, v in parts.items()}}
 
     a = {"name": run.label, "gpus": run.gpus, "global_batch": batch0, "measured_s": row["measured_s"], **side(pa, ta)}
-    b = {"gpus": gpus, "global_batch": batch, "dp": gpus // (run.strategy.tp * run.strategy.pp * run.strategy.cp),
+    b = {"gpus": gpus, "global_batch": int(target.training.global_batch),
+         "dp": gpus // (run.strategy.tp * run.strategy.pp * run.strategy.cp),
          "feasible": reason == 0, "tokens_per_s": float(np.asarray(res_b.tokens_per_s).ravel()[0]), **side(pb, tb)}
     rows = []
     for k in BREAKDOWN_KEYS:
