@@ -51,7 +51,8 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   its own on a measured group's curve (its gemm_max and d0) with gemm_max moved by a published ratio of two chips timed
   by one protocol (same tool, library build and shape; src MAMF is the exception, below: each chip's best shape of
   its own search, on its own torch / CUDA build, B200 2.7.1+cu128, GB200 2.10 nightly+cu130, B300 2.9.1+cu130, A100
-  PCIe 2.5.1+cu124 / SXM 2.6.0+cu126, so the ratio carries the builds' spread): AMD's MAF blog times MI325X and MI300X on one hipBLASLt build,
+  PCIe 2.5.1+cu124 / SXM 2.6.0+cu126, so the ratio carries the builds' spread): AMD's MAF blog times MI325X and
+  MI300X on one hipBLASLt build,
   so its tuned level cancels and the ratio is the chips' own, 1519 / 1273 FP8 = 1.193 (BF16 843 / 708 = 1.191: the same
   CDNA3 die sustains a higher clock at 1000 W than at 750 W). Bounded by the group's MAMF fraction like a fit. The YAML
   says BORROWED for what is taken over (d0, and the level's basis).
