@@ -49,7 +49,10 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
 * A level transfer (``LEVEL_TRANSFER``: MI325X FP8 by AMD's MAF; gb200 and b300 16-bit and fp8, a100-pcie-80g by
   MAMF, the level rule above) prices a group that has no default-build GEMM timing of
   its own on a measured group's curve (its gemm_max and d0) with gemm_max moved by a published ratio of two chips timed
-  by one protocol (same tool, library build and shape): AMD's MAF blog times MI325X and MI300X on one hipBLASLt build,
+  by one protocol (same tool, library build and shape; src MAMF is the exception, below: each chip's best shape of
+  its own search, on its own torch / CUDA build, B200 2.7.1+cu128, GB200 2.10 nightly+cu130, B300 2.9.1+cu130, A100
+  PCIe 2.5.1+cu124 / SXM 2.6.0+cu126, so the ratio carries the builds' spread): AMD's MAF blog times MI325X and
+  MI300X on one hipBLASLt build,
   so its tuned level cancels and the ratio is the chips' own, 1519 / 1273 FP8 = 1.193 (BF16 843 / 708 = 1.191: the same
   CDNA3 die sustains a higher clock at 1000 W than at 750 W). Bounded by the group's MAMF fraction like a fit. The YAML
   says BORROWED for what is taken over (d0, and the level's basis).
@@ -58,7 +61,8 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   MAMF point fitted with them and bounding gemm_max (below). A group whose level would rest on its MAMF point alone
   (no other timing, or only ``level: shape-only`` sources), where a chip of the same tensor-core generation has such
   timings in the same precision, is a level transfer (below) from that chip with src MAMF: the ratio of the two MAMF
-  fractions, each the best of its own shape search, so the ratio needs no common shape. MAMF alone sets a level only
+  fractions, each the best of its own shape search, so the ratio needs no common shape; d0 comes with it unless the
+  group's own shape-only sources fix one (fitted under the transferred level). MAMF alone sets a level only
   where no such sibling exists (Gaudi 3). Why: on Hopper the two kinds agree (OpenXLA's sm_90 BF16 table at b 1
   4096^3 runs 0.99 x H100's MAMF, Azure's FP8 sweep 0.98 x), on Blackwell they do not (OpenXLA's sm_100 table at b 1
   4096^3 runs 0.81 x B200's MAMF in BF16 and in FP8), so a MAMF-level Blackwell curve was a best-case kind beside
@@ -80,8 +84,9 @@ eff = gemm_max * m/(m+d0) * n/(n+d0) * k/(k+d0).
   GEMMs reach 7.63 of 10.0 (0.76) and MAMF's FP8 search on GB200 reaches 3.62 (0.72; B200, 1000 W, 3.43
   of 4.5 = 0.76). Fitting that level put GB200's fp8 curve under B200's at every shape (2.7 vs 3.1
   PFLOP/s in the catalog at 8192 x 4096 x 14336), for the same die at a higher power limit.
-  Since the level rule (above) gb200 fp8 is a level transfer from b200 (its level rested on MAMF alone), so no
-  group fits this source now; the mark and the machinery stay for the record and for a source like it.
+  Since the level rule (above) gb200 fp8's level is a transfer from b200 (its level rested on MAMF alone); this
+  sweep still fixes its d0, fitted under the transferred level (review19c: the rule moves a level, and a group's own
+  shape measurement is not replaced by a donor's; see DONORS).
 
 The catalog holds ``gemm_max`` = fit x the in-layer factor of the accelerator's family and precision,
 ``scalemodel.cost.compute.in_layer_gemm_factor`` (the fraction of isolated-GEMM throughput reached inside a
@@ -189,10 +194,11 @@ def mamf_fraction(pts: list[dict[str, Any]], acc: Any, group: str) -> float | No
 
 def fit_gemm(pts: list[dict[str, Any]], acc: Any, group: str, mem: float, d0_fixed: float | None,
              shape_only: frozenset[str] = frozenset(),
-             mamf_points: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+             mamf_points: list[dict[str, Any]] | None = None, level_cap: float | None = None) -> dict[str, Any]:
     """Least squares on ln(t_model / t_measured) for one accelerator and precision group, gemm_max bounded
     by the group's MAMF fraction (of ``mamf_points`` where given, which may be points left out of the fit:
-    an upper envelope bounds whether or not it is fitted; else of ``pts``); points of a ``shape_only`` source
+    an upper envelope bounds whether or not it is fitted; else of ``pts``) and by ``level_cap`` where given (a
+    level transfer's level, under which a group's own shape-only sweep fixes d0); points of a ``shape_only`` source
     carry one free time factor per source (see the module docstring)."""
     from scipy.optimize import least_squares  # optional heavy dependency, only this script needs it
 
@@ -212,6 +218,8 @@ def fit_gemm(pts: list[dict[str, Any]], acc: Any, group: str, mem: float, d0_fix
         return np.log(np.asarray(t) / t_meas)
 
     cap = min(1.0, mamf_fraction(pts if mamf_points is None else mamf_points, acc, group) or 1.0)
+    if level_cap is not None:
+        cap = min(cap, level_cap)
     start = min(0.8, 0.99 * cap)
     lo, hi = [1e-3] * len(free), [1e3] * len(free)
     if d0_fixed is None:
@@ -286,6 +294,21 @@ def run(all_points: bool = False, verbose: bool = False) -> dict[tuple[str, str]
             print(f"  {key[0]} {key[1]}: donor {donor} not fitted, skipped")
             continue
         fits[key] = transfer_level(key, donor, how, fits, gemm, memfit, caps.get(key))
+        own = [p for p in groups.get(key, []) if p["src"] in shape_only]
+        if own:  # the rule moves the level; the group's own shape-only sweep still fixes its d0 (review19c)
+            f = fits[key]
+            acc = load_accelerator(key[0], overrides=[])
+            own_fit = fit_gemm(groups[key], acc, key[1], f["memory"], None, shape_only, mamf_points=caps.get(key),
+                               level_cap=f["gemm_max"])
+            if abs(own_fit["gemm_max"] - f["gemm_max"]) > 5e-4:
+                raise SystemExit(f"LEVEL_TRANSFER {key}: its own sweep's fit ({own_fit['gemm_max']:.4f}) does not "
+                                 f"reach the transferred level {f['gemm_max']:.4f}, so its d0 is not that level's")
+            f.update(gemm_half_dim=own_fit["gemm_half_dim"], d0_borrowed=False, n=own_fit["n"],
+                     rms_log=own_fit["rms_log"], worst_rel=own_fit["worst_rel"], levels=own_fit["levels"],
+                     points=own_fit["points"])
+            print(f"      {key[0]} {key[1]}: d0 {own_fit['gemm_half_dim']:.1f} from its own shape-only sweep "
+                  f"({', '.join(sorted({p['src'] for p in own}))}) under the transferred level, not {donor[0]}'s "
+                  f"{fits[donor]['gemm_half_dim']:.1f}; rms ln {own_fit['rms_log']:.3f}")
     return fits
 
 
