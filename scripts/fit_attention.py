@@ -38,7 +38,8 @@ seq_half and head_half to >= 0. Per (accelerator, kernel):
 Points marked ``fit: false`` in attention.yaml (with the reason in their source's ``read``) are recorded, not fitted.
 Accelerators (or kernels) without a measurement borrow a measured one whole (:data:`ACC_DONORS`,
 :data:`KERNEL_DONORS`) and say so in their spec's ``source``. Accelerators named nowhere keep the GEMM-curve
-pricing of the core (cost.compute.flash_core_time): Volta, AMD, TPU, Gaudi (no attention benchmark).
+pricing of the core (cost.compute.flash_core_time): Volta, TPU, Gaudi, and AMD kernels other than
+AITER's asm v3 (no attention benchmark).
 The curves are on the isolated basis (a kernel benchmark runs one call back to back): no in-layer factor is
 applied, unlike the GEMM curves (that factor was measured as what the layer pricing leaves out beside the GEMMs).
 
@@ -96,7 +97,7 @@ ACC_DONORS = {"h800": "h100-sxm", "h100-pcie": "h100-sxm", "a100-sxm-40g": "a100
 #: (accelerator, kernel) not measured on that accelerator -> the accelerator it is borrowed from
 KERNEL_DONORS = {("h200-sxm", "fa3"): "h100-sxm", ("h200-sxm", "fa1"): "h100-sxm",
                  ("h200-sxm", "triton"): "h100-sxm", ("gb200", "cudnn"): "b200", ("gb200", "fa2"): "b200",
-                 ("gb300", "fa2"): "b200"}
+                 ("gb300", "fa2"): "b200", ("mi325x", "aiter"): "mi300x"}
 #: (accelerator, kernel) fitted by RATIO -> (paired accelerator, paired source): each of its points is paired with the
 #: point of the same shape, direction and kernel in the paired source (same benchmark, same software, other GPU), and
 #: its target time is the paired accelerator's catalog curve at that shape x (this GPU's time / the paired GPU's
@@ -117,10 +118,18 @@ WHY = {"h800": "the H100 SXM die with export-limited NVLink; same SMs and clocks
        "b300": "the HGX Blackwell Ultra part (sm_103, 148 SMs enabled, 1100 W), nearest to the B200 of the same HGX "
                "board, as a fraction of its own peak; gb300's ratio fit is not taken (it carries GB300's 1400 W, "
                "160 SMs and a ratio measured at cuDNN 9.22); "
-               "no B300 SDPA sweep was found"}
+               "no B300 SDPA sweep was found",
+       "mi325x": "the MI300X's die (gfx942, 304 CUs, the same 1307.4 TFLOP/s dense BF16 peak) with HBM3E; the asm v3 "
+                 "kernels are built per gfx arch (aiter's table names 'mi300/325' one column), so the curve is taken "
+                 "as a fraction of the same peak; no MI325X attention sweep was found"}
 #: (accelerator, kernel) measured at one head dim -> (accelerator, kernel) whose fitted head_half (per direction) it
 #: holds: the same kernel family on Hopper (h200-sxm: scalemodel's own sweeps at d 64 and 128)
-HEAD_DONORS = {("b200", "cudnn"): ("h200-sxm", "cudnn"), ("b200", "fa2"): ("h200-sxm", "fa2")}
+HEAD_DONORS = {("b200", "cudnn"): ("h200-sxm", "cudnn"), ("b200", "fa2"): ("h200-sxm", "fa2"),
+               # AMD AITER's asm v3 kernels: ROCm/aiter's table (AITER-MHA-V3) is at head dim 128 only and no
+               # head-dim sweep of them was found; held at the fused kernel measured at two head dims nearest in
+               # kind (a vendor's hand-scheduled fused kernel, h200-sxm cuDNN): ASSUMPTION. At head dim 128, every
+               # validated AMD row's, the fitted attn_max absorbs it (the curve reproduces the points either way)
+               ("mi300x", "aiter"): ("h200-sxm", "cudnn"), ("mi355x", "aiter"): ("h200-sxm", "cudnn")}
 #: accelerators with attention points recorded but not fitted (``fit: false``; their source says why)
 RECORDED_NOT_FITTED = frozenset({"gb200"})
 #: cuDNN release -> {accelerator: sources}: the per-release cudnn curves (accelerator spec ``attention_releases``,

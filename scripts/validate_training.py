@@ -687,7 +687,19 @@ def framework_options(case: dict[str, Any], zero: str) -> dict[str, bool]:
 #: (mosaicml/examples@9fa3ceb9a submit_benchmarks.py default) is flash-attn 0.2.8's flash_attn_triton.py itself, on
 #: triton 2.0.0.dev20221202 (examples/llm/requirements.txt @97f7f293). Any other case: auto (what
 #: Transformer Engine runs, engine.job.AUTO_ATTENTION_KERNEL), the MaxText TPU runs included (no TPU curve).
-ATTN_IMPL_KERNEL = (("attn_impl: flash", "fa2"), ("attn_impl: triton", "triton"))
+#: A Primus run with ``use_turbo_attention true`` (its case's attention text; the tprimat26 Qwen row, Primus v0.7.0
+#: examples/megatron/configs/MI300X/qwen2.5_7B-BF16-pretrain.yaml) runs Primus-Turbo's flash attention, whose backend
+#: is AMD AITER (AMD-AGI/Primus-Turbo@84548cf1e, 2025-12-19: primus_turbo/pytorch/kernels/attention/
+#: attention_csrc_impl.py calls aiter.ops.mha ``_flash_attn_forward`` / ``_flash_attn_backward``) with 16-bit dq
+#: atomics (Primus v0.7.0 examples/run_pretrain.sh exports PRIMUS_TURBO_ATTN_V3_ATOMIC_FP32=0): aiter, the curve of
+#: ROCm/aiter's own asm v3 table (attention.yaml AITER-MHA-V3): aiter's ``_flash_attn_forward`` calls ``fmha_v3_fwd``
+#: for a bf16 call with head dim 128, no dropout, bias, window or varlen and seqlen_q > 128, ``_flash_attn_backward``
+#: ``fmha_v3_bwd`` where ``can_impl_fmha_v3_bwd`` holds (ROCm/aiter@f03a3562c aiter/ops/mha.py L1249-1277, L1565-1628).
+#: Primus runs through Transformer Engine (the tprimat26 Llama row, primus26) keep auto: ROCm TE's CK backend with
+#: NVTE_CK_USES_BWD_V3=0 (run_pretrain.sh's default for Megatron, "Disable v3 due to accuracy issues"), a CK-tile
+#: backward no published MI300X sweep measures (docs/model.md#amd-attention).
+ATTN_IMPL_KERNEL = (("attn_impl: flash", "fa2"), ("attn_impl: triton", "triton"),
+                    ("use_turbo_attention true", "aiter"))
 #: (kernel, accelerator) a case names whose catalog curve is another kernel of that name: h100-sxm's triton curve is
 #: the FA3 paper's Triton kernel (FA3-FWD), not llm-foundry's flash_attn_triton, which is measured on A100 only:
 #: those cases keep the GEMM pricing of the core.

@@ -26,7 +26,9 @@ from conftest import load_yaml  # noqa: E402
 
 DOC = load_yaml(ROOT / "hardware" / "measurements" / "attention.yaml")
 SOURCES, POINTS = DOC["sources"], DOC["points"]
-KERNELS = {"fa1", "fa2", "fa3", "cudnn", "triton", "xformers"}
+KERNELS = {"fa1", "fa2", "fa3", "cudnn", "triton", "xformers", "aiter"}
+#: ROCm/aiter's asm v3 FMHA table (op_tests/cpp/mha/README.md @630f0140): MI300X and MI355X, bf16, head dim 128, GQA
+AITER = "AITER-MHA-V3"
 #: NVIDIA/cudnn-frontend's Blackwell sweeps: batch 1, 128 query / 8 KV heads, head dim 128, causal, bf16
 BLACKWELL = {"CUDNN-B200-9.10", "CUDNN-B200-9.13", "CUDNN-GB200-9.17"}
 #: NVIDIA/cudnn-frontend's paired GB300 / GB200 sweeps at cuDNN 9.22 (fb682ce7): the same shapes on both GPUs
@@ -50,7 +52,7 @@ def test_file_header_and_sources() -> None:
     used = {p["src"] for p in POINTS}
     # published figures, NVIDIA/cudnn-frontend's Blackwell SDPA sweeps (CSV artifacts), and scalemodel's own H200 run
     # (SM-H200, status measured: its raw JSON is in the repository)
-    assert used == {"FA2-A100", "FA2-H100", "FA3-FWD", "SM-H200"} | BLACKWELL | set(PAIRED) | CUDNN_FE
+    assert used == {"FA2-A100", "FA2-H100", "FA3-FWD", "SM-H200", AITER} | BLACKWELL | set(PAIRED) | CUDNN_FE
     for key in used - {"SM-H200"}:
         s = SOURCES[key]
         assert s["status"] == "transcribed"
@@ -71,7 +73,9 @@ def test_points_fields_and_units() -> None:
     # wan22 5 x fwd, bwd each
     # + the sliding-window sweeps (9.22: 2 GPUs x 5 lengths x fwd, bwd; 9.19: 3 GPUs x 5 x fwd, bwd) and the 9.19
     # twins (3 GPUs x 2 masks x 5 lengths x fwd, bwd)
-    assert len(POINTS) == 273 + 96 + 56 + 14 + 2 * 45 + 20 + 30 + 60
+    # + ROCm/aiter's asm v3 table: 2 GPUs x 2 masks x 47 shapes (3 batches x 3 head layouts x 5 lengths + 2 at
+    # s 16384) x fwd, bwd
+    assert len(POINTS) == 273 + 96 + 56 + 14 + 2 * 45 + 20 + 30 + 60 + 2 * 2 * 47 * 2
     assert sum(p["src"] == "SM-H200" for p in POINTS) == 96
     assert {src: sum(p["src"] == src for p in POINTS) for src in PAIRED} == {src: 45 for src in PAIRED}
     # recorded, not fitted: the whole GB200 cuDNN 9.17 sweep (a later release than the training stacks) and the GB200
@@ -94,7 +98,7 @@ def test_points_fields_and_units() -> None:
         assert set(va.KEYS) <= set(p), p
         assert p["src"] in SOURCES
         assert p["kernel"] in KERNELS and p["dir"] in va.MODEL_CALLS and isinstance(p["causal"], bool)
-        assert p["dtype"] == ("bf16" if p["src"] == "SM-H200" or p["src"] in BLACKWELL | set(PAIRED) | CUDNN_FE
+        assert p["dtype"] == ("bf16" if p["src"] in {"SM-H200", AITER} | BLACKWELL | set(PAIRED) | CUDNN_FE
                               else "fp16")
         if p["src"] in CUDNN_FE:
             assert SOURCES[p["src"]]["flops"] == "cudnn-frontend" and p["kernel"] == "cudnn"
@@ -113,6 +117,10 @@ def test_points_fields_and_units() -> None:
             f = 4.0 * p["b"] * p["h"] * p["s"] ** 2 * p["d"] * (0.5 if p["causal"] else 1.0)
             f *= 2.5 if p["dir"] == "bwd" else 1.0
             assert f / (p["ms"] * 1e-3) / 1e12 == pytest.approx(p["tflops"], rel=0.01, abs=1.0), p
+        elif p["src"] == AITER:
+            assert p["acc"] in ("mi300x", "mi355x") and p["kernel"] == "aiter" and p["dir"] in ("fwd", "bwd")
+            assert p["d"] == 128 and (p["h"], p["h_kv"]) in ((32, 8), (64, 8), (64, 4)) and p["b"] in (1, 4, 8)
+            assert p["s"] in (1024, 2048, 4096, 8192, 10240) or (p["s"] == 16384 and p["b"] == 1 and p["h"] == 64)
         elif p["src"] in BLACKWELL:
             assert (p["b"], p["h"], p["h_kv"], p["d"], p["causal"]) == (1, 128, 8, 128, True)
             assert p["s"] in (512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -217,7 +225,8 @@ def test_json_output_strictly_valid(capsys: pytest.CaptureFixture[str]) -> None:
 
     doc = json.loads(out, parse_constant=no_constants)
     assert len(doc["points"]) == len(POINTS)
-    assert {g["acc"] for g in doc["groups"]} == {"a100-sxm-80g", "h100-sxm", "h200-sxm", "b200", "gb200", "gb300"}
+    assert {g["acc"] for g in doc["groups"]} == {"a100-sxm-80g", "h100-sxm", "h200-sxm", "b200", "gb200", "gb300",
+                                                "mi300x", "mi355x"}
     assert doc["causal_ratio_groups"] and doc["direction_ratios"]
 
 
@@ -247,3 +256,23 @@ def test_paired_gb300_gb200_sweeps_twin_every_shape_and_measure_the_speedup() ->
     assert 1.11 < speed["fwd"][0] and speed["fwd"][-1] < 1.27 and 1.16 < speed["fwd"][12] < 1.20
     assert 1.04 < speed["bwd"][0] and speed["bwd"][-1] < 1.23 and 1.07 < (speed["bwd"][9] + speed["bwd"][10]) / 2 < 1.11
 
+
+
+def test_aiter_points_as_published_and_the_mi300x_curve_by_hand() -> None:
+    # values copied from ROCm/aiter op_tests/cpp/mha/README.md @630f0140 (the table's MI300X / MI355X columns)
+    row = dict(src=AITER, b=8, h=64, h_kv=8, s=8192, causal=False)
+    assert _one(acc="mi300x", dir="fwd", **row)["tflops"] == 577.45
+    assert _one(acc="mi300x", dir="bwd", **row)["tflops"] == 537.04  # BWD-a16
+    assert _one(acc="mi355x", dir="fwd", **row)["tflops"] == 1322.77
+    assert _one(acc="mi355x", dir="bwd", **row)["tflops"] == 1182.59
+    assert _one(src=AITER, acc="mi300x", dir="fwd", b=1, h=32, h_kv=8, s=1024, causal=True)["tflops"] == 130.62
+    # the catalog's mi300x aiter curve by hand: eff = attn_max k/(k + seq_half) d/(d + head_half), k = s without mask,
+    # TFLOP/s = eff x the 1307.4 TFLOP/s dense BF16 peak; it prices that published shape within 6 %
+    cat = _catalog("mi300x")
+    peak = _num(cat["peak_flops"]["bf16"]) / 1e12
+    for direction, measured in (("fwd", 577.45), ("bwd", 537.04)):
+        c = cat["attention_efficiency"]["aiter"][direction]
+        eff = c["attn_max"] * 8192 / (8192 + c["seq_half"]) * 128 / (128 + c["head_half"])
+        assert eff * peak == pytest.approx(measured, rel=0.06), direction
+    # mi325x takes mi300x's curve whole (same gfx942 die and peak; scripts/fit_attention.py KERNEL_DONORS)
+    assert _catalog("mi325x")["attention_efficiency"]["aiter"]["fwd"] == cat["attention_efficiency"]["aiter"]["fwd"]

@@ -418,8 +418,9 @@ def flash_core_time(q_len: ArrayLike, keys: ArrayLike, d: ArrayLike, dv: ArrayLi
 #: Attention kernels with a fitted efficiency curve (hardware/measurements/attention.yaml kernel names):
 #: fa1 FlashAttention, fa2 FlashAttention-2, fa3 FlashAttention-3, cudnn cuDNN fused attention (Transformer
 #: Engine's FusedAttention, PyTorch SDPA's CUDNN_ATTENTION), triton a Triton flash kernel, xformers xformers'
-#: memory-efficient kernel.
-ATTENTION_KERNELS = ("fa1", "fa2", "fa3", "cudnn", "triton", "xformers")
+#: memory-efficient kernel, aiter AMD AITER's hand-written asm v3 FMHA kernels (fmha_v3_fwd / fmha_v3_bwd; what
+#: Primus-Turbo's flash attention calls on Instinct GPUs).
+ATTENTION_KERNELS = ("fa1", "fa2", "fa3", "cudnn", "triton", "xformers", "aiter")
 
 
 def attention_kernel_efficiency(keys: ArrayLike, head_dim: ArrayLike, attn_max: ArrayLike, seq_half: ArrayLike,

@@ -22,7 +22,7 @@ class GemmCurve(Spec, kw_only=True):
     source: str = ""
 
 
-AttentionKernelName = Literal["fa1", "fa2", "fa3", "cudnn", "triton", "xformers"]
+AttentionKernelName = Literal["fa1", "fa2", "fa3", "cudnn", "triton", "xformers", "aiter"]
 #: a cuDNN release as the catalog names it: major.minor (9.19 for cuDNN 9.19.1, backend version 91901), at most three
 #: digits each (cuDNN 9's CUDNN_VERSION packs the minor into two digits, major * 10000 + minor * 100 + patch:
 #: NVIDIA/cudnn-frontend@3929da2 include/cudnn_frontend_shim.h convert_version_to_str), without leading zeros: '09.19'
@@ -109,8 +109,9 @@ class AcceleratorSpec(Sourced, kw_only=True):
     compute_efficiency: Annotated[ComputeEfficiency | None, Meta(
         description="GEMM efficiency curve; None uses the family default")] = None
     attention_efficiency: Annotated[dict[AttentionKernelName, AttentionKernel] | None, Meta(description=(
-        "fused attention kernels' efficiency curves per kernel (fa1, fa2, fa3, cudnn, triton, xformers), fitted to "
-        "attention-kernel benchmarks; None or a kernel not listed: the core is priced on the GEMM curve"))] = None
+        "fused attention kernels' efficiency curves per kernel (fa1, fa2, fa3, cudnn, triton, xformers, aiter), "
+        "fitted to attention-kernel benchmarks; None or a kernel not listed: the core is priced on the GEMM "
+        "curve"))] = None
     attention_releases: Annotated[dict[CudnnRelease, ReleaseCurves] | None, Meta(description=(
         "cuDNN's fused attention curve per cuDNN release (major.minor, e.g. '9.19'; key cudnn, the only kernel a "
         "cuDNN release names), each fitted to that release's own published kernel sweep (scripts/fit_attention.py "

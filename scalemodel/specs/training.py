@@ -184,11 +184,13 @@ class TrainingSpec(Spec, kw_only=True):
         description=(
         "sample length distribution in tokens: fixed (packed) | uniform:LO:HI; gives work_cv from the "
         "model's own cost of a sequence (GEMMs ~ L, attention ~ L^2)"))] = None
-    attention_kernel: Annotated[Literal["auto", "gemm", "fa1", "fa2", "fa3", "cudnn", "triton", "xformers"], Meta(
+    attention_kernel: Annotated[Literal["auto", "gemm", "fa1", "fa2", "fa3", "cudnn", "triton", "xformers",
+                                       "aiter"], Meta(
         description=(
             "the fused attention kernel that runs (strategy flash_attention true): fa1 | fa2 | fa3 (FlashAttention "
             "1/2/3) | cudnn (cuDNN fused attention: Transformer Engine FusedAttention, Megatron --attention-backend "
-            "fused) | triton | xformers, priced on the accelerator's fitted attention_efficiency curve; gemm: the "
+            "fused) | triton | xformers | aiter (AMD AITER's asm v3 FMHA: Primus-Turbo's attention), priced on the "
+            "accelerator's fitted attention_efficiency curve; gemm: the "
             "core's two GEMMs on the GEMM curve; auto: what Transformer Engine picks, cudnn on Hopper and Blackwell, "
             "fa2 on Ampere, else gemm, and gemm where the accelerator has no curve for it "
             "(docs/model.md#attention-kernel)"))] = "auto"
