@@ -1301,3 +1301,26 @@ def test_nemotron3_ultra_2608_rows_read_the_presets_hsdp() -> None:
         par = cases[rid]["parallelism"]
         assert par["tp"] == tp and par["dp"] == 256 // tp and par["fsdp_shard_group"] == group
         assert mod.parse_zero(par["zero_stage"], "mb2608") == "fsdp"
+
+
+@needs_new_cases
+def test_maxtext23_counter_reads_each_tables_commit() -> None:
+    """MaxText's 2023 counter is 6 x every parameter of the pytree (train.py per_device_tflops), so each row's
+    tokens/s/chip is its TFLOP/s over 6 N of the layers.py the table was measured on. By hand (T5 LayerNorm: one
+    scale vector; relpos: a heads x 32-bucket table per layer; tied 32,768-token embedding; final norm): the 22B of
+    281e04bf3 has query/key layer norms (2 x head_dim 256 scales a layer, added by a91860e96), the 52B of e286533d8
+    has none (review19d: its derivation had counted them)."""
+    mod = load_script()
+    cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
+
+    def n(layers: int, emb: int, heads: int, mlp: int, qk_norm: bool) -> int:
+        attn = 4 * emb * heads * 256  # query, key, value, out over heads x head_dim 256
+        return layers * (attn + 2 * emb * mlp + emb + (2 * 256 if qk_norm else 0) + 32 * heads) + 32768 * emb + emb
+
+    n22, n52 = n(48, 6144, 24, 24576, True), n(32, 12288, 32, 49152, False)
+    assert (n22, n52) == (21_944_961_024, 51_942_699_008)
+    for rid, tflops, params in (("maxtext23_v4_22b_1x128", 156, n22), ("maxtext23_v4_52b_1x384", 154, n52)):
+        metric, value = mod.comparison(cases[rid])
+        assert metric == "tokens/s/GPU" and value == pytest.approx(tflops * 1e12 / (6 * params), rel=1e-12)
+        assert ("no QK layer norm" in cases[rid]["model"]["attention"]) == (rid == "maxtext23_v4_52b_1x384")
+
