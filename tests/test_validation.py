@@ -1324,3 +1324,17 @@ def test_maxtext23_counter_reads_each_tables_commit() -> None:
         assert metric == "tokens/s/GPU" and value == pytest.approx(tflops * 1e12 / (6 * params), rel=1e-12)
         assert ("no QK layer norm" in cases[rid]["model"]["attention"]) == (rid == "maxtext23_v4_52b_1x384")
 
+
+@needs_new_cases
+def test_primus_settings_reach_the_primus_rows_only() -> None:
+    """tprimat26's MI300X rows ran Primus (v0.7.0 example configs: gradient_accumulation_fusion false; fp32
+    main_grad); its H100 twins ran NeMo 2 (nvd_nemo.py), whose reading keeps the fused default and the precision's
+    gradient element. Keyed by case, the twins are not read as Primus if they ever become expressible."""
+    mod = load_script()
+    cases = {c["id"]: c for c in load_yaml(NEW_CASES)}
+    for model in ("llama31_8b", "qwen25_7b"):
+        amd, nv = cases[f"tprimat26_mi300x_{model}_pp2"], cases[f"tprimat26_h100_{model}_pp2"]
+        assert mod.megatron_options(amd, "1", "bf16", 4.0)["grad_accumulation_fusion"] is False
+        assert mod.grad_reduce_bytes(amd, "1") == 4.0
+        assert "grad_accumulation_fusion" not in mod.megatron_options(nv, "1", "bf16", 2.0)
+        assert mod.grad_reduce_bytes(nv, "1") is None
