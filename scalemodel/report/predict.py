@@ -76,7 +76,7 @@ def _same_unit(lo: float, hi: float) -> str:
     low = fq(lo, "time")
     unit = low.rsplit(" ", 1)[-1]
     factor = dict(_DISPLAY["time"]).get(unit)
-    if factor is None:
+    if factor is None or abs(hi / factor) >= 1e4:  # '500 ms to 12 s', not '500 ms to 1.2e+04 ms' (:.4g's exponent)
         return f"{low} to {fq(hi, 'time')}"
     return f"{low} to {hi / factor:.4g} {unit}"
 
