@@ -131,8 +131,9 @@ Two case files (issue 5 and issue 13):
       presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed). NeMo 2.2 sets no grad_sync_func
       -> align_grad_reduce false (:data:`NO_GRAD_SYNC_FUNC`; the others keep the default true, and every source
       keeps align_param_gather true: docs/model.md#interleaved-dp-sync). Primus (tprimat26's MI300X rows,
-      :data:`PRIMUS_CASES`; not the NeMo H100 twins) runs Megatron-Core's DDP too, with gradient-accumulation fusion off (:data:`NO_GRAD_ACCUMULATION_FUSION` -> grad_accumulation_fusion
-      false) and an fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
+      :data:`PRIMUS_CASES`; not the NeMo H100 twins) runs Megatron-Core's DDP too, with gradient-accumulation
+      fusion off (:data:`NO_GRAD_ACCUMULATION_FUSION` -> grad_accumulation_fusion false) and an fp32 main_grad
+      (:data:`PRIMUS_MAIN_GRAD_BYTES`).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511, mb2608 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
       (torchtitan's eager F.cross_entropy), titan25 and tao25 at tp 1 -> inductor (the same loss under torch.compile
