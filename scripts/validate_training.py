@@ -121,8 +121,8 @@ Two case files (issue 5 and issue 13):
       micro-batch's gradients in a separate pass: ``deepspeed_pipeline`` on.
     - gradient reduction dtype: ``parallelism.grad_reduce`` as stated (fp32 -> 4 bytes per element on the
       wire, bf16/fp16 -> 2); unstated -> torchtitan's FSDP default fp32 for a torchtitan run with FSDP
-      (:data:`TORCHTITAN_REDUCE_BYTES`), Primus' fp32 main_grad for tprimat26 (:data:`PRIMUS_MAIN_GRAD_BYTES`), else
-      the precision's gradient element.
+      (:data:`TORCHTITAN_REDUCE_BYTES`), Primus' fp32 main_grad for tprimat26's Primus (MI300X) rows
+      (:data:`PRIMUS_MAIN_GRAD_BYTES`, :data:`PRIMUS_CASES`), else the precision's gradient element.
     - Megatron-Core's DDP (:data:`MEGATRON_DDP`: mlm24, mb2511, mb2608, nemo2502, tprimat26, at ZeRO 0/1) ->
       megatron_ddp (its default buckets); Megatron-Bridge (mb2511, mb2608) and NeMo 2.2 (nemo2502, its
       MegatronCommOverlapCallback) ZeRO 1 -> bucket_size 128 Mi elements (:data:`BRIDGE_BUCKET_ELEMENTS`,
@@ -130,9 +130,10 @@ Two case files (issue 5 and issue 13):
       fp8_param_gather where the preset sets it (:data:`FP8_PARAM_GATHER`: Megatron-Bridge's FP8-CS and MXFP8
       presets, also on its Megatron-FSDP rows; NeMo 2.2's bf16_with_fp8_mixed). NeMo 2.2 sets no grad_sync_func
       -> align_grad_reduce false (:data:`NO_GRAD_SYNC_FUNC`; the others keep the default true, and every source
-      keeps align_param_gather true: docs/model.md#interleaved-dp-sync). Primus (tprimat26) runs Megatron-Core's DDP
-      too, with gradient-accumulation fusion off (:data:`NO_GRAD_ACCUMULATION_FUSION` -> grad_accumulation_fusion
-      false) and an fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
+      keeps align_param_gather true: docs/model.md#interleaved-dp-sync). Primus (tprimat26's MI300X rows,
+      :data:`PRIMUS_CASES`; not the NeMo H100 twins) runs Megatron-Core's DDP too, with gradient-accumulation
+      fusion off (:data:`NO_GRAD_ACCUMULATION_FUSION` -> grad_accumulation_fusion false) and an fp32 main_grad
+      (:data:`PRIMUS_MAIN_GRAD_BYTES`).
     - the cross-entropy's implementation (:data:`LOSS_IMPL`): mb2511, mb2608 -> te (the recipe's), mpt -> flash_attn
       (llm-foundry's default), nemo2502 -> megatron_fused (NeMo 2.2's GPTConfig), titan24 at tp 1 -> torch
       (torchtitan's eager F.cross_entropy), titan25 and tao25 at tp 1 -> inductor (the same loss under torch.compile
@@ -843,8 +844,12 @@ TORCHTITAN_REDUCE_BYTES = 4.0
 #: megatron/training/arguments.py L708-723 turns the last true for bf16 "when main_grads_dtype == torch.float32":
 #: the gradient buffer, its reduce-scatter and the backward hook's add are fp32.
 PRIMUS_MAIN_GRAD_BYTES = 4.0
-#: Sources whose gradient element is Primus' fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
-PRIMUS_MEGATRON = frozenset({"tprimat26"})
+#: The cases Primus ran (its Megatron backend): tprimat26's MI300X rows. Keyed by case, not by source: the source's
+#: H100 twins (tprimat26_h100_*) ran NeMo 2 (nvcr.io/nvidia/nemo:25.04, train/nvd_nemo.py), which has neither
+#: Primus' fp32 main_grad default nor its example configs' gradient_accumulation_fusion false.
+PRIMUS_CASES = frozenset({"tprimat26_mi300x_llama31_8b_pp2", "tprimat26_mi300x_qwen25_7b_pp2"})
+#: Cases whose gradient element is Primus' fp32 main_grad (:data:`PRIMUS_MAIN_GRAD_BYTES`).
+PRIMUS_MEGATRON = PRIMUS_CASES
 
 
 def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
@@ -854,7 +859,7 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
     stated = parse_grad_reduce(case["parallelism"].get("grad_reduce"))
     if stated is None and families(case)["source"] in TORCHTITAN and zero in ("fsdp", "hsdp"):
         return TORCHTITAN_REDUCE_BYTES
-    if stated is None and families(case)["source"] in PRIMUS_MEGATRON and zero in ("0", "1"):
+    if stated is None and case.get("id") in PRIMUS_MEGATRON and zero in ("0", "1"):
         return PRIMUS_MAIN_GRAD_BYTES
     return stated
 
@@ -875,12 +880,12 @@ def grad_reduce_bytes(case: dict[str, Any], zero: str) -> float | None:
 #: model in ``megatron.core.distributed.DistributedDataParallel`` (L23; use_torch_fsdp2 / use_custom_fsdp false in
 #: trainer_base.yaml) and zeroes its buffers with ``zero_grad_buffer`` each step (L1615).
 MEGATRON_DDP = frozenset({"mlm24", "mb2511", "mb2604", "mb2606", "mb2608", "mcrec26", "nemo2502", "tprimat26"})
-#: Megatron-Core DDP sources that run with gradient-accumulation fusion off (strategy grad_accumulation_fusion false,
-#: docs/model.md#grad-accum-fusion): tprimat26, whose launch scripts copy Primus'
-#: examples/megatron/configs/MI300X/{llama3.1_8B,qwen2.5_7B}-BF16-pretrain.yaml, each of which sets
-#: ``gradient_accumulation_fusion: false`` in its pre_trainer overrides (AMD-AGI/Primus v0.7.0 9c529cd4, L48 / L49;
-#: the module default, primus/configs/models/megatron/language_model.yaml L180, is true).
-NO_GRAD_ACCUMULATION_FUSION = frozenset({"tprimat26"})
+#: Megatron-Core DDP cases that run with gradient-accumulation fusion off (strategy grad_accumulation_fusion false,
+#: docs/model.md#grad-accum-fusion): tprimat26's Primus rows (:data:`PRIMUS_CASES`, not its NeMo H100 twins), whose
+#: launch scripts copy Primus' examples/megatron/configs/MI300X/{llama3.1_8B,qwen2.5_7B}-BF16-pretrain.yaml, each of
+#: which sets ``gradient_accumulation_fusion: false`` in its pre_trainer overrides (AMD-AGI/Primus v0.7.0 9c529cd4,
+#: L48 / L49; the module default, primus/configs/models/megatron/language_model.yaml L180, is true).
+NO_GRAD_ACCUMULATION_FUSION = PRIMUS_CASES
 #: Megatron-Bridge's CommOverlapConfig sets the distributed optimizer's bucket to 128 x 1024 x 1024 elements when
 #: dp > 1 (NVIDIA-NeMo/Megatron-Bridge@97ad8cc6f src/megatron/bridge/training/comm_overlap.py
 #: _get_optimizer_overlap_cfgs, applied to the DDP config by setup(); every mb2511 recipe passes a CommOverlapConfig).
@@ -1108,7 +1113,7 @@ def megatron_options(case: dict[str, Any], zero: str, precision: str, grad_bytes
     out["megatron_ddp"] = True
     if src in NO_GRAD_SYNC_FUNC:
         out["align_grad_reduce"] = False
-    if src in NO_GRAD_ACCUMULATION_FUSION:
+    if case.get("id") in NO_GRAD_ACCUMULATION_FUSION:
         out["grad_accumulation_fusion"] = False
     if src in BUCKET_128MI_SOURCES and zero == "1" and case["id"] not in RECIPE_NO_COMM_OVERLAP_CONFIG:
         out["bucket_size"] = float(BRIDGE_BUCKET_ELEMENTS) * grad_bytes

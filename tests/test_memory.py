@@ -199,3 +199,21 @@ def test_nothing_fits_offers_only_levers_not_in_use(cli):
     out = " ".join(cli("memory", "-c", "dgx-a100", "-m", "gpt3-175b", "-n", "8", "--tp", "8",
                        "--global-batch", "8").out.split())
     assert out.endswith("exceed the 85.1 GB; try more TP or PP")
+
+
+def test_nothing_fits_under_hsdp_offers_fsdp(cli):
+    """Llama 3 70B on 16 H100s (2 nodes) under --zero hsdp: the default shard group is a node's 8 replicas, so each
+    GPU holds 1/8 of the 16-byte states (bf16 weights and gradients, 12 bytes of Adam), over the 85.05 GB; the hint
+    said 'try a ZeRO stage above hsdp', a stage that does not exist. FSDP over all 16 replicas halves them (1/16;
+    checked by the command's own breakdown below)."""
+    import json
+
+    base = ("memory", "-c", "dgx-h100", "-m", "llama3-70b", "-n", "16", "--micro-batch", "1")
+    out = " ".join(cli(*base, "--zero", "hsdp").out.split())
+    assert out.endswith("try zero fsdp (hsdp shards the states over its shard group only) or more TP or PP"), out
+    hsdp, fsdp = (json.loads(cli(*base, "--zero", z, "--json").out)["per_gpu_bytes"] for z in ("hsdp", "fsdp"))
+    states = {z: b["weights"] + b["gradients"] + b["optimizer"] for z, b in (("hsdp", hsdp), ("fsdp", fsdp))}
+    assert states["hsdp"] > 85.045e9
+    # Adam's 12 bytes of Llama 3 70B's 70.6e9 parameters (Meta's count) over 8, then over 16 shards
+    assert hsdp["optimizer"] == pytest.approx(70.6e9 * 12 / 8, rel=0.005)
+    assert fsdp["optimizer"] == pytest.approx(70.6e9 * 12 / 16, rel=0.005)

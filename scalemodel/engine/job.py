@@ -301,8 +301,11 @@ def build_job(cluster: Any, workload: Any, training: Any, *, straggler_cv: float
         # AcceleratorSpec.peak borrows the other 16-bit format's peak: a V100 run at the default bf16, a format Volta
         # has no arithmetic for, was priced at its fp16 tensor-core peak with the header saying bf16 and no word
         other = "fp16" if precision == "bf16" else "bf16"
+        # "the format its spec rates", not "the format it runs": Volta and TPUs have no bf16 / fp16 arithmetic, but
+        # Gaudi 3 runs fp16 too (its spec here, like Intel's table, rates bf16 and fp8 only)
         notices.warn(f"{acc.name} has no {precision} peak (its 16-bit peak is {other}): priced at the {other} peak; "
-                     f"give --precision {other} ({notices.field_name('training.precision')}), the format it runs")
+                     f"give --precision {other} ({notices.field_name('training.precision')}), the 16-bit format its "
+                     "spec rates")
     curve = acc.compute_efficiency or compute.default_efficiency(acc.family if acc.family != "other" else acc.name)
     # the spec's curve may carry a separate fp8 GEMM curve (ComputeEfficiency.gemm); family defaults do not
     gemm_max, gemm_half_dim = (acc.compute_efficiency.gemm(precision) if acc.compute_efficiency is not None

@@ -74,7 +74,8 @@ def _levers(inp: dict, *, states_only: bool) -> str:
     """What would shrink the part that does not fit, leaving out what the strategy already runs: full recompute
     was told 'try recompute', sequence parallelism 'try sequence parallelism'. A higher ZeRO stage shards more of the
     states over dp (ZeRO-1 the optimizer, -2 the gradients, -3/FSDP the weights; nothing at dp 1), which also leaves
-    the activations more room; sequence parallelism acts only at tp > 1."""
+    the activations more room; under hsdp, which has no stage above it, FSDP over every replica does (it was told
+    'try a ZeRO stage above hsdp'); sequence parallelism acts only at tp > 1."""
     zero = str(inp["zero"])
     dp = int(inp["dp"])
     out: list[str] = []
@@ -87,6 +88,8 @@ def _levers(inp: dict, *, states_only: bool) -> str:
         if int(inp["tp"]) > 1 and not inp["sequence_parallel"]:
             out.append("sequence parallelism")
     if dp > 1 and zero not in ("3", "fsdp"):
-        out.append("ZeRO" if zero == "0" else f"a ZeRO stage above {zero}")
+        # hsdp is FSDP within its shard group: no stage lies above it, the lever is sharding over every replica
+        out.append("ZeRO" if zero == "0" else "zero fsdp (hsdp shards the states over its shard group only)"
+                   if zero == "hsdp" else f"a ZeRO stage above {zero}")
     out.append("more TP or PP" if states_only else "more TP or CP")
     return out[0] if len(out) == 1 else ", ".join(out[:-1]) + " or " + out[-1]
