@@ -44,8 +44,9 @@ COLUMNS: tuple[str, ...] = (
     "interval_family", "interval_cases", "out_of_distribution",
     # plan's search (best points): candidates_evaluated is every candidate the search covered (plan's JSON key of
     # that name), candidates_priced the ones the step model priced, the rest bounded ("searched N candidates (M
-    # evaluated, the rest bounded)" in plan's words)
-    "candidates_evaluated", "candidates_priced", "elapsed_s", "cpu_s")
+    # evaluated, the rest bounded)" in plan's words); candidates_priced came last (round 19), so the columns before
+    # it keep their positions for a reader that takes them by index
+    "candidates_evaluated", "elapsed_s", "cpu_s", "candidates_priced")
 
 #: Seconds to wait for a Dask scheduler before giving up with an error.
 CONNECT_TIMEOUT_S = 10
