@@ -869,7 +869,7 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
         d = GRID_DEFAULTS.get(n, 0)
         kind = bool if isinstance(d, bool) else float if isinstance(d, float) else np.int64
         out[n] = np.asarray(values[n], dtype=kind)
-    # torchtitan's default expert TP is 1 where ep > 1 (specs.frameworks._titan_etp; _grid_from_strategy applies it to
+    # torchtitan's default expert TP is 1 where ep > 1 (specs.torchtitan_config._titan_etp; _grid_from_strategy applies it to
     # predict's grid): the planner's candidates take it here too, or plan priced a torchtitan candidate at
     # Megatron's etp = tp and predict of the plan's own strategy at etp 1
     titan = (out["layer_impl"] == int(LayerImpl.TORCHTITAN)) & (out["etp"] == 0) & (out["ep"] > 1)
@@ -1045,7 +1045,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         given_etp = None
     etp = given_etp or tp
     # torchtitan's own default is etp 1 (expert_tensor_parallel_degree = 1 "1 means disabled", and no expert TP at all
-    # after c4b409af: specs.frameworks._titan_etp); its reader sets it where the TOML gives ep, but an ep from the
+    # after c4b409af: specs.torchtitan_config._titan_etp); its reader sets it where the TOML gives ep, but an ep from the
     # command line (--ep 8 beside a TOML without expert_parallel_degree) was priced at Megatron's etp = tp
     titan_etp = (given_etp is None and ep > 1
                  and LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
