@@ -107,7 +107,7 @@ class Origin:
     #: ``--strategy: run.sh: --expert-model-parallel-size``, ``--set strategy.ep``)
     named: tuple[tuple[str, str], ...] = ()
     #: the fields whose value a framework file's reader filled with that framework's own default, the file not
-    #: writing them (specs.frameworks.StrategyFile.defaults; Megatron-LM's allgather dispatcher for a launch with
+    #: writing them (specs.strategy_file.StrategyFile.defaults; Megatron-LM's allgather dispatcher for a launch with
     #: --num-experts and no --moe-token-dispatcher-type): not a choice the user made. Marked by the reader, not read
     #: back from the text of :meth:`field`
     defaults: frozenset[str] = frozenset()

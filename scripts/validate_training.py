@@ -212,8 +212,8 @@ from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload
 from scalemodel.specs import load_cluster as _load_cluster
 from scalemodel.specs import load_workload as _load_workload
 from scalemodel.specs.accelerator import cudnn_release_key
-from scalemodel.specs.frameworks import nanotron_stage_layers
 from scalemodel.specs.loader import builtin_names
+from scalemodel.specs.stage_layers import nanotron_stage_layers
 from scalemodel.specs.training import ModulePrecisionSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: repo_yaml beside this file

@@ -56,7 +56,7 @@ def test_cross_entropy_loss_fusion_before_the_script_is_on(cli, tmp_path) -> Non
 
 def test_megatron_switches_are_not_also_value_flags() -> None:
     """The reader's two lists overlapped (five switches were in both): one flag, one arity."""
-    from scalemodel.specs.frameworks import _MEG_KNOWN_VALUE, _MEG_STORE_TRUE
+    from scalemodel.specs.megatron_args import _MEG_KNOWN_VALUE, _MEG_STORE_TRUE
 
     assert not set(_MEG_STORE_TRUE) & _MEG_KNOWN_VALUE
 

@@ -91,7 +91,9 @@ def test_collective_imports_no_workload_training_scenario_or_framework_spec():
     assert "scalemodel.specs.cluster" in mods
     # scalemodel.choices (the vocabulary, ~3 ms) is needed: the cluster's transport field and the rank order
     for name in ("scalemodel.specs.workload", "scalemodel.specs.training", "scalemodel.specs.scenario",
-                 "scalemodel.specs.frameworks", "scalemodel.commands.common"):
+                 "scalemodel.specs.frameworks", "scalemodel.specs.strategy_file", "scalemodel.specs.deepspeed_config",
+                 "scalemodel.specs.megatron_args", "scalemodel.specs.shell_words", "scalemodel.specs.stage_layers",
+                 "scalemodel.specs.torchtitan_config", "scalemodel.commands.common"):
         assert name not in mods
 
 

@@ -25,7 +25,9 @@ TABLES_ONLY = ("rich",)
 #: for them: the Gauss-Hermite nodes of the exact order statistics (all of numpy.polynomial, ~4 ms), and the
 #: temporary file of an atomic write (report.output.write_file; tempfile loads random and shutil), the YAML
 #: reader (PyYAML, ~10 ms), needed only for files outside the precompiled built-in catalog and --set values, and
-#: the readers of --strategy files (specs.frameworks: DeepSpeed, Megatron-LM, torchtitan formats), and check's
+#: the readers of --strategy files (specs.frameworks, which imports at its top the readers of the DeepSpeed,
+#: Megatron-LM and torchtitan formats: specs.deepspeed_config, specs.megatron_args with specs.shell_words and
+#: specs.stage_layers, specs.torchtitan_config; no module imports those inside a function), and check's
 #: strategy refusals that `hardware validate` runs on a scenario file only (engine.check loads the sweep and the
 #: planner, which `hardware list/show` never need).
 RARE_PATH = ("numpy.polynomial.hermite_e", "tempfile", "difflib", "tomllib", "tomli", "scalemodel.specs.yamlread",

@@ -1,4 +1,4 @@
-"""The framework readers mark the defaults they fill (specs.frameworks.StrategyFile.default), and the engine reads
+"""The framework readers mark the defaults they fill (specs.strategy_file.StrategyFile.default), and the engine reads
 the mark (errors.Origin.is_default), not the text of a field's recorded origin.
 
 Each expected value below is the framework's own default, read by hand from its source at the commit named beside

@@ -126,7 +126,8 @@ def test_unknown_module_is_refused_with_the_names() -> None:
 
 
 def test_megatron_reader_and_validation_parse_layernorm() -> None:
-    from scalemodel.specs.frameworks import StrategyFile, _recompute_modules
+    from scalemodel.specs.megatron_args import _recompute_modules
+    from scalemodel.specs.strategy_file import StrategyFile
     out = StrategyFile(path="launch.sh", format="megatron", strategy={"recompute": "selective"})
     _recompute_modules({"--recompute-modules": "layernorm moe_act gdn_norm_out mlp"}, out)
     assert out.strategy["recompute_modules"] == "layernorm,moe_act,mlp"

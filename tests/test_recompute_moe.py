@@ -219,7 +219,8 @@ def test_moe_a2a_overlap_is_refused_with_moe_recompute() -> None:
 
 
 def test_megatron_launch_reader_reads_moe() -> None:
-    from scalemodel.specs.frameworks import StrategyFile, _recompute_modules
+    from scalemodel.specs.megatron_args import _recompute_modules
+    from scalemodel.specs.strategy_file import StrategyFile
     out = StrategyFile(path="launch.sh", format="megatron", strategy={"recompute": "selective"})
     _recompute_modules({"--recompute-modules": "moe layernorm core_attn moe_act"}, out)
     assert out.strategy["recompute_modules"] == "moe,layernorm,core_attn,moe_act"  # in the order given

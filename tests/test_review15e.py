@@ -13,9 +13,9 @@ from scalemodel.choices import LayerImpl
 from scalemodel.engine.job import grid_from_arrays
 
 # ---------------------------------------------------------------------------------------------------------------
-# 1. torchtitan's etp default (1 where ep > 1, specs.frameworks._titan_etp) reached predict's grid only: plan priced a
-#    torchtitan candidate at Megatron's etp = tp, and predict of that plan's own strategy (written etp: null, read
-#    as torchtitan's etp 1) priced another step (nemotron-3-nano, 64 H100, tp 2 ep 8: 0.758 s planned, 0.575 s
+# 1. torchtitan's etp default (1 where ep > 1, specs.torchtitan_config._titan_etp) reached predict's grid only: plan
+#    priced a torchtitan candidate at Megatron's etp = tp, and predict of that plan's own strategy (written etp: null,
+#    read as torchtitan's etp 1) priced another step (nemotron-3-nano, 64 H100, tp 2 ep 8: 0.758 s planned, 0.575 s
 #    predicted for the plan's top strategy)
 
 _TITAN = ["-c", "dgx-h100", "-m", "nemotron-3-nano", "-n", "64", "--set", "strategy.layer_impl=torchtitan",

@@ -258,7 +258,7 @@ def test_shown_by_hand() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# 6. torchtitan's default etp is 1 (specs.frameworks._titan_etp); its reader set it only where the TOML gives ep,
+# 6. torchtitan's default etp is 1 (specs.torchtitan_config._titan_etp); its reader set it only where the TOML gives ep,
 #    so a TOML without expert_parallel_degree plus --ep 8 was priced at Megatron's etp = tp
 
 

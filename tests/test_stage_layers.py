@@ -23,7 +23,8 @@ from scalemodel.engine.predict import predict
 from scalemodel.engine.step import Infeasible, compute_floor, dp_exposed_floor, evaluate
 from scalemodel.errors import InputError
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload, notices
-from scalemodel.specs.frameworks import megatron_layout_stages, nanotron_stage_layers, read_strategy_file
+from scalemodel.specs.frameworks import read_strategy_file
+from scalemodel.specs.stage_layers import megatron_layout_stages, nanotron_stage_layers
 
 
 def _job(model: str = "llama2-7b", overrides: tuple[str, ...] = (), batch: int = 16):

@@ -29,7 +29,7 @@ from scalemodel.specs.loader import apply_overrides, validate
 from scalemodel.specs.training import check_derived_batch
 
 if TYPE_CHECKING:
-    from scalemodel.specs.frameworks import StrategyFile
+    from scalemodel.specs.strategy_file import StrategyFile
 
 MODEL = opt("--model", "-m", complete="workload",
             help="Built-in workload, a YAML file, a HuggingFace config.json or a model folder holding one.")

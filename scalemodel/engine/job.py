@@ -872,9 +872,9 @@ def grid_from_arrays(**arrays: Any) -> StrategyGrid:
         d = GRID_DEFAULTS.get(n, 0)
         kind = bool if isinstance(d, bool) else float if isinstance(d, float) else np.int64
         out[n] = np.asarray(values[n], dtype=kind)
-    # torchtitan's default expert TP is 1 where ep > 1 (specs.frameworks._titan_etp; _grid_from_strategy applies it to
-    # predict's grid): the planner's candidates take it here too, or plan priced a torchtitan candidate at
-    # Megatron's etp = tp and predict of the plan's own strategy at etp 1
+    # torchtitan's default expert TP is 1 where ep > 1 (specs.torchtitan_config._titan_etp; _grid_from_strategy
+    # applies it to predict's grid): the planner's candidates take it here too, or plan priced a torchtitan candidate
+    # at Megatron's etp = tp and predict of the plan's own strategy at etp 1
     titan = (out["layer_impl"] == int(LayerImpl.TORCHTITAN)) & (out["etp"] == 0) & (out["ep"] > 1)
     if np.any(titan):
         out["etp"] = np.asarray(np.where(titan, 1, out["etp"]), dtype=np.int64)
@@ -1048,8 +1048,8 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
         given_etp = None
     etp = given_etp or tp
     # torchtitan's own default is etp 1 (expert_tensor_parallel_degree = 1 "1 means disabled", and no expert TP at all
-    # after c4b409af: specs.frameworks._titan_etp); its reader sets it where the TOML gives ep, but an ep from the
-    # command line (--ep 8 beside a TOML without expert_parallel_degree) was priced at Megatron's etp = tp
+    # after c4b409af: specs.torchtitan_config._titan_etp); its reader sets it where the TOML gives ep, but an ep from
+    # the command line (--ep 8 beside a TOML without expert_parallel_degree) was priced at Megatron's etp = tp
     titan_etp = (given_etp is None and ep > 1
                  and LayerImpl.parse(getattr(strategy, "layer_impl", "megatron_te"), "strategy.layer_impl")
                  == LayerImpl.TORCHTITAN)
@@ -1709,7 +1709,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
         _warn_field("training.moe_router_dtype",
                     f" = {'fp64' if job.router_bytes == 8 else 'fp32'} is not priced: the model has no MoE layers")
     # a reader's default (Megatron-LM's experts pad fp8 tokens where --fp8-format, --num-experts and
-    # --moe-grouped-gemm meet: frameworks._moe_fp8_padding) is not the user's choice: a --precision bf16 or a dense
+    # --moe-grouped-gemm meet: megatron_args._moe_fp8_padding) is not the user's choice: a --precision bf16 or a dense
     # --model over that launch was told about a field it never wrote, as moe_permute_fusion was (review19a)
     padding = getattr(strategy, "moe_fp8_padding", False) and not (
         origin is not None and origin.is_default("moe_fp8_padding"))

@@ -1,0 +1,1036 @@
+"""A Megatron-LM launch (a script, or a bare list of flags) as a ``--strategy FILE``.
+
+The flags of ``megatron/training/arguments.py`` as argparse reads them: the words bash passes to the launch command
+(:func:`_megatron_tokens`, on the shell reading of :mod:`scalemodel.specs.shell_words`), then ``--tensor-model-
+parallel-size``, ``--pipeline-model-parallel-size``, ``--context-parallel-size``, ``--expert-model-parallel-size``,
+the batch and sequence sizes, ``--sequence-parallel``, recompute (granularity, method, modules), virtual pipeline
+stages and ``--pipeline-model-parallel-layout`` (:mod:`scalemodel.specs.stage_layers`), precision (fp8, fp4), the MoE
+dispatcher and its options, the context-parallel exchange, the loss, and Megatron-Core DDP's buckets, with
+Megatron-LM's defaults (at :data:`_MEG_AT`) for what the file leaves out (marked with :meth:`StrategyFile.default`).
+The entry point that tells the formats apart is :func:`scalemodel.specs.frameworks.read_strategy_file`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scalemodel.errors import InputError, folded
+from scalemodel.specs.shell_words import (
+    _BLANK_AFTER_BACKSLASH,
+    _drop_heredocs,
+    _logical_lines,
+    _read_variables,
+    _references,
+    _Segment,
+    _shown,
+    _split_commands,
+)
+from scalemodel.specs.stage_layers import _layout_text, megatron_layout_stages
+from scalemodel.specs.strategy_file import StrategyFile, _bucket_bytes, _grad_bytes
+
+_MEG_INT = {"--tensor-model-parallel-size": ("strategy", "tp"), "--pipeline-model-parallel-size": ("strategy", "pp"),
+            "--context-parallel-size": ("strategy", "cp"), "--expert-model-parallel-size": ("strategy", "ep"),
+            "--micro-batch-size": ("training", "micro_batch"), "--global-batch-size": ("training", "global_batch"),
+            "--seq-length": ("training", "seq_len"), "--train-samples": ("training", "train_samples"),
+            "--decoder-first-pipeline-num-layers": ("strategy", "first_stage_layers"),
+            "--decoder-last-pipeline-num-layers": ("strategy", "last_stage_layers"),
+            "--expert-tensor-parallel-size": ("strategy", "etp")}
+_MEG_SWITCH = {"--sequence-parallel": ("strategy", "sequence_parallel", True),
+               "--use-distributed-optimizer": ("strategy", "zero", "1"),
+               "--use-tp-pp-dp-mapping": ("strategy", "layout", "tp-cp-pp-dp"),
+               "--overlap-grad-reduce": ("strategy", "overlap", True),
+               "--tp-comm-overlap": ("strategy", "tp_comm_overlap", True),
+               # NVIDIA/Megatron-LM megatron/arguments.py: a switch (store_true at 3f652469, 2021-09-02, "Disable
+               # asynchronous execution of tensor-model-parallel all-reduce with weight gradient compuation of a
+               # column-linear layer"; store_false, dest async_tensor_model_parallel_allreduce, from 2022, e.g.
+               # 23.04). With --sequence-parallel it is not read (_megatron). Since 5fffdfc7 (2024-04-29,
+               # core_r0.8.0) its help is "DEPRECATED. This flag is ignored." and 639c08ab (2026-01-29,
+               # core_v0.16.0) removed it: read as the releases that honoured it
+               "--no-async-tensor-model-parallel-allreduce": ("strategy", "tp_async_allreduce", False),
+               "--overlap-param-gather": ("strategy", "overlap_param_gather", True),
+               # megatron/training/arguments.py: store_false switches (dest align_grad_reduce at 92c8482e6 and
+               # d98e8a64dd; dest delay_grad_reduce, the same grad_sync_func, at f2e5db402c; dest align_param_gather):
+               # the interleaved schedule's per-chunk data-parallel sync (docs/model.md#interleaved-dp-sync)
+               "--no-align-grad-reduce": ("strategy", "align_grad_reduce", False),
+               # d98e8a64dd generates the switch from DistributedInitConfig.align_grad_reduce (default True) with
+               # ArgumentGroupFactory, which names a store_false bool both --no-X and --disable-X
+               # (megatron/training/argument_utils.py L189-196; arguments.py _add_distributed_args L3092)
+               "--disable-align-grad-reduce": ("strategy", "align_grad_reduce", False),
+               "--no-delay-grad-reduce": ("strategy", "align_grad_reduce", False),
+               "--no-align-param-gather": ("strategy", "align_param_gather", False),
+               # store_false, dest gradient_accumulation_fusion (arguments.py at 847781764f, L2183-2187):
+               # Megatron-Core DDP's hook adds each 16-bit weight gradient into main_grad
+               # (docs/model.md#grad-accum-fusion)
+               "--no-gradient-accumulation-fusion": ("strategy", "grad_accumulation_fusion", False),
+               "--fp8-param-gather": ("strategy", "fp8_param_gather", True),
+               "--overlap-moe-expert-parallel-comm": ("strategy", "moe_a2a_overlap", True),
+               # megatron/training/arguments.py at core_v0.15.0 (0d7e02bd26) line 3060: store_true, "Enable
+               # overlapping between shared expert computations and dispatcher communications"
+               "--moe-shared-expert-overlap": ("strategy", "moe_shared_expert_overlap", True),
+               "--use-flash-attn": ("strategy", "flash_attention", True),
+               # megatron/training/arguments.py at 24bad8e677: store_false, dest apply_rope_fusion ("Disable rope
+               # fusion"): Megatron-Core's eager RoPE (strategy eager_rope, docs/model.md#eager-layer-ops)
+               "--no-rope-fusion": ("strategy", "eager_rope", True),
+               "--recompute-activations": ("strategy", "recompute", "selective"),
+               "--bf16": ("training", "precision", "bf16"), "--fp16": ("training", "precision", "fp16"),
+               "--accumulate-allreduce-grads-in-fp32": ("training", "grad_bytes_per_param", 4.0),
+               "--grad-reduce-in-bf16": ("training", "grad_bytes_per_param", 2.0)}
+#: Flags that describe the model (read with --model, not from a strategy) or change nothing modelled.
+_MEG_MODEL = ("--num-layers", "--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
+              "--max-position-embeddings",
+              "--group-query-attention", "--num-query-groups", "--swiglu", "--untie-embeddings-and-output-weights",
+              "--num-experts", "--moe-router-topk", "--kv-channels", "--normalization", "--position-embedding-type",
+              "--disable-bias-linear", "--vocab-size", "--moe-ffn-hidden-size", "--multi-latent-attention",
+              "--make-vocab-size-divisible-by", "--padded-vocab-size", "--use-rotary-position-embeddings",
+              "--rotary-base", "--rotary-percent", "--qk-layernorm", "--moe-shared-expert-intermediate-size")
+_MEG_HARMLESS_PREFIXES = ("--lr", "--min-lr", "--weight-decay", "--clip-grad", "--adam-", "--init-method", "--log",
+                          "--save", "--load", "--data-", "--tokenizer", "--vocab-file", "--merge-file", "--split",
+                          "--eval-", "--tensorboard", "--wandb", "--seed", "--distributed-backend", "--train-iters",
+                          "--exit-", "--hidden-dropout", "--attention-dropout", "--no-", "--bias-", "--masked-",
+                          "--use-mcore-models", "--transformer-impl", "--attention-softmax-in-fp32",
+                          "--timing-log",
+                          "--distributed-timeout", "--ckpt-", "--async-save", "--manual-gc", "--num-workers",
+                          "--mock-data", "--loss-scale", "--initial-loss-scale", "--hysteresis", "--moe-aux-loss",
+                          "--moe-router-load-balancing", "--moe-token-dispatcher", "--moe-grouped-gemm",
+                          "--use-checkpoint-args", "--finetune", "--dataloader-type", "--num-dataset-builder",
+                          "--micro-batch-size-per-gpu", "--rampup-batch-size", "--apply-layernorm-1p",
+                          "--norm-epsilon", "--layernorm-epsilon", "--cross-entropy",
+                          "--defer-embedding-wgrad", "--deterministic-mode",
+                          "--nproc", "--nnodes", "--node-rank", "--master", "--rdzv", "--max-restarts")
+_MEG_KNOWN_VALUE = {"--recompute-granularity", "--recompute-method", "--recompute-modules", "--recompute-num-layers",
+                    "--optimizer",
+                    "--num-layers-per-virtual-pipeline-stage", "--virtual-pipeline-model-parallel-size",
+                    "--num-virtual-stages-per-pipeline-rank",
+                    "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout", "--ddp-bucket-size",
+                    "--ddp-num-buckets", "--attention-backend",
+                    # read for strategy.moe_fp8_padding (who pads an fp8 run's tokens per expert: _moe_fp8_padding;
+                    # its switches are in _MEG_STORE_TRUE) and strategy.moe_flex_dispatcher (flex: hierarchical)
+                    "--moe-token-dispatcher-type",
+                    # read for strategy.loss_impl (which cross-entropy runs: _loss_impl; --cross-entropy-loss-fusion,
+                    # a switch, is in _MEG_STORE_TRUE)
+                    "--cross-entropy-fusion-impl",
+                    # read for precision fp4 (NVFP4) and training.bf16_layers (_low_precision_extras)
+                    "--fp4-format", "--fp4-recipe", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16",
+                    # read for strategy.cp_comm_type (_cp_comm_type; both nargs='+')
+                    "--cp-comm-type", "--hierarchical-context-parallel-sizes",
+                    # read for strategy.ep_dispatch_sms under the flex dispatcher (_flex_dispatcher_sms)
+                    "--moe-flex-dispatcher-backend", "--moe-deepep-num-sms", "--moe-hybridep-num-sms",
+                    "--moe-flex-dispatcher-num-sms",
+                    # read for training.moe_router_dtype (the routing probabilities' dtype: docs/model.md#router-dtype)
+                    "--moe-router-dtype"}
+
+
+#: Megatron-LM's --cp-comm-type words (megatron/training/arguments.py: "p2p, a2a, allgather or a2a+p2p"; Transformer
+#: Engine's attn_forward_func_with_cp spells allgather "all_gather") -> strategy.cp_comm_type
+_MEG_CP_COMM = {"p2p": "p2p", "a2a": "a2a", "allgather": "all_gather", "all_gather": "all_gather"}
+
+
+def _cp_comm_type(args: dict[str, str | None], out: StrategyFile) -> None:
+    """How a Megatron-LM launch's context parallelism exchanges K and V (strategy cp_comm_type,
+    docs/model.md#cp-comm): ``--cp-comm-type`` (nargs='+', default ['p2p']; one word for every layer, or one per
+    layer). One kind for all layers is read; a2a+p2p with --hierarchical-context-parallel-sizes A P (nargs='+')
+    gives cp_a2a_size A. Per-layer lists that mix kinds are not modelled: noted, priced as p2p."""
+    if "--cp-comm-type" in args:
+        words = (args["--cp-comm-type"] or "").split()
+        kinds = {w.lower() for w in words}
+        if not words:
+            raise InputError("expected a communication type, got no value", where="--cp-comm-type",
+                             allowed="p2p, a2a, allgather or a2a+p2p (Megatron-LM's)")
+        bad = sorted(k for k in kinds if k not in _MEG_CP_COMM and k != "a2a+p2p")
+        if bad:
+            raise InputError(f"unknown context-parallel communication type {bad[0][:40]!r}", where="--cp-comm-type",
+                             allowed="p2p, a2a, allgather or a2a+p2p (Megatron-LM's)")
+        sizes = (args.get("--hierarchical-context-parallel-sizes") or "").split()
+        if len(kinds) == 1 and "a2a+p2p" not in kinds:
+            out.strategy["cp_comm_type"] = _MEG_CP_COMM[kinds.pop()]
+            out.fields["cp_comm_type"] = "--cp-comm-type"
+        elif kinds == {"a2a+p2p"} and len(sizes) == 2 and all(re.fullmatch(r"[1-9][0-9]{0,5}", x) for x in sizes):
+            # Megatron-LM's validate_args asserts context_parallel_size == prod(the sizes) (megatron/training/
+            # arguments.py at d98e8a64); "2 2" under --context-parallel-size 8 was priced as a2a groups of 2 and a
+            # ring of 4, the ring size the file gave dropped. A cp the file leaves to a $VARIABLE is not checked.
+            cp = out.strategy.get("cp", None if "--context-parallel-size" in args else 1)
+            if cp is not None and int(sizes[0]) * int(sizes[1]) != cp:
+                given = (f"--context-parallel-size {cp}" if "--context-parallel-size" in args else
+                         f"the context-parallel size {cp} (no --context-parallel-size: Megatron-LM's default)")
+                raise InputError(f"{sizes[0]} x {sizes[1]} = {int(sizes[0]) * int(sizes[1])} is not {given}",
+                                 where="--hierarchical-context-parallel-sizes",
+                                 allowed=f"two sizes A P with A x P = {cp} (Megatron-LM asserts it): A ranks per "
+                                         "all-to-all group, P in the p2p ring")
+            # Megatron-Core hands TE cp_group = the hierarchical groups in this order: [a2a, p2p]
+            out.strategy["cp_comm_type"] = "a2a+p2p"
+            out.strategy["cp_a2a_size"] = int(sizes[0])
+            out.fields["cp_comm_type"] = "--cp-comm-type"
+            out.fields["cp_a2a_size"] = "--hierarchical-context-parallel-sizes"
+            return
+        else:
+            out.unused.append(f"--cp-comm-type {' '.join(words)[:40]} (per-layer mixes, and a2a+p2p without two "
+                              "--hierarchical-context-parallel-sizes, are not modelled: priced as p2p)")
+    if args.get("--hierarchical-context-parallel-sizes") is not None:
+        sizes_text = str(args["--hierarchical-context-parallel-sizes"])[:40]
+        out.unused.append(f"--hierarchical-context-parallel-sizes {sizes_text} (read only as the two sizes of "
+                          "--cp-comm-type a2a+p2p)")
+
+
+def _loss_impl(args: dict[str, str | None], out: StrategyFile) -> None:
+    """Which cross-entropy a Megatron-LM launch runs (strategy loss_impl, docs/model.md#loss): without
+    --cross-entropy-loss-fusion the unfused vocab_parallel_cross_entropy (megatron, the default); with it the
+    implementation --cross-entropy-fusion-impl names, native (its default: megatron_fused) or te
+    (megatron/core/models/common/language_module/language_module.py compute_language_model_loss and
+    megatron/training/arguments.py ``choices=['native', 'te']``, core_v0.15.0). The impl flag alone changes nothing."""
+    impl = args.get("--cross-entropy-fusion-impl")
+    if "--cross-entropy-fusion-impl" in args and impl not in ("native", "te"):
+        shown = "no value" if impl is None else repr(impl[:40])
+        raise InputError(f"unknown cross-entropy fusion implementation: {shown}", where="--cross-entropy-fusion-impl",
+                         allowed="native or te (Megatron-LM's choices)")
+    if "--cross-entropy-loss-fusion" in args:
+        out.strategy["loss_impl"] = "te" if impl == "te" else "megatron_fused"
+    elif impl is not None:
+        out.unused.append(f"--cross-entropy-fusion-impl {impl} without --cross-entropy-loss-fusion (Megatron-Core runs "
+                          "the unfused cross-entropy)")
+
+
+#: A launch command's line in a Megatron-LM script: torchrun / python / deepspeed / srun / mpirun as a word, or a
+#: word naming a .py script (pretrain_gpt.py). The first such logical line is the command.
+_LAUNCH_COMMAND = re.compile(r"(?:^|[\s/])(?:torchrun|deepspeed|python[0-9.]*|srun|mpirun)(?:\s|$)|\S\.py(?:\s|$)")
+
+
+def _megatron_tokens(text: str, out: StrategyFile | None = None) -> list[str]:
+    """The words bash passes to a Megatron-LM launch (a script, or a bare list of flags), split as the shell splits
+    them, with the string and array variables that hold flags expanded where the launch names them.
+
+    A script with a launch command (:data:`_LAUNCH_COMMAND`): of the commands that name a launch word, the launch is
+    the one with the most Megatron-LM flags once its variables are expanded (then the most flags, then the first);
+    the other such commands (``python tools/preprocess_data.py ...`` on a line of its own, or before ``&&``) and the
+    other commands of the launch's own line pass it nothing. A line that starts with a flag but belongs to no command
+    (the command ended on a line without a trailing backslash, and the line is in no array or quoted string) is not
+    passed by bash (it runs it as a command of its own, "command not found"). In any file, commands that print their
+    arguments (:data:`_OUTPUT_COMMANDS`) and here-document texts pass nothing. What is left out is said in
+    ``out.unused`` where it holds a flag. The words of other commands (a function call that forwards "$@", an
+    ``if``) are kept where they are, as before."""
+    logical = _logical_lines(_drop_heredocs(text, out))
+    has_launch = any(_LAUNCH_COMMAND.search(body) and not body.lstrip().startswith("--") for _, body in logical)
+    segments: list[_Segment] = []
+    for no, body in logical:
+        try:
+            # comments='': _logical_lines dropped the comments as bash does (a '#' at a word's start); shlex's own
+            # comments cut every word at a '#' (review17f: "--wandb-exp-name run#3 --tensor-model-parallel-size 2"
+            # lost the tensor-parallel size and every flag after it without a word; bash passes "run#3" whole).
+            # punctuation_chars: bash's control operators are words of their own ("--micro-batch-size 1; echo" was
+            # refused as the count '1;'; "... && echo --pipeline-model-parallel-size 4" priced pp 4)
+            lex = shlex.shlex(body, posix=True, punctuation_chars=";&|")
+            lex.whitespace_split, lex.commenters = True, ""
+            line_words = list(lex)
+        except ValueError as exc:
+            raise InputError(f"cannot split the arguments: {folded(exc)}", where="strategy file",
+                             allowed="shell-quoted Megatron-LM flags, e.g. --tensor-model-parallel-size 8") from None
+        dashes = has_launch and body.lstrip().startswith("--")
+        for j, (op, words) in enumerate(_split_commands(line_words)):
+            if words or j == 0:
+                segments.append(_Segment(no, j, op, words, dashes))
+    strings, arrays, used = _read_variables(segments, out)
+    launch = _choose_launch(segments) if has_launch else None
+    first_launch = next((no for no, body in logical if _LAUNCH_COMMAND.search(body)
+                         and not body.lstrip().startswith("--")), None)
+    command = launch.no if launch is not None else first_launch
+    kept: list[str] = []
+    passed: set[str] = set()
+    dropped: set[str] = set()  # variables named by commands left out
+    for s in segments:
+        if s.dashes:
+            if out is not None and s.j == 0:
+                no = s.no
+                where = (f"the launch command of line {command} ended before it, on a line without a trailing "
+                         "backslash" if command is not None and no > command else
+                         f"before the launch command of line {command}, on no command's line")
+                blank = _BLANK_AFTER_BACKSLASH.search(text.split("\n")[no - 2]) if no >= 2 else None
+                if blank:  # "... \ " : bash reads "\ " as an escaped blank, and the newline ends the command
+                    where += f" (line {no - 1} ends in a backslash and a blank: that does not continue a line)"
+                body = next(b for n, b in logical if n == no)
+                out.unused.append(f"{_shown(body.split(), 60)} (line {no}: {where}: bash does not pass it)")
+            continue
+        if s.kind == "define":
+            continue
+        flagged = any(w.startswith("--") for w in s.expanded)
+        if launch is not None and s is not launch and (s.no == launch.no or _is_launch_word(s)):
+            dropped |= _references(s.words)
+            if flagged and out is not None:
+                if s.no == launch.no:
+                    ops = [t.op for t in segments if t.no == s.no]
+                    where = f"after {s.op!r}" if s.j else f"before {ops[1]!r}"
+                else:
+                    where = f"a command of its own; the launch is on line {launch.no}"
+                out.unused.append(f"{_shown(s.words)} (line {s.no}: another command than the launch, {where}: bash "
+                                  "does not pass it to the launch)")
+            continue
+        if s.kind == "output":
+            dropped |= _references(s.words)
+            if flagged and out is not None:
+                out.unused.append(f"{_shown(s.words)} (line {s.no}: {s.words[0]} prints its arguments: bash passes "
+                                  "none of them to the launch)")
+            continue
+        passed |= _references(s.words)
+        kept.extend(s.expanded)
+    if out is not None:
+        for name, value in {**strings, **arrays}.items():
+            if not any(w.startswith("--") for w in value):
+                continue
+            if name not in used:
+                out.unused.append(f"{name}={_shown(value)} (a variable no word of the file expands: bash passes none "
+                                  "of it)")
+            elif name in dropped and name not in passed:
+                out.unused.append(f"{name}={_shown(value)} (expanded only by commands that are not the launch: bash "
+                                  "passes none of it to the launch)")
+    return kept
+
+
+def _is_launch_word(s: _Segment) -> bool:
+    return bool(s.words) and _LAUNCH_COMMAND.search(" ".join(s.words)) is not None
+
+
+def _choose_launch(segments: list[_Segment]) -> _Segment | None:
+    """Of the commands naming a launch word, the one with the most Megatron-LM flags after expansion (then the most
+    flags, then the first)."""
+    known = (*_MEG_INT, *_MEG_KNOWN_VALUE, *_MEG_STORE_TRUE, *_MEG_MODEL)
+    candidates = [s for s in segments if s.kind == "command" and not s.dashes and _is_launch_word(s)]
+    if not candidates:
+        return None
+
+    def rank(k: int) -> tuple[int, int, int]:
+        flags = [w.partition("=")[0].replace("_", "-") for w in candidates[k].expanded if w.startswith("--")]
+        return sum(f in known for f in flags), len(flags), -k
+
+    return candidates[max(range(len(candidates)), key=rank)]
+
+
+#: A word that looks like a Megatron flag but starts with an en/em dash, a minus sign or a doubled hyphen-like
+#: character (copied from a rendered document): skipped as a positional, so the setting was dropped without a word.
+_TYPOGRAPHIC_FLAG = re.compile(r"^(?:[\u2010-\u2015\u2212\ufe58\ufe63\uff0d]|-[\u2010-\u2015\u2212])[a-z]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+#: Megatron-LM ``--attention-backend`` (megatron/core/transformer/enums.py ``AttnBackend``: flash, fused, unfused,
+#: local, auto; arguments.py parses it as ``AttnBackend[name]``) -> training.attention_kernel: fused = Transformer
+#: Engine's FusedAttention (cuDNN), flash = its FlashAttention (flash-attn 2), auto (its default) = TE's own choice,
+#: training.attention_kernel's default auto, so nothing is set. unfused and
+#: local run the unfused core (strategy flash_attention false).
+_MEG_ATTENTION_BACKEND = {"fused": "cudnn", "flash": "fa2"}
+
+
+def _attention_backend(args: dict[str, str | None], out: StrategyFile) -> None:
+    """training.attention_kernel (or strategy flash_attention false) from a launch's --attention-backend."""
+    if "--attention-backend" not in args:
+        return
+    backend = args["--attention-backend"]
+    if backend in _MEG_ATTENTION_BACKEND:
+        out.training["attention_kernel"] = _MEG_ATTENTION_BACKEND[backend]
+        out.training_fields["attention_kernel"] = "--attention-backend"  # a refusal names the flag written
+    elif backend == "auto":
+        pass  # training.attention_kernel's own default
+    elif backend in ("unfused", "local"):
+        out.strategy["flash_attention"] = False
+    else:
+        shown = "no value" if backend is None else repr(str(backend)[:40])
+        raise InputError(f"unknown attention backend: {shown}", where="--attention-backend",
+                         allowed="flash, fused, unfused, local or auto (Megatron-LM AttnBackend)")
+
+
+def _moe_fp8_padding(args: dict[str, str | None], moe: bool) -> bool:
+    """Whether a Megatron-LM launch pads an fp8 run's routed tokens in the experts (strategy moe_fp8_padding,
+    docs/model.md#fp8-expert-padding): --fp8-format with experts (``moe``: --num-experts) and --moe-grouped-gemm
+    (TEGroupedMLP; not --moe-use-legacy-grouped-gemm), a dispatcher other than flex (--moe-token-dispatcher-type,
+    default allgather: megatron/training/arguments.py, core_dev_r0.15.0) and no --moe-router-padding-for-quantization
+    (or its alias --moe-router-padding-for-fp8), which pads the routing map instead."""
+    return ("--fp8-format" in args and moe and "--moe-grouped-gemm" in args
+            and "--moe-use-legacy-grouped-gemm" not in args
+            and (args.get("--moe-token-dispatcher-type") or "allgather") != "flex"
+            and "--moe-router-padding-for-quantization" not in args and "--moe-router-padding-for-fp8" not in args)
+
+
+#: Megatron-LM's on/off flags (argparse ``action='store_true'``, megatron/training/arguments.py): they take no value.
+#: Megatron-LM's FSDP switches: not read (StrategyFile.unused says so), and no Megatron-Core DDP with them.
+_MEG_FSDP = ("--use-torch-fsdp2", "--use-megatron-fsdp")
+#: The switches read for strategy.moe_fp8_padding and strategy.loss_impl are store_true too (arguments.py,
+#: core_v0.15.0: --moe-grouped-gemm, --moe-use-legacy-grouped-gemm, --moe-router-padding-for-quantization (alias
+#: --moe-router-padding-for-fp8), --cross-entropy-loss-fusion): ``--cross-entropy-loss-fusion=false`` was read as on.
+_MEG_STORE_TRUE = frozenset(_MEG_SWITCH) | set(_MEG_FSDP) | {"--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
+                                            "--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8",
+                                            "--cross-entropy-loss-fusion",
+                                            # store_true: strategy moe_permute_fusion
+                                            "--moe-permute-fusion",
+                                            # store_true, TransformerConfig.moe_enable_deepep (deprecated): the flex
+                                            # dispatcher's deepep backend (_flex_dispatcher_sms)
+                                            "--moe-enable-deepep",
+                                            # store_false, dest bias_dropout_fusion (arguments.py at 24bad8e677):
+                                            # strategy eager_bias_dropout_add
+                                            "--no-bias-dropout-fusion",
+                                            # not in NVIDIA/Megatron-LM's argparse (TransformerConfig
+                                            # .fp8_dot_product_attention has no CLI argument: arguments.py at
+                                            # d98e8a64 lists it under "no CLI argument exists for these", and no
+                                            # tag or branch defines it); forks' launch scripts pass it alone
+                                            "--fp8-dot-product-attention",
+                                            "--first-last-layers-bf16"}  # training.bf16_layers
+_BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "0", "1"}
+#: Megatron-LM's --moe-token-dispatcher-type choices (megatron/training/arguments.py).
+_MEG_DISPATCHERS = ("allgather", "alltoall", "alltoall_seq", "flex")
+
+
+def _switch_without_value(name: str, after: str | None) -> None:
+    """Refuse a value given to a Megatron-LM switch: ``--sequence-parallel false`` and ``--fp8-param-gather=false``
+    were read as the switch turned on. Megatron's argparse refuses ``--flag=value`` ("ignored explicit argument")
+    and a following word ("unrecognized arguments"); a following token that is not a truth word (a script, a
+    positional) is left alone. The message names the switch's kind: the ``--no-*`` and ``--disable-*`` switches
+    are store_false (megatron/training/arguments.py; argument_utils.py names a store_false bool both ways), the
+    others store_true."""
+    if after is not None and (after.startswith("=") or after.strip().lower() in _BOOL_WORDS):
+        if name.startswith(("--no-", "--disable-")):  # argparse store_false: the switch turns its feature off
+            allowed = (f"{name} alone to turn off what it names, or leave it out to keep that on "
+                       "(argparse store_false)")
+        else:
+            allowed = f"{name} alone to turn it on, or leave it out to keep it off (argparse store_true)"
+        raise InputError(f"a switch takes no value, got {after[:40]!r}", where=name, allowed=allowed)
+
+
+#: Where Megatron-LM sets the defaults its reader fills (StrategyFile.default), at NVIDIA/Megatron-LM@d98e8a64dd
+_MEG_AT = "NVIDIA/Megatron-LM@d98e8a64dd"
+_MEG_DISPATCHER = (f"{_MEG_AT} megatron/core/transformer/transformer_config.py L891: moe_token_dispatcher_type "
+                   "= \"allgather\"")
+_MEG_PERMUTE_FUSION = f"{_MEG_AT} megatron/core/transformer/transformer_config.py L941: moe_permute_fusion = False"
+_MEG_FP8_PADDING = (f"{_MEG_AT} megatron/core/transformer/transformer_config.py L771: "
+                    "moe_router_padding_for_quantization = False (the grouped experts pad the fp8 tokens)")
+_MEG_DDP = (f"{_MEG_AT} megatron/training/training.py get_model L2484-2490: DP = DDP unless --use-torch-fsdp2 or "
+            "--use-megatron-fsdp")
+_MEG_OVERLAP_GRAD_REDUCE = f"{_MEG_AT} megatron/training/arguments.py L3121: --overlap-grad-reduce store_true"
+_MEG_FP32_REDUCE = (f"{_MEG_AT} megatron/training/arguments.py validate_args L1204-1217: --bf16 without "
+                    "--grad-reduce-in-bf16 sets accumulate_allreduce_grads_in_fp32")
+
+
+def _megatron(text: str, out: StrategyFile) -> None:
+    bad = _CONTROL.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise InputError(f"control character 0x{ord(bad.group()):02x} on line {line}",
+                         allowed="a text file of Megatron-LM flags (a launch script)")
+    tokens = _megatron_tokens(text, out)
+    if not any(t.startswith("--") for t in tokens):
+        # review17f: the reason was in out.unused, never shown ("torchrun pretrain_gpt.py \ " + newline: a blank
+        # after the backslash ends the command, and every flag line after it is not passed)
+        why = next((u for u in out.unused if "bash does not pass" in u), None)
+        raise InputError("no Megatron-LM flag in the file" + (f" that bash passes to the launch: {why}" if why else ""),
+                         allowed="flags such as --tensor-model-parallel-size 8 --micro-batch-size 1")
+    args: dict[str, str | None] = {}
+    model_flags: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        blank = next((c for c in tok if c.isspace()), None)  # shlex splits on ASCII blanks only
+        if blank is not None and "--" in tok:
+            # a no-break space pasted from a document: "--tensor-model-parallel-size\u00a02" was warned as
+            # "--tensor-model-parallel-size 2" not used (the space shown as an ordinary one), or, leading, skipped as a
+            # positional without a word; argparse refuses it as one unrecognized argument
+            shown = tok[:60].replace(blank, f"\\u{ord(blank):04x}")
+            out.unused.append(f"{shown} (a U+{ord(blank):04X} space inside: one word to the shell, not a flag and its "
+                              "value)")
+            i += 1
+            continue
+        if not tok.startswith("--"):
+            if _TYPOGRAPHIC_FLAG.match(tok):  # a flag pasted from a document: no shell passes it as one
+                out.unused.append(f"{tok[:40]} (a typographic dash, not '--': not a flag)")
+            elif tok.startswith("-") and "-" + tok.partition("=")[0].replace("_", "-") in (
+                    *_MEG_INT, *_MEG_KNOWN_VALUE, *_MEG_STORE_TRUE, *_MEG_MODEL):
+                # round 16: "-tensor-model-parallel-size 4" (one dash) was passed over as a positional word without a
+                # word; Megatron-LM's argparse has no such option (it refuses the launch)
+                out.unused.append(f"{tok[:40]} (one dash: not the flag -{tok.partition('=')[0][:40]})")
+            i += 1
+            continue
+        name, eq, inline = tok.partition("=")
+        name = name.replace("_", "-")
+        value: str | None = inline if eq else None
+        if name in _MEG_STORE_TRUE:  # argparse store_true: takes no value, consumes no token
+            _switch_without_value(name, f"={inline}" if eq else (tokens[i + 1] if i + 1 < len(tokens) else None))
+        elif name in ("--recompute-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes") and not eq:
+            # nargs='*' / '+': every word up to the next flag
+            words = []
+            while i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                words.append(tokens[i + 1])
+                i += 1
+            value = " ".join(words)
+        elif not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+            value = tokens[i + 1]
+            i += 1
+        i += 1
+        if name in _MEG_INT and value is None:
+            # review18b: "--micro-batch-size --tensor-model-parallel-size 4 ... --micro-batch-size 2" read micro-batch 2
+            # with a note; argparse refuses the launch at the first ("expected one argument"), whatever comes later
+            raise InputError("expected a count, got no value", where=name,
+                             allowed="an integer from 0 to 999999999, or a $VARIABLE (not expanded)")
+        if name in _MEG_INT or name in _MEG_KNOWN_VALUE or name in _MEG_STORE_TRUE:
+            if name in args and args[name] != value:  # round 16b: "--tensor-model-parallel-size 2 ... 4" was read as
+                # 4 without a word (a script that sets a flag and sets it again later); argparse keeps the last
+                out.unused.append(f"{name} {str(args[name])[:40]} (given again later as {str(value)[:40]}: argparse "
+                                  "keeps the last, as read here)")
+            args[name] = value
+        elif name in _MEG_MODEL:
+            model_flags.append(name)
+        elif not name.startswith(_MEG_HARMLESS_PREFIXES):
+            out.unused.append(name if value is None else f"{name} {value[:40]}")
+    if model_flags:
+        out.unused.append(f"model flags ({', '.join(model_flags[:6])}{', ...' if len(model_flags) > 6 else ''}): "
+                          "describe the model with --model")
+
+    def number(name: str) -> int | None:
+        if name not in args:
+            return None
+        v = args[name]
+        if v is not None and ("$" in v or "`" in v):
+            out.unused.append(f"{name} {v[:40]} (not a number: a shell variable is not expanded)")
+            return None
+        # what Megatron's argparse (type=int) reads; a negative or 10-digit count would not start a real job
+        if v is None or not re.fullmatch(r"\+?[0-9]{1,9}", v):
+            got = "no value" if v is None else repr(v[:40])
+            raise InputError(f"expected a count, got {got}", where=name,
+                             allowed="an integer from 0 to 999999999, or a $VARIABLE (not expanded)")
+        return int(v)
+
+    for name, (where, key) in _MEG_INT.items():
+        if name in args and (n := number(name)) is not None:
+            getattr(out, where)[key] = n
+            # an error on strategy.ep names --expert-model-parallel-size (training.micro_batch --micro-batch-size)
+            (out.fields if where == "strategy" else out.training_fields)[key] = name
+    if "--bf16" in args and "--fp16" in args:  # Megatron's validate_args asserts against both
+        raise InputError("--bf16 and --fp16 both given", where="--fp16", allowed="one of them")
+    for name, (where, key, switched) in _MEG_SWITCH.items():
+        if name in args:
+            getattr(out, where)[key] = switched
+            if where == "strategy":
+                out.fields[key] = name
+    if "--no-bias-dropout-fusion" in args:
+        # megatron/training/arguments.py at 24bad8e677: store_false, dest bias_dropout_fusion: Megatron-Core's eager
+        # bias-dropout-add (strategy eager_bias_dropout_add, docs/model.md#eager-layer-ops), priced for the linear
+        # biases Megatron-LM adds unless --disable-bias-linear
+        if "--disable-bias-linear" in model_flags:
+            out.unused.append("--no-bias-dropout-fusion with --disable-bias-linear (no bias reaches the add; the "
+                              "separate dropout pass of a model with dropout is not priced)")
+        else:
+            out.strategy["eager_bias_dropout_add"] = True
+            out.fields["eager_bias_dropout_add"] = "--no-bias-dropout-fusion"
+    if "--no-async-tensor-model-parallel-allreduce" in args and "--sequence-parallel" in args:
+        # Megatron's sequence-parallel backward launches each reduce-scatter with async_op=True before the
+        # weight-gradient GEMM whatever this flag says (validate_args turns the all-reduce flag off with it;
+        # megatron/core/tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication.backward, core_r0.5.0)
+        del out.strategy["tp_async_allreduce"]
+        out.unused.append("--no-async-tensor-model-parallel-allreduce with --sequence-parallel (Megatron's "
+                          "sequence-parallel reduce-scatters run under the weight-gradient GEMMs regardless)")
+    if "--bf16" in args and "--grad-reduce-in-bf16" not in args and "--accumulate-allreduce-grads-in-fp32" not in args:
+        # the data-parallel gradient reduction dtype: Megatron-LM's validate_args sets
+        # accumulate_allreduce_grads_in_fp32 for --bf16 unless --grad-reduce-in-bf16 (megatron/training/arguments.py;
+        # forced at core_r0.8.0), and DDP reduces the fp32 main-grad buffer (grad_reduce_in_fp32)
+        out.default("training", "grad_bytes_per_param", 4.0, _MEG_FP32_REDUCE)
+    if "--recompute-method" in args and args["--recompute-method"] not in ("block", "uniform") and not (
+            args["--recompute-method"] and ("$" in args["--recompute-method"] or "`" in args["--recompute-method"])):
+        # round 17: warned "not used" and priced as full recompute of every layer. Megatron-LM's argparse takes
+        # choices ('uniform', 'block') (the flag is generated from TransformerConfig.recompute_method, Optional[Literal[
+        # 'uniform', 'block']], by megatron/training/argument_utils.py L151-154; TransformerConfig raises on any other
+        # value too, transformer_config.py L1908-1912, at d98e8a64dd): no such job starts
+        shown = "no value" if args["--recompute-method"] is None else repr(str(args["--recompute-method"])[:40])
+        raise InputError(f"unknown recompute method: {shown}", where="--recompute-method",
+                         allowed="block or uniform (Megatron-LM's choices)")
+    gran = args.get("--recompute-granularity")
+    if "--recompute-granularity" in args:  # given without a value (the next token a flag) was dropped silently
+        if gran not in ("full", "selective"):
+            shown = "no value" if gran is None else repr(gran[:40])
+            raise InputError(f"unknown recompute granularity: {shown}", where="--recompute-granularity",
+                             allowed="full or selective")
+        if gran == "full" and "--recompute-activations" in args:
+            # round 16: priced as full recompute; Megatron-LM's validate_args sets recompute_granularity = 'selective'
+            # whenever --recompute-activations is given, after parsing (megatron/training/arguments.py L607-608 at
+            # d98e8a64dd; since bbab79f869, 2022-05-16)
+            out.unused.append("--recompute-granularity full (with --recompute-activations Megatron-LM sets the "
+                              "granularity to selective)")
+            gran = "selective"
+        partial = [f for f in ("--recompute-method", "--recompute-num-layers") if f in args]
+        if gran == "selective" and partial:
+            # round 16: dropped without a word; validate_args asserts "recompute method is not yet supported for
+            # selective recomputing granularity" (arguments.py L1425-1428 at d98e8a64dd) and Megatron-Core's
+            # TransformerConfig raises "When using recompute_granularity: selective recompute_num_layers must be
+            # None" (transformer_config.py L1926-1932 at d98e8a64dd, since b8f09a5288)
+            _refuse_selective_partial(partial, "--recompute-activations" in args)
+        missing = [f for f in ("--recompute-method", "--recompute-num-layers") if f not in args]
+        if gran == "full" and missing:
+            # Megatron-Core's TransformerConfig raises for full recompute without a method ("recompute_method must
+            # be block or uniform") or without a layer count ("recompute_num_layers must be between 1 and
+            # num_layers_per_pipeline_rank"): transformer_config.py L1908-1925 at d98e8a64dd. Priced as every
+            # layer before, a run Megatron would not start
+            raise InputError(f"--recompute-granularity full without {' and '.join(missing)} (Megatron-Core refuses "
+                             "full recompute without a method and a layer count)", where="--recompute-granularity",
+                             allowed="--recompute-method block|uniform and --recompute-num-layers N beside it "
+                                     "(uniform 1 recomputes every layer), or --recompute-granularity selective")
+        out.strategy["recompute"] = gran
+        out.fields["recompute"] = "--recompute-granularity"
+        method = args.get("--recompute-method")
+        n_rec = number("--recompute-num-layers") if gran == "full" and method is not None else None
+        if method == "uniform" and n_rec == 0:
+            # round 17: priced as full recompute of every layer. Megatron-Core's uniform method checkpoints chunks
+            # of recompute_num_layers layers and advances by that count (megatron/core/recompute.py L158-166 at
+            # d98e8a64dd: layer_idx += recompute_num_layers), so 0 never leaves the first chunk: no step ends
+            raise InputError("--recompute-method uniform with --recompute-num-layers 0 (Megatron-Core's uniform "
+                             "loop advances by the chunk size: 0 never ends)", where="--recompute-num-layers",
+                             allowed="a chunk of 1 layer or more with uniform (1: every layer), or --recompute-method "
+                                     "block --recompute-num-layers 0 (no layer recomputed)")
+        if method in ("block", "uniform") and n_rec is not None and not (method == "uniform" and n_rec == 1):
+            out.strategy["recompute_layers"] = n_rec  # block: first N layers per chunk; uniform: chunks of N
+            out.strategy["recompute_method"] = method
+        elif method == "uniform" and n_rec == 1:
+            out.unused.append("--recompute-method uniform --recompute-num-layers 1 (checkpoints every layer: "
+                              "full recompute, as modelled)")
+        elif gran == "full" and method is not None:
+            layers = args.get("--recompute-num-layers")
+            out.unused.append(f"--recompute-method {args['--recompute-method']} --recompute-num-layers {layers} "
+                              "(partial full recompute is modelled as full recompute of every layer)")
+    elif "--recompute-activations" in args and (
+            partial := [f for f in ("--recompute-method", "--recompute-num-layers") if f in args]):
+        _refuse_selective_partial(partial, True)
+    elif given := [f"{f} {args[f]}" for f in ("--recompute-method", "--recompute-num-layers") if f in args]:
+        # round 17: dropped without a word. With no granularity Megatron-Core recomputes nothing and reads neither
+        # (TransformerConfig checks them under ``recompute_granularity is not None``, transformer_config.py
+        # L1901-1932 at d98e8a64dd; recompute.py is reached only with a granularity): priced without recompute
+        out.unused.append(f"{' '.join(given)[:80]} (no --recompute-granularity: Megatron-LM recomputes nothing; "
+                          "give --recompute-granularity full beside them)")
+    _recompute_modules(args, out)
+    if "--fp8-format" in args:
+        if args["--fp8-format"] not in ("e4m3", "hybrid"):  # Megatron's argparse choices (arguments.py)
+            shown = "no value" if args["--fp8-format"] is None else repr(str(args["--fp8-format"])[:40])
+            raise InputError(f"unknown fp8 format: {shown}", where="--fp8-format", allowed="e4m3 or hybrid")
+        out.training["precision"] = "fp8"
+        recipe = args.get("--fp8-recipe")  # Megatron-Core's default: delayed (TransformerConfig.fp8_recipe)
+        if recipe in ("delayed", "tensorwise", "mxfp8"):
+            out.training["fp8_recipe"] = recipe
+        elif recipe is not None:
+            out.unused.append(f"--fp8-recipe {str(recipe)[:40]} (FP8 casts priced as delayed scaling: the model "
+                              "prices delayed, tensorwise and mxfp8)")
+        if "--fp8-dot-product-attention" in args:  # TransformerConfig.fp8_dot_product_attention -> TE fp8_dpa
+            out.training["fp8_attention"] = True
+    elif args.get("--fp8-recipe") is not None:
+        out.unused.append("--fp8-recipe without --fp8-format (Megatron trains without FP8)")
+    if "--fp8-dot-product-attention" in args and "--fp8-format" not in args:
+        out.unused.append("--fp8-dot-product-attention without --fp8-format (Megatron trains without FP8)")
+    if "--fp4-format" in args:  # Megatron-LM arguments.py: --fp4-format choices e2m1, --fp4-recipe nvfp4
+        if args["--fp4-format"] != "e2m1":
+            shown = "no value" if args["--fp4-format"] is None else repr(str(args["--fp4-format"])[:40])
+            raise InputError(f"unknown fp4 format: {shown}", where="--fp4-format", allowed="e2m1")
+        if "--fp8-format" in args:  # Megatron-Bridge MixedPrecisionConfig: "fp4 and fp8 cannot be used simultaneously"
+            raise InputError("--fp4-format and --fp8-format both given", where="--fp4-format",
+                             allowed="one of them")
+        out.training["precision"] = "fp4"  # Transformer Engine NVFP4BlockScaling (docs/model.md#nvfp4)
+        out.training_fields["precision"] = "--fp4-format"
+        if "--fp4-recipe" in args and args["--fp4-recipe"] is None:  # argparse: "expected one argument"
+            raise InputError("unknown fp4 recipe: no value", where="--fp4-recipe", allowed="nvfp4")
+        if args.get("--fp4-recipe") not in (None, "nvfp4"):
+            out.unused.append(f"--fp4-recipe {str(args['--fp4-recipe'])[:40]} (priced as nvfp4, the one FP4 recipe)")
+    elif "--fp4-recipe" in args:  # was silently dropped, where --fp8-recipe without --fp8-format is reported
+        out.unused.append("--fp4-recipe without --fp4-format (Megatron trains without FP4)")
+    if "--first-last-layers-bf16" in args:  # defaults 1 and 1 (Megatron-LM arguments.py)
+        start, end = number("--num-layers-at-start-in-bf16"), number("--num-layers-at-end-in-bf16")
+        if "--fp8-format" in args or "--fp4-format" in args:
+            out.training["bf16_layers"] = (1 if start is None else start) + (1 if end is None else end)
+            counts = [n for n in ("--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16") if n in args]
+            out.training_fields["bf16_layers"] = " + ".join(counts) or "--first-last-layers-bf16"
+        else:
+            out.unused.append("--first-last-layers-bf16 without --fp8-format or --fp4-format (every layer is BF16)")
+    else:  # Megatron-LM reads the counts only under --first-last-layers-bf16 (arguments.py); they were dropped silently
+        counts = [n for n in ("--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16") if n in args]
+        if counts:
+            out.unused.append(f"{' and '.join(counts)} without --first-last-layers-bf16 (every layer in the run's "
+                              "precision)")
+    _attention_backend(args, out)
+    _megatron_ddp(args, number, out)  # after every precision flag: its bucket is in the gradient dtype
+    if _moe_fp8_padding(args, "--num-experts" in model_flags):
+        out.default("strategy", "moe_fp8_padding", True, _MEG_FP8_PADDING)
+    # TE's fused permute kernels only with --moe-permute-fusion (store_true; TransformerConfig.moe_permute_fusion
+    # defaults to False: transformer_config.py L941 at d98e8a64dd, arguments.py L3139 at core_v0.15.0): an MoE launch
+    # (--num-experts, or any --moe-* flag where the model comes from --model) without it runs the unfused path
+    # (strategy moe_permute_fusion, docs/model.md#moe-permute-fusion)
+    # review17f: a model --moe-* flag (--moe-router-topk, --moe-ffn-hidden-size: model_flags, not args) or an expert
+    # parallel size marks an MoE launch too; "--expert-model-parallel-size 8 --moe-router-topk 2" was priced with the
+    # fused kernels (the strategy's default) that Megatron-Core runs only with the switch
+    if "--num-experts" in model_flags or any(a.startswith("--moe-") for a in (*args, *model_flags)) or args.get(
+            "--expert-model-parallel-size", "1") not in ("1", "+1"):
+        if "--moe-permute-fusion" in args:
+            out.strategy["moe_permute_fusion"] = True
+        else:
+            out.default("strategy", "moe_permute_fusion", False, _MEG_PERMUTE_FUSION)
+    # the flex dispatcher (DeepEP / HybridEP) moves tokens hierarchically (strategy moe_flex_dispatcher,
+    # docs/model.md#ep-hierarchical); --moe-enable-deepep requires it (TransformerConfig.__post_init__ @002255075c).
+    # Read whether or not the file has --num-experts: the model comes from --model (a launch without the model flags
+    # dropped flex without a word; a dense model's flex is warned as not priced). Megatron's argparse refuses any
+    # other value (choices allgather, alltoall, flex; alltoall_seq in releases before core_r0.13)
+    if "--moe-token-dispatcher-type" in args:
+        kind = args["--moe-token-dispatcher-type"]
+        if kind not in _MEG_DISPATCHERS:
+            shown = "no value" if kind is None else repr(kind[:40])
+            raise InputError(f"unknown token dispatcher: {shown}", where="--moe-token-dispatcher-type",
+                             allowed=", ".join(_MEG_DISPATCHERS))
+        if kind == "flex":
+            out.strategy["moe_flex_dispatcher"] = True
+            out.fields["moe_flex_dispatcher"] = "--moe-token-dispatcher-type"
+    # the allgather dispatcher (strategy moe_allgather_dispatcher, docs/model.md#ep-allgather): named, or Megatron's
+    # default (TransformerConfig.moe_token_dispatcher_type = "allgather", NVIDIA/Megatron-LM@d98e8a64dd
+    # megatron/core/transformer/transformer_config.py line 891) where the file builds an MoE model (--num-experts)
+    if args.get("--moe-token-dispatcher-type") == "allgather":
+        out.strategy["moe_allgather_dispatcher"] = True
+        out.fields["moe_allgather_dispatcher"] = "--moe-token-dispatcher-type"
+    elif "--moe-token-dispatcher-type" not in args and "--num-experts" in model_flags:
+        # not a choice the file wrote: marked (out.default), so that the engine does not warn that it is unpriced
+        # where it does nothing (job._warn_unpriced_fields); a refusal names the flag that built the MoE model
+        out.default("strategy", "moe_allgather_dispatcher", True, _MEG_DISPATCHER)
+        out.fields["moe_allgather_dispatcher"] = "--num-experts"
+    if "--moe-router-dtype" in args:  # TransformerConfig.moe_router_dtype Literal fp32, fp64 (d98e8a64dd line 811)
+        rd = args["--moe-router-dtype"]
+        if rd not in ("fp32", "fp64"):
+            shown = "no value" if rd is None else repr(rd[:40])
+            raise InputError(f"unknown router dtype: {shown}", where="--moe-router-dtype", allowed="fp32 or fp64")
+        out.training["moe_router_dtype"] = rd
+        out.training_fields["moe_router_dtype"] = "--moe-router-dtype"
+    _shared_expert_overlap_dispatcher(args, "--moe-shared-expert-intermediate-size" in model_flags, out)
+    _flex_dispatcher_sms(args, number, out)
+    _loss_impl(args, out)
+    _cp_comm_type(args, out)
+    opt = args.get("--optimizer")
+    if opt is not None and opt != "adam":
+        out.unused.append(f"--optimizer {opt[:40]} (optimizer state is modelled as Adam's 12 bytes per parameter)")
+    if "--pipeline-model-parallel-layout" in args:
+        _pipeline_layout(args, out, tokens)
+    virtual: dict[str, int | None] = {k: number(k) for k in ("--virtual-pipeline-model-parallel-size",
+                                                             "--num-virtual-stages-per-pipeline-rank",
+                                                             "--num-layers-per-virtual-pipeline-stage") if k in args}
+    for name, n in virtual.items():
+        # Megatron-LM (megatron/training/arguments.py, validate_args) divides the stage's layers by the layers per
+        # virtual stage and reads 1 virtual stage as "not interleaved"; 0 would not start a job: refused, not ignored
+        if n == 0:
+            what = "layers per virtual stage" if "layers" in name else "virtual stages per rank (1: not interleaved)"
+            raise InputError("expected at least 1, got 0", where=name,
+                             allowed=f"an integer >= 1 of {what}, or leave the flag out")
+    _virtual_stage_flags_agree(virtual, args)
+    vpp = next((virtual[k] for k in ("--virtual-pipeline-model-parallel-size", "--num-virtual-stages-per-pipeline-rank")
+                if k in virtual), None)
+    per_stage = virtual.get("--num-layers-per-virtual-pipeline-stage")
+    if per_stage is not None and vpp is None:
+        layers_text = _launch_value(tokens, "--num-layers")
+        pp = out.strategy.get("pp", 1)
+        # ASCII digits: str.isdigit() is true for '²', which int() refuses (a traceback)
+        if (layers_text and layers_text.isascii() and layers_text.isdigit() and per_stage > 0
+                and int(layers_text) % (pp * per_stage) == 0):
+            vpp = int(layers_text) // (pp * per_stage)
+        else:
+            out.unused.append(f"--num-layers-per-virtual-pipeline-stage {per_stage} (needs --num-layers divisible "
+                              "by pp x layers per virtual stage; give --schedule interleaved:V)")
+    if vpp is not None and vpp > 1:
+        out.strategy["schedule"] = f"interleaved:{vpp}"
+        out.fields["schedule"] = next(iter(virtual))
+
+
+def _launch_value(tokens: list[str], name: str) -> str | None:
+    """The value of flag ``name`` as argparse keeps it (the last one given; ``--name V`` or ``--name=V``), for a flag
+    the reader does not price (a model flag) but checks a priced one against; None where not given."""
+    value = None
+    for j, tok in enumerate(tokens):
+        flag, eq, inline = tok.partition("=")
+        if flag.replace("_", "-") == name:
+            value = inline if eq else (tokens[j + 1] if j + 1 < len(tokens) else None)
+    return value
+
+
+def _pipeline_layout(args: dict[str, str | None], out: StrategyFile, tokens: list[str]) -> None:
+    """--pipeline-model-parallel-layout as strategy.stage_layers (:func:`megatron_layout_stages`) and, with V >= 2
+    virtual stages per rank, schedule interleaved:V (Megatron-LM's validate_args derives the virtual stages from the
+    layout, megatron/training/arguments.py lines 941-951 at d98e8a64dd, and asserts no
+    --num-layers-per-virtual-pipeline-stage nor --num-virtual-stages-per-pipeline-rank beside it, lines 928-939)."""
+    flag = "--pipeline-model-parallel-layout"
+    text = args.get(flag)
+    if not text:
+        raise InputError("no layout given", where=flag, allowed="a layout such as 'Et*3|(tt|)*6,t|tL'")
+    others = [f for f in ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+                          "--virtual-pipeline-model-parallel-size", "--decoder-first-pipeline-num-layers",
+                          "--decoder-last-pipeline-num-layers") if f in args]
+    if others:
+        raise InputError(f"{flag} with {others[0]} (the layout places every layer and gives the virtual stages)",
+                         where=flag, allowed=f"the layout alone, without {others[0]}")
+    if "$" in text or "`" in text:  # as number() says of a count: the reader does not expand a non-flag variable
+        out.unused.append(f"{flag} {text[:40]} (not a layout: a shell variable is not expanded; the balanced split "
+                          "is priced)")
+        return
+    pp = int(out.strategy.get("pp", 1))
+    counts, v = megatron_layout_stages(text, pp, flag)
+    # validate_layer_layout (pipeline_parallel_layer_layout.py lines 106-114 at d98e8a64dd) against the launch's own
+    # flags: the t letters are --num-layers, the m letters --mtp-num-layers (none without the flag)
+    given = {k: _launch_value(tokens, k) for k in ("--num-layers", "--mtp-num-layers")}
+    plain = {k: int(x) for k, x in given.items() if x is not None and re.fullmatch(r"\+?[0-9]{1,9}", x)}
+    n_t, n_m = sum(counts), _layout_text(text, flag).count("m")
+    if "--num-layers" in plain and plain["--num-layers"] != n_t:
+        raise InputError(f"the layout holds {n_t} decoder layers (t) but --num-layers is {plain['--num-layers']} "
+                         "(Megatron asserts them equal)", where=flag,
+                         allowed=f"a layout of {plain['--num-layers']} t letters, or --num-layers {n_t}")
+    mtp_known = "--mtp-num-layers" in plain or given["--mtp-num-layers"] is None  # not a $VARIABLE
+    want = plain.get("--mtp-num-layers", 0)
+    if mtp_known and n_m != want:
+        raise InputError(f"the layout holds {n_m} MTP layers (m) but --mtp-num-layers is "
+                         f"{want if '--mtp-num-layers' in plain else 'not given'} (Megatron asserts them equal)",
+                         where=flag, allowed=f"a layout of {want} m letters, or --mtp-num-layers {n_m}")
+    if len(counts) == 1:
+        # one stage (pp 1, no virtual stages): Megatron runs it (validate_args sets no virtual stages); every layer on
+        # the one rank is what the model prices without a split, and strategy.stage_layers needs pp >= 2
+        return
+    if pp <= 1:
+        # round 18: a launch without --pipeline-model-parallel-size (Megatron's default 1) was refused as
+        # "stage_layers (4 counts) with pp 1", words the launch never wrote
+        pp_text = args.get("--pipeline-model-parallel-size")
+        why = ("no --pipeline-model-parallel-size: Megatron's default 1" if pp_text is None else
+               f"--pipeline-model-parallel-size {pp_text[:40]} not expanded" if "$" in pp_text or "`" in pp_text else
+               f"--pipeline-model-parallel-size {pp_text[:40]}")
+        raise InputError(f"{len(counts)} stages for pipeline size 1 ({why}): the layout's stages are the pipeline's "
+                         "stages, pp x V of them", where=flag,
+                         allowed="--pipeline-model-parallel-size P >= 2 in the launch, the stages a multiple of P "
+                                 "(a --pp given on the command line does not re-read the layout)")
+    out.strategy["stage_layers"] = counts
+    out.fields["stage_layers"] = flag
+    if v > 1:
+        out.strategy["schedule"] = f"interleaved:{v}"
+        out.fields["schedule"] = flag
+
+
+def _virtual_stage_flags_agree(virtual: Mapping[str, int | None], args: dict[str, str | None]) -> None:
+    """Refuse the virtual-stage flags Megatron-LM refuses together (round 16: the reader took one and dropped the
+    other without a word). NVIDIA/Megatron-LM megatron/training/arguments.py validate_args at d98e8a64dd (L928-939,
+    and since core_r0.12.0 L439-440): "No more than one of the following arguments can be set at the same time:
+    --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank" (interleaved:4 was priced for
+    ``--num-layers-per-virtual-pipeline-stage 2 --num-virtual-stages-per-pipeline-rank 4`` whatever the layers
+    gave); and with --num-layers-per-virtual-pipeline-stage, "please use --num-virtual-stages-per-pipeline-rank to
+    specify virtual pipeline parallel degree when enable uneven pipeline parallelism" (L955-956: it asserts
+    --decoder-first/last-pipeline-num-layers unset). --virtual-pipeline-model-parallel-size (Megatron-LM's flag
+    from dd88906264 to dcef906978, 2020-12 to 2021-02; Megatron-Bridge / NeMo's config field) with
+    --num-virtual-stages-per-pipeline-rank, both the virtual stages per rank, must give the same count."""
+    per_stage, per_rank = "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"
+    if per_stage in virtual and per_rank in virtual:
+        raise InputError(f"{per_stage} {virtual[per_stage]} and {per_rank} {virtual[per_rank]} both given (Megatron-LM "
+                         "asserts no more than one of them)", where=f"{per_stage}, {per_rank}",
+                         allowed="one of them (virtual stages per rank, or layers per virtual stage)")
+    old = "--virtual-pipeline-model-parallel-size"
+    if old in virtual and per_rank in virtual and virtual[old] != virtual[per_rank]:
+        raise InputError(f"{old} {virtual[old]} and {per_rank} {virtual[per_rank]}: two different counts of virtual "
+                         "stages per rank", where=f"{old}, {per_rank}", allowed="one of them, or both the same count")
+    if per_stage in virtual:
+        uneven = [f for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers") if f in args]
+        if uneven:
+            raise InputError(f"{per_stage} with {' and '.join(uneven)} (Megatron-LM asserts: 'please use {per_rank} to "
+                             "specify virtual pipeline parallel degree when enable uneven pipeline parallelism')",
+                             where=per_stage, allowed=f"{per_rank} V with uneven first/last stages, or leave the "
+                                                      f"{'flag' if len(uneven) == 1 else 'flags'} out")
+
+
+def _shared_expert_overlap_dispatcher(args: dict[str, str | None], shared: bool, out: StrategyFile) -> None:
+    """--moe-shared-expert-overlap runs only beside the alltoall or flex dispatcher: Megatron-Core raises
+    "moe_shared_expert_overlap only works with alltoall or flex token dispatcher" for a model with shared experts
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/transformer_config.py lines 1813-1826; alltoall alone at
+    core_r0.10.0-core_r0.12.0), and --moe-token-dispatcher-type defaults to allgather (megatron/training/arguments.py
+    at core_v0.15.0 0d7e02bd26 line 3133). A launch naming the shared experts' size
+    (``shared``: --moe-shared-expert-intermediate-size) there is refused as Megatron refuses it; one without (the
+    model from
+    --model) prices no overlap, named as not used (Megatron would refuse it for a model with shared experts and
+    ignore it for one without)."""
+    if not out.strategy.get("moe_shared_expert_overlap"):
+        return
+    kind = args.get("--moe-token-dispatcher-type") or "allgather"
+    if kind in ("alltoall", "flex"):
+        return
+    shown = f"--moe-token-dispatcher-type {kind}" if "--moe-token-dispatcher-type" in args else \
+        "the default dispatcher, allgather"
+    if shared:
+        raise InputError(f"--moe-shared-expert-overlap with {shown}: Megatron-Core runs the shared experts beside "
+                         "the alltoall or flex dispatcher only ('moe_shared_expert_overlap only works with alltoall "
+                         "or flex token dispatcher')", where="--moe-shared-expert-overlap",
+                         allowed="--moe-token-dispatcher-type alltoall or flex, or leave --moe-shared-expert-overlap "
+                                 "out")
+    del out.strategy["moe_shared_expert_overlap"]
+    out.fields.pop("moe_shared_expert_overlap", None)
+    out.unused.append(f"--moe-shared-expert-overlap with {shown} (Megatron-Core runs it beside the alltoall or flex "
+                      "dispatcher only, and refuses it for a model with shared experts)")
+
+
+#: Megatron-Core's flex dispatcher backends (TransformerConfig.moe_flex_dispatcher_backend, Literal['deepep',
+#: 'hybridep', 'ncclep'], default deepep: megatron/core/transformer/transformer_config.py L898 @d98e8a64dd) and its
+#: SM-count flags there (L964-975): ``moe_flex_dispatcher_num_sms`` "for all backends", and the deprecated
+#: per-backend ``moe_deepep_num_sms`` / ``moe_hybridep_num_sms``, both routed to it in __post_init__ (L1792-1811)
+_MEG_FLEX_SMS_UNIFIED = "--moe-flex-dispatcher-num-sms"
+_MEG_FLEX_SMS_DEPRECATED = ("--moe-deepep-num-sms", "--moe-hybridep-num-sms")
+
+
+def _flex_dispatcher_sms(args: dict[str, str | None], number: Any, out: StrategyFile) -> None:
+    """The SMs the flex dispatcher's own dispatch/combine kernels run on -> strategy.ep_dispatch_sms
+    (docs/model.md#contention, "EP dispatch kernels"), as NVIDIA/Megatron-LM d98e8a64dd reads its flags: they are
+    generated from TransformerConfig by ArgumentGroupFactory (megatron/training/arguments.py L2373-2374; type int)
+    and megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ (L1792-1811) routes the
+    deprecated ``--moe-deepep-num-sms`` and ``--moe-hybridep-num-sms`` to ``moe_flex_dispatcher_num_sms`` whatever
+    the backend, an explicit ``--moe-flex-dispatcher-num-sms`` taking precedence (the others are then named as not
+    used), and raises ValueError ("Conflicting deprecated SM-count knobs") on the two deprecated ones with different
+    counts and no unified flag: refused here at both flags. The one count sizes every backend
+    (megatron/core/transformer/moe/token_dispatcher.py L1157-1158 hybridep, L1287-1292 deepep). Older Megatron-Core
+    (002255075c) sized each backend by its own flag only; that reading is not kept. Read when the flex dispatcher
+    runs (--moe-token-dispatcher-type flex). The backend goes to strategy.moe_flex_backend (deepep, Megatron-Core's
+    default, or hybridep: their bytes per token and their own SM counts differ, docs/model.md#ep-hierarchical); the
+    ncclep backend (NCCL EP through Transformer Engine, whose kernels this model does not read) is named as not used,
+    priced as DeepEP, and its count named as not used. The deprecated --moe-enable-deepep sets deepep, as
+    TransformerConfig.__post_init__ does, and is refused where it raises (without flex, with hybridep). The bound by
+    the accelerator's SM count is the engine's (job.check_ep_dispatch_sms), named at the flag through out.fields.
+    Without a count the engine prices the backend's own default (job.flex_default_sms: DeepEP 20, HybridEP 24 in one
+    NVLink domain, 8 across)."""
+    given = [f for f in (_MEG_FLEX_SMS_UNIFIED, *_MEG_FLEX_SMS_DEPRECATED) if f in args]
+    switch = "--moe-enable-deepep" in args
+    if "--moe-flex-dispatcher-backend" not in args and not given and not switch:
+        return
+    backend = args.get("--moe-flex-dispatcher-backend", "deepep")
+    if backend not in ("deepep", "hybridep", "ncclep"):  # argparse choices of the Literal
+        shown = "no value" if backend is None else repr(backend[:40])
+        raise InputError(f"unknown flex dispatcher backend: {shown}", where="--moe-flex-dispatcher-backend",
+                         allowed="deepep, hybridep or ncclep (Megatron-Core moe_flex_dispatcher_backend)")
+    flex = out.strategy.get("moe_flex_dispatcher", False)
+    if switch:
+        # the deprecated switch: TransformerConfig.__post_init__ (d98e8a64dd L1743-1752, 002255075c L1447-1456) raises
+        # without the flex dispatcher and with hybridep named, and otherwise sets the backend to deepep (ncclep too)
+        if not flex:
+            raise InputError("--moe-enable-deepep without --moe-token-dispatcher-type flex (Megatron-Core raises "
+                             "'DeepEP backend is only supported with flex token dispatcher')",
+                             where="--moe-enable-deepep", allowed="--moe-token-dispatcher-type flex with it, or "
+                                                                 "leave it out")
+        if backend == "hybridep":
+            raise InputError("--moe-enable-deepep with --moe-flex-dispatcher-backend hybridep (Megatron-Core raises "
+                             "'Only one backend is supported for flex token dispatcher')", where="--moe-enable-deepep",
+                             allowed="one backend: --moe-flex-dispatcher-backend deepep or hybridep "
+                                     "(--moe-enable-deepep is the deprecated spelling of deepep)")
+        backend = "deepep"
+        out.strategy["moe_flex_backend"] = backend
+        out.fields["moe_flex_backend"] = "--moe-enable-deepep"
+    counts: dict[str, int] = {}
+    for flag in given:
+        n = number(flag)  # a count (refused otherwise) or None for a $VARIABLE (named as not used)
+        if n == 0:
+            raise InputError("expected at least 1 SM, got 0", where=flag,
+                             allowed="a positive number of SMs, at most the accelerator's, or leave the flag out")
+        if n is not None:
+            counts[flag] = n
+    if not flex:
+        if "--moe-flex-dispatcher-backend" in args:
+            out.unused.append(f"--moe-flex-dispatcher-backend {backend} (read with --moe-token-dispatcher-type flex)")
+        out.unused.extend(f"{f} {counts[f]} (read with --moe-token-dispatcher-type flex)" for f in counts)
+        return
+    if backend == "ncclep":  # NCCL EP through Transformer Engine: the model prices DeepEP / HybridEP kernels
+        out.unused.append("--moe-flex-dispatcher-backend ncclep (priced as the DeepEP dispatcher)")
+        out.unused.extend(f"{f} {counts[f]} (the SMs of DeepEP / HybridEP kernels)" for f in counts)
+        return
+    if "--moe-flex-dispatcher-backend" in args:
+        out.strategy["moe_flex_backend"] = backend
+        out.fields["moe_flex_backend"] = "--moe-flex-dispatcher-backend"
+    deprecated = {f: counts[f] for f in _MEG_FLEX_SMS_DEPRECATED if f in counts}
+    if _MEG_FLEX_SMS_UNIFIED in given:  # a $VARIABLE too: Megatron-Core checks the others only when it is None
+        chosen: str | None = _MEG_FLEX_SMS_UNIFIED if _MEG_FLEX_SMS_UNIFIED in counts else None
+        out.unused.extend(f"{f} {n} ({_MEG_FLEX_SMS_UNIFIED} takes precedence)" for f, n in deprecated.items())
+    elif len(set(deprecated.values())) > 1:
+        shown = " and ".join(f"{f} {n}" for f, n in deprecated.items())
+        raise InputError(f"two different SM counts, {shown}: both flags are deprecated and set the one "
+                         f"{_MEG_FLEX_SMS_UNIFIED} of every backend (Megatron-Core TransformerConfig raises "
+                         "'Conflicting deprecated SM-count knobs')", where=", ".join(deprecated),
+                         allowed=f"one {_MEG_FLEX_SMS_UNIFIED} N, or the same count on both flags")
+    else:
+        chosen = next(iter(deprecated), None)
+    if chosen is not None:
+        out.strategy["ep_dispatch_sms"] = counts[chosen]
+        out.fields["ep_dispatch_sms"] = chosen
+
+
+#: Megatron-Core --recompute-modules the activation model prices (strategy.recompute_modules); its others
+#: (gdn_norm_out, gdp_in_proj, gdp_qkv, mhc) are named as not used.
+_MEG_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act", "moe", "layernorm", "mlp", "shared_experts")
+#: Every module Megatron-Core's TransformerConfig takes in recompute_modules (allowed_modules, transformer_config.py
+#: L1943-1961 at d98e8a64dd); it asserts against any other ("Invalid choices for recompute_modules")
+_MEG_RECOMPUTE_MODULES_ALL = (*_MEG_RECOMPUTE_MODULES, "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc")
+
+
+def _refuse_selective_partial(partial: Sequence[str], activations: bool) -> None:
+    """Megatron refuses --recompute-method / --recompute-num-layers with selective recompute (validate_args asserts
+    "recompute method is not yet supported for selective recomputing granularity", arguments.py L1425-1428, and
+    TransformerConfig raises on recompute_num_layers with selective, transformer_config.py L1926-1932, at
+    d98e8a64dd); ``activations``: the granularity is selective because --recompute-activations was given."""
+    raise InputError(f"{' and '.join(partial)} with selective recompute" + (
+        " (--recompute-activations sets the granularity to selective)" if activations else ""), where=partial[0],
+        allowed=f"{' and '.join(partial)} with --recompute-granularity full (without --recompute-activations), or "
+                "leave it out")
+
+
+def _recompute_modules(args: dict[str, str | None], out: StrategyFile) -> None:
+    """Megatron-LM's ``--recompute-modules M ...`` (nargs='*', read with --recompute-granularity selective;
+    megatron/training/arguments.py) -> strategy.recompute_modules. The flag was listed as not used with its first
+    word only: ``--recompute-modules core_attn moe_act`` warned "--recompute-modules core_attn" and moe_act was
+    skipped as a positional."""
+    if "--recompute-modules" not in args:
+        return
+    words = str(args["--recompute-modules"] or "").split()
+    listed = next((w for w in words if "," in w), None)
+    if listed is not None:  # one name to argparse, "Invalid choices for recompute_modules" to Megatron-Core; it was
+        # warned as not used with "(the activation memory prices core_attn, ..., moe)", naming the very modules given
+        raise InputError(f"{listed[:60]!r} is one module name to Megatron-LM, which refuses it (the modules "
+                         "are separate words, not comma-separated)",
+                         where="--recompute-modules", allowed="space-separated module names, e.g. --recompute-modules "
+                                                              "core_attn moe_act")
+    shown = " ".join(words)[:60] or "(no module)"
+    if out.strategy.get("recompute") == "selective" and not words:
+        # selective with the flag and no word: argparse's nargs='*' gives [] (arguments.py before 639c08ab82,
+        # 2026-01-29, e.g. core_r0.15.0), which TransformerConfig.__post_init__ keeps (only None becomes
+        # ["core_attn"]) and no layer finds a module in: nothing is recomputed. It was warned "not used" and priced
+        # as the default core_attn. (From 639c08ab82 the flag is generated from TransformerConfig with nargs='+', and
+        # argparse refuses it without a word: no such job starts.)
+        out.strategy["recompute"] = "none"
+        out.fields["recompute"] = "--recompute-granularity selective --recompute-modules"
+        return
+    if out.strategy.get("recompute") != "selective" or not words:
+        out.unused.append(f"--recompute-modules {shown} (read with --recompute-granularity selective and at least "
+                          "one module)")
+        return
+    invalid = next((w for w in words if w not in _MEG_RECOMPUTE_MODULES_ALL and "$" not in w and "`" not in w), None)
+    if invalid is not None:  # round 17: warned "not used" and priced as the modules given beside it (or core_attn)
+        raise InputError(f"unknown module {invalid[:40]!r} (Megatron-Core asserts \"Invalid choices for "
+                         "recompute_modules\", transformer_config.py L1943-1961 at d98e8a64dd)",
+                         where="--recompute-modules", allowed=", ".join(_MEG_RECOMPUTE_MODULES_ALL))
+    priced = [w for w in dict.fromkeys(words) if w in _MEG_RECOMPUTE_MODULES]
+    other = [w for w in dict.fromkeys(words) if w not in _MEG_RECOMPUTE_MODULES]
+    if priced:
+        out.strategy["recompute_modules"] = ",".join(priced)
+    if other:
+        out.unused.append(f"--recompute-modules {' '.join(other)[:60]} (the activation memory prices "
+                          f"{', '.join(_MEG_RECOMPUTE_MODULES)})")
+
+
+def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -> None:
+    """Megatron-LM's own data-parallel wrapper (megatron/training/training.py get_model: Megatron-Core DDP unless
+    --use-torch-fsdp2 or --use-megatron-fsdp): ``megatron_ddp``, whose default buckets the engine prices
+    (step.megatron_bucket_elements); --overlap-grad-reduce is off by default there (arguments.py
+    ``default=False``), so its absence turns ``overlap`` off; --ddp-bucket-size N elements -> bucket_size N x the
+    gradient bytes (the engine divides by them again)."""
+    fsdp = [k for k in _MEG_FSDP if k in args]
+    if fsdp:  # was dropped without a word: the launch was priced as DDP with replicated parameters
+        ignored = [k for k in ("--ddp-bucket-size", "--ddp-num-buckets") if k in args]
+        out.unused.append(f"{' '.join(fsdp)} (FSDP is not read from the flags: give --zero fsdp, or --zero hsdp with "
+                          "strategy.shard_group, to price sharded parameters"
+                          + (f"; {', '.join(ignored)} not used with it" if ignored else "") + ")")
+        return
+    out.default("strategy", "megatron_ddp", True, _MEG_DDP)
+    if "--overlap-grad-reduce" not in args:
+        out.default("strategy", "overlap", False, _MEG_OVERLAP_GRAD_REDUCE)
+    if "--ddp-bucket-size" in args and (n := number("--ddp-bucket-size")) is not None:
+        if n == 0:
+            raise InputError("expected at least 1, got 0", where="--ddp-bucket-size",
+                             allowed="gradient elements per bucket, e.g. 40000000, or leave the flag out")
+        out.strategy["bucket_size"] = _bucket_bytes(n, _grad_bytes(out), "--ddp-bucket-size")
+    if args.get("--ddp-num-buckets") is not None:
+        out.unused.append(f"--ddp-num-buckets {str(args['--ddp-num-buckets'])[:40]} (bucket = parameters / N; give "
+                          "--ddp-bucket-size instead)")
