@@ -22,6 +22,7 @@ from scalemodel.engine.step import (
     ps_server_line,
 )
 from scalemodel.errors import Origin
+from scalemodel.units import format_quantity
 
 
 @dataclass
@@ -176,19 +177,18 @@ def _ps_note(job: Job, dp_comm: str) -> str:
     """What ``ps:K`` was priced on, the defaults the user did not give: dedicated servers' NIC (the cluster's
     parameter_server.nic_bandwidth, else a node's NIC) and summing DRAM (docs/model.md#parameter-server); colocated
     servers share the worker machines' NICs."""
-    from scalemodel.units import format_quantity as fq
-
     k = dp_comm.split(":")[1]
     if dp_comm.endswith(":colocated"):
         return (f"dp_comm {dp_comm}: {k} servers on the worker machines, sharing their NICs "
                 "(docs/model.md#parameter-server)")
     line, nic = ps_server_line(job)
-    rate = fq(line * 8, "bandwidth").replace("B/s", "bit/s")
+    rate = format_quantity(line * 8, "bandwidth").replace("B/s", "bit/s")
     whence = ("cluster.parameter_server.nic_bandwidth" if job.ps_server_nic_bandwidth > 0 else
               f"the default: a node's {job.network.gpus_per_node} x {nic.name} line rate; "
               "cluster.parameter_server.nic_bandwidth sets it")
     return (f"dp_comm {dp_comm}: {k} dedicated server machines, each with a {rate} NIC at {nic.name}'s efficiency "
-            f"{nic.efficiency:g} ({whence}), summing in {fq(job.ps_server_memory_bandwidth, 'bandwidth')} of DRAM "
+            f"{nic.efficiency:g} ({whence}), summing in "
+            f"{format_quantity(job.ps_server_memory_bandwidth, 'bandwidth')} of DRAM "
             "(cluster.parameter_server.memory_bandwidth; docs/model.md#parameter-server)")
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from scalemodel.errors import InputError, shown
 from scalemodel.specs import notices
 from scalemodel.specs.files import read_by_this_invocation
+from scalemodel.units import format_quantity
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -26,8 +27,6 @@ SCHEMA_VERSION = "1.0"
 def duration(seconds: float, days: str = "days") -> str:
     """A time to train: whole days from two days up ('29.9 days'), else in hours or less ('7.644 h'): plan, predict
     and scale printed '0.3 days' for every plan of a 7-8 hour job, which its ranking by time to train told apart."""
-    from scalemodel.units import format_quantity
-
     return f"{seconds / 86400:,.1f} {days}" if seconds >= 2 * 86400 else format_quantity(seconds, "time")
 
 
