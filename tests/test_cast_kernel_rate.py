@@ -26,7 +26,7 @@ import pytest
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute
-from scalemodel.engine import step
+from scalemodel.engine import pipeline_ranks, step
 from scalemodel.engine.job import build_job
 
 M, H, FF, NQ = 15872, 4096, 16384, 12288
@@ -176,7 +176,7 @@ def test_an_mxfp8_attention_block_in_an_nvfp4_run_takes_mxfp8s_factor() -> None:
     nbytes = (2 + 2 * (1 + 1 / 32)) * (2 * T * h + h * 3 * h + h * h)
     j0, g0 = _mixed("gpt-7.5b", {}, module_precision={"attention_proj": "bf16"})
     j1, g1 = _mixed("gpt-7.5b", {}, module_precision={"attention_proj": "mxfp8"})
-    assert j1.fp8_recipe == "nvfp4" and float(np.ravel(step.microbatches(g1))[0]) == 1.0
+    assert j1.fp8_recipe == "nvfp4" and float(np.ravel(pipeline_ranks.microbatches(g1))[0]) == 1.0
     got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
     assert float(np.ravel(got)[0]) == pytest.approx(nbytes / (8e12 * 0.85) * 1.282, rel=1e-9)
 
@@ -191,7 +191,7 @@ def test_an_mxfp8_mamba_out_proj_in_an_nvfp4_run_takes_mxfp8s_factor() -> None:
     j0, g0 = _mixed("nemotron-3-super", {"ep": 8})
     j1, g1 = _mixed("nemotron-3-super", {"ep": 8}, module_precision={"mamba_out_proj": "mxfp8"})
     hy, L = j0.shape.hybrid, float(j0.shape.layers)
-    assert float(np.ravel(step.microbatches(g0))[0]) == 1.0
+    assert float(np.ravel(pipeline_ranks.microbatches(g0))[0]) == 1.0
     want = hy.mamba / L * n * ((2 + 2 * (1 + 1 / 32)) * 1.282 - (4 + 2 * 0.5625) * 1.409) / (8e12 * 0.85)
     got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
     assert float(np.ravel(got)[0]) == pytest.approx(want, rel=1e-9)

@@ -209,7 +209,8 @@ def test_memory_total_is_the_total_of_the_parts(model: str, cluster: str, gpus: 
 
     from scalemodel.engine import planner
     from scalemodel.engine.job import build_job
-    from scalemodel.engine.step import memory_parts, memory_total, microbatches
+    from scalemodel.engine.pipeline_ranks import microbatches
+    from scalemodel.engine.step import memory_parts, memory_total
     from scalemodel.specs import TrainingSpec, load_cluster, load_workload
 
     job = build_job(load_cluster(cluster, []), load_workload(model, []), TrainingSpec(global_batch=gpus))

@@ -16,7 +16,7 @@ import pytest
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute, mamba
 from scalemodel.cost import transformer as tr
-from scalemodel.engine import step
+from scalemodel.engine import pipeline_ranks, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.errors import InputError
 
@@ -134,7 +134,8 @@ def test_engine_prices_attention_proj_bf16_between_the_runs() -> None:
         "proj_peak_flops": jm.attention_peak_flops, "proj_gemm_max": jm.attention_gemm_max,
         "proj_gemm_half_dim": jm.attention_gemm_half_dim}
     from dataclasses import replace
-    assert step.module_recipe(replace(jm, fp8_recipe=""), "attention_proj") is None  # a BF16 layer is BF16 whole
+    # a BF16 layer is BF16 whole
+    assert step.module_recipe(replace(jm, fp8_recipe=""), "attention_proj") is None
 
 
 def test_engine_mxfp8_rate_is_the_fp8_curve_times_the_mxfp8_factor() -> None:
@@ -153,7 +154,8 @@ def test_mtp_bf16_prices_the_block_at_bf16() -> None:
     j4, g4 = _job("gb200-nvl72", "fp4", model="nemotron-3-super")
     jm, gm = _job("gb200-nvl72", "fp4", model="nemotron-3-super", module_precision={"mtp": "bf16"})
     one = np.array([4.0])
-    last = [float(np.ravel(step._compute_per_microbatch(j, g, one)["total"])[0]) for j, g in ((j4, g4), (jm, gm))]
+    last = [float(np.ravel(step._compute_per_microbatch(j, g, one)["total"])[0])
+            for j, g in ((j4, g4), (jm, gm))]
     mid = [float(np.ravel(step._compute_per_microbatch(j, g, one, False)["total"])[0]) for j, g in ((j4, g4),
                                                                                                   (jm, gm))]
     assert last[1] > last[0] and mid[1] == mid[0]
@@ -277,9 +279,9 @@ def test_selective_moe_recompute_with_own_precision_latent_by_hand() -> None:
 
 
 def test_recomputed_moe_block_casts_do_not_depend_on_the_attention_precision() -> None:
-    """Selective recompute of moe reruns the MoE block's forward casts (step.fp8_moe_recompute_casts); the block holds
-    no attention, so mixtral-8x7b's recomputed casts on B200 NVFP4 are the same with the attention projections in
-    BF16 as without (the override moves the attention block's casts only)."""
+    """Selective recompute of moe reruns the MoE block's forward casts (step.fp8_moe_recompute_casts); the
+    block holds no attention, so mixtral-8x7b's recomputed casts on B200 NVFP4 are the same with the attention
+    projections in BF16 as without (the override moves the attention block's casts only)."""
     def casts(**training: Any) -> float:
         tr_in: dict[str, Any] = {"precision": "fp4", "global_batch": 1, "micro_batch": 1, **training}
         cl, wl, trs, stg = build_specs(cluster="dgx-b200", model="mixtral-8x7b", sets=[], training=tr_in,
@@ -324,7 +326,7 @@ def test_bf16_out_proj_under_fp8_param_gather_removes_what_the_run_casts() -> No
     assert bool(np.ravel(step.fp8_params_held(j0, g0))[0])
     md, hy, L = j0.shape.mamba, j0.shape.hybrid, float(j0.shape.layers)
     T, t, m = float(j0.seq_len), 8.0, 4.0
-    assert float(np.ravel(step.microbatches(g0))[0]) == m
+    assert float(np.ravel(pipeline_ranks.microbatches(g0))[0]) == m
     nbytes = 4.0 * T * md.d_inner / t + 2.0 * md.hidden * md.d_inner / t / m
     want = -(hy.mamba / L) * nbytes / (j0.memory_bandwidth * j0.memory_efficiency)
     got = step.fp8_cast_per_layer(j1, g1, 0.0)[0] - step.fp8_cast_per_layer(j0, g0, 0.0)[0]
@@ -349,7 +351,7 @@ def test_bf16_out_proj_never_makes_a_mamba_layer_cast_negative() -> None:
     md, hy, L = j0.shape.mamba, j0.shape.hybrid, float(j0.shape.layers)
     T = float(j0.seq_len)
     f, _, w = compute.fp8_quantize_bytes(j0.shape, micro_batch=1.0, seq_len=T, recipe="delayed", transpose_copy=True)
-    m = float(np.ravel(step.microbatches(g0))[0])
+    m = float(np.ravel(pipeline_ranks.microbatches(g0))[0])
     bw = j0.memory_bandwidth * j0.memory_efficiency
     half = float(np.ravel(f + w / m)[0]) / 2
     assert half < 4.0 * T * md.d_inner  # the run's out_proj input cast alone exceeds the half-layer estimate

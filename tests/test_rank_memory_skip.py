@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scalemodel.cost import memory
-from scalemodel.engine import step
+from scalemodel.engine import pipeline_ranks, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
@@ -38,15 +38,15 @@ def test_dsv3_pp8_peak_is_the_largest_rank(schedule: str) -> None:
     job = build_job(load_cluster("dgx-h100"), load_workload("deepseek-v3"), TrainingSpec(precision="bf16"))
     st = StrategySpec(tp=1, pp=8, dp=64, ep=8, schedule=schedule)
     g = grid_from_strategy(st, TrainingSpec(global_batch=1024, precision="bf16"), 512, job)
-    m = step.microbatches(g)
-    splits = step._rank_layers(job, g)
+    m = pipeline_ranks.microbatches(g)
+    splits = pipeline_ranks._rank_layers(job, g)
     assert splits is not None and len(splits) == 1
     ranks = splits[0].ranks
     assert [len(s) for s in ranks] == [8] * 5 + [7] * 3 and ranks[0] == "ddd" + "e" * 5
     d_mtp = float(job.shape.mtp_layers)
     totals = []
     for r, s in enumerate(ranks):
-        part = step._part_job(job, s)
+        part = pipeline_ranks._part_job(job, s)
         kw = step._memory_kwargs(part, g, m, "bsp", memory.DEFAULT_FRAGMENTATION, memory.DEFAULT_WORKSPACE)
         where = (dict(embedding=d_mtp > 0, head=True, mtp_modules=d_mtp) if r == 7
                  else dict(mtp_modules=0.0) if r == 0 else dict(embedding=False))

@@ -16,14 +16,8 @@ import numpy as np
 
 from scalemodel.cost import memory as M
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
-from scalemodel.engine.step import (
-    INFEASIBLE_REASONS,
-    Infeasible,
-    feasibility,
-    memory_peak_stage,
-    memory_total,
-    microbatches,
-)
+from scalemodel.engine.pipeline_ranks import microbatches
+from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, feasibility, memory_peak_stage, memory_total
 from scalemodel.errors import InputError, Origin
 
 #: The parts of the per-GPU memory, in the order of the JSON object (then ``total``).
@@ -65,7 +59,8 @@ class MemoryResult:
 def _divisors(n: int) -> np.ndarray:
     small = np.arange(1, int(np.sqrt(n)) + 2)
     small = small[(small <= n) & (n % small == 0)]
-    return np.unique(np.concatenate([small, n // small]), return_counts=True)[0]  # without numpy.ma (see step.py)
+    # without numpy.ma (see step.py)
+    return np.unique(np.concatenate([small, n // small]), return_counts=True)[0]
 
 
 def _largest_micro_batch(job: Job, grid: StrategyGrid, global_batch: int | None, states: float, act1: float,

@@ -103,6 +103,7 @@ from scalemodel.engine.job import (
     warn_unfused_attention,
 )
 from scalemodel.engine.parts import BREAKDOWN_KEYS
+from scalemodel.engine.pipeline_ranks import microbatches
 from scalemodel.engine.predict import Prediction, result_at
 from scalemodel.engine.step import (
     REASON_KEYS,
@@ -113,7 +114,6 @@ from scalemodel.engine.step import (
     evaluate,
     feasibility,
     memory_total,
-    microbatches,
     moe_block_recomputed,
     needs_replicas,
     shares_bsp_comm,
@@ -239,7 +239,8 @@ def configurations(job: Job, gpus: int, global_batch: int, constraints: Constrai
         if sh.mamba is not None:  # MambaMixer asserts nheads % tp == 0 and ngroups % tp == 0
             tp_c = tp_c[(np.mod(float(sh.mamba.heads), tp_c) == 0) & (np.mod(float(sh.mamba.groups), tp_c) == 0)]
         pp_c = div[div <= layers]
-        if segments > 1:  # a hybrid pattern's '|' segments are the stages: pp divides them (step._layers_split)
+        # a hybrid pattern's '|' segments are the stages: pp divides them (pipeline_ranks._layers_split)
+        if segments > 1:
             pp_c = pp_c[(pp_c == 1) | (segments % pp_c == 0)]
         cp_c = div[(div == 1) | (2 * div <= job.seq_len)]
         ep_c = div[div <= experts] if experts > 0 else np.asarray([1])
@@ -1519,7 +1520,7 @@ def pins(strategy: Any, names: Sequence[str], written: Mapping[str, str] | None 
             fixed["recompute_uniform"] = RecomputeMethod.parse(value) == RecomputeMethod.UNIFORM
         elif name == "stage_layers":
             # every candidate runs this split (its code in job.STAGE_SPLITS); a candidate whose pp x V is not its
-            # length is infeasible (step._layers_split), as for first/last_stage_layers
+            # length is infeasible (pipeline_ranks._layers_split), as for first/last_stage_layers
             fixed["stage_split"] = -1 if value is None else stage_split_code(value)
         elif name == "loss_impl":
             fixed[name] = int(LossImpl.parse(value, "strategy.loss_impl"))
@@ -1663,7 +1664,8 @@ def _moe_a2a_overlap_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str,
     (job._check_moe_a2a_overlap, TransformerConfig.__post_init__ at NVIDIA/Megatron-LM@d98e8a64dd): no full
     recompute (the recompute axis drops it), and no selective recompute of moe, refused when both are pinned
     (recompute_modules moe needs recompute selective, so no candidate would be left). The step keeps the all-to-alls
-    exposed on such candidates (step._with_moe_a2a_overlap), but plan ranked them under the pinned flag."""
+    exposed on such candidates (step._with_moe_a2a_overlap), but plan ranked them under the pinned
+    flag."""
     if int(fixed.get("recompute_modules", 0)) & RECOMPUTE_MODULES["moe"]:
         # no candidate could run (step Infeasible.MOE_A2A_OVERLAP_INVALID): refused as predict refuses it
         raise InputError("moe_a2a_overlap does not run with selective recompute of moe", where=where,

@@ -119,8 +119,8 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
 def _layers_detail(job: Job, strategy: dict[str, Any]) -> str | None:
     """The layer count and chunk count behind ``layers_not_divisible`` for the common case, an interleaved
     schedule on a plain (not hybrid) stack with no given stage or chunk sizes, where Megatron-Core needs
-    L divisible by pp x v (step._layers_split): which v would divide, or that none does and the first/last chunk
-    sizes (Megatron's account-for-embedding/loss split) are the way. None for the other cases (the reason's
+    L divisible by pp x v (pipeline_ranks._layers_split): which v would divide, or that none does and the first/last
+    chunk sizes (Megatron's account-for-embedding/loss split) are the way. None for the other cases (the reason's
     sentence names them)."""
     sched = str(strategy.get("schedule", ""))
     if not job.is_transformer or job.shape.hybrid is not None or not sched.startswith("interleaved:"):
