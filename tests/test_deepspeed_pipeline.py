@@ -8,7 +8,7 @@ import pytest
 from grid_helpers import evaluated, first
 
 from scalemodel.cost import collectives as coll
-from scalemodel.engine.step import grad_accumulation_time
+from scalemodel.engine.layer_compute import grad_accumulation_time
 from scalemodel.errors import InputError
 from scalemodel.specs import TrainingSpec, load_workload
 

@@ -11,7 +11,7 @@ import pytest
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups, place
-from scalemodel.engine import step
+from scalemodel.engine import layer_compute, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.errors import InputError
 from scalemodel.specs import TransformerWorkload, load_cluster
@@ -76,7 +76,7 @@ def test_allgather_layer_count_four_ops_make_fwd_plus_bwd() -> None:
     """The step counts 4 of coll['ep'] per MoE layer and micro-batch: the layer's forward + backward traffic."""
     job, g, c = _coll(tp=1, dp=4, ep=4, moe_allgather_dispatcher=True)
     per_layer = 4.0 * _by_hand(B * S, 4)
-    raw = step._compute_per_microbatch(job, g, np.asarray(float(LAYERS)), logits_on_stage=True)
+    raw = layer_compute._compute_per_microbatch(job, g, np.asarray(float(LAYERS)), logits_on_stage=True)
     comp = step._overlap_windows(raw, job.overlap_efficiency)
     mp = step._model_parallel_comm(job, g, comp, c)
     assert float(np.ravel(mp["ep"])[0]) == pytest.approx(LAYERS * per_layer, rel=1e-9)
@@ -155,7 +155,7 @@ def test_recomputed_forward_runs_the_forward_gathers() -> None:
     g = grid_from_strategy(st, tr, 4, job)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
     c = step._mp_collectives(job, g, groups)
-    raw = step._compute_per_microbatch(job, g, np.asarray(float(LAYERS)), logits_on_stage=True)
+    raw = layer_compute._compute_per_microbatch(job, g, np.asarray(float(LAYERS)), logits_on_stage=True)
     mp = step._model_parallel_comm(job, g, step._overlap_windows(raw, job.overlap_efficiency), c)
     size = 4 * B * S
     fwd = (_t("allgather", size * E, 4) + _t("allgather", size * E * EB, 4)

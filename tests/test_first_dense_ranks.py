@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from scalemodel.cost import transformer
-from scalemodel.engine import pipeline_ranks, step
+from scalemodel.engine import layer_compute, pipeline_ranks, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 from scalemodel.specs.workload import MoESpec, TransformerWorkload
@@ -88,7 +88,7 @@ def test_each_rank_compute_and_expert_traffic_are_its_own_layers() -> None:
     assert float(mp_ee["ep"][0]) == pytest.approx(float(mp_mean["ep"][0]) * 2.0 / 1.5, rel=1e-12)
 
     def fwd(j, n: float) -> float:  # type: ignore[no-untyped-def]
-        return float(step._compute_per_microbatch(j, g, np.full(1, n), logits_on_stage=False)["forward"][0])
+        return float(layer_compute._compute_per_microbatch(j, g, np.full(1, n), logits_on_stage=False)["forward"][0])
 
     moe_one, dense_one = step._one_kind_job(job, "moe"), step._one_kind_job(job, "dense")
     base = fwd(job, 0.0)

@@ -1,4 +1,4 @@
-"""A hybrid pattern's ranks priced faster, to the bit (engine.step._kind_times, the ranks' shared per-layer
+"""A hybrid pattern's ranks priced faster, to the bit (engine.layer_compute._kind_times, the ranks' shared per-layer
 activation memo in step._segment_memory, cost.transformer.tp_whole_elements remembered per shape).
 
 A rank of a hybrid pattern is the job with its own kind counts (pipeline_ranks._part_job). One layer's time of a kind,
@@ -16,7 +16,7 @@ import pytest
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
 from scalemodel.choices import ScheduleKind
 from scalemodel.cost import transformer
-from scalemodel.engine import pipeline_ranks, step
+from scalemodel.engine import layer_compute, pipeline_ranks, step
 from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
 
 GB, GPUS = 64, 16
@@ -41,7 +41,7 @@ class _Never(dict):
 
 def _without_memos(monkeypatch):
     """Every rank priced on its own: no shared kind times, no shared per-layer activations, no shape memo."""
-    monkeypatch.setattr(step, "_kind_times", lambda job, g: {})
+    monkeypatch.setattr(layer_compute, "_kind_times", lambda job, g: {})
     kwargs = step._memory_kwargs
     monkeypatch.setattr(step, "_memory_kwargs", lambda *a, **k: dict(kwargs(*a, **k), per_layer=None))
     monkeypatch.setattr(transformer, "_WHOLE_MEMO", _Never())
@@ -104,7 +104,7 @@ def test_the_memos_are_used_and_their_values_read_only():
     whole-per-TP-rank elements are one object, frozen."""
     job, g = _job_grid("EEEMMMM*EE-M", pp=4, ep=2)
     step.evaluate(job, g)
-    kinds = step._KIND_MEMO["last"][2]
+    kinds = layer_compute._KIND_MEMO["last"][2]
     assert set(kinds) == {"attention", "mlp", "moe", "mamba"}
     w = transformer.tp_whole_elements(job.shape)
     assert w is transformer.tp_whole_elements(job.shape)

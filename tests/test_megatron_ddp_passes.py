@@ -1,6 +1,6 @@
 """Megatron-Core DDP's passes outside the GEMMs (strategy megatron_ddp): the word embedding's dense gradient and its
-add into main_grad every micro-batch (step.embedding_grad_time), and the zeroing of the whole gradient buffer every
-step (step.grad_buffer_reset_time), against bytes worked out by hand from the code paths they cite
+add into main_grad every micro-batch (layer_compute.embedding_grad_time), and the zeroing of the whole gradient buffer
+every step (step.grad_buffer_reset_time), against bytes worked out by hand from the code paths they cite
 (F.embedding's CUDA backward, DistributedDataParallel._make_param_hook, ParamAndGradBuffer.reset)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from grid_helpers import HBM, grid8, one
 
-from scalemodel.engine import planner, step
+from scalemodel.engine import layer_compute, planner, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster
 from scalemodel.specs.workload import TransformerWorkload
@@ -39,13 +39,14 @@ def h100():  # type: ignore[no-untyped-def]
 def test_embedding_grad_by_hand(h100, grad_bytes, per_element) -> None:  # type: ignore[no-untyped-def]
     # zero-filled dense bf16 gradient (write 2), then main_grad.add_(grad): read main_grad g, read grad 2, write g
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=grad_bytes))
-    assert one(step.embedding_grad_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
+    assert one(layer_compute.embedding_grad_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
         EMB * per_element / HBM)
     # tp 2 holds half the vocabulary rows
-    assert one(step.embedding_grad_time(job, grid(job, tp=2, zero="1", megatron_ddp=True))) == pytest.approx(
+    assert one(layer_compute.embedding_grad_time(job, grid(job, tp=2, zero="1", megatron_ddp=True))) == pytest.approx(
         EMB / 2 * per_element / HBM)
-    assert one(step.embedding_grad_time(job, grid8(job, zero="1"))) == 0.0  # not Megatron-Core's DDP
-    assert one(step.embedding_grad_time(job, grid(job, pp=2, zero="1", megatron_ddp=True))) == 0.0  # first stage's
+    assert one(layer_compute.embedding_grad_time(job, grid8(job, zero="1"))) == 0.0  # not Megatron-Core's DDP
+    # first stage's
+    assert one(layer_compute.embedding_grad_time(job, grid(job, pp=2, zero="1", megatron_ddp=True))) == 0.0
 
 
 @pytest.mark.parametrize(("tied", "mtp", "per_element"), [
@@ -58,15 +59,15 @@ def test_embedding_grad_with_other_uses_of_the_weight(h100, tied, mtp, per_eleme
     2) before the hook's add into the fp32 main_grad."""
     wl = TINY.model_copy(update={"tied_embeddings": tied, "mtp_layers": mtp})
     job = build_job(h100, wl, TrainingSpec(grad_bytes_per_param=4))
-    assert one(step.embedding_grad_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
+    assert one(layer_compute.embedding_grad_time(job, grid8(job, zero="1", megatron_ddp=True))) == pytest.approx(
         EMB * per_element / HBM)
 
 
 def test_embedding_grad_in_every_micro_batch_backward(h100) -> None:  # type: ignore[no-untyped-def]
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
     layers = np.asarray([4.0])
-    a = step._compute_per_microbatch(job, grid8(job, zero="1"), layers)
-    b = step._compute_per_microbatch(job, grid8(job, zero="1", megatron_ddp=True), layers)
+    a = layer_compute._compute_per_microbatch(job, grid8(job, zero="1"), layers)
+    b = layer_compute._compute_per_microbatch(job, grid8(job, zero="1", megatron_ddp=True), layers)
     assert one(b["forward"] - a["forward"]) == 0.0
     assert one(b["backward"] - a["backward"]) == pytest.approx(12 * EMB / HBM)
 
@@ -97,7 +98,7 @@ def test_not_where_a_plan_searches_sharded_stages(h100, zero) -> None:  # type: 
     buckets are not)."""
     job = build_job(h100, TINY, TrainingSpec(grad_bytes_per_param=4))
     sharded = dataclasses.replace(grid8(job, zero=zero), megatron_ddp=np.asarray([True]))
-    assert one(step.embedding_grad_time(job, sharded)) == 0.0
+    assert one(layer_compute.embedding_grad_time(job, sharded)) == 0.0
     assert one(step.grad_buffer_reset_time(job, sharded)) == 0.0
 
 

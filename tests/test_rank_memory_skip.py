@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scalemodel.cost import memory
-from scalemodel.engine import pipeline_ranks, step
+from scalemodel.engine import layer_compute, pipeline_ranks, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
@@ -52,7 +52,7 @@ def test_dsv3_pp8_peak_is_the_largest_rank(schedule: str) -> None:
                  else dict(mtp_modules=0.0) if r == 0 else dict(embedding=False))
         n = np.full(1, float(len(s)))
         totals.append(float(np.max(memory.memory_per_gpu(part.shape, stage_layers=n, stage_rank=r,
-                                                         recomputed_layers=step.recomputed_layers(g, n),
+                                                         recomputed_layers=layer_compute.recomputed_layers(g, n),
                                                          **where, **kw).total)))
     # equal middle ranks: the earlier holds as much or more
     assert totals[1] >= totals[2] >= totals[3] >= totals[4] and totals[5] >= totals[6]

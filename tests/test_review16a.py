@@ -90,8 +90,8 @@ _MIXTRAL = ["predict", "-c", "dgx-h100", "-m", "mixtral-8x7b", "-n", "64", "--tp
 
 
 def test_a_stated_imbalance_at_ep_1_is_named_not_priced(cli) -> None:  # type: ignore[no-untyped-def]
-    """At ep 1 every rank holds every expert: the stated figure changes nothing (step.moe_rank_load is 1), and it
-    was dropped without a word (the house rule: a warning for a field the model gives nothing to act on)."""
+    """At ep 1 every rank holds every expert: the stated figure changes nothing (layer_compute.moe_rank_load is 1), and
+    it was dropped without a word (the house rule: a warning for a field the model gives nothing to act on)."""
     import json
     r = cli(*_MIXTRAL, "--set", "training.moe_rank_imbalance=1.2")
     assert r.code == 0, r.err

@@ -561,7 +561,7 @@ def moe_permutation_bytes(sh: Shape, *, tokens: ArrayLike, own: ArrayLike, tp: A
     scatter-add moves; a row whose k adds miss in L2 moves more). ``sort_chunks_by_idxs`` unfused is ``torch.split``
     and ``torch.cat``: read R, write R each, as the fused kernel. HybridEP permutes in its own kernel whatever
     ``moe_permute_fusion`` says (``_HybridEPManager.get_permuted_hidden_states_by_experts`` L1212 passes its output
-    through): the caller passes ``fused`` True for it (engine.step).
+    through): the caller passes ``fused`` True for it (engine.layer_compute).
 
     0 without experts."""
     T = np.asarray(tokens, dtype=float)
@@ -920,7 +920,7 @@ def shared_expert_times(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike
         fc2 forward  = GEMM T x h x W / t
         backward     = 2 x the forward's GEMMs (data and weight gradients) + 2 x the activation's bytes
 
-    The pieces :func:`scalemodel.engine.step` sets beside the dispatch and combine all-to-alls under
+    The pieces :mod:`scalemodel.engine.step` sets beside the dispatch and combine all-to-alls under
     ``moe_shared_expert_overlap`` (docs/model.md#shared-expert-overlap). Zero without shared experts."""
     b = _pos("micro_batch", micro_batch)
     T = b * _pos("seq_len", seq_len) / _pos("cp", cp)

@@ -793,7 +793,8 @@ def memory_per_gpu(sh: Shape, *, micro_batch: ArrayLike, seq_len: ArrayLike, dp:
     gathered = 2.0 * layer / t
     linear = 2.0 * linear_weights_per_layer(sh) / t
     keep = ~np.asarray(reshard_after_forward, dtype=bool)
-    if np.any(root_unit):  # PyTorch FSDP's root unit is not resharded after the forward (engine.step.fsdp_root_params)
+    # PyTorch FSDP's root unit is not resharded after the forward (engine.layer_compute.fsdp_root_params)
+    if np.any(root_unit):
         gathered = np.where(np.asarray(root_unit, dtype=bool), gathered + embedding_params(sh) / t, gathered)
     if np.any(keep):  # every unit of the stage stays gathered from its forward to its backward
         stage = sh.layers * _stage_share(sh, _pos("pp", pp), stage_layers)

@@ -102,6 +102,7 @@ from scalemodel.engine.job import (
     stage_split_code,
     warn_unfused_attention,
 )
+from scalemodel.engine.layer_compute import moe_block_recomputed
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.pipeline_ranks import microbatches
 from scalemodel.engine.predict import Prediction, result_at
@@ -114,7 +115,6 @@ from scalemodel.engine.step import (
     evaluate,
     feasibility,
     memory_total,
-    moe_block_recomputed,
     needs_replicas,
     shares_bsp_comm,
     with_sync,
