@@ -16,7 +16,7 @@ import pytest
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute, mamba
 from scalemodel.cost import transformer as tr
-from scalemodel.engine import layer_compute, pipeline_ranks, step
+from scalemodel.engine import layer_compute, model_parallel_comm, pipeline_ranks, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.errors import InputError
 
@@ -380,14 +380,14 @@ def test_tp_chunking_prices_the_mtp_block_at_its_own_gemm_time_by_hand(full: boo
         g = replace(g, recompute=np.asarray([int(tr.Recompute.FULL)]))
     assert (job.gemm_half_dim, job.attention_gemm_half_dim, job.seq_len) == (366.0, 175.0, 2048)
     r = 5.0 / 12.0
-    fwd = (1 - r) * 1 + r * (step.UB_PIPELINE_SPLITS - 1)
+    fwd = (1 - r) * 1 + r * (model_parallel_comm.UB_PIPELINE_SPLITS - 1)
     dgrad = r * 1
     comp = {"layers_per_stage": np.asarray([4.0]), "recomputed_layers": np.asarray([4.0 if full else 0.0]),
             "gemm_per_layer": np.asarray([1e-3]), "mtp_gemm": np.asarray([3e-3]), "mtp_gemm_half_dim": 175.0}
     rec, again = (4.0, 1.0) if full else (0.0, 0.0)
     want = (1e-3 * 366 / (2048 + 366) * ((4 + rec) * fwd + 4 * dgrad)
             + 3e-3 * 175 / (2048 + 175) * ((1 + again) * fwd + dgrad))
-    assert float(np.ravel(step._tp_chunking(job, g, comp, 2048.0))[0]) == pytest.approx(want, rel=1e-12)
+    assert float(np.ravel(model_parallel_comm._tp_chunking(job, g, comp, 2048.0))[0]) == pytest.approx(want, rel=1e-12)
 
 
 def test_mtp_block_carries_its_own_gemm_time_and_curve() -> None:

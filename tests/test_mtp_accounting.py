@@ -20,7 +20,7 @@ import yaml
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import transformer
-from scalemodel.engine import layer_compute, step
+from scalemodel.engine import layer_compute, model_parallel_comm, step
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
@@ -46,7 +46,7 @@ def _counts(job: Any, g: Any, layers: float = 3.0) -> dict[str, float]:
     comp = layer_compute._compute_per_microbatch(job, g, np.ones(1) * layers, logits_on_stage=True)
     # nothing hides the collectives: no weight-gradient window, no attention core under the ring
     comp = dict(comp, wgrad=np.zeros(1), core_per_layer=np.zeros(1))
-    mp = step._model_parallel_comm(job, g, comp, UNIT)
+    mp = model_parallel_comm._model_parallel_comm(job, g, comp, UNIT)
     return {k: float(np.ravel(mp[k])[0]) for k in ("tp", "cp", "ep")}
 
 
@@ -92,7 +92,7 @@ def test_cp_ring_per_micro_batch_by_hand(mtp: int) -> None:
 
 def _chunking(job: Any, g: Any, layers: float = 3.0) -> tuple[float, dict[str, Any]]:
     comp = layer_compute._compute_per_microbatch(job, g, np.ones(1) * layers, logits_on_stage=True)
-    return float(np.ravel(step._model_parallel_comm(job, g, comp, UNIT)["chunking"])[0]), comp
+    return float(np.ravel(model_parallel_comm._model_parallel_comm(job, g, comp, UNIT)["chunking"])[0]), comp
 
 
 @pytest.mark.parametrize("mtp", [0, 1, 2])

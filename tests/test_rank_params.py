@@ -1,6 +1,6 @@
 """Each pipeline rank's own parameters (docs/model.md#rank-params): its decoder layers, the word embedding on rank 0,
 the final norm and the output layer on the last rank (tied: Megatron-Core's own copy there, its gradient all-reduced
-over the embedding group, step.tied_embedding_allreduce), counted here by hand from the model's shape;
+over the embedding group, model_parallel_comm.tied_embedding_allreduce), counted here by hand from the model's shape;
 the data-parallel sync and the optimizer step are those of the rank holding the most.
 
 nanotron's 1.34B Llama (validation/training_cases.yaml nanotron25_h100_1b_*: 16 layers, h 2048, 32 heads = kv heads,

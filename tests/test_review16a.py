@@ -12,7 +12,7 @@ import pytest
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import moe_routing
 from scalemodel.cost.placement import parallel_groups, place
-from scalemodel.engine import step
+from scalemodel.engine import model_parallel_comm
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import TransformerWorkload, load_cluster
 from scalemodel.specs.training import StrategySpec, TrainingSpec
@@ -77,7 +77,7 @@ def test_step_prices_the_expert_tp_gather_at_the_gathered_rows_load() -> None:
     job = build_job(load_cluster("dgx-h100"), wl, tr)
     g = grid_from_strategy(StrategySpec(tp=4, dp=2, ep=2, sequence_parallel=True), tr, 8, job)
     groups = parallel_groups(job.network, tp=g.tp, cp=g.cp, dp=g.dp, ep=g.ep, pp=g.pp, etp=g.etp, layout=g.layout)
-    c = step._mp_collectives(job, g, groups)
+    c = model_parallel_comm._mp_collectives(job, g, groups)
     f = 1.0 + math.sqrt(6.0 / (7.0 * 8192.0)) / math.sqrt(math.pi)
     disp = 4 * (S / 4) * K * H * 2.0 * f
     group = place(4.0, 1.0, job.network)

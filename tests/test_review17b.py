@@ -161,7 +161,7 @@ def test_moe_a2a_overlap_steady_share_counts_the_extra_warm_up_forward(pp: int, 
     (m V - (V - 1) p) / (m V)."""
     from scalemodel.choices import ScheduleKind
     from scalemodel.engine.job import grid_from_arrays
-    from scalemodel.engine.step import moe_a2a_steady_share
+    from scalemodel.engine.model_parallel_comm import moe_a2a_steady_share
     g = grid_from_arrays(gpus=pp * 8, dp=8, tp=1, pp=pp, ep=8, micro_batch=1, global_batch=8 * m,
                          schedule=int(ScheduleKind.INTERLEAVED), virtual_stages=v, moe_a2a_overlap=True)
     warm = min((pp - (pp - 1) - 1) * 2 + (v - 1) * pp + 1, m * v)

@@ -8,7 +8,7 @@ import pytest
 
 from scalemodel.cost.compute import layer_compute_time
 from scalemodel.cost.transformer import shape
-from scalemodel.engine import layer_compute, step
+from scalemodel.engine import layer_compute, model_parallel_comm, step
 from scalemodel.engine.predict import predict
 from scalemodel.specs import StrategySpec, TrainingSpec, TransformerWorkload, load_cluster
 
@@ -52,7 +52,7 @@ def test_tpu_recompute_drops_one_of_four_sp_collectives(monkeypatch):
     tr = TrainingSpec(global_batch=mb * 16, micro_batch=mb, precision="bf16", seq_len=s)
     st = StrategySpec(tp=tp, pp=1, dp=16, recompute="full", sequence_parallel=True, flash_attention=True)
     xla = predict(cl, wl, tp * 16, tr, st).breakdown_s["tp_comm"]
-    for module in (layer_compute, step):  # every module whose functions look it up
+    for module in (layer_compute, model_parallel_comm, step):  # every module whose functions look it up
         monkeypatch.setattr(module, "xla_remat", lambda job: False)
     torch_like = predict(cl, wl, tp * 16, tr, st).breakdown_s["tp_comm"]
     # one reduce-scatter of the activation (mb*s*h*2 bytes) per recomputed layer, ring on the ici tier:

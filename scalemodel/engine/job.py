@@ -1573,7 +1573,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                 getattr(strategy, "moe_shared_expert_overlap", False) and float(job.shape.moe_shared_experts) > 0
                 and int(getattr(strategy, "ep", 1)) > 1)):
         # the dispatcher's SMs slow only the compute that hides EP all-to-alls
-        # (step._with_moe_a2a_overlap, step._with_shared_expert_overlap, which hides
+        # (model_parallel_comm._with_moe_a2a_overlap, model_parallel_comm._with_shared_expert_overlap, which hides
         # nothing without shared experts or at ep 1)
         _warn_field("strategy.ep_dispatch_sms",
                     f" = {strategy.ep_dispatch_sms} is not priced: the dispatcher's SMs slow "
@@ -1589,7 +1589,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     if getattr(strategy, "moe_flex_dispatcher", False) and not moe:
         _warn_field("strategy.moe_flex_dispatcher", " is not priced: the model has no MoE layers")
     elif getattr(strategy, "moe_flex_dispatcher", False) and int(getattr(strategy, "ep", 1)) == 1:
-        # the flex dispatcher replaces the expert-parallel all-to-all (step._mp_collectives), which ep 1
+        # the flex dispatcher replaces the expert-parallel all-to-all (model_parallel_comm._mp_collectives), which ep 1
         # has none of
         _warn_field("strategy.moe_flex_dispatcher",
                     " is not priced: ep is 1 (no expert-parallel all-to-all to "
@@ -1610,13 +1610,13 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                     f" = {strategy.bucket_size:g} B is not priced: DeepSpeed's PipelineEngine all-reduces the "
                     "gradients in buckets of MEMORY_OPT_ALLREDUCE_SIZE (5e8 elements) there, not reduce_bucket_size")
     if getattr(strategy, "pp_scatter_gather", False) and getattr(strategy, "deepspeed_pipeline", False):
-        # step.pp_send_divisor / deepspeed_pipe_comm: the PipelineEngine partitions and gathers in its
+        # model_parallel_comm.pp_send_divisor / deepspeed_pipe_comm: the PipelineEngine partitions and gathers in its
         # own way
         _warn_field("strategy.pp_scatter_gather",
                     " is not priced: deepspeed_pipeline partitions the pipeline tensors over TP itself "
                     "(PartitionedTensor, docs/model.md#pp-comm)")
     elif getattr(strategy, "pp_scatter_gather", False) and getattr(strategy, "nanotron_trainer", False):
-        # nanotron's PipelineBlock sends the tensor as it is (step.pp_send_divisor): no framework runs
+        # nanotron's PipelineBlock sends the tensor as it is (model_parallel_comm.pp_send_divisor): no framework runs
         # both
         _warn_field("strategy.pp_scatter_gather",
                     " is priced as legacy Megatron-LM's split and all-gather, which nanotron_trainer does not do "
@@ -1637,7 +1637,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
     backend = str(getattr(strategy, "moe_flex_backend", "deepep") or "deepep")
     if backend != FlexBackend.DEEPEP.label and not getattr(strategy, "moe_flex_dispatcher", False):
         # the backend's bytes and default SMs act only where the flex dispatcher runs
-        # (step._mp_collectives)
+        # (model_parallel_comm._mp_collectives)
         _warn_field("strategy.moe_flex_backend",
                     f" = {backend} is not priced: moe_flex_dispatcher is off (the "
                     "expert-parallel tokens move with NCCL's all-to-all)")

@@ -59,7 +59,7 @@ class MemoryResult:
 def _divisors(n: int) -> np.ndarray:
     small = np.arange(1, int(np.sqrt(n)) + 2)
     small = small[(small <= n) & (n % small == 0)]
-    # without numpy.ma (see step.py)
+    # without numpy.ma (see model_parallel_comm.py)
     return np.unique(np.concatenate([small, n // small]), return_counts=True)[0]
 
 

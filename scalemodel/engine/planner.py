@@ -1664,7 +1664,7 @@ def _moe_a2a_overlap_pins(fixed: dict[str, Any], cons: dict[str, list[tuple[str,
     (job._check_moe_a2a_overlap, TransformerConfig.__post_init__ at NVIDIA/Megatron-LM@d98e8a64dd): no full
     recompute (the recompute axis drops it), and no selective recompute of moe, refused when both are pinned
     (recompute_modules moe needs recompute selective, so no candidate would be left). The step keeps the all-to-alls
-    exposed on such candidates (step._with_moe_a2a_overlap), but plan ranked them under the pinned
+    exposed on such candidates (model_parallel_comm._with_moe_a2a_overlap), but plan ranked them under the pinned
     flag."""
     if int(fixed.get("recompute_modules", 0)) & RECOMPUTE_MODULES["moe"]:
         # no candidate could run (step Infeasible.MOE_A2A_OVERLAP_INVALID): refused as predict refuses it
