@@ -13,7 +13,7 @@ from grid_helpers import grid8, one
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups
-from scalemodel.engine import layer_compute, step
+from scalemodel.engine import dp_comm, layer_compute, step
 from scalemodel.engine.job import build_job, grid_from_arrays
 from scalemodel.specs import TrainingSpec, load_cluster
 from scalemodel.specs.workload import TransformerWorkload
@@ -61,7 +61,7 @@ def test_root_traffic_and_exposure_by_hand(job, reshard: bool, window: float) ->
             "backward_free": np.asarray([4 * window])}
     dense = np.asarray([float(job.params)])
     root = layer_compute.fsdp_root_params(job, g)
-    out = step._sharded_parameter_traffic(job, g, comp, np.asarray([1.0]), data, dense, np.zeros(1),
+    out = dp_comm._sharded_parameter_traffic(job, g, comp, np.asarray([1.0]), data, dense, np.zeros(1),
                                           np.asarray([4.0]), np.asarray([25e6]), root=root)
     ag = float(coll.group_time("allgather", 2.0 * BLOCK, group))  # one block, 16-bit
     rs = float(coll.group_time("reducescatter", 4.0 * BLOCK, group))  # its fp32 gradient
@@ -74,7 +74,7 @@ def test_root_traffic_and_exposure_by_hand(job, reshard: bool, window: float) ->
     else:  # nothing to hide under: everything is exposed, never more than the traffic
         assert one(out["exposed"]) == pytest.approx(one(out["total"]))
     # without the root unit the same bytes are priced as L equal units (the formula before this mechanism)
-    flat = step._sharded_parameter_traffic(job, g, comp, np.asarray([1.0]), data, dense, np.zeros(1),
+    flat = dp_comm._sharded_parameter_traffic(job, g, comp, np.asarray([1.0]), data, dense, np.zeros(1),
                                            np.asarray([4.0]), np.asarray([25e6]))
     unit_ag = float(coll.group_time("allgather", 2.0 * job.params / 4, group))
     unit_rs = float(coll.group_time("reducescatter", 4.0 * job.params / 4, group))

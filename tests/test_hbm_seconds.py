@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scalemodel.engine import layer_compute, step
+from scalemodel.engine import dp_comm, layer_compute
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.specs import StrategySpec, TrainingSpec, load_cluster, load_workload
 
@@ -28,10 +28,10 @@ def _doubled(monkeypatch: pytest.MonkeyPatch, term: Any) -> float:
     """``term()`` with the real helper over ``term()`` with one that doubles every HBM time."""
     plain = float(np.sum(term()))
     real = layer_compute._hbm_seconds
-    for module in (layer_compute, step):  # every module whose functions look it up
+    for module in (layer_compute, dp_comm):  # every module whose functions look it up
         monkeypatch.setattr(module, "_hbm_seconds", lambda job, nbytes: 2.0 * real(job, nbytes))
     doubled = float(np.sum(term()))
-    for module in (layer_compute, step):
+    for module in (layer_compute, dp_comm):
         monkeypatch.setattr(module, "_hbm_seconds", real)
     assert plain > 0
     return doubled / plain
@@ -40,14 +40,14 @@ def _doubled(monkeypatch: pytest.MonkeyPatch, term: Any) -> float:
 def test_optimizer_step(monkeypatch: pytest.MonkeyPatch) -> None:
     job = _job("gpt-1.7b")
     g = _grid(job, zero="1")
-    assert _doubled(monkeypatch, lambda: step._optimizer_time(job, g)) == pytest.approx(2.0, rel=1e-12)
+    assert _doubled(monkeypatch, lambda: dp_comm._optimizer_time(job, g)) == pytest.approx(2.0, rel=1e-12)
 
 
 @pytest.mark.parametrize("compression", ["int8", "topk:0.01"])
 def test_compression_codec(monkeypatch: pytest.MonkeyPatch, compression: str) -> None:
     job = _job("gpt-1.7b")
     g = _grid(job, compression=compression)
-    codec = lambda: step._wire_and_codec(job, g, np.asarray(1e9))[1]  # noqa: E731
+    codec = lambda: dp_comm._wire_and_codec(job, g, np.asarray(1e9))[1]  # noqa: E731
     assert _doubled(monkeypatch, codec) == pytest.approx(2.0, rel=1e-12)
 
 

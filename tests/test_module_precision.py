@@ -16,7 +16,7 @@ import pytest
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute, mamba
 from scalemodel.cost import transformer as tr
-from scalemodel.engine import layer_compute, model_parallel_comm, pipeline_ranks, step
+from scalemodel.engine import dp_comm, layer_compute, model_parallel_comm, pipeline_ranks
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.errors import InputError
 
@@ -204,8 +204,8 @@ def test_fp8_param_weights_leave_out_the_bf16_modules() -> None:
     sh = j0.shape
     h, f, a, g, d = (float(x) for x in (sh.hidden, sh.ffn_hidden, sh.heads, sh.kv_heads, sh.head_dim))
     mlp = (3.0 if bool(sh.gated_mlp) else 2.0) * h * f
-    assert float(step.fp8_param_linear_per_layer(jm)) == pytest.approx(mlp, rel=1e-12)
-    assert float(step.fp8_param_linear_per_layer(j0)) == pytest.approx(mlp + h * (a + 2 * g) * d + a * d * h,
+    assert float(dp_comm.fp8_param_linear_per_layer(jm)) == pytest.approx(mlp, rel=1e-12)
+    assert float(dp_comm.fp8_param_linear_per_layer(j0)) == pytest.approx(mlp + h * (a + 2 * g) * d + a * d * h,
                                                                        rel=1e-12)
 
 

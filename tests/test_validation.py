@@ -620,7 +620,7 @@ FAMILY_MEDIAN_BOUNDS = {
     # all raised 0.08 -> 0.081 by the exact pipeline critical path (see TP/PP/DP above): the median run,
     # nemo2407_h100_gpt3_175b_128, moved +7.96% -> +8.02%
     # all lowered 0.08 -> 0.07 by the FP8 factor's casts (see B200)
-    # all raised 0.07 -> 0.071 by whole-tensor gradient buckets (engine.step.bucket_count: no framework splits a
+    # all raised 0.07 -> 0.071 by whole-tensor gradient buckets (engine.dp_comm.bucket_count: no framework splits a
     # parameter across buckets, so DDP's 25 MB buckets of a model whose matrices exceed 25 MB are fewer, with fewer
     # ring latencies): the median pair moved from nar21_t1_145b +6.92% / mb2511_gb200_dsv3_bf16 +6.96% to
     # mb2511_gb200_dsv3_bf16 +6.95% / nar21_t1_145b +7.08% (Narayanan's runs priced at the engine's zero-0 default,

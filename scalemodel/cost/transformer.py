@@ -739,7 +739,7 @@ def layer_param_tensors(sh: Shape, moe: ArrayLike | None = None) -> list[ParamTe
         Mamba layer (hybrid) :func:`scalemodel.cost.mamba.mamba_param_tensors`, split; attention, MLP and Mamba
                     tensors then count at their kind's share of the layers
 
-    What the step model needs from them (:func:`scalemodel.engine.step.bucket_count`) is that data-parallel
+    What the step model needs from them (:func:`scalemodel.engine.dp_comm.bucket_count`) is that data-parallel
     frameworks fill gradient buckets with whole tensors."""
     h, a, g, d = sh.hidden, sh.heads, sh.kv_heads, sh.head_dim
     layers = np.maximum(sh.layers, 1.0)

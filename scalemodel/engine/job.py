@@ -1023,7 +1023,7 @@ def _grid_from_strategy(strategy: Any, training: Any, gpus: int, job: Job, origi
                              allowed=f"hier:G with G a divisor of {dp} (G counts data-parallel replicas)")
         shard = getattr(strategy, "shard_group", None)
         if str(strategy.zero).lower() == "hsdp" and shard is not None and shard != min(group, dp):
-            # hier:G shards ZeRO/FSDP/HSDP inside its groups (step.hier_group): the hier group is the shard group
+            # hier:G shards ZeRO/FSDP/HSDP inside its groups (dp_comm.hier_group): the hier group is the shard group
             raise InputError(f"zero hsdp under hier:{group} shards inside the hier groups of {min(group, dp)} "
                              f"replicas, not shard_group = {shard}", where="strategy.shard_group",
                              allowed=f"shard_group unset or {min(group, dp)}, or --sync bsp for HSDP synchronised "
@@ -1508,7 +1508,7 @@ def _warn_unpriced_accumulation_fusion(strategy: Any, zero: Zero) -> None:
 
 def _warn_unpriced_alignment(strategy: Any, zero: Zero) -> None:
     """A warning for align_grad_reduce / align_param_gather false where they price nothing: they act only on the
-    interleaved schedule's per-chunk sync under Megatron-Core's DDP with overlap (step.interleaved_dp_sync:
+    interleaved schedule's per-chunk sync under Megatron-Core's DDP with overlap (dp_comm.interleaved_dp_sync:
     megatron_ddp at ZeRO 0/1, overlap, interleaved with pp > 1), align_param_gather also only on ZeRO-1's gathers
     with overlap_param_gather (docs/model.md#interleaved-dp-sync). A launch's --no-align-grad-reduce /
     --no-align-param-gather on a 1F1B run (Megatron-LM sets align_param_gather false itself without interleaving)
@@ -1596,7 +1596,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
                     "dispatch)")
     if getattr(strategy, "bucket_size", None) and getattr(strategy, "nanotron_trainer", False) and Zero.parse(
             strategy.zero) == Zero.OPTIMIZER and job.grad_bytes > job.elem_bytes:
-        # step._bucket_bytes: nanotron's ZeRO-1 with fp32 accumulation all-reduces its whole buffer in one call
+        # dp_comm._bucket_bytes: nanotron's ZeRO-1 with fp32 accumulation all-reduces its whole buffer in one call
         _warn_field("strategy.bucket_size",
                     f" = {strategy.bucket_size:g} B is not priced: nanotron_trainer at zero 1 "
                     "with fp32 gradient accumulation builds no DDP buckets (one all-reduce of the whole fp32 gradient "
@@ -1605,7 +1605,7 @@ def _warn_unpriced_fields(job: Job, strategy: Any, origin: Origin | None = None)
             Zero.parse(strategy.zero) == Zero.NONE or (
                 Zero.parse(strategy.zero) == Zero.OPTIMIZER and job.grad_bytes > job.elem_bytes
                 and Precision.parse(job.precision) == Precision.BF16)):
-        # step.deepspeed_pipeline_fixed_buckets: the PipelineEngine passes its own 5e8-element buckets (review17f)
+        # dp_comm.deepspeed_pipeline_fixed_buckets: the PipelineEngine passes its own 5e8-element buckets (review17f)
         _warn_field("strategy.bucket_size",
                     f" = {strategy.bucket_size:g} B is not priced: DeepSpeed's PipelineEngine all-reduces the "
                     "gradients in buckets of MEMORY_OPT_ALLREDUCE_SIZE (5e8 elements) there, not reduce_bucket_size")

@@ -1181,7 +1181,7 @@ def search(job: Job, gpus: int, global_batch: int, *, objective: str = "throughp
         for key, (mask, count) in mask_groups.items():
             w = count * mask[lo:hi]
             if key > 0 and np.any(sharded_z):
-                # hier:G shards the states inside its groups of G (step.hier_group): more memory at ZeRO > 0, so
+                # hier:G shards the states inside its groups of G (dp_comm.hier_group): more memory at ZeRO > 0, so
                 # its own counts; the bounds keep bsp's fits, a superset (sharding over dp takes no more memory).
                 # Only the model states differ, and only where ZeRO shards them: ZeRO 0 keeps bsp's bytes (the
                 # replicas enter only through the sharded stages' terms) and the activation bytes are bsp's
@@ -1603,7 +1603,7 @@ def _warn_unpriced_bucket(job: Job, fixed: dict[str, Any], c: Constraints) -> No
     bf16_fp32 = str(job.precision) == "bf16" and job.grad_bytes > job.elem_bytes
     if sizes and fixed.get("deepspeed_pipeline") and (zero == [int(Zero.NONE)] or (
             zero == [int(Zero.OPTIMIZER)] and bf16_fp32)):
-        # step.deepspeed_pipeline_fixed_buckets (review17f): predict's warning, job._warn_unpriced_fields
+        # dp_comm.deepspeed_pipeline_fixed_buckets (review17f): predict's warning, job._warn_unpriced_fields
         notices.warn(f"strategy.bucket_size = {sizes[0]:g} B is not priced: DeepSpeed's PipelineEngine all-reduces "
                      "the gradients in buckets of MEMORY_OPT_ALLREDUCE_SIZE (5e8 elements) there, not "
                      "reduce_bucket_size")
@@ -1693,7 +1693,7 @@ def _deepspeed_pipeline_pins(strategy: Any, names: Sequence[str], cons: dict[str
 
 def _check_hier_shard_group(sync: str | None, shard: Any, zero: list[tuple[str, Any]] | None, where: str) -> None:
     """Refuse a pinned shard_group that a pinned hier:G overrides for HSDP (the hier group is the shard group,
-    step.hier_group), as predict does (job.build): plan would otherwise rank strategies predict refuses."""
+    dp_comm.hier_group), as predict does (job.build): plan would otherwise rank strategies predict refuses."""
     if sync is None or not shard or (zero is not None and zero != [("=", int(Zero.HSDP))]):
         return
     spec = parse_sync(sync)

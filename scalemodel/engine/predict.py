@@ -8,10 +8,11 @@ from typing import Any
 import numpy as np
 
 from scalemodel.choices import Zero
+from scalemodel.engine.dp_comm import bucket_size_priced
 from scalemodel.engine.intervals import generation_of, interval_for, precision_family
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.parts import BREAKDOWN_KEYS, PARTS
-from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, StepArrays, bucket_size_priced, evaluate
+from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, StepArrays, evaluate
 from scalemodel.errors import Origin
 
 
@@ -67,7 +68,7 @@ def result_at(job: Job, grid: StrategyGrid, res: StepArrays, i: int, *, sync: st
     strategy = grid.describe(i)
     if strategy["bucket_bytes"] and not bool(np.broadcast_to(bucket_size_priced(job, grid), grid.shape)[
             np.unravel_index(i, grid.shape)]):
-        # no bucket of that size was priced (step.bucket_size_priced): the strategy names what was, the framework's
+        # no bucket of that size was priced (dp_comm.bucket_size_priced): the strategy names what was, the framework's
         # own (predict says so in a warning; plan's explanation named the searched size)
         strategy["bucket_bytes"] = None
     gpus = int(strategy["gpus"])

@@ -1433,8 +1433,8 @@ def megatron_layout_stages(layout: str, pp: int, where: str = "--pipeline-model-
     (refused here as there) and the t and m counts the launch's --num-layers and --mtp-num-layers
     (:func:`_pipeline_layout`);
     the model prices the embedding on rank 0's first chunk and the output layer, loss and MTP modules on rank p - 1's
-    last (step._segment_memory, as with first/last_stage_layers), so E must be in stage 0, L and any m in the last
-    stage: a layout that puts them elsewhere (an empty first stage, a standalone MTP stage on another rank) is
+    last (step._segment_memory, as with first/last_stage_layers), so E must be in stage 0, L and any m in the
+    last stage: a layout that puts them elsewhere (an empty first stage, a standalone MTP stage on another rank) is
     refused, not priced where it is not."""
     text = _layout_text(layout, where)
     stages = text.split("|")
@@ -1768,7 +1768,7 @@ def _bucket_bytes(elements: float, grad_bytes: float, where: str) -> float:
 def _megatron_ddp(args: dict[str, str | None], number: Any, out: StrategyFile) -> None:
     """Megatron-LM's own data-parallel wrapper (megatron/training/training.py get_model: Megatron-Core DDP unless
     --use-torch-fsdp2 or --use-megatron-fsdp): ``megatron_ddp``, whose default buckets the engine prices
-    (step.megatron_bucket_elements); --overlap-grad-reduce is off by default there (arguments.py
+    (dp_comm.megatron_bucket_elements); --overlap-grad-reduce is off by default there (arguments.py
     ``default=False``), so its absence turns ``overlap`` off; --ddp-bucket-size N elements -> bucket_size N x the
     gradient bytes (the engine divides by them again)."""
     fsdp = [k for k in _MEG_FSDP if k in args]
