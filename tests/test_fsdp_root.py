@@ -13,7 +13,7 @@ from grid_helpers import grid8, one
 
 from scalemodel.cost import collectives as coll
 from scalemodel.cost.placement import parallel_groups
-from scalemodel.engine import dp_comm, layer_compute, step
+from scalemodel.engine import dp_comm, layer_compute, stage_memory, step
 from scalemodel.engine.job import build_job, grid_from_arrays
 from scalemodel.specs import TrainingSpec, load_cluster
 from scalemodel.specs.workload import TransformerWorkload
@@ -123,9 +123,9 @@ def test_root_unit_held_gathered_in_memory(job, reshard: bool) -> None:  # type:
     """The root unit is not resharded after the forward: its 16-bit parameters (2 bytes each) are held on top of
     the two gathered blocks; when every unit stays gathered they were already counted (the whole stage)."""
     m = np.asarray([1.0])
-    on = step.memory_parts(job, grid8(job, zero="fsdp", fsdp_per_param=True,
+    on = stage_memory.memory_parts(job, grid8(job, zero="fsdp", fsdp_per_param=True,
                                               fsdp_reshard_after_forward=reshard), m)
-    off = step.memory_parts(job, grid8(job, zero="fsdp", fsdp_reshard_after_forward=reshard), m)
+    off = stage_memory.memory_parts(job, grid8(job, zero="fsdp", fsdp_reshard_after_forward=reshard), m)
     extra = 2.0 * ROOT if reshard else 0.0
     assert one(on["weights"] - off["weights"]) == pytest.approx(extra)
     if not reshard:  # the stage's every parameter gathered, 2 bytes each, plus the 1/8 shard of the states

@@ -27,7 +27,7 @@ import scalemodel
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
 from scalemodel.choices import ScheduleKind
 from scalemodel.cost import transformer
-from scalemodel.engine import pipeline_ranks, step
+from scalemodel.engine import pipeline_ranks, stage_memory, step
 from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
 
 GB, GPUS = 64, 16
@@ -201,7 +201,7 @@ def test_an_empty_segment_is_a_rank_without_layers():
     assert _f(ranks[1].time) == _f(step._stage(job, g, groups, np.zeros(1), False).time)
     assert _f(ranks[1].time) < min(_f(ranks[0].time), _f(ranks[2].time))
     assert [r for _on, _sp, r in pipeline_ranks._dp_ranks(job, g, [sp])] == [0]
-    assert int(_f(step.memory_peak_stage(job, g, pipeline_ranks.microbatches(g)).rank)) != 1
+    assert int(_f(stage_memory.memory_peak_stage(job, g, pipeline_ranks.microbatches(g)).rank)) != 1
 
 
 def test_a_pattern_of_empty_segments_only_is_refused():

@@ -1,5 +1,5 @@
 """A hybrid pattern's ranks priced faster, to the bit (engine.layer_compute._kind_times, the ranks' shared per-layer
-activation memo in step._segment_memory, cost.transformer.tp_whole_elements remembered per shape).
+activation memo in stage_memory._segment_memory, cost.transformer.tp_whole_elements remembered per shape).
 
 A rank of a hybrid pattern is the job with its own kind counts (pipeline_ranks._part_job). One layer's time of a kind,
 one layer's activation bytes of a kind and a shape's whole-per-TP-rank elements do not change with the other ranks, so
@@ -16,7 +16,7 @@ import pytest
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
 from scalemodel.choices import ScheduleKind
 from scalemodel.cost import transformer
-from scalemodel.engine import layer_compute, pipeline_ranks, step
+from scalemodel.engine import layer_compute, pipeline_ranks, stage_memory, step
 from scalemodel.engine.job import build_job, grid_from_arrays, grid_from_strategy
 
 GB, GPUS = 64, 16
@@ -42,8 +42,8 @@ class _Never(dict):
 def _without_memos(monkeypatch):
     """Every rank priced on its own: no shared kind times, no shared per-layer activations, no shape memo."""
     monkeypatch.setattr(layer_compute, "_kind_times", lambda job, g: {})
-    kwargs = step._memory_kwargs
-    monkeypatch.setattr(step, "_memory_kwargs", lambda *a, **k: dict(kwargs(*a, **k), per_layer=None))
+    kwargs = stage_memory._memory_kwargs
+    monkeypatch.setattr(stage_memory, "_memory_kwargs", lambda *a, **k: dict(kwargs(*a, **k), per_layer=None))
     monkeypatch.setattr(transformer, "_WHOLE_MEMO", _Never())
 
 
@@ -81,7 +81,7 @@ def test_a_grid_of_hybrid_candidates_is_bit_identical_to_each_priced_alone(patte
     res = _flat(step.evaluate(job, g))
     cf = np.broadcast_to(step.compute_floor(job, g), g.shape)
     df = np.broadcast_to(step.dp_exposed_floor(job, g), g.shape)
-    peak = np.broadcast_to(step.memory_peak_stage(job, g, pipeline_ranks.microbatches(g)).parts["total"],
+    peak = np.broadcast_to(stage_memory.memory_peak_stage(job, g, pipeline_ranks.microbatches(g)).parts["total"],
                            g.shape)
     _without_memos(monkeypatch)
     for i, row in enumerate(rows):
@@ -94,7 +94,7 @@ def test_a_grid_of_hybrid_candidates_is_bit_identical_to_each_priced_alone(patte
                     assert np.ravel(v)[0] == np.broadcast_to(res[key], g.shape)[i, j, k], (key, row, z, recompute)
                 assert np.ravel(step.compute_floor(one_job, one))[0] == cf[i, j, k]
                 assert np.ravel(step.dp_exposed_floor(one_job, one))[0] == df[i, j, k]
-                alone_peak = step.memory_peak_stage(one_job, one,
+                alone_peak = stage_memory.memory_peak_stage(one_job, one,
                                                             pipeline_ranks.microbatches(one)).parts["total"]
                 assert np.ravel(alone_peak)[0] == peak[i, j, k]
 

@@ -19,7 +19,7 @@ import pytest
 
 from scalemodel.commands.common import build_specs
 from scalemodel.cost import compute, memory, transformer
-from scalemodel.engine import layer_compute, pipeline_ranks, step
+from scalemodel.engine import layer_compute, pipeline_ranks, stage_memory, step
 from scalemodel.engine.job import build_job, grid_from_strategy, transformer_shape
 from scalemodel.specs import load_workload, notices
 
@@ -235,7 +235,7 @@ def test_memory_takes_the_last_stage_when_it_is_heavier() -> None:
         "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "gated_mlp", "tied_embeddings", "biases")},
         "layers": 2, "mtp_layers": 1, "dropout": False}))
     m = pipeline_ranks.microbatches(g)
-    parts = step.memory_parts(job, g, m)
+    parts = stage_memory.memory_parts(job, g, m)
     common = dict(micro_batch=1, seq_len=job.seq_len, dp=1, tp=1, pp=2, num_microbatches=m, weight_bytes=job.elem_bytes,
                   grad_bytes=job.grad_bytes, optimizer_bytes=job.optimizer_bytes_per_param, flash_attention=True,
                   stage_layers=1.0)

@@ -16,7 +16,7 @@ import pytest
 from scalemodel.engine.dp_comm import _optimizer_time
 from scalemodel.engine.job import build_job, grid_from_strategy
 from scalemodel.engine.pipeline_ranks import microbatches
-from scalemodel.engine.step import memory_parts
+from scalemodel.engine.stage_memory import memory_parts
 from scalemodel.specs import load_cluster, load_workload
 from scalemodel.specs.training import StrategySpec, TrainingSpec
 

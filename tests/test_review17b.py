@@ -20,7 +20,7 @@ import pytest
 
 from scalemodel.api import cluster_spec, strategy_spec, training_spec, workload_spec
 from scalemodel.cost.memory import inflight_microbatches
-from scalemodel.engine import pipeline_ranks, step
+from scalemodel.engine import pipeline_ranks, stage_memory
 from scalemodel.engine.job import build_job, grid_from_strategy
 
 # --- 1. interleaved micro-batches in flight at m = p ----------------------------------------------------------------
@@ -73,7 +73,7 @@ def test_first_stage_at_m_equal_p_holds_what_1f1b_holds() -> None:
         g = grid_from_strategy(strategy_spec(pp=4, schedule=schedule), training, 16, job)
         m = pipeline_ranks.microbatches(g)
         assert float(np.ravel(m)[0]) == 4  # 16 / (dp 4 x micro-batch 1)
-        peak = step.memory_peak_stage(job, g, m)
+        peak = stage_memory.memory_peak_stage(job, g, m)
         assert float(np.ravel(peak.rank)[0]) == 0
         acts[schedule] = float(np.ravel(peak.parts["activations"])[0])
     assert acts["interleaved:2"] == pytest.approx(acts["1f1b"], rel=1e-12)
@@ -89,7 +89,7 @@ def _hybrid_peak(pattern: str, global_batch: int) -> tuple[float, float, float]:
     job = build_job(cluster_spec("dgx-h100"), workload_spec(model), training)
     g = grid_from_strategy(strategy_spec(pp=2, schedule="interleaved:2"), training, 16, job)
     m = pipeline_ranks.microbatches(g)
-    peak = step.memory_peak_stage(job, g, m)
+    peak = stage_memory.memory_peak_stage(job, g, m)
     return (float(np.ravel(m)[0]), float(np.ravel(peak.parts["activations"])[0]), float(np.ravel(peak.rank)[0]))
 
 
@@ -97,7 +97,7 @@ def _hybrid_peak(pattern: str, global_batch: int) -> tuple[float, float, float]:
 def test_a_ranks_chunks_in_another_order_hold_the_same_bytes(global_batch: int) -> None:
     """Rank 0 of MMMM*|M|*MMMM|M holds chunks MMMM* and *MMMM: the same kinds as MMMM*|M|MMMM*|M's MMMM* and MMMM*,
     so the same activation bytes at every m. The first string pair is priced by the schedule simulation
-    (step._chunk_peak: the chunks differ as written), the second by the closed form (equal chunks); at m = p
+    (stage_memory._chunk_peak: the chunks differ as written), the second by the closed form (equal chunks); at m = p
     they disagreed (the simulation's 2 micro-batches of the rank's layers against the closed form's 2.5: 389,283,840 B
     against 486,604,800 B)."""
     a, b = _hybrid_peak("MMMM*|M|*MMMM|M", global_batch), _hybrid_peak("MMMM*|M|MMMM*|M", global_batch)

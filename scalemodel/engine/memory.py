@@ -1,7 +1,7 @@
 """`memory`: the per-GPU memory of one strategy and the largest micro-batch that fits.
 
 The same engine path as `predict` (:func:`scalemodel.engine.job.build_job`, the strategy grid and
-:func:`scalemodel.engine.step.memory_parts`), so both report the same bytes and the same verdict.
+:func:`scalemodel.engine.stage_memory.memory_parts`), so both report the same bytes and the same verdict.
 The number of micro-batches in flight follows the step model: m = B / (dp b) with B the global
 batch (default dp x micro-batch, i.e. m = 1), and the first pipeline stage holds min(m, pp) of
 them under 1F1B (:func:`scalemodel.cost.memory.inflight_microbatches`).
@@ -17,7 +17,8 @@ import numpy as np
 from scalemodel.cost import memory as M
 from scalemodel.engine.job import Job, StrategyGrid, build_job, grid_from_strategy
 from scalemodel.engine.pipeline_ranks import microbatches
-from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, feasibility, memory_peak_stage, memory_total
+from scalemodel.engine.stage_memory import memory_peak_stage, memory_total
+from scalemodel.engine.step import INFEASIBLE_REASONS, Infeasible, feasibility
 from scalemodel.errors import InputError, Origin
 
 #: The parts of the per-GPU memory, in the order of the JSON object (then ``total``).

@@ -106,6 +106,7 @@ from scalemodel.engine.layer_compute import moe_block_recomputed
 from scalemodel.engine.parts import BREAKDOWN_KEYS
 from scalemodel.engine.pipeline_ranks import microbatches
 from scalemodel.engine.predict import Prediction, result_at
+from scalemodel.engine.stage_memory import memory_total
 from scalemodel.engine.step import (
     REASON_KEYS,
     Infeasible,
@@ -114,7 +115,6 @@ from scalemodel.engine.step import (
     dp_exposed_floor,
     evaluate,
     feasibility,
-    memory_total,
     needs_replicas,
     shares_bsp_comm,
     with_sync,
@@ -853,7 +853,7 @@ def _comm_equivalents(p: _Pick, choices: dict[str, np.ndarray], into: dict[str, 
 #: Configuration columns the compute floor does not read (step.compute_floor: the rank order, and the EP dispatch,
 #: which changes only EP traffic and its contention): rows that differ only in them share one floor.
 FLOOR_BLIND = ("layout", "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")
-#: Configuration columns memory does not read (step.memory_total), but for all_gather's gathered K and V
+#: Configuration columns memory does not read (stage_memory.memory_total), but for all_gather's gathered K and V
 #: (compute.cp_gathered_bytes, a per-GPU workspace added to every stage's total): :func:`_memory_rows`.
 MEMORY_BLIND = ("cp_comm_type", "cp_a2a_size", "moe_flex_dispatcher", "moe_a2a_overlap", "moe_flex_backend")
 
