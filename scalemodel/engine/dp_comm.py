@@ -15,30 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import (
-    Algorithm,
-    CompressionKind,
-    Precision,
-    ScheduleKind,
-    SyncKind,
-    Zero,
-    parse_sync,
-)
+from scalemodel.choices import Algorithm, CompressionKind, Precision, ScheduleKind, SyncKind, Zero, parse_sync
 from scalemodel.cost import compute, memory, ps, transformer
-from scalemodel.cost.placement import (
-    DataParallelGroups,
-    ParallelGroups,
-    Placement,
-    place,
-    rank_strides,
-)
+from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, Placement, place, rank_strides
 from scalemodel.engine.host_floor import CALL_COST_US
-from scalemodel.engine.job import (
-    DDP_BUCKET_BYTES,
-    DEEPSPEED_BUCKET_ELEMENTS,
-    Job,
-    StrategyGrid,
-)
+from scalemodel.engine.job import DDP_BUCKET_BYTES, DEEPSPEED_BUCKET_ELEMENTS, Job, StrategyGrid
 from scalemodel.engine.layer_compute import (
     _gathered_bytes,
     _hbm_seconds,

@@ -18,17 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import (
-    FlexBackend,
-    Recompute,
-    ScheduleKind,
-    Zero,
-)
+from scalemodel.choices import FlexBackend, Recompute, ScheduleKind, Zero
 from scalemodel.cost import compute, moe_routing, transformer
-from scalemodel.engine.job import (
-    Job,
-    StrategyGrid,
-)
+from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.pipeline_ranks import (
     _PART_MEMO,
     _chunk_layers,

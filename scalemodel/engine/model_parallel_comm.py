@@ -15,24 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from scalemodel.choices import (
-    Algorithm,
-    CpCommType,
-    FlexBackend,
-    Recompute,
-    ScheduleKind,
-)
+from scalemodel.choices import Algorithm, CpCommType, FlexBackend, Recompute, ScheduleKind
 from scalemodel.cost import collectives as coll
 from scalemodel.cost import compute, ep_dispatch, transformer
-from scalemodel.cost.placement import (
-    ParallelGroups,
-    Placement,
-    place,
-)
-from scalemodel.engine.job import (
-    Job,
-    StrategyGrid,
-)
+from scalemodel.cost.placement import ParallelGroups, Placement, place
+from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.layer_compute import moe_block_recomputed, moe_rank_load, xla_remat
 from scalemodel.engine.pipeline_ranks import _etp, microbatches
 

@@ -22,17 +22,10 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 
-from scalemodel.choices import (
-    ScheduleKind,
-)
+from scalemodel.choices import ScheduleKind
 from scalemodel.cost import mamba as mamba_cost
 from scalemodel.cost import memory, transformer
-from scalemodel.engine.job import (
-    STAGE_SPLITS,
-    Job,
-    StrategyGrid,
-    model_param_counts,
-)
+from scalemodel.engine.job import STAGE_SPLITS, Job, StrategyGrid, model_param_counts
 
 
 def _stage_layers(job: Job, g: StrategyGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

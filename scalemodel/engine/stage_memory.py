@@ -13,10 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from scalemodel.choices import (
-    Recompute,
-    ScheduleKind,
-)
+from scalemodel.choices import Recompute, ScheduleKind
 from scalemodel.cost import compute, memory, pipeline
 from scalemodel.engine.dp_comm import (
     _expert_state_shards,
@@ -24,10 +21,7 @@ from scalemodel.engine.dp_comm import (
     fp8_param_linear_per_layer,
     module_input_bytes,
 )
-from scalemodel.engine.job import (
-    Job,
-    StrategyGrid,
-)
+from scalemodel.engine.job import Job, StrategyGrid
 from scalemodel.engine.layer_compute import (
     _stage_recomputed,
     fp8_params_held,

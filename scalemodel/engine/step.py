@@ -69,23 +69,10 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 
-from scalemodel.choices import (
-    CompressionKind,
-    CpCommType,
-    Layout,
-    Recompute,
-    ScheduleKind,
-    SyncKind,
-    Zero,
-    parse_sync,
-)
+from scalemodel.choices import CompressionKind, CpCommType, Layout, Recompute, ScheduleKind, SyncKind, Zero, parse_sync
 from scalemodel.cost import balance, pipeline, transformer
 from scalemodel.cost import sync as sync_model
-from scalemodel.cost.placement import (
-    DataParallelGroups,
-    ParallelGroups,
-    parallel_groups,
-)
+from scalemodel.cost.placement import DataParallelGroups, ParallelGroups, parallel_groups
 from scalemodel.engine.dp_comm import (
     DEEPSPEED_GATHERS_PER_LAYER,
     _offload_exposed,
